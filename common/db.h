@@ -1,0 +1,71 @@
+/*
+ * db.h: PostgreSQL access over libpq.
+ *
+ * A fixed-size connection pool; each PGconn is used by one thread at a time
+ * (acquire -> use -> release).  SQL goes only through PQexecParams
+ * (rv_db_exec), never built with sprintf.  SQLSTATE maps to errno in one place:
+ * 23505 -> -EEXIST, 23503 -> -ENOENT, 22xxx/23xxx other -> -EINVAL,
+ * 40001/40P01 -> -EAGAIN, lost connection / server down -> -ECONNRESET,
+ * statement timeout 57014 -> -ETIMEDOUT.
+ * Thread-safe: the pool has its own mutex; connections are never shared.
+ */
+#ifndef RV_DB_H
+#define RV_DB_H
+
+#include <libpq-fe.h>
+#include <stdint.h>
+
+#include "err.h"
+
+struct rv_db_pool;
+
+struct rv_db_pool_opts {
+	const char *conninfo;       /* libpq conninfo string */
+	int size;                   /* connections, >= 1 */
+	int connect_timeout_s;      /* per connection attempt (default 5) */
+	int statement_timeout_ms;   /* SET statement_timeout on each connection (0: none) */
+	int acquire_timeout_ms;     /* how long rv_db_acquire waits for a free slot */
+};
+
+/* Create a pool.  Connections open lazily, so this succeeds even while the server
+ * is down.  Returns NULL only when out of memory.  Free with rv_db_pool_free. */
+struct rv_db_pool *rv_db_pool_new(const struct rv_db_pool_opts *opts);
+struct rv_db_pool *rv_db_pool_free(struct rv_db_pool *pool);
+
+/* Borrow a live connection (reconnects a broken one).  Returns NULL on failure with
+ * *err set (-ECONNREFUSED with libpq's reason when the server is down, -ETIMEDOUT
+ * when every slot stays busy).  Return it with rv_db_release. */
+PGconn *rv_db_acquire(struct rv_db_pool *pool, struct rv_err *err);
+/* Give a connection back; a connection in a bad state or an open transaction
+ * is reset/closed so the next user gets a clean one.  conn may be NULL. */
+void rv_db_release(struct rv_db_pool *pool, PGconn *conn);
+
+/* Run one parameterised statement (text params, NULL entry = SQL NULL).
+ * On success returns the number of rows (tuples or affected rows) and, when
+ * res is not NULL, hands the result to the caller (PQclear it).  On failure
+ * returns a negative errno from the SQLSTATE with the server's message in *err. */
+int rv_db_exec(PGconn *conn, const char *sql, int nparams, const char *const *params,
+	       PGresult **res, struct rv_err *err);
+
+/* BEGIN / COMMIT / ROLLBACK helpers (rollback never fails loudly). */
+int rv_db_begin(PGconn *conn, struct rv_err *err);
+int rv_db_commit(PGconn *conn, struct rv_err *err);
+void rv_db_rollback(PGconn *conn);
+
+/* SQLSTATE (5 chars) -> negative errno as described above. */
+int rv_db_sqlstate_errno(const char *sqlstate);
+
+/* Apply sql/NNN_*.sql files from dir in numeric order, each in its own
+ * transaction, recording (version, name, checksum) in rover_schema_version.
+ * Serialised by a session advisory lock so two brains starting together never
+ * both apply one.  Already applied versions are skipped.  Returns the number
+ * applied. */
+int rv_db_migrate(PGconn *conn, const char *dir, struct rv_err *err);
+
+struct rv_db_pool_stats {
+	int size, in_use, connected;
+	uint64_t acquires, acquire_failures, exec_errors;
+};
+void rv_db_pool_stats(struct rv_db_pool *pool, struct rv_db_pool_stats *out);
+
+#endif

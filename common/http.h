@@ -1,0 +1,117 @@
+/*
+ * http.h: the HTTP server wrapper (libmicrohttpd) and client (libcurl).
+ *
+ * Server: a route table ("GET", "/v1/jobs/{uid}/plan") dispatched to handlers
+ * that fill a response; thread per connection (so a long-poll handler may
+ * block) with a connection limit; request body limit (413 before reading
+ * it all); per-connection timeout; keep-alive; every error is JSON
+ * {"error","detail","field"}.  Routes flagged RV_HTTP_WRITE need
+ * "Authorization: Bearer <token>" when a token is set (constant-time compare).
+ * Per-route request counts and latency histograms feed rv_http_server_metrics.
+ * Handlers run on libmicrohttpd's threads: they must be thread-safe.
+ *
+ * Client: one easy handle per rv_http_client (one per thread), keep-alive,
+ * connect and total timeouts on every call.
+ */
+#ifndef RV_HTTP_H
+#define RV_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+#define RV_HTTP_MAX_PARAMS 4
+
+struct rv_http_req {
+	const char *method;
+	const char *path;
+	const char *body;   /* NUL-terminated, may be "" */
+	size_t body_len;
+	/* path parameters from the pattern, in order ({uid} -> params[0]) */
+	const char *params[RV_HTTP_MAX_PARAMS];
+	int nparams;
+	void *conn;         /* opaque: used by rv_http_query/header */
+};
+
+/* Query-string argument or header value, or NULL.  Borrowed for the request. */
+const char *rv_http_query(const struct rv_http_req *req, const char *key);
+const char *rv_http_header(const struct rv_http_req *req, const char *key);
+
+struct rv_http_resp {
+	int status;                /* default 200 */
+	char *body;                /* malloc'd, owned by the server after return */
+	const char *content_type;  /* default "application/json" */
+};
+
+/* Set a JSON body (takes ownership of the malloc'd string). */
+void rv_http_resp_json(struct rv_http_resp *resp, int status, char *json);
+/* Set {"error","detail","field"} from a negative errno and optional err. */
+void rv_http_resp_error(struct rv_http_resp *resp, int neg_errno, const struct rv_err *err);
+/* Same with an explicit status and texts. */
+void rv_http_resp_error_text(struct rv_http_resp *resp, int status, const char *error,
+			     const char *detail, const char *field);
+
+/* A handler returns 0 after filling resp; a negative errno return (with resp
+ * left empty) becomes an error response by rv_errno_to_http. */
+typedef int (*rv_http_handler_fn)(struct rv_http_req *req, struct rv_http_resp *resp,
+				  void *ctx);
+
+enum { RV_HTTP_WRITE = 1 << 0 };
+
+struct rv_http_route {
+	const char *method;     /* "GET", "POST", ... */
+	const char *pattern;    /* "/v1/jobs/{uid}/plan": {x} matches one segment */
+	rv_http_handler_fn fn;
+	int flags;              /* RV_HTTP_WRITE */
+	const char *summary;    /* one line, for /v1/openapi.json and logs */
+};
+
+struct rv_http_server_opts {
+	const char *host;          /* "127.0.0.1" */
+	int port;                  /* 0 = pick a free port (see rv_http_server_port) */
+	const char *token;         /* NULL or "" = no auth */
+	size_t max_body;           /* bytes; larger bodies get 413 */
+	int conn_timeout_s;        /* idle connection timeout */
+	int max_conns;             /* connection limit */
+	const struct rv_http_route *routes;
+	int nroutes;
+	void *ctx;                 /* passed to every handler */
+};
+
+struct rv_http_server;
+
+/* Start listening.  NULL on failure with *err set (e.g. address in use). */
+struct rv_http_server *rv_http_server_start(const struct rv_http_server_opts *opts,
+					    struct rv_err *err);
+/* Stop accepting, wait for handlers to finish, free.  Accepts NULL. */
+void rv_http_server_stop(struct rv_http_server *srv);
+int rv_http_server_port(const struct rv_http_server *srv);
+
+/* Prometheus text for the server's own counters (rover_http_requests_total
+ * {route,method,code}, rover_http_request_seconds histogram, connections).
+ * malloc'd; caller frees. */
+char *rv_http_server_metrics(struct rv_http_server *srv);
+
+/* ---- client ---- */
+struct rv_http_client;
+
+struct rv_http_client *rv_http_client_new(const char *token, int connect_timeout_ms,
+					  int timeout_ms);
+void rv_http_client_free(struct rv_http_client *c);
+
+struct rv_http_result {
+	long status;   /* HTTP status, 0 when no response */
+	char *body;    /* malloc'd response body (NUL-terminated) or NULL; caller frees */
+	size_t body_len;
+};
+
+/* method "GET"/"POST"/..., body may be NULL.  timeout_ms <= 0 uses the client's.
+ * Returns 0 when a response arrived (any status), negative errno otherwise
+ * (-ECONNREFUSED, -ETIMEDOUT, ...) with curl's text in *err. */
+int rv_http_request(struct rv_http_client *c, const char *method, const char *url,
+		    const char *body, size_t body_len, int timeout_ms,
+		    struct rv_http_result *out, struct rv_err *err);
+void rv_http_result_release(struct rv_http_result *r);
+
+#endif

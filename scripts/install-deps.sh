@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Install the Debian packages Rover needs when any is missing (runs as root on
+# Debian 12; otherwise prints the apt-get line to run).
+set -euo pipefail
+pkgs=(build-essential pkg-config libmicrohttpd-dev libpq-dev libcjson-dev libgsl-dev
+      libcurl4-openssl-dev check libinih-dev postgresql postgresql-client curl
+      python3-torch python3-sklearn procps)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "installing missing packages: ${missing[*]}" >&2
+if [ "$(id -u)" -ne 0 ]; then
+  echo "error: not root; run: sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Debian starts a packaged cluster on install; Rover runs its own private ones.
+if command -v pg_lsclusters >/dev/null && pg_lsclusters -h 2>/dev/null | grep -q online; then
+  pg_lsclusters -h | awk '{print $1, $2}' | while read -r v c; do
+    pg_ctlcluster "$v" "$c" stop || true
+  done
+fi
