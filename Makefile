@@ -22,7 +22,7 @@ CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
         -Wformat=2 -Wvla -Wwrite-strings -fno-common
-CFLAGS_BASE := -std=gnu11 $(WARN) -MMD -MP -I. -Icommon -Ialgorithms $(PKG_CFLAGS) \
+CFLAGS_BASE := -std=gnu11 $(WARN) -MMD -MP -I. -Icommon -Ialgorithms -Itests/lib $(PKG_CFLAGS) \
         -D_GNU_SOURCE
 ifeq ($(MODE),release)
 CFLAGS_MODE := -O2 -g
