@@ -1,0 +1,91 @@
+/*
+ * buf.c: growable text buffer (see buf.h).
+ */
+#include "buf.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void rv_buf_init(struct rv_buf *b)
+{
+	memset(b, 0, sizeof(*b));
+}
+
+void rv_buf_release(struct rv_buf *b)
+{
+	free(b->data);
+	rv_buf_init(b);
+}
+
+static bool grow(struct rv_buf *b, size_t extra)
+{
+	if (b->failed)
+		return false;
+	if (b->len + extra + 1 <= b->cap)
+		return true;
+	size_t cap = b->cap ? b->cap : 256;
+	while (cap < b->len + extra + 1)
+		cap *= 2;
+	char *p = realloc(b->data, cap);
+	if (!p) {
+		b->failed = true;
+		return false;
+	}
+	b->data = p;
+	b->cap = cap;
+	return true;
+}
+
+void rv_buf_append(struct rv_buf *b, const char *s, size_t n)
+{
+	if (!grow(b, n))
+		return;
+	memcpy(b->data + b->len, s, n);
+	b->len += n;
+	b->data[b->len] = 0;
+}
+
+void rv_buf_puts(struct rv_buf *b, const char *s)
+{
+	rv_buf_append(b, s, strlen(s));
+}
+
+void rv_buf_printf(struct rv_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0 || !grow(b, (size_t)n))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+}
+
+void rv_buf_pg_array_str(struct rv_buf *b, const char *s)
+{
+	rv_buf_append(b, "\"", 1);
+	for (const char *p = s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			rv_buf_append(b, "\\", 1);
+		rv_buf_append(b, p, 1);
+	}
+	rv_buf_append(b, "\"", 1);
+}
+
+char *rv_buf_steal(struct rv_buf *b)
+{
+	if (b->failed) {
+		rv_buf_release(b);
+		return NULL;
+	}
+	if (!b->data)
+		return strdup("");
+	char *p = b->data;
+	rv_buf_init(b);
+	return p;
+}
