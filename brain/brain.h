@@ -1,0 +1,164 @@
+/*
+ * brain.h: rover-brain's state and the interfaces between its files.
+ *
+ * One struct brain holds everything (no globals but the signal flag in
+ * main.c).  Threads: libmicrohttpd's connection threads run the api_*.c
+ * handlers; one planner thread (planner.c) computes running-stage plans.
+ * Each thread borrows its own PGconn from the pool for the length of one
+ * request or one plan computation.  store.c holds all SQL.
+ */
+#ifndef BRAIN_H
+#define BRAIN_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+#include <libpq-fe.h>
+
+#include "db.h"
+#include "http.h"
+#include "pgserver.h"
+#include "wire.h"
+
+struct brain_cfg {
+	char listen[128];
+	char token[256];
+	long long max_body_kb;
+	long long conn_timeout_s;
+	long long max_conns;
+	char db[1024];
+	char data_dir[512];
+	char sql_dir[512];
+	long long pool_size;
+	long long statement_timeout_ms;
+	long long acquire_timeout_ms;
+	long long plan_interval_s;
+	long long plan_debounce_ms;
+	long long max_wait_s;
+	long long min_samples;
+	char log_level[16];
+};
+
+#define PLANNER_QUEUE_MAX 4096
+
+struct brain {
+	struct brain_cfg cfg;
+	struct rv_pgserver pg;
+	bool embedded;
+	struct rv_db_pool *db;
+	struct rv_http_server *http;
+
+	/* Plan notification for long-polls: plan_seq grows on every plan this
+	 * brain stores; waiters also re-query PostgreSQL so plans stored by
+	 * another replica are seen within one poll interval. */
+	pthread_mutex_t plan_mu;
+	pthread_cond_t plan_cv;
+	uint64_t plan_seq;
+
+	/* Planner: jobs whose metrics changed, computed after the debounce. */
+	pthread_t planner_thread;
+	bool planner_running;
+	pthread_mutex_t planner_mu;
+	pthread_cond_t planner_cv;
+	bool planner_stop;
+	int64_t dirty_job[PLANNER_QUEUE_MAX];
+	int64_t dirty_since_ms[PLANNER_QUEUE_MAX];
+	int ndirty;
+
+	atomic_uint_least64_t samples_ingested;
+	atomic_uint_least64_t batches_ingested;
+	atomic_uint_least64_t batches_rejected;
+	atomic_uint_least64_t events_ingested;
+	atomic_uint_least64_t plans_stored;
+	atomic_uint_least64_t db_unavailable;
+};
+
+/* ---- api.c ---- */
+int api_start(struct brain *b, struct rv_err *err);
+void api_stop(struct brain *b);
+/* Parse a request body as JSON; on failure fill resp with 400. */
+cJSON *api_parse_body(const struct rv_http_req *req, struct rv_http_resp *resp);
+/* Borrow a connection or fill resp with 503 and return NULL. */
+PGconn *api_db(struct brain *b, struct rv_http_resp *resp);
+/* Respond with an error from rc/err (logging 5xx once). */
+int api_fail(struct brain *b, struct rv_http_resp *resp, int rc, const struct rv_err *err);
+/* Optional integer query argument within [min,max]: 1 stored, 0 absent, -EINVAL
+ * with resp filled (400 naming the argument). */
+int api_query_int(const struct rv_http_req *req, struct rv_http_resp *resp, const char *key,
+		  int64_t min, int64_t max, int64_t *out);
+/* Respond with a cJSON document (consumed). */
+int api_reply(struct rv_http_resp *resp, int status, cJSON *doc);
+
+/* handlers, one file each family */
+int api_jobs_create(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
+int api_jobs_list(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
+int api_jobs_get(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
+int api_metrics_post(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
+int api_events_post(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
+int api_plan_get(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
+int api_plans_list(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
+int api_cluster_post(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
+int api_cluster_get(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
+
+/* ---- store.c: every SQL statement of the brain ---- */
+struct store_job {
+	int64_t id;
+	char uid[40];
+	char namespace_[RV_NAME_MAX];
+	char name[RV_NAME_MAX];
+	char user[128];
+	enum rv_strategy strategy;
+	enum rv_optimize_mode optimize_mode;
+	char status[16];
+	int64_t last_sample_ms;
+};
+
+/* Insert a job (uid generated here); -EEXIST when a running job has that name. */
+int store_job_insert(PGconn *c, const struct rv_job_spec *spec, const char *spec_json,
+		     struct store_job *out, struct rv_err *err);
+/* Look up by uid; -ENOENT when unknown. */
+int store_job_find(PGconn *c, const char *uid, struct store_job *out, struct rv_err *err);
+int store_job_find_id(PGconn *c, int64_t id, struct store_job *out, struct rv_err *err);
+/* Full job document (spec, status, node table); caller owns the cJSON. */
+int store_job_get_json(PGconn *c, const char *uid, cJSON **out, struct rv_err *err);
+int store_job_list_json(PGconn *c, const char *namespace_, const char *status, int limit,
+			int offset, cJSON **out, struct rv_err *err);
+/* Store a whole batch in one transaction (all or nothing). */
+int store_metrics_insert(PGconn *c, int64_t job_id, const struct rv_metrics_batch *b,
+			 struct rv_err *err);
+int store_event_insert(PGconn *c, int64_t job_id, const struct rv_event *ev, int64_t *id_out,
+		       struct rv_err *err);
+/* Insert a plan; fills plan->id. */
+int store_plan_insert(PGconn *c, int64_t job_id, struct rv_scale_plan *plan, int64_t reverts,
+		      struct rv_err *err);
+/* Latest plan of stage (NULL/"" = any) with id > after; *out NULL when none. */
+int store_plan_latest_json(PGconn *c, int64_t job_id, const char *stage, int64_t after,
+			   cJSON **out, struct rv_err *err);
+int store_plan_history_json(PGconn *c, int64_t job_id, int limit, cJSON **out,
+			    struct rv_err *err);
+int store_plan_mark_applied(PGconn *c, int64_t job_id, int64_t plan_id, int64_t ts_ms,
+			    struct rv_err *err);
+int store_cluster_upsert(PGconn *c, const struct rv_cluster_report *r, struct rv_err *err);
+int store_cluster_json(PGconn *c, cJSON **out, struct rv_err *err);
+/* Free cluster capacity (ready nodes, capacity - used); -1/-1 when no reports. */
+int store_cluster_free(PGconn *c, double *cpu, int64_t *memory_mb, struct rv_err *err);
+int store_ping(PGconn *c, struct rv_err *err);
+
+/* ---- planner.c ---- */
+/* Create-stage plan for a new job (stored by the caller). */
+int planner_create_plan(struct brain *b, PGconn *c, const struct store_job *job,
+			const struct rv_job_spec *spec, struct rv_scale_plan *plan);
+/* OOM-stage plan after a node_oom event; 0 and plan->stage[0]==0 when none. */
+int planner_oom_plan(struct brain *b, PGconn *c, const struct store_job *job,
+		     const struct rv_event *ev, struct rv_scale_plan *plan);
+/* Mark a job's metrics changed (debounced running-stage planning). */
+void planner_touch(struct brain *b, int64_t job_id);
+int planner_start(struct brain *b);
+void planner_stop(struct brain *b);
+/* Wake long-polls after a plan was stored. */
+void planner_notify(struct brain *b);
+
+#endif

@@ -1,0 +1,233 @@
+/*
+ * main.c: rover-brain's entry point: configuration, wiring, signals.
+ *
+ * run() loads the config, starts (or connects to) PostgreSQL, applies the
+ * sql/ migrations, starts the planner thread and the REST server, then waits
+ * for SIGINT/SIGTERM and stops everything in reverse order (the embedded
+ * PostgreSQL last).  SIGINT/SIGTERM are blocked in every thread and taken
+ * with sigtimedwait here, so no handler runs in a library call.
+ */
+#include <gsl/gsl_errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "brain.h"
+#include "cfg.h"
+#include "cleanup.h"
+#include "log.h"
+
+#define ROVER_VERSION "0.1.0"
+
+#define OPT(sec, key, flag, type, field, def, min, max, fl, help)                             \
+	{ sec, key, flag, type, offsetof(struct brain_cfg, field),                             \
+	  sizeof(((struct brain_cfg *)0)->field), def, min, max, fl, help }
+
+static const struct rv_cfg_opt brain_opts[] = {
+	OPT("server", "listen", "listen", RV_CFG_STR, listen, "127.0.0.1:8080", 0, 0, 0,
+	    "address and port of the REST API (HOST:PORT; port 0 picks a free one)"),
+	OPT("server", "token", "token", RV_CFG_STR, token, "", 0, 0, RV_CFG_SECRET,
+	    "bearer token every write must carry (empty: no auth)"),
+	OPT("server", "max_body_kb", NULL, RV_CFG_INT, max_body_kb, "8192", 1, 1048576, 0,
+	    "largest request body accepted, KiB (413 above)"),
+	OPT("server", "conn_timeout_s", NULL, RV_CFG_INT, conn_timeout_s, "120", 1, 3600, 0,
+	    "idle connection timeout, seconds"),
+	OPT("server", "max_conns", NULL, RV_CFG_INT, max_conns, "512", 4, 65536, 0,
+	    "most concurrent connections (one thread each)"),
+	OPT("db", "conninfo", "db", RV_CFG_STR, db, "", 0, 0, RV_CFG_SECRET,
+	    "PostgreSQL conninfo; empty runs a private PostgreSQL under data_dir"),
+	OPT("db", "data_dir", "data-dir", RV_CFG_STR, data_dir, "var/brain", 0, 0, 0,
+	    "folder of the embedded PostgreSQL (used without conninfo)"),
+	OPT("db", "sql_dir", "sql-dir", RV_CFG_STR, sql_dir, "", 0, 0, 0,
+	    "folder of the NNN_*.sql migrations (empty: found next to the binary)"),
+	OPT("db", "pool_size", NULL, RV_CFG_INT, pool_size, "8", 1, 256, 0,
+	    "PostgreSQL connections in the pool"),
+	OPT("db", "statement_timeout_ms", NULL, RV_CFG_INT, statement_timeout_ms, "10000", 0,
+	    3600000, 0, "statement timeout per query, ms (0: none)"),
+	OPT("db", "acquire_timeout_ms", NULL, RV_CFG_INT, acquire_timeout_ms, "5000", 10, 600000, 0,
+	    "how long a request waits for a free pool connection, ms"),
+	OPT("plan", "interval_s", NULL, RV_CFG_INT, plan_interval_s, "30", 1, 86400, 0,
+	    "every running job is re-planned at least this often, seconds"),
+	OPT("plan", "debounce_ms", NULL, RV_CFG_INT, plan_debounce_ms, "1000", 0, 600000, 0,
+	    "a job is planned once no metrics came for this long, ms"),
+	OPT("plan", "max_wait_s", NULL, RV_CFG_INT, max_wait_s, "300", 0, 3600, 0,
+	    "longest long-poll a client may ask for with wait=, seconds"),
+	OPT("plan", "min_samples", NULL, RV_CFG_INT, min_samples, "3", 1, 10000, 0,
+	    "speed samples a configuration needs before the throughput model uses it"),
+	OPT("log", "level", "log-level", RV_CFG_STR, log_level, "info", 0, 0, 0,
+	    "debug, info, warn or error"),
+};
+
+static const char usage[] = "rover-brain [--listen HOST:PORT] [--data-dir DIR] [--db CONNINFO] "
+			    "[--token T] [--config FILE]";
+static const char summary[] =
+	"Rover's brain: stores job metrics and events in PostgreSQL and serves resource\n"
+	"plans over REST.  Without --db it runs a private PostgreSQL in --data-dir\n"
+	"(created on first start, stopped on SIGTERM/SIGINT, reused on restart).\n"
+	"Print the full conf file with --print-conf.";
+
+static int find_sql_dir(char *out, size_t size)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	struct stat st;
+	if (n > 0) {
+		exe[n] = 0;
+		const char *dir = dirname(exe);
+		static const char *const rel[] = { "../../sql", "../../../sql", "../share/rover/sql" };
+		for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+			char cand[PATH_MAX + 32];
+			snprintf(cand, sizeof(cand), "%s/%s", dir, rel[i]);
+			if (stat(cand, &st) == 0 && S_ISDIR(st.st_mode) && realpath(cand, exe) &&
+			    strlen(exe) < size) {
+				memcpy(out, exe, strlen(exe) + 1);
+				return 0;
+			}
+		}
+	}
+	if (stat("sql", &st) == 0 && S_ISDIR(st.st_mode)) {
+		snprintf(out, size, "sql");
+		return 0;
+	}
+	return -ENOENT;
+}
+
+static int open_database(struct brain *b, struct rv_err *err)
+{
+	const char *conninfo = b->cfg.db;
+	if (!conninfo[0]) {
+		rv_log_info("starting embedded postgresql", "dir=%s", b->cfg.data_dir);
+		int rc = rv_pgserver_start(&b->pg, b->cfg.data_dir, 60, err);
+		if (rc < 0)
+			return rc;
+		b->embedded = true;
+		conninfo = b->pg.conninfo;
+		rv_log_info("embedded postgresql ready", "dir=%s socket_dir=%s started=%d", b->pg.dir,
+			    b->pg.sockdir, b->pg.started);
+	}
+	struct rv_db_pool_opts po = {
+		.conninfo = conninfo,
+		.size = (int)b->cfg.pool_size,
+		.connect_timeout_s = 5,
+		.statement_timeout_ms = (int)b->cfg.statement_timeout_ms,
+		.acquire_timeout_ms = (int)b->cfg.acquire_timeout_ms,
+	};
+	b->db = rv_db_pool_new(&po);
+	if (!b->db)
+		return rv_err_set(err, -ENOMEM, "", "out of memory");
+	PGconn *c = rv_db_acquire(b->db, err);
+	if (!c)
+		return err->code ? err->code : -ECONNREFUSED;
+	int rc = rv_db_migrate(c, b->cfg.sql_dir, err);
+	rv_db_release(b->db, c);
+	if (rc < 0)
+		return rc;
+	rv_log_info("schema up to date", "applied=%d sql_dir=%s", rc, b->cfg.sql_dir);
+	return 0;
+}
+
+static int run(int argc, char **argv)
+{
+	struct brain *b = calloc(1, sizeof(*b));
+	struct rv_err err = { 0 };
+	if (!b)
+		return -ENOMEM;
+	int rc = rv_cfg_load(brain_opts, (int)RV_ARRAY_SIZE(brain_opts), &b->cfg, argc, argv, &err);
+	if (rc == RV_CFG_HELP) {
+		rv_cfg_print_help(brain_opts, (int)RV_ARRAY_SIZE(brain_opts), stdout, usage, summary);
+		free(b);
+		return 0;
+	}
+	if (rc == RV_CFG_VERSION) {
+		printf("rover-brain %s\n", ROVER_VERSION);
+		free(b);
+		return 0;
+	}
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--print-conf")) {
+			rv_cfg_print_conf(brain_opts, (int)RV_ARRAY_SIZE(brain_opts), stdout,
+					  "rover-brain.conf");
+			free(b);
+			return 0;
+		}
+	}
+	if (rc < 0) {
+		fprintf(stderr, "rover-brain: %s\n", err.msg);
+		free(b);
+		return rc;
+	}
+	enum rv_log_level level;
+	if (rv_log_level_parse(b->cfg.log_level, &level) < 0) {
+		fprintf(stderr, "rover-brain: log.level: must be debug, info, warn or error\n");
+		free(b);
+		return -EINVAL;
+	}
+	rv_log_setup("brain", level);
+	gsl_set_error_handler_off();
+	rv_cfg_log(brain_opts, (int)RV_ARRAY_SIZE(brain_opts), &b->cfg);
+	if (!b->cfg.sql_dir[0] && find_sql_dir(b->cfg.sql_dir, sizeof(b->cfg.sql_dir)) < 0) {
+		rv_log_error("could not find the sql migrations", "hint=\"set --sql-dir\"");
+		free(b);
+		return -ENOENT;
+	}
+
+	sigset_t sigs;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	char q[600];
+	rc = open_database(b, &err);
+	if (rc < 0) {
+		rv_log_error("could not open the database", "reason=%s", rv_log_q(q, sizeof(q), err.msg));
+		goto out;
+	}
+	rc = planner_start(b);
+	if (rc < 0) {
+		rv_log_error("could not start the planner", "errno=%d", -rc);
+		goto out;
+	}
+	rc = api_start(b, &err);
+	if (rc < 0) {
+		rv_log_error("could not start the REST server", "reason=%s",
+			     rv_log_q(q, sizeof(q), err.msg));
+		goto out;
+	}
+	rv_log_info("rover-brain ready", "listen=%s port=%d auth=%s version=%s", b->cfg.listen,
+		    rv_http_server_port(b->http), b->cfg.token[0] ? "bearer" : "none", ROVER_VERSION);
+	/* Scripts read this line from stdout to learn the port. */
+	printf("listening on http://%.*s:%d\n", (int)(strrchr(b->cfg.listen, ':') - b->cfg.listen),
+	       b->cfg.listen, rv_http_server_port(b->http));
+	fflush(stdout);
+
+	int sig;
+	do {
+		sig = sigwaitinfo(&sigs, NULL);
+	} while (sig < 0);
+	rv_log_info("shutting down", "signal=%d", sig);
+	rc = 0;
+out:
+	planner_stop(b);
+	api_stop(b);
+	b->db = rv_db_pool_free(b->db);
+	if (b->embedded) {
+		rv_pgserver_stop(&b->pg);
+		rv_log_info("embedded postgresql stopped", "dir=%s", b->pg.dir);
+	}
+	free(b);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	int rc = run(argc, argv);
+	return rc < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,674 @@
+/*
+ * store.c: every SQL statement rover-brain runs, over PQexecParams only
+ * (rv_db_exec).  Callers pass a PGconn they borrowed from the pool; nothing
+ * here keeps state.  JSON documents served by the API are built by
+ * PostgreSQL (json_build_object) and parsed into cJSON for the caller.
+ * Time series go in with one INSERT ... SELECT FROM unnest(arrays) per table
+ * per batch, inside one transaction, so a batch is stored whole or not at all.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "brain.h"
+#include "buf.h"
+#include "cleanup.h"
+#include "json.h"
+
+static void pqclearp(PGresult **r)
+{
+	if (*r)
+		PQclear(*r);
+}
+#define RV_CLEANUP_PGRESULT RV_CLEANUP(pqclearp)
+
+static void i64s(char *buf, size_t size, int64_t v)
+{
+	snprintf(buf, size, "%" PRId64, v);
+}
+
+static int fill_job(PGresult *r, int row, struct store_job *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->id = strtoll(PQgetvalue(r, row, 0), NULL, 10);
+	snprintf(out->uid, sizeof(out->uid), "%s", PQgetvalue(r, row, 1));
+	snprintf(out->namespace_, sizeof(out->namespace_), "%s", PQgetvalue(r, row, 2));
+	snprintf(out->name, sizeof(out->name), "%s", PQgetvalue(r, row, 3));
+	snprintf(out->user, sizeof(out->user), "%s", PQgetvalue(r, row, 4));
+	int s = rv_strategy_parse(PQgetvalue(r, row, 5));
+	out->strategy = s < 0 ? RV_STRATEGY_ALLREDUCE : (enum rv_strategy)s;
+	int m = rv_optimize_mode_parse(PQgetvalue(r, row, 6));
+	out->optimize_mode = m < 0 ? RV_OPT_CLUSTER : (enum rv_optimize_mode)m;
+	snprintf(out->status, sizeof(out->status), "%s", PQgetvalue(r, row, 7));
+	out->last_sample_ms = strtoll(PQgetvalue(r, row, 8), NULL, 10);
+	return 0;
+}
+
+#define JOB_COLS "id, uid, namespace, name, user_name, strategy, optimize_mode, status, last_sample_ms"
+
+static int dataset_total(const struct rv_job_spec *spec, int64_t *out)
+{
+	int64_t total = 0;
+	for (int i = 0; i < spec->ndatasets; i++)
+		total += spec->datasets[i].size;
+	*out = total;
+	return 0;
+}
+
+int store_job_insert(PGconn *c, const struct rv_job_spec *spec, const char *spec_json,
+		     struct store_job *out, struct rv_err *err)
+{
+	uint8_t rnd[8];
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		return rv_err_set(err, -EIO, "", "could not generate a job uid");
+	char uid[40];
+	snprintf(uid, sizeof(uid), "j-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2],
+		 rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+	char params_s[24], batch_s[24], data_s[24];
+	int64_t dsize;
+	dataset_total(spec, &dsize);
+	i64s(params_s, sizeof(params_s), spec->model_parameters);
+	i64s(batch_s, sizeof(batch_s), spec->batch_size);
+	i64s(data_s, sizeof(data_s), dsize);
+	const char *p[] = { uid, spec->namespace_, spec->name, spec->user,
+			    rv_strategy_name(spec->strategy), rv_optimize_mode_name(spec->optimize_mode),
+			    spec_json, params_s, batch_s, data_s };
+	RV_CLEANUP_PGRESULT PGresult *r = NULL;
+	int rc = rv_db_exec(c,
+			    "INSERT INTO jobs (uid, namespace, name, user_name, strategy, optimize_mode,"
+			    " spec, model_parameters, batch_size, dataset_size)"
+			    " VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10) RETURNING " JOB_COLS,
+			    10, p, &r, err);
+	if (rc == -EEXIST)
+		return rv_err_set(err, -EEXIST, "metadata.name",
+				  "a running job named \"%s\" already exists in namespace \"%s\"",
+				  spec->name, spec->namespace_);
+	if (rc < 0)
+		return rc;
+	return fill_job(r, 0, out);
+}
+
+static int job_find(PGconn *c, const char *sql, const char *key, struct store_job *out,
+		    struct rv_err *err)
+{
+	const char *p[] = { key };
+	RV_CLEANUP_PGRESULT PGresult *r = NULL;
+	int rc = rv_db_exec(c, sql, 1, p, &r, err);
+	if (rc < 0)
+		return rc;
+	if (rc == 0)
+		return rv_err_set(err, -ENOENT, "uid", "no job with uid \"%s\"", key);
+	return fill_job(r, 0, out);
+}
+
+int store_job_find(PGconn *c, const char *uid, struct store_job *out, struct rv_err *err)
+{
+	return job_find(c, "SELECT " JOB_COLS " FROM jobs WHERE uid = $1", uid, out, err);
+}
+
+int store_job_find_id(PGconn *c, int64_t id, struct store_job *out, struct rv_err *err)
+{
+	char ids[24];
+	i64s(ids, sizeof(ids), id);
+	return job_find(c, "SELECT " JOB_COLS " FROM jobs WHERE id = $1", ids, out, err);
+}
+
+/* Run a statement returning one text column holding JSON; parse it. */
+static int query_json(PGconn *c, const char *sql, int n, const char *const *p, cJSON **out,
+		      struct rv_err *err)
+{
+	*out = NULL;
+	RV_CLEANUP_PGRESULT PGresult *r = NULL;
+	int rc = rv_db_exec(c, sql, n, p, &r, err);
+	if (rc < 0)
+		return rc;
+	if (rc == 0 || PQgetisnull(r, 0, 0))
+		return 0;
+	const char *txt = PQgetvalue(r, 0, 0);
+	*out = rv_json_parse(txt, strlen(txt), err);
+	return *out ? 1 : -EIO;
+}
+
+#define JOB_JSON                                                                              \
+	"json_build_object('uid', j.uid, 'namespace', j.namespace, 'name', j.name,"           \
+	" 'user', j.user_name, 'strategy', j.strategy, 'optimize_mode', j.optimize_mode,"     \
+	" 'status', j.status, 'created_at', j.created_at, 'finished_at', j.finished_at,"      \
+	" 'last_sample_ts', j.last_sample_ms, 'model_parameters', j.model_parameters,"        \
+	" 'batch_size', j.batch_size, 'dataset_size', j.dataset_size"
+
+int store_job_get_json(PGconn *c, const char *uid, cJSON **out, struct rv_err *err)
+{
+	const char *p[] = { uid };
+	int rc = query_json(
+		c,
+		"SELECT (" JOB_JSON ", 'spec', j.spec,"
+		" 'nodes', COALESCE((SELECT json_agg(json_build_object('name', n.name, 'role', n.role,"
+		"   'rank', n.rank, 'cpu', n.cpu, 'memory_mb', n.memory_mb, 'gpu', n.gpu,"
+		"   'status', n.status, 'exit_reason', n.exit_reason, 'relaunches', n.relaunches,"
+		"   'oom_count', n.oom_count, 'peak_memory_mb', n.peak_memory_mb,"
+		"   'peak_cpu', n.peak_cpu) ORDER BY n.role, n.rank, n.name)"
+		"   FROM job_nodes n WHERE n.job_id = j.id), '[]'::json),"
+		" 'latest_plan_id', (SELECT max(id) FROM scale_plans s WHERE s.job_id = j.id)))::text"
+		" FROM jobs j WHERE j.uid = $1",
+		1, p, out, err);
+	if (rc == 0)
+		return rv_err_set(err, -ENOENT, "uid", "no job with uid \"%s\"", uid);
+	return rc < 0 ? rc : 0;
+}
+
+int store_job_list_json(PGconn *c, const char *namespace_, const char *status, int limit,
+			int offset, cJSON **out, struct rv_err *err)
+{
+	char lim[16], off[16];
+	snprintf(lim, sizeof(lim), "%d", limit);
+	snprintf(off, sizeof(off), "%d", offset);
+	const char *p[] = { namespace_ ? namespace_ : "", status ? status : "", lim, off };
+	int rc = query_json(c,
+			    "SELECT json_build_object('jobs', COALESCE(json_agg(x.doc ORDER BY x.id DESC),"
+			    " '[]'::json), 'total', (SELECT count(*) FROM jobs WHERE ($1 = '' OR namespace = $1)"
+			    " AND ($2 = '' OR status = $2)))::text"
+			    " FROM (SELECT j.id, " JOB_JSON ") AS doc FROM jobs j"
+			    " WHERE ($1 = '' OR j.namespace = $1) AND ($2 = '' OR j.status = $2)"
+			    " ORDER BY j.id DESC LIMIT $3::int OFFSET $4::int) x",
+			    4, p, out, err);
+	return rc < 0 ? rc : 0;
+}
+
+/* ---- metrics ---- */
+
+struct node_agg {
+	const struct rv_sample *s;   /* latest sample of the node */
+	int64_t peak_mem;
+	double peak_cpu;
+};
+
+static int cmp_node_sample(const void *a, const void *b)
+{
+	const struct rv_sample *x = *(const struct rv_sample *const *)a;
+	const struct rv_sample *y = *(const struct rv_sample *const *)b;
+	int c = strcmp(x->node, y->node);
+	if (c)
+		return c;
+	return x->ts_ms < y->ts_ms ? -1 : x->ts_ms > y->ts_ms;
+}
+
+static int insert_speed(PGconn *c, const char *job_s, const struct rv_metrics_batch *b, int n,
+			struct rv_err *err)
+{
+	struct rv_buf ts, sp, st, wk, ps;
+	rv_buf_init(&ts), rv_buf_init(&sp), rv_buf_init(&st), rv_buf_init(&wk), rv_buf_init(&ps);
+	const char *sep = "{";
+	for (int i = 0; i < b->n; i++) {
+		const struct rv_sample *s = &b->samples[i];
+		if (s->kind != RV_SAMPLE_SPEED)
+			continue;
+		rv_buf_printf(&ts, "%s%" PRId64, sep, s->ts_ms);
+		rv_buf_printf(&sp, "%s%.17g", sep, s->speed);
+		rv_buf_printf(&st, "%s%" PRId64, sep, s->step);
+		rv_buf_printf(&wk, "%s%d", sep, s->workers);
+		rv_buf_printf(&ps, "%s%d", sep, s->ps);
+		sep = ",";
+	}
+	rv_buf_puts(&ts, "}"), rv_buf_puts(&sp, "}"), rv_buf_puts(&st, "}"), rv_buf_puts(&wk, "}"),
+		rv_buf_puts(&ps, "}");
+	int rc;
+	if (rv_buf_failed(&ts) || rv_buf_failed(&sp) || rv_buf_failed(&st) || rv_buf_failed(&wk) ||
+	    rv_buf_failed(&ps)) {
+		rc = rv_err_set(err, -ENOMEM, "", "out of memory");
+	} else {
+		const char *p[] = { job_s, ts.data, sp.data, st.data, wk.data, ps.data };
+		rc = rv_db_exec(c,
+				"INSERT INTO job_speed (job_id, ts_ms, speed, step, workers, ps)"
+				" SELECT $1::bigint, * FROM unnest($2::bigint[], $3::float8[], $4::bigint[],"
+				" $5::int[], $6::int[])",
+				6, p, NULL, err);
+		if (rc >= 0 && rc != n)
+			rc = rv_err_set(err, -EIO, "", "stored %d of %d speed samples", rc, n);
+	}
+	rv_buf_release(&ts), rv_buf_release(&sp), rv_buf_release(&st), rv_buf_release(&wk),
+		rv_buf_release(&ps);
+	return rc < 0 ? rc : 0;
+}
+
+enum { NU_TS, NU_NODE, NU_ROLE, NU_RANK, NU_CPU, NU_MEM, NU_CPUL, NU_MEML, NU_STEPT, NU_COLS };
+
+static int insert_node_usage(PGconn *c, const char *job_s, const struct rv_metrics_batch *b,
+			     int n, struct rv_err *err)
+{
+	struct rv_buf col[NU_COLS];
+	for (int k = 0; k < NU_COLS; k++)
+		rv_buf_init(&col[k]);
+	const struct rv_sample **sorted = calloc((size_t)n, sizeof(*sorted));
+	struct node_agg *agg = calloc((size_t)n, sizeof(*agg));
+	int rc = 0, nagg = 0, m = 0;
+	if (!sorted || !agg) {
+		rc = rv_err_set(err, -ENOMEM, "", "out of memory");
+		goto out;
+	}
+	const char *sep = "{";
+	for (int i = 0; i < b->n; i++) {
+		const struct rv_sample *s = &b->samples[i];
+		if (s->kind != RV_SAMPLE_NODE)
+			continue;
+		sorted[m++] = s;
+		rv_buf_printf(&col[NU_TS], "%s%" PRId64, sep, s->ts_ms);
+		rv_buf_puts(&col[NU_NODE], sep);
+		rv_buf_pg_array_str(&col[NU_NODE], s->node);
+		rv_buf_printf(&col[NU_ROLE], "%s%s", sep, rv_role_name(s->role));
+		rv_buf_printf(&col[NU_RANK], "%s%d", sep, s->rank);
+		rv_buf_printf(&col[NU_CPU], "%s%.17g", sep, s->cpu);
+		rv_buf_printf(&col[NU_MEM], "%s%" PRId64, sep, s->memory_mb);
+		rv_buf_printf(&col[NU_CPUL], "%s%.17g", sep, s->cpu_limit);
+		rv_buf_printf(&col[NU_MEML], "%s%" PRId64, sep, s->memory_limit_mb);
+		rv_buf_printf(&col[NU_STEPT], "%s%.17g", sep, s->step_time);
+		sep = ",";
+	}
+	for (int k = 0; k < NU_COLS; k++) {
+		rv_buf_puts(&col[k], "}");
+		if (rv_buf_failed(&col[k])) {
+			rc = rv_err_set(err, -ENOMEM, "", "out of memory");
+			goto out;
+		}
+	}
+	{
+		const char *p[NU_COLS + 1] = { job_s };
+		for (int k = 0; k < NU_COLS; k++)
+			p[k + 1] = col[k].data;
+		rc = rv_db_exec(c,
+				"INSERT INTO node_usage (job_id, ts_ms, node, role, rank, cpu, memory_mb,"
+				" cpu_limit, memory_limit_mb, step_time)"
+				" SELECT $1::bigint, * FROM unnest($2::bigint[], $3::text[], $4::text[],"
+				" $5::int[], $6::float8[], $7::bigint[], $8::float8[], $9::bigint[],"
+				" $10::float8[])",
+				NU_COLS + 1, p, NULL, err);
+		if (rc < 0)
+			goto out;
+	}
+	/* One row per node in job_nodes: latest limits, peaks so far.  Grouped in
+	 * C because one INSERT .. ON CONFLICT may not touch a row twice. */
+	qsort(sorted, (size_t)m, sizeof(*sorted), cmp_node_sample);
+	for (int i = 0; i < m; i++) {
+		if (nagg == 0 || strcmp(agg[nagg - 1].s->node, sorted[i]->node) != 0) {
+			agg[nagg].peak_mem = 0;
+			agg[nagg].peak_cpu = 0;
+			nagg++;
+		}
+		struct node_agg *a = &agg[nagg - 1];
+		a->s = sorted[i];
+		if (sorted[i]->memory_mb > a->peak_mem)
+			a->peak_mem = sorted[i]->memory_mb;
+		if (sorted[i]->cpu > a->peak_cpu)
+			a->peak_cpu = sorted[i]->cpu;
+	}
+	for (int k = 0; k < NU_COLS; k++) {
+		rv_buf_release(&col[k]);
+		rv_buf_init(&col[k]);
+	}
+	sep = "{";
+	for (int i = 0; i < nagg; i++) {
+		const struct rv_sample *s = agg[i].s;
+		rv_buf_puts(&col[0], sep);
+		rv_buf_pg_array_str(&col[0], s->node);
+		rv_buf_printf(&col[1], "%s%s", sep, rv_role_name(s->role));
+		rv_buf_printf(&col[2], "%s%d", sep, s->rank);
+		rv_buf_printf(&col[3], "%s%.17g", sep, s->cpu_limit);
+		rv_buf_printf(&col[4], "%s%" PRId64, sep, s->memory_limit_mb);
+		rv_buf_printf(&col[5], "%s%" PRId64, sep, agg[i].peak_mem);
+		rv_buf_printf(&col[6], "%s%.17g", sep, agg[i].peak_cpu);
+		sep = ",";
+	}
+	for (int k = 0; k < 7; k++) {
+		rv_buf_puts(&col[k], "}");
+		if (rv_buf_failed(&col[k])) {
+			rc = rv_err_set(err, -ENOMEM, "", "out of memory");
+			goto out;
+		}
+	}
+	{
+		const char *p[] = { job_s, col[0].data, col[1].data, col[2].data, col[3].data,
+				    col[4].data, col[5].data, col[6].data };
+		rc = rv_db_exec(c,
+				"INSERT INTO job_nodes AS n (job_id, name, role, rank, cpu, memory_mb,"
+				" peak_memory_mb, peak_cpu)"
+				" SELECT $1::bigint, * FROM unnest($2::text[], $3::text[], $4::int[],"
+				" $5::float8[], $6::bigint[], $7::bigint[], $8::float8[])"
+				" ON CONFLICT (job_id, name) DO UPDATE SET role = EXCLUDED.role,"
+				" rank = EXCLUDED.rank,"
+				" cpu = CASE WHEN EXCLUDED.cpu > 0 THEN EXCLUDED.cpu ELSE n.cpu END,"
+				" memory_mb = CASE WHEN EXCLUDED.memory_mb > 0 THEN EXCLUDED.memory_mb"
+				"   ELSE n.memory_mb END,"
+				" peak_memory_mb = greatest(n.peak_memory_mb, EXCLUDED.peak_memory_mb),"
+				" peak_cpu = greatest(n.peak_cpu, EXCLUDED.peak_cpu), updated_at = now()",
+				8, p, NULL, err);
+	}
+out:
+	for (int k = 0; k < NU_COLS; k++)
+		rv_buf_release(&col[k]);
+	free(sorted);
+	free(agg);
+	return rc < 0 ? rc : 0;
+}
+
+int store_metrics_insert(PGconn *c, int64_t job_id, const struct rv_metrics_batch *b,
+			 struct rv_err *err)
+{
+	char job_s[24];
+	i64s(job_s, sizeof(job_s), job_id);
+	int nspeed = 0, nnode = 0;
+	int64_t max_ts = 0, params = 0, batch = 0;
+	for (int i = 0; i < b->n; i++) {
+		const struct rv_sample *s = &b->samples[i];
+		if (s->ts_ms > max_ts)
+			max_ts = s->ts_ms;
+		if (s->kind == RV_SAMPLE_SPEED)
+			nspeed++;
+		else if (s->kind == RV_SAMPLE_NODE)
+			nnode++;
+		else {
+			params = s->parameters;
+			batch = s->batch_size;
+		}
+	}
+	int rc = rv_db_begin(c, err);
+	if (rc < 0)
+		return rc;
+	if (nspeed && (rc = insert_speed(c, job_s, b, nspeed, err)) < 0)
+		goto fail;
+	if (nnode && (rc = insert_node_usage(c, job_s, b, nnode, err)) < 0)
+		goto fail;
+	{
+		char ts_s[24], params_s[24], batch_s[24];
+		i64s(ts_s, sizeof(ts_s), max_ts);
+		i64s(params_s, sizeof(params_s), params);
+		i64s(batch_s, sizeof(batch_s), batch);
+		const char *p[] = { job_s, ts_s, params_s, batch_s };
+		rc = rv_db_exec(c,
+				"UPDATE jobs SET last_sample_ms = greatest(last_sample_ms, $2::bigint),"
+				" model_parameters = CASE WHEN $3::bigint > 0 THEN $3::bigint"
+				"   ELSE model_parameters END,"
+				" batch_size = CASE WHEN $4::int > 0 THEN $4::int ELSE batch_size END"
+				" WHERE id = $1::bigint",
+				4, p, NULL, err);
+		if (rc < 0)
+			goto fail;
+	}
+	return rv_db_commit(c, err);
+fail:
+	rv_db_rollback(c);
+	return rc;
+}
+
+/* ---- events ---- */
+
+int store_event_insert(PGconn *c, int64_t job_id, const struct rv_event *ev, int64_t *id_out,
+		       struct rv_err *err)
+{
+	char job_s[24], ts_s[24], rank_s[16], exit_s[16], mem_s[24], peak_s[24], plan_s[24];
+	i64s(job_s, sizeof(job_s), job_id);
+	i64s(ts_s, sizeof(ts_s), ev->ts_ms);
+	snprintf(rank_s, sizeof(rank_s), "%d", ev->rank);
+	snprintf(exit_s, sizeof(exit_s), "%d", ev->exit_code);
+	i64s(mem_s, sizeof(mem_s), ev->memory_mb);
+	i64s(peak_s, sizeof(peak_s), ev->peak_memory_mb);
+	i64s(plan_s, sizeof(plan_s), ev->plan_id);
+	const char *type = rv_event_type_name(ev->type);
+	const char *role = rv_role_name(ev->role);
+	int rc = rv_db_begin(c, err);
+	if (rc < 0)
+		return rc;
+	{
+		const char *p[] = { job_s, ts_s, type, ev->node, role, rank_s, exit_s, ev->reason,
+				    mem_s, peak_s, ev->plan_id > 0 ? plan_s : NULL };
+		RV_CLEANUP_PGRESULT PGresult *r = NULL;
+		rc = rv_db_exec(c,
+				"INSERT INTO events (job_id, ts_ms, type, node, role, rank, exit_code, reason,"
+				" memory_mb, peak_memory_mb, plan_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8,"
+				" $9, $10, $11) RETURNING id",
+				11, p, &r, err);
+		if (rc < 0)
+			goto fail;
+		if (id_out)
+			*id_out = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	}
+	switch (ev->type) {
+	case RV_EVENT_NODE_FAILED:
+	case RV_EVENT_NODE_OOM:
+	case RV_EVENT_NODE_RELAUNCHED:
+	case RV_EVENT_NODE_FINISHED: {
+		const char *status = ev->type == RV_EVENT_NODE_FAILED	? "failed"
+				     : ev->type == RV_EVENT_NODE_OOM	? "oom"
+				     : ev->type == RV_EVENT_NODE_FINISHED ? "finished"
+									  : "running";
+		const char *oom = ev->type == RV_EVENT_NODE_OOM ? "1" : "0";
+		const char *rel = ev->type == RV_EVENT_NODE_RELAUNCHED ? "1" : "0";
+		const char *p[] = { job_s, ev->node, role, rank_s, status, ev->reason, oom, rel,
+				    peak_s, mem_s };
+		rc = rv_db_exec(c,
+				"INSERT INTO job_nodes AS n (job_id, name, role, rank, status, exit_reason,"
+				" oom_count, relaunches, peak_memory_mb, memory_mb)"
+				" VALUES ($1, $2, $3, $4, $5, $6, $7::int, $8::int, $9, $10)"
+				" ON CONFLICT (job_id, name) DO UPDATE SET status = EXCLUDED.status,"
+				" exit_reason = CASE WHEN EXCLUDED.exit_reason <> '' THEN EXCLUDED.exit_reason"
+				"   ELSE n.exit_reason END,"
+				" oom_count = n.oom_count + EXCLUDED.oom_count,"
+				" relaunches = n.relaunches + EXCLUDED.relaunches,"
+				" peak_memory_mb = greatest(n.peak_memory_mb, EXCLUDED.peak_memory_mb),"
+				" memory_mb = CASE WHEN EXCLUDED.memory_mb > 0 THEN EXCLUDED.memory_mb"
+				"   ELSE n.memory_mb END, updated_at = now()",
+				10, p, NULL, err);
+		break;
+	}
+	case RV_EVENT_JOB_FINISHED:
+	case RV_EVENT_JOB_FAILED: {
+		const char *p[] = { job_s, ev->type == RV_EVENT_JOB_FINISHED ? "finished" : "failed" };
+		rc = rv_db_exec(c,
+				"UPDATE jobs SET status = $2, finished_at = now() WHERE id = $1::bigint",
+				2, p, NULL, err);
+		break;
+	}
+	case RV_EVENT_PLAN_APPLIED: {
+		const char *p[] = { job_s, plan_s, ts_s };
+		rc = rv_db_exec(c,
+				"UPDATE scale_plans SET applied_at = now(), applied_ts_ms = $3::bigint"
+				" WHERE job_id = $1::bigint AND id = $2::bigint AND applied_at IS NULL",
+				3, p, NULL, err);
+		if (rc == 0) {
+			RV_CLEANUP_PGRESULT PGresult *r = NULL;
+			const char *q[] = { job_s, plan_s };
+			rc = rv_db_exec(c, "SELECT 1 FROM scale_plans WHERE job_id = $1::bigint AND id = $2::bigint",
+					2, q, &r, err);
+			if (rc == 0)
+				rc = rv_err_set(err, -ENOENT, "plan_id", "job has no plan %" PRId64,
+						ev->plan_id);
+		}
+		break;
+	}
+	}
+	if (rc < 0)
+		goto fail;
+	return rv_db_commit(c, err);
+fail:
+	rv_db_rollback(c);
+	return rc;
+}
+
+int store_plan_mark_applied(PGconn *c, int64_t job_id, int64_t plan_id, int64_t ts_ms,
+			    struct rv_err *err)
+{
+	char job_s[24], plan_s[24], ts_s[24];
+	i64s(job_s, sizeof(job_s), job_id);
+	i64s(plan_s, sizeof(plan_s), plan_id);
+	i64s(ts_s, sizeof(ts_s), ts_ms);
+	const char *p[] = { job_s, plan_s, ts_s };
+	return rv_db_exec(c,
+			  "UPDATE scale_plans SET applied_at = now(), applied_ts_ms = $3::bigint"
+			  " WHERE job_id = $1::bigint AND id = $2::bigint AND applied_at IS NULL",
+			  3, p, NULL, err);
+}
+
+/* ---- plans ---- */
+
+int store_plan_insert(PGconn *c, int64_t job_id, struct rv_scale_plan *plan, int64_t reverts,
+		      struct rv_err *err)
+{
+	cJSON *doc = rv_scale_plan_to_json(plan);
+	RV_CLEANUP_FREE char *json = doc ? rv_json_print(doc) : NULL;
+	cJSON_Delete(doc);
+	if (!json)
+		return rv_err_set(err, -ENOMEM, "", "out of memory");
+	char job_s[24], pred_s[40], ts_s[24], rev_s[24];
+	i64s(job_s, sizeof(job_s), job_id);
+	snprintf(pred_s, sizeof(pred_s), "%.17g", plan->predicted_speed);
+	i64s(ts_s, sizeof(ts_s), plan->based_on_ts_ms);
+	i64s(rev_s, sizeof(rev_s), reverts);
+	const char *p[] = { job_s, plan->stage, plan->algorithm, plan->reason, json, pred_s, ts_s,
+			    reverts > 0 ? rev_s : NULL };
+	RV_CLEANUP_PGRESULT PGresult *r = NULL;
+	int rc = rv_db_exec(c,
+			    "INSERT INTO scale_plans (job_id, stage, algorithm, reason, plan,"
+			    " predicted_speed, based_on_ts_ms, reverts_plan_id)"
+			    " VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8) RETURNING id",
+			    8, p, &r, err);
+	if (rc < 0)
+		return rc;
+	plan->id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	return 0;
+}
+
+#define PLAN_JSON                                                                             \
+	"(p.plan || jsonb_build_object('id', p.id, 'job', j.uid, 'created_at', p.created_at," \
+	" 'applied_at', p.applied_at, 'outcome', p.outcome, 'speed_before', p.speed_before,"   \
+	" 'speed_after', p.speed_after, 'reverts_plan_id', p.reverts_plan_id))"
+
+int store_plan_latest_json(PGconn *c, int64_t job_id, const char *stage, int64_t after,
+			   cJSON **out, struct rv_err *err)
+{
+	char job_s[24], after_s[24];
+	i64s(job_s, sizeof(job_s), job_id);
+	i64s(after_s, sizeof(after_s), after);
+	const char *p[] = { job_s, stage ? stage : "", after_s };
+	int rc = query_json(c,
+			    "SELECT " PLAN_JSON "::text FROM scale_plans p JOIN jobs j ON j.id = p.job_id"
+			    " WHERE p.job_id = $1::bigint AND ($2 = '' OR p.stage = $2)"
+			    " AND p.id > $3::bigint ORDER BY p.id DESC LIMIT 1",
+			    3, p, out, err);
+	return rc < 0 ? rc : 0;
+}
+
+int store_plan_history_json(PGconn *c, int64_t job_id, int limit, cJSON **out,
+			    struct rv_err *err)
+{
+	char job_s[24], lim[16];
+	i64s(job_s, sizeof(job_s), job_id);
+	snprintf(lim, sizeof(lim), "%d", limit);
+	const char *p[] = { job_s, lim };
+	int rc = query_json(c,
+			    "SELECT json_build_object('plans', COALESCE(json_agg(x.doc ORDER BY x.id),"
+			    " '[]'::json))::text FROM (SELECT p.id, " PLAN_JSON " AS doc"
+			    " FROM scale_plans p JOIN jobs j ON j.id = p.job_id WHERE p.job_id = $1::bigint"
+			    " ORDER BY p.id DESC LIMIT $2::int) x",
+			    2, p, out, err);
+	return rc < 0 ? rc : 0;
+}
+
+/* ---- cluster ---- */
+
+int store_cluster_upsert(PGconn *c, const struct rv_cluster_report *r, struct rv_err *err)
+{
+	struct rv_buf col[8];
+	for (int k = 0; k < 8; k++)
+		rv_buf_init(&col[k]);
+	const char *sep = "{";
+	for (int i = 0; i < r->n; i++) {
+		const struct rv_cluster_node *n = &r->nodes[i];
+		rv_buf_puts(&col[0], sep);
+		rv_buf_pg_array_str(&col[0], n->name);
+		rv_buf_printf(&col[1], "%s%" PRId64, sep, n->ts_ms);
+		rv_buf_printf(&col[2], "%s%.17g", sep, n->cpu);
+		rv_buf_printf(&col[3], "%s%" PRId64, sep, n->memory_mb);
+		rv_buf_printf(&col[4], "%s%d", sep, n->gpu);
+		rv_buf_printf(&col[5], "%s%.17g", sep, n->cpu_used);
+		rv_buf_printf(&col[6], "%s%" PRId64, sep, n->memory_used_mb);
+		rv_buf_printf(&col[7], "%s%s", sep, n->ready ? "t" : "f");
+		sep = ",";
+	}
+	int rc = 0;
+	for (int k = 0; k < 8; k++) {
+		rv_buf_puts(&col[k], "}");
+		if (rv_buf_failed(&col[k]))
+			rc = rv_err_set(err, -ENOMEM, "", "out of memory");
+	}
+	if (rc == 0) {
+		const char *p[8];
+		for (int k = 0; k < 8; k++)
+			p[k] = col[k].data;
+		/* A report may name a node twice; the newest sample wins. */
+		rc = rv_db_exec(c,
+				"INSERT INTO cluster_nodes AS c (name, ts_ms, cpu, memory_mb, gpu, cpu_used,"
+				" memory_used_mb, ready)"
+				" SELECT DISTINCT ON (name) * FROM unnest($1::text[], $2::bigint[],"
+				" $3::float8[], $4::bigint[], $5::int[], $6::float8[], $7::bigint[],"
+				" $8::bool[]) AS u(name, ts_ms, cpu, memory_mb, gpu, cpu_used,"
+				" memory_used_mb, ready) ORDER BY name, ts_ms DESC"
+				" ON CONFLICT (name) DO UPDATE SET ts_ms = EXCLUDED.ts_ms, cpu = EXCLUDED.cpu,"
+				" memory_mb = EXCLUDED.memory_mb, gpu = EXCLUDED.gpu,"
+				" cpu_used = EXCLUDED.cpu_used, memory_used_mb = EXCLUDED.memory_used_mb,"
+				" ready = EXCLUDED.ready, updated_at = now()"
+				" WHERE c.ts_ms <= EXCLUDED.ts_ms",
+				8, p, NULL, err);
+	}
+	for (int k = 0; k < 8; k++)
+		rv_buf_release(&col[k]);
+	return rc < 0 ? rc : 0;
+}
+
+int store_cluster_json(PGconn *c, cJSON **out, struct rv_err *err)
+{
+	int rc = query_json(
+		c,
+		"SELECT json_build_object("
+		" 'nodes', COALESCE(json_agg(json_build_object('name', name, 'ts', ts_ms, 'cpu', cpu,"
+		"   'memory_mb', memory_mb, 'gpu', gpu, 'cpu_used', cpu_used,"
+		"   'memory_used_mb', memory_used_mb, 'ready', ready, 'updated_at', updated_at)"
+		"   ORDER BY name), '[]'::json),"
+		" 'capacity', json_build_object('nodes', count(*) FILTER (WHERE ready),"
+		"   'cpu', COALESCE(sum(cpu) FILTER (WHERE ready), 0),"
+		"   'memory_mb', COALESCE(sum(memory_mb) FILTER (WHERE ready), 0),"
+		"   'gpu', COALESCE(sum(gpu) FILTER (WHERE ready), 0)),"
+		" 'used', json_build_object('cpu', COALESCE(sum(cpu_used) FILTER (WHERE ready), 0),"
+		"   'memory_mb', COALESCE(sum(memory_used_mb) FILTER (WHERE ready), 0)),"
+		" 'free', json_build_object("
+		"   'cpu', COALESCE(sum(greatest(cpu - cpu_used, 0)) FILTER (WHERE ready), 0),"
+		"   'memory_mb', COALESCE(sum(greatest(memory_mb - memory_used_mb, 0))"
+		"     FILTER (WHERE ready), 0)))::text FROM cluster_nodes",
+		0, NULL, out, err);
+	return rc < 0 ? rc : 0;
+}
+
+int store_cluster_free(PGconn *c, double *cpu, int64_t *memory_mb, struct rv_err *err)
+{
+	RV_CLEANUP_PGRESULT PGresult *r = NULL;
+	int rc = rv_db_exec(c,
+			    "SELECT count(*), COALESCE(sum(greatest(cpu - cpu_used, 0)), 0),"
+			    " COALESCE(sum(greatest(memory_mb - memory_used_mb, 0)), 0)"
+			    " FROM cluster_nodes WHERE ready",
+			    0, NULL, &r, err);
+	if (rc < 0)
+		return rc;
+	if (strtoll(PQgetvalue(r, 0, 0), NULL, 10) == 0) {
+		*cpu = -1;
+		*memory_mb = -1;
+		return 0;
+	}
+	*cpu = strtod(PQgetvalue(r, 0, 1), NULL);
+	*memory_mb = strtoll(PQgetvalue(r, 0, 2), NULL, 10);
+	return 0;
+}
+
+int store_ping(PGconn *c, struct rv_err *err)
+{
+	int rc = rv_db_exec(c, "SELECT 1", 0, NULL, NULL, err);
+	return rc < 0 ? rc : 0;
+}
