@@ -1,0 +1,200 @@
+/*
+ * brainfix.c: start/stop the real rover-brain for integration tests (see
+ * brainfix.h).  Runs in the test process (a check fork); no threads.
+ */
+#include "brainfix.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "http.h"
+#include "json.h"
+#include "parse.h"
+
+static const char *bin_dir(void)
+{
+	const char *d = getenv("ROVER_BIN_DIR");
+	return d && *d ? d : "build/bin";
+}
+
+int rv_test_brain_start(struct rv_test_brain *b, const char *const *args)
+{
+	memset(b, 0, sizeof(*b));
+	char tmpl[] = "/tmp/rover-brain-log-XXXXXX";
+	int lfd = mkstemp(tmpl);
+	if (lfd < 0)
+		return -errno;
+	snprintf(b->log, sizeof(b->log), "%s", tmpl);
+	int pfd[2];
+	if (pipe2(pfd, O_CLOEXEC) < 0) {
+		close(lfd);
+		return -errno;
+	}
+	char exe[512];
+	snprintf(exe, sizeof(exe), "%s/rover-brain", bin_dir());
+	const char *argv[64] = { exe, "--listen", "127.0.0.1:0" };
+	int n = 3;
+	if (getenv("ROVER_SQL_DIR")) {
+		argv[n++] = "--sql-dir";
+		argv[n++] = getenv("ROVER_SQL_DIR");
+	}
+	for (int i = 0; args && args[i] && n < 62; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(lfd);
+		return -errno;
+	}
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		dup2(pfd[1], STDOUT_FILENO);
+		dup2(lfd, STDERR_FILENO);
+		execv(exe, (char *const *)argv);
+		dprintf(lfd, "could not exec %s: %s\n", exe, strerror(errno));
+		_exit(127);
+	}
+	close(pfd[1]);
+	close(lfd);
+	b->pid = pid;
+	char buf[512];
+	size_t len = 0;
+	int64_t until = rv_mono_ms() + 30000;
+	while (rv_mono_ms() < until) {
+		struct pollfd p = { .fd = pfd[0], .events = POLLIN };
+		int r = poll(&p, 1, 200);
+		if (r > 0) {
+			ssize_t k = read(pfd[0], buf + len, sizeof(buf) - len - 1);
+			if (k <= 0)
+				break;
+			len += (size_t)k;
+			buf[len] = 0;
+			char *l = strstr(buf, "listening on http://");
+			if (l && strchr(l, '\n')) {
+				char *colon = strrchr(strtok(l + strlen("listening on http://"), "\n"), ':');
+				b->port = colon ? atoi(colon + 1) : 0;
+				snprintf(b->url, sizeof(b->url), "http://127.0.0.1:%d", b->port);
+				close(pfd[0]);
+				return b->port > 0 ? 0 : -EPROTO;
+			}
+		}
+		int st;
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			b->pid = 0;
+			close(pfd[0]);
+			return -ECHILD;
+		}
+	}
+	close(pfd[0]);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	b->pid = 0;
+	return -ETIMEDOUT;
+}
+
+int rv_test_brain_stop(struct rv_test_brain *b, int sig, int timeout_s)
+{
+	if (b->pid <= 0)
+		return -ESRCH;
+	kill(b->pid, sig ? sig : SIGTERM);
+	int64_t until = rv_mono_ms() + (int64_t)timeout_s * 1000;
+	int st = 0;
+	for (;;) {
+		pid_t r = waitpid(b->pid, &st, WNOHANG);
+		if (r == b->pid)
+			break;
+		if (rv_mono_ms() > until) {
+			kill(b->pid, SIGKILL);
+			waitpid(b->pid, &st, 0);
+			b->pid = 0;
+			return -ETIMEDOUT;
+		}
+		usleep(20000);
+	}
+	b->pid = 0;
+	return st;
+}
+
+int rv_test_http(const struct rv_test_brain *b, const char *method, const char *path,
+		 const char *body, const char *token, struct rv_test_reply *out)
+{
+	memset(out, 0, sizeof(*out));
+	struct rv_http_client *c = rv_http_client_new(token, 2000, 30000);
+	if (!c)
+		return -ENOMEM;
+	char url[1024];
+	snprintf(url, sizeof(url), "%s%s", b->url, path);
+	struct rv_http_result res = { 0 };
+	struct rv_err err = { 0 };
+	int rc = rv_http_request(c, method, url, body, body ? strlen(body) : 0, 0, &res, &err);
+	rv_http_client_free(c);
+	if (rc < 0)
+		return rc;
+	out->status = res.status;
+	out->body = res.body;
+	if (res.body && res.body_len)
+		out->json = cJSON_Parse(res.body);
+	return 0;
+}
+
+void rv_test_reply_release(struct rv_test_reply *r)
+{
+	free(r->body);
+	cJSON_Delete(r->json);
+	memset(r, 0, sizeof(*r));
+}
+
+char *rv_test_read_file(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+	if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+		free(s);
+		s = NULL;
+	}
+	if (s)
+		s[n] = 0;
+	fclose(f);
+	return s;
+}
+
+const cJSON *rv_test_json_at(const cJSON *root, const char *dotted)
+{
+	char path[256];
+	snprintf(path, sizeof(path), "%s", dotted);
+	const cJSON *cur = root;
+	char *save = NULL;
+	for (char *tok = strtok_r(path, ".", &save); tok && cur; tok = strtok_r(NULL, ".", &save)) {
+		if (cJSON_IsArray(cur))
+			cur = cJSON_GetArrayItem(cur, atoi(tok));
+		else
+			cur = cJSON_GetObjectItemCaseSensitive(cur, tok);
+	}
+	return cur;
+}
+
+double rv_test_json_num(const cJSON *root, const char *dotted, double dflt)
+{
+	const cJSON *v = rv_test_json_at(root, dotted);
+	return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+const char *rv_test_json_str(const cJSON *root, const char *dotted)
+{
+	const cJSON *v = rv_test_json_at(root, dotted);
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
