@@ -107,6 +107,9 @@ static int open_database(struct brain *b, struct rv_err *err)
 		if (rc < 0)
 			return rc;
 		b->embedded = true;
+		/* The cluster in our data dir is ours even when an earlier brain
+		 * (killed without a chance to stop it) left it running. */
+		b->pg.started = 1;
 		conninfo = b->pg.conninfo;
 		rv_log_info("embedded postgresql ready", "dir=%s socket_dir=%s started=%d", b->pg.dir,
 			    b->pg.sockdir, b->pg.started);

@@ -150,6 +150,8 @@ int store_job_get_json(PGconn *c, const char *uid, cJSON **out, struct rv_err *e
 		"   'oom_count', n.oom_count, 'peak_memory_mb', n.peak_memory_mb,"
 		"   'peak_cpu', n.peak_cpu) ORDER BY n.role, n.rank, n.name)"
 		"   FROM job_nodes n WHERE n.job_id = j.id), '[]'::json),"
+		" 'speed_samples', (SELECT count(*) FROM job_speed s WHERE s.job_id = j.id),"
+		" 'node_samples', (SELECT count(*) FROM node_usage u WHERE u.job_id = j.id),"
 		" 'latest_plan_id', (SELECT max(id) FROM scale_plans s WHERE s.job_id = j.id)))::text"
 		" FROM jobs j WHERE j.uid = $1",
 		1, p, out, err);

@@ -1,0 +1,511 @@
+/*
+ * check_brain_api.c: the real rover-brain binary on loopback against a
+ * private PostgreSQL: the REST API, bad input, auth, outages, long-polls.
+ * Each test gets a fresh database and its own brain process.
+ */
+#include <check.h>
+#include <libpq-fe.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "brainfix.h"
+#include "parse.h"
+#include "testutil.h"
+
+static char conninfo[1024];
+static struct rv_test_brain brain;
+
+static void start_brain(const char *const *extra)
+{
+	ck_assert_int_eq(rv_test_pg_fresh_db(0, conninfo, sizeof(conninfo)), 0);
+	const char *args[16] = { "--db", conninfo, "--plan-debounce-ms", "100" };
+	int n = 4;
+	for (int i = 0; extra && extra[i]; i++)
+		args[n++] = extra[i];
+	args[n] = NULL;
+	int rc = rv_test_brain_start(&brain, args);
+	if (rc < 0) {
+		char *log = rv_test_read_file(brain.log);
+		fprintf(stderr, "brain log:\n%s\n", log ? log : "(none)");
+		free(log);
+	}
+	ck_assert_int_eq(rc, 0);
+}
+
+static void teardown(void)
+{
+	if (brain.pid > 0)
+		rv_test_brain_stop(&brain, SIGTERM, 10);
+}
+
+static long count_rows(const char *sql)
+{
+	PGconn *c = PQconnectdb(conninfo);
+	ck_assert_int_eq(PQstatus(c), CONNECTION_OK);
+	PGresult *r = PQexecParams(c, sql, 0, NULL, NULL, NULL, NULL, 0);
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	long n = atol(PQgetvalue(r, 0, 0));
+	PQclear(r);
+	PQfinish(c);
+	return n;
+}
+
+static char *job_doc(const char *name, const char *extra_spec)
+{
+	char *s = malloc(4096);
+	snprintf(s, 4096,
+		 "{\"apiVersion\":\"elastic.rover.dev/v1alpha1\",\"kind\":\"ElasticJob\","
+		 "\"metadata\":{\"name\":\"%s\",\"namespace\":\"team-a\",\"labels\":{\"user\":\"bo\"}},"
+		 "\"spec\":{\"distributionStrategy\":\"AllreduceStrategy\",%s"
+		 "\"replicaSpecs\":{\"worker\":{\"replicas\":2,\"minReplicas\":1,\"maxReplicas\":8}},"
+		 "\"model\":{\"parameters\":50000000,\"batchSize\":32}}}",
+		 name, extra_spec ? extra_spec : "");
+	return s;
+}
+
+/* Register a job; returns its uid (static buffer). */
+static const char *register_job(const char *name)
+{
+	static char uid[64];
+	char *doc = job_doc(name, NULL);
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&brain, "POST", "/v1/jobs", doc, NULL, &r), 0);
+	free(doc);
+	ck_assert_msg(r.status == 201, "status %ld body %s", r.status, r.body);
+	snprintf(uid, sizeof(uid), "%s", rv_test_json_str(r.json, "uid"));
+	rv_test_reply_release(&r);
+	return uid;
+}
+
+static void expect_error(const char *method, const char *path, const char *body, long status,
+			 const char *field)
+{
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&brain, method, path, body, NULL, &r), 0);
+	ck_assert_msg(r.status == status, "%s %s: status %ld, want %ld; body %s", method, path,
+		      r.status, status, r.body);
+	ck_assert_msg(r.json && rv_test_json_str(r.json, "error") && rv_test_json_str(r.json, "detail"),
+		      "error body not JSON {error,detail}: %s", r.body);
+	if (field)
+		ck_assert_msg(rv_test_json_str(r.json, "field") &&
+				      !strcmp(rv_test_json_str(r.json, "field"), field),
+			      "field: got %s want %s (body %s)", rv_test_json_str(r.json, "field"), field,
+			      r.body);
+	rv_test_reply_release(&r);
+}
+
+START_TEST(register_get_list)
+{
+	start_brain(NULL);
+	char *doc = rv_test_read_file("examples/job.json");
+	ck_assert_ptr_nonnull(doc);
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&brain, "POST", "/v1/jobs", doc, NULL, &r), 0);
+	free(doc);
+	ck_assert_msg(r.status == 201, "body %s", r.body);
+	const char *uid = rv_test_json_str(r.json, "uid");
+	ck_assert_ptr_nonnull(uid);
+	ck_assert_str_eq(rv_test_json_str(r.json, "plan.stage"), "create");
+	ck_assert_str_eq(rv_test_json_str(r.json, "plan.job"), uid);
+	ck_assert_int_eq((int)rv_test_json_num(r.json, "plan.groups.worker.count", -1), 2);
+	ck_assert(rv_test_json_num(r.json, "plan.groups.worker.resource.memory_mb", 0) >= 2048);
+	ck_assert(rv_test_json_num(r.json, "plan.groups.worker.resource.cpu", 0) > 0);
+	ck_assert_ptr_nonnull(rv_test_json_str(r.json, "plan.reason"));
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/jobs/%s", uid);
+	struct rv_test_reply g;
+	ck_assert_int_eq(rv_test_http(&brain, "GET", path, NULL, NULL, &g), 0);
+	ck_assert_int_eq(g.status, 200);
+	ck_assert_str_eq(rv_test_json_str(g.json, "name"), "mnist-ddp");
+	ck_assert_str_eq(rv_test_json_str(g.json, "user"), "ana");
+	ck_assert_str_eq(rv_test_json_str(g.json, "status"), "running");
+	ck_assert_str_eq(rv_test_json_str(g.json, "spec.metadata.name"), "mnist-ddp");
+	rv_test_reply_release(&g);
+	ck_assert_int_eq(rv_test_http(&brain, "GET", "/v1/jobs?namespace=default", NULL, NULL, &g), 0);
+	ck_assert_int_eq(g.status, 200);
+	ck_assert_int_eq((int)rv_test_json_num(g.json, "total", -1), 1);
+	ck_assert_str_eq(rv_test_json_str(g.json, "jobs.0.uid"), uid);
+	rv_test_reply_release(&g);
+	ck_assert_int_eq(rv_test_http(&brain, "GET", "/v1/jobs?namespace=other", NULL, NULL, &g), 0);
+	ck_assert_int_eq((int)rv_test_json_num(g.json, "total", -1), 0);
+	rv_test_reply_release(&g);
+	rv_test_reply_release(&r);
+}
+END_TEST
+
+START_TEST(duplicate_name_conflicts_until_finished)
+{
+	start_brain(NULL);
+	const char *uid = register_job("dup");
+	char uid1[64];
+	snprintf(uid1, sizeof(uid1), "%s", uid);
+	char *doc = job_doc("dup", NULL);
+	expect_error("POST", "/v1/jobs", doc, 409, "metadata.name");
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM jobs"), 1);
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/jobs/%s/events", uid1);
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&brain, "POST", path, "{\"type\":\"job_finished\",\"ts\":1000}",
+				      NULL, &r), 0);
+	ck_assert_int_eq(r.status, 200);
+	rv_test_reply_release(&r);
+	ck_assert_int_eq(rv_test_http(&brain, "POST", "/v1/jobs", doc, NULL, &r), 0);
+	ck_assert_int_eq(r.status, 201);
+	ck_assert_str_ne(rv_test_json_str(r.json, "uid"), uid1);
+	rv_test_reply_release(&r);
+	free(doc);
+	/* a finished job takes no more metrics */
+	snprintf(path, sizeof(path), "/v1/jobs/%s/metrics", uid1);
+	expect_error("POST", path, "{\"samples\":[{\"kind\":\"speed\",\"ts\":5,\"speed\":1,\"step\":1,"
+		     "\"workers\":1,\"ps\":0}]}", 409, "uid");
+}
+END_TEST
+
+START_TEST(bad_job_documents)
+{
+	start_brain(NULL);
+	expect_error("POST", "/v1/jobs", "{\"kind\":\"ElasticJob\",", 400, NULL);
+	expect_error("POST", "/v1/jobs", "", 400, NULL);
+	expect_error("POST", "/v1/jobs", "[1,2,3]", 400, NULL);
+	char *d = job_doc("Bad_Name", NULL);
+	expect_error("POST", "/v1/jobs", d, 400, "metadata.name");
+	free(d);
+	const char *neg = "{\"kind\":\"ElasticJob\",\"metadata\":{\"name\":\"neg\"},\"spec\":{"
+			  "\"distributionStrategy\":\"AllreduceStrategy\",\"replicaSpecs\":{\"worker\":{"
+			  "\"replicas\":1,\"resources\":{\"cpu\":-2,\"memory\":\"1Gi\"}}}}}";
+	expect_error("POST", "/v1/jobs", neg, 400, "spec.replicaSpecs.worker.resources.cpu");
+	const char *huge = "{\"kind\":\"ElasticJob\",\"metadata\":{\"name\":\"huge\"},\"spec\":{"
+			   "\"distributionStrategy\":\"AllreduceStrategy\",\"replicaSpecs\":{\"worker\":{"
+			   "\"replicas\":1,\"resources\":{\"cpu\":2,\"memory\":\"900Pi\"}}}}}";
+	expect_error("POST", "/v1/jobs", huge, 400, "spec.replicaSpecs.worker.resources.memory");
+	const char *type = "{\"kind\":\"ElasticJob\",\"metadata\":{\"name\":\"typ\"},\"spec\":{"
+			   "\"distributionStrategy\":\"AllreduceStrategy\",\"replicaSpecs\":{\"worker\":{"
+			   "\"replicas\":\"two\"}}}}";
+	expect_error("POST", "/v1/jobs", type, 400, "spec.replicaSpecs.worker.replicas");
+	const char *nops = "{\"kind\":\"ElasticJob\",\"metadata\":{\"name\":\"nops\"},\"spec\":{"
+			   "\"distributionStrategy\":\"ParameterServerStrategy\",\"replicaSpecs\":{"
+			   "\"worker\":{\"replicas\":1}}}}";
+	expect_error("POST", "/v1/jobs", nops, 400, NULL);
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM jobs"), 0);
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM scale_plans"), 0);
+}
+END_TEST
+
+START_TEST(unknown_job_is_404)
+{
+	start_brain(NULL);
+	expect_error("GET", "/v1/jobs/j-doesnotexist", NULL, 404, NULL);
+	expect_error("GET", "/v1/jobs/j-doesnotexist/plan", NULL, 404, NULL);
+	expect_error("GET", "/v1/jobs/j-doesnotexist/plans", NULL, 404, NULL);
+	expect_error("POST", "/v1/jobs/j-doesnotexist/metrics",
+		     "{\"samples\":[{\"kind\":\"speed\",\"ts\":5,\"speed\":1,\"step\":1,\"workers\":1,"
+		     "\"ps\":0}]}", 404, NULL);
+	expect_error("POST", "/v1/jobs/j-doesnotexist/events", "{\"type\":\"job_finished\",\"ts\":9}",
+		     404, NULL);
+	expect_error("GET", "/v1/nothing", NULL, 404, NULL);
+}
+END_TEST
+
+START_TEST(body_over_limit_is_413)
+{
+	const char *extra[] = { "--server-max-body-kb", "1", NULL };
+	start_brain(extra);
+	char *big = malloc(8192);
+	memset(big, ' ', 8191);
+	big[0] = '{';
+	big[8190] = '}';
+	big[8191] = 0;
+	expect_error("POST", "/v1/jobs", big, 413, NULL);
+	free(big);
+	/* still serving */
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&brain, "GET", "/healthz", NULL, NULL, &r), 0);
+	ck_assert_int_eq(r.status, 200);
+	rv_test_reply_release(&r);
+}
+END_TEST
+
+START_TEST(batch_with_one_bad_sample_is_rejected_whole)
+{
+	start_brain(NULL);
+	const char *uid = register_job("metrics");
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/jobs/%s/metrics", uid);
+	const char *bad =
+		"{\"samples\":["
+		"{\"kind\":\"speed\",\"ts\":1000,\"speed\":10,\"step\":1,\"workers\":2,\"ps\":0},"
+		"{\"kind\":\"node\",\"ts\":1000,\"node\":\"worker-0\",\"role\":\"worker\",\"rank\":0,"
+		"\"cpu\":1.5,\"memory_mb\":900,\"cpu_limit\":2,\"memory_limit_mb\":2048},"
+		"{\"kind\":\"speed\",\"ts\":2000,\"speed\":\"fast\",\"step\":2,\"workers\":2,\"ps\":0}]}";
+	expect_error("POST", path, bad, 400, "samples[2].speed");
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM job_speed"), 0);
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM node_usage"), 0);
+	const char *neg = "{\"samples\":[{\"kind\":\"node\",\"ts\":1000,\"node\":\"worker-0\","
+			  "\"role\":\"worker\",\"rank\":0,\"cpu\":-1,\"memory_mb\":900,\"cpu_limit\":2,"
+			  "\"memory_limit_mb\":2048}]}";
+	expect_error("POST", path, neg, 400, "samples[0].cpu");
+	const char *good =
+		"{\"samples\":["
+		"{\"kind\":\"speed\",\"ts\":1000,\"speed\":10,\"step\":1,\"workers\":2,\"ps\":0},"
+		"{\"kind\":\"speed\",\"ts\":2000,\"speed\":11,\"step\":2,\"workers\":2,\"ps\":0},"
+		"{\"kind\":\"node\",\"ts\":1000,\"node\":\"worker-0\",\"role\":\"worker\",\"rank\":0,"
+		"\"cpu\":1.5,\"memory_mb\":900,\"cpu_limit\":2,\"memory_limit_mb\":2048},"
+		"{\"kind\":\"node\",\"ts\":2000,\"node\":\"worker-0\",\"role\":\"worker\",\"rank\":0,"
+		"\"cpu\":1.7,\"memory_mb\":1100,\"cpu_limit\":2,\"memory_limit_mb\":2048}]}";
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&brain, "POST", path, good, NULL, &r), 0);
+	ck_assert_msg(r.status == 200, "body %s", r.body);
+	ck_assert_int_eq((int)rv_test_json_num(r.json, "accepted", -1), 4);
+	rv_test_reply_release(&r);
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM job_speed"), 2);
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM node_usage"), 2);
+	snprintf(path, sizeof(path), "/v1/jobs/%s", uid);
+	ck_assert_int_eq(rv_test_http(&brain, "GET", path, NULL, NULL, &r), 0);
+	ck_assert_int_eq((int)rv_test_json_num(r.json, "last_sample_ts", -1), 2000);
+	ck_assert_int_eq((int)rv_test_json_num(r.json, "nodes.0.peak_memory_mb", -1), 1100);
+	rv_test_reply_release(&r);
+}
+END_TEST
+
+START_TEST(injection_strings_stored_verbatim)
+{
+	start_brain(NULL);
+	const char *evil = "x'); DROP TABLE jobs; --";
+	char doc[2048];
+	snprintf(doc, sizeof(doc),
+		 "{\"kind\":\"ElasticJob\",\"metadata\":{\"name\":\"evil\",\"labels\":{\"user\":\"%s\","
+		 "\"note\":\"\\\"; DELETE FROM scale_plans; --\"}},\"spec\":{\"distributionStrategy\":"
+		 "\"AllreduceStrategy\",\"replicaSpecs\":{\"worker\":{\"replicas\":1}}}}",
+		 evil);
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&brain, "POST", "/v1/jobs", doc, NULL, &r), 0);
+	ck_assert_msg(r.status == 201, "body %s", r.body);
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/jobs/%s/events", rv_test_json_str(r.json, "uid"));
+	char ev[512];
+	snprintf(ev, sizeof(ev), "{\"type\":\"node_failed\",\"ts\":5,\"node\":\"worker-0\","
+		 "\"exit_code\":1,\"reason\":\"%s\"}", evil);
+	struct rv_test_reply e;
+	ck_assert_int_eq(rv_test_http(&brain, "POST", path, ev, NULL, &e), 0);
+	ck_assert_int_eq(e.status, 200);
+	rv_test_reply_release(&e);
+	snprintf(path, sizeof(path), "/v1/jobs/%s", rv_test_json_str(r.json, "uid"));
+	ck_assert_int_eq(rv_test_http(&brain, "GET", path, NULL, NULL, &e), 0);
+	ck_assert_str_eq(rv_test_json_str(e.json, "user"), evil);
+	ck_assert_str_eq(rv_test_json_str(e.json, "spec.metadata.labels.note"),
+			 "\"; DELETE FROM scale_plans; --");
+	ck_assert_str_eq(rv_test_json_str(e.json, "nodes.0.exit_reason"), evil);
+	rv_test_reply_release(&e);
+	rv_test_reply_release(&r);
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM jobs"), 1);
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM scale_plans"), 1);
+}
+END_TEST
+
+START_TEST(token_guards_writes)
+{
+	const char *extra[] = { "--token", "s3cret-token", NULL };
+	start_brain(extra);
+	char *doc = job_doc("authd", NULL);
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&brain, "POST", "/v1/jobs", doc, NULL, &r), 0);
+	ck_assert_int_eq(r.status, 401);
+	ck_assert_ptr_nonnull(rv_test_json_str(r.json, "error"));
+	rv_test_reply_release(&r);
+	ck_assert_int_eq(rv_test_http(&brain, "POST", "/v1/jobs", doc, "s3cret-tokem", &r), 0);
+	ck_assert_int_eq(r.status, 401);
+	rv_test_reply_release(&r);
+	ck_assert_int_eq(rv_test_http(&brain, "POST", "/v1/jobs", doc, "s3cret", &r), 0);
+	ck_assert_int_eq(r.status, 401);
+	rv_test_reply_release(&r);
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM jobs"), 0);
+	ck_assert_int_eq(rv_test_http(&brain, "POST", "/v1/jobs", doc, "s3cret-token", &r), 0);
+	ck_assert_int_eq(r.status, 201);
+	rv_test_reply_release(&r);
+	ck_assert_int_eq(rv_test_http(&brain, "GET", "/v1/jobs", NULL, NULL, &r), 0);
+	ck_assert_int_eq(r.status, 200);
+	rv_test_reply_release(&r);
+	free(doc);
+}
+END_TEST
+
+START_TEST(database_down_is_503_then_recovers)
+{
+	start_brain(NULL);
+	const char *uid = register_job("outage");
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/jobs/%s/metrics", uid);
+	const char *batch = "{\"samples\":[{\"kind\":\"speed\",\"ts\":1000,\"speed\":10,\"step\":1,"
+			    "\"workers\":2,\"ps\":0}]}";
+	ck_assert_int_eq(rv_test_pg_stop_server(), 0);
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&brain, "POST", path, batch, NULL, &r), 0);
+	ck_assert_msg(r.status == 503, "status %ld body %s", r.status, r.body);
+	ck_assert_ptr_nonnull(rv_test_json_str(r.json, "detail"));
+	ck_assert(strlen(rv_test_json_str(r.json, "detail")) > 10);
+	rv_test_reply_release(&r);
+	ck_assert_int_eq(rv_test_http(&brain, "GET", "/healthz", NULL, NULL, &r), 0);
+	ck_assert_int_eq(r.status, 503);
+	ck_assert_str_eq(rv_test_json_str(r.json, "status"), "degraded");
+	rv_test_reply_release(&r);
+	ck_assert_int_eq(kill(brain.pid, 0), 0);
+	ck_assert_int_eq(rv_test_pg_start_server(), 0);
+	long status = 0;
+	for (int i = 0; i < 50 && status != 200; i++) {
+		ck_assert_int_eq(rv_test_http(&brain, "POST", path, batch, NULL, &r), 0);
+		status = r.status;
+		rv_test_reply_release(&r);
+		if (status != 200)
+			usleep(100000);
+	}
+	ck_assert_int_eq(status, 200);
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM job_speed"), 1);
+}
+END_TEST
+
+START_TEST(long_poll_wakes_on_oom_plan)
+{
+	start_brain(NULL);
+	const char *uid = register_job("longpoll");
+	char path[160];
+	/* no running plan: a bounded wait answers 204 */
+	snprintf(path, sizeof(path), "/v1/jobs/%s/plan?stage=running&after=0&wait=1", uid);
+	int64_t t0 = rv_mono_ms();
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&brain, "GET", path, NULL, NULL, &r), 0);
+	ck_assert_int_eq(r.status, 204);
+	ck_assert(rv_mono_ms() - t0 >= 900);
+	rv_test_reply_release(&r);
+	snprintf(path, sizeof(path), "/v1/jobs/%s/plan?stage=bogus", uid);
+	expect_error("GET", path, NULL, 400, "stage");
+	snprintf(path, sizeof(path), "/v1/jobs/%s/plan?stage=oom&wait=99999", uid);
+	expect_error("GET", path, NULL, 400, "wait");
+	pid_t child = fork();
+	if (child == 0) {
+		usleep(400000);
+		char ep[128];
+		snprintf(ep, sizeof(ep), "/v1/jobs/%s/events", uid);
+		struct rv_test_reply e;
+		int rc = rv_test_http(&brain, "POST", ep,
+				      "{\"type\":\"node_oom\",\"ts\":7000,\"node\":\"worker-1\","
+				      "\"role\":\"worker\",\"rank\":1,\"exit_code\":137,"
+				      "\"memory_mb\":4096,\"peak_memory_mb\":4090}",
+				      NULL, &e);
+		_exit(rc == 0 && e.status == 200 ? 0 : 1);
+	}
+	snprintf(path, sizeof(path), "/v1/jobs/%s/plan?stage=oom&after=0&wait=20", uid);
+	t0 = rv_mono_ms();
+	ck_assert_int_eq(rv_test_http(&brain, "GET", path, NULL, NULL, &r), 0);
+	int64_t waited = rv_mono_ms() - t0;
+	int st;
+	waitpid(child, &st, 0);
+	ck_assert_int_eq(WEXITSTATUS(st), 0);
+	ck_assert_msg(r.status == 200, "status %ld body %s", r.status, r.body);
+	ck_assert_msg(waited < 5000, "long-poll took %lld ms", (long long)waited);
+	ck_assert_str_eq(rv_test_json_str(r.json, "stage"), "oom");
+	ck_assert_str_eq(rv_test_json_str(r.json, "launch.0.node"), "worker-1");
+	ck_assert(rv_test_json_num(r.json, "launch.0.resource.memory_mb", 0) > 4096);
+	rv_test_reply_release(&r);
+	snprintf(path, sizeof(path), "/v1/jobs/%s/plans", uid);
+	ck_assert_int_eq(rv_test_http(&brain, "GET", path, NULL, NULL, &r), 0);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_int_eq(cJSON_GetArraySize(rv_test_json_at(r.json, "plans")), 2);
+	ck_assert_str_eq(rv_test_json_str(r.json, "plans.0.stage"), "create");
+	ck_assert_str_eq(rv_test_json_str(r.json, "plans.1.stage"), "oom");
+	ck_assert_ptr_nonnull(rv_test_json_str(r.json, "plans.1.reason"));
+	rv_test_reply_release(&r);
+	snprintf(path, sizeof(path), "/v1/jobs/%s", uid);
+	ck_assert_int_eq(rv_test_http(&brain, "GET", path, NULL, NULL, &r), 0);
+	ck_assert_int_eq((int)rv_test_json_num(r.json, "nodes.0.oom_count", -1), 1);
+	rv_test_reply_release(&r);
+}
+END_TEST
+
+START_TEST(cluster_reports)
+{
+	start_brain(NULL);
+	const char *rep = "{\"nodes\":[{\"name\":\"n1\",\"ts\":1000,\"cpu\":16,\"memory_mb\":65536,"
+			  "\"gpu\":0,\"cpu_used\":4,\"memory_used_mb\":16384},{\"name\":\"n2\",\"ts\":1000,"
+			  "\"cpu\":8,\"memory_mb\":32768,\"gpu\":1,\"cpu_used\":8,\"memory_used_mb\":1024}]}";
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&brain, "POST", "/v1/cluster/nodes", rep, NULL, &r), 0);
+	ck_assert_msg(r.status == 200, "body %s", r.body);
+	rv_test_reply_release(&r);
+	ck_assert_int_eq(rv_test_http(&brain, "GET", "/v1/cluster", NULL, NULL, &r), 0);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_int_eq((int)rv_test_json_num(r.json, "capacity.cpu", -1), 24);
+	ck_assert_int_eq((int)rv_test_json_num(r.json, "free.cpu", -1), 12);
+	ck_assert_int_eq((int)rv_test_json_num(r.json, "capacity.nodes", -1), 2);
+	rv_test_reply_release(&r);
+	expect_error("POST", "/v1/cluster/nodes", "{\"nodes\":[{\"name\":\"n1\",\"ts\":1,\"cpu\":-4,"
+		     "\"memory_mb\":1}]}", 400, "nodes[0].cpu");
+}
+END_TEST
+
+START_TEST(health_metrics_openapi)
+{
+	start_brain(NULL);
+	const char *uid = register_job("observed");
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/jobs/%s/metrics", uid);
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&brain, "POST", path,
+				      "{\"samples\":[{\"kind\":\"speed\",\"ts\":1000,\"speed\":10,"
+				      "\"step\":1,\"workers\":2,\"ps\":0},{\"kind\":\"speed\",\"ts\":2000,"
+				      "\"speed\":10,\"step\":2,\"workers\":2,\"ps\":0}]}",
+				      NULL, &r), 0);
+	ck_assert_int_eq(r.status, 200);
+	rv_test_reply_release(&r);
+	ck_assert_int_eq(rv_test_http(&brain, "GET", "/healthz", NULL, NULL, &r), 0);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_str_eq(rv_test_json_str(r.json, "status"), "ok");
+	rv_test_reply_release(&r);
+	ck_assert_int_eq(rv_test_http(&brain, "GET", "/metrics", NULL, NULL, &r), 0);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_ptr_nonnull(strstr(r.body, "rover_brain_samples_ingested_total 2\n"));
+	ck_assert_ptr_nonnull(strstr(r.body, "rover_http_requests_total{"));
+	ck_assert_ptr_nonnull(strstr(r.body, "rover_brain_db_pool_size 8\n"));
+	rv_test_reply_release(&r);
+	ck_assert_int_eq(rv_test_http(&brain, "GET", "/v1/openapi.json", NULL, NULL, &r), 0);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_str_eq(rv_test_json_str(r.json, "openapi"), "3.0.3");
+	static const char *const paths[] = { "/v1/jobs", "/v1/jobs/{uid}", "/v1/jobs/{uid}/metrics",
+					     "/v1/jobs/{uid}/events", "/v1/jobs/{uid}/plan",
+					     "/v1/jobs/{uid}/plans", "/v1/cluster/nodes", "/v1/cluster",
+					     "/healthz", "/metrics", "/v1/openapi.json" };
+	const cJSON *p = rv_test_json_at(r.json, "paths");
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+		ck_assert_msg(cJSON_GetObjectItemCaseSensitive(p, paths[i]), "missing %s", paths[i]);
+	ck_assert_ptr_nonnull(rv_test_json_at(r.json, "components.schemas.ScalePlan"));
+	ck_assert_ptr_nonnull(rv_test_json_at(r.json, "paths./v1/jobs.post.requestBody"));
+	rv_test_reply_release(&r);
+}
+END_TEST
+
+static Suite *brain_api_suite(void)
+{
+	Suite *s = suite_create("brain_api");
+	TCase *tc = tcase_create("api");
+	tcase_add_checked_fixture(tc, NULL, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, register_get_list);
+	tcase_add_test(tc, duplicate_name_conflicts_until_finished);
+	tcase_add_test(tc, bad_job_documents);
+	tcase_add_test(tc, unknown_job_is_404);
+	tcase_add_test(tc, body_over_limit_is_413);
+	tcase_add_test(tc, batch_with_one_bad_sample_is_rejected_whole);
+	tcase_add_test(tc, injection_strings_stored_verbatim);
+	tcase_add_test(tc, token_guards_writes);
+	tcase_add_test(tc, database_down_is_503_then_recovers);
+	tcase_add_test(tc, long_poll_wakes_on_oom_plan);
+	tcase_add_test(tc, cluster_reports);
+	tcase_add_test(tc, health_metrics_openapi);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+RV_TEST_MAIN_PG(brain_api_suite)
