@@ -523,10 +523,11 @@ static int srv_paths(struct rv_pgserver *srv, const char *dir, struct rv_err *er
 	if (strlen(abs) + sizeof("/.s.PGSQL.65535") > sizeof(sun.sun_path))
 		return rv_err_set(err, -ENAMETOOLONG, NULL,
 				  "folder name too long for a unix socket: \"%s\"", abs);
-	snprintf(srv->dir, sizeof(srv->dir), "%s", abs);
-	snprintf(srv->datadir, sizeof(srv->datadir), "%s/pgdata", abs);
-	snprintf(srv->sockdir, sizeof(srv->sockdir), "%s", abs);
-	snprintf(srv->logfile, sizeof(srv->logfile), "%s/postgres.log", abs);
+	/* Lengths checked above: abs is shorter than sun_path (108), so all fit. */
+	strcpy(srv->dir, abs);
+	strcpy(srv->sockdir, abs);
+	stpcpy(stpcpy(srv->datadir, abs), "/pgdata");
+	stpcpy(stpcpy(srv->logfile, abs), "/postgres.log");
 	return 0;
 }
 
