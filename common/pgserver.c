@@ -358,6 +358,10 @@ static void log_tail(const struct rv_pgserver *srv, char *buf, size_t size)
 	ssize_t n = pread(fd, buf, size - 1, from);
 	close(fd);
 	buf[n > 0 ? n : 0] = '\0';
+	/* Start at a line boundary when the tail cut a line. */
+	char *nl = from > 0 ? strchr(buf, '\n') : NULL;
+	if (nl && nl[1])
+		memmove(buf, nl + 1, strlen(nl + 1) + 1);
 	flatten(buf);
 }
 
@@ -581,10 +585,14 @@ int rv_pgserver_start(struct rv_pgserver *srv, const char *dir, int timeout_s,
 				       NULL };
 		r = pg_run(&ctx, "pg_ctl", args, timeout_s + 5, err);
 		if (r < 0) {
-			char tail[400], msg[sizeof(err->msg)];
+			/* pg_ctl only says "examine the log": the reason is in the log. */
+			char tail[400];
 			log_tail(srv, tail, sizeof(tail));
-			snprintf(msg, sizeof(msg), "%s", err ? err->msg : "");
-			return rv_err_set(err, r, NULL, "%s; server log: %s", msg, tail);
+			if (tail[0])
+				return rv_err_set(err, r, NULL,
+						  "could not start postgresql in \"%s\": %s",
+						  srv->dir, tail);
+			return r;
 		}
 		srv->started = 1;
 		running_pid(srv, &srv->port);

@@ -347,7 +347,15 @@ START_TEST(pool_survives_server_outage)
 	must_exec(idle, "SELECT 1");
 	rv_db_release(p, idle);
 
-	ck_assert_int_eq(rv_test_pg_stop_server(), 0);
+	int stopped = rv_test_pg_stop_server();
+	if (stopped == -ENOTSUP) {
+		/* ROVER_TEST_PG points at a shared server we must not stop */
+		fprintf(stderr, "pool_survives_server_outage: not run against ROVER_TEST_PG\n");
+		rv_db_release(p, held);
+		rv_db_pool_free(p);
+		return;
+	}
+	ck_assert_int_eq(stopped, 0);
 
 	/* a connection held across the outage fails with a reason */
 	struct rv_err err = { 0 };

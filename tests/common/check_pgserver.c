@@ -5,7 +5,6 @@
  * not use the shared fixture; they stop the server and remove the folder at
  * the end.
  */
-#define _XOPEN_SOURCE 700
 #include <ftw.h>
 #include <libpq-fe.h>
 #include <stdlib.h>
@@ -124,6 +123,28 @@ START_TEST(start_on_running_folder_reuses_it)
 }
 END_TEST
 
+START_TEST(failed_start_reports_server_log)
+{
+	struct rv_pgserver srv;
+	struct rv_err err = { 0 };
+	int r = rv_pgserver_start(&srv, tmpdir, 60, &err);
+	ck_assert_msg(r == 0, "start: %d %s", r, err.msg);
+	ck_assert_int_eq(rv_pgserver_stop(&srv), 0);
+	char conf[700];
+	snprintf(conf, sizeof(conf), "%s/postgresql.conf", srv.datadir);
+	FILE *f = fopen(conf, "a");
+	ck_assert_ptr_nonnull(f);
+	fputs("shared_buffers = 'not a size'\n", f);
+	fclose(f);
+	r = rv_pgserver_start(&srv, tmpdir, 20, &err);
+	ck_assert_int_lt(r, 0);
+	ck_assert_int_eq(err.code, r);
+	/* the reason comes from the server log, not just "pg_ctl failed" */
+	ck_assert_msg(strstr(err.msg, "shared_buffers") != NULL, "msg: %s", err.msg);
+	ck_assert_ptr_null(strchr(err.msg, '\n'));
+}
+END_TEST
+
 START_TEST(bad_bindir_is_a_clear_error)
 {
 	setenv("ROVER_PG_BINDIR", "/nonexistent/pg/bin", 1);
@@ -145,6 +166,7 @@ static Suite *pgserver_suite(void)
 	tcase_add_test(tc, start_fresh_folder_creates_cluster);
 	tcase_add_test(tc, restart_keeps_data);
 	tcase_add_test(tc, start_on_running_folder_reuses_it);
+	tcase_add_test(tc, failed_start_reports_server_log);
 	tcase_add_test(tc, bad_bindir_is_a_clear_error);
 	suite_add_tcase(s, tc);
 	return s;
