@@ -1,0 +1,641 @@
+/*
+ * pgserver.c: run a private PostgreSQL cluster in a folder of ours.
+ *
+ * Used by rover-brain (no --db given) and by the test fixture, from the main
+ * thread only.  initdb and pg_ctl run through one fork/exec helper (no shell,
+ * no system()), each with a timeout; as root they run under
+ * `runuser -u postgres --` because both refuse to run as root.  The server
+ * listens only on a unix socket in the folder (listen_addresses = ''), so two
+ * clusters never fight over a TCP port.  Errors carry the command's output or
+ * the tail of the server log in err->msg.
+ */
+#include "pgserver.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <libpq-fe.h>
+#include <limits.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+
+#define PGSERVER_PORT 5432
+#define PGSERVER_USER_ROOT "postgres"
+#define OUT_TAIL 1024
+
+/* Everything a command run needs; filled once per start/stop. */
+struct pgctx {
+	char bindir[PATH_MAX];
+	char runuser[64];  /* "" when not root */
+	char user[64];     /* database superuser name (= OS user running the server) */
+	uid_t pg_uid;
+	gid_t pg_gid;
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Keep the last (size - 1) bytes written, so the end of a long output survives. */
+static void tail_append(char *tail, size_t size, const char *buf, size_t n)
+{
+	size_t cap = size - 1, have = strlen(tail);
+	if (n > cap) {
+		buf += n - cap;
+		n = cap;
+	}
+	if (have + n > cap) {
+		size_t drop = have + n - cap;
+		memmove(tail, tail + drop, have - drop + 1);
+		have -= drop;
+	}
+	memmove(tail + have, buf, n);
+	tail[have + n] = '\0';
+}
+
+/* Make text fit for err->msg: newlines become "; ", trailing space dropped. */
+static void flatten(char *s)
+{
+	size_t n = strlen(s);
+	while (n && (s[n - 1] == '\n' || s[n - 1] == ' ' || s[n - 1] == '\r'))
+		s[--n] = '\0';
+	for (char *p = s; *p; p++)
+		if (*p == '\n' || *p == '\r' || *p == '\t')
+			*p = ' ';
+}
+
+static void child_exec(char *const argv[], int outfd, int errfd)
+{
+	for (int s = 1; s < NSIG; s++)
+		signal(s, SIG_DFL);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	/* Own process group, so a timeout can kill runuser and what it started. */
+	setpgid(0, 0);
+	int devnull = open("/dev/null", O_RDONLY);
+	if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(outfd, 1) < 0 || dup2(outfd, 2) < 0)
+		goto fail;
+	/* Keep only 0-2 and the exec-error pipe: the postmaster outlives us and must
+	 * not hold our sockets or check's pipes open. */
+	if (errfd != 3) {
+		if (dup2(errfd, 3) < 0)
+			goto fail;
+		errfd = 3;
+	}
+	if (fcntl(errfd, F_SETFD, FD_CLOEXEC) < 0)
+		goto fail;
+	if (close_range(4, ~0U, 0) < 0)
+		for (int fd = 4; fd < 4096; fd++)
+			close(fd);
+	/* initdb and pg_ctl run as postgres, which cannot read our cwd. */
+	if (chdir("/") < 0)
+		goto fail;
+	execv(argv[0], argv);
+fail:;
+	int e = errno;
+	ssize_t w = write(errfd, &e, sizeof(e));
+	(void)w;
+	_exit(127);
+}
+
+/*
+ * Run argv (argv[0] an absolute path) with stdout+stderr captured into tail,
+ * killing it after timeout_s.  Returns 0 when it exited 0, -ETIMEDOUT, the
+ * exec errno, or -EIO for a non-zero exit; tail then holds its last output.
+ */
+static int run_cmd(char *const argv[], int timeout_s, char *tail, size_t tailsz)
+{
+	int out[2], ep[2];
+	tail[0] = '\0';
+	if (pipe2(out, O_CLOEXEC) < 0)
+		return -errno;
+	if (pipe2(ep, O_CLOEXEC) < 0) {
+		int e = -errno;
+		close(out[0]);
+		close(out[1]);
+		return e;
+	}
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pid_t pid = fork();
+	if (pid == 0)
+		child_exec(argv, out[1], ep[1]);
+	int fork_errno = errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	close(out[1]);
+	close(ep[1]);
+	if (pid < 0) {
+		close(out[0]);
+		close(ep[0]);
+		return -fork_errno;
+	}
+
+	int64_t deadline = now_ms() + (int64_t)timeout_s * 1000;
+	int timed_out = 0;
+	for (;;) {
+		int64_t left = deadline - now_ms();
+		if (left <= 0) {
+			timed_out = 1;
+			break;
+		}
+		struct pollfd p = { .fd = out[0], .events = POLLIN };
+		int r = poll(&p, 1, (int)left);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			timed_out = r == 0;
+			break;
+		}
+		char buf[512];
+		ssize_t n = read(out[0], buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		tail_append(tail, tailsz, buf, (size_t)n);
+	}
+	close(out[0]);
+
+	int status = 0, reaped = 0;
+	while (!timed_out) {
+		pid_t w = waitpid(pid, &status, WNOHANG);
+		if (w == pid) {
+			reaped = 1;
+			break;
+		}
+		if (w < 0 && errno != EINTR) {
+			reaped = errno == ECHILD ? 2 : 0;
+			break;
+		}
+		if (now_ms() >= deadline) {
+			timed_out = 1;
+			break;
+		}
+		usleep(10000);
+	}
+	if (timed_out) {
+		kill(-pid, SIGKILL);
+		kill(pid, SIGKILL);
+		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+	}
+
+	int exec_errno = 0;
+	ssize_t n;
+	do
+		n = read(ep[0], &exec_errno, sizeof(exec_errno));
+	while (n < 0 && errno == EINTR);
+	close(ep[0]);
+	if (n == (ssize_t)sizeof(exec_errno) && exec_errno)
+		return -exec_errno;
+	if (timed_out)
+		return -ETIMEDOUT;
+	if (reaped == 2) /* SIGCHLD ignored by someone: the status is lost */
+		return 0;
+	if (reaped && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 0;
+	return -EIO;
+}
+
+/* Append one `key='value'` pair, quoted as libpq's conninfo wants. */
+static void conninfo_add(char *buf, size_t size, const char *key, const char *value)
+{
+	size_t n = strlen(buf);
+	n += (size_t)snprintf(buf + n, n < size ? size - n : 0, "%s%s='", n ? " " : "", key);
+	for (const char *p = value; *p && n + 3 < size; p++) {
+		if (*p == '\'' || *p == '\\')
+			buf[n++] = '\\';
+		buf[n++] = *p;
+	}
+	if (n + 2 <= size) {
+		buf[n++] = '\'';
+		buf[n] = '\0';
+	}
+}
+
+static void build_conninfo(const struct rv_pgserver *srv, const char *user, const char *dbname,
+			   char *buf, size_t size)
+{
+	char port[16];
+	snprintf(port, sizeof(port), "%d", srv->port);
+	buf[0] = '\0';
+	conninfo_add(buf, size, "host", srv->sockdir);
+	conninfo_add(buf, size, "port", port);
+	conninfo_add(buf, size, "dbname", dbname);
+	conninfo_add(buf, size, "user", user);
+}
+
+/* The newest /usr/lib/postgresql/<N>/bin, or ROVER_PG_BINDIR. */
+static int find_bindir(char *out, size_t size, struct rv_err *err)
+{
+	const char *env = getenv("ROVER_PG_BINDIR");
+	char path[PATH_MAX];
+	if (env && *env) {
+		snprintf(path, sizeof(path), "%s/pg_ctl", env);
+		if (access(path, X_OK) < 0)
+			return rv_err_set(err, -ENOENT, "ROVER_PG_BINDIR",
+					  "could not find pg_ctl in \"%s\": %s", env, strerror(errno));
+		snprintf(out, size, "%s", env);
+		return 0;
+	}
+	DIR *d = opendir("/usr/lib/postgresql");
+	long best = -1;
+	if (d) {
+		struct dirent *de;
+		while ((de = readdir(d))) {
+			char *end;
+			errno = 0;
+			long v = strtol(de->d_name, &end, 10);
+			if (errno || end == de->d_name || *end || v <= best)
+				continue;
+			snprintf(path, sizeof(path), "/usr/lib/postgresql/%s/bin/pg_ctl", de->d_name);
+			if (access(path, X_OK) == 0)
+				best = v;
+		}
+		closedir(d);
+	}
+	if (best < 0)
+		return rv_err_set(err, -ENOENT, NULL,
+				  "could not find postgresql: no /usr/lib/postgresql/<version>/bin/pg_ctl "
+				  "(install postgresql or set ROVER_PG_BINDIR)");
+	snprintf(out, size, "/usr/lib/postgresql/%ld/bin", best);
+	return 0;
+}
+
+static int ctx_init(struct pgctx *ctx, struct rv_err *err)
+{
+	memset(ctx, 0, sizeof(*ctx));
+	int r = find_bindir(ctx->bindir, sizeof(ctx->bindir), err);
+	if (r < 0)
+		return r;
+	if (geteuid() == 0) {
+		struct passwd *pw = getpwnam(PGSERVER_USER_ROOT);
+		if (!pw)
+			return rv_err_set(err, -ENOENT, NULL,
+					  "could not find user \"postgres\": running as root needs it");
+		ctx->pg_uid = pw->pw_uid;
+		ctx->pg_gid = pw->pw_gid;
+		snprintf(ctx->user, sizeof(ctx->user), "%s", PGSERVER_USER_ROOT);
+		static const char *const cand[] = { "/usr/sbin/runuser", "/sbin/runuser",
+						    "/usr/bin/runuser", "/bin/runuser" };
+		for (size_t i = 0; i < RV_ARRAY_SIZE(cand) && !ctx->runuser[0]; i++)
+			if (access(cand[i], X_OK) == 0)
+				snprintf(ctx->runuser, sizeof(ctx->runuser), "%s", cand[i]);
+		if (!ctx->runuser[0])
+			return rv_err_set(err, -ENOENT, NULL,
+					  "could not find runuser: needed to run postgresql as root");
+	} else {
+		struct passwd *pw = getpwuid(geteuid());
+		if (!pw)
+			return rv_err_set(err, -ENOENT, NULL,
+					  "could not find the current user's name");
+		ctx->pg_uid = pw->pw_uid;
+		ctx->pg_gid = pw->pw_gid;
+		snprintf(ctx->user, sizeof(ctx->user), "%s", pw->pw_name);
+	}
+	return 0;
+}
+
+/*
+ * Run <bindir>/<prog> args... (NULL-terminated), through runuser when root.
+ * On failure err->msg says what failed with the command's output.
+ */
+static int pg_run(const struct pgctx *ctx, const char *prog, const char *const *args,
+		  int timeout_s, struct rv_err *err)
+{
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof(path), "%s/%s", ctx->bindir, prog);
+	const char *argv[32];
+	size_t n = 0;
+	if (ctx->runuser[0]) {
+		argv[n++] = ctx->runuser;
+		argv[n++] = "-u";
+		argv[n++] = PGSERVER_USER_ROOT;
+		argv[n++] = "--";
+	}
+	argv[n++] = path;
+	for (size_t i = 0; args[i] && n < RV_ARRAY_SIZE(argv) - 1; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	char tail[OUT_TAIL];
+	int r = run_cmd((char *const *)argv, timeout_s, tail, sizeof(tail));
+	if (r == 0)
+		return 0;
+	flatten(tail);
+	if (r == -ETIMEDOUT)
+		return rv_err_set(err, r, NULL, "could not run %s: timed out after %d s: %s", prog,
+				  timeout_s, tail);
+	if (r != -EIO)
+		return rv_err_set(err, r, NULL, "could not run %s: %s", argv[0], strerror(-r));
+	return rv_err_set(err, r, NULL, "could not run %s: %s", prog, tail);
+}
+
+/* Read the last lines of the server log into buf (for error messages). */
+static void log_tail(const struct rv_pgserver *srv, char *buf, size_t size)
+{
+	buf[0] = '\0';
+	int fd = open(srv->logfile, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	off_t end = lseek(fd, 0, SEEK_END);
+	off_t from = end > (off_t)size - 1 ? end - (off_t)size + 1 : 0;
+	ssize_t n = pread(fd, buf, size - 1, from);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	/* Start at a line boundary when the tail cut a line. */
+	char *nl = from > 0 ? strchr(buf, '\n') : NULL;
+	if (nl && nl[1])
+		memmove(buf, nl + 1, strlen(nl + 1) + 1);
+	flatten(buf);
+}
+
+static int mkdir_p(const char *dir, mode_t mode)
+{
+	char tmp[PATH_MAX];
+	if (snprintf(tmp, sizeof(tmp), "%s", dir) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* As root: the postgres user must be able to walk down to dir, so every
+ * ancestor gets o+x (search only, never read), and dir itself becomes postgres's. */
+static int prepare_dir_root(const struct pgctx *ctx, const char *dir, struct rv_err *err)
+{
+	char tmp[PATH_MAX];
+	snprintf(tmp, sizeof(tmp), "%s", dir);
+	for (char *slash = strrchr(tmp, '/'); slash; slash = strrchr(tmp, '/')) {
+		*slash = '\0';
+		const char *anc = tmp[0] ? tmp : "/";
+		struct stat st;
+		if (stat(anc, &st) < 0)
+			return rv_err_set(err, -errno, NULL, "could not stat \"%s\": %s", anc,
+					  strerror(errno));
+		if (!(st.st_mode & S_IXOTH) && chmod(anc, (st.st_mode & 07777) | S_IXOTH) < 0)
+			return rv_err_set(err, -errno, NULL, "could not chmod \"%s\": %s", anc,
+					  strerror(errno));
+		if (!tmp[0])
+			break;
+	}
+	if (chown(dir, ctx->pg_uid, ctx->pg_gid) < 0)
+		return rv_err_set(err, -errno, NULL, "could not chown \"%s\" to postgres: %s", dir,
+				  strerror(errno));
+	return 0;
+}
+
+/* The live postmaster's pid from datadir/postmaster.pid, or 0; *port from line 4. */
+static pid_t running_pid(const struct rv_pgserver *srv, int *port)
+{
+	char path[700];
+	snprintf(path, sizeof(path), "%s/postmaster.pid", srv->datadir);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	char line[PATH_MAX];
+	long pid = 0;
+	for (int i = 1; i <= 4 && fgets(line, sizeof(line), f); i++) {
+		if (i == 1)
+			pid = strtol(line, NULL, 10);
+		else if (i == 4 && port) {
+			long p = strtol(line, NULL, 10);
+			if (p > 0 && p < 65536)
+				*port = (int)p;
+		}
+	}
+	fclose(f);
+	if (pid <= 0 || (kill((pid_t)pid, 0) < 0 && errno != EPERM))
+		return 0;
+	return (pid_t)pid;
+}
+
+static int write_conf(const struct rv_pgserver *srv, int nosync, struct rv_err *err)
+{
+	char path[700];
+	snprintf(path, sizeof(path), "%s/postgresql.conf", srv->datadir);
+	FILE *f = fopen(path, "ae");
+	if (!f)
+		return rv_err_set(err, -errno, NULL, "could not open \"%s\": %s", path,
+				  strerror(errno));
+	fprintf(f, "\n# rover: private cluster, unix socket only (no TCP)\n"
+		   "listen_addresses = ''\nunix_socket_directories = '");
+	for (const char *p = srv->sockdir; *p; p++)
+		fprintf(f, *p == '\'' ? "''" : "%c", *p);
+	fprintf(f, "'\nport = %d\nmax_connections = 100\nshared_buffers = 128MB\n"
+		   "fsync = %s\n",
+		srv->port, nosync ? "off" : "on");
+	if (fclose(f) != 0)
+		return rv_err_set(err, -EIO, NULL, "could not write \"%s\"", path);
+	return 0;
+}
+
+static int nosync_requested(void)
+{
+	const char *e = getenv("ROVER_PG_NOSYNC");
+	return e && strcmp(e, "1") == 0;
+}
+
+static int wait_ready(const struct rv_pgserver *srv, const char *user, int timeout_s,
+		      struct rv_err *err)
+{
+	char ci[1024];
+	build_conninfo(srv, user, "postgres", ci, sizeof(ci));
+	int64_t deadline = now_ms() + (int64_t)timeout_s * 1000;
+	for (;;) {
+		if (PQping(ci) == PQPING_OK)
+			return 0;
+		if (now_ms() >= deadline) {
+			char tail[400];
+			log_tail(srv, tail, sizeof(tail));
+			return rv_err_set(err, -ETIMEDOUT, NULL,
+					  "could not connect to postgresql in \"%s\" within %d s: %s",
+					  srv->dir, timeout_s, tail);
+		}
+		usleep(50000);
+	}
+}
+
+static int create_rover_db(const struct rv_pgserver *srv, const char *user, struct rv_err *err)
+{
+	char ci[1024];
+	build_conninfo(srv, user, "postgres", ci, sizeof(ci));
+	PGconn *c = PQconnectdb(ci);
+	int r = 0;
+	if (PQstatus(c) != CONNECTION_OK) {
+		char msg[400];
+		snprintf(msg, sizeof(msg), "%s", PQerrorMessage(c));
+		flatten(msg);
+		r = rv_err_set(err, -ECONNREFUSED, NULL, "could not connect to postgresql: %s", msg);
+		goto out;
+	}
+	const char *params[] = { "rover" };
+	PGresult *res = PQexecParams(c, "SELECT 1 FROM pg_database WHERE datname = $1", 1, NULL,
+				     params, NULL, NULL, 0);
+	int exists = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) > 0;
+	PQclear(res);
+	if (exists)
+		goto out;
+	/* Constant SQL: CREATE DATABASE cannot take parameters. */
+	res = PQexecParams(c, "CREATE DATABASE rover", 0, NULL, NULL, NULL, NULL, 0);
+	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK && !(state && !strcmp(state, "42P04"))) {
+		char msg[400];
+		snprintf(msg, sizeof(msg), "%s", PQerrorMessage(c));
+		flatten(msg);
+		r = rv_err_set(err, -EIO, NULL, "could not create database \"rover\": %s", msg);
+	}
+	PQclear(res);
+out:
+	PQfinish(c);
+	return r;
+}
+
+static int srv_paths(struct rv_pgserver *srv, const char *dir, struct rv_err *err)
+{
+	char abs[PATH_MAX];
+	if (!realpath(dir, abs))
+		return rv_err_set(err, -errno, NULL, "could not resolve \"%s\": %s", dir,
+				  strerror(errno));
+	if (strlen(abs) >= sizeof(srv->dir))
+		return rv_err_set(err, -ENAMETOOLONG, NULL, "folder name too long: \"%s\"", abs);
+	/* The socket path "<dir>/.s.PGSQL.<port>" must fit in sun_path. */
+	struct sockaddr_un sun;
+	if (strlen(abs) + sizeof("/.s.PGSQL.65535") > sizeof(sun.sun_path))
+		return rv_err_set(err, -ENAMETOOLONG, NULL,
+				  "folder name too long for a unix socket: \"%s\"", abs);
+	/* Lengths checked above: abs is shorter than sun_path (108), so all fit. */
+	strcpy(srv->dir, abs);
+	strcpy(srv->sockdir, abs);
+	stpcpy(stpcpy(srv->datadir, abs), "/pgdata");
+	stpcpy(stpcpy(srv->logfile, abs), "/postgres.log");
+	return 0;
+}
+
+int rv_pgserver_start(struct rv_pgserver *srv, const char *dir, int timeout_s,
+		      struct rv_err *err)
+{
+	struct pgctx ctx;
+	memset(srv, 0, sizeof(*srv));
+	srv->port = PGSERVER_PORT;
+	if (timeout_s <= 0)
+		timeout_s = 30;
+	int r = ctx_init(&ctx, err);
+	if (r < 0)
+		return r;
+	r = mkdir_p(dir, 0700);
+	if (r < 0)
+		return rv_err_set(err, r, NULL, "could not create \"%s\": %s", dir, strerror(-r));
+	r = srv_paths(srv, dir, err);
+	if (r < 0)
+		return r;
+	if (ctx.runuser[0]) {
+		r = prepare_dir_root(&ctx, srv->dir, err);
+		if (r < 0)
+			return r;
+	}
+	if (chmod(srv->dir, 0700) < 0)
+		return rv_err_set(err, -errno, NULL, "could not chmod \"%s\": %s", srv->dir,
+				  strerror(errno));
+
+	char ver[700];
+	snprintf(ver, sizeof(ver), "%s/PG_VERSION", srv->datadir);
+	int nosync = nosync_requested();
+	if (access(ver, F_OK) < 0) {
+		const char *args[] = { "-D", srv->datadir, "-A", "trust", "-E", "UTF8",
+				       "--locale=C", nosync ? "--no-sync" : NULL, NULL };
+		r = pg_run(&ctx, "initdb", args, timeout_s, err);
+		if (r < 0)
+			return r;
+		r = write_conf(srv, nosync, err);
+		if (r < 0)
+			return r;
+	}
+
+	if (running_pid(srv, &srv->port) == 0) {
+		char tout[16];
+		snprintf(tout, sizeof(tout), "%d", timeout_s);
+		/* Constant option text: pg_ctl hands -o to a shell.  The socket folder
+		 * (any characters) lives in postgresql.conf instead. */
+		const char *args[] = { "-D", srv->datadir, "-l", srv->logfile, "-w", "-t", tout,
+				       "-o", nosync ? "-c fsync=off" : "-c fsync=on", "start",
+				       NULL };
+		r = pg_run(&ctx, "pg_ctl", args, timeout_s + 5, err);
+		if (r < 0) {
+			/* pg_ctl only says "examine the log": the reason is in the log. */
+			char tail[400];
+			log_tail(srv, tail, sizeof(tail));
+			if (tail[0])
+				return rv_err_set(err, r, NULL,
+						  "could not start postgresql in \"%s\": %s",
+						  srv->dir, tail);
+			return r;
+		}
+		srv->started = 1;
+		running_pid(srv, &srv->port);
+	}
+	r = wait_ready(srv, ctx.user, timeout_s, err);
+	if (r == 0)
+		r = create_rover_db(srv, ctx.user, err);
+	if (r < 0) {
+		if (srv->started)
+			rv_pgserver_stop(srv);
+		return r;
+	}
+	build_conninfo(srv, ctx.user, "rover", srv->conninfo, sizeof(srv->conninfo));
+	return 0;
+}
+
+static int pg_ctl_stop(struct rv_pgserver *srv, const char *mode)
+{
+	struct pgctx ctx;
+	if (!srv->datadir[0] || ctx_init(&ctx, NULL) < 0)
+		return -EINVAL;
+	if (running_pid(srv, NULL) == 0)
+		return 0;
+	const char *args[] = { "-D", srv->datadir, "-m", mode, "-w", "-t", "60", "stop", NULL };
+	return pg_run(&ctx, "pg_ctl", args, 65, NULL);
+}
+
+int rv_pgserver_stop(struct rv_pgserver *srv)
+{
+	if (!srv || !srv->started)
+		return 0;
+	int r = pg_ctl_stop(srv, "fast");
+	if (r == 0)
+		srv->started = 0;
+	return r;
+}
+
+int rv_pgserver_kill(struct rv_pgserver *srv)
+{
+	if (!srv)
+		return -EINVAL;
+	int r = pg_ctl_stop(srv, "immediate");
+	if (r == 0)
+		srv->started = 0;
+	return r;
+}
