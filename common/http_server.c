@@ -1,0 +1,943 @@
+/*
+ * http_server.c: the route-table HTTP server on libmicrohttpd (see http.h).
+ *
+ * Threads: libmicrohttpd's listen thread plus one thread per connection, so a
+ * handler may block (long-poll) without holding up other clients.  Handlers
+ * and the metrics reader run concurrently; counters are under srv->mu.
+ * Per-request state (struct req) is allocated by the URI log callback, the
+ * first callback libmicrohttpd makes for a request and the one that sees the
+ * raw, undecoded URI; it is freed in one place, on_completed.
+ * Routing runs on the raw path so "%2F" and "%00" inside a parameter are
+ * rejected instead of silently changing the segments.
+ */
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "log.h"
+#include "parse.h"
+
+/* Longest decoded path parameter, in bytes. */
+#define PARAM_MAX 256
+
+/* Latency histogram upper bounds in seconds; +Inf is implied. */
+static const double bucket_le[] = { 0.001, 0.005, 0.01, 0.025, 0.05, 0.1,
+				    0.25,  0.5,   1,    2.5,   5,    10 };
+#define NBUCKETS RV_ARRAY_SIZE(bucket_le)
+
+/* Method label values; anything else counts as "OTHER" so a client cannot
+ * grow the metric set without bound. */
+static const char *const method_names[] = { "GET",  "POST",    "PUT",  "DELETE",
+					    "PATCH", "OPTIONS", "HEAD", "OTHER" };
+#define NMETHODS RV_ARRAY_SIZE(method_names)
+
+enum reject { REJ_BAD_REQUEST, REJ_UNAUTHORIZED, REJ_NOT_FOUND, REJ_METHOD, REJ_TOO_LARGE, NREJ };
+static const char *const reject_names[] = { "bad_request", "unauthorized", "not_found",
+					    "method_not_allowed", "too_large" };
+
+struct histo {
+	uint64_t bucket[NBUCKETS + 1]; /* non-cumulative; last is +Inf */
+	uint64_t count;
+	uint64_t sum_ns;
+};
+
+/* One rover_http_requests_total series. */
+struct counter {
+	int slot;        /* index into srv->labels, or -1 for unmatched paths */
+	int method;      /* index into method_names */
+	int code;
+	uint64_t n;
+};
+
+struct rv_http_server {
+	struct MHD_Daemon *mhd;
+	struct rv_http_server_opts opts;
+	char *token;
+	size_t token_len;
+	int port;
+	unsigned int drain_ms;   /* how long stop waits for requests in flight */
+
+	/* Histogram slot per distinct pattern: routes sharing a pattern share one
+	 * "route" label.  slot_of[i] is route i's slot. */
+	int *slot_of;
+	const char **labels;
+	int nlabels;
+
+	pthread_mutex_t mu;      /* guards everything below */
+	struct histo *histos;    /* [nlabels + 1]; the last is for unmatched paths */
+	struct counter *counters;
+	size_t ncounters, capcounters;
+	uint64_t rejected[NREJ];
+
+	atomic_int conns;
+	atomic_int active;       /* requests begun and not yet completed */
+	atomic_ullong conns_total;
+};
+
+struct req {
+	struct rv_http_server *srv;
+	char *raw_path;      /* undecoded, query stripped */
+	struct timespec start;
+	bool started;        /* first access-handler call done */
+	int route;           /* matched route or -1 */
+	int slot;            /* metrics slot of the matched pattern or -1 */
+	int method;          /* index into method_names */
+	int status;          /* status queued, 0 until then */
+	bool too_large;
+	char *body;
+	size_t body_len, body_cap;
+	char params[RV_HTTP_MAX_PARAMS][PARAM_MAX + 1];
+	int nparams;
+};
+
+/* ---- responses ---- */
+
+void rv_http_resp_json(struct rv_http_resp *resp, int status, char *json)
+{
+	free(resp->body);
+	resp->body = NULL;
+	if (!json) {
+		/* The caller's serialiser ran out of memory. */
+		rv_http_resp_error_text(resp, 500, "internal", "out of memory", NULL);
+		return;
+	}
+	resp->status = status;
+	resp->body = json;
+	resp->content_type = "application/json";
+}
+
+void rv_http_resp_error_text(struct rv_http_resp *resp, int status, const char *error,
+			     const char *detail, const char *field)
+{
+	free(resp->body);
+	resp->body = NULL;
+	resp->status = status;
+	resp->content_type = "application/json";
+	cJSON *o = cJSON_CreateObject();
+	if (!o)
+		return;
+	if (cJSON_AddStringToObject(o, "error", error ? error : "") &&
+	    cJSON_AddStringToObject(o, "detail", detail ? detail : "") &&
+	    cJSON_AddStringToObject(o, "field", field ? field : ""))
+		resp->body = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+}
+
+void rv_http_resp_error(struct rv_http_resp *resp, int neg_errno, const struct rv_err *err)
+{
+	char detail[512];
+	if (err && err->msg[0]) {
+		snprintf(detail, sizeof(detail), "%s", err->msg);
+	} else {
+		const char *d = neg_errno < 0 ? strerrordesc_np(-neg_errno) : NULL;
+		snprintf(detail, sizeof(detail), "%s", d ? d : "unknown error");
+		detail[0] = (char)tolower((unsigned char)detail[0]);
+	}
+	rv_http_resp_error_text(resp, rv_errno_to_http(neg_errno), rv_errno_name(neg_errno),
+				detail, err ? err->field : NULL);
+}
+
+/* ---- request accessors ---- */
+
+const char *rv_http_query(const struct rv_http_req *req, const char *key)
+{
+	if (!req || !req->conn || !key)
+		return NULL;
+	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+const char *rv_http_header(const struct rv_http_req *req, const char *key)
+{
+	if (!req || !req->conn || !key)
+		return NULL;
+	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, key);
+}
+
+/* ---- routing ---- */
+
+/* Match raw path against pattern; on success the raw parameter segments are
+ * in seg[]/seglen[].  Patterns were validated at start. */
+static bool route_match(const char *pattern, const char *path, const char *seg[],
+			size_t seglen[], int *nseg)
+{
+	const char *p = pattern, *s = path;
+	int n = 0;
+	while (*p && *s) {
+		if (*p == '{') {
+			const char *end = strchrnul(s, '/');
+			if (end == s)
+				return false;
+			seg[n] = s;
+			seglen[n] = (size_t)(end - s);
+			n++;
+			p = strchr(p, '}') + 1;
+			s = end;
+			continue;
+		}
+		if (*p != *s)
+			return false;
+		p++;
+		s++;
+	}
+	if (*p || *s)
+		return false;
+	*nseg = n;
+	return true;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c = (char)tolower((unsigned char)c);
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+/* Percent-decode one raw segment into out (PARAM_MAX + 1 bytes).  -EINVAL on
+ * a bad escape or a decoded '/' or NUL, -E2BIG when too long. */
+static int param_decode(const char *s, size_t len, char *out)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < len; i++) {
+		char c = s[i];
+		if (c == '%') {
+			if (len - i < 3)
+				return -EINVAL;
+			int hi = hexval(s[i + 1]);
+			int lo = hexval(s[i + 2]);
+			if (hi < 0 || lo < 0)
+				return -EINVAL;
+			c = (char)(hi << 4 | lo);
+			i += 2;
+		}
+		if (c == '/' || c == '\0')
+			return -EINVAL;
+		if (o >= PARAM_MAX)
+			return -E2BIG;
+		out[o++] = c;
+	}
+	out[o] = '\0';
+	return 0;
+}
+
+/* The name inside the idx-th "{...}" of pattern, copied to buf. */
+static const char *param_name(const char *pattern, int idx, char *buf, size_t size)
+{
+	const char *p = pattern;
+	for (int i = 0; (p = strchr(p, '{')); i++, p++) {
+		if (i == idx) {
+			const char *end = strchr(p, '}');
+			snprintf(buf, size, "%.*s", (int)(end - p - 1), p + 1);
+			return buf;
+		}
+	}
+	snprintf(buf, size, "%s", "");
+	return buf;
+}
+
+/* Constant-time token check: the time depends only on the longer length,
+ * never on where the first difference is; a length mismatch is folded in. */
+static bool token_ok(const struct rv_http_server *srv, const char *auth)
+{
+	if (!auth || strncasecmp(auth, "Bearer ", 7) != 0)
+		return false;
+	const char *got = auth + 7;
+	while (*got == ' ')
+		got++;
+	size_t glen = strlen(got);
+	size_t n = glen > srv->token_len ? glen : srv->token_len;
+	volatile unsigned char diff = (unsigned char)(glen != srv->token_len);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char a = i < glen ? (unsigned char)got[i] : 0;
+		unsigned char b = i < srv->token_len ? (unsigned char)srv->token[i] : 0;
+		diff |= a ^ b;
+	}
+	return diff == 0;
+}
+
+/* ---- metrics ---- */
+
+static int method_index(const char *m)
+{
+	for (size_t i = 0; i < NMETHODS - 1; i++)
+		if (strcmp(m, method_names[i]) == 0)
+			return (int)i;
+	return (int)NMETHODS - 1;
+}
+
+static void metrics_record(struct rv_http_server *srv, const struct req *r)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	int64_t ns = (int64_t)(now.tv_sec - r->start.tv_sec) * 1000000000 +
+		     (now.tv_nsec - r->start.tv_nsec);
+	if (ns < 0)
+		ns = 0;
+	double secs = (double)ns / 1e9;
+	int slot = r->slot;
+	int mi = r->method;
+
+	pthread_mutex_lock(&srv->mu);
+	struct histo *h = &srv->histos[slot >= 0 ? slot : srv->nlabels];
+	size_t b = 0;
+	while (b < NBUCKETS && secs > bucket_le[b])
+		b++;
+	h->bucket[b]++;
+	h->count++;
+	h->sum_ns += (uint64_t)ns;
+
+	struct counter *c = NULL;
+	for (size_t i = 0; i < srv->ncounters; i++) {
+		struct counter *x = &srv->counters[i];
+		if (x->slot == slot && x->method == mi && x->code == r->status) {
+			c = x;
+			break;
+		}
+	}
+	if (!c) {
+		if (srv->ncounters == srv->capcounters) {
+			size_t cap = srv->capcounters ? srv->capcounters * 2 : 16;
+			struct counter *nc = realloc(srv->counters, cap * sizeof(*nc));
+			if (nc) {
+				srv->counters = nc;
+				srv->capcounters = cap;
+			}
+		}
+		if (srv->ncounters < srv->capcounters) {
+			c = &srv->counters[srv->ncounters++];
+			*c = (struct counter){ .slot = slot, .method = mi, .code = r->status };
+		}
+	}
+	if (c)
+		c->n++;
+	pthread_mutex_unlock(&srv->mu);
+}
+
+static void reject_count(struct rv_http_server *srv, enum reject why)
+{
+	pthread_mutex_lock(&srv->mu);
+	srv->rejected[why]++;
+	pthread_mutex_unlock(&srv->mu);
+}
+
+/* A growing text buffer; on allocation failure it stays failed and
+ * buf_take returns NULL. */
+struct buf {
+	char *s;
+	size_t len, cap;
+	bool failed;
+};
+
+__attribute__((format(printf, 2, 3))) static void buf_printf(struct buf *b, const char *fmt, ...)
+{
+	if (b->failed)
+		return;
+	for (;;) {
+		va_list ap;
+		va_start(ap, fmt);
+		int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			b->failed = true;
+			return;
+		}
+		if (b->s && b->len + (size_t)n < b->cap) {
+			b->len += (size_t)n;
+			return;
+		}
+		size_t cap = b->cap ? b->cap : 4096;
+		while (cap <= b->len + (size_t)n)
+			cap *= 2;
+		char *ns = realloc(b->s, cap);
+		if (!ns) {
+			b->failed = true;
+			return;
+		}
+		b->s = ns;
+		b->cap = cap;
+	}
+}
+
+/* Label values are route patterns: escape '\\', '"' and newlines as the
+ * exposition format asks. */
+static const char *label_escape(const char *v, char *out, size_t size)
+{
+	size_t o = 0;
+	for (; *v && o + 3 < size; v++) {
+		if (*v == '\\' || *v == '"') {
+			out[o++] = '\\';
+			out[o++] = *v;
+		} else if (*v == '\n') {
+			out[o++] = '\\';
+			out[o++] = 'n';
+		} else {
+			out[o++] = *v;
+		}
+	}
+	out[o] = '\0';
+	return out;
+}
+
+char *rv_http_server_metrics(struct rv_http_server *srv)
+{
+	if (!srv)
+		return NULL;
+	struct buf b = { 0 };
+	char esc[512];
+
+	pthread_mutex_lock(&srv->mu);
+	buf_printf(&b, "# HELP rover_http_requests_total HTTP requests answered, by route, "
+		       "method and status code.\n"
+		       "# TYPE rover_http_requests_total counter\n");
+	for (size_t i = 0; i < srv->ncounters; i++) {
+		const struct counter *c = &srv->counters[i];
+		const char *route = c->slot >= 0 ? srv->labels[c->slot] : "unmatched";
+		buf_printf(&b, "rover_http_requests_total{route=\"%s\",method=\"%s\",code=\"%d\"} %llu\n",
+			   label_escape(route, esc, sizeof(esc)), method_names[c->method], c->code,
+			   (unsigned long long)c->n);
+	}
+
+	buf_printf(&b, "# HELP rover_http_request_duration_seconds Time from request line to "
+		       "response sent, by route.\n"
+		       "# TYPE rover_http_request_duration_seconds histogram\n");
+	for (int s = 0; s <= srv->nlabels; s++) {
+		const struct histo *h = &srv->histos[s];
+		const char *route = s < srv->nlabels ? srv->labels[s] : "unmatched";
+		if (s == srv->nlabels && h->count == 0)
+			continue;
+		label_escape(route, esc, sizeof(esc));
+		uint64_t cum = 0;
+		for (size_t i = 0; i < NBUCKETS; i++) {
+			cum += h->bucket[i];
+			buf_printf(&b,
+				   "rover_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
+				   esc, bucket_le[i], (unsigned long long)cum);
+		}
+		cum += h->bucket[NBUCKETS];
+		buf_printf(&b,
+			   "rover_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n"
+			   "rover_http_request_duration_seconds_sum{route=\"%s\"} %.9f\n"
+			   "rover_http_request_duration_seconds_count{route=\"%s\"} %llu\n",
+			   esc, (unsigned long long)cum, esc, (double)h->sum_ns / 1e9, esc,
+			   (unsigned long long)h->count);
+	}
+
+	buf_printf(&b, "# HELP rover_http_rejected_total Requests refused by the server before "
+		       "any handler ran, by reason.\n"
+		       "# TYPE rover_http_rejected_total counter\n");
+	for (int i = 0; i < NREJ; i++)
+		buf_printf(&b, "rover_http_rejected_total{reason=\"%s\"} %llu\n", reject_names[i],
+			   (unsigned long long)srv->rejected[i]);
+	pthread_mutex_unlock(&srv->mu);
+
+	buf_printf(&b, "# HELP rover_http_connections Open client connections.\n"
+		       "# TYPE rover_http_connections gauge\n"
+		       "rover_http_connections %d\n"
+		       "# HELP rover_http_connections_total Client connections accepted.\n"
+		       "# TYPE rover_http_connections_total counter\n"
+		       "rover_http_connections_total %llu\n",
+		   atomic_load(&srv->conns), (unsigned long long)atomic_load(&srv->conns_total));
+	if (b.failed) {
+		free(b.s);
+		return NULL;
+	}
+	return b.s;
+}
+
+/* ---- libmicrohttpd callbacks ---- */
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+	(void)conn;
+	struct req *r = calloc(1, sizeof(*r));
+	if (!r)
+		return NULL;
+	r->srv = cls;
+	atomic_fetch_add(&r->srv->active, 1);
+	r->route = -1;
+	r->slot = -1;
+	clock_gettime(CLOCK_MONOTONIC, &r->start);
+	r->raw_path = strndup(uri, strcspn(uri, "?"));
+	if (!r->raw_path) {
+		atomic_fetch_sub(&r->srv->active, 1);
+		free(r);
+		return NULL;
+	}
+	return r;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	(void)conn;
+	(void)toe;
+	struct rv_http_server *srv = cls;
+	struct req *r = *con_cls;
+	if (!r)
+		return;
+	if (r->status)
+		metrics_record(srv, r);
+	free(r->body);
+	free(r->raw_path);
+	free(r);
+	*con_cls = NULL;
+	atomic_fetch_sub(&srv->active, 1);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+			  enum MHD_ConnectionNotificationCode code)
+{
+	(void)conn;
+	(void)socket_context;
+	struct rv_http_server *srv = cls;
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		atomic_fetch_add(&srv->conns, 1);
+		atomic_fetch_add(&srv->conns_total, 1);
+	} else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+		atomic_fetch_sub(&srv->conns, 1);
+	}
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	(void)cls;
+	char msg[512];
+	char q[600];
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	msg[strcspn(msg, "\n")] = '\0';
+	rv_log_debug("libmicrohttpd", "detail=%s", rv_log_q(q, sizeof(q), msg));
+}
+
+/* Hand resp to libmicrohttpd; the body is freed by libmicrohttpd. */
+static enum MHD_Result send_resp(struct MHD_Connection *conn, struct req *r,
+				 struct rv_http_resp *resp, const char *allow, bool challenge)
+{
+	int status = resp->status;
+	if (status < 100 || status > 599)
+		status = 500;
+	struct MHD_Response *mr;
+	if (resp->body) {
+		mr = MHD_create_response_from_buffer(strlen(resp->body), resp->body,
+						     MHD_RESPMEM_MUST_FREE);
+		if (!mr) {
+			free(resp->body);
+			resp->body = NULL;
+			return MHD_NO;
+		}
+		resp->body = NULL;
+		MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE,
+					resp->content_type ? resp->content_type : "application/json");
+	} else {
+		mr = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+		if (!mr)
+			return MHD_NO;
+	}
+	if (allow)
+		MHD_add_response_header(mr, MHD_HTTP_HEADER_ALLOW, allow);
+	if (challenge)
+		MHD_add_response_header(mr, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+					"Bearer realm=\"rover\"");
+	enum MHD_Result ret = MHD_queue_response(conn, (unsigned int)status, mr);
+	MHD_destroy_response(mr);
+	if (ret == MHD_YES)
+		r->status = status;
+	return ret;
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *conn, struct req *r, int status,
+				  const char *error, const char *detail, const char *field,
+				  const char *allow, bool challenge)
+{
+	struct rv_http_resp resp = { 0 };
+	rv_http_resp_error_text(&resp, status, error, detail, field);
+	return send_resp(conn, r, &resp, allow, challenge);
+}
+
+/* First call for a request: route, authenticate, check the declared size.
+ * Returns MHD_YES with r->status set when it already answered. */
+static enum MHD_Result begin(struct rv_http_server *srv, struct MHD_Connection *conn,
+			     struct req *r, const char *method)
+{
+	const char *seg[RV_HTTP_MAX_PARAMS];
+	size_t seglen[RV_HTTP_MAX_PARAMS];
+	int nseg = 0;
+	bool path_known = false;
+	char allow[128] = "";
+
+	r->method = method_index(method);
+
+	for (int i = 0; i < srv->opts.nroutes; i++) {
+		const struct rv_http_route *rt = &srv->opts.routes[i];
+		if (!route_match(rt->pattern, r->raw_path, seg, seglen, &nseg))
+			continue;
+		path_known = true;
+		r->slot = srv->slot_of[i];
+		if (strcmp(rt->method, method) == 0) {
+			r->route = i;
+			break;
+		}
+		size_t len = strlen(allow);
+		snprintf(allow + len, sizeof(allow) - len, "%s%s", len ? ", " : "", rt->method);
+	}
+	if (r->route < 0 && path_known) {
+		/* Count under the pattern it matched so 405s show per route. */
+		reject_count(srv, REJ_METHOD);
+		return send_error(conn, r, 405, "method_not_allowed", "method not allowed for this path",
+				  NULL, allow, false);
+	}
+	if (r->route < 0) {
+		reject_count(srv, REJ_NOT_FOUND);
+		return send_error(conn, r, 404, "not_found", "no such path", NULL, NULL, false);
+	}
+
+	const struct rv_http_route *rt = &srv->opts.routes[r->route];
+	if ((rt->flags & RV_HTTP_WRITE) && srv->token_len &&
+	    !token_ok(srv, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+						       MHD_HTTP_HEADER_AUTHORIZATION))) {
+		reject_count(srv, REJ_UNAUTHORIZED);
+		return send_error(conn, r, 401, "unauthorized", "missing or wrong bearer token",
+				  NULL, NULL, true);
+	}
+
+	for (int i = 0; i < nseg; i++) {
+		int rc = param_decode(seg[i], seglen[i], r->params[i]);
+		if (rc < 0) {
+			char name[64];
+			reject_count(srv, REJ_BAD_REQUEST);
+			return send_error(conn, r, 400, "invalid_argument",
+					  rc == -E2BIG ? "path parameter too long"
+						       : "bad path parameter encoding",
+					  param_name(rt->pattern, i, name, sizeof(name)), NULL, false);
+		}
+	}
+	r->nparams = nseg;
+
+	const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+						     MHD_HTTP_HEADER_CONTENT_LENGTH);
+	int64_t declared = 0;
+	if (cl && rv_parse_i64(cl, 0, INT64_MAX, &declared) == 0 &&
+	    (uint64_t)declared > srv->opts.max_body) {
+		/* Answer before reading: libmicrohttpd skips the 100-continue and
+		 * closes the connection after the response. */
+		reject_count(srv, REJ_TOO_LARGE);
+		return send_error(conn, r, 413, "too_large", "request body too large", NULL, NULL,
+				  false);
+	}
+	if (declared > 0) {
+		r->body = malloc((size_t)declared + 1);
+		if (!r->body)
+			return MHD_NO;
+		r->body_cap = (size_t)declared + 1;
+	}
+	return MHD_YES;
+}
+
+static int body_append(struct req *r, const char *data, size_t n, size_t max)
+{
+	if (r->too_large)
+		return 0;
+	if (n > max - r->body_len) {
+		r->too_large = true;
+		free(r->body);
+		r->body = NULL;
+		r->body_len = r->body_cap = 0;
+		return 0;
+	}
+	if (r->body_len + n + 1 > r->body_cap) {
+		size_t cap = r->body_cap ? r->body_cap : 1024;
+		while (cap < r->body_len + n + 1)
+			cap *= 2;
+		if (cap > max + 1)
+			cap = max + 1;
+		char *nb = realloc(r->body, cap);
+		if (!nb)
+			return -ENOMEM;
+		r->body = nb;
+		r->body_cap = cap;
+	}
+	memcpy(r->body + r->body_len, data, n);
+	r->body_len += n;
+	r->body[r->body_len] = '\0';
+	return 0;
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
+				 const char *method, const char *version, const char *upload_data,
+				 size_t *upload_data_size, void **con_cls)
+{
+	(void)url;
+	(void)version;
+	struct rv_http_server *srv = cls;
+	struct req *r = *con_cls;
+	if (!r)
+		return MHD_NO; /* on_uri ran out of memory: drop the connection */
+	if (r->status)
+		return MHD_YES; /* already answered; libmicrohttpd discards the rest */
+
+	if (!r->started) {
+		r->started = true;
+		return begin(srv, conn, r, method);
+	}
+	if (*upload_data_size) {
+		if (body_append(r, upload_data, *upload_data_size, srv->opts.max_body) < 0)
+			return MHD_NO;
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	if (r->too_large) {
+		/* Chunked upload that outgrew the limit (no Content-Length to
+		 * refuse up front). */
+		reject_count(srv, REJ_TOO_LARGE);
+		return send_error(conn, r, 413, "too_large", "request body too large", NULL, NULL,
+				  false);
+	}
+
+	const struct rv_http_route *rt = &srv->opts.routes[r->route];
+	struct rv_http_req req = {
+		.method = method,
+		.path = r->raw_path,
+		.body = r->body ? r->body : "",
+		.body_len = r->body_len,
+		.nparams = r->nparams,
+		.conn = conn,
+	};
+	for (int i = 0; i < r->nparams; i++)
+		req.params[i] = r->params[i];
+	struct rv_http_resp resp = { .status = 200 };
+	int rc = rt->fn(&req, &resp, srv->opts.ctx);
+	if (rc < 0 && !resp.body)
+		rv_http_resp_error(&resp, rc, NULL);
+	else if (rc < 0 && resp.status < 400)
+		resp.status = rv_errno_to_http(rc);
+	return send_resp(conn, r, &resp, NULL, false);
+}
+
+/* ---- start/stop ---- */
+
+static int listen_socket(const char *host, int port, struct rv_err *err)
+{
+	struct sockaddr_storage ss = { 0 };
+	socklen_t sslen;
+	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+	if (inet_pton(AF_INET, host, &sin->sin_addr) == 1) {
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons((uint16_t)port);
+		sslen = sizeof(*sin);
+	} else if (inet_pton(AF_INET6, host, &sin6->sin6_addr) == 1) {
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons((uint16_t)port);
+		sslen = sizeof(*sin6);
+	} else {
+		return rv_err_set(err, -EINVAL, "host",
+				  "could not parse listen address \"%s\": not an IPv4 or IPv6 address",
+				  host);
+	}
+	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return rv_err_set(err, -errno, NULL, "could not create socket: %s", strerror(errno));
+	int one = 1;
+	/* Lets a restarted daemon bind over TIME_WAIT; a live listener still
+	 * gives EADDRINUSE on Linux. */
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (ss.ss_family == AF_INET6)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&ss, sslen) < 0) {
+		int e = errno;
+		close(fd);
+		return rv_err_set(err, -e, "port", "could not bind %s port %d: %s", host, port,
+				  strerror(e));
+	}
+	if (listen(fd, SOMAXCONN) < 0) {
+		int e = errno;
+		close(fd);
+		return rv_err_set(err, -e, NULL, "could not listen on %s port %d: %s", host, port,
+				  strerror(e));
+	}
+	return fd;
+}
+
+/* Check patterns and give each distinct pattern a histogram slot. */
+static int build_routes(struct rv_http_server *srv, struct rv_err *err)
+{
+	int n = srv->opts.nroutes;
+	srv->slot_of = calloc((size_t)(n ? n : 1), sizeof(*srv->slot_of));
+	srv->labels = calloc((size_t)(n ? n : 1), sizeof(*srv->labels));
+	if (!srv->slot_of || !srv->labels)
+		return rv_err_set(err, -ENOMEM, NULL, "could not allocate route table");
+	for (int i = 0; i < n; i++) {
+		const struct rv_http_route *rt = &srv->opts.routes[i];
+		char field[64];
+		snprintf(field, sizeof(field), "routes[%d]", i);
+		if (!rt->method || !rt->pattern || !rt->fn || rt->pattern[0] != '/')
+			return rv_err_set(err, -EINVAL, field,
+					  "could not add route: method, pattern starting with '/' "
+					  "and handler are required");
+		int nparams = 0;
+		for (const char *p = rt->pattern; *p; p++) {
+			if (*p == '}')
+				return rv_err_set(err, -EINVAL, field,
+						  "could not add route \"%s\": unbalanced '}'",
+						  rt->pattern);
+			if (*p != '{')
+				continue;
+			const char *end = strchr(p, '}');
+			/* A parameter is a whole segment: "/{x}/" or "/{x}" at the end. */
+			if (!end || end == p + 1 || p[-1] != '/' || (end[1] && end[1] != '/') ||
+			    memchr(p + 1, '/', (size_t)(end - p - 1)) ||
+			    memchr(p + 1, '{', (size_t)(end - p - 1)))
+				return rv_err_set(err, -EINVAL, field,
+						  "could not add route \"%s\": a {param} must be a "
+						  "whole segment",
+						  rt->pattern);
+			if (++nparams > RV_HTTP_MAX_PARAMS)
+				return rv_err_set(err, -EINVAL, field,
+						  "could not add route \"%s\": more than %d parameters",
+						  rt->pattern, RV_HTTP_MAX_PARAMS);
+			p = end;
+		}
+		srv->slot_of[i] = -1;
+		for (int j = 0; j < srv->nlabels; j++)
+			if (strcmp(srv->labels[j], rt->pattern) == 0)
+				srv->slot_of[i] = j;
+		if (srv->slot_of[i] < 0) {
+			srv->slot_of[i] = srv->nlabels;
+			srv->labels[srv->nlabels++] = rt->pattern;
+		}
+	}
+	srv->histos = calloc((size_t)srv->nlabels + 1, sizeof(*srv->histos));
+	if (!srv->histos)
+		return rv_err_set(err, -ENOMEM, NULL, "could not allocate metrics");
+	return 0;
+}
+
+static void server_free(struct rv_http_server *srv)
+{
+	if (!srv)
+		return;
+	if (srv->token) {
+		explicit_bzero(srv->token, srv->token_len);
+		free(srv->token);
+	}
+	free(srv->slot_of);
+	free(srv->labels);
+	free(srv->histos);
+	free(srv->counters);
+	pthread_mutex_destroy(&srv->mu);
+	free(srv);
+}
+
+struct rv_http_server *rv_http_server_start(const struct rv_http_server_opts *opts,
+					    struct rv_err *err)
+{
+	if (!opts || !opts->host || opts->port < 0 || opts->port > 65535 || opts->nroutes < 0 ||
+	    (opts->nroutes && !opts->routes)) {
+		rv_err_set(err, -EINVAL, NULL, "could not start http server: bad options");
+		return NULL;
+	}
+	struct rv_http_server *srv = calloc(1, sizeof(*srv));
+	if (!srv) {
+		rv_err_set(err, -ENOMEM, NULL, "could not start http server: out of memory");
+		return NULL;
+	}
+	pthread_mutex_init(&srv->mu, NULL);
+	srv->opts = *opts;
+	srv->opts.host = NULL; /* not kept: the caller's string may go away */
+	if (opts->token && opts->token[0]) {
+		srv->token = strdup(opts->token);
+		if (!srv->token) {
+			rv_err_set(err, -ENOMEM, NULL, "could not start http server: out of memory");
+			server_free(srv);
+			return NULL;
+		}
+		srv->token_len = strlen(srv->token);
+	}
+	srv->opts.token = NULL;
+	if (build_routes(srv, err) < 0) {
+		server_free(srv);
+		return NULL;
+	}
+
+	int fd = listen_socket(opts->host, opts->port, err);
+	if (fd < 0) {
+		server_free(srv);
+		return NULL;
+	}
+	unsigned int max_conns = opts->max_conns > 0 ? (unsigned int)opts->max_conns : 64;
+	unsigned int timeout = opts->conn_timeout_s > 0 ? (unsigned int)opts->conn_timeout_s : 60;
+	srv->drain_ms = timeout * 1000u;
+	srv->mhd = MHD_start_daemon(
+		MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO |
+			MHD_USE_ITC | MHD_USE_ERROR_LOG,
+		0, NULL, NULL, on_access, srv,
+		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+		MHD_OPTION_LISTEN_SOCKET, fd,
+		MHD_OPTION_CONNECTION_LIMIT, max_conns,
+		MHD_OPTION_CONNECTION_TIMEOUT, timeout,
+		MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+		MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
+		MHD_OPTION_END);
+	if (!srv->mhd) {
+		close(fd);
+		rv_err_set(err, -EIO, NULL, "could not start http server on %s port %d",
+			   opts->host, opts->port);
+		server_free(srv);
+		return NULL;
+	}
+	const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_BIND_PORT);
+	srv->port = info ? info->port : 0;
+	if (!srv->port) {
+		struct sockaddr_storage ss;
+		socklen_t len = sizeof(ss);
+		if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
+			srv->port = ntohs(ss.ss_family == AF_INET6
+						  ? ((struct sockaddr_in6 *)&ss)->sin6_port
+						  : ((struct sockaddr_in *)&ss)->sin_port);
+	}
+	return srv;
+}
+
+void rv_http_server_stop(struct rv_http_server *srv)
+{
+	if (!srv)
+		return;
+	/* Stop accepting, then give requests in flight up to the idle timeout to
+	 * be answered: MHD_stop_daemon shuts every connection's socket, so a
+	 * response still being produced would be lost.  MHD_stop_daemon then
+	 * joins every connection thread; a handler still blocked is waited for
+	 * (handlers bound their own waits). */
+	MHD_socket lfd = MHD_quiesce_daemon(srv->mhd);
+	int64_t deadline = rv_mono_ms() + (int64_t)srv->drain_ms;
+	while (atomic_load(&srv->active) > 0 && rv_mono_ms() < deadline)
+		usleep(5000);
+	MHD_stop_daemon(srv->mhd);
+	/* After quiesce the listen socket is ours to close, and only once
+	 * every thread is gone. */
+	if (lfd != MHD_INVALID_SOCKET)
+		close(lfd);
+	server_free(srv);
+}
+
+int rv_http_server_port(const struct rv_http_server *srv)
+{
+	return srv ? srv->port : -EINVAL;
+}
