@@ -11,9 +11,12 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define RV_JSON_MAX_DEPTH 64
+/* 2^63 exactly; every double strictly inside +-2^63 converts to int64_t. */
+#define TWO_63 9223372036854775808.0
 
 /*
  * cJSON parses recursively; a body of a million '[' would recurse that deep
@@ -103,9 +106,166 @@ cJSON *rv_json_parse(const char *buf, size_t len, struct rv_err *err)
 	return root;
 }
 
+/*
+ * Our own compact printer: cJSON prints numbers with "%1.15g" and accepts the
+ * result when it reads back within DBL_EPSILON, so 9007199254740992 goes out
+ * as 9.00719925474099e+15 and a value does not survive a round trip through
+ * text.  Here integral values print as integers and others with the fewest
+ * digits that read back exactly.
+ */
+struct pbuf {
+	char *s;
+	size_t len, cap;
+	bool oom;
+};
+
+static void pb_put(struct pbuf *b, const char *s, size_t n)
+{
+	if (b->oom)
+		return;
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 256;
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		char *p = realloc(b->s, cap);
+		if (!p) {
+			b->oom = true;
+			return;
+		}
+		b->s = p;
+		b->cap = cap;
+	}
+	memcpy(b->s + b->len, s, n);
+	b->len += n;
+	b->s[b->len] = '\0';
+}
+
+static void pb_puts(struct pbuf *b, const char *s)
+{
+	pb_put(b, s, strlen(s));
+}
+
+static void print_string(struct pbuf *b, const char *s)
+{
+	pb_put(b, "\"", 1);
+	const char *run = s;
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c >= 0x20 && c != '"' && c != '\\')
+			continue;
+		pb_put(b, run, (size_t)(s - run));
+		run = s + 1;
+		char esc[8];
+		switch (c) {
+		case '"':
+			pb_puts(b, "\\\"");
+			break;
+		case '\\':
+			pb_puts(b, "\\\\");
+			break;
+		case '\n':
+			pb_puts(b, "\\n");
+			break;
+		case '\r':
+			pb_puts(b, "\\r");
+			break;
+		case '\t':
+			pb_puts(b, "\\t");
+			break;
+		case '\b':
+			pb_puts(b, "\\b");
+			break;
+		case '\f':
+			pb_puts(b, "\\f");
+			break;
+		default:
+			snprintf(esc, sizeof(esc), "\\u%04x", c);
+			pb_puts(b, esc);
+			break;
+		}
+	}
+	pb_put(b, run, (size_t)(s - run));
+	pb_put(b, "\"", 1);
+}
+
+static void print_number(struct pbuf *b, double v)
+{
+	char num[40];
+	if (!isfinite(v)) {
+		pb_puts(b, "null");  /* as cJSON does: JSON has no NaN or inf */
+		return;
+	}
+	if (v == floor(v) && v > -TWO_63 && v < TWO_63) {
+		snprintf(num, sizeof(num), "%" PRId64, (int64_t)v);
+	} else {
+		for (int prec = 15; prec <= 17; prec++) {
+			snprintf(num, sizeof(num), "%.*g", prec, v);
+			if (strtod(num, NULL) == v)
+				break;
+		}
+	}
+	pb_puts(b, num);
+}
+
+static void print_item(struct pbuf *b, const cJSON *it)
+{
+	const cJSON *c;
+	switch (it->type & 0xff) {
+	case cJSON_False:
+		pb_puts(b, "false");
+		break;
+	case cJSON_True:
+		pb_puts(b, "true");
+		break;
+	case cJSON_NULL:
+		pb_puts(b, "null");
+		break;
+	case cJSON_Number:
+		print_number(b, it->valuedouble);
+		break;
+	case cJSON_String:
+		print_string(b, it->valuestring ? it->valuestring : "");
+		break;
+	case cJSON_Raw:
+		pb_puts(b, it->valuestring ? it->valuestring : "null");
+		break;
+	case cJSON_Array:
+		pb_put(b, "[", 1);
+		for (c = it->child; c; c = c->next) {
+			print_item(b, c);
+			if (c->next)
+				pb_put(b, ",", 1);
+		}
+		pb_put(b, "]", 1);
+		break;
+	case cJSON_Object:
+		pb_put(b, "{", 1);
+		for (c = it->child; c; c = c->next) {
+			print_string(b, c->string ? c->string : "");
+			pb_put(b, ":", 1);
+			print_item(b, c);
+			if (c->next)
+				pb_put(b, ",", 1);
+		}
+		pb_put(b, "}", 1);
+		break;
+	default:
+		b->oom = true;  /* cJSON_Invalid: nothing sensible to print */
+		break;
+	}
+}
+
 char *rv_json_print(const cJSON *item)
 {
-	return item ? cJSON_PrintUnformatted(item) : NULL;
+	if (!item)
+		return NULL;
+	struct pbuf b = { 0 };
+	print_item(&b, item);
+	if (b.oom) {
+		free(b.s);
+		return NULL;
+	}
+	return b.s;
 }
 
 const char *rv_json_path(char *buf, size_t size, const char *path, const char *key)
@@ -162,9 +322,6 @@ int rv_json_get_string(const cJSON *obj, const char *key, const char *path, bool
 	return 1;
 }
 
-/* 2^63 exactly; every double below it converts to int64_t without overflow. */
-#define TWO_63 9223372036854775808.0
-
 int rv_json_get_int(const cJSON *obj, const char *key, const char *path, bool required,
 		    int64_t min, int64_t max, int64_t *out, struct rv_err *err)
 {
@@ -178,13 +335,12 @@ int rv_json_get_int(const cJSON *obj, const char *key, const char *path, bool re
 	double v = it->valuedouble;
 	/* cJSON turns 1e999 into inf; strtod never gives NaN for JSON text, but a
 	 * tree built in code might hold one. */
-	if (!isfinite(v) || v != floor(v) || v < -TWO_63 || v >= TWO_63)
+	if (!isfinite(v) || v != floor(v))
 		return rv_err_set(err, -EINVAL, field, "%s must be an integer", field);
-	int64_t i = (int64_t)v;
-	if (i < min || i > max)
+	if (v < -TWO_63 || v >= TWO_63 || (int64_t)v < min || (int64_t)v > max)
 		return rv_err_set(err, -EINVAL, field,
 				  "%s must be between %" PRId64 " and %" PRId64, field, min, max);
-	*out = i;
+	*out = (int64_t)v;
 	return 1;
 }
 

@@ -261,6 +261,7 @@ START_TEST(test_get_int)
 			 -EINVAL);
 	ck_assert_int_eq(rv_json_get_int(root, "huge", "", true, INT64_MIN, INT64_MAX, &v, &err),
 			 -EINVAL);
+	ck_assert_msg(strstr(err.msg, "must be between"), "msg: %s", err.msg);
 	ck_assert_int_eq(rv_json_get_int(root, "min", "", true, INT64_MIN, INT64_MAX, &v, &err),
 			 1);
 	ck_assert(v == INT64_MIN);
