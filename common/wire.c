@@ -1,0 +1,1256 @@
+/*
+ * wire.c: the wire messages (job spec, metrics batch, event, ScalePlan,
+ * cluster report) to and from JSON.
+ *
+ * from_json validates every field through the json.c getters, so an error
+ * always names the field; the first error wins and the output is released.
+ * Unknown keys are ignored (newer senders), except replica and group keys,
+ * which are role names and must be known.  to_json emits what from_json reads
+ * back to an equal struct.  Pure and thread-safe.
+ */
+#include "wire.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cleanup.h"
+#include "json.h"
+#include "parse.h"
+
+#define API_PREFIX "elastic.rover.dev/"
+#define API_VERSION API_PREFIX "v1alpha1"
+#define MAX_ARG_LEN 4096
+#define MAX_SPEED 1e12
+#define MAX_RANK 1000000
+#define MAX_RESTARTS 1000
+#define DEFAULT_RESTARTS 3
+#define MAX_EPOCHS 1000000
+#define MAX_BATCH (1 << 30)
+#define MAX_STEP_TIME 1e7       /* seconds per step: over 100 days is not a measurement */
+#define MAX_FLOPS 1e30
+
+typedef char field_buf[128];
+
+/* ---- enum names ---- */
+
+static const char *const strategy_names[] = {
+	[RV_STRATEGY_ALLREDUCE] = "AllreduceStrategy",
+	[RV_STRATEGY_PS] = "ParameterServerStrategy",
+};
+static const char *const optimize_names[] = {
+	[RV_OPT_MANUAL] = "manual",
+	[RV_OPT_SINGLE_JOB] = "single-job",
+	[RV_OPT_CLUSTER] = "cluster",
+};
+static const char *const role_names[] = {
+	[RV_ROLE_WORKER] = "worker",
+	[RV_ROLE_PS] = "ps",
+	[RV_ROLE_CHIEF] = "chief",
+	[RV_ROLE_EVALUATOR] = "evaluator",
+};
+static const char *const event_names[] = {
+	[RV_EVENT_NODE_FAILED] = "node_failed",
+	[RV_EVENT_NODE_OOM] = "node_oom",
+	[RV_EVENT_NODE_RELAUNCHED] = "node_relaunched",
+	[RV_EVENT_NODE_FINISHED] = "node_finished",
+	[RV_EVENT_JOB_FINISHED] = "job_finished",
+	[RV_EVENT_JOB_FAILED] = "job_failed",
+	[RV_EVENT_PLAN_APPLIED] = "plan_applied",
+};
+static const char *const sample_names[] = {
+	[RV_SAMPLE_SPEED] = "speed",
+	[RV_SAMPLE_NODE] = "node",
+	[RV_SAMPLE_MODEL] = "model",
+};
+static const char *const stage_names[] = { "create", "running", "oom" };
+
+static const char *name_of(const char *const *names, size_t n, int v)
+{
+	return v >= 0 && (size_t)v < n ? names[v] : "unknown";
+}
+
+static int parse_of(const char *const *names, size_t n, const char *s)
+{
+	if (!s)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(names[i], s) == 0)
+			return (int)i;
+	return -EINVAL;
+}
+
+const char *rv_strategy_name(enum rv_strategy s)
+{
+	return name_of(strategy_names, RV_ARRAY_SIZE(strategy_names), (int)s);
+}
+
+int rv_strategy_parse(const char *s)
+{
+	return parse_of(strategy_names, RV_ARRAY_SIZE(strategy_names), s);
+}
+
+const char *rv_optimize_mode_name(enum rv_optimize_mode m)
+{
+	return name_of(optimize_names, RV_ARRAY_SIZE(optimize_names), (int)m);
+}
+
+int rv_optimize_mode_parse(const char *s)
+{
+	return parse_of(optimize_names, RV_ARRAY_SIZE(optimize_names), s);
+}
+
+const char *rv_role_name(enum rv_role r)
+{
+	return name_of(role_names, RV_ARRAY_SIZE(role_names), (int)r);
+}
+
+int rv_role_parse(const char *s)
+{
+	return parse_of(role_names, RV_ARRAY_SIZE(role_names), s);
+}
+
+const char *rv_event_type_name(enum rv_event_type t)
+{
+	return name_of(event_names, RV_ARRAY_SIZE(event_names), (int)t);
+}
+
+int rv_event_type_parse(const char *s)
+{
+	return parse_of(event_names, RV_ARRAY_SIZE(event_names), s);
+}
+
+/* ---- shared validation helpers ---- */
+
+static bool is_lower_alnum(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+static bool is_alnum(char c)
+{
+	return is_lower_alnum(c) || (c >= 'A' && c <= 'Z');
+}
+
+/* DNS-1123 label: 1..63 of [a-z0-9-], starting and ending alphanumeric. */
+static int check_dns_label(const char *s, const char *field, struct rv_err *err)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > 63)
+		return rv_err_set(err, -EINVAL, field, "%s must be 1 to 63 characters", field);
+	for (size_t i = 0; i < n; i++)
+		if (!is_lower_alnum(s[i]) && s[i] != '-')
+			return rv_err_set(err, -EINVAL, field,
+					  "%s must hold only lowercase letters, digits and '-'",
+					  field);
+	if (!is_lower_alnum(s[0]) || !is_lower_alnum(s[n - 1]))
+		return rv_err_set(err, -EINVAL, field,
+				  "%s must start and end with a letter or digit", field);
+	return 0;
+}
+
+/* Node, dataset and host names: 1..max of [A-Za-z0-9._-]. */
+static int check_name(const char *s, size_t max, const char *field, struct rv_err *err)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > max)
+		return rv_err_set(err, -EINVAL, field, "%s must be 1 to %zu characters", field,
+				  max);
+	for (size_t i = 0; i < n; i++)
+		if (!is_alnum(s[i]) && s[i] != '.' && s[i] != '_' && s[i] != '-')
+			return rv_err_set(err, -EINVAL, field,
+					  "%s must hold only letters, digits, '.', '_' and '-'",
+					  field);
+	return 0;
+}
+
+/* Getter wrappers into narrower types; same return convention as json.h. */
+static int get_int32(const cJSON *o, const char *key, const char *path, bool required,
+		     int64_t min, int64_t max, int *out, struct rv_err *err)
+{
+	int64_t v;
+	int rc = rv_json_get_int(o, key, path, required, min, max, &v, err);
+	if (rc == 1)
+		*out = (int)v;
+	return rc;
+}
+
+/*
+ * A string that must be one of names; *out gets its index.  Reads the cJSON
+ * string directly so an over-long value gets the "must be one of" message
+ * rather than a length one.
+ */
+static int get_enum(const cJSON *o, const char *key, const char *path, bool required,
+		    const char *const *names, size_t n, const char *expect, int *out,
+		    struct rv_err *err)
+{
+	field_buf f;
+	rv_json_path(f, sizeof(f), path, key);
+	const cJSON *it = cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+	if (!it || cJSON_IsNull(it))
+		return required ? rv_err_set(err, -EINVAL, f, "%s is required", f) : 0;
+	if (!cJSON_IsString(it))
+		return rv_err_set(err, -EINVAL, f, "%s must be a string", f);
+	int v = parse_of(names, n, it->valuestring);
+	if (v < 0)
+		return rv_err_set(err, -EINVAL, f, "%s must be %s", f, expect);
+	*out = v;
+	return 1;
+}
+
+static int get_role(const cJSON *o, const char *key, const char *path, bool required,
+		    enum rv_role *out, struct rv_err *err)
+{
+	int v;
+	int rc = get_enum(o, key, path, required, role_names, RV_ARRAY_SIZE(role_names),
+			  "one of worker, ps, chief, evaluator", &v, err);
+	if (rc == 1)
+		*out = (enum rv_role)v;
+	return rc;
+}
+
+/* Count an array's items, stopping early once past limit. */
+static int array_count(const cJSON *arr, int limit)
+{
+	int n = 0;
+	for (const cJSON *it = arr ? arr->child : NULL; it && n <= limit; it = it->next)
+		n++;
+	return n;
+}
+
+/* ok-chained builders: each returns false when cJSON ran out of memory. */
+static bool add_num(cJSON *o, const char *k, double v)
+{
+	return cJSON_AddNumberToObject(o, k, v) != NULL;
+}
+
+static bool add_str(cJSON *o, const char *k, const char *v)
+{
+	return cJSON_AddStringToObject(o, k, v) != NULL;
+}
+
+static bool add_bool(cJSON *o, const char *k, bool v)
+{
+	return cJSON_AddBoolToObject(o, k, v) != NULL;
+}
+
+static void cjson_deletep(cJSON **p)
+{
+	cJSON_Delete(*p);
+}
+#define CLEANUP_CJSON RV_CLEANUP(cjson_deletep)
+
+/* ---- job spec ---- */
+
+/* cpu: a number of cores, or a Kubernetes quantity string ("500m", "4", "1.5"). */
+static int get_cpu(const cJSON *res, const char *path, double *out, struct rv_err *err)
+{
+	field_buf f;
+	rv_json_path(f, sizeof(f), path, "cpu");
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(res, "cpu");
+	if (!it || cJSON_IsNull(it))
+		return rv_err_set(err, -EINVAL, f, "%s is required", f);
+	double v;
+	if (cJSON_IsNumber(it)) {
+		v = it->valuedouble;
+		if (!isfinite(v))
+			return rv_err_set(err, -EINVAL, f, "%s must be a finite number", f);
+	} else if (cJSON_IsString(it)) {
+		char buf[64];
+		size_t n = strlen(it->valuestring);
+		if (n == 0 || n >= sizeof(buf))
+			return rv_err_set(err, -EINVAL, f,
+					  "%s must be a number of cores like \"4\" or \"500m\"", f);
+		memcpy(buf, it->valuestring, n + 1);
+		/* Divide rather than multiply by 1e-3: 1500/1000 is exactly 1.5. */
+		double div = 1.0;
+		if (buf[n - 1] == 'm') {
+			buf[n - 1] = '\0';
+			div = 1000.0;
+		}
+		/* rv_parse_double alone would take " 4", "0x4" and "4e2"; a quantity
+		 * is digits with an optional fraction. */
+		bool digits = buf[0] != '\0';
+		for (char *c = buf; *c; c++)
+			if (!((*c >= '0' && *c <= '9') || *c == '.'))
+				digits = false;
+		if (!digits || rv_parse_double(buf, 0, 1e15, &v) < 0)
+			return rv_err_set(err, -EINVAL, f,
+					  "%s must be a number of cores like \"4\" or \"500m\"", f);
+		v /= div;
+	} else {
+		return rv_err_set(err, -EINVAL, f, "%s must be a number or a string", f);
+	}
+	if (!(v > 0) || v > RV_MAX_CPU)
+		return rv_err_set(err, -EINVAL, f,
+				  "%s must be greater than 0 and at most %g cores", f, RV_MAX_CPU);
+	*out = v;
+	return 1;
+}
+
+/* memory: a Kubernetes quantity string ("8Gi") or a number of bytes. */
+static int get_memory(const cJSON *res, const char *path, int64_t *out, struct rv_err *err)
+{
+	field_buf f;
+	rv_json_path(f, sizeof(f), path, "memory");
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(res, "memory");
+	if (!it || cJSON_IsNull(it))
+		return rv_err_set(err, -EINVAL, f, "%s is required", f);
+	int64_t mb;
+	if (cJSON_IsNumber(it)) {
+		double b = it->valuedouble;
+		if (!isfinite(b) || b < 0)
+			return rv_err_set(err, -EINVAL, f, "%s must be a non-negative number of bytes",
+					  f);
+		double m = ceil(b / (1024.0 * 1024.0));
+		if (m > (double)RV_MAX_MEMORY_MB)
+			m = (double)RV_MAX_MEMORY_MB + 1;  /* reported below */
+		mb = (int64_t)m;
+	} else if (cJSON_IsString(it)) {
+		const char *s = it->valuestring;
+		int rc = rv_parse_memory_mb(s, &mb);
+		if (rc == -ERANGE)
+			mb = RV_MAX_MEMORY_MB + 1;
+		else if (rc < 0 || strchr(s, ' ') || strlen(s) > 64)
+			return rv_err_set(err, -EINVAL, f,
+					  "%s must be a quantity like \"512Mi\" or \"8Gi\"", f);
+	} else {
+		return rv_err_set(err, -EINVAL, f, "%s must be a string or a number", f);
+	}
+	if (mb <= 0 || mb > RV_MAX_MEMORY_MB)
+		return rv_err_set(err, -EINVAL, f,
+				  "%s must be greater than 0 and at most %lld MiB", f,
+				  (long long)RV_MAX_MEMORY_MB);
+	*out = mb;
+	return 1;
+}
+
+static int parse_command(const cJSON *rs, const char *path, struct rv_replica_spec *r,
+			 struct rv_err *err)
+{
+	field_buf f;
+	int rc;
+	const cJSON *arr = rv_json_get_array(rs, "command", path, false, &rc, err);
+	if (!arr)
+		return rc;
+	rv_json_path(f, sizeof(f), path, "command");
+	int n = array_count(arr, RV_MAX_COMMAND);
+	if (n > RV_MAX_COMMAND)
+		return rv_err_set(err, -EINVAL, f, "%s must have at most %d entries", f,
+				  RV_MAX_COMMAND);
+	if (n == 0)
+		return 1;
+	/* NULL-terminated so it can go straight to execvp. */
+	r->command = calloc((size_t)n + 1, sizeof(char *));
+	if (!r->command)
+		return rv_err_set(err, -ENOMEM, f, "could not allocate %s", f);
+	int i = 0;
+	for (const cJSON *it = arr->child; it; it = it->next, i++) {
+		field_buf fi;
+		rv_json_path_index(fi, sizeof(fi), f, i);
+		if (!cJSON_IsString(it))
+			return rv_err_set(err, -EINVAL, fi, "%s must be a string", fi);
+		if (strlen(it->valuestring) > MAX_ARG_LEN)
+			return rv_err_set(err, -EINVAL, fi, "%s must be at most %d characters", fi,
+					  MAX_ARG_LEN);
+		r->command[i] = strdup(it->valuestring);
+		if (!r->command[i])
+			return rv_err_set(err, -ENOMEM, fi, "could not allocate %s", fi);
+		r->ncommand = i + 1;
+	}
+	return 1;
+}
+
+static int parse_replica(const cJSON *rs, const char *path, struct rv_replica_spec *r,
+			 struct rv_err *err)
+{
+	int rc;
+	int64_t v;
+	field_buf f;
+
+	r->present = true;
+	r->replicas = 1;
+	r->restart_count = DEFAULT_RESTARTS;
+	if ((rc = get_int32(rs, "replicas", path, false, 0, RV_MAX_REPLICAS, &r->replicas,
+			    err)) < 0)
+		return rc;
+	r->min_replicas = r->max_replicas = r->replicas;
+	if ((rc = get_int32(rs, "minReplicas", path, false, 0, RV_MAX_REPLICAS,
+			    &r->min_replicas, err)) < 0)
+		return rc;
+	if ((rc = get_int32(rs, "maxReplicas", path, false, 0, RV_MAX_REPLICAS,
+			    &r->max_replicas, err)) < 0)
+		return rc;
+	if (r->min_replicas > r->replicas) {
+		rv_json_path(f, sizeof(f), path, "minReplicas");
+		return rv_err_set(err, -EINVAL, f, "%s (%d) must not exceed replicas (%d)", f,
+				  r->min_replicas, r->replicas);
+	}
+	if (r->max_replicas < r->replicas) {
+		rv_json_path(f, sizeof(f), path, "maxReplicas");
+		return rv_err_set(err, -EINVAL, f, "%s (%d) must be at least replicas (%d)", f,
+				  r->max_replicas, r->replicas);
+	}
+	if ((rc = get_int32(rs, "restartCount", path, false, 0, MAX_RESTARTS, &r->restart_count,
+			    err)) < 0)
+		return rc;
+	if ((rc = rv_json_get_string(rs, "priority", path, false, r->priority,
+				     sizeof(r->priority), err)) < 0)
+		return rc;
+	if (rc == 1 && strcmp(r->priority, "high") != 0 && strcmp(r->priority, "low") != 0) {
+		rv_json_path(f, sizeof(f), path, "priority");
+		return rv_err_set(err, -EINVAL, f, "%s must be \"high\" or \"low\"", f);
+	}
+
+	const cJSON *res = rv_json_get_object(rs, "resources", path, false, &rc, err);
+	if (rc < 0)
+		return rc;
+	if (res) {
+		field_buf rp;
+		rv_json_path(rp, sizeof(rp), path, "resources");
+		r->has_resources = true;
+		if ((rc = get_cpu(res, rp, &r->resource.cpu, err)) < 0)
+			return rc;
+		if ((rc = get_memory(res, rp, &r->resource.memory_mb, err)) < 0)
+			return rc;
+		if ((rc = rv_json_get_int(res, "gpu", rp, false, 0, RV_MAX_GPU, &v, err)) < 0)
+			return rc;
+		r->resource.gpu = rc == 1 ? (int)v : 0;
+	}
+	return parse_command(rs, path, r, err);
+}
+
+static int parse_replica_specs(const cJSON *spec, struct rv_job_spec *out, struct rv_err *err)
+{
+	int rc;
+	field_buf f;
+	const cJSON *specs = rv_json_get_object(spec, "replicaSpecs", "spec", true, &rc, err);
+	if (!specs)
+		return rc;
+	for (const cJSON *it = specs->child; it; it = it->next) {
+		field_buf p;
+		const char *key = it->string ? it->string : "";
+		rv_json_path(p, sizeof(p), "spec.replicaSpecs", key);
+		int role = rv_role_parse(key);
+		if (role < 0)
+			return rv_err_set(err, -EINVAL, p,
+					  "unknown replica type \"%.32s\" (expected worker, ps, "
+					  "chief or evaluator)",
+					  key);
+		if (out->replicas[role].present)
+			return rv_err_set(err, -EINVAL, p, "%s is given twice", p);
+		if (!cJSON_IsObject(it))
+			return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
+		if ((rc = parse_replica(it, p, &out->replicas[role], err)) < 0)
+			return rc;
+	}
+	if (!out->replicas[RV_ROLE_WORKER].present)
+		return rv_err_set(err, -EINVAL, "spec.replicaSpecs.worker",
+				  "spec.replicaSpecs.worker is required");
+	bool ps = out->strategy == RV_STRATEGY_PS;
+	rv_json_path(f, sizeof(f), "spec.replicaSpecs", "ps");
+	if (ps && !out->replicas[RV_ROLE_PS].present)
+		return rv_err_set(err, -EINVAL, f, "%s is required for ParameterServerStrategy", f);
+	if (!ps && out->replicas[RV_ROLE_PS].present)
+		return rv_err_set(err, -EINVAL, f,
+				  "%s is only allowed with ParameterServerStrategy", f);
+	return 0;
+}
+
+static int parse_labels(const cJSON *meta, struct rv_job_spec *out, struct rv_err *err)
+{
+	int rc;
+	const cJSON *labels = rv_json_get_object(meta, "labels", "metadata", false, &rc, err);
+	if (!labels)
+		return rc;
+	if (array_count(labels, RV_MAX_LABELS) > RV_MAX_LABELS)
+		return rv_err_set(err, -EINVAL, "metadata.labels",
+				  "metadata.labels must have at most %d entries", RV_MAX_LABELS);
+	for (const cJSON *it = labels->child; it; it = it->next) {
+		struct rv_label *l = &out->labels[out->nlabels];
+		const char *key = it->string ? it->string : "";
+		field_buf f;
+		rv_json_path(f, sizeof(f), "metadata.labels", key);
+		/* Keys are identifiers (Kubernetes label keys); values are data and
+		 * kept verbatim whatever they hold. */
+		size_t n = strlen(key);
+		bool ok = n > 0 && n < sizeof(l->key);
+		for (size_t i = 0; ok && i < n; i++)
+			ok = is_alnum(key[i]) || strchr("._-/", key[i]);
+		if (!ok)
+			return rv_err_set(err, -EINVAL, "metadata.labels",
+					  "metadata.labels keys must be 1 to %zu characters of "
+					  "letters, digits, '.', '_', '-' and '/'",
+					  sizeof(l->key) - 1);
+		for (int j = 0; j < out->nlabels; j++)
+			if (strcmp(out->labels[j].key, key) == 0)
+				return rv_err_set(err, -EINVAL, f, "%s is given twice", f);
+		if ((rc = rv_json_get_string(labels, key, "metadata.labels", true, l->value,
+					     sizeof(l->value), err)) < 0)
+			return rc;
+		memcpy(l->key, key, n + 1);
+		if (strcmp(key, "user") == 0)
+			snprintf(out->user, sizeof(out->user), "%s", l->value);
+		out->nlabels++;
+	}
+	return 0;
+}
+
+static int parse_datasets(const cJSON *spec, struct rv_job_spec *out, struct rv_err *err)
+{
+	int rc;
+	int64_t v;
+	const cJSON *arr = rv_json_get_array(spec, "datasets", "spec", false, &rc, err);
+	if (!arr)
+		return rc;
+	if (array_count(arr, RV_MAX_DATASETS) > RV_MAX_DATASETS)
+		return rv_err_set(err, -EINVAL, "spec.datasets",
+				  "spec.datasets must have at most %d entries", RV_MAX_DATASETS);
+	int i = 0;
+	for (const cJSON *it = arr->child; it; it = it->next, i++) {
+		struct rv_dataset *d = &out->datasets[i];
+		field_buf p, f;
+		rv_json_path_index(p, sizeof(p), "spec.datasets", i);
+		if (!cJSON_IsObject(it))
+			return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
+		if ((rc = rv_json_get_string(it, "name", p, true, d->name, sizeof(d->name), err)) <
+		    0)
+			return rc;
+		rv_json_path(f, sizeof(f), p, "name");
+		if ((rc = check_name(d->name, RV_NAME_MAX - 1, f, err)) < 0)
+			return rc;
+		for (int j = 0; j < i; j++)
+			if (strcmp(out->datasets[j].name, d->name) == 0)
+				return rv_err_set(err, -EINVAL, f, "%s \"%s\" is given twice", f,
+						  d->name);
+		if ((rc = rv_json_get_int(it, "size", p, true, 0, INT64_MAX, &d->size, err)) < 0)
+			return rc;
+		if ((rc = rv_json_get_int(it, "shardSize", p, true, 1, INT64_MAX, &d->shard_size,
+					  err)) < 0)
+			return rc;
+		d->epochs = 1;
+		if ((rc = rv_json_get_int(it, "epochs", p, false, 1, MAX_EPOCHS, &v, err)) < 0)
+			return rc;
+		if (rc == 1)
+			d->epochs = (int)v;
+		if ((rc = rv_json_get_bool(it, "shuffle", p, false, &d->shuffle, err)) < 0)
+			return rc;
+		out->ndatasets = i + 1;
+	}
+	return 0;
+}
+
+static int job_spec_parse(const cJSON *root, struct rv_job_spec *out, struct rv_err *err)
+{
+	int rc;
+	char buf[128];
+
+	if (!cJSON_IsObject(root))
+		return rv_err_set(err, -EINVAL, "", "job spec must be a json object");
+	if ((rc = rv_json_get_string(root, "apiVersion", "", false, buf, sizeof(buf), err)) < 0)
+		return rc;
+	if (rc == 1 && (strncmp(buf, API_PREFIX, strlen(API_PREFIX)) != 0 ||
+			strlen(buf) == strlen(API_PREFIX)))
+		return rv_err_set(err, -EINVAL, "apiVersion",
+				  "apiVersion must start with \"" API_PREFIX "\"");
+	if ((rc = rv_json_get_string(root, "kind", "", true, buf, sizeof(buf), err)) < 0)
+		return rc;
+	if (strcmp(buf, "ElasticJob") != 0)
+		return rv_err_set(err, -EINVAL, "kind", "kind must be \"ElasticJob\"");
+
+	const cJSON *meta = rv_json_get_object(root, "metadata", "", true, &rc, err);
+	if (!meta)
+		return rc;
+	/* Read through a bigger buffer so an over-long name gets the DNS rule's
+	 * message rather than the buffer's. */
+	if ((rc = rv_json_get_string(meta, "name", "metadata", true, buf, sizeof(buf), err)) < 0)
+		return rc;
+	if ((rc = check_dns_label(buf, "metadata.name", err)) < 0)
+		return rc;
+	memcpy(out->name, buf, strlen(buf) + 1);
+	strcpy(buf, "default");
+	if ((rc = rv_json_get_string(meta, "namespace", "metadata", false, buf, sizeof(buf),
+				     err)) < 0)
+		return rc;
+	if ((rc = check_dns_label(buf, "metadata.namespace", err)) < 0)
+		return rc;
+	memcpy(out->namespace_, buf, strlen(buf) + 1);
+	if ((rc = parse_labels(meta, out, err)) < 0)
+		return rc;
+
+	const cJSON *spec = rv_json_get_object(root, "spec", "", true, &rc, err);
+	if (!spec)
+		return rc;
+	int v;
+	if ((rc = get_enum(spec, "distributionStrategy", "spec", true, strategy_names,
+			   RV_ARRAY_SIZE(strategy_names),
+			   "AllreduceStrategy or ParameterServerStrategy", &v, err)) < 0)
+		return rc;
+	out->strategy = (enum rv_strategy)v;
+	out->optimize_mode = RV_OPT_CLUSTER;
+	if ((rc = get_enum(spec, "optimizeMode", "spec", false, optimize_names,
+			   RV_ARRAY_SIZE(optimize_names), "one of manual, single-job, cluster", &v,
+			   err)) < 0)
+		return rc;
+	if (rc == 1)
+		out->optimize_mode = (enum rv_optimize_mode)v;
+	if ((rc = rv_json_get_string(spec, "brainService", "spec", false, out->brain_service,
+				     sizeof(out->brain_service), err)) < 0)
+		return rc;
+	if (rc == 1) {
+		const char *u = out->brain_service;
+		bool ok = strncmp(u, "http://", 7) == 0 || strncmp(u, "https://", 8) == 0;
+		for (const char *c = u; ok && *c; c++)
+			ok = (unsigned char)*c > ' ' && *c != 0x7f;
+		if (!ok || strlen(u) <= 8)
+			return rv_err_set(err, -EINVAL, "spec.brainService",
+					  "spec.brainService must be an http:// or https:// url");
+	}
+	if ((rc = parse_replica_specs(spec, out, err)) < 0)
+		return rc;
+	if ((rc = parse_datasets(spec, out, err)) < 0)
+		return rc;
+
+	const cJSON *model = rv_json_get_object(spec, "model", "spec", false, &rc, err);
+	if (rc < 0)
+		return rc;
+	if (model) {
+		if ((rc = rv_json_get_int(model, "parameters", "spec.model", false, 0, INT64_MAX,
+					  &out->model_parameters, err)) < 0)
+			return rc;
+		if ((rc = get_int32(model, "batchSize", "spec.model", false, 0, MAX_BATCH,
+				    &out->batch_size, err)) < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int rv_job_spec_from_json(const cJSON *root, struct rv_job_spec *out, struct rv_err *err)
+{
+	memset(out, 0, sizeof(*out));
+	int rc = job_spec_parse(root, out, err);
+	if (rc < 0) {
+		rv_job_spec_release(out);
+		return rc;
+	}
+	return 0;
+}
+
+void rv_job_spec_release(struct rv_job_spec *spec)
+{
+	if (!spec)
+		return;
+	for (int r = 0; r < RV_ROLE_COUNT; r++) {
+		struct rv_replica_spec *rs = &spec->replicas[r];
+		if (rs->command)
+			for (int i = 0; i < rs->ncommand; i++)
+				free(rs->command[i]);
+		free(rs->command);
+		rs->command = NULL;
+		rs->ncommand = 0;
+	}
+	memset(spec, 0, sizeof(*spec));
+}
+
+/* Whole MiB as the largest exact binary unit: 8192 -> "8Gi", 1536 -> "1536Mi". */
+static void format_memory(char *buf, size_t size, int64_t mb)
+{
+	if (mb > 0 && mb % (1024 * 1024) == 0)
+		snprintf(buf, size, "%" PRId64 "Ti", mb / (1024 * 1024));
+	else if (mb > 0 && mb % 1024 == 0)
+		snprintf(buf, size, "%" PRId64 "Gi", mb / 1024);
+	else
+		snprintf(buf, size, "%" PRId64 "Mi", mb);
+}
+
+static bool replica_to_json(cJSON *specs, enum rv_role role, const struct rv_replica_spec *r)
+{
+	cJSON *o = cJSON_AddObjectToObject(specs, rv_role_name(role));
+	if (!o)
+		return false;
+	bool ok = add_num(o, "replicas", r->replicas) &&
+		  add_num(o, "minReplicas", r->min_replicas) &&
+		  add_num(o, "maxReplicas", r->max_replicas) &&
+		  add_num(o, "restartCount", r->restart_count);
+	if (ok && r->priority[0])
+		ok = add_str(o, "priority", r->priority);
+	if (ok && r->has_resources) {
+		char mem[32];
+		format_memory(mem, sizeof(mem), r->resource.memory_mb);
+		cJSON *res = cJSON_AddObjectToObject(o, "resources");
+		ok = res && add_num(res, "cpu", r->resource.cpu) && add_str(res, "memory", mem) &&
+		     add_num(res, "gpu", r->resource.gpu);
+	}
+	if (ok && r->ncommand > 0) {
+		cJSON *cmd = cJSON_AddArrayToObject(o, "command");
+		ok = cmd != NULL;
+		for (int i = 0; ok && i < r->ncommand; i++) {
+			cJSON *s = cJSON_CreateString(r->command[i]);
+			ok = s && cJSON_AddItemToArray(cmd, s);
+		}
+	}
+	return ok;
+}
+
+cJSON *rv_job_spec_to_json(const struct rv_job_spec *spec)
+{
+	CLEANUP_CJSON cJSON *root = cJSON_CreateObject();
+	if (!root)
+		return NULL;
+	bool ok = add_str(root, "apiVersion", API_VERSION) && add_str(root, "kind", "ElasticJob");
+	cJSON *meta = ok ? cJSON_AddObjectToObject(root, "metadata") : NULL;
+	ok = meta && add_str(meta, "name", spec->name) &&
+	     add_str(meta, "namespace", spec->namespace_[0] ? spec->namespace_ : "default");
+	cJSON *labels = ok ? cJSON_AddObjectToObject(meta, "labels") : NULL;
+	ok = labels != NULL;
+	bool user_label = false;
+	for (int i = 0; ok && i < spec->nlabels; i++) {
+		ok = add_str(labels, spec->labels[i].key, spec->labels[i].value);
+		user_label |= strcmp(spec->labels[i].key, "user") == 0;
+	}
+	/* user comes from labels.user; keep it when a caller set only the field. */
+	if (ok && !user_label && spec->user[0])
+		ok = add_str(labels, "user", spec->user);
+
+	cJSON *s = ok ? cJSON_AddObjectToObject(root, "spec") : NULL;
+	ok = s && add_str(s, "distributionStrategy", rv_strategy_name(spec->strategy)) &&
+	     add_str(s, "optimizeMode", rv_optimize_mode_name(spec->optimize_mode));
+	if (ok && spec->brain_service[0])
+		ok = add_str(s, "brainService", spec->brain_service);
+	cJSON *specs = ok ? cJSON_AddObjectToObject(s, "replicaSpecs") : NULL;
+	ok = specs != NULL;
+	for (int r = 0; ok && r < RV_ROLE_COUNT; r++)
+		if (spec->replicas[r].present)
+			ok = replica_to_json(specs, (enum rv_role)r, &spec->replicas[r]);
+	if (ok && spec->ndatasets > 0) {
+		cJSON *ds = cJSON_AddArrayToObject(s, "datasets");
+		ok = ds != NULL;
+		for (int i = 0; ok && i < spec->ndatasets; i++) {
+			const struct rv_dataset *d = &spec->datasets[i];
+			cJSON *o = cJSON_CreateObject();
+			ok = o && cJSON_AddItemToArray(ds, o);
+			if (!ok) {
+				cJSON_Delete(o);
+				break;
+			}
+			ok = add_str(o, "name", d->name) && add_num(o, "size", (double)d->size) &&
+			     add_num(o, "shardSize", (double)d->shard_size) &&
+			     add_num(o, "epochs", d->epochs) && add_bool(o, "shuffle", d->shuffle);
+		}
+	}
+	cJSON *model = ok ? cJSON_AddObjectToObject(s, "model") : NULL;
+	ok = model && add_num(model, "parameters", (double)spec->model_parameters) &&
+	     add_num(model, "batchSize", spec->batch_size);
+	return ok ? RV_TAKE_PTR(root) : NULL;
+}
+
+/* ---- metrics batch ---- */
+
+static int parse_sample(const cJSON *o, const char *p, struct rv_sample *s, struct rv_err *err)
+{
+	int rc;
+	field_buf f;
+
+	if (!cJSON_IsObject(o))
+		return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
+	int k;
+	if ((rc = get_enum(o, "kind", p, true, sample_names, RV_ARRAY_SIZE(sample_names),
+			   "one of speed, node, model", &k, err)) < 0)
+		return rc;
+	s->kind = (enum rv_sample_kind)k;
+	if ((rc = rv_json_get_int(o, "ts", p, true, 1, INT64_MAX, &s->ts_ms, err)) < 0)
+		return rc;
+
+	switch (s->kind) {
+	case RV_SAMPLE_SPEED:
+		if ((rc = rv_json_get_double(o, "speed", p, true, 0, MAX_SPEED, &s->speed, err)) <
+		    0)
+			return rc;
+		if ((rc = rv_json_get_int(o, "step", p, false, 0, INT64_MAX, &s->step, err)) < 0)
+			return rc;
+		if ((rc = get_int32(o, "workers", p, false, 0, RV_MAX_REPLICAS, &s->workers,
+				    err)) < 0)
+			return rc;
+		if ((rc = get_int32(o, "ps", p, false, 0, RV_MAX_REPLICAS, &s->ps, err)) < 0)
+			return rc;
+		break;
+	case RV_SAMPLE_NODE:
+		if ((rc = rv_json_get_string(o, "node", p, true, s->node, sizeof(s->node), err)) <
+		    0)
+			return rc;
+		rv_json_path(f, sizeof(f), p, "node");
+		if ((rc = check_name(s->node, RV_NAME_MAX - 1, f, err)) < 0)
+			return rc;
+		s->role = RV_ROLE_WORKER;
+		if ((rc = get_role(o, "role", p, false, &s->role, err)) < 0)
+			return rc;
+		s->rank = -1;
+		if ((rc = get_int32(o, "rank", p, false, -1, MAX_RANK, &s->rank, err)) < 0)
+			return rc;
+		if ((rc = rv_json_get_double(o, "cpu", p, true, 0, RV_MAX_CPU, &s->cpu, err)) < 0)
+			return rc;
+		if ((rc = rv_json_get_int(o, "memory_mb", p, true, 0, RV_MAX_MEMORY_MB,
+					  &s->memory_mb, err)) < 0)
+			return rc;
+		if ((rc = rv_json_get_double(o, "cpu_limit", p, false, 0, RV_MAX_CPU,
+					     &s->cpu_limit, err)) < 0)
+			return rc;
+		if ((rc = rv_json_get_int(o, "memory_limit_mb", p, false, 0, RV_MAX_MEMORY_MB,
+					  &s->memory_limit_mb, err)) < 0)
+			return rc;
+		s->step_time = -1;
+		if ((rc = rv_json_get_double(o, "step_time", p, false, 0, MAX_STEP_TIME,
+					     &s->step_time, err)) < 0)
+			return rc;
+		break;
+	case RV_SAMPLE_MODEL:
+		if ((rc = rv_json_get_int(o, "parameters", p, true, 0, INT64_MAX, &s->parameters,
+					  err)) < 0)
+			return rc;
+		if ((rc = get_int32(o, "batch_size", p, false, 0, MAX_BATCH, &s->batch_size,
+				    err)) < 0)
+			return rc;
+		if ((rc = rv_json_get_double(o, "flops", p, false, 0, MAX_FLOPS, &s->flops, err)) <
+		    0)
+			return rc;
+		break;
+	}
+	return 0;
+}
+
+int rv_metrics_batch_from_json(const cJSON *root, struct rv_metrics_batch *out,
+			       struct rv_err *err)
+{
+	int rc;
+	memset(out, 0, sizeof(*out));
+	if (!cJSON_IsObject(root))
+		return rv_err_set(err, -EINVAL, "", "metrics batch must be a json object");
+	const cJSON *arr = rv_json_get_array(root, "samples", "", true, &rc, err);
+	if (!arr)
+		return rc;
+	int n = array_count(arr, RV_MAX_SAMPLES);
+	if (n == 0)
+		return rv_err_set(err, -EINVAL, "samples", "samples must not be empty");
+	if (n > RV_MAX_SAMPLES)
+		return rv_err_set(err, -E2BIG, "samples", "samples must have at most %d entries",
+				  RV_MAX_SAMPLES);
+	out->samples = calloc((size_t)n, sizeof(*out->samples));
+	if (!out->samples)
+		return rv_err_set(err, -ENOMEM, "samples", "could not allocate %d samples", n);
+	int i = 0;
+	for (const cJSON *it = arr->child; it; it = it->next, i++) {
+		field_buf p;
+		rv_json_path_index(p, sizeof(p), "samples", i);
+		if ((rc = parse_sample(it, p, &out->samples[i], err)) < 0) {
+			rv_metrics_batch_release(out);
+			return rc;
+		}
+	}
+	out->n = n;
+	return 0;
+}
+
+static cJSON *sample_to_json(const struct rv_sample *s)
+{
+	CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	if (!o)
+		return NULL;
+	bool ok = add_str(o, "kind", name_of(sample_names, RV_ARRAY_SIZE(sample_names),
+					     (int)s->kind)) &&
+		  add_num(o, "ts", (double)s->ts_ms);
+	switch (s->kind) {
+	case RV_SAMPLE_SPEED:
+		ok = ok && add_num(o, "speed", s->speed) && add_num(o, "step", (double)s->step) &&
+		     add_num(o, "workers", s->workers) && add_num(o, "ps", s->ps);
+		break;
+	case RV_SAMPLE_NODE:
+		ok = ok && add_str(o, "node", s->node) && add_str(o, "role", rv_role_name(s->role)) &&
+		     add_num(o, "rank", s->rank) && add_num(o, "cpu", s->cpu) &&
+		     add_num(o, "memory_mb", (double)s->memory_mb) &&
+		     add_num(o, "cpu_limit", s->cpu_limit) &&
+		     add_num(o, "memory_limit_mb", (double)s->memory_limit_mb);
+		if (ok && s->step_time >= 0)
+			ok = add_num(o, "step_time", s->step_time);
+		break;
+	case RV_SAMPLE_MODEL:
+		ok = ok && add_num(o, "parameters", (double)s->parameters) &&
+		     add_num(o, "batch_size", s->batch_size) && add_num(o, "flops", s->flops);
+		break;
+	}
+	return ok ? RV_TAKE_PTR(o) : NULL;
+}
+
+cJSON *rv_metrics_batch_to_json(const struct rv_metrics_batch *b)
+{
+	CLEANUP_CJSON cJSON *root = cJSON_CreateObject();
+	cJSON *arr = root ? cJSON_AddArrayToObject(root, "samples") : NULL;
+	if (!arr)
+		return NULL;
+	for (int i = 0; i < b->n; i++) {
+		cJSON *o = sample_to_json(&b->samples[i]);
+		if (!o || !cJSON_AddItemToArray(arr, o)) {
+			cJSON_Delete(o);
+			return NULL;
+		}
+	}
+	return RV_TAKE_PTR(root);
+}
+
+void rv_metrics_batch_release(struct rv_metrics_batch *b)
+{
+	if (!b)
+		return;
+	free(b->samples);
+	b->samples = NULL;
+	b->n = 0;
+}
+
+/* ---- events ---- */
+
+static int event_parse(const cJSON *root, struct rv_event *ev, struct rv_err *err)
+{
+	int rc;
+
+	if (!cJSON_IsObject(root))
+		return rv_err_set(err, -EINVAL, "", "event must be a json object");
+	int t;
+	if ((rc = get_enum(root, "type", "", true, event_names, RV_ARRAY_SIZE(event_names),
+			   "one of node_failed, node_oom, node_relaunched, node_finished, "
+			   "job_finished, job_failed, plan_applied",
+			   &t, err)) < 0)
+		return rc;
+	ev->type = (enum rv_event_type)t;
+	if ((rc = rv_json_get_int(root, "ts", "", true, 1, INT64_MAX, &ev->ts_ms, err)) < 0)
+		return rc;
+	bool node_event = ev->type <= RV_EVENT_NODE_FINISHED;
+	if ((rc = rv_json_get_string(root, "node", "", node_event, ev->node, sizeof(ev->node),
+				     err)) < 0)
+		return rc;
+	if (rc == 1 && (rc = check_name(ev->node, RV_NAME_MAX - 1, "node", err)) < 0)
+		return rc;
+	ev->role = RV_ROLE_WORKER;
+	if ((rc = get_role(root, "role", "", false, &ev->role, err)) < 0)
+		return rc;
+	ev->rank = -1;
+	if ((rc = get_int32(root, "rank", "", false, -1, MAX_RANK, &ev->rank, err)) < 0)
+		return rc;
+	/* Negative codes are signals as torch reports them (-9); -1 stays "none". */
+	ev->exit_code = -1;
+	if ((rc = get_int32(root, "exit_code", "", false, -255, 255, &ev->exit_code, err)) < 0)
+		return rc;
+	if ((rc = rv_json_get_string(root, "reason", "", false, ev->reason, sizeof(ev->reason),
+				     err)) < 0)
+		return rc;
+	if ((rc = rv_json_get_int(root, "memory_mb", "", false, 0, RV_MAX_MEMORY_MB,
+				  &ev->memory_mb, err)) < 0)
+		return rc;
+	if ((rc = rv_json_get_int(root, "peak_memory_mb", "", false, 0, RV_MAX_MEMORY_MB,
+				  &ev->peak_memory_mb, err)) < 0)
+		return rc;
+	bool plan = ev->type == RV_EVENT_PLAN_APPLIED;
+	if ((rc = rv_json_get_int(root, "plan_id", "", plan, plan ? 1 : 0, INT64_MAX,
+				  &ev->plan_id, err)) < 0)
+		return rc;
+	return 0;
+}
+
+int rv_event_from_json(const cJSON *root, struct rv_event *out, struct rv_err *err)
+{
+	memset(out, 0, sizeof(*out));
+	int rc = event_parse(root, out, err);
+	if (rc < 0)
+		memset(out, 0, sizeof(*out));
+	return rc < 0 ? rc : 0;
+}
+
+cJSON *rv_event_to_json(const struct rv_event *ev)
+{
+	CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	if (!o)
+		return NULL;
+	bool ok = add_str(o, "type", rv_event_type_name(ev->type)) &&
+		  add_num(o, "ts", (double)ev->ts_ms);
+	if (ok && ev->node[0])
+		ok = add_str(o, "node", ev->node);
+	ok = ok && add_str(o, "role", rv_role_name(ev->role)) && add_num(o, "rank", ev->rank) &&
+	     add_num(o, "exit_code", ev->exit_code) && add_str(o, "reason", ev->reason) &&
+	     add_num(o, "memory_mb", (double)ev->memory_mb) &&
+	     add_num(o, "peak_memory_mb", (double)ev->peak_memory_mb) &&
+	     add_num(o, "plan_id", (double)ev->plan_id);
+	return ok ? RV_TAKE_PTR(o) : NULL;
+}
+
+/* ---- ScalePlan ---- */
+
+/* Plan resources: every field optional, 0 meaning "unchanged / not set". */
+static int parse_plan_resource(const cJSON *o, const char *path, struct rv_resource *res,
+			       struct rv_err *err)
+{
+	int rc;
+	const cJSON *r = rv_json_get_object(o, "resource", path, false, &rc, err);
+	if (!r)
+		return rc;
+	field_buf p;
+	rv_json_path(p, sizeof(p), path, "resource");
+	if ((rc = rv_json_get_double(r, "cpu", p, false, 0, RV_MAX_CPU, &res->cpu, err)) < 0)
+		return rc;
+	if ((rc = rv_json_get_int(r, "memory_mb", p, false, 0, RV_MAX_MEMORY_MB, &res->memory_mb,
+				  err)) < 0)
+		return rc;
+	if ((rc = get_int32(r, "gpu", p, false, 0, RV_MAX_GPU, &res->gpu, err)) < 0)
+		return rc;
+	return 0;
+}
+
+static int parse_plan_nodes(const cJSON *root, const char *key, struct rv_plan_node *nodes,
+			    int *count, struct rv_err *err)
+{
+	int rc;
+	const cJSON *arr = rv_json_get_array(root, key, "", false, &rc, err);
+	if (!arr)
+		return rc;
+	if (array_count(arr, RV_MAX_PLAN_NODES) > RV_MAX_PLAN_NODES)
+		return rv_err_set(err, -EINVAL, key, "%s must have at most %d entries", key,
+				  RV_MAX_PLAN_NODES);
+	int i = 0;
+	for (const cJSON *it = arr->child; it; it = it->next, i++) {
+		struct rv_plan_node *n = &nodes[i];
+		field_buf p, f;
+		rv_json_path_index(p, sizeof(p), key, i);
+		if (!cJSON_IsObject(it))
+			return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
+		if ((rc = rv_json_get_string(it, "node", p, true, n->node, sizeof(n->node), err)) <
+		    0)
+			return rc;
+		rv_json_path(f, sizeof(f), p, "node");
+		if ((rc = check_name(n->node, RV_NAME_MAX - 1, f, err)) < 0)
+			return rc;
+		n->role = RV_ROLE_WORKER;
+		if ((rc = get_role(it, "role", p, false, &n->role, err)) < 0)
+			return rc;
+		if ((rc = parse_plan_resource(it, p, &n->resource, err)) < 0)
+			return rc;
+		*count = i + 1;
+	}
+	return 0;
+}
+
+static int scale_plan_parse(const cJSON *root, struct rv_scale_plan *pl, struct rv_err *err)
+{
+	int rc;
+	if (!cJSON_IsObject(root))
+		return rv_err_set(err, -EINVAL, "", "scale plan must be a json object");
+	if ((rc = rv_json_get_string(root, "job", "", false, pl->job, sizeof(pl->job), err)) < 0)
+		return rc;
+	if ((rc = rv_json_get_int(root, "id", "", false, 0, INT64_MAX, &pl->id, err)) < 0)
+		return rc;
+	int stage;
+	if ((rc = get_enum(root, "stage", "", true, stage_names, RV_ARRAY_SIZE(stage_names),
+			   "one of create, running, oom", &stage, err)) < 0)
+		return rc;
+	snprintf(pl->stage, sizeof(pl->stage), "%s", stage_names[stage]);
+	if ((rc = rv_json_get_string(root, "algorithm", "", false, pl->algorithm,
+				     sizeof(pl->algorithm), err)) < 0)
+		return rc;
+	if ((rc = rv_json_get_string(root, "reason", "", false, pl->reason, sizeof(pl->reason),
+				     err)) < 0)
+		return rc;
+	if ((rc = rv_json_get_double(root, "predicted_speed", "", false, 0, MAX_SPEED,
+				     &pl->predicted_speed, err)) < 0)
+		return rc;
+	if ((rc = rv_json_get_int(root, "based_on_ts", "", false, 0, INT64_MAX,
+				  &pl->based_on_ts_ms, err)) < 0)
+		return rc;
+
+	const cJSON *groups = rv_json_get_object(root, "groups", "", false, &rc, err);
+	if (rc < 0)
+		return rc;
+	for (const cJSON *it = groups ? groups->child : NULL; it; it = it->next) {
+		field_buf p;
+		const char *key = it->string ? it->string : "";
+		rv_json_path(p, sizeof(p), "groups", key);
+		int role = rv_role_parse(key);
+		if (role < 0)
+			return rv_err_set(err, -EINVAL, p,
+					  "unknown group \"%.32s\" (expected worker, ps, chief or "
+					  "evaluator)",
+					  key);
+		struct rv_plan_group *g = &pl->groups[role];
+		if (g->present)
+			return rv_err_set(err, -EINVAL, p, "%s is given twice", p);
+		if (!cJSON_IsObject(it))
+			return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
+		g->present = true;
+		if ((rc = get_int32(it, "count", p, true, 0, RV_MAX_REPLICAS, &g->count, err)) < 0)
+			return rc;
+		if ((rc = parse_plan_resource(it, p, &g->resource, err)) < 0)
+			return rc;
+	}
+	if ((rc = parse_plan_nodes(root, "launch", pl->launch, &pl->nlaunch, err)) < 0)
+		return rc;
+	if ((rc = parse_plan_nodes(root, "remove", pl->remove, &pl->nremove, err)) < 0)
+		return rc;
+	return parse_plan_nodes(root, "migrate", pl->migrate, &pl->nmigrate, err);
+}
+
+int rv_scale_plan_from_json(const cJSON *root, struct rv_scale_plan *out, struct rv_err *err)
+{
+	memset(out, 0, sizeof(*out));
+	int rc = scale_plan_parse(root, out, err);
+	if (rc < 0)
+		memset(out, 0, sizeof(*out));
+	return rc < 0 ? rc : 0;
+}
+
+static bool resource_to_json(cJSON *o, const struct rv_resource *r)
+{
+	cJSON *res = cJSON_AddObjectToObject(o, "resource");
+	return res && add_num(res, "cpu", r->cpu) &&
+	       add_num(res, "memory_mb", (double)r->memory_mb) && add_num(res, "gpu", r->gpu);
+}
+
+static bool plan_nodes_to_json(cJSON *root, const char *key, const struct rv_plan_node *nodes,
+			       int n)
+{
+	cJSON *arr = cJSON_AddArrayToObject(root, key);
+	if (!arr)
+		return false;
+	for (int i = 0; i < n; i++) {
+		cJSON *o = cJSON_CreateObject();
+		if (!o || !cJSON_AddItemToArray(arr, o)) {
+			cJSON_Delete(o);
+			return false;
+		}
+		if (!add_str(o, "node", nodes[i].node) ||
+		    !add_str(o, "role", rv_role_name(nodes[i].role)) ||
+		    !resource_to_json(o, &nodes[i].resource))
+			return false;
+	}
+	return true;
+}
+
+cJSON *rv_scale_plan_to_json(const struct rv_scale_plan *plan)
+{
+	CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	if (!o)
+		return NULL;
+	bool ok = add_str(o, "job", plan->job) && add_num(o, "id", (double)plan->id) &&
+		  add_str(o, "stage", plan->stage) && add_str(o, "algorithm", plan->algorithm) &&
+		  add_str(o, "reason", plan->reason) &&
+		  add_num(o, "predicted_speed", plan->predicted_speed) &&
+		  add_num(o, "based_on_ts", (double)plan->based_on_ts_ms);
+	cJSON *groups = ok ? cJSON_AddObjectToObject(o, "groups") : NULL;
+	ok = groups != NULL;
+	for (int r = 0; ok && r < RV_ROLE_COUNT; r++) {
+		const struct rv_plan_group *g = &plan->groups[r];
+		if (!g->present)
+			continue;
+		cJSON *go = cJSON_AddObjectToObject(groups, rv_role_name((enum rv_role)r));
+		ok = go && add_num(go, "count", g->count) && resource_to_json(go, &g->resource);
+	}
+	ok = ok && plan_nodes_to_json(o, "launch", plan->launch, plan->nlaunch) &&
+	     plan_nodes_to_json(o, "remove", plan->remove, plan->nremove) &&
+	     plan_nodes_to_json(o, "migrate", plan->migrate, plan->nmigrate);
+	return ok ? RV_TAKE_PTR(o) : NULL;
+}
+
+/* ---- cluster report ---- */
+
+static int parse_cluster_node(const cJSON *o, const char *p, struct rv_cluster_node *n,
+			      struct rv_err *err)
+{
+	int rc;
+	field_buf f;
+	if (!cJSON_IsObject(o))
+		return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
+	if ((rc = rv_json_get_string(o, "name", p, true, n->name, sizeof(n->name), err)) < 0)
+		return rc;
+	rv_json_path(f, sizeof(f), p, "name");
+	if ((rc = check_name(n->name, sizeof(n->name) - 1, f, err)) < 0)
+		return rc;
+	if ((rc = rv_json_get_int(o, "ts", p, true, 1, INT64_MAX, &n->ts_ms, err)) < 0)
+		return rc;
+	if ((rc = rv_json_get_double(o, "cpu", p, true, 0, RV_MAX_CPU, &n->cpu, err)) < 0)
+		return rc;
+	if ((rc = rv_json_get_int(o, "memory_mb", p, true, 0, RV_MAX_MEMORY_MB, &n->memory_mb,
+				  err)) < 0)
+		return rc;
+	if ((rc = get_int32(o, "gpu", p, false, 0, RV_MAX_GPU, &n->gpu, err)) < 0)
+		return rc;
+	if ((rc = rv_json_get_double(o, "cpu_used", p, false, 0, RV_MAX_CPU, &n->cpu_used,
+				     err)) < 0)
+		return rc;
+	if ((rc = rv_json_get_int(o, "memory_used_mb", p, false, 0, RV_MAX_MEMORY_MB,
+				  &n->memory_used_mb, err)) < 0)
+		return rc;
+	n->ready = true;
+	if ((rc = rv_json_get_bool(o, "ready", p, false, &n->ready, err)) < 0)
+		return rc;
+	return 0;
+}
+
+int rv_cluster_report_from_json(const cJSON *root, struct rv_cluster_report *out,
+				struct rv_err *err)
+{
+	int rc;
+	memset(out, 0, sizeof(*out));
+	if (!cJSON_IsObject(root))
+		return rv_err_set(err, -EINVAL, "", "cluster report must be a json object");
+	const cJSON *arr = rv_json_get_array(root, "nodes", "", true, &rc, err);
+	if (!arr)
+		return rc;
+	int n = array_count(arr, RV_MAX_CLUSTER_NODES);
+	if (n == 0)
+		return rv_err_set(err, -EINVAL, "nodes", "nodes must not be empty");
+	if (n > RV_MAX_CLUSTER_NODES)
+		return rv_err_set(err, -E2BIG, "nodes", "nodes must have at most %d entries",
+				  RV_MAX_CLUSTER_NODES);
+	out->nodes = calloc((size_t)n, sizeof(*out->nodes));
+	if (!out->nodes)
+		return rv_err_set(err, -ENOMEM, "nodes", "could not allocate %d nodes", n);
+	int i = 0;
+	for (const cJSON *it = arr->child; it; it = it->next, i++) {
+		field_buf p;
+		rv_json_path_index(p, sizeof(p), "nodes", i);
+		if ((rc = parse_cluster_node(it, p, &out->nodes[i], err)) < 0) {
+			rv_cluster_report_release(out);
+			return rc;
+		}
+	}
+	out->n = n;
+	return 0;
+}
+
+cJSON *rv_cluster_report_to_json(const struct rv_cluster_report *r)
+{
+	CLEANUP_CJSON cJSON *root = cJSON_CreateObject();
+	cJSON *arr = root ? cJSON_AddArrayToObject(root, "nodes") : NULL;
+	if (!arr)
+		return NULL;
+	for (int i = 0; i < r->n; i++) {
+		const struct rv_cluster_node *n = &r->nodes[i];
+		cJSON *o = cJSON_CreateObject();
+		if (!o || !cJSON_AddItemToArray(arr, o)) {
+			cJSON_Delete(o);
+			return NULL;
+		}
+		if (!add_str(o, "name", n->name) || !add_num(o, "ts", (double)n->ts_ms) ||
+		    !add_num(o, "cpu", n->cpu) || !add_num(o, "memory_mb", (double)n->memory_mb) ||
+		    !add_num(o, "gpu", n->gpu) || !add_num(o, "cpu_used", n->cpu_used) ||
+		    !add_num(o, "memory_used_mb", (double)n->memory_used_mb) ||
+		    !add_bool(o, "ready", n->ready))
+			return NULL;
+	}
+	return RV_TAKE_PTR(root);
+}
+
+void rv_cluster_report_release(struct rv_cluster_report *r)
+{
+	if (!r)
+		return;
+	free(r->nodes);
+	r->nodes = NULL;
+	r->n = 0;
+}

@@ -1,0 +1,396 @@
+/*
+ * check_json.c: rv_json_parse (offsets, trailing data, depth limit) and the
+ * validated getters (types, bounds, lengths, field paths) of common/json.c.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "testutil.h"
+
+static cJSON *parse_str(const char *s, struct rv_err *err)
+{
+	return rv_json_parse(s, strlen(s), err);
+}
+
+/* Parse s, which must be valid. */
+static cJSON *must_parse(const char *s)
+{
+	struct rv_err err = { 0 };
+	cJSON *root = parse_str(s, &err);
+	ck_assert_msg(root != NULL, "could not parse %s: %s", s, err.msg);
+	return root;
+}
+
+START_TEST(test_parse_valid)
+{
+	struct rv_err err = { 0 };
+	cJSON *root = parse_str(" {\"a\": [1, 2, {\"b\": \"c\"}]}\n\t ", &err);
+	ck_assert_ptr_nonnull(root);
+	const cJSON *a = cJSON_GetObjectItem(root, "a");
+	ck_assert_int_eq(cJSON_GetArraySize(a), 3);
+	ck_assert_int_eq(err.code, 0);
+	cJSON_Delete(root);
+}
+END_TEST
+
+START_TEST(test_parse_not_nul_terminated)
+{
+	/* Only len bytes count; what follows in memory is ignored. */
+	const char buf[] = "[1,2]garbage";
+	struct rv_err err = { 0 };
+	cJSON *root = rv_json_parse(buf, 5, &err);
+	ck_assert_ptr_nonnull(root);
+	ck_assert_int_eq(cJSON_GetArraySize(root), 2);
+	cJSON_Delete(root);
+
+	/* And a document cut short by len is an error, not a read past it. */
+	root = rv_json_parse(buf, 4, &err);
+	ck_assert_ptr_null(root);
+	ck_assert_int_eq(err.code, -EINVAL);
+}
+END_TEST
+
+START_TEST(test_parse_syntax_error_offset)
+{
+	struct rv_err err = { 0 };
+	cJSON *root = parse_str("{\"a\":1,\"b\":tru}", &err);
+	ck_assert_ptr_null(root);
+	ck_assert_int_eq(err.code, -EINVAL);
+	ck_assert_str_eq(err.field, "");
+	ck_assert_msg(strstr(err.msg, "at byte 11") != NULL, "msg: %s", err.msg);
+
+	root = parse_str("{\"a\" 1}", &err);
+	ck_assert_ptr_null(root);
+	ck_assert_msg(strstr(err.msg, "at byte 5") != NULL, "msg: %s", err.msg);
+}
+END_TEST
+
+START_TEST(test_parse_trailing_data)
+{
+	struct rv_err err = { 0 };
+	cJSON *root = parse_str("{\"a\":1} x", &err);
+	ck_assert_ptr_null(root);
+	ck_assert_int_eq(err.code, -EINVAL);
+	ck_assert_msg(strstr(err.msg, "at byte 8") != NULL, "msg: %s", err.msg);
+
+	root = parse_str("{} {}", &err);
+	ck_assert_ptr_null(root);
+}
+END_TEST
+
+START_TEST(test_parse_empty)
+{
+	struct rv_err err = { 0 };
+	ck_assert_ptr_null(rv_json_parse("", 0, &err));
+	ck_assert_int_eq(err.code, -EINVAL);
+	ck_assert_ptr_null(rv_json_parse(NULL, 0, &err));
+	ck_assert_ptr_null(parse_str("   ", &err));
+	ck_assert_int_eq(err.code, -EINVAL);
+	/* err is optional */
+	ck_assert_ptr_null(parse_str("{", NULL));
+}
+END_TEST
+
+static char *nested(int depth, char open, char close)
+{
+	char *s = malloc((size_t)depth * 2 + 1);
+	ck_assert_ptr_nonnull(s);
+	memset(s, open, (size_t)depth);
+	memset(s + depth, close, (size_t)depth);
+	s[depth * 2] = '\0';
+	return s;
+}
+
+START_TEST(test_parse_depth_limit)
+{
+	struct rv_err err = { 0 };
+	char *ok = nested(64, '[', ']');
+	cJSON *root = parse_str(ok, &err);
+	ck_assert_ptr_nonnull(root);
+	cJSON_Delete(root);
+	free(ok);
+
+	char *deep = nested(65, '[', ']');
+	root = parse_str(deep, &err);
+	ck_assert_ptr_null(root);
+	ck_assert_int_eq(err.code, -EINVAL);
+	ck_assert_msg(strstr(err.msg, "nesting") && strstr(err.msg, "at byte 64"), "msg: %s",
+		      err.msg);
+	free(deep);
+}
+END_TEST
+
+START_TEST(test_parse_hostile_depth)
+{
+	/* 10000 '[' with no closers, then a million: rejected by the scan. */
+	struct rv_err err = { 0 };
+	size_t n = 1000000;
+	char *s = malloc(n);
+	ck_assert_ptr_nonnull(s);
+	memset(s, '[', n);
+	ck_assert_ptr_null(rv_json_parse(s, 10000, &err));
+	ck_assert_int_eq(err.code, -EINVAL);
+	ck_assert_ptr_null(rv_json_parse(s, n, &err));
+	ck_assert_int_eq(err.code, -EINVAL);
+	memset(s, '{', n);
+	ck_assert_ptr_null(rv_json_parse(s, n, &err));
+	ck_assert_msg(strstr(err.msg, "nesting") != NULL, "msg: %s", err.msg);
+	free(s);
+
+	/* Mixed objects and arrays count together. */
+	char *m = malloc(200);
+	ck_assert_ptr_nonnull(m);
+	size_t len = 0;
+	for (int i = 0; i < 40; i++) {
+		memcpy(m + len, "{\"a\":[", 6);
+		len += 6;
+	}
+	ck_assert_ptr_null(rv_json_parse(m, len, &err));
+	ck_assert_msg(strstr(err.msg, "nesting") != NULL, "msg: %s", err.msg);
+	free(m);
+}
+END_TEST
+
+START_TEST(test_parse_brackets_in_strings)
+{
+	/* Brackets and escaped quotes inside strings are not nesting. */
+	char buf[400];
+	char br[201];
+	memset(br, '[', 200);
+	br[200] = '\0';
+	snprintf(buf, sizeof(buf), "{\"s\":\"\\\"%s\\\\\"}", br);
+	cJSON *root = must_parse(buf);
+	const cJSON *s = cJSON_GetObjectItem(root, "s");
+	ck_assert_int_eq(strlen(s->valuestring), 202);
+	cJSON_Delete(root);
+}
+END_TEST
+
+START_TEST(test_print)
+{
+	cJSON *root = must_parse("{ \"a\" : [ 1 , true , \"x\" ] }");
+	char *s = rv_json_print(root);
+	ck_assert_str_eq(s, "{\"a\":[1,true,\"x\"]}");
+	free(s);
+	cJSON_Delete(root);
+	ck_assert_ptr_null(rv_json_print(NULL));
+}
+END_TEST
+
+START_TEST(test_path)
+{
+	char buf[64];
+	ck_assert_str_eq(rv_json_path(buf, sizeof(buf), "", "kind"), "kind");
+	ck_assert_str_eq(rv_json_path(buf, sizeof(buf), NULL, "kind"), "kind");
+	ck_assert_str_eq(rv_json_path(buf, sizeof(buf), "spec.model", "batchSize"),
+			 "spec.model.batchSize");
+	ck_assert_str_eq(rv_json_path_index(buf, sizeof(buf), "samples", 3), "samples[3]");
+	ck_assert_str_eq(rv_json_path(buf, 8, "spec.model", "batchSize"), "spec.mo");
+}
+END_TEST
+
+START_TEST(test_get_string)
+{
+	cJSON *root = must_parse("{\"s\":\"abc\",\"n\":5,\"z\":null}");
+	struct rv_err err = { 0 };
+	char out[8] = "keep";
+
+	ck_assert_int_eq(rv_json_get_string(root, "s", "", true, out, sizeof(out), &err), 1);
+	ck_assert_str_eq(out, "abc");
+
+	strcpy(out, "keep");
+	ck_assert_int_eq(rv_json_get_string(root, "missing", "", false, out, sizeof(out), &err),
+			 0);
+	ck_assert_str_eq(out, "keep");
+	/* null is absent */
+	ck_assert_int_eq(rv_json_get_string(root, "z", "", false, out, sizeof(out), &err), 0);
+	ck_assert_str_eq(out, "keep");
+
+	ck_assert_int_eq(rv_json_get_string(root, "missing", "meta", true, out, sizeof(out), &err),
+			 -EINVAL);
+	ck_assert_str_eq(err.field, "meta.missing");
+	ck_assert_msg(strstr(err.msg, "required") != NULL, "msg: %s", err.msg);
+
+	ck_assert_int_eq(rv_json_get_string(root, "n", "meta", true, out, sizeof(out), &err),
+			 -EINVAL);
+	ck_assert_str_eq(err.field, "meta.n");
+	ck_assert_str_eq(err.msg, "meta.n must be a string");
+	ck_assert_str_eq(out, "keep");
+
+	/* exactly size - 1 fits; size does not */
+	ck_assert_int_eq(rv_json_get_string(root, "s", "", true, out, 4, &err), 1);
+	ck_assert_int_eq(rv_json_get_string(root, "s", "", true, out, 3, &err), -EINVAL);
+	ck_assert_str_eq(err.field, "s");
+	ck_assert_str_eq(err.msg, "s must be at most 2 characters");
+	cJSON_Delete(root);
+}
+END_TEST
+
+START_TEST(test_get_int)
+{
+	cJSON *root = must_parse("{\"i\":42,\"f\":1.5,\"neg\":-7,\"s\":\"5\",\"big\":1e999,"
+				 "\"b\":true,\"e\":1e3,\"huge\":9223372036854775808,"
+				 "\"min\":-9223372036854775808}");
+	struct rv_err err = { 0 };
+	int64_t v = 99;
+
+	ck_assert_int_eq(rv_json_get_int(root, "i", "", true, 0, 1024, &v, &err), 1);
+	ck_assert_int_eq(v, 42);
+	ck_assert_int_eq(rv_json_get_int(root, "e", "", true, 0, 1024, &v, &err), 1);
+	ck_assert_int_eq(v, 1000);
+
+	v = 99;
+	ck_assert_int_eq(rv_json_get_int(root, "f", "x", true, 0, 1024, &v, &err), -EINVAL);
+	ck_assert_str_eq(err.field, "x.f");
+	ck_assert_str_eq(err.msg, "x.f must be an integer");
+	ck_assert_int_eq(v, 99);
+
+	ck_assert_int_eq(rv_json_get_int(root, "neg", "", true, 0, 1024, &v, &err), -EINVAL);
+	ck_assert_str_eq(err.field, "neg");
+	ck_assert_str_eq(err.msg, "neg must be between 0 and 1024");
+
+	ck_assert_int_eq(rv_json_get_int(root, "i", "", true, 0, 10, &v, &err), -EINVAL);
+	ck_assert_str_eq(err.msg, "i must be between 0 and 10");
+
+	ck_assert_int_eq(rv_json_get_int(root, "s", "", true, 0, 10, &v, &err), -EINVAL);
+	ck_assert_str_eq(err.msg, "s must be an integer");
+	ck_assert_int_eq(rv_json_get_int(root, "b", "", true, 0, 10, &v, &err), -EINVAL);
+	ck_assert_int_eq(rv_json_get_int(root, "big", "", true, INT64_MIN, INT64_MAX, &v, &err),
+			 -EINVAL);
+	ck_assert_int_eq(rv_json_get_int(root, "huge", "", true, INT64_MIN, INT64_MAX, &v, &err),
+			 -EINVAL);
+	ck_assert_msg(strstr(err.msg, "must be between"), "msg: %s", err.msg);
+	ck_assert_int_eq(rv_json_get_int(root, "min", "", true, INT64_MIN, INT64_MAX, &v, &err),
+			 1);
+	ck_assert(v == INT64_MIN);
+
+	ck_assert_int_eq(rv_json_get_int(root, "none", "", false, 0, 1, &v, &err), 0);
+	ck_assert_int_eq(rv_json_get_int(root, "none", "", true, 0, 1, &v, &err), -EINVAL);
+	ck_assert_str_eq(err.field, "none");
+	cJSON_Delete(root);
+}
+END_TEST
+
+START_TEST(test_get_nan_inf)
+{
+	/* Trees built in code can hold NaN and inf; the getters refuse them. */
+	cJSON *root = cJSON_CreateObject();
+	cJSON_AddNumberToObject(root, "nan", NAN);
+	cJSON_AddNumberToObject(root, "inf", INFINITY);
+	cJSON_AddNumberToObject(root, "ninf", -INFINITY);
+	struct rv_err err = { 0 };
+	int64_t i;
+	double d;
+	ck_assert_int_eq(rv_json_get_int(root, "nan", "", true, INT64_MIN, INT64_MAX, &i, &err),
+			 -EINVAL);
+	ck_assert_int_eq(rv_json_get_int(root, "inf", "", true, INT64_MIN, INT64_MAX, &i, &err),
+			 -EINVAL);
+	ck_assert_int_eq(rv_json_get_double(root, "nan", "", true, -1e300, 1e300, &d, &err),
+			 -EINVAL);
+	ck_assert_str_eq(err.msg, "nan must be a finite number");
+	ck_assert_int_eq(rv_json_get_double(root, "inf", "", true, -INFINITY, INFINITY, &d, &err),
+			 -EINVAL);
+	ck_assert_int_eq(rv_json_get_double(root, "ninf", "", true, -INFINITY, INFINITY, &d,
+					    &err),
+			 -EINVAL);
+	cJSON_Delete(root);
+}
+END_TEST
+
+START_TEST(test_get_double)
+{
+	cJSON *root = must_parse("{\"d\":0.25,\"neg\":-1,\"s\":\"1\",\"big\":1e999}");
+	struct rv_err err = { 0 };
+	double d = 7;
+	ck_assert_int_eq(rv_json_get_double(root, "d", "", true, 0, 1024, &d, &err), 1);
+	ck_assert(d == 0.25);
+	ck_assert_int_eq(rv_json_get_double(root, "neg", "r", true, 0, 1024, &d, &err), -EINVAL);
+	ck_assert_str_eq(err.field, "r.neg");
+	ck_assert_str_eq(err.msg, "r.neg must be between 0 and 1024");
+	ck_assert(d == 0.25);
+	ck_assert_int_eq(rv_json_get_double(root, "s", "", true, 0, 1024, &d, &err), -EINVAL);
+	ck_assert_int_eq(rv_json_get_double(root, "big", "", true, 0, 1e308, &d, &err), -EINVAL);
+	ck_assert_int_eq(rv_json_get_double(root, "none", "", false, 0, 1, &d, &err), 0);
+	cJSON_Delete(root);
+}
+END_TEST
+
+START_TEST(test_get_bool)
+{
+	cJSON *root = must_parse("{\"t\":true,\"f\":false,\"n\":1,\"s\":\"true\"}");
+	struct rv_err err = { 0 };
+	bool b = false;
+	ck_assert_int_eq(rv_json_get_bool(root, "t", "", true, &b, &err), 1);
+	ck_assert(b);
+	ck_assert_int_eq(rv_json_get_bool(root, "f", "", true, &b, &err), 1);
+	ck_assert(!b);
+	ck_assert_int_eq(rv_json_get_bool(root, "n", "", true, &b, &err), -EINVAL);
+	ck_assert_str_eq(err.msg, "n must be a boolean");
+	ck_assert_int_eq(rv_json_get_bool(root, "s", "", true, &b, &err), -EINVAL);
+	ck_assert_int_eq(rv_json_get_bool(root, "none", "", false, &b, &err), 0);
+	cJSON_Delete(root);
+}
+END_TEST
+
+START_TEST(test_get_object_array)
+{
+	cJSON *root = must_parse("{\"o\":{\"k\":1},\"a\":[1],\"s\":\"x\"}");
+	struct rv_err err = { 0 };
+	int rc = 99;
+	ck_assert_ptr_nonnull(rv_json_get_object(root, "o", "", true, &rc, &err));
+	ck_assert_int_eq(rc, 1);
+	ck_assert_ptr_null(rv_json_get_object(root, "a", "p", true, &rc, &err));
+	ck_assert_int_eq(rc, -EINVAL);
+	ck_assert_str_eq(err.field, "p.a");
+	ck_assert_str_eq(err.msg, "p.a must be an object");
+	ck_assert_ptr_null(rv_json_get_object(root, "none", "", false, &rc, &err));
+	ck_assert_int_eq(rc, 0);
+	ck_assert_ptr_null(rv_json_get_object(root, "none", "", true, &rc, &err));
+	ck_assert_int_eq(rc, -EINVAL);
+
+	ck_assert_ptr_nonnull(rv_json_get_array(root, "a", "", true, &rc, &err));
+	ck_assert_int_eq(rc, 1);
+	ck_assert_ptr_null(rv_json_get_array(root, "s", "", true, &rc, &err));
+	ck_assert_int_eq(rc, -EINVAL);
+	ck_assert_str_eq(err.msg, "s must be an array");
+	ck_assert_ptr_null(rv_json_get_array(root, "o", "", false, NULL, NULL));
+	/* A non-object parent has no keys. */
+	int64_t v;
+	const cJSON *arr = cJSON_GetObjectItem(root, "a");
+	ck_assert_int_eq(rv_json_get_int(arr, "k", "", false, 0, 1, &v, &err), 0);
+	cJSON_Delete(root);
+}
+END_TEST
+
+static Suite *json_suite(void)
+{
+	Suite *s = suite_create("json");
+	TCase *tc = tcase_create("parse");
+	tcase_set_timeout(tc, 10);
+	tcase_add_test(tc, test_parse_valid);
+	tcase_add_test(tc, test_parse_not_nul_terminated);
+	tcase_add_test(tc, test_parse_syntax_error_offset);
+	tcase_add_test(tc, test_parse_trailing_data);
+	tcase_add_test(tc, test_parse_empty);
+	tcase_add_test(tc, test_parse_depth_limit);
+	tcase_add_test(tc, test_parse_hostile_depth);
+	tcase_add_test(tc, test_parse_brackets_in_strings);
+	tcase_add_test(tc, test_print);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("getters");
+	tcase_set_timeout(tc, 10);
+	tcase_add_test(tc, test_path);
+	tcase_add_test(tc, test_get_string);
+	tcase_add_test(tc, test_get_int);
+	tcase_add_test(tc, test_get_nan_inf);
+	tcase_add_test(tc, test_get_double);
+	tcase_add_test(tc, test_get_bool);
+	tcase_add_test(tc, test_get_object_array);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+RV_TEST_MAIN(json_suite)
