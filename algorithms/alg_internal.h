@@ -43,6 +43,11 @@ void alg_reason_add(struct rv_alg_decision *d, const char *fmt, ...)
 /* Whether a and b are the same configuration (counts and resources). */
 int alg_config_equal(const struct rv_alg_config *a, const struct rv_alg_config *b);
 
+/* Round CPU up to tenths of a core and memory up to whole MiB, ignoring
+ * float noise (6 * 1.1 must stay 6.6, not become 6.7). */
+double alg_cpu_up(double cpu);
+double alg_mb_up(double mb);
+
 /* Whether moving from cur to next fits the cluster's free capacity
  * (lim->free_cpu / free_memory_mb < 0: unknown, anything fits). */
 int alg_fits_free(const struct rv_alg_limits *lim, const struct rv_alg_config *cur,

@@ -89,7 +89,7 @@ static double distance(const struct rv_alg_job_features *a, const struct rv_alg_
 
 static double cpu_tenths(double c)
 {
-	c = ceil(c * 10) / 10;
+	c = alg_cpu_up(c);
 	return c < 0.1 ? 0.1 : c;
 }
 
@@ -140,13 +140,13 @@ void rv_alg_create_default(const struct rv_alg_job_features *job,
 		out->ps.count = nps < 1 ? 1 : nps;
 		out->ps.res.cpu = DEFAULT_CPU;
 		out->ps.res.memory_mb =
-			(int64_t)ceil(fmax(DEFAULT_MEM_FLOOR_MB, state_mb / out->ps.count * 1.5));
+			(int64_t)alg_mb_up(fmax(DEFAULT_MEM_FLOOR_MB, state_mb / out->ps.count * 1.5));
 		out->worker.res.memory_mb =
-			(int64_t)ceil(fmax(DEFAULT_MEM_FLOOR_MB, 2 * model_mb * 1.5 + 2048));
+			(int64_t)alg_mb_up(fmax(DEFAULT_MEM_FLOOR_MB, 2 * model_mb * 1.5 + 2048));
 	} else {
 		/* each all-reduce worker holds the full state, plus activations */
 		out->worker.res.memory_mb =
-			(int64_t)ceil(fmax(DEFAULT_MEM_FLOOR_MB, state_mb * 1.5 + 2048));
+			(int64_t)alg_mb_up(fmax(DEFAULT_MEM_FLOOR_MB, state_mb * 1.5 + 2048));
 	}
 	fit_limits(out, job->strategy, lim);
 }
@@ -225,11 +225,11 @@ int rv_alg_plan_create(const struct rv_alg_job_features *job,
 
 	c->worker.count = (int)lround(w_cnt / sw);
 	c->worker.res.cpu = cpu_tenths(w_cpu / sw * mg);
-	c->worker.res.memory_mb = (int64_t)ceil(w_mem / sw * mg);
+	c->worker.res.memory_mb = (int64_t)alg_mb_up(w_mem / sw * mg);
 	if (job->strategy == RV_ALG_PS) {
 		c->ps.count = (int)lround(p_cnt / sw);
 		c->ps.res.cpu = cpu_tenths(p_cpu / sw * mg);
-		c->ps.res.memory_mb = (int64_t)ceil(p_mem / sw * mg);
+		c->ps.res.memory_mb = (int64_t)alg_mb_up(p_mem / sw * mg);
 	}
 	fit_limits(c, job->strategy, lim);
 	out->algorithm = "create_knn";

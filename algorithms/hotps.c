@@ -89,7 +89,7 @@ int rv_alg_hot_ps(const struct rv_alg_usage *u, size_t n, const struct rv_alg_gr
 
 		if (z <= p->hot_z || x[i] < p->hot_util * limit)
 			continue;
-		double want = ceil(x[i] * p->hot_cpu_factor * 10) / 10;
+		double want = alg_cpu_up(x[i] * p->hot_cpu_factor);
 
 		if (lim->max_cpu > 0 && want > lim->max_cpu)
 			want = lim->max_cpu;

@@ -75,14 +75,14 @@ int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
 	free(mem);
 
 	/* CPU in tenths of a core, at least one tenth */
-	want_cpu = ceil(want_cpu * 10) / 10;
+	want_cpu = alg_cpu_up(want_cpu);
 	if (want_cpu < 0.1)
 		want_cpu = 0.1;
 	if (lim->max_cpu > 0 && want_cpu > lim->max_cpu)
 		want_cpu = lim->max_cpu;
 	if (want_mem < peak)
 		want_mem = peak;
-	want_mem = ceil(want_mem);
+	want_mem = alg_mb_up(want_mem);
 	if (lim->max_memory_mb > 0 && want_mem > (double)lim->max_memory_mb)
 		want_mem = (double)lim->max_memory_mb;
 

@@ -151,3 +151,13 @@ int alg_fits_free(const struct rv_alg_limits *lim, const struct rv_alg_config *c
 		return 0;
 	return 1;
 }
+
+double alg_cpu_up(double cpu)
+{
+	return ceil(cpu * 10 - 1e-6) / 10;
+}
+
+double alg_mb_up(double mb)
+{
+	return ceil(mb - 1e-6);
+}

@@ -155,7 +155,7 @@ int rv_alg_explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv
 		}
 	}
 
-	int target = (int)ceil(w * p->explore_factor);
+	int target = (int)ceil(w * p->explore_factor - 1e-9);
 
 	if (target < w + unit)
 		target = w + unit;
