@@ -1,0 +1,56 @@
+/*
+ * alg_internal.h: helpers shared by the algorithm sources, not part of the
+ * public API (rover_alg.h).  Same rules: pure, reentrant, no allocation that
+ * outlives a call.
+ */
+#ifndef ALG_INTERNAL_H
+#define ALG_INTERNAL_H
+
+#include <stddef.h>
+
+#include "rover_alg.h"
+
+/* 1.4826 * MAD estimates the standard deviation of normal data. */
+#define ALG_MAD_SCALE 1.4826
+
+/*
+ * Median and median absolute deviation of x[0..n) (n >= 1).  Sorts x in
+ * place; tmp must hold n doubles.
+ */
+void alg_median_mad(double *x, double *tmp, size_t n, double *median, double *mad);
+
+/* Quantile q of x[0..n) (n >= 1); sorts x in place. */
+double alg_quantile(double *x, size_t n, double q);
+
+/* Robust z of v against (median, mad); a zero MAD falls back to a scale of
+ * 5% of the median so that identical peers never look like outliers. */
+double alg_robust_z(double v, double median, double mad);
+
+/* Round n down / up to a multiple of unit (unit >= 1). */
+int alg_align_down(int n, int unit);
+int alg_align_up(int n, int unit);
+
+/* Clamp workers into [min, max] on node_unit multiples (max wins). */
+int alg_clamp_workers(int w, const struct rv_alg_limits *lim);
+
+/* Reset a decision to "hold" at cfg with an empty reason. */
+void alg_decision_init(struct rv_alg_decision *d, const struct rv_alg_config *cfg);
+
+/* Append "; "-separated text to d->reason (truncating, always terminated). */
+void alg_reason_add(struct rv_alg_decision *d, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Whether a and b are the same configuration (counts and resources). */
+int alg_config_equal(const struct rv_alg_config *a, const struct rv_alg_config *b);
+
+/* Round CPU up to tenths of a core and memory up to whole MiB, ignoring
+ * float noise (6 * 1.1 must stay 6.6, not become 6.7). */
+double alg_cpu_up(double cpu);
+double alg_mb_up(double mb);
+
+/* Whether moving from cur to next fits the cluster's free capacity
+ * (lim->free_cpu / free_memory_mb < 0: unknown, anything fits). */
+int alg_fits_free(const struct rv_alg_limits *lim, const struct rv_alg_config *cur,
+		  const struct rv_alg_config *next);
+
+#endif

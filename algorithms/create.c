@@ -1,0 +1,254 @@
+/*
+ * create.c: the create stage for a job that gives no resources.  A weighted
+ * nearest-neighbour over finished jobs of the same strategy, in log-scaled
+ * features: history is small (tens of rows per team), there is no training
+ * phase to run or go stale, and the neighbours can be named in the reason so
+ * a user sees why.  Logs make "10x the parameters" one fixed distance at any
+ * scale.  With no near neighbour: a safe default from the model size.
+ * Used by the brain at job registration and by a master without a brain.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alg_internal.h"
+
+/* Feature weights in the squared distance. */
+#define W_PARAMS 1.0
+#define W_BATCH 0.5
+#define W_DATASET 0.25
+#define W_USER 0.25   /* added when the users differ */
+#define W_STEM 0.5    /* added when the name stems differ */
+
+#define MIB (1024.0 * 1024.0)
+/* Default-stage figures: fp32 weights, gradients and two Adam moments. */
+#define BYTES_PER_PARAM 4.0
+#define STATE_COPIES 4.0
+#define DEFAULT_CPU 4.0
+#define DEFAULT_MEM_FLOOR_MB 4096.0
+#define PS_TARGET_MB 8192.0
+
+int rv_alg_name_stem(const char *name, char *buf, size_t size)
+{
+	if (!name || !buf || size == 0)
+		return -EINVAL;
+	size_t len = strlen(name);
+
+	for (;;) {
+		size_t l = len;
+
+		while (l > 0 && isdigit((unsigned char)name[l - 1]))
+			l--;
+		/* "-v3" / "_v3" / ".v3": drop the v with its number */
+		if (l < len && l >= 2 && (name[l - 1] == 'v' || name[l - 1] == 'V') &&
+		    strchr("-_.", name[l - 2]))
+			l--;
+		while (l > 0 && strchr("-_.", name[l - 1]))
+			l--;
+		if (l == len || l == 0)
+			break;
+		len = l;
+	}
+	if (len >= size)
+		len = size - 1;
+	memcpy(buf, name, len);
+	buf[len] = '\0';
+	return (int)len;
+}
+
+static double log_diff2(double a, double b)
+{
+	if (!(a > 0) || !(b > 0))
+		return 0; /* unknown on one side: no evidence either way */
+	double d = log1p(a) - log1p(b);
+
+	return d * d;
+}
+
+static double distance(const struct rv_alg_job_features *a, const struct rv_alg_job_features *b)
+{
+	double d2 = W_PARAMS * log_diff2(a->parameters, b->parameters) +
+		    W_BATCH * log_diff2(a->batch_size, b->batch_size) +
+		    W_DATASET * log_diff2(a->dataset_size, b->dataset_size);
+
+	if (a->user && b->user && strcmp(a->user, b->user) != 0)
+		d2 += W_USER;
+	if (a->name && b->name) {
+		char sa[128], sb[128];
+
+		rv_alg_name_stem(a->name, sa, sizeof(sa));
+		rv_alg_name_stem(b->name, sb, sizeof(sb));
+		if (strcmp(sa, sb) != 0)
+			d2 += W_STEM;
+	}
+	return sqrt(d2);
+}
+
+static double cpu_tenths(double c)
+{
+	c = alg_cpu_up(c);
+	return c < 0.1 ? 0.1 : c;
+}
+
+/* Bound per-node resources, counts and the cluster's free capacity. */
+static void fit_limits(struct rv_alg_config *c, enum rv_alg_strategy s,
+		       const struct rv_alg_limits *lim)
+{
+	static const struct rv_alg_config zero;
+	struct rv_alg_group *g[2] = {&c->worker, &c->ps};
+
+	for (int i = 0; i < 2; i++) {
+		if (lim->max_cpu > 0 && g[i]->res.cpu > lim->max_cpu)
+			g[i]->res.cpu = lim->max_cpu;
+		if (lim->max_memory_mb > 0 && g[i]->res.memory_mb > lim->max_memory_mb)
+			g[i]->res.memory_mb = lim->max_memory_mb;
+	}
+	c->worker.count = alg_clamp_workers(c->worker.count, lim);
+	if (s == RV_ALG_PS) {
+		if (c->ps.count < (lim->min_ps > 0 ? lim->min_ps : 1))
+			c->ps.count = lim->min_ps > 0 ? lim->min_ps : 1;
+		if (lim->max_ps > 0 && c->ps.count > lim->max_ps)
+			c->ps.count = lim->max_ps;
+	} else {
+		c->ps = zero.ps;
+	}
+	int unit = lim->node_unit > 0 ? lim->node_unit : 1;
+	int lo = alg_clamp_workers(lim->min_workers, lim);
+
+	while (c->worker.count - unit >= lo && !alg_fits_free(lim, &zero, c))
+		c->worker.count -= unit;
+}
+
+void rv_alg_create_default(const struct rv_alg_job_features *job,
+			   const struct rv_alg_limits *lim, struct rv_alg_config *out)
+{
+	double params = job->parameters > 0 ? job->parameters : 0;
+	double model_mb = params * BYTES_PER_PARAM / MIB;
+	double state_mb = model_mb * STATE_COPIES;
+
+	memset(out, 0, sizeof(*out));
+	out->worker.count = 2;
+	out->worker.res.cpu = DEFAULT_CPU;
+	if (job->strategy == RV_ALG_PS) {
+		/* PS hold the model and optimizer state, sharded over PS_TARGET_MB each;
+		 * workers hold one pulled copy of the weights plus gradients */
+		int nps = (int)ceil(state_mb / PS_TARGET_MB);
+
+		out->ps.count = nps < 1 ? 1 : nps;
+		out->ps.res.cpu = DEFAULT_CPU;
+		out->ps.res.memory_mb =
+			(int64_t)alg_mb_up(fmax(DEFAULT_MEM_FLOOR_MB, state_mb / out->ps.count * 1.5));
+		out->worker.res.memory_mb =
+			(int64_t)alg_mb_up(fmax(DEFAULT_MEM_FLOOR_MB, 2 * model_mb * 1.5 + 2048));
+	} else {
+		/* each all-reduce worker holds the full state, plus activations */
+		out->worker.res.memory_mb =
+			(int64_t)alg_mb_up(fmax(DEFAULT_MEM_FLOOR_MB, state_mb * 1.5 + 2048));
+	}
+	fit_limits(out, job->strategy, lim);
+}
+
+struct neighbour {
+	size_t i;
+	double d;
+};
+
+static int cmp_neighbour(const void *a, const void *b)
+{
+	const struct neighbour *x = a, *y = b;
+
+	return (x->d > y->d) - (x->d < y->d);
+}
+
+int rv_alg_plan_create(const struct rv_alg_job_features *job,
+		       const struct rv_alg_history_job *hist, size_t n,
+		       const struct rv_alg_limits *lim, const struct rv_alg_params *p,
+		       struct rv_alg_decision *out)
+{
+	static const struct rv_alg_config zero;
+
+	if (!job || (n > 0 && !hist) || !lim || !p || !out)
+		return -EINVAL;
+	alg_decision_init(out, &zero);
+	out->changed = true;
+
+	struct neighbour *nb = n ? malloc(n * sizeof(*nb)) : NULL;
+	size_t m = 0;
+
+	if (n && !nb)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		if (hist[i].f.strategy != job->strategy || hist[i].cfg.worker.count <= 0)
+			continue;
+		double d = distance(job, &hist[i].f);
+
+		if (d <= p->knn_max_dist)
+			nb[m++] = (struct neighbour){i, d};
+	}
+	if (m == 0) {
+		free(nb);
+		rv_alg_create_default(job, lim, &out->cfg);
+		out->algorithm = "create_default";
+		alg_reason_add(out, "no similar finished job; default from %.3g parameters: "
+			       "%d workers x %.1f CPU %lld MiB",
+			       job->parameters, out->cfg.worker.count, out->cfg.worker.res.cpu,
+			       (long long)out->cfg.worker.res.memory_mb);
+		if (job->strategy == RV_ALG_PS)
+			alg_reason_add(out, "%d PS x %.1f CPU %lld MiB", out->cfg.ps.count,
+				       out->cfg.ps.res.cpu, (long long)out->cfg.ps.res.memory_mb);
+		return 0;
+	}
+	qsort(nb, m, sizeof(*nb), cmp_neighbour);
+	if (p->knn_k > 0 && m > (size_t)p->knn_k)
+		m = (size_t)p->knn_k;
+
+	/* inverse-distance weights; 0.1 keeps an exact match from taking all */
+	double sw = 0, w_cnt = 0, w_cpu = 0, w_mem = 0, p_cnt = 0, p_cpu = 0, p_mem = 0;
+
+	for (size_t j = 0; j < m; j++) {
+		const struct rv_alg_config *c = &hist[nb[j].i].cfg;
+		double w = 1 / (nb[j].d + 0.1);
+
+		sw += w;
+		w_cnt += w * c->worker.count;
+		w_cpu += w * c->worker.res.cpu;
+		w_mem += w * (double)c->worker.res.memory_mb;
+		p_cnt += w * c->ps.count;
+		p_cpu += w * c->ps.res.cpu;
+		p_mem += w * (double)c->ps.res.memory_mb;
+	}
+	struct rv_alg_config *c = &out->cfg;
+	double mg = 1 + p->create_margin;
+
+	c->worker.count = (int)lround(w_cnt / sw);
+	c->worker.res.cpu = cpu_tenths(w_cpu / sw * mg);
+	c->worker.res.memory_mb = (int64_t)alg_mb_up(w_mem / sw * mg);
+	if (job->strategy == RV_ALG_PS) {
+		c->ps.count = (int)lround(p_cnt / sw);
+		c->ps.res.cpu = cpu_tenths(p_cpu / sw * mg);
+		c->ps.res.memory_mb = (int64_t)alg_mb_up(p_mem / sw * mg);
+	}
+	fit_limits(c, job->strategy, lim);
+	out->algorithm = "create_knn";
+	alg_reason_add(out, "%zu similar finished job%s (", m, m > 1 ? "s" : "");
+	for (size_t j = 0; j < m && j < 3; j++) {
+		const char *id = hist[nb[j].i].id ? hist[nb[j].i].id : "?";
+		size_t len = strlen(out->reason);
+
+		snprintf(out->reason + len, sizeof(out->reason) - len, "%s%s d=%.2f",
+			 j ? ", " : "", id, nb[j].d);
+	}
+	size_t len = strlen(out->reason);
+
+	snprintf(out->reason + len, sizeof(out->reason) - len,
+		 "%s): %d workers x %.1f CPU %lld MiB", m > 3 ? ", ..." : "", c->worker.count,
+		 c->worker.res.cpu, (long long)c->worker.res.memory_mb);
+	if (job->strategy == RV_ALG_PS)
+		alg_reason_add(out, "%d PS x %.1f CPU %lld MiB", c->ps.count, c->ps.res.cpu,
+			       (long long)c->ps.res.memory_mb);
+	free(nb);
+	return 0;
+}

@@ -1,0 +1,40 @@
+/*
+ * oom.c: memory for a node relaunched after running out of memory.  The step
+ * grows with the node's OOM count (a second OOM means the first step was too
+ * small) and the result is capped; unlike DLRover, all-reduce jobs get the
+ * same treatment.  Used by plan.c (rv_alg_plan_oom); pure.
+ */
+#include <errno.h>
+#include <math.h>
+
+#include "alg_internal.h"
+
+int rv_alg_oom_memory(int64_t prev_mb, int64_t peak_mb, int oom_count,
+		      const struct rv_alg_limits *lim, const struct rv_alg_params *p,
+		      int64_t *out_mb)
+{
+	if (prev_mb <= 0 || peak_mb < 0 || oom_count < 1 || !lim || !p || !out_mb ||
+	    p->oom_factor < 1)
+		return -EINVAL;
+	*out_mb = prev_mb;
+
+	double factor = p->oom_factor + p->oom_factor_step * (oom_count - 1);
+	double want = (double)prev_mb * factor;
+	double from_peak = (double)peak_mb * (1 + p->oom_peak_margin);
+	double cap = p->oom_cap_mb > 0 ? (double)p->oom_cap_mb : INFINITY;
+
+	if (from_peak > want)
+		want = from_peak;
+	if (lim->max_memory_mb > 0 && (double)lim->max_memory_mb < cap)
+		cap = (double)lim->max_memory_mb;
+	/* the old node's memory is released, so only the increase must be free */
+	if (lim->free_memory_mb >= 0 && (double)(prev_mb + lim->free_memory_mb) < cap)
+		cap = (double)(prev_mb + lim->free_memory_mb);
+	if (want > cap)
+		want = cap;
+	want = alg_mb_up(want);
+	if (want <= (double)prev_mb)
+		return 0;
+	*out_mb = (int64_t)want;
+	return 1;
+}

@@ -1,0 +1,177 @@
+/*
+ * plan.c: the composition the brain (cluster mode) and a job master
+ * (single-job mode) call: running stage (counts, hot PS, right-sizing,
+ * stragglers) and OOM stage.  Each part writes its own line of the reason;
+ * the decision's algorithm names the leading change.  Pure and reentrant.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "alg_internal.h"
+
+/* Leading algorithm: lower rank wins. */
+enum lead_rank { LEAD_HOT_PS, LEAD_STRAGGLER, LEAD_COUNT, LEAD_RIGHTSIZE, LEAD_NONE };
+
+static void take_lead(enum lead_rank *rank, const char **name, enum lead_rank r, const char *n)
+{
+	if (r < *rank) {
+		*rank = r;
+		*name = n;
+	}
+}
+
+static const char *role_name(enum rv_alg_role r)
+{
+	return r == RV_ALG_PS_ROLE ? "PS" : "worker";
+}
+
+static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
+			struct rv_alg_config *cfg, struct rv_alg_decision *out,
+			enum lead_rank *rank, const char **lead)
+{
+	enum rv_alg_model model = st->strategy == RV_ALG_PS ? RV_ALG_MODEL_ASYNC
+							   : RV_ALG_MODEL_SYNC;
+	struct rv_alg_fit fit;
+	struct rv_alg_decision part;
+	int rc = rv_alg_fit_speed(model, st->speed, st->n_speed, &fit);
+
+	if (rc == 0 && rv_alg_fit_trusted(&fit, p))
+		rc = rv_alg_choose_workers(&fit, &st->lim, &st->cur, p, &part);
+	else
+		rc = rv_alg_explore(st->speed, st->n_speed, &st->lim, &st->cur, p, &part);
+	if (rc < 0)
+		return;
+	cfg->worker.count = part.cfg.worker.count;
+	cfg->ps.count = part.cfg.ps.count;
+	out->predicted_speed = part.predicted_speed;
+	out->fit_r2 = fit.r2;
+	out->fit_configs = fit.n_configs;
+	alg_reason_add(out, "%s", part.reason);
+	if (part.changed)
+		take_lead(rank, lead, LEAD_COUNT, part.algorithm);
+}
+
+static void plan_rightsize(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
+			   enum rv_alg_role role, int keep_cpu, struct rv_alg_config *cfg,
+			   struct rv_alg_decision *out, enum lead_rank *rank, const char **lead)
+{
+	struct rv_alg_group *g = role == RV_ALG_PS_ROLE ? &cfg->ps : &cfg->worker;
+	struct rv_alg_resource next;
+
+	if (g->count <= 0)
+		return;
+	int rc = rv_alg_rightsize(st->usage, st->n_usage, role, &g->res, &st->last_resize[role],
+				  st->now_ms, &st->lim, p, &next);
+
+	if (rc <= 0)
+		return;
+	if (keep_cpu)
+		next.cpu = g->res.cpu;
+
+	struct rv_alg_config trial = *cfg;
+	struct rv_alg_group *tg = role == RV_ALG_PS_ROLE ? &trial.ps : &trial.worker;
+
+	tg->res = next;
+	if (!alg_fits_free(&st->lim, &st->cur, &trial)) {
+		alg_reason_add(out, "right-sizing %s to %.1f CPU %" PRId64 " MiB does not fit "
+			       "the cluster's free capacity", role_name(role), next.cpu,
+			       next.memory_mb);
+		return;
+	}
+	if (next.cpu == g->res.cpu && next.memory_mb == g->res.memory_mb)
+		return;
+	alg_reason_add(out, "right-size %s: CPU %.1f -> %.1f, memory %" PRId64 " -> %" PRId64
+		       " MiB (p%.0f of usage + margin)", role_name(role), g->res.cpu, next.cpu,
+		       g->res.memory_mb, next.memory_mb, 100 * p->usage_quantile);
+	g->res = next;
+	take_lead(rank, lead, LEAD_RIGHTSIZE, "rightsize");
+}
+
+int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
+			struct rv_alg_decision *out)
+{
+	if (!st || !p || !out || (st->n_speed && !st->speed) || (st->n_usage && !st->usage) ||
+	    (st->n_steps && !st->steps) || st->cur.worker.count < 0 || st->cur.ps.count < 0)
+		return -EINVAL;
+	alg_decision_init(out, &st->cur);
+
+	struct rv_alg_config cfg = st->cur;
+	enum lead_rank rank = LEAD_NONE;
+	const char *lead = "hold";
+
+	plan_counts(st, p, &cfg, out, &rank, &lead);
+
+	int hot = 0;
+
+	if (st->strategy == RV_ALG_PS && st->cur.ps.count > 0) {
+		int grow = 0;
+
+		hot = rv_alg_hot_ps(st->usage, st->n_usage, &st->cur.ps, &st->lim, p, &grow, out);
+		if (hot > 0)
+			take_lead(&rank, &lead, LEAD_HOT_PS, "hot_ps");
+		if (grow && cfg.ps.count == st->cur.ps.count) {
+			struct rv_alg_config trial = cfg;
+
+			trial.ps.count++;
+			if ((st->lim.max_ps <= 0 || trial.ps.count <= st->lim.max_ps) &&
+			    alg_fits_free(&st->lim, &st->cur, &trial)) {
+				cfg = trial;
+				alg_reason_add(out, "add a PS: %d -> %d", st->cur.ps.count,
+					       cfg.ps.count);
+				take_lead(&rank, &lead, LEAD_HOT_PS, "hot_ps");
+			} else {
+				alg_reason_add(out, "cannot add a PS: limit or free capacity");
+			}
+		}
+	}
+	plan_rightsize(st, p, RV_ALG_WORKER, 0, &cfg, out, &rank, &lead);
+	/* a migrated hot PS already got its CPU; pooled PS CPU would undo it */
+	plan_rightsize(st, p, RV_ALG_PS_ROLE, hot > 0, &cfg, out, &rank, &lead);
+
+	int ns = rv_alg_stragglers(st->steps, st->n_steps, p, out->replace, RV_ALG_MAX_NODES);
+
+	if (ns > 0) {
+		out->n_replace = (size_t)ns < RV_ALG_MAX_NODES ? (size_t)ns : RV_ALG_MAX_NODES;
+		take_lead(&rank, &lead, LEAD_STRAGGLER, "straggler");
+		alg_reason_add(out, "%d straggler%s to replace (step time >= %.1fx median, "
+			       "robust z > %.0f), first: worker %d", ns, ns > 1 ? "s" : "",
+			       p->straggler_ratio, p->straggler_z, out->replace[0]);
+	}
+	out->cfg = cfg;
+	out->algorithm = lead;
+	out->changed = !alg_config_equal(&cfg, &st->cur) || out->n_migrate > 0 ||
+		       out->n_replace > 0;
+	if (!out->changed && out->reason[0] == '\0')
+		alg_reason_add(out, "no change");
+	return 0;
+}
+
+int rv_alg_plan_oom(const struct rv_alg_config *cur, enum rv_alg_role role, int64_t peak_mb,
+		    int oom_count, const struct rv_alg_limits *lim, const struct rv_alg_params *p,
+		    struct rv_alg_decision *out)
+{
+	if (!cur || !lim || !p || !out || (role != RV_ALG_WORKER && role != RV_ALG_PS_ROLE))
+		return -EINVAL;
+	alg_decision_init(out, cur);
+
+	struct rv_alg_group *g = role == RV_ALG_PS_ROLE ? &out->cfg.ps : &out->cfg.worker;
+	int64_t prev = g->res.memory_mb, next;
+	int rc = rv_alg_oom_memory(prev, peak_mb, oom_count, lim, p, &next);
+
+	if (rc < 0)
+		return rc;
+	out->algorithm = "oom";
+	if (rc == 0) {
+		alg_reason_add(out, "OOM #%d of a %s: memory %" PRId64 " MiB is already at the "
+			       "cap", oom_count, role_name(role), prev);
+		return 0;
+	}
+	g->res.memory_mb = next;
+	out->changed = true;
+	alg_reason_add(out, "OOM #%d of a %s: memory %" PRId64 " -> %" PRId64 " MiB (x%.1f step"
+		       "%s)", oom_count, role_name(role), prev, next,
+		       p->oom_factor + p->oom_factor_step * (oom_count - 1),
+		       peak_mb > 0 ? ", above the observed peak" : "");
+	return 0;
+}

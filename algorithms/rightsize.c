@@ -1,0 +1,102 @@
+/*
+ * rightsize.c: CPU and memory per role from observed usage: a high quantile
+ * plus a margin, memory never below the observed peak.  Hysteresis keeps
+ * plans from flapping: a value moves only when the change is larger than
+ * p->hysteresis and does not reverse the role's last resize within the
+ * reversal window.  Used by plan.c; pure.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "alg_internal.h"
+
+static int sign_of(double x)
+{
+	return (x > 0) - (x < 0);
+}
+
+/*
+ * Whether to move from cur to want given the last resize (from -> to) and
+ * whether it is recent: beyond the hysteresis band and not a reversal.
+ */
+static int should_move(double cur, double want, double last_from, double last_to, int recent,
+		       double hysteresis)
+{
+	if (!(cur > 0))
+		return want > 0;
+	if (fabs(want - cur) / cur <= hysteresis)
+		return 0;
+	if (recent && sign_of(last_to - last_from) * sign_of(want - cur) < 0)
+		return 0;
+	return 1;
+}
+
+int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
+		     const struct rv_alg_resource *cur, const struct rv_alg_resize *last,
+		     int64_t now_ms, const struct rv_alg_limits *lim,
+		     const struct rv_alg_params *p, struct rv_alg_resource *out)
+{
+	if ((n > 0 && !u) || !cur || !lim || !p || !out || p->usage_quantile < 0 ||
+	    p->usage_quantile > 1)
+		return -EINVAL;
+	*out = *cur;
+
+	size_t m = 0;
+
+	for (size_t i = 0; i < n; i++)
+		m += u[i].role == role;
+	if (m == 0 || m < (size_t)(p->min_usage_samples > 0 ? p->min_usage_samples : 1))
+		return -ENODATA;
+
+	double *cpu = malloc(m * sizeof(*cpu));
+	double *mem = malloc(m * sizeof(*mem));
+	double peak = 0;
+
+	if (!cpu || !mem) {
+		free(cpu);
+		free(mem);
+		return -ENOMEM;
+	}
+	m = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (u[i].role != role)
+			continue;
+		cpu[m] = u[i].cpu;
+		mem[m] = (double)u[i].memory_mb;
+		if (mem[m] > peak)
+			peak = mem[m];
+		m++;
+	}
+	double want_cpu = alg_quantile(cpu, m, p->usage_quantile) * (1 + p->cpu_margin);
+	double want_mem = alg_quantile(mem, m, p->usage_quantile) * (1 + p->mem_margin);
+
+	free(cpu);
+	free(mem);
+
+	/* CPU in tenths of a core, at least one tenth */
+	want_cpu = alg_cpu_up(want_cpu);
+	if (want_cpu < 0.1)
+		want_cpu = 0.1;
+	if (lim->max_cpu > 0 && want_cpu > lim->max_cpu)
+		want_cpu = lim->max_cpu;
+	if (want_mem < peak)
+		want_mem = peak;
+	want_mem = alg_mb_up(want_mem);
+	if (lim->max_memory_mb > 0 && want_mem > (double)lim->max_memory_mb)
+		want_mem = (double)lim->max_memory_mb;
+
+	int recent = last && last->t_ms > 0 && now_ms - last->t_ms < p->reversal_window_ms;
+	struct rv_alg_resize none = {0};
+
+	if (!last)
+		last = &none;
+	if (should_move(cur->cpu, want_cpu, last->from.cpu, last->to.cpu, recent, p->hysteresis))
+		out->cpu = want_cpu;
+	/* below the peak is a certain OOM: no hysteresis for that */
+	if ((double)cur->memory_mb < peak ||
+	    should_move((double)cur->memory_mb, want_mem, (double)last->from.memory_mb,
+			(double)last->to.memory_mb, recent, p->hysteresis))
+		out->memory_mb = (int64_t)want_mem;
+	return out->cpu != cur->cpu || out->memory_mb != cur->memory_mb;
+}

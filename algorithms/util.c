@@ -1,0 +1,163 @@
+/*
+ * util.c: parameter defaults and the small helpers every algorithm shares:
+ * robust statistics (median, MAD, quantiles over GSL), count alignment to
+ * node_unit, and the decision/reason helpers.  Pure and reentrant.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
+
+#include "alg_internal.h"
+
+void rv_alg_params_default(struct rv_alg_params *p)
+{
+	*p = (struct rv_alg_params){
+		.min_gain = 0.05,
+		.min_fit_configs = 3,
+		.min_r2 = 0.8,
+		.max_fit_rel_err = 0.08,
+		.explore_factor = 1.5,
+		.usage_quantile = 0.95,
+		.cpu_margin = 0.2,
+		.mem_margin = 0.2,
+		.hysteresis = 0.2,
+		.reversal_window_ms = 30 * 60 * 1000,
+		.min_usage_samples = 5,
+		.oom_factor = 1.5,
+		.oom_factor_step = 0.5,
+		.oom_cap_mb = 65536,
+		.oom_peak_margin = 0.2,
+		.hot_z = 3.0,
+		.hot_util = 0.8,
+		.hot_cpu_factor = 1.5,
+		.ps_saturated = 0.9,
+		.hot_samples = 3,
+		.straggler_z = 3.0,
+		.straggler_ratio = 1.5,
+		.knn_k = 5,
+		.knn_max_dist = 3.0,
+		.create_margin = 0.1,
+	};
+}
+
+void alg_median_mad(double *x, double *tmp, size_t n, double *median, double *mad)
+{
+	gsl_sort(x, 1, n);
+	*median = gsl_stats_median_from_sorted_data(x, 1, n);
+	for (size_t i = 0; i < n; i++)
+		tmp[i] = fabs(x[i] - *median);
+	gsl_sort(tmp, 1, n);
+	*mad = gsl_stats_median_from_sorted_data(tmp, 1, n);
+}
+
+double alg_quantile(double *x, size_t n, double q)
+{
+	gsl_sort(x, 1, n);
+	return gsl_stats_quantile_from_sorted_data(x, 1, n, q);
+}
+
+double alg_robust_z(double v, double median, double mad)
+{
+	double scale = ALG_MAD_SCALE * mad;
+	/* With half the peers identical the MAD is 0; 5% of the median keeps
+	 * tiny jitter from reading as an infinite z. */
+	double floor = 0.05 * fabs(median);
+
+	if (scale < floor)
+		scale = floor;
+	if (scale <= 0)
+		return v > median ? INFINITY : 0;
+	return (v - median) / scale;
+}
+
+int alg_align_down(int n, int unit)
+{
+	return unit > 1 ? n / unit * unit : n;
+}
+
+int alg_align_up(int n, int unit)
+{
+	return unit > 1 ? (n + unit - 1) / unit * unit : n;
+}
+
+int alg_clamp_workers(int w, const struct rv_alg_limits *lim)
+{
+	int unit = lim->node_unit > 0 ? lim->node_unit : 1;
+	int lo = alg_align_up(lim->min_workers > 0 ? lim->min_workers : 1, unit);
+	int hi = lim->max_workers > 0 ? alg_align_down(lim->max_workers, unit) : w;
+
+	w = alg_align_up(w, unit);
+	if (w < lo)
+		w = lo;
+	if (hi >= unit && w > hi)
+		w = hi;
+	return w;
+}
+
+void alg_decision_init(struct rv_alg_decision *d, const struct rv_alg_config *cfg)
+{
+	memset(d, 0, sizeof(*d));
+	d->cfg = *cfg;
+	d->algorithm = "hold";
+}
+
+void alg_reason_add(struct rv_alg_decision *d, const char *fmt, ...)
+{
+	size_t len = strlen(d->reason);
+	va_list ap;
+
+	if (len + 3 >= sizeof(d->reason))
+		return;
+	if (len > 0) {
+		memcpy(d->reason + len, "; ", 3);
+		len += 2;
+	}
+	va_start(ap, fmt);
+	vsnprintf(d->reason + len, sizeof(d->reason) - len, fmt, ap);
+	va_end(ap);
+}
+
+int alg_config_equal(const struct rv_alg_config *a, const struct rv_alg_config *b)
+{
+	return a->worker.count == b->worker.count && a->ps.count == b->ps.count &&
+	       a->worker.res.cpu == b->worker.res.cpu &&
+	       a->worker.res.memory_mb == b->worker.res.memory_mb &&
+	       a->ps.res.cpu == b->ps.res.cpu && a->ps.res.memory_mb == b->ps.res.memory_mb;
+}
+
+static double config_cpu(const struct rv_alg_config *c)
+{
+	return c->worker.count * c->worker.res.cpu + c->ps.count * c->ps.res.cpu;
+}
+
+static double config_mem(const struct rv_alg_config *c)
+{
+	return (double)c->worker.count * (double)c->worker.res.memory_mb +
+	       (double)c->ps.count * (double)c->ps.res.memory_mb;
+}
+
+int alg_fits_free(const struct rv_alg_limits *lim, const struct rv_alg_config *cur,
+		  const struct rv_alg_config *next)
+{
+	/* small tolerance: CPU values are sums of doubles */
+	if (lim->free_cpu >= 0 && config_cpu(next) - config_cpu(cur) > lim->free_cpu + 1e-9)
+		return 0;
+	if (lim->free_memory_mb >= 0 &&
+	    config_mem(next) - config_mem(cur) > (double)lim->free_memory_mb)
+		return 0;
+	return 1;
+}
+
+double alg_cpu_up(double cpu)
+{
+	return ceil(cpu * 10 - 1e-6) / 10;
+}
+
+double alg_mb_up(double mb)
+{
+	return ceil(mb - 1e-6);
+}

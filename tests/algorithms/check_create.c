@@ -1,0 +1,168 @@
+/*
+ * check_create.c: the create stage picks its neighbours' config (same
+ * strategy, nearest in log features, name stem and user), falls back to the
+ * model-size default with no history, and respects limits and free capacity.
+ */
+#include <gsl/gsl_errno.h>
+
+#include "rover_alg.h"
+#include "testutil.h"
+
+static struct rv_alg_params P;
+static const struct rv_alg_limits LIM = {
+	.min_workers = 1, .max_workers = 16, .node_unit = 1, .min_ps = 1, .max_ps = 8,
+	.max_cpu = 32, .max_memory_mb = 131072, .free_cpu = -1, .free_memory_mb = -1,
+};
+
+static void setup(void)
+{
+	rv_alg_params_default(&P);
+}
+
+static struct rv_alg_history_job hjob(const char *id, const char *name, double params,
+				      enum rv_alg_strategy s, int w, double cpu, int64_t mem)
+{
+	return (struct rv_alg_history_job){
+		.id = id,
+		.f = {.strategy = s, .parameters = params, .batch_size = 64,
+		      .dataset_size = 1e6, .user = "ana", .name = name},
+		.cfg = {.worker = {.count = w, .res = {.cpu = cpu, .memory_mb = mem}},
+			.ps = {.count = s == RV_ALG_PS ? 2 : 0, .res = {.cpu = 8, .memory_mb = 20000}}},
+	};
+}
+
+START_TEST(test_name_stem)
+{
+	char b[64];
+
+	ck_assert_int_eq(rv_alg_name_stem("ctr-train-v2-20261120", b, sizeof(b)), 9);
+	ck_assert_str_eq(b, "ctr-train");
+	rv_alg_name_stem("bert_v12", b, sizeof(b));
+	ck_assert_str_eq(b, "bert");
+	rv_alg_name_stem("mnist2", b, sizeof(b));
+	ck_assert_str_eq(b, "mnist");
+	rv_alg_name_stem("dev", b, sizeof(b));
+	ck_assert_str_eq(b, "dev");
+	rv_alg_name_stem("12345", b, sizeof(b));
+	ck_assert_str_eq(b, "12345");
+	rv_alg_name_stem("resnet50-run7", b, 4);
+	ck_assert_str_eq(b, "res");
+}
+END_TEST
+
+START_TEST(test_neighbours_picked)
+{
+	struct rv_alg_history_job h[] = {
+		hjob("j-small", "tiny-7", 1e5, RV_ALG_ALLREDUCE, 1, 1, 1024),
+		hjob("j-a", "bert-v1", 1.1e8, RV_ALG_ALLREDUCE, 8, 6, 30000),
+		hjob("j-b", "bert-v2", 0.9e8, RV_ALG_ALLREDUCE, 8, 6, 30000),
+		hjob("j-ps", "bert-v3", 1e8, RV_ALG_PS, 2, 2, 2000),
+	};
+	struct rv_alg_job_features job = {
+		.strategy = RV_ALG_ALLREDUCE, .parameters = 1e8, .batch_size = 64,
+		.dataset_size = 1e6, .user = "ana", .name = "bert-v4",
+	};
+	struct rv_alg_decision d;
+
+	ck_assert_int_eq(rv_alg_plan_create(&job, h, 4, &LIM, &P, &d), 0);
+	ck_assert_str_eq(d.algorithm, "create_knn");
+	ck_assert(d.changed);
+	ck_assert_int_eq(d.cfg.worker.count, 8);
+	ck_assert_double_eq_tol(d.cfg.worker.res.cpu, 6.6, 1e-9); /* +10% */
+	ck_assert_int_eq(d.cfg.worker.res.memory_mb, 33000);
+	ck_assert_int_eq(d.cfg.ps.count, 0);
+	ck_assert_msg(strstr(d.reason, "j-a") && strstr(d.reason, "j-b"), "%s", d.reason);
+	ck_assert_msg(!strstr(d.reason, "j-ps"), "%s", d.reason);
+	/* the tiny job is far (1000x the parameters) and weighs almost nothing */
+}
+END_TEST
+
+START_TEST(test_nearest_dominates)
+{
+	/* one job with the same stem and size, one 30x bigger */
+	struct rv_alg_history_job h[] = {
+		hjob("same", "ctr-20261101", 5e6, RV_ALG_PS, 4, 4, 8000),
+		hjob("bigger", "other", 1.5e8, RV_ALG_PS, 16, 8, 16000),
+	};
+	struct rv_alg_job_features job = {
+		.strategy = RV_ALG_PS, .parameters = 5e6, .batch_size = 64,
+		.dataset_size = 1e6, .user = "ana", .name = "ctr-20261120",
+	};
+	struct rv_alg_decision d;
+
+	ck_assert_int_eq(rv_alg_plan_create(&job, h, 2, &LIM, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 4);
+	ck_assert_int_eq(d.cfg.ps.count, 2);
+	ck_assert_msg(strstr(d.reason, "same d=0.00") != NULL, "%s", d.reason);
+}
+END_TEST
+
+START_TEST(test_default_without_history)
+{
+	struct rv_alg_job_features job = {.strategy = RV_ALG_ALLREDUCE, .parameters = 1.2e6};
+	struct rv_alg_decision d;
+
+	ck_assert_int_eq(rv_alg_plan_create(&job, NULL, 0, &LIM, &P, &d), 0);
+	ck_assert_str_eq(d.algorithm, "create_default");
+	ck_assert_int_eq(d.cfg.worker.count, 2);
+	ck_assert_int_eq(d.cfg.worker.res.memory_mb, 4096); /* floor */
+	ck_assert_int_eq(d.cfg.ps.count, 0);
+	ck_assert_msg(strstr(d.reason, "no similar finished job") != NULL, "%s", d.reason);
+
+	/* a 2e9-parameter PS model: 32 GB of state over 8 GiB PS -> 4 PS */
+	struct rv_alg_job_features big = {.strategy = RV_ALG_PS, .parameters = 2e9};
+
+	ck_assert_int_eq(rv_alg_plan_create(&big, NULL, 0, &LIM, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.ps.count, 4);
+	ck_assert_int_gt(d.cfg.ps.res.memory_mb, 8192);
+	ck_assert_int_gt(d.cfg.worker.res.memory_mb, 4096);
+
+	/* history of the other strategy only: still the default */
+	struct rv_alg_history_job h[] = {hjob("ps", "x", 1.2e6, RV_ALG_PS, 9, 9, 9000)};
+
+	ck_assert_int_eq(rv_alg_plan_create(&job, h, 1, &LIM, &P, &d), 0);
+	ck_assert_str_eq(d.algorithm, "create_default");
+}
+END_TEST
+
+START_TEST(test_limits_and_free_capacity)
+{
+	struct rv_alg_history_job h[] = {
+		hjob("a", "bert", 1e8, RV_ALG_ALLREDUCE, 12, 40, 300000),
+	};
+	struct rv_alg_job_features job = {
+		.strategy = RV_ALG_ALLREDUCE, .parameters = 1e8, .batch_size = 64,
+		.dataset_size = 1e6, .user = "ana", .name = "bert",
+	};
+	struct rv_alg_limits lim = LIM;
+	struct rv_alg_decision d;
+
+	lim.max_workers = 10;
+	lim.node_unit = 4;
+	lim.free_cpu = 70; /* two nodes of 32 CPU */
+	ck_assert_int_eq(rv_alg_plan_create(&job, h, 1, &lim, &P, &d), 0);
+	ck_assert_double_eq(d.cfg.worker.res.cpu, 32);
+	ck_assert_int_eq(d.cfg.worker.res.memory_mb, 131072);
+	/* 12 -> 8 by max and unit; 8 x 32 CPU > 70 free -> down to the minimum 4 */
+	ck_assert_int_eq(d.cfg.worker.count, 4);
+}
+END_TEST
+
+static Suite *create_suite(void)
+{
+	Suite *s = suite_create("create");
+	TCase *tc = tcase_create("core");
+
+	gsl_set_error_handler_off();
+	tcase_set_timeout(tc, 10);
+	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_add_test(tc, test_name_stem);
+	tcase_add_test(tc, test_neighbours_picked);
+	tcase_add_test(tc, test_nearest_dominates);
+	tcase_add_test(tc, test_default_without_history);
+	tcase_add_test(tc, test_limits_and_free_capacity);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+RV_TEST_MAIN(create_suite)

@@ -1,0 +1,236 @@
+/*
+ * check_plan.c: the running-stage composition: which algorithm leads, the
+ * reason a user reads, and the cluster's free capacity as a hard cap.
+ */
+#include <gsl/gsl_errno.h>
+
+#include "rover_alg.h"
+#include "testutil.h"
+
+static struct rv_alg_params P;
+
+static void setup(void)
+{
+	rv_alg_params_default(&P);
+}
+
+static struct rv_alg_job_state state(enum rv_alg_strategy s, int w, int ps)
+{
+	return (struct rv_alg_job_state){
+		.strategy = s,
+		.lim = {.min_workers = 2, .max_workers = 32, .node_unit = 1, .min_ps = 1,
+			.max_ps = 8, .max_cpu = 32, .max_memory_mb = 131072, .free_cpu = -1,
+			.free_memory_mb = -1},
+		.cur = {.worker = {.count = w, .res = {.cpu = 4, .memory_mb = 8192}},
+			.ps = {.count = ps, .res = {.cpu = 8, .memory_mb = 16384}}},
+		.now_ms = 3600000,
+	};
+}
+
+static double scaling(int w)
+{
+	return 1 / (1.0 / w + 0.01 + 0.004 * w);
+}
+
+static size_t sync_obs(struct rv_alg_speed_obs *o, double (*f)(int))
+{
+	static const int ws[] = {2, 3, 4, 6};
+	size_t n = 0;
+
+	for (int i = 0; i < 4; i++)
+		o[n++] = (struct rv_alg_speed_obs){.workers = ws[i], .speed = 100 * f(ws[i])};
+	return n;
+}
+
+/* usage that matches a config exactly (no right-sizing) */
+static size_t steady_usage(struct rv_alg_usage *u, enum rv_alg_role role, int nodes, double cpu,
+			   int64_t mem)
+{
+	size_t n = 0;
+
+	for (int t = 0; t < 5; t++)
+		for (int i = 0; i < nodes; i++)
+			u[n++] = (struct rv_alg_usage){.role = role, .node = i, .t_ms = t * 1000,
+						       .cpu = cpu, .memory_mb = mem};
+	return n;
+}
+
+START_TEST(test_model_grows_with_reason)
+{
+	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 6, 0);
+	struct rv_alg_speed_obs o[8];
+	struct rv_alg_usage u[64];
+	struct rv_alg_decision d;
+
+	st.n_speed = sync_obs(o, scaling);
+	st.speed = o;
+	st.n_usage = steady_usage(u, RV_ALG_WORKER, 6, 3.4, 6826); /* ~4 CPU, 8192 MiB */
+	st.usage = u;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_str_eq(d.algorithm, "worker_count_model");
+	ck_assert(d.changed);
+	ck_assert_int_eq(d.cfg.worker.count, 9);
+	ck_assert_double_eq(d.cfg.worker.res.cpu, 4);
+	ck_assert_int_eq(d.cfg.worker.res.memory_mb, 8192);
+	ck_assert_double_eq_tol(d.predicted_speed, 100 * scaling(9), 1e-6);
+	ck_assert_double_eq_tol(d.fit_r2, 1, 1e-9);
+	ck_assert_int_eq(d.fit_configs, 4);
+	ck_assert_msg(strstr(d.reason, "throughput model predicts +28% samples/s with 9 workers; "
+				       "fit r2=1.00 from 4 configs") != NULL, "%s", d.reason);
+}
+END_TEST
+
+START_TEST(test_cluster_cap)
+{
+	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 6, 0);
+	struct rv_alg_speed_obs o[8];
+	struct rv_alg_decision d;
+
+	st.n_speed = sync_obs(o, scaling);
+	st.speed = o;
+	st.lim.free_cpu = 8.5;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 8);
+	st.lim.free_cpu = 0;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 6);
+	ck_assert_str_eq(d.algorithm, "hold");
+	ck_assert(!d.changed);
+}
+END_TEST
+
+START_TEST(test_cluster_cap_blocks_rightsize_growth)
+{
+	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 4, 0);
+	struct rv_alg_usage u[64];
+	struct rv_alg_decision d;
+
+	/* workers need 16 GiB; 4 x 8 GiB more is not free */
+	st.n_usage = steady_usage(u, RV_ALG_WORKER, 4, 3.4, 14000);
+	st.usage = u;
+	st.lim.free_memory_mb = 10000;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.res.memory_mb, 8192);
+	ck_assert_msg(strstr(d.reason, "free capacity") != NULL, "%s", d.reason);
+	st.lim.free_memory_mb = -1;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_str_eq(d.algorithm, "rightsize");
+	ck_assert_int_eq(d.cfg.worker.res.memory_mb, 16800);
+}
+END_TEST
+
+START_TEST(test_explore_before_model)
+{
+	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 4, 0);
+	struct rv_alg_speed_obs o[] = {{.workers = 2, .speed = 50}, {.workers = 4, .speed = 98}};
+	struct rv_alg_decision d;
+
+	st.speed = o;
+	st.n_speed = 2;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_str_eq(d.algorithm, "explore");
+	ck_assert_int_eq(d.cfg.worker.count, 6);
+}
+END_TEST
+
+START_TEST(test_hold_on_flat)
+{
+	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 2, 0);
+	struct rv_alg_speed_obs o[] = {
+		{.workers = 2, .speed = 100}, {.workers = 3, .speed = 101},
+		{.workers = 4, .speed = 99}, {.workers = 2, .speed = 100},
+	};
+	struct rv_alg_decision d;
+
+	st.speed = o;
+	st.n_speed = 4;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_str_eq(d.algorithm, "hold");
+	ck_assert_int_eq(d.cfg.worker.count, 2);
+	ck_assert(!d.changed);
+	ck_assert_msg(strstr(d.reason, "diminishing returns") != NULL, "%s", d.reason);
+}
+END_TEST
+
+START_TEST(test_hot_ps_leads)
+{
+	struct rv_alg_job_state st = state(RV_ALG_PS, 4, 4);
+	struct rv_alg_usage u[64];
+	struct rv_alg_decision d;
+	size_t n = steady_usage(u, RV_ALG_PS_ROLE, 4, 3.0, 13653);
+
+	for (size_t i = 0; i < n; i++)
+		if (u[i].node == 2)
+			u[i].cpu = 7.8;
+	st.usage = u;
+	st.n_usage = n;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_str_eq(d.algorithm, "hot_ps");
+	ck_assert(d.changed);
+	ck_assert_uint_eq(d.n_migrate, 1);
+	ck_assert_int_eq(d.migrate[0].node, 2);
+	/* the pooled PS CPU must not undo the migration */
+	ck_assert_double_eq(d.cfg.ps.res.cpu, 8);
+
+	/* all PS saturated: one more PS */
+	for (size_t i = 0; i < n; i++)
+		u[i].cpu = 7.5;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_str_eq(d.algorithm, "hot_ps");
+	ck_assert_int_eq(d.cfg.ps.count, 5);
+	ck_assert_uint_eq(d.n_migrate, 0);
+}
+END_TEST
+
+START_TEST(test_straggler_leads)
+{
+	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 4, 0);
+	struct rv_alg_step s[] = {
+		{.node = 0, .step_s = 1.0}, {.node = 1, .step_s = 1.02}, {.node = 2, .step_s = 0.98},
+		{.node = 3, .step_s = 2.6},
+	};
+	struct rv_alg_decision d;
+
+	st.steps = s;
+	st.n_steps = 4;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_str_eq(d.algorithm, "straggler");
+	ck_assert(d.changed);
+	ck_assert_uint_eq(d.n_replace, 1);
+	ck_assert_int_eq(d.replace[0], 3);
+	ck_assert_int_eq(d.cfg.worker.count, 4);
+}
+END_TEST
+
+START_TEST(test_bad_input)
+{
+	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 4, 0);
+	struct rv_alg_decision d;
+
+	st.n_speed = 3; /* with a NULL array */
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), -EINVAL);
+	ck_assert_int_eq(rv_alg_plan_running(NULL, &P, &d), -EINVAL);
+}
+END_TEST
+
+static Suite *plan_suite(void)
+{
+	Suite *s = suite_create("plan");
+	TCase *tc = tcase_create("core");
+
+	gsl_set_error_handler_off();
+	tcase_set_timeout(tc, 10);
+	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_add_test(tc, test_model_grows_with_reason);
+	tcase_add_test(tc, test_cluster_cap);
+	tcase_add_test(tc, test_cluster_cap_blocks_rightsize_growth);
+	tcase_add_test(tc, test_explore_before_model);
+	tcase_add_test(tc, test_hold_on_flat);
+	tcase_add_test(tc, test_hot_ps_leads);
+	tcase_add_test(tc, test_straggler_leads);
+	tcase_add_test(tc, test_bad_input);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+RV_TEST_MAIN(plan_suite)

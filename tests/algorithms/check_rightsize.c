@@ -1,0 +1,184 @@
+/*
+ * check_rightsize.c: CPU and memory from usage quantiles with hysteresis:
+ * no flapping on noise around the threshold, no quick reversals, memory
+ * never below the observed peak.
+ */
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+
+#include "rover_alg.h"
+#include "testutil.h"
+
+static struct rv_alg_params P;
+static const struct rv_alg_limits LIM = {
+	.min_workers = 1, .max_workers = 8, .node_unit = 1,
+	.max_cpu = 32, .max_memory_mb = 131072, .free_cpu = -1, .free_memory_mb = -1,
+};
+
+static void setup(void)
+{
+	rv_alg_params_default(&P);
+}
+
+static size_t samples(struct rv_alg_usage *u, size_t n, double cpu, double mem, double noise,
+		      gsl_rng *r)
+{
+	for (size_t i = 0; i < n; i++)
+		u[i] = (struct rv_alg_usage){
+			.role = RV_ALG_WORKER, .node = (int)(i % 4), .t_ms = (int64_t)i * 1000,
+			.cpu = cpu * (1 + gsl_ran_gaussian(r, noise)),
+			.memory_mb = (int64_t)(mem * (1 + gsl_ran_gaussian(r, noise))),
+		};
+	return n;
+}
+
+START_TEST(test_shrinks_overprovisioned)
+{
+	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+	struct rv_alg_usage u[200];
+	struct rv_alg_resource cur = {.cpu = 8, .memory_mb = 16384}, out;
+
+	gsl_rng_set(r, 1);
+	size_t n = samples(u, 200, 2.0, 4000, 0.02, r);
+
+	ck_assert_int_eq(rv_alg_rightsize(u, n, RV_ALG_WORKER, &cur, NULL, 0, &LIM, &P, &out), 1);
+	/* p95 ~ 2.07 cores * 1.2 ~ 2.5; ~4130 MiB * 1.2 ~ 4950 */
+	ck_assert_msg(out.cpu > 2.3 && out.cpu < 2.7, "cpu %g", out.cpu);
+	ck_assert_msg(out.memory_mb > 4700 && out.memory_mb < 5200, "mem %lld",
+		      (long long)out.memory_mb);
+	gsl_rng_free(r);
+}
+END_TEST
+
+START_TEST(test_no_flap_near_threshold)
+{
+	/* current is right: repeated noisy windows must never move it */
+	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+	struct rv_alg_usage u[100];
+	struct rv_alg_resource cur = {.cpu = 2.5, .memory_mb = 5000}, out;
+	int changes = 0;
+
+	gsl_rng_set(r, 2);
+	for (int round = 0; round < 50; round++) {
+		size_t n = samples(u, 100, 2.0, 4100, 0.05, r);
+
+		ck_assert_int_ge(rv_alg_rightsize(u, n, RV_ALG_WORKER, &cur, NULL, 0, &LIM, &P,
+						  &out), 0);
+		changes += out.cpu != cur.cpu || out.memory_mb != cur.memory_mb;
+		cur = out;
+	}
+	ck_assert_int_eq(changes, 0);
+	gsl_rng_free(r);
+}
+END_TEST
+
+START_TEST(test_hysteresis_band)
+{
+	struct rv_alg_usage u[20];
+	struct rv_alg_resource cur = {.cpu = 10, .memory_mb = 10000}, out;
+
+	/* want = 9.0 * 1.2 = 10.8 CPU: +8%, inside the 20% band */
+	for (int i = 0; i < 20; i++)
+		u[i] = (struct rv_alg_usage){.role = RV_ALG_WORKER, .cpu = 9.0, .memory_mb = 8000};
+	ck_assert_int_eq(rv_alg_rightsize(u, 20, RV_ALG_WORKER, &cur, NULL, 0, &LIM, &P, &out), 0);
+	ck_assert_double_eq(out.cpu, 10);
+	ck_assert_int_eq(out.memory_mb, 10000);
+	/* want = 12 * 1.2 = 14.4: +44%, moves */
+	for (int i = 0; i < 20; i++)
+		u[i].cpu = 12;
+	ck_assert_int_eq(rv_alg_rightsize(u, 20, RV_ALG_WORKER, &cur, NULL, 0, &LIM, &P, &out), 1);
+	ck_assert_double_eq_tol(out.cpu, 14.4, 1e-9);
+	/* too few samples */
+	ck_assert_int_eq(rv_alg_rightsize(u, 3, RV_ALG_WORKER, &cur, NULL, 0, &LIM, &P, &out),
+			 -ENODATA);
+	/* samples of the other role do not count */
+	ck_assert_int_eq(rv_alg_rightsize(u, 20, RV_ALG_PS_ROLE, &cur, NULL, 0, &LIM, &P, &out),
+			 -ENODATA);
+}
+END_TEST
+
+START_TEST(test_no_reversal_within_window)
+{
+	struct rv_alg_usage u[20];
+	struct rv_alg_resource cur = {.cpu = 10, .memory_mb = 10000}, out;
+	/* 10 minutes ago CPU went 6 -> 10 */
+	struct rv_alg_resize last = {
+		.t_ms = 1000000, .from = {.cpu = 6, .memory_mb = 10000},
+		.to = {.cpu = 10, .memory_mb = 10000},
+	};
+
+	for (int i = 0; i < 20; i++)
+		u[i] = (struct rv_alg_usage){.role = RV_ALG_WORKER, .cpu = 5, .memory_mb = 8300};
+	ck_assert_int_eq(rv_alg_rightsize(u, 20, RV_ALG_WORKER, &cur, &last, 1000000 + 600000,
+					  &LIM, &P, &out), 0);
+	ck_assert_double_eq(out.cpu, 10);
+	/* after the window it may shrink */
+	ck_assert_int_eq(rv_alg_rightsize(u, 20, RV_ALG_WORKER, &cur, &last,
+					  1000000 + P.reversal_window_ms + 1, &LIM, &P, &out), 1);
+	ck_assert_double_eq_tol(out.cpu, 6, 1e-9);
+	/* the same direction is no reversal: growth is allowed at once */
+	for (int i = 0; i < 20; i++)
+		u[i].cpu = 15;
+	ck_assert_int_eq(rv_alg_rightsize(u, 20, RV_ALG_WORKER, &cur, &last, 1000000 + 1, &LIM,
+					  &P, &out), 1);
+	ck_assert_double_eq_tol(out.cpu, 18, 1e-9);
+}
+END_TEST
+
+START_TEST(test_memory_never_below_peak)
+{
+	struct rv_alg_usage u[100];
+	struct rv_alg_resource cur = {.cpu = 4, .memory_mb = 9000}, out;
+
+	/* 99 quiet samples and one spike: p95 says ~2.4 GiB, the peak 9.5 GiB */
+	for (int i = 0; i < 100; i++)
+		u[i] = (struct rv_alg_usage){.role = RV_ALG_WORKER, .cpu = 3.5, .memory_mb = 2000};
+	u[50].memory_mb = 9500;
+	ck_assert_int_eq(rv_alg_rightsize(u, 100, RV_ALG_WORKER, &cur, NULL, 0, &LIM, &P, &out), 1);
+	ck_assert_int_ge(out.memory_mb, 9500);
+	/* even inside the hysteresis band and against a recent shrink */
+	struct rv_alg_resize last = {.t_ms = 1, .from = {.cpu = 4, .memory_mb = 12000},
+				     .to = {.cpu = 4, .memory_mb = 9000}};
+
+	ck_assert_int_eq(rv_alg_rightsize(u, 100, RV_ALG_WORKER, &cur, &last, 2, &LIM, &P, &out),
+			 1);
+	ck_assert_int_eq(out.memory_mb, 9500);
+}
+END_TEST
+
+START_TEST(test_limits_bound)
+{
+	struct rv_alg_usage u[10];
+	struct rv_alg_resource cur = {.cpu = 4, .memory_mb = 4096}, out;
+	struct rv_alg_limits lim = LIM;
+
+	lim.max_cpu = 6;
+	lim.max_memory_mb = 8192;
+	for (int i = 0; i < 10; i++)
+		u[i] = (struct rv_alg_usage){.role = RV_ALG_WORKER, .cpu = 20, .memory_mb = 20000};
+	ck_assert_int_eq(rv_alg_rightsize(u, 10, RV_ALG_WORKER, &cur, NULL, 0, &lim, &P, &out), 1);
+	ck_assert_double_eq(out.cpu, 6);
+	ck_assert_int_eq(out.memory_mb, 8192);
+}
+END_TEST
+
+static Suite *rightsize_suite(void)
+{
+	Suite *s = suite_create("rightsize");
+	TCase *tc = tcase_create("core");
+
+	gsl_set_error_handler_off();
+	tcase_set_timeout(tc, 20);
+	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_add_test(tc, test_shrinks_overprovisioned);
+	tcase_add_test(tc, test_no_flap_near_threshold);
+	tcase_add_test(tc, test_hysteresis_band);
+	tcase_add_test(tc, test_no_reversal_within_window);
+	tcase_add_test(tc, test_memory_never_below_peak);
+	tcase_add_test(tc, test_limits_bound);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+RV_TEST_MAIN(rightsize_suite)

@@ -1,0 +1,123 @@
+/*
+ * check_straggler.c: slow workers named by robust z and ratio to the median;
+ * none in uniform (noisy) data; one slow step does not make a straggler.
+ */
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+
+#include "rover_alg.h"
+#include "testutil.h"
+
+static struct rv_alg_params P;
+
+static void setup(void)
+{
+	rv_alg_params_default(&P);
+}
+
+/* 10 steps each for nw workers around base seconds, 5% noise */
+static size_t steps(struct rv_alg_step *s, int nw, const double *base, gsl_rng *r)
+{
+	size_t n = 0;
+
+	for (int t = 0; t < 10; t++)
+		for (int w = 0; w < nw; w++)
+			s[n++] = (struct rv_alg_step){
+				.node = w, .t_ms = t * 1000,
+				.step_s = base[w] * (1 + gsl_ran_gaussian(r, 0.05)),
+			};
+	return n;
+}
+
+START_TEST(test_named)
+{
+	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+	double base[8] = {1, 1, 1, 2.5, 1, 1, 1.9, 1};
+	struct rv_alg_step s[80];
+	int nodes[8];
+
+	gsl_rng_set(r, 3);
+	size_t n = steps(s, 8, base, r);
+	int k = rv_alg_stragglers(s, n, &P, nodes, 8);
+
+	ck_assert_int_eq(k, 2);
+	ck_assert_int_eq(nodes[0], 3);
+	ck_assert_int_eq(nodes[1], 6);
+	/* more found than room: the count says so */
+	ck_assert_int_eq(rv_alg_stragglers(s, n, &P, nodes, 1), 2);
+	gsl_rng_free(r);
+}
+END_TEST
+
+START_TEST(test_uniform_none)
+{
+	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+	double base[16];
+	struct rv_alg_step s[160];
+	int nodes[16];
+
+	for (int i = 0; i < 16; i++)
+		base[i] = 0.8;
+	for (unsigned long seed = 1; seed <= 20; seed++) {
+		gsl_rng_set(r, seed);
+		size_t n = steps(s, 16, base, r);
+
+		ck_assert_int_eq(rv_alg_stragglers(s, n, &P, nodes, 16), 0);
+	}
+	gsl_rng_free(r);
+}
+END_TEST
+
+START_TEST(test_single_slow_step_ignored)
+{
+	double base[4] = {1, 1, 1, 1};
+	struct rv_alg_step s[41];
+	int nodes[4];
+	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+
+	gsl_rng_set(r, 4);
+	size_t n = steps(s, 4, base, r);
+
+	s[n++] = (struct rv_alg_step){.node = 2, .t_ms = 20000, .step_s = 30}; /* checkpoint */
+	ck_assert_int_eq(rv_alg_stragglers(s, n, &P, nodes, 4), 0);
+	gsl_rng_free(r);
+}
+END_TEST
+
+START_TEST(test_ratio_required)
+{
+	/* tight peers: 1.2x the median is a large z but not 1.5x */
+	struct rv_alg_step s[] = {
+		{.node = 0, .step_s = 1.0}, {.node = 1, .step_s = 1.0}, {.node = 2, .step_s = 1.0},
+		{.node = 3, .step_s = 1.2},
+	};
+	int nodes[4];
+
+	ck_assert_int_eq(rv_alg_stragglers(s, 4, &P, nodes, 4), 0);
+	s[3].step_s = 2.1; /* DLRover's 2x rule would also name it */
+	ck_assert_int_eq(rv_alg_stragglers(s, 4, &P, nodes, 4), 1);
+	ck_assert_int_eq(nodes[0], 3);
+	/* two workers: no peers to compare */
+	ck_assert_int_eq(rv_alg_stragglers(s + 2, 2, &P, nodes, 4), 0);
+	ck_assert_int_eq(rv_alg_stragglers(NULL, 2, &P, nodes, 4), -EINVAL);
+}
+END_TEST
+
+static Suite *straggler_suite(void)
+{
+	Suite *s = suite_create("straggler");
+	TCase *tc = tcase_create("core");
+
+	gsl_set_error_handler_off();
+	tcase_set_timeout(tc, 10);
+	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_add_test(tc, test_named);
+	tcase_add_test(tc, test_uniform_none);
+	tcase_add_test(tc, test_single_slow_step_ignored);
+	tcase_add_test(tc, test_ratio_required);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+RV_TEST_MAIN(straggler_suite)

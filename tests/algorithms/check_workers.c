@@ -1,0 +1,307 @@
+/*
+ * check_workers.c: worker count from a fitted model and exploration.
+ * Flat curves never grow, scaling curves grow to the point of diminishing
+ * returns within max replicas, node_unit and free cluster capacity, and
+ * exploration grows geometrically without returning to a worse config.
+ */
+#include <math.h>
+
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+
+#include "rover_alg.h"
+#include "testutil.h"
+
+static struct rv_alg_params P;
+
+static void setup(void)
+{
+	rv_alg_params_default(&P);
+}
+
+static struct rv_alg_limits limits(int min, int max, int unit)
+{
+	return (struct rv_alg_limits){
+		.min_workers = min, .max_workers = max, .node_unit = unit,
+		.min_ps = 1, .max_ps = 8, .free_cpu = -1, .free_memory_mb = -1,
+	};
+}
+
+static struct rv_alg_config config(int w, int ps)
+{
+	return (struct rv_alg_config){
+		.worker = {.count = w, .res = {.cpu = 4, .memory_mb = 8192}},
+		.ps = {.count = ps, .res = {.cpu = 8, .memory_mb = 16384}},
+	};
+}
+
+/* Noisy observations of a sync curve at the given worker counts. */
+static size_t observe(double (*f)(int), const int *ws, size_t nw, struct rv_alg_speed_obs *obs,
+		      unsigned long seed)
+{
+	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+	size_t n = 0;
+
+	gsl_rng_set(r, seed);
+	for (size_t i = 0; i < nw; i++)
+		for (int rep = 0; rep < 4; rep++)
+			obs[n++] = (struct rv_alg_speed_obs){
+				.workers = ws[i],
+				.speed = f(ws[i]) * (1 + gsl_ran_gaussian(r, 0.05)),
+			};
+	gsl_rng_free(r);
+	return n;
+}
+
+static double flat(int w)
+{
+	(void)w;
+	return 100;
+}
+
+/* f(w) = 1 / (1/w + 0.01 + 0.004 w): the true gain per added worker is
+ * 6.3% from 8 to 9 and 4.7% from 9 to 10, so the answer is 9 */
+static double scaling(int w)
+{
+	return 1 / (1.0 / w + 0.01 + 0.004 * w);
+}
+
+static double linear(int w)
+{
+	return 10.0 * w;
+}
+
+START_TEST(test_flat_model_never_grows)
+{
+	static const int ws[] = {2, 4, 6, 8};
+	struct rv_alg_speed_obs obs[32];
+	struct rv_alg_fit fit;
+	struct rv_alg_decision d;
+
+	for (unsigned long seed = 1; seed <= 20; seed++) {
+		size_t n = observe(flat, ws, 4, obs, seed);
+		struct rv_alg_limits lim = limits(1, 32, 1);
+		struct rv_alg_config cur = config(4, 0);
+
+		ck_assert_int_eq(rv_alg_fit_speed(RV_ALG_MODEL_SYNC, obs, n, &fit), 0);
+		ck_assert_msg(rv_alg_fit_trusted(&fit, &P), "seed %lu r2=%g err=%g", seed, fit.r2,
+			      fit.rel_rmse);
+		ck_assert_int_eq(rv_alg_choose_workers(&fit, &lim, &cur, &P, &d), 0);
+		ck_assert_msg(d.cfg.worker.count <= 4, "seed %lu grew to %d", seed,
+			      d.cfg.worker.count);
+	}
+}
+END_TEST
+
+START_TEST(test_flat_explore_never_grows)
+{
+	/* 2 -> 3 workers measured flat: no further growth */
+	struct rv_alg_speed_obs obs[] = {
+		{.workers = 2, .speed = 100}, {.workers = 2, .speed = 101},
+		{.workers = 3, .speed = 100.5}, {.workers = 3, .speed = 99},
+	};
+	struct rv_alg_limits lim = limits(1, 32, 1);
+	struct rv_alg_config cur = config(3, 0);
+	struct rv_alg_decision d;
+
+	ck_assert_int_eq(rv_alg_explore(obs, 4, &lim, &cur, &P, &d), 0);
+	ck_assert_int_le(d.cfg.worker.count, 3);
+}
+END_TEST
+
+START_TEST(test_scaling_grows_to_diminishing_returns)
+{
+	static const int ws[] = {1, 2, 4, 6, 8, 12};
+	struct rv_alg_speed_obs obs[32];
+	struct rv_alg_fit fit;
+	struct rv_alg_decision d;
+	size_t n = observe(scaling, ws, 6, obs, 3);
+	struct rv_alg_limits lim = limits(1, 32, 1);
+	struct rv_alg_config cur = config(2, 0);
+
+	ck_assert_int_eq(rv_alg_fit_speed(RV_ALG_MODEL_SYNC, obs, n, &fit), 0);
+	ck_assert_int_eq(rv_alg_choose_workers(&fit, &lim, &cur, &P, &d), 0);
+	/* 9 on the true curve; the gain changes by ~1.5% per worker there, so
+	 * 5% noise may move the fitted answer by one */
+	ck_assert_msg(d.cfg.worker.count >= 8 && d.cfg.worker.count <= 10, "chose %d",
+		      d.cfg.worker.count);
+	ck_assert(d.changed);
+	ck_assert_str_eq(d.algorithm, "worker_count_model");
+	ck_assert_msg(strstr(d.reason, "samples/s with") != NULL, "%s", d.reason);
+	ck_assert_msg(strstr(d.reason, "from 6 configs") != NULL, "%s", d.reason);
+	/* exact data: exactly 9 */
+	for (size_t i = 0; i < n; i++)
+		obs[i].speed = scaling(obs[i].workers);
+	ck_assert_int_eq(rv_alg_fit_speed(RV_ALG_MODEL_SYNC, obs, n, &fit), 0);
+	ck_assert_int_eq(rv_alg_choose_workers(&fit, &lim, &cur, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 9);
+	/* max replicas win */
+	lim.max_workers = 7;
+	ck_assert_int_eq(rv_alg_choose_workers(&fit, &lim, &cur, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 7);
+	ck_assert(d.predicted_speed > rv_alg_fit_predict(&fit, 2, 0));
+}
+END_TEST
+
+START_TEST(test_linear_respects_max_and_unit)
+{
+	static const int ws[] = {2, 4, 6};
+	struct rv_alg_speed_obs obs[16];
+	struct rv_alg_fit fit;
+	struct rv_alg_decision d;
+	size_t n = observe(linear, ws, 3, obs, 5);
+	struct rv_alg_limits lim = limits(2, 15, 4);
+	struct rv_alg_config cur = config(4, 0);
+
+	ck_assert_int_eq(rv_alg_fit_speed(RV_ALG_MODEL_SYNC, obs, n, &fit), 0);
+	ck_assert_int_eq(rv_alg_choose_workers(&fit, &lim, &cur, &P, &d), 0);
+	/* linear scaling would go to 20; max 15 on a unit of 4 -> 12 */
+	ck_assert_int_eq(d.cfg.worker.count, 12);
+}
+END_TEST
+
+START_TEST(test_cluster_free_capacity_caps_growth)
+{
+	static const int ws[] = {2, 4, 6};
+	struct rv_alg_speed_obs obs[16];
+	struct rv_alg_fit fit;
+	struct rv_alg_decision d;
+	size_t n = observe(linear, ws, 3, obs, 9);
+	struct rv_alg_limits lim = limits(1, 32, 1);
+	struct rv_alg_config cur = config(4, 0);
+
+	lim.free_cpu = 13; /* 3 more workers of 4 cores */
+	ck_assert_int_eq(rv_alg_fit_speed(RV_ALG_MODEL_SYNC, obs, n, &fit), 0);
+	ck_assert_int_eq(rv_alg_choose_workers(&fit, &lim, &cur, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 7);
+	lim.free_cpu = -1;
+	lim.free_memory_mb = 8192; /* one more worker of 8 GiB */
+	ck_assert_int_eq(rv_alg_choose_workers(&fit, &lim, &cur, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 5);
+}
+END_TEST
+
+START_TEST(test_async_adds_ps_when_transfer_bound)
+{
+	/* transfer-bound: t1 large, so PS pay off */
+	struct rv_alg_speed_obs obs[64];
+	struct rv_alg_fit fit;
+	struct rv_alg_decision d;
+	size_t n = 0;
+
+	for (int p = 1; p <= 3; p++)
+		for (int w = 2; w <= 8; w += 2)
+			obs[n++] = (struct rv_alg_speed_obs){
+				.workers = w, .ps = p,
+				.speed = w / (0.2 + 1.0 * w / p + 0.01 * w + 0.02 * p),
+			};
+	struct rv_alg_limits lim = limits(2, 16, 2);
+	struct rv_alg_config cur = config(4, 1);
+
+	ck_assert_int_eq(rv_alg_fit_speed(RV_ALG_MODEL_ASYNC, obs, n, &fit), 0);
+	ck_assert_int_eq(rv_alg_choose_workers(&fit, &lim, &cur, &P, &d), 0);
+	ck_assert_int_gt(d.cfg.ps.count, 1);
+	ck_assert_int_le(d.cfg.ps.count, 8);
+	ck_assert_int_eq(d.cfg.worker.count % 2, 0);
+	ck_assert_int_le(d.cfg.worker.count, 16);
+}
+END_TEST
+
+START_TEST(test_explore_geometric)
+{
+	struct rv_alg_speed_obs obs[] = {{.workers = 4, .speed = 40}};
+	struct rv_alg_limits lim = limits(1, 32, 1);
+	struct rv_alg_config cur = config(4, 0);
+	struct rv_alg_decision d;
+
+	ck_assert_int_eq(rv_alg_explore(obs, 1, &lim, &cur, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 6); /* x1.5 */
+	ck_assert_str_eq(d.algorithm, "explore");
+
+	/* 1 worker grows by at least one unit; with node_unit 4, to 4+4 */
+	struct rv_alg_speed_obs o1[] = {{.workers = 1, .speed = 10}};
+
+	cur = config(1, 0);
+	ck_assert_int_eq(rv_alg_explore(o1, 1, &lim, &cur, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 2);
+	lim = limits(4, 32, 4);
+	obs[0].workers = 4;
+	cur = config(4, 0);
+	ck_assert_int_eq(rv_alg_explore(obs, 1, &lim, &cur, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 8);
+	/* capped by max replicas */
+	lim = limits(1, 5, 1);
+	ck_assert_int_eq(rv_alg_explore(obs, 1, &lim, &cur, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 5);
+}
+END_TEST
+
+START_TEST(test_explore_sequence_no_thrash)
+{
+	/* Simulate: speed scales to 6 workers, then falls.  Walk the explorer
+	 * and check it never revisits a config it measured worse. */
+	struct rv_alg_speed_obs obs[32];
+	size_t n = 0;
+	struct rv_alg_limits lim = limits(1, 64, 1);
+	struct rv_alg_config cur = config(2, 0);
+	struct rv_alg_decision d;
+	int visited[32], nv = 0;
+
+	for (int step = 0; step < 10; step++) {
+		int w = cur.worker.count;
+		double speed = w <= 6 ? 20.0 * w : 120 - 15.0 * (w - 6);
+
+		obs[n++] = (struct rv_alg_speed_obs){.workers = w, .speed = speed};
+		visited[nv++] = w;
+		ck_assert_int_eq(rv_alg_explore(obs, n, &lim, &cur, &P, &d), 0);
+		cur.worker.count = d.cfg.worker.count;
+	}
+	/* 2 -> 3 -> 5 -> 8 (worse) -> back to 5, then hold */
+	ck_assert_int_eq(visited[0], 2);
+	ck_assert_int_eq(visited[1], 3);
+	ck_assert_int_eq(visited[2], 5);
+	ck_assert_int_eq(visited[3], 8);
+	ck_assert_int_eq(cur.worker.count, 5);
+	for (int i = 4; i < nv; i++)
+		ck_assert_int_eq(visited[i], 5);
+}
+END_TEST
+
+START_TEST(test_explore_free_capacity)
+{
+	struct rv_alg_speed_obs obs[] = {{.workers = 4, .speed = 40}};
+	struct rv_alg_limits lim = limits(1, 32, 1);
+	struct rv_alg_config cur = config(4, 0);
+	struct rv_alg_decision d;
+
+	lim.free_cpu = 3.9; /* not even one 4-core worker */
+	ck_assert_int_eq(rv_alg_explore(obs, 1, &lim, &cur, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 4);
+	ck_assert(!d.changed);
+	ck_assert_msg(strstr(d.reason, "free") != NULL, "%s", d.reason);
+}
+END_TEST
+
+static Suite *workers_suite(void)
+{
+	Suite *s = suite_create("workers");
+	TCase *tc = tcase_create("core");
+
+	gsl_set_error_handler_off();
+	tcase_set_timeout(tc, 20);
+	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_add_test(tc, test_flat_model_never_grows);
+	tcase_add_test(tc, test_flat_explore_never_grows);
+	tcase_add_test(tc, test_scaling_grows_to_diminishing_returns);
+	tcase_add_test(tc, test_linear_respects_max_and_unit);
+	tcase_add_test(tc, test_cluster_free_capacity_caps_growth);
+	tcase_add_test(tc, test_async_adds_ps_when_transfer_bound);
+	tcase_add_test(tc, test_explore_geometric);
+	tcase_add_test(tc, test_explore_sequence_no_thrash);
+	tcase_add_test(tc, test_explore_free_capacity);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+RV_TEST_MAIN(workers_suite)
