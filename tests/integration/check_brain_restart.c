@@ -29,7 +29,7 @@ static void teardown(void)
 {
 	if (brain.pid > 0)
 		rv_test_brain_stop(&brain, SIGTERM, 30);
-	char cmd[512];
+	char cmd[1200];
 	/* a brain killed with SIGKILL leaves its cluster running: stop it */
 	snprintf(cmd, sizeof(cmd),
 		 "for b in /usr/lib/postgresql/*/bin; do [ -f %s/data/pgdata/postmaster.pid ] && "
