@@ -140,7 +140,7 @@ START_TEST(test_parse_hostile_depth)
 	free(s);
 
 	/* Mixed objects and arrays count together. */
-	char *m = malloc(200);
+	char *m = malloc(40 * 6);
 	ck_assert_ptr_nonnull(m);
 	size_t len = 0;
 	for (int i = 0; i < 40; i++) {
