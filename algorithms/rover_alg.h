@@ -50,7 +50,8 @@ struct rv_alg_config {
 };
 
 /*
- * Limits of a job.  Counts move in multiples of node_unit (workers only).
+ * Limits of a job.  Counts move in multiples of node_unit (workers only);
+ * max_workers and max_ps <= 0 mean no bound.
  * max_cpu/max_memory_mb bound one node (<= 0: no bound).  free_cpu and
  * free_memory_mb are the cluster's free capacity in cluster mode; a plan never
  * asks for more than that on top of what the job holds (< 0: unknown).
