@@ -50,7 +50,8 @@ struct rv_alg_config {
 };
 
 /*
- * Limits of a job.  Counts move in multiples of node_unit (workers only).
+ * Limits of a job.  Counts move in multiples of node_unit (workers only);
+ * max_workers and max_ps <= 0 mean no bound.
  * max_cpu/max_memory_mb bound one node (<= 0: no bound).  free_cpu and
  * free_memory_mb are the cluster's free capacity in cluster mode; a plan never
  * asks for more than that on top of what the job holds (< 0: unknown).
@@ -214,7 +215,8 @@ struct rv_alg_resize {
  * memory = max(quantile * (1 + mem_margin), observed peak), each bounded by
  * the per-node limits.  A value changes only when it differs from cur by more
  * than p->hysteresis and does not reverse `last` within the reversal window
- * (now_ms - last->t_ms).  Memory never drops below the observed peak.
+ * (now_ms - last->t_ms; last may be NULL).  Memory never drops below the
+ * observed peak, hysteresis or not (only the per-node limit bounds it).
  * Returns 1 when *out differs from *cur, 0 when not (out = cur), -ENODATA with
  * too few samples (out = cur), -EINVAL on bad arguments.
  */
@@ -227,9 +229,10 @@ int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
  * Hot PS: the mean CPU of each PS over its latest p->hot_samples samples; a PS
  * whose robust z ((x - median) / (1.4826 MAD)) exceeds p->hot_z and whose use
  * is at least p->hot_util of its limit is migrated to use * p->hot_cpu_factor
- * (bounded by lim->max_cpu).  When every PS is above p->ps_saturated of its
- * limit, *grow_ps is set to 1.  Writes migrations into out->migrate.
- * Returns the number of hot PS, or a negative errno.
+ * (bounded by lim->max_cpu and the free cluster CPU).  When every PS is above
+ * p->ps_saturated of its limit, *grow_ps is set to 1.  Needs 3 PS with samples
+ * to call one hot.  Appends migrations to out->migrate and a line per finding
+ * to out->reason.  Returns the number of hot PS, or a negative errno.
  */
 int rv_alg_hot_ps(const struct rv_alg_usage *u, size_t n, const struct rv_alg_group *ps,
 		  const struct rv_alg_limits *lim, const struct rv_alg_params *p,

@@ -11,6 +11,8 @@
 
 /* Upper bound on workers when the job gives none. */
 #define WORKERS_HARD_MAX 4096
+/* Upper bound on PS when the job gives none. */
+#define PS_HARD_MAX 256
 
 static int unit_of(const struct rv_alg_limits *lim)
 {
@@ -58,7 +60,7 @@ int rv_alg_choose_workers(const struct rv_alg_fit *fit, const struct rv_alg_limi
 		if (cw.worker.count <= wmax && alg_fits_free(lim, cur, &cw))
 			gw = (rv_alg_fit_predict(fit, cw.worker.count, cw.ps.count) / f - 1) / unit;
 		cp.ps.count += 1;
-		if (async && lim->max_ps > 0 && cp.ps.count <= lim->max_ps &&
+		if (async && cp.ps.count <= (lim->max_ps > 0 ? lim->max_ps : PS_HARD_MAX) &&
 		    alg_fits_free(lim, cur, &cp))
 			gp = rv_alg_fit_predict(fit, cp.worker.count, cp.ps.count) / f - 1;
 		if (gw < p->min_gain && gp < p->min_gain)

@@ -15,6 +15,8 @@
 #include <string.h>
 
 #define RV_JSON_MAX_DEPTH 64
+#define RV_STR_(x) #x
+#define RV_STR(x) RV_STR_(x)
 /* 2^63 exactly; every double strictly inside +-2^63 converts to int64_t. */
 #define TWO_63 9223372036854775808.0
 
@@ -22,20 +24,32 @@
  * cJSON parses recursively; a body of a million '[' would recurse that deep
  * before failing (its own limit is 1000, still far more than any message we
  * accept).  Count depth outside strings first so hostile input costs one
- * linear scan.  Returns the offset of the first byte over the limit, or -1.
+ * linear scan.  The same scan refuses NUL, raw or as \u0000: cJSON keeps
+ * C strings, so "worker\u0000; rm -rf /" would silently read as "worker".
+ * Returns NULL, or why the document is refused with *at set to the offset.
  */
-static long depth_prescan(const char *buf, size_t len)
+static const char *prescan(const char *buf, size_t len, size_t *at)
 {
 	int depth = 0;
 	bool in_string = false;
 
 	for (size_t i = 0; i < len; i++) {
 		char c = buf[i];
+		*at = i;
+		if (c == '\0')
+			return "nul byte";
 		if (in_string) {
-			if (c == '\\')
+			if (c == '\\') {
+				if (len - i >= 6 && memcmp(buf + i + 1, "u0000", 5) == 0)
+					return "\\u0000 in a string";
 				i++;  /* skip the escaped byte, whatever it is */
-			else if (c == '"')
+				if (i < len && buf[i] == '\0') {
+					*at = i;
+					return "nul byte";
+				}
+			} else if (c == '"') {
 				in_string = false;
+			}
 			continue;
 		}
 		switch (c) {
@@ -45,7 +59,7 @@ static long depth_prescan(const char *buf, size_t len)
 		case '[':
 		case '{':
 			if (++depth > RV_JSON_MAX_DEPTH)
-				return (long)i;
+				return "nesting deeper than " RV_STR(RV_JSON_MAX_DEPTH);
 			break;
 		case ']':
 		case '}':
@@ -57,7 +71,7 @@ static long depth_prescan(const char *buf, size_t len)
 			break;
 		}
 	}
-	return -1;
+	return NULL;
 }
 
 static bool is_json_space(char c)
@@ -71,11 +85,10 @@ cJSON *rv_json_parse(const char *buf, size_t len, struct rv_err *err)
 		rv_err_set(err, -EINVAL, "", "could not parse json: empty document at byte 0");
 		return NULL;
 	}
-	long deep = depth_prescan(buf, len);
-	if (deep >= 0) {
-		rv_err_set(err, -EINVAL, "",
-			   "could not parse json: nesting deeper than %d at byte %ld",
-			   RV_JSON_MAX_DEPTH, deep);
+	size_t at = 0;
+	const char *why = prescan(buf, len, &at);
+	if (why) {
+		rv_err_set(err, -EINVAL, "", "could not parse json: %s at byte %zu", why, at);
 		return NULL;
 	}
 

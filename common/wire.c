@@ -309,11 +309,14 @@ static int get_memory(const cJSON *res, const char *path, int64_t *out, struct r
 			m = (double)RV_MAX_MEMORY_MB + 1;  /* reported below */
 		mb = (int64_t)m;
 	} else if (cJSON_IsString(it)) {
+		/* strtod underneath would also take " 8Gi" and "0x10Gi". */
 		const char *s = it->valuestring;
-		int rc = rv_parse_memory_mb(s, &mb);
+		bool shape = strlen(s) <= 64 && ((s[0] >= '0' && s[0] <= '9') || s[0] == '.') &&
+			     !strpbrk(s, "xX \t\r\n");
+		int rc = shape ? rv_parse_memory_mb(s, &mb) : -EINVAL;
 		if (rc == -ERANGE)
 			mb = RV_MAX_MEMORY_MB + 1;
-		else if (rc < 0 || strchr(s, ' ') || strlen(s) > 64)
+		else if (rc < 0)
 			return rv_err_set(err, -EINVAL, f,
 					  "%s must be a quantity like \"512Mi\" or \"8Gi\"", f);
 	} else {

@@ -202,6 +202,36 @@ START_TEST(test_straggler_leads)
 }
 END_TEST
 
+START_TEST(test_ps_job_model)
+{
+	/* transfer-bound PS job: the model adds PS and workers together */
+	struct rv_alg_job_state st = state(RV_ALG_PS, 4, 1);
+	struct rv_alg_speed_obs o[32];
+	struct rv_alg_decision d;
+	size_t n = 0;
+
+	for (int p = 1; p <= 2; p++)
+		for (int w = 2; w <= 6; w += 2)
+			o[n++] = (struct rv_alg_speed_obs){
+				.workers = w, .ps = p,
+				.speed = w / (0.2 + 1.0 * w / p + 0.01 * w + 0.02 * p),
+			};
+	st.speed = o;
+	st.n_speed = n;
+	st.lim.max_ps = 4;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_str_eq(d.algorithm, "worker_count_model");
+	ck_assert_int_gt(d.cfg.ps.count, 1);
+	ck_assert_int_le(d.cfg.ps.count, 4);
+	ck_assert_double_eq_tol(d.predicted_speed,
+				d.cfg.worker.count / (0.2 + 1.0 * d.cfg.worker.count / d.cfg.ps.count +
+						      0.01 * d.cfg.worker.count +
+						      0.02 * d.cfg.ps.count),
+				1e-6);
+	ck_assert_msg(strstr(d.reason, "PS; fit r2=1.00 from 6 configs") != NULL, "%s", d.reason);
+}
+END_TEST
+
 START_TEST(test_bad_input)
 {
 	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 4, 0);
@@ -228,6 +258,7 @@ static Suite *plan_suite(void)
 	tcase_add_test(tc, test_hold_on_flat);
 	tcase_add_test(tc, test_hot_ps_leads);
 	tcase_add_test(tc, test_straggler_leads);
+	tcase_add_test(tc, test_ps_job_model);
 	tcase_add_test(tc, test_bad_input);
 	suite_add_tcase(s, tc);
 	return s;

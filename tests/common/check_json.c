@@ -140,7 +140,7 @@ START_TEST(test_parse_hostile_depth)
 	free(s);
 
 	/* Mixed objects and arrays count together. */
-	char *m = malloc(200);
+	char *m = malloc(40 * 6);
 	ck_assert_ptr_nonnull(m);
 	size_t len = 0;
 	for (int i = 0; i < 40; i++) {
@@ -168,6 +168,31 @@ START_TEST(test_parse_brackets_in_strings)
 }
 END_TEST
 
+START_TEST(test_parse_nul)
+{
+	/* NUL would cut a C string short: "worker\u0000;x" must not read as "worker". */
+	struct rv_err err = { 0 };
+	const char *esc = "{\"node\":\"worker\\u0000;x\"}";
+	ck_assert_ptr_null(parse_str(esc, &err));
+	ck_assert_msg(strstr(err.msg, "u0000") && strstr(err.msg, "at byte 15"), "msg: %s",
+		      err.msg);
+
+	const char raw[] = "{\"node\":\"w\0x\"}";
+	ck_assert_ptr_null(rv_json_parse(raw, sizeof(raw) - 1, &err));
+	ck_assert_msg(strstr(err.msg, "nul byte at byte 10"), "msg: %s", err.msg);
+
+	const char trailing[] = "{}";
+	ck_assert_ptr_null(rv_json_parse(trailing, sizeof(trailing), &err));  /* with the NUL */
+	ck_assert_msg(strstr(err.msg, "at byte 2"), "msg: %s", err.msg);
+
+	/* an escaped backslash before u0000 is plain text, and other escapes are fine */
+	cJSON *root = must_parse("{\"a\":\"\\\\u0000\",\"b\":\"\\u00e9\\u0001\"}");
+	ck_assert_str_eq(cJSON_GetObjectItem(root, "a")->valuestring, "\\u0000");
+	ck_assert_str_eq(cJSON_GetObjectItem(root, "b")->valuestring, "\xc3\xa9\x01");
+	cJSON_Delete(root);
+}
+END_TEST
+
 START_TEST(test_print)
 {
 	cJSON *root = must_parse("{ \"a\" : [ 1 , true , \"x\" ] }");
@@ -176,6 +201,67 @@ START_TEST(test_print)
 	free(s);
 	cJSON_Delete(root);
 	ck_assert_ptr_null(rv_json_print(NULL));
+}
+END_TEST
+
+START_TEST(test_print_numbers)
+{
+	/* Numbers survive text exactly; cJSON's own printer rounds 2^53 to 15 digits. */
+	static const double vals[] = {
+		0, -5, 42, 1700000000000.0, 9007199254740992.0, -9007199254740992.0,
+		0.1, 0.25, 1.0 / 3.0, 1.5000000000000002, 1e-300, 1e300, 1e20, -2.5e-7,
+		4194304.0 * 1048576.0,
+	};
+	cJSON *arr = cJSON_CreateArray();
+	for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++)
+		cJSON_AddItemToArray(arr, cJSON_CreateNumber(vals[i]));
+	cJSON_AddItemToArray(arr, cJSON_CreateNumber(NAN));
+	char *txt = rv_json_print(arr);
+	ck_assert_ptr_nonnull(txt);
+	ck_assert_msg(strncmp(txt, "[0,-5,42,1700000000000,9007199254740992,-9007199254740992,0.1,"
+				   "0.25,0.3333333333333333,1.5000000000000002,",
+			      strlen("[0,-5,42,1700000000000,9007199254740992,-9007199254740992,"
+				     "0.1,0.25,0.3333333333333333,1.5000000000000002,")) == 0,
+		      "%s", txt);
+	ck_assert_msg(strstr(txt, ",null]") != NULL, "NaN prints as null: %s", txt);
+
+	cJSON *back = must_parse(txt);
+	int i = 0;
+	for (const cJSON *it = back->child; it && i < (int)(sizeof(vals) / sizeof(vals[0]));
+	     it = it->next, i++)
+		ck_assert_msg(it->valuedouble == vals[i], "value %d: %.17g != %.17g", i,
+			      it->valuedouble, vals[i]);
+	ck_assert_int_eq(i, (int)(sizeof(vals) / sizeof(vals[0])));
+	free(txt);
+	cJSON_Delete(back);
+	cJSON_Delete(arr);
+}
+END_TEST
+
+START_TEST(test_print_strings)
+{
+	const char *v = "q\"b\\s/ n\n r\r t\t b\b f\f c\x01\x1f \xc3\xa9 '; DROP TABLE x;--";
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "k\"ey\n", v);
+	cJSON_AddNullToObject(o, "n");
+	cJSON_AddTrueToObject(o, "t");
+	cJSON_AddFalseToObject(o, "f");
+	cJSON_AddItemToObject(o, "e", cJSON_CreateObject());
+	cJSON_AddItemToObject(o, "a", cJSON_CreateArray());
+	char *txt = rv_json_print(o);
+	ck_assert_ptr_nonnull(txt);
+	ck_assert_msg(strstr(txt, "\\u0001\\u001f") != NULL, "%s", txt);
+	ck_assert_msg(strstr(txt, "\"n\":null,\"t\":true,\"f\":false,\"e\":{},\"a\":[]") != NULL,
+		      "%s", txt);
+	for (const char *c = txt; *c; c++)
+		ck_assert_msg((unsigned char)*c >= 0x20, "raw control byte in %s", txt);
+
+	cJSON *back = must_parse(txt);
+	ck_assert_str_eq(cJSON_GetObjectItem(back, "k\"ey\n")->valuestring, v);
+	ck_assert(cJSON_Compare(o, back, 1));
+	free(txt);
+	cJSON_Delete(back);
+	cJSON_Delete(o);
 }
 END_TEST
 
@@ -377,7 +463,10 @@ static Suite *json_suite(void)
 	tcase_add_test(tc, test_parse_depth_limit);
 	tcase_add_test(tc, test_parse_hostile_depth);
 	tcase_add_test(tc, test_parse_brackets_in_strings);
+	tcase_add_test(tc, test_parse_nul);
 	tcase_add_test(tc, test_print);
+	tcase_add_test(tc, test_print_numbers);
+	tcase_add_test(tc, test_print_strings);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("getters");

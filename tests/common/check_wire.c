@@ -447,6 +447,10 @@ static const struct bad_case {
 	{ MEM("\"-1Gi\""), "spec.replicaSpecs.worker.resources.memory", "quantity" },
 	{ MEM("\"8 Gi\""), "spec.replicaSpecs.worker.resources.memory", "quantity" },
 	{ MEM("\"lots\""), "spec.replicaSpecs.worker.resources.memory", "quantity" },
+	{ MEM("\" 8Gi\""), "spec.replicaSpecs.worker.resources.memory", "quantity" },
+	{ MEM("\"0x10Gi\""), "spec.replicaSpecs.worker.resources.memory", "quantity" },
+	{ MEM("\"nanGi\""), "spec.replicaSpecs.worker.resources.memory", "quantity" },
+	{ MEM("\"\""), "spec.replicaSpecs.worker.resources.memory", "quantity" },
 	{ MEM("\"8GB\""), "spec.replicaSpecs.worker.resources.memory", "quantity" },
 	{ MEM("\"0\""), "spec.replicaSpecs.worker.resources.memory", "greater than 0" },
 	{ MEM("\"0Gi\""), "spec.replicaSpecs.worker.resources.memory", "greater than 0" },
@@ -1336,6 +1340,95 @@ START_TEST(test_hostile_text)
 }
 END_TEST
 
+/* ---- out of memory in to_json ---- */
+
+static long alloc_budget;
+
+static void *failing_malloc(size_t n)
+{
+	if (alloc_budget-- <= 0)
+		return NULL;
+	return malloc(n);
+}
+
+/* Run fn under a cJSON allocator that fails after k allocations, for every k
+ * until it succeeds: each failure must give NULL and leak nothing. */
+static void oom_sweep(cJSON *(*fn)(const void *), const void *arg)
+{
+	cJSON_Hooks hooks = { failing_malloc, free };
+	bool done = false;
+	for (long k = 0; !done && k < 100000; k++) {
+		alloc_budget = k;
+		cJSON_InitHooks(&hooks);
+		cJSON *j = fn(arg);
+		cJSON_InitHooks(NULL);
+		done = j != NULL;
+		cJSON_Delete(j);
+	}
+	ck_assert_msg(done, "to_json never succeeded");
+}
+
+static cJSON *spec_fn(const void *p)
+{
+	return rv_job_spec_to_json(p);
+}
+
+static cJSON *batch_fn(const void *p)
+{
+	return rv_metrics_batch_to_json(p);
+}
+
+static cJSON *event_fn(const void *p)
+{
+	return rv_event_to_json(p);
+}
+
+static cJSON *plan_fn(const void *p)
+{
+	return rv_scale_plan_to_json(p);
+}
+
+static cJSON *report_fn(const void *p)
+{
+	return rv_cluster_report_to_json(p);
+}
+
+START_TEST(test_to_json_out_of_memory)
+{
+	struct rv_err err = { 0 };
+	struct rv_job_spec spec;
+	ck_assert_int_eq(spec_parse(design_job, &spec, &err), 0);
+	oom_sweep(spec_fn, &spec);
+	rv_job_spec_release(&spec);
+
+	struct rv_metrics_batch b;
+	ck_assert_int_eq(batch_parse("{\"samples\":[" SPEED_OK "," NODE_OK "," MODEL_OK "]}", &b,
+				     &err),
+			 0);
+	oom_sweep(batch_fn, &b);
+	rv_metrics_batch_release(&b);
+
+	struct rv_event ev;
+	ck_assert_int_eq(event_parse("{\"type\":\"node_oom\",\"ts\":1,\"node\":\"w-1\"}", &ev,
+				     &err),
+			 0);
+	oom_sweep(event_fn, &ev);
+
+	static struct rv_scale_plan plan;
+	ck_assert_int_eq(plan_parse(design_plan, &plan, &err), 0);
+	oom_sweep(plan_fn, &plan);
+
+	struct rv_cluster_report r;
+	ck_assert_int_eq(report_parse("{\"nodes\":[{\"name\":\"a\",\"ts\":1,\"cpu\":1,"
+				      "\"memory_mb\":1},{\"name\":\"b\",\"ts\":1,\"cpu\":1,"
+				      "\"memory_mb\":1}]}",
+				      &r, &err),
+			 0);
+	oom_sweep(report_fn, &r);
+	rv_cluster_report_release(&r);
+}
+END_TEST
+
 static Suite *wire_suite(void)
 {
 	Suite *s = suite_create("wire");
@@ -1387,6 +1480,7 @@ static Suite *wire_suite(void)
 			    (int)(sizeof(bad_reports) / sizeof(bad_reports[0])));
 	tcase_add_test(tc, test_cluster_limits);
 	tcase_add_test(tc, test_hostile_text);
+	tcase_add_test(tc, test_to_json_out_of_memory);
 	suite_add_tcase(s, tc);
 	return s;
 }
