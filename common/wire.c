@@ -203,7 +203,7 @@ static int get_enum(const cJSON *o, const char *key, const char *path, bool requ
 static int get_role(const cJSON *o, const char *key, const char *path, bool required,
 		    enum rv_role *out, struct rv_err *err)
 {
-	int v;
+	int v = 0;
 	int rc = get_enum(o, key, path, required, role_names, RV_ARRAY_SIZE(role_names),
 			  "one of worker, ps, chief, evaluator", &v, err);
 	if (rc == 1)
@@ -586,7 +586,7 @@ static int job_spec_parse(const cJSON *root, struct rv_job_spec *out, struct rv_
 	const cJSON *spec = rv_json_get_object(root, "spec", "", true, &rc, err);
 	if (!spec)
 		return rc;
-	int v;
+	int v = 0;
 	if ((rc = get_enum(spec, "distributionStrategy", "spec", true, strategy_names,
 			   RV_ARRAY_SIZE(strategy_names),
 			   "AllreduceStrategy or ParameterServerStrategy", &v, err)) < 0)
@@ -758,7 +758,7 @@ static int parse_sample(const cJSON *o, const char *p, struct rv_sample *s, stru
 
 	if (!cJSON_IsObject(o))
 		return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
-	int k;
+	int k = 0;
 	if ((rc = get_enum(o, "kind", p, true, sample_names, RV_ARRAY_SIZE(sample_names),
 			   "one of speed, node, model", &k, err)) < 0)
 		return rc;
@@ -918,7 +918,7 @@ static int event_parse(const cJSON *root, struct rv_event *ev, struct rv_err *er
 
 	if (!cJSON_IsObject(root))
 		return rv_err_set(err, -EINVAL, "", "event must be a json object");
-	int t;
+	int t = 0;
 	if ((rc = get_enum(root, "type", "", true, event_names, RV_ARRAY_SIZE(event_names),
 			   "one of node_failed, node_oom, node_relaunched, node_finished, "
 			   "job_finished, job_failed, plan_applied",
@@ -1049,7 +1049,7 @@ static int scale_plan_parse(const cJSON *root, struct rv_scale_plan *pl, struct 
 		return rc;
 	if ((rc = rv_json_get_int(root, "id", "", false, 0, INT64_MAX, &pl->id, err)) < 0)
 		return rc;
-	int stage;
+	int stage = 0;
 	if ((rc = get_enum(root, "stage", "", true, stage_names, RV_ARRAY_SIZE(stage_names),
 			   "one of create, running, oom", &stage, err)) < 0)
 		return rc;
