@@ -54,15 +54,28 @@ void rv_buf_puts(struct rv_buf *b, const char *s)
 
 void rv_buf_printf(struct rv_buf *b, const char *fmt, ...)
 {
+	if (b->failed)
+		return;
+	/* Format straight into the spare room; only a too-small buffer formats twice. */
+	if (b->cap - b->len < 64 && !grow(b, 64))
+		return;
 	va_list ap;
 	va_start(ap, fmt);
-	int n = vsnprintf(NULL, 0, fmt, ap);
+	int n = vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
 	va_end(ap);
-	if (n < 0 || !grow(b, (size_t)n))
+	if (n < 0) {
+		b->data[b->len] = 0;
 		return;
-	va_start(ap, fmt);
-	vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
-	va_end(ap);
+	}
+	if ((size_t)n >= b->cap - b->len) {
+		if (!grow(b, (size_t)n)) {
+			b->data[b->len] = 0;
+			return;
+		}
+		va_start(ap, fmt);
+		vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+		va_end(ap);
+	}
 	b->len += (size_t)n;
 }
 

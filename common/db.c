@@ -9,6 +9,7 @@
  * the caller's to PQclear.
  */
 #include "db.h"
+#include "buf.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -333,6 +334,24 @@ void rv_db_release(struct rv_db_pool *pool, PGconn *conn)
 	pthread_mutex_unlock(&pool->mu);
 }
 
+/* Count, describe and map a failed result (r may be NULL). */
+static int db_fail(PGconn *conn, const PGresult *r, struct rv_err *err)
+{
+	struct rv_db_pool *pool = PQinstanceData(conn, db_event_proc);
+	if (pool)
+		__atomic_add_fetch(&pool->exec_errors, 1, __ATOMIC_RELAXED);
+	char why[400];
+	one_line(why, sizeof(why), r ? PQresultErrorMessage(r) : PQerrorMessage(conn));
+	if (!why[0])
+		one_line(why, sizeof(why), PQerrorMessage(conn));
+	const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+	if (PQstatus(conn) != CONNECTION_OK || !state)
+		return rv_err_set(err, -ECONNRESET, NULL,
+				  "could not execute statement: connection lost: %s", why);
+	return rv_err_set(err, rv_db_sqlstate_errno(state), NULL,
+			  "could not execute statement: %s (sqlstate %s)", why, state);
+}
+
 int rv_db_exec(PGconn *conn, const char *sql, int nparams, const char *const *params,
 	       PGresult **res, struct rv_err *err)
 {
@@ -353,19 +372,58 @@ int rv_db_exec(PGconn *conn, const char *sql, int nparams, const char *const *pa
 		return rows;
 	}
 
-	struct rv_db_pool *pool = PQinstanceData(conn, db_event_proc);
-	if (pool)
-		__atomic_add_fetch(&pool->exec_errors, 1, __ATOMIC_RELAXED);
-	char why[400];
-	one_line(why, sizeof(why), r ? PQresultErrorMessage(r) : PQerrorMessage(conn));
-	if (!why[0])
-		one_line(why, sizeof(why), PQerrorMessage(conn));
-	const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
-	if (PQstatus(conn) != CONNECTION_OK || !state)
-		return rv_err_set(err, -ECONNRESET, NULL,
-				  "could not execute statement: connection lost: %s", why);
-	return rv_err_set(err, rv_db_sqlstate_errno(state), NULL,
-			  "could not execute statement: %s (sqlstate %s)", why, state);
+	return db_fail(conn, r, err);
+}
+
+int rv_db_copy_in(PGconn *conn, const char *copy_sql, const char *data, size_t len,
+		  struct rv_err *err)
+{
+	RV_CLEANUP_PGRES PGresult *r = PQexecParams(conn, copy_sql, 0, NULL, NULL, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_COPY_IN)
+		return db_fail(conn, r, err);
+	PQclear(RV_TAKE_PTR(r));
+	/* libpq sends in pieces; chunk so one call never exceeds INT_MAX. */
+	int ok = 1;
+	for (size_t off = 0; ok && off < len;) {
+		size_t n = len - off > (1u << 20) ? (1u << 20) : len - off;
+		ok = PQputCopyData(conn, data + off, (int)n) == 1;
+		off += n;
+	}
+	if (PQputCopyEnd(conn, ok ? NULL : "client could not send rows") != 1)
+		ok = 0;
+	r = PQgetResult(conn);
+	int rows = -1;
+	if (PQresultStatus(r) == PGRES_COMMAND_OK) {
+		const char *t = PQcmdTuples(r);
+		rows = t && *t ? (int)strtol(t, NULL, 10) : 0;
+	}
+	int rc = rows >= 0 && ok ? rows : db_fail(conn, r, err);
+	PGresult *more;
+	while ((more = PQgetResult(conn)))
+		PQclear(more);
+	return rc;
+}
+
+void rv_db_copy_text(struct rv_buf *b, const char *s)
+{
+	for (const char *p = s; *p; p++) {
+		switch (*p) {
+		case '\\':
+			rv_buf_append(b, "\\\\", 2);
+			break;
+		case '\t':
+			rv_buf_append(b, "\\t", 2);
+			break;
+		case '\n':
+			rv_buf_append(b, "\\n", 2);
+			break;
+		case '\r':
+			rv_buf_append(b, "\\r", 2);
+			break;
+		default:
+			rv_buf_append(b, p, 1);
+		}
+	}
 }
 
 int rv_db_begin(PGconn *conn, struct rv_err *err)

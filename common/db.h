@@ -47,6 +47,16 @@ void rv_db_release(struct rv_db_pool *pool, PGconn *conn);
 int rv_db_exec(PGconn *conn, const char *sql, int nparams, const char *const *params,
 	       PGresult **res, struct rv_err *err);
 
+/* COPY ... FROM STDIN: copy_sql is a constant statement; data holds text-format
+ * rows (tab-separated, newline-terminated) built by the caller, with text
+ * fields escaped by rv_db_copy_text.  Data is never parsed as SQL.  Returns the
+ * number of rows copied or a negative errno as rv_db_exec does. */
+int rv_db_copy_in(PGconn *conn, const char *copy_sql, const char *data, size_t len,
+		  struct rv_err *err);
+struct rv_buf;
+/* Append s to b escaped for COPY text format (backslash, tab, newline, CR). */
+void rv_db_copy_text(struct rv_buf *b, const char *s);
+
 /* BEGIN / COMMIT / ROLLBACK helpers (rollback never fails loudly). */
 int rv_db_begin(PGconn *conn, struct rv_err *err);
 int rv_db_commit(PGconn *conn, struct rv_err *err);

@@ -302,14 +302,22 @@ const char *rv_json_path_index(char *buf, size_t size, const char *path, int ind
  * Look key up in obj.  Returns the item, or NULL when absent (or null); for an
  * absent required key *rc is -EINVAL with err set, else 0.
  */
+/* Error naming "<path>.<key>", built only when needed; uses the getter's
+ * locals field, path, key and err. */
+#define FIELD_ERR(fmt, ...) \
+	rv_err_set(err, -EINVAL, rv_json_path(field, sizeof(field), path, key), fmt, field, ##__VA_ARGS__)
+
 static const cJSON *lookup(const cJSON *obj, const char *key, const char *path, bool required,
 			   int *rc, char *field, size_t fsize, struct rv_err *err)
 {
-	rv_json_path(field, fsize, path, key);
 	const cJSON *it = cJSON_IsObject(obj) ? cJSON_GetObjectItemCaseSensitive(obj, key) : NULL;
 	if (it && cJSON_IsNull(it))
 		it = NULL;
 	if (!it) {
+		/* The field path is only built for an error: getters run for every
+		 * field of every sample, so formatting it each time costs. */
+		if (required)
+			rv_json_path(field, fsize, path, key);
 		*rc = required ? rv_err_set(err, -EINVAL, field, "%s is required", field) : 0;
 		return NULL;
 	}
@@ -326,10 +334,10 @@ int rv_json_get_string(const cJSON *obj, const char *key, const char *path, bool
 	if (!it)
 		return rc;
 	if (!cJSON_IsString(it) || !it->valuestring)
-		return rv_err_set(err, -EINVAL, field, "%s must be a string", field);
+		return FIELD_ERR("%s must be a string");
 	size_t n = strlen(it->valuestring);
 	if (size == 0 || n >= size)
-		return rv_err_set(err, -EINVAL, field, "%s must be at most %zu characters", field,
+		return FIELD_ERR("%s must be at most %zu characters",
 				  size ? size - 1 : 0);
 	memcpy(out, it->valuestring, n + 1);
 	return 1;
@@ -344,15 +352,14 @@ int rv_json_get_int(const cJSON *obj, const char *key, const char *path, bool re
 	if (!it)
 		return rc;
 	if (!cJSON_IsNumber(it))
-		return rv_err_set(err, -EINVAL, field, "%s must be an integer", field);
+		return FIELD_ERR("%s must be an integer");
 	double v = it->valuedouble;
 	/* cJSON turns 1e999 into inf; strtod never gives NaN for JSON text, but a
 	 * tree built in code might hold one. */
 	if (!isfinite(v) || v != floor(v))
-		return rv_err_set(err, -EINVAL, field, "%s must be an integer", field);
+		return FIELD_ERR("%s must be an integer");
 	if (v < -TWO_63 || v >= TWO_63 || (int64_t)v < min || (int64_t)v > max)
-		return rv_err_set(err, -EINVAL, field,
-				  "%s must be between %" PRId64 " and %" PRId64, field, min, max);
+		return FIELD_ERR("%s must be between %" PRId64 " and %" PRId64, min, max);
 	*out = (int64_t)v;
 	return 1;
 }
@@ -366,10 +373,10 @@ int rv_json_get_double(const cJSON *obj, const char *key, const char *path, bool
 	if (!it)
 		return rc;
 	if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble))
-		return rv_err_set(err, -EINVAL, field, "%s must be a finite number", field);
+		return FIELD_ERR("%s must be a finite number");
 	double v = it->valuedouble;
 	if (v < min || v > max)
-		return rv_err_set(err, -EINVAL, field, "%s must be between %g and %g", field, min,
+		return FIELD_ERR("%s must be between %g and %g", min,
 				  max);
 	*out = v;
 	return 1;
@@ -384,7 +391,7 @@ int rv_json_get_bool(const cJSON *obj, const char *key, const char *path, bool r
 	if (!it)
 		return rc;
 	if (!cJSON_IsBool(it))
-		return rv_err_set(err, -EINVAL, field, "%s must be a boolean", field);
+		return FIELD_ERR("%s must be a boolean");
 	*out = cJSON_IsTrue(it);
 	return 1;
 }
@@ -400,7 +407,7 @@ const cJSON *rv_json_get_object(const cJSON *obj, const char *key, const char *p
 	if (!it)
 		return NULL;
 	if (!cJSON_IsObject(it)) {
-		*rc = rv_err_set(err, -EINVAL, field, "%s must be an object", field);
+		*rc = FIELD_ERR("%s must be an object");
 		return NULL;
 	}
 	return it;
@@ -417,7 +424,7 @@ const cJSON *rv_json_get_array(const cJSON *obj, const char *key, const char *pa
 	if (!it)
 		return NULL;
 	if (!cJSON_IsArray(it)) {
-		*rc = rv_err_set(err, -EINVAL, field, "%s must be an array", field);
+		*rc = FIELD_ERR("%s must be an array");
 		return NULL;
 	}
 	return it;

@@ -25,6 +25,8 @@
 #define NODES 16
 
 static int batches_per_client = 60;
+/* Payloads are built before timing so neither side pays for formatting. */
+static char **rest_bodies, **copy_rows;
 static struct rv_test_brain brain;
 static char conninfo[1024];
 static char uids[CLIENTS][64];
@@ -71,7 +73,7 @@ static void *rest_client(void *arg)
 	snprintf(url, sizeof(url), "%s/v1/jobs/%s/metrics", brain.url, uids[c]);
 	long fails = 0;
 	for (int k = 0; k < batches_per_client; k++) {
-		char *body = batch_json(c, k);
+		const char *body = rest_bodies[c * batches_per_client + k];
 		struct rv_http_result r = { 0 };
 		struct rv_err err = { 0 };
 		int rc = rv_http_request(h, "POST", url, body, strlen(body), 0, &r, &err);
@@ -81,7 +83,6 @@ static void *rest_client(void *arg)
 			fails++;
 		}
 		rv_http_result_release(&r);
-		free(body);
 	}
 	rv_http_client_free(h);
 	return (void *)fails;
@@ -93,7 +94,7 @@ static void *copy_client(void *arg)
 	PGconn *pg = PQconnectdb(conninfo);
 	long fails = 0;
 	for (int k = 0; k < batches_per_client && PQstatus(pg) == CONNECTION_OK; k++) {
-		char *rows = batch_copy(c, k);
+		const char *rows = copy_rows[c * batches_per_client + k];
 		PGresult *r = PQexec(pg, "COPY node_usage (job_id, ts_ms, node, role, rank, cpu,"
 					 " memory_mb, cpu_limit, memory_limit_mb, step_time) FROM STDIN");
 		if (PQresultStatus(r) != PGRES_COPY_IN)
@@ -109,7 +110,6 @@ static void *copy_client(void *arg)
 		PQclear(r);
 		while ((r = PQgetResult(pg)))
 			PQclear(r);
-		free(rows);
 	}
 	PQfinish(pg);
 	return (void *)fails;
@@ -177,6 +177,14 @@ int main(int argc, char **argv)
 		snprintf(q, sizeof(q), "SELECT id FROM jobs WHERE name = 'ingest-%d'", c);
 		job_ids[c] = count(q);
 	}
+	int nb = CLIENTS * batches_per_client;
+	rest_bodies = calloc((size_t)nb, sizeof(char *));
+	copy_rows = calloc((size_t)nb, sizeof(char *));
+	for (int c = 0; c < CLIENTS; c++)
+		for (int k = 0; k < batches_per_client; k++) {
+			rest_bodies[c * batches_per_client + k] = batch_json(c, k);
+			copy_rows[c * batches_per_client + k] = batch_copy(c, k);
+		}
 	fprintf(stderr, "brain_ingest: %d clients x %d batches x %d samples, REST then COPY\n",
 		CLIENTS, batches_per_client, BATCH);
 	/* Alternate COPY and REST rounds so neither runs only on the bigger table. */
@@ -195,6 +203,12 @@ int main(int argc, char **argv)
 				" node_usage u WHERE u.job_id = j.id AND u.ts_ms % 1000 < 100) AS"
 				" node_samples FROM jobs j) x");
 	rv_test_brain_stop(&brain, 0, 10);
+	for (int i = 0; i < nb; i++) {
+		free(rest_bodies[i]);
+		free(copy_rows[i]);
+	}
+	free(rest_bodies);
+	free(copy_rows);
 	rv_test_pg_global_stop();
 	long want = 2 * per_round;
 	fprintf(stderr, "brain_ingest: rest stored %ld of %ld (%ld failed), copy %ld (%ld failed)\n",
