@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -403,6 +404,36 @@ START_TEST(test_body_limit)
 	ck_assert_msg(strstr(resp, "\"len\":\"11\""), "%.1000s", resp);
 	free(resp);
 
+	ck_assert_int_eq(req(NULL, "GET", "/v1/jobs/after", NULL, &r), 200);
+	rv_http_result_release(&r);
+}
+END_TEST
+
+START_TEST(test_endless_chunked_body)
+{
+	/* Far past the limit the server stops reading and hangs up rather than
+	 * draining an endless upload. */
+	int fd = raw_connect();
+	const char *head = "POST /v1/jobs HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " TOKEN
+			   "\r\nTransfer-Encoding: chunked\r\n\r\n";
+	ck_assert_int_eq(send(fd, head, strlen(head), MSG_NOSIGNAL), (ssize_t)strlen(head));
+	static char chunk[65536 + 16];
+	int n = snprintf(chunk, sizeof(chunk), "10000\r\n");
+	memset(chunk + n, 'z', 65536);
+	memcpy(chunk + n + 65536, "\r\n", 2);
+	size_t clen = (size_t)n + 65536 + 2;
+	bool cut = false;
+	for (int i = 0; i < 64 && !cut; i++) /* 4 MiB */
+		cut = send(fd, chunk, clen, MSG_NOSIGNAL) != (ssize_t)clen;
+	if (!cut) {
+		char buf[64];
+		cut = recv(fd, buf, sizeof(buf), 0) <= 0;
+	}
+	close(fd);
+	ck_assert(cut);
+	free(metrics_until("rover_http_rejected_total{reason=\"too_large\"} 1\n"));
+
+	struct rv_http_result r;
 	ck_assert_int_eq(req(NULL, "GET", "/v1/jobs/after", NULL, &r), 200);
 	rv_http_result_release(&r);
 }
@@ -813,6 +844,7 @@ static Suite *http_suite(void)
 	tcase_add_test(tc, test_query_and_header);
 	tcase_add_test(tc, test_not_found_and_method);
 	tcase_add_test(tc, test_body_limit);
+	tcase_add_test(tc, test_endless_chunked_body);
 	tcase_add_test(tc, test_auth);
 	tcase_add_test(tc, test_handler_errno);
 	tcase_add_test(tc, test_keepalive);
