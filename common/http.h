@@ -89,7 +89,8 @@ void rv_http_server_stop(struct rv_http_server *srv);
 int rv_http_server_port(const struct rv_http_server *srv);
 
 /* Prometheus text for the server's own counters (rover_http_requests_total
- * {route,method,code}, rover_http_request_seconds histogram, connections).
+ * {route,method,code}, rover_http_request_duration_seconds histogram,
+ * rover_http_rejected_total{reason}, connections).
  * malloc'd; caller frees. */
 char *rv_http_server_metrics(struct rv_http_server *srv);
 

@@ -33,6 +33,12 @@
 #include "log.h"
 #include "parse.h"
 
+/* Longest stop waits for requests in flight before cutting them off. */
+#define DRAIN_MAX_S 10u
+/* Bytes of an over-limit chunked body read and dropped so the client can
+ * still get its 413; past this the connection is dropped instead. */
+#define DISCARD_MAX ((size_t)1 << 20)
+
 /* Longest decoded path parameter, in bytes. */
 #define PARAM_MAX 256
 
@@ -86,7 +92,7 @@ struct rv_http_server {
 	uint64_t rejected[NREJ];
 
 	atomic_int conns;
-	atomic_int active;       /* requests begun and not yet completed */
+	atomic_int active;       /* requests past their headers, not yet completed */
 	atomic_ullong conns_total;
 };
 
@@ -100,6 +106,7 @@ struct req {
 	int method;          /* index into method_names */
 	int status;          /* status queued, 0 until then */
 	bool too_large;
+	size_t discarded;    /* body bytes dropped after too_large */
 	char *body;
 	size_t body_len, body_cap;
 	char params[RV_HTTP_MAX_PARAMS][PARAM_MAX + 1];
@@ -471,13 +478,11 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 	if (!r)
 		return NULL;
 	r->srv = cls;
-	atomic_fetch_add(&r->srv->active, 1);
 	r->route = -1;
 	r->slot = -1;
 	clock_gettime(CLOCK_MONOTONIC, &r->start);
 	r->raw_path = strndup(uri, strcspn(uri, "?"));
 	if (!r->raw_path) {
-		atomic_fetch_sub(&r->srv->active, 1);
 		free(r);
 		return NULL;
 	}
@@ -495,11 +500,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		return;
 	if (r->status)
 		metrics_record(srv, r);
+	if (r->started)
+		atomic_fetch_sub(&srv->active, 1);
 	free(r->body);
 	free(r->raw_path);
 	free(r);
 	*con_cls = NULL;
-	atomic_fetch_sub(&srv->active, 1);
 }
 
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
@@ -652,9 +658,12 @@ static enum MHD_Result begin(struct rv_http_server *srv, struct MHD_Connection *
 
 static int body_append(struct req *r, const char *data, size_t n, size_t max)
 {
-	if (r->too_large)
-		return 0;
-	if (n > max - r->body_len) {
+	if (r->too_large || n > max - r->body_len) {
+		if (n > DISCARD_MAX - r->discarded)
+			return -EMSGSIZE;
+		r->discarded += n;
+		if (r->too_large)
+			return 0;
 		r->too_large = true;
 		free(r->body);
 		r->body = NULL;
@@ -694,11 +703,16 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 
 	if (!r->started) {
 		r->started = true;
+		atomic_fetch_add(&srv->active, 1);
 		return begin(srv, conn, r, method);
 	}
 	if (*upload_data_size) {
-		if (body_append(r, upload_data, *upload_data_size, srv->opts.max_body) < 0)
-			return MHD_NO;
+		int rc = body_append(r, upload_data, *upload_data_size, srv->opts.max_body);
+		if (rc < 0) {
+			if (rc == -EMSGSIZE)
+				reject_count(srv, REJ_TOO_LARGE);
+			return MHD_NO; /* drop the connection */
+		}
 		*upload_data_size = 0;
 		return MHD_YES;
 	}
@@ -883,7 +897,7 @@ struct rv_http_server *rv_http_server_start(const struct rv_http_server_opts *op
 	}
 	unsigned int max_conns = opts->max_conns > 0 ? (unsigned int)opts->max_conns : 64;
 	unsigned int timeout = opts->conn_timeout_s > 0 ? (unsigned int)opts->conn_timeout_s : 60;
-	srv->drain_ms = timeout * 1000u;
+	srv->drain_ms = (timeout < DRAIN_MAX_S ? timeout : DRAIN_MAX_S) * 1000u;
 	srv->mhd = MHD_start_daemon(
 		MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO |
 			MHD_USE_ITC | MHD_USE_ERROR_LOG,
