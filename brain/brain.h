@@ -19,6 +19,7 @@
 #include <libpq-fe.h>
 
 #include "db.h"
+#include "rover_alg.h"
 #include "http.h"
 #include "pgserver.h"
 #include "wire.h"
@@ -146,6 +147,49 @@ int store_cluster_json(PGconn *c, cJSON **out, struct rv_err *err);
 /* Free cluster capacity (ready nodes, capacity - used); -1/-1 when no reports. */
 int store_cluster_free(PGconn *c, double *cpu, int64_t *memory_mb, struct rv_err *err);
 int store_ping(PGconn *c, struct rv_err *err);
+
+/* planner inputs */
+struct store_plan_row {
+	struct rv_scale_plan plan;   /* plan.id set */
+	char stage[16];
+	char algorithm[64];
+	char outcome[16];
+	int64_t applied_ts_ms;       /* 0 when not applied */
+	double predicted_speed;
+	int64_t reverts;             /* plan id this one reverts, 0 if none */
+};
+struct store_history_row {
+	char uid[40], name[RV_NAME_MAX], user[128];
+	double parameters, batch_size, dataset_size;
+	struct rv_scale_plan plan;
+};
+int store_job_spec(PGconn *c, int64_t job_id, struct rv_job_spec *spec, struct rv_err *err);
+/* Applied plans, newest application first (the create plan counts as applied). */
+int store_plans_applied(PGconn *c, int64_t job_id, struct store_plan_row *rows, int max,
+			struct rv_err *err);
+/* Newest plan of a stage: 1 found, 0 none. */
+int store_plan_latest_row(PGconn *c, int64_t job_id, const char *stage,
+			  struct store_plan_row *out, struct rv_err *err);
+/* Newest speed samples (at most limit), returned oldest first; caller frees *out. */
+int store_speed_obs(PGconn *c, int64_t job_id, int limit, struct rv_alg_speed_obs **out,
+		    size_t *n, struct rv_err *err);
+/* Node usage and worker step times since since_ts; caller frees both arrays. */
+int store_usage(PGconn *c, int64_t job_id, int64_t since_ts, int limit,
+		struct rv_alg_usage **usage, size_t *nusage, struct rv_alg_step **steps,
+		size_t *nsteps, struct rv_err *err);
+/* The running-stage metrics summary: mean speed and count of samples in
+ * [from_ts, to_ts) for a configuration (workers/ps < 0: any). */
+int store_speed_summary(PGconn *c, int64_t job_id, int64_t from_ts, int64_t to_ts, int workers,
+			int ps, double *mean, int *count, struct rv_err *err);
+/* Mean of the last_n speed samples before before_ts. */
+int store_speed_before(PGconn *c, int64_t job_id, int64_t before_ts, int last_n, double *mean,
+		       int *count, struct rv_err *err);
+int store_plan_set_outcome(PGconn *c, int64_t plan_id, const char *outcome, double before,
+			   double after, struct rv_err *err);
+int store_job_set_planned(PGconn *c, int64_t job_id, int64_t ts_ms, struct rv_err *err);
+/* Finished jobs of a strategy with the configuration they kept; returns rows. */
+int store_history(PGconn *c, enum rv_strategy strategy, int limit, struct store_history_row *rows,
+		  struct rv_err *err);
 
 /* ---- planner.c ---- */
 /* Create-stage plan for a new job (stored by the caller). */

@@ -12,6 +12,7 @@
  */
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,122 +22,478 @@
 #include "log.h"
 #include "parse.h"
 
-/* Safe defaults when a job gives no resources and no history helps. */
-#define DEFAULT_WORKER_CPU 2.0
-#define DEFAULT_PS_CPU 4.0
-#define MIN_MEMORY_MB 2048
-/* fp32 weights + gradients + two Adam moments = 16 bytes per parameter. */
-#define BYTES_PER_PARAM 16.0
-#define PS_SHARD_MB 4096.0
+/* Per-node ceilings when the cluster has not reported its nodes. */
+#define DEFAULT_MAX_NODE_CPU 64.0
+#define DEFAULT_MAX_NODE_MEMORY_MB (512LL * 1024)
+/* Speed samples dropped after each configuration change (warm-up). */
+#define WARMUP_SAMPLES 2
+/* Outcome of a plan: "better" above +2%, "worse" below -10% (and below what
+ * it predicted), else "neutral". */
+#define OUTCOME_BETTER 1.02
+#define OUTCOME_WORSE 0.90
+#define MAX_APPLIED 32
+#define MAX_HISTORY 200
 
-static int64_t model_memory_mb(int64_t params)
+static void params_for(const struct brain *b, struct rv_alg_params *p)
 {
-	return (int64_t)ceil((double)params * BYTES_PER_PARAM / (1024.0 * 1024.0));
+	rv_alg_params_default(p);
+	p->min_usage_samples = (int)b->cfg.min_samples;
 }
 
-static void fill_group(struct rv_plan_group *g, int count, double cpu, int64_t mem, int gpu)
+static enum rv_alg_strategy alg_strategy(enum rv_strategy s)
 {
-	g->present = true;
-	g->count = count;
-	g->resource.cpu = cpu;
-	g->resource.memory_mb = mem;
-	g->resource.gpu = gpu;
+	return s == RV_STRATEGY_PS ? RV_ALG_PS : RV_ALG_ALLREDUCE;
+}
+
+static void spec_limits(const struct rv_job_spec *spec, struct rv_alg_limits *lim)
+{
+	const struct rv_replica_spec *w = &spec->replicas[RV_ROLE_WORKER];
+	const struct rv_replica_spec *ps = &spec->replicas[RV_ROLE_PS];
+	memset(lim, 0, sizeof(*lim));
+	lim->min_workers = w->min_replicas > 0 ? w->min_replicas : 1;
+	lim->max_workers = w->max_replicas >= lim->min_workers ? w->max_replicas : lim->min_workers;
+	lim->node_unit = 1;
+	if (ps->present) {
+		lim->min_ps = ps->min_replicas > 0 ? ps->min_replicas : 1;
+		lim->max_ps = ps->max_replicas >= lim->min_ps ? ps->max_replicas : lim->min_ps;
+	}
+	lim->max_cpu = DEFAULT_MAX_NODE_CPU;
+	lim->max_memory_mb = DEFAULT_MAX_NODE_MEMORY_MB;
+	lim->free_cpu = -1;
+	lim->free_memory_mb = -1;
+}
+
+/* Cluster mode: never ask for more than the monitor says is free. */
+static void cluster_limits(PGconn *c, const struct rv_job_spec *spec, struct rv_alg_limits *lim)
+{
+	if (spec->optimize_mode != RV_OPT_CLUSTER)
+		return;
+	double cpu;
+	int64_t mem;
+	if (store_cluster_free(c, &cpu, &mem, NULL) == 0 && cpu >= 0) {
+		lim->free_cpu = cpu;
+		lim->free_memory_mb = mem;
+	}
+}
+
+static void plan_to_config(const struct rv_scale_plan *plan, struct rv_alg_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	const struct rv_plan_group *w = &plan->groups[RV_ROLE_WORKER];
+	const struct rv_plan_group *ps = &plan->groups[RV_ROLE_PS];
+	if (w->present) {
+		cfg->worker.count = w->count;
+		cfg->worker.res.cpu = w->resource.cpu;
+		cfg->worker.res.memory_mb = w->resource.memory_mb;
+	}
+	if (ps->present) {
+		cfg->ps.count = ps->count;
+		cfg->ps.res.cpu = ps->resource.cpu;
+		cfg->ps.res.memory_mb = ps->resource.memory_mb;
+	}
+}
+
+static void config_to_plan(const struct rv_alg_config *cfg, const struct rv_job_spec *spec,
+			   struct rv_scale_plan *plan)
+{
+	struct rv_plan_group *w = &plan->groups[RV_ROLE_WORKER];
+	w->present = true;
+	w->count = cfg->worker.count;
+	w->resource.cpu = cfg->worker.res.cpu;
+	w->resource.memory_mb = cfg->worker.res.memory_mb;
+	w->resource.gpu = spec->replicas[RV_ROLE_WORKER].resource.gpu;
+	if (spec->replicas[RV_ROLE_PS].present) {
+		struct rv_plan_group *ps = &plan->groups[RV_ROLE_PS];
+		ps->present = true;
+		ps->count = cfg->ps.count;
+		ps->resource.cpu = cfg->ps.res.cpu;
+		ps->resource.memory_mb = cfg->ps.res.memory_mb;
+	}
+	/* Other roles (chief, evaluator) keep what the spec asked. */
+	for (int r = RV_ROLE_CHIEF; r < RV_ROLE_COUNT; r++) {
+		const struct rv_replica_spec *rs = &spec->replicas[r];
+		if (!rs->present)
+			continue;
+		plan->groups[r].present = true;
+		plan->groups[r].count = rs->replicas;
+		plan->groups[r].resource = rs->resource;
+	}
+}
+
+static void plan_init(struct rv_scale_plan *plan, const char *uid, const char *stage,
+		      const char *algorithm)
+{
+	memset(plan, 0, sizeof(*plan));
+	snprintf(plan->job, sizeof(plan->job), "%s", uid);
+	snprintf(plan->stage, sizeof(plan->stage), "%s", stage);
+	snprintf(plan->algorithm, sizeof(plan->algorithm), "%s", algorithm);
+}
+
+/* Reasons are cut at the buffer's end rather than refused. */
+__attribute__((format(printf, 2, 3))) static void reason_set(struct rv_scale_plan *plan,
+							     const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(plan->reason, sizeof(plan->reason), fmt, ap);
+	va_end(ap);
+	(void)n;
+}
+
+static void features_of(const struct rv_job_spec *spec, struct rv_alg_job_features *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->strategy = alg_strategy(spec->strategy);
+	f->parameters = (double)spec->model_parameters;
+	f->batch_size = spec->batch_size;
+	for (int i = 0; i < spec->ndatasets; i++)
+		f->dataset_size += (double)spec->datasets[i].size;
+	f->user = spec->user;
+	f->name = spec->name;
 }
 
 int planner_create_plan(struct brain *b, PGconn *c, const struct store_job *job,
 			const struct rv_job_spec *spec, struct rv_scale_plan *plan)
 {
-	(void)b;
-	(void)c;
-	memset(plan, 0, sizeof(*plan));
-	snprintf(plan->job, sizeof(plan->job), "%s", job->uid);
-	snprintf(plan->stage, sizeof(plan->stage), "create");
-	int64_t model_mb = model_memory_mb(spec->model_parameters);
-	bool all_given = true;
-	for (int r = 0; r < RV_ROLE_COUNT; r++)
-		if (spec->replicas[r].present && !spec->replicas[r].has_resources)
-			all_given = false;
-	int nps = 0;
-	for (int r = 0; r < RV_ROLE_COUNT; r++) {
-		const struct rv_replica_spec *rs = &spec->replicas[r];
-		if (!rs->present)
-			continue;
-		if (rs->has_resources) {
-			fill_group(&plan->groups[r], rs->replicas, rs->resource.cpu, rs->resource.memory_mb,
-				   rs->resource.gpu);
-			continue;
-		}
-		if (r == RV_ROLE_PS) {
-			/* Parameters split over PS nodes of at most PS_SHARD_MB each. */
-			nps = (int)ceil((double)model_mb / PS_SHARD_MB);
-			if (nps < 1)
-				nps = 1;
-			if (nps < rs->min_replicas)
-				nps = rs->min_replicas;
-			if (rs->max_replicas > 0 && nps > rs->max_replicas)
-				nps = rs->max_replicas;
-			int64_t mem = (int64_t)ceil((double)model_mb / nps * 1.5) + 1024;
-			fill_group(&plan->groups[r], nps, DEFAULT_PS_CPU,
-				   mem < MIN_MEMORY_MB ? MIN_MEMORY_MB : mem, 0);
-		} else {
-			int64_t mem = model_mb * 2 + 2048;
-			int count = rs->replicas > 0 ? rs->replicas : 1;
-			fill_group(&plan->groups[r], count, DEFAULT_WORKER_CPU,
-				   mem < MIN_MEMORY_MB ? MIN_MEMORY_MB : mem, 0);
+	struct rv_alg_params p;
+	params_for(b, &p);
+	struct rv_alg_limits lim;
+	spec_limits(spec, &lim);
+	cluster_limits(c, spec, &lim);
+	struct rv_alg_job_features f;
+	features_of(spec, &f);
+
+	struct store_history_row *rows = calloc(MAX_HISTORY, sizeof(*rows));
+	struct rv_alg_history_job *hist = calloc(MAX_HISTORY, sizeof(*hist));
+	int n = 0;
+	if (rows && hist) {
+		n = store_history(c, spec->strategy, MAX_HISTORY, rows, NULL);
+		for (int i = 0; i < n; i++) {
+			hist[i].id = rows[i].uid;
+			hist[i].f.strategy = f.strategy;
+			hist[i].f.parameters = rows[i].parameters;
+			hist[i].f.batch_size = rows[i].batch_size;
+			hist[i].f.dataset_size = rows[i].dataset_size;
+			hist[i].f.user = rows[i].user;
+			hist[i].f.name = rows[i].name;
+			plan_to_config(&rows[i].plan, &hist[i].cfg);
 		}
 	}
-	if (all_given) {
-		snprintf(plan->algorithm, sizeof(plan->algorithm), "user_spec");
-		snprintf(plan->reason, sizeof(plan->reason),
-			 "the job gave resources for every role; kept as asked");
-	} else {
-		snprintf(plan->algorithm, sizeof(plan->algorithm), "default_by_model_size");
-		snprintf(plan->reason, sizeof(plan->reason),
-			 "no resources given: %" PRId64 " parameters need ~%" PRId64
-			 " MiB of model state; workers get %.0f CPU and 2x that plus 2 GiB%s",
-			 spec->model_parameters, model_mb, DEFAULT_WORKER_CPU,
-			 nps ? "; model split over PS of at most 4 GiB each" : "");
+	struct rv_alg_decision d;
+	int rc = rv_alg_plan_create(&f, hist, n > 0 ? (size_t)n : 0, &lim, &p, &d);
+	free(rows);
+	free(hist);
+	if (rc < 0)
+		return rc;
+
+	/* Explicit asks win: a role that gave resources keeps its count and
+	 * resources (the running stage right-sizes them from real usage). */
+	const struct rv_replica_spec *w = &spec->replicas[RV_ROLE_WORKER];
+	const struct rv_replica_spec *ps = &spec->replicas[RV_ROLE_PS];
+	bool kept = false;
+	if (w->has_resources) {
+		d.cfg.worker.count = w->replicas;
+		d.cfg.worker.res.cpu = w->resource.cpu;
+		d.cfg.worker.res.memory_mb = w->resource.memory_mb;
+		kept = true;
 	}
+	if (ps->present && ps->has_resources) {
+		d.cfg.ps.count = ps->replicas;
+		d.cfg.ps.res.cpu = ps->resource.cpu;
+		d.cfg.ps.res.memory_mb = ps->resource.memory_mb;
+		kept = true;
+	}
+	bool all_kept = w->has_resources && (!ps->present || ps->has_resources);
+	plan_init(plan, job->uid, "create", all_kept ? "user_spec" : d.algorithm);
+	config_to_plan(&d.cfg, spec, plan);
+	if (all_kept)
+		snprintf(plan->reason, sizeof(plan->reason),
+			 "the job gave resources for every role; kept as asked (the running stage "
+			 "right-sizes them from observed usage)");
+	else
+		reason_set(plan, "%s%s", d.reason, kept ? "; roles that gave resources keep them" : "");
+	plan->predicted_speed = d.predicted_speed;
 	return 0;
 }
 
 int planner_oom_plan(struct brain *b, PGconn *c, const struct store_job *job,
 		     const struct rv_event *ev, struct rv_scale_plan *plan)
 {
-	(void)b;
-	(void)c;
-	memset(plan, 0, sizeof(*plan));
-	int64_t prev = ev->memory_mb > 0 ? ev->memory_mb : MIN_MEMORY_MB;
-	int64_t peak = ev->peak_memory_mb > prev ? ev->peak_memory_mb : prev;
-	int64_t next = peak * 3 / 2 > prev * 2 ? peak * 3 / 2 : prev * 2;
-	if (next > RV_MAX_MEMORY_MB)
-		next = RV_MAX_MEMORY_MB;
-	snprintf(plan->job, sizeof(plan->job), "%s", job->uid);
-	snprintf(plan->stage, sizeof(plan->stage), "oom");
-	snprintf(plan->algorithm, sizeof(plan->algorithm), "oom_memory_step");
-	snprintf(plan->reason, sizeof(plan->reason),
-		 "node %s ran out of memory at %" PRId64 " MiB (peak %" PRId64
-		 " MiB); relaunch with %" PRId64 " MiB",
-		 ev->node, prev, peak, next);
+	struct rv_err err = { 0 };
+	struct rv_job_spec spec;
+	int rc = store_job_spec(c, job->id, &spec, &err);
+	if (rc < 0)
+		return rc;
+	struct store_plan_row cur;
+	rc = store_plans_applied(c, job->id, &cur, 1, &err);
+	if (rc <= 0) {
+		rv_job_spec_release(&spec);
+		return rc < 0 ? rc : -ENOENT;
+	}
+	struct rv_alg_params p;
+	params_for(b, &p);
+	struct rv_alg_limits lim;
+	spec_limits(&spec, &lim);
+	cluster_limits(c, &spec, &lim);
+	struct rv_alg_config cfg;
+	plan_to_config(&cur.plan, &cfg);
+	enum rv_alg_role role = ev->role == RV_ROLE_PS ? RV_ALG_PS_ROLE : RV_ALG_WORKER;
+	struct rv_alg_group *g = role == RV_ALG_PS_ROLE ? &cfg.ps : &cfg.worker;
+	if (ev->memory_mb > 0)
+		g->res.memory_mb = ev->memory_mb;
+	int ooms = 1;
+	{
+		char id_s[24];
+		snprintf(id_s, sizeof(id_s), "%" PRId64, job->id);
+		const char *q[] = { id_s, ev->node };
+		PGresult *r = NULL;
+		if (rv_db_exec(c, "SELECT oom_count, peak_memory_mb FROM job_nodes WHERE job_id = $1::bigint"
+				  " AND name = $2", 2, q, &r, NULL) > 0)
+			ooms = atoi(PQgetvalue(r, 0, 0));
+		if (r)
+			PQclear(r);
+	}
+	int64_t peak = ev->peak_memory_mb > 0 ? ev->peak_memory_mb : g->res.memory_mb;
+	struct rv_alg_decision d;
+	rc = rv_alg_plan_oom(&cfg, role, peak, ooms < 1 ? 1 : ooms, &lim, &p, &d);
+	if (rc < 0) {
+		rv_job_spec_release(&spec);
+		return rc;
+	}
+	plan_init(plan, job->uid, "oom", "oom_memory_step");
+	config_to_plan(&d.cfg, &spec, plan);
+	reason_set(plan, "node %s: %s", ev->node, d.reason);
 	plan->based_on_ts_ms = ev->ts_ms;
 	plan->nlaunch = 1;
 	snprintf(plan->launch[0].node, sizeof(plan->launch[0].node), "%s", ev->node);
 	plan->launch[0].role = ev->role;
-	plan->launch[0].resource.memory_mb = next;
+	const struct rv_alg_group *ng = role == RV_ALG_PS_ROLE ? &d.cfg.ps : &d.cfg.worker;
+	plan->launch[0].resource.cpu = ng->res.cpu;
+	plan->launch[0].resource.memory_mb = ng->res.memory_mb;
+	rv_job_spec_release(&spec);
 	return 0;
 }
 
-/* Running-stage computation for one job; leaves plan->stage empty when the
- * job should keep its configuration. */
-static int planner_running_plan(struct brain *b, PGconn *c, const struct store_job *job,
-				struct rv_scale_plan *plan, struct rv_err *err)
+/* Drop the first WARMUP_SAMPLES samples of every run of one configuration. */
+static size_t drop_warmup(struct rv_alg_speed_obs *o, size_t n)
 {
-	(void)b;
-	(void)c;
-	(void)job;
-	(void)err;
+	size_t out = 0;
+	int run = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (i == 0 || o[i].workers != o[i - 1].workers || o[i].ps != o[i - 1].ps)
+			run = 0;
+		if (run++ >= WARMUP_SAMPLES)
+			o[out++] = o[i];
+	}
+	return out;
+}
+
+static bool same_groups(const struct rv_scale_plan *a, const struct rv_scale_plan *b)
+{
+	for (int r = 0; r < RV_ROLE_COUNT; r++) {
+		const struct rv_plan_group *x = &a->groups[r], *y = &b->groups[r];
+		if (x->present != y->present)
+			return false;
+		if (x->present && (x->count != y->count || fabs(x->resource.cpu - y->resource.cpu) > 1e-6 ||
+				   x->resource.memory_mb != y->resource.memory_mb))
+			return false;
+	}
+	return a->nmigrate == b->nmigrate && a->nremove == b->nremove;
+}
+
+/* Judge the newest applied running plan once enough samples came after it.
+ * Returns 1 when a revert plan was made (in *plan), 0 otherwise; sets
+ * *measuring while the outcome is still open (no new plan until it is). */
+static int judge_outcome(struct brain *b, PGconn *c, const struct store_job *job,
+			 const struct store_plan_row *applied, int napplied,
+			 struct rv_scale_plan *plan, bool *measuring, struct rv_err *err)
+{
+	const struct store_plan_row *cur = &applied[0];
+	*measuring = false;
+	if (strcmp(cur->stage, "running") != 0 || strcmp(cur->outcome, "pending") != 0 ||
+	    cur->applied_ts_ms <= 0)
+		return 0;
+	int w = cur->plan.groups[RV_ROLE_WORKER].present ? cur->plan.groups[RV_ROLE_WORKER].count : -1;
+	int ps = cur->plan.groups[RV_ROLE_PS].present ? cur->plan.groups[RV_ROLE_PS].count : 0;
+	double after = 0, before = 0;
+	int nafter = 0, nbefore = 0;
+	int rc = store_speed_summary(c, job->id, cur->applied_ts_ms, INT64_MAX, w, ps, &after,
+				     &nafter, err);
+	if (rc < 0)
+		return rc;
+	if (nafter < (int)b->cfg.min_samples + WARMUP_SAMPLES) {
+		*measuring = true;
+		return 0;
+	}
+	/* Skip the warm-up samples: re-average from the first settled one. */
+	{
+		char id_s[24], ts_s[24], w_s[16], p_s[16], k_s[16];
+		snprintf(id_s, sizeof(id_s), "%" PRId64, job->id);
+		snprintf(ts_s, sizeof(ts_s), "%" PRId64, cur->applied_ts_ms);
+		snprintf(w_s, sizeof(w_s), "%d", w);
+		snprintf(p_s, sizeof(p_s), "%d", ps);
+		snprintf(k_s, sizeof(k_s), "%d", WARMUP_SAMPLES);
+		const char *q[] = { id_s, ts_s, w_s, p_s, k_s };
+		PGresult *r = NULL;
+		if (rv_db_exec(c,
+			       "SELECT COALESCE(avg(speed), 0) FROM (SELECT speed FROM job_speed"
+			       " WHERE job_id = $1::bigint AND ts_ms >= $2::bigint AND workers = $3::int"
+			       " AND ps = $4::int ORDER BY ts_ms OFFSET $5::int) x",
+			       5, q, &r, err) > 0)
+			after = strtod(PQgetvalue(r, 0, 0), NULL);
+		if (r)
+			PQclear(r);
+	}
+	rc = store_speed_before(c, job->id, cur->applied_ts_ms, 20, &before, &nbefore, err);
+	if (rc < 0)
+		return rc;
+	const char *outcome = "unknown";
+	double ratio = before > 0 ? after / before : 0;
+	if (nbefore > 0 && before > 0) {
+		bool below_prediction = cur->predicted_speed <= 0 ||
+					after < OUTCOME_WORSE * cur->predicted_speed;
+		if (ratio >= OUTCOME_BETTER)
+			outcome = "better";
+		else if (ratio < OUTCOME_WORSE && below_prediction)
+			outcome = "worse";
+		else
+			outcome = "neutral";
+	}
+	rc = store_plan_set_outcome(c, cur->plan.id, outcome, before, after, err);
+	if (rc < 0)
+		return rc;
+	if (strcmp(outcome, "worse") != 0 || napplied < 2)
+		return 0;
+	/* Revert to the configuration that ran before it. */
+	const struct store_plan_row *prev = &applied[1];
+	plan_init(plan, job->uid, "running", "revert");
+	for (int r = 0; r < RV_ROLE_COUNT; r++)
+		plan->groups[r] = prev->plan.groups[r];
+	plan->predicted_speed = before;
+	plan->based_on_ts_ms = job->last_sample_ms;
+	snprintf(plan->reason, sizeof(plan->reason),
+		 "plan %" PRId64 " (%s) measured %.1f samples/s after vs %.1f before (%+.0f%%); "
+		 "reverting to %d workers",
+		 cur->plan.id, cur->algorithm, after, before, (ratio - 1) * 100,
+		 prev->plan.groups[RV_ROLE_WORKER].count);
+	return 1;
+}
+
+/* Running-stage computation for one job; leaves plan->stage empty when the
+ * job should keep its configuration.  *reverts is the plan a revert undoes. */
+static int planner_running_plan(struct brain *b, PGconn *c, const struct store_job *job,
+				struct rv_scale_plan *plan, int64_t *reverts, struct rv_err *err)
+{
 	memset(plan, 0, sizeof(*plan));
-	return 0;
+	*reverts = 0;
+	struct store_plan_row *applied = calloc(MAX_APPLIED, sizeof(*applied));
+	if (!applied)
+		return -ENOMEM;
+	struct rv_job_spec spec;
+	memset(&spec, 0, sizeof(spec));
+	struct rv_alg_speed_obs *obs = NULL;
+	struct rv_alg_usage *usage = NULL;
+	struct rv_alg_step *steps = NULL;
+	size_t nobs = 0, nusage = 0, nsteps = 0;
+	int rc = store_job_spec(c, job->id, &spec, err);
+	if (rc < 0)
+		goto out;
+	/* single-job mode: the job's master plans in-process. */
+	if (spec.optimize_mode == RV_OPT_SINGLE_JOB)
+		goto out;
+	int napplied = rc = store_plans_applied(c, job->id, applied, MAX_APPLIED, err);
+	if (rc <= 0)
+		goto out;
+	bool measuring;
+	rc = judge_outcome(b, c, job, applied, napplied, plan, &measuring, err);
+	if (rc != 0 || measuring) {
+		if (rc > 0) {
+			*reverts = applied[0].plan.id;
+			rc = 0;
+		}
+		goto out;
+	}
+	struct rv_alg_params p;
+	params_for(b, &p);
+	struct rv_alg_job_state st;
+	memset(&st, 0, sizeof(st));
+	st.strategy = alg_strategy(spec.strategy);
+	spec_limits(&spec, &st.lim);
+	cluster_limits(c, &spec, &st.lim);
+	plan_to_config(&applied[0].plan, &st.cur);
+	st.now_ms = job->last_sample_ms;
+	rc = store_speed_obs(c, job->id, 4000, &obs, &nobs, err);
+	if (rc < 0)
+		goto out;
+	nobs = drop_warmup(obs, nobs);
+	int64_t since = applied[0].applied_ts_ms;
+	if (since < job->last_sample_ms - 600000)
+		since = job->last_sample_ms - 600000;
+	rc = store_usage(c, job->id, since, 8000, &usage, &nusage, &steps, &nsteps, err);
+	if (rc < 0)
+		goto out;
+	st.speed = obs;
+	st.n_speed = nobs;
+	st.usage = usage;
+	st.n_usage = nusage;
+	st.steps = steps;
+	st.n_steps = nsteps;
+	/* The last right-sizing of each role, for hysteresis. */
+	for (int i = 0; i + 1 < napplied; i++) {
+		if (strcmp(applied[i].algorithm, "rightsize") != 0)
+			continue;
+		struct rv_alg_config to, from;
+		plan_to_config(&applied[i].plan, &to);
+		plan_to_config(&applied[i + 1].plan, &from);
+		for (int r = 0; r < 2; r++) {
+			if (st.last_resize[r].t_ms)
+				continue;
+			st.last_resize[r].t_ms = applied[i].applied_ts_ms;
+			st.last_resize[r].to = r == RV_ALG_WORKER ? to.worker.res : to.ps.res;
+			st.last_resize[r].from = r == RV_ALG_WORKER ? from.worker.res : from.ps.res;
+		}
+	}
+	struct rv_alg_decision d;
+	rc = rv_alg_plan_running(&st, &p, &d);
+	if (rc < 0) {
+		rv_err_set(err, rc, "", "could not compute a running plan");
+		goto out;
+	}
+	if (!d.changed)
+		goto out;
+	plan_init(plan, job->uid, "running", d.algorithm);
+	config_to_plan(&d.cfg, &spec, plan);
+	snprintf(plan->reason, sizeof(plan->reason), "%s", d.reason);
+	plan->predicted_speed = d.predicted_speed;
+	plan->based_on_ts_ms = job->last_sample_ms;
+	for (size_t i = 0; i < d.n_migrate && plan->nmigrate < RV_MAX_PLAN_NODES; i++) {
+		struct rv_plan_node *m = &plan->migrate[plan->nmigrate++];
+		snprintf(m->node, sizeof(m->node), "ps-%d", d.migrate[i].node);
+		m->role = RV_ROLE_PS;
+		m->resource.cpu = d.migrate[i].res.cpu;
+		m->resource.memory_mb = d.migrate[i].res.memory_mb;
+	}
+	for (size_t i = 0; i < d.n_replace && plan->nremove < RV_MAX_PLAN_NODES; i++) {
+		struct rv_plan_node *m = &plan->remove[plan->nremove++];
+		snprintf(m->node, sizeof(m->node), "worker-%d", d.replace[i]);
+		m->role = RV_ROLE_WORKER;
+		plan->launch[plan->nlaunch++] = *m;
+		plan->launch[plan->nlaunch - 1].resource.cpu = d.cfg.worker.res.cpu;
+		plan->launch[plan->nlaunch - 1].resource.memory_mb = d.cfg.worker.res.memory_mb;
+	}
+	/* The same advice not yet applied is not repeated. */
+	struct store_plan_row last;
+	if (store_plan_latest_row(c, job->id, "running", &last, err) == 1 && last.applied_ts_ms == 0 &&
+	    same_groups(&last.plan, plan) && !strcmp(last.algorithm, plan->algorithm))
+		plan->stage[0] = 0;
+	rc = 0;
+out:
+	rv_job_spec_release(&spec);
+	free(applied);
+	free(obs);
+	free(usage);
+	free(steps);
+	return rc;
 }
 
 void planner_notify(struct brain *b)
@@ -187,13 +544,13 @@ static void plan_job(struct brain *b, int64_t job_id)
 	}
 	struct store_job job;
 	struct rv_scale_plan plan;
+	int64_t reverts = 0;
+	plan.stage[0] = 0;
 	rc = store_job_find_id(c, job_id, &job, &err);
 	if (rc == 0 && !strcmp(job.status, "running"))
-		rc = planner_running_plan(b, c, &job, &plan, &err);
-	else
-		plan.stage[0] = 0;
+		rc = planner_running_plan(b, c, &job, &plan, &reverts, &err);
 	if (rc == 0 && plan.stage[0]) {
-		rc = store_plan_insert(c, job_id, &plan, 0, &err);
+		rc = store_plan_insert(c, job_id, &plan, reverts, &err);
 		if (rc == 0) {
 			atomic_fetch_add(&b->plans_stored, 1);
 			planner_notify(b);
@@ -207,6 +564,9 @@ static void plan_job(struct brain *b, int64_t job_id)
 		rv_log_warn("could not plan job", "job_id=%" PRId64 " reason=%s", job_id,
 			    rv_log_q(q, sizeof(q), err.msg));
 	}
+	/* After any plan is stored, so a client that sees planned_ts also sees it. */
+	if (rc == 0 && store_job_set_planned(c, job_id, job.last_sample_ms, &err) == 0)
+		planner_notify(b);
 	rv_db_exec(c, "SELECT pg_advisory_unlock(7411, $1::int)", 1, p, NULL, NULL);
 	rv_db_release(b->db, c);
 }

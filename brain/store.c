@@ -135,7 +135,8 @@ static int query_json(PGconn *c, const char *sql, int n, const char *const *p, c
 	"json_build_object('uid', j.uid, 'namespace', j.namespace, 'name', j.name,"           \
 	" 'user', j.user_name, 'strategy', j.strategy, 'optimize_mode', j.optimize_mode,"     \
 	" 'status', j.status, 'created_at', j.created_at, 'finished_at', j.finished_at,"      \
-	" 'last_sample_ts', j.last_sample_ms, 'model_parameters', j.model_parameters,"        \
+	" 'last_sample_ts', j.last_sample_ms, 'planned_ts', j.planned_ts_ms,"                  \
+	" 'model_parameters', j.model_parameters,"                                             \
 	" 'batch_size', j.batch_size, 'dataset_size', j.dataset_size"
 
 int store_job_get_json(PGconn *c, const char *uid, cJSON **out, struct rv_err *err)
@@ -640,4 +641,304 @@ int store_ping(PGconn *c, struct rv_err *err)
 {
 	int rc = rv_db_exec(c, "SELECT 1", 0, NULL, NULL, err);
 	return rc < 0 ? rc : 0;
+}
+
+/* ---- planner inputs ---- */
+
+int store_job_spec(PGconn *c, int64_t job_id, struct rv_job_spec *spec, struct rv_err *err)
+{
+	char job_s[24];
+	i64s(job_s, sizeof(job_s), job_id);
+	const char *p[] = { job_s };
+	cJSON *doc = NULL;
+	int rc = query_json(c, "SELECT spec::text FROM jobs WHERE id = $1::bigint", 1, p, &doc, err);
+	if (rc <= 0)
+		return rc < 0 ? rc : rv_err_set(err, -ENOENT, "", "no job %" PRId64, job_id);
+	memset(spec, 0, sizeof(*spec));
+	rc = rv_job_spec_from_json(doc, spec, err);
+	cJSON_Delete(doc);
+	return rc;
+}
+
+static int plan_from_row(PGresult *r, int row, struct rv_scale_plan *plan, struct rv_err *err)
+{
+	const char *txt = PQgetvalue(r, row, 1);
+	cJSON *doc = rv_json_parse(txt, strlen(txt), err);
+	if (!doc)
+		return -EIO;
+	int rc = rv_scale_plan_from_json(doc, plan, err);
+	cJSON_Delete(doc);
+	plan->id = strtoll(PQgetvalue(r, row, 0), NULL, 10);
+	return rc;
+}
+
+#define PLAN_ROW_COLS                                                                      \
+	"p.id, p.plan::text, p.stage, p.algorithm, COALESCE(p.applied_ts_ms, 0), p.outcome," \
+	" p.predicted_speed, COALESCE(p.reverts_plan_id, 0)"
+
+static void fill_plan_row(PGresult *r, int row, struct store_plan_row *out)
+{
+	snprintf(out->stage, sizeof(out->stage), "%s", PQgetvalue(r, row, 2));
+	snprintf(out->algorithm, sizeof(out->algorithm), "%s", PQgetvalue(r, row, 3));
+	out->applied_ts_ms = strtoll(PQgetvalue(r, row, 4), NULL, 10);
+	snprintf(out->outcome, sizeof(out->outcome), "%s", PQgetvalue(r, row, 5));
+	out->predicted_speed = strtod(PQgetvalue(r, row, 6), NULL);
+	out->reverts = strtoll(PQgetvalue(r, row, 7), NULL, 10);
+}
+
+int store_plans_applied(PGconn *c, int64_t job_id, struct store_plan_row *rows, int max,
+			struct rv_err *err)
+{
+	char job_s[24], lim[16];
+	i64s(job_s, sizeof(job_s), job_id);
+	snprintf(lim, sizeof(lim), "%d", max);
+	const char *p[] = { job_s, lim };
+	PGresult *r = NULL;
+	/* Newest first; the create plan counts as applied at registration. */
+	int rc = rv_db_exec(c,
+			    "SELECT " PLAN_ROW_COLS " FROM scale_plans p WHERE p.job_id = $1::bigint"
+			    " AND (p.applied_at IS NOT NULL OR p.stage = 'create')"
+			    " ORDER BY (p.applied_at IS NOT NULL) DESC, p.applied_ts_ms DESC NULLS LAST, p.id DESC"
+			    " LIMIT $2::int",
+			    2, p, &r, err);
+	int n = 0;
+	for (int i = 0; i < rc; i++) {
+		memset(&rows[n], 0, sizeof(rows[n]));
+		if (plan_from_row(r, i, &rows[n].plan, err) < 0)
+			continue;
+		fill_plan_row(r, i, &rows[n]);
+		n++;
+	}
+	if (r)
+		PQclear(r);
+	return rc < 0 ? rc : n;
+}
+
+int store_plan_latest_row(PGconn *c, int64_t job_id, const char *stage,
+			  struct store_plan_row *out, struct rv_err *err)
+{
+	char job_s[24];
+	i64s(job_s, sizeof(job_s), job_id);
+	const char *p[] = { job_s, stage };
+	PGresult *r = NULL;
+	int rc = rv_db_exec(c,
+			    "SELECT " PLAN_ROW_COLS " FROM scale_plans p WHERE p.job_id = $1::bigint"
+			    " AND p.stage = $2 ORDER BY p.id DESC LIMIT 1",
+			    2, p, &r, err);
+	if (rc > 0) {
+		memset(out, 0, sizeof(*out));
+		rc = plan_from_row(r, 0, &out->plan, err);
+		if (rc == 0) {
+			fill_plan_row(r, 0, out);
+			rc = 1;
+		}
+	}
+	if (r)
+		PQclear(r);
+	return rc;
+}
+
+int store_speed_obs(PGconn *c, int64_t job_id, int limit, struct rv_alg_speed_obs **out,
+		    size_t *n, struct rv_err *err)
+{
+	char job_s[24], lim[16];
+	i64s(job_s, sizeof(job_s), job_id);
+	snprintf(lim, sizeof(lim), "%d", limit);
+	const char *p[] = { job_s, lim };
+	PGresult *r = NULL;
+	int rc = rv_db_exec(c,
+			    "SELECT workers, ps, speed, ts_ms FROM job_speed WHERE job_id = $1::bigint"
+			    " ORDER BY ts_ms DESC LIMIT $2::int",
+			    2, p, &r, err);
+	*out = NULL;
+	*n = 0;
+	if (rc > 0) {
+		*out = calloc((size_t)rc, sizeof(**out));
+		if (!*out) {
+			PQclear(r);
+			return rv_err_set(err, -ENOMEM, "", "out of memory");
+		}
+		for (int i = 0; i < rc; i++) {
+			struct rv_alg_speed_obs *o = &(*out)[rc - 1 - i]; /* oldest first */
+			o->workers = atoi(PQgetvalue(r, i, 0));
+			o->ps = atoi(PQgetvalue(r, i, 1));
+			o->speed = strtod(PQgetvalue(r, i, 2), NULL);
+			o->t_ms = strtoll(PQgetvalue(r, i, 3), NULL, 10);
+		}
+		*n = (size_t)rc;
+	}
+	if (r)
+		PQclear(r);
+	return rc < 0 ? rc : 0;
+}
+
+int store_usage(PGconn *c, int64_t job_id, int64_t since_ts, int limit,
+		struct rv_alg_usage **usage, size_t *nusage, struct rv_alg_step **steps,
+		size_t *nsteps, struct rv_err *err)
+{
+	char job_s[24], since_s[24], lim[16];
+	i64s(job_s, sizeof(job_s), job_id);
+	i64s(since_s, sizeof(since_s), since_ts);
+	snprintf(lim, sizeof(lim), "%d", limit);
+	const char *p[] = { job_s, since_s, lim };
+	PGresult *r = NULL;
+	int rc = rv_db_exec(c,
+			    "SELECT role, rank, ts_ms, cpu, memory_mb, step_time,"
+			    " dense_rank() OVER (PARTITION BY role ORDER BY node) - 1"
+			    " FROM (SELECT * FROM node_usage WHERE job_id = $1::bigint AND ts_ms >= $2::bigint"
+			    " ORDER BY ts_ms DESC LIMIT $3::int) u",
+			    3, p, &r, err);
+	*usage = NULL;
+	*steps = NULL;
+	*nusage = *nsteps = 0;
+	if (rc > 0) {
+		*usage = calloc((size_t)rc, sizeof(**usage));
+		*steps = calloc((size_t)rc, sizeof(**steps));
+		if (!*usage || !*steps) {
+			free(*usage);
+			free(*steps);
+			*usage = NULL;
+			*steps = NULL;
+			PQclear(r);
+			return rv_err_set(err, -ENOMEM, "", "out of memory");
+		}
+		for (int i = 0; i < rc; i++) {
+			struct rv_alg_usage *u = &(*usage)[(*nusage)++];
+			bool ps = !strcmp(PQgetvalue(r, i, 0), "ps");
+			int rank = atoi(PQgetvalue(r, i, 1));
+			u->role = ps ? RV_ALG_PS_ROLE : RV_ALG_WORKER;
+			u->node = rank >= 0 ? rank : atoi(PQgetvalue(r, i, 6));
+			u->t_ms = strtoll(PQgetvalue(r, i, 2), NULL, 10);
+			u->cpu = strtod(PQgetvalue(r, i, 3), NULL);
+			u->memory_mb = strtoll(PQgetvalue(r, i, 4), NULL, 10);
+			double st = strtod(PQgetvalue(r, i, 5), NULL);
+			if (!ps && st >= 0) {
+				struct rv_alg_step *s = &(*steps)[(*nsteps)++];
+				s->node = u->node;
+				s->t_ms = u->t_ms;
+				s->step_s = st;
+			}
+		}
+	}
+	if (r)
+		PQclear(r);
+	return rc < 0 ? rc : 0;
+}
+
+int store_speed_summary(PGconn *c, int64_t job_id, int64_t from_ts, int64_t to_ts, int workers,
+			int ps, double *mean, int *count, struct rv_err *err)
+{
+	char job_s[24], from_s[24], to_s[24], w_s[16], p_s[16];
+	i64s(job_s, sizeof(job_s), job_id);
+	i64s(from_s, sizeof(from_s), from_ts);
+	i64s(to_s, sizeof(to_s), to_ts);
+	snprintf(w_s, sizeof(w_s), "%d", workers);
+	snprintf(p_s, sizeof(p_s), "%d", ps);
+	const char *p[] = { job_s, from_s, to_s, w_s, p_s };
+	PGresult *r = NULL;
+	/* workers/ps < 0 match any configuration. */
+	int rc = rv_db_exec(c,
+			    "SELECT count(*), COALESCE(avg(speed), 0) FROM job_speed"
+			    " WHERE job_id = $1::bigint AND ts_ms >= $2::bigint AND ts_ms < $3::bigint"
+			    " AND ($4::int < 0 OR workers = $4::int) AND ($5::int < 0 OR ps = $5::int)",
+			    5, p, &r, err);
+	if (rc > 0) {
+		*count = atoi(PQgetvalue(r, 0, 0));
+		*mean = strtod(PQgetvalue(r, 0, 1), NULL);
+	}
+	if (r)
+		PQclear(r);
+	return rc < 0 ? rc : 0;
+}
+
+int store_speed_before(PGconn *c, int64_t job_id, int64_t before_ts, int last_n, double *mean,
+		       int *count, struct rv_err *err)
+{
+	char job_s[24], ts_s[24], n_s[16];
+	i64s(job_s, sizeof(job_s), job_id);
+	i64s(ts_s, sizeof(ts_s), before_ts);
+	snprintf(n_s, sizeof(n_s), "%d", last_n);
+	const char *p[] = { job_s, ts_s, n_s };
+	PGresult *r = NULL;
+	int rc = rv_db_exec(c,
+			    "SELECT count(*), COALESCE(avg(speed), 0) FROM (SELECT speed FROM job_speed"
+			    " WHERE job_id = $1::bigint AND ts_ms < $2::bigint ORDER BY ts_ms DESC"
+			    " LIMIT $3::int) x",
+			    3, p, &r, err);
+	if (rc > 0) {
+		*count = atoi(PQgetvalue(r, 0, 0));
+		*mean = strtod(PQgetvalue(r, 0, 1), NULL);
+	}
+	if (r)
+		PQclear(r);
+	return rc < 0 ? rc : 0;
+}
+
+int store_plan_set_outcome(PGconn *c, int64_t plan_id, const char *outcome, double before,
+			   double after, struct rv_err *err)
+{
+	char id_s[24], b_s[40], a_s[40];
+	i64s(id_s, sizeof(id_s), plan_id);
+	snprintf(b_s, sizeof(b_s), "%.15g", before);
+	snprintf(a_s, sizeof(a_s), "%.15g", after);
+	const char *p[] = { id_s, outcome, b_s, a_s };
+	int rc = rv_db_exec(c,
+			    "UPDATE scale_plans SET outcome = $2, speed_before = $3, speed_after = $4"
+			    " WHERE id = $1::bigint",
+			    4, p, NULL, err);
+	return rc < 0 ? rc : 0;
+}
+
+int store_job_set_planned(PGconn *c, int64_t job_id, int64_t ts_ms, struct rv_err *err)
+{
+	char job_s[24], ts_s[24];
+	i64s(job_s, sizeof(job_s), job_id);
+	i64s(ts_s, sizeof(ts_s), ts_ms);
+	const char *p[] = { job_s, ts_s };
+	int rc = rv_db_exec(c,
+			    "UPDATE jobs SET planned_ts_ms = greatest(planned_ts_ms, $2::bigint)"
+			    " WHERE id = $1::bigint",
+			    2, p, NULL, err);
+	return rc < 0 ? rc : 0;
+}
+
+int store_history(PGconn *c, enum rv_strategy strategy, int limit, struct store_history_row *rows,
+		  struct rv_err *err)
+{
+	char lim[16];
+	snprintf(lim, sizeof(lim), "%d", limit);
+	const char *p[] = { rv_strategy_name(strategy), lim };
+	PGresult *r = NULL;
+	/* The configuration each finished job last ran with and did not regret. */
+	int rc = rv_db_exec(c,
+			    "SELECT j.uid, j.name, j.user_name, j.model_parameters, j.batch_size,"
+			    " j.dataset_size, (SELECT p.plan::text FROM scale_plans p WHERE p.job_id = j.id"
+			    "   AND p.outcome <> 'worse' AND (p.applied_at IS NOT NULL OR p.stage = 'create')"
+			    "   ORDER BY (p.applied_at IS NOT NULL) DESC, p.id DESC LIMIT 1)"
+			    " FROM jobs j WHERE j.status = 'finished' AND j.strategy = $1"
+			    " ORDER BY j.finished_at DESC LIMIT $2::int",
+			    2, p, &r, err);
+	int n = 0;
+	for (int i = 0; i < rc; i++) {
+		if (PQgetisnull(r, i, 6))
+			continue;
+		struct store_history_row *h = &rows[n];
+		memset(h, 0, sizeof(*h));
+		const char *txt = PQgetvalue(r, i, 6);
+		cJSON *doc = rv_json_parse(txt, strlen(txt), NULL);
+		int prc = doc ? rv_scale_plan_from_json(doc, &h->plan, NULL) : -EIO;
+		cJSON_Delete(doc);
+		if (prc < 0)
+			continue;
+		snprintf(h->uid, sizeof(h->uid), "%s", PQgetvalue(r, i, 0));
+		snprintf(h->name, sizeof(h->name), "%s", PQgetvalue(r, i, 1));
+		snprintf(h->user, sizeof(h->user), "%s", PQgetvalue(r, i, 2));
+		h->parameters = strtod(PQgetvalue(r, i, 3), NULL);
+		h->batch_size = strtod(PQgetvalue(r, i, 4), NULL);
+		h->dataset_size = strtod(PQgetvalue(r, i, 5), NULL);
+		n++;
+	}
+	if (r)
+		PQclear(r);
+	return rc < 0 ? rc : n;
 }

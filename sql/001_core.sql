@@ -16,6 +16,8 @@ CREATE TABLE jobs (
     batch_size       integer NOT NULL DEFAULT 0,
     dataset_size     bigint NOT NULL DEFAULT 0,
     last_sample_ms   bigint NOT NULL DEFAULT 0,
+    -- newest sample time the planner has considered (job time, ms)
+    planned_ts_ms    bigint NOT NULL DEFAULT 0,
     created_at       timestamptz NOT NULL DEFAULT now(),
     finished_at      timestamptz
 );
