@@ -3,6 +3,7 @@
 #   make MODE=debug|asan build into build/debug/ or build/asan/
 #   make test            build and run every test suite (installs missing packages first)
 #   make asan            the same tests under AddressSanitizer + UBSan
+#   make valgrind        rover-brain under valgrind memcheck, every route driven
 #   make bench [BENCH=name]  run benchmarks from tests/bench/
 #   make lint            cppcheck + clang-tidy;  make format-check
 #   make demo            install, build, start the brain, register the example job
@@ -39,6 +40,15 @@ ALL_CFLAGS := $(CFLAGS_BASE) $(CFLAGS_MODE) $(CFLAGS)
 ALL_LDFLAGS := $(LDFLAGS_MODE) $(LDFLAGS)
 LIBS := $(PKG_LIBS) $(GSL_LIBS) -lpthread -lm
 
+# Short build lines; V=1 shows the full commands.
+ifeq ($(V),1)
+Q :=
+say = @true
+else
+Q := @
+say = @printf '  %-6s %s\n' $(1) $(2)
+endif
+
 # Rebuild everything when the flags change.
 FLAGS_STAMP := $(B)/.flags
 $(shell mkdir -p $(B) && echo '$(ALL_CFLAGS) $(ALL_LDFLAGS)' | cmp -s - $(FLAGS_STAMP) || \
@@ -65,23 +75,27 @@ $(LIB_TEST): $(call obj,$(TESTLIB_SRC))
 $(B)/lib/%.a:
 	@mkdir -p $(dir $@)
 	@rm -f $@
-	$(if $^,ar rcs $@ $^,ar rcs $@)
+	$(call say,AR,$@)
+	$(Q)$(if $^,ar rcs $@ $^,ar rcs $@)
 
 $(B)/obj/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(call say,CC,$<)
+	$(Q)$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 # ---- binaries ----
 BINS := $(B)/bin/rover-brain
 $(B)/bin/rover-brain: $(call obj,brain/main.c) $(LIB_BRAIN) $(LIB_ALG) $(LIB_COMMON)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+	$(call say,LINK,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 ifneq ($(SIM_SRC),)
 BINS += $(B)/bin/rover-sim
 $(B)/bin/rover-sim: $(call obj,$(SIM_SRC)) $(LIB_ALG) $(LIB_COMMON)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+	$(call say,LINK,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 endif
 
 # ---- tests: one check binary per tests/<component>/check_<module>.c ----
@@ -90,14 +104,16 @@ TEST_SRC := $(wildcard tests/common/check_*.c tests/algorithms/check_*.c \
 TEST_BINS := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 $(B)/tests/%: $(B)/obj/tests/%.o $(LIB_TEST) $(LIB_BRAIN) $(LIB_ALG) $(LIB_COMMON)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(CHECK_LIBS)
+	$(call say,LINK,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(CHECK_LIBS)
 
 # ---- benchmarks: tests/bench/<name>.c or tests/bench/<name>.sh ----
 BENCH_C := $(wildcard tests/bench/*.c)
 BENCH_BINS := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_C))
 $(B)/bench/%: $(B)/obj/tests/bench/%.o $(LIB_TEST) $(LIB_BRAIN) $(LIB_ALG) $(LIB_COMMON)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+	$(call say,LINK,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 .DEFAULT_GOAL := all
 all: $(BINS) $(TEST_BINS) $(BENCH_BINS)
@@ -111,6 +127,10 @@ test: deps
 
 asan:
 	@$(MAKE) --no-print-directory MODE=asan test
+
+valgrind: deps
+	@$(MAKE) --no-print-directory MODE=release all
+	@tests/valgrind.sh
 
 bench: deps
 	@$(MAKE) --no-print-directory MODE=release all
@@ -132,6 +152,6 @@ format-check:
 clean:
 	rm -rf build
 
-.PHONY: all deps test asan bench demo lint format-check clean
+.PHONY: all deps test asan valgrind bench demo lint format-check clean
 .SECONDARY:
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

@@ -571,7 +571,9 @@ static void plan_job(struct brain *b, int64_t job_id)
 	rv_db_release(b->db, c);
 }
 
-/* Every running job, for the timer pass. */
+/* The timer pass: running jobs with samples the planner has not seen yet
+ * (a job whose batch arrived while its last pass ran, or one planned by a
+ * brain that died mid-pass). */
 static void touch_running_jobs(struct brain *b)
 {
 	struct rv_err err = { 0 };
@@ -579,7 +581,8 @@ static void touch_running_jobs(struct brain *b)
 	if (!c)
 		return;
 	PGresult *r = NULL;
-	int rc = rv_db_exec(c, "SELECT id FROM jobs WHERE status = 'running' ORDER BY id LIMIT 4096",
+	int rc = rv_db_exec(c, "SELECT id FROM jobs WHERE status = 'running'"
+			    " AND last_sample_ms > planned_ts_ms ORDER BY id LIMIT 4096",
 			    0, NULL, &r, &err);
 	rv_db_release(b->db, c);
 	for (int i = 0; i < rc; i++)
