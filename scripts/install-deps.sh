@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(build-essential pkg-config libmicrohttpd-dev libpq-dev libcjson-dev libgsl-dev
       libcurl4-openssl-dev check libinih-dev postgresql postgresql-client curl
-      python3-torch python3-sklearn procps)
+      procps valgrind)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
