@@ -100,9 +100,11 @@ def write(path, header, jobs):
 D = "tests/sim/traces/"
 small = [ar("small-ar", max_w=8, wcpu=2, wmem=4096, noise=0.02),
          psj("small-ps-oom", max_w=16, mem_short=True, noise=0.02),
-         ar("small-ar-oom", max_w=8, wcpu=2, wmem=8192, zero=True, params=1e7, noise=0.02)]
+         ar("small-ar-oom", max_w=8, wcpu=2, wmem=8192, zero=True, mem_short=True, params=1e7,
+            noise=0.02)]
 write(D + "small.trace", "# Three small jobs for tests/integration/check_sim.c: all-reduce, PS with an\n"
-      "# under-sized memory request (baseline doubles it), zero-config all-reduce that OOMs.\n", small)
+      "# under-sized memory request (baseline doubles it), zero-config all-reduce that OOMs\n"
+      "# under Rover's default and under the user's request (the baseline lets it fail).\n", small)
 write(D + "allreduce.trace", "# Synchronous all-reduce jobs, small and large, user-sized 2-4x.\n",
       [ar("ar-%02d" % i, zero=(i % 3 == 0)) for i in range(10)])
 write(D + "ps.trace", "# Asynchronous parameter-server jobs, small and large.\n",
