@@ -1,0 +1,196 @@
+/*
+ * check_sim.c: rover-sim (tests/sim) against the real rover-brain on a
+ * private PostgreSQL, on the three small jobs of tests/sim/traces/small.trace:
+ * the sim plays every job, its oracle is consistent, the baseline follows
+ * DLRover's rules (OOM doubles memory, at most +8 GiB; an all-reduce job is
+ * not relaunched after OOM), and Rover's plans meet a loose bound.
+ */
+#include <check.h>
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "brainfix.h"
+#include "testutil.h"
+
+#define TRACE "tests/sim/traces/small.trace"
+
+static char conninfo[1024];
+static struct rv_test_brain brain;
+
+static void start_brain(void)
+{
+	ck_assert_int_eq(rv_test_pg_fresh_db(0, conninfo, sizeof(conninfo)), 0);
+	const char *args[] = { "--db", conninfo, "--plan-debounce-ms", "0", NULL };
+	int rc = rv_test_brain_start(&brain, args);
+	if (rc < 0) {
+		char *log = rv_test_read_file(brain.log);
+		fprintf(stderr, "brain log:\n%s\n", log ? log : "(none)");
+		free(log);
+	}
+	ck_assert_int_eq(rc, 0);
+}
+
+static void teardown(void)
+{
+	if (brain.pid > 0)
+		rv_test_brain_stop(&brain, SIGTERM, 10);
+}
+
+/* Run rover-sim with args; stdout into out (may be NULL).  Returns the exit
+ * status, or -1 when it did not exit normally. */
+static int run_sim(const char *const *args, char *out, size_t size)
+{
+	const char *dir = getenv("ROVER_BIN_DIR");
+	char bin[1024];
+	snprintf(bin, sizeof(bin), "%s/rover-sim", dir ? dir : "build/bin");
+	int fd[2];
+	ck_assert_int_eq(pipe(fd), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		const char *argv[32] = { bin };
+		int n = 1;
+		for (int i = 0; args[i] && n < 31; i++)
+			argv[n++] = args[i];
+		argv[n] = NULL;
+		dup2(fd[1], 1);
+		close(fd[0]);
+		close(fd[1]);
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	close(fd[1]);
+	size_t len = 0;
+	ssize_t r;
+	char sink[4096];
+	while ((r = read(fd[0], out && len + 1 < size ? out + len : sink,
+			 out && len + 1 < size ? size - len - 1 : sizeof(sink))) > 0)
+		if (out && len + 1 < size)
+			len += (size_t)r;
+	if (out)
+		out[len] = 0;
+	close(fd[0]);
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static const cJSON *job_named(const cJSON *root, const char *name)
+{
+	const cJSON *j;
+	cJSON_ArrayForEach(j, cJSON_GetObjectItem(root, "jobs"))
+	{
+		if (!strcmp(rv_test_json_str(j, "name"), name))
+			return j;
+	}
+	ck_abort_msg("job %s missing from the sim's JSON", name);
+	return NULL;
+}
+
+START_TEST(sim_plays_small_trace)
+{
+	start_brain();
+	char json[] = "/tmp/check_sim_XXXXXX";
+	int fd = mkstemp(json);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	char line[4096];
+	const char *args[] = { "--trace", TRACE, "--brain", brain.url, "--json", json,
+			       "--cluster", "--nodes", "4", NULL };
+	int rc = run_sim(args, line, sizeof(line));
+	ck_assert_msg(rc == 0, "rover-sim exit %d: %s", rc, line);
+	ck_assert_msg(strstr(line, "sim jobs=3 ") == line, "summary line: %s", line);
+	ck_assert_ptr_nonnull(strstr(line, "util_user="));
+	char *txt = rv_test_read_file(json);
+	unlink(json);
+	ck_assert_ptr_nonnull(txt);
+	cJSON *root = cJSON_Parse(txt);
+	free(txt);
+	ck_assert_ptr_nonnull(root);
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(root, "jobs")), 3);
+
+	/* The oracle: within the 90% band of the best, never above it, and no
+	 * dearer than the user's own request, which reaches at most the best. */
+	const cJSON *j;
+	cJSON_ArrayForEach(j, cJSON_GetObjectItem(root, "jobs"))
+	{
+		double best = rv_test_json_num(j, "oracle.best_speed", -1);
+		double sp = rv_test_json_num(j, "oracle.speed", -1);
+		double cores = rv_test_json_num(j, "oracle.cores", -1);
+		ck_assert_double_gt(best, 0);
+		ck_assert_double_ge(sp, 0.9 * best - 1e-9);
+		ck_assert_double_le(sp, best + 1e-9);
+		ck_assert_double_gt(cores, 0);
+		ck_assert_double_le(rv_test_json_num(j, "user_speed", -1), best * (1 + 1e-9));
+		ck_assert_msg(rv_test_json_num(j, "user_cores", 0) >= cores,
+			      "%s: the oracle uses more cores than the user asked",
+			      rv_test_json_str(j, "name"));
+		ck_assert_msg(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "rover"), "ran")),
+			      "%s: rover run failed", rv_test_json_str(j, "name"));
+	}
+
+	/* Baseline, PS job with an under-sized memory request: each OOM doubles
+	 * the memory, at most +8 GiB, until it fits; the job then runs. */
+	const cJSON *ps = job_named(root, "small-ps-oom");
+	const cJSON *bev = cJSON_GetObjectItem(cJSON_GetObjectItem(ps, "baseline"), "oom_events");
+	ck_assert_int_ge(cJSON_GetArraySize(bev), 1);
+	const cJSON *e;
+	cJSON_ArrayForEach(e, bev)
+	{
+		double from = rv_test_json_num(e, "from_mb", 0), to = rv_test_json_num(e, "to_mb", 0);
+		ck_assert_double_eq(to, fmin(2 * from, from + 8192));
+	}
+	ck_assert(!cJSON_IsTrue(rv_test_json_at(ps, "baseline.oom_failed")));
+	ck_assert_double_gt(rv_test_json_num(ps, "baseline.speed", 0), 0);
+	/* Baseline, all-reduce job short of memory: never relaunched, it fails. */
+	const cJSON *ar = job_named(root, "small-ar-oom");
+	ck_assert(cJSON_IsTrue(rv_test_json_at(ar, "baseline.oom_failed")));
+	ck_assert_double_eq(rv_test_json_num(ar, "baseline.speed", -1), 0);
+
+	/* Rover, loosely: every OOM recovered (all-reduce included), every job
+	 * at least half the oracle's throughput. */
+	cJSON_ArrayForEach(j, cJSON_GetObjectItem(root, "jobs"))
+	{
+		const char *name = rv_test_json_str(j, "name");
+		ck_assert_msg(!cJSON_IsTrue(rv_test_json_at(j, "rover.oom_failed")),
+			      "%s: an OOM was not recovered under Rover", name);
+		double tr = rv_test_json_num(j, "rover.throughput_ratio", 0);
+		ck_assert_msg(tr >= 0.5, "%s: Rover reaches %.2f of the oracle's throughput", name, tr);
+	}
+	ck_assert_int_ge(rv_test_json_num(ar, "rover.ooms", 0), 1);
+	ck_assert_int_eq(rv_test_json_num(root, "rover.oom_recovered", -1),
+			 rv_test_json_num(root, "rover.oom_jobs", -2));
+	cJSON_Delete(root);
+}
+END_TEST
+
+START_TEST(sim_fails_without_brain)
+{
+	/* Nothing listens on port 1: every job fails to play, the exit says so. */
+	const char *args[] = { "--trace", TRACE, "--brain", "http://127.0.0.1:1", NULL };
+	ck_assert_int_eq(run_sim(args, NULL, 0), 1);
+	/* A bad trace is a usage error. */
+	const char *bad[] = { "--trace", "/nonexistent.trace", "--policy", "baseline", NULL };
+	ck_assert_int_eq(run_sim(bad, NULL, 0), 2);
+}
+END_TEST
+
+static Suite *sim_suite(void)
+{
+	Suite *s = suite_create("sim");
+	TCase *tc = tcase_create("sim");
+	tcase_add_checked_fixture(tc, NULL, teardown);
+	tcase_set_timeout(tc, 90);
+	tcase_add_test(tc, sim_plays_small_trace);
+	tcase_add_test(tc, sim_fails_without_brain);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+RV_TEST_MAIN_PG(sim_suite)

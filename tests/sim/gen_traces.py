@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Write the shipped traces in tests/sim/traces/ (deterministic: fixed seed).
+
+Run from the repository root: python3 tests/sim/gen_traces.py.  The traces are
+committed; this script only documents how they were made and lets them be
+regenerated after a format change.  The oracle here mirrors tests/sim/model.c
+and is used only to size each user's over-sized request and the job's work.
+"""
+import json, math, random
+
+rng = random.Random(20261122)
+arrival = [0.0]
+
+
+def speed(j, w, p):
+    t = j["t"]
+    if j["strategy"] == "allreduce":
+        return 1.0 / (t[0] / w + t[1] + t[2] * w)
+    return w / (t[0] + t[1] * w / p + t[2] * w + t[3] * p)
+
+
+def oracle(j):
+    ps = range(j.get("min_ps", 1), j.get("max_ps", 1) + 1) if j["strategy"] == "ps" else [0]
+    cfgs = [(w, p) for w in range(j["min_workers"], j["max_workers"] + 1) for p in ps]
+    best = max(speed(j, w, p) for w, p in cfgs)
+
+    def cores(w, p):
+        c = w * math.ceil(j["worker_cpu"] * 10 - 1e-9) / 10
+        if p:
+            c += p * math.ceil(j["ps_cpu_per_worker"] * w / p * 10 - 1e-9) / 10
+        return c
+    ok = [(cores(w, p), -speed(j, w, p), w, p) for w, p in cfgs if speed(j, w, p) >= 0.9 * best]
+    c, s, w, p = min(ok)
+    return w, p, -s
+
+
+def job(name, strategy, t, wcpu, wmem, max_w, noise=0.03, over=None, zero=False,
+        mem_short=False, ps=None, params=2e7, batch=64, flat=False):
+    j = {"name": name, "strategy": strategy, "t": t, "worker_cpu": wcpu, "worker_mem_mb": wmem,
+         "noise": noise, "warmup_s": rng.choice([20, 30, 60]), "min_workers": 1,
+         "max_workers": max_w, "parameters": int(params), "batch": batch}
+    if strategy == "ps":
+        j.update(ps)
+    w, p, s = oracle(j)
+    over = over or rng.uniform(2.0, 4.0)
+    uw = max(1, min(max_w, round(w * over)))
+    user = {"workers": uw, "cpu": round(wcpu * rng.uniform(1.5, 2.5) * 2) / 2,
+            "memory_mb": int(wmem * (0.6 if mem_short else rng.uniform(1.5, 2.5)) // 256 * 256)}
+    if strategy == "ps":
+        up = min(j["max_ps"], max(j["min_ps"], round(p * rng.uniform(1.5, 2.5))))
+        need = j["ps_cpu_per_worker"] * uw / up
+        psneed = math.ceil(j["ps_mem_mb"] / up) + 512
+        user.update({"ps": up, "ps_cpu": max(2.0, round(need * rng.uniform(1.5, 2.5) * 2) / 2),
+                     "ps_memory_mb": int(psneed * (0.6 if mem_short else 2.0) // 256 * 256)})
+    j["user"] = user
+    if zero:
+        j["zero_config"] = True
+    j["arrival_s"] = arrival[0]
+    arrival[0] += rng.choice([60, 120, 180, 300])
+    # Work for one to three hours at the oracle's speed.
+    j["work"] = float(round(s * rng.uniform(3600, 3 * 3600)))
+    return j
+
+
+def ar(name, **kw):
+    t0 = rng.uniform(0.005, 0.05)
+    opt = rng.choice([4, 6, 8, 12, 16])
+    t2 = t0 / opt ** 2
+    t1 = rng.uniform(0.0002, 0.002)
+    return job(name, "allreduce", [round(t0, 6), round(t1, 6), round(t2, 8)],
+               kw.pop("wcpu", rng.choice([2, 4, 6, 8])), kw.pop("wmem", rng.choice([4096, 6144, 8192, 12288])),
+               kw.pop("max_w", rng.choice([16, 24, 32])), **kw)
+
+
+def psj(name, **kw):
+    t0 = rng.uniform(0.02, 0.2)
+    ps = {"ps_cpu_per_worker": round(rng.uniform(0.3, 1.2), 2),
+          "ps_mem_mb": rng.choice([4096, 8192, 16384, 32768]), "min_ps": 1,
+          "max_ps": kw.pop("max_ps", rng.choice([4, 6, 8]))}
+    t = [round(t0, 5), round(rng.uniform(0.005, 0.03), 5), round(rng.uniform(0.0005, 0.003), 6),
+         round(rng.uniform(0.001, 0.01), 5)]
+    return job(name, "ps", t, kw.pop("wcpu", rng.choice([2, 4, 8])),
+               kw.pop("wmem", rng.choice([4096, 8192])), kw.pop("max_w", rng.choice([16, 24, 32])),
+               ps=ps, **kw)
+
+
+def flat_ar(name, **kw):
+    # Communication dominates: speed barely moves beyond 1-2 workers.
+    return job(name, "allreduce", [0.004, 0.01, round(rng.uniform(0.0002, 0.001), 6)], 4, 6144, 16,
+               **kw)
+
+
+def write(path, header, jobs):
+    with open(path, "w") as f:
+        f.write(header)
+        for j in jobs:
+            f.write(json.dumps(j, separators=(",", ":")) + "\n")
+
+
+D = "tests/sim/traces/"
+small = [ar("small-ar", max_w=8, wcpu=2, wmem=4096, noise=0.02),
+         psj("small-ps-oom", max_w=16, mem_short=True, noise=0.02),
+         ar("small-ar-oom", max_w=8, wcpu=2, wmem=8192, zero=True, mem_short=True, params=1e7,
+            noise=0.02)]
+write(D + "small.trace", "# Three small jobs for tests/integration/check_sim.c: all-reduce, PS with an\n"
+      "# under-sized memory request (baseline doubles it), zero-config all-reduce that OOMs\n"
+      "# under Rover's default and under the user's request (the baseline lets it fail).\n", small)
+write(D + "allreduce.trace", "# Synchronous all-reduce jobs, small and large, user-sized 2-4x.\n",
+      [ar("ar-%02d" % i, zero=(i % 3 == 0)) for i in range(10)])
+write(D + "ps.trace", "# Asynchronous parameter-server jobs, small and large.\n",
+      [psj("ps-%02d" % i, zero=(i % 3 == 0)) for i in range(10)])
+write(D + "noisy.trace", "# Noisy jobs: 10-20% relative noise on every sample.\n",
+      [ar("noisy-ar-%d" % i, noise=rng.uniform(0.1, 0.2)) for i in range(3)] +
+      [psj("noisy-ps-%d" % i, noise=rng.uniform(0.1, 0.2)) for i in range(3)])
+write(D + "flat.trace", "# Flat curves: more workers buy (almost) nothing.\n",
+      [flat_ar("flat-ar-%d" % i) for i in range(3)] +
+      [psj("flat-ps-%d" % i, max_ps=2) for i in range(1)])
+write(D + "memory.trace", "# Memory-hungry jobs: the user's or the default memory is below the need.\n",
+      [ar("mem-ar-%d" % i, wmem=rng.choice([16384, 24576, 49152]), zero=True, params=5e7) for i in range(2)] +
+      [ar("mem-ar-user-%d" % i, wmem=20480, mem_short=True) for i in range(1)] +
+      [psj("mem-ps-%d" % i, wmem=16384, mem_short=True) for i in range(2)] +
+      [psj("mem-ps-zero-%d" % i, wmem=12288, zero=True, params=1e7) for i in range(1)])
