@@ -208,6 +208,23 @@ int rv_alg_fit_speed(enum rv_alg_model model, const struct rv_alg_speed_obs *obs
 	}
 	out->n_points = (int)used;
 	out->n_configs = (int)nconf;
+	out->n_ps_values = 0;
+	out->max_workers_seen = 0;
+	{
+		int psv[32], k_ps = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (!fit_row(model, &obs[i], x, &y))
+				continue;
+			if (obs[i].workers > out->max_workers_seen)
+				out->max_workers_seen = obs[i].workers;
+			int j = 0;
+			while (j < k_ps && psv[j] != obs[i].ps)
+				j++;
+			if (j == k_ps && k_ps < 32)
+				psv[k_ps++] = obs[i].ps;
+		}
+		out->n_ps_values = k_ps;
+	}
 	out->rel_rmse = sqrt(rel / (double)used);
 	if (ss_tot > 1e-12 * mean * mean)
 		out->r2 = 1 - ss_res / ss_tot;

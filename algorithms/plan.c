@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <string.h>
 
 #include "alg_internal.h"
@@ -64,10 +65,24 @@ static void plan_rightsize(const struct rv_alg_job_state *st, const struct rv_al
 	int rc = rv_alg_rightsize(st->usage, st->n_usage, role, &g->res, &st->last_resize[role],
 				  st->now_ms, &st->lim, p, &next);
 
-	if (rc <= 0)
+	if (rc < 0)
 		return;
 	if (keep_cpu)
 		next.cpu = g->res.cpu;
+	/* Usage was measured at the current counts; a PS serves workers/PS of
+	 * the load, so its CPU (and the model share in its memory) follow the
+	 * new ratio. */
+	if (role == RV_ALG_PS_ROLE && st->cur.ps.count > 0 && cfg->ps.count > 0 &&
+	    st->cur.worker.count > 0) {
+		double load = ((double)cfg->worker.count / cfg->ps.count) /
+			      ((double)st->cur.worker.count / st->cur.ps.count);
+		double share = (double)st->cur.ps.count / cfg->ps.count;
+
+		if (fabs(load - 1) > 1e-9 && !keep_cpu)
+			next.cpu = alg_cpu_up(next.cpu * load);
+		if (share > 1 + 1e-9)
+			next.memory_mb = (int64_t)alg_mb_up((double)next.memory_mb * share);
+	}
 
 	struct rv_alg_config trial = *cfg;
 	struct rv_alg_group *tg = role == RV_ALG_PS_ROLE ? &trial.ps : &trial.worker;
@@ -100,16 +115,34 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 	enum lead_rank rank = LEAD_NONE;
 	const char *lead = "hold";
 
-	plan_counts(st, p, &cfg, out, &rank, &lead);
+	/* One cause per plan: a starved role or a hot PS distorts every speed
+	 * measured, so counts wait until resources are fixed. */
+	bool starved_w = rv_alg_role_starved(st->usage, st->n_usage, RV_ALG_WORKER,
+					     &st->cur.worker.res, p);
+	bool starved_ps = st->cur.ps.count > 0 &&
+			  rv_alg_role_starved(st->usage, st->n_usage, RV_ALG_PS_ROLE,
+					      &st->cur.ps.res, p);
+	int hot = 0, grow = 0;
+	struct rv_alg_decision hot_part;
 
-	int hot = 0;
+	alg_decision_init(&hot_part, &st->cur);
+	if (st->strategy == RV_ALG_PS && st->cur.ps.count > 0)
+		hot = rv_alg_hot_ps(st->usage, st->n_usage, &st->cur.ps, &st->lim, p, &grow,
+				    &hot_part);
+	if (starved_w || starved_ps || hot > 0 || grow)
+		alg_reason_add(out, "%s first: worker and PS counts wait",
+			       starved_w || starved_ps ? "CPU at its limit" : "hot PS");
+	else
+		plan_counts(st, p, &cfg, out, &rank, &lead);
+
 
 	if (st->strategy == RV_ALG_PS && st->cur.ps.count > 0) {
-		int grow = 0;
-
-		hot = rv_alg_hot_ps(st->usage, st->n_usage, &st->cur.ps, &st->lim, p, &grow, out);
-		if (hot > 0)
+		if (hot > 0) {
+			out->n_migrate = hot_part.n_migrate;
+			memcpy(out->migrate, hot_part.migrate, sizeof(out->migrate));
+			alg_reason_add(out, "%s", hot_part.reason);
 			take_lead(&rank, &lead, LEAD_HOT_PS, "hot_ps");
+		}
 		if (grow && cfg.ps.count == st->cur.ps.count) {
 			struct rv_alg_config trial = cfg;
 

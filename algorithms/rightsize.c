@@ -27,9 +27,34 @@ static int should_move(double cur, double want, double last_from, double last_to
 		return want > 0;
 	if (fabs(want - cur) / cur <= hysteresis)
 		return 0;
-	if (recent && sign_of(last_to - last_from) * sign_of(want - cur) < 0)
+	/* A recent resize may be corrected but not undone: going back to (or
+	 * past) where it started is what flapping looks like. */
+	if (recent && sign_of(last_to - last_from) * sign_of(want - cur) < 0 &&
+	    sign_of(want - last_from) * sign_of(last_to - last_from) <= 0)
 		return 0;
 	return 1;
+}
+
+bool rv_alg_role_starved(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
+			 const struct rv_alg_resource *cur, const struct rv_alg_params *p)
+{
+	if (!u || !cur || !p || !(cur->cpu > 0))
+		return false;
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++)
+		m += u[i].role == role;
+	if (m == 0 || m < (size_t)(p->min_usage_samples > 0 ? p->min_usage_samples : 1))
+		return false;
+	double *cpu = malloc(m * sizeof(*cpu));
+	if (!cpu)
+		return false;
+	m = 0;
+	for (size_t i = 0; i < n; i++)
+		if (u[i].role == role)
+			cpu[m++] = u[i].cpu;
+	double q = alg_quantile(cpu, m, p->usage_quantile);
+	free(cpu);
+	return q >= p->cpu_pinned * cur->cpu;
 }
 
 int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
@@ -68,7 +93,13 @@ int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
 			peak = mem[m];
 		m++;
 	}
-	double want_cpu = alg_quantile(cpu, m, p->usage_quantile) * (1 + p->cpu_margin);
+	double q_cpu = alg_quantile(cpu, m, p->usage_quantile);
+	double want_cpu = q_cpu * (1 + p->cpu_margin);
+	/* Use pinned at the limit hides the need: the role is starved, grow it. */
+	int starved = cur->cpu > 0 && q_cpu >= p->cpu_pinned * cur->cpu;
+
+	if (starved)
+		want_cpu = cur->cpu * p->starved_factor;
 	double want_mem = alg_quantile(mem, m, p->usage_quantile) * (1 + p->mem_margin);
 
 	free(cpu);
@@ -91,7 +122,8 @@ int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
 
 	if (!last)
 		last = &none;
-	if (should_move(cur->cpu, want_cpu, last->from.cpu, last->to.cpu, recent, p->hysteresis))
+	if (starved || should_move(cur->cpu, want_cpu, last->from.cpu, last->to.cpu, recent,
+				   p->hysteresis))
 		out->cpu = want_cpu;
 	/* below the peak is a certain OOM: no hysteresis for that */
 	if ((double)cur->memory_mb < peak ||

@@ -73,11 +73,17 @@ struct rv_alg_params {
 	double min_r2;          /* fit r2 (on speed) to trust the model: 0.8 */
 	double max_fit_rel_err; /* ...or a relative RMS error at most this: 0.08 */
 	double explore_factor;  /* geometric growth while exploring: 1.5 */
+	double target_frac;     /* knee: the fewest cores reaching this share of the best
+				 * speed achievable within the limits: 0.9 */
+	double max_jump;        /* never more than this times the largest measured
+				 * worker count in one plan (extrapolation guard): 2.0 */
 	/* right-sizing */
-	double usage_quantile;  /* quantile of usage samples: 0.95 */
-	double cpu_margin;      /* added to the CPU quantile: 0.2 (20%) */
+	double usage_quantile;  /* quantile of usage samples: 0.8 */
+	double cpu_margin;      /* added to the CPU quantile: 0.05 (5%) */
+	double cpu_pinned;      /* usage at this share of the limit means starved: 0.99 */
+	double starved_factor;  /* a starved role's CPU grows by this factor: 2.0 */
 	double mem_margin;      /* added to the memory quantile: 0.2 */
-	double hysteresis;      /* relative change needed to resize: 0.2 */
+	double hysteresis;      /* relative change needed to resize: 0.1 */
 	int64_t reversal_window_ms; /* no reversal of a resize within: 1800000 */
 	int min_usage_samples;  /* per role, before right-sizing: 5 */
 	/* OOM */
@@ -125,6 +131,8 @@ struct rv_alg_fit {
 	double r2;        /* coefficient of determination on speed */
 	double rel_rmse;  /* root mean square of (predicted - observed) / observed */
 	int n_configs;    /* distinct (workers, ps) configs observed */
+	int n_ps_values;  /* distinct PS counts observed */
+	int max_workers_seen; /* largest worker count observed */
 	int n_points;     /* observations used */
 	double confidence; /* 0..1: grows with configs, falls with relative error */
 };
@@ -237,6 +245,11 @@ int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
 int rv_alg_hot_ps(const struct rv_alg_usage *u, size_t n, const struct rv_alg_group *ps,
 		  const struct rv_alg_limits *lim, const struct rv_alg_params *p,
 		  int *grow_ps, struct rv_alg_decision *out);
+
+/* Whether a role's CPU use sits at its limit (p->cpu_pinned of cur->cpu at
+ * the usage quantile): the need is hidden and the role is starved. */
+bool rv_alg_role_starved(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
+			 const struct rv_alg_resource *cur, const struct rv_alg_params *p);
 
 /* ---- stragglers (straggler.c) ---- */
 

@@ -31,6 +31,23 @@ static double pct(double a, double b)
 	return b > 0 ? 100.0 * (a / b - 1) : 0;
 }
 
+/* Cores a configuration holds (nodes when resources are not known yet). */
+static double config_cost(const struct rv_alg_config *c)
+{
+	double w = c->worker.res.cpu > 0 ? c->worker.res.cpu : 1;
+	double ps = c->ps.res.cpu > 0 ? c->ps.res.cpu : 1;
+
+	return c->worker.count * w + c->ps.count * ps;
+}
+
+/*
+ * The knee: among the configurations within the limits (and the cluster's
+ * free capacity), the one with the fewest cores whose predicted speed
+ * reaches target_frac of the best predicted speed.  Growth per plan is
+ * capped at max_jump times the largest measured worker count, so a fit is
+ * never trusted far beyond its data; the next plan refits and goes on.
+ * PS counts vary only when the data holds more than one PS count.
+ */
 int rv_alg_choose_workers(const struct rv_alg_fit *fit, const struct rv_alg_limits *lim,
 			  const struct rv_alg_config *cur, const struct rv_alg_params *p,
 			  struct rv_alg_decision *out)
@@ -40,34 +57,71 @@ int rv_alg_choose_workers(const struct rv_alg_fit *fit, const struct rv_alg_limi
 	alg_decision_init(out, cur);
 
 	int unit = unit_of(lim), wmax = max_workers_of(lim);
+	int wmin = alg_clamp_workers(lim->min_workers, lim);
 	int async = fit->model == RV_ALG_MODEL_ASYNC;
+	int pmin = cur->ps.count, pmax = cur->ps.count;
+
+	if (async && fit->n_ps_values > 1) {
+		pmin = lim->min_ps > 0 ? lim->min_ps : 1;
+		pmax = lim->max_ps > 0 ? lim->max_ps : PS_HARD_MAX;
+	}
+	/* best achievable within the limits, predicted */
+	double best = 0;
+	int bw = cur->worker.count, bp = cur->ps.count;
+
+	for (int w = wmin; w <= wmax; w += unit)
+		for (int ps = pmin; ps <= pmax; ps++) {
+			double f = rv_alg_fit_predict(fit, w, async ? ps : 0);
+
+			if (f > best) {
+				best = f;
+				bw = w;
+				bp = ps;
+			}
+		}
+	if (!(best > 0)) {
+		alg_reason_add(out, "throughput model gives no usable prediction");
+		return 0;
+	}
+	int wcap = fit->max_workers_seen > 0 ? (int)(fit->max_workers_seen * p->max_jump) : wmax;
+
+	wcap = alg_align_down(wcap < wmin ? wmin : wcap, unit);
 	struct rv_alg_config c = *cur;
+	double c_cost = INFINITY;
+	int capped = 0;
 
-	c.worker.count = alg_clamp_workers(lim->min_workers, lim);
-	if (async) {
-		int pmin = lim->min_ps > 0 ? lim->min_ps : 1;
+	for (int w = wmin; w <= wmax; w += unit)
+		for (int ps = pmin; ps <= pmax; ps++) {
+			struct rv_alg_config t = *cur;
 
-		c.ps.count = pmin;
+			t.worker.count = w;
+			t.ps.count = ps;
+			double f = rv_alg_fit_predict(fit, w, async ? ps : 0);
+			if (f < p->target_frac * best || !alg_fits_free(lim, cur, &t))
+				continue;
+			if (w > wcap) {
+				capped = 1;
+				continue;
+			}
+			double cost = config_cost(&t);
+			if (cost < c_cost - 1e-9) {
+				c = t;
+				c_cost = cost;
+			}
+		}
+	if (!isfinite(c_cost)) {
+		/* the knee lies beyond the jump cap (or free capacity): go as far
+		 * as allowed towards it */
+		for (int w = wcap; w >= wmin; w -= unit) {
+			struct rv_alg_config t = *cur;
+
+			t.worker.count = w;
+			if (alg_fits_free(lim, cur, &t)) {
+				c = t;
+				break;
+			}
+		}
 	}
-	for (int guard = 0; guard < 2 * WORKERS_HARD_MAX; guard++) {
-		double f = rv_alg_fit_predict(fit, c.worker.count, c.ps.count);
-		double gw = -INFINITY, gp = -INFINITY;
-		struct rv_alg_config cw = c, cp = c;
-
-		if (!(f > 0))
-			break;
-		cw.worker.count += unit;
-		if (cw.worker.count <= wmax && alg_fits_free(lim, cur, &cw))
-			gw = (rv_alg_fit_predict(fit, cw.worker.count, cw.ps.count) / f - 1) / unit;
-		cp.ps.count += 1;
-		if (async && cp.ps.count <= (lim->max_ps > 0 ? lim->max_ps : PS_HARD_MAX) &&
-		    alg_fits_free(lim, cur, &cp))
-			gp = rv_alg_fit_predict(fit, cp.worker.count, cp.ps.count) / f - 1;
-		if (gw < p->min_gain && gp < p->min_gain)
-			break;
-		c = gw >= gp ? cw : cp;
-	}
-
 	double fcur = rv_alg_fit_predict(fit, cur->worker.count, cur->ps.count);
 
 	out->cfg = c;
@@ -75,24 +129,33 @@ int rv_alg_choose_workers(const struct rv_alg_fit *fit, const struct rv_alg_limi
 	out->fit_r2 = fit->r2;
 	out->fit_configs = fit->n_configs;
 	if (c.worker.count == cur->worker.count && c.ps.count == cur->ps.count) {
-		alg_reason_add(out, "throughput model: %d workers%s is the point of diminishing "
-			       "returns (< %.0f%% per added node); fit r2=%.2f from %d configs",
-			       c.worker.count, async ? " and current PS" : "", 100 * p->min_gain,
-			       fit->r2, fit->n_configs);
+		alg_reason_add(out, "throughput model: %d workers%s reach %.0f%% of the best "
+			       "predicted speed (%d workers) at the least CPU; fit r2=%.2f from %d "
+			       "configs",
+			       c.worker.count, async ? " and current PS" : "",
+			       100 * out->predicted_speed / best, bw, fit->r2, fit->n_configs);
 		return 0;
 	}
 	out->changed = true;
 	out->algorithm = "worker_count_model";
 	if (async)
 		alg_reason_add(out, "throughput model predicts %+.0f%% samples/s with %d workers "
-			       "and %d PS; fit r2=%.2f from %d configs",
-			       pct(out->predicted_speed, fcur), c.worker.count, c.ps.count, fit->r2,
-			       fit->n_configs);
+			       "and %d PS (%.0f%% of the best predicted, %d workers and %d PS, at "
+			       "%.0f%% of its CPU)%s; fit r2=%.2f from %d configs",
+			       pct(out->predicted_speed, fcur), c.worker.count, c.ps.count,
+			       100 * out->predicted_speed / best, bw, bp,
+			       100 * c_cost / (bw * (cur->worker.res.cpu > 0 ? cur->worker.res.cpu : 1) +
+					       bp * (cur->ps.res.cpu > 0 ? cur->ps.res.cpu : 1)),
+			       capped ? "; step capped at 2x the largest measured count" : "",
+			       fit->r2, fit->n_configs);
 	else
-		alg_reason_add(out, "throughput model predicts %+.0f%% samples/s with %d workers; "
-			       "fit r2=%.2f from %d configs",
-			       pct(out->predicted_speed, fcur), c.worker.count, fit->r2,
-			       fit->n_configs);
+		alg_reason_add(out, "throughput model predicts %+.0f%% samples/s with %d workers "
+			       "(%.0f%% of the best predicted, %d workers)%s; fit r2=%.2f from %d "
+			       "configs",
+			       pct(out->predicted_speed, fcur), c.worker.count,
+			       100 * out->predicted_speed / best, bw,
+			       capped ? "; step capped at 2x the largest measured count" : "",
+			       fit->r2, fit->n_configs);
 	return 0;
 }
 
@@ -110,6 +173,14 @@ static double mean_speed(const struct rv_alg_speed_obs *obs, size_t n, int w, in
 	return k ? sum / k : 0;
 }
 
+/*
+ * Exploration before a model can be trusted: measure distinct worker counts,
+ * geometrically.  Up first while growth pays (at least min_gain relative
+ * speed per added worker), else down (an over-sized request, a flat curve),
+ * so three configs are measured in few steps.  When neither direction has
+ * anything new to measure, settle on the measured knee: the fewest workers
+ * whose mean speed reaches target_frac of the best measured.
+ */
 int rv_alg_explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv_alg_limits *lim,
 		   const struct rv_alg_config *cur, const struct rv_alg_params *p,
 		   struct rv_alg_decision *out)
@@ -119,6 +190,7 @@ int rv_alg_explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv
 	alg_decision_init(out, cur);
 
 	int unit = unit_of(lim), wmax = max_workers_of(lim);
+	int wmin = alg_clamp_workers(lim->min_workers, lim);
 	int w = cur->worker.count, ps = cur->ps.count;
 	double s_cur = mean_speed(obs, n, w, ps);
 
@@ -128,73 +200,91 @@ int rv_alg_explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv
 	}
 	out->predicted_speed = s_cur;
 
-	/* the last growth: the largest measured smaller config */
-	int prev = 0;
+	/* measured neighbours at this PS count */
+	int below = 0, above = 0;
 
-	for (size_t i = 0; i < n; i++)
-		if (obs[i].ps == ps && obs[i].workers < w && obs[i].workers > prev &&
-		    obs[i].speed > 0)
-			prev = obs[i].workers;
-	if (prev > 0) {
-		double s_prev = mean_speed(obs, n, prev, ps);
-		double gain = (s_cur / s_prev - 1) / (w - prev);
-
-		if (gain < p->min_gain) {
-			if (s_prev >= s_cur && prev >= alg_clamp_workers(lim->min_workers, lim)) {
-				out->cfg.worker.count = prev;
-				out->predicted_speed = s_prev;
-				out->changed = true;
-				out->algorithm = "explore";
-				alg_reason_add(out, "growth from %d to %d workers changed samples/s "
-					       "by %+.0f%%; returning to %d workers",
-					       prev, w, pct(s_cur, s_prev), prev);
-			} else {
-				alg_reason_add(out, "exploration stopped: growth from %d to %d "
-					       "workers gained %+.1f%% per added worker (< %.0f%%)",
-					       prev, w, 100 * gain, 100 * p->min_gain);
-			}
-			return 0;
-		}
-	}
-
-	int target = (int)ceil(w * p->explore_factor - 1e-9);
-
-	if (target < w + unit)
-		target = w + unit;
-	target = alg_align_up(target, unit);
-	if (target > wmax)
-		target = wmax;
-	for (; target > w; target -= unit) {
-		struct rv_alg_config next = *cur;
-
-		next.worker.count = target;
-		if (alg_fits_free(lim, cur, &next))
-			break;
-	}
-	if (target <= w) {
-		alg_reason_add(out, "exploration holds at %d workers: %s", w,
-			       w >= wmax ? "maximum replicas reached" : "no free cluster capacity");
-		return 0;
-	}
-	/* never go (back) to a larger config already measured not worth it */
 	for (size_t i = 0; i < n; i++) {
 		int wi = obs[i].workers;
 
-		if (obs[i].ps != ps || wi <= w || wi > target || !(obs[i].speed > 0))
+		if (obs[i].ps != ps || !(obs[i].speed > 0))
 			continue;
-		double gain = (mean_speed(obs, n, wi, ps) / s_cur - 1) / (wi - w);
-
-		if (gain < p->min_gain) {
-			alg_reason_add(out, "exploration holds at %d workers: %d workers measured "
-				       "%+.1f%% per added worker (< %.0f%%)",
-				       w, wi, 100 * gain, 100 * p->min_gain);
-			return 0;
-		}
+		if (wi < w && wi > below)
+			below = wi;
+		if (wi > w && (above == 0 || wi < above))
+			above = wi;
 	}
-	out->cfg.worker.count = target;
-	out->changed = true;
-	out->algorithm = "explore";
-	alg_reason_add(out, "exploring: %d -> %d workers to measure scaling; not enough "
-		       "distinct configs for a trusted throughput model yet", w, target);
+	double gain_below = below ? (s_cur / mean_speed(obs, n, below, ps) - 1) / (w - below) : 1;
+
+	int up = (int)ceil(w * p->explore_factor - 1e-9);
+
+	if (up < w + unit)
+		up = w + unit;
+	up = alg_align_up(up, unit);
+	if (up > wmax)
+		up = wmax;
+	for (; up > w; up -= unit) {
+		struct rv_alg_config next = *cur;
+
+		next.worker.count = up;
+		if (alg_fits_free(lim, cur, &next))
+			break;
+	}
+	int down = alg_align_down((int)floor(w / p->explore_factor + 1e-9), unit);
+
+	if (down >= w)
+		down = w - unit;
+	if (down < wmin)
+		down = wmin;
+
+	const char *why = NULL;
+	int target = w;
+
+	if (!above && up > w && gain_below >= p->min_gain) {
+		target = up;
+		why = below ? "growth paid" : "first measurement";
+	} else if (!below && down < w) {
+		target = down;
+		why = above ? "growth did not pay" : "cannot grow";
+	}
+	if (target != w) {
+		out->cfg.worker.count = target;
+		out->changed = true;
+		out->algorithm = "explore";
+		alg_reason_add(out, "exploring: %d -> %d workers to measure scaling (%s); not "
+			       "enough distinct configs for a trusted throughput model yet",
+			       w, target, why);
+		return 0;
+	}
+	/* settle on the measured knee */
+	double best = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (obs[i].ps == ps && obs[i].workers >= wmin && obs[i].workers <= wmax) {
+			double m = mean_speed(obs, n, obs[i].workers, ps);
+			if (m > best)
+				best = m;
+		}
+	int knee = w;
+
+	for (size_t i = 0; i < n; i++) {
+		int wi = obs[i].workers;
+
+		if (obs[i].ps != ps || wi < wmin || wi > wmax || wi >= knee)
+			continue;
+		if (mean_speed(obs, n, wi, ps) >= p->target_frac * best)
+			knee = wi;
+	}
+	if (knee != w) {
+		out->cfg.worker.count = knee;
+		out->predicted_speed = mean_speed(obs, n, knee, ps);
+		out->changed = true;
+		out->algorithm = "explore";
+		alg_reason_add(out, "%d workers measured %.0f%% of the best measured speed with "
+			       "fewer workers than %d; settling there",
+			       knee, 100 * out->predicted_speed / best, w);
+		return 0;
+	}
+	alg_reason_add(out, "exploration holds at %d workers: the measured knee (>= %.0f%% of the "
+		       "best measured speed)", w, 100 * p->target_frac);
 	return 0;
 }

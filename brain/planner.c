@@ -25,8 +25,9 @@
 /* Per-node ceilings when the cluster has not reported its nodes. */
 #define DEFAULT_MAX_NODE_CPU 64.0
 #define DEFAULT_MAX_NODE_MEMORY_MB (512LL * 1024)
-/* Speed samples dropped after each configuration change (warm-up). */
-#define WARMUP_SAMPLES 2
+/* Speed samples after each configuration change that are warm-up: those
+ * within WARMUP_MS of job time of the change, but at most half of a run. */
+#define WARMUP_MS 30000
 /* Outcome of a plan: "better" above +2%, "worse" below -10% (and below what
  * it predicted), else "neutral". */
 #define OUTCOME_BETTER 1.02
@@ -274,16 +275,21 @@ int planner_oom_plan(struct brain *b, PGconn *c, const struct store_job *job,
 	return 0;
 }
 
-/* Drop the first WARMUP_SAMPLES samples of every run of one configuration. */
+/* Drop the warm-up of every run of one configuration (samples oldest first). */
 static size_t drop_warmup(struct rv_alg_speed_obs *o, size_t n)
 {
 	size_t out = 0;
-	int run = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (i == 0 || o[i].workers != o[i - 1].workers || o[i].ps != o[i - 1].ps)
-			run = 0;
-		if (run++ >= WARMUP_SAMPLES)
+	for (size_t start = 0; start < n;) {
+		size_t end = start;
+		while (end < n && o[end].workers == o[start].workers && o[end].ps == o[start].ps)
+			end++;
+		size_t skip = start;
+		while (skip < end && o[skip].t_ms < o[start].t_ms + WARMUP_MS &&
+		       skip - start < (end - start) / 2)
+			skip++;
+		for (size_t i = skip; i < end; i++)
 			o[out++] = o[i];
+		start = end;
 	}
 	return out;
 }
@@ -321,29 +327,18 @@ static int judge_outcome(struct brain *b, PGconn *c, const struct store_job *job
 				     &nafter, err);
 	if (rc < 0)
 		return rc;
-	if (nafter < (int)b->cfg.min_samples + WARMUP_SAMPLES) {
+	/* Past the warm-up; with few samples, the later half of them. */
+	int64_t settled = cur->applied_ts_ms + WARMUP_MS;
+	double late = 0;
+	int nlate = 0;
+	rc = store_speed_summary(c, job->id, settled, INT64_MAX, w, ps, &late, &nlate, err);
+	if (rc < 0)
+		return rc;
+	if (nlate < (int)b->cfg.min_samples) {
 		*measuring = true;
 		return 0;
 	}
-	/* Skip the warm-up samples: re-average from the first settled one. */
-	{
-		char id_s[24], ts_s[24], w_s[16], p_s[16], k_s[16];
-		snprintf(id_s, sizeof(id_s), "%" PRId64, job->id);
-		snprintf(ts_s, sizeof(ts_s), "%" PRId64, cur->applied_ts_ms);
-		snprintf(w_s, sizeof(w_s), "%d", w);
-		snprintf(p_s, sizeof(p_s), "%d", ps);
-		snprintf(k_s, sizeof(k_s), "%d", WARMUP_SAMPLES);
-		const char *q[] = { id_s, ts_s, w_s, p_s, k_s };
-		PGresult *r = NULL;
-		if (rv_db_exec(c,
-			       "SELECT COALESCE(avg(speed), 0) FROM (SELECT speed FROM job_speed"
-			       " WHERE job_id = $1::bigint AND ts_ms >= $2::bigint AND workers = $3::int"
-			       " AND ps = $4::int ORDER BY ts_ms OFFSET $5::int) x",
-			       5, q, &r, err) > 0)
-			after = strtod(PQgetvalue(r, 0, 0), NULL);
-		if (r)
-			PQclear(r);
-	}
+	after = late;
 	rc = store_speed_before(c, job->id, cur->applied_ts_ms, 20, &before, &nbefore, err);
 	if (rc < 0)
 		return rc;
@@ -480,6 +475,19 @@ static int planner_running_plan(struct brain *b, PGconn *c, const struct store_j
 		plan->launch[plan->nlaunch++] = *m;
 		plan->launch[plan->nlaunch - 1].resource.cpu = d.cfg.worker.res.cpu;
 		plan->launch[plan->nlaunch - 1].resource.memory_mb = d.cfg.worker.res.memory_mb;
+	}
+	/* A configuration measured worse (and reverted) is not proposed again:
+	 * that is how plans thrash. */
+	for (int i = 0; i < napplied && plan->stage[0]; i++) {
+		if (!strcmp(applied[i].outcome, "worse") && same_groups(&applied[i].plan, plan)) {
+			rv_log_debug("plan not repeated", "job=%s plan=%" PRId64, job->uid,
+				     applied[i].plan.id);
+			plan->stage[0] = 0;
+		}
+	}
+	if (!plan->stage[0]) {
+		rc = 0;
+		goto out;
 	}
 	/* The same advice not yet applied is not repeated. */
 	struct store_plan_row last;

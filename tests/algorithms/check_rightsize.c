@@ -43,9 +43,9 @@ START_TEST(test_shrinks_overprovisioned)
 	size_t n = samples(u, 200, 2.0, 4000, 0.02, r);
 
 	ck_assert_int_eq(rv_alg_rightsize(u, n, RV_ALG_WORKER, &cur, NULL, 0, &LIM, &P, &out), 1);
-	/* p95 ~ 2.07 cores * 1.2 ~ 2.5; ~4130 MiB * 1.2 ~ 4950 */
-	ck_assert_msg(out.cpu > 2.3 && out.cpu < 2.7, "cpu %g", out.cpu);
-	ck_assert_msg(out.memory_mb > 4700 && out.memory_mb < 5200, "mem %lld",
+	/* p80 ~ 2.03 cores * 1.05 ~ 2.2 (tenths up); ~4070 MiB * 1.2 ~ 4880 */
+	ck_assert_msg(out.cpu > 2.1 && out.cpu < 2.3, "cpu %g", out.cpu);
+	ck_assert_msg(out.memory_mb > 4700 && out.memory_mb < 5100, "mem %lld",
 		      (long long)out.memory_mb);
 	gsl_rng_free(r);
 }
@@ -56,7 +56,8 @@ START_TEST(test_no_flap_near_threshold)
 	/* current is right: repeated noisy windows must never move it */
 	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
 	struct rv_alg_usage u[100];
-	struct rv_alg_resource cur = {.cpu = 2.5, .memory_mb = 5000}, out;
+	/* p80 of 2.0 +- 5% is ~2.08, +5% margin: 2.2 is right */
+	struct rv_alg_resource cur = {.cpu = 2.2, .memory_mb = 5000}, out;
 	int changes = 0;
 
 	gsl_rng_set(r, 2);
@@ -78,17 +79,17 @@ START_TEST(test_hysteresis_band)
 	struct rv_alg_usage u[20];
 	struct rv_alg_resource cur = {.cpu = 10, .memory_mb = 10000}, out;
 
-	/* want = 9.0 * 1.2 = 10.8 CPU: +8%, inside the 20% band */
+	/* want = 9.0 * 1.05 = 9.45 -> 9.5 CPU: -5%, inside the 10% band */
 	for (int i = 0; i < 20; i++)
 		u[i] = (struct rv_alg_usage){.role = RV_ALG_WORKER, .cpu = 9.0, .memory_mb = 8000};
 	ck_assert_int_eq(rv_alg_rightsize(u, 20, RV_ALG_WORKER, &cur, NULL, 0, &LIM, &P, &out), 0);
 	ck_assert_double_eq(out.cpu, 10);
 	ck_assert_int_eq(out.memory_mb, 10000);
-	/* want = 12 * 1.2 = 14.4: +44%, moves */
+	/* want = 7 * 1.05 = 7.35 -> 7.4: -26%, moves */
 	for (int i = 0; i < 20; i++)
-		u[i].cpu = 12;
+		u[i].cpu = 7;
 	ck_assert_int_eq(rv_alg_rightsize(u, 20, RV_ALG_WORKER, &cur, NULL, 0, &LIM, &P, &out), 1);
-	ck_assert_double_eq_tol(out.cpu, 14.4, 1e-9);
+	ck_assert_double_eq_tol(out.cpu, 7.4, 1e-9);
 	/* too few samples */
 	ck_assert_int_eq(rv_alg_rightsize(u, 3, RV_ALG_WORKER, &cur, NULL, 0, &LIM, &P, &out),
 			 -ENODATA);
@@ -116,13 +117,15 @@ START_TEST(test_no_reversal_within_window)
 	/* after the window it may shrink */
 	ck_assert_int_eq(rv_alg_rightsize(u, 20, RV_ALG_WORKER, &cur, &last,
 					  1000000 + P.reversal_window_ms + 1, &LIM, &P, &out), 1);
-	ck_assert_double_eq_tol(out.cpu, 6, 1e-9);
+	/* p95 5 cores + 5% margin, in tenths up */
+	ck_assert_double_eq_tol(out.cpu, 5.3, 1e-9);
 	/* the same direction is no reversal: growth is allowed at once */
 	for (int i = 0; i < 20; i++)
 		u[i].cpu = 15;
 	ck_assert_int_eq(rv_alg_rightsize(u, 20, RV_ALG_WORKER, &cur, &last, 1000000 + 1, &LIM,
 					  &P, &out), 1);
-	ck_assert_double_eq_tol(out.cpu, 18, 1e-9);
+	/* use at (here above) the limit hides the need: starved, doubled */
+	ck_assert_double_eq_tol(out.cpu, 20, 1e-9);
 }
 END_TEST
 

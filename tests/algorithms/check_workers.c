@@ -122,24 +122,25 @@ START_TEST(test_scaling_grows_to_diminishing_returns)
 
 	ck_assert_int_eq(rv_alg_fit_speed(RV_ALG_MODEL_SYNC, obs, n, &fit), 0);
 	ck_assert_int_eq(rv_alg_choose_workers(&fit, &lim, &cur, &P, &d), 0);
-	/* 9 on the true curve; the gain changes by ~1.5% per worker there, so
-	 * 5% noise may move the fitted answer by one */
-	ck_assert_msg(d.cfg.worker.count >= 8 && d.cfg.worker.count <= 10, "chose %d",
+	/* the true knee (fewest workers reaching 90% of the best within 1..32)
+	 * is 10; the curve is flat there (+3% per worker), so 5% noise may move
+	 * the fitted answer by one or two */
+	ck_assert_msg(d.cfg.worker.count >= 9 && d.cfg.worker.count <= 12, "chose %d",
 		      d.cfg.worker.count);
 	ck_assert(d.changed);
 	ck_assert_str_eq(d.algorithm, "worker_count_model");
 	ck_assert_msg(strstr(d.reason, "samples/s with") != NULL, "%s", d.reason);
 	ck_assert_msg(strstr(d.reason, "from 6 configs") != NULL, "%s", d.reason);
-	/* exact data: exactly 9 */
+	/* exact data: exactly the true knee, 10 */
 	for (size_t i = 0; i < n; i++)
 		obs[i].speed = scaling(obs[i].workers);
 	ck_assert_int_eq(rv_alg_fit_speed(RV_ALG_MODEL_SYNC, obs, n, &fit), 0);
 	ck_assert_int_eq(rv_alg_choose_workers(&fit, &lim, &cur, &P, &d), 0);
-	ck_assert_int_eq(d.cfg.worker.count, 9);
-	/* max replicas win */
+	ck_assert_int_eq(d.cfg.worker.count, 10);
+	/* max replicas win: the best within 1..7 is at 7, and 6 reaches 90% of it */
 	lim.max_workers = 7;
 	ck_assert_int_eq(rv_alg_choose_workers(&fit, &lim, &cur, &P, &d), 0);
-	ck_assert_int_eq(d.cfg.worker.count, 7);
+	ck_assert_int_eq(d.cfg.worker.count, 6);
 	ck_assert(d.predicted_speed > rv_alg_fit_predict(&fit, 2, 0));
 }
 END_TEST
@@ -277,9 +278,10 @@ START_TEST(test_explore_free_capacity)
 
 	lim.free_cpu = 3.9; /* not even one 4-core worker */
 	ck_assert_int_eq(rv_alg_explore(obs, 1, &lim, &cur, &P, &d), 0);
-	ck_assert_int_eq(d.cfg.worker.count, 4);
-	ck_assert(!d.changed);
-	ck_assert_msg(strstr(d.reason, "free") != NULL, "%s", d.reason);
+	/* cannot grow: measure a smaller config instead (it frees capacity) */
+	ck_assert_int_eq(d.cfg.worker.count, 2);
+	ck_assert(d.changed);
+	ck_assert_msg(strstr(d.reason, "cannot grow") != NULL, "%s", d.reason);
 }
 END_TEST
 
