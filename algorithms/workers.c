@@ -124,6 +124,13 @@ int rv_alg_choose_workers(const struct rv_alg_fit *fit, const struct rv_alg_limi
 	}
 	double fcur = rv_alg_fit_predict(fit, cur->worker.count, cur->ps.count);
 
+	/* Hysteresis: a current configuration already at the knee (within 2
+	 * points of it and 10% of its cost) stays, so refits do not flip
+	 * counts by one. */
+	if (isfinite(c_cost) && cur->worker.count >= wmin && cur->worker.count <= wmax &&
+	    fcur >= (p->target_frac - 0.02) * best && config_cost(cur) <= 1.1 * c_cost &&
+	    alg_fits_free(lim, cur, cur))
+		c = *cur;
 	out->cfg = c;
 	out->predicted_speed = rv_alg_fit_predict(fit, c.worker.count, c.ps.count);
 	out->fit_r2 = fit->r2;
@@ -214,6 +221,9 @@ int rv_alg_explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv
 			above = wi;
 	}
 	double gain_below = below ? (s_cur / mean_speed(obs, n, below, ps) - 1) / (w - below) : 1;
+	/* growing from here to the measured config above paid: the knee is not
+	 * below, so measuring smaller configs would only lose speed */
+	double gain_above = above ? (mean_speed(obs, n, above, ps) / s_cur - 1) / (above - w) : 0;
 
 	int up = (int)ceil(w * p->explore_factor - 1e-9);
 
@@ -242,7 +252,7 @@ int rv_alg_explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv
 	if (!above && up > w && gain_below >= p->min_gain) {
 		target = up;
 		why = below ? "growth paid" : "first measurement";
-	} else if (!below && down < w) {
+	} else if (!below && down < w && gain_above < p->min_gain) {
 		target = down;
 		why = above ? "growth did not pay" : "cannot grow";
 	}
@@ -264,24 +274,26 @@ int rv_alg_explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv
 			if (m > best)
 				best = m;
 		}
-	int knee = w;
+	int knee = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		int wi = obs[i].workers;
 
-		if (obs[i].ps != ps || wi < wmin || wi > wmax || wi >= knee)
+		if (obs[i].ps != ps || wi < wmin || wi > wmax || (knee && wi >= knee))
 			continue;
 		if (mean_speed(obs, n, wi, ps) >= p->target_frac * best)
 			knee = wi;
 	}
+	if (!knee)
+		knee = w;
 	if (knee != w) {
 		out->cfg.worker.count = knee;
 		out->predicted_speed = mean_speed(obs, n, knee, ps);
 		out->changed = true;
 		out->algorithm = "explore";
-		alg_reason_add(out, "%d workers measured %.0f%% of the best measured speed with "
-			       "fewer workers than %d; settling there",
-			       knee, 100 * out->predicted_speed / best, w);
+		alg_reason_add(out, "%d workers measured %.0f%% of the best measured speed, the "
+			       "fewest that reach %.0f%%; settling there (from %d)",
+			       knee, 100 * out->predicted_speed / best, 100 * p->target_frac, w);
 		return 0;
 	}
 	alg_reason_add(out, "exploration holds at %d workers: the measured knee (>= %.0f%% of the "

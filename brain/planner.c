@@ -275,7 +275,12 @@ int planner_oom_plan(struct brain *b, PGconn *c, const struct store_job *job,
 	return 0;
 }
 
-/* Drop the warm-up of every run of one configuration (samples oldest first). */
+/* Speed samples averaged into one observation for the model: batch means
+ * cut the noise the fit sees by half without hiding the curve. */
+#define BATCH_MEAN 4
+
+/* Drop the warm-up of every run of one configuration (samples oldest first)
+ * and average the rest in batches of BATCH_MEAN consecutive samples. */
 static size_t drop_warmup(struct rv_alg_speed_obs *o, size_t n)
 {
 	size_t out = 0;
@@ -287,8 +292,14 @@ static size_t drop_warmup(struct rv_alg_speed_obs *o, size_t n)
 		while (skip < end && o[skip].t_ms < o[start].t_ms + WARMUP_MS &&
 		       skip - start < (end - start) / 2)
 			skip++;
-		for (size_t i = skip; i < end; i++)
-			o[out++] = o[i];
+		for (size_t i = skip; i < end; i += BATCH_MEAN) {
+			size_t k = end - i < BATCH_MEAN ? end - i : BATCH_MEAN;
+			double sum = 0;
+			for (size_t j = 0; j < k; j++)
+				sum += o[i + j].speed;
+			o[out] = o[i + k - 1];
+			o[out++].speed = sum / (double)k;
+		}
 		start = end;
 	}
 	return out;
@@ -357,7 +368,10 @@ static int judge_outcome(struct brain *b, PGconn *c, const struct store_job *job
 	rc = store_plan_set_outcome(c, cur->plan.id, outcome, before, after, err);
 	if (rc < 0)
 		return rc;
-	if (strcmp(outcome, "worse") != 0 || napplied < 2)
+	/* An exploration measures a configuration on purpose: a slower result
+	 * is data for the model (and the configuration is not proposed again),
+	 * not a mistake to undo. */
+	if (strcmp(outcome, "worse") != 0 || napplied < 2 || !strcmp(cur->algorithm, "explore"))
 		return 0;
 	/* Revert to the configuration that ran before it. */
 	const struct store_plan_row *prev = &applied[1];
@@ -431,6 +445,14 @@ static int planner_running_plan(struct brain *b, PGconn *c, const struct store_j
 	st.n_speed = nobs;
 	st.usage = usage;
 	st.n_usage = nusage;
+	/* Step times of the warm-up after a change would look like stragglers. */
+	{
+		size_t k = 0;
+		for (size_t i = 0; i < nsteps; i++)
+			if (steps[i].t_ms >= applied[0].applied_ts_ms + WARMUP_MS)
+				steps[k++] = steps[i];
+		nsteps = k;
+	}
 	st.steps = steps;
 	st.n_steps = nsteps;
 	/* The last right-sizing of each role, for hysteresis. */
