@@ -286,6 +286,29 @@ int rv_alg_explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv
 	}
 	if (!knee)
 		knee = w;
+	/* Bisect: the knee lies between the largest measured config below it
+	 * (too slow) and it; measure the middle while the gap is wide. */
+	int lower = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (obs[i].ps == ps && obs[i].workers < knee && obs[i].workers > lower &&
+		    obs[i].speed > 0)
+			lower = obs[i].workers;
+	if (lower && knee - lower > unit) {
+		int mid = alg_align_down((lower + knee + 1) / 2, unit);
+
+		if (mid > lower && mid < knee && !(mean_speed(obs, n, mid, ps) > 0)) {
+			out->cfg.worker.count = mid;
+			out->changed = mid != w;
+			out->algorithm = "explore";
+			out->predicted_speed = 0;
+			alg_reason_add(out, "the knee (%.0f%% of the best measured speed) lies between "
+				       "%d and %d workers; measuring %d",
+				       100 * p->target_frac, lower, knee, mid);
+			if (out->changed)
+				return 0;
+		}
+	}
 	if (knee != w) {
 		out->cfg.worker.count = knee;
 		out->predicted_speed = mean_speed(obs, n, knee, ps);
