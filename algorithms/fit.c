@@ -210,6 +210,7 @@ int rv_alg_fit_speed(enum rv_alg_model model, const struct rv_alg_speed_obs *obs
 	out->n_configs = (int)nconf;
 	out->n_ps_values = 0;
 	out->max_workers_seen = 0;
+	out->min_workers_seen = 0;
 	{
 		int psv[32], k_ps = 0;
 		for (size_t i = 0; i < n; i++) {
@@ -217,6 +218,8 @@ int rv_alg_fit_speed(enum rv_alg_model model, const struct rv_alg_speed_obs *obs
 				continue;
 			if (obs[i].workers > out->max_workers_seen)
 				out->max_workers_seen = obs[i].workers;
+			if (!out->min_workers_seen || obs[i].workers < out->min_workers_seen)
+				out->min_workers_seen = obs[i].workers;
 			int j = 0;
 			while (j < k_ps && psv[j] != obs[i].ps)
 				j++;

@@ -54,7 +54,8 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 }
 
 static void plan_rightsize(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
-			   enum rv_alg_role role, int keep_cpu, struct rv_alg_config *cfg,
+			   enum rv_alg_role role, int keep_cpu, int no_shrink,
+			   struct rv_alg_config *cfg,
 			   struct rv_alg_decision *out, enum lead_rank *rank, const char **lead)
 {
 	struct rv_alg_group *g = role == RV_ALG_PS_ROLE ? &cfg->ps : &cfg->worker;
@@ -68,6 +69,9 @@ static void plan_rightsize(const struct rv_alg_job_state *st, const struct rv_al
 	if (rc < 0)
 		return;
 	if (keep_cpu)
+		next.cpu = g->res.cpu;
+	/* Usage measured behind a bottleneck elsewhere understates the need. */
+	if (no_shrink && next.cpu < g->res.cpu)
 		next.cpu = g->res.cpu;
 	/* Usage was measured at the current counts; a PS serves workers/PS of
 	 * the load, so its CPU (and the model share in its memory) follow the
@@ -158,9 +162,9 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 			}
 		}
 	}
-	plan_rightsize(st, p, RV_ALG_WORKER, 0, &cfg, out, &rank, &lead);
+	plan_rightsize(st, p, RV_ALG_WORKER, 0, starved_ps, &cfg, out, &rank, &lead);
 	/* a migrated hot PS already got its CPU; pooled PS CPU would undo it */
-	plan_rightsize(st, p, RV_ALG_PS_ROLE, hot > 0, &cfg, out, &rank, &lead);
+	plan_rightsize(st, p, RV_ALG_PS_ROLE, hot > 0, starved_w, &cfg, out, &rank, &lead);
 
 	int ns = rv_alg_stragglers(st->steps, st->n_steps, p, out->replace, RV_ALG_MAX_NODES);
 

@@ -40,6 +40,9 @@ bool rv_alg_role_starved(const struct rv_alg_usage *u, size_t n, enum rv_alg_rol
 {
 	if (!u || !cur || !p || !(cur->cpu > 0))
 		return false;
+	/* Use at the limit cannot tell "needs exactly this" from "needs more"
+	 * (throttling hides the rest): for throughput's sake it counts as
+	 * starved; the next plan right-sizes down if the need was smaller. */
 	size_t m = 0;
 	for (size_t i = 0; i < n; i++)
 		m += u[i].role == role;
@@ -96,7 +99,7 @@ int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
 	double q_cpu = alg_quantile(cpu, m, p->usage_quantile);
 	double want_cpu = q_cpu * (1 + p->cpu_margin);
 	/* Use pinned at the limit hides the need: the role is starved, grow it. */
-	int starved = cur->cpu > 0 && q_cpu >= p->cpu_pinned * cur->cpu;
+	int starved = rv_alg_role_starved(u, n, role, cur, p);
 
 	if (starved)
 		want_cpu = cur->cpu * p->starved_factor;

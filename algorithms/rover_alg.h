@@ -76,7 +76,8 @@ struct rv_alg_params {
 	double target_frac;     /* knee: the fewest cores reaching this share of the best
 				 * speed achievable within the limits: 0.9 */
 	double max_jump;        /* never more than this times the largest measured
-				 * worker count in one plan (extrapolation guard): 2.0 */
+				 * worker count in one plan, nor less than the smallest
+				 * measured divided by it (extrapolation guard): 3.0 */
 	/* right-sizing */
 	double usage_quantile;  /* quantile of usage samples: 0.8 */
 	double cpu_margin;      /* added to the CPU quantile: 0.05 (5%) */
@@ -133,6 +134,7 @@ struct rv_alg_fit {
 	int n_configs;    /* distinct (workers, ps) configs observed */
 	int n_ps_values;  /* distinct PS counts observed */
 	int max_workers_seen; /* largest worker count observed */
+	int min_workers_seen; /* smallest worker count observed */
 	int n_points;     /* observations used */
 	double confidence; /* 0..1: grows with configs, falls with relative error */
 };

@@ -22,7 +22,7 @@ void rv_alg_params_default(struct rv_alg_params *p)
 		.max_fit_rel_err = 0.08,
 		.explore_factor = 1.5,
 		.target_frac = 0.9,
-		.max_jump = 2.0,
+		.max_jump = 3.0,
 		.usage_quantile = 0.8,
 		.cpu_margin = 0.05,
 		.cpu_pinned = 0.99,

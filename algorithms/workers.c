@@ -86,6 +86,7 @@ int rv_alg_choose_workers(const struct rv_alg_fit *fit, const struct rv_alg_limi
 	int wcap = fit->max_workers_seen > 0 ? (int)(fit->max_workers_seen * p->max_jump) : wmax;
 
 	wcap = alg_align_down(wcap < wmin ? wmin : wcap, unit);
+	int wfloor = fit->min_workers_seen > 0 ? (int)ceil(fit->min_workers_seen / p->max_jump) : wmin;
 	struct rv_alg_config c = *cur;
 	double c_cost = INFINITY;
 	int capped = 0;
@@ -99,7 +100,7 @@ int rv_alg_choose_workers(const struct rv_alg_fit *fit, const struct rv_alg_limi
 			double f = rv_alg_fit_predict(fit, w, async ? ps : 0);
 			if (f < p->target_frac * best || !alg_fits_free(lim, cur, &t))
 				continue;
-			if (w > wcap) {
+			if (w > wcap || w < wfloor) {
 				capped = 1;
 				continue;
 			}
@@ -121,6 +122,7 @@ int rv_alg_choose_workers(const struct rv_alg_fit *fit, const struct rv_alg_limi
 				break;
 			}
 		}
+		c_cost = config_cost(&c);
 	}
 	double fcur = rv_alg_fit_predict(fit, cur->worker.count, cur->ps.count);
 
@@ -153,7 +155,7 @@ int rv_alg_choose_workers(const struct rv_alg_fit *fit, const struct rv_alg_limi
 			       100 * out->predicted_speed / best, bw, bp,
 			       100 * c_cost / (bw * (cur->worker.res.cpu > 0 ? cur->worker.res.cpu : 1) +
 					       bp * (cur->ps.res.cpu > 0 ? cur->ps.res.cpu : 1)),
-			       capped ? "; step capped at 2x the largest measured count" : "",
+			       capped ? "; step capped at the measured range" : "",
 			       fit->r2, fit->n_configs);
 	else
 		alg_reason_add(out, "throughput model predicts %+.0f%% samples/s with %d workers "
@@ -161,7 +163,7 @@ int rv_alg_choose_workers(const struct rv_alg_fit *fit, const struct rv_alg_limi
 			       "configs",
 			       pct(out->predicted_speed, fcur), c.worker.count,
 			       100 * out->predicted_speed / best, bw,
-			       capped ? "; step capped at 2x the largest measured count" : "",
+			       capped ? "; step capped at the measured range" : "",
 			       fit->r2, fit->n_configs);
 	return 0;
 }
