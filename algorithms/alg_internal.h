@@ -53,4 +53,9 @@ double alg_mb_up(double mb);
 int alg_fits_free(const struct rv_alg_limits *lim, const struct rv_alg_config *cur,
 		  const struct rv_alg_config *next);
 
+/* Largest measured worker count (at ps) whose mean speed is below
+ * p->target_frac of the best measured mean; 0 when none. */
+int alg_measured_too_slow(const struct rv_alg_speed_obs *obs, size_t n, int ps,
+			  const struct rv_alg_params *p);
+
 #endif

@@ -37,9 +37,18 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 	struct rv_alg_decision part;
 	int rc = rv_alg_fit_speed(model, st->speed, st->n_speed, &fit);
 
-	if (rc == 0 && rv_alg_fit_trusted(&fit, p))
-		rc = rv_alg_choose_workers(&fit, &st->lim, &st->cur, p, &part);
-	else
+	if (rc == 0 && rv_alg_fit_trusted(&fit, p)) {
+		/* The data overrules the model: never below the largest measured
+		 * count that missed the knee (too slow against the best measured). */
+		struct rv_alg_limits lim = st->lim;
+		int too_slow = alg_measured_too_slow(st->speed, st->n_speed, st->cur.ps.count, p);
+
+		if (too_slow + 1 > lim.min_workers)
+			lim.min_workers = too_slow + 1;
+		if (lim.max_workers > 0 && lim.min_workers > lim.max_workers)
+			lim.min_workers = lim.max_workers;
+		rc = rv_alg_choose_workers(&fit, &lim, &st->cur, p, &part);
+	} else
 		rc = rv_alg_explore(st->speed, st->n_speed, &st->lim, &st->cur, p, &part);
 	if (rc < 0)
 		return;

@@ -182,6 +182,30 @@ static double mean_speed(const struct rv_alg_speed_obs *obs, size_t n, int w, in
 	return k ? sum / k : 0;
 }
 
+int alg_measured_too_slow(const struct rv_alg_speed_obs *obs, size_t n, int ps,
+			  const struct rv_alg_params *p)
+{
+	double best = 0;
+	int slow = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (obs[i].ps == ps) {
+			double m = mean_speed(obs, n, obs[i].workers, ps);
+			if (m > best)
+				best = m;
+		}
+	for (size_t i = 0; i < n; i++)
+		if (obs[i].ps == ps && obs[i].workers > slow &&
+		    mean_speed(obs, n, obs[i].workers, ps) < p->target_frac * best)
+			slow = obs[i].workers;
+	/* only counts below the best measured one can be "too slow" */
+	for (size_t i = 0; i < n; i++)
+		if (obs[i].ps == ps && mean_speed(obs, n, obs[i].workers, ps) >= best &&
+		    slow > obs[i].workers)
+			return 0;
+	return slow;
+}
+
 /*
  * Exploration before a model can be trusted: measure distinct worker counts,
  * geometrically.  Up first while growth pays (at least min_gain relative
@@ -251,12 +275,16 @@ int rv_alg_explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv
 	const char *why = NULL;
 	int target = w;
 
-	if (!above && up > w && gain_below >= p->min_gain) {
+	/* A first measurement from the upper half of the allowed range goes
+	 * down: requests are more often too large than too small. */
+	int upper_half = !above && !below && down < w && 2 * w > wmin + wmax;
+
+	if (!above && up > w && gain_below >= p->min_gain && !upper_half) {
 		target = up;
 		why = below ? "growth paid" : "first measurement";
 	} else if (!below && down < w && gain_above < p->min_gain) {
 		target = down;
-		why = above ? "growth did not pay" : "cannot grow";
+		why = above ? "growth did not pay" : upper_half ? "start in the upper half" : "cannot grow";
 	}
 	if (target != w) {
 		out->cfg.worker.count = target;

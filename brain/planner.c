@@ -434,6 +434,22 @@ static int planner_running_plan(struct brain *b, PGconn *c, const struct store_j
 	rc = store_speed_obs(c, job->id, 4000, &obs, &nobs, err);
 	if (rc < 0)
 		goto out;
+	/* Speeds measured before the latest starvation growth (CPU raised by
+	 * more than half, beyond any load scaling) were CPU-bound: they would
+	 * teach the model a curve the job does not have. */
+	for (int i = 0; i + 1 < napplied; i++) {
+		struct rv_alg_config a, b2;
+		plan_to_config(&applied[i].plan, &a);
+		plan_to_config(&applied[i + 1].plan, &b2);
+		if (a.worker.res.cpu > 1.6 * b2.worker.res.cpu || a.ps.res.cpu > 1.6 * b2.ps.res.cpu) {
+			size_t k = 0;
+			for (size_t j = 0; j < nobs; j++)
+				if (obs[j].t_ms >= applied[i].applied_ts_ms)
+					obs[k++] = obs[j];
+			nobs = k;
+			break;
+		}
+	}
 	nobs = drop_warmup(obs, nobs);
 	int64_t since = applied[0].applied_ts_ms;
 	if (since < job->last_sample_ms - 600000)

@@ -232,9 +232,14 @@ START_TEST(test_explore_geometric)
 	ck_assert_int_eq(rv_alg_explore(obs, 1, &lim, &cur, &P, &d), 0);
 	ck_assert_int_eq(d.cfg.worker.count, 8);
 	/* capped by max replicas */
-	lim = limits(1, 5, 1);
+	lim = limits(4, 5, 1);
 	ck_assert_int_eq(rv_alg_explore(obs, 1, &lim, &cur, &P, &d), 0);
 	ck_assert_int_eq(d.cfg.worker.count, 5);
+	/* a first measurement from the upper half of the range goes down */
+	lim = limits(1, 5, 1);
+	ck_assert_int_eq(rv_alg_explore(obs, 1, &lim, &cur, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 2);
+	ck_assert_msg(strstr(d.reason, "upper half") != NULL, "%s", d.reason);
 }
 END_TEST
 
