@@ -271,7 +271,9 @@ void rv_cfg_print_help(const struct rv_cfg_opt *opts, int nopts, FILE *out, cons
 		else
 			fprintf(out, "  --%s\n", flag);
 		fprintf(out, "      %s\n      [%s] %s = %s   env %s", o->help, o->section, o->key, def, env);
-		if (o->type == RV_CFG_INT || o->type == RV_CFG_DOUBLE)
+		if (o->type == RV_CFG_INT)
+			fprintf(out, "   range %.0f..%.0f", o->min, o->max);
+		else if (o->type == RV_CFG_DOUBLE)
 			fprintf(out, "   range %g..%g", o->min, o->max);
 		fputc('\n', out);
 	}
@@ -289,9 +291,13 @@ void rv_cfg_print_conf(const struct rv_cfg_opt *opts, int nopts, FILE *out, cons
 			section = o->section;
 		}
 		fprintf(out, "# %s", o->help);
-		if (o->type == RV_CFG_INT || o->type == RV_CFG_DOUBLE)
+		/* %g would print 1048576 as 1.04858e+06. */
+		if (o->type == RV_CFG_INT)
+			fprintf(out, " (%.0f..%.0f)", o->min, o->max);
+		else if (o->type == RV_CFG_DOUBLE)
 			fprintf(out, " (%g..%g)", o->min, o->max);
-		fprintf(out, "\n# %s = %s\n", o->key, o->def);
+		/* No trailing blank after an empty default. */
+		fprintf(out, "\n# %s =%s%s\n", o->key, o->def[0] ? " " : "", o->def);
 	}
 }
 
