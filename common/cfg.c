@@ -88,8 +88,8 @@ struct ini_ctx {
 	int n;
 	void *base;
 	FILE *f;
-	int line;      /* lines read so far */
-	int err_line;  /* line of the first bad key, 0 when none */
+	int line;     /* lines read so far */
+	int err_line; /* line of the first bad key, 0 when none */
 	char key[128];
 	char why[256];
 };

@@ -27,9 +27,11 @@ struct tcfg {
 	char dir[128];
 };
 
-#define OPT(sec, key, flag, type, field, def, min, max, fl, help)                     \
-	{ sec, key, flag, type, offsetof(struct tcfg, field),                          \
-	  sizeof(((struct tcfg *)0)->field), def, min, max, fl, help }
+#define OPT(sec, key, flag, type, field, def, min, max, fl, help)                                  \
+	{                                                                                          \
+		sec, key, flag, type, offsetof(struct tcfg, field),                                \
+			sizeof(((struct tcfg *)0)->field), def, min, max, fl, help                 \
+	}
 
 static const struct rv_cfg_opt opts[] = {
 	OPT("server", "listen", "listen", RV_CFG_STR, listen, "127.0.0.1:8080", 0, 0, 0, "address"),
@@ -110,8 +112,8 @@ START_TEST(test_precedence)
 	ck_assert_str_eq(c.dir, "/srv/rover");
 
 	/* Flags over environment, wherever --config stands; both flag names. */
-	const char *a2[] = { "--listen", "127.0.0.1:1003", "--server-max-conns=200", "--config",
-			     f, NULL };
+	const char *a2[] = { "--listen", "127.0.0.1:1003", "--server-max-conns=200", "--config", f,
+			     NULL };
 	ck_assert_int_eq(load(&c, &err, a2), RV_CFG_LOADED);
 	ck_assert_str_eq(c.listen, "127.0.0.1:1003");
 	ck_assert_int_eq(c.conns, 200);

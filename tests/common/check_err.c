@@ -9,6 +9,8 @@
 #include "err.h"
 #include "testutil.h"
 
+/* One entry per line reads as a table. */
+/* clang-format off */
 static const struct {
 	int err;
 	int http;
@@ -36,6 +38,7 @@ static const struct {
 	{ -99999, 500, "internal" },
 };
 
+/* clang-format on */
 START_TEST(test_errno_to_http)
 {
 	for (size_t i = 0; i < RV_ARRAY_SIZE(table); i++) {

@@ -154,7 +154,8 @@ START_TEST(test_quote_truncates)
 		/* The inside is whole escape pairs or plain characters. */
 		for (size_t i = 1; i < n - 1; i++) {
 			if (q[i] == '\\') {
-				ck_assert_msg(i + 1 < n - 1 && (q[i + 1] == '"' || q[i + 1] == '\\'),
+				ck_assert_msg(i + 1 < n - 1 &&
+						      (q[i + 1] == '"' || q[i + 1] == '\\'),
 					      "size %zu: split escape in %s", size, q);
 				i++;
 			} else {
@@ -206,7 +207,7 @@ START_TEST(test_long_line)
 END_TEST
 
 #define THREADS 8
-#define LINES 200
+#define LINES   200
 
 static void *log_thread(void *arg)
 {

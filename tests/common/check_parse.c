@@ -48,8 +48,8 @@ END_TEST
 START_TEST(test_i64_garbage)
 {
 	int64_t v = 5;
-	static const char *const bad[] = { "", "abc", "12abc", "1.5", "1e3", "0x10", "12 ",
-					   " 12", "\t12", "-", "+", "--1", "1_000" };
+	static const char *const bad[] = { "",    "abc",  "12abc", "1.5", "1e3", "0x10", "12 ",
+					   " 12", "\t12", "-",     "+",   "--1", "1_000" };
 	for (size_t i = 0; i < RV_ARRAY_SIZE(bad); i++)
 		ck_assert_msg(rv_parse_i64(bad[i], INT64_MIN, INT64_MAX, &v) == -EINVAL,
 			      "\"%s\" was accepted", bad[i]);
@@ -80,7 +80,7 @@ START_TEST(test_double_bounds_and_garbage)
 	ck_assert_int_eq(rv_parse_double("1.0000001", 0, 1, &v), -ERANGE);
 	ck_assert_int_eq(rv_parse_double("-0.1", 0, 1, &v), -ERANGE);
 	ck_assert_int_eq(rv_parse_double("1e400", 0, 1e300, &v), -ERANGE);
-	static const char *const bad[] = { "", "abc", "1.5x", "nan", "NaN", "inf", "-inf",
+	static const char *const bad[] = { "",         "abc",  "1.5x", "nan", "NaN", "inf", "-inf",
 					   "infinity", "1.5 ", " 1.5", "\n1", "1,5", "." };
 	for (size_t i = 0; i < RV_ARRAY_SIZE(bad); i++)
 		ck_assert_msg(rv_parse_double(bad[i], -1e300, 1e300, &v) == -EINVAL,
@@ -115,6 +115,7 @@ END_TEST
 
 START_TEST(test_memory_units)
 {
+	/* clang-format off */
 	static const struct {
 		const char *s;
 		int64_t mb;
@@ -136,9 +137,11 @@ START_TEST(test_memory_units)
 		{ "0.5Mi", 1 },
 		{ "2e3Mi", 2000 },
 	};
+	/* clang-format on */
 	for (size_t i = 0; i < RV_ARRAY_SIZE(cases); i++) {
 		int64_t mb = -1;
-		ck_assert_msg(rv_parse_memory_mb(cases[i].s, &mb) == 0, "\"%s\" rejected", cases[i].s);
+		ck_assert_msg(rv_parse_memory_mb(cases[i].s, &mb) == 0, "\"%s\" rejected",
+			      cases[i].s);
 		ck_assert_msg(mb == cases[i].mb, "\"%s\": %lld MiB, want %lld", cases[i].s,
 			      (long long)mb, (long long)cases[i].mb);
 	}
@@ -147,9 +150,9 @@ END_TEST
 
 START_TEST(test_memory_garbage)
 {
-	static const char *const bad[] = { "", "Gi", "8gi", "8GB", "8 Gi", "8Gi ", " 8Gi",
-					   "-1Gi", "-1", "8Ei", "8Gii", "abc", "nan", "infGi",
-					   "0x10Mi", "+8Gi", "8.Gi.", "Mi8" };
+	static const char *const bad[] = { "",     "Gi",    "8gi",    "8GB",  "8 Gi",  "8Gi ",
+					   " 8Gi", "-1Gi",  "-1",     "8Ei",  "8Gii",  "abc",
+					   "nan",  "infGi", "0x10Mi", "+8Gi", "8.Gi.", "Mi8" };
 	for (size_t i = 0; i < RV_ARRAY_SIZE(bad); i++) {
 		int64_t mb = 77;
 		ck_assert_msg(rv_parse_memory_mb(bad[i], &mb) == -EINVAL, "\"%s\" was accepted",

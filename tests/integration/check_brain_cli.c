@@ -99,8 +99,8 @@ START_TEST(test_help)
 	const char *a[] = { "--help", NULL };
 	ck_assert_int_eq(run_brain(a, &out, &err), 0);
 	ck_assert_ptr_nonnull(strstr(out, "usage: rover-brain "));
-	static const char *const flags[] = { "--listen", "--data-dir", "--db", "--token",
-					     "--config", "--version", "--log-level" };
+	static const char *const flags[] = { "--listen", "--data-dir", "--db",       "--token",
+					     "--config", "--version",  "--log-level" };
 	for (size_t i = 0; i < RV_ARRAY_SIZE(flags); i++)
 		ck_assert_msg(strstr(out, flags[i]), "--help lacks %s", flags[i]);
 	/* Every key of the conf file, as a flag and as an environment variable. */
@@ -231,7 +231,8 @@ END_TEST
 static int free_port(void)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	socklen_t len = sizeof(sa);
 	getsockname(fd, (struct sockaddr *)&sa, &len);
@@ -295,8 +296,8 @@ START_TEST(test_listen_precedence)
 
 	char flag[64];
 	snprintf(flag, sizeof(flag), "127.0.0.1:%d", p_flag);
-	const char *b[] = { "--config", path, "--db", db, "--sql-dir", rv_test_sql_dir(),
-			    "--listen", flag, NULL };
+	const char *b[] = { "--config",        path,       "--db", db,  "--sql-dir",
+			    rv_test_sql_dir(), "--listen", flag,   NULL };
 	ck_assert_int_eq(listening_port(b), p_flag);
 	unsetenv("ROVER_SERVER_LISTEN");
 }
