@@ -1,12 +1,14 @@
 /*
  * cfg.c: table-driven INI/env/flag configuration (see cfg.h).  INI files are
- * read with libinih; its handler stops at the first bad key and ini_parse
- * returns that line, so errors name file, line and key.  Called from main
- * only, before threads start.
+ * read with libinih, which (as Debian builds it) keeps parsing after an error
+ * and returns the first bad line; our reader counts lines so the handler can
+ * record the first bad key with its own line, and errors name file, line and
+ * key.  Called from main only, before threads start.
  */
 #include "cfg.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <ini.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,20 +87,42 @@ struct ini_ctx {
 	const struct rv_cfg_opt *opts;
 	int n;
 	void *base;
+	FILE *f;
+	int line;     /* lines read so far */
+	int err_line; /* line of the first bad key, 0 when none */
 	char key[128];
 	char why[256];
 };
 
+/* ini_reader: fgets that counts lines, so the handler knows where it is. */
+static char *cfg_ini_reader(char *str, int num, void *stream)
+{
+	struct ini_ctx *c = stream;
+	char *r = fgets(str, num, c->f);
+	if (r)
+		c->line++;
+	return r;
+}
+
 static int cfg_ini_handler(void *user, const char *section, const char *name, const char *value)
 {
 	struct ini_ctx *c = user;
-	snprintf(c->key, sizeof(c->key), "%s.%s", section, name);
+	/* libinih goes on after an error: keep the first one only. */
+	if (c->err_line)
+		return 1;
 	const struct rv_cfg_opt *o = find_opt(c->opts, c->n, section, name);
+	int ok;
 	if (!o) {
 		snprintf(c->why, sizeof(c->why), "unknown key");
-		return 0;
+		ok = 0;
+	} else {
+		ok = opt_set(o, c->base, value, c->why, sizeof(c->why)) == 0;
 	}
-	return opt_set(o, c->base, value, c->why, sizeof(c->why)) == 0;
+	if (!ok) {
+		c->err_line = c->line;
+		snprintf(c->key, sizeof(c->key), "%s.%s", section, name);
+	}
+	return ok;
 }
 
 static void env_name(const struct rv_cfg_opt *o, char *buf, size_t size)
@@ -160,16 +184,23 @@ int rv_cfg_load(const struct rv_cfg_opt *opts, int nopts, void *base, int argc,
 
 	if (conf && *conf) {
 		struct ini_ctx c = { .opts = opts, .n = nopts, .base = base };
-		int line = ini_parse(conf, cfg_ini_handler, &c);
-		if (line == -1)
-			return rv_err_set(err, -ENOENT, "--config", "could not open config file \"%s\"", conf);
+		c.f = fopen(conf, "re");
+		if (!c.f)
+			return rv_err_set(err, -errno, "--config",
+					  "could not open config file \"%s\": %s", conf,
+					  strerror(errno));
+		int line = ini_parse_stream(cfg_ini_reader, &c, cfg_ini_handler, &c);
+		fclose(c.f);
 		if (line < 0)
 			return rv_err_set(err, -ENOMEM, "--config", "could not read config file \"%s\"", conf);
 		if (line > 0) {
-			if (!c.why[0])
-				snprintf(c.why, sizeof(c.why), "syntax error");
-			return rv_err_set(err, -EINVAL, c.key, "%s:%d: %s: %s", conf, line,
-					  c.key[0] ? c.key : "(line)", c.why);
+			/* The first error is a bad key when the handler saw it on that
+			 * line, else a line libinih could not parse. */
+			if (c.err_line == line)
+				return rv_err_set(err, -EINVAL, c.key, "%s:%d: %s: %s", conf, line,
+						  c.key, c.why);
+			return rv_err_set(err, -EINVAL, "--config", "%s:%d: syntax error", conf,
+					  line);
 		}
 	}
 
@@ -240,7 +271,9 @@ void rv_cfg_print_help(const struct rv_cfg_opt *opts, int nopts, FILE *out, cons
 		else
 			fprintf(out, "  --%s\n", flag);
 		fprintf(out, "      %s\n      [%s] %s = %s   env %s", o->help, o->section, o->key, def, env);
-		if (o->type == RV_CFG_INT || o->type == RV_CFG_DOUBLE)
+		if (o->type == RV_CFG_INT)
+			fprintf(out, "   range %.0f..%.0f", o->min, o->max);
+		else if (o->type == RV_CFG_DOUBLE)
 			fprintf(out, "   range %g..%g", o->min, o->max);
 		fputc('\n', out);
 	}
@@ -258,9 +291,13 @@ void rv_cfg_print_conf(const struct rv_cfg_opt *opts, int nopts, FILE *out, cons
 			section = o->section;
 		}
 		fprintf(out, "# %s", o->help);
-		if (o->type == RV_CFG_INT || o->type == RV_CFG_DOUBLE)
+		/* %g would print 1048576 as 1.04858e+06. */
+		if (o->type == RV_CFG_INT)
+			fprintf(out, " (%.0f..%.0f)", o->min, o->max);
+		else if (o->type == RV_CFG_DOUBLE)
 			fprintf(out, " (%g..%g)", o->min, o->max);
-		fprintf(out, "\n# %s = %s\n", o->key, o->def);
+		/* No trailing blank after an empty default. */
+		fprintf(out, "\n# %s =%s%s\n", o->key, o->def[0] ? " " : "", o->def);
 	}
 }
 

@@ -86,6 +86,8 @@ void rv_log(enum rv_log_level level, const char *msg, const char *kvfmt, ...)
 		va_end(ap);
 		if (m > 0)
 			n += m;
+		else
+			n--; /* nothing formatted: no trailing blank */
 		if ((size_t)n > sizeof(line) - 2)
 			n = (int)sizeof(line) - 2;
 	}

@@ -3,6 +3,7 @@
  */
 #include "parse.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -10,9 +11,16 @@
 #include <strings.h>
 #include <time.h>
 
+/* strtoll/strtod skip leading white space; trailing text is refused, so
+ * refuse leading text too. */
+static bool starts_blank(const char *s)
+{
+	return isspace((unsigned char)*s);
+}
+
 int rv_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
 {
-	if (!s || !*s)
+	if (!s || !*s || starts_blank(s))
 		return -EINVAL;
 	char *end;
 	errno = 0;
@@ -29,7 +37,7 @@ int rv_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
 
 int rv_parse_double(const char *s, double min, double max, double *out)
 {
-	if (!s || !*s)
+	if (!s || !*s || starts_blank(s))
 		return -EINVAL;
 	char *end;
 	errno = 0;
@@ -63,12 +71,17 @@ int rv_parse_bool(const char *s, bool *out)
 
 int rv_parse_memory_mb(const char *s, int64_t *out_mb)
 {
-	if (!s || !*s)
+	/* A quantity starts with a digit or '.': no blank, sign, hex or "inf". */
+	if (!s || !(isdigit((unsigned char)*s) || *s == '.'))
 		return -EINVAL;
 	char *end;
 	errno = 0;
 	double v = strtod(s, &end);
-	if (errno == ERANGE || end == s || !isfinite(v) || v < 0)
+	if (end == s || (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')))
+		return -EINVAL;
+	if (errno == ERANGE && v != 0)
+		return -ERANGE;
+	if (!isfinite(v) || v < 0)
 		return -EINVAL;
 	static const struct {
 		const char *suffix;

@@ -1,6 +1,7 @@
 /*
  * parse.h: checked number parsing (never atoi) and small string helpers.
- * All return 0 or -EINVAL (garbage, trailing text) / -ERANGE (out of bounds).
+ * All return 0 or -EINVAL (garbage, leading blanks, trailing text) / -ERANGE
+ * (out of bounds), and leave *out alone on failure.
  */
 #ifndef RV_PARSE_H
 #define RV_PARSE_H

@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Install the Debian packages Rover needs when any is missing (runs as root on
-# Debian 12; otherwise prints the apt-get line to run).
+# Debian 12; otherwise prints the apt-get line to run).  With --lint: the
+# lint and format tools instead (make lint, make format-check).
 set -euo pipefail
+if [ "${1:-}" = --lint ]; then
+  pkgs=(cppcheck clang-tidy clang-format git)
+else
 pkgs=(build-essential pkg-config libmicrohttpd-dev libpq-dev libcjson-dev libgsl-dev
       libcurl4-openssl-dev check libinih-dev postgresql postgresql-client curl
       procps valgrind)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -1,0 +1,184 @@
+/*
+ * check_buf.c: the growable text buffer of common/buf.c: growth across many
+ * appends and large printf output, PostgreSQL array element escaping, and
+ * handing the string over with rv_buf_steal.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "testutil.h"
+
+START_TEST(test_init_empty)
+{
+	struct rv_buf b;
+	rv_buf_init(&b);
+	ck_assert_ptr_null(b.data);
+	ck_assert_uint_eq(b.len, 0);
+	ck_assert(!rv_buf_failed(&b));
+	/* Releasing an empty buffer is fine, twice too. */
+	rv_buf_release(&b);
+	rv_buf_release(&b);
+}
+END_TEST
+
+START_TEST(test_append_growth)
+{
+	struct rv_buf b;
+	rv_buf_init(&b);
+	/* 10,000 appends of 7 bytes: every byte kept, always NUL-terminated. */
+	for (int i = 0; i < 10000; i++) {
+		rv_buf_append(&b, "abcdefgXXX", 7);
+		ck_assert_uint_eq(b.len, (size_t)(i + 1) * 7);
+		ck_assert_int_eq(b.data[b.len], 0);
+		ck_assert_uint_gt(b.cap, b.len);
+	}
+	for (size_t i = 0; i < b.len; i += 7)
+		ck_assert_int_eq(memcmp(b.data + i, "abcdefg", 7), 0);
+	ck_assert(!rv_buf_failed(&b));
+	rv_buf_release(&b);
+	ck_assert_ptr_null(b.data);
+}
+END_TEST
+
+START_TEST(test_append_binary_and_empty)
+{
+	struct rv_buf b;
+	rv_buf_init(&b);
+	rv_buf_append(&b, "", 0);
+	ck_assert_uint_eq(b.len, 0);
+	ck_assert_str_eq(b.data, "");
+	rv_buf_puts(&b, "ab");
+	rv_buf_append(&b, "c\0d", 3);
+	ck_assert_uint_eq(b.len, 5);
+	ck_assert_int_eq(memcmp(b.data, "abc\0d", 6), 0);
+	rv_buf_release(&b);
+}
+END_TEST
+
+START_TEST(test_printf)
+{
+	struct rv_buf b;
+	rv_buf_init(&b);
+	rv_buf_printf(&b, "%s=%d", "workers", 6);
+	rv_buf_printf(&b, " %.2f", 0.125);
+	ck_assert_str_eq(b.data, "workers=6 0.12");
+	ck_assert_uint_eq(b.len, strlen("workers=6 0.12"));
+	rv_buf_printf(&b, "%s", "");
+	ck_assert_uint_eq(b.len, strlen("workers=6 0.12"));
+	rv_buf_release(&b);
+}
+END_TEST
+
+START_TEST(test_printf_large)
+{
+	/* Output far larger than the spare room must be formatted in full. */
+	char *big = malloc(100001);
+	memset(big, 'x', 100000);
+	big[100000] = 0;
+	struct rv_buf b;
+	rv_buf_init(&b);
+	rv_buf_puts(&b, "head:");
+	rv_buf_printf(&b, "[%s]", big);
+	ck_assert_uint_eq(b.len, 5 + 100002);
+	ck_assert_int_eq(memcmp(b.data, "head:[x", 7), 0);
+	ck_assert_int_eq(b.data[b.len - 1], ']');
+	ck_assert_int_eq(b.data[b.len], 0);
+	/* Many printfs each just under and over the spare room. */
+	rv_buf_release(&b);
+	for (int i = 0; i < 2000; i++)
+		rv_buf_printf(&b, "%0*d", i % 97 + 1, 7);
+	size_t want = 0;
+	for (int i = 0; i < 2000; i++)
+		want += (size_t)(i % 97 + 1);
+	ck_assert_uint_eq(b.len, want);
+	ck_assert_uint_eq(strlen(b.data), want);
+	rv_buf_release(&b);
+	free(big);
+}
+END_TEST
+
+START_TEST(test_pg_array_escaping)
+{
+	struct rv_buf b;
+	rv_buf_init(&b);
+	rv_buf_puts(&b, "{");
+	rv_buf_pg_array_str(&b, "plain");
+	rv_buf_puts(&b, ",");
+	rv_buf_pg_array_str(&b, "a \"quoted\" word");
+	rv_buf_puts(&b, ",");
+	rv_buf_pg_array_str(&b, "back\\slash");
+	rv_buf_puts(&b, ",");
+	rv_buf_pg_array_str(&b, "");
+	rv_buf_puts(&b, ",");
+	rv_buf_pg_array_str(&b, "NULL");
+	rv_buf_puts(&b, ",");
+	rv_buf_pg_array_str(&b, "{a,b}");
+	rv_buf_puts(&b, "}");
+	/* "NULL" and braces stay literal text because every element is quoted. */
+	ck_assert_str_eq(b.data, "{\"plain\",\"a \\\"quoted\\\" word\",\"back\\\\slash\",\"\","
+				 "\"NULL\",\"{a,b}\"}");
+	rv_buf_release(&b);
+}
+END_TEST
+
+START_TEST(test_steal)
+{
+	struct rv_buf b;
+	rv_buf_init(&b);
+	rv_buf_puts(&b, "plan reason");
+	char *s = rv_buf_steal(&b);
+	ck_assert_str_eq(s, "plan reason");
+	/* The buffer is empty again and reusable; the string is the caller's. */
+	ck_assert_ptr_null(b.data);
+	ck_assert_uint_eq(b.len, 0);
+	rv_buf_puts(&b, "again");
+	ck_assert_str_eq(b.data, "again");
+	ck_assert_str_eq(s, "plan reason");
+	free(s);
+	rv_buf_release(&b);
+
+	/* Nothing appended: an empty string, not NULL. */
+	rv_buf_init(&b);
+	s = rv_buf_steal(&b);
+	ck_assert_ptr_nonnull(s);
+	ck_assert_str_eq(s, "");
+	free(s);
+}
+END_TEST
+
+START_TEST(test_failed_buffer)
+{
+	/* A failed buffer ignores appends and steal returns NULL and frees. */
+	struct rv_buf b;
+	rv_buf_init(&b);
+	rv_buf_puts(&b, "x");
+	b.failed = true;
+	rv_buf_puts(&b, "more");
+	rv_buf_printf(&b, "%d", 42);
+	rv_buf_pg_array_str(&b, "y");
+	ck_assert_uint_eq(b.len, 1);
+	ck_assert_ptr_null(rv_buf_steal(&b));
+	ck_assert_ptr_null(b.data);
+	ck_assert(!rv_buf_failed(&b));
+}
+END_TEST
+
+static Suite *buf_suite(void)
+{
+	Suite *s = suite_create("buf");
+	TCase *tc = tcase_create("buf");
+	tcase_set_timeout(tc, 10);
+	tcase_add_test(tc, test_init_empty);
+	tcase_add_test(tc, test_append_growth);
+	tcase_add_test(tc, test_append_binary_and_empty);
+	tcase_add_test(tc, test_printf);
+	tcase_add_test(tc, test_printf_large);
+	tcase_add_test(tc, test_pg_array_escaping);
+	tcase_add_test(tc, test_steal);
+	tcase_add_test(tc, test_failed_buffer);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+RV_TEST_MAIN(buf_suite)

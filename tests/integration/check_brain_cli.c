@@ -1,0 +1,327 @@
+/*
+ * check_brain_cli.c: the rover-brain command line, run as a real process:
+ * --help lists every option, --print-conf equals conf/rover-brain.conf byte
+ * for byte (so the file never goes stale), --version, an unknown flag and a
+ * bad config key fail with a message naming them, and the listen address
+ * follows file < environment < flag (seen on the "listening on" line).
+ */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "brainfix.h"
+#include "cleanup.h"
+#include "parse.h"
+#include "testutil.h"
+
+struct proc {
+	pid_t pid;
+	int out_fd, err_fd;
+};
+
+static const char *brain_exe(void)
+{
+	static char exe[512];
+	const char *d = getenv("ROVER_BIN_DIR");
+	snprintf(exe, sizeof(exe), "%s/rover-brain", d && *d ? d : "build/bin");
+	return exe;
+}
+
+/* Start rover-brain with args (NULL-terminated) and pipes on stdout/stderr. */
+static void proc_start(struct proc *p, const char *const *args)
+{
+	const char *argv[32] = { brain_exe() };
+	int n = 1;
+	for (int i = 0; args && args[i] && n < 31; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	int po[2], pe[2];
+	ck_assert_int_eq(pipe2(po, O_CLOEXEC), 0);
+	ck_assert_int_eq(pipe2(pe, O_CLOEXEC), 0);
+	p->pid = fork();
+	ck_assert_int_ge(p->pid, 0);
+	if (p->pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		dup2(po[1], STDOUT_FILENO);
+		dup2(pe[1], STDERR_FILENO);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	close(po[1]);
+	close(pe[1]);
+	p->out_fd = po[0];
+	p->err_fd = pe[0];
+}
+
+/* Read fd to EOF into a malloc'd string. */
+static char *read_all(int fd)
+{
+	size_t cap = 4096, len = 0;
+	char *s = malloc(cap);
+	ssize_t k;
+	while ((k = read(fd, s + len, cap - len - 1)) > 0) {
+		len += (size_t)k;
+		if (cap - len < 2)
+			s = realloc(s, cap *= 2);
+	}
+	s[len] = 0;
+	close(fd);
+	return s;
+}
+
+/* Run to completion; returns the exit code, *out and *err malloc'd. */
+static int run_brain(const char *const *args, char **out, char **err)
+{
+	struct proc p;
+	proc_start(&p, args);
+	*out = read_all(p.out_fd);
+	*err = read_all(p.err_fd);
+	int st;
+	ck_assert_int_eq(waitpid(p.pid, &st, 0), p.pid);
+	ck_assert(WIFEXITED(st));
+	return WEXITSTATUS(st);
+}
+
+START_TEST(test_help)
+{
+	char *out, *err;
+	const char *a[] = { "--help", NULL };
+	ck_assert_int_eq(run_brain(a, &out, &err), 0);
+	ck_assert_ptr_nonnull(strstr(out, "usage: rover-brain "));
+	static const char *const flags[] = { "--listen", "--data-dir", "--db",       "--token",
+					     "--config", "--version",  "--log-level" };
+	for (size_t i = 0; i < RV_ARRAY_SIZE(flags); i++)
+		ck_assert_msg(strstr(out, flags[i]), "--help lacks %s", flags[i]);
+	/* Every key of the conf file, as a flag and as an environment variable. */
+	char *conf = rv_test_read_file("conf/rover-brain.conf");
+	ck_assert_ptr_nonnull(conf);
+	char section[64] = "";
+	int keys = 0;
+	char *save = NULL;
+	for (char *l = strtok_r(conf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		char key[64];
+		if (sscanf(l, "[%63[^]]]", section) == 1)
+			continue;
+		if (sscanf(l, "# %63[a-z_] =", key) != 1 || !strstr(l, " ="))
+			continue;
+		char flag[160], env[160];
+		snprintf(flag, sizeof(flag), "--%s-%s\n", section, key);
+		snprintf(env, sizeof(env), "env ROVER_%s_%s", section, key);
+		for (char *c = flag; *c; c++)
+			*c = *c == '_' ? '-' : *c;
+		for (char *c = env + 4; *c; c++)
+			*c = *c == '-' ? '_' : (char)toupper((unsigned char)*c);
+		ck_assert_msg(strstr(out, flag), "--help lacks %.*s", (int)strlen(flag) - 1, flag);
+		ck_assert_msg(strstr(out, env), "--help lacks %s", env);
+		keys++;
+	}
+	ck_assert_int_ge(keys, 10);
+	free(conf);
+	free(out);
+	free(err);
+}
+END_TEST
+
+START_TEST(test_print_conf_matches_file)
+{
+	char *out, *err;
+	const char *a[] = { "--print-conf", NULL };
+	ck_assert_int_eq(run_brain(a, &out, &err), 0);
+	char *conf = rv_test_read_file("conf/rover-brain.conf");
+	ck_assert_ptr_nonnull(conf);
+	ck_assert_msg(strcmp(out, conf) == 0,
+		      "conf/rover-brain.conf is stale: regenerate it with "
+		      "build/bin/rover-brain --print-conf > conf/rover-brain.conf");
+	free(conf);
+	free(out);
+	free(err);
+}
+END_TEST
+
+START_TEST(test_version)
+{
+	char *out, *err;
+	const char *a[] = { "--version", NULL };
+	ck_assert_int_eq(run_brain(a, &out, &err), 0);
+	unsigned x, y, z;
+	char nl = 0;
+	ck_assert_int_eq(sscanf(out, "rover-brain %u.%u.%u%c", &x, &y, &z, &nl), 4);
+	ck_assert_int_eq(nl, '\n');
+	free(out);
+	free(err);
+}
+END_TEST
+
+START_TEST(test_unknown_flag)
+{
+	char *out, *err;
+	const char *a[] = { "--listen", "127.0.0.1:0", "--lisen", "x", NULL };
+	ck_assert_int_ne(run_brain(a, &out, &err), 0);
+	ck_assert_msg(strstr(err, "--lisen"), "stderr does not name the flag: %s", err);
+	ck_assert_str_eq(out, "");
+	free(out);
+	free(err);
+
+	const char *b[] = { "--server-max-conns", "1", NULL };
+	ck_assert_int_ne(run_brain(b, &out, &err), 0);
+	ck_assert_ptr_nonnull(strstr(err, "--server-max-conns: must be between 4 and 65536"));
+	free(out);
+	free(err);
+}
+END_TEST
+
+static char tmpdir[64];
+
+static void mk_tmpdir(void)
+{
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/rover-cli-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void rm_tmpdir(void)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+	if (tmpdir[0] && system(cmd) != 0)
+		perror("rm");
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+START_TEST(test_bad_config_key)
+{
+	char path[128], want[256];
+	snprintf(path, sizeof(path), "%s/brain.conf", tmpdir);
+	write_file(path, "[server]\nlisten = 127.0.0.1:0\n\n[db]\npool = 4\npool_size = 4\n");
+	char *out, *err;
+	const char *a[] = { "--config", path, NULL };
+	ck_assert_int_ne(run_brain(a, &out, &err), 0);
+	snprintf(want, sizeof(want), "%s:5: db.pool: unknown key", path);
+	ck_assert_msg(strstr(err, want), "stderr: %s", err);
+	free(out);
+	free(err);
+
+	write_file(path, "[server]\nmax_body_kb = lots\n");
+	ck_assert_int_ne(run_brain(a, &out, &err), 0);
+	snprintf(want, sizeof(want), "%s:2: server.max_body_kb: not an integer", path);
+	ck_assert_msg(strstr(err, want), "stderr: %s", err);
+	free(out);
+	free(err);
+}
+END_TEST
+
+/* A port that was free a moment ago. */
+static int free_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	socklen_t len = sizeof(sa);
+	getsockname(fd, (struct sockaddr *)&sa, &len);
+	close(fd);
+	return ntohs(sa.sin_port);
+}
+
+/* Start the brain, return the port of its "listening on" line, stop it. */
+static int listening_port(const char *const *args)
+{
+	struct proc p;
+	proc_start(&p, args);
+	char buf[512];
+	size_t len = 0;
+	int port = -1;
+	int64_t until = rv_mono_ms() + 30000;
+	while (port < 0 && rv_mono_ms() < until && len < sizeof(buf) - 1) {
+		struct pollfd pf = { .fd = p.out_fd, .events = POLLIN };
+		if (poll(&pf, 1, 200) <= 0)
+			continue;
+		ssize_t k = read(p.out_fd, buf + len, sizeof(buf) - len - 1);
+		if (k <= 0)
+			break;
+		len += (size_t)k;
+		buf[len] = 0;
+		const char *l = strstr(buf, "listening on http://127.0.0.1:");
+		if (l && strchr(l, '\n'))
+			port = atoi(l + strlen("listening on http://127.0.0.1:"));
+	}
+	kill(p.pid, SIGTERM);
+	int st;
+	waitpid(p.pid, &st, 0);
+	if (port < 0) {
+		char *e = read_all(p.err_fd);
+		fprintf(stderr, "brain stderr:\n%s\n", e);
+		free(e);
+	} else {
+		close(p.err_fd);
+	}
+	close(p.out_fd);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "brain did not stop cleanly");
+	return port;
+}
+
+START_TEST(test_listen_precedence)
+{
+	char db[512], path[128], listen[64];
+	ck_assert_int_eq(rv_test_pg_fresh_db(0, db, sizeof(db)), 0);
+	int p_file = free_port(), p_env = free_port(), p_flag = free_port();
+	snprintf(path, sizeof(path), "%s/brain.conf", tmpdir);
+	char text[256];
+	snprintf(text, sizeof(text), "[server]\nlisten = 127.0.0.1:%d\n", p_file);
+	write_file(path, text);
+	const char *a[] = { "--config", path, "--db", db, "--sql-dir", rv_test_sql_dir(), NULL };
+
+	ck_assert_int_eq(listening_port(a), p_file);
+
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", p_env);
+	setenv("ROVER_SERVER_LISTEN", listen, 1);
+	ck_assert_int_eq(listening_port(a), p_env);
+
+	char flag[64];
+	snprintf(flag, sizeof(flag), "127.0.0.1:%d", p_flag);
+	const char *b[] = { "--config",        path,       "--db", db,  "--sql-dir",
+			    rv_test_sql_dir(), "--listen", flag,   NULL };
+	ck_assert_int_eq(listening_port(b), p_flag);
+	unsetenv("ROVER_SERVER_LISTEN");
+}
+END_TEST
+
+static Suite *brain_cli_suite(void)
+{
+	Suite *s = suite_create("brain_cli");
+	TCase *tc = tcase_create("cli");
+	tcase_set_timeout(tc, 30);
+	tcase_add_checked_fixture(tc, mk_tmpdir, rm_tmpdir);
+	tcase_add_test(tc, test_help);
+	tcase_add_test(tc, test_print_conf_matches_file);
+	tcase_add_test(tc, test_version);
+	tcase_add_test(tc, test_unknown_flag);
+	tcase_add_test(tc, test_bad_config_key);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("precedence");
+	tcase_set_timeout(tc, 90);
+	tcase_add_checked_fixture(tc, mk_tmpdir, rm_tmpdir);
+	tcase_add_test(tc, test_listen_precedence);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+RV_TEST_MAIN_PG(brain_cli_suite)
