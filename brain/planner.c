@@ -410,6 +410,17 @@ static int planner_running_plan(struct brain *b, PGconn *c, const struct store_j
 	/* single-job mode: the job's master plans in-process. */
 	if (spec.optimize_mode == RV_OPT_SINGLE_JOB)
 		goto out;
+	/* An unapplied plan stands until samples newer than the data it was
+	 * made from arrive: a second pass over the same data must not replace
+	 * it (a revert in particular). */
+	{
+		struct store_plan_row last;
+		if (store_plan_latest_row(c, job->id, "running", &last, err) == 1 &&
+		    last.applied_ts_ms == 0 && last.plan.based_on_ts_ms >= job->last_sample_ms) {
+			rc = 0;
+			goto out;
+		}
+	}
 	int napplied = rc = store_plans_applied(c, job->id, applied, MAX_APPLIED, err);
 	if (rc <= 0)
 		goto out;
@@ -592,27 +603,36 @@ static void plan_job(struct brain *b, int64_t job_id)
 	struct rv_scale_plan plan;
 	int64_t reverts = 0;
 	plan.stage[0] = 0;
-	rc = store_job_find_id(c, job_id, &job, &err);
+	/* One snapshot for the whole pass: the job row, its samples and plans
+	 * are read as of one moment, so a plan's based_on_ts and planned_ts
+	 * name exactly the data the plan was made from. */
+	rc = rv_db_exec(c, "BEGIN ISOLATION LEVEL REPEATABLE READ", 0, NULL, NULL, &err);
+	if (rc >= 0)
+		rc = store_job_find_id(c, job_id, &job, &err);
 	if (rc == 0 && !strcmp(job.status, "running"))
 		rc = planner_running_plan(b, c, &job, &plan, &reverts, &err);
-	if (rc == 0 && plan.stage[0]) {
+	if (rc == 0 && plan.stage[0])
 		rc = store_plan_insert(c, job_id, &plan, reverts, &err);
-		if (rc == 0) {
+	/* planned_ts in the same transaction: whoever sees it sees the plan */
+	if (rc == 0)
+		rc = store_job_set_planned(c, job_id, job.last_sample_ms, &err);
+	if (rc == 0)
+		rc = rv_db_commit(c, &err);
+	else
+		rv_db_rollback(c);
+	if (rc == 0) {
+		planner_notify(b);
+		if (plan.stage[0]) {
 			atomic_fetch_add(&b->plans_stored, 1);
-			planner_notify(b);
 			char q[600];
 			rv_log_info("plan stored", "job=%s plan=%" PRId64 " algorithm=%s reason=%s", job.uid,
 				    plan.id, plan.algorithm, rv_log_q(q, sizeof(q), plan.reason));
 		}
-	}
-	if (rc < 0) {
+	} else {
 		char q[600];
 		rv_log_warn("could not plan job", "job_id=%" PRId64 " reason=%s", job_id,
 			    rv_log_q(q, sizeof(q), err.msg));
 	}
-	/* After any plan is stored, so a client that sees planned_ts also sees it. */
-	if (rc == 0 && store_job_set_planned(c, job_id, job.last_sample_ms, &err) == 0)
-		planner_notify(b);
 	rv_db_exec(c, "SELECT pg_advisory_unlock(7411, $1::int)", 1, p, NULL, NULL);
 	rv_db_release(b->db, c);
 }

@@ -3,8 +3,10 @@
  * (rv_db_exec).  Callers pass a PGconn they borrowed from the pool; nothing
  * here keeps state.  JSON documents served by the API are built by
  * PostgreSQL (json_build_object) and parsed into cJSON for the caller.
- * Time series go in with one INSERT ... SELECT FROM unnest(arrays) per table
- * per batch, inside one transaction, so a batch is stored whole or not at all.
+ * Time series go in with one COPY per table per batch (a constant statement;
+ * the rows are data, never SQL), and the per-node summary with one INSERT ...
+ * SELECT FROM unnest(arrays), all inside one transaction, so a batch is
+ * stored whole or not at all.
  */
 #include <inttypes.h>
 #include <stdio.h>

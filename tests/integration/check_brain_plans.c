@@ -1,8 +1,9 @@
 /*
  * check_brain_plans.c: running-stage plans from the real rover-brain: a job
  * whose speed scales gets more workers, each plan says why, planned_ts tells
- * a client the planner has seen its samples, and a plan whose measured
- * outcome is clearly worse is reverted by a plan that says so.
+ * a client the planner has seen its samples, a model plan whose measured
+ * outcome is clearly worse is reverted by a plan that says so, and a slower
+ * exploration is kept as data (not reverted) and followed by a smaller config.
  */
 #include <check.h>
 #include <inttypes.h>
@@ -148,22 +149,43 @@ END_TEST
 START_TEST(worse_plan_is_reverted)
 {
 	start();
-	post_speed(2, 100, 8);
+	/* Follow the plans on the scaling curve until the throughput model
+	 * (not an exploration) makes one. */
+	int w = 2;
+	int64_t last = 0, id = 0;
+	for (int round = 0; round < 10 && !id; round++) {
+		post_speed(w, truth(w) * 100, 8);
+		wait_planned();
+		cJSON *p = running_plan(last);
+		if (!p)
+			continue;
+		last = (int64_t)rv_test_json_num(p, "id", 0);
+		if (!strcmp(rv_test_json_str(p, "algorithm"), "worker_count_model"))
+			id = last;
+		else
+			w = (int)rv_test_json_num(p, "groups.worker.count", w);
+		applied(last);
+		if (id)
+			w = (int)rv_test_json_num(p, "groups.worker.count", w);
+		cJSON_Delete(p);
+	}
+	ck_assert_msg(id > 0, "the throughput model never planned");
+	int before = w;
+	/* the model's configuration turns out much slower than before */
+	post_speed(w, truth(2) * 60, 8);
 	wait_planned();
-	cJSON *p = running_plan(0);
-	ck_assert_msg(p != NULL, "no exploration plan from one configuration");
-	int64_t id = (int64_t)rv_test_json_num(p, "id", 0);
-	int w = (int)rv_test_json_num(p, "groups.worker.count", 0);
-	ck_assert_int_gt(w, 2);
-	cJSON_Delete(p);
-	applied(id);
-	/* the new configuration is much slower than before */
-	post_speed(w, 60, 8);
-	wait_planned();
-	p = running_plan(id);
+	cJSON *p = running_plan(id);
 	ck_assert_msg(p != NULL, "no revert after a worse outcome");
+	if (strcmp(rv_test_json_str(p, "algorithm"), "revert") != 0) {
+		char hp[128];
+		snprintf(hp, sizeof(hp), "/v1/jobs/%s/plans", uid);
+		struct rv_test_reply h;
+		rv_test_http(&brain, "GET", hp, NULL, NULL, &h);
+		fprintf(stderr, "plans: %s\n", h.body);
+		rv_test_reply_release(&h);
+	}
 	ck_assert_str_eq(rv_test_json_str(p, "algorithm"), "revert");
-	ck_assert_int_eq((int)rv_test_json_num(p, "groups.worker.count", 0), 2);
+	ck_assert_int_ne((int)rv_test_json_num(p, "groups.worker.count", before), before);
 	ck_assert_int_eq((int64_t)rv_test_json_num(p, "reverts_plan_id", 0), id);
 	ck_assert_ptr_nonnull(strstr(rv_test_json_str(p, "reason"), "reverting"));
 	cJSON_Delete(p);
@@ -186,6 +208,30 @@ START_TEST(worse_plan_is_reverted)
 }
 END_TEST
 
+START_TEST(slower_exploration_is_kept_as_data)
+{
+	start();
+	post_speed(2, 100, 8);
+	wait_planned();
+	cJSON *p = running_plan(0);
+	ck_assert_msg(p != NULL, "no exploration plan from one configuration");
+	ck_assert_str_eq(rv_test_json_str(p, "algorithm"), "explore");
+	int64_t id = (int64_t)rv_test_json_num(p, "id", 0);
+	int w = (int)rv_test_json_num(p, "groups.worker.count", 0);
+	ck_assert_int_gt(w, 2);
+	cJSON_Delete(p);
+	applied(id);
+	/* growth made it slower: the exploration is data, not a mistake */
+	post_speed(w, 60, 8);
+	wait_planned();
+	p = running_plan(id);
+	ck_assert_msg(p != NULL, "no plan after a slower exploration");
+	ck_assert_str_ne(rv_test_json_str(p, "algorithm"), "revert");
+	ck_assert_int_lt((int)rv_test_json_num(p, "groups.worker.count", w), w);
+	cJSON_Delete(p);
+}
+END_TEST
+
 static Suite *brain_plans_suite(void)
 {
 	Suite *s = suite_create("brain_plans");
@@ -194,6 +240,7 @@ static Suite *brain_plans_suite(void)
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, scaling_job_gets_more_workers);
 	tcase_add_test(tc, worse_plan_is_reverted);
+	tcase_add_test(tc, slower_exploration_is_kept_as_data);
 	suite_add_tcase(s, tc);
 	return s;
 }
