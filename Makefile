@@ -121,8 +121,10 @@ all: $(BINS) $(TEST_BINS) $(BENCH_BINS)
 deps:
 	@scripts/install-deps.sh
 
+NPROC := $(shell nproc 2>/dev/null || echo 2)
+
 test: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j$(NPROC) all
 	@B=$(B) MODE=$(MODE) tests/run.sh $(TEST_BINS)
 
 asan:

@@ -1,6 +1,6 @@
 /*
  * store.c: every SQL statement rover-brain runs, over PQexecParams only
- * (rv_db_exec).  Callers pass a PGconn they borrowed from the pool; nothing
+ * (rv_db_exec) and COPY FROM STDIN (rv_db_copy_in).  Callers pass a PGconn they borrowed from the pool; nothing
  * here keeps state.  JSON documents served by the API are built by
  * PostgreSQL (json_build_object) and parsed into cJSON for the caller.
  * Time series go in with one COPY per table per batch (a constant statement;
@@ -827,6 +827,21 @@ int store_usage(PGconn *c, int64_t job_id, int64_t since_ts, int limit,
 	return rc < 0 ? rc : 0;
 }
 
+/* Run a query answering one row (count, mean). */
+static int query_count_mean(PGconn *c, const char *sql, int n, const char *const *p, double *mean,
+			    int *count, struct rv_err *err)
+{
+	PGresult *r = NULL;
+	int rc = rv_db_exec(c, sql, n, p, &r, err);
+	if (rc > 0) {
+		*count = atoi(PQgetvalue(r, 0, 0));
+		*mean = strtod(PQgetvalue(r, 0, 1), NULL);
+	}
+	if (r)
+		PQclear(r);
+	return rc < 0 ? rc : 0;
+}
+
 int store_speed_summary(PGconn *c, int64_t job_id, int64_t from_ts, int64_t to_ts, int workers,
 			int ps, double *mean, int *count, struct rv_err *err)
 {
@@ -837,20 +852,12 @@ int store_speed_summary(PGconn *c, int64_t job_id, int64_t from_ts, int64_t to_t
 	snprintf(w_s, sizeof(w_s), "%d", workers);
 	snprintf(p_s, sizeof(p_s), "%d", ps);
 	const char *p[] = { job_s, from_s, to_s, w_s, p_s };
-	PGresult *r = NULL;
 	/* workers/ps < 0 match any configuration. */
-	int rc = rv_db_exec(c,
-			    "SELECT count(*), COALESCE(avg(speed), 0) FROM job_speed"
-			    " WHERE job_id = $1::bigint AND ts_ms >= $2::bigint AND ts_ms < $3::bigint"
-			    " AND ($4::int < 0 OR workers = $4::int) AND ($5::int < 0 OR ps = $5::int)",
-			    5, p, &r, err);
-	if (rc > 0) {
-		*count = atoi(PQgetvalue(r, 0, 0));
-		*mean = strtod(PQgetvalue(r, 0, 1), NULL);
-	}
-	if (r)
-		PQclear(r);
-	return rc < 0 ? rc : 0;
+	return query_count_mean(c,
+				"SELECT count(*), COALESCE(avg(speed), 0) FROM job_speed"
+				" WHERE job_id = $1::bigint AND ts_ms >= $2::bigint AND ts_ms < $3::bigint"
+				" AND ($4::int < 0 OR workers = $4::int) AND ($5::int < 0 OR ps = $5::int)",
+				5, p, mean, count, err);
 }
 
 int store_speed_before(PGconn *c, int64_t job_id, int64_t before_ts, int last_n, double *mean,
@@ -861,19 +868,11 @@ int store_speed_before(PGconn *c, int64_t job_id, int64_t before_ts, int last_n,
 	i64s(ts_s, sizeof(ts_s), before_ts);
 	snprintf(n_s, sizeof(n_s), "%d", last_n);
 	const char *p[] = { job_s, ts_s, n_s };
-	PGresult *r = NULL;
-	int rc = rv_db_exec(c,
-			    "SELECT count(*), COALESCE(avg(speed), 0) FROM (SELECT speed FROM job_speed"
-			    " WHERE job_id = $1::bigint AND ts_ms < $2::bigint ORDER BY ts_ms DESC"
-			    " LIMIT $3::int) x",
-			    3, p, &r, err);
-	if (rc > 0) {
-		*count = atoi(PQgetvalue(r, 0, 0));
-		*mean = strtod(PQgetvalue(r, 0, 1), NULL);
-	}
-	if (r)
-		PQclear(r);
-	return rc < 0 ? rc : 0;
+	return query_count_mean(c,
+				"SELECT count(*), COALESCE(avg(speed), 0) FROM (SELECT speed FROM job_speed"
+				" WHERE job_id = $1::bigint AND ts_ms < $2::bigint ORDER BY ts_ms DESC"
+				" LIMIT $3::int) x",
+				3, p, mean, count, err);
 }
 
 int store_plan_set_outcome(PGconn *c, int64_t plan_id, const char *outcome, double before,
