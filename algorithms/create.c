@@ -27,8 +27,13 @@
 /* Default-stage figures: fp32 weights, gradients and two Adam moments. */
 #define BYTES_PER_PARAM 4.0
 #define STATE_COPIES 4.0
-#define DEFAULT_CPU 4.0
-#define DEFAULT_MEM_FLOOR_MB 4096.0
+/* A zero-config job with no history starts generous: its first minutes then
+ * measure its real use, and the first running plan right-sizes it down in one
+ * step.  Starting small costs more: a starved role grows by one doubling per
+ * plan (and distorts every speed measured meanwhile), and too little memory
+ * costs an OOM and a relaunch. */
+#define DEFAULT_CPU 8.0
+#define DEFAULT_MEM_FLOOR_MB 16384.0
 #define PS_TARGET_MB 8192.0
 
 int rv_alg_name_stem(const char *name, char *buf, size_t size)

@@ -105,7 +105,7 @@ START_TEST(test_default_without_history)
 	ck_assert_int_eq(rv_alg_plan_create(&job, NULL, 0, &LIM, &P, &d), 0);
 	ck_assert_str_eq(d.algorithm, "create_default");
 	ck_assert_int_eq(d.cfg.worker.count, 2);
-	ck_assert_int_eq(d.cfg.worker.res.memory_mb, 4096); /* floor */
+	ck_assert_int_eq(d.cfg.worker.res.memory_mb, 16384); /* floor */
 	ck_assert_int_eq(d.cfg.ps.count, 0);
 	ck_assert_msg(strstr(d.reason, "no similar finished job") != NULL, "%s", d.reason);
 
@@ -115,7 +115,7 @@ START_TEST(test_default_without_history)
 	ck_assert_int_eq(rv_alg_plan_create(&big, NULL, 0, &LIM, &P, &d), 0);
 	ck_assert_int_eq(d.cfg.ps.count, 4);
 	ck_assert_int_gt(d.cfg.ps.res.memory_mb, 8192);
-	ck_assert_int_gt(d.cfg.worker.res.memory_mb, 4096);
+	ck_assert_int_ge(d.cfg.worker.res.memory_mb, 16384);
 
 	/* history of the other strategy only: still the default */
 	struct rv_alg_history_job h[] = {hjob("ps", "x", 1.2e6, RV_ALG_PS, 9, 9, 9000)};
