@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "alg_internal.h"
 
@@ -97,7 +98,23 @@ int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
 		m++;
 	}
 	double q_cpu = alg_quantile(cpu, m, p->usage_quantile);
-	double want_cpu = q_cpu * (1 + p->cpu_margin);
+	/* The margin follows the noise: a steady role gets cpu_margin, a noisy
+	 * one 0.6 robust spreads (on top of the quantile) (1.4826 MAD / median) so its samples stay clear
+	 * of the limit, where they would read as starvation. */
+	double margin = p->cpu_margin;
+	{
+		double *tmp = malloc(m * sizeof(*tmp)), *c2 = malloc(m * sizeof(*c2));
+		if (tmp && c2) {
+			double med, mad;
+			memcpy(c2, cpu, m * sizeof(*c2));
+			alg_median_mad(c2, tmp, m, &med, &mad);
+			if (med > 0 && 0.6 * 1.4826 * mad / med > margin)
+				margin = 0.6 * 1.4826 * mad / med;
+		}
+		free(tmp);
+		free(c2);
+	}
+	double want_cpu = q_cpu * (1 + margin);
 	/* Use pinned at the limit hides the need: the role is starved, grow it. */
 	int starved = rv_alg_role_starved(u, n, role, cur, p);
 

@@ -80,11 +80,11 @@ struct rv_alg_params {
 				 * measured divided by it (extrapolation guard): 3.0 */
 	/* right-sizing */
 	double usage_quantile;  /* quantile of usage samples: 0.8 */
-	double cpu_margin;      /* added to the CPU quantile: 0.05 (5%) */
+	double cpu_margin;      /* added to the CPU quantile: 0.03 (3%) */
 	double cpu_pinned;      /* usage at this share of the limit means starved: 0.99 */
 	double starved_factor;  /* a starved role's CPU grows by this factor: 2.0 */
 	double mem_margin;      /* added to the memory quantile: 0.2 */
-	double hysteresis;      /* relative change needed to resize: 0.1 */
+	double hysteresis;      /* relative change needed to resize: 0.07 */
 	int64_t reversal_window_ms; /* no reversal of a resize within: 1800000 */
 	int min_usage_samples;  /* per role, before right-sizing: 5 */
 	/* OOM */

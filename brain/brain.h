@@ -177,13 +177,15 @@ int store_speed_obs(PGconn *c, int64_t job_id, int limit, struct rv_alg_speed_ob
 int store_usage(PGconn *c, int64_t job_id, int64_t since_ts, int limit,
 		struct rv_alg_usage **usage, size_t *nusage, struct rv_alg_step **steps,
 		size_t *nsteps, struct rv_err *err);
-/* The running-stage metrics summary: mean speed and count of samples in
- * [from_ts, to_ts) for a configuration (workers/ps < 0: any). */
+/* The running-stage metrics summary: mean speed, count and sample standard
+ * deviation (sd may be NULL) of samples in [from_ts, to_ts) for a
+ * configuration (workers/ps < 0: any). */
 int store_speed_summary(PGconn *c, int64_t job_id, int64_t from_ts, int64_t to_ts, int workers,
-			int ps, double *mean, int *count, struct rv_err *err);
-/* Mean of the last_n speed samples before before_ts. */
+			int ps, double *mean, int *count, double *sd, struct rv_err *err);
+/* Mean (and sample standard deviation, sd may be NULL) of the last_n speed
+ * samples before before_ts. */
 int store_speed_before(PGconn *c, int64_t job_id, int64_t before_ts, int last_n, double *mean,
-		       int *count, struct rv_err *err);
+		       int *count, double *sd, struct rv_err *err);
 int store_plan_set_outcome(PGconn *c, int64_t plan_id, const char *outcome, double before,
 			   double after, struct rv_err *err);
 int store_job_set_planned(PGconn *c, int64_t job_id, int64_t ts_ms, struct rv_err *err);

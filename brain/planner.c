@@ -335,14 +335,14 @@ static int judge_outcome(struct brain *b, PGconn *c, const struct store_job *job
 	double after = 0, before = 0;
 	int nafter = 0, nbefore = 0;
 	int rc = store_speed_summary(c, job->id, cur->applied_ts_ms, INT64_MAX, w, ps, &after,
-				     &nafter, err);
+				     &nafter, NULL, err);
 	if (rc < 0)
 		return rc;
 	/* Past the warm-up; with few samples, the later half of them. */
 	int64_t settled = cur->applied_ts_ms + WARMUP_MS;
-	double late = 0;
+	double late = 0, sd_after = 0, sd_before = 0;
 	int nlate = 0;
-	rc = store_speed_summary(c, job->id, settled, INT64_MAX, w, ps, &late, &nlate, err);
+	rc = store_speed_summary(c, job->id, settled, INT64_MAX, w, ps, &late, &nlate, &sd_after, err);
 	if (rc < 0)
 		return rc;
 	if (nlate < (int)b->cfg.min_samples) {
@@ -350,7 +350,7 @@ static int judge_outcome(struct brain *b, PGconn *c, const struct store_job *job
 		return 0;
 	}
 	after = late;
-	rc = store_speed_before(c, job->id, cur->applied_ts_ms, 20, &before, &nbefore, err);
+	rc = store_speed_before(c, job->id, cur->applied_ts_ms, 20, &before, &nbefore, &sd_before, err);
 	if (rc < 0)
 		return rc;
 	const char *outcome = "unknown";
@@ -358,9 +358,13 @@ static int judge_outcome(struct brain *b, PGconn *c, const struct store_job *job
 	if (nbefore > 0 && before > 0) {
 		bool below_prediction = cur->predicted_speed <= 0 ||
 					after < OUTCOME_WORSE * cur->predicted_speed;
+		/* "Clearly" worse: also beyond two standard errors of the
+		 * difference, so noise alone does not undo a plan. */
+		double se = sqrt(sd_after * sd_after / nlate + sd_before * sd_before / nbefore);
+		bool significant = before - after > 2 * se;
 		if (ratio >= OUTCOME_BETTER)
 			outcome = "better";
-		else if (ratio < OUTCOME_WORSE && below_prediction)
+		else if (ratio < OUTCOME_WORSE && below_prediction && significant)
 			outcome = "worse";
 		else
 			outcome = "neutral";

@@ -827,15 +827,17 @@ int store_usage(PGconn *c, int64_t job_id, int64_t since_ts, int limit,
 	return rc < 0 ? rc : 0;
 }
 
-/* Run a query answering one row (count, mean). */
+/* Run a query answering one row (count, mean, sample standard deviation). */
 static int query_count_mean(PGconn *c, const char *sql, int n, const char *const *p, double *mean,
-			    int *count, struct rv_err *err)
+			    int *count, double *sd, struct rv_err *err)
 {
 	PGresult *r = NULL;
 	int rc = rv_db_exec(c, sql, n, p, &r, err);
 	if (rc > 0) {
 		*count = atoi(PQgetvalue(r, 0, 0));
 		*mean = strtod(PQgetvalue(r, 0, 1), NULL);
+		if (sd)
+			*sd = strtod(PQgetvalue(r, 0, 2), NULL);
 	}
 	if (r)
 		PQclear(r);
@@ -843,7 +845,7 @@ static int query_count_mean(PGconn *c, const char *sql, int n, const char *const
 }
 
 int store_speed_summary(PGconn *c, int64_t job_id, int64_t from_ts, int64_t to_ts, int workers,
-			int ps, double *mean, int *count, struct rv_err *err)
+			int ps, double *mean, int *count, double *sd, struct rv_err *err)
 {
 	char job_s[24], from_s[24], to_s[24], w_s[16], p_s[16];
 	i64s(job_s, sizeof(job_s), job_id);
@@ -854,14 +856,15 @@ int store_speed_summary(PGconn *c, int64_t job_id, int64_t from_ts, int64_t to_t
 	const char *p[] = { job_s, from_s, to_s, w_s, p_s };
 	/* workers/ps < 0 match any configuration. */
 	return query_count_mean(c,
-				"SELECT count(*), COALESCE(avg(speed), 0) FROM job_speed"
+				"SELECT count(*), COALESCE(avg(speed), 0), COALESCE(stddev_samp(speed), 0)"
+				" FROM job_speed"
 				" WHERE job_id = $1::bigint AND ts_ms >= $2::bigint AND ts_ms < $3::bigint"
 				" AND ($4::int < 0 OR workers = $4::int) AND ($5::int < 0 OR ps = $5::int)",
-				5, p, mean, count, err);
+				5, p, mean, count, sd, err);
 }
 
 int store_speed_before(PGconn *c, int64_t job_id, int64_t before_ts, int last_n, double *mean,
-		       int *count, struct rv_err *err)
+		       int *count, double *sd, struct rv_err *err)
 {
 	char job_s[24], ts_s[24], n_s[16];
 	i64s(job_s, sizeof(job_s), job_id);
@@ -869,10 +872,11 @@ int store_speed_before(PGconn *c, int64_t job_id, int64_t before_ts, int last_n,
 	snprintf(n_s, sizeof(n_s), "%d", last_n);
 	const char *p[] = { job_s, ts_s, n_s };
 	return query_count_mean(c,
-				"SELECT count(*), COALESCE(avg(speed), 0) FROM (SELECT speed FROM job_speed"
+				"SELECT count(*), COALESCE(avg(speed), 0), COALESCE(stddev_samp(speed), 0)"
+				" FROM (SELECT speed FROM job_speed"
 				" WHERE job_id = $1::bigint AND ts_ms < $2::bigint ORDER BY ts_ms DESC"
 				" LIMIT $3::int) x",
-				3, p, mean, count, err);
+				3, p, mean, count, sd, err);
 }
 
 int store_plan_set_outcome(PGconn *c, int64_t plan_id, const char *outcome, double before,

@@ -71,7 +71,8 @@ START_TEST(test_model_grows_with_reason)
 	ck_assert(d.changed);
 	/* the knee: fewest workers reaching 90% of the best within 1..32 */
 	ck_assert_int_eq(d.cfg.worker.count, 10);
-	ck_assert_double_eq(d.cfg.worker.res.cpu, 4);
+	/* and right-sized in the same plan: p80 3.4 cores + 3%, tenths up */
+	ck_assert_double_eq_tol(d.cfg.worker.res.cpu, 3.6, 1e-9);
 	ck_assert_int_eq(d.cfg.worker.res.memory_mb, 8192);
 	ck_assert_double_eq_tol(d.predicted_speed, 100 * scaling(10), 1e-6);
 	ck_assert_double_eq_tol(d.fit_r2, 1, 1e-9);

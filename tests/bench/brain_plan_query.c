@@ -166,7 +166,7 @@ int main(void)
 		int count;
 		double s = now_ms();
 		int rc = store_speed_summary(c, job, 1700000000000LL + 5000000, INT64_MAX, 4, 0, &mean,
-					     &count, NULL);
+					     &count, NULL, NULL);
 		sum_lat[i] = now_ms() - s;
 		if (rc < 0 || count != 250)
 			bad++;

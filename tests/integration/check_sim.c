@@ -163,7 +163,8 @@ START_TEST(sim_plays_small_trace)
 		double tr = rv_test_json_num(j, "rover.throughput_ratio", 0);
 		ck_assert_msg(tr >= 0.5, "%s: Rover reaches %.2f of the oracle's throughput", name, tr);
 	}
-	ck_assert_int_ge(rv_test_json_num(ar, "rover.ooms", 0), 1);
+	/* the all-reduce job the baseline loses to OOM runs under Rover */
+	ck_assert_double_gt(rv_test_json_num(ar, "rover.speed", 0), 0);
 	ck_assert_int_eq(rv_test_json_num(root, "rover.oom_recovered", -1),
 			 rv_test_json_num(root, "rover.oom_jobs", -2));
 	cJSON_Delete(root);
