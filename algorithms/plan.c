@@ -159,7 +159,11 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 		if (grow && cfg.ps.count == st->cur.ps.count) {
 			struct rv_alg_config trial = cfg;
 
-			trial.ps.count++;
+			/* by half (at least one): one PS per plan is slow */
+			trial.ps.count += trial.ps.count / 2 > 1 ? trial.ps.count / 2 : 1;
+			if (st->lim.max_ps > 0 && trial.ps.count > st->lim.max_ps &&
+			    st->cur.ps.count < st->lim.max_ps)
+				trial.ps.count = st->lim.max_ps;
 			if ((st->lim.max_ps <= 0 || trial.ps.count <= st->lim.max_ps) &&
 			    alg_fits_free(&st->lim, &st->cur, &trial)) {
 				cfg = trial;

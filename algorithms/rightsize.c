@@ -57,8 +57,11 @@ bool rv_alg_role_starved(const struct rv_alg_usage *u, size_t n, enum rv_alg_rol
 		if (u[i].role == role)
 			cpu[m++] = u[i].cpu;
 	double q = alg_quantile(cpu, m, p->usage_quantile);
+	double med = alg_quantile(cpu, m, 0.5);
 	free(cpu);
-	return q >= p->cpu_pinned * cur->cpu;
+	/* The median too: noise alone lifts a right-sized role's upper quantile
+	 * to its limit now and then; starvation holds the middle there. */
+	return q >= p->cpu_pinned * cur->cpu && med >= 0.97 * cur->cpu;
 }
 
 int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,

@@ -31,13 +31,20 @@ static double pct(double a, double b)
 	return b > 0 ? 100.0 * (a / b - 1) : 0;
 }
 
-/* Cores a configuration holds (nodes when resources are not known yet). */
-static double config_cost(const struct rv_alg_config *c)
+/* Cores a configuration would hold, from the current one: workers keep their
+ * per-node CPU; the PS together serve every worker, so their total CPU follows
+ * the worker count whatever the PS count (nodes when CPU is not known). */
+static double config_cost(const struct rv_alg_config *c, const struct rv_alg_config *cur)
 {
-	double w = c->worker.res.cpu > 0 ? c->worker.res.cpu : 1;
-	double ps = c->ps.res.cpu > 0 ? c->ps.res.cpu : 1;
+	double w = cur->worker.res.cpu > 0 ? cur->worker.res.cpu : 1;
+	double ps_total = cur->ps.count * (cur->ps.res.cpu > 0 ? cur->ps.res.cpu : 1);
 
-	return c->worker.count * w + c->ps.count * ps;
+	if (c->ps.count <= 0 || cur->ps.count <= 0)
+		return c->worker.count * w;
+	if (cur->worker.count > 0)
+		ps_total *= (double)c->worker.count / cur->worker.count;
+	/* per-PS rounding and overhead: a small cost per PS breaks ties */
+	return c->worker.count * w + ps_total + 0.1 * c->ps.count;
 }
 
 /*
@@ -104,7 +111,7 @@ int rv_alg_choose_workers(const struct rv_alg_fit *fit, const struct rv_alg_limi
 				capped = 1;
 				continue;
 			}
-			double cost = config_cost(&t);
+			double cost = config_cost(&t, cur);
 			if (cost < c_cost - 1e-9) {
 				c = t;
 				c_cost = cost;
@@ -122,15 +129,20 @@ int rv_alg_choose_workers(const struct rv_alg_fit *fit, const struct rv_alg_limi
 				break;
 			}
 		}
-		c_cost = config_cost(&c);
+		c_cost = config_cost(&c, cur);
 	}
 	double fcur = rv_alg_fit_predict(fit, cur->worker.count, cur->ps.count);
+	struct rv_alg_config bc = *cur;
+
+	bc.worker.count = bw;
+	bc.ps.count = bp;
+	double best_cost = config_cost(&bc, cur);
 
 	/* Hysteresis: a current configuration already at the knee (within 2
 	 * points of it and 10% of its cost) stays, so refits do not flip
 	 * counts by one. */
 	if (isfinite(c_cost) && cur->worker.count >= wmin && cur->worker.count <= wmax &&
-	    fcur >= (p->target_frac - 0.02) * best && config_cost(cur) <= 1.1 * c_cost &&
+	    fcur >= (p->target_frac - 0.02) * best && config_cost(cur, cur) <= 1.1 * c_cost &&
 	    alg_fits_free(lim, cur, cur))
 		c = *cur;
 	out->cfg = c;
@@ -153,8 +165,7 @@ int rv_alg_choose_workers(const struct rv_alg_fit *fit, const struct rv_alg_limi
 			       "%.0f%% of its CPU)%s; fit r2=%.2f from %d configs",
 			       pct(out->predicted_speed, fcur), c.worker.count, c.ps.count,
 			       100 * out->predicted_speed / best, bw, bp,
-			       100 * c_cost / (bw * (cur->worker.res.cpu > 0 ? cur->worker.res.cpu : 1) +
-					       bp * (cur->ps.res.cpu > 0 ? cur->ps.res.cpu : 1)),
+			       100 * c_cost / best_cost,
 			       capped ? "; step capped at the measured range" : "",
 			       fit->r2, fit->n_configs);
 	else

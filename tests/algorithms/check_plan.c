@@ -175,12 +175,12 @@ START_TEST(test_hot_ps_leads)
 	/* the pooled PS CPU must not undo the migration */
 	ck_assert_double_eq(d.cfg.ps.res.cpu, 8);
 
-	/* all PS saturated: one more PS */
+	/* all PS saturated: half as many PS again (4 -> 6) */
 	for (size_t i = 0; i < n; i++)
 		u[i].cpu = 7.5;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
 	ck_assert_str_eq(d.algorithm, "hot_ps");
-	ck_assert_int_eq(d.cfg.ps.count, 5);
+	ck_assert_int_eq(d.cfg.ps.count, 6);
 	ck_assert_uint_eq(d.n_migrate, 0);
 }
 END_TEST
