@@ -53,6 +53,13 @@ double alg_mb_up(double mb);
 int alg_fits_free(const struct rv_alg_limits *lim, const struct rv_alg_config *cur,
 		  const struct rv_alg_config *next);
 
+/* rv_alg_choose_workers with observations: a measured configuration's mean
+ * speed stands for the model's prediction of it. */
+int alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_speed_obs *obs,
+			   size_t nobs, const struct rv_alg_limits *lim,
+			   const struct rv_alg_config *cur, const struct rv_alg_params *p,
+			   struct rv_alg_decision *out);
+
 /* Largest measured worker count (at ps) whose mean speed is below
  * p->target_frac of the best measured mean; 0 when none. */
 int alg_measured_too_slow(const struct rv_alg_speed_obs *obs, size_t n, int ps,

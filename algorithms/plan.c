@@ -47,7 +47,7 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 			lim.min_workers = too_slow + 1;
 		if (lim.max_workers > 0 && lim.min_workers > lim.max_workers)
 			lim.min_workers = lim.max_workers;
-		rc = rv_alg_choose_workers(&fit, &lim, &st->cur, p, &part);
+		rc = alg_choose_workers_obs(&fit, st->speed, st->n_speed, &lim, &st->cur, p, &part);
 	} else
 		rc = rv_alg_explore(st->speed, st->n_speed, &st->lim, &st->cur, p, &part);
 	if (rc < 0)

@@ -145,8 +145,12 @@ int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
 
 	if (!last)
 		last = &none;
-	if (starved || should_move(cur->cpu, want_cpu, last->from.cpu, last->to.cpu, recent,
-				   p->hysteresis))
+	/* Growth near the limit skips the hysteresis band: waiting would only
+	 * let the role read as starved next time (and double). */
+	int near_limit = cur->cpu > 0 && want_cpu > cur->cpu && q_cpu >= 0.95 * cur->cpu;
+
+	if (starved || near_limit ||
+	    should_move(cur->cpu, want_cpu, last->from.cpu, last->to.cpu, recent, p->hysteresis))
 		out->cpu = want_cpu;
 	/* below the peak is a certain OOM: no hysteresis for that */
 	if ((double)cur->memory_mb < peak ||

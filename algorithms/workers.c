@@ -55,11 +55,35 @@ static double config_cost(const struct rv_alg_config *c, const struct rv_alg_con
  * never trusted far beyond its data; the next plan refits and goes on.
  * PS counts vary only when the data holds more than one PS count.
  */
+static double mean_speed(const struct rv_alg_speed_obs *obs, size_t n, int w, int ps);
+
+/* Speed of a configuration: its measured mean where it was measured (at
+ * least two observations), else the model's prediction. */
+static double speed_of(const struct rv_alg_fit *fit, const struct rv_alg_speed_obs *obs, size_t n,
+		       int w, int ps)
+{
+	int k = 0;
+
+	for (size_t i = 0; i < n && k < 2; i++)
+		k += obs[i].workers == w && obs[i].ps == ps && obs[i].speed > 0;
+	if (k >= 2)
+		return mean_speed(obs, n, w, ps);
+	return rv_alg_fit_predict(fit, w, ps);
+}
+
 int rv_alg_choose_workers(const struct rv_alg_fit *fit, const struct rv_alg_limits *lim,
 			  const struct rv_alg_config *cur, const struct rv_alg_params *p,
 			  struct rv_alg_decision *out)
 {
-	if (!fit || !lim || !cur || !p || !out)
+	return alg_choose_workers_obs(fit, NULL, 0, lim, cur, p, out);
+}
+
+int alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_speed_obs *obs,
+			   size_t nobs, const struct rv_alg_limits *lim,
+			   const struct rv_alg_config *cur, const struct rv_alg_params *p,
+			   struct rv_alg_decision *out)
+{
+	if (!fit || !lim || !cur || !p || !out || (nobs && !obs))
 		return -EINVAL;
 	alg_decision_init(out, cur);
 
@@ -78,7 +102,7 @@ int rv_alg_choose_workers(const struct rv_alg_fit *fit, const struct rv_alg_limi
 
 	for (int w = wmin; w <= wmax; w += unit)
 		for (int ps = pmin; ps <= pmax; ps++) {
-			double f = rv_alg_fit_predict(fit, w, async ? ps : 0);
+			double f = speed_of(fit, obs, nobs, w, async ? ps : 0);
 
 			if (f > best) {
 				best = f;
@@ -104,7 +128,7 @@ int rv_alg_choose_workers(const struct rv_alg_fit *fit, const struct rv_alg_limi
 
 			t.worker.count = w;
 			t.ps.count = ps;
-			double f = rv_alg_fit_predict(fit, w, async ? ps : 0);
+			double f = speed_of(fit, obs, nobs, w, async ? ps : 0);
 			if (f < p->target_frac * best || !alg_fits_free(lim, cur, &t))
 				continue;
 			if (w > wcap || w < wfloor) {
@@ -131,7 +155,7 @@ int rv_alg_choose_workers(const struct rv_alg_fit *fit, const struct rv_alg_limi
 		}
 		c_cost = config_cost(&c, cur);
 	}
-	double fcur = rv_alg_fit_predict(fit, cur->worker.count, cur->ps.count);
+	double fcur = speed_of(fit, obs, nobs, cur->worker.count, cur->ps.count);
 	struct rv_alg_config bc = *cur;
 
 	bc.worker.count = bw;
@@ -146,7 +170,7 @@ int rv_alg_choose_workers(const struct rv_alg_fit *fit, const struct rv_alg_limi
 	    alg_fits_free(lim, cur, cur))
 		c = *cur;
 	out->cfg = c;
-	out->predicted_speed = rv_alg_fit_predict(fit, c.worker.count, c.ps.count);
+	out->predicted_speed = speed_of(fit, obs, nobs, c.worker.count, c.ps.count);
 	out->fit_r2 = fit->r2;
 	out->fit_configs = fit->n_configs;
 	if (c.worker.count == cur->worker.count && c.ps.count == cur->ps.count) {
