@@ -30,7 +30,7 @@ static const char usage[] =
 	"metrics and OOMs as a master would, with simulated timestamps) and under a\n"
 	"baseline built from DLRover's published rules, then scores each final\n"
 	"configuration against the oracle: the config with the fewest CPU cores\n"
-	"reaching 90%% of the best throughput within the job's limits.\n"
+	"reaching 90% of the best throughput within the job's limits.\n"
 	"\n"
 	"  --trace      a trace file (JSON Lines, one job a line) or a folder of *.trace\n"
 	"  --brain      rover-brain base URL (needed unless --policy baseline)\n"
