@@ -90,7 +90,9 @@ int alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_spe
 	int unit = unit_of(lim), wmax = max_workers_of(lim);
 	int wmin = alg_clamp_workers(lim->min_workers, lim);
 	int async = fit->model == RV_ALG_MODEL_ASYNC;
-	int pmin = cur->ps.count, pmax = cur->ps.count;
+	/* the PS count stays unless the data holds more than one */
+	int pmin = cur->ps.count;
+	int pmax = pmin;
 
 	if (async && fit->n_ps_values > 1) {
 		pmin = lim->min_ps > 0 ? lim->min_ps : 1;

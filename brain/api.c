@@ -304,7 +304,7 @@ static cJSON *openapi_doc(void)
 			path = cJSON_AddObjectToObject(paths, rt->pattern);
 		char method[8];
 		size_t k;
-		for (k = 0; rt->method[k] && k < sizeof(method) - 1; k++)
+		for (k = 0; k < sizeof(method) - 1 && rt->method[k]; k++)
 			method[k] = (char)(rt->method[k] | 0x20);
 		method[k] = 0;
 		cJSON *op = cJSON_AddObjectToObject(path, method);

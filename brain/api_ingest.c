@@ -50,7 +50,7 @@ int api_metrics_post(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 		rv_metrics_batch_release(&batch);
 		return 0;
 	}
-	struct store_job job;
+	struct store_job job = { 0 };
 	rc = ingest_job(b, c, req, resp, &job);
 	if (rc == 0) {
 		rc = store_metrics_insert(c, job.id, &batch, &err);
@@ -86,7 +86,7 @@ int api_events_post(struct rv_http_req *req, struct rv_http_resp *resp, void *ct
 	PGconn *c = api_db(b, resp);
 	if (!c)
 		return 0;
-	struct store_job job;
+	struct store_job job = { 0 };
 	int64_t id = 0;
 	struct rv_scale_plan plan;
 	memset(&plan, 0, sizeof(plan));

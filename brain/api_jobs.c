@@ -34,7 +34,7 @@ int api_jobs_create(struct rv_http_req *req, struct rv_http_resp *resp, void *ct
 		rv_db_release(b->db, c);
 		return c ? -ENOMEM : 0;
 	}
-	struct store_job job;
+	struct store_job job = { 0 };
 	struct rv_scale_plan plan;
 	memset(&plan, 0, sizeof(plan));
 	rc = rv_db_begin(c, &err);
@@ -99,8 +99,8 @@ int api_jobs_list(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 	    api_query_int(req, resp, "offset", 0, 1000000000, &offset) < 0)
 		return 0;
 	const char *status = rv_http_query(req, "status");
-	if (status && strcmp(status, "running") && strcmp(status, "finished") &&
-	    strcmp(status, "failed")) {
+	if (status && strcmp(status, "running") != 0 && strcmp(status, "finished") != 0 &&
+	    strcmp(status, "failed") != 0) {
 		rv_http_resp_error_text(resp, 400, "invalid_argument",
 					"status must be running, finished or failed", "status");
 		return 0;

@@ -40,7 +40,8 @@ int api_plan_get(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 	struct brain *b = ctx;
 	struct rv_err err = { 0 };
 	const char *stage = rv_http_query(req, "stage");
-	if (stage && strcmp(stage, "create") && strcmp(stage, "running") && strcmp(stage, "oom")) {
+	if (stage && strcmp(stage, "create") != 0 && strcmp(stage, "running") != 0 &&
+	    strcmp(stage, "oom") != 0) {
 		rv_http_resp_error_text(resp, 400, "invalid_argument",
 					"stage must be create, running or oom", "stage");
 		return 0;
@@ -51,7 +52,7 @@ int api_plan_get(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 		return 0;
 	bool have_after = rv_http_query(req, "after") != NULL;
 	int64_t until = rv_mono_ms() + wait * 1000;
-	struct store_job job;
+	struct store_job job = { 0 };
 	cJSON *doc = NULL;
 	for (int first = 1;; first = 0) {
 		pthread_mutex_lock(&b->plan_mu);
@@ -94,7 +95,7 @@ int api_plans_list(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx
 	PGconn *c = api_db(b, resp);
 	if (!c)
 		return 0;
-	struct store_job job;
+	struct store_job job = { 0 };
 	cJSON *doc = NULL;
 	int rc = store_job_find(c, req->params[0], &job, &err);
 	if (rc == 0)

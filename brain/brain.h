@@ -193,6 +193,10 @@ int store_job_set_planned(PGconn *c, int64_t job_id, int64_t ts_ms, struct rv_er
 int store_history(PGconn *c, enum rv_strategy strategy, int limit, struct store_history_row *rows,
 		  struct rv_err *err);
 
+/* An integer column of a result PostgreSQL produced (so well-formed); 0 for
+ * NULL or anything out of int range. */
+int pg_int(const char *text);
+
 /* ---- planner.c ---- */
 /* Create-stage plan for a new job (stored by the caller). */
 int planner_create_plan(struct brain *b, PGconn *c, const struct store_job *job,

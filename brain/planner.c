@@ -250,7 +250,7 @@ int planner_oom_plan(struct brain *b, PGconn *c, const struct store_job *job,
 		PGresult *r = NULL;
 		if (rv_db_exec(c, "SELECT oom_count, peak_memory_mb FROM job_nodes WHERE job_id = $1::bigint"
 				  " AND name = $2", 2, q, &r, NULL) > 0)
-			ooms = atoi(PQgetvalue(r, 0, 0));
+			ooms = pg_int(PQgetvalue(r, 0, 0));
 		if (r)
 			PQclear(r);
 	}
@@ -603,7 +603,7 @@ static void plan_job(struct brain *b, int64_t job_id)
 		rv_db_release(b->db, c);
 		return;
 	}
-	struct store_job job;
+	struct store_job job = { 0 };
 	struct rv_scale_plan plan;
 	int64_t reverts = 0;
 	plan.stage[0] = 0;

@@ -18,6 +18,7 @@
 #include "buf.h"
 #include "cleanup.h"
 #include "json.h"
+#include "parse.h"
 
 static void pqclearp(PGresult **r)
 {
@@ -25,6 +26,12 @@ static void pqclearp(PGresult **r)
 		PQclear(*r);
 }
 #define RV_CLEANUP_PGRESULT RV_CLEANUP(pqclearp)
+
+int pg_int(const char *text)
+{
+	int64_t v;
+	return rv_parse_i64(text, INT32_MIN, INT32_MAX, &v) == 0 ? (int)v : 0;
+}
 
 static void i64s(char *buf, size_t size, int64_t v)
 {
@@ -762,8 +769,8 @@ int store_speed_obs(PGconn *c, int64_t job_id, int limit, struct rv_alg_speed_ob
 		}
 		for (int i = 0; i < rc; i++) {
 			struct rv_alg_speed_obs *o = &(*out)[rc - 1 - i]; /* oldest first */
-			o->workers = atoi(PQgetvalue(r, i, 0));
-			o->ps = atoi(PQgetvalue(r, i, 1));
+			o->workers = pg_int(PQgetvalue(r, i, 0));
+			o->ps = pg_int(PQgetvalue(r, i, 1));
 			o->speed = strtod(PQgetvalue(r, i, 2), NULL);
 			o->t_ms = strtoll(PQgetvalue(r, i, 3), NULL, 10);
 		}
@@ -807,9 +814,9 @@ int store_usage(PGconn *c, int64_t job_id, int64_t since_ts, int limit,
 		for (int i = 0; i < rc; i++) {
 			struct rv_alg_usage *u = &(*usage)[(*nusage)++];
 			bool ps = !strcmp(PQgetvalue(r, i, 0), "ps");
-			int rank = atoi(PQgetvalue(r, i, 1));
+			int rank = pg_int(PQgetvalue(r, i, 1));
 			u->role = ps ? RV_ALG_PS_ROLE : RV_ALG_WORKER;
-			u->node = rank >= 0 ? rank : atoi(PQgetvalue(r, i, 6));
+			u->node = rank >= 0 ? rank : pg_int(PQgetvalue(r, i, 6));
 			u->t_ms = strtoll(PQgetvalue(r, i, 2), NULL, 10);
 			u->cpu = strtod(PQgetvalue(r, i, 3), NULL);
 			u->memory_mb = strtoll(PQgetvalue(r, i, 4), NULL, 10);
@@ -834,7 +841,7 @@ static int query_count_mean(PGconn *c, const char *sql, int n, const char *const
 	PGresult *r = NULL;
 	int rc = rv_db_exec(c, sql, n, p, &r, err);
 	if (rc > 0) {
-		*count = atoi(PQgetvalue(r, 0, 0));
+		*count = pg_int(PQgetvalue(r, 0, 0));
 		*mean = strtod(PQgetvalue(r, 0, 1), NULL);
 		if (sd)
 			*sd = strtod(PQgetvalue(r, 0, 2), NULL);
