@@ -64,7 +64,7 @@ struct brain {
 	bool planner_running;
 	pthread_mutex_t planner_mu;
 	pthread_cond_t planner_cv;
-	bool planner_stop;
+	atomic_bool planner_stop;   /* also read by long-polls, without the lock */
 	int64_t dirty_job[PLANNER_QUEUE_MAX];
 	int64_t dirty_since_ms[PLANNER_QUEUE_MAX];
 	int ndirty;
