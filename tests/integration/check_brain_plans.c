@@ -232,6 +232,31 @@ START_TEST(slower_exploration_is_kept_as_data)
 }
 END_TEST
 
+START_TEST(cluster_free_capacity_caps_plans)
+{
+	start();
+	/* the monitor reports 2 free cores: not enough for one more 4-core worker */
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&brain, "POST", "/v1/cluster/nodes",
+				      "{\"nodes\":[{\"name\":\"n1\",\"ts\":1,\"cpu\":16,"
+				      "\"memory_mb\":65536,\"cpu_used\":14,\"memory_used_mb\":8192}]}",
+				      NULL, &r), 0);
+	ck_assert_int_eq(r.status, 200);
+	rv_test_reply_release(&r);
+	post_speed(2, truth(2) * 100, 8);
+	wait_planned();
+	cJSON *p = running_plan(0);
+	if (p) {
+		double cpu = rv_test_json_num(p, "groups.worker.resource.cpu", 0);
+		int w = (int)rv_test_json_num(p, "groups.worker.count", 0);
+		/* 2 workers x 4 cores now; at most 2 more cores may be asked for */
+		ck_assert_msg(w * cpu <= 2 * 4 + 2 + 1e-9, "plan asks %d x %.1f cores with 2 free: %s",
+			      w, cpu, rv_test_json_str(p, "reason"));
+		cJSON_Delete(p);
+	}
+}
+END_TEST
+
 static Suite *brain_plans_suite(void)
 {
 	Suite *s = suite_create("brain_plans");
@@ -241,6 +266,7 @@ static Suite *brain_plans_suite(void)
 	tcase_add_test(tc, scaling_job_gets_more_workers);
 	tcase_add_test(tc, worse_plan_is_reverted);
 	tcase_add_test(tc, slower_exploration_is_kept_as_data);
+	tcase_add_test(tc, cluster_free_capacity_caps_plans);
 	suite_add_tcase(s, tc);
 	return s;
 }
