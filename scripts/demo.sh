@@ -92,21 +92,41 @@ say "create-stage plan (GET /v1/jobs/$uid/plan?stage=create)"
 curl -s "$url/v1/jobs/$uid/plan?stage=create" | pretty
 echo "reason: $(curl -s "$url/v1/jobs/$uid/plan?stage=create" | json reason)"
 
-say "POST /v1/jobs/$uid/metrics  (speed and node samples, 3 steps)"
+cpu=$(curl -s "$url/v1/jobs/$uid/plan?stage=create" | json groups.worker.resource.cpu)
+mem=$(curl -s "$url/v1/jobs/$uid/plan?stage=create" | json groups.worker.resource.memory_mb)
+say "POST /v1/jobs/$uid/metrics  (2 workers at the planned ${cpu} CPU / ${mem} MiB, using less; 8 steps)"
 t=$(now_ms)
-for i in 0 1 2; do
+for i in 0 1 2 3 4 5 6 7; do
 	ts=$((t + i * 10000))
 	body=$(printf '{"samples":[
  {"kind":"speed","ts":%d,"speed":%s,"step":%d,"workers":2,"ps":0},
- {"kind":"node","ts":%d,"node":"worker-0","role":"worker","rank":0,"cpu":1.6,"memory_mb":1400,"cpu_limit":2,"memory_limit_mb":2086,"step_time":0.31},
- {"kind":"node","ts":%d,"node":"worker-1","role":"worker","rank":1,"cpu":1.5,"memory_mb":%d,"cpu_limit":2,"memory_limit_mb":2086,"step_time":0.33}]}' \
-		"$ts" "41$i.5" $((100 * (i + 1))) "$ts" "$ts" $((1300 + 50 * i)))
+ {"kind":"node","ts":%d,"node":"worker-0","role":"worker","rank":0,"cpu":1.6,"memory_mb":1400,"cpu_limit":%s,"memory_limit_mb":%s,"step_time":0.31},
+ {"kind":"node","ts":%d,"node":"worker-1","role":"worker","rank":1,"cpu":1.5,"memory_mb":%d,"cpu_limit":%s,"memory_limit_mb":%s,"step_time":0.33}]}' \
+		"$ts" "41$i.5" $((100 * (i + 1))) "$ts" "$cpu" "$mem" "$ts" $((1300 + 20 * i)) "$cpu" "$mem")
 	curl -s -H 'Content-Type: application/json' -d "$body" "$url/v1/jobs/$uid/metrics"
 	echo
 done
 
+# The planner runs after each batch; planned_ts says which samples it has seen.
+for _ in $(seq 1 100); do
+	planned=$(curl -s "$url/v1/jobs/$uid" | json planned_ts)
+	[ "$planned" -ge "$ts" ] 2>/dev/null && break
+	sleep 0.1
+done
+say "running-stage plan (GET /v1/jobs/$uid/plan?stage=running)"
+plan=$(curl -s "$url/v1/jobs/$uid/plan?stage=running")
+if printf '%s' "$plan" | grep -q '"stage":"running"'; then
+	echo "algorithm: $(printf '%s' "$plan" | json algorithm)"
+	echo "workers:   $(printf '%s' "$plan" | json groups.worker.count) x $(printf '%s' "$plan" | json groups.worker.resource.cpu) CPU, $(printf '%s' "$plan" | json groups.worker.resource.memory_mb) MiB"
+	echo "reason:    $(printf '%s' "$plan" | json reason)"
+else
+	echo "no running plan yet: $plan"
+fi
+
 say "plan history (GET /v1/jobs/$uid/plans)"
-curl -s "$url/v1/jobs/$uid/plans" | pretty
+curl -s "$url/v1/jobs/$uid/plans" | python3 -c 'import json, sys
+for p in json.load(sys.stdin)["plans"]:
+    print("  plan %s  %-8s %-20s %s" % (p["id"], p["stage"], p["algorithm"], p["reason"]))'
 
 sockdir=$(cd "$dir" && pwd)
 # The embedded cluster runs as postgres when the brain runs as root.
