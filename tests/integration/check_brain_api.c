@@ -27,13 +27,7 @@ static void start_brain(const char *const *extra)
 	for (int i = 0; extra && extra[i]; i++)
 		args[n++] = extra[i];
 	args[n] = NULL;
-	int rc = rv_test_brain_start(&brain, args);
-	if (rc < 0) {
-		char *log = rv_test_read_file(brain.log);
-		fprintf(stderr, "brain log:\n%s\n", log ? log : "(none)");
-		free(log);
-	}
-	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(rv_test_brain_start(&brain, args), 0);
 }
 
 static void teardown(void)

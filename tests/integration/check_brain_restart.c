@@ -45,13 +45,7 @@ static void start(void)
 	char data[300];
 	snprintf(data, sizeof(data), "%s/data", dir);
 	const char *args[] = { "--data-dir", data, NULL };
-	int rc = rv_test_brain_start(&brain, args);
-	if (rc < 0) {
-		char *log = rv_test_read_file(brain.log);
-		fprintf(stderr, "brain log:\n%s\n", log ? log : "(none)");
-		free(log);
-	}
-	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(rv_test_brain_start(&brain, args), 0);
 }
 
 static const char *register_job(void)

@@ -27,13 +27,7 @@ static void start_brain(void)
 {
 	ck_assert_int_eq(rv_test_pg_fresh_db(0, conninfo, sizeof(conninfo)), 0);
 	const char *args[] = { "--db", conninfo, "--plan-debounce-ms", "0", NULL };
-	int rc = rv_test_brain_start(&brain, args);
-	if (rc < 0) {
-		char *log = rv_test_read_file(brain.log);
-		fprintf(stderr, "brain log:\n%s\n", log ? log : "(none)");
-		free(log);
-	}
-	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(rv_test_brain_start(&brain, args), 0);
 }
 
 static void teardown(void)

@@ -26,7 +26,23 @@ static const char *bin_dir(void)
 	return d && *d ? d : "build/bin";
 }
 
+static int start_brain(struct rv_test_brain *b, const char *const *args);
+
+/* Start; when the brain does not come up, its log goes to stderr so the test
+ * output says why. */
 int rv_test_brain_start(struct rv_test_brain *b, const char *const *args)
+{
+	int rc = start_brain(b, args);
+	if (rc < 0) {
+		char *log = rv_test_read_file(b->log);
+		fprintf(stderr, "rover-brain did not start (%s); its log:\n%s\n", strerror(-rc),
+			log ? log : "(none)");
+		free(log);
+	}
+	return rc;
+}
+
+static int start_brain(struct rv_test_brain *b, const char *const *args)
 {
 	memset(b, 0, sizeof(*b));
 	char tmpl[] = "/tmp/rover-brain-log-XXXXXX";

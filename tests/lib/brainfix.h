@@ -22,7 +22,8 @@ struct rv_test_brain {
 	char log[512];
 };
 
-/* args: NULL-terminated extra arguments.  Returns 0 or a negative errno. */
+/* args: NULL-terminated extra arguments.  Returns 0 or a negative errno
+ * (and then prints the brain's log on stderr). */
 int rv_test_brain_start(struct rv_test_brain *b, const char *const *args);
 /* SIGTERM (or sig) then wait up to timeout_s; returns the wait status or -errno. */
 int rv_test_brain_stop(struct rv_test_brain *b, int sig, int timeout_s);
