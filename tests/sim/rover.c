@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "http.h"
+#include "json.h"
 #include "sim.h"
 
 #define SIM_T0_MS 1700000000000LL
@@ -71,7 +72,7 @@ static long call(struct run *s, const char *method, const char *path, const char
 
 static long post_json(struct run *s, const char *path, cJSON *doc, cJSON **reply)
 {
-	char *body = cJSON_PrintUnformatted(doc);
+	char *body = rv_json_print(doc);
 	cJSON_Delete(doc);
 	if (!body)
 		return -ENOMEM;
