@@ -177,6 +177,49 @@ int alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_spe
 	    fcur_hold >= (p->target_frac - 0.02) * best && config_cost(cur, cur) <= 1.1 * c_cost &&
 	    alg_fits_free(lim, cur, cur))
 		c = *cur;
+	/* The data must bracket the knee: a knee at the largest measured
+	 * count, with growth to it still paying and a better configuration
+	 * predicted beyond it, rests on extrapolation; measure one geometric
+	 * step above first. */
+	if (c.worker.count == cur->worker.count && c.ps.count == cur->ps.count &&
+	    cur->worker.count == fit->max_workers_seen && bw > cur->worker.count &&
+	    cur->worker.count < wmax) {
+		int w = cur->worker.count, lower = 0;
+
+		for (size_t i = 0; i < nobs; i++)
+			if (obs[i].ps == cur->ps.count && obs[i].speed > 0 && obs[i].workers < w &&
+			    obs[i].workers > lower)
+				lower = obs[i].workers;
+		double s_lo = lower ? mean_speed(obs, nobs, lower, cur->ps.count) : 0;
+		double s_w = mean_speed(obs, nobs, w, cur->ps.count);
+
+		if (s_lo > 0 && s_w > 0 && (s_w / s_lo - 1) / (w - lower) >= p->min_gain) {
+			int up = alg_align_up((int)ceil(w * p->explore_factor - 1e-9), unit);
+
+			if (up > wmax)
+				up = wmax;
+			for (; up > w; up -= unit) {
+				struct rv_alg_config t = *cur;
+
+				t.worker.count = up;
+				if (alg_fits_free(lim, cur, &t))
+					break;
+			}
+			if (up > w) {
+				out->cfg = *cur;
+				out->cfg.worker.count = up;
+				out->predicted_speed = speed_of(fit, obs, nobs, up, cur->ps.count);
+				out->fit_r2 = fit->r2;
+				out->fit_configs = fit->n_configs;
+				out->changed = true;
+				out->algorithm = "explore";
+				alg_reason_add(out, "the knee is at the largest measured count (%d "
+					       "workers) and growth to it paid; measuring %d before "
+					       "trusting the model beyond its data", w, up);
+				return 0;
+			}
+		}
+	}
 	out->cfg = c;
 	out->predicted_speed = speed_of(fit, obs, nobs, c.worker.count, c.ps.count);
 	out->fit_r2 = fit->r2;

@@ -10,7 +10,7 @@
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
-#include "alg_internal.h" /* alg_measured_too_slow */
+#include "alg_internal.h" /* alg_measured_too_slow, alg_choose_workers_obs */
 #include "rover_alg.h"
 #include "testutil.h"
 
@@ -335,6 +335,35 @@ START_TEST(test_noisy_count_not_too_slow)
 }
 END_TEST
 
+START_TEST(test_knee_at_data_edge_measures_above)
+{
+	/* f(w) = 1 / (1/w + 0.5 + 0.01 w): the model's knee is 5 workers
+	 * (93% of the best, 10); 5 is also the largest measured count and
+	 * growth from 3 to 5 paid, so the knee rests on extrapolation:
+	 * measure 5 x 1.5 -> 8 first */
+	struct rv_alg_fit fit = {
+		.model = RV_ALG_MODEL_SYNC, .theta = {1, 0.5, 0.01}, .n_theta = 3, .r2 = 0.99,
+		.n_configs = 3, .n_ps_values = 1, .max_workers_seen = 5, .min_workers_seen = 2,
+	};
+	struct rv_alg_speed_obs obs[] = {
+		{.workers = 3, .speed = 1.0}, {.workers = 3, .speed = 1.0},
+		{.workers = 5, .speed = 1.333}, {.workers = 5, .speed = 1.333},
+	};
+	struct rv_alg_limits lim = limits(1, 32, 1);
+	struct rv_alg_config cur = config(5, 0);
+	struct rv_alg_decision d;
+
+	ck_assert_int_eq(alg_choose_workers_obs(&fit, obs, 4, &lim, &cur, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 8);
+	ck_assert_str_eq(d.algorithm, "explore");
+	/* growth from 3 to 5 did not pay: the knee is trusted, 5 holds */
+	obs[0].speed = obs[1].speed = 1.25;
+	ck_assert_int_eq(alg_choose_workers_obs(&fit, obs, 4, &lim, &cur, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 5);
+	ck_assert(!d.changed);
+}
+END_TEST
+
 static Suite *workers_suite(void)
 {
 	Suite *s = suite_create("workers");
@@ -354,6 +383,7 @@ static Suite *workers_suite(void)
 	tcase_add_test(tc, test_explore_free_capacity);
 	tcase_add_test(tc, test_explore_down_past_measured_smaller);
 	tcase_add_test(tc, test_noisy_count_not_too_slow);
+	tcase_add_test(tc, test_knee_at_data_edge_measures_above);
 	suite_add_tcase(s, tc);
 	return s;
 }
