@@ -142,6 +142,19 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 	if (st->strategy == RV_ALG_PS && st->cur.ps.count > 0)
 		hot = rv_alg_hot_ps(st->usage, st->n_usage, &st->cur.ps, &st->lim, p, &grow,
 				    &hot_part);
+	/* Saturated PS that cannot be added to (at max PS or out of free
+	 * capacity) are no reason for counts to wait: nothing on the PS side
+	 * will change, and waiting would hold the workers forever. */
+	if (grow && hot == 0) {
+		struct rv_alg_config trial = st->cur;
+
+		trial.ps.count += 1;
+		if ((st->lim.max_ps > 0 && trial.ps.count > st->lim.max_ps) ||
+		    !alg_fits_free(&st->lim, &st->cur, &trial)) {
+			grow = 0;
+			alg_reason_add(out, "%s; the PS count is at its limit", hot_part.reason);
+		}
+	}
 	if (starved_w || starved_ps || hot > 0 || grow)
 		alg_reason_add(out, "%s first: worker and PS counts wait",
 			       starved_w || starved_ps ? "CPU at its limit" : "hot PS");

@@ -182,6 +182,21 @@ START_TEST(test_hot_ps_leads)
 	ck_assert_str_eq(d.algorithm, "hot_ps");
 	ck_assert_int_eq(d.cfg.ps.count, 6);
 	ck_assert_uint_eq(d.n_migrate, 0);
+
+	/* saturated at max PS: nothing on the PS side can change, so the
+	 * worker count does not wait (first measurement: 4 -> 6) */
+	struct rv_alg_speed_obs o[] = {{.workers = 4, .ps = 4, .speed = 40},
+				       {.workers = 4, .ps = 4, .speed = 40}};
+
+	st.lim.max_ps = 4;
+	st.speed = o;
+	st.n_speed = 2;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_str_eq(d.algorithm, "explore");
+	ck_assert_int_eq(d.cfg.worker.count, 6);
+	ck_assert_int_eq(d.cfg.ps.count, 4);
+	ck_assert_msg(strstr(d.reason, "counts wait") == NULL &&
+		      strstr(d.reason, "PS count is at its limit") != NULL, "%s", d.reason);
 }
 END_TEST
 
