@@ -37,7 +37,15 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 	struct rv_alg_decision part;
 	int rc = rv_alg_fit_speed(model, st->speed, st->n_speed, &fit);
 
-	if (rc == 0 && rv_alg_fit_trusted(&fit, p)) {
+	/* A fit whose error is no larger than the noise of the observations
+	 * themselves (1.5 x the pooled spread of repeated measurements) is as
+	 * good as the data allows: trusted too, so a noisy job does not fall
+	 * back to exploring on measured means. */
+	bool trusted = rc == 0 && (rv_alg_fit_trusted(&fit, p) ||
+				   (fit.n_configs >= p->min_fit_configs &&
+				    fit.rel_rmse <= 1.5 * alg_speed_noise(st->speed, st->n_speed)));
+
+	if (trusted) {
 		/* The data overrules the model: never below the largest measured
 		 * count that missed the knee (too slow against the best measured). */
 		struct rv_alg_limits lim = st->lim;

@@ -259,10 +259,10 @@ int alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_spe
  * measured configuration (relative deviations from each one's mean): two or
  * three observations of one configuration say little about their own
  * spread, the job's noise is the same everywhere. */
-static double mean_se(const struct rv_alg_speed_obs *obs, size_t n, int w, int ps)
+double alg_speed_noise(const struct rv_alg_speed_obs *obs, size_t n)
 {
 	double ss = 0;
-	int k = 0, dof = 0;
+	int dof = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		if (!(obs[i].speed > 0))
@@ -271,7 +271,6 @@ static double mean_se(const struct rv_alg_speed_obs *obs, size_t n, int w, int p
 
 		ss += (obs[i].speed / m - 1) * (obs[i].speed / m - 1);
 		dof++;
-		k += obs[i].workers == w && obs[i].ps == ps;
 	}
 	/* one degree of freedom per configuration goes to its mean */
 	for (size_t i = 0; i < n; i++) {
@@ -283,9 +282,18 @@ static double mean_se(const struct rv_alg_speed_obs *obs, size_t n, int w, int p
 				first = 0;
 		dof -= first;
 	}
-	if (k < 2 || dof < 1)
+	return dof >= 1 ? sqrt(ss / dof) : 0;
+}
+
+static double mean_se(const struct rv_alg_speed_obs *obs, size_t n, int w, int ps)
+{
+	int k = 0;
+
+	for (size_t i = 0; i < n; i++)
+		k += obs[i].speed > 0 && obs[i].workers == w && obs[i].ps == ps;
+	if (k < 2)
 		return 0;
-	return mean_speed(obs, n, w, ps) * sqrt(ss / dof / k);
+	return mean_speed(obs, n, w, ps) * alg_speed_noise(obs, n) / sqrt(k);
 }
 
 /* Mean observed speed at (w, ps); 0 when never observed. */

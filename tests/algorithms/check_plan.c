@@ -251,6 +251,29 @@ START_TEST(test_ps_job_model)
 }
 END_TEST
 
+START_TEST(test_noisy_fit_trusted_within_noise)
+{
+	/* a flat curve measured with 10% noise: r2 is near 0 and the relative
+	 * error 10% (untrusted by min_r2 and max_fit_rel_err), but no larger
+	 * than the spread of the repeated measurements: the model decides */
+	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 6, 0);
+	static const int ws[] = {2, 3, 4, 6};
+	struct rv_alg_speed_obs o[8];
+	struct rv_alg_decision d;
+	size_t n = 0;
+
+	for (int i = 0; i < 4; i++) {
+		o[n++] = (struct rv_alg_speed_obs){.workers = ws[i], .speed = 110};
+		o[n++] = (struct rv_alg_speed_obs){.workers = ws[i], .speed = 90};
+	}
+	st.speed = o;
+	st.n_speed = n;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_str_eq(d.algorithm, "worker_count_model");
+	ck_assert_int_eq(d.cfg.worker.count, 2);
+}
+END_TEST
+
 START_TEST(test_bad_input)
 {
 	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 4, 0);
@@ -278,6 +301,7 @@ static Suite *plan_suite(void)
 	tcase_add_test(tc, test_hot_ps_leads);
 	tcase_add_test(tc, test_straggler_leads);
 	tcase_add_test(tc, test_ps_job_model);
+	tcase_add_test(tc, test_noisy_fit_trusted_within_noise);
 	tcase_add_test(tc, test_bad_input);
 	suite_add_tcase(s, tc);
 	return s;
