@@ -147,9 +147,11 @@ int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
 		last = &none;
 	/* Growth near the limit (within 3%) skips the hysteresis band: waiting
 	 * would only let the role read as starved next time (and double).  A
-	 * right-sized role sits within 5% on noise alone; from there growth
-	 * waits for the band. */
-	int near_limit = cur->cpu > 0 && want_cpu > cur->cpu && q_cpu >= 0.97 * cur->cpu;
+	 * right-sized role sits within 5% on noise alone, and growth within
+	 * the margin is rounding (a tenth of a core per plan): those wait for
+	 * the band. */
+	int near_limit = cur->cpu > 0 && want_cpu > cur->cpu * (1 + p->cpu_margin) + 1e-9 &&
+			 q_cpu >= 0.97 * cur->cpu;
 
 	if (starved || near_limit ||
 	    should_move(cur->cpu, want_cpu, last->from.cpu, last->to.cpu, recent, p->hysteresis))
