@@ -128,7 +128,15 @@ int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
 	free(cpu);
 	free(mem);
 
-	/* CPU in tenths of a core, at least one tenth */
+	/* CPU in tenths of a core, at least one tenth: the nearest tenth, but
+	 * never less than half the margin above the quantile (rounding up
+	 * always would add up to another 5% at 2 cores) */
+	if (!starved) {
+		double floor_cpu = alg_cpu_up(q_cpu * (1 + margin / 2));
+		double nearest = round(want_cpu * 10) / 10;
+
+		want_cpu = nearest > floor_cpu ? nearest : floor_cpu;
+	}
 	want_cpu = alg_cpu_up(want_cpu);
 	if (want_cpu < 0.1)
 		want_cpu = 0.1;
