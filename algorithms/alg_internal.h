@@ -60,6 +60,10 @@ int alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_spe
 			   const struct rv_alg_config *cur, const struct rv_alg_params *p,
 			   struct rv_alg_decision *out);
 
+/* Relative spread of one speed observation, pooled over every measured
+ * configuration (deviations from each one's mean); 0 without repeats. */
+double alg_speed_noise(const struct rv_alg_speed_obs *obs, size_t n);
+
 /* Largest measured worker count (at ps) whose mean speed is below
  * p->target_frac of the best measured mean; 0 when none. */
 int alg_measured_too_slow(const struct rv_alg_speed_obs *obs, size_t n, int ps,

@@ -37,7 +37,15 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 	struct rv_alg_decision part;
 	int rc = rv_alg_fit_speed(model, st->speed, st->n_speed, &fit);
 
-	if (rc == 0 && rv_alg_fit_trusted(&fit, p)) {
+	/* A fit whose error is no larger than the noise of the observations
+	 * themselves (1.5 x the pooled spread of repeated measurements) is as
+	 * good as the data allows: trusted too, so a noisy job does not fall
+	 * back to exploring on measured means. */
+	bool trusted = rc == 0 && (rv_alg_fit_trusted(&fit, p) ||
+				   (fit.n_configs >= p->min_fit_configs &&
+				    fit.rel_rmse <= 1.5 * alg_speed_noise(st->speed, st->n_speed)));
+
+	if (trusted) {
 		/* The data overrules the model: never below the largest measured
 		 * count that missed the knee (too slow against the best measured). */
 		struct rv_alg_limits lim = st->lim;
@@ -142,6 +150,19 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 	if (st->strategy == RV_ALG_PS && st->cur.ps.count > 0)
 		hot = rv_alg_hot_ps(st->usage, st->n_usage, &st->cur.ps, &st->lim, p, &grow,
 				    &hot_part);
+	/* Saturated PS that cannot be added to (at max PS or out of free
+	 * capacity) are no reason for counts to wait: nothing on the PS side
+	 * will change, and waiting would hold the workers forever. */
+	if (grow && hot == 0) {
+		struct rv_alg_config trial = st->cur;
+
+		trial.ps.count += 1;
+		if ((st->lim.max_ps > 0 && trial.ps.count > st->lim.max_ps) ||
+		    !alg_fits_free(&st->lim, &st->cur, &trial)) {
+			grow = 0;
+			alg_reason_add(out, "%s; the PS count is at its limit", hot_part.reason);
+		}
+	}
 	if (starved_w || starved_ps || hot > 0 || grow)
 		alg_reason_add(out, "%s first: worker and PS counts wait",
 			       starved_w || starved_ps ? "CPU at its limit" : "hot PS");

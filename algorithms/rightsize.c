@@ -128,7 +128,15 @@ int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
 	free(cpu);
 	free(mem);
 
-	/* CPU in tenths of a core, at least one tenth */
+	/* CPU in tenths of a core, at least one tenth: the nearest tenth, but
+	 * never less than half the margin above the quantile (rounding up
+	 * always would add up to another 5% at 2 cores) */
+	if (!starved) {
+		double floor_cpu = alg_cpu_up(q_cpu * (1 + margin / 2));
+		double nearest = round(want_cpu * 10) / 10;
+
+		want_cpu = nearest > floor_cpu ? nearest : floor_cpu;
+	}
 	want_cpu = alg_cpu_up(want_cpu);
 	if (want_cpu < 0.1)
 		want_cpu = 0.1;
@@ -145,9 +153,13 @@ int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
 
 	if (!last)
 		last = &none;
-	/* Growth near the limit skips the hysteresis band: waiting would only
-	 * let the role read as starved next time (and double). */
-	int near_limit = cur->cpu > 0 && want_cpu > cur->cpu && q_cpu >= 0.95 * cur->cpu;
+	/* Growth near the limit (within 3%) skips the hysteresis band: waiting
+	 * would only let the role read as starved next time (and double).  A
+	 * right-sized role sits within 5% on noise alone, and growth within
+	 * the margin is rounding (a tenth of a core per plan): those wait for
+	 * the band. */
+	int near_limit = cur->cpu > 0 && want_cpu > cur->cpu * (1 + p->cpu_margin) + 1e-9 &&
+			 q_cpu >= 0.97 * cur->cpu;
 
 	if (starved || near_limit ||
 	    should_move(cur->cpu, want_cpu, last->from.cpu, last->to.cpu, recent, p->hysteresis))

@@ -56,6 +56,7 @@ static double config_cost(const struct rv_alg_config *c, const struct rv_alg_con
  * PS counts vary only when the data holds more than one PS count.
  */
 static double mean_speed(const struct rv_alg_speed_obs *obs, size_t n, int w, int ps);
+static double mean_se(const struct rv_alg_speed_obs *obs, size_t n, int w, int ps);
 
 /* Speed of a configuration: its measured mean where it was measured (at
  * least two observations), else the model's prediction. */
@@ -166,11 +167,59 @@ int alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_spe
 
 	/* Hysteresis: a current configuration already at the knee (within 2
 	 * points of it and 10% of its cost) stays, so refits do not flip
-	 * counts by one. */
+	 * counts by one.  A measured current speed is judged with its noise:
+	 * it misses the knee only when it does so by more than two standard
+	 * errors of its mean (noisy jobs otherwise creep by one worker per
+	 * plan on noise alone). */
+	double fcur_hold = fcur + 2 * mean_se(obs, nobs, cur->worker.count, cur->ps.count);
+
 	if (isfinite(c_cost) && cur->worker.count >= wmin && cur->worker.count <= wmax &&
-	    fcur >= (p->target_frac - 0.02) * best && config_cost(cur, cur) <= 1.1 * c_cost &&
+	    fcur_hold >= (p->target_frac - 0.02) * best && config_cost(cur, cur) <= 1.1 * c_cost &&
 	    alg_fits_free(lim, cur, cur))
 		c = *cur;
+	/* The data must bracket the knee: a knee at the largest measured
+	 * count, with growth to it still paying and a better configuration
+	 * predicted beyond it, rests on extrapolation; measure one geometric
+	 * step above first. */
+	if (c.worker.count == cur->worker.count && c.ps.count == cur->ps.count &&
+	    cur->worker.count == fit->max_workers_seen && bw > cur->worker.count &&
+	    cur->worker.count < wmax) {
+		int w = cur->worker.count, lower = 0;
+
+		for (size_t i = 0; i < nobs; i++)
+			if (obs[i].ps == cur->ps.count && obs[i].speed > 0 && obs[i].workers < w &&
+			    obs[i].workers > lower)
+				lower = obs[i].workers;
+		double s_lo = lower ? mean_speed(obs, nobs, lower, cur->ps.count) : 0;
+		double s_w = mean_speed(obs, nobs, w, cur->ps.count);
+
+		if (s_lo > 0 && s_w > 0 && (s_w / s_lo - 1) / (w - lower) >= p->min_gain) {
+			int up = alg_align_up((int)ceil(w * p->explore_factor - 1e-9), unit);
+
+			if (up > wmax)
+				up = wmax;
+			for (; up > w; up -= unit) {
+				struct rv_alg_config t = *cur;
+
+				t.worker.count = up;
+				if (alg_fits_free(lim, cur, &t))
+					break;
+			}
+			if (up > w) {
+				out->cfg = *cur;
+				out->cfg.worker.count = up;
+				out->predicted_speed = speed_of(fit, obs, nobs, up, cur->ps.count);
+				out->fit_r2 = fit->r2;
+				out->fit_configs = fit->n_configs;
+				out->changed = true;
+				out->algorithm = "explore";
+				alg_reason_add(out, "the knee is at the largest measured count (%d "
+					       "workers) and growth to it paid; measuring %d before "
+					       "trusting the model beyond its data", w, up);
+				return 0;
+			}
+		}
+	}
 	out->cfg = c;
 	out->predicted_speed = speed_of(fit, obs, nobs, c.worker.count, c.ps.count);
 	out->fit_r2 = fit->r2;
@@ -205,6 +254,48 @@ int alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_spe
 	return 0;
 }
 
+/* Standard error of the mean observed speed at (w, ps); 0 with fewer than
+ * two observations.  The spread per observation is pooled over every
+ * measured configuration (relative deviations from each one's mean): two or
+ * three observations of one configuration say little about their own
+ * spread, the job's noise is the same everywhere. */
+double alg_speed_noise(const struct rv_alg_speed_obs *obs, size_t n)
+{
+	double ss = 0;
+	int dof = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!(obs[i].speed > 0))
+			continue;
+		double m = mean_speed(obs, n, obs[i].workers, obs[i].ps);
+
+		ss += (obs[i].speed / m - 1) * (obs[i].speed / m - 1);
+		dof++;
+	}
+	/* one degree of freedom per configuration goes to its mean */
+	for (size_t i = 0; i < n; i++) {
+		int first = obs[i].speed > 0;
+
+		for (size_t j = 0; j < i && first; j++)
+			if (obs[j].speed > 0 && obs[j].workers == obs[i].workers &&
+			    obs[j].ps == obs[i].ps)
+				first = 0;
+		dof -= first;
+	}
+	return dof >= 1 ? sqrt(ss / dof) : 0;
+}
+
+static double mean_se(const struct rv_alg_speed_obs *obs, size_t n, int w, int ps)
+{
+	int k = 0;
+
+	for (size_t i = 0; i < n; i++)
+		k += obs[i].speed > 0 && obs[i].workers == w && obs[i].ps == ps;
+	if (k < 2)
+		return 0;
+	return mean_speed(obs, n, w, ps) * alg_speed_noise(obs, n) / sqrt(k);
+}
+
 /* Mean observed speed at (w, ps); 0 when never observed. */
 static double mean_speed(const struct rv_alg_speed_obs *obs, size_t n, int w, int ps)
 {
@@ -231,9 +322,11 @@ int alg_measured_too_slow(const struct rv_alg_speed_obs *obs, size_t n, int ps,
 			if (m > best)
 				best = m;
 		}
+	/* too slow beyond noise: by more than two standard errors */
 	for (size_t i = 0; i < n; i++)
 		if (obs[i].ps == ps && obs[i].workers > slow &&
-		    mean_speed(obs, n, obs[i].workers, ps) < p->target_frac * best)
+		    mean_speed(obs, n, obs[i].workers, ps) +
+		    2 * mean_se(obs, n, obs[i].workers, ps) < p->target_frac * best)
 			slow = obs[i].workers;
 	/* only counts below the best measured one can be "too slow" */
 	for (size_t i = 0; i < n; i++)
@@ -241,6 +334,15 @@ int alg_measured_too_slow(const struct rv_alg_speed_obs *obs, size_t n, int ps,
 		    slow > obs[i].workers)
 			return 0;
 	return slow;
+}
+
+/* Whether any count below w was measured at this PS count. */
+static int measured_below(const struct rv_alg_speed_obs *obs, size_t n, int ps, int w)
+{
+	for (size_t i = 0; i < n; i++)
+		if (obs[i].ps == ps && obs[i].speed > 0 && obs[i].workers < w)
+			return 1;
+	return 0;
 }
 
 /*
@@ -322,6 +424,20 @@ int rv_alg_explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv
 	} else if (!below && down < w && gain_above < p->min_gain) {
 		target = down;
 		why = above ? "growth did not pay" : upper_half ? "start in the upper half" : "cannot grow";
+	} else if (below && !above && gain_below < p->min_gain && !measured_below(obs, n, ps, below)) {
+		/* Two counts measured and growth from the smaller did not pay:
+		 * the knee is at or below it, so measure under it directly
+		 * instead of first going back to it (one plan less). */
+		int d2 = alg_align_down((int)floor(below / p->explore_factor + 1e-9), unit);
+
+		if (d2 >= below)
+			d2 = below - unit;
+		if (d2 < wmin)
+			d2 = wmin;
+		if (d2 < below) {
+			target = d2;
+			why = "growth did not pay";
+		}
 	}
 	if (target != w) {
 		out->cfg.worker.count = target;

@@ -456,7 +456,16 @@ static int planner_running_plan(struct brain *b, PGconn *c, const struct store_j
 		struct rv_alg_config a, b2;
 		plan_to_config(&applied[i].plan, &a);
 		plan_to_config(&applied[i + 1].plan, &b2);
-		if (a.worker.res.cpu > 1.6 * b2.worker.res.cpu || a.ps.res.cpu > 1.6 * b2.ps.res.cpu) {
+		/* PS CPU follows the workers/PS ratio (load scaling): only growth
+		 * beyond it is starvation growth. */
+		double load = 1;
+		if (a.ps.count > 0 && b2.ps.count > 0 && a.worker.count > 0 && b2.worker.count > 0)
+			load = ((double)a.worker.count / a.ps.count) /
+			       ((double)b2.worker.count / b2.ps.count);
+		if (load < 1)
+			load = 1;
+		if (a.worker.res.cpu > 1.6 * b2.worker.res.cpu ||
+		    a.ps.res.cpu > 1.6 * load * b2.ps.res.cpu) {
 			size_t k = 0;
 			for (size_t j = 0; j < nobs; j++)
 				if (obs[j].t_ms >= applied[i].applied_ts_ms)

@@ -10,6 +10,7 @@
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
+#include "alg_internal.h" /* alg_measured_too_slow, alg_choose_workers_obs */
 #include "rover_alg.h"
 #include "testutil.h"
 
@@ -292,6 +293,77 @@ START_TEST(test_explore_free_capacity)
 }
 END_TEST
 
+START_TEST(test_explore_down_past_measured_smaller)
+{
+	/* 13 measured, then 20 (first measurement went up) did not pay: the
+	 * knee is at or below 13, already measured, so the next measurement
+	 * is below it (13 / 1.5 -> 8), not 13 again */
+	struct rv_alg_speed_obs obs[] = {
+		{.workers = 13, .speed = 100}, {.workers = 13, .speed = 101},
+		{.workers = 20, .speed = 102}, {.workers = 20, .speed = 103},
+	};
+	struct rv_alg_limits lim = limits(1, 32, 1);
+	struct rv_alg_config cur = config(20, 0);
+	struct rv_alg_decision d;
+
+	ck_assert_int_eq(rv_alg_explore(obs, 4, &lim, &cur, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 8);
+	ck_assert_msg(strstr(d.reason, "did not pay") != NULL, "%s", d.reason);
+	/* growth from 13 to 20 paid: go on up, never below */
+	obs[2].speed = obs[3].speed = 150;
+	ck_assert_int_eq(rv_alg_explore(obs, 4, &lim, &cur, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 30);
+}
+END_TEST
+
+START_TEST(test_noisy_count_not_too_slow)
+{
+	/* Noise of about 15% per observation: 28 workers measured 87% of the
+	 * best (32), within two standard errors of the knee; it is not "too
+	 * slow" and the hysteresis keeps it */
+	struct rv_alg_speed_obs obs[] = {
+		{.workers = 28, .speed = 100}, {.workers = 28, .speed = 74},
+		{.workers = 32, .speed = 115}, {.workers = 32, .speed = 85},
+		{.workers = 14, .speed = 60}, {.workers = 14, .speed = 44},
+	};
+
+	ck_assert_int_eq(alg_measured_too_slow(obs, 6, 0, &P), 14);
+	/* the same means without noise: 28 missed the knee */
+	for (size_t i = 0; i < 6; i += 2)
+		obs[i].speed = obs[i + 1].speed = (obs[i].speed + obs[i + 1].speed) / 2;
+	ck_assert_int_eq(alg_measured_too_slow(obs, 6, 0, &P), 28);
+}
+END_TEST
+
+START_TEST(test_knee_at_data_edge_measures_above)
+{
+	/* f(w) = 1 / (1/w + 0.5 + 0.01 w): the model's knee is 5 workers
+	 * (93% of the best, 10); 5 is also the largest measured count and
+	 * growth from 3 to 5 paid, so the knee rests on extrapolation:
+	 * measure 5 x 1.5 -> 8 first */
+	struct rv_alg_fit fit = {
+		.model = RV_ALG_MODEL_SYNC, .theta = {1, 0.5, 0.01}, .n_theta = 3, .r2 = 0.99,
+		.n_configs = 3, .n_ps_values = 1, .max_workers_seen = 5, .min_workers_seen = 2,
+	};
+	struct rv_alg_speed_obs obs[] = {
+		{.workers = 3, .speed = 1.0}, {.workers = 3, .speed = 1.0},
+		{.workers = 5, .speed = 1.333}, {.workers = 5, .speed = 1.333},
+	};
+	struct rv_alg_limits lim = limits(1, 32, 1);
+	struct rv_alg_config cur = config(5, 0);
+	struct rv_alg_decision d;
+
+	ck_assert_int_eq(alg_choose_workers_obs(&fit, obs, 4, &lim, &cur, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 8);
+	ck_assert_str_eq(d.algorithm, "explore");
+	/* growth from 3 to 5 did not pay: the knee is trusted, 5 holds */
+	obs[0].speed = obs[1].speed = 1.25;
+	ck_assert_int_eq(alg_choose_workers_obs(&fit, obs, 4, &lim, &cur, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 5);
+	ck_assert(!d.changed);
+}
+END_TEST
+
 static Suite *workers_suite(void)
 {
 	Suite *s = suite_create("workers");
@@ -309,6 +381,9 @@ static Suite *workers_suite(void)
 	tcase_add_test(tc, test_explore_geometric);
 	tcase_add_test(tc, test_explore_sequence_no_thrash);
 	tcase_add_test(tc, test_explore_free_capacity);
+	tcase_add_test(tc, test_explore_down_past_measured_smaller);
+	tcase_add_test(tc, test_noisy_count_not_too_slow);
+	tcase_add_test(tc, test_knee_at_data_edge_measures_above);
 	suite_add_tcase(s, tc);
 	return s;
 }
