@@ -52,23 +52,23 @@ int api_plan_get(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 		return 0;
 	bool have_after = rv_http_query(req, "after") != NULL;
 	int64_t until = rv_mono_ms() + wait * 1000;
-	struct store_job job = { 0 };
-	cJSON *doc = NULL;
-	for (int first = 1;; first = 0) {
+	int64_t job_id = 0;
+	for (;;) {
 		pthread_mutex_lock(&b->plan_mu);
 		uint64_t seen = b->plan_seq;
 		pthread_mutex_unlock(&b->plan_mu);
 		PGconn *c = api_db(b, resp);
 		if (!c)
 			return 0;
-		int rc = first ? store_job_find(c, req->params[0], &job, &err) : 0;
-		if (rc == 0)
-			rc = store_plan_latest_json(c, job.id, stage, after, &doc, &err);
+		char *text = NULL;
+		int rc = store_plan_latest_text(c, req->params[0], stage, after, &text, &job_id, &err);
 		rv_db_release(b->db, c);
 		if (rc < 0)
 			return api_fail(b, resp, rc, &err);
-		if (doc)
-			return api_reply(resp, 200, doc);
+		if (text) {
+			rv_http_resp_json(resp, 200, text);
+			return 0;
+		}
 		if (rv_mono_ms() >= until)
 			break;
 		wait_for_plan(b, seen, until);
@@ -80,7 +80,8 @@ int api_plan_get(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 		return 0;
 	}
 	char detail[160];
-	snprintf(detail, sizeof(detail), "job %s has no %s plan yet", job.uid, stage ? stage : "");
+	snprintf(detail, sizeof(detail), "job %s has no %s plan yet", req->params[0],
+		 stage ? stage : "");
 	rv_http_resp_error_text(resp, 404, "not_found", detail, "stage");
 	return 0;
 }

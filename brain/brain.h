@@ -138,6 +138,10 @@ int store_plan_insert(PGconn *c, int64_t job_id, struct rv_scale_plan *plan, int
 /* Latest plan of stage (NULL/"" = any) with id > after; *out NULL when none. */
 int store_plan_latest_json(PGconn *c, int64_t job_id, const char *stage, int64_t after,
 			   cJSON **out, struct rv_err *err);
+/* The same for a job given by uid, in one query: *text is the plan's JSON
+ * (malloc'd, free it) or NULL when none; -ENOENT for an unknown job. */
+int store_plan_latest_text(PGconn *c, const char *uid, const char *stage, int64_t after,
+			   char **text, int64_t *job_id, struct rv_err *err);
 int store_plan_history_json(PGconn *c, int64_t job_id, int limit, cJSON **out,
 			    struct rv_err *err);
 int store_plan_mark_applied(PGconn *c, int64_t job_id, int64_t plan_id, int64_t ts_ms,

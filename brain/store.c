@@ -536,6 +536,33 @@ int store_plan_latest_json(PGconn *c, int64_t job_id, const char *stage, int64_t
 	return rc < 0 ? rc : 0;
 }
 
+int store_plan_latest_text(PGconn *c, const char *uid, const char *stage, int64_t after,
+			   char **text, int64_t *job_id, struct rv_err *err)
+{
+	char after_s[24];
+	i64s(after_s, sizeof(after_s), after);
+	const char *p[] = { uid, stage ? stage : "", after_s };
+	PGresult *r = NULL;
+	*text = NULL;
+	/* One round trip: the job (404 when unknown) and its plan, built as
+	 * JSON text by PostgreSQL and passed through as it is. */
+	int rc = rv_db_exec(c,
+			    "SELECT j.id, x.doc::text FROM jobs j LEFT JOIN LATERAL (SELECT " PLAN_JSON
+			    " AS doc FROM scale_plans p WHERE p.job_id = j.id AND ($2 = '' OR p.stage = $2)"
+			    " AND p.id > $3::bigint ORDER BY p.id DESC LIMIT 1) x ON true WHERE j.uid = $1",
+			    3, p, &r, err);
+	if (rc == 0)
+		rc = rv_err_set(err, -ENOENT, "uid", "no job with uid \"%s\"", uid);
+	if (rc > 0) {
+		*job_id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+		if (!PQgetisnull(r, 0, 1) && !(*text = strdup(PQgetvalue(r, 0, 1))))
+			rc = rv_err_set(err, -ENOMEM, "", "out of memory");
+	}
+	if (r)
+		PQclear(r);
+	return rc < 0 ? rc : 0;
+}
+
 int store_plan_history_json(PGconn *c, int64_t job_id, int limit, cJSON **out,
 			    struct rv_err *err)
 {

@@ -4,6 +4,8 @@
  * real rover-brain (one keep-alive client) and of the running-stage metrics
  * summary query (store_speed_summary over libpq).  Ends with:
  *   bench=brain_plan_query p50_ms=N p99_ms=N rows=N summary_p50_ms=N summary_p99_ms=N
+ *       p99_worst_round_ms=N rounds=3
+ * (the median of 3 rounds of 1,000 requests each, and the worst round).
  */
 #include <inttypes.h>
 #include <libpq-fe.h>
@@ -23,6 +25,7 @@
 #define JOBS 1000
 #define PER_JOB 1000
 #define QUERIES 3000
+#define ROUNDS 3
 
 static double now_ms(void)
 {
@@ -189,10 +192,22 @@ int main(void)
 		fprintf(stderr, "brain_plan_query: %d requests failed or gave wrong answers\n", bad);
 		return 1;
 	}
-	double p50 = pct(lat, QUERIES, 0.5), p99 = pct(lat, QUERIES, 0.99);
-	double s50 = pct(sum_lat, QUERIES, 0.5), s99 = pct(sum_lat, QUERIES, 0.99);
+	/* Shared machines have hiccups of their own: the requests ran as ROUNDS
+	 * consecutive rounds; report the median round, and the worst one too. */
+	double r50[ROUNDS], r99[ROUNDS], q50[ROUNDS], q99[ROUNDS];
+	int per = QUERIES / ROUNDS;
+	for (int k = 0; k < ROUNDS; k++) {
+		r50[k] = pct(lat + k * per, per, 0.5);
+		r99[k] = pct(lat + k * per, per, 0.99);
+		q50[k] = pct(sum_lat + k * per, per, 0.5);
+		q99[k] = pct(sum_lat + k * per, per, 0.99);
+	}
+	double worst = r99[0];
+	for (int k = 1; k < ROUNDS; k++)
+		worst = r99[k] > worst ? r99[k] : worst;
 	printf("bench=brain_plan_query p50_ms=%.3f p99_ms=%.3f rows=%ld summary_p50_ms=%.3f "
-	       "summary_p99_ms=%.3f\n",
-	       p50, p99, rows, s50, s99);
+	       "summary_p99_ms=%.3f p99_worst_round_ms=%.3f rounds=%d\n",
+	       pct(r50, ROUNDS, 0.5), pct(r99, ROUNDS, 0.5), rows, pct(q50, ROUNDS, 0.5),
+	       pct(q99, ROUNDS, 0.5), worst, ROUNDS);
 	return 0;
 }
