@@ -146,14 +146,23 @@ int alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_spe
 		}
 	if (!isfinite(c_cost)) {
 		/* the knee lies beyond the jump cap (or free capacity): go as far
-		 * as allowed towards it */
-		for (int w = wcap; w >= wmin; w -= unit) {
-			struct rv_alg_config t = *cur;
+		 * as allowed towards it, down to the floor when the best predicted
+		 * count is below the measured range, else up to the cap */
+		if (bw < wfloor) {
+			int w = alg_align_up(wfloor, unit);
 
-			t.worker.count = w;
-			if (alg_fits_free(lim, cur, &t)) {
-				c = t;
-				break;
+			if (w > wmax)
+				w = wmax;
+			c.worker.count = w;
+		} else {
+			for (int w = wcap < wmax ? wcap : wmax; w >= wmin; w -= unit) {
+				struct rv_alg_config t = *cur;
+
+				t.worker.count = w;
+				if (alg_fits_free(lim, cur, &t)) {
+					c = t;
+					break;
+				}
 			}
 		}
 		c_cost = config_cost(&c, cur);

@@ -364,6 +364,28 @@ START_TEST(test_knee_at_data_edge_measures_above)
 }
 END_TEST
 
+START_TEST(test_knee_below_measured_range_goes_down)
+{
+	/* f(w) = 1 / (1/w + w): the best predicted is 1 worker, and 2 already
+	 * misses 90% of it (80%); 1 lies beyond the extrapolation guard (the
+	 * smallest measured, 6, over max_jump 3 is 2).  The step goes as far
+	 * as allowed towards the knee: down to 2, never up, and never past
+	 * the job's maximum (the guard above, 14 x 3 = 42, is beyond 24). */
+	struct rv_alg_fit fit = {
+		.model = RV_ALG_MODEL_SYNC, .theta = {1, 0, 1}, .n_theta = 3, .r2 = 0.95,
+		.n_configs = 3, .n_ps_values = 1, .max_workers_seen = 14, .min_workers_seen = 6,
+	};
+	struct rv_alg_limits lim = limits(1, 24, 1);
+	struct rv_alg_config cur = config(9, 0);
+	struct rv_alg_decision d;
+
+	ck_assert_int_eq(rv_alg_choose_workers(&fit, &lim, &cur, &P, &d), 0);
+	ck_assert_msg(d.cfg.worker.count == 2, "chose %d: %s", d.cfg.worker.count, d.reason);
+	ck_assert(d.changed);
+	ck_assert_msg(strstr(d.reason, "step capped") != NULL, "%s", d.reason);
+}
+END_TEST
+
 static Suite *workers_suite(void)
 {
 	Suite *s = suite_create("workers");
@@ -384,6 +406,7 @@ static Suite *workers_suite(void)
 	tcase_add_test(tc, test_explore_down_past_measured_smaller);
 	tcase_add_test(tc, test_noisy_count_not_too_slow);
 	tcase_add_test(tc, test_knee_at_data_edge_measures_above);
+	tcase_add_test(tc, test_knee_below_measured_range_goes_down);
 	suite_add_tcase(s, tc);
 	return s;
 }
