@@ -143,6 +143,9 @@ void rv_alg_create_default(const struct rv_alg_job_features *job,
 		int nps = (int)ceil(state_mb / PS_TARGET_MB);
 
 		out->ps.count = nps < 1 ? 1 : nps;
+		/* as wide as the job allows (see wide_ps_tier) */
+		if (lim->max_ps > out->ps.count)
+			out->ps.count = lim->max_ps;
 		out->ps.res.cpu = DEFAULT_CPU;
 		out->ps.res.memory_mb =
 			(int64_t)alg_mb_up(fmax(DEFAULT_MEM_FLOOR_MB, state_mb / out->ps.count * 1.5));
@@ -211,7 +214,7 @@ int rv_alg_plan_create(const struct rv_alg_job_features *job,
 		m = (size_t)p->knn_k;
 
 	/* inverse-distance weights; 0.1 keeps an exact match from taking all */
-	double sw = 0, w_cnt = 0, w_cpu = 0, w_mem = 0, p_cnt = 0, p_cpu = 0, p_mem = 0;
+	double sw = 0, w_cnt = 0, w_cpu = 0, w_mem = 0, p_cnt = 0, p_cpu = 0, p_mem = 0, p_tot = 0;
 
 	for (size_t j = 0; j < m; j++) {
 		const struct rv_alg_config *c = &hist[nb[j].i].cfg;
@@ -223,6 +226,7 @@ int rv_alg_plan_create(const struct rv_alg_job_features *job,
 		w_mem += w * (double)c->worker.res.memory_mb;
 		p_cnt += w * c->ps.count;
 		p_cpu += w * c->ps.res.cpu;
+		p_tot += w * c->ps.count * c->ps.res.cpu;
 		p_mem += w * (double)c->ps.res.memory_mb;
 	}
 	struct rv_alg_config *c = &out->cfg;
@@ -235,6 +239,12 @@ int rv_alg_plan_create(const struct rv_alg_job_features *job,
 		c->ps.count = (int)lround(p_cnt / sw);
 		c->ps.res.cpu = cpu_tenths(p_cpu / sw * mg);
 		c->ps.res.memory_mb = (int64_t)alg_mb_up(p_mem / sw * mg);
+		/* the neighbours' PS CPU in all, spread over the widest tier the
+		 * job allows (see wide_ps_tier) */
+		if (lim->max_ps > c->ps.count) {
+			c->ps.count = lim->max_ps;
+			c->ps.res.cpu = cpu_tenths(p_tot / sw * mg / c->ps.count);
+		}
 	}
 	fit_limits(c, job->strategy, lim);
 	out->algorithm = "create_knn";

@@ -38,6 +38,33 @@ static double recent_cpu(const struct rv_alg_usage *u, size_t n, int node, int k
 	return got ? sum / got : NAN;
 }
 
+/* Whether one PS is pinned at its limit over the window: the role
+ * starvation test (the usage quantile at cpu_pinned of the limit and the
+ * median at ps_saturated of it) applied to that PS alone. */
+static int ps_pinned(const struct rv_alg_usage *u, size_t n, int node, double limit,
+		     const struct rv_alg_params *p)
+{
+	size_t m = 0;
+
+	for (size_t i = 0; i < n; i++)
+		m += u[i].role == RV_ALG_PS_ROLE && u[i].node == node;
+	if (m < 3)
+		return 0;
+	double *x = malloc(m * sizeof(*x));
+
+	if (!x)
+		return 0;
+	m = 0;
+	for (size_t i = 0; i < n; i++)
+		if (u[i].role == RV_ALG_PS_ROLE && u[i].node == node)
+			x[m++] = u[i].cpu;
+	double q = alg_quantile(x, m, p->usage_quantile);
+	double med = alg_quantile(x, m, 0.5);
+
+	free(x);
+	return q >= p->cpu_pinned * limit && med >= p->ps_saturated * limit;
+}
+
 int rv_alg_hot_ps(const struct rv_alg_usage *u, size_t n, const struct rv_alg_group *ps,
 		  const struct rv_alg_limits *lim, const struct rv_alg_params *p,
 		  int *grow_ps, struct rv_alg_decision *out)
@@ -65,14 +92,13 @@ int rv_alg_hot_ps(const struct rv_alg_usage *u, size_t n, const struct rv_alg_gr
 		if (isnan(x[i]))
 			continue;
 		sorted[m++] = x[i];
-		saturated += x[i] > p->ps_saturated * limit;
+		saturated += ps_pinned(u, n, (int)i, limit, p);
 	}
 	if (m == 0)
 		goto out;
 	if (saturated == np) {
 		*grow_ps = 1;
-		alg_reason_add(out, "all %zu PS above %.0f%% of their %.1f CPU", np,
-			       100 * p->ps_saturated, limit);
+		alg_reason_add(out, "all %zu PS pinned at their %.1f CPU", np, limit);
 		goto out;
 	}
 	/* fewer than three PS with data: no peers to stand out from */

@@ -138,11 +138,15 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 
 	/* One cause per plan: a starved role or a hot PS distorts every speed
 	 * measured, so counts wait until resources are fixed. */
+	/* (a role already at the per-node CPU ceiling cannot grow: nothing
+	 * would change by waiting) */
 	bool starved_w = rv_alg_role_starved(st->usage, st->n_usage, RV_ALG_WORKER,
-					     &st->cur.worker.res, p);
+					     &st->cur.worker.res, p) &&
+			 !(st->lim.max_cpu > 0 && st->cur.worker.res.cpu >= st->lim.max_cpu);
 	bool starved_ps = st->cur.ps.count > 0 &&
 			  rv_alg_role_starved(st->usage, st->n_usage, RV_ALG_PS_ROLE,
-					      &st->cur.ps.res, p);
+					      &st->cur.ps.res, p) &&
+			  !(st->lim.max_cpu > 0 && st->cur.ps.res.cpu >= st->lim.max_cpu);
 	int hot = 0, grow = 0;
 	struct rv_alg_decision hot_part;
 

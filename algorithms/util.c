@@ -38,7 +38,7 @@ void rv_alg_params_default(struct rv_alg_params *p)
 		.hot_z = 3.0,
 		.hot_util = 0.8,
 		.hot_cpu_factor = 1.5,
-		.ps_saturated = 0.9,
+		.ps_saturated = 0.97,
 		.hot_samples = 3,
 		.straggler_z = 3.0,
 		.straggler_ratio = 1.5,

@@ -451,8 +451,12 @@ static int planner_running_plan(struct brain *b, PGconn *c, const struct store_j
 		goto out;
 	/* Speeds measured before the latest starvation growth (CPU raised by
 	 * more than half, beyond any load scaling) were CPU-bound: they would
-	 * teach the model a curve the job does not have. */
+	 * teach the model a curve the job does not have.  Only when the growth
+	 * measured faster ("better"): a role that only read as starved (noise
+	 * at a tight limit) ran at full speed before, and its data stands. */
 	for (int i = 0; i + 1 < napplied; i++) {
+		if (strcmp(applied[i].outcome, "better") != 0)
+			continue;
 		struct rv_alg_config a, b2;
 		plan_to_config(&applied[i].plan, &a);
 		plan_to_config(&applied[i + 1].plan, &b2);

@@ -92,8 +92,19 @@ START_TEST(test_nearest_dominates)
 
 	ck_assert_int_eq(rv_alg_plan_create(&job, h, 2, &LIM, &P, &d), 0);
 	ck_assert_int_eq(d.cfg.worker.count, 4);
-	ck_assert_int_eq(d.cfg.ps.count, 2);
+	/* the neighbours' PS CPU in all (2 x 8, +10%) over the widest tier
+	 * the job allows, 8 PS */
+	ck_assert_int_eq(d.cfg.ps.count, 8);
+	ck_assert_double_eq_tol(d.cfg.ps.res.cpu, 2.2, 1e-9);
 	ck_assert_msg(strstr(d.reason, "same d=0.00") != NULL, "%s", d.reason);
+
+	/* no PS maximum given: the neighbours' PS count and size */
+	struct rv_alg_limits open = LIM;
+
+	open.max_ps = 0;
+	ck_assert_int_eq(rv_alg_plan_create(&job, h, 2, &open, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.ps.count, 2);
+	ck_assert_double_eq_tol(d.cfg.ps.res.cpu, 8.8, 1e-9);
 }
 END_TEST
 
@@ -109,11 +120,17 @@ START_TEST(test_default_without_history)
 	ck_assert_int_eq(d.cfg.ps.count, 0);
 	ck_assert_msg(strstr(d.reason, "no similar finished job") != NULL, "%s", d.reason);
 
-	/* a 2e9-parameter PS model: 32 GB of state over 8 GiB PS -> 4 PS */
+	/* a 2e9-parameter PS model: 32 GB of state over 8 GiB PS -> 4 PS when
+	 * the job sets no PS maximum; as wide as it allows (8) when it does */
 	struct rv_alg_job_features big = {.strategy = RV_ALG_PS, .parameters = 2e9};
+	struct rv_alg_limits open = LIM;
 
-	ck_assert_int_eq(rv_alg_plan_create(&big, NULL, 0, &LIM, &P, &d), 0);
+	open.max_ps = 0;
+	ck_assert_int_eq(rv_alg_plan_create(&big, NULL, 0, &open, &P, &d), 0);
 	ck_assert_int_eq(d.cfg.ps.count, 4);
+	ck_assert_int_gt(d.cfg.ps.res.memory_mb, 8192);
+	ck_assert_int_eq(rv_alg_plan_create(&big, NULL, 0, &LIM, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.ps.count, 8);
 	ck_assert_int_gt(d.cfg.ps.res.memory_mb, 8192);
 	ck_assert_int_ge(d.cfg.worker.res.memory_mb, 16384);
 

@@ -4,6 +4,8 @@
  */
 #include <gsl/gsl_errno.h>
 
+#include <string.h>
+
 #include "rover_alg.h"
 #include "testutil.h"
 
@@ -80,7 +82,8 @@ END_TEST
 
 START_TEST(test_all_saturated_grow)
 {
-	static const double cpu[] = {7.5, 7.6, 7.4, 7.8};
+	/* every PS pinned at its 8 CPU: the PS count grows */
+	static const double cpu[] = {7.9, 7.85, 7.9, 7.88};
 	struct rv_alg_usage u[12];
 	struct rv_alg_decision d = {0};
 	int grow = 0;
@@ -88,6 +91,17 @@ START_TEST(test_all_saturated_grow)
 
 	ck_assert_int_eq(rv_alg_hot_ps(u, n, &PS4, &LIM, &P, &grow, &d), 0);
 	ck_assert_int_eq(grow, 1);
+	ck_assert_msg(strstr(d.reason, "pinned") != NULL, "%s", d.reason);
+
+	/* right-sized PS run at 92-98% of their limit by design (the usage
+	 * quantile plus a small margin): that is no saturation */
+	static const double sized[] = {7.5, 7.6, 7.4, 7.7};
+	struct rv_alg_decision d2 = {0};
+
+	n = fill(u, sized, 4);
+	grow = -1;
+	ck_assert_int_eq(rv_alg_hot_ps(u, n, &PS4, &LIM, &P, &grow, &d2), 0);
+	ck_assert_int_eq(grow, 0);
 }
 END_TEST
 

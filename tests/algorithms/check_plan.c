@@ -177,9 +177,9 @@ START_TEST(test_hot_ps_leads)
 	/* the pooled PS CPU must not undo the migration */
 	ck_assert_double_eq(d.cfg.ps.res.cpu, 8);
 
-	/* all PS saturated: half as many PS again (4 -> 6) */
+	/* all PS pinned at their limit: half as many PS again (4 -> 6) */
 	for (size_t i = 0; i < n; i++)
-		u[i].cpu = 7.5;
+		u[i].cpu = 8.0;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
 	ck_assert_str_eq(d.algorithm, "hot_ps");
 	ck_assert_int_eq(d.cfg.ps.count, 6);
@@ -193,6 +193,15 @@ START_TEST(test_hot_ps_leads)
 	st.lim.max_ps = 4;
 	st.speed = o;
 	st.n_speed = 2;
+	/* pinned at max PS but below the per-node CPU ceiling: the PS CPU
+	 * grows first and the counts wait */
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_str_eq(d.algorithm, "rightsize");
+	ck_assert_int_eq(d.cfg.ps.count, 4);
+	ck_assert_double_eq(d.cfg.ps.res.cpu, 16);
+	ck_assert_msg(strstr(d.reason, "counts wait") != NULL, "%s", d.reason);
+	/* and at the CPU ceiling too: nothing on the PS side can change */
+	st.lim.max_cpu = 8;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
 	ck_assert_str_eq(d.algorithm, "explore");
 	ck_assert_int_eq(d.cfg.worker.count, 6);
