@@ -188,8 +188,9 @@ int store_speed_summary(PGconn *c, int64_t job_id, int64_t from_ts, int64_t to_t
 			int ps, double *mean, int *count, double *sd, struct rv_err *err);
 /* Mean (and sample standard deviation, sd may be NULL) of the last_n speed
  * samples before before_ts. */
-int store_speed_before(PGconn *c, int64_t job_id, int64_t before_ts, int last_n, double *mean,
-		       int *count, double *sd, struct rv_err *err);
+/* Mean, count and spread of the last last_n speed samples in [since_ts, before_ts). */
+int store_speed_before(PGconn *c, int64_t job_id, int64_t since_ts, int64_t before_ts, int last_n,
+		       double *mean, int *count, double *sd, struct rv_err *err);
 int store_plan_set_outcome(PGconn *c, int64_t plan_id, const char *outcome, double before,
 			   double after, struct rv_err *err);
 int store_job_set_planned(PGconn *c, int64_t job_id, int64_t ts_ms, struct rv_err *err);

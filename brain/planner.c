@@ -322,10 +322,10 @@ static bool same_groups(const struct rv_scale_plan *a, const struct rv_scale_pla
  * Returns 1 when a revert plan was made (in *plan), 0 otherwise; sets
  * *measuring while the outcome is still open (no new plan until it is). */
 static int judge_outcome(struct brain *b, PGconn *c, const struct store_job *job,
-			 const struct store_plan_row *applied, int napplied,
+			 struct store_plan_row *applied, int napplied,
 			 struct rv_scale_plan *plan, bool *measuring, struct rv_err *err)
 {
-	const struct store_plan_row *cur = &applied[0];
+	struct store_plan_row *cur = &applied[0];
 	*measuring = false;
 	if (strcmp(cur->stage, "running") != 0 || strcmp(cur->outcome, "pending") != 0 ||
 	    cur->applied_ts_ms <= 0)
@@ -350,7 +350,15 @@ static int judge_outcome(struct brain *b, PGconn *c, const struct store_job *job
 		return 0;
 	}
 	after = late;
-	rc = store_speed_before(c, job->id, cur->applied_ts_ms, 20, &before, &nbefore, &sd_before, err);
+	/* Before: the configuration the plan replaced, past its own warm-up
+	 * (samples of older configurations would blur the comparison); all of
+	 * its samples when too few are settled. */
+	int64_t prev_ts = napplied > 1 ? applied[1].applied_ts_ms : 0;
+	rc = store_speed_before(c, job->id, prev_ts + WARMUP_MS, cur->applied_ts_ms, 20, &before,
+				&nbefore, &sd_before, err);
+	if (rc >= 0 && nbefore < (int)b->cfg.min_samples && prev_ts > 0)
+		rc = store_speed_before(c, job->id, prev_ts, cur->applied_ts_ms, 20, &before, &nbefore,
+					&sd_before, err);
 	if (rc < 0)
 		return rc;
 	const char *outcome = "unknown";
@@ -372,6 +380,8 @@ static int judge_outcome(struct brain *b, PGconn *c, const struct store_job *job
 	rc = store_plan_set_outcome(c, cur->plan.id, outcome, before, after, err);
 	if (rc < 0)
 		return rc;
+	/* the rest of this pass sees the outcome too */
+	snprintf(cur->outcome, sizeof(cur->outcome), "%s", outcome);
 	/* An exploration measures a configuration on purpose: a slower result
 	 * is data for the model (and the configuration is not proposed again),
 	 * not a mistake to undo. */

@@ -897,20 +897,21 @@ int store_speed_summary(PGconn *c, int64_t job_id, int64_t from_ts, int64_t to_t
 				5, p, mean, count, sd, err);
 }
 
-int store_speed_before(PGconn *c, int64_t job_id, int64_t before_ts, int last_n, double *mean,
-		       int *count, double *sd, struct rv_err *err)
+int store_speed_before(PGconn *c, int64_t job_id, int64_t since_ts, int64_t before_ts, int last_n,
+		       double *mean, int *count, double *sd, struct rv_err *err)
 {
-	char job_s[24], ts_s[24], n_s[16];
+	char job_s[24], since_s[24], ts_s[24], n_s[16];
 	i64s(job_s, sizeof(job_s), job_id);
+	i64s(since_s, sizeof(since_s), since_ts);
 	i64s(ts_s, sizeof(ts_s), before_ts);
 	snprintf(n_s, sizeof(n_s), "%d", last_n);
-	const char *p[] = { job_s, ts_s, n_s };
+	const char *p[] = { job_s, since_s, ts_s, n_s };
 	return query_count_mean(c,
 				"SELECT count(*), COALESCE(avg(speed), 0), COALESCE(stddev_samp(speed), 0)"
 				" FROM (SELECT speed FROM job_speed"
-				" WHERE job_id = $1::bigint AND ts_ms < $2::bigint ORDER BY ts_ms DESC"
-				" LIMIT $3::int) x",
-				3, p, mean, count, sd, err);
+				" WHERE job_id = $1::bigint AND ts_ms >= $2::bigint AND ts_ms < $3::bigint"
+				" ORDER BY ts_ms DESC LIMIT $4::int) x",
+				4, p, mean, count, sd, err);
 }
 
 int store_plan_set_outcome(PGconn *c, int64_t plan_id, const char *outcome, double before,

@@ -3,7 +3,9 @@
  * whose speed scales gets more workers, each plan says why, planned_ts tells
  * a client the planner has seen its samples, a model plan whose measured
  * outcome is clearly worse is reverted by a plan that says so, and a slower
- * exploration is kept as data (not reverted) and followed by a smaller config.
+ * exploration is kept as data (not reverted) and followed by a smaller config;
+ * speeds measured before a CPU doubling are dropped only when the doubling
+ * measured faster (the role was really starved).
  */
 #include <check.h>
 #include <inttypes.h>
@@ -232,6 +234,91 @@ START_TEST(slower_exploration_is_kept_as_data)
 }
 END_TEST
 
+/* n speed samples at w workers with each worker's CPU use (1% wobble on
+ * both; a use at or above the limit is reported at the limit). */
+static void post_speed_usage(int w, double speed, double cpu, double limit, int n)
+{
+	struct rv_buf b;
+	rv_buf_init(&b);
+	rv_buf_puts(&b, "{\"samples\":[");
+	for (int i = 0; i < n; i++) {
+		ts += 10000;
+		double wob = 1.0 + 0.01 * ((i % 3) - 1);
+		rv_buf_printf(&b, "%s{\"kind\":\"speed\",\"ts\":%" PRId64 ",\"speed\":%.3f,"
+			      "\"step\":%d,\"workers\":%d,\"ps\":0}", i ? "," : "", ts, speed * wob, i, w);
+		for (int k = 0; k < w; k++) {
+			double c = cpu * wob >= limit ? limit : cpu * wob;
+			rv_buf_printf(&b, ",{\"kind\":\"node\",\"ts\":%" PRId64 ",\"node\":\"worker-%d\","
+				      "\"role\":\"worker\",\"rank\":%d,\"cpu\":%.2f,\"memory_mb\":4000,"
+				      "\"cpu_limit\":%.1f,\"memory_limit_mb\":8192}", ts, k, k, c, limit);
+		}
+	}
+	rv_buf_puts(&b, "]}");
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/jobs/%s/metrics", uid);
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&brain, "POST", path, b.data, NULL, &r), 0);
+	ck_assert_msg(r.status == 200, "metrics: %ld %s", r.status, r.body);
+	rv_test_reply_release(&r);
+	rv_buf_release(&b);
+}
+
+/*
+ * A job explores 2 -> 3 workers, then reads as starved at 3 (CPU pinned)
+ * and its CPU doubles.  When the doubling then measures no faster, the
+ * role only read as starved: the speeds from before it stand, and the
+ * next plan goes on from two measured counts ("growth paid").  When it
+ * measures faster, those speeds were CPU-bound and are dropped: the next
+ * plan starts over from the one count measured since.
+ */
+static const char *after_starvation(double speed_after)
+{
+	start();
+	post_speed_usage(2, 100, 3.0, 4.0, 8);
+	wait_planned();
+	cJSON *p = running_plan(0);
+	ck_assert_msg(p != NULL, "no plan from the first configuration");
+	ck_assert_str_eq(rv_test_json_str(p, "algorithm"), "explore");
+	int64_t id = (int64_t)rv_test_json_num(p, "id", 0);
+	int w = (int)rv_test_json_num(p, "groups.worker.count", 0);
+	double cpu = rv_test_json_num(p, "groups.worker.resource.cpu", 0);
+	ck_assert_int_eq(w, 3);
+	cJSON_Delete(p);
+	applied(id);
+	post_speed_usage(w, 140, cpu * 1.2, cpu, 8);
+	wait_planned();
+	p = running_plan(id);
+	ck_assert_msg(p != NULL, "no plan for a pinned CPU");
+	ck_assert_str_eq(rv_test_json_str(p, "algorithm"), "rightsize");
+	ck_assert_double_eq_tol(rv_test_json_num(p, "groups.worker.resource.cpu", 0), 2 * cpu, 1e-9);
+	ck_assert_int_eq((int)rv_test_json_num(p, "groups.worker.count", 0), w);
+	id = (int64_t)rv_test_json_num(p, "id", 0);
+	cJSON_Delete(p);
+	applied(id);
+	post_speed_usage(w, speed_after, cpu * 1.1, 2 * cpu, 8);
+	wait_planned();
+	p = running_plan(id);
+	ck_assert_msg(p != NULL, "no plan after the CPU growth");
+	static char reason[1024];
+	snprintf(reason, sizeof(reason), "%s", rv_test_json_str(p, "reason"));
+	cJSON_Delete(p);
+	return reason;
+}
+
+START_TEST(false_starvation_keeps_history)
+{
+	const char *reason = after_starvation(141);
+	ck_assert_msg(strstr(reason, "growth paid") != NULL, "%s", reason);
+}
+END_TEST
+
+START_TEST(real_starvation_drops_history)
+{
+	const char *reason = after_starvation(190);
+	ck_assert_msg(strstr(reason, "first measurement") != NULL, "%s", reason);
+}
+END_TEST
+
 START_TEST(cluster_free_capacity_caps_plans)
 {
 	start();
@@ -267,6 +354,8 @@ static Suite *brain_plans_suite(void)
 	tcase_add_test(tc, worse_plan_is_reverted);
 	tcase_add_test(tc, slower_exploration_is_kept_as_data);
 	tcase_add_test(tc, cluster_free_capacity_caps_plans);
+	tcase_add_test(tc, false_starvation_keeps_history);
+	tcase_add_test(tc, real_starvation_drops_history);
 	suite_add_tcase(s, tc);
 	return s;
 }
