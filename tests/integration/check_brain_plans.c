@@ -49,6 +49,19 @@ static void teardown(void)
 		rv_test_brain_stop(&brain, SIGTERM, 10);
 }
 
+/* Close a metrics batch begun with {"samples":[ and post it. */
+static void post_metrics(struct rv_buf *b)
+{
+	rv_buf_puts(b, "]}");
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/jobs/%s/metrics", uid);
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&brain, "POST", path, b->data, NULL, &r), 0);
+	ck_assert_msg(r.status == 200, "metrics: %ld %s", r.status, r.body);
+	rv_test_reply_release(&r);
+	rv_buf_release(b);
+}
+
 /* n speed samples at w workers and the given speed (1% wobble). */
 static void post_speed(int w, double speed, int n)
 {
@@ -61,14 +74,7 @@ static void post_speed(int w, double speed, int n)
 			      "\"workers\":%d,\"ps\":0}", i ? "," : "", ts,
 			      speed * (1.0 + 0.01 * ((i % 3) - 1)), i, w);
 	}
-	rv_buf_puts(&b, "]}");
-	char path[128];
-	snprintf(path, sizeof(path), "/v1/jobs/%s/metrics", uid);
-	struct rv_test_reply r;
-	ck_assert_int_eq(rv_test_http(&brain, "POST", path, b.data, NULL, &r), 0);
-	ck_assert_msg(r.status == 200, "metrics: %ld %s", r.status, r.body);
-	rv_test_reply_release(&r);
-	rv_buf_release(&b);
+	post_metrics(&b);
 }
 
 /* Wait until the planner has seen our newest sample. */
@@ -253,14 +259,7 @@ static void post_speed_usage(int w, double speed, double cpu, double limit, int 
 				      "\"cpu_limit\":%.1f,\"memory_limit_mb\":8192}", ts, k, k, c, limit);
 		}
 	}
-	rv_buf_puts(&b, "]}");
-	char path[128];
-	snprintf(path, sizeof(path), "/v1/jobs/%s/metrics", uid);
-	struct rv_test_reply r;
-	ck_assert_int_eq(rv_test_http(&brain, "POST", path, b.data, NULL, &r), 0);
-	ck_assert_msg(r.status == 200, "metrics: %ld %s", r.status, r.body);
-	rv_test_reply_release(&r);
-	rv_buf_release(&b);
+	post_metrics(&b);
 }
 
 /*
