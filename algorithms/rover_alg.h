@@ -96,7 +96,8 @@ struct rv_alg_params {
 	double hot_z;           /* robust z of a hot PS: 3.0 */
 	double hot_util;        /* ...and CPU use of at least this share of its limit: 0.8 */
 	double hot_cpu_factor;  /* migrated PS CPU = use * this: 1.5 */
-	double ps_saturated;    /* all PS above this share of their limit -> add PS: 0.9 */
+	double ps_saturated;    /* all PS pinned (median at this share of the limit, the
+				 * quantile at cpu_pinned) -> add PS: 0.97 */
 	int hot_samples;        /* latest samples per PS averaged: 3 */
 	/* stragglers */
 	double straggler_z;     /* robust z of a straggler: 3.0 */
@@ -239,8 +240,9 @@ int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
  * Hot PS: the mean CPU of each PS over its latest p->hot_samples samples; a PS
  * whose robust z ((x - median) / (1.4826 MAD)) exceeds p->hot_z and whose use
  * is at least p->hot_util of its limit is migrated to use * p->hot_cpu_factor
- * (bounded by lim->max_cpu and the free cluster CPU).  When every PS is above
- * p->ps_saturated of its limit, *grow_ps is set to 1.  Needs 3 PS with samples
+ * (bounded by lim->max_cpu and the free cluster CPU).  When every PS is pinned
+ * at its limit over the window (its usage quantile at p->cpu_pinned and its
+ * median at p->ps_saturated of it), *grow_ps is set to 1.  Needs 3 PS with samples
  * to call one hot.  Appends migrations to out->migrate and a line per finding
  * to out->reason.  Returns the number of hot PS, or a negative errno.
  */
