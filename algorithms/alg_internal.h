@@ -21,6 +21,12 @@ void alg_median_mad(double *x, double *tmp, size_t n, double *median, double *ma
 
 /* Quantile q of x[0..n) (n >= 1); sorts x in place. */
 double alg_quantile(double *x, size_t n, double q);
+/* Whether CPU use sits at `limit`: over the samples of `role` (one node, or
+ * all with node < 0; at least min_samples), the usage quantile at
+ * p->cpu_pinned of it and the median at median_share of it. */
+bool alg_cpu_pinned(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role, int node,
+		    size_t min_samples, double limit, double median_share,
+		    const struct rv_alg_params *p);
 
 /* Robust z of v against (median, mad); a zero MAD falls back to a scale of
  * 5% of the median so that identical peers never look like outliers. */

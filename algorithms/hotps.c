@@ -38,33 +38,6 @@ static double recent_cpu(const struct rv_alg_usage *u, size_t n, int node, int k
 	return got ? sum / got : NAN;
 }
 
-/* Whether one PS is pinned at its limit over the window: the role
- * starvation test (the usage quantile at cpu_pinned of the limit and the
- * median at ps_saturated of it) applied to that PS alone. */
-static int ps_pinned(const struct rv_alg_usage *u, size_t n, int node, double limit,
-		     const struct rv_alg_params *p)
-{
-	size_t m = 0;
-
-	for (size_t i = 0; i < n; i++)
-		m += u[i].role == RV_ALG_PS_ROLE && u[i].node == node;
-	if (m < 3)
-		return 0;
-	double *x = malloc(m * sizeof(*x));
-
-	if (!x)
-		return 0;
-	m = 0;
-	for (size_t i = 0; i < n; i++)
-		if (u[i].role == RV_ALG_PS_ROLE && u[i].node == node)
-			x[m++] = u[i].cpu;
-	double q = alg_quantile(x, m, p->usage_quantile);
-	double med = alg_quantile(x, m, 0.5);
-
-	free(x);
-	return q >= p->cpu_pinned * limit && med >= p->ps_saturated * limit;
-}
-
 int rv_alg_hot_ps(const struct rv_alg_usage *u, size_t n, const struct rv_alg_group *ps,
 		  const struct rv_alg_limits *lim, const struct rv_alg_params *p,
 		  int *grow_ps, struct rv_alg_decision *out)
@@ -92,7 +65,9 @@ int rv_alg_hot_ps(const struct rv_alg_usage *u, size_t n, const struct rv_alg_gr
 		if (isnan(x[i]))
 			continue;
 		sorted[m++] = x[i];
-		saturated += ps_pinned(u, n, (int)i, limit, p);
+		/* pinned over the window: the role starvation test on this PS */
+		saturated += alg_cpu_pinned(u, n, RV_ALG_PS_ROLE, (int)i, 3, limit,
+					    p->ps_saturated, p);
 	}
 	if (m == 0)
 		goto out;

@@ -137,9 +137,9 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 	const char *lead = "hold";
 
 	/* One cause per plan: a starved role or a hot PS distorts every speed
-	 * measured, so counts wait until resources are fixed. */
-	/* (a role already at the per-node CPU ceiling cannot grow: nothing
-	 * would change by waiting) */
+	 * measured, so counts wait until resources are fixed (not for a role
+	 * already at the per-node CPU ceiling: it cannot grow, nothing would
+	 * change by waiting). */
 	bool starved_w = rv_alg_role_starved(st->usage, st->n_usage, RV_ALG_WORKER,
 					     &st->cur.worker.res, p) &&
 			 !(st->lim.max_cpu > 0 && st->cur.worker.res.cpu >= st->lim.max_cpu);

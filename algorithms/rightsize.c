@@ -36,6 +36,28 @@ static int should_move(double cur, double want, double last_from, double last_to
 	return 1;
 }
 
+bool alg_cpu_pinned(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role, int node,
+		    size_t min_samples, double limit, double median_share,
+		    const struct rv_alg_params *p)
+{
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++)
+		m += u[i].role == role && (node < 0 || u[i].node == node);
+	if (m == 0 || m < min_samples)
+		return false;
+	double *cpu = malloc(m * sizeof(*cpu));
+	if (!cpu)
+		return false;
+	m = 0;
+	for (size_t i = 0; i < n; i++)
+		if (u[i].role == role && (node < 0 || u[i].node == node))
+			cpu[m++] = u[i].cpu;
+	double q = alg_quantile(cpu, m, p->usage_quantile);
+	double med = alg_quantile(cpu, m, 0.5);
+	free(cpu);
+	return q >= p->cpu_pinned * limit && med >= median_share * limit;
+}
+
 bool rv_alg_role_starved(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
 			 const struct rv_alg_resource *cur, const struct rv_alg_params *p)
 {
@@ -43,25 +65,13 @@ bool rv_alg_role_starved(const struct rv_alg_usage *u, size_t n, enum rv_alg_rol
 		return false;
 	/* Use at the limit cannot tell "needs exactly this" from "needs more"
 	 * (throttling hides the rest): for throughput's sake it counts as
-	 * starved; the next plan right-sizes down if the need was smaller. */
-	size_t m = 0;
-	for (size_t i = 0; i < n; i++)
-		m += u[i].role == role;
-	if (m == 0 || m < (size_t)(p->min_usage_samples > 0 ? p->min_usage_samples : 1))
-		return false;
-	double *cpu = malloc(m * sizeof(*cpu));
-	if (!cpu)
-		return false;
-	m = 0;
-	for (size_t i = 0; i < n; i++)
-		if (u[i].role == role)
-			cpu[m++] = u[i].cpu;
-	double q = alg_quantile(cpu, m, p->usage_quantile);
-	double med = alg_quantile(cpu, m, 0.5);
-	free(cpu);
-	/* The median too: noise alone lifts a right-sized role's upper quantile
-	 * to its limit now and then; starvation holds the middle there. */
-	return q >= p->cpu_pinned * cur->cpu && med >= 0.97 * cur->cpu;
+	 * starved; the next plan right-sizes down if the need was smaller.
+	 * The median too: noise alone lifts a right-sized role's upper
+	 * quantile to its limit now and then; starvation holds the middle
+	 * there. */
+	return alg_cpu_pinned(u, n, role, -1,
+			      (size_t)(p->min_usage_samples > 0 ? p->min_usage_samples : 1),
+			      cur->cpu, 0.97, p);
 }
 
 int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
