@@ -78,6 +78,15 @@ struct rv_alg_params {
 	double max_jump;        /* never more than this times the largest measured
 				 * worker count in one plan, nor less than the smallest
 				 * measured divided by it (extrapolation guard): 3.0 */
+	/* Hysteresis at the knee (workers.c): a current configuration stays
+	 * when its speed is within knee_hold_frac (points of the best speed)
+	 * of the knee and it costs at most knee_hold_cost times the knee's
+	 * configuration, so refits do not flip counts by one; a measured
+	 * current speed gets knee_hold_se standard errors of its mean on top,
+	 * so noisy jobs do not creep by one worker per plan on noise alone. */
+	double knee_hold_frac;  /* 0.02 */
+	double knee_hold_cost;  /* 1.1 */
+	double knee_hold_se;    /* 2.0 */
 	/* right-sizing */
 	double usage_quantile;  /* quantile of usage samples: 0.8 */
 	double cpu_margin;      /* added to the CPU quantile: 0.03 (3%) */
@@ -106,6 +115,41 @@ struct rv_alg_params {
 	int knn_k;              /* neighbours used: 5 */
 	double knn_max_dist;    /* neighbours farther than this are ignored: 3.0 */
 	double create_margin;   /* added to neighbours' CPU and memory: 0.1 */
+	int create_history_max; /* finished jobs the create stage compares with: 200
+				 * (the most recent; older ones describe an older
+				 * cluster and cost time for little) */
+	/* Default per-node ceilings for a job's limits while the cluster has not
+	 * reported its nodes (a spec carries no node size): 64 cores, 512 GiB,
+	 * larger than any node we run on, so only real reports bound plans. */
+	double node_cpu_default;
+	int64_t node_memory_mb_default;
+	/* job history (policy.c) */
+	int64_t warmup_ms;      /* speed and step samples within this much job time
+				 * after a configuration change are warm-up (start-up,
+				 * rendezvous, cold caches): 30000 */
+	int batch_mean;         /* consecutive speed samples averaged into one
+				 * observation: 4 (halves the noise the fit sees
+				 * without hiding the curve) */
+	double starved_growth;  /* a plan that raised a role's CPU by more than this
+				 * factor (beyond PS load scaling) and measured better
+				 * fixed a starvation: speeds before it were CPU-bound
+				 * and are dropped: 1.6 (a doubling of starved_factor,
+				 * less rounding and margins) */
+	double outcome_better;  /* a plan measured at least this times the speed
+				 * before it is "better": 1.02 */
+	double outcome_worse;   /* below this times the speed before (and this times
+				 * its own prediction) it may be "worse": 0.90 */
+	double outcome_se;      /* ...and only beyond this many standard errors of the
+				 * difference, so noise alone never undoes a plan: 2.0 */
+	int min_outcome_samples; /* settled samples after a plan before it is judged: 3 */
+	int outcome_before_n;   /* newest samples of the replaced configuration its
+				 * speed is measured from: 20 */
+	int applied_max;        /* applied plans of a job the policy looks back on: 32
+				 * (never repeat one measured worse; last resizes) */
+	int speed_obs_max;      /* newest speed samples the running stage reads: 4000 */
+	int usage_max;          /* newest usage samples it reads: 8000 */
+	int64_t usage_window_ms; /* ...from at most this much job time back (and never
+				  * from before the current configuration): 600000 */
 };
 
 /* Fill *p with the defaults listed in struct rv_alg_params. */
@@ -362,5 +406,229 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 int rv_alg_plan_oom(const struct rv_alg_config *cur, enum rv_alg_role role, int64_t peak_mb,
 		    int oom_count, const struct rv_alg_limits *lim, const struct rv_alg_params *p,
 		    struct rv_alg_decision *out);
+
+/* ---- a job's history and the running-stage policy (policy.c) ---- */
+
+/*
+ * The running stage, step by step, for a caller that keeps a job's history
+ * (the brain, from PostgreSQL; a master in single-job mode, in memory):
+ *   1. rv_alg_pending_stands(): an unapplied plan stands; nothing to do.
+ *   2. rv_alg_outcome_window() + summaries of those samples +
+ *      rv_alg_judge_outcome(): the outcome of the newest applied plan; store
+ *      it in applied[0].outcome; a revert (or "still measuring") ends here.
+ *   3. rv_alg_plan_job(): the next plan, or none.
+ * rv_alg_plan_step() runs all three from samples held in memory.
+ */
+
+enum rv_alg_stage {
+	RV_ALG_STAGE_CREATE = 0,
+	RV_ALG_STAGE_RUNNING = 1,
+	RV_ALG_STAGE_OOM = 2,
+};
+
+enum rv_alg_outcome {
+	RV_ALG_OUTCOME_PENDING = 0, /* not judged yet */
+	RV_ALG_OUTCOME_UNKNOWN,     /* judged with no speed before it to compare with */
+	RV_ALG_OUTCOME_BETTER,
+	RV_ALG_OUTCOME_NEUTRAL,
+	RV_ALG_OUTCOME_WORSE,
+};
+
+/* "pending", "unknown", "better", "neutral", "worse"; NULL for a bad value. */
+const char *rv_alg_outcome_name(enum rv_alg_outcome o);
+/* The outcome named s (as above); -EINVAL for anything else. */
+int rv_alg_outcome_parse(const char *s);
+
+/* One plan of a job as the policy sees it.  Strings are borrowed. */
+struct rv_alg_applied {
+	int64_t id;                 /* cited in reasons */
+	enum rv_alg_stage stage;
+	const char *algorithm;      /* the plan's algorithm ("explore", "rightsize", ...) */
+	enum rv_alg_outcome outcome;
+	int64_t applied_ts_ms;      /* job time it took effect; 0: not applied (the
+				     * create plan counts as applied from the start) */
+	int64_t based_on_ts_ms;     /* newest sample time the plan was made from */
+	double predicted_speed;     /* samples/s it predicted; 0: none */
+	struct rv_alg_config cfg;   /* the configuration it asked for */
+	int n_migrate, n_replace;   /* PS it migrated, workers it replaced */
+};
+
+/*
+ * Everything the policy knows of a running job.  All arrays are borrowed.
+ * applied: applied plans, newest application first (applied[0] is the
+ * configuration running now), at most p->applied_max.  pending: the newest
+ * running-stage plan when it is not applied yet, else NULL.  speed: the
+ * newest p->speed_obs_max speed samples, oldest first.  usage and steps: the
+ * newest p->usage_max samples since rv_alg_usage_since(), any order.
+ */
+struct rv_alg_job_history {
+	enum rv_alg_strategy strategy;
+	struct rv_alg_limits lim;
+	int64_t now_ms;                         /* newest sample time */
+	const struct rv_alg_applied *applied;
+	size_t n_applied;
+	const struct rv_alg_applied *pending;
+	const struct rv_alg_speed_obs *speed;
+	size_t n_speed;
+	const struct rv_alg_usage *usage;
+	size_t n_usage;
+	const struct rv_alg_step *steps;
+	size_t n_steps;
+};
+
+/* Whether an unapplied running plan stands: no sample came after the data
+ * it was made from, so a second pass over the same data must not replace
+ * it (a revert in particular). */
+bool rv_alg_pending_stands(const struct rv_alg_job_history *h);
+
+/* Mean, sample standard deviation (0 with fewer than 2) and count of
+ * speed samples. */
+struct rv_alg_speed_summary {
+	double mean, sd;
+	int n;
+};
+
+/*
+ * The samples the outcome of applied[0] is measured over.  After: samples
+ * of its configuration (workers, ps) in [after_from_ms, now].  Before: the
+ * newest before_last_n samples (any configuration) in
+ * [before_from_ms, before_to_ms), or, when those are fewer than
+ * p->min_outcome_samples and before_all_from_ms >= 0, in
+ * [before_all_from_ms, before_to_ms).
+ */
+struct rv_alg_outcome_window {
+	int workers, ps;
+	int64_t after_from_ms;
+	int64_t before_from_ms, before_all_from_ms, before_to_ms;
+	int before_last_n;
+};
+
+/* 1 when applied[0] is an applied running plan whose outcome is pending
+ * (and *w says which samples measure it), 0 when nothing is to be judged,
+ * -EINVAL on NULL arguments. */
+int rv_alg_outcome_window(const struct rv_alg_job_history *h, const struct rv_alg_params *p,
+			  struct rv_alg_outcome_window *w);
+
+/*
+ * Summary of the speed samples o[0..n) (oldest first) with from_ms <= t_ms <
+ * to_ms and the configuration (workers, ps) (< 0: any), over the newest
+ * last_n of them (<= 0: all).  Returns 0 or -EINVAL.
+ */
+int rv_alg_speed_summarize(const struct rv_alg_speed_obs *o, size_t n, int64_t from_ms,
+			   int64_t to_ms, int workers, int ps, int last_n,
+			   struct rv_alg_speed_summary *out);
+
+/* The summaries of an outcome window (before_all may be zero when the
+ * window has no fallback or before has enough samples). */
+struct rv_alg_outcome_speeds {
+	struct rv_alg_speed_summary after, before, before_all;
+};
+
+struct rv_alg_verdict {
+	enum rv_alg_outcome outcome;
+	double before, after; /* mean samples/s before and after; 0: unknown */
+};
+
+/*
+ * Judge applied[0] from its window's summaries: "better" at
+ * p->outcome_better times the speed before or more; "worse" below
+ * p->outcome_worse times it, below p->outcome_worse times its own
+ * prediction (when it made one) and beyond p->outcome_se standard errors
+ * of the difference; else "neutral"; "unknown" with no speed before.
+ * A worse plan is reverted to applied[1]'s configuration, but not an
+ * exploration (it measures a configuration on purpose: a slower result is
+ * data for the model, and the configuration is not proposed again).
+ * Returns 1 when *revert holds a revert decision (algorithm "revert"), 0
+ * when judged without one (*v set either way), -EAGAIN while fewer than
+ * p->min_outcome_samples settled samples came (still measuring: no new plan
+ * until it is judged), -EINVAL when nothing is to be judged.
+ */
+int rv_alg_judge_outcome(const struct rv_alg_job_history *h,
+			 const struct rv_alg_outcome_speeds *s, const struct rv_alg_params *p,
+			 struct rv_alg_verdict *v, struct rv_alg_decision *revert);
+
+/* Job time from which the running stage reads usage and step samples: the
+ * current configuration's start, at most p->usage_window_ms back. */
+int64_t rv_alg_usage_since(const struct rv_alg_job_history *h, const struct rv_alg_params *p);
+
+/*
+ * Drop the warm-up of every run of one configuration in o[0..n) (oldest
+ * first): samples within p->warmup_ms of the run's first, but at most half
+ * of the run; then average the rest in batches of p->batch_mean consecutive
+ * samples.  Rewrites o in place; returns how many observations are left.
+ */
+size_t rv_alg_drop_warmup(struct rv_alg_speed_obs *o, size_t n, const struct rv_alg_params *p);
+
+/*
+ * Speeds measured before the newest starvation growth are CPU-bound: they
+ * would teach the model a curve the job does not have.  A starvation growth
+ * is an applied plan that measured "better" and raised worker CPU by more
+ * than p->starved_growth, or PS CPU by more than that beyond the
+ * workers-per-PS load scaling.  Keeps in o[0..n) only the samples from its
+ * application on (all of them when there is none); returns how many.
+ */
+size_t rv_alg_drop_starved_speeds(const struct rv_alg_applied *a, size_t na,
+				  const struct rv_alg_params *p, struct rv_alg_speed_obs *o,
+				  size_t n);
+
+/* Keep the step times of s[0..n) taken p->warmup_ms or more after since_ms
+ * (warm-up steps would look like stragglers); returns how many are left. */
+size_t rv_alg_settled_steps(struct rv_alg_step *s, size_t n, int64_t since_ms,
+			    const struct rv_alg_params *p);
+
+/* The newest right-sizing of each role among the applied plans (from what
+ * the plan before it ran to what it set), for hysteresis; t_ms = 0: none. */
+void rv_alg_last_resizes(const struct rv_alg_applied *a, size_t na,
+			 struct rv_alg_resize last[2]);
+
+/* Whether plan a asks for exactly cfg with n_migrate migrations and
+ * n_replace replacements (so proposing it again would repeat it). */
+bool rv_alg_same_plan(const struct rv_alg_applied *a, const struct rv_alg_config *cfg,
+		      size_t n_migrate, size_t n_replace);
+
+/*
+ * The next running-stage plan from a job's history, with applied[0]'s
+ * outcome already judged: filters the speeds (rv_alg_drop_starved_speeds,
+ * rv_alg_drop_warmup) and steps (rv_alg_settled_steps), derives the last
+ * resizes, runs rv_alg_plan_running, then holds (out->changed false,
+ * algorithm "hold") when the result repeats an applied plan measured worse
+ * (that is how plans thrash) or the pending plan with the same algorithm.
+ * Returns 0, -EINVAL on bad arguments, -ENOMEM.
+ */
+int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_params *p,
+		    struct rv_alg_decision *out);
+
+/*
+ * All of the running stage for a caller holding the samples in memory
+ * (h->speed must reach back to applied[1]'s application): steps 1-3 above,
+ * the outcome summaries taken from h->speed.  v->outcome is
+ * RV_ALG_OUTCOME_PENDING when nothing was judged, else the outcome to
+ * record for applied[0].  Returns 1 when *out is a plan to make (a revert
+ * included), 0 when none, a negative errno on failure.
+ */
+int rv_alg_plan_step(const struct rv_alg_job_history *h, const struct rv_alg_params *p,
+		     struct rv_alg_verdict *v, struct rv_alg_decision *out);
+
+/* Name of the index-th node of a role in plans: "worker-3", "ps-0".
+ * Returns the length written (snprintf's) or -EINVAL. */
+int rv_alg_node_name(enum rv_alg_role role, int index, char *buf, size_t size);
+
+/* What a job's spec asked for itself.  A role that gave resources keeps its
+ * count and resources at creation (the running stage right-sizes them). */
+struct rv_alg_ask {
+	bool has_ps;                 /* the job has a PS role */
+	bool worker_given, ps_given; /* the role gave resources */
+	struct rv_alg_config cfg;    /* counts, and resources where given */
+};
+
+/*
+ * Create stage for a submitted job: rv_alg_plan_create for what the job
+ * left open, explicit asks win.  out->algorithm is "user_spec" when every
+ * role gave resources.  Returns as rv_alg_plan_create.
+ */
+int rv_alg_plan_create_job(const struct rv_alg_job_features *job, const struct rv_alg_ask *ask,
+			   const struct rv_alg_history_job *hist, size_t n,
+			   const struct rv_alg_limits *lim, const struct rv_alg_params *p,
+			   struct rv_alg_decision *out);
 
 #endif

@@ -174,16 +174,18 @@ int alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_spe
 	bc.ps.count = bp;
 	double best_cost = config_cost(&bc, cur);
 
-	/* Hysteresis: a current configuration already at the knee (within 2
-	 * points of it and 10% of its cost) stays, so refits do not flip
-	 * counts by one.  A measured current speed is judged with its noise:
-	 * it misses the knee only when it does so by more than two standard
-	 * errors of its mean (noisy jobs otherwise creep by one worker per
-	 * plan on noise alone). */
-	double fcur_hold = fcur + 2 * mean_se(obs, nobs, cur->worker.count, cur->ps.count);
+	/* Hysteresis: a current configuration already at the knee (within
+	 * p->knee_hold_frac of it and p->knee_hold_cost of its cost) stays, so
+	 * refits do not flip counts by one.  A measured current speed is judged
+	 * with its noise: it misses the knee only when it does so by more than
+	 * p->knee_hold_se standard errors of its mean (noisy jobs otherwise
+	 * creep by one worker per plan on noise alone). */
+	double fcur_hold = fcur + p->knee_hold_se * mean_se(obs, nobs, cur->worker.count,
+							      cur->ps.count);
 
 	if (isfinite(c_cost) && cur->worker.count >= wmin && cur->worker.count <= wmax &&
-	    fcur_hold >= (p->target_frac - 0.02) * best && config_cost(cur, cur) <= 1.1 * c_cost &&
+	    fcur_hold >= (p->target_frac - p->knee_hold_frac) * best &&
+	    config_cost(cur, cur) <= p->knee_hold_cost * c_cost &&
 	    alg_fits_free(lim, cur, cur))
 		c = *cur;
 	/* The data must bracket the knee: a knee at the largest measured

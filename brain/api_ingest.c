@@ -97,7 +97,7 @@ int api_events_post(struct rv_http_req *req, struct rv_http_resp *resp, void *ct
 	}
 	rc = store_event_insert(c, job.id, &ev, &id, &err);
 	if (rc == 0 && ev.type == RV_EVENT_NODE_OOM) {
-		rc = planner_oom_plan(b, c, &job, &ev, &plan);
+		rc = planner_oom_plan(b, c, &job, &ev, &plan, &err);
 		if (rc == 0 && plan.stage[0]) {
 			rc = store_plan_insert(c, job.id, &plan, 0, &err);
 			if (rc == 0) {

@@ -41,7 +41,7 @@ int api_jobs_create(struct rv_http_req *req, struct rv_http_resp *resp, void *ct
 	if (rc == 0)
 		rc = store_job_insert(c, &spec, spec_json, &job, &err);
 	if (rc == 0)
-		rc = planner_create_plan(b, c, &job, &spec, &plan);
+		rc = planner_create_plan(b, c, &job, &spec, &plan, &err);
 	if (rc == 0)
 		rc = store_plan_insert(c, job.id, &plan, 0, &err);
 	if (rc == 0)

@@ -1,11 +1,13 @@
 /*
  * brain.h: rover-brain's state and the interfaces between its files.
  *
- * One struct brain holds everything (no globals but the signal flag in
- * main.c).  Threads: libmicrohttpd's connection threads run the api_*.c
- * handlers; one planner thread (planner.c) computes running-stage plans.
- * Each thread borrows its own PGconn from the pool for the length of one
- * request or one plan computation.  store.c holds all SQL.
+ * One struct brain holds everything (no globals at all: main.c takes
+ * SIGINT/SIGTERM with sigwaitinfo).  Threads: libmicrohttpd's connection
+ * threads run the api_*.c handlers; one planner thread (planner.c) decides
+ * when a running job is planned.  What a plan says is algorithms/.  Each
+ * thread borrows its own PGconn from the pool for the length of one request
+ * or one planner pass.  store.c holds all SQL; a transaction has one owner,
+ * the caller named at each prototype.
  */
 #ifndef BRAIN_H
 #define BRAIN_H
@@ -144,20 +146,19 @@ int store_plan_latest_text(PGconn *c, const char *uid, const char *stage, int64_
 			   char **text, int64_t *job_id, struct rv_err *err);
 int store_plan_history_json(PGconn *c, int64_t job_id, int limit, cJSON **out,
 			    struct rv_err *err);
-int store_plan_mark_applied(PGconn *c, int64_t job_id, int64_t plan_id, int64_t ts_ms,
-			    struct rv_err *err);
 int store_cluster_upsert(PGconn *c, const struct rv_cluster_report *r, struct rv_err *err);
 int store_cluster_json(PGconn *c, cJSON **out, struct rv_err *err);
 /* Free cluster capacity (ready nodes, capacity - used); -1/-1 when no reports. */
 int store_cluster_free(PGconn *c, double *cpu, int64_t *memory_mb, struct rv_err *err);
 int store_ping(PGconn *c, struct rv_err *err);
 
-/* planner inputs */
+/* planner inputs: every row read is parsed whole; one that does not parse
+ * fails the call (-EIO naming the row) rather than being skipped. */
 struct store_plan_row {
 	struct rv_scale_plan plan;   /* plan.id set */
-	char stage[16];
+	enum rv_alg_stage stage;
 	char algorithm[64];
-	char outcome[16];
+	enum rv_alg_outcome outcome;
 	int64_t applied_ts_ms;       /* 0 when not applied */
 	double predicted_speed;
 	int64_t reverts;             /* plan id this one reverts, 0 if none */
@@ -168,10 +169,11 @@ struct store_history_row {
 	struct rv_scale_plan plan;
 };
 int store_job_spec(PGconn *c, int64_t job_id, struct rv_job_spec *spec, struct rv_err *err);
-/* Applied plans, newest application first (the create plan counts as applied). */
+/* Applied plans, newest application first (the create plan counts as
+ * applied); returns how many rows were written (at most max). */
 int store_plans_applied(PGconn *c, int64_t job_id, struct store_plan_row *rows, int max,
 			struct rv_err *err);
-/* Newest plan of a stage: 1 found, 0 none. */
+/* Newest plan of a stage: 1 found, 0 none, negative errno. */
 int store_plan_latest_row(PGconn *c, int64_t job_id, const char *stage,
 			  struct store_plan_row *out, struct rv_err *err);
 /* Newest speed samples (at most limit), returned oldest first; caller frees *out. */
@@ -186,29 +188,54 @@ int store_usage(PGconn *c, int64_t job_id, int64_t since_ts, int limit,
  * configuration (workers/ps < 0: any). */
 int store_speed_summary(PGconn *c, int64_t job_id, int64_t from_ts, int64_t to_ts, int workers,
 			int ps, double *mean, int *count, double *sd, struct rv_err *err);
-/* Mean (and sample standard deviation, sd may be NULL) of the last_n speed
- * samples before before_ts. */
-/* Mean, count and spread of the last last_n speed samples in [since_ts, before_ts). */
+/* Mean, count and sample standard deviation (sd may be NULL) of the newest
+ * last_n speed samples in [since_ts, before_ts), any configuration. */
 int store_speed_before(PGconn *c, int64_t job_id, int64_t since_ts, int64_t before_ts, int last_n,
 		       double *mean, int *count, double *sd, struct rv_err *err);
 int store_plan_set_outcome(PGconn *c, int64_t plan_id, const char *outcome, double before,
 			   double after, struct rv_err *err);
 int store_job_set_planned(PGconn *c, int64_t job_id, int64_t ts_ms, struct rv_err *err);
-/* Finished jobs of a strategy with the configuration they kept; returns rows. */
+/* Finished jobs of a strategy with the configuration they kept; returns rows
+ * (jobs without a plan are left out; a plan that does not parse is -EIO). */
 int store_history(PGconn *c, enum rv_strategy strategy, int limit, struct store_history_row *rows,
 		  struct rv_err *err);
+/* The speed summaries of an outcome window (rv_alg_outcome_window); the
+ * fallback before_all is read only when before has fewer than min_before. */
+int store_outcome_speeds(PGconn *c, int64_t job_id, const struct rv_alg_outcome_window *w,
+			 int min_before, struct rv_alg_outcome_speeds *out, struct rv_err *err);
+/* How many OOMs a node of the job had (0 for an unknown node). */
+int store_node_oom_count(PGconn *c, int64_t job_id, const char *node, int *count,
+			 struct rv_err *err);
+
+/* ---- store.c: the planner's pass ---- */
+/* The per-job planner lock (a session-level PostgreSQL advisory lock, so
+ * two brains on one database never plan a job at once): 1 taken, 0 held
+ * by another session, negative errno.  store_plan_unlock releases it. */
+int store_plan_lock(PGconn *c, int64_t job_id, struct rv_err *err);
+int store_plan_unlock(PGconn *c, int64_t job_id, struct rv_err *err);
+/* Begin a REPEATABLE READ transaction: everything the pass reads is one
+ * snapshot.  The caller owns it (rv_db_commit / rv_db_rollback). */
+int store_begin_snapshot(PGconn *c, struct rv_err *err);
+/* Ids of running jobs with samples newer than their planned_ts (at most
+ * max, lowest first); returns how many. */
+int store_jobs_unplanned(PGconn *c, int64_t *ids, int max, struct rv_err *err);
 
 /* An integer column of a result PostgreSQL produced (so well-formed); 0 for
  * NULL or anything out of int range. */
 int pg_int(const char *text);
 
 /* ---- planner.c ---- */
-/* Create-stage plan for a new job (stored by the caller). */
+/* Create-stage plan for a new job, read and decided in the caller's
+ * transaction (the caller stores it).  0, or a negative errno with *err
+ * naming the cause. */
 int planner_create_plan(struct brain *b, PGconn *c, const struct store_job *job,
-			const struct rv_job_spec *spec, struct rv_scale_plan *plan);
-/* OOM-stage plan after a node_oom event; 0 and plan->stage[0]==0 when none. */
+			const struct rv_job_spec *spec, struct rv_scale_plan *plan,
+			struct rv_err *err);
+/* OOM-stage plan after a node_oom event (the caller stores it).  0 with the
+ * plan, -ENOENT when the job has no applied plan, another negative errno
+ * on failure; *err names the cause either way. */
 int planner_oom_plan(struct brain *b, PGconn *c, const struct store_job *job,
-		     const struct rv_event *ev, struct rv_scale_plan *plan);
+		     const struct rv_event *ev, struct rv_scale_plan *plan, struct rv_err *err);
 /* Mark a job's metrics changed (debounced running-stage planning). */
 void planner_touch(struct brain *b, int64_t job_id);
 int planner_start(struct brain *b);

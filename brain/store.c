@@ -38,7 +38,7 @@ static void i64s(char *buf, size_t size, int64_t v)
 	snprintf(buf, size, "%" PRId64, v);
 }
 
-static int fill_job(PGresult *r, int row, struct store_job *out)
+static int fill_job(PGresult *r, int row, struct store_job *out, struct rv_err *err)
 {
 	memset(out, 0, sizeof(*out));
 	out->id = strtoll(PQgetvalue(r, row, 0), NULL, 10);
@@ -47,9 +47,12 @@ static int fill_job(PGresult *r, int row, struct store_job *out)
 	snprintf(out->name, sizeof(out->name), "%s", PQgetvalue(r, row, 3));
 	snprintf(out->user, sizeof(out->user), "%s", PQgetvalue(r, row, 4));
 	int s = rv_strategy_parse(PQgetvalue(r, row, 5));
-	out->strategy = s < 0 ? RV_STRATEGY_ALLREDUCE : (enum rv_strategy)s;
 	int m = rv_optimize_mode_parse(PQgetvalue(r, row, 6));
-	out->optimize_mode = m < 0 ? RV_OPT_CLUSTER : (enum rv_optimize_mode)m;
+	if (s < 0 || m < 0)
+		return rv_err_set(err, -EIO, "", "job %s has a bad strategy \"%s\" or mode \"%s\"",
+				  out->uid, PQgetvalue(r, row, 5), PQgetvalue(r, row, 6));
+	out->strategy = (enum rv_strategy)s;
+	out->optimize_mode = (enum rv_optimize_mode)m;
 	snprintf(out->status, sizeof(out->status), "%s", PQgetvalue(r, row, 7));
 	out->last_sample_ms = strtoll(PQgetvalue(r, row, 8), NULL, 10);
 	return 0;
@@ -96,7 +99,7 @@ int store_job_insert(PGconn *c, const struct rv_job_spec *spec, const char *spec
 				  spec->name, spec->namespace_);
 	if (rc < 0)
 		return rc;
-	return fill_job(r, 0, out);
+	return fill_job(r, 0, out, err);
 }
 
 static int job_find(PGconn *c, const char *sql, const char *key, struct store_job *out,
@@ -109,7 +112,7 @@ static int job_find(PGconn *c, const char *sql, const char *key, struct store_jo
 		return rc;
 	if (rc == 0)
 		return rv_err_set(err, -ENOENT, "uid", "no job with uid \"%s\"", key);
-	return fill_job(r, 0, out);
+	return fill_job(r, 0, out, err);
 }
 
 int store_job_find(PGconn *c, const char *uid, struct store_job *out, struct rv_err *err)
@@ -473,20 +476,6 @@ fail:
 	return rc;
 }
 
-int store_plan_mark_applied(PGconn *c, int64_t job_id, int64_t plan_id, int64_t ts_ms,
-			    struct rv_err *err)
-{
-	char job_s[24], plan_s[24], ts_s[24];
-	i64s(job_s, sizeof(job_s), job_id);
-	i64s(plan_s, sizeof(plan_s), plan_id);
-	i64s(ts_s, sizeof(ts_s), ts_ms);
-	const char *p[] = { job_s, plan_s, ts_s };
-	return rv_db_exec(c,
-			  "UPDATE scale_plans SET applied_at = now(), applied_ts_ms = $3::bigint"
-			  " WHERE job_id = $1::bigint AND id = $2::bigint AND applied_at IS NULL",
-			  3, p, NULL, err);
-}
-
 /* ---- plans ---- */
 
 int store_plan_insert(PGconn *c, int64_t job_id, struct rv_scale_plan *plan, int64_t reverts,
@@ -712,14 +701,39 @@ static int plan_from_row(PGresult *r, int row, struct rv_scale_plan *plan, struc
 	"p.id, p.plan::text, p.stage, p.algorithm, COALESCE(p.applied_ts_ms, 0), p.outcome," \
 	" p.predicted_speed, COALESCE(p.reverts_plan_id, 0)"
 
-static void fill_plan_row(PGresult *r, int row, struct store_plan_row *out)
+static int stage_parse(const char *s)
 {
-	snprintf(out->stage, sizeof(out->stage), "%s", PQgetvalue(r, row, 2));
+	if (!strcmp(s, "create"))
+		return RV_ALG_STAGE_CREATE;
+	if (!strcmp(s, "running"))
+		return RV_ALG_STAGE_RUNNING;
+	if (!strcmp(s, "oom"))
+		return RV_ALG_STAGE_OOM;
+	return -EINVAL;
+}
+
+/* A row of PLAN_ROW_COLS; a plan or column that does not parse is an
+ * error (the planner must not decide on half a history). */
+static int fill_plan_row(PGresult *r, int row, struct store_plan_row *out, struct rv_err *err)
+{
+	memset(out, 0, sizeof(*out));
+	struct rv_err why = { 0 };
+	if (plan_from_row(r, row, &out->plan, &why) < 0)
+		return rv_err_set(err, -EIO, "", "could not parse stored plan %s: %s",
+				  PQgetvalue(r, row, 0), why.msg);
+	int stage = stage_parse(PQgetvalue(r, row, 2));
+	int outcome = rv_alg_outcome_parse(PQgetvalue(r, row, 5));
+	if (stage < 0 || outcome < 0)
+		return rv_err_set(err, -EIO, "", "plan %s has a bad stage \"%s\" or outcome \"%s\"",
+				  PQgetvalue(r, row, 0), PQgetvalue(r, row, 2),
+				  PQgetvalue(r, row, 5));
+	out->stage = (enum rv_alg_stage)stage;
 	snprintf(out->algorithm, sizeof(out->algorithm), "%s", PQgetvalue(r, row, 3));
 	out->applied_ts_ms = strtoll(PQgetvalue(r, row, 4), NULL, 10);
-	snprintf(out->outcome, sizeof(out->outcome), "%s", PQgetvalue(r, row, 5));
+	out->outcome = (enum rv_alg_outcome)outcome;
 	out->predicted_speed = strtod(PQgetvalue(r, row, 6), NULL);
 	out->reverts = strtoll(PQgetvalue(r, row, 7), NULL, 10);
+	return 0;
 }
 
 int store_plans_applied(PGconn *c, int64_t job_id, struct store_plan_row *rows, int max,
@@ -729,7 +743,7 @@ int store_plans_applied(PGconn *c, int64_t job_id, struct store_plan_row *rows, 
 	i64s(job_s, sizeof(job_s), job_id);
 	snprintf(lim, sizeof(lim), "%d", max);
 	const char *p[] = { job_s, lim };
-	PGresult *r = NULL;
+	RV_CLEANUP_PGRESULT PGresult *r = NULL;
 	/* Newest first; the create plan counts as applied at registration. */
 	int rc = rv_db_exec(c,
 			    "SELECT " PLAN_ROW_COLS " FROM scale_plans p WHERE p.job_id = $1::bigint"
@@ -737,17 +751,12 @@ int store_plans_applied(PGconn *c, int64_t job_id, struct store_plan_row *rows, 
 			    " ORDER BY (p.applied_at IS NOT NULL) DESC, p.applied_ts_ms DESC NULLS LAST, p.id DESC"
 			    " LIMIT $2::int",
 			    2, p, &r, err);
-	int n = 0;
 	for (int i = 0; i < rc; i++) {
-		memset(&rows[n], 0, sizeof(rows[n]));
-		if (plan_from_row(r, i, &rows[n].plan, err) < 0)
-			continue;
-		fill_plan_row(r, i, &rows[n]);
-		n++;
+		int frc = fill_plan_row(r, i, &rows[i], err);
+		if (frc < 0)
+			return frc;
 	}
-	if (r)
-		PQclear(r);
-	return rc < 0 ? rc : n;
+	return rc;
 }
 
 int store_plan_latest_row(PGconn *c, int64_t job_id, const char *stage,
@@ -756,22 +765,15 @@ int store_plan_latest_row(PGconn *c, int64_t job_id, const char *stage,
 	char job_s[24];
 	i64s(job_s, sizeof(job_s), job_id);
 	const char *p[] = { job_s, stage };
-	PGresult *r = NULL;
+	RV_CLEANUP_PGRESULT PGresult *r = NULL;
 	int rc = rv_db_exec(c,
 			    "SELECT " PLAN_ROW_COLS " FROM scale_plans p WHERE p.job_id = $1::bigint"
 			    " AND p.stage = $2 ORDER BY p.id DESC LIMIT 1",
 			    2, p, &r, err);
-	if (rc > 0) {
-		memset(out, 0, sizeof(*out));
-		rc = plan_from_row(r, 0, &out->plan, err);
-		if (rc == 0) {
-			fill_plan_row(r, 0, out);
-			rc = 1;
-		}
-	}
-	if (r)
-		PQclear(r);
-	return rc;
+	if (rc <= 0)
+		return rc;
+	rc = fill_plan_row(r, 0, out, err);
+	return rc < 0 ? rc : 1;
 }
 
 int store_speed_obs(PGconn *c, int64_t job_id, int limit, struct rv_alg_speed_obs **out,
@@ -965,11 +967,16 @@ int store_history(PGconn *c, enum rv_strategy strategy, int limit, struct store_
 		struct store_history_row *h = &rows[n];
 		memset(h, 0, sizeof(*h));
 		const char *txt = PQgetvalue(r, i, 6);
-		cJSON *doc = rv_json_parse(txt, strlen(txt), NULL);
-		int prc = doc ? rv_scale_plan_from_json(doc, &h->plan, NULL) : -EIO;
+		struct rv_err why = { 0 };
+		cJSON *doc = rv_json_parse(txt, strlen(txt), &why);
+		int prc = doc ? rv_scale_plan_from_json(doc, &h->plan, &why) : -EIO;
 		cJSON_Delete(doc);
-		if (prc < 0)
-			continue;
+		if (prc < 0) {
+			rv_err_set(err, -EIO, "", "could not parse the plan of finished job %s: %s",
+				   PQgetvalue(r, i, 0), why.msg);
+			PQclear(r);
+			return -EIO;
+		}
 		snprintf(h->uid, sizeof(h->uid), "%s", PQgetvalue(r, i, 0));
 		snprintf(h->name, sizeof(h->name), "%s", PQgetvalue(r, i, 1));
 		snprintf(h->user, sizeof(h->user), "%s", PQgetvalue(r, i, 2));
@@ -981,4 +988,85 @@ int store_history(PGconn *c, enum rv_strategy strategy, int limit, struct store_
 	if (r)
 		PQclear(r);
 	return rc < 0 ? rc : n;
+}
+
+/* ---- the planner's pass: lock, snapshot, what to revisit ---- */
+
+/* Every brain on one database uses this first key for its per-job planner
+ * locks (the second key is the job id). */
+#define PLAN_LOCK_CLASS "7411"
+
+int store_plan_lock(PGconn *c, int64_t job_id, struct rv_err *err)
+{
+	char id_s[24];
+	i64s(id_s, sizeof(id_s), job_id);
+	const char *p[] = { id_s };
+	RV_CLEANUP_PGRESULT PGresult *r = NULL;
+	int rc = rv_db_exec(c, "SELECT pg_try_advisory_lock(" PLAN_LOCK_CLASS ", $1::int)", 1, p, &r,
+			    err);
+	if (rc < 0)
+		return rc;
+	return rc > 0 && PQgetvalue(r, 0, 0)[0] == 't';
+}
+
+int store_plan_unlock(PGconn *c, int64_t job_id, struct rv_err *err)
+{
+	char id_s[24];
+	i64s(id_s, sizeof(id_s), job_id);
+	const char *p[] = { id_s };
+	int rc = rv_db_exec(c, "SELECT pg_advisory_unlock(" PLAN_LOCK_CLASS ", $1::int)", 1, p, NULL,
+			    err);
+	return rc < 0 ? rc : 0;
+}
+
+int store_begin_snapshot(PGconn *c, struct rv_err *err)
+{
+	int rc = rv_db_exec(c, "BEGIN ISOLATION LEVEL REPEATABLE READ", 0, NULL, NULL, err);
+	return rc < 0 ? rc : 0;
+}
+
+int store_jobs_unplanned(PGconn *c, int64_t *ids, int max, struct rv_err *err)
+{
+	char lim[16];
+	snprintf(lim, sizeof(lim), "%d", max);
+	const char *p[] = { lim };
+	RV_CLEANUP_PGRESULT PGresult *r = NULL;
+	int rc = rv_db_exec(c, "SELECT id FROM jobs WHERE status = 'running'"
+			    " AND last_sample_ms > planned_ts_ms ORDER BY id LIMIT $1::int",
+			    1, p, &r, err);
+	for (int i = 0; i < rc; i++)
+		ids[i] = strtoll(PQgetvalue(r, i, 0), NULL, 10);
+	return rc;
+}
+
+int store_node_oom_count(PGconn *c, int64_t job_id, const char *node, int *count,
+			 struct rv_err *err)
+{
+	char id_s[24];
+	i64s(id_s, sizeof(id_s), job_id);
+	const char *p[] = { id_s, node };
+	RV_CLEANUP_PGRESULT PGresult *r = NULL;
+	int rc = rv_db_exec(c, "SELECT oom_count FROM job_nodes WHERE job_id = $1::bigint"
+			    " AND name = $2", 2, p, &r, err);
+	if (rc < 0)
+		return rc;
+	*count = rc > 0 ? pg_int(PQgetvalue(r, 0, 0)) : 0;
+	return 0;
+}
+
+int store_outcome_speeds(PGconn *c, int64_t job_id, const struct rv_alg_outcome_window *w,
+			 int min_before, struct rv_alg_outcome_speeds *out, struct rv_err *err)
+{
+	memset(out, 0, sizeof(*out));
+	struct rv_alg_speed_summary *a = &out->after, *b = &out->before, *ba = &out->before_all;
+	int rc = store_speed_summary(c, job_id, w->after_from_ms, INT64_MAX, w->workers, w->ps,
+				     &a->mean, &a->n, &a->sd, err);
+	if (rc == 0)
+		rc = store_speed_before(c, job_id, w->before_from_ms, w->before_to_ms,
+					w->before_last_n, &b->mean, &b->n, &b->sd, err);
+	/* the fallback is read only when it can matter */
+	if (rc == 0 && b->n < min_before && w->before_all_from_ms >= 0)
+		rc = store_speed_before(c, job_id, w->before_all_from_ms, w->before_to_ms,
+					w->before_last_n, &ba->mean, &ba->n, &ba->sd, err);
+	return rc;
 }

@@ -1,0 +1,433 @@
+/*
+ * policy.c: the running-stage policy over a job's history: which speed
+ * samples the model may learn from (warm-up, CPU-bound runs), how a plan's
+ * outcome is judged and when a plan is reverted, which plans are never
+ * proposed again, and the create stage's "explicit asks win".  The brain
+ * (history from PostgreSQL) and a master in single-job mode (history in
+ * memory) call the same functions.  Pure and reentrant; scratch copies are
+ * freed before returning.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alg_internal.h"
+
+static const char *const outcome_names[] = {
+	[RV_ALG_OUTCOME_PENDING] = "pending", [RV_ALG_OUTCOME_UNKNOWN] = "unknown",
+	[RV_ALG_OUTCOME_BETTER] = "better",   [RV_ALG_OUTCOME_NEUTRAL] = "neutral",
+	[RV_ALG_OUTCOME_WORSE] = "worse",
+};
+
+const char *rv_alg_outcome_name(enum rv_alg_outcome o)
+{
+	if ((unsigned)o >= sizeof(outcome_names) / sizeof(outcome_names[0]))
+		return NULL;
+	return outcome_names[o];
+}
+
+int rv_alg_outcome_parse(const char *s)
+{
+	for (size_t i = 0; s && i < sizeof(outcome_names) / sizeof(outcome_names[0]); i++)
+		if (!strcmp(s, outcome_names[i]))
+			return (int)i;
+	return -EINVAL;
+}
+
+static bool algorithm_is(const struct rv_alg_applied *a, const char *name)
+{
+	return a->algorithm && !strcmp(a->algorithm, name);
+}
+
+bool rv_alg_pending_stands(const struct rv_alg_job_history *h)
+{
+	return h && h->pending && h->pending->applied_ts_ms == 0 &&
+	       h->pending->based_on_ts_ms >= h->now_ms;
+}
+
+int rv_alg_outcome_window(const struct rv_alg_job_history *h, const struct rv_alg_params *p,
+			  struct rv_alg_outcome_window *w)
+{
+	if (!h || !p || !w || (h->n_applied && !h->applied))
+		return -EINVAL;
+	if (h->n_applied == 0)
+		return 0;
+	const struct rv_alg_applied *cur = &h->applied[0];
+	if (cur->stage != RV_ALG_STAGE_RUNNING || cur->outcome != RV_ALG_OUTCOME_PENDING ||
+	    cur->applied_ts_ms <= 0)
+		return 0;
+	int64_t prev_ts = h->n_applied > 1 ? h->applied[1].applied_ts_ms : 0;
+	memset(w, 0, sizeof(*w));
+	w->workers = cur->cfg.worker.count;
+	w->ps = cur->cfg.ps.count;
+	/* Past the warm-up of the new configuration. */
+	w->after_from_ms = cur->applied_ts_ms + p->warmup_ms;
+	/* Before: the configuration the plan replaced, past its own warm-up
+	 * (samples of older configurations would blur the comparison); all of
+	 * its samples when too few are settled. */
+	w->before_from_ms = prev_ts + p->warmup_ms;
+	w->before_all_from_ms = prev_ts > 0 ? prev_ts : -1;
+	w->before_to_ms = cur->applied_ts_ms;
+	w->before_last_n = p->outcome_before_n;
+	return 1;
+}
+
+int rv_alg_speed_summarize(const struct rv_alg_speed_obs *o, size_t n, int64_t from_ms,
+			   int64_t to_ms, int workers, int ps, int last_n,
+			   struct rv_alg_speed_summary *out)
+{
+	if ((n && !o) || !out)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	double sum = 0, sum2 = 0;
+	int k = 0;
+	/* newest first, so last_n takes the newest */
+	for (size_t i = n; i-- > 0 && (last_n <= 0 || k < last_n);) {
+		if (o[i].t_ms < from_ms || o[i].t_ms >= to_ms)
+			continue;
+		if ((workers >= 0 && o[i].workers != workers) || (ps >= 0 && o[i].ps != ps))
+			continue;
+		sum += o[i].speed;
+		k++;
+	}
+	if (k == 0)
+		return 0;
+	double mean = sum / k;
+	int m = 0;
+	for (size_t i = n; i-- > 0 && m < k;) {
+		if (o[i].t_ms < from_ms || o[i].t_ms >= to_ms)
+			continue;
+		if ((workers >= 0 && o[i].workers != workers) || (ps >= 0 && o[i].ps != ps))
+			continue;
+		sum2 += (o[i].speed - mean) * (o[i].speed - mean);
+		m++;
+	}
+	out->n = k;
+	out->mean = mean;
+	out->sd = k > 1 ? sqrt(sum2 / (k - 1)) : 0;
+	return 0;
+}
+
+int rv_alg_judge_outcome(const struct rv_alg_job_history *h,
+			 const struct rv_alg_outcome_speeds *s, const struct rv_alg_params *p,
+			 struct rv_alg_verdict *v, struct rv_alg_decision *revert)
+{
+	struct rv_alg_outcome_window w;
+	if (!s || !v || !revert || rv_alg_outcome_window(h, p, &w) != 1)
+		return -EINVAL;
+	const struct rv_alg_applied *cur = &h->applied[0];
+	if (s->after.n < p->min_outcome_samples || s->after.n <= 0)
+		return -EAGAIN;
+	const struct rv_alg_speed_summary *b = &s->before;
+	if (b->n < p->min_outcome_samples && w.before_all_from_ms >= 0)
+		b = &s->before_all;
+	double after = s->after.mean, before = b->mean;
+	double ratio = before > 0 ? after / before : 0;
+	enum rv_alg_outcome outcome = RV_ALG_OUTCOME_UNKNOWN;
+	if (b->n > 0 && before > 0) {
+		bool below_prediction = cur->predicted_speed <= 0 ||
+					after < p->outcome_worse * cur->predicted_speed;
+		/* "Clearly" worse: also beyond outcome_se standard errors of the
+		 * difference, so noise alone does not undo a plan. */
+		double se = sqrt(s->after.sd * s->after.sd / s->after.n +
+				 (b->n > 0 ? b->sd * b->sd / b->n : 0));
+		bool significant = before - after > p->outcome_se * se;
+		if (ratio >= p->outcome_better)
+			outcome = RV_ALG_OUTCOME_BETTER;
+		else if (ratio < p->outcome_worse && below_prediction && significant)
+			outcome = RV_ALG_OUTCOME_WORSE;
+		else
+			outcome = RV_ALG_OUTCOME_NEUTRAL;
+	}
+	v->outcome = outcome;
+	v->before = before;
+	v->after = after;
+	/* An exploration measures a configuration on purpose: a slower result
+	 * is data for the model (and the configuration is not proposed again),
+	 * not a mistake to undo. */
+	if (outcome != RV_ALG_OUTCOME_WORSE || h->n_applied < 2 || algorithm_is(cur, "explore"))
+		return 0;
+	const struct rv_alg_applied *prev = &h->applied[1];
+	alg_decision_init(revert, &prev->cfg);
+	revert->algorithm = "revert";
+	revert->changed = true;
+	revert->predicted_speed = before;
+	alg_reason_add(revert,
+		       "plan %" PRId64 " (%s) measured %.1f samples/s after vs %.1f before "
+		       "(%+.0f%%); reverting to %d workers",
+		       cur->id, cur->algorithm ? cur->algorithm : "", after, before,
+		       (ratio - 1) * 100, prev->cfg.worker.count);
+	return 1;
+}
+
+int64_t rv_alg_usage_since(const struct rv_alg_job_history *h, const struct rv_alg_params *p)
+{
+	int64_t floor_ms = h->now_ms - p->usage_window_ms;
+	int64_t since = h->n_applied ? h->applied[0].applied_ts_ms : floor_ms;
+	return since < floor_ms ? floor_ms : since;
+}
+
+size_t rv_alg_drop_warmup(struct rv_alg_speed_obs *o, size_t n, const struct rv_alg_params *p)
+{
+	size_t batch = p->batch_mean > 0 ? (size_t)p->batch_mean : 1;
+	size_t out = 0;
+	for (size_t start = 0; start < n;) {
+		size_t end = start;
+		while (end < n && o[end].workers == o[start].workers && o[end].ps == o[start].ps)
+			end++;
+		size_t skip = start;
+		while (skip < end && o[skip].t_ms < o[start].t_ms + p->warmup_ms &&
+		       skip - start < (end - start) / 2)
+			skip++;
+		for (size_t i = skip; i < end; i += batch) {
+			size_t k = end - i < batch ? end - i : batch;
+			double sum = 0;
+			for (size_t j = 0; j < k; j++)
+				sum += o[i + j].speed;
+			o[out] = o[i + k - 1];
+			o[out++].speed = sum / (double)k;
+		}
+		start = end;
+	}
+	return out;
+}
+
+size_t rv_alg_drop_starved_speeds(const struct rv_alg_applied *a, size_t na,
+				  const struct rv_alg_params *p, struct rv_alg_speed_obs *o,
+				  size_t n)
+{
+	/* Only when the growth measured faster ("better"): a role that only
+	 * read as starved (noise at a tight limit) ran at full speed before,
+	 * and its data stands. */
+	for (size_t i = 0; i + 1 < na; i++) {
+		if (a[i].outcome != RV_ALG_OUTCOME_BETTER)
+			continue;
+		const struct rv_alg_config *to = &a[i].cfg, *from = &a[i + 1].cfg;
+		/* PS CPU follows the workers/PS ratio (load scaling): only growth
+		 * beyond it is starvation growth. */
+		double load = 1;
+		if (to->ps.count > 0 && from->ps.count > 0 && to->worker.count > 0 &&
+		    from->worker.count > 0)
+			load = ((double)to->worker.count / to->ps.count) /
+			       ((double)from->worker.count / from->ps.count);
+		if (load < 1)
+			load = 1;
+		if (to->worker.res.cpu > p->starved_growth * from->worker.res.cpu ||
+		    to->ps.res.cpu > p->starved_growth * load * from->ps.res.cpu) {
+			size_t k = 0;
+			for (size_t j = 0; j < n; j++)
+				if (o[j].t_ms >= a[i].applied_ts_ms)
+					o[k++] = o[j];
+			return k;
+		}
+	}
+	return n;
+}
+
+size_t rv_alg_settled_steps(struct rv_alg_step *s, size_t n, int64_t since_ms,
+			    const struct rv_alg_params *p)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (s[i].t_ms >= since_ms + p->warmup_ms)
+			s[k++] = s[i];
+	return k;
+}
+
+void rv_alg_last_resizes(const struct rv_alg_applied *a, size_t na, struct rv_alg_resize last[2])
+{
+	memset(last, 0, 2 * sizeof(*last));
+	for (size_t i = 0; i + 1 < na; i++) {
+		if (!algorithm_is(&a[i], "rightsize"))
+			continue;
+		for (int r = 0; r < 2; r++) {
+			if (last[r].t_ms)
+				continue;
+			last[r].t_ms = a[i].applied_ts_ms;
+			last[r].to = r == RV_ALG_WORKER ? a[i].cfg.worker.res : a[i].cfg.ps.res;
+			last[r].from = r == RV_ALG_WORKER ? a[i + 1].cfg.worker.res : a[i + 1].cfg.ps.res;
+		}
+	}
+}
+
+static bool same_group(const struct rv_alg_group *x, const struct rv_alg_group *y)
+{
+	return x->count == y->count && fabs(x->res.cpu - y->res.cpu) <= 1e-6 &&
+	       x->res.memory_mb == y->res.memory_mb;
+}
+
+bool rv_alg_same_plan(const struct rv_alg_applied *a, const struct rv_alg_config *cfg,
+		      size_t n_migrate, size_t n_replace)
+{
+	return same_group(&a->cfg.worker, &cfg->worker) && same_group(&a->cfg.ps, &cfg->ps) &&
+	       a->n_migrate == (int)n_migrate && a->n_replace == (int)n_replace;
+}
+
+/* Turn a decision into "keep the configuration", saying why. */
+static void hold(struct rv_alg_decision *d, const struct rv_alg_config *cur, const char *why,
+		 int64_t plan_id)
+{
+	d->cfg = *cur;
+	d->changed = false;
+	d->algorithm = "hold";
+	d->n_migrate = 0;
+	d->n_replace = 0;
+	alg_reason_add(d, "%s (plan %" PRId64 "): not proposed again", why, plan_id);
+}
+
+int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_params *p,
+		    struct rv_alg_decision *out)
+{
+	if (!h || !p || !out || (h->n_applied && !h->applied) || (h->n_speed && !h->speed) ||
+	    (h->n_usage && !h->usage) || (h->n_steps && !h->steps))
+		return -EINVAL;
+	if (h->n_applied == 0) {
+		struct rv_alg_config none = { 0 };
+		alg_decision_init(out, &none);
+		alg_reason_add(out, "no applied plan yet");
+		return 0;
+	}
+	const struct rv_alg_applied *cur = &h->applied[0];
+	struct rv_alg_speed_obs *obs = h->n_speed ? malloc(h->n_speed * sizeof(*obs)) : NULL;
+	struct rv_alg_step *steps = h->n_steps ? malloc(h->n_steps * sizeof(*steps)) : NULL;
+	if ((h->n_speed && !obs) || (h->n_steps && !steps)) {
+		free(obs);
+		free(steps);
+		return -ENOMEM;
+	}
+	if (h->n_speed)
+		memcpy(obs, h->speed, h->n_speed * sizeof(*obs));
+	if (h->n_steps)
+		memcpy(steps, h->steps, h->n_steps * sizeof(*steps));
+	size_t nobs = rv_alg_drop_starved_speeds(h->applied, h->n_applied, p, obs, h->n_speed);
+	nobs = rv_alg_drop_warmup(obs, nobs, p);
+	size_t nsteps = rv_alg_settled_steps(steps, h->n_steps, cur->applied_ts_ms, p);
+
+	struct rv_alg_job_state st;
+	memset(&st, 0, sizeof(st));
+	st.strategy = h->strategy;
+	st.lim = h->lim;
+	st.cur = cur->cfg;
+	st.now_ms = h->now_ms;
+	st.speed = obs;
+	st.n_speed = nobs;
+	st.usage = h->usage;
+	st.n_usage = h->n_usage;
+	st.steps = steps;
+	st.n_steps = nsteps;
+	rv_alg_last_resizes(h->applied, h->n_applied, st.last_resize);
+	int rc = rv_alg_plan_running(&st, p, out);
+	free(obs);
+	free(steps);
+	if (rc < 0 || !out->changed)
+		return rc;
+	/* A configuration measured worse (and reverted) is not proposed again:
+	 * that is how plans thrash. */
+	for (size_t i = 0; i < h->n_applied; i++) {
+		if (h->applied[i].outcome == RV_ALG_OUTCOME_WORSE &&
+		    rv_alg_same_plan(&h->applied[i], &out->cfg, out->n_migrate, out->n_replace)) {
+			hold(out, &cur->cfg, "this configuration measured worse", h->applied[i].id);
+			return 0;
+		}
+	}
+	/* The same advice not yet applied is not repeated. */
+	if (h->pending && h->pending->applied_ts_ms == 0 &&
+	    rv_alg_same_plan(h->pending, &out->cfg, out->n_migrate, out->n_replace) &&
+	    algorithm_is(h->pending, out->algorithm))
+		hold(out, &cur->cfg, "the same advice is not applied yet", h->pending->id);
+	return 0;
+}
+
+int rv_alg_plan_step(const struct rv_alg_job_history *h, const struct rv_alg_params *p,
+		     struct rv_alg_verdict *v, struct rv_alg_decision *out)
+{
+	if (!h || !p || !v || !out || (h->n_applied && !h->applied) || (h->n_speed && !h->speed))
+		return -EINVAL;
+	memset(v, 0, sizeof(*v));
+	struct rv_alg_config none = { 0 };
+	alg_decision_init(out, h->n_applied ? &h->applied[0].cfg : &none);
+	if (rv_alg_pending_stands(h)) {
+		alg_reason_add(out, "the pending plan stands until newer samples arrive");
+		return 0;
+	}
+	if (h->n_applied == 0)
+		return rv_alg_plan_job(h, p, out);
+	struct rv_alg_outcome_window w;
+	int rc = rv_alg_outcome_window(h, p, &w);
+	if (rc < 0)
+		return rc;
+	struct rv_alg_applied *a = malloc(h->n_applied * sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	memcpy(a, h->applied, h->n_applied * sizeof(*a));
+	if (rc == 1) {
+		struct rv_alg_outcome_speeds s;
+		memset(&s, 0, sizeof(s));
+		rv_alg_speed_summarize(h->speed, h->n_speed, w.after_from_ms, INT64_MAX, w.workers,
+				       w.ps, 0, &s.after);
+		rv_alg_speed_summarize(h->speed, h->n_speed, w.before_from_ms, w.before_to_ms, -1,
+				       -1, w.before_last_n, &s.before);
+		if (w.before_all_from_ms >= 0)
+			rv_alg_speed_summarize(h->speed, h->n_speed, w.before_all_from_ms,
+					       w.before_to_ms, -1, -1, w.before_last_n,
+					       &s.before_all);
+		rc = rv_alg_judge_outcome(h, &s, p, v, out);
+		if (rc != 0) {
+			free(a);
+			if (rc == -EAGAIN) {
+				alg_reason_add(out, "measuring plan %" PRId64, h->applied[0].id);
+				return 0;
+			}
+			return rc;
+		}
+		/* the rest of this step sees the outcome too */
+		a[0].outcome = v->outcome;
+	}
+	struct rv_alg_job_history judged = *h;
+	judged.applied = a;
+	rc = rv_alg_plan_job(&judged, p, out);
+	free(a);
+	return rc < 0 ? rc : out->changed ? 1 : 0;
+}
+
+int rv_alg_node_name(enum rv_alg_role role, int index, char *buf, size_t size)
+{
+	if (!buf || size == 0 || index < 0 || (role != RV_ALG_WORKER && role != RV_ALG_PS_ROLE))
+		return -EINVAL;
+	return snprintf(buf, size, "%s-%d", role == RV_ALG_PS_ROLE ? "ps" : "worker", index);
+}
+
+int rv_alg_plan_create_job(const struct rv_alg_job_features *job, const struct rv_alg_ask *ask,
+			   const struct rv_alg_history_job *hist, size_t n,
+			   const struct rv_alg_limits *lim, const struct rv_alg_params *p,
+			   struct rv_alg_decision *out)
+{
+	if (!ask)
+		return -EINVAL;
+	int rc = rv_alg_plan_create(job, hist, n, lim, p, out);
+	if (rc < 0)
+		return rc;
+	/* Explicit asks win: a role that gave resources keeps its count and
+	 * resources (the running stage right-sizes them from real usage). */
+	bool kept = false;
+	if (ask->worker_given) {
+		out->cfg.worker = ask->cfg.worker;
+		kept = true;
+	}
+	if (ask->has_ps && ask->ps_given) {
+		out->cfg.ps = ask->cfg.ps;
+		kept = true;
+	}
+	if (ask->worker_given && (!ask->has_ps || ask->ps_given)) {
+		out->algorithm = "user_spec";
+		out->reason[0] = '\0';
+		alg_reason_add(out, "the job gave resources for every role; kept as asked (the "
+				    "running stage right-sizes them from observed usage)");
+	} else if (kept) {
+		alg_reason_add(out, "roles that gave resources keep them");
+	}
+	return 0;
+}
