@@ -1,0 +1,459 @@
+/*
+ * check_policy.c: the running-stage policy over a job's history: outcome
+ * judging (better, worse and reverted, not significant, below or above its
+ * prediction, explorations kept, still measuring), warm-up dropping, the
+ * starvation filter, repeat suppression, the one-shot step, node names and
+ * the create stage's explicit asks.
+ */
+#include <gsl/gsl_errno.h>
+#include <string.h>
+
+#include "rover_alg.h"
+#include "testutil.h"
+
+static struct rv_alg_params P;
+static const struct rv_alg_limits LIM = {
+	.min_workers = 1, .max_workers = 16, .node_unit = 1, .max_cpu = 64,
+	.max_memory_mb = 524288, .free_cpu = -1, .free_memory_mb = -1,
+};
+
+static void setup(void)
+{
+	rv_alg_params_default(&P);
+}
+
+static struct rv_alg_applied plan_of(int64_t id, enum rv_alg_stage stage, const char *alg,
+				     enum rv_alg_outcome outcome, int64_t ts, int w, double cpu)
+{
+	return (struct rv_alg_applied){
+		.id = id, .stage = stage, .algorithm = alg, .outcome = outcome,
+		.applied_ts_ms = ts, .based_on_ts_ms = ts,
+		.cfg = {.worker = {.count = w, .res = {.cpu = cpu, .memory_mb = 8192}}},
+	};
+}
+
+static struct rv_alg_job_history history(const struct rv_alg_applied *a, size_t n)
+{
+	return (struct rv_alg_job_history){
+		.strategy = RV_ALG_ALLREDUCE, .lim = LIM, .now_ms = 400000, .applied = a,
+		.n_applied = n,
+	};
+}
+
+static struct rv_alg_speed_summary sum(double mean, double sd, int n)
+{
+	return (struct rv_alg_speed_summary){.mean = mean, .sd = sd, .n = n};
+}
+
+START_TEST(test_outcome_window)
+{
+	struct rv_alg_applied a[2] = {
+		plan_of(7, RV_ALG_STAGE_RUNNING, "worker_count_model", RV_ALG_OUTCOME_PENDING,
+			100000, 6, 4),
+		plan_of(1, RV_ALG_STAGE_CREATE, "user_spec", RV_ALG_OUTCOME_PENDING, 0, 4, 4),
+	};
+	struct rv_alg_job_history h = history(a, 2);
+	struct rv_alg_outcome_window w;
+
+	ck_assert_int_eq(rv_alg_outcome_window(&h, &P, &w), 1);
+	ck_assert_int_eq(w.workers, 6);
+	ck_assert_int_eq(w.ps, 0);
+	ck_assert_int_eq(w.after_from_ms, 100000 + P.warmup_ms);
+	ck_assert_int_eq(w.before_from_ms, P.warmup_ms);
+	ck_assert_int_eq(w.before_all_from_ms, -1); /* the create plan ran from the start */
+	ck_assert_int_eq(w.before_to_ms, 100000);
+	ck_assert_int_eq(w.before_last_n, P.outcome_before_n);
+	/* judged already, or not a running plan: nothing to judge */
+	a[0].outcome = RV_ALG_OUTCOME_BETTER;
+	ck_assert_int_eq(rv_alg_outcome_window(&h, &P, &w), 0);
+	a[0].outcome = RV_ALG_OUTCOME_PENDING;
+	a[0].stage = RV_ALG_STAGE_OOM;
+	ck_assert_int_eq(rv_alg_outcome_window(&h, &P, &w), 0);
+	struct rv_alg_verdict v;
+	struct rv_alg_decision d;
+	struct rv_alg_outcome_speeds s = {.after = sum(1, 0, 10), .before = sum(1, 0, 10)};
+	ck_assert_int_eq(rv_alg_judge_outcome(&h, &s, &P, &v, &d), -EINVAL);
+}
+END_TEST
+
+/* A model plan 4 -> 6 workers that predicted 200 samples/s. */
+static int judge(double after, double sd_after, int n_after, double before, double sd_before,
+		 int n_before, const char *alg, double predicted, struct rv_alg_verdict *v,
+		 struct rv_alg_decision *d)
+{
+	static struct rv_alg_applied a[2];
+
+	a[0] = plan_of(7, RV_ALG_STAGE_RUNNING, alg, RV_ALG_OUTCOME_PENDING, 100000, 6, 4);
+	a[0].predicted_speed = predicted;
+	a[1] = plan_of(1, RV_ALG_STAGE_CREATE, "user_spec", RV_ALG_OUTCOME_PENDING, 0, 4, 4);
+	struct rv_alg_job_history h = history(a, 2);
+	struct rv_alg_outcome_speeds s = {
+		.after = sum(after, sd_after, n_after), .before = sum(before, sd_before, n_before),
+	};
+	return rv_alg_judge_outcome(&h, &s, &P, v, d);
+}
+
+START_TEST(test_outcome_better_neutral_worse)
+{
+	struct rv_alg_verdict v;
+	struct rv_alg_decision d;
+
+	ck_assert_int_eq(judge(150, 2, 10, 100, 2, 10, "worker_count_model", 200, &v, &d), 0);
+	ck_assert_int_eq(v.outcome, RV_ALG_OUTCOME_BETTER);
+	ck_assert_double_eq_tol(v.after, 150, 1e-9);
+	ck_assert_double_eq_tol(v.before, 100, 1e-9);
+	/* +1%: neither */
+	ck_assert_int_eq(judge(101, 2, 10, 100, 2, 10, "worker_count_model", 200, &v, &d), 0);
+	ck_assert_int_eq(v.outcome, RV_ALG_OUTCOME_NEUTRAL);
+	/* -20%, clearly: worse, and the model plan is reverted to 4 workers */
+	ck_assert_int_eq(judge(80, 2, 10, 100, 2, 10, "worker_count_model", 200, &v, &d), 1);
+	ck_assert_int_eq(v.outcome, RV_ALG_OUTCOME_WORSE);
+	ck_assert_str_eq(d.algorithm, "revert");
+	ck_assert(d.changed);
+	ck_assert_int_eq(d.cfg.worker.count, 4);
+	ck_assert_double_eq_tol(d.predicted_speed, 100, 1e-9);
+}
+END_TEST
+
+START_TEST(test_outcome_not_significant)
+{
+	struct rv_alg_verdict v;
+	struct rv_alg_decision d;
+
+	/* -15% but within two standard errors of noisy samples: neutral, kept */
+	ck_assert_int_eq(judge(85, 30, 4, 100, 30, 4, "worker_count_model", 200, &v, &d), 0);
+	ck_assert_int_eq(v.outcome, RV_ALG_OUTCOME_NEUTRAL);
+	/* the same drop with quiet samples is worse */
+	ck_assert_int_eq(judge(85, 1, 4, 100, 1, 4, "worker_count_model", 200, &v, &d), 1);
+	ck_assert_int_eq(v.outcome, RV_ALG_OUTCOME_WORSE);
+	/* -20% but no worse than 90% of what it predicted: the plan delivered */
+	ck_assert_int_eq(judge(80, 1, 10, 100, 1, 10, "worker_count_model", 85, &v, &d), 0);
+	ck_assert_int_eq(v.outcome, RV_ALG_OUTCOME_NEUTRAL);
+}
+END_TEST
+
+START_TEST(test_outcome_exploration_kept)
+{
+	struct rv_alg_verdict v;
+	struct rv_alg_decision d;
+
+	ck_assert_int_eq(judge(80, 1, 10, 100, 1, 10, "explore", 100, &v, &d), 0);
+	ck_assert_int_eq(v.outcome, RV_ALG_OUTCOME_WORSE);
+}
+END_TEST
+
+START_TEST(test_outcome_measuring_and_unknown)
+{
+	struct rv_alg_verdict v;
+	struct rv_alg_decision d;
+
+	ck_assert_int_eq(judge(80, 1, P.min_outcome_samples - 1, 100, 1, 10, "worker_count_model",
+			       200, &v, &d), -EAGAIN);
+	ck_assert_int_eq(judge(80, 1, 10, 0, 0, 0, "worker_count_model", 200, &v, &d), 0);
+	ck_assert_int_eq(v.outcome, RV_ALG_OUTCOME_UNKNOWN);
+}
+END_TEST
+
+START_TEST(test_outcome_before_fallback)
+{
+	/* the replaced configuration ran 20 s only: all of its samples count */
+	struct rv_alg_applied a[2] = {
+		plan_of(8, RV_ALG_STAGE_RUNNING, "worker_count_model", RV_ALG_OUTCOME_PENDING,
+			100000, 6, 4),
+		plan_of(7, RV_ALG_STAGE_RUNNING, "explore", RV_ALG_OUTCOME_BETTER, 80000, 4, 4),
+	};
+	struct rv_alg_job_history h = history(a, 2);
+	struct rv_alg_outcome_window w;
+
+	ck_assert_int_eq(rv_alg_outcome_window(&h, &P, &w), 1);
+	ck_assert_int_eq(w.before_all_from_ms, 80000);
+	struct rv_alg_outcome_speeds s = {
+		.after = sum(80, 1, 10), .before = sum(0, 0, 0), .before_all = sum(100, 1, 2),
+	};
+	struct rv_alg_verdict v;
+	struct rv_alg_decision d;
+
+	ck_assert_int_eq(rv_alg_judge_outcome(&h, &s, &P, &v, &d), 1);
+	ck_assert_int_eq(v.outcome, RV_ALG_OUTCOME_WORSE);
+	ck_assert_double_eq_tol(v.before, 100, 1e-9);
+}
+END_TEST
+
+START_TEST(test_speed_summarize)
+{
+	struct rv_alg_speed_obs o[6];
+
+	for (int i = 0; i < 6; i++)
+		o[i] = (struct rv_alg_speed_obs){.workers = i < 3 ? 2 : 3, .speed = 10 * (i + 1),
+						 .t_ms = 1000 * i};
+	struct rv_alg_speed_summary s;
+
+	ck_assert_int_eq(rv_alg_speed_summarize(o, 6, 0, INT64_MAX, 3, 0, 0, &s), 0);
+	ck_assert_int_eq(s.n, 3);
+	ck_assert_double_eq_tol(s.mean, 50, 1e-9);
+	ck_assert_double_eq_tol(s.sd, 10, 1e-9);
+	/* the newest 2 of any configuration before t=5000 */
+	ck_assert_int_eq(rv_alg_speed_summarize(o, 6, 0, 5000, -1, -1, 2, &s), 0);
+	ck_assert_int_eq(s.n, 2);
+	ck_assert_double_eq_tol(s.mean, 45, 1e-9);
+	ck_assert_int_eq(rv_alg_speed_summarize(o, 6, 9000, INT64_MAX, -1, -1, 0, &s), 0);
+	ck_assert_int_eq(s.n, 0);
+}
+END_TEST
+
+START_TEST(test_drop_warmup)
+{
+	struct rv_alg_speed_obs o[12];
+	size_t n = 0;
+
+	/* 10 samples at 2 workers, 10 s apart; the first 3 are warm-up (slow) */
+	for (int i = 0; i < 10; i++)
+		o[n++] = (struct rv_alg_speed_obs){.workers = 2, .t_ms = 10000 * i,
+						   .speed = i < 3 ? 10 : 100 + i};
+	/* 2 samples at 3 workers: at most half of a short run is dropped */
+	o[n++] = (struct rv_alg_speed_obs){.workers = 3, .t_ms = 100000, .speed = 5};
+	o[n++] = (struct rv_alg_speed_obs){.workers = 3, .t_ms = 110000, .speed = 150};
+	n = rv_alg_drop_warmup(o, n, &P);
+	ck_assert_int_eq(n, 3);
+	/* samples 3..6 and 7..9 averaged, each stamped with its last sample */
+	ck_assert_double_eq_tol(o[0].speed, (103 + 104 + 105 + 106) / 4.0, 1e-9);
+	ck_assert_int_eq(o[0].t_ms, 60000);
+	ck_assert_double_eq_tol(o[1].speed, (107 + 108 + 109) / 3.0, 1e-9);
+	ck_assert_int_eq(o[2].workers, 3);
+	ck_assert_double_eq_tol(o[2].speed, 150, 1e-9);
+}
+END_TEST
+
+static size_t speeds(struct rv_alg_speed_obs *o)
+{
+	for (int i = 0; i < 10; i++)
+		o[i] = (struct rv_alg_speed_obs){.workers = 3, .speed = 100, .t_ms = 50000 * i};
+	return 10; /* t = 0 .. 450000 */
+}
+
+START_TEST(test_starvation_filter)
+{
+	struct rv_alg_speed_obs o[10];
+	struct rv_alg_applied a[2] = {
+		plan_of(8, RV_ALG_STAGE_RUNNING, "rightsize", RV_ALG_OUTCOME_BETTER, 200000, 3, 8),
+		plan_of(7, RV_ALG_STAGE_RUNNING, "explore", RV_ALG_OUTCOME_BETTER, 100000, 3, 4),
+	};
+
+	/* worker CPU doubled and it measured faster: the speeds before were
+	 * CPU-bound */
+	ck_assert_int_eq(rv_alg_drop_starved_speeds(a, 2, &P, o, speeds(o)), 6);
+	ck_assert_int_eq(o[0].t_ms, 200000);
+	/* doubled but no faster: the role only read as starved; data stands */
+	a[0].outcome = RV_ALG_OUTCOME_NEUTRAL;
+	ck_assert_int_eq(rv_alg_drop_starved_speeds(a, 2, &P, o, speeds(o)), 10);
+	/* faster, but a growth within starved_growth is no starvation fix */
+	a[0].outcome = RV_ALG_OUTCOME_BETTER;
+	a[0].cfg.worker.res.cpu = 6;
+	ck_assert_int_eq(rv_alg_drop_starved_speeds(a, 2, &P, o, speeds(o)), 10);
+	/* PS CPU that only followed the workers per PS (4 -> 8 workers on 2 PS)
+	 * is load scaling, not starvation */
+	a[0].cfg.worker = (struct rv_alg_group){.count = 8, .res = {.cpu = 4, .memory_mb = 8192}};
+	a[1].cfg.worker = (struct rv_alg_group){.count = 4, .res = {.cpu = 4, .memory_mb = 8192}};
+	a[0].cfg.ps = (struct rv_alg_group){.count = 2, .res = {.cpu = 8, .memory_mb = 8192}};
+	a[1].cfg.ps = (struct rv_alg_group){.count = 2, .res = {.cpu = 4, .memory_mb = 8192}};
+	ck_assert_int_eq(rv_alg_drop_starved_speeds(a, 2, &P, o, speeds(o)), 10);
+	/* the same PS growth at the same load is */
+	a[0].cfg.worker.count = 4;
+	ck_assert_int_eq(rv_alg_drop_starved_speeds(a, 2, &P, o, speeds(o)), 6);
+}
+END_TEST
+
+START_TEST(test_settled_steps_and_resizes)
+{
+	struct rv_alg_step s[4];
+
+	for (int i = 0; i < 4; i++)
+		s[i] = (struct rv_alg_step){.node = i, .t_ms = 100000 + 15000 * i, .step_s = 1};
+	/* steps within the warm-up after the change at 100000 would look like
+	 * stragglers */
+	ck_assert_int_eq(rv_alg_settled_steps(s, 4, 100000, &P), 2);
+	ck_assert_int_eq(s[0].node, 2);
+
+	struct rv_alg_applied a[3] = {
+		plan_of(9, RV_ALG_STAGE_RUNNING, "explore", RV_ALG_OUTCOME_BETTER, 300000, 4, 3),
+		plan_of(8, RV_ALG_STAGE_RUNNING, "rightsize", RV_ALG_OUTCOME_NEUTRAL, 200000, 3, 3),
+		plan_of(1, RV_ALG_STAGE_CREATE, "user_spec", RV_ALG_OUTCOME_PENDING, 0, 3, 4),
+	};
+	struct rv_alg_resize last[2];
+
+	rv_alg_last_resizes(a, 3, last);
+	ck_assert_int_eq(last[RV_ALG_WORKER].t_ms, 200000);
+	ck_assert_double_eq_tol(last[RV_ALG_WORKER].from.cpu, 4, 1e-9);
+	ck_assert_double_eq_tol(last[RV_ALG_WORKER].to.cpu, 3, 1e-9);
+	rv_alg_last_resizes(a, 1, last);
+	ck_assert_int_eq(last[RV_ALG_WORKER].t_ms, 0);
+}
+END_TEST
+
+/* Two workers measured at one speed since creation: the next plan explores
+ * to 3 workers. */
+static struct rv_alg_job_history explore_history(struct rv_alg_applied *a, size_t na,
+						 struct rv_alg_speed_obs *o)
+{
+	for (int i = 0; i < 12; i++)
+		o[i] = (struct rv_alg_speed_obs){.workers = 2, .speed = 100, .t_ms = 10000 * (i + 1)};
+	struct rv_alg_job_history h = history(a, na);
+	h.now_ms = 120000;
+	h.speed = o;
+	h.n_speed = 12;
+	return h;
+}
+
+START_TEST(test_repeat_suppression)
+{
+	struct rv_alg_speed_obs o[12];
+	struct rv_alg_applied a[2] = {
+		plan_of(1, RV_ALG_STAGE_CREATE, "user_spec", RV_ALG_OUTCOME_PENDING, 0, 2, 4),
+		plan_of(5, RV_ALG_STAGE_RUNNING, "explore", RV_ALG_OUTCOME_WORSE, 0, 3, 4),
+	};
+	struct rv_alg_job_history h = explore_history(a, 1, o);
+	struct rv_alg_decision d;
+
+	ck_assert_int_eq(rv_alg_plan_job(&h, &P, &d), 0);
+	ck_assert(d.changed);
+	ck_assert_str_eq(d.algorithm, "explore");
+	ck_assert_int_eq(d.cfg.worker.count, 3);
+	/* 3 workers were measured worse before: not proposed again */
+	h.n_applied = 2;
+	ck_assert_int_eq(rv_alg_plan_job(&h, &P, &d), 0);
+	ck_assert(!d.changed);
+	ck_assert_str_eq(d.algorithm, "hold");
+	ck_assert_int_eq(d.cfg.worker.count, 2);
+	/* the same advice waiting to be applied is not repeated ... */
+	h.n_applied = 1;
+	struct rv_alg_applied pending =
+		plan_of(6, RV_ALG_STAGE_RUNNING, "explore", RV_ALG_OUTCOME_PENDING, 0, 3, 4);
+	pending.based_on_ts_ms = 60000;
+	h.pending = &pending;
+	ck_assert(!rv_alg_pending_stands(&h)); /* newer samples came */
+	ck_assert_int_eq(rv_alg_plan_job(&h, &P, &d), 0);
+	ck_assert(!d.changed);
+	/* ... but other advice is: the same configuration from another
+	 * algorithm, or another configuration */
+	pending.algorithm = "worker_count_model";
+	ck_assert_int_eq(rv_alg_plan_job(&h, &P, &d), 0);
+	ck_assert(d.changed);
+	pending.algorithm = "explore";
+	pending.cfg.worker.count = 4;
+	ck_assert_int_eq(rv_alg_plan_job(&h, &P, &d), 0);
+	ck_assert(d.changed);
+	ck_assert_int_eq(d.cfg.worker.count, 3);
+	/* a pending plan made from the newest samples stands */
+	pending.based_on_ts_ms = h.now_ms;
+	ck_assert(rv_alg_pending_stands(&h));
+	struct rv_alg_verdict v;
+	ck_assert_int_eq(rv_alg_plan_step(&h, &P, &v, &d), 0);
+	ck_assert(!d.changed);
+}
+END_TEST
+
+START_TEST(test_plan_step_judges_then_plans)
+{
+	/* a model plan 2 -> 4 workers that made the job slower */
+	struct rv_alg_applied a[2] = {
+		plan_of(5, RV_ALG_STAGE_RUNNING, "worker_count_model", RV_ALG_OUTCOME_PENDING,
+			130000, 4, 4),
+		plan_of(1, RV_ALG_STAGE_CREATE, "user_spec", RV_ALG_OUTCOME_PENDING, 0, 2, 4),
+	};
+	struct rv_alg_speed_obs o[24];
+	struct rv_alg_job_history h = explore_history(a, 2, o);
+
+	for (int i = 0; i < 12; i++)
+		o[12 + i] = (struct rv_alg_speed_obs){.workers = 4, .speed = 60 + (i % 2),
+						      .t_ms = 130000 + 10000 * (i + 1)};
+	h.n_speed = 24;
+	h.now_ms = o[23].t_ms;
+	struct rv_alg_verdict v;
+	struct rv_alg_decision d;
+
+	ck_assert_int_eq(rv_alg_plan_step(&h, &P, &v, &d), 1);
+	ck_assert_int_eq(v.outcome, RV_ALG_OUTCOME_WORSE);
+	ck_assert_str_eq(d.algorithm, "revert");
+	ck_assert_int_eq(d.cfg.worker.count, 2);
+	/* too few settled samples yet: still measuring, nothing judged */
+	h.n_speed = 14;
+	h.now_ms = o[13].t_ms;
+	ck_assert_int_eq(rv_alg_plan_step(&h, &P, &v, &d), 0);
+	ck_assert_int_eq(v.outcome, RV_ALG_OUTCOME_PENDING);
+	ck_assert(!d.changed);
+}
+END_TEST
+
+START_TEST(test_names)
+{
+	char buf[32];
+
+	ck_assert_int_eq(rv_alg_node_name(RV_ALG_WORKER, 3, buf, sizeof(buf)), 8);
+	ck_assert_str_eq(buf, "worker-3");
+	ck_assert_int_gt(rv_alg_node_name(RV_ALG_PS_ROLE, 0, buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, "ps-0");
+	ck_assert_int_eq(rv_alg_node_name(RV_ALG_WORKER, -1, buf, sizeof(buf)), -EINVAL);
+	for (int o = RV_ALG_OUTCOME_PENDING; o <= RV_ALG_OUTCOME_WORSE; o++)
+		ck_assert_int_eq(rv_alg_outcome_parse(rv_alg_outcome_name(o)), o);
+	ck_assert_int_eq(rv_alg_outcome_parse("great"), -EINVAL);
+	ck_assert_ptr_null(rv_alg_outcome_name(99));
+}
+END_TEST
+
+START_TEST(test_create_explicit_asks_win)
+{
+	struct rv_alg_job_features f = {.strategy = RV_ALG_PS, .parameters = 1e8,
+					.batch_size = 64};
+	struct rv_alg_limits lim = LIM;
+	lim.min_ps = 1;
+	lim.max_ps = 8;
+	struct rv_alg_ask ask = {
+		.has_ps = true, .worker_given = true,
+		.cfg = {.worker = {.count = 3, .res = {.cpu = 2.5, .memory_mb = 3000}},
+			.ps = {.count = 1}},
+	};
+	struct rv_alg_decision d;
+
+	ck_assert_int_eq(rv_alg_plan_create_job(&f, &ask, NULL, 0, &lim, &P, &d), 0);
+	ck_assert_str_eq(d.algorithm, "create_default");
+	ck_assert_int_eq(d.cfg.worker.count, 3);
+	ck_assert_double_eq_tol(d.cfg.worker.res.cpu, 2.5, 1e-9);
+	ck_assert_int_eq(d.cfg.worker.res.memory_mb, 3000);
+	ck_assert_double_gt(d.cfg.ps.res.cpu, 0); /* the PS gave none: estimated */
+	ck_assert_int_gt(d.cfg.ps.res.memory_mb, 0);
+	ask.ps_given = true;
+	ask.cfg.ps = (struct rv_alg_group){.count = 2, .res = {.cpu = 6, .memory_mb = 9000}};
+	ck_assert_int_eq(rv_alg_plan_create_job(&f, &ask, NULL, 0, &lim, &P, &d), 0);
+	ck_assert_str_eq(d.algorithm, "user_spec");
+	ck_assert_int_eq(d.cfg.ps.count, 2);
+	ck_assert_int_eq(d.cfg.ps.res.memory_mb, 9000);
+}
+END_TEST
+
+static Suite *policy_suite(void)
+{
+	Suite *s = suite_create("policy");
+	TCase *tc = tcase_create("core");
+
+	gsl_set_error_handler_off();
+	tcase_set_timeout(tc, 10);
+	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_add_test(tc, test_outcome_window);
+	tcase_add_test(tc, test_outcome_better_neutral_worse);
+	tcase_add_test(tc, test_outcome_not_significant);
+	tcase_add_test(tc, test_outcome_exploration_kept);
+	tcase_add_test(tc, test_outcome_measuring_and_unknown);
+	tcase_add_test(tc, test_outcome_before_fallback);
+	tcase_add_test(tc, test_speed_summarize);
+	tcase_add_test(tc, test_drop_warmup);
+	tcase_add_test(tc, test_starvation_filter);
+	tcase_add_test(tc, test_settled_steps_and_resizes);
+	tcase_add_test(tc, test_repeat_suppression);
+	tcase_add_test(tc, test_plan_step_judges_then_plans);
+	tcase_add_test(tc, test_names);
+	tcase_add_test(tc, test_create_explicit_asks_win);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+RV_TEST_MAIN(policy_suite)
