@@ -4,8 +4,9 @@
  * Pure functions over GSL and libc: no I/O, no logging, no globals, no wall
  * clock (time comes only from the inputs).  Used by the brain (cluster mode)
  * and by a job master in-process (single-job mode).  Every function is
- * reentrant; inputs are borrowed, outputs are written into caller memory and
- * nothing is allocated that outlives a call.  Callers run
+ * reentrant; inputs are borrowed (only the in-place filters of policy.c,
+ * which say so, rewrite an array they are given), outputs are written into
+ * caller memory and nothing is allocated that outlives a call.  Callers run
  * gsl_set_error_handler_off() once at start; GSL return codes are checked here.
  * Functions return 0 on success and a negative errno on bad input.
  */
@@ -211,7 +212,8 @@ struct rv_alg_decision {
 	struct rv_alg_config cfg;   /* new counts and per-node resources per role */
 	const char *algorithm;      /* static string: "worker_count_model", "explore",
 				     * "rightsize", "hot_ps", "straggler", "create_knn",
-				     * "create_default", "oom", "hold" */
+				     * "create_default", "user_spec", "oom", "revert",
+				     * "hold" */
 	bool changed;               /* cfg differs from the current config, or
 				     * nodes are migrated or replaced */
 	double predicted_speed;     /* samples/s for cfg; 0 when unknown */

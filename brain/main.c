@@ -3,9 +3,10 @@
  *
  * run() loads the config, starts (or connects to) PostgreSQL, applies the
  * sql/ migrations, starts the planner thread and the REST server, then waits
- * for SIGINT/SIGTERM and stops everything in reverse order (the embedded
- * PostgreSQL last).  SIGINT/SIGTERM are blocked in every thread and taken
- * with sigtimedwait here, so no handler runs in a library call.
+ * for SIGINT/SIGTERM and stops the planner (which also wakes every
+ * long-poll), the REST server, the pool and the embedded PostgreSQL last.
+ * SIGINT/SIGTERM are blocked in every thread and taken with sigwaitinfo
+ * here, so no handler runs in a library call.
  */
 #include <gsl/gsl_errno.h>
 #include <libgen.h>

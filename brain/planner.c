@@ -1,14 +1,16 @@
 /*
- * planner.c: when and how rover-brain makes plans.
+ * planner.c: when rover-brain makes plans, and the glue to the policy.
  *
  * create stage: on registration, in the registering transaction.
  * oom stage: on a node_oom event, in the event's request.
  * running stage: one planner thread.  Metrics ingestion marks a job dirty
  * (planner_touch); the job is planned once no new batch came for the
- * debounce time, and every running job is also revisited on a timer.  The
- * computation for one job runs under a PostgreSQL advisory lock keyed by
- * the job id, so several brains on one database never plan a job twice.
- * Plans read the timestamps in the samples, never the wall clock.
+ * debounce time, and every running job is also revisited on a timer.  One
+ * pass over one job holds the job's advisory lock (store_plan_lock: several
+ * brains on one database never plan a job twice) and owns one REPEATABLE
+ * READ transaction.  What to plan is algorithms/ (policy.c): this file only
+ * reads the job's history from the store into the algorithms' structs and
+ * turns their decisions into ScalePlans.  No SQL here (store.c).
  */
 #include <inttypes.h>
 #include <stdarg.h>
