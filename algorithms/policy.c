@@ -111,9 +111,9 @@ int rv_alg_speed_summarize(const struct rv_alg_speed_obs *o, size_t n, int64_t f
 	return 0;
 }
 
-int rv_alg_judge_outcome(const struct rv_alg_job_history *h,
-			 const struct rv_alg_outcome_speeds *s, const struct rv_alg_params *p,
-			 struct rv_alg_verdict *v, struct rv_alg_decision *revert)
+int rv_alg_judge_outcome(const struct rv_alg_job_history *h, const struct rv_alg_outcome_speeds *s,
+			 const struct rv_alg_params *p, struct rv_alg_verdict *v,
+			 struct rv_alg_decision *revert)
 {
 	struct rv_alg_outcome_window w;
 	if (!s || !v || !revert || rv_alg_outcome_window(h, p, &w) != 1)
@@ -248,7 +248,8 @@ void rv_alg_last_resizes(const struct rv_alg_applied *a, size_t na, struct rv_al
 				continue;
 			last[r].t_ms = a[i].applied_ts_ms;
 			last[r].to = r == RV_ALG_WORKER ? a[i].cfg.worker.res : a[i].cfg.ps.res;
-			last[r].from = r == RV_ALG_WORKER ? a[i + 1].cfg.worker.res : a[i + 1].cfg.ps.res;
+			last[r].from = r == RV_ALG_WORKER ? a[i + 1].cfg.worker.res
+							  : a[i + 1].cfg.ps.res;
 		}
 	}
 }

@@ -85,9 +85,9 @@ struct rv_alg_params {
 	 * configuration, so refits do not flip counts by one; a measured
 	 * current speed gets knee_hold_se standard errors of its mean on top,
 	 * so noisy jobs do not creep by one worker per plan on noise alone. */
-	double knee_hold_frac;  /* 0.02 */
-	double knee_hold_cost;  /* 1.1 */
-	double knee_hold_se;    /* 2.0 */
+	double knee_hold_frac; /* 0.02 */
+	double knee_hold_cost; /* 1.1 */
+	double knee_hold_se;   /* 2.0 */
 	/* right-sizing */
 	double usage_quantile;  /* quantile of usage samples: 0.8 */
 	double cpu_margin;      /* added to the CPU quantile: 0.03 (3%) */
@@ -125,32 +125,39 @@ struct rv_alg_params {
 	double node_cpu_default;
 	int64_t node_memory_mb_default;
 	/* job history (policy.c) */
-	int64_t warmup_ms;      /* speed and step samples within this much job time
-				 * after a configuration change are warm-up (start-up,
-				 * rendezvous, cold caches): 30000 */
-	int batch_mean;         /* consecutive speed samples averaged into one
-				 * observation: 4 (halves the noise the fit sees
-				 * without hiding the curve) */
-	double starved_growth;  /* a plan that raised a role's CPU by more than this
-				 * factor (beyond PS load scaling) and measured better
-				 * fixed a starvation: speeds before it were CPU-bound
-				 * and are dropped: 1.6 (a doubling of starved_factor,
-				 * less rounding and margins) */
-	double outcome_better;  /* a plan measured at least this times the speed
-				 * before it is "better": 1.02 */
-	double outcome_worse;   /* below this times the speed before (and this times
-				 * its own prediction) it may be "worse": 0.90 */
-	double outcome_se;      /* ...and only beyond this many standard errors of the
-				 * difference, so noise alone never undoes a plan: 2.0 */
-	int min_outcome_samples; /* settled samples after a plan before it is judged: 3 */
-	int outcome_before_n;   /* newest samples of the replaced configuration its
-				 * speed is measured from: 20 */
-	int applied_max;        /* applied plans of a job the policy looks back on: 32
-				 * (never repeat one measured worse; last resizes) */
-	int speed_obs_max;      /* newest speed samples the running stage reads: 4000 */
-	int usage_max;          /* newest usage samples it reads: 8000 */
-	int64_t usage_window_ms; /* ...from at most this much job time back (and never
-				  * from before the current configuration): 600000 */
+	/* Speed and step samples within this much job time after a
+	 * configuration change are warm-up (start-up, rendezvous, cold
+	 * caches): 30000. */
+	int64_t warmup_ms;
+	/* Consecutive speed samples averaged into one observation: 4 (halves
+	 * the noise the fit sees without hiding the curve). */
+	int batch_mean;
+	/* A plan that raised a role's CPU by more than this factor (beyond PS
+	 * load scaling) and measured better fixed a starvation: the speeds
+	 * before it were CPU-bound and are dropped: 1.6 (a starved_factor
+	 * doubling, less rounding and margins). */
+	double starved_growth;
+	/* A plan measured at or above outcome_better times the speed before it
+	 * is "better": 1.02.  Below outcome_worse times it (and below that
+	 * share of its own prediction) it may be "worse": 0.90; only beyond
+	 * outcome_se standard errors of the difference, so noise alone never
+	 * undoes a plan: 2.0. */
+	double outcome_better;
+	double outcome_worse;
+	double outcome_se;
+	/* Settled samples after a plan before it is judged: 3. */
+	int min_outcome_samples;
+	/* Newest samples of the replaced configuration its speed is taken
+	 * from: 20. */
+	int outcome_before_n;
+	/* How much history is read: applied plans looked back on (no repeat of
+	 * one measured worse; last resizes): 32; newest speed samples: 4000;
+	 * newest usage samples: 8000, from at most usage_window_ms of job time
+	 * back (and never from before the current configuration): 600000. */
+	int applied_max;
+	int speed_obs_max;
+	int usage_max;
+	int64_t usage_window_ms;
 };
 
 /* Fill *p with the defaults listed in struct rv_alg_params. */
@@ -441,18 +448,22 @@ const char *rv_alg_outcome_name(enum rv_alg_outcome o);
 /* The outcome named s (as above); -EINVAL for anything else. */
 int rv_alg_outcome_parse(const char *s);
 
-/* One plan of a job as the policy sees it.  Strings are borrowed. */
+/* One plan of a job as the policy sees it.  Strings are borrowed.
+ * applied_ts_ms: job time it took effect; 0: not applied (the create plan
+ * counts as applied from the start).  based_on_ts_ms: newest sample time it
+ * was made from.  predicted_speed: samples/s it predicted (0: none).  cfg:
+ * the configuration it asked for; n_migrate, n_replace: PS it migrated and
+ * workers it replaced. */
 struct rv_alg_applied {
-	int64_t id;                 /* cited in reasons */
+	int64_t id; /* cited in reasons */
 	enum rv_alg_stage stage;
-	const char *algorithm;      /* the plan's algorithm ("explore", "rightsize", ...) */
+	const char *algorithm; /* "explore", "rightsize", ... */
 	enum rv_alg_outcome outcome;
-	int64_t applied_ts_ms;      /* job time it took effect; 0: not applied (the
-				     * create plan counts as applied from the start) */
-	int64_t based_on_ts_ms;     /* newest sample time the plan was made from */
-	double predicted_speed;     /* samples/s it predicted; 0: none */
-	struct rv_alg_config cfg;   /* the configuration it asked for */
-	int n_migrate, n_replace;   /* PS it migrated, workers it replaced */
+	int64_t applied_ts_ms;
+	int64_t based_on_ts_ms;
+	double predicted_speed;
+	struct rv_alg_config cfg;
+	int n_migrate, n_replace;
 };
 
 /*
@@ -466,7 +477,7 @@ struct rv_alg_applied {
 struct rv_alg_job_history {
 	enum rv_alg_strategy strategy;
 	struct rv_alg_limits lim;
-	int64_t now_ms;                         /* newest sample time */
+	int64_t now_ms; /* newest sample time */
 	const struct rv_alg_applied *applied;
 	size_t n_applied;
 	const struct rv_alg_applied *pending;
@@ -545,9 +556,9 @@ struct rv_alg_verdict {
  * p->min_outcome_samples settled samples came (still measuring: no new plan
  * until it is judged), -EINVAL when nothing is to be judged.
  */
-int rv_alg_judge_outcome(const struct rv_alg_job_history *h,
-			 const struct rv_alg_outcome_speeds *s, const struct rv_alg_params *p,
-			 struct rv_alg_verdict *v, struct rv_alg_decision *revert);
+int rv_alg_judge_outcome(const struct rv_alg_job_history *h, const struct rv_alg_outcome_speeds *s,
+			 const struct rv_alg_params *p, struct rv_alg_verdict *v,
+			 struct rv_alg_decision *revert);
 
 /* Job time from which the running stage reads usage and step samples: the
  * current configuration's start, at most p->usage_window_ms back. */
@@ -580,8 +591,7 @@ size_t rv_alg_settled_steps(struct rv_alg_step *s, size_t n, int64_t since_ms,
 
 /* The newest right-sizing of each role among the applied plans (from what
  * the plan before it ran to what it set), for hysteresis; t_ms = 0: none. */
-void rv_alg_last_resizes(const struct rv_alg_applied *a, size_t na,
-			 struct rv_alg_resize last[2]);
+void rv_alg_last_resizes(const struct rv_alg_applied *a, size_t na, struct rv_alg_resize last[2]);
 
 /* Whether plan a asks for exactly cfg with n_migrate migrations and
  * n_replace replacements (so proposing it again would repeat it). */

@@ -180,13 +180,12 @@ int alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_spe
 	 * with its noise: it misses the knee only when it does so by more than
 	 * p->knee_hold_se standard errors of its mean (noisy jobs otherwise
 	 * creep by one worker per plan on noise alone). */
-	double fcur_hold = fcur + p->knee_hold_se * mean_se(obs, nobs, cur->worker.count,
-							      cur->ps.count);
+	double fcur_hold = fcur +
+			   p->knee_hold_se * mean_se(obs, nobs, cur->worker.count, cur->ps.count);
 
 	if (isfinite(c_cost) && cur->worker.count >= wmin && cur->worker.count <= wmax &&
 	    fcur_hold >= (p->target_frac - p->knee_hold_frac) * best &&
-	    config_cost(cur, cur) <= p->knee_hold_cost * c_cost &&
-	    alg_fits_free(lim, cur, cur))
+	    config_cost(cur, cur) <= p->knee_hold_cost * c_cost && alg_fits_free(lim, cur, cur))
 		c = *cur;
 	/* The data must bracket the knee: a knee at the largest measured
 	 * count, with growth to it still paying and a better configuration

@@ -144,8 +144,7 @@ int store_plan_latest_json(PGconn *c, int64_t job_id, const char *stage, int64_t
  * (malloc'd, free it) or NULL when none; -ENOENT for an unknown job. */
 int store_plan_latest_text(PGconn *c, const char *uid, const char *stage, int64_t after,
 			   char **text, int64_t *job_id, struct rv_err *err);
-int store_plan_history_json(PGconn *c, int64_t job_id, int limit, cJSON **out,
-			    struct rv_err *err);
+int store_plan_history_json(PGconn *c, int64_t job_id, int limit, cJSON **out, struct rv_err *err);
 int store_cluster_upsert(PGconn *c, const struct rv_cluster_report *r, struct rv_err *err);
 int store_cluster_json(PGconn *c, cJSON **out, struct rv_err *err);
 /* Free cluster capacity (ready nodes, capacity - used); -1/-1 when no reports. */

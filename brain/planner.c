@@ -397,8 +397,8 @@ static int planner_running_plan(struct brain *b, PGconn *c, const struct store_j
 	}
 	rc = store_speed_obs(c, job->id, p.speed_obs_max, &obs, &nobs, err);
 	if (rc == 0)
-		rc = store_usage(c, job->id, rv_alg_usage_since(&h, &p), p.usage_max, &usage, &nusage,
-				 &steps, &nsteps, err);
+		rc = store_usage(c, job->id, rv_alg_usage_since(&h, &p), p.usage_max, &usage,
+				 &nusage, &steps, &nsteps, err);
 	if (rc < 0)
 		goto out;
 	h.speed = obs;

@@ -746,9 +746,11 @@ int store_plans_applied(PGconn *c, int64_t job_id, struct store_plan_row *rows, 
 	RV_CLEANUP_PGRESULT PGresult *r = NULL;
 	/* Newest first; the create plan counts as applied at registration. */
 	int rc = rv_db_exec(c,
-			    "SELECT " PLAN_ROW_COLS " FROM scale_plans p WHERE p.job_id = $1::bigint"
+			    "SELECT " PLAN_ROW_COLS
+			    " FROM scale_plans p WHERE p.job_id = $1::bigint"
 			    " AND (p.applied_at IS NOT NULL OR p.stage = 'create')"
-			    " ORDER BY (p.applied_at IS NOT NULL) DESC, p.applied_ts_ms DESC NULLS LAST, p.id DESC"
+			    " ORDER BY (p.applied_at IS NOT NULL) DESC, p.applied_ts_ms DESC NULLS "
+			    "LAST, p.id DESC"
 			    " LIMIT $2::int",
 			    2, p, &r, err);
 	for (int i = 0; i < rc; i++) {
@@ -1002,8 +1004,8 @@ int store_plan_lock(PGconn *c, int64_t job_id, struct rv_err *err)
 	i64s(id_s, sizeof(id_s), job_id);
 	const char *p[] = { id_s };
 	RV_CLEANUP_PGRESULT PGresult *r = NULL;
-	int rc = rv_db_exec(c, "SELECT pg_try_advisory_lock(" PLAN_LOCK_CLASS ", $1::int)", 1, p, &r,
-			    err);
+	int rc = rv_db_exec(c, "SELECT pg_try_advisory_lock(" PLAN_LOCK_CLASS ", $1::int)", 1, p,
+			    &r, err);
 	if (rc < 0)
 		return rc;
 	return rc > 0 && PQgetvalue(r, 0, 0)[0] == 't';
@@ -1014,8 +1016,8 @@ int store_plan_unlock(PGconn *c, int64_t job_id, struct rv_err *err)
 	char id_s[24];
 	i64s(id_s, sizeof(id_s), job_id);
 	const char *p[] = { id_s };
-	int rc = rv_db_exec(c, "SELECT pg_advisory_unlock(" PLAN_LOCK_CLASS ", $1::int)", 1, p, NULL,
-			    err);
+	int rc = rv_db_exec(c, "SELECT pg_advisory_unlock(" PLAN_LOCK_CLASS ", $1::int)", 1, p,
+			    NULL, err);
 	return rc < 0 ? rc : 0;
 }
 
@@ -1031,7 +1033,8 @@ int store_jobs_unplanned(PGconn *c, int64_t *ids, int max, struct rv_err *err)
 	snprintf(lim, sizeof(lim), "%d", max);
 	const char *p[] = { lim };
 	RV_CLEANUP_PGRESULT PGresult *r = NULL;
-	int rc = rv_db_exec(c, "SELECT id FROM jobs WHERE status = 'running'"
+	int rc = rv_db_exec(c,
+			    "SELECT id FROM jobs WHERE status = 'running'"
 			    " AND last_sample_ms > planned_ts_ms ORDER BY id LIMIT $1::int",
 			    1, p, &r, err);
 	for (int i = 0; i < rc; i++)
@@ -1046,8 +1049,10 @@ int store_node_oom_count(PGconn *c, int64_t job_id, const char *node, int *count
 	i64s(id_s, sizeof(id_s), job_id);
 	const char *p[] = { id_s, node };
 	RV_CLEANUP_PGRESULT PGresult *r = NULL;
-	int rc = rv_db_exec(c, "SELECT oom_count FROM job_nodes WHERE job_id = $1::bigint"
-			    " AND name = $2", 2, p, &r, err);
+	int rc = rv_db_exec(c,
+			    "SELECT oom_count FROM job_nodes WHERE job_id = $1::bigint"
+			    " AND name = $2",
+			    2, p, &r, err);
 	if (rc < 0)
 		return rc;
 	*count = rc > 0 ? pg_int(PQgetvalue(r, 0, 0)) : 0;

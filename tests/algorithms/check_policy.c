@@ -13,8 +13,13 @@
 
 static struct rv_alg_params P;
 static const struct rv_alg_limits LIM = {
-	.min_workers = 1, .max_workers = 16, .node_unit = 1, .max_cpu = 64,
-	.max_memory_mb = 524288, .free_cpu = -1, .free_memory_mb = -1,
+	.min_workers = 1,
+	.max_workers = 16,
+	.node_unit = 1,
+	.max_cpu = 64,
+	.max_memory_mb = 524288,
+	.free_cpu = -1,
+	.free_memory_mb = -1,
 };
 
 static void setup(void)
@@ -26,23 +31,30 @@ static struct rv_alg_applied plan_of(int64_t id, enum rv_alg_stage stage, const 
 				     enum rv_alg_outcome outcome, int64_t ts, int w, double cpu)
 {
 	return (struct rv_alg_applied){
-		.id = id, .stage = stage, .algorithm = alg, .outcome = outcome,
-		.applied_ts_ms = ts, .based_on_ts_ms = ts,
-		.cfg = {.worker = {.count = w, .res = {.cpu = cpu, .memory_mb = 8192}}},
+		.id = id,
+		.stage = stage,
+		.algorithm = alg,
+		.outcome = outcome,
+		.applied_ts_ms = ts,
+		.based_on_ts_ms = ts,
+		.cfg = { .worker = { .count = w, .res = { .cpu = cpu, .memory_mb = 8192 } } },
 	};
 }
 
 static struct rv_alg_job_history history(const struct rv_alg_applied *a, size_t n)
 {
 	return (struct rv_alg_job_history){
-		.strategy = RV_ALG_ALLREDUCE, .lim = LIM, .now_ms = 400000, .applied = a,
+		.strategy = RV_ALG_ALLREDUCE,
+		.lim = LIM,
+		.now_ms = 400000,
+		.applied = a,
 		.n_applied = n,
 	};
 }
 
 static struct rv_alg_speed_summary sum(double mean, double sd, int n)
 {
-	return (struct rv_alg_speed_summary){.mean = mean, .sd = sd, .n = n};
+	return (struct rv_alg_speed_summary){ .mean = mean, .sd = sd, .n = n };
 }
 
 START_TEST(test_outcome_window)
@@ -71,7 +83,7 @@ START_TEST(test_outcome_window)
 	ck_assert_int_eq(rv_alg_outcome_window(&h, &P, &w), 0);
 	struct rv_alg_verdict v;
 	struct rv_alg_decision d;
-	struct rv_alg_outcome_speeds s = {.after = sum(1, 0, 10), .before = sum(1, 0, 10)};
+	struct rv_alg_outcome_speeds s = { .after = sum(1, 0, 10), .before = sum(1, 0, 10) };
 	ck_assert_int_eq(rv_alg_judge_outcome(&h, &s, &P, &v, &d), -EINVAL);
 }
 END_TEST
@@ -88,7 +100,8 @@ static int judge(double after, double sd_after, int n_after, double before, doub
 	a[1] = plan_of(1, RV_ALG_STAGE_CREATE, "user_spec", RV_ALG_OUTCOME_PENDING, 0, 4, 4);
 	struct rv_alg_job_history h = history(a, 2);
 	struct rv_alg_outcome_speeds s = {
-		.after = sum(after, sd_after, n_after), .before = sum(before, sd_before, n_before),
+		.after = sum(after, sd_after, n_after),
+		.before = sum(before, sd_before, n_before),
 	};
 	return rv_alg_judge_outcome(&h, &s, &P, v, d);
 }
@@ -148,7 +161,8 @@ START_TEST(test_outcome_measuring_and_unknown)
 	struct rv_alg_decision d;
 
 	ck_assert_int_eq(judge(80, 1, P.min_outcome_samples - 1, 100, 1, 10, "worker_count_model",
-			       200, &v, &d), -EAGAIN);
+			       200, &v, &d),
+			 -EAGAIN);
 	ck_assert_int_eq(judge(80, 1, 10, 0, 0, 0, "worker_count_model", 200, &v, &d), 0);
 	ck_assert_int_eq(v.outcome, RV_ALG_OUTCOME_UNKNOWN);
 }
@@ -168,7 +182,9 @@ START_TEST(test_outcome_before_fallback)
 	ck_assert_int_eq(rv_alg_outcome_window(&h, &P, &w), 1);
 	ck_assert_int_eq(w.before_all_from_ms, 80000);
 	struct rv_alg_outcome_speeds s = {
-		.after = sum(80, 1, 10), .before = sum(0, 0, 0), .before_all = sum(100, 1, 2),
+		.after = sum(80, 1, 10),
+		.before = sum(0, 0, 0),
+		.before_all = sum(100, 1, 2),
 	};
 	struct rv_alg_verdict v;
 	struct rv_alg_decision d;
@@ -184,8 +200,9 @@ START_TEST(test_speed_summarize)
 	struct rv_alg_speed_obs o[6];
 
 	for (int i = 0; i < 6; i++)
-		o[i] = (struct rv_alg_speed_obs){.workers = i < 3 ? 2 : 3, .speed = 10 * (i + 1),
-						 .t_ms = 1000 * i};
+		o[i] = (struct rv_alg_speed_obs){ .workers = i < 3 ? 2 : 3,
+						  .speed = 10 * (i + 1),
+						  .t_ms = 1000 * i };
 	struct rv_alg_speed_summary s;
 
 	ck_assert_int_eq(rv_alg_speed_summarize(o, 6, 0, INT64_MAX, 3, 0, 0, &s), 0);
@@ -208,11 +225,12 @@ START_TEST(test_drop_warmup)
 
 	/* 10 samples at 2 workers, 10 s apart; the first 3 are warm-up (slow) */
 	for (int i = 0; i < 10; i++)
-		o[n++] = (struct rv_alg_speed_obs){.workers = 2, .t_ms = 10000 * i,
-						   .speed = i < 3 ? 10 : 100 + i};
+		o[n++] = (struct rv_alg_speed_obs){ .workers = 2,
+						    .t_ms = 10000 * i,
+						    .speed = i < 3 ? 10 : 100 + i };
 	/* 2 samples at 3 workers: at most half of a short run is dropped */
-	o[n++] = (struct rv_alg_speed_obs){.workers = 3, .t_ms = 100000, .speed = 5};
-	o[n++] = (struct rv_alg_speed_obs){.workers = 3, .t_ms = 110000, .speed = 150};
+	o[n++] = (struct rv_alg_speed_obs){ .workers = 3, .t_ms = 100000, .speed = 5 };
+	o[n++] = (struct rv_alg_speed_obs){ .workers = 3, .t_ms = 110000, .speed = 150 };
 	n = rv_alg_drop_warmup(o, n, &P);
 	ck_assert_int_eq(n, 3);
 	/* samples 3..6 and 7..9 averaged, each stamped with its last sample */
@@ -227,7 +245,7 @@ END_TEST
 static size_t speeds(struct rv_alg_speed_obs *o)
 {
 	for (int i = 0; i < 10; i++)
-		o[i] = (struct rv_alg_speed_obs){.workers = 3, .speed = 100, .t_ms = 50000 * i};
+		o[i] = (struct rv_alg_speed_obs){ .workers = 3, .speed = 100, .t_ms = 50000 * i };
 	return 10; /* t = 0 .. 450000 */
 }
 
@@ -252,10 +270,12 @@ START_TEST(test_starvation_filter)
 	ck_assert_int_eq(rv_alg_drop_starved_speeds(a, 2, &P, o, speeds(o)), 10);
 	/* PS CPU that only followed the workers per PS (4 -> 8 workers on 2 PS)
 	 * is load scaling, not starvation */
-	a[0].cfg.worker = (struct rv_alg_group){.count = 8, .res = {.cpu = 4, .memory_mb = 8192}};
-	a[1].cfg.worker = (struct rv_alg_group){.count = 4, .res = {.cpu = 4, .memory_mb = 8192}};
-	a[0].cfg.ps = (struct rv_alg_group){.count = 2, .res = {.cpu = 8, .memory_mb = 8192}};
-	a[1].cfg.ps = (struct rv_alg_group){.count = 2, .res = {.cpu = 4, .memory_mb = 8192}};
+	a[0].cfg.worker =
+		(struct rv_alg_group){ .count = 8, .res = { .cpu = 4, .memory_mb = 8192 } };
+	a[1].cfg.worker =
+		(struct rv_alg_group){ .count = 4, .res = { .cpu = 4, .memory_mb = 8192 } };
+	a[0].cfg.ps = (struct rv_alg_group){ .count = 2, .res = { .cpu = 8, .memory_mb = 8192 } };
+	a[1].cfg.ps = (struct rv_alg_group){ .count = 2, .res = { .cpu = 4, .memory_mb = 8192 } };
 	ck_assert_int_eq(rv_alg_drop_starved_speeds(a, 2, &P, o, speeds(o)), 10);
 	/* the same PS growth at the same load is */
 	a[0].cfg.worker.count = 4;
@@ -268,7 +288,7 @@ START_TEST(test_settled_steps_and_resizes)
 	struct rv_alg_step s[4];
 
 	for (int i = 0; i < 4; i++)
-		s[i] = (struct rv_alg_step){.node = i, .t_ms = 100000 + 15000 * i, .step_s = 1};
+		s[i] = (struct rv_alg_step){ .node = i, .t_ms = 100000 + 15000 * i, .step_s = 1 };
 	/* steps within the warm-up after the change at 100000 would look like
 	 * stragglers */
 	ck_assert_int_eq(rv_alg_settled_steps(s, 4, 100000, &P), 2);
@@ -296,7 +316,9 @@ static struct rv_alg_job_history explore_history(struct rv_alg_applied *a, size_
 						 struct rv_alg_speed_obs *o)
 {
 	for (int i = 0; i < 12; i++)
-		o[i] = (struct rv_alg_speed_obs){.workers = 2, .speed = 100, .t_ms = 10000 * (i + 1)};
+		o[i] = (struct rv_alg_speed_obs){ .workers = 2,
+						  .speed = 100,
+						  .t_ms = 10000 * (i + 1) };
 	struct rv_alg_job_history h = history(a, na);
 	h.now_ms = 120000;
 	h.speed = o;
@@ -364,8 +386,9 @@ START_TEST(test_plan_step_judges_then_plans)
 	struct rv_alg_job_history h = explore_history(a, 2, o);
 
 	for (int i = 0; i < 12; i++)
-		o[12 + i] = (struct rv_alg_speed_obs){.workers = 4, .speed = 60 + (i % 2),
-						      .t_ms = 130000 + 10000 * (i + 1)};
+		o[12 + i] = (struct rv_alg_speed_obs){ .workers = 4,
+						       .speed = 60 + (i % 2),
+						       .t_ms = 130000 + 10000 * (i + 1) };
 	h.n_speed = 24;
 	h.now_ms = o[23].t_ms;
 	struct rv_alg_verdict v;
@@ -402,15 +425,17 @@ END_TEST
 
 START_TEST(test_create_explicit_asks_win)
 {
-	struct rv_alg_job_features f = {.strategy = RV_ALG_PS, .parameters = 1e8,
-					.batch_size = 64};
+	struct rv_alg_job_features f = { .strategy = RV_ALG_PS,
+					 .parameters = 1e8,
+					 .batch_size = 64 };
 	struct rv_alg_limits lim = LIM;
 	lim.min_ps = 1;
 	lim.max_ps = 8;
 	struct rv_alg_ask ask = {
-		.has_ps = true, .worker_given = true,
-		.cfg = {.worker = {.count = 3, .res = {.cpu = 2.5, .memory_mb = 3000}},
-			.ps = {.count = 1}},
+		.has_ps = true,
+		.worker_given = true,
+		.cfg = { .worker = { .count = 3, .res = { .cpu = 2.5, .memory_mb = 3000 } },
+			 .ps = { .count = 1 } },
 	};
 	struct rv_alg_decision d;
 
@@ -422,7 +447,7 @@ START_TEST(test_create_explicit_asks_win)
 	ck_assert_double_gt(d.cfg.ps.res.cpu, 0); /* the PS gave none: estimated */
 	ck_assert_int_gt(d.cfg.ps.res.memory_mb, 0);
 	ask.ps_given = true;
-	ask.cfg.ps = (struct rv_alg_group){.count = 2, .res = {.cpu = 6, .memory_mb = 9000}};
+	ask.cfg.ps = (struct rv_alg_group){ .count = 2, .res = { .cpu = 6, .memory_mb = 9000 } };
 	ck_assert_int_eq(rv_alg_plan_create_job(&f, &ask, NULL, 0, &lim, &P, &d), 0);
 	ck_assert_str_eq(d.algorithm, "user_spec");
 	ck_assert_int_eq(d.cfg.ps.count, 2);

@@ -22,7 +22,7 @@
 #include "rover_alg.h"
 #include "testutil.h"
 
-#define MAX_OBS 2000
+#define MAX_OBS   2000
 #define MAX_USAGE 16000
 #define MAX_PLANS 32
 
@@ -55,9 +55,13 @@ static struct rv_alg_limits limits(void)
 	/* the spec's 1..16 workers; the brain's default node ceilings; no
 	 * cluster report, so free capacity is unknown */
 	return (struct rv_alg_limits){
-		.min_workers = 1, .max_workers = 16, .node_unit = 1,
-		.max_cpu = P.node_cpu_default, .max_memory_mb = P.node_memory_mb_default,
-		.free_cpu = -1, .free_memory_mb = -1,
+		.min_workers = 1,
+		.max_workers = 16,
+		.node_unit = 1,
+		.max_cpu = P.node_cpu_default,
+		.max_memory_mb = P.node_memory_mb_default,
+		.free_cpu = -1,
+		.free_memory_mb = -1,
 	};
 }
 
@@ -83,7 +87,8 @@ static struct rv_alg_config config_of(const cJSON *plan)
 	struct rv_alg_config c = { 0 };
 	c.worker.count = (int)rv_test_json_num(plan, "groups.worker.count", -1);
 	c.worker.res.cpu = rv_test_json_num(plan, "groups.worker.resource.cpu", -1);
-	c.worker.res.memory_mb = (int64_t)rv_test_json_num(plan, "groups.worker.resource.memory_mb", -1);
+	c.worker.res.memory_mb =
+		(int64_t)rv_test_json_num(plan, "groups.worker.resource.memory_mb", -1);
 	return c;
 }
 
@@ -111,27 +116,37 @@ static void post_batch(double speed, int n)
 		ts += 10000;
 		/* the first samples after a change are warm-up: slow */
 		double s = speed * (1.0 + 0.01 * ((i % 3) - 1)) * (i < 3 ? 0.5 : 1);
-		rv_buf_printf(&b, "%s{\"kind\":\"speed\",\"ts\":%" PRId64 ",\"speed\":%.3f,"
-			      "\"step\":%d,\"workers\":%d,\"ps\":0}", i ? "," : "", ts, s, i,
-			      cur->worker.count);
+		rv_buf_printf(&b,
+			      "%s{\"kind\":\"speed\",\"ts\":%" PRId64 ",\"speed\":%.3f,"
+			      "\"step\":%d,\"workers\":%d,\"ps\":0}",
+			      i ? "," : "", ts, s, i, cur->worker.count);
 		ck_assert_uint_lt(nobs, MAX_OBS);
 		obs[nobs++] = (struct rv_alg_speed_obs){
-			.workers = cur->worker.count, .ps = 0, .speed = s, .t_ms = ts,
+			.workers = cur->worker.count,
+			.ps = 0,
+			.speed = s,
+			.t_ms = ts,
 		};
 		for (int k = 0; k < cur->worker.count; k++) {
 			double cpu = 2.5 + 0.05 * ((i + k) % 3);
 			double st = 0.5 + 0.01 * (k % 2);
-			rv_buf_printf(&b, ",{\"kind\":\"node\",\"ts\":%" PRId64 ",\"node\":\"worker-%d\","
-				      "\"role\":\"worker\",\"rank\":%d,\"cpu\":%.2f,\"memory_mb\":4000,"
-				      "\"cpu_limit\":%.1f,\"memory_limit_mb\":%" PRId64 ","
-				      "\"step_time\":%.2f}", ts, k, k, cpu, cur->worker.res.cpu,
-				      cur->worker.res.memory_mb, st);
+			rv_buf_printf(
+				&b,
+				",{\"kind\":\"node\",\"ts\":%" PRId64 ",\"node\":\"worker-%d\","
+				"\"role\":\"worker\",\"rank\":%d,\"cpu\":%.2f,\"memory_mb\":4000,"
+				"\"cpu_limit\":%.1f,\"memory_limit_mb\":%" PRId64 ","
+				"\"step_time\":%.2f}",
+				ts, k, k, cpu, cur->worker.res.cpu, cur->worker.res.memory_mb, st);
 			ck_assert_uint_lt(nusage, MAX_USAGE);
 			usage[nusage++] = (struct rv_alg_usage){
-				.role = RV_ALG_WORKER, .node = k, .t_ms = ts, .cpu = cpu,
+				.role = RV_ALG_WORKER,
+				.node = k,
+				.t_ms = ts,
+				.cpu = cpu,
 				.memory_mb = 4000,
 			};
-			steps[nsteps++] = (struct rv_alg_step){ .node = k, .t_ms = ts, .step_s = st };
+			steps[nsteps++] =
+				(struct rv_alg_step){ .node = k, .t_ms = ts, .step_s = st };
 		}
 	}
 	rv_buf_puts(&b, "]}");
@@ -212,7 +227,9 @@ static void apply(const cJSON *plan, enum rv_alg_stage stage, int64_t applied_ts
 	napplied++;
 	snprintf(algs[0], sizeof(algs[0]), "%s", rv_test_json_str(plan, "algorithm"));
 	applied[0] = (struct rv_alg_applied){
-		.id = id, .stage = stage, .outcome = RV_ALG_OUTCOME_PENDING,
+		.id = id,
+		.stage = stage,
+		.outcome = RV_ALG_OUTCOME_PENDING,
 		.applied_ts_ms = applied_ts,
 		.based_on_ts_ms = (int64_t)rv_test_json_num(plan, "based_on_ts", 0),
 		.predicted_speed = rv_test_json_num(plan, "predicted_speed", 0),
@@ -228,8 +245,13 @@ static void apply(const cJSON *plan, enum rv_alg_stage stage, int64_t applied_ts
 static int local_step(struct rv_alg_verdict *v, struct rv_alg_decision *d)
 {
 	struct rv_alg_job_history h = {
-		.strategy = RV_ALG_ALLREDUCE, .lim = limits(), .now_ms = ts, .applied = applied,
-		.n_applied = napplied, .speed = obs, .n_speed = nobs,
+		.strategy = RV_ALG_ALLREDUCE,
+		.lim = limits(),
+		.now_ms = ts,
+		.applied = applied,
+		.n_applied = napplied,
+		.speed = obs,
+		.n_speed = nobs,
 	};
 	/* usage and steps from where the brain reads them */
 	static struct rv_alg_usage u[MAX_USAGE];
@@ -273,10 +295,10 @@ START_TEST(create_plans_match)
 			    "\"distributionStrategy\":\"AllreduceStrategy\",\"replicaSpecs\":{"
 			    "\"worker\":{\"replicas\":2,\"minReplicas\":1,\"maxReplicas\":16,"
 			    "\"resources\":{\"cpu\":4,\"memory\":\"8Gi\"}}}}}");
-	struct rv_alg_job_features f = {.strategy = RV_ALG_ALLREDUCE, .name = "given"};
+	struct rv_alg_job_features f = { .strategy = RV_ALG_ALLREDUCE, .name = "given" };
 	struct rv_alg_ask ask = {
 		.worker_given = true,
-		.cfg = {.worker = {.count = 2, .res = {.cpu = 4, .memory_mb = 8192}}},
+		.cfg = { .worker = { .count = 2, .res = { .cpu = 4, .memory_mb = 8192 } } },
 	};
 	ck_assert_int_eq(rv_alg_plan_create_job(&f, &ask, NULL, 0, &lim, &P, &d), 0);
 	assert_same_config(rv_test_json_at(j, "plan"), &d);
@@ -286,9 +308,11 @@ START_TEST(create_plans_match)
 		     "\"distributionStrategy\":\"AllreduceStrategy\",\"replicaSpecs\":{"
 		     "\"worker\":{\"replicas\":2,\"minReplicas\":1,\"maxReplicas\":16}},"
 		     "\"model\":{\"parameters\":350000000,\"batchSize\":64}}}");
-	f = (struct rv_alg_job_features){.strategy = RV_ALG_ALLREDUCE, .parameters = 350000000,
-					 .batch_size = 64, .name = "auto"};
-	ask = (struct rv_alg_ask){.cfg = {.worker = {.count = 2}}};
+	f = (struct rv_alg_job_features){ .strategy = RV_ALG_ALLREDUCE,
+					  .parameters = 350000000,
+					  .batch_size = 64,
+					  .name = "auto" };
+	ask = (struct rv_alg_ask){ .cfg = { .worker = { .count = 2 } } };
 	ck_assert_int_eq(rv_alg_plan_create_job(&f, &ask, NULL, 0, &lim, &P, &d), 0);
 	ck_assert_str_ne(d.algorithm, "user_spec");
 	assert_same_config(rv_test_json_at(j, "plan"), &d);
@@ -329,14 +353,16 @@ START_TEST(running_plans_match)
 			applied[0].outcome = v.outcome;
 			judged++;
 		}
-		ck_assert_msg((p != NULL) == (rc == 1), "round %d: brain %s a plan, algorithms %s (%s)",
-			      round, p ? "made" : "made no", rc == 1 ? "one" : "none", d.reason);
+		ck_assert_msg((p != NULL) == (rc == 1),
+			      "round %d: brain %s a plan, algorithms %s (%s)", round,
+			      p ? "made" : "made no", rc == 1 ? "one" : "none", d.reason);
 		if (!p)
 			continue;
 		plans++;
 		assert_same_config(p, &d);
 		if (!strcmp(d.algorithm, "revert")) {
-			ck_assert_int_eq((int64_t)rv_test_json_num(p, "reverts_plan_id", 0), applied[0].id);
+			ck_assert_int_eq((int64_t)rv_test_json_num(p, "reverts_plan_id", 0),
+					 applied[0].id);
 			reverted = 1;
 		}
 		if (!strcmp(d.algorithm, "worker_count_model"))
