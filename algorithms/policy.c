@@ -292,9 +292,10 @@ int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_para
 		return 0;
 	}
 	const struct rv_alg_applied *cur = &h->applied[0];
-	struct rv_alg_speed_obs *obs = h->n_speed ? malloc(h->n_speed * sizeof(*obs)) : NULL;
-	struct rv_alg_step *steps = h->n_steps ? malloc(h->n_steps * sizeof(*steps)) : NULL;
-	if ((h->n_speed && !obs) || (h->n_steps && !steps)) {
+	/* scratch copies (at least one element: never NULL below) */
+	struct rv_alg_speed_obs *obs = malloc((h->n_speed ? h->n_speed : 1) * sizeof(*obs));
+	struct rv_alg_step *steps = malloc((h->n_steps ? h->n_steps : 1) * sizeof(*steps));
+	if (!obs || !steps) {
 		free(obs);
 		free(steps);
 		return -ENOMEM;

@@ -525,8 +525,12 @@ static void touch_running_jobs(struct brain *b)
 {
 	struct rv_err err = { 0 };
 	int64_t *ids = calloc(PLANNER_QUEUE_MAX, sizeof(*ids));
-	PGconn *c = ids ? rv_db_acquire(b->db, &err) : NULL;
-	int n = ids ? -EAGAIN : rv_err_set(&err, -ENOMEM, "", "out of memory");
+	if (!ids) {
+		rv_log_warn("could not list the jobs to plan", "reason=\"out of memory\"");
+		return;
+	}
+	PGconn *c = rv_db_acquire(b->db, &err);
+	int n = -EAGAIN;
 	if (c) {
 		n = store_jobs_unplanned(c, ids, PLANNER_QUEUE_MAX, &err);
 		rv_db_release(b->db, c);
