@@ -2,7 +2,9 @@
  * api.c: rover-brain's route table, the shared handler helpers, and the
  * /healthz, /metrics and /v1/openapi.json handlers.  The OpenAPI document is
  * generated from the same route table that dispatches requests, so it names
- * every route.  Handlers run on libmicrohttpd's connection threads.
+ * every route, and its component schemas from common/wire.c's field tables,
+ * so they name every field the brain reads.  Handlers run on libmicrohttpd's
+ * connection threads.
  */
 #include <stdio.h>
 #include <stdlib.h>
