@@ -68,7 +68,8 @@ static int event_tx(struct brain *b, PGconn *c, const struct store_job *job,
 		rc = planner_oom_plan(b, c, job, ev, plan);
 		if (rc < 0)
 			rv_err_set(err, rc, "", "could not make the oom plan: %s", strerror(-rc));
-		if (rc == 0 && plan->stage[0] && (rc = store_plan_insert(c, job->id, plan, 0, err)) == 0)
+		if (rc == 0 && plan->stage[0] &&
+		    (rc = store_plan_insert(c, job->id, plan, 0, err)) == 0)
 			rc = store_event_set_result_plan(c, *id, plan->id, err);
 	}
 	if (rc < 0) {

@@ -345,9 +345,10 @@ static int claim_batch_id(PGconn *c, const char *job_s, const struct rv_metrics_
 	if (rc != 0)
 		return rc < 0 ? rc : 1;
 	RV_CLEANUP_PGRESULT PGresult *r = NULL;
-	rc = rv_db_exec(c,
-			"SELECT samples FROM metrics_batches WHERE job_id = $1::bigint AND batch_id = $2",
-			2, p, &r, err);
+	rc = rv_db_exec(
+		c,
+		"SELECT samples FROM metrics_batches WHERE job_id = $1::bigint AND batch_id = $2",
+		2, p, &r, err);
 	if (rc < 0)
 		return rc;
 	if (rc != 1)
@@ -357,8 +358,8 @@ static int claim_batch_id(PGconn *c, const char *job_s, const struct rv_metrics_
 	return 0;
 }
 
-int store_metrics_insert(PGconn *c, int64_t job_id, const struct rv_metrics_batch *b,
-			 int *accepted, struct rv_err *err)
+int store_metrics_insert(PGconn *c, int64_t job_id, const struct rv_metrics_batch *b, int *accepted,
+			 struct rv_err *err)
 {
 	char job_s[24];
 	i64s(job_s, sizeof(job_s), job_id);
@@ -439,19 +440,30 @@ int store_event_insert(PGconn *c, int64_t job_id, const struct rv_event *ev, int
 	*plan_out = 0;
 	int rc;
 	{
-		const char *p[] = { job_s, ts_s, type, ev->node, role, rank_s, exit_s, ev->reason,
-				    mem_s, peak_s, ev->plan_id > 0 ? plan_s : NULL,
+		const char *p[] = { job_s,
+				    ts_s,
+				    type,
+				    ev->node,
+				    role,
+				    rank_s,
+				    exit_s,
+				    ev->reason,
+				    mem_s,
+				    peak_s,
+				    ev->plan_id > 0 ? plan_s : NULL,
 				    ev->event_id[0] ? ev->event_id : NULL };
 		RV_CLEANUP_PGRESULT PGresult *r = NULL;
 		/* A concurrent twin waits here on the unique index until the first
 		 * commits, then finds nothing to insert and reads the first's row. */
-		rc = rv_db_exec(c,
-				"INSERT INTO events (job_id, ts_ms, type, node, role, rank, exit_code, reason,"
-				" memory_mb, peak_memory_mb, plan_id, event_id) VALUES ($1, $2, $3, $4, $5,"
-				" $6, $7, $8, $9, $10, $11, $12)"
-				" ON CONFLICT (job_id, event_id) WHERE event_id IS NOT NULL DO NOTHING"
-				" RETURNING id",
-				12, p, &r, err);
+		rc = rv_db_exec(
+			c,
+			"INSERT INTO events (job_id, ts_ms, type, node, role, rank, exit_code, "
+			"reason,"
+			" memory_mb, peak_memory_mb, plan_id, event_id) VALUES ($1, $2, $3, $4, $5,"
+			" $6, $7, $8, $9, $10, $11, $12)"
+			" ON CONFLICT (job_id, event_id) WHERE event_id IS NOT NULL DO NOTHING"
+			" RETURNING id",
+			12, p, &r, err);
 		if (rc < 0)
 			return rc;
 		if (rc == 0)
@@ -515,14 +527,14 @@ int store_event_insert(PGconn *c, int64_t job_id, const struct rv_event *ev, int
 	return rc < 0 ? rc : 0;
 }
 
-int store_event_set_result_plan(PGconn *c, int64_t event_id, int64_t plan_id,
-				struct rv_err *err)
+int store_event_set_result_plan(PGconn *c, int64_t event_id, int64_t plan_id, struct rv_err *err)
 {
 	char ev_s[24], plan_s[24];
 	i64s(ev_s, sizeof(ev_s), event_id);
 	i64s(plan_s, sizeof(plan_s), plan_id);
 	const char *p[] = { ev_s, plan_s };
-	int rc = rv_db_exec(c, "UPDATE events SET result_plan_id = $2::bigint WHERE id = $1::bigint",
+	int rc = rv_db_exec(c,
+			    "UPDATE events SET result_plan_id = $2::bigint WHERE id = $1::bigint",
 			    2, p, NULL, err);
 	return rc < 0 ? rc : 0;
 }

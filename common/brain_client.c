@@ -24,9 +24,9 @@
 
 struct rv_brain_client {
 	struct rv_http_client *http;
-	char *url;                 /* base, no trailing '/' */
-	struct rv_brain_opts o;    /* timeouts and retry policy (url/token not kept here) */
-	uint64_t jitter;           /* xorshift state for back-off jitter */
+	char *url;              /* base, no trailing '/' */
+	struct rv_brain_opts o; /* timeouts and retry policy (url/token not kept here) */
+	uint64_t jitter;        /* xorshift state for back-off jitter */
 	long last_status;
 	int last_attempts;
 };
@@ -42,8 +42,7 @@ static int dflt(int v, int d)
 	return v > 0 ? v : d;
 }
 
-struct rv_brain_client *rv_brain_client_new(const struct rv_brain_opts *opts,
-					    struct rv_err *err)
+struct rv_brain_client *rv_brain_client_new(const struct rv_brain_opts *opts, struct rv_err *err)
 {
 	if (!opts || !opts->url ||
 	    (strncmp(opts->url, "http://", 7) != 0 && strncmp(opts->url, "https://", 8) != 0)) {
@@ -67,8 +66,7 @@ struct rv_brain_client *rv_brain_client_new(const struct rv_brain_opts *opts,
 	size_t n = c->url ? strlen(c->url) : 0;
 	while (n > 0 && c->url[n - 1] == '/')
 		c->url[--n] = '\0';
-	c->http = c->url ? rv_http_client_new(opts->token, c->o.connect_timeout_ms,
-					      c->o.timeout_ms)
+	c->http = c->url ? rv_http_client_new(opts->token, c->o.connect_timeout_ms, c->o.timeout_ms)
 			 : NULL;
 	if (!c->http) {
 		rv_err_set(err, c->url ? -EINVAL : -ENOMEM, "token",
@@ -128,8 +126,7 @@ enum {
 
 static bool transient_errno(int rc)
 {
-	return rc == -ECONNREFUSED || rc == -ECONNRESET || rc == -ETIMEDOUT ||
-	       rc == -EHOSTUNREACH;
+	return rc == -ECONNREFUSED || rc == -ECONNRESET || rc == -ETIMEDOUT || rc == -EHOSTUNREACH;
 }
 
 static int status_errno(long status)
@@ -184,9 +181,8 @@ static int64_t backoff(struct rv_brain_client *c, int n)
 static int reply_error(const char *what, const struct rv_http_result *res, struct rv_err *err)
 {
 	int code = status_errno(res->status);
-	CLEANUP_CJSON cJSON *doc = res->body && res->body_len
-					   ? rv_json_parse(res->body, res->body_len, NULL)
-					   : NULL;
+	CLEANUP_CJSON cJSON *doc =
+		res->body && res->body_len ? rv_json_parse(res->body, res->body_len, NULL) : NULL;
 	const cJSON *e = cJSON_GetObjectItemCaseSensitive(doc, "error");
 	const cJSON *d = cJSON_GetObjectItemCaseSensitive(doc, "detail");
 	const cJSON *f = cJSON_GetObjectItemCaseSensitive(doc, "field");
@@ -204,9 +200,9 @@ static int reply_error(const char *what, const struct rv_http_result *res, struc
  * (the parsed body; NULL when empty, e.g. 204) for a 2xx; otherwise a
  * negative errno with err filled.  *reply is the caller's (cJSON_Delete).
  */
-static int call(struct rv_brain_client *c, const char *what, const char *method,
-		const char *path, const char *body, int extra_ms, int flags, long *status,
-		cJSON **reply, struct rv_err *err)
+static int call(struct rv_brain_client *c, const char *what, const char *method, const char *path,
+		const char *body, int extra_ms, int flags, long *status, cJSON **reply,
+		struct rv_err *err)
 {
 	if (reply)
 		*reply = NULL;
@@ -281,8 +277,9 @@ static int check_uid(const char *uid, struct rv_err *err)
 		ok = (uid[i] >= 'a' && uid[i] <= 'z') || (uid[i] >= 'A' && uid[i] <= 'Z') ||
 		     (uid[i] >= '0' && uid[i] <= '9') || uid[i] == '-' || uid[i] == '_' ||
 		     uid[i] == '.';
-	return ok ? 0 : rv_err_set(err, -EINVAL, "uid", "job uid \"%.64s\" is not a uid",
-				   uid ? uid : "");
+	return ok ? 0
+		  : rv_err_set(err, -EINVAL, "uid", "job uid \"%.64s\" is not a uid",
+			       uid ? uid : "");
 }
 
 static int64_t num_or(const cJSON *o, const char *key, int64_t dflt_v)
@@ -376,8 +373,8 @@ int rv_brain_post_event(struct rv_brain_client *c, const char *uid, struct rv_ev
 	return rc;
 }
 
-int rv_brain_plan_get(struct rv_brain_client *c, const char *uid, const char *stage,
-		      int64_t after, int wait_s, struct rv_scale_plan *plan, struct rv_err *err)
+int rv_brain_plan_get(struct rv_brain_client *c, const char *uid, const char *stage, int64_t after,
+		      int wait_s, struct rv_scale_plan *plan, struct rv_err *err)
 {
 	const char *what = "get plan";
 	int rc = check_uid(uid, err);
@@ -394,14 +391,14 @@ int rv_brain_plan_get(struct rv_brain_client *c, const char *uid, const char *st
 		n += snprintf(path + n, sizeof(path) - (size_t)n, "after=%" PRId64 "&", after);
 	if (wait_s > 0)
 		n += snprintf(path + n, sizeof(path) - (size_t)n, "wait=%d&", wait_s);
-	path[n - 1] = '\0';   /* the last '&' or the '?' */
+	path[n - 1] = '\0'; /* the last '&' or the '?' */
 	long st = 0;
 	CLEANUP_CJSON cJSON *reply = NULL;
 	struct rv_err cerr = { 0 };
-	rc = call(c, what, "GET", path, NULL, wait_s > 0 ? wait_s * 1000 : 0, CALL_IDEMPOTENT,
-		  &st, &reply, &cerr);
+	rc = call(c, what, "GET", path, NULL, wait_s > 0 ? wait_s * 1000 : 0, CALL_IDEMPOTENT, &st,
+		  &reply, &cerr);
 	if (rc == -ENOENT && !strcmp(cerr.field, "stage"))
-		return 0;   /* the job exists but has no plan of the stage yet */
+		return 0; /* the job exists but has no plan of the stage yet */
 	if (rc < 0) {
 		if (err)
 			*err = cerr;

@@ -34,14 +34,14 @@
 #define RV_BRAIN_UID_MAX 64
 
 struct rv_brain_opts {
-	const char *url;          /* "http://127.0.0.1:8080"; copied */
-	const char *token;        /* NULL or "" = none; copied */
-	int connect_timeout_ms;   /* per attempt; default 2000 */
-	int timeout_ms;           /* per attempt (a long-poll adds its wait); default 10000 */
-	int max_attempts;         /* for retried calls; default 5, 1 = never retry */
-	int backoff_ms;           /* first pause, doubled after each retry; default 100 */
-	int backoff_max_ms;       /* longest pause; default 2000 */
-	int retry_budget_ms;      /* no retry starts after this long since the call began
+	const char *url;        /* "http://127.0.0.1:8080"; copied */
+	const char *token;      /* NULL or "" = none; copied */
+	int connect_timeout_ms; /* per attempt; default 2000 */
+	int timeout_ms;         /* per attempt (a long-poll adds its wait); default 10000 */
+	int max_attempts;       /* for retried calls; default 5, 1 = never retry */
+	int backoff_ms;         /* first pause, doubled after each retry; default 100 */
+	int backoff_max_ms;     /* longest pause; default 2000 */
+	int retry_budget_ms;    /* no retry starts after this long since the call began
 				   * (a long-poll's wait is added); default 30000 */
 };
 
@@ -50,8 +50,7 @@ struct rv_brain_client;
 /* A client, or NULL with *err set (bad url or token, out of memory).  opts
  * is borrowed for the call; fields left 0 take their defaults.  Free with
  * rv_brain_client_free. */
-struct rv_brain_client *rv_brain_client_new(const struct rv_brain_opts *opts,
-					    struct rv_err *err);
+struct rv_brain_client *rv_brain_client_new(const struct rv_brain_opts *opts, struct rv_err *err);
 /* Accepts NULL; returns NULL. */
 struct rv_brain_client *rv_brain_client_free(struct rv_brain_client *c);
 
@@ -68,8 +67,7 @@ int rv_brain_new_id(char out[RV_ID_MAX]);
  * *plan (when not NULL) the create-stage plan.  -EEXIST when a running job
  * has the name. */
 int rv_brain_register(struct rv_brain_client *c, const struct rv_job_spec *spec,
-		      char uid[RV_BRAIN_UID_MAX], struct rv_scale_plan *plan,
-		      struct rv_err *err);
+		      char uid[RV_BRAIN_UID_MAX], struct rv_scale_plan *plan, struct rv_err *err);
 
 /* POST /v1/jobs/{uid}/metrics.  batch is borrowed; when batch->batch_id is
  * "" it is filled with a new id before the first attempt, so a later resend
@@ -87,17 +85,17 @@ int rv_brain_post_event(struct rv_brain_client *c, const char *uid, struct rv_ev
 /* GET /v1/jobs/{uid}/plan: the newest plan of stage (NULL: any) with an id
  * above after (0: any); wait_s > 0 long-polls that long for one.  1 with
  * *plan filled, 0 when none came (or none exists yet), negative errno. */
-int rv_brain_plan_get(struct rv_brain_client *c, const char *uid, const char *stage,
-		      int64_t after, int wait_s, struct rv_scale_plan *plan, struct rv_err *err);
+int rv_brain_plan_get(struct rv_brain_client *c, const char *uid, const char *stage, int64_t after,
+		      int wait_s, struct rv_scale_plan *plan, struct rv_err *err);
 
 /* One plan of the history, with what the brain learnt of it. */
 struct rv_brain_plan_record {
 	struct rv_scale_plan plan;
 	bool applied;
-	char outcome[16];          /* pending, better, neutral, worse, unknown */
-	double speed_before;       /* -1 when not measured */
-	double speed_after;        /* -1 when not measured */
-	int64_t reverts_plan_id;   /* 0 when it reverts none */
+	char outcome[16];        /* pending, better, neutral, worse, unknown */
+	double speed_before;     /* -1 when not measured */
+	double speed_after;      /* -1 when not measured */
+	int64_t reverts_plan_id; /* 0 when it reverts none */
 };
 
 /* GET /v1/jobs/{uid}/plans?limit=: *out gets a malloc'd array of *n records,
@@ -112,7 +110,7 @@ struct rv_brain_job {
 	int64_t last_sample_ts_ms; /* newest sample stored (job time) */
 	int64_t planned_ts_ms;     /* newest sample the planner has considered */
 	int64_t speed_samples, node_samples;
-	int64_t latest_plan_id;    /* 0 when none */
+	int64_t latest_plan_id; /* 0 when none */
 };
 int rv_brain_job_get(struct rv_brain_client *c, const char *uid, struct rv_brain_job *out,
 		     struct rv_err *err);
@@ -122,9 +120,9 @@ int rv_brain_cluster_report(struct rv_brain_client *c, const struct rv_cluster_r
 			    struct rv_err *err);
 
 struct rv_brain_cluster {
-	struct rv_cluster_report nodes;   /* release with rv_cluster_report_release */
+	struct rv_cluster_report nodes; /* release with rv_cluster_report_release */
 	int ready_nodes;
-	double cpu, cpu_used, cpu_free;   /* ready nodes, cores */
+	double cpu, cpu_used, cpu_free; /* ready nodes, cores */
 	int64_t memory_mb, memory_used_mb, memory_free_mb;
 	int gpu;
 };

@@ -1279,7 +1279,10 @@ void rv_cluster_report_release(struct rv_cluster_report *r)
  * One row per JSON key the code above reads or writes; check_wire.c fails
  * when a key is added to the code and not here, or here and not in the code. */
 
-#define F(name, type, req, ref, map, enums, desc) { name, type, req, ref, map, enums, desc }
+#define F(name, type, req, ref, map, enums, desc)                                                  \
+	{                                                                                          \
+		name, type, req, ref, map, enums, desc                                             \
+	}
 
 static const struct rv_wire_field f_elastic_job[] = {
 	F("apiVersion", "string", false, NULL, false, NULL,
@@ -1300,7 +1303,8 @@ static const struct rv_wire_field f_job_spec[] = {
 	  "AllreduceStrategy|ParameterServerStrategy", "how workers share the model"),
 	F("optimizeMode", "string", false, NULL, false, "manual|single-job|cluster",
 	  "who plans resources; default cluster"),
-	F("brainService", "string", false, NULL, false, NULL, "http:// or https:// URL of the brain"),
+	F("brainService", "string", false, NULL, false, NULL,
+	  "http:// or https:// URL of the brain"),
 	F("replicaSpecs", "object", true, "ReplicaSpec", true, NULL,
 	  "by role: worker (required), ps (ParameterServerStrategy only), chief, evaluator"),
 	F("datasets", "array", false, "Dataset", false, NULL, "at most 8 datasets"),
@@ -1309,7 +1313,8 @@ static const struct rv_wire_field f_job_spec[] = {
 static const struct rv_wire_field f_replica_spec[] = {
 	F("replicas", "integer", false, NULL, false, NULL, "nodes to start with, default 1"),
 	F("minReplicas", "integer", false, NULL, false, NULL, "at most replicas; default replicas"),
-	F("maxReplicas", "integer", false, NULL, false, NULL, "at least replicas; default replicas"),
+	F("maxReplicas", "integer", false, NULL, false, NULL,
+	  "at least replicas; default replicas"),
 	F("restartCount", "integer", false, NULL, false, NULL, "restarts per node, default 3"),
 	F("priority", "string", false, NULL, false, "high|low", "scheduling priority"),
 	F("resources", "object", false, "Resources", false, NULL,
@@ -1389,7 +1394,8 @@ static const struct rv_wire_field f_scale_plan[] = {
 	F("based_on_ts", "integer", false, NULL, false, NULL,
 	  "newest sample time the plan saw, ms (job time)"),
 	F("groups", "object", false, "PlanGroup", true, NULL, "by role: count and resource"),
-	F("launch", "array", false, "PlanNode", false, NULL, "nodes to relaunch with new resources"),
+	F("launch", "array", false, "PlanNode", false, NULL,
+	  "nodes to relaunch with new resources"),
 	F("remove", "array", false, "PlanNode", false, NULL, "nodes to remove"),
 	F("migrate", "array", false, "PlanNode", false, NULL, "nodes to move to new resources"),
 };
@@ -1422,7 +1428,10 @@ static const struct rv_wire_field f_cluster_node[] = {
 };
 #undef F
 
-#define M(name, desc, f) { name, desc, f, (int)RV_ARRAY_SIZE(f) }
+#define M(name, desc, f)                                                                           \
+	{                                                                                          \
+		name, desc, f, (int)RV_ARRAY_SIZE(f)                                               \
+	}
 static const struct rv_wire_message messages[] = {
 	M("ElasticJob", "a job spec, shaped like DLRover's ElasticJob resource", f_elastic_job),
 	M("MetricsBatch", "samples from a job, stored all or nothing", f_metrics_batch),

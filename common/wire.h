@@ -29,7 +29,7 @@
 #define RV_MAX_MEMORY_MB (4LL * 1024 * 1024)  /* 4 TiB per node */
 #define RV_MAX_GPU 64
 #define RV_MAX_REPLICAS 10000
-#define RV_ID_MAX 65            /* client-chosen ids: 1..64 chars [A-Za-z0-9._-] */
+#define RV_ID_MAX            65 /* client-chosen ids: 1..64 chars [A-Za-z0-9._-] */
 
 enum rv_strategy { RV_STRATEGY_ALLREDUCE, RV_STRATEGY_PS };
 enum rv_optimize_mode { RV_OPT_MANUAL, RV_OPT_SINGLE_JOB, RV_OPT_CLUSTER };
@@ -229,20 +229,20 @@ void rv_cluster_report_release(struct rv_cluster_report *r);
  * these tables) and what tests/common/check_wire.c holds equal to the
  * from_json/to_json code, key by key.  Static storage, read-only. */
 struct rv_wire_field {
-	const char *name;         /* JSON key */
-	const char *type;         /* JSON Schema type: "string", "integer", "number",
+	const char *name;  /* JSON key */
+	const char *type;  /* JSON Schema type: "string", "integer", "number",
 				   * "boolean", "object", "array"; "a|b" when either */
-	bool required;            /* from_json rejects the message without it */
-	const char *ref;          /* object: the message it holds; array: the message of
+	bool required;     /* from_json rejects the message without it */
+	const char *ref;   /* object: the message it holds; array: the message of
 				   * its items ("string": plain strings); NULL otherwise */
-	bool map;                 /* object keyed by names (roles, label keys) whose values
+	bool map;          /* object keyed by names (roles, label keys) whose values
 				   * are ref */
-	const char *enums;        /* "a|b|c": the only values accepted; NULL: any */
+	const char *enums; /* "a|b|c": the only values accepted; NULL: any */
 	const char *description;
 };
 
 struct rv_wire_message {
-	const char *name;         /* schema name: "MetricsBatch", "Sample", ... */
+	const char *name; /* schema name: "MetricsBatch", "Sample", ... */
 	const char *description;
 	const struct rv_wire_field *fields;
 	int nfields;

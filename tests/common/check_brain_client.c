@@ -47,8 +47,11 @@ static void start_brain(const char *const *extra)
 
 static struct rv_brain_client *client(const char *url, const char *token)
 {
-	struct rv_brain_opts o = { .url = url, .token = token, .timeout_ms = 5000,
-				   .backoff_ms = 20, .backoff_max_ms = 200 };
+	struct rv_brain_opts o = { .url = url,
+				   .token = token,
+				   .timeout_ms = 5000,
+				   .backoff_ms = 20,
+				   .backoff_max_ms = 200 };
 	struct rv_err err = { 0 };
 	struct rv_brain_client *c = rv_brain_client_new(&o, &err);
 	ck_assert_msg(c != NULL, "%s", err.msg);
@@ -169,15 +172,20 @@ START_TEST(every_call_round_trips)
 	struct rv_brain_plan_record *recs = NULL;
 	int n = 0;
 	ck_assert_int_eq(rv_brain_plan_history(bc, uid, 10, &recs, &n, &err), 0);
-	ck_assert_int_ge(n, 1);   /* the planner may have made a running plan since */
+	ck_assert_int_ge(n, 1); /* the planner may have made a running plan since */
 	ck_assert_int_eq(recs[0].plan.id, create.id);
 	ck_assert_str_eq(recs[0].plan.stage, "create");
 	ck_assert_str_eq(recs[0].outcome, "pending");
 	free(recs);
 
 	struct rv_cluster_node nodes[2] = {
-		{ .name = "host-a", .ts_ms = 1, .cpu = 32, .memory_mb = 65536, .cpu_used = 8,
-		  .memory_used_mb = 1024, .ready = true },
+		{ .name = "host-a",
+		  .ts_ms = 1,
+		  .cpu = 32,
+		  .memory_mb = 65536,
+		  .cpu_used = 8,
+		  .memory_used_mb = 1024,
+		  .ready = true },
 		{ .name = "host-b", .ts_ms = 1, .cpu = 16, .memory_mb = 32768, .ready = true },
 	};
 	struct rv_cluster_report rep = { .nodes = nodes, .n = 2 };
@@ -193,8 +201,9 @@ START_TEST(every_call_round_trips)
 	rv_cluster_report_release(&cl.nodes);
 
 	/* the job finishes: the client's job_finished event lands */
-	struct rv_event fin = { .type = RV_EVENT_JOB_FINISHED, .ts_ms = 1700000200000,
-				.rank = -1, .exit_code = -1 };
+	struct rv_event fin = {
+		.type = RV_EVENT_JOB_FINISHED, .ts_ms = 1700000200000, .rank = -1, .exit_code = -1
+	};
 	ck_assert_int_eq(rv_brain_post_event(bc, uid, &fin, NULL, &err), 0);
 	ck_assert_int_eq(rv_brain_job_get(bc, uid, &job, &err), 0);
 	ck_assert_str_eq(job.status, "finished");
@@ -387,8 +396,11 @@ START_TEST(retry_across_a_brain_restart)
 	char url[64];
 	snprintf(url, sizeof(url), "%s", brain.url);
 	int port = brain.port;
-	struct rv_brain_opts o = { .url = url, .timeout_ms = 3000, .max_attempts = 50,
-				   .backoff_ms = 50, .backoff_max_ms = 300,
+	struct rv_brain_opts o = { .url = url,
+				   .timeout_ms = 3000,
+				   .max_attempts = 50,
+				   .backoff_ms = 50,
+				   .backoff_max_ms = 300,
 				   .retry_budget_ms = 20000 };
 	struct rv_brain_client *c = rv_brain_client_new(&o, &err);
 	ck_assert_ptr_nonnull(c);
@@ -431,8 +443,11 @@ START_TEST(timeout_against_a_socket_that_never_answers)
 	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
 	char url[64];
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d", ntohs(a.sin_port));
-	struct rv_brain_opts o = { .url = url, .timeout_ms = 300, .max_attempts = 3,
-				   .backoff_ms = 50, .backoff_max_ms = 100,
+	struct rv_brain_opts o = { .url = url,
+				   .timeout_ms = 300,
+				   .max_attempts = 3,
+				   .backoff_ms = 50,
+				   .backoff_max_ms = 100,
 				   .retry_budget_ms = 5000 };
 	struct rv_err err = { 0 };
 	struct rv_brain_client *c = rv_brain_client_new(&o, &err);

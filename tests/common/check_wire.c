@@ -1429,7 +1429,6 @@ START_TEST(test_to_json_out_of_memory)
 }
 END_TEST
 
-
 /* ---- field tables: rv_wire_messages() against the code, both ways ---- */
 
 enum tkind { T_JOB, T_BATCH, T_EVENT, T_PLAN, T_CLUSTER };
@@ -1437,25 +1436,36 @@ enum tkind { T_JOB, T_BATCH, T_EVENT, T_PLAN, T_CLUSTER };
 static const char *const table_docs[] = {
 	[T_JOB] = "{\"apiVersion\":\"elastic.rover.dev/v1alpha1\",\"kind\":\"ElasticJob\","
 		  "\"metadata\":{\"name\":\"j\",\"namespace\":\"ns\",\"labels\":{\"user\":\"u\"}},"
-		  "\"spec\":{\"distributionStrategy\":\"AllreduceStrategy\",\"optimizeMode\":\"cluster\","
-		  "\"brainService\":\"http://brain:8080\",\"replicaSpecs\":{\"worker\":{\"replicas\":2,"
+		  "\"spec\":{\"distributionStrategy\":\"AllreduceStrategy\",\"optimizeMode\":"
+		  "\"cluster\","
+		  "\"brainService\":\"http://"
+		  "brain:8080\",\"replicaSpecs\":{\"worker\":{\"replicas\":2,"
 		  "\"minReplicas\":1,\"maxReplicas\":4,\"restartCount\":3,\"priority\":\"high\","
-		  "\"resources\":{\"cpu\":4,\"memory\":\"8Gi\",\"gpu\":0},\"command\":[\"python3\",\"x.py\"]}},"
+		  "\"resources\":{\"cpu\":4,\"memory\":\"8Gi\",\"gpu\":0},\"command\":[\"python3\","
+		  "\"x.py\"]}},"
 		  "\"datasets\":[{\"name\":\"train\",\"size\":100,\"shardSize\":10,\"epochs\":2,"
 		  "\"shuffle\":true}],\"model\":{\"parameters\":1000,\"batchSize\":32}}}",
-	[T_BATCH] = "{\"batch_id\":\"b-1\",\"samples\":[{\"kind\":\"speed\",\"ts\":1,\"speed\":1,\"step\":1,"
-		    "\"workers\":1,\"ps\":0},{\"kind\":\"node\",\"ts\":1,\"node\":\"w-0\",\"role\":\"worker\","
+	[T_BATCH] = "{\"batch_id\":\"b-1\",\"samples\":[{\"kind\":\"speed\",\"ts\":1,\"speed\":1,"
+		    "\"step\":1,"
+		    "\"workers\":1,\"ps\":0},{\"kind\":\"node\",\"ts\":1,\"node\":\"w-0\",\"role\":"
+		    "\"worker\","
 		    "\"rank\":0,\"cpu\":1,\"memory_mb\":1,\"cpu_limit\":2,\"memory_limit_mb\":2,"
-		    "\"step_time\":0.5},{\"kind\":\"model\",\"ts\":1,\"parameters\":10,\"batch_size\":2,"
+		    "\"step_time\":0.5},{\"kind\":\"model\",\"ts\":1,\"parameters\":10,\"batch_"
+		    "size\":2,"
 		    "\"flops\":1e9}]}",
-	[T_EVENT] = "{\"event_id\":\"e-1\",\"type\":\"node_oom\",\"ts\":1,\"node\":\"w-0\",\"role\":\"worker\","
-		    "\"rank\":0,\"exit_code\":137,\"reason\":\"x\",\"memory_mb\":1,\"peak_memory_mb\":2,"
+	[T_EVENT] = "{\"event_id\":\"e-1\",\"type\":\"node_oom\",\"ts\":1,\"node\":\"w-0\","
+		    "\"role\":\"worker\","
+		    "\"rank\":0,\"exit_code\":137,\"reason\":\"x\",\"memory_mb\":1,\"peak_memory_"
+		    "mb\":2,"
 		    "\"plan_id\":3}",
-	[T_PLAN] = "{\"job\":\"j-1\",\"id\":3,\"stage\":\"running\",\"algorithm\":\"a\",\"reason\":\"r\","
+	[T_PLAN] = "{\"job\":\"j-1\",\"id\":3,\"stage\":\"running\",\"algorithm\":\"a\",\"reason\":"
+		   "\"r\","
 		   "\"predicted_speed\":1.5,\"based_on_ts\":10,\"groups\":{\"worker\":{\"count\":2,"
-		   "\"resource\":{\"cpu\":1,\"memory_mb\":2,\"gpu\":0}}},\"launch\":[{\"node\":\"w-0\","
+		   "\"resource\":{\"cpu\":1,\"memory_mb\":2,\"gpu\":0}}},\"launch\":[{\"node\":\"w-"
+		   "0\","
 		   "\"role\":\"worker\",\"resource\":{\"cpu\":1,\"memory_mb\":2,\"gpu\":0}}],"
-		   "\"remove\":[{\"node\":\"w-1\",\"role\":\"worker\"}],\"migrate\":[{\"node\":\"ps-0\","
+		   "\"remove\":[{\"node\":\"w-1\",\"role\":\"worker\"}],\"migrate\":[{\"node\":"
+		   "\"ps-0\","
 		   "\"role\":\"ps\",\"resource\":{\"cpu\":3}}]}",
 	[T_CLUSTER] = "{\"nodes\":[{\"name\":\"h\",\"ts\":1,\"cpu\":4,\"memory_mb\":8,\"gpu\":0,"
 		      "\"cpu_used\":1,\"memory_used_mb\":2,\"ready\":true}]}",
@@ -1559,7 +1569,8 @@ START_TEST(test_table_fields_are_parsed)
 			const char *at = NULL;
 			cJSON *doc = cJSON_Parse(table_docs[k]);
 			for (int i = 0; i < 3 && table_cases[c].at[i] && !at; i++)
-				if (cJSON_GetObjectItemCaseSensitive(table_at(doc, table_cases[c].at[i]),
+				if (cJSON_GetObjectItemCaseSensitive(table_at(doc,
+									      table_cases[c].at[i]),
 								     fd->name))
 					at = table_cases[c].at[i];
 			ck_assert_msg(at, "%s.%s: not in the test document", msg->name, fd->name);
@@ -1577,8 +1588,9 @@ START_TEST(test_table_fields_are_parsed)
 			cJSON_DeleteItemFromObjectCaseSensitive(table_at(doc, at), fd->name);
 			rc = table_parse(k, doc, NULL, &err);
 			if (fd->required)
-				ck_assert_msg(rc == -EINVAL, "%s.%s: required but its absence passes",
-					      msg->name, fd->name);
+				ck_assert_msg(rc == -EINVAL,
+					      "%s.%s: required but its absence passes", msg->name,
+					      fd->name);
 			else if (!strstr(fd->description, "required for"))
 				ck_assert_msg(rc == 0, "%s.%s: optional but its absence fails: %s",
 					      msg->name, fd->name, err.msg);
@@ -1611,7 +1623,8 @@ START_TEST(test_table_fields_are_written)
 				int f = 0;
 				while (f < msg->nfields && strcmp(msg->fields[f].name, it->string))
 					f++;
-				ck_assert_msg(f < msg->nfields, "%s: to_json writes \"%s\", not in its table",
+				ck_assert_msg(f < msg->nfields,
+					      "%s: to_json writes \"%s\", not in its table",
 					      msg->name, it->string);
 				seen[f] = true;
 			}
@@ -1644,7 +1657,7 @@ START_TEST(test_ids)
 	cJSON_ReplaceItemInObjectCaseSensitive(doc, "batch_id", cJSON_CreateString(long_id));
 	ck_assert_int_eq(rv_metrics_batch_from_json(doc, &b, &err), -EINVAL);
 	ck_assert_str_eq(err.field, "batch_id");
-	long_id[RV_ID_MAX - 1] = '\0';   /* 64 characters: the most allowed */
+	long_id[RV_ID_MAX - 1] = '\0'; /* 64 characters: the most allowed */
 	cJSON_ReplaceItemInObjectCaseSensitive(doc, "batch_id", cJSON_CreateString(long_id));
 	ck_assert_int_eq(rv_metrics_batch_from_json(doc, &b, &err), 0);
 	rv_metrics_batch_release(&b);

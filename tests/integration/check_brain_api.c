@@ -447,11 +447,13 @@ static void refs_resolve(const cJSON *doc, const cJSON *node)
 	for (const cJSON *it = node ? node->child : NULL; it; it = it->next) {
 		if (it->string && !strcmp(it->string, "$ref")) {
 			const char *pre = "#/components/schemas/";
-			ck_assert_msg(cJSON_IsString(it) && !strncmp(it->valuestring, pre, strlen(pre)),
+			ck_assert_msg(cJSON_IsString(it) &&
+					      !strncmp(it->valuestring, pre, strlen(pre)),
 				      "odd $ref");
 			const cJSON *schemas = rv_test_json_at(doc, "components.schemas");
 			ck_assert_msg(cJSON_GetObjectItemCaseSensitive(schemas,
-								      it->valuestring + strlen(pre)),
+								       it->valuestring +
+									       strlen(pre)),
 				      "$ref %s names no schema", it->valuestring);
 		}
 		refs_resolve(doc, it);
@@ -473,8 +475,8 @@ static void openapi_matches_wire(const cJSON *doc)
 		const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
 		for (int k = 0; k < m[i].nfields; k++) {
 			const struct rv_wire_field *f = &m[i].fields[k];
-			ck_assert_msg(cJSON_GetObjectItemCaseSensitive(props, f->name), "%s.%s missing",
-				      m[i].name, f->name);
+			ck_assert_msg(cJSON_GetObjectItemCaseSensitive(props, f->name),
+				      "%s.%s missing", m[i].name, f->name);
 			bool listed = false;
 			const cJSON *q;
 			cJSON_ArrayForEach(q, req)
@@ -532,7 +534,8 @@ START_TEST(health_metrics_openapi)
 	ck_assert_ptr_nonnull(rv_test_json_at(r.json, "components.schemas.ScalePlan"));
 	ck_assert_ptr_nonnull(rv_test_json_at(r.json, "paths./v1/jobs.post.requestBody"));
 	/* the fields that once drifted are there */
-	ck_assert_ptr_nonnull(rv_test_json_at(r.json, "components.schemas.Sample.properties.flops"));
+	ck_assert_ptr_nonnull(
+		rv_test_json_at(r.json, "components.schemas.Sample.properties.flops"));
 	ck_assert_ptr_nonnull(
 		rv_test_json_at(r.json, "components.schemas.ScalePlan.properties.based_on_ts"));
 	openapi_matches_wire(r.json);

@@ -43,8 +43,8 @@ static int failed(struct run *s, int rc, const struct rv_err *err)
 	return rc;
 }
 
-static void replica(struct rv_replica_spec *r, int n, int min, int max, bool with_res,
-		    double cpu, int64_t mem)
+static void replica(struct rv_replica_spec *r, int n, int min, int max, bool with_res, double cpu,
+		    int64_t mem)
 {
 	r->present = true;
 	r->replicas = n;
@@ -140,7 +140,10 @@ static int post_event(struct run *s, struct rv_event *ev, int64_t *plan_id)
 
 static int post_simple_event(struct run *s, enum rv_event_type type, int64_t plan_id)
 {
-	struct rv_event ev = { .type = type, .role = RV_ROLE_WORKER, .rank = -1, .exit_code = -1,
+	struct rv_event ev = { .type = type,
+			       .role = RV_ROLE_WORKER,
+			       .rank = -1,
+			       .exit_code = -1,
 			       .plan_id = plan_id };
 	return post_event(s, &ev, NULL);
 }
@@ -283,8 +286,8 @@ static int report_round(struct run *s)
 		for (int i = 0; i < c->ps; i++) {
 			double cpu = fmin(c->ps_cpu, noisy(s, need_p * load, 0.5));
 			int64_t mem = (int64_t)(mem_p * (0.9 + 0.1 * rng_uniform(&s->rng)));
-			add_node_sample(&b, s->ts_ms, RV_ROLE_PS, i, cpu, mem, c->ps_cpu, c->ps_mem_mb,
-					-1);
+			add_node_sample(&b, s->ts_ms, RV_ROLE_PS, i, cpu, mem, c->ps_cpu,
+					c->ps_mem_mb, -1);
 		}
 		if (b.n >= BATCH_SAMPLES && (rc = flush(s, &b)) < 0)
 			break;
@@ -386,13 +389,18 @@ void rover_run(const struct sim_job *j, const struct sim_opts *o, struct sim_res
 	struct run s = { .j = j, .o = o, .r = r, .ts_ms = SIM_T0_MS };
 	rng_seed(&s.rng, j->name);
 	/* As before the client: three tries 100 ms apart when the brain is busy. */
-	struct rv_brain_opts bo = { .url = o->brain, .token = o->token,
-				    .connect_timeout_ms = 3000, .timeout_ms = 30000,
-				    .max_attempts = 3, .backoff_ms = 100, .backoff_max_ms = 200 };
+	struct rv_brain_opts bo = { .url = o->brain,
+				    .token = o->token,
+				    .connect_timeout_ms = 3000,
+				    .timeout_ms = 30000,
+				    .max_attempts = 3,
+				    .backoff_ms = 100,
+				    .backoff_max_ms = 200 };
 	struct rv_err err = { 0 };
 	s.bc = rv_brain_client_new(&bo, &err);
 	if (!s.bc) {
-		snprintf(r->error, sizeof(r->error), "could not create brain client: %.100s", err.msg);
+		snprintf(r->error, sizeof(r->error), "could not create brain client: %.100s",
+			 err.msg);
 		return;
 	}
 	int rc = play(&s);
