@@ -832,11 +832,10 @@ static int parse_sample(const cJSON *o, const char *p, struct rv_sample *s, stru
 	return 0;
 }
 
-int rv_metrics_batch_from_json(const cJSON *root, struct rv_metrics_batch *out,
+static int metrics_batch_parse(const cJSON *root, struct rv_metrics_batch *out,
 			       struct rv_err *err)
 {
 	int rc;
-	memset(out, 0, sizeof(*out));
 	if (!cJSON_IsObject(root))
 		return rv_err_set(err, -EINVAL, "", "metrics batch must be a json object");
 	if ((rc = get_id(root, "batch_id", out->batch_id, err)) < 0)
@@ -864,6 +863,16 @@ int rv_metrics_batch_from_json(const cJSON *root, struct rv_metrics_batch *out,
 	}
 	out->n = n;
 	return 0;
+}
+
+int rv_metrics_batch_from_json(const cJSON *root, struct rv_metrics_batch *out,
+			       struct rv_err *err)
+{
+	memset(out, 0, sizeof(*out));
+	int rc = metrics_batch_parse(root, out, err);
+	if (rc < 0)
+		rv_metrics_batch_release(out);
+	return rc < 0 ? rc : 0;
 }
 
 static cJSON *sample_to_json(const struct rv_sample *s)

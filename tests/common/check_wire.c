@@ -1661,6 +1661,11 @@ START_TEST(test_ids)
 	cJSON_ReplaceItemInObjectCaseSensitive(doc, "batch_id", cJSON_CreateString(long_id));
 	ck_assert_int_eq(rv_metrics_batch_from_json(doc, &b, &err), 0);
 	rv_metrics_batch_release(&b);
+	/* a failure later in the batch leaves the output released, id included */
+	cJSON *samples = cJSON_DetachItemFromObjectCaseSensitive(doc, "samples");
+	ck_assert_int_eq(rv_metrics_batch_from_json(doc, &b, &err), -EINVAL);
+	ck_assert_str_eq(b.batch_id, "");
+	cJSON_AddItemToObject(doc, "samples", samples);
 	cJSON_DeleteItemFromObjectCaseSensitive(doc, "batch_id");
 	ck_assert_int_eq(rv_metrics_batch_from_json(doc, &b, &err), 0);
 	ck_assert_str_eq(b.batch_id, "");
