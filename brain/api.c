@@ -2,7 +2,9 @@
  * api.c: rover-brain's route table, the shared handler helpers, and the
  * /healthz, /metrics and /v1/openapi.json handlers.  The OpenAPI document is
  * generated from the same route table that dispatches requests, so it names
- * every route.  Handlers run on libmicrohttpd's connection threads.
+ * every route, and its component schemas from common/wire.c's field tables,
+ * so they name every field the brain reads.  Handlers run on libmicrohttpd's
+ * connection threads.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -195,72 +197,141 @@ static int api_metrics_get(struct rv_http_req *req, struct rv_http_resp *resp, v
 
 /* ---- OpenAPI ---- */
 
-static const char openapi_schemas[] =
+/*
+ * Component schemas.  The wire messages (request bodies, plans, cluster
+ * nodes) are generated from common/wire.c's field tables, the same tables
+ * tests/common/check_wire.c holds equal to the parsing code, so the document
+ * cannot drift from what the brain accepts.  What only the brain's replies
+ * hold is typed here.
+ */
+static const char openapi_reply_schemas[] =
 	"{"
 	"\"Error\":{\"type\":\"object\",\"required\":[\"error\",\"detail\"],\"properties\":{"
-	"\"error\":{\"type\":\"string\"},\"detail\":{\"type\":\"string\"},\"field\":{\"type\":\"string\"}}},"
-	"\"Resource\":{\"type\":\"object\",\"properties\":{\"cpu\":{\"oneOf\":[{\"type\":\"number\"},"
-	"{\"type\":\"string\"}]},\"memory\":{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}]},"
-	"\"gpu\":{\"type\":\"integer\"}}},"
-	"\"ReplicaSpec\":{\"type\":\"object\",\"properties\":{\"replicas\":{\"type\":\"integer\"},"
-	"\"minReplicas\":{\"type\":\"integer\"},\"maxReplicas\":{\"type\":\"integer\"},"
-	"\"restartCount\":{\"type\":\"integer\"},\"priority\":{\"type\":\"string\"},"
-	"\"resources\":{\"$ref\":\"#/components/schemas/Resource\"},"
-	"\"command\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}}},"
-	"\"ElasticJob\":{\"type\":\"object\",\"required\":[\"kind\",\"metadata\",\"spec\"],\"properties\":{"
-	"\"apiVersion\":{\"type\":\"string\",\"example\":\"elastic.rover.dev/v1alpha1\"},"
-	"\"kind\":{\"type\":\"string\",\"enum\":[\"ElasticJob\"]},"
-	"\"metadata\":{\"type\":\"object\",\"required\":[\"name\"],\"properties\":{\"name\":{\"type\":\"string\"},"
-	"\"namespace\":{\"type\":\"string\"},\"labels\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"}}}},"
-	"\"spec\":{\"type\":\"object\",\"required\":[\"distributionStrategy\",\"replicaSpecs\"],\"properties\":{"
-	"\"distributionStrategy\":{\"type\":\"string\",\"enum\":[\"AllreduceStrategy\",\"ParameterServerStrategy\"]},"
-	"\"optimizeMode\":{\"type\":\"string\",\"enum\":[\"manual\",\"single-job\",\"cluster\"]},"
-	"\"brainService\":{\"type\":\"string\"},"
-	"\"replicaSpecs\":{\"type\":\"object\",\"additionalProperties\":{\"$ref\":\"#/components/schemas/ReplicaSpec\"}},"
-	"\"datasets\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},"
-	"\"model\":{\"type\":\"object\",\"properties\":{\"parameters\":{\"type\":\"integer\"},\"batchSize\":{\"type\":\"integer\"}}}}}}},"
-	"\"Sample\":{\"type\":\"object\",\"required\":[\"kind\",\"ts\"],\"properties\":{"
-	"\"kind\":{\"type\":\"string\",\"enum\":[\"speed\",\"node\",\"model\"]},\"ts\":{\"type\":\"integer\",\"description\":\"ms since the epoch, job time\"},"
-	"\"speed\":{\"type\":\"number\"},\"step\":{\"type\":\"integer\"},\"workers\":{\"type\":\"integer\"},\"ps\":{\"type\":\"integer\"},"
-	"\"node\":{\"type\":\"string\"},\"role\":{\"type\":\"string\"},\"rank\":{\"type\":\"integer\"},\"cpu\":{\"type\":\"number\"},"
-	"\"memory_mb\":{\"type\":\"integer\"},\"cpu_limit\":{\"type\":\"number\"},\"memory_limit_mb\":{\"type\":\"integer\"},"
-	"\"step_time\":{\"type\":\"number\"},\"parameters\":{\"type\":\"integer\"},\"batch_size\":{\"type\":\"integer\"}}},"
-	"\"MetricsBatch\":{\"type\":\"object\",\"required\":[\"samples\"],\"properties\":{\"samples\":{\"type\":\"array\","
-	"\"maxItems\":10000,\"items\":{\"$ref\":\"#/components/schemas/Sample\"}}}},"
-	"\"Event\":{\"type\":\"object\",\"required\":[\"type\",\"ts\"],\"properties\":{"
-	"\"type\":{\"type\":\"string\",\"enum\":[\"node_failed\",\"node_oom\",\"node_relaunched\",\"node_finished\","
-	"\"job_finished\",\"job_failed\",\"plan_applied\"]},\"ts\":{\"type\":\"integer\"},\"node\":{\"type\":\"string\"},"
-	"\"role\":{\"type\":\"string\"},\"rank\":{\"type\":\"integer\"},\"exit_code\":{\"type\":\"integer\"},"
-	"\"reason\":{\"type\":\"string\"},\"memory_mb\":{\"type\":\"integer\"},\"peak_memory_mb\":{\"type\":\"integer\"},"
-	"\"plan_id\":{\"type\":\"integer\"}}},"
-	"\"PlanGroup\":{\"type\":\"object\",\"properties\":{\"count\":{\"type\":\"integer\"},\"resource\":{\"type\":\"object\","
-	"\"properties\":{\"cpu\":{\"type\":\"number\"},\"memory_mb\":{\"type\":\"integer\"},\"gpu\":{\"type\":\"integer\"}}}}},"
-	"\"ScalePlan\":{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"},\"job\":{\"type\":\"string\"},"
-	"\"stage\":{\"type\":\"string\",\"enum\":[\"create\",\"running\",\"oom\"]},\"algorithm\":{\"type\":\"string\"},"
-	"\"reason\":{\"type\":\"string\"},\"predicted_speed\":{\"type\":\"number\"},"
-	"\"groups\":{\"type\":\"object\",\"additionalProperties\":{\"$ref\":\"#/components/schemas/PlanGroup\"}},"
-	"\"launch\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},\"remove\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},"
-	"\"migrate\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},"
-	"\"outcome\":{\"type\":\"string\",\"enum\":[\"pending\",\"better\",\"neutral\",\"worse\",\"unknown\"]},"
-	"\"speed_before\":{\"type\":\"number\",\"nullable\":true},\"speed_after\":{\"type\":\"number\",\"nullable\":true},"
-	"\"reverts_plan_id\":{\"type\":\"integer\",\"nullable\":true}}},"
-	"\"PlanHistory\":{\"type\":\"object\",\"properties\":{\"plans\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/components/schemas/ScalePlan\"}}}},"
-	"\"Job\":{\"type\":\"object\",\"properties\":{\"uid\":{\"type\":\"string\"},\"namespace\":{\"type\":\"string\"},"
-	"\"name\":{\"type\":\"string\"},\"user\":{\"type\":\"string\"},\"status\":{\"type\":\"string\"},"
-	"\"spec\":{\"$ref\":\"#/components/schemas/ElasticJob\"},\"nodes\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}}}},"
-	"\"JobCreated\":{\"type\":\"object\",\"properties\":{\"uid\":{\"type\":\"string\"},\"plan\":{\"$ref\":\"#/components/schemas/ScalePlan\"}}},"
-	"\"JobList\":{\"type\":\"object\",\"properties\":{\"jobs\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/components/schemas/Job\"}},"
+	"\"error\":{\"type\":\"string\"},\"detail\":{\"type\":\"string\"},\"field\":{\"type\":"
+	"\"string\"}}},"
+	"\"PlanHistory\":{\"type\":\"object\",\"properties\":{\"job\":{\"type\":\"string\"},"
+	"\"plans\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/components/schemas/ScalePlan\"}}}},"
+	"\"Job\":{\"type\":\"object\",\"properties\":{\"uid\":{\"type\":\"string\"},\"namespace\":{"
+	"\"type\":\"string\"},"
+	"\"name\":{\"type\":\"string\"},\"user\":{\"type\":\"string\"},\"status\":{\"type\":"
+	"\"string\"},"
+	"\"last_sample_ts\":{\"type\":\"integer\"},\"planned_ts\":{\"type\":\"integer\"},"
+	"\"speed_samples\":{\"type\":\"integer\"},\"node_samples\":{\"type\":\"integer\"},"
+	"\"latest_plan_id\":{\"type\":\"integer\",\"nullable\":true},"
+	"\"spec\":{\"$ref\":\"#/components/schemas/"
+	"ElasticJob\"},\"nodes\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}}}},"
+	"\"JobCreated\":{\"type\":\"object\",\"properties\":{\"uid\":{\"type\":\"string\"},"
+	"\"plan\":{\"$ref\":\"#/components/schemas/ScalePlan\"}}},"
+	"\"JobList\":{\"type\":\"object\",\"properties\":{\"jobs\":{\"type\":\"array\",\"items\":{"
+	"\"$ref\":\"#/components/schemas/Job\"}},"
 	"\"total\":{\"type\":\"integer\"}}},"
-	"\"Accepted\":{\"type\":\"object\",\"properties\":{\"accepted\":{\"type\":\"integer\"}}},"
-	"\"ClusterNode\":{\"type\":\"object\",\"required\":[\"name\",\"ts\",\"cpu\",\"memory_mb\"],\"properties\":{"
-	"\"name\":{\"type\":\"string\"},\"ts\":{\"type\":\"integer\"},\"cpu\":{\"type\":\"number\"},\"memory_mb\":{\"type\":\"integer\"},"
-	"\"gpu\":{\"type\":\"integer\"},\"cpu_used\":{\"type\":\"number\"},\"memory_used_mb\":{\"type\":\"integer\"},\"ready\":{\"type\":\"boolean\"}}},"
-	"\"ClusterReport\":{\"type\":\"object\",\"required\":[\"nodes\"],\"properties\":{\"nodes\":{\"type\":\"array\","
-	"\"items\":{\"$ref\":\"#/components/schemas/ClusterNode\"}}}},"
-	"\"Cluster\":{\"type\":\"object\",\"properties\":{\"nodes\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/components/schemas/ClusterNode\"}},"
-	"\"capacity\":{\"type\":\"object\"},\"used\":{\"type\":\"object\"},\"free\":{\"type\":\"object\"}}},"
-	"\"Health\":{\"type\":\"object\",\"properties\":{\"status\":{\"type\":\"string\"},\"db\":{\"type\":\"string\"}}}"
+	"\"Accepted\":{\"type\":\"object\",\"properties\":{\"accepted\":{\"type\":\"integer\"},"
+	"\"id\":{\"type\":\"integer\",\"description\":\"events: the stored event\"},"
+	"\"plan_id\":{\"type\":\"integer\",\"description\":\"events: the plan the event made "
+	"(node_oom)\"}}},"
+	"\"Cluster\":{\"type\":\"object\",\"properties\":{\"nodes\":{\"type\":\"array\",\"items\":{"
+	"\"$ref\":\"#/components/schemas/ClusterNode\"}},"
+	"\"capacity\":{\"type\":\"object\"},\"used\":{\"type\":\"object\"},\"free\":{\"type\":"
+	"\"object\"}}},"
+	"\"Health\":{\"type\":\"object\",\"properties\":{\"status\":{\"type\":\"string\"},\"db\":{"
+	"\"type\":\"string\"},"
+	"\"db_mode\":{\"type\":\"string\"}}}"
 	"}";
+
+/* What a stored plan adds to the ScalePlan message in replies. */
+static const char openapi_plan_reply_fields[] =
+	"{\"created_at\":{\"type\":\"string\",\"readOnly\":true},"
+	"\"applied_at\":{\"type\":\"string\",\"nullable\":true,\"readOnly\":true},"
+	"\"outcome\":{\"type\":\"string\",\"enum\":[\"pending\",\"better\",\"neutral\",\"worse\","
+	"\"unknown\"],"
+	"\"readOnly\":true},"
+	"\"speed_before\":{\"type\":\"number\",\"nullable\":true,\"readOnly\":true},"
+	"\"speed_after\":{\"type\":\"number\",\"nullable\":true,\"readOnly\":true},"
+	"\"reverts_plan_id\":{\"type\":\"integer\",\"nullable\":true,\"readOnly\":true}}";
+
+/* {"type":t} or {"$ref":...} for a table's ref ("string" is a plain type). */
+static cJSON *ref_schema(const char *ref)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (!strcmp(ref, "string")) {
+		cJSON_AddStringToObject(o, "type", "string");
+	} else {
+		char r[128];
+		snprintf(r, sizeof(r), "#/components/schemas/%s", ref);
+		cJSON_AddStringToObject(o, "$ref", r);
+	}
+	return o;
+}
+
+static cJSON *field_schema(const struct rv_wire_field *f)
+{
+	if (f->ref && !strcmp(f->type, "object") && !f->map)
+		return ref_schema(f->ref);
+	cJSON *o = cJSON_CreateObject();
+	const char *bar = strchr(f->type, '|');
+	if (bar) {
+		cJSON *one = cJSON_AddArrayToObject(o, "oneOf");
+		char a[32];
+		snprintf(a, sizeof(a), "%.*s", (int)(bar - f->type), f->type);
+		cJSON *t = cJSON_CreateObject();
+		cJSON_AddStringToObject(t, "type", a);
+		cJSON_AddItemToArray(one, t);
+		t = cJSON_CreateObject();
+		cJSON_AddStringToObject(t, "type", bar + 1);
+		cJSON_AddItemToArray(one, t);
+	} else {
+		cJSON_AddStringToObject(o, "type", f->type);
+	}
+	if (f->ref && f->map)
+		cJSON_AddItemToObject(o, "additionalProperties", ref_schema(f->ref));
+	else if (f->ref)
+		cJSON_AddItemToObject(o, "items", ref_schema(f->ref));
+	if (f->enums) {
+		cJSON *e = cJSON_AddArrayToObject(o, "enum");
+		char buf[256];
+		snprintf(buf, sizeof(buf), "%s", f->enums);
+		char *save = NULL;
+		for (char *v = strtok_r(buf, "|", &save); v; v = strtok_r(NULL, "|", &save))
+			cJSON_AddItemToArray(e, cJSON_CreateString(v));
+	}
+	if (f->description)
+		cJSON_AddStringToObject(o, "description", f->description);
+	return o;
+}
+
+static cJSON *openapi_schemas(void)
+{
+	cJSON *schemas = cJSON_Parse(openapi_reply_schemas);
+	int n;
+	const struct rv_wire_message *m = rv_wire_messages(&n);
+	for (int i = 0; i < n; i++) {
+		cJSON *s = cJSON_AddObjectToObject(schemas, m[i].name);
+		cJSON_AddStringToObject(s, "type", "object");
+		cJSON_AddStringToObject(s, "description", m[i].description);
+		cJSON *req = cJSON_CreateArray();
+		cJSON *props = cJSON_AddObjectToObject(s, "properties");
+		for (int k = 0; k < m[i].nfields; k++) {
+			const struct rv_wire_field *f = &m[i].fields[k];
+			cJSON_AddItemToObject(props, f->name, field_schema(f));
+			if (f->required)
+				cJSON_AddItemToArray(req, cJSON_CreateString(f->name));
+		}
+		if (cJSON_GetArraySize(req) > 0)
+			cJSON_AddItemToObject(s, "required", req);
+		else
+			cJSON_Delete(req);
+		if (!strcmp(m[i].name, "ScalePlan")) {
+			cJSON *extra = cJSON_Parse(openapi_plan_reply_fields);
+			cJSON *it;
+			while (extra && (it = extra->child)) {
+				cJSON_DetachItemViaPointer(extra, it);
+				cJSON_AddItemToObject(props, it->string, it);
+			}
+			cJSON_Delete(extra);
+		}
+	}
+	return schemas;
+}
 
 static cJSON *schema_ref(const char *name)
 {
@@ -373,7 +444,7 @@ static cJSON *openapi_doc(void)
 		add_error_response(responses, "503", "database unavailable");
 	}
 	cJSON *components = cJSON_AddObjectToObject(doc, "components");
-	cJSON_AddItemToObject(components, "schemas", cJSON_Parse(openapi_schemas));
+	cJSON_AddItemToObject(components, "schemas", openapi_schemas());
 	cJSON *ss = cJSON_AddObjectToObject(components, "securitySchemes");
 	cJSON *bearer = cJSON_AddObjectToObject(ss, "bearer");
 	cJSON_AddStringToObject(bearer, "type", "http");

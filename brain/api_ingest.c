@@ -2,7 +2,10 @@
  * api_ingest.c: metrics batches and events from masters.  A batch is
  * validated whole before anything is written (one bad sample rejects it,
  * naming the sample index and field) and stored in one transaction.  An OOM
- * event produces an oom-stage plan at once.  Runs on connection threads.
+ * event produces an oom-stage plan at once, in the event's transaction.
+ * The handlers own the transactions (store.c runs inside them).  A batch or
+ * event resent with the id it had is answered as the first time and not
+ * stored again.  Runs on connection threads.
  */
 #include <stdio.h>
 #include <string.h>
@@ -29,6 +32,57 @@ static int ingest_job(struct brain *b, PGconn *c, struct rv_http_req *req,
 	return 0;
 }
 
+/* One batch in one transaction: 0 stored, 1 a resend (nothing stored). */
+static int metrics_tx(PGconn *c, int64_t job_id, const struct rv_metrics_batch *batch,
+		      int *accepted, struct rv_err *err)
+{
+	int rc = rv_db_begin(c, err);
+	if (rc < 0)
+		return rc;
+	rc = store_metrics_insert(c, job_id, batch, accepted, err);
+	if (rc < 0) {
+		rv_db_rollback(c);
+		return rc;
+	}
+	int crc = rv_db_commit(c, err);
+	return crc < 0 ? crc : rc;
+}
+
+/*
+ * An event, and for a node_oom the oom plan it makes, in one transaction: a
+ * crash between the two can no longer leave an OOM counted without its plan.
+ * 0 stored, 1 a resend (*id and plan->id those of the first time).
+ */
+static int event_tx(struct brain *b, PGconn *c, const struct store_job *job,
+		    const struct rv_event *ev, int64_t *id, struct rv_scale_plan *plan,
+		    struct rv_err *err)
+{
+	int rc = rv_db_begin(c, err);
+	if (rc < 0)
+		return rc;
+	int64_t made = 0;
+	int seen = rc = store_event_insert(c, job->id, ev, id, &made, err);
+	if (rc == 1)
+		plan->id = made;
+	if (rc == 0 && ev->type == RV_EVENT_NODE_OOM) {
+		rc = planner_oom_plan(b, c, job, ev, plan, err);
+		if (rc == 0 && plan->stage[0] &&
+		    (rc = store_plan_insert(c, job->id, plan, 0, err)) == 0)
+			rc = store_event_set_result_plan(c, *id, plan->id, err);
+	}
+	if (rc < 0) {
+		rv_db_rollback(c);
+		plan->id = 0;
+		return rc;
+	}
+	rc = rv_db_commit(c, err);
+	if (rc < 0) {
+		plan->id = 0;
+		return rc;
+	}
+	return seen;
+}
+
 int api_metrics_post(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 {
 	struct brain *b = ctx;
@@ -51,22 +105,24 @@ int api_metrics_post(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 		return 0;
 	}
 	struct store_job job = { 0 };
+	int accepted = 0;
 	rc = ingest_job(b, c, req, resp, &job);
 	if (rc == 0) {
-		rc = store_metrics_insert(c, job.id, &batch, &err);
+		rc = metrics_tx(c, job.id, &batch, &accepted, &err);
 		if (rc < 0)
 			api_fail(b, resp, rc, &err);
 	}
 	rv_db_release(b->db, c);
-	int n = batch.n;
 	rv_metrics_batch_release(&batch);
 	if (rc < 0)
 		return 0;
-	atomic_fetch_add(&b->samples_ingested, (uint64_t)n);
-	atomic_fetch_add(&b->batches_ingested, 1);
-	planner_touch(b, job.id);
+	if (rc == 0) {
+		atomic_fetch_add(&b->samples_ingested, (uint64_t)accepted);
+		atomic_fetch_add(&b->batches_ingested, 1);
+		planner_touch(b, job.id);
+	}
 	cJSON *out = cJSON_CreateObject();
-	cJSON_AddNumberToObject(out, "accepted", n);
+	cJSON_AddNumberToObject(out, "accepted", accepted);
 	return api_reply(resp, 200, out);
 }
 
@@ -95,29 +151,25 @@ int api_events_post(struct rv_http_req *req, struct rv_http_resp *resp, void *ct
 		rv_db_release(b->db, c);
 		return 0;
 	}
-	rc = store_event_insert(c, job.id, &ev, &id, &err);
-	if (rc == 0 && ev.type == RV_EVENT_NODE_OOM) {
-		rc = planner_oom_plan(b, c, &job, &ev, &plan, &err);
-		if (rc == 0 && plan.stage[0]) {
-			rc = store_plan_insert(c, job.id, &plan, 0, &err);
-			if (rc == 0) {
-				atomic_fetch_add(&b->plans_stored, 1);
-				planner_notify(b);
-			}
-		}
-	}
+	rc = event_tx(b, c, &job, &ev, &id, &plan, &err);
 	rv_db_release(b->db, c);
 	if (rc < 0)
 		return api_fail(b, resp, rc, &err);
-	atomic_fetch_add(&b->events_ingested, 1);
-	if (ev.type == RV_EVENT_NODE_OOM || ev.type == RV_EVENT_NODE_FAILED ||
-	    ev.type == RV_EVENT_JOB_FAILED) {
+	bool resent = rc == 1;
+	if (!resent && plan.stage[0] && plan.id) {
+		atomic_fetch_add(&b->plans_stored, 1);
+		planner_notify(b);
+	}
+	if (!resent)
+		atomic_fetch_add(&b->events_ingested, 1);
+	if (!resent && (ev.type == RV_EVENT_NODE_OOM || ev.type == RV_EVENT_NODE_FAILED ||
+			ev.type == RV_EVENT_JOB_FAILED)) {
 		char qn[160];
 		rv_log_info("job event", "job=%s type=%s node=%s exit=%d plan=%lld", job.uid,
 			    rv_event_type_name(ev.type), rv_log_q(qn, sizeof(qn), ev.node), ev.exit_code,
 			    (long long)plan.id);
 	}
-	if (ev.type == RV_EVENT_PLAN_APPLIED)
+	if (!resent && ev.type == RV_EVENT_PLAN_APPLIED)
 		planner_touch(b, job.id);
 	cJSON *out = cJSON_CreateObject();
 	cJSON_AddNumberToObject(out, "accepted", 1);

@@ -129,11 +129,19 @@ int store_job_find_id(PGconn *c, int64_t id, struct store_job *out, struct rv_er
 int store_job_get_json(PGconn *c, const char *uid, cJSON **out, struct rv_err *err);
 int store_job_list_json(PGconn *c, const char *namespace_, const char *status, int limit,
 			int offset, cJSON **out, struct rv_err *err);
-/* Store a whole batch in one transaction (all or nothing). */
-int store_metrics_insert(PGconn *c, int64_t job_id, const struct rv_metrics_batch *b,
+/* Store a batch inside the caller's transaction (which makes it all or
+ * nothing).  0 stored, *accepted = b->n; 1 when b->batch_id was stored for
+ * the job before: nothing written, *accepted = that batch's sample count. */
+int store_metrics_insert(PGconn *c, int64_t job_id, const struct rv_metrics_batch *b, int *accepted,
 			 struct rv_err *err);
+/* Store an event and its effect on the job/nodes/plans inside the caller's
+ * transaction.  0 stored: *id_out the new row; 1 when ev->event_id was stored
+ * for the job before: nothing written, *id_out that event's row and
+ * *plan_out the plan it made (0 none). */
 int store_event_insert(PGconn *c, int64_t job_id, const struct rv_event *ev, int64_t *id_out,
-		       struct rv_err *err);
+		       int64_t *plan_out, struct rv_err *err);
+/* Record the plan an event made (an OOM's oom plan), for its resends. */
+int store_event_set_result_plan(PGconn *c, int64_t event_id, int64_t plan_id, struct rv_err *err);
 /* Insert a plan; fills plan->id. */
 int store_plan_insert(PGconn *c, int64_t job_id, struct rv_scale_plan *plan, int64_t reverts,
 		      struct rv_err *err);

@@ -333,11 +333,43 @@ out:
 	return rc < 0 ? rc : 0;
 }
 
-int store_metrics_insert(PGconn *c, int64_t job_id, const struct rv_metrics_batch *b,
+/* A batch with an id claims it first: 1 claimed (store the batch), 0 the id
+ * was stored before (*accepted gets that batch's count). */
+static int claim_batch_id(PGconn *c, const char *job_s, const struct rv_metrics_batch *b,
+			  int *accepted, struct rv_err *err)
+{
+	char n_s[16];
+	snprintf(n_s, sizeof(n_s), "%d", b->n);
+	const char *p[] = { job_s, b->batch_id, n_s };
+	int rc = rv_db_exec(c,
+			    "INSERT INTO metrics_batches (job_id, batch_id, samples)"
+			    " VALUES ($1::bigint, $2, $3::int) ON CONFLICT DO NOTHING",
+			    3, p, NULL, err);
+	if (rc != 0)
+		return rc < 0 ? rc : 1;
+	RV_CLEANUP_PGRESULT PGresult *r = NULL;
+	rc = rv_db_exec(
+		c,
+		"SELECT samples FROM metrics_batches WHERE job_id = $1::bigint AND batch_id = $2",
+		2, p, &r, err);
+	if (rc < 0)
+		return rc;
+	if (rc != 1)
+		return rv_err_set(err, -EIO, "batch_id", "batch id \"%s\" neither new nor stored",
+				  b->batch_id);
+	*accepted = pg_int(PQgetvalue(r, 0, 0));
+	return 0;
+}
+
+int store_metrics_insert(PGconn *c, int64_t job_id, const struct rv_metrics_batch *b, int *accepted,
 			 struct rv_err *err)
 {
 	char job_s[24];
 	i64s(job_s, sizeof(job_s), job_id);
+	*accepted = b->n;
+	int rc;
+	if (b->batch_id[0] && (rc = claim_batch_id(c, job_s, b, accepted, err)) <= 0)
+		return rc < 0 ? rc : 1;
 	int nspeed = 0, nnode = 0;
 	int64_t max_ts = 0, params = 0, batch = 0;
 	for (int i = 0; i < b->n; i++) {
@@ -353,39 +385,49 @@ int store_metrics_insert(PGconn *c, int64_t job_id, const struct rv_metrics_batc
 			batch = s->batch_size;
 		}
 	}
-	int rc = rv_db_begin(c, err);
-	if (rc < 0)
-		return rc;
 	if (nspeed && (rc = insert_speed(c, job_s, b, nspeed, err)) < 0)
-		goto fail;
+		return rc;
 	if (nnode && (rc = insert_node_usage(c, job_s, b, nnode, err)) < 0)
-		goto fail;
-	{
-		char ts_s[24], params_s[24], batch_s[24];
-		i64s(ts_s, sizeof(ts_s), max_ts);
-		i64s(params_s, sizeof(params_s), params);
-		i64s(batch_s, sizeof(batch_s), batch);
-		const char *p[] = { job_s, ts_s, params_s, batch_s };
-		rc = rv_db_exec(c,
-				"UPDATE jobs SET last_sample_ms = greatest(last_sample_ms, $2::bigint),"
-				" model_parameters = CASE WHEN $3::bigint > 0 THEN $3::bigint"
-				"   ELSE model_parameters END,"
-				" batch_size = CASE WHEN $4::int > 0 THEN $4::int ELSE batch_size END"
-				" WHERE id = $1::bigint",
-				4, p, NULL, err);
-		if (rc < 0)
-			goto fail;
-	}
-	return rv_db_commit(c, err);
-fail:
-	rv_db_rollback(c);
-	return rc;
+		return rc;
+	char ts_s[24], params_s[24], batch_s[24];
+	i64s(ts_s, sizeof(ts_s), max_ts);
+	i64s(params_s, sizeof(params_s), params);
+	i64s(batch_s, sizeof(batch_s), batch);
+	const char *p[] = { job_s, ts_s, params_s, batch_s };
+	rc = rv_db_exec(c,
+			"UPDATE jobs SET last_sample_ms = greatest(last_sample_ms, $2::bigint),"
+			" model_parameters = CASE WHEN $3::bigint > 0 THEN $3::bigint"
+			"   ELSE model_parameters END,"
+			" batch_size = CASE WHEN $4::int > 0 THEN $4::int ELSE batch_size END"
+			" WHERE id = $1::bigint",
+			4, p, NULL, err);
+	return rc < 0 ? rc : 0;
 }
 
 /* ---- events ---- */
 
+/* An event whose id was stored before: its row id and the plan it made. */
+static int event_seen(PGconn *c, const char *job_s, const struct rv_event *ev, int64_t *id_out,
+		      int64_t *plan_out, struct rv_err *err)
+{
+	const char *p[] = { job_s, ev->event_id };
+	RV_CLEANUP_PGRESULT PGresult *r = NULL;
+	int rc = rv_db_exec(c,
+			    "SELECT id, coalesce(result_plan_id, 0) FROM events"
+			    " WHERE job_id = $1::bigint AND event_id = $2",
+			    2, p, &r, err);
+	if (rc < 0)
+		return rc;
+	if (rc != 1)
+		return rv_err_set(err, -EIO, "event_id", "event id \"%s\" neither new nor stored",
+				  ev->event_id);
+	*id_out = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	*plan_out = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
+	return 0;
+}
+
 int store_event_insert(PGconn *c, int64_t job_id, const struct rv_event *ev, int64_t *id_out,
-		       struct rv_err *err)
+		       int64_t *plan_out, struct rv_err *err)
 {
 	char job_s[24], ts_s[24], rank_s[16], exit_s[16], mem_s[24], peak_s[24], plan_s[24];
 	i64s(job_s, sizeof(job_s), job_id);
@@ -397,22 +439,39 @@ int store_event_insert(PGconn *c, int64_t job_id, const struct rv_event *ev, int
 	i64s(plan_s, sizeof(plan_s), ev->plan_id);
 	const char *type = rv_event_type_name(ev->type);
 	const char *role = rv_role_name(ev->role);
-	int rc = rv_db_begin(c, err);
-	if (rc < 0)
-		return rc;
+	*id_out = 0;
+	*plan_out = 0;
+	int rc;
 	{
-		const char *p[] = { job_s, ts_s, type, ev->node, role, rank_s, exit_s, ev->reason,
-				    mem_s, peak_s, ev->plan_id > 0 ? plan_s : NULL };
+		const char *p[] = { job_s,
+				    ts_s,
+				    type,
+				    ev->node,
+				    role,
+				    rank_s,
+				    exit_s,
+				    ev->reason,
+				    mem_s,
+				    peak_s,
+				    ev->plan_id > 0 ? plan_s : NULL,
+				    ev->event_id[0] ? ev->event_id : NULL };
 		RV_CLEANUP_PGRESULT PGresult *r = NULL;
-		rc = rv_db_exec(c,
-				"INSERT INTO events (job_id, ts_ms, type, node, role, rank, exit_code, reason,"
-				" memory_mb, peak_memory_mb, plan_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8,"
-				" $9, $10, $11) RETURNING id",
-				11, p, &r, err);
+		/* A concurrent twin waits here on the unique index until the first
+		 * commits, then finds nothing to insert and reads the first's row. */
+		rc = rv_db_exec(
+			c,
+			"INSERT INTO events (job_id, ts_ms, type, node, role, rank, exit_code, "
+			"reason,"
+			" memory_mb, peak_memory_mb, plan_id, event_id) VALUES ($1, $2, $3, $4, $5,"
+			" $6, $7, $8, $9, $10, $11, $12)"
+			" ON CONFLICT (job_id, event_id) WHERE event_id IS NOT NULL DO NOTHING"
+			" RETURNING id",
+			12, p, &r, err);
 		if (rc < 0)
-			goto fail;
-		if (id_out)
-			*id_out = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+			return rc;
+		if (rc == 0)
+			return (rc = event_seen(c, job_s, ev, id_out, plan_out, err)) < 0 ? rc : 1;
+		*id_out = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
 	}
 	switch (ev->type) {
 	case RV_EVENT_NODE_FAILED:
@@ -468,12 +527,19 @@ int store_event_insert(PGconn *c, int64_t job_id, const struct rv_event *ev, int
 		break;
 	}
 	}
-	if (rc < 0)
-		goto fail;
-	return rv_db_commit(c, err);
-fail:
-	rv_db_rollback(c);
-	return rc;
+	return rc < 0 ? rc : 0;
+}
+
+int store_event_set_result_plan(PGconn *c, int64_t event_id, int64_t plan_id, struct rv_err *err)
+{
+	char ev_s[24], plan_s[24];
+	i64s(ev_s, sizeof(ev_s), event_id);
+	i64s(plan_s, sizeof(plan_s), plan_id);
+	const char *p[] = { ev_s, plan_s };
+	int rc = rv_db_exec(c,
+			    "UPDATE events SET result_plan_id = $2::bigint WHERE id = $1::bigint",
+			    2, p, NULL, err);
+	return rc < 0 ? rc : 0;
 }
 
 /* ---- plans ---- */

@@ -211,6 +211,15 @@ static int get_role(const cJSON *o, const char *key, const char *path, bool requ
 	return rc;
 }
 
+/* An optional client-chosen id ("batch_id", "event_id"); "" when absent. */
+static int get_id(const cJSON *o, const char *key, char *out, struct rv_err *err)
+{
+	int rc = rv_json_get_string(o, key, "", false, out, RV_ID_MAX, err);
+	if (rc == 1 && (rc = check_name(out, RV_ID_MAX - 1, key, err)) < 0)
+		out[0] = '\0';
+	return rc;
+}
+
 /* Count an array's items, stopping early once past limit. */
 static int array_count(const cJSON *arr, int limit)
 {
@@ -823,13 +832,14 @@ static int parse_sample(const cJSON *o, const char *p, struct rv_sample *s, stru
 	return 0;
 }
 
-int rv_metrics_batch_from_json(const cJSON *root, struct rv_metrics_batch *out,
+static int metrics_batch_parse(const cJSON *root, struct rv_metrics_batch *out,
 			       struct rv_err *err)
 {
 	int rc;
-	memset(out, 0, sizeof(*out));
 	if (!cJSON_IsObject(root))
 		return rv_err_set(err, -EINVAL, "", "metrics batch must be a json object");
+	if ((rc = get_id(root, "batch_id", out->batch_id, err)) < 0)
+		return rc;
 	const cJSON *arr = rv_json_get_array(root, "samples", "", true, &rc, err);
 	if (!arr)
 		return rc;
@@ -853,6 +863,16 @@ int rv_metrics_batch_from_json(const cJSON *root, struct rv_metrics_batch *out,
 	}
 	out->n = n;
 	return 0;
+}
+
+int rv_metrics_batch_from_json(const cJSON *root, struct rv_metrics_batch *out,
+			       struct rv_err *err)
+{
+	memset(out, 0, sizeof(*out));
+	int rc = metrics_batch_parse(root, out, err);
+	if (rc < 0)
+		rv_metrics_batch_release(out);
+	return rc < 0 ? rc : 0;
 }
 
 static cJSON *sample_to_json(const struct rv_sample *s)
@@ -888,6 +908,8 @@ static cJSON *sample_to_json(const struct rv_sample *s)
 cJSON *rv_metrics_batch_to_json(const struct rv_metrics_batch *b)
 {
 	CLEANUP_CJSON cJSON *root = cJSON_CreateObject();
+	if (root && b->batch_id[0] && !add_str(root, "batch_id", b->batch_id))
+		return NULL;
 	cJSON *arr = root ? cJSON_AddArrayToObject(root, "samples") : NULL;
 	if (!arr)
 		return NULL;
@@ -908,6 +930,7 @@ void rv_metrics_batch_release(struct rv_metrics_batch *b)
 	free(b->samples);
 	b->samples = NULL;
 	b->n = 0;
+	b->batch_id[0] = '\0';
 }
 
 /* ---- events ---- */
@@ -918,6 +941,8 @@ static int event_parse(const cJSON *root, struct rv_event *ev, struct rv_err *er
 
 	if (!cJSON_IsObject(root))
 		return rv_err_set(err, -EINVAL, "", "event must be a json object");
+	if ((rc = get_id(root, "event_id", ev->event_id, err)) < 0)
+		return rc;
 	int t = 0;
 	if ((rc = get_enum(root, "type", "", true, event_names, RV_ARRAY_SIZE(event_names),
 			   "one of node_failed, node_oom, node_relaunched, node_finished, "
@@ -973,8 +998,9 @@ cJSON *rv_event_to_json(const struct rv_event *ev)
 	CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
 	if (!o)
 		return NULL;
-	bool ok = add_str(o, "type", rv_event_type_name(ev->type)) &&
-		  add_num(o, "ts", (double)ev->ts_ms);
+	bool ok = !ev->event_id[0] || add_str(o, "event_id", ev->event_id);
+	ok = ok && add_str(o, "type", rv_event_type_name(ev->type)) &&
+	     add_num(o, "ts", (double)ev->ts_ms);
 	if (ok && ev->node[0])
 		ok = add_str(o, "node", ev->node);
 	ok = ok && add_str(o, "role", rv_role_name(ev->role)) && add_num(o, "rank", ev->rank) &&
@@ -1256,4 +1282,195 @@ void rv_cluster_report_release(struct rv_cluster_report *r)
 	free(r->nodes);
 	r->nodes = NULL;
 	r->n = 0;
+}
+
+/* ---- field tables (see wire.h) ----
+ * One row per JSON key the code above reads or writes; check_wire.c fails
+ * when a key is added to the code and not here, or here and not in the code. */
+
+#define F(name, type, req, ref, map, enums, desc)                                                  \
+	{                                                                                          \
+		name, type, req, ref, map, enums, desc                                             \
+	}
+
+static const struct rv_wire_field f_elastic_job[] = {
+	F("apiVersion", "string", false, NULL, false, NULL,
+	  "\"elastic.rover.dev/<version>\"; default elastic.rover.dev/v1alpha1"),
+	F("kind", "string", true, NULL, false, "ElasticJob", "always ElasticJob"),
+	F("metadata", "object", true, "JobMetadata", false, NULL, "name, namespace, labels"),
+	F("spec", "object", true, "JobSpec", false, NULL, "what to run and within which limits"),
+};
+static const struct rv_wire_field f_job_metadata[] = {
+	F("name", "string", true, NULL, false, NULL,
+	  "DNS-1123 label: 1..63 of [a-z0-9-]; one running job per name in a namespace"),
+	F("namespace", "string", false, NULL, false, NULL, "DNS-1123 label, default \"default\""),
+	F("labels", "object", false, "string", true, NULL,
+	  "at most 16 string labels; labels.user names the job's owner"),
+};
+static const struct rv_wire_field f_job_spec[] = {
+	F("distributionStrategy", "string", true, NULL, false,
+	  "AllreduceStrategy|ParameterServerStrategy", "how workers share the model"),
+	F("optimizeMode", "string", false, NULL, false, "manual|single-job|cluster",
+	  "who plans resources; default cluster"),
+	F("brainService", "string", false, NULL, false, NULL,
+	  "http:// or https:// URL of the brain"),
+	F("replicaSpecs", "object", true, "ReplicaSpec", true, NULL,
+	  "by role: worker (required), ps (ParameterServerStrategy only), chief, evaluator"),
+	F("datasets", "array", false, "Dataset", false, NULL, "at most 8 datasets"),
+	F("model", "object", false, "Model", false, NULL, "model features the brain plans from"),
+};
+static const struct rv_wire_field f_replica_spec[] = {
+	F("replicas", "integer", false, NULL, false, NULL, "nodes to start with, default 1"),
+	F("minReplicas", "integer", false, NULL, false, NULL, "at most replicas; default replicas"),
+	F("maxReplicas", "integer", false, NULL, false, NULL,
+	  "at least replicas; default replicas"),
+	F("restartCount", "integer", false, NULL, false, NULL, "restarts per node, default 3"),
+	F("priority", "string", false, NULL, false, "high|low", "scheduling priority"),
+	F("resources", "object", false, "Resources", false, NULL,
+	  "per node; omitted: the brain decides"),
+	F("command", "array", false, "string", false, NULL, "argv, at most 64 entries"),
+};
+static const struct rv_wire_field f_resources[] = {
+	F("cpu", "number|string", true, NULL, false, NULL, "cores: 4, \"4\" or \"500m\""),
+	F("memory", "string|integer", true, NULL, false, NULL, "quantity (\"8Gi\") or bytes"),
+	F("gpu", "integer", false, NULL, false, NULL, "GPUs per node, default 0"),
+};
+static const struct rv_wire_field f_dataset[] = {
+	F("name", "string", true, NULL, false, NULL, "unique within the job"),
+	F("size", "integer", true, NULL, false, NULL, "records"),
+	F("shardSize", "integer", true, NULL, false, NULL, "records per shard, > 0"),
+	F("epochs", "integer", false, NULL, false, NULL, "default 1"),
+	F("shuffle", "boolean", false, NULL, false, NULL, "default false"),
+};
+static const struct rv_wire_field f_model[] = {
+	F("parameters", "integer", false, NULL, false, NULL, "parameter count, 0 = unknown"),
+	F("batchSize", "integer", false, NULL, false, NULL, "per-worker batch, 0 = unknown"),
+};
+static const struct rv_wire_field f_metrics_batch[] = {
+	F("batch_id", "string", false, NULL, false, NULL,
+	  "chosen by the sender, 1..64 of [A-Za-z0-9._-]: a batch resent with the same id "
+	  "is acknowledged again and stored once"),
+	F("samples", "array", true, "Sample", false, NULL,
+	  "1..10000 samples; one bad sample rejects the batch"),
+};
+static const struct rv_wire_field f_sample[] = {
+	F("kind", "string", true, NULL, false, "speed|node|model", "which fields follow"),
+	F("ts", "integer", true, NULL, false, NULL, "sample time, ms since the epoch (job time)"),
+	F("speed", "number", false, NULL, false, NULL, "speed: samples/s (required for speed)"),
+	F("step", "integer", false, NULL, false, NULL, "speed: global step"),
+	F("workers", "integer", false, NULL, false, NULL, "speed: workers measured"),
+	F("ps", "integer", false, NULL, false, NULL, "speed: parameter servers measured"),
+	F("node", "string", false, NULL, false, NULL, "node: node name (required for node)"),
+	F("role", "string", false, NULL, false, "worker|ps|chief|evaluator",
+	  "node: the node's role, default worker"),
+	F("rank", "integer", false, NULL, false, NULL, "node: rank, -1 unknown"),
+	F("cpu", "number", false, NULL, false, NULL, "node: cores used (required for node)"),
+	F("memory_mb", "integer", false, NULL, false, NULL,
+	  "node: memory used, MiB (required for node)"),
+	F("cpu_limit", "number", false, NULL, false, NULL, "node: cores allowed"),
+	F("memory_limit_mb", "integer", false, NULL, false, NULL, "node: memory allowed, MiB"),
+	F("step_time", "number", false, NULL, false, NULL, "node: seconds per step"),
+	F("parameters", "integer", false, NULL, false, NULL,
+	  "model: parameter count (required for model)"),
+	F("batch_size", "integer", false, NULL, false, NULL, "model: per-worker batch"),
+	F("flops", "number", false, NULL, false, NULL, "model: floating-point operations per step"),
+};
+static const struct rv_wire_field f_event[] = {
+	F("event_id", "string", false, NULL, false, NULL,
+	  "chosen by the sender, 1..64 of [A-Za-z0-9._-]: an event resent with the same id "
+	  "gets the first reply again and is stored (and counted) once"),
+	F("type", "string", true, NULL, false,
+	  "node_failed|node_oom|node_relaunched|node_finished|job_finished|job_failed|plan_applied",
+	  "what happened"),
+	F("ts", "integer", true, NULL, false, NULL, "ms since the epoch (job time)"),
+	F("node", "string", false, NULL, false, NULL, "the node (required for node_* events)"),
+	F("role", "string", false, NULL, false, "worker|ps|chief|evaluator", "default worker"),
+	F("rank", "integer", false, NULL, false, NULL, "-1 unknown"),
+	F("exit_code", "integer", false, NULL, false, NULL, "-255..255, negative: signal; -1 none"),
+	F("reason", "string", false, NULL, false, NULL, "free text"),
+	F("memory_mb", "integer", false, NULL, false, NULL, "node_oom: the limit in force, MiB"),
+	F("peak_memory_mb", "integer", false, NULL, false, NULL, "node_oom: observed peak, MiB"),
+	F("plan_id", "integer", false, NULL, false, NULL,
+	  "plan_applied: the plan applied (required for plan_applied)"),
+};
+static const struct rv_wire_field f_scale_plan[] = {
+	F("job", "string", false, NULL, false, NULL, "job uid"),
+	F("id", "integer", false, NULL, false, NULL, "plan id, grows with every plan stored"),
+	F("stage", "string", true, NULL, false, "create|running|oom", "which stage made it"),
+	F("algorithm", "string", false, NULL, false, NULL, "the algorithm that decided"),
+	F("reason", "string", false, NULL, false, NULL, "why, in words"),
+	F("predicted_speed", "number", false, NULL, false, NULL, "samples/s, 0: no prediction"),
+	F("based_on_ts", "integer", false, NULL, false, NULL,
+	  "newest sample time the plan saw, ms (job time)"),
+	F("groups", "object", false, "PlanGroup", true, NULL, "by role: count and resource"),
+	F("launch", "array", false, "PlanNode", false, NULL,
+	  "nodes to relaunch with new resources"),
+	F("remove", "array", false, "PlanNode", false, NULL, "nodes to remove"),
+	F("migrate", "array", false, "PlanNode", false, NULL, "nodes to move to new resources"),
+};
+static const struct rv_wire_field f_plan_group[] = {
+	F("count", "integer", true, NULL, false, NULL, "nodes of the role"),
+	F("resource", "object", false, "PlanResource", false, NULL, "per node"),
+};
+static const struct rv_wire_field f_plan_node[] = {
+	F("node", "string", true, NULL, false, NULL, "node name"),
+	F("role", "string", false, NULL, false, "worker|ps|chief|evaluator", "default worker"),
+	F("resource", "object", false, "PlanResource", false, NULL, "its new resources"),
+};
+static const struct rv_wire_field f_plan_resource[] = {
+	F("cpu", "number", false, NULL, false, NULL, "cores, 0: unchanged"),
+	F("memory_mb", "integer", false, NULL, false, NULL, "MiB, 0: unchanged"),
+	F("gpu", "integer", false, NULL, false, NULL, "GPUs"),
+};
+static const struct rv_wire_field f_cluster_report[] = {
+	F("nodes", "array", true, "ClusterNode", false, NULL, "1..4096 nodes"),
+};
+static const struct rv_wire_field f_cluster_node[] = {
+	F("name", "string", true, NULL, false, NULL, "host name, 1..127 of [A-Za-z0-9._-]"),
+	F("ts", "integer", true, NULL, false, NULL, "report time, ms since the epoch"),
+	F("cpu", "number", true, NULL, false, NULL, "capacity, cores"),
+	F("memory_mb", "integer", true, NULL, false, NULL, "capacity, MiB"),
+	F("gpu", "integer", false, NULL, false, NULL, "GPUs"),
+	F("cpu_used", "number", false, NULL, false, NULL, "cores in use"),
+	F("memory_used_mb", "integer", false, NULL, false, NULL, "MiB in use"),
+	F("ready", "boolean", false, NULL, false, NULL, "takes work; default true"),
+};
+#undef F
+
+#define M(name, desc, f)                                                                           \
+	{                                                                                          \
+		name, desc, f, (int)RV_ARRAY_SIZE(f)                                               \
+	}
+static const struct rv_wire_message messages[] = {
+	M("ElasticJob", "a job spec, shaped like DLRover's ElasticJob resource", f_elastic_job),
+	M("MetricsBatch", "samples from a job, stored all or nothing", f_metrics_batch),
+	M("Event", "a node or job event", f_event),
+	M("ScalePlan", "what the brain proposes for a job", f_scale_plan),
+	M("ClusterReport", "node capacity and usage from the cluster monitor", f_cluster_report),
+	M("JobMetadata", "the job's name, namespace and labels", f_job_metadata),
+	M("JobSpec", "what to run and within which limits", f_job_spec),
+	M("ReplicaSpec", "one role's nodes", f_replica_spec),
+	M("Resources", "per-node resources requested", f_resources),
+	M("Dataset", "a dataset the job reads in shards", f_dataset),
+	M("Model", "model features", f_model),
+	M("Sample", "one sample: speed, node usage or model features (by kind)", f_sample),
+	M("PlanGroup", "a role's node count and per-node resources", f_plan_group),
+	M("PlanNode", "one node a plan names", f_plan_node),
+	M("PlanResource", "per-node resources of a plan", f_plan_resource),
+	M("ClusterNode", "one cluster node", f_cluster_node),
+};
+#undef M
+
+const struct rv_wire_message *rv_wire_messages(int *n)
+{
+	*n = (int)RV_ARRAY_SIZE(messages);
+	return messages;
+}
+
+const struct rv_wire_message *rv_wire_message(const char *name)
+{
+	for (size_t i = 0; name && i < RV_ARRAY_SIZE(messages); i++)
+		if (strcmp(messages[i].name, name) == 0)
+			return &messages[i];
+	return NULL;
 }

@@ -29,6 +29,7 @@
 #define RV_MAX_MEMORY_MB (4LL * 1024 * 1024)  /* 4 TiB per node */
 #define RV_MAX_GPU 64
 #define RV_MAX_REPLICAS 10000
+#define RV_ID_MAX            65 /* client-chosen ids: 1..64 chars [A-Za-z0-9._-] */
 
 enum rv_strategy { RV_STRATEGY_ALLREDUCE, RV_STRATEGY_PS };
 enum rv_optimize_mode { RV_OPT_MANUAL, RV_OPT_SINGLE_JOB, RV_OPT_CLUSTER };
@@ -94,7 +95,7 @@ int rv_job_spec_from_json(const cJSON *root, struct rv_job_spec *out, struct rv_
 cJSON *rv_job_spec_to_json(const struct rv_job_spec *spec);
 void rv_job_spec_release(struct rv_job_spec *spec);
 
-/* ---- metrics batch: {"samples":[{...}, ...]} ---- */
+/* ---- metrics batch: {"batch_id":"...", "samples":[{...}, ...]} ---- */
 enum rv_sample_kind { RV_SAMPLE_SPEED, RV_SAMPLE_NODE, RV_SAMPLE_MODEL };
 
 struct rv_sample {
@@ -123,6 +124,9 @@ struct rv_sample {
 };
 
 struct rv_metrics_batch {
+	/* "batch_id": chosen by the sender, "" when absent (older senders).  The
+	 * brain stores a batch id once per job, so a resend is not stored twice. */
+	char batch_id[RV_ID_MAX];
 	struct rv_sample *samples;   /* malloc'd array */
 	int n;                       /* 1..RV_MAX_SAMPLES */
 };
@@ -147,6 +151,9 @@ const char *rv_event_type_name(enum rv_event_type t);
 int rv_event_type_parse(const char *s);
 
 struct rv_event {
+	/* "event_id": chosen by the sender, "" when absent; stored once per job
+	 * like batch_id, so a resent node_oom counts one OOM and makes one plan. */
+	char event_id[RV_ID_MAX];
 	enum rv_event_type type;
 	int64_t ts_ms;             /* "ts", > 0 */
 	char node[RV_NAME_MAX];    /* required for node_* events */
@@ -215,5 +222,35 @@ int rv_cluster_report_from_json(const cJSON *root, struct rv_cluster_report *out
 				struct rv_err *err);
 cJSON *rv_cluster_report_to_json(const struct rv_cluster_report *r);
 void rv_cluster_report_release(struct rv_cluster_report *r);
+
+/* ---- field tables ----
+ * Every JSON key of every message above, in one table per message: what the
+ * brain's OpenAPI document publishes (components/schemas, generated from
+ * these tables) and what tests/common/check_wire.c holds equal to the
+ * from_json/to_json code, key by key.  Static storage, read-only. */
+struct rv_wire_field {
+	const char *name;  /* JSON key */
+	const char *type;  /* JSON Schema type: "string", "integer", "number",
+				   * "boolean", "object", "array"; "a|b" when either */
+	bool required;     /* from_json rejects the message without it */
+	const char *ref;   /* object: the message it holds; array: the message of
+				   * its items ("string": plain strings); NULL otherwise */
+	bool map;          /* object keyed by names (roles, label keys) whose values
+				   * are ref */
+	const char *enums; /* "a|b|c": the only values accepted; NULL: any */
+	const char *description;
+};
+
+struct rv_wire_message {
+	const char *name; /* schema name: "MetricsBatch", "Sample", ... */
+	const char *description;
+	const struct rv_wire_field *fields;
+	int nfields;
+};
+
+/* The messages, top-level ones first; *n gets the count. */
+const struct rv_wire_message *rv_wire_messages(int *n);
+/* One message by schema name, or NULL. */
+const struct rv_wire_message *rv_wire_message(const char *name);
 
 #endif

@@ -2,7 +2,7 @@
  * check_wire.c: the wire messages of common/wire.c: the DESIGN.md documents
  * parse to the right values, every message round-trips through JSON text, and
  * each kind of bad input is rejected naming the right field with the output
- * released.
+ * released; the field tables match the code key by key, both ways.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -1429,6 +1429,260 @@ START_TEST(test_to_json_out_of_memory)
 }
 END_TEST
 
+/* ---- field tables: rv_wire_messages() against the code, both ways ---- */
+
+enum tkind { T_JOB, T_BATCH, T_EVENT, T_PLAN, T_CLUSTER };
+
+static const char *const table_docs[] = {
+	[T_JOB] = "{\"apiVersion\":\"elastic.rover.dev/v1alpha1\",\"kind\":\"ElasticJob\","
+		  "\"metadata\":{\"name\":\"j\",\"namespace\":\"ns\",\"labels\":{\"user\":\"u\"}},"
+		  "\"spec\":{\"distributionStrategy\":\"AllreduceStrategy\",\"optimizeMode\":"
+		  "\"cluster\","
+		  "\"brainService\":\"http://"
+		  "brain:8080\",\"replicaSpecs\":{\"worker\":{\"replicas\":2,"
+		  "\"minReplicas\":1,\"maxReplicas\":4,\"restartCount\":3,\"priority\":\"high\","
+		  "\"resources\":{\"cpu\":4,\"memory\":\"8Gi\",\"gpu\":0},\"command\":[\"python3\","
+		  "\"x.py\"]}},"
+		  "\"datasets\":[{\"name\":\"train\",\"size\":100,\"shardSize\":10,\"epochs\":2,"
+		  "\"shuffle\":true}],\"model\":{\"parameters\":1000,\"batchSize\":32}}}",
+	[T_BATCH] = "{\"batch_id\":\"b-1\",\"samples\":[{\"kind\":\"speed\",\"ts\":1,\"speed\":1,"
+		    "\"step\":1,"
+		    "\"workers\":1,\"ps\":0},{\"kind\":\"node\",\"ts\":1,\"node\":\"w-0\",\"role\":"
+		    "\"worker\","
+		    "\"rank\":0,\"cpu\":1,\"memory_mb\":1,\"cpu_limit\":2,\"memory_limit_mb\":2,"
+		    "\"step_time\":0.5},{\"kind\":\"model\",\"ts\":1,\"parameters\":10,\"batch_"
+		    "size\":2,"
+		    "\"flops\":1e9}]}",
+	[T_EVENT] = "{\"event_id\":\"e-1\",\"type\":\"node_oom\",\"ts\":1,\"node\":\"w-0\","
+		    "\"role\":\"worker\","
+		    "\"rank\":0,\"exit_code\":137,\"reason\":\"x\",\"memory_mb\":1,\"peak_memory_"
+		    "mb\":2,"
+		    "\"plan_id\":3}",
+	[T_PLAN] = "{\"job\":\"j-1\",\"id\":3,\"stage\":\"running\",\"algorithm\":\"a\",\"reason\":"
+		   "\"r\","
+		   "\"predicted_speed\":1.5,\"based_on_ts\":10,\"groups\":{\"worker\":{\"count\":2,"
+		   "\"resource\":{\"cpu\":1,\"memory_mb\":2,\"gpu\":0}}},\"launch\":[{\"node\":\"w-"
+		   "0\","
+		   "\"role\":\"worker\",\"resource\":{\"cpu\":1,\"memory_mb\":2,\"gpu\":0}}],"
+		   "\"remove\":[{\"node\":\"w-1\",\"role\":\"worker\"}],\"migrate\":[{\"node\":"
+		   "\"ps-0\","
+		   "\"role\":\"ps\",\"resource\":{\"cpu\":3}}]}",
+	[T_CLUSTER] = "{\"nodes\":[{\"name\":\"h\",\"ts\":1,\"cpu\":4,\"memory_mb\":8,\"gpu\":0,"
+		      "\"cpu_used\":1,\"memory_used_mb\":2,\"ready\":true}]}",
+};
+
+/* Where each message sits in its kind's document ("" the root). */
+static const struct {
+	const char *name;
+	enum tkind kind;
+	const char *at[3];
+} table_cases[] = {
+	{ "ElasticJob", T_JOB, { "" } },
+	{ "JobMetadata", T_JOB, { "metadata" } },
+	{ "JobSpec", T_JOB, { "spec" } },
+	{ "ReplicaSpec", T_JOB, { "spec.replicaSpecs.worker" } },
+	{ "Resources", T_JOB, { "spec.replicaSpecs.worker.resources" } },
+	{ "Dataset", T_JOB, { "spec.datasets.0" } },
+	{ "Model", T_JOB, { "spec.model" } },
+	{ "MetricsBatch", T_BATCH, { "" } },
+	{ "Sample", T_BATCH, { "samples.0", "samples.1", "samples.2" } },
+	{ "Event", T_EVENT, { "" } },
+	{ "ScalePlan", T_PLAN, { "" } },
+	{ "PlanGroup", T_PLAN, { "groups.worker" } },
+	{ "PlanNode", T_PLAN, { "launch.0", "remove.0", "migrate.0" } },
+	{ "PlanResource", T_PLAN, { "groups.worker.resource", "launch.0.resource" } },
+	{ "ClusterReport", T_CLUSTER, { "" } },
+	{ "ClusterNode", T_CLUSTER, { "nodes.0" } },
+};
+
+/* Parse a document of kind k; when back is not NULL, also its to_json. */
+static int table_parse(enum tkind k, const cJSON *doc, cJSON **back, struct rv_err *err)
+{
+	int rc = -EINVAL;
+	cJSON *out = NULL;
+	switch (k) {
+	case T_JOB: {
+		struct rv_job_spec v;
+		if ((rc = rv_job_spec_from_json(doc, &v, err)) == 0 && back)
+			out = rv_job_spec_to_json(&v);
+		rv_job_spec_release(&v);
+		break;
+	}
+	case T_BATCH: {
+		struct rv_metrics_batch v;
+		if ((rc = rv_metrics_batch_from_json(doc, &v, err)) == 0 && back)
+			out = rv_metrics_batch_to_json(&v);
+		rv_metrics_batch_release(&v);
+		break;
+	}
+	case T_EVENT: {
+		struct rv_event v;
+		if ((rc = rv_event_from_json(doc, &v, err)) == 0 && back)
+			out = rv_event_to_json(&v);
+		break;
+	}
+	case T_PLAN: {
+		static struct rv_scale_plan v;
+		if ((rc = rv_scale_plan_from_json(doc, &v, err)) == 0 && back)
+			out = rv_scale_plan_to_json(&v);
+		break;
+	}
+	case T_CLUSTER: {
+		struct rv_cluster_report v;
+		if ((rc = rv_cluster_report_from_json(doc, &v, err)) == 0 && back)
+			out = rv_cluster_report_to_json(&v);
+		rv_cluster_report_release(&v);
+		break;
+	}
+	}
+	if (back)
+		*back = out;
+	return rc;
+}
+
+static cJSON *table_at(cJSON *root, const char *path)
+{
+	char buf[128];
+	snprintf(buf, sizeof(buf), "%s", path);
+	cJSON *cur = root;
+	char *save = NULL;
+	for (char *tok = strtok_r(buf, ".", &save); tok && cur; tok = strtok_r(NULL, ".", &save))
+		cur = cJSON_IsArray(cur) ? cJSON_GetArrayItem(cur, atoi(tok))
+					 : cJSON_GetObjectItemCaseSensitive(cur, tok);
+	return cur;
+}
+
+/* Table -> code: every field is read (a wrong type is rejected naming it), a
+ * required one is required and an optional one is not (unless the table says
+ * when it is). */
+START_TEST(test_table_fields_are_parsed)
+{
+	int n;
+	(void)rv_wire_messages(&n);
+	ck_assert_int_eq(n, (int)(sizeof(table_cases) / sizeof(table_cases[0])));
+	for (size_t c = 0; c < sizeof(table_cases) / sizeof(table_cases[0]); c++) {
+		const struct rv_wire_message *msg = rv_wire_message(table_cases[c].name);
+		ck_assert_msg(msg, "no table for %s", table_cases[c].name);
+		enum tkind k = table_cases[c].kind;
+		for (int f = 0; f < msg->nfields; f++) {
+			const struct rv_wire_field *fd = &msg->fields[f];
+			const char *at = NULL;
+			cJSON *doc = cJSON_Parse(table_docs[k]);
+			for (int i = 0; i < 3 && table_cases[c].at[i] && !at; i++)
+				if (cJSON_GetObjectItemCaseSensitive(table_at(doc,
+									      table_cases[c].at[i]),
+								     fd->name))
+					at = table_cases[c].at[i];
+			ck_assert_msg(at, "%s.%s: not in the test document", msg->name, fd->name);
+			struct rv_err err = { 0 };
+			ck_assert_msg(table_parse(k, doc, NULL, &err) == 0, "%s", err.msg);
+			/* a value of the wrong type */
+			bool composite = !strcmp(fd->type, "object") || !strcmp(fd->type, "array");
+			cJSON *wrong = composite ? cJSON_CreateNumber(7) : cJSON_CreateArray();
+			cJSON_ReplaceItemInObjectCaseSensitive(table_at(doc, at), fd->name, wrong);
+			int rc = table_parse(k, doc, NULL, &err);
+			ck_assert_msg(rc == -EINVAL && strstr(err.field, fd->name),
+				      "%s.%s: a %s is not refused (rc %d, field \"%s\")", msg->name,
+				      fd->name, composite ? "number" : "list", rc, err.field);
+			/* absent */
+			cJSON_DeleteItemFromObjectCaseSensitive(table_at(doc, at), fd->name);
+			rc = table_parse(k, doc, NULL, &err);
+			if (fd->required)
+				ck_assert_msg(rc == -EINVAL,
+					      "%s.%s: required but its absence passes", msg->name,
+					      fd->name);
+			else if (!strstr(fd->description, "required for"))
+				ck_assert_msg(rc == 0, "%s.%s: optional but its absence fails: %s",
+					      msg->name, fd->name, err.msg);
+			cJSON_Delete(doc);
+		}
+	}
+}
+END_TEST
+
+/* Code -> table: to_json writes every field of the table and none besides. */
+START_TEST(test_table_fields_are_written)
+{
+	for (size_t c = 0; c < sizeof(table_cases) / sizeof(table_cases[0]); c++) {
+		const struct rv_wire_message *msg = rv_wire_message(table_cases[c].name);
+		ck_assert_ptr_nonnull(msg);
+		cJSON *doc = cJSON_Parse(table_docs[table_cases[c].kind]);
+		cJSON *back = NULL;
+		struct rv_err err = { 0 };
+		ck_assert_int_eq(table_parse(table_cases[c].kind, doc, &back, &err), 0);
+		ck_assert_ptr_nonnull(back);
+		bool seen[64] = { false };
+		ck_assert_int_le(msg->nfields, 64);
+		for (int i = 0; i < 3 && table_cases[c].at[i]; i++) {
+			const cJSON *o = table_at(back, table_cases[c].at[i]);
+			ck_assert_msg(cJSON_IsObject(o), "%s: no object at %s", msg->name,
+				      table_cases[c].at[i]);
+			const cJSON *it;
+			cJSON_ArrayForEach(it, o)
+			{
+				int f = 0;
+				while (f < msg->nfields && strcmp(msg->fields[f].name, it->string))
+					f++;
+				ck_assert_msg(f < msg->nfields,
+					      "%s: to_json writes \"%s\", not in its table",
+					      msg->name, it->string);
+				seen[f] = true;
+			}
+		}
+		for (int f = 0; f < msg->nfields; f++)
+			ck_assert_msg(seen[f], "%s.%s: in the table but to_json never writes it",
+				      msg->name, msg->fields[f].name);
+		cJSON_Delete(back);
+		cJSON_Delete(doc);
+	}
+}
+END_TEST
+
+/* The client ids: optional, checked, written back. */
+START_TEST(test_ids)
+{
+	struct rv_err err = { 0 };
+	cJSON *doc = cJSON_Parse("{\"batch_id\":\"a.b_c-9\",\"samples\":[{\"kind\":\"speed\","
+				 "\"ts\":1,\"speed\":1}]}");
+	struct rv_metrics_batch b;
+	ck_assert_int_eq(rv_metrics_batch_from_json(doc, &b, &err), 0);
+	ck_assert_str_eq(b.batch_id, "a.b_c-9");
+	rv_metrics_batch_release(&b);
+	cJSON_ReplaceItemInObjectCaseSensitive(doc, "batch_id", cJSON_CreateString("a b"));
+	ck_assert_int_eq(rv_metrics_batch_from_json(doc, &b, &err), -EINVAL);
+	ck_assert_str_eq(err.field, "batch_id");
+	char long_id[RV_ID_MAX + 1];
+	memset(long_id, 'x', RV_ID_MAX);
+	long_id[RV_ID_MAX] = '\0';
+	cJSON_ReplaceItemInObjectCaseSensitive(doc, "batch_id", cJSON_CreateString(long_id));
+	ck_assert_int_eq(rv_metrics_batch_from_json(doc, &b, &err), -EINVAL);
+	ck_assert_str_eq(err.field, "batch_id");
+	long_id[RV_ID_MAX - 1] = '\0'; /* 64 characters: the most allowed */
+	cJSON_ReplaceItemInObjectCaseSensitive(doc, "batch_id", cJSON_CreateString(long_id));
+	ck_assert_int_eq(rv_metrics_batch_from_json(doc, &b, &err), 0);
+	rv_metrics_batch_release(&b);
+	/* a failure later in the batch leaves the output released, id included */
+	cJSON *samples = cJSON_DetachItemFromObjectCaseSensitive(doc, "samples");
+	ck_assert_int_eq(rv_metrics_batch_from_json(doc, &b, &err), -EINVAL);
+	ck_assert_str_eq(b.batch_id, "");
+	cJSON_AddItemToObject(doc, "samples", samples);
+	cJSON_DeleteItemFromObjectCaseSensitive(doc, "batch_id");
+	ck_assert_int_eq(rv_metrics_batch_from_json(doc, &b, &err), 0);
+	ck_assert_str_eq(b.batch_id, "");
+	cJSON *back = rv_metrics_batch_to_json(&b);
+	ck_assert_ptr_null(cJSON_GetObjectItemCaseSensitive(back, "batch_id"));
+	cJSON_Delete(back);
+	rv_metrics_batch_release(&b);
+	cJSON_Delete(doc);
+
+	struct rv_event ev;
+	doc = cJSON_Parse("{\"event_id\":\"\",\"type\":\"job_finished\",\"ts\":1}");
+	ck_assert_int_eq(rv_event_from_json(doc, &ev, &err), -EINVAL);
+	ck_assert_str_eq(err.field, "event_id");
+	cJSON_Delete(doc);
+}
+END_TEST
+
 static Suite *wire_suite(void)
 {
 	Suite *s = suite_create("wire");
@@ -1481,6 +1735,12 @@ static Suite *wire_suite(void)
 	tcase_add_test(tc, test_cluster_limits);
 	tcase_add_test(tc, test_hostile_text);
 	tcase_add_test(tc, test_to_json_out_of_memory);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("tables");
+	tcase_set_timeout(tc, 20);
+	tcase_add_test(tc, test_table_fields_are_parsed);
+	tcase_add_test(tc, test_table_fields_are_written);
+	tcase_add_test(tc, test_ids);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -14,6 +14,7 @@
 
 #include "brainfix.h"
 #include "parse.h"
+#include "wire.h"
 #include "testutil.h"
 
 static char conninfo[1024];
@@ -440,6 +441,62 @@ START_TEST(cluster_reports)
 }
 END_TEST
 
+/* Every $ref in the document names a schema. */
+static void refs_resolve(const cJSON *doc, const cJSON *node)
+{
+	for (const cJSON *it = node ? node->child : NULL; it; it = it->next) {
+		if (it->string && !strcmp(it->string, "$ref")) {
+			const char *pre = "#/components/schemas/";
+			ck_assert_msg(cJSON_IsString(it) &&
+					      !strncmp(it->valuestring, pre, strlen(pre)),
+				      "odd $ref");
+			const cJSON *schemas = rv_test_json_at(doc, "components.schemas");
+			ck_assert_msg(cJSON_GetObjectItemCaseSensitive(schemas,
+								       it->valuestring +
+									       strlen(pre)),
+				      "$ref %s names no schema", it->valuestring);
+		}
+		refs_resolve(doc, it);
+	}
+}
+
+/* The document's schema of every wire message holds exactly the fields of
+ * its table, required where the table says (replies may add read-only ones). */
+static void openapi_matches_wire(const cJSON *doc)
+{
+	const cJSON *schemas = rv_test_json_at(doc, "components.schemas");
+	int n;
+	const struct rv_wire_message *m = rv_wire_messages(&n);
+	ck_assert_int_ge(n, 10);
+	for (int i = 0; i < n; i++) {
+		const cJSON *s = cJSON_GetObjectItemCaseSensitive(schemas, m[i].name);
+		ck_assert_msg(s, "no schema %s", m[i].name);
+		const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
+		const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
+		for (int k = 0; k < m[i].nfields; k++) {
+			const struct rv_wire_field *f = &m[i].fields[k];
+			ck_assert_msg(cJSON_GetObjectItemCaseSensitive(props, f->name),
+				      "%s.%s missing", m[i].name, f->name);
+			bool listed = false;
+			const cJSON *q;
+			cJSON_ArrayForEach(q, req)
+				listed |= cJSON_IsString(q) && !strcmp(q->valuestring, f->name);
+			ck_assert_msg(listed == f->required, "%s.%s required: doc %d table %d",
+				      m[i].name, f->name, listed, f->required);
+		}
+		const cJSON *p;
+		cJSON_ArrayForEach(p, props)
+		{
+			bool known = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "readOnly"));
+			for (int k = 0; !known && k < m[i].nfields; k++)
+				known = !strcmp(m[i].fields[k].name, p->string);
+			ck_assert_msg(known, "%s.%s is in the document but not in the wire table",
+				      m[i].name, p->string);
+		}
+	}
+	refs_resolve(doc, doc);
+}
+
 START_TEST(health_metrics_openapi)
 {
 	start_brain(NULL);
@@ -476,6 +533,12 @@ START_TEST(health_metrics_openapi)
 		ck_assert_msg(cJSON_GetObjectItemCaseSensitive(p, paths[i]), "missing %s", paths[i]);
 	ck_assert_ptr_nonnull(rv_test_json_at(r.json, "components.schemas.ScalePlan"));
 	ck_assert_ptr_nonnull(rv_test_json_at(r.json, "paths./v1/jobs.post.requestBody"));
+	/* the fields that once drifted are there */
+	ck_assert_ptr_nonnull(
+		rv_test_json_at(r.json, "components.schemas.Sample.properties.flops"));
+	ck_assert_ptr_nonnull(
+		rv_test_json_at(r.json, "components.schemas.ScalePlan.properties.based_on_ts"));
+	openapi_matches_wire(r.json);
 	rv_test_reply_release(&r);
 }
 END_TEST
