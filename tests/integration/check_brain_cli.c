@@ -166,6 +166,24 @@ START_TEST(test_unknown_flag)
 }
 END_TEST
 
+START_TEST(test_logs_effective_config)
+{
+	/* Logged once at start by the brain, the token masked, before anything
+	 * can fail (here the database). */
+	char *out, *err;
+	const char *a[] = { "--token",   "hunter2",         "--db", "host=/nonexistent dbname=x",
+			    "--sql-dir", rv_test_sql_dir(), NULL };
+	ck_assert_int_ne(run_brain(a, &out, &err), 0);
+	const char *l = strstr(err, "level=info comp=brain msg=\"effective config\"");
+	ck_assert_msg(l, "stderr: %s", err);
+	ck_assert_ptr_nonnull(strstr(l, " server.token=\"***\""));
+	ck_assert_ptr_null(strstr(err, "hunter2"));
+	ck_assert_ptr_nonnull(strstr(err, "could not open the database"));
+	free(out);
+	free(err);
+}
+END_TEST
+
 static char tmpdir[64];
 
 static void mk_tmpdir(void)
@@ -298,6 +316,7 @@ static Suite *brain_cli_suite(void)
 	tcase_add_test(tc, test_version);
 	tcase_add_test(tc, test_unknown_flag);
 	tcase_add_test(tc, test_bad_config_key);
+	tcase_add_test(tc, test_logs_effective_config);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("precedence");
