@@ -25,7 +25,7 @@ bool rv_buf_reserve(struct rv_buf *b, size_t extra)
 {
 	if (b->failed)
 		return false;
-	if (b->cap > b->len && extra < b->cap - b->len)  /* no overflow: room for NUL */
+	if (b->cap > b->len && extra < b->cap - b->len) /* no overflow: room for NUL */
 		return true;
 	if (extra > SIZE_MAX / 2 - b->len - 1) {
 		b->failed = true;

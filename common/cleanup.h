@@ -41,9 +41,9 @@ static inline void rv_closep(int *fd)
 
 #define RV_CLEANUP_FREE RV_CLEANUP(rv_freep)
 #define RV_CLEANUP_CLOSE RV_CLEANUP(rv_closep)
-#define RV_CLEANUP_PGCONN RV_CLEANUP(rv_db_finishp)
+#define RV_CLEANUP_PGCONN   RV_CLEANUP(rv_db_finishp)
 #define RV_CLEANUP_PGRESULT RV_CLEANUP(rv_db_clearp)
-#define RV_CLEANUP_CJSON RV_CLEANUP(rv_json_deletep)
+#define RV_CLEANUP_CJSON    RV_CLEANUP(rv_json_deletep)
 
 #define RV_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -342,7 +342,8 @@ int rv_db_exec(PGconn *conn, const char *sql, int nparams, const char *const *pa
 {
 	if (res)
 		*res = NULL;
-	RV_CLEANUP_PGRESULT PGresult *r = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+	RV_CLEANUP_PGRESULT PGresult *r =
+		PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
 	ExecStatusType st = PQresultStatus(r);
 	if (r && (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK || st == PGRES_EMPTY_QUERY)) {
 		int rows = 0;
@@ -363,7 +364,8 @@ int rv_db_exec(PGconn *conn, const char *sql, int nparams, const char *const *pa
 int rv_db_copy_in(PGconn *conn, const char *copy_sql, const char *data, size_t len,
 		  struct rv_err *err)
 {
-	RV_CLEANUP_PGRESULT PGresult *r = PQexecParams(conn, copy_sql, 0, NULL, NULL, NULL, NULL, 0);
+	RV_CLEANUP_PGRESULT PGresult *r =
+		PQexecParams(conn, copy_sql, 0, NULL, NULL, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_COPY_IN)
 		return db_fail(conn, r, err);
 	PQclear(RV_TAKE_PTR(r));

@@ -215,7 +215,7 @@ int rv_http_request(struct rv_http_client *c, const char *method, const char *ur
 	long status = 0;
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
 	size_t len = sink.b.len;
-	char *text = rv_buf_steal(&sink.b);  /* "" for an empty body */
+	char *text = rv_buf_steal(&sink.b); /* "" for an empty body */
 	if (!text)
 		return rv_err_set(err, -ENOMEM, NULL, "could not %s %s: out of memory", method,
 				  url);

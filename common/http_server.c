@@ -376,19 +376,21 @@ char *rv_http_server_metrics(struct rv_http_server *srv)
 
 	pthread_mutex_lock(&srv->mu);
 	rv_buf_printf(&b, "# HELP rover_http_requests_total HTTP requests answered, by route, "
-		       "method and status code.\n"
-		       "# TYPE rover_http_requests_total counter\n");
+			  "method and status code.\n"
+			  "# TYPE rover_http_requests_total counter\n");
 	for (size_t i = 0; i < srv->ncounters; i++) {
 		const struct counter *c = &srv->counters[i];
 		const char *route = c->slot >= 0 ? srv->labels[c->slot] : "unmatched";
-		rv_buf_printf(&b, "rover_http_requests_total{route=\"%s\",method=\"%s\",code=\"%d\"} %llu\n",
-			   label_escape(route, esc, sizeof(esc)), method_names[c->method], c->code,
-			   (unsigned long long)c->n);
+		rv_buf_printf(
+			&b,
+			"rover_http_requests_total{route=\"%s\",method=\"%s\",code=\"%d\"} %llu\n",
+			label_escape(route, esc, sizeof(esc)), method_names[c->method], c->code,
+			(unsigned long long)c->n);
 	}
 
 	rv_buf_printf(&b, "# HELP rover_http_request_duration_seconds Time from request line to "
-		       "response sent, by route.\n"
-		       "# TYPE rover_http_request_duration_seconds histogram\n");
+			  "response sent, by route.\n"
+			  "# TYPE rover_http_request_duration_seconds histogram\n");
 	for (int s = 0; s <= srv->nlabels; s++) {
 		const struct histo *h = &srv->histos[s];
 		const char *route = s < srv->nlabels ? srv->labels[s] : "unmatched";
@@ -399,33 +401,36 @@ char *rv_http_server_metrics(struct rv_http_server *srv)
 		for (size_t i = 0; i < NBUCKETS; i++) {
 			cum += h->bucket[i];
 			rv_buf_printf(&b,
-				   "rover_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
-				   esc, bucket_le[i], (unsigned long long)cum);
+				      "rover_http_request_duration_seconds_bucket"
+				      "{route=\"%s\",le=\"%g\"} %llu\n",
+				      esc, bucket_le[i], (unsigned long long)cum);
 		}
 		cum += h->bucket[NBUCKETS];
 		rv_buf_printf(&b,
-			   "rover_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n"
-			   "rover_http_request_duration_seconds_sum{route=\"%s\"} %.9f\n"
-			   "rover_http_request_duration_seconds_count{route=\"%s\"} %llu\n",
-			   esc, (unsigned long long)cum, esc, (double)h->sum_ns / 1e9, esc,
-			   (unsigned long long)h->count);
+			      "rover_http_request_duration_seconds_bucket"
+			      "{route=\"%s\",le=\"+Inf\"} %llu\n"
+			      "rover_http_request_duration_seconds_sum{route=\"%s\"} %.9f\n"
+			      "rover_http_request_duration_seconds_count{route=\"%s\"} %llu\n",
+			      esc, (unsigned long long)cum, esc, (double)h->sum_ns / 1e9, esc,
+			      (unsigned long long)h->count);
 	}
 
 	rv_buf_printf(&b, "# HELP rover_http_rejected_total Requests refused by the server before "
-		       "any handler ran, by reason.\n"
-		       "# TYPE rover_http_rejected_total counter\n");
+			  "any handler ran, by reason.\n"
+			  "# TYPE rover_http_rejected_total counter\n");
 	for (int i = 0; i < NREJ; i++)
-		rv_buf_printf(&b, "rover_http_rejected_total{reason=\"%s\"} %llu\n", reject_names[i],
-			   (unsigned long long)srv->rejected[i]);
+		rv_buf_printf(&b, "rover_http_rejected_total{reason=\"%s\"} %llu\n",
+			      reject_names[i], (unsigned long long)srv->rejected[i]);
 	pthread_mutex_unlock(&srv->mu);
 
-	rv_buf_printf(&b, "# HELP rover_http_connections Open client connections.\n"
-		       "# TYPE rover_http_connections gauge\n"
-		       "rover_http_connections %d\n"
-		       "# HELP rover_http_connections_total Client connections accepted.\n"
-		       "# TYPE rover_http_connections_total counter\n"
-		       "rover_http_connections_total %llu\n",
-		   atomic_load(&srv->conns), (unsigned long long)atomic_load(&srv->conns_total));
+	rv_buf_printf(&b,
+		      "# HELP rover_http_connections Open client connections.\n"
+		      "# TYPE rover_http_connections gauge\n"
+		      "rover_http_connections %d\n"
+		      "# HELP rover_http_connections_total Client connections accepted.\n"
+		      "# TYPE rover_http_connections_total counter\n"
+		      "rover_http_connections_total %llu\n",
+		      atomic_load(&srv->conns), (unsigned long long)atomic_load(&srv->conns_total));
 	return rv_buf_steal(&b);
 }
 

@@ -175,7 +175,7 @@ static void print_number(struct rv_buf *b, double v)
 {
 	char num[40];
 	if (!isfinite(v)) {
-		rv_buf_puts(b, "null");  /* as cJSON does: JSON has no NaN or inf */
+		rv_buf_puts(b, "null"); /* as cJSON does: JSON has no NaN or inf */
 		return;
 	}
 	if (v == floor(v) && v > -TWO_63 && v < TWO_63) {
@@ -233,7 +233,7 @@ static void print_item(struct rv_buf *b, const cJSON *it)
 		rv_buf_append(b, "}", 1);
 		break;
 	default:
-		b->failed = true;  /* cJSON_Invalid: nothing sensible to print */
+		b->failed = true; /* cJSON_Invalid: nothing sensible to print */
 		break;
 	}
 }

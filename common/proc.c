@@ -104,7 +104,7 @@ static int env_build(const struct rv_proc_opts *o, char ***out)
 			v[k++] = base[i];
 	for (size_t i = 0; i < ne; i++) {
 		if (!strchr(o->env[i], '='))
-			continue;  /* an unset: already dropped from base */
+			continue; /* an unset: already dropped from base */
 		/* The last setting of a key wins, as with repeated setenv(). */
 		bool later = false;
 		for (size_t j = i + 1; j < ne && !later; j++)
@@ -172,8 +172,8 @@ static int close_others(const int *keep, int nkeep)
 }
 
 /* src[i] >= 0: the fd to put on i; -1: leave i alone; -2: dup 1 onto 2. */
-__attribute__((noreturn)) static void child_run(const struct rv_proc_opts *o, int src[3],
-						 int errfd, pid_t parent, char *const *envp)
+__attribute__((noreturn)) static void child_run(const struct rv_proc_opts *o, int src[3], int errfd,
+						pid_t parent, char *const *envp)
 {
 	/* Handlers back to default while every signal is still blocked.  Only
 	 * 1..31: glibc uses real-time signals of its own. */
@@ -194,7 +194,7 @@ __attribute__((noreturn)) static void child_run(const struct rv_proc_opts *o, in
 	if (errfd < 3 && (errfd = fcntl(errfd, F_DUPFD_CLOEXEC, 3)) < 0)
 		_exit(127);
 	for (int i = 0; i < 3; i++) {
-		if (src[i] == -3) {  /* /dev/null, opened only here */
+		if (src[i] == -3) { /* /dev/null, opened only here */
 			src[i] = open("/dev/null", O_RDWR | O_CLOEXEC);
 			if (src[i] < 0)
 				child_fail(errfd, errno);
@@ -231,7 +231,7 @@ __attribute__((noreturn)) static void child_run(const struct rv_proc_opts *o, in
 		keep[nkeep++] = o->keep_fds[i];
 	}
 	keep[nkeep++] = errfd;
-	for (int i = 1; i < nkeep; i++)  /* insertion sort: at most 9 */
+	for (int i = 1; i < nkeep; i++) /* insertion sort: at most 9 */
 		for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
 			int t = keep[j];
 			keep[j] = keep[j - 1];
@@ -340,7 +340,7 @@ int rv_proc_spawn(struct rv_proc *p, const struct rv_proc_opts *o)
 	/* The child is ours and unreaped, so pid names it: the pidfd is right. */
 	p->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (p->pidfd < 0)
-		p->pidfd = -1;  /* no pidfds here (close-on-exec when there are) */
+		p->pidfd = -1; /* no pidfds here (close-on-exec when there are) */
 
 	int child_errno = 0;
 	ssize_t n;
@@ -438,7 +438,8 @@ int rv_proc_wait(struct rv_proc *p, int timeout_ms, int *status)
 			return -ETIMEDOUT;
 		if (p->pidfd >= 0) {
 			struct pollfd pf = { .fd = p->pidfd, .events = POLLIN };
-			if (poll(&pf, 1, left > INT32_MAX ? INT32_MAX : (int)left) < 0 && errno != EINTR)
+			if (poll(&pf, 1, left > INT32_MAX ? INT32_MAX : (int)left) < 0 &&
+			    errno != EINTR)
 				return -errno;
 		} else {
 			struct timespec ts = { 0, 10 * 1000000L };
@@ -513,7 +514,8 @@ static int run_read(int fd, struct rv_buf *out)
 		return 0;
 	if (out->len < RUN_OUT_MAX)
 		rv_buf_append(out, chunk,
-			      out->len + (size_t)n > RUN_OUT_MAX ? RUN_OUT_MAX - out->len : (size_t)n);
+			      out->len + (size_t)n > RUN_OUT_MAX ? RUN_OUT_MAX - out->len
+								 : (size_t)n);
 	return 1;
 }
 
@@ -524,7 +526,7 @@ int rv_proc_run(const struct rv_proc_opts *opts, int timeout_ms, int *status, st
 	struct rv_proc_opts o = *opts;
 	for (int i = 0; i < 3; i++)
 		if (o.io[i].mode == RV_PROC_PIPE)
-			return -EINVAL;  /* nobody would read or close it */
+			return -EINVAL; /* nobody would read or close it */
 	if (out) {
 		o.io[1] = (struct rv_proc_io){ .mode = RV_PROC_PIPE };
 		o.io[2] = (struct rv_proc_io){ .mode = RV_PROC_STDOUT };
@@ -550,7 +552,8 @@ int rv_proc_run(const struct rv_proc_opts *opts, int timeout_ms, int *status, st
 			break;
 		if (k > 0 && pf[0].revents && !run_read(p.fd[1], out))
 			rv_proc_close_fd(&p, 1);
-		bool exited = p.pidfd >= 0 ? k > 0 && pf[1].revents : rv_proc_wait(&p, 0, NULL) == 0;
+		bool exited = p.pidfd >= 0 ? k > 0 && pf[1].revents
+					   : rv_proc_wait(&p, 0, NULL) == 0;
 		if (exited && p.fd[1] >= 0) {
 			struct pollfd d = { .fd = p.fd[1], .events = POLLIN };
 			while (poll(&d, 1, 0) > 0 && run_read(p.fd[1], out))

@@ -36,25 +36,26 @@
 
 /* What the child gets on fd 0, 1 or 2 (opts.io[0..2]). */
 enum rv_proc_io_mode {
-	RV_PROC_INHERIT = 0,  /* the parent's own fd 0/1/2, as it is */
-	RV_PROC_NULL,         /* /dev/null, read-write */
-	RV_PROC_FD,           /* io.fd, borrowed: dup'ed in the child; the caller keeps
-			       * and closes its copy (even when spawn fails) */
-	RV_PROC_PIPE,         /* a new pipe; the parent's end is p->fd[i], owned by *p */
-	RV_PROC_STDOUT,       /* only for io[2]: the same as the child's fd 1 (2>&1) */
+	RV_PROC_INHERIT = 0, /* the parent's own fd 0/1/2, as it is */
+	RV_PROC_NULL,        /* /dev/null, read-write */
+	/* io.fd, borrowed: dup'ed in the child; the caller keeps and closes its
+	 * copy (even when spawn fails) */
+	RV_PROC_FD,
+	RV_PROC_PIPE,   /* a new pipe; the parent's end is p->fd[i], owned by *p */
+	RV_PROC_STDOUT, /* only for io[2]: the same as the child's fd 1 (2>&1) */
 };
 
 struct rv_proc_io {
 	enum rv_proc_io_mode mode;
-	int fd;  /* RV_PROC_FD only */
+	int fd; /* RV_PROC_FD only */
 };
 
 /* Where the child lives.  The default (0) is its own process group, so that
  * rv_proc_kill() reaches whatever it starts. */
 enum rv_proc_group {
-	RV_PROC_NEW_GROUP = 0,  /* setpgid(0, 0): own group, same session */
-	RV_PROC_NEW_SESSION,    /* setsid(): own session and group, no controlling tty */
-	RV_PROC_SAME_GROUP,     /* stay in the parent's group: kill reaches the leader only */
+	RV_PROC_NEW_GROUP = 0, /* setpgid(0, 0): own group, same session */
+	RV_PROC_NEW_SESSION,   /* setsid(): own session and group, no controlling tty */
+	RV_PROC_SAME_GROUP,    /* stay in the parent's group: kill reaches the leader only */
 };
 
 #define RV_PROC_MAX_KEEP 8
@@ -68,8 +69,8 @@ struct rv_proc_opts {
 	const char *const *envp;
 	/* Applied over envp (or environ), NULL-terminated: "K=V" sets K, "K" unsets it. */
 	const char *const *env;
-	const char *cwd;                /* chdir there before exec; NULL: stay */
-	struct rv_proc_io io[3];        /* fds 0, 1, 2 */
+	const char *cwd;         /* chdir there before exec; NULL: stay */
+	struct rv_proc_io io[3]; /* fds 0, 1, 2 */
 	/* Extra fds (>= 3) the child keeps under the same number, close-on-exec
 	 * cleared in the child only; borrowed.  Every other fd is closed. */
 	int keep_fds[RV_PROC_MAX_KEEP];
@@ -86,15 +87,16 @@ struct rv_proc_opts {
 
 /* A spawned child.  Fields are read-only for the caller. */
 struct rv_proc {
-	pid_t pid;     /* > 0 while not reaped; 0 once reaped (never signalled again) */
-	pid_t pgid;    /* its process group, or 0 for RV_PROC_SAME_GROUP */
-	int pidfd;     /* owned; readable (POLLIN) once the child exited; -1 if the
-			* kernel has none (then waits poll every 10 ms) */
-	int fd[3];     /* owned parent ends of RV_PROC_PIPE, else -1: fd[0] is
-			* write-only (the child's stdin), fd[1]/fd[2] read-only;
-			* close-on-exec; the caller may close one early with
-			* rv_proc_close_fd() */
-	int status;    /* wait status (WIFEXITED, ...) once reaped */
+	pid_t pid;  /* > 0 while not reaped; 0 once reaped (never signalled again) */
+	pid_t pgid; /* its process group, or 0 for RV_PROC_SAME_GROUP */
+	/* Owned; readable (POLLIN) once the child exited; -1 if the kernel has
+	 * none (then waits poll every 10 ms). */
+	int pidfd;
+	/* Owned parent ends of RV_PROC_PIPE, else -1: fd[0] is write-only (the
+	 * child's stdin), fd[1]/fd[2] read-only; close-on-exec; the caller may
+	 * close one early with rv_proc_close_fd(). */
+	int fd[3];
+	int status; /* wait status (WIFEXITED, ...) once reaped */
 	bool reaped;
 };
 

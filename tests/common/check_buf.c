@@ -168,7 +168,7 @@ END_TEST
 
 START_TEST(test_truncate_to_mark)
 {
-	struct rv_buf b = { 0 };  /* zeroed is empty, as after rv_buf_init */
+	struct rv_buf b = { 0 }; /* zeroed is empty, as after rv_buf_init */
 	rv_buf_puts(&b, "{\"a\":[1,2");
 	size_t mark = b.len;
 	rv_buf_puts(&b, "]}");
@@ -184,7 +184,7 @@ START_TEST(test_truncate_to_mark)
 	rv_buf_truncate(&b, 0);
 	ck_assert_str_eq(b.data, "");
 	rv_buf_release(&b);
-	rv_buf_truncate(&b, 0);  /* empty: fine */
+	rv_buf_truncate(&b, 0); /* empty: fine */
 	ck_assert_ptr_null(b.data);
 }
 END_TEST

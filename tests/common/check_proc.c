@@ -229,7 +229,8 @@ START_TEST(test_same_group_kill_spares_grandchild)
 	 * leader is signalled, and the grandchild lives on. */
 	ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
 	const char *argv[] = { "sh", "-c", "sleep 30 & echo $!; wait", NULL };
-	struct rv_proc_opts o = { .argv = argv, .io[1] = { RV_PROC_PIPE },
+	struct rv_proc_opts o = { .argv = argv,
+				  .io[1] = { RV_PROC_PIPE },
 				  .group = RV_PROC_SAME_GROUP };
 	struct rv_proc p;
 	ck_assert_int_eq(rv_proc_spawn(&p, &o), 0);
@@ -304,8 +305,10 @@ START_TEST(test_no_fd_leaks)
 	}
 	leak[3] = dup(leak[0]);
 	const char *argv[] = { "sleep", "30", NULL };
-	struct rv_proc_opts o = { .argv = argv, .io[0] = { RV_PROC_NULL },
-				  .io[1] = { RV_PROC_PIPE }, .io[2] = { RV_PROC_STDOUT } };
+	struct rv_proc_opts o = { .argv = argv,
+				  .io[0] = { RV_PROC_NULL },
+				  .io[1] = { RV_PROC_PIPE },
+				  .io[2] = { RV_PROC_STDOUT } };
 	struct rv_proc p;
 	ck_assert_int_eq(rv_proc_spawn(&p, &o), 0);
 	ck_assert_int_eq(count_fds(p.pid, NULL), 3);
@@ -370,7 +373,9 @@ START_TEST(test_output_capture)
 
 	/* Pipes on both ends. */
 	const char *cat[] = { "cat", NULL };
-	struct rv_proc_opts o = { .argv = cat, .io[0] = { RV_PROC_PIPE }, .io[1] = { RV_PROC_PIPE } };
+	struct rv_proc_opts o = { .argv = cat,
+				  .io[0] = { RV_PROC_PIPE },
+				  .io[1] = { RV_PROC_PIPE } };
 	struct rv_proc p;
 	ck_assert_int_eq(rv_proc_spawn(&p, &o), 0);
 	ck_assert_int_eq(write(p.fd[0], "hello\n", 6), 6);
@@ -387,7 +392,8 @@ START_TEST(test_output_capture)
 	char tmpl[] = "/tmp/rover-proc-XXXXXX";
 	int fd = mkstemp(tmpl);
 	ck_assert_int_ge(fd, 0);
-	struct rv_proc_opts f = { .argv = argv, .io[1] = { RV_PROC_FD, fd },
+	struct rv_proc_opts f = { .argv = argv,
+				  .io[1] = { RV_PROC_FD, fd },
 				  .io[2] = { RV_PROC_NULL } };
 	ck_assert_int_eq(rv_proc_run(&f, 5000, &st, NULL), 0);
 	char text[64] = { 0 };
@@ -423,8 +429,9 @@ END_TEST
 START_TEST(test_drop_ids)
 {
 	const char *argv[] = { "sh", "-c", "echo $(id -u):$(id -g):$(id -G)", NULL };
-	struct rv_proc_opts o = { .argv = argv, .set_ids = true, .uid = 65534, .gid = 65534,
-				  .cwd = "/" };
+	struct rv_proc_opts o = {
+		.argv = argv, .set_ids = true, .uid = 65534, .gid = 65534, .cwd = "/"
+	};
 	struct rv_buf out;
 	rv_buf_init(&out);
 	int st;
@@ -465,7 +472,8 @@ static Suite *proc_suite(void)
 static int orphan_main(const char *deathsig)
 {
 	const char *argv[] = { "sleep", "30", NULL };
-	struct rv_proc_opts o = { .argv = argv, .pdeathsig = atoi(deathsig),
+	struct rv_proc_opts o = { .argv = argv,
+				  .pdeathsig = atoi(deathsig),
 				  .io = { { RV_PROC_NULL }, { RV_PROC_NULL }, { RV_PROC_NULL } } };
 	struct rv_proc p;
 	if (rv_proc_spawn(&p, &o) < 0)

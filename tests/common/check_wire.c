@@ -615,7 +615,7 @@ START_TEST(test_spec_huge_strings)
 	url[307] = '\0';
 	struct rv_buf b = { 0 };
 	rv_buf_printf(&b, DOC(META, AR "\"brainService\":\"%s\",\"replicaSpecs\":{\"worker\":{}}"),
-		  url);
+		      url);
 	expect_spec_error(b.data, "spec.brainService", "at most 255");
 	rv_buf_release(&b);
 }
@@ -642,7 +642,7 @@ START_TEST(test_spec_limits)
 
 	/* 64 command entries fit, 65 do not */
 	rv_buf_printf(&b, "{\"kind\":\"ElasticJob\"," META ",\"spec\":{" AR
-		      "\"replicaSpecs\":{\"worker\":{\"command\":[");
+			  "\"replicaSpecs\":{\"worker\":{\"command\":[");
 	for (int i = 0; i < 64; i++)
 		rv_buf_printf(&b, "%s\"a%d\"", i ? "," : "", i);
 	mark = b.len;
@@ -658,9 +658,10 @@ START_TEST(test_spec_limits)
 
 	/* 8 datasets fit, 9 do not */
 	rv_buf_printf(&b, "{\"kind\":\"ElasticJob\"," META ",\"spec\":{" AR
-		      "\"replicaSpecs\":{\"worker\":{}},\"datasets\":[");
+			  "\"replicaSpecs\":{\"worker\":{}},\"datasets\":[");
 	for (int i = 0; i < 8; i++)
-		rv_buf_printf(&b, "%s{\"name\":\"d%d\",\"size\":1,\"shardSize\":1}", i ? "," : "", i);
+		rv_buf_printf(&b, "%s{\"name\":\"d%d\",\"size\":1,\"shardSize\":1}", i ? "," : "",
+			      i);
 	mark = b.len;
 	rv_buf_printf(&b, "]}}");
 	ck_assert_int_eq(spec_parse(b.data, &s, &err), 0);
@@ -849,8 +850,8 @@ static char *batch_of(int n, int bad_at)
 	struct rv_buf b = { 0 };
 	rv_buf_printf(&b, "{\"samples\":[");
 	for (int i = 0; i < n; i++)
-		rv_buf_printf(&b, "%s{\"kind\":\"speed\",\"ts\":%d,\"speed\":%s}", i ? "," : "", i + 1,
-			  i == bad_at ? "null" : "1.5");
+		rv_buf_printf(&b, "%s{\"kind\":\"speed\",\"ts\":%d,\"speed\":%s}", i ? "," : "",
+			      i + 1, i == bad_at ? "null" : "1.5");
 	rv_buf_printf(&b, "]}");
 	ck_assert(!rv_buf_failed(&b));
 	return rv_buf_steal(&b);
@@ -1258,14 +1259,16 @@ START_TEST(test_cluster_limits)
 	char *name = repeat('n', 128);
 	struct rv_buf b = { 0 };
 	name[127] = '\0';
-	rv_buf_printf(&b, "{\"nodes\":[{\"name\":\"%s\",\"ts\":1,\"cpu\":1,\"memory_mb\":1}]}", name);
+	rv_buf_printf(&b, "{\"nodes\":[{\"name\":\"%s\",\"ts\":1,\"cpu\":1,\"memory_mb\":1}]}",
+		      name);
 	struct rv_cluster_report r;
 	struct rv_err err = { 0 };
 	ck_assert_int_eq(report_parse(b.data, &r, &err), 0);
 	rv_cluster_report_release(&r);
 	rv_buf_release(&b);
 	name[127] = 'n';
-	rv_buf_printf(&b, "{\"nodes\":[{\"name\":\"%s\",\"ts\":1,\"cpu\":1,\"memory_mb\":1}]}", name);
+	rv_buf_printf(&b, "{\"nodes\":[{\"name\":\"%s\",\"ts\":1,\"cpu\":1,\"memory_mb\":1}]}",
+		      name);
 	ck_assert_int_eq(report_parse(b.data, &r, &err), -EINVAL);
 	ck_assert_str_eq(err.field, "nodes[0].name");
 	rv_buf_release(&b);
@@ -1273,8 +1276,8 @@ START_TEST(test_cluster_limits)
 
 	rv_buf_printf(&b, "{\"nodes\":[");
 	for (int i = 0; i <= RV_MAX_CLUSTER_NODES; i++)
-		rv_buf_printf(&b, "%s{\"name\":\"n%d\",\"ts\":1,\"cpu\":1,\"memory_mb\":1}", i ? "," : "",
-			  i);
+		rv_buf_printf(&b, "%s{\"name\":\"n%d\",\"ts\":1,\"cpu\":1,\"memory_mb\":1}",
+			      i ? "," : "", i);
 	rv_buf_printf(&b, "]}");
 	ck_assert_int_eq(report_parse(b.data, &r, &err), -E2BIG);
 	ck_assert_str_eq(err.field, "nodes");

@@ -132,7 +132,7 @@ END_TEST
 
 struct ingest {
 	const char *uid;
-	atomic_int acked;  /* batches the brain acknowledged */
+	atomic_int acked; /* batches the brain acknowledged */
 };
 
 /* Thread: post batches until the brain stops answering. */

@@ -20,7 +20,7 @@
 
 struct rv_test_brain {
 	struct rv_proc proc;
-	pid_t pid;     /* proc.pid while running, 0 once stopped */
+	pid_t pid; /* proc.pid while running, 0 once stopped */
 	int port;
 	char url[64];
 	char log[512];
