@@ -351,7 +351,12 @@ START_TEST(test_child_signal_state_reset)
 	rv_buf_init(&out);
 	ck_assert_int_eq(run_capture(argv, &out), 0);
 	ck_assert_msg(strstr(out.data, "\nSigBlk:\t0000000000000000\n"), "%s", out.data);
-	ck_assert_msg(strstr(out.data, "\nSigIgn:\t0000000000000000\n"), "%s", out.data);
+	/* Ignored: only 1..31 are reset (glibc keeps real-time signals for
+	 * itself; whoever started us may have set those). */
+	const char *ign = strstr(out.data, "\nSigIgn:\t");
+	ck_assert_ptr_nonnull(ign);
+	unsigned long long bits = strtoull(ign + strlen("\nSigIgn:\t"), NULL, 16);
+	ck_assert_msg((bits & 0x7fffffffULL) == 0, "ignored in the child: %llx", bits);
 	rv_buf_release(&out);
 }
 END_TEST
