@@ -383,12 +383,10 @@ static int status_of(const siginfo_t *si)
 static int try_reap(struct rv_proc *p)
 {
 	for (;;) {
-		int r;
 		if (p->pidfd >= 0) {
 			siginfo_t si;
 			memset(&si, 0, sizeof(si));
-			r = waitid((idtype_t)P_PIDFD, (id_t)p->pidfd, &si, WEXITED | WNOHANG);
-			if (r == 0) {
+			if (waitid((idtype_t)P_PIDFD, (id_t)p->pidfd, &si, WEXITED | WNOHANG) == 0) {
 				if (si.si_pid == 0)
 					return 0;
 				p->status = status_of(&si);
@@ -403,8 +401,8 @@ static int try_reap(struct rv_proc *p)
 				p->status = st;
 				break;
 			}
-			r = -1;
 		}
+		/* Both failed: errno says why. */
 		if (errno == EINTR)
 			continue;
 		if (errno == ECHILD) {
