@@ -409,6 +409,7 @@ static int try_reap(struct rv_proc *p)
 			/* Reaped behind our back: the number is no longer ours. */
 			p->pid = 0;
 			p->reaped = true;
+			p->status = -1;
 			close_fd(&p->pidfd);
 			return -ECHILD;
 		}
@@ -446,6 +447,8 @@ int rv_proc_wait(struct rv_proc *p, int timeout_ms, int *status)
 			nanosleep(&ts, NULL);
 		}
 	}
+	if (p->status == -1)
+		return -ECHILD;  /* lost to someone else's wait, and stays so */
 	if (status)
 		*status = p->status;
 	return 0;

@@ -96,7 +96,7 @@ struct rv_proc {
 	 * child's stdin), fd[1]/fd[2] read-only; close-on-exec; the caller may
 	 * close one early with rv_proc_close_fd(). */
 	int fd[3];
-	int status; /* wait status (WIFEXITED, ...) once reaped */
+	int status; /* wait status (WIFEXITED, ...) once reaped; -1 when lost */
 	bool reaped;
 };
 
@@ -109,7 +109,8 @@ int rv_proc_spawn(struct rv_proc *p, const struct rv_proc_opts *opts);
 /* Wait up to timeout_ms (< 0: forever, 0: just look) for the child to exit
  * and reap it.  Returns 0 with *status (may be NULL) the wait status, also on
  * a later call once reaped; -ETIMEDOUT when it still runs; -ECHILD when
- * someone else reaped it (the status is lost, p counts as reaped). */
+ * someone else reaped it (the status is lost, p counts as reaped, and later
+ * calls say -ECHILD again). */
 int rv_proc_wait(struct rv_proc *p, int timeout_ms, int *status);
 
 /* Send sig to the child's process group (and to the child itself).  Returns

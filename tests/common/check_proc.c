@@ -103,6 +103,25 @@ START_TEST(test_exit_codes)
 }
 END_TEST
 
+START_TEST(test_reaped_elsewhere)
+{
+	/* Someone else's waitpid(-1) took our child: the wait says so, and the
+	 * number, no longer ours, is never signalled. */
+	const char *argv[] = { "true", NULL };
+	struct rv_proc_opts o = { .argv = argv };
+	struct rv_proc p;
+	ck_assert_int_eq(rv_proc_spawn(&p, &o), 0);
+	pid_t pid = p.pid;
+	ck_assert_int_eq(waitpid(-1, NULL, 0), pid);
+	ck_assert_int_eq(rv_proc_wait(&p, 1000, NULL), -ECHILD);
+	ck_assert_int_eq(p.pid, 0);
+	ck_assert_int_eq(rv_proc_kill(&p, SIGKILL), -ESRCH);
+	ck_assert_int_eq(rv_proc_wait(&p, 0, NULL), -ECHILD);
+	ck_assert_int_eq(rv_proc_stop(&p, 100, NULL), -ECHILD);
+	rv_proc_release(&p);
+}
+END_TEST
+
 START_TEST(test_signal_status)
 {
 	const char *argv[] = { "sh", "-c", "kill -USR1 $$; sleep 5", NULL };
@@ -473,6 +492,7 @@ static Suite *proc_suite(void)
 	TCase *tc = tcase_create("proc");
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_exit_codes);
+	tcase_add_test(tc, test_reaped_elsewhere);
 	tcase_add_test(tc, test_signal_status);
 	tcase_add_test(tc, test_exec_failure_errno);
 	tcase_add_test(tc, test_timeout_kills);
