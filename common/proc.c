@@ -386,7 +386,8 @@ static int try_reap(struct rv_proc *p)
 		if (p->pidfd >= 0) {
 			siginfo_t si;
 			memset(&si, 0, sizeof(si));
-			if (waitid((idtype_t)P_PIDFD, (id_t)p->pidfd, &si, WEXITED | WNOHANG) == 0) {
+			int r = waitid((idtype_t)P_PIDFD, (id_t)p->pidfd, &si, WEXITED | WNOHANG);
+			if (r == 0) {
 				if (si.si_pid == 0)
 					return 0;
 				p->status = status_of(&si);
@@ -448,7 +449,7 @@ int rv_proc_wait(struct rv_proc *p, int timeout_ms, int *status)
 		}
 	}
 	if (p->status == -1)
-		return -ECHILD;  /* lost to someone else's wait, and stays so */
+		return -ECHILD; /* lost to someone else's wait, and stays so */
 	if (status)
 		*status = p->status;
 	return 0;
