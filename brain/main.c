@@ -174,7 +174,9 @@ static int run(int argc, char **argv)
 	}
 	rv_log_setup("brain", level);
 	gsl_set_error_handler_off();
-	rv_cfg_log(brain_opts, (int)RV_ARRAY_SIZE(brain_opts), &b->cfg);
+	RV_CLEANUP_FREE char *effective =
+		rv_cfg_effective(brain_opts, (int)RV_ARRAY_SIZE(brain_opts), &b->cfg);
+	rv_log_info("effective config", "%s", effective ? effective : "");
 	if (!b->cfg.sql_dir[0] && find_sql_dir(b->cfg.sql_dir, sizeof(b->cfg.sql_dir)) < 0) {
 		rv_log_error("could not find the sql migrations", "hint=\"set --sql-dir\"");
 		free(b);

@@ -20,13 +20,6 @@
 #include "json.h"
 #include "parse.h"
 
-static void pqclearp(PGresult **r)
-{
-	if (*r)
-		PQclear(*r);
-}
-#define RV_CLEANUP_PGRESULT RV_CLEANUP(pqclearp)
-
 int pg_int(const char *text)
 {
 	int64_t v;

@@ -31,12 +31,6 @@ struct rv_brain_client {
 	int last_attempts;
 };
 
-static void cjson_deletep(cJSON **p)
-{
-	cJSON_Delete(*p);
-}
-#define CLEANUP_CJSON RV_CLEANUP(cjson_deletep)
-
 static int dflt(int v, int d)
 {
 	return v > 0 ? v : d;
@@ -181,7 +175,7 @@ static int64_t backoff(struct rv_brain_client *c, int n)
 static int reply_error(const char *what, const struct rv_http_result *res, struct rv_err *err)
 {
 	int code = status_errno(res->status);
-	CLEANUP_CJSON cJSON *doc =
+	RV_CLEANUP_CJSON cJSON *doc =
 		res->body && res->body_len ? rv_json_parse(res->body, res->body_len, NULL) : NULL;
 	const cJSON *e = cJSON_GetObjectItemCaseSensitive(doc, "error");
 	const cJSON *d = cJSON_GetObjectItemCaseSensitive(doc, "detail");
@@ -318,7 +312,7 @@ int rv_brain_register(struct rv_brain_client *c, const struct rv_job_spec *spec,
 {
 	const char *what = "register job";
 	long st = 0;
-	CLEANUP_CJSON cJSON *reply = NULL;
+	RV_CLEANUP_CJSON cJSON *reply = NULL;
 	int rc = post(c, what, "/v1/jobs", rv_job_spec_to_json(spec), CALL_REFUSED_ONLY, &st,
 		      &reply, err);
 	if (rc < 0)
@@ -345,7 +339,7 @@ int rv_brain_post_metrics(struct rv_brain_client *c, const char *uid,
 	char path[160];
 	snprintf(path, sizeof(path), "/v1/jobs/%s/metrics", uid);
 	long st = 0;
-	CLEANUP_CJSON cJSON *reply = NULL;
+	RV_CLEANUP_CJSON cJSON *reply = NULL;
 	rc = post(c, what, path, rv_metrics_batch_to_json(batch), CALL_IDEMPOTENT, &st, &reply,
 		  err);
 	if (rc == 0 && accepted)
@@ -366,7 +360,7 @@ int rv_brain_post_event(struct rv_brain_client *c, const char *uid, struct rv_ev
 	char path[160];
 	snprintf(path, sizeof(path), "/v1/jobs/%s/events", uid);
 	long st = 0;
-	CLEANUP_CJSON cJSON *reply = NULL;
+	RV_CLEANUP_CJSON cJSON *reply = NULL;
 	rc = post(c, what, path, rv_event_to_json(ev), CALL_IDEMPOTENT, &st, &reply, err);
 	if (rc == 0 && plan_id)
 		*plan_id = num_or(reply, "plan_id", 0);
@@ -393,7 +387,7 @@ int rv_brain_plan_get(struct rv_brain_client *c, const char *uid, const char *st
 		n += snprintf(path + n, sizeof(path) - (size_t)n, "wait=%d&", wait_s);
 	path[n - 1] = '\0'; /* the last '&' or the '?' */
 	long st = 0;
-	CLEANUP_CJSON cJSON *reply = NULL;
+	RV_CLEANUP_CJSON cJSON *reply = NULL;
 	struct rv_err cerr = { 0 };
 	rc = call(c, what, "GET", path, NULL, wait_s > 0 ? wait_s * 1000 : 0, CALL_IDEMPOTENT, &st,
 		  &reply, &cerr);
@@ -433,7 +427,7 @@ int rv_brain_plan_history(struct rv_brain_client *c, const char *uid, int limit,
 	snprintf(path, sizeof(path), "/v1/jobs/%s/plans?limit=%d", uid,
 		 limit > 0 && limit <= 1000 ? limit : 100);
 	long st = 0;
-	CLEANUP_CJSON cJSON *reply = NULL;
+	RV_CLEANUP_CJSON cJSON *reply = NULL;
 	rc = call(c, what, "GET", path, NULL, 0, CALL_IDEMPOTENT, &st, &reply, err);
 	if (rc < 0)
 		return rc;
@@ -468,7 +462,7 @@ int rv_brain_job_get(struct rv_brain_client *c, const char *uid, struct rv_brain
 	char path[160];
 	snprintf(path, sizeof(path), "/v1/jobs/%s", uid);
 	long st = 0;
-	CLEANUP_CJSON cJSON *reply = NULL;
+	RV_CLEANUP_CJSON cJSON *reply = NULL;
 	rc = call(c, "get job", "GET", path, NULL, 0, CALL_IDEMPOTENT, &st, &reply, err);
 	if (rc < 0)
 		return rc;
@@ -496,7 +490,7 @@ int rv_brain_cluster_get(struct rv_brain_client *c, struct rv_brain_cluster *out
 	const char *what = "get cluster";
 	memset(out, 0, sizeof(*out));
 	long st = 0;
-	CLEANUP_CJSON cJSON *reply = NULL;
+	RV_CLEANUP_CJSON cJSON *reply = NULL;
 	int rc = call(c, what, "GET", "/v1/cluster", NULL, 0, CALL_IDEMPOTENT, &st, &reply, err);
 	if (rc < 0)
 		return rc;

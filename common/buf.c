@@ -1,9 +1,11 @@
 /*
- * buf.c: growable text buffer (see buf.h).
+ * buf.c: the growable byte buffer (see buf.h): growth by doubling from 256
+ * bytes, printf straight into the spare room.
  */
 #include "buf.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,12 +21,16 @@ void rv_buf_release(struct rv_buf *b)
 	rv_buf_init(b);
 }
 
-static bool grow(struct rv_buf *b, size_t extra)
+bool rv_buf_reserve(struct rv_buf *b, size_t extra)
 {
 	if (b->failed)
 		return false;
-	if (b->len + extra + 1 <= b->cap)
+	if (b->cap > b->len && extra < b->cap - b->len) /* no overflow: room for NUL */
 		return true;
+	if (extra > SIZE_MAX / 2 - b->len - 1) {
+		b->failed = true;
+		return false;
+	}
 	size_t cap = b->cap ? b->cap : 256;
 	while (cap < b->len + extra + 1)
 		cap *= 2;
@@ -38,18 +44,12 @@ static bool grow(struct rv_buf *b, size_t extra)
 	return true;
 }
 
-void rv_buf_append(struct rv_buf *b, const char *s, size_t n)
+void rv_buf_truncate(struct rv_buf *b, size_t len)
 {
-	if (!grow(b, n))
+	if (b->failed || len >= b->len)
 		return;
-	memcpy(b->data + b->len, s, n);
-	b->len += n;
-	b->data[b->len] = 0;
-}
-
-void rv_buf_puts(struct rv_buf *b, const char *s)
-{
-	rv_buf_append(b, s, strlen(s));
+	b->len = len;
+	b->data[len] = 0;
 }
 
 void rv_buf_printf(struct rv_buf *b, const char *fmt, ...)
@@ -57,7 +57,7 @@ void rv_buf_printf(struct rv_buf *b, const char *fmt, ...)
 	if (b->failed)
 		return;
 	/* Format straight into the spare room; only a too-small buffer formats twice. */
-	if (b->cap - b->len < 64 && !grow(b, 64))
+	if (b->cap - b->len < 64 && !rv_buf_reserve(b, 64))
 		return;
 	va_list ap;
 	va_start(ap, fmt);
@@ -68,7 +68,7 @@ void rv_buf_printf(struct rv_buf *b, const char *fmt, ...)
 		return;
 	}
 	if ((size_t)n >= b->cap - b->len) {
-		if (!grow(b, (size_t)n)) {
+		if (!rv_buf_reserve(b, (size_t)n)) {
 			b->data[b->len] = 0;
 			return;
 		}

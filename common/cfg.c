@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "log.h"
 #include "parse.h"
 
@@ -301,14 +302,14 @@ void rv_cfg_print_conf(const struct rv_cfg_opt *opts, int nopts, FILE *out, cons
 	}
 }
 
-void rv_cfg_log(const struct rv_cfg_opt *opts, int nopts, const void *base)
+char *rv_cfg_effective(const struct rv_cfg_opt *opts, int nopts, const void *base)
 {
-	char line[1536];
-	size_t n = 0;
-	for (int i = 0; i < nopts && n < sizeof(line) - 1; i++) {
+	struct rv_buf b;
+	rv_buf_init(&b);
+	for (int i = 0; i < nopts; i++) {
 		const struct rv_cfg_opt *o = &opts[i];
 		const void *p = (const char *)base + o->offset;
-		char val[300], q[320];
+		char val[300], q[620];
 		switch (o->type) {
 		case RV_CFG_STR:
 			snprintf(val, sizeof(val), "%s",
@@ -324,11 +325,8 @@ void rv_cfg_log(const struct rv_cfg_opt *opts, int nopts, const void *base)
 			snprintf(val, sizeof(val), "%s", *(const int *)p ? "true" : "false");
 			break;
 		}
-		int w = snprintf(line + n, sizeof(line) - n, "%s%s.%s=%s", n ? " " : "", o->section, o->key,
-				 rv_log_q(q, sizeof(q), val));
-		if (w < 0)
-			break;
-		n += (size_t)w;
+		rv_buf_printf(&b, "%s%s.%s=%s", i ? " " : "", o->section, o->key,
+			      rv_log_q(q, sizeof(q), val));
 	}
-	rv_log_info("effective config", "%s", line);
+	return rv_buf_steal(&b);
 }

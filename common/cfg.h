@@ -4,7 +4,7 @@
  * One table per daemon lists every key: section, name, type, offset into the
  * daemon's config struct, default, bounds, flags and help.  The same table
  * drives parsing, bounds checks, --help, the conf/ file and the effective
- * config logged at start.  Order: default < INI file (--config FILE) <
+ * config the daemon logs at start.  Order: default < INI file (--config FILE) <
  * environment ROVER_<SECTION>_<KEY> < command line (--flag VALUE|--flag=VALUE).
  * Not thread-safe; call from main before threads start.
  */
@@ -52,7 +52,9 @@ void rv_cfg_print_help(const struct rv_cfg_opt *opts, int nopts, FILE *out, cons
 /* Print the conf file for the table: every key with its default, commented. */
 void rv_cfg_print_conf(const struct rv_cfg_opt *opts, int nopts, FILE *out, const char *title);
 
-/* Log the effective config once (info level), secrets masked. */
-void rv_cfg_log(const struct rv_cfg_opt *opts, int nopts, const void *base);
+/* The effective config as logfmt pairs for the caller to log once at start:
+ * `section.key="value" ...` in table order, secrets set shown as "***".
+ * Returns a malloc'd string (free()), NULL when out of memory. */
+char *rv_cfg_effective(const struct rv_cfg_opt *opts, int nopts, const void *base);
 
 #endif

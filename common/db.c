@@ -48,21 +48,6 @@ struct rv_db_pool {
 	uint64_t exec_errors;  /* atomic: rv_db_exec has no lock to take */
 };
 
-static void db_cleanup_conn(PGconn **c)
-{
-	if (*c)
-		PQfinish(*c);
-}
-
-static void db_cleanup_res(PGresult **r)
-{
-	if (*r)
-		PQclear(*r);
-}
-
-#define RV_CLEANUP_PGCONN RV_CLEANUP(db_cleanup_conn)
-#define RV_CLEANUP_PGRES RV_CLEANUP(db_cleanup_res)
-
 /*
  * libpq event procedure: registering it on a pool connection lets rv_db_exec
  * find the pool (for exec_errors) from the PGconn alone, through
@@ -188,7 +173,7 @@ static PGconn *db_connect(struct rv_db_pool *pool, struct rv_err *err)
 		char ms[16];
 		snprintf(ms, sizeof(ms), "%d", pool->statement_timeout_ms);
 		const char *params[] = { ms };
-		RV_CLEANUP_PGRES PGresult *res =
+		RV_CLEANUP_PGRESULT PGresult *res =
 			PQexecParams(c, "SELECT set_config('statement_timeout', $1, false)", 1,
 				     NULL, params, NULL, NULL, 0);
 		if (PQresultStatus(res) != PGRES_TUPLES_OK) {
@@ -357,7 +342,8 @@ int rv_db_exec(PGconn *conn, const char *sql, int nparams, const char *const *pa
 {
 	if (res)
 		*res = NULL;
-	RV_CLEANUP_PGRES PGresult *r = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+	RV_CLEANUP_PGRESULT PGresult *r =
+		PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
 	ExecStatusType st = PQresultStatus(r);
 	if (r && (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK || st == PGRES_EMPTY_QUERY)) {
 		int rows = 0;
@@ -378,7 +364,8 @@ int rv_db_exec(PGconn *conn, const char *sql, int nparams, const char *const *pa
 int rv_db_copy_in(PGconn *conn, const char *copy_sql, const char *data, size_t len,
 		  struct rv_err *err)
 {
-	RV_CLEANUP_PGRES PGresult *r = PQexecParams(conn, copy_sql, 0, NULL, NULL, NULL, NULL, 0);
+	RV_CLEANUP_PGRESULT PGresult *r =
+		PQexecParams(conn, copy_sql, 0, NULL, NULL, NULL, NULL, 0);
 	if (PQresultStatus(r) != PGRES_COPY_IN)
 		return db_fail(conn, r, err);
 	PQclear(RV_TAKE_PTR(r));
@@ -434,7 +421,7 @@ int rv_db_begin(PGconn *conn, struct rv_err *err)
 
 int rv_db_commit(PGconn *conn, struct rv_err *err)
 {
-	RV_CLEANUP_PGRES PGresult *res = NULL;
+	RV_CLEANUP_PGRESULT PGresult *res = NULL;
 	int r = rv_db_exec(conn, "COMMIT", 0, NULL, &res, err);
 	if (r < 0)
 		return r;
@@ -574,7 +561,7 @@ static int mig_apply(PGconn *conn, const struct mig_file *f, const char *sql,
 		     const char *checksum, struct rv_err *err)
 {
 	char why[400];
-	RV_CLEANUP_PGRES PGresult *res = NULL;
+	RV_CLEANUP_PGRESULT PGresult *res = NULL;
 	int r = rv_db_begin(conn, err);
 	if (r < 0)
 		return r;
@@ -627,7 +614,7 @@ static int mig_locked(PGconn *conn, const char *dir, const struct mig_file *file
 {
 	/* Create it only when missing (we hold the lock): IF NOT EXISTS would
 	 * send a NOTICE on every start. */
-	RV_CLEANUP_PGRES PGresult *exists = NULL;
+	RV_CLEANUP_PGRESULT PGresult *exists = NULL;
 	int r = rv_db_exec(conn, "SELECT to_regclass('rover_schema_version') IS NOT NULL", 0, NULL,
 			   &exists, err);
 	if (r < 0)
@@ -650,14 +637,14 @@ static int mig_locked(PGconn *conn, const char *dir, const struct mig_file *file
 			return err ? err->code : -EIO;
 		/* md5 of the file's bytes, computed by the server (same as md5sum). */
 		const char *cp[] = { sql };
-		RV_CLEANUP_PGRES PGresult *sum = NULL;
+		RV_CLEANUP_PGRESULT PGresult *sum = NULL;
 		r = rv_db_exec(conn, "SELECT md5(convert_to($1, 'UTF8'))", 1, cp, &sum, err);
 		if (r < 0)
 			return r;
 		char ver[24];
 		snprintf(ver, sizeof(ver), "%ld", f->version);
 		const char *vp[] = { ver };
-		RV_CLEANUP_PGRES PGresult *row = NULL;
+		RV_CLEANUP_PGRESULT PGresult *row = NULL;
 		r = rv_db_exec(conn, "SELECT name, checksum FROM rover_schema_version WHERE version = $1",
 			       1, vp, &row, err);
 		if (r < 0)

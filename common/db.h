@@ -78,4 +78,18 @@ struct rv_db_pool_stats {
 };
 void rv_db_pool_stats(struct rv_db_pool *pool, struct rv_db_pool_stats *out);
 
+/* Destructors behind RV_CLEANUP_PGCONN / RV_CLEANUP_PGRESULT (cleanup.h);
+ * both accept a NULL handle. */
+static inline void rv_db_finishp(PGconn **c)
+{
+	if (*c)
+		PQfinish(*c);
+}
+
+static inline void rv_db_clearp(PGresult **r)
+{
+	if (*r)
+		PQclear(*r);
+}
+
 #endif

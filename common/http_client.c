@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "cleanup.h"
 
 /* Largest response body accepted; beyond it the request fails -EMSGSIZE. */
@@ -89,36 +90,20 @@ void rv_http_result_release(struct rv_http_result *r)
 }
 
 struct sink {
-	char *buf;
-	size_t len, cap;
+	struct rv_buf b;
 	bool overflow;
-	bool nomem;
 };
 
 static size_t on_write(char *data, size_t size, size_t nmemb, void *userdata)
 {
 	struct sink *s = userdata;
 	size_t n = size * nmemb;
-	if (n > RESP_MAX - s->len) {
+	if (n > RESP_MAX - s->b.len) {
 		s->overflow = true;
 		return 0; /* aborts with CURLE_WRITE_ERROR */
 	}
-	if (s->len + n + 1 > s->cap) {
-		size_t cap = s->cap ? s->cap : 4096;
-		while (cap < s->len + n + 1)
-			cap *= 2;
-		char *nb = realloc(s->buf, cap);
-		if (!nb) {
-			s->nomem = true;
-			return 0;
-		}
-		s->buf = nb;
-		s->cap = cap;
-	}
-	memcpy(s->buf + s->len, data, n);
-	s->len += n;
-	s->buf[s->len] = '\0';
-	return n;
+	rv_buf_append(&s->b, data, n);
+	return rv_buf_failed(&s->b) ? 0 : n;
 }
 
 static int curl_to_errno(CURLcode rc, const struct sink *s)
@@ -131,7 +116,7 @@ static int curl_to_errno(CURLcode rc, const struct sink *s)
 	case CURLE_FILESIZE_EXCEEDED:
 		return -EMSGSIZE;
 	case CURLE_WRITE_ERROR:
-		return s->overflow ? -EMSGSIZE : s->nomem ? -ENOMEM : -EIO;
+		return s->overflow ? -EMSGSIZE : rv_buf_failed(&s->b) ? -ENOMEM : -EIO;
 	case CURLE_OUT_OF_MEMORY:
 		return -ENOMEM;
 	case CURLE_URL_MALFORMAT:
@@ -220,8 +205,8 @@ int rv_http_request(struct rv_http_client *c, const char *method, const char *ur
 
 	CURLcode rc = curl_easy_perform(h);
 	if (rc != CURLE_OK) {
-		free(sink.buf);
 		int e = curl_to_errno(rc, &sink);
+		rv_buf_release(&sink.b);
 		const char *why = c->errbuf[0] ? c->errbuf : curl_easy_strerror(rc);
 		if (e == -EMSGSIZE)
 			why = "response body too large";
@@ -229,14 +214,13 @@ int rv_http_request(struct rv_http_client *c, const char *method, const char *ur
 	}
 	long status = 0;
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-	if (!sink.buf) {
-		sink.buf = calloc(1, 1);
-		if (!sink.buf)
-			return rv_err_set(err, -ENOMEM, NULL, "could not %s %s: out of memory",
-					  method, url);
-	}
+	size_t len = sink.b.len;
+	char *text = rv_buf_steal(&sink.b); /* "" for an empty body */
+	if (!text)
+		return rv_err_set(err, -ENOMEM, NULL, "could not %s %s: out of memory", method,
+				  url);
 	out->status = status;
-	out->body = sink.buf;
-	out->body_len = sink.len;
+	out->body = text;
+	out->body_len = len;
 	return 0;
 }

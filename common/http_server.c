@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "cleanup.h"
 #include "log.h"
 #include "parse.h"
@@ -345,44 +346,6 @@ static void reject_count(struct rv_http_server *srv, enum reject why)
 	pthread_mutex_unlock(&srv->mu);
 }
 
-/* A growing text buffer; on allocation failure it stays failed and
- * buf_take returns NULL. */
-struct buf {
-	char *s;
-	size_t len, cap;
-	bool failed;
-};
-
-__attribute__((format(printf, 2, 3))) static void buf_printf(struct buf *b, const char *fmt, ...)
-{
-	if (b->failed)
-		return;
-	for (;;) {
-		va_list ap;
-		va_start(ap, fmt);
-		int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			b->failed = true;
-			return;
-		}
-		if (b->s && b->len + (size_t)n < b->cap) {
-			b->len += (size_t)n;
-			return;
-		}
-		size_t cap = b->cap ? b->cap : 4096;
-		while (cap <= b->len + (size_t)n)
-			cap *= 2;
-		char *ns = realloc(b->s, cap);
-		if (!ns) {
-			b->failed = true;
-			return;
-		}
-		b->s = ns;
-		b->cap = cap;
-	}
-}
-
 /* Label values are route patterns: escape '\\', '"' and newlines as the
  * exposition format asks. */
 static const char *label_escape(const char *v, char *out, size_t size)
@@ -407,24 +370,27 @@ char *rv_http_server_metrics(struct rv_http_server *srv)
 {
 	if (!srv)
 		return NULL;
-	struct buf b = { 0 };
+	struct rv_buf b;
 	char esc[512];
+	rv_buf_init(&b);
 
 	pthread_mutex_lock(&srv->mu);
-	buf_printf(&b, "# HELP rover_http_requests_total HTTP requests answered, by route, "
-		       "method and status code.\n"
-		       "# TYPE rover_http_requests_total counter\n");
+	rv_buf_printf(&b, "# HELP rover_http_requests_total HTTP requests answered, by route, "
+			  "method and status code.\n"
+			  "# TYPE rover_http_requests_total counter\n");
 	for (size_t i = 0; i < srv->ncounters; i++) {
 		const struct counter *c = &srv->counters[i];
 		const char *route = c->slot >= 0 ? srv->labels[c->slot] : "unmatched";
-		buf_printf(&b, "rover_http_requests_total{route=\"%s\",method=\"%s\",code=\"%d\"} %llu\n",
-			   label_escape(route, esc, sizeof(esc)), method_names[c->method], c->code,
-			   (unsigned long long)c->n);
+		rv_buf_printf(
+			&b,
+			"rover_http_requests_total{route=\"%s\",method=\"%s\",code=\"%d\"} %llu\n",
+			label_escape(route, esc, sizeof(esc)), method_names[c->method], c->code,
+			(unsigned long long)c->n);
 	}
 
-	buf_printf(&b, "# HELP rover_http_request_duration_seconds Time from request line to "
-		       "response sent, by route.\n"
-		       "# TYPE rover_http_request_duration_seconds histogram\n");
+	rv_buf_printf(&b, "# HELP rover_http_request_duration_seconds Time from request line to "
+			  "response sent, by route.\n"
+			  "# TYPE rover_http_request_duration_seconds histogram\n");
 	for (int s = 0; s <= srv->nlabels; s++) {
 		const struct histo *h = &srv->histos[s];
 		const char *route = s < srv->nlabels ? srv->labels[s] : "unmatched";
@@ -434,39 +400,38 @@ char *rv_http_server_metrics(struct rv_http_server *srv)
 		uint64_t cum = 0;
 		for (size_t i = 0; i < NBUCKETS; i++) {
 			cum += h->bucket[i];
-			buf_printf(&b,
-				   "rover_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
-				   esc, bucket_le[i], (unsigned long long)cum);
+			rv_buf_printf(&b,
+				      "rover_http_request_duration_seconds_bucket"
+				      "{route=\"%s\",le=\"%g\"} %llu\n",
+				      esc, bucket_le[i], (unsigned long long)cum);
 		}
 		cum += h->bucket[NBUCKETS];
-		buf_printf(&b,
-			   "rover_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n"
-			   "rover_http_request_duration_seconds_sum{route=\"%s\"} %.9f\n"
-			   "rover_http_request_duration_seconds_count{route=\"%s\"} %llu\n",
-			   esc, (unsigned long long)cum, esc, (double)h->sum_ns / 1e9, esc,
-			   (unsigned long long)h->count);
+		rv_buf_printf(&b,
+			      "rover_http_request_duration_seconds_bucket"
+			      "{route=\"%s\",le=\"+Inf\"} %llu\n"
+			      "rover_http_request_duration_seconds_sum{route=\"%s\"} %.9f\n"
+			      "rover_http_request_duration_seconds_count{route=\"%s\"} %llu\n",
+			      esc, (unsigned long long)cum, esc, (double)h->sum_ns / 1e9, esc,
+			      (unsigned long long)h->count);
 	}
 
-	buf_printf(&b, "# HELP rover_http_rejected_total Requests refused by the server before "
-		       "any handler ran, by reason.\n"
-		       "# TYPE rover_http_rejected_total counter\n");
+	rv_buf_printf(&b, "# HELP rover_http_rejected_total Requests refused by the server before "
+			  "any handler ran, by reason.\n"
+			  "# TYPE rover_http_rejected_total counter\n");
 	for (int i = 0; i < NREJ; i++)
-		buf_printf(&b, "rover_http_rejected_total{reason=\"%s\"} %llu\n", reject_names[i],
-			   (unsigned long long)srv->rejected[i]);
+		rv_buf_printf(&b, "rover_http_rejected_total{reason=\"%s\"} %llu\n",
+			      reject_names[i], (unsigned long long)srv->rejected[i]);
 	pthread_mutex_unlock(&srv->mu);
 
-	buf_printf(&b, "# HELP rover_http_connections Open client connections.\n"
-		       "# TYPE rover_http_connections gauge\n"
-		       "rover_http_connections %d\n"
-		       "# HELP rover_http_connections_total Client connections accepted.\n"
-		       "# TYPE rover_http_connections_total counter\n"
-		       "rover_http_connections_total %llu\n",
-		   atomic_load(&srv->conns), (unsigned long long)atomic_load(&srv->conns_total));
-	if (b.failed) {
-		free(b.s);
-		return NULL;
-	}
-	return b.s;
+	rv_buf_printf(&b,
+		      "# HELP rover_http_connections Open client connections.\n"
+		      "# TYPE rover_http_connections gauge\n"
+		      "rover_http_connections %d\n"
+		      "# HELP rover_http_connections_total Client connections accepted.\n"
+		      "# TYPE rover_http_connections_total counter\n"
+		      "rover_http_connections_total %llu\n",
+		      atomic_load(&srv->conns), (unsigned long long)atomic_load(&srv->conns_total));
+	return rv_buf_steal(&b);
 }
 
 /* ---- libmicrohttpd callbacks ---- */

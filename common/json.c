@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
+
 #define RV_JSON_MAX_DEPTH 64
 #define RV_STR_(x) #x
 #define RV_STR(x) RV_STR_(x)
@@ -126,86 +128,54 @@ cJSON *rv_json_parse(const char *buf, size_t len, struct rv_err *err)
  * text.  Here integral values print as integers and others with the fewest
  * digits that read back exactly.
  */
-struct pbuf {
-	char *s;
-	size_t len, cap;
-	bool oom;
-};
-
-static void pb_put(struct pbuf *b, const char *s, size_t n)
+static void print_string(struct rv_buf *b, const char *s)
 {
-	if (b->oom)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *p = realloc(b->s, cap);
-		if (!p) {
-			b->oom = true;
-			return;
-		}
-		b->s = p;
-		b->cap = cap;
-	}
-	memcpy(b->s + b->len, s, n);
-	b->len += n;
-	b->s[b->len] = '\0';
-}
-
-static void pb_puts(struct pbuf *b, const char *s)
-{
-	pb_put(b, s, strlen(s));
-}
-
-static void print_string(struct pbuf *b, const char *s)
-{
-	pb_put(b, "\"", 1);
+	rv_buf_append(b, "\"", 1);
 	const char *run = s;
 	for (; *s; s++) {
 		unsigned char c = (unsigned char)*s;
 		if (c >= 0x20 && c != '"' && c != '\\')
 			continue;
-		pb_put(b, run, (size_t)(s - run));
+		rv_buf_append(b, run, (size_t)(s - run));
 		run = s + 1;
 		char esc[8];
 		switch (c) {
 		case '"':
-			pb_puts(b, "\\\"");
+			rv_buf_puts(b, "\\\"");
 			break;
 		case '\\':
-			pb_puts(b, "\\\\");
+			rv_buf_puts(b, "\\\\");
 			break;
 		case '\n':
-			pb_puts(b, "\\n");
+			rv_buf_puts(b, "\\n");
 			break;
 		case '\r':
-			pb_puts(b, "\\r");
+			rv_buf_puts(b, "\\r");
 			break;
 		case '\t':
-			pb_puts(b, "\\t");
+			rv_buf_puts(b, "\\t");
 			break;
 		case '\b':
-			pb_puts(b, "\\b");
+			rv_buf_puts(b, "\\b");
 			break;
 		case '\f':
-			pb_puts(b, "\\f");
+			rv_buf_puts(b, "\\f");
 			break;
 		default:
 			snprintf(esc, sizeof(esc), "\\u%04x", c);
-			pb_puts(b, esc);
+			rv_buf_puts(b, esc);
 			break;
 		}
 	}
-	pb_put(b, run, (size_t)(s - run));
-	pb_put(b, "\"", 1);
+	rv_buf_append(b, run, (size_t)(s - run));
+	rv_buf_append(b, "\"", 1);
 }
 
-static void print_number(struct pbuf *b, double v)
+static void print_number(struct rv_buf *b, double v)
 {
 	char num[40];
 	if (!isfinite(v)) {
-		pb_puts(b, "null");  /* as cJSON does: JSON has no NaN or inf */
+		rv_buf_puts(b, "null"); /* as cJSON does: JSON has no NaN or inf */
 		return;
 	}
 	if (v == floor(v) && v > -TWO_63 && v < TWO_63) {
@@ -217,21 +187,21 @@ static void print_number(struct pbuf *b, double v)
 				break;
 		}
 	}
-	pb_puts(b, num);
+	rv_buf_puts(b, num);
 }
 
-static void print_item(struct pbuf *b, const cJSON *it)
+static void print_item(struct rv_buf *b, const cJSON *it)
 {
 	const cJSON *c;
 	switch (it->type & 0xff) {
 	case cJSON_False:
-		pb_puts(b, "false");
+		rv_buf_puts(b, "false");
 		break;
 	case cJSON_True:
-		pb_puts(b, "true");
+		rv_buf_puts(b, "true");
 		break;
 	case cJSON_NULL:
-		pb_puts(b, "null");
+		rv_buf_puts(b, "null");
 		break;
 	case cJSON_Number:
 		print_number(b, it->valuedouble);
@@ -240,30 +210,30 @@ static void print_item(struct pbuf *b, const cJSON *it)
 		print_string(b, it->valuestring ? it->valuestring : "");
 		break;
 	case cJSON_Raw:
-		pb_puts(b, it->valuestring ? it->valuestring : "null");
+		rv_buf_puts(b, it->valuestring ? it->valuestring : "null");
 		break;
 	case cJSON_Array:
-		pb_put(b, "[", 1);
+		rv_buf_append(b, "[", 1);
 		for (c = it->child; c; c = c->next) {
 			print_item(b, c);
 			if (c->next)
-				pb_put(b, ",", 1);
+				rv_buf_append(b, ",", 1);
 		}
-		pb_put(b, "]", 1);
+		rv_buf_append(b, "]", 1);
 		break;
 	case cJSON_Object:
-		pb_put(b, "{", 1);
+		rv_buf_append(b, "{", 1);
 		for (c = it->child; c; c = c->next) {
 			print_string(b, c->string ? c->string : "");
-			pb_put(b, ":", 1);
+			rv_buf_append(b, ":", 1);
 			print_item(b, c);
 			if (c->next)
-				pb_put(b, ",", 1);
+				rv_buf_append(b, ",", 1);
 		}
-		pb_put(b, "}", 1);
+		rv_buf_append(b, "}", 1);
 		break;
 	default:
-		b->oom = true;  /* cJSON_Invalid: nothing sensible to print */
+		b->failed = true; /* cJSON_Invalid: nothing sensible to print */
 		break;
 	}
 }
@@ -272,13 +242,10 @@ char *rv_json_print(const cJSON *item)
 {
 	if (!item)
 		return NULL;
-	struct pbuf b = { 0 };
+	struct rv_buf b;
+	rv_buf_init(&b);
 	print_item(&b, item);
-	if (b.oom) {
-		free(b.s);
-		return NULL;
-	}
-	return b.s;
+	return rv_buf_steal(&b);
 }
 
 const char *rv_json_path(char *buf, size_t size, const char *path, const char *key)

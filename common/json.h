@@ -44,4 +44,10 @@ const cJSON *rv_json_get_array(const cJSON *obj, const char *key, const char *pa
 const char *rv_json_path(char *buf, size_t size, const char *path, const char *key);
 const char *rv_json_path_index(char *buf, size_t size, const char *path, int index);
 
+/* Destructor behind RV_CLEANUP_CJSON (cleanup.h); cJSON_Delete accepts NULL. */
+static inline void rv_json_deletep(cJSON **p)
+{
+	cJSON_Delete(*p);
+}
+
 #endif

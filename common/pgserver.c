@@ -2,9 +2,9 @@
  * pgserver.c: run a private PostgreSQL cluster in a folder of ours.
  *
  * Used by rover-brain (no --db given) and by the test fixture, from the main
- * thread only.  initdb and pg_ctl run through one fork/exec helper (no shell,
- * no system()), each with a timeout; as root they run under
- * `runuser -u postgres --` because both refuse to run as root.  The server
+ * thread only.  initdb and pg_ctl run through rv_proc_run (no shell, no
+ * system()), each with a timeout; as root they run as the postgres user
+ * (the child drops to its uid/gid) because both refuse to run as root.  The server
  * listens only on a unix socket in the folder (listen_addresses = ''), so two
  * clusters never fight over a TCP port.  Errors carry the command's output or
  * the tail of the server log in err->msg.
@@ -15,7 +15,6 @@
 #include <fcntl.h>
 #include <libpq-fe.h>
 #include <limits.h>
-#include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -28,7 +27,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "cleanup.h"
+#include "proc.h"
 
 #define PGSERVER_PORT 5432
 #define PGSERVER_USER_ROOT "postgres"
@@ -37,8 +38,9 @@
 /* Everything a command run needs; filled once per start/stop. */
 struct pgctx {
 	char bindir[PATH_MAX];
-	char runuser[64];  /* "" when not root */
+	bool drop;         /* root: commands run as postgres (pg_uid, pg_gid) */
 	char user[64];     /* database superuser name (= OS user running the server) */
+	char home[PATH_MAX];
 	uid_t pg_uid;
 	gid_t pg_gid;
 };
@@ -50,23 +52,6 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Keep the last (size - 1) bytes written, so the end of a long output survives. */
-static void tail_append(char *tail, size_t size, const char *buf, size_t n)
-{
-	size_t cap = size - 1, have = strlen(tail);
-	if (n > cap) {
-		buf += n - cap;
-		n = cap;
-	}
-	if (have + n > cap) {
-		size_t drop = have + n - cap;
-		memmove(tail, tail + drop, have - drop + 1);
-		have -= drop;
-	}
-	memmove(tail + have, buf, n);
-	tail[have + n] = '\0';
-}
-
 /* Make text fit for err->msg: newlines become "; ", trailing space dropped. */
 static void flatten(char *s)
 {
@@ -76,141 +61,6 @@ static void flatten(char *s)
 	for (char *p = s; *p; p++)
 		if (*p == '\n' || *p == '\r' || *p == '\t')
 			*p = ' ';
-}
-
-static void child_exec(char *const argv[], int outfd, int errfd)
-{
-	for (int s = 1; s < NSIG; s++)
-		signal(s, SIG_DFL);
-	sigset_t none;
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	/* Own process group, so a timeout can kill runuser and what it started. */
-	setpgid(0, 0);
-	int devnull = open("/dev/null", O_RDONLY);
-	if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(outfd, 1) < 0 || dup2(outfd, 2) < 0)
-		goto fail;
-	/* Keep only 0-2 and the exec-error pipe: the postmaster outlives us and must
-	 * not hold our sockets or check's pipes open. */
-	if (errfd != 3) {
-		if (dup2(errfd, 3) < 0)
-			goto fail;
-		errfd = 3;
-	}
-	if (fcntl(errfd, F_SETFD, FD_CLOEXEC) < 0)
-		goto fail;
-	if (close_range(4, ~0U, 0) < 0)
-		for (int fd = 4; fd < 4096; fd++)
-			close(fd);
-	/* initdb and pg_ctl run as postgres, which cannot read our cwd. */
-	if (chdir("/") < 0)
-		goto fail;
-	execv(argv[0], argv);
-fail:;
-	int e = errno;
-	ssize_t w = write(errfd, &e, sizeof(e));
-	(void)w;
-	_exit(127);
-}
-
-/*
- * Run argv (argv[0] an absolute path) with stdout+stderr captured into tail,
- * killing it after timeout_s.  Returns 0 when it exited 0, -ETIMEDOUT, the
- * exec errno, or -EIO for a non-zero exit; tail then holds its last output.
- */
-static int run_cmd(char *const argv[], int timeout_s, char *tail, size_t tailsz)
-{
-	int out[2], ep[2];
-	tail[0] = '\0';
-	if (pipe2(out, O_CLOEXEC) < 0)
-		return -errno;
-	if (pipe2(ep, O_CLOEXEC) < 0) {
-		int e = -errno;
-		close(out[0]);
-		close(out[1]);
-		return e;
-	}
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pid_t pid = fork();
-	if (pid == 0)
-		child_exec(argv, out[1], ep[1]);
-	int fork_errno = errno;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	close(out[1]);
-	close(ep[1]);
-	if (pid < 0) {
-		close(out[0]);
-		close(ep[0]);
-		return -fork_errno;
-	}
-
-	int64_t deadline = now_ms() + (int64_t)timeout_s * 1000;
-	int timed_out = 0;
-	for (;;) {
-		int64_t left = deadline - now_ms();
-		if (left <= 0) {
-			timed_out = 1;
-			break;
-		}
-		struct pollfd p = { .fd = out[0], .events = POLLIN };
-		int r = poll(&p, 1, (int)left);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			timed_out = r == 0;
-			break;
-		}
-		char buf[512];
-		ssize_t n = read(out[0], buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		tail_append(tail, tailsz, buf, (size_t)n);
-	}
-	close(out[0]);
-
-	int status = 0, reaped = 0;
-	while (!timed_out) {
-		pid_t w = waitpid(pid, &status, WNOHANG);
-		if (w == pid) {
-			reaped = 1;
-			break;
-		}
-		if (w < 0 && errno != EINTR) {
-			reaped = errno == ECHILD ? 2 : 0;
-			break;
-		}
-		if (now_ms() >= deadline) {
-			timed_out = 1;
-			break;
-		}
-		usleep(10000);
-	}
-	if (timed_out) {
-		kill(-pid, SIGKILL);
-		kill(pid, SIGKILL);
-		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-			;
-	}
-
-	int exec_errno = 0;
-	ssize_t n;
-	do
-		n = read(ep[0], &exec_errno, sizeof(exec_errno));
-	while (n < 0 && errno == EINTR);
-	close(ep[0]);
-	if (n == (ssize_t)sizeof(exec_errno) && exec_errno)
-		return -exec_errno;
-	if (timed_out)
-		return -ETIMEDOUT;
-	if (reaped == 2) /* SIGCHLD ignored by someone: the status is lost */
-		return 0;
-	if (reaped && WIFEXITED(status) && WEXITSTATUS(status) == 0)
-		return 0;
-	return -EIO;
 }
 
 /* Append one `key='value'` pair, quoted as libpq's conninfo wants. */
@@ -289,17 +139,11 @@ static int ctx_init(struct pgctx *ctx, struct rv_err *err)
 		if (!pw)
 			return rv_err_set(err, -ENOENT, NULL,
 					  "could not find user \"postgres\": running as root needs it");
+		ctx->drop = true;
 		ctx->pg_uid = pw->pw_uid;
 		ctx->pg_gid = pw->pw_gid;
 		snprintf(ctx->user, sizeof(ctx->user), "%s", PGSERVER_USER_ROOT);
-		static const char *const cand[] = { "/usr/sbin/runuser", "/sbin/runuser",
-						    "/usr/bin/runuser", "/bin/runuser" };
-		for (size_t i = 0; i < RV_ARRAY_SIZE(cand) && !ctx->runuser[0]; i++)
-			if (access(cand[i], X_OK) == 0)
-				snprintf(ctx->runuser, sizeof(ctx->runuser), "%s", cand[i]);
-		if (!ctx->runuser[0])
-			return rv_err_set(err, -ENOENT, NULL,
-					  "could not find runuser: needed to run postgresql as root");
+		snprintf(ctx->home, sizeof(ctx->home), "%s", pw->pw_dir ? pw->pw_dir : "/");
 	} else {
 		struct passwd *pw = getpwuid(geteuid());
 		if (!pw)
@@ -312,9 +156,22 @@ static int ctx_init(struct pgctx *ctx, struct rv_err *err)
 	return 0;
 }
 
+/* The last OUT_TAIL bytes of out, flattened, for err->msg. */
+static const char *out_tail(struct rv_buf *out)
+{
+	if (!out->data)
+		return "";
+	char *s = out->data;
+	if (out->len > OUT_TAIL)
+		s += out->len - OUT_TAIL;
+	flatten(s);
+	return s;
+}
+
 /*
- * Run <bindir>/<prog> args... (NULL-terminated), through runuser when root.
- * On failure err->msg says what failed with the command's output.
+ * Run <bindir>/<prog> args... (NULL-terminated), as postgres when root,
+ * from "/" (postgres cannot read our cwd), stdin on /dev/null.  On failure
+ * err->msg says what failed with the command's output.
  */
 static int pg_run(const struct pgctx *ctx, const char *prog, const char *const *args,
 		  int timeout_s, struct rv_err *err)
@@ -323,27 +180,41 @@ static int pg_run(const struct pgctx *ctx, const char *prog, const char *const *
 	snprintf(path, sizeof(path), "%s/%s", ctx->bindir, prog);
 	const char *argv[32];
 	size_t n = 0;
-	if (ctx->runuser[0]) {
-		argv[n++] = ctx->runuser;
-		argv[n++] = "-u";
-		argv[n++] = PGSERVER_USER_ROOT;
-		argv[n++] = "--";
-	}
 	argv[n++] = path;
 	for (size_t i = 0; args[i] && n < RV_ARRAY_SIZE(argv) - 1; i++)
 		argv[n++] = args[i];
 	argv[n] = NULL;
-	char tail[OUT_TAIL];
-	int r = run_cmd((char *const *)argv, timeout_s, tail, sizeof(tail));
-	if (r == 0)
+	char home[PATH_MAX + 8], user[80], logname[80];
+	snprintf(home, sizeof(home), "HOME=%s", ctx->home);
+	snprintf(user, sizeof(user), "USER=%s", ctx->user);
+	snprintf(logname, sizeof(logname), "LOGNAME=%s", ctx->user);
+	const char *env[] = { home, user, logname, NULL };
+	struct rv_proc_opts o = {
+		.argv = argv,
+		.env = ctx->drop ? env : NULL,
+		.cwd = "/",
+		.io[0] = { RV_PROC_NULL },
+		.set_ids = ctx->drop,
+		.uid = ctx->pg_uid,
+		.gid = ctx->pg_gid,
+	};
+	struct rv_buf out;
+	rv_buf_init(&out);
+	int status = 0;
+	int r = rv_proc_run(&o, timeout_s * 1000, &status, &out);
+	if (r == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+		rv_buf_release(&out);
 		return 0;
-	flatten(tail);
+	}
 	if (r == -ETIMEDOUT)
-		return rv_err_set(err, r, NULL, "could not run %s: timed out after %d s: %s", prog,
-				  timeout_s, tail);
-	if (r != -EIO)
-		return rv_err_set(err, r, NULL, "could not run %s: %s", argv[0], strerror(-r));
-	return rv_err_set(err, r, NULL, "could not run %s: %s", prog, tail);
+		r = rv_err_set(err, r, NULL, "could not run %s: timed out after %d s: %s", prog,
+			       timeout_s, out_tail(&out));
+	else if (r < 0)
+		r = rv_err_set(err, r, NULL, "could not run %s: %s", path, strerror(-r));
+	else
+		r = rv_err_set(err, -EIO, NULL, "could not run %s: %s", prog, out_tail(&out));
+	rv_buf_release(&out);
+	return r;
 }
 
 /* Read the last lines of the server log into buf (for error messages). */
@@ -552,7 +423,7 @@ int rv_pgserver_start(struct rv_pgserver *srv, const char *dir, int timeout_s,
 	r = srv_paths(srv, dir, err);
 	if (r < 0)
 		return r;
-	if (ctx.runuser[0]) {
+	if (ctx.drop) {
 		r = prepare_dir_root(&ctx, srv->dir, err);
 		if (r < 0)
 			return r;

@@ -4,9 +4,9 @@
  * Used by rover-brain when no --db is given, and by the test fixture.  On
  * first start it runs initdb; then pg_ctl start with the unix socket in the
  * data folder's parent (a private -k folder), listen_addresses='' (no TCP).
- * When run as root, initdb/pg_ctl run under `runuser -u postgres --` and the
- * folders are chowned to postgres.  The binaries are found in
- * /usr/lib/postgresql/<newest>/bin unless ROVER_PG_BINDIR is set.
+ * When run as root, initdb/pg_ctl run as the user postgres (common/proc drops
+ * to its uid/gid) and the folders are chowned to postgres.  The binaries are
+ * found in /usr/lib/postgresql/<newest>/bin unless ROVER_PG_BINDIR is set.
  * Not thread-safe; call from main only.
  */
 #ifndef RV_PGSERVER_H

@@ -245,12 +245,6 @@ static bool add_bool(cJSON *o, const char *k, bool v)
 	return cJSON_AddBoolToObject(o, k, v) != NULL;
 }
 
-static void cjson_deletep(cJSON **p)
-{
-	cJSON_Delete(*p);
-}
-#define CLEANUP_CJSON RV_CLEANUP(cjson_deletep)
-
 /* ---- job spec ---- */
 
 /* cpu: a number of cores, or a Kubernetes quantity string ("500m", "4", "1.5"). */
@@ -708,7 +702,7 @@ static bool replica_to_json(cJSON *specs, enum rv_role role, const struct rv_rep
 
 cJSON *rv_job_spec_to_json(const struct rv_job_spec *spec)
 {
-	CLEANUP_CJSON cJSON *root = cJSON_CreateObject();
+	RV_CLEANUP_CJSON cJSON *root = cJSON_CreateObject();
 	if (!root)
 		return NULL;
 	bool ok = add_str(root, "apiVersion", API_VERSION) && add_str(root, "kind", "ElasticJob");
@@ -877,7 +871,7 @@ int rv_metrics_batch_from_json(const cJSON *root, struct rv_metrics_batch *out,
 
 static cJSON *sample_to_json(const struct rv_sample *s)
 {
-	CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
 	if (!o)
 		return NULL;
 	bool ok = add_str(o, "kind", name_of(sample_names, RV_ARRAY_SIZE(sample_names),
@@ -907,7 +901,7 @@ static cJSON *sample_to_json(const struct rv_sample *s)
 
 cJSON *rv_metrics_batch_to_json(const struct rv_metrics_batch *b)
 {
-	CLEANUP_CJSON cJSON *root = cJSON_CreateObject();
+	RV_CLEANUP_CJSON cJSON *root = cJSON_CreateObject();
 	if (root && b->batch_id[0] && !add_str(root, "batch_id", b->batch_id))
 		return NULL;
 	cJSON *arr = root ? cJSON_AddArrayToObject(root, "samples") : NULL;
@@ -995,7 +989,7 @@ int rv_event_from_json(const cJSON *root, struct rv_event *out, struct rv_err *e
 
 cJSON *rv_event_to_json(const struct rv_event *ev)
 {
-	CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
 	if (!o)
 		return NULL;
 	bool ok = !ev->event_id[0] || add_str(o, "event_id", ev->event_id);
@@ -1162,7 +1156,7 @@ static bool plan_nodes_to_json(cJSON *root, const char *key, const struct rv_pla
 
 cJSON *rv_scale_plan_to_json(const struct rv_scale_plan *plan)
 {
-	CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
 	if (!o)
 		return NULL;
 	bool ok = add_str(o, "job", plan->job) && add_num(o, "id", (double)plan->id) &&
@@ -1254,7 +1248,7 @@ int rv_cluster_report_from_json(const cJSON *root, struct rv_cluster_report *out
 
 cJSON *rv_cluster_report_to_json(const struct rv_cluster_report *r)
 {
-	CLEANUP_CJSON cJSON *root = cJSON_CreateObject();
+	RV_CLEANUP_CJSON cJSON *root = cJSON_CreateObject();
 	cJSON *arr = root ? cJSON_AddArrayToObject(root, "nodes") : NULL;
 	if (!arr)
 		return NULL;

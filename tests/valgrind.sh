@@ -46,7 +46,12 @@ wait "$pid"
 rc=$?
 set -e
 pid=
-if [ "$rc" -ne 0 ] || [ -s "$log" ]; then
-  echo "valgrind: rover-brain exit $rc"; cat "$log"; exit 1
+# Valgrind 3.19 does not know pidfd_open (434): common/proc then falls back
+# to polling waitpid, and valgrind says so in five lines; anything else fails.
+grep -v -e 'unhandled amd64-linux syscall: 434' -e 'write your own handler' \
+  -e 'README_MISSING_SYSCALL_OR_IOCTL' -e 'Nevertheless we consider this a bug' \
+  -e 'bug_reports.html' "$log" >"$log.errors" || true
+if [ "$rc" -ne 0 ] || [ -s "$log.errors" ]; then
+  echo "valgrind: rover-brain exit $rc"; cat "$log.errors"; exit 1
 fi
 echo "valgrind: rover-brain clean (no memcheck errors, no definite leaks)"

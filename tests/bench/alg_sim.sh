@@ -19,7 +19,8 @@ cleanup() {
 }
 trap cleanup EXIT
 # The embedded PostgreSQL refuses to run as root: the brain handles that
-# itself (runuser), but the folder must be writable by it.
+# itself (initdb and pg_ctl run as postgres), but the folder must be
+# writable by it.
 chmod 755 "$tmp"
 mkfifo "$tmp/out"
 "$BIN/rover-brain" --listen 127.0.0.1:0 --data-dir "$tmp/brain" --plan-debounce-ms 0 \

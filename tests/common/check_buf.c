@@ -1,8 +1,10 @@
 /*
  * check_buf.c: the growable text buffer of common/buf.c: growth across many
  * appends and large printf output, PostgreSQL array element escaping, and
- * handing the string over with rv_buf_steal.
+ * handing the string over with rv_buf_steal, cutting back to a mark, room
+ * reserved ahead.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -164,6 +166,50 @@ START_TEST(test_failed_buffer)
 }
 END_TEST
 
+START_TEST(test_truncate_to_mark)
+{
+	struct rv_buf b = { 0 }; /* zeroed is empty, as after rv_buf_init */
+	rv_buf_puts(&b, "{\"a\":[1,2");
+	size_t mark = b.len;
+	rv_buf_puts(&b, "]}");
+	ck_assert_str_eq(b.data, "{\"a\":[1,2]}");
+	rv_buf_truncate(&b, mark);
+	ck_assert_uint_eq(b.len, mark);
+	ck_assert_str_eq(b.data, "{\"a\":[1,2");
+	rv_buf_printf(&b, ",%d]}", 3);
+	ck_assert_str_eq(b.data, "{\"a\":[1,2,3]}");
+	/* Longer than what is there: nothing changes. */
+	rv_buf_truncate(&b, 1000);
+	ck_assert_str_eq(b.data, "{\"a\":[1,2,3]}");
+	rv_buf_truncate(&b, 0);
+	ck_assert_str_eq(b.data, "");
+	rv_buf_release(&b);
+	rv_buf_truncate(&b, 0); /* empty: fine */
+	ck_assert_ptr_null(b.data);
+}
+END_TEST
+
+START_TEST(test_reserve)
+{
+	struct rv_buf b;
+	rv_buf_init(&b);
+	ck_assert(rv_buf_reserve(&b, 1000));
+	ck_assert_uint_ge(b.cap, 1001);
+	char *at = b.data;
+	/* Appends within the reserved room do not move the data. */
+	for (int i = 0; i < 100; i++)
+		rv_buf_append(&b, "0123456789", 10);
+	ck_assert_ptr_eq(b.data, at);
+	ck_assert_uint_eq(b.len, 1000);
+	/* A size that cannot be had fails the buffer instead of wrapping. */
+	ck_assert(!rv_buf_reserve(&b, SIZE_MAX - 4));
+	ck_assert(rv_buf_failed(&b));
+	ck_assert(!rv_buf_reserve(&b, 1));
+	rv_buf_release(&b);
+	ck_assert(!rv_buf_failed(&b));
+}
+END_TEST
+
 static Suite *buf_suite(void)
 {
 	Suite *s = suite_create("buf");
@@ -177,6 +223,8 @@ static Suite *buf_suite(void)
 	tcase_add_test(tc, test_pg_array_escaping);
 	tcase_add_test(tc, test_steal);
 	tcase_add_test(tc, test_failed_buffer);
+	tcase_add_test(tc, test_truncate_to_mark);
+	tcase_add_test(tc, test_reserve);
 	suite_add_tcase(s, tc);
 	return s;
 }

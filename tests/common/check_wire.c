@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "json.h"
 #include "testutil.h"
 #include "wire.h"
@@ -53,30 +54,6 @@ static cJSON *through_text(cJSON *tree)
 	free(s);
 	cJSON_Delete(tree);
 	return back;
-}
-
-/* Growable string for building large documents. */
-struct sbuf {
-	char *s;
-	size_t len, cap;
-};
-
-__attribute__((format(printf, 2, 3))) static void sb_printf(struct sbuf *b, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	ck_assert_int_ge(n, 0);
-	if (b->len + (size_t)n + 1 > b->cap) {
-		b->cap = (b->len + (size_t)n + 1) * 2;
-		b->s = realloc(b->s, b->cap);
-		ck_assert_ptr_nonnull(b->s);
-	}
-	va_start(ap, fmt);
-	vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	b->len += (size_t)n;
 }
 
 static char *repeat(char c, size_t n)
@@ -636,65 +613,64 @@ START_TEST(test_spec_huge_strings)
 	char url[400] = "http://";
 	memset(url + 7, 'h', 300);
 	url[307] = '\0';
-	struct sbuf b = { 0 };
-	sb_printf(&b, DOC(META, AR "\"brainService\":\"%s\",\"replicaSpecs\":{\"worker\":{}}"),
-		  url);
-	expect_spec_error(b.s, "spec.brainService", "at most 255");
-	free(b.s);
+	struct rv_buf b = { 0 };
+	rv_buf_printf(&b, DOC(META, AR "\"brainService\":\"%s\",\"replicaSpecs\":{\"worker\":{}}"),
+		      url);
+	expect_spec_error(b.data, "spec.brainService", "at most 255");
+	rv_buf_release(&b);
 }
 END_TEST
 
 START_TEST(test_spec_limits)
 {
 	/* 16 labels fit, 17 do not */
-	struct sbuf b = { 0 };
-	sb_printf(&b, "{\"kind\":\"ElasticJob\",\"metadata\":{\"name\":\"j\",\"labels\":{");
+	struct rv_buf b = { 0 };
+	rv_buf_printf(&b, "{\"kind\":\"ElasticJob\",\"metadata\":{\"name\":\"j\",\"labels\":{");
 	for (int i = 0; i < 16; i++)
-		sb_printf(&b, "%s\"k%d\":\"v\"", i ? "," : "", i);
+		rv_buf_printf(&b, "%s\"k%d\":\"v\"", i ? "," : "", i);
 	size_t mark = b.len;
-	sb_printf(&b, "}},\"spec\":{" AR "\"replicaSpecs\":{\"worker\":{}}}}");
+	rv_buf_printf(&b, "}},\"spec\":{" AR "\"replicaSpecs\":{\"worker\":{}}}}");
 	struct rv_job_spec s;
 	struct rv_err err = { 0 };
-	ck_assert_int_eq(spec_parse(b.s, &s, &err), 0);
+	ck_assert_int_eq(spec_parse(b.data, &s, &err), 0);
 	ck_assert_int_eq(s.nlabels, 16);
 	rv_job_spec_release(&s);
-	b.len = mark;
-	sb_printf(&b, ",\"k16\":\"v\"}},\"spec\":{" AR "\"replicaSpecs\":{\"worker\":{}}}}");
-	expect_spec_error(b.s, "metadata.labels", "at most 16");
-	free(b.s);
+	rv_buf_truncate(&b, mark);
+	rv_buf_printf(&b, ",\"k16\":\"v\"}},\"spec\":{" AR "\"replicaSpecs\":{\"worker\":{}}}}");
+	expect_spec_error(b.data, "metadata.labels", "at most 16");
+	rv_buf_release(&b);
 
 	/* 64 command entries fit, 65 do not */
-	memset(&b, 0, sizeof(b));
-	sb_printf(&b, "{\"kind\":\"ElasticJob\"," META ",\"spec\":{" AR
-		      "\"replicaSpecs\":{\"worker\":{\"command\":[");
+	rv_buf_printf(&b, "{\"kind\":\"ElasticJob\"," META ",\"spec\":{" AR
+			  "\"replicaSpecs\":{\"worker\":{\"command\":[");
 	for (int i = 0; i < 64; i++)
-		sb_printf(&b, "%s\"a%d\"", i ? "," : "", i);
+		rv_buf_printf(&b, "%s\"a%d\"", i ? "," : "", i);
 	mark = b.len;
-	sb_printf(&b, "]}}}}");
-	ck_assert_int_eq(spec_parse(b.s, &s, &err), 0);
+	rv_buf_printf(&b, "]}}}}");
+	ck_assert_int_eq(spec_parse(b.data, &s, &err), 0);
 	ck_assert_int_eq(s.replicas[RV_ROLE_WORKER].ncommand, 64);
 	ck_assert_str_eq(s.replicas[RV_ROLE_WORKER].command[63], "a63");
 	rv_job_spec_release(&s);
-	b.len = mark;
-	sb_printf(&b, ",\"x\"]}}}}");
-	expect_spec_error(b.s, "spec.replicaSpecs.worker.command", "at most 64");
-	free(b.s);
+	rv_buf_truncate(&b, mark);
+	rv_buf_printf(&b, ",\"x\"]}}}}");
+	expect_spec_error(b.data, "spec.replicaSpecs.worker.command", "at most 64");
+	rv_buf_release(&b);
 
 	/* 8 datasets fit, 9 do not */
-	memset(&b, 0, sizeof(b));
-	sb_printf(&b, "{\"kind\":\"ElasticJob\"," META ",\"spec\":{" AR
-		      "\"replicaSpecs\":{\"worker\":{}},\"datasets\":[");
+	rv_buf_printf(&b, "{\"kind\":\"ElasticJob\"," META ",\"spec\":{" AR
+			  "\"replicaSpecs\":{\"worker\":{}},\"datasets\":[");
 	for (int i = 0; i < 8; i++)
-		sb_printf(&b, "%s{\"name\":\"d%d\",\"size\":1,\"shardSize\":1}", i ? "," : "", i);
+		rv_buf_printf(&b, "%s{\"name\":\"d%d\",\"size\":1,\"shardSize\":1}", i ? "," : "",
+			      i);
 	mark = b.len;
-	sb_printf(&b, "]}}");
-	ck_assert_int_eq(spec_parse(b.s, &s, &err), 0);
+	rv_buf_printf(&b, "]}}");
+	ck_assert_int_eq(spec_parse(b.data, &s, &err), 0);
 	ck_assert_int_eq(s.ndatasets, 8);
 	rv_job_spec_release(&s);
-	b.len = mark;
-	sb_printf(&b, ",{\"name\":\"d8\",\"size\":1,\"shardSize\":1}]}}");
-	expect_spec_error(b.s, "spec.datasets", "at most 8");
-	free(b.s);
+	rv_buf_truncate(&b, mark);
+	rv_buf_printf(&b, ",{\"name\":\"d8\",\"size\":1,\"shardSize\":1}]}}");
+	expect_spec_error(b.data, "spec.datasets", "at most 8");
+	rv_buf_release(&b);
 }
 END_TEST
 
@@ -871,13 +847,14 @@ END_TEST
 
 static char *batch_of(int n, int bad_at)
 {
-	struct sbuf b = { 0 };
-	sb_printf(&b, "{\"samples\":[");
+	struct rv_buf b = { 0 };
+	rv_buf_printf(&b, "{\"samples\":[");
 	for (int i = 0; i < n; i++)
-		sb_printf(&b, "%s{\"kind\":\"speed\",\"ts\":%d,\"speed\":%s}", i ? "," : "", i + 1,
-			  i == bad_at ? "null" : "1.5");
-	sb_printf(&b, "]}");
-	return b.s;
+		rv_buf_printf(&b, "%s{\"kind\":\"speed\",\"ts\":%d,\"speed\":%s}", i ? "," : "",
+			      i + 1, i == bad_at ? "null" : "1.5");
+	rv_buf_printf(&b, "]}");
+	ck_assert(!rv_buf_failed(&b));
+	return rv_buf_steal(&b);
 }
 
 START_TEST(test_metrics_batch_size)
@@ -1019,20 +996,19 @@ END_TEST
 START_TEST(test_event_long_reason)
 {
 	char *r = repeat('x', 256);
-	struct sbuf b = { 0 };
-	sb_printf(&b, "{\"type\":\"job_failed\",\"ts\":1,\"reason\":\"%s\"}", r);
+	struct rv_buf b = { 0 };
+	rv_buf_printf(&b, "{\"type\":\"job_failed\",\"ts\":1,\"reason\":\"%s\"}", r);
 	struct rv_event ev;
 	struct rv_err err = { 0 };
-	ck_assert_int_eq(event_parse(b.s, &ev, &err), -EINVAL);
+	ck_assert_int_eq(event_parse(b.data, &ev, &err), -EINVAL);
 	ck_assert_str_eq(err.field, "reason");
 	ck_assert_msg(strstr(err.msg, "at most 255"), "msg: %s", err.msg);
-	free(b.s);
+	rv_buf_release(&b);
 	r[255] = '\0';
-	memset(&b, 0, sizeof(b));
-	sb_printf(&b, "{\"type\":\"job_failed\",\"ts\":1,\"reason\":\"%s\"}", r);
-	ck_assert_int_eq(event_parse(b.s, &ev, &err), 0);
+	rv_buf_printf(&b, "{\"type\":\"job_failed\",\"ts\":1,\"reason\":\"%s\"}", r);
+	ck_assert_int_eq(event_parse(b.data, &ev, &err), 0);
 	ck_assert_int_eq(strlen(ev.reason), 255);
-	free(b.s);
+	rv_buf_release(&b);
 	free(r);
 }
 END_TEST
@@ -1178,17 +1154,17 @@ END_TEST
 
 START_TEST(test_plan_too_many_nodes)
 {
-	struct sbuf b = { 0 };
-	sb_printf(&b, "{\"stage\":\"running\",\"remove\":[");
+	struct rv_buf b = { 0 };
+	rv_buf_printf(&b, "{\"stage\":\"running\",\"remove\":[");
 	for (int i = 0; i <= RV_MAX_PLAN_NODES; i++)
-		sb_printf(&b, "%s{\"node\":\"w-%d\"}", i ? "," : "", i);
-	sb_printf(&b, "]}");
+		rv_buf_printf(&b, "%s{\"node\":\"w-%d\"}", i ? "," : "", i);
+	rv_buf_printf(&b, "]}");
 	static struct rv_scale_plan p;
 	struct rv_err err = { 0 };
-	ck_assert_int_eq(plan_parse(b.s, &p, &err), -EINVAL);
+	ck_assert_int_eq(plan_parse(b.data, &p, &err), -EINVAL);
 	ck_assert_str_eq(err.field, "remove");
 	ck_assert_msg(strstr(err.msg, "at most 64"), "msg: %s", err.msg);
-	free(b.s);
+	rv_buf_release(&b);
 }
 END_TEST
 
@@ -1281,32 +1257,32 @@ START_TEST(test_cluster_limits)
 {
 	/* a 127-character name fits, 128 does not */
 	char *name = repeat('n', 128);
-	struct sbuf b = { 0 };
+	struct rv_buf b = { 0 };
 	name[127] = '\0';
-	sb_printf(&b, "{\"nodes\":[{\"name\":\"%s\",\"ts\":1,\"cpu\":1,\"memory_mb\":1}]}", name);
+	rv_buf_printf(&b, "{\"nodes\":[{\"name\":\"%s\",\"ts\":1,\"cpu\":1,\"memory_mb\":1}]}",
+		      name);
 	struct rv_cluster_report r;
 	struct rv_err err = { 0 };
-	ck_assert_int_eq(report_parse(b.s, &r, &err), 0);
+	ck_assert_int_eq(report_parse(b.data, &r, &err), 0);
 	rv_cluster_report_release(&r);
-	free(b.s);
+	rv_buf_release(&b);
 	name[127] = 'n';
-	memset(&b, 0, sizeof(b));
-	sb_printf(&b, "{\"nodes\":[{\"name\":\"%s\",\"ts\":1,\"cpu\":1,\"memory_mb\":1}]}", name);
-	ck_assert_int_eq(report_parse(b.s, &r, &err), -EINVAL);
+	rv_buf_printf(&b, "{\"nodes\":[{\"name\":\"%s\",\"ts\":1,\"cpu\":1,\"memory_mb\":1}]}",
+		      name);
+	ck_assert_int_eq(report_parse(b.data, &r, &err), -EINVAL);
 	ck_assert_str_eq(err.field, "nodes[0].name");
-	free(b.s);
+	rv_buf_release(&b);
 	free(name);
 
-	memset(&b, 0, sizeof(b));
-	sb_printf(&b, "{\"nodes\":[");
+	rv_buf_printf(&b, "{\"nodes\":[");
 	for (int i = 0; i <= RV_MAX_CLUSTER_NODES; i++)
-		sb_printf(&b, "%s{\"name\":\"n%d\",\"ts\":1,\"cpu\":1,\"memory_mb\":1}", i ? "," : "",
-			  i);
-	sb_printf(&b, "]}");
-	ck_assert_int_eq(report_parse(b.s, &r, &err), -E2BIG);
+		rv_buf_printf(&b, "%s{\"name\":\"n%d\",\"ts\":1,\"cpu\":1,\"memory_mb\":1}",
+			      i ? "," : "", i);
+	rv_buf_printf(&b, "]}");
+	ck_assert_int_eq(report_parse(b.data, &r, &err), -E2BIG);
 	ck_assert_str_eq(err.field, "nodes");
 	ck_assert_ptr_null(r.nodes);
-	free(b.s);
+	rv_buf_release(&b);
 }
 END_TEST
 
@@ -1327,16 +1303,16 @@ START_TEST(test_hostile_text)
 	ck_assert_msg(strstr(err.msg, "at byte 45"), "msg: %s", err.msg);
 
 	/* Deep nesting inside an ignored key of a valid spec is still refused. */
-	struct sbuf b = { 0 };
-	sb_printf(&b, "{\"kind\":\"ElasticJob\",\"x\":");
+	struct rv_buf b = { 0 };
+	rv_buf_printf(&b, "{\"kind\":\"ElasticJob\",\"x\":");
 	for (int i = 0; i < 100; i++)
-		sb_printf(&b, "[");
+		rv_buf_printf(&b, "[");
 	for (int i = 0; i < 100; i++)
-		sb_printf(&b, "]");
-	sb_printf(&b, "}");
-	ck_assert_ptr_null(rv_json_parse(b.s, b.len, &err));
+		rv_buf_printf(&b, "]");
+	rv_buf_printf(&b, "}");
+	ck_assert_ptr_null(rv_json_parse(b.data, b.len, &err));
 	ck_assert_msg(strstr(err.msg, "nesting"), "msg: %s", err.msg);
-	free(b.s);
+	rv_buf_release(&b);
 }
 END_TEST
 

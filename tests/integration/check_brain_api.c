@@ -5,11 +5,13 @@
  */
 #include <check.h>
 #include <libpq-fe.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "brainfix.h"
@@ -362,6 +364,24 @@ START_TEST(database_down_is_503_then_recovers)
 }
 END_TEST
 
+/* Thread: 0.4 s later, report an OOM for job uid; returns 1 when accepted. */
+static void *post_oom_later(void *uid)
+{
+	usleep(400000);
+	char ep[128];
+	snprintf(ep, sizeof(ep), "/v1/jobs/%s/events", (const char *)uid);
+	struct rv_test_reply e;
+	int rc = rv_test_http(&brain, "POST", ep,
+			      "{\"type\":\"node_oom\",\"ts\":7000,\"node\":\"worker-1\","
+			      "\"role\":\"worker\",\"rank\":1,\"exit_code\":137,"
+			      "\"memory_mb\":4096,\"peak_memory_mb\":4090}",
+			      NULL, &e);
+	bool ok = rc == 0 && e.status == 200;
+	if (rc == 0)
+		rv_test_reply_release(&e);
+	return (void *)(intptr_t)ok;
+}
+
 START_TEST(long_poll_wakes_on_oom_plan)
 {
 	start_brain(NULL);
@@ -379,26 +399,15 @@ START_TEST(long_poll_wakes_on_oom_plan)
 	expect_error("GET", path, NULL, 400, "stage");
 	snprintf(path, sizeof(path), "/v1/jobs/%s/plan?stage=oom&wait=99999", uid);
 	expect_error("GET", path, NULL, 400, "wait");
-	pid_t child = fork();
-	if (child == 0) {
-		usleep(400000);
-		char ep[128];
-		snprintf(ep, sizeof(ep), "/v1/jobs/%s/events", uid);
-		struct rv_test_reply e;
-		int rc = rv_test_http(&brain, "POST", ep,
-				      "{\"type\":\"node_oom\",\"ts\":7000,\"node\":\"worker-1\","
-				      "\"role\":\"worker\",\"rank\":1,\"exit_code\":137,"
-				      "\"memory_mb\":4096,\"peak_memory_mb\":4090}",
-				      NULL, &e);
-		_exit(rc == 0 && e.status == 200 ? 0 : 1);
-	}
+	pthread_t poster;
+	ck_assert_int_eq(pthread_create(&poster, NULL, post_oom_later, (void *)uid), 0);
 	snprintf(path, sizeof(path), "/v1/jobs/%s/plan?stage=oom&after=0&wait=20", uid);
 	t0 = rv_mono_ms();
 	ck_assert_int_eq(rv_test_http(&brain, "GET", path, NULL, NULL, &r), 0);
 	int64_t waited = rv_mono_ms() - t0;
-	int st;
-	waitpid(child, &st, 0);
-	ck_assert_int_eq(WEXITSTATUS(st), 0);
+	void *posted;
+	pthread_join(poster, &posted);
+	ck_assert_msg(posted == (void *)1, "the OOM event was not accepted");
 	ck_assert_msg(r.status == 200, "status %ld body %s", r.status, r.body);
 	ck_assert_msg(waited < 5000, "long-poll took %lld ms", (long long)waited);
 	ck_assert_str_eq(rv_test_json_str(r.json, "stage"), "oom");

@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,11 +24,6 @@
 #include "parse.h"
 #include "testutil.h"
 
-struct proc {
-	pid_t pid;
-	int out_fd, err_fd;
-};
-
 static const char *brain_exe(void)
 {
 	static char exe[512];
@@ -38,57 +32,48 @@ static const char *brain_exe(void)
 	return exe;
 }
 
-/* Start rover-brain with args (NULL-terminated) and pipes on stdout/stderr. */
-static void proc_start(struct proc *p, const char *const *args)
+/* Start rover-brain with args (NULL-terminated) and pipes on stdout/stderr
+ * (p->fd[1], p->fd[2]). */
+static void proc_start(struct rv_proc *p, const char *const *args)
 {
 	const char *argv[32] = { brain_exe() };
 	int n = 1;
 	for (int i = 0; args && args[i] && n < 31; i++)
 		argv[n++] = args[i];
 	argv[n] = NULL;
-	int po[2], pe[2];
-	ck_assert_int_eq(pipe2(po, O_CLOEXEC), 0);
-	ck_assert_int_eq(pipe2(pe, O_CLOEXEC), 0);
-	p->pid = fork();
-	ck_assert_int_ge(p->pid, 0);
-	if (p->pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		dup2(po[1], STDOUT_FILENO);
-		dup2(pe[1], STDERR_FILENO);
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	close(po[1]);
-	close(pe[1]);
-	p->out_fd = po[0];
-	p->err_fd = pe[0];
+	struct rv_proc_opts o = {
+		.argv = argv,
+		.io = { { RV_PROC_NULL }, { RV_PROC_PIPE }, { RV_PROC_PIPE } },
+		.pdeathsig = SIGKILL,
+	};
+	int rc = rv_proc_spawn(p, &o);
+	ck_assert_msg(rc == 0, "could not run %s: %s", argv[0], strerror(-rc));
 }
 
-/* Read fd to EOF into a malloc'd string. */
+/* Read fd to EOF into a malloc'd string (the fd stays open). */
 static char *read_all(int fd)
 {
-	size_t cap = 4096, len = 0;
-	char *s = malloc(cap);
+	struct rv_buf b;
+	rv_buf_init(&b);
+	char chunk[4096];
 	ssize_t k;
-	while ((k = read(fd, s + len, cap - len - 1)) > 0) {
-		len += (size_t)k;
-		if (cap - len < 2)
-			s = realloc(s, cap *= 2);
-	}
-	s[len] = 0;
-	close(fd);
+	while ((k = read(fd, chunk, sizeof(chunk))) > 0)
+		rv_buf_append(&b, chunk, (size_t)k);
+	char *s = rv_buf_steal(&b);
+	ck_assert_ptr_nonnull(s);
 	return s;
 }
 
 /* Run to completion; returns the exit code, *out and *err malloc'd. */
 static int run_brain(const char *const *args, char **out, char **err)
 {
-	struct proc p;
+	struct rv_proc p;
 	proc_start(&p, args);
-	*out = read_all(p.out_fd);
-	*err = read_all(p.err_fd);
+	*out = read_all(p.fd[1]);
+	*err = read_all(p.fd[2]);
 	int st;
-	ck_assert_int_eq(waitpid(p.pid, &st, 0), p.pid);
+	ck_assert_int_eq(rv_proc_wait(&p, 20000, &st), 0);
+	rv_proc_release(&p);
 	ck_assert(WIFEXITED(st));
 	return WEXITSTATUS(st);
 }
@@ -181,6 +166,24 @@ START_TEST(test_unknown_flag)
 }
 END_TEST
 
+START_TEST(test_logs_effective_config)
+{
+	/* Logged once at start by the brain, the token masked, before anything
+	 * can fail (here the database). */
+	char *out, *err;
+	const char *a[] = { "--token",   "hunter2",         "--db", "host=/nonexistent dbname=x",
+			    "--sql-dir", rv_test_sql_dir(), NULL };
+	ck_assert_int_ne(run_brain(a, &out, &err), 0);
+	const char *l = strstr(err, "level=info comp=brain msg=\"effective config\"");
+	ck_assert_msg(l, "stderr: %s", err);
+	ck_assert_ptr_nonnull(strstr(l, " server.token=\"***\""));
+	ck_assert_ptr_null(strstr(err, "hunter2"));
+	ck_assert_ptr_nonnull(strstr(err, "could not open the database"));
+	free(out);
+	free(err);
+}
+END_TEST
+
 static char tmpdir[64];
 
 static void mk_tmpdir(void)
@@ -191,10 +194,11 @@ static void mk_tmpdir(void)
 
 static void rm_tmpdir(void)
 {
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
-	if (tmpdir[0] && system(cmd) != 0)
-		perror("rm");
+	const char *argv[] = { "rm", "-rf", tmpdir, NULL };
+	struct rv_proc_opts o = { .argv = argv };
+	int st;
+	if (tmpdir[0] && (rv_proc_run(&o, 30000, &st, NULL) < 0 || st != 0))
+		fprintf(stderr, "could not remove %s\n", tmpdir);
 }
 
 static void write_file(const char *path, const char *text)
@@ -243,17 +247,17 @@ static int free_port(void)
 /* Start the brain, return the port of its "listening on" line, stop it. */
 static int listening_port(const char *const *args)
 {
-	struct proc p;
+	struct rv_proc p;
 	proc_start(&p, args);
 	char buf[512];
 	size_t len = 0;
 	int port = -1;
 	int64_t until = rv_mono_ms() + 30000;
 	while (port < 0 && rv_mono_ms() < until && len < sizeof(buf) - 1) {
-		struct pollfd pf = { .fd = p.out_fd, .events = POLLIN };
+		struct pollfd pf = { .fd = p.fd[1], .events = POLLIN };
 		if (poll(&pf, 1, 200) <= 0)
 			continue;
-		ssize_t k = read(p.out_fd, buf + len, sizeof(buf) - len - 1);
+		ssize_t k = read(p.fd[1], buf + len, sizeof(buf) - len - 1);
 		if (k <= 0)
 			break;
 		len += (size_t)k;
@@ -262,17 +266,15 @@ static int listening_port(const char *const *args)
 		if (l && strchr(l, '\n'))
 			port = atoi(l + strlen("listening on http://127.0.0.1:"));
 	}
-	kill(p.pid, SIGTERM);
-	int st;
-	waitpid(p.pid, &st, 0);
+	int st = -1;
+	rv_proc_kill(&p, SIGTERM);
+	ck_assert_int_eq(rv_proc_wait(&p, 20000, &st), 0);
 	if (port < 0) {
-		char *e = read_all(p.err_fd);
+		char *e = read_all(p.fd[2]);
 		fprintf(stderr, "brain stderr:\n%s\n", e);
 		free(e);
-	} else {
-		close(p.err_fd);
 	}
-	close(p.out_fd);
+	rv_proc_release(&p);
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "brain did not stop cleanly");
 	return port;
 }
@@ -314,6 +316,7 @@ static Suite *brain_cli_suite(void)
 	tcase_add_test(tc, test_version);
 	tcase_add_test(tc, test_unknown_flag);
 	tcase_add_test(tc, test_bad_config_key);
+	tcase_add_test(tc, test_logs_effective_config);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("precedence");

@@ -4,7 +4,9 @@
  * finds every acknowledged write, including after SIGKILL mid-ingest.
  */
 #include <check.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,19 +27,35 @@ static void setup(void)
 	chmod(dir, 0755);
 }
 
+/* A brain killed with SIGKILL leaves its cluster running: stop it as
+ * PostgreSQL's immediate shutdown (SIGQUIT to the postmaster) does. */
+static void stop_orphan_cluster(void)
+{
+	char path[400];
+	snprintf(path, sizeof(path), "%s/data/pgdata/postmaster.pid", dir);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return;
+	long pid = 0;
+	if (fscanf(f, "%ld", &pid) != 1)
+		pid = 0;
+	fclose(f);
+	if (pid <= 0 || kill((pid_t)pid, SIGQUIT) < 0)
+		return;
+	for (int i = 0; i < 300 && kill((pid_t)pid, 0) == 0; i++)
+		usleep(20000);
+}
+
 static void teardown(void)
 {
 	if (brain.pid > 0)
 		rv_test_brain_stop(&brain, SIGTERM, 30);
-	char cmd[1200];
-	/* a brain killed with SIGKILL leaves its cluster running: stop it */
-	snprintf(cmd, sizeof(cmd),
-		 "for b in /usr/lib/postgresql/*/bin; do [ -f %s/data/pgdata/postmaster.pid ] && "
-		 "runuser -u postgres -- $b/pg_ctl -D %s/data/pgdata -m immediate stop >/dev/null 2>&1;"
-		 " done; rm -rf %s",
-		 dir, dir, dir);
-	if (system(cmd) < 0)
-		perror("system");
+	stop_orphan_cluster();
+	const char *argv[] = { "rm", "-rf", dir, NULL };
+	struct rv_proc_opts o = { .argv = argv };
+	int st;
+	if (rv_proc_run(&o, 30000, &st, NULL) < 0 || st != 0)
+		fprintf(stderr, "could not remove %s\n", dir);
 }
 
 static void start(void)
@@ -112,35 +130,31 @@ START_TEST(sigterm_stops_cluster_and_restart_keeps_data)
 }
 END_TEST
 
+struct ingest {
+	const char *uid;
+	atomic_int acked; /* batches the brain acknowledged */
+};
+
+/* Thread: post batches until the brain stops answering. */
+static void *ingest_until_refused(void *arg)
+{
+	struct ingest *ing = arg;
+	for (int i = 0; i < 100000 && post_batch(ing->uid, i); i++)
+		atomic_fetch_add(&ing->acked, 1);
+	return NULL;
+}
+
 START_TEST(sigkill_mid_ingest_loses_no_acknowledged_write)
 {
 	start();
 	const char *uid = register_job();
-	int pfd[2];
-	ck_assert_int_eq(pipe(pfd), 0);
-	pid_t child = fork();
-	if (child == 0) {
-		close(pfd[0]);
-		int acked = 0;
-		for (int i = 0; i < 100000; i++) {
-			if (!post_batch(uid, i))
-				break;
-			acked++;
-			if (write(pfd[1], &acked, sizeof(acked)) < 0)
-				break;
-		}
-		_exit(0);
-	}
-	close(pfd[1]);
+	struct ingest ing = { .uid = uid };
+	pthread_t poster;
+	ck_assert_int_eq(pthread_create(&poster, NULL, ingest_until_refused, &ing), 0);
 	usleep(700000);
-	kill(brain.pid, SIGKILL);
-	waitpid(brain.pid, NULL, 0);
-	brain.pid = 0;
-	int acked = 0, v;
-	while (read(pfd[0], &v, sizeof(v)) == (ssize_t)sizeof(v))
-		acked = v;
-	close(pfd[0]);
-	waitpid(child, NULL, 0);
+	ck_assert_int_ge(rv_test_brain_stop(&brain, SIGKILL, 30), 0);
+	pthread_join(poster, NULL);
+	int acked = atomic_load(&ing.acked);
 	ck_assert_msg(acked > 5, "only %d batches acknowledged before the kill", acked);
 	start();
 	long stored = speed_samples(uid);

@@ -43,35 +43,28 @@ static int run_sim(const char *const *args, char *out, size_t size)
 	const char *dir = getenv("ROVER_BIN_DIR");
 	char bin[1024];
 	snprintf(bin, sizeof(bin), "%s/rover-sim", dir ? dir : "build/bin");
-	int fd[2];
-	ck_assert_int_eq(pipe(fd), 0);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		const char *argv[32] = { bin };
-		int n = 1;
-		for (int i = 0; args[i] && n < 31; i++)
-			argv[n++] = args[i];
-		argv[n] = NULL;
-		dup2(fd[1], 1);
-		close(fd[0]);
-		close(fd[1]);
-		execv(bin, (char *const *)argv);
-		_exit(127);
-	}
-	close(fd[1]);
+	const char *argv[32] = { bin };
+	int n = 1;
+	for (int i = 0; args[i] && n < 31; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	/* stdout captured, stderr to ours (the test log) */
+	struct rv_proc_opts o = { .argv = argv, .io[1] = { RV_PROC_PIPE } };
+	struct rv_proc p;
+	int rc = rv_proc_spawn(&p, &o);
+	ck_assert_msg(rc == 0, "could not run %s: %s", bin, strerror(-rc));
 	size_t len = 0;
 	ssize_t r;
 	char sink[4096];
-	while ((r = read(fd[0], out && len + 1 < size ? out + len : sink,
+	while ((r = read(p.fd[1], out && len + 1 < size ? out + len : sink,
 			 out && len + 1 < size ? size - len - 1 : sizeof(sink))) > 0)
 		if (out && len + 1 < size)
 			len += (size_t)r;
 	if (out)
 		out[len] = 0;
-	close(fd[0]);
 	int st;
-	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_int_eq(rv_proc_wait(&p, -1, &st), 0);
+	rv_proc_release(&p);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 

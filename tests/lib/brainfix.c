@@ -1,6 +1,7 @@
 /*
  * brainfix.c: start/stop the real rover-brain for integration tests (see
- * brainfix.h).  Runs in the test process (a check fork); no threads.
+ * brainfix.h).  Runs in the test process (a check fork); the brain runs
+ * through common/proc in its own process group.
  */
 #include "brainfix.h"
 
@@ -11,8 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,16 +44,12 @@ int rv_test_brain_start(struct rv_test_brain *b, const char *const *args)
 static int start_brain(struct rv_test_brain *b, const char *const *args)
 {
 	memset(b, 0, sizeof(*b));
+	b->proc.pidfd = -1;
 	char tmpl[] = "/tmp/rover-brain-log-XXXXXX";
 	int lfd = mkstemp(tmpl);
 	if (lfd < 0)
 		return -errno;
 	snprintf(b->log, sizeof(b->log), "%s", tmpl);
-	int pfd[2];
-	if (pipe2(pfd, O_CLOEXEC) < 0) {
-		close(lfd);
-		return -errno;
-	}
 	char exe[512];
 	snprintf(exe, sizeof(exe), "%s/rover-brain", bin_dir());
 	const char *argv[64] = { exe, "--listen", "127.0.0.1:0" };
@@ -66,30 +61,27 @@ static int start_brain(struct rv_test_brain *b, const char *const *args)
 	for (int i = 0; args && args[i] && n < 62; i++)
 		argv[n++] = args[i];
 	argv[n] = NULL;
-	pid_t pid = fork();
-	if (pid < 0) {
-		close(lfd);
-		return -errno;
-	}
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		dup2(pfd[1], STDOUT_FILENO);
-		dup2(lfd, STDERR_FILENO);
-		execv(exe, (char *const *)argv);
-		dprintf(lfd, "could not exec %s: %s\n", exe, strerror(errno));
-		_exit(127);
-	}
-	close(pfd[1]);
+	struct rv_proc_opts o = {
+		.argv = argv,
+		.io = { { RV_PROC_NULL }, { RV_PROC_PIPE }, { RV_PROC_FD, lfd } },
+		.pdeathsig = SIGKILL,
+	};
+	int rc = rv_proc_spawn(&b->proc, &o);
+	if (rc < 0)
+		dprintf(lfd, "could not run %s: %s\n", exe, strerror(-rc));
 	close(lfd);
-	b->pid = pid;
+	if (rc < 0)
+		return rc;
+	b->pid = b->proc.pid;
+	int out = b->proc.fd[1];
 	char buf[512];
 	size_t len = 0;
 	int64_t until = rv_mono_ms() + 30000;
 	while (rv_mono_ms() < until) {
-		struct pollfd p = { .fd = pfd[0], .events = POLLIN };
+		struct pollfd p = { .fd = out, .events = POLLIN };
 		int r = poll(&p, 1, 200);
 		if (r > 0) {
-			ssize_t k = read(pfd[0], buf + len, sizeof(buf) - len - 1);
+			ssize_t k = read(out, buf + len, sizeof(buf) - len - 1);
 			if (k <= 0)
 				break;
 			len += (size_t)k;
@@ -99,20 +91,19 @@ static int start_brain(struct rv_test_brain *b, const char *const *args)
 				char *colon = strrchr(strtok(l + strlen("listening on http://"), "\n"), ':');
 				b->port = colon ? atoi(colon + 1) : 0;
 				snprintf(b->url, sizeof(b->url), "http://127.0.0.1:%d", b->port);
-				close(pfd[0]);
+				rv_proc_close_fd(&b->proc, 1);
 				return b->port > 0 ? 0 : -EPROTO;
 			}
 		}
-		int st;
-		if (waitpid(pid, &st, WNOHANG) == pid) {
+		if (rv_proc_wait(&b->proc, 0, NULL) != -ETIMEDOUT) {
 			b->pid = 0;
-			close(pfd[0]);
+			rv_proc_release(&b->proc);
 			return -ECHILD;
 		}
 	}
-	close(pfd[0]);
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
+	rv_proc_kill(&b->proc, SIGKILL);
+	rv_proc_wait(&b->proc, -1, NULL);
+	rv_proc_release(&b->proc);
 	b->pid = 0;
 	return -ETIMEDOUT;
 }
@@ -121,23 +112,17 @@ int rv_test_brain_stop(struct rv_test_brain *b, int sig, int timeout_s)
 {
 	if (b->pid <= 0)
 		return -ESRCH;
-	kill(b->pid, sig ? sig : SIGTERM);
-	int64_t until = rv_mono_ms() + (int64_t)timeout_s * 1000;
 	int st = 0;
-	for (;;) {
-		pid_t r = waitpid(b->pid, &st, WNOHANG);
-		if (r == b->pid)
-			break;
-		if (rv_mono_ms() > until) {
-			kill(b->pid, SIGKILL);
-			waitpid(b->pid, &st, 0);
-			b->pid = 0;
-			return -ETIMEDOUT;
-		}
-		usleep(20000);
+	int r = rv_proc_kill(&b->proc, sig ? sig : SIGTERM);
+	if (r == 0 || r == -ESRCH)
+		r = rv_proc_wait(&b->proc, timeout_s * 1000, &st);
+	if (r == -ETIMEDOUT) {
+		rv_proc_kill(&b->proc, SIGKILL);
+		rv_proc_wait(&b->proc, -1, &st);
 	}
+	rv_proc_release(&b->proc);
 	b->pid = 0;
-	return st;
+	return r < 0 ? r : st;
 }
 
 int rv_test_http(const struct rv_test_brain *b, const char *method, const char *path,

@@ -1,12 +1,13 @@
 /*
  * brainfix.h: run the real rover-brain binary for integration tests.
  *
- * rv_test_brain_start() forks/execs $ROVER_BIN_DIR/rover-brain (default
+ * rv_test_brain_start() spawns $ROVER_BIN_DIR/rover-brain (default
  * build/bin) listening on 127.0.0.1 port 0, waits for its "listening on"
  * line (timeout) and records the URL.  Extra flags (e.g. "--token", "t") are
  * appended.  Its stderr goes to a log file under the test's temp dir.
- * rv_test_brain_stop() sends SIGTERM and waits (SIGKILL after the timeout);
- * it returns the exit status.  Request helpers wrap rv_http_request with a
+ * rv_test_brain_stop() sends SIGTERM (or the signal given) to its process
+ * group and waits (SIGKILL after the timeout); it returns the exit status.
+ * The brain gets SIGKILL when the test process dies.  Request helpers wrap rv_http_request with a
  * per-call client and parse JSON replies.
  */
 #ifndef RV_BRAINFIX_H
@@ -15,8 +16,11 @@
 #include <cjson/cJSON.h>
 #include <sys/types.h>
 
+#include "proc.h"
+
 struct rv_test_brain {
-	pid_t pid;
+	struct rv_proc proc;
+	pid_t pid; /* proc.pid while running, 0 once stopped */
 	int port;
 	char url[64];
 	char log[512];
@@ -25,7 +29,8 @@ struct rv_test_brain {
 /* args: NULL-terminated extra arguments.  Returns 0 or a negative errno
  * (and then prints the brain's log on stderr). */
 int rv_test_brain_start(struct rv_test_brain *b, const char *const *args);
-/* SIGTERM (or sig) then wait up to timeout_s; returns the wait status or -errno. */
+/* SIGTERM (or sig) then wait up to timeout_s, then SIGKILL; returns the wait
+ * status, -ETIMEDOUT when it had to be killed, or -ESRCH when not running. */
 int rv_test_brain_stop(struct rv_test_brain *b, int sig, int timeout_s);
 
 struct rv_test_reply {
