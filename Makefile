@@ -1,12 +1,17 @@
 # Rover: one non-recursive Makefile.
 #   make                 build everything into build/ (binaries in build/bin/)
 #   make MODE=debug|asan build into build/debug/ or build/asan/
-#   make test            build and run every test suite (installs missing packages first)
+#   make test            check the layers, build, check the names, run every test
+#                        suite (installs missing packages first)
+#   make check-layers    no #include across a forbidden edge between layers
+#   make check-names     every library symbol has its prefix, none defined twice
 #   make asan            the same tests under AddressSanitizer + UBSan
 #   make valgrind        rover-brain under valgrind memcheck, every route driven
 #   make bench [BENCH=name]  run benchmarks from tests/bench/
 #   make lint            cppcheck + clang-tidy;  make format-check
 #   make demo            install, build, start the brain, register the example job
+#   make demo-stop       stop the demo's brain and its PostgreSQL
+# A new daemon: $(eval $(call daemon,NAME)) below.
 MODE ?= release
 ifeq ($(MODE),release)
 B := build
@@ -108,9 +113,9 @@ endef
 
 BINS :=
 TEST_SRC :=
+# The daemons, one line each (rover-master: $(eval $(call daemon,master))).
 $(eval $(call daemon,brain))
 DAEMON_LIBS := $(foreach d,$(DAEMONS),$(LIB_$(d)))
-DAEMON_SRC := $(foreach d,$(DAEMONS),$($(d)_SRC) $(wildcard $(d)/main.c))
 
 # ---- test code: fixtures, simulator, suites, benchmarks ----
 # Production code never sees tests/lib; tests link only the layers they test
@@ -182,7 +187,7 @@ NPROC := $(shell nproc 2>/dev/null || echo 2)
 
 # check-layers first: a forbidden include is named before it fails to compile.
 test: deps
-	@scripts/check-layers.sh
+	@$(MAKE) --no-print-directory check-layers
 	@$(MAKE) --no-print-directory -j$(NPROC) all
 	@$(MAKE) --no-print-directory check-names
 	@B=$(B) MODE=$(MODE) tests/run.sh $(TEST_SCRIPTS) $(TEST_BINS)
