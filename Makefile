@@ -226,11 +226,13 @@ LINT_DIRS := common algorithms $(DAEMONS)
 INC_algorithms := $(INC_ALG)
 INC_common := $(INC_COMMON)
 lint: lint-deps
-	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
+	@echo "lint: cppcheck"
+	@cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 	        --inline-suppr --suppress=missingIncludeSystem --suppressions-list=.cppcheck-suppressions \
 	        -I common -I algorithms $(foreach d,$(LINT_DIRS),$(wildcard $(d)/*.c))
-	$(foreach d,$(LINT_DIRS),printf '%s\n' $(wildcard $(d)/*.c) | xargs -P 2 -n 4 sh -c \
-	        'clang-tidy --quiet "$$@" -- $(filter-out -MMD -MP,$(CFLAGS_BASE)) $(INC_$(d)) 2>/dev/null' sh &&) true
+	@$(foreach d,$(LINT_DIRS),echo "lint: clang-tidy $(d)/" && printf '%s\n' $(wildcard $(d)/*.c) | \
+	        xargs -P 2 -n 4 sh -c 'clang-tidy --quiet "$$@" -- \
+	        $(filter-out -MMD -MP,$(CFLAGS_BASE)) $(INC_$(d)) 2>/dev/null' sh &&) true
 
 # format-check: clang-format on the lines changed since FORMAT_BASE.  The
 # existing code predates .clang-format and is not reformatted wholesale.  On a
