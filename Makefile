@@ -1,12 +1,17 @@
 # Rover: one non-recursive Makefile.
 #   make                 build everything into build/ (binaries in build/bin/)
 #   make MODE=debug|asan build into build/debug/ or build/asan/
-#   make test            build and run every test suite (installs missing packages first)
+#   make test            check the layers, build, check the names, run every test
+#                        suite (installs missing packages first)
+#   make check-layers    no #include across a forbidden edge between layers
+#   make check-names     every library symbol has its prefix, none defined twice
 #   make asan            the same tests under AddressSanitizer + UBSan
 #   make valgrind        rover-brain under valgrind memcheck, every route driven
 #   make bench [BENCH=name]  run benchmarks from tests/bench/
 #   make lint            cppcheck + clang-tidy;  make format-check
 #   make demo            install, build, start the brain, register the example job
+#   make demo-stop       stop the demo's brain and its PostgreSQL
+# A new daemon: $(eval $(call daemon,NAME)) below.
 MODE ?= release
 ifeq ($(MODE),release)
 B := build
@@ -15,16 +20,19 @@ B := build/$(MODE)
 endif
 
 CC ?= cc
-PKGS := libmicrohttpd libpq libcjson gsl libcurl check inih
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS := $(shell pkg-config --libs libmicrohttpd libpq libcjson libcurl inih 2>/dev/null)
-GSL_LIBS := $(shell pkg-config --libs gsl 2>/dev/null)
-CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
+pkg_cflags = $(shell pkg-config --cflags $(1) 2>/dev/null)
+pkg_libs = $(shell pkg-config --libs $(1) 2>/dev/null)
+# System packages by the layer that uses them.
+SYS_CFLAGS := $(call pkg_cflags,libmicrohttpd libpq libcjson libcurl inih)
+SYS_LIBS := $(call pkg_libs,libmicrohttpd libpq libcjson libcurl inih) -lpthread -lm
+GSL_CFLAGS := $(call pkg_cflags,gsl)
+GSL_LIBS := $(call pkg_libs,gsl) -lm
+CHECK_CFLAGS := $(call pkg_cflags,check)
+CHECK_LIBS := $(call pkg_libs,check)
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
         -Wformat=2 -Wvla -Wwrite-strings -fno-common
-CFLAGS_BASE := -std=gnu11 $(WARN) -MMD -MP -I. -Icommon -Ialgorithms -Itests/lib $(PKG_CFLAGS) \
-        -D_GNU_SOURCE
+CFLAGS_BASE := -std=gnu11 $(WARN) -MMD -MP -D_GNU_SOURCE
 ifeq ($(MODE),release)
 CFLAGS_MODE := -O2 -g
 else ifeq ($(MODE),debug)
@@ -38,7 +46,6 @@ $(error MODE must be release, debug or asan)
 endif
 ALL_CFLAGS := $(CFLAGS_BASE) $(CFLAGS_MODE) $(CFLAGS)
 ALL_LDFLAGS := $(LDFLAGS_MODE) $(LDFLAGS)
-LIBS := $(PKG_LIBS) $(GSL_LIBS) -lpthread -lm
 
 # Short build lines; V=1 shows the full commands.
 ifeq ($(V),1)
@@ -49,71 +56,126 @@ Q := @
 say = @printf '  %-6s %s\n' $(1) $(2)
 endif
 
-# Rebuild everything when the flags change.
-FLAGS_STAMP := $(B)/.flags
-$(shell mkdir -p $(B) && echo '$(ALL_CFLAGS) $(ALL_LDFLAGS)' | cmp -s - $(FLAGS_STAMP) || \
-        echo '$(ALL_CFLAGS) $(ALL_LDFLAGS)' > $(FLAGS_STAMP))
+obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
+# $(call link,LIBS): link $@ from its prerequisites (objects and static
+# libraries, in order) and the system libraries LIBS.
+define link
+@mkdir -p $(dir $@)
+$(call say,LINK,$@)
+$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(1)
+endef
 
-# ---- libraries: each component is a static library plus main.o ----
+# ---- layers: each folder sees only the headers of the layers below it ----
+# A folder's quoted includes are searched in its own folder and in the -iquote
+# folders of its INC, nothing else, so a header from a forbidden layer does not
+# compile; <...> never finds our headers.  scripts/check-layers.sh checks the
+# same rules on the #include lines themselves (make check-layers).
+#   algorithms/  itself and GSL
+#   common/      itself and the system libraries
+#   <daemon>/    itself, common/, algorithms/ (never another daemon, never tests/)
+#   tests/       what each suite tests, plus tests/lib
+INC_ALG    := -iquote algorithms $(GSL_CFLAGS)
+INC_COMMON := -iquote common $(SYS_CFLAGS)
+$(B)/obj/algorithms/%.o: INC := $(INC_ALG)
+$(B)/obj/common/%.o: INC := $(INC_COMMON)
+
 COMMON_SRC := $(wildcard common/*.c)
 ALG_SRC    := $(wildcard algorithms/*.c)
-BRAIN_SRC  := $(filter-out brain/main.c,$(wildcard brain/*.c))
-TESTLIB_SRC := $(wildcard tests/lib/*.c)
-SIM_SRC    := $(wildcard tests/sim/*.c)
-
-obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
-
 LIB_COMMON := $(B)/lib/librover-common.a
 LIB_ALG    := $(B)/lib/librover-alg.a
-LIB_BRAIN  := $(B)/lib/librover-brain.a
-LIB_TEST   := $(B)/lib/librover-testlib.a
-
 $(LIB_COMMON): $(call obj,$(COMMON_SRC))
 $(LIB_ALG): $(call obj,$(ALG_SRC))
-$(LIB_BRAIN): $(call obj,$(BRAIN_SRC))
+TESTLIB_SRC := $(wildcard tests/lib/*.c)
+LIB_TEST   := $(B)/lib/librover-testlib.a
 $(LIB_TEST): $(call obj,$(TESTLIB_SRC))
+
+# ---- daemons: <name>/*.c -> librover-<name>.a, <name>/main.c -> rover-<name> ----
+# $(eval $(call daemon,NAME)) is all a new daemon needs in this file: its
+# library, its binary, its include path, its unit tests (tests/NAME/check_*.c,
+# linked with its library) and its place in lint and the name checks.
+# A daemon's extra system libraries go in NAME_LIBS before the call.
+DAEMONS :=
+define daemon
+DAEMONS += $(1)
+$(1)_SRC := $$(filter-out $(1)/main.c,$$(wildcard $(1)/*.c))
+LIB_$(1) := $$(B)/lib/librover-$(1).a
+$$(LIB_$(1)): $$(call obj,$$($(1)_SRC))
+INC_$(1) := -iquote $(1) -iquote common -iquote algorithms $$(SYS_CFLAGS) $$(GSL_CFLAGS)
+$$(B)/obj/$(1)/%.o: INC := $$(INC_$(1))
+BINS += $$(B)/bin/rover-$(1)
+$$(B)/bin/rover-$(1): $$(call obj,$(1)/main.c) $$(LIB_$(1)) $$(LIB_ALG) $$(LIB_COMMON)
+	$$(call link,$$($(1)_LIBS) $$(SYS_LIBS) $$(GSL_LIBS))
+TEST_SRC += $$(wildcard tests/$(1)/check_*.c)
+$$(B)/obj/tests/$(1)/%.o: INC := $$(INC_$(1)) -iquote tests/lib $$(CHECK_CFLAGS)
+$$(B)/tests/$(1)/%: $$(B)/obj/tests/$(1)/%.o $$(LIB_TEST) $$(LIB_$(1)) $$(LIB_ALG) $$(LIB_COMMON)
+	$$(call link,$$($(1)_LIBS) $$(SYS_LIBS) $$(GSL_LIBS) $$(CHECK_LIBS))
+endef
+
+BINS :=
+TEST_SRC :=
+# The daemons, one line each (rover-master: $(eval $(call daemon,master))).
+$(eval $(call daemon,brain))
+DAEMON_LIBS := $(foreach d,$(DAEMONS),$(LIB_$(d)))
+
+# ---- test code: fixtures, simulator, suites, benchmarks ----
+# Production code never sees tests/lib; tests link only the layers they test
+# (a suite that needs a daemon at run time finds its binary in ROVER_BIN_DIR).
+SIM_SRC    := $(wildcard tests/sim/*.c)
+INC_TESTLIB := -iquote tests/lib -iquote common $(SYS_CFLAGS) $(CHECK_CFLAGS)
+$(B)/obj/tests/lib/%.o: INC := $(INC_TESTLIB)
+$(B)/obj/tests/common/%.o: INC := $(INC_TESTLIB)
+$(B)/obj/tests/algorithms/%.o: INC := -iquote tests/lib $(INC_ALG) $(CHECK_CFLAGS)
+$(B)/obj/tests/integration/%.o: INC := $(INC_TESTLIB) $(INC_ALG)
+$(B)/obj/tests/sim/%.o: INC := -iquote tests/sim $(INC_COMMON) $(INC_ALG)
+# Benchmarks may measure a daemon's internals (brain_plan_query times a store
+# query), so they see everything: "brain/brain.h" from the top.
+$(B)/obj/tests/bench/%.o: INC := -iquote . $(INC_TESTLIB) $(INC_ALG) \
+        $(foreach d,$(DAEMONS),-iquote $(d))
+
 $(B)/lib/%.a:
 	@mkdir -p $(dir $@)
 	@rm -f $@
 	$(call say,AR,$@)
 	$(Q)$(if $^,ar rcs $@ $^,ar rcs $@)
 
+# Rebuild everything when the flags change.
+FLAGS_STAMP := $(B)/.flags
+FLAGS_ALL := $(ALL_CFLAGS) $(ALL_LDFLAGS) $(INC_ALG) $(INC_COMMON) $(INC_TESTLIB) \
+        $(foreach d,$(DAEMONS),$(INC_$(d)))
+$(shell mkdir -p $(B) && echo '$(FLAGS_ALL)' | cmp -s - $(FLAGS_STAMP) || \
+        echo '$(FLAGS_ALL)' > $(FLAGS_STAMP))
+
 $(B)/obj/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(call say,CC,$<)
-	$(Q)$(CC) $(ALL_CFLAGS) -c $< -o $@
-
-# ---- binaries ----
-BINS := $(B)/bin/rover-brain
-$(B)/bin/rover-brain: $(call obj,brain/main.c) $(LIB_BRAIN) $(LIB_ALG) $(LIB_COMMON)
-	@mkdir -p $(dir $@)
-	$(call say,LINK,$@)
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(INC) -c $< -o $@
 
 ifneq ($(SIM_SRC),)
 BINS += $(B)/bin/rover-sim
 $(B)/bin/rover-sim: $(call obj,$(SIM_SRC)) $(LIB_ALG) $(LIB_COMMON)
-	@mkdir -p $(dir $@)
-	$(call say,LINK,$@)
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+	$(call link,$(SYS_LIBS) $(GSL_LIBS))
 endif
 
 # ---- tests: one check binary per tests/<component>/check_<module>.c ----
-TEST_SRC := $(wildcard tests/common/check_*.c tests/algorithms/check_*.c \
-        tests/brain/check_*.c tests/integration/check_*.c)
+TEST_SRC += $(wildcard tests/common/check_*.c tests/algorithms/check_*.c \
+        tests/integration/check_*.c)
 TEST_BINS := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
-$(B)/tests/%: $(B)/obj/tests/%.o $(LIB_TEST) $(LIB_BRAIN) $(LIB_ALG) $(LIB_COMMON)
-	@mkdir -p $(dir $@)
-	$(call say,LINK,$@)
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS) $(CHECK_LIBS)
+# Shell suites (tests/scripts/check_*.sh) print one "ok"/"not ok" line per check.
+TEST_SCRIPTS := $(wildcard tests/scripts/check_*.sh)
+$(B)/tests/common/%: $(B)/obj/tests/common/%.o $(LIB_TEST) $(LIB_COMMON)
+	$(call link,$(SYS_LIBS) $(CHECK_LIBS))
+$(B)/tests/algorithms/%: $(B)/obj/tests/algorithms/%.o $(LIB_ALG)
+	$(call link,$(GSL_LIBS) $(CHECK_LIBS))
+$(B)/tests/integration/%: $(B)/obj/tests/integration/%.o $(LIB_TEST) $(LIB_ALG) $(LIB_COMMON)
+	$(call link,$(SYS_LIBS) $(GSL_LIBS) $(CHECK_LIBS))
+# Suites start the daemons' binaries (and rover-sim): build those first.
+$(TEST_BINS): | $(BINS)
 
 # ---- benchmarks: tests/bench/<name>.c or tests/bench/<name>.sh ----
 BENCH_C := $(wildcard tests/bench/*.c)
 BENCH_BINS := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_C))
-$(B)/bench/%: $(B)/obj/tests/bench/%.o $(LIB_TEST) $(LIB_BRAIN) $(LIB_ALG) $(LIB_COMMON)
-	@mkdir -p $(dir $@)
-	$(call say,LINK,$@)
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+$(B)/bench/%: $(B)/obj/tests/bench/%.o $(LIB_TEST) $(DAEMON_LIBS) $(LIB_ALG) $(LIB_COMMON)
+	$(call link,$(SYS_LIBS) $(GSL_LIBS))
 
 .DEFAULT_GOAL := all
 all: $(BINS) $(TEST_BINS) $(BENCH_BINS)
@@ -123,9 +185,22 @@ deps:
 
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 
+# check-layers first: a forbidden include is named before it fails to compile.
 test: deps
+	@$(MAKE) --no-print-directory check-layers
 	@$(MAKE) --no-print-directory -j$(NPROC) all
-	@B=$(B) MODE=$(MODE) tests/run.sh $(TEST_BINS)
+	@$(MAKE) --no-print-directory check-names
+	@B=$(B) MODE=$(MODE) tests/run.sh $(TEST_SCRIPTS) $(TEST_BINS)
+
+# Every #include across a forbidden edge, with file and line (no build needed).
+check-layers:
+	@ROVER_DAEMONS='$(DAEMONS)' scripts/check-layers.sh
+
+# Every global symbol of each library carries its prefix (rv_ for the shared
+# libraries, the file's or the daemon's name inside a daemon) and no two
+# libraries define the same symbol.
+check-names: $(LIB_COMMON) $(LIB_ALG) $(LIB_TEST) $(DAEMON_LIBS)
+	@ROVER_DAEMONS='$(DAEMONS)' scripts/check-names.sh $^
 
 asan:
 	@$(MAKE) --no-print-directory MODE=asan test
@@ -142,25 +217,37 @@ demo: deps
 	@$(MAKE) --no-print-directory MODE=release all
 	@scripts/demo.sh
 
-LINT_SRC := $(COMMON_SRC) $(ALG_SRC) $(BRAIN_SRC) brain/main.c
-# lint: cppcheck, then clang-tidy with .clang-tidy (two files at a time).
-lint: lint-deps
-	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
-	        --inline-suppr --suppress=missingIncludeSystem --suppressions-list=.cppcheck-suppressions -I common -I algorithms $(LINT_SRC)
-	printf '%s\n' $(LINT_SRC) | xargs -P 2 -n 4 sh -c \
-	        'clang-tidy --quiet "$$@" -- $(filter-out -MMD -MP,$(CFLAGS_BASE)) 2>/dev/null' sh
+demo-stop:
+	@scripts/demo.sh stop
 
-# format-check: clang-format on the lines changed since the merge base with
-# main (FORMAT_BASE=<commit> to compare with another); the existing code
-# predates .clang-format and is not reformatted wholesale.
-FORMAT_BASE ?= $(shell git merge-base HEAD origin/main 2>/dev/null || \
-        git merge-base HEAD main 2>/dev/null || echo HEAD)
+# lint: cppcheck, then clang-tidy with .clang-tidy, each folder with its own
+# include path (two processes at a time).
+LINT_DIRS := common algorithms $(DAEMONS)
+INC_algorithms := $(INC_ALG)
+INC_common := $(INC_COMMON)
+lint: lint-deps
+	@echo "lint: cppcheck"
+	@cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
+	        --inline-suppr --suppress=missingIncludeSystem --suppressions-list=.cppcheck-suppressions \
+	        -I common -I algorithms $(foreach d,$(LINT_DIRS),$(wildcard $(d)/*.c))
+	@$(foreach d,$(LINT_DIRS),echo "lint: clang-tidy $(d)/" && printf '%s\n' $(wildcard $(d)/*.c) | \
+	        xargs -P 2 -n 4 sh -c 'clang-tidy --quiet "$$@" -- \
+	        $(filter-out -MMD -MP,$(CFLAGS_BASE)) $(INC_$(d)) 2>/dev/null' sh &&) true
+
+# format-check: clang-format on the lines changed since FORMAT_BASE.  The
+# existing code predates .clang-format and is not reformatted wholesale.  On a
+# branch the base is its merge base with main; on main itself (as in CI, which
+# checks out main) it is the previous commit, so the last commit's lines are
+# checked.  FORMAT_BASE=<commit> compares with another.
+FORMAT_BASE ?= $(shell scripts/format-base.sh)
 format-check: lint-deps
-	@out=$$(git clang-format --diff --extensions c,h $(FORMAT_BASE) 2>&1); \
+	@base='$(FORMAT_BASE)'; \
+	[ -n "$$base" ] || { echo "format-check: no base commit to compare with (a shallow clone?); set FORMAT_BASE" >&2; exit 1; }; \
+	out=$$(git clang-format --diff --extensions c,h $$base 2>&1); \
 	case "$$out" in \
 	*"did not modify"*|*"no modified files"*) \
-		echo "format-check: lines changed since $(FORMAT_BASE) are formatted";; \
-	*) echo "$$out"; echo "format-check: run git clang-format $(FORMAT_BASE)"; exit 1;; \
+		echo "format-check: lines changed since $$(git rev-parse --short $$base) are formatted";; \
+	*) echo "$$out"; echo "format-check: run git clang-format $$base"; exit 1;; \
 	esac
 
 lint-deps:
@@ -169,6 +256,7 @@ lint-deps:
 clean:
 	rm -rf build
 
-.PHONY: all deps test asan valgrind bench demo lint lint-deps format-check clean
+.PHONY: all deps test check-layers check-names asan valgrind bench demo demo-stop lint \
+        lint-deps format-check clean
 .SECONDARY:
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

@@ -2,10 +2,15 @@
 # Rover demo (make demo runs it after installing packages and building):
 # start rover-brain on its embedded PostgreSQL in var/demo, register
 # examples/job.json, show its create-stage plan, post a few metrics samples,
-# show the plan history, and leave the brain running in the background.
+# show the running-stage plan and the plan history, and leave the brain
+# running in the background.
 # Safe to run again: a brain already running from var/demo is reused, and a
-# job left running by an earlier demo is finished first.
-#   ROVER_DEMO_PORT  port to listen on (default 8080)
+# job left running by an earlier demo is finished first.  If the demo fails,
+# it stops the brain it started (one it reused keeps running).
+#   scripts/demo.sh stop   (make demo-stop) stops the demo's brain and its
+#                          PostgreSQL, and waits until both are gone
+#   ROVER_DEMO_PORT        port to listen on (default 8080)
+# Needs curl and jq (scripts/install-deps.sh installs both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,115 +23,174 @@ log=$dir/brain.log
 job=examples/job.json
 
 say() { printf '\n== %s\n' "$*"; }
-die() { echo "demo: $*" >&2; exit 1; }
-pretty() { python3 -m json.tool; }
-# json FIELD: read a JSON document on stdin, print one field (dotted path).
-json() {
-	python3 -c 'import json, sys
-v = json.load(sys.stdin)
-for k in sys.argv[1].split("."):
-    v = v[int(k)] if isinstance(v, list) else v[k]
-print(v)' "$1"
+die() {
+	echo "demo: $*" >&2
+	exit 1
 }
 now_ms() { date +%s%3N; }
+alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
+
+# stop_brain: SIGTERM the demo's brain (it stops its PostgreSQL), wait for
+# it; if it does not go within 60 s, kill it and stop PostgreSQL directly.
+stop_brain() {
+	local pid pg i
+	pid=$(cat "$pidfile" 2>/dev/null || true)
+	if alive "$pid"; then
+		kill -TERM "$pid"
+		for i in $(seq 1 600); do
+			alive "$pid" || break
+			sleep 0.1
+		done
+		if alive "$pid"; then
+			echo "demo: rover-brain (pid $pid) still running after 60 s: killing it" >&2
+			kill -KILL "$pid" 2>/dev/null || true
+		fi
+	fi
+	pg=$(head -1 "$dir/pgdata/postmaster.pid" 2>/dev/null || true)
+	if alive "$pg"; then
+		kill -INT "$pg" 2>/dev/null || true # fast shutdown
+		for i in $(seq 1 300); do
+			alive "$pg" || break
+			sleep 0.1
+		done
+	fi
+	rm -f "$pidfile"
+}
+
+if [ "${1:-}" = stop ]; then
+	if ! alive "$(cat "$pidfile" 2>/dev/null || true)" &&
+		! alive "$(head -1 "$dir/pgdata/postmaster.pid" 2>/dev/null || true)"; then
+		echo "demo: no demo brain running"
+		rm -f "$pidfile"
+		exit 0
+	fi
+	stop_brain
+	echo "demo: stopped rover-brain and its PostgreSQL"
+	exit 0
+fi
+[ $# -eq 0 ] || die "usage: scripts/demo.sh [stop]"
 
 [ -x "$bin" ] || die "no $bin: run make first"
-command -v curl >/dev/null || die "curl is missing (scripts/install-deps.sh installs it)"
+for tool in curl jq; do
+	command -v "$tool" >/dev/null || die "$tool is missing (scripts/install-deps.sh installs it)"
+done
 mkdir -p "$dir"
 
-running=0
-if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
-	if curl -sf "$url/healthz" >/dev/null; then
-		running=1
-		say "rover-brain already running (pid $(cat "$pidfile")), reusing it"
-	else
-		die "a brain from $pidfile (pid $(cat "$pidfile")) runs but does not answer on $url; stop it with: kill $(cat "$pidfile")"
+resp=$(mktemp)
+started=0
+finish() {
+	local rc=$?
+	rm -f "$resp"
+	[ "$rc" -eq 0 ] && return
+	if [ "$started" = 1 ]; then
+		echo "demo: failed; stopping the rover-brain it started (log: $log)" >&2
+		stop_brain
+	elif alive "$(cat "$pidfile" 2>/dev/null || true)"; then
+		echo "demo: failed; the rover-brain from an earlier demo keeps running: stop it with make demo-stop" >&2
 	fi
-fi
+}
+trap finish EXIT
+trap 'exit 130' INT TERM HUP
 
-if [ "$running" = 0 ]; then
-	if curl -s -o /dev/null "$url/healthz"; then
+if alive "$(cat "$pidfile" 2>/dev/null || true)"; then
+	curl -sf --max-time 5 "$url/healthz" >/dev/null ||
+		die "a brain from $pidfile (pid $(cat "$pidfile")) runs but does not answer on $url; stop it with: make demo-stop"
+	say "rover-brain already running (pid $(cat "$pidfile")), reusing it"
+else
+	if curl -s --max-time 5 -o /dev/null "$url/healthz"; then
 		die "something else already listens on $url; set ROVER_DEMO_PORT"
 	fi
 	say "starting rover-brain on $url (embedded PostgreSQL in $dir)"
 	# The brain prints "listening on ..." on stdout and logs on stderr.
 	nohup "$bin" --listen "127.0.0.1:$port" --data-dir "$dir" >>"$log" 2>&1 </dev/null &
 	echo $! >"$pidfile"
+	started=1
 	for _ in $(seq 1 120); do
-		curl -sf "$url/healthz" >/dev/null && break
-		kill -0 "$(cat "$pidfile")" 2>/dev/null || { tail -20 "$log" >&2; die "rover-brain exited, see $log"; }
+		curl -sf --max-time 5 "$url/healthz" >/dev/null && break
+		alive "$(cat "$pidfile")" || {
+			tail -20 "$log" >&2
+			die "rover-brain exited, see $log"
+		}
 		sleep 0.5
 	done
-	curl -sf "$url/healthz" >/dev/null || { tail -20 "$log" >&2; die "rover-brain not healthy after 60 s, see $log"; }
+	curl -sf --max-time 5 "$url/healthz" >/dev/null || {
+		tail -20 "$log" >&2
+		die "rover-brain not healthy after 60 s, see $log"
+	}
 	echo "pid $(cat "$pidfile"), log $log"
 fi
 
+# get PATH: GET $url$PATH into $resp; prints the HTTP status.
+get() { curl -s --max-time 30 -o "$resp" -w '%{http_code}' "$url$1"; }
+# post PATH FILE|-: POST a JSON document into $resp; prints the HTTP status.
+post() {
+	curl -s --max-time 30 -o "$resp" -w '%{http_code}' -H 'Content-Type: application/json' \
+		--data-binary "@$2" "$url$1"
+}
+
 say "GET /healthz"
-curl -s "$url/healthz" | pretty
+[ "$(get /healthz)" = 200 ] || die "healthz: $(cat "$resp")"
+jq . "$resp"
 
 say "POST /v1/jobs  (register $job)"
-resp=$(mktemp)
-trap 'rm -f "$resp"' EXIT
-code=$(curl -s -o "$resp" -w '%{http_code}' -H 'Content-Type: application/json' \
-	--data-binary "@$job" "$url/v1/jobs")
+code=$(post /v1/jobs "$job")
 if [ "$code" = 409 ]; then
 	# The name is taken by a job an earlier demo left running: finish it.
-	name=$(json metadata.name <"$job")
-	old=$(curl -s "$url/v1/jobs?status=running" |
-		python3 -c 'import json, sys
-for j in json.load(sys.stdin)["jobs"]:
-    if j["name"] == sys.argv[1] and j["namespace"] == "default":
-        print(j["uid"])' "$name")
+	name=$(jq -r .metadata.name "$job")
+	[ "$(get "/v1/jobs?status=running&limit=1000")" = 200 ] || die "could not list jobs: $(cat "$resp")"
+	old=$(jq -r --arg n "$name" '.jobs[] | select(.name == $n and .namespace == "default") | .uid' "$resp")
 	[ -n "$old" ] || die "registration conflicts but no running job named $name was found"
 	echo "a job named $name is still running ($old): finishing it"
-	curl -sf -H 'Content-Type: application/json' \
-		-d "{\"type\":\"job_finished\",\"ts\":$(now_ms)}" "$url/v1/jobs/$old/events" >/dev/null
-	code=$(curl -s -o "$resp" -w '%{http_code}' -H 'Content-Type: application/json' \
-		--data-binary "@$job" "$url/v1/jobs")
+	code=$(echo "{\"type\":\"job_finished\",\"ts\":$(now_ms)}" | post "/v1/jobs/$old/events" -)
+	[ "$code" = 201 ] || [ "$code" = 200 ] || die "could not finish $old: HTTP $code $(cat "$resp")"
+	code=$(post /v1/jobs "$job")
 fi
-[ "$code" = 201 ] || { cat "$resp" >&2; echo >&2; die "registration failed with HTTP $code"; }
-uid=$(json uid <"$resp")
+[ "$code" = 201 ] || die "registration failed with HTTP $code: $(cat "$resp")"
+uid=$(jq -r .uid "$resp")
 echo "job uid: $uid"
 
 say "create-stage plan (GET /v1/jobs/$uid/plan?stage=create)"
-curl -s "$url/v1/jobs/$uid/plan?stage=create" | pretty
-echo "reason: $(curl -s "$url/v1/jobs/$uid/plan?stage=create" | json reason)"
+[ "$(get "/v1/jobs/$uid/plan?stage=create")" = 200 ] || die "no create-stage plan: $(cat "$resp")"
+jq . "$resp"
+echo "reason: $(jq -r .reason "$resp")"
+cpu=$(jq -r .groups.worker.resource.cpu "$resp")
+mem=$(jq -r .groups.worker.resource.memory_mb "$resp")
 
-cpu=$(curl -s "$url/v1/jobs/$uid/plan?stage=create" | json groups.worker.resource.cpu)
-mem=$(curl -s "$url/v1/jobs/$uid/plan?stage=create" | json groups.worker.resource.memory_mb)
 say "POST /v1/jobs/$uid/metrics  (2 workers at the planned ${cpu} CPU / ${mem} MiB, using less; 8 steps)"
 t=$(now_ms)
 for i in 0 1 2 3 4 5 6 7; do
 	ts=$((t + i * 10000))
-	body=$(printf '{"samples":[
+	printf '{"samples":[
  {"kind":"speed","ts":%d,"speed":%s,"step":%d,"workers":2,"ps":0},
  {"kind":"node","ts":%d,"node":"worker-0","role":"worker","rank":0,"cpu":1.6,"memory_mb":1400,"cpu_limit":%s,"memory_limit_mb":%s,"step_time":0.31},
  {"kind":"node","ts":%d,"node":"worker-1","role":"worker","rank":1,"cpu":1.5,"memory_mb":%d,"cpu_limit":%s,"memory_limit_mb":%s,"step_time":0.33}]}' \
-		"$ts" "41$i.5" $((100 * (i + 1))) "$ts" "$cpu" "$mem" "$ts" $((1300 + 20 * i)) "$cpu" "$mem")
-	curl -s -H 'Content-Type: application/json' -d "$body" "$url/v1/jobs/$uid/metrics"
+		"$ts" "41$i.5" $((100 * (i + 1))) "$ts" "$cpu" "$mem" "$ts" $((1300 + 20 * i)) "$cpu" "$mem" >"$resp.body"
+	code=$(post "/v1/jobs/$uid/metrics" "$resp.body")
+	rm -f "$resp.body"
+	[ "$code" = 200 ] || [ "$code" = 201 ] || die "metrics rejected with HTTP $code: $(cat "$resp")"
+	cat "$resp"
 	echo
 done
 
 # The planner runs after each batch; planned_ts says which samples it has seen.
 for _ in $(seq 1 100); do
-	planned=$(curl -s "$url/v1/jobs/$uid" | json planned_ts)
-	[ "$planned" -ge "$ts" ] 2>/dev/null && break
+	[ "$(get "/v1/jobs/$uid")" = 200 ] && [ "$(jq -r .planned_ts "$resp")" -ge "$ts" ] && break
 	sleep 0.1
 done
 say "running-stage plan (GET /v1/jobs/$uid/plan?stage=running)"
-plan=$(curl -s "$url/v1/jobs/$uid/plan?stage=running")
-if printf '%s' "$plan" | grep -q '"stage":"running"'; then
-	echo "algorithm: $(printf '%s' "$plan" | json algorithm)"
-	echo "workers:   $(printf '%s' "$plan" | json groups.worker.count) x $(printf '%s' "$plan" | json groups.worker.resource.cpu) CPU, $(printf '%s' "$plan" | json groups.worker.resource.memory_mb) MiB"
-	echo "reason:    $(printf '%s' "$plan" | json reason)"
+code=$(get "/v1/jobs/$uid/plan?stage=running")
+if [ "$code" = 200 ] && [ "$(jq -r .stage "$resp")" = running ]; then
+	jq -r '"algorithm: \(.algorithm)",
+		"workers:   \(.groups.worker.count) x \(.groups.worker.resource.cpu) CPU, \(.groups.worker.resource.memory_mb) MiB",
+		"reason:    \(.reason)"' "$resp"
 else
-	echo "no running plan yet: $plan"
+	echo "no running plan yet (HTTP $code): $(cat "$resp")"
 fi
 
 say "plan history (GET /v1/jobs/$uid/plans)"
-curl -s "$url/v1/jobs/$uid/plans" | python3 -c 'import json, sys
-for p in json.load(sys.stdin)["plans"]:
-    print("  plan %s  %-8s %-20s %s" % (p["id"], p["stage"], p["algorithm"], p["reason"]))'
+[ "$(get "/v1/jobs/$uid/plans")" = 200 ] || die "no plan history: $(cat "$resp")"
+jq -r '.plans[] | [.id, .stage, .algorithm, .reason] | @tsv' "$resp" |
+	awk -F'\t' '{ printf "  plan %s  %-8s %-20s %s\n", $1, $2, $3, $4 }'
 
 sockdir=$(cd "$dir" && pwd)
 # The embedded cluster runs as postgres when the brain runs as root.
@@ -145,5 +209,5 @@ cat <<EOF
 
 rover-brain keeps running in the background (pid $(cat "$pidfile")).
 Stop it (and its PostgreSQL) with:
-  kill \$(cat $pidfile)
+  make demo-stop
 EOF

@@ -8,7 +8,7 @@ if [ "${1:-}" = --lint ]; then
 else
 pkgs=(build-essential pkg-config libmicrohttpd-dev libpq-dev libcjson-dev libgsl-dev
       libcurl4-openssl-dev check libinih-dev postgresql postgresql-client curl
-      procps valgrind)
+      procps valgrind jq)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
