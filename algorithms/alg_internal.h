@@ -17,62 +17,62 @@
  * Median and median absolute deviation of x[0..n) (n >= 1).  Sorts x in
  * place; tmp must hold n doubles.
  */
-void alg_median_mad(double *x, double *tmp, size_t n, double *median, double *mad);
+void rv_alg_median_mad(double *x, double *tmp, size_t n, double *median, double *mad);
 
 /* Quantile q of x[0..n) (n >= 1); sorts x in place. */
-double alg_quantile(double *x, size_t n, double q);
+double rv_alg_quantile(double *x, size_t n, double q);
 /* Whether CPU use sits at `limit`: over the samples of `role` (one node, or
  * all with node < 0; at least min_samples), the usage quantile at
  * p->cpu_pinned of it and the median at median_share of it. */
-bool alg_cpu_pinned(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role, int node,
-		    size_t min_samples, double limit, double median_share,
-		    const struct rv_alg_params *p);
+bool rv_alg_cpu_pinned(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role, int node,
+		       size_t min_samples, double limit, double median_share,
+		       const struct rv_alg_params *p);
 
 /* Robust z of v against (median, mad); a zero MAD falls back to a scale of
  * 5% of the median so that identical peers never look like outliers. */
-double alg_robust_z(double v, double median, double mad);
+double rv_alg_robust_z(double v, double median, double mad);
 
 /* Round n down / up to a multiple of unit (unit >= 1). */
-int alg_align_down(int n, int unit);
-int alg_align_up(int n, int unit);
+int rv_alg_align_down(int n, int unit);
+int rv_alg_align_up(int n, int unit);
 
 /* Clamp workers into [min, max] on node_unit multiples (max wins). */
-int alg_clamp_workers(int w, const struct rv_alg_limits *lim);
+int rv_alg_clamp_workers(int w, const struct rv_alg_limits *lim);
 
 /* Reset a decision to "hold" at cfg with an empty reason. */
-void alg_decision_init(struct rv_alg_decision *d, const struct rv_alg_config *cfg);
+void rv_alg_decision_init(struct rv_alg_decision *d, const struct rv_alg_config *cfg);
 
 /* Append "; "-separated text to d->reason (truncating, always terminated). */
-void alg_reason_add(struct rv_alg_decision *d, const char *fmt, ...)
+void rv_alg_reason_add(struct rv_alg_decision *d, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
 /* Whether a and b are the same configuration (counts and resources). */
-int alg_config_equal(const struct rv_alg_config *a, const struct rv_alg_config *b);
+int rv_alg_config_equal(const struct rv_alg_config *a, const struct rv_alg_config *b);
 
 /* Round CPU up to tenths of a core and memory up to whole MiB, ignoring
  * float noise (6 * 1.1 must stay 6.6, not become 6.7). */
-double alg_cpu_up(double cpu);
-double alg_mb_up(double mb);
+double rv_alg_cpu_up(double cpu);
+double rv_alg_mb_up(double mb);
 
 /* Whether moving from cur to next fits the cluster's free capacity
  * (lim->free_cpu / free_memory_mb < 0: unknown, anything fits). */
-int alg_fits_free(const struct rv_alg_limits *lim, const struct rv_alg_config *cur,
-		  const struct rv_alg_config *next);
+int rv_alg_fits_free(const struct rv_alg_limits *lim, const struct rv_alg_config *cur,
+		     const struct rv_alg_config *next);
 
 /* rv_alg_choose_workers with observations: a measured configuration's mean
  * speed stands for the model's prediction of it. */
-int alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_speed_obs *obs,
-			   size_t nobs, const struct rv_alg_limits *lim,
-			   const struct rv_alg_config *cur, const struct rv_alg_params *p,
-			   struct rv_alg_decision *out);
+int rv_alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_speed_obs *obs,
+			      size_t nobs, const struct rv_alg_limits *lim,
+			      const struct rv_alg_config *cur, const struct rv_alg_params *p,
+			      struct rv_alg_decision *out);
 
 /* Relative spread of one speed observation, pooled over every measured
  * configuration (deviations from each one's mean); 0 without repeats. */
-double alg_speed_noise(const struct rv_alg_speed_obs *obs, size_t n);
+double rv_alg_speed_noise(const struct rv_alg_speed_obs *obs, size_t n);
 
 /* Largest measured worker count (at ps) whose mean speed is below
  * p->target_frac of the best measured mean; 0 when none. */
-int alg_measured_too_slow(const struct rv_alg_speed_obs *obs, size_t n, int ps,
-			  const struct rv_alg_params *p);
+int rv_alg_measured_too_slow(const struct rv_alg_speed_obs *obs, size_t n, int ps,
+			     const struct rv_alg_params *p);
 
 #endif

@@ -94,7 +94,7 @@ static double distance(const struct rv_alg_job_features *a, const struct rv_alg_
 
 static double cpu_tenths(double c)
 {
-	c = alg_cpu_up(c);
+	c = rv_alg_cpu_up(c);
 	return c < 0.1 ? 0.1 : c;
 }
 
@@ -111,7 +111,7 @@ static void fit_limits(struct rv_alg_config *c, enum rv_alg_strategy s,
 		if (lim->max_memory_mb > 0 && g[i]->res.memory_mb > lim->max_memory_mb)
 			g[i]->res.memory_mb = lim->max_memory_mb;
 	}
-	c->worker.count = alg_clamp_workers(c->worker.count, lim);
+	c->worker.count = rv_alg_clamp_workers(c->worker.count, lim);
 	if (s == RV_ALG_PS) {
 		if (c->ps.count < (lim->min_ps > 0 ? lim->min_ps : 1))
 			c->ps.count = lim->min_ps > 0 ? lim->min_ps : 1;
@@ -121,9 +121,9 @@ static void fit_limits(struct rv_alg_config *c, enum rv_alg_strategy s,
 		c->ps = zero.ps;
 	}
 	int unit = lim->node_unit > 0 ? lim->node_unit : 1;
-	int lo = alg_clamp_workers(lim->min_workers, lim);
+	int lo = rv_alg_clamp_workers(lim->min_workers, lim);
 
-	while (c->worker.count - unit >= lo && !alg_fits_free(lim, &zero, c))
+	while (c->worker.count - unit >= lo && !rv_alg_fits_free(lim, &zero, c))
 		c->worker.count -= unit;
 }
 
@@ -147,14 +147,14 @@ void rv_alg_create_default(const struct rv_alg_job_features *job,
 		if (lim->max_ps > out->ps.count)
 			out->ps.count = lim->max_ps;
 		out->ps.res.cpu = DEFAULT_CPU;
-		out->ps.res.memory_mb =
-			(int64_t)alg_mb_up(fmax(DEFAULT_MEM_FLOOR_MB, state_mb / out->ps.count * 1.5));
-		out->worker.res.memory_mb =
-			(int64_t)alg_mb_up(fmax(DEFAULT_MEM_FLOOR_MB, 2 * model_mb * 1.5 + 2048));
+		out->ps.res.memory_mb = (int64_t)rv_alg_mb_up(
+			fmax(DEFAULT_MEM_FLOOR_MB, state_mb / out->ps.count * 1.5));
+		out->worker.res.memory_mb = (int64_t)rv_alg_mb_up(
+			fmax(DEFAULT_MEM_FLOOR_MB, 2 * model_mb * 1.5 + 2048));
 	} else {
 		/* each all-reduce worker holds the full state, plus activations */
 		out->worker.res.memory_mb =
-			(int64_t)alg_mb_up(fmax(DEFAULT_MEM_FLOOR_MB, state_mb * 1.5 + 2048));
+			(int64_t)rv_alg_mb_up(fmax(DEFAULT_MEM_FLOOR_MB, state_mb * 1.5 + 2048));
 	}
 	fit_limits(out, job->strategy, lim);
 }
@@ -180,7 +180,7 @@ int rv_alg_plan_create(const struct rv_alg_job_features *job,
 
 	if (!job || (n > 0 && !hist) || !lim || !p || !out)
 		return -EINVAL;
-	alg_decision_init(out, &zero);
+	rv_alg_decision_init(out, &zero);
 	out->changed = true;
 
 	struct neighbour *nb = n ? malloc(n * sizeof(*nb)) : NULL;
@@ -200,13 +200,15 @@ int rv_alg_plan_create(const struct rv_alg_job_features *job,
 		free(nb);
 		rv_alg_create_default(job, lim, &out->cfg);
 		out->algorithm = "create_default";
-		alg_reason_add(out, "no similar finished job; default from %.3g parameters: "
-			       "%d workers x %.1f CPU %lld MiB",
-			       job->parameters, out->cfg.worker.count, out->cfg.worker.res.cpu,
-			       (long long)out->cfg.worker.res.memory_mb);
+		rv_alg_reason_add(out,
+				  "no similar finished job; default from %.3g parameters: "
+				  "%d workers x %.1f CPU %lld MiB",
+				  job->parameters, out->cfg.worker.count, out->cfg.worker.res.cpu,
+				  (long long)out->cfg.worker.res.memory_mb);
 		if (job->strategy == RV_ALG_PS)
-			alg_reason_add(out, "%d PS x %.1f CPU %lld MiB", out->cfg.ps.count,
-				       out->cfg.ps.res.cpu, (long long)out->cfg.ps.res.memory_mb);
+			rv_alg_reason_add(out, "%d PS x %.1f CPU %lld MiB", out->cfg.ps.count,
+					  out->cfg.ps.res.cpu,
+					  (long long)out->cfg.ps.res.memory_mb);
 		return 0;
 	}
 	qsort(nb, m, sizeof(*nb), cmp_neighbour);
@@ -234,11 +236,11 @@ int rv_alg_plan_create(const struct rv_alg_job_features *job,
 
 	c->worker.count = (int)lround(w_cnt / sw);
 	c->worker.res.cpu = cpu_tenths(w_cpu / sw * mg);
-	c->worker.res.memory_mb = (int64_t)alg_mb_up(w_mem / sw * mg);
+	c->worker.res.memory_mb = (int64_t)rv_alg_mb_up(w_mem / sw * mg);
 	if (job->strategy == RV_ALG_PS) {
 		c->ps.count = (int)lround(p_cnt / sw);
 		c->ps.res.cpu = cpu_tenths(p_cpu / sw * mg);
-		c->ps.res.memory_mb = (int64_t)alg_mb_up(p_mem / sw * mg);
+		c->ps.res.memory_mb = (int64_t)rv_alg_mb_up(p_mem / sw * mg);
 		/* the neighbours' PS CPU in all, spread over the widest tier the
 		 * job allows (see wide_ps_tier) */
 		if (lim->max_ps > c->ps.count) {
@@ -248,7 +250,7 @@ int rv_alg_plan_create(const struct rv_alg_job_features *job,
 	}
 	fit_limits(c, job->strategy, lim);
 	out->algorithm = "create_knn";
-	alg_reason_add(out, "%zu similar finished job%s (", m, m > 1 ? "s" : "");
+	rv_alg_reason_add(out, "%zu similar finished job%s (", m, m > 1 ? "s" : "");
 	for (size_t j = 0; j < m && j < 3; j++) {
 		const char *id = hist[nb[j].i].id ? hist[nb[j].i].id : "?";
 		size_t len = strlen(out->reason);
@@ -262,8 +264,8 @@ int rv_alg_plan_create(const struct rv_alg_job_features *job,
 		 "%s): %d workers x %.1f CPU %lld MiB", m > 3 ? ", ..." : "", c->worker.count,
 		 c->worker.res.cpu, (long long)c->worker.res.memory_mb);
 	if (job->strategy == RV_ALG_PS)
-		alg_reason_add(out, "%d PS x %.1f CPU %lld MiB", c->ps.count, c->ps.res.cpu,
-			       (long long)c->ps.res.memory_mb);
+		rv_alg_reason_add(out, "%d PS x %.1f CPU %lld MiB", c->ps.count, c->ps.res.cpu,
+				  (long long)c->ps.res.memory_mb);
 	free(nb);
 	return 0;
 }

@@ -66,14 +66,14 @@ int rv_alg_hot_ps(const struct rv_alg_usage *u, size_t n, const struct rv_alg_gr
 			continue;
 		sorted[m++] = x[i];
 		/* pinned over the window: the role starvation test on this PS */
-		saturated += alg_cpu_pinned(u, n, RV_ALG_PS_ROLE, (int)i, 3, limit,
-					    p->ps_saturated, p);
+		saturated += rv_alg_cpu_pinned(u, n, RV_ALG_PS_ROLE, (int)i, 3, limit,
+					       p->ps_saturated, p);
 	}
 	if (m == 0)
 		goto out;
 	if (saturated == np) {
 		*grow_ps = 1;
-		alg_reason_add(out, "all %zu PS pinned at their %.1f CPU", np, limit);
+		rv_alg_reason_add(out, "all %zu PS pinned at their %.1f CPU", np, limit);
 		goto out;
 	}
 	/* fewer than three PS with data: no peers to stand out from */
@@ -82,23 +82,25 @@ int rv_alg_hot_ps(const struct rv_alg_usage *u, size_t n, const struct rv_alg_gr
 
 	double median, mad;
 
-	alg_median_mad(sorted, tmp, m, &median, &mad);
+	rv_alg_median_mad(sorted, tmp, m, &median, &mad);
 	for (size_t i = 0; i < np; i++) {
 		if (isnan(x[i]))
 			continue;
-		double z = alg_robust_z(x[i], median, mad);
+		double z = rv_alg_robust_z(x[i], median, mad);
 
 		if (z <= p->hot_z || x[i] < p->hot_util * limit)
 			continue;
-		double want = alg_cpu_up(x[i] * p->hot_cpu_factor);
+		double want = rv_alg_cpu_up(x[i] * p->hot_cpu_factor);
 
 		if (lim->max_cpu > 0 && want > lim->max_cpu)
 			want = lim->max_cpu;
 		if (budget >= 0 && want - limit > budget)
 			want = limit + floor(budget * 10) / 10;
 		if (want <= limit) {
-			alg_reason_add(out, "PS %zu is hot (%.1f of %.1f CPU, z=%.1f) but no CPU "
-				       "is left to give it", i, x[i], limit, z);
+			rv_alg_reason_add(out,
+					  "PS %zu is hot (%.1f of %.1f CPU, z=%.1f) but no CPU "
+					  "is left to give it",
+					  i, x[i], limit, z);
 			continue;
 		}
 		if (budget >= 0)
@@ -110,8 +112,10 @@ int rv_alg_hot_ps(const struct rv_alg_usage *u, size_t n, const struct rv_alg_gr
 			mg->res.cpu = want;
 			mg->res.memory_mb = ps->res.memory_mb;
 		}
-		alg_reason_add(out, "PS %zu is hot: %.1f of %.1f CPU (z=%.1f over median %.1f); "
-			       "migrate to %.1f CPU", i, x[i], limit, z, median, want);
+		rv_alg_reason_add(out,
+				  "PS %zu is hot: %.1f of %.1f CPU (z=%.1f over median %.1f); "
+				  "migrate to %.1f CPU",
+				  i, x[i], limit, z, median, want);
 		hot++;
 	}
 out:

@@ -32,7 +32,7 @@ int rv_alg_oom_memory(int64_t prev_mb, int64_t peak_mb, int oom_count,
 		cap = (double)(prev_mb + lim->free_memory_mb);
 	if (want > cap)
 		want = cap;
-	want = alg_mb_up(want);
+	want = rv_alg_mb_up(want);
 	if (want <= (double)prev_mb)
 		return 0;
 	*out_mb = (int64_t)want;

@@ -41,21 +41,24 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 	 * themselves (1.5 x the pooled spread of repeated measurements) is as
 	 * good as the data allows: trusted too, so a noisy job does not fall
 	 * back to exploring on measured means. */
-	bool trusted = rc == 0 && (rv_alg_fit_trusted(&fit, p) ||
-				   (fit.n_configs >= p->min_fit_configs &&
-				    fit.rel_rmse <= 1.5 * alg_speed_noise(st->speed, st->n_speed)));
+	bool trusted = rc == 0 &&
+		       (rv_alg_fit_trusted(&fit, p) ||
+			(fit.n_configs >= p->min_fit_configs &&
+			 fit.rel_rmse <= 1.5 * rv_alg_speed_noise(st->speed, st->n_speed)));
 
 	if (trusted) {
 		/* The data overrules the model: never below the largest measured
 		 * count that missed the knee (too slow against the best measured). */
 		struct rv_alg_limits lim = st->lim;
-		int too_slow = alg_measured_too_slow(st->speed, st->n_speed, st->cur.ps.count, p);
+		int too_slow =
+			rv_alg_measured_too_slow(st->speed, st->n_speed, st->cur.ps.count, p);
 
 		if (too_slow + 1 > lim.min_workers)
 			lim.min_workers = too_slow + 1;
 		if (lim.max_workers > 0 && lim.min_workers > lim.max_workers)
 			lim.min_workers = lim.max_workers;
-		rc = alg_choose_workers_obs(&fit, st->speed, st->n_speed, &lim, &st->cur, p, &part);
+		rc = rv_alg_choose_workers_obs(&fit, st->speed, st->n_speed, &lim, &st->cur, p,
+					       &part);
 	} else
 		rc = rv_alg_explore(st->speed, st->n_speed, &st->lim, &st->cur, p, &part);
 	if (rc < 0)
@@ -65,7 +68,7 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 	out->predicted_speed = part.predicted_speed;
 	out->fit_r2 = fit.r2;
 	out->fit_configs = fit.n_configs;
-	alg_reason_add(out, "%s", part.reason);
+	rv_alg_reason_add(out, "%s", part.reason);
 	if (part.changed)
 		take_lead(rank, lead, LEAD_COUNT, part.algorithm);
 }
@@ -100,26 +103,29 @@ static void plan_rightsize(const struct rv_alg_job_state *st, const struct rv_al
 		double share = (double)st->cur.ps.count / cfg->ps.count;
 
 		if (fabs(load - 1) > 1e-9 && !keep_cpu)
-			next.cpu = alg_cpu_up(next.cpu * load);
+			next.cpu = rv_alg_cpu_up(next.cpu * load);
 		if (share > 1 + 1e-9)
-			next.memory_mb = (int64_t)alg_mb_up((double)next.memory_mb * share);
+			next.memory_mb = (int64_t)rv_alg_mb_up((double)next.memory_mb * share);
 	}
 
 	struct rv_alg_config trial = *cfg;
 	struct rv_alg_group *tg = role == RV_ALG_PS_ROLE ? &trial.ps : &trial.worker;
 
 	tg->res = next;
-	if (!alg_fits_free(&st->lim, &st->cur, &trial)) {
-		alg_reason_add(out, "right-sizing %s to %.1f CPU %" PRId64 " MiB does not fit "
-			       "the cluster's free capacity", role_name(role), next.cpu,
-			       next.memory_mb);
+	if (!rv_alg_fits_free(&st->lim, &st->cur, &trial)) {
+		rv_alg_reason_add(out,
+				  "right-sizing %s to %.1f CPU %" PRId64 " MiB does not fit "
+				  "the cluster's free capacity",
+				  role_name(role), next.cpu, next.memory_mb);
 		return;
 	}
 	if (next.cpu == g->res.cpu && next.memory_mb == g->res.memory_mb)
 		return;
-	alg_reason_add(out, "right-size %s: CPU %.1f -> %.1f, memory %" PRId64 " -> %" PRId64
-		       " MiB (p%.0f of usage + margin)", role_name(role), g->res.cpu, next.cpu,
-		       g->res.memory_mb, next.memory_mb, 100 * p->usage_quantile);
+	rv_alg_reason_add(out,
+			  "right-size %s: CPU %.1f -> %.1f, memory %" PRId64 " -> %" PRId64
+			  " MiB (p%.0f of usage + margin)",
+			  role_name(role), g->res.cpu, next.cpu, g->res.memory_mb, next.memory_mb,
+			  100 * p->usage_quantile);
 	g->res = next;
 	take_lead(rank, lead, LEAD_RIGHTSIZE, "rightsize");
 }
@@ -130,7 +136,7 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 	if (!st || !p || !out || (st->n_speed && !st->speed) || (st->n_usage && !st->usage) ||
 	    (st->n_steps && !st->steps) || st->cur.worker.count < 0 || st->cur.ps.count < 0)
 		return -EINVAL;
-	alg_decision_init(out, &st->cur);
+	rv_alg_decision_init(out, &st->cur);
 
 	struct rv_alg_config cfg = st->cur;
 	enum lead_rank rank = LEAD_NONE;
@@ -150,7 +156,7 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 	int hot = 0, grow = 0;
 	struct rv_alg_decision hot_part;
 
-	alg_decision_init(&hot_part, &st->cur);
+	rv_alg_decision_init(&hot_part, &st->cur);
 	if (st->strategy == RV_ALG_PS && st->cur.ps.count > 0)
 		hot = rv_alg_hot_ps(st->usage, st->n_usage, &st->cur.ps, &st->lim, p, &grow,
 				    &hot_part);
@@ -162,14 +168,14 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 
 		trial.ps.count += 1;
 		if ((st->lim.max_ps > 0 && trial.ps.count > st->lim.max_ps) ||
-		    !alg_fits_free(&st->lim, &st->cur, &trial)) {
+		    !rv_alg_fits_free(&st->lim, &st->cur, &trial)) {
 			grow = 0;
-			alg_reason_add(out, "%s; the PS count is at its limit", hot_part.reason);
+			rv_alg_reason_add(out, "%s; the PS count is at its limit", hot_part.reason);
 		}
 	}
 	if (starved_w || starved_ps || hot > 0 || grow)
-		alg_reason_add(out, "%s first: worker and PS counts wait",
-			       starved_w || starved_ps ? "CPU at its limit" : "hot PS");
+		rv_alg_reason_add(out, "%s first: worker and PS counts wait",
+				  starved_w || starved_ps ? "CPU at its limit" : "hot PS");
 	else
 		plan_counts(st, p, &cfg, out, &rank, &lead);
 
@@ -178,7 +184,7 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 		if (hot > 0) {
 			out->n_migrate = hot_part.n_migrate;
 			memcpy(out->migrate, hot_part.migrate, sizeof(out->migrate));
-			alg_reason_add(out, "%s", hot_part.reason);
+			rv_alg_reason_add(out, "%s", hot_part.reason);
 			take_lead(&rank, &lead, LEAD_HOT_PS, "hot_ps");
 		}
 		if (grow && cfg.ps.count == st->cur.ps.count) {
@@ -190,13 +196,13 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 			    st->cur.ps.count < st->lim.max_ps)
 				trial.ps.count = st->lim.max_ps;
 			if ((st->lim.max_ps <= 0 || trial.ps.count <= st->lim.max_ps) &&
-			    alg_fits_free(&st->lim, &st->cur, &trial)) {
+			    rv_alg_fits_free(&st->lim, &st->cur, &trial)) {
 				cfg = trial;
-				alg_reason_add(out, "add a PS: %d -> %d", st->cur.ps.count,
-					       cfg.ps.count);
+				rv_alg_reason_add(out, "add a PS: %d -> %d", st->cur.ps.count,
+						  cfg.ps.count);
 				take_lead(&rank, &lead, LEAD_HOT_PS, "hot_ps");
 			} else {
-				alg_reason_add(out, "cannot add a PS: limit or free capacity");
+				rv_alg_reason_add(out, "cannot add a PS: limit or free capacity");
 			}
 		}
 	}
@@ -209,16 +215,18 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 	if (ns > 0) {
 		out->n_replace = (size_t)ns < RV_ALG_MAX_NODES ? (size_t)ns : RV_ALG_MAX_NODES;
 		take_lead(&rank, &lead, LEAD_STRAGGLER, "straggler");
-		alg_reason_add(out, "%d straggler%s to replace (step time >= %.1fx median, "
-			       "robust z > %.0f), first: worker %d", ns, ns > 1 ? "s" : "",
-			       p->straggler_ratio, p->straggler_z, out->replace[0]);
+		rv_alg_reason_add(out,
+				  "%d straggler%s to replace (step time >= %.1fx median, "
+				  "robust z > %.0f), first: worker %d",
+				  ns, ns > 1 ? "s" : "", p->straggler_ratio, p->straggler_z,
+				  out->replace[0]);
 	}
 	out->cfg = cfg;
 	out->algorithm = lead;
-	out->changed = !alg_config_equal(&cfg, &st->cur) || out->n_migrate > 0 ||
+	out->changed = !rv_alg_config_equal(&cfg, &st->cur) || out->n_migrate > 0 ||
 		       out->n_replace > 0;
 	if (!out->changed && out->reason[0] == '\0')
-		alg_reason_add(out, "no change");
+		rv_alg_reason_add(out, "no change");
 	return 0;
 }
 
@@ -228,7 +236,7 @@ int rv_alg_plan_oom(const struct rv_alg_config *cur, enum rv_alg_role role, int6
 {
 	if (!cur || !lim || !p || !out || (role != RV_ALG_WORKER && role != RV_ALG_PS_ROLE))
 		return -EINVAL;
-	alg_decision_init(out, cur);
+	rv_alg_decision_init(out, cur);
 
 	struct rv_alg_group *g = role == RV_ALG_PS_ROLE ? &out->cfg.ps : &out->cfg.worker;
 	int64_t prev = g->res.memory_mb, next;
@@ -238,15 +246,19 @@ int rv_alg_plan_oom(const struct rv_alg_config *cur, enum rv_alg_role role, int6
 		return rc;
 	out->algorithm = "oom";
 	if (rc == 0) {
-		alg_reason_add(out, "OOM #%d of a %s: memory %" PRId64 " MiB is already at the "
-			       "cap", oom_count, role_name(role), prev);
+		rv_alg_reason_add(out,
+				  "OOM #%d of a %s: memory %" PRId64 " MiB is already at the "
+				  "cap",
+				  oom_count, role_name(role), prev);
 		return 0;
 	}
 	g->res.memory_mb = next;
 	out->changed = true;
-	alg_reason_add(out, "OOM #%d of a %s: memory %" PRId64 " -> %" PRId64 " MiB (x%.1f step"
-		       "%s)", oom_count, role_name(role), prev, next,
-		       p->oom_factor + p->oom_factor_step * (oom_count - 1),
-		       peak_mb > 0 ? ", above the observed peak" : "");
+	rv_alg_reason_add(out,
+			  "OOM #%d of a %s: memory %" PRId64 " -> %" PRId64 " MiB (x%.1f step"
+			  "%s)",
+			  oom_count, role_name(role), prev, next,
+			  p->oom_factor + p->oom_factor_step * (oom_count - 1),
+			  peak_mb > 0 ? ", above the observed peak" : "");
 	return 0;
 }

@@ -151,15 +151,15 @@ int rv_alg_judge_outcome(const struct rv_alg_job_history *h, const struct rv_alg
 	if (outcome != RV_ALG_OUTCOME_WORSE || h->n_applied < 2 || algorithm_is(cur, "explore"))
 		return 0;
 	const struct rv_alg_applied *prev = &h->applied[1];
-	alg_decision_init(revert, &prev->cfg);
+	rv_alg_decision_init(revert, &prev->cfg);
 	revert->algorithm = "revert";
 	revert->changed = true;
 	revert->predicted_speed = before;
-	alg_reason_add(revert,
-		       "plan %" PRId64 " (%s) measured %.1f samples/s after vs %.1f before "
-		       "(%+.0f%%); reverting to %d workers",
-		       cur->id, cur->algorithm ? cur->algorithm : "", after, before,
-		       (ratio - 1) * 100, prev->cfg.worker.count);
+	rv_alg_reason_add(revert,
+			  "plan %" PRId64 " (%s) measured %.1f samples/s after vs %.1f before "
+			  "(%+.0f%%); reverting to %d workers",
+			  cur->id, cur->algorithm ? cur->algorithm : "", after, before,
+			  (ratio - 1) * 100, prev->cfg.worker.count);
 	return 1;
 }
 
@@ -276,7 +276,7 @@ static void hold(struct rv_alg_decision *d, const struct rv_alg_config *cur, con
 	d->algorithm = "hold";
 	d->n_migrate = 0;
 	d->n_replace = 0;
-	alg_reason_add(d, "%s (plan %" PRId64 "): not proposed again", why, plan_id);
+	rv_alg_reason_add(d, "%s (plan %" PRId64 "): not proposed again", why, plan_id);
 }
 
 int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_params *p,
@@ -287,8 +287,8 @@ int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_para
 		return -EINVAL;
 	if (h->n_applied == 0) {
 		struct rv_alg_config none = { 0 };
-		alg_decision_init(out, &none);
-		alg_reason_add(out, "no applied plan yet");
+		rv_alg_decision_init(out, &none);
+		rv_alg_reason_add(out, "no applied plan yet");
 		return 0;
 	}
 	const struct rv_alg_applied *cur = &h->applied[0];
@@ -350,9 +350,9 @@ int rv_alg_plan_step(const struct rv_alg_job_history *h, const struct rv_alg_par
 		return -EINVAL;
 	memset(v, 0, sizeof(*v));
 	struct rv_alg_config none = { 0 };
-	alg_decision_init(out, h->n_applied ? &h->applied[0].cfg : &none);
+	rv_alg_decision_init(out, h->n_applied ? &h->applied[0].cfg : &none);
 	if (rv_alg_pending_stands(h)) {
-		alg_reason_add(out, "the pending plan stands until newer samples arrive");
+		rv_alg_reason_add(out, "the pending plan stands until newer samples arrive");
 		return 0;
 	}
 	if (h->n_applied == 0)
@@ -380,7 +380,7 @@ int rv_alg_plan_step(const struct rv_alg_job_history *h, const struct rv_alg_par
 		if (rc != 0) {
 			free(a);
 			if (rc == -EAGAIN) {
-				alg_reason_add(out, "measuring plan %" PRId64, h->applied[0].id);
+				rv_alg_reason_add(out, "measuring plan %" PRId64, h->applied[0].id);
 				return 0;
 			}
 			return rc;
@@ -426,10 +426,10 @@ int rv_alg_plan_create_job(const struct rv_alg_job_features *job, const struct r
 	if (ask->worker_given && (!ask->has_ps || ask->ps_given)) {
 		out->algorithm = "user_spec";
 		out->reason[0] = '\0';
-		alg_reason_add(out, "the job gave resources for every role; kept as asked (the "
-				    "running stage right-sizes them from observed usage)");
+		rv_alg_reason_add(out, "the job gave resources for every role; kept as asked (the "
+				       "running stage right-sizes them from observed usage)");
 	} else if (kept) {
-		alg_reason_add(out, "roles that gave resources keep them");
+		rv_alg_reason_add(out, "roles that gave resources keep them");
 	}
 	return 0;
 }

@@ -36,9 +36,9 @@ static int should_move(double cur, double want, double last_from, double last_to
 	return 1;
 }
 
-bool alg_cpu_pinned(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role, int node,
-		    size_t min_samples, double limit, double median_share,
-		    const struct rv_alg_params *p)
+bool rv_alg_cpu_pinned(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role, int node,
+		       size_t min_samples, double limit, double median_share,
+		       const struct rv_alg_params *p)
 {
 	size_t m = 0;
 	for (size_t i = 0; i < n; i++)
@@ -52,8 +52,8 @@ bool alg_cpu_pinned(const struct rv_alg_usage *u, size_t n, enum rv_alg_role rol
 	for (size_t i = 0; i < n; i++)
 		if (u[i].role == role && (node < 0 || u[i].node == node))
 			cpu[m++] = u[i].cpu;
-	double q = alg_quantile(cpu, m, p->usage_quantile);
-	double med = alg_quantile(cpu, m, 0.5);
+	double q = rv_alg_quantile(cpu, m, p->usage_quantile);
+	double med = rv_alg_quantile(cpu, m, 0.5);
 	free(cpu);
 	return q >= p->cpu_pinned * limit && med >= median_share * limit;
 }
@@ -69,9 +69,9 @@ bool rv_alg_role_starved(const struct rv_alg_usage *u, size_t n, enum rv_alg_rol
 	 * The median too: noise alone lifts a right-sized role's upper
 	 * quantile to its limit now and then; starvation holds the middle
 	 * there. */
-	return alg_cpu_pinned(u, n, role, -1,
-			      (size_t)(p->min_usage_samples > 0 ? p->min_usage_samples : 1),
-			      cur->cpu, 0.97, p);
+	return rv_alg_cpu_pinned(u, n, role, -1,
+				 (size_t)(p->min_usage_samples > 0 ? p->min_usage_samples : 1),
+				 cur->cpu, 0.97, p);
 }
 
 int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
@@ -110,7 +110,7 @@ int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
 			peak = mem[m];
 		m++;
 	}
-	double q_cpu = alg_quantile(cpu, m, p->usage_quantile);
+	double q_cpu = rv_alg_quantile(cpu, m, p->usage_quantile);
 	/* The margin follows the noise: a steady role gets cpu_margin, a noisy
 	 * one 0.6 robust spreads (on top of the quantile) (1.4826 MAD / median) so its samples stay clear
 	 * of the limit, where they would read as starvation. */
@@ -120,7 +120,7 @@ int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
 		if (tmp && c2) {
 			double med, mad;
 			memcpy(c2, cpu, m * sizeof(*c2));
-			alg_median_mad(c2, tmp, m, &med, &mad);
+			rv_alg_median_mad(c2, tmp, m, &med, &mad);
 			if (med > 0 && 0.6 * 1.4826 * mad / med > margin)
 				margin = 0.6 * 1.4826 * mad / med;
 		}
@@ -133,7 +133,7 @@ int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
 
 	if (starved)
 		want_cpu = cur->cpu * p->starved_factor;
-	double want_mem = alg_quantile(mem, m, p->usage_quantile) * (1 + p->mem_margin);
+	double want_mem = rv_alg_quantile(mem, m, p->usage_quantile) * (1 + p->mem_margin);
 
 	free(cpu);
 	free(mem);
@@ -142,19 +142,19 @@ int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
 	 * never less than half the margin above the quantile (rounding up
 	 * always would add up to another 5% at 2 cores) */
 	if (!starved) {
-		double floor_cpu = alg_cpu_up(q_cpu * (1 + margin / 2));
+		double floor_cpu = rv_alg_cpu_up(q_cpu * (1 + margin / 2));
 		double nearest = round(want_cpu * 10) / 10;
 
 		want_cpu = nearest > floor_cpu ? nearest : floor_cpu;
 	}
-	want_cpu = alg_cpu_up(want_cpu);
+	want_cpu = rv_alg_cpu_up(want_cpu);
 	if (want_cpu < 0.1)
 		want_cpu = 0.1;
 	if (lim->max_cpu > 0 && want_cpu > lim->max_cpu)
 		want_cpu = lim->max_cpu;
 	if (want_mem < peak)
 		want_mem = peak;
-	want_mem = alg_mb_up(want_mem);
+	want_mem = rv_alg_mb_up(want_mem);
 	if (lim->max_memory_mb > 0 && want_mem > (double)lim->max_memory_mb)
 		want_mem = (double)lim->max_memory_mb;
 

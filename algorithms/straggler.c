@@ -66,9 +66,9 @@ int rv_alg_stragglers(const struct rv_alg_step *s, size_t n, const struct rv_alg
 
 	for (size_t i = 0; i < m; i++)
 		sorted[i] = med[i];
-	alg_median_mad(sorted, tmp, m, &median, &mad);
+	rv_alg_median_mad(sorted, tmp, m, &median, &mad);
 	for (size_t i = 0; i < m; i++) {
-		if (alg_robust_z(med[i], median, mad) <= p->straggler_z ||
+		if (rv_alg_robust_z(med[i], median, mad) <= p->straggler_z ||
 		    med[i] < p->straggler_ratio * median)
 			continue;
 		if ((size_t)found < max)

@@ -66,7 +66,7 @@ void rv_alg_params_default(struct rv_alg_params *p)
 	};
 }
 
-void alg_median_mad(double *x, double *tmp, size_t n, double *median, double *mad)
+void rv_alg_median_mad(double *x, double *tmp, size_t n, double *median, double *mad)
 {
 	gsl_sort(x, 1, n);
 	*median = gsl_stats_median_from_sorted_data(x, 1, n);
@@ -76,13 +76,13 @@ void alg_median_mad(double *x, double *tmp, size_t n, double *median, double *ma
 	*mad = gsl_stats_median_from_sorted_data(tmp, 1, n);
 }
 
-double alg_quantile(double *x, size_t n, double q)
+double rv_alg_quantile(double *x, size_t n, double q)
 {
 	gsl_sort(x, 1, n);
 	return gsl_stats_quantile_from_sorted_data(x, 1, n, q);
 }
 
-double alg_robust_z(double v, double median, double mad)
+double rv_alg_robust_z(double v, double median, double mad)
 {
 	double scale = ALG_MAD_SCALE * mad;
 	/* With half the peers identical the MAD is 0; 5% of the median keeps
@@ -96,23 +96,23 @@ double alg_robust_z(double v, double median, double mad)
 	return (v - median) / scale;
 }
 
-int alg_align_down(int n, int unit)
+int rv_alg_align_down(int n, int unit)
 {
 	return unit > 1 ? n / unit * unit : n;
 }
 
-int alg_align_up(int n, int unit)
+int rv_alg_align_up(int n, int unit)
 {
 	return unit > 1 ? (n + unit - 1) / unit * unit : n;
 }
 
-int alg_clamp_workers(int w, const struct rv_alg_limits *lim)
+int rv_alg_clamp_workers(int w, const struct rv_alg_limits *lim)
 {
 	int unit = lim->node_unit > 0 ? lim->node_unit : 1;
-	int lo = alg_align_up(lim->min_workers > 0 ? lim->min_workers : 1, unit);
-	int hi = lim->max_workers > 0 ? alg_align_down(lim->max_workers, unit) : w;
+	int lo = rv_alg_align_up(lim->min_workers > 0 ? lim->min_workers : 1, unit);
+	int hi = lim->max_workers > 0 ? rv_alg_align_down(lim->max_workers, unit) : w;
 
-	w = alg_align_up(w, unit);
+	w = rv_alg_align_up(w, unit);
 	if (w < lo)
 		w = lo;
 	if (hi >= unit && w > hi)
@@ -120,14 +120,14 @@ int alg_clamp_workers(int w, const struct rv_alg_limits *lim)
 	return w;
 }
 
-void alg_decision_init(struct rv_alg_decision *d, const struct rv_alg_config *cfg)
+void rv_alg_decision_init(struct rv_alg_decision *d, const struct rv_alg_config *cfg)
 {
 	memset(d, 0, sizeof(*d));
 	d->cfg = *cfg;
 	d->algorithm = "hold";
 }
 
-void alg_reason_add(struct rv_alg_decision *d, const char *fmt, ...)
+void rv_alg_reason_add(struct rv_alg_decision *d, const char *fmt, ...)
 {
 	size_t len = strlen(d->reason);
 	va_list ap;
@@ -143,7 +143,7 @@ void alg_reason_add(struct rv_alg_decision *d, const char *fmt, ...)
 	va_end(ap);
 }
 
-int alg_config_equal(const struct rv_alg_config *a, const struct rv_alg_config *b)
+int rv_alg_config_equal(const struct rv_alg_config *a, const struct rv_alg_config *b)
 {
 	return a->worker.count == b->worker.count && a->ps.count == b->ps.count &&
 	       a->worker.res.cpu == b->worker.res.cpu &&
@@ -162,8 +162,8 @@ static double config_mem(const struct rv_alg_config *c)
 	       (double)c->ps.count * (double)c->ps.res.memory_mb;
 }
 
-int alg_fits_free(const struct rv_alg_limits *lim, const struct rv_alg_config *cur,
-		  const struct rv_alg_config *next)
+int rv_alg_fits_free(const struct rv_alg_limits *lim, const struct rv_alg_config *cur,
+		     const struct rv_alg_config *next)
 {
 	/* small tolerance: CPU values are sums of doubles */
 	if (lim->free_cpu >= 0 && config_cpu(next) - config_cpu(cur) > lim->free_cpu + 1e-9)
@@ -174,12 +174,12 @@ int alg_fits_free(const struct rv_alg_limits *lim, const struct rv_alg_config *c
 	return 1;
 }
 
-double alg_cpu_up(double cpu)
+double rv_alg_cpu_up(double cpu)
 {
 	return ceil(cpu * 10 - 1e-6) / 10;
 }
 
-double alg_mb_up(double mb)
+double rv_alg_mb_up(double mb)
 {
 	return ceil(mb - 1e-6);
 }

@@ -23,7 +23,7 @@ static int max_workers_of(const struct rv_alg_limits *lim)
 {
 	int hi = lim->max_workers > 0 ? lim->max_workers : WORKERS_HARD_MAX;
 
-	return alg_align_down(hi, unit_of(lim));
+	return rv_alg_align_down(hi, unit_of(lim));
 }
 
 static double pct(double a, double b)
@@ -76,20 +76,20 @@ int rv_alg_choose_workers(const struct rv_alg_fit *fit, const struct rv_alg_limi
 			  const struct rv_alg_config *cur, const struct rv_alg_params *p,
 			  struct rv_alg_decision *out)
 {
-	return alg_choose_workers_obs(fit, NULL, 0, lim, cur, p, out);
+	return rv_alg_choose_workers_obs(fit, NULL, 0, lim, cur, p, out);
 }
 
-int alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_speed_obs *obs,
-			   size_t nobs, const struct rv_alg_limits *lim,
-			   const struct rv_alg_config *cur, const struct rv_alg_params *p,
-			   struct rv_alg_decision *out)
+int rv_alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_speed_obs *obs,
+			      size_t nobs, const struct rv_alg_limits *lim,
+			      const struct rv_alg_config *cur, const struct rv_alg_params *p,
+			      struct rv_alg_decision *out)
 {
 	if (!fit || !lim || !cur || !p || !out || (nobs && !obs))
 		return -EINVAL;
-	alg_decision_init(out, cur);
+	rv_alg_decision_init(out, cur);
 
 	int unit = unit_of(lim), wmax = max_workers_of(lim);
-	int wmin = alg_clamp_workers(lim->min_workers, lim);
+	int wmin = rv_alg_clamp_workers(lim->min_workers, lim);
 	int async = fit->model == RV_ALG_MODEL_ASYNC;
 	/* the PS count stays unless the data holds more than one */
 	int pmin = cur->ps.count;
@@ -114,12 +114,12 @@ int alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_spe
 			}
 		}
 	if (!(best > 0)) {
-		alg_reason_add(out, "throughput model gives no usable prediction");
+		rv_alg_reason_add(out, "throughput model gives no usable prediction");
 		return 0;
 	}
 	int wcap = fit->max_workers_seen > 0 ? (int)(fit->max_workers_seen * p->max_jump) : wmax;
 
-	wcap = alg_align_down(wcap < wmin ? wmin : wcap, unit);
+	wcap = rv_alg_align_down(wcap < wmin ? wmin : wcap, unit);
 	int wfloor = fit->min_workers_seen > 0 ? (int)ceil(fit->min_workers_seen / p->max_jump) : wmin;
 	struct rv_alg_config c = *cur;
 	double c_cost = INFINITY;
@@ -132,7 +132,7 @@ int alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_spe
 			t.worker.count = w;
 			t.ps.count = ps;
 			double f = speed_of(fit, obs, nobs, w, async ? ps : 0);
-			if (f < p->target_frac * best || !alg_fits_free(lim, cur, &t))
+			if (f < p->target_frac * best || !rv_alg_fits_free(lim, cur, &t))
 				continue;
 			if (w > wcap || w < wfloor) {
 				capped = 1;
@@ -149,7 +149,7 @@ int alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_spe
 		 * as allowed towards it, down to the floor when the best predicted
 		 * count is below the measured range, else up to the cap */
 		if (bw < wfloor) {
-			int w = alg_align_up(wfloor, unit);
+			int w = rv_alg_align_up(wfloor, unit);
 
 			if (w > wmax)
 				w = wmax;
@@ -159,7 +159,7 @@ int alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_spe
 				struct rv_alg_config t = *cur;
 
 				t.worker.count = w;
-				if (alg_fits_free(lim, cur, &t)) {
+				if (rv_alg_fits_free(lim, cur, &t)) {
 					c = t;
 					break;
 				}
@@ -185,7 +185,7 @@ int alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_spe
 
 	if (isfinite(c_cost) && cur->worker.count >= wmin && cur->worker.count <= wmax &&
 	    fcur_hold >= (p->target_frac - p->knee_hold_frac) * best &&
-	    config_cost(cur, cur) <= p->knee_hold_cost * c_cost && alg_fits_free(lim, cur, cur))
+	    config_cost(cur, cur) <= p->knee_hold_cost * c_cost && rv_alg_fits_free(lim, cur, cur))
 		c = *cur;
 	/* The data must bracket the knee: a knee at the largest measured
 	 * count, with growth to it still paying and a better configuration
@@ -204,7 +204,7 @@ int alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_spe
 		double s_w = mean_speed(obs, nobs, w, cur->ps.count);
 
 		if (s_lo > 0 && s_w > 0 && (s_w / s_lo - 1) / (w - lower) >= p->min_gain) {
-			int up = alg_align_up((int)ceil(w * p->explore_factor - 1e-9), unit);
+			int up = rv_alg_align_up((int)ceil(w * p->explore_factor - 1e-9), unit);
 
 			if (up > wmax)
 				up = wmax;
@@ -212,7 +212,7 @@ int alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_spe
 				struct rv_alg_config t = *cur;
 
 				t.worker.count = up;
-				if (alg_fits_free(lim, cur, &t))
+				if (rv_alg_fits_free(lim, cur, &t))
 					break;
 			}
 			if (up > w) {
@@ -223,9 +223,12 @@ int alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_spe
 				out->fit_configs = fit->n_configs;
 				out->changed = true;
 				out->algorithm = "explore";
-				alg_reason_add(out, "the knee is at the largest measured count (%d "
-					       "workers) and growth to it paid; measuring %d before "
-					       "trusting the model beyond its data", w, up);
+				rv_alg_reason_add(
+					out,
+					"the knee is at the largest measured count (%d "
+					"workers) and growth to it paid; measuring %d before "
+					"trusting the model beyond its data",
+					w, up);
 				return 0;
 			}
 		}
@@ -235,32 +238,37 @@ int alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_spe
 	out->fit_r2 = fit->r2;
 	out->fit_configs = fit->n_configs;
 	if (c.worker.count == cur->worker.count && c.ps.count == cur->ps.count) {
-		alg_reason_add(out, "throughput model: %d workers%s reach %.0f%% of the best "
-			       "predicted speed (%d workers) at the least CPU; fit r2=%.2f from %d "
-			       "configs",
-			       c.worker.count, async ? " and current PS" : "",
-			       100 * out->predicted_speed / best, bw, fit->r2, fit->n_configs);
+		rv_alg_reason_add(
+			out,
+			"throughput model: %d workers%s reach %.0f%% of the best "
+			"predicted speed (%d workers) at the least CPU; fit r2=%.2f from %d "
+			"configs",
+			c.worker.count, async ? " and current PS" : "",
+			100 * out->predicted_speed / best, bw, fit->r2, fit->n_configs);
 		return 0;
 	}
 	out->changed = true;
 	out->algorithm = "worker_count_model";
 	if (async)
-		alg_reason_add(out, "throughput model predicts %+.0f%% samples/s with %d workers "
-			       "and %d PS (%.0f%% of the best predicted, %d workers and %d PS, at "
-			       "%.0f%% of its CPU)%s; fit r2=%.2f from %d configs",
-			       pct(out->predicted_speed, fcur), c.worker.count, c.ps.count,
-			       100 * out->predicted_speed / best, bw, bp,
-			       100 * c_cost / best_cost,
-			       capped ? "; step capped at the measured range" : "",
-			       fit->r2, fit->n_configs);
+		rv_alg_reason_add(
+			out,
+			"throughput model predicts %+.0f%% samples/s with %d workers "
+			"and %d PS (%.0f%% of the best predicted, %d workers and %d PS, at "
+			"%.0f%% of its CPU)%s; fit r2=%.2f from %d configs",
+			pct(out->predicted_speed, fcur), c.worker.count, c.ps.count,
+			100 * out->predicted_speed / best, bw, bp, 100 * c_cost / best_cost,
+			capped ? "; step capped at the measured range" : "", fit->r2,
+			fit->n_configs);
 	else
-		alg_reason_add(out, "throughput model predicts %+.0f%% samples/s with %d workers "
-			       "(%.0f%% of the best predicted, %d workers)%s; fit r2=%.2f from %d "
-			       "configs",
-			       pct(out->predicted_speed, fcur), c.worker.count,
-			       100 * out->predicted_speed / best, bw,
-			       capped ? "; step capped at the measured range" : "",
-			       fit->r2, fit->n_configs);
+		rv_alg_reason_add(
+			out,
+			"throughput model predicts %+.0f%% samples/s with %d workers "
+			"(%.0f%% of the best predicted, %d workers)%s; fit r2=%.2f from %d "
+			"configs",
+			pct(out->predicted_speed, fcur), c.worker.count,
+			100 * out->predicted_speed / best, bw,
+			capped ? "; step capped at the measured range" : "", fit->r2,
+			fit->n_configs);
 	return 0;
 }
 
@@ -269,7 +277,7 @@ int alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_spe
  * measured configuration (relative deviations from each one's mean): two or
  * three observations of one configuration say little about their own
  * spread, the job's noise is the same everywhere. */
-double alg_speed_noise(const struct rv_alg_speed_obs *obs, size_t n)
+double rv_alg_speed_noise(const struct rv_alg_speed_obs *obs, size_t n)
 {
 	double ss = 0;
 	int dof = 0;
@@ -303,7 +311,7 @@ static double mean_se(const struct rv_alg_speed_obs *obs, size_t n, int w, int p
 		k += obs[i].speed > 0 && obs[i].workers == w && obs[i].ps == ps;
 	if (k < 2)
 		return 0;
-	return mean_speed(obs, n, w, ps) * alg_speed_noise(obs, n) / sqrt(k);
+	return mean_speed(obs, n, w, ps) * rv_alg_speed_noise(obs, n) / sqrt(k);
 }
 
 /* Mean observed speed at (w, ps); 0 when never observed. */
@@ -320,8 +328,8 @@ static double mean_speed(const struct rv_alg_speed_obs *obs, size_t n, int w, in
 	return k ? sum / k : 0;
 }
 
-int alg_measured_too_slow(const struct rv_alg_speed_obs *obs, size_t n, int ps,
-			  const struct rv_alg_params *p)
+int rv_alg_measured_too_slow(const struct rv_alg_speed_obs *obs, size_t n, int ps,
+			     const struct rv_alg_params *p)
 {
 	double best = 0;
 	int slow = 0;
@@ -369,15 +377,15 @@ int rv_alg_explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv
 {
 	if ((n > 0 && !obs) || !lim || !cur || !p || !out)
 		return -EINVAL;
-	alg_decision_init(out, cur);
+	rv_alg_decision_init(out, cur);
 
 	int unit = unit_of(lim), wmax = max_workers_of(lim);
-	int wmin = alg_clamp_workers(lim->min_workers, lim);
+	int wmin = rv_alg_clamp_workers(lim->min_workers, lim);
 	int w = cur->worker.count, ps = cur->ps.count;
 	double s_cur = mean_speed(obs, n, w, ps);
 
 	if (!(s_cur > 0)) {
-		alg_reason_add(out, "no speed observed yet with %d workers", w);
+		rv_alg_reason_add(out, "no speed observed yet with %d workers", w);
 		return 0;
 	}
 	out->predicted_speed = s_cur;
@@ -404,17 +412,17 @@ int rv_alg_explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv
 
 	if (up < w + unit)
 		up = w + unit;
-	up = alg_align_up(up, unit);
+	up = rv_alg_align_up(up, unit);
 	if (up > wmax)
 		up = wmax;
 	for (; up > w; up -= unit) {
 		struct rv_alg_config next = *cur;
 
 		next.worker.count = up;
-		if (alg_fits_free(lim, cur, &next))
+		if (rv_alg_fits_free(lim, cur, &next))
 			break;
 	}
-	int down = alg_align_down((int)floor(w / p->explore_factor + 1e-9), unit);
+	int down = rv_alg_align_down((int)floor(w / p->explore_factor + 1e-9), unit);
 
 	if (down >= w)
 		down = w - unit;
@@ -438,7 +446,7 @@ int rv_alg_explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv
 		/* Two counts measured and growth from the smaller did not pay:
 		 * the knee is at or below it, so measure under it directly
 		 * instead of first going back to it (one plan less). */
-		int d2 = alg_align_down((int)floor(below / p->explore_factor + 1e-9), unit);
+		int d2 = rv_alg_align_down((int)floor(below / p->explore_factor + 1e-9), unit);
 
 		if (d2 >= below)
 			d2 = below - unit;
@@ -453,9 +461,10 @@ int rv_alg_explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv
 		out->cfg.worker.count = target;
 		out->changed = true;
 		out->algorithm = "explore";
-		alg_reason_add(out, "exploring: %d -> %d workers to measure scaling (%s); not "
-			       "enough distinct configs for a trusted throughput model yet",
-			       w, target, why);
+		rv_alg_reason_add(out,
+				  "exploring: %d -> %d workers to measure scaling (%s); not "
+				  "enough distinct configs for a trusted throughput model yet",
+				  w, target, why);
 		return 0;
 	}
 	/* settle on the measured knee */
@@ -488,16 +497,18 @@ int rv_alg_explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv
 		    obs[i].speed > 0)
 			lower = obs[i].workers;
 	if (lower && knee - lower > unit) {
-		int mid = alg_align_down((lower + knee + 1) / 2, unit);
+		int mid = rv_alg_align_down((lower + knee + 1) / 2, unit);
 
 		if (mid > lower && mid < knee && !(mean_speed(obs, n, mid, ps) > 0)) {
 			out->cfg.worker.count = mid;
 			out->changed = mid != w;
 			out->algorithm = "explore";
 			out->predicted_speed = 0;
-			alg_reason_add(out, "the knee (%.0f%% of the best measured speed) lies between "
-				       "%d and %d workers; measuring %d",
-				       100 * p->target_frac, lower, knee, mid);
+			rv_alg_reason_add(
+				out,
+				"the knee (%.0f%% of the best measured speed) lies between "
+				"%d and %d workers; measuring %d",
+				100 * p->target_frac, lower, knee, mid);
 			if (out->changed)
 				return 0;
 		}
@@ -507,12 +518,15 @@ int rv_alg_explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv
 		out->predicted_speed = mean_speed(obs, n, knee, ps);
 		out->changed = true;
 		out->algorithm = "explore";
-		alg_reason_add(out, "%d workers measured %.0f%% of the best measured speed, the "
-			       "fewest that reach %.0f%%; settling there (from %d)",
-			       knee, 100 * out->predicted_speed / best, 100 * p->target_frac, w);
+		rv_alg_reason_add(out,
+				  "%d workers measured %.0f%% of the best measured speed, the "
+				  "fewest that reach %.0f%%; settling there (from %d)",
+				  knee, 100 * out->predicted_speed / best, 100 * p->target_frac, w);
 		return 0;
 	}
-	alg_reason_add(out, "exploration holds at %d workers: the measured knee (>= %.0f%% of the "
-		       "best measured speed)", w, 100 * p->target_frac);
+	rv_alg_reason_add(out,
+			  "exploration holds at %d workers: the measured knee (>= %.0f%% of the "
+			  "best measured speed)",
+			  w, 100 * p->target_frac);
 	return 0;
 }

@@ -229,7 +229,7 @@ int store_jobs_unplanned(PGconn *c, int64_t *ids, int max, struct rv_err *err);
 
 /* An integer column of a result PostgreSQL produced (so well-formed); 0 for
  * NULL or anything out of int range. */
-int pg_int(const char *text);
+int store_pg_int(const char *text);
 
 /* ---- planner.c ---- */
 /* Create-stage plan for a new job, read and decided in the caller's

@@ -20,7 +20,7 @@
 #include "json.h"
 #include "parse.h"
 
-int pg_int(const char *text)
+int store_pg_int(const char *text)
 {
 	int64_t v;
 	return rv_parse_i64(text, INT32_MIN, INT32_MAX, &v) == 0 ? (int)v : 0;
@@ -350,7 +350,7 @@ static int claim_batch_id(PGconn *c, const char *job_s, const struct rv_metrics_
 	if (rc != 1)
 		return rv_err_set(err, -EIO, "batch_id", "batch id \"%s\" neither new nor stored",
 				  b->batch_id);
-	*accepted = pg_int(PQgetvalue(r, 0, 0));
+	*accepted = store_pg_int(PQgetvalue(r, 0, 0));
 	return 0;
 }
 
@@ -859,8 +859,8 @@ int store_speed_obs(PGconn *c, int64_t job_id, int limit, struct rv_alg_speed_ob
 		}
 		for (int i = 0; i < rc; i++) {
 			struct rv_alg_speed_obs *o = &(*out)[rc - 1 - i]; /* oldest first */
-			o->workers = pg_int(PQgetvalue(r, i, 0));
-			o->ps = pg_int(PQgetvalue(r, i, 1));
+			o->workers = store_pg_int(PQgetvalue(r, i, 0));
+			o->ps = store_pg_int(PQgetvalue(r, i, 1));
 			o->speed = strtod(PQgetvalue(r, i, 2), NULL);
 			o->t_ms = strtoll(PQgetvalue(r, i, 3), NULL, 10);
 		}
@@ -904,9 +904,9 @@ int store_usage(PGconn *c, int64_t job_id, int64_t since_ts, int limit,
 		for (int i = 0; i < rc; i++) {
 			struct rv_alg_usage *u = &(*usage)[(*nusage)++];
 			bool ps = !strcmp(PQgetvalue(r, i, 0), "ps");
-			int rank = pg_int(PQgetvalue(r, i, 1));
+			int rank = store_pg_int(PQgetvalue(r, i, 1));
 			u->role = ps ? RV_ALG_PS_ROLE : RV_ALG_WORKER;
-			u->node = rank >= 0 ? rank : pg_int(PQgetvalue(r, i, 6));
+			u->node = rank >= 0 ? rank : store_pg_int(PQgetvalue(r, i, 6));
 			u->t_ms = strtoll(PQgetvalue(r, i, 2), NULL, 10);
 			u->cpu = strtod(PQgetvalue(r, i, 3), NULL);
 			u->memory_mb = strtoll(PQgetvalue(r, i, 4), NULL, 10);
@@ -931,7 +931,7 @@ static int query_count_mean(PGconn *c, const char *sql, int n, const char *const
 	PGresult *r = NULL;
 	int rc = rv_db_exec(c, sql, n, p, &r, err);
 	if (rc > 0) {
-		*count = pg_int(PQgetvalue(r, 0, 0));
+		*count = store_pg_int(PQgetvalue(r, 0, 0));
 		*mean = strtod(PQgetvalue(r, 0, 1), NULL);
 		if (sd)
 			*sd = strtod(PQgetvalue(r, 0, 2), NULL);
@@ -1114,7 +1114,7 @@ int store_node_oom_count(PGconn *c, int64_t job_id, const char *node, int *count
 			    2, p, &r, err);
 	if (rc < 0)
 		return rc;
-	*count = rc > 0 ? pg_int(PQgetvalue(r, 0, 0)) : 0;
+	*count = rc > 0 ? store_pg_int(PQgetvalue(r, 0, 0)) : 0;
 	return 0;
 }
 

@@ -826,8 +826,7 @@ static int parse_sample(const cJSON *o, const char *p, struct rv_sample *s, stru
 	return 0;
 }
 
-static int metrics_batch_parse(const cJSON *root, struct rv_metrics_batch *out,
-			       struct rv_err *err)
+static int metrics_batch_parse(const cJSON *root, struct rv_metrics_batch *out, struct rv_err *err)
 {
 	int rc;
 	if (!cJSON_IsObject(root))
@@ -859,8 +858,7 @@ static int metrics_batch_parse(const cJSON *root, struct rv_metrics_batch *out,
 	return 0;
 }
 
-int rv_metrics_batch_from_json(const cJSON *root, struct rv_metrics_batch *out,
-			       struct rv_err *err)
+int rv_metrics_batch_from_json(const cJSON *root, struct rv_metrics_batch *out, struct rv_err *err)
 {
 	memset(out, 0, sizeof(*out));
 	int rc = metrics_batch_parse(root, out, err);

@@ -13,12 +13,7 @@ set -euo pipefail
 [ $# -gt 0 ] || { echo "usage: $0 LIB.a..." >&2; exit 2; }
 
 # lib-name:glob of symbols still to rename, with why.
-KNOWN=(
-	# algorithms' internal helpers, shared between its files: to become rv_alg_*.
-	"librover-alg.a:alg_*"
-	# store.c's text-to-int64 helper for result columns: to become store_pg_int.
-	"librover-brain.a:pg_int"
-)
+KNOWN=()
 
 known() { # lib symbol
 	local k

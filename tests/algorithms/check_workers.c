@@ -10,7 +10,7 @@
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
-#include "alg_internal.h" /* alg_measured_too_slow, alg_choose_workers_obs */
+#include "alg_internal.h" /* rv_alg_measured_too_slow, rv_alg_choose_workers_obs */
 #include "rover_alg.h"
 #include "testutil.h"
 
@@ -327,11 +327,11 @@ START_TEST(test_noisy_count_not_too_slow)
 		{.workers = 14, .speed = 60}, {.workers = 14, .speed = 44},
 	};
 
-	ck_assert_int_eq(alg_measured_too_slow(obs, 6, 0, &P), 14);
+	ck_assert_int_eq(rv_alg_measured_too_slow(obs, 6, 0, &P), 14);
 	/* the same means without noise: 28 missed the knee */
 	for (size_t i = 0; i < 6; i += 2)
 		obs[i].speed = obs[i + 1].speed = (obs[i].speed + obs[i + 1].speed) / 2;
-	ck_assert_int_eq(alg_measured_too_slow(obs, 6, 0, &P), 28);
+	ck_assert_int_eq(rv_alg_measured_too_slow(obs, 6, 0, &P), 28);
 }
 END_TEST
 
@@ -353,12 +353,12 @@ START_TEST(test_knee_at_data_edge_measures_above)
 	struct rv_alg_config cur = config(5, 0);
 	struct rv_alg_decision d;
 
-	ck_assert_int_eq(alg_choose_workers_obs(&fit, obs, 4, &lim, &cur, &P, &d), 0);
+	ck_assert_int_eq(rv_alg_choose_workers_obs(&fit, obs, 4, &lim, &cur, &P, &d), 0);
 	ck_assert_int_eq(d.cfg.worker.count, 8);
 	ck_assert_str_eq(d.algorithm, "explore");
 	/* growth from 3 to 5 did not pay: the knee is trusted, 5 holds */
 	obs[0].speed = obs[1].speed = 1.25;
-	ck_assert_int_eq(alg_choose_workers_obs(&fit, obs, 4, &lim, &cur, &P, &d), 0);
+	ck_assert_int_eq(rv_alg_choose_workers_obs(&fit, obs, 4, &lim, &cur, &P, &d), 0);
 	ck_assert_int_eq(d.cfg.worker.count, 5);
 	ck_assert(!d.changed);
 }
