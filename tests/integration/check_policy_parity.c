@@ -161,30 +161,15 @@ static void post_batch(double speed, int n)
 
 static void wait_planned(void)
 {
-	char path[128];
-	snprintf(path, sizeof(path), "/v1/jobs/%s", uid);
-	for (int i = 0; i < 300; i++) {
-		struct rv_test_reply r;
-		ck_assert_int_eq(rv_test_http(&brain, "GET", path, NULL, NULL, &r), 0);
-		int64_t planned = (int64_t)rv_test_json_num(r.json, "planned_ts", 0);
-		rv_test_reply_release(&r);
-		if (planned >= ts)
-			return;
-		usleep(20000);
-	}
-	ck_abort_msg("planned_ts never reached %" PRId64, ts);
+	int rc = rv_test_brain_wait_planned(&brain, uid, ts, 300);
+	ck_assert_msg(rc == 0, "planned_ts never reached %" PRId64 ": %s", ts, strerror(-rc));
 }
 
 static cJSON *running_plan(int64_t after)
 {
-	char path[160];
-	snprintf(path, sizeof(path), "/v1/jobs/%s/plan?stage=running&after=%" PRId64, uid, after);
-	struct rv_test_reply r;
-	ck_assert_int_eq(rv_test_http(&brain, "GET", path, NULL, NULL, &r), 0);
-	ck_assert_msg(r.status == 200 || r.status == 204, "plan: %ld %s", r.status, r.body);
-	cJSON *p = r.json;
-	r.json = NULL;
-	rv_test_reply_release(&r);
+	cJSON *p;
+	long st = rv_test_brain_running_plan(&brain, uid, after, &p);
+	ck_assert_msg(st == 200 || st == 204, "plan: %ld", st);
 	return p;
 }
 

@@ -6,6 +6,7 @@
 #include "brainfix.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -198,4 +199,42 @@ const char *rv_test_json_str(const cJSON *root, const char *dotted)
 {
 	const cJSON *v = rv_test_json_at(root, dotted);
 	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+int rv_test_brain_wait_planned(const struct rv_test_brain *b, const char *uid, int64_t ts,
+			       int tries)
+{
+	char path[160];
+	snprintf(path, sizeof(path), "/v1/jobs/%s", uid);
+	for (int i = 0; i < tries; i++) {
+		struct rv_test_reply r;
+		int rc = rv_test_http(b, "GET", path, NULL, NULL, &r);
+		if (rc < 0)
+			return rc;
+		int64_t planned = (int64_t)rv_test_json_num(r.json, "planned_ts", 0);
+		rv_test_reply_release(&r);
+		if (planned >= ts)
+			return 0;
+		usleep(20000);
+	}
+	return -ETIMEDOUT;
+}
+
+long rv_test_brain_running_plan(const struct rv_test_brain *b, const char *uid, int64_t after,
+				cJSON **plan)
+{
+	char path[200];
+	snprintf(path, sizeof(path), "/v1/jobs/%s/plan?stage=running&after=%" PRId64, uid, after);
+	struct rv_test_reply r;
+	*plan = NULL;
+	int rc = rv_test_http(b, "GET", path, NULL, NULL, &r);
+	if (rc < 0)
+		return rc;
+	long status = r.status;
+	if (status == 200) {
+		*plan = r.json;
+		r.json = NULL;
+	}
+	rv_test_reply_release(&r);
+	return status;
 }

@@ -14,6 +14,7 @@
 #define RV_BRAINFIX_H
 
 #include <cjson/cJSON.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "proc.h"
@@ -50,5 +51,16 @@ char *rv_test_read_file(const char *path);
 const cJSON *rv_test_json_at(const cJSON *root, const char *dotted);
 double rv_test_json_num(const cJSON *root, const char *dotted, double dflt);
 const char *rv_test_json_str(const cJSON *root, const char *dotted);
+
+/* Wait until the brain's planner has considered every sample of job uid up
+ * to ts (its planned_ts, checked every 20 ms, at most tries times): 0, or
+ * -ETIMEDOUT, or the request's negative errno. */
+int rv_test_brain_wait_planned(const struct rv_test_brain *b, const char *uid, int64_t ts,
+			       int tries);
+/* The newest running plan of job uid after plan id `after`: returns the HTTP
+ * status (200 with *plan set, owned by the caller: cJSON_Delete; 204 none)
+ * or a negative errno. */
+long rv_test_brain_running_plan(const struct rv_test_brain *b, const char *uid, int64_t after,
+				cJSON **plan);
 
 #endif
