@@ -107,6 +107,11 @@ int rdzv_leave(struct rdzv *r, const char *name, int64_t now_ms);
  * must join again). */
 int rdzv_heartbeat(struct rdzv *r, const char *name, int64_t now_ms);
 
+/* Every known node counts as seen at now_ms: a restarted master calls it
+ * (as a journaled operation) once it serves again, so its own downtime is
+ * not taken for silence.  Returns the number of known nodes. */
+int rdzv_grace(struct rdzv *r, int64_t now_ms);
+
 /* Advance time: first declares dead (as rdzv_leave) the nodes silent for
  * heartbeat_timeout_ms or more, at most max_dead of them, their names into
  * dead[0..*ndead-1] in order of silence (more left: rdzv_next_deadline is
