@@ -230,6 +230,17 @@ static void complete(struct rdzv *r)
 	r->min_at_ms = -1;
 }
 
+/* Every member of the previous world still known waits again.  Until then
+ * a round at eff_max waits for its last call rather than completing at once:
+ * spares must not take the places of healthy members rejoining. */
+static bool members_back(const struct rdzv *r)
+{
+	for (int i = 0; i < r->n; i++)
+		if (r->nodes[i].status == NODE_IDLE && r->nodes[i].prev_rank >= 0)
+			return false;
+	return true;
+}
+
 /* Apply what time and the waiting set call for; 1 when the round or its
  * state changed. */
 static int advance(struct rdzv *r, int64_t now)
@@ -246,7 +257,8 @@ static int advance(struct rdzv *r, int64_t now)
 	}
 	note_min(r, now);
 	if (r->min_at_ms >= 0 &&
-	    (r->nwaiting >= r->eff_max || now - r->min_at_ms >= r->c.last_call_ms)) {
+	    ((r->nwaiting >= r->eff_max && members_back(r)) ||
+	     now - r->min_at_ms >= r->c.last_call_ms)) {
 		complete(r);
 		return 1;
 	}

@@ -11,8 +11,9 @@
  * FAILED when the gang wait ran out (terminal: the job stops).  With
  * eff_min = min_nodes rounded up to node_unit and eff_max = max_nodes rounded
  * down, a gathering round completes when eff_min nodes wait and either
- * eff_max wait or last_call_ms has passed since eff_min was first reached in
- * this round (later joins do not push that deadline back).  The world takes
+ * eff_max wait (and every member of the previous world still known waits
+ * again) or last_call_ms has passed since eff_min was first reached in this
+ * round (later joins do not push that deadline back).  The world takes
  * the largest multiple of node_unit <= min(waiting, eff_max), preferring the
  * previous world's members, then the earliest joiners; the others stay
  * waiting as spares.
