@@ -11,8 +11,9 @@
  * FAILED when the gang wait ran out (terminal: the job stops).  With
  * eff_min = min_nodes rounded up to node_unit and eff_max = max_nodes rounded
  * down, a gathering round completes when eff_min nodes wait and either
- * eff_max wait or last_call_ms has passed since eff_min was first reached in
- * this round (later joins do not push that deadline back).  The world takes
+ * eff_max wait (and every member of the previous world still known waits
+ * again) or last_call_ms has passed since eff_min was first reached in this
+ * round (later joins do not push that deadline back).  The world takes
  * the largest multiple of node_unit <= min(waiting, eff_max), preferring the
  * previous world's members, then the earliest joiners; the others stay
  * waiting as spares.
@@ -106,6 +107,11 @@ int rdzv_leave(struct rdzv *r, const char *name, int64_t now_ms);
 /* Node name is alive at now_ms.  0, or -ENOENT unknown (declared dead: it
  * must join again). */
 int rdzv_heartbeat(struct rdzv *r, const char *name, int64_t now_ms);
+
+/* Every known node counts as seen at now_ms: a restarted master calls it
+ * (as a journaled operation) once it serves again, so its own downtime is
+ * not taken for silence.  Returns the number of known nodes. */
+int rdzv_grace(struct rdzv *r, int64_t now_ms);
 
 /* Advance time: first declares dead (as rdzv_leave) the nodes silent for
  * heartbeat_timeout_ms or more, at most max_dead of them, their names into
