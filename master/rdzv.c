@@ -6,7 +6,7 @@
  * the state (join sequence, previous rank, last heartbeat, name), never the
  * order of the node table, so a state loaded from a snapshot behaves as the
  * one that was saved.  Cost: join, leave and heartbeat are O(1) but for the
- * round they complete or open (O(n log n)); world copies and ticks O(n).
+ * round they complete (O(n log n)) or open (O(n)); world copies and ticks O(n).
  */
 #include "rdzv.h"
 
