@@ -26,7 +26,7 @@ static int timed_cmp(const void *a, const void *b)
 static double order_time(const struct netcheck_node *nd)
 {
 	return nd->ok[0] && isfinite(nd->time_s[0]) && nd->time_s[0] >= 0 ? nd->time_s[0]
-									       : INFINITY;
+									  : INFINITY;
 }
 
 int netcheck_groups(int round, const struct netcheck_node *nodes, int n, struct netcheck_group *g,
@@ -42,7 +42,7 @@ int netcheck_groups(int round, const struct netcheck_node *nodes, int n, struct 
 	if (!o)
 		return -ENOMEM;
 	for (int i = 0; i < n; i++)
-		o[i] = (struct timed){round == 1 ? order_time(&nodes[i]) : 0, i};
+		o[i] = (struct timed){ round == 1 ? order_time(&nodes[i]) : 0, i };
 	if (round == 1)
 		qsort(o, (size_t)n, sizeof(*o), timed_cmp);
 	for (int k = 0; k < ng; k++) {
@@ -51,8 +51,8 @@ int netcheck_groups(int round, const struct netcheck_node *nodes, int n, struct 
 			g[k].nodes[0] = o[2 * k].i;
 			g[k].nodes[1] = o[2 * k + 1].i;
 		} else {
-			g[k].nodes[0] = o[k].i;           /* k-th fastest */
-			g[k].nodes[1] = o[n - 1 - k].i;   /* k-th slowest */
+			g[k].nodes[0] = o[k].i;         /* k-th fastest */
+			g[k].nodes[1] = o[n - 1 - k].i; /* k-th slowest */
 		}
 	}
 	if (n % 2) {
@@ -63,8 +63,7 @@ int netcheck_groups(int round, const struct netcheck_node *nodes, int n, struct 
 	return ng;
 }
 
-int netcheck_verdict(const struct netcheck_node *nodes, int n, double straggler_ratio,
-		     int *verdict)
+int netcheck_verdict(const struct netcheck_node *nodes, int n, double straggler_ratio, int *verdict)
 {
 	if (n < 1 || !(straggler_ratio > 1.0))
 		return -EINVAL;
@@ -80,11 +79,11 @@ int netcheck_verdict(const struct netcheck_node *nodes, int n, double straggler_
 	for (int i = 0; i < n; i++) {
 		best[i] = INFINITY;
 		for (int r = 0; r < 2; r++)
-			if (nodes[i].ok[r] && isfinite(nodes[i].time_s[r]) && nodes[i].time_s[r] >= 0 &&
-			    nodes[i].time_s[r] < best[i])
+			if (nodes[i].ok[r] && isfinite(nodes[i].time_s[r]) &&
+			    nodes[i].time_s[r] >= 0 && nodes[i].time_s[r] < best[i])
 				best[i] = nodes[i].time_s[r];
 		if (isfinite(best[i]))
-			t[nt++] = (struct timed){best[i], i};
+			t[nt++] = (struct timed){ best[i], i };
 	}
 	double median = 0;
 	if (nt >= 3) {

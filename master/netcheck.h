@@ -14,7 +14,7 @@
 
 #include <stdbool.h>
 
-enum { NETCHECK_GROUP_MAX = 3 };          /* pairs, and one triple when n is odd */
+enum { NETCHECK_GROUP_MAX = 3 }; /* pairs, and one triple when n is odd */
 enum { NETCHECK_OK = 0, NETCHECK_FAULTY = 1, NETCHECK_STRAGGLER = 2 };
 
 /* One node's results: ok[r] and time_s[r] of round r (time_s ignored when
@@ -25,8 +25,8 @@ struct netcheck_node {
 };
 
 struct netcheck_group {
-	int n;                             /* 2 or 3 */
-	int nodes[NETCHECK_GROUP_MAX];     /* indexes into the node array */
+	int n;                         /* 2 or 3 */
+	int nodes[NETCHECK_GROUP_MAX]; /* indexes into the node array */
 };
 
 /* The groups of round (0 or 1) for nodes 0..n-1 (n >= 2).  Round 0: (0,1),
