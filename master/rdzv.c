@@ -191,7 +191,7 @@ static int pick_cmp(const void *a, const void *b)
 
 static void complete(struct rdzv *r)
 {
-	struct pick picks[RDZV_MAX_NODES];
+	struct pick picks[RDZV_MAX_NODES] = { { 0 } };
 	bool used[RDZV_MAX_NODES] = { false };
 	int np = 0;
 
@@ -461,7 +461,7 @@ int rdzv_tick(struct rdzv *r, int64_t now_ms, char (*dead)[64], int max_dead, in
 	int changed = 0, nd = 0;
 
 	if (r->c.heartbeat_timeout_ms > 0 && max_dead > 0 && dead) {
-		struct silent s[RDZV_MAX_NODES];
+		struct silent s[RDZV_MAX_NODES] = { { 0 } };
 		int ns = 0;
 		for (int i = 0; i < r->n; i++)
 			if (now_ms - r->nodes[i].last_seen >= r->c.heartbeat_timeout_ms)
