@@ -192,7 +192,7 @@ START_TEST(test_never_stuck_above_min)
 
 	/* a steady trickle of joins never holds the round back */
 	r = mk(2, 100, 1, 1000, 0, 0);
-	char name[16];
+	char name[32];
 	int64_t t, done = -1;
 	for (t = 0; t < 10000; t += 300) {
 		snprintf(name, sizeof(name), "n%" PRId64, t);
@@ -757,7 +757,7 @@ static void property_run(int seed)
 
 	for (int step = 0; step < 400 && rdzv_state(r, NULL, NULL) != RDZV_FAILED; step++) {
 		int who = (int)(rng_next(&rs) % 16);
-		char name[8];
+		char name[16];
 		snprintf(name, sizeof(name), "n%d", who);
 		now += (int64_t)(rng_next(&rs) % 400);
 		int op = (int)(rng_next(&rs) % 10);
@@ -814,7 +814,7 @@ static double secs(void)
 START_TEST(test_256_one_world)
 {
 	struct rdzv *r = mk(1, 256, 1, 3000, 0, 5000);
-	char name[16];
+	char name[32];
 	int n;
 
 	for (int i = 0; i < 256; i++) {
@@ -835,7 +835,7 @@ START_TEST(test_1024_cost)
 	/* every node joins, polls its world and heartbeats; then one leaves and
 	 * all join again: a linear cost per call keeps this well under a second */
 	struct rdzv *r = mk(1, RDZV_MAX_NODES, 1, 60000, 0, 100000);
-	char name[16];
+	char name[32];
 	double t0 = secs();
 
 	for (int i = 0; i < RDZV_MAX_NODES; i++) {
