@@ -19,11 +19,22 @@
  *                     crc32c of the first 16 bytes u32, zero u32
  *   record (20 + len): crc u32, len u32, seq u64, type u32, payload[len]
  *                     crc = crc32c of the payload, then of header bytes 4..19
+ *   batch (28 + n):   a record of type 0xffffffff whose seq is the batch's
+ *                     first and whose payload is n (u64), then n bytes of
+ *                     records: what one commit wrote before its fdatasync
  * `snapshot` is a header (base = S) and one record (seq S, type 0); `journal`
- * is a header (base = the snapshot's S when it was started) and records with
- * consecutive sequence numbers.  A record with seq <= S is covered by the
- * snapshot and skipped: that is how a journal left behind by a crash between
- * the snapshot's rename and the fresh journal's reads correctly.
+ * is a header (base = the snapshot's S when it was started) and batches of
+ * records with consecutive sequence numbers.  A record with seq <= S is
+ * covered by the snapshot and skipped: that is how a journal left behind by a
+ * crash between the snapshot's rename and the fresh journal's reads
+ * correctly.
+ *
+ * Torn versus damaged: a commit writes its batch only after the previous
+ * batch's fdatasync returned, so after a crash (even a power cut, which may
+ * lose any page of an unsynced write) only the last batch can be incomplete.
+ * Damage in the last batch is a torn tail: the whole batch is cut (none of it
+ * was acknowledged).  Damage with a valid batch after it hit data that was
+ * synced: -EUCLEAN, never a silent cut.
  *
  * Ownership: the journal owns its fds and buffers; `writing` marks the one
  * thread (leader or snapshot) that owns fd, good_off and the file contents.
@@ -46,6 +57,8 @@
 
 #define JOURNAL_HDR 24
 #define JOURNAL_REC_HDR 20
+#define JOURNAL_BATCH (JOURNAL_REC_HDR + 8)
+#define JOURNAL_TYPE_BATCH UINT32_MAX
 #define JOURNAL_IO_WAIT_MS 60000
 #define JOURNAL_LEN_MAX ((size_t)UINT32_MAX - 64)
 
@@ -125,11 +138,12 @@ static int journal_hdr_parse(const uint8_t *h, size_t n, const char magic[8], in
 }
 
 /* A record header followed by its payload, checksummed. */
-static void journal_rec_format(uint8_t *h, int64_t seq, int type, const void *data, size_t len)
+static void journal_rec_format(uint8_t *h, int64_t seq, uint32_t type, const void *data,
+			       size_t len)
 {
 	journal_put32(h + 4, (uint32_t)len);
 	journal_put64(h + 8, (uint64_t)seq);
-	journal_put32(h + 16, (uint32_t)type);
+	journal_put32(h + 16, type);
 	uint32_t crc = journal_crc(0, data, len);
 	journal_put32(h, journal_crc(crc, h + 4, JOURNAL_REC_HDR - 4));
 }
@@ -137,6 +151,8 @@ static void journal_rec_format(uint8_t *h, int64_t seq, int type, const void *da
 struct journal_rec {
 	int64_t seq;
 	int type;
+	bool batch;      /* a batch header: seq is its first record's */
+	uint64_t batch_len;
 	size_t len;      /* payload */
 	size_t total;    /* header + payload */
 	const uint8_t *data;
@@ -155,13 +171,20 @@ static int journal_rec_parse(const uint8_t *p, size_t avail, int64_t min_seq, in
 	uint64_t seq = journal_get64(p + 8);
 	uint32_t type = journal_get32(p + 16);
 	if (len > avail - JOURNAL_REC_HDR || seq < (uint64_t)min_seq || seq > (uint64_t)max_seq ||
-	    type > INT32_MAX)
+	    (type > INT32_MAX && type != JOURNAL_TYPE_BATCH) ||
+	    (type == JOURNAL_TYPE_BATCH && len != 8))
 		return 0;
 	uint32_t crc = journal_crc(0, p + JOURNAL_REC_HDR, len);
 	if (journal_crc(crc, p + 4, JOURNAL_REC_HDR - 4) != journal_get32(p))
 		return 0;
-	*r = (struct journal_rec){ .seq = (int64_t)seq, .type = (int)type, .len = len,
-				   .total = JOURNAL_REC_HDR + len, .data = p + JOURNAL_REC_HDR };
+	*r = (struct journal_rec){ .seq = (int64_t)seq, .len = len, .total = JOURNAL_REC_HDR + len,
+				   .data = p + JOURNAL_REC_HDR };
+	if (type == JOURNAL_TYPE_BATCH) {
+		r->batch = true;
+		r->batch_len = journal_get64(r->data);
+	} else {
+		r->type = (int)type;
+	}
 	return 1;
 }
 
@@ -195,7 +218,9 @@ struct journal {
 	size_t max_record, max_snapshot;
 	int commit_delay_us;
 	bool nosync;
-	struct journal_buf buf;     /* pending records: seq durable+1.. (less what a leader took) */
+	struct journal_buf buf;     /* room for a batch header, then the pending records:
+				       seq durable+1.. (less what a writer took); len 0 when
+				       there was never any */
 	struct journal_buf spare;   /* the leader's last buffer, kept for reuse */
 	bool writing;               /* a leader or a snapshot owns fd, good_off, the files */
 	int failed;                 /* 0, or -EIO once an fsync failed: nothing more goes in */
@@ -344,44 +369,59 @@ static int journal_map_fd(int fd, struct journal_map *m)
 
 /* What the validating pass over the journal found. */
 struct journal_scan {
-	size_t good_end;     /* offset after the last valid record */
-	int64_t last_seq;    /* seq of the last valid record (or the header's base) */
+	size_t good_end;     /* offset after the last whole batch */
+	int64_t last_seq;    /* seq of the last record before it (or the header's base) */
 	int64_t nrecords;    /* records after the snapshot */
 };
 
+/* 1 when a batch header with a seq in (after, max_seq] starts anywhere in
+ * [from, n), 0 when not: a batch written after the damaged one. */
+static int journal_later_batch(const struct journal_map *m, size_t from, int64_t after,
+			       size_t *at)
+{
+	int64_t max_seq = after + (int64_t)((m->n - from) / JOURNAL_REC_HDR) + 1;
+	for (size_t k = from; k + JOURNAL_BATCH <= m->n; k++) {
+		struct journal_rec r;
+		if (journal_rec_parse(m->p + k, m->n - k, after + 1, max_seq, &r) && r.batch) {
+			*at = k;
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /*
- * Check every record of the mapped journal against snap_seq (0: none)
- * without applying anything.  0 and *sc (a torn tail starts at
- * sc->good_end); -EUCLEAN with err naming the offset when a damaged record has
- * a valid one after it or the sequence numbers skip.
+ * Check every batch and record of the mapped journal against snap_seq (0:
+ * none) without applying anything.  0 and *sc (a torn tail starts at
+ * sc->good_end); -EUCLEAN with err naming the offset when damage has a valid
+ * batch after it, or the sequence numbers skip.
  */
 static int journal_scan_file(struct journal *j, const struct journal_map *m, int64_t base,
 			     int64_t snap_seq, struct journal_scan *sc, struct rv_err *err)
 {
-	size_t off = JOURNAL_HDR;
+	size_t off = JOURNAL_HDR, batch_end = off;
 	int64_t prev = base;
 	*sc = (struct journal_scan){ .good_end = off, .last_seq = base };
+	int64_t nrecords = 0;   /* of the batches checked whole */
 	while (off < m->n) {
 		struct journal_rec r;
-		if (!journal_rec_parse(m->p + off, m->n - off, 0, INT64_MAX, &r)) {
-			/* Torn only when nothing valid follows: any later offset
-			 * holding a checksummed record with a later seq means the
-			 * damage is in the middle.  Such a record's seq is at most
-			 * prev + the number of records that fit. */
-			size_t left = m->n - off;
-			int64_t max_seq = prev + (int64_t)(left / JOURNAL_REC_HDR) + 1;
-			for (size_t k = off + 1; k + JOURNAL_REC_HDR <= m->n; k++) {
-				struct journal_rec r2;
-				if (journal_rec_parse(m->p + k, m->n - k, prev + 1, max_seq, &r2))
-					return rv_err_set(err, -EUCLEAN, NULL,
-							  "%s/journal: damaged record at offset %zu "
-							  "(after seq %" PRId64 "), valid record seq %" PRId64
-							  " follows at offset %zu",
-							  j->dir, off, prev, r2.seq, k);
-			}
-			break;
+		bool in_batch = off < batch_end;
+		if (!journal_rec_parse(m->p + off, m->n - off, 0, INT64_MAX, &r) ||
+		    (in_batch && (r.batch || r.total > batch_end - off))) {
+			size_t at;
+			if (journal_later_batch(m, off + 1, prev, &at))
+				return rv_err_set(err, -EUCLEAN, NULL,
+						  "%s/journal: damaged record at offset %zu "
+						  "(after seq %" PRId64 "), a later batch follows at "
+						  "offset %zu",
+						  j->dir, off, prev, at);
+			break;   /* torn: the last batch */
 		}
-		if (r.len > j->max_record)
+		if (!in_batch && !r.batch)
+			return rv_err_set(err, -EUCLEAN, NULL,
+					  "%s/journal: record at offset %zu is outside any batch",
+					  j->dir, off);
+		if (r.len > j->max_record && !r.batch)
 			return rv_err_set(err, -EMSGSIZE, NULL,
 					  "%s/journal: record at offset %zu holds %zu bytes, above "
 					  "max_record %zu",
@@ -389,15 +429,23 @@ static int journal_scan_file(struct journal *j, const struct journal_map *m, int
 		int64_t want = r.seq <= snap_seq ? prev + 1 : (prev > snap_seq ? prev : snap_seq) + 1;
 		if (r.seq != want)
 			return rv_err_set(err, -EUCLEAN, NULL,
-					  "%s/journal: record at offset %zu has seq %" PRId64
+					  "%s/journal: %s at offset %zu has seq %" PRId64
 					  ", expected %" PRId64 " (records are missing)",
-					  j->dir, off, r.seq, want);
-		prev = r.seq;
-		if (r.seq > snap_seq)
-			sc->nrecords++;
-		off += r.total;
-		sc->good_end = off;
-		sc->last_seq = prev;
+					  j->dir, r.batch ? "batch" : "record", off, r.seq, want);
+		if (r.batch) {
+			off += r.total;
+			batch_end = r.batch_len <= m->n - off ? off + r.batch_len : m->n + 1;
+		} else {
+			prev = r.seq;
+			if (r.seq > snap_seq)
+				nrecords++;
+			off += r.total;
+		}
+		if (off == batch_end) {   /* a whole batch */
+			sc->good_end = off;
+			sc->last_seq = prev;
+			sc->nrecords = nrecords;
+		}
 	}
 	return 0;
 }
@@ -504,7 +552,7 @@ static int journal_replay(struct journal *j, journal_apply_fn on_snapshot,
 		struct journal_rec r;
 		journal_rec_parse(jm.p + off, jm.n - off, 0, INT64_MAX, &r);
 		off += r.total;
-		if (r.seq <= snap_seq)
+		if (r.batch || r.seq <= snap_seq)
 			continue;
 		if (on_record) {
 			rv_err_clear(err);
@@ -619,10 +667,12 @@ int64_t journal_append(struct journal *j, int type, const void *data, size_t len
 		pthread_mutex_unlock(&j->mu);
 		return j->failed;
 	}
-	if (journal_buf_reserve(&j->buf, JOURNAL_REC_HDR + len) < 0) {
+	if (journal_buf_reserve(&j->buf, JOURNAL_BATCH + JOURNAL_REC_HDR + len) < 0) {
 		pthread_mutex_unlock(&j->mu);
 		return -ENOMEM;
 	}
+	if (j->buf.len == 0)
+		j->buf.len = JOURNAL_BATCH;   /* the commit fills it in */
 	int64_t seq = ++j->st.seq;
 	uint8_t *h = j->buf.data + j->buf.len;
 	journal_put32(h + 4, (uint32_t)len);
@@ -637,15 +687,21 @@ int64_t journal_append(struct journal *j, int type, const void *data, size_t len
 	return seq;
 }
 
-/* Put records a writer took (seq just after durable) back in front of what
+/* Put the batch a writer took (records from durable+1) back in front of what
  * was appended since.  Caller holds mu.  -ENOMEM fails the journal. */
 static int journal_untake(struct journal *j, struct journal_buf *taken)
 {
-	if (journal_buf_reserve(taken, j->buf.len) < 0)
+	size_t more = j->buf.len > JOURNAL_BATCH ? j->buf.len - JOURNAL_BATCH : 0;
+	if (taken->len == 0) {   /* took nothing: j->buf is right as it is */
+		free(taken->data);
+		*taken = (struct journal_buf){ 0 };
+		return 0;
+	}
+	if (journal_buf_reserve(taken, more) < 0)
 		return -ENOMEM;
-	if (j->buf.len)
-		memcpy(taken->data + taken->len, j->buf.data, j->buf.len);
-	taken->len += j->buf.len;
+	if (more)
+		memcpy(taken->data + taken->len, j->buf.data + JOURNAL_BATCH, more);
+	taken->len += more;
 	struct journal_buf t = j->buf;
 	j->buf = *taken;
 	t.len = 0;
@@ -653,8 +709,8 @@ static int journal_untake(struct journal *j, struct journal_buf *taken)
 	return 0;
 }
 
-/* Take the writer slot's buffer: j->buf moves to *taken, j->buf restarts
- * from the spare.  Caller holds mu. */
+/* Take the pending batch: j->buf moves to *taken, j->buf restarts from the
+ * spare.  Caller holds mu. */
 static void journal_take(struct journal *j, struct journal_buf *taken)
 {
 	*taken = j->buf;
@@ -694,7 +750,17 @@ static int journal_commit_locked(struct journal *j)
 	pthread_mutex_unlock(&j->mu);
 
 	bool fatal = false;
-	int rc = journal_pwrite_all(fd, taken.data, taken.len, off);
+	int rc = 0;
+	if (taken.len > JOURNAL_BATCH) {
+		uint8_t n[8];
+		journal_put64(n, taken.len - JOURNAL_BATCH);
+		int64_t first = (int64_t)journal_get64(taken.data + JOURNAL_BATCH + 8);
+		journal_rec_format(taken.data, first, JOURNAL_TYPE_BATCH, n, sizeof(n));
+		memcpy(taken.data + JOURNAL_REC_HDR, n, sizeof(n));
+		rc = journal_pwrite_all(fd, taken.data, taken.len, off);
+	} else {
+		taken.len = 0;   /* nothing pending: just the fdatasync */
+	}
 	if (rc < 0) {
 		/* Cut a partial record off so the next write starts clean; the
 		 * records stay buffered for the next sync. */

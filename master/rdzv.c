@@ -6,7 +6,7 @@
  * the state (join sequence, previous rank, last heartbeat, name), never the
  * order of the node table, so a state loaded from a snapshot behaves as the
  * one that was saved.  Cost: join, leave and heartbeat are O(1) but for the
- * round they complete or open (O(n log n)); world copies and ticks O(n).
+ * round they complete (O(n log n)) or open (O(n)); world copies and ticks O(n).
  */
 #include "rdzv.h"
 
@@ -19,8 +19,8 @@
 #include "json.h"
 
 enum { NODE_IDLE, NODE_WAITING, NODE_MEMBER };
-static const char *const status_names[] = {"idle", "waiting", "member"};
-static const char *const state_names[] = {"gathering", "complete", "failed"};
+static const char *const status_names[] = { "idle", "waiting", "member" };
+static const char *const state_names[] = { "gathering", "complete", "failed" };
 
 /* Open addressing over the node table; twice its size keeps probes short. */
 enum { HASH_SIZE = 2 * RDZV_MAX_NODES, HASH_MASK = HASH_SIZE - 1 };
@@ -28,26 +28,26 @@ enum { HASH_SIZE = 2 * RDZV_MAX_NODES, HASH_MASK = HASH_SIZE - 1 };
 struct rnode {
 	struct rdzv_node node;
 	uint32_t hash;
-	int status;          /* NODE_* */
-	int rank;            /* group rank while NODE_MEMBER, else -1 */
-	int prev_rank;       /* group rank in the previous world, -1 none */
-	int64_t seq;         /* join order within the rounds it waited for */
-	int64_t last_seen;   /* last join or heartbeat */
+	int status;        /* NODE_* */
+	int rank;          /* group rank while NODE_MEMBER, else -1 */
+	int prev_rank;     /* group rank in the previous world, -1 none */
+	int64_t seq;       /* join order within the rounds it waited for */
+	int64_t last_seen; /* last join or heartbeat */
 };
 
 struct rdzv {
 	struct rdzv_conf c;
-	int eff_min, eff_max;     /* min/max rounded to node_unit */
-	int state;                /* RDZV_* */
-	int64_t round;            /* 0: none opened yet */
-	int64_t open_ms;          /* when the current round opened */
-	int64_t min_at_ms;        /* when eff_min nodes first waited in it; -1 not yet */
-	int64_t seq;              /* last join sequence handed out */
+	int eff_min, eff_max; /* min/max rounded to node_unit */
+	int state;            /* RDZV_* */
+	int64_t round;        /* 0: none opened yet */
+	int64_t open_ms;      /* when the current round opened */
+	int64_t min_at_ms;    /* when eff_min nodes first waited in it; -1 not yet */
+	int64_t seq;          /* last join sequence handed out */
 	int64_t rounds_completed;
-	int nworld, world_size;   /* the complete world */
+	int nworld, world_size; /* the complete world */
 	int nwaiting;
 	char reason[200];
-	int n;                    /* nodes[0..n-1] known */
+	int n; /* nodes[0..n-1] known */
 	struct rnode nodes[RDZV_MAX_NODES];
 	int16_t index[HASH_SIZE]; /* node slot, -1 empty */
 };
@@ -127,14 +127,16 @@ static bool node_valid(const struct rdzv_node *n, const char **why)
 	if (len == 0 || len == sizeof(n->name))
 		return false;
 	for (size_t i = 0; i < len; i++)
-		if (n->name[i] <= ' ' || n->name[i] > '~' || n->name[i] == '"' || n->name[i] == '\\')
+		if (n->name[i] <= ' ' || n->name[i] > '~' || n->name[i] == '"' ||
+		    n->name[i] == '\\')
 			return false;
 	*why = "addr must be at most 63 printable characters without quotes or backslashes";
 	len = strnlen(n->addr, sizeof(n->addr));
 	if (len == sizeof(n->addr))
 		return false;
 	for (size_t i = 0; i < len; i++)
-		if (n->addr[i] <= ' ' || n->addr[i] > '~' || n->addr[i] == '"' || n->addr[i] == '\\')
+		if (n->addr[i] <= ' ' || n->addr[i] > '~' || n->addr[i] == '"' ||
+		    n->addr[i] == '\\')
 			return false;
 	*why = "local_world_size must be between 1 and 65536";
 	return n->local_world_size >= 1 && n->local_world_size <= 65536;
@@ -189,13 +191,13 @@ static int pick_cmp(const void *a, const void *b)
 
 static void complete(struct rdzv *r)
 {
-	struct pick picks[RDZV_MAX_NODES];
-	bool used[RDZV_MAX_NODES] = {false};
+	struct pick picks[RDZV_MAX_NODES] = { { 0 } };
+	bool used[RDZV_MAX_NODES] = { false };
 	int np = 0;
 
 	for (int i = 0; i < r->n; i++)
 		if (r->nodes[i].status == NODE_WAITING)
-			picks[np++] = (struct pick){i, r->nodes[i].prev_rank, r->nodes[i].seq};
+			picks[np++] = (struct pick){ i, r->nodes[i].prev_rank, r->nodes[i].seq };
 	qsort(picks, (size_t)np, sizeof(picks[0]), pick_cmp);
 
 	int u = r->c.node_unit;
@@ -252,13 +254,12 @@ static int advance(struct rdzv *r, int64_t now)
 	if (r->state == RDZV_COMPLETE) {
 		if (r->nworld >= r->eff_max || r->nwaiting < r->c.node_unit)
 			return 0;
-		open_round(r, now);   /* spares can grow the world */
+		open_round(r, now); /* spares can grow the world */
 		changed = 1;
 	}
 	note_min(r, now);
-	if (r->min_at_ms >= 0 &&
-	    ((r->nwaiting >= r->eff_max && members_back(r)) ||
-	     now - r->min_at_ms >= r->c.last_call_ms)) {
+	if (r->min_at_ms >= 0 && ((r->nwaiting >= r->eff_max && members_back(r)) ||
+				  now - r->min_at_ms >= r->c.last_call_ms)) {
 		complete(r);
 		return 1;
 	}
@@ -278,25 +279,32 @@ struct rdzv *rdzv_new(const struct rdzv_conf *c, struct rv_err *err)
 {
 	if (c->min_nodes < 1 || c->min_nodes > RDZV_MAX_NODES)
 		return rv_err_set(err, -EINVAL, "min_nodes", "min_nodes must be between 1 and %d",
-				  RDZV_MAX_NODES), NULL;
+				  RDZV_MAX_NODES),
+		       NULL;
 	if (c->max_nodes < c->min_nodes || c->max_nodes > RDZV_MAX_NODES)
 		return rv_err_set(err, -EINVAL, "max_nodes",
 				  "max_nodes must be between min_nodes (%d) and %d", c->min_nodes,
-				  RDZV_MAX_NODES), NULL;
+				  RDZV_MAX_NODES),
+		       NULL;
 	if (c->node_unit < 1 || c->node_unit > c->max_nodes)
 		return rv_err_set(err, -EINVAL, "node_unit",
-				  "node_unit must be between 1 and max_nodes (%d)", c->max_nodes), NULL;
+				  "node_unit must be between 1 and max_nodes (%d)", c->max_nodes),
+		       NULL;
 	int lo = (c->min_nodes + c->node_unit - 1) / c->node_unit * c->node_unit;
 	int hi = c->max_nodes / c->node_unit * c->node_unit;
 	if (lo > hi)
-		return rv_err_set(err, -EINVAL, "node_unit",
-				  "no multiple of node_unit %d between min_nodes %d and max_nodes %d",
-				  c->node_unit, c->min_nodes, c->max_nodes), NULL;
+		return rv_err_set(
+			       err, -EINVAL, "node_unit",
+			       "no multiple of node_unit %d between min_nodes %d and max_nodes %d",
+			       c->node_unit, c->min_nodes, c->max_nodes),
+		       NULL;
 	if (c->last_call_ms < 0 || c->max_wait_ms < 0 || c->heartbeat_timeout_ms < 0)
 		return rv_err_set(err, -EINVAL,
-				  c->last_call_ms < 0 ? "last_call_ms"
-				  : c->max_wait_ms < 0 ? "max_wait_ms" : "heartbeat_timeout_ms",
-				  "timeouts must not be negative"), NULL;
+				  c->last_call_ms < 0  ? "last_call_ms"
+				  : c->max_wait_ms < 0 ? "max_wait_ms"
+						       : "heartbeat_timeout_ms",
+				  "timeouts must not be negative"),
+		       NULL;
 
 	struct rdzv *r = calloc(1, sizeof(*r));
 	if (!r)
@@ -331,8 +339,9 @@ int64_t rdzv_join(struct rdzv *r, const struct rdzv_node *n, int64_t now_ms)
 			return -ENOSPC;
 		slot = r->n++;
 		r->index[pos] = (int16_t)slot;
-		r->nodes[slot] = (struct rnode){.hash = h, .status = NODE_IDLE, .rank = -1,
-						.prev_rank = -1};
+		r->nodes[slot] = (struct rnode){
+			.hash = h, .status = NODE_IDLE, .rank = -1, .prev_rank = -1
+		};
 	}
 	if (r->round == 0) {
 		r->round = 1;
@@ -340,7 +349,7 @@ int64_t rdzv_join(struct rdzv *r, const struct rdzv_node *n, int64_t now_ms)
 	}
 	struct rnode *nd = &r->nodes[slot];
 	if (nd->status == NODE_MEMBER)
-		open_round(r, now_ms);   /* its workers restarted: a new world */
+		open_round(r, now_ms); /* its workers restarted: a new world */
 	if (nd->status != NODE_WAITING) {
 		nd->status = NODE_WAITING;
 		nd->seq = ++r->seq;
@@ -364,7 +373,7 @@ static void fill_world(const struct rdzv *r, struct rdzv_world *w)
 	for (int i = 0; i < r->n; i++) {
 		const struct rnode *nd = &r->nodes[i];
 		if (nd->status == NODE_MEMBER)
-			w->members[nd->rank] = (struct rdzv_member){nd->node, nd->rank, 0};
+			w->members[nd->rank] = (struct rdzv_member){ nd->node, nd->rank, 0 };
 	}
 	int off = 0;
 	for (int i = 0; i < r->nworld; i++) {
@@ -452,11 +461,12 @@ int rdzv_tick(struct rdzv *r, int64_t now_ms, char (*dead)[64], int max_dead, in
 	int changed = 0, nd = 0;
 
 	if (r->c.heartbeat_timeout_ms > 0 && max_dead > 0 && dead) {
-		struct silent s[RDZV_MAX_NODES];
+		struct silent s[RDZV_MAX_NODES] = { { 0 } };
 		int ns = 0;
 		for (int i = 0; i < r->n; i++)
 			if (now_ms - r->nodes[i].last_seen >= r->c.heartbeat_timeout_ms)
-				s[ns++] = (struct silent){r->nodes[i].last_seen, r->nodes[i].node.name};
+				s[ns++] = (struct silent){ r->nodes[i].last_seen,
+							   r->nodes[i].node.name };
 		qsort(s, (size_t)ns, sizeof(s[0]), silent_cmp);
 		/* copy the names first: leaving moves nodes around the table */
 		for (nd = 0; nd < ns && nd < max_dead; nd++)
@@ -513,7 +523,7 @@ const char *rdzv_reason(const struct rdzv *r)
 
 void rdzv_stats(const struct rdzv *r, struct rdzv_stats *st)
 {
-	*st = (struct rdzv_stats){.known = r->n, .rounds_completed = r->rounds_completed};
+	*st = (struct rdzv_stats){ .known = r->n, .rounds_completed = r->rounds_completed };
 	for (int i = 0; i < r->n; i++) {
 		int s = r->nodes[i].status;
 		st->members += s == NODE_MEMBER;
@@ -562,7 +572,7 @@ static int pick_name(const char *s, const char *const *names, int n)
 static int load_node(struct rdzv *t, const cJSON *it, int i, struct rv_err *err)
 {
 	char path[64], field[128], s[16];
-	struct rnode nd = {.rank = -1, .prev_rank = -1};
+	struct rnode nd = { .rank = -1, .prev_rank = -1 };
 	int64_t v;
 	int rc;
 	const char *why;
@@ -588,15 +598,16 @@ static int load_node(struct rdzv *t, const cJSON *it, int i, struct rv_err *err)
 	if ((rc = rv_json_get_int(it, "rank", path, true, -1, RDZV_MAX_NODES - 1, &v, err)) < 0)
 		return rc;
 	nd.rank = (int)v;
-	if ((rc = rv_json_get_int(it, "prev_rank", path, true, -1, RDZV_MAX_NODES - 1, &v, err)) < 0)
+	if ((rc = rv_json_get_int(it, "prev_rank", path, true, -1, RDZV_MAX_NODES - 1, &v, err)) <
+	    0)
 		return rc;
 	nd.prev_rank = (int)v;
 	if ((rc = rv_json_get_int(it, "seq", path, true, 0, TS_MAX, &nd.seq, err)) < 0 ||
 	    (rc = rv_json_get_int(it, "last_seen", path, true, -TS_MAX, TS_MAX, &nd.last_seen,
 				  err)) < 0)
 		return rc;
-	if ((nd.status == NODE_MEMBER) != (nd.rank >= 0) || (t->state != RDZV_COMPLETE &&
-							     nd.status == NODE_MEMBER))
+	if ((nd.status == NODE_MEMBER) != (nd.rank >= 0) ||
+	    (t->state != RDZV_COMPLETE && nd.status == NODE_MEMBER))
 		return rv_err_set(err, -EINVAL, rv_json_path(field, sizeof(field), path, "rank"),
 				  "%s: only members of a complete world have a rank", path);
 
@@ -619,14 +630,16 @@ static int load_node(struct rdzv *t, const cJSON *it, int i, struct rv_err *err)
 /* Ranks of members form 0..nworld-1; previous ranks are distinct. */
 static int check_ranks(const struct rdzv *t, struct rv_err *err)
 {
-	bool rank[RDZV_MAX_NODES] = {false}, prev[RDZV_MAX_NODES] = {false};
+	bool rank[RDZV_MAX_NODES] = { false }, prev[RDZV_MAX_NODES] = { false };
 
 	for (int i = 0; i < t->n; i++) {
 		const struct rnode *nd = &t->nodes[i];
 		if (nd->rank >= 0) {
 			if (nd->rank >= t->nworld || rank[nd->rank])
-				return rv_err_set(err, -EINVAL, "nodes", "group ranks of members "
-						  "must be 0..%d, each once", t->nworld - 1);
+				return rv_err_set(err, -EINVAL, "nodes",
+						  "group ranks of members "
+						  "must be 0..%d, each once",
+						  t->nworld - 1);
 			rank[nd->rank] = true;
 		}
 		if (nd->prev_rank >= 0) {
@@ -664,17 +677,18 @@ int rdzv_snapshot_load(struct rdzv *r, const char *doc, size_t len, struct rv_er
 	if ((rc = rv_json_get_string(root, "state", "", true, s, sizeof(s), err)) < 0)
 		return rc;
 	if ((t->state = pick_name(s, state_names, 3)) < 0)
-		return rv_err_set(err, -EINVAL, "state", "state must be gathering, complete or failed");
+		return rv_err_set(err, -EINVAL, "state",
+				  "state must be gathering, complete or failed");
 	if ((rc = rv_json_get_int(root, "round", "", true, 0, TS_MAX, &t->round, err)) < 0 ||
-	    (rc = rv_json_get_int(root, "open_ms", "", true, -TS_MAX, TS_MAX, &t->open_ms,
-				  err)) < 0 ||
+	    (rc = rv_json_get_int(root, "open_ms", "", true, -TS_MAX, TS_MAX, &t->open_ms, err)) <
+		    0 ||
 	    (rc = rv_json_get_int(root, "min_at_ms", "", true, -TS_MAX, TS_MAX, &t->min_at_ms,
 				  err)) < 0 ||
 	    (rc = rv_json_get_int(root, "seq", "", true, 0, TS_MAX, &t->seq, err)) < 0 ||
 	    (rc = rv_json_get_int(root, "rounds_completed", "", true, 0, TS_MAX,
 				  &t->rounds_completed, err)) < 0 ||
-	    (rc = rv_json_get_string(root, "reason", "", true, t->reason, sizeof(t->reason),
-				     err)) < 0)
+	    (rc = rv_json_get_string(root, "reason", "", true, t->reason, sizeof(t->reason), err)) <
+		    0)
 		return rc;
 	if (t->round == 0 && t->state != RDZV_GATHERING)
 		return rv_err_set(err, -EINVAL, "round", "round 0 is gathering");
@@ -684,9 +698,11 @@ int rdzv_snapshot_load(struct rdzv *r, const char *doc, size_t len, struct rv_er
 		return rc;
 	int i = 0;
 	const cJSON *it;
-	cJSON_ArrayForEach(it, nodes) {
+	cJSON_ArrayForEach(it, nodes)
+	{
 		if (i == RDZV_MAX_NODES)
-			return rv_err_set(err, -EINVAL, "nodes", "more than %d nodes", RDZV_MAX_NODES);
+			return rv_err_set(err, -EINVAL, "nodes", "more than %d nodes",
+					  RDZV_MAX_NODES);
 		if ((rc = load_node(t, it, i++, err)) < 0)
 			return rc;
 	}

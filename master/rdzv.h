@@ -46,34 +46,34 @@
 #include "buf.h"
 #include "err.h"
 
-enum { RDZV_MAX_NODES = 1024 };                 /* known nodes: world, waiting and idle */
+enum { RDZV_MAX_NODES = 1024 }; /* known nodes: world, waiting and idle */
 enum { RDZV_GATHERING = 0, RDZV_COMPLETE = 1, RDZV_FAILED = 2 };
 
 struct rdzv_conf {
-	int min_nodes, max_nodes;      /* 1 <= min <= max <= RDZV_MAX_NODES */
-	int node_unit;                 /* world size in nodes is a multiple of it (>= 1) */
-	int64_t last_call_ms;          /* wait after eff_min is reached to gather more (>= 0) */
-	int64_t max_wait_ms;           /* gang wait: a round short of eff_min this long fails; 0 = forever */
-	int64_t heartbeat_timeout_ms;  /* a node silent this long is dead; 0 = never */
+	int min_nodes, max_nodes;     /* 1 <= min <= max <= RDZV_MAX_NODES */
+	int node_unit;                /* world size in nodes is a multiple of it (>= 1) */
+	int64_t last_call_ms;         /* wait after eff_min is reached to gather more (>= 0) */
+	int64_t max_wait_ms;          /* gang wait for eff_min; 0 = forever */
+	int64_t heartbeat_timeout_ms; /* a node silent this long is dead; 0 = never */
 };
 
 struct rdzv_node {
-	char name[64];                 /* unique per node, 1..63 printable bytes */
-	char addr[64];                 /* how its peers reach it ("host:port"), may be empty */
-	int local_world_size;          /* processes on this node, 1..65536 */
+	char name[64];        /* unique per node, 1..63 printable bytes */
+	char addr[64];        /* how its peers reach it ("host:port"), may be empty */
+	int local_world_size; /* processes on this node, 1..65536 */
 };
 
 struct rdzv_member {
 	struct rdzv_node node;
-	int group_rank;                /* 0..nnodes-1, the index in members[] */
-	int rank_offset;               /* global rank of its local rank 0 */
+	int group_rank;  /* 0..nnodes-1, the index in members[] */
+	int rank_offset; /* global rank of its local rank 0 */
 };
 
 struct rdzv_world {
 	int64_t round;
 	int nnodes;
-	int world_size;                /* sum of local_world_size */
-	struct rdzv_member members[RDZV_MAX_NODES];   /* by group rank; nnodes used */
+	int world_size;                             /* sum of local_world_size */
+	struct rdzv_member members[RDZV_MAX_NODES]; /* by group rank; nnodes used */
 };
 
 /* NULL with *err (-EINVAL naming the field: bounds, or no multiple of
@@ -144,7 +144,10 @@ int rdzv_current(const struct rdzv *r, struct rdzv_world *w);
 const char *rdzv_reason(const struct rdzv *r);
 
 /* Counts of known nodes by what they do (for status and metrics). */
-struct rdzv_stats { int known, members, waiting, idle; int64_t rounds_completed; };
+struct rdzv_stats {
+	int known, members, waiting, idle;
+	int64_t rounds_completed;
+};
 void rdzv_stats(const struct rdzv *r, struct rdzv_stats *st);
 
 /* The whole state as one JSON object appended to out (the conf is not in it:

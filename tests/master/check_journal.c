@@ -201,7 +201,7 @@ START_TEST(test_bad_calls)
 	j = journal_open(&o, NULL, NULL, NULL, &err);
 	ck_assert_ptr_null(j);
 	ck_assert_int_eq(err.code, -EMSGSIZE);
-	ck_assert_msg(strstr(err.msg, "offset 24"), "%s", err.msg);
+	ck_assert_msg(strstr(err.msg, "offset 52"), "%s", err.msg);
 	o.max_record = 0;
 	j = journal_open(&o, NULL, NULL, NULL, &err);
 	ck_assert_ptr_nonnull(j);
@@ -451,23 +451,26 @@ END_TEST
 /* ---- torn tail and damage ---- */
 
 #define REC_HDR 20
+#define BATCH_HDR 28
 #define FILE_HDR 24
+#define PAYLOAD "abcdefghijklmnopqrstuvwxyz0123"
+#define REC_LEN (REC_HDR + strlen("rec-1-" PAYLOAD))
 
-/* Five records of "rec-N-" + 30 bytes: the last starts at *last. */
+/* Five records of "rec-N-" + 30 bytes, each synced on its own (one batch
+ * each): the last batch starts at *last. */
 static void five_records(char **data, size_t *len, size_t *last)
 {
 	struct seen s;
 	struct journal *j = open_ok(&s, true);
 	char buf[64];
 	for (int i = 1; i <= 5; i++) {
-		snprintf(buf, sizeof(buf), "rec-%d-%s", i, "abcdefghijklmnopqrstuvwxyz0123");
-		append_str(j, 1, buf);
+		snprintf(buf, sizeof(buf), "rec-%d-%s", i, PAYLOAD);
+		ck_assert_int_eq(journal_sync(j, append_str(j, 1, buf), 5000), 0);
 	}
 	journal_close(j);
 	read_file(path_in("journal"), data, len);
-	size_t rec = REC_HDR + strlen("rec-1-abcdefghijklmnopqrstuvwxyz0123");
-	ck_assert_uint_eq(*len, FILE_HDR + 5 * rec);
-	*last = FILE_HDR + 4 * rec;
+	ck_assert_uint_eq(*len, FILE_HDR + 5 * (BATCH_HDR + REC_LEN));
+	*last = FILE_HDR + 4 * (BATCH_HDR + REC_LEN);
 }
 
 /* Open what is in the folder: four records survive, the fifth is counted as
@@ -481,7 +484,7 @@ static void expect_torn(size_t torn_bytes, const char *what, size_t at)
 	struct journal *j = journal_open(&o, on_snap, on_rec, &s, &err);
 	ck_assert_msg(j != NULL, "%s at %zu: %s", what, at, err.msg);
 	ck_assert_msg(s.n == 4, "%s at %zu: %d records", what, at, s.n);
-	ck_assert_str_eq(s.data[3], "rec-4-abcdefghijklmnopqrstuvwxyz0123");
+	ck_assert_str_eq(s.data[3], "rec-4-" PAYLOAD);
 	struct journal_stats st;
 	journal_stats(j, &st);
 	ck_assert_int_eq(st.torn_bytes_truncated, (int64_t)torn_bytes);
@@ -536,20 +539,25 @@ START_TEST(test_torn_tail_flipped_byte)
 }
 END_TEST
 
+/* Damage with a later batch after it: the damaged data had been synced. */
 START_TEST(test_corrupt_middle)
 {
 	char *data;
 	size_t len, last;
 	five_records(&data, &len, &last);
-	size_t rec = (len - FILE_HDR) / 5;
-	size_t second = FILE_HDR + rec;
-	/* the checksum, the length, the seq, the type, the payload */
-	size_t where[] = { second, second + 4, second + 9, second + 16, second + REC_HDR + 3,
-			   second + rec - 1 };
-	char want[64];
-	snprintf(want, sizeof(want), "offset %zu ", second);
+	size_t batch2 = FILE_HDR + BATCH_HDR + REC_LEN, rec2 = batch2 + BATCH_HDR;
+	/* batch header: checksum, length, seq, type, size; record: checksum,
+	 * length, seq, type, payload */
+	struct { size_t byte, reported; } where[] = {
+		{ batch2, batch2 }, { batch2 + 4, batch2 }, { batch2 + 9, batch2 },
+		{ batch2 + 16, batch2 }, { batch2 + 21, batch2 },
+		{ rec2, rec2 }, { rec2 + 5, rec2 }, { rec2 + 8, rec2 }, { rec2 + 17, rec2 },
+		{ rec2 + REC_HDR + 3, rec2 }, { rec2 + REC_LEN - 1, rec2 },
+	};
 	for (size_t w = 0; w < RV_ARRAY_SIZE(where); w++) {
-		data[where[w]] ^= 0x10;
+		char want[64];
+		snprintf(want, sizeof(want), "offset %zu ", where[w].reported);
+		data[where[w].byte] ^= 0x10;
 		write_file(path_in("journal"), data, len);
 		struct seen s;
 		memset(&s, 0, sizeof(s));
@@ -558,7 +566,7 @@ START_TEST(test_corrupt_middle)
 		ck_assert_ptr_null(journal_open(&o, on_snap, on_rec, &s, &err));
 		ck_assert_int_eq(err.code, -EUCLEAN);
 		ck_assert_msg(strstr(err.msg, want) && strstr(err.msg, "/journal"),
-			      "byte %zu: %s", where[w], err.msg);
+			      "byte %zu: %s", where[w].byte, err.msg);
 		ck_assert_int_eq(s.n, 0);   /* nothing applied */
 		char *now;
 		size_t nowlen;
@@ -566,7 +574,49 @@ START_TEST(test_corrupt_middle)
 		ck_assert_uint_eq(nowlen, len);   /* nothing cut */
 		ck_assert(memcmp(now, data, len) == 0);
 		free(now);
-		data[where[w]] ^= 0x10;
+		data[where[w].byte] ^= 0x10;
+	}
+	free(data);
+}
+END_TEST
+
+/* Damage anywhere in the last batch (a power cut may lose any page of a
+ * write whose fdatasync had not returned, so valid records can follow the
+ * damage): the whole batch is cut, nothing before it. */
+START_TEST(test_damage_in_last_batch)
+{
+	struct seen s;
+	struct journal *j = open_ok(&s, true);
+	char buf[64];
+	for (int i = 1; i <= 5; i++) {
+		snprintf(buf, sizeof(buf), "rec-%d-%s", i, PAYLOAD);
+		int64_t seq = append_str(j, 1, buf);
+		if (i == 2 || i == 5)   /* batches: 1-2, 3-5 */
+			ck_assert_int_eq(journal_sync(j, seq, 5000), 0);
+	}
+	journal_close(j);
+	char *data;
+	size_t len;
+	read_file(path_in("journal"), &data, &len);
+	size_t batch2 = FILE_HDR + BATCH_HDR + 2 * REC_LEN;
+	ck_assert_uint_eq(len, batch2 + BATCH_HDR + 3 * REC_LEN);
+	for (size_t i = batch2; i < len; i += 7) {
+		data[i] ^= 0x08;
+		write_file(path_in("journal"), data, len);
+		data[i] ^= 0x08;
+		j = open_ok(&s, true);
+		ck_assert_msg(s.n == 2, "flip at %zu: %d records", i, s.n);
+		ck_assert_str_eq(s.data[1], "rec-2-" PAYLOAD);
+		struct journal_stats st;
+		journal_stats(j, &st);
+		ck_assert_int_eq(st.torn_records, 1);
+		ck_assert_int_eq(st.torn_bytes_truncated, (int64_t)(len - batch2));
+		ck_assert_int_eq(append_str(j, 1, "new"), 3);
+		journal_close(j);
+		j = open_ok(&s, true);
+		ck_assert_int_eq(s.n, 3);
+		ck_assert_str_eq(s.data[2], "new");
+		journal_close(j);
 	}
 	free(data);
 }
@@ -607,7 +657,7 @@ START_TEST(test_short_write)
 	struct rlimit old, lim;
 	ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
 	lim = old;
-	lim.rlim_cur = FILE_HDR + 100;
+	lim.rlim_cur = FILE_HDR + BATCH_HDR + 100;
 	ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
 	int rc1 = journal_sync(j, append_str(j, 1, a), 5000);
 	int64_t seq = append_str(j, 1, b);
@@ -620,7 +670,7 @@ START_TEST(test_short_write)
 	ck_assert_int_eq(rc1, 0);
 	ck_assert_int_eq(rc2, -EFBIG);
 	ck_assert_int_eq(rc3, 0);
-	ck_assert_int_eq(sb.st_size, FILE_HDR + REC_HDR + (off_t)strlen(a));
+	ck_assert_int_eq(sb.st_size, FILE_HDR + BATCH_HDR + REC_HDR + (off_t)strlen(a));
 	ck_assert_int_eq(journal_sync(j, seq, 5000), 0);
 	journal_close(j);
 	j = open_ok(&s, false);
@@ -748,6 +798,7 @@ static Suite *journal_suite(void)
 	tcase_add_test(tc, test_torn_tail_every_offset);
 	tcase_add_test(tc, test_torn_tail_flipped_byte);
 	tcase_add_test(tc, test_corrupt_middle);
+	tcase_add_test(tc, test_damage_in_last_batch);
 	tcase_add_test(tc, test_callback_error);
 	tcase_add_test(tc, test_short_write);
 	tcase_add_test(tc, test_kill9_acknowledged_durable);

@@ -14,12 +14,12 @@
 #include "rdzv.h"
 #include "testutil.h"
 
-static struct rdzv_world W;   /* large: one per suite, not on the stack */
+static struct rdzv_world W; /* large: one per suite, not on the stack */
 
 static struct rdzv *mk(int min, int max, int unit, int64_t last_call, int64_t max_wait, int64_t hb)
 {
-	struct rdzv_conf c = {min, max, unit, last_call, max_wait, hb};
-	struct rv_err err = {0};
+	struct rdzv_conf c = { min, max, unit, last_call, max_wait, hb };
+	struct rv_err err = { 0 };
 	struct rdzv *r = rdzv_new(&c, &err);
 
 	ck_assert_msg(r, "rdzv_new: %s", err.msg);
@@ -28,7 +28,7 @@ static struct rdzv *mk(int min, int max, int unit, int64_t last_call, int64_t ma
 
 static int64_t join_lws(struct rdzv *r, const char *name, int lws, int64_t now)
 {
-	struct rdzv_node n = {.local_world_size = lws};
+	struct rdzv_node n = { .local_world_size = lws };
 
 	snprintf(n.name, sizeof(n.name), "%s", name);
 	snprintf(n.addr, sizeof(n.addr), "10.0.0.1:%d", 29500 + (int)strlen(name));
@@ -71,18 +71,18 @@ static int state(struct rdzv *r, int64_t *round, int *nnodes)
 START_TEST(test_config_errors)
 {
 	struct rdzv_conf bad[] = {
-		{0, 2, 1, 0, 0, 0},   /* min < 1 */
-		{3, 2, 1, 0, 0, 0},   /* max < min */
-		{3, 3, 2, 0, 0, 0},   /* no multiple of 2 in 3..3 */
-		{1, 2, 0, 0, 0, 0},   /* unit 0 */
-		{1, 2, 1, -1, 0, 0},  /* negative last call */
-		{1, RDZV_MAX_NODES + 1, 1, 0, 0, 0},
+		{ 0, 2, 1, 0, 0, 0 },  /* min < 1 */
+		{ 3, 2, 1, 0, 0, 0 },  /* max < min */
+		{ 3, 3, 2, 0, 0, 0 },  /* no multiple of 2 in 3..3 */
+		{ 1, 2, 0, 0, 0, 0 },  /* unit 0 */
+		{ 1, 2, 1, -1, 0, 0 }, /* negative last call */
+		{ 1, RDZV_MAX_NODES + 1, 1, 0, 0, 0 },
 	};
-	const char *field[] = {"min_nodes", "max_nodes", "node_unit", "node_unit", "last_call_ms",
-			       "max_nodes"};
+	const char *field[] = { "min_nodes", "max_nodes",    "node_unit",
+				"node_unit", "last_call_ms", "max_nodes" };
 
 	for (size_t i = 0; i < RV_ARRAY_SIZE(bad); i++) {
-		struct rv_err err = {0};
+		struct rv_err err = { 0 };
 		ck_assert_ptr_null(rdzv_new(&bad[i], &err));
 		ck_assert_int_eq(err.code, -EINVAL);
 		ck_assert_str_eq(err.field, field[i]);
@@ -94,7 +94,7 @@ END_TEST
 START_TEST(test_bad_nodes)
 {
 	struct rdzv *r = mk(1, 2, 1, 0, 0, 0);
-	struct rdzv_node n = {.name = "", .local_world_size = 1};
+	struct rdzv_node n = { .name = "", .local_world_size = 1 };
 
 	ck_assert_int_eq(rdzv_join(r, &n, 0), -EINVAL);
 	snprintf(n.name, sizeof(n.name), "a\"b");
@@ -124,9 +124,9 @@ START_TEST(test_last_call)
 
 	ck_assert_int_eq(join(r, "a", 0), 1);
 	ck_assert_int_eq(rdzv_next_deadline(r), INT64_MAX);
-	ck_assert_int_eq(join(r, "b", 100), 1);   /* min reached: last call until 1100 */
+	ck_assert_int_eq(join(r, "b", 100), 1); /* min reached: last call until 1100 */
 	ck_assert_int_eq(rdzv_next_deadline(r), 1100);
-	ck_assert_int_eq(join(r, "c", 600), 1);   /* does not push the deadline back */
+	ck_assert_int_eq(join(r, "c", 600), 1); /* does not push the deadline back */
 	ck_assert_int_eq(rdzv_next_deadline(r), 1100);
 	ck_assert_int_eq(rdzv_waiting(r), 3);
 	ck_assert_int_eq(tick(r, 1099), 0);
@@ -154,7 +154,7 @@ START_TEST(test_at_once_at_max)
 	join(r, "a", 0);
 	join(r, "b", 0);
 	ck_assert_int_eq(world(r, "a", 1), 0);
-	join(r, "c", 5);   /* max: no last call */
+	join(r, "c", 5); /* max: no last call */
 	ck_assert_int_eq(state(r, NULL, NULL), RDZV_COMPLETE);
 	ck_assert_int_eq(world(r, "c", 1), 1);
 	ck_assert_int_eq(W.nnodes, 3);
@@ -187,12 +187,12 @@ START_TEST(test_never_stuck_above_min)
 	ck_assert_int_eq(world(r, "a", 1), 1);
 	ck_assert_int_eq(world(r, "b", 1), 1);
 	ck_assert_int_eq(world(r, "c", 1), -EAGAIN);
-	ck_assert_int_eq(rdzv_waiting(r), 0);   /* one spare cannot grow the world */
+	ck_assert_int_eq(rdzv_waiting(r), 0); /* one spare cannot grow the world */
 	rdzv_free(r);
 
 	/* a steady trickle of joins never holds the round back */
 	r = mk(2, 100, 1, 1000, 0, 0);
-	char name[16];
+	char name[32];
 	int64_t t, done = -1;
 	for (t = 0; t < 10000; t += 300) {
 		snprintf(name, sizeof(name), "n%" PRId64, t);
@@ -220,7 +220,7 @@ START_TEST(test_node_unit_and_spares)
 	join(r, "a", 0);
 	join(r, "b", 0);
 	join(r, "c", 0);
-	ck_assert_int_eq(rdzv_next_deadline(r), INT64_MAX);   /* 3 < 4: min not reached */
+	ck_assert_int_eq(rdzv_next_deadline(r), INT64_MAX); /* 3 < 4: min not reached */
 	tick(r, 50000);
 	ck_assert_int_eq(state(r, NULL, NULL), RDZV_GATHERING);
 	join(r, "d", 50000);
@@ -228,19 +228,19 @@ START_TEST(test_node_unit_and_spares)
 	tick(r, 51000);
 	ck_assert_int_eq(state(r, &round, &n), RDZV_COMPLETE);
 	ck_assert_int_eq(n, 4);
-	ck_assert_int_eq(world(r, "e", 1), -EAGAIN);   /* the latest joiner is the spare */
+	ck_assert_int_eq(world(r, "e", 1), -EAGAIN); /* the latest joiner is the spare */
 	/* a second spare makes a unit: the world can grow to 6 */
 	ck_assert_int_eq(join(r, "f", 52000), 2);
 	ck_assert_int_eq(state(r, &round, NULL), RDZV_GATHERING);
 	ck_assert_int_eq(round, 2);
 	ck_assert_int_eq(world(r, "a", 1), -ESTALE);
 	ck_assert_int_eq(world(r, "e", 1), -ESTALE);
-	ck_assert_int_eq(world(r, "e", 2), 0);   /* spares carried over */
+	ck_assert_int_eq(world(r, "e", 2), 0); /* spares carried over */
 	ck_assert_int_eq(rdzv_waiting(r), 2);
-	const char *old[] = {"d", "c", "b", "a"};
+	const char *old[] = { "d", "c", "b", "a" };
 	for (int i = 0; i < 4; i++)
 		ck_assert_int_eq(join(r, old[i], 52100), 2);
-	ck_assert_int_eq(state(r, NULL, &n), RDZV_COMPLETE);   /* 6 = max: at once */
+	ck_assert_int_eq(state(r, NULL, &n), RDZV_COMPLETE); /* 6 = max: at once */
 	ck_assert_int_eq(n, 6);
 	ck_assert_int_eq(rank_of(r, "a", 2), 0);
 	ck_assert_int_eq(rank_of(r, "d", 2), 3);
@@ -266,7 +266,7 @@ START_TEST(test_late_node_next_round)
 	ck_assert_int_eq(join(r, "a", 1600), 2);
 	ck_assert_int_eq(join(r, "b", 1600), 2);
 	tick(r, 2599);
-	ck_assert_int_eq(world(r, "a", 2), 0);   /* min since 1600 */
+	ck_assert_int_eq(world(r, "a", 2), 0); /* min since 1600 */
 	tick(r, 2600);
 	ck_assert_int_eq(world(r, "a", 2), 1);
 	ck_assert_int_eq(world(r, "c", 2), 1);
@@ -345,7 +345,7 @@ START_TEST(test_leave_and_rejoin_open_rounds)
 	ck_assert_int_eq(rdzv_leave(r, "c", 100), 1);
 	ck_assert_int_eq(world(r, "c", 1), -ENOENT);
 	ck_assert_int_eq(world(r, "a", 1), -ESTALE);
-	ck_assert_int_eq(world(r, "a", 2), -ESTALE);   /* not joined to round 2 yet */
+	ck_assert_int_eq(world(r, "a", 2), -ESTALE); /* not joined to round 2 yet */
 	ck_assert_int_eq(state(r, &round, &n), RDZV_GATHERING);
 	ck_assert_int_eq(round, 2);
 	ck_assert_int_eq(n, 0);
@@ -381,7 +381,7 @@ END_TEST
 START_TEST(test_ranks_stable)
 {
 	struct rdzv *r = mk(2, 4, 1, 1000, 0, 0);
-	const char *names[] = {"a", "b", "c", "d"};
+	const char *names[] = { "a", "b", "c", "d" };
 
 	for (int i = 0; i < 4; i++)
 		join(r, names[i], 0);
@@ -395,11 +395,11 @@ START_TEST(test_ranks_stable)
 	tick(r, 1040);
 	ck_assert_int_eq(rank_of(r, "a", 2), 0);
 	ck_assert_int_eq(rank_of(r, "c", 2), 2);
-	ck_assert_int_eq(rank_of(r, "d", 2), 1);   /* 3 is gone: the free rank */
+	ck_assert_int_eq(rank_of(r, "d", 2), 1); /* 3 is gone: the free rank */
 	/* rounds later, in reverse order, same ranks; b comes back at the end */
 	for (int round = 3; round < 6; round++) {
 		int64_t t = round * 10000;
-		ck_assert_int_eq(join(r, "d", t), round);   /* restart of d opens it */
+		ck_assert_int_eq(join(r, "d", t), round); /* restart of d opens it */
 		join(r, "c", t + 1);
 		join(r, "a", t + 2);
 		tick(r, t + 1002);
@@ -471,7 +471,7 @@ START_TEST(test_heartbeat_timeout)
 	ck_assert_int_eq(rdzv_heartbeat(r, "b", 5001), -ENOENT);
 	ck_assert_int_eq(state(r, &round, NULL), RDZV_GATHERING);
 	ck_assert_int_eq(round, 2);
-	ck_assert_int_eq(rdzv_next_deadline(r), 9000);   /* a's last heartbeat + 5000 */
+	ck_assert_int_eq(rdzv_next_deadline(r), 9000); /* a's last heartbeat + 5000 */
 	/* a keeps beating: never dead */
 	for (int64_t t = 5000; t <= 20000; t += 1000) {
 		rdzv_heartbeat(r, "a", t);
@@ -564,8 +564,8 @@ static void snap(const struct rdzv *r, struct rv_buf *b)
 static struct rdzv *clone(const struct rdzv *r, int min, int max, int unit, int64_t lc, int64_t mw,
 			  int64_t hb)
 {
-	struct rv_buf b = {0};
-	struct rv_err err = {0};
+	struct rv_buf b = { 0 };
+	struct rv_err err = { 0 };
 	struct rdzv *t = mk(min, max, unit, lc, mw, hb);
 
 	snap(r, &b);
@@ -578,7 +578,7 @@ static struct rdzv *clone(const struct rdzv *r, int min, int max, int unit, int6
 /* Same results and the same saved state after the same operation. */
 static void same(struct rdzv *x, struct rdzv *y)
 {
-	struct rv_buf bx = {0}, by = {0};
+	struct rv_buf bx = { 0 }, by = { 0 };
 
 	snap(x, &bx);
 	snap(y, &by);
@@ -608,14 +608,14 @@ START_TEST(test_snapshot_round_trip)
 
 	/* mid-complete with a spare and previous ranks: the same next rounds */
 	t = clone(r, 2, 4, 2, 1000, 8000, 3000);
-	struct rdzv *rs[] = {r, t};
+	struct rdzv *rs[] = { r, t };
 	for (int i = 0; i < 2; i++) {
 		rdzv_heartbeat(rs[i], "a", 2000);
-		ck_assert_int_eq(join(rs[i], "d", 2100), 2);   /* a unit of spares: grow */
+		ck_assert_int_eq(join(rs[i], "d", 2100), 2); /* a unit of spares: grow */
 		join(rs[i], "b", 2200);
 		char dead[4][64];
 		int nd;
-		rdzv_tick(rs[i], 4200, dead, 4, &nd);   /* c silent since 200: dead */
+		rdzv_tick(rs[i], 4200, dead, 4, &nd); /* c silent since 200: dead */
 		ck_assert_int_eq(nd, 1);
 		ck_assert_str_eq(dead[0], "c");
 	}
@@ -638,39 +638,45 @@ END_TEST
 START_TEST(test_snapshot_bad)
 {
 	struct rdzv *r = mk(1, 4, 1, 0, 0, 0);
-	struct rv_buf before = {0}, after = {0};
+	struct rv_buf before = { 0 }, after = { 0 };
 	struct rv_err err;
 	const char *docs[][2] = {
-		{"[]", ""},
-		{"{\"version\":2}", "version"},
-		{"{\"version\":1,\"state\":\"done\"}", "state"},
-		{"{\"version\":1,\"state\":\"complete\",\"round\":1,\"open_ms\":0,\"min_at_ms\":-1,"
-		 "\"seq\":2,\"rounds_completed\":1,\"reason\":\"\",\"nodes\":["
-		 "{\"name\":\"a\",\"addr\":\"\",\"local_world_size\":1,\"status\":\"member\","
-		 "\"rank\":0,\"prev_rank\":-1,\"seq\":1,\"last_seen\":0},"
-		 "{\"name\":\"a\",\"addr\":\"\",\"local_world_size\":1,\"status\":\"waiting\","
-		 "\"rank\":-1,\"prev_rank\":-1,\"seq\":2,\"last_seen\":0}]}", "nodes[1].name"},
-		{"{\"version\":1,\"state\":\"complete\",\"round\":1,\"open_ms\":0,\"min_at_ms\":-1,"
-		 "\"seq\":2,\"rounds_completed\":1,\"reason\":\"\",\"nodes\":["
-		 "{\"name\":\"a\",\"addr\":\"\",\"local_world_size\":1,\"status\":\"member\","
-		 "\"rank\":1,\"prev_rank\":-1,\"seq\":1,\"last_seen\":0}]}", "nodes"},
-		{"{\"version\":1,\"state\":\"gathering\",\"round\":1,\"open_ms\":0,\"min_at_ms\":-1,"
-		 "\"seq\":2,\"rounds_completed\":1,\"reason\":\"\",\"nodes\":["
-		 "{\"name\":\"a\",\"addr\":\"\",\"local_world_size\":0,\"status\":\"waiting\","
-		 "\"rank\":-1,\"prev_rank\":-1,\"seq\":1,\"last_seen\":0}]}",
-		 "nodes[0].local_world_size"},
+		{ "[]", "" },
+		{ "{\"version\":2}", "version" },
+		{ "{\"version\":1,\"state\":\"done\"}", "state" },
+		{ "{\"version\":1,\"state\":\"complete\",\"round\":1,\"open_ms\":0,\"min_at_ms\":-"
+		  "1,"
+		  "\"seq\":2,\"rounds_completed\":1,\"reason\":\"\",\"nodes\":["
+		  "{\"name\":\"a\",\"addr\":\"\",\"local_world_size\":1,\"status\":\"member\","
+		  "\"rank\":0,\"prev_rank\":-1,\"seq\":1,\"last_seen\":0},"
+		  "{\"name\":\"a\",\"addr\":\"\",\"local_world_size\":1,\"status\":\"waiting\","
+		  "\"rank\":-1,\"prev_rank\":-1,\"seq\":2,\"last_seen\":0}]}",
+		  "nodes[1].name" },
+		{ "{\"version\":1,\"state\":\"complete\",\"round\":1,\"open_ms\":0,\"min_at_ms\":-"
+		  "1,"
+		  "\"seq\":2,\"rounds_completed\":1,\"reason\":\"\",\"nodes\":["
+		  "{\"name\":\"a\",\"addr\":\"\",\"local_world_size\":1,\"status\":\"member\","
+		  "\"rank\":1,\"prev_rank\":-1,\"seq\":1,\"last_seen\":0}]}",
+		  "nodes" },
+		{ "{\"version\":1,\"state\":\"gathering\",\"round\":1,\"open_ms\":0,\"min_at_ms\":-"
+		  "1,"
+		  "\"seq\":2,\"rounds_completed\":1,\"reason\":\"\",\"nodes\":["
+		  "{\"name\":\"a\",\"addr\":\"\",\"local_world_size\":0,\"status\":\"waiting\","
+		  "\"rank\":-1,\"prev_rank\":-1,\"seq\":1,\"last_seen\":0}]}",
+		  "nodes[0].local_world_size" },
 	};
 
 	join(r, "keep", 0);
 	snap(r, &before);
 	for (size_t i = 0; i < RV_ARRAY_SIZE(docs); i++) {
 		memset(&err, 0, sizeof(err));
-		ck_assert_int_eq(rdzv_snapshot_load(r, docs[i][0], strlen(docs[i][0]), &err), -EINVAL);
+		ck_assert_int_eq(rdzv_snapshot_load(r, docs[i][0], strlen(docs[i][0]), &err),
+				 -EINVAL);
 		ck_assert_msg(strcmp(err.field, docs[i][1]) == 0, "doc %zu: field %s, msg %s", i,
 			      err.field, err.msg);
 	}
 	snap(r, &after);
-	ck_assert_str_eq(before.data, after.data);   /* unchanged */
+	ck_assert_str_eq(before.data, after.data); /* unchanged */
 	rv_buf_release(&before);
 	rv_buf_release(&after);
 	rdzv_free(r);
@@ -688,8 +694,8 @@ static uint64_t rng_next(uint64_t *s)
 	return z ^ (z >> 31);
 }
 
-static void check_invariants(struct rdzv *r, int eff_min, int eff_max, int unit, int64_t *last_round,
-			     int seed)
+static void check_invariants(struct rdzv *r, int eff_min, int eff_max, int unit,
+			     int64_t *last_round, int seed)
 {
 	int64_t round;
 	int n;
@@ -745,17 +751,17 @@ static void property_run(int seed)
 	struct rdzv *r = mk(min, max, unit, lc, mw, hb);
 	struct rdzv *twin = NULL;
 	int64_t now = 0, last_round = 0;
-	int64_t my_round[2][16] = {{0}};
+	int64_t my_round[2][16] = { { 0 } };
 	char dead[16][64];
 	int nd;
 
 	for (int step = 0; step < 400 && rdzv_state(r, NULL, NULL) != RDZV_FAILED; step++) {
 		int who = (int)(rng_next(&rs) % 16);
-		char name[8];
+		char name[16];
 		snprintf(name, sizeof(name), "n%d", who);
 		now += (int64_t)(rng_next(&rs) % 400);
 		int op = (int)(rng_next(&rs) % 10);
-		struct rdzv *both[] = {r, twin};
+		struct rdzv *both[] = { r, twin };
 		for (int k = 0; k < 2 && both[k]; k++) {
 			struct rdzv *x = both[k];
 			if (op < 3) {
@@ -769,7 +775,8 @@ static void property_run(int seed)
 				if (rdzv_heartbeat(x, name, now) == 0) {
 					int rc = rdzv_world(x, name, my_round[k][who], NULL, NULL);
 					if (rc == -ESTALE)
-						my_round[k][who] = join_lws(x, name, 1 + who % 3, now);
+						my_round[k][who] =
+							join_lws(x, name, 1 + who % 3, now);
 				}
 			} else {
 				rdzv_tick(x, now, dead, 16, &nd);
@@ -807,7 +814,7 @@ static double secs(void)
 START_TEST(test_256_one_world)
 {
 	struct rdzv *r = mk(1, 256, 1, 3000, 0, 5000);
-	char name[16];
+	char name[32];
 	int n;
 
 	for (int i = 0; i < 256; i++) {
@@ -828,7 +835,7 @@ START_TEST(test_1024_cost)
 	/* every node joins, polls its world and heartbeats; then one leaves and
 	 * all join again: a linear cost per call keeps this well under a second */
 	struct rdzv *r = mk(1, RDZV_MAX_NODES, 1, 60000, 0, 100000);
-	char name[16];
+	char name[32];
 	double t0 = secs();
 
 	for (int i = 0; i < RDZV_MAX_NODES; i++) {
@@ -846,14 +853,14 @@ START_TEST(test_1024_cost)
 		snprintf(name, sizeof(name), "host%d", i);
 		ck_assert_int_eq(join(r, name, 3000), 2);
 	}
-	ck_assert_int_eq(state(r, NULL, NULL), RDZV_GATHERING);   /* 1023 < max */
+	ck_assert_int_eq(state(r, NULL, NULL), RDZV_GATHERING); /* 1023 < max */
 	tick(r, 63000);
-	ck_assert_int_eq(rank_of(r, "host1022", 2), 1022);   /* kept */
-	ck_assert_int_eq(rank_of(r, "host1023", 2), 0);      /* 1023 is gone: the free rank */
+	ck_assert_int_eq(rank_of(r, "host1022", 2), 1022); /* kept */
+	ck_assert_int_eq(rank_of(r, "host1023", 2), 0);    /* 1023 is gone: the free rank */
 	ck_assert_int_eq(rank_of(r, "host1", 2), 1);
 	double dt = secs() - t0;
 	ck_assert_msg(dt < 1.0, "1024 nodes took %.3f s", dt);
-	ck_assert_int_eq(join(r, "host0", 5000), 3);   /* back: the world can grow */
+	ck_assert_int_eq(join(r, "host0", 5000), 3); /* back: the world can grow */
 	ck_assert_int_eq(join(r, "one-more", 5000), -ENOSPC);
 	rdzv_free(r);
 }
