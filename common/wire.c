@@ -1750,7 +1750,9 @@ cJSON *rv_shard_next_to_json(const struct rv_shard_next *m)
 {
 	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
 	bool ok = o && add_str(o, "node", m->node) && add_num(o, "worker", (double)m->worker) &&
-		  add_str(o, "dataset", m->dataset) && add_num(o, "req", (double)m->req);
+		  add_num(o, "req", (double)m->req);
+	if (ok && m->dataset[0])
+		ok = add_str(o, "dataset", m->dataset);
 	return ok ? RV_TAKE_PTR(o) : NULL;
 }
 
