@@ -377,11 +377,15 @@ struct journal_scan {
 	int64_t nrecords; /* records after the snapshot */
 };
 
-/* 1 when a batch header with a seq in (after, max_seq] starts anywhere in
- * [from, n), 0 when not: a batch written after the damaged one. */
-static int journal_later_batch(const struct journal_map *m, size_t from, int64_t after, size_t *at)
+/* 1 and *at when a batch header starts anywhere in [from, n) with a seq
+ * after `after`: a batch written after the damaged one.  Its seq is at most
+ * the larger of after and snap_seq (records after a snapshot start at
+ * snap_seq + 1) plus the number of records that fit. */
+static int journal_later_batch(const struct journal_map *m, size_t from, int64_t after,
+			       int64_t snap_seq, size_t *at)
 {
-	int64_t max_seq = after + (int64_t)((m->n - from) / JOURNAL_REC_HDR) + 1;
+	int64_t max_seq = (after > snap_seq ? after : snap_seq) +
+			  (int64_t)((m->n - from) / JOURNAL_REC_HDR) + 1;
 	for (size_t k = from; k + JOURNAL_BATCH <= m->n; k++) {
 		struct journal_rec r;
 		if (journal_rec_parse(m->p + k, m->n - k, after + 1, max_seq, &r) && r.batch) {
@@ -411,7 +415,7 @@ static int journal_scan_file(struct journal *j, const struct journal_map *m, int
 		if (!journal_rec_parse(m->p + off, m->n - off, 0, INT64_MAX, &r) ||
 		    (in_batch && (r.batch || r.total > batch_end - off))) {
 			size_t at;
-			if (journal_later_batch(m, off + 1, prev, &at))
+			if (journal_later_batch(m, off + 1, prev, snap_seq, &at))
 				return rv_err_set(err, -EUCLEAN, NULL,
 						  "%s/journal: damaged record at offset %zu "
 						  "(after seq %" PRId64

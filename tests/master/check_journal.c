@@ -24,6 +24,13 @@
 #include "journal.h"
 #include "testutil.h"
 
+/* The byte layout, from journal.c. */
+#define REC_HDR   20
+#define BATCH_HDR 28
+#define FILE_HDR  24
+#define PAYLOAD   "abcdefghijklmnopqrstuvwxyz0123"
+#define REC_LEN   (REC_HDR + strlen("rec-1-" PAYLOAD))
+
 static char tmp[64];
 
 static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
@@ -427,6 +434,51 @@ START_TEST(test_crash_after_snapshot_rename)
 }
 END_TEST
 
+/* The snapshot is in place but the fresh journal cannot be started (here a
+ * folder sits where its temp file goes): the journal goes on in the old
+ * file, after records the snapshot covers, and a reopen replays the
+ * snapshot and only the records after it; damage there is still told from a
+ * torn tail across the jump in sequence numbers. */
+START_TEST(test_snapshot_without_fresh_journal)
+{
+	struct seen s;
+	struct journal *j = open_ok(&s, false);
+	ck_assert_int_eq(journal_sync(j, append_str(j, 1, "op-1"), 5000), 0);
+	for (int i = 2; i <= 300; i++) /* buffered, never written: the snapshot covers them */
+		append_str(j, 1, "op-n");
+	ck_assert_int_eq(mkdir(path_in("journal.tmp"), 0700), 0);
+	struct rv_err err = { 0 };
+	ck_assert_int_lt(journal_snapshot(j, "state@300", 9, &err), 0);
+	ck_assert_msg(strstr(err.msg, "journal.tmp"), "%s", err.msg);
+	ck_assert(exists(path_in("snapshot")));
+	ck_assert_int_eq(rmdir(path_in("journal.tmp")), 0);
+	struct journal_stats st;
+	journal_stats(j, &st);
+	ck_assert_int_eq(st.durable_seq, 300);
+	ck_assert_int_eq(journal_sync(j, append_str(j, 2, "op-301"), 5000), 0);
+	ck_assert_int_eq(journal_sync(j, append_str(j, 2, "op-302"), 5000), 0);
+	journal_close(j);
+
+	j = open_ok(&s, false);
+	ck_assert_str_eq(s.snap, "state@300");
+	ck_assert_int_eq(s.n, 2);
+	ck_assert_str_eq(s.data[0], "op-301");
+	ck_assert_str_eq(s.data[1], "op-302");
+	journal_close(j);
+
+	char *data;
+	size_t len;
+	read_file(path_in("journal"), &data, &len);
+	size_t rec301 = len - 2 * (REC_HDR + strlen("op-301")) - BATCH_HDR;
+	data[rec301] ^= 1;
+	write_file(path_in("journal"), data, len);
+	free(data);
+	struct journal_opts o = { .dir = tmp };
+	ck_assert_ptr_null(journal_open(&o, on_snap, on_rec, &s, &err));
+	ck_assert_int_eq(err.code, -EUCLEAN);
+}
+END_TEST
+
 /* Records that need a snapshot that is gone are an error, not a replay from
  * the middle. */
 START_TEST(test_snapshot_missing)
@@ -449,12 +501,6 @@ START_TEST(test_snapshot_missing)
 END_TEST
 
 /* ---- torn tail and damage ---- */
-
-#define REC_HDR   20
-#define BATCH_HDR 28
-#define FILE_HDR  24
-#define PAYLOAD   "abcdefghijklmnopqrstuvwxyz0123"
-#define REC_LEN   (REC_HDR + strlen("rec-1-" PAYLOAD))
 
 /* Five records of "rec-N-" + 30 bytes, each synced on its own (one batch
  * each): the last batch starts at *last. */
@@ -798,6 +844,7 @@ static Suite *journal_suite(void)
 	tcase_add_test(tc, test_crash_before_snapshot_rename);
 	tcase_add_test(tc, test_crash_after_snapshot_rename);
 	tcase_add_test(tc, test_snapshot_missing);
+	tcase_add_test(tc, test_snapshot_without_fresh_journal);
 	tcase_add_test(tc, test_torn_tail_every_offset);
 	tcase_add_test(tc, test_torn_tail_flipped_byte);
 	tcase_add_test(tc, test_corrupt_middle);
