@@ -81,9 +81,11 @@ int journal_sync(struct journal *j, int64_t seq, int timeout_ms);
  * Replace the snapshot with state (len bytes, copied out before return) and
  * start a fresh journal: the snapshot covers every record appended before the
  * call, which are durable once it returns 0.  -EMSGSIZE len above
- * max_snapshot; -ETIMEDOUT a write did not finish within 60 s; another
- * -errno: the snapshot was not replaced (err says which step failed) and the
- * journal goes on as before.
+ * max_snapshot; -ETIMEDOUT a write did not finish within 60 s; -EIO the
+ * journal failed (a folder fsync failed after a rename); another -errno (err
+ * names the file and the step): either the snapshot was not replaced, or it
+ * was (stats.durable_seq says so) but the fresh journal could not be started.
+ * Either way the journal goes on, in the old journal file.
  */
 int journal_snapshot(struct journal *j, const void *state, size_t len, struct rv_err *err);
 
@@ -100,7 +102,8 @@ struct journal_stats {
 };
 void journal_stats(const struct journal *j, struct journal_stats *st);
 
-/* Sync what was appended (at most 60 s), close the files, free.  NULL ok. */
+/* Sync what was appended (at most 60 s), close the files, free.  No other
+ * call on j may run during or after it.  NULL ok. */
 void journal_close(struct journal *j);
 
 #endif
