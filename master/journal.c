@@ -55,12 +55,12 @@
 
 #include "cleanup.h"
 
-#define JOURNAL_HDR 24
-#define JOURNAL_REC_HDR 20
-#define JOURNAL_BATCH (JOURNAL_REC_HDR + 8)
+#define JOURNAL_HDR        24
+#define JOURNAL_REC_HDR    20
+#define JOURNAL_BATCH      (JOURNAL_REC_HDR + 8)
 #define JOURNAL_TYPE_BATCH UINT32_MAX
 #define JOURNAL_IO_WAIT_MS 60000
-#define JOURNAL_LEN_MAX ((size_t)UINT32_MAX - 64)
+#define JOURNAL_LEN_MAX    ((size_t)UINT32_MAX - 64)
 
 static const char journal_magic[8] = { 'R', 'V', 'J', 'R', 'N', 'L', '0', '1' };
 static const char journal_snap_magic[8] = { 'R', 'V', 'S', 'N', 'A', 'P', '0', '1' };
@@ -138,8 +138,7 @@ static int journal_hdr_parse(const uint8_t *h, size_t n, const char magic[8], in
 }
 
 /* A record header followed by its payload, checksummed. */
-static void journal_rec_format(uint8_t *h, int64_t seq, uint32_t type, const void *data,
-			       size_t len)
+static void journal_rec_format(uint8_t *h, int64_t seq, uint32_t type, const void *data, size_t len)
 {
 	journal_put32(h + 4, (uint32_t)len);
 	journal_put64(h + 8, (uint64_t)seq);
@@ -151,10 +150,10 @@ static void journal_rec_format(uint8_t *h, int64_t seq, uint32_t type, const voi
 struct journal_rec {
 	int64_t seq;
 	int type;
-	bool batch;      /* a batch header: seq is its first record's */
+	bool batch; /* a batch header: seq is its first record's */
 	uint64_t batch_len;
-	size_t len;      /* payload */
-	size_t total;    /* header + payload */
+	size_t len;   /* payload */
+	size_t total; /* header + payload */
 	const uint8_t *data;
 };
 
@@ -177,7 +176,9 @@ static int journal_rec_parse(const uint8_t *p, size_t avail, int64_t min_seq, in
 	uint32_t crc = journal_crc(0, p + JOURNAL_REC_HDR, len);
 	if (journal_crc(crc, p + 4, JOURNAL_REC_HDR - 4) != journal_get32(p))
 		return 0;
-	*r = (struct journal_rec){ .seq = (int64_t)seq, .len = len, .total = JOURNAL_REC_HDR + len,
+	*r = (struct journal_rec){ .seq = (int64_t)seq,
+				   .len = len,
+				   .total = JOURNAL_REC_HDR + len,
 				   .data = p + JOURNAL_REC_HDR };
 	if (type == JOURNAL_TYPE_BATCH) {
 		r->batch = true;
@@ -212,21 +213,21 @@ static int journal_buf_reserve(struct journal_buf *b, size_t extra)
 
 struct journal {
 	pthread_mutex_t mu;
-	pthread_cond_t cv;          /* durable_seq advanced or the writer slot freed */
+	pthread_cond_t cv; /* durable_seq advanced or the writer slot freed */
 	char *dir;
 	int dirfd, fd, lockfd;
 	size_t max_record, max_snapshot;
 	int commit_delay_us;
 	bool nosync;
-	struct journal_buf buf;     /* room for a batch header, then the pending records:
+	struct journal_buf buf;   /* room for a batch header, then the pending records:
 				       seq durable+1.. (less what a writer took); len 0 when
 				       there was never any */
-	struct journal_buf spare;   /* the leader's last buffer, kept for reuse */
-	bool writing;               /* a leader or a snapshot owns fd, good_off, the files */
-	int failed;                 /* 0, or -EIO once an fsync failed: nothing more goes in */
-	off_t good_off;             /* end of the last record known written */
-	int64_t journal_base;       /* the base seq in the journal file's header */
-	struct journal_stats st;    /* st.seq, st.durable_seq are the live counters */
+	struct journal_buf spare; /* the leader's last buffer, kept for reuse */
+	bool writing;             /* a leader or a snapshot owns fd, good_off, the files */
+	int failed;               /* 0, or -EIO once an fsync failed: nothing more goes in */
+	off_t good_off;           /* end of the last record known written */
+	int64_t journal_base;     /* the base seq in the journal file's header */
+	struct journal_stats st;  /* st.seq, st.durable_seq are the live counters */
 };
 
 static int64_t journal_now_ms(void)
@@ -241,7 +242,8 @@ static int journal_wait(struct journal *j, int64_t deadline_ms)
 {
 	if (journal_now_ms() >= deadline_ms)
 		return ETIMEDOUT;
-	struct timespec ts = { .tv_sec = deadline_ms / 1000, .tv_nsec = (deadline_ms % 1000) * 1000000 };
+	struct timespec ts = { .tv_sec = deadline_ms / 1000,
+			       .tv_nsec = (deadline_ms % 1000) * 1000000 };
 	return pthread_cond_timedwait(&j->cv, &j->mu, &ts);
 }
 
@@ -304,7 +306,8 @@ static int journal_file_replace(struct journal *j, const char *name, const uint8
 		close(fd);
 	rc = journal_fsync_dir(j);
 	if (rc < 0)
-		return rv_err_set(err, rc, NULL, "could not fsync folder %s: %s", j->dir, strerror(-rc));
+		return rv_err_set(err, rc, NULL, "could not fsync folder %s: %s", j->dir,
+				  strerror(-rc));
 	return 0;
 fail:
 	close(fd);
@@ -322,7 +325,7 @@ static int journal_start_fresh(struct journal *j, int64_t base, struct rv_err *e
 	journal_hdr_format(h, journal_magic, base);
 	int fd = -1;
 	int rc = journal_file_replace(j, "journal", h, sizeof(h), NULL, 0, &fd, err);
-	if (fd >= 0) {   /* renamed: the new file is the journal whatever came after */
+	if (fd >= 0) { /* renamed: the new file is the journal whatever came after */
 		if (j->fd >= 0)
 			close(j->fd);
 		j->fd = fd;
@@ -369,17 +372,20 @@ static int journal_map_fd(int fd, struct journal_map *m)
 
 /* What the validating pass over the journal found. */
 struct journal_scan {
-	size_t good_end;     /* offset after the last whole batch */
-	int64_t last_seq;    /* seq of the last record before it (or the header's base) */
-	int64_t nrecords;    /* records after the snapshot */
+	size_t good_end;  /* offset after the last whole batch */
+	int64_t last_seq; /* seq of the last record before it (or the header's base) */
+	int64_t nrecords; /* records after the snapshot */
 };
 
-/* 1 when a batch header with a seq in (after, max_seq] starts anywhere in
- * [from, n), 0 when not: a batch written after the damaged one. */
+/* 1 and *at when a batch header starts anywhere in [from, n) with a seq
+ * after `after`: a batch written after the damaged one.  Its seq is at most
+ * the larger of after and snap_seq (records after a snapshot start at
+ * snap_seq + 1) plus the number of records that fit. */
 static int journal_later_batch(const struct journal_map *m, size_t from, int64_t after,
-			       size_t *at)
+			       int64_t snap_seq, size_t *at)
 {
-	int64_t max_seq = after + (int64_t)((m->n - from) / JOURNAL_REC_HDR) + 1;
+	int64_t max_seq = (after > snap_seq ? after : snap_seq) +
+			  (int64_t)((m->n - from) / JOURNAL_REC_HDR) + 1;
 	for (size_t k = from; k + JOURNAL_BATCH <= m->n; k++) {
 		struct journal_rec r;
 		if (journal_rec_parse(m->p + k, m->n - k, after + 1, max_seq, &r) && r.batch) {
@@ -402,20 +408,21 @@ static int journal_scan_file(struct journal *j, const struct journal_map *m, int
 	size_t off = JOURNAL_HDR, batch_end = off;
 	int64_t prev = base;
 	*sc = (struct journal_scan){ .good_end = off, .last_seq = base };
-	int64_t nrecords = 0;   /* of the batches checked whole */
+	int64_t nrecords = 0; /* of the batches checked whole */
 	while (off < m->n) {
 		struct journal_rec r;
 		bool in_batch = off < batch_end;
 		if (!journal_rec_parse(m->p + off, m->n - off, 0, INT64_MAX, &r) ||
 		    (in_batch && (r.batch || r.total > batch_end - off))) {
 			size_t at;
-			if (journal_later_batch(m, off + 1, prev, &at))
+			if (journal_later_batch(m, off + 1, prev, snap_seq, &at))
 				return rv_err_set(err, -EUCLEAN, NULL,
 						  "%s/journal: damaged record at offset %zu "
-						  "(after seq %" PRId64 "), a later batch follows at "
+						  "(after seq %" PRId64
+						  "), a later batch follows at "
 						  "offset %zu",
 						  j->dir, off, prev, at);
-			break;   /* torn: the last batch */
+			break; /* torn: the last batch */
 		}
 		if (!in_batch && !r.batch)
 			return rv_err_set(err, -EUCLEAN, NULL,
@@ -426,7 +433,8 @@ static int journal_scan_file(struct journal *j, const struct journal_map *m, int
 					  "%s/journal: record at offset %zu holds %zu bytes, above "
 					  "max_record %zu",
 					  j->dir, off, r.len, j->max_record);
-		int64_t want = r.seq <= snap_seq ? prev + 1 : (prev > snap_seq ? prev : snap_seq) + 1;
+		int64_t want = r.seq <= snap_seq ? prev + 1
+						 : (prev > snap_seq ? prev : snap_seq) + 1;
 		if (r.seq != want)
 			return rv_err_set(err, -EUCLEAN, NULL,
 					  "%s/journal: %s at offset %zu has seq %" PRId64
@@ -441,7 +449,7 @@ static int journal_scan_file(struct journal *j, const struct journal_map *m, int
 				nrecords++;
 			off += r.total;
 		}
-		if (off == batch_end) {   /* a whole batch */
+		if (off == batch_end) { /* a whole batch */
 			sc->good_end = off;
 			sc->last_seq = prev;
 			sc->nrecords = nrecords;
@@ -453,8 +461,8 @@ static int journal_scan_file(struct journal *j, const struct journal_map *m, int
 static int journal_callback_failed(struct rv_err *err, int rc, const char *what, int64_t seq)
 {
 	if (err && err->code == 0)
-		return rv_err_set(err, rc, NULL, "could not apply %s seq %" PRId64 ": %s", what, seq,
-				  strerror(-rc));
+		return rv_err_set(err, rc, NULL, "could not apply %s seq %" PRId64 ": %s", what,
+				  seq, strerror(-rc));
 	return rc;
 }
 
@@ -472,18 +480,20 @@ static int journal_load_snapshot(struct journal *j, struct journal_map *m, bool 
 				  strerror(errno));
 	int rc = journal_map_fd(fd, m);
 	if (rc < 0)
-		return rv_err_set(err, rc, NULL, "could not read %s/snapshot: %s", j->dir, strerror(-rc));
+		return rv_err_set(err, rc, NULL, "could not read %s/snapshot: %s", j->dir,
+				  strerror(-rc));
 	int64_t base;
 	if (journal_hdr_parse(m->p, m->n, journal_snap_magic, &base) < 0)
-		return rv_err_set(err, -EUCLEAN, NULL, "%s/snapshot: damaged header at offset 0", j->dir);
+		return rv_err_set(err, -EUCLEAN, NULL, "%s/snapshot: damaged header at offset 0",
+				  j->dir);
 	if (!journal_rec_parse(m->p + JOURNAL_HDR, m->n - JOURNAL_HDR, base, base, rec) ||
 	    JOURNAL_HDR + rec->total != m->n)
 		return rv_err_set(err, -EUCLEAN, NULL, "%s/snapshot: damaged record at offset %d",
 				  j->dir, JOURNAL_HDR);
 	if (rec->len > j->max_snapshot)
 		return rv_err_set(err, -EMSGSIZE, NULL,
-				  "%s/snapshot: %zu bytes, above max_snapshot %zu", j->dir, rec->len,
-				  j->max_snapshot);
+				  "%s/snapshot: %zu bytes, above max_snapshot %zu", j->dir,
+				  rec->len, j->max_snapshot);
 	*have = true;
 	return 0;
 }
@@ -523,7 +533,8 @@ static int journal_replay(struct journal *j, journal_apply_fn on_snapshot,
 		goto out;
 	}
 	if (journal_hdr_parse(jm.p, jm.n, journal_magic, &j->journal_base) < 0) {
-		rc = rv_err_set(err, -EUCLEAN, NULL, "%s/journal: damaged header at offset 0", j->dir);
+		rc = rv_err_set(err, -EUCLEAN, NULL, "%s/journal: damaged header at offset 0",
+				j->dir);
 		goto out;
 	}
 	if (j->journal_base > snap_seq) {
@@ -571,8 +582,9 @@ static int journal_replay(struct journal *j, journal_apply_fn on_snapshot,
 
 	if (sc.good_end < file_len) {
 		if (ftruncate(j->fd, (off_t)sc.good_end) < 0 || (!j->nosync && fsync(j->fd) < 0)) {
-			rc = rv_err_set(err, -errno, NULL, "could not cut the torn tail of %s/journal: %s",
-					j->dir, strerror(errno));
+			rc = rv_err_set(err, -errno, NULL,
+					"could not cut the torn tail of %s/journal: %s", j->dir,
+					strerror(errno));
 			goto out;
 		}
 		j->st.torn_bytes_truncated = (int64_t)(file_len - sc.good_end);
@@ -618,23 +630,23 @@ struct journal *journal_open(const struct journal_opts *o, journal_apply_fn on_s
 	pthread_cond_init(&j->cv, &ca);
 	pthread_condattr_destroy(&ca);
 
-	int rc;
 	if (mkdir(j->dir, 0700) < 0 && errno != EEXIST) {
-		rc = rv_err_set(err, -errno, NULL, "could not create %s: %s", j->dir, strerror(errno));
+		rv_err_set(err, -errno, NULL, "could not create %s: %s", j->dir, strerror(errno));
 		goto fail;
 	}
 	j->dirfd = open(j->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (j->dirfd < 0) {
-		rc = rv_err_set(err, -errno, NULL, "could not open %s: %s", j->dir, strerror(errno));
+		rv_err_set(err, -errno, NULL, "could not open %s: %s", j->dir, strerror(errno));
 		goto fail;
 	}
 	j->lockfd = openat(j->dirfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (j->lockfd < 0) {
-		rc = rv_err_set(err, -errno, NULL, "could not open %s/lock: %s", j->dir, strerror(errno));
+		rv_err_set(err, -errno, NULL, "could not open %s/lock: %s", j->dir,
+			   strerror(errno));
 		goto fail;
 	}
 	if (flock(j->lockfd, LOCK_EX | LOCK_NB) < 0) {
-		rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		int rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
 		rv_err_set(err, rc, NULL, "could not lock %s: %s", j->dir,
 			   rc == -EBUSY ? "another process has the journal open" : strerror(errno));
 		goto fail;
@@ -642,8 +654,7 @@ struct journal *journal_open(const struct journal_opts *o, journal_apply_fn on_s
 	/* Half-written files of a crash: never read, the real ones are intact. */
 	unlinkat(j->dirfd, "snapshot.tmp", 0);
 	unlinkat(j->dirfd, "journal.tmp", 0);
-	rc = journal_replay(j, on_snapshot, on_record, ctx, err);
-	if (rc < 0)
+	if (journal_replay(j, on_snapshot, on_record, ctx, err) < 0)
 		goto fail;
 	return j;
 fail:
@@ -672,7 +683,7 @@ int64_t journal_append(struct journal *j, int type, const void *data, size_t len
 		return -ENOMEM;
 	}
 	if (j->buf.len == 0)
-		j->buf.len = JOURNAL_BATCH;   /* the commit fills it in */
+		j->buf.len = JOURNAL_BATCH; /* the commit fills it in */
 	int64_t seq = ++j->st.seq;
 	uint8_t *h = j->buf.data + j->buf.len;
 	journal_put32(h + 4, (uint32_t)len);
@@ -692,7 +703,7 @@ int64_t journal_append(struct journal *j, int type, const void *data, size_t len
 static int journal_untake(struct journal *j, struct journal_buf *taken)
 {
 	size_t more = j->buf.len > JOURNAL_BATCH ? j->buf.len - JOURNAL_BATCH : 0;
-	if (taken->len == 0) {   /* took nothing: j->buf is right as it is */
+	if (taken->len == 0) { /* took nothing: j->buf is right as it is */
 		free(taken->data);
 		*taken = (struct journal_buf){ 0 };
 		return 0;
@@ -759,7 +770,7 @@ static int journal_commit_locked(struct journal *j)
 		memcpy(taken.data + JOURNAL_REC_HDR, n, sizeof(n));
 		rc = journal_pwrite_all(fd, taken.data, taken.len, off);
 	} else {
-		taken.len = 0;   /* nothing pending: just the fdatasync */
+		taken.len = 0; /* nothing pending: just the fdatasync */
 	}
 	if (rc < 0) {
 		/* Cut a partial record off so the next write starts clean; the
@@ -833,20 +844,22 @@ int journal_snapshot(struct journal *j, const void *state, size_t len, struct rv
 		return rv_err_set(err, -EINVAL, NULL, "could not take a snapshot: no state");
 	if (len > j->max_snapshot)
 		return rv_err_set(err, -EMSGSIZE, NULL,
-				  "could not take a snapshot: %zu bytes, above max_snapshot %zu", len,
-				  j->max_snapshot);
+				  "could not take a snapshot: %zu bytes, above max_snapshot %zu",
+				  len, j->max_snapshot);
 	int64_t deadline = journal_now_ms() + JOURNAL_IO_WAIT_MS;
 	pthread_mutex_lock(&j->mu);
 	while (j->writing && !j->failed) {
 		if (journal_wait(j, deadline) == ETIMEDOUT && j->writing) {
 			pthread_mutex_unlock(&j->mu);
-			return rv_err_set(err, -ETIMEDOUT, NULL,
-					  "could not take a snapshot: a journal write is still running");
+			return rv_err_set(
+				err, -ETIMEDOUT, NULL,
+				"could not take a snapshot: a journal write is still running");
 		}
 	}
 	if (j->failed) {
 		pthread_mutex_unlock(&j->mu);
-		return rv_err_set(err, j->failed, NULL, "could not take a snapshot: the journal failed");
+		return rv_err_set(err, j->failed, NULL,
+				  "could not take a snapshot: the journal failed");
 	}
 	j->writing = true;
 	int64_t s = j->st.seq;
@@ -887,7 +900,7 @@ int journal_snapshot(struct journal *j, const void *state, size_t len, struct rv
 
 void journal_stats(const struct journal *j, struct journal_stats *st)
 {
-	struct journal *mj = (struct journal *)j;   /* the lock only */
+	struct journal *mj = (struct journal *)j; /* the lock only */
 	pthread_mutex_lock(&mj->mu);
 	*st = j->st;
 	pthread_mutex_unlock(&mj->mu);
@@ -907,7 +920,7 @@ void journal_close(struct journal *j)
 	bool busy = j->writing;
 	pthread_mutex_unlock(&j->mu);
 	if (busy)
-		return;   /* leak rather than free what a stuck writer uses */
+		return; /* leak rather than free what a stuck writer uses */
 	if (j->fd >= 0)
 		close(j->fd);
 	if (j->lockfd >= 0)

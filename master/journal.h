@@ -23,17 +23,17 @@
 #include "err.h"
 
 enum {
-	JOURNAL_MAX_RECORD_DEFAULT = 1 << 20,      /* 1 MiB per record */
-	JOURNAL_MAX_SNAPSHOT_DEFAULT = 1 << 30,    /* 1 GiB snapshot */
-	JOURNAL_COMMIT_DELAY_MAX_US = 100000,      /* commit_delay_us bound */
+	JOURNAL_MAX_RECORD_DEFAULT = 1 << 20,   /* 1 MiB per record */
+	JOURNAL_MAX_SNAPSHOT_DEFAULT = 1 << 30, /* 1 GiB snapshot */
+	JOURNAL_COMMIT_DELAY_MAX_US = 100000,   /* commit_delay_us bound */
 };
 
 struct journal_opts {
-	const char *dir;       /* state folder, created (0700) when missing; borrowed */
-	size_t max_record;     /* payload bound of one record; 0: JOURNAL_MAX_RECORD_DEFAULT */
-	size_t max_snapshot;   /* payload bound of the snapshot; 0: JOURNAL_MAX_SNAPSHOT_DEFAULT */
-	int commit_delay_us;   /* a commit waits this long for more records (0..100000) */
-	bool nosync;           /* write but never fsync: tests and benches only */
+	const char *dir;     /* state folder, created (0700) when missing; borrowed */
+	size_t max_record;   /* payload bound of one record; 0: JOURNAL_MAX_RECORD_DEFAULT */
+	size_t max_snapshot; /* payload bound of the snapshot; 0: JOURNAL_MAX_SNAPSHOT_DEFAULT */
+	int commit_delay_us; /* a commit waits this long for more records (0..100000) */
+	bool nosync;         /* write but never fsync: tests and benches only */
 };
 
 /* Replay callback: data (len bytes) is valid only during the call.  Return 0,
@@ -43,13 +43,15 @@ typedef int (*journal_apply_fn)(void *ctx, int type, const void *data, size_t le
 
 /*
  * Open (or create) the journal in o->dir: on_snapshot once if there is a
- * snapshot (type 0), then on_record for every record after it, in order.  A
- * torn last record (short, or a bad checksum with nothing valid after it, as
- * a crash mid-write leaves) is truncated away and counted in
- * torn_bytes_truncated.  Returns the journal (free with journal_close) or
- * NULL with err filled: -EUCLEAN a damaged record with valid ones after it,
- * a damaged snapshot or a gap in the sequence numbers (err->msg names the
- * file and the byte offset; nothing is changed on disk); -EBUSY another
+ * snapshot (type 0), then on_record for every record after it, in order.
+ * Damage in the last batch written (what one commit wrote before its
+ * fdatasync: short, or a bad checksum, as a crash mid-write leaves) is a torn
+ * tail: that batch is truncated away and counted (torn_records,
+ * torn_bytes_truncated).  Returns the journal (free with journal_close) or
+ * NULL with err filled: -EUCLEAN a damaged record with a later batch after
+ * it, a damaged snapshot or a gap in the sequence numbers (err->msg names the
+ * file and the byte offset; nothing applied, nothing changed on disk);
+ * -EMSGSIZE a record above max_record; -EBUSY another
  * process has the folder open; -EINVAL bad options; the callback's error;
  * another -errno from the file system.  Both callbacks may be NULL.
  */
@@ -79,26 +81,29 @@ int journal_sync(struct journal *j, int64_t seq, int timeout_ms);
  * Replace the snapshot with state (len bytes, copied out before return) and
  * start a fresh journal: the snapshot covers every record appended before the
  * call, which are durable once it returns 0.  -EMSGSIZE len above
- * max_snapshot; -ETIMEDOUT a write did not finish within 60 s; another
- * -errno: the snapshot was not replaced (err says which step failed) and the
- * journal goes on as before.
+ * max_snapshot; -ETIMEDOUT a write did not finish within 60 s; -EIO the
+ * journal failed (a folder fsync failed after a rename); another -errno (err
+ * names the file and the step): either the snapshot was not replaced, or it
+ * was (stats.durable_seq says so) but the fresh journal could not be started.
+ * Either way the journal goes on, in the old journal file.
  */
 int journal_snapshot(struct journal *j, const void *state, size_t len, struct rv_err *err);
 
 struct journal_stats {
-	int64_t records;               /* appended since open */
-	int64_t bytes;                 /* written to the journal file since open */
-	int64_t fsyncs;                /* fdatasyncs of the journal file since open */
-	int64_t snapshots;             /* snapshots taken since open */
-	int64_t torn_bytes_truncated;  /* cut off a torn tail at open */
-	int64_t torn_records;          /* 0 or 1: the torn record dropped at open */
-	int64_t replayed;              /* records replayed at open */
-	int64_t seq;                   /* last appended sequence number */
-	int64_t durable_seq;           /* last durable sequence number */
+	int64_t records;              /* appended since open */
+	int64_t bytes;                /* written to the journal file since open */
+	int64_t fsyncs;               /* fdatasyncs of the journal file since open */
+	int64_t snapshots;            /* snapshots taken since open */
+	int64_t torn_bytes_truncated; /* cut off a torn tail at open */
+	int64_t torn_records;         /* 1 when open cut a torn last batch, else 0 */
+	int64_t replayed;             /* records replayed at open */
+	int64_t seq;                  /* last appended sequence number */
+	int64_t durable_seq;          /* last durable sequence number */
 };
 void journal_stats(const struct journal *j, struct journal_stats *st);
 
-/* Sync what was appended (at most 60 s), close the files, free.  NULL ok. */
+/* Sync what was appended (at most 60 s), close the files, free.  No other
+ * call on j may run during or after it.  NULL ok. */
 void journal_close(struct journal *j);
 
 #endif

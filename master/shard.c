@@ -1193,6 +1193,13 @@ int shard_ckpt_export(struct shard_mgr *m, int64_t step, struct rv_buf *out, str
 	return 0;
 }
 
+static int worker_qcmp(const void *a, const void *b)
+{
+	const struct shard_worker *x = *(const struct shard_worker *const *)a;
+	const struct shard_worker *y = *(const struct shard_worker *const *)b;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
 int shard_snapshot_save(const struct shard_mgr *m, struct rv_buf *out)
 {
 	const struct shard_state *s = &m->st;
@@ -1221,11 +1228,20 @@ int shard_snapshot_save(const struct shard_mgr *m, struct rv_buf *out)
 		first = false;
 	}
 	rv_buf_puts(out, "],\"workers\":[");
+	/* By id, so that a loaded state saves to the same text. */
+	RV_CLEANUP_FREE const struct shard_worker **ws = malloc((size_t)(s->workers.n + 1) * sizeof(*ws));
+	if (!ws) {
+		rv_buf_truncate(out, mark);
+		return -ENOMEM;
+	}
+	int nw = 0;
+	for (int i = 0; i < s->workers.cap; i++)
+		if (s->workers.v[i].used)
+			ws[nw++] = &s->workers.v[i];
+	qsort(ws, (size_t)nw, sizeof(*ws), worker_qcmp);
 	first = true;
-	for (int i = 0; i < s->workers.cap; i++) {
-		const struct shard_worker *w = &s->workers.v[i];
-		if (!w->used)
-			continue;
+	for (int i = 0; i < nw; i++) {
+		const struct shard_worker *w = ws[i];
 		rv_buf_printf(out, "%s{\"id\":%" PRId64 ",\"lost_seq\":%" PRId64 ",\"evicted_seq\":%" PRId64
 			      ",\"ring\":[",
 			      first ? "" : ",", w->id, w->lost_seq, w->evicted_seq);

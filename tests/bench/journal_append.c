@@ -21,7 +21,7 @@
 #include "journal.h"
 #include "parse.h"
 
-#define RECORD 128
+#define RECORD      128
 #define MAX_THREADS 256
 
 static double now_s(void)
@@ -101,8 +101,8 @@ static int run_side(const char *dir, int nthreads, double secs, double *rps, dou
 	}
 	*rps = (double)done / el;
 	*fps = (double)st.fsyncs / el;
-	fprintf(stderr, "journal_append: %d thread(s): %" PRId64 " records, %" PRId64
-			" fsyncs in %.2f s\n",
+	fprintf(stderr,
+		"journal_append: %d thread(s): %" PRId64 " records, %" PRId64 " fsyncs in %.2f s\n",
 		nthreads, done, st.fsyncs, el);
 	return 0;
 }

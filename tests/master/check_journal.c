@@ -24,6 +24,13 @@
 #include "journal.h"
 #include "testutil.h"
 
+/* The byte layout, from journal.c. */
+#define REC_HDR   20
+#define BATCH_HDR 28
+#define FILE_HDR  24
+#define PAYLOAD   "abcdefghijklmnopqrstuvwxyz0123"
+#define REC_LEN   (REC_HDR + strlen("rec-1-" PAYLOAD))
+
 static char tmp[64];
 
 static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
@@ -61,7 +68,7 @@ struct seen {
 	int n;
 	int type[SEEN_MAX];
 	char data[SEEN_MAX][128];
-	int fail_at;   /* on_rec fails with -EPROTO at this record (1-based), 0 never */
+	int fail_at; /* on_rec fails with -EPROTO at this record (1-based), 0 never */
 };
 
 static int on_snap(void *ctx, int type, const void *d, size_t len, struct rv_err *err)
@@ -145,7 +152,7 @@ START_TEST(test_replay_in_order)
 		snprintf(buf, sizeof(buf), "op-%d%.*s", i, i % 20, "xxxxxxxxxxxxxxxxxxxx");
 		ck_assert_int_eq(append_str(j, i % 7, buf), i);
 	}
-	ck_assert_int_eq(journal_append(j, 9, NULL, 0), 101);   /* an empty record */
+	ck_assert_int_eq(journal_append(j, 9, NULL, 0), 101); /* an empty record */
 	ck_assert_int_eq(journal_sync(j, 0, 5000), 0);
 	struct journal_stats st;
 	journal_stats(j, &st);
@@ -181,7 +188,7 @@ START_TEST(test_bad_calls)
 	struct journal *j = open_ok(&s, true);
 	char big[2000] = { 0 };
 	ck_assert_int_eq(journal_append(j, -1, "x", 1), -EINVAL);
-	ck_assert_int_eq(journal_sync(j, 5, 100), -EINVAL);   /* never appended */
+	ck_assert_int_eq(journal_sync(j, 5, 100), -EINVAL); /* never appended */
 	journal_close(j);
 
 	struct journal_opts o = { .dir = tmp, .max_record = 1000 };
@@ -274,7 +281,7 @@ START_TEST(test_group_commit)
 		int t, k;
 		ck_assert_int_eq(sscanf(s.data[i], "t%d-%d", &t, &k), 2);
 		ck_assert_int_eq(t, s.type[i]);
-		ck_assert_int_eq(k, next[t]);   /* each thread's records in its order */
+		ck_assert_int_eq(k, next[t]); /* each thread's records in its order */
 		next[t]++;
 	}
 	journal_close(j);
@@ -303,7 +310,7 @@ START_TEST(test_sync_timeout)
 	struct delay_arg a = { .j = j, .seq = append_str(j, 1, "first") };
 	pthread_t th;
 	ck_assert_int_eq(pthread_create(&th, NULL, delay_leader, &a), 0);
-	usleep(20000);   /* the leader is inside its 100 ms commit delay */
+	usleep(20000); /* the leader is inside its 100 ms commit delay */
 	int64_t seq = append_str(j, 1, "second");
 	ck_assert_int_eq(journal_sync(j, seq, 10), -ETIMEDOUT);
 	ck_assert_int_eq(journal_sync(j, seq, 5000), 0);
@@ -427,6 +434,51 @@ START_TEST(test_crash_after_snapshot_rename)
 }
 END_TEST
 
+/* The snapshot is in place but the fresh journal cannot be started (here a
+ * folder sits where its temp file goes): the journal goes on in the old
+ * file, after records the snapshot covers, and a reopen replays the
+ * snapshot and only the records after it; damage there is still told from a
+ * torn tail across the jump in sequence numbers. */
+START_TEST(test_snapshot_without_fresh_journal)
+{
+	struct seen s;
+	struct journal *j = open_ok(&s, false);
+	ck_assert_int_eq(journal_sync(j, append_str(j, 1, "op-1"), 5000), 0);
+	for (int i = 2; i <= 300; i++) /* buffered, never written: the snapshot covers them */
+		append_str(j, 1, "op-n");
+	ck_assert_int_eq(mkdir(path_in("journal.tmp"), 0700), 0);
+	struct rv_err err = { 0 };
+	ck_assert_int_lt(journal_snapshot(j, "state@300", 9, &err), 0);
+	ck_assert_msg(strstr(err.msg, "journal.tmp"), "%s", err.msg);
+	ck_assert(exists(path_in("snapshot")));
+	ck_assert_int_eq(rmdir(path_in("journal.tmp")), 0);
+	struct journal_stats st;
+	journal_stats(j, &st);
+	ck_assert_int_eq(st.durable_seq, 300);
+	ck_assert_int_eq(journal_sync(j, append_str(j, 2, "op-301"), 5000), 0);
+	ck_assert_int_eq(journal_sync(j, append_str(j, 2, "op-302"), 5000), 0);
+	journal_close(j);
+
+	j = open_ok(&s, false);
+	ck_assert_str_eq(s.snap, "state@300");
+	ck_assert_int_eq(s.n, 2);
+	ck_assert_str_eq(s.data[0], "op-301");
+	ck_assert_str_eq(s.data[1], "op-302");
+	journal_close(j);
+
+	char *data;
+	size_t len;
+	read_file(path_in("journal"), &data, &len);
+	size_t rec301 = len - 2 * (REC_HDR + strlen("op-301")) - BATCH_HDR;
+	data[rec301] ^= 1;
+	write_file(path_in("journal"), data, len);
+	free(data);
+	struct journal_opts o = { .dir = tmp };
+	ck_assert_ptr_null(journal_open(&o, on_snap, on_rec, &s, &err));
+	ck_assert_int_eq(err.code, -EUCLEAN);
+}
+END_TEST
+
 /* Records that need a snapshot that is gone are an error, not a replay from
  * the middle. */
 START_TEST(test_snapshot_missing)
@@ -449,12 +501,6 @@ START_TEST(test_snapshot_missing)
 END_TEST
 
 /* ---- torn tail and damage ---- */
-
-#define REC_HDR 20
-#define BATCH_HDR 28
-#define FILE_HDR 24
-#define PAYLOAD "abcdefghijklmnopqrstuvwxyz0123"
-#define REC_LEN (REC_HDR + strlen("rec-1-" PAYLOAD))
 
 /* Five records of "rec-N-" + 30 bytes, each synced on its own (one batch
  * each): the last batch starts at *last. */
@@ -548,10 +594,12 @@ START_TEST(test_corrupt_middle)
 	size_t batch2 = FILE_HDR + BATCH_HDR + REC_LEN, rec2 = batch2 + BATCH_HDR;
 	/* batch header: checksum, length, seq, type, size; record: checksum,
 	 * length, seq, type, payload */
-	struct { size_t byte, reported; } where[] = {
-		{ batch2, batch2 }, { batch2 + 4, batch2 }, { batch2 + 9, batch2 },
-		{ batch2 + 16, batch2 }, { batch2 + 21, batch2 },
-		{ rec2, rec2 }, { rec2 + 5, rec2 }, { rec2 + 8, rec2 }, { rec2 + 17, rec2 },
+	struct {
+		size_t byte, reported;
+	} where[] = {
+		{ batch2, batch2 },           { batch2 + 4, batch2 },       { batch2 + 9, batch2 },
+		{ batch2 + 16, batch2 },      { batch2 + 21, batch2 },      { rec2, rec2 },
+		{ rec2 + 5, rec2 },           { rec2 + 8, rec2 },           { rec2 + 17, rec2 },
 		{ rec2 + REC_HDR + 3, rec2 }, { rec2 + REC_LEN - 1, rec2 },
 	};
 	for (size_t w = 0; w < RV_ARRAY_SIZE(where); w++) {
@@ -565,13 +613,13 @@ START_TEST(test_corrupt_middle)
 		struct rv_err err = { 0 };
 		ck_assert_ptr_null(journal_open(&o, on_snap, on_rec, &s, &err));
 		ck_assert_int_eq(err.code, -EUCLEAN);
-		ck_assert_msg(strstr(err.msg, want) && strstr(err.msg, "/journal"),
-			      "byte %zu: %s", where[w].byte, err.msg);
-		ck_assert_int_eq(s.n, 0);   /* nothing applied */
+		ck_assert_msg(strstr(err.msg, want) && strstr(err.msg, "/journal"), "byte %zu: %s",
+			      where[w].byte, err.msg);
+		ck_assert_int_eq(s.n, 0); /* nothing applied */
 		char *now;
 		size_t nowlen;
 		read_file(path_in("journal"), &now, &nowlen);
-		ck_assert_uint_eq(nowlen, len);   /* nothing cut */
+		ck_assert_uint_eq(nowlen, len); /* nothing cut */
 		ck_assert(memcmp(now, data, len) == 0);
 		free(now);
 		data[where[w].byte] ^= 0x10;
@@ -591,7 +639,7 @@ START_TEST(test_damage_in_last_batch)
 	for (int i = 1; i <= 5; i++) {
 		snprintf(buf, sizeof(buf), "rec-%d-%s", i, PAYLOAD);
 		int64_t seq = append_str(j, 1, buf);
-		if (i == 2 || i == 5)   /* batches: 1-2, 3-5 */
+		if (i == 2 || i == 5) /* batches: 1-2, 3-5 */
 			ck_assert_int_eq(journal_sync(j, seq, 5000), 0);
 	}
 	journal_close(j);
@@ -713,7 +761,7 @@ static void *k9_thread(void *p)
 
 static void k9_child(int fd)
 {
-	alarm(30);   /* never outlive a failed parent */
+	alarm(30); /* never outlive a failed parent */
 	struct journal_opts o = { .dir = tmp };
 	struct journal *j = journal_open(&o, NULL, NULL, NULL, NULL);
 	if (!j)
@@ -755,14 +803,15 @@ START_TEST(test_kill9_acknowledged_durable)
 		if (seq > maxseq)
 			maxseq = seq;
 		if (++nack == 400 && !killed) {
-			kill(pid, SIGKILL);   /* mid-stream: threads are appending and syncing */
+			kill(pid, SIGKILL); /* mid-stream: threads are appending and syncing */
 			killed = true;
 		}
 	}
 	fclose(in);
 	int status;
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "child status %d", status);
+	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "child status %d",
+		      status);
 
 	struct seen s;
 	struct journal *j = open_ok(&s, false);
@@ -795,6 +844,7 @@ static Suite *journal_suite(void)
 	tcase_add_test(tc, test_crash_before_snapshot_rename);
 	tcase_add_test(tc, test_crash_after_snapshot_rename);
 	tcase_add_test(tc, test_snapshot_missing);
+	tcase_add_test(tc, test_snapshot_without_fresh_journal);
 	tcase_add_test(tc, test_torn_tail_every_offset);
 	tcase_add_test(tc, test_torn_tail_flipped_byte);
 	tcase_add_test(tc, test_corrupt_middle);
