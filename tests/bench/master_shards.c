@@ -83,33 +83,6 @@ static void *master_client_main(void *arg)
 	return NULL;
 }
 
-/* The same shape of work against the bare server: a small JSON body out, a
- * JSON reply parsed. */
-static void *bare_client_main(void *arg)
-{
-	struct client *c = arg;
-	struct rv_http_client *h = rv_http_client_new(NULL, 2000, 30000);
-	char body[128];
-	snprintf(body, sizeof(body), "{\"node\":\"node-%d\",\"worker\":%d,\"req\":1}", c->id, c->id);
-	while (rv_mono_ms() < c->until) {
-		struct rv_http_result res = { 0 };
-		int64_t t0 = now_us();
-		c->rc = rv_http_request(h, "POST", c->url, body, strlen(body), 0, &res, NULL);
-		if (c->rc == 0) {
-			cJSON *doc = rv_json_parse(res.body, res.body_len, NULL);
-			struct rv_shard_task t;
-			rv_shard_task_from_json(doc, &t, NULL);
-			cJSON_Delete(doc);
-		}
-		rv_http_result_release(&res);
-		if (c->rc < 0)
-			break;
-		note(c, t0, now_us());
-	}
-	rv_http_client_free(h);
-	return NULL;
-}
-
 static enum MHD_Result bare_handler(void *cls, struct MHD_Connection *conn, const char *url,
 				    const char *method, const char *version, const char *data,
 				    size_t *size, void **state)
@@ -179,17 +152,11 @@ int main(void)
 	struct rv_test_master m;
 	if (!spec || rv_test_master_init(&m, spec) < 0)
 		return 1;
-	const char *args[] = { "--log-level", "warn", getenv("NOSYNC") ? "--journal-nosync" : NULL, "true", NULL };
+	const char *args[] = { "--log-level", "warn", NULL };
 	if (rv_test_master_start(&m, args) < 0)
 		return 1;
 	double p99 = 0, bare_p99 = 0;
-	double ops;
-	if (getenv("CACHED")) {
-		char u[128];
-		snprintf(u, sizeof(u), "%s/v1/shards/next", m.url);
-		ops = run(bare_client_main, u, &p99);
-	} else
-		ops = run(master_client_main, m.url, &p99);
+	double ops = run(master_client_main, m.url, &p99);
 	/* How well the journal grouped its commits. */
 	struct rv_http_client *h = rv_http_client_new(NULL, 2000, 10000);
 	struct rv_http_result res = { 0 };
