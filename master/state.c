@@ -494,11 +494,15 @@ static int64_t next_deadline(struct master *m)
 static void *timer_main(void *arg)
 {
 	struct master *m = arg;
+	int64_t last_tick = INT64_MIN;
 	pthread_mutex_lock(&m->lock);
 	while (!m->stopping) {
 		int64_t now = state_now(m);
 		int64_t dl = next_deadline(m);
-		if (now >= dl) {
+		/* A deadline that a tick at or after it did not move would make a
+		 * busy loop of journaled ticks: then tick at most once per tick_ms. */
+		if (now >= dl && (dl > last_tick || now - last_tick >= m->cfg.tick_ms)) {
+			last_tick = now;
 			struct master_op op = { .now_ms = now };
 			struct master_result res;
 			int64_t seq = 0;
@@ -508,7 +512,7 @@ static void *timer_main(void *arg)
 			pthread_mutex_lock(&m->lock);
 			continue;
 		}
-		int64_t wait = dl - now;
+		int64_t wait = dl > now ? dl - now : m->cfg.tick_ms;
 		if (wait > m->cfg.tick_ms)
 			wait = m->cfg.tick_ms;
 		struct timespec ts;
