@@ -1525,7 +1525,8 @@ static int must_object(const cJSON *root, const char *what, struct rv_err *err)
 
 /* Run parse into a zeroed *out; on failure zero it again (nothing allocated). */
 #define FLAT_FROM_JSON(fn, type, parse)                                                          \
-	int fn(const cJSON *root, type *out, struct rv_err *err)                                 \
+	/* a type name cannot be parenthesised */                                             \
+	int fn(const cJSON *root, type *out, struct rv_err *err) /* NOLINT */                    \
 	{                                                                                        \
 		memset(out, 0, sizeof(*out));                                                    \
 		int rc = parse(root, out, err);                                                  \

@@ -191,11 +191,12 @@ static int run(int argc, char **argv)
 	}
 	rv_log_setup("master", level);
 	gsl_set_error_handler_off();
-	if ((rc = load_spec(m, &err)) < 0) {
-		fprintf(stderr, "rover-master: invalid job spec: %s%s%s\n", err.msg,
-			err.field[0] ? " (field " : "", err.field[0] ? err.field : "");
+	if (load_spec(m, &err) < 0) {
 		if (err.field[0])
-			fputs(")\n", stderr);
+			fprintf(stderr, "rover-master: invalid job spec: %s (field %s)\n", err.msg,
+				err.field);
+		else
+			fprintf(stderr, "rover-master: invalid job spec: %s\n", err.msg);
 		rv_job_spec_release(&m->spec);
 		free(m);
 		return -EXIT_BAD_SPEC - 1000;
