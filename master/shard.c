@@ -851,7 +851,8 @@ static struct shard_step *step_new(const struct shard_mgr *m, int64_t step)
 	}
 	for (int i = 0; i < m->nds; i++)
 		st->cur[i] = s->ds[i].cur;
-	memcpy(st->todo.v, s->ranges.v, (size_t)s->ranges.n * sizeof(*s->ranges.v));
+	if (s->ranges.n)
+		memcpy(st->todo.v, s->ranges.v, (size_t)s->ranges.n * sizeof(*s->ranges.v));
 	st->todo.n = s->ranges.n;
 	for (int i = s->doing.head; i < s->doing.n; i++) {
 		const struct shard_doing *d = &s->doing.v[i];
@@ -913,6 +914,11 @@ int shard_ckpt_report(struct shard_mgr *m, int64_t step, int64_t worker, int64_t
 		return rv_err_set(err, -ERANGE, "step",
 				  "step %" PRId64 " is older than the %d checkpoint steps kept", step,
 				  SHARD_MAX_PENDING_STEPS);
+	/* A retry of a report already recorded (whatever happened since). */
+	for (int i = 0; st && i < st->nrep; i++)
+		if (st->rep[i].worker == worker && st->rep[i].task == task_id &&
+		    st->rep[i].consumed == consumed)
+			return 0;
 	/* The base seq: the first report's, or now for this one. */
 	int64_t base_seq = st ? st->seq : s->seq;
 	const struct shard_worker *w = worker_find(s, worker);
@@ -925,12 +931,6 @@ int shard_ckpt_report(struct shard_mgr *m, int64_t step, int64_t worker, int64_t
 				  "worker %" PRId64 " finished more than %d tasks since the first report of "
 				  "step %" PRId64,
 				  worker, SHARD_RING, step);
-
-	/* A retry of a report already recorded. */
-	for (int i = 0; st && i < st->nrep; i++)
-		if (st->rep[i].worker == worker && st->rep[i].task == task_id &&
-		    st->rep[i].consumed == consumed)
-			return 0;
 
 	RV_CLEANUP_RANGEVEC struct rangevec iv = {0};
 	int32_t ds = -1;
@@ -1017,7 +1017,8 @@ int shard_ckpt_report(struct shard_mgr *m, int64_t step, int64_t worker, int64_t
 	}
 	/* Every interval was TODO at the first report, and no other report
 	 * claimed it: otherwise the checkpoint could not be exact. */
-	qsort(iv.v, (size_t)iv.n, sizeof(*iv.v), range_qcmp);
+	if (iv.n > 1)
+		qsort(iv.v, (size_t)iv.n, sizeof(*iv.v), range_qcmp);
 	for (int i = 0; i < iv.n; i++) {
 		const struct shard_range *r = &iv.v[i];
 		if (!step_was_todo(m, st, r) || range_overlaps(&st->carved, r) ||
@@ -1238,7 +1239,8 @@ int shard_snapshot_save(const struct shard_mgr *m, struct rv_buf *out)
 	for (int i = 0; i < s->workers.cap; i++)
 		if (s->workers.v[i].used)
 			ws[nw++] = &s->workers.v[i];
-	qsort(ws, (size_t)nw, sizeof(*ws), worker_qcmp);
+	if (nw > 1)
+		qsort(ws, (size_t)nw, sizeof(*ws), worker_qcmp);
 	first = true;
 	for (int i = 0; i < nw; i++) {
 		const struct shard_worker *w = ws[i];
