@@ -62,13 +62,14 @@ struct shard_conf {
 	int max_tasks_in_flight;  /* most DOING tasks, all datasets together; <= 0: default */
 };
 
+/* epoch: the epoch being handed out (for ds < 0 the smallest over datasets). */
 struct shard_stats {
 	int64_t samples_total; /* size * epochs */
-	int64_t samples_done;  /* DONE samples (counted by done, or by an imported checkpoint) */
+	int64_t samples_done;  /* DONE: counted by done, or by an imported checkpoint */
 	int64_t tasks_doing;
-	int64_t todo_ranges;   /* returned ranges waiting to be served again */
-	int epoch;             /* the epoch being handed out (the smallest over datasets for ds < 0) */
-	bool finished;         /* every sample of every epoch DONE */
+	int64_t todo_ranges; /* returned ranges waiting to be served again */
+	int epoch;
+	bool finished; /* every sample of every epoch DONE */
 };
 
 struct shard_mgr;
