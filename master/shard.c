@@ -1207,9 +1207,9 @@ int shard_ckpt_export(struct shard_mgr *m, int64_t step, struct rv_buf *out, str
 		      SHARD_DOC_VERSION, step, m->st.next_id);
 	for (int ds = 0; ds < m->nds; ds++) {
 		int64_t left = cur_remaining(&m->ds[ds], cur[ds]);
-		struct shard_range key = { ds, INT32_MIN, INT64_MIN, 0 };
-		for (int i = range_lower(&todo, &key); i < todo.n && todo.v[i].ds == ds; i++)
-			left += todo.v[i].end - todo.v[i].start;
+		for (int i = 0; i < todo.n; i++)
+			if (todo.v[i].ds == ds)
+				left += todo.v[i].end - todo.v[i].start;
 		if (ds)
 			rv_buf_puts(out, ",");
 		put_dataset(out, &m->ds[ds], cur[ds], m->ds[ds].d.size * m->ds[ds].d.epochs - left);
@@ -1344,6 +1344,8 @@ static int get_tuple(const cJSON *it, const char *path, int idx, int n, const in
 					  " and %" PRId64,
 					  f, i, lo[i], hi[i]);
 		out[i++] = (int64_t)v;
+		if (i == n)
+			break;
 	}
 	return 0;
 }
@@ -1374,7 +1376,7 @@ static int load_ranges(const struct shard_mgr *m, const cJSON *arr, const char *
 	const cJSON *it;
 	cJSON_ArrayForEach(it, arr)
 	{
-		int64_t v[4];
+		int64_t v[4] = { 0 };
 		char f[128];
 		if (ds_fixed < 0) {
 			const int64_t lo[4] = { 0, 0, 0, 1 },
@@ -1461,13 +1463,13 @@ static int load_datasets(const struct shard_mgr *m, const cJSON *root, struct sh
 			return rc;
 		char want[32];
 		snprintf(want, sizeof(want), "%" PRIu64, dc->d.seed);
-		const char *what = strcmp(name, dc->d.name)   ? "name"
-				   : size != dc->d.size       ? "size"
-				   : ss != dc->d.shard_size   ? "shard_size"
-				   : epochs != dc->d.epochs   ? "epochs"
-				   : shuffle != dc->d.shuffle ? "shuffle"
-				   : strcmp(seed, want)       ? "seed"
-							      : NULL;
+		const char *what = strcmp(name, dc->d.name) != 0 ? "name"
+				   : size != dc->d.size          ? "size"
+				   : ss != dc->d.shard_size      ? "shard_size"
+				   : epochs != dc->d.epochs      ? "epochs"
+				   : shuffle != dc->d.shuffle    ? "shuffle"
+				   : strcmp(seed, want) != 0     ? "seed"
+								 : NULL;
 		if (what) {
 			snprintf(f, sizeof(f), "%s.%s", path, what);
 			return rv_err_set(err, -EINVAL, f,
@@ -1511,7 +1513,7 @@ static int load_doc(const char *doc, size_t len, const char *kind, cJSON **root,
 				  &version, err)) < 0 ||
 	    (rc = rv_json_get_string(*root, "kind", "", true, k, sizeof(k), err)) < 0)
 		return rc;
-	if (strcmp(k, kind))
+	if (strcmp(k, kind) != 0)
 		return rv_err_set(err, -EINVAL, "kind", "kind must be \"%s\"", kind);
 	return 0;
 }
@@ -1586,7 +1588,7 @@ static int load_doing(const struct shard_mgr *m, const cJSON *root, struct shard
 		const int64_t lo[7] = { 1, 0, 0, 0, 1, -JSON_INT_MAX, -1 },
 			      hi[7] = { JSON_INT_MAX, m->nds - 1,   SHARD_MAX_EPOCHS, JSON_INT_MAX,
 					JSON_INT_MAX, JSON_INT_MAX, JSON_INT_MAX };
-		int64_t v[7];
+		int64_t v[7] = { 0 };
 		char f[64];
 		if (get_tuple(it, "doing", idx, 7, lo, hi, v, err) < 0)
 			return -EINVAL;
@@ -1662,7 +1664,7 @@ static int load_workers(const struct shard_mgr *m, const cJSON *root, struct sha
 			const int64_t lo[6] = { 1, 1, 0, 0, 0, 1 },
 				      hi[6] = { s->next_id - 1,   s->seq,       m->nds - 1,
 						SHARD_MAX_EPOCHS, JSON_INT_MAX, JSON_INT_MAX };
-			int64_t v[6];
+			int64_t v[6] = { 0 };
 			char fe[128];
 			if (get_tuple(e, f, k, 6, lo, hi, v, err) < 0)
 				return -EINVAL;
@@ -1719,7 +1721,7 @@ static int load_steps(const struct shard_mgr *m, const cJSON *root, struct shard
 		cJSON_ArrayForEach(c, cur)
 		{
 			const int64_t lo[2] = { 0, 0 }, hi[2] = { SHARD_MAX_EPOCHS, JSON_INT_MAX };
-			int64_t v[2];
+			int64_t v[2] = { 0 };
 			if (get_tuple(c, f, ds, 2, lo, hi, v, err) < 0 ||
 			    load_cursor(m, ds, v[0], v[1], &st->cur[ds], f, err) < 0)
 				return -EINVAL;
@@ -1746,7 +1748,7 @@ static int load_steps(const struct shard_mgr *m, const cJSON *root, struct shard
 			const int64_t lo[4] = { -JSON_INT_MAX, -1, 0, 0 },
 				      hi[4] = { JSON_INT_MAX, m->nds - 1, JSON_INT_MAX,
 						JSON_INT_MAX };
-			int64_t v[4];
+			int64_t v[4] = { 0 };
 			if (get_tuple(c, f, k, 4, lo, hi, v, err) < 0)
 				return -EINVAL;
 			st->rep[k++] = (struct shard_report){ v[0], v[2], v[3], (int32_t)v[1] };

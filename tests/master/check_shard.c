@@ -1275,7 +1275,7 @@ static void property_run(int seed, int events)
 START_TEST(test_property_exactly_once)
 {
 	const char *n = getenv("SHARD_SEEDS"), *s0 = getenv("SHARD_SEED0");
-	int seeds = n ? atoi(n) : 200, first = s0 ? atoi(s0) : 1;
+	int seeds = n ? (int)strtol(n, NULL, 10) : 200, first = s0 ? (int)strtol(s0, NULL, 10) : 1;
 	for (int seed = first; seed < first + seeds; seed++)
 		property_run(seed, 3000);
 }
