@@ -661,6 +661,41 @@ START_TEST(test_ckpt_import_errors)
 }
 END_TEST
 
+/* At most SHARD_MAX_PENDING_STEPS steps are kept: the oldest goes, and a
+ * late first report of it is refused rather than based on a later state. */
+START_TEST(test_ckpt_steps_kept)
+{
+	struct shard_mgr *m = mgr1(dset("d", 1000, 10, 1, false, 0), 0, 0);
+	struct rv_buf b = { 0 };
+	struct rv_err err = { 0 };
+	for (int step = 1; step <= SHARD_MAX_PENDING_STEPS + 1; step++) {
+		struct shard_task t = next_ok(m, 0, 1, 0);
+		ck_assert_int_eq(shard_ckpt_report(m, step * 100, 1, t.id, 0, &err), 0);
+		ck_assert_int_eq(shard_done(m, t.id, 1, 0), 1);
+	}
+	ck_assert_int_eq(shard_ckpt_export(m, 100, &b, &err), -ENOENT);
+	ck_assert_int_eq(shard_ckpt_report(m, 100, 2, 0, 0, &err), -ERANGE);
+	ck_assert_str_eq(err.field, "step");
+	ck_assert_int_eq(shard_ckpt_report(m, 50, 2, 0, 0, &err), -ERANGE);
+	for (int step = 2; step <= SHARD_MAX_PENDING_STEPS + 1; step++) {
+		rv_buf_truncate(&b, 0);
+		ck_assert_int_eq(shard_ckpt_export(m, step * 100, &b, &err), 0);
+		/* Step S was reported in the S-th task, nothing of it consumed. */
+		struct shard_mgr *n = mgr1(dset("d", 1000, 10, 1, false, 0), 0, 0);
+		ck_assert_int_eq(shard_ckpt_import(n, b.data, b.len, &err), 0);
+		struct shard_stats st;
+		shard_stats(n, 0, &st);
+		ck_assert_int_eq(st.samples_done, (step - 1) * 10);
+		shard_free(n);
+	}
+	/* After an import every step is gone, and old step numbers are new again. */
+	ck_assert_int_eq(shard_ckpt_import(m, b.data, b.len, &err), 0);
+	ck_assert_int_eq(shard_ckpt_report(m, 100, 2, 0, 0, &err), 0);
+	rv_buf_release(&b);
+	shard_free(m);
+}
+END_TEST
+
 /* ---- the property test ---- */
 
 enum { PW = 48, PMAXHELD = 3, PSTEPS = 3 };
@@ -1299,6 +1334,7 @@ static Suite *shard_suite(void)
 	tcase_add_test(tc, test_ckpt_rules);
 	tcase_add_test(tc, test_ckpt_ahead_of_cursor);
 	tcase_add_test(tc, test_ckpt_import_errors);
+	tcase_add_test(tc, test_ckpt_steps_kept);
 	suite_add_tcase(s, tc);
 	TCase *big = tcase_create("scale");
 	tcase_set_timeout(big, 120);
