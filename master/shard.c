@@ -31,8 +31,8 @@
 #include "json.h"
 
 #define SHARD_MAX_SAMPLES (INT64_C(1) << 53) /* exact in JSON numbers */
-#define SHARD_MAX_EPOCHS 1000000
-#define SHARD_ROUNDS 6
+#define SHARD_MAX_EPOCHS  1000000
+#define SHARD_ROUNDS      6
 #define SHARD_DOC_VERSION 1
 
 struct shard_cur {
@@ -63,8 +63,8 @@ struct shard_recent {
 
 struct shard_worker {
 	int64_t id;
-	int64_t lost_seq;    /* seq of its last death (its ring was dropped), 0 none */
-	int64_t evicted_seq; /* seq of the newest done pushed out of the ring, 0 none */
+	int64_t lost_seq;          /* seq of its last death (its ring was dropped), 0 none */
+	int64_t evicted_seq;       /* seq of the newest done pushed out of the ring, 0 none */
 	struct shard_recent *ring; /* SHARD_RING entries, allocated at the first done */
 	int nring, ring_head;      /* ring_head: the oldest entry */
 	bool used;
@@ -270,11 +270,12 @@ static bool same_shard(const struct shard_mgr *m, const struct shard_range *a,
 static int range_find_containing(const struct rangevec *rv, const struct shard_range *r)
 {
 	int i = range_lower(rv, r);
-	if (i < rv->n && rv->v[i].ds == r->ds && rv->v[i].epoch == r->epoch && rv->v[i].start == r->start)
+	if (i < rv->n && rv->v[i].ds == r->ds && rv->v[i].epoch == r->epoch &&
+	    rv->v[i].start == r->start)
 		return r->end <= rv->v[i].end ? i : -1;
 	i--;
-	if (i >= 0 && rv->v[i].ds == r->ds && rv->v[i].epoch == r->epoch && rv->v[i].start <= r->start &&
-	    r->end <= rv->v[i].end)
+	if (i >= 0 && rv->v[i].ds == r->ds && rv->v[i].epoch == r->epoch &&
+	    rv->v[i].start <= r->start && r->end <= rv->v[i].end)
 		return i;
 	return -1;
 }
@@ -283,7 +284,8 @@ static int range_find_containing(const struct rangevec *rv, const struct shard_r
 static bool range_overlaps(const struct rangevec *rv, const struct shard_range *r)
 {
 	int i = range_lower(rv, r);
-	if (i < rv->n && rv->v[i].ds == r->ds && rv->v[i].epoch == r->epoch && rv->v[i].start < r->end)
+	if (i < rv->n && rv->v[i].ds == r->ds && rv->v[i].epoch == r->epoch &&
+	    rv->v[i].start < r->end)
 		return true;
 	return i > 0 && rv->v[i - 1].ds == r->ds && rv->v[i - 1].epoch == r->epoch &&
 	       rv->v[i - 1].end > r->start;
@@ -325,7 +327,7 @@ static int rangevec_reserve(struct rangevec *rv, int extra)
 static void rangevec_release(struct rangevec *rv)
 {
 	free(rv->v);
-	*rv = (struct rangevec){0};
+	*rv = (struct rangevec){ 0 };
 }
 
 #define RV_CLEANUP_RANGEVEC RV_CLEANUP(rangevec_release)
@@ -453,7 +455,7 @@ static void doing_remove(struct shard_state *s, int i)
 static void doing_return(const struct shard_mgr *m, struct shard_state *s, int i)
 {
 	const struct shard_doing *d = &s->doing.v[i];
-	struct shard_range r = {d->ds, d->epoch, d->start, d->end};
+	struct shard_range r = { d->ds, d->epoch, d->start, d->end };
 	s->ds[d->ds].nranges += range_insert(m, &s->ranges, &r);
 }
 
@@ -505,7 +507,7 @@ static struct shard_worker *worker_get(struct shard_state *s, int64_t id)
 	while (s->workers.v[i].used)
 		i = (i + 1) & mask;
 	w = &s->workers.v[i];
-	*w = (struct shard_worker){.id = id, .used = true};
+	*w = (struct shard_worker){ .id = id, .used = true };
 	s->workers.n++;
 	return w;
 }
@@ -558,7 +560,8 @@ static bool name_ok(const char *s)
 	return true;
 }
 
-static int dsconf_init(struct shard_dsconf *dc, const struct shard_dataset *d, int i, struct rv_err *err)
+static int dsconf_init(struct shard_dsconf *dc, const struct shard_dataset *d, int i,
+		       struct rv_err *err)
 {
 	char f[64];
 	snprintf(f, sizeof(f), "datasets[%d].name", i);
@@ -568,14 +571,16 @@ static int dsconf_init(struct shard_dsconf *dc, const struct shard_dataset *d, i
 				  SHARD_NAME_MAX - 1);
 	snprintf(f, sizeof(f), "datasets[%d].size", i);
 	if (d->size < 1 || d->size > SHARD_MAX_SAMPLES)
-		return rv_err_set(err, -EINVAL, f, "%s must be between 1 and %" PRId64, f, SHARD_MAX_SAMPLES);
+		return rv_err_set(err, -EINVAL, f, "%s must be between 1 and %" PRId64, f,
+				  SHARD_MAX_SAMPLES);
 	snprintf(f, sizeof(f), "datasets[%d].shard_size", i);
 	if (d->shard_size < 1 || d->shard_size > d->size)
-		return rv_err_set(err, -EINVAL, f, "%s must be between 1 and the size (%" PRId64 ")", f,
-				  d->size);
+		return rv_err_set(err, -EINVAL, f,
+				  "%s must be between 1 and the size (%" PRId64 ")", f, d->size);
 	snprintf(f, sizeof(f), "datasets[%d].epochs", i);
 	if (d->epochs < 1 || d->epochs > SHARD_MAX_EPOCHS)
-		return rv_err_set(err, -EINVAL, f, "%s must be between 1 and %d", f, SHARD_MAX_EPOCHS);
+		return rv_err_set(err, -EINVAL, f, "%s must be between 1 and %d", f,
+				  SHARD_MAX_EPOCHS);
 	dc->d = *d;
 	dc->nshards = (d->size + d->shard_size - 1) / d->shard_size;
 	dc->last_len = d->size - (dc->nshards - 1) * d->shard_size;
@@ -589,7 +594,8 @@ struct shard_mgr *shard_new(const struct shard_dataset *ds, int nds, const struc
 			    struct rv_err *err)
 {
 	if (nds < 1 || nds > SHARD_MAX_DATASETS || !ds) {
-		rv_err_set(err, -EINVAL, "datasets", "datasets must hold 1..%d datasets", SHARD_MAX_DATASETS);
+		rv_err_set(err, -EINVAL, "datasets", "datasets must hold 1..%d datasets",
+			   SHARD_MAX_DATASETS);
 		return NULL;
 	}
 	struct shard_mgr *m = calloc(1, sizeof(*m));
@@ -597,7 +603,7 @@ struct shard_mgr *shard_new(const struct shard_dataset *ds, int nds, const struc
 		rv_err_set(err, -ENOMEM, "", "could not allocate the shard manager: out of memory");
 		return NULL;
 	}
-	m->conf = c ? *c : (struct shard_conf){0};
+	m->conf = c ? *c : (struct shard_conf){ 0 };
 	if (m->conf.max_tasks_in_flight <= 0)
 		m->conf.max_tasks_in_flight = SHARD_DEFAULT_MAX_IN_FLIGHT;
 	if (m->conf.max_todo_ranges <= 0)
@@ -615,7 +621,8 @@ struct shard_mgr *shard_new(const struct shard_dataset *ds, int nds, const struc
 			if (strcmp(m->ds[j].d.name, ds[i].name) == 0) {
 				char f[64];
 				snprintf(f, sizeof(f), "datasets[%d].name", i);
-				rv_err_set(err, -EINVAL, f, "%s \"%s\" is already the name of datasets[%d]", f,
+				rv_err_set(err, -EINVAL, f,
+					   "%s \"%s\" is already the name of datasets[%d]", f,
 					   ds[i].name, j);
 				goto fail;
 			}
@@ -656,11 +663,12 @@ int shard_next(struct shard_mgr *m, int ds, int64_t worker, int64_t now_ms, stru
 	struct shard_dsstate *dst = &s->ds[ds];
 	struct shard_range r;
 	/* Returned ranges first, the lowest epoch and sample first. */
-	struct shard_range key = {ds, INT32_MIN, INT64_MIN, 0};
+	struct shard_range key = { ds, INT32_MIN, INT64_MIN, 0 };
 	int i = range_lower(&s->ranges, &key);
 	if (i < s->ranges.n && s->ranges.v[i].ds == ds) {
 		r = s->ranges.v[i];
-		memmove(&s->ranges.v[i], &s->ranges.v[i + 1], (size_t)(s->ranges.n - i - 1) * sizeof(r));
+		memmove(&s->ranges.v[i], &s->ranges.v[i + 1],
+			(size_t)(s->ranges.n - i - 1) * sizeof(r));
 		s->ranges.n--;
 		dst->nranges--;
 	} else {
@@ -672,14 +680,15 @@ int shard_next(struct shard_mgr *m, int ds, int64_t worker, int64_t now_ms, stru
 		if (dst->cur.pos >= dc->nshards)
 			return 0;
 		int64_t sh = perm(dc, dst->cur.epoch, dst->cur.pos++);
-		r = (struct shard_range){ds, dst->cur.epoch, sh * dc->d.shard_size,
-					 sh * dc->d.shard_size + shard_len(dc, sh)};
+		r = (struct shard_range){ ds, dst->cur.epoch, sh * dc->d.shard_size,
+					  sh * dc->d.shard_size + shard_len(dc, sh) };
 	}
 
 	int64_t deadline = INT64_MAX;
 	if (m->conf.doing_timeout_ms > 0)
-		deadline = now_ms > INT64_MAX - m->conf.doing_timeout_ms ? INT64_MAX
-									 : now_ms + m->conf.doing_timeout_ms;
+		deadline = now_ms > INT64_MAX - m->conf.doing_timeout_ms
+				   ? INT64_MAX
+				   : now_ms + m->conf.doing_timeout_ms;
 	if (s->doing.nlive > 0 && deadline < s->doing.v[s->doing.n - 1].deadline)
 		s->doing.sorted = false;
 	if (s->doing.nlive == 0) {
@@ -687,13 +696,19 @@ int shard_next(struct shard_mgr *m, int ds, int64_t worker, int64_t now_ms, stru
 		s->doing.sorted = true;
 	}
 	s->doing.v[s->doing.n++] = (struct shard_doing){
-		.id = s->next_id++, .worker = worker, .deadline = deadline, .ds = r.ds,
-		.epoch = r.epoch, .start = r.start, .end = r.end, .live = true,
+		.id = s->next_id++,
+		.worker = worker,
+		.deadline = deadline,
+		.ds = r.ds,
+		.epoch = r.epoch,
+		.start = r.start,
+		.end = r.end,
+		.live = true,
 	};
 	s->doing.nlive++;
 	dst->ndoing++;
 	s->seq++;
-	*out = (struct shard_task){s->next_id - 1, r.ds, r.epoch, r.start, r.end};
+	*out = (struct shard_task){ s->next_id - 1, r.ds, r.epoch, r.start, r.end };
 	return 1;
 }
 
@@ -714,7 +729,7 @@ int shard_done(struct shard_mgr *m, int64_t task_id, int64_t worker, int64_t now
 	doing_compact(s);
 	s->ds[d.ds].samples_done += d.end - d.start;
 	s->seq++;
-	worker_ring_push(w, &(struct shard_recent){d.id, s->seq, d.ds, d.epoch, d.start, d.end});
+	worker_ring_push(w, &(struct shard_recent){ d.id, s->seq, d.ds, d.epoch, d.start, d.end });
 	return 1;
 }
 
@@ -851,12 +866,14 @@ static struct shard_step *step_new(const struct shard_mgr *m, int64_t step)
 	}
 	for (int i = 0; i < m->nds; i++)
 		st->cur[i] = s->ds[i].cur;
-	memcpy(st->todo.v, s->ranges.v, (size_t)s->ranges.n * sizeof(*s->ranges.v));
+	if (s->ranges.n)
+		memcpy(st->todo.v, s->ranges.v, (size_t)s->ranges.n * sizeof(*s->ranges.v));
 	st->todo.n = s->ranges.n;
 	for (int i = s->doing.head; i < s->doing.n; i++) {
 		const struct shard_doing *d = &s->doing.v[i];
 		if (d->live)
-			st->todo.v[st->todo.n++] = (struct shard_range){d->ds, d->epoch, d->start, d->end};
+			st->todo.v[st->todo.n++] =
+				(struct shard_range){ d->ds, d->epoch, d->start, d->end };
 	}
 	rangevec_normalize(m, &st->todo);
 	return st;
@@ -896,7 +913,7 @@ static int add_interval(struct rangevec *iv, int32_t ds, int32_t epoch, int64_t 
 		return 0;
 	if (rangevec_reserve(iv, 1) < 0)
 		return -ENOMEM;
-	iv->v[iv->n++] = (struct shard_range){ds, epoch, start, end};
+	iv->v[iv->n++] = (struct shard_range){ ds, epoch, start, end };
 	return 0;
 }
 
@@ -911,28 +928,28 @@ int shard_ckpt_report(struct shard_mgr *m, int64_t step, int64_t worker, int64_t
 	struct shard_step *st = step_find(s, step);
 	if (!st && step <= s->dropped_step)
 		return rv_err_set(err, -ERANGE, "step",
-				  "step %" PRId64 " is older than the %d checkpoint steps kept", step,
-				  SHARD_MAX_PENDING_STEPS);
+				  "step %" PRId64 " is older than the %d checkpoint steps kept",
+				  step, SHARD_MAX_PENDING_STEPS);
+	/* A retry of a report already recorded (whatever happened since). */
+	for (int i = 0; st && i < st->nrep; i++)
+		if (st->rep[i].worker == worker && st->rep[i].task == task_id &&
+		    st->rep[i].consumed == consumed)
+			return 0;
 	/* The base seq: the first report's, or now for this one. */
 	int64_t base_seq = st ? st->seq : s->seq;
 	const struct shard_worker *w = worker_find(s, worker);
 	if (w && w->lost_seq > base_seq)
 		return rv_err_set(err, -ERANGE, "worker",
-				  "worker %" PRId64 " died after the first report of step %" PRId64, worker,
-				  step);
+				  "worker %" PRId64 " died after the first report of step %" PRId64,
+				  worker, step);
 	if (w && w->evicted_seq > base_seq)
 		return rv_err_set(err, -ERANGE, "worker",
-				  "worker %" PRId64 " finished more than %d tasks since the first report of "
+				  "worker %" PRId64
+				  " finished more than %d tasks since the first report of "
 				  "step %" PRId64,
 				  worker, SHARD_RING, step);
 
-	/* A retry of a report already recorded. */
-	for (int i = 0; st && i < st->nrep; i++)
-		if (st->rep[i].worker == worker && st->rep[i].task == task_id &&
-		    st->rep[i].consumed == consumed)
-			return 0;
-
-	RV_CLEANUP_RANGEVEC struct rangevec iv = {0};
+	RV_CLEANUP_RANGEVEC struct rangevec iv = { 0 };
 	int32_t ds = -1;
 	if (task_id != 0) {
 		int i = doing_find(s, task_id);
@@ -941,12 +958,13 @@ int shard_ckpt_report(struct shard_mgr *m, int64_t step, int64_t worker, int64_t
 			const struct shard_doing *d = &s->doing.v[i];
 			if (d->worker != worker)
 				return rv_err_set(err, -ERANGE, "task_id",
-						  "task %" PRId64 " is worker %" PRId64 "'s, not worker %" PRId64
-						  "'s",
+						  "task %" PRId64 " is worker %" PRId64
+						  "'s, not worker %" PRId64 "'s",
 						  task_id, d->worker, worker);
 			if (consumed > d->end - d->start)
 				return rv_err_set(err, -EINVAL, "consumed",
-						  "consumed must be at most the task's %" PRId64 " samples",
+						  "consumed must be at most the task's %" PRId64
+						  " samples",
 						  d->end - d->start);
 			ds = d->ds;
 			if (add_interval(&iv, ds, d->epoch, d->start, d->start + consumed) < 0)
@@ -954,18 +972,22 @@ int shard_ckpt_report(struct shard_mgr *m, int64_t step, int64_t worker, int64_t
 		} else if (rc) {
 			if (consumed > rc->end - rc->start)
 				return rv_err_set(err, -EINVAL, "consumed",
-						  "consumed must be at most the task's %" PRId64 " samples",
+						  "consumed must be at most the task's %" PRId64
+						  " samples",
 						  rc->end - rc->start);
 			ds = rc->ds;
 			if (rc->seq <= base_seq) {
 				/* Done before the first report: DONE already, all of it. */
 				if (consumed != rc->end - rc->start)
 					return rv_err_set(err, -ERANGE, "consumed",
-							  "task %" PRId64 " was done before step %" PRId64
+							  "task %" PRId64
+							  " was done before step %" PRId64
 							  "'s first report but is reported %" PRId64
 							  " of %" PRId64 " consumed",
-							  task_id, step, consumed, rc->end - rc->start);
-			} else if (add_interval(&iv, ds, rc->epoch, rc->start, rc->start + consumed) < 0) {
+							  task_id, step, consumed,
+							  rc->end - rc->start);
+			} else if (add_interval(&iv, ds, rc->epoch, rc->start,
+						rc->start + consumed) < 0) {
 				goto nomem;
 			}
 		} else {
@@ -977,7 +999,8 @@ int shard_ckpt_report(struct shard_mgr *m, int64_t step, int64_t worker, int64_t
 						  "task %" PRId64 " was never handed out", task_id);
 			if (m->nds > 1)
 				return rv_err_set(err, -ERANGE, "task_id",
-						  "task %" PRId64 " is no longer known: its dataset is unknown",
+						  "task %" PRId64
+						  " is no longer known: its dataset is unknown",
 						  task_id);
 			ds = 0;
 		}
@@ -1017,7 +1040,8 @@ int shard_ckpt_report(struct shard_mgr *m, int64_t step, int64_t worker, int64_t
 	}
 	/* Every interval was TODO at the first report, and no other report
 	 * claimed it: otherwise the checkpoint could not be exact. */
-	qsort(iv.v, (size_t)iv.n, sizeof(*iv.v), range_qcmp);
+	if (iv.n > 1)
+		qsort(iv.v, (size_t)iv.n, sizeof(*iv.v), range_qcmp);
 	for (int i = 0; i < iv.n; i++) {
 		const struct shard_range *r = &iv.v[i];
 		if (!step_was_todo(m, st, r) || range_overlaps(&st->carved, r) ||
@@ -1025,8 +1049,10 @@ int shard_ckpt_report(struct shard_mgr *m, int64_t step, int64_t worker, int64_t
 		     iv.v[i - 1].end > r->start)) {
 			step_free(fresh);
 			return rv_err_set(err, -ERANGE, "task_id",
-					  "samples [%" PRId64 ",%" PRId64 ") of epoch %d reported consumed "
-					  "at step %" PRId64 " were not TODO at its first report or are "
+					  "samples [%" PRId64 ",%" PRId64
+					  ") of epoch %d reported consumed "
+					  "at step %" PRId64
+					  " were not TODO at its first report or are "
 					  "claimed twice",
 					  r->start, r->end, r->epoch, step);
 		}
@@ -1038,17 +1064,18 @@ int shard_ckpt_report(struct shard_mgr *m, int64_t step, int64_t worker, int64_t
 	}
 	for (int i = 0; i < iv.n; i++)
 		range_insert(m, &st->carved, &iv.v[i]);
-	st->rep[st->nrep++] = (struct shard_report){worker, task_id, consumed, ds};
+	st->rep[st->nrep++] = (struct shard_report){ worker, task_id, consumed, ds };
 	if (fresh)
 		step_install(s, fresh);
 	return 0;
 nomem:
-	return rv_err_set(err, -ENOMEM, "", "could not record the checkpoint report: out of memory");
+	return rv_err_set(err, -ENOMEM, "",
+			  "could not record the checkpoint report: out of memory");
 }
 
 /* The TODO of a step's checkpoint: cursors in cur, ranges in out (sorted). */
-static int step_resolve(const struct shard_mgr *m, const struct shard_step *st, struct shard_cur *cur,
-			struct rangevec *out, struct rv_err *err)
+static int step_resolve(const struct shard_mgr *m, const struct shard_step *st,
+			struct shard_cur *cur, struct rangevec *out, struct rv_err *err)
 {
 	int cap = m->conf.max_todo_ranges;
 	memcpy(cur, st->cur, (size_t)m->nds * sizeof(*cur));
@@ -1060,7 +1087,8 @@ static int step_resolve(const struct shard_mgr *m, const struct shard_step *st, 
 			const struct shard_range *c = &st->carved.v[k];
 			if (c->ds != r.ds || c->epoch != r.epoch || c->start >= r.end)
 				break;
-			if (c->start > r.start && add_interval(out, r.ds, r.epoch, r.start, c->start) < 0)
+			if (c->start > r.start &&
+			    add_interval(out, r.ds, r.epoch, r.start, c->start) < 0)
 				goto nomem;
 			r.start = c->end;
 		}
@@ -1071,14 +1099,14 @@ static int step_resolve(const struct shard_mgr *m, const struct shard_step *st, 
 	 * of them and what it passes that was not carved becomes ranges. */
 	for (int ds = 0; ds < m->nds; ds++) {
 		const struct shard_dsconf *dc = &m->ds[ds];
-		struct shard_cur last = {-1, 0};
+		struct shard_cur last = { -1, 0 };
 		for (int k = 0; k < st->carved.n; k++) {
 			const struct shard_range *c = &st->carved.v[k];
 			if (c->ds != ds || range_find_containing(&st->todo, c) >= 0)
 				continue;
 			int64_t pos = perm_inv(dc, c->epoch, c->start / dc->d.shard_size);
 			if (cur_cmp(c->epoch, pos, last.epoch, last.pos) > 0)
-				last = (struct shard_cur){c->epoch, pos};
+				last = (struct shard_cur){ c->epoch, pos };
 		}
 		if (last.epoch < 0)
 			continue;
@@ -1092,17 +1120,19 @@ static int step_resolve(const struct shard_mgr *m, const struct shard_step *st, 
 			}
 			if (--budget < 0 || out->n > cap)
 				return rv_err_set(err, -ERANGE, "step",
-						  "checkpoint of step %" PRId64 " would hold more than %d ranges",
+						  "checkpoint of step %" PRId64
+						  " would hold more than %d ranges",
 						  st->step, cap);
 			int64_t sh = perm(dc, c.epoch, c.pos);
-			struct shard_range r = {ds, c.epoch, sh * dc->d.shard_size,
-						sh * dc->d.shard_size + shard_len(dc, sh)};
-			struct shard_range key = {ds, c.epoch, r.start, 0};
+			struct shard_range r = { ds, c.epoch, sh * dc->d.shard_size,
+						 sh * dc->d.shard_size + shard_len(dc, sh) };
+			struct shard_range key = { ds, c.epoch, r.start, 0 };
 			for (int k = range_lower(&st->carved, &key); k < st->carved.n; k++) {
 				const struct shard_range *cv = &st->carved.v[k];
 				if (cv->ds != ds || cv->epoch != c.epoch || cv->start >= r.end)
 					break;
-				if (cv->start > r.start && add_interval(out, ds, c.epoch, r.start, cv->start) < 0)
+				if (cv->start > r.start &&
+				    add_interval(out, ds, c.epoch, r.start, cv->start) < 0)
 					goto nomem;
 				r.start = cv->end;
 			}
@@ -1115,8 +1145,8 @@ static int step_resolve(const struct shard_mgr *m, const struct shard_step *st, 
 	rangevec_normalize(m, out);
 	if (out->n > cap)
 		return rv_err_set(err, -ERANGE, "step",
-				  "checkpoint of step %" PRId64 " would hold more than %d ranges", st->step,
-				  cap);
+				  "checkpoint of step %" PRId64 " would hold more than %d ranges",
+				  st->step, cap);
 	return 0;
 nomem:
 	return rv_err_set(err, -ENOMEM, "", "could not build the checkpoint: out of memory");
@@ -1129,8 +1159,8 @@ static void put_dataset(struct rv_buf *b, const struct shard_dsconf *dc, struct 
 {
 	rv_buf_printf(b,
 		      "{\"name\":\"%s\",\"size\":%" PRId64 ",\"shard_size\":%" PRId64
-		      ",\"epochs\":%d,\"shuffle\":%s,\"seed\":\"%" PRIu64 "\",\"epoch\":%d,\"pos\":%" PRId64
-		      ",\"samples_done\":%" PRId64 ",\"todo\":[",
+		      ",\"epochs\":%d,\"shuffle\":%s,\"seed\":\"%" PRIu64
+		      "\",\"epoch\":%d,\"pos\":%" PRId64 ",\"samples_done\":%" PRId64 ",\"todo\":[",
 		      dc->d.name, dc->d.size, dc->d.shard_size, dc->d.epochs,
 		      dc->d.shuffle ? "true" : "false", dc->d.seed, cur.epoch, cur.pos, done);
 }
@@ -1138,7 +1168,7 @@ static void put_dataset(struct rv_buf *b, const struct shard_dsconf *dc, struct 
 /* Print ranges of dataset ds as [epoch,start,end] triples. */
 static void put_ranges_of(struct rv_buf *b, const struct rangevec *rv, int ds)
 {
-	struct shard_range key = {ds, INT32_MIN, INT64_MIN, 0};
+	struct shard_range key = { ds, INT32_MIN, INT64_MIN, 0 };
 	bool first = true;
 	for (int i = range_lower(rv, &key); i < rv->n && rv->v[i].ds == ds; i++) {
 		rv_buf_printf(b, "%s[%d,%" PRId64 ",%" PRId64 "]", first ? "" : ",", rv->v[i].epoch,
@@ -1158,26 +1188,28 @@ int shard_ckpt_export(struct shard_mgr *m, int64_t step, struct rv_buf *out, str
 {
 	const struct shard_step *st = step_find(&m->st, step);
 	if (!st)
-		return rv_err_set(err, -ENOENT, "step", "no checkpoint report of step %" PRId64 " is kept",
-				  step);
+		return rv_err_set(err, -ENOENT, "step",
+				  "no checkpoint report of step %" PRId64 " is kept", step);
 	RV_CLEANUP_FREE struct shard_cur *cur = calloc((size_t)m->nds, sizeof(*cur));
-	struct rangevec todo = {0};
+	struct rangevec todo = { 0 };
 	if (!cur)
-		return rv_err_set(err, -ENOMEM, "", "could not build the checkpoint: out of memory");
+		return rv_err_set(err, -ENOMEM, "",
+				  "could not build the checkpoint: out of memory");
 	int rc = step_resolve(m, st, cur, &todo, err);
 	if (rc < 0) {
 		rangevec_release(&todo);
 		return rc;
 	}
 	size_t mark = out->len;
-	rv_buf_printf(out, "{\"version\":%d,\"kind\":\"rover-shard-ckpt\",\"step\":%" PRId64
+	rv_buf_printf(out,
+		      "{\"version\":%d,\"kind\":\"rover-shard-ckpt\",\"step\":%" PRId64
 		      ",\"next_id\":%" PRId64 ",\"datasets\":[",
 		      SHARD_DOC_VERSION, step, m->st.next_id);
 	for (int ds = 0; ds < m->nds; ds++) {
 		int64_t left = cur_remaining(&m->ds[ds], cur[ds]);
-		struct shard_range key = {ds, INT32_MIN, INT64_MIN, 0};
-		for (int i = range_lower(&todo, &key); i < todo.n && todo.v[i].ds == ds; i++)
-			left += todo.v[i].end - todo.v[i].start;
+		for (int i = 0; i < todo.n; i++)
+			if (todo.v[i].ds == ds)
+				left += todo.v[i].end - todo.v[i].start;
 		if (ds)
 			rv_buf_puts(out, ",");
 		put_dataset(out, &m->ds[ds], cur[ds], m->ds[ds].d.size * m->ds[ds].d.epochs - left);
@@ -1188,7 +1220,8 @@ int shard_ckpt_export(struct shard_mgr *m, int64_t step, struct rv_buf *out, str
 	rangevec_release(&todo);
 	if (rv_buf_failed(out)) {
 		rv_buf_truncate(out, mark);
-		return rv_err_set(err, -ENOMEM, "", "could not print the checkpoint: out of memory");
+		return rv_err_set(err, -ENOMEM, "",
+				  "could not print the checkpoint: out of memory");
 	}
 	return 0;
 }
@@ -1222,14 +1255,16 @@ int shard_snapshot_save(const struct shard_mgr *m, struct rv_buf *out)
 		if (!d->live)
 			continue;
 		rv_buf_printf(out,
-			      "%s[%" PRId64 ",%d,%d,%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 "]",
+			      "%s[%" PRId64 ",%d,%d,%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64
+			      "]",
 			      first ? "" : ",", d->id, d->ds, d->epoch, d->start, d->end, d->worker,
 			      d->deadline == INT64_MAX ? -1 : d->deadline);
 		first = false;
 	}
 	rv_buf_puts(out, "],\"workers\":[");
 	/* By id, so that a loaded state saves to the same text. */
-	RV_CLEANUP_FREE const struct shard_worker **ws = malloc((size_t)(s->workers.n + 1) * sizeof(*ws));
+	RV_CLEANUP_FREE const struct shard_worker **ws =
+		malloc((size_t)(s->workers.n + 1) * sizeof(*ws));
 	if (!ws) {
 		rv_buf_truncate(out, mark);
 		return -ENOMEM;
@@ -1238,17 +1273,21 @@ int shard_snapshot_save(const struct shard_mgr *m, struct rv_buf *out)
 	for (int i = 0; i < s->workers.cap; i++)
 		if (s->workers.v[i].used)
 			ws[nw++] = &s->workers.v[i];
-	qsort(ws, (size_t)nw, sizeof(*ws), worker_qcmp);
+	if (nw > 1)
+		qsort(ws, (size_t)nw, sizeof(*ws), worker_qcmp);
 	first = true;
 	for (int i = 0; i < nw; i++) {
 		const struct shard_worker *w = ws[i];
-		rv_buf_printf(out, "%s{\"id\":%" PRId64 ",\"lost_seq\":%" PRId64 ",\"evicted_seq\":%" PRId64
-			      ",\"ring\":[",
+		rv_buf_printf(out,
+			      "%s{\"id\":%" PRId64 ",\"lost_seq\":%" PRId64
+			      ",\"evicted_seq\":%" PRId64 ",\"ring\":[",
 			      first ? "" : ",", w->id, w->lost_seq, w->evicted_seq);
 		for (int k = 0; k < w->nring; k++) {
 			const struct shard_recent *r = &w->ring[(w->ring_head + k) % SHARD_RING];
-			rv_buf_printf(out, "%s[%" PRId64 ",%" PRId64 ",%d,%d,%" PRId64 ",%" PRId64 "]",
-				      k ? "," : "", r->id, r->seq, r->ds, r->epoch, r->start, r->end);
+			rv_buf_printf(out,
+				      "%s[%" PRId64 ",%" PRId64 ",%d,%d,%" PRId64 ",%" PRId64 "]",
+				      k ? "," : "", r->id, r->seq, r->ds, r->epoch, r->start,
+				      r->end);
 		}
 		rv_buf_puts(out, "]}");
 		first = false;
@@ -1256,8 +1295,8 @@ int shard_snapshot_save(const struct shard_mgr *m, struct rv_buf *out)
 	rv_buf_puts(out, "],\"steps\":[");
 	for (int i = 0; i < s->nsteps; i++) {
 		const struct shard_step *st = s->steps[i];
-		rv_buf_printf(out, "%s{\"step\":%" PRId64 ",\"seq\":%" PRId64 ",\"cursors\":[", i ? "," : "",
-			      st->step, st->seq);
+		rv_buf_printf(out, "%s{\"step\":%" PRId64 ",\"seq\":%" PRId64 ",\"cursors\":[",
+			      i ? "," : "", st->step, st->seq);
 		for (int ds = 0; ds < m->nds; ds++)
 			rv_buf_printf(out, "%s[%d,%" PRId64 "]", ds ? "," : "", st->cur[ds].epoch,
 				      st->cur[ds].pos);
@@ -1267,8 +1306,9 @@ int shard_snapshot_save(const struct shard_mgr *m, struct rv_buf *out)
 		put_ranges(out, &st->carved);
 		rv_buf_puts(out, "],\"reports\":[");
 		for (int k = 0; k < st->nrep; k++)
-			rv_buf_printf(out, "%s[%" PRId64 ",%d,%" PRId64 ",%" PRId64 "]", k ? "," : "",
-				      st->rep[k].worker, st->rep[k].ds, st->rep[k].task, st->rep[k].consumed);
+			rv_buf_printf(out, "%s[%" PRId64 ",%d,%" PRId64 ",%" PRId64 "]",
+				      k ? "," : "", st->rep[k].worker, st->rep[k].ds,
+				      st->rep[k].task, st->rep[k].consumed);
 		rv_buf_puts(out, "]}");
 	}
 	rv_buf_puts(out, "]}");
@@ -1293,15 +1333,19 @@ static int get_tuple(const cJSON *it, const char *path, int idx, int n, const in
 		return rv_err_set(err, -EINVAL, f, "%s must be an array of %d integers", f, n);
 	int i = 0;
 	const cJSON *x;
-	cJSON_ArrayForEach(x, it) {
+	cJSON_ArrayForEach(x, it)
+	{
 		double v = x->valuedouble;
 		/* Bounds first: every bound is within +-2^53, so the cast is exact. */
 		if (!cJSON_IsNumber(x) || !(v >= (double)lo[i] && v <= (double)hi[i]) ||
 		    v != (double)(int64_t)v)
 			return rv_err_set(err, -EINVAL, f,
-					  "%s[%d] must be an integer between %" PRId64 " and %" PRId64, f, i,
-					  lo[i], hi[i]);
+					  "%s[%d] must be an integer between %" PRId64
+					  " and %" PRId64,
+					  f, i, lo[i], hi[i]);
 		out[i++] = (int64_t)v;
+		if (i == n)
+			break;
 	}
 	return 0;
 }
@@ -1313,7 +1357,8 @@ static int check_range(const struct shard_mgr *m, const struct shard_range *r, c
 	const struct shard_dsconf *dc = &m->ds[r->ds];
 	if (r->epoch >= dc->d.epochs || r->start >= r->end || r->end > dc->d.size ||
 	    r->start / dc->d.shard_size != (r->end - 1) / dc->d.shard_size)
-		return rv_err_set(err, -EINVAL, f, "%s must be a non-empty range inside one shard of %s", f,
+		return rv_err_set(err, -EINVAL, f,
+				  "%s must be a non-empty range inside one shard of %s", f,
 				  dc->d.name);
 	return 0;
 }
@@ -1329,29 +1374,34 @@ static int load_ranges(const struct shard_mgr *m, const cJSON *arr, const char *
 	if (rangevec_reserve(rv, n) < 0)
 		return rv_err_set(err, -ENOMEM, "", "could not load the ranges: out of memory");
 	const cJSON *it;
-	cJSON_ArrayForEach(it, arr) {
-		int64_t v[4];
+	cJSON_ArrayForEach(it, arr)
+	{
+		int64_t v[4] = { 0 };
 		char f[128];
 		if (ds_fixed < 0) {
-			const int64_t lo[4] = {0, 0, 0, 1}, hi[4] = {m->nds - 1, SHARD_MAX_EPOCHS, JSON_INT_MAX,
-								      JSON_INT_MAX};
+			const int64_t lo[4] = { 0, 0, 0, 1 },
+				      hi[4] = { m->nds - 1, SHARD_MAX_EPOCHS, JSON_INT_MAX,
+						JSON_INT_MAX };
 			if (get_tuple(it, path, idx, 4, lo, hi, v, err) < 0)
 				return -EINVAL;
 		} else {
-			const int64_t lo[3] = {0, 0, 1}, hi[3] = {SHARD_MAX_EPOCHS, JSON_INT_MAX, JSON_INT_MAX};
+			const int64_t lo[3] = { 0, 0, 1 },
+				      hi[3] = { SHARD_MAX_EPOCHS, JSON_INT_MAX, JSON_INT_MAX };
 			v[0] = ds_fixed;
 			if (get_tuple(it, path, idx, 3, lo, hi, v + 1, err) < 0)
 				return -EINVAL;
 		}
 		snprintf(f, sizeof(f), "%s[%d]", path, idx);
-		struct shard_range r = {(int32_t)v[0], (int32_t)v[1], v[2], v[3]};
+		struct shard_range r = { (int32_t)v[0], (int32_t)v[1], v[2], v[3] };
 		if (check_range(m, &r, f, err) < 0)
 			return -EINVAL;
 		if (rv->n > 0) {
 			const struct shard_range *p = &rv->v[rv->n - 1];
-			if (range_cmp(p, &r) >= 0 || (p->ds == r.ds && p->epoch == r.epoch && p->end > r.start))
-				return rv_err_set(err, -EINVAL, f, "%s must come after and not overlap %s[%d]",
-						  f, path, idx - 1);
+			if (range_cmp(p, &r) >= 0 ||
+			    (p->ds == r.ds && p->epoch == r.epoch && p->end > r.start))
+				return rv_err_set(err, -EINVAL, f,
+						  "%s must come after and not overlap %s[%d]", f,
+						  path, idx - 1);
 		}
 		rv->v[rv->n++] = r;
 		idx++;
@@ -1367,7 +1417,7 @@ static int load_cursor(const struct shard_mgr *m, int ds, int64_t epoch, int64_t
 		return rv_err_set(err, -EINVAL, f,
 				  "%s must be an epoch in 0..%d and a position in 0..%" PRId64, f,
 				  dc->d.epochs - 1, dc->nshards);
-	*c = (struct shard_cur){(int32_t)epoch, pos};
+	*c = (struct shard_cur){ (int32_t)epoch, pos };
 	return 0;
 }
 
@@ -1381,11 +1431,12 @@ static int load_datasets(const struct shard_mgr *m, const cJSON *root, struct sh
 	if (!arr)
 		return rc ? rc : -EINVAL;
 	if (cJSON_GetArraySize(arr) != m->nds)
-		return rv_err_set(err, -EINVAL, "datasets", "datasets must hold this job's %d datasets",
-				  m->nds);
+		return rv_err_set(err, -EINVAL, "datasets",
+				  "datasets must hold this job's %d datasets", m->nds);
 	int ds = 0;
 	const cJSON *it;
-	cJSON_ArrayForEach(it, arr) {
+	cJSON_ArrayForEach(it, arr)
+	{
 		const struct shard_dsconf *dc = &m->ds[ds];
 		char path[64], name[SHARD_NAME_MAX], seed[32], f[128];
 		int64_t size, ss, epochs, epoch, pos;
@@ -1393,29 +1444,37 @@ static int load_datasets(const struct shard_mgr *m, const cJSON *root, struct sh
 		snprintf(path, sizeof(path), "datasets[%d]", ds);
 		if (!cJSON_IsObject(it))
 			return rv_err_set(err, -EINVAL, path, "%s must be an object", path);
-		if ((rc = rv_json_get_string(it, "name", path, true, name, sizeof(name), err)) < 0 ||
-		    (rc = rv_json_get_int(it, "size", path, true, 1, JSON_INT_MAX, &size, err)) < 0 ||
-		    (rc = rv_json_get_int(it, "shard_size", path, true, 1, JSON_INT_MAX, &ss, err)) < 0 ||
-		    (rc = rv_json_get_int(it, "epochs", path, true, 1, SHARD_MAX_EPOCHS, &epochs, err)) < 0 ||
+		if ((rc = rv_json_get_string(it, "name", path, true, name, sizeof(name), err)) <
+			    0 ||
+		    (rc = rv_json_get_int(it, "size", path, true, 1, JSON_INT_MAX, &size, err)) <
+			    0 ||
+		    (rc = rv_json_get_int(it, "shard_size", path, true, 1, JSON_INT_MAX, &ss,
+					  err)) < 0 ||
+		    (rc = rv_json_get_int(it, "epochs", path, true, 1, SHARD_MAX_EPOCHS, &epochs,
+					  err)) < 0 ||
 		    (rc = rv_json_get_bool(it, "shuffle", path, true, &shuffle, err)) < 0 ||
-		    (rc = rv_json_get_string(it, "seed", path, true, seed, sizeof(seed), err)) < 0 ||
-		    (rc = rv_json_get_int(it, "epoch", path, true, 0, SHARD_MAX_EPOCHS, &epoch, err)) < 0 ||
+		    (rc = rv_json_get_string(it, "seed", path, true, seed, sizeof(seed), err)) <
+			    0 ||
+		    (rc = rv_json_get_int(it, "epoch", path, true, 0, SHARD_MAX_EPOCHS, &epoch,
+					  err)) < 0 ||
 		    (rc = rv_json_get_int(it, "pos", path, true, 0, JSON_INT_MAX, &pos, err)) < 0 ||
-		    (rc = rv_json_get_int(it, "samples_done", path, true, 0, INT64_MAX, &done[ds], err)) < 0)
+		    (rc = rv_json_get_int(it, "samples_done", path, true, 0, INT64_MAX, &done[ds],
+					  err)) < 0)
 			return rc;
 		char want[32];
 		snprintf(want, sizeof(want), "%" PRIu64, dc->d.seed);
-		const char *what = strcmp(name, dc->d.name) ? "name"
-				   : size != dc->d.size      ? "size"
-				   : ss != dc->d.shard_size  ? "shard_size"
-				   : epochs != dc->d.epochs  ? "epochs"
-				   : shuffle != dc->d.shuffle ? "shuffle"
-				   : strcmp(seed, want)      ? "seed"
-							     : NULL;
+		const char *what = strcmp(name, dc->d.name) != 0 ? "name"
+				   : size != dc->d.size          ? "size"
+				   : ss != dc->d.shard_size      ? "shard_size"
+				   : epochs != dc->d.epochs      ? "epochs"
+				   : shuffle != dc->d.shuffle    ? "shuffle"
+				   : strcmp(seed, want) != 0     ? "seed"
+								 : NULL;
 		if (what) {
 			snprintf(f, sizeof(f), "%s.%s", path, what);
-			return rv_err_set(err, -EINVAL, f, "%s differs from this job's dataset %d (\"%s\")", f,
-					  ds, dc->d.name);
+			return rv_err_set(err, -EINVAL, f,
+					  "%s differs from this job's dataset %d (\"%s\")", f, ds,
+					  dc->d.name);
 		}
 		snprintf(f, sizeof(f), "%s.pos", path);
 		if ((rc = load_cursor(m, ds, epoch, pos, &s->ds[ds].cur, f, err)) < 0)
@@ -1454,7 +1513,7 @@ static int load_doc(const char *doc, size_t len, const char *kind, cJSON **root,
 				  &version, err)) < 0 ||
 	    (rc = rv_json_get_string(*root, "kind", "", true, k, sizeof(k), err)) < 0)
 		return rc;
-	if (strcmp(k, kind))
+	if (strcmp(k, kind) != 0)
 		return rv_err_set(err, -EINVAL, "kind", "kind must be \"%s\"", kind);
 	return 0;
 }
@@ -1472,12 +1531,14 @@ int shard_ckpt_import(struct shard_mgr *m, const char *doc, size_t len, struct r
 	struct shard_state ns;
 	RV_CLEANUP_FREE int64_t *done = calloc((size_t)m->nds, sizeof(*done));
 	if (!done || state_init(m, &ns) < 0)
-		return rv_err_set(err, -ENOMEM, "", "could not import the checkpoint: out of memory");
+		return rv_err_set(err, -ENOMEM, "",
+				  "could not import the checkpoint: out of memory");
 	if ((rc = load_datasets(m, root, &ns, done, err)) < 0)
 		goto fail;
 	if (ns.ranges.n > m->conf.max_todo_ranges) {
-		rc = rv_err_set(err, -EINVAL, "datasets", "the checkpoint holds %d ranges, more than %d",
-				ns.ranges.n, m->conf.max_todo_ranges);
+		rc = rv_err_set(err, -EINVAL, "datasets",
+				"the checkpoint holds %d ranges, more than %d", ns.ranges.n,
+				m->conf.max_todo_ranges);
 		goto fail;
 	}
 	/* DONE is what is neither ahead of the cursor nor in a range: counted
@@ -1492,7 +1553,8 @@ int shard_ckpt_import(struct shard_mgr *m, const char *doc, size_t len, struct r
 			char f[64];
 			snprintf(f, sizeof(f), "datasets[%d].samples_done", ds);
 			rc = rv_err_set(err, -EINVAL, f,
-					"%s is %" PRId64 " but the cursor and ranges leave %" PRId64 " done",
+					"%s is %" PRId64 " but the cursor and ranges leave %" PRId64
+					" done",
 					f, done[ds], total - left);
 			goto fail;
 		}
@@ -1521,24 +1583,33 @@ static int load_doing(const struct shard_mgr *m, const cJSON *root, struct shard
 	if (grow((void **)&s->doing.v, &s->doing.cap, n, sizeof(*s->doing.v)) < 0)
 		return rv_err_set(err, -ENOMEM, "", "could not load the snapshot: out of memory");
 	const cJSON *it;
-	cJSON_ArrayForEach(it, arr) {
-		const int64_t lo[7] = {1, 0, 0, 0, 1, -JSON_INT_MAX, -1},
-			      hi[7] = {JSON_INT_MAX, m->nds - 1, SHARD_MAX_EPOCHS, JSON_INT_MAX,
-				       JSON_INT_MAX, JSON_INT_MAX, JSON_INT_MAX};
-		int64_t v[7];
+	cJSON_ArrayForEach(it, arr)
+	{
+		const int64_t lo[7] = { 1, 0, 0, 0, 1, -JSON_INT_MAX, -1 },
+			      hi[7] = { JSON_INT_MAX, m->nds - 1,   SHARD_MAX_EPOCHS, JSON_INT_MAX,
+					JSON_INT_MAX, JSON_INT_MAX, JSON_INT_MAX };
+		int64_t v[7] = { 0 };
 		char f[64];
 		if (get_tuple(it, "doing", idx, 7, lo, hi, v, err) < 0)
 			return -EINVAL;
 		snprintf(f, sizeof(f), "doing[%d]", idx);
-		struct shard_range r = {(int32_t)v[1], (int32_t)v[2], v[3], v[4]};
+		struct shard_range r = { (int32_t)v[1], (int32_t)v[2], v[3], v[4] };
 		if ((rc = check_range(m, &r, f, err)) < 0)
 			return rc;
 		if (v[0] >= s->next_id || (idx > 0 && v[0] <= s->doing.v[idx - 1].id))
-			return rv_err_set(err, -EINVAL, f, "%s must have an id above the one before it and "
-					  "below next_id", f);
+			return rv_err_set(err, -EINVAL, f,
+					  "%s must have an id above the one before it and "
+					  "below next_id",
+					  f);
 		s->doing.v[idx] = (struct shard_doing){
-			.id = v[0], .worker = v[5], .deadline = v[6] < 0 ? INT64_MAX : v[6],
-			.ds = r.ds, .epoch = r.epoch, .start = r.start, .end = r.end, .live = true,
+			.id = v[0],
+			.worker = v[5],
+			.deadline = v[6] < 0 ? INT64_MAX : v[6],
+			.ds = r.ds,
+			.epoch = r.epoch,
+			.start = r.start,
+			.end = r.end,
+			.live = true,
 		};
 		s->ds[r.ds].ndoing++;
 		idx++;
@@ -1556,19 +1627,24 @@ static int load_workers(const struct shard_mgr *m, const cJSON *root, struct sha
 	if (!arr)
 		return rc ? rc : -EINVAL;
 	const cJSON *it;
-	cJSON_ArrayForEach(it, arr) {
+	cJSON_ArrayForEach(it, arr)
+	{
 		char path[64], f[96];
 		int64_t id, lost, evicted;
 		snprintf(path, sizeof(path), "workers[%d]", idx);
-		if ((rc = rv_json_get_int(it, "id", path, true, -JSON_INT_MAX, JSON_INT_MAX, &id, err)) < 0 ||
+		if ((rc = rv_json_get_int(it, "id", path, true, -JSON_INT_MAX, JSON_INT_MAX, &id,
+					  err)) < 0 ||
 		    (rc = rv_json_get_int(it, "lost_seq", path, true, 0, s->seq, &lost, err)) < 0 ||
-		    (rc = rv_json_get_int(it, "evicted_seq", path, true, 0, s->seq, &evicted, err)) < 0)
+		    (rc = rv_json_get_int(it, "evicted_seq", path, true, 0, s->seq, &evicted,
+					  err)) < 0)
 			return rc;
 		if (worker_find(s, id))
-			return rv_err_set(err, -EINVAL, path, "%s.id repeats worker %" PRId64, path, id);
+			return rv_err_set(err, -EINVAL, path, "%s.id repeats worker %" PRId64, path,
+					  id);
 		struct shard_worker *w = worker_get(s, id);
 		if (!w)
-			return rv_err_set(err, -ENOMEM, "", "could not load the snapshot: out of memory");
+			return rv_err_set(err, -ENOMEM, "",
+					  "could not load the snapshot: out of memory");
 		w->lost_seq = lost;
 		w->evicted_seq = evicted;
 		snprintf(f, sizeof(f), "%s.ring", path);
@@ -1576,24 +1652,28 @@ static int load_workers(const struct shard_mgr *m, const cJSON *root, struct sha
 		if (!ring)
 			return rc ? rc : -EINVAL;
 		if (cJSON_GetArraySize(ring) > SHARD_RING)
-			return rv_err_set(err, -EINVAL, f, "%s must hold at most %d entries", f, SHARD_RING);
+			return rv_err_set(err, -EINVAL, f, "%s must hold at most %d entries", f,
+					  SHARD_RING);
 		if (cJSON_GetArraySize(ring) > 0 && worker_ring_alloc(w) < 0)
-			return rv_err_set(err, -ENOMEM, "", "could not load the snapshot: out of memory");
+			return rv_err_set(err, -ENOMEM, "",
+					  "could not load the snapshot: out of memory");
 		const cJSON *e;
 		int k = 0;
-		cJSON_ArrayForEach(e, ring) {
-			const int64_t lo[6] = {1, 1, 0, 0, 0, 1},
-				      hi[6] = {s->next_id - 1, s->seq, m->nds - 1, SHARD_MAX_EPOCHS,
-					       JSON_INT_MAX, JSON_INT_MAX};
-			int64_t v[6];
+		cJSON_ArrayForEach(e, ring)
+		{
+			const int64_t lo[6] = { 1, 1, 0, 0, 0, 1 },
+				      hi[6] = { s->next_id - 1,   s->seq,       m->nds - 1,
+						SHARD_MAX_EPOCHS, JSON_INT_MAX, JSON_INT_MAX };
+			int64_t v[6] = { 0 };
 			char fe[128];
 			if (get_tuple(e, f, k, 6, lo, hi, v, err) < 0)
 				return -EINVAL;
 			snprintf(fe, sizeof(fe), "%s[%d]", f, k);
-			struct shard_range r = {(int32_t)v[2], (int32_t)v[3], v[4], v[5]};
+			struct shard_range r = { (int32_t)v[2], (int32_t)v[3], v[4], v[5] };
 			if ((rc = check_range(m, &r, fe, err)) < 0)
 				return rc;
-			worker_ring_push(w, &(struct shard_recent){v[0], v[1], r.ds, r.epoch, r.start, r.end});
+			worker_ring_push(w, &(struct shard_recent){ v[0], v[1], r.ds, r.epoch,
+								    r.start, r.end });
 			k++;
 		}
 		idx++;
@@ -1612,20 +1692,24 @@ static int load_steps(const struct shard_mgr *m, const cJSON *root, struct shard
 		return rv_err_set(err, -EINVAL, "steps", "steps must hold at most %d steps",
 				  SHARD_MAX_PENDING_STEPS);
 	const cJSON *it;
-	cJSON_ArrayForEach(it, arr) {
+	cJSON_ArrayForEach(it, arr)
+	{
 		char path[64], f[96];
 		snprintf(path, sizeof(path), "steps[%d]", idx);
 		struct shard_step *st = calloc(1, sizeof(*st));
 		if (!st || !(st->cur = calloc((size_t)m->nds, sizeof(*st->cur)))) {
 			step_free(st);
-			return rv_err_set(err, -ENOMEM, "", "could not load the snapshot: out of memory");
+			return rv_err_set(err, -ENOMEM, "",
+					  "could not load the snapshot: out of memory");
 		}
 		s->steps[s->nsteps++] = st; /* freed with s on failure */
-		if ((rc = rv_json_get_int(it, "step", path, true, 0, INT64_MAX, &st->step, err)) < 0 ||
+		if ((rc = rv_json_get_int(it, "step", path, true, 0, INT64_MAX, &st->step, err)) <
+			    0 ||
 		    (rc = rv_json_get_int(it, "seq", path, true, 0, s->seq, &st->seq, err)) < 0)
 			return rc;
 		if (step_find(s, st->step) != st)
-			return rv_err_set(err, -EINVAL, path, "%s.step repeats step %" PRId64, path, st->step);
+			return rv_err_set(err, -EINVAL, path, "%s.step repeats step %" PRId64, path,
+					  st->step);
 		snprintf(f, sizeof(f), "%s.cursors", path);
 		const cJSON *cur = rv_json_get_array(it, "cursors", path, true, &rc, err);
 		if (!cur)
@@ -1634,21 +1718,22 @@ static int load_steps(const struct shard_mgr *m, const cJSON *root, struct shard
 			return rv_err_set(err, -EINVAL, f, "%s must hold %d cursors", f, m->nds);
 		const cJSON *c;
 		int ds = 0;
-		cJSON_ArrayForEach(c, cur) {
-			const int64_t lo[2] = {0, 0}, hi[2] = {SHARD_MAX_EPOCHS, JSON_INT_MAX};
-			int64_t v[2];
+		cJSON_ArrayForEach(c, cur)
+		{
+			const int64_t lo[2] = { 0, 0 }, hi[2] = { SHARD_MAX_EPOCHS, JSON_INT_MAX };
+			int64_t v[2] = { 0 };
 			if (get_tuple(c, f, ds, 2, lo, hi, v, err) < 0 ||
 			    load_cursor(m, ds, v[0], v[1], &st->cur[ds], f, err) < 0)
 				return -EINVAL;
 			ds++;
 		}
 		snprintf(f, sizeof(f), "%s.todo", path);
-		if ((rc = load_ranges(m, cJSON_GetObjectItemCaseSensitive(it, "todo"), f, -1, &st->todo,
-				      err)) < 0)
+		if ((rc = load_ranges(m, cJSON_GetObjectItemCaseSensitive(it, "todo"), f, -1,
+				      &st->todo, err)) < 0)
 			return rc;
 		snprintf(f, sizeof(f), "%s.carved", path);
-		if ((rc = load_ranges(m, cJSON_GetObjectItemCaseSensitive(it, "carved"), f, -1, &st->carved,
-				      err)) < 0)
+		if ((rc = load_ranges(m, cJSON_GetObjectItemCaseSensitive(it, "carved"), f, -1,
+				      &st->carved, err)) < 0)
 			return rc;
 		snprintf(f, sizeof(f), "%s.reports", path);
 		const cJSON *rep = rv_json_get_array(it, "reports", path, true, &rc, err);
@@ -1656,14 +1741,17 @@ static int load_steps(const struct shard_mgr *m, const cJSON *root, struct shard
 			return rc ? rc : -EINVAL;
 		int n = cJSON_GetArraySize(rep), k = 0;
 		if (grow((void **)&st->rep, &st->caprep, n, sizeof(*st->rep)) < 0)
-			return rv_err_set(err, -ENOMEM, "", "could not load the snapshot: out of memory");
-		cJSON_ArrayForEach(c, rep) {
-			const int64_t lo[4] = {-JSON_INT_MAX, -1, 0, 0},
-				      hi[4] = {JSON_INT_MAX, m->nds - 1, JSON_INT_MAX, JSON_INT_MAX};
-			int64_t v[4];
+			return rv_err_set(err, -ENOMEM, "",
+					  "could not load the snapshot: out of memory");
+		cJSON_ArrayForEach(c, rep)
+		{
+			const int64_t lo[4] = { -JSON_INT_MAX, -1, 0, 0 },
+				      hi[4] = { JSON_INT_MAX, m->nds - 1, JSON_INT_MAX,
+						JSON_INT_MAX };
+			int64_t v[4] = { 0 };
 			if (get_tuple(c, f, k, 4, lo, hi, v, err) < 0)
 				return -EINVAL;
-			st->rep[k++] = (struct shard_report){v[0], v[2], v[3], (int32_t)v[1]};
+			st->rep[k++] = (struct shard_report){ v[0], v[2], v[3], (int32_t)v[1] };
 		}
 		st->nrep = n;
 		idx++;
@@ -1681,10 +1769,13 @@ int shard_snapshot_load(struct shard_mgr *m, const char *doc, size_t len, struct
 	RV_CLEANUP_FREE int64_t *done = calloc((size_t)m->nds, sizeof(*done));
 	if (!done || state_init(m, &ns) < 0)
 		return rv_err_set(err, -ENOMEM, "", "could not load the snapshot: out of memory");
-	if ((rc = rv_json_get_int(root, "next_id", "", true, 1, JSON_INT_MAX, &ns.next_id, err)) < 0 ||
+	if ((rc = rv_json_get_int(root, "next_id", "", true, 1, JSON_INT_MAX, &ns.next_id, err)) <
+		    0 ||
 	    (rc = rv_json_get_int(root, "seq", "", true, 0, JSON_INT_MAX, &ns.seq, err)) < 0 ||
-	    (rc = rv_json_get_int(root, "dropped_step", "", true, -1, INT64_MAX, &ns.dropped_step, err)) < 0 ||
-	    (rc = load_datasets(m, root, &ns, done, err)) < 0 || (rc = load_doing(m, root, &ns, err)) < 0 ||
+	    (rc = rv_json_get_int(root, "dropped_step", "", true, -1, INT64_MAX, &ns.dropped_step,
+				  err)) < 0 ||
+	    (rc = load_datasets(m, root, &ns, done, err)) < 0 ||
+	    (rc = load_doing(m, root, &ns, err)) < 0 ||
 	    (rc = load_workers(m, root, &ns, err)) < 0 || (rc = load_steps(m, root, &ns, err)) < 0)
 		goto fail;
 	for (int ds = 0; ds < m->nds; ds++)

@@ -62,13 +62,14 @@ struct shard_conf {
 	int max_tasks_in_flight;  /* most DOING tasks, all datasets together; <= 0: default */
 };
 
+/* epoch: the epoch being handed out (for ds < 0 the smallest over datasets). */
 struct shard_stats {
 	int64_t samples_total; /* size * epochs */
-	int64_t samples_done;  /* DONE samples (counted by done, or by an imported checkpoint) */
+	int64_t samples_done;  /* DONE: counted by done, or by an imported checkpoint */
 	int64_t tasks_doing;
-	int64_t todo_ranges;   /* returned ranges waiting to be served again */
-	int epoch;             /* the epoch being handed out (the smallest over datasets for ds < 0) */
-	bool finished;         /* every sample of every epoch DONE */
+	int64_t todo_ranges; /* returned ranges waiting to be served again */
+	int epoch;
+	bool finished; /* every sample of every epoch DONE */
 };
 
 struct shard_mgr;
@@ -82,25 +83,30 @@ struct shard_mgr *shard_new(const struct shard_dataset *ds, int nds, const struc
 void shard_free(struct shard_mgr *m);
 
 /* Hand worker a task of dataset ds, due back by now_ms + doing_timeout_ms.
+ * Worker ids are the caller's (e.g. global ranks or node ids), within
+ * +-2^53 so that snapshots keep them exact; times are ms >= 0.
  * Returned ranges are served first (lowest epoch, then lowest sample), then
  * the epoch's shuffled order.  The next epoch starts once the current one's
  * order is handed out and none of its returned ranges is left, even while
  * some of its tasks are still DOING.
  * 1 with *out; 0 nothing to hand out now (stats.finished, or every TODO sample
  * is DOING: ask again later); -EINVAL unknown ds; -ENOSPC max_tasks_in_flight
- * tasks are DOING. */
+ * tasks are DOING; -ENOMEM. */
 int shard_next(struct shard_mgr *m, int ds, int64_t worker, int64_t now_ms, struct shard_task *out);
 
 /* Worker finished task_id: every sample of it has gone into a training step.
  * 1 counted now; 0 already counted or unknown (a late or repeated done, or a
  * task taken back from a dead or stalled worker: nothing is counted twice);
- * -EPERM the task is DOING for another worker. */
+ * -EPERM the task is DOING for another worker (nothing changes); -ENOMEM. */
 int shard_done(struct shard_mgr *m, int64_t task_id, int64_t worker, int64_t now_ms);
 
-/* Every DOING task of worker back to TODO at once; returns how many. */
+/* Every DOING task of worker back to TODO at once; returns how many, or
+ * -ENOMEM (nothing changed). */
 int shard_worker_dead(struct shard_mgr *m, int64_t worker);
 
-/* Every DOING task whose deadline is <= now_ms back to TODO; returns how many. */
+/* Every DOING task whose deadline is <= now_ms back to TODO; returns how
+ * many, or -ENOMEM (nothing changed).  A stalled worker's later done of it
+ * answers 0: what it consumed of it counts for nothing, as for a dead one. */
 int shard_expire(struct shard_mgr *m, int64_t now_ms);
 
 /* The earliest DOING deadline, INT64_MAX when none (or no timeout). */
@@ -129,10 +135,13 @@ void shard_stats(const struct shard_mgr *m, int ds, struct shard_stats *st);
 /* 0 recorded (or the same report again); -EINVAL consumed out of [0, task length]
  * or step < 0; -EEXIST this worker reported a different position for S and
  * that dataset; -ERANGE the report cannot be reconciled (task of another
- * worker, a finished task reported as partly consumed, more dones since the
- * first report of S than the manager keeps, the worker died after the first
- * report of S, several datasets and an unknown task): *err says why, nothing
- * is recorded and the checkpoint stays exact. */
+ * worker, a finished task reported as partly consumed, samples another report
+ * of S already claimed (they were taken back from a stalled reporter and
+ * handed to this one), more than SHARD_RING dones since the first report of
+ * S, the worker died after the first report of S, a step older than those
+ * kept, several datasets and a task no longer known): *err says why, nothing
+ * is recorded, the worker counts as one that did not report, and the
+ * checkpoint stays exact.  -ENOMEM. */
 int shard_ckpt_report(struct shard_mgr *m, int64_t step, int64_t worker, int64_t task_id,
 		      int64_t consumed, struct rv_err *err);
 

@@ -18,8 +18,10 @@
 #include "shard.h"
 #include "testutil.h"
 
+/* Heap bytes in use: glibc's count, or the sanitizer allocator's under ASan
+ * (which does not go through glibc's malloc). */
 #if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/allocator_interface.h>
+size_t __sanitizer_get_current_allocated_bytes(void);
 static size_t heap_bytes(void)
 {
 	return __sanitizer_get_current_allocated_bytes();
@@ -31,19 +33,22 @@ static size_t heap_bytes(void)
 }
 #endif
 
-static struct shard_dataset dset(const char *name, int64_t size, int64_t shard, int epochs, bool shuffle,
-				 uint64_t seed)
+static struct shard_dataset dset(const char *name, int64_t size, int64_t shard, int epochs,
+				 bool shuffle, uint64_t seed)
 {
-	struct shard_dataset d = {.size = size, .shard_size = shard, .epochs = epochs, .shuffle = shuffle,
-				  .seed = seed};
+	struct shard_dataset d = { .size = size,
+				   .shard_size = shard,
+				   .epochs = epochs,
+				   .shuffle = shuffle,
+				   .seed = seed };
 	snprintf(d.name, sizeof(d.name), "%s", name);
 	return d;
 }
 
 static struct shard_mgr *mgr1(struct shard_dataset d, int64_t timeout, int cap)
 {
-	struct shard_conf c = {.doing_timeout_ms = timeout, .max_tasks_in_flight = cap};
-	struct rv_err err = {0};
+	struct shard_conf c = { .doing_timeout_ms = timeout, .max_tasks_in_flight = cap };
+	struct rv_err err = { 0 };
 	struct shard_mgr *m = shard_new(&d, 1, &c, &err);
 	ck_assert_msg(m, "shard_new: %s", err.msg);
 	return m;
@@ -59,8 +64,9 @@ static struct shard_task next_ok(struct shard_mgr *m, int ds, int64_t w, int64_t
 
 START_TEST(test_new_validation)
 {
-	struct rv_err err = {0};
-	struct shard_dataset d[2] = {dset("train", 100, 10, 1, false, 0), dset("train", 10, 1, 1, false, 0)};
+	struct rv_err err = { 0 };
+	struct shard_dataset d[2] = { dset("train", 100, 10, 1, false, 0),
+				      dset("train", 10, 1, 1, false, 0) };
 	ck_assert_ptr_null(shard_new(d, 2, NULL, &err));
 	ck_assert_str_eq(err.field, "datasets[1].name");
 	d[1] = dset("eval", 10, 11, 1, false, 0);
@@ -130,9 +136,10 @@ static void epoch_order(int64_t nshards, uint64_t seed, int epochs, int64_t *ord
 {
 	struct shard_mgr *m = mgr1(dset("d", nshards * 3, 3, epochs, true, seed), 0, 0);
 	for (int64_t i = 0; i < nshards * epochs; i++) {
-		struct shard_task t = next_ok(m, 0, 1, 0);
-		ck_assert_int_eq(shard_done(m, t.id, 1, 0), 1);
-		ck_assert_int_eq(t.epoch, i / nshards);
+		struct shard_task t;
+		if (shard_next(m, 0, 1, 0, &t) != 1 || shard_done(m, t.id, 1, 0) != 1 ||
+		    t.epoch != i / nshards)
+			ck_abort_msg("task %" PRId64 " of %" PRId64 " shards", i, nshards);
 		order[i] = t.start / 3;
 	}
 	struct shard_task t;
@@ -142,17 +149,19 @@ static void epoch_order(int64_t nshards, uint64_t seed, int epochs, int64_t *ord
 
 START_TEST(test_shuffle_permutation)
 {
-	static const int64_t sizes[] = {1, 2, 3, 5, 16, 17, 100, 1000, 1025, 4099};
+	static const int64_t sizes[] = { 1, 2, 3, 5, 16, 17, 100, 1000, 1025, 4099 };
 	for (size_t k = 0; k < RV_ARRAY_SIZE(sizes); k++) {
 		int64_t n = sizes[k];
-		int64_t *a = malloc((size_t)n * 3 * sizeof(*a)), *b = malloc((size_t)n * 3 * sizeof(*b));
+		int64_t *a = malloc((size_t)n * 3 * sizeof(*a)),
+			*b = malloc((size_t)n * 3 * sizeof(*b));
 		uint8_t *seen = malloc((size_t)n);
 		epoch_order(n, 42, 3, a);
 		for (int e = 0; e < 3; e++) {
 			memset(seen, 0, (size_t)n);
 			for (int64_t i = 0; i < n; i++) {
-				ck_assert_int_lt(a[e * n + i], n);
-				ck_assert_msg(!seen[a[e * n + i]], "n=%" PRId64 " shard repeated", n);
+				if (a[e * n + i] >= n || seen[a[e * n + i]])
+					ck_abort_msg("n=%" PRId64 " shard %" PRId64 " repeated", n,
+						     a[e * n + i]);
 				seen[a[e * n + i]] = 1;
 			}
 		}
@@ -181,8 +190,8 @@ END_TEST
 START_TEST(test_pull_fast_worker_gets_more)
 {
 	struct shard_mgr *m = mgr1(dset("d", 4000, 10, 1, true, 1), 0, 0);
-	int got[2] = {0, 0}, round = 0;
-	uint8_t seen[400] = {0};
+	int got[2] = { 0, 0 }, round = 0;
+	uint8_t seen[400] = { 0 };
 	for (;;) {
 		int w = (round++ % 4 == 3) ? 1 : 0; /* worker 0 asks 3 times for each of worker 1 */
 		struct shard_task t;
@@ -290,8 +299,9 @@ END_TEST
 
 START_TEST(test_in_flight_cap)
 {
-	struct shard_dataset d[2] = {dset("a", 100, 10, 1, false, 0), dset("b", 100, 10, 1, false, 0)};
-	struct shard_conf c = {.max_tasks_in_flight = 3};
+	struct shard_dataset d[2] = { dset("a", 100, 10, 1, false, 0),
+				      dset("b", 100, 10, 1, false, 0) };
+	struct shard_conf c = { .max_tasks_in_flight = 3 };
 	struct shard_mgr *m = shard_new(d, 2, &c, NULL);
 	struct shard_task t[3], x;
 	t[0] = next_ok(m, 0, 1, 0);
@@ -319,11 +329,12 @@ START_TEST(test_big_dataset_memory)
 		held[w] = next_ok(m, 0, w, now);
 	for (int i = 0; i < 1000000; i++) {
 		int w = (int)((uint64_t)i * 2654435761u % 64);
-		ck_assert_int_eq(shard_done(m, held[w].id, w, now), 1);
 		done += held[w].end - held[w].start;
-		held[w] = next_ok(m, 0, w, now);
-		if (i % 1000 == 0)
-			ck_assert_int_eq(shard_expire(m, now++), 0);
+		if (shard_done(m, held[w].id, w, now) != 1 ||
+		    shard_next(m, 0, w, now, &held[w]) != 1)
+			ck_abort_msg("next or done failed at %d", i);
+		if (i % 1000 == 0 && shard_expire(m, now++) != 0)
+			ck_abort_msg("a task expired at %d", i);
 		if (i == 500000) {
 			ck_assert_int_eq(shard_worker_dead(m, 7), 1);
 			struct shard_task again = next_ok(m, 0, 7, now);
@@ -339,7 +350,7 @@ START_TEST(test_big_dataset_memory)
 	/* 64 tasks in flight and 64 workers' recent dones: a few tens of KiB. */
 	ck_assert_msg(used - before < 256 * 1024, "%zu bytes for 10^7 shards", used - before);
 
-	struct rv_buf b = {0};
+	struct rv_buf b = { 0 };
 	for (int w = 0; w < 64; w++)
 		ck_assert_int_eq(shard_ckpt_report(m, 100, w, held[w].id, 3, NULL), 0);
 	ck_assert_int_eq(shard_ckpt_export(m, 100, &b, NULL), 0);
@@ -375,8 +386,8 @@ static int64_t rndn(int64_t n)
 static struct shard_mgr *reload(struct shard_mgr *m, const struct shard_dataset *d, int nds,
 				const struct shard_conf *c)
 {
-	struct rv_buf a = {0}, b = {0};
-	struct rv_err err = {0};
+	struct rv_buf a = { 0 }, b = { 0 };
+	struct rv_err err = { 0 };
 	ck_assert_int_eq(shard_snapshot_save(m, &a), 0);
 	struct shard_mgr *n = shard_new(d, nds, c, NULL);
 	int rc = shard_snapshot_load(n, a.data, a.len, &err);
@@ -394,8 +405,9 @@ static struct shard_mgr *reload(struct shard_mgr *m, const struct shard_dataset 
  * calls alike from then on. */
 START_TEST(test_snapshot_round_trip)
 {
-	struct shard_dataset d[2] = {dset("a", 5000, 7, 2, true, 3), dset("b", 300, 11, 3, false, 0)};
-	struct shard_conf c = {.doing_timeout_ms = 50};
+	struct shard_dataset d[2] = { dset("a", 5000, 7, 2, true, 3),
+				      dset("b", 300, 11, 3, false, 0) };
+	struct shard_conf c = { .doing_timeout_ms = 50 };
 	struct shard_mgr *m = shard_new(d, 2, &c, NULL), *n = NULL;
 	int64_t held[8][2];
 	memset(held, 0, sizeof(held));
@@ -405,12 +417,13 @@ START_TEST(test_snapshot_round_trip)
 			for (int w = 0; w < 8; w++) {
 				int r1 = shard_ckpt_report(m, 10, w, held[w][0], 0, NULL);
 				if (n)
-					ck_assert_int_eq(r1, shard_ckpt_report(n, 10, w, held[w][0], 0, NULL));
+					ck_assert_int_eq(r1, shard_ckpt_report(n, 10, w, held[w][0],
+									       0, NULL));
 			}
 		}
 		if (i == 3000) {
 			m = reload(m, d, 2, &c);
-			struct rv_buf s = {0};
+			struct rv_buf s = { 0 };
 			ck_assert_int_eq(shard_snapshot_save(m, &s), 0);
 			n = shard_new(d, 2, &c, NULL);
 			ck_assert_int_eq(shard_snapshot_load(n, s.data, s.len, NULL), 0);
@@ -453,7 +466,7 @@ START_TEST(test_snapshot_round_trip)
 	shard_stats(n, -1, &sn);
 	ck_assert_mem_eq(&sm, &sn, sizeof(sm));
 	ck_assert_int_gt(sm.samples_done, 0);
-	struct rv_buf a = {0}, b = {0};
+	struct rv_buf a = { 0 }, b = { 0 };
 	ck_assert_int_eq(shard_ckpt_export(m, 10, &a, NULL), 0);
 	ck_assert_int_eq(shard_ckpt_export(n, 10, &b, NULL), 0);
 	ck_assert_str_eq(a.data, b.data);
@@ -476,8 +489,8 @@ START_TEST(test_snapshot_load_errors)
 	next_ok(m, 0, 1, 0);
 	next_ok(m, 0, 2, 0);
 	ck_assert_int_eq(shard_worker_dead(m, 1), 1);
-	struct rv_buf a = {0};
-	struct rv_err err = {0};
+	struct rv_buf a = { 0 };
+	struct rv_err err = { 0 };
 	ck_assert_int_eq(shard_snapshot_save(other, &a), 0);
 	ck_assert_int_eq(shard_snapshot_load(m, a.data, a.len, &err), -EINVAL);
 	ck_assert_str_eq(err.field, "datasets[0].shard_size");
@@ -510,17 +523,18 @@ END_TEST
 START_TEST(test_ckpt_rules)
 {
 	struct shard_mgr *m = mgr1(dset("d", 1000, 100, 1, false, 0), 0, 0);
-	struct rv_err err = {0};
+	struct rv_err err = { 0 };
 	/* A: t1 (finished, done not sent yet), t2 (30 consumed at S), t4 later (prefetch). */
 	struct shard_task t1 = next_ok(m, 0, 1, 0), t2 = next_ok(m, 0, 1, 0);
-	struct shard_task t3 = next_ok(m, 0, 2, 0); /* B: 50 consumed at S */
-	struct shard_task t5 = next_ok(m, 0, 3, 0); /* C never reports */
+	struct shard_task t3 = next_ok(m, 0, 2, 0);      /* B: 50 consumed at S */
+	struct shard_task t5 = next_ok(m, 0, 3, 0);      /* C never reports */
 	ck_assert_int_eq(shard_done(m, t5.id, 3, 0), 1); /* done before the first report: DONE */
 	ck_assert_int_eq(shard_ckpt_report(m, 7, 1, t2.id, 30, &err), 0);
 	struct shard_task t4 = next_ok(m, 0, 1, 0);
 	ck_assert_int_eq(shard_done(m, t1.id, 1, 0), 1);
 	ck_assert_int_eq(shard_done(m, t2.id, 1, 0), 1);
-	ck_assert_int_eq(shard_done(m, t4.id, 1, 0), 1); /* consumed after S: TODO in the checkpoint */
+	ck_assert_int_eq(shard_done(m, t4.id, 1, 0),
+			 1); /* consumed after S: TODO in the checkpoint */
 	ck_assert_int_eq(shard_ckpt_report(m, 7, 2, t3.id, 50, &err), 0);
 	struct shard_task t6 = next_ok(m, 0, 3, 0);
 	ck_assert_int_eq(shard_done(m, t6.id, 3, 0), 1); /* C after the first report: TODO */
@@ -532,7 +546,7 @@ START_TEST(test_ckpt_rules)
 	ck_assert_int_eq(shard_ckpt_report(m, 7, 4, 12345, 10, &err), -ERANGE);
 	ck_assert_int_eq(shard_ckpt_report(m, -1, 4, 0, 0, &err), -EINVAL);
 
-	struct rv_buf b = {0};
+	struct rv_buf b = { 0 };
 	ck_assert_int_eq(shard_ckpt_export(m, 8, &b, &err), -ENOENT);
 	ck_assert_int_eq(shard_ckpt_export(m, 7, &b, &err), 0);
 	/* A new manager (any number of workers) resumes at S. */
@@ -541,7 +555,7 @@ START_TEST(test_ckpt_rules)
 	struct shard_stats st;
 	shard_stats(n, 0, &st);
 	ck_assert_int_eq(st.samples_done, 100 + 30 + 50 + 100); /* t1, t2[0,30), t3[0,50), t5 */
-	uint8_t got[1000] = {0};
+	uint8_t got[1000] = { 0 };
 	struct shard_task t;
 	int64_t last_id = 0;
 	while (shard_next(n, 0, 9, 0, &t) == 1) {
@@ -553,8 +567,10 @@ START_TEST(test_ckpt_rules)
 		ck_assert_int_eq(shard_done(n, t.id, 9, 0), 1);
 	}
 	for (int i = 0; i < 1000; i++) {
-		bool done_at_s = (i >= t1.start && i < t1.end) || (i >= t2.start && i < t2.start + 30) ||
-				 (i >= t3.start && i < t3.start + 50) || (i >= t5.start && i < t5.end);
+		bool done_at_s = (i >= t1.start && i < t1.end) ||
+				 (i >= t2.start && i < t2.start + 30) ||
+				 (i >= t3.start && i < t3.start + 50) ||
+				 (i >= t5.start && i < t5.end);
 		ck_assert_msg(got[i] == !done_at_s, "sample %d served %d times", i, got[i]);
 	}
 	shard_stats(n, 0, &st);
@@ -580,7 +596,7 @@ START_TEST(test_ckpt_ahead_of_cursor)
 		next_ok(m, 0, 3, 0); /* positions 1..5: skipped by b */
 	struct shard_task b = next_ok(m, 0, 2, 0);
 	ck_assert_int_eq(shard_ckpt_report(m, 3, 2, b.id, 6, NULL), 0);
-	struct rv_buf doc = {0};
+	struct rv_buf doc = { 0 };
 	ck_assert_int_eq(shard_ckpt_export(m, 3, &doc, NULL), 0);
 	struct shard_mgr *n = mgr1(d, 0, 0);
 	ck_assert_int_eq(shard_ckpt_import(n, doc.data, doc.len, NULL), 0);
@@ -597,7 +613,8 @@ START_TEST(test_ckpt_ahead_of_cursor)
 	}
 	for (int i = 0; i < 997 * 2; i++) {
 		int s = i % 997;
-		bool done_at_s = i < 997 && ((s >= a.start && s < a.start + 4) || (s >= b.start && s < b.start + 6));
+		bool done_at_s = i < 997 && ((s >= a.start && s < a.start + 4) ||
+					     (s >= b.start && s < b.start + 6));
 		ck_assert_msg(got[i] == !done_at_s, "sample %d served %d times", i, got[i]);
 	}
 	free(got);
@@ -612,8 +629,8 @@ START_TEST(test_ckpt_import_errors)
 	struct shard_mgr *m = mgr1(dset("d", 100, 10, 1, false, 0), 0, 0);
 	struct shard_task a = next_ok(m, 0, 1, 0);
 	ck_assert_int_eq(shard_ckpt_report(m, 1, 1, a.id, 5, NULL), 0);
-	struct rv_buf b = {0};
-	struct rv_err err = {0};
+	struct rv_buf b = { 0 };
+	struct rv_err err = { 0 };
 	ck_assert_int_eq(shard_ckpt_export(m, 1, &b, NULL), 0);
 	struct shard_mgr *other = mgr1(dset("e", 100, 10, 1, false, 0), 0, 0);
 	ck_assert_int_eq(shard_ckpt_import(other, b.data, b.len, &err), -EINVAL);
@@ -644,6 +661,41 @@ START_TEST(test_ckpt_import_errors)
 }
 END_TEST
 
+/* At most SHARD_MAX_PENDING_STEPS steps are kept: the oldest goes, and a
+ * late first report of it is refused rather than based on a later state. */
+START_TEST(test_ckpt_steps_kept)
+{
+	struct shard_mgr *m = mgr1(dset("d", 1000, 10, 1, false, 0), 0, 0);
+	struct rv_buf b = { 0 };
+	struct rv_err err = { 0 };
+	for (int step = 1; step <= SHARD_MAX_PENDING_STEPS + 1; step++) {
+		struct shard_task t = next_ok(m, 0, 1, 0);
+		ck_assert_int_eq(shard_ckpt_report(m, step * 100, 1, t.id, 0, &err), 0);
+		ck_assert_int_eq(shard_done(m, t.id, 1, 0), 1);
+	}
+	ck_assert_int_eq(shard_ckpt_export(m, 100, &b, &err), -ENOENT);
+	ck_assert_int_eq(shard_ckpt_report(m, 100, 2, 0, 0, &err), -ERANGE);
+	ck_assert_str_eq(err.field, "step");
+	ck_assert_int_eq(shard_ckpt_report(m, 50, 2, 0, 0, &err), -ERANGE);
+	for (int step = 2; step <= SHARD_MAX_PENDING_STEPS + 1; step++) {
+		rv_buf_truncate(&b, 0);
+		ck_assert_int_eq(shard_ckpt_export(m, step * 100, &b, &err), 0);
+		/* Step S was reported in the S-th task, nothing of it consumed. */
+		struct shard_mgr *n = mgr1(dset("d", 1000, 10, 1, false, 0), 0, 0);
+		ck_assert_int_eq(shard_ckpt_import(n, b.data, b.len, &err), 0);
+		struct shard_stats st;
+		shard_stats(n, 0, &st);
+		ck_assert_int_eq(st.samples_done, (step - 1) * 10);
+		shard_free(n);
+	}
+	/* After an import every step is gone, and old step numbers are new again. */
+	ck_assert_int_eq(shard_ckpt_import(m, b.data, b.len, &err), 0);
+	ck_assert_int_eq(shard_ckpt_report(m, 100, 2, 0, 0, &err), 0);
+	rv_buf_release(&b);
+	shard_free(m);
+}
+END_TEST
+
 /* ---- the property test ---- */
 
 enum { PW = 48, PMAXHELD = 3, PSTEPS = 3 };
@@ -656,17 +708,17 @@ struct ptask {
 struct pstream {
 	struct ptask held[PMAXHELD]; /* in id order; consumed in that order */
 	int nheld, prefetch;
-	struct ptask *acc;           /* accepted dones, in order */
+	struct ptask *acc; /* accepted dones, in order */
 	int nacc, capacc;
-	struct ptask voided;         /* the last task taken back, for a late done */
+	struct ptask voided; /* the last task taken back, for a late done */
 	bool has_voided;
 };
 
 struct pworker {
 	int64_t id;
 	bool live, ever;
-	int64_t died_at;             /* event of the last death, -1 */
-	int64_t *done_at;            /* events of its accepted dones (the manager's ring) */
+	int64_t died_at;  /* event of the last death, -1 */
+	int64_t *done_at; /* events of its accepted dones (the manager's ring) */
 	int64_t *done_id;
 	int ndone, capdone;
 	struct pstream s[2];
@@ -694,8 +746,14 @@ struct psim {
 	int64_t n_restores, n_restarts, n_reports, n_erange, n_expired, n_dead;
 };
 
-#define PASSERT(sim, cond, fmt, ...)                                                        \
-	ck_assert_msg(cond, "seed %d event %" PRId64 ": " fmt, (sim)->seed, (sim)->ev, ##__VA_ARGS__)
+/* check records the location of every passing ck_assert (a write to its
+ * pipe): hot loops test first and only call into check on failure. */
+#define PASSERT(sim, cond, fmt, ...)                                                               \
+	do {                                                                                       \
+		if (!(cond))                                                                       \
+			ck_abort_msg("seed %d event %" PRId64 ": " fmt, (sim)->seed, (sim)->ev,    \
+				     ##__VA_ARGS__);                                               \
+	} while (0)
 
 static uint8_t *bit(struct psim *p, uint8_t *map, int ds, int epoch, int64_t i)
 {
@@ -792,10 +850,15 @@ static void do_next(struct psim *p, int wi, int si)
 		return;
 	PASSERT(p, t.ds == si && t.end > t.start && t.end <= p->d[si].size, "bad task");
 	PASSERT(p, s->nheld == 0 || t.id > s->held[s->nheld - 1].id, "ids must increase");
-	s->held[s->nheld++] = (struct ptask){t.id, t.start, t.end, 0,
-					    p->c.doing_timeout_ms > 0 ? p->now + p->c.doing_timeout_ms
-								      : INT64_MAX,
-					    t.ds, t.epoch};
+	s->held[s->nheld++] = (struct ptask){
+		t.id,
+		t.start,
+		t.end,
+		0,
+		p->c.doing_timeout_ms > 0 ? p->now + p->c.doing_timeout_ms : INT64_MAX,
+		t.ds,
+		t.epoch
+	};
 }
 
 static void do_consume(struct psim *p, int wi, int si)
@@ -923,7 +986,7 @@ static void ckpt_begin(struct psim *p)
 	for (int i = 0; i < PSTEPS; i++) {
 		if (p->st[i].used)
 			continue;
-		p->st[i] = (struct pstep){.used = true, .step = p->next_step++};
+		p->st[i] = (struct pstep){ .used = true, .step = p->next_step++ };
 		p->st[i].truth = malloc(p->nsamples);
 		p->st[i].base = malloc(p->nsamples);
 		return;
@@ -992,7 +1055,8 @@ static bool claims_twice(struct psim *p, const struct pstep *st, const struct pw
 		if (t->id > task)
 			continue;
 		for (int64_t i = t->start; i < t->start + n; i++)
-			if (*bit(p, st->truth, t->ds, t->epoch, i) && !*bit(p, st->base, t->ds, t->epoch, i))
+			if (*bit(p, st->truth, t->ds, t->epoch, i) &&
+			    !*bit(p, st->base, t->ds, t->epoch, i))
 				return true;
 	}
 	return false;
@@ -1013,16 +1077,19 @@ static void do_report(struct psim *p, struct pstep *st, int wi)
 	for (int si = 0; si < p->nds; si++) {
 		int64_t task, consumed;
 		position(w, si, &task, &consumed);
-		struct rv_err err = {0};
-		bool may_fail = report_may_fail(p, w, st, si, task) || claims_twice(p, st, w, si, task);
+		struct rv_err err = { 0 };
+		bool may_fail = report_may_fail(p, w, st, si, task) ||
+				claims_twice(p, st, w, si, task);
 		int rc = shard_ckpt_report(p->m, st->step, w->id, task, consumed, &err);
 		p->n_reports++;
 		if (rc == -ERANGE && may_fail) {
 			p->n_erange++;
 			continue;
 		}
-		PASSERT(p, rc == 0, "report of worker %" PRId64 " task %" PRId64 " at %" PRId64
-			" returned %d: %s", w->id, task, consumed, rc, err.msg);
+		PASSERT(p, rc == 0,
+			"report of worker %" PRId64 " task %" PRId64 " at %" PRId64
+			" returned %d: %s",
+			w->id, task, consumed, rc, err.msg);
 		if (!st->based) {
 			st->based = true;
 			st->base_at = p->ev;
@@ -1039,7 +1106,8 @@ static void do_report(struct psim *p, struct pstep *st, int wi)
 			if (s->held[k].id <= task)
 				truth_add(p, st, &s->held[k], s->held[k].consumed);
 		if (rndn(6) == 0)
-			PASSERT(p, shard_ckpt_report(p->m, st->step, w->id, task, consumed, NULL) == 0,
+			PASSERT(p,
+				shard_ckpt_report(p->m, st->step, w->id, task, consumed, NULL) == 0,
 				"a repeated report failed");
 	}
 }
@@ -1064,8 +1132,8 @@ static void do_export(struct psim *p, struct pstep *st)
 {
 	if (!st->based)
 		return;
-	struct rv_buf doc = {0};
-	struct rv_err err = {0};
+	struct rv_buf doc = { 0 };
+	struct rv_err err = { 0 };
 	int rc = shard_ckpt_export(p->m, st->step, &doc, &err);
 	PASSERT(p, rc == 0, "export returned %d: %s", rc, err.msg);
 	if (rndn(3) == 0) {
@@ -1086,7 +1154,9 @@ static void do_export(struct psim *p, struct pstep *st)
 		for (int i = 0; i < PW; i++)
 			for (int si = 0; p->w[i].live && si < p->nds; si++)
 				for (int k = 0; k < p->w[i].s[si].nheld; k++)
-					PASSERT(p, shard_done(p->m, p->w[i].s[si].held[k].id, p->w[i].id, p->now) == 0,
+					PASSERT(p,
+						shard_done(p->m, p->w[i].s[si].held[k].id,
+							   p->w[i].id, p->now) == 0,
 						"a done from before the restore counted");
 	} else {
 		shard_free(p->m);
@@ -1097,13 +1167,13 @@ static void do_export(struct psim *p, struct pstep *st)
 	p->ncommitted = popcount_map(p, st->truth);
 	struct shard_stats ss;
 	shard_stats(p->m, -1, &ss);
-	PASSERT(p, (size_t)ss.samples_done == popcount_map(p, st->truth), "restored %" PRId64 " done, want %zu",
-		ss.samples_done, popcount_map(p, st->truth));
+	PASSERT(p, (size_t)ss.samples_done == popcount_map(p, st->truth),
+		"restored %" PRId64 " done, want %zu", ss.samples_done, popcount_map(p, st->truth));
 	rv_buf_release(&doc);
 	for (int i = 0; i < PSTEPS; i++) {
 		free(p->st[i].truth);
 		free(p->st[i].base);
-		p->st[i] = (struct pstep){0};
+		p->st[i] = (struct pstep){ 0 };
 	}
 	reset_workers(p);
 	for (int i = 0; i < nw; i++)
@@ -1119,7 +1189,8 @@ static void check_stats(struct psim *p)
 	for (int i = 0; i < PW; i++)
 		for (int si = 0; p->w[i].live && si < p->nds; si++)
 			held += p->w[i].s[si].nheld;
-	PASSERT(p, ss.tasks_doing == held, "%" PRId64 " tasks DOING, workers hold %" PRId64, ss.tasks_doing, held);
+	PASSERT(p, ss.tasks_doing == held, "%" PRId64 " tasks DOING, workers hold %" PRId64,
+		ss.tasks_doing, held);
 	PASSERT(p, (size_t)ss.samples_done == p->ncommitted, "done count");
 }
 
@@ -1132,7 +1203,8 @@ static void property_run(int seed, int events)
 	for (int ds = 0; ds < p->nds; ds++) {
 		int64_t size = 1 + rndn(300);
 		int64_t ss = 1 + rndn(size < 40 ? size : 40);
-		p->d[ds] = dset(ds ? "eval" : "train", size, ss, 1 + (int)rndn(3), rndn(2) == 0, rnd());
+		p->d[ds] = dset(ds ? "eval" : "train", size, ss, 1 + (int)rndn(3), rndn(2) == 0,
+				rnd());
 		p->off[ds] = p->nsamples;
 		p->nsamples += (size_t)size * (size_t)p->d[ds].epochs;
 	}
@@ -1206,8 +1278,8 @@ static void property_run(int seed, int events)
 	}
 	check_stats(p);
 	for (size_t i = 0; i < p->nsamples; i++) {
-		PASSERT(p, p->consumed[i] == 1 && p->committed[i] == 1, "sample %zu consumed %d times", i,
-			p->consumed[i]);
+		PASSERT(p, p->consumed[i] == 1 && p->committed[i] == 1,
+			"sample %zu consumed %d times", i, p->consumed[i]);
 	}
 	struct shard_task t;
 	for (int ds = 0; ds < p->nds; ds++)
@@ -1217,8 +1289,8 @@ static void property_run(int seed, int events)
 		fprintf(stderr,
 			"seed=%d nds=%d restores=%" PRId64 " restarts=%" PRId64 " reports=%" PRId64
 			" erange=%" PRId64 " expired=%" PRId64 " dead=%" PRId64 "\n",
-			seed, p->nds, p->n_restores, p->n_restarts, p->n_reports, p->n_erange, p->n_expired,
-			p->n_dead);
+			seed, p->nds, p->n_restores, p->n_restarts, p->n_reports, p->n_erange,
+			p->n_expired, p->n_dead);
 	shard_free(p->m);
 	for (int i = 0; i < PSTEPS; i++) {
 		free(p->st[i].truth);
@@ -1238,7 +1310,7 @@ static void property_run(int seed, int events)
 START_TEST(test_property_exactly_once)
 {
 	const char *n = getenv("SHARD_SEEDS"), *s0 = getenv("SHARD_SEED0");
-	int seeds = n ? atoi(n) : 200, first = s0 ? atoi(s0) : 1;
+	int seeds = n ? (int)strtol(n, NULL, 10) : 200, first = s0 ? (int)strtol(s0, NULL, 10) : 1;
 	for (int seed = first; seed < first + seeds; seed++)
 		property_run(seed, 3000);
 }
@@ -1262,6 +1334,7 @@ static Suite *shard_suite(void)
 	tcase_add_test(tc, test_ckpt_rules);
 	tcase_add_test(tc, test_ckpt_ahead_of_cursor);
 	tcase_add_test(tc, test_ckpt_import_errors);
+	tcase_add_test(tc, test_ckpt_steps_kept);
 	suite_add_tcase(s, tc);
 	TCase *big = tcase_create("scale");
 	tcase_set_timeout(big, 120);
