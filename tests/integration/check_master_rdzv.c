@@ -4,7 +4,9 @@
  * world with distinct group ranks and consistent rank offsets; between MIN
  * and MAX the round completes after the last call; an agent that stops
  * heartbeating is declared dead within the configured time, the world's
- * round moves on and the shards it held go to the others at once.
+ * round moves on and the shards it held go to the others at once; a
+ * failure report does the same without waiting; a round short of MIN past
+ * the max wait fails with a clear status; writes need the token when set.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -218,6 +220,118 @@ START_TEST(test_silent_agent_declared_dead)
 }
 END_TEST
 
+/* Gang wait: MIN nodes never come; the round fails within max wait, the
+ * waiting agent hears -ECANCELED and the job status says failed. */
+START_TEST(test_gang_wait_fails_the_round)
+{
+	char *spec = rv_test_master_spec(1000, 10, 1, 1, 1);
+	struct rv_test_master m;
+	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
+	const char *args[] = { "--nnodes", "3:3", "--rdzv-max-wait-s", "1", "--timer-tick-ms", "20",
+			       NULL };
+	ck_assert_int_eq(rv_test_master_start(&m, args), 0);
+	struct agent ag[2];
+	int64_t t0 = rv_mono_ms();
+	rendezvous(&m, ag, 2);
+	int64_t took = rv_mono_ms() - t0;
+	for (int i = 0; i < 2; i++) {
+		ck_assert_msg(ag[i].rc == -ECANCELED, "agent %d: rc %d %s", i, ag[i].rc, ag[i].err);
+		rv_rdzv_world_reply_release(&ag[i].world);
+	}
+	ck_assert_int_ge(took, 900);
+	ck_assert_int_lt(took, 3000);
+	struct rv_master_client *c = rv_test_master_client(&m);
+	struct rv_job_status js;
+	struct rv_err err = { 0 };
+	ck_assert_int_eq(rv_master_job(c, &js, &err), 0);
+	ck_assert_int_eq(js.state, RV_RDZV_FAILED);
+	/* a late node is told so too, not left waiting */
+	struct rv_rdzv_join j = { .node = "late", .local_world_size = 1 };
+	int64_t round;
+	ck_assert_int_eq(rv_master_join(c, &j, &round, &err), -EEXIST);
+	ck_assert_ptr_nonnull(strstr(err.msg, "rendezvous failed"));
+	rv_master_client_free(c);
+	rv_test_master_cleanup(&m);
+	free(spec);
+}
+END_TEST
+
+/* A failure report: the node leaves at once (new round) and its shards go
+ * straight back to the queue, before any timeout. */
+START_TEST(test_failure_report_requeues_at_once)
+{
+	enum { SIZE = 100 };
+	char *spec = rv_test_master_spec(SIZE, 10, 1, 1, 2);
+	struct rv_test_master m;
+	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
+	const char *args[] = { "--nnodes", "1:2", "--rdzv-last-call-ms", "100", NULL };
+	ck_assert_int_eq(rv_test_master_start(&m, args), 0);
+	struct agent ag[2];
+	rendezvous(&m, ag, 2);
+	ck_assert_msg(ag[0].rc == 0 && ag[1].rc == 0, "%s %s", ag[0].err, ag[1].err);
+	int64_t round = ag[0].world.round;
+	rv_rdzv_world_reply_release(&ag[0].world);
+	rv_rdzv_world_reply_release(&ag[1].world);
+	struct rv_master_client *c = rv_test_master_client(&m);
+	struct rv_err err = { 0 };
+	/* node-1 takes every shard */
+	struct rv_shard_next req = { .node = "node-1", .worker = 1 };
+	struct rv_shard_task t;
+	int taken = 0;
+	for (;;) {
+		ck_assert_int_eq(rv_master_shard_next(c, &req, &t, &err), 0);
+		if (t.status != RV_SHARD_TASK)
+			break;
+		taken++;
+	}
+	ck_assert_int_eq(taken, SIZE / 10);
+	ck_assert_int_eq(t.status, RV_SHARD_WAIT);
+	struct rv_failure_report f = { .node = "node-1", .reason = "worker oom", .exit_code = -9 };
+	ck_assert_int_eq(rv_master_failure(c, &f, &err), 0);
+	struct rv_job_status js;
+	ck_assert_int_eq(rv_master_job(c, &js, &err), 0);
+	ck_assert_int_gt(js.round, round);
+	/* node-0 can take them all now */
+	req = (struct rv_shard_next){ .node = "node-0", .worker = 0 };
+	ck_assert_int_eq(rv_master_shard_next(c, &req, &t, &err), 0);
+	ck_assert_int_eq(t.status, RV_SHARD_TASK);
+	/* the heartbeat of the node that left tells it to join again */
+	struct rv_heartbeat_reply hb;
+	ck_assert_int_eq(rv_master_heartbeat(c, "node-1", &hb, &err), 0);
+	ck_assert(hb.rejoin);
+	rv_master_client_free(c);
+	rv_test_master_cleanup(&m);
+	free(spec);
+}
+END_TEST
+
+/* With a token, writes without it are refused (401) and reads are not. */
+START_TEST(test_token)
+{
+	char *spec = rv_test_master_spec(100, 10, 1, 1, 1);
+	struct rv_test_master m;
+	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
+	const char *args[] = { "--token", "s3cret", NULL };
+	ck_assert_int_eq(rv_test_master_start(&m, args), 0);
+	struct rv_err err = { 0 };
+	struct rv_master_client *anon = rv_test_master_client(&m);
+	struct rv_rdzv_join j = { .node = "n", .local_world_size = 1 };
+	int64_t round;
+	ck_assert_int_eq(rv_master_join(anon, &j, &round, &err), -EACCES);
+	struct rv_job_status js;
+	ck_assert_int_eq(rv_master_job(anon, &js, &err), 0);
+	struct rv_master_opts o = { .url = m.url, .token = "s3cret" };
+	struct rv_master_client *c = rv_master_client_new(&o, &err);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_int_eq(rv_master_join(c, &j, &round, &err), 0);
+	ck_assert_int_ge(round, 1);
+	rv_master_client_free(c);
+	rv_master_client_free(anon);
+	rv_test_master_cleanup(&m);
+	free(spec);
+}
+END_TEST
+
 static Suite *master_rdzv_suite(void)
 {
 	Suite *s = suite_create("master_rdzv");
@@ -226,6 +340,9 @@ static Suite *master_rdzv_suite(void)
 	tcase_add_test(tc, test_world_of_n_agents);
 	tcase_add_test(tc, test_between_min_and_max);
 	tcase_add_test(tc, test_silent_agent_declared_dead);
+	tcase_add_test(tc, test_gang_wait_fails_the_round);
+	tcase_add_test(tc, test_failure_report_requeues_at_once);
+	tcase_add_test(tc, test_token);
 	suite_add_tcase(s, tc);
 	return s;
 }

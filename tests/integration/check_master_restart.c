@@ -124,6 +124,56 @@ START_TEST(test_kill9_many_times)
 }
 END_TEST
 
+struct late_call {
+	struct rv_master_client *c;
+	int rc;
+	int attempts;
+	int64_t round;
+};
+
+static void *late_join(void *arg)
+{
+	struct late_call *l = arg;
+	struct rv_rdzv_join j = { .node = "late", .local_world_size = 1 };
+	l->rc = rv_master_join(l->c, &j, &l->round, NULL);
+	l->attempts = rv_master_last_attempts(l->c);
+	return NULL;
+}
+
+/* A call made while the master is down waits for it with back-off (a join
+ * is retried only while the connection is refused: nothing reached the
+ * master), and a SIGTERM'd master restarts on its state with the round it
+ * had. */
+START_TEST(test_client_waits_for_restart)
+{
+	char *spec = rv_test_master_spec(100, 10, 1, 2, 2);
+	struct rv_test_master m;
+	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
+	free(spec);
+	ck_assert_int_eq(rv_test_master_start(&m, NULL), 0);
+	struct rv_master_client *c = rv_test_master_client(&m);
+	struct rv_rdzv_join j = { .node = "first", .local_world_size = 1 };
+	int64_t round;
+	ck_assert_int_eq(rv_master_join(c, &j, &round, NULL), 0);
+	int st = rv_test_master_stop(&m, SIGTERM, 10000);
+	ck_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	struct late_call l = { .c = c };
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, late_join, &l), 0);
+	usleep(400 * 1000);
+	ck_assert_int_eq(rv_test_master_restart(&m), 0);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(l.rc, 0);
+	ck_assert_int_gt(l.attempts, 1);
+	ck_assert_int_eq(l.round, round); /* the same round, still gathering */
+	struct rv_job_status js;
+	ck_assert_int_eq(rv_master_job(c, &js, NULL), 0);
+	ck_assert_int_eq(js.state, RV_RDZV_COMPLETE); /* "first" and "late": 2 of 2 */
+	rv_master_client_free(c);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
 static Suite *master_restart_suite(void)
 {
 	Suite *s = suite_create("master_restart");
@@ -131,6 +181,7 @@ static Suite *master_restart_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_kill9_mid_epoch_fsync);
 	tcase_add_test(tc, test_kill9_many_times);
+	tcase_add_test(tc, test_client_waits_for_restart);
 	suite_add_tcase(s, tc);
 	return s;
 }
