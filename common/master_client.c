@@ -34,8 +34,7 @@ static int dflt(int v, int d)
 	return v > 0 ? v : d;
 }
 
-struct rv_master_client *rv_master_client_new(const struct rv_master_opts *opts,
-					      struct rv_err *err)
+struct rv_master_client *rv_master_client_new(const struct rv_master_opts *opts, struct rv_err *err)
 {
 	if (!opts || !opts->url || strncmp(opts->url, "http://", 7) != 0) {
 		rv_err_set(err, -EINVAL, "url", "master url must start with http://");
@@ -177,9 +176,8 @@ static int reply_error(const char *what, const struct rv_http_result *res, struc
  * lengthens the attempt's timeout (a long-poll's wait).  0 with *reply (the
  * parsed body; the caller's) for a 2xx, else a negative errno with err set.
  */
-static int call(struct rv_master_client *c, const char *what, const char *method,
-		const char *path, const char *body, int extra_ms, int flags, cJSON **reply,
-		struct rv_err *err)
+static int call(struct rv_master_client *c, const char *what, const char *method, const char *path,
+		const char *body, int extra_ms, int flags, cJSON **reply, struct rv_err *err)
 {
 	*reply = NULL;
 	c->last_status = 0;
@@ -280,8 +278,9 @@ static int check_node(const char *node, struct rv_err *err)
 		ok = (node[i] >= 'a' && node[i] <= 'z') || (node[i] >= 'A' && node[i] <= 'Z') ||
 		     (node[i] >= '0' && node[i] <= '9') || node[i] == '-' || node[i] == '_' ||
 		     node[i] == '.';
-	return ok ? 0 : rv_err_set(err, -EINVAL, "node", "node \"%.64s\" is not a node name",
-				   node ? node : "");
+	return ok ? 0
+		  : rv_err_set(err, -EINVAL, "node", "node \"%.64s\" is not a node name",
+			       node ? node : "");
 }
 
 int rv_master_world(struct rv_master_client *c, const char *node, int64_t round, int wait_ms,
@@ -335,7 +334,7 @@ int rv_master_rendezvous(struct rv_master_client *c, const struct rv_rdzv_join *
 		case RV_RDZV_UNKNOWN:
 			join = true;
 			break;
-		case RV_RDZV_SPARE:     /* waits until a round opens: then stale */
+		case RV_RDZV_SPARE: /* waits until a round opens: then stale */
 		case RV_RDZV_GATHERING:
 			break;
 		}
@@ -437,8 +436,8 @@ int rv_master_ckpt_import(struct rv_master_client *c, const struct rv_data_ckpt 
 	if (!doc)
 		return rv_err_set(err, -EINVAL, "checkpoint",
 				  "could not import a data checkpoint: it is not json");
-	return post(c, "import a data checkpoint", "/v1/shards/ckpt/import", doc,
-		    CALL_REFUSED_ONLY, &reply, err);
+	return post(c, "import a data checkpoint", "/v1/shards/ckpt/import", doc, CALL_REFUSED_ONLY,
+		    &reply, err);
 }
 
 int rv_master_step(struct rv_master_client *c, const struct rv_step_report *s, struct rv_err *err)

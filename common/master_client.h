@@ -108,8 +108,7 @@ int rv_master_ckpt_import(struct rv_master_client *c, const struct rv_data_ckpt 
 			  struct rv_err *err);
 
 /* POST /v1/steps. */
-int rv_master_step(struct rv_master_client *c, const struct rv_step_report *s,
-		   struct rv_err *err);
+int rv_master_step(struct rv_master_client *c, const struct rv_step_report *s, struct rv_err *err);
 
 /* GET /v1/job. */
 int rv_master_job(struct rv_master_client *c, struct rv_job_status *out, struct rv_err *err);

@@ -1471,9 +1471,9 @@ const struct rv_wire_message *rv_wire_message(const char *name)
  * Flat messages, one parse function each; the tables below list their keys
  * for the master's OpenAPI document and check_wire_master.c. */
 
-#define MAX_WORKER_ID (INT64_C(1) << 52)  /* exact in a JSON number */
+#define MAX_WORKER_ID    (INT64_C(1) << 52) /* exact in a JSON number */
 #define MAX_SAMPLE_INDEX (INT64_C(1) << 52)
-#define MAX_LOCAL_WORLD 1024
+#define MAX_LOCAL_WORLD  1024
 
 static const char *const rdzv_status_names[] = {
 	[RV_RDZV_COMPLETE] = "complete", [RV_RDZV_GATHERING] = "gathering",
@@ -1512,27 +1512,29 @@ static int get_node(const cJSON *o, const char *key, const char *p, bool require
 {
 	field_buf f;
 	int rc = rv_json_get_string(o, key, p, required, out, RV_NAME_MAX, err);
-	if (rc == 1 && (rc = check_name(out, RV_NAME_MAX - 1, rv_json_path(f, sizeof(f), p, key),
-					err)) < 0)
+	if (rc == 1 &&
+	    (rc = check_name(out, RV_NAME_MAX - 1, rv_json_path(f, sizeof(f), p, key), err)) < 0)
 		out[0] = '\0';
 	return rc;
 }
 
 static int must_object(const cJSON *root, const char *what, struct rv_err *err)
 {
-	return cJSON_IsObject(root) ? 0 : rv_err_set(err, -EINVAL, "", "%s must be a json object", what);
+	return cJSON_IsObject(root)
+		       ? 0
+		       : rv_err_set(err, -EINVAL, "", "%s must be a json object", what);
 }
 
 /* Run parse into a zeroed *out; on failure zero it again (nothing allocated). */
-#define FLAT_FROM_JSON(fn, type, parse)                                                          \
-	/* a type name cannot be parenthesised */                                             \
-	int fn(const cJSON *root, type *out, struct rv_err *err) /* NOLINT */                    \
-	{                                                                                        \
-		memset(out, 0, sizeof(*out));                                                    \
-		int rc = parse(root, out, err);                                                  \
-		if (rc < 0)                                                                      \
-			memset(out, 0, sizeof(*out));                                            \
-		return rc < 0 ? rc : 0;                                                          \
+#define FLAT_FROM_JSON(fn, type, parse)                                                            \
+	/* a type name cannot be parenthesised */                                                  \
+	int fn(const cJSON *root, type *out, struct rv_err *err) /* NOLINT */                      \
+	{                                                                                          \
+		memset(out, 0, sizeof(*out));                                                      \
+		int rc = parse(root, out, err);                                                    \
+		if (rc < 0)                                                                        \
+			memset(out, 0, sizeof(*out));                                              \
+		return rc < 0 ? rc : 0;                                                            \
 	}
 
 static int rdzv_join_parse(const cJSON *r, struct rv_rdzv_join *m, struct rv_err *err)
@@ -1596,7 +1598,8 @@ static int rdzv_world_parse(const cJSON *r, struct rv_rdzv_world_reply *m, struc
 	if ((rc = must_object(r, "rendezvous world", err)) < 0 ||
 	    (rc = get_enum(r, "status", "", true, rdzv_status_names,
 			   RV_ARRAY_SIZE(rdzv_status_names),
-			   "one of complete, gathering, stale, spare, failed, unknown", &st, err)) < 0)
+			   "one of complete, gathering, stale, spare, failed, unknown", &st, err)) <
+		    0)
 		return rc;
 	m->status = (enum rv_rdzv_status)st;
 	m->group_rank = -1;
@@ -1645,9 +1648,9 @@ cJSON *rv_rdzv_world_reply_to_json(const struct rv_rdzv_world_reply *m)
 {
 	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
 	bool ok = o && add_str(o, "status", rv_rdzv_status_name(m->status)) &&
-		  add_num(o, "round", (double)m->round) && add_num(o, "group_rank", m->group_rank) &&
-		  add_num(o, "nnodes", m->nnodes) && add_num(o, "world_size", m->world_size) &&
-		  add_num(o, "waiting", m->waiting);
+		  add_num(o, "round", (double)m->round) &&
+		  add_num(o, "group_rank", m->group_rank) && add_num(o, "nnodes", m->nnodes) &&
+		  add_num(o, "world_size", m->world_size) && add_num(o, "waiting", m->waiting);
 	cJSON *arr = ok ? cJSON_AddArrayToObject(o, "members") : NULL;
 	if (!arr)
 		return NULL;
@@ -1716,7 +1719,8 @@ static int failure_parse(const cJSON *r, struct rv_failure_report *m, struct rv_
 	int rc;
 	if ((rc = must_object(r, "failure report", err)) < 0 ||
 	    (rc = get_node(r, "node", "", true, m->node, err)) < 0 ||
-	    (rc = rv_json_get_string(r, "reason", "", false, m->reason, sizeof(m->reason), err)) < 0)
+	    (rc = rv_json_get_string(r, "reason", "", false, m->reason, sizeof(m->reason), err)) <
+		    0)
 		return rc;
 	m->exit_code = -1;
 	return get_int32(r, "exit_code", "", false, -255, 255, &m->exit_code, err);
@@ -1768,8 +1772,8 @@ static int shard_task_parse(const cJSON *r, struct rv_shard_task *m, struct rv_e
 	m->status = (enum rv_shard_status)st;
 	bool task = m->status == RV_SHARD_TASK;
 	if ((rc = rv_json_get_int(r, "id", "", task, task ? 1 : 0, INT64_MAX, &m->id, err)) < 0 ||
-	    (rc = rv_json_get_string(r, "dataset", "", task, m->dataset, sizeof(m->dataset),
-				     err)) < 0 ||
+	    (rc = rv_json_get_string(r, "dataset", "", task, m->dataset, sizeof(m->dataset), err)) <
+		    0 ||
 	    (rc = get_int32(r, "epoch", "", task, 0, MAX_EPOCHS, &m->epoch, err)) < 0 ||
 	    (rc = rv_json_get_int(r, "start", "", task, 0, MAX_SAMPLE_INDEX, &m->start, err)) < 0 ||
 	    (rc = rv_json_get_int(r, "end", "", task, 0, MAX_SAMPLE_INDEX, &m->end, err)) < 0)
@@ -1809,8 +1813,7 @@ cJSON *rv_shard_done_to_json(const struct rv_shard_done *m)
 	return ok ? RV_TAKE_PTR(o) : NULL;
 }
 
-static int shard_done_reply_parse(const cJSON *r, struct rv_shard_done_reply *m,
-				  struct rv_err *err)
+static int shard_done_reply_parse(const cJSON *r, struct rv_shard_done_reply *m, struct rv_err *err)
 {
 	int rc;
 	if ((rc = must_object(r, "shard done reply", err)) < 0)
@@ -1877,7 +1880,8 @@ int rv_data_ckpt_from_json(const cJSON *root, struct rv_data_ckpt *out, struct r
 cJSON *rv_data_ckpt_to_json(const struct rv_data_ckpt *m)
 {
 	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
-	cJSON *doc = m->checkpoint ? rv_json_parse(m->checkpoint, m->len, NULL) : cJSON_CreateObject();
+	cJSON *doc = m->checkpoint ? rv_json_parse(m->checkpoint, m->len, NULL)
+				   : cJSON_CreateObject();
 	if (!o || !doc || !add_num(o, "step", (double)m->step) ||
 	    !cJSON_AddItemToObject(o, "checkpoint", doc)) {
 		cJSON_Delete(doc);
@@ -1941,7 +1945,8 @@ static int job_status_parse(const cJSON *r, struct rv_job_status *m, struct rv_e
 	    (rc = rv_json_get_string(r, "job", "", true, m->job, sizeof(m->job), err)) < 0 ||
 	    (rc = get_enum(r, "state", "", true, rdzv_status_names,
 			   RV_ARRAY_SIZE(rdzv_status_names),
-			   "one of complete, gathering, stale, spare, failed, unknown", &st, err)) < 0)
+			   "one of complete, gathering, stale, spare, failed, unknown", &st, err)) <
+		    0)
 		return rc;
 	m->state = (enum rv_rdzv_status)st;
 	if ((rc = rv_json_get_int(r, "round", "", false, 0, INT64_MAX, &m->round, err)) < 0 ||
@@ -1974,7 +1979,8 @@ FLAT_FROM_JSON(rv_job_status_from_json, struct rv_job_status, job_status_parse)
 cJSON *rv_job_status_to_json(const struct rv_job_status *m)
 {
 	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
-	bool ok = o && add_str(o, "job", m->job) && add_str(o, "state", rv_rdzv_status_name(m->state)) &&
+	bool ok = o && add_str(o, "job", m->job) &&
+		  add_str(o, "state", rv_rdzv_status_name(m->state)) &&
 		  add_num(o, "round", (double)m->round) && add_num(o, "nnodes", m->nnodes) &&
 		  add_num(o, "world_size", m->world_size) && add_num(o, "waiting", m->waiting) &&
 		  add_num(o, "step", (double)m->step) && add_num(o, "speed", m->speed) &&
@@ -2018,7 +2024,8 @@ static const struct rv_wire_field f_rdzv_world[] = {
 	  "unknown: join again; spare: complete without this node; failed: min nodes not "
 	  "reached within the max wait"),
 	F("round", "integer", true, NULL, false, NULL, "the round asked about"),
-	F("group_rank", "integer", false, NULL, false, NULL, "this node's rank, -1 unless complete"),
+	F("group_rank", "integer", false, NULL, false, NULL,
+	  "this node's rank, -1 unless complete"),
 	F("nnodes", "integer", false, NULL, false, NULL, "nodes in the world"),
 	F("world_size", "integer", false, NULL, false, NULL, "workers in the world"),
 	F("waiting", "integer", false, NULL, false, NULL,
@@ -2078,7 +2085,8 @@ static const struct rv_wire_field f_shard_done_reply[] = {
 static const struct rv_wire_field f_ckpt_report[] = {
 	F("step", "integer", true, NULL, false, NULL, "model step being checkpointed"),
 	F("worker", "integer", true, NULL, false, NULL, "worker id"),
-	F("task_id", "integer", false, NULL, false, NULL, "task the worker was in at step, 0: none"),
+	F("task_id", "integer", false, NULL, false, NULL,
+	  "task the worker was in at step, 0: none"),
 	F("consumed", "integer", false, NULL, false, NULL, "samples of that task consumed at step"),
 };
 static const struct rv_wire_field f_data_ckpt[] = {

@@ -253,22 +253,21 @@ const struct rv_wire_message *rv_wire_messages(int *n);
 /* One message by schema name, or NULL. */
 const struct rv_wire_message *rv_wire_message(const char *name);
 
-
 /* ---- master control API (rover-master; agents and the trainer library) ----
  * Requests and replies of the master's routes (master/README.md).  Same
  * conventions as above: from_json validates every field and names the first
  * bad one, to_json builds a new tree, release frees what from_json allocated.
  * Node names: 1..63 of [A-Za-z0-9._-].  Worker ids: >= 0, unique in a job
  * (the trainer library uses the global rank). */
-#define RV_ADDR_MAX 64               /* "host:port" an agent is reached at */
-#define RV_MAX_WORLD_NODES 1024      /* members of one world */
-#define RV_MAX_CKPT_DOC (16 << 20)   /* a data checkpoint document, bytes */
+#define RV_ADDR_MAX        64         /* "host:port" an agent is reached at */
+#define RV_MAX_WORLD_NODES 1024       /* members of one world */
+#define RV_MAX_CKPT_DOC    (16 << 20) /* a data checkpoint document, bytes */
 
 /* POST /v1/rdzv/join: {"node","addr","local_world_size"}. */
 struct rv_rdzv_join {
 	char node[RV_NAME_MAX];
-	char addr[RV_ADDR_MAX];   /* "" when absent */
-	int local_world_size;     /* workers on the node, 1..1024, default 1 */
+	char addr[RV_ADDR_MAX]; /* "" when absent */
+	int local_world_size;   /* workers on the node, 1..1024, default 1 */
 };
 int rv_rdzv_join_from_json(const cJSON *root, struct rv_rdzv_join *out, struct rv_err *err);
 cJSON *rv_rdzv_join_to_json(const struct rv_rdzv_join *m);
@@ -297,16 +296,16 @@ struct rv_rdzv_member {
 	char addr[RV_ADDR_MAX];
 	int local_world_size;
 	int group_rank;
-	int rank_offset;   /* global rank of the node's local rank 0 */
+	int rank_offset; /* global rank of the node's local rank 0 */
 };
 
 /* {"status","round","group_rank","nnodes","world_size","waiting","members":[...]} */
 struct rv_rdzv_world_reply {
 	enum rv_rdzv_status status;
 	int64_t round;
-	int group_rank;               /* -1 unless complete */
-	int nnodes, world_size;       /* 0 unless complete */
-	int waiting;                  /* nodes waiting that would change the world */
+	int group_rank;                 /* -1 unless complete */
+	int nnodes, world_size;         /* 0 unless complete */
+	int waiting;                    /* nodes waiting that would change the world */
 	struct rv_rdzv_member *members; /* malloc'd, nmembers entries, group rank order */
 	int nmembers;
 };
@@ -336,8 +335,8 @@ cJSON *rv_heartbeat_reply_to_json(const struct rv_heartbeat_reply *m);
  * its shards go back to the queue at once. */
 struct rv_failure_report {
 	char node[RV_NAME_MAX];
-	char reason[256];   /* "" when absent */
-	int exit_code;      /* -255..255, -1 when absent */
+	char reason[256]; /* "" when absent */
+	int exit_code;    /* -255..255, -1 when absent */
 };
 int rv_failure_report_from_json(const cJSON *root, struct rv_failure_report *out,
 				struct rv_err *err);
@@ -351,7 +350,7 @@ struct rv_shard_next {
 	char node[RV_NAME_MAX];
 	int64_t worker;
 	char dataset[RV_NAME_MAX];
-	int64_t req;   /* 0 when absent */
+	int64_t req; /* 0 when absent */
 };
 int rv_shard_next_from_json(const cJSON *root, struct rv_shard_next *out, struct rv_err *err);
 cJSON *rv_shard_next_to_json(const struct rv_shard_next *m);
@@ -367,7 +366,7 @@ int rv_shard_status_parse(const char *s);
 /* Its reply: {"status","id","dataset","epoch","start","end"}. */
 struct rv_shard_task {
 	enum rv_shard_status status;
-	int64_t id;     /* > 0 for a task, 0 otherwise */
+	int64_t id; /* > 0 for a task, 0 otherwise */
 	char dataset[RV_NAME_MAX];
 	int epoch;
 	int64_t start, end;
@@ -405,8 +404,8 @@ cJSON *rv_ckpt_report_to_json(const struct rv_ckpt_report *m);
  * {"step","checkpoint":{...}}: the data position at model step S, as the
  * master's shard module writes it (ranges, not lists). */
 struct rv_data_ckpt {
-	int64_t step;       /* 0 when absent on import */
-	char *checkpoint;   /* malloc'd JSON text of the object */
+	int64_t step;     /* 0 when absent on import */
+	char *checkpoint; /* malloc'd JSON text of the object */
 	size_t len;
 };
 int rv_data_ckpt_from_json(const cJSON *root, struct rv_data_ckpt *out, struct rv_err *err);
@@ -418,7 +417,7 @@ struct rv_step_report {
 	char node[RV_NAME_MAX];
 	int64_t step;
 	double speed;
-	int64_t ts_ms;      /* "ts", 0 when absent (the master's clock) */
+	int64_t ts_ms; /* "ts", 0 when absent (the master's clock) */
 };
 int rv_step_report_from_json(const cJSON *root, struct rv_step_report *out, struct rv_err *err);
 cJSON *rv_step_report_to_json(const struct rv_step_report *m);
@@ -426,19 +425,19 @@ cJSON *rv_step_report_to_json(const struct rv_step_report *m);
 /* GET /v1/job. */
 struct rv_dataset_status {
 	char name[RV_NAME_MAX];
-	int64_t samples_total;  /* size * epochs */
+	int64_t samples_total; /* size * epochs */
 	int64_t samples_done;
 	int epoch;
 	bool finished;
 };
 struct rv_job_status {
 	char job[RV_NAME_MAX];
-	enum rv_rdzv_status state;  /* complete, gathering or failed */
+	enum rv_rdzv_status state; /* complete, gathering or failed */
 	int64_t round;
 	int nnodes, world_size, waiting;
 	int64_t step;
 	double speed;
-	bool finished;              /* every dataset finished */
+	bool finished; /* every dataset finished */
 	struct rv_dataset_status datasets[RV_MAX_DATASETS];
 	int ndatasets;
 };

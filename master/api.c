@@ -87,7 +87,7 @@ static int run_op(struct master *m, int type, struct master_op *op, const void *
 	pthread_mutex_unlock(&m->lock);
 	/* Nothing journaled (a retried request, a repeated done): the answer may
 	 * still rest on records another thread appended, so wait for those too. */
-	int s = seq > 0	 ? state_sync(m, seq)
+	int s = seq > 0   ? state_sync(m, seq)
 		: rc >= 0 ? journal_sync(m->journal, 0, (int)m->cfg.sync_timeout_ms)
 			  : 0;
 	if (rc >= 0 && s < 0) {
@@ -127,8 +127,8 @@ static int query_i64(const struct rv_http_req *req, const char *key, int64_t min
 	if (!v)
 		return required ? rv_err_set(err, -EINVAL, key, "%s is required", key) : 0;
 	if (rv_parse_i64(v, min, max, out) < 0)
-		return rv_err_set(err, -EINVAL, key, "%s must be an integer in %" PRId64 "..%" PRId64,
-				  key, min, max);
+		return rv_err_set(err, -EINVAL, key,
+				  "%s must be an integer in %" PRId64 "..%" PRId64, key, min, max);
 	return 1;
 }
 
@@ -283,8 +283,9 @@ static int api_shard_next(struct rv_http_req *req, struct rv_http_resp *resp, vo
 		return api_fail(resp, rc, &err);
 	int ds = state_dataset(m, n.dataset);
 	if (ds < 0)
-		return api_fail(resp, rv_err_set(&err, -EINVAL, "dataset",
-						 "dataset \"%s\" is not in the job spec", n.dataset),
+		return api_fail(resp,
+				rv_err_set(&err, -EINVAL, "dataset",
+					   "dataset \"%s\" is not in the job spec", n.dataset),
 				&err);
 	struct master_op op;
 	memset(&op, 0, sizeof(op));
@@ -502,7 +503,8 @@ static int api_metrics(struct rv_http_req *req, struct rv_http_resp *resp, void 
 		  offsetof(struct master, shards_counted) },
 		{ "rover_master_nodes_dead_total", "Nodes declared dead for silence",
 		  offsetof(struct master, nodes_dead) },
-		{ "rover_master_tasks_requeued_total", "Tasks taken back from dead or stalled workers",
+		{ "rover_master_tasks_requeued_total",
+		  "Tasks taken back from dead or stalled workers",
 		  offsetof(struct master, tasks_requeued) },
 		{ "rover_master_snapshots_total", "Snapshots taken",
 		  offsetof(struct master, snapshots) },
@@ -657,7 +659,8 @@ static cJSON *schemas(void)
 			cJSON_AddItemToObject(props, msg[i].fields[k].name,
 					      field_schema(&msg[i].fields[k]));
 			if (msg[i].fields[k].required)
-				cJSON_AddItemToArray(req, cJSON_CreateString(msg[i].fields[k].name));
+				cJSON_AddItemToArray(req,
+						     cJSON_CreateString(msg[i].fields[k].name));
 		}
 		if (cJSON_GetArraySize(req) > 0)
 			cJSON_AddItemToObject(s, "required", req);
@@ -702,7 +705,8 @@ static cJSON *openapi_doc(void)
 			char q[512];
 			snprintf(q, sizeof(q), "%s", docs[i].query);
 			char *save = NULL;
-			for (char *tok = strtok_r(q, ";", &save); tok; tok = strtok_r(NULL, ";", &save)) {
+			for (char *tok = strtok_r(q, ";", &save); tok;
+			     tok = strtok_r(NULL, ";", &save)) {
 				char *type = strchr(tok, ':');
 				char *desc = type ? strchr(type + 1, ':') : NULL;
 				if (!type || !desc)
@@ -713,7 +717,8 @@ static cJSON *openapi_doc(void)
 				cJSON_AddStringToObject(p, "name", tok);
 				cJSON_AddStringToObject(p, "in", "query");
 				cJSON_AddStringToObject(p, "description", desc);
-				cJSON_AddStringToObject(cJSON_AddObjectToObject(p, "schema"), "type", type);
+				cJSON_AddStringToObject(cJSON_AddObjectToObject(p, "schema"),
+							"type", type);
 				cJSON_AddItemToArray(params, p);
 			}
 		}
@@ -735,7 +740,8 @@ static cJSON *openapi_doc(void)
 			cJSON_AddItemToObject(ok, "content", json_content(docs[i].ok));
 		if (docs[i].body || docs[i].query) {
 			cJSON *e = cJSON_AddObjectToObject(responses, "400");
-			cJSON_AddStringToObject(e, "description", "bad input; field names the offender");
+			cJSON_AddStringToObject(e, "description",
+						"bad input; field names the offender");
 			cJSON_AddItemToObject(e, "content", json_content("Error"));
 		}
 		if (rt->flags & RV_HTTP_WRITE) {

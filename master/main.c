@@ -27,9 +27,11 @@
 #define ROVER_VERSION "0.1.0"
 #define EXIT_BAD_SPEC 2
 
-#define OPT(sec, key, flag, type, field, def, min, max, fl, help)                             \
-	{ sec, key, flag, type, offsetof(struct master_cfg, field),                            \
-	  sizeof(((struct master_cfg *)0)->field), def, min, max, fl, help }
+#define OPT(sec, key, flag, type, field, def, min, max, fl, help)                                  \
+	{                                                                                          \
+		sec, key, flag, type, offsetof(struct master_cfg, field),                          \
+			sizeof(((struct master_cfg *)0)->field), def, min, max, fl, help           \
+	}
 
 static const struct rv_cfg_opt master_opts[] = {
 	OPT("job", "spec", "job", RV_CFG_STR, job, "", 0, 0, 0,
@@ -47,7 +49,8 @@ static const struct rv_cfg_opt master_opts[] = {
 	OPT("state", "dir", "state-dir", RV_CFG_STR, state_dir, "var/master", 0, 0, 0,
 	    "folder of the journal and snapshot; a restart with the same folder restores the job"),
 	OPT("rdzv", "nnodes", "nnodes", RV_CFG_STR, nnodes, "", 0, 0, 0,
-	    "MIN:MAX nodes in a world (or N); empty: the worker minReplicas:maxReplicas of the spec"),
+	    "MIN:MAX nodes in a world (or N); empty: the worker minReplicas:maxReplicas of the "
+	    "spec"),
 	OPT("rdzv", "node_unit", "node-unit", RV_CFG_INT, node_unit, "1", 1, 1024, 0,
 	    "the world's node count is a multiple of it"),
 	OPT("rdzv", "last_call_ms", NULL, RV_CFG_INT, last_call_ms, "3000", 0, 3600000, 0,
@@ -59,8 +62,8 @@ static const struct rv_cfg_opt master_opts[] = {
 	    3600000, 0, "a node silent this long is declared dead and its shards requeued, ms"),
 	OPT("rdzv", "world_wait_max_ms", NULL, RV_CFG_INT, world_wait_max_ms, "30000", 0, 600000, 0,
 	    "longest world long-poll a client may ask for with wait_ms=, ms"),
-	OPT("shard", "doing_timeout_ms", NULL, RV_CFG_INT, doing_timeout_ms, "600000", 0,
-	    604800000, 0, "a shard not done this long after it was handed out is requeued, ms (0: never)"),
+	OPT("shard", "doing_timeout_ms", NULL, RV_CFG_INT, doing_timeout_ms, "600000", 0, 604800000,
+	    0, "a shard not done this long after it was handed out is requeued, ms (0: never)"),
 	OPT("shard", "max_todo_ranges", NULL, RV_CFG_INT, max_todo_ranges, "65536", 1, 16777216, 0,
 	    "most returned ranges a dataset keeps (and a checkpoint may hold)"),
 	OPT("shard", "max_in_flight", NULL, RV_CFG_INT, max_in_flight, "65536", 1, 16777216, 0,
@@ -216,8 +219,8 @@ static int run(int argc, char **argv)
 	char q[600];
 	rc = state_open(m, &err);
 	if (rc < 0) {
-		rv_log_error("could not restore the job state", "dir=%s reason=%s", m->cfg.state_dir,
-			     rv_log_q(q, sizeof(q), err.msg));
+		rv_log_error("could not restore the job state", "dir=%s reason=%s",
+			     m->cfg.state_dir, rv_log_q(q, sizeof(q), err.msg));
 		goto out;
 	}
 	rc = master_api_start(m, &err);

@@ -43,9 +43,9 @@ struct master_cfg {
 /* A worker that took shards: its node (for a node's death) and its last
  * shard request (a retried request gets the same answer). */
 struct master_worker {
-	int64_t id;              /* < 0: free slot */
+	int64_t id; /* < 0: free slot */
 	char node[RV_NAME_MAX];
-	int64_t last_req;        /* 0: none */
+	int64_t last_req; /* 0: none */
 	struct rv_shard_task last_task;
 };
 
@@ -77,7 +77,7 @@ struct master_op {
 /* What applying an operation answered, for the reply. */
 struct master_result {
 	int rc;
-	struct rv_err err;       /* detail when rc < 0 */
+	struct rv_err err; /* detail when rc < 0 */
 	int64_t round;
 	struct rv_shard_task task;
 	bool counted;
@@ -90,16 +90,16 @@ struct master {
 
 	/* job state, under lock */
 	pthread_mutex_t lock;
-	pthread_cond_t changed;      /* broadcast after each change: world long-polls */
-	pthread_cond_t timer_wake;   /* the timer thread's sleep */
+	pthread_cond_t changed;    /* broadcast after each change: world long-polls */
+	pthread_cond_t timer_wake; /* the timer thread's sleep */
 	struct rdzv *rdzv;
 	struct shard_mgr *shards;
 	struct master_worker *workers; /* open addressing by id, cap a power of two */
 	int nworkers, capworkers;
 	int64_t step, step_ts_ms;
 	double speed;
-	int64_t since_snapshot;      /* records since the last snapshot */
-	int64_t last_now_ms;         /* operation time never goes back */
+	int64_t since_snapshot; /* records since the last snapshot */
+	int64_t last_now_ms;    /* operation time never goes back */
 	bool stopping;
 
 	struct journal *journal;
@@ -107,8 +107,8 @@ struct master {
 	bool timer_started;
 	struct rv_http_server *http;
 
-	atomic_uint_least64_t ops_applied, ops_replayed, shards_handed, shards_counted,
-		nodes_dead, tasks_requeued, snapshots, sync_errors;
+	atomic_uint_least64_t ops_applied, ops_replayed, shards_handed, shards_counted, nodes_dead,
+		tasks_requeued, snapshots, sync_errors;
 };
 
 /* state.c */

@@ -28,7 +28,7 @@
 #include "master.h"
 #include "parse.h"
 
-#define SNAP_MAGIC "rover-master-snapshot-1\n"
+#define SNAP_MAGIC    "rover-master-snapshot-1\n"
 #define TICK_MAX_DEAD 64
 
 /* ---- workers: open addressing by id ---- */
@@ -282,8 +282,9 @@ int state_apply(struct master *m, int type, const struct master_op *op, const vo
 	if (!apply(m, type, op, doc, doc_len, res))
 		return res->rc;
 	atomic_fetch_add(&m->ops_applied, 1);
-	int64_t s = type == MASTER_OP_CKPT_IMPORT ? journal_append(m->journal, type, doc, doc_len)
-						  : journal_append(m->journal, type, op, sizeof(*op));
+	int64_t s = type == MASTER_OP_CKPT_IMPORT
+			    ? journal_append(m->journal, type, doc, doc_len)
+			    : journal_append(m->journal, type, op, sizeof(*op));
 	if (s < 0) {
 		/* Applied but not journaled: the state is ahead of the journal.  A
 		 * restart replays what is journaled; refuse to answer as if durable. */
@@ -328,8 +329,8 @@ static int snapshot_build(struct master *m, struct rv_buf *out)
 				continue;
 			const struct rv_shard_task *t = &w->last_task;
 			rv_buf_printf(&part,
-				      "%s[%" PRId64 ",\"%s\",%" PRId64 ",%d,%" PRId64 ",\"%s\",%d,%" PRId64
-				      ",%" PRId64 "]",
+				      "%s[%" PRId64 ",\"%s\",%" PRId64 ",%d,%" PRId64
+				      ",\"%s\",%d,%" PRId64 ",%" PRId64 "]",
 				      first ? "" : ",", w->id, w->node, w->last_req, (int)t->status,
 				      t->id, t->dataset, t->epoch, t->start, t->end);
 			first = false;
@@ -378,7 +379,8 @@ static int load_extra(struct master *m, const char *s, size_t len, struct rv_err
 	cJSON_ArrayForEach(it, cJSON_GetObjectItem(doc, "workers"))
 	{
 		if (cJSON_GetArraySize(it) != 9)
-			return rv_err_set(err, -EUCLEAN, "workers", "bad worker entry in the snapshot");
+			return rv_err_set(err, -EUCLEAN, "workers",
+					  "bad worker entry in the snapshot");
 		struct master_worker *w =
 			worker_get(m, (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 0)));
 		if (!w)
@@ -387,8 +389,8 @@ static int load_extra(struct master *m, const char *s, size_t len, struct rv_err
 		const char *ds = cJSON_GetStringValue(cJSON_GetArrayItem(it, 5));
 		snprintf(w->node, sizeof(w->node), "%s", node ? node : "");
 		w->last_req = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 2));
-		w->last_task.status = (enum rv_shard_status)(int)cJSON_GetNumberValue(
-			cJSON_GetArrayItem(it, 3));
+		w->last_task.status =
+			(enum rv_shard_status)(int)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 3));
 		w->last_task.id = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 4));
 		snprintf(w->last_task.dataset, sizeof(w->last_task.dataset), "%s", ds ? ds : "");
 		w->last_task.epoch = (int)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 6));
@@ -603,8 +605,8 @@ int state_open(struct master *m, struct rv_err *err)
 		return err->code ? err->code : -EIO;
 	struct journal_stats js;
 	journal_stats(m->journal, &js);
-	rv_log_info("state restored", "dir=%s replayed=%" PRId64 " torn_bytes=%" PRId64
-		    " ms=%" PRId64,
+	rv_log_info("state restored",
+		    "dir=%s replayed=%" PRId64 " torn_bytes=%" PRId64 " ms=%" PRId64,
 		    m->cfg.state_dir, js.replayed, js.torn_bytes_truncated, rv_mono_ms() - t0);
 	grace(m);
 	if (pthread_create(&m->timer, NULL, timer_main, m) != 0)

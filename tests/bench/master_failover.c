@@ -20,12 +20,12 @@
 #include "parse.h"
 
 #define AGENTS 16
-#define SIZE 200000
-#define SHARD 50
+#define SIZE   200000
+#define SHARD  50
 
 static atomic_int counts[SIZE];
-static atomic_llong kill_ms;     /* 0 until the kill */
-static atomic_llong resumed_ms;  /* first success after the kill */
+static atomic_llong kill_ms;    /* 0 until the kill */
+static atomic_llong resumed_ms; /* first success after the kill */
 
 struct worker {
 	pthread_t t;
@@ -49,7 +49,10 @@ static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
 	struct rv_master_opts o = {
-		.url = w->url, .max_attempts = 1000, .backoff_ms = 5, .backoff_max_ms = 50,
+		.url = w->url,
+		.max_attempts = 1000,
+		.backoff_ms = 5,
+		.backoff_max_ms = 50,
 	};
 	struct rv_err err = { 0 };
 	struct rv_master_client *c = rv_master_client_new(&o, &err);
@@ -128,7 +131,8 @@ int main(void)
 	rv_test_master_cleanup(&m);
 	free(spec);
 	long long resume = atomic_load(&resumed_ms) - atomic_load(&kill_ms);
-	fprintf(stderr, "master listening again after %lld ms; samples done by the master %lld/%d\n",
+	fprintf(stderr,
+		"master listening again after %lld ms; samples done by the master %lld/%d\n",
 		(long long)restarted, (long long)js.datasets[0].samples_done, SIZE);
 	printf("bench=master_failover agents=%d resume_ms=%lld lost=%ld duplicated=%ld\n", AGENTS,
 	       resume, lost, dup);

@@ -100,8 +100,9 @@ static enum MHD_Result bare_handler(void *cls, struct MHD_Connection *conn, cons
 		*size = 0;
 		return MHD_YES;
 	}
-	struct MHD_Response *r = MHD_create_response_from_buffer(
-		strlen(bare_reply), (void *)bare_reply, MHD_RESPMEM_PERSISTENT);
+	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(bare_reply),
+								 (void *)bare_reply,
+								 MHD_RESPMEM_PERSISTENT);
 	MHD_add_response_header(r, "Content-Type", "application/json");
 	enum MHD_Result ok = MHD_queue_response(conn, 200, r);
 	MHD_destroy_response(r);
@@ -178,10 +179,11 @@ int main(void)
 	rv_test_master_cleanup(&m);
 	free(spec);
 
-	struct MHD_Daemon *d = MHD_start_daemon(
-		MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO, 0,
-		NULL, NULL, bare_handler, NULL, MHD_OPTION_CONNECTION_LIMIT, 1024,
-		MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_END);
+	struct MHD_Daemon *d =
+		MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+					 MHD_USE_AUTO,
+				 0, NULL, NULL, bare_handler, NULL, MHD_OPTION_CONNECTION_LIMIT,
+				 1024, MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_END);
 	if (!d)
 		return 1;
 	const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
@@ -191,7 +193,7 @@ int main(void)
 	MHD_stop_daemon(d);
 	fprintf(stderr, "master: %.0f ops/s p99 %.2f ms; bare: %.0f ops/s p99 %.2f ms\n", ops, p99,
 		bare, bare_p99);
-	printf("bench=master_shards ops_per_s=%.0f bare_ops_per_s=%.0f ratio=%.2f p99_ms=%.2f\n", ops,
-	       bare, bare > 0 ? ops / bare : 0, p99);
+	printf("bench=master_shards ops_per_s=%.0f bare_ops_per_s=%.0f ratio=%.2f p99_ms=%.2f\n",
+	       ops, bare, bare > 0 ? ops / bare : 0, p99);
 	return 0;
 }

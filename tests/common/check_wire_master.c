@@ -14,17 +14,31 @@
 #include "wire.h"
 
 enum mkind {
-	K_JOIN, K_JOINED, K_WORLD, K_HB, K_HB_REPLY, K_FAILURE, K_NEXT, K_TASK, K_DONE,
-	K_DONE_REPLY, K_CKPT_REPORT, K_DATA_CKPT, K_STEP, K_JOB, K_COUNT
+	K_JOIN,
+	K_JOINED,
+	K_WORLD,
+	K_HB,
+	K_HB_REPLY,
+	K_FAILURE,
+	K_NEXT,
+	K_TASK,
+	K_DONE,
+	K_DONE_REPLY,
+	K_CKPT_REPORT,
+	K_DATA_CKPT,
+	K_STEP,
+	K_JOB,
+	K_COUNT
 };
 
 static const char *const docs[K_COUNT] = {
 	[K_JOIN] = "{\"node\":\"n-0\",\"addr\":\"10.0.0.1:29500\",\"local_world_size\":2}",
 	[K_JOINED] = "{\"round\":3}",
-	[K_WORLD] = "{\"status\":\"complete\",\"round\":4,\"group_rank\":1,\"nnodes\":2,"
-		    "\"world_size\":3,\"waiting\":0,\"members\":[{\"node\":\"n-0\",\"addr\":\"a:1\","
-		    "\"local_world_size\":2,\"group_rank\":0,\"rank_offset\":0},{\"node\":\"n-1\","
-		    "\"addr\":\"b:1\",\"local_world_size\":1,\"group_rank\":1,\"rank_offset\":2}]}",
+	[K_WORLD] =
+		"{\"status\":\"complete\",\"round\":4,\"group_rank\":1,\"nnodes\":2,"
+		"\"world_size\":3,\"waiting\":0,\"members\":[{\"node\":\"n-0\",\"addr\":\"a:1\","
+		"\"local_world_size\":2,\"group_rank\":0,\"rank_offset\":0},{\"node\":\"n-1\","
+		"\"addr\":\"b:1\",\"local_world_size\":1,\"group_rank\":1,\"rank_offset\":2}]}",
 	[K_HB] = "{\"node\":\"n-0\"}",
 	[K_HB_REPLY] = "{\"round\":2,\"waiting\":1,\"rejoin\":true}",
 	[K_FAILURE] = "{\"node\":\"n-0\",\"reason\":\"oom\",\"exit_code\":-9}",
@@ -47,12 +61,12 @@ static int parse_kind(enum mkind k, const cJSON *doc, cJSON **back, struct rv_er
 {
 	int rc = -EINVAL;
 	cJSON *out = NULL;
-#define CASE(kind, type, from, to)                                                    \
-	case kind: {                                                                  \
-		type v;                                                               \
-		if ((rc = from(doc, &v, err)) == 0 && back)                           \
-			out = to(&v);                                                 \
-		break;                                                                \
+#define CASE(kind, type, from, to)                                                                 \
+	case kind: {                                                                               \
+		type v;                                                                            \
+		if ((rc = from(doc, &v, err)) == 0 && back)                                        \
+			out = to(&v);                                                              \
+		break;                                                                             \
 	}
 	switch (k) {
 		CASE(K_JOIN, struct rv_rdzv_join, rv_rdzv_join_from_json, rv_rdzv_join_to_json)
@@ -70,7 +84,8 @@ static int parse_kind(enum mkind k, const cJSON *doc, cJSON **back, struct rv_er
 		     rv_shard_done_reply_to_json)
 		CASE(K_CKPT_REPORT, struct rv_ckpt_report, rv_ckpt_report_from_json,
 		     rv_ckpt_report_to_json)
-		CASE(K_STEP, struct rv_step_report, rv_step_report_from_json, rv_step_report_to_json)
+		CASE(K_STEP, struct rv_step_report, rv_step_report_from_json,
+		     rv_step_report_to_json)
 		CASE(K_JOB, struct rv_job_status, rv_job_status_from_json, rv_job_status_to_json)
 	case K_WORLD: {
 		struct rv_rdzv_world_reply v;
@@ -121,14 +136,22 @@ static const struct {
 	enum mkind kind;
 	const char *at;
 } cases[] = {
-	{ "RdzvJoin", K_JOIN, "" },          { "RdzvJoined", K_JOINED, "" },
-	{ "RdzvWorld", K_WORLD, "" },        { "Heartbeat", K_HB, "" },
-	{ "HeartbeatReply", K_HB_REPLY, "" }, { "FailureReport", K_FAILURE, "" },
-	{ "ShardNext", K_NEXT, "" },         { "ShardTask", K_TASK, "" },
-	{ "ShardDone", K_DONE, "" },         { "ShardDoneReply", K_DONE_REPLY, "" },
-	{ "CkptReport", K_CKPT_REPORT, "" }, { "DataCheckpoint", K_DATA_CKPT, "" },
-	{ "StepReport", K_STEP, "" },        { "JobStatus", K_JOB, "" },
-	{ "RdzvMember", K_WORLD, "members.1" }, { "DatasetStatus", K_JOB, "datasets.0" },
+	{ "RdzvJoin", K_JOIN, "" },
+	{ "RdzvJoined", K_JOINED, "" },
+	{ "RdzvWorld", K_WORLD, "" },
+	{ "Heartbeat", K_HB, "" },
+	{ "HeartbeatReply", K_HB_REPLY, "" },
+	{ "FailureReport", K_FAILURE, "" },
+	{ "ShardNext", K_NEXT, "" },
+	{ "ShardTask", K_TASK, "" },
+	{ "ShardDone", K_DONE, "" },
+	{ "ShardDoneReply", K_DONE_REPLY, "" },
+	{ "CkptReport", K_CKPT_REPORT, "" },
+	{ "DataCheckpoint", K_DATA_CKPT, "" },
+	{ "StepReport", K_STEP, "" },
+	{ "JobStatus", K_JOB, "" },
+	{ "RdzvMember", K_WORLD, "members.1" },
+	{ "DatasetStatus", K_JOB, "datasets.0" },
 };
 
 START_TEST(test_round_trip)
@@ -202,8 +225,10 @@ START_TEST(test_bad)
 		{ K_NEXT, "{\"node\":\"n\",\"worker\":1,\"dataset\":\"a/b\"}", "dataset" },
 		{ K_NEXT, "{\"node\":\"n\",\"worker\":1.5}", "worker" },
 		{ K_DONE, "{\"node\":\"n\",\"worker\":1,\"id\":0}", "id" },
-		{ K_TASK, "{\"status\":\"task\",\"id\":1,\"dataset\":\"d\",\"epoch\":0,\"start\":5,"
-			  "\"end\":4}", "end" },
+		{ K_TASK,
+		  "{\"status\":\"task\",\"id\":1,\"dataset\":\"d\",\"epoch\":0,\"start\":5,"
+		  "\"end\":4}",
+		  "end" },
 		{ K_TASK, "{\"status\":\"maybe\"}", "status" },
 		{ K_CKPT_REPORT, "{\"step\":-1,\"worker\":0}", "step" },
 		{ K_DATA_CKPT, "{\"step\":1,\"checkpoint\":\"x\"}", "checkpoint" },
@@ -219,8 +244,9 @@ START_TEST(test_bad)
 		struct rv_err err = { 0 };
 		int rc = parse_kind(bad[i].kind, doc, NULL, &err);
 		ck_assert_msg(rc == -EINVAL, "%s: rc %d", bad[i].doc, rc);
-		ck_assert_msg(!strcmp(err.field, bad[i].field), "%s: field \"%s\", want \"%s\" (%s)",
-			      bad[i].doc, err.field, bad[i].field, err.msg);
+		ck_assert_msg(!strcmp(err.field, bad[i].field),
+			      "%s: field \"%s\", want \"%s\" (%s)", bad[i].doc, err.field,
+			      bad[i].field, err.msg);
 		cJSON_Delete(doc);
 	}
 }
@@ -254,8 +280,9 @@ START_TEST(test_table_fields_are_parsed)
 			cJSON_DeleteItemFromObjectCaseSensitive(obj, fd->name);
 			rc = parse_kind(cases[c].kind, doc, NULL, &err);
 			if (fd->required)
-				ck_assert_msg(rc == -EINVAL, "%s.%s: required but its absence passes",
-					      msg->name, fd->name);
+				ck_assert_msg(rc == -EINVAL,
+					      "%s.%s: required but its absence passes", msg->name,
+					      fd->name);
 			else if (!strstr(fd->description, "required for"))
 				ck_assert_msg(rc == 0, "%s.%s: optional but its absence fails: %s",
 					      msg->name, fd->name, err.msg);
@@ -285,8 +312,9 @@ START_TEST(test_table_fields_are_written)
 			int f = 0;
 			while (f < msg->nfields && strcmp(msg->fields[f].name, it->string))
 				f++;
-			ck_assert_msg(f < msg->nfields, "%s: to_json writes \"%s\", not in its table",
-				      msg->name, it->string);
+			ck_assert_msg(f < msg->nfields,
+				      "%s: to_json writes \"%s\", not in its table", msg->name,
+				      it->string);
 			seen[f] = true;
 		}
 		for (int f = 0; f < msg->nfields; f++)
@@ -307,8 +335,8 @@ START_TEST(test_table_refs_resolve)
 		for (int f = 0; f < m[i].nfields; f++)
 			if (m[i].fields[f].ref && strcmp(m[i].fields[f].ref, "string"))
 				ck_assert_msg(rv_wire_master_message(m[i].fields[f].ref),
-					      "%s.%s: ref %s unknown", m[i].name, m[i].fields[f].name,
-					      m[i].fields[f].ref);
+					      "%s.%s: ref %s unknown", m[i].name,
+					      m[i].fields[f].name, m[i].fields[f].ref);
 	ck_assert_ptr_null(rv_wire_master_message("ElasticJob"));
 	ck_assert_int_eq(rv_rdzv_status_parse("spare"), RV_RDZV_SPARE);
 	ck_assert_int_eq(rv_shard_status_parse("wait"), RV_SHARD_WAIT);

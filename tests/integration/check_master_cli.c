@@ -93,9 +93,10 @@ START_TEST(test_help_lists_every_key)
 		keys++;
 	}
 	/* every timeout is a documented key */
-	static const char *const timeouts[] = { "last_call_ms", "max_wait_s", "heartbeat_timeout_ms",
-						"doing_timeout_ms", "commit_delay_us",
-						"snapshot_every", "sync_timeout_ms" };
+	static const char *const timeouts[] = { "last_call_ms",         "max_wait_s",
+						"heartbeat_timeout_ms", "doing_timeout_ms",
+						"commit_delay_us",      "snapshot_every",
+						"sync_timeout_ms" };
 	for (size_t i = 0; i < RV_ARRAY_SIZE(timeouts); i++)
 		ck_assert_msg(strstr(out, timeouts[i]), "--help lacks %s", timeouts[i]);
 	ck_assert_int_ge(keys, 20);
@@ -152,8 +153,8 @@ START_TEST(test_bad_spec_names_field)
 		ck_assert_msg(code == 2, "spec %zu: exit %d, want 2 (%s)", i, code, err);
 		ck_assert_msg(strstr(err, "invalid job spec"), "spec %zu: %s", i, err);
 		if (bad[i].field[0])
-			ck_assert_msg(strstr(err, bad[i].field), "spec %zu: \"%s\" does not name %s",
-				      i, err, bad[i].field);
+			ck_assert_msg(strstr(err, bad[i].field),
+				      "spec %zu: \"%s\" does not name %s", i, err, bad[i].field);
 		free(out);
 		free(err);
 		rv_test_master_cleanup(&m);
@@ -177,8 +178,8 @@ START_TEST(test_bad_command_line)
 	ck_assert_msg(strstr(err, "nnodes"), "%s", err);
 	free(out);
 	free(err);
-	const char *unit[] = { "--job", m.spec, "--state-dir", m.state, "--nnodes", "3:3",
-			       "--node-unit", "2", NULL };
+	const char *unit[] = { "--job", m.spec,        "--state-dir", m.state, "--nnodes",
+			       "3:3",   "--node-unit", "2",           NULL };
 	ck_assert_int_ne(run_master(unit, &out, &err), 0);
 	ck_assert_msg(strstr(err, "node_unit") || strstr(err, "unit"), "%s", err);
 	free(out);

@@ -158,8 +158,15 @@ START_TEST(test_silent_agent_declared_dead)
 	char *spec = rv_test_master_spec(SIZE, 10, 1, 1, 2);
 	struct rv_test_master m;
 	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
-	const char *args[] = { "--nnodes", "1:2", "--rdzv-heartbeat-timeout-ms", "1000",
-			       "--rdzv-last-call-ms", "100", "--timer-tick-ms", "20", NULL };
+	const char *args[] = { "--nnodes",
+			       "1:2",
+			       "--rdzv-heartbeat-timeout-ms",
+			       "1000",
+			       "--rdzv-last-call-ms",
+			       "100",
+			       "--timer-tick-ms",
+			       "20",
+			       NULL };
 	ck_assert_int_eq(rv_test_master_start(&m, args), 0);
 	struct agent ag[2];
 	rendezvous(&m, ag, 2);
@@ -184,7 +191,8 @@ START_TEST(test_silent_agent_declared_dead)
 		ck_assert_int_eq(t.status, RV_SHARD_TASK);
 		held += t.end - t.start;
 	}
-	int64_t silent_since = rv_mono_ms(); /* its last word: the join (a heartbeat) came earlier */
+	int64_t silent_since =
+		rv_mono_ms(); /* its last word: the join (a heartbeat) came earlier */
 	struct rv_job_status js;
 	int64_t dead_at = 0;
 	while (rv_mono_ms() - silent_since < 5000) {
@@ -200,8 +208,9 @@ START_TEST(test_silent_agent_declared_dead)
 
 	/* node-0 finishes the dataset, node-1's shards included */
 	atomic_int *counts = calloc(SIZE, sizeof(*counts));
-	struct rv_test_shard_worker w = { .url = m.url, .node = "node-0", .worker = 0,
-					  .counts = counts, .size = SIZE };
+	struct rv_test_shard_worker w = {
+		.url = m.url, .node = "node-0", .worker = 0, .counts = counts, .size = SIZE
+	};
 	rv_test_shard_worker_main(&w);
 	ck_assert_msg(w.rc == 0, "%s", w.err);
 	ck_assert_int_eq(w.samples, SIZE);
@@ -227,8 +236,8 @@ START_TEST(test_gang_wait_fails_the_round)
 	char *spec = rv_test_master_spec(1000, 10, 1, 1, 1);
 	struct rv_test_master m;
 	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
-	const char *args[] = { "--nnodes", "3:3", "--rdzv-max-wait-s", "1", "--timer-tick-ms", "20",
-			       NULL };
+	const char *args[] = { "--nnodes", "3:3", "--rdzv-max-wait-s", "1", "--timer-tick-ms",
+			       "20",       NULL };
 	ck_assert_int_eq(rv_test_master_start(&m, args), 0);
 	struct agent ag[2];
 	int64_t t0 = rv_mono_ms();

@@ -42,7 +42,8 @@ static void kill_and_restart(long size, int epochs, int nworkers, int kills, con
 	struct rv_test_master m;
 	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
 	free(spec);
-	const char *args[] = { "--journal-snapshot-every", "300", "--journal-nosync", nosync, NULL };
+	const char *args[] = { "--journal-snapshot-every", "300", "--journal-nosync", nosync,
+			       NULL };
 	ck_assert_int_eq(rv_test_master_start(&m, args), 0);
 
 	struct agent ag[16];
@@ -101,7 +102,8 @@ static void kill_and_restart(long size, int epochs, int nworkers, int kills, con
 		lost += counts[i] == 0;
 		twice += counts[i] > 1;
 	}
-	ck_assert_msg(lost == 0 && twice == 0, "%ld samples lost, %ld processed twice", lost, twice);
+	ck_assert_msg(lost == 0 && twice == 0, "%ld samples lost, %ld processed twice", lost,
+		      twice);
 	ck_assert_int_eq(rv_master_job(c, &js, &err), 0);
 	ck_assert(js.finished);
 	ck_assert_int_eq(js.datasets[0].samples_done, size * epochs);

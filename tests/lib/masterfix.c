@@ -89,7 +89,9 @@ static int start(struct rv_test_master *m)
 	char exe[512], listen[64];
 	snprintf(exe, sizeof(exe), "%s/rover-master", bin_dir());
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", m->port);
-	const char *argv[48] = { exe, "--job", m->spec, "--state-dir", m->state, "--listen", listen };
+	const char *argv[48] = {
+		exe, "--job", m->spec, "--state-dir", m->state, "--listen", listen
+	};
 	int n = 7;
 	for (int i = 0; i < m->nargs && n < 46; i++)
 		argv[n++] = m->args[i];
@@ -204,7 +206,10 @@ void *rv_test_shard_worker_main(void *arg)
 	struct rv_test_shard_worker *w = arg;
 	struct rv_err err = { 0 };
 	struct rv_master_opts o = {
-		.url = w->url, .max_attempts = 200, .backoff_ms = 10, .backoff_max_ms = 200,
+		.url = w->url,
+		.max_attempts = 200,
+		.backoff_ms = 10,
+		.backoff_max_ms = 200,
 	};
 	struct rv_master_client *c = rv_master_client_new(&o, &err);
 	if (!c) {

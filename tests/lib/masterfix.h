@@ -23,16 +23,16 @@
 
 struct rv_test_master {
 	struct rv_proc proc;
-	pid_t pid;        /* while running, 0 once stopped */
+	pid_t pid; /* while running, 0 once stopped */
 	int port;
 	char url[64];
-	char dir[256];    /* a private temp folder: the spec, the state folder, the log */
-	char spec[320];   /* dir/job.json */
-	char state[320];  /* dir/state */
-	char log[320];    /* dir/master.log */
+	char dir[256];   /* a private temp folder: the spec, the state folder, the log */
+	char spec[320];  /* dir/job.json */
+	char state[320]; /* dir/state */
+	char log[320];   /* dir/master.log */
 	const char *args[32];
 	int nargs;
-	int exit_status;  /* wait status when it exited before listening, else -1 */
+	int exit_status; /* wait status when it exited before listening, else -1 */
 };
 
 /* A fresh temp folder with the spec (JSON text) written to dir/job.json. */
