@@ -596,6 +596,8 @@ int state_open(struct master *m, struct rv_err *err)
 		return rc;
 	struct journal_opts jo = {
 		.dir = m->cfg.state_dir,
+		/* an imported data checkpoint is one record */
+		.max_record = (size_t)RV_MAX_CKPT_DOC + 4096,
 		.commit_delay_us = (int)m->cfg.commit_delay_us,
 		.nosync = m->cfg.nosync != 0,
 	};

@@ -4,9 +4,11 @@
  * once; a repeated or late done counts nothing; a retried shard request
  * gets the task its lost reply held; a data checkpoint at step S exported
  * from a job of two workers and imported into a fresh master with three
- * resumes with no sample lost or repeated.
+ * resumes with no sample lost or repeated, also across a kill -9 right
+ * after the import.
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +169,11 @@ START_TEST(test_checkpoint_world_size_change)
 	c = rv_test_master_client(&m2);
 	ck_assert_msg(rv_master_ckpt_import(c, &ck, &err) == 0, "%s", err.msg);
 	struct rv_job_status js;
+	ck_assert_int_eq(rv_master_job(c, &js, &err), 0);
+	ck_assert_int_eq(js.datasets[0].samples_done, (a1.end - a1.start) + 4 + 7);
+	/* the import is journaled: a crash right after it keeps it */
+	ck_assert_int_ge(rv_test_master_stop(&m2, SIGKILL, 5000), 0);
+	ck_assert_int_eq(rv_test_master_restart(&m2), 0);
 	ck_assert_int_eq(rv_master_job(c, &js, &err), 0);
 	ck_assert_int_eq(js.datasets[0].samples_done, (a1.end - a1.start) + 4 + 7);
 	run_workers(&m2, 3, counts, SIZE, 10);
