@@ -1184,7 +1184,8 @@ static void put_ranges(struct rv_buf *b, const struct rangevec *rv)
 			      rv->v[i].epoch, rv->v[i].start, rv->v[i].end);
 }
 
-int shard_ckpt_export(struct shard_mgr *m, int64_t step, struct rv_buf *out, struct rv_err *err)
+int shard_ckpt_export(const struct shard_mgr *m, int64_t step, struct rv_buf *out,
+		      struct rv_err *err)
 {
 	const struct shard_step *st = step_find(&m->st, step);
 	if (!st)

@@ -149,7 +149,8 @@ int shard_ckpt_report(struct shard_mgr *m, int64_t step, int64_t worker, int64_t
  * their cursor, TODO ranges, samples done: ranges, never lists of shards).
  * 0; -ENOENT no report of S is kept; -ERANGE the document would exceed
  * max_todo_ranges; -ENOMEM. */
-int shard_ckpt_export(struct shard_mgr *m, int64_t step, struct rv_buf *out, struct rv_err *err);
+int shard_ckpt_export(const struct shard_mgr *m, int64_t step, struct rv_buf *out,
+		      struct rv_err *err);
 
 /* Replace the whole state with the checkpoint document: its TODO is TODO, the
  * rest DONE, nothing DOING, no pending step; task ids keep increasing.  The
