@@ -123,6 +123,8 @@ static int status_errno(long status)
 		return -ENOENT;
 	case 409:
 		return -EEXIST;
+	case 410: /* the rendezvous failed: the job stops */
+		return -ECANCELED;
 	case 413:
 		return -EMSGSIZE;
 	case 422:

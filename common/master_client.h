@@ -15,7 +15,8 @@
  * when nothing reached the master.
  *
  * Errors: a negative errno from the HTTP status (400 -EINVAL, 401 -EACCES,
- * 404 -ENOENT, 409 -EEXIST, 413 -EMSGSIZE, 422 -EDOM, 503 -EAGAIN, 504
+ * 404 -ENOENT, 409 -EEXIST, 410 -ECANCELED (the rendezvous failed: the job
+ * stops), 413 -EMSGSIZE, 422 -EDOM, 503 -EAGAIN, 504
  * -ETIMEDOUT, other -EIO) or from the transport, with err->msg naming the
  * call, the status and the master's error text and err->field the field the
  * master named.
@@ -56,7 +57,8 @@ struct rv_master_client *rv_master_client_free(struct rv_master_client *c);
 long rv_master_last_status(const struct rv_master_client *c);
 int rv_master_last_attempts(const struct rv_master_client *c);
 
-/* POST /v1/rdzv/join: *round gets the round the node waits for. */
+/* POST /v1/rdzv/join: *round gets the round the node waits for.  -ECANCELED
+ * once the rendezvous failed (gang wait ran out). */
 int rv_master_join(struct rv_master_client *c, const struct rv_rdzv_join *j, int64_t *round,
 		   struct rv_err *err);
 

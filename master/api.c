@@ -48,7 +48,7 @@ static int api_fail(struct rv_http_resp *resp, int rc, const struct rv_err *err)
 		rv_http_resp_error_text(resp, 503, "unavailable", detail, field);
 		return 0;
 	case -ECANCELED:
-		rv_http_resp_error_text(resp, 409, "rendezvous_failed", detail, field);
+		rv_http_resp_error_text(resp, 410, "rendezvous_failed", detail, field);
 		return 0;
 	default:
 		if (rv_errno_to_http(rc) >= 500) {
@@ -576,27 +576,33 @@ static const struct rv_http_route routes[] = {
 	{ "GET", "/v1/openapi.json", api_openapi, 0, "This API as an OpenAPI 3 document" },
 };
 
-/* Request and reply schema per route, and its query parameters. */
+/* Request and reply schema per route, its query parameters and the errors
+ * particular to it ("code:description;..."). */
 static const struct {
-	const char *body, *ok, *query;
+	const char *body, *ok, *query, *errors;
 } docs[] = {
-	{ "RdzvJoin", "RdzvJoined", NULL },
+	{ "RdzvJoin", "RdzvJoined", NULL,
+	  "410:the rendezvous failed (min nodes not reached within the max wait)" },
 	{ NULL, "RdzvWorld",
 	  "node:string:the node asking (required);round:integer:the round from join (required);"
 	  "wait_ms:integer:wait this long for the round to complete (bounded by "
-	  "rdzv.world_wait_max_ms)" },
-	{ "Heartbeat", "HeartbeatReply", NULL },
-	{ "FailureReport", "Accepted", NULL },
-	{ "ShardNext", "ShardTask", NULL },
-	{ "ShardDone", "ShardDoneReply", NULL },
-	{ "CkptReport", "Accepted", NULL },
-	{ NULL, "DataCheckpoint", "step:integer:the model step (required)" },
-	{ "DataCheckpoint", "Accepted", NULL },
-	{ "StepReport", "Accepted", NULL },
-	{ NULL, "JobStatus", NULL },
-	{ NULL, "Health", NULL },
-	{ NULL, NULL, NULL },
-	{ NULL, NULL, NULL },
+	  "rdzv.world_wait_max_ms)",
+	  NULL },
+	{ "Heartbeat", "HeartbeatReply", NULL, NULL },
+	{ "FailureReport", "Accepted", NULL, NULL },
+	{ "ShardNext", "ShardTask", NULL, "503:too many shards in flight: ask again later" },
+	{ "ShardDone", "ShardDoneReply", NULL, "409:the task is another worker's" },
+	{ "CkptReport", "Accepted", NULL,
+	  "409:the worker reported another position for the step;"
+	  "422:the report cannot be reconciled (the checkpoint stays exact)" },
+	{ NULL, "DataCheckpoint", "step:integer:the model step (required)",
+	  "404:no report of that step is kept" },
+	{ "DataCheckpoint", "Accepted", NULL, NULL },
+	{ "StepReport", "Accepted", NULL, NULL },
+	{ NULL, "JobStatus", NULL, NULL },
+	{ NULL, "Health", NULL, NULL },
+	{ NULL, NULL, NULL, NULL },
+	{ NULL, NULL, NULL, NULL },
 };
 
 static const char reply_schemas[] =
@@ -748,6 +754,20 @@ static cJSON *openapi_doc(void)
 			cJSON *e = cJSON_AddObjectToObject(responses, "401");
 			cJSON_AddStringToObject(e, "description", "missing or wrong bearer token");
 			cJSON_AddItemToObject(e, "content", json_content("Error"));
+		}
+		if (docs[i].errors) {
+			char q[512];
+			snprintf(q, sizeof(q), "%s", docs[i].errors);
+			char *save = NULL;
+			for (char *tok = strtok_r(q, ";", &save); tok; tok = strtok_r(NULL, ";", &save)) {
+				char *desc = strchr(tok, ':');
+				if (!desc)
+					continue;
+				*desc++ = 0;
+				cJSON *e = cJSON_AddObjectToObject(responses, tok);
+				cJSON_AddStringToObject(e, "description", desc);
+				cJSON_AddItemToObject(e, "content", json_content("Error"));
+			}
 		}
 	}
 	cJSON *components = cJSON_AddObjectToObject(doc, "components");

@@ -189,6 +189,33 @@ START_TEST(test_bad_command_line)
 }
 END_TEST
 
+/* Every "$ref" under node names a schema of root's components. */
+static int refs_resolve(const cJSON *root, const cJSON *node, char *bad, size_t size)
+{
+	int n = 0;
+	const cJSON *it;
+	cJSON_ArrayForEach(it, node)
+	{
+		if (it->string && !strcmp(it->string, "$ref") && cJSON_IsString(it)) {
+			const char *pre = "#/components/schemas/";
+			char path[160];
+			snprintf(path, sizeof(path), "components.schemas.%s",
+				 it->valuestring + strlen(pre));
+			if (strncmp(it->valuestring, pre, strlen(pre)) || !rv_test_json_at(root, path)) {
+				snprintf(bad, size, "%s", it->valuestring);
+				return -1;
+			}
+			n++;
+		} else if (cJSON_IsObject(it) || cJSON_IsArray(it)) {
+			int k = refs_resolve(root, it, bad, size);
+			if (k < 0)
+				return k;
+			n += k;
+		}
+	}
+	return n;
+}
+
 START_TEST(test_sigterm_stops_cleanly)
 {
 	char *spec = rv_test_master_spec(100, 10, 1, 1, 1);
@@ -206,6 +233,22 @@ START_TEST(test_sigterm_stops_cleanly)
 	ck_assert_ptr_nonnull(rv_test_json_at(r.json, "paths./v1/shards/next.post"));
 	ck_assert_ptr_nonnull(
 		rv_test_json_at(r.json, "components.schemas.ShardTask.properties.status.enum"));
+	ck_assert_ptr_nonnull(rv_test_json_at(r.json, "paths./v1/rdzv/join.post.responses.410"));
+	ck_assert_ptr_nonnull(rv_test_json_at(r.json, "paths./v1/rdzv/world.get.parameters.2"));
+	/* every schema a route names is in components */
+	static const char *const named[] = { "RdzvJoin", "RdzvWorld", "RdzvMember", "ShardNext",
+					     "ShardTask", "ShardDone", "CkptReport",
+					     "DataCheckpoint", "StepReport", "JobStatus",
+					     "DatasetStatus", "Heartbeat", "FailureReport",
+					     "Accepted", "Health", "Error" };
+	for (size_t i = 0; i < RV_ARRAY_SIZE(named); i++) {
+		char path[128];
+		snprintf(path, sizeof(path), "components.schemas.%s", named[i]);
+		ck_assert_msg(rv_test_json_at(r.json, path), "no schema %s", named[i]);
+	}
+	char bad[256] = "";
+	int nrefs = refs_resolve(r.json, r.json, bad, sizeof(bad));
+	ck_assert_msg(nrefs > 20, "a $ref to nothing: %s (%d refs)", bad, nrefs);
 	rv_test_reply_release(&r);
 	ck_assert_int_eq(rv_test_http(&b, "GET", "/metrics", NULL, NULL, &r), 0);
 	ck_assert_int_eq(r.status, 200);

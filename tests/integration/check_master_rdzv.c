@@ -257,7 +257,7 @@ START_TEST(test_gang_wait_fails_the_round)
 	/* a late node is told so too, not left waiting */
 	struct rv_rdzv_join j = { .node = "late", .local_world_size = 1 };
 	int64_t round;
-	ck_assert_int_eq(rv_master_join(c, &j, &round, &err), -EEXIST);
+	ck_assert_int_eq(rv_master_join(c, &j, &round, &err), -ECANCELED);
 	ck_assert_ptr_nonnull(strstr(err.msg, "rendezvous failed"));
 	rv_master_client_free(c);
 	rv_test_master_cleanup(&m);
