@@ -759,7 +759,8 @@ static cJSON *openapi_doc(void)
 			char q[512];
 			snprintf(q, sizeof(q), "%s", docs[i].errors);
 			char *save = NULL;
-			for (char *tok = strtok_r(q, ";", &save); tok; tok = strtok_r(NULL, ";", &save)) {
+			for (char *tok = strtok_r(q, ";", &save); tok;
+			     tok = strtok_r(NULL, ";", &save)) {
 				char *desc = strchr(tok, ':');
 				if (!desc)
 					continue;

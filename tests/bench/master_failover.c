@@ -27,7 +27,7 @@
 static atomic_int counts[SIZE];
 static atomic_llong kill_ms;    /* 0 until the kill */
 static atomic_llong resumed_ms; /* first success after the kill */
-static atomic_int dead; /* the old master is gone */
+static atomic_int dead;         /* the old master is gone */
 
 struct worker {
 	pthread_t t;

@@ -201,7 +201,8 @@ static int refs_resolve(const cJSON *root, const cJSON *node, char *bad, size_t 
 			char path[160];
 			snprintf(path, sizeof(path), "components.schemas.%s",
 				 it->valuestring + strlen(pre));
-			if (strncmp(it->valuestring, pre, strlen(pre)) || !rv_test_json_at(root, path)) {
+			if (strncmp(it->valuestring, pre, strlen(pre)) ||
+			    !rv_test_json_at(root, path)) {
 				snprintf(bad, size, "%s", it->valuestring);
 				return -1;
 			}
@@ -236,11 +237,12 @@ START_TEST(test_sigterm_stops_cleanly)
 	ck_assert_ptr_nonnull(rv_test_json_at(r.json, "paths./v1/rdzv/join.post.responses.410"));
 	ck_assert_ptr_nonnull(rv_test_json_at(r.json, "paths./v1/rdzv/world.get.parameters.2"));
 	/* every schema a route names is in components */
-	static const char *const named[] = { "RdzvJoin", "RdzvWorld", "RdzvMember", "ShardNext",
-					     "ShardTask", "ShardDone", "CkptReport",
-					     "DataCheckpoint", "StepReport", "JobStatus",
-					     "DatasetStatus", "Heartbeat", "FailureReport",
-					     "Accepted", "Health", "Error" };
+	static const char *const named[] = { "RdzvJoin",      "RdzvWorld",      "RdzvMember",
+					     "ShardNext",     "ShardTask",      "ShardDone",
+					     "CkptReport",    "DataCheckpoint", "StepReport",
+					     "JobStatus",     "DatasetStatus",  "Heartbeat",
+					     "FailureReport", "Accepted",       "Health",
+					     "Error" };
 	for (size_t i = 0; i < RV_ARRAY_SIZE(named); i++) {
 		char path[128];
 		snprintf(path, sizeof(path), "components.schemas.%s", named[i]);
