@@ -115,6 +115,7 @@ BINS :=
 TEST_SRC :=
 # The daemons, one line each (rover-master: $(eval $(call daemon,master))).
 $(eval $(call daemon,brain))
+$(eval $(call daemon,master))
 DAEMON_LIBS := $(foreach d,$(DAEMONS),$(LIB_$(d)))
 
 # ---- test code: fixtures, simulator, suites, benchmarks ----

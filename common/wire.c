@@ -1466,3 +1466,696 @@ const struct rv_wire_message *rv_wire_message(const char *name)
 			return &messages[i];
 	return NULL;
 }
+
+/* ---- master control API ----
+ * Flat messages, one parse function each; the tables below list their keys
+ * for the master's OpenAPI document and check_wire_master.c. */
+
+#define MAX_WORKER_ID    (INT64_C(1) << 52) /* exact in a JSON number */
+#define MAX_SAMPLE_INDEX (INT64_C(1) << 52)
+#define MAX_LOCAL_WORLD  1024
+
+static const char *const rdzv_status_names[] = {
+	[RV_RDZV_COMPLETE] = "complete", [RV_RDZV_GATHERING] = "gathering",
+	[RV_RDZV_STALE] = "stale",       [RV_RDZV_SPARE] = "spare",
+	[RV_RDZV_FAILED] = "failed",     [RV_RDZV_UNKNOWN] = "unknown",
+};
+static const char *const shard_status_names[] = {
+	[RV_SHARD_TASK] = "task",
+	[RV_SHARD_WAIT] = "wait",
+	[RV_SHARD_FINISHED] = "finished",
+};
+
+const char *rv_rdzv_status_name(enum rv_rdzv_status s)
+{
+	return name_of(rdzv_status_names, RV_ARRAY_SIZE(rdzv_status_names), (int)s);
+}
+
+int rv_rdzv_status_parse(const char *s)
+{
+	return parse_of(rdzv_status_names, RV_ARRAY_SIZE(rdzv_status_names), s);
+}
+
+const char *rv_shard_status_name(enum rv_shard_status s)
+{
+	return name_of(shard_status_names, RV_ARRAY_SIZE(shard_status_names), (int)s);
+}
+
+int rv_shard_status_parse(const char *s)
+{
+	return parse_of(shard_status_names, RV_ARRAY_SIZE(shard_status_names), s);
+}
+
+/* A node name at key (path p), checked. */
+static int get_node(const cJSON *o, const char *key, const char *p, bool required, char *out,
+		    struct rv_err *err)
+{
+	field_buf f;
+	int rc = rv_json_get_string(o, key, p, required, out, RV_NAME_MAX, err);
+	if (rc == 1 &&
+	    (rc = check_name(out, RV_NAME_MAX - 1, rv_json_path(f, sizeof(f), p, key), err)) < 0)
+		out[0] = '\0';
+	return rc;
+}
+
+static int must_object(const cJSON *root, const char *what, struct rv_err *err)
+{
+	return cJSON_IsObject(root)
+		       ? 0
+		       : rv_err_set(err, -EINVAL, "", "%s must be a json object", what);
+}
+
+/* Run parse into a zeroed *out; on failure zero it again (nothing allocated). */
+#define FLAT_FROM_JSON(fn, type, parse)                                                            \
+	/* a type name cannot be parenthesised */                                                  \
+	int fn(const cJSON *root, type *out, struct rv_err *err) /* NOLINT */                      \
+	{                                                                                          \
+		memset(out, 0, sizeof(*out));                                                      \
+		int rc = parse(root, out, err);                                                    \
+		if (rc < 0)                                                                        \
+			memset(out, 0, sizeof(*out));                                              \
+		return rc < 0 ? rc : 0;                                                            \
+	}
+
+static int rdzv_join_parse(const cJSON *r, struct rv_rdzv_join *m, struct rv_err *err)
+{
+	int rc;
+	if ((rc = must_object(r, "rendezvous join", err)) < 0 ||
+	    (rc = get_node(r, "node", "", true, m->node, err)) < 0 ||
+	    (rc = rv_json_get_string(r, "addr", "", false, m->addr, sizeof(m->addr), err)) < 0)
+		return rc;
+	m->local_world_size = 1;
+	return get_int32(r, "local_world_size", "", false, 1, MAX_LOCAL_WORLD, &m->local_world_size,
+			 err);
+}
+FLAT_FROM_JSON(rv_rdzv_join_from_json, struct rv_rdzv_join, rdzv_join_parse)
+
+cJSON *rv_rdzv_join_to_json(const struct rv_rdzv_join *m)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	bool ok = o && add_str(o, "node", m->node) && add_str(o, "addr", m->addr) &&
+		  add_num(o, "local_world_size", m->local_world_size);
+	return ok ? RV_TAKE_PTR(o) : NULL;
+}
+
+static int rdzv_joined_parse(const cJSON *r, struct rv_rdzv_joined *m, struct rv_err *err)
+{
+	int rc;
+	if ((rc = must_object(r, "rendezvous join reply", err)) < 0)
+		return rc;
+	return rv_json_get_int(r, "round", "", true, 1, INT64_MAX, &m->round, err);
+}
+FLAT_FROM_JSON(rv_rdzv_joined_from_json, struct rv_rdzv_joined, rdzv_joined_parse)
+
+cJSON *rv_rdzv_joined_to_json(const struct rv_rdzv_joined *m)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	bool ok = o && add_num(o, "round", (double)m->round);
+	return ok ? RV_TAKE_PTR(o) : NULL;
+}
+
+static int rdzv_member_parse(const cJSON *o, const char *p, struct rv_rdzv_member *m,
+			     struct rv_err *err)
+{
+	int rc;
+	if (!cJSON_IsObject(o))
+		return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
+	if ((rc = get_node(o, "node", p, true, m->node, err)) < 0 ||
+	    (rc = rv_json_get_string(o, "addr", p, false, m->addr, sizeof(m->addr), err)) < 0 ||
+	    (rc = get_int32(o, "local_world_size", p, true, 1, MAX_LOCAL_WORLD,
+			    &m->local_world_size, err)) < 0 ||
+	    (rc = get_int32(o, "group_rank", p, true, 0, RV_MAX_WORLD_NODES - 1, &m->group_rank,
+			    err)) < 0 ||
+	    (rc = get_int32(o, "rank_offset", p, true, 0, RV_MAX_WORLD_NODES * MAX_LOCAL_WORLD,
+			    &m->rank_offset, err)) < 0)
+		return rc;
+	return 0;
+}
+
+static int rdzv_world_parse(const cJSON *r, struct rv_rdzv_world_reply *m, struct rv_err *err)
+{
+	int rc, st = 0;
+	if ((rc = must_object(r, "rendezvous world", err)) < 0 ||
+	    (rc = get_enum(r, "status", "", true, rdzv_status_names,
+			   RV_ARRAY_SIZE(rdzv_status_names),
+			   "one of complete, gathering, stale, spare, failed, unknown", &st, err)) <
+		    0)
+		return rc;
+	m->status = (enum rv_rdzv_status)st;
+	m->group_rank = -1;
+	if ((rc = rv_json_get_int(r, "round", "", true, 0, INT64_MAX, &m->round, err)) < 0 ||
+	    (rc = get_int32(r, "group_rank", "", false, -1, RV_MAX_WORLD_NODES - 1, &m->group_rank,
+			    err)) < 0 ||
+	    (rc = get_int32(r, "nnodes", "", false, 0, RV_MAX_WORLD_NODES, &m->nnodes, err)) < 0 ||
+	    (rc = get_int32(r, "world_size", "", false, 0, RV_MAX_WORLD_NODES * MAX_LOCAL_WORLD,
+			    &m->world_size, err)) < 0 ||
+	    (rc = get_int32(r, "waiting", "", false, 0, INT32_MAX, &m->waiting, err)) < 0)
+		return rc;
+	const cJSON *arr = rv_json_get_array(r, "members", "", false, &rc, err);
+	if (!arr)
+		return rc;
+	int n = array_count(arr, RV_MAX_WORLD_NODES);
+	if (n > RV_MAX_WORLD_NODES)
+		return rv_err_set(err, -E2BIG, "members", "members must have at most %d entries",
+				  RV_MAX_WORLD_NODES);
+	if (n == 0)
+		return 0;
+	m->members = calloc((size_t)n, sizeof(*m->members));
+	if (!m->members)
+		return rv_err_set(err, -ENOMEM, "members", "could not allocate %d members", n);
+	int i = 0;
+	for (const cJSON *it = arr->child; it; it = it->next, i++) {
+		field_buf p;
+		rv_json_path_index(p, sizeof(p), "members", i);
+		if ((rc = rdzv_member_parse(it, p, &m->members[i], err)) < 0)
+			return rc;
+	}
+	m->nmembers = n;
+	return 0;
+}
+
+int rv_rdzv_world_reply_from_json(const cJSON *root, struct rv_rdzv_world_reply *out,
+				  struct rv_err *err)
+{
+	memset(out, 0, sizeof(*out));
+	int rc = rdzv_world_parse(root, out, err);
+	if (rc < 0)
+		rv_rdzv_world_reply_release(out);
+	return rc < 0 ? rc : 0;
+}
+
+cJSON *rv_rdzv_world_reply_to_json(const struct rv_rdzv_world_reply *m)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	bool ok = o && add_str(o, "status", rv_rdzv_status_name(m->status)) &&
+		  add_num(o, "round", (double)m->round) &&
+		  add_num(o, "group_rank", m->group_rank) && add_num(o, "nnodes", m->nnodes) &&
+		  add_num(o, "world_size", m->world_size) && add_num(o, "waiting", m->waiting);
+	cJSON *arr = ok ? cJSON_AddArrayToObject(o, "members") : NULL;
+	if (!arr)
+		return NULL;
+	for (int i = 0; i < m->nmembers; i++) {
+		const struct rv_rdzv_member *mb = &m->members[i];
+		cJSON *e = cJSON_CreateObject();
+		if (!e || !cJSON_AddItemToArray(arr, e)) {
+			cJSON_Delete(e);
+			return NULL;
+		}
+		if (!add_str(e, "node", mb->node) || !add_str(e, "addr", mb->addr) ||
+		    !add_num(e, "local_world_size", mb->local_world_size) ||
+		    !add_num(e, "group_rank", mb->group_rank) ||
+		    !add_num(e, "rank_offset", mb->rank_offset))
+			return NULL;
+	}
+	return RV_TAKE_PTR(o);
+}
+
+void rv_rdzv_world_reply_release(struct rv_rdzv_world_reply *m)
+{
+	if (!m)
+		return;
+	free(m->members);
+	m->members = NULL;
+	m->nmembers = 0;
+}
+
+static int heartbeat_parse(const cJSON *r, struct rv_heartbeat *m, struct rv_err *err)
+{
+	int rc;
+	if ((rc = must_object(r, "heartbeat", err)) < 0)
+		return rc;
+	return get_node(r, "node", "", true, m->node, err);
+}
+FLAT_FROM_JSON(rv_heartbeat_from_json, struct rv_heartbeat, heartbeat_parse)
+
+cJSON *rv_heartbeat_to_json(const struct rv_heartbeat *m)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	bool ok = o && add_str(o, "node", m->node);
+	return ok ? RV_TAKE_PTR(o) : NULL;
+}
+
+static int heartbeat_reply_parse(const cJSON *r, struct rv_heartbeat_reply *m, struct rv_err *err)
+{
+	int rc;
+	if ((rc = must_object(r, "heartbeat reply", err)) < 0 ||
+	    (rc = rv_json_get_int(r, "round", "", true, 0, INT64_MAX, &m->round, err)) < 0 ||
+	    (rc = get_int32(r, "waiting", "", false, 0, INT32_MAX, &m->waiting, err)) < 0)
+		return rc;
+	return rv_json_get_bool(r, "rejoin", "", false, &m->rejoin, err);
+}
+FLAT_FROM_JSON(rv_heartbeat_reply_from_json, struct rv_heartbeat_reply, heartbeat_reply_parse)
+
+cJSON *rv_heartbeat_reply_to_json(const struct rv_heartbeat_reply *m)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	bool ok = o && add_num(o, "round", (double)m->round) && add_num(o, "waiting", m->waiting) &&
+		  add_bool(o, "rejoin", m->rejoin);
+	return ok ? RV_TAKE_PTR(o) : NULL;
+}
+
+static int failure_parse(const cJSON *r, struct rv_failure_report *m, struct rv_err *err)
+{
+	int rc;
+	if ((rc = must_object(r, "failure report", err)) < 0 ||
+	    (rc = get_node(r, "node", "", true, m->node, err)) < 0 ||
+	    (rc = rv_json_get_string(r, "reason", "", false, m->reason, sizeof(m->reason), err)) <
+		    0)
+		return rc;
+	m->exit_code = -1;
+	return get_int32(r, "exit_code", "", false, -255, 255, &m->exit_code, err);
+}
+FLAT_FROM_JSON(rv_failure_report_from_json, struct rv_failure_report, failure_parse)
+
+cJSON *rv_failure_report_to_json(const struct rv_failure_report *m)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	bool ok = o && add_str(o, "node", m->node) && add_str(o, "reason", m->reason) &&
+		  add_num(o, "exit_code", m->exit_code);
+	return ok ? RV_TAKE_PTR(o) : NULL;
+}
+
+static int shard_next_parse(const cJSON *r, struct rv_shard_next *m, struct rv_err *err)
+{
+	int rc;
+	field_buf f = "dataset";
+	if ((rc = must_object(r, "shard request", err)) < 0 ||
+	    (rc = get_node(r, "node", "", true, m->node, err)) < 0 ||
+	    (rc = rv_json_get_int(r, "worker", "", true, 0, MAX_WORKER_ID, &m->worker, err)) < 0 ||
+	    (rc = rv_json_get_string(r, "dataset", "", false, m->dataset, sizeof(m->dataset),
+				     err)) < 0)
+		return rc;
+	if (rc == 1 && (rc = check_name(m->dataset, RV_NAME_MAX - 1, f, err)) < 0)
+		return rc;
+	return rv_json_get_int(r, "req", "", false, 0, MAX_WORKER_ID, &m->req, err);
+}
+FLAT_FROM_JSON(rv_shard_next_from_json, struct rv_shard_next, shard_next_parse)
+
+cJSON *rv_shard_next_to_json(const struct rv_shard_next *m)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	bool ok = o && add_str(o, "node", m->node) && add_num(o, "worker", (double)m->worker) &&
+		  add_num(o, "req", (double)m->req);
+	if (ok && m->dataset[0])
+		ok = add_str(o, "dataset", m->dataset);
+	return ok ? RV_TAKE_PTR(o) : NULL;
+}
+
+static int shard_task_parse(const cJSON *r, struct rv_shard_task *m, struct rv_err *err)
+{
+	int rc, st = 0;
+	if ((rc = must_object(r, "shard task", err)) < 0 ||
+	    (rc = get_enum(r, "status", "", true, shard_status_names,
+			   RV_ARRAY_SIZE(shard_status_names), "one of task, wait, finished", &st,
+			   err)) < 0)
+		return rc;
+	m->status = (enum rv_shard_status)st;
+	bool task = m->status == RV_SHARD_TASK;
+	if ((rc = rv_json_get_int(r, "id", "", task, task ? 1 : 0, INT64_MAX, &m->id, err)) < 0 ||
+	    (rc = rv_json_get_string(r, "dataset", "", task, m->dataset, sizeof(m->dataset), err)) <
+		    0 ||
+	    (rc = get_int32(r, "epoch", "", task, 0, MAX_EPOCHS, &m->epoch, err)) < 0 ||
+	    (rc = rv_json_get_int(r, "start", "", task, 0, MAX_SAMPLE_INDEX, &m->start, err)) < 0 ||
+	    (rc = rv_json_get_int(r, "end", "", task, 0, MAX_SAMPLE_INDEX, &m->end, err)) < 0)
+		return rc;
+	if (m->end < m->start)
+		return rv_err_set(err, -EINVAL, "end", "end must not be below start");
+	return 0;
+}
+FLAT_FROM_JSON(rv_shard_task_from_json, struct rv_shard_task, shard_task_parse)
+
+cJSON *rv_shard_task_to_json(const struct rv_shard_task *m)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	bool ok = o && add_str(o, "status", rv_shard_status_name(m->status)) &&
+		  add_num(o, "id", (double)m->id) && add_str(o, "dataset", m->dataset) &&
+		  add_num(o, "epoch", m->epoch) && add_num(o, "start", (double)m->start) &&
+		  add_num(o, "end", (double)m->end);
+	return ok ? RV_TAKE_PTR(o) : NULL;
+}
+
+static int shard_done_parse(const cJSON *r, struct rv_shard_done *m, struct rv_err *err)
+{
+	int rc;
+	if ((rc = must_object(r, "shard done", err)) < 0 ||
+	    (rc = get_node(r, "node", "", true, m->node, err)) < 0 ||
+	    (rc = rv_json_get_int(r, "worker", "", true, 0, MAX_WORKER_ID, &m->worker, err)) < 0)
+		return rc;
+	return rv_json_get_int(r, "id", "", true, 1, INT64_MAX, &m->id, err);
+}
+FLAT_FROM_JSON(rv_shard_done_from_json, struct rv_shard_done, shard_done_parse)
+
+cJSON *rv_shard_done_to_json(const struct rv_shard_done *m)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	bool ok = o && add_str(o, "node", m->node) && add_num(o, "worker", (double)m->worker) &&
+		  add_num(o, "id", (double)m->id);
+	return ok ? RV_TAKE_PTR(o) : NULL;
+}
+
+static int shard_done_reply_parse(const cJSON *r, struct rv_shard_done_reply *m, struct rv_err *err)
+{
+	int rc;
+	if ((rc = must_object(r, "shard done reply", err)) < 0)
+		return rc;
+	return rv_json_get_bool(r, "counted", "", true, &m->counted, err);
+}
+FLAT_FROM_JSON(rv_shard_done_reply_from_json, struct rv_shard_done_reply, shard_done_reply_parse)
+
+cJSON *rv_shard_done_reply_to_json(const struct rv_shard_done_reply *m)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	bool ok = o && add_bool(o, "counted", m->counted);
+	return ok ? RV_TAKE_PTR(o) : NULL;
+}
+
+static int ckpt_report_parse(const cJSON *r, struct rv_ckpt_report *m, struct rv_err *err)
+{
+	int rc;
+	if ((rc = must_object(r, "checkpoint report", err)) < 0 ||
+	    (rc = rv_json_get_int(r, "step", "", true, 0, INT64_MAX, &m->step, err)) < 0 ||
+	    (rc = rv_json_get_int(r, "worker", "", true, 0, MAX_WORKER_ID, &m->worker, err)) < 0 ||
+	    (rc = rv_json_get_int(r, "task_id", "", false, 0, INT64_MAX, &m->task_id, err)) < 0)
+		return rc;
+	return rv_json_get_int(r, "consumed", "", false, 0, MAX_SAMPLE_INDEX, &m->consumed, err);
+}
+FLAT_FROM_JSON(rv_ckpt_report_from_json, struct rv_ckpt_report, ckpt_report_parse)
+
+cJSON *rv_ckpt_report_to_json(const struct rv_ckpt_report *m)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	bool ok = o && add_num(o, "step", (double)m->step) &&
+		  add_num(o, "worker", (double)m->worker) &&
+		  add_num(o, "task_id", (double)m->task_id) &&
+		  add_num(o, "consumed", (double)m->consumed);
+	return ok ? RV_TAKE_PTR(o) : NULL;
+}
+
+int rv_data_ckpt_from_json(const cJSON *root, struct rv_data_ckpt *out, struct rv_err *err)
+{
+	int rc;
+	memset(out, 0, sizeof(*out));
+	if ((rc = must_object(root, "data checkpoint", err)) < 0 ||
+	    (rc = rv_json_get_int(root, "step", "", false, 0, INT64_MAX, &out->step, err)) < 0)
+		return rc;
+	const cJSON *doc = rv_json_get_object(root, "checkpoint", "", true, &rc, err);
+	if (!doc) {
+		out->step = 0;
+		return rc;
+	}
+	out->checkpoint = rv_json_print(doc);
+	if (!out->checkpoint) {
+		out->step = 0;
+		return rv_err_set(err, -ENOMEM, "checkpoint", "could not print the checkpoint");
+	}
+	out->len = strlen(out->checkpoint);
+	if (out->len > RV_MAX_CKPT_DOC) {
+		rv_data_ckpt_release(out);
+		return rv_err_set(err, -E2BIG, "checkpoint", "checkpoint must be at most %d bytes",
+				  RV_MAX_CKPT_DOC);
+	}
+	return 0;
+}
+
+cJSON *rv_data_ckpt_to_json(const struct rv_data_ckpt *m)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	cJSON *doc = m->checkpoint ? rv_json_parse(m->checkpoint, m->len, NULL)
+				   : cJSON_CreateObject();
+	if (!o || !doc || !add_num(o, "step", (double)m->step) ||
+	    !cJSON_AddItemToObject(o, "checkpoint", doc)) {
+		cJSON_Delete(doc);
+		return NULL;
+	}
+	return RV_TAKE_PTR(o);
+}
+
+void rv_data_ckpt_release(struct rv_data_ckpt *m)
+{
+	if (!m)
+		return;
+	free(m->checkpoint);
+	m->checkpoint = NULL;
+	m->len = 0;
+}
+
+static int step_report_parse(const cJSON *r, struct rv_step_report *m, struct rv_err *err)
+{
+	int rc;
+	if ((rc = must_object(r, "step report", err)) < 0 ||
+	    (rc = get_node(r, "node", "", true, m->node, err)) < 0 ||
+	    (rc = rv_json_get_int(r, "step", "", true, 0, INT64_MAX, &m->step, err)) < 0 ||
+	    (rc = rv_json_get_double(r, "speed", "", false, 0, MAX_SPEED, &m->speed, err)) < 0)
+		return rc;
+	return rv_json_get_int(r, "ts", "", false, 1, INT64_MAX, &m->ts_ms, err);
+}
+FLAT_FROM_JSON(rv_step_report_from_json, struct rv_step_report, step_report_parse)
+
+cJSON *rv_step_report_to_json(const struct rv_step_report *m)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	bool ok = o && add_str(o, "node", m->node) && add_num(o, "step", (double)m->step) &&
+		  add_num(o, "speed", m->speed);
+	if (ok && m->ts_ms > 0)
+		ok = add_num(o, "ts", (double)m->ts_ms);
+	return ok ? RV_TAKE_PTR(o) : NULL;
+}
+
+static int dataset_status_parse(const cJSON *o, const char *p, struct rv_dataset_status *d,
+				struct rv_err *err)
+{
+	int rc;
+	if (!cJSON_IsObject(o))
+		return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
+	if ((rc = rv_json_get_string(o, "name", p, true, d->name, sizeof(d->name), err)) < 0 ||
+	    (rc = rv_json_get_int(o, "samples_total", p, true, 0, INT64_MAX, &d->samples_total,
+				  err)) < 0 ||
+	    (rc = rv_json_get_int(o, "samples_done", p, true, 0, INT64_MAX, &d->samples_done,
+				  err)) < 0 ||
+	    (rc = get_int32(o, "epoch", p, false, 0, MAX_EPOCHS, &d->epoch, err)) < 0 ||
+	    (rc = rv_json_get_bool(o, "finished", p, false, &d->finished, err)) < 0)
+		return rc;
+	return 0;
+}
+
+static int job_status_parse(const cJSON *r, struct rv_job_status *m, struct rv_err *err)
+{
+	int rc, st = 0;
+	if ((rc = must_object(r, "job status", err)) < 0 ||
+	    (rc = rv_json_get_string(r, "job", "", true, m->job, sizeof(m->job), err)) < 0 ||
+	    (rc = get_enum(r, "state", "", true, rdzv_status_names,
+			   RV_ARRAY_SIZE(rdzv_status_names),
+			   "one of complete, gathering, stale, spare, failed, unknown", &st, err)) <
+		    0)
+		return rc;
+	m->state = (enum rv_rdzv_status)st;
+	if ((rc = rv_json_get_int(r, "round", "", false, 0, INT64_MAX, &m->round, err)) < 0 ||
+	    (rc = get_int32(r, "nnodes", "", false, 0, RV_MAX_WORLD_NODES, &m->nnodes, err)) < 0 ||
+	    (rc = get_int32(r, "world_size", "", false, 0, INT32_MAX, &m->world_size, err)) < 0 ||
+	    (rc = get_int32(r, "waiting", "", false, 0, INT32_MAX, &m->waiting, err)) < 0 ||
+	    (rc = rv_json_get_int(r, "step", "", false, 0, INT64_MAX, &m->step, err)) < 0 ||
+	    (rc = rv_json_get_double(r, "speed", "", false, 0, MAX_SPEED, &m->speed, err)) < 0 ||
+	    (rc = rv_json_get_bool(r, "finished", "", false, &m->finished, err)) < 0)
+		return rc;
+	const cJSON *arr = rv_json_get_array(r, "datasets", "", false, &rc, err);
+	if (!arr)
+		return rc;
+	int n = array_count(arr, RV_MAX_DATASETS);
+	if (n > RV_MAX_DATASETS)
+		return rv_err_set(err, -E2BIG, "datasets", "datasets must have at most %d entries",
+				  RV_MAX_DATASETS);
+	int i = 0;
+	for (const cJSON *it = arr->child; it; it = it->next, i++) {
+		field_buf p;
+		rv_json_path_index(p, sizeof(p), "datasets", i);
+		if ((rc = dataset_status_parse(it, p, &m->datasets[i], err)) < 0)
+			return rc;
+	}
+	m->ndatasets = n;
+	return 0;
+}
+FLAT_FROM_JSON(rv_job_status_from_json, struct rv_job_status, job_status_parse)
+
+cJSON *rv_job_status_to_json(const struct rv_job_status *m)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	bool ok = o && add_str(o, "job", m->job) &&
+		  add_str(o, "state", rv_rdzv_status_name(m->state)) &&
+		  add_num(o, "round", (double)m->round) && add_num(o, "nnodes", m->nnodes) &&
+		  add_num(o, "world_size", m->world_size) && add_num(o, "waiting", m->waiting) &&
+		  add_num(o, "step", (double)m->step) && add_num(o, "speed", m->speed) &&
+		  add_bool(o, "finished", m->finished);
+	cJSON *arr = ok ? cJSON_AddArrayToObject(o, "datasets") : NULL;
+	if (!arr)
+		return NULL;
+	for (int i = 0; i < m->ndatasets; i++) {
+		const struct rv_dataset_status *d = &m->datasets[i];
+		cJSON *e = cJSON_CreateObject();
+		if (!e || !cJSON_AddItemToArray(arr, e)) {
+			cJSON_Delete(e);
+			return NULL;
+		}
+		if (!add_str(e, "name", d->name) ||
+		    !add_num(e, "samples_total", (double)d->samples_total) ||
+		    !add_num(e, "samples_done", (double)d->samples_done) ||
+		    !add_num(e, "epoch", d->epoch) || !add_bool(e, "finished", d->finished))
+			return NULL;
+	}
+	return RV_TAKE_PTR(o);
+}
+
+#define F(name, type, req, ref, map, enums, desc)                                                  \
+	{                                                                                          \
+		name, type, req, ref, map, enums, desc                                             \
+	}
+static const struct rv_wire_field f_rdzv_join[] = {
+	F("node", "string", true, NULL, false, NULL,
+	  "node name, 1..63 of [A-Za-z0-9._-], unique in the job"),
+	F("addr", "string", false, NULL, false, NULL, "host:port the node is reached at"),
+	F("local_world_size", "integer", false, NULL, false, NULL,
+	  "workers on the node, 1..1024, default 1"),
+};
+static const struct rv_wire_field f_rdzv_joined[] = {
+	F("round", "integer", true, NULL, false, NULL, "the round the node waits for"),
+};
+static const struct rv_wire_field f_rdzv_world[] = {
+	F("status", "string", true, NULL, false, "complete|gathering|stale|spare|failed|unknown",
+	  "complete: the world is in members; gathering: not yet (ask again); stale or "
+	  "unknown: join again; spare: complete without this node; failed: min nodes not "
+	  "reached within the max wait"),
+	F("round", "integer", true, NULL, false, NULL, "the round asked about"),
+	F("group_rank", "integer", false, NULL, false, NULL,
+	  "this node's rank, -1 unless complete"),
+	F("nnodes", "integer", false, NULL, false, NULL, "nodes in the world"),
+	F("world_size", "integer", false, NULL, false, NULL, "workers in the world"),
+	F("waiting", "integer", false, NULL, false, NULL,
+	  "nodes waiting that would change the world"),
+	F("members", "array", false, "RdzvMember", false, NULL, "the world, by group rank"),
+};
+static const struct rv_wire_field f_rdzv_member[] = {
+	F("node", "string", true, NULL, false, NULL, "node name"),
+	F("addr", "string", false, NULL, false, NULL, "host:port it joined with"),
+	F("local_world_size", "integer", true, NULL, false, NULL, "its workers"),
+	F("group_rank", "integer", true, NULL, false, NULL, "its rank among the nodes"),
+	F("rank_offset", "integer", true, NULL, false, NULL,
+	  "global rank of its local rank 0: the sum of local_world_size below it"),
+};
+static const struct rv_wire_field f_heartbeat[] = {
+	F("node", "string", true, NULL, false, NULL, "node name as joined"),
+};
+static const struct rv_wire_field f_heartbeat_reply[] = {
+	F("round", "integer", true, NULL, false, NULL, "the current round"),
+	F("waiting", "integer", false, NULL, false, NULL,
+	  "nodes waiting that would change the world"),
+	F("rejoin", "boolean", false, NULL, false, NULL,
+	  "true: rendezvous again (the world changed or can grow)"),
+};
+static const struct rv_wire_field f_failure[] = {
+	F("node", "string", true, NULL, false, NULL, "the node that failed or left"),
+	F("reason", "string", false, NULL, false, NULL, "free text"),
+	F("exit_code", "integer", false, NULL, false, NULL, "-255..255, negative: signal; -1 none"),
+};
+static const struct rv_wire_field f_shard_next[] = {
+	F("node", "string", true, NULL, false, NULL, "the worker's node"),
+	F("worker", "integer", true, NULL, false, NULL, "worker id (global rank), >= 0"),
+	F("dataset", "string", false, NULL, false, NULL, "dataset name; default the first"),
+	F("req", "integer", false, NULL, false, NULL,
+	  "request id chosen by the sender (> 0): the worker's last req repeated gets the "
+	  "same task again"),
+};
+static const struct rv_wire_field f_shard_task[] = {
+	F("status", "string", true, NULL, false, "task|wait|finished",
+	  "task: process samples [start,end); wait: everything is in flight, ask again; "
+	  "finished: every epoch is done"),
+	F("id", "integer", false, NULL, false, NULL, "task id (required for task)"),
+	F("dataset", "string", false, NULL, false, NULL, "dataset (required for task)"),
+	F("epoch", "integer", false, NULL, false, NULL, "epoch, from 0 (required for task)"),
+	F("start", "integer", false, NULL, false, NULL, "first sample index (required for task)"),
+	F("end", "integer", false, NULL, false, NULL, "one past the last (required for task)"),
+};
+static const struct rv_wire_field f_shard_done[] = {
+	F("node", "string", true, NULL, false, NULL, "the worker's node"),
+	F("worker", "integer", true, NULL, false, NULL, "worker id the task was handed to"),
+	F("id", "integer", true, NULL, false, NULL, "task id"),
+};
+static const struct rv_wire_field f_shard_done_reply[] = {
+	F("counted", "boolean", true, NULL, false, NULL,
+	  "false: already counted or unknown (a late or repeated done)"),
+};
+static const struct rv_wire_field f_ckpt_report[] = {
+	F("step", "integer", true, NULL, false, NULL, "model step being checkpointed"),
+	F("worker", "integer", true, NULL, false, NULL, "worker id"),
+	F("task_id", "integer", false, NULL, false, NULL,
+	  "task the worker was in at step, 0: none"),
+	F("consumed", "integer", false, NULL, false, NULL, "samples of that task consumed at step"),
+};
+static const struct rv_wire_field f_data_ckpt[] = {
+	F("step", "integer", false, NULL, false, NULL, "model step the position belongs to"),
+	F("checkpoint", "object", true, NULL, false, NULL,
+	  "the data position: per dataset a cursor and the ranges left (opaque)"),
+};
+static const struct rv_wire_field f_step_report[] = {
+	F("node", "string", true, NULL, false, NULL, "reporting node"),
+	F("step", "integer", true, NULL, false, NULL, "global step"),
+	F("speed", "number", false, NULL, false, NULL, "samples/s"),
+	F("ts", "integer", false, NULL, false, NULL, "ms since the epoch; default now"),
+};
+static const struct rv_wire_field f_job_status[] = {
+	F("job", "string", true, NULL, false, NULL, "job name"),
+	F("state", "string", true, NULL, false, "complete|gathering|stale|spare|failed|unknown",
+	  "rendezvous state: complete, gathering or failed"),
+	F("round", "integer", false, NULL, false, NULL, "current round"),
+	F("nnodes", "integer", false, NULL, false, NULL, "nodes in the world"),
+	F("world_size", "integer", false, NULL, false, NULL, "workers in the world"),
+	F("waiting", "integer", false, NULL, false, NULL, "nodes waiting"),
+	F("step", "integer", false, NULL, false, NULL, "latest step reported"),
+	F("speed", "number", false, NULL, false, NULL, "latest speed reported, samples/s"),
+	F("finished", "boolean", false, NULL, false, NULL, "every dataset done"),
+	F("datasets", "array", false, "DatasetStatus", false, NULL, "shard progress per dataset"),
+};
+static const struct rv_wire_field f_dataset_status[] = {
+	F("name", "string", true, NULL, false, NULL, "dataset"),
+	F("samples_total", "integer", true, NULL, false, NULL, "size times epochs"),
+	F("samples_done", "integer", true, NULL, false, NULL, "samples counted done"),
+	F("epoch", "integer", false, NULL, false, NULL, "current epoch"),
+	F("finished", "boolean", false, NULL, false, NULL, "every epoch done"),
+};
+#undef F
+
+#define M(name, desc, f)                                                                           \
+	{                                                                                          \
+		name, desc, f, (int)RV_ARRAY_SIZE(f)                                               \
+	}
+static const struct rv_wire_message master_messages[] = {
+	M("RdzvJoin", "a node joins the rendezvous", f_rdzv_join),
+	M("RdzvJoined", "the round a joined node waits for", f_rdzv_joined),
+	M("RdzvWorld", "a round's world as one node sees it", f_rdzv_world),
+	M("Heartbeat", "a node is alive", f_heartbeat),
+	M("HeartbeatReply", "whether the node should rendezvous again", f_heartbeat_reply),
+	M("FailureReport", "a node failed or left", f_failure),
+	M("ShardNext", "a worker asks for its next shard", f_shard_next),
+	M("ShardTask", "a shard to process, or why there is none", f_shard_task),
+	M("ShardDone", "a worker finished a shard", f_shard_done),
+	M("ShardDoneReply", "whether the done counted", f_shard_done_reply),
+	M("CkptReport", "where a worker was in its data at a model step", f_ckpt_report),
+	M("DataCheckpoint", "the data position at a model step", f_data_ckpt),
+	M("StepReport", "training progress", f_step_report),
+	M("JobStatus", "rendezvous and shard progress of the job", f_job_status),
+	M("RdzvMember", "one node of a world", f_rdzv_member),
+	M("DatasetStatus", "one dataset's progress", f_dataset_status),
+};
+#undef M
+
+const struct rv_wire_message *rv_wire_master_messages(int *n)
+{
+	*n = (int)RV_ARRAY_SIZE(master_messages);
+	return master_messages;
+}
+
+const struct rv_wire_message *rv_wire_master_message(const char *name)
+{
+	for (size_t i = 0; name && i < RV_ARRAY_SIZE(master_messages); i++)
+		if (strcmp(master_messages[i].name, name) == 0)
+			return &master_messages[i];
+	return NULL;
+}

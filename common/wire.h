@@ -253,4 +253,199 @@ const struct rv_wire_message *rv_wire_messages(int *n);
 /* One message by schema name, or NULL. */
 const struct rv_wire_message *rv_wire_message(const char *name);
 
+/* ---- master control API (rover-master; agents and the trainer library) ----
+ * Requests and replies of the master's routes (master/README.md).  Same
+ * conventions as above: from_json validates every field and names the first
+ * bad one, to_json builds a new tree, release frees what from_json allocated.
+ * Node names: 1..63 of [A-Za-z0-9._-].  Worker ids: >= 0, unique in a job
+ * (the trainer library uses the global rank). */
+#define RV_ADDR_MAX        64         /* "host:port" an agent is reached at */
+#define RV_MAX_WORLD_NODES 1024       /* members of one world */
+#define RV_MAX_CKPT_DOC    (16 << 20) /* a data checkpoint document, bytes */
+
+/* POST /v1/rdzv/join: {"node","addr","local_world_size"}. */
+struct rv_rdzv_join {
+	char node[RV_NAME_MAX];
+	char addr[RV_ADDR_MAX]; /* "" when absent */
+	int local_world_size;   /* workers on the node, 1..1024, default 1 */
+};
+int rv_rdzv_join_from_json(const cJSON *root, struct rv_rdzv_join *out, struct rv_err *err);
+cJSON *rv_rdzv_join_to_json(const struct rv_rdzv_join *m);
+
+/* Its reply: {"round"}: the round the node waits for. */
+struct rv_rdzv_joined {
+	int64_t round;
+};
+int rv_rdzv_joined_from_json(const cJSON *root, struct rv_rdzv_joined *out, struct rv_err *err);
+cJSON *rv_rdzv_joined_to_json(const struct rv_rdzv_joined *m);
+
+/* What GET /v1/rdzv/world says of a node's round. */
+enum rv_rdzv_status {
+	RV_RDZV_COMPLETE,  /* "complete": the world is in members, the node is group_rank */
+	RV_RDZV_GATHERING, /* "gathering": not complete yet (the wait ran out) */
+	RV_RDZV_STALE,     /* "stale": the round was superseded: join again */
+	RV_RDZV_SPARE,     /* "spare": complete without this node; it waits for the next */
+	RV_RDZV_FAILED,    /* "failed": min nodes not reached within the max wait */
+	RV_RDZV_UNKNOWN,   /* "unknown": the master does not know the node: join again */
+};
+const char *rv_rdzv_status_name(enum rv_rdzv_status s);
+int rv_rdzv_status_parse(const char *s);
+
+struct rv_rdzv_member {
+	char node[RV_NAME_MAX];
+	char addr[RV_ADDR_MAX];
+	int local_world_size;
+	int group_rank;
+	int rank_offset; /* global rank of the node's local rank 0 */
+};
+
+/* {"status","round","group_rank","nnodes","world_size","waiting","members":[...]} */
+struct rv_rdzv_world_reply {
+	enum rv_rdzv_status status;
+	int64_t round;
+	int group_rank;                 /* -1 unless complete */
+	int nnodes, world_size;         /* 0 unless complete */
+	int waiting;                    /* nodes waiting that would change the world */
+	struct rv_rdzv_member *members; /* malloc'd, nmembers entries, group rank order */
+	int nmembers;
+};
+int rv_rdzv_world_reply_from_json(const cJSON *root, struct rv_rdzv_world_reply *out,
+				  struct rv_err *err);
+cJSON *rv_rdzv_world_reply_to_json(const struct rv_rdzv_world_reply *m);
+void rv_rdzv_world_reply_release(struct rv_rdzv_world_reply *m);
+
+/* POST /v1/heartbeat: {"node"}; reply {"round","waiting","rejoin"}: rejoin
+ * true when the node should rendezvous again (its world changed or can grow). */
+struct rv_heartbeat {
+	char node[RV_NAME_MAX];
+};
+int rv_heartbeat_from_json(const cJSON *root, struct rv_heartbeat *out, struct rv_err *err);
+cJSON *rv_heartbeat_to_json(const struct rv_heartbeat *m);
+
+struct rv_heartbeat_reply {
+	int64_t round;
+	int waiting;
+	bool rejoin;
+};
+int rv_heartbeat_reply_from_json(const cJSON *root, struct rv_heartbeat_reply *out,
+				 struct rv_err *err);
+cJSON *rv_heartbeat_reply_to_json(const struct rv_heartbeat_reply *m);
+
+/* POST /v1/failure: {"node","reason","exit_code"}: the node left or died;
+ * its shards go back to the queue at once. */
+struct rv_failure_report {
+	char node[RV_NAME_MAX];
+	char reason[256]; /* "" when absent */
+	int exit_code;    /* -255..255, -1 when absent */
+};
+int rv_failure_report_from_json(const cJSON *root, struct rv_failure_report *out,
+				struct rv_err *err);
+cJSON *rv_failure_report_to_json(const struct rv_failure_report *m);
+
+/* POST /v1/shards/next: {"node","worker","dataset","req"} (dataset "": the
+ * first).  req (optional, > 0) is chosen by the sender: a request repeated
+ * with the worker's last req gets the same task again, so a retry after a
+ * lost reply does not take a second one. */
+struct rv_shard_next {
+	char node[RV_NAME_MAX];
+	int64_t worker;
+	char dataset[RV_NAME_MAX];
+	int64_t req; /* 0 when absent */
+};
+int rv_shard_next_from_json(const cJSON *root, struct rv_shard_next *out, struct rv_err *err);
+cJSON *rv_shard_next_to_json(const struct rv_shard_next *m);
+
+enum rv_shard_status {
+	RV_SHARD_TASK,     /* "task": samples [start, end) of dataset, epoch */
+	RV_SHARD_WAIT,     /* "wait": all handed out, some in flight: ask again */
+	RV_SHARD_FINISHED, /* "finished": every epoch is done */
+};
+const char *rv_shard_status_name(enum rv_shard_status s);
+int rv_shard_status_parse(const char *s);
+
+/* Its reply: {"status","id","dataset","epoch","start","end"}. */
+struct rv_shard_task {
+	enum rv_shard_status status;
+	int64_t id; /* > 0 for a task, 0 otherwise */
+	char dataset[RV_NAME_MAX];
+	int epoch;
+	int64_t start, end;
+};
+int rv_shard_task_from_json(const cJSON *root, struct rv_shard_task *out, struct rv_err *err);
+cJSON *rv_shard_task_to_json(const struct rv_shard_task *m);
+
+/* POST /v1/shards/done: {"node","worker","id"}; reply {"counted"}: false for
+ * a late or repeated done (nothing is counted twice). */
+struct rv_shard_done {
+	char node[RV_NAME_MAX];
+	int64_t worker;
+	int64_t id;
+};
+int rv_shard_done_from_json(const cJSON *root, struct rv_shard_done *out, struct rv_err *err);
+cJSON *rv_shard_done_to_json(const struct rv_shard_done *m);
+
+struct rv_shard_done_reply {
+	bool counted;
+};
+int rv_shard_done_reply_from_json(const cJSON *root, struct rv_shard_done_reply *out,
+				  struct rv_err *err);
+cJSON *rv_shard_done_reply_to_json(const struct rv_shard_done_reply *m);
+
+/* POST /v1/shards/ckpt/report: {"step","worker","task_id","consumed"}: at
+ * model step S the worker was in task task_id (0: none) and had consumed
+ * that many of its samples. */
+struct rv_ckpt_report {
+	int64_t step, worker, task_id, consumed;
+};
+int rv_ckpt_report_from_json(const cJSON *root, struct rv_ckpt_report *out, struct rv_err *err);
+cJSON *rv_ckpt_report_to_json(const struct rv_ckpt_report *m);
+
+/* GET /v1/shards/ckpt?step= replies, POST /v1/shards/ckpt/import takes:
+ * {"step","checkpoint":{...}}: the data position at model step S, as the
+ * master's shard module writes it (ranges, not lists). */
+struct rv_data_ckpt {
+	int64_t step;     /* 0 when absent on import */
+	char *checkpoint; /* malloc'd JSON text of the object */
+	size_t len;
+};
+int rv_data_ckpt_from_json(const cJSON *root, struct rv_data_ckpt *out, struct rv_err *err);
+cJSON *rv_data_ckpt_to_json(const struct rv_data_ckpt *m);
+void rv_data_ckpt_release(struct rv_data_ckpt *m);
+
+/* POST /v1/steps: {"node","step","speed","ts"}: the global step and samples/s. */
+struct rv_step_report {
+	char node[RV_NAME_MAX];
+	int64_t step;
+	double speed;
+	int64_t ts_ms; /* "ts", 0 when absent (the master's clock) */
+};
+int rv_step_report_from_json(const cJSON *root, struct rv_step_report *out, struct rv_err *err);
+cJSON *rv_step_report_to_json(const struct rv_step_report *m);
+
+/* GET /v1/job. */
+struct rv_dataset_status {
+	char name[RV_NAME_MAX];
+	int64_t samples_total; /* size * epochs */
+	int64_t samples_done;
+	int epoch;
+	bool finished;
+};
+struct rv_job_status {
+	char job[RV_NAME_MAX];
+	enum rv_rdzv_status state; /* complete, gathering or failed */
+	int64_t round;
+	int nnodes, world_size, waiting;
+	int64_t step;
+	double speed;
+	bool finished; /* every dataset finished */
+	struct rv_dataset_status datasets[RV_MAX_DATASETS];
+	int ndatasets;
+};
+int rv_job_status_from_json(const cJSON *root, struct rv_job_status *out, struct rv_err *err);
+cJSON *rv_job_status_to_json(const struct rv_job_status *m);
+
+/* The master's messages (for its OpenAPI document), like rv_wire_messages. */
+const struct rv_wire_message *rv_wire_master_messages(int *n);
+const struct rv_wire_message *rv_wire_master_message(const char *name);
+
 #endif

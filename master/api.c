@@ -1,0 +1,834 @@
+/*
+ * api.c: rover-master's control API: the route table, the handlers, and
+ * /healthz, /metrics and /v1/openapi.json.  A write handler parses its body
+ * through common/wire.c, builds an operation, applies it under the state
+ * lock (state_apply journals it), unlocks, waits until it is durable
+ * (state_sync) and only then replies.  The world long-poll waits on the
+ * state's condition variable, bounded by cfg.world_wait_max_ms.  The OpenAPI
+ * document comes from this route table and wire.c's master field tables.
+ * Handlers run on libmicrohttpd's connection threads.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "buf.h"
+#include "cleanup.h"
+#include "json.h"
+#include "log.h"
+#include "master.h"
+#include "parse.h"
+
+static int api_reply(struct rv_http_resp *resp, int status, cJSON *doc)
+{
+	char *s = doc ? rv_json_print(doc) : NULL;
+	cJSON_Delete(doc);
+	if (!s)
+		return -ENOMEM;
+	rv_http_resp_json(resp, status, s);
+	return 0;
+}
+
+/* Error reply: the shard module's codes get the statuses that fit them. */
+static int api_fail(struct rv_http_resp *resp, int rc, const struct rv_err *err)
+{
+	const char *detail = err && err->msg[0] ? err->msg : strerror(-rc);
+	const char *field = err ? err->field : "";
+	switch (rc) {
+	case -EPERM:
+	case -EEXIST:
+		rv_http_resp_error_text(resp, 409, "conflict", detail, field);
+		return 0;
+	case -ERANGE:
+		rv_http_resp_error_text(resp, 422, "unprocessable", detail, field);
+		return 0;
+	case -ENOSPC:
+		rv_http_resp_error_text(resp, 503, "unavailable", detail, field);
+		return 0;
+	case -ECANCELED:
+		rv_http_resp_error_text(resp, 410, "rendezvous_failed", detail, field);
+		return 0;
+	default:
+		if (rv_errno_to_http(rc) >= 500) {
+			char q[600];
+			rv_log_error("request failed", "errno=%d reason=%s", -rc,
+				     rv_log_q(q, sizeof(q), detail));
+		}
+		rv_http_resp_error(resp, rc, err);
+		return 0;
+	}
+}
+
+static cJSON *parse_body(const struct rv_http_req *req, struct rv_http_resp *resp)
+{
+	struct rv_err err = { 0 };
+	if (req->body_len == 0) {
+		rv_http_resp_error_text(resp, 400, "invalid_argument", "request body is empty", "");
+		return NULL;
+	}
+	cJSON *doc = rv_json_parse(req->body, req->body_len, &err);
+	if (!doc)
+		rv_http_resp_error(resp, -EINVAL, &err);
+	return doc;
+}
+
+/* Apply one operation and reply once it is durable; res for the reply. */
+static int run_op(struct master *m, int type, struct master_op *op, const void *doc, size_t len,
+		  struct master_result *res)
+{
+	int64_t seq = 0;
+	pthread_mutex_lock(&m->lock);
+	op->now_ms = state_now(m);
+	int rc = state_apply(m, type, op, doc, len, res, &seq);
+	if (type == MASTER_OP_JOIN || type == MASTER_OP_LEAVE)
+		pthread_cond_signal(&m->timer_wake); /* deadlines moved */
+	pthread_mutex_unlock(&m->lock);
+	/* Nothing journaled (a retried request, a repeated done): the answer may
+	 * still rest on records another thread appended, so wait for those too. */
+	int s = seq > 0   ? state_sync(m, seq)
+		: rc >= 0 ? journal_sync(m->journal, 0, (int)m->cfg.sync_timeout_ms)
+			  : 0;
+	if (rc >= 0 && s < 0) {
+		res->rc = rv_err_set(&res->err, -EIO, "", "could not make the operation durable");
+		return res->rc;
+	}
+	return rc;
+}
+
+static int api_join(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	struct master *m = ctx;
+	RV_CLEANUP_CJSON cJSON *doc = parse_body(req, resp);
+	if (!doc)
+		return 0;
+	struct rv_rdzv_join j;
+	struct rv_err err = { 0 };
+	int rc = rv_rdzv_join_from_json(doc, &j, &err);
+	if (rc < 0)
+		return api_fail(resp, rc, &err);
+	struct master_op op;
+	memset(&op, 0, sizeof(op));
+	snprintf(op.node, sizeof(op.node), "%s", j.node);
+	snprintf(op.addr, sizeof(op.addr), "%s", j.addr);
+	op.local_world_size = j.local_world_size;
+	struct master_result res;
+	if ((rc = run_op(m, MASTER_OP_JOIN, &op, NULL, 0, &res)) < 0)
+		return api_fail(resp, rc, &res.err);
+	struct rv_rdzv_joined out = { .round = res.round };
+	return api_reply(resp, 200, rv_rdzv_joined_to_json(&out));
+}
+
+static int query_i64(const struct rv_http_req *req, const char *key, int64_t min, int64_t max,
+		     bool required, int64_t *out, struct rv_err *err)
+{
+	const char *v = rv_http_query(req, key);
+	if (!v)
+		return required ? rv_err_set(err, -EINVAL, key, "%s is required", key) : 0;
+	if (rv_parse_i64(v, min, max, out) < 0)
+		return rv_err_set(err, -EINVAL, key,
+				  "%s must be an integer in %" PRId64 "..%" PRId64, key, min, max);
+	return 1;
+}
+
+static void deadline_ts(struct timespec *ts, int64_t until_mono_ms)
+{
+	ts->tv_sec = (time_t)(until_mono_ms / 1000);
+	ts->tv_nsec = (long)(until_mono_ms % 1000) * 1000000L;
+}
+
+static int api_world(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	struct master *m = ctx;
+	struct rv_err err = { 0 };
+	const char *node = rv_http_query(req, "node");
+	int64_t round = 0, wait = 0;
+	if (!node || !node[0] || strlen(node) >= RV_NAME_MAX)
+		return api_fail(resp, rv_err_set(&err, -EINVAL, "node", "node is required"), &err);
+	int rc;
+	if ((rc = query_i64(req, "round", 0, INT64_MAX, true, &round, &err)) < 0 ||
+	    (rc = query_i64(req, "wait_ms", 0, 3600000, false, &wait, &err)) < 0)
+		return api_fail(resp, rc, &err);
+	if (wait > m->cfg.world_wait_max_ms)
+		wait = m->cfg.world_wait_max_ms;
+	RV_CLEANUP_FREE struct rdzv_world *w = malloc(sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	int64_t until = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 + wait;
+	struct timespec ts;
+	deadline_ts(&ts, until);
+	int grank = -1;
+	pthread_mutex_lock(&m->lock);
+	for (;;) {
+		rc = rdzv_world(m->rdzv, node, round, w, &grank);
+		if ((rc != 0 && rc != -EAGAIN) || m->stopping || wait == 0)
+			break;
+		if (pthread_cond_timedwait(&m->changed, &m->lock, &ts) == ETIMEDOUT) {
+			rc = rdzv_world(m->rdzv, node, round, w, &grank);
+			break;
+		}
+	}
+	struct rv_rdzv_world_reply out = { .round = round, .group_rank = -1 };
+	out.waiting = rdzv_waiting(m->rdzv);
+	switch (rc) {
+	case 1:
+		out.status = RV_RDZV_COMPLETE;
+		break;
+	case 0:
+		out.status = RV_RDZV_GATHERING;
+		break;
+	case -EAGAIN:
+		out.status = RV_RDZV_SPARE;
+		break;
+	case -ECANCELED:
+		out.status = RV_RDZV_FAILED;
+		break;
+	case -ENOENT:
+		out.status = RV_RDZV_UNKNOWN;
+		break;
+	default: /* -ESTALE, or a round never opened */
+		out.status = RV_RDZV_STALE;
+		break;
+	}
+	pthread_mutex_unlock(&m->lock);
+	if (rc == 1) {
+		out.group_rank = grank;
+		out.nnodes = w->nnodes;
+		out.world_size = w->world_size;
+		out.members = calloc((size_t)w->nnodes, sizeof(*out.members));
+		if (!out.members)
+			return -ENOMEM;
+		for (int i = 0; i < w->nnodes; i++) {
+			struct rv_rdzv_member *mb = &out.members[i];
+			snprintf(mb->node, sizeof(mb->node), "%s", w->members[i].node.name);
+			snprintf(mb->addr, sizeof(mb->addr), "%s", w->members[i].node.addr);
+			mb->local_world_size = w->members[i].node.local_world_size;
+			mb->group_rank = w->members[i].group_rank;
+			mb->rank_offset = w->members[i].rank_offset;
+		}
+		out.nmembers = w->nnodes;
+	}
+	cJSON *doc = rv_rdzv_world_reply_to_json(&out);
+	rv_rdzv_world_reply_release(&out);
+	return api_reply(resp, 200, doc);
+}
+
+static int api_heartbeat(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	struct master *m = ctx;
+	RV_CLEANUP_CJSON cJSON *doc = parse_body(req, resp);
+	if (!doc)
+		return 0;
+	struct rv_heartbeat hb;
+	struct rv_err err = { 0 };
+	int rc = rv_heartbeat_from_json(doc, &hb, &err);
+	if (rc < 0)
+		return api_fail(resp, rc, &err);
+	struct master_op op;
+	memset(&op, 0, sizeof(op));
+	snprintf(op.node, sizeof(op.node), "%s", hb.node);
+	struct master_result res;
+	int64_t seq = 0;
+	struct rv_heartbeat_reply out = { 0 };
+	pthread_mutex_lock(&m->lock);
+	op.now_ms = state_now(m);
+	rc = state_apply(m, MASTER_OP_HEARTBEAT, &op, NULL, 0, &res, &seq);
+	int st = rdzv_state(m->rdzv, &out.round, NULL);
+	out.waiting = rdzv_waiting(m->rdzv);
+	out.rejoin = rc == -ENOENT || st == RDZV_GATHERING;
+	pthread_mutex_unlock(&m->lock);
+	if (rc < 0 && rc != -ENOENT)
+		return api_fail(resp, rc, &res.err);
+	if (state_sync(m, seq) < 0)
+		return api_fail(resp, -EIO, NULL);
+	return api_reply(resp, 200, rv_heartbeat_reply_to_json(&out));
+}
+
+static int api_failure(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	struct master *m = ctx;
+	RV_CLEANUP_CJSON cJSON *doc = parse_body(req, resp);
+	if (!doc)
+		return 0;
+	struct rv_failure_report f;
+	struct rv_err err = { 0 };
+	int rc = rv_failure_report_from_json(doc, &f, &err);
+	if (rc < 0)
+		return api_fail(resp, rc, &err);
+	struct master_op op;
+	memset(&op, 0, sizeof(op));
+	snprintf(op.node, sizeof(op.node), "%s", f.node);
+	struct master_result res;
+	char q[300];
+	rv_log_info("node failure reported", "node=%s exit=%d reason=%s", f.node, f.exit_code,
+		    rv_log_q(q, sizeof(q), f.reason));
+	if ((rc = run_op(m, MASTER_OP_LEAVE, &op, NULL, 0, &res)) < 0)
+		return api_fail(resp, rc, &res.err);
+	return api_reply(resp, 200, cJSON_Parse("{\"accepted\":1}"));
+}
+
+static int api_shard_next(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	struct master *m = ctx;
+	RV_CLEANUP_CJSON cJSON *doc = parse_body(req, resp);
+	if (!doc)
+		return 0;
+	struct rv_shard_next n;
+	struct rv_err err = { 0 };
+	int rc = rv_shard_next_from_json(doc, &n, &err);
+	if (rc < 0)
+		return api_fail(resp, rc, &err);
+	int ds = state_dataset(m, n.dataset);
+	if (ds < 0)
+		return api_fail(resp,
+				rv_err_set(&err, -EINVAL, "dataset",
+					   "dataset \"%s\" is not in the job spec", n.dataset),
+				&err);
+	struct master_op op;
+	memset(&op, 0, sizeof(op));
+	snprintf(op.node, sizeof(op.node), "%s", n.node);
+	op.worker = n.worker;
+	op.req = n.req;
+	op.ds = ds;
+	struct master_result res;
+	if ((rc = run_op(m, MASTER_OP_NEXT, &op, NULL, 0, &res)) < 0)
+		return api_fail(resp, rc, &res.err);
+	return api_reply(resp, 200, rv_shard_task_to_json(&res.task));
+}
+
+static int api_shard_done(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	struct master *m = ctx;
+	RV_CLEANUP_CJSON cJSON *doc = parse_body(req, resp);
+	if (!doc)
+		return 0;
+	struct rv_shard_done d;
+	struct rv_err err = { 0 };
+	int rc = rv_shard_done_from_json(doc, &d, &err);
+	if (rc < 0)
+		return api_fail(resp, rc, &err);
+	struct master_op op;
+	memset(&op, 0, sizeof(op));
+	snprintf(op.node, sizeof(op.node), "%s", d.node);
+	op.worker = d.worker;
+	op.id = d.id;
+	struct master_result res;
+	if ((rc = run_op(m, MASTER_OP_DONE, &op, NULL, 0, &res)) < 0)
+		return api_fail(resp, rc, &res.err);
+	struct rv_shard_done_reply out = { .counted = res.counted };
+	return api_reply(resp, 200, rv_shard_done_reply_to_json(&out));
+}
+
+static int api_ckpt_report(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	struct master *m = ctx;
+	RV_CLEANUP_CJSON cJSON *doc = parse_body(req, resp);
+	if (!doc)
+		return 0;
+	struct rv_ckpt_report r;
+	struct rv_err err = { 0 };
+	int rc = rv_ckpt_report_from_json(doc, &r, &err);
+	if (rc < 0)
+		return api_fail(resp, rc, &err);
+	struct master_op op;
+	memset(&op, 0, sizeof(op));
+	op.step = r.step;
+	op.worker = r.worker;
+	op.id = r.task_id;
+	op.consumed = r.consumed;
+	struct master_result res;
+	if ((rc = run_op(m, MASTER_OP_CKPT_REPORT, &op, NULL, 0, &res)) < 0)
+		return api_fail(resp, rc, &res.err);
+	return api_reply(resp, 200, cJSON_Parse("{\"accepted\":1}"));
+}
+
+static int api_ckpt_export(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	struct master *m = ctx;
+	struct rv_err err = { 0 };
+	int64_t step = 0;
+	int rc = query_i64(req, "step", 0, INT64_MAX, true, &step, &err);
+	if (rc < 0)
+		return api_fail(resp, rc, &err);
+	struct rv_buf b;
+	rv_buf_init(&b);
+	pthread_mutex_lock(&m->lock);
+	rc = shard_ckpt_export(m->shards, step, &b, &err);
+	pthread_mutex_unlock(&m->lock);
+	if (rc == 0 && rv_buf_failed(&b))
+		rc = -ENOMEM;
+	if (rc < 0) {
+		rv_buf_release(&b);
+		if (rc == -ENOENT && !err.msg[0])
+			rv_err_set(&err, -ENOENT, "step", "no report of step %" PRId64, step);
+		return api_fail(resp, rc, &err);
+	}
+	struct rv_data_ckpt ck = { .step = step, .checkpoint = b.data, .len = b.len };
+	cJSON *doc = rv_data_ckpt_to_json(&ck);
+	rv_buf_release(&b);
+	return api_reply(resp, 200, doc);
+}
+
+static int api_ckpt_import(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	struct master *m = ctx;
+	RV_CLEANUP_CJSON cJSON *doc = parse_body(req, resp);
+	if (!doc)
+		return 0;
+	struct rv_data_ckpt ck;
+	struct rv_err err = { 0 };
+	int rc = rv_data_ckpt_from_json(doc, &ck, &err);
+	if (rc < 0)
+		return api_fail(resp, rc, &err);
+	struct master_op op;
+	memset(&op, 0, sizeof(op));
+	struct master_result res;
+	rc = run_op(m, MASTER_OP_CKPT_IMPORT, &op, ck.checkpoint, ck.len, &res);
+	rv_data_ckpt_release(&ck);
+	if (rc < 0)
+		return api_fail(resp, rc, &res.err);
+	rv_log_info("data checkpoint imported", "step=%" PRId64, ck.step);
+	return api_reply(resp, 200, cJSON_Parse("{\"accepted\":1}"));
+}
+
+static int api_steps(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	struct master *m = ctx;
+	RV_CLEANUP_CJSON cJSON *doc = parse_body(req, resp);
+	if (!doc)
+		return 0;
+	struct rv_step_report s;
+	struct rv_err err = { 0 };
+	int rc = rv_step_report_from_json(doc, &s, &err);
+	if (rc < 0)
+		return api_fail(resp, rc, &err);
+	struct master_op op;
+	memset(&op, 0, sizeof(op));
+	snprintf(op.node, sizeof(op.node), "%s", s.node);
+	op.step = s.step;
+	op.speed = s.speed;
+	struct master_result res;
+	if ((rc = run_op(m, MASTER_OP_STEP, &op, NULL, 0, &res)) < 0)
+		return api_fail(resp, rc, &res.err);
+	return api_reply(resp, 200, cJSON_Parse("{\"accepted\":1}"));
+}
+
+static void job_status(struct master *m, struct rv_job_status *out)
+{
+	memset(out, 0, sizeof(*out));
+	snprintf(out->job, sizeof(out->job), "%s", m->spec.name);
+	int nn = 0;
+	int st = rdzv_state(m->rdzv, &out->round, &nn);
+	out->state = st == RDZV_COMPLETE ? RV_RDZV_COMPLETE
+		     : st == RDZV_FAILED ? RV_RDZV_FAILED
+					 : RV_RDZV_GATHERING;
+	out->waiting = rdzv_waiting(m->rdzv);
+	if (st == RDZV_COMPLETE) {
+		struct rdzv_stats rs;
+		rdzv_stats(m->rdzv, &rs);
+		out->nnodes = nn;
+	}
+	out->step = m->step;
+	out->speed = m->speed;
+	bool all = true;
+	for (int i = 0; i < m->spec.ndatasets; i++) {
+		struct shard_stats ss;
+		shard_stats(m->shards, i, &ss);
+		struct rv_dataset_status *d = &out->datasets[i];
+		snprintf(d->name, sizeof(d->name), "%s", m->spec.datasets[i].name);
+		d->samples_total = ss.samples_total;
+		d->samples_done = ss.samples_done;
+		d->epoch = ss.epoch;
+		d->finished = ss.finished;
+		all = all && ss.finished;
+	}
+	out->ndatasets = m->spec.ndatasets;
+	out->finished = all;
+}
+
+static int api_job(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	(void)req;
+	struct master *m = ctx;
+	struct rv_job_status js;
+	RV_CLEANUP_FREE struct rdzv_world *w = malloc(sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	pthread_mutex_lock(&m->lock);
+	job_status(m, &js);
+	if (rdzv_current(m->rdzv, w) == RDZV_COMPLETE)
+		js.world_size = w->world_size;
+	pthread_mutex_unlock(&m->lock);
+	return api_reply(resp, 200, rv_job_status_to_json(&js));
+}
+
+static int api_healthz(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	(void)req;
+	struct master *m = ctx;
+	struct journal_stats js;
+	journal_stats(m->journal, &js);
+	cJSON *doc = cJSON_CreateObject();
+	bool ok = js.durable_seq >= 0;
+	cJSON_AddStringToObject(doc, "status", ok ? "ok" : "degraded");
+	cJSON_AddStringToObject(doc, "job", m->spec.name);
+	cJSON_AddNumberToObject(doc, "journal_seq", (double)js.seq);
+	cJSON_AddNumberToObject(doc, "durable_seq", (double)js.durable_seq);
+	return api_reply(resp, ok ? 200 : 503, doc);
+}
+
+static int api_metrics(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	(void)req;
+	struct master *m = ctx;
+	struct rv_buf out;
+	rv_buf_init(&out);
+	RV_CLEANUP_FREE char *http = rv_http_server_metrics(m->http);
+	if (http)
+		rv_buf_puts(&out, http);
+	static const struct {
+		const char *name, *help;
+		size_t off;
+	} counters[] = {
+		{ "rover_master_ops_applied_total", "Operations applied and journaled",
+		  offsetof(struct master, ops_applied) },
+		{ "rover_master_ops_replayed_total", "Journal records replayed at start",
+		  offsetof(struct master, ops_replayed) },
+		{ "rover_master_shards_handed_total", "Shard tasks handed out",
+		  offsetof(struct master, shards_handed) },
+		{ "rover_master_shards_counted_total", "Shard tasks counted done",
+		  offsetof(struct master, shards_counted) },
+		{ "rover_master_nodes_dead_total", "Nodes declared dead for silence",
+		  offsetof(struct master, nodes_dead) },
+		{ "rover_master_tasks_requeued_total",
+		  "Tasks taken back from dead or stalled workers",
+		  offsetof(struct master, tasks_requeued) },
+		{ "rover_master_snapshots_total", "Snapshots taken",
+		  offsetof(struct master, snapshots) },
+		{ "rover_master_journal_errors_total", "Operations that could not be made durable",
+		  offsetof(struct master, sync_errors) },
+	};
+	for (size_t i = 0; i < RV_ARRAY_SIZE(counters); i++) {
+		atomic_uint_least64_t *v = (atomic_uint_least64_t *)((char *)m + counters[i].off);
+		rv_buf_printf(&out, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", counters[i].name,
+			      counters[i].help, counters[i].name, counters[i].name,
+			      (unsigned long long)atomic_load(v));
+	}
+	struct journal_stats js;
+	journal_stats(m->journal, &js);
+	rv_buf_printf(&out,
+		      "# HELP rover_master_journal_fsyncs_total Journal fdatasyncs\n"
+		      "# TYPE rover_master_journal_fsyncs_total counter\n"
+		      "rover_master_journal_fsyncs_total %lld\n"
+		      "# HELP rover_master_journal_records_total Journal records appended\n"
+		      "# TYPE rover_master_journal_records_total counter\n"
+		      "rover_master_journal_records_total %lld\n",
+		      (long long)js.fsyncs, (long long)js.records);
+	struct rv_job_status st;
+	pthread_mutex_lock(&m->lock);
+	job_status(m, &st);
+	pthread_mutex_unlock(&m->lock);
+	rv_buf_printf(&out,
+		      "# HELP rover_master_round Current rendezvous round\n"
+		      "# TYPE rover_master_round gauge\nrover_master_round %lld\n"
+		      "# HELP rover_master_nodes Nodes in the world\n"
+		      "# TYPE rover_master_nodes gauge\nrover_master_nodes %d\n"
+		      "# HELP rover_master_samples_done Samples counted done\n"
+		      "# TYPE rover_master_samples_done gauge\n",
+		      (long long)st.round, st.nnodes);
+	for (int i = 0; i < st.ndatasets; i++)
+		rv_buf_printf(&out, "rover_master_samples_done{dataset=\"%s\"} %lld\n",
+			      st.datasets[i].name, (long long)st.datasets[i].samples_done);
+	resp->status = 200;
+	resp->content_type = "text/plain; version=0.0.4";
+	resp->body = rv_buf_steal(&out);
+	return resp->body ? 0 : -ENOMEM;
+}
+
+static int api_openapi(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
+
+static const struct rv_http_route routes[] = {
+	{ "POST", "/v1/rdzv/join", api_join, RV_HTTP_WRITE,
+	  "A node joins the rendezvous; returns the round it waits for" },
+	{ "GET", "/v1/rdzv/world", api_world, 0,
+	  "Where a node stands in a round; long-polls with wait_ms until it completes" },
+	{ "POST", "/v1/heartbeat", api_heartbeat, RV_HTTP_WRITE,
+	  "A node is alive; says whether it should rendezvous again" },
+	{ "POST", "/v1/failure", api_failure, RV_HTTP_WRITE,
+	  "A node failed or left: it leaves the world, its shards go back to the queue" },
+	{ "POST", "/v1/shards/next", api_shard_next, RV_HTTP_WRITE,
+	  "A worker takes its next shard (or hears wait / finished)" },
+	{ "POST", "/v1/shards/done", api_shard_done, RV_HTTP_WRITE,
+	  "A worker finished a shard; counted once" },
+	{ "POST", "/v1/shards/ckpt/report", api_ckpt_report, RV_HTTP_WRITE,
+	  "Where a worker was in its data at a model checkpoint step" },
+	{ "GET", "/v1/shards/ckpt", api_ckpt_export, 0,
+	  "The data position at a model step, composed from the workers' reports" },
+	{ "POST", "/v1/shards/ckpt/import", api_ckpt_import, RV_HTTP_WRITE,
+	  "Resume the data at a checkpoint (any world size)" },
+	{ "POST", "/v1/steps", api_steps, RV_HTTP_WRITE, "Training step and speed" },
+	{ "GET", "/v1/job", api_job, 0, "Rendezvous state, world and shard progress" },
+	{ "GET", "/healthz", api_healthz, 0, "Liveness and journal position" },
+	{ "GET", "/metrics", api_metrics, 0, "Prometheus metrics" },
+	{ "GET", "/v1/openapi.json", api_openapi, 0, "This API as an OpenAPI 3 document" },
+};
+
+/* Request and reply schema per route, its query parameters and the errors
+ * particular to it ("code:description;..."). */
+static const struct {
+	const char *body, *ok, *query, *errors;
+} docs[] = {
+	{ "RdzvJoin", "RdzvJoined", NULL,
+	  "410:the rendezvous failed (min nodes not reached within the max wait)" },
+	{ NULL, "RdzvWorld",
+	  "node:string:the node asking (required);round:integer:the round from join (required);"
+	  "wait_ms:integer:wait this long for the round to complete (bounded by "
+	  "rdzv.world_wait_max_ms)",
+	  NULL },
+	{ "Heartbeat", "HeartbeatReply", NULL, NULL },
+	{ "FailureReport", "Accepted", NULL, NULL },
+	{ "ShardNext", "ShardTask", NULL, "503:too many shards in flight: ask again later" },
+	{ "ShardDone", "ShardDoneReply", NULL, "409:the task is another worker's" },
+	{ "CkptReport", "Accepted", NULL,
+	  "409:the worker reported another position for the step;"
+	  "422:the report cannot be reconciled (the checkpoint stays exact)" },
+	{ NULL, "DataCheckpoint", "step:integer:the model step (required)",
+	  "404:no report of that step is kept" },
+	{ "DataCheckpoint", "Accepted", NULL, NULL },
+	{ "StepReport", "Accepted", NULL, NULL },
+	{ NULL, "JobStatus", NULL, NULL },
+	{ NULL, "Health", NULL, NULL },
+	{ NULL, NULL, NULL, NULL },
+	{ NULL, NULL, NULL, NULL },
+};
+
+static const char reply_schemas[] =
+	"{\"Error\":{\"type\":\"object\",\"required\":[\"error\",\"detail\"],\"properties\":{"
+	"\"error\":{\"type\":\"string\"},\"detail\":{\"type\":\"string\"},\"field\":{\"type\":"
+	"\"string\"}}},"
+	"\"Accepted\":{\"type\":\"object\",\"properties\":{\"accepted\":{\"type\":\"integer\"}}},"
+	"\"Health\":{\"type\":\"object\",\"properties\":{\"status\":{\"type\":\"string\"},"
+	"\"job\":{\"type\":\"string\"},\"journal_seq\":{\"type\":\"integer\"},"
+	"\"durable_seq\":{\"type\":\"integer\"}}}}";
+
+static cJSON *ref_schema(const char *ref)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (!strcmp(ref, "string")) {
+		cJSON_AddStringToObject(o, "type", "string");
+	} else {
+		char r[128];
+		snprintf(r, sizeof(r), "#/components/schemas/%s", ref);
+		cJSON_AddStringToObject(o, "$ref", r);
+	}
+	return o;
+}
+
+static cJSON *field_schema(const struct rv_wire_field *f)
+{
+	if (f->ref && !strcmp(f->type, "object") && !f->map)
+		return ref_schema(f->ref);
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "type", f->type);
+	if (f->ref && f->map)
+		cJSON_AddItemToObject(o, "additionalProperties", ref_schema(f->ref));
+	else if (f->ref)
+		cJSON_AddItemToObject(o, "items", ref_schema(f->ref));
+	if (f->enums) {
+		cJSON *e = cJSON_AddArrayToObject(o, "enum");
+		char buf[256];
+		snprintf(buf, sizeof(buf), "%s", f->enums);
+		char *save = NULL;
+		for (char *v = strtok_r(buf, "|", &save); v; v = strtok_r(NULL, "|", &save))
+			cJSON_AddItemToArray(e, cJSON_CreateString(v));
+	}
+	if (f->description)
+		cJSON_AddStringToObject(o, "description", f->description);
+	return o;
+}
+
+static cJSON *schemas(void)
+{
+	cJSON *all = cJSON_Parse(reply_schemas);
+	int n;
+	const struct rv_wire_message *msg = rv_wire_master_messages(&n);
+	for (int i = 0; i < n; i++) {
+		cJSON *s = cJSON_AddObjectToObject(all, msg[i].name);
+		cJSON_AddStringToObject(s, "type", "object");
+		cJSON_AddStringToObject(s, "description", msg[i].description);
+		cJSON *req = cJSON_CreateArray();
+		cJSON *props = cJSON_AddObjectToObject(s, "properties");
+		for (int k = 0; k < msg[i].nfields; k++) {
+			cJSON_AddItemToObject(props, msg[i].fields[k].name,
+					      field_schema(&msg[i].fields[k]));
+			if (msg[i].fields[k].required)
+				cJSON_AddItemToArray(req,
+						     cJSON_CreateString(msg[i].fields[k].name));
+		}
+		if (cJSON_GetArraySize(req) > 0)
+			cJSON_AddItemToObject(s, "required", req);
+		else
+			cJSON_Delete(req);
+	}
+	return all;
+}
+
+static cJSON *json_content(const char *schema)
+{
+	cJSON *content = cJSON_CreateObject();
+	cJSON *mt = cJSON_AddObjectToObject(content, "application/json");
+	cJSON_AddItemToObject(mt, "schema", ref_schema(schema));
+	return content;
+}
+
+static cJSON *openapi_doc(void)
+{
+	cJSON *doc = cJSON_CreateObject();
+	cJSON_AddStringToObject(doc, "openapi", "3.0.3");
+	cJSON *info = cJSON_AddObjectToObject(doc, "info");
+	cJSON_AddStringToObject(info, "title", "rover-master");
+	cJSON_AddStringToObject(info, "version", "1");
+	cJSON_AddStringToObject(info, "description",
+				"Rover's job master: rendezvous, data shards, heartbeats, status.");
+	cJSON *paths = cJSON_AddObjectToObject(doc, "paths");
+	for (size_t i = 0; i < RV_ARRAY_SIZE(routes); i++) {
+		const struct rv_http_route *rt = &routes[i];
+		cJSON *path = cJSON_GetObjectItemCaseSensitive(paths, rt->pattern);
+		if (!path)
+			path = cJSON_AddObjectToObject(paths, rt->pattern);
+		char method[8];
+		size_t k;
+		for (k = 0; k < sizeof(method) - 1 && rt->method[k]; k++)
+			method[k] = (char)(rt->method[k] | 0x20);
+		method[k] = 0;
+		cJSON *op = cJSON_AddObjectToObject(path, method);
+		cJSON_AddStringToObject(op, "summary", rt->summary);
+		cJSON *params = cJSON_AddArrayToObject(op, "parameters");
+		if (docs[i].query) {
+			char q[512];
+			snprintf(q, sizeof(q), "%s", docs[i].query);
+			char *save = NULL;
+			for (char *tok = strtok_r(q, ";", &save); tok;
+			     tok = strtok_r(NULL, ";", &save)) {
+				char *type = strchr(tok, ':');
+				char *desc = type ? strchr(type + 1, ':') : NULL;
+				if (!type || !desc)
+					continue;
+				*type++ = 0;
+				*desc++ = 0;
+				cJSON *p = cJSON_CreateObject();
+				cJSON_AddStringToObject(p, "name", tok);
+				cJSON_AddStringToObject(p, "in", "query");
+				cJSON_AddStringToObject(p, "description", desc);
+				cJSON_AddStringToObject(cJSON_AddObjectToObject(p, "schema"),
+							"type", type);
+				cJSON_AddItemToArray(params, p);
+			}
+		}
+		if (docs[i].body) {
+			cJSON *rb = cJSON_AddObjectToObject(op, "requestBody");
+			cJSON_AddBoolToObject(rb, "required", 1);
+			cJSON_AddItemToObject(rb, "content", json_content(docs[i].body));
+		}
+		if (rt->flags & RV_HTTP_WRITE) {
+			cJSON *sec = cJSON_AddArrayToObject(op, "security");
+			cJSON *r = cJSON_CreateObject();
+			cJSON_AddArrayToObject(r, "bearer");
+			cJSON_AddItemToArray(sec, r);
+		}
+		cJSON *responses = cJSON_AddObjectToObject(op, "responses");
+		cJSON *ok = cJSON_AddObjectToObject(responses, "200");
+		cJSON_AddStringToObject(ok, "description", "success");
+		if (docs[i].ok)
+			cJSON_AddItemToObject(ok, "content", json_content(docs[i].ok));
+		if (docs[i].body || docs[i].query) {
+			cJSON *e = cJSON_AddObjectToObject(responses, "400");
+			cJSON_AddStringToObject(e, "description",
+						"bad input; field names the offender");
+			cJSON_AddItemToObject(e, "content", json_content("Error"));
+		}
+		if (rt->flags & RV_HTTP_WRITE) {
+			cJSON *e = cJSON_AddObjectToObject(responses, "401");
+			cJSON_AddStringToObject(e, "description", "missing or wrong bearer token");
+			cJSON_AddItemToObject(e, "content", json_content("Error"));
+		}
+		if (docs[i].errors) {
+			char q[512];
+			snprintf(q, sizeof(q), "%s", docs[i].errors);
+			char *save = NULL;
+			for (char *tok = strtok_r(q, ";", &save); tok;
+			     tok = strtok_r(NULL, ";", &save)) {
+				char *desc = strchr(tok, ':');
+				if (!desc)
+					continue;
+				*desc++ = 0;
+				cJSON *e = cJSON_AddObjectToObject(responses, tok);
+				cJSON_AddStringToObject(e, "description", desc);
+				cJSON_AddItemToObject(e, "content", json_content("Error"));
+			}
+		}
+	}
+	cJSON *components = cJSON_AddObjectToObject(doc, "components");
+	cJSON_AddItemToObject(components, "schemas", schemas());
+	cJSON *ss = cJSON_AddObjectToObject(components, "securitySchemes");
+	cJSON *bearer = cJSON_AddObjectToObject(ss, "bearer");
+	cJSON_AddStringToObject(bearer, "type", "http");
+	cJSON_AddStringToObject(bearer, "scheme", "bearer");
+	return doc;
+}
+
+static int api_openapi(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	(void)req;
+	(void)ctx;
+	return api_reply(resp, 200, openapi_doc());
+}
+
+static int split_listen(const char *listen, char *host, size_t hsize, int *port)
+{
+	const char *colon = strrchr(listen, ':');
+	if (!colon)
+		return -EINVAL;
+	size_t hlen = (size_t)(colon - listen);
+	if (hlen == 0 || hlen >= hsize)
+		return -EINVAL;
+	memcpy(host, listen, hlen);
+	host[hlen] = 0;
+	int64_t p;
+	if (rv_parse_i64(colon + 1, 0, 65535, &p) < 0)
+		return -EINVAL;
+	*port = (int)p;
+	return 0;
+}
+
+int master_api_start(struct master *m, struct rv_err *err)
+{
+	_Static_assert(RV_ARRAY_SIZE(routes) == RV_ARRAY_SIZE(docs), "route docs out of step");
+	char host[128];
+	int port;
+	if (split_listen(m->cfg.listen, host, sizeof(host), &port) < 0)
+		return rv_err_set(err, -EINVAL, "server.listen",
+				  "bad listen address \"%s\" (want HOST:PORT)", m->cfg.listen);
+	struct rv_http_server_opts o = {
+		.host = host,
+		.port = port,
+		.token = m->cfg.token,
+		.max_body = (size_t)m->cfg.max_body_kb * 1024,
+		.conn_timeout_s = (int)m->cfg.conn_timeout_s,
+		.max_conns = (int)m->cfg.max_conns,
+		.routes = routes,
+		.nroutes = (int)RV_ARRAY_SIZE(routes),
+		.ctx = m,
+	};
+	m->http = rv_http_server_start(&o, err);
+	return m->http ? 0 : (err && err->code ? err->code : -EIO);
+}
+
+void master_api_stop(struct master *m)
+{
+	rv_http_server_stop(m->http);
+	m->http = NULL;
+}

@@ -1,0 +1,936 @@
+/*
+ * journal.c: the master's append-only journal (journal.h).  Used by the
+ * daemon's handlers (append under the state lock, sync after it) and at start
+ * (replay).
+ *
+ * Group commit is leader/follower, not a writer thread: the first thread that
+ * needs its record durable while no write is in progress becomes the leader,
+ * takes the whole buffer, and writes + fdatasyncs it with the lock released;
+ * threads that arrive meanwhile append and wait, and when the leader is done
+ * one of them leads the next batch with everything appended during the
+ * fdatasync.  Why: no hand-off to a thread and back (two wake-ups per commit
+ * on a 2-core box), a write error goes straight to a caller that waits on it,
+ * and there is no thread to start, join or lose across fork() in tests.
+ * Records are buffered until someone syncs; the daemon syncs after every
+ * operation, so the buffer holds at most one record per handler in flight.
+ *
+ * Byte layout (little endian):
+ *   file header (24): magic[8] "RVJRNL01" or "RVSNAP01", base seq u64,
+ *                     crc32c of the first 16 bytes u32, zero u32
+ *   record (20 + len): crc u32, len u32, seq u64, type u32, payload[len]
+ *                     crc = crc32c of the payload, then of header bytes 4..19
+ *   batch (28 + n):   a record of type 0xffffffff whose seq is the batch's
+ *                     first and whose payload is n (u64), then n bytes of
+ *                     records: what one commit wrote before its fdatasync
+ * `snapshot` is a header (base = S) and one record (seq S, type 0); `journal`
+ * is a header (base = the snapshot's S when it was started) and batches of
+ * records with consecutive sequence numbers.  A record with seq <= S is
+ * covered by the snapshot and skipped: that is how a journal left behind by a
+ * crash between the snapshot's rename and the fresh journal's reads
+ * correctly.
+ *
+ * Torn versus damaged: a commit writes its batch only after the previous
+ * batch's fdatasync returned, so after a crash (even a power cut, which may
+ * lose any page of an unsynced write) only the last batch can be incomplete.
+ * Damage in the last batch is a torn tail: the whole batch is cut (none of it
+ * was acknowledged).  Damage with a valid batch after it hit data that was
+ * synced: -EUCLEAN, never a silent cut.
+ *
+ * Ownership: the journal owns its fds and buffers; `writing` marks the one
+ * thread (leader or snapshot) that owns fd, good_off and the file contents.
+ */
+#include "journal.h"
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+
+#define JOURNAL_HDR        24
+#define JOURNAL_REC_HDR    20
+#define JOURNAL_BATCH      (JOURNAL_REC_HDR + 8)
+#define JOURNAL_TYPE_BATCH UINT32_MAX
+#define JOURNAL_IO_WAIT_MS 60000
+#define JOURNAL_LEN_MAX    ((size_t)UINT32_MAX - 64)
+
+static const char journal_magic[8] = { 'R', 'V', 'J', 'R', 'N', 'L', '0', '1' };
+static const char journal_snap_magic[8] = { 'R', 'V', 'S', 'N', 'A', 'P', '0', '1' };
+
+/* ---- CRC32C (Castagnoli), reflected, table-driven ---- */
+
+static uint32_t journal_crc_table[256];
+static pthread_once_t journal_crc_once = PTHREAD_ONCE_INIT;
+
+static void journal_crc_init(void)
+{
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+		for (int k = 0; k < 8; k++)
+			c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+		journal_crc_table[i] = c;
+	}
+}
+
+/* Continue crc (start with 0) over n bytes of p. */
+static uint32_t journal_crc(uint32_t crc, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	pthread_once(&journal_crc_once, journal_crc_init);
+	crc = ~crc;
+	while (n--)
+		crc = journal_crc_table[(crc ^ *b++) & 0xff] ^ (crc >> 8);
+	return ~crc;
+}
+
+static void journal_put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void journal_put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t journal_get32(const uint8_t *p)
+{
+	uint32_t v = 0;
+	for (int i = 3; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+static uint64_t journal_get64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+static void journal_hdr_format(uint8_t h[JOURNAL_HDR], const char magic[8], int64_t base)
+{
+	memcpy(h, magic, 8);
+	journal_put64(h + 8, (uint64_t)base);
+	journal_put32(h + 16, journal_crc(0, h, 16));
+	journal_put32(h + 20, 0);
+}
+
+/* 0 and *base when h is a valid header with this magic, else -1. */
+static int journal_hdr_parse(const uint8_t *h, size_t n, const char magic[8], int64_t *base)
+{
+	if (n < JOURNAL_HDR || memcmp(h, magic, 8) != 0 ||
+	    journal_get32(h + 16) != journal_crc(0, h, 16) || journal_get64(h + 8) > INT64_MAX)
+		return -1;
+	*base = (int64_t)journal_get64(h + 8);
+	return 0;
+}
+
+/* A record header followed by its payload, checksummed. */
+static void journal_rec_format(uint8_t *h, int64_t seq, uint32_t type, const void *data, size_t len)
+{
+	journal_put32(h + 4, (uint32_t)len);
+	journal_put64(h + 8, (uint64_t)seq);
+	journal_put32(h + 16, type);
+	uint32_t crc = journal_crc(0, data, len);
+	journal_put32(h, journal_crc(crc, h + 4, JOURNAL_REC_HDR - 4));
+}
+
+struct journal_rec {
+	int64_t seq;
+	int type;
+	bool batch; /* a batch header: seq is its first record's */
+	uint64_t batch_len;
+	size_t len;   /* payload */
+	size_t total; /* header + payload */
+	const uint8_t *data;
+};
+
+/* 1 and *r when a whole record with a good checksum starts at p (avail bytes
+ * left in the file), 0 when not.  min_seq/max_seq filter out candidates
+ * before the checksum is computed (the forward scan calls this at every
+ * byte). */
+static int journal_rec_parse(const uint8_t *p, size_t avail, int64_t min_seq, int64_t max_seq,
+			     struct journal_rec *r)
+{
+	if (avail < JOURNAL_REC_HDR)
+		return 0;
+	size_t len = journal_get32(p + 4);
+	uint64_t seq = journal_get64(p + 8);
+	uint32_t type = journal_get32(p + 16);
+	if (len > avail - JOURNAL_REC_HDR || seq < (uint64_t)min_seq || seq > (uint64_t)max_seq ||
+	    (type > INT32_MAX && type != JOURNAL_TYPE_BATCH) ||
+	    (type == JOURNAL_TYPE_BATCH && len != 8))
+		return 0;
+	uint32_t crc = journal_crc(0, p + JOURNAL_REC_HDR, len);
+	if (journal_crc(crc, p + 4, JOURNAL_REC_HDR - 4) != journal_get32(p))
+		return 0;
+	*r = (struct journal_rec){ .seq = (int64_t)seq,
+				   .len = len,
+				   .total = JOURNAL_REC_HDR + len,
+				   .data = p + JOURNAL_REC_HDR };
+	if (type == JOURNAL_TYPE_BATCH) {
+		r->batch = true;
+		r->batch_len = journal_get64(r->data);
+	} else {
+		r->type = (int)type;
+	}
+	return 1;
+}
+
+/* ---- growable byte buffer of pending records ---- */
+
+struct journal_buf {
+	uint8_t *data;
+	size_t len, cap;
+};
+
+static int journal_buf_reserve(struct journal_buf *b, size_t extra)
+{
+	if (b->len + extra <= b->cap)
+		return 0;
+	size_t cap = b->cap ? b->cap : 4096;
+	while (cap < b->len + extra)
+		cap *= 2;
+	uint8_t *d = realloc(b->data, cap);
+	if (!d)
+		return -ENOMEM;
+	b->data = d;
+	b->cap = cap;
+	return 0;
+}
+
+struct journal {
+	pthread_mutex_t mu;
+	pthread_cond_t cv; /* durable_seq advanced or the writer slot freed */
+	char *dir;
+	int dirfd, fd, lockfd;
+	size_t max_record, max_snapshot;
+	int commit_delay_us;
+	bool nosync;
+	struct journal_buf buf;   /* room for a batch header, then the pending records:
+				       seq durable+1.. (less what a writer took); len 0 when
+				       there was never any */
+	struct journal_buf spare; /* the leader's last buffer, kept for reuse */
+	bool writing;             /* a leader or a snapshot owns fd, good_off, the files */
+	int failed;               /* 0, or -EIO once an fsync failed: nothing more goes in */
+	off_t good_off;           /* end of the last record known written */
+	int64_t journal_base;     /* the base seq in the journal file's header */
+	struct journal_stats st;  /* st.seq, st.durable_seq are the live counters */
+};
+
+static int64_t journal_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Wait on j->cv until deadline_ms (CLOCK_MONOTONIC); ETIMEDOUT once past it. */
+static int journal_wait(struct journal *j, int64_t deadline_ms)
+{
+	if (journal_now_ms() >= deadline_ms)
+		return ETIMEDOUT;
+	struct timespec ts = { .tv_sec = deadline_ms / 1000,
+			       .tv_nsec = (deadline_ms % 1000) * 1000000 };
+	return pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+}
+
+static int journal_fsync_dir(struct journal *j)
+{
+	if (j->nosync)
+		return 0;
+	return fsync(j->dirfd) < 0 ? -errno : 0;
+}
+
+/* Write n bytes at off; 0 or -errno (a short write then an error). */
+static int journal_pwrite_all(int fd, const void *p, size_t n, off_t off)
+{
+	size_t done = 0;
+	while (done < n) {
+		ssize_t w = pwrite(fd, (const uint8_t *)p + done, n - done, off + (off_t)done);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		if (w == 0)
+			return -EIO;
+		done += (size_t)w;
+	}
+	return 0;
+}
+
+/* Write a whole file atomically: name.tmp, fsync, rename over name, fsync
+ * the folder.  *fdout (when not NULL) receives an O_RDWR fd of the new file.
+ * -errno with err naming the step; on failure nothing replaced name. */
+static int journal_file_replace(struct journal *j, const char *name, const uint8_t *a, size_t alen,
+				const uint8_t *b, size_t blen, int *fdout, struct rv_err *err)
+{
+	char tmp[64];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+	int fd = openat(j->dirfd, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return rv_err_set(err, -errno, NULL, "could not create %s/%s: %s", j->dir, tmp,
+				  strerror(errno));
+	int rc = journal_pwrite_all(fd, a, alen, 0);
+	if (rc == 0 && blen)
+		rc = journal_pwrite_all(fd, b, blen, (off_t)alen);
+	if (rc < 0) {
+		rv_err_set(err, rc, NULL, "could not write %s/%s: %s", j->dir, tmp, strerror(-rc));
+		goto fail;
+	}
+	if (!j->nosync && fsync(fd) < 0) {
+		rc = rv_err_set(err, -errno, NULL, "could not fsync %s/%s: %s", j->dir, tmp,
+				strerror(errno));
+		goto fail;
+	}
+	if (renameat(j->dirfd, tmp, j->dirfd, name) < 0) {
+		rc = rv_err_set(err, -errno, NULL, "could not rename %s/%s: %s", j->dir, tmp,
+				strerror(errno));
+		goto fail;
+	}
+	if (fdout)
+		*fdout = fd;
+	else
+		close(fd);
+	rc = journal_fsync_dir(j);
+	if (rc < 0)
+		return rv_err_set(err, rc, NULL, "could not fsync folder %s: %s", j->dir,
+				  strerror(-rc));
+	return 0;
+fail:
+	close(fd);
+	unlinkat(j->dirfd, tmp, 0);
+	return rc;
+}
+
+/* Start an empty journal file whose records follow base; the journal writes
+ * to it from now on.  Caller owns the writer slot (or is journal_open).
+ * -errno: before the rename nothing changed; -EIO after it (the folder's
+ * fsync failed: the caller fails the journal). */
+static int journal_start_fresh(struct journal *j, int64_t base, struct rv_err *err)
+{
+	uint8_t h[JOURNAL_HDR];
+	journal_hdr_format(h, journal_magic, base);
+	int fd = -1;
+	int rc = journal_file_replace(j, "journal", h, sizeof(h), NULL, 0, &fd, err);
+	if (fd >= 0) { /* renamed: the new file is the journal whatever came after */
+		if (j->fd >= 0)
+			close(j->fd);
+		j->fd = fd;
+		j->good_off = JOURNAL_HDR;
+		j->journal_base = base;
+	}
+	if (rc < 0 && fd >= 0)
+		return -EIO;
+	return rc;
+}
+
+/* ---- open and replay ---- */
+
+struct journal_map {
+	uint8_t *p;
+	size_t n;
+};
+
+static void journal_unmap(struct journal_map *m)
+{
+	if (m->p && m->n)
+		munmap(m->p, m->n);
+	m->p = NULL;
+	m->n = 0;
+}
+
+static int journal_map_fd(int fd, struct journal_map *m)
+{
+	struct stat sb;
+	if (fstat(fd, &sb) < 0)
+		return -errno;
+	m->n = (size_t)sb.st_size;
+	m->p = NULL;
+	if (m->n == 0)
+		return 0;
+	void *p = mmap(NULL, m->n, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (p == MAP_FAILED) {
+		m->n = 0;
+		return -errno;
+	}
+	m->p = p;
+	return 0;
+}
+
+/* What the validating pass over the journal found. */
+struct journal_scan {
+	size_t good_end;  /* offset after the last whole batch */
+	int64_t last_seq; /* seq of the last record before it (or the header's base) */
+	int64_t nrecords; /* records after the snapshot */
+};
+
+/* 1 and *at when a batch header starts anywhere in [from, n) with a seq
+ * after `after`: a batch written after the damaged one.  Its seq is at most
+ * the larger of after and snap_seq (records after a snapshot start at
+ * snap_seq + 1) plus the number of records that fit. */
+static int journal_later_batch(const struct journal_map *m, size_t from, int64_t after,
+			       int64_t snap_seq, size_t *at)
+{
+	int64_t max_seq = (after > snap_seq ? after : snap_seq) +
+			  (int64_t)((m->n - from) / JOURNAL_REC_HDR) + 1;
+	for (size_t k = from; k + JOURNAL_BATCH <= m->n; k++) {
+		struct journal_rec r;
+		if (journal_rec_parse(m->p + k, m->n - k, after + 1, max_seq, &r) && r.batch) {
+			*at = k;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Check every batch and record of the mapped journal against snap_seq (0:
+ * none) without applying anything.  0 and *sc (a torn tail starts at
+ * sc->good_end); -EUCLEAN with err naming the offset when damage has a valid
+ * batch after it, or the sequence numbers skip.
+ */
+static int journal_scan_file(struct journal *j, const struct journal_map *m, int64_t base,
+			     int64_t snap_seq, struct journal_scan *sc, struct rv_err *err)
+{
+	size_t off = JOURNAL_HDR, batch_end = off;
+	int64_t prev = base;
+	*sc = (struct journal_scan){ .good_end = off, .last_seq = base };
+	int64_t nrecords = 0; /* of the batches checked whole */
+	while (off < m->n) {
+		struct journal_rec r;
+		bool in_batch = off < batch_end;
+		if (!journal_rec_parse(m->p + off, m->n - off, 0, INT64_MAX, &r) ||
+		    (in_batch && (r.batch || r.total > batch_end - off))) {
+			size_t at;
+			if (journal_later_batch(m, off + 1, prev, snap_seq, &at))
+				return rv_err_set(err, -EUCLEAN, NULL,
+						  "%s/journal: damaged record at offset %zu "
+						  "(after seq %" PRId64
+						  "), a later batch follows at "
+						  "offset %zu",
+						  j->dir, off, prev, at);
+			break; /* torn: the last batch */
+		}
+		if (!in_batch && !r.batch)
+			return rv_err_set(err, -EUCLEAN, NULL,
+					  "%s/journal: record at offset %zu is outside any batch",
+					  j->dir, off);
+		if (r.len > j->max_record && !r.batch)
+			return rv_err_set(err, -EMSGSIZE, NULL,
+					  "%s/journal: record at offset %zu holds %zu bytes, above "
+					  "max_record %zu",
+					  j->dir, off, r.len, j->max_record);
+		int64_t want = r.seq <= snap_seq ? prev + 1
+						 : (prev > snap_seq ? prev : snap_seq) + 1;
+		if (r.seq != want)
+			return rv_err_set(err, -EUCLEAN, NULL,
+					  "%s/journal: %s at offset %zu has seq %" PRId64
+					  ", expected %" PRId64 " (records are missing)",
+					  j->dir, r.batch ? "batch" : "record", off, r.seq, want);
+		if (r.batch) {
+			off += r.total;
+			batch_end = r.batch_len <= m->n - off ? off + r.batch_len : m->n + 1;
+		} else {
+			prev = r.seq;
+			if (r.seq > snap_seq)
+				nrecords++;
+			off += r.total;
+		}
+		if (off == batch_end) { /* a whole batch */
+			sc->good_end = off;
+			sc->last_seq = prev;
+			sc->nrecords = nrecords;
+		}
+	}
+	return 0;
+}
+
+static int journal_callback_failed(struct rv_err *err, int rc, const char *what, int64_t seq)
+{
+	if (err && err->code == 0)
+		return rv_err_set(err, rc, NULL, "could not apply %s seq %" PRId64 ": %s", what,
+				  seq, strerror(-rc));
+	return rc;
+}
+
+/* Load and check the snapshot; *have 0 when there is none.  On success the
+ * record's data stays valid while *m is mapped. */
+static int journal_load_snapshot(struct journal *j, struct journal_map *m, bool *have,
+				 struct journal_rec *rec, struct rv_err *err)
+{
+	*have = false;
+	RV_CLEANUP_CLOSE int fd = openat(j->dirfd, "snapshot", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
+		return 0;
+	if (fd < 0)
+		return rv_err_set(err, -errno, NULL, "could not open %s/snapshot: %s", j->dir,
+				  strerror(errno));
+	int rc = journal_map_fd(fd, m);
+	if (rc < 0)
+		return rv_err_set(err, rc, NULL, "could not read %s/snapshot: %s", j->dir,
+				  strerror(-rc));
+	int64_t base;
+	if (journal_hdr_parse(m->p, m->n, journal_snap_magic, &base) < 0)
+		return rv_err_set(err, -EUCLEAN, NULL, "%s/snapshot: damaged header at offset 0",
+				  j->dir);
+	if (!journal_rec_parse(m->p + JOURNAL_HDR, m->n - JOURNAL_HDR, base, base, rec) ||
+	    JOURNAL_HDR + rec->total != m->n)
+		return rv_err_set(err, -EUCLEAN, NULL, "%s/snapshot: damaged record at offset %d",
+				  j->dir, JOURNAL_HDR);
+	if (rec->len > j->max_snapshot)
+		return rv_err_set(err, -EMSGSIZE, NULL,
+				  "%s/snapshot: %zu bytes, above max_snapshot %zu", j->dir,
+				  rec->len, j->max_snapshot);
+	*have = true;
+	return 0;
+}
+
+static int journal_replay(struct journal *j, journal_apply_fn on_snapshot,
+			  journal_apply_fn on_record, void *ctx, struct rv_err *err)
+{
+	struct journal_map snap = { 0 }, jm = { 0 };
+	struct journal_rec srec = { 0 };
+	bool have_snap;
+	int rc = journal_load_snapshot(j, &snap, &have_snap, &srec, err);
+	if (rc < 0)
+		goto out;
+	int64_t snap_seq = have_snap ? srec.seq : 0;
+
+	j->fd = openat(j->dirfd, "journal", O_RDWR | O_CLOEXEC);
+	if (j->fd < 0 && errno == ENOENT) {
+		if (have_snap) {
+			/* Never left by a crash: the journal is replaced by rename. */
+			rc = rv_err_set(err, -EUCLEAN, NULL,
+					"%s/journal is missing beside a snapshot of seq %" PRId64,
+					j->dir, snap_seq);
+			goto out;
+		}
+		rc = journal_start_fresh(j, 0, err);
+		j->st.seq = j->st.durable_seq = 0;
+		goto out;
+	}
+	if (j->fd < 0) {
+		rc = rv_err_set(err, -errno, NULL, "could not open %s/journal: %s", j->dir,
+				strerror(errno));
+		goto out;
+	}
+	rc = journal_map_fd(j->fd, &jm);
+	if (rc < 0) {
+		rv_err_set(err, rc, NULL, "could not read %s/journal: %s", j->dir, strerror(-rc));
+		goto out;
+	}
+	if (journal_hdr_parse(jm.p, jm.n, journal_magic, &j->journal_base) < 0) {
+		rc = rv_err_set(err, -EUCLEAN, NULL, "%s/journal: damaged header at offset 0",
+				j->dir);
+		goto out;
+	}
+	if (j->journal_base > snap_seq) {
+		rc = rv_err_set(err, -EUCLEAN, NULL,
+				"%s/journal: starts after seq %" PRId64 " but the snapshot covers "
+				"only up to seq %" PRId64 " (%s)",
+				j->dir, j->journal_base, snap_seq,
+				have_snap ? "snapshot too old" : "snapshot missing");
+		goto out;
+	}
+	struct journal_scan sc;
+	rc = journal_scan_file(j, &jm, j->journal_base, snap_seq, &sc, err);
+	if (rc < 0)
+		goto out;
+
+	/* Everything checked: apply, then touch the files. */
+	if (have_snap && on_snapshot) {
+		rv_err_clear(err);
+		rc = on_snapshot(ctx, 0, srec.data, srec.len, err);
+		if (rc < 0) {
+			rc = journal_callback_failed(err, rc, "snapshot", snap_seq);
+			goto out;
+		}
+	}
+	for (size_t off = JOURNAL_HDR; off < sc.good_end;) {
+		struct journal_rec r;
+		journal_rec_parse(jm.p + off, jm.n - off, 0, INT64_MAX, &r);
+		off += r.total;
+		if (r.batch || r.seq <= snap_seq)
+			continue;
+		if (on_record) {
+			rv_err_clear(err);
+			rc = on_record(ctx, r.type, r.data, r.len, err);
+			if (rc < 0) {
+				rc = journal_callback_failed(err, rc, "record", r.seq);
+				goto out;
+			}
+		}
+	}
+	j->st.replayed = sc.nrecords;
+	j->st.seq = j->st.durable_seq = sc.last_seq > snap_seq ? sc.last_seq : snap_seq;
+	j->good_off = (off_t)sc.good_end;
+	size_t file_len = jm.n;
+	journal_unmap(&jm);
+
+	if (sc.good_end < file_len) {
+		if (ftruncate(j->fd, (off_t)sc.good_end) < 0 || (!j->nosync && fsync(j->fd) < 0)) {
+			rc = rv_err_set(err, -errno, NULL,
+					"could not cut the torn tail of %s/journal: %s", j->dir,
+					strerror(errno));
+			goto out;
+		}
+		j->st.torn_bytes_truncated = (int64_t)(file_len - sc.good_end);
+		j->st.torn_records = 1;
+	}
+	/* A crash between the snapshot's rename and the fresh journal left the
+	 * old journal, all of it covered: finish that compaction. */
+	if (have_snap && j->journal_base < snap_seq && sc.last_seq <= snap_seq)
+		rc = journal_start_fresh(j, snap_seq, err);
+out:
+	journal_unmap(&jm);
+	journal_unmap(&snap);
+	return rc;
+}
+
+struct journal *journal_open(const struct journal_opts *o, journal_apply_fn on_snapshot,
+			     journal_apply_fn on_record, void *ctx, struct rv_err *err)
+{
+	if (!o || !o->dir || !*o->dir || o->commit_delay_us < 0 ||
+	    o->commit_delay_us > JOURNAL_COMMIT_DELAY_MAX_US || o->max_record > JOURNAL_LEN_MAX ||
+	    o->max_snapshot > JOURNAL_LEN_MAX) {
+		rv_err_set(err, -EINVAL, "journal", "invalid journal options");
+		return NULL;
+	}
+	struct journal *j = calloc(1, sizeof(*j));
+	char *dir = o->dir ? strdup(o->dir) : NULL;
+	if (!j || !dir) {
+		free(j);
+		free(dir);
+		rv_err_set(err, -ENOMEM, NULL, "could not open the journal: out of memory");
+		return NULL;
+	}
+	j->dir = dir;
+	j->dirfd = j->fd = j->lockfd = -1;
+	j->max_record = o->max_record ? o->max_record : JOURNAL_MAX_RECORD_DEFAULT;
+	j->max_snapshot = o->max_snapshot ? o->max_snapshot : JOURNAL_MAX_SNAPSHOT_DEFAULT;
+	j->commit_delay_us = o->commit_delay_us;
+	j->nosync = o->nosync;
+	pthread_mutex_init(&j->mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&j->cv, &ca);
+	pthread_condattr_destroy(&ca);
+
+	if (mkdir(j->dir, 0700) < 0 && errno != EEXIST) {
+		rv_err_set(err, -errno, NULL, "could not create %s: %s", j->dir, strerror(errno));
+		goto fail;
+	}
+	j->dirfd = open(j->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (j->dirfd < 0) {
+		rv_err_set(err, -errno, NULL, "could not open %s: %s", j->dir, strerror(errno));
+		goto fail;
+	}
+	j->lockfd = openat(j->dirfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (j->lockfd < 0) {
+		rv_err_set(err, -errno, NULL, "could not open %s/lock: %s", j->dir,
+			   strerror(errno));
+		goto fail;
+	}
+	if (flock(j->lockfd, LOCK_EX | LOCK_NB) < 0) {
+		int rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		rv_err_set(err, rc, NULL, "could not lock %s: %s", j->dir,
+			   rc == -EBUSY ? "another process has the journal open" : strerror(errno));
+		goto fail;
+	}
+	/* Half-written files of a crash: never read, the real ones are intact. */
+	unlinkat(j->dirfd, "snapshot.tmp", 0);
+	unlinkat(j->dirfd, "journal.tmp", 0);
+	if (journal_replay(j, on_snapshot, on_record, ctx, err) < 0)
+		goto fail;
+	return j;
+fail:
+	journal_close(j);
+	return NULL;
+}
+
+/* ---- append, commit, sync ---- */
+
+int64_t journal_append(struct journal *j, int type, const void *data, size_t len)
+{
+	if (type < 0 || (!data && len))
+		return -EINVAL;
+	if (len > j->max_record)
+		return -EMSGSIZE;
+	/* The payload's checksum is taken outside the lock; the header's
+	 * (which holds the seq) is chained to it inside. */
+	uint32_t crc = journal_crc(0, data, len);
+	pthread_mutex_lock(&j->mu);
+	if (j->failed) {
+		pthread_mutex_unlock(&j->mu);
+		return j->failed;
+	}
+	if (journal_buf_reserve(&j->buf, JOURNAL_BATCH + JOURNAL_REC_HDR + len) < 0) {
+		pthread_mutex_unlock(&j->mu);
+		return -ENOMEM;
+	}
+	if (j->buf.len == 0)
+		j->buf.len = JOURNAL_BATCH; /* the commit fills it in */
+	int64_t seq = ++j->st.seq;
+	uint8_t *h = j->buf.data + j->buf.len;
+	journal_put32(h + 4, (uint32_t)len);
+	journal_put64(h + 8, (uint64_t)seq);
+	journal_put32(h + 16, (uint32_t)type);
+	journal_put32(h, journal_crc(crc, h + 4, JOURNAL_REC_HDR - 4));
+	if (len)
+		memcpy(h + JOURNAL_REC_HDR, data, len);
+	j->buf.len += JOURNAL_REC_HDR + len;
+	j->st.records++;
+	pthread_mutex_unlock(&j->mu);
+	return seq;
+}
+
+/* Put the batch a writer took (records from durable+1) back in front of what
+ * was appended since.  Caller holds mu.  -ENOMEM fails the journal. */
+static int journal_untake(struct journal *j, struct journal_buf *taken)
+{
+	size_t more = j->buf.len > JOURNAL_BATCH ? j->buf.len - JOURNAL_BATCH : 0;
+	if (taken->len == 0) { /* took nothing: j->buf is right as it is */
+		free(taken->data);
+		*taken = (struct journal_buf){ 0 };
+		return 0;
+	}
+	if (journal_buf_reserve(taken, more) < 0)
+		return -ENOMEM;
+	if (more)
+		memcpy(taken->data + taken->len, j->buf.data + JOURNAL_BATCH, more);
+	taken->len += more;
+	struct journal_buf t = j->buf;
+	j->buf = *taken;
+	t.len = 0;
+	*taken = t;
+	return 0;
+}
+
+/* Take the pending batch: j->buf moves to *taken, j->buf restarts from the
+ * spare.  Caller holds mu. */
+static void journal_take(struct journal *j, struct journal_buf *taken)
+{
+	*taken = j->buf;
+	j->buf = j->spare;
+	j->buf.len = 0;
+	j->spare = (struct journal_buf){ 0 };
+}
+
+static void journal_recycle(struct journal *j, struct journal_buf *b)
+{
+	if (j->spare.data) {
+		free(b->data);
+	} else {
+		j->spare = *b;
+		j->spare.len = 0;
+	}
+	*b = (struct journal_buf){ 0 };
+}
+
+/* Lead one commit: write and fdatasync everything buffered.  Caller holds mu
+ * and saw !writing; mu is released during the I/O. */
+static int journal_commit_locked(struct journal *j)
+{
+	j->writing = true;
+	if (j->commit_delay_us > 0) {
+		/* Let the records of threads about to append join this commit. */
+		pthread_mutex_unlock(&j->mu);
+		struct timespec d = { .tv_sec = 0, .tv_nsec = (long)j->commit_delay_us * 1000 };
+		nanosleep(&d, NULL);
+		pthread_mutex_lock(&j->mu);
+	}
+	struct journal_buf taken;
+	journal_take(j, &taken);
+	int64_t upto = j->st.seq;
+	off_t off = j->good_off;
+	int fd = j->fd;
+	pthread_mutex_unlock(&j->mu);
+
+	bool fatal = false;
+	int rc = 0;
+	if (taken.len > JOURNAL_BATCH) {
+		uint8_t n[8];
+		journal_put64(n, taken.len - JOURNAL_BATCH);
+		int64_t first = (int64_t)journal_get64(taken.data + JOURNAL_BATCH + 8);
+		journal_rec_format(taken.data, first, JOURNAL_TYPE_BATCH, n, sizeof(n));
+		memcpy(taken.data + JOURNAL_REC_HDR, n, sizeof(n));
+		rc = journal_pwrite_all(fd, taken.data, taken.len, off);
+	} else {
+		taken.len = 0; /* nothing pending: just the fdatasync */
+	}
+	if (rc < 0) {
+		/* Cut a partial record off so the next write starts clean; the
+		 * records stay buffered for the next sync. */
+		if (ftruncate(fd, off) < 0)
+			fatal = true;
+	} else if (!j->nosync && fdatasync(fd) < 0) {
+		/* After a failed fsync the page cache may have dropped the
+		 * pages: what the disk holds is unknown until a replay. */
+		rc = -errno;
+		fatal = true;
+	}
+
+	pthread_mutex_lock(&j->mu);
+	if (rc == 0) {
+		j->good_off = off + (off_t)taken.len;
+		if (upto > j->st.durable_seq)
+			j->st.durable_seq = upto;
+		j->st.bytes += (int64_t)taken.len;
+		if (!j->nosync)
+			j->st.fsyncs++;
+		journal_recycle(j, &taken);
+	} else if (fatal || journal_untake(j, &taken) < 0) {
+		j->failed = -EIO;
+		rc = -EIO;
+		free(taken.data);
+	} else {
+		journal_recycle(j, &taken);
+	}
+	j->writing = false;
+	pthread_cond_broadcast(&j->cv);
+	return rc;
+}
+
+int journal_sync(struct journal *j, int64_t seq, int timeout_ms)
+{
+	int64_t deadline = journal_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+	int rc = 0;
+	pthread_mutex_lock(&j->mu);
+	if (seq <= 0)
+		seq = j->st.seq;
+	if (seq > j->st.seq) {
+		pthread_mutex_unlock(&j->mu);
+		return -EINVAL;
+	}
+	while (j->st.durable_seq < seq) {
+		if (j->failed) {
+			rc = j->failed;
+			break;
+		}
+		if (!j->writing) {
+			rc = journal_commit_locked(j);
+			if (rc < 0)
+				break;
+			continue;
+		}
+		if (journal_wait(j, deadline) == ETIMEDOUT && j->st.durable_seq < seq) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&j->mu);
+	return rc;
+}
+
+/* ---- snapshot ---- */
+
+int journal_snapshot(struct journal *j, const void *state, size_t len, struct rv_err *err)
+{
+	if (!state && len)
+		return rv_err_set(err, -EINVAL, NULL, "could not take a snapshot: no state");
+	if (len > j->max_snapshot)
+		return rv_err_set(err, -EMSGSIZE, NULL,
+				  "could not take a snapshot: %zu bytes, above max_snapshot %zu",
+				  len, j->max_snapshot);
+	int64_t deadline = journal_now_ms() + JOURNAL_IO_WAIT_MS;
+	pthread_mutex_lock(&j->mu);
+	while (j->writing && !j->failed) {
+		if (journal_wait(j, deadline) == ETIMEDOUT && j->writing) {
+			pthread_mutex_unlock(&j->mu);
+			return rv_err_set(
+				err, -ETIMEDOUT, NULL,
+				"could not take a snapshot: a journal write is still running");
+		}
+	}
+	if (j->failed) {
+		pthread_mutex_unlock(&j->mu);
+		return rv_err_set(err, j->failed, NULL,
+				  "could not take a snapshot: the journal failed");
+	}
+	j->writing = true;
+	int64_t s = j->st.seq;
+	struct journal_buf taken;
+	journal_take(j, &taken);
+	pthread_mutex_unlock(&j->mu);
+
+	/* The records taken are covered by the snapshot: never written. */
+	uint8_t h[JOURNAL_HDR + JOURNAL_REC_HDR];
+	journal_hdr_format(h, journal_snap_magic, s);
+	journal_rec_format(h + JOURNAL_HDR, s, 0, state, len);
+	int rc = journal_file_replace(j, "snapshot", h, sizeof(h), state, len, NULL, err);
+	bool renamed = rc == 0;
+	if (rc == 0)
+		rc = journal_start_fresh(j, s, err);
+	/* Without a fresh journal the old one goes on: the records after s
+	 * follow the ones it holds, and a replay skips those <= s. */
+
+	pthread_mutex_lock(&j->mu);
+	if (renamed) {
+		if (s > j->st.durable_seq)
+			j->st.durable_seq = s;
+		j->st.snapshots++;
+		journal_recycle(j, &taken);
+	} else if (journal_untake(j, &taken) < 0) {
+		free(taken.data);
+		j->failed = -EIO;
+	} else {
+		journal_recycle(j, &taken);
+	}
+	if (rc == -EIO && renamed)
+		j->failed = -EIO;
+	j->writing = false;
+	pthread_cond_broadcast(&j->cv);
+	pthread_mutex_unlock(&j->mu);
+	return rc;
+}
+
+void journal_stats(const struct journal *j, struct journal_stats *st)
+{
+	struct journal *mj = (struct journal *)j; /* the lock only */
+	pthread_mutex_lock(&mj->mu);
+	*st = j->st;
+	pthread_mutex_unlock(&mj->mu);
+}
+
+void journal_close(struct journal *j)
+{
+	if (!j)
+		return;
+	if (j->fd >= 0)
+		journal_sync(j, 0, JOURNAL_IO_WAIT_MS);
+	/* A leader that timed out the sync above still owns the fd. */
+	pthread_mutex_lock(&j->mu);
+	int64_t deadline = journal_now_ms() + JOURNAL_IO_WAIT_MS;
+	while (j->writing && journal_wait(j, deadline) != ETIMEDOUT)
+		;
+	bool busy = j->writing;
+	pthread_mutex_unlock(&j->mu);
+	if (busy)
+		return; /* leak rather than free what a stuck writer uses */
+	if (j->fd >= 0)
+		close(j->fd);
+	if (j->lockfd >= 0)
+		close(j->lockfd);
+	if (j->dirfd >= 0)
+		close(j->dirfd);
+	free(j->buf.data);
+	free(j->spare.data);
+	free(j->dir);
+	pthread_cond_destroy(&j->cv);
+	pthread_mutex_destroy(&j->mu);
+	free(j);
+}

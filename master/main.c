@@ -1,0 +1,265 @@
+/*
+ * main.c: rover-master's entry point: configuration, the job spec, wiring,
+ * signals.
+ *
+ * run() loads the config (master_opts[] drives parsing, --help,
+ * --print-conf and conf/rover-master.conf), reads and validates the job
+ * spec (exit 2 on a bad one, naming the field), restores the state from the
+ * journal in --state-dir (state.c), starts the control API (api.c), then
+ * waits for SIGINT/SIGTERM and stops the API, the timer thread and the
+ * journal, in that order.  SIGINT/SIGTERM are blocked in every thread and
+ * taken with sigwaitinfo here.
+ */
+#include <gsl/gsl_errno.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cfg.h"
+#include "cleanup.h"
+#include "json.h"
+#include "log.h"
+#include "master.h"
+#include "parse.h"
+
+#define ROVER_VERSION "0.1.0"
+#define EXIT_BAD_SPEC 2
+
+#define OPT(sec, key, flag, type, field, def, min, max, fl, help)                                  \
+	{                                                                                          \
+		sec, key, flag, type, offsetof(struct master_cfg, field),                          \
+			sizeof(((struct master_cfg *)0)->field), def, min, max, fl, help           \
+	}
+
+static const struct rv_cfg_opt master_opts[] = {
+	OPT("job", "spec", "job", RV_CFG_STR, job, "", 0, 0, 0,
+	    "the job spec (ElasticJob JSON file); required"),
+	OPT("server", "listen", "listen", RV_CFG_STR, listen, "127.0.0.1:7070", 0, 0, 0,
+	    "address and port of the control API (HOST:PORT; port 0 picks a free one)"),
+	OPT("server", "token", "token", RV_CFG_STR, token, "", 0, 0, RV_CFG_SECRET,
+	    "bearer token every write must carry (empty: no auth)"),
+	OPT("server", "max_body_kb", NULL, RV_CFG_INT, max_body_kb, "16384", 1, 1048576, 0,
+	    "largest request body accepted, KiB (413 above; a data checkpoint is the largest)"),
+	OPT("server", "conn_timeout_s", NULL, RV_CFG_INT, conn_timeout_s, "120", 1, 3600, 0,
+	    "idle connection timeout, seconds"),
+	OPT("server", "max_conns", NULL, RV_CFG_INT, max_conns, "2048", 4, 65536, 0,
+	    "most concurrent connections (one thread each): agents plus workers"),
+	OPT("state", "dir", "state-dir", RV_CFG_STR, state_dir, "var/master", 0, 0, 0,
+	    "folder of the journal and snapshot; a restart with the same folder restores the job"),
+	OPT("rdzv", "nnodes", "nnodes", RV_CFG_STR, nnodes, "", 0, 0, 0,
+	    "MIN:MAX nodes in a world (or N); empty: the worker minReplicas:maxReplicas of the "
+	    "spec"),
+	OPT("rdzv", "node_unit", "node-unit", RV_CFG_INT, node_unit, "1", 1, 1024, 0,
+	    "the world's node count is a multiple of it"),
+	OPT("rdzv", "last_call_ms", NULL, RV_CFG_INT, last_call_ms, "3000", 0, 3600000, 0,
+	    "once MIN nodes wait, wait this long for more before completing a round, ms "
+	    "(a round with MAX waiting completes at once; 3 s covers agents started together)"),
+	OPT("rdzv", "max_wait_s", NULL, RV_CFG_INT, max_wait_s, "600", 0, 604800, 0,
+	    "gang wait: a round short of MIN nodes this long fails the job, seconds (0: forever)"),
+	OPT("rdzv", "heartbeat_timeout_ms", NULL, RV_CFG_INT, heartbeat_timeout_ms, "5000", 1000,
+	    3600000, 0, "a node silent this long is declared dead and its shards requeued, ms"),
+	OPT("rdzv", "world_wait_max_ms", NULL, RV_CFG_INT, world_wait_max_ms, "30000", 0, 600000, 0,
+	    "longest world long-poll a client may ask for with wait_ms=, ms"),
+	OPT("shard", "doing_timeout_ms", NULL, RV_CFG_INT, doing_timeout_ms, "600000", 0, 604800000,
+	    0, "a shard not done this long after it was handed out is requeued, ms (0: never)"),
+	OPT("shard", "max_todo_ranges", NULL, RV_CFG_INT, max_todo_ranges, "65536", 1, 16777216, 0,
+	    "most returned ranges a dataset keeps (and a checkpoint may hold)"),
+	OPT("shard", "max_in_flight", NULL, RV_CFG_INT, max_in_flight, "65536", 1, 16777216, 0,
+	    "most shards handed out and not done, all workers together"),
+	OPT("shard", "seed", NULL, RV_CFG_INT, shard_seed, "0", 0, 9007199254740991.0, 0,
+	    "shuffle seed of every dataset with shuffle set"),
+	OPT("journal", "commit_delay_us", NULL, RV_CFG_INT, commit_delay_us, "0", 0, 100000, 0,
+	    "a commit waits this long for more records before its fdatasync, us"),
+	OPT("journal", "snapshot_every", NULL, RV_CFG_INT, snapshot_every, "100000", 1, 1000000000,
+	    0, "take a snapshot (and start a fresh journal) after this many records"),
+	OPT("journal", "sync_timeout_ms", NULL, RV_CFG_INT, sync_timeout_ms, "10000", 10, 600000, 0,
+	    "a request waits this long for its record to be durable, then fails (503), ms"),
+	OPT("journal", "nosync", NULL, RV_CFG_BOOL, nosync, "false", 0, 0, 0,
+	    "never fsync (tests and benchmarks only: a crash of the machine loses records)"),
+	OPT("timer", "tick_ms", NULL, RV_CFG_INT, tick_ms, "100", 1, 10000, 0,
+	    "longest sleep of the timer thread between deadline checks, ms"),
+	OPT("log", "level", "log-level", RV_CFG_STR, log_level, "info", 0, 0, 0,
+	    "debug, info, warn or error"),
+};
+
+static const char usage[] = "rover-master --job SPEC.json [--listen HOST:PORT] [--state-dir DIR] "
+			    "[--nnodes MIN:MAX] [--node-unit N] [--token T] [--config FILE]";
+static const char summary[] =
+	"Rover's job master: rendezvous of the job's nodes, exactly-once data shards with\n"
+	"step-tied checkpoints, failure detection, all journaled in --state-dir so a\n"
+	"restart with the same folder carries on where it stopped.\n"
+	"Print the full conf file with --print-conf.";
+
+/* "MIN:MAX" or "N". */
+static int parse_nnodes(const char *s, int *min, int *max)
+{
+	char a[16];
+	const char *colon = strchr(s, ':');
+	int64_t lo, hi;
+	if (!colon) {
+		if (rv_parse_i64(s, 1, RDZV_MAX_NODES, &lo) < 0)
+			return -EINVAL;
+		*min = *max = (int)lo;
+		return 0;
+	}
+	size_t n = (size_t)(colon - s);
+	if (n == 0 || n >= sizeof(a))
+		return -EINVAL;
+	memcpy(a, s, n);
+	a[n] = 0;
+	if (rv_parse_i64(a, 1, RDZV_MAX_NODES, &lo) < 0 ||
+	    rv_parse_i64(colon + 1, 1, RDZV_MAX_NODES, &hi) < 0 || lo > hi)
+		return -EINVAL;
+	*min = (int)lo;
+	*max = (int)hi;
+	return 0;
+}
+
+static int load_spec(struct master *m, struct rv_err *err)
+{
+	if (!m->cfg.job[0])
+		return rv_err_set(err, -EINVAL, "job.spec", "--job SPEC.json is required");
+	FILE *f = fopen(m->cfg.job, "rb");
+	if (!f)
+		return rv_err_set(err, -errno, "job.spec", "could not open \"%s\": %s", m->cfg.job,
+				  strerror(errno));
+	struct rv_buf b;
+	rv_buf_init(&b);
+	char chunk[8192];
+	size_t k;
+	while ((k = fread(chunk, 1, sizeof(chunk), f)) > 0 && b.len < (16u << 20))
+		rv_buf_append(&b, chunk, k);
+	fclose(f);
+	struct rv_err jerr = { 0 };
+	RV_CLEANUP_CJSON cJSON *doc = rv_json_parse(b.data ? b.data : "", b.len, &jerr);
+	rv_buf_release(&b);
+	if (!doc)
+		return rv_err_set(err, -EINVAL, "", "%s: %s", m->cfg.job, jerr.msg);
+	int rc = rv_job_spec_from_json(doc, &m->spec, &jerr);
+	if (rc < 0)
+		return rv_err_set(err, rc, jerr.field, "%s: %s", m->cfg.job, jerr.msg);
+	if (m->spec.ndatasets == 0)
+		return rv_err_set(err, -EINVAL, "spec.datasets",
+				  "%s: spec.datasets must name at least one dataset to shard",
+				  m->cfg.job);
+	const struct rv_replica_spec *w = &m->spec.replicas[RV_ROLE_WORKER];
+	m->min_nodes = w->min_replicas > 0 ? w->min_replicas : 1;
+	m->max_nodes = w->max_replicas > m->min_nodes ? w->max_replicas : m->min_nodes;
+	if (m->cfg.nnodes[0] && parse_nnodes(m->cfg.nnodes, &m->min_nodes, &m->max_nodes) < 0)
+		return rv_err_set(err, -EINVAL, "rdzv.nnodes",
+				  "--nnodes \"%s\" must be MIN:MAX or N with 1 <= MIN <= MAX <= %d",
+				  m->cfg.nnodes, RDZV_MAX_NODES);
+	return 0;
+}
+
+static int run(int argc, char **argv)
+{
+	struct master *m = calloc(1, sizeof(*m));
+	struct rv_err err = { 0 };
+	if (!m)
+		return -ENOMEM;
+	int rc = rv_cfg_load(master_opts, (int)RV_ARRAY_SIZE(master_opts), &m->cfg, argc, argv,
+			     &err);
+	if (rc == RV_CFG_HELP) {
+		rv_cfg_print_help(master_opts, (int)RV_ARRAY_SIZE(master_opts), stdout, usage,
+				  summary);
+		free(m);
+		return 0;
+	}
+	if (rc == RV_CFG_VERSION) {
+		printf("rover-master %s\n", ROVER_VERSION);
+		free(m);
+		return 0;
+	}
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--print-conf")) {
+			rv_cfg_print_conf(master_opts, (int)RV_ARRAY_SIZE(master_opts), stdout,
+					  "rover-master.conf");
+			free(m);
+			return 0;
+		}
+	}
+	if (rc < 0) {
+		fprintf(stderr, "rover-master: %s\n", err.msg);
+		free(m);
+		return rc;
+	}
+	enum rv_log_level level;
+	if (rv_log_level_parse(m->cfg.log_level, &level) < 0) {
+		fprintf(stderr, "rover-master: log.level: must be debug, info, warn or error\n");
+		free(m);
+		return -EINVAL;
+	}
+	rv_log_setup("master", level);
+	gsl_set_error_handler_off();
+	if (load_spec(m, &err) < 0) {
+		if (err.field[0])
+			fprintf(stderr, "rover-master: invalid job spec: %s (field %s)\n", err.msg,
+				err.field);
+		else
+			fprintf(stderr, "rover-master: invalid job spec: %s\n", err.msg);
+		rv_job_spec_release(&m->spec);
+		free(m);
+		return -EXIT_BAD_SPEC - 1000;
+	}
+	RV_CLEANUP_FREE char *effective =
+		rv_cfg_effective(master_opts, (int)RV_ARRAY_SIZE(master_opts), &m->cfg);
+	rv_log_info("effective config", "%s job=%s nnodes=%d:%d", effective ? effective : "",
+		    m->spec.name, m->min_nodes, m->max_nodes);
+
+	sigset_t sigs;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	char q[600];
+	rc = state_open(m, &err);
+	if (rc < 0) {
+		rv_log_error("could not restore the job state", "dir=%s reason=%s",
+			     m->cfg.state_dir, rv_log_q(q, sizeof(q), err.msg));
+		goto out;
+	}
+	rc = master_api_start(m, &err);
+	if (rc < 0) {
+		rv_log_error("could not start the control API", "reason=%s",
+			     rv_log_q(q, sizeof(q), err.msg));
+		goto out;
+	}
+	rv_log_info("rover-master ready", "listen=%s port=%d auth=%s version=%s", m->cfg.listen,
+		    rv_http_server_port(m->http), m->cfg.token[0] ? "bearer" : "none",
+		    ROVER_VERSION);
+	/* Scripts and tests read this line from stdout to learn the port. */
+	printf("listening on http://%.*s:%d\n", (int)(strrchr(m->cfg.listen, ':') - m->cfg.listen),
+	       m->cfg.listen, rv_http_server_port(m->http));
+	fflush(stdout);
+
+	int sig;
+	do {
+		sig = sigwaitinfo(&sigs, NULL);
+	} while (sig < 0);
+	rv_log_info("shutting down", "signal=%d", sig);
+	rc = 0;
+out:
+	/* Wake the long-polls first so the server's stop does not wait for them. */
+	pthread_mutex_lock(&m->lock);
+	m->stopping = true;
+	pthread_cond_broadcast(&m->changed);
+	pthread_mutex_unlock(&m->lock);
+	master_api_stop(m);
+	state_close(m);
+	rv_job_spec_release(&m->spec);
+	free(m);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	int rc = run(argc, argv);
+	if (rc == -EXIT_BAD_SPEC - 1000)
+		return EXIT_BAD_SPEC;
+	return rc < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,137 @@
+/*
+ * master.h: rover-master's one state struct and the functions the daemon's
+ * files share.
+ *
+ * Threads: libmicrohttpd's connection threads run the handlers (api.c); the
+ * timer thread (state.c) applies the time-driven operations; main waits for
+ * SIGINT/SIGTERM.  One mutex, the state lock, guards everything under
+ * "job state" below: every change is an operation applied by state_apply
+ * under it and journaled before the lock is dropped; the reply waits for the
+ * journal to make it durable (state_sync).  Counters are atomics.
+ */
+#ifndef MASTER_H
+#define MASTER_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "http.h"
+#include "journal.h"
+#include "rdzv.h"
+#include "shard.h"
+#include "wire.h"
+
+/* The config table's storage (main.c master_opts[]). */
+struct master_cfg {
+	char listen[128];
+	char token[256];
+	long long max_body_kb, conn_timeout_s, max_conns;
+	char job[PATH_MAX];
+	char state_dir[PATH_MAX];
+	char nnodes[32];
+	long long node_unit, last_call_ms, max_wait_s, heartbeat_timeout_ms, world_wait_max_ms;
+	long long doing_timeout_ms, max_todo_ranges, max_in_flight, shard_seed;
+	long long commit_delay_us, snapshot_every, sync_timeout_ms;
+	int nosync;
+	long long tick_ms;
+	char log_level[16];
+};
+
+/* A worker that took shards: its node (for a node's death) and its last
+ * shard request (a retried request gets the same answer). */
+struct master_worker {
+	int64_t id; /* < 0: free slot */
+	char node[RV_NAME_MAX];
+	int64_t last_req; /* 0: none */
+	struct rv_shard_task last_task;
+};
+
+/* Operation types: the journal record types (0 is the snapshot). */
+enum master_op_type {
+	MASTER_OP_JOIN = 1,
+	MASTER_OP_LEAVE,
+	MASTER_OP_HEARTBEAT,
+	MASTER_OP_TICK,
+	MASTER_OP_NEXT,
+	MASTER_OP_DONE,
+	MASTER_OP_CKPT_REPORT,
+	MASTER_OP_CKPT_IMPORT, /* payload: the checkpoint document */
+	MASTER_OP_STEP,
+	MASTER_OP_GRACE, /* a restarted master serves again: every node counts as heard */
+};
+
+/* One operation with every input it needs: what the journal stores (as these
+ * bytes; a record is read back by the same binary) and what replay applies. */
+struct master_op {
+	int64_t now_ms;
+	int64_t worker, id, req, step, consumed;
+	double speed;
+	int32_t ds, local_world_size;
+	char node[RV_NAME_MAX];
+	char addr[RV_ADDR_MAX];
+};
+
+/* What applying an operation answered, for the reply. */
+struct master_result {
+	int rc;
+	struct rv_err err; /* detail when rc < 0 */
+	int64_t round;
+	struct rv_shard_task task;
+	bool counted;
+};
+
+struct master {
+	struct master_cfg cfg;
+	struct rv_job_spec spec;
+	int min_nodes, max_nodes;
+
+	/* job state, under lock */
+	pthread_mutex_t lock;
+	pthread_cond_t changed;    /* broadcast after each change: world long-polls */
+	pthread_cond_t timer_wake; /* the timer thread's sleep */
+	struct rdzv *rdzv;
+	struct shard_mgr *shards;
+	struct master_worker *workers; /* open addressing by id, cap a power of two */
+	int nworkers, capworkers;
+	int64_t step, step_ts_ms;
+	double speed;
+	int64_t since_snapshot; /* records since the last snapshot */
+	int64_t last_now_ms;    /* operation time never goes back */
+	bool stopping;
+
+	struct journal *journal;
+	pthread_t timer;
+	bool timer_started;
+	struct rv_http_server *http;
+
+	atomic_uint_least64_t ops_applied, ops_replayed, shards_handed, shards_counted, nodes_dead,
+		tasks_requeued, snapshots, sync_errors;
+};
+
+/* state.c */
+/* Build the rendezvous and the shard manager from the config and spec, open
+ * the journal in cfg.state_dir and replay it, then start the timer thread.
+ * 0 or a negative errno with err. */
+int state_open(struct master *m, struct rv_err *err);
+/* Stop the timer thread, close the journal, free the modules.  Idempotent. */
+void state_close(struct master *m);
+/* Current time for a new operation, under the lock: never before the last. */
+int64_t state_now(struct master *m);
+/* Apply op of type under the lock; journal it when it changed the state.
+ * *seq (may be NULL) gets the record's sequence number (0: nothing
+ * journaled).  Returns the operation's result code (res->rc). */
+int state_apply(struct master *m, int type, const struct master_op *op, const void *doc,
+		size_t doc_len, struct master_result *res, int64_t *seq);
+/* After unlocking: wait until seq is durable; a snapshot when due. */
+int state_sync(struct master *m, int64_t seq);
+/* Dataset index by name ("" = 0); -ENOENT. */
+int state_dataset(const struct master *m, const char *name);
+
+/* api.c */
+int master_api_start(struct master *m, struct rv_err *err);
+void master_api_stop(struct master *m);
+
+#endif

@@ -1,0 +1,640 @@
+/*
+ * state.c: the job state of rover-master: operations, the journal, replay,
+ * snapshots and the timer thread.
+ *
+ * Every change is an operation (struct master_op) applied by state_apply
+ * under the state lock: the rendezvous and the shard manager are pure, so
+ * the same operations in the same order give the same state.  An operation
+ * that changed something is appended to the journal before the lock is
+ * dropped; its handler then waits in state_sync until it is durable, so no
+ * reply tells a client what a restarted master would not know.  Startup
+ * loads the snapshot and re-applies the records after it; a snapshot is
+ * taken every cfg.snapshot_every records.  The timer thread applies TICK
+ * operations when a deadline is due: a round's last call or gang wait, a
+ * silent node (declared dead: its workers' shards go back to TODO at once)
+ * and stalled shards.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "buf.h"
+#include "cleanup.h"
+#include "json.h"
+#include "log.h"
+#include "master.h"
+#include "parse.h"
+
+#define SNAP_MAGIC    "rover-master-snapshot-1\n"
+#define TICK_MAX_DEAD 64
+
+/* ---- workers: open addressing by id ---- */
+
+static uint64_t worker_hash(int64_t id)
+{
+	uint64_t x = (uint64_t)id;
+	x ^= x >> 33;
+	x *= UINT64_C(0xff51afd7ed558ccd);
+	x ^= x >> 33;
+	return x;
+}
+
+static struct master_worker *worker_find(struct master *m, int64_t id)
+{
+	if (m->capworkers == 0)
+		return NULL;
+	uint64_t mask = (uint64_t)m->capworkers - 1;
+	for (uint64_t i = worker_hash(id) & mask;; i = (i + 1) & mask) {
+		struct master_worker *w = &m->workers[i];
+		if (w->id == id)
+			return w;
+		if (w->id < 0)
+			return NULL;
+	}
+}
+
+static int worker_grow(struct master *m)
+{
+	int cap = m->capworkers ? m->capworkers * 2 : 64;
+	struct master_worker *nw = calloc((size_t)cap, sizeof(*nw));
+	if (!nw)
+		return -ENOMEM;
+	for (int i = 0; i < cap; i++)
+		nw[i].id = -1;
+	uint64_t mask = (uint64_t)cap - 1;
+	for (int i = 0; i < m->capworkers; i++) {
+		if (m->workers[i].id < 0)
+			continue;
+		uint64_t k = worker_hash(m->workers[i].id) & mask;
+		while (nw[k].id >= 0)
+			k = (k + 1) & mask;
+		nw[k] = m->workers[i];
+	}
+	free(m->workers);
+	m->workers = nw;
+	m->capworkers = cap;
+	return 0;
+}
+
+/* The worker's entry, added when new; NULL when out of memory. */
+static struct master_worker *worker_get(struct master *m, int64_t id)
+{
+	struct master_worker *w = worker_find(m, id);
+	if (w)
+		return w;
+	if ((m->nworkers + 1) * 2 > m->capworkers && worker_grow(m) < 0)
+		return NULL;
+	uint64_t mask = (uint64_t)m->capworkers - 1;
+	uint64_t k = worker_hash(id) & mask;
+	while (m->workers[k].id >= 0)
+		k = (k + 1) & mask;
+	w = &m->workers[k];
+	memset(w, 0, sizeof(*w));
+	w->id = id;
+	m->nworkers++;
+	return w;
+}
+
+/* A node is gone: every task its workers held goes back to TODO. */
+static int node_dead(struct master *m, const char *node)
+{
+	int n = 0;
+	for (int i = 0; i < m->capworkers; i++) {
+		struct master_worker *w = &m->workers[i];
+		if (w->id < 0 || strcmp(w->node, node) != 0)
+			continue;
+		n += shard_worker_dead(m->shards, w->id);
+		w->last_req = 0;
+	}
+	atomic_fetch_add(&m->tasks_requeued, (uint64_t)n);
+	return n;
+}
+
+int state_dataset(const struct master *m, const char *name)
+{
+	if (!name || !name[0])
+		return 0;
+	for (int i = 0; i < m->spec.ndatasets; i++)
+		if (strcmp(m->spec.datasets[i].name, name) == 0)
+			return i;
+	return -ENOENT;
+}
+
+int64_t state_now(struct master *m)
+{
+	int64_t now = rv_now_ms();
+	return now > m->last_now_ms ? now : m->last_now_ms;
+}
+
+/* ---- applying operations ---- */
+
+static void task_reply(struct master *m, int rc, const struct shard_task *t,
+		       struct rv_shard_task *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (rc == 1) {
+		out->status = RV_SHARD_TASK;
+		out->id = t->id;
+		snprintf(out->dataset, sizeof(out->dataset), "%s", m->spec.datasets[t->ds].name);
+		out->epoch = t->epoch;
+		out->start = t->start;
+		out->end = t->end;
+		return;
+	}
+	struct shard_stats st;
+	shard_stats(m->shards, -1, &st);
+	out->status = st.finished ? RV_SHARD_FINISHED : RV_SHARD_WAIT;
+}
+
+static int apply_tick(struct master *m, int64_t now)
+{
+	char dead[TICK_MAX_DEAD][64];
+	int ndead;
+	int changed = 0;
+	do {
+		ndead = 0;
+		changed |= rdzv_tick(m->rdzv, now, dead, TICK_MAX_DEAD, &ndead) > 0;
+		for (int i = 0; i < ndead; i++) {
+			atomic_fetch_add(&m->nodes_dead, 1);
+			int n = node_dead(m, dead[i]);
+			rv_log_info("node declared dead", "node=%s tasks_requeued=%d", dead[i], n);
+		}
+	} while (ndead == TICK_MAX_DEAD);
+	int n = shard_expire(m->shards, now);
+	if (n > 0) {
+		atomic_fetch_add(&m->tasks_requeued, (uint64_t)n);
+		rv_log_info("stalled shards requeued", "tasks=%d", n);
+	}
+	return changed;
+}
+
+/*
+ * The one place an operation changes the state.  Returns whether it changed
+ * anything (and so must be journaled); res gets what the reply says.
+ */
+static bool apply(struct master *m, int type, const struct master_op *op, const void *doc,
+		  size_t doc_len, struct master_result *res)
+{
+	res->rc = 0;
+	if (op && op->now_ms > m->last_now_ms)
+		m->last_now_ms = op->now_ms;
+	switch (type) {
+	case MASTER_OP_JOIN: {
+		struct rdzv_node n = { .local_world_size = op->local_world_size };
+		snprintf(n.name, sizeof(n.name), "%s", op->node);
+		snprintf(n.addr, sizeof(n.addr), "%s", op->addr);
+		int64_t r = rdzv_join(m->rdzv, &n, op->now_ms);
+		if (r < 0) {
+			res->rc = (int)r;
+			rv_err_set(&res->err, (int)r, r == -ECANCELED ? "" : "node",
+				   r == -ECANCELED ? "the rendezvous failed: %s"
+						   : "could not join node \"%s\"",
+				   r == -ECANCELED ? rdzv_reason(m->rdzv) : op->node);
+			return false;
+		}
+		res->round = r;
+		return true;
+	}
+	case MASTER_OP_LEAVE: {
+		int rc = rdzv_leave(m->rdzv, op->node, op->now_ms);
+		int n = node_dead(m, op->node);
+		return rc >= 0 || n > 0;
+	}
+	case MASTER_OP_HEARTBEAT:
+		res->rc = rdzv_heartbeat(m->rdzv, op->node, op->now_ms);
+		return res->rc == 0;
+	case MASTER_OP_TICK:
+		apply_tick(m, op->now_ms);
+		return true;
+	case MASTER_OP_NEXT: {
+		struct master_worker *w = worker_find(m, op->worker);
+		if (w && op->req > 0 && w->last_req == op->req) {
+			res->task = w->last_task; /* a retry: the same answer */
+			return false;
+		}
+		struct shard_task t;
+		int rc = shard_next(m->shards, op->ds, op->worker, op->now_ms, &t);
+		if (rc < 0) {
+			res->rc = rc;
+			rv_err_set(&res->err, rc, rc == -EINVAL ? "dataset" : "",
+				   rc == -ENOSPC ? "too many shards in flight, ask again later"
+						 : "could not hand out a shard");
+			return false;
+		}
+		task_reply(m, rc, &t, &res->task);
+		if (rc == 0)
+			return false;
+		w = worker_get(m, op->worker);
+		if (w) {
+			snprintf(w->node, sizeof(w->node), "%s", op->node);
+			w->last_req = op->req;
+			w->last_task = res->task;
+		}
+		atomic_fetch_add(&m->shards_handed, 1);
+		return true;
+	}
+	case MASTER_OP_DONE: {
+		int rc = shard_done(m->shards, op->id, op->worker, op->now_ms);
+		if (rc < 0) {
+			res->rc = rc;
+			rv_err_set(&res->err, rc, "id", "task %" PRId64 " is another worker's",
+				   op->id);
+			return false;
+		}
+		res->counted = rc == 1;
+		if (rc == 1)
+			atomic_fetch_add(&m->shards_counted, 1);
+		return rc == 1;
+	}
+	case MASTER_OP_CKPT_REPORT:
+		res->rc = shard_ckpt_report(m->shards, op->step, op->worker, op->id, op->consumed,
+					    &res->err);
+		return res->rc == 0;
+	case MASTER_OP_CKPT_IMPORT:
+		res->rc = shard_ckpt_import(m->shards, doc, doc_len, &res->err);
+		if (res->rc < 0)
+			return false;
+		for (int i = 0; i < m->capworkers; i++)
+			m->workers[i].last_req = 0;
+		return true;
+	case MASTER_OP_GRACE:
+		return rdzv_grace(m->rdzv, op->now_ms) > 0;
+	case MASTER_OP_STEP:
+		m->step = op->step;
+		m->speed = op->speed;
+		m->step_ts_ms = op->now_ms;
+		return true;
+	default:
+		res->rc = rv_err_set(&res->err, -EINVAL, "", "unknown operation %d", type);
+		return false;
+	}
+}
+
+int state_apply(struct master *m, int type, const struct master_op *op, const void *doc,
+		size_t doc_len, struct master_result *res, int64_t *seq)
+{
+	if (seq)
+		*seq = 0;
+	memset(res, 0, sizeof(*res));
+	if (!apply(m, type, op, doc, doc_len, res))
+		return res->rc;
+	atomic_fetch_add(&m->ops_applied, 1);
+	int64_t s = type == MASTER_OP_CKPT_IMPORT
+			    ? journal_append(m->journal, type, doc, doc_len)
+			    : journal_append(m->journal, type, op, sizeof(*op));
+	if (s < 0) {
+		/* Applied but not journaled: the state is ahead of the journal.  A
+		 * restart replays what is journaled; refuse to answer as if durable. */
+		atomic_fetch_add(&m->sync_errors, 1);
+		rv_log_error("could not journal an operation", "type=%d errno=%d", type, (int)-s);
+		res->rc = rv_err_set(&res->err, -EIO, "", "could not journal the operation");
+		return res->rc;
+	}
+	m->since_snapshot++;
+	if (seq)
+		*seq = s;
+	pthread_cond_broadcast(&m->changed);
+	return res->rc;
+}
+
+/* ---- snapshots ---- */
+
+static int snapshot_build(struct master *m, struct rv_buf *out)
+{
+	struct rv_buf part;
+	rv_buf_init(&part);
+	rv_buf_puts(out, SNAP_MAGIC);
+	int rc = rdzv_snapshot_save(m->rdzv, &part);
+	if (rc == 0) {
+		rv_buf_printf(out, "%zu\n", part.len);
+		rv_buf_append(out, part.data ? part.data : "", part.len);
+		rv_buf_truncate(&part, 0);
+		rc = shard_snapshot_save(m->shards, &part);
+	}
+	if (rc == 0) {
+		rv_buf_printf(out, "%zu\n", part.len);
+		rv_buf_append(out, part.data ? part.data : "", part.len);
+		rv_buf_truncate(&part, 0);
+		rv_buf_printf(&part,
+			      "{\"step\":%" PRId64 ",\"step_ts\":%" PRId64 ",\"speed\":%.17g,"
+			      "\"last_now\":%" PRId64 ",\"workers\":[",
+			      m->step, m->step_ts_ms, m->speed, m->last_now_ms);
+		bool first = true;
+		for (int i = 0; i < m->capworkers; i++) {
+			const struct master_worker *w = &m->workers[i];
+			if (w->id < 0)
+				continue;
+			const struct rv_shard_task *t = &w->last_task;
+			rv_buf_printf(&part,
+				      "%s[%" PRId64 ",\"%s\",%" PRId64 ",%d,%" PRId64
+				      ",\"%s\",%d,%" PRId64 ",%" PRId64 "]",
+				      first ? "" : ",", w->id, w->node, w->last_req, (int)t->status,
+				      t->id, t->dataset, t->epoch, t->start, t->end);
+			first = false;
+		}
+		rv_buf_puts(&part, "]}");
+		rv_buf_printf(out, "%zu\n", part.len);
+		rv_buf_append(out, part.data, part.len);
+	}
+	rv_buf_release(&part);
+	if (rc == 0 && rv_buf_failed(out))
+		rc = -ENOMEM;
+	return rc;
+}
+
+/* Next length-prefixed section of a snapshot. */
+static const char *snap_section(const char **p, const char *end, size_t *len)
+{
+	const char *nl = memchr(*p, '\n', (size_t)(end - *p));
+	if (!nl)
+		return NULL;
+	char num[24];
+	size_t k = (size_t)(nl - *p);
+	if (k == 0 || k >= sizeof(num))
+		return NULL;
+	memcpy(num, *p, k);
+	num[k] = 0;
+	int64_t n;
+	if (rv_parse_i64(num, 0, end - nl - 1, &n) < 0)
+		return NULL;
+	const char *s = nl + 1;
+	*len = (size_t)n;
+	*p = s + n;
+	return s;
+}
+
+static int load_extra(struct master *m, const char *s, size_t len, struct rv_err *err)
+{
+	RV_CLEANUP_CJSON cJSON *doc = rv_json_parse(s, len, err);
+	if (!doc)
+		return -EUCLEAN;
+	m->step = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(doc, "step"));
+	m->step_ts_ms = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(doc, "step_ts"));
+	m->speed = cJSON_GetNumberValue(cJSON_GetObjectItem(doc, "speed"));
+	m->last_now_ms = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(doc, "last_now"));
+	const cJSON *it;
+	cJSON_ArrayForEach(it, cJSON_GetObjectItem(doc, "workers"))
+	{
+		if (cJSON_GetArraySize(it) != 9)
+			return rv_err_set(err, -EUCLEAN, "workers",
+					  "bad worker entry in the snapshot");
+		struct master_worker *w =
+			worker_get(m, (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 0)));
+		if (!w)
+			return -ENOMEM;
+		const char *node = cJSON_GetStringValue(cJSON_GetArrayItem(it, 1));
+		const char *ds = cJSON_GetStringValue(cJSON_GetArrayItem(it, 5));
+		snprintf(w->node, sizeof(w->node), "%s", node ? node : "");
+		w->last_req = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 2));
+		w->last_task.status =
+			(enum rv_shard_status)(int)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 3));
+		w->last_task.id = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 4));
+		snprintf(w->last_task.dataset, sizeof(w->last_task.dataset), "%s", ds ? ds : "");
+		w->last_task.epoch = (int)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 6));
+		w->last_task.start = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 7));
+		w->last_task.end = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 8));
+	}
+	return 0;
+}
+
+static int on_snapshot(void *ctx, int type, const void *data, size_t len, struct rv_err *err)
+{
+	struct master *m = ctx;
+	(void)type;
+	const char *p = data, *end = p + len;
+	size_t ml = strlen(SNAP_MAGIC), rl, sl, xl;
+	if (len < ml || memcmp(p, SNAP_MAGIC, ml) != 0)
+		return rv_err_set(err, -EUCLEAN, "", "the snapshot is not a rover-master snapshot");
+	p += ml;
+	const char *r = snap_section(&p, end, &rl);
+	const char *s = r ? snap_section(&p, end, &sl) : NULL;
+	const char *x = s ? snap_section(&p, end, &xl) : NULL;
+	if (!x)
+		return rv_err_set(err, -EUCLEAN, "", "the snapshot is cut short");
+	int rc = rdzv_snapshot_load(m->rdzv, r, rl, err);
+	if (rc == 0)
+		rc = shard_snapshot_load(m->shards, s, sl, err);
+	if (rc == 0)
+		rc = load_extra(m, x, xl, err);
+	return rc < 0 ? rc : 0;
+}
+
+static int on_record(void *ctx, int type, const void *data, size_t len, struct rv_err *err)
+{
+	struct master *m = ctx;
+	struct master_result res;
+	struct master_op op;
+	const struct master_op *opp = NULL;
+	if (type != MASTER_OP_CKPT_IMPORT) {
+		if (len != sizeof(op))
+			return rv_err_set(err, -EUCLEAN, "",
+					  "journal record of type %d has %zu bytes, not %zu", type,
+					  len, sizeof(op));
+		memcpy(&op, data, sizeof(op));
+		opp = &op;
+	}
+	memset(&res, 0, sizeof(res));
+	apply(m, type, opp, data, len, &res);
+	m->since_snapshot++;
+	atomic_fetch_add(&m->ops_replayed, 1);
+	return 0;
+}
+
+static int take_snapshot(struct master *m)
+{
+	struct rv_buf b;
+	rv_buf_init(&b);
+	struct rv_err err = { 0 };
+	int64_t t0 = rv_mono_ms();
+	int rc = snapshot_build(m, &b);
+	if (rc == 0)
+		rc = journal_snapshot(m->journal, b.data, b.len, &err);
+	if (rc == 0) {
+		m->since_snapshot = 0;
+		atomic_fetch_add(&m->snapshots, 1);
+		rv_log_info("snapshot taken", "bytes=%zu ms=%" PRId64, b.len, rv_mono_ms() - t0);
+	} else {
+		char q[600];
+		rv_log_error("could not take a snapshot", "errno=%d reason=%s", -rc,
+			     rv_log_q(q, sizeof(q), err.msg));
+	}
+	rv_buf_release(&b);
+	return rc;
+}
+
+int state_sync(struct master *m, int64_t seq)
+{
+	if (seq <= 0)
+		return 0;
+	int rc = journal_sync(m->journal, seq, (int)m->cfg.sync_timeout_ms);
+	if (rc < 0) {
+		atomic_fetch_add(&m->sync_errors, 1);
+		rv_log_error("could not make an operation durable", "seq=%" PRId64 " errno=%d", seq,
+			     -rc);
+		return rc;
+	}
+	if (m->since_snapshot >= m->cfg.snapshot_every) {
+		pthread_mutex_lock(&m->lock);
+		if (m->since_snapshot >= m->cfg.snapshot_every)
+			take_snapshot(m);
+		pthread_mutex_unlock(&m->lock);
+	}
+	return 0;
+}
+
+/* ---- timer ---- */
+
+static int64_t next_deadline(struct master *m)
+{
+	int64_t a = rdzv_next_deadline(m->rdzv), b = shard_next_deadline(m->shards);
+	return a < b ? a : b;
+}
+
+static void *timer_main(void *arg)
+{
+	struct master *m = arg;
+	int64_t last_tick = INT64_MIN;
+	pthread_mutex_lock(&m->lock);
+	while (!m->stopping) {
+		int64_t now = state_now(m);
+		int64_t dl = next_deadline(m);
+		/* A deadline that a tick at or after it did not move would make a
+		 * busy loop of journaled ticks: then tick at most once per tick_ms. */
+		if (now >= dl && (dl > last_tick || now - last_tick >= m->cfg.tick_ms)) {
+			last_tick = now;
+			struct master_op op = { .now_ms = now };
+			struct master_result res;
+			int64_t seq = 0;
+			state_apply(m, MASTER_OP_TICK, &op, NULL, 0, &res, &seq);
+			pthread_mutex_unlock(&m->lock);
+			state_sync(m, seq);
+			pthread_mutex_lock(&m->lock);
+			continue;
+		}
+		int64_t wait = dl > now ? dl - now : m->cfg.tick_ms;
+		if (wait > m->cfg.tick_ms)
+			wait = m->cfg.tick_ms;
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		int64_t ns = ts.tv_nsec + (wait % 1000) * 1000000L;
+		ts.tv_sec += (time_t)(wait / 1000 + ns / 1000000000L);
+		ts.tv_nsec = (long)(ns % 1000000000L);
+		pthread_cond_timedwait(&m->timer_wake, &m->lock, &ts);
+	}
+	pthread_mutex_unlock(&m->lock);
+	return NULL;
+}
+
+/* ---- open / close ---- */
+
+static int build_modules(struct master *m, struct rv_err *err)
+{
+	struct rdzv_conf rc = {
+		.min_nodes = m->min_nodes,
+		.max_nodes = m->max_nodes,
+		.node_unit = (int)m->cfg.node_unit,
+		.last_call_ms = m->cfg.last_call_ms,
+		.max_wait_ms = m->cfg.max_wait_s * 1000,
+		.heartbeat_timeout_ms = m->cfg.heartbeat_timeout_ms,
+	};
+	m->rdzv = rdzv_new(&rc, err);
+	if (!m->rdzv)
+		return err->code ? err->code : -ENOMEM;
+	struct shard_dataset ds[RV_MAX_DATASETS];
+	int n = m->spec.ndatasets;
+	for (int i = 0; i < n; i++) {
+		const struct rv_dataset *d = &m->spec.datasets[i];
+		memset(&ds[i], 0, sizeof(ds[i]));
+		snprintf(ds[i].name, sizeof(ds[i].name), "%s", d->name);
+		ds[i].size = d->size;
+		ds[i].shard_size = d->shard_size < d->size ? d->shard_size : d->size;
+		ds[i].epochs = d->epochs > 0 ? d->epochs : 1;
+		ds[i].shuffle = d->shuffle;
+		ds[i].seed = (uint64_t)m->cfg.shard_seed;
+	}
+	if (n == 0)
+		return rv_err_set(err, -EINVAL, "spec.datasets",
+				  "the job spec names no dataset to shard");
+	struct shard_conf sc = {
+		.doing_timeout_ms = m->cfg.doing_timeout_ms,
+		.max_todo_ranges = (int)m->cfg.max_todo_ranges,
+		.max_tasks_in_flight = (int)m->cfg.max_in_flight,
+	};
+	m->shards = shard_new(ds, n, &sc, err);
+	if (!m->shards)
+		return err->code ? err->code : -ENOMEM;
+	return 0;
+}
+
+/* After a replay: every known node counts as heard from now, so the
+ * master's own downtime is not taken for silence. */
+static void grace(struct master *m)
+{
+	pthread_mutex_lock(&m->lock);
+	struct master_op op = { .now_ms = state_now(m) };
+	struct master_result res;
+	int64_t seq = 0;
+	state_apply(m, MASTER_OP_GRACE, &op, NULL, 0, &res, &seq);
+	pthread_mutex_unlock(&m->lock);
+	state_sync(m, seq);
+}
+
+int state_open(struct master *m, struct rv_err *err)
+{
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_mutex_init(&m->lock, NULL);
+	pthread_cond_init(&m->changed, &ca);
+	pthread_cond_init(&m->timer_wake, &ca);
+	pthread_condattr_destroy(&ca);
+	int rc = build_modules(m, err);
+	if (rc < 0)
+		return rc;
+	struct journal_opts jo = {
+		.dir = m->cfg.state_dir,
+		/* an imported data checkpoint is one record */
+		.max_record = (size_t)RV_MAX_CKPT_DOC + 4096,
+		.commit_delay_us = (int)m->cfg.commit_delay_us,
+		.nosync = m->cfg.nosync != 0,
+	};
+	int64_t t0 = rv_mono_ms();
+	m->journal = journal_open(&jo, on_snapshot, on_record, m, err);
+	if (!m->journal)
+		return err->code ? err->code : -EIO;
+	struct journal_stats js;
+	journal_stats(m->journal, &js);
+	rv_log_info("state restored",
+		    "dir=%s replayed=%" PRId64 " torn_bytes=%" PRId64 " ms=%" PRId64,
+		    m->cfg.state_dir, js.replayed, js.torn_bytes_truncated, rv_mono_ms() - t0);
+	grace(m);
+	if (pthread_create(&m->timer, NULL, timer_main, m) != 0)
+		return rv_err_set(err, -EAGAIN, "", "could not start the timer thread");
+	m->timer_started = true;
+	return 0;
+}
+
+void state_close(struct master *m)
+{
+	if (m->timer_started) {
+		pthread_mutex_lock(&m->lock);
+		m->stopping = true;
+		pthread_cond_broadcast(&m->timer_wake);
+		pthread_cond_broadcast(&m->changed);
+		pthread_mutex_unlock(&m->lock);
+		pthread_join(m->timer, NULL);
+		m->timer_started = false;
+	}
+	journal_close(m->journal);
+	m->journal = NULL;
+	rdzv_free(m->rdzv);
+	m->rdzv = NULL;
+	shard_free(m->shards);
+	m->shards = NULL;
+	free(m->workers);
+	m->workers = NULL;
+	m->capworkers = m->nworkers = 0;
+}

@@ -1,0 +1,363 @@
+/*
+ * check_wire_master.c: the master's control messages in common/wire.c:
+ * documents parse to the right values and round-trip through JSON text, bad
+ * input is refused naming the field, and rv_wire_master_messages() matches
+ * the code key by key, both ways (what the master's OpenAPI document is
+ * generated from).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "testutil.h"
+#include "wire.h"
+
+enum mkind {
+	K_JOIN,
+	K_JOINED,
+	K_WORLD,
+	K_HB,
+	K_HB_REPLY,
+	K_FAILURE,
+	K_NEXT,
+	K_TASK,
+	K_DONE,
+	K_DONE_REPLY,
+	K_CKPT_REPORT,
+	K_DATA_CKPT,
+	K_STEP,
+	K_JOB,
+	K_COUNT
+};
+
+static const char *const docs[K_COUNT] = {
+	[K_JOIN] = "{\"node\":\"n-0\",\"addr\":\"10.0.0.1:29500\",\"local_world_size\":2}",
+	[K_JOINED] = "{\"round\":3}",
+	[K_WORLD] =
+		"{\"status\":\"complete\",\"round\":4,\"group_rank\":1,\"nnodes\":2,"
+		"\"world_size\":3,\"waiting\":0,\"members\":[{\"node\":\"n-0\",\"addr\":\"a:1\","
+		"\"local_world_size\":2,\"group_rank\":0,\"rank_offset\":0},{\"node\":\"n-1\","
+		"\"addr\":\"b:1\",\"local_world_size\":1,\"group_rank\":1,\"rank_offset\":2}]}",
+	[K_HB] = "{\"node\":\"n-0\"}",
+	[K_HB_REPLY] = "{\"round\":2,\"waiting\":1,\"rejoin\":true}",
+	[K_FAILURE] = "{\"node\":\"n-0\",\"reason\":\"oom\",\"exit_code\":-9}",
+	[K_NEXT] = "{\"node\":\"n-0\",\"worker\":3,\"dataset\":\"train\",\"req\":77}",
+	[K_TASK] = "{\"status\":\"task\",\"id\":5,\"dataset\":\"train\",\"epoch\":1,\"start\":600,"
+		   "\"end\":1200}",
+	[K_DONE] = "{\"node\":\"n-0\",\"worker\":3,\"id\":5}",
+	[K_DONE_REPLY] = "{\"counted\":true}",
+	[K_CKPT_REPORT] = "{\"step\":100,\"worker\":3,\"task_id\":5,\"consumed\":64}",
+	[K_DATA_CKPT] = "{\"step\":100,\"checkpoint\":{\"datasets\":[{\"cursor\":3}]}}",
+	[K_STEP] = "{\"node\":\"n-0\",\"step\":100,\"speed\":512.5,\"ts\":1700000000000}",
+	[K_JOB] = "{\"job\":\"mnist\",\"state\":\"complete\",\"round\":2,\"nnodes\":2,"
+		  "\"world_size\":4,\"waiting\":0,\"step\":10,\"speed\":3.5,\"finished\":false,"
+		  "\"datasets\":[{\"name\":\"train\",\"samples_total\":120000,\"samples_done\":600,"
+		  "\"epoch\":0,\"finished\":false}]}",
+};
+
+/* Parse a document of kind k (and when back is not NULL, write it again). */
+static int parse_kind(enum mkind k, const cJSON *doc, cJSON **back, struct rv_err *err)
+{
+	int rc = -EINVAL;
+	cJSON *out = NULL;
+#define CASE(kind, type, from, to)                                                                 \
+	case kind: {                                                                               \
+		type v;                                                                            \
+		if ((rc = from(doc, &v, err)) == 0 && back)                                        \
+			out = to(&v);                                                              \
+		break;                                                                             \
+	}
+	switch (k) {
+		CASE(K_JOIN, struct rv_rdzv_join, rv_rdzv_join_from_json, rv_rdzv_join_to_json)
+		CASE(K_JOINED, struct rv_rdzv_joined, rv_rdzv_joined_from_json,
+		     rv_rdzv_joined_to_json)
+		CASE(K_HB, struct rv_heartbeat, rv_heartbeat_from_json, rv_heartbeat_to_json)
+		CASE(K_HB_REPLY, struct rv_heartbeat_reply, rv_heartbeat_reply_from_json,
+		     rv_heartbeat_reply_to_json)
+		CASE(K_FAILURE, struct rv_failure_report, rv_failure_report_from_json,
+		     rv_failure_report_to_json)
+		CASE(K_NEXT, struct rv_shard_next, rv_shard_next_from_json, rv_shard_next_to_json)
+		CASE(K_TASK, struct rv_shard_task, rv_shard_task_from_json, rv_shard_task_to_json)
+		CASE(K_DONE, struct rv_shard_done, rv_shard_done_from_json, rv_shard_done_to_json)
+		CASE(K_DONE_REPLY, struct rv_shard_done_reply, rv_shard_done_reply_from_json,
+		     rv_shard_done_reply_to_json)
+		CASE(K_CKPT_REPORT, struct rv_ckpt_report, rv_ckpt_report_from_json,
+		     rv_ckpt_report_to_json)
+		CASE(K_STEP, struct rv_step_report, rv_step_report_from_json,
+		     rv_step_report_to_json)
+		CASE(K_JOB, struct rv_job_status, rv_job_status_from_json, rv_job_status_to_json)
+	case K_WORLD: {
+		struct rv_rdzv_world_reply v;
+		if ((rc = rv_rdzv_world_reply_from_json(doc, &v, err)) == 0 && back)
+			out = rv_rdzv_world_reply_to_json(&v);
+		rv_rdzv_world_reply_release(&v);
+		break;
+	}
+	case K_DATA_CKPT: {
+		struct rv_data_ckpt v;
+		if ((rc = rv_data_ckpt_from_json(doc, &v, err)) == 0 && back)
+			out = rv_data_ckpt_to_json(&v);
+		rv_data_ckpt_release(&v);
+		break;
+	}
+	case K_COUNT:
+		break;
+	}
+#undef CASE
+	if (back)
+		*back = out;
+	return rc;
+}
+
+static cJSON *must_parse(const char *s)
+{
+	struct rv_err err = { 0 };
+	cJSON *root = rv_json_parse(s, strlen(s), &err);
+	ck_assert_msg(root != NULL, "could not parse: %s", err.msg);
+	return root;
+}
+
+static cJSON *at(cJSON *root, const char *path)
+{
+	char buf[128];
+	snprintf(buf, sizeof(buf), "%s", path);
+	cJSON *cur = root;
+	char *save = NULL;
+	for (char *tok = strtok_r(buf, ".", &save); tok && cur; tok = strtok_r(NULL, ".", &save))
+		cur = cJSON_IsArray(cur) ? cJSON_GetArrayItem(cur, atoi(tok))
+					 : cJSON_GetObjectItemCaseSensitive(cur, tok);
+	return cur;
+}
+
+/* Where each message sits in its kind's document ("" the root). */
+static const struct {
+	const char *name;
+	enum mkind kind;
+	const char *at;
+} cases[] = {
+	{ "RdzvJoin", K_JOIN, "" },
+	{ "RdzvJoined", K_JOINED, "" },
+	{ "RdzvWorld", K_WORLD, "" },
+	{ "Heartbeat", K_HB, "" },
+	{ "HeartbeatReply", K_HB_REPLY, "" },
+	{ "FailureReport", K_FAILURE, "" },
+	{ "ShardNext", K_NEXT, "" },
+	{ "ShardTask", K_TASK, "" },
+	{ "ShardDone", K_DONE, "" },
+	{ "ShardDoneReply", K_DONE_REPLY, "" },
+	{ "CkptReport", K_CKPT_REPORT, "" },
+	{ "DataCheckpoint", K_DATA_CKPT, "" },
+	{ "StepReport", K_STEP, "" },
+	{ "JobStatus", K_JOB, "" },
+	{ "RdzvMember", K_WORLD, "members.1" },
+	{ "DatasetStatus", K_JOB, "datasets.0" },
+};
+
+START_TEST(test_round_trip)
+{
+	for (int k = 0; k < K_COUNT; k++) {
+		cJSON *doc = must_parse(docs[k]);
+		cJSON *back = NULL;
+		struct rv_err err = { 0 };
+		ck_assert_msg(parse_kind((enum mkind)k, doc, &back, &err) == 0, "%s: %s", docs[k],
+			      err.msg);
+		ck_assert_ptr_nonnull(back);
+		/* every key and value of the document comes back as it was */
+		ck_assert_msg(cJSON_Compare(doc, back, 1), "%s came back as %s", docs[k],
+			      cJSON_PrintUnformatted(back));
+		cJSON_Delete(back);
+		cJSON_Delete(doc);
+	}
+}
+END_TEST
+
+START_TEST(test_values)
+{
+	struct rv_err err = { 0 };
+	cJSON *doc = must_parse(docs[K_WORLD]);
+	struct rv_rdzv_world_reply w;
+	ck_assert_int_eq(rv_rdzv_world_reply_from_json(doc, &w, &err), 0);
+	ck_assert_int_eq(w.status, RV_RDZV_COMPLETE);
+	ck_assert_int_eq(w.round, 4);
+	ck_assert_int_eq(w.nmembers, 2);
+	ck_assert_str_eq(w.members[1].node, "n-1");
+	ck_assert_int_eq(w.members[1].rank_offset, 2);
+	rv_rdzv_world_reply_release(&w);
+	cJSON_Delete(doc);
+
+	doc = must_parse("{\"node\":\"n-0\"}");
+	struct rv_rdzv_join j;
+	ck_assert_int_eq(rv_rdzv_join_from_json(doc, &j, &err), 0);
+	ck_assert_int_eq(j.local_world_size, 1); /* the default */
+	ck_assert_str_eq(j.addr, "");
+	cJSON_Delete(doc);
+
+	doc = must_parse("{\"status\":\"finished\"}");
+	struct rv_shard_task t;
+	ck_assert_int_eq(rv_shard_task_from_json(doc, &t, &err), 0);
+	ck_assert_int_eq(t.status, RV_SHARD_FINISHED);
+	cJSON_Delete(doc);
+
+	doc = must_parse(docs[K_DATA_CKPT]);
+	struct rv_data_ckpt ck;
+	ck_assert_int_eq(rv_data_ckpt_from_json(doc, &ck, &err), 0);
+	ck_assert_int_eq(ck.step, 100);
+	ck_assert_str_eq(ck.checkpoint, "{\"datasets\":[{\"cursor\":3}]}");
+	ck_assert_uint_eq(ck.len, strlen(ck.checkpoint));
+	rv_data_ckpt_release(&ck);
+	cJSON_Delete(doc);
+}
+END_TEST
+
+/* Bad input: rejected with the field named. */
+START_TEST(test_bad)
+{
+	static const struct {
+		enum mkind kind;
+		const char *doc, *field;
+	} bad[] = {
+		{ K_JOIN, "{\"node\":\"a b\"}", "node" },
+		{ K_JOIN, "{\"node\":\"\"}", "node" },
+		{ K_JOIN, "{\"node\":\"n\",\"local_world_size\":0}", "local_world_size" },
+		{ K_JOIN, "[]", "" },
+		{ K_NEXT, "{\"node\":\"n\",\"worker\":-1}", "worker" },
+		{ K_NEXT, "{\"node\":\"n\",\"worker\":1,\"dataset\":\"a/b\"}", "dataset" },
+		{ K_NEXT, "{\"node\":\"n\",\"worker\":1.5}", "worker" },
+		{ K_DONE, "{\"node\":\"n\",\"worker\":1,\"id\":0}", "id" },
+		{ K_TASK,
+		  "{\"status\":\"task\",\"id\":1,\"dataset\":\"d\",\"epoch\":0,\"start\":5,"
+		  "\"end\":4}",
+		  "end" },
+		{ K_TASK, "{\"status\":\"maybe\"}", "status" },
+		{ K_CKPT_REPORT, "{\"step\":-1,\"worker\":0}", "step" },
+		{ K_DATA_CKPT, "{\"step\":1,\"checkpoint\":\"x\"}", "checkpoint" },
+		{ K_WORLD, "{\"status\":\"complete\",\"round\":1,\"members\":[{\"node\":\"n\"}]}",
+		  "members[0].local_world_size" },
+		{ K_FAILURE, "{\"node\":\"n\",\"exit_code\":300}", "exit_code" },
+		{ K_STEP, "{\"node\":\"n\",\"step\":1,\"speed\":-2}", "speed" },
+		{ K_JOB, "{\"job\":\"j\",\"state\":\"complete\",\"datasets\":[{\"name\":\"d\"}]}",
+		  "datasets[0].samples_total" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cJSON *doc = must_parse(bad[i].doc);
+		struct rv_err err = { 0 };
+		int rc = parse_kind(bad[i].kind, doc, NULL, &err);
+		ck_assert_msg(rc == -EINVAL, "%s: rc %d", bad[i].doc, rc);
+		ck_assert_msg(!strcmp(err.field, bad[i].field),
+			      "%s: field \"%s\", want \"%s\" (%s)", bad[i].doc, err.field,
+			      bad[i].field, err.msg);
+		cJSON_Delete(doc);
+	}
+}
+END_TEST
+
+/* Table -> code: every field is read (a wrong type is refused naming it), a
+ * required one is required, an optional one is not (unless its description
+ * says when it is). */
+START_TEST(test_table_fields_are_parsed)
+{
+	int n;
+	(void)rv_wire_master_messages(&n);
+	ck_assert_int_eq(n, (int)(sizeof(cases) / sizeof(cases[0])));
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		const struct rv_wire_message *msg = rv_wire_master_message(cases[c].name);
+		ck_assert_msg(msg, "no table for %s", cases[c].name);
+		for (int f = 0; f < msg->nfields; f++) {
+			const struct rv_wire_field *fd = &msg->fields[f];
+			cJSON *doc = must_parse(docs[cases[c].kind]);
+			cJSON *obj = at(doc, cases[c].at);
+			ck_assert_msg(cJSON_GetObjectItemCaseSensitive(obj, fd->name),
+				      "%s.%s: not in the test document", msg->name, fd->name);
+			struct rv_err err = { 0 };
+			bool composite = !strcmp(fd->type, "object") || !strcmp(fd->type, "array");
+			cJSON *wrong = composite ? cJSON_CreateNumber(7) : cJSON_CreateArray();
+			cJSON_ReplaceItemInObjectCaseSensitive(obj, fd->name, wrong);
+			int rc = parse_kind(cases[c].kind, doc, NULL, &err);
+			ck_assert_msg(rc == -EINVAL && strstr(err.field, fd->name),
+				      "%s.%s: a %s is not refused (rc %d, field \"%s\")", msg->name,
+				      fd->name, composite ? "number" : "list", rc, err.field);
+			cJSON_DeleteItemFromObjectCaseSensitive(obj, fd->name);
+			rc = parse_kind(cases[c].kind, doc, NULL, &err);
+			if (fd->required)
+				ck_assert_msg(rc == -EINVAL,
+					      "%s.%s: required but its absence passes", msg->name,
+					      fd->name);
+			else if (!strstr(fd->description, "required for"))
+				ck_assert_msg(rc == 0, "%s.%s: optional but its absence fails: %s",
+					      msg->name, fd->name, err.msg);
+			cJSON_Delete(doc);
+		}
+	}
+}
+END_TEST
+
+/* Code -> table: to_json writes every field of the table and none besides. */
+START_TEST(test_table_fields_are_written)
+{
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		const struct rv_wire_message *msg = rv_wire_master_message(cases[c].name);
+		ck_assert_ptr_nonnull(msg);
+		cJSON *doc = must_parse(docs[cases[c].kind]);
+		cJSON *back = NULL;
+		struct rv_err err = { 0 };
+		ck_assert_int_eq(parse_kind(cases[c].kind, doc, &back, &err), 0);
+		const cJSON *o = at(back, cases[c].at);
+		ck_assert_msg(cJSON_IsObject(o), "%s: no object at \"%s\"", msg->name, cases[c].at);
+		bool seen[32] = { false };
+		ck_assert_int_le(msg->nfields, 32);
+		const cJSON *it;
+		cJSON_ArrayForEach(it, o)
+		{
+			int f = 0;
+			while (f < msg->nfields && strcmp(msg->fields[f].name, it->string))
+				f++;
+			ck_assert_msg(f < msg->nfields,
+				      "%s: to_json writes \"%s\", not in its table", msg->name,
+				      it->string);
+			seen[f] = true;
+		}
+		for (int f = 0; f < msg->nfields; f++)
+			ck_assert_msg(seen[f], "%s.%s: in the table but to_json never writes it",
+				      msg->name, msg->fields[f].name);
+		cJSON_Delete(back);
+		cJSON_Delete(doc);
+	}
+}
+END_TEST
+
+/* Every ref names a message of the master's table set. */
+START_TEST(test_table_refs_resolve)
+{
+	int n;
+	const struct rv_wire_message *m = rv_wire_master_messages(&n);
+	for (int i = 0; i < n; i++)
+		for (int f = 0; f < m[i].nfields; f++)
+			if (m[i].fields[f].ref && strcmp(m[i].fields[f].ref, "string"))
+				ck_assert_msg(rv_wire_master_message(m[i].fields[f].ref),
+					      "%s.%s: ref %s unknown", m[i].name,
+					      m[i].fields[f].name, m[i].fields[f].ref);
+	ck_assert_ptr_null(rv_wire_master_message("ElasticJob"));
+	ck_assert_int_eq(rv_rdzv_status_parse("spare"), RV_RDZV_SPARE);
+	ck_assert_int_eq(rv_shard_status_parse("wait"), RV_SHARD_WAIT);
+	ck_assert_int_eq(rv_shard_status_parse("nope"), -EINVAL);
+}
+END_TEST
+
+static Suite *wire_master_suite(void)
+{
+	Suite *s = suite_create("wire_master");
+	TCase *tc = tcase_create("messages");
+	tcase_add_test(tc, test_round_trip);
+	tcase_add_test(tc, test_values);
+	tcase_add_test(tc, test_bad);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("tables");
+	tcase_add_test(tc, test_table_fields_are_parsed);
+	tcase_add_test(tc, test_table_fields_are_written);
+	tcase_add_test(tc, test_table_refs_resolve);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+RV_TEST_MAIN(wire_master_suite)

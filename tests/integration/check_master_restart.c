@@ -1,0 +1,191 @@
+/*
+ * check_master_restart.c: kill -9 of the real rover-master mid-epoch, then
+ * a restart on the same state folder: the workers' clients reconnect with
+ * back-off and carry on, and at the end every sample of every epoch was
+ * processed exactly once (counted per sample), the rendezvous world is the
+ * one from before, and the master's own count agrees.  Repeated several
+ * times in one run, so the kill lands at different points.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "masterfix.h"
+#include "parse.h"
+#include "testutil.h"
+
+struct agent {
+	const struct rv_test_master *m;
+	char node[64];
+	struct rv_rdzv_world_reply world;
+	int rc;
+};
+
+static void *agent_main(void *arg)
+{
+	struct agent *a = arg;
+	struct rv_master_client *c = rv_test_master_client(a->m);
+	struct rv_rdzv_join j = { .local_world_size = 1 };
+	snprintf(j.node, sizeof(j.node), "%s", a->node);
+	a->rc = rv_master_rendezvous(c, &j, 20000, &a->world, NULL);
+	rv_master_client_free(c);
+	return NULL;
+}
+
+static void kill_and_restart(long size, int epochs, int nworkers, int kills, const char *nosync)
+{
+	char *spec = rv_test_master_spec(size, 7, epochs, nworkers, nworkers);
+	struct rv_test_master m;
+	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
+	free(spec);
+	const char *args[] = { "--journal-snapshot-every", "300", "--journal-nosync", nosync,
+			       NULL };
+	ck_assert_int_eq(rv_test_master_start(&m, args), 0);
+
+	struct agent ag[16];
+	pthread_t t[16];
+	for (int i = 0; i < nworkers; i++) {
+		memset(&ag[i], 0, sizeof(ag[i]));
+		ag[i].m = &m;
+		snprintf(ag[i].node, sizeof(ag[i].node), "node-%d", i);
+		ck_assert_int_eq(pthread_create(&t[i], NULL, agent_main, &ag[i]), 0);
+	}
+	for (int i = 0; i < nworkers; i++) {
+		pthread_join(t[i], NULL);
+		ck_assert_int_eq(ag[i].rc, 0);
+	}
+	int64_t round = ag[0].world.round;
+
+	atomic_int *counts = calloc((size_t)(size * epochs), sizeof(*counts));
+	struct rv_test_shard_worker w[16];
+	for (int i = 0; i < nworkers; i++) {
+		memset(&w[i], 0, sizeof(w[i]));
+		w[i].url = m.url;
+		snprintf(w[i].node, sizeof(w[i].node), "node-%d", i);
+		w[i].worker = i;
+		w[i].counts = counts;
+		w[i].size = size;
+		ck_assert_int_eq(pthread_create(&t[i], NULL, rv_test_shard_worker_main, &w[i]), 0);
+	}
+	struct rv_master_client *c = rv_test_master_client(&m);
+	struct rv_err err = { 0 };
+	struct rv_job_status js;
+	for (int k = 0; k < kills; k++) {
+		/* wait until this kill's share of the samples is done, then kill -9 */
+		int64_t target = size * epochs * (k + 1) / (kills + 1);
+		for (;;) {
+			ck_assert_msg(rv_master_job(c, &js, &err) == 0, "%s", err.msg);
+			if (js.datasets[0].samples_done >= target || js.finished)
+				break;
+			usleep(5000);
+		}
+		int st = rv_test_master_stop(&m, SIGKILL, 5000);
+		ck_assert(st >= 0 && WIFSIGNALED(st));
+		usleep(100 * 1000);
+		ck_assert_int_eq(rv_test_master_restart(&m), 0);
+		ck_assert_msg(rv_master_job(c, &js, &err) == 0, "%s", err.msg);
+		/* the world survived the crash */
+		ck_assert_int_eq(js.state, RV_RDZV_COMPLETE);
+		ck_assert_int_eq(js.round, round);
+		ck_assert_int_eq(js.nnodes, nworkers);
+	}
+	for (int i = 0; i < nworkers; i++) {
+		pthread_join(t[i], NULL);
+		ck_assert_msg(w[i].rc == 0, "worker %d: %s", i, w[i].err);
+	}
+	long lost = 0, twice = 0;
+	for (long i = 0; i < size * epochs; i++) {
+		lost += counts[i] == 0;
+		twice += counts[i] > 1;
+	}
+	ck_assert_msg(lost == 0 && twice == 0, "%ld samples lost, %ld processed twice", lost,
+		      twice);
+	ck_assert_int_eq(rv_master_job(c, &js, &err), 0);
+	ck_assert(js.finished);
+	ck_assert_int_eq(js.datasets[0].samples_done, size * epochs);
+	rv_master_client_free(c);
+	for (int i = 0; i < nworkers; i++)
+		rv_rdzv_world_reply_release(&ag[i].world);
+	free(counts);
+	rv_test_master_cleanup(&m);
+}
+
+START_TEST(test_kill9_mid_epoch_fsync)
+{
+	kill_and_restart(3000, 2, 4, 2, "false");
+}
+END_TEST
+
+START_TEST(test_kill9_many_times)
+{
+	kill_and_restart(6000, 1, 6, 5, "true");
+}
+END_TEST
+
+struct late_call {
+	struct rv_master_client *c;
+	int rc;
+	int attempts;
+	int64_t round;
+};
+
+static void *late_join(void *arg)
+{
+	struct late_call *l = arg;
+	struct rv_rdzv_join j = { .node = "late", .local_world_size = 1 };
+	l->rc = rv_master_join(l->c, &j, &l->round, NULL);
+	l->attempts = rv_master_last_attempts(l->c);
+	return NULL;
+}
+
+/* A call made while the master is down waits for it with back-off (a join
+ * is retried only while the connection is refused: nothing reached the
+ * master), and a SIGTERM'd master restarts on its state with the round it
+ * had. */
+START_TEST(test_client_waits_for_restart)
+{
+	char *spec = rv_test_master_spec(100, 10, 1, 2, 2);
+	struct rv_test_master m;
+	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
+	free(spec);
+	ck_assert_int_eq(rv_test_master_start(&m, NULL), 0);
+	struct rv_master_client *c = rv_test_master_client(&m);
+	struct rv_rdzv_join j = { .node = "first", .local_world_size = 1 };
+	int64_t round;
+	ck_assert_int_eq(rv_master_join(c, &j, &round, NULL), 0);
+	int st = rv_test_master_stop(&m, SIGTERM, 10000);
+	ck_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	struct late_call l = { .c = c };
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, late_join, &l), 0);
+	usleep(400 * 1000);
+	ck_assert_int_eq(rv_test_master_restart(&m), 0);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(l.rc, 0);
+	ck_assert_int_gt(l.attempts, 1);
+	ck_assert_int_eq(l.round, round); /* the same round, still gathering */
+	struct rv_job_status js;
+	ck_assert_int_eq(rv_master_job(c, &js, NULL), 0);
+	ck_assert_int_eq(js.state, RV_RDZV_COMPLETE); /* "first" and "late": 2 of 2 */
+	rv_master_client_free(c);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
+static Suite *master_restart_suite(void)
+{
+	Suite *s = suite_create("master_restart");
+	TCase *tc = tcase_create("restart");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_kill9_mid_epoch_fsync);
+	tcase_add_test(tc, test_kill9_many_times);
+	tcase_add_test(tc, test_client_waits_for_restart);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+RV_TEST_MAIN(master_restart_suite)

@@ -1,0 +1,79 @@
+/*
+ * masterfix.h: run the real rover-master binary for integration tests and
+ * benchmarks.
+ *
+ * rv_test_master_start() spawns $ROVER_BIN_DIR/rover-master (default
+ * build/bin) with --job SPEC --state-dir DIR --listen 127.0.0.1:PORT and the
+ * extra arguments, waits for its "listening on" line and records the URL.
+ * PORT is picked free on the first start and kept, so a restart on the same
+ * struct (rv_test_master_restart) serves the URL clients already hold.  Its
+ * stderr goes to a log file; the exit status of a master that would not
+ * start is kept in exit_status.  The master gets SIGKILL when the test
+ * process dies.
+ */
+#ifndef RV_MASTERFIX_H
+#define RV_MASTERFIX_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "master_client.h"
+#include "proc.h"
+
+struct rv_test_master {
+	struct rv_proc proc;
+	pid_t pid; /* while running, 0 once stopped */
+	int port;
+	char url[64];
+	char dir[256];   /* a private temp folder: the spec, the state folder, the log */
+	char spec[320];  /* dir/job.json */
+	char state[320]; /* dir/state */
+	char log[320];   /* dir/master.log */
+	const char *args[32];
+	int nargs;
+	int exit_status; /* wait status when it exited before listening, else -1 */
+};
+
+/* A fresh temp folder with the spec (JSON text) written to dir/job.json. */
+int rv_test_master_init(struct rv_test_master *m, const char *spec_json);
+/* A job spec for tests: one dataset (name "train") of size samples in shards
+ * of shard_size, epochs epochs, shuffled; workers min..max.  malloc'd. */
+char *rv_test_master_spec(long size, long shard_size, int epochs, int min, int max);
+
+/* Start with extra args (NULL-terminated, copied by pointer: keep them
+ * alive).  0, or a negative errno (the log is printed on stderr). */
+int rv_test_master_start(struct rv_test_master *m, const char *const *args);
+/* Start again with the same args, port and state folder. */
+int rv_test_master_restart(struct rv_test_master *m);
+/* sig (SIGTERM, SIGKILL, ...) then wait up to timeout_ms; returns the wait
+ * status or a negative errno. */
+int rv_test_master_stop(struct rv_test_master *m, int sig, int timeout_ms);
+/* Stop if running and remove the temp folder. */
+void rv_test_master_cleanup(struct rv_test_master *m);
+
+/* A client of m's URL with short retries suited to tests (NULL on error). */
+struct rv_master_client *rv_test_master_client(const struct rv_test_master *m);
+
+/*
+ * A simulated worker: takes shards of dataset "train" until the master says
+ * finished (or *stop is set, or max_tasks tasks were done), "processes" each
+ * by counting its samples into counts[epoch * size + i] once its done call
+ * succeeded, and reports done.  Run it as a thread (rv_test_shard_worker_main)
+ * or call it.  rc: 0, or the failing call's errno.
+ */
+struct rv_test_shard_worker {
+	const char *url;
+	char node[64];
+	int64_t worker;
+	atomic_int *counts;
+	long size;
+	int max_tasks;          /* 0: no bound */
+	atomic_int *stop;       /* may be NULL */
+	int64_t tasks, samples; /* out */
+	int rc;                 /* out */
+	char err[512];          /* out */
+};
+void *rv_test_shard_worker_main(void *arg);
+
+#endif
