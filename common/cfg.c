@@ -267,7 +267,7 @@ void rv_cfg_print_help(const struct rv_cfg_opt *opts, int nopts, FILE *out, cons
 		flag_name(o, flag, sizeof(flag));
 		env_name(o, env, sizeof(env));
 		format_default(o, def, sizeof(def));
-		if (o->flag)
+		if (o->flag && strcmp(o->flag, flag) != 0)
 			fprintf(out, "  --%s, --%s\n", o->flag, flag);
 		else
 			fprintf(out, "  --%s\n", flag);
