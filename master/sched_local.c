@@ -15,6 +15,7 @@
 #include "sched_local.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -244,8 +245,41 @@ static bool v2_lists(const char *dir, const char *file, const char *missing_out[
 	return true;
 }
 
+/* Remove what a master of this job killed earlier left in rover/: folders
+ * <job>-<pid> whose pid is gone, with their node cgroups (the nodes died
+ * with it: PR_SET_PDEATHSIG).  Only empty cgroups can go, so a live tree is
+ * never harmed. */
+static void sweep(const char *rover, const char *job)
+{
+	DIR *d = opendir(rover);
+	size_t jl = strlen(job);
+	for (struct dirent *e; d && (e = readdir(d));) {
+		char *end = NULL;
+		if (strncmp(e->d_name, job, jl) || e->d_name[jl] != '-')
+			continue;
+		long pid = strtol(e->d_name + jl + 1, &end, 10);
+		if (pid <= 0 || *end || pid == getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		char dir[CG_PATH];
+		join_path(dir, sizeof(dir), rover, e->d_name);
+		DIR *nd = opendir(dir);
+		for (struct dirent *n; nd && (n = readdir(nd));) {
+			char sub[CG_PATH + 256];
+			if (n->d_type == DT_DIR && n->d_name[0] != '.') {
+				snprintf(sub, sizeof(sub), "%s/%s", dir, n->d_name);
+				rmdir(sub);
+			}
+		}
+		if (nd)
+			closedir(nd);
+		rmdir(dir);
+	}
+	if (d)
+		closedir(d);
+}
+
 /* Set up rover/<leaf> with memory and cpu below our own v2 cgroup. */
-static int setup_v2(struct local *s, const char *leaf, char *why, size_t wsize)
+static int setup_v2(struct local *s, const char *job, const char *leaf, char *why, size_t wsize)
 {
 	char mnt[CG_PATH], own[CG_PATH], base[CG_PATH];
 	int r = cgroup2_mount(mnt, sizeof(mnt));
@@ -273,6 +307,7 @@ static int setup_v2(struct local *s, const char *leaf, char *why, size_t wsize)
 	if (r == 0) {
 		step = "enable controllers in";
 		r = cg_write(s->rover[0], "cgroup.subtree_control", "+memory +cpu");
+		sweep(s->rover[0], job);
 	}
 	if (r == 0) {
 		step = "make";
@@ -295,7 +330,7 @@ static int setup_v2(struct local *s, const char *leaf, char *why, size_t wsize)
 
 /* Set up rover/<leaf> in the v1 memory hierarchy (required) and the cpu and
  * cpuacct ones (when they work; notes in why otherwise). */
-static int setup_v1(struct local *s, const char *leaf, char *why, size_t wsize)
+static int setup_v1(struct local *s, const char *job, const char *leaf, char *why, size_t wsize)
 {
 	size_t wl = strlen(why);
 	for (int h = 0; h < NHIER; h++) {
@@ -312,8 +347,10 @@ static int setup_v1(struct local *s, const char *leaf, char *why, size_t wsize)
 			join_path(s->rover[h], CG_PATH, base, "rover");
 			join_path(s->parent[h], CG_PATH, s->rover[h], leaf);
 			r = make_dir(s->rover[h]);
-			if (r == 0)
+			if (r == 0) {
+				sweep(s->rover[h], job);
 				r = make_dir(s->parent[h]);
+			}
 			if (r < 0)
 				rmdir(s->rover[h]);
 		}
@@ -392,8 +429,7 @@ static void event_of(const struct lnode *n, enum sched_event_type t, struct sche
 }
 
 /* Write the limits of res into the node's cgroups. */
-static int apply_limits(struct local *s, struct lnode *n, const struct sched_resources *res,
-			bool grow_mem)
+static int apply_limits(struct local *s, struct lnode *n, const struct sched_resources *res)
 {
 	char v[64];
 	int r = 0;
@@ -421,8 +457,10 @@ static int apply_limits(struct local *s, struct lnode *n, const struct sched_res
 	if (s->mode != SCHED_LOCAL_CGROUP1)
 		return 0;
 	snprintf(v, sizeof(v), "%lld", (long long)bytes);
-	/* memsw >= limit at every instant: grow memsw first, shrink it last. */
+	/* memsw >= limit at every instant: when the limit grows, memsw first. */
 	bool sw = cg_has(n->cg[0], "memory.memsw.limit_in_bytes");
+	int64_t cur = cg_num(n->cg[0], "memory.limit_in_bytes");
+	bool grow_mem = bytes < 0 || (cur >= 0 && bytes >= cur);
 	if (sw && grow_mem)
 		r = cg_write(n->cg[0], "memory.memsw.limit_in_bytes", v);
 	if (r == 0)
@@ -529,10 +567,18 @@ static int local_launch(struct sched *base, const struct sched_node_spec *sp, st
 		char procs[CG_PATH + 16];
 		join_path(procs, sizeof(procs), n->cg[h], "cgroup.procs");
 		cgfd[h] = open(procs, O_WRONLY | O_CLOEXEC);
-		if (cgfd[h] < 0)
+		if (cgfd[h] >= 0 && cgfd[h] < 3) { /* our 0..2 may be closed: proc wants >= 3 */
+			int hi = fcntl(cgfd[h], F_DUPFD_CLOEXEC, 3);
+			close(cgfd[h]);
+			cgfd[h] = hi;
+		}
+		if (cgfd[h] < 0) {
 			r = -errno;
+			snprintf(detail, sizeof(detail), "could not open %.200s: %s", procs,
+				 strerror(errno));
+		}
 	}
-	if (r == 0 && (r = apply_limits(s, n, &sp->res, true)) < 0)
+	if (r == 0 && (r = apply_limits(s, n, &sp->res)) < 0)
 		snprintf(detail, sizeof(detail), "could not set the limits of cgroup %.160s: %s",
 			 n->cg[0], strerror(-r));
 
@@ -658,7 +704,7 @@ static int local_resize(struct sched *base, const char *name, const struct sched
 	if (s->mode != SCHED_LOCAL_CGROUP1 && s->mode != SCHED_LOCAL_CGROUP2)
 		return rv_err_set(err, -EOPNOTSUPP, "", "limits set by %s cannot change live",
 				  sched_local_mode_name(s->mode));
-	int r = apply_limits(s, n, res, res->memory_mb <= 0 || res->memory_mb >= n->res.memory_mb);
+	int r = apply_limits(s, n, res);
 	if (r < 0)
 		return rv_err_set(err, r, "", "could not resize node %s in %s: %s", n->name, n->cg[0],
 				  strerror(-r));
@@ -868,7 +914,7 @@ struct sched *sched_local_new(const struct sched_local_opts *o, struct rv_err *e
 	char why[sizeof(s->why)] = "";
 	int r = -EOPNOTSUPP;
 	if (want == SCHED_LOCAL_AUTO || want == SCHED_LOCAL_CGROUP2) {
-		r = setup_v2(s, leaf, why, sizeof(why));
+		r = setup_v2(s, job, leaf, why, sizeof(why));
 		if (r == 0)
 			s->mode = SCHED_LOCAL_CGROUP2;
 	}
@@ -876,7 +922,7 @@ struct sched *sched_local_new(const struct sched_local_opts *o, struct rv_err *e
 		size_t l = strlen(why);
 		if (l)
 			snprintf(why + l, sizeof(why) - l, "; ");
-		r = setup_v1(s, leaf, why, sizeof(why));
+		r = setup_v1(s, job, leaf, why, sizeof(why));
 		if (r == 0)
 			s->mode = SCHED_LOCAL_CGROUP1;
 	}
