@@ -666,6 +666,25 @@ static int local_launch(struct sched *base, const struct sched_node_spec *sp, st
 	return queue(s, &ev);
 }
 
+/* The timer fires at the earliest grace end of a removal still running. */
+static void arm_timer(struct local *s)
+{
+	int64_t first = INT64_MAX;
+	for (int i = 0; i < s->max; i++)
+		if (s->nodes[i].used && s->nodes[i].removing && !s->nodes[i].killed &&
+		    s->nodes[i].kill_at_ms < first)
+			first = s->nodes[i].kill_at_ms;
+	struct itimerspec it = { { 0, 0 }, { 0, 0 } };
+	if (first != INT64_MAX) {
+		int64_t left = first - rv_mono_ms();
+		if (left < 1)
+			left = 1;
+		it.it_value.tv_sec = left / 1000;
+		it.it_value.tv_nsec = (left % 1000) * 1000000L;
+	}
+	timerfd_settime(s->tfd, 0, &it, NULL);
+}
+
 static int local_remove(struct sched *base, const char *name, int grace_ms)
 {
 	struct local *s = (struct local *)base;
@@ -678,19 +697,7 @@ static int local_remove(struct sched *base, const char *name, int grace_ms)
 	n->kill_at_ms = rv_mono_ms() + (grace_ms > 0 ? grace_ms : 0);
 	rv_proc_kill(&n->p, grace_ms > 0 ? SIGTERM : SIGKILL);
 	n->killed = grace_ms <= 0;
-	/* The timer fires at the earliest grace end. */
-	int64_t first = INT64_MAX;
-	for (int i = 0; i < s->max; i++)
-		if (s->nodes[i].used && s->nodes[i].removing && !s->nodes[i].killed &&
-		    s->nodes[i].kill_at_ms < first)
-			first = s->nodes[i].kill_at_ms;
-	if (first != INT64_MAX) {
-		int64_t left = first - rv_mono_ms();
-		if (left < 1)
-			left = 1;
-		struct itimerspec it = { .it_value = { left / 1000, (left % 1000) * 1000000L } };
-		timerfd_settime(s->tfd, 0, &it, NULL);
-	}
+	arm_timer(s);
 	return 0;
 }
 
@@ -786,6 +793,7 @@ static int local_next_event(struct sched *base, struct sched_event *ev)
 		if (gone)
 			node_exited(s, n);
 	}
+	arm_timer(s);
 	if (s->qhead == s->qlen)
 		return 0;
 	*ev = s->q[s->qhead++];
