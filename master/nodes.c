@@ -87,9 +87,8 @@ struct nodes *nodes_new(const struct nodes_conf *c, nodes_oom_plan_fn oom, void 
 	for (int i = 0; c && c->hosts && c->hosts[i]; i++) {
 		if (i >= NODES_MAX_HOSTS || !c->hosts[i][0] ||
 		    strlen(c->hosts[i]) >= SCHED_NAME_MAX) {
-			rv_err_set(err, -EINVAL, "hosts",
-				   "at most %d hosts of 1 to %d bytes each", NODES_MAX_HOSTS,
-				   SCHED_NAME_MAX - 1);
+			rv_err_set(err, -EINVAL, "hosts", "at most %d hosts of 1 to %d bytes each",
+				   NODES_MAX_HOSTS, SCHED_NAME_MAX - 1);
 			free(m);
 			return NULL;
 		}
@@ -217,8 +216,8 @@ static void give_up(struct nodes *m, struct node *n, struct nodes_action *act, c
 {
 	n->state = N_FAILED;
 	act->type = NODES_GIVE_UP;
-	fmt(act->reason, sizeof(act->reason), "node %s (%s rank %d): %s", n->base, n->role,
-		 n->rank, why);
+	fmt(act->reason, sizeof(act->reason), "node %s (%s rank %d): %s", n->base, n->role, n->rank,
+	    why);
 	if (!m->failed) { /* the first cause is the job's */
 		m->failed = true;
 		fmt(m->reason, sizeof(m->reason), "%s", act->reason);
@@ -263,8 +262,9 @@ static void on_crash(struct nodes *m, struct node *n, const struct sched_event *
 	}
 	int budget = restart_count(m, n->role);
 	if (n->restarts >= budget) {
-		fmt(why, sizeof(why), "%s; restartCount %d of role %s exhausted after %d restart(s)",
-			 what, budget, n->role, n->restarts);
+		fmt(why, sizeof(why),
+		    "%s; restartCount %d of role %s exhausted after %d restart(s)", what, budget,
+		    n->role, n->restarts);
 		give_up(m, n, act, why);
 		return;
 	}
@@ -277,8 +277,8 @@ static void on_crash(struct nodes *m, struct node *n, const struct sched_event *
 	n->restarts++;
 	m->restarts++;
 	relaunch(n, host, act);
-	fmt(act->reason, sizeof(act->reason), "%s; restart %d of %d%s%s", what, n->restarts,
-		 budget, strcmp(host, ev->host) ? " on host " : "", strcmp(host, ev->host) ? host : "");
+	fmt(act->reason, sizeof(act->reason), "%s; restart %d of %d%s%s", what, n->restarts, budget,
+	    strcmp(host, ev->host) ? " on host " : "", strcmp(host, ev->host) ? host : "");
 }
 
 static void on_oom(struct nodes *m, struct node *n, const struct sched_event *ev,
@@ -292,8 +292,9 @@ static void on_oom(struct nodes *m, struct node *n, const struct sched_event *ev
 		return;
 	}
 	if (n->ooms > m->conf.max_oom_relaunches) {
-		fmt(why, sizeof(why), "oom-killed %d times (limit %lld MiB); max_oom_relaunches %d exhausted",
-			 n->ooms, (long long)had, m->conf.max_oom_relaunches);
+		fmt(why, sizeof(why),
+		    "oom-killed %d times (limit %lld MiB); max_oom_relaunches %d exhausted",
+		    n->ooms, (long long)had, m->conf.max_oom_relaunches);
 		give_up(m, n, act, why);
 		return;
 	}
@@ -302,15 +303,16 @@ static void on_oom(struct nodes *m, struct node *n, const struct sched_event *ev
 	int r = m->oom(m->ctx, &req, &next, plan, sizeof(plan));
 	if (r <= 0 || next <= had) {
 		fmt(why, sizeof(why), "oom-killed under %lld MiB and memory cannot grow%s%s",
-			 (long long)had, plan[0] ? ": " : "", plan);
+		    (long long)had, plan[0] ? ": " : "", plan);
 		give_up(m, n, act, why);
 		return;
 	}
 	n->res.memory_mb = next;
 	m->oom_relaunches++;
 	relaunch(n, n->host, act); /* memory, not the host, was at fault */
-	fmt(act->reason, sizeof(act->reason), "oom-killed under %lld MiB; relaunch with %lld MiB%s%s",
-		 (long long)had, (long long)next, plan[0] ? ": " : "", plan);
+	fmt(act->reason, sizeof(act->reason),
+	    "oom-killed under %lld MiB; relaunch with %lld MiB%s%s", (long long)had,
+	    (long long)next, plan[0] ? ": " : "", plan);
 }
 
 int nodes_on_event(struct nodes *m, const struct sched_event *ev, struct nodes_action *act)
@@ -385,7 +387,8 @@ int nodes_alg_oom_plan(void *ctx, const struct nodes_oom_req *req, int64_t *out_
 		return -ENOMEM;
 	int r = rv_alg_plan_oom(&cur, role, req->peak_mb, req->oom_count, &a->lim, &a->p, d);
 	if (r == 0) {
-		const struct rv_alg_group *ng = role == RV_ALG_PS_ROLE ? &d->cfg.ps : &d->cfg.worker;
+		const struct rv_alg_group *ng = role == RV_ALG_PS_ROLE ? &d->cfg.ps
+								       : &d->cfg.worker;
 		*out_mb = ng->res.memory_mb;
 		r = d->changed && *out_mb > req->memory_mb;
 		if (reason && rsize)

@@ -22,7 +22,7 @@
 #include "rover_alg.h"
 #include "sched.h"
 
-#define NODES_MAX_HOSTS 64
+#define NODES_MAX_HOSTS  64
 #define NODES_REASON_MAX 384
 
 struct nodes_conf {
@@ -56,9 +56,9 @@ typedef int (*nodes_oom_plan_fn)(void *ctx, const struct nodes_oom_req *req, int
 				 char *reason, size_t rsize);
 
 enum nodes_action_type {
-	NODES_NONE = 0,  /* nothing to do */
-	NODES_RELAUNCH,  /* sched_launch the node described in the action */
-	NODES_GIVE_UP,   /* the job cannot go on: see reason (and nodes_status) */
+	NODES_NONE = 0, /* nothing to do */
+	NODES_RELAUNCH, /* sched_launch the node described in the action */
+	NODES_GIVE_UP,  /* the job cannot go on: see reason (and nodes_status) */
 };
 
 struct nodes_action {
@@ -68,7 +68,7 @@ struct nodes_action {
 	int rank;
 	char host[SCHED_NAME_MAX];
 	struct sched_resources res;
-	int attempt;               /* RELAUNCH: 1 for the first relaunch */
+	int attempt; /* RELAUNCH: 1 for the first relaunch */
 	char reason[NODES_REASON_MAX];
 };
 

@@ -21,8 +21,8 @@
 
 #include "err.h"
 
-#define SCHED_NAME_MAX 64
-#define SCHED_ROLE_MAX 32
+#define SCHED_NAME_MAX   64
+#define SCHED_ROLE_MAX   32
 #define SCHED_DETAIL_MAX 256
 
 /* What a node may use.  cpu in cores (0: no limit), memory_mb in MiB (0: no
@@ -58,12 +58,12 @@ struct sched_event {
 	char role[SCHED_ROLE_MAX];
 	char host[SCHED_NAME_MAX];
 	int rank;
-	int exit_code;           /* EXITED: >= 0 when it exited, -1 when a signal ended it */
-	int signal;              /* EXITED/OOM: the signal that ended it, else 0 */
-	bool removed;            /* EXITED: it ended because sched_remove() asked */
-	int64_t memory_limit_mb; /* OOM (and EXITED): the limit in force, 0 when none */
-	int64_t peak_memory_mb;  /* OOM/EXITED: its peak memory when known, else 0 */
-	int err;                 /* FAILED: negative errno */
+	int exit_code;                 /* EXITED: >= 0 when it exited, -1 when a signal ended it */
+	int signal;                    /* EXITED/OOM: the signal that ended it, else 0 */
+	bool removed;                  /* EXITED: it ended because sched_remove() asked */
+	int64_t memory_limit_mb;       /* OOM (and EXITED): the limit in force, 0 when none */
+	int64_t peak_memory_mb;        /* OOM/EXITED: its peak memory when known, else 0 */
+	int err;                       /* FAILED: negative errno */
 	char detail[SCHED_DETAIL_MAX]; /* human text: what the backend saw */
 };
 
@@ -117,8 +117,8 @@ static inline int sched_remove(struct sched *s, const char *name, int grace_ms)
 /* Change a live node's limits in place.  Returns 0, -ENOENT unknown node,
  * -EOPNOTSUPP when this backend (or its mode) cannot (relaunch instead),
  * -EBUSY when the node already uses more memory than the new limit. */
-static inline int sched_resize(struct sched *s, const char *name,
-			       const struct sched_resources *res, struct rv_err *err)
+static inline int sched_resize(struct sched *s, const char *name, const struct sched_resources *res,
+			       struct rv_err *err)
 {
 	return s->ops->resize(s, name, res, err);
 }

@@ -36,12 +36,12 @@
 #include "parse.h"
 #include "proc.h"
 
-#define NHIER 3
-#define CG_PATH 512
+#define NHIER         3
+#define CG_PATH       512
 #define CPU_PERIOD_US 100000
-#define EP_EVENTFD 0
-#define EP_TIMERFD 1
-#define EP_NODE0 2
+#define EP_EVENTFD    0
+#define EP_TIMERFD    1
+#define EP_NODE0      2
 
 struct lnode {
 	bool used;
@@ -107,6 +107,7 @@ static int cg_write(const char *dir, const char *file, const char *val)
 static ssize_t cg_read(const char *dir, const char *file, char *buf, size_t size)
 {
 	char path[CG_PATH + 64];
+	buf[0] = 0;
 	snprintf(path, sizeof(path), "%s/%s", dir, file);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -192,7 +193,7 @@ static int cgroup2_mount(char *out, size_t size)
 	while (r < 0 && fgets(line, sizeof(line), f)) {
 		/* id parent maj:min root mountpoint opts... - fstype source superopts */
 		char *sep = strstr(line, " - ");
-		if (!sep || strncmp(sep + 3, "cgroup2 ", 8))
+		if (!sep || strncmp(sep + 3, "cgroup2 ", 8) != 0)
 			continue;
 		char mp[1024];
 		if (sscanf(line, "%*s %*s %*s %*s %1023s", mp) == 1 && strlen(mp) < size) {
@@ -255,10 +256,11 @@ static void sweep(const char *rover, const char *job)
 	size_t jl = strlen(job);
 	for (struct dirent *e; d && (e = readdir(d));) {
 		char *end = NULL;
-		if (strncmp(e->d_name, job, jl) || e->d_name[jl] != '-')
+		if (strncmp(e->d_name, job, jl) != 0 || e->d_name[jl] != '-')
 			continue;
 		long pid = strtol(e->d_name + jl + 1, &end, 10);
-		if (pid <= 0 || *end || pid == getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+		if (pid <= 0 || *end || pid == getpid() || kill((pid_t)pid, 0) == 0 ||
+		    errno != ESRCH)
 			continue;
 		char dir[CG_PATH];
 		join_path(dir, sizeof(dir), rover, e->d_name);
@@ -336,7 +338,7 @@ static int setup_v1(struct local *s, const char *job, const char *leaf, char *wh
 	for (int h = 0; h < NHIER; h++) {
 		char mnt[CG_PATH], own[CG_PATH], base[CG_PATH];
 		join_path(mnt, sizeof(mnt), "/sys/fs/cgroup", hier_v1[h]);
-		const char *probe = h == 0 ? "memory.limit_in_bytes"
+		const char *probe = h == 0   ? "memory.limit_in_bytes"
 				    : h == 1 ? "cpu.cfs_quota_us"
 					     : "cpuacct.usage";
 		int r = -ENOENT;
@@ -521,8 +523,9 @@ static int local_launch(struct sched *base, const struct sched_node_spec *sp, st
 {
 	struct local *s = (struct local *)base;
 	if (!sp || !name_ok(sp->name, SCHED_NAME_MAX))
-		return rv_err_set(err, -EINVAL, "name",
-				  "a node name is 1 to 63 of [A-Za-z0-9._-], not starting with '.'");
+		return rv_err_set(
+			err, -EINVAL, "name",
+			"a node name is 1 to 63 of [A-Za-z0-9._-], not starting with '.'");
 	if (!sp->role || strlen(sp->role) >= SCHED_ROLE_MAX)
 		return rv_err_set(err, -EINVAL, "role", "a role of 1 to 31 bytes is needed");
 	if (sp->host && strlen(sp->host) >= SCHED_NAME_MAX)
@@ -645,7 +648,8 @@ static int local_launch(struct sched *base, const struct sched_node_spec *sp, st
 	if (logfd >= 0)
 		close(logfd);
 	if (r == 0 && n->p.pidfd >= 0) {
-		struct epoll_event ee = { .events = EPOLLIN, .data.u64 = (uint64_t)slot + EP_NODE0 };
+		struct epoll_event ee = { .events = EPOLLIN,
+					  .data.u64 = (uint64_t)slot + EP_NODE0 };
 		if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, n->p.pidfd, &ee) < 0) {
 			r = -errno;
 			snprintf(detail, sizeof(detail), "could not watch node %s: %s", n->name,
@@ -713,8 +717,8 @@ static int local_resize(struct sched *base, const char *name, const struct sched
 				  sched_local_mode_name(s->mode));
 	int r = apply_limits(s, n, res);
 	if (r < 0)
-		return rv_err_set(err, r, "", "could not resize node %s in %s: %s", n->name, n->cg[0],
-				  strerror(-r));
+		return rv_err_set(err, r, "", "could not resize node %s in %s: %s", n->name,
+				  n->cg[0], strerror(-r));
 	n->res.cpu = res->cpu;
 	n->res.memory_mb = res->memory_mb;
 	return 0;
@@ -754,7 +758,8 @@ static void node_exited(struct local *s, struct lnode *n)
 	if (ev.type == SCHED_EV_OOM)
 		snprintf(ev.detail, sizeof(ev.detail),
 			 "oom-killed under a %lld MiB limit (%lld kill(s), peak %lld MiB)",
-			 (long long)n->res.memory_mb, (long long)ooms, (long long)ev.peak_memory_mb);
+			 (long long)n->res.memory_mb, (long long)ooms,
+			 (long long)ev.peak_memory_mb);
 	else if (ev.signal)
 		snprintf(ev.detail, sizeof(ev.detail), "killed by signal %d", ev.signal);
 	else
@@ -908,7 +913,8 @@ struct sched *sched_local_new(const struct sched_local_opts *o, struct rv_err *e
 	if (!s->nodes || s->epfd < 0 || s->evfd < 0 || s->tfd < 0 ||
 	    epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->evfd, &e1) < 0 ||
 	    epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->tfd, &e2) < 0) {
-		rv_err_set(err, errno ? -errno : -ENOMEM, "", "could not set up the local backend: %s",
+		rv_err_set(err, errno ? -errno : -ENOMEM, "",
+			   "could not set up the local backend: %s",
 			   strerror(errno ? errno : ENOMEM));
 		local_free(&s->base);
 		return NULL;
@@ -936,7 +942,8 @@ struct sched *sched_local_new(const struct sched_local_opts *o, struct rv_err *e
 	}
 	if (r < 0 && (want == SCHED_LOCAL_AUTO || want == SCHED_LOCAL_RLIMIT)) {
 		s->mode = SCHED_LOCAL_RLIMIT;
-		why_add(why, sizeof(why), "rlimits: memory as RLIMIT_AS, no CPU limit, no OOM detection");
+		why_add(why, sizeof(why),
+			"rlimits: memory as RLIMIT_AS, no CPU limit, no OOM detection");
 		r = 0;
 	}
 	if (r < 0 && want == SCHED_LOCAL_NONE) {

@@ -29,10 +29,11 @@ enum sched_local_mode {
 
 /* Borrowed for the call; zero means default. */
 struct sched_local_opts {
-	const char *job;     /* names the parent cgroup rover/<job>-<pid>: [A-Za-z0-9._-], NULL: "job" */
+	const char *job; /* names the parent cgroup rover/<job>-<pid>: [A-Za-z0-9._-], NULL: "job" */
 	enum sched_local_mode mode;
-	const char *log_dir; /* a spec without log_path logs to <log_dir>/<name>.log; NULL: our stderr */
-	int max_nodes;       /* live nodes at most: 0 is 1024 */
+	const char *
+		log_dir; /* a spec without log_path logs to <log_dir>/<name>.log; NULL: our stderr */
+	int max_nodes;   /* live nodes at most: 0 is 1024 */
 };
 
 /* A new local backend.  Returns NULL with err filled: -EOPNOTSUPP when the

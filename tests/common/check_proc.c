@@ -491,7 +491,8 @@ START_TEST(test_cgroup_join_and_rlimit)
 	ck_assert_int_eq(rv_proc_run(&o, 5000, &st, &out), 0);
 	ck_assert_msg(!strncmp(out.data, "77\n", 3), "%s", out.data);
 	if (cg) {
-		ck_assert_msg(strstr(out.data, dir + strlen("/sys/fs/cgroup/memory")), "%s", out.data);
+		ck_assert_msg(strstr(out.data, dir + strlen("/sys/fs/cgroup/memory")), "%s",
+			      out.data);
 		close(fd);
 		ck_assert_int_eq(rmdir(dir), 0); /* empty again: the child ran in it */
 	}

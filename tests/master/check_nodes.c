@@ -57,7 +57,8 @@ START_TEST(test_relaunch_same_rank)
 	ck_assert_str_eq(a.name, "worker-3.2");
 	ck_assert_msg(strstr(a.reason, "signal 9"), "%s", a.reason);
 	/* Exit 0 is done, not relaunched; the job then succeeded. */
-	ck_assert_int_eq(feed(m, ev_of(SCHED_EV_EXITED, "worker-3.2", "h1", 0, 0)).type, NODES_NONE);
+	ck_assert_int_eq(feed(m, ev_of(SCHED_EV_EXITED, "worker-3.2", "h1", 0, 0)).type,
+			 NODES_NONE);
 	struct nodes_status st;
 	nodes_status(m, &st);
 	ck_assert_int_eq(st.state, NODES_JOB_SUCCEEDED);
@@ -76,7 +77,8 @@ START_TEST(test_restart_budget_gives_up)
 	/* A start failure is a failure like any other. */
 	struct sched_event f = ev_of(SCHED_EV_FAILED, "w0.1", "", 0, 0);
 	f.err = -ENOENT;
-	snprintf(f.detail, sizeof(f.detail), "could not start rover-run: No such file or directory");
+	snprintf(f.detail, sizeof(f.detail),
+		 "could not start rover-run: No such file or directory");
 	ck_assert_int_eq(feed(m, f).type, NODES_RELAUNCH);
 	struct nodes_status st;
 	nodes_status(m, &st);
@@ -140,7 +142,9 @@ END_TEST
 START_TEST(test_bad_host_exclusion)
 {
 	const char *hosts[] = { "h1", "h2", "h3", NULL };
-	struct nodes_conf c = { .host_max_crashes = 2, .hosts = hosts, .default_restart_count = 10 };
+	struct nodes_conf c = { .host_max_crashes = 2,
+				.hosts = hosts,
+				.default_restart_count = 10 };
 	struct nodes *m = nodes_new(&c, NULL, NULL, NULL);
 	ck_assert_int_eq(nodes_add(m, "a", "worker", 0, "h1", &res64), 0);
 	ck_assert_int_eq(nodes_add(m, "b", "worker", 1, "h2", &res64), 0);

@@ -93,8 +93,12 @@ static struct sched_event next(struct sched *s, int ms)
 static void launch(struct sched *s, const char *name, int rank, struct sched_resources res,
 		   const char *const *argv)
 {
-	struct sched_node_spec sp = { .name = name, .role = "worker", .rank = rank,
-				      .host = "local", .res = res, .argv = argv };
+	struct sched_node_spec sp = { .name = name,
+				      .role = "worker",
+				      .rank = rank,
+				      .host = "local",
+				      .res = res,
+				      .argv = argv };
 	struct rv_err err = { 0 };
 	ck_assert_msg(sched_launch(s, &sp, &err) == 0, "%s", err.msg);
 }
