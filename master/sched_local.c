@@ -933,9 +933,6 @@ struct sched *sched_local_new(const struct sched_local_opts *o, struct rv_err *e
 			s->mode = SCHED_LOCAL_CGROUP2;
 	}
 	if (r < 0 && (want == SCHED_LOCAL_AUTO || want == SCHED_LOCAL_CGROUP1)) {
-		size_t l = strlen(why);
-		if (l)
-			snprintf(why + l, sizeof(why) - l, "; ");
 		r = setup_v1(s, job, leaf, why, sizeof(why));
 		if (r == 0)
 			s->mode = SCHED_LOCAL_CGROUP1;
