@@ -184,6 +184,20 @@ __attribute__((noreturn)) static void child_run(const struct rv_proc_opts *o, in
 		if (s != SIGKILL && s != SIGSTOP)
 			sigaction(s, &dfl, NULL);
 
+	/* Into the cgroups before anything else runs here: "0" names the
+	 * writer, in v1 and v2 alike. */
+	for (int i = 0; i < o->ncgroup; i++) {
+		ssize_t w;
+		do
+			w = write(o->cgroup_fds[i], "0", 1);
+		while (w < 0 && errno == EINTR);
+		if (w < 0)
+			child_fail(errfd, errno);
+	}
+	for (int i = 0; i < o->nrlimit; i++)
+		if (setrlimit((__rlimit_resource_t)o->rlimits[i].resource, &o->rlimits[i].lim) < 0)
+			child_fail(errfd, errno);
+
 	if (o->group == RV_PROC_NEW_SESSION && setsid() < 0)
 		child_fail(errfd, errno);
 	if (o->group == RV_PROC_NEW_GROUP && setpgid(0, 0) < 0)
@@ -263,6 +277,13 @@ static int check_opts(const struct rv_proc_opts *o)
 	for (int i = 0; i < o->nkeep; i++)
 		if (o->keep_fds[i] < 3)
 			return -EINVAL;
+	if (o->ncgroup < 0 || o->ncgroup > RV_PROC_MAX_CGROUPS)
+		return -EINVAL;
+	for (int i = 0; i < o->ncgroup; i++)
+		if (o->cgroup_fds[i] < 3)
+			return -EINVAL;
+	if (o->nrlimit < 0 || o->nrlimit > RV_PROC_MAX_RLIMITS)
+		return -EINVAL;
 	for (int i = 0; i < 3; i++) {
 		enum rv_proc_io_mode m = o->io[i].mode;
 		if (m == RV_PROC_FD && o->io[i].fd < 0)

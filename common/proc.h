@@ -30,6 +30,7 @@
 #define RV_PROC_H
 
 #include <stdbool.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include "buf.h"
@@ -59,6 +60,14 @@ enum rv_proc_group {
 };
 
 #define RV_PROC_MAX_KEEP 8
+#define RV_PROC_MAX_CGROUPS 4
+#define RV_PROC_MAX_RLIMITS 4
+
+/* One resource limit the child sets on itself before exec. */
+struct rv_proc_rlimit {
+	int resource; /* RLIMIT_AS, RLIMIT_NOFILE, ... */
+	struct rlimit lim;
+};
 
 /* Everything is borrowed for the duration of the call; zero means default. */
 struct rv_proc_opts {
@@ -83,6 +92,17 @@ struct rv_proc_opts {
 	bool set_ids;
 	uid_t uid;
 	gid_t gid;
+	/* Fds (>= 3) open for writing on cgroup.procs files, borrowed: the
+	 * child writes "0" to each (joins that cgroup: one per cgroup v1
+	 * hierarchy, one for v2) first thing after fork, so nothing it runs
+	 * escapes the cgroup's limits.  A refused write fails the spawn with
+	 * its errno.  The caller keeps and closes them. */
+	int cgroup_fds[RV_PROC_MAX_CGROUPS];
+	int ncgroup;
+	/* Set in the child with setrlimit() before exec; a refusal fails the
+	 * spawn with its errno. */
+	struct rv_proc_rlimit rlimits[RV_PROC_MAX_RLIMITS];
+	int nrlimit;
 };
 
 /* A spawned child.  Fields are read-only for the caller. */

@@ -466,6 +466,49 @@ START_TEST(test_env_cwd)
 }
 END_TEST
 
+/* The child joins the cgroups it is given before exec: a real v1 memory
+ * cgroup where we may make one (root), and always the refusal path: an fd it
+ * cannot write fails the spawn with that errno, nothing runs. */
+START_TEST(test_cgroup_join_and_rlimit)
+{
+	const char *argv[] = { "sh", "-c", "ulimit -n; cat /proc/self/cgroup", NULL };
+	struct rv_proc_opts o = { .argv = argv, .nrlimit = 1 };
+	o.rlimits[0] = (struct rv_proc_rlimit){ RLIMIT_NOFILE, { 77, 77 } };
+	char dir[128];
+	snprintf(dir, sizeof(dir), "/sys/fs/cgroup/memory/rv-proc-test-%d", (int)getpid());
+	bool cg = mkdir(dir, 0755) == 0;
+	int fd = -1;
+	if (cg) {
+		char procs[160];
+		snprintf(procs, sizeof(procs), "%s/cgroup.procs", dir);
+		fd = open(procs, O_WRONLY | O_CLOEXEC);
+		ck_assert_int_ge(fd, 3);
+		o.cgroup_fds[o.ncgroup++] = fd;
+	}
+	struct rv_buf out;
+	rv_buf_init(&out);
+	int st;
+	ck_assert_int_eq(rv_proc_run(&o, 5000, &st, &out), 0);
+	ck_assert_msg(!strncmp(out.data, "77\n", 3), "%s", out.data);
+	if (cg) {
+		ck_assert_msg(strstr(out.data, dir + strlen("/sys/fs/cgroup/memory")), "%s",
+			      out.data);
+		close(fd);
+		ck_assert_int_eq(rmdir(dir), 0); /* empty again: the child ran in it */
+	}
+	rv_buf_release(&out);
+
+	int rd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	struct rv_proc_opts bad = { .argv = argv, .ncgroup = 1 };
+	bad.cgroup_fds[0] = rd;
+	struct rv_proc p;
+	ck_assert_int_eq(rv_proc_spawn(&p, &bad), -EBADF);
+	close(rd);
+	bad.cgroup_fds[0] = 1; /* below 3: refused before fork */
+	ck_assert_int_eq(rv_proc_spawn(&p, &bad), -EINVAL);
+}
+END_TEST
+
 START_TEST(test_drop_ids)
 {
 	const char *argv[] = { "sh", "-c", "echo $(id -u):$(id -g):$(id -G)", NULL };
@@ -505,6 +548,7 @@ static Suite *proc_suite(void)
 	tcase_add_test(tc, test_output_capture);
 	tcase_add_test(tc, test_env_cwd);
 	tcase_add_test(tc, test_drop_ids);
+	tcase_add_test(tc, test_cgroup_join_and_rlimit);
 	suite_add_tcase(s, tc);
 	return s;
 }

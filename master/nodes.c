@@ -1,0 +1,399 @@
+/*
+ * nodes.c: the node manager's relaunch policy (see nodes.h).
+ *
+ * A node is its (role, rank); each launch of it is an instance named
+ * <base>.<attempt> (attempt 0 keeps the base name).  Only events of the
+ * current instance count, so a late event of a replaced one changes nothing.
+ * Crashes use the role's restartCount; OOM kills their own budget, since a
+ * node that needs more memory is not faulty.  Crashes are also charged to
+ * the host they ran on.
+ */
+#include "nodes.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_ROLES 8
+
+/* snprintf that truncates quietly: names and reasons are bounded on purpose. */
+__attribute__((format(printf, 3, 4))) static void fmt(char *buf, size_t size, const char *f, ...)
+{
+	va_list ap;
+	va_start(ap, f);
+	vsnprintf(buf, size, f, ap);
+	va_end(ap);
+}
+
+enum node_state { N_LAUNCHED = 0, N_RUNNING, N_SUCCEEDED, N_REMOVED, N_FAILED };
+
+struct node {
+	char base[SCHED_NAME_MAX], name[SCHED_NAME_MAX];
+	char role[SCHED_ROLE_MAX], host[SCHED_NAME_MAX];
+	int rank;
+	struct sched_resources res;
+	enum node_state state;
+	int attempt, restarts, ooms;
+};
+
+struct host {
+	char name[SCHED_NAME_MAX];
+	int crashes;
+	bool bad;
+};
+
+struct role_conf {
+	char role[SCHED_ROLE_MAX];
+	int restart_count;
+};
+
+struct nodes {
+	struct nodes_conf conf;
+	nodes_oom_plan_fn oom;
+	void *ctx;
+	char cand[NODES_MAX_HOSTS][SCHED_NAME_MAX]; /* conf.hosts, copied */
+	int ncand;
+	struct host hosts[NODES_MAX_HOSTS];
+	int nhosts;
+	struct role_conf roles[MAX_ROLES];
+	int nroles;
+	struct node *nodes;
+	int n, cap;
+	int restarts, oom_relaunches;
+	bool failed;
+	char reason[NODES_REASON_MAX];
+};
+
+struct nodes *nodes_new(const struct nodes_conf *c, nodes_oom_plan_fn oom, void *ctx,
+			struct rv_err *err)
+{
+	struct nodes *m = calloc(1, sizeof(*m));
+	if (!m) {
+		rv_err_set(err, -ENOMEM, "", "out of memory");
+		return NULL;
+	}
+	if (c)
+		m->conf = *c;
+	else
+		m->conf.default_restart_count = -1;
+	if (m->conf.host_max_crashes <= 0)
+		m->conf.host_max_crashes = 2;
+	if (m->conf.max_oom_relaunches <= 0)
+		m->conf.max_oom_relaunches = 5;
+	if (m->conf.default_restart_count < 0)
+		m->conf.default_restart_count = 3;
+	for (int i = 0; c && c->hosts && c->hosts[i]; i++) {
+		if (i >= NODES_MAX_HOSTS || !c->hosts[i][0] ||
+		    strlen(c->hosts[i]) >= SCHED_NAME_MAX) {
+			rv_err_set(err, -EINVAL, "hosts", "at most %d hosts of 1 to %d bytes each",
+				   NODES_MAX_HOSTS, SCHED_NAME_MAX - 1);
+			free(m);
+			return NULL;
+		}
+		fmt(m->cand[m->ncand++], SCHED_NAME_MAX, "%s", c->hosts[i]);
+	}
+	m->conf.hosts = NULL; /* borrowed for the call only */
+	m->oom = oom;
+	m->ctx = ctx;
+	return m;
+}
+
+struct nodes *nodes_free(struct nodes *m)
+{
+	if (m) {
+		free(m->nodes);
+		free(m);
+	}
+	return NULL;
+}
+
+static int restart_count(const struct nodes *m, const char *role)
+{
+	for (int i = 0; i < m->nroles; i++)
+		if (!strcmp(m->roles[i].role, role))
+			return m->roles[i].restart_count;
+	return m->conf.default_restart_count;
+}
+
+int nodes_set_restart_count(struct nodes *m, const char *role, int rc)
+{
+	if (!role || !role[0] || strlen(role) >= SCHED_ROLE_MAX || rc < 0)
+		return -EINVAL;
+	for (int i = 0; i < m->nroles; i++)
+		if (!strcmp(m->roles[i].role, role)) {
+			m->roles[i].restart_count = rc;
+			return 0;
+		}
+	if (m->nroles == MAX_ROLES)
+		return -ENOSPC;
+	fmt(m->roles[m->nroles].role, SCHED_ROLE_MAX, "%s", role);
+	m->roles[m->nroles++].restart_count = rc;
+	return 0;
+}
+
+int nodes_add(struct nodes *m, const char *name, const char *role, int rank, const char *host,
+	      const struct sched_resources *res)
+{
+	/* room for ".<attempt>" behind the base name */
+	if (!name || !name[0] || strlen(name) >= SCHED_NAME_MAX - 8 || !role || !role[0] ||
+	    strlen(role) >= SCHED_ROLE_MAX || (host && strlen(host) >= SCHED_NAME_MAX) || !res ||
+	    rank < 0)
+		return -EINVAL;
+	for (int i = 0; i < m->n; i++)
+		if (!strcmp(m->nodes[i].base, name) ||
+		    (!strcmp(m->nodes[i].role, role) && m->nodes[i].rank == rank))
+			return -EEXIST;
+	if (m->n == m->cap) {
+		int cap = m->cap ? m->cap * 2 : 16;
+		struct node *v = realloc(m->nodes, (size_t)cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		m->nodes = v;
+		m->cap = cap;
+	}
+	struct node *n = &m->nodes[m->n++];
+	memset(n, 0, sizeof(*n));
+	fmt(n->base, sizeof(n->base), "%s", name);
+	fmt(n->name, sizeof(n->name), "%s", name);
+	fmt(n->role, sizeof(n->role), "%s", role);
+	fmt(n->host, sizeof(n->host), "%s", host ? host : "");
+	n->rank = rank;
+	n->res = *res;
+	return 0;
+}
+
+static struct host *host_get(struct nodes *m, const char *name, bool add)
+{
+	for (int i = 0; i < m->nhosts; i++)
+		if (!strcmp(m->hosts[i].name, name))
+			return &m->hosts[i];
+	if (!add || m->nhosts == NODES_MAX_HOSTS)
+		return NULL;
+	struct host *h = &m->hosts[m->nhosts++];
+	memset(h, 0, sizeof(*h));
+	fmt(h->name, sizeof(h->name), "%s", name);
+	return h;
+}
+
+bool nodes_host_bad(const struct nodes *m, const char *host)
+{
+	for (int i = 0; host && host[0] && i < m->nhosts; i++)
+		if (!strcmp(m->hosts[i].name, host))
+			return m->hosts[i].bad;
+	return false;
+}
+
+int nodes_host_failed(struct nodes *m, const char *host)
+{
+	if (!host || !host[0] || strlen(host) >= SCHED_NAME_MAX)
+		return -EINVAL;
+	struct host *h = host_get(m, host, true);
+	if (!h)
+		return -ENOSPC;
+	h->bad = true;
+	return 0;
+}
+
+/* Where a relaunch of n goes: its own host unless bad, else the first good
+ * candidate.  false when none is left. */
+static bool pick_host(const struct nodes *m, const struct node *n, char *out)
+{
+	if (!nodes_host_bad(m, n->host)) {
+		fmt(out, SCHED_NAME_MAX, "%s", n->host);
+		return true;
+	}
+	for (int i = 0; i < m->ncand; i++)
+		if (!nodes_host_bad(m, m->cand[i])) {
+			fmt(out, SCHED_NAME_MAX, "%s", m->cand[i]);
+			return true;
+		}
+	return false;
+}
+
+static void give_up(struct nodes *m, struct node *n, struct nodes_action *act, const char *why)
+{
+	n->state = N_FAILED;
+	act->type = NODES_GIVE_UP;
+	fmt(act->reason, sizeof(act->reason), "node %s (%s rank %d): %s", n->base, n->role, n->rank,
+	    why);
+	if (!m->failed) { /* the first cause is the job's */
+		m->failed = true;
+		fmt(m->reason, sizeof(m->reason), "%s", act->reason);
+	}
+}
+
+static void relaunch(struct node *n, const char *host, struct nodes_action *act)
+{
+	n->attempt++;
+	n->state = N_LAUNCHED;
+	fmt(n->host, sizeof(n->host), "%s", host);
+	fmt(n->name, sizeof(n->name), "%s.%d", n->base, n->attempt);
+	act->type = NODES_RELAUNCH;
+	fmt(act->name, sizeof(act->name), "%s", n->name);
+	fmt(act->role, sizeof(act->role), "%s", n->role);
+	fmt(act->host, sizeof(act->host), "%s", n->host);
+	act->rank = n->rank;
+	act->res = n->res;
+	act->attempt = n->attempt;
+}
+
+/* What the event says happened, for reasons. */
+static void death_text(const struct sched_event *ev, char *buf, size_t size)
+{
+	if (ev->type == SCHED_EV_FAILED)
+		fmt(buf, size, "could not start: %s", ev->detail[0] ? ev->detail : "?");
+	else if (ev->signal)
+		fmt(buf, size, "killed by signal %d", ev->signal);
+	else
+		fmt(buf, size, "exited with code %d", ev->exit_code);
+}
+
+static void on_crash(struct nodes *m, struct node *n, const struct sched_event *ev,
+		     struct nodes_action *act)
+{
+	char what[SCHED_DETAIL_MAX + 32], why[NODES_REASON_MAX];
+	death_text(ev, what, sizeof(what));
+	if (n->host[0]) {
+		struct host *h = host_get(m, n->host, true);
+		if (h && ++h->crashes >= m->conf.host_max_crashes)
+			h->bad = true;
+	}
+	int budget = restart_count(m, n->role);
+	if (n->restarts >= budget) {
+		fmt(why, sizeof(why),
+		    "%s; restartCount %d of role %s exhausted after %d restart(s)", what, budget,
+		    n->role, n->restarts);
+		give_up(m, n, act, why);
+		return;
+	}
+	char host[SCHED_NAME_MAX];
+	if (!pick_host(m, n, host)) {
+		fmt(why, sizeof(why), "%s; no usable host left (host %s is bad)", what, n->host);
+		give_up(m, n, act, why);
+		return;
+	}
+	n->restarts++;
+	m->restarts++;
+	relaunch(n, host, act);
+	fmt(act->reason, sizeof(act->reason), "%s; restart %d of %d%s%s", what, n->restarts, budget,
+	    strcmp(host, ev->host) ? " on host " : "", strcmp(host, ev->host) ? host : "");
+}
+
+static void on_oom(struct nodes *m, struct node *n, const struct sched_event *ev,
+		   struct nodes_action *act)
+{
+	char why[NODES_REASON_MAX], plan[NODES_REASON_MAX] = "";
+	int64_t had = ev->memory_limit_mb > 0 ? ev->memory_limit_mb : n->res.memory_mb;
+	n->ooms++;
+	if (!m->oom) {
+		on_crash(m, n, ev, act);
+		return;
+	}
+	if (n->ooms > m->conf.max_oom_relaunches) {
+		fmt(why, sizeof(why),
+		    "oom-killed %d times (limit %lld MiB); max_oom_relaunches %d exhausted",
+		    n->ooms, (long long)had, m->conf.max_oom_relaunches);
+		give_up(m, n, act, why);
+		return;
+	}
+	struct nodes_oom_req req = { n->name, n->role, n->rank, had, ev->peak_memory_mb, n->ooms };
+	int64_t next = 0;
+	int r = m->oom(m->ctx, &req, &next, plan, sizeof(plan));
+	if (r <= 0 || next <= had) {
+		fmt(why, sizeof(why), "oom-killed under %lld MiB and memory cannot grow%s%s",
+		    (long long)had, plan[0] ? ": " : "", plan);
+		give_up(m, n, act, why);
+		return;
+	}
+	n->res.memory_mb = next;
+	m->oom_relaunches++;
+	relaunch(n, n->host, act); /* memory, not the host, was at fault */
+	fmt(act->reason, sizeof(act->reason),
+	    "oom-killed under %lld MiB; relaunch with %lld MiB%s%s", (long long)had,
+	    (long long)next, plan[0] ? ": " : "", plan);
+}
+
+int nodes_on_event(struct nodes *m, const struct sched_event *ev, struct nodes_action *act)
+{
+	if (!m || !ev || !act)
+		return -EINVAL;
+	memset(act, 0, sizeof(*act));
+	struct node *n = NULL;
+	for (int i = 0; i < m->n && !n; i++)
+		if (!strcmp(m->nodes[i].name, ev->name))
+			n = &m->nodes[i];
+	if (!n || n->state == N_FAILED || n->state == N_SUCCEEDED || n->state == N_REMOVED)
+		return 0; /* unknown, replaced or already settled */
+	switch (ev->type) {
+	case SCHED_EV_STARTED:
+		n->state = N_RUNNING;
+		break;
+	case SCHED_EV_EXITED:
+		if (ev->removed)
+			n->state = N_REMOVED;
+		else if (ev->exit_code == 0 && !ev->signal)
+			n->state = N_SUCCEEDED;
+		else
+			on_crash(m, n, ev, act);
+		break;
+	case SCHED_EV_FAILED:
+		on_crash(m, n, ev, act);
+		break;
+	case SCHED_EV_OOM:
+		on_oom(m, n, ev, act);
+		break;
+	default:
+		return -EINVAL;
+	}
+	return 0;
+}
+
+void nodes_status(const struct nodes *m, struct nodes_status *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->nodes = m->n;
+	for (int i = 0; i < m->n; i++) {
+		st->running += m->nodes[i].state == N_RUNNING || m->nodes[i].state == N_LAUNCHED;
+		st->succeeded += m->nodes[i].state == N_SUCCEEDED;
+	}
+	for (int i = 0; i < m->nhosts; i++)
+		st->bad_hosts += m->hosts[i].bad;
+	st->restarts = m->restarts;
+	st->oom_relaunches = m->oom_relaunches;
+	if (m->failed) {
+		st->state = NODES_JOB_FAILED;
+		fmt(st->reason, sizeof(st->reason), "%s", m->reason);
+	} else if (m->n > 0 && st->succeeded == m->n) {
+		st->state = NODES_JOB_SUCCEEDED;
+	}
+}
+
+int nodes_alg_oom_plan(void *ctx, const struct nodes_oom_req *req, int64_t *out_mb, char *reason,
+		       size_t rsize)
+{
+	const struct nodes_alg_oom *a = ctx;
+	if (!a || !req || !out_mb)
+		return -EINVAL;
+	enum rv_alg_role role = !strcmp(req->role, "ps") ? RV_ALG_PS_ROLE : RV_ALG_WORKER;
+	struct rv_alg_config cur;
+	memset(&cur, 0, sizeof(cur));
+	struct rv_alg_group *g = role == RV_ALG_PS_ROLE ? &cur.ps : &cur.worker;
+	g->count = 1;
+	g->res.memory_mb = req->memory_mb;
+	struct rv_alg_decision *d = malloc(sizeof(*d)); /* large: migrations listed */
+	if (!d)
+		return -ENOMEM;
+	int r = rv_alg_plan_oom(&cur, role, req->peak_mb, req->oom_count, &a->lim, &a->p, d);
+	if (r == 0) {
+		const struct rv_alg_group *ng = role == RV_ALG_PS_ROLE ? &d->cfg.ps
+								       : &d->cfg.worker;
+		*out_mb = ng->res.memory_mb;
+		r = d->changed && *out_mb > req->memory_mb;
+		if (reason && rsize)
+			fmt(reason, rsize, "%s", d->reason);
+	}
+	free(d);
+	return r;
+}

@@ -1,0 +1,190 @@
+/*
+ * check_nodes.c: the node manager's relaunch policy (master/nodes.c) fed
+ * with backend events: a failed node comes back with the same rank until its
+ * role's restartCount is spent, then the job fails with a reason naming the
+ * node; an OOM kill comes back with more memory from the in-process OOM plan
+ * (algorithms/) until the cap; a bad host gets no relaunch.
+ */
+#include <string.h>
+
+#include "nodes.h"
+#include "testutil.h"
+
+static struct sched_event ev_of(enum sched_event_type t, const char *name, const char *host,
+				int code, int sig)
+{
+	struct sched_event ev;
+	memset(&ev, 0, sizeof(ev));
+	ev.type = t;
+	snprintf(ev.name, sizeof(ev.name), "%s", name);
+	snprintf(ev.host, sizeof(ev.host), "%s", host);
+	ev.exit_code = code;
+	ev.signal = sig;
+	return ev;
+}
+
+static struct nodes_action feed(struct nodes *m, struct sched_event ev)
+{
+	struct nodes_action a;
+	ck_assert_int_eq(nodes_on_event(m, &ev, &a), 0);
+	return a;
+}
+
+static const struct sched_resources res64 = { 1.0, 64, 0 };
+
+START_TEST(test_relaunch_same_rank)
+{
+	struct nodes_conf c = { .host_max_crashes = 5, .default_restart_count = -1 };
+	struct nodes *m = nodes_new(&c, NULL, NULL, NULL);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_int_eq(nodes_add(m, "worker-3", "worker", 3, "h1", &res64), 0);
+	ck_assert_int_eq(nodes_add(m, "worker-x", "worker", 3, "h1", &res64), -EEXIST);
+	ck_assert_int_eq(feed(m, ev_of(SCHED_EV_STARTED, "worker-3", "h1", 0, 0)).type, NODES_NONE);
+	struct nodes_action a = feed(m, ev_of(SCHED_EV_EXITED, "worker-3", "h1", 1, 0));
+	ck_assert_int_eq(a.type, NODES_RELAUNCH);
+	ck_assert_int_eq(a.rank, 3);
+	ck_assert_str_eq(a.role, "worker");
+	ck_assert_str_eq(a.name, "worker-3.1");
+	ck_assert_str_eq(a.host, "h1");
+	ck_assert_int_eq(a.res.memory_mb, 64);
+	ck_assert_msg(strstr(a.reason, "exited with code 1") && strstr(a.reason, "restart 1 of 3"),
+		      "%s", a.reason);
+	/* A late event of the replaced instance changes nothing. */
+	ck_assert_int_eq(feed(m, ev_of(SCHED_EV_EXITED, "worker-3", "h1", 1, 0)).type, NODES_NONE);
+	/* Killed by a signal counts as a failure too. */
+	a = feed(m, ev_of(SCHED_EV_EXITED, "worker-3.1", "h1", -1, 9));
+	ck_assert_int_eq(a.type, NODES_RELAUNCH);
+	ck_assert_str_eq(a.name, "worker-3.2");
+	ck_assert_msg(strstr(a.reason, "signal 9"), "%s", a.reason);
+	/* Exit 0 is done, not relaunched; the job then succeeded. */
+	ck_assert_int_eq(feed(m, ev_of(SCHED_EV_EXITED, "worker-3.2", "h1", 0, 0)).type,
+			 NODES_NONE);
+	struct nodes_status st;
+	nodes_status(m, &st);
+	ck_assert_int_eq(st.state, NODES_JOB_SUCCEEDED);
+	ck_assert_int_eq(st.restarts, 2);
+	nodes_free(m);
+}
+END_TEST
+
+START_TEST(test_restart_budget_gives_up)
+{
+	struct nodes *m = nodes_new(NULL, NULL, NULL, NULL);
+	ck_assert_int_eq(nodes_set_restart_count(m, "worker", 2), 0);
+	ck_assert_int_eq(nodes_add(m, "w0", "worker", 0, NULL, &res64), 0);
+	ck_assert_int_eq(nodes_add(m, "w1", "worker", 1, NULL, &res64), 0);
+	ck_assert_int_eq(feed(m, ev_of(SCHED_EV_EXITED, "w0", "", 2, 0)).type, NODES_RELAUNCH);
+	/* A start failure is a failure like any other. */
+	struct sched_event f = ev_of(SCHED_EV_FAILED, "w0.1", "", 0, 0);
+	f.err = -ENOENT;
+	snprintf(f.detail, sizeof(f.detail),
+		 "could not start rover-run: No such file or directory");
+	ck_assert_int_eq(feed(m, f).type, NODES_RELAUNCH);
+	struct nodes_status st;
+	nodes_status(m, &st);
+	ck_assert_int_eq(st.state, NODES_JOB_RUNNING);
+	struct nodes_action a = feed(m, ev_of(SCHED_EV_EXITED, "w0.2", "", 2, 0));
+	ck_assert_int_eq(a.type, NODES_GIVE_UP);
+	nodes_status(m, &st);
+	ck_assert_int_eq(st.state, NODES_JOB_FAILED);
+	ck_assert_msg(strstr(st.reason, "w0") && strstr(st.reason, "rank 0") &&
+			      strstr(st.reason, "restartCount 2") &&
+			      strstr(st.reason, "exited with code 2"),
+		      "%s", st.reason);
+	/* A removal asked by the master is never relaunched. */
+	struct sched_event r = ev_of(SCHED_EV_EXITED, "w1", "", -1, 15);
+	r.removed = true;
+	ck_assert_int_eq(feed(m, r).type, NODES_NONE);
+	nodes_free(m);
+}
+END_TEST
+
+START_TEST(test_oom_memory_step)
+{
+	struct nodes_alg_oom alg;
+	rv_alg_params_default(&alg.p);
+	memset(&alg.lim, 0, sizeof(alg.lim));
+	alg.lim.max_memory_mb = 150;
+	alg.lim.free_memory_mb = -1;
+	alg.lim.free_cpu = -1;
+	struct nodes *m = nodes_new(NULL, nodes_alg_oom_plan, &alg, NULL);
+	/* OOM relaunches do not spend restartCount: none is allowed here. */
+	ck_assert_int_eq(nodes_set_restart_count(m, "worker", 0), 0);
+	ck_assert_int_eq(nodes_add(m, "w0", "worker", 0, "h1", &res64), 0);
+	struct sched_event e = ev_of(SCHED_EV_OOM, "w0", "h1", -1, 9);
+	e.memory_limit_mb = 64;
+	struct nodes_action a = feed(m, e);
+	ck_assert_int_eq(a.type, NODES_RELAUNCH);
+	ck_assert_int_eq(a.res.memory_mb, 96); /* x1.5 */
+	ck_assert_int_eq(a.rank, 0);
+	ck_assert_msg(strstr(a.reason, "64") && strstr(a.reason, "96"), "%s", a.reason);
+	e = ev_of(SCHED_EV_OOM, "w0.1", "h1", -1, 9);
+	e.memory_limit_mb = 96;
+	a = feed(m, e);
+	ck_assert_int_eq(a.type, NODES_RELAUNCH);
+	ck_assert_int_eq(a.res.memory_mb, 150); /* x2.0 = 192, capped */
+	e = ev_of(SCHED_EV_OOM, "w0.2", "h1", -1, 9);
+	e.memory_limit_mb = 150;
+	a = feed(m, e);
+	ck_assert_int_eq(a.type, NODES_GIVE_UP);
+	struct nodes_status st;
+	nodes_status(m, &st);
+	ck_assert_int_eq(st.state, NODES_JOB_FAILED);
+	ck_assert_int_eq(st.oom_relaunches, 2);
+	ck_assert_msg(strstr(st.reason, "memory cannot grow") && strstr(st.reason, "150"), "%s",
+		      st.reason);
+	/* OOM kills say nothing against the host. */
+	ck_assert(!nodes_host_bad(m, "h1"));
+	nodes_free(m);
+}
+END_TEST
+
+START_TEST(test_bad_host_exclusion)
+{
+	const char *hosts[] = { "h1", "h2", "h3", NULL };
+	struct nodes_conf c = { .host_max_crashes = 2,
+				.hosts = hosts,
+				.default_restart_count = 10 };
+	struct nodes *m = nodes_new(&c, NULL, NULL, NULL);
+	ck_assert_int_eq(nodes_add(m, "a", "worker", 0, "h1", &res64), 0);
+	ck_assert_int_eq(nodes_add(m, "b", "worker", 1, "h2", &res64), 0);
+	/* One crash on h1: relaunched there. */
+	struct nodes_action x = feed(m, ev_of(SCHED_EV_EXITED, "a", "h1", 1, 0));
+	ck_assert_str_eq(x.host, "h1");
+	/* The second crash on h1 makes it bad: the next launch goes elsewhere. */
+	x = feed(m, ev_of(SCHED_EV_EXITED, "a.1", "h1", 1, 0));
+	ck_assert(nodes_host_bad(m, "h1"));
+	ck_assert_int_eq(x.type, NODES_RELAUNCH);
+	ck_assert_str_eq(x.host, "h2");
+	ck_assert_msg(strstr(x.reason, "on host h2"), "%s", x.reason);
+	/* h2 fails its node check: b's relaunch skips it too. */
+	ck_assert_int_eq(nodes_host_failed(m, "h2"), 0);
+	x = feed(m, ev_of(SCHED_EV_EXITED, "b", "h2", 1, 0));
+	ck_assert_str_eq(x.host, "h3");
+	/* With h3 bad as well, nothing is left: the job fails saying so. */
+	ck_assert_int_eq(nodes_host_failed(m, "h3"), 0);
+	x = feed(m, ev_of(SCHED_EV_EXITED, "b.1", "h3", 1, 0));
+	ck_assert_int_eq(x.type, NODES_GIVE_UP);
+	struct nodes_status st;
+	nodes_status(m, &st);
+	ck_assert_int_eq(st.state, NODES_JOB_FAILED);
+	ck_assert_int_eq(st.bad_hosts, 3);
+	ck_assert_msg(strstr(st.reason, "no usable host"), "%s", st.reason);
+	nodes_free(m);
+}
+END_TEST
+
+static Suite *nodes_suite(void)
+{
+	Suite *s = suite_create("nodes");
+	TCase *tc = tcase_create("nodes");
+	tcase_set_timeout(tc, 10);
+	tcase_add_test(tc, test_relaunch_same_rank);
+	tcase_add_test(tc, test_restart_budget_gives_up);
+	tcase_add_test(tc, test_oom_memory_step);
+	tcase_add_test(tc, test_bad_host_exclusion);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+RV_TEST_MAIN(nodes_suite)
