@@ -34,7 +34,7 @@
 struct unit {
 	struct unit *next;
 	bool is_event;
-	bool sealed; /* posted at least once: fixed content and id */
+	bool sealed;     /* posted at least once: fixed content and id */
 	int64_t born_ms; /* monotonic time of its first report */
 	struct rv_event ev;
 	char batch_id[RV_ID_MAX];
@@ -795,9 +795,9 @@ static void *sender_main(void *arg)
 		if (!c)
 			break; /* cannot happen: the options were checked at start */
 		if (retry_at > now) {
-			wait_until_locked(l, &l->cv, l->stopping && l->deadline_ms < retry_at
-							     ? l->deadline_ms
-							     : retry_at);
+			wait_until_locked(l, &l->cv,
+					  l->stopping && l->deadline_ms < retry_at ? l->deadline_ms
+										   : retry_at);
 			continue;
 		}
 		if (!l->uid[0]) {
@@ -1024,8 +1024,8 @@ struct brainlink *brainlink_start(const struct brainlink_opts *opts, struct rv_e
 		return link_free(l);
 	}
 	if (snprintf(l->url, sizeof(l->url), "%s", url) >= (int)sizeof(l->url) ||
-	    snprintf(l->token, sizeof(l->token), "%s", opts->brain.token ? opts->brain.token : "") >=
-		    (int)sizeof(l->token)) {
+	    snprintf(l->token, sizeof(l->token), "%s",
+		     opts->brain.token ? opts->brain.token : "") >= (int)sizeof(l->token)) {
 		rv_err_set(err, -EINVAL, "brain.url", "brain url or token too long");
 		return link_free(l);
 	}
@@ -1041,7 +1041,8 @@ struct brainlink *brainlink_start(const struct brainlink_opts *opts, struct rv_e
 	l->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	l->plans = calloc((size_t)l->o.max_plans, sizeof(*l->plans));
 	if (l->efd < 0 || !l->plans) {
-		rv_err_set(err, l->efd < 0 ? -errno : -ENOMEM, "", "could not set up the plan queue");
+		rv_err_set(err, l->efd < 0 ? -errno : -ENOMEM, "",
+			   "could not set up the plan queue");
 		return link_free(l);
 	}
 	rv_alg_params_default(&l->P);

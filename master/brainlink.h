@@ -37,23 +37,23 @@
 #include "wire.h"
 
 struct brainlink_opts {
-	enum rv_optimize_mode mode;  /* RV_OPT_CLUSTER, RV_OPT_SINGLE_JOB, RV_OPT_MANUAL */
+	enum rv_optimize_mode mode;     /* RV_OPT_CLUSTER, RV_OPT_SINGLE_JOB, RV_OPT_MANUAL */
 	const struct rv_job_spec *spec; /* borrowed for the call; copied */
-	struct rv_brain_opts brain;  /* url (cluster, manual), token, timeouts; copied.
+	struct rv_brain_opts brain;     /* url (cluster, manual), token, timeouts; copied.
 				      * Retries are the link's own: the client
 				      * makes one attempt per call */
-	const char *uid;             /* the uid a previous run registered (from the
+	const char *uid;                /* the uid a previous run registered (from the
 				      * master's journal): NULL or "" registers */
-	int max_queue;               /* reports buffered (samples + events): 20000 */
-	size_t max_queue_bytes;      /* their memory: 8 MiB */
-	int batch_max;               /* samples per metrics batch: 500 */
-	int batch_delay_ms;          /* longest a sample waits to fill a batch: 1000 */
-	int poll_wait_s;             /* long-poll wait per plan request: 5 (a stop
+	int max_queue;                  /* reports buffered (samples + events): 20000 */
+	size_t max_queue_bytes;         /* their memory: 8 MiB */
+	int batch_max;                  /* samples per metrics batch: 500 */
+	int batch_delay_ms;             /* longest a sample waits to fill a batch: 1000 */
+	int poll_wait_s;                /* long-poll wait per plan request: 5 (a stop
 				      * waits for the one in flight) */
-	int backoff_ms;              /* first pause after a failed call: 100 */
-	int backoff_max_ms;          /* longest pause: 5000 */
-	int min_samples;             /* single-job: as the brain's plan.min_samples: 3 */
-	int max_plans;               /* plans waiting in the queue (oldest dropped): 64 */
+	int backoff_ms;                 /* first pause after a failed call: 100 */
+	int backoff_max_ms;             /* longest pause: 5000 */
+	int min_samples;                /* single-job: as the brain's plan.min_samples: 3 */
+	int max_plans;                  /* plans waiting in the queue (oldest dropped): 64 */
 };
 
 /* A plan handed to the master.  apply is false in manual mode (report it,
@@ -66,18 +66,18 @@ struct brainlink_plan {
 };
 
 struct brainlink_stats {
-	int64_t queued;          /* reports waiting (samples + events) */
+	int64_t queued; /* reports waiting (samples + events) */
 	int64_t queued_bytes;
-	int64_t sent_samples;    /* acknowledged by the brain */
+	int64_t sent_samples; /* acknowledged by the brain */
 	int64_t sent_events;
 	int64_t dropped_samples; /* the oldest, dropped when the queue was full */
 	int64_t dropped_events;
-	int64_t resends;         /* batches and events sent again after a failure */
-	int64_t plans;           /* plans handed to the queue */
-	int64_t plans_dropped;   /* plans the caller did not take in time */
-	bool registered;         /* the job has its uid */
-	bool reachable;          /* the last call to the brain got an answer */
-	char last_error[512];    /* "" when none yet */
+	int64_t resends;       /* batches and events sent again after a failure */
+	int64_t plans;         /* plans handed to the queue */
+	int64_t plans_dropped; /* plans the caller did not take in time */
+	bool registered;       /* the job has its uid */
+	bool reachable;        /* the last call to the brain got an answer */
+	char last_error[512];  /* "" when none yet */
 };
 
 struct brainlink;

@@ -147,8 +147,8 @@ static void speed_sample(struct brainlink *l, double speed, int workers)
 
 /* n speed samples of the configuration cfg with each worker's usage and
  * step time (as check_policy_parity feeds the brain), to every link given. */
-static void feed(struct brainlink *const *ls, int nl, const struct rv_alg_config *cur,
-		 double speed, int n)
+static void feed(struct brainlink *const *ls, int nl, const struct rv_alg_config *cur, double speed,
+		 int n)
 {
 	for (int i = 0; i < n; i++) {
 		ts += 10000;
