@@ -7,9 +7,9 @@
  * guards the queue, the plan queue, the stats and the single-job history;
  * no call to the brain is made while it is held, so enqueueing costs a lock
  * and a copy.  The report queue is a FIFO of units: a metrics batch being
- * filled, or one event.  The unit at the head is "busy" while the sender
- * posts it: it is sealed (no more samples, its batch id fixed) and never
- * dropped, so a resend carries exactly the id and samples of the first try.
+ * filled, or one event.  The sender seals the head when it first posts it
+ * (no more samples, its batch id fixed) and it is never dropped from then
+ * on, so a resend carries exactly the id and samples of the first try.
  */
 #include "brainlink.h"
 
@@ -560,14 +560,15 @@ static size_t unit_bytes(const struct unit *u)
 	return sizeof(*u) + (u->is_event ? 0 : (size_t)(u->n - u->off) * sizeof(struct rv_sample));
 }
 
-/* Drop the oldest reports (never the busy head) until one of `items` more
- * reports of `bytes` fits.  false when nothing more can go. */
+/* Drop the oldest reports until `items` more reports of `bytes` fit; false
+ * when nothing more can go.  The head, once posted (sealed), is never cut:
+ * its resends carry the same id and the same samples. */
 static bool make_room_locked(struct brainlink *l, int64_t items, size_t bytes)
 {
 	while (l->st.queued + items > l->o.max_queue ||
 	       (size_t)l->st.queued_bytes + bytes > l->o.max_queue_bytes) {
 		struct unit **pp = &l->head;
-		if (*pp && *pp == l->busy)
+		if (*pp && (*pp == l->busy || (*pp)->sealed))
 			pp = &(*pp)->next;
 		struct unit *u = *pp;
 		if (!u)
@@ -619,7 +620,8 @@ int brainlink_sample(struct brainlink *l, const struct rv_sample *s)
 		return 0;
 	}
 	int rc = 0;
-	if (!make_room_locked(l, 1, sizeof(*s))) {
+	/* room for a new batch's overhead too: conservative by one unit */
+	if (!make_room_locked(l, 1, sizeof(*s) + sizeof(struct unit))) {
 		l->st.dropped_samples++;
 		goto out;
 	}
@@ -953,6 +955,11 @@ static void defaults(struct brainlink_opts *o)
 		o->backoff_ms = 100;
 	if (o->backoff_max_ms < o->backoff_ms)
 		o->backoff_max_ms = o->backoff_ms > 5000 ? o->backoff_ms : 5000;
+	/* a posted batch is never cut: it must leave room for the rest */
+	while (o->batch_max > 1 && (o->batch_max > o->max_queue / 2 ||
+				    (size_t)o->batch_max * sizeof(struct rv_sample) >
+					    o->max_queue_bytes / 2))
+		o->batch_max /= 2;
 	if (o->min_samples <= 0)
 		o->min_samples = 3;
 	if (o->max_plans <= 0)

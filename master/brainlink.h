@@ -59,7 +59,9 @@ struct brainlink_opts {
 /* A plan handed to the master.  apply is false in manual mode (report it,
  * change nothing).  plan.job is the job's uid (cluster; the master journals
  * it to pass back as opts.uid after a restart), plan.id the brain's id (a
- * local sequence in single-job mode). */
+ * local sequence in single-job mode).  After a master restart the poller
+ * hands the brain's newest running plan again: the master skips an id it
+ * journalled as applied. */
 struct brainlink_plan {
 	struct rv_scale_plan plan;
 	bool apply;
@@ -94,8 +96,8 @@ struct brainlink *brainlink_start(const struct brainlink_opts *opts, struct rv_e
 
 /*
  * Stop: sends what it can until deadline_ms from now (0: drop at once),
- * joins the threads (a long-poll in flight is waited for, at most
- * poll_wait_s plus the client's timeout), frees everything.  Returns how
+ * joins the threads (a call in flight is waited for: a post at most the
+ * client's timeout_ms, a long-poll poll_wait_s more), frees everything.  Returns how
  * many reports were left unsent, 0 when all went.  Accepts NULL.
  */
 int brainlink_stop(struct brainlink *l, int deadline_ms);
