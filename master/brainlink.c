@@ -769,16 +769,22 @@ static int sender_post(struct brainlink *l, struct rv_brain_client *c, struct un
 	int rc = rv_brain_post_event(c, l->uid, &u->ev, &plan_id, err);
 	if (rc < 0 || plan_id <= 0)
 		return rc;
-	/* node_oom: its plan, made in the event's request; a resend of the
+	/* node_oom: its plan, made in the event's request, fetched by id (the
+	 * newest oom plan may already be another node's); a resend of the
 	 * event answers the same id, so a failed fetch just goes again */
-	struct rv_scale_plan plan;
-	rc = rv_brain_plan_get(c, l->uid, "oom", plan_id - 1, 0, &plan, err);
+	struct rv_brain_plan_record *recs = NULL;
+	int n = 0;
+	rc = rv_brain_plan_history(c, l->uid, 64, &recs, &n, err);
 	if (rc < 0)
 		return rc;
 	pthread_mutex_lock(&l->mu);
-	if (rc == 1)
-		plan_push_locked(l, &plan);
+	for (int i = n - 1; i >= 0; i--)
+		if (recs[i].plan.id == plan_id) {
+			plan_push_locked(l, &recs[i].plan);
+			break;
+		}
 	pthread_mutex_unlock(&l->mu);
+	free(recs);
 	return 0;
 }
 
