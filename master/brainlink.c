@@ -870,8 +870,9 @@ static void *sender_main(void *arg)
 				l->tail = NULL;
 			unit_free(u);
 			backoff = l->o.backoff_ms;
-		} else if (rc == -EINVAL || rc == -EDOM || rc == -EMSGSIZE) {
-			/* the brain refuses it for good: resending cannot help */
+		} else if (rc == -EINVAL || rc == -EDOM || rc == -EMSGSIZE || rc == -EEXIST) {
+			/* the brain refuses it for good (bad, too large, or the job
+			 * is finished): resending cannot help; counted as dropped */
 			set_error_locked(l, &err, rc);
 			l->st.reachable = true;
 			if (u->is_event)

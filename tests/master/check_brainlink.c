@@ -276,6 +276,23 @@ START_TEST(oom_event_brings_an_oom_plan)
 }
 END_TEST
 
+START_TEST(refused_reports_are_dropped_not_retried)
+{
+	struct brainlink_opts o = opts(RV_OPT_CLUSTER);
+	link_c = start(&o);
+	take(link_c, "create", 10000);
+	struct rv_event ev = { .type = RV_EVENT_JOB_FINISHED, .ts_ms = ts, .rank = -1 };
+	ck_assert_int_eq(brainlink_event(link_c, &ev), 0);
+	/* a finished job takes no more data: the brain answers 409 */
+	speed_sample(link_c, 100, 2);
+	wait_drained(link_c, 10000);
+	struct brainlink_stats st = stats(link_c);
+	ck_assert_int_eq(st.sent_events, 1);
+	ck_assert_int_eq(st.dropped_samples, 1);
+	ck_assert_msg(strstr(st.last_error, "finished"), "last error: %s", st.last_error);
+}
+END_TEST
+
 START_TEST(brain_down_never_blocks_and_restart_delivers_once)
 {
 	struct brainlink_opts o = opts(RV_OPT_CLUSTER);
@@ -304,7 +321,7 @@ START_TEST(brain_down_never_blocks_and_restart_delivers_once)
 			usleep(100000); /* let the sender try and fail meanwhile */
 	}
 	int64_t total = rv_mono_ms() - t0 - 10 * 100;
-	ck_assert_msg(worst < 50, "an enqueue took %" PRId64 " ms", worst);
+	ck_assert_msg(worst < 100, "an enqueue took %" PRId64 " ms", worst);
 	ck_assert_msg(total < 1000, "1000 enqueues took %" PRId64 " ms", total);
 	struct brainlink_stats st = stats(link_c);
 	ck_assert_int_le(st.queued, 300);
@@ -368,10 +385,21 @@ START_TEST(resend_after_reply_timeout_stored_once)
 	ck_assert_int_eq(kill(brain.pid, SIGSTOP), 0);
 	for (int i = 0; i < 50; i++)
 		speed_sample(link_c, 100, 2);
-	int64_t until = rv_mono_ms() + 10000;
-	while (stats(link_c).resends < 2 && rv_mono_ms() < until)
+	int64_t until = rv_mono_ms() + 10000, worst = 0;
+	while (stats(link_c).resends < 2 && rv_mono_ms() < until) {
+		/* a call hangs for 400 ms meanwhile: enqueueing never waits for it */
+		int64_t a = rv_mono_ms();
+		struct rv_event ev = { .type = RV_EVENT_NODE_RELAUNCHED,
+				       .ts_ms = ts,
+				       .node = "worker-0",
+				       .rank = 0,
+				       .exit_code = -1 };
+		ck_assert_int_eq(brainlink_event(link_c, &ev), 0);
+		worst = rv_mono_ms() - a > worst ? rv_mono_ms() - a : worst;
 		usleep(50000);
+	}
 	kill(brain.pid, SIGCONT);
+	ck_assert_msg(worst < 100, "an enqueue took %" PRId64 " ms", worst);
 	ck_assert_int_ge(stats(link_c).resends, 2);
 	wait_drained(link_c, 20000);
 	ck_assert_int_eq(stats(link_c).sent_samples, 50);
@@ -500,6 +528,7 @@ static Suite *brainlink_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, register_samples_and_a_plan_arrive);
 	tcase_add_test(tc, oom_event_brings_an_oom_plan);
+	tcase_add_test(tc, refused_reports_are_dropped_not_retried);
 	tcase_add_test(tc, brain_down_never_blocks_and_restart_delivers_once);
 	tcase_add_test(tc, queue_bounded_by_bytes);
 	tcase_add_test(tc, resend_after_reply_timeout_stored_once);
