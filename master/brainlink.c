@@ -963,9 +963,9 @@ static void defaults(struct brainlink_opts *o)
 	if (o->backoff_max_ms < o->backoff_ms)
 		o->backoff_max_ms = o->backoff_ms > 5000 ? o->backoff_ms : 5000;
 	/* a posted batch is never cut: it must leave room for the rest */
-	while (o->batch_max > 1 && (o->batch_max > o->max_queue / 2 ||
-				    (size_t)o->batch_max * sizeof(struct rv_sample) >
-					    o->max_queue_bytes / 2))
+	while (o->batch_max > 1 &&
+	       (o->batch_max > o->max_queue / 2 ||
+		(size_t)o->batch_max * sizeof(struct rv_sample) > o->max_queue_bytes / 2))
 		o->batch_max /= 2;
 	if (o->min_samples <= 0)
 		o->min_samples = 3;
