@@ -56,13 +56,14 @@ typedef int (*journal_apply_fn)(void *ctx, int type, const void *data, size_t le
  * Damage in the last batch written (what one commit wrote before its
  * fdatasync: short, or a bad checksum, as a crash mid-write leaves) is a torn
  * tail: that batch is overwritten with zeros (up to its last non-zero byte)
- * and counted (torn_records, torn_bytes_truncated).  Returns the journal (free with journal_close) or
- * NULL with err filled: -EUCLEAN a damaged record with a later batch after
- * it, a damaged snapshot or a gap in the sequence numbers (err->msg names the
- * file and the byte offset; nothing applied, nothing changed on disk);
- * -EMSGSIZE a record above max_record; -EBUSY another
- * process has the folder open; -EINVAL bad options; the callback's error;
- * another -errno from the file system.  Both callbacks may be NULL.
+ * and counted (torn_records, torn_bytes_truncated); the next record goes
+ * where it was.  Returns the journal (free with journal_close) or NULL with
+ * err filled: -EUCLEAN a damaged record with a later batch after it, a
+ * damaged snapshot or a gap in the sequence numbers (err->msg names the file
+ * and the byte offset; nothing applied, nothing changed on disk); -EMSGSIZE
+ * a record above max_record; -EBUSY another process has the folder open;
+ * -EINVAL bad options; the callback's error; another -errno from the file
+ * system.  Both callbacks may be NULL.
  */
 struct journal *journal_open(const struct journal_opts *o, journal_apply_fn on_snapshot,
 			     journal_apply_fn on_record, void *ctx, struct rv_err *err);

@@ -809,7 +809,8 @@ START_TEST(test_room_reopen_and_append)
 	ck_assert_int_eq(journal_sync(j, append_str(j, 2, "after-reopen"), 5000), 0);
 	journal_close(j);
 	read_file(path_in("journal"), &data, &len);
-	ck_assert_uint_eq(data_end(data, 0, len), end + BATCH_HDR + REC_HDR + strlen("after-reopen"));
+	ck_assert_uint_eq(data_end(data, 0, len),
+			  end + BATCH_HDR + REC_HDR + strlen("after-reopen"));
 	ck_assert(memcmp(data + end + BATCH_HDR + REC_HDR, "after-reopen", 12) == 0);
 	free(data);
 
