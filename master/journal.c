@@ -67,12 +67,13 @@
 
 #include "cleanup.h"
 
-#define JOURNAL_HDR        24
-#define JOURNAL_REC_HDR    20
-#define JOURNAL_BATCH      (JOURNAL_REC_HDR + 8)
-#define JOURNAL_TYPE_BATCH UINT32_MAX
-#define JOURNAL_IO_WAIT_MS 60000
-#define JOURNAL_LEN_MAX    ((size_t)UINT32_MAX - 64)
+#define JOURNAL_HDR          24
+#define JOURNAL_REC_HDR      20
+#define JOURNAL_BATCH        (JOURNAL_REC_HDR + 8)
+#define JOURNAL_TYPE_BATCH   UINT32_MAX
+#define JOURNAL_IO_WAIT_MS   60000
+#define JOURNAL_LEAD_POLL_MS 20
+#define JOURNAL_LEN_MAX      ((size_t)UINT32_MAX - 64)
 
 static const char journal_magic[8] = { 'R', 'V', 'J', 'R', 'N', 'L', '0', '1' };
 static const char journal_snap_magic[8] = { 'R', 'V', 'S', 'N', 'A', 'P', '0', '1' };
@@ -227,6 +228,12 @@ static int journal_buf_reserve(struct journal_buf *b, size_t extra)
 struct journal {
 	pthread_mutex_t mu;
 	pthread_cond_t cv; /* durable_seq advanced or the writer slot freed */
+	/* Followers of commit number g wait on done_cv[g & 1]: its end wakes
+	 * just them (and one of the next commit's to lead it), not every
+	 * thread waiting, most of which would go back to sleep. */
+	pthread_cond_t done_cv[2];
+	uint64_t commit_gen;   /* number of the last commit started */
+	int64_t inflight_upto; /* the last seq it took */
 	char *dir;
 	int dirfd, fd, lockfd;
 	size_t max_record, max_snapshot;
@@ -254,14 +261,27 @@ static int64_t journal_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Wait on j->cv until deadline_ms (CLOCK_MONOTONIC); ETIMEDOUT once past it. */
-static int journal_wait(struct journal *j, int64_t deadline_ms)
+/* Wait on cv until deadline_ms (CLOCK_MONOTONIC); ETIMEDOUT once past it. */
+static int journal_wait_on(struct journal *j, pthread_cond_t *cv, int64_t deadline_ms)
 {
 	if (journal_now_ms() >= deadline_ms)
 		return ETIMEDOUT;
 	struct timespec ts = { .tv_sec = deadline_ms / 1000,
 			       .tv_nsec = (deadline_ms % 1000) * 1000000 };
-	return pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+	return pthread_cond_timedwait(cv, &j->mu, &ts);
+}
+
+static int journal_wait(struct journal *j, int64_t deadline_ms)
+{
+	return journal_wait_on(j, &j->cv, deadline_ms);
+}
+
+/* Wake every thread waiting in the journal. */
+static void journal_wake_all(struct journal *j)
+{
+	pthread_cond_broadcast(&j->cv);
+	pthread_cond_broadcast(&j->done_cv[0]);
+	pthread_cond_broadcast(&j->done_cv[1]);
 }
 
 static int journal_fsync_dir(struct journal *j)
@@ -734,6 +754,8 @@ struct journal *journal_open(const struct journal_opts *o, journal_apply_fn on_s
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&j->cv, &ca);
+	pthread_cond_init(&j->done_cv[0], &ca);
+	pthread_cond_init(&j->done_cv[1], &ca);
 	pthread_condattr_destroy(&ca);
 
 	if (mkdir(j->dir, 0700) < 0 && errno != EEXIST) {
@@ -880,6 +902,8 @@ static int journal_commit_locked(struct journal *j)
 	struct journal_buf taken;
 	journal_take(j, &taken);
 	int64_t upto = j->st.seq;
+	uint64_t gen = ++j->commit_gen;
+	j->inflight_upto = upto;
 	off_t off = j->good_off;
 	int fd = j->fd;
 	off_t end = off + (off_t)(taken.len > JOURNAL_BATCH ? taken.len : 0);
@@ -944,6 +968,13 @@ static int journal_commit_locked(struct journal *j)
 	}
 	j->writing = false;
 	pthread_cond_broadcast(&j->cv);
+	if (rc == 0) {
+		pthread_cond_broadcast(&j->done_cv[gen & 1]);
+		if (j->buf.len > JOURNAL_BATCH) /* one of them leads the next */
+			pthread_cond_signal(&j->done_cv[(gen + 1) & 1]);
+	} else {
+		journal_wake_all(j);
+	}
 	if (rc == 0 && j->prewrite && !j->extending && !j->failed &&
 	    j->zero_end - j->good_off < (off_t)j->prewrite / 2)
 		journal_extend_locked(j);
@@ -972,7 +1003,17 @@ int journal_sync(struct journal *j, int64_t seq, int timeout_ms)
 				break;
 			continue;
 		}
-		if (journal_wait(j, deadline) == ETIMEDOUT && j->st.durable_seq < seq) {
+		/* Covered by the commit in flight, or by the next one: that
+		 * one's waiters also look again every JOURNAL_LEAD_POLL_MS, in
+		 * case the wake-up meant for its leader went to a thread that
+		 * had just timed out. */
+		bool next = seq > j->inflight_upto;
+		uint64_t gen = j->commit_gen + (next ? 1 : 0);
+		int64_t until = deadline;
+		if (next && journal_now_ms() + JOURNAL_LEAD_POLL_MS < until)
+			until = journal_now_ms() + JOURNAL_LEAD_POLL_MS;
+		if (journal_wait_on(j, &j->done_cv[gen & 1], until) == ETIMEDOUT &&
+		    journal_now_ms() >= deadline && j->st.durable_seq < seq) {
 			rc = -ETIMEDOUT;
 			break;
 		}
@@ -1038,7 +1079,7 @@ int journal_snapshot(struct journal *j, const void *state, size_t len, struct rv
 	if (rc == -EIO && renamed)
 		j->failed = -EIO;
 	j->writing = false;
-	pthread_cond_broadcast(&j->cv);
+	journal_wake_all(j); /* durable_seq jumped; the waiters need a leader */
 	pthread_mutex_unlock(&j->mu);
 	return rc;
 }
@@ -1076,6 +1117,8 @@ void journal_close(struct journal *j)
 	free(j->spare.data);
 	free(j->dir);
 	pthread_cond_destroy(&j->cv);
+	pthread_cond_destroy(&j->done_cv[0]);
+	pthread_cond_destroy(&j->done_cv[1]);
 	pthread_mutex_destroy(&j->mu);
 	free(j);
 }
