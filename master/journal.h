@@ -7,7 +7,8 @@
  *
  * Files in the state folder (see journal.c for the byte layout):
  *   snapshot   one record: the whole state as of sequence number S
- *   journal    the records appended after it (sequence numbers S+1, S+2, ...)
+ *   journal    the records appended after it (sequence numbers S+1, S+2, ...),
+ *              then zeros written ahead of them (see journal_opts.prewrite)
  *   lock       held with flock() while open: one process per folder
  * Thread-safe: any thread may append, sync or snapshot.  Records are ordered
  * by journal_append; a snapshot covers every record appended before the call
@@ -26,6 +27,8 @@ enum {
 	JOURNAL_MAX_RECORD_DEFAULT = 1 << 20,   /* 1 MiB per record */
 	JOURNAL_MAX_SNAPSHOT_DEFAULT = 1 << 30, /* 1 GiB snapshot */
 	JOURNAL_COMMIT_DELAY_MAX_US = 100000,   /* commit_delay_us bound */
+	JOURNAL_PREWRITE_DEFAULT = 16 << 20,    /* 16 MiB of zeros ahead */
+	JOURNAL_PREWRITE_MAX = 1 << 30,
 };
 
 struct journal_opts {
@@ -33,7 +36,12 @@ struct journal_opts {
 	size_t max_record;   /* payload bound of one record; 0: JOURNAL_MAX_RECORD_DEFAULT */
 	size_t max_snapshot; /* payload bound of the snapshot; 0: JOURNAL_MAX_SNAPSHOT_DEFAULT */
 	int commit_delay_us; /* a commit waits this long for more records (0..100000) */
-	bool nosync;         /* write but never fsync: tests and benches only */
+	bool nosync;         /* write but never fsync (and no prewrite): tests and benches only */
+	/* The journal file is kept written with zeros this far (bytes) ahead of
+	 * its records, so that a commit overwrites blocks the file system has
+	 * already allocated and its fdatasync need not commit the file's size:
+	 * 0: JOURNAL_PREWRITE_DEFAULT; at most JOURNAL_PREWRITE_MAX. */
+	size_t prewrite;
 };
 
 /* Replay callback: data (len bytes) is valid only during the call.  Return 0,
@@ -44,16 +52,18 @@ typedef int (*journal_apply_fn)(void *ctx, int type, const void *data, size_t le
 /*
  * Open (or create) the journal in o->dir: on_snapshot once if there is a
  * snapshot (type 0), then on_record for every record after it, in order.
+ * The log ends where no valid batch follows (zeros: the prewritten room).
  * Damage in the last batch written (what one commit wrote before its
  * fdatasync: short, or a bad checksum, as a crash mid-write leaves) is a torn
- * tail: that batch is truncated away and counted (torn_records,
- * torn_bytes_truncated).  Returns the journal (free with journal_close) or
- * NULL with err filled: -EUCLEAN a damaged record with a later batch after
- * it, a damaged snapshot or a gap in the sequence numbers (err->msg names the
- * file and the byte offset; nothing applied, nothing changed on disk);
- * -EMSGSIZE a record above max_record; -EBUSY another
- * process has the folder open; -EINVAL bad options; the callback's error;
- * another -errno from the file system.  Both callbacks may be NULL.
+ * tail: that batch is overwritten with zeros (up to its last non-zero byte)
+ * and counted (torn_records, torn_bytes_truncated); the next record goes
+ * where it was.  Returns the journal (free with journal_close) or NULL with
+ * err filled: -EUCLEAN a damaged record with a later batch after it, a
+ * damaged snapshot or a gap in the sequence numbers (err->msg names the file
+ * and the byte offset; nothing applied, nothing changed on disk); -EMSGSIZE
+ * a record above max_record; -EBUSY another process has the folder open;
+ * -EINVAL bad options; the callback's error; another -errno from the file
+ * system.  Both callbacks may be NULL.
  */
 struct journal *journal_open(const struct journal_opts *o, journal_apply_fn on_snapshot,
 			     journal_apply_fn on_record, void *ctx, struct rv_err *err);
@@ -94,7 +104,7 @@ struct journal_stats {
 	int64_t bytes;                /* written to the journal file since open */
 	int64_t fsyncs;               /* fdatasyncs of the journal file since open */
 	int64_t snapshots;            /* snapshots taken since open */
-	int64_t torn_bytes_truncated; /* cut off a torn tail at open */
+	int64_t torn_bytes_truncated; /* cleared of a torn tail at open */
 	int64_t torn_records;         /* 1 when open cut a torn last batch, else 0 */
 	int64_t replayed;             /* records replayed at open */
 	int64_t seq;                  /* last appended sequence number */

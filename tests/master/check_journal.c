@@ -135,6 +135,25 @@ static void write_file(const char *p, const char *data, size_t len)
 	fclose(f);
 }
 
+/* The end of what was written in data: zeros after it are the journal's
+ * prewritten room. */
+static size_t data_end(const char *data, size_t from, size_t len)
+{
+	while (len > from && data[len - 1] == 0)
+		len--;
+	return len;
+}
+
+static bool file_has(const char *p, const char *needle)
+{
+	char *data;
+	size_t len;
+	read_file(p, &data, &len);
+	bool has = memmem(data, len, needle, strlen(needle)) != NULL;
+	free(data);
+	return has;
+}
+
 static bool exists(const char *p)
 {
 	struct stat sb;
@@ -332,12 +351,10 @@ START_TEST(test_snapshot_then_records)
 		append_str(j, 1, buf);
 	}
 	ck_assert_int_eq(journal_sync(j, 0, 5000), 0);
-	struct stat before, after;
-	ck_assert_int_eq(stat(path_in("journal"), &before), 0);
+	ck_assert(file_has(path_in("journal"), "op-10"));
 	struct rv_err err = { 0 };
 	ck_assert_int_eq(journal_snapshot(j, "state@10", 8, &err), 0);
-	ck_assert_int_eq(stat(path_in("journal"), &after), 0);
-	ck_assert_int_lt(after.st_size, before.st_size);
+	ck_assert(!file_has(path_in("journal"), "op-1")); /* compacted */
 	for (int i = 11; i <= 15; i++) {
 		snprintf(buf, sizeof(buf), "op-%d", i);
 		ck_assert_int_eq(append_str(j, 2, buf), i);
@@ -469,7 +486,7 @@ START_TEST(test_snapshot_without_fresh_journal)
 	char *data;
 	size_t len;
 	read_file(path_in("journal"), &data, &len);
-	size_t rec301 = len - 2 * (REC_HDR + strlen("op-301")) - BATCH_HDR;
+	size_t rec301 = data_end(data, 0, len) - 2 * (REC_HDR + strlen("op-301")) - BATCH_HDR;
 	data[rec301] ^= 1;
 	write_file(path_in("journal"), data, len);
 	free(data);
@@ -552,7 +569,8 @@ START_TEST(test_torn_tail_every_offset)
 	five_records(&data, &len, &last);
 	for (size_t cut = last; cut < len; cut++) {
 		write_file(path_in("journal"), data, cut);
-		expect_torn(cut - last, "cut", cut);
+		/* cleared up to the last byte that is not zero */
+		expect_torn(data_end(data, last, cut) - last, "cut", cut);
 	}
 	free(data);
 }
@@ -569,7 +587,8 @@ START_TEST(test_torn_tail_flipped_byte)
 		data[i] ^= 0x41;
 		expect_torn(len - last, "flip", i);
 	}
-	/* Zeros after the last record (a file extended by a crash). */
+	/* Zeros after the last record (prewritten room, or a file extended
+	 * by a crash): the end of the log, nothing torn. */
 	char *z = calloc(1, len + 100);
 	memcpy(z, data, len);
 	write_file(path_in("journal"), z, len + 100);
@@ -578,7 +597,8 @@ START_TEST(test_torn_tail_flipped_byte)
 	ck_assert_int_eq(s.n, 5);
 	struct journal_stats st;
 	journal_stats(j, &st);
-	ck_assert_int_eq(st.torn_bytes_truncated, 100);
+	ck_assert_int_eq(st.torn_bytes_truncated, 0);
+	ck_assert_int_eq(st.torn_records, 0);
 	journal_close(j);
 	free(z);
 	free(data);
@@ -732,6 +752,202 @@ START_TEST(test_short_write)
 }
 END_TEST
 
+/* ---- the prewritten room: zeros ahead of the records ---- */
+
+#define ROOM 4096 /* small, so that a few records cross it */
+
+static struct journal *open_room(struct seen *s)
+{
+	struct journal_opts o = { .dir = tmp, .prewrite = ROOM };
+	struct rv_err err = { 0 };
+	memset(s, 0, sizeof(*s));
+	struct journal *j = journal_open(&o, on_snap, on_rec, s, &err);
+	ck_assert_msg(j != NULL, "journal_open: %d %s", err.code, err.msg);
+	return j;
+}
+
+static off_t file_size(const char *p)
+{
+	struct stat sb;
+	ck_assert_int_eq(stat(p, &sb), 0);
+	return sb.st_size;
+}
+
+/* Records synced one by one run through several extensions of the room; a
+ * reopen replays exactly them, and the next record goes right after the
+ * last one, inside the room, not at the end of the file. */
+START_TEST(test_room_reopen_and_append)
+{
+	struct seen s;
+	struct journal *j = open_room(&s);
+	ck_assert_int_eq(file_size(path_in("journal")), FILE_HDR + ROOM);
+	char buf[64];
+	for (int i = 1; i <= 300; i++) {
+		snprintf(buf, sizeof(buf), "rec-%d-%s", i, PAYLOAD);
+		ck_assert_int_eq(journal_sync(j, append_str(j, 1, buf), 5000), 0);
+	}
+	journal_close(j);
+	char *data;
+	size_t len;
+	read_file(path_in("journal"), &data, &len);
+	size_t end = data_end(data, 0, len);
+	ck_assert_uint_gt(end, 4 * ROOM); /* crossed the first room several times */
+	ck_assert_uint_ge(len - end, ROOM / 2);
+	ck_assert_uint_le(len - end, 2 * ROOM); /* bounded */
+	free(data);
+
+	j = open_room(&s);
+	ck_assert_int_eq(s.n, 300);
+	for (int i = 1; i <= 300; i++) {
+		snprintf(buf, sizeof(buf), "rec-%d-%s", i, PAYLOAD);
+		ck_assert_str_eq(s.data[i - 1], buf);
+	}
+	struct journal_stats st;
+	journal_stats(j, &st);
+	ck_assert_int_eq(st.torn_records, 0);
+	ck_assert_int_eq(st.torn_bytes_truncated, 0);
+	ck_assert_int_eq(journal_sync(j, append_str(j, 2, "after-reopen"), 5000), 0);
+	journal_close(j);
+	read_file(path_in("journal"), &data, &len);
+	ck_assert_uint_eq(data_end(data, 0, len),
+			  end + BATCH_HDR + REC_HDR + strlen("after-reopen"));
+	ck_assert(memcmp(data + end + BATCH_HDR + REC_HDR, "after-reopen", 12) == 0);
+	free(data);
+
+	j = open_room(&s);
+	ck_assert_int_eq(s.n, 301);
+	ck_assert_str_eq(s.data[300], "after-reopen");
+	ck_assert_int_eq(s.type[300], 2);
+	journal_close(j);
+}
+END_TEST
+
+/* A batch torn inside the room (zeros after it, as a crash mid-write leaves
+ * a prewritten file): cut at every byte, the records before it come back
+ * and the next record takes its place. */
+START_TEST(test_room_torn_tail)
+{
+	char *data;
+	size_t len, last;
+	five_records(&data, &len, &last);
+	size_t padded = len + 3 * ROOM;
+	char *z = calloc(1, padded);
+	for (size_t cut = last; cut < len; cut++) {
+		memset(z, 0, padded);
+		memcpy(z, data, cut);
+		write_file(path_in("journal"), z, padded);
+		expect_torn(data_end(data, last, cut) - last, "cut in room", cut);
+		ck_assert_int_eq(file_size(path_in("journal")), (off_t)padded); /* kept */
+	}
+	free(z);
+	free(data);
+}
+END_TEST
+
+/* A torn batch of two records is cleared, not cut: a shorter batch written
+ * in its place after a reopen must not leave the torn batch's second record
+ * behind it (a record outside any batch on the next open). */
+START_TEST(test_room_torn_batch_overwritten)
+{
+	struct seen s;
+	struct journal *j = open_room(&s);
+	char buf[64];
+	for (int i = 1; i <= 5; i++) {
+		snprintf(buf, sizeof(buf), "rec-%d-%s", i, PAYLOAD);
+		int64_t seq = append_str(j, 1, buf);
+		if (i != 4) /* batches: 1, 2, 3, 4-5 */
+			ck_assert_int_eq(journal_sync(j, seq, 5000), 0);
+	}
+	journal_close(j);
+	char *data;
+	size_t len;
+	read_file(path_in("journal"), &data, &len);
+	size_t end = data_end(data, 0, len);
+	size_t batch4 = end - BATCH_HDR - 2 * REC_LEN;
+	data[batch4 + BATCH_HDR + REC_HDR + 3] ^= 0x20; /* record 4's payload */
+	write_file(path_in("journal"), data, len);
+	free(data);
+
+	j = open_room(&s);
+	ck_assert_int_eq(s.n, 3);
+	struct journal_stats st;
+	journal_stats(j, &st);
+	ck_assert_int_eq(st.torn_records, 1);
+	ck_assert_int_eq(st.torn_bytes_truncated, (int64_t)(end - batch4));
+	snprintf(buf, sizeof(buf), "rec-%d-%s", 4, PAYLOAD); /* as long as the torn one */
+	ck_assert_int_eq(journal_sync(j, append_str(j, 1, buf), 5000), 0);
+	journal_close(j);
+
+	j = open_room(&s);
+	ck_assert_int_eq(s.n, 4);
+	ck_assert_str_eq(s.data[3], buf);
+	journal_stats(j, &st);
+	ck_assert_int_eq(st.torn_records, 0);
+	journal_close(j);
+}
+END_TEST
+
+/* Damage in the middle is still an error with megabytes of room after the
+ * log, and so is a lost page of zeros with a later batch behind it. */
+START_TEST(test_room_corrupt_middle)
+{
+	char *data;
+	size_t len, last;
+	five_records(&data, &len, &last);
+	size_t padded = len + (4 << 20);
+	char *z = calloc(1, padded);
+	size_t batch2 = FILE_HDR + BATCH_HDR + REC_LEN;
+	for (int zero_it = 0; zero_it < 2; zero_it++) {
+		memcpy(z, data, len);
+		if (zero_it)
+			memset(z + batch2, 0, BATCH_HDR + REC_LEN);
+		else
+			z[batch2 + BATCH_HDR + REC_HDR + 1] ^= 0x10;
+		write_file(path_in("journal"), z, padded);
+		struct seen s;
+		memset(&s, 0, sizeof(s));
+		struct journal_opts o = { .dir = tmp, .prewrite = ROOM };
+		struct rv_err err = { 0 };
+		ck_assert_ptr_null(journal_open(&o, on_snap, on_rec, &s, &err));
+		ck_assert_int_eq(err.code, -EUCLEAN);
+		char want[64];
+		snprintf(want, sizeof(want), "offset %zu ", zero_it ? batch2 : batch2 + BATCH_HDR);
+		ck_assert_msg(strstr(err.msg, want), "%s", err.msg);
+		ck_assert_int_eq(s.n, 0);
+		ck_assert_int_eq(file_size(path_in("journal")), (off_t)padded);
+	}
+	free(z);
+	free(data);
+}
+END_TEST
+
+/* A snapshot's fresh journal comes with its room; the room of the old one
+ * goes with it. */
+START_TEST(test_room_snapshot)
+{
+	struct seen s;
+	struct journal *j = open_room(&s);
+	for (int i = 1; i <= 200; i++)
+		ck_assert_int_eq(journal_sync(j, append_str(j, 1, "op-" PAYLOAD), 5000), 0);
+	ck_assert_int_gt(file_size(path_in("journal")), 2 * ROOM);
+	struct rv_err err = { 0 };
+	ck_assert_int_eq(journal_snapshot(j, "state@200", 9, &err), 0);
+	char *data;
+	size_t len;
+	read_file(path_in("journal"), &data, &len);
+	ck_assert_uint_eq(len, FILE_HDR + ROOM);
+	ck_assert_uint_le(data_end(data, 0, len), FILE_HDR); /* a header, then zeros */
+	free(data);
+	ck_assert_int_eq(journal_sync(j, append_str(j, 1, "op-201"), 5000), 0);
+	journal_close(j);
+	j = open_room(&s);
+	ck_assert_str_eq(s.snap, "state@200");
+	ck_assert_int_eq(s.n, 1);
+	ck_assert_str_eq(s.data[0], "op-201");
+	journal_close(j);
+}
+END_TEST
+
 /* ---- kill -9 mid-stream ---- */
 
 #define K9_THREADS 4
@@ -851,6 +1067,11 @@ static Suite *journal_suite(void)
 	tcase_add_test(tc, test_damage_in_last_batch);
 	tcase_add_test(tc, test_callback_error);
 	tcase_add_test(tc, test_short_write);
+	tcase_add_test(tc, test_room_reopen_and_append);
+	tcase_add_test(tc, test_room_torn_tail);
+	tcase_add_test(tc, test_room_torn_batch_overwritten);
+	tcase_add_test(tc, test_room_corrupt_middle);
+	tcase_add_test(tc, test_room_snapshot);
 	tcase_add_test(tc, test_kill9_acknowledged_durable);
 	suite_add_tcase(su, tc);
 	return su;
