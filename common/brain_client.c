@@ -43,16 +43,7 @@ struct rv_brain_client *rv_brain_client_new(const struct rv_brain_opts *opts, st
 	}
 	struct rv_rest_opts o = { 0 };
 	if (opts)
-		o = (struct rv_rest_opts){
-			.url = opts->url,
-			.token = opts->token,
-			.connect_timeout_ms = opts->connect_timeout_ms,
-			.timeout_ms = opts->timeout_ms,
-			.max_attempts = opts->max_attempts,
-			.backoff_ms = opts->backoff_ms,
-			.backoff_max_ms = opts->backoff_max_ms,
-			.retry_budget_ms = opts->retry_budget_ms,
-		};
+		o = RV_REST_OPTS_OF(opts);
 	if (rv_rest_init(&c->rest, "brain", RV_REST_HTTPS, &o, &dflt, err) < 0)
 		return rv_brain_client_free(c);
 	return c;

@@ -41,16 +41,7 @@ struct rv_master_client *rv_master_client_new(const struct rv_master_opts *opts,
 	}
 	struct rv_rest_opts o = { 0 };
 	if (opts)
-		o = (struct rv_rest_opts){
-			.url = opts->url,
-			.token = opts->token,
-			.connect_timeout_ms = opts->connect_timeout_ms,
-			.timeout_ms = opts->timeout_ms,
-			.max_attempts = opts->max_attempts,
-			.backoff_ms = opts->backoff_ms,
-			.backoff_max_ms = opts->backoff_max_ms,
-			.retry_budget_ms = opts->retry_budget_ms,
-		};
+		o = RV_REST_OPTS_OF(opts);
 	if (rv_rest_init(&c->rest, "master", RV_REST_RETRY_BROKEN, &o, &dflt, err) < 0)
 		return rv_master_client_free(c);
 	return c;

@@ -24,8 +24,7 @@
 
 struct rv_http_client;
 
-/* What rv_rest_init needs; the int fields 0 take the defaults given in
- * struct rv_rest_defaults. */
+/* What rv_rest_init needs; int fields 0 take the caller's defaults. */
 struct rv_rest_opts {
 	const char *url;        /* base url; copied */
 	const char *token;      /* NULL or "" = none; copied */
@@ -36,6 +35,18 @@ struct rv_rest_opts {
 	int backoff_max_ms;     /* longest pause */
 	int retry_budget_ms;    /* no retry starts after this long since the call began */
 };
+
+/* A struct rv_rest_opts from a typed client's options (a pointer to a
+ * struct with the same fields: rv_brain_opts, rv_master_opts). */
+#define RV_REST_OPTS_OF(p)                                                                         \
+	((struct rv_rest_opts){ .url = (p)->url,                                                   \
+				.token = (p)->token,                                               \
+				.connect_timeout_ms = (p)->connect_timeout_ms,                     \
+				.timeout_ms = (p)->timeout_ms,                                     \
+				.max_attempts = (p)->max_attempts,                                 \
+				.backoff_ms = (p)->backoff_ms,                                     \
+				.backoff_max_ms = (p)->backoff_max_ms,                             \
+				.retry_budget_ms = (p)->retry_budget_ms })
 
 /* Flags of a client (rv_rest_init). */
 enum {
