@@ -102,12 +102,12 @@ static cJSON *json_content(const char *schema)
 	return content;
 }
 
-/* A response; codes from 400 reply an Error. */
+/* A response; a 4xx or 5xx code replies an Error. */
 static void add_response(cJSON *responses, const char *code, const char *desc)
 {
 	cJSON *e = cJSON_AddObjectToObject(responses, code);
 	cJSON_AddStringToObject(e, "description", desc);
-	if (atoi(code) >= 400)
+	if (code[0] >= '4')
 		cJSON_AddItemToObject(e, "content", json_content("Error"));
 }
 
