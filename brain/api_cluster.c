@@ -7,7 +7,7 @@ int api_cluster_post(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 {
 	struct brain *b = ctx;
 	struct rv_err err = { 0 };
-	cJSON *doc = api_parse_body(req, resp);
+	cJSON *doc = rv_rest_parse_body(req, resp);
 	if (!doc)
 		return 0;
 	struct rv_cluster_report r = { 0 };
@@ -28,7 +28,7 @@ int api_cluster_post(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 		return api_fail(b, resp, rc, &err);
 	cJSON *out = cJSON_CreateObject();
 	cJSON_AddNumberToObject(out, "accepted", n);
-	return api_reply(resp, 200, out);
+	return rv_rest_reply(resp, 200, out);
 }
 
 int api_cluster_get(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
@@ -44,5 +44,5 @@ int api_cluster_get(struct rv_http_req *req, struct rv_http_resp *resp, void *ct
 	rv_db_release(b->db, c);
 	if (rc < 0)
 		return api_fail(b, resp, rc, &err);
-	return api_reply(resp, 200, doc);
+	return rv_rest_reply(resp, 200, doc);
 }

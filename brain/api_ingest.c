@@ -87,7 +87,7 @@ int api_metrics_post(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 {
 	struct brain *b = ctx;
 	struct rv_err err = { 0 };
-	cJSON *doc = api_parse_body(req, resp);
+	cJSON *doc = rv_rest_parse_body(req, resp);
 	if (!doc) {
 		atomic_fetch_add(&b->batches_rejected, 1);
 		return 0;
@@ -123,14 +123,14 @@ int api_metrics_post(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 	}
 	cJSON *out = cJSON_CreateObject();
 	cJSON_AddNumberToObject(out, "accepted", accepted);
-	return api_reply(resp, 200, out);
+	return rv_rest_reply(resp, 200, out);
 }
 
 int api_events_post(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 {
 	struct brain *b = ctx;
 	struct rv_err err = { 0 };
-	cJSON *doc = api_parse_body(req, resp);
+	cJSON *doc = rv_rest_parse_body(req, resp);
 	if (!doc)
 		return 0;
 	struct rv_event ev;
@@ -176,5 +176,5 @@ int api_events_post(struct rv_http_req *req, struct rv_http_resp *resp, void *ct
 	cJSON_AddNumberToObject(out, "id", (double)id);
 	if (plan.id)
 		cJSON_AddNumberToObject(out, "plan_id", (double)plan.id);
-	return api_reply(resp, 200, out);
+	return rv_rest_reply(resp, 200, out);
 }

@@ -16,7 +16,7 @@ int api_jobs_create(struct rv_http_req *req, struct rv_http_resp *resp, void *ct
 {
 	struct brain *b = ctx;
 	struct rv_err err = { 0 };
-	cJSON *doc = api_parse_body(req, resp);
+	cJSON *doc = rv_rest_parse_body(req, resp);
 	if (!doc)
 		return 0;
 	struct rv_job_spec spec;
@@ -71,7 +71,7 @@ int api_jobs_create(struct rv_http_req *req, struct rv_http_resp *resp, void *ct
 	cJSON_AddStringToObject(out, "uid", job.uid);
 	cJSON_AddItemToObject(out, "job", job_doc);
 	cJSON_AddItemToObject(out, "plan", plan_doc ? plan_doc : cJSON_CreateNull());
-	return api_reply(resp, 201, out);
+	return rv_rest_reply(resp, 201, out);
 }
 
 int api_query_int(const struct rv_http_req *req, struct rv_http_resp *resp, const char *key,
@@ -119,7 +119,7 @@ int api_jobs_list(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 	rv_db_release(b->db, c);
 	if (rc < 0)
 		return api_fail(b, resp, rc, &err);
-	return api_reply(resp, 200, doc);
+	return rv_rest_reply(resp, 200, doc);
 }
 
 int api_jobs_get(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
@@ -134,5 +134,5 @@ int api_jobs_get(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 	rv_db_release(b->db, c);
 	if (rc < 0)
 		return api_fail(b, resp, rc, &err);
-	return api_reply(resp, 200, doc);
+	return rv_rest_reply(resp, 200, doc);
 }

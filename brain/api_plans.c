@@ -105,5 +105,5 @@ int api_plans_list(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx
 	if (rc < 0)
 		return api_fail(b, resp, rc, &err);
 	cJSON_AddStringToObject(doc, "job", job.uid);
-	return api_reply(resp, 200, doc);
+	return rv_rest_reply(resp, 200, doc);
 }

@@ -24,6 +24,7 @@
 #include "rover_alg.h"
 #include "http.h"
 #include "pgserver.h"
+#include "rest_server.h"
 #include "wire.h"
 
 struct brain_cfg {
@@ -79,11 +80,9 @@ struct brain {
 	atomic_uint_least64_t db_unavailable;
 };
 
-/* ---- api.c ---- */
+/* ---- api.c (JSON replies and bodies: rest_server.h) ---- */
 int api_start(struct brain *b, struct rv_err *err);
 void api_stop(struct brain *b);
-/* Parse a request body as JSON; on failure fill resp with 400. */
-cJSON *api_parse_body(const struct rv_http_req *req, struct rv_http_resp *resp);
 /* Borrow a connection or fill resp with 503 and return NULL. */
 PGconn *api_db(struct brain *b, struct rv_http_resp *resp);
 /* Respond with an error from rc/err (logging 5xx once). */
@@ -92,8 +91,6 @@ int api_fail(struct brain *b, struct rv_http_resp *resp, int rc, const struct rv
  * with resp filled (400 naming the argument). */
 int api_query_int(const struct rv_http_req *req, struct rv_http_resp *resp, const char *key,
 		  int64_t min, int64_t max, int64_t *out);
-/* Respond with a cJSON document (consumed). */
-int api_reply(struct rv_http_resp *resp, int status, cJSON *doc);
 
 /* handlers, one file each family */
 int api_jobs_create(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);

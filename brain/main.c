@@ -6,7 +6,7 @@
  * for SIGINT/SIGTERM and stops the planner (which also wakes every
  * long-poll), the REST server, the pool and the embedded PostgreSQL last.
  * SIGINT/SIGTERM are blocked in every thread and taken with sigwaitinfo
- * here, so no handler runs in a library call.
+ * here, so no handler runs in a library call (common/daemon.c).
  */
 #include <gsl/gsl_errno.h>
 #include <libgen.h>
@@ -22,13 +22,12 @@
 #include "brain.h"
 #include "cfg.h"
 #include "cleanup.h"
+#include "daemon.h"
 #include "log.h"
 
 #define ROVER_VERSION "0.1.0"
 
-#define OPT(sec, key, flag, type, field, def, min, max, fl, help)                             \
-	{ sec, key, flag, type, offsetof(struct brain_cfg, field),                             \
-	  sizeof(((struct brain_cfg *)0)->field), def, min, max, fl, help }
+#define OPT(...) RV_CFG_OPT(struct brain_cfg, __VA_ARGS__)
 
 static const struct rv_cfg_opt brain_opts[] = {
 	OPT("server", "listen", "listen", RV_CFG_STR, listen, "127.0.0.1:8080", 0, 0, 0,
@@ -142,37 +141,20 @@ static int run(int argc, char **argv)
 	struct rv_err err = { 0 };
 	if (!b)
 		return -ENOMEM;
-	int rc = rv_cfg_load(brain_opts, (int)RV_ARRAY_SIZE(brain_opts), &b->cfg, argc, argv, &err);
-	if (rc == RV_CFG_HELP) {
-		rv_cfg_print_help(brain_opts, (int)RV_ARRAY_SIZE(brain_opts), stdout, usage, summary);
-		free(b);
-		return 0;
-	}
-	if (rc == RV_CFG_VERSION) {
-		printf("rover-brain %s\n", ROVER_VERSION);
-		free(b);
-		return 0;
-	}
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--print-conf")) {
-			rv_cfg_print_conf(brain_opts, (int)RV_ARRAY_SIZE(brain_opts), stdout,
-					  "rover-brain.conf");
-			free(b);
-			return 0;
-		}
-	}
-	if (rc < 0) {
-		fprintf(stderr, "rover-brain: %s\n", err.msg);
+	static const struct rv_daemon d = {
+		.name = "rover-brain",
+		.comp = "brain",
+		.version = ROVER_VERSION,
+		.opts = brain_opts,
+		.nopts = (int)RV_ARRAY_SIZE(brain_opts),
+		.usage = usage,
+		.summary = summary,
+	};
+	int rc = rv_daemon_configure(&d, &b->cfg, argc, argv);
+	if (rc <= 0) {
 		free(b);
 		return rc;
 	}
-	enum rv_log_level level;
-	if (rv_log_level_parse(b->cfg.log_level, &level) < 0) {
-		fprintf(stderr, "rover-brain: log.level: must be debug, info, warn or error\n");
-		free(b);
-		return -EINVAL;
-	}
-	rv_log_setup("brain", level);
 	gsl_set_error_handler_off();
 	RV_CLEANUP_FREE char *effective =
 		rv_cfg_effective(brain_opts, (int)RV_ARRAY_SIZE(brain_opts), &b->cfg);
@@ -184,11 +166,7 @@ static int run(int argc, char **argv)
 	}
 
 	sigset_t sigs;
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGINT);
-	sigaddset(&sigs, SIGTERM);
-	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	rv_daemon_block_signals(&sigs);
 
 	char q[600];
 	rc = open_database(b, &err);
@@ -210,14 +188,9 @@ static int run(int argc, char **argv)
 	rv_log_info("rover-brain ready", "listen=%s port=%d auth=%s version=%s", b->cfg.listen,
 		    rv_http_server_port(b->http), b->cfg.token[0] ? "bearer" : "none", ROVER_VERSION);
 	/* Scripts read this line from stdout to learn the port. */
-	printf("listening on http://%.*s:%d\n", (int)(strrchr(b->cfg.listen, ':') - b->cfg.listen),
-	       b->cfg.listen, rv_http_server_port(b->http));
-	fflush(stdout);
+	rv_daemon_print_listening(b->cfg.listen, rv_http_server_port(b->http));
 
-	int sig;
-	do {
-		sig = sigwaitinfo(&sigs, NULL);
-	} while (sig < 0);
+	int sig = rv_daemon_wait(&sigs);
 	rv_log_info("shutting down", "signal=%d", sig);
 	rc = 0;
 out:

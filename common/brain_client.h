@@ -14,8 +14,8 @@
  * when nothing reached the brain.
  *
  * Errors: a negative errno from the HTTP status (400 -EINVAL, 401 -EACCES,
- * 404 -ENOENT, 409 -EEXIST, 413 -EMSGSIZE, 422 -EDOM, 503 -EAGAIN, 504
- * -ETIMEDOUT, other -EIO) or from the transport (-ECONNREFUSED,
+ * 404 -ENOENT, 409 -EEXIST, 410 -ECANCELED, 413 -EMSGSIZE, 422 -EDOM, 503
+ * -EAGAIN, 504 -ETIMEDOUT, other -EIO) or from the transport (-ECONNREFUSED,
  * -ETIMEDOUT, ...), with err->msg naming the call, the status and the
  * brain's error text and err->field the field the brain named.
  *

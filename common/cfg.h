@@ -32,6 +32,14 @@ struct rv_cfg_opt {
 	const char *help;
 };
 
+/* One row of a table over the config struct st (a type, "struct brain_cfg"):
+ * field is the member the key fills. */
+#define RV_CFG_OPT(st, sec, key, flag, type, field, def, min, max, fl, help)                       \
+	{                                                                                          \
+		sec, key, flag, type, offsetof(st, field), sizeof(((st *)0)->field), def, min,     \
+			max, fl, help                                                              \
+	}
+
 /* Storage types: RV_CFG_STR char[size], RV_CFG_INT long long, RV_CFG_DOUBLE double,
  * RV_CFG_BOOL int (0/1). */
 

@@ -1,7 +1,8 @@
 /*
  * master_client.c: rover-master's control API as typed calls (see
- * master_client.h).  Every call goes through call(): the URL, the body, the
- * retry policy and the mapping of an error reply to errno + rv_err.  Bodies
+ * master_client.h).  Every call goes through call(), that is rest_client.c's
+ * rv_rest_call: the URL, the body, the retry policy and the mapping of an
+ * error reply to errno + rv_err.  Bodies
  * go out through wire.c's *_to_json and replies come back through
  * *_from_json, the code the master validates with.  One client per thread;
  * never logs.
@@ -12,61 +13,37 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
 
 #include "cleanup.h"
 #include "http.h"
 #include "json.h"
 #include "parse.h"
+#include "rest_client.h"
 
 struct rv_master_client {
-	struct rv_http_client *http;
-	char *url;               /* base, no trailing '/' */
-	struct rv_master_opts o; /* timeouts and retry policy (url/token not kept here) */
-	uint64_t rnd;            /* xorshift state: back-off jitter, request ids */
-	long last_status;
-	int last_attempts;
+	struct rv_rest rest;
 };
-
-static int dflt(int v, int d)
-{
-	return v > 0 ? v : d;
-}
 
 struct rv_master_client *rv_master_client_new(const struct rv_master_opts *opts, struct rv_err *err)
 {
-	if (!opts || !opts->url || strncmp(opts->url, "http://", 7) != 0) {
-		rv_err_set(err, -EINVAL, "url", "master url must start with http://");
-		return NULL;
-	}
+	static const struct rv_rest_opts dflt = {
+		.connect_timeout_ms = 2000,
+		.timeout_ms = 10000,
+		.max_attempts = 20,
+		.backoff_ms = 20,
+		.backoff_max_ms = 1000,
+		.retry_budget_ms = 30000,
+	};
 	struct rv_master_client *c = calloc(1, sizeof(*c));
 	if (!c) {
 		rv_err_set(err, -ENOMEM, "", "could not allocate a master client");
 		return NULL;
 	}
-	c->o = *opts;
-	c->o.url = c->o.token = NULL;
-	c->o.connect_timeout_ms = dflt(opts->connect_timeout_ms, 2000);
-	c->o.timeout_ms = dflt(opts->timeout_ms, 10000);
-	c->o.max_attempts = dflt(opts->max_attempts, 20);
-	c->o.backoff_ms = dflt(opts->backoff_ms, 20);
-	c->o.backoff_max_ms = dflt(opts->backoff_max_ms, 1000);
-	c->o.retry_budget_ms = dflt(opts->retry_budget_ms, 30000);
-	c->url = strdup(opts->url);
-	size_t n = c->url ? strlen(c->url) : 0;
-	while (n > 0 && c->url[n - 1] == '/')
-		c->url[--n] = '\0';
-	c->http = c->url ? rv_http_client_new(opts->token, c->o.connect_timeout_ms, c->o.timeout_ms)
-			 : NULL;
-	if (!c->http) {
-		rv_err_set(err, c->url ? -EINVAL : -ENOMEM, "token",
-			   "could not create the http client (token with a line break?)");
+	struct rv_rest_opts o = { 0 };
+	if (opts)
+		o = RV_REST_OPTS_OF(opts);
+	if (rv_rest_init(&c->rest, "master", RV_REST_RETRY_BROKEN, &o, &dflt, err) < 0)
 		return rv_master_client_free(c);
-	}
-	if (getrandom(&c->rnd, sizeof(c->rnd), GRND_NONBLOCK) != sizeof(c->rnd))
-		c->rnd = (uint64_t)rv_mono_ms() ^ (uint64_t)(uintptr_t)c;
-	c->rnd |= 1;
 	return c;
 }
 
@@ -74,161 +51,35 @@ struct rv_master_client *rv_master_client_free(struct rv_master_client *c)
 {
 	if (!c)
 		return NULL;
-	rv_http_client_free(c->http);
-	free(c->url);
+	rv_rest_release(&c->rest);
 	free(c);
 	return NULL;
 }
 
 long rv_master_last_status(const struct rv_master_client *c)
 {
-	return c->last_status;
+	return c->rest.last_status;
 }
 
 int rv_master_last_attempts(const struct rv_master_client *c)
 {
-	return c->last_attempts;
+	return c->rest.last_attempts;
 }
 
-static uint64_t next_rnd(struct rv_master_client *c)
-{
-	c->rnd ^= c->rnd << 13;
-	c->rnd ^= c->rnd >> 7;
-	c->rnd ^= c->rnd << 17;
-	return c->rnd;
-}
-
-/* ---- one call: retries, back-off, errors ---- */
+/* ---- one call: rest_client.c retries and maps errors ---- */
 
 enum {
-	CALL_IDEMPOTENT = 1 << 0,   /* retry transport errors and 502/503/504 */
-	CALL_REFUSED_ONLY = 1 << 1, /* retry only a refused connection */
+	CALL_IDEMPOTENT = RV_REST_IDEMPOTENT,
+	CALL_REFUSED_ONLY = RV_REST_REFUSED_ONLY,
 };
 
-static bool transient_errno(int rc)
-{
-	return rc == -ECONNREFUSED || rc == -ECONNRESET || rc == -ETIMEDOUT ||
-	       rc == -EHOSTUNREACH || rc == -EPIPE || rc == -EIO || rc == -EPROTO;
-}
-
-static int status_errno(long status)
-{
-	switch (status) {
-	case 400:
-		return -EINVAL;
-	case 401:
-	case 403:
-		return -EACCES;
-	case 404:
-		return -ENOENT;
-	case 409:
-		return -EEXIST;
-	case 410: /* the rendezvous failed: the job stops */
-		return -ECANCELED;
-	case 413:
-		return -EMSGSIZE;
-	case 422:
-		return -EDOM;
-	case 503:
-		return -EAGAIN;
-	case 504:
-		return -ETIMEDOUT;
-	default:
-		return -EIO;
-	}
-}
-
-static void sleep_ms(int64_t ms)
-{
-	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
-/* Pause before retry n (1-based): backoff * 2^(n-1), capped, then between
- * half and all of it so clients that failed together do not return together. */
-static int64_t backoff(struct rv_master_client *c, int n)
-{
-	int64_t p = c->o.backoff_ms;
-	for (int i = 1; i < n && p < c->o.backoff_max_ms; i++)
-		p *= 2;
-	if (p > c->o.backoff_max_ms)
-		p = c->o.backoff_max_ms;
-	return p / 2 + (int64_t)(next_rnd(c) % (uint64_t)(p / 2 + 1));
-}
-
-static int reply_error(const char *what, const struct rv_http_result *res, struct rv_err *err)
-{
-	int code = status_errno(res->status);
-	RV_CLEANUP_CJSON cJSON *doc =
-		res->body && res->body_len ? rv_json_parse(res->body, res->body_len, NULL) : NULL;
-	const cJSON *e = cJSON_GetObjectItemCaseSensitive(doc, "error");
-	const cJSON *d = cJSON_GetObjectItemCaseSensitive(doc, "detail");
-	const cJSON *f = cJSON_GetObjectItemCaseSensitive(doc, "field");
-	if (cJSON_IsString(e))
-		return rv_err_set(err, code, cJSON_IsString(f) ? f->valuestring : "",
-				  "could not %s: master answered %ld %s: %s", what, res->status,
-				  e->valuestring, cJSON_IsString(d) ? d->valuestring : "");
-	return rv_err_set(err, code, "", "could not %s: master answered %ld %.200s", what,
-			  res->status, res->body ? res->body : "");
-}
-
-/*
- * method path (joined to the base url), body may be NULL; extra_ms
- * lengthens the attempt's timeout (a long-poll's wait).  0 with *reply (the
- * parsed body; the caller's) for a 2xx, else a negative errno with err set.
- */
+/* Every call of the master's API answers a document: an empty 2xx is an
+ * error.  *reply is the caller's. */
 static int call(struct rv_master_client *c, const char *what, const char *method, const char *path,
 		const char *body, int extra_ms, int flags, cJSON **reply, struct rv_err *err)
 {
-	*reply = NULL;
-	c->last_status = 0;
-	c->last_attempts = 0;
-	RV_CLEANUP_FREE char *url = NULL;
-	if (asprintf(&url, "%s%s", c->url, path) < 0) {
-		url = NULL;
-		return rv_err_set(err, -ENOMEM, "", "could not %s: out of memory", what);
-	}
-	int timeout = c->o.timeout_ms + extra_ms;
-	int64_t deadline = rv_mono_ms() + c->o.retry_budget_ms + extra_ms;
-	struct rv_http_result res = { 0 };
-	struct rv_err herr = { 0 };
-	int rc = 0;
-	for (int attempt = 1;; attempt++) {
-		c->last_attempts = attempt;
-		rv_http_result_release(&res);
-		rc = rv_http_request(c->http, method, url, body, body ? strlen(body) : 0, timeout,
-				     &res, &herr);
-		c->last_status = rc == 0 ? res.status : 0;
-		bool again;
-		if (rc < 0)
-			again = ((flags & CALL_IDEMPOTENT) && transient_errno(rc)) ||
-				((flags & CALL_REFUSED_ONLY) && rc == -ECONNREFUSED);
-		else
-			again = (flags & CALL_IDEMPOTENT) &&
-				(res.status == 502 || res.status == 503 || res.status == 504);
-		if (!again || attempt >= c->o.max_attempts)
-			break;
-		int64_t pause = backoff(c, attempt);
-		if (rv_mono_ms() + pause >= deadline)
-			break;
-		sleep_ms(pause);
-	}
-	if (rc < 0)
-		return rv_err_set(err, rc, "", "could not %s: %s (%d attempt%s)", what, herr.msg,
-				  c->last_attempts, c->last_attempts == 1 ? "" : "s");
-	if (res.status < 200 || res.status >= 300) {
-		rc = reply_error(what, &res, err);
-		rv_http_result_release(&res);
-		return rc;
-	}
-	if (res.body_len > 0) {
-		*reply = rv_json_parse(res.body, res.body_len, &herr);
-		if (!*reply)
-			rc = rv_err_set(err, -EPROTO, "", "could not %s: reply is not json: %s",
-					what, herr.msg);
-	}
-	rv_http_result_release(&res);
+	int rc =
+		rv_rest_call(&c->rest, what, method, path, body, extra_ms, flags, NULL, reply, err);
 	if (rc == 0 && !*reply)
 		rc = rv_err_set(err, -EPROTO, "", "could not %s: empty reply", what);
 	return rc;
@@ -238,12 +89,10 @@ static int call(struct rv_master_client *c, const char *what, const char *method
 static int post(struct rv_master_client *c, const char *what, const char *path, cJSON *doc,
 		int flags, cJSON **reply, struct rv_err *err)
 {
-	RV_CLEANUP_FREE char *body = doc ? rv_json_print(doc) : NULL;
-	cJSON_Delete(doc);
-	*reply = NULL;
-	if (!body)
-		return rv_err_set(err, -ENOMEM, "", "could not %s: out of memory", what);
-	return call(c, what, "POST", path, body, 0, flags, reply, err);
+	int rc = rv_rest_post(&c->rest, what, path, doc, flags, NULL, reply, err);
+	if (rc == 0 && !*reply)
+		rc = rv_err_set(err, -EPROTO, "", "could not %s: empty reply", what);
+	return rc;
 }
 
 /* A reply that does not parse as its message names the field. */
@@ -378,7 +227,7 @@ int rv_master_shard_next(struct rv_master_client *c, const struct rv_shard_next 
 	const char *what = "get the next shard";
 	struct rv_shard_next m = *req;
 	if (m.req <= 0)
-		m.req = (int64_t)(next_rnd(c) & ((UINT64_C(1) << 52) - 1)) + 1;
+		m.req = (int64_t)(rv_rest_rand(&c->rest) & ((UINT64_C(1) << 52) - 1)) + 1;
 	RV_CLEANUP_CJSON cJSON *reply = NULL;
 	int rc = post(c, what, "/v1/shards/next", rv_shard_next_to_json(&m), CALL_IDEMPOTENT,
 		      &reply, err);

@@ -5,7 +5,8 @@
  * lock (state_apply journals it), unlocks, waits until it is durable
  * (state_sync) and only then replies.  The world long-poll waits on the
  * state's condition variable, bounded by cfg.world_wait_max_ms.  The OpenAPI
- * document comes from this route table and wire.c's master field tables.
+ * document comes from this route table and wire.c's master field tables
+ * (common/openapi.c).
  * Handlers run on libmicrohttpd's connection threads.
  */
 #include <inttypes.h>
@@ -19,17 +20,9 @@
 #include "json.h"
 #include "log.h"
 #include "master.h"
+#include "openapi.h"
 #include "parse.h"
-
-static int api_reply(struct rv_http_resp *resp, int status, cJSON *doc)
-{
-	char *s = doc ? rv_json_print(doc) : NULL;
-	cJSON_Delete(doc);
-	if (!s)
-		return -ENOMEM;
-	rv_http_resp_json(resp, status, s);
-	return 0;
-}
+#include "rest_server.h"
 
 /* Error reply: the shard module's codes get the statuses that fit them. */
 static int api_fail(struct rv_http_resp *resp, int rc, const struct rv_err *err)
@@ -61,19 +54,6 @@ static int api_fail(struct rv_http_resp *resp, int rc, const struct rv_err *err)
 	}
 }
 
-static cJSON *parse_body(const struct rv_http_req *req, struct rv_http_resp *resp)
-{
-	struct rv_err err = { 0 };
-	if (req->body_len == 0) {
-		rv_http_resp_error_text(resp, 400, "invalid_argument", "request body is empty", "");
-		return NULL;
-	}
-	cJSON *doc = rv_json_parse(req->body, req->body_len, &err);
-	if (!doc)
-		rv_http_resp_error(resp, -EINVAL, &err);
-	return doc;
-}
-
 /* Apply one operation and reply once it is durable; res for the reply. */
 static int run_op(struct master *m, int type, struct master_op *op, const void *doc, size_t len,
 		  struct master_result *res)
@@ -100,7 +80,7 @@ static int run_op(struct master *m, int type, struct master_op *op, const void *
 static int api_join(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 {
 	struct master *m = ctx;
-	RV_CLEANUP_CJSON cJSON *doc = parse_body(req, resp);
+	RV_CLEANUP_CJSON cJSON *doc = rv_rest_parse_body(req, resp);
 	if (!doc)
 		return 0;
 	struct rv_rdzv_join j;
@@ -117,7 +97,7 @@ static int api_join(struct rv_http_req *req, struct rv_http_resp *resp, void *ct
 	if ((rc = run_op(m, MASTER_OP_JOIN, &op, NULL, 0, &res)) < 0)
 		return api_fail(resp, rc, &res.err);
 	struct rv_rdzv_joined out = { .round = res.round };
-	return api_reply(resp, 200, rv_rdzv_joined_to_json(&out));
+	return rv_rest_reply(resp, 200, rv_rdzv_joined_to_json(&out));
 }
 
 static int query_i64(const struct rv_http_req *req, const char *key, int64_t min, int64_t max,
@@ -213,13 +193,13 @@ static int api_world(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 	}
 	cJSON *doc = rv_rdzv_world_reply_to_json(&out);
 	rv_rdzv_world_reply_release(&out);
-	return api_reply(resp, 200, doc);
+	return rv_rest_reply(resp, 200, doc);
 }
 
 static int api_heartbeat(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 {
 	struct master *m = ctx;
-	RV_CLEANUP_CJSON cJSON *doc = parse_body(req, resp);
+	RV_CLEANUP_CJSON cJSON *doc = rv_rest_parse_body(req, resp);
 	if (!doc)
 		return 0;
 	struct rv_heartbeat hb;
@@ -244,13 +224,13 @@ static int api_heartbeat(struct rv_http_req *req, struct rv_http_resp *resp, voi
 		return api_fail(resp, rc, &res.err);
 	if (state_sync(m, seq) < 0)
 		return api_fail(resp, -EIO, NULL);
-	return api_reply(resp, 200, rv_heartbeat_reply_to_json(&out));
+	return rv_rest_reply(resp, 200, rv_heartbeat_reply_to_json(&out));
 }
 
 static int api_failure(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 {
 	struct master *m = ctx;
-	RV_CLEANUP_CJSON cJSON *doc = parse_body(req, resp);
+	RV_CLEANUP_CJSON cJSON *doc = rv_rest_parse_body(req, resp);
 	if (!doc)
 		return 0;
 	struct rv_failure_report f;
@@ -267,13 +247,13 @@ static int api_failure(struct rv_http_req *req, struct rv_http_resp *resp, void 
 		    rv_log_q(q, sizeof(q), f.reason));
 	if ((rc = run_op(m, MASTER_OP_LEAVE, &op, NULL, 0, &res)) < 0)
 		return api_fail(resp, rc, &res.err);
-	return api_reply(resp, 200, cJSON_Parse("{\"accepted\":1}"));
+	return rv_rest_reply(resp, 200, cJSON_Parse("{\"accepted\":1}"));
 }
 
 static int api_shard_next(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 {
 	struct master *m = ctx;
-	RV_CLEANUP_CJSON cJSON *doc = parse_body(req, resp);
+	RV_CLEANUP_CJSON cJSON *doc = rv_rest_parse_body(req, resp);
 	if (!doc)
 		return 0;
 	struct rv_shard_next n;
@@ -296,13 +276,13 @@ static int api_shard_next(struct rv_http_req *req, struct rv_http_resp *resp, vo
 	struct master_result res;
 	if ((rc = run_op(m, MASTER_OP_NEXT, &op, NULL, 0, &res)) < 0)
 		return api_fail(resp, rc, &res.err);
-	return api_reply(resp, 200, rv_shard_task_to_json(&res.task));
+	return rv_rest_reply(resp, 200, rv_shard_task_to_json(&res.task));
 }
 
 static int api_shard_done(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 {
 	struct master *m = ctx;
-	RV_CLEANUP_CJSON cJSON *doc = parse_body(req, resp);
+	RV_CLEANUP_CJSON cJSON *doc = rv_rest_parse_body(req, resp);
 	if (!doc)
 		return 0;
 	struct rv_shard_done d;
@@ -319,13 +299,13 @@ static int api_shard_done(struct rv_http_req *req, struct rv_http_resp *resp, vo
 	if ((rc = run_op(m, MASTER_OP_DONE, &op, NULL, 0, &res)) < 0)
 		return api_fail(resp, rc, &res.err);
 	struct rv_shard_done_reply out = { .counted = res.counted };
-	return api_reply(resp, 200, rv_shard_done_reply_to_json(&out));
+	return rv_rest_reply(resp, 200, rv_shard_done_reply_to_json(&out));
 }
 
 static int api_ckpt_report(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 {
 	struct master *m = ctx;
-	RV_CLEANUP_CJSON cJSON *doc = parse_body(req, resp);
+	RV_CLEANUP_CJSON cJSON *doc = rv_rest_parse_body(req, resp);
 	if (!doc)
 		return 0;
 	struct rv_ckpt_report r;
@@ -342,7 +322,7 @@ static int api_ckpt_report(struct rv_http_req *req, struct rv_http_resp *resp, v
 	struct master_result res;
 	if ((rc = run_op(m, MASTER_OP_CKPT_REPORT, &op, NULL, 0, &res)) < 0)
 		return api_fail(resp, rc, &res.err);
-	return api_reply(resp, 200, cJSON_Parse("{\"accepted\":1}"));
+	return rv_rest_reply(resp, 200, cJSON_Parse("{\"accepted\":1}"));
 }
 
 static int api_ckpt_export(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
@@ -369,13 +349,13 @@ static int api_ckpt_export(struct rv_http_req *req, struct rv_http_resp *resp, v
 	struct rv_data_ckpt ck = { .step = step, .checkpoint = b.data, .len = b.len };
 	cJSON *doc = rv_data_ckpt_to_json(&ck);
 	rv_buf_release(&b);
-	return api_reply(resp, 200, doc);
+	return rv_rest_reply(resp, 200, doc);
 }
 
 static int api_ckpt_import(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 {
 	struct master *m = ctx;
-	RV_CLEANUP_CJSON cJSON *doc = parse_body(req, resp);
+	RV_CLEANUP_CJSON cJSON *doc = rv_rest_parse_body(req, resp);
 	if (!doc)
 		return 0;
 	struct rv_data_ckpt ck;
@@ -391,13 +371,13 @@ static int api_ckpt_import(struct rv_http_req *req, struct rv_http_resp *resp, v
 	if (rc < 0)
 		return api_fail(resp, rc, &res.err);
 	rv_log_info("data checkpoint imported", "step=%" PRId64, ck.step);
-	return api_reply(resp, 200, cJSON_Parse("{\"accepted\":1}"));
+	return rv_rest_reply(resp, 200, cJSON_Parse("{\"accepted\":1}"));
 }
 
 static int api_steps(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 {
 	struct master *m = ctx;
-	RV_CLEANUP_CJSON cJSON *doc = parse_body(req, resp);
+	RV_CLEANUP_CJSON cJSON *doc = rv_rest_parse_body(req, resp);
 	if (!doc)
 		return 0;
 	struct rv_step_report s;
@@ -413,7 +393,7 @@ static int api_steps(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 	struct master_result res;
 	if ((rc = run_op(m, MASTER_OP_STEP, &op, NULL, 0, &res)) < 0)
 		return api_fail(resp, rc, &res.err);
-	return api_reply(resp, 200, cJSON_Parse("{\"accepted\":1}"));
+	return rv_rest_reply(resp, 200, cJSON_Parse("{\"accepted\":1}"));
 }
 
 static void job_status(struct master *m, struct rv_job_status *out)
@@ -462,7 +442,7 @@ static int api_job(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx
 	if (rdzv_current(m->rdzv, w) == RDZV_COMPLETE)
 		js.world_size = w->world_size;
 	pthread_mutex_unlock(&m->lock);
-	return api_reply(resp, 200, rv_job_status_to_json(&js));
+	return rv_rest_reply(resp, 200, rv_job_status_to_json(&js));
 }
 
 static int api_healthz(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
@@ -477,7 +457,7 @@ static int api_healthz(struct rv_http_req *req, struct rv_http_resp *resp, void 
 	cJSON_AddStringToObject(doc, "job", m->spec.name);
 	cJSON_AddNumberToObject(doc, "journal_seq", (double)js.seq);
 	cJSON_AddNumberToObject(doc, "durable_seq", (double)js.durable_seq);
-	return api_reply(resp, ok ? 200 : 503, doc);
+	return rv_rest_reply(resp, ok ? 200 : 503, doc);
 }
 
 static int api_metrics(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
@@ -486,13 +466,7 @@ static int api_metrics(struct rv_http_req *req, struct rv_http_resp *resp, void 
 	struct master *m = ctx;
 	struct rv_buf out;
 	rv_buf_init(&out);
-	RV_CLEANUP_FREE char *http = rv_http_server_metrics(m->http);
-	if (http)
-		rv_buf_puts(&out, http);
-	static const struct {
-		const char *name, *help;
-		size_t off;
-	} counters[] = {
+	static const struct rv_rest_counter counters[] = {
 		{ "rover_master_ops_applied_total", "Operations applied and journaled",
 		  offsetof(struct master, ops_applied) },
 		{ "rover_master_ops_replayed_total", "Journal records replayed at start",
@@ -511,12 +485,7 @@ static int api_metrics(struct rv_http_req *req, struct rv_http_resp *resp, void 
 		{ "rover_master_journal_errors_total", "Operations that could not be made durable",
 		  offsetof(struct master, sync_errors) },
 	};
-	for (size_t i = 0; i < RV_ARRAY_SIZE(counters); i++) {
-		atomic_uint_least64_t *v = (atomic_uint_least64_t *)((char *)m + counters[i].off);
-		rv_buf_printf(&out, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", counters[i].name,
-			      counters[i].help, counters[i].name, counters[i].name,
-			      (unsigned long long)atomic_load(v));
-	}
+	rv_rest_metrics_counters(&out, m->http, m, counters, RV_ARRAY_SIZE(counters));
 	struct journal_stats js;
 	journal_stats(m->journal, &js);
 	rv_buf_printf(&out,
@@ -542,10 +511,7 @@ static int api_metrics(struct rv_http_req *req, struct rv_http_resp *resp, void 
 	for (int i = 0; i < st.ndatasets; i++)
 		rv_buf_printf(&out, "rover_master_samples_done{dataset=\"%s\"} %lld\n",
 			      st.datasets[i].name, (long long)st.datasets[i].samples_done);
-	resp->status = 200;
-	resp->content_type = "text/plain; version=0.0.4";
-	resp->body = rv_buf_steal(&out);
-	return resp->body ? 0 : -ENOMEM;
+	return rv_rest_reply_metrics(resp, &out);
 }
 
 static int api_openapi(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
@@ -576,33 +542,37 @@ static const struct rv_http_route routes[] = {
 	{ "GET", "/v1/openapi.json", api_openapi, 0, "This API as an OpenAPI 3 document" },
 };
 
-/* Request and reply schema per route, its query parameters and the errors
- * particular to it ("code:description;..."). */
-static const struct {
-	const char *body, *ok, *query, *errors;
-} docs[] = {
-	{ "RdzvJoin", "RdzvJoined", NULL,
-	  "410:the rendezvous failed (min nodes not reached within the max wait)" },
-	{ NULL, "RdzvWorld",
-	  "node:string:the node asking (required);round:integer:the round from join (required);"
-	  "wait_ms:integer:wait this long for the round to complete (bounded by "
-	  "rdzv.world_wait_max_ms)",
-	  NULL },
-	{ "Heartbeat", "HeartbeatReply", NULL, NULL },
-	{ "FailureReport", "Accepted", NULL, NULL },
-	{ "ShardNext", "ShardTask", NULL, "503:too many shards in flight: ask again later" },
-	{ "ShardDone", "ShardDoneReply", NULL, "409:the task is another worker's" },
-	{ "CkptReport", "Accepted", NULL,
-	  "409:the worker reported another position for the step;"
-	  "422:the report cannot be reconciled (the checkpoint stays exact)" },
-	{ NULL, "DataCheckpoint", "step:integer:the model step (required)",
-	  "404:no report of that step is kept" },
-	{ "DataCheckpoint", "Accepted", NULL, NULL },
-	{ "StepReport", "Accepted", NULL, NULL },
-	{ NULL, "JobStatus", NULL, NULL },
-	{ NULL, "Health", NULL, NULL },
-	{ NULL, NULL, NULL, NULL },
-	{ NULL, NULL, NULL, NULL },
+/* What the route table does not say, for /v1/openapi.json (in step with it). */
+static const struct rv_openapi_route docs[] = {
+	{ .body = "RdzvJoin",
+	  .ok = "RdzvJoined",
+	  .errors = "410:the rendezvous failed (min nodes not reached within the max wait)" },
+	{ .ok = "RdzvWorld",
+	  .query = "node:string:the node asking (required);"
+		   "round:integer:the round from join (required);"
+		   "wait_ms:integer:wait this long for the round to complete (bounded by "
+		   "rdzv.world_wait_max_ms)" },
+	{ .body = "Heartbeat", .ok = "HeartbeatReply" },
+	{ .body = "FailureReport", .ok = "Accepted" },
+	{ .body = "ShardNext",
+	  .ok = "ShardTask",
+	  .errors = "503:too many shards in flight: ask again later" },
+	{ .body = "ShardDone",
+	  .ok = "ShardDoneReply",
+	  .errors = "409:the task is another worker's" },
+	{ .body = "CkptReport",
+	  .ok = "Accepted",
+	  .errors = "409:the worker reported another position for the step;"
+		    "422:the report cannot be reconciled (the checkpoint stays exact)" },
+	{ .ok = "DataCheckpoint",
+	  .query = "step:integer:the model step (required)",
+	  .errors = "404:no report of that step is kept" },
+	{ .body = "DataCheckpoint", .ok = "Accepted" },
+	{ .body = "StepReport", .ok = "Accepted" },
+	{ .ok = "JobStatus" },
+	{ .ok = "Health" },
+	{ 0 },
+	{ 0 },
 };
 
 static const char reply_schemas[] =
@@ -614,207 +584,29 @@ static const char reply_schemas[] =
 	"\"job\":{\"type\":\"string\"},\"journal_seq\":{\"type\":\"integer\"},"
 	"\"durable_seq\":{\"type\":\"integer\"}}}}";
 
-static cJSON *ref_schema(const char *ref)
-{
-	cJSON *o = cJSON_CreateObject();
-	if (!strcmp(ref, "string")) {
-		cJSON_AddStringToObject(o, "type", "string");
-	} else {
-		char r[128];
-		snprintf(r, sizeof(r), "#/components/schemas/%s", ref);
-		cJSON_AddStringToObject(o, "$ref", r);
-	}
-	return o;
-}
-
-static cJSON *field_schema(const struct rv_wire_field *f)
-{
-	if (f->ref && !strcmp(f->type, "object") && !f->map)
-		return ref_schema(f->ref);
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "type", f->type);
-	if (f->ref && f->map)
-		cJSON_AddItemToObject(o, "additionalProperties", ref_schema(f->ref));
-	else if (f->ref)
-		cJSON_AddItemToObject(o, "items", ref_schema(f->ref));
-	if (f->enums) {
-		cJSON *e = cJSON_AddArrayToObject(o, "enum");
-		char buf[256];
-		snprintf(buf, sizeof(buf), "%s", f->enums);
-		char *save = NULL;
-		for (char *v = strtok_r(buf, "|", &save); v; v = strtok_r(NULL, "|", &save))
-			cJSON_AddItemToArray(e, cJSON_CreateString(v));
-	}
-	if (f->description)
-		cJSON_AddStringToObject(o, "description", f->description);
-	return o;
-}
-
-static cJSON *schemas(void)
-{
-	cJSON *all = cJSON_Parse(reply_schemas);
-	int n;
-	const struct rv_wire_message *msg = rv_wire_master_messages(&n);
-	for (int i = 0; i < n; i++) {
-		cJSON *s = cJSON_AddObjectToObject(all, msg[i].name);
-		cJSON_AddStringToObject(s, "type", "object");
-		cJSON_AddStringToObject(s, "description", msg[i].description);
-		cJSON *req = cJSON_CreateArray();
-		cJSON *props = cJSON_AddObjectToObject(s, "properties");
-		for (int k = 0; k < msg[i].nfields; k++) {
-			cJSON_AddItemToObject(props, msg[i].fields[k].name,
-					      field_schema(&msg[i].fields[k]));
-			if (msg[i].fields[k].required)
-				cJSON_AddItemToArray(req,
-						     cJSON_CreateString(msg[i].fields[k].name));
-		}
-		if (cJSON_GetArraySize(req) > 0)
-			cJSON_AddItemToObject(s, "required", req);
-		else
-			cJSON_Delete(req);
-	}
-	return all;
-}
-
-static cJSON *json_content(const char *schema)
-{
-	cJSON *content = cJSON_CreateObject();
-	cJSON *mt = cJSON_AddObjectToObject(content, "application/json");
-	cJSON_AddItemToObject(mt, "schema", ref_schema(schema));
-	return content;
-}
-
-static cJSON *openapi_doc(void)
-{
-	cJSON *doc = cJSON_CreateObject();
-	cJSON_AddStringToObject(doc, "openapi", "3.0.3");
-	cJSON *info = cJSON_AddObjectToObject(doc, "info");
-	cJSON_AddStringToObject(info, "title", "rover-master");
-	cJSON_AddStringToObject(info, "version", "1");
-	cJSON_AddStringToObject(info, "description",
-				"Rover's job master: rendezvous, data shards, heartbeats, status.");
-	cJSON *paths = cJSON_AddObjectToObject(doc, "paths");
-	for (size_t i = 0; i < RV_ARRAY_SIZE(routes); i++) {
-		const struct rv_http_route *rt = &routes[i];
-		cJSON *path = cJSON_GetObjectItemCaseSensitive(paths, rt->pattern);
-		if (!path)
-			path = cJSON_AddObjectToObject(paths, rt->pattern);
-		char method[8];
-		size_t k;
-		for (k = 0; k < sizeof(method) - 1 && rt->method[k]; k++)
-			method[k] = (char)(rt->method[k] | 0x20);
-		method[k] = 0;
-		cJSON *op = cJSON_AddObjectToObject(path, method);
-		cJSON_AddStringToObject(op, "summary", rt->summary);
-		cJSON *params = cJSON_AddArrayToObject(op, "parameters");
-		if (docs[i].query) {
-			char q[512];
-			snprintf(q, sizeof(q), "%s", docs[i].query);
-			char *save = NULL;
-			for (char *tok = strtok_r(q, ";", &save); tok;
-			     tok = strtok_r(NULL, ";", &save)) {
-				char *type = strchr(tok, ':');
-				char *desc = type ? strchr(type + 1, ':') : NULL;
-				if (!type || !desc)
-					continue;
-				*type++ = 0;
-				*desc++ = 0;
-				cJSON *p = cJSON_CreateObject();
-				cJSON_AddStringToObject(p, "name", tok);
-				cJSON_AddStringToObject(p, "in", "query");
-				cJSON_AddStringToObject(p, "description", desc);
-				cJSON_AddStringToObject(cJSON_AddObjectToObject(p, "schema"),
-							"type", type);
-				cJSON_AddItemToArray(params, p);
-			}
-		}
-		if (docs[i].body) {
-			cJSON *rb = cJSON_AddObjectToObject(op, "requestBody");
-			cJSON_AddBoolToObject(rb, "required", 1);
-			cJSON_AddItemToObject(rb, "content", json_content(docs[i].body));
-		}
-		if (rt->flags & RV_HTTP_WRITE) {
-			cJSON *sec = cJSON_AddArrayToObject(op, "security");
-			cJSON *r = cJSON_CreateObject();
-			cJSON_AddArrayToObject(r, "bearer");
-			cJSON_AddItemToArray(sec, r);
-		}
-		cJSON *responses = cJSON_AddObjectToObject(op, "responses");
-		cJSON *ok = cJSON_AddObjectToObject(responses, "200");
-		cJSON_AddStringToObject(ok, "description", "success");
-		if (docs[i].ok)
-			cJSON_AddItemToObject(ok, "content", json_content(docs[i].ok));
-		if (docs[i].body || docs[i].query) {
-			cJSON *e = cJSON_AddObjectToObject(responses, "400");
-			cJSON_AddStringToObject(e, "description",
-						"bad input; field names the offender");
-			cJSON_AddItemToObject(e, "content", json_content("Error"));
-		}
-		if (rt->flags & RV_HTTP_WRITE) {
-			cJSON *e = cJSON_AddObjectToObject(responses, "401");
-			cJSON_AddStringToObject(e, "description", "missing or wrong bearer token");
-			cJSON_AddItemToObject(e, "content", json_content("Error"));
-		}
-		if (docs[i].errors) {
-			char q[512];
-			snprintf(q, sizeof(q), "%s", docs[i].errors);
-			char *save = NULL;
-			for (char *tok = strtok_r(q, ";", &save); tok;
-			     tok = strtok_r(NULL, ";", &save)) {
-				char *desc = strchr(tok, ':');
-				if (!desc)
-					continue;
-				*desc++ = 0;
-				cJSON *e = cJSON_AddObjectToObject(responses, tok);
-				cJSON_AddStringToObject(e, "description", desc);
-				cJSON_AddItemToObject(e, "content", json_content("Error"));
-			}
-		}
-	}
-	cJSON *components = cJSON_AddObjectToObject(doc, "components");
-	cJSON_AddItemToObject(components, "schemas", schemas());
-	cJSON *ss = cJSON_AddObjectToObject(components, "securitySchemes");
-	cJSON *bearer = cJSON_AddObjectToObject(ss, "bearer");
-	cJSON_AddStringToObject(bearer, "type", "http");
-	cJSON_AddStringToObject(bearer, "scheme", "bearer");
-	return doc;
-}
-
 static int api_openapi(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 {
 	(void)req;
 	(void)ctx;
-	return api_reply(resp, 200, openapi_doc());
-}
-
-static int split_listen(const char *listen, char *host, size_t hsize, int *port)
-{
-	const char *colon = strrchr(listen, ':');
-	if (!colon)
-		return -EINVAL;
-	size_t hlen = (size_t)(colon - listen);
-	if (hlen == 0 || hlen >= hsize)
-		return -EINVAL;
-	memcpy(host, listen, hlen);
-	host[hlen] = 0;
-	int64_t p;
-	if (rv_parse_i64(colon + 1, 0, 65535, &p) < 0)
-		return -EINVAL;
-	*port = (int)p;
-	return 0;
+	int n;
+	const struct rv_wire_message *msgs = rv_wire_master_messages(&n);
+	const struct rv_openapi spec = {
+		.title = "rover-master",
+		.description = "Rover's job master: rendezvous, data shards, heartbeats, status.",
+		.routes = routes,
+		.docs = docs,
+		.nroutes = (int)RV_ARRAY_SIZE(routes),
+		.messages = msgs,
+		.nmessages = n,
+		.reply_schemas = reply_schemas,
+	};
+	return rv_rest_reply(resp, 200, rv_openapi_doc(&spec));
 }
 
 int master_api_start(struct master *m, struct rv_err *err)
 {
 	_Static_assert(RV_ARRAY_SIZE(routes) == RV_ARRAY_SIZE(docs), "route docs out of step");
-	char host[128];
-	int port;
-	if (split_listen(m->cfg.listen, host, sizeof(host), &port) < 0)
-		return rv_err_set(err, -EINVAL, "server.listen",
-				  "bad listen address \"%s\" (want HOST:PORT)", m->cfg.listen);
 	struct rv_http_server_opts o = {
-		.host = host,
-		.port = port,
 		.token = m->cfg.token,
 		.max_body = (size_t)m->cfg.max_body_kb * 1024,
 		.conn_timeout_s = (int)m->cfg.conn_timeout_s,
@@ -823,7 +615,7 @@ int master_api_start(struct master *m, struct rv_err *err)
 		.nroutes = (int)RV_ARRAY_SIZE(routes),
 		.ctx = m,
 	};
-	m->http = rv_http_server_start(&o, err);
+	m->http = rv_rest_server_start(m->cfg.listen, &o, err);
 	return m->http ? 0 : (err && err->code ? err->code : -EIO);
 }
 

@@ -8,7 +8,7 @@
  * journal in --state-dir (state.c), starts the control API (api.c), then
  * waits for SIGINT/SIGTERM and stops the API, the timer thread and the
  * journal, in that order.  SIGINT/SIGTERM are blocked in every thread and
- * taken with sigwaitinfo here.
+ * taken with sigwaitinfo here (common/daemon.c).
  */
 #include <gsl/gsl_errno.h>
 #include <signal.h>
@@ -19,6 +19,7 @@
 
 #include "cfg.h"
 #include "cleanup.h"
+#include "daemon.h"
 #include "json.h"
 #include "log.h"
 #include "master.h"
@@ -27,11 +28,7 @@
 #define ROVER_VERSION "0.1.0"
 #define EXIT_BAD_SPEC 2
 
-#define OPT(sec, key, flag, type, field, def, min, max, fl, help)                                  \
-	{                                                                                          \
-		sec, key, flag, type, offsetof(struct master_cfg, field),                          \
-			sizeof(((struct master_cfg *)0)->field), def, min, max, fl, help           \
-	}
+#define OPT(...) RV_CFG_OPT(struct master_cfg, __VA_ARGS__)
 
 static const struct rv_cfg_opt master_opts[] = {
 	OPT("job", "spec", "job", RV_CFG_STR, job, "", 0, 0, 0,
@@ -160,39 +157,20 @@ static int run(int argc, char **argv)
 	struct rv_err err = { 0 };
 	if (!m)
 		return -ENOMEM;
-	int rc = rv_cfg_load(master_opts, (int)RV_ARRAY_SIZE(master_opts), &m->cfg, argc, argv,
-			     &err);
-	if (rc == RV_CFG_HELP) {
-		rv_cfg_print_help(master_opts, (int)RV_ARRAY_SIZE(master_opts), stdout, usage,
-				  summary);
-		free(m);
-		return 0;
-	}
-	if (rc == RV_CFG_VERSION) {
-		printf("rover-master %s\n", ROVER_VERSION);
-		free(m);
-		return 0;
-	}
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--print-conf")) {
-			rv_cfg_print_conf(master_opts, (int)RV_ARRAY_SIZE(master_opts), stdout,
-					  "rover-master.conf");
-			free(m);
-			return 0;
-		}
-	}
-	if (rc < 0) {
-		fprintf(stderr, "rover-master: %s\n", err.msg);
+	static const struct rv_daemon d = {
+		.name = "rover-master",
+		.comp = "master",
+		.version = ROVER_VERSION,
+		.opts = master_opts,
+		.nopts = (int)RV_ARRAY_SIZE(master_opts),
+		.usage = usage,
+		.summary = summary,
+	};
+	int rc = rv_daemon_configure(&d, &m->cfg, argc, argv);
+	if (rc <= 0) {
 		free(m);
 		return rc;
 	}
-	enum rv_log_level level;
-	if (rv_log_level_parse(m->cfg.log_level, &level) < 0) {
-		fprintf(stderr, "rover-master: log.level: must be debug, info, warn or error\n");
-		free(m);
-		return -EINVAL;
-	}
-	rv_log_setup("master", level);
 	gsl_set_error_handler_off();
 	if (load_spec(m, &err) < 0) {
 		if (err.field[0])
@@ -210,11 +188,7 @@ static int run(int argc, char **argv)
 		    m->spec.name, m->min_nodes, m->max_nodes);
 
 	sigset_t sigs;
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGINT);
-	sigaddset(&sigs, SIGTERM);
-	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	rv_daemon_block_signals(&sigs);
 
 	char q[600];
 	rc = state_open(m, &err);
@@ -233,14 +207,9 @@ static int run(int argc, char **argv)
 		    rv_http_server_port(m->http), m->cfg.token[0] ? "bearer" : "none",
 		    ROVER_VERSION);
 	/* Scripts and tests read this line from stdout to learn the port. */
-	printf("listening on http://%.*s:%d\n", (int)(strrchr(m->cfg.listen, ':') - m->cfg.listen),
-	       m->cfg.listen, rv_http_server_port(m->http));
-	fflush(stdout);
+	rv_daemon_print_listening(m->cfg.listen, rv_http_server_port(m->http));
 
-	int sig;
-	do {
-		sig = sigwaitinfo(&sigs, NULL);
-	} while (sig < 0);
+	int sig = rv_daemon_wait(&sigs);
 	rv_log_info("shutting down", "signal=%d", sig);
 	rc = 0;
 out:

@@ -1,0 +1,47 @@
+/*
+ * daemon.h: the start and stop steps every Rover daemon's main.c takes the
+ * same way: the command line and config (--help, --version, --print-conf,
+ * a bad flag said on stderr), logging set up from the log.level key,
+ * SIGINT/SIGTERM blocked in every thread and taken with sigwaitinfo (no
+ * handler runs in a library call), SIGPIPE ignored, and the "listening on"
+ * line scripts read the port from.  rover-brain and rover-master use it;
+ * call from main before any thread starts.  Writes to stdout/stderr (the
+ * command line's answers), never logs.
+ */
+#ifndef RV_DAEMON_H
+#define RV_DAEMON_H
+
+#include <signal.h>
+
+#include "cfg.h"
+
+struct rv_daemon {
+	const char *name;    /* "rover-brain": --version, messages, NAME.conf */
+	const char *comp;    /* "brain": comp= of every log line */
+	const char *version; /* "0.1.0" */
+	const struct rv_cfg_opt *opts;
+	int nopts;
+	const char *usage, *summary; /* --help */
+};
+
+/*
+ * Load cfg (the struct d->opts describes) from argv, the environment and
+ * the conf file, then set logging up from the "log" "level" key of the
+ * table.  1: go on; 0: --help, --version or --print-conf answered on
+ * stdout (exit 0); a negative errno: a bad command line or config, said on
+ * stderr.
+ */
+int rv_daemon_configure(const struct rv_daemon *d, void *cfg, int argc, char **argv);
+
+/* Block SIGINT and SIGTERM (into *sigs, for rv_daemon_wait) in this thread
+ * and the threads it starts after; ignore SIGPIPE. */
+void rv_daemon_block_signals(sigset_t *sigs);
+
+/* Wait for one of sigs; returns its number. */
+int rv_daemon_wait(const sigset_t *sigs);
+
+/* "listening on http://HOST:PORT" on stdout, flushed; listen is the
+ * configured "HOST:PORT", port the one bound. */
+void rv_daemon_print_listening(const char *listen, int port);
+
+#endif
