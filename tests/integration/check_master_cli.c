@@ -2,8 +2,9 @@
  * check_master_cli.c: the rover-master command line, run as a real process:
  * --help lists every key of conf/rover-master.conf (as a flag and as an
  * environment variable), --print-conf equals that file byte for byte (so it
- * never goes stale), a bad job spec exits 2 with a message naming the field, a missing --job and a bad --nnodes are
- * refused naming them, and SIGTERM stops a running master cleanly (exit 0).
+ * never goes stale), a bad job spec exits 2 with a message naming the field,
+ * a missing --job and a bad --nnodes are refused naming them, and SIGTERM
+ * stops a running master cleanly (exit 0).
  */
 #include <ctype.h>
 #include <signal.h>
