@@ -72,12 +72,17 @@ endef
 # same rules on the #include lines themselves (make check-layers).
 #   algorithms/  itself and GSL
 #   common/      itself and the system libraries
-#   <daemon>/    itself, common/, algorithms/ (never another daemon, never tests/)
+#   plan/        itself, common/, algorithms/: the glue between wire messages
+#                and the policy, shared by the daemons that plan
+#   <daemon>/    itself, plan/, common/, algorithms/ (never another daemon,
+#                never tests/)
 #   tests/       what each suite tests, plus tests/lib
 INC_ALG    := -iquote algorithms $(GSL_CFLAGS)
 INC_COMMON := -iquote common $(SYS_CFLAGS)
 $(B)/obj/algorithms/%.o: INC := $(INC_ALG)
 $(B)/obj/common/%.o: INC := $(INC_COMMON)
+INC_PLAN   := -iquote plan $(INC_COMMON) $(INC_ALG)
+$(B)/obj/plan/%.o: INC := $(INC_PLAN)
 
 COMMON_SRC := $(wildcard common/*.c)
 ALG_SRC    := $(wildcard algorithms/*.c)
@@ -85,6 +90,11 @@ LIB_COMMON := $(B)/lib/librover-common.a
 LIB_ALG    := $(B)/lib/librover-alg.a
 $(LIB_COMMON): $(call obj,$(COMMON_SRC))
 $(LIB_ALG): $(call obj,$(ALG_SRC))
+PLAN_SRC   := $(wildcard plan/*.c)
+LIB_PLAN   := $(B)/lib/librover-plan.a
+$(LIB_PLAN): $(call obj,$(PLAN_SRC))
+# What a daemon links below its own library, in link order.
+LIBS_BELOW := $(LIB_PLAN) $(LIB_ALG) $(LIB_COMMON)
 TESTLIB_SRC := $(wildcard tests/lib/*.c)
 LIB_TEST   := $(B)/lib/librover-testlib.a
 $(LIB_TEST): $(call obj,$(TESTLIB_SRC))
@@ -100,14 +110,15 @@ DAEMONS += $(1)
 $(1)_SRC := $$(filter-out $(1)/main.c,$$(wildcard $(1)/*.c))
 LIB_$(1) := $$(B)/lib/librover-$(1).a
 $$(LIB_$(1)): $$(call obj,$$($(1)_SRC))
-INC_$(1) := -iquote $(1) -iquote common -iquote algorithms $$(SYS_CFLAGS) $$(GSL_CFLAGS)
+INC_$(1) := -iquote $(1) -iquote plan -iquote common -iquote algorithms $$(SYS_CFLAGS) \
+        $$(GSL_CFLAGS)
 $$(B)/obj/$(1)/%.o: INC := $$(INC_$(1))
 BINS += $$(B)/bin/rover-$(1)
-$$(B)/bin/rover-$(1): $$(call obj,$(1)/main.c) $$(LIB_$(1)) $$(LIB_ALG) $$(LIB_COMMON)
+$$(B)/bin/rover-$(1): $$(call obj,$(1)/main.c) $$(LIB_$(1)) $$(LIBS_BELOW)
 	$$(call link,$$($(1)_LIBS) $$(SYS_LIBS) $$(GSL_LIBS))
 TEST_SRC += $$(wildcard tests/$(1)/check_*.c)
 $$(B)/obj/tests/$(1)/%.o: INC := $$(INC_$(1)) -iquote tests/lib $$(CHECK_CFLAGS)
-$$(B)/tests/$(1)/%: $$(B)/obj/tests/$(1)/%.o $$(LIB_TEST) $$(LIB_$(1)) $$(LIB_ALG) $$(LIB_COMMON)
+$$(B)/tests/$(1)/%: $$(B)/obj/tests/$(1)/%.o $$(LIB_TEST) $$(LIB_$(1)) $$(LIBS_BELOW)
 	$$(call link,$$($(1)_LIBS) $$(SYS_LIBS) $$(GSL_LIBS) $$(CHECK_LIBS))
 endef
 
@@ -130,7 +141,7 @@ $(B)/obj/tests/integration/%.o: INC := $(INC_TESTLIB) $(INC_ALG)
 $(B)/obj/tests/sim/%.o: INC := -iquote tests/sim $(INC_COMMON) $(INC_ALG)
 # Benchmarks may measure a daemon's internals (brain_plan_query times a store
 # query), so they see everything: "brain/brain.h" from the top.
-$(B)/obj/tests/bench/%.o: INC := -iquote . $(INC_TESTLIB) $(INC_ALG) \
+$(B)/obj/tests/bench/%.o: INC := -iquote . $(INC_TESTLIB) $(INC_ALG) -iquote plan \
         $(foreach d,$(DAEMONS),-iquote $(d))
 
 $(B)/lib/%.a:
@@ -141,7 +152,7 @@ $(B)/lib/%.a:
 
 # Rebuild everything when the flags change.
 FLAGS_STAMP := $(B)/.flags
-FLAGS_ALL := $(ALL_CFLAGS) $(ALL_LDFLAGS) $(INC_ALG) $(INC_COMMON) $(INC_TESTLIB) \
+FLAGS_ALL := $(ALL_CFLAGS) $(ALL_LDFLAGS) $(INC_ALG) $(INC_COMMON) $(INC_PLAN) $(INC_TESTLIB) \
         $(foreach d,$(DAEMONS),$(INC_$(d)))
 $(shell mkdir -p $(B) && echo '$(FLAGS_ALL)' | cmp -s - $(FLAGS_STAMP) || \
         echo '$(FLAGS_ALL)' > $(FLAGS_STAMP))
@@ -175,7 +186,7 @@ $(TEST_BINS): | $(BINS)
 # ---- benchmarks: tests/bench/<name>.c or tests/bench/<name>.sh ----
 BENCH_C := $(wildcard tests/bench/*.c)
 BENCH_BINS := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_C))
-$(B)/bench/%: $(B)/obj/tests/bench/%.o $(LIB_TEST) $(DAEMON_LIBS) $(LIB_ALG) $(LIB_COMMON)
+$(B)/bench/%: $(B)/obj/tests/bench/%.o $(LIB_TEST) $(DAEMON_LIBS) $(LIBS_BELOW)
 	$(call link,$(SYS_LIBS) $(GSL_LIBS))
 
 .DEFAULT_GOAL := all
@@ -198,9 +209,9 @@ check-layers:
 	@ROVER_DAEMONS='$(DAEMONS)' scripts/check-layers.sh
 
 # Every global symbol of each library carries its prefix (rv_ for the shared
-# libraries, the file's or the daemon's name inside a daemon) and no two
-# libraries define the same symbol.
-check-names: $(LIB_COMMON) $(LIB_ALG) $(LIB_TEST) $(DAEMON_LIBS)
+# libraries, rv_plan_ for plan/, the file's or the daemon's name inside a
+# daemon) and no two libraries define the same symbol.
+check-names: $(LIB_COMMON) $(LIB_ALG) $(LIB_PLAN) $(LIB_TEST) $(DAEMON_LIBS)
 	@ROVER_DAEMONS='$(DAEMONS)' scripts/check-names.sh $^
 
 asan:
@@ -223,14 +234,15 @@ demo-stop:
 
 # lint: cppcheck, then clang-tidy with .clang-tidy, each folder with its own
 # include path (two processes at a time).
-LINT_DIRS := common algorithms $(DAEMONS)
+LINT_DIRS := common algorithms plan $(DAEMONS)
 INC_algorithms := $(INC_ALG)
 INC_common := $(INC_COMMON)
+INC_plan := $(INC_PLAN)
 lint: lint-deps
 	@echo "lint: cppcheck"
 	@cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 	        --inline-suppr --suppress=missingIncludeSystem --suppressions-list=.cppcheck-suppressions \
-	        -I common -I algorithms $(foreach d,$(LINT_DIRS),$(wildcard $(d)/*.c))
+	        -I common -I algorithms -I plan $(foreach d,$(LINT_DIRS),$(wildcard $(d)/*.c))
 	@$(foreach d,$(LINT_DIRS),echo "lint: clang-tidy $(d)/" && printf '%s\n' $(wildcard $(d)/*.c) | \
 	        xargs -P 2 -n 4 sh -c 'clang-tidy --quiet "$$@" -- \
 	        $(filter-out -MMD -MP,$(CFLAGS_BASE)) $(INC_$(d)) 2>/dev/null' sh &&) true

@@ -13,7 +13,6 @@
  * turns their decisions into ScalePlans.  No SQL here (store.c).
  */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,36 +21,13 @@
 #include "brain.h"
 #include "log.h"
 #include "parse.h"
+#include "rover_plan.h"
 
 static void params_for(const struct brain *b, struct rv_alg_params *p)
 {
 	rv_alg_params_default(p);
 	p->min_usage_samples = (int)b->cfg.min_samples;
 	p->min_outcome_samples = (int)b->cfg.min_samples;
-}
-
-static enum rv_alg_strategy alg_strategy(enum rv_strategy s)
-{
-	return s == RV_STRATEGY_PS ? RV_ALG_PS : RV_ALG_ALLREDUCE;
-}
-
-static void spec_limits(const struct rv_job_spec *spec, const struct rv_alg_params *p,
-			struct rv_alg_limits *lim)
-{
-	const struct rv_replica_spec *w = &spec->replicas[RV_ROLE_WORKER];
-	const struct rv_replica_spec *ps = &spec->replicas[RV_ROLE_PS];
-	memset(lim, 0, sizeof(*lim));
-	lim->min_workers = w->min_replicas > 0 ? w->min_replicas : 1;
-	lim->max_workers = w->max_replicas >= lim->min_workers ? w->max_replicas : lim->min_workers;
-	lim->node_unit = 1;
-	if (ps->present) {
-		lim->min_ps = ps->min_replicas > 0 ? ps->min_replicas : 1;
-		lim->max_ps = ps->max_replicas >= lim->min_ps ? ps->max_replicas : lim->min_ps;
-	}
-	lim->max_cpu = p->node_cpu_default;
-	lim->max_memory_mb = p->node_memory_mb_default;
-	lim->free_cpu = -1;
-	lim->free_memory_mb = -1;
 }
 
 /* Cluster mode: never ask for more than the monitor says is free. */
@@ -70,119 +46,6 @@ static int cluster_limits(PGconn *c, const struct rv_job_spec *spec, struct rv_a
 	return rc;
 }
 
-static void plan_to_config(const struct rv_scale_plan *plan, struct rv_alg_config *cfg)
-{
-	memset(cfg, 0, sizeof(*cfg));
-	const struct rv_plan_group *w = &plan->groups[RV_ROLE_WORKER];
-	const struct rv_plan_group *ps = &plan->groups[RV_ROLE_PS];
-	if (w->present) {
-		cfg->worker.count = w->count;
-		cfg->worker.res.cpu = w->resource.cpu;
-		cfg->worker.res.memory_mb = w->resource.memory_mb;
-	}
-	if (ps->present) {
-		cfg->ps.count = ps->count;
-		cfg->ps.res.cpu = ps->resource.cpu;
-		cfg->ps.res.memory_mb = ps->resource.memory_mb;
-	}
-}
-
-static void config_to_plan(const struct rv_alg_config *cfg, const struct rv_job_spec *spec,
-			   struct rv_scale_plan *plan)
-{
-	struct rv_plan_group *w = &plan->groups[RV_ROLE_WORKER];
-	w->present = true;
-	w->count = cfg->worker.count;
-	w->resource.cpu = cfg->worker.res.cpu;
-	w->resource.memory_mb = cfg->worker.res.memory_mb;
-	w->resource.gpu = spec->replicas[RV_ROLE_WORKER].resource.gpu;
-	if (spec->replicas[RV_ROLE_PS].present) {
-		struct rv_plan_group *ps = &plan->groups[RV_ROLE_PS];
-		ps->present = true;
-		ps->count = cfg->ps.count;
-		ps->resource.cpu = cfg->ps.res.cpu;
-		ps->resource.memory_mb = cfg->ps.res.memory_mb;
-	}
-	/* Other roles (chief, evaluator) keep what the spec asked. */
-	for (int r = RV_ROLE_CHIEF; r < RV_ROLE_COUNT; r++) {
-		const struct rv_replica_spec *rs = &spec->replicas[r];
-		if (!rs->present)
-			continue;
-		plan->groups[r].present = true;
-		plan->groups[r].count = rs->replicas;
-		plan->groups[r].resource = rs->resource;
-	}
-}
-
-/* Reasons are cut at the buffer's end rather than refused. */
-__attribute__((format(printf, 2, 3))) static void reason_set(struct rv_scale_plan *plan,
-							     const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(plan->reason, sizeof(plan->reason), fmt, ap);
-	va_end(ap);
-	(void)n;
-}
-
-/* A decision as a ScalePlan of a stage: groups, reason, prediction, and the
- * nodes it migrates or replaces by name. */
-static void decision_to_plan(const struct rv_alg_decision *d, const struct rv_job_spec *spec,
-			     const char *uid, const char *stage, struct rv_scale_plan *plan)
-{
-	memset(plan, 0, sizeof(*plan));
-	snprintf(plan->job, sizeof(plan->job), "%s", uid);
-	snprintf(plan->stage, sizeof(plan->stage), "%s", stage);
-	snprintf(plan->algorithm, sizeof(plan->algorithm), "%s", d->algorithm);
-	reason_set(plan, "%s", d->reason);
-	plan->predicted_speed = d->predicted_speed;
-	config_to_plan(&d->cfg, spec, plan);
-	for (size_t i = 0; i < d->n_migrate && plan->nmigrate < RV_MAX_PLAN_NODES; i++) {
-		struct rv_plan_node *m = &plan->migrate[plan->nmigrate++];
-		rv_alg_node_name(RV_ALG_PS_ROLE, d->migrate[i].node, m->node, sizeof(m->node));
-		m->role = RV_ROLE_PS;
-		m->resource.cpu = d->migrate[i].res.cpu;
-		m->resource.memory_mb = d->migrate[i].res.memory_mb;
-	}
-	for (size_t i = 0; i < d->n_replace && plan->nremove < RV_MAX_PLAN_NODES; i++) {
-		struct rv_plan_node *m = &plan->remove[plan->nremove++];
-		rv_alg_node_name(RV_ALG_WORKER, d->replace[i], m->node, sizeof(m->node));
-		m->role = RV_ROLE_WORKER;
-		struct rv_plan_node *l = &plan->launch[plan->nlaunch++];
-		*l = *m;
-		l->resource.cpu = d->cfg.worker.res.cpu;
-		l->resource.memory_mb = d->cfg.worker.res.memory_mb;
-	}
-}
-
-static void features_of(const struct rv_job_spec *spec, struct rv_alg_job_features *f)
-{
-	memset(f, 0, sizeof(*f));
-	f->strategy = alg_strategy(spec->strategy);
-	f->parameters = (double)spec->model_parameters;
-	f->batch_size = spec->batch_size;
-	for (int i = 0; i < spec->ndatasets; i++)
-		f->dataset_size += (double)spec->datasets[i].size;
-	f->user = spec->user;
-	f->name = spec->name;
-}
-
-static void ask_of(const struct rv_job_spec *spec, struct rv_alg_ask *ask)
-{
-	const struct rv_replica_spec *w = &spec->replicas[RV_ROLE_WORKER];
-	const struct rv_replica_spec *ps = &spec->replicas[RV_ROLE_PS];
-	memset(ask, 0, sizeof(*ask));
-	ask->has_ps = ps->present;
-	ask->worker_given = w->has_resources;
-	ask->ps_given = ps->present && ps->has_resources;
-	ask->cfg.worker.count = w->replicas;
-	ask->cfg.worker.res.cpu = w->resource.cpu;
-	ask->cfg.worker.res.memory_mb = w->resource.memory_mb;
-	ask->cfg.ps.count = ps->replicas;
-	ask->cfg.ps.res.cpu = ps->resource.cpu;
-	ask->cfg.ps.res.memory_mb = ps->resource.memory_mb;
-}
-
 int planner_create_plan(struct brain *b, PGconn *c, const struct store_job *job,
 			const struct rv_job_spec *spec, struct rv_scale_plan *plan,
 			struct rv_err *err)
@@ -190,14 +53,14 @@ int planner_create_plan(struct brain *b, PGconn *c, const struct store_job *job,
 	struct rv_alg_params p;
 	params_for(b, &p);
 	struct rv_alg_limits lim;
-	spec_limits(spec, &p, &lim);
+	rv_plan_limits(spec, &p, &lim);
 	int rc = cluster_limits(c, spec, &lim, err);
 	if (rc < 0)
 		return rc;
 	struct rv_alg_job_features f;
-	features_of(spec, &f);
+	rv_plan_features(spec, &f);
 	struct rv_alg_ask ask;
-	ask_of(spec, &ask);
+	rv_plan_ask(spec, &ask);
 
 	size_t max = (size_t)p.create_history_max;
 	struct store_history_row *rows = calloc(max, sizeof(*rows));
@@ -216,7 +79,7 @@ int planner_create_plan(struct brain *b, PGconn *c, const struct store_job *job,
 		hist[i].f.dataset_size = rows[i].dataset_size;
 		hist[i].f.user = rows[i].user;
 		hist[i].f.name = rows[i].name;
-		plan_to_config(&rows[i].plan, &hist[i].cfg);
+		rv_plan_config(&rows[i].plan, &hist[i].cfg);
 	}
 	struct rv_alg_decision d;
 	if (rc >= 0) {
@@ -228,7 +91,7 @@ int planner_create_plan(struct brain *b, PGconn *c, const struct store_job *job,
 	free(hist);
 	if (rc < 0)
 		return rc;
-	decision_to_plan(&d, spec, job->uid, "create", plan);
+	rv_plan_from_decision(&d, spec, job->uid, "create", plan);
 	return 0;
 }
 
@@ -250,38 +113,18 @@ int planner_oom_plan(struct brain *b, PGconn *c, const struct store_job *job,
 		rc = rv_err_set(err, -ENOENT, "", "job %s has no applied plan to grow", job->uid);
 	if (rc < 0)
 		goto out;
-	spec_limits(&spec, &p, &lim);
+	rv_plan_limits(&spec, &p, &lim);
 	rc = cluster_limits(c, &spec, &lim, err);
 	if (rc == 0)
 		rc = store_node_oom_count(c, job->id, ev->node, &ooms, err);
 	if (rc < 0)
 		goto out;
 	struct rv_alg_config cfg;
-	plan_to_config(&cur.plan, &cfg);
-	enum rv_alg_role role = ev->role == RV_ROLE_PS ? RV_ALG_PS_ROLE : RV_ALG_WORKER;
-	struct rv_alg_group *g = role == RV_ALG_PS_ROLE ? &cfg.ps : &cfg.worker;
-	/* the memory the node really had, when the event says */
-	if (ev->memory_mb > 0)
-		g->res.memory_mb = ev->memory_mb;
-	struct rv_alg_decision d;
+	rv_plan_config(&cur.plan, &cfg);
 	/* the event itself is stored before this runs: at least one OOM */
-	rc = rv_alg_plan_oom(&cfg, role, ev->peak_memory_mb > 0 ? ev->peak_memory_mb : 0,
-			     ooms < 1 ? 1 : ooms, &lim, &p, &d);
-	if (rc < 0) {
+	rc = rv_plan_oom(&cfg, ev, ooms, &spec, job->uid, &lim, &p, plan);
+	if (rc < 0)
 		rv_err_set(err, rc, "", "could not compute an oom plan for node %s", ev->node);
-		goto out;
-	}
-	d.algorithm = "oom_memory_step";
-	decision_to_plan(&d, &spec, job->uid, "oom", plan);
-	reason_set(plan, "node %s: %s", ev->node, d.reason);
-	plan->predicted_speed = 0;
-	plan->based_on_ts_ms = ev->ts_ms;
-	plan->nlaunch = 1;
-	snprintf(plan->launch[0].node, sizeof(plan->launch[0].node), "%s", ev->node);
-	plan->launch[0].role = ev->role;
-	const struct rv_alg_group *ng = role == RV_ALG_PS_ROLE ? &d.cfg.ps : &d.cfg.worker;
-	plan->launch[0].resource.cpu = ng->res.cpu;
-	plan->launch[0].resource.memory_mb = ng->res.memory_mb;
 out:
 	rv_job_spec_release(&spec);
 	return rc;
@@ -290,17 +133,12 @@ out:
 /* A stored plan row as the policy sees it (algorithm borrowed from row). */
 static void applied_of(const struct store_plan_row *row, struct rv_alg_applied *a)
 {
-	memset(a, 0, sizeof(*a));
-	a->id = row->plan.id;
+	rv_plan_applied(&row->plan, a);
 	a->stage = row->stage;
 	a->algorithm = row->algorithm;
 	a->outcome = row->outcome;
 	a->applied_ts_ms = row->applied_ts_ms;
-	a->based_on_ts_ms = row->plan.based_on_ts_ms;
 	a->predicted_speed = row->predicted_speed;
-	plan_to_config(&row->plan, &a->cfg);
-	a->n_migrate = row->plan.nmigrate;
-	a->n_replace = row->plan.nremove;
 }
 
 /* Running-stage pass for one job, in the caller's snapshot: reads the
@@ -337,7 +175,7 @@ static int planner_running_plan(struct brain *b, PGconn *c, const struct store_j
 	struct rv_alg_applied pending;
 	struct rv_alg_job_history h;
 	memset(&h, 0, sizeof(h));
-	h.strategy = alg_strategy(spec.strategy);
+	h.strategy = rv_plan_strategy(spec.strategy);
 	h.now_ms = job->last_sample_ms;
 	rc = store_plan_latest_row(c, job->id, "running", &last, err);
 	if (rc < 0)
@@ -357,7 +195,7 @@ static int planner_running_plan(struct brain *b, PGconn *c, const struct store_j
 		applied_of(&rows[i], &applied[i]);
 	h.applied = applied;
 	h.n_applied = (size_t)rc;
-	spec_limits(&spec, &p, &h.lim);
+	rv_plan_limits(&spec, &p, &h.lim);
 	rc = cluster_limits(c, &spec, &h.lim, err);
 	if (rc < 0)
 		goto out;
@@ -386,7 +224,7 @@ static int planner_running_plan(struct brain *b, PGconn *c, const struct store_j
 			goto out;
 		}
 		if (rc == 1) {
-			decision_to_plan(&d, &spec, job->uid, "running", plan);
+			rv_plan_from_decision(&d, &spec, job->uid, "running", plan);
 			plan->based_on_ts_ms = job->last_sample_ms;
 			*reverts = applied[0].id;
 			rc = 0;
@@ -413,7 +251,7 @@ static int planner_running_plan(struct brain *b, PGconn *c, const struct store_j
 		goto out;
 	}
 	if (d.changed) {
-		decision_to_plan(&d, &spec, job->uid, "running", plan);
+		rv_plan_from_decision(&d, &spec, job->uid, "running", plan);
 		plan->based_on_ts_ms = job->last_sample_ms;
 	} else {
 		char q[600];

@@ -25,6 +25,7 @@
 #include "cleanup.h"
 #include "parse.h"
 #include "rover_alg.h"
+#include "rover_plan.h"
 
 #define LOCAL_PLANS 16
 #define OOM_NODES   64
@@ -216,94 +217,6 @@ void brainlink_stats(struct brainlink *l, struct brainlink_stats *st)
 	pthread_mutex_unlock(&l->mu);
 }
 
-/* ---- the policy's view of the spec (as the brain's planner.c) ---- */
-
-static void spec_limits(const struct rv_job_spec *spec, const struct rv_alg_params *p,
-			struct rv_alg_limits *lim)
-{
-	const struct rv_replica_spec *w = &spec->replicas[RV_ROLE_WORKER];
-	const struct rv_replica_spec *ps = &spec->replicas[RV_ROLE_PS];
-	memset(lim, 0, sizeof(*lim));
-	lim->min_workers = w->min_replicas > 0 ? w->min_replicas : 1;
-	lim->max_workers = w->max_replicas >= lim->min_workers ? w->max_replicas : lim->min_workers;
-	lim->node_unit = 1;
-	if (ps->present) {
-		lim->min_ps = ps->min_replicas > 0 ? ps->min_replicas : 1;
-		lim->max_ps = ps->max_replicas >= lim->min_ps ? ps->max_replicas : lim->min_ps;
-	}
-	lim->max_cpu = p->node_cpu_default;
-	lim->max_memory_mb = p->node_memory_mb_default;
-	/* no monitor in single-job mode: the cluster's free capacity is unknown */
-	lim->free_cpu = -1;
-	lim->free_memory_mb = -1;
-}
-
-static void plan_to_config(const struct rv_scale_plan *plan, struct rv_alg_config *cfg)
-{
-	memset(cfg, 0, sizeof(*cfg));
-	const struct rv_plan_group *w = &plan->groups[RV_ROLE_WORKER];
-	const struct rv_plan_group *ps = &plan->groups[RV_ROLE_PS];
-	if (w->present) {
-		cfg->worker.count = w->count;
-		cfg->worker.res.cpu = w->resource.cpu;
-		cfg->worker.res.memory_mb = w->resource.memory_mb;
-	}
-	if (ps->present) {
-		cfg->ps.count = ps->count;
-		cfg->ps.res.cpu = ps->resource.cpu;
-		cfg->ps.res.memory_mb = ps->resource.memory_mb;
-	}
-}
-
-static void decision_to_plan(const struct brainlink *l, const struct rv_alg_decision *d,
-			     const char *stage, struct rv_scale_plan *plan)
-{
-	const struct rv_job_spec *spec = &l->spec;
-	memset(plan, 0, sizeof(*plan));
-	snprintf(plan->job, sizeof(plan->job), "%s", l->uid);
-	snprintf(plan->stage, sizeof(plan->stage), "%s", stage);
-	snprintf(plan->algorithm, sizeof(plan->algorithm), "%s", d->algorithm);
-	snprintf(plan->reason, sizeof(plan->reason), "%s", d->reason);
-	plan->predicted_speed = d->predicted_speed;
-	struct rv_plan_group *w = &plan->groups[RV_ROLE_WORKER];
-	w->present = true;
-	w->count = d->cfg.worker.count;
-	w->resource.cpu = d->cfg.worker.res.cpu;
-	w->resource.memory_mb = d->cfg.worker.res.memory_mb;
-	w->resource.gpu = spec->replicas[RV_ROLE_WORKER].resource.gpu;
-	if (spec->replicas[RV_ROLE_PS].present) {
-		struct rv_plan_group *ps = &plan->groups[RV_ROLE_PS];
-		ps->present = true;
-		ps->count = d->cfg.ps.count;
-		ps->resource.cpu = d->cfg.ps.res.cpu;
-		ps->resource.memory_mb = d->cfg.ps.res.memory_mb;
-	}
-	for (int r = RV_ROLE_CHIEF; r < RV_ROLE_COUNT; r++) {
-		const struct rv_replica_spec *rs = &spec->replicas[r];
-		if (!rs->present)
-			continue;
-		plan->groups[r].present = true;
-		plan->groups[r].count = rs->replicas;
-		plan->groups[r].resource = rs->resource;
-	}
-	for (size_t i = 0; i < d->n_migrate && plan->nmigrate < RV_MAX_PLAN_NODES; i++) {
-		struct rv_plan_node *m = &plan->migrate[plan->nmigrate++];
-		rv_alg_node_name(RV_ALG_PS_ROLE, d->migrate[i].node, m->node, sizeof(m->node));
-		m->role = RV_ROLE_PS;
-		m->resource.cpu = d->migrate[i].res.cpu;
-		m->resource.memory_mb = d->migrate[i].res.memory_mb;
-	}
-	for (size_t i = 0; i < d->n_replace && plan->nremove < RV_MAX_PLAN_NODES; i++) {
-		struct rv_plan_node *m = &plan->remove[plan->nremove++];
-		rv_alg_node_name(RV_ALG_WORKER, d->replace[i], m->node, sizeof(m->node));
-		m->role = RV_ROLE_WORKER;
-		struct rv_plan_node *ln = &plan->launch[plan->nlaunch++];
-		*ln = *m;
-		ln->resource.cpu = d->cfg.worker.res.cpu;
-		ln->resource.memory_mb = d->cfg.worker.res.memory_mb;
-	}
-}
-
 /* ---- single-job history ---- */
 
 /* Remember a plan made here (the ring keeps the newest LOCAL_PLANS). */
@@ -313,14 +226,9 @@ static void local_remember(struct brainlink *l, const struct rv_scale_plan *p,
 	struct hist_plan *h = &l->local[p->id % LOCAL_PLANS];
 	memset(h, 0, sizeof(*h));
 	snprintf(h->alg, sizeof(h->alg), "%s", p->algorithm);
-	h->a.id = p->id;
+	rv_plan_applied(p, &h->a);
 	h->a.stage = stage;
 	h->a.outcome = RV_ALG_OUTCOME_PENDING;
-	h->a.based_on_ts_ms = p->based_on_ts_ms;
-	h->a.predicted_speed = p->predicted_speed;
-	plan_to_config(p, &h->a.cfg);
-	h->a.n_migrate = p->nmigrate;
-	h->a.n_replace = p->nremove;
 }
 
 /* Plan id took effect at ts: it becomes applied[0]. */
@@ -377,7 +285,7 @@ static void local_sample_locked(struct brainlink *l, const struct rv_sample *s)
 			l->usage_head = (l->usage_head + 1) % cap;
 		else
 			l->usage_n++;
-		enum rv_alg_role role = s->role == RV_ROLE_PS ? RV_ALG_PS_ROLE : RV_ALG_WORKER;
+		enum rv_alg_role role = rv_plan_role(s->role);
 		r->u = (struct rv_alg_usage){ .role = role,
 					      .node = node_index_locked(l, role, s),
 					      .t_ms = s->ts_ms,
@@ -401,27 +309,10 @@ static void local_oom_locked(struct brainlink *l, const struct rv_event *ev)
 		count = ++l->ooms[i].count;
 	if (l->napplied == 0)
 		return;
-	struct rv_alg_config cfg = l->applied[0].a.cfg;
-	enum rv_alg_role role = ev->role == RV_ROLE_PS ? RV_ALG_PS_ROLE : RV_ALG_WORKER;
-	struct rv_alg_group *g = role == RV_ALG_PS_ROLE ? &cfg.ps : &cfg.worker;
-	if (ev->memory_mb > 0)
-		g->res.memory_mb = ev->memory_mb;
-	struct rv_alg_decision d;
-	if (rv_alg_plan_oom(&cfg, role, ev->peak_memory_mb > 0 ? ev->peak_memory_mb : 0, count,
-			    &l->lim, &l->P, &d) < 0)
-		return;
-	d.algorithm = "oom_memory_step";
 	struct rv_scale_plan plan;
-	decision_to_plan(l, &d, "oom", &plan);
-	snprintf(plan.reason, sizeof(plan.reason), "node %s: %.400s", ev->node, d.reason);
-	plan.predicted_speed = 0;
-	plan.based_on_ts_ms = ev->ts_ms;
-	plan.nlaunch = 1;
-	snprintf(plan.launch[0].node, sizeof(plan.launch[0].node), "%s", ev->node);
-	plan.launch[0].role = ev->role;
-	const struct rv_alg_group *ng = role == RV_ALG_PS_ROLE ? &d.cfg.ps : &d.cfg.worker;
-	plan.launch[0].resource.cpu = ng->res.cpu;
-	plan.launch[0].resource.memory_mb = ng->res.memory_mb;
+	const struct rv_alg_config *cur = &l->applied[0].a.cfg;
+	if (rv_plan_oom(cur, ev, count, &l->spec, l->uid, &l->lim, &l->P, &plan) < 0)
+		return;
 	plan.id = l->next_id++;
 	local_remember(l, &plan, RV_ALG_STAGE_OOM);
 	plan_push_locked(l, &plan);
@@ -437,34 +328,17 @@ static void local_event_locked(struct brainlink *l, const struct rv_event *ev)
 
 static int local_create_plan(struct brainlink *l, struct rv_err *err)
 {
-	const struct rv_job_spec *spec = &l->spec;
-	const struct rv_replica_spec *w = &spec->replicas[RV_ROLE_WORKER];
-	const struct rv_replica_spec *ps = &spec->replicas[RV_ROLE_PS];
-	struct rv_alg_job_features f = {
-		.strategy = spec->strategy == RV_STRATEGY_PS ? RV_ALG_PS : RV_ALG_ALLREDUCE,
-		.parameters = (double)spec->model_parameters,
-		.batch_size = spec->batch_size,
-		.user = spec->user,
-		.name = spec->name,
-	};
-	for (int i = 0; i < spec->ndatasets; i++)
-		f.dataset_size += (double)spec->datasets[i].size;
-	struct rv_alg_ask ask = {
-		.has_ps = ps->present,
-		.worker_given = w->has_resources,
-		.ps_given = ps->present && ps->has_resources,
-		.cfg = { .worker = { .count = w->replicas,
-				     .res = { w->resource.cpu, w->resource.memory_mb } },
-			 .ps = { .count = ps->replicas,
-				 .res = { ps->resource.cpu, ps->resource.memory_mb } } },
-	};
+	struct rv_alg_job_features f;
+	rv_plan_features(&l->spec, &f);
+	struct rv_alg_ask ask;
+	rv_plan_ask(&l->spec, &ask);
 	struct rv_alg_decision d;
 	/* no database: no finished jobs to compare with */
 	int rc = rv_alg_plan_create_job(&f, &ask, NULL, 0, &l->lim, &l->P, &d);
 	if (rc < 0)
 		return rv_err_set(err, rc, "", "could not compute a create-stage plan");
 	struct rv_scale_plan plan;
-	decision_to_plan(l, &d, "create", &plan);
+	rv_plan_from_decision(&d, &l->spec, l->uid, "create", &plan);
 	plan.id = l->next_id++;
 	local_remember(l, &plan, RV_ALG_STAGE_CREATE);
 	/* the create plan counts as applied from the start */
@@ -486,7 +360,7 @@ int brainlink_plan_local(struct brainlink *l, struct brainlink_plan *out, struct
 	}
 	struct rv_alg_applied pending;
 	struct rv_alg_job_history h = {
-		.strategy = l->spec.strategy == RV_STRATEGY_PS ? RV_ALG_PS : RV_ALG_ALLREDUCE,
+		.strategy = rv_plan_strategy(l->spec.strategy),
 		.lim = l->lim,
 		.now_ms = l->now_ms,
 		.applied = applied,
@@ -536,7 +410,7 @@ int brainlink_plan_local(struct brainlink *l, struct brainlink_plan *out, struct
 		l->applied[0].a.outcome = v.outcome;
 	if (rc == 1) {
 		struct rv_scale_plan plan;
-		decision_to_plan(l, &d, "running", &plan);
+		rv_plan_from_decision(&d, &l->spec, l->uid, "running", &plan);
 		plan.based_on_ts_ms = l->now_ms;
 		plan.id = l->next_id++;
 		local_remember(l, &plan, RV_ALG_STAGE_RUNNING);
@@ -1062,7 +936,8 @@ struct brainlink *brainlink_start(const struct brainlink_opts *opts, struct rv_e
 	rv_alg_params_default(&l->P);
 	l->P.min_usage_samples = l->o.min_samples;
 	l->P.min_outcome_samples = l->o.min_samples;
-	spec_limits(&l->spec, &l->P, &l->lim);
+	/* no monitor in single-job mode: the cluster's free capacity stays unknown */
+	rv_plan_limits(&l->spec, &l->P, &l->lim);
 	l->next_id = 1;
 	if (!l->remote) {
 		l->speed = calloc((size_t)l->P.speed_obs_max, sizeof(*l->speed));

@@ -3,7 +3,8 @@
 # forbidden edge between Rover's layers (make check-layers; make test runs it).
 #   algorithms/   only algorithms/ (and system headers)
 #   common/       only common/
-#   a daemon      itself, common/, algorithms/; never another daemon
+#   plan/         itself, common/, algorithms/ (the glue between the two)
+#   a daemon      itself, plan/, common/, algorithms/; never another daemon
 #   any of those  never tests/
 #   tests/        anything
 # Daemons: brain, master, agent, monitor and the names in ROVER_DAEMONS.
@@ -31,8 +32,9 @@ is_daemon() { case $daemons in *" $1 "*) return 0 ;; esac; return 1; }
 search_path() {
 	case $1 in
 	algorithms | common) echo "$1" ;;
-	tests) echo ". tests/lib common algorithms $daemons" ;;
-	*) echo "$1 common algorithms" ;;
+	tests) echo ". tests/lib plan common algorithms $daemons" ;;
+	plan) echo "plan common algorithms" ;;
+	*) echo "$1 plan common algorithms" ;;
 	esac
 }
 
@@ -40,7 +42,8 @@ search_path() {
 rule_of() {
 	case $1 in
 	algorithms | common) echo "$1/ may include only $1/ and system headers" ;;
-	*) is_daemon "$1" && echo "$1/ is a daemon: it may include only $1/, common/ and algorithms/, never another daemon" ||
+	plan) echo "plan/ may include only plan/, common/ and algorithms/" ;;
+	*) is_daemon "$1" && echo "$1/ is a daemon: it may include only $1/, plan/, common/ and algorithms/, never another daemon" ||
 		echo "$1/ may include only $1/, common/ and algorithms/" ;;
 	esac
 }
@@ -50,7 +53,9 @@ allowed() { # from to
 	[ "$from" = tests ] || [ "$from" = "$to" ] && return 0
 	case $from in
 	algorithms | common) return 1 ;;
-	*) [ "$to" = common ] || [ "$to" = algorithms ] ;;
+	plan) [ "$to" = common ] || [ "$to" = algorithms ] ;;
+	*) is_daemon "$from" && [ "$to" = plan ] && return 0
+		[ "$to" = common ] || [ "$to" = algorithms ] ;;
 	esac
 }
 

@@ -3,6 +3,7 @@
 # its prefix, or when two libraries define the same symbol (make check-names;
 # make test runs it), so that any two libraries link together.
 #   librover-common.a, librover-alg.a   rv_
+#   librover-plan.a                     rv_plan_
 #   librover-testlib.a                  rv_test_
 #   librover-<daemon>.a                 the file's name (store_ in store.c),
 #                                       the first word of it (api_ in
@@ -31,6 +32,7 @@ for lib in "$@"; do
 	[ -f "$lib" ] || { echo "check-names: no $lib" >&2; exit 2; }
 	case $base in
 	librover-common.a | librover-alg.a) kind=shared ;;
+	librover-plan.a) kind=plan ;;
 	librover-testlib.a) kind=test ;;
 	librover-*.a) kind=daemon daemon=${base#librover-} daemon=${daemon%.a} ;;
 	*) echo "check-names: $lib is not a Rover library" >&2; exit 2 ;;
@@ -49,6 +51,7 @@ for lib in "$@"; do
 		owner[$name]=$base
 		case $kind in
 		shared) ok=rv_ want="rv_" ;;
+		plan) ok=rv_plan_ want="rv_plan_" ;;
 		test) ok=rv_test_ want="rv_test_" ;;
 		daemon)
 			ok=

@@ -92,13 +92,9 @@ static void *worker_main(void *arg)
 
 int main(void)
 {
-	signal(SIGPIPE, SIG_IGN);
 	char *spec = rv_test_master_spec(SIZE, SHARD, 1, 1, 1);
 	struct rv_test_master m;
-	if (!spec || rv_test_master_init(&m, spec) < 0)
-		return 1;
-	const char *args[] = { "--log-level", "warn", NULL };
-	if (rv_test_master_start(&m, args) < 0)
+	if (rv_test_master_bench_start(&m, spec) < 0)
 		return 1;
 	static struct worker w[AGENTS];
 	for (int i = 0; i < AGENTS; i++) {

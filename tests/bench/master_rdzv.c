@@ -52,13 +52,9 @@ static void *agent_main(void *arg)
 
 int main(void)
 {
-	signal(SIGPIPE, SIG_IGN);
 	char *spec = rv_test_master_spec(1000000, 100, 1, AGENTS, AGENTS);
 	struct rv_test_master m;
-	if (!spec || rv_test_master_init(&m, spec) < 0)
-		return 1;
-	const char *args[] = { "--log-level", "warn", NULL };
-	if (rv_test_master_start(&m, args) < 0)
+	if (rv_test_master_bench_start(&m, spec) < 0)
 		return 1;
 	static struct agent a[AGENTS];
 	atomic_int go = 0;

@@ -148,13 +148,9 @@ static double run(void *(*fn)(void *), const char *url, double *p99)
 
 int main(void)
 {
-	signal(SIGPIPE, SIG_IGN);
 	char *spec = rv_test_master_spec(100000000L, 100, 1, 1, 1);
 	struct rv_test_master m;
-	if (!spec || rv_test_master_init(&m, spec) < 0)
-		return 1;
-	const char *args[] = { "--log-level", "warn", NULL };
-	if (rv_test_master_start(&m, args) < 0)
+	if (rv_test_master_bench_start(&m, spec) < 0)
 		return 1;
 	double p99 = 0, bare_p99 = 0;
 	double ops = run(master_client_main, m.url, &p99);

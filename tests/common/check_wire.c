@@ -12,8 +12,10 @@
 
 #include "buf.h"
 #include "json.h"
+#include "brainfix.h"
 #include "testutil.h"
 #include "wire.h"
+#include "wirefix.h"
 
 /* The DESIGN.md "Job spec (ElasticJob)" example, verbatim. */
 static const char design_job[] =
@@ -36,21 +38,13 @@ static const char design_plan[] =
 	"           \"ps\":{\"count\":2,\"resource\":{\"cpu\":8,\"memory_mb\":16384}}},\n"
 	" \"launch\":[], \"remove\":[], \"migrate\":[{\"node\":\"ps-1\",\"resource\":{\"cpu\":12}}]}\n";
 
-static cJSON *must_parse(const char *s)
-{
-	struct rv_err err = { 0 };
-	cJSON *root = rv_json_parse(s, strlen(s), &err);
-	ck_assert_msg(root != NULL, "could not parse: %s", err.msg);
-	return root;
-}
-
 /* Print, then parse the text back: what a peer would receive. */
 static cJSON *through_text(cJSON *tree)
 {
 	ck_assert_ptr_nonnull(tree);
 	char *s = rv_json_print(tree);
 	ck_assert_ptr_nonnull(s);
-	cJSON *back = must_parse(s);
+	cJSON *back = rv_test_json_must_parse(s);
 	free(s);
 	cJSON_Delete(tree);
 	return back;
@@ -98,7 +92,7 @@ END_TEST
 
 static int spec_parse(const char *doc, struct rv_job_spec *out, struct rv_err *err)
 {
-	cJSON *root = must_parse(doc);
+	cJSON *root = rv_test_json_must_parse(doc);
 	int rc = rv_job_spec_from_json(root, out, err);
 	cJSON_Delete(root);
 	return rc;
@@ -510,7 +504,7 @@ START_TEST(test_spec_release_on_late_error)
 	ck_assert_ptr_null(s.replicas[RV_ROLE_WORKER].command);
 
 	/* err is optional */
-	cJSON *root = must_parse(doc);
+	cJSON *root = rv_test_json_must_parse(doc);
 	ck_assert_int_eq(rv_job_spec_from_json(root, &s, NULL), -EINVAL);
 	cJSON_Delete(root);
 	rv_job_spec_release(NULL);
@@ -678,7 +672,7 @@ END_TEST
 
 static int batch_parse(const char *doc, struct rv_metrics_batch *out, struct rv_err *err)
 {
-	cJSON *root = must_parse(doc);
+	cJSON *root = rv_test_json_must_parse(doc);
 	int rc = rv_metrics_batch_from_json(root, out, err);
 	cJSON_Delete(root);
 	return rc;
@@ -889,7 +883,7 @@ END_TEST
 
 static int event_parse(const char *doc, struct rv_event *out, struct rv_err *err)
 {
-	cJSON *root = must_parse(doc);
+	cJSON *root = rv_test_json_must_parse(doc);
 	int rc = rv_event_from_json(root, out, err);
 	cJSON_Delete(root);
 	return rc;
@@ -1017,7 +1011,7 @@ END_TEST
 
 static int plan_parse(const char *doc, struct rv_scale_plan *out, struct rv_err *err)
 {
-	cJSON *root = must_parse(doc);
+	cJSON *root = rv_test_json_must_parse(doc);
 	int rc = rv_scale_plan_from_json(root, out, err);
 	cJSON_Delete(root);
 	return rc;
@@ -1172,7 +1166,7 @@ END_TEST
 
 static int report_parse(const char *doc, struct rv_cluster_report *out, struct rv_err *err)
 {
-	cJSON *root = must_parse(doc);
+	cJSON *root = rv_test_json_must_parse(doc);
 	int rc = rv_cluster_report_from_json(root, out, err);
 	cJSON_Delete(root);
 	return rc;
@@ -1516,16 +1510,15 @@ static int table_parse(enum tkind k, const cJSON *doc, cJSON **back, struct rv_e
 	return rc;
 }
 
+/* The item at a dotted path of a document the test may change. */
 static cJSON *table_at(cJSON *root, const char *path)
 {
-	char buf[128];
-	snprintf(buf, sizeof(buf), "%s", path);
-	cJSON *cur = root;
-	char *save = NULL;
-	for (char *tok = strtok_r(buf, ".", &save); tok && cur; tok = strtok_r(NULL, ".", &save))
-		cur = cJSON_IsArray(cur) ? cJSON_GetArrayItem(cur, atoi(tok))
-					 : cJSON_GetObjectItemCaseSensitive(cur, tok);
-	return cur;
+	return (cJSON *)rv_test_json_at(root, path);
+}
+
+static int parse_from(const void *kind, const cJSON *doc, struct rv_err *err)
+{
+	return table_parse(*(const enum tkind *)kind, doc, NULL, err);
 }
 
 /* Table -> code: every field is read (a wrong type is rejected naming it), a
@@ -1552,24 +1545,8 @@ START_TEST(test_table_fields_are_parsed)
 			ck_assert_msg(at, "%s.%s: not in the test document", msg->name, fd->name);
 			struct rv_err err = { 0 };
 			ck_assert_msg(table_parse(k, doc, NULL, &err) == 0, "%s", err.msg);
-			/* a value of the wrong type */
-			bool composite = !strcmp(fd->type, "object") || !strcmp(fd->type, "array");
-			cJSON *wrong = composite ? cJSON_CreateNumber(7) : cJSON_CreateArray();
-			cJSON_ReplaceItemInObjectCaseSensitive(table_at(doc, at), fd->name, wrong);
-			int rc = table_parse(k, doc, NULL, &err);
-			ck_assert_msg(rc == -EINVAL && strstr(err.field, fd->name),
-				      "%s.%s: a %s is not refused (rc %d, field \"%s\")", msg->name,
-				      fd->name, composite ? "number" : "list", rc, err.field);
-			/* absent */
-			cJSON_DeleteItemFromObjectCaseSensitive(table_at(doc, at), fd->name);
-			rc = table_parse(k, doc, NULL, &err);
-			if (fd->required)
-				ck_assert_msg(rc == -EINVAL,
-					      "%s.%s: required but its absence passes", msg->name,
-					      fd->name);
-			else if (!strstr(fd->description, "required for"))
-				ck_assert_msg(rc == 0, "%s.%s: optional but its absence fails: %s",
-					      msg->name, fd->name, err.msg);
+			rv_test_wire_field_is_parsed(msg, fd, doc, table_at(doc, at), parse_from,
+						     &k);
 			cJSON_Delete(doc);
 		}
 	}
@@ -1593,21 +1570,9 @@ START_TEST(test_table_fields_are_written)
 			const cJSON *o = table_at(back, table_cases[c].at[i]);
 			ck_assert_msg(cJSON_IsObject(o), "%s: no object at %s", msg->name,
 				      table_cases[c].at[i]);
-			const cJSON *it;
-			cJSON_ArrayForEach(it, o)
-			{
-				int f = 0;
-				while (f < msg->nfields && strcmp(msg->fields[f].name, it->string))
-					f++;
-				ck_assert_msg(f < msg->nfields,
-					      "%s: to_json writes \"%s\", not in its table",
-					      msg->name, it->string);
-				seen[f] = true;
-			}
+			rv_test_wire_keys_in_table(msg, o, seen);
 		}
-		for (int f = 0; f < msg->nfields; f++)
-			ck_assert_msg(seen[f], "%s.%s: in the table but to_json never writes it",
-				      msg->name, msg->fields[f].name);
+		rv_test_wire_all_written(msg, seen);
 		cJSON_Delete(back);
 		cJSON_Delete(doc);
 	}

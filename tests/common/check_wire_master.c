@@ -10,8 +10,10 @@
 #include <string.h>
 
 #include "json.h"
+#include "brainfix.h"
 #include "testutil.h"
 #include "wire.h"
+#include "wirefix.h"
 
 enum mkind {
 	K_JOIN,
@@ -110,24 +112,15 @@ static int parse_kind(enum mkind k, const cJSON *doc, cJSON **back, struct rv_er
 	return rc;
 }
 
-static cJSON *must_parse(const char *s)
-{
-	struct rv_err err = { 0 };
-	cJSON *root = rv_json_parse(s, strlen(s), &err);
-	ck_assert_msg(root != NULL, "could not parse: %s", err.msg);
-	return root;
-}
-
+/* The item at a dotted path of a document the test may change. */
 static cJSON *at(cJSON *root, const char *path)
 {
-	char buf[128];
-	snprintf(buf, sizeof(buf), "%s", path);
-	cJSON *cur = root;
-	char *save = NULL;
-	for (char *tok = strtok_r(buf, ".", &save); tok && cur; tok = strtok_r(NULL, ".", &save))
-		cur = cJSON_IsArray(cur) ? cJSON_GetArrayItem(cur, atoi(tok))
-					 : cJSON_GetObjectItemCaseSensitive(cur, tok);
-	return cur;
+	return (cJSON *)rv_test_json_at(root, path);
+}
+
+static int parse_from(const void *kind, const cJSON *doc, struct rv_err *err)
+{
+	return parse_kind(*(const enum mkind *)kind, doc, NULL, err);
 }
 
 /* Where each message sits in its kind's document ("" the root). */
@@ -157,7 +150,7 @@ static const struct {
 START_TEST(test_round_trip)
 {
 	for (int k = 0; k < K_COUNT; k++) {
-		cJSON *doc = must_parse(docs[k]);
+		cJSON *doc = rv_test_json_must_parse(docs[k]);
 		cJSON *back = NULL;
 		struct rv_err err = { 0 };
 		ck_assert_msg(parse_kind((enum mkind)k, doc, &back, &err) == 0, "%s: %s", docs[k],
@@ -175,7 +168,7 @@ END_TEST
 START_TEST(test_values)
 {
 	struct rv_err err = { 0 };
-	cJSON *doc = must_parse(docs[K_WORLD]);
+	cJSON *doc = rv_test_json_must_parse(docs[K_WORLD]);
 	struct rv_rdzv_world_reply w;
 	ck_assert_int_eq(rv_rdzv_world_reply_from_json(doc, &w, &err), 0);
 	ck_assert_int_eq(w.status, RV_RDZV_COMPLETE);
@@ -186,20 +179,20 @@ START_TEST(test_values)
 	rv_rdzv_world_reply_release(&w);
 	cJSON_Delete(doc);
 
-	doc = must_parse("{\"node\":\"n-0\"}");
+	doc = rv_test_json_must_parse("{\"node\":\"n-0\"}");
 	struct rv_rdzv_join j;
 	ck_assert_int_eq(rv_rdzv_join_from_json(doc, &j, &err), 0);
 	ck_assert_int_eq(j.local_world_size, 1); /* the default */
 	ck_assert_str_eq(j.addr, "");
 	cJSON_Delete(doc);
 
-	doc = must_parse("{\"status\":\"finished\"}");
+	doc = rv_test_json_must_parse("{\"status\":\"finished\"}");
 	struct rv_shard_task t;
 	ck_assert_int_eq(rv_shard_task_from_json(doc, &t, &err), 0);
 	ck_assert_int_eq(t.status, RV_SHARD_FINISHED);
 	cJSON_Delete(doc);
 
-	doc = must_parse(docs[K_DATA_CKPT]);
+	doc = rv_test_json_must_parse(docs[K_DATA_CKPT]);
 	struct rv_data_ckpt ck;
 	ck_assert_int_eq(rv_data_ckpt_from_json(doc, &ck, &err), 0);
 	ck_assert_int_eq(ck.step, 100);
@@ -240,7 +233,7 @@ START_TEST(test_bad)
 		  "datasets[0].samples_total" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		cJSON *doc = must_parse(bad[i].doc);
+		cJSON *doc = rv_test_json_must_parse(bad[i].doc);
 		struct rv_err err = { 0 };
 		int rc = parse_kind(bad[i].kind, doc, NULL, &err);
 		ck_assert_msg(rc == -EINVAL, "%s: rc %d", bad[i].doc, rc);
@@ -265,27 +258,11 @@ START_TEST(test_table_fields_are_parsed)
 		ck_assert_msg(msg, "no table for %s", cases[c].name);
 		for (int f = 0; f < msg->nfields; f++) {
 			const struct rv_wire_field *fd = &msg->fields[f];
-			cJSON *doc = must_parse(docs[cases[c].kind]);
+			cJSON *doc = rv_test_json_must_parse(docs[cases[c].kind]);
 			cJSON *obj = at(doc, cases[c].at);
 			ck_assert_msg(cJSON_GetObjectItemCaseSensitive(obj, fd->name),
 				      "%s.%s: not in the test document", msg->name, fd->name);
-			struct rv_err err = { 0 };
-			bool composite = !strcmp(fd->type, "object") || !strcmp(fd->type, "array");
-			cJSON *wrong = composite ? cJSON_CreateNumber(7) : cJSON_CreateArray();
-			cJSON_ReplaceItemInObjectCaseSensitive(obj, fd->name, wrong);
-			int rc = parse_kind(cases[c].kind, doc, NULL, &err);
-			ck_assert_msg(rc == -EINVAL && strstr(err.field, fd->name),
-				      "%s.%s: a %s is not refused (rc %d, field \"%s\")", msg->name,
-				      fd->name, composite ? "number" : "list", rc, err.field);
-			cJSON_DeleteItemFromObjectCaseSensitive(obj, fd->name);
-			rc = parse_kind(cases[c].kind, doc, NULL, &err);
-			if (fd->required)
-				ck_assert_msg(rc == -EINVAL,
-					      "%s.%s: required but its absence passes", msg->name,
-					      fd->name);
-			else if (!strstr(fd->description, "required for"))
-				ck_assert_msg(rc == 0, "%s.%s: optional but its absence fails: %s",
-					      msg->name, fd->name, err.msg);
+			rv_test_wire_field_is_parsed(msg, fd, doc, obj, parse_from, &cases[c].kind);
 			cJSON_Delete(doc);
 		}
 	}
@@ -298,7 +275,7 @@ START_TEST(test_table_fields_are_written)
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
 		const struct rv_wire_message *msg = rv_wire_master_message(cases[c].name);
 		ck_assert_ptr_nonnull(msg);
-		cJSON *doc = must_parse(docs[cases[c].kind]);
+		cJSON *doc = rv_test_json_must_parse(docs[cases[c].kind]);
 		cJSON *back = NULL;
 		struct rv_err err = { 0 };
 		ck_assert_int_eq(parse_kind(cases[c].kind, doc, &back, &err), 0);
@@ -306,20 +283,8 @@ START_TEST(test_table_fields_are_written)
 		ck_assert_msg(cJSON_IsObject(o), "%s: no object at \"%s\"", msg->name, cases[c].at);
 		bool seen[32] = { false };
 		ck_assert_int_le(msg->nfields, 32);
-		const cJSON *it;
-		cJSON_ArrayForEach(it, o)
-		{
-			int f = 0;
-			while (f < msg->nfields && strcmp(msg->fields[f].name, it->string))
-				f++;
-			ck_assert_msg(f < msg->nfields,
-				      "%s: to_json writes \"%s\", not in its table", msg->name,
-				      it->string);
-			seen[f] = true;
-		}
-		for (int f = 0; f < msg->nfields; f++)
-			ck_assert_msg(seen[f], "%s.%s: in the table but to_json never writes it",
-				      msg->name, msg->fields[f].name);
+		rv_test_wire_keys_in_table(msg, o, seen);
+		rv_test_wire_all_written(msg, seen);
 		cJSON_Delete(back);
 		cJSON_Delete(doc);
 	}

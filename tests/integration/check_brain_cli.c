@@ -21,98 +21,22 @@
 
 #include "brainfix.h"
 #include "cleanup.h"
+#include "clifix.h"
 #include "parse.h"
 #include "testutil.h"
-
-static const char *brain_exe(void)
-{
-	static char exe[512];
-	const char *d = getenv("ROVER_BIN_DIR");
-	snprintf(exe, sizeof(exe), "%s/rover-brain", d && *d ? d : "build/bin");
-	return exe;
-}
-
-/* Start rover-brain with args (NULL-terminated) and pipes on stdout/stderr
- * (p->fd[1], p->fd[2]). */
-static void proc_start(struct rv_proc *p, const char *const *args)
-{
-	const char *argv[32] = { brain_exe() };
-	int n = 1;
-	for (int i = 0; args && args[i] && n < 31; i++)
-		argv[n++] = args[i];
-	argv[n] = NULL;
-	struct rv_proc_opts o = {
-		.argv = argv,
-		.io = { { RV_PROC_NULL }, { RV_PROC_PIPE }, { RV_PROC_PIPE } },
-		.pdeathsig = SIGKILL,
-	};
-	int rc = rv_proc_spawn(p, &o);
-	ck_assert_msg(rc == 0, "could not run %s: %s", argv[0], strerror(-rc));
-}
-
-/* Read fd to EOF into a malloc'd string (the fd stays open). */
-static char *read_all(int fd)
-{
-	struct rv_buf b;
-	rv_buf_init(&b);
-	char chunk[4096];
-	ssize_t k;
-	while ((k = read(fd, chunk, sizeof(chunk))) > 0)
-		rv_buf_append(&b, chunk, (size_t)k);
-	char *s = rv_buf_steal(&b);
-	ck_assert_ptr_nonnull(s);
-	return s;
-}
-
-/* Run to completion; returns the exit code, *out and *err malloc'd. */
-static int run_brain(const char *const *args, char **out, char **err)
-{
-	struct rv_proc p;
-	proc_start(&p, args);
-	*out = read_all(p.fd[1]);
-	*err = read_all(p.fd[2]);
-	int st;
-	ck_assert_int_eq(rv_proc_wait(&p, 20000, &st), 0);
-	rv_proc_release(&p);
-	ck_assert(WIFEXITED(st));
-	return WEXITSTATUS(st);
-}
 
 START_TEST(test_help)
 {
 	char *out, *err;
 	const char *a[] = { "--help", NULL };
-	ck_assert_int_eq(run_brain(a, &out, &err), 0);
+	ck_assert_int_eq(rv_test_cli_run("brain", a, &out, &err), 0);
 	ck_assert_ptr_nonnull(strstr(out, "usage: rover-brain "));
 	static const char *const flags[] = { "--listen", "--data-dir", "--db",       "--token",
 					     "--config", "--version",  "--log-level" };
 	for (size_t i = 0; i < RV_ARRAY_SIZE(flags); i++)
 		ck_assert_msg(strstr(out, flags[i]), "--help lacks %s", flags[i]);
 	/* Every key of the conf file, as a flag and as an environment variable. */
-	char *conf = rv_test_read_file("conf/rover-brain.conf");
-	ck_assert_ptr_nonnull(conf);
-	char section[64] = "";
-	int keys = 0;
-	char *save = NULL;
-	for (char *l = strtok_r(conf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
-		char key[64];
-		if (sscanf(l, "[%63[^]]]", section) == 1)
-			continue;
-		if (sscanf(l, "# %63[a-z_] =", key) != 1 || !strstr(l, " ="))
-			continue;
-		char flag[160], env[160];
-		snprintf(flag, sizeof(flag), "--%s-%s\n", section, key);
-		snprintf(env, sizeof(env), "env ROVER_%s_%s", section, key);
-		for (char *c = flag; *c; c++)
-			*c = *c == '_' ? '-' : *c;
-		for (char *c = env + 4; *c; c++)
-			*c = *c == '-' ? '_' : (char)toupper((unsigned char)*c);
-		ck_assert_msg(strstr(out, flag), "--help lacks %.*s", (int)strlen(flag) - 1, flag);
-		ck_assert_msg(strstr(out, env), "--help lacks %s", env);
-		keys++;
-	}
-	ck_assert_int_ge(keys, 10);
-	free(conf);
+	ck_assert_int_ge(rv_test_cli_help_has_keys("brain", out), 10);
 	free(out);
 	free(err);
 }
@@ -120,17 +44,7 @@ END_TEST
 
 START_TEST(test_print_conf_matches_file)
 {
-	char *out, *err;
-	const char *a[] = { "--print-conf", NULL };
-	ck_assert_int_eq(run_brain(a, &out, &err), 0);
-	char *conf = rv_test_read_file("conf/rover-brain.conf");
-	ck_assert_ptr_nonnull(conf);
-	ck_assert_msg(strcmp(out, conf) == 0,
-		      "conf/rover-brain.conf is stale: regenerate it with "
-		      "build/bin/rover-brain --print-conf > conf/rover-brain.conf");
-	free(conf);
-	free(out);
-	free(err);
+	rv_test_cli_print_conf_matches("brain");
 }
 END_TEST
 
@@ -138,7 +52,7 @@ START_TEST(test_version)
 {
 	char *out, *err;
 	const char *a[] = { "--version", NULL };
-	ck_assert_int_eq(run_brain(a, &out, &err), 0);
+	ck_assert_int_eq(rv_test_cli_run("brain", a, &out, &err), 0);
 	unsigned x, y, z;
 	char nl = 0;
 	ck_assert_int_eq(sscanf(out, "rover-brain %u.%u.%u%c", &x, &y, &z, &nl), 4);
@@ -152,14 +66,14 @@ START_TEST(test_unknown_flag)
 {
 	char *out, *err;
 	const char *a[] = { "--listen", "127.0.0.1:0", "--lisen", "x", NULL };
-	ck_assert_int_ne(run_brain(a, &out, &err), 0);
+	ck_assert_int_ne(rv_test_cli_run("brain", a, &out, &err), 0);
 	ck_assert_msg(strstr(err, "--lisen"), "stderr does not name the flag: %s", err);
 	ck_assert_str_eq(out, "");
 	free(out);
 	free(err);
 
 	const char *b[] = { "--server-max-conns", "1", NULL };
-	ck_assert_int_ne(run_brain(b, &out, &err), 0);
+	ck_assert_int_ne(rv_test_cli_run("brain", b, &out, &err), 0);
 	ck_assert_ptr_nonnull(strstr(err, "--server-max-conns: must be between 4 and 65536"));
 	free(out);
 	free(err);
@@ -173,7 +87,7 @@ START_TEST(test_logs_effective_config)
 	char *out, *err;
 	const char *a[] = { "--token",   "hunter2",         "--db", "host=/nonexistent dbname=x",
 			    "--sql-dir", rv_test_sql_dir(), NULL };
-	ck_assert_int_ne(run_brain(a, &out, &err), 0);
+	ck_assert_int_ne(rv_test_cli_run("brain", a, &out, &err), 0);
 	const char *l = strstr(err, "level=info comp=brain msg=\"effective config\"");
 	ck_assert_msg(l, "stderr: %s", err);
 	ck_assert_ptr_nonnull(strstr(l, " server.token=\"***\""));
@@ -216,14 +130,14 @@ START_TEST(test_bad_config_key)
 	write_file(path, "[server]\nlisten = 127.0.0.1:0\n\n[db]\npool = 4\npool_size = 4\n");
 	char *out, *err;
 	const char *a[] = { "--config", path, NULL };
-	ck_assert_int_ne(run_brain(a, &out, &err), 0);
+	ck_assert_int_ne(rv_test_cli_run("brain", a, &out, &err), 0);
 	snprintf(want, sizeof(want), "%s:5: db.pool: unknown key", path);
 	ck_assert_msg(strstr(err, want), "stderr: %s", err);
 	free(out);
 	free(err);
 
 	write_file(path, "[server]\nmax_body_kb = lots\n");
-	ck_assert_int_ne(run_brain(a, &out, &err), 0);
+	ck_assert_int_ne(rv_test_cli_run("brain", a, &out, &err), 0);
 	snprintf(want, sizeof(want), "%s:2: server.max_body_kb: not an integer", path);
 	ck_assert_msg(strstr(err, want), "stderr: %s", err);
 	free(out);
@@ -248,7 +162,7 @@ static int free_port(void)
 static int listening_port(const char *const *args)
 {
 	struct rv_proc p;
-	proc_start(&p, args);
+	rv_test_cli_start(&p, "brain", args);
 	char buf[512];
 	size_t len = 0;
 	int port = -1;
@@ -270,7 +184,7 @@ static int listening_port(const char *const *args)
 	rv_proc_kill(&p, SIGTERM);
 	ck_assert_int_eq(rv_proc_wait(&p, 20000, &st), 0);
 	if (port < 0) {
-		char *e = read_all(p.fd[2]);
+		char *e = rv_test_read_fd(p.fd[2]);
 		fprintf(stderr, "brain stderr:\n%s\n", e);
 		free(e);
 	}

@@ -1,9 +1,10 @@
 /*
  * check_master_cli.c: the rover-master command line, run as a real process:
- * --help lists every key of conf/rover-master.conf, --print-conf equals that
- * file byte for byte (so it never goes stale), a bad job spec exits 2 with
- * a message naming the field, a missing --job and a bad --nnodes are
- * refused naming them, and SIGTERM stops a running master cleanly (exit 0).
+ * --help lists every key of conf/rover-master.conf (as a flag and as an
+ * environment variable), --print-conf equals that file byte for byte (so it
+ * never goes stale), a bad job spec exits 2 with a message naming the field,
+ * a missing --job and a bad --nnodes are refused naming them, and SIGTERM
+ * stops a running master cleanly (exit 0).
  */
 #include <ctype.h>
 #include <signal.h>
@@ -15,83 +16,21 @@
 
 #include "brainfix.h"
 #include "cleanup.h"
+#include "clifix.h"
 #include "masterfix.h"
 #include "testutil.h"
-
-static const char *master_exe(void)
-{
-	static char exe[512];
-	const char *d = getenv("ROVER_BIN_DIR");
-	snprintf(exe, sizeof(exe), "%s/rover-master", d && *d ? d : "build/bin");
-	return exe;
-}
-
-static char *read_all(int fd)
-{
-	struct rv_buf b;
-	rv_buf_init(&b);
-	char chunk[4096];
-	ssize_t k;
-	while ((k = read(fd, chunk, sizeof(chunk))) > 0)
-		rv_buf_append(&b, chunk, (size_t)k);
-	char *s = rv_buf_steal(&b);
-	ck_assert_ptr_nonnull(s);
-	return s;
-}
-
-/* Run to completion; the exit code, *out and *err malloc'd. */
-static int run_master(const char *const *args, char **out, char **err)
-{
-	const char *argv[32] = { master_exe() };
-	int n = 1;
-	for (int i = 0; args && args[i] && n < 31; i++)
-		argv[n++] = args[i];
-	argv[n] = NULL;
-	struct rv_proc p;
-	struct rv_proc_opts o = {
-		.argv = argv,
-		.io = { { RV_PROC_NULL }, { RV_PROC_PIPE }, { RV_PROC_PIPE } },
-		.pdeathsig = SIGKILL,
-	};
-	int rc = rv_proc_spawn(&p, &o);
-	ck_assert_msg(rc == 0, "could not run %s: %s", argv[0], strerror(-rc));
-	*out = read_all(p.fd[1]);
-	*err = read_all(p.fd[2]);
-	int st;
-	ck_assert_int_eq(rv_proc_wait(&p, 20000, &st), 0);
-	rv_proc_release(&p);
-	ck_assert(WIFEXITED(st));
-	return WEXITSTATUS(st);
-}
 
 START_TEST(test_help_lists_every_key)
 {
 	char *out, *err;
 	const char *a[] = { "--help", NULL };
-	ck_assert_int_eq(run_master(a, &out, &err), 0);
+	ck_assert_int_eq(rv_test_cli_run("master", a, &out, &err), 0);
 	ck_assert_ptr_nonnull(strstr(out, "usage: rover-master "));
 	static const char *const flags[] = { "--job",       "--listen", "--state-dir", "--nnodes",
 					     "--node-unit", "--token",  "--config" };
 	for (size_t i = 0; i < RV_ARRAY_SIZE(flags); i++)
 		ck_assert_msg(strstr(out, flags[i]), "--help lacks %s", flags[i]);
-	char *conf = rv_test_read_file("conf/rover-master.conf");
-	ck_assert_ptr_nonnull(conf);
-	char section[64] = "";
-	int keys = 0;
-	char *save = NULL;
-	for (char *l = strtok_r(conf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
-		char key[64];
-		if (sscanf(l, "[%63[^]]]", section) == 1)
-			continue;
-		if (sscanf(l, "# %63[a-z_] =", key) != 1 || !strstr(l, " ="))
-			continue;
-		char flag[160];
-		snprintf(flag, sizeof(flag), "--%s-%s", section, key);
-		for (char *c = flag; *c; c++)
-			*c = *c == '_' ? '-' : *c;
-		ck_assert_msg(strstr(out, flag), "--help lacks %s", flag);
-		keys++;
-	}
+	int keys = rv_test_cli_help_has_keys("master", out);
 	/* every timeout is a documented key */
 	static const char *const timeouts[] = { "last_call_ms",         "max_wait_s",
 						"heartbeat_timeout_ms", "doing_timeout_ms",
@@ -100,7 +39,6 @@ START_TEST(test_help_lists_every_key)
 	for (size_t i = 0; i < RV_ARRAY_SIZE(timeouts); i++)
 		ck_assert_msg(strstr(out, timeouts[i]), "--help lacks %s", timeouts[i]);
 	ck_assert_int_ge(keys, 20);
-	free(conf);
 	free(out);
 	free(err);
 }
@@ -108,17 +46,7 @@ END_TEST
 
 START_TEST(test_print_conf_matches_file)
 {
-	char *out, *err;
-	const char *a[] = { "--print-conf", NULL };
-	ck_assert_int_eq(run_master(a, &out, &err), 0);
-	char *conf = rv_test_read_file("conf/rover-master.conf");
-	ck_assert_ptr_nonnull(conf);
-	ck_assert_msg(strcmp(out, conf) == 0,
-		      "conf/rover-master.conf is stale: regenerate it with "
-		      "build/bin/rover-master --print-conf > conf/rover-master.conf");
-	free(conf);
-	free(out);
-	free(err);
+	rv_test_cli_print_conf_matches("master");
 }
 END_TEST
 
@@ -149,7 +77,7 @@ START_TEST(test_bad_spec_names_field)
 		ck_assert_int_eq(rv_test_master_init(&m, bad[i].spec), 0);
 		const char *a[] = { "--job", m.spec, "--state-dir", m.state, NULL };
 		char *out, *err;
-		int code = run_master(a, &out, &err);
+		int code = rv_test_cli_run("master", a, &out, &err);
 		ck_assert_msg(code == 2, "spec %zu: exit %d, want 2 (%s)", i, code, err);
 		ck_assert_msg(strstr(err, "invalid job spec"), "spec %zu: %s", i, err);
 		if (bad[i].field[0])
@@ -169,18 +97,18 @@ START_TEST(test_bad_command_line)
 	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
 	char *out, *err;
 	const char *none[] = { "--state-dir", m.state, NULL };
-	ck_assert_int_ne(run_master(none, &out, &err), 0);
+	ck_assert_int_ne(rv_test_cli_run("master", none, &out, &err), 0);
 	ck_assert_msg(strstr(err, "--job"), "%s", err);
 	free(out);
 	free(err);
 	const char *nn[] = { "--job", m.spec, "--state-dir", m.state, "--nnodes", "3:2", NULL };
-	ck_assert_int_ne(run_master(nn, &out, &err), 0);
+	ck_assert_int_ne(rv_test_cli_run("master", nn, &out, &err), 0);
 	ck_assert_msg(strstr(err, "nnodes"), "%s", err);
 	free(out);
 	free(err);
 	const char *unit[] = { "--job", m.spec,        "--state-dir", m.state, "--nnodes",
 			       "3:3",   "--node-unit", "2",           NULL };
-	ck_assert_int_ne(run_master(unit, &out, &err), 0);
+	ck_assert_int_ne(rv_test_cli_run("master", unit, &out, &err), 0);
 	ck_assert_msg(strstr(err, "node_unit") || strstr(err, "unit"), "%s", err);
 	free(out);
 	free(err);

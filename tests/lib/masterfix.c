@@ -161,6 +161,16 @@ int rv_test_master_start(struct rv_test_master *m, const char *const *args)
 	return rv_test_master_restart(m);
 }
 
+int rv_test_master_bench_start(struct rv_test_master *m, const char *spec_json)
+{
+	static const char *const args[] = { "--log-level", "warn", NULL };
+	signal(SIGPIPE, SIG_IGN);
+	if (!spec_json)
+		return -ENOMEM;
+	int rc = rv_test_master_init(m, spec_json);
+	return rc < 0 ? rc : rv_test_master_start(m, args);
+}
+
 int rv_test_master_stop(struct rv_test_master *m, int sig, int timeout_ms)
 {
 	if (m->pid <= 0)

@@ -44,6 +44,10 @@ char *rv_test_master_spec(long size, long shard_size, int epochs, int min, int m
 /* Start with extra args (NULL-terminated, copied by pointer: keep them
  * alive).  0, or a negative errno (the log is printed on stderr). */
 int rv_test_master_start(struct rv_test_master *m, const char *const *args);
+/* What each benchmark starts with: SIGPIPE ignored, then a master for
+ * spec_json (NULL, say an rv_test_master_spec out of memory, fails with
+ * -ENOMEM) started with --log-level warn.  0, or a negative errno. */
+int rv_test_master_bench_start(struct rv_test_master *m, const char *spec_json);
 /* Start again with the same args, port and state folder. */
 int rv_test_master_restart(struct rv_test_master *m);
 /* sig (SIGTERM, SIGKILL, ...) then wait up to timeout_ms; returns the wait

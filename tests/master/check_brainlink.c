@@ -83,6 +83,20 @@ static struct brainlink *start(const struct brainlink_opts *o)
 	return l;
 }
 
+/* A worker's node_oom: it had 8 GiB and peaked just under. */
+static struct rv_event oom_event(const char *node, int rank, int64_t ts_ms)
+{
+	struct rv_event ev = { .type = RV_EVENT_NODE_OOM,
+			       .ts_ms = ts_ms,
+			       .role = RV_ROLE_WORKER,
+			       .rank = rank,
+			       .exit_code = 137,
+			       .memory_mb = 8192,
+			       .peak_memory_mb = 8100 };
+	snprintf(ev.node, sizeof(ev.node), "%s", node);
+	return ev;
+}
+
 static struct brainlink_plan take(struct brainlink *l, const char *stage, int timeout_ms)
 {
 	struct brainlink_plan p;
@@ -258,14 +272,7 @@ START_TEST(oom_event_brings_an_oom_plan)
 	struct brainlink_opts o = opts(RV_OPT_CLUSTER);
 	link_c = start(&o);
 	take(link_c, "create", 10000);
-	struct rv_event ev = { .type = RV_EVENT_NODE_OOM,
-			       .ts_ms = ts,
-			       .role = RV_ROLE_WORKER,
-			       .rank = 1,
-			       .exit_code = 137,
-			       .memory_mb = 8192,
-			       .peak_memory_mb = 8100 };
-	snprintf(ev.node, sizeof(ev.node), "worker-1");
+	struct rv_event ev = oom_event("worker-1", 1, ts);
 	ck_assert_int_eq(brainlink_event(link_c, &ev), 0);
 	struct brainlink_plan p = take(link_c, "oom", 10000);
 	ck_assert_int_eq(p.plan.nlaunch, 1);
@@ -483,13 +490,7 @@ START_TEST(single_job_oom_and_manual)
 	link_s = start(&so);
 	struct brainlink_plan cp = take(link_s, "create", 1000);
 	ck_assert_int_eq(brainlink_plan_applied(link_s, cp.plan.id, ts), 0);
-	struct rv_event ev = { .type = RV_EVENT_NODE_OOM,
-			       .ts_ms = ts,
-			       .role = RV_ROLE_WORKER,
-			       .rank = 0,
-			       .memory_mb = 8192,
-			       .peak_memory_mb = 8100 };
-	snprintf(ev.node, sizeof(ev.node), "worker-0");
+	struct rv_event ev = oom_event("worker-0", 0, ts);
 	ck_assert_int_eq(brainlink_event(link_s, &ev), 0);
 	struct brainlink_plan p = take(link_s, "oom", 1000);
 	ck_assert(p.apply);

@@ -13,7 +13,7 @@ failed=0
 # A tree that keeps the layers: every kind of allowed edge once.
 good_tree() {
 	rm -rf "$tmp/t" && mkdir -p "$tmp/t" && cd "$tmp/t" || exit 1
-	mkdir -p algorithms common brain master tests/lib tests/common tests/bench
+	mkdir -p algorithms common plan brain master tests/lib tests/common tests/bench
 	printf '#include <math.h>\n' >algorithms/rover_alg.h
 	printf '#include "alg_internal.h"\n' >algorithms/fit.c
 	printf '#include "rover_alg.h"\n' >algorithms/alg_internal.h
@@ -21,6 +21,9 @@ good_tree() {
 	printf '#include "log.h"\n#include "stdint.h"\n' >common/log.c
 	printf '#include "log.h"\n#include "rover_alg.h"\n' >brain/brain.h
 	printf '#include "brain.h"\n#include "log.h"\n' >brain/store.c
+	printf '#include "rover_alg.h"\n#include "log.h"\n' >plan/rover_plan.h
+	printf '#include "rover_plan.h"\n' >plan/plan.c
+	printf '#include "rover_plan.h"\n' >brain/planner.c
 	printf '#include "../common/log.h"\n#include "rover_alg.h"\n' >master/main.c
 	printf '/* #include "testutil.h" */\n// #include "brain.h"\n' >master/rdzv.c
 	printf '#include "log.h"\n' >tests/lib/testutil.h
@@ -60,6 +63,11 @@ expect_fail "common -> daemon" common/log.c '#include "brain/brain.h"'
 expect_fail "daemon -> another daemon" master/main.c '#include "brain.h"'
 expect_fail "daemon -> another daemon by a relative path" master/main.c '#include "../brain/brain.h"'
 expect_fail "daemon -> tests/lib" brain/store.c '#include "testutil.h"'
+expect_fail "algorithms -> plan" algorithms/fit.c '#include "rover_plan.h"'
+expect_fail "common -> plan" common/log.c '#include "../plan/rover_plan.h"'
+expect_fail "plan -> daemon" plan/plan.c '#include "brain.h"'
+expect_fail "plan -> tests/lib" plan/plan.c '#include "testutil.h"'
+expect_fail "a directory that is not a daemon -> plan" examples/x.c '#include "rover_plan.h"'
 expect_fail "a new daemon -> brain" monitor/main.c '#include "brain.h"'
 ROVER_DAEMONS=gateway expect_fail "a daemon named in ROVER_DAEMONS -> brain" gateway/main.c '#include "brain.h"'
 

@@ -70,6 +70,15 @@ mv_lib librover-testlib.a test
 fail "a test fixture symbol without rv_test_" "global symbol rv_pg_start does not begin with rv_test_" \
 	test/librover-testlib.a
 
+lib librover-plan.a 'plan=int rv_plan_config(void) { return 1; }'
+mv_lib librover-plan.a ok
+pass "plan/ symbols with rv_plan_ pass" ok/librover-plan.a
+
+lib librover-plan.a 'plan=int rv_limits(void) { return 1; }'
+mv_lib librover-plan.a plan
+fail "a plan/ symbol with rv_ but not rv_plan_" "librover-plan.a: plan.o: global symbol rv_limits does not begin with rv_plan_" \
+	plan/librover-plan.a
+
 # The libraries built here keep their prefixes.
 b=$top/${B:-build}/lib
 if [ -f "$b/librover-common.a" ]; then
