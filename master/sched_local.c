@@ -562,8 +562,8 @@ static int local_launch(struct sched *base, const struct sched_node_spec *sp, st
 		join_path(n->cg[h], CG_PATH, s->parent[h], n->name);
 		r = make_dir(n->cg[h]);
 		if (r < 0) {
-			snprintf(detail, sizeof(detail), "could not make cgroup %.180s: %s", n->cg[h],
-				 strerror(-r));
+			snprintf(detail, sizeof(detail), "could not make cgroup %.180s: %s",
+				 n->cg[h], strerror(-r));
 			n->cg[h][0] = 0;
 			break;
 		}
