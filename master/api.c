@@ -74,17 +74,35 @@ static cJSON *parse_body(const struct rv_http_req *req, struct rv_http_resp *res
 	return doc;
 }
 
+/* Apply one operation under the state lock; *seq its record (0: none). */
+static int apply_op(struct master *m, int type, struct master_op *op, const void *doc,
+		    size_t len, struct master_result *res, int64_t *seq)
+{
+	pthread_mutex_lock(&m->lock);
+	op->now_ms = state_now(m);
+	int rc = state_apply(m, type, op, doc, len, res, seq);
+	if (type == MASTER_OP_JOIN || type == MASTER_OP_LEAVE)
+		pthread_cond_signal(&m->timer_wake); /* deadlines moved */
+	pthread_mutex_unlock(&m->lock);
+	return rc;
+}
+
+/* Reply (resp filled from rc and res) once the operation is durable. */
+static int reply_durable(struct master *m, struct rv_http_resp *resp, int rc, int64_t seq)
+{
+	/* Nothing journaled (a retried request, a repeated done): the answer may
+	 * still rest on records another thread appended, so wait for those too. */
+	if (rc < 0 && seq <= 0)
+		return 0;
+	return state_reply_durable(m, resp, seq, rc >= 0);
+}
+
 /* Apply one operation and reply once it is durable; res for the reply. */
 static int run_op(struct master *m, int type, struct master_op *op, const void *doc, size_t len,
 		  struct master_result *res)
 {
 	int64_t seq = 0;
-	pthread_mutex_lock(&m->lock);
-	op->now_ms = state_now(m);
-	int rc = state_apply(m, type, op, doc, len, res, &seq);
-	if (type == MASTER_OP_JOIN || type == MASTER_OP_LEAVE)
-		pthread_cond_signal(&m->timer_wake); /* deadlines moved */
-	pthread_mutex_unlock(&m->lock);
+	int rc = apply_op(m, type, op, doc, len, res, &seq);
 	/* Nothing journaled (a retried request, a repeated done): the answer may
 	 * still rest on records another thread appended, so wait for those too. */
 	int s = seq > 0   ? state_sync(m, seq)
@@ -294,9 +312,12 @@ static int api_shard_next(struct rv_http_req *req, struct rv_http_resp *resp, vo
 	op.req = n.req;
 	op.ds = ds;
 	struct master_result res;
-	if ((rc = run_op(m, MASTER_OP_NEXT, &op, NULL, 0, &res)) < 0)
-		return api_fail(resp, rc, &res.err);
-	return api_reply(resp, 200, rv_shard_task_to_json(&res.task));
+	int64_t seq = 0;
+	if ((rc = apply_op(m, MASTER_OP_NEXT, &op, NULL, 0, &res, &seq)) < 0)
+		api_fail(resp, rc, &res.err);
+	else if (api_reply(resp, 200, rv_shard_task_to_json(&res.task)) < 0)
+		rv_http_resp_error(resp, -ENOMEM, NULL);
+	return reply_durable(m, resp, rc, seq);
 }
 
 static int api_shard_done(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
@@ -316,10 +337,15 @@ static int api_shard_done(struct rv_http_req *req, struct rv_http_resp *resp, vo
 	op.worker = d.worker;
 	op.id = d.id;
 	struct master_result res;
-	if ((rc = run_op(m, MASTER_OP_DONE, &op, NULL, 0, &res)) < 0)
-		return api_fail(resp, rc, &res.err);
-	struct rv_shard_done_reply out = { .counted = res.counted };
-	return api_reply(resp, 200, rv_shard_done_reply_to_json(&out));
+	int64_t seq = 0;
+	if ((rc = apply_op(m, MASTER_OP_DONE, &op, NULL, 0, &res, &seq)) < 0) {
+		api_fail(resp, rc, &res.err);
+	} else {
+		struct rv_shard_done_reply out = { .counted = res.counted };
+		if (api_reply(resp, 200, rv_shard_done_reply_to_json(&out)) < 0)
+			rv_http_resp_error(resp, -ENOMEM, NULL);
+	}
+	return reply_durable(m, resp, rc, seq);
 }
 
 static int api_ckpt_report(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
@@ -819,6 +845,7 @@ int master_api_start(struct master *m, struct rv_err *err)
 		.max_body = (size_t)m->cfg.max_body_kb * 1024,
 		.conn_timeout_s = (int)m->cfg.conn_timeout_s,
 		.max_conns = (int)m->cfg.max_conns,
+		.threads = (int)m->cfg.threads,
 		.routes = routes,
 		.nroutes = (int)RV_ARRAY_SIZE(routes),
 		.ctx = m,

@@ -46,6 +46,9 @@ static const struct rv_cfg_opt master_opts[] = {
 	    "idle connection timeout, seconds"),
 	OPT("server", "max_conns", NULL, RV_CFG_INT, max_conns, "2048", 4, 65536, 0,
 	    "most concurrent connections (one thread each): agents plus workers"),
+	OPT("server", "threads", "threads", RV_CFG_INT, threads, "0", 0, 256, 0,
+	    "0: a thread per connection; N: N threads serve every connection (epoll) and "
+	    "journaled shard replies wait for durability off-thread"),
 	OPT("state", "dir", "state-dir", RV_CFG_STR, state_dir, "var/master", 0, 0, 0,
 	    "folder of the journal and snapshot; a restart with the same folder restores the job"),
 	OPT("rdzv", "nnodes", "nnodes", RV_CFG_STR, nnodes, "", 0, 0, 0,
