@@ -125,9 +125,9 @@ struct req {
 	char params[RV_HTTP_MAX_PARAMS][PARAM_MAX + 1];
 	int nparams;
 	struct MHD_Connection *conn;
-	bool deferred;       /* the handler deferred its reply */
-	bool suspended;      /* connection suspended, reply not yet queued */
-	bool ready;          /* rv_http_complete stored the reply in done */
+	bool deferred;  /* the handler deferred its reply */
+	bool suspended; /* connection suspended, reply not yet queued */
+	bool ready;     /* rv_http_complete stored the reply in done */
 	struct rv_http_resp done;
 };
 
@@ -948,28 +948,23 @@ struct rv_http_server *rv_http_server_start(const struct rv_http_server_opts *op
 	unsigned int flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
 			     MHD_USE_AUTO | MHD_USE_ITC | MHD_USE_ERROR_LOG;
 	unsigned int pool = 0;
-	size_t mem = 0; /* 0: libmicrohttpd's default (32 KiB) */
 	if (opts->threads > 0) {
 		flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME |
 			MHD_USE_ERROR_LOG;
 		pool = (unsigned int)opts->threads;
-		/* libmicrohttpd zeroes a connection's whole memory pool after every
-		 * request of a keep-alive connection: keep it to what headers need
-		 * (bodies are copied out as they arrive). */
-		mem = POOL_CONN_MEM;
 	}
 	srv->mhd = MHD_start_daemon(
-		flags, 0, NULL, NULL, on_access, srv,
-		MHD_OPTION_THREAD_POOL_SIZE, pool,
-		MHD_OPTION_CONNECTION_MEMORY_LIMIT, mem ? mem : (size_t)32 * 1024,
-		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-		MHD_OPTION_LISTEN_SOCKET, fd,
-		MHD_OPTION_CONNECTION_LIMIT, max_conns,
-		MHD_OPTION_CONNECTION_TIMEOUT, timeout,
-		MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
-		MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
-		MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
-		MHD_OPTION_END);
+		flags, 0, NULL, NULL, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+		MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, max_conns,
+		MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION,
+		on_connection, srv,
+		/* Pooled only (an MHD_OPTION_END cuts the list short otherwise).
+		 * libmicrohttpd zeroes a connection's whole memory pool after every
+		 * request of a keep-alive connection: keep it to what headers need
+		 * (bodies are copied out as they arrive). */
+		pool ? MHD_OPTION_CONNECTION_MEMORY_LIMIT : MHD_OPTION_END, POOL_CONN_MEM,
+		pool > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, pool, MHD_OPTION_END);
 	if (!srv->mhd) {
 		close(fd);
 		rv_err_set(err, -EIO, NULL, "could not start http server on %s port %d",

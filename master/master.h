@@ -115,6 +115,8 @@ struct master {
 	bool durable_stop;
 	pthread_t completer;
 	bool completer_started;
+	/* World long-polls parked on a pooled server, under lock. */
+	struct world_wait *world_waits;
 
 	atomic_uint_least64_t ops_applied, ops_replayed, shards_handed, shards_counted, nodes_dead,
 		tasks_requeued, snapshots, sync_errors;
@@ -141,10 +143,16 @@ int state_sync(struct master *m, int64_t seq);
  * deferred to the completer thread, else this waits.  must_sync: a failed
  * sync replaces the reply with a 500.  Returns 0 (resp is the reply or was
  * deferred). */
-int state_reply_durable(struct master *m, struct rv_http_resp *resp, int64_t seq,
-			bool must_sync);
+int state_reply_durable(struct master *m, struct rv_http_resp *resp, int64_t seq, bool must_sync);
 /* Dataset index by name ("" = 0); -ENOENT. */
 int state_dataset(const struct master *m, const char *name);
+
+/* api.c.  Under m->lock: answer every parked world long-poll whose world is
+ * decided, whose wait is over, or all of them once m->stopping. */
+void master_world_poll(struct master *m);
+/* Under m->lock: the earliest parked long-poll deadline (monotonic ms), or
+ * INT64_MAX. */
+int64_t master_world_deadline(const struct master *m);
 
 /* api.c */
 int master_api_start(struct master *m, struct rv_err *err);

@@ -297,6 +297,7 @@ int state_apply(struct master *m, int type, const struct master_op *op, const vo
 	if (seq)
 		*seq = s;
 	pthread_cond_broadcast(&m->changed);
+	master_world_poll(m);
 	return res->rc;
 }
 
@@ -490,7 +491,7 @@ int state_sync(struct master *m, int64_t seq)
 /* One deferred reply waiting for the journal. */
 struct durable_wait {
 	struct rv_http_defer *d;
-	int64_t seq;      /* 0: whatever was appended before it */
+	int64_t seq; /* 0: whatever was appended before it */
 	bool must_sync;
 	int status;
 	char *body;
@@ -548,8 +549,10 @@ int state_reply_durable(struct master *m, struct rv_http_resp *resp, int64_t seq
 {
 	struct durable_wait *w = m->completer_started ? malloc(sizeof(*w)) : NULL;
 	if (w) {
-		*w = (struct durable_wait){ .seq = seq, .must_sync = must_sync,
-					    .status = resp->status, .body = resp->body };
+		*w = (struct durable_wait){ .seq = seq,
+					    .must_sync = must_sync,
+					    .status = resp->status,
+					    .body = resp->body };
 		resp->body = NULL;
 		w->d = rv_http_resp_defer(resp);
 		if (w->d) {
@@ -587,6 +590,7 @@ static void *timer_main(void *arg)
 	int64_t last_tick = INT64_MIN;
 	pthread_mutex_lock(&m->lock);
 	while (!m->stopping) {
+		master_world_poll(m); /* long-polls whose wait is over */
 		int64_t now = state_now(m);
 		int64_t dl = next_deadline(m);
 		/* A deadline that a tick at or after it did not move would make a
@@ -605,6 +609,9 @@ static void *timer_main(void *arg)
 		int64_t wait = dl > now ? dl - now : m->cfg.tick_ms;
 		if (wait > m->cfg.tick_ms)
 			wait = m->cfg.tick_ms;
+		int64_t wdl = master_world_deadline(m), mono = rv_mono_ms();
+		if (wdl != INT64_MAX && wdl - mono < wait)
+			wait = wdl > mono ? wdl - mono : 0;
 		struct timespec ts;
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		int64_t ns = ts.tv_nsec + (wait % 1000) * 1000000L;

@@ -153,7 +153,7 @@ int main(void)
 	struct rv_test_master m;
 	if (!spec || rv_test_master_init(&m, spec) < 0)
 		return 1;
-	const char *args[] = { "--log-level", "warn", "--threads", "2", NULL };
+	const char *args[] = { "--log-level", "warn", NULL };
 	if (rv_test_master_start(&m, args) < 0)
 		return 1;
 	double p99 = 0, bare_p99 = 0;
