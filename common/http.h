@@ -3,7 +3,8 @@
  *
  * Server: a route table ("GET", "/v1/jobs/{uid}/plan") dispatched to handlers
  * that fill a response; thread per connection (so a long-poll handler may
- * block) with a connection limit; request body limit (413 before reading
+ * block), or a pool of epoll threads (opts.threads) where a handler may
+ * defer its reply to another thread instead; a connection limit; request body limit (413 before reading
  * it all); per-connection timeout; keep-alive; every error is JSON
  * {"error","detail","field"}.  Routes flagged RV_HTTP_WRITE need
  * "Authorization: Bearer <token>" when a token is set (constant-time compare).

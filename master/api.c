@@ -2,9 +2,12 @@
  * api.c: rover-master's control API: the route table, the handlers, and
  * /healthz, /metrics and /v1/openapi.json.  A write handler parses its body
  * through common/wire.c, builds an operation, applies it under the state
- * lock (state_apply journals it), unlocks, waits until it is durable
- * (state_sync) and only then replies.  The world long-poll waits on the
- * state's condition variable, bounded by cfg.world_wait_max_ms.  The OpenAPI
+ * lock (state_apply journals it), unlocks, and replies only once it is
+ * durable: deferred to the completer thread on a pooled server
+ * (state_reply_durable), else waiting in state_sync.  The world long-poll
+ * is parked until master_world_poll answers it (pooled server) or waits on
+ * the state's condition variable; either is bounded by
+ * cfg.world_wait_max_ms.  The OpenAPI
  * document comes from this route table and wire.c's master field tables.
  * Handlers run on libmicrohttpd's connection threads.
  */
