@@ -3,7 +3,8 @@
  *
  * Server: a route table ("GET", "/v1/jobs/{uid}/plan") dispatched to handlers
  * that fill a response; thread per connection (so a long-poll handler may
- * block) with a connection limit; request body limit (413 before reading
+ * block), or a pool of epoll threads (opts.threads) where a handler may
+ * defer its reply to another thread instead; a connection limit; request body limit (413 before reading
  * it all); per-connection timeout; keep-alive; every error is JSON
  * {"error","detail","field"}.  Routes flagged RV_HTTP_WRITE need
  * "Authorization: Bearer <token>" when a token is set (constant-time compare).
@@ -16,6 +17,7 @@
 #ifndef RV_HTTP_H
 #define RV_HTTP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,6 +44,8 @@ struct rv_http_resp {
 	int status;                /* default 200 */
 	char *body;                /* malloc'd, owned by the server after return */
 	const char *content_type;  /* default "application/json" */
+	void *priv;                /* the server's: set before the handler runs */
+	bool deferred;             /* set by rv_http_resp_defer */
 };
 
 /* Set a JSON body (takes ownership of the malloc'd string). */
@@ -51,6 +55,17 @@ void rv_http_resp_error(struct rv_http_resp *resp, int neg_errno, const struct r
 /* Same with an explicit status and texts. */
 void rv_http_resp_error_text(struct rv_http_resp *resp, int status, const char *error,
 			     const char *detail, const char *field);
+
+/* A deferred reply: the handler returns without a response and the
+ * connection is suspended until rv_http_complete.  Only on a pooled server
+ * (opts.threads > 0); NULL otherwise, and the handler replies as usual.
+ * Anything already in resp is dropped.  The handle must be completed exactly
+ * once; rv_http_server_stop waits for every one. */
+struct rv_http_defer;
+struct rv_http_defer *rv_http_resp_defer(struct rv_http_resp *resp);
+/* From any thread: queue the reply (takes ownership of the malloc'd json;
+ * NULL answers 500) and resume the connection.  The handle is gone after. */
+void rv_http_complete(struct rv_http_defer *d, int status, char *json);
 
 /* A handler returns 0 after filling resp; a negative errno return (with resp
  * left empty) becomes an error response by rv_errno_to_http. */
@@ -74,6 +89,10 @@ struct rv_http_server_opts {
 	size_t max_body;           /* bytes; larger bodies get 413 */
 	int conn_timeout_s;        /* idle connection timeout */
 	int max_conns;             /* connection limit */
+	/* 0: a thread per connection (a handler may block).  > 0: this many
+	 * threads serve every connection with epoll; a handler must not block
+	 * for long, and may defer its reply (rv_http_resp_defer). */
+	int threads;
 	const struct rv_http_route *routes;
 	int nroutes;
 	void *ctx;                 /* passed to every handler */

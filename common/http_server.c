@@ -2,7 +2,11 @@
  * http_server.c: the route-table HTTP server on libmicrohttpd (see http.h).
  *
  * Threads: libmicrohttpd's listen thread plus one thread per connection, so a
- * handler may block (long-poll) without holding up other clients.  Handlers
+ * handler may block (long-poll) without holding up other clients; or, with
+ * opts.threads > 0, a fixed pool of epoll threads serving every connection,
+ * where a handler may defer its reply: the connection is suspended until
+ * another thread completes it (rv_http_complete resumes it, and
+ * libmicrohttpd calls on_access again, which queues the stored reply).  Handlers
  * and the metrics reader run concurrently; counters are under srv->mu.
  * Per-request state (struct req) is allocated by the URI log callback, the
  * first callback libmicrohttpd makes for a request and the one that sees the
@@ -39,6 +43,9 @@
 /* Bytes of an over-limit chunked body read and dropped so the client can
  * still get its 413; past this the connection is dropped instead. */
 #define DISCARD_MAX ((size_t)1 << 20)
+
+/* Memory per connection of a pooled server: headers and the read buffer. */
+#define POOL_CONN_MEM ((size_t)8 * 1024)
 
 /* Longest decoded path parameter, in bytes. */
 #define PARAM_MAX 256
@@ -92,6 +99,11 @@ struct rv_http_server {
 	size_t ncounters, capcounters;
 	uint64_t rejected[NREJ];
 
+	/* Deferred replies: req.ready, req.suspended and req.done are under
+	 * defer_mu; suspended counts connections suspended and not yet answered. */
+	pthread_mutex_t defer_mu;
+	atomic_int suspended;
+
 	atomic_int conns;
 	atomic_int active;       /* requests past their headers, not yet completed */
 	atomic_ullong conns_total;
@@ -112,6 +124,11 @@ struct req {
 	size_t body_len, body_cap;
 	char params[RV_HTTP_MAX_PARAMS][PARAM_MAX + 1];
 	int nparams;
+	struct MHD_Connection *conn;
+	bool deferred;  /* the handler deferred its reply */
+	bool suspended; /* connection suspended, reply not yet queued */
+	bool ready;     /* rv_http_complete stored the reply in done */
+	struct rv_http_resp done;
 };
 
 /* ---- responses ---- */
@@ -465,6 +482,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		return;
 	if (r->status)
 		metrics_record(srv, r);
+	if (r->suspended)
+		atomic_fetch_sub(&srv->suspended, 1); /* resumed, client gone */
+	free(r->done.body);
 	if (r->started)
 		atomic_fetch_sub(&srv->active, 1);
 	free(r->body);
@@ -653,6 +673,61 @@ static int body_append(struct req *r, const char *data, size_t n, size_t max)
 	return 0;
 }
 
+struct rv_http_defer *rv_http_resp_defer(struct rv_http_resp *resp)
+{
+	struct req *r = resp ? resp->priv : NULL;
+	if (!r || r->srv->opts.threads <= 0 || r->deferred)
+		return NULL;
+	free(resp->body);
+	resp->body = NULL;
+	resp->deferred = true;
+	r->deferred = true;
+	return (struct rv_http_defer *)r;
+}
+
+void rv_http_complete(struct rv_http_defer *d, int status, char *json)
+{
+	struct req *r = (struct req *)d;
+	if (!r)
+		return;
+	struct rv_http_server *srv = r->srv;
+	pthread_mutex_lock(&srv->defer_mu);
+	r->done.status = status;
+	r->done.body = NULL;
+	rv_http_resp_json(&r->done, status, json);
+	r->ready = true;
+	/* Not yet suspended: on_access finds it ready and queues it itself.
+	 * After the resume r may be freed at any moment: not touched again. */
+	if (r->suspended)
+		MHD_resume_connection(r->conn);
+	pthread_mutex_unlock(&srv->defer_mu);
+}
+
+/* A deferred request: queue its reply when it is ready, else suspend the
+ * connection until rv_http_complete resumes it. */
+static enum MHD_Result send_deferred(struct rv_http_server *srv, struct MHD_Connection *conn,
+				     struct req *r)
+{
+	pthread_mutex_lock(&srv->defer_mu);
+	if (!r->ready) {
+		if (!r->suspended) {
+			r->suspended = true;
+			atomic_fetch_add(&srv->suspended, 1);
+			MHD_suspend_connection(conn);
+		}
+		pthread_mutex_unlock(&srv->defer_mu);
+		return MHD_YES;
+	}
+	struct rv_http_resp resp = r->done;
+	r->done.body = NULL;
+	if (r->suspended) {
+		r->suspended = false;
+		atomic_fetch_sub(&srv->suspended, 1);
+	}
+	pthread_mutex_unlock(&srv->defer_mu);
+	return send_resp(conn, r, &resp, NULL, false);
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
 				 const char *method, const char *version, const char *upload_data,
 				 size_t *upload_data_size, void **con_cls)
@@ -665,6 +740,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 		return MHD_NO; /* on_uri ran out of memory: drop the connection */
 	if (r->status)
 		return MHD_YES; /* already answered; libmicrohttpd discards the rest */
+	if (r->deferred)
+		return send_deferred(srv, conn, r);
 
 	if (!r->started) {
 		r->started = true;
@@ -700,8 +777,11 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 	};
 	for (int i = 0; i < r->nparams; i++)
 		req.params[i] = r->params[i];
-	struct rv_http_resp resp = { .status = 200 };
+	struct rv_http_resp resp = { .status = 200, .priv = r };
+	r->conn = conn;
 	int rc = rt->fn(&req, &resp, srv->opts.ctx);
+	if (resp.deferred)
+		return send_deferred(srv, conn, r);
 	if (rc < 0 && !resp.body)
 		rv_http_resp_error(&resp, rc, NULL);
 	else if (rc < 0 && resp.status < 400)
@@ -821,6 +901,7 @@ static void server_free(struct rv_http_server *srv)
 	free(srv->histos);
 	free(srv->counters);
 	pthread_mutex_destroy(&srv->mu);
+	pthread_mutex_destroy(&srv->defer_mu);
 	free(srv);
 }
 
@@ -838,6 +919,7 @@ struct rv_http_server *rv_http_server_start(const struct rv_http_server_opts *op
 		return NULL;
 	}
 	pthread_mutex_init(&srv->mu, NULL);
+	pthread_mutex_init(&srv->defer_mu, NULL);
 	srv->opts = *opts;
 	srv->opts.host = NULL; /* not kept: the caller's string may go away */
 	if (opts->token && opts->token[0]) {
@@ -863,18 +945,26 @@ struct rv_http_server *rv_http_server_start(const struct rv_http_server_opts *op
 	unsigned int max_conns = opts->max_conns > 0 ? (unsigned int)opts->max_conns : 64;
 	unsigned int timeout = opts->conn_timeout_s > 0 ? (unsigned int)opts->conn_timeout_s : 60;
 	srv->drain_ms = (timeout < DRAIN_MAX_S ? timeout : DRAIN_MAX_S) * 1000u;
+	unsigned int flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+			     MHD_USE_AUTO | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+	unsigned int pool = 0;
+	if (opts->threads > 0) {
+		flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME |
+			MHD_USE_ERROR_LOG;
+		pool = (unsigned int)opts->threads;
+	}
 	srv->mhd = MHD_start_daemon(
-		MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO |
-			MHD_USE_ITC | MHD_USE_ERROR_LOG,
-		0, NULL, NULL, on_access, srv,
-		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-		MHD_OPTION_LISTEN_SOCKET, fd,
-		MHD_OPTION_CONNECTION_LIMIT, max_conns,
-		MHD_OPTION_CONNECTION_TIMEOUT, timeout,
-		MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
-		MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
-		MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
-		MHD_OPTION_END);
+		flags, 0, NULL, NULL, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+		MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, max_conns,
+		MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION,
+		on_connection, srv,
+		/* Pooled only (an MHD_OPTION_END cuts the list short otherwise).
+		 * libmicrohttpd zeroes a connection's whole memory pool after every
+		 * request of a keep-alive connection: keep it to what headers need
+		 * (bodies are copied out as they arrive). */
+		pool ? MHD_OPTION_CONNECTION_MEMORY_LIMIT : MHD_OPTION_END, POOL_CONN_MEM,
+		pool > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, pool, MHD_OPTION_END);
 	if (!srv->mhd) {
 		close(fd);
 		rv_err_set(err, -EIO, NULL, "could not start http server on %s port %d",
@@ -907,6 +997,10 @@ void rv_http_server_stop(struct rv_http_server *srv)
 	MHD_socket lfd = MHD_quiesce_daemon(srv->mhd);
 	int64_t deadline = rv_mono_ms() + (int64_t)srv->drain_ms;
 	while (atomic_load(&srv->active) > 0 && rv_mono_ms() < deadline)
+		usleep(5000);
+	/* libmicrohttpd cannot stop with a connection suspended: a deferred
+	 * reply is waited for (whoever completes it bounds its own wait). */
+	while (atomic_load(&srv->suspended) > 0)
 		usleep(5000);
 	MHD_stop_daemon(srv->mhd);
 	/* After quiesce the listen socket is ours to close, and only once

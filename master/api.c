@@ -2,11 +2,13 @@
  * api.c: rover-master's control API: the route table, the handlers, and
  * /healthz, /metrics and /v1/openapi.json.  A write handler parses its body
  * through common/wire.c, builds an operation, applies it under the state
- * lock (state_apply journals it), unlocks, waits until it is durable
- * (state_sync) and only then replies.  The world long-poll waits on the
- * state's condition variable, bounded by cfg.world_wait_max_ms.  The OpenAPI
- * document comes from this route table and wire.c's master field tables
- * (common/openapi.c).
+ * lock (state_apply journals it), unlocks, and replies only once it is
+ * durable: deferred to the completer thread on a pooled server
+ * (state_reply_durable), else waiting in state_sync.  The world long-poll
+ * is parked until master_world_poll answers it (pooled server) or waits on
+ * the state's condition variable; either is bounded by
+ * cfg.world_wait_max_ms.  The OpenAPI document comes from this route table
+ * and wire.c's master field tables (common/openapi.c).
  * Handlers run on libmicrohttpd's connection threads.
  */
 #include <inttypes.h>
@@ -54,17 +56,48 @@ static int api_fail(struct rv_http_resp *resp, int rc, const struct rv_err *err)
 	}
 }
 
+/* Apply one operation under the state lock; *seq its record (0: none). */
+static int apply_op(struct master *m, int type, struct master_op *op, const void *doc, size_t len,
+		    struct master_result *res, int64_t *seq)
+{
+	pthread_mutex_lock(&m->lock);
+	op->now_ms = state_now(m);
+	int rc = state_apply(m, type, op, doc, len, res, seq);
+	if (type == MASTER_OP_JOIN || type == MASTER_OP_LEAVE)
+		pthread_cond_signal(&m->timer_wake); /* deadlines moved */
+	pthread_mutex_unlock(&m->lock);
+	return rc;
+}
+
+/* Reply (resp filled from rc and res) once the operation is durable. */
+static int reply_durable(struct master *m, struct rv_http_resp *resp, int rc, int64_t seq)
+{
+	/* Nothing journaled (a retried request, a repeated done): the answer may
+	 * still rest on records another thread appended, so wait for those too. */
+	if (rc < 0 && seq <= 0)
+		return 0;
+	return state_reply_durable(m, resp, seq, rc >= 0);
+}
+
+/* Apply one operation and reply {"accepted":1} once it is durable. */
+static int accept_op(struct master *m, struct rv_http_resp *resp, int type, struct master_op *op)
+{
+	struct master_result res;
+	int64_t seq = 0;
+	int rc = apply_op(m, type, op, NULL, 0, &res, &seq);
+	if (rc < 0)
+		api_fail(resp, rc, &res.err);
+	else if (rv_rest_reply(resp, 200, cJSON_Parse("{\"accepted\":1}")) < 0)
+		rv_http_resp_error(resp, -ENOMEM, NULL);
+	return reply_durable(m, resp, rc, seq);
+}
+
 /* Apply one operation and reply once it is durable; res for the reply. */
 static int run_op(struct master *m, int type, struct master_op *op, const void *doc, size_t len,
 		  struct master_result *res)
 {
 	int64_t seq = 0;
-	pthread_mutex_lock(&m->lock);
-	op->now_ms = state_now(m);
-	int rc = state_apply(m, type, op, doc, len, res, &seq);
-	if (type == MASTER_OP_JOIN || type == MASTER_OP_LEAVE)
-		pthread_cond_signal(&m->timer_wake); /* deadlines moved */
-	pthread_mutex_unlock(&m->lock);
+	int rc = apply_op(m, type, op, doc, len, res, &seq);
 	/* Nothing journaled (a retried request, a repeated done): the answer may
 	 * still rest on records another thread appended, so wait for those too. */
 	int s = seq > 0   ? state_sync(m, seq)
@@ -118,39 +151,10 @@ static void deadline_ts(struct timespec *ts, int64_t until_mono_ms)
 	ts->tv_nsec = (long)(until_mono_ms % 1000) * 1000000L;
 }
 
-static int api_world(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+/* The world reply for rdzv_world's rc; under m->lock.  malloc'd JSON or NULL. */
+static char *world_reply(struct master *m, int rc, int64_t round, const struct rdzv_world *w,
+			 int grank)
 {
-	struct master *m = ctx;
-	struct rv_err err = { 0 };
-	const char *node = rv_http_query(req, "node");
-	int64_t round = 0, wait = 0;
-	if (!node || !node[0] || strlen(node) >= RV_NAME_MAX)
-		return api_fail(resp, rv_err_set(&err, -EINVAL, "node", "node is required"), &err);
-	int rc;
-	if ((rc = query_i64(req, "round", 0, INT64_MAX, true, &round, &err)) < 0 ||
-	    (rc = query_i64(req, "wait_ms", 0, 3600000, false, &wait, &err)) < 0)
-		return api_fail(resp, rc, &err);
-	if (wait > m->cfg.world_wait_max_ms)
-		wait = m->cfg.world_wait_max_ms;
-	RV_CLEANUP_FREE struct rdzv_world *w = malloc(sizeof(*w));
-	if (!w)
-		return -ENOMEM;
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	int64_t until = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 + wait;
-	struct timespec ts;
-	deadline_ts(&ts, until);
-	int grank = -1;
-	pthread_mutex_lock(&m->lock);
-	for (;;) {
-		rc = rdzv_world(m->rdzv, node, round, w, &grank);
-		if ((rc != 0 && rc != -EAGAIN) || m->stopping || wait == 0)
-			break;
-		if (pthread_cond_timedwait(&m->changed, &m->lock, &ts) == ETIMEDOUT) {
-			rc = rdzv_world(m->rdzv, node, round, w, &grank);
-			break;
-		}
-	}
 	struct rv_rdzv_world_reply out = { .round = round, .group_rank = -1 };
 	out.waiting = rdzv_waiting(m->rdzv);
 	switch (rc) {
@@ -173,14 +177,13 @@ static int api_world(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 		out.status = RV_RDZV_STALE;
 		break;
 	}
-	pthread_mutex_unlock(&m->lock);
 	if (rc == 1) {
 		out.group_rank = grank;
 		out.nnodes = w->nnodes;
 		out.world_size = w->world_size;
 		out.members = calloc((size_t)w->nnodes, sizeof(*out.members));
 		if (!out.members)
-			return -ENOMEM;
+			return NULL;
 		for (int i = 0; i < w->nnodes; i++) {
 			struct rv_rdzv_member *mb = &out.members[i];
 			snprintf(mb->node, sizeof(mb->node), "%s", w->members[i].node.name);
@@ -193,7 +196,107 @@ static int api_world(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 	}
 	cJSON *doc = rv_rdzv_world_reply_to_json(&out);
 	rv_rdzv_world_reply_release(&out);
-	return rv_rest_reply(resp, 200, doc);
+	char *json = doc ? rv_json_print(doc) : NULL;
+	cJSON_Delete(doc);
+	return json;
+}
+
+/* A world long-poll parked on a pooled server (m->world_waits). */
+struct world_wait {
+	struct rv_http_defer *d;
+	char node[RV_NAME_MAX];
+	int64_t round;
+	int64_t until; /* monotonic ms */
+	struct world_wait *next;
+};
+
+void master_world_poll(struct master *m)
+{
+	if (!m->world_waits)
+		return;
+	RV_CLEANUP_FREE struct rdzv_world *w = malloc(sizeof(*w));
+	int64_t now = rv_mono_ms();
+	for (struct world_wait **pp = &m->world_waits; *pp;) {
+		struct world_wait *ww = *pp;
+		int grank = -1;
+		int rc = w ? rdzv_world(m->rdzv, ww->node, ww->round, w, &grank) : -ENOMEM;
+		if (w && rc != -ENOMEM && (rc == 0 || rc == -EAGAIN) && !m->stopping &&
+		    now < ww->until) {
+			pp = &ww->next;
+			continue;
+		}
+		*pp = ww->next;
+		rv_http_complete(ww->d, 200, w ? world_reply(m, rc, ww->round, w, grank) : NULL);
+		free(ww);
+	}
+}
+
+int64_t master_world_deadline(const struct master *m)
+{
+	int64_t dl = INT64_MAX;
+	for (const struct world_wait *ww = m->world_waits; ww; ww = ww->next)
+		if (ww->until < dl)
+			dl = ww->until;
+	return dl;
+}
+
+static int api_world(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	struct master *m = ctx;
+	struct rv_err err = { 0 };
+	const char *node = rv_http_query(req, "node");
+	int64_t round = 0, wait = 0;
+	if (!node || !node[0] || strlen(node) >= RV_NAME_MAX)
+		return api_fail(resp, rv_err_set(&err, -EINVAL, "node", "node is required"), &err);
+	int rc;
+	if ((rc = query_i64(req, "round", 0, INT64_MAX, true, &round, &err)) < 0 ||
+	    (rc = query_i64(req, "wait_ms", 0, 3600000, false, &wait, &err)) < 0)
+		return api_fail(resp, rc, &err);
+	if (wait > m->cfg.world_wait_max_ms)
+		wait = m->cfg.world_wait_max_ms;
+	RV_CLEANUP_FREE struct rdzv_world *w = malloc(sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	int64_t until = rv_mono_ms() + wait;
+	struct timespec ts;
+	deadline_ts(&ts, until);
+	int grank = -1;
+	pthread_mutex_lock(&m->lock);
+	for (;;) {
+		rc = rdzv_world(m->rdzv, node, round, w, &grank);
+		if ((rc != 0 && rc != -EAGAIN) || m->stopping || wait == 0)
+			break;
+		/* A pooled server: park the request instead of a thread; a state
+		 * change or the timer answers it (master_world_poll). */
+		struct world_wait *ww = m->completer_started ? calloc(1, sizeof(*ww)) : NULL;
+		if (ww) {
+			char *body = resp->body;
+			resp->body = NULL;
+			ww->d = rv_http_resp_defer(resp);
+			if (ww->d) {
+				snprintf(ww->node, sizeof(ww->node), "%s", node);
+				ww->round = round;
+				ww->until = until;
+				ww->next = m->world_waits;
+				m->world_waits = ww;
+				pthread_cond_signal(&m->timer_wake); /* an earlier deadline */
+				pthread_mutex_unlock(&m->lock);
+				return 0;
+			}
+			resp->body = body;
+			free(ww);
+		}
+		if (pthread_cond_timedwait(&m->changed, &m->lock, &ts) == ETIMEDOUT) {
+			rc = rdzv_world(m->rdzv, node, round, w, &grank);
+			break;
+		}
+	}
+	char *json = world_reply(m, rc, round, w, grank);
+	pthread_mutex_unlock(&m->lock);
+	if (!json)
+		return -ENOMEM;
+	rv_http_resp_json(resp, 200, json);
+	return 0;
 }
 
 static int api_heartbeat(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
@@ -222,9 +325,9 @@ static int api_heartbeat(struct rv_http_req *req, struct rv_http_resp *resp, voi
 	pthread_mutex_unlock(&m->lock);
 	if (rc < 0 && rc != -ENOENT)
 		return api_fail(resp, rc, &res.err);
-	if (state_sync(m, seq) < 0)
-		return api_fail(resp, -EIO, NULL);
-	return rv_rest_reply(resp, 200, rv_heartbeat_reply_to_json(&out));
+	if (rv_rest_reply(resp, 200, rv_heartbeat_reply_to_json(&out)) < 0)
+		rv_http_resp_error(resp, -ENOMEM, NULL);
+	return seq > 0 ? state_reply_durable(m, resp, seq, true) : 0;
 }
 
 static int api_failure(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
@@ -241,13 +344,10 @@ static int api_failure(struct rv_http_req *req, struct rv_http_resp *resp, void 
 	struct master_op op;
 	memset(&op, 0, sizeof(op));
 	snprintf(op.node, sizeof(op.node), "%s", f.node);
-	struct master_result res;
 	char q[300];
 	rv_log_info("node failure reported", "node=%s exit=%d reason=%s", f.node, f.exit_code,
 		    rv_log_q(q, sizeof(q), f.reason));
-	if ((rc = run_op(m, MASTER_OP_LEAVE, &op, NULL, 0, &res)) < 0)
-		return api_fail(resp, rc, &res.err);
-	return rv_rest_reply(resp, 200, cJSON_Parse("{\"accepted\":1}"));
+	return accept_op(m, resp, MASTER_OP_LEAVE, &op);
 }
 
 static int api_shard_next(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
@@ -274,9 +374,12 @@ static int api_shard_next(struct rv_http_req *req, struct rv_http_resp *resp, vo
 	op.req = n.req;
 	op.ds = ds;
 	struct master_result res;
-	if ((rc = run_op(m, MASTER_OP_NEXT, &op, NULL, 0, &res)) < 0)
-		return api_fail(resp, rc, &res.err);
-	return rv_rest_reply(resp, 200, rv_shard_task_to_json(&res.task));
+	int64_t seq = 0;
+	if ((rc = apply_op(m, MASTER_OP_NEXT, &op, NULL, 0, &res, &seq)) < 0)
+		api_fail(resp, rc, &res.err);
+	else if (rv_rest_reply(resp, 200, rv_shard_task_to_json(&res.task)) < 0)
+		rv_http_resp_error(resp, -ENOMEM, NULL);
+	return reply_durable(m, resp, rc, seq);
 }
 
 static int api_shard_done(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
@@ -296,10 +399,15 @@ static int api_shard_done(struct rv_http_req *req, struct rv_http_resp *resp, vo
 	op.worker = d.worker;
 	op.id = d.id;
 	struct master_result res;
-	if ((rc = run_op(m, MASTER_OP_DONE, &op, NULL, 0, &res)) < 0)
-		return api_fail(resp, rc, &res.err);
-	struct rv_shard_done_reply out = { .counted = res.counted };
-	return rv_rest_reply(resp, 200, rv_shard_done_reply_to_json(&out));
+	int64_t seq = 0;
+	if ((rc = apply_op(m, MASTER_OP_DONE, &op, NULL, 0, &res, &seq)) < 0) {
+		api_fail(resp, rc, &res.err);
+	} else {
+		struct rv_shard_done_reply out = { .counted = res.counted };
+		if (rv_rest_reply(resp, 200, rv_shard_done_reply_to_json(&out)) < 0)
+			rv_http_resp_error(resp, -ENOMEM, NULL);
+	}
+	return reply_durable(m, resp, rc, seq);
 }
 
 static int api_ckpt_report(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
@@ -319,10 +427,7 @@ static int api_ckpt_report(struct rv_http_req *req, struct rv_http_resp *resp, v
 	op.worker = r.worker;
 	op.id = r.task_id;
 	op.consumed = r.consumed;
-	struct master_result res;
-	if ((rc = run_op(m, MASTER_OP_CKPT_REPORT, &op, NULL, 0, &res)) < 0)
-		return api_fail(resp, rc, &res.err);
-	return rv_rest_reply(resp, 200, cJSON_Parse("{\"accepted\":1}"));
+	return accept_op(m, resp, MASTER_OP_CKPT_REPORT, &op);
 }
 
 static int api_ckpt_export(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
@@ -390,10 +495,7 @@ static int api_steps(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 	snprintf(op.node, sizeof(op.node), "%s", s.node);
 	op.step = s.step;
 	op.speed = s.speed;
-	struct master_result res;
-	if ((rc = run_op(m, MASTER_OP_STEP, &op, NULL, 0, &res)) < 0)
-		return api_fail(resp, rc, &res.err);
-	return rv_rest_reply(resp, 200, cJSON_Parse("{\"accepted\":1}"));
+	return accept_op(m, resp, MASTER_OP_STEP, &op);
 }
 
 static void job_status(struct master *m, struct rv_job_status *out)
@@ -611,6 +713,7 @@ int master_api_start(struct master *m, struct rv_err *err)
 		.max_body = (size_t)m->cfg.max_body_kb * 1024,
 		.conn_timeout_s = (int)m->cfg.conn_timeout_s,
 		.max_conns = (int)m->cfg.max_conns,
+		.threads = (int)m->cfg.threads,
 		.routes = routes,
 		.nroutes = (int)RV_ARRAY_SIZE(routes),
 		.ctx = m,

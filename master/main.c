@@ -42,7 +42,11 @@ static const struct rv_cfg_opt master_opts[] = {
 	OPT("server", "conn_timeout_s", NULL, RV_CFG_INT, conn_timeout_s, "120", 1, 3600, 0,
 	    "idle connection timeout, seconds"),
 	OPT("server", "max_conns", NULL, RV_CFG_INT, max_conns, "2048", 4, 65536, 0,
-	    "most concurrent connections (one thread each): agents plus workers"),
+	    "most concurrent connections: agents plus workers (one thread each when "
+	    "server.threads is 0)"),
+	OPT("server", "threads", "threads", RV_CFG_INT, threads, "2", 0, 256, 0,
+	    "threads serving every connection (epoll); a journaled write is answered by a "
+	    "completer thread once durable.  0: a thread per connection instead"),
 	OPT("state", "dir", "state-dir", RV_CFG_STR, state_dir, "var/master", 0, 0, 0,
 	    "folder of the journal and snapshot; a restart with the same folder restores the job"),
 	OPT("rdzv", "nnodes", "nnodes", RV_CFG_STR, nnodes, "", 0, 0, 0,
@@ -217,6 +221,7 @@ out:
 	pthread_mutex_lock(&m->lock);
 	m->stopping = true;
 	pthread_cond_broadcast(&m->changed);
+	master_world_poll(m);
 	pthread_mutex_unlock(&m->lock);
 	master_api_stop(m);
 	state_close(m);

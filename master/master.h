@@ -28,7 +28,7 @@
 struct master_cfg {
 	char listen[128];
 	char token[256];
-	long long max_body_kb, conn_timeout_s, max_conns;
+	long long max_body_kb, conn_timeout_s, max_conns, threads;
 	char job[PATH_MAX];
 	char state_dir[PATH_MAX];
 	char nnodes[32];
@@ -107,6 +107,17 @@ struct master {
 	bool timer_started;
 	struct rv_http_server *http;
 
+	/* Replies waiting for their records to be durable (pooled server):
+	 * the completer syncs the journal once for all and answers them. */
+	pthread_mutex_t durable_mu;
+	pthread_cond_t durable_wake;
+	struct durable_wait *durable_head, **durable_tail;
+	bool durable_stop;
+	pthread_t completer;
+	bool completer_started;
+	/* World long-polls parked on a pooled server, under lock. */
+	struct world_wait *world_waits;
+
 	atomic_uint_least64_t ops_applied, ops_replayed, shards_handed, shards_counted, nodes_dead,
 		tasks_requeued, snapshots, sync_errors;
 };
@@ -127,8 +138,21 @@ int state_apply(struct master *m, int type, const struct master_op *op, const vo
 		size_t doc_len, struct master_result *res, int64_t *seq);
 /* After unlocking: wait until seq is durable; a snapshot when due. */
 int state_sync(struct master *m, int64_t seq);
+/* Reply resp (filled by the handler) once every record up to seq (0: every
+ * record appended so far) is durable: on a pooled server the reply is
+ * deferred to the completer thread, else this waits.  must_sync: a failed
+ * sync replaces the reply with a 500.  Returns 0 (resp is the reply or was
+ * deferred). */
+int state_reply_durable(struct master *m, struct rv_http_resp *resp, int64_t seq, bool must_sync);
 /* Dataset index by name ("" = 0); -ENOENT. */
 int state_dataset(const struct master *m, const char *name);
+
+/* api.c.  Under m->lock: answer every parked world long-poll whose world is
+ * decided, whose wait is over, or all of them once m->stopping. */
+void master_world_poll(struct master *m);
+/* Under m->lock: the earliest parked long-poll deadline (monotonic ms), or
+ * INT64_MAX. */
+int64_t master_world_deadline(const struct master *m);
 
 /* api.c */
 int master_api_start(struct master *m, struct rv_err *err);

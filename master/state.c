@@ -297,6 +297,7 @@ int state_apply(struct master *m, int type, const struct master_op *op, const vo
 	if (seq)
 		*seq = s;
 	pthread_cond_broadcast(&m->changed);
+	master_world_poll(m);
 	return res->rc;
 }
 
@@ -485,6 +486,96 @@ int state_sync(struct master *m, int64_t seq)
 	return 0;
 }
 
+/* ---- durable replies ---- */
+
+/* One deferred reply waiting for the journal. */
+struct durable_wait {
+	struct rv_http_defer *d;
+	int64_t seq; /* 0: whatever was appended before it */
+	bool must_sync;
+	int status;
+	char *body;
+	struct durable_wait *next;
+};
+
+/* Sync once for every queued reply, then answer them all: a group commit
+ * without a thread parked per request. */
+static void *completer_main(void *arg)
+{
+	struct master *m = arg;
+	pthread_mutex_lock(&m->durable_mu);
+	for (;;) {
+		while (!m->durable_head && !m->durable_stop)
+			pthread_cond_wait(&m->durable_wake, &m->durable_mu);
+		struct durable_wait *list = m->durable_head;
+		if (!list)
+			break;
+		m->durable_head = NULL;
+		m->durable_tail = &m->durable_head;
+		pthread_mutex_unlock(&m->durable_mu);
+
+		int64_t top = 0;
+		bool any = false;
+		for (struct durable_wait *w = list; w; w = w->next) {
+			if (w->seq > top)
+				top = w->seq;
+			any |= w->seq <= 0;
+		}
+		int rc = any ? journal_sync(m->journal, 0, (int)m->cfg.sync_timeout_ms) : 0;
+		if (rc >= 0 && top > 0)
+			rc = state_sync(m, top);
+		while (list) {
+			struct durable_wait *w = list;
+			list = w->next;
+			if (rc < 0 && w->must_sync) {
+				struct rv_err err = { 0 };
+				struct rv_http_resp r = { 0 };
+				free(w->body);
+				rv_err_set(&err, -EIO, "", "could not make the operation durable");
+				rv_http_resp_error(&r, -EIO, &err);
+				w->status = r.status;
+				w->body = r.body;
+			}
+			rv_http_complete(w->d, w->status, w->body);
+			free(w);
+		}
+		pthread_mutex_lock(&m->durable_mu);
+	}
+	pthread_mutex_unlock(&m->durable_mu);
+	return NULL;
+}
+
+int state_reply_durable(struct master *m, struct rv_http_resp *resp, int64_t seq, bool must_sync)
+{
+	struct durable_wait *w = m->completer_started ? malloc(sizeof(*w)) : NULL;
+	if (w) {
+		*w = (struct durable_wait){ .seq = seq,
+					    .must_sync = must_sync,
+					    .status = resp->status,
+					    .body = resp->body };
+		resp->body = NULL;
+		w->d = rv_http_resp_defer(resp);
+		if (w->d) {
+			pthread_mutex_lock(&m->durable_mu);
+			*m->durable_tail = w;
+			m->durable_tail = &w->next;
+			pthread_cond_signal(&m->durable_wake);
+			pthread_mutex_unlock(&m->durable_mu);
+			return 0;
+		}
+		resp->body = w->body; /* not a pooled server: wait here */
+		free(w);
+	}
+	int s = seq > 0 ? state_sync(m, seq)
+			: journal_sync(m->journal, 0, (int)m->cfg.sync_timeout_ms);
+	if (must_sync && s < 0) {
+		struct rv_err err = { 0 };
+		rv_err_set(&err, -EIO, "", "could not make the operation durable");
+		rv_http_resp_error(resp, -EIO, &err);
+	}
+	return 0;
+}
+
 /* ---- timer ---- */
 
 static int64_t next_deadline(struct master *m)
@@ -499,6 +590,7 @@ static void *timer_main(void *arg)
 	int64_t last_tick = INT64_MIN;
 	pthread_mutex_lock(&m->lock);
 	while (!m->stopping) {
+		master_world_poll(m); /* long-polls whose wait is over */
 		int64_t now = state_now(m);
 		int64_t dl = next_deadline(m);
 		/* A deadline that a tick at or after it did not move would make a
@@ -517,6 +609,9 @@ static void *timer_main(void *arg)
 		int64_t wait = dl > now ? dl - now : m->cfg.tick_ms;
 		if (wait > m->cfg.tick_ms)
 			wait = m->cfg.tick_ms;
+		int64_t wdl = master_world_deadline(m), mono = rv_mono_ms();
+		if (wdl != INT64_MAX && wdl - mono < wait)
+			wait = wdl > mono ? wdl - mono : 0;
 		struct timespec ts;
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		int64_t ns = ts.tv_nsec + (wait % 1000) * 1000000L;
@@ -591,6 +686,10 @@ int state_open(struct master *m, struct rv_err *err)
 	pthread_cond_init(&m->changed, &ca);
 	pthread_cond_init(&m->timer_wake, &ca);
 	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&m->durable_mu, NULL);
+	pthread_cond_init(&m->durable_wake, NULL);
+	m->durable_head = NULL;
+	m->durable_tail = &m->durable_head;
 	int rc = build_modules(m, err);
 	if (rc < 0)
 		return rc;
@@ -614,11 +713,25 @@ int state_open(struct master *m, struct rv_err *err)
 	if (pthread_create(&m->timer, NULL, timer_main, m) != 0)
 		return rv_err_set(err, -EAGAIN, "", "could not start the timer thread");
 	m->timer_started = true;
+	if (m->cfg.threads > 0) {
+		if (pthread_create(&m->completer, NULL, completer_main, m) != 0)
+			return rv_err_set(err, -EAGAIN, "", "could not start the completer thread");
+		m->completer_started = true;
+	}
 	return 0;
 }
 
 void state_close(struct master *m)
 {
+	/* After the server stopped: nothing is queued any more. */
+	if (m->completer_started) {
+		pthread_mutex_lock(&m->durable_mu);
+		m->durable_stop = true;
+		pthread_cond_signal(&m->durable_wake);
+		pthread_mutex_unlock(&m->durable_mu);
+		pthread_join(m->completer, NULL);
+		m->completer_started = false;
+	}
 	if (m->timer_started) {
 		pthread_mutex_lock(&m->lock);
 		m->stopping = true;

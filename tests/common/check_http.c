@@ -122,6 +122,45 @@ static int h_sleep(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx
 	return 0;
 }
 
+/* Deferred reply: a thread of its own completes it after {ms}. */
+struct late {
+	struct rv_http_defer *d;
+	int64_t ms;
+};
+
+static void *late_main(void *arg)
+{
+	struct late *l = arg;
+	usleep((useconds_t)l->ms * 1000);
+	rv_http_complete(l->d, 201, strdup("{\"late\":true}"));
+	free(l);
+	return NULL;
+}
+
+static int h_defer(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	(void)ctx;
+	struct late *l = malloc(sizeof(*l));
+	if (!l || rv_parse_i64(req->params[0], 0, 10000, &l->ms) < 0) {
+		free(l);
+		return -EINVAL;
+	}
+	rv_http_resp_json(resp, 200, strdup("{\"late\":false}")); /* dropped by the defer */
+	l->d = rv_http_resp_defer(resp);
+	if (!l->d) {
+		free(l);
+		return 0; /* not a pooled server: answered now */
+	}
+	pthread_t t;
+	if (pthread_create(&t, NULL, late_main, l) != 0) {
+		rv_http_complete(l->d, 500, NULL);
+		free(l);
+		return 0;
+	}
+	pthread_detach(t);
+	return 0;
+}
+
 static const struct rv_http_route routes[] = {
 	{ "GET", "/v1/jobs/{uid}", h_job, 0, "one job" },
 	{ "PUT", "/v1/jobs/{uid}", h_post, RV_HTTP_WRITE, "replace a job" },
@@ -131,7 +170,11 @@ static const struct rv_http_route routes[] = {
 	{ "GET", "/v1/err/{what}", h_err, 0, "fail" },
 	{ "GET", "/v1/empty", h_empty, 0, "no body" },
 	{ "GET", "/v1/sleep/{ms}", h_sleep, 0, "long poll" },
+	{ "GET", "/v1/defer/{ms}", h_defer, 0, "deferred reply" },
 };
+
+/* Server threads for the next start (0: a thread per connection). */
+static int pool_threads;
 
 /* ---- helpers ---- */
 
@@ -146,6 +189,7 @@ static struct rv_http_server *start_on(int p, int max_conns, struct rv_err *err)
 		.max_conns = max_conns,
 		.routes = routes,
 		.nroutes = (int)RV_ARRAY_SIZE(routes),
+		.threads = pool_threads,
 	};
 	return rv_http_server_start(&o, err);
 }
@@ -161,6 +205,13 @@ static void server_up(int max_conns)
 
 static void setup(void)
 {
+	pool_threads = 0;
+	server_up(32);
+}
+
+static void setup_pool(void)
+{
+	pool_threads = 2;
 	server_up(32);
 }
 
@@ -574,10 +625,12 @@ END_TEST
 
 struct slow_call {
 	int ms;
+	const char *route; /* "sleep" (blocks its thread) or "defer" */
 	int timeout_ms;
 	int rc;
 	long status;
 	double took;
+	char body[64];
 };
 
 static void *slow_worker(void *arg)
@@ -585,12 +638,15 @@ static void *slow_worker(void *arg)
 	struct slow_call *s = arg;
 	struct rv_http_client *c = rv_http_client_new(NULL, 2000, 10000);
 	char u[128];
-	snprintf(u, sizeof(u), "http://127.0.0.1:%d/v1/sleep/%d", port, s->ms);
+	snprintf(u, sizeof(u), "http://127.0.0.1:%d/v1/%s/%d", port, s->route ? s->route : "sleep",
+		 s->ms);
 	struct rv_http_result r;
 	double t0 = now_s();
 	s->rc = rv_http_request(c, "GET", u, NULL, 0, s->timeout_ms, &r, NULL);
 	s->took = now_s() - t0;
 	s->status = r.status;
+	if (r.body)
+		snprintf(s->body, sizeof(s->body), "%s", r.body);
 	rv_http_result_release(&r);
 	rv_http_client_free(c);
 	return NULL;
@@ -815,9 +871,10 @@ START_TEST(test_ipv6)
 }
 END_TEST
 
+/* On a pooled server the reply is deferred instead (no thread held). */
 START_TEST(test_stop_while_handler_blocks)
 {
-	struct slow_call s = { .ms = 1000 };
+	struct slow_call s = { .ms = 1000, .route = pool_threads ? "defer" : "sleep" };
 	pthread_t th;
 	ck_assert_int_eq(pthread_create(&th, NULL, slow_worker, &s), 0);
 	usleep(200000);
@@ -830,7 +887,64 @@ START_TEST(test_stop_while_handler_blocks)
 	ck_assert_double_ge(took, 0.5);
 	ck_assert_double_lt(took, 3.0);
 	ck_assert_int_eq(s.rc, 0);
-	ck_assert_int_eq(s.status, 200);
+	ck_assert_int_eq(s.status, pool_threads ? 201 : 200);
+}
+END_TEST
+
+/* Eight replies deferred for 400 ms each on two threads: none of them holds
+ * a thread, so they all finish together and other requests go through. */
+START_TEST(test_pool_deferred_do_not_block)
+{
+	enum { N = 8 };
+	struct slow_call d[N];
+	pthread_t th[N];
+	double t0 = now_s();
+	for (int i = 0; i < N; i++) {
+		d[i] = (struct slow_call){ .ms = 400, .route = "defer" };
+		ck_assert_int_eq(pthread_create(&th[i], NULL, slow_worker, &d[i]), 0);
+	}
+	usleep(100000);
+	double f0 = now_s();
+	struct rv_http_result r;
+	ck_assert_int_eq(req(NULL, "GET", "/v1/jobs/fast", NULL, &r), 200);
+	rv_http_result_release(&r);
+	ck_assert_double_lt(now_s() - f0, 0.3);
+	for (int i = 0; i < N; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(d[i].rc, 0);
+		ck_assert_int_eq(d[i].status, 201);
+		ck_assert_str_eq(d[i].body, "{\"late\":true}");
+		ck_assert_double_ge(d[i].took, 0.35);
+	}
+	ck_assert_double_lt(now_s() - t0, 1.5);
+}
+END_TEST
+
+/* A reply completed before the handler returned (no wait at all) and
+ * keep-alive requests one after another on one connection. */
+START_TEST(test_pool_complete_at_once)
+{
+	struct rv_http_client *c = rv_http_client_new(NULL, 2000, 5000);
+	char u[128];
+	snprintf(u, sizeof(u), "http://127.0.0.1:%d/v1/defer/0", port);
+	for (int i = 0; i < 200; i++) {
+		struct rv_http_result r;
+		ck_assert_int_eq(rv_http_request(c, "GET", u, NULL, 0, 0, &r, NULL), 0);
+		ck_assert_int_eq(r.status, 201);
+		ck_assert_str_eq(r.body, "{\"late\":true}");
+		rv_http_result_release(&r);
+	}
+	rv_http_client_free(c);
+}
+END_TEST
+
+/* Without a pool there is nothing to defer: the handler answers itself. */
+START_TEST(test_defer_needs_pool)
+{
+	struct rv_http_result r;
+	ck_assert_int_eq(req(NULL, "GET", "/v1/defer/0", NULL, &r), 200);
+	ck_assert_str_eq(r.body, "{\"late\":false}");
+	rv_http_result_release(&r);
 }
 END_TEST
 
@@ -858,7 +972,28 @@ static Suite *http_suite(void)
 	tcase_add_test(tc, test_address_in_use);
 	tcase_add_test(tc, test_ipv6);
 	tcase_add_test(tc, test_stop_while_handler_blocks);
+	tcase_add_test(tc, test_defer_needs_pool);
 	suite_add_tcase(s, tc);
+
+	/* The same server on a pool of epoll threads. */
+	TCase *tp = tcase_create("pool");
+	tcase_add_checked_fixture(tp, setup_pool, teardown);
+	tcase_set_timeout(tp, 20);
+	tcase_add_test(tp, test_route_params);
+	tcase_add_test(tp, test_query_and_header);
+	tcase_add_test(tp, test_not_found_and_method);
+	tcase_add_test(tp, test_body_limit);
+	tcase_add_test(tp, test_endless_chunked_body);
+	tcase_add_test(tp, test_auth);
+	tcase_add_test(tp, test_handler_errno);
+	tcase_add_test(tp, test_keepalive);
+	tcase_add_test(tp, test_concurrent);
+	tcase_add_test(tp, test_metrics);
+	tcase_add_test(tp, test_garbage);
+	tcase_add_test(tp, test_pool_deferred_do_not_block);
+	tcase_add_test(tp, test_pool_complete_at_once);
+	tcase_add_test(tp, test_stop_while_handler_blocks);
+	suite_add_tcase(s, tp);
 	return s;
 }
 
