@@ -662,6 +662,17 @@ static int sender_post(struct brainlink *l, struct rv_brain_client *c, struct un
 	return 0;
 }
 
+/* The head unit u leaves the queue (posted, or refused for good); under l->mu. */
+static void head_drop_locked(struct brainlink *l, struct unit *u)
+{
+	l->st.queued -= unit_items(u);
+	l->st.queued_bytes -= (int64_t)unit_bytes(u);
+	l->head = u->next;
+	if (l->tail == u)
+		l->tail = NULL;
+	unit_free(u);
+}
+
 static void *sender_main(void *arg)
 {
 	struct brainlink *l = arg;
@@ -737,12 +748,7 @@ static void *sender_main(void *arg)
 				l->st.sent_events++;
 			else
 				l->st.sent_samples += copy.n;
-			l->st.queued -= unit_items(u);
-			l->st.queued_bytes -= (int64_t)unit_bytes(u);
-			l->head = u->next;
-			if (l->tail == u)
-				l->tail = NULL;
-			unit_free(u);
+			head_drop_locked(l, u);
 			backoff = l->o.backoff_ms;
 		} else if (rc == -EINVAL || rc == -EDOM || rc == -EMSGSIZE || rc == -EEXIST) {
 			/* the brain refuses it for good (bad, too large, or the job
@@ -753,12 +759,7 @@ static void *sender_main(void *arg)
 				l->st.dropped_events++;
 			else
 				l->st.dropped_samples += copy.n;
-			l->st.queued -= unit_items(u);
-			l->st.queued_bytes -= (int64_t)unit_bytes(u);
-			l->head = u->next;
-			if (l->tail == u)
-				l->tail = NULL;
-			unit_free(u);
+			head_drop_locked(l, u);
 		} else {
 			set_error_locked(l, &err, rc);
 			retry_at = backoff_next(l, &backoff);
