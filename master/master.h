@@ -61,6 +61,35 @@ enum master_op_type {
 	MASTER_OP_CKPT_IMPORT, /* payload: the checkpoint document */
 	MASTER_OP_STEP,
 	MASTER_OP_GRACE, /* a restarted master serves again: every node counts as heard */
+	/* Node manager (nodemgr.c): a node instance launched / ended. */
+	MASTER_OP_NODE_LAUNCHED,
+	MASTER_OP_NODE_ENDED,
+	/* Brain link: the job's uid at the brain; a plan made the desired state. */
+	MASTER_OP_BRAIN_UID,
+	MASTER_OP_PLAN,
+	/* Streaming datasets: offsets committed; network check results. */
+	MASTER_OP_OFFSET_COMMIT,
+	MASTER_OP_NETCHECK,
+};
+
+/*
+ * What the job should run, per role: from the spec at start, then from each
+ * applied plan.  Under the state lock; journaled (MASTER_OP_PLAN).  The node
+ * manager reconciles the live nodes with it (launch, remove, resize or
+ * relaunch with new resources) whenever version changes.
+ */
+struct master_group {
+	int count;         /* nodes wanted; 0: none of this role */
+	bool has_resources; /* false: no limits known (the spec omitted them) */
+	double cpu;         /* cores, 0: no limit */
+	int64_t memory_mb;  /* 0: no limit */
+	int gpu;
+};
+
+struct master_desired {
+	struct master_group groups[RV_ROLE_COUNT]; /* indexed by enum rv_role */
+	int64_t plan_id; /* the last plan applied, 0: the spec's */
+	int64_t version; /* bumped by every change */
 };
 
 /* One operation with every input it needs: what the journal stores (as these
@@ -98,6 +127,7 @@ struct master {
 	int nworkers, capworkers;
 	int64_t step, step_ts_ms;
 	double speed;
+	struct master_desired desired;
 	int64_t since_snapshot; /* records since the last snapshot */
 	int64_t last_now_ms;    /* operation time never goes back */
 	bool stopping;
