@@ -100,9 +100,10 @@ LIB_TEST   := $(B)/lib/librover-testlib.a
 $(LIB_TEST): $(call obj,$(TESTLIB_SRC))
 
 # ---- daemons: <name>/*.c -> librover-<name>.a, <name>/main.c -> rover-<name> ----
-# $(eval $(call daemon,NAME)) is all a new daemon needs in this file: its
-# library, its binary, its include path, its unit tests (tests/NAME/check_*.c,
-# linked with its library) and its place in lint and the name checks.
+# $(eval $(call daemon,NAME[,BIN])) is all a new daemon needs in this file: its
+# library, its binary (rover-BIN, BIN defaulting to NAME; none until NAME/main.c
+# exists), its include path, its unit tests (tests/NAME/check_*.c, linked with
+# its library) and its place in lint and the name checks.
 # A daemon's extra system libraries go in NAME_LIBS before the call.
 DAEMONS :=
 define daemon
@@ -113,8 +114,9 @@ $$(LIB_$(1)): $$(call obj,$$($(1)_SRC))
 INC_$(1) := -iquote $(1) -iquote plan -iquote common -iquote algorithms $$(SYS_CFLAGS) \
         $$(GSL_CFLAGS)
 $$(B)/obj/$(1)/%.o: INC := $$(INC_$(1))
-BINS += $$(B)/bin/rover-$(1)
-$$(B)/bin/rover-$(1): $$(call obj,$(1)/main.c) $$(LIB_$(1)) $$(LIBS_BELOW)
+BIN_$(1) := $$(if $$(wildcard $(1)/main.c),$$(B)/bin/rover-$$(or $(2),$(1)))
+BINS += $$(BIN_$(1))
+$$(BIN_$(1)): $$(call obj,$(1)/main.c) $$(LIB_$(1)) $$(LIBS_BELOW)
 	$$(call link,$$($(1)_LIBS) $$(SYS_LIBS) $$(GSL_LIBS))
 TEST_SRC += $$(wildcard tests/$(1)/check_*.c)
 $$(B)/obj/tests/$(1)/%.o: INC := $$(INC_$(1)) -iquote tests/lib $$(CHECK_CFLAGS)
@@ -127,6 +129,7 @@ TEST_SRC :=
 # The daemons, one line each (rover-master: $(eval $(call daemon,master))).
 $(eval $(call daemon,brain))
 $(eval $(call daemon,master))
+$(eval $(call daemon,agent,run))
 DAEMON_LIBS := $(foreach d,$(DAEMONS),$(LIB_$(d)))
 
 # ---- test code: fixtures, simulator, suites, benchmarks ----
@@ -244,7 +247,7 @@ lint: lint-deps
 	        --inline-suppr --suppress=missingIncludeSystem --suppressions-list=.cppcheck-suppressions \
 	        -I common -I algorithms -I plan $(foreach d,$(LINT_DIRS),$(wildcard $(d)/*.c))
 	@$(foreach d,$(LINT_DIRS),echo "lint: clang-tidy $(d)/" && printf '%s\n' $(wildcard $(d)/*.c) | \
-	        xargs -P 2 -n 4 sh -c 'clang-tidy --quiet "$$@" -- \
+	        xargs -r -P 2 -n 4 sh -c 'clang-tidy --quiet "$$@" -- \
 	        $(filter-out -MMD -MP,$(CFLAGS_BASE)) $(INC_$(d)) 2>/dev/null' sh &&) true
 
 # format-check: clang-format on the lines changed since FORMAT_BASE.  The
