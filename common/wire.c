@@ -1938,6 +1938,96 @@ static int dataset_status_parse(const cJSON *o, const char *p, struct rv_dataset
 	return 0;
 }
 
+/* A map of role -> {"count","cpu","memory_mb","gpu"} at key (optional). */
+static int role_targets_parse(const cJSON *r, const char *key, const char *path,
+			      struct rv_role_target *out, struct rv_err *err)
+{
+	int rc;
+	field_buf p0;
+	rv_json_path(p0, sizeof(p0), path, key);
+	const cJSON *o = rv_json_get_object(r, key, path, false, &rc, err);
+	if (!o)
+		return rc;
+	for (const cJSON *it = o->child; it; it = it->next) {
+		field_buf p;
+		const char *k = it->string ? it->string : "";
+		rv_json_path(p, sizeof(p), p0, k);
+		int role = rv_role_parse(k);
+		if (role < 0)
+			return rv_err_set(err, -EINVAL, p,
+					  "unknown role \"%.32s\" (expected worker, ps, chief or "
+					  "evaluator)",
+					  k);
+		if (!cJSON_IsObject(it))
+			return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
+		struct rv_role_target *t = &out[role];
+		t->present = true;
+		if ((rc = get_int32(it, "count", p, true, 0, RV_MAX_REPLICAS, &t->count, err)) < 0 ||
+		    (rc = rv_json_get_double(it, "cpu", p, false, 0, RV_MAX_CPU, &t->cpu, err)) < 0 ||
+		    (rc = rv_json_get_int(it, "memory_mb", p, false, 0, RV_MAX_MEMORY_MB,
+					  &t->memory_mb, err)) < 0 ||
+		    (rc = get_int32(it, "gpu", p, false, 0, RV_MAX_GPU, &t->gpu, err)) < 0)
+			return rc;
+	}
+	return 1;
+}
+
+static bool add_role_targets(cJSON *o, const char *key, const struct rv_role_target *t)
+{
+	cJSON *map = cJSON_AddObjectToObject(o, key);
+	if (!map)
+		return false;
+	for (int r = 0; r < RV_ROLE_COUNT; r++) {
+		if (!t[r].present)
+			continue;
+		cJSON *g = cJSON_AddObjectToObject(map, rv_role_name((enum rv_role)r));
+		if (!g || !add_num(g, "count", t[r].count) || !add_num(g, "cpu", t[r].cpu) ||
+		    !add_num(g, "memory_mb", (double)t[r].memory_mb) || !add_num(g, "gpu", t[r].gpu))
+			return false;
+	}
+	return true;
+}
+
+static int brain_link_parse(const cJSON *r, struct rv_brain_link *b, struct rv_err *err)
+{
+	int rc, mode = 0;
+	const cJSON *o = rv_json_get_object(r, "brain", "", false, &rc, err);
+	if (!o)
+		return rc;
+	if ((rc = get_enum(o, "mode", "brain", true, optimize_names, RV_ARRAY_SIZE(optimize_names),
+			   "one of manual, single-job, cluster", &mode, err)) < 0)
+		return rc;
+	b->mode = (enum rv_optimize_mode)mode;
+	if ((rc = rv_json_get_string(o, "uid", "brain", false, b->uid, sizeof(b->uid), err)) < 0 ||
+	    (rc = rv_json_get_bool(o, "reachable", "brain", false, &b->reachable, err)) < 0 ||
+	    (rc = rv_json_get_int(o, "queued", "brain", false, 0, INT64_MAX, &b->queued, err)) < 0 ||
+	    (rc = rv_json_get_int(o, "sent", "brain", false, 0, INT64_MAX, &b->sent, err)) < 0 ||
+	    (rc = rv_json_get_int(o, "dropped", "brain", false, 0, INT64_MAX, &b->dropped, err)) <
+		    0 ||
+	    (rc = rv_json_get_string(o, "last_error", "brain", false, b->last_error,
+				     sizeof(b->last_error), err)) < 0)
+		return rc;
+	return 1;
+}
+
+static int plan_state_parse(const cJSON *r, struct rv_plan_state *pl, struct rv_err *err)
+{
+	int rc;
+	const cJSON *o = rv_json_get_object(r, "plan", "", false, &rc, err);
+	if (!o)
+		return rc;
+	if ((rc = rv_json_get_int(o, "id", "plan", true, 0, INT64_MAX, &pl->id, err)) < 0 ||
+	    (rc = rv_json_get_string(o, "stage", "plan", false, pl->stage, sizeof(pl->stage),
+				     err)) < 0 ||
+	    (rc = rv_json_get_string(o, "reason", "plan", false, pl->reason, sizeof(pl->reason),
+				     err)) < 0 ||
+	    (rc = rv_json_get_bool(o, "applied", "plan", false, &pl->applied, err)) < 0 ||
+	    (rc = rv_json_get_bool(o, "proposed", "plan", false, &pl->proposed, err)) < 0 ||
+	    (rc = role_targets_parse(o, "groups", "plan", pl->groups, err)) < 0)
+		return rc;
+	return 1;
+}
+
 static int job_status_parse(const cJSON *r, struct rv_job_status *m, struct rv_err *err)
 {
 	int rc, st = 0;
@@ -1972,6 +2062,15 @@ static int job_status_parse(const cJSON *r, struct rv_job_status *m, struct rv_e
 			return rc;
 	}
 	m->ndatasets = n;
+	if ((rc = brain_link_parse(r, &m->brain, err)) < 0)
+		return rc;
+	m->has_brain = rc == 1;
+	if ((rc = plan_state_parse(r, &m->plan, err)) < 0)
+		return rc;
+	m->has_plan = rc == 1;
+	if ((rc = role_targets_parse(r, "desired", "", m->desired, err)) < 0)
+		return rc;
+	m->has_desired = rc == 1;
 	return 0;
 }
 FLAT_FROM_JSON(rv_job_status_from_json, struct rv_job_status, job_status_parse)
@@ -2001,6 +2100,27 @@ cJSON *rv_job_status_to_json(const struct rv_job_status *m)
 		    !add_num(e, "epoch", d->epoch) || !add_bool(e, "finished", d->finished))
 			return NULL;
 	}
+	if (m->has_brain) {
+		const struct rv_brain_link *b = &m->brain;
+		cJSON *e = cJSON_AddObjectToObject(o, "brain");
+		if (!e || !add_str(e, "mode", rv_optimize_mode_name(b->mode)) ||
+		    !add_str(e, "uid", b->uid) || !add_bool(e, "reachable", b->reachable) ||
+		    !add_num(e, "queued", (double)b->queued) || !add_num(e, "sent", (double)b->sent) ||
+		    !add_num(e, "dropped", (double)b->dropped) ||
+		    !add_str(e, "last_error", b->last_error))
+			return NULL;
+	}
+	if (m->has_plan) {
+		const struct rv_plan_state *pl = &m->plan;
+		cJSON *e = cJSON_AddObjectToObject(o, "plan");
+		if (!e || !add_num(e, "id", (double)pl->id) || !add_str(e, "stage", pl->stage) ||
+		    !add_str(e, "reason", pl->reason) || !add_bool(e, "applied", pl->applied) ||
+		    !add_bool(e, "proposed", pl->proposed) ||
+		    !add_role_targets(e, "groups", pl->groups))
+			return NULL;
+	}
+	if (m->has_desired && !add_role_targets(o, "desired", m->desired))
+		return NULL;
 	return RV_TAKE_PTR(o);
 }
 
@@ -2112,6 +2232,38 @@ static const struct rv_wire_field f_job_status[] = {
 	F("speed", "number", false, NULL, false, NULL, "latest speed reported, samples/s"),
 	F("finished", "boolean", false, NULL, false, NULL, "every dataset done"),
 	F("datasets", "array", false, "DatasetStatus", false, NULL, "shard progress per dataset"),
+	F("brain", "object", false, "BrainLink", false, NULL, "the link to the planner"),
+	F("plan", "object", false, "PlanState", false, NULL,
+	  "the newest plan handed to the master (absent before the first)"),
+	F("desired", "object", false, "RoleTarget", true, NULL,
+	  "by role: what the job should run, from the spec and each applied plan"),
+};
+static const struct rv_wire_field f_brain_link[] = {
+	F("mode", "string", true, NULL, false, "manual|single-job|cluster",
+	  "cluster: rover-brain plans; single-job: the same policy in the master; manual: "
+	  "plans are only proposed"),
+	F("uid", "string", false, NULL, false, NULL, "the job's uid at the brain, \"\" until registered"),
+	F("reachable", "boolean", false, NULL, false, NULL, "the last call to the brain got an answer"),
+	F("queued", "integer", false, NULL, false, NULL, "reports waiting to be sent"),
+	F("sent", "integer", false, NULL, false, NULL, "reports the brain acknowledged"),
+	F("dropped", "integer", false, NULL, false, NULL,
+	  "reports dropped, oldest first, from a full queue"),
+	F("last_error", "string", false, NULL, false, NULL, "the last failed call, \"\" when none"),
+};
+static const struct rv_wire_field f_plan_state[] = {
+	F("id", "integer", true, NULL, false, NULL, "the plan's id (the brain's, or the master's own)"),
+	F("stage", "string", false, NULL, false, NULL, "create, running or oom"),
+	F("reason", "string", false, NULL, false, NULL, "why the planner made it"),
+	F("applied", "boolean", false, NULL, false, NULL, "in force: desired follows it"),
+	F("proposed", "boolean", false, NULL, false, NULL,
+	  "manual mode: shown only, nothing was changed"),
+	F("groups", "object", false, "RoleTarget", true, NULL, "by role: what the plan asks for"),
+};
+static const struct rv_wire_field f_role_target[] = {
+	F("count", "integer", true, NULL, false, NULL, "nodes of the role"),
+	F("cpu", "number", false, NULL, false, NULL, "cores per node, 0: no limit"),
+	F("memory_mb", "integer", false, NULL, false, NULL, "memory per node, MiB, 0: no limit"),
+	F("gpu", "integer", false, NULL, false, NULL, "GPUs per node"),
 };
 static const struct rv_wire_field f_dataset_status[] = {
 	F("name", "string", true, NULL, false, NULL, "dataset"),
@@ -2143,6 +2295,9 @@ static const struct rv_wire_message master_messages[] = {
 	M("JobStatus", "rendezvous and shard progress of the job", f_job_status),
 	M("RdzvMember", "one node of a world", f_rdzv_member),
 	M("DatasetStatus", "one dataset's progress", f_dataset_status),
+	M("BrainLink", "the master's link to the planner", f_brain_link),
+	M("PlanState", "the newest plan handed to the master", f_plan_state),
+	M("RoleTarget", "one role's node count and per-node resources", f_role_target),
 };
 #undef M
 

@@ -430,6 +430,40 @@ struct rv_dataset_status {
 	int epoch;
 	bool finished;
 };
+/* "desired" and "plan.groups" of GET /v1/job, by role: {"count","cpu",
+ * "memory_mb","gpu"}: nodes of the role and each node's resources (0: no
+ * limit). */
+struct rv_role_target {
+	bool present;
+	int count;
+	double cpu;
+	int64_t memory_mb;
+	int gpu;
+};
+
+/* "brain" of GET /v1/job: the link to the planner.
+ * {"mode","uid","reachable","queued","sent","dropped","last_error"} */
+struct rv_brain_link {
+	enum rv_optimize_mode mode;
+	char uid[RV_NAME_MAX];    /* the job at the brain, "" until registered */
+	bool reachable;           /* the last call to the brain got an answer */
+	int64_t queued;           /* reports waiting to be sent */
+	int64_t sent;             /* reports the brain acknowledged */
+	int64_t dropped;          /* reports dropped, oldest first, from a full queue */
+	char last_error[512];     /* "" when none */
+};
+
+/* "plan" of GET /v1/job: the newest plan handed to the master.
+ * {"id","stage","reason","applied","proposed","groups":{role:{...}}} */
+struct rv_plan_state {
+	int64_t id;
+	char stage[16];
+	char reason[512];
+	bool applied;  /* in force: "desired" follows it */
+	bool proposed; /* manual mode: shown only, nothing changed */
+	struct rv_role_target groups[RV_ROLE_COUNT];
+};
+
 struct rv_job_status {
 	char job[RV_NAME_MAX];
 	enum rv_rdzv_status state; /* complete, gathering or failed */
@@ -440,6 +474,10 @@ struct rv_job_status {
 	bool finished; /* every dataset finished */
 	struct rv_dataset_status datasets[RV_MAX_DATASETS];
 	int ndatasets;
+	bool has_brain, has_plan, has_desired; /* the objects below are given */
+	struct rv_brain_link brain;
+	struct rv_plan_state plan;
+	struct rv_role_target desired[RV_ROLE_COUNT]; /* what the job should run */
 };
 int rv_job_status_from_json(const cJSON *root, struct rv_job_status *out, struct rv_err *err);
 cJSON *rv_job_status_to_json(const struct rv_job_status *m);

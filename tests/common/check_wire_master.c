@@ -55,7 +55,13 @@ static const char *const docs[K_COUNT] = {
 	[K_JOB] = "{\"job\":\"mnist\",\"state\":\"complete\",\"round\":2,\"nnodes\":2,"
 		  "\"world_size\":4,\"waiting\":0,\"step\":10,\"speed\":3.5,\"finished\":false,"
 		  "\"datasets\":[{\"name\":\"train\",\"samples_total\":120000,\"samples_done\":600,"
-		  "\"epoch\":0,\"finished\":false}]}",
+		  "\"epoch\":0,\"finished\":false}],"
+		  "\"brain\":{\"mode\":\"cluster\",\"uid\":\"j-7\",\"reachable\":true,\"queued\":2,"
+		  "\"sent\":40,\"dropped\":1,\"last_error\":\"\"},"
+		  "\"plan\":{\"id\":9,\"stage\":\"running\",\"reason\":\"more workers\","
+		  "\"applied\":true,\"proposed\":false,\"groups\":{\"worker\":{\"count\":4,"
+		  "\"cpu\":2,\"memory_mb\":4096,\"gpu\":0}}},"
+		  "\"desired\":{\"worker\":{\"count\":4,\"cpu\":2,\"memory_mb\":4096,\"gpu\":0}}}",
 };
 
 /* Parse a document of kind k (and when back is not NULL, write it again). */
@@ -145,6 +151,9 @@ static const struct {
 	{ "JobStatus", K_JOB, "" },
 	{ "RdzvMember", K_WORLD, "members.1" },
 	{ "DatasetStatus", K_JOB, "datasets.0" },
+	{ "BrainLink", K_JOB, "brain" },
+	{ "PlanState", K_JOB, "plan" },
+	{ "RoleTarget", K_JOB, "desired.worker" },
 };
 
 START_TEST(test_round_trip)
