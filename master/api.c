@@ -529,6 +529,7 @@ static void job_status(struct master *m, struct rv_job_status *out)
 	}
 	out->ndatasets = m->spec.ndatasets;
 	out->finished = all;
+	plans_status(m, out);
 }
 
 static int api_job(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
@@ -613,6 +614,7 @@ static int api_metrics(struct rv_http_req *req, struct rv_http_resp *resp, void 
 	for (int i = 0; i < st.ndatasets; i++)
 		rv_buf_printf(&out, "rover_master_samples_done{dataset=\"%s\"} %lld\n",
 			      st.datasets[i].name, (long long)st.datasets[i].samples_done);
+	plans_metrics(m, &out);
 	return rv_rest_reply_metrics(resp, &out);
 }
 
@@ -638,7 +640,9 @@ static const struct rv_http_route routes[] = {
 	{ "POST", "/v1/shards/ckpt/import", api_ckpt_import, RV_HTTP_WRITE,
 	  "Resume the data at a checkpoint (any world size)" },
 	{ "POST", "/v1/steps", api_steps, RV_HTTP_WRITE, "Training step and speed" },
-	{ "GET", "/v1/job", api_job, 0, "Rendezvous state, world and shard progress" },
+	{ "GET", "/v1/job", api_job, 0,
+	  "Rendezvous state, world, shard progress, the brain link, the newest plan and the "
+	  "desired state" },
 	{ "GET", "/healthz", api_healthz, 0, "Liveness and journal position" },
 	{ "GET", "/metrics", api_metrics, 0, "Prometheus metrics" },
 	{ "GET", "/v1/openapi.json", api_openapi, 0, "This API as an OpenAPI 3 document" },

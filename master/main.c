@@ -83,10 +83,44 @@ static const struct rv_cfg_opt master_opts[] = {
 	    "longest sleep of the timer thread between deadline checks, ms"),
 	OPT("log", "level", "log-level", RV_CFG_STR, log_level, "info", 0, 0, 0,
 	    "debug, info, warn or error"),
+	OPT("brain", "url", "brain", RV_CFG_STR, brain_url, "", 0, 0, 0,
+	    "rover-brain's url; overrides spec.brainService (cluster mode needs one of them)"),
+	OPT("brain", "token", "brain-token", RV_CFG_STR, brain_token, "", 0, 0, RV_CFG_SECRET,
+	    "bearer token for rover-brain (empty: none)"),
+	OPT("brain", "connect_timeout_ms", NULL, RV_CFG_INT, brain_connect_timeout_ms, "2000", 10,
+	    60000, 0, "connect timeout of each call to the brain, ms"),
+	OPT("brain", "timeout_ms", NULL, RV_CFG_INT, brain_timeout_ms, "10000", 100, 600000, 0,
+	    "timeout of each call to the brain, ms (a plan long-poll adds its wait)"),
+	OPT("brain", "max_queue", NULL, RV_CFG_INT, brain_max_queue, "20000", 1, 10000000, 0,
+	    "reports (samples and events) buffered while the brain is slow or down; the oldest "
+	    "are dropped and counted beyond it"),
+	OPT("brain", "max_queue_kb", NULL, RV_CFG_INT, brain_max_queue_kb, "8192", 64, 4194304, 0,
+	    "memory of the buffered reports, KiB"),
+	OPT("brain", "batch_max", NULL, RV_CFG_INT, brain_batch_max, "500", 1, 10000, 0,
+	    "samples per metrics batch"),
+	OPT("brain", "batch_delay_ms", NULL, RV_CFG_INT, brain_batch_delay_ms, "1000", 0, 600000, 0,
+	    "longest a sample waits for its batch to fill, ms"),
+	OPT("brain", "poll_wait_s", NULL, RV_CFG_INT, brain_poll_wait_s, "5", 1, 60, 0,
+	    "wait of each plan long-poll, seconds (a stop waits for the one in flight)"),
+	OPT("brain", "backoff_ms", NULL, RV_CFG_INT, brain_backoff_ms, "100", 1, 60000, 0,
+	    "first pause after a failed call to the brain, ms (doubled up to backoff_max_ms)"),
+	OPT("brain", "backoff_max_ms", NULL, RV_CFG_INT, brain_backoff_max_ms, "5000", 1, 600000, 0,
+	    "longest pause between calls to a brain that does not answer, ms"),
+	OPT("brain", "stop_ms", NULL, RV_CFG_INT, brain_stop_ms, "2000", 0, 600000, 0,
+	    "at shutdown, send the buffered reports for up to this long, ms"),
+	OPT("plan", "interval_ms", NULL, RV_CFG_INT, plan_interval_ms, "30000", 100, 86400000, 0,
+	    "single-job mode: run the planning policy in-process this often, ms"),
+	OPT("plan", "min_samples", NULL, RV_CFG_INT, plan_min_samples, "3", 1, 100000, 0,
+	    "single-job mode: samples the policy needs before it judges or plans (as the "
+	    "brain's plan.min_samples)"),
+	OPT("plan", "oom_wait_ms", NULL, RV_CFG_INT, plan_oom_wait_ms, "3000", 0, 600000, 0,
+	    "an OOM relaunch waits this long for the planner's oom plan, then uses the "
+	    "in-process one, ms"),
 };
 
-static const char usage[] = "rover-master --job SPEC.json [--listen HOST:PORT] [--state-dir DIR] "
-			    "[--nnodes MIN:MAX] [--node-unit N] [--token T] [--config FILE]";
+static const char usage[] = "rover-master --job SPEC.json [--listen HOST:PORT] [--brain URL] "
+			    "[--state-dir DIR] [--nnodes MIN:MAX] [--node-unit N] [--token T] "
+			    "[--config FILE]";
 static const char summary[] =
 	"Rover's job master: rendezvous of the job's nodes, exactly-once data shards with\n"
 	"step-tied checkpoints, failure detection, all journaled in --state-dir so a\n"
@@ -186,6 +220,13 @@ static int run(int argc, char **argv)
 		free(m);
 		return -EXIT_BAD_SPEC - 1000;
 	}
+	plans_init(m);
+	if (plans_check(m, &err) < 0) {
+		fprintf(stderr, "rover-master: %s (field %s)\n", err.msg, err.field);
+		rv_job_spec_release(&m->spec);
+		free(m);
+		return -EXIT_BAD_SPEC - 1000;
+	}
 	RV_CLEANUP_FREE char *effective =
 		rv_cfg_effective(master_opts, (int)RV_ARRAY_SIZE(master_opts), &m->cfg);
 	rv_log_info("effective config", "%s job=%s nnodes=%d:%d", effective ? effective : "",
@@ -199,6 +240,12 @@ static int run(int argc, char **argv)
 	if (rc < 0) {
 		rv_log_error("could not restore the job state", "dir=%s reason=%s",
 			     m->cfg.state_dir, rv_log_q(q, sizeof(q), err.msg));
+		goto out;
+	}
+	rc = plans_start(m, &err);
+	if (rc < 0) {
+		rv_log_error("could not start the brain link", "reason=%s",
+			     rv_log_q(q, sizeof(q), err.msg));
 		goto out;
 	}
 	rc = master_api_start(m, &err);
@@ -224,6 +271,7 @@ out:
 	master_world_poll(m);
 	pthread_mutex_unlock(&m->lock);
 	master_api_stop(m);
+	plans_stop(m);
 	state_close(m);
 	rv_job_spec_release(&m->spec);
 	free(m);

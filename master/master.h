@@ -38,6 +38,13 @@ struct master_cfg {
 	int nosync;
 	long long tick_ms;
 	char log_level[16];
+	/* brain link and plans (plans.c) */
+	char brain_url[256];
+	char brain_token[256];
+	long long brain_connect_timeout_ms, brain_timeout_ms, brain_max_queue, brain_max_queue_kb;
+	long long brain_batch_max, brain_batch_delay_ms, brain_poll_wait_s, brain_backoff_ms;
+	long long brain_backoff_max_ms, brain_stop_ms;
+	long long plan_interval_ms, plan_min_samples, plan_oom_wait_ms;
 };
 
 /* A worker that took shards: its node (for a node's death) and its last
@@ -128,6 +135,9 @@ struct master {
 	int64_t step, step_ts_ms;
 	double speed;
 	struct master_desired desired;
+	char brain_uid[RV_NAME_MAX];  /* the job at the brain, "" until registered */
+	struct rv_plan_state plan;    /* the newest plan handed over (plan.id 0: none) */
+	struct plans *plans;          /* the brain link: set while it runs (plans.c) */
 	int64_t since_snapshot; /* records since the last snapshot */
 	int64_t last_now_ms;    /* operation time never goes back */
 	bool stopping;
@@ -183,6 +193,39 @@ void master_world_poll(struct master *m);
 /* Under m->lock: the earliest parked long-poll deadline (monotonic ms), or
  * INT64_MAX. */
 int64_t master_world_deadline(const struct master *m);
+
+/* plans.c: the brain link inside the daemon and the plans it hands over;
+ * see plans.h for the node manager's calls. */
+struct rv_buf;
+/* Before state_open: the desired state from the spec. */
+void plans_init(struct master *m);
+/* Before state_open: the mode and brain url make sense (cluster mode has a
+ * url); 0 or -EINVAL with err naming the field. */
+int plans_check(const struct master *m, struct rv_err *err);
+/* After state_open (the journalled uid is known), before the API: start the
+ * link and the plan thread.  0 or a negative errno with err. */
+int plans_start(struct master *m, struct rv_err *err);
+/* After the API and the node manager stopped, before state_close: stop the
+ * plan thread, send what is queued for up to cfg.brain_stop_ms.
+ * Idempotent. */
+void plans_stop(struct master *m);
+/* Under m->lock, from state_apply: an operation was journaled (not replay):
+ * report it (steps, leaves, the job's end). */
+void plans_after_op(struct master *m, int type, const struct master_op *op);
+/* Under m->lock: the timer declared node dead for silence. */
+void plans_node_lost(struct master *m, const char *node);
+/* Under m->lock, from apply (live and replay): MASTER_OP_PLAN with the
+ * plan's JSON: the desired state follows it.  1 when it changed, 0 when
+ * not, or a negative errno with err. */
+int plans_apply(struct master *m, const void *doc, size_t len, struct rv_err *err);
+/* Under m->lock: the snapshot's part, appended as `,"plans":{...}`, and
+ * its load from the snapshot's extra document (absent: nothing). */
+int plans_snapshot_save(const struct master *m, struct rv_buf *out);
+int plans_snapshot_load(struct master *m, const cJSON *extra, struct rv_err *err);
+/* Under m->lock: the brain, plan and desired parts of GET /v1/job. */
+void plans_status(struct master *m, struct rv_job_status *js);
+/* The link's counters for /metrics (takes no state lock). */
+void plans_metrics(struct master *m, struct rv_buf *out);
 
 /* api.c */
 int master_api_start(struct master *m, struct rv_err *err);

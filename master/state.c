@@ -27,6 +27,7 @@
 #include "log.h"
 #include "master.h"
 #include "parse.h"
+#include "plans.h"
 
 #define SNAP_MAGIC    "rover-master-snapshot-1\n"
 #define TICK_MAX_DEAD 64
@@ -161,6 +162,7 @@ static int apply_tick(struct master *m, int64_t now)
 			atomic_fetch_add(&m->nodes_dead, 1);
 			int n = node_dead(m, dead[i]);
 			rv_log_info("node declared dead", "node=%s tasks_requeued=%d", dead[i], n);
+			plans_node_lost(m, dead[i]);
 		}
 	} while (ndead == TICK_MAX_DEAD);
 	int n = shard_expire(m->shards, now);
@@ -169,6 +171,12 @@ static int apply_tick(struct master *m, int64_t now)
 		rv_log_info("stalled shards requeued", "tasks=%d", n);
 	}
 	return changed;
+}
+
+/* Records that are the operation's document, not the operation. */
+static bool doc_record(int type)
+{
+	return type == MASTER_OP_CKPT_IMPORT || type == MASTER_OP_PLAN;
 }
 
 /*
@@ -267,6 +275,16 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 		m->speed = op->speed;
 		m->step_ts_ms = op->now_ms;
 		return true;
+	case MASTER_OP_BRAIN_UID:
+		if (!strcmp(m->brain_uid, op->node))
+			return false;
+		snprintf(m->brain_uid, sizeof(m->brain_uid), "%s", op->node);
+		return true;
+	case MASTER_OP_PLAN: {
+		int rc = plans_apply(m, doc, doc_len, &res->err);
+		res->rc = rc < 0 ? rc : 0;
+		return rc > 0;
+	}
 	default:
 		res->rc = rv_err_set(&res->err, -EINVAL, "", "unknown operation %d", type);
 		return false;
@@ -282,9 +300,8 @@ int state_apply(struct master *m, int type, const struct master_op *op, const vo
 	if (!apply(m, type, op, doc, doc_len, res))
 		return res->rc;
 	atomic_fetch_add(&m->ops_applied, 1);
-	int64_t s = type == MASTER_OP_CKPT_IMPORT
-			    ? journal_append(m->journal, type, doc, doc_len)
-			    : journal_append(m->journal, type, op, sizeof(*op));
+	int64_t s = doc_record(type) ? journal_append(m->journal, type, doc, doc_len)
+				     : journal_append(m->journal, type, op, sizeof(*op));
 	if (s < 0) {
 		/* Applied but not journaled: the state is ahead of the journal.  A
 		 * restart replays what is journaled; refuse to answer as if durable. */
@@ -296,6 +313,7 @@ int state_apply(struct master *m, int type, const struct master_op *op, const vo
 	m->since_snapshot++;
 	if (seq)
 		*seq = s;
+	plans_after_op(m, type, op);
 	pthread_cond_broadcast(&m->changed);
 	master_world_poll(m);
 	return res->rc;
@@ -336,7 +354,9 @@ static int snapshot_build(struct master *m, struct rv_buf *out)
 				      t->id, t->dataset, t->epoch, t->start, t->end);
 			first = false;
 		}
-		rv_buf_puts(&part, "]}");
+		rv_buf_puts(&part, "]");
+		rc = plans_snapshot_save(m, &part);
+		rv_buf_puts(&part, "}");
 		rv_buf_printf(out, "%zu\n", part.len);
 		rv_buf_append(out, part.data, part.len);
 	}
@@ -398,7 +418,7 @@ static int load_extra(struct master *m, const char *s, size_t len, struct rv_err
 		w->last_task.start = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 7));
 		w->last_task.end = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 8));
 	}
-	return 0;
+	return plans_snapshot_load(m, doc, err);
 }
 
 static int on_snapshot(void *ctx, int type, const void *data, size_t len, struct rv_err *err)
@@ -429,7 +449,7 @@ static int on_record(void *ctx, int type, const void *data, size_t len, struct r
 	struct master_result res;
 	struct master_op op;
 	const struct master_op *opp = NULL;
-	if (type != MASTER_OP_CKPT_IMPORT) {
+	if (!doc_record(type)) {
 		if (len != sizeof(op))
 			return rv_err_set(err, -EUCLEAN, "",
 					  "journal record of type %d has %zu bytes, not %zu", type,

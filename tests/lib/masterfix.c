@@ -48,6 +48,7 @@ char *rv_test_master_spec(long size, long shard_size, int epochs, int min, int m
 		     "{\"apiVersion\":\"elastic.rover.dev/v1alpha1\",\"kind\":\"ElasticJob\","
 		     "\"metadata\":{\"name\":\"test-job\"},"
 		     "\"spec\":{\"distributionStrategy\":\"AllreduceStrategy\","
+		     "\"optimizeMode\":\"manual\","
 		     "\"replicaSpecs\":{\"worker\":{\"replicas\":%d,\"minReplicas\":%d,"
 		     "\"maxReplicas\":%d}},"
 		     "\"datasets\":[{\"name\":\"train\",\"size\":%ld,\"shardSize\":%ld,"

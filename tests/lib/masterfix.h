@@ -38,7 +38,8 @@ struct rv_test_master {
 /* A fresh temp folder with the spec (JSON text) written to dir/job.json. */
 int rv_test_master_init(struct rv_test_master *m, const char *spec_json);
 /* A job spec for tests: one dataset (name "train") of size samples in shards
- * of shard_size, epochs epochs, shuffled; workers min..max.  malloc'd. */
+ * of shard_size, epochs epochs, shuffled; workers min..max; optimizeMode
+ * manual (no brain: plans are only shown).  malloc'd. */
 char *rv_test_master_spec(long size, long shard_size, int epochs, int min, int max);
 
 /* Start with extra args (NULL-terminated, copied by pointer: keep them

@@ -1,0 +1,819 @@
+/*
+ * plans.c: rover-master's side of the planner: the brain link (brainlink.c)
+ * started in the job's optimize mode, the reports it carries, and the plans
+ * it hands back turned into the desired state.
+ *
+ * Reports: a journaled step becomes a speed sample with the world's node
+ * count, a node that left or was declared dead a node_failed event, the
+ * job's end a job_finished or job_failed event (plans_after_op and
+ * plans_node_lost, under the state lock; enqueueing never waits for the
+ * brain).  The node manager adds usage samples and node events (plans.h).
+ *
+ * Plans: one thread takes them from the link.  A plan to apply becomes a
+ * MASTER_OP_PLAN operation whose record is the plan's JSON: plans_apply sets
+ * the desired count per role (clamped to the replica spec) and resources,
+ * and bumps desired.version; only once that record is durable does the
+ * brain hear plan_applied.  A plan not newer than desired.plan_id is skipped
+ * (the brain hands its newest plan again after a restart).  Manual mode
+ * records a plan as proposed and changes nothing.  Single-job mode runs the
+ * policy in-process every cfg.plan_interval_ms; its plan ids continue from
+ * the journalled one, so they keep growing across restarts.  The uid the
+ * brain gave is journaled (MASTER_OP_BRAIN_UID) as soon as it is known and
+ * handed back to the link after a restart: the job is registered once.
+ *
+ * Locks: the state lock, then p->mu; never the other way.  The link takes
+ * only its own mutex.
+ */
+#include "plans.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "brainlink.h"
+#include "buf.h"
+#include "cleanup.h"
+#include "json.h"
+#include "log.h"
+#include "parse.h"
+#include "rover_plan.h"
+
+#define OOM_SLOTS    16
+#define PLAN_POLL_MS 200
+
+/* An oom plan's memory for one node, for plans_oom_memory. */
+struct oom_slot {
+	char node[RV_NAME_MAX];
+	int64_t memory_mb;
+	int64_t seq; /* 0: empty */
+};
+
+struct plans {
+	struct master *m; /* borrowed */
+	struct brainlink *link;
+	enum rv_optimize_mode mode;
+	bool local;      /* the policy runs here (no brain) */
+	int64_t id_base; /* local plans: desired.plan_id at start */
+	bool job_ended;  /* under the state lock: the job's end was reported */
+
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv; /* an oom plan came; stop */
+	bool stop;
+	struct oom_slot oom[OOM_SLOTS];
+	int64_t oom_seq;
+
+	atomic_uint_least64_t received, applied, skipped, proposed, clamped, throttled;
+};
+
+static const char *brain_url(const struct master *m)
+{
+	return m->cfg.brain_url[0] ? m->cfg.brain_url : m->spec.brain_service;
+}
+
+static void cond_init_mono(pthread_cond_t *cv)
+{
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(cv, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+/* ---- the desired state ---- */
+
+void plans_init(struct master *m)
+{
+	memset(&m->desired, 0, sizeof(m->desired));
+	for (int r = 0; r < RV_ROLE_COUNT; r++) {
+		const struct rv_replica_spec *rs = &m->spec.replicas[r];
+		struct master_group *g = &m->desired.groups[r];
+		if (!rs->present)
+			continue;
+		g->count = rs->replicas;
+		g->has_resources = rs->has_resources;
+		if (rs->has_resources) {
+			g->cpu = rs->resource.cpu;
+			g->memory_mb = rs->resource.memory_mb;
+			g->gpu = rs->resource.gpu;
+		}
+	}
+	m->desired.version = 1;
+}
+
+int plans_check(const struct master *m, struct rv_err *err)
+{
+	const char *url = brain_url(m);
+	if (m->spec.optimize_mode == RV_OPT_CLUSTER && !url[0])
+		return rv_err_set(err, -EINVAL, "spec.brainService",
+				  "optimizeMode cluster needs rover-brain's url: set spec.brainService "
+				  "in the job spec or run with --brain URL (brain.url)");
+	if (url[0] && strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)
+		return rv_err_set(err, -EINVAL, m->cfg.brain_url[0] ? "brain.url" : "spec.brainService",
+				  "the brain's url \"%s\" must start with http:// or https://", url);
+	return 0;
+}
+
+/* The desired state as a ScalePlan's groups (for the in-process oom plan). */
+static void desired_plan(const struct master *m, struct rv_scale_plan *pl)
+{
+	memset(pl, 0, sizeof(*pl));
+	for (int r = 0; r < RV_ROLE_COUNT; r++) {
+		const struct master_group *g = &m->desired.groups[r];
+		if (!m->spec.replicas[r].present && g->count == 0)
+			continue;
+		pl->groups[r].present = true;
+		pl->groups[r].count = g->count;
+		pl->groups[r].resource =
+			(struct rv_resource){ .cpu = g->cpu, .memory_mb = g->memory_mb, .gpu = g->gpu };
+	}
+	pl->id = m->desired.plan_id;
+}
+
+static void plan_state_from(struct rv_plan_state *st, const struct rv_scale_plan *pl)
+{
+	memset(st, 0, sizeof(*st));
+	st->id = pl->id;
+	snprintf(st->stage, sizeof(st->stage), "%s", pl->stage);
+	snprintf(st->reason, sizeof(st->reason), "%s", pl->reason);
+	for (int r = 0; r < RV_ROLE_COUNT; r++) {
+		const struct rv_plan_group *g = &pl->groups[r];
+		if (!g->present)
+			continue;
+		st->groups[r] = (struct rv_role_target){ .present = true,
+							 .count = g->count,
+							 .cpu = g->resource.cpu,
+							 .memory_mb = g->resource.memory_mb,
+							 .gpu = g->resource.gpu };
+	}
+}
+
+int plans_apply(struct master *m, const void *doc, size_t len, struct rv_err *err)
+{
+	RV_CLEANUP_CJSON cJSON *j = rv_json_parse(doc, len, err);
+	if (!j)
+		return -EINVAL;
+	/* large (its node lists): not on a connection thread's stack */
+	RV_CLEANUP_FREE struct rv_scale_plan *pl = malloc(sizeof(*pl));
+	if (!pl)
+		return rv_err_set(err, -ENOMEM, "", "out of memory for a plan");
+	int rc = rv_scale_plan_from_json(j, pl, err);
+	if (rc < 0)
+		return rc;
+	if (pl->id <= m->desired.plan_id)
+		return 0;
+	bool live = m->plans != NULL; /* replay says nothing again */
+	for (int r = 0; r < RV_ROLE_COUNT; r++) {
+		struct rv_plan_group *pg = &pl->groups[r];
+		struct master_group *g = &m->desired.groups[r];
+		if (!pg->present)
+			continue;
+		const struct rv_replica_spec *rs = &m->spec.replicas[r];
+		int lo = rs->present ? rs->min_replicas : 0;
+		int hi = rs->present && rs->max_replicas > 0 ? rs->max_replicas : INT_MAX;
+		int count = pg->count < lo ? lo : pg->count > hi ? hi : pg->count;
+		if (count != pg->count && live) {
+			atomic_fetch_add(&m->plans->clamped, 1);
+			rv_log_warn("plan count clamped to the replica spec",
+				    "plan=%" PRId64 " role=%s asked=%d min=%d max=%d count=%d",
+				    pl->id, rv_role_name((enum rv_role)r), pg->count, lo,
+				    hi == INT_MAX ? -1 : hi, count);
+		}
+		pg->count = count;
+		g->count = count;
+		const struct rv_resource *res = &pg->resource;
+		if (res->cpu > 0 || res->memory_mb > 0 || res->gpu > 0) {
+			g->has_resources = true;
+			g->cpu = res->cpu;
+			g->memory_mb = res->memory_mb;
+			g->gpu = res->gpu;
+		}
+	}
+	m->desired.plan_id = pl->id;
+	m->desired.version++;
+	plan_state_from(&m->plan, pl);
+	m->plan.applied = true;
+	return 1;
+}
+
+/* ---- snapshot ---- */
+
+int plans_snapshot_save(const struct master *m, struct rv_buf *out)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	cJSON *groups = o ? cJSON_AddArrayToObject(o, "groups") : NULL;
+	if (!groups)
+		return -ENOMEM;
+	for (int r = 0; r < RV_ROLE_COUNT; r++) {
+		const struct master_group *g = &m->desired.groups[r];
+		const double v[] = { g->count, g->has_resources, g->cpu, (double)g->memory_mb,
+				     g->gpu };
+		cJSON *a = cJSON_CreateDoubleArray(v, (int)RV_ARRAY_SIZE(v));
+		if (!a || !cJSON_AddItemToArray(groups, a)) {
+			cJSON_Delete(a);
+			return -ENOMEM;
+		}
+	}
+	const struct rv_plan_state *p = &m->plan;
+	if (!cJSON_AddNumberToObject(o, "plan_id", (double)m->desired.plan_id) ||
+	    !cJSON_AddNumberToObject(o, "version", (double)m->desired.version) ||
+	    !cJSON_AddStringToObject(o, "uid", m->brain_uid) ||
+	    !cJSON_AddNumberToObject(o, "last_id", (double)p->id) ||
+	    !cJSON_AddStringToObject(o, "stage", p->stage) ||
+	    !cJSON_AddStringToObject(o, "reason", p->reason) ||
+	    !cJSON_AddBoolToObject(o, "applied", p->applied))
+		return -ENOMEM;
+	RV_CLEANUP_FREE char *txt = cJSON_PrintUnformatted(o);
+	if (!txt)
+		return -ENOMEM;
+	rv_buf_printf(out, ",\"plans\":%s", txt);
+	return 0;
+}
+
+int plans_snapshot_load(struct master *m, const cJSON *extra, struct rv_err *err)
+{
+	const cJSON *o = cJSON_GetObjectItem(extra, "plans");
+	if (!o)
+		return 0; /* a snapshot from before the brain link */
+	const cJSON *groups = cJSON_GetObjectItem(o, "groups");
+	if (cJSON_GetArraySize(groups) != RV_ROLE_COUNT)
+		return rv_err_set(err, -EUCLEAN, "plans", "bad desired state in the snapshot");
+	for (int r = 0; r < RV_ROLE_COUNT; r++) {
+		const cJSON *a = cJSON_GetArrayItem(groups, r);
+		if (cJSON_GetArraySize(a) != 5)
+			return rv_err_set(err, -EUCLEAN, "plans", "bad desired group in the snapshot");
+		struct master_group *g = &m->desired.groups[r];
+		g->count = (int)cJSON_GetNumberValue(cJSON_GetArrayItem(a, 0));
+		g->has_resources = cJSON_GetNumberValue(cJSON_GetArrayItem(a, 1)) != 0;
+		g->cpu = cJSON_GetNumberValue(cJSON_GetArrayItem(a, 2));
+		g->memory_mb = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(a, 3));
+		g->gpu = (int)cJSON_GetNumberValue(cJSON_GetArrayItem(a, 4));
+	}
+	m->desired.plan_id = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "plan_id"));
+	m->desired.version = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "version"));
+	const char *uid = cJSON_GetStringValue(cJSON_GetObjectItem(o, "uid"));
+	const char *stage = cJSON_GetStringValue(cJSON_GetObjectItem(o, "stage"));
+	const char *reason = cJSON_GetStringValue(cJSON_GetObjectItem(o, "reason"));
+	snprintf(m->brain_uid, sizeof(m->brain_uid), "%s", uid ? uid : "");
+	memset(&m->plan, 0, sizeof(m->plan));
+	m->plan.id = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "last_id"));
+	snprintf(m->plan.stage, sizeof(m->plan.stage), "%s", stage ? stage : "");
+	snprintf(m->plan.reason, sizeof(m->plan.reason), "%s", reason ? reason : "");
+	m->plan.applied = cJSON_IsTrue(cJSON_GetObjectItem(o, "applied"));
+	if (m->plan.applied) /* what the plan asked, as applied */
+		for (int r = 0; r < RV_ROLE_COUNT; r++) {
+			const struct master_group *g = &m->desired.groups[r];
+			if (m->spec.replicas[r].present || g->count > 0)
+				m->plan.groups[r] = (struct rv_role_target){ .present = true,
+									     .count = g->count,
+									     .cpu = g->cpu,
+									     .memory_mb = g->memory_mb,
+									     .gpu = g->gpu };
+		}
+	return 0;
+}
+
+/* ---- reports ---- */
+
+static void job_event(struct plans *p, enum rv_event_type type, const char *id,
+		      const char *reason, int64_t now)
+{
+	struct rv_event ev = { .type = type, .ts_ms = now, .rank = -1, .exit_code = -1 };
+	/* a fixed id: the brain stores the job's end once, restarts or not */
+	snprintf(ev.event_id, sizeof(ev.event_id), "%s", id);
+	snprintf(ev.reason, sizeof(ev.reason), "%s", reason);
+	brainlink_event(p->link, &ev);
+	p->job_ended = true;
+}
+
+static void node_failed(struct plans *p, const char *node, const char *reason, int64_t now)
+{
+	struct rv_event ev = { .type = RV_EVENT_NODE_FAILED, .ts_ms = now, .rank = -1,
+			       .exit_code = -1 };
+	snprintf(ev.node, sizeof(ev.node), "%s", node);
+	snprintf(ev.reason, sizeof(ev.reason), "%s", reason);
+	brainlink_event(p->link, &ev);
+}
+
+void plans_after_op(struct master *m, int type, const struct master_op *op)
+{
+	struct plans *p = m->plans;
+	if (!p || !op)
+		return;
+	switch (type) {
+	case MASTER_OP_STEP: {
+		int64_t round = 0;
+		int nn = 0;
+		if (rdzv_state(m->rdzv, &round, &nn) != RDZV_COMPLETE || nn <= 0)
+			return; /* no world: a speed without a configuration to credit */
+		struct rv_sample s = {
+			.kind = RV_SAMPLE_SPEED,
+			.ts_ms = op->now_ms,
+			.speed = op->speed,
+			.step = op->step,
+			.workers = nn,
+			.ps = m->spec.strategy == RV_STRATEGY_PS ? m->desired.groups[RV_ROLE_PS].count
+								  : 0,
+			.rank = -1,
+			.step_time = -1,
+		};
+		brainlink_sample(p->link, &s);
+		return;
+	}
+	case MASTER_OP_LEAVE:
+		node_failed(p, op->node, "the node failed or left (reported)", op->now_ms);
+		return;
+	case MASTER_OP_DONE:
+		if (!p->job_ended) {
+			struct shard_stats st;
+			shard_stats(m->shards, -1, &st);
+			if (st.finished)
+				job_event(p, RV_EVENT_JOB_FINISHED, "job-finished",
+					  "every epoch of every dataset is done", op->now_ms);
+		}
+		return;
+	case MASTER_OP_TICK:
+		if (!p->job_ended) {
+			int64_t round = 0;
+			int nn = 0;
+			if (rdzv_state(m->rdzv, &round, &nn) == RDZV_FAILED)
+				job_event(p, RV_EVENT_JOB_FAILED, "job-failed", rdzv_reason(m->rdzv),
+					  op->now_ms);
+		}
+		return;
+	default:
+		return;
+	}
+}
+
+void plans_node_lost(struct master *m, const char *node)
+{
+	if (m->plans)
+		node_failed(m->plans, node, "declared dead: no heartbeat in time", state_now(m));
+}
+
+int plans_node_sample(struct master *m, const struct plans_usage *u)
+{
+	struct plans *p = m->plans;
+	if (!p)
+		return 0;
+	if (!u->node[0])
+		return -EINVAL;
+	struct rv_sample s = {
+		.kind = RV_SAMPLE_NODE,
+		.ts_ms = u->ts_ms > 0 ? u->ts_ms : rv_now_ms(),
+		.role = u->role,
+		.rank = u->rank,
+		.cpu = u->cpu,
+		.memory_mb = u->memory_mb,
+		.cpu_limit = u->cpu_limit,
+		.memory_limit_mb = u->memory_limit_mb,
+		.step_time = u->step_time,
+	};
+	snprintf(s.node, sizeof(s.node), "%s", u->node);
+	if (u->throttled > 0)
+		atomic_fetch_add(&p->throttled, 1);
+	return brainlink_sample(p->link, &s);
+}
+
+int plans_node_event(struct master *m, const struct rv_event *ev)
+{
+	struct plans *p = m->plans;
+	if (!p)
+		return 0;
+	if (!ev->node[0] ||
+	    (ev->type != RV_EVENT_NODE_FAILED && ev->type != RV_EVENT_NODE_OOM &&
+	     ev->type != RV_EVENT_NODE_RELAUNCHED && ev->type != RV_EVENT_NODE_FINISHED))
+		return -EINVAL;
+	struct rv_event e = *ev;
+	if (e.ts_ms <= 0)
+		e.ts_ms = rv_now_ms();
+	return brainlink_event(p->link, &e);
+}
+
+/* The memory an oom plan gives node, or 0 when it does not name it. */
+static int64_t oom_memory_of(const struct rv_scale_plan *pl, const char *node)
+{
+	for (int i = 0; i < pl->nlaunch; i++)
+		if (!strcmp(pl->launch[i].node, node))
+			return pl->launch[i].resource.memory_mb;
+	for (int i = 0; i < pl->nmigrate; i++)
+		if (!strcmp(pl->migrate[i].node, node))
+			return pl->migrate[i].resource.memory_mb;
+	return 0;
+}
+
+static void oom_record(struct plans *p, const struct rv_scale_plan *pl)
+{
+	pthread_mutex_lock(&p->mu);
+	for (int i = 0; i < pl->nlaunch + pl->nmigrate; i++) {
+		const struct rv_plan_node *n =
+			i < pl->nlaunch ? &pl->launch[i] : &pl->migrate[i - pl->nlaunch];
+		if (n->resource.memory_mb <= 0)
+			continue;
+		struct oom_slot *s = &p->oom[p->oom_seq % OOM_SLOTS];
+		snprintf(s->node, sizeof(s->node), "%s", n->node);
+		s->memory_mb = n->resource.memory_mb;
+		s->seq = ++p->oom_seq;
+	}
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+}
+
+/* The in-process oom plan over the desired state. */
+static int oom_local(struct master *m, const struct rv_event *ev, int64_t *memory_mb)
+{
+	RV_CLEANUP_FREE struct rv_scale_plan *cur = malloc(sizeof(*cur));
+	RV_CLEANUP_FREE struct rv_scale_plan *out = malloc(sizeof(*out));
+	if (!cur || !out)
+		return -ENOMEM;
+	char uid[RV_NAME_MAX];
+	pthread_mutex_lock(&m->lock);
+	desired_plan(m, cur);
+	snprintf(uid, sizeof(uid), "%s", m->brain_uid);
+	pthread_mutex_unlock(&m->lock);
+	struct rv_alg_params P;
+	struct rv_alg_limits lim;
+	struct rv_alg_config cfg;
+	rv_alg_params_default(&P);
+	rv_plan_limits(&m->spec, &P, &lim);
+	rv_plan_config(cur, &cfg);
+	int rc = rv_plan_oom(&cfg, ev, 1, &m->spec, uid, &lim, &P, out);
+	if (rc < 0)
+		return rc;
+	int64_t mb = oom_memory_of(out, ev->node);
+	if (mb <= 0)
+		return -ENODATA;
+	*memory_mb = mb;
+	return 0;
+}
+
+int plans_oom_memory(struct master *m, const struct rv_event *ev, int64_t *memory_mb)
+{
+	struct plans *p = m->plans;
+	if (!ev->node[0])
+		return -EINVAL;
+	if (p) {
+		struct rv_event e = *ev;
+		e.type = RV_EVENT_NODE_OOM;
+		if (e.ts_ms <= 0)
+			e.ts_ms = rv_now_ms();
+		pthread_mutex_lock(&p->mu);
+		int64_t since = p->oom_seq;
+		pthread_mutex_unlock(&p->mu);
+		int rc = brainlink_event(p->link, &e);
+		if (rc < 0)
+			return rc;
+		if (p->mode == RV_OPT_MANUAL) {
+			/* nothing changes by itself: the limit in force */
+			*memory_mb = ev->memory_mb;
+			return 0;
+		}
+		int64_t until = rv_mono_ms() + m->cfg.plan_oom_wait_ms;
+		pthread_mutex_lock(&p->mu);
+		for (;;) {
+			for (int i = 0; i < OOM_SLOTS; i++) {
+				const struct oom_slot *s = &p->oom[i];
+				if (s->seq > since && !strcmp(s->node, ev->node)) {
+					*memory_mb = s->memory_mb;
+					pthread_mutex_unlock(&p->mu);
+					return 1;
+				}
+			}
+			int64_t now = rv_mono_ms();
+			if (now >= until || p->stop)
+				break;
+			struct timespec ts = { .tv_sec = (time_t)(until / 1000),
+					       .tv_nsec = (long)(until % 1000) * 1000000L };
+			pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+		}
+		pthread_mutex_unlock(&p->mu);
+		rv_log_warn("no oom plan in time: the in-process one", "node=%s wait_ms=%lld",
+			    ev->node, m->cfg.plan_oom_wait_ms);
+	}
+	int rc = oom_local(m, ev, memory_mb);
+	return rc < 0 ? rc : 0;
+}
+
+/* ---- plans ---- */
+
+static void journal_uid(struct plans *p, const char *uid)
+{
+	struct master *m = p->m;
+	pthread_mutex_lock(&m->lock);
+	if (!strcmp(m->brain_uid, uid)) {
+		pthread_mutex_unlock(&m->lock);
+		return;
+	}
+	struct master_op op;
+	memset(&op, 0, sizeof(op));
+	op.now_ms = state_now(m);
+	snprintf(op.node, sizeof(op.node), "%s", uid);
+	struct master_result res;
+	int64_t seq = 0;
+	int rc = state_apply(m, MASTER_OP_BRAIN_UID, &op, NULL, 0, &res, &seq);
+	pthread_mutex_unlock(&m->lock);
+	if (rc == 0)
+		rc = state_sync(m, seq);
+	if (rc < 0)
+		rv_log_error("could not journal the job's uid at the brain", "uid=%s errno=%d", uid,
+			     -rc);
+	else
+		rv_log_info("job registered at the brain", "uid=%s", uid);
+}
+
+static void send_applied(struct plans *p, int64_t id, int64_t ts)
+{
+	struct rv_event ev = { .type = RV_EVENT_PLAN_APPLIED,
+			       .ts_ms = ts,
+			       .rank = -1,
+			       .exit_code = -1,
+			       .plan_id = id };
+	/* a fixed id: sent again after a restart, stored once */
+	snprintf(ev.event_id, sizeof(ev.event_id), "plan-applied-%" PRId64, id);
+	brainlink_event(p->link, &ev);
+}
+
+static void log_plan(const char *msg, const struct rv_scale_plan *pl)
+{
+	char q[600];
+	rv_log_info(msg, "plan=%" PRId64 " stage=%s workers=%d ps=%d reason=%s", pl->id, pl->stage,
+		    pl->groups[RV_ROLE_WORKER].count, pl->groups[RV_ROLE_PS].count,
+		    rv_log_q(q, sizeof(q), pl->reason));
+}
+
+static void take_plan(struct plans *p, struct brainlink_plan *bp)
+{
+	struct master *m = p->m;
+	struct rv_scale_plan *pl = &bp->plan;
+	int64_t link_id = pl->id;
+	atomic_fetch_add(&p->received, 1);
+	if (!p->local && pl->job[0])
+		journal_uid(p, pl->job);
+	if (p->local) {
+		if (p->id_base > 0 && !strcmp(pl->stage, "create")) {
+			atomic_fetch_add(&p->skipped, 1);
+			return; /* a restart: the journal holds what was applied */
+		}
+		pl->id += p->id_base;
+	}
+	if (!bp->apply) {
+		pthread_mutex_lock(&m->lock);
+		plan_state_from(&m->plan, pl);
+		m->plan.proposed = true;
+		pthread_mutex_unlock(&m->lock);
+		atomic_fetch_add(&p->proposed, 1);
+		log_plan("plan proposed, not applied (manual mode)", pl);
+		return;
+	}
+	RV_CLEANUP_CJSON cJSON *doc = rv_scale_plan_to_json(pl);
+	RV_CLEANUP_FREE char *txt = doc ? cJSON_PrintUnformatted(doc) : NULL;
+	if (!txt) {
+		rv_log_error("could not apply a plan", "plan=%" PRId64 " reason=\"out of memory\"",
+			     pl->id);
+		return;
+	}
+	pthread_mutex_lock(&m->lock);
+	if (pl->id <= m->desired.plan_id) {
+		bool same = pl->id == m->desired.plan_id;
+		int64_t now = state_now(m);
+		pthread_mutex_unlock(&m->lock);
+		atomic_fetch_add(&p->skipped, 1);
+		rv_log_debug("plan skipped: not newer than the applied one", "plan=%" PRId64,
+			     pl->id);
+		if (same && !p->local)
+			send_applied(p, link_id, now); /* its first report may have been lost */
+		return;
+	}
+	struct master_op op;
+	memset(&op, 0, sizeof(op));
+	op.now_ms = state_now(m);
+	struct master_result res;
+	int64_t seq = 0;
+	int rc = state_apply(m, MASTER_OP_PLAN, &op, txt, strlen(txt), &res, &seq);
+	pthread_mutex_unlock(&m->lock);
+	if (rc == 0)
+		rc = state_sync(m, seq);
+	if (rc < 0) {
+		char q[600];
+		rv_log_error("could not apply a plan", "plan=%" PRId64 " errno=%d reason=%s", pl->id,
+			     -rc, rv_log_q(q, sizeof(q), res.err.msg));
+		return;
+	}
+	atomic_fetch_add(&p->applied, 1);
+	send_applied(p, link_id, op.now_ms);
+	log_plan("plan applied", pl);
+	if (!strcmp(pl->stage, "oom"))
+		oom_record(p, pl);
+}
+
+static bool stopping(struct plans *p)
+{
+	pthread_mutex_lock(&p->mu);
+	bool s = p->stop;
+	pthread_mutex_unlock(&p->mu);
+	return s;
+}
+
+static void *plans_main(void *arg)
+{
+	struct plans *p = arg;
+	struct master *m = p->m;
+	int64_t next_local = rv_mono_ms() + m->cfg.plan_interval_ms;
+	struct brainlink_plan *bp = malloc(sizeof(*bp));
+	if (!bp) {
+		rv_log_error("could not start taking plans", "reason=\"out of memory\"");
+		return NULL;
+	}
+	while (!stopping(p)) {
+		if (brainlink_plan_take(p->link, bp, PLAN_POLL_MS) == 1)
+			take_plan(p, bp);
+		char uid[RV_BRAIN_UID_MAX];
+		if (!p->local && brainlink_uid(p->link, uid) == 1)
+			journal_uid(p, uid);
+		if (p->local && rv_mono_ms() >= next_local) {
+			struct rv_err err = { 0 };
+			if (brainlink_plan_local(p->link, NULL, &err) < 0) {
+				char q[600];
+				rv_log_warn("could not make a plan", "reason=%s",
+					    rv_log_q(q, sizeof(q), err.msg));
+			}
+			next_local = rv_mono_ms() + m->cfg.plan_interval_ms;
+		}
+	}
+	free(bp);
+	return NULL;
+}
+
+int plans_start(struct master *m, struct rv_err *err)
+{
+	int rc = plans_check(m, err);
+	if (rc < 0)
+		return rc;
+	struct plans *p = calloc(1, sizeof(*p));
+	if (!p)
+		return rv_err_set(err, -ENOMEM, "", "out of memory for the brain link");
+	p->m = m;
+	p->mode = m->spec.optimize_mode;
+	const char *url = p->mode == RV_OPT_SINGLE_JOB ? "" : brain_url(m);
+	p->local = !url[0];
+	char uid[RV_NAME_MAX];
+	pthread_mutex_lock(&m->lock);
+	snprintf(uid, sizeof(uid), "%s", m->brain_uid);
+	p->id_base = p->local ? m->desired.plan_id : 0;
+	pthread_mutex_unlock(&m->lock);
+	const struct master_cfg *c = &m->cfg;
+	struct brainlink_opts o = {
+		.mode = p->mode,
+		.spec = &m->spec,
+		.brain = { .url = url,
+			   .token = c->brain_token,
+			   .connect_timeout_ms = (int)c->brain_connect_timeout_ms,
+			   .timeout_ms = (int)c->brain_timeout_ms },
+		.uid = uid,
+		.max_queue = (int)c->brain_max_queue,
+		.max_queue_bytes = (size_t)c->brain_max_queue_kb * 1024,
+		.batch_max = (int)c->brain_batch_max,
+		.batch_delay_ms = (int)c->brain_batch_delay_ms,
+		.poll_wait_s = (int)c->brain_poll_wait_s,
+		.backoff_ms = (int)c->brain_backoff_ms,
+		.backoff_max_ms = (int)c->brain_backoff_max_ms,
+		.min_samples = (int)c->plan_min_samples,
+	};
+	p->link = brainlink_start(&o, err);
+	if (!p->link) {
+		free(p);
+		return err->code ? err->code : -ENOMEM;
+	}
+	pthread_mutex_init(&p->mu, NULL);
+	cond_init_mono(&p->cv);
+	pthread_mutex_lock(&m->lock);
+	m->plans = p;
+	pthread_mutex_unlock(&m->lock);
+	if (pthread_create(&p->thread, NULL, plans_main, p) != 0) {
+		pthread_mutex_lock(&m->lock);
+		m->plans = NULL;
+		pthread_mutex_unlock(&m->lock);
+		brainlink_stop(p->link, 0);
+		pthread_cond_destroy(&p->cv);
+		pthread_mutex_destroy(&p->mu);
+		free(p);
+		return rv_err_set(err, -EAGAIN, "", "could not start the plan thread");
+	}
+	rv_log_info("brain link started", "mode=%s brain=%s uid=%s",
+		    rv_optimize_mode_name(p->mode), url[0] ? url : "in-process",
+		    uid[0] ? uid : "(registering)");
+	return 0;
+}
+
+void plans_stop(struct master *m)
+{
+	pthread_mutex_lock(&m->lock);
+	struct plans *p = m->plans;
+	m->plans = NULL;
+	pthread_mutex_unlock(&m->lock);
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->mu);
+	p->stop = true;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	pthread_join(p->thread, NULL);
+	int left = brainlink_stop(p->link, (int)m->cfg.brain_stop_ms);
+	rv_log_info("brain link stopped", "unsent=%d", left);
+	pthread_cond_destroy(&p->cv);
+	pthread_mutex_destroy(&p->mu);
+	free(p);
+}
+
+/* ---- status ---- */
+
+void plans_status(struct master *m, struct rv_job_status *js)
+{
+	struct plans *p = m->plans;
+	js->has_brain = true;
+	struct rv_brain_link *b = &js->brain;
+	b->mode = m->spec.optimize_mode;
+	snprintf(b->uid, sizeof(b->uid), "%s", m->brain_uid);
+	if (p) {
+		struct brainlink_stats st;
+		brainlink_stats(p->link, &st);
+		b->reachable = st.reachable;
+		b->queued = st.queued;
+		b->sent = st.sent_samples + st.sent_events;
+		b->dropped = st.dropped_samples + st.dropped_events;
+		snprintf(b->last_error, sizeof(b->last_error), "%s", st.last_error);
+	}
+	js->has_plan = m->plan.id > 0;
+	if (js->has_plan)
+		js->plan = m->plan;
+	js->has_desired = true;
+	for (int r = 0; r < RV_ROLE_COUNT; r++) {
+		const struct master_group *g = &m->desired.groups[r];
+		if (!m->spec.replicas[r].present && g->count == 0)
+			continue;
+		js->desired[r] = (struct rv_role_target){ .present = true,
+							  .count = g->count,
+							  .cpu = g->cpu,
+							  .memory_mb = g->memory_mb,
+							  .gpu = g->gpu };
+	}
+}
+
+void plans_metrics(struct master *m, struct rv_buf *out)
+{
+	struct plans *p = m->plans;
+	if (!p)
+		return;
+	struct brainlink_stats st;
+	brainlink_stats(p->link, &st);
+	const struct {
+		const char *name, *type, *help;
+		long long v;
+	} rows[] = {
+		{ "rover_master_brain_reachable", "gauge", "The last call to the brain got an answer",
+		  st.reachable },
+		{ "rover_master_brain_queued", "gauge", "Reports waiting to be sent", st.queued },
+		{ "rover_master_brain_queued_bytes", "gauge", "Memory of the reports waiting",
+		  st.queued_bytes },
+		{ "rover_master_brain_samples_sent_total", "counter",
+		  "Samples the brain acknowledged", st.sent_samples },
+		{ "rover_master_brain_events_sent_total", "counter", "Events the brain acknowledged",
+		  st.sent_events },
+		{ "rover_master_brain_dropped_total", "counter",
+		  "Reports dropped, oldest first, from a full queue",
+		  st.dropped_samples + st.dropped_events },
+		{ "rover_master_brain_resends_total", "counter",
+		  "Batches and events sent again after a failure", st.resends },
+		{ "rover_master_plans_received_total", "counter", "Plans handed to the master",
+		  (long long)atomic_load(&p->received) },
+		{ "rover_master_plans_applied_total", "counter", "Plans applied to the desired state",
+		  (long long)atomic_load(&p->applied) },
+		{ "rover_master_plans_skipped_total", "counter",
+		  "Plans not newer than the applied one", (long long)atomic_load(&p->skipped) },
+		{ "rover_master_plans_proposed_total", "counter",
+		  "Plans recorded as proposed (manual mode)", (long long)atomic_load(&p->proposed) },
+		{ "rover_master_plans_clamped_total", "counter",
+		  "Plan counts clamped to the replica spec", (long long)atomic_load(&p->clamped) },
+		{ "rover_master_node_throttled_samples_total", "counter",
+		  "Usage samples of a node whose CPU was throttled",
+		  (long long)atomic_load(&p->throttled) },
+	};
+	for (size_t i = 0; i < RV_ARRAY_SIZE(rows); i++)
+		rv_buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n%s %lld\n", rows[i].name,
+			      rows[i].help, rows[i].name, rows[i].type, rows[i].name, rows[i].v);
+	pthread_mutex_lock(&m->lock);
+	long long version = (long long)m->desired.version, plan_id = (long long)m->desired.plan_id;
+	pthread_mutex_unlock(&m->lock);
+	rv_buf_printf(out,
+		      "# HELP rover_master_desired_version Changes of the desired state\n"
+		      "# TYPE rover_master_desired_version gauge\nrover_master_desired_version %lld\n"
+		      "# HELP rover_master_plan_id The plan the desired state follows\n"
+		      "# TYPE rover_master_plan_id gauge\nrover_master_plan_id %lld\n",
+		      version, plan_id);
+}
