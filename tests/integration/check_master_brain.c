@@ -1,0 +1,497 @@
+/*
+ * check_master_brain.c: the real rover-master's brain link against the real
+ * rover-brain (on a private PostgreSQL), agents simulated with the typed
+ * master client.  Cluster mode registers the job once, also across a
+ * kill -9 and restart of the master; step reports reach the brain as speed
+ * samples; a plan the brain makes changes the master's desired state and
+ * the brain records it applied; with the brain stopped the master keeps
+ * serving and the buffered reports arrive once it is back, none stored
+ * twice.  Single-job mode plans in-process with no brain, manual mode only
+ * proposes, and cluster mode without a brain url refuses to start.
+ */
+#include <arpa/inet.h>
+#include <check.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "brain_client.h"
+#include "brainfix.h"
+#include "buf.h"
+#include "masterfix.h"
+#include "parse.h"
+#include "testutil.h"
+
+static char conninfo[1024];
+static struct rv_test_brain brain;
+static struct rv_test_master master;
+static struct rv_master_client *mc;
+static int brain_port;
+
+static int free_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	ck_assert(fd >= 0);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	close(fd);
+	return ntohs(a.sin_port);
+}
+
+static void brain_start(void)
+{
+	char listen[64];
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", brain_port);
+	const char *args[] = { "--db", conninfo, "--plan-debounce-ms", "0", "--listen", listen,
+			       NULL };
+	ck_assert_int_eq(rv_test_brain_start(&brain, args), 0);
+}
+
+static void setup(void)
+{
+	ck_assert_int_eq(rv_test_pg_fresh_db(0, conninfo, sizeof(conninfo)), 0);
+	brain_port = free_port();
+	brain_start();
+	mc = NULL;
+	memset(&master, 0, sizeof(master));
+}
+
+static void teardown(void)
+{
+	rv_master_client_free(mc);
+	mc = NULL;
+	if (master.dir[0])
+		rv_test_master_cleanup(&master);
+	if (brain.pid > 0)
+		rv_test_brain_stop(&brain, SIGTERM, 10);
+}
+
+/* A spec in mode with workers 1..16 (replicas given), 4 cores and 8 GiB each. */
+static char *spec_json(const char *mode, int replicas)
+{
+	char *s = NULL;
+	ck_assert_int_ge(
+		asprintf(&s,
+			 "{\"apiVersion\":\"elastic.rover.dev/v1alpha1\",\"kind\":\"ElasticJob\","
+			 "\"metadata\":{\"name\":\"brain-job\"},"
+			 "\"spec\":{\"distributionStrategy\":\"AllreduceStrategy\","
+			 "\"optimizeMode\":\"%s\",\"replicaSpecs\":{\"worker\":{\"replicas\":%d,"
+			 "\"minReplicas\":1,\"maxReplicas\":16,"
+			 "\"resources\":{\"cpu\":4,\"memory\":\"8Gi\"}}},"
+			 "\"datasets\":[{\"name\":\"train\",\"size\":1000,\"shardSize\":10,"
+			 "\"epochs\":1}]}}",
+			 mode, replicas),
+		0);
+	return s;
+}
+
+/* Start the master for spec in cluster mode against the brain, with short
+ * batching and back-off so a test sees reports soon. */
+static void master_start(const char *spec, bool with_brain)
+{
+	ck_assert_int_eq(rv_test_master_init(&master, spec), 0);
+	static const char *args[16];
+	int n = 0;
+	if (with_brain) {
+		args[n++] = "--brain";
+		args[n++] = brain.url;
+	}
+	const char *more[] = { "--brain-batch-delay-ms", "20", "--brain-backoff-max-ms", "200",
+			       "--brain-poll-wait-s", "1", "--plan-interval-ms", "200", NULL };
+	for (int i = 0; more[i]; i++)
+		args[n++] = more[i];
+	args[n] = NULL;
+	ck_assert_int_eq(rv_test_master_start(&master, args), 0);
+	mc = rv_test_master_client(&master);
+	ck_assert_ptr_nonnull(mc);
+}
+
+static struct rv_job_status job(void)
+{
+	struct rv_job_status js;
+	struct rv_err err = { 0 };
+	int rc = rv_master_job(mc, &js, &err);
+	ck_assert_msg(rc == 0, "job: %d %s", rc, err.msg);
+	return js;
+}
+
+/* The job's uid at the brain, once the master has journaled it. */
+static void wait_uid(char uid[RV_BRAIN_UID_MAX])
+{
+	for (int i = 0; i < 500; i++) {
+		struct rv_job_status js = job();
+		ck_assert(js.has_brain);
+		if (js.brain.uid[0]) {
+			snprintf(uid, RV_BRAIN_UID_MAX, "%s", js.brain.uid);
+			return;
+		}
+		usleep(20 * 1000);
+	}
+	ck_abort_msg("the master never registered the job");
+}
+
+static struct rv_brain_client *brain_client(void)
+{
+	struct rv_brain_opts o = { .url = brain.url, .max_attempts = 1, .timeout_ms = 5000 };
+	struct rv_err err = { 0 };
+	struct rv_brain_client *c = rv_brain_client_new(&o, &err);
+	ck_assert_msg(c != NULL, "brain client: %s", err.msg);
+	return c;
+}
+
+static struct rv_brain_job brain_job(const char *uid)
+{
+	struct rv_brain_client *c = brain_client();
+	struct rv_brain_job j;
+	struct rv_err err = { 0 };
+	int rc = rv_brain_job_get(c, uid, &j, &err);
+	rv_brain_client_free(c);
+	ck_assert_msg(rc == 0, "brain job: %d %s", rc, err.msg);
+	return j;
+}
+
+/* Wait until the brain stored n speed samples of uid (and not more). */
+static void wait_speed_samples(const char *uid, int64_t n)
+{
+	int64_t got = -1;
+	for (int i = 0; i < 500 && got < n; i++) {
+		got = brain_job(uid).speed_samples;
+		if (got < n)
+			usleep(20 * 1000);
+	}
+	ck_assert_int_eq(got, n);
+	usleep(300 * 1000); /* nothing more comes: none stored twice */
+	ck_assert_int_eq(brain_job(uid).speed_samples, n);
+}
+
+/* One node joins a world of one. */
+static void rendezvous(const char *node)
+{
+	struct rv_rdzv_join j = { .local_world_size = 1 };
+	snprintf(j.node, sizeof(j.node), "%s", node);
+	struct rv_rdzv_world_reply w;
+	struct rv_err err = { 0 };
+	int rc = rv_master_rendezvous(mc, &j, 20000, &w, &err);
+	ck_assert_msg(rc == 0, "rendezvous: %d %s", rc, err.msg);
+	ck_assert_int_eq(w.status, RV_RDZV_COMPLETE);
+	rv_rdzv_world_reply_release(&w);
+}
+
+static void steps(int64_t from, int64_t to)
+{
+	for (int64_t s = from; s <= to; s++) {
+		struct rv_step_report r = { .node = "node-0", .step = s, .speed = 100.0 + (double)s };
+		struct rv_err err = { 0 };
+		ck_assert_msg(rv_master_step(mc, &r, &err) == 0, "step %" PRId64 ": %s", s, err.msg);
+	}
+}
+
+static int64_t brain_jobs_total(void)
+{
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&brain, "GET", "/v1/jobs", NULL, NULL, &r), 0);
+	ck_assert_int_eq(r.status, 200);
+	int64_t n = (int64_t)rv_test_json_num(r.json, "total", -1);
+	rv_test_reply_release(&r);
+	return n;
+}
+
+START_TEST(test_registers_once_across_kill9)
+{
+	char *spec = spec_json("cluster", 1);
+	master_start(spec, true);
+	free(spec);
+	char uid[RV_BRAIN_UID_MAX];
+	wait_uid(uid);
+	rendezvous("node-0");
+	steps(1, 5);
+	wait_speed_samples(uid, 5);
+	struct rv_job_status js = job();
+	ck_assert_int_eq(js.brain.mode, RV_OPT_CLUSTER);
+	ck_assert(js.brain.reachable);
+	ck_assert_int_ge(js.brain.sent, 5);
+
+	ck_assert_int_ge(rv_test_master_stop(&master, SIGKILL, 5000), 0);
+	ck_assert_int_eq(rv_test_master_restart(&master), 0);
+	char again[RV_BRAIN_UID_MAX];
+	wait_uid(again);
+	ck_assert_str_eq(again, uid);
+	steps(6, 10);
+	/* the reports after the restart go to the same job at the brain */
+	wait_speed_samples(uid, 10);
+	ck_assert_int_eq(brain_jobs_total(), 1);
+	js = job();
+	ck_assert_str_eq(js.brain.uid, uid);
+	ck_assert_int_eq(js.brain.dropped, 0);
+}
+END_TEST
+
+/* Speed samples straight to the brain at w workers, as check_brain_plans. */
+static int64_t ts = 0;
+static void post_speed(const char *uid, int w, double speed, int n)
+{
+	struct rv_buf b;
+	rv_buf_init(&b);
+	rv_buf_puts(&b, "{\"samples\":[");
+	for (int i = 0; i < n; i++) {
+		ts += 10000;
+		rv_buf_printf(&b,
+			      "%s{\"kind\":\"speed\",\"ts\":%" PRId64 ",\"speed\":%.3f,"
+			      "\"step\":%d,\"workers\":%d,\"ps\":0}",
+			      i ? "," : "", ts, speed * (1.0 + 0.01 * ((i % 3) - 1)), i, w);
+	}
+	rv_buf_puts(&b, "]}");
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/jobs/%s/metrics", uid);
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&brain, "POST", path, b.data, NULL, &r), 0);
+	ck_assert_msg(r.status == 200, "metrics: %ld %s", r.status, r.body);
+	rv_test_reply_release(&r);
+	rv_buf_release(&b);
+}
+
+static double truth(int w)
+{
+	return 1.0 / (2.0 / w + 0.01 + 0.004 * w);
+}
+
+/* Whether the brain's history says plan id was applied. */
+static bool brain_says_applied(const char *uid, int64_t id)
+{
+	struct rv_brain_client *c = brain_client();
+	struct rv_brain_plan_record *recs = NULL;
+	int n = 0;
+	struct rv_err err = { 0 };
+	int rc = rv_brain_plan_history(c, uid, 50, &recs, &n, &err);
+	rv_brain_client_free(c);
+	ck_assert_msg(rc == 0, "plans: %s", err.msg);
+	bool applied = false;
+	for (int i = 0; i < n; i++)
+		if (recs[i].plan.id == id)
+			applied = recs[i].applied;
+	free(recs);
+	return applied;
+}
+
+START_TEST(test_brain_plan_changes_desired)
+{
+	char *spec = spec_json("cluster", 2);
+	master_start(spec, true);
+	free(spec);
+	char uid[RV_BRAIN_UID_MAX];
+	wait_uid(uid);
+	/* the create plan is applied: desired follows it */
+	struct rv_job_status js;
+	for (int i = 0; i < 500; i++) {
+		js = job();
+		if (js.has_plan && js.plan.applied)
+			break;
+		usleep(20 * 1000);
+	}
+	ck_assert(js.has_plan && js.plan.applied);
+	ck_assert_str_eq(js.plan.stage, "create");
+	ck_assert(js.desired[RV_ROLE_WORKER].present);
+	ck_assert_int_eq(js.desired[RV_ROLE_WORKER].count, 2);
+	int64_t create_id = js.plan.id;
+
+	ts = rv_now_ms();
+	int w = 2;
+	int64_t id = 0;
+	int want = 0;
+	for (int round = 0; round < 12 && !id; round++) {
+		post_speed(uid, w, truth(w) * 100, 8);
+		ck_assert_int_eq(rv_test_brain_wait_planned(&brain, uid, ts, 300), 0);
+		cJSON *p = NULL;
+		long st = rv_test_brain_running_plan(&brain, uid, create_id, &p);
+		ck_assert(st == 200 || st == 204);
+		if (!p)
+			continue;
+		id = (int64_t)rv_test_json_num(p, "id", 0);
+		want = (int)rv_test_json_num(p, "groups.worker.count", 0);
+		cJSON_Delete(p);
+	}
+	ck_assert_msg(id > 0, "the brain made no running plan");
+	/* the master long-polls it, journals it, and says applied */
+	for (int i = 0; i < 500; i++) {
+		js = job();
+		if (js.plan.id == id)
+			break;
+		usleep(20 * 1000);
+	}
+	ck_assert_int_eq(js.plan.id, id);
+	ck_assert(js.plan.applied && !js.plan.proposed);
+	ck_assert_str_eq(js.plan.stage, "running");
+	ck_assert_int_eq(js.desired[RV_ROLE_WORKER].count, want < 1 ? 1 : want > 16 ? 16 : want);
+	ck_assert_int_ne(js.desired[RV_ROLE_WORKER].count, 2);
+	bool applied = false;
+	for (int i = 0; i < 250 && !applied; i++) {
+		applied = brain_says_applied(uid, id);
+		if (!applied)
+			usleep(20 * 1000);
+	}
+	ck_assert_msg(applied, "the brain never heard plan %" PRId64 " applied", id);
+
+	/* a restart: the brain hands the same plan again; it is not applied twice */
+	ck_assert_int_ge(rv_test_master_stop(&master, SIGKILL, 5000), 0);
+	ck_assert_int_eq(rv_test_master_restart(&master), 0);
+	usleep(1500 * 1000);
+	js = job();
+	ck_assert_int_eq(js.plan.id, id);
+	ck_assert_int_eq(js.desired[RV_ROLE_WORKER].count, want < 1 ? 1 : want > 16 ? 16 : want);
+}
+END_TEST
+
+START_TEST(test_brain_down_reports_buffered)
+{
+	char *spec = spec_json("cluster", 1);
+	master_start(spec, true);
+	free(spec);
+	char uid[RV_BRAIN_UID_MAX];
+	wait_uid(uid);
+	rendezvous("node-0");
+	steps(1, 5);
+	wait_speed_samples(uid, 5);
+
+	ck_assert_int_ge(rv_test_brain_stop(&brain, SIGKILL, 10), 0);
+	/* the master keeps serving while the brain is away */
+	steps(6, 20);
+	struct rv_job_status js;
+	for (int i = 0; i < 250; i++) {
+		js = job();
+		if (!js.brain.reachable && js.brain.queued > 0)
+			break;
+		usleep(20 * 1000);
+	}
+	ck_assert(!js.brain.reachable);
+	ck_assert_int_gt(js.brain.queued, 0);
+	ck_assert_msg(js.brain.last_error[0], "no error shown");
+	ck_assert_int_eq(js.step, 20);
+
+	brain_start();
+	wait_speed_samples(uid, 20);
+	for (int i = 0; i < 250; i++) {
+		js = job();
+		if (js.brain.reachable && js.brain.queued == 0)
+			break;
+		usleep(20 * 1000);
+	}
+	ck_assert(js.brain.reachable);
+	ck_assert_int_eq(js.brain.queued, 0);
+	ck_assert_int_eq(js.brain.dropped, 0);
+	struct rv_test_reply r;
+	char path[64];
+	snprintf(path, sizeof(path), "/metrics");
+	struct rv_test_brain mb = { .port = master.port };
+	snprintf(mb.url, sizeof(mb.url), "%s", master.url);
+	ck_assert_int_eq(rv_test_http(&mb, "GET", path, NULL, NULL, &r), 0);
+	ck_assert_msg(r.body && strstr(r.body, "rover_master_brain_samples_sent_total 20"),
+		      "metrics: %s", r.body);
+	rv_test_reply_release(&r);
+}
+END_TEST
+
+START_TEST(test_single_job_plans_in_process)
+{
+	if (brain.pid > 0)
+		rv_test_brain_stop(&brain, SIGTERM, 10);
+	char *spec = spec_json("single-job", 3);
+	master_start(spec, false);
+	free(spec);
+	struct rv_job_status js;
+	for (int i = 0; i < 250; i++) {
+		js = job();
+		if (js.has_plan && js.plan.applied)
+			break;
+		usleep(20 * 1000);
+	}
+	ck_assert(js.has_plan && js.plan.applied && !js.plan.proposed);
+	ck_assert_int_ge(js.plan.id, 1);
+	ck_assert_str_eq(js.plan.stage, "create");
+	ck_assert_msg(strlen(js.plan.reason) > 5, "plan without a reason");
+	ck_assert_int_eq(js.brain.mode, RV_OPT_SINGLE_JOB);
+	ck_assert_str_eq(js.brain.uid, "");
+	ck_assert_int_eq(js.desired[RV_ROLE_WORKER].count, js.plan.groups[RV_ROLE_WORKER].count);
+	ck_assert_int_eq(js.desired[RV_ROLE_WORKER].memory_mb, 8192);
+	/* a restart keeps the applied plan and does not apply the create plan again */
+	int64_t id = js.plan.id;
+	ck_assert_int_ge(rv_test_master_stop(&master, SIGKILL, 5000), 0);
+	ck_assert_int_eq(rv_test_master_restart(&master), 0);
+	usleep(500 * 1000);
+	js = job();
+	ck_assert_int_eq(js.plan.id, id);
+	ck_assert(js.plan.applied);
+}
+END_TEST
+
+START_TEST(test_manual_only_proposes)
+{
+	if (brain.pid > 0)
+		rv_test_brain_stop(&brain, SIGTERM, 10);
+	char *spec = spec_json("manual", 3);
+	master_start(spec, false);
+	free(spec);
+	struct rv_job_status js;
+	for (int i = 0; i < 250; i++) {
+		js = job();
+		if (js.has_plan)
+			break;
+		usleep(20 * 1000);
+	}
+	ck_assert(js.has_plan);
+	ck_assert(js.plan.proposed && !js.plan.applied);
+	ck_assert(js.plan.groups[RV_ROLE_WORKER].present);
+	ck_assert_int_eq(js.brain.mode, RV_OPT_MANUAL);
+	/* nothing changed: the desired state is the spec's */
+	ck_assert_int_eq(js.desired[RV_ROLE_WORKER].count, 3);
+	struct rv_test_reply r;
+	struct rv_test_brain mb = { .port = master.port };
+	snprintf(mb.url, sizeof(mb.url), "%s", master.url);
+	ck_assert_int_eq(rv_test_http(&mb, "GET", "/metrics", NULL, NULL, &r), 0);
+	ck_assert_msg(r.body && strstr(r.body, "rover_master_plans_applied_total 0") &&
+			      strstr(r.body, "rover_master_desired_version 1\n"),
+		      "metrics: %s", r.body);
+	rv_test_reply_release(&r);
+}
+END_TEST
+
+START_TEST(test_cluster_without_url_exits_2)
+{
+	char *spec = spec_json("cluster", 1);
+	ck_assert_int_eq(rv_test_master_init(&master, spec), 0);
+	free(spec);
+	ck_assert_int_lt(rv_test_master_start(&master, NULL), 0);
+	ck_assert(master.exit_status >= 0 && WIFEXITED(master.exit_status));
+	ck_assert_int_eq(WEXITSTATUS(master.exit_status), 2);
+	char *log = rv_test_read_file(master.log);
+	ck_assert_ptr_nonnull(log);
+	ck_assert_msg(strstr(log, "spec.brainService") && strstr(log, "--brain"),
+		      "the error does not say what to set: %s", log);
+	free(log);
+}
+END_TEST
+
+static Suite *master_brain_suite(void)
+{
+	Suite *s = suite_create("master_brain");
+	TCase *tc = tcase_create("brain");
+	tcase_set_timeout(tc, 120);
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_registers_once_across_kill9);
+	tcase_add_test(tc, test_brain_plan_changes_desired);
+	tcase_add_test(tc, test_brain_down_reports_buffered);
+	tcase_add_test(tc, test_single_job_plans_in_process);
+	tcase_add_test(tc, test_manual_only_proposes);
+	tcase_add_test(tc, test_cluster_without_url_exits_2);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+RV_TEST_MAIN_PG(master_brain_suite)
