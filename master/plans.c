@@ -707,7 +707,7 @@ int plans_start(struct master *m, struct rv_err *err)
 	}
 	rv_log_info("brain link started", "mode=%s brain=%s uid=%s",
 		    rv_optimize_mode_name(p->mode), url[0] ? url : "in-process",
-		    uid[0] ? uid : "(registering)");
+		    p->local ? "-" : uid[0] ? uid : "(registering)");
 	return 0;
 }
 

@@ -1,0 +1,327 @@
+/*
+ * check_plans.c: master/plans.c on a master state of its own (journal in a
+ * temp folder) against the real rover-brain: the node manager's calls
+ * (plans_node_sample, plans_node_event, plans_oom_memory) reach the brain
+ * as usage samples, node events and an oom plan; without a brain the oom
+ * memory comes from the in-process policy; a plan's counts are clamped to
+ * the replica spec and an old plan changes nothing; the desired state, the
+ * uid and the newest plan survive a snapshot and a journal replay.
+ */
+#include <check.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <gsl/gsl_errno.h>
+
+#include "brain_client.h"
+#include "brainfix.h"
+#include "buf.h"
+#include "json.h"
+#include "parse.h"
+#include "plans.h"
+#include "testutil.h"
+
+static char conninfo[1024];
+static struct rv_test_brain brain;
+static char dir[64];
+
+static const char job_json[] =
+	"{\"apiVersion\":\"elastic.rover.dev/v1alpha1\",\"kind\":\"ElasticJob\","
+	"\"metadata\":{\"name\":\"plans-job\"},"
+	"\"spec\":{\"distributionStrategy\":\"AllreduceStrategy\",\"optimizeMode\":\"%s\","
+	"\"replicaSpecs\":{\"worker\":{\"replicas\":2,\"minReplicas\":1,\"maxReplicas\":16,"
+	"\"resources\":{\"cpu\":4,\"memory\":\"8Gi\"}}},"
+	"\"datasets\":[{\"name\":\"train\",\"size\":100,\"shardSize\":10}]}}";
+
+/* A master state for mode (url: the brain's, "" none) in dir, opened. */
+static struct master *master_new(const char *mode, const char *url)
+{
+	struct master *m = calloc(1, sizeof(*m));
+	ck_assert_ptr_nonnull(m);
+	char doc[2048];
+	snprintf(doc, sizeof(doc), job_json, mode);
+	cJSON *j = cJSON_Parse(doc);
+	struct rv_err err = { 0 };
+	ck_assert_int_eq(rv_job_spec_from_json(j, &m->spec, &err), 0);
+	cJSON_Delete(j);
+	struct master_cfg *c = &m->cfg;
+	snprintf(c->state_dir, sizeof(c->state_dir), "%s", dir);
+	snprintf(c->brain_url, sizeof(c->brain_url), "%s", url);
+	c->node_unit = 1;
+	c->heartbeat_timeout_ms = 5000;
+	c->max_todo_ranges = c->max_in_flight = 1024;
+	c->snapshot_every = 100000;
+	c->sync_timeout_ms = 10000;
+	c->nosync = 1;
+	c->tick_ms = 100;
+	c->brain_connect_timeout_ms = 1000;
+	c->brain_timeout_ms = 5000;
+	c->brain_max_queue = 1000;
+	c->brain_max_queue_kb = 1024;
+	c->brain_batch_max = 100;
+	c->brain_batch_delay_ms = 10;
+	c->brain_poll_wait_s = 1;
+	c->brain_backoff_ms = 20;
+	c->brain_backoff_max_ms = 200;
+	c->brain_stop_ms = 1000;
+	c->plan_interval_ms = 100000;
+	c->plan_min_samples = 3;
+	c->plan_oom_wait_ms = 5000;
+	m->min_nodes = 1;
+	m->max_nodes = 16;
+	plans_init(m);
+	ck_assert_int_eq(state_open(m, &err), 0);
+	return m;
+}
+
+static void master_free(struct master *m)
+{
+	plans_stop(m);
+	state_close(m);
+	rv_job_spec_release(&m->spec);
+	free(m);
+}
+
+static void setup(void)
+{
+	gsl_set_error_handler_off();
+	snprintf(dir, sizeof(dir), "/tmp/rover-plans-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static void teardown(void)
+{
+	if (brain.pid > 0)
+		rv_test_brain_stop(&brain, SIGTERM, 10);
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static void brain_start(void)
+{
+	ck_assert_int_eq(rv_test_pg_fresh_db(0, conninfo, sizeof(conninfo)), 0);
+	const char *args[] = { "--db", conninfo, "--plan-debounce-ms", "0", NULL };
+	ck_assert_int_eq(rv_test_brain_start(&brain, args), 0);
+}
+
+static void wait_uid(struct master *m, char uid[RV_BRAIN_UID_MAX])
+{
+	for (int i = 0; i < 500; i++) {
+		pthread_mutex_lock(&m->lock);
+		snprintf(uid, RV_BRAIN_UID_MAX, "%s", m->brain_uid);
+		pthread_mutex_unlock(&m->lock);
+		if (uid[0])
+			return;
+		usleep(20 * 1000);
+	}
+	ck_abort_msg("never registered");
+}
+
+static cJSON *brain_job(const char *uid)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/jobs/%s", uid);
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&brain, "GET", path, NULL, NULL, &r), 0);
+	ck_assert_int_eq(r.status, 200);
+	cJSON *j = r.json;
+	r.json = NULL;
+	rv_test_reply_release(&r);
+	return j;
+}
+
+/* The brain's status of node name, or "" when it does not know it. */
+static void node_status(const cJSON *job, const char *name, char *out, size_t size)
+{
+	const cJSON *it;
+	out[0] = 0;
+	cJSON_ArrayForEach(it, cJSON_GetObjectItem(job, "nodes"))
+	{
+		const char *n = cJSON_GetStringValue(cJSON_GetObjectItem(it, "name"));
+		const char *s = cJSON_GetStringValue(cJSON_GetObjectItem(it, "status"));
+		if (n && s && !strcmp(n, name))
+			snprintf(out, size, "%s", s);
+	}
+}
+
+START_TEST(test_node_reports_reach_the_brain)
+{
+	brain_start();
+	struct master *m = master_new("cluster", brain.url);
+	struct rv_err err = { 0 };
+	ck_assert_int_eq(plans_start(m, &err), 0);
+	char uid[RV_BRAIN_UID_MAX];
+	wait_uid(m, uid);
+	for (int i = 0; i < 3; i++) {
+		struct plans_usage u = { .node = "worker-0", .role = RV_ROLE_WORKER, .rank = 0,
+					 .cpu = 3.5, .cpu_limit = 4, .memory_mb = 6000 + i,
+					 .memory_limit_mb = 8192, .throttled = i ? 0.2 : 0,
+					 .step_time = 0.5 };
+		ck_assert_int_eq(plans_node_sample(m, &u), 0);
+	}
+	struct plans_usage bad = { .role = RV_ROLE_WORKER };
+	ck_assert_int_eq(plans_node_sample(m, &bad), -EINVAL);
+	struct rv_event ev = { .type = RV_EVENT_NODE_FAILED, .node = "worker-1", .rank = 1,
+			       .exit_code = 1, .reason = "exited" };
+	ck_assert_int_eq(plans_node_event(m, &ev), 0);
+	struct rv_event job_ev = { .type = RV_EVENT_JOB_FINISHED };
+	ck_assert_int_eq(plans_node_event(m, &job_ev), -EINVAL);
+	struct rv_event nameless = { .type = RV_EVENT_NODE_FAILED };
+	ck_assert_int_eq(plans_node_event(m, &nameless), -EINVAL);
+
+	int64_t samples = 0;
+	char st[32] = "";
+	for (int i = 0; i < 250 && (samples < 3 || strcmp(st, "failed")); i++) {
+		cJSON *j = brain_job(uid);
+		samples = (int64_t)rv_test_json_num(j, "node_samples", 0);
+		node_status(j, "worker-1", st, sizeof(st));
+		cJSON_Delete(j);
+		usleep(20 * 1000);
+	}
+	ck_assert_int_eq(samples, 3);
+	ck_assert_str_eq(st, "failed");
+
+	/* an OOM: the brain's oom plan gives the relaunch more memory, and it
+	 * becomes the desired memory of the role */
+	struct rv_event oom = { .node = "worker-0", .role = RV_ROLE_WORKER, .rank = 0,
+				.exit_code = 137, .memory_mb = 8192, .peak_memory_mb = 8190 };
+	int64_t mb = 0;
+	ck_assert_int_eq(plans_oom_memory(m, &oom, &mb), 1);
+	ck_assert_int_gt(mb, 8192);
+	for (int i = 0; i < 250; i++) {
+		pthread_mutex_lock(&m->lock);
+		int64_t want = m->desired.groups[RV_ROLE_WORKER].memory_mb;
+		pthread_mutex_unlock(&m->lock);
+		if (want == mb)
+			break;
+		usleep(20 * 1000);
+	}
+	pthread_mutex_lock(&m->lock);
+	ck_assert_int_eq(m->desired.groups[RV_ROLE_WORKER].memory_mb, mb);
+	ck_assert_str_eq(m->plan.stage, "oom");
+	pthread_mutex_unlock(&m->lock);
+	master_free(m);
+}
+END_TEST
+
+START_TEST(test_oom_memory_without_a_brain)
+{
+	/* not started (or no brain at all): the in-process policy */
+	struct master *m = master_new("single-job", "");
+	struct rv_event oom = { .node = "worker-1", .role = RV_ROLE_WORKER, .rank = 1,
+				.exit_code = 137, .memory_mb = 8192, .peak_memory_mb = 8100 };
+	int64_t mb = 0;
+	ck_assert_int_eq(plans_oom_memory(m, &oom, &mb), 0);
+	ck_assert_int_gt(mb, 8192);
+	int64_t local = mb;
+	/* single-job: the link's own oom plan, applied like any plan */
+	struct rv_err err = { 0 };
+	ck_assert_int_eq(plans_start(m, &err), 0);
+	ck_assert_int_eq(plans_oom_memory(m, &oom, &mb), 1);
+	ck_assert_int_eq(mb, local);
+	master_free(m);
+}
+END_TEST
+
+static int apply_doc(struct master *m, const char *doc)
+{
+	struct master_op op;
+	memset(&op, 0, sizeof(op));
+	struct master_result res;
+	int64_t seq = 0;
+	pthread_mutex_lock(&m->lock);
+	op.now_ms = state_now(m);
+	int rc = state_apply(m, MASTER_OP_PLAN, &op, doc, strlen(doc), &res, &seq);
+	pthread_mutex_unlock(&m->lock);
+	if (rc == 0)
+		rc = state_sync(m, seq);
+	return rc < 0 ? rc : seq > 0;
+}
+
+START_TEST(test_plan_clamped_and_replayed)
+{
+	struct master *m = master_new("manual", "");
+	ck_assert_int_eq(m->desired.groups[RV_ROLE_WORKER].count, 2);
+	int64_t v0 = m->desired.version;
+	const char *big = "{\"job\":\"j\",\"id\":7,\"stage\":\"running\",\"algorithm\":\"x\","
+			  "\"reason\":\"grow\",\"groups\":{\"worker\":{\"count\":40,\"resource\":"
+			  "{\"cpu\":2,\"memory_mb\":4096,\"gpu\":0}}}}";
+	ck_assert_int_eq(apply_doc(m, big), 1);
+	ck_assert_int_eq(m->desired.groups[RV_ROLE_WORKER].count, 16); /* maxReplicas */
+	ck_assert_int_eq(m->desired.groups[RV_ROLE_WORKER].memory_mb, 4096);
+	ck_assert_int_eq(m->desired.plan_id, 7);
+	ck_assert_int_eq(m->desired.version, v0 + 1);
+	ck_assert(m->plan.applied);
+	ck_assert_str_eq(m->plan.reason, "grow");
+	const char *old = "{\"job\":\"j\",\"id\":5,\"stage\":\"running\",\"algorithm\":\"x\","
+			  "\"reason\":\"old\",\"groups\":{\"worker\":{\"count\":1,\"resource\":"
+			  "{\"cpu\":1,\"memory_mb\":1024,\"gpu\":0}}}}";
+	ck_assert_int_eq(apply_doc(m, old), 0); /* not newer: nothing journaled */
+	ck_assert_int_eq(m->desired.groups[RV_ROLE_WORKER].count, 16);
+	const char *bad = "{\"job\":\"j\",\"id\":9,\"stage\":\"running\",\"groups\":"
+			  "{\"worker\":{\"count\":\"x\"}}}";
+	ck_assert_int_eq(apply_doc(m, bad), -EINVAL);
+	/* the uid too */
+	struct master_op op;
+	memset(&op, 0, sizeof(op));
+	snprintf(op.node, sizeof(op.node), "uid-42");
+	struct master_result res;
+	int64_t seq = 0;
+	pthread_mutex_lock(&m->lock);
+	op.now_ms = state_now(m);
+	ck_assert_int_eq(state_apply(m, MASTER_OP_BRAIN_UID, &op, NULL, 0, &res, &seq), 0);
+	pthread_mutex_unlock(&m->lock);
+	ck_assert_int_gt(seq, 0);
+	ck_assert_int_eq(state_sync(m, seq), 0);
+	master_free(m);
+
+	/* replay of the journal */
+	m = master_new("manual", "");
+	ck_assert_int_eq(m->desired.groups[RV_ROLE_WORKER].count, 16);
+	ck_assert_int_eq(m->desired.plan_id, 7);
+	ck_assert_int_eq(m->desired.version, v0 + 1);
+	ck_assert_str_eq(m->brain_uid, "uid-42");
+	ck_assert_str_eq(m->plan.reason, "grow");
+
+	/* and through a snapshot */
+	struct rv_buf b;
+	rv_buf_init(&b);
+	rv_buf_puts(&b, "{\"x\":0");
+	ck_assert_int_eq(plans_snapshot_save(m, &b), 0);
+	rv_buf_puts(&b, "}");
+	struct rv_err err = { 0 };
+	cJSON *doc = rv_json_parse(b.data, b.len, &err);
+	ck_assert_ptr_nonnull(doc);
+	struct master *n = calloc(1, sizeof(*n));
+	ck_assert_ptr_nonnull(n);
+	ck_assert_int_eq(plans_snapshot_load(n, doc, &err), 0);
+	ck_assert_int_eq(memcmp(&n->desired, &m->desired, sizeof(n->desired)), 0);
+	ck_assert_str_eq(n->brain_uid, "uid-42");
+	ck_assert_int_eq(n->plan.id, 7);
+	ck_assert(n->plan.applied);
+	cJSON_Delete(doc);
+	rv_buf_release(&b);
+	free(n);
+	master_free(m);
+}
+END_TEST
+
+static Suite *plans_suite(void)
+{
+	Suite *s = suite_create("plans");
+	TCase *tc = tcase_create("plans");
+	tcase_set_timeout(tc, 60);
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_node_reports_reach_the_brain);
+	tcase_add_test(tc, test_oom_memory_without_a_brain);
+	tcase_add_test(tc, test_plan_clamped_and_replayed);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+RV_TEST_MAIN_PG(plans_suite)
