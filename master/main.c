@@ -124,7 +124,9 @@ static const char usage[] = "rover-master --job SPEC.json [--listen HOST:PORT] [
 static const char summary[] =
 	"Rover's job master: rendezvous of the job's nodes, exactly-once data shards with\n"
 	"step-tied checkpoints, failure detection, all journaled in --state-dir so a\n"
-	"restart with the same folder carries on where it stopped.\n"
+	"restart with the same folder carries on where it stopped.  Plans from rover-brain\n"
+	"(optimizeMode cluster, --brain URL), from the same policy in-process (single-job)\n"
+	"or only shown (manual) set what the job should run.\n"
 	"Print the full conf file with --print-conf.";
 
 /* "MIN:MAX" or "N". */

@@ -6,7 +6,7 @@
  * samples; a plan the brain makes changes the master's desired state and
  * the brain records it applied; with the brain stopped the master keeps
  * serving and the buffered reports arrive once it is back, none stored
- * twice.  Single-job mode plans in-process with no brain, manual mode only
+ * twice; a node that leaves and the job's end reach the brain as events.  Single-job mode plans in-process with no brain, manual mode only
  * proposes, and cluster mode without a brain url refuses to start.
  */
 #include <arpa/inet.h>
@@ -398,6 +398,54 @@ START_TEST(test_brain_down_reports_buffered)
 }
 END_TEST
 
+START_TEST(test_node_failure_and_job_end_reach_the_brain)
+{
+	char *spec = spec_json("cluster", 1);
+	master_start(spec, true);
+	free(spec);
+	char uid[RV_BRAIN_UID_MAX];
+	wait_uid(uid);
+	rendezvous("node-0");
+	/* the node leaves: a node_failed event */
+	struct rv_failure_report f = { .node = "node-0", .reason = "exited", .exit_code = 1 };
+	struct rv_err err = { 0 };
+	ck_assert_int_eq(rv_master_failure(mc, &f, &err), 0);
+	char status[16] = "";
+	for (int i = 0; i < 250 && strcmp(status, "failed"); i++) {
+		char path[128];
+		snprintf(path, sizeof(path), "/v1/jobs/%s", uid);
+		struct rv_test_reply r;
+		ck_assert_int_eq(rv_test_http(&brain, "GET", path, NULL, NULL, &r), 0);
+		const cJSON *it;
+		cJSON_ArrayForEach(it, cJSON_GetObjectItem(r.json, "nodes"))
+		{
+			const char *n = cJSON_GetStringValue(cJSON_GetObjectItem(it, "name"));
+			const char *st = cJSON_GetStringValue(cJSON_GetObjectItem(it, "status"));
+			if (n && st && !strcmp(n, "node-0"))
+				snprintf(status, sizeof(status), "%s", st);
+		}
+		rv_test_reply_release(&r);
+		usleep(20 * 1000);
+	}
+	ck_assert_str_eq(status, "failed");
+	/* every shard done: job_finished */
+	atomic_int *counts = calloc(1000, sizeof(*counts));
+	struct rv_test_shard_worker w = { .url = master.url, .node = "node-0", .worker = 0,
+					  .counts = counts, .size = 1000 };
+	rv_test_shard_worker_main(&w);
+	ck_assert_int_eq(w.rc, 0);
+	free(counts);
+	for (int i = 0; i < 250; i++) {
+		struct rv_brain_job j = brain_job(uid);
+		snprintf(status, sizeof(status), "%s", j.status);
+		if (!strcmp(status, "finished"))
+			break;
+		usleep(20 * 1000);
+	}
+	ck_assert_str_eq(status, "finished");
+}
+END_TEST
+
 START_TEST(test_single_job_plans_in_process)
 {
 	if (brain.pid > 0)
@@ -487,6 +535,7 @@ static Suite *master_brain_suite(void)
 	tcase_add_test(tc, test_registers_once_across_kill9);
 	tcase_add_test(tc, test_brain_plan_changes_desired);
 	tcase_add_test(tc, test_brain_down_reports_buffered);
+	tcase_add_test(tc, test_node_failure_and_job_end_reach_the_brain);
 	tcase_add_test(tc, test_single_job_plans_in_process);
 	tcase_add_test(tc, test_manual_only_proposes);
 	tcase_add_test(tc, test_cluster_without_url_exits_2);
