@@ -123,19 +123,61 @@ static struct rv_job_status job(void)
 	return js;
 }
 
+/* What wait_job waits for. */
+enum until { UNTIL_UID, UNTIL_PLAN, UNTIL_APPLIED, UNTIL_PLAN_ID, UNTIL_DOWN, UNTIL_DRAINED };
+static int64_t until_id;
+
+static bool reached(enum until u, const struct rv_job_status *js)
+{
+	switch (u) {
+	case UNTIL_UID:
+		return js->brain.uid[0] != 0;
+	case UNTIL_PLAN:
+		return js->has_plan;
+	case UNTIL_APPLIED:
+		return js->has_plan && js->plan.applied;
+	case UNTIL_PLAN_ID:
+		return js->plan.id == until_id;
+	case UNTIL_DOWN:
+		return !js->brain.reachable && js->brain.queued > 0;
+	case UNTIL_DRAINED:
+		return js->brain.reachable && js->brain.queued == 0;
+	}
+	return false;
+}
+
+/* The master's job status once it shows u (up to 10 s; the last one else). */
+static struct rv_job_status wait_job(enum until u)
+{
+	struct rv_job_status js = job();
+	for (int i = 0; i < 500 && !reached(u, &js); i++) {
+		usleep(20 * 1000);
+		js = job();
+	}
+	ck_assert(js.has_brain && js.has_desired);
+	return js;
+}
+
 /* The job's uid at the brain, once the master has journaled it. */
 static void wait_uid(char uid[RV_BRAIN_UID_MAX])
 {
-	for (int i = 0; i < 500; i++) {
-		struct rv_job_status js = job();
-		ck_assert(js.has_brain);
-		if (js.brain.uid[0]) {
-			snprintf(uid, RV_BRAIN_UID_MAX, "%s", js.brain.uid);
-			return;
-		}
-		usleep(20 * 1000);
-	}
-	ck_abort_msg("the master never registered the job");
+	struct rv_job_status js = wait_job(UNTIL_UID);
+	ck_assert_msg(js.brain.uid[0], "the master never registered the job");
+	snprintf(uid, RV_BRAIN_UID_MAX, "%s", js.brain.uid);
+}
+
+/* The master's /metrics text (malloc'd). */
+static char *master_metrics(void)
+{
+	struct rv_test_brain as = { .port = master.port };
+	snprintf(as.url, sizeof(as.url), "%s", master.url);
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&as, "GET", "/metrics", NULL, NULL, &r), 0);
+	ck_assert_int_eq(r.status, 200);
+	char *body = r.body;
+	r.body = NULL;
+	rv_test_reply_release(&r);
+	return body;
 }
 
 static struct rv_brain_client *brain_client(void)
@@ -194,6 +236,16 @@ static void steps(int64_t from, int64_t to)
 	}
 }
 
+/* A master in cluster mode for replicas workers, once it registered the job
+ * at the brain as uid. */
+static void start_with_brain(int replicas, char uid[RV_BRAIN_UID_MAX])
+{
+	char *spec = spec_json("cluster", replicas);
+	master_start(spec, true);
+	free(spec);
+	wait_uid(uid);
+}
+
 static int64_t brain_jobs_total(void)
 {
 	struct rv_test_reply r;
@@ -206,11 +258,8 @@ static int64_t brain_jobs_total(void)
 
 START_TEST(test_registers_once_across_kill9)
 {
-	char *spec = spec_json("cluster", 1);
-	master_start(spec, true);
-	free(spec);
 	char uid[RV_BRAIN_UID_MAX];
-	wait_uid(uid);
+	start_with_brain(1, uid);
 	rendezvous("node-0");
 	steps(1, 5);
 	wait_speed_samples(uid, 5);
@@ -248,14 +297,7 @@ static void post_speed(const char *uid, int w, double speed, int n)
 			      "\"step\":%d,\"workers\":%d,\"ps\":0}",
 			      i ? "," : "", ts, speed * (1.0 + 0.01 * ((i % 3) - 1)), i, w);
 	}
-	rv_buf_puts(&b, "]}");
-	char path[128];
-	snprintf(path, sizeof(path), "/v1/jobs/%s/metrics", uid);
-	struct rv_test_reply r;
-	ck_assert_int_eq(rv_test_http(&brain, "POST", path, b.data, NULL, &r), 0);
-	ck_assert_msg(r.status == 200, "metrics: %ld %s", r.status, r.body);
-	rv_test_reply_release(&r);
-	rv_buf_release(&b);
+	ck_assert_int_eq(rv_test_brain_post_batch(&brain, uid, &b), 200);
 }
 
 static double truth(int w)
@@ -283,19 +325,10 @@ static bool brain_says_applied(const char *uid, int64_t id)
 
 START_TEST(test_brain_plan_changes_desired)
 {
-	char *spec = spec_json("cluster", 2);
-	master_start(spec, true);
-	free(spec);
 	char uid[RV_BRAIN_UID_MAX];
-	wait_uid(uid);
+	start_with_brain(2, uid);
 	/* the create plan is applied: desired follows it */
-	struct rv_job_status js;
-	for (int i = 0; i < 500; i++) {
-		js = job();
-		if (js.has_plan && js.plan.applied)
-			break;
-		usleep(20 * 1000);
-	}
+	struct rv_job_status js = wait_job(UNTIL_APPLIED);
 	ck_assert(js.has_plan && js.plan.applied);
 	ck_assert_str_eq(js.plan.stage, "create");
 	ck_assert(js.desired[RV_ROLE_WORKER].present);
@@ -320,12 +353,8 @@ START_TEST(test_brain_plan_changes_desired)
 	}
 	ck_assert_msg(id > 0, "the brain made no running plan");
 	/* the master long-polls it, journals it, and says applied */
-	for (int i = 0; i < 500; i++) {
-		js = job();
-		if (js.plan.id == id)
-			break;
-		usleep(20 * 1000);
-	}
+	until_id = id;
+	js = wait_job(UNTIL_PLAN_ID);
 	ck_assert_int_eq(js.plan.id, id);
 	ck_assert(js.plan.applied && !js.plan.proposed);
 	ck_assert_str_eq(js.plan.stage, "running");
@@ -351,11 +380,8 @@ END_TEST
 
 START_TEST(test_brain_down_reports_buffered)
 {
-	char *spec = spec_json("cluster", 1);
-	master_start(spec, true);
-	free(spec);
 	char uid[RV_BRAIN_UID_MAX];
-	wait_uid(uid);
+	start_with_brain(1, uid);
 	rendezvous("node-0");
 	steps(1, 5);
 	wait_speed_samples(uid, 5);
@@ -363,13 +389,7 @@ START_TEST(test_brain_down_reports_buffered)
 	ck_assert_int_ge(rv_test_brain_stop(&brain, SIGKILL, 10), 0);
 	/* the master keeps serving while the brain is away */
 	steps(6, 20);
-	struct rv_job_status js;
-	for (int i = 0; i < 250; i++) {
-		js = job();
-		if (!js.brain.reachable && js.brain.queued > 0)
-			break;
-		usleep(20 * 1000);
-	}
+	struct rv_job_status js = wait_job(UNTIL_DOWN);
 	ck_assert(!js.brain.reachable);
 	ck_assert_int_gt(js.brain.queued, 0);
 	ck_assert_msg(js.brain.last_error[0], "no error shown");
@@ -377,34 +397,21 @@ START_TEST(test_brain_down_reports_buffered)
 
 	brain_start();
 	wait_speed_samples(uid, 20);
-	for (int i = 0; i < 250; i++) {
-		js = job();
-		if (js.brain.reachable && js.brain.queued == 0)
-			break;
-		usleep(20 * 1000);
-	}
+	js = wait_job(UNTIL_DRAINED);
 	ck_assert(js.brain.reachable);
 	ck_assert_int_eq(js.brain.queued, 0);
 	ck_assert_int_eq(js.brain.dropped, 0);
-	struct rv_test_reply r;
-	char path[64];
-	snprintf(path, sizeof(path), "/metrics");
-	struct rv_test_brain mb = { .port = master.port };
-	snprintf(mb.url, sizeof(mb.url), "%s", master.url);
-	ck_assert_int_eq(rv_test_http(&mb, "GET", path, NULL, NULL, &r), 0);
-	ck_assert_msg(r.body && strstr(r.body, "rover_master_brain_samples_sent_total 20"),
-		      "metrics: %s", r.body);
-	rv_test_reply_release(&r);
+	char *metrics = master_metrics();
+	ck_assert_msg(strstr(metrics, "rover_master_brain_samples_sent_total 20"), "metrics: %s",
+		      metrics);
+	free(metrics);
 }
 END_TEST
 
 START_TEST(test_node_failure_and_job_end_reach_the_brain)
 {
-	char *spec = spec_json("cluster", 1);
-	master_start(spec, true);
-	free(spec);
 	char uid[RV_BRAIN_UID_MAX];
-	wait_uid(uid);
+	start_with_brain(1, uid);
 	rendezvous("node-0");
 	/* the node leaves: a node_failed event */
 	struct rv_failure_report f = { .node = "node-0", .reason = "exited", .exit_code = 1 };
@@ -446,20 +453,20 @@ START_TEST(test_node_failure_and_job_end_reach_the_brain)
 }
 END_TEST
 
-START_TEST(test_single_job_plans_in_process)
+/* No brain at all: a master in mode for 3 workers, its status once it shows u. */
+static struct rv_job_status start_without_brain(const char *mode, enum until u)
 {
 	if (brain.pid > 0)
 		rv_test_brain_stop(&brain, SIGTERM, 10);
-	char *spec = spec_json("single-job", 3);
+	char *spec = spec_json(mode, 3);
 	master_start(spec, false);
 	free(spec);
-	struct rv_job_status js;
-	for (int i = 0; i < 250; i++) {
-		js = job();
-		if (js.has_plan && js.plan.applied)
-			break;
-		usleep(20 * 1000);
-	}
+	return wait_job(u);
+}
+
+START_TEST(test_single_job_plans_in_process)
+{
+	struct rv_job_status js = start_without_brain("single-job", UNTIL_APPLIED);
 	ck_assert(js.has_plan && js.plan.applied && !js.plan.proposed);
 	ck_assert_int_ge(js.plan.id, 1);
 	ck_assert_str_eq(js.plan.stage, "create");
@@ -481,32 +488,18 @@ END_TEST
 
 START_TEST(test_manual_only_proposes)
 {
-	if (brain.pid > 0)
-		rv_test_brain_stop(&brain, SIGTERM, 10);
-	char *spec = spec_json("manual", 3);
-	master_start(spec, false);
-	free(spec);
-	struct rv_job_status js;
-	for (int i = 0; i < 250; i++) {
-		js = job();
-		if (js.has_plan)
-			break;
-		usleep(20 * 1000);
-	}
+	struct rv_job_status js = start_without_brain("manual", UNTIL_PLAN);
 	ck_assert(js.has_plan);
 	ck_assert(js.plan.proposed && !js.plan.applied);
 	ck_assert(js.plan.groups[RV_ROLE_WORKER].present);
 	ck_assert_int_eq(js.brain.mode, RV_OPT_MANUAL);
 	/* nothing changed: the desired state is the spec's */
 	ck_assert_int_eq(js.desired[RV_ROLE_WORKER].count, 3);
-	struct rv_test_reply r;
-	struct rv_test_brain mb = { .port = master.port };
-	snprintf(mb.url, sizeof(mb.url), "%s", master.url);
-	ck_assert_int_eq(rv_test_http(&mb, "GET", "/metrics", NULL, NULL, &r), 0);
-	ck_assert_msg(r.body && strstr(r.body, "rover_master_plans_applied_total 0") &&
-			      strstr(r.body, "rover_master_desired_version 1\n"),
-		      "metrics: %s", r.body);
-	rv_test_reply_release(&r);
+	char *metrics = master_metrics();
+	ck_assert_msg(strstr(metrics, "rover_master_plans_applied_total 0") &&
+			      strstr(metrics, "rover_master_desired_version 1\n"),
+		      "metrics: %s", metrics);
+	free(metrics);
 }
 END_TEST
 

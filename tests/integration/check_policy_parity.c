@@ -149,14 +149,7 @@ static void post_batch(double speed, int n)
 				(struct rv_alg_step){ .node = k, .t_ms = ts, .step_s = st };
 		}
 	}
-	rv_buf_puts(&b, "]}");
-	char path[128];
-	snprintf(path, sizeof(path), "/v1/jobs/%s/metrics", uid);
-	struct rv_test_reply r;
-	ck_assert_int_eq(rv_test_http(&brain, "POST", path, b.data, NULL, &r), 0);
-	ck_assert_msg(r.status == 200, "metrics: %ld %s", r.status, r.body);
-	rv_test_reply_release(&r);
-	rv_buf_release(&b);
+	ck_assert_int_eq(rv_test_brain_post_batch(&brain, uid, &b), 200);
 }
 
 static void wait_planned(void)

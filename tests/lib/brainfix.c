@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "http.h"
 #include "json.h"
 #include "parse.h"
@@ -235,6 +236,25 @@ long rv_test_brain_running_plan(const struct rv_test_brain *b, const char *uid, 
 		*plan = r.json;
 		r.json = NULL;
 	}
+	rv_test_reply_release(&r);
+	return status;
+}
+
+long rv_test_brain_post_batch(const struct rv_test_brain *b, const char *uid,
+			      struct rv_buf *batch)
+{
+	rv_buf_puts(batch, "]}");
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/jobs/%s/metrics", uid);
+	struct rv_test_reply r;
+	int rc = rv_buf_failed(batch) ? -ENOMEM
+				      : rv_test_http(b, "POST", path, batch->data, NULL, &r);
+	rv_buf_release(batch);
+	if (rc < 0)
+		return rc;
+	long status = r.status;
+	if (status != 200)
+		fprintf(stderr, "metrics: %ld %s\n", status, r.body ? r.body : "");
 	rv_test_reply_release(&r);
 	return status;
 }
