@@ -1962,8 +1962,10 @@ static int role_targets_parse(const cJSON *r, const char *key, const char *path,
 			return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
 		struct rv_role_target *t = &out[role];
 		t->present = true;
-		if ((rc = get_int32(it, "count", p, true, 0, RV_MAX_REPLICAS, &t->count, err)) < 0 ||
-		    (rc = rv_json_get_double(it, "cpu", p, false, 0, RV_MAX_CPU, &t->cpu, err)) < 0 ||
+		if ((rc = get_int32(it, "count", p, true, 0, RV_MAX_REPLICAS, &t->count, err)) <
+			    0 ||
+		    (rc = rv_json_get_double(it, "cpu", p, false, 0, RV_MAX_CPU, &t->cpu, err)) <
+			    0 ||
 		    (rc = rv_json_get_int(it, "memory_mb", p, false, 0, RV_MAX_MEMORY_MB,
 					  &t->memory_mb, err)) < 0 ||
 		    (rc = get_int32(it, "gpu", p, false, 0, RV_MAX_GPU, &t->gpu, err)) < 0)
@@ -1982,7 +1984,8 @@ static bool add_role_targets(cJSON *o, const char *key, const struct rv_role_tar
 			continue;
 		cJSON *g = cJSON_AddObjectToObject(map, rv_role_name((enum rv_role)r));
 		if (!g || !add_num(g, "count", t[r].count) || !add_num(g, "cpu", t[r].cpu) ||
-		    !add_num(g, "memory_mb", (double)t[r].memory_mb) || !add_num(g, "gpu", t[r].gpu))
+		    !add_num(g, "memory_mb", (double)t[r].memory_mb) ||
+		    !add_num(g, "gpu", t[r].gpu))
 			return false;
 	}
 	return true;
@@ -2000,7 +2003,8 @@ static int brain_link_parse(const cJSON *r, struct rv_brain_link *b, struct rv_e
 	b->mode = (enum rv_optimize_mode)mode;
 	if ((rc = rv_json_get_string(o, "uid", "brain", false, b->uid, sizeof(b->uid), err)) < 0 ||
 	    (rc = rv_json_get_bool(o, "reachable", "brain", false, &b->reachable, err)) < 0 ||
-	    (rc = rv_json_get_int(o, "queued", "brain", false, 0, INT64_MAX, &b->queued, err)) < 0 ||
+	    (rc = rv_json_get_int(o, "queued", "brain", false, 0, INT64_MAX, &b->queued, err)) <
+		    0 ||
 	    (rc = rv_json_get_int(o, "sent", "brain", false, 0, INT64_MAX, &b->sent, err)) < 0 ||
 	    (rc = rv_json_get_int(o, "dropped", "brain", false, 0, INT64_MAX, &b->dropped, err)) <
 		    0 ||
@@ -2105,7 +2109,8 @@ cJSON *rv_job_status_to_json(const struct rv_job_status *m)
 		cJSON *e = cJSON_AddObjectToObject(o, "brain");
 		if (!e || !add_str(e, "mode", rv_optimize_mode_name(b->mode)) ||
 		    !add_str(e, "uid", b->uid) || !add_bool(e, "reachable", b->reachable) ||
-		    !add_num(e, "queued", (double)b->queued) || !add_num(e, "sent", (double)b->sent) ||
+		    !add_num(e, "queued", (double)b->queued) ||
+		    !add_num(e, "sent", (double)b->sent) ||
 		    !add_num(e, "dropped", (double)b->dropped) ||
 		    !add_str(e, "last_error", b->last_error))
 			return NULL;
@@ -2242,8 +2247,10 @@ static const struct rv_wire_field f_brain_link[] = {
 	F("mode", "string", true, NULL, false, "manual|single-job|cluster",
 	  "cluster: rover-brain plans; single-job: the same policy in the master; manual: "
 	  "plans are only proposed"),
-	F("uid", "string", false, NULL, false, NULL, "the job's uid at the brain, \"\" until registered"),
-	F("reachable", "boolean", false, NULL, false, NULL, "the last call to the brain got an answer"),
+	F("uid", "string", false, NULL, false, NULL,
+	  "the job's uid at the brain, \"\" until registered"),
+	F("reachable", "boolean", false, NULL, false, NULL,
+	  "the last call to the brain got an answer"),
 	F("queued", "integer", false, NULL, false, NULL, "reports waiting to be sent"),
 	F("sent", "integer", false, NULL, false, NULL, "reports the brain acknowledged"),
 	F("dropped", "integer", false, NULL, false, NULL,
@@ -2251,7 +2258,8 @@ static const struct rv_wire_field f_brain_link[] = {
 	F("last_error", "string", false, NULL, false, NULL, "the last failed call, \"\" when none"),
 };
 static const struct rv_wire_field f_plan_state[] = {
-	F("id", "integer", true, NULL, false, NULL, "the plan's id (the brain's, or the master's own)"),
+	F("id", "integer", true, NULL, false, NULL,
+	  "the plan's id (the brain's, or the master's own)"),
 	F("stage", "string", false, NULL, false, NULL, "create, running or oom"),
 	F("reason", "string", false, NULL, false, NULL, "why the planner made it"),
 	F("applied", "boolean", false, NULL, false, NULL, "in force: desired follows it"),

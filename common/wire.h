@@ -445,12 +445,12 @@ struct rv_role_target {
  * {"mode","uid","reachable","queued","sent","dropped","last_error"} */
 struct rv_brain_link {
 	enum rv_optimize_mode mode;
-	char uid[RV_NAME_MAX];    /* the job at the brain, "" until registered */
-	bool reachable;           /* the last call to the brain got an answer */
-	int64_t queued;           /* reports waiting to be sent */
-	int64_t sent;             /* reports the brain acknowledged */
-	int64_t dropped;          /* reports dropped, oldest first, from a full queue */
-	char last_error[512];     /* "" when none */
+	char uid[RV_NAME_MAX]; /* the job at the brain, "" until registered */
+	bool reachable;        /* the last call to the brain got an answer */
+	int64_t queued;        /* reports waiting to be sent */
+	int64_t sent;          /* reports the brain acknowledged */
+	int64_t dropped;       /* reports dropped, oldest first, from a full queue */
+	char last_error[512];  /* "" when none */
 };
 
 /* "plan" of GET /v1/job: the newest plan handed to the master.

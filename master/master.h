@@ -135,9 +135,9 @@ struct master {
 	int64_t step, step_ts_ms;
 	double speed;
 	struct master_desired desired;
-	char brain_uid[RV_NAME_MAX];  /* the job at the brain, "" until registered */
-	struct rv_plan_state plan;    /* the newest plan handed over (plan.id 0: none) */
-	struct plans *plans;          /* the brain link: set while it runs (plans.c) */
+	char brain_uid[RV_NAME_MAX]; /* the job at the brain, "" until registered */
+	struct rv_plan_state plan;   /* the newest plan handed over (plan.id 0: none) */
+	struct plans *plans;         /* the brain link: set while it runs (plans.c) */
 	int64_t since_snapshot; /* records since the last snapshot */
 	int64_t last_now_ms;    /* operation time never goes back */
 	bool stopping;

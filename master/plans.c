@@ -110,12 +110,15 @@ int plans_check(const struct master *m, struct rv_err *err)
 {
 	const char *url = brain_url(m);
 	if (m->spec.optimize_mode == RV_OPT_CLUSTER && !url[0])
-		return rv_err_set(err, -EINVAL, "spec.brainService",
-				  "optimizeMode cluster needs rover-brain's url: set spec.brainService "
-				  "in the job spec or run with --brain URL (brain.url)");
+		return rv_err_set(
+			err, -EINVAL, "spec.brainService",
+			"optimizeMode cluster needs rover-brain's url: set spec.brainService "
+			"in the job spec or run with --brain URL (brain.url)");
 	if (url[0] && strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)
-		return rv_err_set(err, -EINVAL, m->cfg.brain_url[0] ? "brain.url" : "spec.brainService",
-				  "the brain's url \"%s\" must start with http:// or https://", url);
+		return rv_err_set(err, -EINVAL,
+				  m->cfg.brain_url[0] ? "brain.url" : "spec.brainService",
+				  "the brain's url \"%s\" must start with http:// or https://",
+				  url);
 	return 0;
 }
 
@@ -129,8 +132,9 @@ static void desired_plan(const struct master *m, struct rv_scale_plan *pl)
 			continue;
 		pl->groups[r].present = true;
 		pl->groups[r].count = g->count;
-		pl->groups[r].resource =
-			(struct rv_resource){ .cpu = g->cpu, .memory_mb = g->memory_mb, .gpu = g->gpu };
+		pl->groups[r].resource = (struct rv_resource){ .cpu = g->cpu,
+							       .memory_mb = g->memory_mb,
+							       .gpu = g->gpu };
 	}
 	pl->id = m->desired.plan_id;
 }
@@ -246,7 +250,8 @@ int plans_snapshot_load(struct master *m, const cJSON *extra, struct rv_err *err
 	for (int r = 0; r < RV_ROLE_COUNT; r++) {
 		const cJSON *a = cJSON_GetArrayItem(groups, r);
 		if (cJSON_GetArraySize(a) != 5)
-			return rv_err_set(err, -EUCLEAN, "plans", "bad desired group in the snapshot");
+			return rv_err_set(err, -EUCLEAN, "plans",
+					  "bad desired group in the snapshot");
 		struct master_group *g = &m->desired.groups[r];
 		g->count = (int)cJSON_GetNumberValue(cJSON_GetArrayItem(a, 0));
 		g->has_resources = cJSON_GetNumberValue(cJSON_GetArrayItem(a, 1)) != 0;
@@ -269,19 +274,20 @@ int plans_snapshot_load(struct master *m, const cJSON *extra, struct rv_err *err
 		for (int r = 0; r < RV_ROLE_COUNT; r++) {
 			const struct master_group *g = &m->desired.groups[r];
 			if (m->spec.replicas[r].present || g->count > 0)
-				m->plan.groups[r] = (struct rv_role_target){ .present = true,
-									     .count = g->count,
-									     .cpu = g->cpu,
-									     .memory_mb = g->memory_mb,
-									     .gpu = g->gpu };
+				m->plan.groups[r] =
+					(struct rv_role_target){ .present = true,
+								 .count = g->count,
+								 .cpu = g->cpu,
+								 .memory_mb = g->memory_mb,
+								 .gpu = g->gpu };
 		}
 	return 0;
 }
 
 /* ---- reports ---- */
 
-static void job_event(struct plans *p, enum rv_event_type type, const char *id,
-		      const char *reason, int64_t now)
+static void job_event(struct plans *p, enum rv_event_type type, const char *id, const char *reason,
+		      int64_t now)
 {
 	struct rv_event ev = { .type = type, .ts_ms = now, .rank = -1, .exit_code = -1 };
 	/* a fixed id: the brain stores the job's end once, restarts or not */
@@ -293,8 +299,9 @@ static void job_event(struct plans *p, enum rv_event_type type, const char *id,
 
 static void node_failed(struct plans *p, const char *node, const char *reason, int64_t now)
 {
-	struct rv_event ev = { .type = RV_EVENT_NODE_FAILED, .ts_ms = now, .rank = -1,
-			       .exit_code = -1 };
+	struct rv_event ev = {
+		.type = RV_EVENT_NODE_FAILED, .ts_ms = now, .rank = -1, .exit_code = -1
+	};
 	snprintf(ev.node, sizeof(ev.node), "%s", node);
 	snprintf(ev.reason, sizeof(ev.reason), "%s", reason);
 	brainlink_event(p->link, &ev);
@@ -317,8 +324,9 @@ void plans_after_op(struct master *m, int type, const struct master_op *op)
 			.speed = op->speed,
 			.step = op->step,
 			.workers = nn,
-			.ps = m->spec.strategy == RV_STRATEGY_PS ? m->desired.groups[RV_ROLE_PS].count
-								  : 0,
+			.ps = m->spec.strategy == RV_STRATEGY_PS
+				      ? m->desired.groups[RV_ROLE_PS].count
+				      : 0,
 			.rank = -1,
 			.step_time = -1,
 		};
@@ -342,8 +350,8 @@ void plans_after_op(struct master *m, int type, const struct master_op *op)
 			int64_t round = 0;
 			int nn = 0;
 			if (rdzv_state(m->rdzv, &round, &nn) == RDZV_FAILED)
-				job_event(p, RV_EVENT_JOB_FAILED, "job-failed", rdzv_reason(m->rdzv),
-					  op->now_ms);
+				job_event(p, RV_EVENT_JOB_FAILED, "job-failed",
+					  rdzv_reason(m->rdzv), op->now_ms);
 		}
 		return;
 	default:
@@ -412,8 +420,8 @@ static void oom_record(struct plans *p, const struct rv_scale_plan *pl)
 {
 	pthread_mutex_lock(&p->mu);
 	for (int i = 0; i < pl->nlaunch + pl->nmigrate; i++) {
-		const struct rv_plan_node *n =
-			i < pl->nlaunch ? &pl->launch[i] : &pl->migrate[i - pl->nlaunch];
+		const struct rv_plan_node *n = i < pl->nlaunch ? &pl->launch[i]
+							       : &pl->migrate[i - pl->nlaunch];
 		if (n->resource.memory_mb <= 0)
 			continue;
 		struct oom_slot *s = &p->oom[p->oom_seq % OOM_SLOTS];
@@ -601,8 +609,8 @@ static void take_plan(struct plans *p, struct brainlink_plan *bp)
 		rc = state_sync(m, seq);
 	if (rc < 0) {
 		char q[600];
-		rv_log_error("could not apply a plan", "plan=%" PRId64 " errno=%d reason=%s", pl->id,
-			     -rc, rv_log_q(q, sizeof(q), res.err.msg));
+		rv_log_error("could not apply a plan", "plan=%" PRId64 " errno=%d reason=%s",
+			     pl->id, -rc, rv_log_q(q, sizeof(q), res.err.msg));
 		return;
 	}
 	atomic_fetch_add(&p->applied, 1);
@@ -705,9 +713,11 @@ int plans_start(struct master *m, struct rv_err *err)
 		free(p);
 		return rv_err_set(err, -EAGAIN, "", "could not start the plan thread");
 	}
-	rv_log_info("brain link started", "mode=%s brain=%s uid=%s",
-		    rv_optimize_mode_name(p->mode), url[0] ? url : "in-process",
-		    p->local ? "-" : uid[0] ? uid : "(registering)");
+	rv_log_info("brain link started", "mode=%s brain=%s uid=%s", rv_optimize_mode_name(p->mode),
+		    url[0] ? url : "in-process",
+		    p->local ? "-"
+		    : uid[0] ? uid
+			     : "(registering)");
 	return 0;
 }
 
@@ -776,15 +786,15 @@ void plans_metrics(struct master *m, struct rv_buf *out)
 		const char *name, *type, *help;
 		long long v;
 	} rows[] = {
-		{ "rover_master_brain_reachable", "gauge", "The last call to the brain got an answer",
-		  st.reachable },
+		{ "rover_master_brain_reachable", "gauge",
+		  "The last call to the brain got an answer", st.reachable },
 		{ "rover_master_brain_queued", "gauge", "Reports waiting to be sent", st.queued },
 		{ "rover_master_brain_queued_bytes", "gauge", "Memory of the reports waiting",
 		  st.queued_bytes },
 		{ "rover_master_brain_samples_sent_total", "counter",
 		  "Samples the brain acknowledged", st.sent_samples },
-		{ "rover_master_brain_events_sent_total", "counter", "Events the brain acknowledged",
-		  st.sent_events },
+		{ "rover_master_brain_events_sent_total", "counter",
+		  "Events the brain acknowledged", st.sent_events },
 		{ "rover_master_brain_dropped_total", "counter",
 		  "Reports dropped, oldest first, from a full queue",
 		  st.dropped_samples + st.dropped_events },
@@ -792,12 +802,13 @@ void plans_metrics(struct master *m, struct rv_buf *out)
 		  "Batches and events sent again after a failure", st.resends },
 		{ "rover_master_plans_received_total", "counter", "Plans handed to the master",
 		  (long long)atomic_load(&p->received) },
-		{ "rover_master_plans_applied_total", "counter", "Plans applied to the desired state",
-		  (long long)atomic_load(&p->applied) },
+		{ "rover_master_plans_applied_total", "counter",
+		  "Plans applied to the desired state", (long long)atomic_load(&p->applied) },
 		{ "rover_master_plans_skipped_total", "counter",
 		  "Plans not newer than the applied one", (long long)atomic_load(&p->skipped) },
 		{ "rover_master_plans_proposed_total", "counter",
-		  "Plans recorded as proposed (manual mode)", (long long)atomic_load(&p->proposed) },
+		  "Plans recorded as proposed (manual mode)",
+		  (long long)atomic_load(&p->proposed) },
 		{ "rover_master_plans_clamped_total", "counter",
 		  "Plan counts clamped to the replica spec", (long long)atomic_load(&p->clamped) },
 		{ "rover_master_node_throttled_samples_total", "counter",
@@ -810,10 +821,11 @@ void plans_metrics(struct master *m, struct rv_buf *out)
 	pthread_mutex_lock(&m->lock);
 	long long version = (long long)m->desired.version, plan_id = (long long)m->desired.plan_id;
 	pthread_mutex_unlock(&m->lock);
-	rv_buf_printf(out,
-		      "# HELP rover_master_desired_version Changes of the desired state\n"
-		      "# TYPE rover_master_desired_version gauge\nrover_master_desired_version %lld\n"
-		      "# HELP rover_master_plan_id The plan the desired state follows\n"
-		      "# TYPE rover_master_plan_id gauge\nrover_master_plan_id %lld\n",
-		      version, plan_id);
+	rv_buf_printf(
+		out,
+		"# HELP rover_master_desired_version Changes of the desired state\n"
+		"# TYPE rover_master_desired_version gauge\nrover_master_desired_version %lld\n"
+		"# HELP rover_master_plan_id The plan the desired state follows\n"
+		"# TYPE rover_master_plan_id gauge\nrover_master_plan_id %lld\n",
+		version, plan_id);
 }

@@ -22,16 +22,16 @@
 struct plans_usage {
 	char node[RV_NAME_MAX];
 	enum rv_role role;
-	int rank;            /* -1: unknown */
-	int64_t ts_ms;       /* 0: now */
-	double cpu;          /* cores used */
-	double cpu_limit;    /* cores, 0: none */
-	int64_t memory_mb;   /* used */
+	int rank;                /* -1: unknown */
+	int64_t ts_ms;           /* 0: now */
+	double cpu;              /* cores used */
+	double cpu_limit;        /* cores, 0: none */
+	int64_t memory_mb;       /* used */
 	int64_t memory_limit_mb; /* 0: none */
-	double throttled;    /* share of CPU periods throttled since the last
+	double throttled;        /* share of CPU periods throttled since the last
 			      * sample (cpu.stat), 0..1; the brain's sample has
 			      * no field for it: counted in /metrics */
-	double step_time;    /* seconds per step, -1: unknown */
+	double step_time;        /* seconds per step, -1: unknown */
 };
 
 /* Queue one usage sample for the planner.  0, -EINVAL (no node name), or

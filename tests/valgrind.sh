@@ -62,7 +62,9 @@ fi
 echo "valgrind: rover-brain clean (no memcheck errors, no definite leaks)"
 
 # rover-master: rendezvous, shards, a data checkpoint and its import, then a
-# restart on the same state folder (journal replay) before the stop.
+# restart on the same state folder (journal replay) before the stop; its
+# brain link in cluster mode points at the brain stopped above (reports
+# buffered, calls failing and backing off).
 mlog="$dir/master-valgrind.log"
 mout="$dir/master-stdout"
 start_master() {
@@ -70,6 +72,7 @@ start_master() {
     --show-leak-kinds=definite --log-file="$mlog.$1" \
     "$B/bin/rover-master" --job examples/job.json --listen 127.0.0.1:0 \
     --state-dir "$dir/master" --nnodes 1:2 --rdzv-last-call-ms 0 --log-level warn \
+    --brain "$url" --brain-backoff-max-ms 200 --brain-stop-ms 500 \
     >"$mout.$1" 2>"$dir/master-stderr.$1" &
   mpid=$!
   for _ in $(seq 1 600); do grep -q 'listening on' "$mout.$1" 2>/dev/null && break; sleep 0.1; done

@@ -50,8 +50,9 @@ static void brain_start(void)
 {
 	char listen[64];
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", brain_port);
-	const char *args[] = { "--db", conninfo, "--plan-debounce-ms", "0", "--listen", listen,
-			       NULL };
+	const char *args[] = {
+		"--db", conninfo, "--plan-debounce-ms", "0", "--listen", listen, NULL
+	};
 	ck_assert_int_eq(rv_test_brain_start(&brain, args), 0);
 }
 
@@ -104,8 +105,15 @@ static void master_start(const char *spec, bool with_brain)
 		args[n++] = "--brain";
 		args[n++] = brain.url;
 	}
-	const char *more[] = { "--brain-batch-delay-ms", "20", "--brain-backoff-max-ms", "200",
-			       "--brain-poll-wait-s", "1", "--plan-interval-ms", "200", NULL };
+	const char *more[] = { "--brain-batch-delay-ms",
+			       "20",
+			       "--brain-backoff-max-ms",
+			       "200",
+			       "--brain-poll-wait-s",
+			       "1",
+			       "--plan-interval-ms",
+			       "200",
+			       NULL };
 	for (int i = 0; more[i]; i++)
 		args[n++] = more[i];
 	args[n] = NULL;
@@ -230,9 +238,12 @@ static void rendezvous(const char *node)
 static void steps(int64_t from, int64_t to)
 {
 	for (int64_t s = from; s <= to; s++) {
-		struct rv_step_report r = { .node = "node-0", .step = s, .speed = 100.0 + (double)s };
+		struct rv_step_report r = { .node = "node-0",
+					    .step = s,
+					    .speed = 100.0 + (double)s };
 		struct rv_err err = { 0 };
-		ck_assert_msg(rv_master_step(mc, &r, &err) == 0, "step %" PRId64 ": %s", s, err.msg);
+		ck_assert_msg(rv_master_step(mc, &r, &err) == 0, "step %" PRId64 ": %s", s,
+			      err.msg);
 	}
 }
 
@@ -437,8 +448,9 @@ START_TEST(test_node_failure_and_job_end_reach_the_brain)
 	ck_assert_str_eq(status, "failed");
 	/* every shard done: job_finished */
 	atomic_int *counts = calloc(1000, sizeof(*counts));
-	struct rv_test_shard_worker w = { .url = master.url, .node = "node-0", .worker = 0,
-					  .counts = counts, .size = 1000 };
+	struct rv_test_shard_worker w = {
+		.url = master.url, .node = "node-0", .worker = 0, .counts = counts, .size = 1000
+	};
 	rv_test_shard_worker_main(&w);
 	ck_assert_int_eq(w.rc, 0);
 	free(counts);

@@ -240,8 +240,7 @@ long rv_test_brain_running_plan(const struct rv_test_brain *b, const char *uid, 
 	return status;
 }
 
-long rv_test_brain_post_batch(const struct rv_test_brain *b, const char *uid,
-			      struct rv_buf *batch)
+long rv_test_brain_post_batch(const struct rv_test_brain *b, const char *uid, struct rv_buf *batch)
 {
 	rv_buf_puts(batch, "]}");
 	char path[128];

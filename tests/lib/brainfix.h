@@ -48,8 +48,7 @@ struct rv_buf;
 /* Close a metrics batch begun with {"samples":[ and post it to job uid;
  * batch is released.  The HTTP status (a body other than 200's is printed
  * on stderr) or a negative errno. */
-long rv_test_brain_post_batch(const struct rv_test_brain *b, const char *uid,
-			      struct rv_buf *batch);
+long rv_test_brain_post_batch(const struct rv_test_brain *b, const char *uid, struct rv_buf *batch);
 /* Read a file (e.g. examples/job.json) into a malloc'd string; NULL on error. */
 char *rv_test_read_file(const char *path);
 /* String at a dotted path ("plan.groups.worker.count" works for numbers via

@@ -158,16 +158,24 @@ START_TEST(test_node_reports_reach_the_brain)
 	char uid[RV_BRAIN_UID_MAX];
 	wait_uid(m, uid);
 	for (int i = 0; i < 3; i++) {
-		struct plans_usage u = { .node = "worker-0", .role = RV_ROLE_WORKER, .rank = 0,
-					 .cpu = 3.5, .cpu_limit = 4, .memory_mb = 6000 + i,
-					 .memory_limit_mb = 8192, .throttled = i ? 0.2 : 0,
+		struct plans_usage u = { .node = "worker-0",
+					 .role = RV_ROLE_WORKER,
+					 .rank = 0,
+					 .cpu = 3.5,
+					 .cpu_limit = 4,
+					 .memory_mb = 6000 + i,
+					 .memory_limit_mb = 8192,
+					 .throttled = i ? 0.2 : 0,
 					 .step_time = 0.5 };
 		ck_assert_int_eq(plans_node_sample(m, &u), 0);
 	}
 	struct plans_usage bad = { .role = RV_ROLE_WORKER };
 	ck_assert_int_eq(plans_node_sample(m, &bad), -EINVAL);
-	struct rv_event ev = { .type = RV_EVENT_NODE_FAILED, .node = "worker-1", .rank = 1,
-			       .exit_code = 1, .reason = "exited" };
+	struct rv_event ev = { .type = RV_EVENT_NODE_FAILED,
+			       .node = "worker-1",
+			       .rank = 1,
+			       .exit_code = 1,
+			       .reason = "exited" };
 	ck_assert_int_eq(plans_node_event(m, &ev), 0);
 	struct rv_event job_ev = { .type = RV_EVENT_JOB_FINISHED };
 	ck_assert_int_eq(plans_node_event(m, &job_ev), -EINVAL);
@@ -188,8 +196,12 @@ START_TEST(test_node_reports_reach_the_brain)
 
 	/* an OOM: the brain's oom plan gives the relaunch more memory, and it
 	 * becomes the desired memory of the role */
-	struct rv_event oom = { .node = "worker-0", .role = RV_ROLE_WORKER, .rank = 0,
-				.exit_code = 137, .memory_mb = 8192, .peak_memory_mb = 8190 };
+	struct rv_event oom = { .node = "worker-0",
+				.role = RV_ROLE_WORKER,
+				.rank = 0,
+				.exit_code = 137,
+				.memory_mb = 8192,
+				.peak_memory_mb = 8190 };
 	int64_t mb = 0;
 	ck_assert_int_eq(plans_oom_memory(m, &oom, &mb), 1);
 	ck_assert_int_gt(mb, 8192);
@@ -213,8 +225,12 @@ START_TEST(test_oom_memory_without_a_brain)
 {
 	/* not started (or no brain at all): the in-process policy */
 	struct master *m = master_new("single-job", "");
-	struct rv_event oom = { .node = "worker-1", .role = RV_ROLE_WORKER, .rank = 1,
-				.exit_code = 137, .memory_mb = 8192, .peak_memory_mb = 8100 };
+	struct rv_event oom = { .node = "worker-1",
+				.role = RV_ROLE_WORKER,
+				.rank = 1,
+				.exit_code = 137,
+				.memory_mb = 8192,
+				.peak_memory_mb = 8100 };
 	int64_t mb = 0;
 	ck_assert_int_eq(plans_oom_memory(m, &oom, &mb), 0);
 	ck_assert_int_gt(mb, 8192);
