@@ -247,6 +247,18 @@ static void steps(int64_t from, int64_t to)
 	}
 }
 
+/* One unlabelled value of the master's /metrics, -1 when absent. */
+static int64_t metric(const char *name)
+{
+	char *text = master_metrics();
+	char key[128];
+	snprintf(key, sizeof(key), "\n%s ", name);
+	const char *at = strstr(text, key);
+	int64_t v = at ? strtoll(at + strlen(key), NULL, 10) : -1;
+	free(text);
+	return v;
+}
+
 /* A master in cluster mode for replicas workers, once it registered the job
  * at the brain as uid. */
 static void start_with_brain(int replicas, char uid[RV_BRAIN_UID_MAX])
@@ -380,9 +392,13 @@ START_TEST(test_brain_plan_changes_desired)
 	ck_assert_msg(applied, "the brain never heard plan %" PRId64 " applied", id);
 
 	/* a restart: the brain hands the same plan again; it is not applied twice */
+	int64_t version = metric("rover_master_desired_version");
 	ck_assert_int_ge(rv_test_master_stop(&master, SIGKILL, 5000), 0);
 	ck_assert_int_eq(rv_test_master_restart(&master), 0);
-	usleep(1500 * 1000);
+	for (int i = 0; i < 250 && metric("rover_master_plans_skipped_total") < 1; i++)
+		usleep(20 * 1000);
+	ck_assert_int_ge(metric("rover_master_plans_skipped_total"), 1);
+	ck_assert_int_eq(metric("rover_master_desired_version"), version);
 	js = job();
 	ck_assert_int_eq(js.plan.id, id);
 	ck_assert_int_eq(js.desired[RV_ROLE_WORKER].count, want < 1 ? 1 : want > 16 ? 16 : want);
