@@ -149,6 +149,18 @@ static void node_status(const cJSON *job, const char *name, char *out, size_t si
 	}
 }
 
+/* worker-<rank> killed for memory at its 8 GiB limit, peak_mb seen. */
+static struct rv_event oom_event(int rank, int64_t peak_mb)
+{
+	struct rv_event ev = { .role = RV_ROLE_WORKER,
+			       .rank = rank,
+			       .exit_code = 137,
+			       .memory_mb = 8192,
+			       .peak_memory_mb = peak_mb };
+	snprintf(ev.node, sizeof(ev.node), "worker-%d", rank);
+	return ev;
+}
+
 START_TEST(test_node_reports_reach_the_brain)
 {
 	brain_start();
@@ -196,12 +208,7 @@ START_TEST(test_node_reports_reach_the_brain)
 
 	/* an OOM: the brain's oom plan gives the relaunch more memory, and it
 	 * becomes the desired memory of the role */
-	struct rv_event oom = { .node = "worker-0",
-				.role = RV_ROLE_WORKER,
-				.rank = 0,
-				.exit_code = 137,
-				.memory_mb = 8192,
-				.peak_memory_mb = 8190 };
+	struct rv_event oom = oom_event(0, 8190);
 	int64_t mb = 0;
 	ck_assert_int_eq(plans_oom_memory(m, &oom, &mb), 1);
 	ck_assert_int_gt(mb, 8192);
@@ -225,12 +232,7 @@ START_TEST(test_oom_memory_without_a_brain)
 {
 	/* not started (or no brain at all): the in-process policy */
 	struct master *m = master_new("single-job", "");
-	struct rv_event oom = { .node = "worker-1",
-				.role = RV_ROLE_WORKER,
-				.rank = 1,
-				.exit_code = 137,
-				.memory_mb = 8192,
-				.peak_memory_mb = 8100 };
+	struct rv_event oom = oom_event(1, 8100);
 	int64_t mb = 0;
 	ck_assert_int_eq(plans_oom_memory(m, &oom, &mb), 0);
 	ck_assert_int_gt(mb, 8192);
