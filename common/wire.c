@@ -504,6 +504,55 @@ static int parse_labels(const cJSON *meta, struct rv_job_spec *out, struct rv_er
 	return 0;
 }
 
+#define MAX_OFFSET (INT64_C(1) << 52)
+
+/* spec.datasets[i].partitions: required of a streaming dataset, refused
+ * of another. */
+static int parse_partitions(const cJSON *it, const char *p, struct rv_dataset *d,
+			    struct rv_err *err)
+{
+	int rc;
+	field_buf ap, f;
+	rv_json_path(ap, sizeof(ap), p, "partitions");
+	const cJSON *arr = rv_json_get_array(it, "partitions", p, d->streaming, &rc, err);
+	if (!arr)
+		return rc;
+	if (!d->streaming)
+		return rv_err_set(err, -EINVAL, ap, "%s needs \"streaming\": true", ap);
+	int n = array_count(arr, RV_MAX_PARTITIONS);
+	if (n < 1 || n > RV_MAX_PARTITIONS)
+		return rv_err_set(err, -EINVAL, ap, "%s must have 1 to %d entries", ap,
+				  RV_MAX_PARTITIONS);
+	int j = 0;
+	for (const cJSON *pj = arr->child; pj; pj = pj->next, j++) {
+		struct rv_partition *pt = &d->partitions[j];
+		field_buf q;
+		rv_json_path_index(q, sizeof(q), ap, j);
+		if (!cJSON_IsObject(pj))
+			return rv_err_set(err, -EINVAL, q, "%s must be an object", q);
+		if ((rc = rv_json_get_string(pj, "name", q, true, pt->name, sizeof(pt->name),
+					     err)) < 0 ||
+		    (rc = check_name(pt->name, RV_NAME_MAX - 1,
+				     rv_json_path(f, sizeof(f), q, "name"), err)) < 0)
+			return rc;
+		for (int k = 0; k < j; k++)
+			if (strcmp(d->partitions[k].name, pt->name) == 0)
+				return rv_err_set(err, -EINVAL, f, "%s \"%s\" is given twice", f,
+						  pt->name);
+		pt->end_offset = -1;
+		if ((rc = rv_json_get_int(pj, "start_offset", q, false, 0, MAX_OFFSET,
+					  &pt->start_offset, err)) < 0 ||
+		    (rc = rv_json_get_int(pj, "end_offset", q, false, 0, MAX_OFFSET,
+					  &pt->end_offset, err)) < 0)
+			return rc;
+		if (rc == 1 && pt->end_offset < pt->start_offset)
+			return rv_err_set(err, -EINVAL, rv_json_path(f, sizeof(f), q, "end_offset"),
+					  "%s must not be below start_offset", f);
+		d->npartitions = j + 1;
+	}
+	return 0;
+}
+
 static int parse_datasets(const cJSON *spec, struct rv_job_spec *out, struct rv_err *err)
 {
 	int rc;
@@ -531,21 +580,47 @@ static int parse_datasets(const cJSON *spec, struct rv_job_spec *out, struct rv_
 			if (strcmp(out->datasets[j].name, d->name) == 0)
 				return rv_err_set(err, -EINVAL, f, "%s \"%s\" is given twice", f,
 						  d->name);
-		if ((rc = rv_json_get_int(it, "size", p, true, 0, INT64_MAX, &d->size, err)) < 0)
+		if ((rc = rv_json_get_bool(it, "streaming", p, false, &d->streaming, err)) < 0 ||
+		    (rc = rv_json_get_int(it, "size", p, !d->streaming, 0, INT64_MAX, &d->size,
+					  err)) < 0)
 			return rc;
 		if ((rc = rv_json_get_int(it, "shardSize", p, true, 1, INT64_MAX, &d->shard_size,
 					  err)) < 0)
 			return rc;
 		d->epochs = 1;
-		if ((rc = rv_json_get_int(it, "epochs", p, false, 1, MAX_EPOCHS, &v, err)) < 0)
+		if ((rc = rv_json_get_int(it, "epochs", p, false, 1,
+					  d->streaming ? 1 : MAX_EPOCHS, &v, err)) < 0)
 			return rc;
 		if (rc == 1)
 			d->epochs = (int)v;
 		if ((rc = rv_json_get_bool(it, "shuffle", p, false, &d->shuffle, err)) < 0)
 			return rc;
+		if (d->streaming && d->shuffle)
+			return rv_err_set(err, -EINVAL, rv_json_path(f, sizeof(f), p, "shuffle"),
+					  "%s must be false: a stream is read in offset order", f);
+		if ((rc = parse_partitions(it, p, d, err)) < 0)
+			return rc;
 		out->ndatasets = i + 1;
 	}
 	return 0;
+}
+
+static bool partitions_to_json(cJSON *o, const struct rv_dataset *d)
+{
+	cJSON *arr = cJSON_AddArrayToObject(o, "partitions");
+	for (int j = 0; arr && j < d->npartitions; j++) {
+		const struct rv_partition *pt = &d->partitions[j];
+		cJSON *e = cJSON_CreateObject();
+		if (!e || !cJSON_AddItemToArray(arr, e)) {
+			cJSON_Delete(e);
+			return false;
+		}
+		if (!add_str(e, "name", pt->name) ||
+		    !add_num(e, "start_offset", (double)pt->start_offset) ||
+		    (pt->end_offset >= 0 && !add_num(e, "end_offset", (double)pt->end_offset)))
+			return false;
+	}
+	return arr != NULL;
 }
 
 static int job_spec_parse(const cJSON *root, struct rv_job_spec *out, struct rv_err *err)
@@ -744,6 +819,8 @@ cJSON *rv_job_spec_to_json(const struct rv_job_spec *spec)
 			ok = add_str(o, "name", d->name) && add_num(o, "size", (double)d->size) &&
 			     add_num(o, "shardSize", (double)d->shard_size) &&
 			     add_num(o, "epochs", d->epochs) && add_bool(o, "shuffle", d->shuffle);
+			if (ok && d->streaming)
+				ok = add_bool(o, "streaming", true) && partitions_to_json(o, d);
 		}
 	}
 	cJSON *model = ok ? cJSON_AddObjectToObject(s, "model") : NULL;
@@ -1329,10 +1406,22 @@ static const struct rv_wire_field f_resources[] = {
 };
 static const struct rv_wire_field f_dataset[] = {
 	F("name", "string", true, NULL, false, NULL, "unique within the job"),
-	F("size", "integer", true, NULL, false, NULL, "records"),
+	F("size", "integer", false, NULL, false, NULL,
+	  "records; required for a dataset that is not streaming"),
 	F("shardSize", "integer", true, NULL, false, NULL, "records per shard, > 0"),
-	F("epochs", "integer", false, NULL, false, NULL, "default 1"),
-	F("shuffle", "boolean", false, NULL, false, NULL, "default false"),
+	F("epochs", "integer", false, NULL, false, NULL, "default 1 (1 when streaming)"),
+	F("shuffle", "boolean", false, NULL, false, NULL, "default false (false when streaming)"),
+	F("streaming", "boolean", false, NULL, false, NULL,
+	  "true (required for a dataset with partitions): shards are offset ranges of the "
+	  "partitions (online learning)"),
+	F("partitions", "array", false, "Partition", false, NULL,
+	  "1..64 partitions; required for a streaming dataset, refused of another"),
+};
+static const struct rv_wire_field f_partition[] = {
+	F("name", "string", true, NULL, false, NULL, "unique within the dataset"),
+	F("start_offset", "integer", false, NULL, false, NULL, "first offset, default 0"),
+	F("end_offset", "integer", false, NULL, false, NULL,
+	  "offsets known available now end here; absent: unbounded"),
 };
 static const struct rv_wire_field f_model[] = {
 	F("parameters", "integer", false, NULL, false, NULL, "parameter count, 0 = unknown"),
@@ -1444,6 +1533,7 @@ static const struct rv_wire_message messages[] = {
 	M("ReplicaSpec", "one role's nodes", f_replica_spec),
 	M("Resources", "per-node resources requested", f_resources),
 	M("Dataset", "a dataset the job reads in shards", f_dataset),
+	M("Partition", "a partition of a streaming dataset", f_partition),
 	M("Model", "model features", f_model),
 	M("Sample", "one sample: speed, node usage or model features (by kind)", f_sample),
 	M("PlanGroup", "a role's node count and per-node resources", f_plan_group),
@@ -1774,6 +1864,8 @@ static int shard_task_parse(const cJSON *r, struct rv_shard_task *m, struct rv_e
 	if ((rc = rv_json_get_int(r, "id", "", task, task ? 1 : 0, INT64_MAX, &m->id, err)) < 0 ||
 	    (rc = rv_json_get_string(r, "dataset", "", task, m->dataset, sizeof(m->dataset), err)) <
 		    0 ||
+	    (rc = rv_json_get_string(r, "partition", "", false, m->partition, sizeof(m->partition),
+				     err)) < 0 ||
 	    (rc = get_int32(r, "epoch", "", task, 0, MAX_EPOCHS, &m->epoch, err)) < 0 ||
 	    (rc = rv_json_get_int(r, "start", "", task, 0, MAX_SAMPLE_INDEX, &m->start, err)) < 0 ||
 	    (rc = rv_json_get_int(r, "end", "", task, 0, MAX_SAMPLE_INDEX, &m->end, err)) < 0)
@@ -1791,6 +1883,8 @@ cJSON *rv_shard_task_to_json(const struct rv_shard_task *m)
 		  add_num(o, "id", (double)m->id) && add_str(o, "dataset", m->dataset) &&
 		  add_num(o, "epoch", m->epoch) && add_num(o, "start", (double)m->start) &&
 		  add_num(o, "end", (double)m->end);
+	if (ok && m->partition[0])
+		ok = add_str(o, "partition", m->partition);
 	return ok ? RV_TAKE_PTR(o) : NULL;
 }
 
@@ -2004,6 +2098,85 @@ cJSON *rv_job_status_to_json(const struct rv_job_status *m)
 	return RV_TAKE_PTR(o);
 }
 
+/* ---- streams ---- */
+
+static int stream_end_parse(const cJSON *r, struct rv_stream_end *m, struct rv_err *err)
+{
+	int rc;
+	if ((rc = must_object(r, "stream end", err)) < 0 ||
+	    (rc = get_node(r, "partition", "", true, m->partition, err)) < 0)
+		return rc;
+	return rv_json_get_int(r, "end_offset", "", true, 0, MAX_OFFSET, &m->end_offset, err);
+}
+FLAT_FROM_JSON(rv_stream_end_from_json, struct rv_stream_end, stream_end_parse)
+
+cJSON *rv_stream_end_to_json(const struct rv_stream_end *m)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	bool ok = o && add_str(o, "partition", m->partition) &&
+		  add_num(o, "end_offset", (double)m->end_offset);
+	return ok ? RV_TAKE_PTR(o) : NULL;
+}
+
+static int stream_status_parse(const cJSON *r, struct rv_stream_status *m, struct rv_err *err)
+{
+	int rc;
+	if ((rc = must_object(r, "stream status", err)) < 0 ||
+	    (rc = get_node(r, "dataset", "", true, m->dataset, err)) < 0)
+		return rc;
+	const cJSON *arr = rv_json_get_array(r, "partitions", "", true, &rc, err);
+	if (!arr)
+		return rc;
+	if (array_count(arr, RV_MAX_PARTITIONS) > RV_MAX_PARTITIONS)
+		return rv_err_set(err, -E2BIG, "partitions",
+				  "partitions must have at most %d entries", RV_MAX_PARTITIONS);
+	for (const cJSON *it = arr->child; it; it = it->next) {
+		struct rv_stream_partition_status *pt = &m->partitions[m->npartitions];
+		field_buf p;
+		rv_json_path_index(p, sizeof(p), "partitions", m->npartitions);
+		if (!cJSON_IsObject(it))
+			return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
+		if ((rc = get_node(it, "name", p, true, pt->name, err)) < 0 ||
+		    (rc = rv_json_get_int(it, "start_offset", p, true, 0, MAX_OFFSET,
+					  &pt->start_offset, err)) < 0 ||
+		    (rc = rv_json_get_int(it, "committed_offset", p, true, 0, MAX_OFFSET,
+					  &pt->committed_offset, err)) < 0 ||
+		    (rc = rv_json_get_int(it, "end_offset", p, true, -1, MAX_OFFSET,
+					  &pt->end_offset, err)) < 0 ||
+		    (rc = rv_json_get_int(it, "doing", p, false, 0, INT64_MAX, &pt->doing, err)) <
+			    0)
+			return rc;
+		m->npartitions++;
+	}
+	return 0;
+}
+FLAT_FROM_JSON(rv_stream_status_from_json, struct rv_stream_status, stream_status_parse)
+
+cJSON *rv_stream_status_to_json(const struct rv_stream_status *m)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	cJSON *arr = o && add_str(o, "dataset", m->dataset)
+			     ? cJSON_AddArrayToObject(o, "partitions")
+			     : NULL;
+	if (!arr)
+		return NULL;
+	for (int i = 0; i < m->npartitions; i++) {
+		const struct rv_stream_partition_status *pt = &m->partitions[i];
+		cJSON *e = cJSON_CreateObject();
+		if (!e || !cJSON_AddItemToArray(arr, e)) {
+			cJSON_Delete(e);
+			return NULL;
+		}
+		if (!add_str(e, "name", pt->name) ||
+		    !add_num(e, "start_offset", (double)pt->start_offset) ||
+		    !add_num(e, "committed_offset", (double)pt->committed_offset) ||
+		    !add_num(e, "end_offset", (double)pt->end_offset) ||
+		    !add_num(e, "doing", (double)pt->doing))
+			return NULL;
+	}
+	return RV_TAKE_PTR(o);
+}
+
 #define F(name, type, req, ref, map, enums, desc)                                                  \
 	{                                                                                          \
 		name, type, req, ref, map, enums, desc                                             \
@@ -2069,6 +2242,8 @@ static const struct rv_wire_field f_shard_task[] = {
 	  "finished: every epoch is done"),
 	F("id", "integer", false, NULL, false, NULL, "task id (required for task)"),
 	F("dataset", "string", false, NULL, false, NULL, "dataset (required for task)"),
+	F("partition", "string", false, NULL, false, NULL,
+	  "streaming datasets: the partition; start and end are its offsets"),
 	F("epoch", "integer", false, NULL, false, NULL, "epoch, from 0 (required for task)"),
 	F("start", "integer", false, NULL, false, NULL, "first sample index (required for task)"),
 	F("end", "integer", false, NULL, false, NULL, "one past the last (required for task)"),
@@ -2120,6 +2295,24 @@ static const struct rv_wire_field f_dataset_status[] = {
 	F("epoch", "integer", false, NULL, false, NULL, "current epoch"),
 	F("finished", "boolean", false, NULL, false, NULL, "every epoch done"),
 };
+static const struct rv_wire_field f_stream_end[] = {
+	F("partition", "string", true, NULL, false, NULL, "partition name"),
+	F("end_offset", "integer", true, NULL, false, NULL,
+	  "offsets below it are available; a lower one than known changes nothing"),
+};
+static const struct rv_wire_field f_stream_status[] = {
+	F("dataset", "string", true, NULL, false, NULL, "the streaming dataset"),
+	F("partitions", "array", true, "StreamPartition", false, NULL, "its partitions"),
+};
+static const struct rv_wire_field f_stream_partition[] = {
+	F("name", "string", true, NULL, false, NULL, "partition"),
+	F("start_offset", "integer", true, NULL, false, NULL,
+	  "where the job started (or resumed from a checkpoint)"),
+	F("committed_offset", "integer", true, NULL, false, NULL,
+	  "the lowest offset not yet done: resume here"),
+	F("end_offset", "integer", true, NULL, false, NULL, "known available end; -1: unbounded"),
+	F("doing", "integer", false, NULL, false, NULL, "tasks in flight"),
+};
 #undef F
 
 #define M(name, desc, f)                                                                           \
@@ -2143,6 +2336,9 @@ static const struct rv_wire_message master_messages[] = {
 	M("JobStatus", "rendezvous and shard progress of the job", f_job_status),
 	M("RdzvMember", "one node of a world", f_rdzv_member),
 	M("DatasetStatus", "one dataset's progress", f_dataset_status),
+	M("StreamEnd", "a producer says how far a partition's data is available", f_stream_end),
+	M("StreamStatus", "committed and end offsets of a streaming dataset", f_stream_status),
+	M("StreamPartition", "one partition's offsets", f_stream_partition),
 };
 #undef M
 

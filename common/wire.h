@@ -61,11 +61,24 @@ struct rv_replica_spec {
 	int ncommand;
 };
 
+/* A partition of a streaming dataset: offsets from start_offset; end_offset
+ * is what is known available now (-1: unbounded, absent in JSON). */
+#define RV_MAX_PARTITIONS 64
+struct rv_partition {
+	char name[RV_NAME_MAX];
+	int64_t start_offset, end_offset;
+};
+
 struct rv_dataset {
 	char name[RV_NAME_MAX];
-	int64_t size, shard_size;   /* records; shard_size > 0 */
+	int64_t size, shard_size;   /* records; shard_size > 0; size 0 when streaming */
 	int epochs;
 	bool shuffle;
+	/* "streaming": true: shards are offset ranges of the partitions
+	 * (1..RV_MAX_PARTITIONS); size, epochs and shuffle do not apply. */
+	bool streaming;
+	struct rv_partition partitions[RV_MAX_PARTITIONS];
+	int npartitions;
 };
 
 struct rv_label {
@@ -363,11 +376,14 @@ enum rv_shard_status {
 const char *rv_shard_status_name(enum rv_shard_status s);
 int rv_shard_status_parse(const char *s);
 
-/* Its reply: {"status","id","dataset","epoch","start","end"}. */
+/* Its reply: {"status","id","dataset","partition","epoch","start","end"};
+ * of a streaming dataset, partition names the partition and [start, end)
+ * are offsets (epoch 0). */
 struct rv_shard_task {
 	enum rv_shard_status status;
 	int64_t id; /* > 0 for a task, 0 otherwise */
 	char dataset[RV_NAME_MAX];
+	char partition[RV_NAME_MAX]; /* "" unless streaming */
 	int epoch;
 	int64_t start, end;
 };
@@ -443,6 +459,31 @@ struct rv_job_status {
 };
 int rv_job_status_from_json(const cJSON *root, struct rv_job_status *out, struct rv_err *err);
 cJSON *rv_job_status_to_json(const struct rv_job_status *m);
+
+/* POST /v1/streams/{dataset}/partitions: {"partition","end_offset"}: a
+ * producer says offsets below end_offset are available. */
+struct rv_stream_end {
+	char partition[RV_NAME_MAX];
+	int64_t end_offset;
+};
+int rv_stream_end_from_json(const cJSON *root, struct rv_stream_end *out, struct rv_err *err);
+cJSON *rv_stream_end_to_json(const struct rv_stream_end *m);
+
+/* GET /v1/streams/{dataset}: {"dataset","partitions":[{"name",
+ * "start_offset","committed_offset","end_offset","doing"}]}; committed: the
+ * lowest offset not done; end_offset -1: unbounded. */
+struct rv_stream_partition_status {
+	char name[RV_NAME_MAX];
+	int64_t start_offset, committed_offset, end_offset, doing;
+};
+struct rv_stream_status {
+	char dataset[RV_NAME_MAX];
+	struct rv_stream_partition_status partitions[RV_MAX_PARTITIONS];
+	int npartitions;
+};
+int rv_stream_status_from_json(const cJSON *root, struct rv_stream_status *out,
+			       struct rv_err *err);
+cJSON *rv_stream_status_to_json(const struct rv_stream_status *m);
 
 /* The master's messages (for its OpenAPI document), like rv_wire_messages. */
 const struct rv_wire_message *rv_wire_master_messages(int *n);

@@ -30,6 +30,8 @@ enum mkind {
 	K_DATA_CKPT,
 	K_STEP,
 	K_JOB,
+	K_STREAM_END,
+	K_STREAM_STATUS,
 	K_COUNT
 };
 
@@ -46,7 +48,7 @@ static const char *const docs[K_COUNT] = {
 	[K_FAILURE] = "{\"node\":\"n-0\",\"reason\":\"oom\",\"exit_code\":-9}",
 	[K_NEXT] = "{\"node\":\"n-0\",\"worker\":3,\"dataset\":\"train\",\"req\":77}",
 	[K_TASK] = "{\"status\":\"task\",\"id\":5,\"dataset\":\"train\",\"epoch\":1,\"start\":600,"
-		   "\"end\":1200}",
+		   "\"end\":1200,\"partition\":\"p-3\"}",
 	[K_DONE] = "{\"node\":\"n-0\",\"worker\":3,\"id\":5}",
 	[K_DONE_REPLY] = "{\"counted\":true}",
 	[K_CKPT_REPORT] = "{\"step\":100,\"worker\":3,\"task_id\":5,\"consumed\":64}",
@@ -56,6 +58,10 @@ static const char *const docs[K_COUNT] = {
 		  "\"world_size\":4,\"waiting\":0,\"step\":10,\"speed\":3.5,\"finished\":false,"
 		  "\"datasets\":[{\"name\":\"train\",\"samples_total\":120000,\"samples_done\":600,"
 		  "\"epoch\":0,\"finished\":false}]}",
+	[K_STREAM_END] = "{\"partition\":\"p-0\",\"end_offset\":5000}",
+	[K_STREAM_STATUS] = "{\"dataset\":\"clicks\",\"partitions\":[{\"name\":\"p-0\","
+			    "\"start_offset\":0,\"committed_offset\":300,\"end_offset\":-1,"
+			    "\"doing\":2}]}",
 };
 
 /* Parse a document of kind k (and when back is not NULL, write it again). */
@@ -89,6 +95,10 @@ static int parse_kind(enum mkind k, const cJSON *doc, cJSON **back, struct rv_er
 		CASE(K_STEP, struct rv_step_report, rv_step_report_from_json,
 		     rv_step_report_to_json)
 		CASE(K_JOB, struct rv_job_status, rv_job_status_from_json, rv_job_status_to_json)
+		CASE(K_STREAM_END, struct rv_stream_end, rv_stream_end_from_json,
+		     rv_stream_end_to_json)
+		CASE(K_STREAM_STATUS, struct rv_stream_status, rv_stream_status_from_json,
+		     rv_stream_status_to_json)
 	case K_WORLD: {
 		struct rv_rdzv_world_reply v;
 		if ((rc = rv_rdzv_world_reply_from_json(doc, &v, err)) == 0 && back)
@@ -145,6 +155,9 @@ static const struct {
 	{ "JobStatus", K_JOB, "" },
 	{ "RdzvMember", K_WORLD, "members.1" },
 	{ "DatasetStatus", K_JOB, "datasets.0" },
+	{ "StreamEnd", K_STREAM_END, "" },
+	{ "StreamStatus", K_STREAM_STATUS, "" },
+	{ "StreamPartition", K_STREAM_STATUS, "partitions.0" },
 };
 
 START_TEST(test_round_trip)
@@ -231,6 +244,8 @@ START_TEST(test_bad)
 		{ K_STEP, "{\"node\":\"n\",\"step\":1,\"speed\":-2}", "speed" },
 		{ K_JOB, "{\"job\":\"j\",\"state\":\"complete\",\"datasets\":[{\"name\":\"d\"}]}",
 		  "datasets[0].samples_total" },
+		{ K_STREAM_END, "{\"partition\":\"p\",\"end_offset\":-1}", "end_offset" },
+		{ K_STREAM_END, "{\"end_offset\":1}", "partition" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		cJSON *doc = rv_test_json_must_parse(bad[i].doc);
