@@ -309,3 +309,33 @@ int rv_master_job(struct rv_master_client *c, struct rv_job_status *out, struct 
 		return bad_reply(what, rc, err);
 	return 0;
 }
+
+int rv_master_stream_end(struct rv_master_client *c, const char *dataset,
+			 const struct rv_stream_end *e, struct rv_err *err)
+{
+	int rc = check_node(dataset, err);
+	if (rc < 0)
+		return rc;
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/streams/%s/partitions", dataset);
+	RV_CLEANUP_CJSON cJSON *reply = NULL;
+	return post(c, "tell a partition's end", path, rv_stream_end_to_json(e), CALL_IDEMPOTENT,
+		    &reply, err);
+}
+
+int rv_master_stream(struct rv_master_client *c, const char *dataset, struct rv_stream_status *out,
+		     struct rv_err *err)
+{
+	const char *what = "get a stream's offsets";
+	int rc = check_node(dataset, err);
+	if (rc < 0)
+		return rc;
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/streams/%s", dataset);
+	RV_CLEANUP_CJSON cJSON *reply = NULL;
+	if ((rc = call(c, what, "GET", path, NULL, 0, CALL_IDEMPOTENT, &reply, err)) < 0)
+		return rc;
+	if ((rc = rv_stream_status_from_json(reply, out, err)) < 0)
+		return bad_reply(what, rc, err);
+	return 0;
+}

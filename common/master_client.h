@@ -115,4 +115,16 @@ int rv_master_step(struct rv_master_client *c, const struct rv_step_report *s, s
 /* GET /v1/job. */
 int rv_master_job(struct rv_master_client *c, struct rv_job_status *out, struct rv_err *err);
 
+/* POST /v1/streams/{dataset}/partitions: offsets below e->end_offset of
+ * partition e->partition are available (a lower end than known changes
+ * nothing, so a retry is harmless).  -ENOENT: not a streaming dataset of the
+ * job, or no such partition. */
+int rv_master_stream_end(struct rv_master_client *c, const char *dataset,
+			 const struct rv_stream_end *e, struct rv_err *err);
+
+/* GET /v1/streams/{dataset}: per partition the committed offset (resume
+ * there) and the known end.  *out is the caller's (nothing to release). */
+int rv_master_stream(struct rv_master_client *c, const char *dataset, struct rv_stream_status *out,
+		     struct rv_err *err);
+
 #endif

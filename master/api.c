@@ -441,7 +441,7 @@ static int api_ckpt_export(struct rv_http_req *req, struct rv_http_resp *resp, v
 	struct rv_buf b;
 	rv_buf_init(&b);
 	pthread_mutex_lock(&m->lock);
-	rc = shard_ckpt_export(m->shards, step, &b, &err);
+	rc = state_ckpt_export(m, step, &b, &err);
 	pthread_mutex_unlock(&m->lock);
 	if (rc == 0 && rv_buf_failed(&b))
 		rc = -ENOMEM;
@@ -498,6 +498,67 @@ static int api_steps(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 	return accept_op(m, resp, MASTER_OP_STEP, &op);
 }
 
+/* The streaming dataset a path names: its spec index, or -ENOENT with err. */
+static int stream_of_path(const struct master *m, const struct rv_http_req *req,
+			  struct rv_err *err)
+{
+	const char *name = req->params[0];
+	int ds = state_dataset(m, name);
+	if (ds < 0 || !m->spec.datasets[ds].streaming)
+		return rv_err_set(err, -ENOENT, "dataset",
+				  "\"%s\" is not a streaming dataset of the job", name);
+	return ds;
+}
+
+static int api_stream_end(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	struct master *m = ctx;
+	struct rv_err err = { 0 };
+	int ds = stream_of_path(m, req, &err);
+	if (ds < 0)
+		return api_fail(resp, ds, &err);
+	RV_CLEANUP_CJSON cJSON *doc = rv_rest_parse_body(req, resp);
+	if (!doc)
+		return 0;
+	struct rv_stream_end e;
+	int rc = rv_stream_end_from_json(doc, &e, &err);
+	if (rc < 0)
+		return api_fail(resp, rc, &err);
+	struct master_op op;
+	memset(&op, 0, sizeof(op));
+	op.ds = ds;
+	snprintf(op.node, sizeof(op.node), "%s", e.partition);
+	op.id = e.end_offset;
+	return accept_op(m, resp, MASTER_OP_OFFSET_COMMIT, &op);
+}
+
+static int api_stream(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	struct master *m = ctx;
+	struct rv_err err = { 0 };
+	int ds = stream_of_path(m, req, &err);
+	if (ds < 0)
+		return api_fail(resp, ds, &err);
+	RV_CLEANUP_FREE struct rv_stream_status *st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	snprintf(st->dataset, sizeof(st->dataset), "%s", m->spec.datasets[ds].name);
+	pthread_mutex_lock(&m->lock);
+	int ix = m->ds_index[ds];
+	for (int p = 0; p < stream_nparts(m->streams, ix) && p < RV_MAX_PARTITIONS; p++) {
+		struct stream_part_stats ps;
+		stream_part_stats(m->streams, ix, p, &ps);
+		struct rv_stream_partition_status *o = &st->partitions[st->npartitions++];
+		snprintf(o->name, sizeof(o->name), "%s", ps.name);
+		o->start_offset = ps.start;
+		o->committed_offset = ps.committed;
+		o->end_offset = ps.end;
+		o->doing = ps.doing;
+	}
+	pthread_mutex_unlock(&m->lock);
+	return rv_rest_reply(resp, 200, rv_stream_status_to_json(st));
+}
+
 static void job_status(struct master *m, struct rv_job_status *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -517,9 +578,19 @@ static void job_status(struct master *m, struct rv_job_status *out)
 	out->speed = m->speed;
 	bool all = true;
 	for (int i = 0; i < m->spec.ndatasets; i++) {
-		struct shard_stats ss;
-		shard_stats(m->shards, i, &ss);
+		struct shard_stats ss = { 0 };
 		struct rv_dataset_status *d = &out->datasets[i];
+		if (m->spec.datasets[i].streaming) {
+			/* offsets seen so far; a stream is never finished */
+			for (int p = 0; p < stream_nparts(m->streams, m->ds_index[i]); p++) {
+				struct stream_part_stats ps;
+				stream_part_stats(m->streams, m->ds_index[i], p, &ps);
+				ss.samples_total += (ps.end >= 0 ? ps.end : ps.handed) - ps.start;
+				ss.samples_done += ps.done;
+			}
+		} else {
+			shard_stats(m->shards, m->ds_index[i], &ss);
+		}
 		snprintf(d->name, sizeof(d->name), "%s", m->spec.datasets[i].name);
 		d->samples_total = ss.samples_total;
 		d->samples_done = ss.samples_done;
@@ -638,6 +709,10 @@ static const struct rv_http_route routes[] = {
 	{ "POST", "/v1/shards/ckpt/import", api_ckpt_import, RV_HTTP_WRITE,
 	  "Resume the data at a checkpoint (any world size)" },
 	{ "POST", "/v1/steps", api_steps, RV_HTTP_WRITE, "Training step and speed" },
+	{ "POST", "/v1/streams/{dataset}/partitions", api_stream_end, RV_HTTP_WRITE,
+	  "A producer says how far a partition's data is available" },
+	{ "GET", "/v1/streams/{dataset}", api_stream, 0,
+	  "Committed and end offsets of a streaming dataset's partitions" },
 	{ "GET", "/v1/job", api_job, 0, "Rendezvous state, world and shard progress" },
 	{ "GET", "/healthz", api_healthz, 0, "Liveness and journal position" },
 	{ "GET", "/metrics", api_metrics, 0, "Prometheus metrics" },
@@ -671,6 +746,10 @@ static const struct rv_openapi_route docs[] = {
 	  .errors = "404:no report of that step is kept" },
 	{ .body = "DataCheckpoint", .ok = "Accepted" },
 	{ .body = "StepReport", .ok = "Accepted" },
+	{ .body = "StreamEnd",
+	  .ok = "Accepted",
+	  .errors = "404:not a streaming dataset of the job, or no such partition" },
+	{ .ok = "StreamStatus", .errors = "404:not a streaming dataset of the job" },
 	{ .ok = "JobStatus" },
 	{ .ok = "Health" },
 	{ 0 },

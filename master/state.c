@@ -106,7 +106,9 @@ static int node_dead(struct master *m, const char *node)
 		struct master_worker *w = &m->workers[i];
 		if (w->id < 0 || strcmp(w->node, node) != 0)
 			continue;
-		n += shard_worker_dead(m->shards, w->id);
+		if (m->shards)
+			n += shard_worker_dead(m->shards, w->id);
+		n += stream_worker_dead(m->streams, w->id);
 		w->last_req = 0;
 	}
 	atomic_fetch_add(&m->tasks_requeued, (uint64_t)n);
@@ -131,6 +133,21 @@ int64_t state_now(struct master *m)
 
 /* ---- applying operations ---- */
 
+static void stream_task_reply(struct master *m, int spec_ds, int rc, const struct stream_task *t,
+			      struct rv_shard_task *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->status = rc == 1 ? RV_SHARD_TASK : RV_SHARD_WAIT; /* a stream never finishes */
+	if (rc != 1)
+		return;
+	out->id = t->id;
+	snprintf(out->dataset, sizeof(out->dataset), "%s", m->spec.datasets[spec_ds].name);
+	snprintf(out->partition, sizeof(out->partition), "%s",
+		 stream_part_name(m->streams, t->ds, t->part));
+	out->start = t->start;
+	out->end = t->end;
+}
+
 static void task_reply(struct master *m, int rc, const struct shard_task *t,
 		       struct rv_shard_task *out)
 {
@@ -138,7 +155,10 @@ static void task_reply(struct master *m, int rc, const struct shard_task *t,
 	if (rc == 1) {
 		out->status = RV_SHARD_TASK;
 		out->id = t->id;
-		snprintf(out->dataset, sizeof(out->dataset), "%s", m->spec.datasets[t->ds].name);
+		for (int i = 0; i < m->spec.ndatasets; i++)
+			if (!m->spec.datasets[i].streaming && m->ds_index[i] == t->ds)
+				snprintf(out->dataset, sizeof(out->dataset), "%s",
+					 m->spec.datasets[i].name);
 		out->epoch = t->epoch;
 		out->start = t->start;
 		out->end = t->end;
@@ -163,12 +183,68 @@ static int apply_tick(struct master *m, int64_t now)
 			rv_log_info("node declared dead", "node=%s tasks_requeued=%d", dead[i], n);
 		}
 	} while (ndead == TICK_MAX_DEAD);
-	int n = shard_expire(m->shards, now);
+	int n = m->shards ? shard_expire(m->shards, now) : 0;
+	n += stream_expire(m->streams, now);
 	if (n > 0) {
 		atomic_fetch_add(&m->tasks_requeued, (uint64_t)n);
 		rv_log_info("stalled shards requeued", "tasks=%d", n);
 	}
 	return changed;
+}
+
+/*
+ * A data checkpoint: the shard module's document, with the streams'
+ * committed offsets under "streams" when the job has streaming datasets
+ * (state_ckpt_export).  Both parts are checked before either changes.
+ */
+static int ckpt_import(struct master *m, const char *doc, size_t len, struct rv_err *err)
+{
+	RV_CLEANUP_CJSON cJSON *root = rv_json_parse(doc, len, err);
+	if (!root)
+		return -EINVAL;
+	RV_CLEANUP_CJSON cJSON *streams = cJSON_DetachItemFromObjectCaseSensitive(root, "streams");
+	RV_CLEANUP_FREE char *rest = m->shards ? rv_json_print(root) : NULL;
+	RV_CLEANUP_FREE char *st = streams ? rv_json_print(streams) : NULL;
+	if ((m->shards && !rest) || (streams && !st))
+		return rv_err_set(err, -ENOMEM, "", "out of memory");
+	if (st) {
+		/* a dry run on a copy first, so that a bad shard part changes nothing */
+		struct rv_buf snap;
+		rv_buf_init(&snap);
+		int rc = stream_snapshot_save(m->streams, &snap);
+		if (rc == 0)
+			rc = stream_offsets_load(m->streams, st, strlen(st), err);
+		if (rc == 0 && m->shards &&
+		    (rc = shard_ckpt_import(m->shards, rest, strlen(rest), err)) < 0)
+			stream_snapshot_load(m->streams, snap.data, snap.len, NULL);
+		rv_buf_release(&snap);
+		return rc;
+	}
+	return m->shards ? shard_ckpt_import(m->shards, rest, strlen(rest), err) : 0;
+}
+
+int state_ckpt_export(const struct master *m, int64_t step, struct rv_buf *out,
+		      struct rv_err *err)
+{
+	size_t at = out->len;
+	int rc = m->shards ? shard_ckpt_export(m->shards, step, out, err) : 0;
+	if (rc < 0)
+		return rc;
+	if (stream_nparts(m->streams, 0) == 0)
+		return rv_buf_failed(out) ? -ENOMEM : 0;
+	if (m->shards) {
+		/* splice "streams" in before the document's closing brace */
+		size_t end = out->len;
+		while (end > at && out->data[end - 1] != '}')
+			end--;
+		rv_buf_truncate(out, end > at ? end - 1 : at);
+		rv_buf_puts(out, ",\"streams\":");
+	} else {
+		rv_buf_printf(out, "{\"step\":%" PRId64 ",\"streams\":", step);
+	}
+	rc = stream_offsets_save(m->streams, out);
+	rv_buf_puts(out, "}");
+	return rc < 0 || rv_buf_failed(out) ? -ENOMEM : 0;
 }
 
 /*
@@ -216,7 +292,13 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 			return false;
 		}
 		struct shard_task t;
-		int rc = shard_next(m->shards, op->ds, op->worker, op->now_ms, &t);
+		struct stream_task st;
+		bool streaming = op->ds >= 0 && op->ds < m->spec.ndatasets &&
+				 m->spec.datasets[op->ds].streaming;
+		int ix = op->ds >= 0 && op->ds < m->spec.ndatasets ? m->ds_index[op->ds] : -1;
+		int rc = streaming ? stream_next(m->streams, ix, op->worker, op->now_ms, &st)
+			 : m->shards ? shard_next(m->shards, ix, op->worker, op->now_ms, &t)
+				     : -EINVAL;
 		if (rc < 0) {
 			res->rc = rc;
 			rv_err_set(&res->err, rc, rc == -EINVAL ? "dataset" : "",
@@ -224,7 +306,10 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 						 : "could not hand out a shard");
 			return false;
 		}
-		task_reply(m, rc, &t, &res->task);
+		if (streaming)
+			stream_task_reply(m, op->ds, rc, &st, &res->task);
+		else
+			task_reply(m, rc, &t, &res->task);
 		if (rc == 0)
 			return false;
 		w = worker_get(m, op->worker);
@@ -237,7 +322,9 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 		return true;
 	}
 	case MASTER_OP_DONE: {
-		int rc = shard_done(m->shards, op->id, op->worker, op->now_ms);
+		int rc = op->id >= STREAM_ID_BASE ? stream_done(m->streams, op->id, op->worker)
+			 : m->shards	       ? shard_done(m->shards, op->id, op->worker, op->now_ms)
+					       : 0;
 		if (rc < 0) {
 			res->rc = rc;
 			rv_err_set(&res->err, rc, "id", "task %" PRId64 " is another worker's",
@@ -250,11 +337,13 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 		return rc == 1;
 	}
 	case MASTER_OP_CKPT_REPORT:
+		if (!m->shards) /* streams resume from their committed offsets */
+			return false;
 		res->rc = shard_ckpt_report(m->shards, op->step, op->worker, op->id, op->consumed,
 					    &res->err);
 		return res->rc == 0;
 	case MASTER_OP_CKPT_IMPORT:
-		res->rc = shard_ckpt_import(m->shards, doc, doc_len, &res->err);
+		res->rc = ckpt_import(m, doc, doc_len, &res->err);
 		if (res->rc < 0)
 			return false;
 		for (int i = 0; i < m->capworkers; i++)
@@ -262,6 +351,20 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 		return true;
 	case MASTER_OP_GRACE:
 		return rdzv_grace(m->rdzv, op->now_ms) > 0;
+	case MASTER_OP_OFFSET_COMMIT: {
+		int ix = op->ds >= 0 && op->ds < m->spec.ndatasets && m->spec.datasets[op->ds].streaming
+				 ? m->ds_index[op->ds]
+				 : -1;
+		int rc = stream_extend(m->streams, ix, op->node, op->id);
+		if (rc < 0) {
+			res->rc = rv_err_set(&res->err, rc, rc == -ENOENT ? "partition" : "dataset",
+					     rc == -ENOENT ? "partition \"%s\" is not in the dataset"
+							   : "not a streaming dataset of the job",
+					     op->node);
+			return false;
+		}
+		return rc == 1;
+	}
 	case MASTER_OP_STEP:
 		m->step = op->step;
 		m->speed = op->speed;
@@ -313,7 +416,7 @@ static int snapshot_build(struct master *m, struct rv_buf *out)
 		rv_buf_printf(out, "%zu\n", part.len);
 		rv_buf_append(out, part.data ? part.data : "", part.len);
 		rv_buf_truncate(&part, 0);
-		rc = shard_snapshot_save(m->shards, &part);
+		rc = m->shards ? shard_snapshot_save(m->shards, &part) : 0;
 	}
 	if (rc == 0) {
 		rv_buf_printf(out, "%zu\n", part.len);
@@ -337,6 +440,11 @@ static int snapshot_build(struct master *m, struct rv_buf *out)
 			first = false;
 		}
 		rv_buf_puts(&part, "]}");
+		rv_buf_printf(out, "%zu\n", part.len);
+		rv_buf_append(out, part.data, part.len);
+		/* streams: a fourth section (a snapshot without it has none) */
+		rv_buf_truncate(&part, 0);
+		rc = stream_snapshot_save(m->streams, &part);
 		rv_buf_printf(out, "%zu\n", part.len);
 		rv_buf_append(out, part.data, part.len);
 	}
@@ -416,10 +524,14 @@ static int on_snapshot(void *ctx, int type, const void *data, size_t len, struct
 	if (!x)
 		return rv_err_set(err, -EUCLEAN, "", "the snapshot is cut short");
 	int rc = rdzv_snapshot_load(m->rdzv, r, rl, err);
-	if (rc == 0)
+	if (rc == 0 && m->shards)
 		rc = shard_snapshot_load(m->shards, s, sl, err);
 	if (rc == 0)
 		rc = load_extra(m, x, xl, err);
+	size_t tl;
+	const char *t = p < end ? snap_section(&p, end, &tl) : NULL;
+	if (rc == 0 && t)
+		rc = stream_snapshot_load(m->streams, t, tl, err);
 	return rc < 0 ? rc : 0;
 }
 
@@ -580,8 +692,10 @@ int state_reply_durable(struct master *m, struct rv_http_resp *resp, int64_t seq
 
 static int64_t next_deadline(struct master *m)
 {
-	int64_t a = rdzv_next_deadline(m->rdzv), b = shard_next_deadline(m->shards);
-	return a < b ? a : b;
+	int64_t a = rdzv_next_deadline(m->rdzv),
+		b = m->shards ? shard_next_deadline(m->shards) : INT64_MAX,
+		c = stream_next_deadline(m->streams);
+	return a < b ? (a < c ? a : c) : (b < c ? b : c);
 }
 
 static void *timer_main(void *arg)
@@ -639,20 +753,47 @@ static int build_modules(struct master *m, struct rv_err *err)
 	if (!m->rdzv)
 		return err->code ? err->code : -ENOMEM;
 	struct shard_dataset ds[RV_MAX_DATASETS];
-	int n = m->spec.ndatasets;
-	for (int i = 0; i < n; i++) {
+	struct stream_dataset sd[RV_MAX_DATASETS];
+	struct stream_partition sp[RV_MAX_DATASETS][RV_MAX_PARTITIONS];
+	int n = 0, ns = 0;
+	for (int i = 0; i < m->spec.ndatasets; i++) {
 		const struct rv_dataset *d = &m->spec.datasets[i];
-		memset(&ds[i], 0, sizeof(ds[i]));
-		snprintf(ds[i].name, sizeof(ds[i].name), "%s", d->name);
-		ds[i].size = d->size;
-		ds[i].shard_size = d->shard_size < d->size ? d->shard_size : d->size;
-		ds[i].epochs = d->epochs > 0 ? d->epochs : 1;
-		ds[i].shuffle = d->shuffle;
-		ds[i].seed = (uint64_t)m->cfg.shard_seed;
+		if (d->streaming) {
+			memset(&sd[ns], 0, sizeof(sd[ns]));
+			snprintf(sd[ns].name, sizeof(sd[ns].name), "%s", d->name);
+			sd[ns].shard_size = d->shard_size;
+			sd[ns].nparts = d->npartitions;
+			sd[ns].parts = sp[ns];
+			for (int p = 0; p < d->npartitions; p++) {
+				snprintf(sp[ns][p].name, sizeof(sp[ns][p].name), "%s",
+					 d->partitions[p].name);
+				sp[ns][p].start = d->partitions[p].start_offset;
+				sp[ns][p].end = d->partitions[p].end_offset;
+			}
+			m->ds_index[i] = ns++;
+			continue;
+		}
+		memset(&ds[n], 0, sizeof(ds[n]));
+		snprintf(ds[n].name, sizeof(ds[n].name), "%s", d->name);
+		ds[n].size = d->size;
+		ds[n].shard_size = d->shard_size < d->size ? d->shard_size : d->size;
+		ds[n].epochs = d->epochs > 0 ? d->epochs : 1;
+		ds[n].shuffle = d->shuffle;
+		ds[n].seed = (uint64_t)m->cfg.shard_seed;
+		m->ds_index[i] = n++;
 	}
-	if (n == 0)
+	if (n + ns == 0)
 		return rv_err_set(err, -EINVAL, "spec.datasets",
 				  "the job spec names no dataset to shard");
+	struct stream_conf stc = {
+		.doing_timeout_ms = m->cfg.doing_timeout_ms,
+		.max_tasks_in_flight = (int)m->cfg.max_in_flight,
+	};
+	m->streams = stream_new(sd, ns, &stc, err);
+	if (!m->streams)
+		return err->code ? err->code : -ENOMEM;
+	if (n == 0)
+		return 0;
 	struct shard_conf sc = {
 		.doing_timeout_ms = m->cfg.doing_timeout_ms,
 		.max_todo_ranges = (int)m->cfg.max_todo_ranges,
@@ -747,6 +888,8 @@ void state_close(struct master *m)
 	m->rdzv = NULL;
 	shard_free(m->shards);
 	m->shards = NULL;
+	stream_free(m->streams);
+	m->streams = NULL;
 	free(m->workers);
 	m->workers = NULL;
 	m->capworkers = m->nworkers = 0;
