@@ -2015,6 +2015,92 @@ cJSON *rv_step_report_to_json(const struct rv_step_report *m)
 	return ok ? RV_TAKE_PTR(o) : NULL;
 }
 
+static const char *const netcheck_state_names[] = {
+	[RV_NETCHECK_NONE] = "none",
+	[RV_NETCHECK_RUNNING] = "running",
+	[RV_NETCHECK_DONE] = "done",
+};
+static const char *const netcheck_verdict_names[] = {
+	[RV_VERDICT_PENDING] = "pending",
+	[RV_VERDICT_OK] = "ok",
+	[RV_VERDICT_FAULTY] = "faulty",
+	[RV_VERDICT_STRAGGLER] = "straggler",
+};
+static const char *const netcheck_group_status_names[] = {
+	[RV_NETCHECK_READY] = "ready",
+	[RV_NETCHECK_WAIT] = "wait",
+};
+
+const char *rv_netcheck_state_name(enum rv_netcheck_state s)
+{
+	return name_of(netcheck_state_names, RV_ARRAY_SIZE(netcheck_state_names), (int)s);
+}
+
+int rv_netcheck_state_parse(const char *s)
+{
+	return parse_of(netcheck_state_names, RV_ARRAY_SIZE(netcheck_state_names), s);
+}
+
+const char *rv_netcheck_verdict_name(enum rv_netcheck_verdict v)
+{
+	return name_of(netcheck_verdict_names, RV_ARRAY_SIZE(netcheck_verdict_names), (int)v);
+}
+
+int rv_netcheck_verdict_parse(const char *s)
+{
+	return parse_of(netcheck_verdict_names, RV_ARRAY_SIZE(netcheck_verdict_names), s);
+}
+
+const char *rv_netcheck_group_status_name(enum rv_netcheck_group_status s)
+{
+	return name_of(netcheck_group_status_names, RV_ARRAY_SIZE(netcheck_group_status_names),
+		       (int)s);
+}
+
+int rv_netcheck_group_status_parse(const char *s)
+{
+	return parse_of(netcheck_group_status_names, RV_ARRAY_SIZE(netcheck_group_status_names),
+			s);
+}
+
+/* An optional array of node names at key, at most RV_MAX_VERDICT_NAMES. */
+static int get_names(const cJSON *r, const char *key, char (*out)[RV_NAME_MAX], int *n,
+		     struct rv_err *err)
+{
+	int rc;
+	const cJSON *arr = rv_json_get_array(r, key, "", false, &rc, err);
+	if (!arr)
+		return rc;
+	if (array_count(arr, RV_MAX_VERDICT_NAMES) > RV_MAX_VERDICT_NAMES)
+		return rv_err_set(err, -EINVAL, key, "%s must have at most %d entries", key,
+				  RV_MAX_VERDICT_NAMES);
+	for (const cJSON *it = arr->child; it; it = it->next) {
+		field_buf f;
+		rv_json_path_index(f, sizeof(f), key, *n);
+		const char *v = cJSON_GetStringValue(it);
+		if (!v)
+			return rv_err_set(err, -EINVAL, f, "%s must be a string", f);
+		snprintf(out[*n], RV_NAME_MAX, "%s", v);
+		if ((rc = check_name(out[*n], RV_NAME_MAX - 1, f, err)) < 0)
+			return rc;
+		(*n)++;
+	}
+	return 0;
+}
+
+static bool add_names(cJSON *o, const char *key, const char (*names)[RV_NAME_MAX], int n)
+{
+	cJSON *arr = cJSON_AddArrayToObject(o, key);
+	for (int i = 0; arr && i < n; i++) {
+		cJSON *v = cJSON_CreateString(names[i]);
+		if (!v || !cJSON_AddItemToArray(arr, v)) {
+			cJSON_Delete(v);
+			return false;
+		}
+	}
+	return arr != NULL;
+}
+
 static int dataset_status_parse(const cJSON *o, const char *p, struct rv_dataset_status *d,
 				struct rv_err *err)
 {
@@ -2051,6 +2137,14 @@ static int job_status_parse(const cJSON *r, struct rv_job_status *m, struct rv_e
 	    (rc = rv_json_get_double(r, "speed", "", false, 0, MAX_SPEED, &m->speed, err)) < 0 ||
 	    (rc = rv_json_get_bool(r, "finished", "", false, &m->finished, err)) < 0)
 		return rc;
+	st = RV_NETCHECK_NONE;
+	if ((rc = get_enum(r, "netcheck", "", false, netcheck_state_names,
+			   RV_ARRAY_SIZE(netcheck_state_names), "one of none, running, done", &st,
+			   err)) < 0 ||
+	    (rc = get_names(r, "faulty", m->faulty, &m->nfaulty, err)) < 0 ||
+	    (rc = get_names(r, "stragglers", m->stragglers, &m->nstragglers, err)) < 0)
+		return rc;
+	m->netcheck = (enum rv_netcheck_state)st;
 	const cJSON *arr = rv_json_get_array(r, "datasets", "", false, &rc, err);
 	if (!arr)
 		return rc;
@@ -2078,7 +2172,10 @@ cJSON *rv_job_status_to_json(const struct rv_job_status *m)
 		  add_num(o, "round", (double)m->round) && add_num(o, "nnodes", m->nnodes) &&
 		  add_num(o, "world_size", m->world_size) && add_num(o, "waiting", m->waiting) &&
 		  add_num(o, "step", (double)m->step) && add_num(o, "speed", m->speed) &&
-		  add_bool(o, "finished", m->finished);
+		  add_bool(o, "finished", m->finished) &&
+		  add_str(o, "netcheck", rv_netcheck_state_name(m->netcheck)) &&
+		  add_names(o, "faulty", m->faulty, m->nfaulty) &&
+		  add_names(o, "stragglers", m->stragglers, m->nstragglers);
 	cJSON *arr = ok ? cJSON_AddArrayToObject(o, "datasets") : NULL;
 	if (!arr)
 		return NULL;
@@ -2175,6 +2272,210 @@ cJSON *rv_stream_status_to_json(const struct rv_stream_status *m)
 			return NULL;
 	}
 	return RV_TAKE_PTR(o);
+}
+
+/* ---- network check ---- */
+
+static int netcheck_join_parse(const cJSON *r, struct rv_netcheck_join *m, struct rv_err *err)
+{
+	int rc = must_object(r, "network check join", err);
+	return rc < 0 ? rc : get_node(r, "node", "", true, m->node, err);
+}
+FLAT_FROM_JSON(rv_netcheck_join_from_json, struct rv_netcheck_join, netcheck_join_parse)
+
+cJSON *rv_netcheck_join_to_json(const struct rv_netcheck_join *m)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	bool ok = o && add_str(o, "node", m->node);
+	return ok ? RV_TAKE_PTR(o) : NULL;
+}
+
+static int netcheck_joined_parse(const cJSON *r, struct rv_netcheck_joined *m, struct rv_err *err)
+{
+	int rc;
+	if ((rc = must_object(r, "network check joined", err)) < 0 ||
+	    (rc = rv_json_get_int(r, "check", "", true, 1, INT64_MAX, &m->check, err)) < 0 ||
+	    (rc = rv_json_get_int(r, "world", "", true, 0, INT64_MAX, &m->world, err)) < 0)
+		return rc;
+	return get_int32(r, "nodes", "", true, 2, RV_MAX_WORLD_NODES, &m->nodes, err);
+}
+FLAT_FROM_JSON(rv_netcheck_joined_from_json, struct rv_netcheck_joined, netcheck_joined_parse)
+
+cJSON *rv_netcheck_joined_to_json(const struct rv_netcheck_joined *m)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	bool ok = o && add_num(o, "check", (double)m->check) &&
+		  add_num(o, "world", (double)m->world) && add_num(o, "nodes", m->nodes);
+	return ok ? RV_TAKE_PTR(o) : NULL;
+}
+
+static int netcheck_group_parse(const cJSON *r, struct rv_netcheck_group_reply *m,
+				struct rv_err *err)
+{
+	int rc, st = 0;
+	if ((rc = must_object(r, "network check group", err)) < 0 ||
+	    (rc = rv_json_get_int(r, "check", "", true, 1, INT64_MAX, &m->check, err)) < 0 ||
+	    (rc = get_int32(r, "round", "", true, 0, 1, &m->round, err)) < 0 ||
+	    (rc = get_enum(r, "status", "", true, netcheck_group_status_names,
+			   RV_ARRAY_SIZE(netcheck_group_status_names), "one of ready, wait", &st,
+			   err)) < 0)
+		return rc;
+	m->status = (enum rv_netcheck_group_status)st;
+	bool ready = m->status == RV_NETCHECK_READY;
+	const cJSON *arr = rv_json_get_array(r, "peers", "", ready, &rc, err);
+	if (!arr)
+		return rc;
+	int n = array_count(arr, 3);
+	if (n > 3 || (ready && n < 2))
+		return rv_err_set(err, -EINVAL, "peers", "peers must have 2 or 3 entries");
+	for (const cJSON *it = arr->child; it; it = it->next, m->npeers++) {
+		struct rv_netcheck_peer *pe = &m->peers[m->npeers];
+		field_buf p;
+		rv_json_path_index(p, sizeof(p), "peers", m->npeers);
+		if (!cJSON_IsObject(it))
+			return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
+		if ((rc = get_node(it, "node", p, true, pe->node, err)) < 0 ||
+		    (rc = rv_json_get_string(it, "addr", p, false, pe->addr, sizeof(pe->addr),
+					     err)) < 0)
+			return rc;
+	}
+	return 0;
+}
+FLAT_FROM_JSON(rv_netcheck_group_reply_from_json, struct rv_netcheck_group_reply,
+	       netcheck_group_parse)
+
+cJSON *rv_netcheck_group_reply_to_json(const struct rv_netcheck_group_reply *m)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	bool ok = o && add_num(o, "check", (double)m->check) && add_num(o, "round", m->round) &&
+		  add_str(o, "status", rv_netcheck_group_status_name(m->status));
+	cJSON *arr = ok ? cJSON_AddArrayToObject(o, "peers") : NULL;
+	for (int i = 0; arr && i < m->npeers; i++) {
+		cJSON *e = cJSON_CreateObject();
+		if (!e || !cJSON_AddItemToArray(arr, e)) {
+			cJSON_Delete(e);
+			return NULL;
+		}
+		if (!add_str(e, "node", m->peers[i].node) || !add_str(e, "addr", m->peers[i].addr))
+			return NULL;
+	}
+	return arr ? RV_TAKE_PTR(o) : NULL;
+}
+
+static int netcheck_report_parse(const cJSON *r, struct rv_netcheck_report *m, struct rv_err *err)
+{
+	int rc;
+	if ((rc = must_object(r, "network check report", err)) < 0 ||
+	    (rc = get_node(r, "node", "", true, m->node, err)) < 0 ||
+	    (rc = rv_json_get_int(r, "check", "", true, 1, INT64_MAX, &m->check, err)) < 0 ||
+	    (rc = get_int32(r, "round", "", true, 0, 1, &m->round, err)) < 0 ||
+	    (rc = rv_json_get_bool(r, "ok", "", true, &m->ok, err)) < 0)
+		return rc;
+	return rv_json_get_double(r, "time_s", "", m->ok, 0, 86400, &m->time_s, err);
+}
+FLAT_FROM_JSON(rv_netcheck_report_from_json, struct rv_netcheck_report, netcheck_report_parse)
+
+cJSON *rv_netcheck_report_to_json(const struct rv_netcheck_report *m)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	bool ok = o && add_str(o, "node", m->node) && add_num(o, "check", (double)m->check) &&
+		  add_num(o, "round", m->round) && add_bool(o, "ok", m->ok) &&
+		  add_num(o, "time_s", m->time_s);
+	return ok ? RV_TAKE_PTR(o) : NULL;
+}
+
+static int netcheck_result_parse(const cJSON *o, const char *p, struct rv_netcheck_result *n,
+				 struct rv_err *err)
+{
+	int rc, v = 0;
+	if (!cJSON_IsObject(o))
+		return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
+	if ((rc = get_node(o, "node", p, true, n->node, err)) < 0 ||
+	    (rc = get_enum(o, "verdict", p, true, netcheck_verdict_names,
+			   RV_ARRAY_SIZE(netcheck_verdict_names),
+			   "one of pending, ok, faulty, straggler", &v, err)) < 0 ||
+	    (rc = rv_json_get_bool(o, "silent", p, false, &n->silent, err)) < 0 ||
+	    (rc = rv_json_get_bool(o, "ok0", p, false, &n->ok0, err)) < 0 ||
+	    (rc = rv_json_get_bool(o, "ok1", p, false, &n->ok1, err)) < 0 ||
+	    (rc = rv_json_get_double(o, "time0_s", p, false, 0, 86400, &n->time0_s, err)) < 0 ||
+	    (rc = rv_json_get_double(o, "time1_s", p, false, 0, 86400, &n->time1_s, err)) < 0)
+		return rc;
+	n->verdict = (enum rv_netcheck_verdict)v;
+	return 0;
+}
+
+static int netcheck_status_parse(const cJSON *r, struct rv_netcheck_status *m, struct rv_err *err)
+{
+	int rc, st = 0;
+	if ((rc = must_object(r, "network check status", err)) < 0 ||
+	    (rc = rv_json_get_int(r, "check", "", true, 0, INT64_MAX, &m->check, err)) < 0 ||
+	    (rc = rv_json_get_int(r, "world", "", false, 0, INT64_MAX, &m->world, err)) < 0 ||
+	    (rc = get_enum(r, "state", "", true, netcheck_state_names,
+			   RV_ARRAY_SIZE(netcheck_state_names), "one of none, running, done", &st,
+			   err)) < 0 ||
+	    (rc = get_int32(r, "round", "", false, 0, 1, &m->round, err)) < 0)
+		return rc;
+	m->state = (enum rv_netcheck_state)st;
+	const cJSON *arr = rv_json_get_array(r, "nodes", "", false, &rc, err);
+	if (!arr)
+		return rc;
+	int n = array_count(arr, RV_MAX_WORLD_NODES);
+	if (n > RV_MAX_WORLD_NODES)
+		return rv_err_set(err, -E2BIG, "nodes", "nodes must have at most %d entries",
+				  RV_MAX_WORLD_NODES);
+	if (n == 0)
+		return 0;
+	if (!(m->nodes = calloc((size_t)n, sizeof(*m->nodes))))
+		return rv_err_set(err, -ENOMEM, "nodes", "could not allocate %d nodes", n);
+	for (const cJSON *it = arr->child; it; it = it->next, m->nnodes++) {
+		field_buf p;
+		rv_json_path_index(p, sizeof(p), "nodes", m->nnodes);
+		if ((rc = netcheck_result_parse(it, p, &m->nodes[m->nnodes], err)) < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int rv_netcheck_status_from_json(const cJSON *root, struct rv_netcheck_status *out,
+				 struct rv_err *err)
+{
+	memset(out, 0, sizeof(*out));
+	int rc = netcheck_status_parse(root, out, err);
+	if (rc < 0)
+		rv_netcheck_status_release(out);
+	return rc < 0 ? rc : 0;
+}
+
+void rv_netcheck_status_release(struct rv_netcheck_status *m)
+{
+	free(m->nodes);
+	m->nodes = NULL;
+	m->nnodes = 0;
+}
+
+cJSON *rv_netcheck_status_to_json(const struct rv_netcheck_status *m)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	bool ok = o && add_num(o, "check", (double)m->check) &&
+		  add_num(o, "world", (double)m->world) &&
+		  add_str(o, "state", rv_netcheck_state_name(m->state)) &&
+		  add_num(o, "round", m->round);
+	cJSON *arr = ok ? cJSON_AddArrayToObject(o, "nodes") : NULL;
+	for (int i = 0; arr && i < m->nnodes; i++) {
+		const struct rv_netcheck_result *n = &m->nodes[i];
+		cJSON *e = cJSON_CreateObject();
+		if (!e || !cJSON_AddItemToArray(arr, e)) {
+			cJSON_Delete(e);
+			return NULL;
+		}
+		if (!add_str(e, "node", n->node) ||
+		    !add_str(e, "verdict", rv_netcheck_verdict_name(n->verdict)) ||
+		    !add_bool(e, "silent", n->silent) || !add_bool(e, "ok0", n->ok0) ||
+		    !add_bool(e, "ok1", n->ok1) || !add_num(e, "time0_s", n->time0_s) ||
+		    !add_num(e, "time1_s", n->time1_s))
+			return NULL;
+	}
+	return arr ? RV_TAKE_PTR(o) : NULL;
 }
 
 #define F(name, type, req, ref, map, enums, desc)                                                  \
@@ -2287,6 +2588,12 @@ static const struct rv_wire_field f_job_status[] = {
 	F("speed", "number", false, NULL, false, NULL, "latest speed reported, samples/s"),
 	F("finished", "boolean", false, NULL, false, NULL, "every dataset done"),
 	F("datasets", "array", false, "DatasetStatus", false, NULL, "shard progress per dataset"),
+	F("netcheck", "string", false, NULL, false, "none|running|done",
+	  "state of the last network check"),
+	F("faulty", "array", false, "string", false, NULL,
+	  "nodes the last network check found faulty (at most 32)"),
+	F("stragglers", "array", false, "string", false, NULL,
+	  "nodes the last network check found slow (at most 32)"),
 };
 static const struct rv_wire_field f_dataset_status[] = {
 	F("name", "string", true, NULL, false, NULL, "dataset"),
@@ -2312,6 +2619,52 @@ static const struct rv_wire_field f_stream_partition[] = {
 	  "the lowest offset not yet done: resume here"),
 	F("end_offset", "integer", true, NULL, false, NULL, "known available end; -1: unbounded"),
 	F("doing", "integer", false, NULL, false, NULL, "tasks in flight"),
+};
+static const struct rv_wire_field f_netcheck_join[] = {
+	F("node", "string", true, NULL, false, NULL, "node name as joined to the rendezvous"),
+};
+static const struct rv_wire_field f_netcheck_joined[] = {
+	F("check", "integer", true, NULL, false, NULL, "check id: report with it"),
+	F("world", "integer", true, NULL, false, NULL, "the rendezvous round being checked"),
+	F("nodes", "integer", true, NULL, false, NULL, "members of the check"),
+};
+static const struct rv_wire_field f_netcheck_group[] = {
+	F("check", "integer", true, NULL, false, NULL, "check id"),
+	F("round", "integer", true, NULL, false, NULL, "0 or 1"),
+	F("status", "string", true, NULL, false, "ready|wait",
+	  "ready: run the collective with peers; wait: the round is not open yet, ask again"),
+	F("peers", "array", false, "NetcheckPeer", false, NULL,
+	  "the group, this node included (required for ready)"),
+};
+static const struct rv_wire_field f_netcheck_peer[] = {
+	F("node", "string", true, NULL, false, NULL, "node name"),
+	F("addr", "string", false, NULL, false, NULL, "host:port it joined the rendezvous with"),
+};
+static const struct rv_wire_field f_netcheck_report[] = {
+	F("node", "string", true, NULL, false, NULL, "reporting node"),
+	F("check", "integer", true, NULL, false, NULL, "check id from join"),
+	F("round", "integer", true, NULL, false, NULL, "0 or 1"),
+	F("ok", "boolean", true, NULL, false, NULL, "whether the group's collective succeeded"),
+	F("time_s", "number", false, NULL, false, NULL,
+	  "how long it took, seconds (required for an ok report)"),
+};
+static const struct rv_wire_field f_netcheck_status[] = {
+	F("check", "integer", true, NULL, false, NULL, "check id, 0: none yet"),
+	F("world", "integer", false, NULL, false, NULL, "the rendezvous round it checks"),
+	F("state", "string", true, NULL, false, "none|running|done", "where the check is"),
+	F("round", "integer", false, NULL, false, NULL, "the open round while running"),
+	F("nodes", "array", false, "NetcheckResult", false, NULL, "one entry per member"),
+};
+static const struct rv_wire_field f_netcheck_result[] = {
+	F("node", "string", true, NULL, false, NULL, "member"),
+	F("verdict", "string", true, NULL, false, "pending|ok|faulty|straggler",
+	  "faulty: failed both rounds; straggler: slower than the ratio to the median"),
+	F("silent", "boolean", false, NULL, false, NULL,
+	  "missed a round's report deadline (netcheck.timeout_ms): counted as failed"),
+	F("ok0", "boolean", false, NULL, false, NULL, "round 0 succeeded"),
+	F("ok1", "boolean", false, NULL, false, NULL, "round 1 succeeded"),
+	F("time0_s", "number", false, NULL, false, NULL, "round 0 time, seconds"),
+	F("time1_s", "number", false, NULL, false, NULL, "round 1 time, seconds"),
 };
 #undef F
 
@@ -2339,6 +2692,13 @@ static const struct rv_wire_message master_messages[] = {
 	M("StreamEnd", "a producer says how far a partition's data is available", f_stream_end),
 	M("StreamStatus", "committed and end offsets of a streaming dataset", f_stream_status),
 	M("StreamPartition", "one partition's offsets", f_stream_partition),
+	M("NetcheckJoin", "a node is ready for the network check", f_netcheck_join),
+	M("NetcheckJoined", "the check a node takes part in", f_netcheck_joined),
+	M("NetcheckGroup", "a node's group in a check round", f_netcheck_group),
+	M("NetcheckPeer", "one member of a check group", f_netcheck_peer),
+	M("NetcheckReport", "a node's result of a check round", f_netcheck_report),
+	M("NetcheckStatus", "the last network check and its verdicts", f_netcheck_status),
+	M("NetcheckResult", "one member's results and verdict", f_netcheck_result),
 };
 #undef M
 

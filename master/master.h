@@ -20,6 +20,7 @@
 
 #include "http.h"
 #include "journal.h"
+#include "netcheck.h"
 #include "rdzv.h"
 #include "shard.h"
 #include "stream.h"
@@ -36,6 +37,8 @@ struct master_cfg {
 	long long node_unit, last_call_ms, max_wait_s, heartbeat_timeout_ms, world_wait_max_ms;
 	long long doing_timeout_ms, max_todo_ranges, max_in_flight, shard_seed;
 	long long commit_delay_us, snapshot_every, sync_timeout_ms;
+	long long netcheck_timeout_ms;
+	double netcheck_straggler_ratio;
 	int nosync;
 	long long tick_ms;
 	char log_level[16];
@@ -72,8 +75,13 @@ enum master_op_type {
 	 * dataset, node: the partition, id: the end offset; the offsets
 	 * themselves are committed by DONE); network check results. */
 	MASTER_OP_OFFSET_COMMIT,
-	MASTER_OP_NETCHECK,
+	MASTER_OP_NETCHECK, /* consumed: MASTER_NETCHECK_START or _REPORT */
 };
+
+/* MASTER_OP_NETCHECK: START (node: the joining node; the members are the
+ * current world) or REPORT (node, req: check id, step: round, id: ok,
+ * speed: time_s). */
+enum { MASTER_NETCHECK_START = 1, MASTER_NETCHECK_REPORT = 2 };
 
 /*
  * What the job should run, per role: from the spec at start, then from each
@@ -128,6 +136,7 @@ struct master {
 	struct shard_mgr *shards;   /* batch datasets; NULL when every one streams */
 	struct stream_mgr *streams; /* streaming datasets (maybe none) */
 	int ds_index[RV_MAX_DATASETS]; /* spec dataset -> its index in shards or streams */
+	struct netcheck_run netcheck;  /* the last network check */
 	struct master_worker *workers; /* open addressing by id, cap a power of two */
 	int nworkers, capworkers;
 	int64_t step, step_ts_ms;

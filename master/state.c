@@ -183,6 +183,8 @@ static int apply_tick(struct master *m, int64_t now)
 			rv_log_info("node declared dead", "node=%s tasks_requeued=%d", dead[i], n);
 		}
 	} while (ndead == TICK_MAX_DEAD);
+	if (netcheck_run_tick(&m->netcheck, now) > 0 && m->netcheck.state == NETCHECK_DONE)
+		rv_log_info("network check done", "check=%" PRId64, m->netcheck.id);
 	int n = m->shards ? shard_expire(m->shards, now) : 0;
 	n += stream_expire(m->streams, now);
 	if (n > 0) {
@@ -245,6 +247,78 @@ int state_ckpt_export(const struct master *m, int64_t step, struct rv_buf *out,
 	rc = stream_offsets_save(m->streams, out);
 	rv_buf_puts(out, "}");
 	return rc < 0 || rv_buf_failed(out) ? -ENOMEM : 0;
+}
+
+/*
+ * A network check operation.  START: the first join of a world starts a
+ * check of its members; a join of a world already checked (or being
+ * checked) changes nothing.  REPORT: one member's result.
+ */
+static bool apply_netcheck(struct master *m, const struct master_op *op,
+			   struct master_result *res)
+{
+	struct netcheck_run *r = &m->netcheck;
+	if (op->consumed == MASTER_NETCHECK_REPORT) {
+		if (r->state == NETCHECK_NONE || op->req != r->id) {
+			res->rc = rv_err_set(&res->err, -EEXIST, "check",
+					     "check %" PRId64 " is not the current one (%" PRId64 ")",
+					     op->req, r->id);
+			return false;
+		}
+		int rc = netcheck_run_report(r, op->node, (int)op->step, op->id != 0, op->speed,
+					     op->now_ms);
+		if (rc < 0)
+			res->rc = rv_err_set(&res->err, rc == -EAGAIN ? -EEXIST : rc,
+					     rc == -ENOENT ? "node" : "round",
+					     rc == -ENOENT	? "node \"%s\" is not in the check"
+					     : rc == -EAGAIN	? "round 1 is not open yet"
+					     : rc == -EEXIST	? "another result was reported"
+								: "bad report",
+					     op->node);
+		if (rc > 0 && r->state == NETCHECK_DONE)
+			rv_log_info("network check done", "check=%" PRId64, r->id);
+		return rc > 0;
+	}
+	RV_CLEANUP_FREE struct rdzv_world *w = malloc(sizeof(*w));
+	if (!w) {
+		res->rc = rv_err_set(&res->err, -ENOMEM, "", "out of memory");
+		return false;
+	}
+	if (rdzv_current(m->rdzv, w) != RDZV_COMPLETE || w->nnodes < 2) {
+		res->rc = rv_err_set(&res->err, -EEXIST, "",
+				     "no world of two or more nodes to check yet");
+		return false;
+	}
+	int i = 0;
+	while (i < w->nnodes && strcmp(w->members[i].node.name, op->node) != 0)
+		i++;
+	if (i == w->nnodes) {
+		res->rc = rv_err_set(&res->err, -EEXIST, "node", "node \"%s\" is not in the world",
+				     op->node);
+		return false;
+	}
+	if (r->state != NETCHECK_NONE && r->world == w->round)
+		return false;
+	RV_CLEANUP_FREE char(*names)[64] = malloc((size_t)w->nnodes * sizeof(*names));
+	RV_CLEANUP_FREE char(*addrs)[64] = malloc((size_t)w->nnodes * sizeof(*addrs));
+	if (!names || !addrs) {
+		res->rc = rv_err_set(&res->err, -ENOMEM, "", "out of memory");
+		return false;
+	}
+	for (int k = 0; k < w->nnodes; k++) {
+		snprintf(names[k], sizeof(names[k]), "%s", w->members[k].node.name);
+		snprintf(addrs[k], sizeof(addrs[k]), "%s", w->members[k].node.addr);
+	}
+	int rc = netcheck_run_start(r, w->round, (const char(*)[64])names,
+				    (const char(*)[64])addrs, w->nnodes, op->now_ms,
+				    m->cfg.netcheck_timeout_ms, m->cfg.netcheck_straggler_ratio);
+	if (rc < 0) {
+		res->rc = rv_err_set(&res->err, rc, "", "could not start a network check");
+		return false;
+	}
+	rv_log_info("network check started", "check=%" PRId64 " world=%" PRId64 " nodes=%d", r->id,
+		    r->world, r->n);
+	return true;
 }
 
 /*
@@ -365,6 +439,8 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 		}
 		return rc == 1;
 	}
+	case MASTER_OP_NETCHECK:
+		return apply_netcheck(m, op, res);
 	case MASTER_OP_STEP:
 		m->step = op->step;
 		m->speed = op->speed;
@@ -445,6 +521,12 @@ static int snapshot_build(struct master *m, struct rv_buf *out)
 		/* streams: a fourth section (a snapshot without it has none) */
 		rv_buf_truncate(&part, 0);
 		rc = stream_snapshot_save(m->streams, &part);
+		rv_buf_printf(out, "%zu\n", part.len);
+		rv_buf_append(out, part.data, part.len);
+		/* the network check: a fifth */
+		rv_buf_truncate(&part, 0);
+		if (rc == 0)
+			rc = netcheck_run_save(&m->netcheck, &part);
 		rv_buf_printf(out, "%zu\n", part.len);
 		rv_buf_append(out, part.data, part.len);
 	}
@@ -532,6 +614,10 @@ static int on_snapshot(void *ctx, int type, const void *data, size_t len, struct
 	const char *t = p < end ? snap_section(&p, end, &tl) : NULL;
 	if (rc == 0 && t)
 		rc = stream_snapshot_load(m->streams, t, tl, err);
+	size_t nl;
+	const char *nc = t && p < end ? snap_section(&p, end, &nl) : NULL;
+	if (rc == 0 && nc)
+		rc = netcheck_run_load(&m->netcheck, nc, nl, err);
 	return rc < 0 ? rc : 0;
 }
 
@@ -694,8 +780,9 @@ static int64_t next_deadline(struct master *m)
 {
 	int64_t a = rdzv_next_deadline(m->rdzv),
 		b = m->shards ? shard_next_deadline(m->shards) : INT64_MAX,
-		c = stream_next_deadline(m->streams);
-	return a < b ? (a < c ? a : c) : (b < c ? b : c);
+		c = stream_next_deadline(m->streams), d = netcheck_run_deadline(&m->netcheck);
+	int64_t ab = a < b ? a : b, cd = c < d ? c : d;
+	return ab < cd ? ab : cd;
 }
 
 static void *timer_main(void *arg)
@@ -890,6 +977,7 @@ void state_close(struct master *m)
 	m->shards = NULL;
 	stream_free(m->streams);
 	m->streams = NULL;
+	netcheck_run_release(&m->netcheck);
 	free(m->workers);
 	m->workers = NULL;
 	m->capworkers = m->nworkers = 0;

@@ -32,6 +32,11 @@ enum mkind {
 	K_JOB,
 	K_STREAM_END,
 	K_STREAM_STATUS,
+	K_NC_JOIN,
+	K_NC_JOINED,
+	K_NC_GROUP,
+	K_NC_REPORT,
+	K_NC_STATUS,
 	K_COUNT
 };
 
@@ -57,11 +62,20 @@ static const char *const docs[K_COUNT] = {
 	[K_JOB] = "{\"job\":\"mnist\",\"state\":\"complete\",\"round\":2,\"nnodes\":2,"
 		  "\"world_size\":4,\"waiting\":0,\"step\":10,\"speed\":3.5,\"finished\":false,"
 		  "\"datasets\":[{\"name\":\"train\",\"samples_total\":120000,\"samples_done\":600,"
-		  "\"epoch\":0,\"finished\":false}]}",
+		  "\"epoch\":0,\"finished\":false}],\"netcheck\":\"done\",\"faulty\":[\"n-3\"],"
+		  "\"stragglers\":[\"n-1\",\"n-2\"]}",
 	[K_STREAM_END] = "{\"partition\":\"p-0\",\"end_offset\":5000}",
 	[K_STREAM_STATUS] = "{\"dataset\":\"clicks\",\"partitions\":[{\"name\":\"p-0\","
 			    "\"start_offset\":0,\"committed_offset\":300,\"end_offset\":-1,"
 			    "\"doing\":2}]}",
+	[K_NC_JOIN] = "{\"node\":\"n-0\"}",
+	[K_NC_JOINED] = "{\"check\":2,\"world\":5,\"nodes\":4}",
+	[K_NC_GROUP] = "{\"check\":2,\"round\":1,\"status\":\"ready\",\"peers\":[{\"node\":\"n-0\","
+		       "\"addr\":\"a:1\"},{\"node\":\"n-3\",\"addr\":\"b:1\"}]}",
+	[K_NC_REPORT] = "{\"node\":\"n-0\",\"check\":2,\"round\":0,\"ok\":true,\"time_s\":0.25}",
+	[K_NC_STATUS] = "{\"check\":2,\"world\":5,\"state\":\"done\",\"round\":1,\"nodes\":[{"
+			"\"node\":\"n-0\",\"verdict\":\"straggler\",\"silent\":false,\"ok0\":true,"
+			"\"ok1\":false,\"time0_s\":1.5,\"time1_s\":0}]}",
 };
 
 /* Parse a document of kind k (and when back is not NULL, write it again). */
@@ -99,6 +113,21 @@ static int parse_kind(enum mkind k, const cJSON *doc, cJSON **back, struct rv_er
 		     rv_stream_end_to_json)
 		CASE(K_STREAM_STATUS, struct rv_stream_status, rv_stream_status_from_json,
 		     rv_stream_status_to_json)
+		CASE(K_NC_JOIN, struct rv_netcheck_join, rv_netcheck_join_from_json,
+		     rv_netcheck_join_to_json)
+		CASE(K_NC_JOINED, struct rv_netcheck_joined, rv_netcheck_joined_from_json,
+		     rv_netcheck_joined_to_json)
+		CASE(K_NC_GROUP, struct rv_netcheck_group_reply, rv_netcheck_group_reply_from_json,
+		     rv_netcheck_group_reply_to_json)
+		CASE(K_NC_REPORT, struct rv_netcheck_report, rv_netcheck_report_from_json,
+		     rv_netcheck_report_to_json)
+	case K_NC_STATUS: {
+		struct rv_netcheck_status v;
+		if ((rc = rv_netcheck_status_from_json(doc, &v, err)) == 0 && back)
+			out = rv_netcheck_status_to_json(&v);
+		rv_netcheck_status_release(&v);
+		break;
+	}
 	case K_WORLD: {
 		struct rv_rdzv_world_reply v;
 		if ((rc = rv_rdzv_world_reply_from_json(doc, &v, err)) == 0 && back)
@@ -158,6 +187,13 @@ static const struct {
 	{ "StreamEnd", K_STREAM_END, "" },
 	{ "StreamStatus", K_STREAM_STATUS, "" },
 	{ "StreamPartition", K_STREAM_STATUS, "partitions.0" },
+	{ "NetcheckJoin", K_NC_JOIN, "" },
+	{ "NetcheckJoined", K_NC_JOINED, "" },
+	{ "NetcheckGroup", K_NC_GROUP, "" },
+	{ "NetcheckPeer", K_NC_GROUP, "peers.1" },
+	{ "NetcheckReport", K_NC_REPORT, "" },
+	{ "NetcheckStatus", K_NC_STATUS, "" },
+	{ "NetcheckResult", K_NC_STATUS, "nodes.0" },
 };
 
 START_TEST(test_round_trip)
@@ -246,6 +282,10 @@ START_TEST(test_bad)
 		  "datasets[0].samples_total" },
 		{ K_STREAM_END, "{\"partition\":\"p\",\"end_offset\":-1}", "end_offset" },
 		{ K_STREAM_END, "{\"end_offset\":1}", "partition" },
+		{ K_NC_REPORT, "{\"node\":\"n\",\"check\":1,\"round\":2,\"ok\":false}", "round" },
+		{ K_NC_REPORT, "{\"node\":\"n\",\"check\":1,\"round\":0,\"ok\":true}", "time_s" },
+		{ K_NC_GROUP, "{\"check\":1,\"round\":0,\"status\":\"ready\"}", "peers" },
+		{ K_JOB, "{\"job\":\"j\",\"state\":\"complete\",\"faulty\":[\"a b\"]}", "faulty[0]" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		cJSON *doc = rv_test_json_must_parse(bad[i].doc);
