@@ -62,6 +62,22 @@ struct stream_mgr {
 
 /* ---- ranges ---- */
 
+/* Room for one more of *n items of size bytes in *arr (capacity *cap,
+ * doubled from first).  0 or -ENOMEM (nothing changed). */
+static int grow(void *arr, int n, int *cap, size_t size, int first)
+{
+	void **p = arr;
+	if (n < *cap)
+		return 0;
+	int nc = *cap ? *cap * 2 : first;
+	void *np = realloc(*p, (size_t)nc * size);
+	if (!np)
+		return -ENOMEM;
+	*p = np;
+	*cap = nc;
+	return 0;
+}
+
 /* Insert [a, b) (disjoint from every range held) keeping the order and
  * merging neighbours that touch.  0 or -ENOMEM (nothing changed). */
 static int ranges_add(struct ranges *rs, int64_t a, int64_t b)
@@ -84,14 +100,8 @@ static int ranges_add(struct ranges *rs, int64_t a, int64_t b)
 		rs->r[i].a = a;
 		return 0;
 	}
-	if (rs->n == rs->cap) {
-		int cap = rs->cap ? rs->cap * 2 : 4;
-		struct range *nr = realloc(rs->r, (size_t)cap * sizeof(*nr));
-		if (!nr)
-			return -ENOMEM;
-		rs->r = nr;
-		rs->cap = cap;
-	}
+	if (grow(&rs->r, rs->n, &rs->cap, sizeof(*rs->r), 4) < 0)
+		return -ENOMEM;
 	memmove(&rs->r[i + 1], &rs->r[i], (size_t)(rs->n - i) * sizeof(*rs->r));
 	rs->r[i] = (struct range){ a, b };
 	rs->n++;
@@ -248,14 +258,8 @@ int stream_next(struct stream_mgr *m, int ds, int64_t worker, int64_t now_ms,
 		return -EINVAL;
 	if (m->ntasks >= m->conf.max_tasks_in_flight)
 		return -ENOSPC;
-	if (m->ntasks == m->captasks) {
-		int cap = m->captasks ? m->captasks * 2 : 16;
-		struct task *nt = realloc(m->tasks, (size_t)cap * sizeof(*nt));
-		if (!nt)
-			return -ENOMEM;
-		m->tasks = nt;
-		m->captasks = cap;
-	}
+	if (grow(&m->tasks, m->ntasks, &m->captasks, sizeof(*m->tasks), 16) < 0)
+		return -ENOMEM;
 	struct sds *d = &m->ds[ds];
 	int p = -1;
 	int64_t a = 0, b = 0;

@@ -52,10 +52,7 @@ static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
 	struct rv_err err = { 0 };
-	struct rv_master_opts o = {
-		.url = w->m->url, .max_attempts = 300, .backoff_ms = 10, .backoff_max_ms = 200
-	};
-	struct rv_master_client *c = rv_master_client_new(&o, &err);
+	struct rv_master_client *c = rv_test_master_client(w->m);
 	struct rv_shard_next req = { .worker = w->id, .dataset = "clicks" };
 	snprintf(req.node, sizeof(req.node), "node-%d", (int)w->id);
 	while (c && !atomic_load(w->stop)) {
@@ -96,10 +93,7 @@ static void *producer_main(void *arg)
 {
 	struct producer *pr = arg;
 	struct rv_err err = { 0 };
-	struct rv_master_opts o = {
-		.url = pr->m->url, .max_attempts = 300, .backoff_ms = 10, .backoff_max_ms = 200
-	};
-	struct rv_master_client *c = rv_master_client_new(&o, &err);
+	struct rv_master_client *c = rv_test_master_client(pr->m);
 	for (int64_t end = 50; c && end <= TOTAL; end += 50) {
 		for (int p = 0; p < NPARTS; p++) {
 			struct rv_stream_end e = { .end_offset = end };
@@ -177,13 +171,9 @@ START_TEST(test_kill9_exactly_once_and_resume)
 		pthread_join(tw[i], NULL);
 		ck_assert_msg(w[i].rc == 0, "worker %d: %s", i, w[i].err);
 	}
-	long lost = 0, twice = 0;
-	for (int i = 0; i < NPARTS * TOTAL; i++) {
-		lost += counts[i] == 0;
-		twice += counts[i] > 1;
-	}
-	ck_assert_msg(lost == 0 && twice == 0, "%ld offsets lost, %ld processed twice", lost,
-		      twice);
+	long lost, twice;
+	rv_test_count_once(counts, NPARTS * TOTAL, &lost, &twice);
+	ck_assert_msg(lost == 0 && twice == 0, "%ld offsets lost, %ld processed twice", lost, twice);
 	for (int p = 0; p < NPARTS; p++) {
 		ck_assert_int_eq(st.partitions[p].committed_offset, TOTAL);
 		ck_assert_int_eq(st.partitions[p].end_offset, TOTAL);
