@@ -588,8 +588,8 @@ static int parse_datasets(const cJSON *spec, struct rv_job_spec *out, struct rv_
 					  err)) < 0)
 			return rc;
 		d->epochs = 1;
-		if ((rc = rv_json_get_int(it, "epochs", p, false, 1,
-					  d->streaming ? 1 : MAX_EPOCHS, &v, err)) < 0)
+		if ((rc = rv_json_get_int(it, "epochs", p, false, 1, d->streaming ? 1 : MAX_EPOCHS,
+					  &v, err)) < 0)
 			return rc;
 		if (rc == 1)
 			d->epochs = (int)v;
@@ -2059,8 +2059,7 @@ const char *rv_netcheck_group_status_name(enum rv_netcheck_group_status s)
 
 int rv_netcheck_group_status_parse(const char *s)
 {
-	return parse_of(netcheck_group_status_names, RV_ARRAY_SIZE(netcheck_group_status_names),
-			s);
+	return parse_of(netcheck_group_status_names, RV_ARRAY_SIZE(netcheck_group_status_names), s);
 }
 
 /* An optional array of node names at key, at most RV_MAX_VERDICT_NAMES. */

@@ -71,7 +71,7 @@ struct rv_partition {
 
 struct rv_dataset {
 	char name[RV_NAME_MAX];
-	int64_t size, shard_size;   /* records; shard_size > 0; size 0 when streaming */
+	int64_t size, shard_size; /* records; shard_size > 0; size 0 when streaming */
 	int epochs;
 	bool shuffle;
 	/* "streaming": true: shards are offset ranges of the partitions
@@ -494,8 +494,7 @@ struct rv_stream_status {
 	struct rv_stream_partition_status partitions[RV_MAX_PARTITIONS];
 	int npartitions;
 };
-int rv_stream_status_from_json(const cJSON *root, struct rv_stream_status *out,
-			       struct rv_err *err);
+int rv_stream_status_from_json(const cJSON *root, struct rv_stream_status *out, struct rv_err *err);
 cJSON *rv_stream_status_to_json(const struct rv_stream_status *m);
 
 /* ---- network check (master/README.md "Network check") ---- */
@@ -507,8 +506,7 @@ cJSON *rv_stream_status_to_json(const struct rv_stream_status *m);
 struct rv_netcheck_join {
 	char node[RV_NAME_MAX];
 };
-int rv_netcheck_join_from_json(const cJSON *root, struct rv_netcheck_join *out,
-			       struct rv_err *err);
+int rv_netcheck_join_from_json(const cJSON *root, struct rv_netcheck_join *out, struct rv_err *err);
 cJSON *rv_netcheck_join_to_json(const struct rv_netcheck_join *m);
 
 struct rv_netcheck_joined {
@@ -545,7 +543,7 @@ cJSON *rv_netcheck_group_reply_to_json(const struct rv_netcheck_group_reply *m);
 struct rv_netcheck_report {
 	char node[RV_NAME_MAX];
 	int64_t check;
-	int round;     /* 0 or 1 */
+	int round; /* 0 or 1 */
 	bool ok;
 	double time_s; /* the collective's time, >= 0; ignored when !ok */
 };
@@ -573,7 +571,7 @@ struct rv_netcheck_result {
 struct rv_netcheck_status {
 	int64_t check, world; /* 0: no check yet */
 	enum rv_netcheck_state state;
-	int round; /* the open round while running */
+	int round;                        /* the open round while running */
 	struct rv_netcheck_result *nodes; /* malloc'd, nnodes entries */
 	int nnodes;
 };

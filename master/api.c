@@ -609,8 +609,8 @@ static int api_netcheck(struct rv_http_req *req, struct rv_http_resp *resp, void
 		const struct netcheck_member *mb = &r->m[i];
 		struct rv_netcheck_result *o = &st.nodes[st.nnodes++];
 		snprintf(o->node, sizeof(o->node), "%s", mb->node);
-		o->verdict = r->state != NETCHECK_DONE		? RV_VERDICT_PENDING
-			     : mb->verdict == NETCHECK_FAULTY	? RV_VERDICT_FAULTY
+		o->verdict = r->state != NETCHECK_DONE           ? RV_VERDICT_PENDING
+			     : mb->verdict == NETCHECK_FAULTY    ? RV_VERDICT_FAULTY
 			     : mb->verdict == NETCHECK_STRAGGLER ? RV_VERDICT_STRAGGLER
 								 : RV_VERDICT_OK;
 		o->silent = mb->silent;
@@ -629,8 +629,7 @@ static int api_netcheck(struct rv_http_req *req, struct rv_http_resp *resp, void
 }
 
 /* The streaming dataset a path names: its spec index, or -ENOENT with err. */
-static int stream_of_path(const struct master *m, const struct rv_http_req *req,
-			  struct rv_err *err)
+static int stream_of_path(const struct master *m, const struct rv_http_req *req, struct rv_err *err)
 {
 	const char *name = req->params[0];
 	int ds = state_dataset(m, name);
@@ -735,7 +734,8 @@ static void job_status(struct master *m, struct rv_job_status *out)
 	for (int i = 0; r->state == NETCHECK_DONE && i < r->n; i++) {
 		if (r->m[i].verdict == NETCHECK_FAULTY && out->nfaulty < RV_MAX_VERDICT_NAMES)
 			snprintf(out->faulty[out->nfaulty++], RV_NAME_MAX, "%s", r->m[i].node);
-		if (r->m[i].verdict == NETCHECK_STRAGGLER && out->nstragglers < RV_MAX_VERDICT_NAMES)
+		if (r->m[i].verdict == NETCHECK_STRAGGLER &&
+		    out->nstragglers < RV_MAX_VERDICT_NAMES)
 			snprintf(out->stragglers[out->nstragglers++], RV_NAME_MAX, "%s",
 				 r->m[i].node);
 	}

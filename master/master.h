@@ -133,8 +133,8 @@ struct master {
 	pthread_cond_t changed;    /* broadcast after each change: world long-polls */
 	pthread_cond_t timer_wake; /* the timer thread's sleep */
 	struct rdzv *rdzv;
-	struct shard_mgr *shards;   /* batch datasets; NULL when every one streams */
-	struct stream_mgr *streams; /* streaming datasets (maybe none) */
+	struct shard_mgr *shards;      /* batch datasets; NULL when every one streams */
+	struct stream_mgr *streams;    /* streaming datasets (maybe none) */
 	int ds_index[RV_MAX_DATASETS]; /* spec dataset -> its index in shards or streams */
 	struct netcheck_run netcheck;  /* the last network check */
 	struct master_worker *workers; /* open addressing by id, cap a power of two */
@@ -191,8 +191,7 @@ int state_reply_durable(struct master *m, struct rv_http_resp *resp, int64_t seq
 /* Append the data checkpoint of step to *out (under the lock): the shard
  * module's document, with the streaming datasets' committed offsets under
  * "streams".  0; -ENOENT no report of step; -ERANGE; -ENOMEM. */
-int state_ckpt_export(const struct master *m, int64_t step, struct rv_buf *out,
-		      struct rv_err *err);
+int state_ckpt_export(const struct master *m, int64_t step, struct rv_buf *out, struct rv_err *err);
 /* Dataset index by name ("" = 0); -ENOENT. */
 int state_dataset(const struct master *m, const char *name);
 

@@ -235,8 +235,8 @@ static int close_round(struct netcheck_run *r, int64_t now_ms)
 	return rc;
 }
 
-int netcheck_run_report(struct netcheck_run *r, const char *node, int round, bool ok,
-			double time_s, int64_t now_ms)
+int netcheck_run_report(struct netcheck_run *r, const char *node, int round, bool ok, double time_s,
+			int64_t now_ms)
 {
 	if (round != 0 && round != 1)
 		return -EINVAL;
@@ -355,7 +355,8 @@ int netcheck_run_load(struct netcheck_run *r, const char *doc, size_t len, struc
 			goto fail;
 		if (pair_item(o, "ok", 0, &v[0]) < 0 || pair_item(o, "ok", 1, &v[1]) < 0 ||
 		    pair_item(o, "time", 0, &v[2]) < 0 || pair_item(o, "time", 1, &v[3]) < 0 ||
-		    pair_item(o, "reported", 0, &v[4]) < 0 || pair_item(o, "reported", 1, &v[5]) < 0) {
+		    pair_item(o, "reported", 0, &v[4]) < 0 ||
+		    pair_item(o, "reported", 1, &v[5]) < 0) {
 			rc = rv_err_set(err, -EINVAL, p, "%s has bad results", p);
 			goto fail;
 		}

@@ -107,8 +107,8 @@ int netcheck_run_group(const struct netcheck_run *r, const char *node, int round
  * after the deadline); -ENOENT not a member or no check running; -EINVAL bad
  * round or time; -EEXIST a different result for a round already reported;
  * -EAGAIN round 1 before it opened; -ENOMEM. */
-int netcheck_run_report(struct netcheck_run *r, const char *node, int round, bool ok,
-			double time_s, int64_t now_ms);
+int netcheck_run_report(struct netcheck_run *r, const char *node, int round, bool ok, double time_s,
+			int64_t now_ms);
 /* Close the open round when its deadline is due: the silent count as
  * failed.  1 something changed, 0 not; -ENOMEM. */
 int netcheck_run_tick(struct netcheck_run *r, int64_t now_ms);

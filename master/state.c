@@ -225,8 +225,7 @@ static int ckpt_import(struct master *m, const char *doc, size_t len, struct rv_
 	return m->shards ? shard_ckpt_import(m->shards, rest, strlen(rest), err) : 0;
 }
 
-int state_ckpt_export(const struct master *m, int64_t step, struct rv_buf *out,
-		      struct rv_err *err)
+int state_ckpt_export(const struct master *m, int64_t step, struct rv_buf *out, struct rv_err *err)
 {
 	size_t at = out->len;
 	int rc = m->shards ? shard_ckpt_export(m->shards, step, out, err) : 0;
@@ -254,14 +253,14 @@ int state_ckpt_export(const struct master *m, int64_t step, struct rv_buf *out,
  * check of its members; a join of a world already checked (or being
  * checked) changes nothing.  REPORT: one member's result.
  */
-static bool apply_netcheck(struct master *m, const struct master_op *op,
-			   struct master_result *res)
+static bool apply_netcheck(struct master *m, const struct master_op *op, struct master_result *res)
 {
 	struct netcheck_run *r = &m->netcheck;
 	if (op->consumed == MASTER_NETCHECK_REPORT) {
 		if (r->state == NETCHECK_NONE || op->req != r->id) {
 			res->rc = rv_err_set(&res->err, -EEXIST, "check",
-					     "check %" PRId64 " is not the current one (%" PRId64 ")",
+					     "check %" PRId64 " is not the current one (%" PRId64
+					     ")",
 					     op->req, r->id);
 			return false;
 		}
@@ -270,10 +269,10 @@ static bool apply_netcheck(struct master *m, const struct master_op *op,
 		if (rc < 0)
 			res->rc = rv_err_set(&res->err, rc == -EAGAIN ? -EEXIST : rc,
 					     rc == -ENOENT ? "node" : "round",
-					     rc == -ENOENT	? "node \"%s\" is not in the check"
-					     : rc == -EAGAIN	? "round 1 is not open yet"
-					     : rc == -EEXIST	? "another result was reported"
-								: "bad report",
+					     rc == -ENOENT   ? "node \"%s\" is not in the check"
+					     : rc == -EAGAIN ? "round 1 is not open yet"
+					     : rc == -EEXIST ? "another result was reported"
+							     : "bad report",
 					     op->node);
 		if (rc > 0 && r->state == NETCHECK_DONE)
 			rv_log_info("network check done", "check=%" PRId64, r->id);
@@ -309,9 +308,9 @@ static bool apply_netcheck(struct master *m, const struct master_op *op,
 		snprintf(names[k], sizeof(names[k]), "%s", w->members[k].node.name);
 		snprintf(addrs[k], sizeof(addrs[k]), "%s", w->members[k].node.addr);
 	}
-	int rc = netcheck_run_start(r, w->round, (const char(*)[64])names,
-				    (const char(*)[64])addrs, w->nnodes, op->now_ms,
-				    m->cfg.netcheck_timeout_ms, m->cfg.netcheck_straggler_ratio);
+	int rc = netcheck_run_start(r, w->round, (const char(*)[64])names, (const char(*)[64])addrs,
+				    w->nnodes, op->now_ms, m->cfg.netcheck_timeout_ms,
+				    m->cfg.netcheck_straggler_ratio);
 	if (rc < 0) {
 		res->rc = rv_err_set(&res->err, rc, "", "could not start a network check");
 		return false;
@@ -370,7 +369,7 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 		bool streaming = op->ds >= 0 && op->ds < m->spec.ndatasets &&
 				 m->spec.datasets[op->ds].streaming;
 		int ix = op->ds >= 0 && op->ds < m->spec.ndatasets ? m->ds_index[op->ds] : -1;
-		int rc = streaming ? stream_next(m->streams, ix, op->worker, op->now_ms, &st)
+		int rc = streaming   ? stream_next(m->streams, ix, op->worker, op->now_ms, &st)
 			 : m->shards ? shard_next(m->shards, ix, op->worker, op->now_ms, &t)
 				     : -EINVAL;
 		if (rc < 0) {
@@ -397,8 +396,8 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 	}
 	case MASTER_OP_DONE: {
 		int rc = op->id >= STREAM_ID_BASE ? stream_done(m->streams, op->id, op->worker)
-			 : m->shards	       ? shard_done(m->shards, op->id, op->worker, op->now_ms)
-					       : 0;
+			 : m->shards ? shard_done(m->shards, op->id, op->worker, op->now_ms)
+				     : 0;
 		if (rc < 0) {
 			res->rc = rc;
 			rv_err_set(&res->err, rc, "id", "task %" PRId64 " is another worker's",
@@ -426,14 +425,16 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 	case MASTER_OP_GRACE:
 		return rdzv_grace(m->rdzv, op->now_ms) > 0;
 	case MASTER_OP_OFFSET_COMMIT: {
-		int ix = op->ds >= 0 && op->ds < m->spec.ndatasets && m->spec.datasets[op->ds].streaming
+		int ix = op->ds >= 0 && op->ds < m->spec.ndatasets &&
+					 m->spec.datasets[op->ds].streaming
 				 ? m->ds_index[op->ds]
 				 : -1;
 		int rc = stream_extend(m->streams, ix, op->node, op->id);
 		if (rc < 0) {
 			res->rc = rv_err_set(&res->err, rc, rc == -ENOENT ? "partition" : "dataset",
-					     rc == -ENOENT ? "partition \"%s\" is not in the dataset"
-							   : "not a streaming dataset of the job",
+					     rc == -ENOENT
+						     ? "partition \"%s\" is not in the dataset"
+						     : "not a streaming dataset of the job",
 					     op->node);
 			return false;
 		}

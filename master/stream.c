@@ -19,7 +19,7 @@
 #include "cleanup.h"
 #include "json.h"
 
-#define JSON_INT_MAX (INT64_C(1) << 53)
+#define JSON_INT_MAX       (INT64_C(1) << 53)
 #define STREAM_DOC_VERSION 1
 
 struct range {
@@ -642,11 +642,13 @@ static int load_tasks(const cJSON *root, struct stream_mgr *n, struct rv_err *er
 		struct task t;
 		int64_t v[7];
 		const int64_t lo[7] = { STREAM_ID_BASE, -JSON_INT_MAX, -1, 0, 0, 0, 0 };
-		const int64_t hi[7] = { JSON_INT_MAX, JSON_INT_MAX, INT64_MAX, n->nds - 1,
-					STREAM_MAX_PARTITIONS, JSON_INT_MAX, JSON_INT_MAX };
+		const int64_t hi[7] = { JSON_INT_MAX, JSON_INT_MAX,          INT64_MAX,
+					n->nds - 1,   STREAM_MAX_PARTITIONS, JSON_INT_MAX,
+					JSON_INT_MAX };
 		for (int k = 0; k < 7; k++)
 			if (cJSON_GetArraySize(it) != 7 || arr_int(it, k, lo[k], hi[k], &v[k]) < 0)
-				return rv_err_set(err, -EINVAL, "tasks", "bad task in the snapshot");
+				return rv_err_set(err, -EINVAL, "tasks",
+						  "bad task in the snapshot");
 		t = (struct task){ .id = v[0],
 				   .worker = v[1],
 				   .deadline = v[2] < 0 ? INT64_MAX : v[2],
@@ -670,8 +672,8 @@ int stream_snapshot_load(struct stream_mgr *m, const char *doc, size_t len, stru
 	char kind[64];
 	int64_t version;
 	int rc;
-	if ((rc = rv_json_get_int(root, "version", "", true, STREAM_DOC_VERSION,
-				  STREAM_DOC_VERSION, &version, err)) < 0 ||
+	if ((rc = rv_json_get_int(root, "version", "", true, STREAM_DOC_VERSION, STREAM_DOC_VERSION,
+				  &version, err)) < 0 ||
 	    (rc = rv_json_get_string(root, "kind", "", true, kind, sizeof(kind), err)) < 0)
 		return rc;
 	if (strcmp(kind, "rover-stream-snapshot") != 0)
@@ -688,8 +690,10 @@ int stream_snapshot_load(struct stream_mgr *m, const char *doc, size_t len, stru
 	if (!arr)
 		goto fail;
 	if (cJSON_GetArraySize(arr) != m->nds) {
-		rc = rv_err_set(err, -EINVAL, "datasets", "the snapshot has %d streaming datasets, "
-				"the job %d", cJSON_GetArraySize(arr), m->nds);
+		rc = rv_err_set(err, -EINVAL, "datasets",
+				"the snapshot has %d streaming datasets, "
+				"the job %d",
+				cJSON_GetArraySize(arr), m->nds);
 		goto fail;
 	}
 	for (int i = 0; i < m->nds; i++) {
@@ -701,8 +705,8 @@ int stream_snapshot_load(struct stream_mgr *m, const char *doc, size_t len, stru
 		*d = (struct sds){ .shard_size = m->ds[i].shard_size };
 		snprintf(d->name, sizeof(d->name), "%s", m->ds[i].name);
 		if ((rc = rv_json_get_string(o, "name", p, true, name, sizeof(name), err)) < 0 ||
-		    (rc = rv_json_get_int(o, "turn", p, true, 0, m->ds[i].nparts - 1, &turn,
-					  err)) < 0)
+		    (rc = rv_json_get_int(o, "turn", p, true, 0, m->ds[i].nparts - 1, &turn, err)) <
+			    0)
 			goto fail;
 		if (strcmp(name, d->name) != 0) {
 			rc = rv_err_set(err, -EINVAL, p, "%s is \"%s\", not \"%s\"", p, name,

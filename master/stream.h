@@ -49,8 +49,8 @@ struct stream_partition {
 
 struct stream_dataset {
 	char name[STREAM_NAME_MAX];
-	int64_t shard_size; /* records per task, >= 1 */
-	int nparts;         /* 1..STREAM_MAX_PARTITIONS */
+	int64_t shard_size;                   /* records per task, >= 1 */
+	int nparts;                           /* 1..STREAM_MAX_PARTITIONS */
 	const struct stream_partition *parts; /* borrowed by stream_new (copied) */
 };
 
@@ -68,12 +68,12 @@ struct stream_conf {
 
 /* One partition's position. */
 struct stream_part_stats {
-	const char *name; /* the manager's storage */
+	const char *name;                      /* the manager's storage */
 	int64_t start, committed, handed, end; /* handed: next fresh offset; end < 0: unbounded */
-	int64_t done;      /* records DONE since start (committed or held) */
-	int64_t doing;     /* tasks DOING */
-	int64_t returned;  /* ranges taken back, waiting to be handed out again */
-	int64_t held;      /* DONE ranges above the committed offset */
+	int64_t done;                          /* records DONE since start (committed or held) */
+	int64_t doing;                         /* tasks DOING */
+	int64_t returned; /* ranges taken back, waiting to be handed out again */
+	int64_t held;     /* DONE ranges above the committed offset */
 };
 
 struct stream_mgr;

@@ -285,7 +285,8 @@ START_TEST(test_bad)
 		{ K_NC_REPORT, "{\"node\":\"n\",\"check\":1,\"round\":2,\"ok\":false}", "round" },
 		{ K_NC_REPORT, "{\"node\":\"n\",\"check\":1,\"round\":0,\"ok\":true}", "time_s" },
 		{ K_NC_GROUP, "{\"check\":1,\"round\":0,\"status\":\"ready\"}", "peers" },
-		{ K_JOB, "{\"job\":\"j\",\"state\":\"complete\",\"faulty\":[\"a b\"]}", "faulty[0]" },
+		{ K_JOB, "{\"job\":\"j\",\"state\":\"complete\",\"faulty\":[\"a b\"]}",
+		  "faulty[0]" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		cJSON *doc = rv_test_json_must_parse(bad[i].doc);

@@ -96,7 +96,7 @@ static void run_agents(const struct rv_test_master *m, const enum role *roles)
 }
 
 static const struct rv_netcheck_result *result_of(const struct rv_netcheck_status *st,
-						   const char *node)
+						  const char *node)
 {
 	for (int i = 0; i < st->nnodes; i++)
 		if (strcmp(st->nodes[i].node, node) == 0)

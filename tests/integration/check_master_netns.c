@@ -26,8 +26,8 @@
 #include "testutil.h"
 
 #define HEARTBEAT_MS 200
-#define TIMEOUT_MS 1000
-#define SLACK_MS 500
+#define TIMEOUT_MS   1000
+#define SLACK_MS     500
 
 static char ns[32], veth_host[16], veth_ns[16], addr_host[32], addr_ns[32];
 static char skip_reason[256];
@@ -52,7 +52,7 @@ static int run(const char *const *argv, bool quiet)
 	return rc;
 }
 
-#define RUN(...) run((const char *const[]){ __VA_ARGS__, NULL }, false)
+#define RUN(...)       run((const char *const[]){ __VA_ARGS__, NULL }, false)
 #define RUN_QUIET(...) run((const char *const[]){ __VA_ARGS__, NULL }, true)
 
 /* Parent, before the tests fork: the namespace and the veth pair. */
@@ -104,10 +104,9 @@ static void netns_teardown(void)
 static int agent(const char *url, const char *node, const char *addr)
 {
 	struct rv_err err = { 0 };
-	struct rv_master_opts o = { .url = url,
-				    .connect_timeout_ms = 300,
-				    .timeout_ms = 500,
-				    .max_attempts = 1 };
+	struct rv_master_opts o = {
+		.url = url, .connect_timeout_ms = 300, .timeout_ms = 500, .max_attempts = 1
+	};
 	struct rv_master_client *c = rv_master_client_new(&o, &err);
 	if (!c)
 		return 2;
@@ -137,8 +136,8 @@ static int agent(const char *url, const char *node, const char *addr)
 static int start_agent(struct rv_proc *p, const char *url, const char *node, const char *addr,
 		       bool in_ns)
 {
-	const char *argv_ns[] = { "ip", "netns", "exec", ns, self_exe, "--agent", url, node, addr,
-				  NULL };
+	const char *argv_ns[] = { "ip",      "netns", "exec", ns,   self_exe,
+				  "--agent", url,     node,   addr, NULL };
 	const char *argv_root[] = { self_exe, "--agent", url, node, addr, NULL };
 	struct rv_proc_opts o = { .argv = in_ns ? argv_ns : argv_root, .pdeathsig = SIGKILL };
 	return rv_proc_spawn(p, &o);
@@ -169,8 +168,15 @@ START_TEST(test_cut_agent_declared_dead)
 	snprintf(listen, sizeof(listen), "%s:%d", addr_host, m.port);
 	snprintf(m.url, sizeof(m.url), "http://%s", listen);
 	snprintf(hb, sizeof(hb), "%d", TIMEOUT_MS);
-	const char *args[] = { "--listen", listen, "--rdzv-heartbeat-timeout-ms", hb,
-			       "--rdzv-last-call-ms", "200", "--timer-tick-ms", "20", NULL };
+	const char *args[] = { "--listen",
+			       listen,
+			       "--rdzv-heartbeat-timeout-ms",
+			       hb,
+			       "--rdzv-last-call-ms",
+			       "200",
+			       "--timer-tick-ms",
+			       "20",
+			       NULL };
 	ck_assert_int_eq(rv_test_master_start(&m, args), 0);
 	struct rv_master_client *c = rv_test_master_client(&m);
 	struct rv_err err = { 0 };

@@ -99,7 +99,8 @@ static void kill_and_restart(long size, int epochs, int nworkers, int kills, con
 	}
 	long lost, twice;
 	rv_test_count_once(counts, size * epochs, &lost, &twice);
-	ck_assert_msg(lost == 0 && twice == 0, "%ld samples lost, %ld processed twice", lost, twice);
+	ck_assert_msg(lost == 0 && twice == 0, "%ld samples lost, %ld processed twice", lost,
+		      twice);
 	ck_assert_int_eq(rv_master_job(c, &js, &err), 0);
 	ck_assert(js.finished);
 	ck_assert_int_eq(js.datasets[0].samples_done, size * epochs);

@@ -21,7 +21,7 @@
 #include "testutil.h"
 
 #define NPARTS 3
-#define TOTAL 1500 /* offsets per partition */
+#define TOTAL  1500 /* offsets per partition */
 
 static const char spec_json[] =
 	"{\"apiVersion\":\"elastic.rover.dev/v1alpha1\",\"kind\":\"ElasticJob\","
@@ -173,7 +173,8 @@ START_TEST(test_kill9_exactly_once_and_resume)
 	}
 	long lost, twice;
 	rv_test_count_once(counts, NPARTS * TOTAL, &lost, &twice);
-	ck_assert_msg(lost == 0 && twice == 0, "%ld offsets lost, %ld processed twice", lost, twice);
+	ck_assert_msg(lost == 0 && twice == 0, "%ld offsets lost, %ld processed twice", lost,
+		      twice);
 	for (int p = 0; p < NPARTS; p++) {
 		ck_assert_int_eq(st.partitions[p].committed_offset, TOTAL);
 		ck_assert_int_eq(st.partitions[p].end_offset, TOTAL);

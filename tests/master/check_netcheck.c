@@ -140,7 +140,7 @@ START_TEST(test_run_verdicts)
 	ck_assert_int_eq(r.state, NETCHECK_RUNNING);
 	ck_assert_int_eq(r.round, 1); /* everyone reported: round 1 opened at once */
 	ck_assert_int_eq(netcheck_run_deadline(&r), 1600);
-	ck_assert_int_eq(netcheck_run_report(&r, "a", 0, false, 0, 1100), 0);   /* the same */
+	ck_assert_int_eq(netcheck_run_report(&r, "a", 0, false, 0, 1100), 0); /* the same */
 	ck_assert_int_eq(netcheck_run_report(&r, "a", 0, true, 0.1, 1100), -EEXIST);
 	report_round(&r, 1, 0, 2, -1, 1200);
 	ck_assert_int_eq(r.state, NETCHECK_DONE);

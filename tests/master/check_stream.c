@@ -23,8 +23,9 @@ static struct stream_mgr *mgr(int64_t shard, int nparts, const int64_t *ends, in
 		p[i].start = 0;
 		p[i].end = ends[i];
 	}
-	struct stream_dataset d = { .name = "clicks", .shard_size = shard, .nparts = nparts,
-				    .parts = p };
+	struct stream_dataset d = {
+		.name = "clicks", .shard_size = shard, .nparts = nparts, .parts = p
+	};
 	struct stream_conf c = { .doing_timeout_ms = timeout };
 	struct rv_err err = { 0 };
 	struct stream_mgr *m = stream_new(&d, 1, &c, &err);
@@ -270,8 +271,8 @@ static void run_seed(uint64_t seed)
 		for (int p = 0; p < md.nparts; p++)
 			for (int64_t o = 0; o < md.limit; o++)
 				if (md.seen[p][o] > 1)
-					ck_abort_msg("seed %lu: offset %ld twice", (unsigned long)seed,
-						     (long)o);
+					ck_abort_msg("seed %lu: offset %ld twice",
+						     (unsigned long)seed, (long)o);
 	}
 	/* drain: a fresh worker takes and finishes everything left */
 	for (int guard = 0; guard < 10000; guard++) {
