@@ -124,6 +124,8 @@ void netcheck_run_release(struct netcheck_run *r)
 /* Groups of round for the members' results so far. */
 static int open_round(struct netcheck_run *r, int round)
 {
+	if (r->n < 2)
+		return -EINVAL;
 	struct netcheck_node *nodes = malloc((size_t)r->n * sizeof(*nodes));
 	struct netcheck_group *g = malloc((size_t)(r->n / 2) * sizeof(*g));
 	if (!nodes || !g) {
