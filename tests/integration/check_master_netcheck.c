@@ -198,7 +198,7 @@ START_TEST(test_silent_node_fails_after_the_timeout)
 	ck_assert_str_eq(verdict_of(&st, "node-3"), "faulty");
 	ck_assert(result_of(&st, "node-3")->silent);
 	for (int i = 0; i < 3; i++) {
-		char name[16];
+		char name[24];
 		snprintf(name, sizeof(name), "node-%d", i);
 		ck_assert(!result_of(&st, name)->silent);
 		ck_assert_str_eq(verdict_of(&st, name), "ok");
