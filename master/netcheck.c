@@ -274,9 +274,28 @@ int netcheck_run_tick(struct netcheck_run *r, int64_t now_ms)
 	return rc < 0 ? rc : 1;
 }
 
+int netcheck_run_grace(struct netcheck_run *r, int64_t now_ms)
+{
+	if (r->state != NETCHECK_RUNNING || r->deadline_ms >= now_ms + r->timeout_ms)
+		return 0;
+	r->deadline_ms = now_ms + r->timeout_ms;
+	return 1;
+}
+
 int64_t netcheck_run_deadline(const struct netcheck_run *r)
 {
 	return r->state == NETCHECK_RUNNING ? r->deadline_ms : INT64_MAX;
+}
+
+/* s as a JSON string (quoted and escaped: an address is the agent's text). */
+static void put_str(struct rv_buf *out, const char *s)
+{
+	RV_CLEANUP_CJSON cJSON *v = cJSON_CreateString(s);
+	RV_CLEANUP_FREE char *t = v ? cJSON_PrintUnformatted(v) : NULL;
+	if (!t)
+		out->failed = true;
+	else
+		rv_buf_puts(out, t);
 }
 
 int netcheck_run_save(const struct netcheck_run *r, struct rv_buf *out)
@@ -290,13 +309,15 @@ int netcheck_run_save(const struct netcheck_run *r, struct rv_buf *out)
 		      r->straggler_ratio);
 	for (int i = 0; i < r->n; i++) {
 		const struct netcheck_member *mb = &r->m[i];
+		rv_buf_puts(out, i ? ",{\"node\":" : "{\"node\":");
+		put_str(out, mb->node);
+		rv_buf_puts(out, ",\"addr\":");
+		put_str(out, mb->addr);
 		rv_buf_printf(out,
-			      "%s{\"node\":\"%s\",\"addr\":\"%s\",\"ok\":[%d,%d],"
-			      "\"time\":[%.17g,%.17g],\"reported\":[%d,%d],\"silent\":%d,"
-			      "\"verdict\":%d}",
-			      i ? "," : "", mb->node, mb->addr, mb->res.ok[0], mb->res.ok[1],
-			      mb->res.time_s[0], mb->res.time_s[1], mb->reported[0],
-			      mb->reported[1], mb->silent, mb->verdict);
+			      ",\"ok\":[%d,%d],\"time\":[%.17g,%.17g],\"reported\":[%d,%d],"
+			      "\"silent\":%d,\"verdict\":%d}",
+			      mb->res.ok[0], mb->res.ok[1], mb->res.time_s[0], mb->res.time_s[1],
+			      mb->reported[0], mb->reported[1], mb->silent, mb->verdict);
 	}
 	rv_buf_puts(out, "]}");
 	return rv_buf_failed(out) ? -ENOMEM : 0;

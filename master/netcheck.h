@@ -112,6 +112,10 @@ int netcheck_run_report(struct netcheck_run *r, const char *node, int round, boo
 /* Close the open round when its deadline is due: the silent count as
  * failed.  1 something changed, 0 not; -ENOMEM. */
 int netcheck_run_tick(struct netcheck_run *r, int64_t now_ms);
+/* A restarted master serves again: the open round's deadline is at least
+ * now_ms + timeout_ms, so its downtime is not taken for the members'
+ * silence.  1 the deadline moved, 0 not. */
+int netcheck_run_grace(struct netcheck_run *r, int64_t now_ms);
 /* The open round's deadline, INT64_MAX when none. */
 int64_t netcheck_run_deadline(const struct netcheck_run *r);
 /* Free what the run holds; it is then as zeroed. */

@@ -422,8 +422,10 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 		for (int i = 0; i < m->capworkers; i++)
 			m->workers[i].last_req = 0;
 		return true;
-	case MASTER_OP_GRACE:
-		return rdzv_grace(m->rdzv, op->now_ms) > 0;
+	case MASTER_OP_GRACE: {
+		int moved = netcheck_run_grace(&m->netcheck, op->now_ms);
+		return (rdzv_grace(m->rdzv, op->now_ms) > 0) | moved;
+	}
 	case MASTER_OP_OFFSET_COMMIT: {
 		int ix = op->ds >= 0 && op->ds < m->spec.ndatasets &&
 					 m->spec.datasets[op->ds].streaming
@@ -509,11 +511,12 @@ static int snapshot_build(struct master *m, struct rv_buf *out)
 			if (w->id < 0)
 				continue;
 			const struct rv_shard_task *t = &w->last_task;
+			/* a tenth entry: the partition of a streaming task */
 			rv_buf_printf(&part,
 				      "%s[%" PRId64 ",\"%s\",%" PRId64 ",%d,%" PRId64
-				      ",\"%s\",%d,%" PRId64 ",%" PRId64 "]",
+				      ",\"%s\",%d,%" PRId64 ",%" PRId64 ",\"%s\"]",
 				      first ? "" : ",", w->id, w->node, w->last_req, (int)t->status,
-				      t->id, t->dataset, t->epoch, t->start, t->end);
+				      t->id, t->dataset, t->epoch, t->start, t->end, t->partition);
 			first = false;
 		}
 		rv_buf_puts(&part, "]}");
@@ -570,7 +573,8 @@ static int load_extra(struct master *m, const char *s, size_t len, struct rv_err
 	const cJSON *it;
 	cJSON_ArrayForEach(it, cJSON_GetObjectItem(doc, "workers"))
 	{
-		if (cJSON_GetArraySize(it) != 9)
+		int nf = cJSON_GetArraySize(it);
+		if (nf != 9 && nf != 10)
 			return rv_err_set(err, -EUCLEAN, "workers",
 					  "bad worker entry in the snapshot");
 		struct master_worker *w =
@@ -588,6 +592,9 @@ static int load_extra(struct master *m, const char *s, size_t len, struct rv_err
 		w->last_task.epoch = (int)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 6));
 		w->last_task.start = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 7));
 		w->last_task.end = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 8));
+		const char *part = nf == 10 ? cJSON_GetStringValue(cJSON_GetArrayItem(it, 9)) : NULL;
+		snprintf(w->last_task.partition, sizeof(w->last_task.partition), "%s",
+			 part ? part : "");
 	}
 	return 0;
 }
