@@ -685,7 +685,11 @@ static int api_stream(struct rv_http_req *req, struct rv_http_resp *resp, void *
 		o->doing = ps.doing;
 	}
 	pthread_mutex_unlock(&m->lock);
-	return rv_rest_reply(resp, 200, rv_stream_status_to_json(st));
+	if (rv_rest_reply(resp, 200, rv_stream_status_to_json(st)) < 0)
+		rv_http_resp_error(resp, -ENOMEM, NULL);
+	/* A producer may drop what is below a committed offset: say only what a
+	 * restarted master would say too. */
+	return state_reply_durable(m, resp, 0, true);
 }
 
 static void job_status(struct master *m, struct rv_job_status *out)
