@@ -592,7 +592,8 @@ static int load_extra(struct master *m, const char *s, size_t len, struct rv_err
 		w->last_task.epoch = (int)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 6));
 		w->last_task.start = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 7));
 		w->last_task.end = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 8));
-		const char *part = nf == 10 ? cJSON_GetStringValue(cJSON_GetArrayItem(it, 9)) : NULL;
+		const char *part = nf == 10 ? cJSON_GetStringValue(cJSON_GetArrayItem(it, 9))
+					    : NULL;
 		snprintf(w->last_task.partition, sizeof(w->last_task.partition), "%s",
 			 part ? part : "");
 	}
