@@ -827,6 +827,21 @@ static int api_metrics(struct rv_http_req *req, struct rv_http_resp *resp, void 
 	for (int i = 0; i < st.ndatasets; i++)
 		rv_buf_printf(&out, "rover_master_samples_done{dataset=\"%s\"} %lld\n",
 			      st.datasets[i].name, (long long)st.datasets[i].samples_done);
+	rv_buf_puts(&out, "# HELP rover_master_stream_committed_offset Lowest offset not yet done\n"
+			  "# TYPE rover_master_stream_committed_offset gauge\n");
+	pthread_mutex_lock(&m->lock);
+	for (int i = 0; i < m->spec.ndatasets; i++) {
+		int ix = m->spec.datasets[i].streaming ? m->ds_index[i] : -1;
+		for (int p = 0; p < stream_nparts(m->streams, ix); p++) {
+			struct stream_part_stats ps;
+			stream_part_stats(m->streams, ix, p, &ps);
+			rv_buf_printf(&out,
+				      "rover_master_stream_committed_offset{dataset=\"%s\","
+				      "partition=\"%s\"} %lld\n",
+				      m->spec.datasets[i].name, ps.name, (long long)ps.committed);
+		}
+	}
+	pthread_mutex_unlock(&m->lock);
 	return rv_rest_reply_metrics(resp, &out);
 }
 

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "brainfix.h"
 #include "masterfix.h"
 #include "testutil.h"
 
@@ -231,6 +232,14 @@ START_TEST(test_unknown_stream_or_partition)
 	ck_assert_int_eq(rv_master_stream_end(c, "clicks", &e, &err), 0);
 	ck_assert_int_eq(rv_master_stream(c, "clicks", &st, &err), 0);
 	ck_assert_int_eq(st.partitions[0].end_offset, 10);
+	/* the committed offsets are metrics too */
+	struct rv_test_brain b = { .port = m.port };
+	snprintf(b.url, sizeof(b.url), "%s", m.url);
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&b, "GET", "/metrics", NULL, NULL, &r), 0);
+	ck_assert_ptr_nonnull(strstr(
+		r.body, "rover_master_stream_committed_offset{dataset=\"clicks\",partition=\"p2\"} 0"));
+	rv_test_reply_release(&r);
 	rv_master_client_free(c);
 	rv_test_master_cleanup(&m);
 }
