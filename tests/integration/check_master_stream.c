@@ -238,7 +238,8 @@ START_TEST(test_unknown_stream_or_partition)
 	struct rv_test_reply r;
 	ck_assert_int_eq(rv_test_http(&b, "GET", "/metrics", NULL, NULL, &r), 0);
 	ck_assert_ptr_nonnull(strstr(
-		r.body, "rover_master_stream_committed_offset{dataset=\"clicks\",partition=\"p2\"} 0"));
+		r.body,
+		"rover_master_stream_committed_offset{dataset=\"clicks\",partition=\"p2\"} 0"));
 	rv_test_reply_release(&r);
 	rv_master_client_free(c);
 	rv_test_master_cleanup(&m);
