@@ -309,3 +309,91 @@ int rv_master_job(struct rv_master_client *c, struct rv_job_status *out, struct 
 		return bad_reply(what, rc, err);
 	return 0;
 }
+
+int rv_master_stream_end(struct rv_master_client *c, const char *dataset,
+			 const struct rv_stream_end *e, struct rv_err *err)
+{
+	int rc = check_node(dataset, err);
+	if (rc < 0)
+		return rc;
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/streams/%s/partitions", dataset);
+	RV_CLEANUP_CJSON cJSON *reply = NULL;
+	return post(c, "tell a partition's end", path, rv_stream_end_to_json(e), CALL_IDEMPOTENT,
+		    &reply, err);
+}
+
+int rv_master_stream(struct rv_master_client *c, const char *dataset, struct rv_stream_status *out,
+		     struct rv_err *err)
+{
+	const char *what = "get a stream's offsets";
+	int rc = check_node(dataset, err);
+	if (rc < 0)
+		return rc;
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/streams/%s", dataset);
+	RV_CLEANUP_CJSON cJSON *reply = NULL;
+	if ((rc = call(c, what, "GET", path, NULL, 0, CALL_IDEMPOTENT, &reply, err)) < 0)
+		return rc;
+	if ((rc = rv_stream_status_from_json(reply, out, err)) < 0)
+		return bad_reply(what, rc, err);
+	return 0;
+}
+
+int rv_master_netcheck_join(struct rv_master_client *c, const char *node,
+			    struct rv_netcheck_joined *out, struct rv_err *err)
+{
+	const char *what = "join the network check";
+	struct rv_netcheck_join j = { 0 };
+	int rc = check_node(node, err);
+	if (rc < 0)
+		return rc;
+	snprintf(j.node, sizeof(j.node), "%s", node);
+	RV_CLEANUP_CJSON cJSON *reply = NULL;
+	/* a repeated join of a world already checked changes nothing */
+	if ((rc = post(c, what, "/v1/netcheck/join", rv_netcheck_join_to_json(&j), CALL_IDEMPOTENT,
+		       &reply, err)) < 0)
+		return rc;
+	if ((rc = rv_netcheck_joined_from_json(reply, out, err)) < 0)
+		return bad_reply(what, rc, err);
+	return 0;
+}
+
+int rv_master_netcheck_group(struct rv_master_client *c, const char *node, int round,
+			     struct rv_netcheck_group_reply *out, struct rv_err *err)
+{
+	const char *what = "get a network check group";
+	int rc = check_node(node, err);
+	if (rc < 0)
+		return rc;
+	char path[160];
+	snprintf(path, sizeof(path), "/v1/netcheck/group?node=%s&round=%d", node, round);
+	RV_CLEANUP_CJSON cJSON *reply = NULL;
+	if ((rc = call(c, what, "GET", path, NULL, 0, CALL_IDEMPOTENT, &reply, err)) < 0)
+		return rc;
+	if ((rc = rv_netcheck_group_reply_from_json(reply, out, err)) < 0)
+		return bad_reply(what, rc, err);
+	return 0;
+}
+
+int rv_master_netcheck_report(struct rv_master_client *c, const struct rv_netcheck_report *r,
+			      struct rv_err *err)
+{
+	RV_CLEANUP_CJSON cJSON *reply = NULL;
+	return post(c, "report a network check round", "/v1/netcheck/report",
+		    rv_netcheck_report_to_json(r), CALL_IDEMPOTENT, &reply, err);
+}
+
+int rv_master_netcheck(struct rv_master_client *c, struct rv_netcheck_status *out,
+		       struct rv_err *err)
+{
+	const char *what = "get the network check";
+	memset(out, 0, sizeof(*out));
+	RV_CLEANUP_CJSON cJSON *reply = NULL;
+	int rc = call(c, what, "GET", "/v1/netcheck", NULL, 0, CALL_IDEMPOTENT, &reply, err);
+	if (rc < 0)
+		return rc;
+	if ((rc = rv_netcheck_status_from_json(reply, out, err)) < 0)
+		return bad_reply(what, rc, err);
+	return 0;
+}

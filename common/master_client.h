@@ -115,4 +115,34 @@ int rv_master_step(struct rv_master_client *c, const struct rv_step_report *s, s
 /* GET /v1/job. */
 int rv_master_job(struct rv_master_client *c, struct rv_job_status *out, struct rv_err *err);
 
+/* POST /v1/streams/{dataset}/partitions: offsets below e->end_offset of
+ * partition e->partition are available (a lower end than known changes
+ * nothing, so a retry is harmless).  -ENOENT: not a streaming dataset of the
+ * job, or no such partition. */
+int rv_master_stream_end(struct rv_master_client *c, const char *dataset,
+			 const struct rv_stream_end *e, struct rv_err *err);
+
+/* GET /v1/streams/{dataset}: per partition the committed offset (resume
+ * there) and the known end.  *out is the caller's (nothing to release). */
+int rv_master_stream(struct rv_master_client *c, const char *dataset, struct rv_stream_status *out,
+		     struct rv_err *err);
+
+/* Network check (master/README.md).  POST /v1/netcheck/join: the first join
+ * of a world starts a check of its members; *out says which.  -EEXIST: no
+ * world of two or more nodes yet, or the node is not in it. */
+int rv_master_netcheck_join(struct rv_master_client *c, const char *node,
+			    struct rv_netcheck_joined *out, struct rv_err *err);
+/* GET /v1/netcheck/group: node's group in round (0 or 1): status ready with
+ * the peers, or wait (ask again).  -ENOENT: the node is not in the check. */
+int rv_master_netcheck_group(struct rv_master_client *c, const char *node, int round,
+			     struct rv_netcheck_group_reply *out, struct rv_err *err);
+/* POST /v1/netcheck/report.  A report after its round closed is accepted
+ * and ignored (the node counted as failed).  -EEXIST: not the current
+ * check, round 1 not open yet, or another result for the round. */
+int rv_master_netcheck_report(struct rv_master_client *c, const struct rv_netcheck_report *r,
+			      struct rv_err *err);
+/* GET /v1/netcheck: release *out with rv_netcheck_status_release. */
+int rv_master_netcheck(struct rv_master_client *c, struct rv_netcheck_status *out,
+		       struct rv_err *err);
+
 #endif

@@ -504,6 +504,55 @@ static int parse_labels(const cJSON *meta, struct rv_job_spec *out, struct rv_er
 	return 0;
 }
 
+#define MAX_OFFSET (INT64_C(1) << 52)
+
+/* spec.datasets[i].partitions: required of a streaming dataset, refused
+ * of another. */
+static int parse_partitions(const cJSON *it, const char *p, struct rv_dataset *d,
+			    struct rv_err *err)
+{
+	int rc;
+	field_buf ap, f;
+	rv_json_path(ap, sizeof(ap), p, "partitions");
+	const cJSON *arr = rv_json_get_array(it, "partitions", p, d->streaming, &rc, err);
+	if (!arr)
+		return rc;
+	if (!d->streaming)
+		return rv_err_set(err, -EINVAL, ap, "%s needs \"streaming\": true", ap);
+	int n = array_count(arr, RV_MAX_PARTITIONS);
+	if (n < 1 || n > RV_MAX_PARTITIONS)
+		return rv_err_set(err, -EINVAL, ap, "%s must have 1 to %d entries", ap,
+				  RV_MAX_PARTITIONS);
+	int j = 0;
+	for (const cJSON *pj = arr->child; pj; pj = pj->next, j++) {
+		struct rv_partition *pt = &d->partitions[j];
+		field_buf q;
+		rv_json_path_index(q, sizeof(q), ap, j);
+		if (!cJSON_IsObject(pj))
+			return rv_err_set(err, -EINVAL, q, "%s must be an object", q);
+		if ((rc = rv_json_get_string(pj, "name", q, true, pt->name, sizeof(pt->name),
+					     err)) < 0 ||
+		    (rc = check_name(pt->name, RV_NAME_MAX - 1,
+				     rv_json_path(f, sizeof(f), q, "name"), err)) < 0)
+			return rc;
+		for (int k = 0; k < j; k++)
+			if (strcmp(d->partitions[k].name, pt->name) == 0)
+				return rv_err_set(err, -EINVAL, f, "%s \"%s\" is given twice", f,
+						  pt->name);
+		pt->end_offset = -1;
+		if ((rc = rv_json_get_int(pj, "start_offset", q, false, 0, MAX_OFFSET,
+					  &pt->start_offset, err)) < 0 ||
+		    (rc = rv_json_get_int(pj, "end_offset", q, false, 0, MAX_OFFSET,
+					  &pt->end_offset, err)) < 0)
+			return rc;
+		if (rc == 1 && pt->end_offset < pt->start_offset)
+			return rv_err_set(err, -EINVAL, rv_json_path(f, sizeof(f), q, "end_offset"),
+					  "%s must not be below start_offset", f);
+		d->npartitions = j + 1;
+	}
+	return 0;
+}
+
 static int parse_datasets(const cJSON *spec, struct rv_job_spec *out, struct rv_err *err)
 {
 	int rc;
@@ -531,21 +580,47 @@ static int parse_datasets(const cJSON *spec, struct rv_job_spec *out, struct rv_
 			if (strcmp(out->datasets[j].name, d->name) == 0)
 				return rv_err_set(err, -EINVAL, f, "%s \"%s\" is given twice", f,
 						  d->name);
-		if ((rc = rv_json_get_int(it, "size", p, true, 0, INT64_MAX, &d->size, err)) < 0)
+		if ((rc = rv_json_get_bool(it, "streaming", p, false, &d->streaming, err)) < 0 ||
+		    (rc = rv_json_get_int(it, "size", p, !d->streaming, 0, INT64_MAX, &d->size,
+					  err)) < 0)
 			return rc;
 		if ((rc = rv_json_get_int(it, "shardSize", p, true, 1, INT64_MAX, &d->shard_size,
 					  err)) < 0)
 			return rc;
 		d->epochs = 1;
-		if ((rc = rv_json_get_int(it, "epochs", p, false, 1, MAX_EPOCHS, &v, err)) < 0)
+		if ((rc = rv_json_get_int(it, "epochs", p, false, 1, d->streaming ? 1 : MAX_EPOCHS,
+					  &v, err)) < 0)
 			return rc;
 		if (rc == 1)
 			d->epochs = (int)v;
 		if ((rc = rv_json_get_bool(it, "shuffle", p, false, &d->shuffle, err)) < 0)
 			return rc;
+		if (d->streaming && d->shuffle)
+			return rv_err_set(err, -EINVAL, rv_json_path(f, sizeof(f), p, "shuffle"),
+					  "%s must be false: a stream is read in offset order", f);
+		if ((rc = parse_partitions(it, p, d, err)) < 0)
+			return rc;
 		out->ndatasets = i + 1;
 	}
 	return 0;
+}
+
+static bool partitions_to_json(cJSON *o, const struct rv_dataset *d)
+{
+	cJSON *arr = cJSON_AddArrayToObject(o, "partitions");
+	for (int j = 0; arr && j < d->npartitions; j++) {
+		const struct rv_partition *pt = &d->partitions[j];
+		cJSON *e = cJSON_CreateObject();
+		if (!e || !cJSON_AddItemToArray(arr, e)) {
+			cJSON_Delete(e);
+			return false;
+		}
+		if (!add_str(e, "name", pt->name) ||
+		    !add_num(e, "start_offset", (double)pt->start_offset) ||
+		    (pt->end_offset >= 0 && !add_num(e, "end_offset", (double)pt->end_offset)))
+			return false;
+	}
+	return arr != NULL;
 }
 
 static int job_spec_parse(const cJSON *root, struct rv_job_spec *out, struct rv_err *err)
@@ -600,8 +675,10 @@ static int job_spec_parse(const cJSON *root, struct rv_job_spec *out, struct rv_
 			   RV_ARRAY_SIZE(optimize_names), "one of manual, single-job, cluster", &v,
 			   err)) < 0)
 		return rc;
-	if (rc == 1)
+	if (rc == 1) {
 		out->optimize_mode = (enum rv_optimize_mode)v;
+		out->optimize_mode_given = true;
+	}
 	if ((rc = rv_json_get_string(spec, "brainService", "spec", false, out->brain_service,
 				     sizeof(out->brain_service), err)) < 0)
 		return rc;
@@ -721,8 +798,10 @@ cJSON *rv_job_spec_to_json(const struct rv_job_spec *spec)
 		ok = add_str(labels, "user", spec->user);
 
 	cJSON *s = ok ? cJSON_AddObjectToObject(root, "spec") : NULL;
-	ok = s && add_str(s, "distributionStrategy", rv_strategy_name(spec->strategy)) &&
-	     add_str(s, "optimizeMode", rv_optimize_mode_name(spec->optimize_mode));
+	ok = s && add_str(s, "distributionStrategy", rv_strategy_name(spec->strategy));
+	/* An unnamed mode stays unnamed: the reader applies its own default. */
+	if (ok && spec->optimize_mode_given)
+		ok = add_str(s, "optimizeMode", rv_optimize_mode_name(spec->optimize_mode));
 	if (ok && spec->brain_service[0])
 		ok = add_str(s, "brainService", spec->brain_service);
 	cJSON *specs = ok ? cJSON_AddObjectToObject(s, "replicaSpecs") : NULL;
@@ -744,6 +823,8 @@ cJSON *rv_job_spec_to_json(const struct rv_job_spec *spec)
 			ok = add_str(o, "name", d->name) && add_num(o, "size", (double)d->size) &&
 			     add_num(o, "shardSize", (double)d->shard_size) &&
 			     add_num(o, "epochs", d->epochs) && add_bool(o, "shuffle", d->shuffle);
+			if (ok && d->streaming)
+				ok = add_bool(o, "streaming", true) && partitions_to_json(o, d);
 		}
 	}
 	cJSON *model = ok ? cJSON_AddObjectToObject(s, "model") : NULL;
@@ -1329,10 +1410,22 @@ static const struct rv_wire_field f_resources[] = {
 };
 static const struct rv_wire_field f_dataset[] = {
 	F("name", "string", true, NULL, false, NULL, "unique within the job"),
-	F("size", "integer", true, NULL, false, NULL, "records"),
+	F("size", "integer", false, NULL, false, NULL,
+	  "records; required for a dataset that is not streaming"),
 	F("shardSize", "integer", true, NULL, false, NULL, "records per shard, > 0"),
-	F("epochs", "integer", false, NULL, false, NULL, "default 1"),
-	F("shuffle", "boolean", false, NULL, false, NULL, "default false"),
+	F("epochs", "integer", false, NULL, false, NULL, "default 1 (1 when streaming)"),
+	F("shuffle", "boolean", false, NULL, false, NULL, "default false (false when streaming)"),
+	F("streaming", "boolean", false, NULL, false, NULL,
+	  "true (required for a dataset with partitions): shards are offset ranges of the "
+	  "partitions (online learning)"),
+	F("partitions", "array", false, "Partition", false, NULL,
+	  "1..64 partitions; required for a streaming dataset, refused of another"),
+};
+static const struct rv_wire_field f_partition[] = {
+	F("name", "string", true, NULL, false, NULL, "unique within the dataset"),
+	F("start_offset", "integer", false, NULL, false, NULL, "first offset, default 0"),
+	F("end_offset", "integer", false, NULL, false, NULL,
+	  "offsets known available now end here; absent: unbounded"),
 };
 static const struct rv_wire_field f_model[] = {
 	F("parameters", "integer", false, NULL, false, NULL, "parameter count, 0 = unknown"),
@@ -1444,6 +1537,7 @@ static const struct rv_wire_message messages[] = {
 	M("ReplicaSpec", "one role's nodes", f_replica_spec),
 	M("Resources", "per-node resources requested", f_resources),
 	M("Dataset", "a dataset the job reads in shards", f_dataset),
+	M("Partition", "a partition of a streaming dataset", f_partition),
 	M("Model", "model features", f_model),
 	M("Sample", "one sample: speed, node usage or model features (by kind)", f_sample),
 	M("PlanGroup", "a role's node count and per-node resources", f_plan_group),
@@ -1774,6 +1868,8 @@ static int shard_task_parse(const cJSON *r, struct rv_shard_task *m, struct rv_e
 	if ((rc = rv_json_get_int(r, "id", "", task, task ? 1 : 0, INT64_MAX, &m->id, err)) < 0 ||
 	    (rc = rv_json_get_string(r, "dataset", "", task, m->dataset, sizeof(m->dataset), err)) <
 		    0 ||
+	    (rc = rv_json_get_string(r, "partition", "", false, m->partition, sizeof(m->partition),
+				     err)) < 0 ||
 	    (rc = get_int32(r, "epoch", "", task, 0, MAX_EPOCHS, &m->epoch, err)) < 0 ||
 	    (rc = rv_json_get_int(r, "start", "", task, 0, MAX_SAMPLE_INDEX, &m->start, err)) < 0 ||
 	    (rc = rv_json_get_int(r, "end", "", task, 0, MAX_SAMPLE_INDEX, &m->end, err)) < 0)
@@ -1791,6 +1887,8 @@ cJSON *rv_shard_task_to_json(const struct rv_shard_task *m)
 		  add_num(o, "id", (double)m->id) && add_str(o, "dataset", m->dataset) &&
 		  add_num(o, "epoch", m->epoch) && add_num(o, "start", (double)m->start) &&
 		  add_num(o, "end", (double)m->end);
+	if (ok && m->partition[0])
+		ok = add_str(o, "partition", m->partition);
 	return ok ? RV_TAKE_PTR(o) : NULL;
 }
 
@@ -1919,6 +2017,91 @@ cJSON *rv_step_report_to_json(const struct rv_step_report *m)
 	if (ok && m->ts_ms > 0)
 		ok = add_num(o, "ts", (double)m->ts_ms);
 	return ok ? RV_TAKE_PTR(o) : NULL;
+}
+
+static const char *const netcheck_state_names[] = {
+	[RV_NETCHECK_NONE] = "none",
+	[RV_NETCHECK_RUNNING] = "running",
+	[RV_NETCHECK_DONE] = "done",
+};
+static const char *const netcheck_verdict_names[] = {
+	[RV_VERDICT_PENDING] = "pending",
+	[RV_VERDICT_OK] = "ok",
+	[RV_VERDICT_FAULTY] = "faulty",
+	[RV_VERDICT_STRAGGLER] = "straggler",
+};
+static const char *const netcheck_group_status_names[] = {
+	[RV_NETCHECK_READY] = "ready",
+	[RV_NETCHECK_WAIT] = "wait",
+};
+
+const char *rv_netcheck_state_name(enum rv_netcheck_state s)
+{
+	return name_of(netcheck_state_names, RV_ARRAY_SIZE(netcheck_state_names), (int)s);
+}
+
+int rv_netcheck_state_parse(const char *s)
+{
+	return parse_of(netcheck_state_names, RV_ARRAY_SIZE(netcheck_state_names), s);
+}
+
+const char *rv_netcheck_verdict_name(enum rv_netcheck_verdict v)
+{
+	return name_of(netcheck_verdict_names, RV_ARRAY_SIZE(netcheck_verdict_names), (int)v);
+}
+
+int rv_netcheck_verdict_parse(const char *s)
+{
+	return parse_of(netcheck_verdict_names, RV_ARRAY_SIZE(netcheck_verdict_names), s);
+}
+
+const char *rv_netcheck_group_status_name(enum rv_netcheck_group_status s)
+{
+	return name_of(netcheck_group_status_names, RV_ARRAY_SIZE(netcheck_group_status_names),
+		       (int)s);
+}
+
+int rv_netcheck_group_status_parse(const char *s)
+{
+	return parse_of(netcheck_group_status_names, RV_ARRAY_SIZE(netcheck_group_status_names), s);
+}
+
+/* An optional array of node names at key, at most RV_MAX_VERDICT_NAMES. */
+static int get_names(const cJSON *r, const char *key, char (*out)[RV_NAME_MAX], int *n,
+		     struct rv_err *err)
+{
+	int rc;
+	const cJSON *arr = rv_json_get_array(r, key, "", false, &rc, err);
+	if (!arr)
+		return rc;
+	if (array_count(arr, RV_MAX_VERDICT_NAMES) > RV_MAX_VERDICT_NAMES)
+		return rv_err_set(err, -EINVAL, key, "%s must have at most %d entries", key,
+				  RV_MAX_VERDICT_NAMES);
+	for (const cJSON *it = arr->child; it; it = it->next) {
+		field_buf f;
+		rv_json_path_index(f, sizeof(f), key, *n);
+		const char *v = cJSON_GetStringValue(it);
+		if (!v)
+			return rv_err_set(err, -EINVAL, f, "%s must be a string", f);
+		snprintf(out[*n], RV_NAME_MAX, "%s", v);
+		if ((rc = check_name(out[*n], RV_NAME_MAX - 1, f, err)) < 0)
+			return rc;
+		(*n)++;
+	}
+	return 0;
+}
+
+static bool add_names(cJSON *o, const char *key, const char (*names)[RV_NAME_MAX], int n)
+{
+	cJSON *arr = cJSON_AddArrayToObject(o, key);
+	for (int i = 0; arr && i < n; i++) {
+		cJSON *v = cJSON_CreateString(names[i]);
+		if (!v || !cJSON_AddItemToArray(arr, v)) {
+			cJSON_Delete(v);
+			return false;
+		}
+	}
+	return arr != NULL;
 }
 
 static int dataset_status_parse(const cJSON *o, const char *p, struct rv_dataset_status *d,
@@ -2051,6 +2234,14 @@ static int job_status_parse(const cJSON *r, struct rv_job_status *m, struct rv_e
 	    (rc = rv_json_get_double(r, "speed", "", false, 0, MAX_SPEED, &m->speed, err)) < 0 ||
 	    (rc = rv_json_get_bool(r, "finished", "", false, &m->finished, err)) < 0)
 		return rc;
+	st = RV_NETCHECK_NONE;
+	if ((rc = get_enum(r, "netcheck", "", false, netcheck_state_names,
+			   RV_ARRAY_SIZE(netcheck_state_names), "one of none, running, done", &st,
+			   err)) < 0 ||
+	    (rc = get_names(r, "faulty", m->faulty, &m->nfaulty, err)) < 0 ||
+	    (rc = get_names(r, "stragglers", m->stragglers, &m->nstragglers, err)) < 0)
+		return rc;
+	m->netcheck = (enum rv_netcheck_state)st;
 	const cJSON *arr = rv_json_get_array(r, "datasets", "", false, &rc, err);
 	if (!arr)
 		return rc;
@@ -2087,7 +2278,10 @@ cJSON *rv_job_status_to_json(const struct rv_job_status *m)
 		  add_num(o, "round", (double)m->round) && add_num(o, "nnodes", m->nnodes) &&
 		  add_num(o, "world_size", m->world_size) && add_num(o, "waiting", m->waiting) &&
 		  add_num(o, "step", (double)m->step) && add_num(o, "speed", m->speed) &&
-		  add_bool(o, "finished", m->finished);
+		  add_bool(o, "finished", m->finished) &&
+		  add_str(o, "netcheck", rv_netcheck_state_name(m->netcheck)) &&
+		  add_names(o, "faulty", m->faulty, m->nfaulty) &&
+		  add_names(o, "stragglers", m->stragglers, m->nstragglers);
 	cJSON *arr = ok ? cJSON_AddArrayToObject(o, "datasets") : NULL;
 	if (!arr)
 		return NULL;
@@ -2127,6 +2321,289 @@ cJSON *rv_job_status_to_json(const struct rv_job_status *m)
 	if (m->has_desired && !add_role_targets(o, "desired", m->desired))
 		return NULL;
 	return RV_TAKE_PTR(o);
+}
+
+/* ---- streams ---- */
+
+static int stream_end_parse(const cJSON *r, struct rv_stream_end *m, struct rv_err *err)
+{
+	int rc;
+	if ((rc = must_object(r, "stream end", err)) < 0 ||
+	    (rc = get_node(r, "partition", "", true, m->partition, err)) < 0)
+		return rc;
+	return rv_json_get_int(r, "end_offset", "", true, 0, MAX_OFFSET, &m->end_offset, err);
+}
+FLAT_FROM_JSON(rv_stream_end_from_json, struct rv_stream_end, stream_end_parse)
+
+cJSON *rv_stream_end_to_json(const struct rv_stream_end *m)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	bool ok = o && add_str(o, "partition", m->partition) &&
+		  add_num(o, "end_offset", (double)m->end_offset);
+	return ok ? RV_TAKE_PTR(o) : NULL;
+}
+
+static int stream_status_parse(const cJSON *r, struct rv_stream_status *m, struct rv_err *err)
+{
+	int rc;
+	if ((rc = must_object(r, "stream status", err)) < 0 ||
+	    (rc = get_node(r, "dataset", "", true, m->dataset, err)) < 0)
+		return rc;
+	const cJSON *arr = rv_json_get_array(r, "partitions", "", true, &rc, err);
+	if (!arr)
+		return rc;
+	if (array_count(arr, RV_MAX_PARTITIONS) > RV_MAX_PARTITIONS)
+		return rv_err_set(err, -E2BIG, "partitions",
+				  "partitions must have at most %d entries", RV_MAX_PARTITIONS);
+	for (const cJSON *it = arr->child; it; it = it->next) {
+		struct rv_stream_partition_status *pt = &m->partitions[m->npartitions];
+		field_buf p;
+		rv_json_path_index(p, sizeof(p), "partitions", m->npartitions);
+		if (!cJSON_IsObject(it))
+			return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
+		if ((rc = get_node(it, "name", p, true, pt->name, err)) < 0 ||
+		    (rc = rv_json_get_int(it, "start_offset", p, true, 0, MAX_OFFSET,
+					  &pt->start_offset, err)) < 0 ||
+		    (rc = rv_json_get_int(it, "committed_offset", p, true, 0, MAX_OFFSET,
+					  &pt->committed_offset, err)) < 0 ||
+		    (rc = rv_json_get_int(it, "end_offset", p, true, -1, MAX_OFFSET,
+					  &pt->end_offset, err)) < 0 ||
+		    (rc = rv_json_get_int(it, "doing", p, false, 0, INT64_MAX, &pt->doing, err)) <
+			    0)
+			return rc;
+		m->npartitions++;
+	}
+	return 0;
+}
+FLAT_FROM_JSON(rv_stream_status_from_json, struct rv_stream_status, stream_status_parse)
+
+cJSON *rv_stream_status_to_json(const struct rv_stream_status *m)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	cJSON *arr = o && add_str(o, "dataset", m->dataset)
+			     ? cJSON_AddArrayToObject(o, "partitions")
+			     : NULL;
+	if (!arr)
+		return NULL;
+	for (int i = 0; i < m->npartitions; i++) {
+		const struct rv_stream_partition_status *pt = &m->partitions[i];
+		cJSON *e = cJSON_CreateObject();
+		if (!e || !cJSON_AddItemToArray(arr, e)) {
+			cJSON_Delete(e);
+			return NULL;
+		}
+		if (!add_str(e, "name", pt->name) ||
+		    !add_num(e, "start_offset", (double)pt->start_offset) ||
+		    !add_num(e, "committed_offset", (double)pt->committed_offset) ||
+		    !add_num(e, "end_offset", (double)pt->end_offset) ||
+		    !add_num(e, "doing", (double)pt->doing))
+			return NULL;
+	}
+	return RV_TAKE_PTR(o);
+}
+
+/* ---- network check ---- */
+
+static int netcheck_join_parse(const cJSON *r, struct rv_netcheck_join *m, struct rv_err *err)
+{
+	int rc = must_object(r, "network check join", err);
+	return rc < 0 ? rc : get_node(r, "node", "", true, m->node, err);
+}
+FLAT_FROM_JSON(rv_netcheck_join_from_json, struct rv_netcheck_join, netcheck_join_parse)
+
+cJSON *rv_netcheck_join_to_json(const struct rv_netcheck_join *m)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	bool ok = o && add_str(o, "node", m->node);
+	return ok ? RV_TAKE_PTR(o) : NULL;
+}
+
+static int netcheck_joined_parse(const cJSON *r, struct rv_netcheck_joined *m, struct rv_err *err)
+{
+	int rc;
+	if ((rc = must_object(r, "network check joined", err)) < 0 ||
+	    (rc = rv_json_get_int(r, "check", "", true, 1, INT64_MAX, &m->check, err)) < 0 ||
+	    (rc = rv_json_get_int(r, "world", "", true, 0, INT64_MAX, &m->world, err)) < 0)
+		return rc;
+	return get_int32(r, "nodes", "", true, 2, RV_MAX_WORLD_NODES, &m->nodes, err);
+}
+FLAT_FROM_JSON(rv_netcheck_joined_from_json, struct rv_netcheck_joined, netcheck_joined_parse)
+
+cJSON *rv_netcheck_joined_to_json(const struct rv_netcheck_joined *m)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	bool ok = o && add_num(o, "check", (double)m->check) &&
+		  add_num(o, "world", (double)m->world) && add_num(o, "nodes", m->nodes);
+	return ok ? RV_TAKE_PTR(o) : NULL;
+}
+
+static int netcheck_group_parse(const cJSON *r, struct rv_netcheck_group_reply *m,
+				struct rv_err *err)
+{
+	int rc, st = 0;
+	if ((rc = must_object(r, "network check group", err)) < 0 ||
+	    (rc = rv_json_get_int(r, "check", "", true, 1, INT64_MAX, &m->check, err)) < 0 ||
+	    (rc = get_int32(r, "round", "", true, 0, 1, &m->round, err)) < 0 ||
+	    (rc = get_enum(r, "status", "", true, netcheck_group_status_names,
+			   RV_ARRAY_SIZE(netcheck_group_status_names), "one of ready, wait", &st,
+			   err)) < 0)
+		return rc;
+	m->status = (enum rv_netcheck_group_status)st;
+	bool ready = m->status == RV_NETCHECK_READY;
+	const cJSON *arr = rv_json_get_array(r, "peers", "", ready, &rc, err);
+	if (!arr)
+		return rc;
+	int n = array_count(arr, 3);
+	if (n > 3 || (ready && n < 2))
+		return rv_err_set(err, -EINVAL, "peers", "peers must have 2 or 3 entries");
+	for (const cJSON *it = arr->child; it; it = it->next, m->npeers++) {
+		struct rv_netcheck_peer *pe = &m->peers[m->npeers];
+		field_buf p;
+		rv_json_path_index(p, sizeof(p), "peers", m->npeers);
+		if (!cJSON_IsObject(it))
+			return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
+		if ((rc = get_node(it, "node", p, true, pe->node, err)) < 0 ||
+		    (rc = rv_json_get_string(it, "addr", p, false, pe->addr, sizeof(pe->addr),
+					     err)) < 0)
+			return rc;
+	}
+	return 0;
+}
+FLAT_FROM_JSON(rv_netcheck_group_reply_from_json, struct rv_netcheck_group_reply,
+	       netcheck_group_parse)
+
+cJSON *rv_netcheck_group_reply_to_json(const struct rv_netcheck_group_reply *m)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	bool ok = o && add_num(o, "check", (double)m->check) && add_num(o, "round", m->round) &&
+		  add_str(o, "status", rv_netcheck_group_status_name(m->status));
+	cJSON *arr = ok ? cJSON_AddArrayToObject(o, "peers") : NULL;
+	for (int i = 0; arr && i < m->npeers; i++) {
+		cJSON *e = cJSON_CreateObject();
+		if (!e || !cJSON_AddItemToArray(arr, e)) {
+			cJSON_Delete(e);
+			return NULL;
+		}
+		if (!add_str(e, "node", m->peers[i].node) || !add_str(e, "addr", m->peers[i].addr))
+			return NULL;
+	}
+	return arr ? RV_TAKE_PTR(o) : NULL;
+}
+
+static int netcheck_report_parse(const cJSON *r, struct rv_netcheck_report *m, struct rv_err *err)
+{
+	int rc;
+	if ((rc = must_object(r, "network check report", err)) < 0 ||
+	    (rc = get_node(r, "node", "", true, m->node, err)) < 0 ||
+	    (rc = rv_json_get_int(r, "check", "", true, 1, INT64_MAX, &m->check, err)) < 0 ||
+	    (rc = get_int32(r, "round", "", true, 0, 1, &m->round, err)) < 0 ||
+	    (rc = rv_json_get_bool(r, "ok", "", true, &m->ok, err)) < 0)
+		return rc;
+	return rv_json_get_double(r, "time_s", "", m->ok, 0, 86400, &m->time_s, err);
+}
+FLAT_FROM_JSON(rv_netcheck_report_from_json, struct rv_netcheck_report, netcheck_report_parse)
+
+cJSON *rv_netcheck_report_to_json(const struct rv_netcheck_report *m)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	bool ok = o && add_str(o, "node", m->node) && add_num(o, "check", (double)m->check) &&
+		  add_num(o, "round", m->round) && add_bool(o, "ok", m->ok) &&
+		  add_num(o, "time_s", m->time_s);
+	return ok ? RV_TAKE_PTR(o) : NULL;
+}
+
+static int netcheck_result_parse(const cJSON *o, const char *p, struct rv_netcheck_result *n,
+				 struct rv_err *err)
+{
+	int rc, v = 0;
+	if (!cJSON_IsObject(o))
+		return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
+	if ((rc = get_node(o, "node", p, true, n->node, err)) < 0 ||
+	    (rc = get_enum(o, "verdict", p, true, netcheck_verdict_names,
+			   RV_ARRAY_SIZE(netcheck_verdict_names),
+			   "one of pending, ok, faulty, straggler", &v, err)) < 0 ||
+	    (rc = rv_json_get_bool(o, "silent", p, false, &n->silent, err)) < 0 ||
+	    (rc = rv_json_get_bool(o, "ok0", p, false, &n->ok0, err)) < 0 ||
+	    (rc = rv_json_get_bool(o, "ok1", p, false, &n->ok1, err)) < 0 ||
+	    (rc = rv_json_get_double(o, "time0_s", p, false, 0, 86400, &n->time0_s, err)) < 0 ||
+	    (rc = rv_json_get_double(o, "time1_s", p, false, 0, 86400, &n->time1_s, err)) < 0)
+		return rc;
+	n->verdict = (enum rv_netcheck_verdict)v;
+	return 0;
+}
+
+static int netcheck_status_parse(const cJSON *r, struct rv_netcheck_status *m, struct rv_err *err)
+{
+	int rc, st = 0;
+	if ((rc = must_object(r, "network check status", err)) < 0 ||
+	    (rc = rv_json_get_int(r, "check", "", true, 0, INT64_MAX, &m->check, err)) < 0 ||
+	    (rc = rv_json_get_int(r, "world", "", false, 0, INT64_MAX, &m->world, err)) < 0 ||
+	    (rc = get_enum(r, "state", "", true, netcheck_state_names,
+			   RV_ARRAY_SIZE(netcheck_state_names), "one of none, running, done", &st,
+			   err)) < 0 ||
+	    (rc = get_int32(r, "round", "", false, 0, 1, &m->round, err)) < 0)
+		return rc;
+	m->state = (enum rv_netcheck_state)st;
+	const cJSON *arr = rv_json_get_array(r, "nodes", "", false, &rc, err);
+	if (!arr)
+		return rc;
+	int n = array_count(arr, RV_MAX_WORLD_NODES);
+	if (n > RV_MAX_WORLD_NODES)
+		return rv_err_set(err, -E2BIG, "nodes", "nodes must have at most %d entries",
+				  RV_MAX_WORLD_NODES);
+	if (n == 0)
+		return 0;
+	if (!(m->nodes = calloc((size_t)n, sizeof(*m->nodes))))
+		return rv_err_set(err, -ENOMEM, "nodes", "could not allocate %d nodes", n);
+	for (const cJSON *it = arr->child; it; it = it->next, m->nnodes++) {
+		field_buf p;
+		rv_json_path_index(p, sizeof(p), "nodes", m->nnodes);
+		if ((rc = netcheck_result_parse(it, p, &m->nodes[m->nnodes], err)) < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int rv_netcheck_status_from_json(const cJSON *root, struct rv_netcheck_status *out,
+				 struct rv_err *err)
+{
+	memset(out, 0, sizeof(*out));
+	int rc = netcheck_status_parse(root, out, err);
+	if (rc < 0)
+		rv_netcheck_status_release(out);
+	return rc < 0 ? rc : 0;
+}
+
+void rv_netcheck_status_release(struct rv_netcheck_status *m)
+{
+	free(m->nodes);
+	m->nodes = NULL;
+	m->nnodes = 0;
+}
+
+cJSON *rv_netcheck_status_to_json(const struct rv_netcheck_status *m)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	bool ok = o && add_num(o, "check", (double)m->check) &&
+		  add_num(o, "world", (double)m->world) &&
+		  add_str(o, "state", rv_netcheck_state_name(m->state)) &&
+		  add_num(o, "round", m->round);
+	cJSON *arr = ok ? cJSON_AddArrayToObject(o, "nodes") : NULL;
+	for (int i = 0; arr && i < m->nnodes; i++) {
+		const struct rv_netcheck_result *n = &m->nodes[i];
+		cJSON *e = cJSON_CreateObject();
+		if (!e || !cJSON_AddItemToArray(arr, e)) {
+			cJSON_Delete(e);
+			return NULL;
+		}
+		if (!add_str(e, "node", n->node) ||
+		    !add_str(e, "verdict", rv_netcheck_verdict_name(n->verdict)) ||
+		    !add_bool(e, "silent", n->silent) || !add_bool(e, "ok0", n->ok0) ||
+		    !add_bool(e, "ok1", n->ok1) || !add_num(e, "time0_s", n->time0_s) ||
+		    !add_num(e, "time1_s", n->time1_s))
+			return NULL;
+	}
+	return arr ? RV_TAKE_PTR(o) : NULL;
 }
 
 #define F(name, type, req, ref, map, enums, desc)                                                  \
@@ -2194,6 +2671,8 @@ static const struct rv_wire_field f_shard_task[] = {
 	  "finished: every epoch is done"),
 	F("id", "integer", false, NULL, false, NULL, "task id (required for task)"),
 	F("dataset", "string", false, NULL, false, NULL, "dataset (required for task)"),
+	F("partition", "string", false, NULL, false, NULL,
+	  "streaming datasets: the partition; start and end are its offsets"),
 	F("epoch", "integer", false, NULL, false, NULL, "epoch, from 0 (required for task)"),
 	F("start", "integer", false, NULL, false, NULL, "first sample index (required for task)"),
 	F("end", "integer", false, NULL, false, NULL, "one past the last (required for task)"),
@@ -2237,6 +2716,12 @@ static const struct rv_wire_field f_job_status[] = {
 	F("speed", "number", false, NULL, false, NULL, "latest speed reported, samples/s"),
 	F("finished", "boolean", false, NULL, false, NULL, "every dataset done"),
 	F("datasets", "array", false, "DatasetStatus", false, NULL, "shard progress per dataset"),
+	F("netcheck", "string", false, NULL, false, "none|running|done",
+	  "state of the last network check"),
+	F("faulty", "array", false, "string", false, NULL,
+	  "nodes the last network check found faulty (at most 32)"),
+	F("stragglers", "array", false, "string", false, NULL,
+	  "nodes the last network check found slow (at most 32)"),
 	F("brain", "object", false, "BrainLink", false, NULL, "the link to the planner"),
 	F("plan", "object", false, "PlanState", false, NULL,
 	  "the newest plan handed to the master (absent before the first)"),
@@ -2280,6 +2765,70 @@ static const struct rv_wire_field f_dataset_status[] = {
 	F("epoch", "integer", false, NULL, false, NULL, "current epoch"),
 	F("finished", "boolean", false, NULL, false, NULL, "every epoch done"),
 };
+static const struct rv_wire_field f_stream_end[] = {
+	F("partition", "string", true, NULL, false, NULL, "partition name"),
+	F("end_offset", "integer", true, NULL, false, NULL,
+	  "offsets below it are available; a lower one than known changes nothing"),
+};
+static const struct rv_wire_field f_stream_status[] = {
+	F("dataset", "string", true, NULL, false, NULL, "the streaming dataset"),
+	F("partitions", "array", true, "StreamPartition", false, NULL, "its partitions"),
+};
+static const struct rv_wire_field f_stream_partition[] = {
+	F("name", "string", true, NULL, false, NULL, "partition"),
+	F("start_offset", "integer", true, NULL, false, NULL,
+	  "where the job started (or resumed from a checkpoint)"),
+	F("committed_offset", "integer", true, NULL, false, NULL,
+	  "the lowest offset not yet done: resume here"),
+	F("end_offset", "integer", true, NULL, false, NULL, "known available end; -1: unbounded"),
+	F("doing", "integer", false, NULL, false, NULL, "tasks in flight"),
+};
+static const struct rv_wire_field f_netcheck_join[] = {
+	F("node", "string", true, NULL, false, NULL, "node name as joined to the rendezvous"),
+};
+static const struct rv_wire_field f_netcheck_joined[] = {
+	F("check", "integer", true, NULL, false, NULL, "check id: report with it"),
+	F("world", "integer", true, NULL, false, NULL, "the rendezvous round being checked"),
+	F("nodes", "integer", true, NULL, false, NULL, "members of the check"),
+};
+static const struct rv_wire_field f_netcheck_group[] = {
+	F("check", "integer", true, NULL, false, NULL, "check id"),
+	F("round", "integer", true, NULL, false, NULL, "0 or 1"),
+	F("status", "string", true, NULL, false, "ready|wait",
+	  "ready: run the collective with peers; wait: the round is not open yet, ask again"),
+	F("peers", "array", false, "NetcheckPeer", false, NULL,
+	  "the group, this node included (required for ready)"),
+};
+static const struct rv_wire_field f_netcheck_peer[] = {
+	F("node", "string", true, NULL, false, NULL, "node name"),
+	F("addr", "string", false, NULL, false, NULL, "host:port it joined the rendezvous with"),
+};
+static const struct rv_wire_field f_netcheck_report[] = {
+	F("node", "string", true, NULL, false, NULL, "reporting node"),
+	F("check", "integer", true, NULL, false, NULL, "check id from join"),
+	F("round", "integer", true, NULL, false, NULL, "0 or 1"),
+	F("ok", "boolean", true, NULL, false, NULL, "whether the group's collective succeeded"),
+	F("time_s", "number", false, NULL, false, NULL,
+	  "how long it took, seconds (required for an ok report)"),
+};
+static const struct rv_wire_field f_netcheck_status[] = {
+	F("check", "integer", true, NULL, false, NULL, "check id, 0: none yet"),
+	F("world", "integer", false, NULL, false, NULL, "the rendezvous round it checks"),
+	F("state", "string", true, NULL, false, "none|running|done", "where the check is"),
+	F("round", "integer", false, NULL, false, NULL, "the open round while running"),
+	F("nodes", "array", false, "NetcheckResult", false, NULL, "one entry per member"),
+};
+static const struct rv_wire_field f_netcheck_result[] = {
+	F("node", "string", true, NULL, false, NULL, "member"),
+	F("verdict", "string", true, NULL, false, "pending|ok|faulty|straggler",
+	  "faulty: failed both rounds; straggler: slower than the ratio to the median"),
+	F("silent", "boolean", false, NULL, false, NULL,
+	  "missed a round's report deadline (netcheck.timeout_ms): counted as failed"),
+	F("ok0", "boolean", false, NULL, false, NULL, "round 0 succeeded"),
+	F("ok1", "boolean", false, NULL, false, NULL, "round 1 succeeded"),
+	F("time0_s", "number", false, NULL, false, NULL, "round 0 time, seconds"),
+	F("time1_s", "number", false, NULL, false, NULL, "round 1 time, seconds"),
+};
 #undef F
 
 #define M(name, desc, f)                                                                           \
@@ -2306,6 +2855,16 @@ static const struct rv_wire_message master_messages[] = {
 	M("BrainLink", "the master's link to the planner", f_brain_link),
 	M("PlanState", "the newest plan handed to the master", f_plan_state),
 	M("RoleTarget", "one role's node count and per-node resources", f_role_target),
+	M("StreamEnd", "a producer says how far a partition's data is available", f_stream_end),
+	M("StreamStatus", "committed and end offsets of a streaming dataset", f_stream_status),
+	M("StreamPartition", "one partition's offsets", f_stream_partition),
+	M("NetcheckJoin", "a node is ready for the network check", f_netcheck_join),
+	M("NetcheckJoined", "the check a node takes part in", f_netcheck_joined),
+	M("NetcheckGroup", "a node's group in a check round", f_netcheck_group),
+	M("NetcheckPeer", "one member of a check group", f_netcheck_peer),
+	M("NetcheckReport", "a node's result of a check round", f_netcheck_report),
+	M("NetcheckStatus", "the last network check and its verdicts", f_netcheck_status),
+	M("NetcheckResult", "one member's results and verdict", f_netcheck_result),
 };
 #undef M
 

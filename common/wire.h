@@ -61,11 +61,24 @@ struct rv_replica_spec {
 	int ncommand;
 };
 
+/* A partition of a streaming dataset: offsets from start_offset; end_offset
+ * is what is known available now (-1: unbounded, absent in JSON). */
+#define RV_MAX_PARTITIONS 64
+struct rv_partition {
+	char name[RV_NAME_MAX];
+	int64_t start_offset, end_offset;
+};
+
 struct rv_dataset {
 	char name[RV_NAME_MAX];
-	int64_t size, shard_size;   /* records; shard_size > 0 */
+	int64_t size, shard_size; /* records; shard_size > 0; size 0 when streaming */
 	int epochs;
 	bool shuffle;
+	/* "streaming": true: shards are offset ranges of the partitions
+	 * (1..RV_MAX_PARTITIONS); size, epochs and shuffle do not apply. */
+	bool streaming;
+	struct rv_partition partitions[RV_MAX_PARTITIONS];
+	int npartitions;
 };
 
 struct rv_label {
@@ -81,6 +94,7 @@ struct rv_job_spec {
 	char user[128];                   /* labels.user, or "" */
 	enum rv_strategy strategy;
 	enum rv_optimize_mode optimize_mode;  /* default cluster */
+	bool optimize_mode_given;             /* the spec named it */
 	char brain_service[256];
 	struct rv_replica_spec replicas[RV_ROLE_COUNT];
 	struct rv_dataset datasets[RV_MAX_DATASETS];
@@ -363,11 +377,14 @@ enum rv_shard_status {
 const char *rv_shard_status_name(enum rv_shard_status s);
 int rv_shard_status_parse(const char *s);
 
-/* Its reply: {"status","id","dataset","epoch","start","end"}. */
+/* Its reply: {"status","id","dataset","partition","epoch","start","end"};
+ * of a streaming dataset, partition names the partition and [start, end)
+ * are offsets (epoch 0). */
 struct rv_shard_task {
 	enum rv_shard_status status;
 	int64_t id; /* > 0 for a task, 0 otherwise */
 	char dataset[RV_NAME_MAX];
+	char partition[RV_NAME_MAX]; /* "" unless streaming */
 	int epoch;
 	int64_t start, end;
 };
@@ -423,6 +440,12 @@ int rv_step_report_from_json(const cJSON *root, struct rv_step_report *out, stru
 cJSON *rv_step_report_to_json(const struct rv_step_report *m);
 
 /* GET /v1/job. */
+#define RV_MAX_VERDICT_NAMES 32 /* faulty / straggler names listed in JobStatus */
+/* A network check's state: "none" (none yet), "running", "done". */
+enum rv_netcheck_state { RV_NETCHECK_NONE, RV_NETCHECK_RUNNING, RV_NETCHECK_DONE };
+const char *rv_netcheck_state_name(enum rv_netcheck_state s);
+int rv_netcheck_state_parse(const char *s);
+
 struct rv_dataset_status {
 	char name[RV_NAME_MAX];
 	int64_t samples_total; /* size * epochs */
@@ -478,9 +501,123 @@ struct rv_job_status {
 	struct rv_brain_link brain;
 	struct rv_plan_state plan;
 	struct rv_role_target desired[RV_ROLE_COUNT]; /* what the job should run */
+	/* The last network check: "netcheck" its state, "faulty" and
+	 * "stragglers" the nodes it named (at most RV_MAX_VERDICT_NAMES each). */
+	enum rv_netcheck_state netcheck;
+	char faulty[RV_MAX_VERDICT_NAMES][RV_NAME_MAX];
+	int nfaulty;
+	char stragglers[RV_MAX_VERDICT_NAMES][RV_NAME_MAX];
+	int nstragglers;
 };
 int rv_job_status_from_json(const cJSON *root, struct rv_job_status *out, struct rv_err *err);
 cJSON *rv_job_status_to_json(const struct rv_job_status *m);
+
+/* POST /v1/streams/{dataset}/partitions: {"partition","end_offset"}: a
+ * producer says offsets below end_offset are available. */
+struct rv_stream_end {
+	char partition[RV_NAME_MAX];
+	int64_t end_offset;
+};
+int rv_stream_end_from_json(const cJSON *root, struct rv_stream_end *out, struct rv_err *err);
+cJSON *rv_stream_end_to_json(const struct rv_stream_end *m);
+
+/* GET /v1/streams/{dataset}: {"dataset","partitions":[{"name",
+ * "start_offset","committed_offset","end_offset","doing"}]}; committed: the
+ * lowest offset not done; end_offset -1: unbounded. */
+struct rv_stream_partition_status {
+	char name[RV_NAME_MAX];
+	int64_t start_offset, committed_offset, end_offset, doing;
+};
+struct rv_stream_status {
+	char dataset[RV_NAME_MAX];
+	struct rv_stream_partition_status partitions[RV_MAX_PARTITIONS];
+	int npartitions;
+};
+int rv_stream_status_from_json(const cJSON *root, struct rv_stream_status *out, struct rv_err *err);
+cJSON *rv_stream_status_to_json(const struct rv_stream_status *m);
+
+/* ---- network check (master/README.md "Network check") ---- */
+
+/* POST /v1/netcheck/join: {"node"}: the node is ready to check; the first
+ * join of a world starts a check of its members.  Reply NetcheckJoined
+ * {"check","world","nodes"}: the check id, the rendezvous round it checks
+ * and its member count. */
+struct rv_netcheck_join {
+	char node[RV_NAME_MAX];
+};
+int rv_netcheck_join_from_json(const cJSON *root, struct rv_netcheck_join *out, struct rv_err *err);
+cJSON *rv_netcheck_join_to_json(const struct rv_netcheck_join *m);
+
+struct rv_netcheck_joined {
+	int64_t check, world;
+	int nodes;
+};
+int rv_netcheck_joined_from_json(const cJSON *root, struct rv_netcheck_joined *out,
+				 struct rv_err *err);
+cJSON *rv_netcheck_joined_to_json(const struct rv_netcheck_joined *m);
+
+/* GET /v1/netcheck/group?node=&round=: {"check","round","status","peers"}:
+ * status "ready" with the group's members (the node itself among them),
+ * or "wait" (round 1 opens once round 0 is over: ask again). */
+enum rv_netcheck_group_status { RV_NETCHECK_READY, RV_NETCHECK_WAIT };
+const char *rv_netcheck_group_status_name(enum rv_netcheck_group_status s);
+int rv_netcheck_group_status_parse(const char *s);
+
+struct rv_netcheck_peer {
+	char node[RV_NAME_MAX];
+	char addr[RV_ADDR_MAX];
+};
+struct rv_netcheck_group_reply {
+	int64_t check;
+	int round;
+	enum rv_netcheck_group_status status;
+	struct rv_netcheck_peer peers[3];
+	int npeers; /* 0 unless ready */
+};
+int rv_netcheck_group_reply_from_json(const cJSON *root, struct rv_netcheck_group_reply *out,
+				      struct rv_err *err);
+cJSON *rv_netcheck_group_reply_to_json(const struct rv_netcheck_group_reply *m);
+
+/* POST /v1/netcheck/report: {"node","check","round","ok","time_s"}. */
+struct rv_netcheck_report {
+	char node[RV_NAME_MAX];
+	int64_t check;
+	int round; /* 0 or 1 */
+	bool ok;
+	double time_s; /* the collective's time, >= 0; ignored when !ok */
+};
+int rv_netcheck_report_from_json(const cJSON *root, struct rv_netcheck_report *out,
+				 struct rv_err *err);
+cJSON *rv_netcheck_report_to_json(const struct rv_netcheck_report *m);
+
+/* GET /v1/netcheck: {"check","world","state","round","nodes":[...]}. */
+enum rv_netcheck_verdict {
+	RV_VERDICT_PENDING,
+	RV_VERDICT_OK,
+	RV_VERDICT_FAULTY,
+	RV_VERDICT_STRAGGLER,
+};
+const char *rv_netcheck_verdict_name(enum rv_netcheck_verdict v);
+int rv_netcheck_verdict_parse(const char *s);
+
+struct rv_netcheck_result {
+	char node[RV_NAME_MAX];
+	enum rv_netcheck_verdict verdict;
+	bool silent; /* missed a round's report deadline: counted failed */
+	bool ok0, ok1;
+	double time0_s, time1_s;
+};
+struct rv_netcheck_status {
+	int64_t check, world; /* 0: no check yet */
+	enum rv_netcheck_state state;
+	int round;                        /* the open round while running */
+	struct rv_netcheck_result *nodes; /* malloc'd, nnodes entries */
+	int nnodes;
+};
+int rv_netcheck_status_from_json(const cJSON *root, struct rv_netcheck_status *out,
+				 struct rv_err *err);
+cJSON *rv_netcheck_status_to_json(const struct rv_netcheck_status *m);
+void rv_netcheck_status_release(struct rv_netcheck_status *m);
 
 /* The master's messages (for its OpenAPI document), like rv_wire_messages. */
 const struct rv_wire_message *rv_wire_master_messages(int *n);

@@ -441,7 +441,7 @@ static int api_ckpt_export(struct rv_http_req *req, struct rv_http_resp *resp, v
 	struct rv_buf b;
 	rv_buf_init(&b);
 	pthread_mutex_lock(&m->lock);
-	rc = shard_ckpt_export(m->shards, step, &b, &err);
+	rc = state_ckpt_export(m, step, &b, &err);
 	pthread_mutex_unlock(&m->lock);
 	if (rc == 0 && rv_buf_failed(&b))
 		rc = -ENOMEM;
@@ -498,6 +498,200 @@ static int api_steps(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 	return accept_op(m, resp, MASTER_OP_STEP, &op);
 }
 
+/* ---- network check ---- */
+
+static int api_netcheck_join(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	struct master *m = ctx;
+	RV_CLEANUP_CJSON cJSON *doc = rv_rest_parse_body(req, resp);
+	if (!doc)
+		return 0;
+	struct rv_netcheck_join j;
+	struct rv_err err = { 0 };
+	int rc = rv_netcheck_join_from_json(doc, &j, &err);
+	if (rc < 0)
+		return api_fail(resp, rc, &err);
+	struct master_op op;
+	memset(&op, 0, sizeof(op));
+	op.consumed = MASTER_NETCHECK_START;
+	snprintf(op.node, sizeof(op.node), "%s", j.node);
+	struct master_result res;
+	int64_t seq = 0;
+	pthread_mutex_lock(&m->lock);
+	op.now_ms = state_now(m);
+	rc = state_apply(m, MASTER_OP_NETCHECK, &op, NULL, 0, &res, &seq);
+	struct rv_netcheck_joined out = { .check = m->netcheck.id,
+					  .world = m->netcheck.world,
+					  .nodes = m->netcheck.n };
+	if (seq > 0)
+		pthread_cond_signal(&m->timer_wake); /* a new deadline */
+	pthread_mutex_unlock(&m->lock);
+	if (rc < 0)
+		api_fail(resp, rc, &res.err);
+	else if (rv_rest_reply(resp, 200, rv_netcheck_joined_to_json(&out)) < 0)
+		rv_http_resp_error(resp, -ENOMEM, NULL);
+	return reply_durable(m, resp, rc, seq);
+}
+
+static int api_netcheck_group(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	struct master *m = ctx;
+	struct rv_err err = { 0 };
+	const char *node = rv_http_query(req, "node");
+	int64_t round = 0;
+	if (!node || !node[0] || strlen(node) >= RV_NAME_MAX)
+		return api_fail(resp, rv_err_set(&err, -EINVAL, "node", "node is required"), &err);
+	int rc = query_i64(req, "round", 0, 1, true, &round, &err);
+	if (rc < 0)
+		return api_fail(resp, rc, &err);
+	struct rv_netcheck_group_reply out = { .round = (int)round, .status = RV_NETCHECK_WAIT };
+	struct netcheck_group g;
+	pthread_mutex_lock(&m->lock);
+	const struct netcheck_run *r = &m->netcheck;
+	out.check = r->id;
+	rc = netcheck_run_group(r, node, (int)round, &g);
+	for (int i = 0; rc == 1 && i < g.n; i++) {
+		snprintf(out.peers[i].node, sizeof(out.peers[i].node), "%s", r->m[g.nodes[i]].node);
+		snprintf(out.peers[i].addr, sizeof(out.peers[i].addr), "%s", r->m[g.nodes[i]].addr);
+		out.npeers++;
+		out.status = RV_NETCHECK_READY;
+	}
+	pthread_mutex_unlock(&m->lock);
+	if (rc < 0)
+		return api_fail(resp,
+				rv_err_set(&err, -ENOENT, "node",
+					   "node \"%s\" is not in a network check", node),
+				&err);
+	return rv_rest_reply(resp, 200, rv_netcheck_group_reply_to_json(&out));
+}
+
+static int api_netcheck_report(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	struct master *m = ctx;
+	RV_CLEANUP_CJSON cJSON *doc = rv_rest_parse_body(req, resp);
+	if (!doc)
+		return 0;
+	struct rv_netcheck_report r;
+	struct rv_err err = { 0 };
+	int rc = rv_netcheck_report_from_json(doc, &r, &err);
+	if (rc < 0)
+		return api_fail(resp, rc, &err);
+	struct master_op op;
+	memset(&op, 0, sizeof(op));
+	op.consumed = MASTER_NETCHECK_REPORT;
+	snprintf(op.node, sizeof(op.node), "%s", r.node);
+	op.req = r.check;
+	op.step = r.round;
+	op.id = r.ok;
+	op.speed = r.ok ? r.time_s : 0;
+	return accept_op(m, resp, MASTER_OP_NETCHECK, &op);
+}
+
+static const enum rv_netcheck_state nc_state[] = {
+	[NETCHECK_NONE] = RV_NETCHECK_NONE,
+	[NETCHECK_RUNNING] = RV_NETCHECK_RUNNING,
+	[NETCHECK_DONE] = RV_NETCHECK_DONE,
+};
+
+static int api_netcheck(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	(void)req;
+	struct master *m = ctx;
+	struct rv_netcheck_status st = { 0 };
+	pthread_mutex_lock(&m->lock);
+	const struct netcheck_run *r = &m->netcheck;
+	st.check = r->id;
+	st.world = r->world;
+	st.state = nc_state[r->state];
+	st.round = r->round;
+	st.nodes = r->n ? calloc((size_t)r->n, sizeof(*st.nodes)) : NULL;
+	for (int i = 0; st.nodes && i < r->n; i++) {
+		const struct netcheck_member *mb = &r->m[i];
+		struct rv_netcheck_result *o = &st.nodes[st.nnodes++];
+		snprintf(o->node, sizeof(o->node), "%s", mb->node);
+		o->verdict = r->state != NETCHECK_DONE           ? RV_VERDICT_PENDING
+			     : mb->verdict == NETCHECK_FAULTY    ? RV_VERDICT_FAULTY
+			     : mb->verdict == NETCHECK_STRAGGLER ? RV_VERDICT_STRAGGLER
+								 : RV_VERDICT_OK;
+		o->silent = mb->silent;
+		o->ok0 = mb->res.ok[0];
+		o->ok1 = mb->res.ok[1];
+		o->time0_s = mb->res.ok[0] ? mb->res.time_s[0] : 0;
+		o->time1_s = mb->res.ok[1] ? mb->res.time_s[1] : 0;
+	}
+	bool oom = r->n && !st.nodes;
+	pthread_mutex_unlock(&m->lock);
+	if (oom)
+		return -ENOMEM;
+	cJSON *doc = rv_netcheck_status_to_json(&st);
+	rv_netcheck_status_release(&st);
+	return rv_rest_reply(resp, 200, doc);
+}
+
+/* The streaming dataset a path names: its spec index, or -ENOENT with err. */
+static int stream_of_path(const struct master *m, const struct rv_http_req *req, struct rv_err *err)
+{
+	const char *name = req->params[0];
+	int ds = state_dataset(m, name);
+	if (ds < 0 || !m->spec.datasets[ds].streaming)
+		return rv_err_set(err, -ENOENT, "dataset",
+				  "\"%s\" is not a streaming dataset of the job", name);
+	return ds;
+}
+
+static int api_stream_end(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	struct master *m = ctx;
+	struct rv_err err = { 0 };
+	int ds = stream_of_path(m, req, &err);
+	if (ds < 0)
+		return api_fail(resp, ds, &err);
+	RV_CLEANUP_CJSON cJSON *doc = rv_rest_parse_body(req, resp);
+	if (!doc)
+		return 0;
+	struct rv_stream_end e;
+	int rc = rv_stream_end_from_json(doc, &e, &err);
+	if (rc < 0)
+		return api_fail(resp, rc, &err);
+	struct master_op op;
+	memset(&op, 0, sizeof(op));
+	op.ds = ds;
+	snprintf(op.node, sizeof(op.node), "%s", e.partition);
+	op.id = e.end_offset;
+	return accept_op(m, resp, MASTER_OP_OFFSET_COMMIT, &op);
+}
+
+static int api_stream(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	struct master *m = ctx;
+	struct rv_err err = { 0 };
+	int ds = stream_of_path(m, req, &err);
+	if (ds < 0)
+		return api_fail(resp, ds, &err);
+	RV_CLEANUP_FREE struct rv_stream_status *st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	snprintf(st->dataset, sizeof(st->dataset), "%s", m->spec.datasets[ds].name);
+	pthread_mutex_lock(&m->lock);
+	int ix = m->ds_index[ds];
+	for (int p = 0; p < stream_nparts(m->streams, ix) && p < RV_MAX_PARTITIONS; p++) {
+		struct stream_part_stats ps;
+		stream_part_stats(m->streams, ix, p, &ps);
+		struct rv_stream_partition_status *o = &st->partitions[st->npartitions++];
+		snprintf(o->name, sizeof(o->name), "%s", ps.name);
+		o->start_offset = ps.start;
+		o->committed_offset = ps.committed;
+		o->end_offset = ps.end;
+		o->doing = ps.doing;
+	}
+	pthread_mutex_unlock(&m->lock);
+	if (rv_rest_reply(resp, 200, rv_stream_status_to_json(st)) < 0)
+		rv_http_resp_error(resp, -ENOMEM, NULL);
+	/* A producer may drop what is below a committed offset: say only what a
+	 * restarted master would say too. */
+	return state_reply_durable(m, resp, 0, true);
+}
+
 static void job_status(struct master *m, struct rv_job_status *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -517,9 +711,19 @@ static void job_status(struct master *m, struct rv_job_status *out)
 	out->speed = m->speed;
 	bool all = true;
 	for (int i = 0; i < m->spec.ndatasets; i++) {
-		struct shard_stats ss;
-		shard_stats(m->shards, i, &ss);
+		struct shard_stats ss = { 0 };
 		struct rv_dataset_status *d = &out->datasets[i];
+		if (m->spec.datasets[i].streaming) {
+			/* offsets seen so far; a stream is never finished */
+			for (int p = 0; p < stream_nparts(m->streams, m->ds_index[i]); p++) {
+				struct stream_part_stats ps;
+				stream_part_stats(m->streams, m->ds_index[i], p, &ps);
+				ss.samples_total += (ps.end >= 0 ? ps.end : ps.handed) - ps.start;
+				ss.samples_done += ps.done;
+			}
+		} else {
+			shard_stats(m->shards, m->ds_index[i], &ss);
+		}
 		snprintf(d->name, sizeof(d->name), "%s", m->spec.datasets[i].name);
 		d->samples_total = ss.samples_total;
 		d->samples_done = ss.samples_done;
@@ -530,6 +734,16 @@ static void job_status(struct master *m, struct rv_job_status *out)
 	out->ndatasets = m->spec.ndatasets;
 	out->finished = all;
 	plans_status(m, out);
+	const struct netcheck_run *r = &m->netcheck;
+	out->netcheck = nc_state[r->state];
+	for (int i = 0; r->state == NETCHECK_DONE && i < r->n; i++) {
+		if (r->m[i].verdict == NETCHECK_FAULTY && out->nfaulty < RV_MAX_VERDICT_NAMES)
+			snprintf(out->faulty[out->nfaulty++], RV_NAME_MAX, "%s", r->m[i].node);
+		if (r->m[i].verdict == NETCHECK_STRAGGLER &&
+		    out->nstragglers < RV_MAX_VERDICT_NAMES)
+			snprintf(out->stragglers[out->nstragglers++], RV_NAME_MAX, "%s",
+				 r->m[i].node);
+	}
 }
 
 static int api_job(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
@@ -615,6 +829,21 @@ static int api_metrics(struct rv_http_req *req, struct rv_http_resp *resp, void 
 		rv_buf_printf(&out, "rover_master_samples_done{dataset=\"%s\"} %lld\n",
 			      st.datasets[i].name, (long long)st.datasets[i].samples_done);
 	plans_metrics(m, &out);
+	rv_buf_puts(&out, "# HELP rover_master_stream_committed_offset Lowest offset not yet done\n"
+			  "# TYPE rover_master_stream_committed_offset gauge\n");
+	pthread_mutex_lock(&m->lock);
+	for (int i = 0; i < m->spec.ndatasets; i++) {
+		int ix = m->spec.datasets[i].streaming ? m->ds_index[i] : -1;
+		for (int p = 0; p < stream_nparts(m->streams, ix); p++) {
+			struct stream_part_stats ps;
+			stream_part_stats(m->streams, ix, p, &ps);
+			rv_buf_printf(&out,
+				      "rover_master_stream_committed_offset{dataset=\"%s\","
+				      "partition=\"%s\"} %lld\n",
+				      m->spec.datasets[i].name, ps.name, (long long)ps.committed);
+		}
+	}
+	pthread_mutex_unlock(&m->lock);
 	return rv_rest_reply_metrics(resp, &out);
 }
 
@@ -640,6 +869,17 @@ static const struct rv_http_route routes[] = {
 	{ "POST", "/v1/shards/ckpt/import", api_ckpt_import, RV_HTTP_WRITE,
 	  "Resume the data at a checkpoint (any world size)" },
 	{ "POST", "/v1/steps", api_steps, RV_HTTP_WRITE, "Training step and speed" },
+	{ "POST", "/v1/streams/{dataset}/partitions", api_stream_end, RV_HTTP_WRITE,
+	  "A producer says how far a partition's data is available" },
+	{ "GET", "/v1/streams/{dataset}", api_stream, 0,
+	  "Committed and end offsets of a streaming dataset's partitions" },
+	{ "POST", "/v1/netcheck/join", api_netcheck_join, RV_HTTP_WRITE,
+	  "A node is ready for the network check: the first of a world starts one" },
+	{ "GET", "/v1/netcheck/group", api_netcheck_group, 0,
+	  "A node's group (peers' addresses) in check round 0 or 1" },
+	{ "POST", "/v1/netcheck/report", api_netcheck_report, RV_HTTP_WRITE,
+	  "A node's result of a check round" },
+	{ "GET", "/v1/netcheck", api_netcheck, 0, "The last network check: results and verdicts" },
 	{ "GET", "/v1/job", api_job, 0,
 	  "Rendezvous state, world, shard progress, the brain link, the newest plan and the "
 	  "desired state" },
@@ -675,6 +915,21 @@ static const struct rv_openapi_route docs[] = {
 	  .errors = "404:no report of that step is kept" },
 	{ .body = "DataCheckpoint", .ok = "Accepted" },
 	{ .body = "StepReport", .ok = "Accepted" },
+	{ .body = "StreamEnd",
+	  .ok = "Accepted",
+	  .errors = "404:not a streaming dataset of the job, or no such partition" },
+	{ .ok = "StreamStatus", .errors = "404:not a streaming dataset of the job" },
+	{ .body = "NetcheckJoin",
+	  .ok = "NetcheckJoined",
+	  .errors = "409:no world of two or more nodes yet, or the node is not in it" },
+	{ .ok = "NetcheckGroup",
+	  .query = "node:string:the node asking (required);round:integer:0 or 1 (required)",
+	  .errors = "404:the node is not in the check" },
+	{ .body = "NetcheckReport",
+	  .ok = "Accepted",
+	  .errors = "404:the node is not in the check;"
+		    "409:not the current check, round 1 not open yet, or another result" },
+	{ .ok = "NetcheckStatus" },
 	{ .ok = "JobStatus" },
 	{ .ok = "Health" },
 	{ 0 },

@@ -20,8 +20,10 @@
 
 #include "http.h"
 #include "journal.h"
+#include "netcheck.h"
 #include "rdzv.h"
 #include "shard.h"
+#include "stream.h"
 #include "wire.h"
 
 /* The config table's storage (main.c master_opts[]). */
@@ -35,6 +37,8 @@ struct master_cfg {
 	long long node_unit, last_call_ms, max_wait_s, heartbeat_timeout_ms, world_wait_max_ms;
 	long long doing_timeout_ms, max_todo_ranges, max_in_flight, shard_seed;
 	long long commit_delay_us, snapshot_every, sync_timeout_ms;
+	long long netcheck_timeout_ms;
+	double netcheck_straggler_ratio;
 	int nosync;
 	long long tick_ms;
 	char log_level[16];
@@ -74,10 +78,17 @@ enum master_op_type {
 	/* Brain link: the job's uid at the brain; a plan made the desired state. */
 	MASTER_OP_BRAIN_UID,
 	MASTER_OP_PLAN,
-	/* Streaming datasets: offsets committed; network check results. */
+	/* Streaming datasets: a producer told a partition's end (ds: the spec's
+	 * dataset, node: the partition, id: the end offset; the offsets
+	 * themselves are committed by DONE); network check results. */
 	MASTER_OP_OFFSET_COMMIT,
-	MASTER_OP_NETCHECK,
+	MASTER_OP_NETCHECK, /* consumed: MASTER_NETCHECK_START or _REPORT */
 };
+
+/* MASTER_OP_NETCHECK: START (node: the joining node; the members are the
+ * current world) or REPORT (node, req: check id, step: round, id: ok,
+ * speed: time_s). */
+enum { MASTER_NETCHECK_START = 1, MASTER_NETCHECK_REPORT = 2 };
 
 /*
  * What the job should run, per role: from the spec at start, then from each
@@ -129,7 +140,10 @@ struct master {
 	pthread_cond_t changed;    /* broadcast after each change: world long-polls */
 	pthread_cond_t timer_wake; /* the timer thread's sleep */
 	struct rdzv *rdzv;
-	struct shard_mgr *shards;
+	struct shard_mgr *shards;      /* batch datasets; NULL when every one streams */
+	struct stream_mgr *streams;    /* streaming datasets (maybe none) */
+	int ds_index[RV_MAX_DATASETS]; /* spec dataset -> its index in shards or streams */
+	struct netcheck_run netcheck;  /* the last network check */
 	struct master_worker *workers; /* open addressing by id, cap a power of two */
 	int nworkers, capworkers;
 	int64_t step, step_ts_ms;
@@ -184,6 +198,10 @@ int state_sync(struct master *m, int64_t seq);
  * sync replaces the reply with a 500.  Returns 0 (resp is the reply or was
  * deferred). */
 int state_reply_durable(struct master *m, struct rv_http_resp *resp, int64_t seq, bool must_sync);
+/* Append the data checkpoint of step to *out (under the lock): the shard
+ * module's document, with the streaming datasets' committed offsets under
+ * "streams".  0; -ENOENT no report of step; -ERANGE; -ENOMEM. */
+int state_ckpt_export(const struct master *m, int64_t step, struct rv_buf *out, struct rv_err *err);
 /* Dataset index by name ("" = 0); -ENOENT. */
 int state_dataset(const struct master *m, const char *name);
 

@@ -89,6 +89,15 @@ static void cond_init_mono(pthread_cond_t *cv)
 
 void plans_init(struct master *m)
 {
+	/* A spec that names no mode and no brain anywhere runs on its own:
+	 * cluster is the default only where a brain is known. */
+	if (!m->spec.optimize_mode_given && !brain_url(m)[0]) {
+		m->spec.optimize_mode = RV_OPT_SINGLE_JOB;
+		m->spec.optimize_mode_given = true;
+		rv_log_info("no optimizeMode in the spec and no brain url: single-job, the policy "
+			    "runs in the master",
+			    "mode=%s", "single-job");
+	}
 	memset(&m->desired, 0, sizeof(m->desired));
 	for (int r = 0; r < RV_ROLE_COUNT; r++) {
 		const struct rv_replica_spec *rs = &m->spec.replicas[r];
@@ -337,7 +346,9 @@ void plans_after_op(struct master *m, int type, const struct master_op *op)
 		node_failed(p, op->node, "the node failed or left (reported)", op->now_ms);
 		return;
 	case MASTER_OP_DONE:
-		if (!p->job_ended) {
+		/* A job whose datasets all stream has no shard manager and
+		 * never finishes by its data. */
+		if (!p->job_ended && m->shards) {
 			struct shard_stats st;
 			shard_stats(m->shards, -1, &st);
 			if (st.finished)

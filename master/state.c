@@ -107,7 +107,9 @@ static int node_dead(struct master *m, const char *node)
 		struct master_worker *w = &m->workers[i];
 		if (w->id < 0 || strcmp(w->node, node) != 0)
 			continue;
-		n += shard_worker_dead(m->shards, w->id);
+		if (m->shards)
+			n += shard_worker_dead(m->shards, w->id);
+		n += stream_worker_dead(m->streams, w->id);
 		w->last_req = 0;
 	}
 	atomic_fetch_add(&m->tasks_requeued, (uint64_t)n);
@@ -132,6 +134,21 @@ int64_t state_now(struct master *m)
 
 /* ---- applying operations ---- */
 
+static void stream_task_reply(struct master *m, int spec_ds, int rc, const struct stream_task *t,
+			      struct rv_shard_task *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->status = rc == 1 ? RV_SHARD_TASK : RV_SHARD_WAIT; /* a stream never finishes */
+	if (rc != 1)
+		return;
+	out->id = t->id;
+	snprintf(out->dataset, sizeof(out->dataset), "%s", m->spec.datasets[spec_ds].name);
+	snprintf(out->partition, sizeof(out->partition), "%s",
+		 stream_part_name(m->streams, t->ds, t->part));
+	out->start = t->start;
+	out->end = t->end;
+}
+
 static void task_reply(struct master *m, int rc, const struct shard_task *t,
 		       struct rv_shard_task *out)
 {
@@ -139,7 +156,10 @@ static void task_reply(struct master *m, int rc, const struct shard_task *t,
 	if (rc == 1) {
 		out->status = RV_SHARD_TASK;
 		out->id = t->id;
-		snprintf(out->dataset, sizeof(out->dataset), "%s", m->spec.datasets[t->ds].name);
+		for (int i = 0; i < m->spec.ndatasets; i++)
+			if (!m->spec.datasets[i].streaming && m->ds_index[i] == t->ds)
+				snprintf(out->dataset, sizeof(out->dataset), "%s",
+					 m->spec.datasets[i].name);
 		out->epoch = t->epoch;
 		out->start = t->start;
 		out->end = t->end;
@@ -165,7 +185,10 @@ static int apply_tick(struct master *m, int64_t now)
 			plans_node_lost(m, dead[i]);
 		}
 	} while (ndead == TICK_MAX_DEAD);
-	int n = shard_expire(m->shards, now);
+	if (netcheck_run_tick(&m->netcheck, now) > 0 && m->netcheck.state == NETCHECK_DONE)
+		rv_log_info("network check done", "check=%" PRId64, m->netcheck.id);
+	int n = m->shards ? shard_expire(m->shards, now) : 0;
+	n += stream_expire(m->streams, now);
 	if (n > 0) {
 		atomic_fetch_add(&m->tasks_requeued, (uint64_t)n);
 		rv_log_info("stalled shards requeued", "tasks=%d", n);
@@ -177,6 +200,132 @@ static int apply_tick(struct master *m, int64_t now)
 static bool doc_record(int type)
 {
 	return type == MASTER_OP_CKPT_IMPORT || type == MASTER_OP_PLAN;
+}
+
+/*
+ * A data checkpoint: the shard module's document, with the streams'
+ * committed offsets under "streams" when the job has streaming datasets
+ * (state_ckpt_export).  Both parts are checked before either changes.
+ */
+static int ckpt_import(struct master *m, const char *doc, size_t len, struct rv_err *err)
+{
+	RV_CLEANUP_CJSON cJSON *root = rv_json_parse(doc, len, err);
+	if (!root)
+		return -EINVAL;
+	RV_CLEANUP_CJSON cJSON *streams = cJSON_DetachItemFromObjectCaseSensitive(root, "streams");
+	RV_CLEANUP_FREE char *rest = m->shards ? rv_json_print(root) : NULL;
+	RV_CLEANUP_FREE char *st = streams ? rv_json_print(streams) : NULL;
+	if ((m->shards && !rest) || (streams && !st))
+		return rv_err_set(err, -ENOMEM, "", "out of memory");
+	if (st) {
+		/* a dry run on a copy first, so that a bad shard part changes nothing */
+		struct rv_buf snap;
+		rv_buf_init(&snap);
+		int rc = stream_snapshot_save(m->streams, &snap);
+		if (rc == 0)
+			rc = stream_offsets_load(m->streams, st, strlen(st), err);
+		if (rc == 0 && m->shards &&
+		    (rc = shard_ckpt_import(m->shards, rest, strlen(rest), err)) < 0)
+			stream_snapshot_load(m->streams, snap.data, snap.len, NULL);
+		rv_buf_release(&snap);
+		return rc;
+	}
+	return m->shards ? shard_ckpt_import(m->shards, rest, strlen(rest), err) : 0;
+}
+
+int state_ckpt_export(const struct master *m, int64_t step, struct rv_buf *out, struct rv_err *err)
+{
+	size_t at = out->len;
+	int rc = m->shards ? shard_ckpt_export(m->shards, step, out, err) : 0;
+	if (rc < 0)
+		return rc;
+	if (stream_nparts(m->streams, 0) == 0)
+		return rv_buf_failed(out) ? -ENOMEM : 0;
+	if (m->shards) {
+		/* splice "streams" in before the document's closing brace */
+		size_t end = out->len;
+		while (end > at && out->data[end - 1] != '}')
+			end--;
+		rv_buf_truncate(out, end > at ? end - 1 : at);
+		rv_buf_puts(out, ",\"streams\":");
+	} else {
+		rv_buf_printf(out, "{\"step\":%" PRId64 ",\"streams\":", step);
+	}
+	rc = stream_offsets_save(m->streams, out);
+	rv_buf_puts(out, "}");
+	return rc < 0 || rv_buf_failed(out) ? -ENOMEM : 0;
+}
+
+/*
+ * A network check operation.  START: the first join of a world starts a
+ * check of its members; a join of a world already checked (or being
+ * checked) changes nothing.  REPORT: one member's result.
+ */
+static bool apply_netcheck(struct master *m, const struct master_op *op, struct master_result *res)
+{
+	struct netcheck_run *r = &m->netcheck;
+	if (op->consumed == MASTER_NETCHECK_REPORT) {
+		if (r->state == NETCHECK_NONE || op->req != r->id) {
+			res->rc = rv_err_set(&res->err, -EEXIST, "check",
+					     "check %" PRId64 " is not the current one (%" PRId64
+					     ")",
+					     op->req, r->id);
+			return false;
+		}
+		int rc = netcheck_run_report(r, op->node, (int)op->step, op->id != 0, op->speed,
+					     op->now_ms);
+		if (rc < 0)
+			res->rc = rv_err_set(&res->err, rc == -EAGAIN ? -EEXIST : rc,
+					     rc == -ENOENT ? "node" : "round",
+					     rc == -ENOENT   ? "node \"%s\" is not in the check"
+					     : rc == -EAGAIN ? "round 1 is not open yet"
+					     : rc == -EEXIST ? "another result was reported"
+							     : "bad report",
+					     op->node);
+		if (rc > 0 && r->state == NETCHECK_DONE)
+			rv_log_info("network check done", "check=%" PRId64, r->id);
+		return rc > 0;
+	}
+	RV_CLEANUP_FREE struct rdzv_world *w = malloc(sizeof(*w));
+	if (!w) {
+		res->rc = rv_err_set(&res->err, -ENOMEM, "", "out of memory");
+		return false;
+	}
+	if (rdzv_current(m->rdzv, w) != RDZV_COMPLETE || w->nnodes < 2) {
+		res->rc = rv_err_set(&res->err, -EEXIST, "",
+				     "no world of two or more nodes to check yet");
+		return false;
+	}
+	int i = 0;
+	while (i < w->nnodes && strcmp(w->members[i].node.name, op->node) != 0)
+		i++;
+	if (i == w->nnodes) {
+		res->rc = rv_err_set(&res->err, -EEXIST, "node", "node \"%s\" is not in the world",
+				     op->node);
+		return false;
+	}
+	if (r->state != NETCHECK_NONE && r->world == w->round)
+		return false;
+	RV_CLEANUP_FREE char(*names)[64] = malloc((size_t)w->nnodes * sizeof(*names));
+	RV_CLEANUP_FREE char(*addrs)[64] = malloc((size_t)w->nnodes * sizeof(*addrs));
+	if (!names || !addrs) {
+		res->rc = rv_err_set(&res->err, -ENOMEM, "", "out of memory");
+		return false;
+	}
+	for (int k = 0; k < w->nnodes; k++) {
+		snprintf(names[k], sizeof(names[k]), "%s", w->members[k].node.name);
+		snprintf(addrs[k], sizeof(addrs[k]), "%s", w->members[k].node.addr);
+	}
+	int rc = netcheck_run_start(r, w->round, (const char(*)[64])names, (const char(*)[64])addrs,
+				    w->nnodes, op->now_ms, m->cfg.netcheck_timeout_ms,
+				    m->cfg.netcheck_straggler_ratio);
+	if (rc < 0) {
+		res->rc = rv_err_set(&res->err, rc, "", "could not start a network check");
+		return false;
+	}
+	rv_log_info("network check started", "check=%" PRId64 " world=%" PRId64 " nodes=%d", r->id,
+		    r->world, r->n);
+	return true;
 }
 
 /*
@@ -224,7 +373,13 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 			return false;
 		}
 		struct shard_task t;
-		int rc = shard_next(m->shards, op->ds, op->worker, op->now_ms, &t);
+		struct stream_task st;
+		bool streaming = op->ds >= 0 && op->ds < m->spec.ndatasets &&
+				 m->spec.datasets[op->ds].streaming;
+		int ix = op->ds >= 0 && op->ds < m->spec.ndatasets ? m->ds_index[op->ds] : -1;
+		int rc = streaming   ? stream_next(m->streams, ix, op->worker, op->now_ms, &st)
+			 : m->shards ? shard_next(m->shards, ix, op->worker, op->now_ms, &t)
+				     : -EINVAL;
 		if (rc < 0) {
 			res->rc = rc;
 			rv_err_set(&res->err, rc, rc == -EINVAL ? "dataset" : "",
@@ -232,7 +387,10 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 						 : "could not hand out a shard");
 			return false;
 		}
-		task_reply(m, rc, &t, &res->task);
+		if (streaming)
+			stream_task_reply(m, op->ds, rc, &st, &res->task);
+		else
+			task_reply(m, rc, &t, &res->task);
 		if (rc == 0)
 			return false;
 		w = worker_get(m, op->worker);
@@ -245,7 +403,9 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 		return true;
 	}
 	case MASTER_OP_DONE: {
-		int rc = shard_done(m->shards, op->id, op->worker, op->now_ms);
+		int rc = op->id >= STREAM_ID_BASE ? stream_done(m->streams, op->id, op->worker)
+			 : m->shards ? shard_done(m->shards, op->id, op->worker, op->now_ms)
+				     : 0;
 		if (rc < 0) {
 			res->rc = rc;
 			rv_err_set(&res->err, rc, "id", "task %" PRId64 " is another worker's",
@@ -258,18 +418,40 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 		return rc == 1;
 	}
 	case MASTER_OP_CKPT_REPORT:
+		if (!m->shards) /* streams resume from their committed offsets */
+			return false;
 		res->rc = shard_ckpt_report(m->shards, op->step, op->worker, op->id, op->consumed,
 					    &res->err);
 		return res->rc == 0;
 	case MASTER_OP_CKPT_IMPORT:
-		res->rc = shard_ckpt_import(m->shards, doc, doc_len, &res->err);
+		res->rc = ckpt_import(m, doc, doc_len, &res->err);
 		if (res->rc < 0)
 			return false;
 		for (int i = 0; i < m->capworkers; i++)
 			m->workers[i].last_req = 0;
 		return true;
-	case MASTER_OP_GRACE:
-		return rdzv_grace(m->rdzv, op->now_ms) > 0;
+	case MASTER_OP_GRACE: {
+		int moved = netcheck_run_grace(&m->netcheck, op->now_ms);
+		return (rdzv_grace(m->rdzv, op->now_ms) > 0) | moved;
+	}
+	case MASTER_OP_OFFSET_COMMIT: {
+		int ix = op->ds >= 0 && op->ds < m->spec.ndatasets &&
+					 m->spec.datasets[op->ds].streaming
+				 ? m->ds_index[op->ds]
+				 : -1;
+		int rc = stream_extend(m->streams, ix, op->node, op->id);
+		if (rc < 0) {
+			res->rc = rv_err_set(&res->err, rc, rc == -ENOENT ? "partition" : "dataset",
+					     rc == -ENOENT
+						     ? "partition \"%s\" is not in the dataset"
+						     : "not a streaming dataset of the job",
+					     op->node);
+			return false;
+		}
+		return rc == 1;
+	}
+	case MASTER_OP_NETCHECK:
+		return apply_netcheck(m, op, res);
 	case MASTER_OP_STEP:
 		m->step = op->step;
 		m->speed = op->speed;
@@ -331,7 +513,7 @@ static int snapshot_build(struct master *m, struct rv_buf *out)
 		rv_buf_printf(out, "%zu\n", part.len);
 		rv_buf_append(out, part.data ? part.data : "", part.len);
 		rv_buf_truncate(&part, 0);
-		rc = shard_snapshot_save(m->shards, &part);
+		rc = m->shards ? shard_snapshot_save(m->shards, &part) : 0;
 	}
 	if (rc == 0) {
 		rv_buf_printf(out, "%zu\n", part.len);
@@ -347,16 +529,28 @@ static int snapshot_build(struct master *m, struct rv_buf *out)
 			if (w->id < 0)
 				continue;
 			const struct rv_shard_task *t = &w->last_task;
+			/* a tenth entry: the partition of a streaming task */
 			rv_buf_printf(&part,
 				      "%s[%" PRId64 ",\"%s\",%" PRId64 ",%d,%" PRId64
-				      ",\"%s\",%d,%" PRId64 ",%" PRId64 "]",
+				      ",\"%s\",%d,%" PRId64 ",%" PRId64 ",\"%s\"]",
 				      first ? "" : ",", w->id, w->node, w->last_req, (int)t->status,
-				      t->id, t->dataset, t->epoch, t->start, t->end);
+				      t->id, t->dataset, t->epoch, t->start, t->end, t->partition);
 			first = false;
 		}
 		rv_buf_puts(&part, "]");
 		rc = plans_snapshot_save(m, &part);
 		rv_buf_puts(&part, "}");
+		rv_buf_printf(out, "%zu\n", part.len);
+		rv_buf_append(out, part.data, part.len);
+		/* streams: a fourth section (a snapshot without it has none) */
+		rv_buf_truncate(&part, 0);
+		rc = stream_snapshot_save(m->streams, &part);
+		rv_buf_printf(out, "%zu\n", part.len);
+		rv_buf_append(out, part.data, part.len);
+		/* the network check: a fifth */
+		rv_buf_truncate(&part, 0);
+		if (rc == 0)
+			rc = netcheck_run_save(&m->netcheck, &part);
 		rv_buf_printf(out, "%zu\n", part.len);
 		rv_buf_append(out, part.data, part.len);
 	}
@@ -399,7 +593,8 @@ static int load_extra(struct master *m, const char *s, size_t len, struct rv_err
 	const cJSON *it;
 	cJSON_ArrayForEach(it, cJSON_GetObjectItem(doc, "workers"))
 	{
-		if (cJSON_GetArraySize(it) != 9)
+		int nf = cJSON_GetArraySize(it);
+		if (nf != 9 && nf != 10)
 			return rv_err_set(err, -EUCLEAN, "workers",
 					  "bad worker entry in the snapshot");
 		struct master_worker *w =
@@ -417,6 +612,10 @@ static int load_extra(struct master *m, const char *s, size_t len, struct rv_err
 		w->last_task.epoch = (int)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 6));
 		w->last_task.start = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 7));
 		w->last_task.end = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 8));
+		const char *part = nf == 10 ? cJSON_GetStringValue(cJSON_GetArrayItem(it, 9))
+					    : NULL;
+		snprintf(w->last_task.partition, sizeof(w->last_task.partition), "%s",
+			 part ? part : "");
 	}
 	return plans_snapshot_load(m, doc, err);
 }
@@ -436,10 +635,18 @@ static int on_snapshot(void *ctx, int type, const void *data, size_t len, struct
 	if (!x)
 		return rv_err_set(err, -EUCLEAN, "", "the snapshot is cut short");
 	int rc = rdzv_snapshot_load(m->rdzv, r, rl, err);
-	if (rc == 0)
+	if (rc == 0 && m->shards)
 		rc = shard_snapshot_load(m->shards, s, sl, err);
 	if (rc == 0)
 		rc = load_extra(m, x, xl, err);
+	size_t tl;
+	const char *t = p < end ? snap_section(&p, end, &tl) : NULL;
+	if (rc == 0 && t)
+		rc = stream_snapshot_load(m->streams, t, tl, err);
+	size_t nl;
+	const char *nc = t && p < end ? snap_section(&p, end, &nl) : NULL;
+	if (rc == 0 && nc)
+		rc = netcheck_run_load(&m->netcheck, nc, nl, err);
 	return rc < 0 ? rc : 0;
 }
 
@@ -600,8 +807,11 @@ int state_reply_durable(struct master *m, struct rv_http_resp *resp, int64_t seq
 
 static int64_t next_deadline(struct master *m)
 {
-	int64_t a = rdzv_next_deadline(m->rdzv), b = shard_next_deadline(m->shards);
-	return a < b ? a : b;
+	int64_t a = rdzv_next_deadline(m->rdzv),
+		b = m->shards ? shard_next_deadline(m->shards) : INT64_MAX,
+		c = stream_next_deadline(m->streams), d = netcheck_run_deadline(&m->netcheck);
+	int64_t ab = a < b ? a : b, cd = c < d ? c : d;
+	return ab < cd ? ab : cd;
 }
 
 static void *timer_main(void *arg)
@@ -659,20 +869,47 @@ static int build_modules(struct master *m, struct rv_err *err)
 	if (!m->rdzv)
 		return err->code ? err->code : -ENOMEM;
 	struct shard_dataset ds[RV_MAX_DATASETS];
-	int n = m->spec.ndatasets;
-	for (int i = 0; i < n; i++) {
+	struct stream_dataset sd[RV_MAX_DATASETS];
+	struct stream_partition sp[RV_MAX_DATASETS][RV_MAX_PARTITIONS];
+	int n = 0, ns = 0;
+	for (int i = 0; i < m->spec.ndatasets; i++) {
 		const struct rv_dataset *d = &m->spec.datasets[i];
-		memset(&ds[i], 0, sizeof(ds[i]));
-		snprintf(ds[i].name, sizeof(ds[i].name), "%s", d->name);
-		ds[i].size = d->size;
-		ds[i].shard_size = d->shard_size < d->size ? d->shard_size : d->size;
-		ds[i].epochs = d->epochs > 0 ? d->epochs : 1;
-		ds[i].shuffle = d->shuffle;
-		ds[i].seed = (uint64_t)m->cfg.shard_seed;
+		if (d->streaming) {
+			memset(&sd[ns], 0, sizeof(sd[ns]));
+			snprintf(sd[ns].name, sizeof(sd[ns].name), "%s", d->name);
+			sd[ns].shard_size = d->shard_size;
+			sd[ns].nparts = d->npartitions;
+			sd[ns].parts = sp[ns];
+			for (int p = 0; p < d->npartitions; p++) {
+				snprintf(sp[ns][p].name, sizeof(sp[ns][p].name), "%s",
+					 d->partitions[p].name);
+				sp[ns][p].start = d->partitions[p].start_offset;
+				sp[ns][p].end = d->partitions[p].end_offset;
+			}
+			m->ds_index[i] = ns++;
+			continue;
+		}
+		memset(&ds[n], 0, sizeof(ds[n]));
+		snprintf(ds[n].name, sizeof(ds[n].name), "%s", d->name);
+		ds[n].size = d->size;
+		ds[n].shard_size = d->shard_size < d->size ? d->shard_size : d->size;
+		ds[n].epochs = d->epochs > 0 ? d->epochs : 1;
+		ds[n].shuffle = d->shuffle;
+		ds[n].seed = (uint64_t)m->cfg.shard_seed;
+		m->ds_index[i] = n++;
 	}
-	if (n == 0)
+	if (n + ns == 0)
 		return rv_err_set(err, -EINVAL, "spec.datasets",
 				  "the job spec names no dataset to shard");
+	struct stream_conf stc = {
+		.doing_timeout_ms = m->cfg.doing_timeout_ms,
+		.max_tasks_in_flight = (int)m->cfg.max_in_flight,
+	};
+	m->streams = stream_new(sd, ns, &stc, err);
+	if (!m->streams)
+		return err->code ? err->code : -ENOMEM;
+	if (n == 0)
+		return 0;
 	struct shard_conf sc = {
 		.doing_timeout_ms = m->cfg.doing_timeout_ms,
 		.max_todo_ranges = (int)m->cfg.max_todo_ranges,
@@ -767,6 +1004,9 @@ void state_close(struct master *m)
 	m->rdzv = NULL;
 	shard_free(m->shards);
 	m->shards = NULL;
+	stream_free(m->streams);
+	m->streams = NULL;
+	netcheck_run_release(&m->netcheck);
 	free(m->workers);
 	m->workers = NULL;
 	m->capworkers = m->nworkers = 0;

@@ -70,8 +70,8 @@ mout="$dir/master-stdout"
 start_master() {
   valgrind --quiet --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
     --show-leak-kinds=definite --log-file="$mlog.$1" \
-    "$B/bin/rover-master" --job examples/job.json --listen 127.0.0.1:0 \
-    --state-dir "$dir/master" --nnodes 1:2 --rdzv-last-call-ms 0 --log-level warn \
+    "$B/bin/rover-master" --job "$dir/master-job.json" --listen 127.0.0.1:0 \
+    --state-dir "$dir/master" --nnodes 1:2 --rdzv-last-call-ms 300 --log-level warn \
     --brain "$url" --brain-backoff-max-ms 200 --brain-stop-ms 500 \
     >"$mout.$1" 2>"$dir/master-stderr.$1" &
   mpid=$!
@@ -91,6 +91,10 @@ stop_master() {
     echo "valgrind: rover-master exit $rc"; cat "$mlog.$1.errors"; exit 1
   fi
 }
+# the example job plus a streaming dataset
+jq '.spec.datasets += [{"name":"clicks","streaming":true,"shardSize":5,
+  "partitions":[{"name":"p0","end_offset":12},{"name":"p1"}]}]' examples/job.json \
+  >"$dir/master-job.json"
 start_master 1
 p() { c -X POST "$murl$1" --data "$2"; }
 p /v1/rdzv/join '{"node":"n1","addr":"127.0.0.1","local_world_size":2}'
@@ -106,11 +110,28 @@ p /v1/steps '{"node":"n1","step":5,"speed":12.5,"ts":1000}'
 p /v1/shards/ckpt/import "$ck"
 p /v1/shards/next '{"bogus":1}'
 p /v1/shards/next '{'
+# a streaming dataset: a task, its done, a producer's end, the offsets
+stask=$(curl -s --max-time 30 -X POST "$murl/v1/shards/next" \
+  --data '{"node":"n1","worker":0,"dataset":"clicks","req":3}' | jq -r .id)
+p /v1/shards/done "{\"node\":\"n1\",\"worker\":0,\"id\":$stask}"
+p /v1/streams/clicks/partitions '{"partition":"p0","end_offset":40}'
+p /v1/streams/clicks/partitions '{"partition":"p9","end_offset":40}'
+c "$murl/v1/streams/clicks"; c "$murl/v1/streams/train"
+# the network check over a world of two
+p /v1/rdzv/join '{"node":"n2","addr":"127.0.0.2"}'
+p /v1/rdzv/join '{"node":"n1","addr":"127.0.0.1","local_world_size":2}'
+c "$murl/v1/rdzv/world?node=n1&round=2&wait_ms=2000"
+p /v1/netcheck/join '{"node":"n1"}'
+c "$murl/v1/netcheck/group?node=n1&round=0"
+for n in n1 n2; do p /v1/netcheck/report "{\"node\":\"$n\",\"check\":1,\"round\":0,\"ok\":true,\"time_s\":0.5}"; done
+c "$murl/v1/netcheck/group?node=n2&round=1"
+p /v1/netcheck/report '{"node":"n1","check":1,"round":1,"ok":false}'
+c "$murl/v1/netcheck"
 c "$murl/v1/shards/ckpt?step=99"; c "$murl/v1/job"; c "$murl/healthz"
 c "$murl/metrics"; c "$murl/v1/openapi.json"
 stop_master 1
 start_master 2
-c "$murl/v1/job"
+c "$murl/v1/job"; c "$murl/v1/netcheck"; c "$murl/v1/streams/clicks"
 p /v1/shards/next '{"node":"n1","worker":1,"dataset":"train","req":2}'
 p /v1/failure '{"node":"n1","reason":"test","exit_code":1}'
 echo

@@ -366,8 +366,7 @@ static const struct bad_case {
 	  "required" },
 	{ DOC(META, AR "\"replicaSpecs\":[]"), "spec.replicaSpecs", "must be an object" },
 	{ DOC(META, AR "\"replicaSpecs\":{}"), "spec.replicaSpecs.worker", "required" },
-	{ DOC(META, AR "\"replicaSpecs\":{\"chief\":{}}"), "spec.replicaSpecs.worker",
-	  "required" },
+	{ DOC(META, AR "\"replicaSpecs\":{\"chief\":{}}"), "spec.replicaSpecs.worker", "required" },
 	{ DOC(META, AR "\"replicaSpecs\":{\"worker\":{},\"master\":{}}"),
 	  "spec.replicaSpecs.master", "unknown replica type \"master\"" },
 	{ DOC(META, AR "\"replicaSpecs\":{\"worker\":{},\"worker\":{}}"),
@@ -385,8 +384,7 @@ static const struct bad_case {
 	  "must be between 0 and 10000" },
 	{ WORKER("\"replicas\":10001"), "spec.replicaSpecs.worker.replicas",
 	  "must be between 0 and 10000" },
-	{ WORKER("\"replicas\":1e400"), "spec.replicaSpecs.worker.replicas",
-	  "must be an integer" },
+	{ WORKER("\"replicas\":1e400"), "spec.replicaSpecs.worker.replicas", "must be an integer" },
 	{ WORKER("\"replicas\":2,\"minReplicas\":3,\"maxReplicas\":4"),
 	  "spec.replicaSpecs.worker.minReplicas", "must not exceed replicas" },
 	{ WORKER("\"minReplicas\":2"), "spec.replicaSpecs.worker.minReplicas",
@@ -455,6 +453,24 @@ static const struct bad_case {
 	  "between 1 and" },
 	{ DS("{\"name\":\"d\",\"size\":1,\"shardSize\":1,\"shuffle\":\"yes\"}"),
 	  "spec.datasets[0].shuffle", "boolean" },
+	{ DS("{\"name\":\"s\",\"streaming\":true,\"shardSize\":1}"), "spec.datasets[0].partitions",
+	  "required" },
+	{ DS("{\"name\":\"s\",\"streaming\":true,\"shardSize\":1,\"partitions\":[]}"),
+	  "spec.datasets[0].partitions", "1 to 64" },
+	{ DS("{\"name\":\"d\",\"size\":1,\"shardSize\":1,\"partitions\":[{\"name\":\"p\"}]}"),
+	  "spec.datasets[0].partitions", "streaming" },
+	{ DS("{\"name\":\"s\",\"streaming\":true,\"shardSize\":1,\"partitions\":[{\"name\":"
+	     "\"p\"},{\"name\":\"q\",\"start_offset\":-3}]}"),
+	  "spec.datasets[0].partitions[1].start_offset", "between" },
+	{ DS("{\"name\":\"s\",\"streaming\":true,\"shardSize\":1,\"partitions\":[{\"name\":"
+	     "\"p\",\"start_offset\":9,\"end_offset\":3}]}"),
+	  "spec.datasets[0].partitions[0].end_offset", "below" },
+	{ DS("{\"name\":\"s\",\"streaming\":true,\"shardSize\":1,\"partitions\":[{\"name\":"
+	     "\"p\"},{\"name\":\"p\"}]}"),
+	  "spec.datasets[0].partitions[1].name", "twice" },
+	{ DS("{\"name\":\"s\",\"streaming\":true,\"shardSize\":1,\"shuffle\":true,"
+	     "\"partitions\":[{\"name\":\"p\"}]}"),
+	  "spec.datasets[0].shuffle", "offset order" },
 	{ DOC(META, AR "\"replicaSpecs\":{\"worker\":{}},\"model\":[]"), "spec.model",
 	  "must be an object" },
 	{ DOC(META, AR "\"replicaSpecs\":{\"worker\":{}},\"model\":{\"parameters\":-1}"),
@@ -1414,7 +1430,9 @@ static const char *const table_docs[] = {
 		  "\"resources\":{\"cpu\":4,\"memory\":\"8Gi\",\"gpu\":0},\"command\":[\"python3\","
 		  "\"x.py\"]}},"
 		  "\"datasets\":[{\"name\":\"train\",\"size\":100,\"shardSize\":10,\"epochs\":2,"
-		  "\"shuffle\":true}],\"model\":{\"parameters\":1000,\"batchSize\":32}}}",
+		  "\"shuffle\":true},{\"name\":\"clicks\",\"streaming\":true,\"shardSize\":50,"
+		  "\"partitions\":[{\"name\":\"p0\",\"start_offset\":5,\"end_offset\":90}]}],"
+		  "\"model\":{\"parameters\":1000,\"batchSize\":32}}}",
 	[T_BATCH] = "{\"batch_id\":\"b-1\",\"samples\":[{\"kind\":\"speed\",\"ts\":1,\"speed\":1,"
 		    "\"step\":1,"
 		    "\"workers\":1,\"ps\":0},{\"kind\":\"node\",\"ts\":1,\"node\":\"w-0\",\"role\":"
@@ -1452,7 +1470,8 @@ static const struct {
 	{ "JobSpec", T_JOB, { "spec" } },
 	{ "ReplicaSpec", T_JOB, { "spec.replicaSpecs.worker" } },
 	{ "Resources", T_JOB, { "spec.replicaSpecs.worker.resources" } },
-	{ "Dataset", T_JOB, { "spec.datasets.0" } },
+	{ "Dataset", T_JOB, { "spec.datasets.0", "spec.datasets.1" } },
+	{ "Partition", T_JOB, { "spec.datasets.1.partitions.0" } },
 	{ "Model", T_JOB, { "spec.model" } },
 	{ "MetricsBatch", T_BATCH, { "" } },
 	{ "Sample", T_BATCH, { "samples.0", "samples.1", "samples.2" } },

@@ -30,6 +30,13 @@ enum mkind {
 	K_DATA_CKPT,
 	K_STEP,
 	K_JOB,
+	K_STREAM_END,
+	K_STREAM_STATUS,
+	K_NC_JOIN,
+	K_NC_JOINED,
+	K_NC_GROUP,
+	K_NC_REPORT,
+	K_NC_STATUS,
 	K_COUNT
 };
 
@@ -46,7 +53,7 @@ static const char *const docs[K_COUNT] = {
 	[K_FAILURE] = "{\"node\":\"n-0\",\"reason\":\"oom\",\"exit_code\":-9}",
 	[K_NEXT] = "{\"node\":\"n-0\",\"worker\":3,\"dataset\":\"train\",\"req\":77}",
 	[K_TASK] = "{\"status\":\"task\",\"id\":5,\"dataset\":\"train\",\"epoch\":1,\"start\":600,"
-		   "\"end\":1200}",
+		   "\"end\":1200,\"partition\":\"p-3\"}",
 	[K_DONE] = "{\"node\":\"n-0\",\"worker\":3,\"id\":5}",
 	[K_DONE_REPLY] = "{\"counted\":true}",
 	[K_CKPT_REPORT] = "{\"step\":100,\"worker\":3,\"task_id\":5,\"consumed\":64}",
@@ -61,7 +68,20 @@ static const char *const docs[K_COUNT] = {
 		  "\"plan\":{\"id\":9,\"stage\":\"running\",\"reason\":\"more workers\","
 		  "\"applied\":true,\"proposed\":false,\"groups\":{\"worker\":{\"count\":4,"
 		  "\"cpu\":2,\"memory_mb\":4096,\"gpu\":0}}},"
-		  "\"desired\":{\"worker\":{\"count\":4,\"cpu\":2,\"memory_mb\":4096,\"gpu\":0}}}",
+		  "\"desired\":{\"worker\":{\"count\":4,\"cpu\":2,\"memory_mb\":4096,\"gpu\":0}},"
+		  "\"netcheck\":\"done\",\"faulty\":[\"n-3\"],\"stragglers\":[\"n-1\",\"n-2\"]}",
+	[K_STREAM_END] = "{\"partition\":\"p-0\",\"end_offset\":5000}",
+	[K_STREAM_STATUS] = "{\"dataset\":\"clicks\",\"partitions\":[{\"name\":\"p-0\","
+			    "\"start_offset\":0,\"committed_offset\":300,\"end_offset\":-1,"
+			    "\"doing\":2}]}",
+	[K_NC_JOIN] = "{\"node\":\"n-0\"}",
+	[K_NC_JOINED] = "{\"check\":2,\"world\":5,\"nodes\":4}",
+	[K_NC_GROUP] = "{\"check\":2,\"round\":1,\"status\":\"ready\",\"peers\":[{\"node\":\"n-0\","
+		       "\"addr\":\"a:1\"},{\"node\":\"n-3\",\"addr\":\"b:1\"}]}",
+	[K_NC_REPORT] = "{\"node\":\"n-0\",\"check\":2,\"round\":0,\"ok\":true,\"time_s\":0.25}",
+	[K_NC_STATUS] = "{\"check\":2,\"world\":5,\"state\":\"done\",\"round\":1,\"nodes\":[{"
+			"\"node\":\"n-0\",\"verdict\":\"straggler\",\"silent\":false,\"ok0\":true,"
+			"\"ok1\":false,\"time0_s\":1.5,\"time1_s\":0}]}",
 };
 
 /* Parse a document of kind k (and when back is not NULL, write it again). */
@@ -95,6 +115,25 @@ static int parse_kind(enum mkind k, const cJSON *doc, cJSON **back, struct rv_er
 		CASE(K_STEP, struct rv_step_report, rv_step_report_from_json,
 		     rv_step_report_to_json)
 		CASE(K_JOB, struct rv_job_status, rv_job_status_from_json, rv_job_status_to_json)
+		CASE(K_STREAM_END, struct rv_stream_end, rv_stream_end_from_json,
+		     rv_stream_end_to_json)
+		CASE(K_STREAM_STATUS, struct rv_stream_status, rv_stream_status_from_json,
+		     rv_stream_status_to_json)
+		CASE(K_NC_JOIN, struct rv_netcheck_join, rv_netcheck_join_from_json,
+		     rv_netcheck_join_to_json)
+		CASE(K_NC_JOINED, struct rv_netcheck_joined, rv_netcheck_joined_from_json,
+		     rv_netcheck_joined_to_json)
+		CASE(K_NC_GROUP, struct rv_netcheck_group_reply, rv_netcheck_group_reply_from_json,
+		     rv_netcheck_group_reply_to_json)
+		CASE(K_NC_REPORT, struct rv_netcheck_report, rv_netcheck_report_from_json,
+		     rv_netcheck_report_to_json)
+	case K_NC_STATUS: {
+		struct rv_netcheck_status v;
+		if ((rc = rv_netcheck_status_from_json(doc, &v, err)) == 0 && back)
+			out = rv_netcheck_status_to_json(&v);
+		rv_netcheck_status_release(&v);
+		break;
+	}
 	case K_WORLD: {
 		struct rv_rdzv_world_reply v;
 		if ((rc = rv_rdzv_world_reply_from_json(doc, &v, err)) == 0 && back)
@@ -154,6 +193,16 @@ static const struct {
 	{ "BrainLink", K_JOB, "brain" },
 	{ "PlanState", K_JOB, "plan" },
 	{ "RoleTarget", K_JOB, "desired.worker" },
+	{ "StreamEnd", K_STREAM_END, "" },
+	{ "StreamStatus", K_STREAM_STATUS, "" },
+	{ "StreamPartition", K_STREAM_STATUS, "partitions.0" },
+	{ "NetcheckJoin", K_NC_JOIN, "" },
+	{ "NetcheckJoined", K_NC_JOINED, "" },
+	{ "NetcheckGroup", K_NC_GROUP, "" },
+	{ "NetcheckPeer", K_NC_GROUP, "peers.1" },
+	{ "NetcheckReport", K_NC_REPORT, "" },
+	{ "NetcheckStatus", K_NC_STATUS, "" },
+	{ "NetcheckResult", K_NC_STATUS, "nodes.0" },
 };
 
 START_TEST(test_round_trip)
@@ -240,6 +289,13 @@ START_TEST(test_bad)
 		{ K_STEP, "{\"node\":\"n\",\"step\":1,\"speed\":-2}", "speed" },
 		{ K_JOB, "{\"job\":\"j\",\"state\":\"complete\",\"datasets\":[{\"name\":\"d\"}]}",
 		  "datasets[0].samples_total" },
+		{ K_STREAM_END, "{\"partition\":\"p\",\"end_offset\":-1}", "end_offset" },
+		{ K_STREAM_END, "{\"end_offset\":1}", "partition" },
+		{ K_NC_REPORT, "{\"node\":\"n\",\"check\":1,\"round\":2,\"ok\":false}", "round" },
+		{ K_NC_REPORT, "{\"node\":\"n\",\"check\":1,\"round\":0,\"ok\":true}", "time_s" },
+		{ K_NC_GROUP, "{\"check\":1,\"round\":0,\"status\":\"ready\"}", "peers" },
+		{ K_JOB, "{\"job\":\"j\",\"state\":\"complete\",\"faulty\":[\"a b\"]}",
+		  "faulty[0]" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		cJSON *doc = rv_test_json_must_parse(bad[i].doc);

@@ -164,6 +164,15 @@ START_TEST(test_sigterm_stops_cleanly)
 		rv_test_json_at(r.json, "components.schemas.ShardTask.properties.status.enum"));
 	ck_assert_ptr_nonnull(rv_test_json_at(r.json, "paths./v1/rdzv/join.post.responses.410"));
 	ck_assert_ptr_nonnull(rv_test_json_at(r.json, "paths./v1/rdzv/world.get.parameters.2"));
+	ck_assert_ptr_nonnull(
+		rv_test_json_at(r.json,
+				"paths./v1/streams/{dataset}/partitions.post.parameters.0"));
+	ck_assert_ptr_nonnull(
+		rv_test_json_at(r.json, "paths./v1/netcheck/report.post.responses.409"));
+	ck_assert_ptr_nonnull(
+		rv_test_json_at(r.json,
+				"components.schemas.NetcheckResult.properties.verdict.enum"));
+	ck_assert_ptr_nonnull(rv_test_json_at(r.json, "components.schemas.StreamStatus"));
 	/* every schema a route names is in components */
 	static const char *const named[] = { "RdzvJoin",      "RdzvWorld",      "RdzvMember",
 					     "ShardNext",     "ShardTask",      "ShardDone",

@@ -97,11 +97,8 @@ static void kill_and_restart(long size, int epochs, int nworkers, int kills, con
 		pthread_join(t[i], NULL);
 		ck_assert_msg(w[i].rc == 0, "worker %d: %s", i, w[i].err);
 	}
-	long lost = 0, twice = 0;
-	for (long i = 0; i < size * epochs; i++) {
-		lost += counts[i] == 0;
-		twice += counts[i] > 1;
-	}
+	long lost, twice;
+	rv_test_count_once(counts, size * epochs, &lost, &twice);
 	ck_assert_msg(lost == 0 && twice == 0, "%ld samples lost, %ld processed twice", lost,
 		      twice);
 	ck_assert_int_eq(rv_master_job(c, &js, &err), 0);

@@ -260,3 +260,13 @@ void *rv_test_shard_worker_main(void *arg)
 	rv_master_client_free(c);
 	return NULL;
 }
+
+void rv_test_count_once(const atomic_int *counts, long n, long *lost, long *twice)
+{
+	*lost = *twice = 0;
+	for (long i = 0; i < n; i++) {
+		int v = atomic_load(&counts[i]);
+		*lost += v == 0;
+		*twice += v > 1;
+	}
+}

@@ -81,4 +81,8 @@ struct rv_test_shard_worker {
 };
 void *rv_test_shard_worker_main(void *arg);
 
+/* Of the n counts (one per sample processed), how many are 0 (lost) and
+ * above 1 (processed twice). */
+void rv_test_count_once(const atomic_int *counts, long n, long *lost, long *twice);
+
 #endif

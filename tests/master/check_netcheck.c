@@ -1,10 +1,13 @@
 /*
  * check_netcheck.c: the network check's groups (neighbours, then fastest
  * with slowest, odd counts), and its verdicts: faulty only after failing
- * with two partners, stragglers above the ratio to the median.
+ * with two partners, stragglers above the ratio to the median; and the run
+ * the master serves: rounds that close when everyone reported or at their
+ * deadline (the silent count as failed), bad and late reports, save/load.
  */
 #include <errno.h>
 #include <math.h>
+#include <string.h>
 
 #include "netcheck.h"
 #include "testutil.h"
@@ -101,6 +104,103 @@ START_TEST(test_straggler_ratio)
 }
 END_TEST
 
+static const char names4[4][64] = { "a", "b", "c", "d" };
+/* an address is the agent's own text: a snapshot must keep it as it is */
+static const char addrs4[4][64] = { "a:1", "b:1", "c\"1\\", "d:1" };
+
+/* Each member reports round as its agent would: a group with the faulty
+ * (or silent) node fails; the slow node measures 1.0 s, the others 0.1 s. */
+static void report_round(struct netcheck_run *r, int round, int faulty, int slow, int silent,
+			 int64_t now)
+{
+	for (int i = 0; i < 4; i++) {
+		if (i == silent)
+			continue;
+		struct netcheck_group g;
+		ck_assert_int_eq(netcheck_run_group(r, names4[i], round, &g), 1);
+		bool ok = true;
+		double t = i == slow ? 1.0 : 0.1;
+		for (int k = 0; k < g.n; k++)
+			ok = ok && g.nodes[k] != faulty && g.nodes[k] != silent;
+		ck_assert_int_ge(netcheck_run_report(r, names4[i], round, ok, t, now), 0);
+	}
+}
+
+START_TEST(test_run_verdicts)
+{
+	struct netcheck_run r = { 0 };
+	ck_assert_int_eq(netcheck_run_start(&r, 7, names4, addrs4, 4, 1000, 500, 2.0), 0);
+	ck_assert_int_eq(r.id, 1);
+	struct netcheck_group g;
+	ck_assert_int_eq(netcheck_run_group(&r, "a", 1, &g), 0); /* round 1 not open */
+	ck_assert_int_eq(netcheck_run_report(&r, "a", 1, true, 0.1, 1000), -EAGAIN);
+	ck_assert_int_eq(netcheck_run_report(&r, "zz", 0, true, 0.1, 1000), -ENOENT);
+	ck_assert_int_eq(netcheck_run_report(&r, "a", 0, true, -1, 1000), -EINVAL);
+	ck_assert_int_eq(netcheck_run_deadline(&r), 1500);
+	report_round(&r, 0, 0, 2, -1, 1100);
+	ck_assert_int_eq(r.state, NETCHECK_RUNNING);
+	ck_assert_int_eq(r.round, 1); /* everyone reported: round 1 opened at once */
+	ck_assert_int_eq(netcheck_run_deadline(&r), 1600);
+	ck_assert_int_eq(netcheck_run_report(&r, "a", 0, false, 0, 1100), 0); /* the same */
+	ck_assert_int_eq(netcheck_run_report(&r, "a", 0, true, 0.1, 1100), -EEXIST);
+	report_round(&r, 1, 0, 2, -1, 1200);
+	ck_assert_int_eq(r.state, NETCHECK_DONE);
+	ck_assert_int_eq(r.m[0].verdict, NETCHECK_FAULTY);
+	ck_assert_int_eq(r.m[2].verdict, NETCHECK_STRAGGLER);
+	ck_assert_int_eq(r.m[1].verdict, NETCHECK_OK);
+	ck_assert_int_eq(netcheck_run_deadline(&r), INT64_MAX);
+	netcheck_run_release(&r);
+}
+END_TEST
+
+START_TEST(test_run_silent_node_times_out)
+{
+	struct netcheck_run r = { 0 };
+	ck_assert_int_eq(netcheck_run_start(&r, 3, names4, addrs4, 4, 0, 500, 2.0), 0);
+	report_round(&r, 0, -1, -1, 3, 100);
+	ck_assert_int_eq(r.round, 0); /* d has not reported */
+	ck_assert_int_eq(netcheck_run_tick(&r, 499), 0);
+	ck_assert_int_eq(netcheck_run_tick(&r, 500), 1);
+	ck_assert_int_eq(r.round, 1);
+	ck_assert(r.m[3].silent);
+	/* its late report changes nothing */
+	ck_assert_int_eq(netcheck_run_report(&r, "d", 0, true, 0.1, 600), 0);
+	ck_assert(!r.m[3].res.ok[0]);
+
+	/* a restarted master: save, load, same answers */
+	struct rv_buf b;
+	rv_buf_init(&b);
+	ck_assert_int_eq(netcheck_run_save(&r, &b), 0);
+	struct netcheck_run r2 = { 0 };
+	struct rv_err err = { 0 };
+	ck_assert_msg(netcheck_run_load(&r2, b.data, b.len, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(netcheck_run_deadline(&r2), 1000);
+	ck_assert_str_eq(r2.m[2].addr, addrs4[2]);
+	/* a master back after downtime gives the round its timeout again */
+	ck_assert_int_eq(netcheck_run_grace(&r2, 400), 0);
+	ck_assert_int_eq(netcheck_run_grace(&r2, 900), 1);
+	ck_assert_int_eq(netcheck_run_deadline(&r2), 1400);
+	ck_assert_int_eq(netcheck_run_tick(&r2, 1000), 0);
+	struct netcheck_group g1, g2;
+	ck_assert_int_eq(netcheck_run_group(&r, "d", 1, &g1), 1);
+	ck_assert_int_eq(netcheck_run_group(&r2, "d", 1, &g2), 1);
+	ck_assert_int_eq(g1.n, g2.n);
+	ck_assert_int_eq(memcmp(g1.nodes, g2.nodes, (size_t)g1.n * sizeof(int)), 0);
+	netcheck_run_release(&r);
+
+	report_round(&r2, 1, -1, -1, 3, 700);
+	ck_assert_int_eq(netcheck_run_tick(&r2, 1400), 1);
+	ck_assert_int_eq(r2.state, NETCHECK_DONE);
+	ck_assert_int_eq(r2.m[3].verdict, NETCHECK_FAULTY); /* silent both rounds */
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(r2.m[i].verdict, NETCHECK_OK);
+	ck_assert_int_eq(netcheck_run_load(&r2, "{\"id\":1}", 8, &err), -EINVAL);
+	ck_assert_int_eq(r2.state, NETCHECK_DONE); /* unchanged */
+	netcheck_run_release(&r2);
+	rv_buf_release(&b);
+}
+END_TEST
+
 static Suite *netcheck_suite(void)
 {
 	Suite *s = suite_create("netcheck");
@@ -111,6 +211,8 @@ static Suite *netcheck_suite(void)
 	tcase_add_test(tc, test_round1_fastest_with_slowest);
 	tcase_add_test(tc, test_faulty_needs_two_failures);
 	tcase_add_test(tc, test_straggler_ratio);
+	tcase_add_test(tc, test_run_verdicts);
+	tcase_add_test(tc, test_run_silent_node_times_out);
 	suite_add_tcase(s, tc);
 	return s;
 }
