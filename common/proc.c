@@ -387,6 +387,28 @@ fail:
 	return r;
 }
 
+int rv_proc_adopt(struct rv_proc *p, pid_t pid, pid_t pgid)
+{
+	proc_clear(p);
+	if (pid <= 0 || pgid < 0)
+		return -EINVAL;
+	/* Ours and unreaped (a zombie at worst) means the number cannot have
+	 * been reused: check that before trusting a pidfd for it. */
+	siginfo_t si;
+	memset(&si, 0, sizeof(si));
+	if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
+		return errno == ECHILD ? -ECHILD : -errno;
+	p->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (p->pidfd < 0) {
+		if (errno != ENOSYS)
+			return -errno;
+		p->pidfd = -1; /* an old kernel: waits poll, as after a spawn */
+	}
+	p->pid = pid;
+	p->pgid = pgid;
+	return 0;
+}
+
 /* A wait status from waitid's siginfo, as waitpid would give it. */
 static int status_of(const siginfo_t *si)
 {

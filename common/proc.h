@@ -126,6 +126,14 @@ struct rv_proc {
  * child before exec: chdir, setuid, ...), *p holds no fds and no process. */
 int rv_proc_spawn(struct rv_proc *p, const struct rv_proc_opts *opts);
 
+/* Take charge of pid, an unreaped child of this process that another
+ * process forked (one reparented here, this process being a child subreaper:
+ * PR_SET_CHILD_SUBREAPER), as if rv_proc_spawn() had started it; pgid is its
+ * process group for rv_proc_kill() (0: signal it alone).  Returns 0 with *p
+ * filled (no pipes); -ECHILD when pid is not a child of ours (nothing taken,
+ * nothing signalled); -EINVAL for pid <= 0; or pidfd_open's error. */
+int rv_proc_adopt(struct rv_proc *p, pid_t pid, pid_t pgid);
+
 /* Wait up to timeout_ms (< 0: forever, 0: just look) for the child to exit
  * and reap it.  Returns 0 with *status (may be NULL) the wait status, also on
  * a later call once reaped; -ETIMEDOUT when it still runs; -ECHILD when

@@ -529,6 +529,40 @@ START_TEST(test_drop_ids)
 }
 END_TEST
 
+START_TEST(test_adopt_reparented_orphan)
+{
+	/* A subreaper gets the orphans below it back: sh starts a background
+	 * job, prints its pid and exits; the job is reparented here, adopted,
+	 * and its real exit status comes through the pidfd. */
+	ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+	const char *argv[] = { "sh", "-c", "(sleep 0.2; exit 7) </dev/null >/dev/null 2>&1 & echo $!",
+			       NULL };
+	struct rv_buf out = { 0 };
+	ck_assert_int_eq(run_capture(argv, &out), 0);
+	rv_buf_append(&out, "", 1);
+	pid_t pid = (pid_t)strtol(out.data, NULL, 10);
+	ck_assert_int_gt(pid, 0);
+	rv_buf_release(&out);
+
+	struct rv_proc p;
+	ck_assert_int_eq(rv_proc_adopt(&p, pid, 0), 0);
+	ck_assert_int_eq(p.pid, pid);
+	ck_assert_int_eq(rv_proc_wait(&p, 0, NULL), -ETIMEDOUT);
+	int st = -1;
+	ck_assert_int_eq(rv_proc_wait(&p, 5000, &st), 0);
+	ck_assert(WIFEXITED(st));
+	ck_assert_int_eq(WEXITSTATUS(st), 7);
+	rv_proc_release(&p);
+
+	/* Not a child of ours: refused, nothing taken. */
+	ck_assert_int_eq(rv_proc_adopt(&p, getppid(), 0), -ECHILD);
+	ck_assert_int_eq(p.pid, 0);
+	ck_assert_int_eq(p.pidfd, -1);
+	ck_assert_int_eq(rv_proc_adopt(&p, pid, 0), -ECHILD); /* reaped: no longer ours */
+	ck_assert_int_eq(rv_proc_adopt(&p, 0, 0), -EINVAL);
+}
+END_TEST
+
 static Suite *proc_suite(void)
 {
 	Suite *s = suite_create("proc");
@@ -549,6 +583,7 @@ static Suite *proc_suite(void)
 	tcase_add_test(tc, test_env_cwd);
 	tcase_add_test(tc, test_drop_ids);
 	tcase_add_test(tc, test_cgroup_join_and_rlimit);
+	tcase_add_test(tc, test_adopt_reparented_orphan);
 	suite_add_tcase(s, tc);
 	return s;
 }

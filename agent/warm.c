@@ -1,0 +1,410 @@
+/*
+ * warm.c: the supervisor's side of the warm interpreter (see warm.h and
+ * rover_warm.py, which holds the other side and the protocol).
+ *
+ * Messages are a native uint32 length and JSON, both ways, on one unix
+ * stream socket; a spawn request carries the worker's three fds as
+ * SCM_RIGHTS on its first byte.  The exchange is strictly request-reply, so
+ * a timeout leaves the stream in an unknown state: the interpreter is then
+ * stopped and the struct says -ENOTCONN from then on.
+ */
+#include "warm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "json.h"
+#include "parse.h"
+
+#define WARM_PYTHON "/usr/bin/python3"
+#define WARM_IMPORTS "torch,torch.distributed"
+#define WARM_MAX_MSG (1u << 20)
+
+extern char **environ;
+
+int warm_script_path(char *buf, size_t size)
+{
+	const char *env = getenv("ROVER_WARM_SCRIPT");
+	int n;
+	if (env && *env) {
+		n = snprintf(buf, size, "%s", env);
+	} else {
+		char exe[PATH_MAX];
+		ssize_t k = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+		if (k < 0)
+			return -errno;
+		exe[k] = 0;
+		char *slash = strrchr(exe, '/');
+		if (slash)
+			*slash = 0;
+		n = snprintf(buf, size, "%s/../lib/rover/rover_warm.py", exe);
+	}
+	if (n < 0 || (size_t)n >= size)
+		return -ENAMETOOLONG;
+	return access(buf, R_OK) == 0 ? 0 : -ENOENT;
+}
+
+/* ---- framing ---- */
+
+/* Wait until fd is ready for events, at most until deadline (ms, monotonic). */
+static int wait_fd(int fd, short events, int64_t deadline)
+{
+	for (;;) {
+		int64_t left = deadline - rv_mono_ms();
+		if (left <= 0)
+			return -ETIMEDOUT;
+		struct pollfd pf = { .fd = fd, .events = events };
+		int k = poll(&pf, 1, left > INT_MAX ? INT_MAX : (int)left);
+		if (k > 0)
+			return 0;
+		if (k < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+static int read_full(int fd, void *buf, size_t n, int64_t deadline)
+{
+	size_t got = 0;
+	while (got < n) {
+		int r = wait_fd(fd, POLLIN, deadline);
+		if (r < 0)
+			return r;
+		ssize_t k = read(fd, (char *)buf + got, n - got);
+		if (k == 0)
+			return -ECONNRESET;
+		if (k < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			return -errno;
+		}
+		got += (size_t)k;
+	}
+	return 0;
+}
+
+/* One message; *out is a cJSON the caller deletes. */
+static int msg_recv(int fd, int64_t deadline, cJSON **out, struct rv_err *err)
+{
+	*out = NULL;
+	uint32_t len;
+	int r = read_full(fd, &len, sizeof(len), deadline);
+	if (r < 0)
+		return r;
+	if (len == 0 || len > WARM_MAX_MSG)
+		return rv_err_set(err, -EPROTO, "", "message of %u bytes", len);
+	char *body = malloc(len);
+	if (!body)
+		return -ENOMEM;
+	r = read_full(fd, body, len, deadline);
+	if (r == 0) {
+		*out = rv_json_parse(body, len, err);
+		r = *out && cJSON_IsObject(*out) ? 0 : -EPROTO;
+	}
+	free(body);
+	return r;
+}
+
+/* Send len + body, with fds (may be 0 of them) on the first byte. */
+static int msg_send(int sock, const char *body, const int *fds, int nfds, int64_t deadline)
+{
+	uint32_t len = (uint32_t)strlen(body);
+	struct iovec iov[2] = { { &len, sizeof(len) }, { (void *)body, len } };
+	union {
+		char buf[CMSG_SPACE(3 * sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	memset(&ctl, 0, sizeof(ctl));
+	struct msghdr m = { .msg_iov = iov, .msg_iovlen = 2 };
+	if (nfds > 0) {
+		m.msg_control = ctl.buf;
+		m.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
+		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+		memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
+	}
+	size_t total = sizeof(len) + len, sent = 0;
+	while (sent < total) {
+		int r = wait_fd(sock, POLLOUT, deadline);
+		if (r < 0)
+			return r;
+		ssize_t k = sendmsg(sock, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (k < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			return errno == EPIPE ? -ECONNRESET : -errno;
+		}
+		sent += (size_t)k;
+		/* Whatever went, the fds went with its first byte. */
+		m.msg_control = NULL;
+		m.msg_controllen = 0;
+		while (m.msg_iovlen > 0 && (size_t)k >= m.msg_iov[0].iov_len) {
+			k -= (ssize_t)m.msg_iov[0].iov_len;
+			m.msg_iov++;
+			m.msg_iovlen--;
+		}
+		if (m.msg_iovlen > 0) {
+			m.msg_iov[0].iov_base = (char *)m.msg_iov[0].iov_base + k;
+			m.msg_iov[0].iov_len -= (size_t)k;
+		}
+	}
+	return 0;
+}
+
+/* The "error" of a reply, or "" */
+static const char *reply_error(const cJSON *msg)
+{
+	const cJSON *e = cJSON_GetObjectItemCaseSensitive(msg, "error");
+	return cJSON_IsString(e) ? e->valuestring : "";
+}
+
+/* ---- start and stop ---- */
+
+static void warm_clear(struct warm *w)
+{
+	memset(w, 0, sizeof(*w));
+	w->sock = -1;
+	w->proc.pidfd = -1;
+	for (int i = 0; i < 3; i++)
+		w->proc.fd[i] = -1;
+}
+
+int warm_start(struct warm *w, const struct warm_opts *o, struct rv_err *reterr)
+{
+	warm_clear(w);
+	struct warm_opts def = { 0 };
+	if (!o)
+		o = &def;
+	char script[PATH_MAX];
+	int r;
+	if (o->script) {
+		if (snprintf(script, sizeof(script), "%s", o->script) >= (int)sizeof(script))
+			return rv_err_set(reterr, -ENAMETOOLONG, "script", "script path too long");
+		if (access(script, R_OK) < 0)
+			return rv_err_set(reterr, -ENOENT, "script", "could not find \"%s\": %s",
+					  script, strerror(errno));
+	} else if ((r = warm_script_path(script, sizeof(script))) < 0) {
+		return rv_err_set(reterr, r, "script", "could not find rover_warm.py (\"%s\"): %s",
+				  script, strerror(-r));
+	}
+	/* Workers are reparented here when their intermediate exits. */
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+		return rv_err_set(reterr, -errno, "", "could not become a child subreaper: %s",
+				  strerror(errno));
+
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return rv_err_set(reterr, -errno, "", "could not create a socketpair: %s",
+				  strerror(errno));
+	char fdarg[16];
+	snprintf(fdarg, sizeof(fdarg), "%d", sv[1]);
+	const char *python = o->python ? o->python : WARM_PYTHON;
+	const char *argv[] = { python, script, "--fd", fdarg, "--import",
+			       o->imports ? o->imports : WARM_IMPORTS, NULL };
+	struct rv_proc_opts po = {
+		.argv = argv,
+		.env = o->env,
+		.io = { { RV_PROC_NULL, -1 },
+			o->log_fd > 0 ? (struct rv_proc_io){ RV_PROC_FD, o->log_fd }
+				      : (struct rv_proc_io){ RV_PROC_INHERIT, -1 },
+			{ RV_PROC_STDOUT, -1 } },
+		.keep_fds = { sv[1] },
+		.nkeep = 1,
+		.pdeathsig = SIGKILL,
+	};
+	r = rv_proc_spawn(&w->proc, &po);
+	close(sv[1]);
+	if (r < 0) {
+		close(sv[0]);
+		warm_clear(w);
+		return rv_err_set(reterr, r, "python", "could not start %s: %s", python,
+				  strerror(-r));
+	}
+	w->sock = sv[0];
+	w->spawn_timeout_ms = o->spawn_timeout_ms > 0 ? o->spawn_timeout_ms : 10000;
+
+	int timeout = o->start_timeout_ms > 0 ? o->start_timeout_ms : 120000;
+	RV_CLEANUP_CJSON cJSON *msg = NULL;
+	struct rv_err perr;
+	r = msg_recv(w->sock, rv_mono_ms() + timeout, &msg, &perr);
+	if (r == -ETIMEDOUT) {
+		rv_err_set(reterr, r, "", "%s did not import its modules within %d ms", python,
+			   timeout);
+	} else if (r == -ECONNRESET) {
+		int st = -1;
+		rv_proc_wait(&w->proc, 2000, &st);
+		rv_err_set(reterr, r, "", "%s exited during start (status %d)", python, st);
+	} else if (r < 0) {
+		rv_err_set(reterr, r, "", "could not read the ready message: %s",
+			   r == -EPROTO ? perr.msg : strerror(-r));
+	} else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(msg, "ready"))) {
+		const cJSON *ms = cJSON_GetObjectItemCaseSensitive(msg, "import_ms");
+		w->import_ms = cJSON_IsNumber(ms) ? ms->valueint : 0;
+		return 0;
+	} else {
+		const char *e = reply_error(msg);
+		r = strstr(e, "threads") ? -EBUSY : -ENOPKG;
+		rv_err_set(reterr, r, "imports", "%s", *e ? e : "no ready message");
+	}
+	warm_stop(w);
+	return r;
+}
+
+bool warm_alive(struct warm *w)
+{
+	if (w->sock < 0)
+		return false;
+	return !w->proc.reaped && rv_proc_wait(&w->proc, 0, NULL) == -ETIMEDOUT;
+}
+
+void warm_stop(struct warm *w)
+{
+	if (!w)
+		return;
+	if (w->sock >= 0)
+		close(w->sock); /* end of file: it exits */
+	w->sock = -1;
+	if (w->proc.pid > 0 && !w->proc.reaped && rv_proc_wait(&w->proc, 2000, NULL) == -ETIMEDOUT) {
+		rv_proc_kill(&w->proc, SIGKILL);
+		rv_proc_wait(&w->proc, -1, NULL);
+	}
+	rv_proc_release(&w->proc);
+	w->proc.pid = 0;
+}
+
+/* ---- spawn ---- */
+
+static int env_to_json(cJSON *obj, const char *const *envp)
+{
+	for (size_t i = 0; envp[i]; i++) {
+		const char *eq = strchr(envp[i], '=');
+		if (!eq || eq == envp[i])
+			continue;
+		char key[256];
+		size_t n = (size_t)(eq - envp[i]);
+		if (n >= sizeof(key))
+			continue;
+		memcpy(key, envp[i], n);
+		key[n] = 0;
+		cJSON_DeleteItemFromObjectCaseSensitive(obj, key); /* the last one wins */
+		if (!cJSON_AddStringToObject(obj, key, eq + 1))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* The request's JSON, malloc'd; NULL when out of memory. */
+static char *request_json(const struct warm_req *rq, const char *cwd)
+{
+	RV_CLEANUP_CJSON cJSON *root = cJSON_CreateObject();
+	cJSON *argv = cJSON_AddArrayToObject(root, "argv");
+	cJSON *env = cJSON_AddObjectToObject(root, "env");
+	if (!argv || !env || !cJSON_AddBoolToObject(root, "module", rq->module) ||
+	    !cJSON_AddStringToObject(root, "cwd", cwd))
+		return NULL;
+	for (size_t i = 0; rq->argv[i]; i++) {
+		cJSON *s = cJSON_CreateString(rq->argv[i]);
+		if (!s || !cJSON_AddItemToArray(argv, s)) {
+			cJSON_Delete(s);
+			return NULL;
+		}
+	}
+	if (env_to_json(env, rq->envp ? rq->envp : (const char *const *)environ) < 0)
+		return NULL;
+	return rv_json_print(root);
+}
+
+/* The interpreter cannot be trusted any more: stop it, say why. */
+static int gone(struct warm *w, int code, struct rv_err *reterr, const char *what)
+{
+	warm_stop(w);
+	return rv_err_set(reterr, code, "", "warm interpreter %s; restarts run cold", what);
+}
+
+int warm_spawn(struct warm *w, const struct warm_req *rq, struct rv_proc *out,
+	       struct rv_err *reterr)
+{
+	memset(out, 0, sizeof(*out));
+	out->pidfd = -1;
+	for (int i = 0; i < 3; i++)
+		out->fd[i] = -1;
+	if (!rq || !rq->argv || !rq->argv[0] || !rq->argv[0][0])
+		return rv_err_set(reterr, -EINVAL, "argv", "no script to run");
+	if (rq->no_python)
+		return rv_err_set(reterr, -ENOTSUP, "no_python",
+				  "--no-python: only a Python script can be forked warm");
+	if (w->sock < 0)
+		return rv_err_set(reterr, -ENOTCONN, "", "warm interpreter is not running");
+
+	char cwdbuf[PATH_MAX];
+	const char *cwd = rq->cwd;
+	if (!cwd && !(cwd = getcwd(cwdbuf, sizeof(cwdbuf))))
+		return rv_err_set(reterr, -errno, "cwd", "could not get the cwd: %s",
+				  strerror(errno));
+	RV_CLEANUP_FREE char *body = request_json(rq, cwd);
+	if (!body)
+		return -ENOMEM;
+
+	/* /dev/null for the fds not given, closed again below. */
+	int fds[3], opened[3] = { -1, -1, -1 };
+	for (int i = 0; i < 3; i++) {
+		fds[i] = rq->fd[i];
+		if (fds[i] < 0) {
+			opened[i] = fds[i] = open("/dev/null", O_RDWR | O_CLOEXEC);
+			if (fds[i] < 0) {
+				int e = -errno;
+				for (int j = 0; j < i; j++)
+					if (opened[j] >= 0)
+						close(opened[j]);
+				return rv_err_set(reterr, e, "fd", "could not open /dev/null");
+			}
+		}
+	}
+	int64_t deadline = rv_mono_ms() + w->spawn_timeout_ms;
+	int r = msg_send(w->sock, body, fds, 3, deadline);
+	for (int i = 0; i < 3; i++)
+		if (opened[i] >= 0)
+			close(opened[i]);
+	RV_CLEANUP_CJSON cJSON *reply = NULL;
+	struct rv_err perr;
+	if (r == 0)
+		r = msg_recv(w->sock, deadline, &reply, &perr);
+	if (r == -ETIMEDOUT)
+		return gone(w, r, reterr, "did not answer in time: stopped");
+	if (r == -ECONNRESET || r == -EPIPE)
+		return gone(w, -ENOTCONN, reterr, "exited");
+	if (r < 0)
+		return gone(w, -ENOTCONN, reterr, "broke the protocol: stopped");
+
+	const cJSON *pid = cJSON_GetObjectItemCaseSensitive(reply, "pid");
+	if (!cJSON_IsNumber(pid) || pid->valuedouble < 1 || pid->valuedouble > INT_MAX) {
+		const char *e = reply_error(reply);
+		bool refused = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "refused"));
+		return rv_err_set(reterr, refused ? -ENOTSUP : -EIO, "", "%s",
+				  *e ? e : "no pid in the reply");
+	}
+	r = rv_proc_adopt(out, (pid_t)pid->valueint, (pid_t)pid->valueint);
+	if (r < 0) {
+		/* Not our child (not reparented here): nobody could reap or
+		 * watch it, so end it; its group was set up before the reply,
+		 * and a group that young is not a stranger's. */
+		kill(-(pid_t)pid->valueint, SIGKILL);
+		return rv_err_set(reterr, r, "", "could not adopt worker %d: %s", pid->valueint,
+				  strerror(-r));
+	}
+	w->spawns++;
+	return 0;
+}
