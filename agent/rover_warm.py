@@ -29,6 +29,7 @@ import ctypes
 import importlib
 import io
 import json
+import select
 import os
 import signal
 import socket
@@ -142,13 +143,14 @@ def refuse_reason(req, server_env):
     return None
 
 
-def spawn(sock, req, fds, agent):
-    """Fork the worker (through an intermediate); returns its pid."""
+def fork_child(child_main):
+    """Fork child_main(go_r) (which never returns) through an intermediate,
+    so that it becomes the agent's child; returns its pid once it is."""
     sys.stdout.flush()
     sys.stderr.flush()
     r, w = os.pipe()
     # The go-ahead: written once the intermediate is reaped, i.e. once the
-    # worker belongs to the agent.  (Its end of file would come too early:
+    # child belongs to the agent.  (Its end of file would come too early:
     # an exiting process closes its files before its children are
     # reparented.)
     go_r, go_w = os.pipe()
@@ -161,7 +163,7 @@ def spawn(sock, req, fds, agent):
             pid = os.fork()
             if pid == 0:
                 os.close(w)
-                worker(sock, req, fds, agent, go_r)  # never returns
+                child_main(go_r)  # never returns
             # Both sides set the group, so it exists before the agent hears
             # the pid (the shell's way).
             try:
@@ -174,6 +176,7 @@ def spawn(sock, req, fds, agent):
             os._exit(code)
     os.close(w)
     os.close(go_r)
+    data = b""
     try:
         data = os.read(r, HEADER.size)
     finally:
@@ -181,16 +184,39 @@ def spawn(sock, req, fds, agent):
         _, st = os.waitpid(mid, 0)
         if len(data) == HEADER.size and os.waitstatus_to_exitcode(st) == 0:
             os.write(go_w, b"1")
-        os.close(go_w)  # without the byte: the worker exits
+        os.close(go_w)  # without the byte: the child exits
     if len(data) != HEADER.size or os.waitstatus_to_exitcode(st) != 0:
         raise OSError("the intermediate process failed (status %d)" % st)
     return HEADER.unpack(data)[0]
 
 
-def worker(sock, req, fds, agent, go_r):
+def leave_server(go_r, agent, keep=None):
+    """First thing in a forked child: let go of the server's sockets (the
+    agent and the standbys must see end of file when the server dies), wait
+    for the go-ahead, then die with the agent."""
+    try:
+        SERVER_SOCKS[0].close()
+        for _pid, ctrl in STANDBYS:
+            if ctrl is not keep:
+                ctrl.close()
+        go = os.read(go_r, 1)
+        os.close(go_r)
+        if go != b"1":
+            os._exit(1)  # the server failed or died before the hand-over
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            os._exit(1)
+        if os.getppid() != agent:
+            os._exit(1)  # the agent died meanwhile: nobody will reap or stop us
+    except BaseException:
+        os._exit(1)
+
+
+def worker(req, fds):
+    """Become the worker of req and run it; never returns."""
     code = 1
     try:
-        setup(sock, req, fds, agent, go_r)
+        setup(req, fds)
         code = run_main(req)
     except BaseException:
         try:
@@ -201,18 +227,54 @@ def worker(sock, req, fds, agent, go_r):
     os._exit(code)
 
 
-def setup(sock, req, fds, agent, go_r):
-    # From the go-ahead on the agent is our parent, and a death signal set
-    # now fires when it dies.
-    go = os.read(go_r, 1)
-    os.close(go_r)
-    if go != b"1":
-        os._exit(1)  # the server failed or died before the hand-over
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
-    if os.getppid() != agent:
-        os._exit(1)  # the agent died meanwhile: nobody will reap or stop us
+def spawn_now(req, fds, agent):
+    """Fork a worker for req now; returns its pid."""
+    def child(go_r):
+        leave_server(go_r, agent)
+        worker(req, fds)
+    return fork_child(child)
+
+
+def make_standby(agent):
+    """Fork a worker in advance: it waits, already the agent's child, for
+    its request on a socketpair.  Returns (pid, the server's end)."""
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+
+    def child(go_r):
+        mine.close()
+        leave_server(go_r, agent, keep=theirs)
+        try:
+            req, fds = recv(theirs)
+        except BaseException:
+            os._exit(1)
+        if req is None:
+            os._exit(0)  # the server is gone: no request will come
+        theirs.close()
+        worker(req, fds)
+    try:
+        pid = fork_child(child)
+    finally:
+        theirs.close()
+    return pid, mine
+
+
+def hand_to_standby(req, fds):
+    """Give req to a standby; its pid, or None when none took it."""
+    while STANDBYS:
+        pid, ctrl = STANDBYS.pop(0)
+        try:
+            body = json.dumps(req).encode()
+            socket.send_fds(ctrl, [HEADER.pack(len(body)) + body], fds)
+            return pid
+        except OSError:
+            continue  # it died: the agent reaps it
+        finally:
+            ctrl.close()
+    return None
+
+
+def setup(req, fds):
+    """Turn this fork of the server into the process req describes."""
     try:
         os.setpgid(0, 0)
     except OSError:
@@ -226,7 +288,6 @@ def setup(sock, req, fds, agent, go_r):
             pass
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
 
-    sock.close()
     for i, fd in enumerate(fds[:3]):
         os.dup2(fd, i)
     for fd in fds:
@@ -263,6 +324,8 @@ def setup(sock, req, fds, agent, go_r):
     # seeded from the OS at start in a fresh process; here they are the
     # server's, so every worker would draw the same numbers.  (random
     # reseeds itself after fork.)
+    if "random" in sys.modules:
+        sys.modules["random"].seed()
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed()
     torch = sys.modules.get("torch")
@@ -379,9 +442,31 @@ def finish(code):
 
 
 SERVER_PYTHONPATH = []
+SERVER_SOCKS = []  # [the agent's socket]
+STANDBYS = []      # [(pid, socket)] of workers forked in advance, oldest first
 
 
-def serve(sock, imports):
+# Standbys are forked once no request came for this long: workers restarted
+# together ask within a few ms of each other, and a fork (~20 ms) between
+# their requests would delay the next one.
+REFILL_IDLE_S = 0.05
+
+
+def refill(sock, want, agent):
+    """Fork standbys up to want, each told to the agent, while no request
+    comes: a request that comes is served first."""
+    while len(STANDBYS) < want:
+        if select.select([sock], [], [], REFILL_IDLE_S)[0] or len(thread_names()) != 1:
+            return
+        try:
+            STANDBYS.append(make_standby(agent))
+        except OSError as e:
+            send(sock, {"notice": "could not fork a standby worker: %s" % e})
+            return
+        send(sock, {"standby": STANDBYS[-1][0]})
+
+
+def serve(sock, imports, standby):
     start = time.monotonic()
     failed = None
     try:
@@ -404,6 +489,7 @@ def serve(sock, imports):
                 "import_ms": int((time.monotonic() - start) * 1000),
                 "python": sys.version.split()[0]})
     while True:
+        refill(sock, standby, agent)
         try:
             req, fds = recv(sock)
         except (ValueError, EOFError, OSError) as e:
@@ -419,7 +505,8 @@ def serve(sock, imports):
                 if why:
                     reply = {"error": why, "refused": True}
                 else:
-                    reply = {"pid": spawn(sock, req, fds, agent)}
+                    pid = hand_to_standby(req, fds)
+                    reply = {"pid": pid if pid else spawn_now(req, fds, agent)}
         except Exception as e:
             reply = {"error": "could not fork the worker: %s" % e, "refused": False}
         finally:
@@ -431,6 +518,7 @@ def serve(sock, imports):
 def main(argv):
     fd = None
     imports = []
+    standby = 1
     i = 1
     while i < len(argv):
         if argv[i] == "--fd" and i + 1 < len(argv):
@@ -439,8 +527,12 @@ def main(argv):
         elif argv[i] == "--import" and i + 1 < len(argv):
             imports.extend(m for m in argv[i + 1].split(",") if m)
             i += 2
+        elif argv[i] == "--standby" and i + 1 < len(argv):
+            standby = int(argv[i + 1])
+            i += 2
         else:
-            print("usage: rover_warm.py --fd N [--import mod,mod]", file=sys.stderr)
+            print("usage: rover_warm.py --fd N [--import mod,mod] [--standby N]",
+                  file=sys.stderr)
             return 2
     if fd is None:
         print("rover_warm.py: --fd is required", file=sys.stderr)
@@ -451,7 +543,8 @@ def main(argv):
             SERVER_PYTHONPATH.extend((p, os.path.abspath(p)))
     # The server's own folder is sys.path[0] and goes with it in each worker.
     sock = socket.socket(fileno=fd)
-    return serve(sock, imports or ["torch", "torch.distributed"])
+    SERVER_SOCKS.append(sock)
+    return serve(sock, imports or ["torch", "torch.distributed"], standby)
 
 
 if __name__ == "__main__":

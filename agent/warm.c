@@ -173,13 +173,79 @@ static const char *reply_error(const cJSON *msg)
 
 /* ---- start and stop ---- */
 
+static void proc_none(struct rv_proc *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->pidfd = -1;
+	for (int i = 0; i < 3; i++)
+		p->fd[i] = -1;
+}
+
 static void warm_clear(struct warm *w)
 {
 	memset(w, 0, sizeof(*w));
 	w->sock = -1;
-	w->proc.pidfd = -1;
-	for (int i = 0; i < 3; i++)
-		w->proc.fd[i] = -1;
+	proc_none(&w->proc);
+}
+
+/* Reap the standbys that died (the interpreter lost them, or it died). */
+static void standby_prune(struct warm *w)
+{
+	int k = 0;
+	for (int i = 0; i < w->nstandby; i++) {
+		if (rv_proc_wait(&w->standby[i], 0, NULL) == -ETIMEDOUT)
+			w->standby[k++] = w->standby[i];
+		else
+			rv_proc_release(&w->standby[i]);
+	}
+	w->nstandby = k;
+}
+
+static void standby_add(struct warm *w, pid_t pid)
+{
+	if (w->nstandby == (int)(sizeof(w->standby) / sizeof(w->standby[0])))
+		standby_prune(w);
+	if (w->nstandby == (int)(sizeof(w->standby) / sizeof(w->standby[0])))
+		return; /* cannot happen with the interpreter's own limit */
+	if (rv_proc_adopt(&w->standby[w->nstandby], pid, pid) == 0)
+		w->nstandby++;
+}
+
+/* Take the standby pid out of the list into *out; false when not there. */
+static bool standby_take(struct warm *w, pid_t pid, struct rv_proc *out)
+{
+	for (int i = 0; i < w->nstandby; i++) {
+		if (w->standby[i].pid != pid)
+			continue;
+		*out = w->standby[i];
+		w->standby[i] = w->standby[--w->nstandby];
+		return true;
+	}
+	return false;
+}
+
+/* A notice ({"standby": pid} or {"notice": text}) is handled here and
+ * returns true; a reply returns false. */
+static bool notice(struct warm *w, const cJSON *msg)
+{
+	const cJSON *sb = cJSON_GetObjectItemCaseSensitive(msg, "standby");
+	if (cJSON_IsNumber(sb) && sb->valuedouble >= 1 && sb->valuedouble <= INT_MAX) {
+		standby_add(w, (pid_t)sb->valueint);
+		return true;
+	}
+	return cJSON_IsString(cJSON_GetObjectItemCaseSensitive(msg, "notice"));
+}
+
+/* The next message that is not a notice. */
+static int reply_recv(struct warm *w, int64_t deadline, cJSON **out, struct rv_err *err)
+{
+	for (;;) {
+		int r = msg_recv(w->sock, deadline, out, err);
+		if (r < 0 || !notice(w, *out))
+			return r;
+		cJSON_Delete(*out);
+		*out = NULL;
+	}
 }
 
 int warm_start(struct warm *w, const struct warm_opts *o, struct rv_err *reterr)
@@ -212,8 +278,11 @@ int warm_start(struct warm *w, const struct warm_opts *o, struct rv_err *reterr)
 	char fdarg[16];
 	snprintf(fdarg, sizeof(fdarg), "%d", sv[1]);
 	const char *python = o->python ? o->python : WARM_PYTHON;
+	char standby[16];
+	snprintf(standby, sizeof(standby), "%d",
+		 o->standby < 0 ? 0 : o->standby == 0 ? 1 : o->standby > WARM_MAX_STANDBY ? WARM_MAX_STANDBY : o->standby);
 	const char *argv[] = { python, script, "--fd", fdarg, "--import",
-			       o->imports ? o->imports : WARM_IMPORTS, NULL };
+			       o->imports ? o->imports : WARM_IMPORTS, "--standby", standby, NULL };
 	struct rv_proc_opts po = {
 		.argv = argv,
 		.env = o->env,
@@ -234,12 +303,13 @@ int warm_start(struct warm *w, const struct warm_opts *o, struct rv_err *reterr)
 				  strerror(-r));
 	}
 	w->sock = sv[0];
+	w->started = true;
 	w->spawn_timeout_ms = o->spawn_timeout_ms > 0 ? o->spawn_timeout_ms : 10000;
 
 	int timeout = o->start_timeout_ms > 0 ? o->start_timeout_ms : 120000;
 	RV_CLEANUP_CJSON cJSON *msg = NULL;
 	struct rv_err perr;
-	r = msg_recv(w->sock, rv_mono_ms() + timeout, &msg, &perr);
+	r = reply_recv(w, rv_mono_ms() + timeout, &msg, &perr);
 	if (r == -ETIMEDOUT) {
 		rv_err_set(reterr, r, "", "%s did not import its modules within %d ms", python,
 			   timeout);
@@ -265,24 +335,50 @@ int warm_start(struct warm *w, const struct warm_opts *o, struct rv_err *reterr)
 
 bool warm_alive(struct warm *w)
 {
-	if (w->sock < 0)
+	if (!w->started || w->sock < 0)
 		return false;
 	return !w->proc.reaped && rv_proc_wait(&w->proc, 0, NULL) == -ETIMEDOUT;
 }
 
-void warm_stop(struct warm *w)
+/* End the interpreter: end of file on its socket (it exits; its standbys
+ * see end of file in turn and exit), or SIGKILL at once when kill; the
+ * notices it sent meanwhile name standbys to reap too. */
+static void stop(struct warm *w, bool kill)
 {
-	if (!w)
+	if (!w || !w->started)
 		return;
-	if (w->sock >= 0)
-		close(w->sock); /* end of file: it exits */
-	w->sock = -1;
+	if (kill && w->proc.pid > 0)
+		rv_proc_kill(&w->proc, SIGKILL);
+	if (w->sock >= 0) {
+		shutdown(w->sock, SHUT_WR);
+		int64_t deadline = rv_mono_ms() + 2000;
+		cJSON *msg = NULL;
+		while (msg_recv(w->sock, deadline, &msg, NULL) == 0) {
+			notice(w, msg);
+			cJSON_Delete(msg);
+			msg = NULL;
+		}
+		close(w->sock);
+		w->sock = -1;
+	}
 	if (w->proc.pid > 0 && !w->proc.reaped && rv_proc_wait(&w->proc, 2000, NULL) == -ETIMEDOUT) {
 		rv_proc_kill(&w->proc, SIGKILL);
 		rv_proc_wait(&w->proc, -1, NULL);
 	}
 	rv_proc_release(&w->proc);
-	w->proc.pid = 0;
+	proc_none(&w->proc);
+	for (int i = 0; i < w->nstandby; i++) {
+		if (rv_proc_wait(&w->standby[i], 2000, NULL) == -ETIMEDOUT)
+			rv_proc_stop(&w->standby[i], 0, NULL);
+		rv_proc_release(&w->standby[i]);
+	}
+	w->nstandby = 0;
+	w->started = false;
+}
+
+void warm_stop(struct warm *w)
+{
+	stop(w, false);
 }
 
 /* ---- spawn ---- */
@@ -330,7 +426,7 @@ static char *request_json(const struct warm_req *rq, const char *cwd)
 /* The interpreter cannot be trusted any more: stop it, say why. */
 static int gone(struct warm *w, int code, struct rv_err *reterr, const char *what)
 {
-	warm_stop(w);
+	stop(w, true);
 	return rv_err_set(reterr, code, "", "warm interpreter %s; restarts run cold", what);
 }
 
@@ -346,7 +442,7 @@ int warm_spawn(struct warm *w, const struct warm_req *rq, struct rv_proc *out,
 	if (rq->no_python)
 		return rv_err_set(reterr, -ENOTSUP, "no_python",
 				  "--no-python: only a Python script can be forked warm");
-	if (w->sock < 0)
+	if (!w->started || w->sock < 0)
 		return rv_err_set(reterr, -ENOTCONN, "", "warm interpreter is not running");
 
 	char cwdbuf[PATH_MAX];
@@ -381,7 +477,7 @@ int warm_spawn(struct warm *w, const struct warm_req *rq, struct rv_proc *out,
 	RV_CLEANUP_CJSON cJSON *reply = NULL;
 	struct rv_err perr;
 	if (r == 0)
-		r = msg_recv(w->sock, deadline, &reply, &perr);
+		r = reply_recv(w, deadline, &reply, &perr);
 	if (r == -ETIMEDOUT)
 		return gone(w, r, reterr, "did not answer in time: stopped");
 	if (r == -ECONNRESET || r == -EPIPE)
@@ -395,6 +491,11 @@ int warm_spawn(struct warm *w, const struct warm_req *rq, struct rv_proc *out,
 		bool refused = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "refused"));
 		return rv_err_set(reterr, refused ? -ENOTSUP : -EIO, "", "%s",
 				  *e ? e : "no pid in the reply");
+	}
+	if (standby_take(w, (pid_t)pid->valueint, out)) {
+		w->spawns++;
+		standby_prune(w);
+		return 0;
 	}
 	r = rv_proc_adopt(out, (pid_t)pid->valueint, (pid_t)pid->valueint);
 	if (r < 0) {

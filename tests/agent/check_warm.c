@@ -69,12 +69,41 @@ static const char *put(const char *name, const char *text)
 	return path;
 }
 
-static void start(struct warm *w)
+static void start_with(struct warm *w, int standby)
 {
 	struct rv_err e = { 0 };
-	int r = warm_start(w, &(struct warm_opts){ .log_fd = 2 }, &e);
+	int r = warm_start(w, &(struct warm_opts){ .log_fd = 2, .standby = standby }, &e);
 	ck_assert_msg(r == 0, "warm_start: %d %s", r, e.msg);
 	ck_assert_int_eq(w->proc.pid > 0, 1);
+}
+
+/* One standby worker (the default). */
+static void start(struct warm *w)
+{
+	start_with(w, 0);
+}
+
+/* How many children this process has (standbys, workers, interpreters). */
+static int children(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	ck_assert_ptr_nonnull(d);
+	int n = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		char path[300], buf[4096];
+		snprintf(path, sizeof(path), "/proc/self/task/%s/children", de->d_name);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		while (fscanf(f, "%4095s", buf) == 1)
+			n++;
+		fclose(f);
+	}
+	closedir(d);
+	return n;
 }
 
 /* A worker's result: wait status and what it printed on stdout/stderr. */
@@ -178,7 +207,7 @@ START_TEST(test_worker_sees_its_argv_env_cwd_path)
 {
 	setenv("ROVER_TEST_AGENT_ONLY", "1", 1); /* the interpreter has it, workers must not */
 	struct warm w;
-	start(&w);
+	start_with(&w, -1); /* every worker forked on request */
 	put("scripts/w.py", "import os, sys, json, ctypes\n"
 			    "g = ctypes.CDLL(None).getenv\n"
 			    "g.restype = ctypes.c_char_p\n"
@@ -352,7 +381,7 @@ END_TEST
 START_TEST(test_twenty_spawns_one_thread)
 {
 	struct warm w;
-	start(&w);
+	start_with(&w, 2);
 	/* A threaded torch op in each worker: it must not hang (no OpenMP pool
 	 * inherited) and must not leave a thread in the interpreter. */
 	const char *s = put("mm.py", "import os, torch\n"
@@ -373,8 +402,11 @@ START_TEST(test_twenty_spawns_one_thread)
 	}
 	ck_assert_int_eq(w.spawns, 20);
 	ck_assert(warm_alive(&w));
+	/* The interpreter and its standbys, nothing else; none after a stop. */
+	ck_assert_int_le(children(), 3);
 	warm_stop(&w);
 	ck_assert(!warm_alive(&w));
+	ck_assert_int_eq(children(), 0);
 }
 END_TEST
 
@@ -420,10 +452,17 @@ START_TEST(test_dead_interpreter_fails_cleanly)
 {
 	struct warm w;
 	start(&w);
-	ck_assert_int_eq(rv_proc_kill(&w.proc, SIGKILL), 0);
 	const char *s = put("ok.py", "print('ok')\n");
 	const char *argv[] = { s, NULL };
 	struct warm_req rq = { .argv = argv };
+	struct run res;
+	run_warm(&w, &rq, &res);
+	run_release(&res);
+	/* Its standby forked (the interpreter and it are our children). */
+	for (int i = 0; i < 500 && children() < 2; i++)
+		usleep(10000);
+	ck_assert_int_eq(children(), 2);
+	ck_assert_int_eq(rv_proc_kill(&w.proc, SIGKILL), 0);
 	struct rv_proc p;
 	struct rv_err e = { 0 };
 	int64_t t0 = rv_mono_ms();
@@ -436,8 +475,12 @@ START_TEST(test_dead_interpreter_fails_cleanly)
 	ck_assert_int_eq(p.pidfd, -1);
 	ck_assert(!warm_alive(&w));
 	ck_assert_int_eq(warm_spawn(&w, &rq, &p, &e), -ENOTCONN);
+	ck_assert_int_eq(children(), 0); /* its standby went with it, reaped */
 	warm_stop(&w);
 	warm_stop(&w);
+	struct warm zero = { 0 };
+	warm_stop(&zero); /* a zeroed struct: nothing to do, fd 0 untouched */
+	ck_assert_int_ge(fcntl(0, F_GETFD), 0);
 }
 END_TEST
 
