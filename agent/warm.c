@@ -173,19 +173,11 @@ static const char *reply_error(const cJSON *msg)
 
 /* ---- start and stop ---- */
 
-static void proc_none(struct rv_proc *p)
-{
-	memset(p, 0, sizeof(*p));
-	p->pidfd = -1;
-	for (int i = 0; i < 3; i++)
-		p->fd[i] = -1;
-}
-
 static void warm_clear(struct warm *w)
 {
 	memset(w, 0, sizeof(*w));
 	w->sock = -1;
-	proc_none(&w->proc);
+	rv_proc_init(&w->proc);
 }
 
 /* Reap the standbys that died (the interpreter lost them, or it died). */
@@ -366,7 +358,7 @@ static void stop(struct warm *w, bool kill)
 		rv_proc_wait(&w->proc, -1, NULL);
 	}
 	rv_proc_release(&w->proc);
-	proc_none(&w->proc);
+	rv_proc_init(&w->proc);
 	for (int i = 0; i < w->nstandby; i++) {
 		if (rv_proc_wait(&w->standby[i], 2000, NULL) == -ETIMEDOUT)
 			rv_proc_stop(&w->standby[i], 0, NULL);
@@ -433,10 +425,7 @@ static int gone(struct warm *w, int code, struct rv_err *reterr, const char *wha
 int warm_spawn(struct warm *w, const struct warm_req *rq, struct rv_proc *out,
 	       struct rv_err *reterr)
 {
-	memset(out, 0, sizeof(*out));
-	out->pidfd = -1;
-	for (int i = 0; i < 3; i++)
-		out->fd[i] = -1;
+	rv_proc_init(out);
 	if (!rq || !rq->argv || !rq->argv[0] || !rq->argv[0][0])
 		return rv_err_set(reterr, -EINVAL, "argv", "no script to run");
 	if (rq->no_python)

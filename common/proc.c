@@ -57,7 +57,7 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
-static void proc_clear(struct rv_proc *p)
+void rv_proc_init(struct rv_proc *p)
 {
 	memset(p, 0, sizeof(*p));
 	p->pidfd = -1;
@@ -298,7 +298,7 @@ static int check_opts(const struct rv_proc_opts *o)
 
 int rv_proc_spawn(struct rv_proc *p, const struct rv_proc_opts *o)
 {
-	proc_clear(p);
+	rv_proc_init(p);
 	int r = check_opts(o);
 	if (r < 0)
 		return r;
@@ -389,7 +389,7 @@ fail:
 
 int rv_proc_adopt(struct rv_proc *p, pid_t pid, pid_t pgid)
 {
-	proc_clear(p);
+	rv_proc_init(p);
 	if (pid <= 0 || pgid < 0)
 		return -EINVAL;
 	/* Ours and unreaped (a zombie at worst) means the number cannot have

@@ -154,6 +154,10 @@ int rv_proc_stop(struct rv_proc *p, int grace_ms, int *status);
 /* Close p->fd[i] now (the child then sees EOF or EPIPE).  Idempotent. */
 void rv_proc_close_fd(struct rv_proc *p, int i);
 
+/* Make *p empty: no process, no fds (what a failed spawn leaves); safe to
+ * release, wait for (-ESRCH) or kill (-ESRCH). */
+void rv_proc_init(struct rv_proc *p);
+
 /* Close the pidfd and the pipe ends.  Neither signals nor waits: a child
  * still running keeps running (stop it first).  Accepts a zeroed or released
  * struct; idempotent. */

@@ -462,6 +462,7 @@ START_TEST(test_dead_interpreter_fails_cleanly)
 	for (int i = 0; i < 500 && children() < 2; i++)
 		usleep(10000);
 	ck_assert_int_eq(children(), 2);
+	usleep(200000); /* and announced: the notice follows the fork at once */
 	ck_assert_int_eq(rv_proc_kill(&w.proc, SIGKILL), 0);
 	struct rv_proc p;
 	struct rv_err e = { 0 };
