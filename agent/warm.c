@@ -28,7 +28,7 @@
 #include "json.h"
 #include "parse.h"
 
-#define WARM_PYTHON "/usr/bin/python3"
+#define WARM_PYTHON  "/usr/bin/python3"
 #define WARM_IMPORTS "torch,torch.distributed"
 #define WARM_MAX_MSG (1u << 20)
 
@@ -272,9 +272,13 @@ int warm_start(struct warm *w, const struct warm_opts *o, struct rv_err *reterr)
 	const char *python = o->python ? o->python : WARM_PYTHON;
 	char standby[16];
 	snprintf(standby, sizeof(standby), "%d",
-		 o->standby < 0 ? 0 : o->standby == 0 ? 1 : o->standby > WARM_MAX_STANDBY ? WARM_MAX_STANDBY : o->standby);
-	const char *argv[] = { python, script, "--fd", fdarg, "--import",
-			       o->imports ? o->imports : WARM_IMPORTS, "--standby", standby, NULL };
+		 o->standby < 0                  ? 0
+		 : o->standby == 0               ? 1
+		 : o->standby > WARM_MAX_STANDBY ? WARM_MAX_STANDBY
+						 : o->standby);
+	const char *argv[] = { python,      script,     "--fd",
+			       fdarg,       "--import", o->imports ? o->imports : WARM_IMPORTS,
+			       "--standby", standby,    NULL };
 	struct rv_proc_opts po = {
 		.argv = argv,
 		.env = o->env,
@@ -353,7 +357,8 @@ static void stop(struct warm *w, bool kill)
 		close(w->sock);
 		w->sock = -1;
 	}
-	if (w->proc.pid > 0 && !w->proc.reaped && rv_proc_wait(&w->proc, 2000, NULL) == -ETIMEDOUT) {
+	if (w->proc.pid > 0 && !w->proc.reaped &&
+	    rv_proc_wait(&w->proc, 2000, NULL) == -ETIMEDOUT) {
 		rv_proc_kill(&w->proc, SIGKILL);
 		rv_proc_wait(&w->proc, -1, NULL);
 	}

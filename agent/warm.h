@@ -87,10 +87,10 @@ struct warm {
 	 * reaped by warm_stop() or when found dead. */
 	struct rv_proc standby[2 * WARM_MAX_STANDBY];
 	int nstandby;
-	int sock;            /* owned; -1 once it is gone */
-	int import_ms;       /* how long its imports took */
-	int spawns;          /* workers forked so far */
-	bool started;        /* set by a successful warm_start() until warm_stop() */
+	int sock;      /* owned; -1 once it is gone */
+	int import_ms; /* how long its imports took */
+	int spawns;    /* workers forked so far */
+	bool started;  /* set by a successful warm_start() until warm_stop() */
 	int spawn_timeout_ms;
 };
 

@@ -319,7 +319,8 @@ START_TEST(test_exit_codes_signals_tracebacks)
 		run_warm(&w, &rq, &res);
 		const char *e = text(&res.err);
 		if (cases[i].sig) {
-			ck_assert_msg(WIFSIGNALED(res.status) && WTERMSIG(res.status) == cases[i].sig,
+			ck_assert_msg(WIFSIGNALED(res.status) &&
+					      WTERMSIG(res.status) == cases[i].sig,
 				      "case %zu: status %d", i, res.status);
 		} else {
 			ck_assert_msg(WIFEXITED(res.status) &&
@@ -357,8 +358,9 @@ START_TEST(test_random_state_differs)
 {
 	struct warm w;
 	start(&w);
-	const char *s = put("rnd.py", "import numpy, torch, random\n"
-				      "print(numpy.random.rand(), torch.rand(1).item(), random.random())\n");
+	const char *s = put("rnd.py",
+			    "import numpy, torch, random\n"
+			    "print(numpy.random.rand(), torch.rand(1).item(), random.random())\n");
 	const char *argv[] = { s, NULL };
 	struct warm_req rq = { .argv = argv };
 	struct run a, b;
@@ -384,10 +386,11 @@ START_TEST(test_twenty_spawns_one_thread)
 	start_with(&w, 2);
 	/* A threaded torch op in each worker: it must not hang (no OpenMP pool
 	 * inherited) and must not leave a thread in the interpreter. */
-	const char *s = put("mm.py", "import os, torch\n"
-				     "torch.set_num_threads(2)\n"
-				     "x = torch.ones(256, 256)\n"
-				     "print('sum', int((x @ x).sum().item()), torch.get_num_threads())\n");
+	const char *s = put("mm.py",
+			    "import os, torch\n"
+			    "torch.set_num_threads(2)\n"
+			    "x = torch.ones(256, 256)\n"
+			    "print('sum', int((x @ x).sum().item()), torch.get_num_threads())\n");
 	const char *argv[] = { s, NULL };
 	const char *env[] = { "OMP_NUM_THREADS=2", NULL };
 	struct warm_req rq = { .argv = argv, .envp = env };
@@ -502,8 +505,9 @@ START_TEST(test_start_failures_say_why)
 	ck_assert_int_eq(r, -ENOENT);
 
 	/* An import that starts a thread: a fork would hang, so no start. */
-	put("threader.py", "import threading, time\n"
-			   "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n");
+	put("threader.py",
+	    "import threading, time\n"
+	    "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n");
 	char pp[300];
 	snprintf(pp, sizeof(pp), "PYTHONPATH=%s", tmpdir);
 	const char *env[] = { pp, NULL };

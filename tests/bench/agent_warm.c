@@ -49,7 +49,8 @@ static int64_t first_line(int fd)
 static int64_t cold_once(void)
 {
 	const char *argv[] = { "/usr/bin/python3", script_path, NULL };
-	struct rv_proc_opts o = { .argv = argv, .io = { { RV_PROC_NULL, -1 }, { RV_PROC_PIPE, -1 } },
+	struct rv_proc_opts o = { .argv = argv,
+				  .io = { { RV_PROC_NULL, -1 }, { RV_PROC_PIPE, -1 } },
 				  .pdeathsig = 9 };
 	struct rv_proc p;
 	int64_t t0 = rv_mono_ms();
@@ -187,7 +188,8 @@ int main(void)
 		per_rank[i] = pair_once(&w1, &w2);
 		fprintf(stderr,
 			"agent_warm: run %d cold=%lld warm=%lld (warm_spawn %lld) "
-			"no-standby=%lld (warm_spawn %lld); 2 workers: shared=%lld per-rank=%lld ms\n",
+			"no-standby=%lld (warm_spawn %lld); 2 workers: shared=%lld per-rank=%lld "
+			"ms\n",
 			i, (long long)cold[i], (long long)warm[i], (long long)spawn[i],
 			(long long)direct[i], (long long)dspawn[i], (long long)shared[i],
 			(long long)per_rank[i]);

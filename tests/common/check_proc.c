@@ -535,8 +535,8 @@ START_TEST(test_adopt_reparented_orphan)
 	 * job, prints its pid and exits; the job is reparented here, adopted,
 	 * and its real exit status comes through the pidfd. */
 	ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
-	const char *argv[] = { "sh", "-c", "(sleep 0.2; exit 7) </dev/null >/dev/null 2>&1 & echo $!",
-			       NULL };
+	const char *argv[] = { "sh", "-c",
+			       "(sleep 0.2; exit 7) </dev/null >/dev/null 2>&1 & echo $!", NULL };
 	struct rv_buf out = { 0 };
 	ck_assert_int_eq(run_capture(argv, &out), 0);
 	rv_buf_append(&out, "", 1);
