@@ -7,7 +7,8 @@ skips the ~1.5 s import and starts in milliseconds.
 Protocol, on the unix stream socket passed as --fd: every message is a native
 uint32 length and that many bytes of JSON.  First the server says
 {"ready": true, ...} or {"error": "...", "detail": "..."} (then exits 1).  Each
-request {"argv": [...], "module": bool, "env": {...}, "cwd": "..."}
+request {"argv": [...], "module": bool, "unbuffered": bool, "env": {...},
+"cwd": "..."}
 carries the worker's stdin, stdout and stderr as three fds
 (SCM_RIGHTS); the answer is {"pid": N} or {"error": "...", "refused": bool}
 ("refused": the request cannot be served warm, run it cold).  End of file on
@@ -298,7 +299,7 @@ def setup(req, fds):
     os.environ.clear()
     os.environ.update(env)
     os.chdir(req.get("cwd") or "/")
-    unbuffered = bool(env.get("PYTHONUNBUFFERED"))
+    unbuffered = bool(env.get("PYTHONUNBUFFERED")) or bool(req.get("unbuffered"))
     enc = sys.stdout.encoding
     # Line-buffered (python's own default on a tty): a line printed before a
     # SIGKILL is not lost, and none is written twice.
@@ -315,6 +316,8 @@ def setup(req, fds):
         path0 = os.path.dirname(os.path.realpath(argv[0]))
     sys.path[:] = [path0] + user_pp + rest
     sys.argv[:] = argv
+    sys.orig_argv[:] = ([sys.executable] + (["-u"] if req.get("unbuffered") else []) +
+                        (["-m"] if req.get("module") else []) + list(req["argv"]))
     sys.dont_write_bytecode = bool(env.get("PYTHONDONTWRITEBYTECODE"))
     if env.get("PYTHONFAULTHANDLER"):
         import faulthandler
@@ -339,9 +342,12 @@ def setup(req, fds):
 
 
 def text_stream(fd, encoding, errors, write_through):
+    # As python builds its stdio: unbuffered (-u) is the raw file itself
+    # under a write-through text layer.
     raw = io.FileIO(fd, "w", closefd=False)
-    return io.TextIOWrapper(io.BufferedWriter(raw), encoding=encoding, errors=errors,
-                            line_buffering=True, write_through=write_through)
+    return io.TextIOWrapper(raw if write_through else io.BufferedWriter(raw),
+                            encoding=encoding, errors=errors, line_buffering=True,
+                            write_through=write_through)
 
 
 def exit_code(e):

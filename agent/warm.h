@@ -114,6 +114,9 @@ struct warm_req {
 	const char *const *argv;
 	bool module;    /* python -m argv[0] */
 	bool no_python; /* --no-python: not a Python script, always refused */
+	/* python -u, as torchrun runs workers: stdout unbuffered; otherwise
+	 * line-buffered (so a SIGKILL loses no whole line either way). */
+	bool unbuffered;
 	/* The worker's complete environment, "K=V", NULL-terminated; NULL: ours. */
 	const char *const *envp;
 	const char *cwd; /* NULL: ours */

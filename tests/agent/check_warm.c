@@ -288,6 +288,17 @@ START_TEST(test_output_whole_even_when_killed)
 		ck_assert_str_eq(text(&res.err), "err line\n");
 		run_release(&res);
 	}
+	/* python -u (torchrun's way): even a partial line is out before the kill. */
+	const char *p = put("partial.py", "import os, signal, sys\n"
+					  "print(sys.orig_argv[1], end=' ')\n"
+					  "os.kill(os.getpid(), signal.SIGKILL)\n");
+	const char *pargv[] = { p, NULL };
+	struct warm_req prq = { .argv = pargv, .unbuffered = true };
+	struct run res;
+	run_warm(&w, &prq, &res);
+	ck_assert_int_eq(WTERMSIG(res.status), SIGKILL);
+	ck_assert_str_eq(text(&res.out), "-u ");
+	run_release(&res);
 	warm_stop(&w);
 }
 END_TEST
