@@ -46,7 +46,9 @@ MAX_MSG = 16 << 20
 # Settings a Python reads once at start: a worker asking for other values
 # than this interpreter started with must be run cold.
 FIXED_AT_START = ("PYTHONHASHSEED", "PYTHONOPTIMIZE", "PYTHONHOME", "PYTHONMALLOC",
-                  "PYTHONDEVMODE", "PYTHONUTF8", "PYTHONNOUSERSITE", "PYTHONPLATLIBDIR")
+                  "PYTHONDEVMODE", "PYTHONUTF8", "PYTHONNOUSERSITE", "PYTHONPLATLIBDIR",
+                  # the locale picks the encodings and UTF-8 mode at start
+                  "LC_ALL", "LC_CTYPE", "LANG")
 
 # A script with this text in its first 4 KiB is never run warm.
 OPT_OUT_MARKER = b"rover: cold-start"
@@ -379,6 +381,7 @@ def run_script(script):
     main = types.ModuleType("__main__")
     main.__file__ = script
     main.__cached__ = None
+    main.__annotations__ = {}
     main.__builtins__ = builtins
     main.__loader__ = importlib.machinery.SourceFileLoader("__main__", script)
     sys.modules["__main__"] = main

@@ -77,6 +77,27 @@ static void start_with(struct warm *w, int standby)
 	ck_assert_int_eq(w->proc.pid > 0, 1);
 }
 
+/* A worker environment of extra plus what the interpreter fixed at its
+ * start (the locale, bytecode writing) taken from ours, as rover-run passes
+ * its own environment on: into env (room for 32), returned. */
+static const char *const *mkenv(const char **env, const char *const *extra)
+{
+	static char kept[4][256]; /* the same values for every call */
+	const char *keys[] = { "LANG", "LC_ALL", "LC_CTYPE", "PYTHONDONTWRITEBYTECODE" };
+	size_t n = 0;
+	for (size_t i = 0; extra[i] && n < 24; i++)
+		env[n++] = extra[i];
+	for (size_t i = 0; i < 4; i++) {
+		const char *v = getenv(keys[i]);
+		if (!v)
+			continue;
+		snprintf(kept[i], sizeof(kept[i]), "%s=%s", keys[i], v);
+		env[n++] = kept[i];
+	}
+	env[n] = NULL;
+	return env;
+}
+
 /* One standby worker (the default). */
 static void start(struct warm *w)
 {
@@ -220,7 +241,9 @@ START_TEST(test_worker_sees_its_argv_env_cwd_path)
 	char cwd[300], env_pp[300];
 	snprintf(cwd, sizeof(cwd), "%s/work", tmpdir);
 	snprintf(env_pp, sizeof(env_pp), "PATH=%s", getenv("PATH") ? getenv("PATH") : "/usr/bin");
-	const char *env[] = { "FOO=bar baz", env_pp, NULL };
+	const char *extra[] = { "FOO=bar baz", env_pp, NULL };
+	const char *env_buf[32];
+	const char *const *env = mkenv(env_buf, extra);
 	const char *argv[] = { "../scripts/w.py", "--lr", "0.1", "x y", NULL };
 	struct warm_req rq = { .argv = argv, .envp = env, .cwd = cwd };
 	struct run res;
@@ -258,6 +281,51 @@ START_TEST(test_worker_sees_its_argv_env_cwd_path)
 	ck_assert_int_eq(WEXITSTATUS(res.status), 0);
 	snprintf(want, sizeof(want), "MOD ['a'] %s __main__", cwd);
 	ck_assert_msg(strstr(text(&res.out), want), "%s lacks %s", text(&res.out), want);
+	run_release(&res);
+	warm_stop(&w);
+}
+END_TEST
+
+/* What a script can see of how it was started, the same warm and cold. */
+START_TEST(test_same_as_a_fresh_python)
+{
+	struct warm w;
+	start(&w);
+	put("s/p.py",
+	    "import json, os, sys\n"
+	    "def sig():\n"
+	    "    return [l.strip() for l in open('/proc/self/status')\n"
+	    "            if l.startswith('Sig') and not l.startswith('SigQ')]\n"
+	    "print(json.dumps({'argv': sys.argv, 'orig': sys.orig_argv, 'path': sys.path,\n"
+	    "  'flags': str(sys.flags), 'file': __file__, 'spec': str(__spec__),\n"
+	    "  'loader': type(__loader__).__name__, 'package': __package__,\n"
+	    "  'globals': sorted(globals()), 'main': sys.modules['__main__'] is\n"
+	    "  sys.modules[__name__], 'sig': sig(), 'cwd': os.getcwd(),\n"
+	    "  'env': {k: v for k, v in os.environ.items() if k.startswith('RV')},\n"
+	    "  'umask': os.umask(0), 'pgid': os.getpgid(0) == os.getpid(),\n"
+	    "  'stdin': os.path.realpath('/proc/self/fd/0')}, sort_keys=True))\n");
+	/* (SigQ, the queued signals of this user, is left out: it is not ours.) */
+	char cwd[300];
+	snprintf(cwd, sizeof(cwd), "%s/s", tmpdir);
+	const char *extra[] = { "RV_A=1", "RV_B=two words", "PATH=/usr/bin:/bin", NULL };
+	const char *env_buf[32];
+	const char *const *env = mkenv(env_buf, extra);
+	const char *argv[] = { "p.py", "x", NULL };
+	struct warm_req rq = { .argv = argv, .envp = env, .cwd = cwd };
+	struct run res;
+	run_warm(&w, &rq, &res);
+	ck_assert_msg(WEXITSTATUS(res.status) == 0, "%s", text(&res.err));
+
+	const char *cold_argv[] = { "/usr/bin/python3", "p.py", "x", NULL };
+	struct rv_proc_opts o = {
+		.argv = cold_argv, .envp = env, .cwd = cwd, .io = { { RV_PROC_NULL, -1 } }
+	};
+	struct rv_buf out = { 0 };
+	int st = -1;
+	ck_assert_int_eq(rv_proc_run(&o, 30000, &st, &out), 0);
+	ck_assert_int_eq(WEXITSTATUS(st), 0);
+	ck_assert_str_eq(text(&res.out), text(&out));
+	rv_buf_release(&out);
 	run_release(&res);
 	warm_stop(&w);
 }
@@ -403,7 +471,9 @@ START_TEST(test_twenty_spawns_one_thread)
 			    "x = torch.ones(256, 256)\n"
 			    "print('sum', int((x @ x).sum().item()), torch.get_num_threads())\n");
 	const char *argv[] = { s, NULL };
-	const char *env[] = { "OMP_NUM_THREADS=2", NULL };
+	const char *extra[] = { "OMP_NUM_THREADS=2", NULL };
+	const char *env_buf[32];
+	const char *const *env = mkenv(env_buf, extra);
 	struct warm_req rq = { .argv = argv, .envp = env };
 	for (int i = 0; i < 20; i++) {
 		struct run res;
@@ -440,15 +510,26 @@ START_TEST(test_refusals_keep_it_usable)
 	ck_assert_int_eq(p.pid, 0);
 
 	const char *pargv[] = { plain, NULL };
-	const char *optout[] = { "ROVER_WARM=0", NULL };
+	const char *optout_extra[] = { "ROVER_WARM=0", NULL };
+	const char *optout_buf[32];
+	const char *const *optout = mkenv(optout_buf, optout_extra);
 	struct warm_req rq2 = { .argv = pargv, .envp = optout };
 	ck_assert_int_eq(warm_spawn(&w, &rq2, &p, &e), -ENOTSUP);
 	ck_assert_msg(strstr(e.msg, "ROVER_WARM=0"), "%s", e.msg);
 
-	const char *seed[] = { "PYTHONHASHSEED=123", NULL };
+	const char *seed_extra[] = { "PYTHONHASHSEED=123", NULL };
+	const char *seed_buf[32];
+	const char *const *seed = mkenv(seed_buf, seed_extra);
 	struct warm_req rq3 = { .argv = pargv, .envp = seed };
 	ck_assert_int_eq(warm_spawn(&w, &rq3, &p, &e), -ENOTSUP);
 	ck_assert_msg(strstr(e.msg, "PYTHONHASHSEED"), "%s", e.msg);
+
+	/* A locale of its own: python picked its encodings at start. */
+	const char *lang = getenv("LANG") && !strcmp(getenv("LANG"), "C") ? "LANG=POSIX" : "LANG=C";
+	const char *lang_env[] = { lang, NULL };
+	struct warm_req rq5 = { .argv = pargv, .envp = lang_env };
+	ck_assert_int_eq(warm_spawn(&w, &rq5, &p, &e), -ENOTSUP);
+	ck_assert_msg(strstr(e.msg, "LANG"), "%s", e.msg);
 
 	struct warm_req rq4 = { .argv = pargv, .no_python = true };
 	ck_assert_int_eq(warm_spawn(&w, &rq4, &p, &e), -ENOTSUP);
@@ -595,8 +676,10 @@ START_TEST(test_gloo_all_reduce_between_warm_workers)
 				     "dist.destroy_process_group()\n");
 	char port[32];
 	snprintf(port, sizeof(port), "MASTER_PORT=%d", free_port());
-	const char *env0[] = { "RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", port, NULL };
-	const char *env1[] = { "RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", port, NULL };
+	const char *x0[] = { "RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", port, NULL };
+	const char *x1[] = { "RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", port, NULL };
+	const char *b0[32], *b1[32];
+	const char *const *env0 = mkenv(b0, x0), *const *env1 = mkenv(b1, x1);
 	const char *argv[] = { s, NULL };
 	struct warm_req r0 = { .argv = argv, .envp = env0 }, r1 = { .argv = argv, .envp = env1 };
 	struct rv_proc p0, p1;
@@ -651,6 +734,7 @@ static Suite *warm_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_start_failures_say_why);
 	tcase_add_test(tc, test_worker_sees_its_argv_env_cwd_path);
+	tcase_add_test(tc, test_same_as_a_fresh_python);
 	tcase_add_test(tc, test_output_whole_even_when_killed);
 	tcase_add_test(tc, test_exit_codes_signals_tracebacks);
 	tcase_add_test(tc, test_random_state_differs);
