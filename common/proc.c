@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -407,6 +408,46 @@ int rv_proc_adopt(struct rv_proc *p, pid_t pid, pid_t pgid)
 	p->pid = pid;
 	p->pgid = pgid;
 	return 0;
+}
+
+/* Reap pid if it is an exited child of ours not in keep: 1 when reaped. */
+static int reap_stray(pid_t pid, const pid_t *keep, int nkeep)
+{
+	for (int i = 0; i < nkeep; i++)
+		if (keep[i] == pid)
+			return 0;
+	siginfo_t si;
+	memset(&si, 0, sizeof(si));
+	while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG) < 0)
+		if (errno != EINTR)
+			return 0;
+	return si.si_pid == pid;
+}
+
+int rv_proc_reap_strays(const pid_t *keep, int nkeep)
+{
+	DIR *d = opendir("/proc/self/task");
+	if (!d)
+		return -errno;
+	int reaped = 0, r = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/self/task/%.20s/children", de->d_name);
+		FILE *f = fopen(path, "re");
+		if (!f) {
+			r = errno == ENOENT ? -ENOSYS : -errno;
+			continue;
+		}
+		long pid;
+		while (fscanf(f, "%ld", &pid) == 1)
+			reaped += reap_stray((pid_t)pid, keep, nkeep);
+		fclose(f);
+	}
+	closedir(d);
+	return reaped > 0 || r == 0 ? reaped : r;
 }
 
 /* A wait status from waitid's siginfo, as waitpid would give it. */

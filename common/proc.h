@@ -134,6 +134,15 @@ int rv_proc_spawn(struct rv_proc *p, const struct rv_proc_opts *opts);
  * nothing signalled); -EINVAL for pid <= 0; or pidfd_open's error. */
 int rv_proc_adopt(struct rv_proc *p, pid_t pid, pid_t pgid);
 
+/* Reap every child of this process that has exited and whose pid is not in
+ * keep[] (the children the caller reaps itself: its workers).  A child
+ * subreaper gets the orphans of everything below it, and reaping those by
+ * waitpid(-1) would steal its workers' statuses; this looks the children up
+ * in /proc/self/task/<tid>/children instead and waits for each by pid.  A
+ * child still running is left alone.  Returns how many were reaped, or a
+ * negative errno (-ENOSYS: the kernel has no such list). */
+int rv_proc_reap_strays(const pid_t *keep, int nkeep);
+
 /* Wait up to timeout_ms (< 0: forever, 0: just look) for the child to exit
  * and reap it.  Returns 0 with *status (may be NULL) the wait status, also on
  * a later call once reaped; -ETIMEDOUT when it still runs; -ECHILD when
