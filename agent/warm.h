@@ -36,9 +36,12 @@
  * reparenting, so keep the thread that called warm_start() alive (the main
  * thread): the kernel sends the death signal when the thread the worker
  * hangs from exits; (3) any other orphan below this process (a worker's
- * daemonised grandchild) is reparented here too: reap children you do not
- * know, never with waitpid(-1) blindly (that would steal a worker's status;
- * rv_proc_wait() would then say -ECHILD).
+ * daemonised grandchild, an interpreter's half-made standby when it died
+ * mid-fork) is reparented here too: on each SIGCHLD call
+ * rv_proc_reap_strays(pids of your workers, n), never waitpid(-1), which
+ * would steal a worker's status (rv_proc_wait() would then say -ECHILD).
+ * Reaping the interpreter or a standby that way is harmless: this module
+ * then sees them as gone.
  *
  * Opting out: a worker whose environment has ROVER_WARM=0, or a script whose
  * first 4 KiB contain "rover: cold-start", is refused (-ENOTSUP) and run cold.
