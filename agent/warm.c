@@ -343,7 +343,8 @@ static void stop(struct warm *w, bool kill)
 {
 	if (!w || !w->started)
 		return;
-	if (kill && w->proc.pid > 0)
+	/* (The wait first: someone may have reaped it, then its pid is not ours.) */
+	if (kill && w->proc.pid > 0 && rv_proc_wait(&w->proc, 0, NULL) == -ETIMEDOUT)
 		rv_proc_kill(&w->proc, SIGKILL);
 	if (w->sock >= 0) {
 		shutdown(w->sock, SHUT_WR);

@@ -580,6 +580,29 @@ START_TEST(test_dead_interpreter_fails_cleanly)
 }
 END_TEST
 
+START_TEST(test_silent_interpreter_times_out)
+{
+	struct warm w;
+	struct rv_err e = { 0 };
+	ck_assert_int_eq(
+		warm_start(&w, &(struct warm_opts){ .standby = -1, .spawn_timeout_ms = 500 }, &e), 0);
+	ck_assert_int_eq(rv_proc_kill(&w.proc, SIGSTOP), 0);
+	const char *s = put("ok.py", "print('ok')\n");
+	const char *argv[] = { s, NULL };
+	struct warm_req rq = { .argv = argv };
+	struct rv_proc p;
+	int64_t t0 = rv_mono_ms();
+	ck_assert_int_eq(warm_spawn(&w, &rq, &p, &e), -ETIMEDOUT);
+	ck_assert_int_lt(rv_mono_ms() - t0, 4000);
+	ck_assert_int_eq(p.pid, 0);
+	/* It was stopped for good: no half-answered stream is reused. */
+	ck_assert(!warm_alive(&w));
+	ck_assert_int_eq(warm_spawn(&w, &rq, &p, &e), -ENOTCONN);
+	ck_assert_int_eq(children(), 0);
+	warm_stop(&w);
+}
+END_TEST
+
 START_TEST(test_start_failures_say_why)
 {
 	struct warm w;
@@ -741,6 +764,7 @@ static Suite *warm_suite(void)
 	tcase_add_test(tc, test_twenty_spawns_one_thread);
 	tcase_add_test(tc, test_refusals_keep_it_usable);
 	tcase_add_test(tc, test_dead_interpreter_fails_cleanly);
+	tcase_add_test(tc, test_silent_interpreter_times_out);
 	tcase_add_test(tc, test_workers_die_with_the_agent);
 	tcase_add_test(tc, test_gloo_all_reduce_between_warm_workers);
 	suite_add_tcase(s, tc);
