@@ -584,8 +584,8 @@ START_TEST(test_silent_interpreter_times_out)
 {
 	struct warm w;
 	struct rv_err e = { 0 };
-	ck_assert_int_eq(
-		warm_start(&w, &(struct warm_opts){ .standby = -1, .spawn_timeout_ms = 500 }, &e), 0);
+	struct warm_opts o = { .standby = -1, .spawn_timeout_ms = 500 };
+	ck_assert_int_eq(warm_start(&w, &o, &e), 0);
 	ck_assert_int_eq(rv_proc_kill(&w.proc, SIGSTOP), 0);
 	const char *s = put("ok.py", "print('ok')\n");
 	const char *argv[] = { s, NULL };
