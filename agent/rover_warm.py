@@ -8,11 +8,13 @@ Protocol, on the unix stream socket passed as --fd: every message is a native
 uint32 length and that many bytes of JSON.  First the server says
 {"ready": true, ...} or {"error": "...", "detail": "..."} (then exits 1).  Each
 request {"argv": [...], "module": bool, "unbuffered": bool, "env": {...},
-"cwd": "..."}
-carries the worker's stdin, stdout and stderr as three fds
+"cwd": "..."} carries the worker's stdin, stdout and stderr as three fds
 (SCM_RIGHTS); the answer is {"pid": N} or {"error": "...", "refused": bool}
-("refused": the request cannot be served warm, run it cold).  End of file on
-the socket ends the server.
+("refused": the request cannot be served warm, run it cold).  Notices may come
+between answers: {"standby": pid} (a worker forked in advance, now the
+agent's child, for the agent to reap should it die unused) and
+{"notice": "..."}.  End of file on the socket ends the server, and with it
+the standbys.
 
 The worker is made a child of the agent, not of this server: the server forks
 a short-lived intermediate, which forks the worker, puts it in its own process
@@ -20,6 +22,12 @@ group and exits; the agent is a child subreaper (PR_SET_CHILD_SUBREAPER), so
 the orphaned worker is reparented to it and the agent reaps it with its real
 exit status.  Only then does the worker set PR_SET_PDEATHSIG (a death signal
 set earlier would fire when the intermediate exits).
+
+Those two forks and an exit cost ~20 ms, so --standby N workers are forked in
+advance, once the server has been idle for REFILL_IDLE_S: each waits, already
+the agent's child, for its request on a socketpair of its own; a request
+handed to one is running within a millisecond.  A standby is a copy of the
+same warm state: nothing in this process changes after the imports.
 
 Single-threaded on purpose: OpenMP's pool and most threads do not survive
 fork(), so a thread in this process would hang every worker; a request that
@@ -30,8 +38,8 @@ import ctypes
 import importlib
 import io
 import json
-import select
 import os
+import select
 import signal
 import socket
 import struct
