@@ -468,11 +468,12 @@ START_TEST(test_twenty_spawns_one_thread)
 	 * other worker asks for one thread with OMP_NUM_THREADS, which torch
 	 * read when the interpreter loaded it (and would default to the cores,
 	 * 2 or more). */
-	const char *s = put("mm.py", "import os, torch\n"
-				     "if 'OMP_NUM_THREADS' not in os.environ:\n"
-				     "    torch.set_num_threads(2)\n"
-				     "x = torch.ones(256, 256)\n"
-				     "print('sum', int((x @ x).sum().item()), torch.get_num_threads())\n");
+	const char *s = put("mm.py",
+			    "import os, torch\n"
+			    "if 'OMP_NUM_THREADS' not in os.environ:\n"
+			    "    torch.set_num_threads(2)\n"
+			    "x = torch.ones(256, 256)\n"
+			    "print('sum', int((x @ x).sum().item()), torch.get_num_threads())\n");
 	const char *argv[] = { s, NULL };
 	const char *extra[] = { "OMP_NUM_THREADS=1", NULL };
 	const char *none[] = { NULL };
