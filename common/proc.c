@@ -30,6 +30,8 @@
 #include <unistd.h>
 #include <grp.h>
 
+#include "parse.h"
+
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
 #endif
@@ -441,9 +443,12 @@ int rv_proc_reap_strays(const pid_t *keep, int nkeep)
 			r = errno == ENOENT ? -ENOSYS : -errno;
 			continue;
 		}
-		long pid;
-		while (fscanf(f, "%ld", &pid) == 1)
-			reaped += reap_stray((pid_t)pid, keep, nkeep);
+		char word[24];
+		while (fscanf(f, "%23s", word) == 1) {
+			int64_t pid;
+			if (rv_parse_i64(word, 1, INT32_MAX, &pid) == 0)
+				reaped += reap_stray((pid_t)pid, keep, nkeep);
+		}
 		fclose(f);
 	}
 	closedir(d);
