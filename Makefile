@@ -131,6 +131,13 @@ $(eval $(call daemon,brain))
 $(eval $(call daemon,master))
 $(eval $(call daemon,agent,run))
 DAEMON_LIBS := $(foreach d,$(DAEMONS),$(LIB_$(d)))
+# rover-run's warm interpreter, where the binary looks for it (<bin>/../lib/rover/).
+WARM_PY := $(B)/lib/rover/rover_warm.py
+$(WARM_PY): agent/rover_warm.py
+	@mkdir -p $(dir $@)
+	$(call say,CP,$@)
+	$(Q)cp $< $@
+BINS += $(WARM_PY)
 
 # ---- test code: fixtures, simulator, suites, benchmarks ----
 # Production code never sees tests/lib; tests link only the layers they test

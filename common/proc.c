@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -28,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <grp.h>
+
+#include "parse.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
@@ -57,7 +60,7 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
-static void proc_clear(struct rv_proc *p)
+void rv_proc_init(struct rv_proc *p)
 {
 	memset(p, 0, sizeof(*p));
 	p->pidfd = -1;
@@ -298,7 +301,7 @@ static int check_opts(const struct rv_proc_opts *o)
 
 int rv_proc_spawn(struct rv_proc *p, const struct rv_proc_opts *o)
 {
-	proc_clear(p);
+	rv_proc_init(p);
 	int r = check_opts(o);
 	if (r < 0)
 		return r;
@@ -385,6 +388,71 @@ fail:
 	free(envbuf);
 	rv_proc_release(p);
 	return r;
+}
+
+int rv_proc_adopt(struct rv_proc *p, pid_t pid, pid_t pgid)
+{
+	rv_proc_init(p);
+	if (pid <= 0 || pgid < 0)
+		return -EINVAL;
+	/* Ours and unreaped (a zombie at worst) means the number cannot have
+	 * been reused: check that before trusting a pidfd for it. */
+	siginfo_t si;
+	memset(&si, 0, sizeof(si));
+	if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
+		return errno == ECHILD ? -ECHILD : -errno;
+	p->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (p->pidfd < 0) {
+		if (errno != ENOSYS)
+			return -errno;
+		p->pidfd = -1; /* an old kernel: waits poll, as after a spawn */
+	}
+	p->pid = pid;
+	p->pgid = pgid;
+	return 0;
+}
+
+/* Reap pid if it is an exited child of ours not in keep: 1 when reaped. */
+static int reap_stray(pid_t pid, const pid_t *keep, int nkeep)
+{
+	for (int i = 0; i < nkeep; i++)
+		if (keep[i] == pid)
+			return 0;
+	siginfo_t si;
+	memset(&si, 0, sizeof(si));
+	while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG) < 0)
+		if (errno != EINTR)
+			return 0;
+	return si.si_pid == pid;
+}
+
+int rv_proc_reap_strays(const pid_t *keep, int nkeep)
+{
+	DIR *d = opendir("/proc/self/task");
+	if (!d)
+		return -errno;
+	int reaped = 0, r = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/self/task/%.20s/children", de->d_name);
+		FILE *f = fopen(path, "re");
+		if (!f) {
+			r = errno == ENOENT ? -ENOSYS : -errno;
+			continue;
+		}
+		char word[24];
+		while (fscanf(f, "%23s", word) == 1) {
+			int64_t pid;
+			if (rv_parse_i64(word, 1, INT32_MAX, &pid) == 0)
+				reaped += reap_stray((pid_t)pid, keep, nkeep);
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return reaped > 0 || r == 0 ? reaped : r;
 }
 
 /* A wait status from waitid's siginfo, as waitpid would give it. */

@@ -126,6 +126,23 @@ struct rv_proc {
  * child before exec: chdir, setuid, ...), *p holds no fds and no process. */
 int rv_proc_spawn(struct rv_proc *p, const struct rv_proc_opts *opts);
 
+/* Take charge of pid, an unreaped child of this process that another
+ * process forked (one reparented here, this process being a child subreaper:
+ * PR_SET_CHILD_SUBREAPER), as if rv_proc_spawn() had started it; pgid is its
+ * process group for rv_proc_kill() (0: signal it alone).  Returns 0 with *p
+ * filled (no pipes); -ECHILD when pid is not a child of ours (nothing taken,
+ * nothing signalled); -EINVAL for pid <= 0; or pidfd_open's error. */
+int rv_proc_adopt(struct rv_proc *p, pid_t pid, pid_t pgid);
+
+/* Reap every child of this process that has exited and whose pid is not in
+ * keep[] (the children the caller reaps itself: its workers).  A child
+ * subreaper gets the orphans of everything below it, and reaping those by
+ * waitpid(-1) would steal its workers' statuses; this looks the children up
+ * in /proc/self/task/<tid>/children instead and waits for each by pid.  A
+ * child still running is left alone.  Returns how many were reaped, or a
+ * negative errno (-ENOSYS: the kernel has no such list). */
+int rv_proc_reap_strays(const pid_t *keep, int nkeep);
+
 /* Wait up to timeout_ms (< 0: forever, 0: just look) for the child to exit
  * and reap it.  Returns 0 with *status (may be NULL) the wait status, also on
  * a later call once reaped; -ETIMEDOUT when it still runs; -ECHILD when
@@ -145,6 +162,10 @@ int rv_proc_stop(struct rv_proc *p, int grace_ms, int *status);
 
 /* Close p->fd[i] now (the child then sees EOF or EPIPE).  Idempotent. */
 void rv_proc_close_fd(struct rv_proc *p, int i);
+
+/* Make *p empty: no process, no fds (what a failed spawn leaves); safe to
+ * release, wait for (-ESRCH) or kill (-ESRCH). */
+void rv_proc_init(struct rv_proc *p);
 
 /* Close the pidfd and the pipe ends.  Neither signals nor waits: a child
  * still running keeps running (stop it first).  Accepts a zeroed or released

@@ -529,6 +529,77 @@ START_TEST(test_drop_ids)
 }
 END_TEST
 
+START_TEST(test_adopt_reparented_orphan)
+{
+	/* A subreaper gets the orphans below it back: sh starts a background
+	 * job, prints its pid and exits; the job is reparented here, adopted,
+	 * and its real exit status comes through the pidfd. */
+	ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+	const char *argv[] = { "sh", "-c",
+			       "(sleep 0.2; exit 7) </dev/null >/dev/null 2>&1 & echo $!", NULL };
+	struct rv_buf out = { 0 };
+	ck_assert_int_eq(run_capture(argv, &out), 0);
+	rv_buf_append(&out, "", 1);
+	pid_t pid = (pid_t)strtol(out.data, NULL, 10);
+	ck_assert_int_gt(pid, 0);
+	rv_buf_release(&out);
+
+	struct rv_proc p;
+	ck_assert_int_eq(rv_proc_adopt(&p, pid, 0), 0);
+	ck_assert_int_eq(p.pid, pid);
+	ck_assert_int_eq(rv_proc_wait(&p, 0, NULL), -ETIMEDOUT);
+	int st = -1;
+	ck_assert_int_eq(rv_proc_wait(&p, 5000, &st), 0);
+	ck_assert(WIFEXITED(st));
+	ck_assert_int_eq(WEXITSTATUS(st), 7);
+	rv_proc_release(&p);
+
+	/* Not a child of ours: refused, nothing taken. */
+	ck_assert_int_eq(rv_proc_adopt(&p, getppid(), 0), -ECHILD);
+	ck_assert_int_eq(p.pid, 0);
+	ck_assert_int_eq(p.pidfd, -1);
+	ck_assert_int_eq(rv_proc_adopt(&p, pid, 0), -ECHILD); /* reaped: no longer ours */
+	ck_assert_int_eq(rv_proc_adopt(&p, 0, 0), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_reap_strays_spares_the_kept)
+{
+	/* Two orphans come back to us as subreaper, and a child of our own
+	 * exits: strays are reaped, ours keeps its status for rv_proc_wait. */
+	ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+	const char *mine[] = { "sh", "-c", "exit 5", NULL };
+	struct rv_proc_opts o = { .argv = mine };
+	struct rv_proc p;
+	ck_assert_int_eq(rv_proc_spawn(&p, &o), 0);
+	const char *argv[] = { "sh", "-c",
+			       "(sleep 0.2; exit 3) </dev/null >/dev/null 2>&1 & a=$!; "
+			       "sleep 30 </dev/null >/dev/null 2>&1 & echo $a $!",
+			       NULL };
+	struct rv_buf out = { 0 };
+	ck_assert_int_eq(run_capture(argv, &out), 0);
+	long dead = 0, alive = 0;
+	ck_assert_int_eq(sscanf(out.data, "%ld %ld", &dead, &alive), 2);
+	rv_buf_release(&out);
+	/* Both exited children are zombies before we reap (the kept one too). */
+	siginfo_t si;
+	memset(&si, 0, sizeof(si));
+	ck_assert_int_eq(waitid(P_PID, (id_t)p.pid, &si, WEXITED | WNOWAIT), 0);
+	/* sh is reaped, so its orphans are ours already: wait for the exit. */
+	ck_assert_int_eq(waitid(P_PID, (id_t)dead, &si, WEXITED | WNOWAIT), 0);
+	ck_assert_int_eq(rv_proc_reap_strays(&p.pid, 1), 1);
+	ck_assert_int_eq(kill((pid_t)dead, 0), -1); /* gone for good */
+	ck_assert_int_eq(kill((pid_t)alive, 0), 0); /* running: left alone */
+	int st = -1;
+	ck_assert_int_eq(rv_proc_wait(&p, 1000, &st), 0);
+	ck_assert_int_eq(WEXITSTATUS(st), 5);
+	rv_proc_release(&p);
+	kill((pid_t)alive, SIGKILL);
+	ck_assert_int_eq(waitpid((pid_t)alive, NULL, 0), (pid_t)alive);
+	ck_assert_int_eq(rv_proc_reap_strays(NULL, 0), 0);
+}
+END_TEST
+
 static Suite *proc_suite(void)
 {
 	Suite *s = suite_create("proc");
@@ -549,6 +620,8 @@ static Suite *proc_suite(void)
 	tcase_add_test(tc, test_env_cwd);
 	tcase_add_test(tc, test_drop_ids);
 	tcase_add_test(tc, test_cgroup_join_and_rlimit);
+	tcase_add_test(tc, test_adopt_reparented_orphan);
+	tcase_add_test(tc, test_reap_strays_spares_the_kept);
 	suite_add_tcase(s, tc);
 	return s;
 }
