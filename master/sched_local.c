@@ -600,7 +600,8 @@ static int local_launch(struct sched *base, const struct sched_node_spec *sp, st
 		}
 	}
 
-	/* The spec's env, then who the node is. */
+	/* Who the node is, then the spec's env, which may say otherwise (the
+	 * node manager names a relaunched instance by its stable base name). */
 	char e_name[SCHED_NAME_MAX + 16], e_rank[32], e_role[SCHED_ROLE_MAX + 16], e_gpu[32];
 	snprintf(e_name, sizeof(e_name), "ROVER_NODE_NAME=%s", n->name);
 	snprintf(e_rank, sizeof(e_rank), "ROVER_NODE_RANK=%d", n->rank);
@@ -613,12 +614,12 @@ static int local_launch(struct sched *base, const struct sched_node_spec *sp, st
 	if (r == 0 && !env)
 		r = -ENOMEM;
 	if (r == 0) {
+		env[0] = e_name;
+		env[1] = e_rank;
+		env[2] = e_role;
+		env[3] = e_gpu;
 		for (size_t i = 0; i < ne; i++)
-			env[i] = sp->env[i];
-		env[ne] = e_name;
-		env[ne + 1] = e_rank;
-		env[ne + 2] = e_role;
-		env[ne + 3] = e_gpu;
+			env[4 + i] = sp->env[i];
 		struct rv_proc_opts o = {
 			.argv = sp->argv,
 			.env = env,
@@ -664,6 +665,7 @@ static int local_launch(struct sched *base, const struct sched_node_spec *sp, st
 		cg_remove(s, n);
 		node_clear(n);
 	} else {
+		ev.pid = (int)n->p.pid;
 		snprintf(ev.detail, sizeof(ev.detail), "pid %d limits %s", (int)n->p.pid,
 			 sched_local_mode_name(s->mode));
 	}

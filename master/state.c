@@ -262,6 +262,10 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 		return true;
 	case MASTER_OP_GRACE:
 		return rdzv_grace(m->rdzv, op->now_ms) > 0;
+	case MASTER_OP_NODE_LAUNCHED:
+	case MASTER_OP_NODE_ENDED:
+		res->rc = nodemgr_apply(m, type, doc, doc_len, &res->err);
+		return res->rc == 0;
 	case MASTER_OP_STEP:
 		m->step = op->step;
 		m->speed = op->speed;
@@ -273,16 +277,26 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 	}
 }
 
+/* Operations journaled as their document rather than a struct master_op. */
+static bool doc_op(int type)
+{
+	return type == MASTER_OP_CKPT_IMPORT || type == MASTER_OP_NODE_LAUNCHED ||
+	       type == MASTER_OP_NODE_ENDED;
+}
+
 int state_apply(struct master *m, int type, const struct master_op *op, const void *doc,
 		size_t doc_len, struct master_result *res, int64_t *seq)
 {
 	if (seq)
 		*seq = 0;
 	memset(res, 0, sizeof(*res));
+	int64_t version = m->desired.version;
 	if (!apply(m, type, op, doc, doc_len, res))
 		return res->rc;
+	if (m->desired.version != version)
+		nodemgr_wake(m);
 	atomic_fetch_add(&m->ops_applied, 1);
-	int64_t s = type == MASTER_OP_CKPT_IMPORT
+	int64_t s = doc_op(type)
 			    ? journal_append(m->journal, type, doc, doc_len)
 			    : journal_append(m->journal, type, op, sizeof(*op));
 	if (s < 0) {
@@ -336,7 +350,9 @@ static int snapshot_build(struct master *m, struct rv_buf *out)
 				      t->id, t->dataset, t->epoch, t->start, t->end);
 			first = false;
 		}
-		rv_buf_puts(&part, "]}");
+		rv_buf_puts(&part, "]");
+		nodemgr_snapshot_save(m, &part);
+		rv_buf_puts(&part, "}");
 		rv_buf_printf(out, "%zu\n", part.len);
 		rv_buf_append(out, part.data, part.len);
 	}
@@ -398,7 +414,7 @@ static int load_extra(struct master *m, const char *s, size_t len, struct rv_err
 		w->last_task.start = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 7));
 		w->last_task.end = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 8));
 	}
-	return 0;
+	return nodemgr_snapshot_load(m, cJSON_GetObjectItem(doc, "nodemgr"), err);
 }
 
 static int on_snapshot(void *ctx, int type, const void *data, size_t len, struct rv_err *err)
@@ -429,7 +445,7 @@ static int on_record(void *ctx, int type, const void *data, size_t len, struct r
 	struct master_result res;
 	struct master_op op;
 	const struct master_op *opp = NULL;
-	if (type != MASTER_OP_CKPT_IMPORT) {
+	if (!doc_op(type)) {
 		if (len != sizeof(op))
 			return rv_err_set(err, -EUCLEAN, "",
 					  "journal record of type %d has %zu bytes, not %zu", type,
@@ -709,6 +725,7 @@ int state_open(struct master *m, struct rv_err *err)
 	rv_log_info("state restored",
 		    "dir=%s replayed=%" PRId64 " torn_bytes=%" PRId64 " ms=%" PRId64,
 		    m->cfg.state_dir, js.replayed, js.torn_bytes_truncated, rv_mono_ms() - t0);
+	nodemgr_desired_init(m);
 	grace(m);
 	if (pthread_create(&m->timer, NULL, timer_main, m) != 0)
 		return rv_err_set(err, -EAGAIN, "", "could not start the timer thread");
@@ -749,5 +766,6 @@ void state_close(struct master *m)
 	m->shards = NULL;
 	free(m->workers);
 	m->workers = NULL;
+	nodemgr_release(m);
 	m->capworkers = m->nworkers = 0;
 }
