@@ -2051,10 +2051,11 @@ cJSON *rv_job_status_to_json(const struct rv_job_status *m)
 		    !add_num(e, "epoch", d->epoch) || !add_bool(e, "finished", d->finished))
 			return NULL;
 	}
-	if (m->job_state[0] && (!add_str(o, "job_state", m->job_state) ||
-				!add_str(o, "job_reason", m->job_reason)))
-		return NULL;
-	arr = cJSON_AddArrayToObject(o, "nodes");
+	if (!m->job_state[0])
+		return RV_TAKE_PTR(o); /* the master runs no nodes */
+	arr = add_str(o, "job_state", m->job_state) && add_str(o, "job_reason", m->job_reason)
+		      ? cJSON_AddArrayToObject(o, "nodes")
+		      : NULL;
 	if (!arr)
 		return NULL;
 	for (int i = 0; i < m->nnode_list && i < RV_MAX_STATUS_NODES; i++) {

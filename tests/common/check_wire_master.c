@@ -55,7 +55,12 @@ static const char *const docs[K_COUNT] = {
 	[K_JOB] = "{\"job\":\"mnist\",\"state\":\"complete\",\"round\":2,\"nnodes\":2,"
 		  "\"world_size\":4,\"waiting\":0,\"step\":10,\"speed\":3.5,\"finished\":false,"
 		  "\"datasets\":[{\"name\":\"train\",\"samples_total\":120000,\"samples_done\":600,"
-		  "\"epoch\":0,\"finished\":false}]}",
+		  "\"epoch\":0,\"finished\":false}],\"job_state\":\"failed\","
+		  "\"job_reason\":\"node worker-1 (worker rank 1): exited with code 3\","
+		  "\"nodes\":[{\"name\":\"worker-0\",\"instance\":\"worker-0.2\","
+		  "\"role\":\"worker\",\"rank\":0,\"host\":\"\",\"state\":\"running\","
+		  "\"pid\":123,\"restarts\":1,\"oom_relaunches\":1,\"memory_limit_mb\":96,"
+		  "\"cpu_seconds\":1.5,\"memory_mb\":40,\"throttled_usec\":-1}]}",
 };
 
 /* Parse a document of kind k (and when back is not NULL, write it again). */
@@ -145,6 +150,7 @@ static const struct {
 	{ "JobStatus", K_JOB, "" },
 	{ "RdzvMember", K_WORLD, "members.1" },
 	{ "DatasetStatus", K_JOB, "datasets.0" },
+	{ "NodeStatus", K_JOB, "nodes.0" },
 };
 
 START_TEST(test_round_trip)
