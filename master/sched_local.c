@@ -512,11 +512,16 @@ static void cg_remove(struct local *s, struct lnode *n)
 	}
 }
 
+/* A slot never used holds zeroes, not closed fds: release only a used one
+ * (releasing zeroes would close fd 0, which a socket may hold by then). */
 static void node_clear(struct lnode *n)
 {
-	rv_proc_release(&n->p);
+	if (n->used)
+		rv_proc_release(&n->p);
 	memset(n, 0, sizeof(*n));
 	n->p.pidfd = -1;
+	for (int i = 0; i < 3; i++)
+		n->p.fd[i] = -1;
 }
 
 static int local_launch(struct sched *base, const struct sched_node_spec *sp, struct rv_err *err)
