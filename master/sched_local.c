@@ -37,11 +37,12 @@
 #include "proc.h"
 
 #define NHIER         3
-#define CG_PATH       512
-#define CPU_PERIOD_US 100000
-#define EP_EVENTFD    0
-#define EP_TIMERFD    1
-#define EP_NODE0      2
+#define CG_PATH          512
+#define POLL_NO_PIDFD_MS 100
+#define CPU_PERIOD_US    100000
+#define EP_EVENTFD       0
+#define EP_TIMERFD       1
+#define EP_NODE0         2
 
 struct lnode {
 	bool used;
@@ -681,10 +682,16 @@ static int local_launch(struct sched *base, const struct sched_node_spec *sp, st
 static void arm_timer(struct local *s)
 {
 	int64_t first = INT64_MAX;
-	for (int i = 0; i < s->max; i++)
+	for (int i = 0; i < s->max; i++) {
 		if (s->nodes[i].used && s->nodes[i].removing && !s->nodes[i].killed &&
 		    s->nodes[i].kill_at_ms < first)
 			first = s->nodes[i].kill_at_ms;
+		/* Without a pidfd (old kernels, valgrind) nothing tells us of an
+		 * exit: look every POLL_NO_PIDFD_MS. */
+		if (s->nodes[i].used && s->nodes[i].p.pidfd < 0 &&
+		    rv_mono_ms() + POLL_NO_PIDFD_MS < first)
+			first = rv_mono_ms() + POLL_NO_PIDFD_MS;
+	}
 	struct itimerspec it = { { 0, 0 }, { 0, 0 } };
 	if (first != INT64_MAX) {
 		int64_t left = first - rv_mono_ms();
@@ -799,8 +806,11 @@ static int local_next_event(struct sched *base, struct sched_event *ev)
 			struct pollfd pf = { .fd = n->p.pidfd, .events = POLLIN };
 			gone = poll(&pf, 1, 0) > 0;
 		} else {
-			gone = waitid(P_PID, (id_t)n->p.pid, &(siginfo_t){ 0 },
-				      WEXITED | WNOHANG | WNOWAIT) == 0;
+			/* WNOHANG answers 0 also while it runs: si_pid says which. */
+			siginfo_t si = { 0 };
+			gone = waitid(P_PID, (id_t)n->p.pid, &si, WEXITED | WNOHANG | WNOWAIT) ==
+				       0 &&
+			       si.si_pid != 0;
 		}
 		if (gone)
 			node_exited(s, n);
