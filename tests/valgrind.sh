@@ -62,13 +62,18 @@ fi
 echo "valgrind: rover-brain clean (no memcheck errors, no definite leaks)"
 
 # rover-master: rendezvous, shards, a data checkpoint and its import, then a
-# restart on the same state folder (journal replay) before the stop.
+# restart on the same state folder (journal replay) before the stop.  Its
+# local scheduler runs the example's workers as short shell commands, so
+# the node manager's launches, ends and restore run under memcheck too.
+jq '.spec.replicaSpecs.worker.command = ["sh","-c","sleep 0.3"]' examples/job.json \
+  >"$dir/master-job.json"
 mlog="$dir/master-valgrind.log"
 mout="$dir/master-stdout"
 start_master() {
   valgrind --quiet --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
     --show-leak-kinds=definite --log-file="$mlog.$1" \
-    "$B/bin/rover-master" --job examples/job.json --listen 127.0.0.1:0 \
+    "$B/bin/rover-master" --job "$dir/master-job.json" --listen 127.0.0.1:0 \
+    --scheduler local --node-limits none --linger-s 60 \
     --state-dir "$dir/master" --nnodes 1:2 --rdzv-last-call-ms 0 --log-level warn \
     >"$mout.$1" 2>"$dir/master-stderr.$1" &
   mpid=$!
