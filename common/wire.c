@@ -1953,8 +1953,8 @@ static int node_status_parse(const cJSON *o, const char *p, struct rv_node_statu
 	    (rc = get_int32(o, "rank", p, true, 0, INT32_MAX, &n->rank, err)) < 0 ||
 	    (rc = get_int32(o, "pid", p, false, 0, INT32_MAX, &n->pid, err)) < 0 ||
 	    (rc = get_int32(o, "restarts", p, false, 0, INT32_MAX, &n->restarts, err)) < 0 ||
-	    (rc = get_int32(o, "oom_relaunches", p, false, 0, INT32_MAX, &n->oom_relaunches,
-			    err)) < 0 ||
+	    (rc = get_int32(o, "oom_relaunches", p, false, 0, INT32_MAX, &n->oom_relaunches, err)) <
+		    0 ||
 	    (rc = rv_json_get_int(o, "memory_limit_mb", p, false, 0, INT64_MAX, &n->memory_limit_mb,
 				  err)) < 0)
 		return rc;

@@ -80,14 +80,14 @@ static int name_index(const char *const *names, size_t n, const char *s)
 	return -1;
 }
 
-int nodemgr_wanted(const struct master_cfg *cfg, const struct rv_job_spec *spec,
-		   struct rv_err *err)
+int nodemgr_wanted(const struct master_cfg *cfg, const struct rv_job_spec *spec, struct rv_err *err)
 {
 	static const char *const limits[] = { "auto", "cgroup2", "cgroup1", "rlimit", "none" };
 	if (name_index(limits, RV_ARRAY_SIZE(limits), cfg->node_limits) < 0)
-		return rv_err_set(err, -EINVAL, "node.limits",
-				  "node.limits \"%s\" must be auto, cgroup2, cgroup1, rlimit or none",
-				  cfg->node_limits);
+		return rv_err_set(
+			err, -EINVAL, "node.limits",
+			"node.limits \"%s\" must be auto, cgroup2, cgroup1, rlimit or none",
+			cfg->node_limits);
 	bool any = false;
 	for (int r = 0; r < RV_ROLE_COUNT; r++)
 		any |= spec->replicas[r].present && spec->replicas[r].ncommand > 0;
@@ -250,8 +250,8 @@ int nodemgr_apply(struct master *m, int type, const void *data, size_t len, stru
 			int st = name_index(node_state_names, RV_ARRAY_SIZE(node_state_names),
 					    state);
 			if (st < 0)
-				return rv_err_set(err, -EINVAL, "state", "unknown node state \"%s\"",
-						  state);
+				return rv_err_set(err, -EINVAL, "state",
+						  "unknown node state \"%s\"", state);
 			n->state = (enum master_node_state)st;
 			n->exit_code = (int)code;
 			n->signal = (int)sig;
@@ -329,8 +329,10 @@ int nodemgr_snapshot_load(struct master *m, const cJSON *o, struct rv_err *err)
 			g->memory_mb = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(e, 3));
 			g->gpu = (int)cJSON_GetNumberValue(cJSON_GetArrayItem(e, 4));
 		}
-		m->desired.version = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(d, "version"));
-		m->desired.plan_id = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(d, "plan_id"));
+		m->desired.version =
+			(int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(d, "version"));
+		m->desired.plan_id =
+			(int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(d, "plan_id"));
 	}
 	m->nnodes = 0;
 	const cJSON *it;
@@ -452,13 +454,13 @@ static void launch(struct nodemgr *nm, const char *base, const struct nodes_info
 		.log_path = log,
 	};
 	struct rv_err err = { 0 };
-	int rc = rs->ncommand > 0 ? sched_launch(nm->sched, &sp, &err)
-				  : rv_err_set(&err, -EINVAL, "command", "no command for role %s",
-					       ni->role);
+	int rc = rs->ncommand > 0
+			 ? sched_launch(nm->sched, &sp, &err)
+			 : rv_err_set(&err, -EINVAL, "command", "no command for role %s", ni->role);
 	char q[600];
-	rv_log_info("node launched", "node=%s instance=%s role=%s rank=%d memory_mb=%" PRId64
-		    " cpu=%g rc=%d",
-		    base, ni->name, ni->role, ni->rank, ni->res.memory_mb, ni->res.cpu, rc);
+	rv_log_info("node launched",
+		    "node=%s instance=%s role=%s rank=%d memory_mb=%" PRId64 " cpu=%g rc=%d", base,
+		    ni->name, ni->role, ni->rank, ni->res.memory_mb, ni->res.cpu, rc);
 	if (rc < 0) {
 		/* Never started: the policy hears it as a FAILED event. */
 		rv_log_warn("could not launch a node", "instance=%s reason=%s", ni->name,
@@ -673,7 +675,8 @@ static void reconcile(struct nodemgr *nm)
 				struct pending *p = &nm->pend[nm->npend++];
 				snprintf(p->name, sizeof(p->name), "%s", n->name);
 				p->res = res;
-				sched_remove(nm->sched, n->instance, (int)m->cfg.node_stop_grace_ms);
+				sched_remove(nm->sched, n->instance,
+					     (int)m->cfg.node_stop_grace_ms);
 			}
 		}
 		/* more: every missing rank below count */
@@ -927,7 +930,8 @@ int nodemgr_start(struct master *m, const char *master_addr, struct rv_err *err)
 	const char *why = "";
 	enum sched_local_mode mode = sched_local_mode(nm->sched, &why);
 	char q[600];
-	rv_log_info("node manager started", "scheduler=local limits=%s log_dir=%s master_addr=%s why=%s",
+	rv_log_info("node manager started",
+		    "scheduler=local limits=%s log_dir=%s master_addr=%s why=%s",
 		    sched_local_mode_name(mode), nm->log_dir, nm->addr,
 		    rv_log_q(q, sizeof(q), why ? why : ""));
 	m->nodemgr = nm;

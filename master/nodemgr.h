@@ -89,8 +89,8 @@ void nodemgr_wake(struct master *m);
 /* Call fn for every node of the table, under m->lock (fn must not take it,
  * nor keep the pointer): the brain link's usage report reads the last
  * sample here (has_usage, usage, res).  Returns the count of nodes. */
-int nodemgr_usage_each(struct master *m,
-		       void (*fn)(void *ctx, const struct master_node *n), void *ctx);
+int nodemgr_usage_each(struct master *m, void (*fn)(void *ctx, const struct master_node *n),
+		       void *ctx);
 
 /* state.c, under m->lock. */
 /* Apply a journaled MASTER_OP_NODE_LAUNCHED/ENDED document.  0 or -EINVAL

@@ -58,7 +58,7 @@ struct sched_event {
 	char role[SCHED_ROLE_MAX];
 	char host[SCHED_NAME_MAX];
 	int rank;
-	int pid;                       /* STARTED: its process id where the backend has one, else 0 */
+	int pid; /* STARTED: its process id where the backend has one, else 0 */
 	int exit_code;                 /* EXITED: >= 0 when it exited, -1 when a signal ended it */
 	int signal;                    /* EXITED/OOM: the signal that ended it, else 0 */
 	bool removed;                  /* EXITED: it ended because sched_remove() asked */

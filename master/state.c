@@ -296,9 +296,8 @@ int state_apply(struct master *m, int type, const struct master_op *op, const vo
 	if (m->desired.version != version)
 		nodemgr_wake(m);
 	atomic_fetch_add(&m->ops_applied, 1);
-	int64_t s = doc_op(type)
-			    ? journal_append(m->journal, type, doc, doc_len)
-			    : journal_append(m->journal, type, op, sizeof(*op));
+	int64_t s = doc_op(type) ? journal_append(m->journal, type, doc, doc_len)
+				 : journal_append(m->journal, type, op, sizeof(*op));
 	if (s < 0) {
 		/* Applied but not journaled: the state is ahead of the journal.  A
 		 * restart replays what is journaled; refuse to answer as if durable. */

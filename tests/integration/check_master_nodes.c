@@ -115,8 +115,11 @@ static int simulated_agent_main(const struct sim_opts *o)
 	}
 	char url[200];
 	snprintf(url, sizeof(url), "http://%s", addr);
-	struct rv_master_opts co = { .url = url, .max_attempts = 400, .backoff_ms = 10,
-				     .backoff_max_ms = 200, .retry_budget_ms = 60000 };
+	struct rv_master_opts co = { .url = url,
+				     .max_attempts = 400,
+				     .backoff_ms = 10,
+				     .backoff_max_ms = 200,
+				     .retry_budget_ms = 60000 };
 	struct rv_master_client *c = rv_master_client_new(&co, NULL);
 	if (!c)
 		return 2;
@@ -225,9 +228,19 @@ static void job_start(struct job *j, const char *limits)
 	fclose(f);
 	free(fixed);
 	free(spec);
-	const char *args[] = { "--scheduler", "local", "--node-limits", lim, "--linger-s", "2",
-			       "--rdzv-last-call-ms", "0", "--node-stop-grace-ms", "2000",
-			       "--node-usage-interval-ms", "200", NULL };
+	const char *args[] = { "--scheduler",
+			       "local",
+			       "--node-limits",
+			       lim,
+			       "--linger-s",
+			       "2",
+			       "--rdzv-last-call-ms",
+			       "0",
+			       "--node-stop-grace-ms",
+			       "2000",
+			       "--node-usage-interval-ms",
+			       "200",
+			       NULL };
 	ck_assert_int_eq(rv_test_master_start(&j->m, args), 0);
 }
 
@@ -315,8 +328,8 @@ static void assert_exactly_once(const struct job *j, int killed)
 		fclose(f);
 	}
 	for (long i = 0; i < total; i++) {
-		ck_assert_msg(seen[i] <= 1, "sample %ld of epoch %ld counted %d times",
-			      i % j->size, i / j->size, seen[i]);
+		ck_assert_msg(seen[i] <= 1, "sample %ld of epoch %ld counted %d times", i % j->size,
+			      i / j->size, seen[i]);
 		missing += seen[i] == 0;
 	}
 	ck_assert_msg(missing <= killed * 10L, "%ld samples never counted", missing);
@@ -392,7 +405,8 @@ START_TEST(test_node_always_fails)
 	static struct rv_job_status js;
 	ck_assert_msg(job_wait(c, &js, 30000, job_ended, NULL), "the job never ended");
 	ck_assert_str_eq(js.job_state, "failed");
-	ck_assert_msg(strstr(js.job_reason, "worker-1") && strstr(js.job_reason, "exited with code 1"),
+	ck_assert_msg(strstr(js.job_reason, "worker-1") &&
+			      strstr(js.job_reason, "exited with code 1"),
 		      "reason: %s", js.job_reason);
 	const struct rv_node_status *n = node_of(&js, "worker-1");
 	ck_assert_ptr_nonnull(n);
