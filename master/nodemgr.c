@@ -612,18 +612,32 @@ static struct sched_resources group_res(const struct master_group *g)
 }
 
 /* Bring the nodes to m->desired: more ranks, fewer ranks, new limits. */
+/* A copy of the node table (*nn entries), of the desired state and of the
+ * job's state, taken under the lock: the node thread works on it without
+ * the lock.  NULL when out of memory; free() it. */
+static struct master_node *table_copy(struct master *m, int *nn, struct master_desired *d,
+				      enum master_job_state *js)
+{
+	pthread_mutex_lock(&m->lock);
+	*nn = m->nnodes;
+	*d = m->desired;
+	*js = m->job_state;
+	struct master_node *copy = malloc(sizeof(*copy) * (size_t)(*nn ? *nn : 1));
+	if (copy && *nn)
+		memcpy(copy, m->nodes, sizeof(*copy) * (size_t)*nn);
+	pthread_mutex_unlock(&m->lock);
+	return copy;
+}
+
 static void reconcile(struct nodemgr *nm)
 {
 	struct master *m = nm->m;
 	if (nm->exit_at)
 		return;
-	pthread_mutex_lock(&m->lock);
-	struct master_desired d = m->desired;
-	int nn = m->nnodes;
-	struct master_node *copy = malloc(sizeof(*copy) * (size_t)(nn ? nn : 1));
-	if (copy && nn)
-		memcpy(copy, m->nodes, sizeof(*copy) * (size_t)nn);
-	pthread_mutex_unlock(&m->lock);
+	int nn;
+	struct master_desired d;
+	enum master_job_state js;
+	struct master_node *copy = table_copy(m, &nn, &d, &js);
 	if (!copy)
 		return;
 	nm->version = d.version;
@@ -701,13 +715,10 @@ static void reconcile(struct nodemgr *nm)
 static void restore(struct nodemgr *nm)
 {
 	struct master *m = nm->m;
-	pthread_mutex_lock(&m->lock);
-	int nn = m->nnodes;
-	enum master_job_state js = m->job_state;
-	struct master_node *copy = malloc(sizeof(*copy) * (size_t)(nn ? nn : 1));
-	if (copy && nn)
-		memcpy(copy, m->nodes, sizeof(*copy) * (size_t)nn);
-	pthread_mutex_unlock(&m->lock);
+	int nn;
+	struct master_desired d;
+	enum master_job_state js;
+	struct master_node *copy = table_copy(m, &nn, &d, &js);
 	if (!copy)
 		return;
 	for (int i = 0; i < nn; i++) {

@@ -360,6 +360,29 @@ static void assert_same_ranks(const struct job *j, int *rounds)
 	}
 }
 
+/* Wait for the job's end and check it is want (the logs when it never
+ * ends). */
+static void wait_end(const struct job *j, struct rv_master_client *c, struct rv_job_status *js,
+		     const char *want)
+{
+	if (!job_wait(c, js, 60000, job_ended, NULL))
+		dump_logs(j);
+	ck_assert_msg(js->job_state[0] && strcmp(js->job_state, "running"), "the job never ended");
+	ck_assert_msg(!strcmp(js->job_state, want), "job %s, want %s: %s", js->job_state, want,
+		      js->job_reason);
+}
+
+/* A succeeded job: every sample counted by the master, the master exits
+ * 0, no sample counted twice by the nodes (c is freed). */
+static void check_succeeded(struct job *j, struct rv_master_client *c,
+			    const struct rv_job_status *js, int killed)
+{
+	ck_assert_int_eq(js->datasets[0].samples_done, js->datasets[0].samples_total);
+	rv_master_client_free(c);
+	ck_assert_int_eq(master_exit(j, 15000), 0);
+	assert_exactly_once(j, killed);
+}
+
 START_TEST(test_node_kill9_relaunched_same_rank)
 {
 	struct job j;
@@ -374,10 +397,7 @@ START_TEST(test_node_kill9_relaunched_same_rank)
 	int pid = n->pid;
 	ck_assert_int_eq(kill(pid, SIGKILL), 0);
 
-	if (!job_wait(c, &js, 60000, job_ended, NULL))
-		dump_logs(&j);
-	ck_assert_msg(js.job_state[0] && strcmp(js.job_state, "running"), "the job never ended");
-	ck_assert_str_eq(js.job_state, "succeeded");
+	wait_end(&j, c, &js, "succeeded");
 	n = node_of(&js, "worker-1");
 	ck_assert_ptr_nonnull(n);
 	ck_assert_int_eq(n->restarts, 1);
@@ -385,10 +405,7 @@ START_TEST(test_node_kill9_relaunched_same_rank)
 	ck_assert_str_eq(n->instance, "worker-1.1");
 	ck_assert_int_ne(n->pid, pid);
 	ck_assert_int_eq(node_of(&js, "worker-0")->restarts, 0);
-	ck_assert_int_eq(js.datasets[0].samples_done, js.datasets[0].samples_total);
-	rv_master_client_free(c);
-	ck_assert_int_eq(master_exit(&j, 15000), 0);
-	assert_exactly_once(&j, 1);
+	check_succeeded(&j, c, &js, 1);
 	int rounds;
 	assert_same_ranks(&j, &rounds);
 	ck_assert_int_ge(rounds, 2); /* the world re-formed after the kill */
@@ -403,8 +420,7 @@ START_TEST(test_node_always_fails)
 	job_start(&j, "none");
 	struct rv_master_client *c = rv_test_master_client(&j.m);
 	static struct rv_job_status js;
-	ck_assert_msg(job_wait(c, &js, 30000, job_ended, NULL), "the job never ended");
-	ck_assert_str_eq(js.job_state, "failed");
+	wait_end(&j, c, &js, "failed");
 	ck_assert_msg(strstr(js.job_reason, "worker-1") &&
 			      strstr(js.job_reason, "exited with code 1"),
 		      "reason: %s", js.job_reason);
@@ -452,11 +468,7 @@ START_TEST(test_node_oom_relaunched_with_more_memory)
 	job_start(&j, "auto");
 	struct rv_master_client *c = rv_test_master_client(&j.m);
 	static struct rv_job_status js;
-	if (!job_wait(c, &js, 60000, job_ended, NULL))
-		dump_logs(&j);
-	ck_assert_msg(js.job_state[0] && strcmp(js.job_state, "running"), "the job never ended");
-	ck_assert_msg(!strcmp(js.job_state, "succeeded"), "job %s: %s", js.job_state,
-		      js.job_reason);
+	wait_end(&j, c, &js, "succeeded");
 	for (int r = 0; r < 2; r++) {
 		char name[16];
 		snprintf(name, sizeof(name), "worker-%d", r);
@@ -466,10 +478,7 @@ START_TEST(test_node_oom_relaunched_with_more_memory)
 		ck_assert_int_eq(n->restarts, 0); /* an OOM is not a crash */
 		ck_assert_int_ge(n->memory_limit_mb, 100);
 	}
-	ck_assert_int_eq(js.datasets[0].samples_done, js.datasets[0].samples_total);
-	rv_master_client_free(c);
-	ck_assert_int_eq(master_exit(&j, 15000), 0);
-	assert_exactly_once(&j, 0);
+	check_succeeded(&j, c, &js, 0);
 	rv_test_master_cleanup(&j.m);
 }
 END_TEST
@@ -489,11 +498,7 @@ START_TEST(test_master_kill9_nodes_relaunched)
 	for (int i = 0; i < 100 && (kill(pid0, 0) == 0 || kill(pid1, 0) == 0); i++)
 		usleep(20 * 1000);
 	ck_assert_int_eq(rv_test_master_restart(&j.m), 0);
-	if (!job_wait(c, &js, 60000, job_ended, NULL))
-		dump_logs(&j);
-	ck_assert_msg(js.job_state[0] && strcmp(js.job_state, "running"), "the job never ended");
-	ck_assert_msg(!strcmp(js.job_state, "succeeded"), "job %s: %s", js.job_state,
-		      js.job_reason);
+	wait_end(&j, c, &js, "succeeded");
 	for (int r = 0; r < 2; r++) {
 		char name[16];
 		snprintf(name, sizeof(name), "worker-%d", r);
@@ -503,10 +508,7 @@ START_TEST(test_master_kill9_nodes_relaunched)
 		ck_assert_int_eq(n->restarts, 0); /* restartCount 0: a crash would fail the job */
 		ck_assert_msg(strcmp(n->instance, name) != 0, "%s was not relaunched", name);
 	}
-	ck_assert_int_eq(js.datasets[0].samples_done, js.datasets[0].samples_total);
-	rv_master_client_free(c);
-	ck_assert_int_eq(master_exit(&j, 15000), 0);
-	assert_exactly_once(&j, 2);
+	check_succeeded(&j, c, &js, 2);
 	rv_test_master_cleanup(&j.m);
 }
 END_TEST
