@@ -612,21 +612,27 @@ static struct sched_resources group_res(const struct master_group *g)
 }
 
 /* Bring the nodes to m->desired: more ranks, fewer ranks, new limits. */
-/* A copy of the node table (*nn entries), of the desired state and of the
- * job's state, taken under the lock: the node thread works on it without
- * the lock.  NULL when out of memory; free() it. */
-static struct master_node *table_copy(struct master *m, int *nn, struct master_desired *d,
-				      enum master_job_state *js)
+/* What the node thread works on without the lock: a copy of the node
+ * table, of the desired state and of the job's state. */
+struct table_view {
+	struct master_node *nodes; /* malloc'd: free() it */
+	int nn;
+	struct master_desired d;
+	enum master_job_state js;
+};
+
+/* Take the view under the lock.  0 or -ENOMEM. */
+static int table_copy(struct master *m, struct table_view *v)
 {
 	pthread_mutex_lock(&m->lock);
-	*nn = m->nnodes;
-	*d = m->desired;
-	*js = m->job_state;
-	struct master_node *copy = malloc(sizeof(*copy) * (size_t)(*nn ? *nn : 1));
-	if (copy && *nn)
-		memcpy(copy, m->nodes, sizeof(*copy) * (size_t)*nn);
+	v->nn = m->nnodes;
+	v->d = m->desired;
+	v->js = m->job_state;
+	v->nodes = malloc(sizeof(*v->nodes) * (size_t)(v->nn ? v->nn : 1));
+	if (v->nodes && v->nn)
+		memcpy(v->nodes, m->nodes, sizeof(*v->nodes) * (size_t)v->nn);
 	pthread_mutex_unlock(&m->lock);
-	return copy;
+	return v->nodes ? 0 : -ENOMEM;
 }
 
 static void reconcile(struct nodemgr *nm)
@@ -634,16 +640,15 @@ static void reconcile(struct nodemgr *nm)
 	struct master *m = nm->m;
 	if (nm->exit_at)
 		return;
-	int nn;
-	struct master_desired d;
-	enum master_job_state js;
-	struct master_node *copy = table_copy(m, &nn, &d, &js);
-	if (!copy)
+	struct table_view v;
+	if (table_copy(m, &v) < 0)
 		return;
-	nm->version = d.version;
+	struct master_node *copy = v.nodes;
+	int nn = v.nn;
+	nm->version = v.d.version;
 	for (int r = 0; r < RV_ROLE_COUNT; r++) {
 		const char *role = rv_role_name((enum rv_role)r);
-		const struct master_group *g = &d.groups[r];
+		const struct master_group *g = &v.d.groups[r];
 		struct sched_resources res = group_res(g);
 		/* fewer: the highest ranks go; new limits: resize or relaunch */
 		for (int i = 0; i < nn; i++) {
@@ -715,12 +720,12 @@ static void reconcile(struct nodemgr *nm)
 static void restore(struct nodemgr *nm)
 {
 	struct master *m = nm->m;
-	int nn;
-	struct master_desired d;
-	enum master_job_state js;
-	struct master_node *copy = table_copy(m, &nn, &d, &js);
-	if (!copy)
+	struct table_view v;
+	if (table_copy(m, &v) < 0)
 		return;
+	struct master_node *copy = v.nodes;
+	int nn = v.nn;
+	enum master_job_state js = v.js;
 	for (int i = 0; i < nn; i++) {
 		const struct master_node *n = &copy[i];
 		if (nodes_add(nm->nodes, n->name, n->role, n->rank, n->host, &n->res) < 0)

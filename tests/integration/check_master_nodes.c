@@ -244,6 +244,18 @@ static void job_start(struct job *j, const char *limits)
 	ck_assert_int_eq(rv_test_master_start(&j->m, args), 0);
 }
 
+/* job_init + job_start; a client of the master (free it). */
+static struct rv_master_client *job_run(struct job *j, long size, int epochs, int restarts,
+					const char *resources, const char *extra,
+					const char *limits)
+{
+	job_init(j, size, epochs, restarts, resources, extra);
+	job_start(j, limits);
+	struct rv_master_client *c = rv_test_master_client(&j->m);
+	ck_assert_ptr_nonnull(c);
+	return c;
+}
+
 /* /v1/job until pred says yes or timeout_ms passes; 1 when it did. */
 static int job_wait(struct rv_master_client *c, struct rv_job_status *js, int timeout_ms,
 		    bool (*pred)(const struct rv_job_status *js, void *ctx), void *ctx)
@@ -386,9 +398,7 @@ static void check_succeeded(struct job *j, struct rv_master_client *c,
 START_TEST(test_node_kill9_relaunched_same_rank)
 {
 	struct job j;
-	job_init(&j, 2000, 2, 3, "", ",\"--task-ms\",\"5\"");
-	job_start(&j, "none");
-	struct rv_master_client *c = rv_test_master_client(&j.m);
+	struct rv_master_client *c = job_run(&j, 2000, 2, 3, "", ",\"--task-ms\",\"5\"", "none");
 	static struct rv_job_status js;
 	ck_assert_msg(job_wait(c, &js, 30000, all_running_and_busy, NULL),
 		      "the nodes never ran together");
@@ -416,9 +426,8 @@ END_TEST
 START_TEST(test_node_always_fails)
 {
 	struct job j;
-	job_init(&j, 200, 1, 2, "", ",\"--exit\",\"1\",\"--fail-rank\",\"1\"");
-	job_start(&j, "none");
-	struct rv_master_client *c = rv_test_master_client(&j.m);
+	struct rv_master_client *c =
+		job_run(&j, 200, 1, 2, "", ",\"--exit\",\"1\",\"--fail-rank\",\"1\"", "none");
 	static struct rv_job_status js;
 	wait_end(&j, c, &js, "failed");
 	ck_assert_msg(strstr(js.job_reason, "worker-1") &&
@@ -463,10 +472,9 @@ START_TEST(test_node_oom_relaunched_with_more_memory)
 		return;
 	}
 	struct job j;
-	job_init(&j, 200, 1, 0, ",\"resources\":{\"cpu\":1,\"memory\":\"64Mi\"}",
-		 ",\"--oom-below\",\"100\"");
-	job_start(&j, "auto");
-	struct rv_master_client *c = rv_test_master_client(&j.m);
+	struct rv_master_client *c = job_run(&j, 200, 1, 0,
+					     ",\"resources\":{\"cpu\":1,\"memory\":\"64Mi\"}",
+					     ",\"--oom-below\",\"100\"", "auto");
 	static struct rv_job_status js;
 	wait_end(&j, c, &js, "succeeded");
 	for (int r = 0; r < 2; r++) {
@@ -486,9 +494,7 @@ END_TEST
 START_TEST(test_master_kill9_nodes_relaunched)
 {
 	struct job j;
-	job_init(&j, 2000, 2, 0, "", ",\"--task-ms\",\"5\"");
-	job_start(&j, "none");
-	struct rv_master_client *c = rv_test_master_client(&j.m);
+	struct rv_master_client *c = job_run(&j, 2000, 2, 0, "", ",\"--task-ms\",\"5\"", "none");
 	static struct rv_job_status js;
 	ck_assert_msg(job_wait(c, &js, 30000, all_running_and_busy, NULL),
 		      "the nodes never ran together");
