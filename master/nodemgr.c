@@ -950,9 +950,13 @@ int nodemgr_start(struct master *m, const char *master_addr, struct rv_err *err)
 		    "scheduler=local limits=%s log_dir=%s master_addr=%s why=%s",
 		    sched_local_mode_name(mode), nm->log_dir, nm->addr,
 		    rv_log_q(q, sizeof(q), why ? why : ""));
+	pthread_mutex_lock(&m->lock);
 	m->nodemgr = nm;
+	pthread_mutex_unlock(&m->lock);
 	if (pthread_create(&nm->thread, NULL, nodemgr_main, nm) != 0) {
+		pthread_mutex_lock(&m->lock);
 		m->nodemgr = NULL;
+		pthread_mutex_unlock(&m->lock);
 		nodemgr_free(nm);
 		return rv_err_set(err, -EAGAIN, "", "could not start the node thread");
 	}
@@ -960,6 +964,8 @@ int nodemgr_start(struct master *m, const char *master_addr, struct rv_err *err)
 	return 0;
 }
 
+/* Any thread; with m->lock held or not (m->nodemgr changes only while
+ * the node thread does not run, and state_apply calls this under it). */
 void nodemgr_wake(struct master *m)
 {
 	struct nodemgr *nm = m->nodemgr;
@@ -978,6 +984,8 @@ void nodemgr_stop(struct master *m)
 	nodemgr_wake(m);
 	if (nm->started)
 		pthread_join(nm->thread, NULL);
+	pthread_mutex_lock(&m->lock);
 	m->nodemgr = NULL;
+	pthread_mutex_unlock(&m->lock);
 	nodemgr_free(nm);
 }

@@ -238,7 +238,7 @@ static void job_start(struct job *j, const char *limits)
 			       "0",
 			       "--node-stop-grace-ms",
 			       "2000",
-			       "--node-usage-interval-ms",
+			       "--journal-snapshot-every", "40", "--node-usage-interval-ms",
 			       "200",
 			       NULL };
 	ck_assert_int_eq(rv_test_master_start(&j->m, args), 0);
