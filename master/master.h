@@ -44,6 +44,7 @@ struct master_cfg {
 	char node_log_dir[PATH_MAX];
 	long long node_stop_grace_ms, node_usage_interval_ms, node_host_max_crashes,
 		node_max_oom_relaunches, job_linger_s;
+	int node_survive_master;
 };
 
 /* A worker that took shards: its node (for a node's death) and its last

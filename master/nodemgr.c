@@ -46,6 +46,7 @@ struct nodemgr {
 	atomic_bool stop;
 	char addr[160];
 	char log_dir[PATH_MAX];
+	bool detach;        /* nodes outlive the master (node.survive_master) */
 	int64_t version;    /* of m->desired last reconciled */
 	int64_t next_usage; /* monotonic ms */
 	int64_t exit_at;    /* monotonic ms, 0: the job runs */
@@ -159,13 +160,18 @@ static cJSON *node_to_json(const struct master_node *n)
 	cJSON_AddNumberToObject(o, "gpu", n->res.gpu);
 	cJSON_AddNumberToObject(o, "exit_code", n->exit_code);
 	cJSON_AddNumberToObject(o, "signal", n->signal);
+	if (n->pid > 0) {
+		cJSON_AddNumberToObject(o, "pid", n->pid);
+		cJSON_AddNumberToObject(o, "start", (double)n->start_ticks);
+	}
 	return o;
 }
 
 static int node_from_json(const cJSON *o, struct master_node *n, struct rv_err *err)
 {
 	char state[16] = "";
-	int64_t rank, attempt, restarts, ooms, mem = 0, gpu = 0, code = 0, sig = 0;
+	int64_t rank, attempt, restarts, ooms, mem = 0, gpu = 0, code = 0, sig = 0, pid = 0,
+		start = 0;
 	double cpu = 0;
 	int rc;
 	memset(n, 0, sizeof(*n));
@@ -185,7 +191,9 @@ static int node_from_json(const cJSON *o, struct master_node *n, struct rv_err *
 	    (rc = rv_json_get_int(o, "gpu", "node", false, 0, INT_MAX, &gpu, err)) < 0 ||
 	    (rc = rv_json_get_int(o, "exit_code", "node", false, INT_MIN, INT_MAX, &code, err)) <
 		    0 ||
-	    (rc = rv_json_get_int(o, "signal", "node", false, 0, INT_MAX, &sig, err)) < 0)
+	    (rc = rv_json_get_int(o, "signal", "node", false, 0, INT_MAX, &sig, err)) < 0 ||
+	    (rc = rv_json_get_int(o, "pid", "node", false, 0, INT_MAX, &pid, err)) < 0 ||
+	    (rc = rv_json_get_int(o, "start", "node", false, 0, INT64_MAX, &start, err)) < 0)
 		return rc;
 	int st = name_index(node_state_names, RV_ARRAY_SIZE(node_state_names), state);
 	if (st < 0)
@@ -198,6 +206,8 @@ static int node_from_json(const cJSON *o, struct master_node *n, struct rv_err *
 	n->res = (struct sched_resources){ .cpu = cpu, .memory_mb = mem, .gpu = (int)gpu };
 	n->exit_code = (int)code;
 	n->signal = (int)sig;
+	n->pid = (int)pid;
+	n->start_ticks = start;
 	return 0;
 }
 
@@ -409,6 +419,49 @@ static void node_leave(struct master *m, const char *name)
 static void on_event(struct nodemgr *nm, const struct sched_event *ev);
 
 /* Journal a launch of node base as instance inst, then ask the backend. */
+/* What the backend gets for a node: its spec and the storage it points to. */
+struct launch_spec {
+	char env[ENV_MAX][PATH_MAX / 4];
+	const char *envp[ENV_MAX + 1];
+	char log[PATH_MAX + SCHED_NAME_MAX + 8];
+	struct sched_node_spec sp;
+};
+
+/* Fill *ls for instance ni of node base; returns its replica spec. */
+static const struct rv_replica_spec *launch_spec_fill(struct nodemgr *nm, const char *base,
+						      const struct nodes_info *ni,
+						      struct launch_spec *ls)
+{
+	struct master *m = nm->m;
+	int role = rv_role_parse(ni->role);
+	const struct rv_replica_spec *rs = &m->spec.replicas[role < 0 ? 0 : role];
+	size_t sz = sizeof(ls->env[0]);
+	int ne = 0;
+	snprintf(ls->env[ne++], sz, "ROVER_MASTER_ADDR=%s", nm->addr);
+	snprintf(ls->env[ne++], sz, "ROVER_NODE_NAME=%s", base);
+	snprintf(ls->env[ne++], sz, "ROVER_NODE_RANK=%d", ni->rank);
+	snprintf(ls->env[ne++], sz, "ROVER_ROLE=%s", ni->role);
+	snprintf(ls->env[ne++], sz, "ROVER_JOB_NAME=%s", m->spec.name);
+	snprintf(ls->env[ne++], sz, "ROVER_NODE_INSTANCE=%s", ni->name);
+	snprintf(ls->env[ne++], sz, "ROVER_NODE_ATTEMPT=%d", ni->attempt);
+	snprintf(ls->env[ne++], sz, "ROVER_NODE_MEMORY_MB=%" PRId64, ni->res.memory_mb);
+	for (int i = 0; i < ne; i++)
+		ls->envp[i] = ls->env[i];
+	ls->envp[ne] = NULL;
+	snprintf(ls->log, sizeof(ls->log), "%s/%s.log", nm->log_dir, ni->name);
+	ls->sp = (struct sched_node_spec){
+		.name = ni->name,
+		.role = ni->role,
+		.rank = ni->rank,
+		.host = ni->host,
+		.res = ni->res,
+		.argv = (const char *const *)rs->command,
+		.env = ls->envp,
+		.log_path = ls->log,
+	};
+	return rs;
+}
+
 static void launch(struct nodemgr *nm, const char *base, const struct nodes_info *ni)
 {
 	struct master *m = nm->m;
@@ -425,37 +478,11 @@ static void launch(struct nodemgr *nm, const char *base, const struct nodes_info
 	if (journal_doc(m, MASTER_OP_NODE_LAUNCHED, node_to_json(&v)) < 0)
 		return; /* the journal failed: the master cannot carry on safely */
 
-	int role = rv_role_parse(ni->role);
-	const struct rv_replica_spec *rs = &m->spec.replicas[role < 0 ? 0 : role];
-	char env[ENV_MAX][PATH_MAX / 4];
-	const char *envp[ENV_MAX + 1];
-	int ne = 0;
-	snprintf(env[ne++], sizeof(env[0]), "ROVER_MASTER_ADDR=%s", nm->addr);
-	snprintf(env[ne++], sizeof(env[0]), "ROVER_NODE_NAME=%s", base);
-	snprintf(env[ne++], sizeof(env[0]), "ROVER_NODE_RANK=%d", ni->rank);
-	snprintf(env[ne++], sizeof(env[0]), "ROVER_ROLE=%s", ni->role);
-	snprintf(env[ne++], sizeof(env[0]), "ROVER_JOB_NAME=%s", m->spec.name);
-	snprintf(env[ne++], sizeof(env[0]), "ROVER_NODE_INSTANCE=%s", ni->name);
-	snprintf(env[ne++], sizeof(env[0]), "ROVER_NODE_ATTEMPT=%d", ni->attempt);
-	snprintf(env[ne++], sizeof(env[0]), "ROVER_NODE_MEMORY_MB=%" PRId64, ni->res.memory_mb);
-	for (int i = 0; i < ne; i++)
-		envp[i] = env[i];
-	envp[ne] = NULL;
-	char log[PATH_MAX + SCHED_NAME_MAX + 8];
-	snprintf(log, sizeof(log), "%s/%s.log", nm->log_dir, ni->name);
-	struct sched_node_spec sp = {
-		.name = ni->name,
-		.role = ni->role,
-		.rank = ni->rank,
-		.host = ni->host,
-		.res = ni->res,
-		.argv = (const char *const *)rs->command,
-		.env = envp,
-		.log_path = log,
-	};
+	struct launch_spec ls;
+	const struct rv_replica_spec *rs = launch_spec_fill(nm, base, ni, &ls);
 	struct rv_err err = { 0 };
 	int rc = rs->ncommand > 0
-			 ? sched_launch(nm->sched, &sp, &err)
+			 ? sched_launch(nm->sched, &ls.sp, &err)
 			 : rv_err_set(&err, -EINVAL, "command", "no command for role %s", ni->role);
 	char q[600];
 	rv_log_info("node launched",
@@ -528,12 +555,27 @@ static struct pending *pending_find(struct nodemgr *nm, const char *name)
 	return NULL;
 }
 
+/* Every dataset's shards are done. */
+static bool data_finished(struct master *m)
+{
+	bool all = true;
+	pthread_mutex_lock(&m->lock);
+	for (int i = 0; i < m->spec.ndatasets; i++) {
+		struct shard_stats ss;
+		shard_stats(m->shards, i, &ss);
+		all = all && ss.finished;
+	}
+	pthread_mutex_unlock(&m->lock);
+	return all;
+}
+
 static void on_event(struct nodemgr *nm, const struct sched_event *ev)
 {
 	struct master *m = nm->m;
 	char base[SCHED_NAME_MAX] = "";
 	bool current = false;
 	enum master_node_state was = MASTER_NODE_LAUNCHED;
+	struct master_node started = { .pid = 0 };
 	pthread_mutex_lock(&m->lock);
 	for (int i = 0; i < m->nnodes; i++) {
 		struct master_node *n = &m->nodes[i];
@@ -545,9 +587,23 @@ static void on_event(struct nodemgr *nm, const struct sched_event *ev)
 		if (ev->type == SCHED_EV_STARTED) {
 			n->state = MASTER_NODE_RUNNING;
 			n->pid = ev->pid;
+			n->start_ticks = ev->start_ticks;
+			started = *n;
 		}
 	}
 	pthread_mutex_unlock(&m->lock);
+	/* A node that outlives us is adopted by the next master: journal its
+	 * pid and start time. */
+	if (nm->detach && started.pid > 0 && started.start_ticks > 0)
+		journal_doc(m, MASTER_OP_NODE_LAUNCHED, node_to_json(&started));
+
+	/* An adopted node's status is lost: it finished when the data did. */
+	struct sched_event adopted;
+	if (ev->type == SCHED_EV_EXITED && ev->status_unknown && !ev->removed) {
+		adopted = *ev;
+		adopted.exit_code = data_finished(m) ? 0 : -1;
+		ev = &adopted;
+	}
 
 	struct nodes_action act;
 	nodes_on_event(nm->nodes, ev, &act);
@@ -747,6 +803,19 @@ static void restore(struct nodemgr *nm)
 		struct nodes_info ni;
 		if (n->state == MASTER_NODE_SUCCEEDED || n->state == MASTER_NODE_FAILED)
 			continue;
+		if (nm->detach && n->state == MASTER_NODE_RUNNING && n->pid > 0 &&
+		    n->start_ticks > 0 && nodes_get(nm->nodes, n->name, &ni) == 0) {
+			struct launch_spec ls;
+			struct rv_err err = { 0 };
+			launch_spec_fill(nm, n->name, &ni, &ls);
+			int rc = sched_adopt(nm->sched, &ls.sp, n->pid, n->start_ticks, &err);
+			char q[600];
+			rv_log_info("node adopted after a master restart",
+				    "node=%s instance=%s pid=%d rc=%d reason=%s", n->name,
+				    n->instance, n->pid, rc, rv_log_q(q, sizeof(q), err.msg));
+			if (rc == 0)
+				continue;
+		}
 		node_leave(m, n->name); /* it is gone: its shards go back now */
 		if (nodes_relaunch(nm->nodes, n->name, NULL, &act) == 0 &&
 		    nodes_get(nm->nodes, n->name, &ni) == 0) {
@@ -918,7 +987,9 @@ int nodemgr_start(struct master *m, const char *master_addr, struct rv_err *err)
 		.job = m->spec.name,
 		.mode = modes[mi < 0 ? 0 : mi],
 		.log_dir = nm->log_dir,
+		.detach = m->cfg.node_survive_master != 0,
 	};
+	nm->detach = so.detach;
 	nm->sched = sched_local_new(&so, err);
 	if (!nm->sched) {
 		nodemgr_free(nm);

@@ -52,7 +52,8 @@ struct master_node {
 	char host[SCHED_NAME_MAX];
 	int rank, attempt, restarts, ooms;
 	enum master_node_state state;
-	int pid; /* RUNNING on the local backend, else 0 */
+	int pid;             /* RUNNING on the local backend, else 0 */
+	int64_t start_ticks; /* the pid's start time: a restarted master adopts the pid */
 	int exit_code, signal;
 	struct sched_resources res; /* the limits of this launch */
 	bool has_usage;

@@ -491,19 +491,33 @@ START_TEST(test_node_oom_relaunched_with_more_memory)
 }
 END_TEST
 
-START_TEST(test_master_kill9_nodes_relaunched)
+/* kill -9 of the master mid-epoch, then a restart on the same state
+ * folder.  survive: the nodes outlive it and are adopted (same instance,
+ * same pid); else they die with it and come back as their next instance.
+ * Either way nothing counts as a crash (restartCount is 0) and the job
+ * succeeds. */
+static void master_kill9(bool survive)
 {
+	setenv("ROVER_NODE_SURVIVE_MASTER", survive ? "true" : "false", 1);
 	struct job j;
 	struct rv_master_client *c = job_run(&j, 2000, 2, 0, "", ",\"--task-ms\",\"5\"", "none");
 	static struct rv_job_status js;
 	ck_assert_msg(job_wait(c, &js, 30000, all_running_and_busy, NULL),
 		      "the nodes never ran together");
-	int pid0 = node_of(&js, "worker-0")->pid, pid1 = node_of(&js, "worker-1")->pid;
+	int pid[2] = { node_of(&js, "worker-0")->pid, node_of(&js, "worker-1")->pid };
 	ck_assert_int_ge(rv_test_master_stop(&j.m, SIGKILL, 5000), 0);
-	/* The nodes die with the master (PDEATHSIG). */
-	for (int i = 0; i < 100 && (kill(pid0, 0) == 0 || kill(pid1, 0) == 0); i++)
+	usleep(300 * 1000);
+	for (int i = 0; i < 100 && !survive && (kill(pid[0], 0) == 0 || kill(pid[1], 0) == 0);
+	     i++)
 		usleep(20 * 1000);
+	for (int r = 0; r < 2; r++) /* alive, or gone with the master (PDEATHSIG) */
+		ck_assert_int_eq(kill(pid[r], 0) == 0, survive);
 	ck_assert_int_eq(rv_test_master_restart(&j.m), 0);
+	if (survive) { /* adopted: the same processes carry on */
+		ck_assert(job_wait(c, &js, 10000, all_running_and_busy, NULL));
+		for (int r = 0; r < 2; r++)
+			ck_assert_int_eq(js.node_list[r].pid, pid[js.node_list[r].rank]);
+	}
 	wait_end(&j, c, &js, "succeeded");
 	for (int r = 0; r < 2; r++) {
 		char name[16];
@@ -512,10 +526,26 @@ START_TEST(test_master_kill9_nodes_relaunched)
 		ck_assert_ptr_nonnull(n);
 		ck_assert_int_eq(n->rank, r);
 		ck_assert_int_eq(n->restarts, 0); /* restartCount 0: a crash would fail the job */
-		ck_assert_msg(strcmp(n->instance, name) != 0, "%s was not relaunched", name);
+		ck_assert_msg((strcmp(n->instance, name) == 0) == survive, "%s is now %s", name,
+			      n->instance);
 	}
+	char *log = rv_test_read_file(j.m.log);
+	ck_assert_int_eq(strstr(log, "msg=\"node adopted after a master restart\"") != NULL,
+			 survive);
+	free(log);
 	check_succeeded(&j, c, &js, 2);
 	rv_test_master_cleanup(&j.m);
+}
+
+START_TEST(test_master_kill9_nodes_relaunched)
+{
+	master_kill9(false);
+}
+END_TEST
+
+START_TEST(test_master_kill9_nodes_adopted)
+{
+	master_kill9(true);
 }
 END_TEST
 
@@ -528,6 +558,7 @@ static Suite *master_nodes_suite(void)
 	tcase_add_test(tc, test_node_always_fails);
 	tcase_add_test(tc, test_node_oom_relaunched_with_more_memory);
 	tcase_add_test(tc, test_master_kill9_nodes_relaunched);
+	tcase_add_test(tc, test_master_kill9_nodes_adopted);
 	suite_add_tcase(s, tc);
 	return s;
 }
