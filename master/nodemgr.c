@@ -418,7 +418,6 @@ static void node_leave(struct master *m, const char *name)
 
 static void on_event(struct nodemgr *nm, const struct sched_event *ev);
 
-/* Journal a launch of node base as instance inst, then ask the backend. */
 /* What the backend gets for a node: its spec and the storage it points to. */
 struct launch_spec {
 	char env[ENV_MAX][PATH_MAX / 4];
@@ -462,6 +461,8 @@ static const struct rv_replica_spec *launch_spec_fill(struct nodemgr *nm, const 
 	return rs;
 }
 
+/* Journal the launch of instance ni of node base, then ask the backend; a
+ * launch it refuses is fed back as a FAILED event. */
 static void launch(struct nodemgr *nm, const char *base, const struct nodes_info *ni)
 {
 	struct master *m = nm->m;

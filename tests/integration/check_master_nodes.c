@@ -478,7 +478,7 @@ START_TEST(test_node_oom_relaunched_with_more_memory)
 	static struct rv_job_status js;
 	wait_end(&j, c, &js, "succeeded");
 	for (int r = 0; r < 2; r++) {
-		char name[16];
+		char name[32];
 		snprintf(name, sizeof(name), "worker-%d", r);
 		const struct rv_node_status *n = node_of(&js, name);
 		ck_assert_ptr_nonnull(n);
@@ -520,7 +520,7 @@ static void master_kill9(bool survive)
 	}
 	wait_end(&j, c, &js, "succeeded");
 	for (int r = 0; r < 2; r++) {
-		char name[16];
+		char name[32];
 		snprintf(name, sizeof(name), "worker-%d", r);
 		const struct rv_node_status *n = node_of(&js, name);
 		ck_assert_ptr_nonnull(n);
