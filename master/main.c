@@ -95,8 +95,8 @@ static const struct rv_cfg_opt master_opts[] = {
 	    "folder of the nodes' logs (<instance>.log); empty: <state.dir>/nodes"),
 	OPT("node", "stop_grace_ms", NULL, RV_CFG_INT, node_stop_grace_ms, "10000", 0, 3600000, 0,
 	    "a node asked to stop gets SIGTERM, then SIGKILL this long after, ms"),
-	OPT("node", "survive_master", "node-survive-master", RV_CFG_BOOL, node_survive_master, "true",
-	    0, 0, 0,
+	OPT("node", "survive_master", "node-survive-master", RV_CFG_BOOL, node_survive_master,
+	    "true", 0, 0, 0,
 	    "nodes keep running when the master is killed (their own session, no parent-death "
 	    "signal) and a master restarted on the same state folder adopts them; false: they "
 	    "die with it and the restart relaunches them"),

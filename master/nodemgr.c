@@ -170,8 +170,8 @@ static cJSON *node_to_json(const struct master_node *n)
 static int node_from_json(const cJSON *o, struct master_node *n, struct rv_err *err)
 {
 	char state[16] = "";
-	int64_t rank, attempt, restarts, ooms, mem = 0, gpu = 0, code = 0, sig = 0, pid = 0,
-		start = 0;
+	int64_t rank, attempt, restarts, ooms, mem = 0, gpu = 0, code = 0, sig = 0;
+	int64_t pid = 0, start = 0;
 	double cpu = 0;
 	int rc;
 	memset(n, 0, sizeof(*n));

@@ -58,7 +58,7 @@ struct sched_event {
 	char role[SCHED_ROLE_MAX];
 	char host[SCHED_NAME_MAX];
 	int rank;
-	int pid; /* STARTED: its process id where the backend has one, else 0 */
+	int pid;             /* STARTED: its process id where the backend has one, else 0 */
 	int64_t start_ticks; /* STARTED: the pid's start time (clock ticks since boot) */
 	bool status_unknown; /* EXITED: an adopted node; how it ended is not known */
 	int exit_code;                 /* EXITED: >= 0 when it exited, -1 when a signal ended it */

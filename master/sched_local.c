@@ -57,8 +57,8 @@ struct lnode {
 	struct rv_proc p;
 	char cg[NHIER][CG_PATH]; /* "" where none */
 	bool removing;
-	bool adopted;    /* started by a previous master: not our child */
-	int64_t ticks;   /* adopted: its start time, against pid reuse */
+	bool adopted;       /* started by a previous master: not our child */
+	int64_t ticks;      /* adopted: its start time, against pid reuse */
 	int64_t kill_at_ms; /* removing: SIGKILL from then on */
 	bool killed;
 };
@@ -737,11 +737,11 @@ static void adopt_cgroups(struct local *s, struct lnode *n, int pid)
 			continue;
 		*c2 = 0;
 		for (int h = 0; h < NHIER; h++) {
-			bool match = s->mode == SCHED_LOCAL_CGROUP2
-					     ? h == 0 && !c1[1]
-					     : (!strcmp(c1 + 1, hier_v1[h]) ||
-						(strstr(c1 + 1, hier_v1[h]) &&
-						 strchr(c1 + 1, ',')));
+			bool match =
+				s->mode == SCHED_LOCAL_CGROUP2
+					? h == 0 && !c1[1]
+					: (!strcmp(c1 + 1, hier_v1[h]) ||
+					   (strstr(c1 + 1, hier_v1[h]) && strchr(c1 + 1, ',')));
 			if (!match || !s->rover[h][0])
 				continue;
 			snprintf(n->cg[h], CG_PATH, "%.300s%.200s", s->rover[h],
@@ -754,8 +754,8 @@ static void adopt_cgroups(struct local *s, struct lnode *n, int pid)
 		fclose(f);
 }
 
-static int local_adopt(struct sched *base, const struct sched_node_spec *sp, int pid,
-		       int64_t ticks, struct rv_err *err)
+static int local_adopt(struct sched *base, const struct sched_node_spec *sp, int pid, int64_t ticks,
+		       struct rv_err *err)
 {
 	struct local *s = (struct local *)base;
 	if (pid <= 0 || ticks <= 0 || start_ticks(pid) != ticks)

@@ -238,7 +238,9 @@ static void job_start(struct job *j, const char *limits)
 			       "0",
 			       "--node-stop-grace-ms",
 			       "2000",
-			       "--journal-snapshot-every", "40", "--node-usage-interval-ms",
+			       "--journal-snapshot-every",
+			       "40",
+			       "--node-usage-interval-ms",
 			       "200",
 			       NULL };
 	ck_assert_int_eq(rv_test_master_start(&j->m, args), 0);
@@ -291,6 +293,16 @@ static const struct rv_node_status *node_of(const struct rv_job_status *js, cons
 		if (!strcmp(js->node_list[i].name, name))
 			return &js->node_list[i];
 	return NULL;
+}
+
+/* worker-<rank> of the status; it must be there. */
+static const struct rv_node_status *worker_of(const struct rv_job_status *js, int rank)
+{
+	char name[32];
+	snprintf(name, sizeof(name), "worker-%d", rank);
+	const struct rv_node_status *n = node_of(js, name);
+	ck_assert_msg(n, "%s is not in the status", name);
+	return n;
 }
 
 /* For a failure: the master's log and the nodes' logs. */
@@ -478,10 +490,7 @@ START_TEST(test_node_oom_relaunched_with_more_memory)
 	static struct rv_job_status js;
 	wait_end(&j, c, &js, "succeeded");
 	for (int r = 0; r < 2; r++) {
-		char name[32];
-		snprintf(name, sizeof(name), "worker-%d", r);
-		const struct rv_node_status *n = node_of(&js, name);
-		ck_assert_ptr_nonnull(n);
+		const struct rv_node_status *n = worker_of(&js, r);
 		ck_assert_int_ge(n->oom_relaunches, 1);
 		ck_assert_int_eq(n->restarts, 0); /* an OOM is not a crash */
 		ck_assert_int_ge(n->memory_limit_mb, 100);
@@ -507,8 +516,7 @@ static void master_kill9(bool survive)
 	int pid[2] = { node_of(&js, "worker-0")->pid, node_of(&js, "worker-1")->pid };
 	ck_assert_int_ge(rv_test_master_stop(&j.m, SIGKILL, 5000), 0);
 	usleep(300 * 1000);
-	for (int i = 0; i < 100 && !survive && (kill(pid[0], 0) == 0 || kill(pid[1], 0) == 0);
-	     i++)
+	for (int i = 0; i < 100 && !survive && (kill(pid[0], 0) == 0 || kill(pid[1], 0) == 0); i++)
 		usleep(20 * 1000);
 	for (int r = 0; r < 2; r++) /* alive, or gone with the master (PDEATHSIG) */
 		ck_assert_int_eq(kill(pid[r], 0) == 0, survive);
@@ -520,14 +528,11 @@ static void master_kill9(bool survive)
 	}
 	wait_end(&j, c, &js, "succeeded");
 	for (int r = 0; r < 2; r++) {
-		char name[32];
-		snprintf(name, sizeof(name), "worker-%d", r);
-		const struct rv_node_status *n = node_of(&js, name);
-		ck_assert_ptr_nonnull(n);
+		const struct rv_node_status *n = worker_of(&js, r);
 		ck_assert_int_eq(n->rank, r);
 		ck_assert_int_eq(n->restarts, 0); /* restartCount 0: a crash would fail the job */
-		ck_assert_msg((strcmp(n->instance, name) == 0) == survive, "%s is now %s", name,
-			      n->instance);
+		ck_assert_msg((strcmp(n->instance, n->name) == 0) == survive, "%s is now %s",
+			      n->name, n->instance);
 	}
 	char *log = rv_test_read_file(j.m.log);
 	ck_assert_int_eq(strstr(log, "msg=\"node adopted after a master restart\"") != NULL,

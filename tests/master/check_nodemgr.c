@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "log.h"
 #include "master.h"
 #include "parse.h"
 #include "testutil.h"
@@ -29,6 +30,7 @@ static char dir[64];
 
 static struct master *master_new(void)
 {
+	rv_log_setup("master", RV_LOG_WARN);
 	struct master *m = calloc(1, sizeof(*m));
 	ck_assert_ptr_nonnull(m);
 	snprintf(dir, sizeof(dir), "/tmp/rover-nodemgr-XXXXXX");
