@@ -2215,6 +2215,36 @@ static int plan_state_parse(const cJSON *r, struct rv_plan_state *pl, struct rv_
 	return 1;
 }
 
+static int node_status_parse(const cJSON *o, const char *p, struct rv_node_status *n,
+			     struct rv_err *err)
+{
+	int rc;
+	if (!cJSON_IsObject(o))
+		return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
+	if ((rc = rv_json_get_string(o, "name", p, true, n->name, sizeof(n->name), err)) < 0 ||
+	    (rc = rv_json_get_string(o, "instance", p, false, n->instance, sizeof(n->instance),
+				     err)) < 0 ||
+	    (rc = rv_json_get_string(o, "role", p, true, n->role, sizeof(n->role), err)) < 0 ||
+	    (rc = rv_json_get_string(o, "host", p, false, n->host, sizeof(n->host), err)) < 0 ||
+	    (rc = rv_json_get_string(o, "state", p, true, n->state, sizeof(n->state), err)) < 0 ||
+	    (rc = get_int32(o, "rank", p, true, 0, INT32_MAX, &n->rank, err)) < 0 ||
+	    (rc = get_int32(o, "pid", p, false, 0, INT32_MAX, &n->pid, err)) < 0 ||
+	    (rc = get_int32(o, "restarts", p, false, 0, INT32_MAX, &n->restarts, err)) < 0 ||
+	    (rc = get_int32(o, "oom_relaunches", p, false, 0, INT32_MAX, &n->oom_relaunches, err)) <
+		    0 ||
+	    (rc = rv_json_get_int(o, "memory_limit_mb", p, false, 0, INT64_MAX, &n->memory_limit_mb,
+				  err)) < 0)
+		return rc;
+	n->cpu_seconds = -1;
+	n->memory_mb = n->throttled_usec = -1;
+	if ((rc = rv_json_get_double(o, "cpu_seconds", p, false, -1, 1e15, &n->cpu_seconds, err)) <
+		    0 ||
+	    (rc = rv_json_get_int(o, "memory_mb", p, false, -1, INT64_MAX, &n->memory_mb, err)) < 0)
+		return rc;
+	return rv_json_get_int(o, "throttled_usec", p, false, -1, INT64_MAX, &n->throttled_usec,
+			       err);
+}
+
 static int job_status_parse(const cJSON *r, struct rv_job_status *m, struct rv_err *err)
 {
 	int rc, st = 0;
@@ -2266,6 +2296,26 @@ static int job_status_parse(const cJSON *r, struct rv_job_status *m, struct rv_e
 	if ((rc = role_targets_parse(r, "desired", "", m->desired, err)) < 0)
 		return rc;
 	m->has_desired = rc == 1;
+	if ((rc = rv_json_get_string(r, "job_state", "", false, m->job_state, sizeof(m->job_state),
+				     err)) < 0 ||
+	    (rc = rv_json_get_string(r, "job_reason", "", false, m->job_reason,
+				     sizeof(m->job_reason), err)) < 0)
+		return rc;
+	arr = rv_json_get_array(r, "nodes", "", false, &rc, err);
+	if (!arr)
+		return rc;
+	n = array_count(arr, RV_MAX_STATUS_NODES);
+	if (n > RV_MAX_STATUS_NODES)
+		return rv_err_set(err, -E2BIG, "nodes", "nodes must have at most %d entries",
+				  RV_MAX_STATUS_NODES);
+	i = 0;
+	for (const cJSON *it = arr->child; it; it = it->next, i++) {
+		field_buf p;
+		rv_json_path_index(p, sizeof(p), "nodes", i);
+		if ((rc = node_status_parse(it, p, &m->node_list[i], err)) < 0)
+			return rc;
+	}
+	m->nnode_list = n;
 	return 0;
 }
 FLAT_FROM_JSON(rv_job_status_from_json, struct rv_job_status, job_status_parse)
@@ -2320,6 +2370,31 @@ cJSON *rv_job_status_to_json(const struct rv_job_status *m)
 	}
 	if (m->has_desired && !add_role_targets(o, "desired", m->desired))
 		return NULL;
+	if (!m->job_state[0])
+		return RV_TAKE_PTR(o); /* the master runs no nodes */
+	arr = add_str(o, "job_state", m->job_state) && add_str(o, "job_reason", m->job_reason)
+		      ? cJSON_AddArrayToObject(o, "nodes")
+		      : NULL;
+	if (!arr)
+		return NULL;
+	for (int i = 0; i < m->nnode_list && i < RV_MAX_STATUS_NODES; i++) {
+		const struct rv_node_status *n = &m->node_list[i];
+		cJSON *e = cJSON_CreateObject();
+		if (!e || !cJSON_AddItemToArray(arr, e)) {
+			cJSON_Delete(e);
+			return NULL;
+		}
+		if (!add_str(e, "name", n->name) || !add_str(e, "instance", n->instance) ||
+		    !add_str(e, "role", n->role) || !add_num(e, "rank", n->rank) ||
+		    !add_str(e, "host", n->host) || !add_str(e, "state", n->state) ||
+		    !add_num(e, "pid", n->pid) || !add_num(e, "restarts", n->restarts) ||
+		    !add_num(e, "oom_relaunches", n->oom_relaunches) ||
+		    !add_num(e, "memory_limit_mb", (double)n->memory_limit_mb) ||
+		    !add_num(e, "cpu_seconds", n->cpu_seconds) ||
+		    !add_num(e, "memory_mb", (double)n->memory_mb) ||
+		    !add_num(e, "throttled_usec", (double)n->throttled_usec))
+			return NULL;
+	}
 	return RV_TAKE_PTR(o);
 }
 
@@ -2727,6 +2802,31 @@ static const struct rv_wire_field f_job_status[] = {
 	  "the newest plan handed to the master (absent before the first)"),
 	F("desired", "object", false, "RoleTarget", true, NULL,
 	  "by role: what the job should run, from the spec and each applied plan"),
+	F("job_state", "string", false, NULL, false, "running|succeeded|failed",
+	  "the job's end: succeeded once every node the master runs exited 0, failed once one "
+	  "was given up (absent: the master runs no nodes)"),
+	F("job_reason", "string", false, NULL, false, NULL, "why it failed, naming the node"),
+	F("nodes", "array", false, "NodeStatus", false, NULL,
+	  "the nodes the master runs (scheduler local), at most 64"),
+};
+static const struct rv_wire_field f_node_status[] = {
+	F("name", "string", true, NULL, false, NULL, "<role>-<rank>: its rendezvous name"),
+	F("instance", "string", false, NULL, false, NULL,
+	  "the current launch: name, then name.<attempt> after each relaunch"),
+	F("role", "string", true, NULL, false, NULL, "worker, ps, chief or evaluator"),
+	F("rank", "integer", true, NULL, false, NULL, "stable across relaunches"),
+	F("host", "string", false, NULL, false, NULL, "where it runs (\"\": this machine)"),
+	F("state", "string", true, NULL, false, "launched|running|exited|succeeded|failed",
+	  "exited: ended by a failure, a relaunch follows"),
+	F("pid", "integer", false, NULL, false, NULL, "its process (local scheduler), 0 if none"),
+	F("restarts", "integer", false, NULL, false, NULL, "relaunches after crashes"),
+	F("oom_relaunches", "integer", false, NULL, false, NULL,
+	  "relaunches with more memory after an OOM kill"),
+	F("memory_limit_mb", "integer", false, NULL, false, NULL, "its memory limit, 0: none"),
+	F("cpu_seconds", "number", false, NULL, false, NULL, "CPU used, -1: not measured yet"),
+	F("memory_mb", "integer", false, NULL, false, NULL, "memory used, -1: not measured yet"),
+	F("throttled_usec", "integer", false, NULL, false, NULL,
+	  "time held by its CPU quota, -1: not measured"),
 };
 static const struct rv_wire_field f_brain_link[] = {
 	F("mode", "string", true, NULL, false, "manual|single-job|cluster",
@@ -2865,6 +2965,7 @@ static const struct rv_wire_message master_messages[] = {
 	M("NetcheckReport", "a node's result of a check round", f_netcheck_report),
 	M("NetcheckStatus", "the last network check and its verdicts", f_netcheck_status),
 	M("NetcheckResult", "one member's results and verdict", f_netcheck_result),
+	M("NodeStatus", "one node the master runs", f_node_status),
 };
 #undef M
 

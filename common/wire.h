@@ -487,6 +487,20 @@ struct rv_plan_state {
 	struct rv_role_target groups[RV_ROLE_COUNT];
 };
 
+/* One node the master runs (its node manager), in GET /v1/job. */
+#define RV_MAX_STATUS_NODES 64
+struct rv_node_status {
+	char name[RV_NAME_MAX];     /* <role>-<rank>: its rendezvous name */
+	char instance[RV_NAME_MAX]; /* the current launch: name, then name.<attempt> */
+	char role[32];
+	char host[RV_NAME_MAX];
+	char state[16]; /* launched, running, exited, succeeded, failed */
+	int rank, pid, restarts, oom_relaunches;
+	int64_t memory_limit_mb; /* 0: none */
+	double cpu_seconds;      /* -1: not measured */
+	int64_t memory_mb;       /* -1: not measured */
+	int64_t throttled_usec;  /* -1: not measured */
+};
 struct rv_job_status {
 	char job[RV_NAME_MAX];
 	enum rv_rdzv_status state; /* complete, gathering or failed */
@@ -508,6 +522,14 @@ struct rv_job_status {
 	int nfaulty;
 	char stragglers[RV_MAX_VERDICT_NAMES][RV_NAME_MAX];
 	int nstragglers;
+	/* The job's end as the node manager sees it: "running", "succeeded" or
+	 * "failed" (job_reason says why); its nodes, the first
+	 * RV_MAX_STATUS_NODES ("nodes"; none when agents are started by
+	 * someone else). */
+	char job_state[16];
+	char job_reason[384];
+	struct rv_node_status node_list[RV_MAX_STATUS_NODES];
+	int nnode_list;
 };
 int rv_job_status_from_json(const cJSON *root, struct rv_job_status *out, struct rv_err *err);
 cJSON *rv_job_status_to_json(const struct rv_job_status *m);

@@ -692,6 +692,35 @@ static int api_stream(struct rv_http_req *req, struct rv_http_resp *resp, void *
 	return state_reply_durable(m, resp, 0, true);
 }
 
+/* The node manager's part of the status, under m->lock. */
+static void node_status(struct master *m, struct rv_job_status *out)
+{
+	if (!m->nodemgr && m->nnodes == 0)
+		return; /* agents are started by someone else */
+	snprintf(out->job_state, sizeof(out->job_state), "%s",
+		 nodemgr_job_state_name(m->job_state));
+	snprintf(out->job_reason, sizeof(out->job_reason), "%s", m->job_reason);
+	for (int i = 0; i < m->nnodes && out->nnode_list < RV_MAX_STATUS_NODES; i++) {
+		const struct master_node *n = &m->nodes[i];
+		struct rv_node_status *o = &out->node_list[out->nnode_list++];
+		snprintf(o->name, sizeof(o->name), "%s", n->name);
+		snprintf(o->instance, sizeof(o->instance), "%s", n->instance);
+		snprintf(o->role, sizeof(o->role), "%s", n->role);
+		snprintf(o->host, sizeof(o->host), "%s", n->host);
+		snprintf(o->state, sizeof(o->state), "%s", nodemgr_node_state_name(n->state));
+		o->rank = n->rank;
+		o->pid = n->pid;
+		o->restarts = n->restarts;
+		o->oom_relaunches = n->ooms;
+		o->memory_limit_mb = n->res.memory_mb;
+		o->cpu_seconds = n->has_usage ? n->usage.cpu_seconds : -1;
+		o->memory_mb = n->has_usage && n->usage.memory_bytes >= 0
+				       ? n->usage.memory_bytes / (1024 * 1024)
+				       : -1;
+		o->throttled_usec = n->has_usage ? n->usage.throttled_usec : -1;
+	}
+}
+
 static void job_status(struct master *m, struct rv_job_status *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -744,6 +773,7 @@ static void job_status(struct master *m, struct rv_job_status *out)
 			snprintf(out->stragglers[out->nstragglers++], RV_NAME_MAX, "%s",
 				 r->m[i].node);
 	}
+	node_status(m, out);
 }
 
 static int api_job(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)

@@ -23,6 +23,7 @@
 #include "json.h"
 #include "log.h"
 #include "master.h"
+#include "nodelink.h"
 #include "parse.h"
 
 #define ROVER_VERSION "0.1.0"
@@ -33,6 +34,9 @@
 static const struct rv_cfg_opt master_opts[] = {
 	OPT("job", "spec", "job", RV_CFG_STR, job, "", 0, 0, 0,
 	    "the job spec (ElasticJob JSON file); required"),
+	OPT("job", "linger_s", "linger-s", RV_CFG_INT, job_linger_s, "5", 0, 86400, 0,
+	    "once the job ended (every node exited 0, or a node was given up) the master "
+	    "answers this long more, then exits 0 (succeeded) or 1 (failed), seconds"),
 	OPT("server", "listen", "listen", RV_CFG_STR, listen, "127.0.0.1:7070", 0, 0, 0,
 	    "address and port of the control API (HOST:PORT; port 0 picks a free one)"),
 	OPT("server", "token", "token", RV_CFG_STR, token, "", 0, 0, RV_CFG_SECRET,
@@ -85,6 +89,28 @@ static const struct rv_cfg_opt master_opts[] = {
 	    1.01, 100, 0, "a node slower than this times the median check time is a straggler"),
 	OPT("timer", "tick_ms", NULL, RV_CFG_INT, tick_ms, "100", 1, 10000, 0,
 	    "longest sleep of the timer thread between deadline checks, ms"),
+	OPT("node", "scheduler", "scheduler", RV_CFG_STR, scheduler, "auto", 0, 0, 0,
+	    "who starts the job's nodes: local (this master, each replica spec's command), none "
+	    "(someone else starts the agents) or auto (local when a replica spec has a command, "
+	    "else none)"),
+	OPT("node", "limits", "node-limits", RV_CFG_STR, node_limits, "auto", 0, 0, 0,
+	    "how the local scheduler enforces a node's resources: auto (cgroup2, else cgroup1, "
+	    "else rlimit), cgroup2, cgroup1, rlimit or none"),
+	OPT("node", "log_dir", "node-log-dir", RV_CFG_STR, node_log_dir, "", 0, 0, 0,
+	    "folder of the nodes' logs (<instance>.log); empty: <state.dir>/nodes"),
+	OPT("node", "stop_grace_ms", NULL, RV_CFG_INT, node_stop_grace_ms, "10000", 0, 3600000, 0,
+	    "a node asked to stop gets SIGTERM, then SIGKILL this long after, ms"),
+	OPT("node", "survive_master", "node-survive-master", RV_CFG_BOOL, node_survive_master,
+	    "true", 0, 0, 0,
+	    "nodes keep running when the master is killed (their own session, no parent-death "
+	    "signal) and a master restarted on the same state folder adopts them; false: they "
+	    "die with it and the restart relaunches them"),
+	OPT("node", "usage_interval_ms", NULL, RV_CFG_INT, node_usage_interval_ms, "5000", 100,
+	    3600000, 0, "how often each node's CPU, memory and throttling are read, ms"),
+	OPT("node", "host_max_crashes", NULL, RV_CFG_INT, node_host_max_crashes, "2", 1, 1000, 0,
+	    "crashes of nodes on one host after which no relaunch goes there"),
+	OPT("node", "max_oom_relaunches", NULL, RV_CFG_INT, node_max_oom_relaunches, "5", 1, 1000,
+	    0, "OOM-killed relaunches of one node, each with more memory, on top of restartCount"),
 	OPT("log", "level", "log-level", RV_CFG_STR, log_level, "info", 0, 0, 0,
 	    "debug, info, warn or error"),
 	OPT("brain", "url", "brain", RV_CFG_STR, brain_url, "", 0, 0, 0,
@@ -130,7 +156,8 @@ static const char summary[] =
 	"step-tied checkpoints, failure detection, all journaled in --state-dir so a\n"
 	"restart with the same folder carries on where it stopped.  Plans from rover-brain\n"
 	"(optimizeMode cluster, --brain URL), from the same policy in-process (single-job)\n"
-	"or only shown (manual) set what the job should run.\n"
+	"or only shown (manual) set what the job should run.  With --scheduler local it\n"
+	"also runs the job's nodes (relaunching failed ones) and exits once the job ended.\n"
 	"Print the full conf file with --print-conf.";
 
 /* "MIN:MAX" or "N". */
@@ -195,6 +222,22 @@ static int load_spec(struct master *m, struct rv_err *err)
 	return 0;
 }
 
+/* host:port the API listens on, for the nodes: a wildcard host is reached
+ * at loopback (the local scheduler's nodes run here). */
+static void master_addr(const struct master *m, char *out, size_t size)
+{
+	char host[128];
+	snprintf(host, sizeof(host), "%s", m->cfg.listen);
+	char *colon = strrchr(host, ':');
+	if (colon)
+		*colon = 0;
+	if (!host[0] || !strcmp(host, "0.0.0.0") || !strcmp(host, "*"))
+		snprintf(host, sizeof(host), "127.0.0.1");
+	else if (!strcmp(host, "[::]") || !strcmp(host, "::"))
+		snprintf(host, sizeof(host), "[::1]");
+	snprintf(out, size, "%s:%d", host, rv_http_server_port(m->http));
+}
+
 static int run(int argc, char **argv)
 {
 	struct master *m = calloc(1, sizeof(*m));
@@ -233,6 +276,15 @@ static int run(int argc, char **argv)
 		free(m);
 		return -EXIT_BAD_SPEC - 1000;
 	}
+	int run_nodes = nodemgr_wanted(&m->cfg, &m->spec, &err);
+	if (run_nodes < 0) {
+		fprintf(stderr, "rover-master: %s (%s %s)\n", err.msg,
+			strchr(err.field, '.') && !strncmp(err.field, "spec.", 5) ? "field" : "key",
+			err.field);
+		rv_job_spec_release(&m->spec);
+		free(m);
+		return -EXIT_BAD_SPEC - 1000;
+	}
 	RV_CLEANUP_FREE char *effective =
 		rv_cfg_effective(master_opts, (int)RV_ARRAY_SIZE(master_opts), &m->cfg);
 	rv_log_info("effective config", "%s job=%s nnodes=%d:%d", effective ? effective : "",
@@ -260,6 +312,17 @@ static int run(int argc, char **argv)
 			     rv_log_q(q, sizeof(q), err.msg));
 		goto out;
 	}
+	if (run_nodes) {
+		char addr[160];
+		master_addr(m, addr, sizeof(addr));
+		nodelink_attach(m);
+		rc = nodemgr_start(m, addr, &err);
+		if (rc < 0) {
+			rv_log_error("could not start the node manager", "reason=%s",
+				     rv_log_q(q, sizeof(q), err.msg));
+			goto out;
+		}
+	}
 	rv_log_info("rover-master ready", "listen=%s port=%d auth=%s version=%s", m->cfg.listen,
 		    rv_http_server_port(m->http), m->cfg.token[0] ? "bearer" : "none",
 		    ROVER_VERSION);
@@ -268,7 +331,9 @@ static int run(int argc, char **argv)
 
 	int sig = rv_daemon_wait(&sigs);
 	rv_log_info("shutting down", "signal=%d", sig);
-	rc = 0;
+	pthread_mutex_lock(&m->lock);
+	rc = m->job_state == MASTER_JOB_FAILED ? -ECANCELED : 0;
+	pthread_mutex_unlock(&m->lock);
 out:
 	/* Wake the long-polls first so the server's stop does not wait for them. */
 	pthread_mutex_lock(&m->lock);
@@ -277,6 +342,7 @@ out:
 	master_world_poll(m);
 	pthread_mutex_unlock(&m->lock);
 	master_api_stop(m);
+	nodemgr_stop(m);
 	plans_stop(m);
 	state_close(m);
 	rv_job_spec_release(&m->spec);

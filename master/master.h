@@ -21,6 +21,7 @@
 #include "http.h"
 #include "journal.h"
 #include "netcheck.h"
+#include "nodemgr.h"
 #include "rdzv.h"
 #include "shard.h"
 #include "stream.h"
@@ -49,6 +50,12 @@ struct master_cfg {
 	long long brain_batch_max, brain_batch_delay_ms, brain_poll_wait_s, brain_backoff_ms;
 	long long brain_backoff_max_ms, brain_stop_ms;
 	long long plan_interval_ms, plan_min_samples, plan_oom_wait_ms;
+	/* node manager (nodemgr.c) */
+	char scheduler[16], node_limits[16];
+	char node_log_dir[PATH_MAX];
+	long long node_stop_grace_ms, node_usage_interval_ms, node_host_max_crashes,
+		node_max_oom_relaunches, job_linger_s;
+	int node_survive_master;
 };
 
 /* A worker that took shards: its node (for a node's death) and its last
@@ -171,6 +178,23 @@ struct master {
 	bool completer_started;
 	/* World long-polls parked on a pooled server, under lock. */
 	struct world_wait *world_waits;
+
+	/* Node manager (nodemgr.c).  Under lock: the job's nodes as journaled
+	 * (MASTER_OP_NODE_LAUNCHED/ENDED) with their last usage, and the job's
+	 * end.  oom_plan/oom_ctx: the OOM plan (nodes.h), nodes_alg_oom_plan
+	 * when NULL; the brain link sets its own before nodemgr_start.
+	 * node_event (may be NULL): told every scheduler event and the action
+	 * taken, from the node thread, without the lock. */
+	struct nodemgr *nodemgr;
+	struct master_node *nodes;
+	int nnodes, capnodes;
+	enum master_job_state job_state;
+	char job_reason[NODES_REASON_MAX];
+	bool desired_restored; /* desired came from the journal or snapshot */
+	nodes_oom_plan_fn oom_plan;
+	void *oom_ctx;
+	void (*node_event)(void *ctx, const struct sched_event *ev, const struct nodes_action *act);
+	void *node_event_ctx;
 
 	atomic_uint_least64_t ops_applied, ops_replayed, shards_handed, shards_counted, nodes_dead,
 		tasks_requeued, snapshots, sync_errors;

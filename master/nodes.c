@@ -370,6 +370,86 @@ void nodes_status(const struct nodes *m, struct nodes_status *st)
 	}
 }
 
+static struct node *by_base(const struct nodes *m, const char *base)
+{
+	for (int i = 0; base && i < m->n; i++)
+		if (!strcmp(m->nodes[i].base, base))
+			return &m->nodes[i];
+	return NULL;
+}
+
+int nodes_get(const struct nodes *m, const char *base, struct nodes_info *out)
+{
+	const struct node *n = by_base(m, base);
+	if (!n)
+		return -ENOENT;
+	memset(out, 0, sizeof(*out));
+	fmt(out->name, sizeof(out->name), "%s", n->name);
+	fmt(out->role, sizeof(out->role), "%s", n->role);
+	fmt(out->host, sizeof(out->host), "%s", n->host);
+	out->rank = n->rank;
+	out->attempt = n->attempt;
+	out->restarts = n->restarts;
+	out->ooms = n->ooms;
+	out->res = n->res;
+	out->live = n->state == N_LAUNCHED || n->state == N_RUNNING;
+	out->succeeded = n->state == N_SUCCEEDED;
+	out->failed = n->state == N_FAILED;
+	out->removed = n->state == N_REMOVED;
+	return 0;
+}
+
+int nodes_restore(struct nodes *m, const char *base, int attempt, int restarts, int ooms,
+		  bool succeeded)
+{
+	struct node *n = by_base(m, base);
+	if (!n || attempt < 0 || restarts < 0 || ooms < 0)
+		return n ? -EINVAL : -ENOENT;
+	n->attempt = attempt;
+	n->restarts = restarts;
+	n->ooms = ooms;
+	m->restarts += restarts;
+	m->oom_relaunches += ooms;
+	if (attempt > 0)
+		fmt(n->name, sizeof(n->name), "%s.%d", n->base, attempt);
+	if (succeeded)
+		n->state = N_SUCCEEDED;
+	return 0;
+}
+
+int nodes_relaunch(struct nodes *m, const char *base, const struct sched_resources *res,
+		   struct nodes_action *act)
+{
+	struct node *n = by_base(m, base);
+	if (!n)
+		return -ENOENT;
+	if (n->state == N_FAILED || n->state == N_SUCCEEDED)
+		return -EALREADY;
+	memset(act, 0, sizeof(*act));
+	if (res)
+		n->res = *res;
+	relaunch(n, n->host, act);
+	return 0;
+}
+
+int nodes_set_resources(struct nodes *m, const char *base, const struct sched_resources *res)
+{
+	struct node *n = by_base(m, base);
+	if (!n || !res)
+		return n ? -EINVAL : -ENOENT;
+	n->res = *res;
+	return 0;
+}
+
+int nodes_forget(struct nodes *m, const char *base)
+{
+	struct node *n = by_base(m, base);
+	if (!n)
+		return -ENOENT;
+	*n = m->nodes[--m->n];
+	return 0;
+}
+
 int nodes_alg_oom_plan(void *ctx, const struct nodes_oom_req *req, int64_t *out_mb, char *reason,
 		       size_t rsize)
 {

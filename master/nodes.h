@@ -113,6 +113,40 @@ bool nodes_host_bad(const struct nodes *m, const char *host);
 
 void nodes_status(const struct nodes *m, struct nodes_status *st);
 
+/* One node as the policy knows it. */
+struct nodes_info {
+	char name[SCHED_NAME_MAX]; /* the current instance */
+	char role[SCHED_ROLE_MAX], host[SCHED_NAME_MAX];
+	int rank, attempt, restarts, ooms;
+	struct sched_resources res; /* what its next launch gets */
+	bool live;                  /* launched or running */
+	bool succeeded, failed, removed;
+};
+
+/* The node whose base name is base: 0 with *out, or -ENOENT. */
+int nodes_get(const struct nodes *m, const char *base, struct nodes_info *out);
+
+/* After a master restart: put back what the journal knew of a node added
+ * again with nodes_add (attempt, restarts, OOM relaunches; succeeded: it
+ * finished).  0 or -ENOENT. */
+int nodes_restore(struct nodes *m, const char *base, int attempt, int restarts, int ooms,
+		  bool succeeded);
+
+/* A relaunch that no failure caused (the master restarted and the node is
+ * gone, or its resources changed and could not be resized in place): a new
+ * instance name with res (NULL: the same), not charged to restartCount.
+ * *act is a RELAUNCH.  0, -ENOENT, or -EALREADY when the node failed or
+ * succeeded. */
+int nodes_relaunch(struct nodes *m, const char *base, const struct sched_resources *res,
+		   struct nodes_action *act);
+
+/* Resources for the node's next launches (a resize done in place). */
+int nodes_set_resources(struct nodes *m, const char *base, const struct sched_resources *res);
+
+/* Forget a node (scaled down): its role and rank may be added again.
+ * 0 or -ENOENT. */
+int nodes_forget(struct nodes *m, const char *base);
+
 /* The in-process OOM plan of single-job mode: rv_alg_plan_oom() with these
  * limits and tunables (ctx is a struct nodes_alg_oom, borrowed). */
 struct nodes_alg_oom {

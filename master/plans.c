@@ -24,6 +24,7 @@
  * Locks: the state lock, then p->mu; never the other way.  The link takes
  * only its own mutex.
  */
+#include "nodelink.h"
 #include "plans.h"
 
 #include <errno.h>
@@ -644,8 +645,12 @@ static void *plans_main(void *arg)
 	struct plans *p = arg;
 	struct master *m = p->m;
 	int64_t next_local = rv_mono_ms() + m->cfg.plan_interval_ms;
+	int64_t next_usage = rv_mono_ms() + m->cfg.node_usage_interval_ms;
+	struct nodelink_usage *usage = nodelink_usage_new();
 	struct brainlink_plan *bp = malloc(sizeof(*bp));
-	if (!bp) {
+	if (!bp || !usage) {
+		free(bp);
+		nodelink_usage_free(usage);
 		rv_log_error("could not start taking plans", "reason=\"out of memory\"");
 		return NULL;
 	}
@@ -664,8 +669,13 @@ static void *plans_main(void *arg)
 			}
 			next_local = rv_mono_ms() + m->cfg.plan_interval_ms;
 		}
+		if (rv_mono_ms() >= next_usage) {
+			nodelink_usage_report(m, usage);
+			next_usage = rv_mono_ms() + m->cfg.node_usage_interval_ms;
+		}
 	}
 	free(bp);
+	nodelink_usage_free(usage);
 	return NULL;
 }
 

@@ -58,6 +58,9 @@ struct sched_event {
 	char role[SCHED_ROLE_MAX];
 	char host[SCHED_NAME_MAX];
 	int rank;
+	int pid;             /* STARTED: its process id where the backend has one, else 0 */
+	int64_t start_ticks; /* STARTED: the pid's start time (clock ticks since boot) */
+	bool status_unknown; /* EXITED: an adopted node; how it ended is not known */
 	int exit_code;                 /* EXITED: >= 0 when it exited, -1 when a signal ended it */
 	int signal;                    /* EXITED/OOM: the signal that ended it, else 0 */
 	bool removed;                  /* EXITED: it ended because sched_remove() asked */
@@ -89,6 +92,8 @@ struct sched_ops {
 	int (*fd)(struct sched *s);
 	int (*next_event)(struct sched *s, struct sched_event *ev);
 	int (*usage)(struct sched *s, const char *name, struct sched_usage *u);
+	int (*adopt)(struct sched *s, const struct sched_node_spec *spec, int pid,
+		     int64_t start_ticks, struct rv_err *err);
 	void (*free)(struct sched *s);
 };
 
@@ -141,6 +146,21 @@ static inline int sched_next_event(struct sched *s, struct sched_event *ev)
 static inline int sched_usage(struct sched *s, const char *name, struct sched_usage *u)
 {
 	return s->ops->usage(s, name, u);
+}
+
+/* Take over a node that a previous master started and left running: pid,
+ * and its start time as a STARTED event gave it, so a reused pid is not
+ * taken for it.  Returns 0 (STARTED follows; when it ends, EXITED has
+ * status_unknown set: not our child, its status is lost), -ESRCH when it
+ * is gone or the pid names another process now, -EEXIST, -ENOSPC, or
+ * -EOPNOTSUPP when the backend cannot. */
+static inline int sched_adopt(struct sched *s, const struct sched_node_spec *spec, int pid,
+			      int64_t start_ticks, struct rv_err *err)
+{
+	if (!s->ops->adopt)
+		return rv_err_set(err, -EOPNOTSUPP, "", "the %s backend cannot adopt nodes",
+				  s->ops->name);
+	return s->ops->adopt(s, spec, pid, start_ticks, err);
 }
 
 /* Stop every node (hard), release everything; NULL ok.  Returns NULL. */

@@ -28,6 +28,7 @@
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -37,11 +38,16 @@
 #include "proc.h"
 
 #define NHIER         3
-#define CG_PATH       512
-#define CPU_PERIOD_US 100000
-#define EP_EVENTFD    0
-#define EP_TIMERFD    1
-#define EP_NODE0      2
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+#define CG_PATH          512
+#define POLL_NO_PIDFD_MS 100
+#define CPU_PERIOD_US    100000
+#define EP_EVENTFD       0
+#define EP_TIMERFD       1
+#define EP_NODE0         2
 
 struct lnode {
 	bool used;
@@ -51,6 +57,8 @@ struct lnode {
 	struct rv_proc p;
 	char cg[NHIER][CG_PATH]; /* "" where none */
 	bool removing;
+	bool adopted;       /* started by a previous master: not our child */
+	int64_t ticks;      /* adopted: its start time, against pid reuse */
 	int64_t kill_at_ms; /* removing: SIGKILL from then on */
 	bool killed;
 };
@@ -59,6 +67,7 @@ struct local {
 	struct sched base;
 	enum sched_local_mode mode;
 	char why[1024];
+	bool detach;
 	char parent[NHIER][CG_PATH]; /* rover/<job>-<pid> per hierarchy, or "" */
 	char rover[NHIER][CG_PATH];  /* its rover/ folder, removed when empty */
 	char log_dir[CG_PATH];
@@ -512,16 +521,23 @@ static void cg_remove(struct local *s, struct lnode *n)
 	}
 }
 
+/* A slot never used holds zeroes, not closed fds: release only a used one
+ * (releasing zeroes would close fd 0, which a socket may hold by then). */
 static void node_clear(struct lnode *n)
 {
-	rv_proc_release(&n->p);
+	if (n->used)
+		rv_proc_release(&n->p);
 	memset(n, 0, sizeof(*n));
 	n->p.pidfd = -1;
+	for (int i = 0; i < 3; i++)
+		n->p.fd[i] = -1;
 }
 
-static int local_launch(struct sched *base, const struct sched_node_spec *sp, struct rv_err *err)
+/* Check sp and take a free slot for it: *out, *slot its index.  0, or
+ * -EINVAL (a bad spec), -EEXIST, -ENOSPC with err. */
+static int slot_take(struct local *s, const struct sched_node_spec *sp, struct lnode **out,
+		     int *slot, struct rv_err *err)
 {
-	struct local *s = (struct local *)base;
 	if (!sp || !name_ok(sp->name, SCHED_NAME_MAX))
 		return rv_err_set(
 			err, -EINVAL, "name",
@@ -537,13 +553,13 @@ static int local_launch(struct sched *base, const struct sched_node_spec *sp, st
 	if (find(s, sp->name))
 		return rv_err_set(err, -EEXIST, "name", "node %s is already running", sp->name);
 	struct lnode *n = NULL;
-	int slot = 0;
-	for (; slot < s->max && !n; slot++)
-		if (!s->nodes[slot].used)
-			n = &s->nodes[slot];
+	int i = 0;
+	for (; i < s->max && !n; i++)
+		if (!s->nodes[i].used)
+			n = &s->nodes[i];
 	if (!n)
 		return rv_err_set(err, -ENOSPC, "", "%d nodes already run here", s->max);
-	slot--;
+	*slot = i - 1;
 	node_clear(n);
 	n->used = true;
 	snprintf(n->name, sizeof(n->name), "%s", sp->name);
@@ -551,6 +567,38 @@ static int local_launch(struct sched *base, const struct sched_node_spec *sp, st
 	snprintf(n->host, sizeof(n->host), "%s", sp->host ? sp->host : "");
 	n->rank = sp->rank;
 	n->res = sp->res;
+	*out = n;
+	return 0;
+}
+
+/* A process's start time in clock ticks after boot (field 22 of
+ * /proc/<pid>/stat), or -1 when it is gone. */
+static int64_t start_ticks(int pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t k = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (k <= 0)
+		return -1;
+	buf[k] = 0;
+	char *p = strrchr(buf, ')'); /* the command may hold spaces and parens */
+	for (int field = 2; p && field < 22; field++)
+		p = strchr(p + 1, ' ');
+	return p ? strtoll(p + 1, NULL, 10) : -1;
+}
+
+static int local_launch(struct sched *base, const struct sched_node_spec *sp, struct rv_err *err)
+{
+	struct local *s = (struct local *)base;
+	int slot = 0;
+	struct lnode *n = NULL;
+	int rc = slot_take(s, sp, &n, &slot, err);
+	if (rc < 0)
+		return rc;
 
 	struct sched_event ev;
 	char detail[SCHED_DETAIL_MAX] = "";
@@ -600,7 +648,8 @@ static int local_launch(struct sched *base, const struct sched_node_spec *sp, st
 		}
 	}
 
-	/* The spec's env, then who the node is. */
+	/* Who the node is, then the spec's env, which may say otherwise (the
+	 * node manager names a relaunched instance by its stable base name). */
 	char e_name[SCHED_NAME_MAX + 16], e_rank[32], e_role[SCHED_ROLE_MAX + 16], e_gpu[32];
 	snprintf(e_name, sizeof(e_name), "ROVER_NODE_NAME=%s", n->name);
 	snprintf(e_rank, sizeof(e_rank), "ROVER_NODE_RANK=%d", n->rank);
@@ -613,18 +662,18 @@ static int local_launch(struct sched *base, const struct sched_node_spec *sp, st
 	if (r == 0 && !env)
 		r = -ENOMEM;
 	if (r == 0) {
+		env[0] = e_name;
+		env[1] = e_rank;
+		env[2] = e_role;
+		env[3] = e_gpu;
 		for (size_t i = 0; i < ne; i++)
-			env[i] = sp->env[i];
-		env[ne] = e_name;
-		env[ne + 1] = e_rank;
-		env[ne + 2] = e_role;
-		env[ne + 3] = e_gpu;
+			env[4 + i] = sp->env[i];
 		struct rv_proc_opts o = {
 			.argv = sp->argv,
 			.env = env,
 			.io = { { RV_PROC_NULL, -1 } },
-			.group = RV_PROC_NEW_GROUP,
-			.pdeathsig = SIGKILL,
+			.group = s->detach ? RV_PROC_NEW_SESSION : RV_PROC_NEW_GROUP,
+			.pdeathsig = s->detach ? 0 : SIGKILL,
 		};
 		if (logfd >= 0) {
 			o.io[1] = (struct rv_proc_io){ RV_PROC_FD, logfd };
@@ -664,9 +713,87 @@ static int local_launch(struct sched *base, const struct sched_node_spec *sp, st
 		cg_remove(s, n);
 		node_clear(n);
 	} else {
+		ev.pid = (int)n->p.pid;
+		ev.start_ticks = start_ticks(ev.pid);
 		snprintf(ev.detail, sizeof(ev.detail), "pid %d limits %s", (int)n->p.pid,
 			 sched_local_mode_name(s->mode));
 	}
+	return queue(s, &ev);
+}
+
+/* The cgroups of an adopted node, from /proc/<pid>/cgroup: the part from
+ * "/rover/" on (rover/<job>-<old pid>/<name>) below our own rover/ folder
+ * of each hierarchy.  A hierarchy where it cannot be found stays "". */
+static void adopt_cgroups(struct local *s, struct lnode *n, int pid)
+{
+	char path[64], line[CG_PATH + 64];
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", pid);
+	FILE *f = fopen(path, "re");
+	while (f && fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = 0;
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		char *at = c2 ? strstr(c2 + 1, "/rover/") : NULL;
+		if (!at)
+			continue;
+		*c2 = 0;
+		for (int h = 0; h < NHIER; h++) {
+			bool match =
+				s->mode == SCHED_LOCAL_CGROUP2
+					? h == 0 && !c1[1]
+					: (!strcmp(c1 + 1, hier_v1[h]) ||
+					   (strstr(c1 + 1, hier_v1[h]) && strchr(c1 + 1, ',')));
+			if (!match || !s->rover[h][0])
+				continue;
+			snprintf(n->cg[h], CG_PATH, "%.300s%.200s", s->rover[h],
+				 at + strlen("/rover"));
+			if (access(n->cg[h], F_OK) < 0)
+				n->cg[h][0] = 0;
+		}
+	}
+	if (f)
+		fclose(f);
+}
+
+static int local_adopt(struct sched *base, const struct sched_node_spec *sp, int pid, int64_t ticks,
+		       struct rv_err *err)
+{
+	struct local *s = (struct local *)base;
+	if (pid <= 0 || ticks <= 0 || start_ticks(pid) != ticks)
+		return rv_err_set(err, -ESRCH, "pid", "node %s (pid %d) is gone",
+				  sp && sp->name ? sp->name : "?", pid);
+	int slot = 0;
+	struct lnode *n = NULL;
+	int rc = slot_take(s, sp, &n, &slot, err);
+	if (rc < 0)
+		return rc;
+	n->adopted = true;
+	n->ticks = ticks;
+	n->p.pid = pid;
+	n->p.pgid = pid; /* its own session */
+	n->p.pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	/* Opened on the right process? The start time says the pid was not
+	 * reused between the check above and the open. */
+	if (start_ticks(pid) != ticks) {
+		node_clear(n);
+		return rv_err_set(err, -ESRCH, "pid", "node %s (pid %d) is gone", sp->name, pid);
+	}
+	if (n->p.pidfd >= 0) {
+		struct epoll_event ee = { .events = EPOLLIN,
+					  .data.u64 = (uint64_t)slot + EP_NODE0 };
+		if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, n->p.pidfd, &ee) < 0) {
+			int e = -errno;
+			node_clear(n);
+			return rv_err_set(err, e, "", "could not watch node %s: %s", sp->name,
+					  strerror(-e));
+		}
+	}
+	adopt_cgroups(s, n, pid);
+	struct sched_event ev;
+	event_of(n, SCHED_EV_STARTED, &ev);
+	ev.pid = pid;
+	ev.start_ticks = ticks;
+	snprintf(ev.detail, sizeof(ev.detail), "adopted pid %d cgroup %.200s", pid,
+		 n->cg[0][0] ? n->cg[0] : "none");
 	return queue(s, &ev);
 }
 
@@ -674,10 +801,16 @@ static int local_launch(struct sched *base, const struct sched_node_spec *sp, st
 static void arm_timer(struct local *s)
 {
 	int64_t first = INT64_MAX;
-	for (int i = 0; i < s->max; i++)
+	for (int i = 0; i < s->max; i++) {
 		if (s->nodes[i].used && s->nodes[i].removing && !s->nodes[i].killed &&
 		    s->nodes[i].kill_at_ms < first)
 			first = s->nodes[i].kill_at_ms;
+		/* Without a pidfd (old kernels, valgrind) nothing tells us of an
+		 * exit: look every POLL_NO_PIDFD_MS. */
+		if (s->nodes[i].used && s->nodes[i].p.pidfd < 0 &&
+		    rv_mono_ms() + POLL_NO_PIDFD_MS < first)
+			first = rv_mono_ms() + POLL_NO_PIDFD_MS;
+	}
 	struct itimerspec it = { { 0, 0 }, { 0, 0 } };
 	if (first != INT64_MAX) {
 		int64_t left = first - rv_mono_ms();
@@ -733,9 +866,11 @@ static int local_fd(struct sched *base)
  * behind, reap it, classify the death, remove its cgroups, queue the event. */
 static void node_exited(struct local *s, struct lnode *n)
 {
-	rv_proc_kill(&n->p, SIGKILL); /* its group; the zombie leader holds the id */
 	int st = -1;
-	rv_proc_wait(&n->p, -1, &st);
+	if (!n->adopted) {
+		rv_proc_kill(&n->p, SIGKILL); /* its group; the zombie leader holds the id */
+		rv_proc_wait(&n->p, -1, &st);
+	}
 	cg_kill_all(s, n);
 	int64_t ooms = 0, peak = -1;
 	if (s->mode == SCHED_LOCAL_CGROUP2) {
@@ -752,6 +887,7 @@ static void node_exited(struct local *s, struct lnode *n)
 	 * command reports it as exit 137, hence not only SIGKILL). */
 	event_of(n, ooms > 0 && !ok && !n->removing ? SCHED_EV_OOM : SCHED_EV_EXITED, &ev);
 	ev.removed = n->removing;
+	ev.status_unknown = n->adopted;
 	ev.exit_code = st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 	ev.signal = st >= 0 && WIFSIGNALED(st) ? WTERMSIG(st) : 0;
 	ev.peak_memory_mb = peak > 0 ? (peak + (1 << 20) - 1) >> 20 : 0;
@@ -791,9 +927,14 @@ static int local_next_event(struct sched *base, struct sched_event *ev)
 		if (n->p.pidfd >= 0) {
 			struct pollfd pf = { .fd = n->p.pidfd, .events = POLLIN };
 			gone = poll(&pf, 1, 0) > 0;
+		} else if (n->adopted) {
+			gone = start_ticks(n->p.pid) != n->ticks; /* not ours to wait for */
 		} else {
-			gone = waitid(P_PID, (id_t)n->p.pid, &(siginfo_t){ 0 },
-				      WEXITED | WNOHANG | WNOWAIT) == 0;
+			/* WNOHANG answers 0 also while it runs: si_pid says which. */
+			siginfo_t si = { 0 };
+			gone = waitid(P_PID, (id_t)n->p.pid, &si, WEXITED | WNOHANG | WNOWAIT) ==
+				       0 &&
+			       si.si_pid != 0;
 		}
 		if (gone)
 			node_exited(s, n);
@@ -874,6 +1015,7 @@ static const struct sched_ops local_ops = {
 	.fd = local_fd,
 	.next_event = local_next_event,
 	.usage = local_usage,
+	.adopt = local_adopt,
 	.free = local_free,
 };
 
@@ -904,6 +1046,7 @@ struct sched *sched_local_new(const struct sched_local_opts *o, struct rv_err *e
 	s->max = o && o->max_nodes > 0 ? o->max_nodes : 1024;
 	if (o && o->log_dir)
 		snprintf(s->log_dir, sizeof(s->log_dir), "%s", o->log_dir);
+	s->detach = o && o->detach;
 	s->nodes = calloc((size_t)s->max, sizeof(*s->nodes));
 	s->epfd = epoll_create1(EPOLL_CLOEXEC);
 	s->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

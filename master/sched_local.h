@@ -10,7 +10,10 @@
  * node cgroups sit under one parent, rover/<job>-<pid>, below the master's
  * own cgroup in each hierarchy; it is removed by sched_free().  Each node
  * joins its cgroup before exec (common/proc), gets SIGKILL when the master
- * dies (PR_SET_PDEATHSIG), and its cgroup is removed once it exited.
+ * dies (PR_SET_PDEATHSIG) unless detached, and its cgroup is removed once it
+ * exited.  A detached node left by a killed master is adopted by the next
+ * one: a pidfd on its pid once its start time matches, its cgroups found
+ * from /proc/<pid>/cgroup.
  *
  * Same threading as sched.h: one owner thread.
  */
@@ -34,6 +37,10 @@ struct sched_local_opts {
 	const char *
 		log_dir; /* a spec without log_path logs to <log_dir>/<name>.log; NULL: our stderr */
 	int max_nodes;   /* live nodes at most: 0 is 1024 */
+	/* Nodes outlive the master: their own session and no PR_SET_PDEATHSIG,
+	 * so a restarted master adopts them (sched_adopt).  false: they get
+	 * SIGKILL when the master dies. */
+	bool detach;
 };
 
 /* A new local backend.  Returns NULL with err filled: -EOPNOTSUPP when the

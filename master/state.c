@@ -199,7 +199,8 @@ static int apply_tick(struct master *m, int64_t now)
 /* Records that are the operation's document, not the operation. */
 static bool doc_record(int type)
 {
-	return type == MASTER_OP_CKPT_IMPORT || type == MASTER_OP_PLAN;
+	return type == MASTER_OP_CKPT_IMPORT || type == MASTER_OP_PLAN ||
+	       type == MASTER_OP_NODE_LAUNCHED || type == MASTER_OP_NODE_ENDED;
 }
 
 /*
@@ -452,6 +453,10 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 	}
 	case MASTER_OP_NETCHECK:
 		return apply_netcheck(m, op, res);
+	case MASTER_OP_NODE_LAUNCHED:
+	case MASTER_OP_NODE_ENDED:
+		res->rc = nodemgr_apply(m, type, doc, doc_len, &res->err);
+		return res->rc == 0;
 	case MASTER_OP_STEP:
 		m->step = op->step;
 		m->speed = op->speed;
@@ -473,14 +478,19 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 	}
 }
 
+/* Operations journaled as their document rather than a struct master_op. */
+
 int state_apply(struct master *m, int type, const struct master_op *op, const void *doc,
 		size_t doc_len, struct master_result *res, int64_t *seq)
 {
 	if (seq)
 		*seq = 0;
 	memset(res, 0, sizeof(*res));
+	int64_t version = m->desired.version;
 	if (!apply(m, type, op, doc, doc_len, res))
 		return res->rc;
+	if (m->desired.version != version)
+		nodemgr_wake(m);
 	atomic_fetch_add(&m->ops_applied, 1);
 	int64_t s = doc_record(type) ? journal_append(m->journal, type, doc, doc_len)
 				     : journal_append(m->journal, type, op, sizeof(*op));
@@ -539,6 +549,7 @@ static int snapshot_build(struct master *m, struct rv_buf *out)
 		}
 		rv_buf_puts(&part, "]");
 		rc = plans_snapshot_save(m, &part);
+		nodemgr_snapshot_save(m, &part);
 		rv_buf_puts(&part, "}");
 		rv_buf_printf(out, "%zu\n", part.len);
 		rv_buf_append(out, part.data, part.len);
@@ -617,7 +628,10 @@ static int load_extra(struct master *m, const char *s, size_t len, struct rv_err
 		snprintf(w->last_task.partition, sizeof(w->last_task.partition), "%s",
 			 part ? part : "");
 	}
-	return plans_snapshot_load(m, doc, err);
+	int rc = plans_snapshot_load(m, doc, err);
+	if (rc < 0)
+		return rc;
+	return nodemgr_snapshot_load(m, cJSON_GetObjectItem(doc, "nodemgr"), err);
 }
 
 static int on_snapshot(void *ctx, int type, const void *data, size_t len, struct rv_err *err)
@@ -1009,5 +1023,6 @@ void state_close(struct master *m)
 	netcheck_run_release(&m->netcheck);
 	free(m->workers);
 	m->workers = NULL;
+	nodemgr_release(m);
 	m->capworkers = m->nworkers = 0;
 }

@@ -65,6 +65,8 @@ echo "valgrind: rover-brain clean (no memcheck errors, no definite leaks)"
 # restart on the same state folder (journal replay) before the stop; its
 # brain link in cluster mode points at the brain stopped above (reports
 # buffered, calls failing and backing off).
+# Its local scheduler runs the example's workers as short shell commands, so
+# the node manager's launches, ends and restore run under memcheck too.
 mlog="$dir/master-valgrind.log"
 mout="$dir/master-stdout"
 start_master() {
@@ -73,6 +75,7 @@ start_master() {
     "$B/bin/rover-master" --job "$dir/master-job.json" --listen 127.0.0.1:0 \
     --state-dir "$dir/master" --nnodes 1:2 --rdzv-last-call-ms 300 --log-level warn \
     --brain "$url" --brain-backoff-max-ms 200 --brain-stop-ms 500 \
+    --scheduler local --node-limits none --linger-s 60 \
     >"$mout.$1" 2>"$dir/master-stderr.$1" &
   mpid=$!
   for _ in $(seq 1 600); do grep -q 'listening on' "$mout.$1" 2>/dev/null && break; sleep 0.1; done
@@ -92,7 +95,7 @@ stop_master() {
   fi
 }
 # the example job plus a streaming dataset
-jq '.spec.datasets += [{"name":"clicks","streaming":true,"shardSize":5,
+jq '.spec.replicaSpecs.worker.command = ["sh","-c","sleep 0.3"] | .spec.datasets += [{"name":"clicks","streaming":true,"shardSize":5,
   "partitions":[{"name":"p0","end_offset":12},{"name":"p1"}]}]' examples/job.json \
   >"$dir/master-job.json"
 start_master 1

@@ -69,7 +69,13 @@ static const char *const docs[K_COUNT] = {
 		  "\"applied\":true,\"proposed\":false,\"groups\":{\"worker\":{\"count\":4,"
 		  "\"cpu\":2,\"memory_mb\":4096,\"gpu\":0}}},"
 		  "\"desired\":{\"worker\":{\"count\":4,\"cpu\":2,\"memory_mb\":4096,\"gpu\":0}},"
-		  "\"netcheck\":\"done\",\"faulty\":[\"n-3\"],\"stragglers\":[\"n-1\",\"n-2\"]}",
+		  "\"netcheck\":\"done\",\"faulty\":[\"n-3\"],\"stragglers\":[\"n-1\",\"n-2\"],"
+		  "\"job_state\":\"failed\","
+		  "\"job_reason\":\"node worker-1 (worker rank 1): exited with code 3\","
+		  "\"nodes\":[{\"name\":\"worker-0\",\"instance\":\"worker-0.2\","
+		  "\"role\":\"worker\",\"rank\":0,\"host\":\"\",\"state\":\"running\","
+		  "\"pid\":123,\"restarts\":1,\"oom_relaunches\":1,\"memory_limit_mb\":96,"
+		  "\"cpu_seconds\":1.5,\"memory_mb\":40,\"throttled_usec\":-1}]}",
 	[K_STREAM_END] = "{\"partition\":\"p-0\",\"end_offset\":5000}",
 	[K_STREAM_STATUS] = "{\"dataset\":\"clicks\",\"partitions\":[{\"name\":\"p-0\","
 			    "\"start_offset\":0,\"committed_offset\":300,\"end_offset\":-1,"
@@ -203,6 +209,7 @@ static const struct {
 	{ "NetcheckReport", K_NC_REPORT, "" },
 	{ "NetcheckStatus", K_NC_STATUS, "" },
 	{ "NetcheckResult", K_NC_STATUS, "nodes.0" },
+	{ "NodeStatus", K_JOB, "nodes.0" },
 };
 
 START_TEST(test_round_trip)

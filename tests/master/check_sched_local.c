@@ -128,6 +128,8 @@ START_TEST(test_exit_codes_and_signals)
 	const char *sig[] = { "sh", "-c", "kill -USR1 $$", NULL };
 	const char *nope[] = { "/nonexistent/rover-run", NULL };
 	struct sched_resources r = { 1, 64, 0 };
+	/* A launch into a fresh slot leaves our fds alone (it once closed fd 0). */
+	int zero = fcntl(0, F_GETFD);
 	launch(s, "n0", 0, r, ok);
 	launch(s, "n1", 1, r, three);
 	launch(s, "n2", 2, r, sig);
@@ -160,6 +162,7 @@ START_TEST(test_exit_codes_and_signals)
 			ck_assert(ev.exit_code == -1 && ev.signal == SIGUSR1);
 		seen |= 1 << (3 + i);
 	}
+	ck_assert_int_eq(fcntl(0, F_GETFD), zero);
 	/* Its output went to its log file: stdout and stderr, in order. */
 	char logf[128], text[64] = "";
 	snprintf(logf, sizeof(logf), "%s/n0.log", log_dir());

@@ -1,0 +1,24 @@
+/*
+ * nodelink.h: the node manager's events and usage, told to the planner
+ * (plans.h); see nodelink.c.
+ */
+#ifndef MASTER_NODELINK_H
+#define MASTER_NODELINK_H
+
+struct master;
+
+/* Point m's node-manager hooks (oom_plan, node_event) at the brain link.
+ * Call after plans_start and before nodemgr_start. */
+void nodelink_attach(struct master *m);
+
+/* The previous usage of each node instance, for rates between reports.
+ * One owner thread.  new: NULL when out of memory; free: NULL ok. */
+struct nodelink_usage *nodelink_usage_new(void);
+void nodelink_usage_free(struct nodelink_usage *u);
+
+/* Queue one usage sample per running node measured since the last report
+ * (none for an instance's first measurement: it has no rate yet).  Takes
+ * m->lock briefly.  Returns the samples queued or -ENOMEM. */
+int nodelink_usage_report(struct master *m, struct nodelink_usage *u);
+
+#endif

@@ -1,0 +1,1012 @@
+/*
+ * nodemgr.c: the node manager of rover-master (see nodemgr.h).
+ *
+ * The node thread is the only user of the backend (struct sched) and the
+ * policy (struct nodes).  It polls the backend's fd and an eventfd (desired
+ * changed, stop) with a timeout for the next usage sample or the job's end.
+ * The node table m->nodes mirrors the policy for readers and the journal:
+ * it changes only through journaled documents applied under m->lock
+ * (nodemgr_apply), except pid, state RUNNING and usage, which a restart
+ * does not need.  Order on a node's end: journal the end, then LEAVE its
+ * name (its shards go back to TODO and the rendezvous re-forms at once),
+ * then the relaunch, journaled before it is asked of the backend.
+ */
+#include "nodemgr.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "log.h"
+#include "master.h"
+#include "parse.h"
+#include "sched_local.h"
+
+#define ENV_MAX 10
+
+struct nodemgr {
+	struct master *m;
+	struct sched *sched;
+	struct nodes *nodes;
+	struct nodes_alg_oom alg;
+	int efd;
+	pthread_t thread;
+	bool started;
+	atomic_bool stop;
+	char addr[160];
+	char log_dir[PATH_MAX];
+	bool detach;        /* nodes outlive the master (node.survive_master) */
+	int64_t version;    /* of m->desired last reconciled */
+	int64_t next_usage; /* monotonic ms */
+	int64_t exit_at;    /* monotonic ms, 0: the job runs */
+	bool exit_sent;
+	/* resize that must relaunch: the node's instance was asked to stop */
+	struct pending {
+		char name[SCHED_NAME_MAX];
+		struct sched_resources res;
+	} pend[64];
+	int npend;
+};
+
+static const char *const job_state_names[] = { "running", "succeeded", "failed" };
+static const char *const node_state_names[] = { "launched", "running", "exited", "succeeded",
+						"failed" };
+
+const char *nodemgr_job_state_name(enum master_job_state s)
+{
+	return (unsigned)s < RV_ARRAY_SIZE(job_state_names) ? job_state_names[s] : "?";
+}
+
+const char *nodemgr_node_state_name(enum master_node_state s)
+{
+	return (unsigned)s < RV_ARRAY_SIZE(node_state_names) ? node_state_names[s] : "?";
+}
+
+static int name_index(const char *const *names, size_t n, const char *s)
+{
+	for (size_t i = 0; s && i < n; i++)
+		if (!strcmp(names[i], s))
+			return (int)i;
+	return -1;
+}
+
+int nodemgr_wanted(const struct master_cfg *cfg, const struct rv_job_spec *spec, struct rv_err *err)
+{
+	static const char *const limits[] = { "auto", "cgroup2", "cgroup1", "rlimit", "none" };
+	if (name_index(limits, RV_ARRAY_SIZE(limits), cfg->node_limits) < 0)
+		return rv_err_set(
+			err, -EINVAL, "node.limits",
+			"node.limits \"%s\" must be auto, cgroup2, cgroup1, rlimit or none",
+			cfg->node_limits);
+	bool any = false;
+	for (int r = 0; r < RV_ROLE_COUNT; r++)
+		any |= spec->replicas[r].present && spec->replicas[r].ncommand > 0;
+	if (!strcmp(cfg->scheduler, "none"))
+		return 0;
+	if (!strcmp(cfg->scheduler, "auto"))
+		return any;
+	if (strcmp(cfg->scheduler, "local") != 0)
+		return rv_err_set(err, -EINVAL, "scheduler",
+				  "scheduler \"%s\" must be auto, local or none", cfg->scheduler);
+	if (spec->replicas[RV_ROLE_WORKER].ncommand == 0)
+		return rv_err_set(err, -EINVAL, "spec.replicaSpecs.worker.command",
+				  "scheduler local needs spec.replicaSpecs.worker.command: the "
+				  "command each worker node runs");
+	for (int r = 0; r < RV_ROLE_COUNT; r++)
+		if (spec->replicas[r].present && spec->replicas[r].replicas > 0 &&
+		    spec->replicas[r].ncommand == 0)
+			return rv_err_set(err, -EINVAL, "spec.replicaSpecs.command",
+					  "scheduler local needs spec.replicaSpecs.%s.command",
+					  rv_role_name((enum rv_role)r));
+	return 1;
+}
+
+/* ---- the table: journaled documents, under m->lock ---- */
+
+static struct master_node *table_find(struct master *m, const char *name)
+{
+	for (int i = 0; name && i < m->nnodes; i++)
+		if (!strcmp(m->nodes[i].name, name))
+			return &m->nodes[i];
+	return NULL;
+}
+
+static struct master_node *table_get(struct master *m, const char *name)
+{
+	struct master_node *n = table_find(m, name);
+	if (n)
+		return n;
+	if (m->nnodes == m->capnodes) {
+		int cap = m->capnodes ? m->capnodes * 2 : 16;
+		struct master_node *v = realloc(m->nodes, (size_t)cap * sizeof(*v));
+		if (!v)
+			return NULL;
+		m->nodes = v;
+		m->capnodes = cap;
+	}
+	n = &m->nodes[m->nnodes++];
+	memset(n, 0, sizeof(*n));
+	snprintf(n->name, sizeof(n->name), "%s", name);
+	return n;
+}
+
+static cJSON *node_to_json(const struct master_node *n)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (!o)
+		return NULL;
+	cJSON_AddStringToObject(o, "name", n->name);
+	cJSON_AddStringToObject(o, "instance", n->instance);
+	cJSON_AddStringToObject(o, "role", n->role);
+	cJSON_AddStringToObject(o, "host", n->host);
+	cJSON_AddNumberToObject(o, "rank", n->rank);
+	cJSON_AddNumberToObject(o, "attempt", n->attempt);
+	cJSON_AddNumberToObject(o, "restarts", n->restarts);
+	cJSON_AddNumberToObject(o, "ooms", n->ooms);
+	cJSON_AddStringToObject(o, "state", nodemgr_node_state_name(n->state));
+	cJSON_AddNumberToObject(o, "cpu", n->res.cpu);
+	cJSON_AddNumberToObject(o, "memory_mb", (double)n->res.memory_mb);
+	cJSON_AddNumberToObject(o, "gpu", n->res.gpu);
+	cJSON_AddNumberToObject(o, "exit_code", n->exit_code);
+	cJSON_AddNumberToObject(o, "signal", n->signal);
+	if (n->pid > 0) {
+		cJSON_AddNumberToObject(o, "pid", n->pid);
+		cJSON_AddNumberToObject(o, "start", (double)n->start_ticks);
+	}
+	return o;
+}
+
+static int node_from_json(const cJSON *o, struct master_node *n, struct rv_err *err)
+{
+	char state[16] = "";
+	int64_t rank, attempt, restarts, ooms, mem = 0, gpu = 0, code = 0, sig = 0;
+	int64_t pid = 0, start = 0;
+	double cpu = 0;
+	int rc;
+	memset(n, 0, sizeof(*n));
+	if ((rc = rv_json_get_string(o, "name", "node", true, n->name, sizeof(n->name), err)) < 0 ||
+	    (rc = rv_json_get_string(o, "instance", "node", true, n->instance, sizeof(n->instance),
+				     err)) < 0 ||
+	    (rc = rv_json_get_string(o, "role", "node", true, n->role, sizeof(n->role), err)) < 0 ||
+	    (rc = rv_json_get_string(o, "host", "node", false, n->host, sizeof(n->host), err)) <
+		    0 ||
+	    (rc = rv_json_get_int(o, "rank", "node", true, 0, INT_MAX, &rank, err)) < 0 ||
+	    (rc = rv_json_get_int(o, "attempt", "node", true, 0, INT_MAX, &attempt, err)) < 0 ||
+	    (rc = rv_json_get_int(o, "restarts", "node", true, 0, INT_MAX, &restarts, err)) < 0 ||
+	    (rc = rv_json_get_int(o, "ooms", "node", true, 0, INT_MAX, &ooms, err)) < 0 ||
+	    (rc = rv_json_get_string(o, "state", "node", true, state, sizeof(state), err)) < 0 ||
+	    (rc = rv_json_get_double(o, "cpu", "node", false, 0, 1e6, &cpu, err)) < 0 ||
+	    (rc = rv_json_get_int(o, "memory_mb", "node", false, 0, INT64_MAX, &mem, err)) < 0 ||
+	    (rc = rv_json_get_int(o, "gpu", "node", false, 0, INT_MAX, &gpu, err)) < 0 ||
+	    (rc = rv_json_get_int(o, "exit_code", "node", false, INT_MIN, INT_MAX, &code, err)) <
+		    0 ||
+	    (rc = rv_json_get_int(o, "signal", "node", false, 0, INT_MAX, &sig, err)) < 0 ||
+	    (rc = rv_json_get_int(o, "pid", "node", false, 0, INT_MAX, &pid, err)) < 0 ||
+	    (rc = rv_json_get_int(o, "start", "node", false, 0, INT64_MAX, &start, err)) < 0)
+		return rc;
+	int st = name_index(node_state_names, RV_ARRAY_SIZE(node_state_names), state);
+	if (st < 0)
+		return rv_err_set(err, -EINVAL, "node.state", "unknown node state \"%s\"", state);
+	n->rank = (int)rank;
+	n->attempt = (int)attempt;
+	n->restarts = (int)restarts;
+	n->ooms = (int)ooms;
+	n->state = (enum master_node_state)st;
+	n->res = (struct sched_resources){ .cpu = cpu, .memory_mb = mem, .gpu = (int)gpu };
+	n->exit_code = (int)code;
+	n->signal = (int)sig;
+	n->pid = (int)pid;
+	n->start_ticks = start;
+	return 0;
+}
+
+static int apply_job(struct master *m, const cJSON *doc, struct rv_err *err)
+{
+	char job[16] = "";
+	int rc = rv_json_get_string(doc, "job", "", false, job, sizeof(job), err);
+	if (rc < 0 || !job[0])
+		return rc;
+	int st = name_index(job_state_names, RV_ARRAY_SIZE(job_state_names), job);
+	if (st < 0)
+		return rv_err_set(err, -EINVAL, "job", "unknown job state \"%s\"", job);
+	m->job_state = (enum master_job_state)st;
+	return rv_json_get_string(doc, "reason", "", false, m->job_reason, sizeof(m->job_reason),
+				  err);
+}
+
+int nodemgr_apply(struct master *m, int type, const void *data, size_t len, struct rv_err *err)
+{
+	RV_CLEANUP_CJSON cJSON *doc = rv_json_parse(data, len, err);
+	if (!doc)
+		return -EINVAL;
+	if (type == MASTER_OP_NODE_LAUNCHED) {
+		struct master_node v;
+		int rc = node_from_json(doc, &v, err);
+		if (rc < 0)
+			return rc;
+		struct master_node *n = table_get(m, v.name);
+		if (!n)
+			return rv_err_set(err, -ENOMEM, "", "out of memory");
+		*n = v;
+		return 0;
+	}
+	char name[SCHED_NAME_MAX] = "", inst[SCHED_NAME_MAX] = "", state[16] = "";
+	int64_t code = 0, sig = 0;
+	bool removed = false;
+	int rc;
+	if ((rc = rv_json_get_string(doc, "name", "", false, name, sizeof(name), err)) < 0 ||
+	    (rc = rv_json_get_string(doc, "instance", "", false, inst, sizeof(inst), err)) < 0 ||
+	    (rc = rv_json_get_string(doc, "state", "", false, state, sizeof(state), err)) < 0 ||
+	    (rc = rv_json_get_bool(doc, "removed", "", false, &removed, err)) < 0 ||
+	    (rc = rv_json_get_int(doc, "exit_code", "", false, INT_MIN, INT_MAX, &code, err)) < 0 ||
+	    (rc = rv_json_get_int(doc, "signal", "", false, 0, INT_MAX, &sig, err)) < 0)
+		return rc;
+	struct master_node *n = table_find(m, name);
+	if (n && !strcmp(n->instance, inst)) {
+		if (removed) {
+			*n = m->nodes[--m->nnodes];
+		} else {
+			int st = name_index(node_state_names, RV_ARRAY_SIZE(node_state_names),
+					    state);
+			if (st < 0)
+				return rv_err_set(err, -EINVAL, "state",
+						  "unknown node state \"%s\"", state);
+			n->state = (enum master_node_state)st;
+			n->exit_code = (int)code;
+			n->signal = (int)sig;
+			n->pid = 0;
+		}
+	}
+	return apply_job(m, doc, err);
+}
+
+void nodemgr_snapshot_save(const struct master *m, struct rv_buf *out)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	if (!o) {
+		rv_buf_puts(out, ",\"nodemgr\":null");
+		return;
+	}
+	cJSON *nodes = cJSON_AddArrayToObject(o, "nodes");
+	for (int i = 0; i < m->nnodes; i++)
+		cJSON_AddItemToArray(nodes, node_to_json(&m->nodes[i]));
+	cJSON_AddStringToObject(o, "job", nodemgr_job_state_name(m->job_state));
+	cJSON_AddStringToObject(o, "reason", m->job_reason);
+	RV_CLEANUP_FREE char *s = rv_json_print(o);
+	rv_buf_printf(out, ",\"nodemgr\":%s", s ? s : "null");
+}
+
+int nodemgr_snapshot_load(struct master *m, const cJSON *o, struct rv_err *err)
+{
+	if (!o || !cJSON_IsObject(o))
+		return 0;
+	m->nnodes = 0;
+	const cJSON *it;
+	cJSON_ArrayForEach(it, cJSON_GetObjectItem(o, "nodes"))
+	{
+		struct master_node v;
+		int rc = node_from_json(it, &v, err);
+		if (rc < 0)
+			return -EUCLEAN;
+		struct master_node *n = table_get(m, v.name);
+		if (!n)
+			return rv_err_set(err, -ENOMEM, "", "out of memory");
+		*n = v;
+	}
+	return apply_job(m, o, err) < 0 ? -EUCLEAN : 0;
+}
+
+void nodemgr_release(struct master *m)
+{
+	free(m->nodes);
+	m->nodes = NULL;
+	m->nnodes = m->capnodes = 0;
+}
+
+int nodemgr_usage_each(struct master *m, void (*fn)(void *ctx, const struct master_node *n),
+		       void *ctx)
+{
+	pthread_mutex_lock(&m->lock);
+	int n = m->nnodes;
+	for (int i = 0; i < n; i++)
+		fn(ctx, &m->nodes[i]);
+	pthread_mutex_unlock(&m->lock);
+	return n;
+}
+
+/* ---- the node thread ---- */
+
+/* Journal a document (type NODE_LAUNCHED or NODE_ENDED) and wait until it
+ * is durable. */
+static int journal_doc(struct master *m, int type, cJSON *doc)
+{
+	RV_CLEANUP_FREE char *s = doc ? rv_json_print(doc) : NULL;
+	cJSON_Delete(doc);
+	if (!s)
+		return -ENOMEM;
+	struct master_result res;
+	int64_t seq = 0;
+	pthread_mutex_lock(&m->lock);
+	int rc = state_apply(m, type, NULL, s, strlen(s), &res, &seq);
+	pthread_mutex_unlock(&m->lock);
+	if (rc < 0) {
+		char q[600];
+		rv_log_error("could not journal a node change", "type=%d reason=%s", type,
+			     rv_log_q(q, sizeof(q), res.err.msg));
+		return rc;
+	}
+	return state_sync(m, seq);
+}
+
+/* The node left: its shards go back to TODO, the rendezvous re-forms now. */
+static void node_leave(struct master *m, const char *name)
+{
+	struct master_op op = { 0 };
+	struct master_result res;
+	int64_t seq = 0;
+	snprintf(op.node, sizeof(op.node), "%s", name);
+	pthread_mutex_lock(&m->lock);
+	op.now_ms = state_now(m);
+	state_apply(m, MASTER_OP_LEAVE, &op, NULL, 0, &res, &seq);
+	pthread_mutex_unlock(&m->lock);
+	state_sync(m, seq);
+}
+
+static void on_event(struct nodemgr *nm, const struct sched_event *ev);
+
+/* What the backend gets for a node: its spec and the storage it points to. */
+struct launch_spec {
+	char env[ENV_MAX][PATH_MAX / 4];
+	const char *envp[ENV_MAX + 1];
+	char log[PATH_MAX + SCHED_NAME_MAX + 8];
+	struct sched_node_spec sp;
+};
+
+/* Fill *ls for instance ni of node base; returns its replica spec. */
+static const struct rv_replica_spec *launch_spec_fill(struct nodemgr *nm, const char *base,
+						      const struct nodes_info *ni,
+						      struct launch_spec *ls)
+{
+	struct master *m = nm->m;
+	int role = rv_role_parse(ni->role);
+	const struct rv_replica_spec *rs = &m->spec.replicas[role < 0 ? 0 : role];
+	size_t sz = sizeof(ls->env[0]);
+	int ne = 0;
+	snprintf(ls->env[ne++], sz, "ROVER_MASTER_ADDR=%s", nm->addr);
+	snprintf(ls->env[ne++], sz, "ROVER_NODE_NAME=%s", base);
+	snprintf(ls->env[ne++], sz, "ROVER_NODE_RANK=%d", ni->rank);
+	snprintf(ls->env[ne++], sz, "ROVER_ROLE=%s", ni->role);
+	snprintf(ls->env[ne++], sz, "ROVER_JOB_NAME=%s", m->spec.name);
+	snprintf(ls->env[ne++], sz, "ROVER_NODE_INSTANCE=%s", ni->name);
+	snprintf(ls->env[ne++], sz, "ROVER_NODE_ATTEMPT=%d", ni->attempt);
+	snprintf(ls->env[ne++], sz, "ROVER_NODE_MEMORY_MB=%" PRId64, ni->res.memory_mb);
+	for (int i = 0; i < ne; i++)
+		ls->envp[i] = ls->env[i];
+	ls->envp[ne] = NULL;
+	snprintf(ls->log, sizeof(ls->log), "%s/%s.log", nm->log_dir, ni->name);
+	ls->sp = (struct sched_node_spec){
+		.name = ni->name,
+		.role = ni->role,
+		.rank = ni->rank,
+		.host = ni->host,
+		.res = ni->res,
+		.argv = (const char *const *)rs->command,
+		.env = ls->envp,
+		.log_path = ls->log,
+	};
+	return rs;
+}
+
+/* Journal the launch of instance ni of node base, then ask the backend; a
+ * launch it refuses is fed back as a FAILED event. */
+static void launch(struct nodemgr *nm, const char *base, const struct nodes_info *ni)
+{
+	struct master *m = nm->m;
+	struct master_node v = { .rank = ni->rank,
+				 .attempt = ni->attempt,
+				 .restarts = ni->restarts,
+				 .ooms = ni->ooms,
+				 .res = ni->res,
+				 .state = MASTER_NODE_LAUNCHED };
+	snprintf(v.name, sizeof(v.name), "%s", base);
+	snprintf(v.instance, sizeof(v.instance), "%s", ni->name);
+	snprintf(v.role, sizeof(v.role), "%s", ni->role);
+	snprintf(v.host, sizeof(v.host), "%s", ni->host);
+	if (journal_doc(m, MASTER_OP_NODE_LAUNCHED, node_to_json(&v)) < 0)
+		return; /* the journal failed: the master cannot carry on safely */
+
+	struct launch_spec ls;
+	const struct rv_replica_spec *rs = launch_spec_fill(nm, base, ni, &ls);
+	struct rv_err err = { 0 };
+	int rc = rs->ncommand > 0
+			 ? sched_launch(nm->sched, &ls.sp, &err)
+			 : rv_err_set(&err, -EINVAL, "command", "no command for role %s", ni->role);
+	char q[600];
+	rv_log_info("node launched",
+		    "node=%s instance=%s role=%s rank=%d memory_mb=%" PRId64 " cpu=%g rc=%d", base,
+		    ni->name, ni->role, ni->rank, ni->res.memory_mb, ni->res.cpu, rc);
+	if (rc < 0) {
+		/* Never started: the policy hears it as a FAILED event. */
+		rv_log_warn("could not launch a node", "instance=%s reason=%s", ni->name,
+			    rv_log_q(q, sizeof(q), err.msg));
+		struct sched_event ev = { .type = SCHED_EV_FAILED, .rank = ni->rank, .err = rc };
+		snprintf(ev.name, sizeof(ev.name), "%s", ni->name);
+		snprintf(ev.role, sizeof(ev.role), "%s", ni->role);
+		snprintf(ev.host, sizeof(ev.host), "%s", ni->host);
+		snprintf(ev.detail, sizeof(ev.detail), "%.200s", err.msg);
+		on_event(nm, &ev);
+	}
+}
+
+/* Stop every live node (a failed job, or the master stopping). */
+static void remove_all(struct nodemgr *nm)
+{
+	struct master *m = nm->m;
+	pthread_mutex_lock(&m->lock);
+	for (int i = 0; i < m->nnodes; i++) {
+		const struct master_node *n = &m->nodes[i];
+		if (n->state == MASTER_NODE_LAUNCHED || n->state == MASTER_NODE_RUNNING)
+			sched_remove(nm->sched, n->instance, (int)m->cfg.node_stop_grace_ms);
+	}
+	pthread_mutex_unlock(&m->lock);
+}
+
+static void job_end(struct nodemgr *nm, enum master_job_state st, const char *reason)
+{
+	struct master *m = nm->m;
+	cJSON *doc = cJSON_CreateObject();
+	cJSON_AddStringToObject(doc, "job", nodemgr_job_state_name(st));
+	cJSON_AddStringToObject(doc, "reason", reason ? reason : "");
+	journal_doc(m, MASTER_OP_NODE_ENDED, doc);
+	struct nodes_status ns;
+	nodes_status(nm->nodes, &ns);
+	char q[600];
+	rv_log_info("job finished",
+		    "state=%s nodes=%d succeeded=%d restarts=%d oom_relaunches=%d bad_hosts=%d "
+		    "linger_s=%lld reason=%s",
+		    nodemgr_job_state_name(st), ns.nodes, ns.succeeded, ns.restarts,
+		    ns.oom_relaunches, ns.bad_hosts, m->cfg.job_linger_s,
+		    rv_log_q(q, sizeof(q), reason ? reason : ""));
+	if (st == MASTER_JOB_FAILED)
+		remove_all(nm);
+	nm->exit_at = rv_mono_ms() + m->cfg.job_linger_s * 1000;
+}
+
+static void check_end(struct nodemgr *nm)
+{
+	if (nm->exit_at)
+		return;
+	struct nodes_status ns;
+	nodes_status(nm->nodes, &ns);
+	if (ns.state == NODES_JOB_FAILED)
+		job_end(nm, MASTER_JOB_FAILED, ns.reason);
+	else if (ns.state == NODES_JOB_SUCCEEDED)
+		job_end(nm, MASTER_JOB_SUCCEEDED, "every node exited 0");
+}
+
+static struct pending *pending_find(struct nodemgr *nm, const char *name)
+{
+	for (int i = 0; i < nm->npend; i++)
+		if (!strcmp(nm->pend[i].name, name))
+			return &nm->pend[i];
+	return NULL;
+}
+
+/* Every dataset's shards are done. */
+static bool data_finished(struct master *m)
+{
+	bool all = true;
+	pthread_mutex_lock(&m->lock);
+	/* A streaming dataset never finishes: such a job ends by its nodes. */
+	for (int i = 0; i < m->spec.ndatasets; i++) {
+		struct shard_stats ss = { .finished = false };
+		if (!m->spec.datasets[i].streaming)
+			shard_stats(m->shards, m->ds_index[i], &ss);
+		all = all && ss.finished;
+	}
+	pthread_mutex_unlock(&m->lock);
+	return all;
+}
+
+static void on_event(struct nodemgr *nm, const struct sched_event *ev)
+{
+	struct master *m = nm->m;
+	char base[SCHED_NAME_MAX] = "";
+	bool current = false;
+	enum master_node_state was = MASTER_NODE_LAUNCHED;
+	struct master_node started = { .pid = 0 };
+	pthread_mutex_lock(&m->lock);
+	for (int i = 0; i < m->nnodes; i++) {
+		struct master_node *n = &m->nodes[i];
+		if (strcmp(n->instance, ev->name) != 0)
+			continue;
+		current = true;
+		was = n->state;
+		snprintf(base, sizeof(base), "%s", n->name);
+		if (ev->type == SCHED_EV_STARTED) {
+			n->state = MASTER_NODE_RUNNING;
+			n->pid = ev->pid;
+			n->start_ticks = ev->start_ticks;
+			started = *n;
+		}
+	}
+	pthread_mutex_unlock(&m->lock);
+	/* A node that outlives us is adopted by the next master: journal its
+	 * pid and start time. */
+	if (nm->detach && started.pid > 0 && started.start_ticks > 0)
+		journal_doc(m, MASTER_OP_NODE_LAUNCHED, node_to_json(&started));
+
+	/* An adopted node's status is lost: it finished when the data did. */
+	struct sched_event adopted;
+	if (ev->type == SCHED_EV_EXITED && ev->status_unknown && !ev->removed) {
+		adopted = *ev;
+		adopted.exit_code = data_finished(m) ? 0 : -1;
+		ev = &adopted;
+	}
+
+	struct nodes_action act;
+	nodes_on_event(nm->nodes, ev, &act);
+	char q[600];
+	rv_log_info("node event", "instance=%s event=%s exit=%d signal=%d removed=%d detail=%s",
+		    ev->name, sched_event_name(ev->type), ev->exit_code, ev->signal,
+		    (int)ev->removed, rv_log_q(q, sizeof(q), ev->detail));
+	if (m->node_event)
+		m->node_event(m->node_event_ctx, ev, &act);
+	if (ev->type == SCHED_EV_STARTED || !current ||
+	    (was != MASTER_NODE_LAUNCHED && was != MASTER_NODE_RUNNING))
+		return;
+
+	struct nodes_info ni;
+	bool known = nodes_get(nm->nodes, base, &ni) == 0;
+	struct pending *p = pending_find(nm, base);
+	bool forget = ev->removed && !p && !nm->exit_at; /* scaled down */
+	enum master_node_state st = act.type == NODES_GIVE_UP ? MASTER_NODE_FAILED
+				    : known && ni.succeeded   ? MASTER_NODE_SUCCEEDED
+							      : MASTER_NODE_EXITED;
+	cJSON *doc = cJSON_CreateObject();
+	cJSON_AddStringToObject(doc, "name", base);
+	cJSON_AddStringToObject(doc, "instance", ev->name);
+	cJSON_AddStringToObject(doc, "state", nodemgr_node_state_name(st));
+	cJSON_AddBoolToObject(doc, "removed", forget);
+	cJSON_AddNumberToObject(doc, "exit_code", ev->exit_code);
+	cJSON_AddNumberToObject(doc, "signal", ev->signal);
+	journal_doc(m, MASTER_OP_NODE_ENDED, doc);
+	node_leave(m, base);
+
+	if (forget) {
+		nodes_forget(nm->nodes, base);
+	} else if (p) {
+		struct sched_resources res = p->res;
+		*p = nm->pend[--nm->npend];
+		if (nodes_relaunch(nm->nodes, base, &res, &act) == 0 &&
+		    nodes_get(nm->nodes, base, &ni) == 0) {
+			rv_log_info("node relaunched with new resources", "node=%s instance=%s",
+				    base, ni.name);
+			launch(nm, base, &ni);
+		}
+	} else if (act.type == NODES_RELAUNCH && nodes_get(nm->nodes, base, &ni) == 0) {
+		rv_log_warn("node relaunched", "node=%s instance=%s rank=%d reason=%s", base,
+			    ni.name, ni.rank, rv_log_q(q, sizeof(q), act.reason));
+		launch(nm, base, &ni);
+	} else if (act.type == NODES_GIVE_UP) {
+		rv_log_error("node given up", "node=%s reason=%s", base,
+			     rv_log_q(q, sizeof(q), act.reason));
+	}
+	check_end(nm);
+}
+
+static struct sched_resources group_res(const struct master_group *g)
+{
+	struct sched_resources r = { 0 };
+	if (g->has_resources) {
+		r.cpu = g->cpu;
+		r.memory_mb = g->memory_mb;
+		r.gpu = g->gpu;
+	}
+	return r;
+}
+
+/* Bring the nodes to m->desired: more ranks, fewer ranks, new limits. */
+/* What the node thread works on without the lock: a copy of the node
+ * table, of the desired state and of the job's state. */
+struct table_view {
+	struct master_node *nodes; /* malloc'd: free() it */
+	int nn;
+	struct master_desired d;
+	enum master_job_state js;
+};
+
+/* Take the view under the lock.  0 or -ENOMEM. */
+static int table_copy(struct master *m, struct table_view *v)
+{
+	pthread_mutex_lock(&m->lock);
+	v->nn = m->nnodes;
+	v->d = m->desired;
+	v->js = m->job_state;
+	v->nodes = malloc(sizeof(*v->nodes) * (size_t)(v->nn ? v->nn : 1));
+	if (v->nodes && v->nn)
+		memcpy(v->nodes, m->nodes, sizeof(*v->nodes) * (size_t)v->nn);
+	pthread_mutex_unlock(&m->lock);
+	return v->nodes ? 0 : -ENOMEM;
+}
+
+static void reconcile(struct nodemgr *nm)
+{
+	struct master *m = nm->m;
+	if (nm->exit_at)
+		return;
+	struct table_view v;
+	if (table_copy(m, &v) < 0)
+		return;
+	struct master_node *copy = v.nodes;
+	int nn = v.nn;
+	nm->version = v.d.version;
+	for (int r = 0; r < RV_ROLE_COUNT; r++) {
+		const char *role = rv_role_name((enum rv_role)r);
+		const struct master_group *g = &v.d.groups[r];
+		struct sched_resources res = group_res(g);
+		/* fewer: the highest ranks go; new limits: resize or relaunch */
+		for (int i = 0; i < nn; i++) {
+			struct master_node *n = &copy[i];
+			bool live = n->state == MASTER_NODE_LAUNCHED ||
+				    n->state == MASTER_NODE_RUNNING;
+			if (strcmp(n->role, role) != 0)
+				continue;
+			if (n->rank >= g->count) {
+				struct pending *p = pending_find(nm, n->name);
+				if (p)
+					*p = nm->pend[--nm->npend];
+				rv_log_info("node removed", "node=%s instance=%s count=%d", n->name,
+					    n->instance, g->count);
+				if (!live || sched_remove(nm->sched, n->instance,
+							  (int)m->cfg.node_stop_grace_ms) < 0) {
+					cJSON *doc = cJSON_CreateObject();
+					cJSON_AddStringToObject(doc, "name", n->name);
+					cJSON_AddStringToObject(doc, "instance", n->instance);
+					cJSON_AddBoolToObject(doc, "removed", true);
+					journal_doc(m, MASTER_OP_NODE_ENDED, doc);
+					nodes_forget(nm->nodes, n->name);
+				}
+				continue;
+			}
+			if (!g->has_resources || !live || pending_find(nm, n->name) ||
+			    (n->res.cpu == res.cpu && n->res.memory_mb == res.memory_mb &&
+			     n->res.gpu == res.gpu))
+				continue;
+			struct rv_err err = { 0 };
+			int rc = sched_resize(nm->sched, n->instance, &res, &err);
+			rv_log_info("node resized", "node=%s memory_mb=%" PRId64 " cpu=%g rc=%d",
+				    n->name, res.memory_mb, res.cpu, rc);
+			if (rc == 0) {
+				nodes_set_resources(nm->nodes, n->name, &res);
+				pthread_mutex_lock(&m->lock);
+				struct master_node *t = table_find(m, n->name);
+				if (t)
+					t->res = res;
+				pthread_mutex_unlock(&m->lock);
+			} else if ((rc == -EOPNOTSUPP || rc == -EBUSY) &&
+				   nm->npend < (int)RV_ARRAY_SIZE(nm->pend)) {
+				struct pending *p = &nm->pend[nm->npend++];
+				snprintf(p->name, sizeof(p->name), "%s", n->name);
+				p->res = res;
+				sched_remove(nm->sched, n->instance,
+					     (int)m->cfg.node_stop_grace_ms);
+			}
+		}
+		/* more: every missing rank below count */
+		for (int rank = 0; rank < g->count; rank++) {
+			char base[SCHED_NAME_MAX];
+			snprintf(base, sizeof(base), "%s-%d", role, rank);
+			struct nodes_info ni;
+			if (nodes_get(nm->nodes, base, &ni) == 0)
+				continue;
+			if (nodes_add(nm->nodes, base, role, rank, "", &res) < 0 ||
+			    nodes_get(nm->nodes, base, &ni) < 0)
+				continue;
+			launch(nm, base, &ni);
+		}
+	}
+	free(copy);
+}
+
+/* After a restart: the journal's nodes go back into the policy; those that
+ * were live are gone (they died with the master) and start again with the
+ * same rank, not counted as crashes. */
+static void restore(struct nodemgr *nm)
+{
+	struct master *m = nm->m;
+	struct table_view v;
+	if (table_copy(m, &v) < 0)
+		return;
+	struct master_node *copy = v.nodes;
+	int nn = v.nn;
+	enum master_job_state js = v.js;
+	for (int i = 0; i < nn; i++) {
+		const struct master_node *n = &copy[i];
+		if (nodes_add(nm->nodes, n->name, n->role, n->rank, n->host, &n->res) < 0)
+			continue;
+		nodes_restore(nm->nodes, n->name, n->attempt, n->restarts, n->ooms,
+			      n->state == MASTER_NODE_SUCCEEDED);
+	}
+	if (js != MASTER_JOB_RUNNING) {
+		char q[600];
+		rv_log_info("job already finished", "state=%s reason=%s",
+			    nodemgr_job_state_name(js), rv_log_q(q, sizeof(q), m->job_reason));
+		nm->exit_at = rv_mono_ms() + m->cfg.job_linger_s * 1000;
+		free(copy);
+		return;
+	}
+	for (int i = 0; i < nn; i++) {
+		const struct master_node *n = &copy[i];
+		struct nodes_action act;
+		struct nodes_info ni;
+		if (n->state == MASTER_NODE_SUCCEEDED || n->state == MASTER_NODE_FAILED)
+			continue;
+		if (nm->detach && n->state == MASTER_NODE_RUNNING && n->pid > 0 &&
+		    n->start_ticks > 0 && nodes_get(nm->nodes, n->name, &ni) == 0) {
+			struct launch_spec ls;
+			struct rv_err err = { 0 };
+			launch_spec_fill(nm, n->name, &ni, &ls);
+			int rc = sched_adopt(nm->sched, &ls.sp, n->pid, n->start_ticks, &err);
+			char q[600];
+			rv_log_info("node adopted after a master restart",
+				    "node=%s instance=%s pid=%d rc=%d reason=%s", n->name,
+				    n->instance, n->pid, rc, rv_log_q(q, sizeof(q), err.msg));
+			if (rc == 0)
+				continue;
+		}
+		node_leave(m, n->name); /* it is gone: its shards go back now */
+		if (nodes_relaunch(nm->nodes, n->name, NULL, &act) == 0 &&
+		    nodes_get(nm->nodes, n->name, &ni) == 0) {
+			rv_log_info("node relaunched after a master restart",
+				    "node=%s was=%s instance=%s", n->name, n->instance, ni.name);
+			launch(nm, n->name, &ni);
+		}
+	}
+	free(copy);
+}
+
+static void sample_usage(struct nodemgr *nm)
+{
+	struct master *m = nm->m;
+	pthread_mutex_lock(&m->lock);
+	int nn = m->nnodes;
+	char(*names)[SCHED_NAME_MAX] = malloc(SCHED_NAME_MAX * (size_t)(nn ? nn : 1));
+	int k = 0;
+	for (int i = 0; names && i < nn; i++)
+		if (m->nodes[i].state == MASTER_NODE_RUNNING)
+			memcpy(names[k++], m->nodes[i].instance, SCHED_NAME_MAX);
+	pthread_mutex_unlock(&m->lock);
+	for (int i = 0; i < k; i++) {
+		struct sched_usage u;
+		if (sched_usage(nm->sched, names[i], &u) < 0)
+			continue;
+		pthread_mutex_lock(&m->lock);
+		for (int j = 0; j < m->nnodes; j++)
+			if (!strcmp(m->nodes[j].instance, names[i])) {
+				m->nodes[j].usage = u;
+				m->nodes[j].has_usage = true;
+				m->nodes[j].usage_ms = rv_now_ms();
+			}
+		pthread_mutex_unlock(&m->lock);
+	}
+	free(names);
+}
+
+static void drain(struct nodemgr *nm)
+{
+	struct sched_event ev;
+	while (sched_next_event(nm->sched, &ev) == 1)
+		on_event(nm, &ev);
+}
+
+/* The master stops: SIGTERM to every node, SIGKILL after the grace. */
+static void shutdown_nodes(struct nodemgr *nm)
+{
+	struct master *m = nm->m;
+	remove_all(nm);
+	int64_t until = rv_mono_ms() + m->cfg.node_stop_grace_ms + 2000;
+	for (;;) {
+		int live = 0;
+		pthread_mutex_lock(&m->lock);
+		for (int i = 0; i < m->nnodes; i++)
+			live += m->nodes[i].state == MASTER_NODE_RUNNING ||
+				m->nodes[i].state == MASTER_NODE_LAUNCHED;
+		pthread_mutex_unlock(&m->lock);
+		if (live == 0 || rv_mono_ms() >= until)
+			break;
+		struct pollfd p = { .fd = sched_fd(nm->sched), .events = POLLIN };
+		poll(&p, 1, 100);
+		struct sched_event ev;
+		while (sched_next_event(nm->sched, &ev) == 1) {
+			if (ev.type == SCHED_EV_STARTED)
+				continue;
+			/* not journaled: a restart relaunches them */
+			pthread_mutex_lock(&m->lock);
+			for (int i = 0; i < m->nnodes; i++)
+				if (!strcmp(m->nodes[i].instance, ev.name))
+					m->nodes[i].state = MASTER_NODE_EXITED;
+			pthread_mutex_unlock(&m->lock);
+		}
+	}
+}
+
+static void *nodemgr_main(void *arg)
+{
+	struct nodemgr *nm = arg;
+	struct master *m = nm->m;
+	restore(nm);
+	reconcile(nm);
+	check_end(nm);
+	nm->next_usage = rv_mono_ms() + m->cfg.node_usage_interval_ms;
+	while (!atomic_load(&nm->stop)) {
+		int64_t now = rv_mono_ms();
+		int64_t wake = nm->next_usage;
+		if (nm->exit_at && !nm->exit_sent && nm->exit_at < wake)
+			wake = nm->exit_at;
+		struct pollfd p[2] = { { .fd = sched_fd(nm->sched), .events = POLLIN },
+				       { .fd = nm->efd, .events = POLLIN } };
+		poll(p, 2, wake > now ? (int)(wake - now) : 0);
+		if (p[1].revents & POLLIN) {
+			uint64_t v;
+			if (read(nm->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+				break;
+		}
+		if (atomic_load(&nm->stop))
+			break;
+		drain(nm);
+		pthread_mutex_lock(&m->lock);
+		bool changed = m->desired.version != nm->version;
+		pthread_mutex_unlock(&m->lock);
+		if (changed)
+			reconcile(nm);
+		now = rv_mono_ms();
+		if (now >= nm->next_usage) {
+			sample_usage(nm);
+			nm->next_usage = now + m->cfg.node_usage_interval_ms;
+		}
+		if (nm->exit_at && !nm->exit_sent && now >= nm->exit_at) {
+			nm->exit_sent = true;
+			rv_log_info("master exits: the job ended", "state=%s",
+				    nodemgr_job_state_name(m->job_state));
+			kill(getpid(), SIGTERM); /* main's sigwait stops the daemon */
+		}
+	}
+	shutdown_nodes(nm);
+	return NULL;
+}
+
+static int64_t total_memory_mb(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+	return pages > 0 && size > 0 ? (int64_t)pages * size / (1024 * 1024) : 1 << 20;
+}
+
+static void nodemgr_free(struct nodemgr *nm)
+{
+	if (!nm)
+		return;
+	sched_free(nm->sched);
+	nodes_free(nm->nodes);
+	if (nm->efd >= 0)
+		close(nm->efd);
+	free(nm);
+}
+
+int nodemgr_start(struct master *m, const char *master_addr, struct rv_err *err)
+{
+	static const enum sched_local_mode modes[] = { SCHED_LOCAL_AUTO, SCHED_LOCAL_CGROUP2,
+						       SCHED_LOCAL_CGROUP1, SCHED_LOCAL_RLIMIT,
+						       SCHED_LOCAL_NONE };
+	static const char *const mode_names[] = { "auto", "cgroup2", "cgroup1", "rlimit", "none" };
+	struct nodemgr *nm = calloc(1, sizeof(*nm));
+	if (!nm)
+		return rv_err_set(err, -ENOMEM, "", "out of memory");
+	nm->m = m;
+	nm->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (nm->efd < 0) {
+		int e = -errno;
+		nodemgr_free(nm);
+		return rv_err_set(err, e, "", "could not make an eventfd: %s", strerror(-e));
+	}
+	snprintf(nm->addr, sizeof(nm->addr), "%s", master_addr);
+	if (m->cfg.node_log_dir[0])
+		snprintf(nm->log_dir, sizeof(nm->log_dir), "%s", m->cfg.node_log_dir);
+	else
+		snprintf(nm->log_dir, sizeof(nm->log_dir), "%.4000s/nodes", m->cfg.state_dir);
+	if (mkdir(nm->log_dir, 0755) < 0 && errno != EEXIST) {
+		int e = -errno;
+		nodemgr_free(nm);
+		return rv_err_set(err, e, "node.log_dir", "could not make \"%s\": %s",
+				  m->cfg.node_log_dir[0] ? m->cfg.node_log_dir : "state/nodes",
+				  strerror(-e));
+	}
+	int mi = name_index(mode_names, RV_ARRAY_SIZE(mode_names), m->cfg.node_limits);
+	struct sched_local_opts so = {
+		.job = m->spec.name,
+		.mode = modes[mi < 0 ? 0 : mi],
+		.log_dir = nm->log_dir,
+		.detach = m->cfg.node_survive_master != 0,
+	};
+	nm->detach = so.detach;
+	nm->sched = sched_local_new(&so, err);
+	if (!nm->sched) {
+		nodemgr_free(nm);
+		return err->code ? err->code : -ENOMEM;
+	}
+	rv_alg_params_default(&nm->alg.p);
+	nm->alg.lim.max_memory_mb = total_memory_mb();
+	nm->alg.lim.free_memory_mb = -1;
+	nm->alg.lim.free_cpu = -1;
+	struct nodes_conf nc = {
+		.host_max_crashes = (int)m->cfg.node_host_max_crashes,
+		.max_oom_relaunches = (int)m->cfg.node_max_oom_relaunches,
+		.default_restart_count = -1,
+	};
+	nm->nodes = m->oom_plan ? nodes_new(&nc, m->oom_plan, m->oom_ctx, err)
+				: nodes_new(&nc, nodes_alg_oom_plan, &nm->alg, err);
+	if (!nm->nodes) {
+		nodemgr_free(nm);
+		return err->code ? err->code : -ENOMEM;
+	}
+	for (int r = 0; r < RV_ROLE_COUNT; r++)
+		if (m->spec.replicas[r].present)
+			nodes_set_restart_count(nm->nodes, rv_role_name((enum rv_role)r),
+						m->spec.replicas[r].restart_count);
+	const char *why = "";
+	enum sched_local_mode mode = sched_local_mode(nm->sched, &why);
+	char q[600];
+	rv_log_info("node manager started",
+		    "scheduler=local limits=%s log_dir=%s master_addr=%s why=%s",
+		    sched_local_mode_name(mode), nm->log_dir, nm->addr,
+		    rv_log_q(q, sizeof(q), why ? why : ""));
+	pthread_mutex_lock(&m->lock);
+	m->nodemgr = nm;
+	pthread_mutex_unlock(&m->lock);
+	if (pthread_create(&nm->thread, NULL, nodemgr_main, nm) != 0) {
+		pthread_mutex_lock(&m->lock);
+		m->nodemgr = NULL;
+		pthread_mutex_unlock(&m->lock);
+		nodemgr_free(nm);
+		return rv_err_set(err, -EAGAIN, "", "could not start the node thread");
+	}
+	nm->started = true;
+	return 0;
+}
+
+/* Any thread; with m->lock held or not (m->nodemgr changes only while
+ * the node thread does not run, and state_apply calls this under it). */
+void nodemgr_wake(struct master *m)
+{
+	struct nodemgr *nm = m->nodemgr;
+	uint64_t one = 1;
+	if (nm && write(nm->efd, &one, sizeof(one)) < 0) {
+		/* the counter is full: the thread is awake anyway */
+	}
+}
+
+void nodemgr_stop(struct master *m)
+{
+	struct nodemgr *nm = m->nodemgr;
+	if (!nm)
+		return;
+	atomic_store(&nm->stop, true);
+	nodemgr_wake(m);
+	if (nm->started)
+		pthread_join(nm->thread, NULL);
+	pthread_mutex_lock(&m->lock);
+	m->nodemgr = NULL;
+	pthread_mutex_unlock(&m->lock);
+	nodemgr_free(nm);
+}

@@ -1,0 +1,223 @@
+/*
+ * check_nodemgr.c: the node manager (master/nodemgr.c) reconciling real
+ * processes (`sleep`) with the desired state through the local backend:
+ * more ranks are launched, the highest ranks go when the count drops, and
+ * new resources relaunch a node (the "none" limits cannot resize in place)
+ * without counting a crash.  A master state (journal in a temp folder) is
+ * built as main.c does, without the API.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "json.h"
+#include "log.h"
+#include "master.h"
+#include "parse.h"
+#include "testutil.h"
+
+static const char spec_json[] =
+	"{\"apiVersion\":\"elastic.rover.dev/v1alpha1\",\"kind\":\"ElasticJob\","
+	"\"metadata\":{\"name\":\"nm-unit\"},\"spec\":{\"distributionStrategy\":"
+	"\"AllreduceStrategy\",\"replicaSpecs\":{\"worker\":{\"replicas\":2,\"minReplicas\":1,"
+	"\"maxReplicas\":4,\"command\":[\"sleep\",\"30\"]}},"
+	"\"datasets\":[{\"name\":\"train\",\"size\":100,\"shardSize\":10}]}}";
+
+static char dir[64];
+
+static struct master *master_new(void)
+{
+	rv_log_setup("master", RV_LOG_WARN);
+	struct master *m = calloc(1, sizeof(*m));
+	ck_assert_ptr_nonnull(m);
+	snprintf(dir, sizeof(dir), "/tmp/rover-nodemgr-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	struct master_cfg *c = &m->cfg;
+	snprintf(c->state_dir, sizeof(c->state_dir), "%s/state", dir);
+	snprintf(c->scheduler, sizeof(c->scheduler), "local");
+	snprintf(c->node_limits, sizeof(c->node_limits), "none");
+	c->node_unit = 1;
+	c->last_call_ms = 0;
+	c->heartbeat_timeout_ms = 5000;
+	c->max_todo_ranges = c->max_in_flight = 1024;
+	c->snapshot_every = 100000;
+	c->sync_timeout_ms = 10000;
+	c->nosync = 1;
+	c->tick_ms = 100;
+	c->node_stop_grace_ms = 500;
+	c->node_usage_interval_ms = 100;
+	c->job_linger_s = 60;
+	struct rv_err err = { 0 };
+	cJSON *doc = rv_json_parse(spec_json, strlen(spec_json), &err);
+	ck_assert_ptr_nonnull(doc);
+	ck_assert_int_eq(rv_job_spec_from_json(doc, &m->spec, &err), 0);
+	cJSON_Delete(doc);
+	m->min_nodes = 1;
+	m->max_nodes = 4;
+	plans_init(m);
+	ck_assert_int_eq(nodemgr_wanted(c, &m->spec, &err), 1);
+	ck_assert_msg(state_open(m, &err) == 0, "%s", err.msg);
+	ck_assert_msg(nodemgr_start(m, "127.0.0.1:1", &err) == 0, "%s", err.msg);
+	return m;
+}
+
+static void master_free(struct master *m)
+{
+	nodemgr_stop(m);
+	state_close(m);
+	rv_job_spec_release(&m->spec);
+	free(m);
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/* What the table says: running nodes, and the pid and instance of name. */
+struct view {
+	int running, total;
+	int pid;
+	char instance[SCHED_NAME_MAX];
+	int64_t memory_mb;
+	int restarts;
+	bool has_usage;
+};
+
+static void look(struct master *m, const char *name, struct view *v)
+{
+	memset(v, 0, sizeof(*v));
+	pthread_mutex_lock(&m->lock);
+	for (int i = 0; i < m->nnodes; i++) {
+		const struct master_node *n = &m->nodes[i];
+		v->total++;
+		v->running += n->state == MASTER_NODE_RUNNING;
+		if (name && !strcmp(n->name, name)) {
+			v->pid = n->pid;
+			snprintf(v->instance, sizeof(v->instance), "%s", n->instance);
+			v->memory_mb = n->res.memory_mb;
+			v->restarts = n->restarts;
+			v->has_usage = n->has_usage;
+		}
+	}
+	pthread_mutex_unlock(&m->lock);
+}
+
+/* Wait until the table has `running` running nodes out of `total`. */
+static void wait_for(struct master *m, int running, int total)
+{
+	struct view v;
+	for (int i = 0; i < 200; i++) {
+		look(m, NULL, &v);
+		if (v.running == running && v.total == total)
+			return;
+		usleep(25 * 1000);
+	}
+	ck_abort_msg("%d of %d nodes running, want %d of %d", v.running, v.total, running, total);
+}
+
+static void set_desired(struct master *m, int count, int64_t memory_mb)
+{
+	pthread_mutex_lock(&m->lock);
+	struct master_group *g = &m->desired.groups[RV_ROLE_WORKER];
+	g->count = count;
+	if (memory_mb) {
+		g->has_resources = true;
+		g->cpu = 1;
+		g->memory_mb = memory_mb;
+	}
+	m->desired.version++;
+	pthread_mutex_unlock(&m->lock);
+	nodemgr_wake(m);
+}
+
+START_TEST(test_reconcile_count_and_resources)
+{
+	struct master *m = master_new();
+	wait_for(m, 2, 2); /* the spec's 2 replicas */
+	struct view v;
+	look(m, "worker-1", &v);
+	ck_assert_int_gt(v.pid, 0);
+	int pid1 = v.pid;
+
+	set_desired(m, 3, 0);
+	wait_for(m, 3, 3);
+	look(m, "worker-2", &v);
+	ck_assert_str_eq(v.instance, "worker-2");
+	int pid2 = v.pid;
+
+	set_desired(m, 1, 0); /* the highest ranks go */
+	wait_for(m, 1, 1);
+	look(m, "worker-0", &v);
+	ck_assert_str_eq(v.instance, "worker-0");
+	for (int i = 0; i < 100 && (kill(pid1, 0) == 0 || kill(pid2, 0) == 0); i++)
+		usleep(20 * 1000);
+	ck_assert_int_ne(kill(pid1, 0), 0);
+	ck_assert_int_ne(kill(pid2, 0), 0);
+
+	/* New memory: no resize in place without limits, so a relaunch. */
+	set_desired(m, 1, 128);
+	for (int i = 0; i < 200; i++) {
+		look(m, "worker-0", &v);
+		if (!strcmp(v.instance, "worker-0.1") && v.pid > 0)
+			break;
+		usleep(25 * 1000);
+	}
+	ck_assert_str_eq(v.instance, "worker-0.1");
+	ck_assert_int_eq(v.memory_mb, 128);
+	ck_assert_int_eq(v.restarts, 0); /* not a crash */
+	wait_for(m, 1, 1);
+
+	/* Back up to 2: rank 1 comes back as a fresh node. */
+	set_desired(m, 2, 128);
+	wait_for(m, 2, 2);
+	look(m, "worker-1", &v);
+	ck_assert_str_eq(v.instance, "worker-1");
+	ck_assert_int_eq(v.memory_mb, 128);
+	pthread_mutex_lock(&m->lock);
+	ck_assert_int_eq(m->job_state, MASTER_JOB_RUNNING);
+	pthread_mutex_unlock(&m->lock);
+	master_free(m);
+}
+END_TEST
+
+START_TEST(test_local_without_command_is_refused)
+{
+	static const char bad[] =
+		"{\"apiVersion\":\"elastic.rover.dev/v1alpha1\",\"kind\":\"ElasticJob\","
+		"\"metadata\":{\"name\":\"x\"},\"spec\":{\"distributionStrategy\":"
+		"\"AllreduceStrategy\",\"replicaSpecs\":{\"worker\":{\"replicas\":1}},"
+		"\"datasets\":[{\"name\":\"train\",\"size\":10,\"shardSize\":1}]}}";
+	struct rv_job_spec spec;
+	struct master_cfg cfg;
+	memset(&cfg, 0, sizeof(cfg));
+	struct rv_err err = { 0 };
+	cJSON *doc = rv_json_parse(bad, strlen(bad), &err);
+	ck_assert_int_eq(rv_job_spec_from_json(doc, &spec, &err), 0);
+	cJSON_Delete(doc);
+	snprintf(cfg.node_limits, sizeof(cfg.node_limits), "auto");
+	snprintf(cfg.scheduler, sizeof(cfg.scheduler), "auto");
+	ck_assert_int_eq(nodemgr_wanted(&cfg, &spec, &err), 0); /* agents by hand */
+	snprintf(cfg.scheduler, sizeof(cfg.scheduler), "local");
+	ck_assert_int_eq(nodemgr_wanted(&cfg, &spec, &err), -EINVAL);
+	ck_assert_str_eq(err.field, "spec.replicaSpecs.worker.command");
+	snprintf(cfg.scheduler, sizeof(cfg.scheduler), "slurm");
+	ck_assert_int_eq(nodemgr_wanted(&cfg, &spec, &err), -EINVAL);
+	ck_assert_str_eq(err.field, "scheduler");
+	rv_job_spec_release(&spec);
+}
+END_TEST
+
+static Suite *nodemgr_suite(void)
+{
+	Suite *s = suite_create("nodemgr");
+	TCase *tc = tcase_create("reconcile");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_reconcile_count_and_resources);
+	tcase_add_test(tc, test_local_without_command_is_refused);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+RV_TEST_MAIN(nodemgr_suite)
