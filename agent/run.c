@@ -42,6 +42,7 @@
 #define RUN_HEARTBEAT_MS 1000
 #define RUN_STOP_GRACE_MS 5000
 #define RUN_WORLD_POLL_MS 500
+#define RUN_PEER_REPORT_MS 300
 
 enum run_tag { TAG_SIG = 1, TAG_TIMER, TAG_PIDFD, TAG_OUT, TAG_ERR };
 
@@ -506,11 +507,38 @@ static void report_failure(struct run *r, const char *reason, int code)
 		rv_log_warn("could not report the failure", "reason=\"%s\"", err.msg);
 }
 
-/* After a failed group: 1 to restart, or the exit code. */
+/* Did the world move on without us (another node failed or left)?  Asked
+ * after our own workers failed: in a world of several nodes a worker often
+ * dies of a peer's death (a closed connection), and that is the other
+ * node's failure, not ours.  The peer's report may trail our workers'
+ * death by a little, so a worker that exited (rather than being killed by a
+ * signal, which is this node's own fault) makes us ask twice. */
+static bool world_moved_on(struct run *r, int status)
+{
+	if (r->group_world_size <= 1)
+		return false;
+	int tries = WIFSIGNALED(status) ? 1 : 2;
+	for (int i = 0; i < tries; i++) {
+		struct rv_heartbeat_reply hb;
+		if (rv_master_heartbeat(r->mc, r->node, &hb, NULL) == 0 &&
+		    (hb.rejoin || hb.round > r->round))
+			return true;
+		if (i + 1 < tries)
+			usleep(RUN_PEER_REPORT_MS * 1000);
+	}
+	return false;
+}
+
+/* After a failed group: -1 to restart, or the exit code. */
 static int after_failure(struct run *r, enum run_outcome o)
 {
 	char reason[256], how[96];
 	int code = -1;
+	if (o == OUT_FAILED && world_moved_on(r, r->w[r->failed].status)) {
+		rv_log_warn("workers failed after the world changed: rendezvous again",
+			    "rank=%d round=%lld", r->w[r->failed].rank, (long long)r->round);
+		return -1;
+	}
 	if (o == OUT_HANG) {
 		snprintf(reason, sizeof(reason), "workers hung: no output for %.0f s",
 			 r->f->hang_timeout_s);

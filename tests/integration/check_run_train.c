@@ -5,7 +5,7 @@
  * mid-run is restarted (TORCHELASTIC_RESTART_COUNT 1 in the new workers)
  * and the job still reaches it; an unmodified torchrun-style script sees
  * torchrun's whole environment; two rover-run nodes form one world with
- * one rover-master.  Needs /usr/bin/python3 with torch and sklearn.
+ * one rover-master, and re-form it when a worker of one is killed.  Needs /usr/bin/python3 with torch and sklearn.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -185,6 +185,57 @@ START_TEST(test_two_nodes_one_master)
 }
 END_TEST
 
+/* A worker of one node killed: that node restarts its group (spending a
+ * restart), the healthy node only re-forms the world (spending none), and
+ * the job still reaches the accuracy. */
+START_TEST(test_two_nodes_worker_killed)
+{
+	char *spec = rv_test_master_spec(1000, 10, 1, 2, 2);
+	struct rv_test_master m;
+	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
+	free(spec);
+	ck_assert_int_eq(rv_test_master_start(&m, NULL), 0);
+	char ep[64];
+	snprintf(ep, sizeof(ep), "127.0.0.1:%d", m.port);
+	struct rv_test_run r[2];
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(rv_test_run_init(&r[i]), 0);
+		const char *args[] = { "--nnodes", "2", "--nproc-per-node", "1", "--max-restarts",
+				       "2", "--rdzv-endpoint", ep, EXAMPLE, "--steps", "100",
+				       "--step-sleep", "0.02", NULL };
+		ck_assert_int_eq(rv_test_run_start(&r[i], args, NULL), 0);
+	}
+	/* mid-run: rank 0, on either node, has logged steps */
+	int64_t until = rv_mono_ms() + 60000;
+	while (!rv_test_run_wait_for(&r[0], 1, "[rank0]:step=20 ", 0) &&
+	       !rv_test_run_wait_for(&r[1], 1, "[rank0]:step=20 ", 0) && rv_mono_ms() < until)
+		usleep(20 * 1000);
+	pid_t victim[2];
+	ck_assert_int_eq(rv_test_run_workers(&r[1], r[1].proc.pid, -1, victim, 2), 1);
+	ck_assert_int_eq(kill(victim[0], SIGKILL), 0);
+	for (int i = 0; i < 2; i++)
+		assert_exit0(&r[i], 90000);
+	char *err0 = rv_test_run_output(&r[0], 2);
+	char *err1 = rv_test_run_output(&r[1], 2);
+	ck_assert_msg(strstr(err1, "killed by signal 9") &&
+			      strstr(err1, "msg=\"every worker finished\" restarts=1"),
+		      "%s", err1);
+	ck_assert_msg(strstr(err0, "msg=\"every worker finished\" restarts=0"), "%s", err0);
+	ck_assert_msg(strstr(err0, "round=2"), "%s", err0);
+	free(err0);
+	free(err1);
+	int acc = 0;
+	for (int i = 0; i < 2; i++) {
+		char *out = rv_test_run_output(&r[i], 1);
+		acc += strstr(out, "[rank0]:test_accuracy=") != NULL;
+		free(out);
+		rv_test_run_cleanup(&r[i]);
+	}
+	ck_assert_int_eq(acc, 1);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
 static Suite *run_train_suite(void)
 {
 	Suite *s = suite_create("run_train");
@@ -194,6 +245,7 @@ static Suite *run_train_suite(void)
 	tcase_add_test(tc, test_kill9_worker_restarts);
 	tcase_add_test(tc, test_torchrun_script_unmodified);
 	tcase_add_test(tc, test_two_nodes_one_master);
+	tcase_add_test(tc, test_two_nodes_worker_killed);
 	suite_add_tcase(s, tc);
 	return s;
 }
