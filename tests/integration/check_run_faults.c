@@ -3,7 +3,7 @@
  * a script that raises at start stops after two identical tracebacks and
  * shows it, instead of spending every restart; a script that keeps failing
  * ends with a summary naming each failed rank, its exit code and its
- * stderr; SIGINT (Ctrl-C) or SIGTERM to rover-run, and a kill -9 of it,
+ * stderr; a group silent past --hang-timeout is restarted; SIGINT (Ctrl-C) or SIGTERM to rover-run, and a kill -9 of it,
  * leave no process of the job in the process table (/proc), the workers'
  * own children included where rover-run lives to stop them; a bad flag is
  * exit 2.
@@ -155,6 +155,37 @@ START_TEST(test_kill9_of_rover_run_takes_the_workers)
 }
 END_TEST
 
+/* Silent past --hang-timeout: a failure naming the ranks, restarted, and
+ * the job's end once the restarts are spent. */
+START_TEST(test_hang_restarts_then_fails)
+{
+	struct rv_test_run r;
+	ck_assert_int_eq(rv_test_run_init(&r), 0);
+	char script[400];
+	ck_assert_int_eq(rv_test_run_file(&r, "hang.py",
+					  "import time\nprint('started', flush=True)\n"
+					  "time.sleep(300)\n",
+					  script, sizeof(script)),
+			 0);
+	const char *args[] = { "--standalone", "--nproc-per-node", "2", "--max-restarts", "1",
+			       "--hang-timeout", "1", script, NULL };
+	int64_t t0 = rv_mono_ms();
+	ck_assert_int_eq(rv_test_run_start(&r, args, NULL), 0);
+	int st = rv_test_run_wait(&r, 60000);
+	char *err = rv_test_run_output(&r, 2);
+	ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d\n%s", st, err);
+	ck_assert_msg(count(err, "msg=\"starting workers\"") == 2, "%s", err);
+	ck_assert_msg(count(err, "msg=\"worker hangs: no output\" rank=1") == 2, "%s", err);
+	ck_assert_msg(strstr(err, "rover-run: the job failed: workers hung: no output for 1 s"),
+		      "%s", err);
+	/* detected within about the timeout, not minutes */
+	ck_assert_int_lt(rv_mono_ms() - t0, 15000);
+	free(err);
+	ck_assert_int_eq(rv_test_run_tagged(&r), 0);
+	rv_test_run_cleanup(&r);
+}
+END_TEST
+
 START_TEST(test_bad_flag_exit_2)
 {
 	struct rv_test_run r;
@@ -189,6 +220,7 @@ static Suite *run_faults_suite(void)
 	tcase_add_test(tc, test_sigint_leaves_no_process);
 	tcase_add_test(tc, test_sigterm_leaves_no_process);
 	tcase_add_test(tc, test_kill9_of_rover_run_takes_the_workers);
+	tcase_add_test(tc, test_hang_restarts_then_fails);
 	tcase_add_test(tc, test_bad_flag_exit_2);
 	suite_add_tcase(s, tc);
 	return s;
