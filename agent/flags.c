@@ -1,8 +1,9 @@
 /*
  * flags.c: torchrun's command line (flags.h).  flags_table[] lists every
  * flag once: its long name (with dashes; an underscore spelling matches it
- * too), its short letter, whether it takes a value, the parser of that value
- * and its help.  Parsing and --help read the same table.
+ * too), its short letter, the kind of its value with its field and bounds
+ * (or the parser of a value no kind covers) and its help.  Parsing and
+ * --help read the same table.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -15,13 +16,25 @@
 typedef int flags_parse_fn(struct flags *f, const char *v, struct rv_err *err,
 			   const char *name);
 
+/* What a flag's value is; the field at off in struct flags receives it. */
+enum flags_kind {
+	FLAGS_SWITCH, /* bool, no value (an optional =true/false) */
+	FLAGS_INT,    /* int within [min, max] */
+	FLAGS_DOUBLE, /* double within [min, max] */
+	FLAGS_STR,    /* char[size], not empty */
+	FLAGS_CHOICE, /* char[size], one of choices */
+	FLAGS_STD,    /* struct flags_std: a mask or LOCAL_RANK:MASK pairs */
+	FLAGS_FN,     /* fn parses it */
+};
+
 struct flags_opt {
 	const char *name; /* long, with dashes */
 	char letter;      /* short (-m), or 0 */
-	/* the parser of its value; NULL: a switch, the bool at bool_off (it
-	 * takes an optional =true/false) */
-	flags_parse_fn *parse;
-	size_t bool_off;
+	enum flags_kind kind;
+	size_t off, size;
+	double min, max;
+	const char *const *choices; /* NULL-terminated */
+	flags_parse_fn *fn;
 	const char *metavar;
 	const char *help;
 };
@@ -85,16 +98,6 @@ static int p_nproc(struct flags *f, const char *v, struct rv_err *err, const cha
 	return 0;
 }
 
-static int p_backend(struct flags *f, const char *v, struct rv_err *err, const char *name)
-{
-	static const char *const ok[] = { "static", "c10d", "etcd", "etcd-v2", "dlrover-master",
-					  "rover" };
-	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
-		if (!strcmp(v, ok[i]))
-			return copy_str(f->rdzv_backend, sizeof(f->rdzv_backend), v, err, name);
-	return bad(err, name, "must be static, c10d, etcd, etcd-v2, dlrover-master or rover", v);
-}
-
 /* host:port with a port from 1 to 65535 (an IPv6 host in brackets). */
 static int check_hostport(const char *v)
 {
@@ -156,37 +159,6 @@ static int p_int(const char *v, int64_t lo, int64_t hi, int *out)
 	return 0;
 }
 
-static int p_max_restarts(struct flags *f, const char *v, struct rv_err *err, const char *name)
-{
-	if (p_int(v, 0, 1000000, &f->max_restarts) < 0)
-		return bad(err, name, "must be a number from 0 to 1000000", v);
-	return 0;
-}
-
-static int p_monitor(struct flags *f, const char *v, struct rv_err *err, const char *name)
-{
-	if (rv_parse_double(v, 0, 3600, &f->monitor_interval) < 0)
-		return bad(err, name, "must be seconds from 0 to 3600", v);
-	return 0;
-}
-
-static int p_start_method(struct flags *f, const char *v, struct rv_err *err, const char *name)
-{
-	if (strcmp(v, "spawn") && strcmp(v, "fork") && strcmp(v, "forkserver"))
-		return bad(err, name, "must be spawn, fork or forkserver", v);
-	return copy_str(f->start_method, sizeof(f->start_method), v, err, name);
-}
-
-static int p_role(struct flags *f, const char *v, struct rv_err *err, const char *name)
-{
-	return copy_str(f->role, sizeof(f->role), v, err, name);
-}
-
-static int p_log_dir(struct flags *f, const char *v, struct rv_err *err, const char *name)
-{
-	return copy_str(f->log_dir, sizeof(f->log_dir), v, err, name);
-}
-
 /* "3" or "0:1,1:2". */
 static int parse_std(struct flags_std *s, const char *v)
 {
@@ -222,61 +194,6 @@ static int parse_std(struct flags_std *s, const char *v)
 	return 0;
 }
 
-static const char std_msg[] = "must be 0 (none), 1 (stdout), 2 (stderr), 3 (both) or "
-			      "LOCAL_RANK:MASK pairs like 0:1,1:2";
-
-static int p_redirects(struct flags *f, const char *v, struct rv_err *err, const char *name)
-{
-	if (parse_std(&f->redirects, v) < 0)
-		return bad(err, name, std_msg, v);
-	return 0;
-}
-
-static int p_tee(struct flags *f, const char *v, struct rv_err *err, const char *name)
-{
-	if (parse_std(&f->tee, v) < 0)
-		return bad(err, name, std_msg, v);
-	return 0;
-}
-
-static int p_node_rank(struct flags *f, const char *v, struct rv_err *err, const char *name)
-{
-	if (p_int(v, 0, 1023, &f->node_rank) < 0)
-		return bad(err, name, "must be a number from 0 to 1023", v);
-	return 0;
-}
-
-static int p_master_addr(struct flags *f, const char *v, struct rv_err *err, const char *name)
-{
-	return copy_str(f->master_addr, sizeof(f->master_addr), v, err, name);
-}
-
-static int p_master_port(struct flags *f, const char *v, struct rv_err *err, const char *name)
-{
-	if (p_int(v, 1, 65535, &f->master_port) < 0)
-		return bad(err, name, "must be a port from 1 to 65535", v);
-	return 0;
-}
-
-static int p_local_addr(struct flags *f, const char *v, struct rv_err *err, const char *name)
-{
-	return copy_str(f->local_addr, sizeof(f->local_addr), v, err, name);
-}
-
-static int p_node_unit(struct flags *f, const char *v, struct rv_err *err, const char *name)
-{
-	if (p_int(v, 1, 1024, &f->node_unit) < 0)
-		return bad(err, name, "must be a number from 1 to 1024", v);
-	return 0;
-}
-
-static int p_accelerator(struct flags *f, const char *v, struct rv_err *err, const char *name)
-{
-	if (strcmp(v, "nvidia.com/gpu") && strcmp(v, "ascend-npu") && strcmp(v, "cpu"))
-		return bad(err, name, "must be nvidia.com/gpu, ascend-npu or cpu", v);
-	return copy_str(f->accelerator, sizeof(f->accelerator), v, err, name);
-}
-
 static int p_hang(struct flags *f, const char *v, struct rv_err *err, const char *name)
 {
 	double s;
@@ -286,71 +203,80 @@ static int p_hang(struct flags *f, const char *v, struct rv_err *err, const char
 	return 0;
 }
 
-#define VAL(fn) fn, 0
-#define SWITCH(field) NULL, offsetof(struct flags, field)
+#define OFF(field) offsetof(struct flags, field), sizeof(((struct flags *)0)->field)
+#define SWITCH(field) FLAGS_SWITCH, OFF(field), 0, 0, NULL, NULL, NULL
+#define INT(field, lo, hi, metavar) FLAGS_INT, OFF(field), lo, hi, NULL, NULL, metavar
+#define DOUBLE(field, lo, hi) FLAGS_DOUBLE, OFF(field), lo, hi, NULL, NULL, "SECONDS"
+#define STR(field, metavar) FLAGS_STR, OFF(field), 0, 0, NULL, NULL, metavar
+#define CHOICE(field, list, metavar) FLAGS_CHOICE, OFF(field), 0, 0, list, NULL, metavar
+#define STD(field) FLAGS_STD, OFF(field), 0, 0, NULL, NULL, "MASK|R:MASK,..."
+#define FN(fn, metavar) FLAGS_FN, 0, 0, 0, 0, NULL, fn, metavar
+
+static const char *const backends[] = { "static", "c10d", "etcd", "etcd-v2", "dlrover-master",
+					"rover", NULL };
+static const char *const start_methods[] = { "spawn", "fork", "forkserver", NULL };
+static const char *const accelerators[] = { "nvidia.com/gpu", "ascend-npu", "cpu", NULL };
 
 static const struct flags_opt flags_table[] = {
-	{ "nnodes", 0, VAL(p_nnodes), "N|MIN:MAX",
+	{ "nnodes", 0, FN(p_nnodes, "N|MIN:MAX"),
 	  "nodes in the job: a fixed count, or a range the world may shrink and grow in "
 	  "(default 1)" },
-	{ "nproc-per-node", 0, VAL(p_nproc), "auto|cpu|gpu|N",
+	{ "nproc-per-node", 0, FN(p_nproc, "auto|cpu|gpu|N"),
 	  "workers on this node: a number, one per GPU (gpu), one per CPU (cpu), or gpu when "
 	  "there are GPUs else cpu (auto); default 1" },
-	{ "rdzv-backend", 0, VAL(p_backend), "NAME",
+	{ "rdzv-backend", 0, CHOICE(rdzv_backend, backends, "static|c10d|etcd|etcd-v2|dlrover-master|rover"),
 	  "accepted for torchrun's and DLRover's scripts: the rendezvous is always rover-master's" },
-	{ "rdzv-endpoint", 0, VAL(p_endpoint), "HOST:PORT",
+	{ "rdzv-endpoint", 0, FN(p_endpoint, "HOST:PORT"),
 	  "the rover-master to rendezvous with (default: $ROVER_MASTER_ADDR, else a private "
 	  "one with --standalone or one node)" },
-	{ "rdzv-id", 0, VAL(p_rdzv_id), "ID",
+	{ "rdzv-id", 0, FN(p_rdzv_id, "ID"),
 	  "the job's id, given to workers as TORCHELASTIC_RUN_ID (default none)" },
-	{ "rdzv-conf", 0, VAL(p_rdzv_conf), "K=V,...",
+	{ "rdzv-conf", 0, FN(p_rdzv_conf, "K=V,..."),
 	  "rendezvous settings; join_timeout=SECONDS bounds the wait for a world (default 600)" },
-	{ "standalone", 0, SWITCH(standalone), NULL,
+	{ "standalone", 0, SWITCH(standalone),
 	  "one node: start a private rover-master on a free loopback port" },
-	{ "max-restarts", 0, VAL(p_max_restarts), "N",
+	{ "max-restarts", 0, INT(max_restarts, 0, 1000000, "N"),
 	  "restarts of the local worker group before the job fails (default 0)" },
-	{ "monitor-interval", 0, VAL(p_monitor), "SECONDS",
+	{ "monitor-interval", 0, DOUBLE(monitor_interval, 0, 3600),
 	  "accepted: deaths are seen at once through pidfds, nothing polls" },
-	{ "start-method", 0, VAL(p_start_method), "spawn|fork|forkserver",
+	{ "start-method", 0, CHOICE(start_method, start_methods, "spawn|fork|forkserver"),
 	  "accepted: workers are always started as new processes" },
-	{ "role", 0, VAL(p_role), "NAME", "the workers' ROLE_NAME (default \"default\")" },
-	{ "module", 'm', SWITCH(module), NULL,
-	  "the script is a Python module, run as python -m MODULE" },
-	{ "no-python", 0, SWITCH(no_python), NULL,
+	{ "role", 0, STR(role, "NAME"), "the workers' ROLE_NAME (default \"default\")" },
+	{ "module", 'm', SWITCH(module), "the script is a Python module, run as python -m MODULE" },
+	{ "no-python", 0, SWITCH(no_python),
 	  "the script is a program to run as is, not a Python file" },
-	{ "run-path", 0, SWITCH(run_path), NULL,
-	  "accepted: the script runs as a Python file either way" },
-	{ "log-dir", 0, VAL(p_log_dir), "DIR",
+	{ "run-path", 0, SWITCH(run_path), "accepted: the script runs as a Python file either way" },
+	{ "log-dir", 0, STR(log_dir, "DIR"),
 	  "write each worker's stdout and stderr under DIR/attempt_N/LOCAL_RANK/" },
-	{ "redirects", 'r', VAL(p_redirects), "MASK|R:MASK,...",
+	{ "redirects", 'r', STD(redirects),
 	  "streams that go to the log files only, not the console: 0 none, 1 stdout, "
 	  "2 stderr, 3 both; or per local rank (0:1,1:2)" },
-	{ "tee", 't', VAL(p_tee), "MASK|R:MASK,...",
+	{ "tee", 't', STD(tee),
 	  "streams that go to the console and the log files (masks as --redirects); every "
 	  "console line carries a [rankN]: prefix" },
-	{ "node-rank", 0, VAL(p_node_rank), "N",
+	{ "node-rank", 0, INT(node_rank, 0, 1023, "N"),
 	  "accepted: the master gives each node its rank (ROVER_NODE_RANK when it started us)" },
-	{ "master-addr", 0, VAL(p_master_addr), "HOST",
+	{ "master-addr", 0, STR(master_addr, "HOST"),
 	  "accepted for torchrun's static rendezvous: workers get the address of the world's "
 	  "node 0" },
-	{ "master-port", 0, VAL(p_master_port), "PORT",
+	{ "master-port", 0, INT(master_port, 1, 65535, "PORT"),
 	  "accepted: node 0 picks a free port for every round" },
-	{ "local-addr", 0, VAL(p_local_addr), "HOST",
+	{ "local-addr", 0, STR(local_addr, "HOST"),
 	  "this node's address as the other nodes reach it (default: 127.0.0.1 with a "
 	  "loopback master, else the host name)" },
-	{ "network-check", 0, SWITCH(network_check), NULL,
+	{ "network-check", 0, SWITCH(network_check),
 	  "DLRover's: check the nodes' network before training (accepted)" },
-	{ "node-unit", 0, VAL(p_node_unit), "N",
+	{ "node-unit", 0, INT(node_unit, 1, 1024, "N"),
 	  "DLRover's: the world's node count is a multiple of N (default 1)" },
-	{ "auto-config", 0, SWITCH(auto_config), NULL,
+	{ "auto-config", 0, SWITCH(auto_config),
 	  "DLRover's: take nnodes and nproc-per-node from the environment (accepted)" },
-	{ "exclude-straggler", 0, SWITCH(exclude_straggler), NULL,
+	{ "exclude-straggler", 0, SWITCH(exclude_straggler),
 	  "DLRover's: leave out a node the network check finds slow (accepted)" },
-	{ "save-at-breakpoint", 0, SWITCH(save_at_breakpoint), NULL,
+	{ "save-at-breakpoint", 0, SWITCH(save_at_breakpoint),
 	  "DLRover's: save the in-memory checkpoint when workers fail (accepted)" },
-	{ "accelerator", 0, VAL(p_accelerator), "nvidia.com/gpu|ascend-npu|cpu",
+	{ "accelerator", 0, CHOICE(accelerator, accelerators, "nvidia.com/gpu|ascend-npu|cpu"),
 	  "DLRover's: the kind of device (default nvidia.com/gpu)" },
-	{ "hang-timeout", 0, VAL(p_hang), "SECONDS",
+	{ "hang-timeout", 0, FN(p_hang, "SECONDS"),
 	  "no output from any worker this long is a hang: the group restarts (default 300, "
 	  "0 off)" },
 };
@@ -402,14 +328,52 @@ static const struct flags_opt *find_short(char c)
 
 static int apply(struct flags *f, const struct flags_opt *o, const char *v, struct rv_err *err)
 {
-	if (!o->parse) {
-		bool b = true;
-		if (v && rv_parse_bool(v, &b) < 0)
+	char *field = (char *)f + o->off;
+	char msg[160];
+	int64_t n;
+	switch (o->kind) {
+	case FLAGS_SWITCH:
+		if (v && rv_parse_bool(v, (bool *)field) < 0)
 			return bad(err, o->name, "must be true or false", v);
-		*(bool *)((char *)f + o->bool_off) = b;
+		if (!v)
+			*(bool *)field = true;
 		return 0;
+	case FLAGS_INT:
+		if (rv_parse_i64(v, (int64_t)o->min, (int64_t)o->max, &n) < 0) {
+			snprintf(msg, sizeof(msg), "must be a number from %.0f to %.0f", o->min,
+				 o->max);
+			return bad(err, o->name, msg, v);
+		}
+		*(int *)field = (int)n;
+		return 0;
+	case FLAGS_DOUBLE:
+		if (rv_parse_double(v, o->min, o->max, (double *)field) < 0) {
+			snprintf(msg, sizeof(msg), "must be seconds from %g to %g", o->min, o->max);
+			return bad(err, o->name, msg, v);
+		}
+		return 0;
+	case FLAGS_STR:
+		return copy_str(field, o->size, v, err, o->name);
+	case FLAGS_CHOICE:
+		for (const char *const *c = o->choices; *c; c++)
+			if (!strcmp(v, *c))
+				return copy_str(field, o->size, v, err, o->name);
+		snprintf(msg, sizeof(msg), "must be one of %s", o->metavar);
+		for (char *p = msg; *p; p++)
+			if (*p == '|')
+				*p = ',';
+		return bad(err, o->name, msg, v);
+	case FLAGS_STD:
+		if (parse_std((struct flags_std *)field, v) < 0)
+			return bad(err, o->name,
+				   "must be 0 (none), 1 (stdout), 2 (stderr), 3 (both) or "
+				   "LOCAL_RANK:MASK pairs like 0:1,1:2",
+				   v);
+		return 0;
+	case FLAGS_FN:
+		break;
 	}
-	return o->parse(f, v, err, o->name);
+	return o->fn(f, v, err, o->name);
 }
 
 int flags_parse(struct flags *f, int argc, char *const *argv, struct rv_err *err)
@@ -438,13 +402,13 @@ int flags_parse(struct flags *f, int argc, char *const *argv, struct rv_err *err
 				v = eq + 1;
 		} else {
 			o = find_short(a[1]);
-			if (!o || (!o->parse && a[2]))
+			if (!o || (o->kind == FLAGS_SWITCH && a[2]))
 				return rv_err_set(err, -EINVAL, "", "unknown flag \"%s\" (see --help)",
 						  a);
 			if (a[2])
 				v = a[2] == '=' ? a + 3 : a + 2;
 		}
-		if (o->parse && !v) {
+		if (o->kind != FLAGS_SWITCH && !v) {
 			if (i + 1 >= argc)
 				return rv_err_set(err, -EINVAL, "", "--%s needs a value (%s)", o->name,
 						  o->metavar);
@@ -514,7 +478,7 @@ void flags_print_help(FILE *out)
 		if (o->letter)
 			n = snprintf(head, sizeof(head), "-%c, ", o->letter);
 		snprintf(head + n, sizeof(head) - (size_t)n, "--%s%s%s", o->name,
-			 o->parse ? " " : "", o->parse ? o->metavar : "");
+			 o->kind != FLAGS_SWITCH ? " " : "", o->kind != FLAGS_SWITCH ? o->metavar : "");
 		fprintf(out, "  %s\n      %s\n", head, o->help);
 	}
 	fprintf(out, "  -h, --help\n      this text\n");
