@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "parse.h"
@@ -30,26 +29,21 @@ static int count(const char *s, const char *needle)
 START_TEST(test_user_error_stops_after_two_tracebacks)
 {
 	struct rv_test_run r;
-	ck_assert_int_eq(rv_test_run_init(&r), 0);
-	char script[400];
-	ck_assert_int_eq(rv_test_run_file(&r, "bad.py",
-					  "import os\n"
-					  "def load(path):\n"
-					  "    raise ValueError('no such config: ' + path)\n"
-					  "load('/etc/train.yaml')\n",
-					  script, sizeof(script)),
-			 0);
 	const char *args[] = { "--standalone", "--nproc-per-node", "2", "--max-restarts", "5",
-			       script, NULL };
-	ck_assert_int_eq(rv_test_run_start(&r, args, NULL), 0);
-	int st = rv_test_run_wait(&r, 60000);
-	char *err = rv_test_run_output(&r, 2);
-	ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d\n%s", st, err);
+			       NULL };
+	ck_assert_int_eq(rv_test_run_script(&r, "bad.py",
+					    "import os\n"
+					    "def load(path):\n"
+					    "    raise ValueError('no such config: ' + path)\n"
+					    "load('/etc/train.yaml')\n",
+					    args),
+			 0);
+	char *err = rv_test_run_expect_exit(&r, 1, 60000);
 	/* two starts, not six */
 	ck_assert_msg(count(err, "msg=\"starting workers\"") == 2, "%s", err);
-	ck_assert_msg(strstr(err, "same Python traceback"), "%s", err);
 	/* the traceback itself, shown once more at the end */
 	const char *tail = strstr(err, "same Python traceback");
+	ck_assert_msg(tail, "%s", err);
 	ck_assert_msg(strstr(tail, "Traceback (most recent call last):") &&
 			      strstr(tail, "ValueError: no such config: /etc/train.yaml"),
 		      "%s", err);
@@ -62,24 +56,19 @@ END_TEST
 START_TEST(test_final_failure_summary)
 {
 	struct rv_test_run r;
-	ck_assert_int_eq(rv_test_run_init(&r), 0);
-	char script[400];
+	const char *args[] = { "--standalone", "--nproc-per-node", "2", "--max-restarts", "1",
+			       NULL };
 	/* rank 1 fails without a traceback (so it is not taken for a script
 	 * error); rank 0 would train on */
-	ck_assert_int_eq(rv_test_run_file(&r, "flaky.py",
-					  "import os, sys, time\n"
-					  "if os.environ['RANK'] == '1':\n"
-					  "    print('disk on fire', file=sys.stderr, flush=True)\n"
-					  "    sys.exit(3)\n"
-					  "time.sleep(60)\n",
-					  script, sizeof(script)),
+	ck_assert_int_eq(rv_test_run_script(&r, "flaky.py",
+					    "import os, sys, time\n"
+					    "if os.environ['RANK'] == '1':\n"
+					    "    print('disk on fire', file=sys.stderr, flush=True)\n"
+					    "    sys.exit(3)\n"
+					    "time.sleep(60)\n",
+					    args),
 			 0);
-	const char *args[] = { "--standalone", "--nproc-per-node", "2", "--max-restarts", "1",
-			       script, NULL };
-	ck_assert_int_eq(rv_test_run_start(&r, args, NULL), 0);
-	int st = rv_test_run_wait(&r, 60000);
-	char *err = rv_test_run_output(&r, 2);
-	ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d\n%s", st, err);
+	char *err = rv_test_run_expect_exit(&r, 1, 60000);
 	ck_assert_msg(count(err, "msg=\"starting workers\"") == 2, "%s", err);
 	const char *sum = strstr(err, "rover-run: the job failed:");
 	ck_assert_msg(sum, "%s", err);
@@ -99,21 +88,23 @@ static const char sleeper[] = "import subprocess, time\n"
 			      "print('ready', flush=True)\n"
 			      "time.sleep(300)\n";
 
+/* Start script with two workers and wait until both printed "ready". */
+static void start_ready(struct rv_test_run *r, const char *script)
+{
+	const char *args[] = { "--standalone", "--nproc-per-node", "2", NULL };
+	ck_assert_int_eq(rv_test_run_script(r, "ready.py", script, args), 0);
+	ck_assert(rv_test_run_wait_for(r, 1, "[rank1]:ready", 30000));
+	ck_assert(rv_test_run_wait_for(r, 1, "[rank0]:ready", 30000));
+}
+
 static void stop_leaves_nothing(int sig)
 {
 	struct rv_test_run r;
-	ck_assert_int_eq(rv_test_run_init(&r), 0);
-	char script[400];
-	ck_assert_int_eq(rv_test_run_file(&r, "sleeper.py", sleeper, script, sizeof(script)), 0);
-	const char *args[] = { "--standalone", "--nproc-per-node", "2", script, NULL };
-	ck_assert_int_eq(rv_test_run_start(&r, args, NULL), 0);
-	ck_assert(rv_test_run_wait_for(&r, 1, "[rank1]:ready", 30000));
-	ck_assert(rv_test_run_wait_for(&r, 1, "[rank0]:ready", 30000));
+	start_ready(&r, sleeper);
 	/* two workers, their two sleeps, the private master */
 	ck_assert_int_ge(rv_test_run_tagged(&r), 5);
 	ck_assert_int_eq(rv_test_run_signal(&r, sig), 0);
-	int st = rv_test_run_wait(&r, 30000);
-	ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 128 + sig, "status %d", st);
+	free(rv_test_run_expect_exit(&r, 128 + sig, 30000));
 	ck_assert_int_eq(rv_test_run_tagged(&r), 0);
 	rv_test_run_cleanup(&r);
 }
@@ -133,16 +124,7 @@ END_TEST
 START_TEST(test_kill9_of_rover_run_takes_the_workers)
 {
 	struct rv_test_run r;
-	ck_assert_int_eq(rv_test_run_init(&r), 0);
-	char script[400];
-	ck_assert_int_eq(rv_test_run_file(&r, "wait.py",
-					  "import time\nprint('ready', flush=True)\ntime.sleep(300)\n",
-					  script, sizeof(script)),
-			 0);
-	const char *args[] = { "--standalone", "--nproc-per-node", "2", script, NULL };
-	ck_assert_int_eq(rv_test_run_start(&r, args, NULL), 0);
-	ck_assert(rv_test_run_wait_for(&r, 1, "[rank1]:ready", 30000));
-	ck_assert(rv_test_run_wait_for(&r, 1, "[rank0]:ready", 30000));
+	start_ready(&r, "import time\nprint('ready', flush=True)\ntime.sleep(300)\n");
 	ck_assert_int_ge(rv_test_run_tagged(&r), 3);
 	ck_assert_int_eq(rv_test_run_signal(&r, SIGKILL), 0);
 	rv_test_run_wait(&r, 10000);
@@ -160,20 +142,15 @@ END_TEST
 START_TEST(test_hang_restarts_then_fails)
 {
 	struct rv_test_run r;
-	ck_assert_int_eq(rv_test_run_init(&r), 0);
-	char script[400];
-	ck_assert_int_eq(rv_test_run_file(&r, "hang.py",
-					  "import time\nprint('started', flush=True)\n"
-					  "time.sleep(300)\n",
-					  script, sizeof(script)),
-			 0);
 	const char *args[] = { "--standalone", "--nproc-per-node", "2", "--max-restarts", "1",
-			       "--hang-timeout", "1", script, NULL };
+			       "--hang-timeout", "1", NULL };
 	int64_t t0 = rv_mono_ms();
-	ck_assert_int_eq(rv_test_run_start(&r, args, NULL), 0);
-	int st = rv_test_run_wait(&r, 60000);
-	char *err = rv_test_run_output(&r, 2);
-	ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d\n%s", st, err);
+	ck_assert_int_eq(rv_test_run_script(&r, "hang.py",
+					    "import time\nprint('started', flush=True)\n"
+					    "time.sleep(300)\n",
+					    args),
+			 0);
+	char *err = rv_test_run_expect_exit(&r, 1, 60000);
 	ck_assert_msg(count(err, "msg=\"starting workers\"") == 2, "%s", err);
 	ck_assert_msg(count(err, "msg=\"worker hangs: no output\" rank=1") == 2, "%s", err);
 	ck_assert_msg(strstr(err, "rover-run: the job failed: workers hung: no output for 1 s"),
@@ -192,18 +169,14 @@ START_TEST(test_bad_flag_exit_2)
 	ck_assert_int_eq(rv_test_run_init(&r), 0);
 	const char *args[] = { "--nproc-per-node", "many", "x.py", NULL };
 	ck_assert_int_eq(rv_test_run_start(&r, args, NULL), 0);
-	int st = rv_test_run_wait(&r, 10000);
-	char *err = rv_test_run_output(&r, 2);
-	ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 2, "status %d", st);
+	char *err = rv_test_run_expect_exit(&r, 2, 10000);
 	ck_assert_msg(strstr(err, "--nproc-per-node \"many\": must be auto, cpu, gpu or a number"),
 		      "%s", err);
 	free(err);
 	/* several nodes need a master to meet at */
 	const char *args2[] = { "--nnodes", "2", "x.py", NULL };
 	ck_assert_int_eq(rv_test_run_start(&r, args2, NULL), 0);
-	st = rv_test_run_wait(&r, 10000);
-	err = rv_test_run_output(&r, 2);
-	ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 2, "status %d", st);
+	err = rv_test_run_expect_exit(&r, 2, 10000);
 	ck_assert_msg(strstr(err, "--rdzv-endpoint"), "%s", err);
 	free(err);
 	rv_test_run_cleanup(&r);

@@ -23,12 +23,7 @@
 
 static void assert_exit0(struct rv_test_run *r, int timeout_ms)
 {
-	int st = rv_test_run_wait(r, timeout_ms);
-	if (!(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
-		char *err = rv_test_run_output(r, 2);
-		char *out = rv_test_run_output(r, 1);
-		ck_abort_msg("rover-run ended with status %d\nstdout:\n%s\nstderr:\n%s", st, out, err);
-	}
+	free(rv_test_run_expect_exit(r, 0, timeout_ms));
 }
 
 START_TEST(test_standalone_reaches_accuracy)
@@ -143,27 +138,40 @@ START_TEST(test_torchrun_script_unmodified)
 }
 END_TEST
 
-START_TEST(test_two_nodes_one_master)
+/* A rover-master for two nodes, and two rover-run nodes of one worker
+ * against it running args (after the node flags) then the script text
+ * (NULL: args name it). */
+static void start_two_nodes(struct rv_test_master *m, struct rv_test_run r[2],
+			    const char *const *args, const char *text)
 {
 	char *spec = rv_test_master_spec(1000, 10, 1, 2, 2);
-	struct rv_test_master m;
-	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
+	ck_assert_int_eq(rv_test_master_init(m, spec), 0);
 	free(spec);
-	ck_assert_int_eq(rv_test_master_start(&m, NULL), 0);
+	ck_assert_int_eq(rv_test_master_start(m, NULL), 0);
 	char ep[64];
-	snprintf(ep, sizeof(ep), "127.0.0.1:%d", m.port);
-	struct rv_test_run r[2];
-	char script[400];
+	snprintf(ep, sizeof(ep), "127.0.0.1:%d", m->port);
+	const char *argv[32] = { "--nnodes", "2", "--nproc-per-node", "1", "--max-restarts", "2",
+				 "--rdzv-endpoint", ep };
+	int n = 8;
+	while (*args && n < 31)
+		argv[n++] = *args++;
+	argv[n] = NULL;
 	for (int i = 0; i < 2; i++) {
-		ck_assert_int_eq(rv_test_run_init(&r[i]), 0);
-		const char *args[] = { "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-endpoint",
-				       ep, NULL, NULL };
-		ck_assert_int_eq(rv_test_run_file(&r[i], "plain.py", torchrun_script, script,
-						  sizeof(script)),
-				 0);
-		args[6] = script;
-		ck_assert_int_eq(rv_test_run_start(&r[i], args, NULL), 0);
+		if (text)
+			ck_assert_int_eq(rv_test_run_script(&r[i], "plain.py", text, argv), 0);
+		else {
+			ck_assert_int_eq(rv_test_run_init(&r[i]), 0);
+			ck_assert_int_eq(rv_test_run_start(&r[i], argv, NULL), 0);
+		}
 	}
+}
+
+START_TEST(test_two_nodes_one_master)
+{
+	struct rv_test_master m;
+	struct rv_test_run r[2];
+	const char *none[] = { NULL };
+	start_two_nodes(&m, r, none, torchrun_script);
 	for (int i = 0; i < 2; i++)
 		assert_exit0(&r[i], 60000);
 	/* one world of two nodes: global ranks 0 and 1, group ranks 0 and 1 */
@@ -190,21 +198,10 @@ END_TEST
  * the job still reaches the accuracy. */
 START_TEST(test_two_nodes_worker_killed)
 {
-	char *spec = rv_test_master_spec(1000, 10, 1, 2, 2);
 	struct rv_test_master m;
-	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
-	free(spec);
-	ck_assert_int_eq(rv_test_master_start(&m, NULL), 0);
-	char ep[64];
-	snprintf(ep, sizeof(ep), "127.0.0.1:%d", m.port);
 	struct rv_test_run r[2];
-	for (int i = 0; i < 2; i++) {
-		ck_assert_int_eq(rv_test_run_init(&r[i]), 0);
-		const char *args[] = { "--nnodes", "2", "--nproc-per-node", "1", "--max-restarts",
-				       "2", "--rdzv-endpoint", ep, EXAMPLE, "--steps", "100",
-				       "--step-sleep", "0.02", NULL };
-		ck_assert_int_eq(rv_test_run_start(&r[i], args, NULL), 0);
-	}
+	const char *args[] = { EXAMPLE, "--steps", "100", "--step-sleep", "0.02", NULL };
+	start_two_nodes(&m, r, args, NULL);
 	/* mid-run: rank 0, on either node, has logged steps */
 	int64_t until = rv_mono_ms() + 60000;
 	while (!rv_test_run_wait_for(&r[0], 1, "[rank0]:step=20 ", 0) &&

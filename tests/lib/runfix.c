@@ -8,7 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <check.h>
 
 #include "brainfix.h"
 #include "parse.h"
@@ -44,6 +47,7 @@ int rv_test_run_start(struct rv_test_run *r, const char *const *args, const char
 	while (env && *env && ne < 31)
 		envv[ne++] = *env++;
 	envv[ne] = NULL;
+	rv_proc_release(&r->proc); /* a run before, already waited for */
 	int ofd = open(r->out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	int efd = open(r->err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	struct rv_proc_opts o = {
@@ -220,4 +224,34 @@ void rv_test_run_cleanup(struct rv_test_run *r)
 		rv_proc_run(&o, 10000, NULL, NULL);
 		r->dir[0] = 0;
 	}
+}
+
+int rv_test_run_script(struct rv_test_run *r, const char *name, const char *text,
+		       const char *const *args)
+{
+	char path[400];
+	const char *argv[64];
+	int n = 0, rc = rv_test_run_init(r);
+	if (rc < 0)
+		return rc;
+	rc = rv_test_run_file(r, name, text, path, sizeof(path));
+	if (rc < 0)
+		return rc;
+	while (args && *args && n < 62)
+		argv[n++] = *args++;
+	argv[n++] = path;
+	argv[n] = NULL;
+	return rv_test_run_start(r, argv, NULL);
+}
+
+char *rv_test_run_expect_exit(struct rv_test_run *r, int code, int timeout_ms)
+{
+	int st = rv_test_run_wait(r, timeout_ms);
+	char *err = rv_test_run_output(r, 2);
+	if (!(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == code)) {
+		char *out = rv_test_run_output(r, 1);
+		ck_abort_msg("rover-run: wait status %d, not exit %d\nstdout:\n%s\nstderr:\n%s", st,
+			     code, out, err);
+	}
+	return err;
 }
