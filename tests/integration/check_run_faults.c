@@ -48,8 +48,7 @@ START_TEST(test_user_error_stops_after_two_tracebacks)
 			      strstr(tail, "ValueError: no such config: /etc/train.yaml"),
 		      "%s", err);
 	free(err);
-	ck_assert_int_eq(rv_test_run_tagged(&r), 0);
-	rv_test_run_cleanup(&r);
+	rv_test_run_end(&r);
 }
 END_TEST
 
@@ -105,8 +104,7 @@ static void stop_leaves_nothing(int sig)
 	ck_assert_int_ge(rv_test_run_tagged(&r), 5);
 	ck_assert_int_eq(rv_test_run_signal(&r, sig), 0);
 	free(rv_test_run_expect_exit(&r, 128 + sig, 30000));
-	ck_assert_int_eq(rv_test_run_tagged(&r), 0);
-	rv_test_run_cleanup(&r);
+	rv_test_run_end(&r);
 }
 
 START_TEST(test_sigint_leaves_no_process)
@@ -132,8 +130,7 @@ START_TEST(test_kill9_of_rover_run_takes_the_workers)
 	int64_t until = rv_mono_ms() + 5000;
 	while (rv_test_run_tagged(&r) > 0 && rv_mono_ms() < until)
 		usleep(20 * 1000);
-	ck_assert_int_eq(rv_test_run_tagged(&r), 0);
-	rv_test_run_cleanup(&r);
+	rv_test_run_end(&r);
 }
 END_TEST
 
@@ -158,8 +155,7 @@ START_TEST(test_hang_restarts_then_fails)
 	/* detected within about the timeout, not minutes */
 	ck_assert_int_lt(rv_mono_ms() - t0, 15000);
 	free(err);
-	ck_assert_int_eq(rv_test_run_tagged(&r), 0);
-	rv_test_run_cleanup(&r);
+	rv_test_run_end(&r);
 }
 END_TEST
 

@@ -43,8 +43,7 @@ START_TEST(test_standalone_reaches_accuracy)
 	double a = strtod(acc + strlen("[rank0]:test_accuracy="), NULL);
 	ck_assert_msg(a >= 0.9, "accuracy %.4f", a);
 	free(out);
-	ck_assert_int_eq(rv_test_run_tagged(&r), 0);
-	rv_test_run_cleanup(&r);
+	rv_test_run_end(&r);
 }
 END_TEST
 
@@ -134,7 +133,7 @@ START_TEST(test_torchrun_script_unmodified)
 				  "restarts=0/2 run=job42 omp=1 sum=3 missing=-"),
 		      "%s", out);
 	free(out);
-	rv_test_run_cleanup(&r);
+	rv_test_run_end(&r);
 }
 END_TEST
 

@@ -255,3 +255,10 @@ char *rv_test_run_expect_exit(struct rv_test_run *r, int code, int timeout_ms)
 	}
 	return err;
 }
+
+void rv_test_run_end(struct rv_test_run *r)
+{
+	int left = rv_test_run_tagged(r);
+	rv_test_run_cleanup(r);
+	ck_assert_msg(left == 0, "%d process(es) of the job still run", left);
+}

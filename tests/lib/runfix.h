@@ -59,6 +59,9 @@ int rv_test_run_script(struct rv_test_run *r, const char *name, const char *text
 /* Wait up to timeout_ms and fail the test (check) unless rover-run exited
  * with code; returns its stderr (malloc'd). */
 char *rv_test_run_expect_exit(struct rv_test_run *r, int code, int timeout_ms);
+/* Fail the test (check) if a process of the job is still in the process
+ * table, then clean up as rv_test_run_cleanup. */
+void rv_test_run_end(struct rv_test_run *r);
 /* Kill what is left (SIGKILL) and remove the folder. */
 void rv_test_run_cleanup(struct rv_test_run *r);
 
