@@ -13,8 +13,7 @@
 #include "flags.h"
 #include "parse.h"
 
-typedef int flags_parse_fn(struct flags *f, const char *v, struct rv_err *err,
-			   const char *name);
+typedef int flags_parse_fn(struct flags *f, const char *v, struct rv_err *err, const char *name);
 
 /* What a flag's value is; the field at off in struct flags receives it. */
 enum flags_kind {
@@ -203,17 +202,17 @@ static int p_hang(struct flags *f, const char *v, struct rv_err *err, const char
 	return 0;
 }
 
-#define OFF(field) offsetof(struct flags, field), sizeof(((struct flags *)0)->field)
-#define SWITCH(field) FLAGS_SWITCH, OFF(field), 0, 0, NULL, NULL, NULL
-#define INT(field, lo, hi, metavar) FLAGS_INT, OFF(field), lo, hi, NULL, NULL, metavar
-#define DOUBLE(field, lo, hi) FLAGS_DOUBLE, OFF(field), lo, hi, NULL, NULL, "SECONDS"
-#define STR(field, metavar) FLAGS_STR, OFF(field), 0, 0, NULL, NULL, metavar
+#define OFF(field)                   offsetof(struct flags, field), sizeof(((struct flags *)0)->field)
+#define SWITCH(field)                FLAGS_SWITCH, OFF(field), 0, 0, NULL, NULL, NULL
+#define INT(field, lo, hi, metavar)  FLAGS_INT, OFF(field), lo, hi, NULL, NULL, metavar
+#define DOUBLE(field, lo, hi)        FLAGS_DOUBLE, OFF(field), lo, hi, NULL, NULL, "SECONDS"
+#define STR(field, metavar)          FLAGS_STR, OFF(field), 0, 0, NULL, NULL, metavar
 #define CHOICE(field, list, metavar) FLAGS_CHOICE, OFF(field), 0, 0, list, NULL, metavar
-#define STD(field) FLAGS_STD, OFF(field), 0, 0, NULL, NULL, "MASK|R:MASK,..."
-#define FN(fn, metavar) FLAGS_FN, 0, 0, 0, 0, NULL, fn, metavar
+#define STD(field)                   FLAGS_STD, OFF(field), 0, 0, NULL, NULL, "MASK|R:MASK,..."
+#define FN(fn, metavar)              FLAGS_FN, 0, 0, 0, 0, NULL, fn, metavar
 
-static const char *const backends[] = { "static", "c10d", "etcd", "etcd-v2", "dlrover-master",
-					"rover", NULL };
+static const char *const backends[] = { "static",         "c10d",  "etcd", "etcd-v2",
+					"dlrover-master", "rover", NULL };
 static const char *const start_methods[] = { "spawn", "fork", "forkserver", NULL };
 static const char *const accelerators[] = { "nvidia.com/gpu", "ascend-npu", "cpu", NULL };
 
@@ -224,8 +223,10 @@ static const struct flags_opt flags_table[] = {
 	{ "nproc-per-node", 0, FN(p_nproc, "auto|cpu|gpu|N"),
 	  "workers on this node: a number, one per GPU (gpu), one per CPU (cpu), or gpu when "
 	  "there are GPUs else cpu (auto); default 1" },
-	{ "rdzv-backend", 0, CHOICE(rdzv_backend, backends, "static|c10d|etcd|etcd-v2|dlrover-master|rover"),
-	  "accepted for torchrun's and DLRover's scripts: the rendezvous is always rover-master's" },
+	{ "rdzv-backend", 0,
+	  CHOICE(rdzv_backend, backends, "static|c10d|etcd|etcd-v2|dlrover-master|rover"),
+	  "accepted for torchrun's and DLRover's scripts: the rendezvous is always "
+	  "rover-master's" },
 	{ "rdzv-endpoint", 0, FN(p_endpoint, "HOST:PORT"),
 	  "the rover-master to rendezvous with (default: $ROVER_MASTER_ADDR, else a private "
 	  "one with --standalone or one node)" },
@@ -245,7 +246,8 @@ static const struct flags_opt flags_table[] = {
 	{ "module", 'm', SWITCH(module), "the script is a Python module, run as python -m MODULE" },
 	{ "no-python", 0, SWITCH(no_python),
 	  "the script is a program to run as is, not a Python file" },
-	{ "run-path", 0, SWITCH(run_path), "accepted: the script runs as a Python file either way" },
+	{ "run-path", 0, SWITCH(run_path),
+	  "accepted: the script runs as a Python file either way" },
 	{ "log-dir", 0, STR(log_dir, "DIR"),
 	  "write each worker's stdout and stderr under DIR/attempt_N/LOCAL_RANK/" },
 	{ "redirects", 'r', STD(redirects),
@@ -331,12 +333,15 @@ static int apply(struct flags *f, const struct flags_opt *o, const char *v, stru
 	char *field = (char *)f + o->off;
 	char msg[160];
 	int64_t n;
+	int i;
+	double d;
+	bool b;
 	switch (o->kind) {
 	case FLAGS_SWITCH:
-		if (v && rv_parse_bool(v, (bool *)field) < 0)
+		b = true;
+		if (v && rv_parse_bool(v, &b) < 0)
 			return bad(err, o->name, "must be true or false", v);
-		if (!v)
-			*(bool *)field = true;
+		memcpy(field, &b, sizeof(b));
 		return 0;
 	case FLAGS_INT:
 		if (rv_parse_i64(v, (int64_t)o->min, (int64_t)o->max, &n) < 0) {
@@ -344,13 +349,15 @@ static int apply(struct flags *f, const struct flags_opt *o, const char *v, stru
 				 o->max);
 			return bad(err, o->name, msg, v);
 		}
-		*(int *)field = (int)n;
+		i = (int)n;
+		memcpy(field, &i, sizeof(i));
 		return 0;
 	case FLAGS_DOUBLE:
-		if (rv_parse_double(v, o->min, o->max, (double *)field) < 0) {
+		if (rv_parse_double(v, o->min, o->max, &d) < 0) {
 			snprintf(msg, sizeof(msg), "must be seconds from %g to %g", o->min, o->max);
 			return bad(err, o->name, msg, v);
 		}
+		memcpy(field, &d, sizeof(d));
 		return 0;
 	case FLAGS_STR:
 		return copy_str(field, o->size, v, err, o->name);
@@ -396,22 +403,23 @@ int flags_parse(struct flags *f, int argc, char *const *argv, struct rv_err *err
 			size_t n = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
 			o = find_long(a + 2, n);
 			if (!o)
-				return rv_err_set(err, -EINVAL, "", "unknown flag \"%.*s\" (see --help)",
+				return rv_err_set(err, -EINVAL, "",
+						  "unknown flag \"%.*s\" (see --help)",
 						  (int)(n + 2), a);
 			if (eq)
 				v = eq + 1;
 		} else {
 			o = find_short(a[1]);
 			if (!o || (o->kind == FLAGS_SWITCH && a[2]))
-				return rv_err_set(err, -EINVAL, "", "unknown flag \"%s\" (see --help)",
-						  a);
+				return rv_err_set(err, -EINVAL, "",
+						  "unknown flag \"%s\" (see --help)", a);
 			if (a[2])
 				v = a[2] == '=' ? a + 3 : a + 2;
 		}
 		if (o->kind != FLAGS_SWITCH && !v) {
 			if (i + 1 >= argc)
-				return rv_err_set(err, -EINVAL, "", "--%s needs a value (%s)", o->name,
-						  o->metavar);
+				return rv_err_set(err, -EINVAL, "", "--%s needs a value (%s)",
+						  o->name, o->metavar);
 			v = argv[++i];
 		}
 		int rc = apply(f, o, v, err);
@@ -465,7 +473,8 @@ void flags_print_help(FILE *out)
 		"usage: rover-run [FLAGS] SCRIPT [SCRIPT ARGS...]\n"
 		"       rover-run [FLAGS] -m MODULE [ARGS...] | --no-python PROGRAM [ARGS...]\n\n"
 		"A drop-in for torchrun: starts --nproc-per-node workers with torchrun's\n"
-		"environment (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, ...), forms the world with\n"
+		"environment (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, ...), forms the world "
+		"with\n"
 		"a rover-master, restarts the workers when one dies (up to --max-restarts) and\n"
 		"stops a job whose script fails twice at start with the same traceback.\n"
 		"Flags take --flag VALUE or --flag=VALUE; --a-flag and --a_flag are the same.\n"
@@ -478,7 +487,8 @@ void flags_print_help(FILE *out)
 		if (o->letter)
 			n = snprintf(head, sizeof(head), "-%c, ", o->letter);
 		snprintf(head + n, sizeof(head) - (size_t)n, "--%s%s%s", o->name,
-			 o->kind != FLAGS_SWITCH ? " " : "", o->kind != FLAGS_SWITCH ? o->metavar : "");
+			 o->kind != FLAGS_SWITCH ? " " : "",
+			 o->kind != FLAGS_SWITCH ? o->metavar : "");
 		fprintf(out, "  %s\n      %s\n", head, o->help);
 	}
 	fprintf(out, "  -h, --help\n      this text\n");

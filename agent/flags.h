@@ -16,7 +16,7 @@
 
 #include "err.h"
 
-#define FLAGS_MAX_NPROC 1024
+#define FLAGS_MAX_NPROC     1024
 #define FLAGS_MAX_STD_RANKS 64
 
 /* How --nproc-per-node was given. */
@@ -33,8 +33,8 @@ enum { FLAGS_STD_OUT = 1, FLAGS_STD_ERR = 2 };
 /* -r/--redirects or -t/--tee: one mask for every local rank, or one per
  * local rank ("0:1,1:2": the ranks not named get 0). */
 struct flags_std {
-	int all;                          /* the mask of ranks not in per[] */
-	int nper;                         /* 0: all applies to every rank */
+	int all;  /* the mask of ranks not in per[] */
+	int nper; /* 0: all applies to every rank */
 	int per_rank[FLAGS_MAX_STD_RANKS];
 	int per_mask[FLAGS_MAX_STD_RANKS];
 };
@@ -49,24 +49,24 @@ struct flags {
 	char rdzv_conf[512];         /* k=v,k=v as given */
 	int rdzv_join_timeout_s;     /* join_timeout of --rdzv-conf; default 600 */
 	bool standalone;
-	int max_restarts;         /* default 0 */
-	double monitor_interval;  /* accepted: supervision does not poll */
-	char start_method[16];    /* spawn, fork or forkserver (accepted) */
-	char role[64];            /* default "default" */
-	bool module;              /* -m: the script is a module (python -m) */
-	bool no_python;           /* the script is a program, not Python */
-	bool run_path;            /* accepted: the script runs as with python */
-	char log_dir[512];        /* "" none */
+	int max_restarts;        /* default 0 */
+	double monitor_interval; /* accepted: supervision does not poll */
+	char start_method[16];   /* spawn, fork or forkserver (accepted) */
+	char role[64];           /* default "default" */
+	bool module;             /* -m: the script is a module (python -m) */
+	bool no_python;          /* the script is a program, not Python */
+	bool run_path;           /* accepted: the script runs as with python */
+	char log_dir[512];       /* "" none */
 	struct flags_std redirects, tee;
-	int node_rank;            /* -1 unless given */
-	char master_addr[256];    /* default 127.0.0.1 */
-	int master_port;          /* default 29500 */
-	char local_addr[256];     /* "" none: this node's address as others see it */
+	int node_rank;         /* -1 unless given */
+	char master_addr[256]; /* default 127.0.0.1 */
+	int master_port;       /* default 29500 */
+	char local_addr[256];  /* "" none: this node's address as others see it */
 	/* DLRover's */
 	bool network_check, auto_config, exclude_straggler, save_at_breakpoint;
-	int node_unit;            /* default 1 */
-	char accelerator[32];     /* default "nvidia.com/gpu" */
-	double hang_timeout_s;    /* no output this long is a hang; default 300; 0: off */
+	int node_unit;         /* default 1 */
+	char accelerator[32];  /* default "nvidia.com/gpu" */
+	double hang_timeout_s; /* no output this long is a hang; default 300; 0: off */
 	/* the script and its arguments: borrowed from argv */
 	const char *script;
 	char *const *script_args;

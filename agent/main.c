@@ -27,8 +27,9 @@ int main(int argc, char **argv)
 	enum rv_log_level level = RV_LOG_INFO;
 	const char *lv = getenv("ROVER_LOG_LEVEL");
 	if (lv && rv_log_level_parse(lv, &level) < 0) {
-		fprintf(stderr, "rover-run: ROVER_LOG_LEVEL \"%s\" must be debug, info, warn or "
-				"error\n",
+		fprintf(stderr,
+			"rover-run: ROVER_LOG_LEVEL \"%s\" must be debug, info, warn or "
+			"error\n",
 			lv);
 		return RUN_EXIT_USAGE;
 	}

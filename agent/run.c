@@ -39,9 +39,9 @@
 #include "standalone.h"
 #include "worker.h"
 
-#define RUN_HEARTBEAT_MS 1000
-#define RUN_STOP_GRACE_MS 5000
-#define RUN_WORLD_POLL_MS 500
+#define RUN_HEARTBEAT_MS   1000
+#define RUN_STOP_GRACE_MS  5000
+#define RUN_WORLD_POLL_MS  500
 #define RUN_PEER_REPORT_MS 300
 
 enum run_tag { TAG_SIG = 1, TAG_TIMER, TAG_PIDFD, TAG_OUT, TAG_ERR };
@@ -72,8 +72,8 @@ struct run {
 	int group_rank, group_world_size, world_size, rank_offset;
 	char w_master_addr[RV_ADDR_MAX];
 	int w_master_port;
-	struct worker *w; /* nproc */
-	int failed;       /* index of the worker whose death ended the group */
+	struct worker *w;          /* nproc */
+	int failed;                /* index of the worker whose death ended the group */
 	char last_tb[WORKER_TAIL]; /* the previous failure's traceback, "" none */
 	int stop_sig;
 };
@@ -169,8 +169,7 @@ static int join(struct run *r, struct rv_err *err)
 		return rv_err_set(err, port, "", "could not find a free port: %s", strerror(-port));
 	struct rv_rdzv_join j = { .local_world_size = r->nproc };
 	snprintf(j.node, sizeof(j.node), "%s", r->node);
-	snprintf(j.addr, sizeof(j.addr), "%.*s:%d", (int)sizeof(j.addr) - 13,
-		 r->local_addr, port);
+	snprintf(j.addr, sizeof(j.addr), "%.*s:%d", (int)sizeof(j.addr) - 13, r->local_addr, port);
 	return rv_master_join(r->mc, &j, &r->round, err);
 }
 
@@ -224,7 +223,8 @@ static int rendezvous(struct run *r, struct rv_err *err)
 				return rc;
 			if (rc < 0) {
 				/* the master may still be starting: try again shortly */
-				rv_log_warn("could not join the rendezvous", "reason=\"%s\"", err->msg);
+				rv_log_warn("could not join the rendezvous", "reason=\"%s\"",
+					    err->msg);
 				usleep(200 * 1000);
 				continue;
 			}
@@ -262,8 +262,9 @@ static int rendezvous(struct run *r, struct rv_err *err)
 			last_hb = rv_mono_ms();
 		}
 	}
-	return rv_err_set(err, -ETIMEDOUT, "", "no world formed within %d s (--rdzv-conf "
-					       "join_timeout)",
+	return rv_err_set(err, -ETIMEDOUT, "",
+			  "no world formed within %d s (--rdzv-conf "
+			  "join_timeout)",
 			  r->f->rdzv_join_timeout_s);
 }
 
@@ -271,7 +272,8 @@ static int rendezvous(struct run *r, struct rv_err *err)
 
 static void ep_add(struct run *r, int fd, enum run_tag tag, int idx)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = ((uint64_t)tag << 32) | (uint32_t)idx };
+	struct epoll_event ev = { .events = EPOLLIN,
+				  .data.u64 = ((uint64_t)tag << 32) | (uint32_t)idx };
 	if (fd >= 0)
 		epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev);
 }
@@ -309,8 +311,9 @@ static int group_start(struct run *r, struct rv_err *err)
 		.attempt_dir = r->f->log_dir[0] ? attempt_dir : NULL,
 	};
 	r->attempt++;
-	rv_log_info("starting workers", "round=%lld group_rank=%d nnodes=%d world_size=%d "
-					"local=%d restart=%d master_addr=%s master_port=%d",
+	rv_log_info("starting workers",
+		    "round=%lld group_rank=%d nnodes=%d world_size=%d "
+		    "local=%d restart=%d master_addr=%s master_port=%d",
 		    (long long)r->round, r->group_rank, r->group_world_size, r->world_size,
 		    r->nproc, r->restarts, r->w_master_addr, r->w_master_port);
 	for (int i = 0; i < r->nproc; i++) {
@@ -403,8 +406,9 @@ static int on_timer(struct run *r, enum run_outcome *out)
 	if (rv_master_heartbeat(r->mc, r->node, &hb, &err) < 0)
 		rv_log_warn("could not send a heartbeat", "reason=\"%s\"", err.msg);
 	else if (hb.rejoin || hb.round > r->round) {
-		rv_log_info("the world changes: rendezvous again", "round=%lld next=%lld waiting=%d",
-			    (long long)r->round, (long long)hb.round, hb.waiting);
+		rv_log_info("the world changes: rendezvous again",
+			    "round=%lld next=%lld waiting=%d", (long long)r->round,
+			    (long long)hb.round, hb.waiting);
 		*out = OUT_REJOIN;
 		return 1;
 	}
@@ -491,8 +495,9 @@ static void print_summary(struct run *r, const char *why)
 		if (w->tail_len == 0)
 			fprintf(stderr, "    (no stderr)\n");
 		else
-			fprintf(stderr, "    --- stderr tail ---\n%.*s%s", (int)(w->tail + w->tail_len - start),
-				start, w->tail[w->tail_len - 1] == '\n' ? "" : "\n");
+			fprintf(stderr, "    --- stderr tail ---\n%.*s%s",
+				(int)(w->tail + w->tail_len - start), start,
+				w->tail[w->tail_len - 1] == '\n' ? "" : "\n");
 	}
 	fflush(stderr);
 }
@@ -551,7 +556,8 @@ static int after_failure(struct run *r, enum run_outcome o)
 		worker_traceback(fw, tb, sizeof(tb));
 		if (tb[0] && !strcmp(tb, r->last_tb)) {
 			fprintf(stderr,
-				"rover-run: stopping: rank %d failed with the same Python traceback "
+				"rover-run: stopping: rank %d failed with the same Python "
+				"traceback "
 				"on two starts in a row; that is an error in the script, which "
 				"restarts would not fix:\n%s%s",
 				fw->rank, tb, tb[strlen(tb) - 1] == '\n' ? "" : "\n");
@@ -662,15 +668,16 @@ static int setup(struct run *r, struct rv_err *err)
 	if (r->sigfd < 0 || r->tfd < 0 || r->epfd < 0)
 		return rv_err_set(err, -errno, "", "could not set up the event loop: %s",
 				  strerror(errno));
-	struct itimerspec it = { .it_interval = { RUN_HEARTBEAT_MS / 1000,
-						  (RUN_HEARTBEAT_MS % 1000) * 1000000L },
-				 .it_value = { RUN_HEARTBEAT_MS / 1000,
-					       (RUN_HEARTBEAT_MS % 1000) * 1000000L } };
+	struct itimerspec it = {
+		.it_interval = { RUN_HEARTBEAT_MS / 1000, (RUN_HEARTBEAT_MS % 1000) * 1000000L },
+		.it_value = { RUN_HEARTBEAT_MS / 1000, (RUN_HEARTBEAT_MS % 1000) * 1000000L }
+	};
 	timerfd_settime(r->tfd, 0, &it, NULL);
 	ep_add(r, r->sigfd, TAG_SIG, 0);
 	ep_add(r, r->tfd, TAG_TIMER, 0);
-	rv_log_info("rover-run starting", "node=%s master=%s nproc=%d nnodes=%d:%d "
-					  "max_restarts=%d script=%s",
+	rv_log_info("rover-run starting",
+		    "node=%s master=%s nproc=%d nnodes=%d:%d "
+		    "max_restarts=%d script=%s",
 		    r->node, r->master_addr, r->nproc, f->nnodes_min, f->nnodes_max,
 		    f->max_restarts, f->script);
 	return 0;
@@ -732,7 +739,6 @@ int run_job(const struct flags *f)
 			code = RUN_EXIT_OK;
 			break;
 		case OUT_SIGNAL:
-			break;
 		case OUT_REJOIN:
 			break;
 		case OUT_FAILED:

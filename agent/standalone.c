@@ -75,9 +75,10 @@ int standalone_start(struct standalone *s, const struct flags *f, struct rv_err 
 	if (lfd < 0)
 		return rv_err_set(err, -errno, "", "could not create \"%s\": %s", log,
 				  strerror(errno));
-	const char *argv[] = { exe,	   "--job",	  spec,		"--state-dir",	state,
-			       "--listen", "127.0.0.1:0", "--nnodes",	nnodes,		"--node-unit",
-			       unit,	   "--journal-nosync", "--log-level", "warn",	NULL };
+	const char *argv[] = { exe,           "--job",       spec,          "--state-dir",
+			       state,         "--listen",    "127.0.0.1:0", "--nnodes",
+			       nnodes,        "--node-unit", unit,          "--journal-nosync",
+			       "--log-level", "warn",        NULL };
 	struct rv_proc_opts o = {
 		.argv = argv,
 		.io = { { RV_PROC_NULL, 0 }, { RV_PROC_PIPE, 0 }, { RV_PROC_FD, lfd } },
@@ -109,8 +110,8 @@ int standalone_start(struct standalone *s, const struct flags *f, struct rv_err 
 			}
 		}
 		if (rv_proc_wait(&s->proc, 0, NULL) != -ETIMEDOUT)
-			return rv_err_set(err, -ECHILD, "", "the private rover-master exited; see %s",
-					  log);
+			return rv_err_set(err, -ECHILD, "",
+					  "the private rover-master exited; see %s", log);
 	}
 	return rv_err_set(err, -ETIMEDOUT, "", "the private rover-master did not listen; see %s",
 			  log);

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "parse.h"
 #include "worker.h"
 
@@ -39,15 +40,15 @@ int worker_env(const struct worker_group *g, int lr, const char **env, int max, 
 	int n = 0;
 	size_t used = 0;
 	int rank = g->rank_offset + lr;
-#define PUT(...)                                                                     \
-	do {                                                                         \
-		if (n >= max - 1)                                                    \
-			return -ENOSPC;                                              \
-		int k_ = snprintf(store + used, size - used, __VA_ARGS__);           \
-		if (k_ < 0 || (size_t)k_ >= size - used)                             \
-			return -ENOSPC;                                              \
-		env[n++] = store + used;                                             \
-		used += (size_t)k_ + 1;                                              \
+#define PUT(...)                                                                                   \
+	do {                                                                                       \
+		if (n >= max - 1)                                                                  \
+			return -ENOSPC;                                                            \
+		int k_ = snprintf(store + used, size - used, __VA_ARGS__);                         \
+		if (k_ < 0 || (size_t)k_ >= size - used)                                           \
+			return -ENOSPC;                                                            \
+		env[n++] = store + used;                                                           \
+		used += (size_t)k_ + 1;                                                            \
 	} while (0)
 	PUT("RANK=%d", rank);
 	PUT("LOCAL_RANK=%d", lr);
@@ -97,7 +98,9 @@ int worker_launch(struct worker *w, const struct worker_group *g, int lr, struct
 		w->out[i].log_fd = -1;
 	}
 
-	const char *argv[FLAGS_MAX_NPROC + 8];
+	RV_CLEANUP_FREE const char **argv = calloc((size_t)f->nscript_args + 5, sizeof(*argv));
+	if (!argv)
+		return rv_err_set(err, -ENOMEM, "", "out of memory");
 	int argc = 0;
 	if (!f->no_python) {
 		argv[argc++] = g->python;
@@ -106,8 +109,7 @@ int worker_launch(struct worker *w, const struct worker_group *g, int lr, struct
 			argv[argc++] = "-m";
 	}
 	argv[argc++] = f->script;
-	for (int i = 0; i < f->nscript_args && argc < (int)(sizeof(argv) / sizeof(argv[0])) - 1;
-	     i++)
+	for (int i = 0; i < f->nscript_args; i++)
 		argv[argc++] = f->script_args[i];
 	argv[argc] = NULL;
 

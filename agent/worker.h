@@ -30,22 +30,22 @@ struct worker_group {
 	int local_world_size;
 	int world_size;
 	int group_rank, group_world_size;
-	int rank_offset;           /* global rank of local rank 0 */
-	const char *master_addr;   /* MASTER_ADDR: node 0's address */
-	int master_port;           /* MASTER_PORT: node 0's free port of this round */
-	int restart_count;         /* TORCHELASTIC_RESTART_COUNT */
-	const char *run_id;        /* TORCHELASTIC_RUN_ID */
-	const char *rover_master;  /* ROVER_MASTER_ADDR: host:port of the rover-master */
-	const char *node_name;     /* ROVER_NODE_NAME */
-	const char *python;        /* the interpreter (with_python) */
-	const char *attempt_dir;   /* DIR/attempt_N for the log files, or NULL */
+	int rank_offset;          /* global rank of local rank 0 */
+	const char *master_addr;  /* MASTER_ADDR: node 0's address */
+	int master_port;          /* MASTER_PORT: node 0's free port of this round */
+	int restart_count;        /* TORCHELASTIC_RESTART_COUNT */
+	const char *run_id;       /* TORCHELASTIC_RUN_ID */
+	const char *rover_master; /* ROVER_MASTER_ADDR: host:port of the rover-master */
+	const char *node_name;    /* ROVER_NODE_NAME */
+	const char *python;       /* the interpreter (with_python) */
+	const char *attempt_dir;  /* DIR/attempt_N for the log files, or NULL */
 };
 
 struct worker_stream {
-	int fd;                  /* the pipe's read end (non-blocking), -1 at EOF */
-	int log_fd;              /* the log file, or -1 */
-	bool console;            /* lines go to our own fd 1 or 2 */
-	char line[WORKER_LINE];  /* a partial line waiting for its newline */
+	int fd;                 /* the pipe's read end (non-blocking), -1 at EOF */
+	int log_fd;             /* the log file, or -1 */
+	bool console;           /* lines go to our own fd 1 or 2 */
+	char line[WORKER_LINE]; /* a partial line waiting for its newline */
 	size_t len;
 };
 

@@ -73,14 +73,14 @@ START_TEST(test_every_flag)
 	struct flags f;
 	struct rv_err err;
 	int rc = PARSE(&f, &err, "--nnodes=2:4", "--nproc-per-node", "2", "--rdzv-backend",
-		       "dlrover-master", "--rdzv-endpoint", "h:1", "--rdzv-id", "job7", "--rdzv-conf",
-		       "join_timeout=30,last_call_timeout=1", "--max-restarts", "3",
+		       "dlrover-master", "--rdzv-endpoint", "h:1", "--rdzv-id", "job7",
+		       "--rdzv-conf", "join_timeout=30,last_call_timeout=1", "--max-restarts", "3",
 		       "--monitor-interval", "0.1", "--start-method", "fork", "--role", "trainer",
 		       "--log-dir", "/tmp/l", "-r", "3", "-t", "0:1,1:2", "--node-rank", "1",
 		       "--master-addr", "h2", "--master-port", "1234", "--local-addr", "h3",
-		       "--network-check", "--node-unit", "2", "--auto-config", "--exclude-straggler",
-		       "--save-at-breakpoint", "--accelerator", "ascend-npu", "--hang-timeout", "5",
-		       "--no-python", "--run-path", "prog", "--lr", "0.1");
+		       "--network-check", "--node-unit", "2", "--auto-config",
+		       "--exclude-straggler", "--save-at-breakpoint", "--accelerator", "ascend-npu",
+		       "--hang-timeout", "5", "--no-python", "--run-path", "prog", "--lr", "0.1");
 	ck_assert_msg(rc == 0, "%s", err.msg);
 	ck_assert_int_eq(f.nnodes_min, 2);
 	ck_assert_int_eq(f.nnodes_max, 4);
@@ -156,9 +156,12 @@ static const struct {
 	{ "--nnodes", "--nnodes", { "0", "x", "2:1", ":3", "3:", "1:2:3", "1025", "-1", "", " 1" } },
 	{ "--nproc_per_node", "--nproc-per-node", { "0", "1025", "GPU", "two", "", "-2", "1.5" } },
 	{ "--rdzv-backend", "--rdzv-backend", { "zookeeper", "" } },
-	{ "--rdzv-endpoint", "--rdzv-endpoint", { "host", "host:", ":80", "h:0", "h:65536", "h:x" } },
+	{ "--rdzv-endpoint",
+	  "--rdzv-endpoint",
+	  { "host", "host:", ":80", "h:0", "h:65536", "h:x" } },
 	{ "--rdzv-id", "--rdzv-id", { "a b", "", "k=v" } },
-	{ "--rdzv-conf", "--rdzv-conf",
+	{ "--rdzv-conf",
+	  "--rdzv-conf",
 	  { "k", "=v", "k=", "a=1,", "a=1,,b=2", "join_timeout=0", "join_timeout=x" } },
 	{ "--max-restarts", "--max-restarts", { "-1", "many", "1000001" } },
 	{ "--monitor-interval", "--monitor-interval", { "-0.5", "fast", "3601" } },
@@ -211,13 +214,34 @@ START_TEST(test_help_names_every_flag)
 	flags_print_help(out);
 	fclose(out);
 	static const char *const names[] = {
-		"--nnodes",        "--nproc-per-node", "--rdzv-backend",  "--rdzv-endpoint",
-		"--rdzv-id",       "--rdzv-conf",      "--standalone",    "--max-restarts",
-		"--monitor-interval", "--start-method", "--role",         "-m, --module",
-		"--no-python",     "--run-path",       "--log-dir",       "-r, --redirects",
-		"-t, --tee",       "--node-rank",      "--master-addr",   "--master-port",
-		"--local-addr",    "--network-check",  "--node-unit",     "--auto-config",
-		"--exclude-straggler", "--save-at-breakpoint", "--accelerator", "--hang-timeout",
+		"--nnodes",
+		"--nproc-per-node",
+		"--rdzv-backend",
+		"--rdzv-endpoint",
+		"--rdzv-id",
+		"--rdzv-conf",
+		"--standalone",
+		"--max-restarts",
+		"--monitor-interval",
+		"--start-method",
+		"--role",
+		"-m, --module",
+		"--no-python",
+		"--run-path",
+		"--log-dir",
+		"-r, --redirects",
+		"-t, --tee",
+		"--node-rank",
+		"--master-addr",
+		"--master-port",
+		"--local-addr",
+		"--network-check",
+		"--node-unit",
+		"--auto-config",
+		"--exclude-straggler",
+		"--save-at-breakpoint",
+		"--accelerator",
+		"--hang-timeout",
 	};
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		ck_assert_msg(strstr(text, names[i]), "--help does not explain %s", names[i]);

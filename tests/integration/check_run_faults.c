@@ -29,8 +29,9 @@ static int count(const char *s, const char *needle)
 START_TEST(test_user_error_stops_after_two_tracebacks)
 {
 	struct rv_test_run r;
-	const char *args[] = { "--standalone", "--nproc-per-node", "2", "--max-restarts", "5",
-			       NULL };
+	const char *args[] = {
+		"--standalone", "--nproc-per-node", "2", "--max-restarts", "5", NULL
+	};
 	ck_assert_int_eq(rv_test_run_script(&r, "bad.py",
 					    "import os\n"
 					    "def load(path):\n"
@@ -55,18 +56,20 @@ END_TEST
 START_TEST(test_final_failure_summary)
 {
 	struct rv_test_run r;
-	const char *args[] = { "--standalone", "--nproc-per-node", "2", "--max-restarts", "1",
-			       NULL };
+	const char *args[] = {
+		"--standalone", "--nproc-per-node", "2", "--max-restarts", "1", NULL
+	};
 	/* rank 1 fails without a traceback (so it is not taken for a script
 	 * error); rank 0 would train on */
-	ck_assert_int_eq(rv_test_run_script(&r, "flaky.py",
-					    "import os, sys, time\n"
-					    "if os.environ['RANK'] == '1':\n"
-					    "    print('disk on fire', file=sys.stderr, flush=True)\n"
-					    "    sys.exit(3)\n"
-					    "time.sleep(60)\n",
-					    args),
-			 0);
+	ck_assert_int_eq(
+		rv_test_run_script(&r, "flaky.py",
+				   "import os, sys, time\n"
+				   "if os.environ['RANK'] == '1':\n"
+				   "    print('disk on fire', file=sys.stderr, flush=True)\n"
+				   "    sys.exit(3)\n"
+				   "time.sleep(60)\n",
+				   args),
+		0);
 	char *err = rv_test_run_expect_exit(&r, 1, 60000);
 	ck_assert_msg(count(err, "msg=\"starting workers\"") == 2, "%s", err);
 	const char *sum = strstr(err, "rover-run: the job failed:");
@@ -139,8 +142,14 @@ END_TEST
 START_TEST(test_hang_restarts_then_fails)
 {
 	struct rv_test_run r;
-	const char *args[] = { "--standalone", "--nproc-per-node", "2", "--max-restarts", "1",
-			       "--hang-timeout", "1", NULL };
+	const char *args[] = { "--standalone",
+			       "--nproc-per-node",
+			       "2",
+			       "--max-restarts",
+			       "1",
+			       "--hang-timeout",
+			       "1",
+			       NULL };
 	int64_t t0 = rv_mono_ms();
 	ck_assert_int_eq(rv_test_run_script(&r, "hang.py",
 					    "import time\nprint('started', flush=True)\n"

@@ -30,8 +30,8 @@ START_TEST(test_standalone_reaches_accuracy)
 {
 	struct rv_test_run r;
 	ck_assert_int_eq(rv_test_run_init(&r), 0);
-	const char *args[] = { "--standalone", "--nproc-per-node", "2", EXAMPLE, "--steps", "100",
-			       "--target", "0.9", NULL };
+	const char *args[] = { "--standalone", "--nproc-per-node", "2",   EXAMPLE, "--steps",
+			       "100",          "--target",         "0.9", NULL };
 	ck_assert_int_eq(rv_test_run_start(&r, args, NULL), 0);
 	assert_exit0(&r, 90000);
 	char *out = rv_test_run_output(&r, 1);
@@ -51,8 +51,10 @@ START_TEST(test_kill9_worker_restarts)
 {
 	struct rv_test_run r;
 	ck_assert_int_eq(rv_test_run_init(&r), 0);
-	const char *args[] = { "--standalone", "--nproc_per_node=2", "--max-restarts", "3",
-			       EXAMPLE, "--steps", "120", "--step-sleep", "0.02", NULL };
+	const char *args[] = {
+		"--standalone", "--nproc_per_node=2", "--max-restarts", "3", EXAMPLE, "--steps",
+		"120",          "--step-sleep",       "0.02",           NULL
+	};
 	ck_assert_int_eq(rv_test_run_start(&r, args, NULL), 0);
 	/* mid-run: rank 0 has logged steps */
 	ck_assert_msg(rv_test_run_wait_for(&r, 1, "[rank0]:step=20 ", 60000), "no step 20");
@@ -106,7 +108,8 @@ static const char torchrun_script[] =
 	"dist.all_reduce(t)\n"
 	"print('rank=%s local=%s world=%s lws=%s group=%s/%s role=%s restarts=%s/%s run=%s "
 	"omp=%s sum=%d missing=%s' % (os.environ['RANK'], os.environ['LOCAL_RANK'],\n"
-	"      os.environ['WORLD_SIZE'], os.environ['LOCAL_WORLD_SIZE'], os.environ['GROUP_RANK'],\n"
+	"      os.environ['WORLD_SIZE'], os.environ['LOCAL_WORLD_SIZE'], "
+	"os.environ['GROUP_RANK'],\n"
 	"      os.environ['GROUP_WORLD_SIZE'], os.environ['ROLE_NAME'],\n"
 	"      os.environ['TORCHELASTIC_RESTART_COUNT'], os.environ['TORCHELASTIC_MAX_RESTARTS'],\n"
 	"      os.environ['TORCHELASTIC_RUN_ID'], os.environ.get('OMP_NUM_THREADS'), t.item(),\n"
@@ -120,9 +123,17 @@ START_TEST(test_torchrun_script_unmodified)
 	char script[400];
 	ck_assert_int_eq(rv_test_run_file(&r, "plain.py", torchrun_script, script, sizeof(script)),
 			 0);
-	const char *args[] = { "--standalone", "--nproc_per_node", "2", "--rdzv_id=job42",
-			       "--max_restarts=2", "--role", "trainer", "--monitor-interval", "0.1",
-			       script, NULL };
+	const char *args[] = { "--standalone",
+			       "--nproc_per_node",
+			       "2",
+			       "--rdzv_id=job42",
+			       "--max_restarts=2",
+			       "--role",
+			       "trainer",
+			       "--monitor-interval",
+			       "0.1",
+			       script,
+			       NULL };
 	ck_assert_int_eq(rv_test_run_start(&r, args, NULL), 0);
 	assert_exit0(&r, 60000);
 	char *out = rv_test_run_output(&r, 1);
@@ -149,8 +160,8 @@ static void start_two_nodes(struct rv_test_master *m, struct rv_test_run r[2],
 	ck_assert_int_eq(rv_test_master_start(m, NULL), 0);
 	char ep[64];
 	snprintf(ep, sizeof(ep), "127.0.0.1:%d", m->port);
-	const char *argv[32] = { "--nnodes", "2", "--nproc-per-node", "1", "--max-restarts", "2",
-				 "--rdzv-endpoint", ep };
+	const char *argv[32] = { "--nnodes",       "2", "--nproc-per-node", "1",
+				 "--max-restarts", "2", "--rdzv-endpoint",  ep };
 	int n = 8;
 	while (*args && n < 31)
 		argv[n++] = *args++;

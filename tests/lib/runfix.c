@@ -189,8 +189,7 @@ static int scan(const struct rv_test_run *r, pid_t parent, int rank, pid_t *pids
 	return n;
 }
 
-int rv_test_run_workers(const struct rv_test_run *r, pid_t parent, int rank, pid_t *pids,
-			int max)
+int rv_test_run_workers(const struct rv_test_run *r, pid_t parent, int rank, pid_t *pids, int max)
 {
 	return scan(r, parent, rank, pids, max);
 }

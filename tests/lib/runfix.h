@@ -19,11 +19,11 @@
 
 struct rv_test_run {
 	struct rv_proc proc;
-	char dir[256];  /* private temp folder */
-	char out[320];  /* dir/stdout */
-	char err[320];  /* dir/stderr */
-	char tag[64];   /* ROVER_TEST_TAG of this run */
-	int status;     /* wait status once it exited, else -1 */
+	char dir[256]; /* private temp folder */
+	char out[320]; /* dir/stdout */
+	char err[320]; /* dir/stderr */
+	char tag[64];  /* ROVER_TEST_TAG of this run */
+	int status;    /* wait status once it exited, else -1 */
 };
 
 /* A fresh temp folder (no process yet). */
@@ -43,8 +43,7 @@ bool rv_test_run_wait_for(const struct rv_test_run *r, int which, const char *ne
 /* Pids of processes (children of parent when parent > 0) that carry r's
  * tag and have RANK=rank in their environment (rank < 0: any), up to max;
  * the count. */
-int rv_test_run_workers(const struct rv_test_run *r, pid_t parent, int rank, pid_t *pids,
-			int max);
+int rv_test_run_workers(const struct rv_test_run *r, pid_t parent, int rank, pid_t *pids, int max);
 /* Processes still alive (not zombies) carrying r's tag. */
 int rv_test_run_tagged(const struct rv_test_run *r);
 /* The value of key in pid's environment into out ("" when absent). */
