@@ -63,6 +63,9 @@ struct run {
 	struct standalone sa;
 	bool have_sa;
 	struct rv_master_client *mc;
+	/* heartbeats from the supervisor loop: one attempt, a short timeout, so
+	 * a master that is down never holds a worker's death unseen */
+	struct rv_master_client *hb;
 	const char *python;
 	int epfd, sigfd, tfd;
 	int restarts; /* failures restarted so far: TORCHELASTIC_RESTART_COUNT */
@@ -403,7 +406,7 @@ static int on_timer(struct run *r, enum run_outcome *out)
 		return 0;
 	struct rv_heartbeat_reply hb;
 	struct rv_err err = { 0 };
-	if (rv_master_heartbeat(r->mc, r->node, &hb, &err) < 0)
+	if (rv_master_heartbeat(r->hb, r->node, &hb, &err) < 0)
 		rv_log_warn("could not send a heartbeat", "reason=\"%s\"", err.msg);
 	else if (hb.rejoin || hb.round > r->round) {
 		rv_log_info("the world changes: rendezvous again",
@@ -654,6 +657,12 @@ static int setup(struct run *r, struct rv_err *err)
 	r->mc = rv_master_client_new(&mo, err);
 	if (!r->mc)
 		return err->code ? err->code : -ENOMEM;
+	struct rv_master_opts ho = {
+		.url = url, .connect_timeout_ms = 1000, .timeout_ms = 2000, .max_attempts = 1
+	};
+	r->hb = rv_master_client_new(&ho, err);
+	if (!r->hb)
+		return err->code ? err->code : -ENOMEM;
 
 	sigset_t sigs;
 	sigemptyset(&sigs);
@@ -690,6 +699,7 @@ static void teardown(struct run *r)
 		free(r->w);
 	}
 	rv_master_client_free(r->mc);
+	rv_master_client_free(r->hb);
 	if (r->have_sa)
 		standalone_stop(&r->sa);
 	if (r->epfd >= 0)
