@@ -5,8 +5,8 @@
  * ends with a summary naming each failed rank, its exit code and its
  * stderr; a group silent past --hang-timeout is restarted; SIGINT (Ctrl-C) or SIGTERM to rover-run, and a kill -9 of it,
  * leave no process of the job in the process table (/proc), the workers'
- * own children included where rover-run lives to stop them; a bad flag is
- * exit 2.
+ * own children included where rover-run lives to stop them; --log-dir and
+ * -r put each rank's streams in files; a bad flag is exit 2.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "brainfix.h"
 #include "parse.h"
 #include "runfix.h"
 #include "testutil.h"
@@ -37,7 +38,7 @@ START_TEST(test_user_error_stops_after_two_tracebacks)
 					    "def load(path):\n"
 					    "    raise ValueError('no such config: ' + path)\n"
 					    "load('/etc/train.yaml')\n",
-					    args),
+					    args, NULL),
 			 0);
 	char *err = rv_test_run_expect_exit(&r, 1, 60000);
 	/* two starts, not six */
@@ -68,7 +69,7 @@ START_TEST(test_final_failure_summary)
 				   "    print('disk on fire', file=sys.stderr, flush=True)\n"
 				   "    sys.exit(3)\n"
 				   "time.sleep(60)\n",
-				   args),
+				   args, NULL),
 		0);
 	char *err = rv_test_run_expect_exit(&r, 1, 60000);
 	ck_assert_msg(count(err, "msg=\"starting workers\"") == 2, "%s", err);
@@ -94,7 +95,7 @@ static const char sleeper[] = "import subprocess, time\n"
 static void start_ready(struct rv_test_run *r, const char *script)
 {
 	const char *args[] = { "--standalone", "--nproc-per-node", "2", NULL };
-	ck_assert_int_eq(rv_test_run_script(r, "ready.py", script, args), 0);
+	ck_assert_int_eq(rv_test_run_script(r, "ready.py", script, args, NULL), 0);
 	ck_assert(rv_test_run_wait_for(r, 1, "[rank1]:ready", 30000));
 	ck_assert(rv_test_run_wait_for(r, 1, "[rank0]:ready", 30000));
 }
@@ -154,7 +155,7 @@ START_TEST(test_hang_restarts_then_fails)
 	ck_assert_int_eq(rv_test_run_script(&r, "hang.py",
 					    "import time\nprint('started', flush=True)\n"
 					    "time.sleep(300)\n",
-					    args),
+					    args, NULL),
 			 0);
 	char *err = rv_test_run_expect_exit(&r, 1, 60000);
 	ck_assert_msg(count(err, "msg=\"starting workers\"") == 2, "%s", err);
@@ -163,6 +164,47 @@ START_TEST(test_hang_restarts_then_fails)
 		      "%s", err);
 	/* detected within about the timeout, not minutes */
 	ck_assert_int_lt(rv_mono_ms() - t0, 15000);
+	free(err);
+	rv_test_run_end(&r);
+}
+END_TEST
+
+/* --log-dir: each rank's streams in DIR/attempt_N/LOCAL_RANK/; -r 1 keeps
+ * stdout off the console, stderr still comes with its [rankN]: prefix. */
+START_TEST(test_log_dir_and_redirects)
+{
+	struct rv_test_run r;
+	ck_assert_int_eq(rv_test_run_init(&r), 0);
+	char logs[400], script[400];
+	snprintf(logs, sizeof(logs), "%s/logs", r.dir);
+	ck_assert_int_eq(rv_test_run_file(&r, "talk.py",
+					  "import os, sys\n"
+					  "print('out-' + os.environ['RANK'])\n"
+					  "print('err-' + os.environ['RANK'], file=sys.stderr)\n",
+					  script, sizeof(script)),
+			 0);
+	const char *args[] = {
+		"--standalone", "--nproc-per-node", "2", "--log-dir", logs, "-r", "1", script, NULL
+	};
+	ck_assert_int_eq(rv_test_run_start(&r, args, NULL), 0);
+	char *err = rv_test_run_expect_exit(&r, 0, 30000);
+	char *out = rv_test_run_output(&r, 1);
+	ck_assert_msg(!strstr(out, "out-"), "%s", out);
+	ck_assert_msg(strstr(err, "[rank0]:err-0\n") && strstr(err, "[rank1]:err-1\n"), "%s", err);
+	for (int rank = 0; rank < 2; rank++) {
+		char path[600], want[16];
+		const char *stream[2] = { "stdout", "stderr" };
+		for (int i = 0; i < 2; i++) {
+			snprintf(path, sizeof(path), "%s/attempt_0/%d/%s.log", logs, rank,
+				 stream[i]);
+			snprintf(want, sizeof(want), "%s-%d\n", i ? "err" : "out", rank);
+			char *text = rv_test_read_file(path);
+			ck_assert_msg(text && !strcmp(text, want), "%s: \"%s\"", path,
+				      text ? text : "(none)");
+			free(text);
+		}
+	}
+	free(out);
 	free(err);
 	rv_test_run_end(&r);
 }
@@ -184,6 +226,13 @@ START_TEST(test_bad_flag_exit_2)
 	err = rv_test_run_expect_exit(&r, 2, 10000);
 	ck_assert_msg(strstr(err, "--rdzv-endpoint"), "%s", err);
 	free(err);
+	/* one worker per GPU on a node without one */
+	const char *args3[] = { "--nproc-per-node", "gpu", "x.py", NULL };
+	const char *nogpu[] = { "CUDA_VISIBLE_DEVICES=", NULL };
+	ck_assert_int_eq(rv_test_run_start(&r, args3, nogpu), 0);
+	err = rv_test_run_expect_exit(&r, 2, 10000);
+	ck_assert_msg(strstr(err, "no GPU"), "%s", err);
+	free(err);
 	rv_test_run_cleanup(&r);
 }
 END_TEST
@@ -199,6 +248,7 @@ static Suite *run_faults_suite(void)
 	tcase_add_test(tc, test_sigterm_leaves_no_process);
 	tcase_add_test(tc, test_kill9_of_rover_run_takes_the_workers);
 	tcase_add_test(tc, test_hang_restarts_then_fails);
+	tcase_add_test(tc, test_log_dir_and_redirects);
 	tcase_add_test(tc, test_bad_flag_exit_2);
 	suite_add_tcase(s, tc);
 	return s;

@@ -5,7 +5,9 @@
  * mid-run is restarted (TORCHELASTIC_RESTART_COUNT 1 in the new workers)
  * and the job still reaches it; an unmodified torchrun-style script sees
  * torchrun's whole environment; two rover-run nodes form one world with
- * one rover-master, and re-form it when a worker of one is killed.  Needs /usr/bin/python3 with torch and sklearn.
+ * one rover-master (one of them told where it is by ROVER_MASTER_ADDR and
+ * its name by ROVER_NODE_NAME, as the node manager does), and re-form it
+ * when a worker of one is killed.  Needs /usr/bin/python3 with torch and sklearn.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -150,7 +152,9 @@ END_TEST
 
 /* A rover-master for two nodes, and two rover-run nodes of one worker
  * against it running args (after the node flags) then the script text
- * (NULL: args name it). */
+ * (NULL: args name it).  Node 0 is given the master with --rdzv-endpoint,
+ * node 1 the way the master's node manager gives it: ROVER_MASTER_ADDR and
+ * ROVER_NODE_NAME=node-b in its environment. */
 static void start_two_nodes(struct rv_test_master *m, struct rv_test_run r[2],
 			    const char *const *args, const char *text)
 {
@@ -158,20 +162,27 @@ static void start_two_nodes(struct rv_test_master *m, struct rv_test_run r[2],
 	ck_assert_int_eq(rv_test_master_init(m, spec), 0);
 	free(spec);
 	ck_assert_int_eq(rv_test_master_start(m, NULL), 0);
-	char ep[64];
+	char ep[64], env_addr[96];
 	snprintf(ep, sizeof(ep), "127.0.0.1:%d", m->port);
-	const char *argv[32] = { "--nnodes",       "2", "--nproc-per-node", "1",
-				 "--max-restarts", "2", "--rdzv-endpoint",  ep };
-	int n = 8;
-	while (*args && n < 31)
-		argv[n++] = *args++;
-	argv[n] = NULL;
+	snprintf(env_addr, sizeof(env_addr), "ROVER_MASTER_ADDR=%s", ep);
+	const char *env[] = { env_addr, "ROVER_NODE_NAME=node-b", NULL };
 	for (int i = 0; i < 2; i++) {
+		const char *argv[32] = { "--nnodes",       "2", "--nproc-per-node", "1",
+					 "--max-restarts", "2" };
+		int n = 6;
+		if (i == 0) {
+			argv[n++] = "--rdzv-endpoint";
+			argv[n++] = ep;
+		}
+		for (const char *const *a = args; *a && n < 31; a++)
+			argv[n++] = *a;
+		argv[n] = NULL;
+		const char *const *e = i == 1 ? env : NULL;
 		if (text)
-			ck_assert_int_eq(rv_test_run_script(&r[i], "plain.py", text, argv), 0);
+			ck_assert_int_eq(rv_test_run_script(&r[i], "plain.py", text, argv, e), 0);
 		else {
 			ck_assert_int_eq(rv_test_run_init(&r[i]), 0);
-			ck_assert_int_eq(rv_test_run_start(&r[i], argv, NULL), 0);
+			ck_assert_int_eq(rv_test_run_start(&r[i], argv, e), 0);
 		}
 	}
 }
@@ -196,6 +207,12 @@ START_TEST(test_two_nodes_one_master)
 		/* one worker: torchrun leaves OMP_NUM_THREADS alone */
 		ck_assert_msg(strstr(out, "omp=None"), "%s", out);
 		free(out);
+		/* node 1 joined under the name its environment gave */
+		char *err = rv_test_run_output(&r[i], 2);
+		if (i == 1)
+			ck_assert_msg(strstr(err, "msg=\"joined the rendezvous\" node=node-b "),
+				      "%s", err);
+		free(err);
 		rv_test_run_cleanup(&r[i]);
 	}
 	ck_assert_int_eq(seen, 3);

@@ -226,7 +226,7 @@ void rv_test_run_cleanup(struct rv_test_run *r)
 }
 
 int rv_test_run_script(struct rv_test_run *r, const char *name, const char *text,
-		       const char *const *args)
+		       const char *const *args, const char *const *env)
 {
 	char path[400];
 	const char *argv[64];
@@ -240,7 +240,7 @@ int rv_test_run_script(struct rv_test_run *r, const char *name, const char *text
 		argv[n++] = *args++;
 	argv[n++] = path;
 	argv[n] = NULL;
-	return rv_test_run_start(r, argv, NULL);
+	return rv_test_run_start(r, argv, env);
 }
 
 char *rv_test_run_expect_exit(struct rv_test_run *r, int code, int timeout_ms)

@@ -52,9 +52,10 @@ void rv_test_proc_env(pid_t pid, const char *key, char *out, size_t size);
 int rv_test_run_file(const struct rv_test_run *r, const char *name, const char *text, char *path,
 		     size_t size);
 /* init, the script text written to dir/name, then start with args (flags,
- * NULL-terminated) followed by the script's path.  0 or a negative errno. */
+ * NULL-terminated) followed by the script's path, and env as in
+ * rv_test_run_start.  0 or a negative errno. */
 int rv_test_run_script(struct rv_test_run *r, const char *name, const char *text,
-		       const char *const *args);
+		       const char *const *args, const char *const *env);
 /* Wait up to timeout_ms and fail the test (check) unless rover-run exited
  * with code; returns its stderr (malloc'd). */
 char *rv_test_run_expect_exit(struct rv_test_run *r, int code, int timeout_ms);
