@@ -192,7 +192,7 @@ START_TEST(test_log_dir_and_redirects)
 	ck_assert_msg(!strstr(out, "out-"), "%s", out);
 	ck_assert_msg(strstr(err, "[rank0]:err-0\n") && strstr(err, "[rank1]:err-1\n"), "%s", err);
 	for (int rank = 0; rank < 2; rank++) {
-		char path[600], want[16];
+		char path[600], want[32];
 		const char *stream[2] = { "stdout", "stderr" };
 		for (int i = 0; i < 2; i++) {
 			snprintf(path, sizeof(path), "%s/attempt_0/%d/%s.log", logs, rank,
