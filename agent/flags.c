@@ -279,8 +279,8 @@ static const struct flags_opt flags_table[] = {
 	{ "accelerator", 0, CHOICE(accelerator, accelerators, "nvidia.com/gpu|ascend-npu|cpu"),
 	  "DLRover's: the kind of device (default nvidia.com/gpu)" },
 	{ "hang-timeout", 0, FN(p_hang, "SECONDS"),
-	  "no output from any worker this long is a hang: the group restarts (default 300, "
-	  "0 off)" },
+	  "no output from any worker this long is a hang: each rank's Python stack is logged "
+	  "and the group restarts (default 300, 0 off)" },
 };
 
 #define NOPTS (sizeof(flags_table) / sizeof(flags_table[0]))

@@ -43,6 +43,7 @@
 #define RUN_STOP_GRACE_MS  5000
 #define RUN_WORLD_POLL_MS  500
 #define RUN_PEER_REPORT_MS 300
+#define RUN_STACK_WAIT_MS  2000
 
 enum run_tag { TAG_SIG = 1, TAG_TIMER, TAG_PIDFD, TAG_OUT, TAG_ERR };
 
@@ -78,6 +79,7 @@ struct run {
 	struct worker *w;          /* nproc */
 	int failed;                /* index of the worker whose death ended the group */
 	char last_tb[WORKER_TAIL]; /* the previous failure's traceback, "" none */
+	char hung[128];            /* the ranks of a hang: "0,1" */
 	int stop_sig;
 };
 
@@ -537,6 +539,51 @@ static bool world_moved_on(struct run *r, int status)
 	return false;
 }
 
+/* A hung group: SIGABRT to each worker still running (not its group), whose
+ * faulthandler (PYTHONFAULTHANDLER, set by worker_env) writes every
+ * thread's Python stack to stderr before it dies; wait for them a little,
+ * log each stack, and name the ranks in *names. */
+static void capture_stacks(struct run *r, char *names, size_t size)
+{
+	size_t used = 0;
+	names[0] = 0;
+	for (int i = 0; i < r->nproc; i++)
+		if (r->w[i].running) {
+			kill(r->w[i].proc.pid, SIGABRT);
+			int k = snprintf(names + used, size - used, "%s%d", used ? "," : "",
+					 r->w[i].rank);
+			if (k > 0 && (size_t)k < size - used)
+				used += (size_t)k;
+		}
+	int64_t until = rv_mono_ms() + RUN_STACK_WAIT_MS;
+	for (int i = 0; i < r->nproc; i++) {
+		struct worker *w = &r->w[i];
+		int st;
+		int64_t left = until - rv_mono_ms();
+		if (!w->running || rv_proc_wait(&w->proc, left > 0 ? (int)left : 0, &st) < 0)
+			continue;
+		reaped(r, w, st);
+		const char *dump =
+			w->tail_len ? memmem(w->tail, w->tail_len, "Fatal Python error", 18) : NULL;
+		char q[2 * WORKER_TAIL], stack[2 * WORKER_TAIL];
+		size_t n = 0;
+		/* one log line: its lines joined with " | " */
+		for (const char *p = dump; p && p < w->tail + w->tail_len && n + 4 < sizeof(stack);
+		     p++) {
+			if (*p != '\n')
+				stack[n++] = *p;
+			else if (p + 1 < w->tail + w->tail_len && p[1] != '\n' && n > 0) {
+				memcpy(stack + n, " | ", 3);
+				n += 3;
+			}
+		}
+		stack[n] = 0;
+		rv_log_error("hung worker's stack", "rank=%d stack=%s", w->rank,
+			     rv_log_q(q, sizeof(q),
+				      stack[0] ? stack : "(none: not a Python worker?)"));
+	}
+}
+
 /* After a failed group: -1 to restart, or the exit code. */
 static int after_failure(struct run *r, enum run_outcome o)
 {
@@ -548,7 +595,7 @@ static int after_failure(struct run *r, enum run_outcome o)
 		return -1;
 	}
 	if (o == OUT_HANG) {
-		snprintf(reason, sizeof(reason), "workers hung: no output for %.0f s",
+		snprintf(reason, sizeof(reason), "ranks %s hung: no output for %.0f s", r->hung,
 			 r->f->hang_timeout_s);
 	} else {
 		struct worker *fw = &r->w[r->failed];
@@ -742,6 +789,8 @@ int run_job(const struct flags *f)
 			break;
 		}
 		o = supervise(r);
+		if (o == OUT_HANG)
+			capture_stacks(r, r->hung, sizeof(r->hung));
 		group_stop(r, RUN_STOP_GRACE_MS);
 		switch (o) {
 		case OUT_DONE:

@@ -67,6 +67,10 @@ int worker_env(const struct worker_group *g, int lr, const char **env, int max, 
 	/* torchrun's default: several workers sharing the cores */
 	if (g->local_world_size > 1 && !getenv("OMP_NUM_THREADS"))
 		PUT("OMP_NUM_THREADS=1");
+	/* a hung Python worker gets SIGABRT, which then dumps every thread's
+	 * stack on its stderr (run.c capture_stacks) */
+	if (!g->flags->no_python && g->flags->hang_timeout_s > 0 && !getenv("PYTHONFAULTHANDLER"))
+		PUT("PYTHONFAULTHANDLER=1");
 	PUT("ROVER_MASTER_ADDR=%s", g->rover_master);
 	PUT("ROVER_NODE_NAME=%s", g->node_name);
 	PUT("ROVER_NODE_RANK=%d", g->group_rank);

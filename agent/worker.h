@@ -72,7 +72,8 @@ struct worker {
  */
 int worker_launch(struct worker *w, const struct worker_group *g, int lr, struct rv_err *err);
 
-/* The torchrun variables of local rank lr as "K=V" strings into env
+/* The torchrun variables of local rank lr (and PYTHONFAULTHANDLER=1 for
+ * Python workers while the hang check is on, unless set) as "K=V" strings into env
  * (NULL-terminated, at most max - 1 entries) with their text in store
  * (size bytes).  Returns the count, or -ENOSPC. */
 int worker_env(const struct worker_group *g, int lr, const char **env, int max, char *store,

@@ -138,8 +138,8 @@ START_TEST(test_kill9_of_rover_run_takes_the_workers)
 }
 END_TEST
 
-/* Silent past --hang-timeout: a failure naming the ranks, restarted, and
- * the job's end once the restarts are spent. */
+/* Silent past --hang-timeout: a failure naming the ranks with their Python
+ * stacks, restarted, and the job's end once the restarts are spent. */
 START_TEST(test_hang_restarts_then_fails)
 {
 	struct rv_test_run r;
@@ -160,8 +160,13 @@ START_TEST(test_hang_restarts_then_fails)
 	char *err = rv_test_run_expect_exit(&r, 1, 60000);
 	ck_assert_msg(count(err, "msg=\"starting workers\"") == 2, "%s", err);
 	ck_assert_msg(count(err, "msg=\"worker hangs: no output\" rank=1") == 2, "%s", err);
-	ck_assert_msg(strstr(err, "rover-run: the job failed: workers hung: no output for 1 s"),
+	ck_assert_msg(strstr(err, "rover-run: the job failed: ranks 0,1 hung: no output for 1 s"),
 		      "%s", err);
+	/* each hung rank's Python stack, on the console and in the log */
+	ck_assert_msg(strstr(err, "[rank1]:Fatal Python error: Aborted"), "%s", err);
+	ck_assert_msg(strstr(err, "msg=\"hung worker's stack\" rank=0 stack=\"Fatal Python error"),
+		      "%s", err);
+	ck_assert_msg(strstr(err, "hang.py\\\", line 3 in <module>"), "%s", err);
 	/* detected within about the timeout, not minutes */
 	ck_assert_int_lt(rv_mono_ms() - t0, 15000);
 	free(err);
