@@ -7,7 +7,7 @@
  * torchrun's whole environment; two rover-run nodes form one world with
  * one rover-master (one of them told where it is by ROVER_MASTER_ADDR and
  * its name by ROVER_NODE_NAME, as the node manager does), and re-form it
- * when a worker of one is killed.  Needs /usr/bin/python3 with torch and sklearn.
+ * when a worker of one is killed; a late node grows a 1:2 world.  Needs /usr/bin/python3 with torch and sklearn.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -260,6 +260,49 @@ START_TEST(test_two_nodes_worker_killed)
 }
 END_TEST
 
+/* --nnodes 1:2: a node alone trains in a world of one; a second node
+ * joining makes the master announce a new round, and the first node
+ * restarts its group into the world of two (no restart spent). */
+START_TEST(test_late_node_grows_the_world)
+{
+	char *spec = rv_test_master_spec(1000, 10, 1, 1, 2);
+	struct rv_test_master m;
+	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
+	free(spec);
+	ck_assert_int_eq(rv_test_master_start(&m, NULL), 0);
+	char ep[64];
+	snprintf(ep, sizeof(ep), "127.0.0.1:%d", m.port);
+	const char *args[] = { "--nnodes", "1:2", "--rdzv-endpoint", ep, NULL };
+	static const char script[] =
+		"import os, time, torch.distributed as dist\n"
+		"dist.init_process_group('gloo')\n"
+		"print('world=%s rank=%s' % (os.environ['WORLD_SIZE'], os.environ['RANK']),\n"
+		"      flush=True)\n"
+		"if int(os.environ['WORLD_SIZE']) < 2:\n"
+		"    time.sleep(120)\n"
+		"dist.barrier()\n"
+		"dist.destroy_process_group()\n";
+	struct rv_test_run r[2];
+	ck_assert_int_eq(rv_test_run_script(&r[0], "grow.py", script, args, NULL), 0);
+	ck_assert(rv_test_run_wait_for(&r[0], 1, "[rank0]:world=1 rank=0", 60000));
+	ck_assert_int_eq(rv_test_run_script(&r[1], "grow.py", script, args, NULL), 0);
+	for (int i = 0; i < 2; i++)
+		assert_exit0(&r[i], 60000);
+	char *out0 = rv_test_run_output(&r[0], 1);
+	char *out1 = rv_test_run_output(&r[1], 1);
+	char *err0 = rv_test_run_output(&r[0], 2);
+	ck_assert_msg(strstr(out0, "world=2") && strstr(out1, "world=2"), "%s\n%s", out0, out1);
+	ck_assert_msg(strstr(err0, "the world changes: rendezvous again"), "%s", err0);
+	ck_assert_msg(strstr(err0, "msg=\"every worker finished\" restarts=0"), "%s", err0);
+	free(out0);
+	free(out1);
+	free(err0);
+	for (int i = 0; i < 2; i++)
+		rv_test_run_end(&r[i]);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
 static Suite *run_train_suite(void)
 {
 	Suite *s = suite_create("run_train");
@@ -270,6 +313,7 @@ static Suite *run_train_suite(void)
 	tcase_add_test(tc, test_torchrun_script_unmodified);
 	tcase_add_test(tc, test_two_nodes_one_master);
 	tcase_add_test(tc, test_two_nodes_worker_killed);
+	tcase_add_test(tc, test_late_node_grows_the_world);
 	suite_add_tcase(s, tc);
 	return s;
 }
