@@ -150,6 +150,16 @@ START_TEST(test_torchrun_script_unmodified)
 }
 END_TEST
 
+/* A rover-master for min..max nodes; its HOST:PORT into ep. */
+static void start_master(struct rv_test_master *m, int min, int max, char *ep, size_t size)
+{
+	char *spec = rv_test_master_spec(1000, 10, 1, min, max);
+	ck_assert_int_eq(rv_test_master_init(m, spec), 0);
+	free(spec);
+	ck_assert_int_eq(rv_test_master_start(m, NULL), 0);
+	snprintf(ep, size, "127.0.0.1:%d", m->port);
+}
+
 /* A rover-master for two nodes, and two rover-run nodes of one worker
  * against it running args (after the node flags) then the script text
  * (NULL: args name it).  Node 0 is given the master with --rdzv-endpoint,
@@ -158,12 +168,8 @@ END_TEST
 static void start_two_nodes(struct rv_test_master *m, struct rv_test_run r[2],
 			    const char *const *args, const char *text)
 {
-	char *spec = rv_test_master_spec(1000, 10, 1, 2, 2);
-	ck_assert_int_eq(rv_test_master_init(m, spec), 0);
-	free(spec);
-	ck_assert_int_eq(rv_test_master_start(m, NULL), 0);
 	char ep[64], env_addr[96];
-	snprintf(ep, sizeof(ep), "127.0.0.1:%d", m->port);
+	start_master(m, 2, 2, ep, sizeof(ep));
 	snprintf(env_addr, sizeof(env_addr), "ROVER_MASTER_ADDR=%s", ep);
 	const char *env[] = { env_addr, "ROVER_NODE_NAME=node-b", NULL };
 	for (int i = 0; i < 2; i++) {
@@ -265,13 +271,9 @@ END_TEST
  * restarts its group into the world of two (no restart spent). */
 START_TEST(test_late_node_grows_the_world)
 {
-	char *spec = rv_test_master_spec(1000, 10, 1, 1, 2);
 	struct rv_test_master m;
-	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
-	free(spec);
-	ck_assert_int_eq(rv_test_master_start(&m, NULL), 0);
 	char ep[64];
-	snprintf(ep, sizeof(ep), "127.0.0.1:%d", m.port);
+	start_master(&m, 1, 2, ep, sizeof(ep));
 	const char *args[] = { "--nnodes", "1:2", "--rdzv-endpoint", ep, NULL };
 	static const char script[] =
 		"import os, time, torch.distributed as dist\n"
