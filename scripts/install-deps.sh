@@ -8,7 +8,9 @@ if [ "${1:-}" = --lint ]; then
 else
 pkgs=(build-essential pkg-config libmicrohttpd-dev libpq-dev libcjson-dev libgsl-dev
       libcurl4-openssl-dev check libinih-dev postgresql postgresql-client curl
-      procps valgrind jq)
+      procps valgrind jq
+      # rover-run's tests and examples: Debian's PyTorch and scikit-learn
+      python3-torch python3-sklearn)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

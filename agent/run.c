@@ -1,0 +1,818 @@
+/*
+ * run.c: rover-run's supervisor (run.h).
+ *
+ * run_job: find the master (--rdzv-endpoint, $ROVER_MASTER_ADDR, or a
+ * private one), then loop: rendezvous (join with a fresh free port in the
+ * join's addr, long-poll the world), start the group (worker_launch per
+ * local rank), supervise it until it ends, and decide:
+ *   - every worker exited 0: done;
+ *   - a worker failed (a pidfd woke the loop): stop the others (SIGTERM to
+ *     each process group, SIGKILL after the grace), report the failure to
+ *     the master, and restart within --max-restarts; the same Python
+ *     traceback on two failures in a row is a user-code error and stops;
+ *   - the master says the world changes (heartbeat reply rejoin): stop and
+ *     rendezvous again, no restart spent;
+ *   - no output for --hang-timeout: a failure naming the silent ranks;
+ *   - SIGINT/SIGTERM: stop every worker and the private master, exit.
+ * Invariant: between groups no worker runs; every worker reaped is never
+ * signalled by pid again (common/proc), and its process group gets a
+ * SIGKILL so nothing it started outlives it.
+ */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "master_client.h"
+#include "parse.h"
+#include "run.h"
+#include "standalone.h"
+#include "worker.h"
+
+#define RUN_HEARTBEAT_MS   1000
+#define RUN_STOP_GRACE_MS  5000
+#define RUN_WORLD_POLL_MS  500
+#define RUN_PEER_REPORT_MS 300
+#define RUN_STACK_WAIT_MS  2000
+
+enum run_tag { TAG_SIG = 1, TAG_TIMER, TAG_PIDFD, TAG_OUT, TAG_ERR };
+
+enum run_outcome {
+	OUT_DONE,   /* every worker exited 0 */
+	OUT_FAILED, /* a worker failed: r->failed is its index */
+	OUT_REJOIN, /* the master announced a new round */
+	OUT_HANG,   /* no output for --hang-timeout */
+	OUT_SIGNAL, /* SIGINT/SIGTERM: r->stop_sig */
+};
+
+struct run {
+	const struct flags *f;
+	int nproc;
+	char node[RV_NAME_MAX];
+	char local_addr[256];
+	char master_addr[300]; /* host:port of the rover-master */
+	struct standalone sa;
+	bool have_sa;
+	struct rv_master_client *mc;
+	/* heartbeats from the supervisor loop: one attempt, a short timeout, so
+	 * a master that is down never holds a worker's death unseen */
+	struct rv_master_client *hb;
+	const char *python;
+	int epfd, sigfd, tfd;
+	int restarts; /* failures restarted so far: TORCHELASTIC_RESTART_COUNT */
+	int attempt;  /* groups started: the log folder attempt_N */
+	/* the world of this round */
+	int64_t round;
+	int group_rank, group_world_size, world_size, rank_offset;
+	char w_master_addr[RV_ADDR_MAX];
+	int w_master_port;
+	struct worker *w;          /* nproc */
+	int failed;                /* index of the worker whose death ended the group */
+	char last_tb[WORKER_TAIL]; /* the previous failure's traceback, "" none */
+	char hung[128];            /* the ranks of a hang: "0,1" */
+	int stop_sig;
+};
+
+/* ---- small helpers ---- */
+
+static int count_gpus(void)
+{
+	const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+	if (vis) {
+		int n = 0;
+		for (const char *p = vis; *p;) {
+			size_t k = strcspn(p, ",");
+			if (k > 0 && strncmp(p, "-1", 2) != 0)
+				n++;
+			p += k + (p[k] == ',');
+		}
+		return n;
+	}
+	/* never the CUDA runtime here: the supervisor stays fork-safe */
+	int n = 0;
+	DIR *d = opendir("/dev");
+	if (!d)
+		return 0;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, "nvidia", 6) && e->d_name[6] >= '0' && e->d_name[6] <= '9')
+			n++;
+	closedir(d);
+	return n;
+}
+
+static int resolve_nproc(const struct flags *f)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int gpus;
+	if (cpus < 1)
+		cpus = 1;
+	switch (f->nproc_kind) {
+	case FLAGS_NPROC_N:
+		return f->nproc;
+	case FLAGS_NPROC_CPU:
+		return (int)(cpus > FLAGS_MAX_NPROC ? FLAGS_MAX_NPROC : cpus);
+	case FLAGS_NPROC_GPU:
+		gpus = count_gpus();
+		return gpus > 0 ? gpus : -ENODEV;
+	case FLAGS_NPROC_AUTO:
+		gpus = count_gpus();
+		return gpus > 0 ? gpus : (int)(cpus > FLAGS_MAX_NPROC ? FLAGS_MAX_NPROC : cpus);
+	}
+	return -EINVAL;
+}
+
+/* A port free now on every address, for node 0's MASTER_PORT. */
+static int free_port(void)
+{
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -errno;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY) };
+	socklen_t len = sizeof(a);
+	int rc = 0;
+	if (bind(s, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    getsockname(s, (struct sockaddr *)&a, &len) < 0)
+		rc = -errno;
+	close(s);
+	return rc < 0 ? rc : ntohs(a.sin_port);
+}
+
+static bool is_loopback(const char *hostport)
+{
+	return !strncmp(hostport, "127.", 4) || !strncmp(hostport, "localhost", 9) ||
+	       !strncmp(hostport, "[::1]", 5);
+}
+
+/* The signal waiting on the signalfd (0: none, or SIGCHLD only). */
+static int take_signal(struct run *r)
+{
+	struct signalfd_siginfo si;
+	int sig = 0;
+	while (read(r->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+		if (si.ssi_signo == SIGINT || si.ssi_signo == SIGTERM)
+			sig = (int)si.ssi_signo;
+	return sig;
+}
+
+/* ---- the world ---- */
+
+static int join(struct run *r, struct rv_err *err)
+{
+	int port = free_port();
+	if (port < 0)
+		return rv_err_set(err, port, "", "could not find a free port: %s", strerror(-port));
+	struct rv_rdzv_join j = { .local_world_size = r->nproc };
+	snprintf(j.node, sizeof(j.node), "%s", r->node);
+	snprintf(j.addr, sizeof(j.addr), "%.*s:%d", (int)sizeof(j.addr) - 13, r->local_addr, port);
+	return rv_master_join(r->mc, &j, &r->round, err);
+}
+
+/* Take the world of a complete round: our rank, node 0's address. */
+static int take_world(struct run *r, const struct rv_rdzv_world_reply *w, struct rv_err *err)
+{
+	const struct rv_rdzv_member *zero = NULL, *me = NULL;
+	for (int i = 0; i < w->nmembers; i++) {
+		if (w->members[i].group_rank == 0)
+			zero = &w->members[i];
+		if (!strcmp(w->members[i].node, r->node))
+			me = &w->members[i];
+	}
+	if (!zero || !me)
+		return rv_err_set(err, -EPROTO, "", "the world of round %lld lacks %s",
+				  (long long)w->round, zero ? "this node" : "node 0");
+	const char *colon = strrchr(zero->addr, ':');
+	int64_t port;
+	if (!colon || rv_parse_i64(colon + 1, 1, 65535, &port) < 0)
+		return rv_err_set(err, -EPROTO, "", "node 0 gave no HOST:PORT (\"%s\")",
+				  zero->addr);
+	snprintf(r->w_master_addr, sizeof(r->w_master_addr), "%.*s", (int)(colon - zero->addr),
+		 zero->addr);
+	r->w_master_port = (int)port;
+	r->round = w->round;
+	r->group_rank = me->group_rank;
+	r->rank_offset = me->rank_offset;
+	r->group_world_size = w->nnodes;
+	r->world_size = w->world_size;
+	return 0;
+}
+
+/* Join and wait for a world with this node in it.  0, -EINTR on a signal
+ * (r->stop_sig), -ECANCELED when the rendezvous failed, -ETIMEDOUT past the
+ * join timeout, or the master's error. */
+static int rendezvous(struct run *r, struct rv_err *err)
+{
+	int64_t until = rv_mono_ms() + (int64_t)r->f->rdzv_join_timeout_s * 1000;
+	bool joined = false;
+	int64_t last_hb = rv_mono_ms();
+	while (rv_mono_ms() < until) {
+		int sig = take_signal(r);
+		if (sig) {
+			r->stop_sig = sig;
+			return -EINTR;
+		}
+		int rc;
+		if (!joined) {
+			rc = join(r, err);
+			if (rc == -ECANCELED)
+				return rc;
+			if (rc < 0) {
+				/* the master may still be starting: try again shortly */
+				rv_log_warn("could not join the rendezvous", "reason=\"%s\"",
+					    err->msg);
+				usleep(200 * 1000);
+				continue;
+			}
+			joined = true;
+			rv_log_info("joined the rendezvous", "node=%s round=%lld", r->node,
+				    (long long)r->round);
+		}
+		struct rv_rdzv_world_reply w = { 0 };
+		rc = rv_master_world(r->mc, r->node, r->round, RUN_WORLD_POLL_MS, &w, err);
+		if (rc < 0) {
+			rv_log_warn("could not read the world", "reason=\"%s\"", err->msg);
+			usleep(200 * 1000);
+			continue;
+		}
+		switch (w.status) {
+		case RV_RDZV_COMPLETE:
+			rc = take_world(r, &w, err);
+			rv_rdzv_world_reply_release(&w);
+			return rc;
+		case RV_RDZV_FAILED:
+			rv_rdzv_world_reply_release(&w);
+			return rv_err_set(err, -ECANCELED, "",
+					  "the rendezvous failed: too few nodes within the wait");
+		case RV_RDZV_STALE:
+		case RV_RDZV_UNKNOWN:
+			joined = false;
+			break;
+		case RV_RDZV_GATHERING:
+		case RV_RDZV_SPARE:
+			break;
+		}
+		rv_rdzv_world_reply_release(&w);
+		if (rv_mono_ms() - last_hb >= RUN_HEARTBEAT_MS) {
+			rv_master_heartbeat(r->mc, r->node, NULL, NULL);
+			last_hb = rv_mono_ms();
+		}
+	}
+	return rv_err_set(err, -ETIMEDOUT, "",
+			  "no world formed within %d s (--rdzv-conf "
+			  "join_timeout)",
+			  r->f->rdzv_join_timeout_s);
+}
+
+/* ---- the group ---- */
+
+static void ep_add(struct run *r, int fd, enum run_tag tag, int idx)
+{
+	struct epoll_event ev = { .events = EPOLLIN,
+				  .data.u64 = ((uint64_t)tag << 32) | (uint32_t)idx };
+	if (fd >= 0)
+		epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+static void ep_del(struct run *r, int fd)
+{
+	if (fd >= 0)
+		epoll_ctl(r->epfd, EPOLL_CTL_DEL, fd, NULL);
+}
+
+/* Start every local rank; -errno when one could not start (the others are
+ * stopped by the caller's group_stop). */
+static int group_start(struct run *r, struct rv_err *err)
+{
+	char attempt_dir[700];
+	char rover_master[300];
+	snprintf(rover_master, sizeof(rover_master), "%s", r->master_addr);
+	if (r->f->log_dir[0])
+		snprintf(attempt_dir, sizeof(attempt_dir), "%s/attempt_%d", r->f->log_dir,
+			 r->attempt);
+	struct worker_group g = {
+		.flags = r->f,
+		.local_world_size = r->nproc,
+		.world_size = r->world_size,
+		.group_rank = r->group_rank,
+		.group_world_size = r->group_world_size,
+		.rank_offset = r->rank_offset,
+		.master_addr = r->w_master_addr,
+		.master_port = r->w_master_port,
+		.restart_count = r->restarts,
+		.run_id = r->f->rdzv_id,
+		.rover_master = rover_master,
+		.node_name = r->node,
+		.python = r->python,
+		.attempt_dir = r->f->log_dir[0] ? attempt_dir : NULL,
+	};
+	r->attempt++;
+	rv_log_info("starting workers",
+		    "round=%lld group_rank=%d nnodes=%d world_size=%d "
+		    "local=%d restart=%d master_addr=%s master_port=%d",
+		    (long long)r->round, r->group_rank, r->group_world_size, r->world_size,
+		    r->nproc, r->restarts, r->w_master_addr, r->w_master_port);
+	for (int i = 0; i < r->nproc; i++) {
+		int rc = worker_launch(&r->w[i], &g, i, err);
+		if (rc < 0)
+			return rc;
+		ep_add(r, r->w[i].proc.pidfd, TAG_PIDFD, i);
+		ep_add(r, r->w[i].out[0].fd, TAG_OUT, i);
+		ep_add(r, r->w[i].out[1].fd, TAG_ERR, i);
+	}
+	return 0;
+}
+
+/* A reaped worker: its output drained, whatever its group left killed. */
+static void reaped(struct run *r, struct worker *w, int status)
+{
+	w->running = false;
+	w->status = status;
+	ep_del(r, w->proc.pidfd);
+	if (w->proc.pgid > 0)
+		kill(-w->proc.pgid, SIGKILL);
+	for (int i = 0; i < 2; i++)
+		worker_pump(w, i);
+	worker_flush(w);
+}
+
+/* Stop every worker still running: SIGTERM to each process group, then
+ * SIGKILL to those still there after the grace; release them all (their
+ * status and stderr tail stay for the summary). */
+static void group_stop(struct run *r, int grace_ms)
+{
+	for (int i = 0; i < r->nproc; i++)
+		if (r->w[i].running) {
+			r->w[i].stopped = true;
+			rv_proc_kill(&r->w[i].proc, SIGTERM);
+		}
+	int64_t until = rv_mono_ms() + grace_ms;
+	for (int i = 0; i < r->nproc; i++) {
+		struct worker *w = &r->w[i];
+		if (!w->running)
+			continue;
+		int st = -1;
+		int64_t left = until - rv_mono_ms();
+		if (rv_proc_wait(&w->proc, left > 0 ? (int)left : 0, &st) == -ETIMEDOUT) {
+			rv_log_warn("worker did not stop in time: killing it", "rank=%d", w->rank);
+			rv_proc_kill(&w->proc, SIGKILL);
+			rv_proc_wait(&w->proc, -1, &st);
+		}
+		reaped(r, w, st);
+	}
+	for (int i = 0; i < r->nproc; i++) {
+		ep_del(r, r->w[i].out[0].fd);
+		ep_del(r, r->w[i].out[1].fd);
+		worker_release(&r->w[i]);
+	}
+}
+
+/* The worker whose pidfd woke us (or every one, on SIGCHLD without
+ * pidfds).  Returns 1 when the group ended (r->failed set on a failure). */
+static int check_exit(struct run *r, int idx, enum run_outcome *out)
+{
+	struct worker *w = &r->w[idx];
+	int st;
+	if (!w->running || rv_proc_wait(&w->proc, 0, &st) == -ETIMEDOUT)
+		return 0;
+	reaped(r, w, st);
+	if (st != 0) {
+		char how[96];
+		rv_log_error("worker failed", "rank=%d local_rank=%d pid_status=\"%s\"", w->rank,
+			     w->local_rank, worker_describe(st, how, sizeof(how)));
+		r->failed = idx;
+		*out = OUT_FAILED;
+		return 1;
+	}
+	rv_log_info("worker finished", "rank=%d", w->rank);
+	for (int i = 0; i < r->nproc; i++)
+		if (r->w[i].running)
+			return 0;
+	*out = OUT_DONE;
+	return 1;
+}
+
+static int on_timer(struct run *r, enum run_outcome *out)
+{
+	uint64_t ticks;
+	if (read(r->tfd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
+		return 0;
+	struct rv_heartbeat_reply hb;
+	struct rv_err err = { 0 };
+	if (rv_master_heartbeat(r->hb, r->node, &hb, &err) < 0)
+		rv_log_warn("could not send a heartbeat", "reason=\"%s\"", err.msg);
+	else if (hb.rejoin || hb.round > r->round) {
+		rv_log_info("the world changes: rendezvous again",
+			    "round=%lld next=%lld waiting=%d", (long long)r->round,
+			    (long long)hb.round, hb.waiting);
+		*out = OUT_REJOIN;
+		return 1;
+	}
+	if (r->f->hang_timeout_s <= 0)
+		return 0;
+	int64_t now = rv_mono_ms(), newest = 0;
+	for (int i = 0; i < r->nproc; i++)
+		if (r->w[i].running && r->w[i].last_output_ms > newest)
+			newest = r->w[i].last_output_ms;
+	if (newest && now - newest > (int64_t)(r->f->hang_timeout_s * 1000)) {
+		for (int i = 0; i < r->nproc; i++)
+			if (r->w[i].running)
+				rv_log_error("worker hangs: no output", "rank=%d silent_s=%lld",
+					     r->w[i].rank,
+					     (long long)((now - r->w[i].last_output_ms) / 1000));
+		*out = OUT_HANG;
+		return 1;
+	}
+	return 0;
+}
+
+/* Wait for the group to end; no interval: every wake-up is an event. */
+static enum run_outcome supervise(struct run *r)
+{
+	enum run_outcome out = OUT_DONE;
+	for (;;) {
+		struct epoll_event evs[32];
+		int n = epoll_wait(r->epfd, evs, 32, -1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		for (int k = 0; k < n; k++) {
+			enum run_tag tag = (enum run_tag)(evs[k].data.u64 >> 32);
+			int idx = (int)(evs[k].data.u64 & 0xffffffffu);
+			int sig;
+			switch (tag) {
+			case TAG_SIG:
+				sig = take_signal(r);
+				if (sig) {
+					r->stop_sig = sig;
+					return OUT_SIGNAL;
+				}
+				/* SIGCHLD: covers a kernel without pidfds */
+				for (int i = 0; i < r->nproc; i++)
+					if (check_exit(r, i, &out))
+						return out;
+				break;
+			case TAG_TIMER:
+				if (on_timer(r, &out))
+					return out;
+				break;
+			case TAG_PIDFD:
+				if (check_exit(r, idx, &out))
+					return out;
+				break;
+			case TAG_OUT:
+			case TAG_ERR:
+				worker_pump(&r->w[idx], tag == TAG_OUT ? 0 : 1);
+				break;
+			}
+		}
+	}
+}
+
+/* ---- endings ---- */
+
+static void print_summary(struct run *r, const char *why)
+{
+	fprintf(stderr, "rover-run: the job failed: %s\n", why);
+	for (int i = 0; i < r->nproc; i++) {
+		struct worker *w = &r->w[i];
+		if (w->stopped || w->status == 0)
+			continue;
+		char how[96];
+		fprintf(stderr, "  rank %d (local rank %d, node %s): %s\n", w->rank, w->local_rank,
+			r->node, worker_describe(w->status, how, sizeof(how)));
+		/* the last lines of its stderr */
+		const char *start = w->tail;
+		int lines = 0;
+		for (const char *p = w->tail + w->tail_len; p > w->tail; p--)
+			if (p[-1] == '\n' && ++lines > 20) {
+				start = p;
+				break;
+			}
+		if (w->tail_len == 0)
+			fprintf(stderr, "    (no stderr)\n");
+		else
+			fprintf(stderr, "    --- stderr tail ---\n%.*s%s",
+				(int)(w->tail + w->tail_len - start), start,
+				w->tail[w->tail_len - 1] == '\n' ? "" : "\n");
+	}
+	fflush(stderr);
+}
+
+static void report_failure(struct run *r, const char *reason, int code)
+{
+	struct rv_failure_report fr = { .exit_code = code };
+	snprintf(fr.node, sizeof(fr.node), "%s", r->node);
+	snprintf(fr.reason, sizeof(fr.reason), "%s", reason);
+	struct rv_err err = { 0 };
+	if (rv_master_failure(r->mc, &fr, &err) < 0)
+		rv_log_warn("could not report the failure", "reason=\"%s\"", err.msg);
+}
+
+/* Did the world move on without us (another node failed or left)?  Asked
+ * after our own workers failed: in a world of several nodes a worker often
+ * dies of a peer's death (a closed connection), and that is the other
+ * node's failure, not ours.  The peer's report may trail our workers'
+ * death by a little, so a worker that exited (rather than being killed by a
+ * signal, which is this node's own fault) makes us ask twice. */
+static bool world_moved_on(struct run *r, int status)
+{
+	if (r->group_world_size <= 1)
+		return false;
+	int tries = WIFSIGNALED(status) ? 1 : 2;
+	for (int i = 0; i < tries; i++) {
+		struct rv_heartbeat_reply hb;
+		if (rv_master_heartbeat(r->mc, r->node, &hb, NULL) == 0 &&
+		    (hb.rejoin || hb.round > r->round))
+			return true;
+		if (i + 1 < tries)
+			usleep(RUN_PEER_REPORT_MS * 1000);
+	}
+	return false;
+}
+
+/* A hung group: SIGABRT to each worker still running (not its group), whose
+ * faulthandler (PYTHONFAULTHANDLER, set by worker_env) writes every
+ * thread's Python stack to stderr before it dies; wait for them a little,
+ * log each stack, and name the ranks in *names. */
+static void capture_stacks(struct run *r, char *names, size_t size)
+{
+	size_t used = 0;
+	names[0] = 0;
+	for (int i = 0; i < r->nproc; i++)
+		if (r->w[i].running) {
+			kill(r->w[i].proc.pid, SIGABRT);
+			int k = snprintf(names + used, size - used, "%s%d", used ? "," : "",
+					 r->w[i].rank);
+			if (k > 0 && (size_t)k < size - used)
+				used += (size_t)k;
+		}
+	int64_t until = rv_mono_ms() + RUN_STACK_WAIT_MS;
+	for (int i = 0; i < r->nproc; i++) {
+		struct worker *w = &r->w[i];
+		int st;
+		int64_t left = until - rv_mono_ms();
+		if (!w->running || rv_proc_wait(&w->proc, left > 0 ? (int)left : 0, &st) < 0)
+			continue;
+		reaped(r, w, st);
+		const char *dump =
+			w->tail_len ? memmem(w->tail, w->tail_len, "Fatal Python error", 18) : NULL;
+		char q[2 * WORKER_TAIL], stack[2 * WORKER_TAIL];
+		size_t n = 0;
+		/* one log line: its lines joined with " | " */
+		for (const char *p = dump; p && p < w->tail + w->tail_len && n + 4 < sizeof(stack);
+		     p++) {
+			if (*p != '\n')
+				stack[n++] = *p;
+			else if (p + 1 < w->tail + w->tail_len && p[1] != '\n' && n > 0) {
+				memcpy(stack + n, " | ", 3);
+				n += 3;
+			}
+		}
+		stack[n] = 0;
+		rv_log_error("hung worker's stack", "rank=%d stack=%s", w->rank,
+			     rv_log_q(q, sizeof(q),
+				      stack[0] ? stack : "(none: not a Python worker?)"));
+	}
+}
+
+/* After a failed group: -1 to restart, or the exit code. */
+static int after_failure(struct run *r, enum run_outcome o)
+{
+	char reason[256], how[96];
+	int code = -1;
+	if (o == OUT_FAILED && world_moved_on(r, r->w[r->failed].status)) {
+		rv_log_warn("workers failed after the world changed: rendezvous again",
+			    "rank=%d round=%lld", r->w[r->failed].rank, (long long)r->round);
+		return -1;
+	}
+	if (o == OUT_HANG) {
+		snprintf(reason, sizeof(reason), "ranks %s hung: no output for %.0f s", r->hung,
+			 r->f->hang_timeout_s);
+	} else {
+		struct worker *fw = &r->w[r->failed];
+		worker_describe(fw->status, how, sizeof(how));
+		snprintf(reason, sizeof(reason), "rank %d %s", fw->rank, how);
+		code = WIFEXITED(fw->status) ? WEXITSTATUS(fw->status) : -WTERMSIG(fw->status);
+		char tb[WORKER_TAIL];
+		worker_traceback(fw, tb, sizeof(tb));
+		if (tb[0] && !strcmp(tb, r->last_tb)) {
+			fprintf(stderr,
+				"rover-run: stopping: rank %d failed with the same Python "
+				"traceback "
+				"on two starts in a row; that is an error in the script, which "
+				"restarts would not fix:\n%s%s",
+				fw->rank, tb, tb[strlen(tb) - 1] == '\n' ? "" : "\n");
+			report_failure(r, reason, code);
+			return RUN_EXIT_FAILED;
+		}
+		snprintf(r->last_tb, sizeof(r->last_tb), "%s", tb);
+	}
+	report_failure(r, reason, code);
+	if (r->restarts >= r->f->max_restarts) {
+		char why[320];
+		snprintf(why, sizeof(why), "%s, after %d restart(s) of %d", reason, r->restarts,
+			 r->f->max_restarts);
+		print_summary(r, why);
+		return RUN_EXIT_FAILED;
+	}
+	r->restarts++;
+	rv_log_warn("restarting the workers", "restart=%d max_restarts=%d reason=\"%s\"",
+		    r->restarts, r->f->max_restarts, reason);
+	return -1;
+}
+
+/* ---- setup ---- */
+
+static int find_master(struct run *r, struct rv_err *err)
+{
+	const char *env = getenv("ROVER_MASTER_ADDR");
+	const char *ep = r->f->rdzv_endpoint[0] ? r->f->rdzv_endpoint : env && env[0] ? env : NULL;
+	if (ep) {
+		if (!strncmp(ep, "http://", 7))
+			ep += 7;
+		snprintf(r->master_addr, sizeof(r->master_addr), "%s", ep);
+		return 0;
+	}
+	if (!r->f->standalone && r->f->nnodes_max > 1)
+		return rv_err_set(err, -EINVAL, "--rdzv-endpoint",
+				  "--nnodes %d:%d needs a master: --rdzv-endpoint HOST:PORT (or "
+				  "$ROVER_MASTER_ADDR)",
+				  r->f->nnodes_min, r->f->nnodes_max);
+	int rc = standalone_start(&r->sa, r->f, err);
+	r->have_sa = true;
+	if (rc < 0)
+		return rc;
+	snprintf(r->master_addr, sizeof(r->master_addr), "%s", r->sa.addr);
+	rv_log_info("started a private master", "addr=%s", r->sa.addr);
+	return 0;
+}
+
+static int setup(struct run *r, struct rv_err *err)
+{
+	const struct flags *f = r->f;
+	r->nproc = resolve_nproc(f);
+	if (r->nproc < 0)
+		return rv_err_set(err, -EINVAL, "--nproc-per-node",
+				  "--nproc-per-node gpu: no GPU on this node");
+	r->w = calloc((size_t)r->nproc, sizeof(*r->w));
+	if (!r->w)
+		return -ENOMEM;
+	for (int i = 0; i < r->nproc; i++)
+		r->w[i].proc.pidfd = r->w[i].out[0].fd = r->w[i].out[1].fd = -1;
+	const char *py = getenv("PYTHON_EXEC");
+	r->python = py && py[0] ? py : "python3";
+
+	char host[128] = "localhost";
+	gethostname(host, sizeof(host) - 1);
+	const char *name = getenv("ROVER_NODE_NAME");
+	if (name && name[0])
+		snprintf(r->node, sizeof(r->node), "%s", name);
+	else
+		snprintf(r->node, sizeof(r->node), "%.40s-%d", host, (int)getpid());
+	/* a DNS-1123 label, as the master wants names */
+	for (char *c = r->node; *c; c++)
+		if (*c >= 'A' && *c <= 'Z')
+			*c = (char)(*c - 'A' + 'a');
+		else if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9')))
+			*c = '-';
+
+	int rc = find_master(r, err);
+	if (rc < 0)
+		return rc;
+	if (f->local_addr[0])
+		snprintf(r->local_addr, sizeof(r->local_addr), "%s", f->local_addr);
+	else
+		snprintf(r->local_addr, sizeof(r->local_addr), "%s",
+			 is_loopback(r->master_addr) ? "127.0.0.1" : host);
+
+	char url[320];
+	snprintf(url, sizeof(url), "http://%s", r->master_addr);
+	struct rv_master_opts mo = { .url = url,
+				     .connect_timeout_ms = 2000,
+				     .timeout_ms = 5000,
+				     .max_attempts = 5,
+				     .retry_budget_ms = 10000 };
+	r->mc = rv_master_client_new(&mo, err);
+	if (!r->mc)
+		return err->code ? err->code : -ENOMEM;
+	struct rv_master_opts ho = {
+		.url = url, .connect_timeout_ms = 1000, .timeout_ms = 2000, .max_attempts = 1
+	};
+	r->hb = rv_master_client_new(&ho, err);
+	if (!r->hb)
+		return err->code ? err->code : -ENOMEM;
+
+	sigset_t sigs;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	r->sigfd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC);
+	r->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	r->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (r->sigfd < 0 || r->tfd < 0 || r->epfd < 0)
+		return rv_err_set(err, -errno, "", "could not set up the event loop: %s",
+				  strerror(errno));
+	struct itimerspec it = {
+		.it_interval = { RUN_HEARTBEAT_MS / 1000, (RUN_HEARTBEAT_MS % 1000) * 1000000L },
+		.it_value = { RUN_HEARTBEAT_MS / 1000, (RUN_HEARTBEAT_MS % 1000) * 1000000L }
+	};
+	timerfd_settime(r->tfd, 0, &it, NULL);
+	ep_add(r, r->sigfd, TAG_SIG, 0);
+	ep_add(r, r->tfd, TAG_TIMER, 0);
+	rv_log_info("rover-run starting",
+		    "node=%s master=%s nproc=%d nnodes=%d:%d "
+		    "max_restarts=%d script=%s",
+		    r->node, r->master_addr, r->nproc, f->nnodes_min, f->nnodes_max,
+		    f->max_restarts, f->script);
+	return 0;
+}
+
+static void teardown(struct run *r)
+{
+	if (r->w) {
+		group_stop(r, RUN_STOP_GRACE_MS);
+		free(r->w);
+	}
+	rv_master_client_free(r->mc);
+	rv_master_client_free(r->hb);
+	if (r->have_sa)
+		standalone_stop(&r->sa);
+	if (r->epfd >= 0)
+		close(r->epfd);
+	if (r->tfd >= 0)
+		close(r->tfd);
+	if (r->sigfd >= 0)
+		close(r->sigfd);
+}
+
+int run_job(const struct flags *f)
+{
+	struct run *r = calloc(1, sizeof(*r));
+	if (!r)
+		return RUN_EXIT_FAILED;
+	r->f = f;
+	r->epfd = r->sigfd = r->tfd = -1;
+	struct rv_err err = { 0 };
+	int code = -1;
+	int rc = setup(r, &err);
+	if (rc < 0) {
+		fprintf(stderr, "rover-run: %s\n", err.msg[0] ? err.msg : strerror(-rc));
+		code = rc == -EINVAL ? RUN_EXIT_USAGE : RUN_EXIT_FAILED;
+	}
+	while (code < 0) {
+		rc = rendezvous(r, &err);
+		if (rc == -EINTR)
+			break;
+		if (rc < 0) {
+			fprintf(stderr, "rover-run: %s\n", err.msg);
+			code = RUN_EXIT_FAILED;
+			break;
+		}
+		rc = group_start(r, &err);
+		enum run_outcome o;
+		if (rc < 0) {
+			group_stop(r, RUN_STOP_GRACE_MS);
+			fprintf(stderr, "rover-run: %s\n", err.msg);
+			code = RUN_EXIT_FAILED;
+			break;
+		}
+		o = supervise(r);
+		if (o == OUT_HANG)
+			capture_stacks(r, r->hung, sizeof(r->hung));
+		group_stop(r, RUN_STOP_GRACE_MS);
+		switch (o) {
+		case OUT_DONE:
+			rv_log_info("every worker finished", "restarts=%d", r->restarts);
+			code = RUN_EXIT_OK;
+			break;
+		case OUT_SIGNAL:
+		case OUT_REJOIN:
+			break;
+		case OUT_FAILED:
+		case OUT_HANG:
+			code = after_failure(r, o);
+			break;
+		}
+		if (o == OUT_SIGNAL)
+			break;
+	}
+	if (r->stop_sig) {
+		rv_log_warn("stopping on a signal", "signal=%d", r->stop_sig);
+		code = 128 + r->stop_sig;
+	}
+	teardown(r);
+	free(r);
+	return code;
+}

@@ -1,0 +1,262 @@
+/*
+ * check_run_faults.c: rover-run (the real binary) when things go wrong:
+ * a script that raises at start stops after two identical tracebacks and
+ * shows it, instead of spending every restart; a script that keeps failing
+ * ends with a summary naming each failed rank, its exit code and its
+ * stderr; a group silent past --hang-timeout is restarted; SIGINT (Ctrl-C) or SIGTERM to rover-run, and a kill -9 of it,
+ * leave no process of the job in the process table (/proc), the workers'
+ * own children included where rover-run lives to stop them; --log-dir and
+ * -r put each rank's streams in files; a bad flag is exit 2.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "brainfix.h"
+#include "parse.h"
+#include "runfix.h"
+#include "testutil.h"
+
+static int count(const char *s, const char *needle)
+{
+	int n = 0;
+	for (const char *p = s; (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
+}
+
+START_TEST(test_user_error_stops_after_two_tracebacks)
+{
+	struct rv_test_run r;
+	const char *args[] = {
+		"--standalone", "--nproc-per-node", "2", "--max-restarts", "5", NULL
+	};
+	ck_assert_int_eq(rv_test_run_script(&r, "bad.py",
+					    "import os\n"
+					    "def load(path):\n"
+					    "    raise ValueError('no such config: ' + path)\n"
+					    "load('/etc/train.yaml')\n",
+					    args, NULL),
+			 0);
+	char *err = rv_test_run_expect_exit(&r, 1, 60000);
+	/* two starts, not six */
+	ck_assert_msg(count(err, "msg=\"starting workers\"") == 2, "%s", err);
+	/* the traceback itself, shown once more at the end */
+	const char *tail = strstr(err, "same Python traceback");
+	ck_assert_msg(tail, "%s", err);
+	ck_assert_msg(strstr(tail, "Traceback (most recent call last):") &&
+			      strstr(tail, "ValueError: no such config: /etc/train.yaml"),
+		      "%s", err);
+	free(err);
+	rv_test_run_end(&r);
+}
+END_TEST
+
+START_TEST(test_final_failure_summary)
+{
+	struct rv_test_run r;
+	const char *args[] = {
+		"--standalone", "--nproc-per-node", "2", "--max-restarts", "1", NULL
+	};
+	/* rank 1 fails without a traceback (so it is not taken for a script
+	 * error); rank 0 would train on */
+	ck_assert_int_eq(
+		rv_test_run_script(&r, "flaky.py",
+				   "import os, sys, time\n"
+				   "if os.environ['RANK'] == '1':\n"
+				   "    print('disk on fire', file=sys.stderr, flush=True)\n"
+				   "    sys.exit(3)\n"
+				   "time.sleep(60)\n",
+				   args, NULL),
+		0);
+	char *err = rv_test_run_expect_exit(&r, 1, 60000);
+	ck_assert_msg(count(err, "msg=\"starting workers\"") == 2, "%s", err);
+	const char *sum = strstr(err, "rover-run: the job failed:");
+	ck_assert_msg(sum, "%s", err);
+	ck_assert_msg(strstr(sum, "rank 1 (local rank 1, node ") &&
+			      strstr(sum, "exited with code 3") && strstr(sum, "disk on fire"),
+		      "%s", sum);
+	/* rank 0 was stopped by rover-run, not failed: not in the summary */
+	ck_assert_msg(!strstr(sum, "rank 0 ("), "%s", sum);
+	free(err);
+	rv_test_run_cleanup(&r);
+}
+END_TEST
+
+/* Each worker starts a child of its own (in its process group) and waits. */
+static const char sleeper[] = "import subprocess, time\n"
+			      "subprocess.Popen(['sleep', '300'])\n"
+			      "print('ready', flush=True)\n"
+			      "time.sleep(300)\n";
+
+/* Start script with two workers and wait until both printed "ready". */
+static void start_ready(struct rv_test_run *r, const char *script)
+{
+	const char *args[] = { "--standalone", "--nproc-per-node", "2", NULL };
+	ck_assert_int_eq(rv_test_run_script(r, "ready.py", script, args, NULL), 0);
+	ck_assert(rv_test_run_wait_for(r, 1, "[rank1]:ready", 30000));
+	ck_assert(rv_test_run_wait_for(r, 1, "[rank0]:ready", 30000));
+}
+
+static void stop_leaves_nothing(int sig)
+{
+	struct rv_test_run r;
+	start_ready(&r, sleeper);
+	/* two workers, their two sleeps, the private master */
+	ck_assert_int_ge(rv_test_run_tagged(&r), 5);
+	ck_assert_int_eq(rv_test_run_signal(&r, sig), 0);
+	free(rv_test_run_expect_exit(&r, 128 + sig, 30000));
+	rv_test_run_end(&r);
+}
+
+START_TEST(test_sigint_leaves_no_process)
+{
+	stop_leaves_nothing(SIGINT);
+}
+END_TEST
+
+START_TEST(test_sigterm_leaves_no_process)
+{
+	stop_leaves_nothing(SIGTERM);
+}
+END_TEST
+
+START_TEST(test_kill9_of_rover_run_takes_the_workers)
+{
+	struct rv_test_run r;
+	start_ready(&r, "import time\nprint('ready', flush=True)\ntime.sleep(300)\n");
+	ck_assert_int_ge(rv_test_run_tagged(&r), 3);
+	ck_assert_int_eq(rv_test_run_signal(&r, SIGKILL), 0);
+	rv_test_run_wait(&r, 10000);
+	/* PR_SET_PDEATHSIG: the workers and the private master follow at once */
+	int64_t until = rv_mono_ms() + 5000;
+	while (rv_test_run_tagged(&r) > 0 && rv_mono_ms() < until)
+		usleep(20 * 1000);
+	rv_test_run_end(&r);
+}
+END_TEST
+
+/* Silent past --hang-timeout: a failure naming the ranks with their Python
+ * stacks, restarted, and the job's end once the restarts are spent. */
+START_TEST(test_hang_restarts_then_fails)
+{
+	struct rv_test_run r;
+	const char *args[] = { "--standalone",
+			       "--nproc-per-node",
+			       "2",
+			       "--max-restarts",
+			       "1",
+			       "--hang-timeout",
+			       "1",
+			       NULL };
+	int64_t t0 = rv_mono_ms();
+	ck_assert_int_eq(rv_test_run_script(&r, "hang.py",
+					    "import time\nprint('started', flush=True)\n"
+					    "time.sleep(300)\n",
+					    args, NULL),
+			 0);
+	char *err = rv_test_run_expect_exit(&r, 1, 60000);
+	ck_assert_msg(count(err, "msg=\"starting workers\"") == 2, "%s", err);
+	ck_assert_msg(count(err, "msg=\"worker hangs: no output\" rank=1") == 2, "%s", err);
+	ck_assert_msg(strstr(err, "rover-run: the job failed: ranks 0,1 hung: no output for 1 s"),
+		      "%s", err);
+	/* each hung rank's Python stack, on the console and in the log */
+	ck_assert_msg(strstr(err, "[rank1]:Fatal Python error: Aborted"), "%s", err);
+	ck_assert_msg(strstr(err, "msg=\"hung worker's stack\" rank=0 stack=\"Fatal Python error"),
+		      "%s", err);
+	ck_assert_msg(strstr(err, "hang.py\\\", line 3 in <module>"), "%s", err);
+	/* detected within about the timeout, not minutes */
+	ck_assert_int_lt(rv_mono_ms() - t0, 15000);
+	free(err);
+	rv_test_run_end(&r);
+}
+END_TEST
+
+/* --log-dir: each rank's streams in DIR/attempt_N/LOCAL_RANK/; -r 1 keeps
+ * stdout off the console, stderr still comes with its [rankN]: prefix. */
+START_TEST(test_log_dir_and_redirects)
+{
+	struct rv_test_run r;
+	ck_assert_int_eq(rv_test_run_init(&r), 0);
+	char logs[400], script[400];
+	snprintf(logs, sizeof(logs), "%s/logs", r.dir);
+	ck_assert_int_eq(rv_test_run_file(&r, "talk.py",
+					  "import os, sys\n"
+					  "print('out-' + os.environ['RANK'])\n"
+					  "print('err-' + os.environ['RANK'], file=sys.stderr)\n",
+					  script, sizeof(script)),
+			 0);
+	const char *args[] = {
+		"--standalone", "--nproc-per-node", "2", "--log-dir", logs, "-r", "1", script, NULL
+	};
+	ck_assert_int_eq(rv_test_run_start(&r, args, NULL), 0);
+	char *err = rv_test_run_expect_exit(&r, 0, 30000);
+	char *out = rv_test_run_output(&r, 1);
+	ck_assert_msg(!strstr(out, "out-"), "%s", out);
+	ck_assert_msg(strstr(err, "[rank0]:err-0\n") && strstr(err, "[rank1]:err-1\n"), "%s", err);
+	for (int rank = 0; rank < 2; rank++) {
+		char path[600], want[32];
+		const char *stream[2] = { "stdout", "stderr" };
+		for (int i = 0; i < 2; i++) {
+			snprintf(path, sizeof(path), "%s/attempt_0/%d/%s.log", logs, rank,
+				 stream[i]);
+			snprintf(want, sizeof(want), "%s-%d\n", i ? "err" : "out", rank);
+			char *text = rv_test_read_file(path);
+			ck_assert_msg(text && !strcmp(text, want), "%s: \"%s\"", path,
+				      text ? text : "(none)");
+			free(text);
+		}
+	}
+	free(out);
+	free(err);
+	rv_test_run_end(&r);
+}
+END_TEST
+
+START_TEST(test_bad_flag_exit_2)
+{
+	struct rv_test_run r;
+	ck_assert_int_eq(rv_test_run_init(&r), 0);
+	const char *args[] = { "--nproc-per-node", "many", "x.py", NULL };
+	ck_assert_int_eq(rv_test_run_start(&r, args, NULL), 0);
+	char *err = rv_test_run_expect_exit(&r, 2, 10000);
+	ck_assert_msg(strstr(err, "--nproc-per-node \"many\": must be auto, cpu, gpu or a number"),
+		      "%s", err);
+	free(err);
+	/* several nodes need a master to meet at */
+	const char *args2[] = { "--nnodes", "2", "x.py", NULL };
+	ck_assert_int_eq(rv_test_run_start(&r, args2, NULL), 0);
+	err = rv_test_run_expect_exit(&r, 2, 10000);
+	ck_assert_msg(strstr(err, "--rdzv-endpoint"), "%s", err);
+	free(err);
+	/* one worker per GPU on a node without one */
+	const char *args3[] = { "--nproc-per-node", "gpu", "x.py", NULL };
+	const char *nogpu[] = { "CUDA_VISIBLE_DEVICES=", NULL };
+	ck_assert_int_eq(rv_test_run_start(&r, args3, nogpu), 0);
+	err = rv_test_run_expect_exit(&r, 2, 10000);
+	ck_assert_msg(strstr(err, "no GPU"), "%s", err);
+	free(err);
+	rv_test_run_cleanup(&r);
+}
+END_TEST
+
+static Suite *run_faults_suite(void)
+{
+	Suite *s = suite_create("run_faults");
+	TCase *tc = tcase_create("core");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_user_error_stops_after_two_tracebacks);
+	tcase_add_test(tc, test_final_failure_summary);
+	tcase_add_test(tc, test_sigint_leaves_no_process);
+	tcase_add_test(tc, test_sigterm_leaves_no_process);
+	tcase_add_test(tc, test_kill9_of_rover_run_takes_the_workers);
+	tcase_add_test(tc, test_hang_restarts_then_fails);
+	tcase_add_test(tc, test_log_dir_and_redirects);
+	tcase_add_test(tc, test_bad_flag_exit_2);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+RV_TEST_MAIN(run_faults_suite)

@@ -1,0 +1,323 @@
+/*
+ * check_run_train.c: rover-run (the real binary) training the real example
+ * (examples/digits_ddp.py, PyTorch DDP on gloo) end to end: --standalone
+ * with two workers reaches the accuracy; a worker killed with SIGKILL
+ * mid-run is restarted (TORCHELASTIC_RESTART_COUNT 1 in the new workers)
+ * and the job still reaches it; an unmodified torchrun-style script sees
+ * torchrun's whole environment; two rover-run nodes form one world with
+ * one rover-master (one of them told where it is by ROVER_MASTER_ADDR and
+ * its name by ROVER_NODE_NAME, as the node manager does), and re-form it
+ * when a worker of one is killed; a late node grows a 1:2 world.  Needs /usr/bin/python3 with torch and sklearn.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "masterfix.h"
+#include "parse.h"
+#include "runfix.h"
+#include "testutil.h"
+
+#define EXAMPLE "examples/digits_ddp.py"
+
+static void assert_exit0(struct rv_test_run *r, int timeout_ms)
+{
+	free(rv_test_run_expect_exit(r, 0, timeout_ms));
+}
+
+START_TEST(test_standalone_reaches_accuracy)
+{
+	struct rv_test_run r;
+	ck_assert_int_eq(rv_test_run_init(&r), 0);
+	const char *args[] = { "--standalone", "--nproc-per-node", "2",   EXAMPLE, "--steps",
+			       "100",          "--target",         "0.9", NULL };
+	ck_assert_int_eq(rv_test_run_start(&r, args, NULL), 0);
+	assert_exit0(&r, 90000);
+	char *out = rv_test_run_output(&r, 1);
+	/* rank 0's progress lines, prefixed, and the accuracy it reached */
+	ck_assert_msg(strstr(out, "[rank0]:step=100 "), "%s", out);
+	ck_assert_msg(strstr(out, "samples_per_s="), "%s", out);
+	const char *acc = strstr(out, "[rank0]:test_accuracy=");
+	ck_assert_msg(acc, "%s", out);
+	double a = strtod(acc + strlen("[rank0]:test_accuracy="), NULL);
+	ck_assert_msg(a >= 0.9, "accuracy %.4f", a);
+	free(out);
+	rv_test_run_end(&r);
+}
+END_TEST
+
+START_TEST(test_kill9_worker_restarts)
+{
+	struct rv_test_run r;
+	ck_assert_int_eq(rv_test_run_init(&r), 0);
+	const char *args[] = {
+		"--standalone", "--nproc_per_node=2", "--max-restarts", "3", EXAMPLE, "--steps",
+		"120",          "--step-sleep",       "0.02",           NULL
+	};
+	ck_assert_int_eq(rv_test_run_start(&r, args, NULL), 0);
+	/* mid-run: rank 0 has logged steps */
+	ck_assert_msg(rv_test_run_wait_for(&r, 1, "[rank0]:step=20 ", 60000), "no step 20");
+	pid_t victim[4], before[4];
+	ck_assert_int_eq(rv_test_run_workers(&r, r.proc.pid, 1, victim, 4), 1);
+	ck_assert_int_eq(rv_test_run_workers(&r, r.proc.pid, 0, before, 4), 1);
+	char v[32];
+	rv_test_proc_env(victim[0], "TORCHELASTIC_RESTART_COUNT", v, sizeof(v));
+	ck_assert_str_eq(v, "0");
+	ck_assert_int_eq(kill(victim[0], SIGKILL), 0);
+	/* the new group: two new workers told it is the first restart */
+	pid_t now0[4], now1[4];
+	int64_t until = rv_mono_ms() + 30000;
+	int n0 = 0, n1 = 0;
+	while (rv_mono_ms() < until) {
+		/* RANK in the environment: past the exec */
+		n0 = rv_test_run_workers(&r, r.proc.pid, 0, now0, 4);
+		n1 = rv_test_run_workers(&r, r.proc.pid, 1, now1, 4);
+		if (n0 == 1 && n1 == 1 && now0[0] != before[0] && now1[0] != victim[0])
+			break;
+		usleep(20 * 1000);
+	}
+	ck_assert_int_eq(n0, 1);
+	ck_assert_int_eq(n1, 1);
+	rv_test_proc_env(now0[0], "TORCHELASTIC_RESTART_COUNT", v, sizeof(v));
+	ck_assert_str_eq(v, "1");
+	rv_test_proc_env(now1[0], "TORCHELASTIC_RESTART_COUNT", v, sizeof(v));
+	ck_assert_str_eq(v, "1");
+	assert_exit0(&r, 90000);
+	char *out = rv_test_run_output(&r, 1);
+	char *err = rv_test_run_output(&r, 2);
+	ck_assert_msg(strstr(out, "[rank0]:test_accuracy="), "%s", out);
+	ck_assert_msg(strstr(err, "rank=1") && strstr(err, "killed by signal 9"), "%s", err);
+	free(out);
+	free(err);
+	rv_test_run_cleanup(&r);
+}
+END_TEST
+
+/* What a plain torchrun script does: env:// init, an all-reduce, and the
+ * variables torchrun documents. */
+static const char torchrun_script[] =
+	"import os, torch, torch.distributed as dist\n"
+	"keys = ['RANK','LOCAL_RANK','WORLD_SIZE','LOCAL_WORLD_SIZE','GROUP_RANK',\n"
+	"        'GROUP_WORLD_SIZE','ROLE_RANK','ROLE_WORLD_SIZE','ROLE_NAME','MASTER_ADDR',\n"
+	"        'MASTER_PORT','TORCHELASTIC_RESTART_COUNT','TORCHELASTIC_MAX_RESTARTS',\n"
+	"        'TORCHELASTIC_RUN_ID']\n"
+	"missing = [k for k in keys if k not in os.environ]\n"
+	"dist.init_process_group('gloo')\n"
+	"t = torch.tensor([dist.get_rank() + 1.0])\n"
+	"dist.all_reduce(t)\n"
+	"print('rank=%s local=%s world=%s lws=%s group=%s/%s role=%s restarts=%s/%s run=%s "
+	"omp=%s sum=%d missing=%s' % (os.environ['RANK'], os.environ['LOCAL_RANK'],\n"
+	"      os.environ['WORLD_SIZE'], os.environ['LOCAL_WORLD_SIZE'], "
+	"os.environ['GROUP_RANK'],\n"
+	"      os.environ['GROUP_WORLD_SIZE'], os.environ['ROLE_NAME'],\n"
+	"      os.environ['TORCHELASTIC_RESTART_COUNT'], os.environ['TORCHELASTIC_MAX_RESTARTS'],\n"
+	"      os.environ['TORCHELASTIC_RUN_ID'], os.environ.get('OMP_NUM_THREADS'), t.item(),\n"
+	"      ','.join(missing) or '-'), flush=True)\n"
+	"dist.destroy_process_group()\n";
+
+START_TEST(test_torchrun_script_unmodified)
+{
+	struct rv_test_run r;
+	ck_assert_int_eq(rv_test_run_init(&r), 0);
+	char script[400];
+	ck_assert_int_eq(rv_test_run_file(&r, "plain.py", torchrun_script, script, sizeof(script)),
+			 0);
+	const char *args[] = { "--standalone",
+			       "--nproc_per_node",
+			       "2",
+			       "--rdzv_id=job42",
+			       "--max_restarts=2",
+			       "--role",
+			       "trainer",
+			       "--monitor-interval",
+			       "0.1",
+			       script,
+			       NULL };
+	ck_assert_int_eq(rv_test_run_start(&r, args, NULL), 0);
+	assert_exit0(&r, 60000);
+	char *out = rv_test_run_output(&r, 1);
+	ck_assert_msg(strstr(out, "[rank0]:rank=0 local=0 world=2 lws=2 group=0/1 role=trainer "
+				  "restarts=0/2 run=job42 omp=1 sum=3 missing=-"),
+		      "%s", out);
+	ck_assert_msg(strstr(out, "[rank1]:rank=1 local=1 world=2 lws=2 group=0/1 role=trainer "
+				  "restarts=0/2 run=job42 omp=1 sum=3 missing=-"),
+		      "%s", out);
+	free(out);
+	rv_test_run_end(&r);
+}
+END_TEST
+
+/* A rover-master for min..max nodes; its HOST:PORT into ep. */
+static void start_master(struct rv_test_master *m, int min, int max, char *ep, size_t size)
+{
+	char *spec = rv_test_master_spec(1000, 10, 1, min, max);
+	ck_assert_int_eq(rv_test_master_init(m, spec), 0);
+	free(spec);
+	ck_assert_int_eq(rv_test_master_start(m, NULL), 0);
+	snprintf(ep, size, "127.0.0.1:%d", m->port);
+}
+
+/* A rover-master for two nodes, and two rover-run nodes of one worker
+ * against it running args (after the node flags) then the script text
+ * (NULL: args name it).  Node 0 is given the master with --rdzv-endpoint,
+ * node 1 the way the master's node manager gives it: ROVER_MASTER_ADDR and
+ * ROVER_NODE_NAME=node-b in its environment. */
+static void start_two_nodes(struct rv_test_master *m, struct rv_test_run r[2],
+			    const char *const *args, const char *text)
+{
+	char ep[64], env_addr[96];
+	start_master(m, 2, 2, ep, sizeof(ep));
+	snprintf(env_addr, sizeof(env_addr), "ROVER_MASTER_ADDR=%s", ep);
+	const char *env[] = { env_addr, "ROVER_NODE_NAME=node-b", NULL };
+	for (int i = 0; i < 2; i++) {
+		const char *argv[32] = { "--nnodes",       "2", "--nproc-per-node", "1",
+					 "--max-restarts", "2" };
+		int n = 6;
+		if (i == 0) {
+			argv[n++] = "--rdzv-endpoint";
+			argv[n++] = ep;
+		}
+		for (const char *const *a = args; *a && n < 31; a++)
+			argv[n++] = *a;
+		argv[n] = NULL;
+		const char *const *e = i == 1 ? env : NULL;
+		if (text)
+			ck_assert_int_eq(rv_test_run_script(&r[i], "plain.py", text, argv, e), 0);
+		else {
+			ck_assert_int_eq(rv_test_run_init(&r[i]), 0);
+			ck_assert_int_eq(rv_test_run_start(&r[i], argv, e), 0);
+		}
+	}
+}
+
+START_TEST(test_two_nodes_one_master)
+{
+	struct rv_test_master m;
+	struct rv_test_run r[2];
+	const char *none[] = { NULL };
+	start_two_nodes(&m, r, none, torchrun_script);
+	for (int i = 0; i < 2; i++)
+		assert_exit0(&r[i], 60000);
+	/* one world of two nodes: global ranks 0 and 1, group ranks 0 and 1 */
+	int seen = 0;
+	for (int i = 0; i < 2; i++) {
+		char *out = rv_test_run_output(&r[i], 1);
+		if (strstr(out, "[rank0]:rank=0 local=0 world=2 lws=1 group=0/2 "))
+			seen |= 1;
+		if (strstr(out, "[rank1]:rank=1 local=0 world=2 lws=1 group=1/2 "))
+			seen |= 2;
+		ck_assert_msg(strstr(out, "sum=3 missing=-"), "%s", out);
+		/* one worker: torchrun leaves OMP_NUM_THREADS alone */
+		ck_assert_msg(strstr(out, "omp=None"), "%s", out);
+		free(out);
+		/* node 1 joined under the name its environment gave */
+		char *err = rv_test_run_output(&r[i], 2);
+		if (i == 1)
+			ck_assert_msg(strstr(err, "msg=\"joined the rendezvous\" node=node-b "),
+				      "%s", err);
+		free(err);
+		rv_test_run_cleanup(&r[i]);
+	}
+	ck_assert_int_eq(seen, 3);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
+/* A worker of one node killed: that node restarts its group (spending a
+ * restart), the healthy node only re-forms the world (spending none), and
+ * the job still reaches the accuracy. */
+START_TEST(test_two_nodes_worker_killed)
+{
+	struct rv_test_master m;
+	struct rv_test_run r[2];
+	const char *args[] = { EXAMPLE, "--steps", "100", "--step-sleep", "0.02", NULL };
+	start_two_nodes(&m, r, args, NULL);
+	/* mid-run: rank 0, on either node, has logged steps */
+	int64_t until = rv_mono_ms() + 60000;
+	while (!rv_test_run_wait_for(&r[0], 1, "[rank0]:step=20 ", 0) &&
+	       !rv_test_run_wait_for(&r[1], 1, "[rank0]:step=20 ", 0) && rv_mono_ms() < until)
+		usleep(20 * 1000);
+	pid_t victim[2];
+	ck_assert_int_eq(rv_test_run_workers(&r[1], r[1].proc.pid, -1, victim, 2), 1);
+	ck_assert_int_eq(kill(victim[0], SIGKILL), 0);
+	for (int i = 0; i < 2; i++)
+		assert_exit0(&r[i], 90000);
+	char *err0 = rv_test_run_output(&r[0], 2);
+	char *err1 = rv_test_run_output(&r[1], 2);
+	ck_assert_msg(strstr(err1, "killed by signal 9") &&
+			      strstr(err1, "msg=\"every worker finished\" restarts=1"),
+		      "%s", err1);
+	ck_assert_msg(strstr(err0, "msg=\"every worker finished\" restarts=0"), "%s", err0);
+	ck_assert_msg(strstr(err0, "round=2"), "%s", err0);
+	free(err0);
+	free(err1);
+	int acc = 0;
+	for (int i = 0; i < 2; i++) {
+		char *out = rv_test_run_output(&r[i], 1);
+		acc += strstr(out, "[rank0]:test_accuracy=") != NULL;
+		free(out);
+		rv_test_run_cleanup(&r[i]);
+	}
+	ck_assert_int_eq(acc, 1);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
+/* --nnodes 1:2: a node alone trains in a world of one; a second node
+ * joining makes the master announce a new round, and the first node
+ * restarts its group into the world of two (no restart spent). */
+START_TEST(test_late_node_grows_the_world)
+{
+	struct rv_test_master m;
+	char ep[64];
+	start_master(&m, 1, 2, ep, sizeof(ep));
+	const char *args[] = { "--nnodes", "1:2", "--rdzv-endpoint", ep, NULL };
+	static const char script[] =
+		"import os, time, torch.distributed as dist\n"
+		"dist.init_process_group('gloo')\n"
+		"print('world=%s rank=%s' % (os.environ['WORLD_SIZE'], os.environ['RANK']),\n"
+		"      flush=True)\n"
+		"if int(os.environ['WORLD_SIZE']) < 2:\n"
+		"    time.sleep(120)\n"
+		"dist.barrier()\n"
+		"dist.destroy_process_group()\n";
+	struct rv_test_run r[2];
+	ck_assert_int_eq(rv_test_run_script(&r[0], "grow.py", script, args, NULL), 0);
+	ck_assert(rv_test_run_wait_for(&r[0], 1, "[rank0]:world=1 rank=0", 60000));
+	ck_assert_int_eq(rv_test_run_script(&r[1], "grow.py", script, args, NULL), 0);
+	for (int i = 0; i < 2; i++)
+		assert_exit0(&r[i], 60000);
+	char *out0 = rv_test_run_output(&r[0], 1);
+	char *out1 = rv_test_run_output(&r[1], 1);
+	char *err0 = rv_test_run_output(&r[0], 2);
+	ck_assert_msg(strstr(out0, "world=2") && strstr(out1, "world=2"), "%s\n%s", out0, out1);
+	ck_assert_msg(strstr(err0, "the world changes: rendezvous again"), "%s", err0);
+	ck_assert_msg(strstr(err0, "msg=\"every worker finished\" restarts=0"), "%s", err0);
+	free(out0);
+	free(out1);
+	free(err0);
+	for (int i = 0; i < 2; i++)
+		rv_test_run_end(&r[i]);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
+static Suite *run_train_suite(void)
+{
+	Suite *s = suite_create("run_train");
+	TCase *tc = tcase_create("core");
+	tcase_set_timeout(tc, 180);
+	tcase_add_test(tc, test_standalone_reaches_accuracy);
+	tcase_add_test(tc, test_kill9_worker_restarts);
+	tcase_add_test(tc, test_torchrun_script_unmodified);
+	tcase_add_test(tc, test_two_nodes_one_master);
+	tcase_add_test(tc, test_two_nodes_worker_killed);
+	tcase_add_test(tc, test_late_node_grows_the_world);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+RV_TEST_MAIN(run_train_suite)

@@ -1,0 +1,263 @@
+/*
+ * runfix.c: the real rover-run in tests (runfix.h).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <check.h>
+
+#include "brainfix.h"
+#include "parse.h"
+#include "runfix.h"
+
+int rv_test_run_init(struct rv_test_run *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->proc.pidfd = -1;
+	r->status = -1;
+	snprintf(r->dir, sizeof(r->dir), "/tmp/rover-test-run-XXXXXX");
+	if (!mkdtemp(r->dir))
+		return -errno;
+	snprintf(r->out, sizeof(r->out), "%s/stdout", r->dir);
+	snprintf(r->err, sizeof(r->err), "%s/stderr", r->dir);
+	snprintf(r->tag, sizeof(r->tag), "%s", strrchr(r->dir, '-') + 1);
+	return 0;
+}
+
+int rv_test_run_start(struct rv_test_run *r, const char *const *args, const char *const *env)
+{
+	const char *d = getenv("ROVER_BIN_DIR");
+	char exe[300], tagenv[96];
+	snprintf(exe, sizeof(exe), "%s/rover-run", d && *d ? d : "build/bin");
+	snprintf(tagenv, sizeof(tagenv), "ROVER_TEST_TAG=%s", r->tag);
+	const char *argv[64] = { exe };
+	int n = 1;
+	while (args && *args && n < 63)
+		argv[n++] = *args++;
+	argv[n] = NULL;
+	const char *envv[32] = { "PYTHON_EXEC=/usr/bin/python3", tagenv };
+	int ne = 2;
+	while (env && *env && ne < 31)
+		envv[ne++] = *env++;
+	envv[ne] = NULL;
+	rv_proc_release(&r->proc); /* a run before, already waited for */
+	int ofd = open(r->out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int efd = open(r->err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	struct rv_proc_opts o = {
+		.argv = argv,
+		.env = envv,
+		.io = { { RV_PROC_NULL, 0 }, { RV_PROC_FD, ofd }, { RV_PROC_FD, efd } },
+		.pdeathsig = SIGKILL,
+	};
+	int rc = ofd < 0 || efd < 0 ? -EIO : rv_proc_spawn(&r->proc, &o);
+	if (ofd >= 0)
+		close(ofd);
+	if (efd >= 0)
+		close(efd);
+	return rc;
+}
+
+int rv_test_run_wait(struct rv_test_run *r, int timeout_ms)
+{
+	int st;
+	int rc = rv_proc_wait(&r->proc, timeout_ms, &st);
+	if (rc < 0)
+		return rc;
+	r->status = st;
+	return st;
+}
+
+int rv_test_run_signal(struct rv_test_run *r, int sig)
+{
+	if (r->proc.pid <= 0)
+		return -ESRCH;
+	return kill(r->proc.pid, sig) < 0 ? -errno : 0;
+}
+
+char *rv_test_run_output(const struct rv_test_run *r, int which)
+{
+	char *s = rv_test_read_file(which == 1 ? r->out : r->err);
+	return s ? s : strdup("");
+}
+
+bool rv_test_run_wait_for(const struct rv_test_run *r, int which, const char *needle,
+			  int timeout_ms)
+{
+	int64_t until = rv_mono_ms() + timeout_ms;
+	do {
+		char *s = rv_test_run_output(r, which);
+		bool found = s && strstr(s, needle);
+		free(s);
+		if (found)
+			return true;
+		usleep(50 * 1000);
+	} while (rv_mono_ms() < until);
+	return false;
+}
+
+/* /proc/pid/environ as one buffer of NUL-separated entries; its length. */
+static size_t read_environ(pid_t pid, char *buf, size_t size)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	size_t len = 0;
+	ssize_t k;
+	while (len < size - 1 && (k = read(fd, buf + len, size - 1 - len)) > 0)
+		len += (size_t)k;
+	close(fd);
+	buf[len] = 0;
+	return len;
+}
+
+void rv_test_proc_env(pid_t pid, const char *key, char *out, size_t size)
+{
+	static char buf[1 << 17];
+	size_t len = read_environ(pid, buf, sizeof(buf));
+	size_t klen = strlen(key);
+	out[0] = 0;
+	for (size_t i = 0; i < len; i += strlen(buf + i) + 1)
+		if (!strncmp(buf + i, key, klen) && buf[i + klen] == '=') {
+			snprintf(out, size, "%s", buf + i + klen + 1);
+			return;
+		}
+}
+
+/* State and parent of pid from /proc/pid/stat; 0 or -1. */
+static int proc_stat(pid_t pid, char *state, pid_t *ppid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t k = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (k <= 0)
+		return -1;
+	buf[k] = 0;
+	char *rp = strrchr(buf, ')');
+	int pp;
+	if (!rp || sscanf(rp + 2, "%c %d", state, &pp) != 2)
+		return -1;
+	*ppid = pp;
+	return 0;
+}
+
+static int scan(const struct rv_test_run *r, pid_t parent, int rank, pid_t *pids, int max)
+{
+	DIR *d = opendir("/proc");
+	int n = 0;
+	struct dirent *e;
+	char want[96], v[64];
+	snprintf(want, sizeof(want), "%s", r->tag);
+	while (d && (e = readdir(d))) {
+		int64_t pid;
+		char state;
+		pid_t ppid;
+		if (rv_parse_i64(e->d_name, 1, 1 << 30, &pid) < 0 || pid == getpid() ||
+		    pid == r->proc.pid)
+			continue;
+		if (proc_stat((pid_t)pid, &state, &ppid) < 0 || state == 'Z')
+			continue;
+		if (parent > 0 && ppid != parent)
+			continue;
+		rv_test_proc_env((pid_t)pid, "ROVER_TEST_TAG", v, sizeof(v));
+		if (strcmp(v, want))
+			continue;
+		if (rank >= 0) {
+			rv_test_proc_env((pid_t)pid, "RANK", v, sizeof(v));
+			int64_t rk;
+			if (rv_parse_i64(v, 0, 1 << 30, &rk) < 0 || rk != rank)
+				continue;
+		}
+		if (pids && n < max)
+			pids[n] = (pid_t)pid;
+		n++;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+int rv_test_run_workers(const struct rv_test_run *r, pid_t parent, int rank, pid_t *pids, int max)
+{
+	return scan(r, parent, rank, pids, max);
+}
+
+int rv_test_run_tagged(const struct rv_test_run *r)
+{
+	return scan(r, 0, -1, NULL, 0);
+}
+
+int rv_test_run_file(const struct rv_test_run *r, const char *name, const char *text, char *path,
+		     size_t size)
+{
+	snprintf(path, size, "%s/%s", r->dir, name);
+	FILE *f = fopen(path, "w");
+	if (!f)
+		return -errno;
+	fputs(text, f);
+	return fclose(f) == 0 ? 0 : -EIO;
+}
+
+void rv_test_run_cleanup(struct rv_test_run *r)
+{
+	if (r->proc.pid > 0) {
+		rv_proc_kill(&r->proc, SIGKILL);
+		rv_proc_wait(&r->proc, 5000, NULL);
+	}
+	rv_proc_release(&r->proc);
+	if (r->dir[0]) {
+		const char *argv[] = { "rm", "-rf", "--", r->dir, NULL };
+		struct rv_proc_opts o = { .argv = argv };
+		rv_proc_run(&o, 10000, NULL, NULL);
+		r->dir[0] = 0;
+	}
+}
+
+int rv_test_run_script(struct rv_test_run *r, const char *name, const char *text,
+		       const char *const *args, const char *const *env)
+{
+	char path[400];
+	const char *argv[64];
+	int n = 0, rc = rv_test_run_init(r);
+	if (rc < 0)
+		return rc;
+	rc = rv_test_run_file(r, name, text, path, sizeof(path));
+	if (rc < 0)
+		return rc;
+	while (args && *args && n < 62)
+		argv[n++] = *args++;
+	argv[n++] = path;
+	argv[n] = NULL;
+	return rv_test_run_start(r, argv, env);
+}
+
+char *rv_test_run_expect_exit(struct rv_test_run *r, int code, int timeout_ms)
+{
+	int st = rv_test_run_wait(r, timeout_ms);
+	char *err = rv_test_run_output(r, 2);
+	if (!(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == code)) {
+		char *out = rv_test_run_output(r, 1);
+		ck_abort_msg("rover-run: wait status %d, not exit %d\nstdout:\n%s\nstderr:\n%s", st,
+			     code, out, err);
+	}
+	return err;
+}
+
+void rv_test_run_end(struct rv_test_run *r)
+{
+	int left = rv_test_run_tagged(r);
+	rv_test_run_cleanup(r);
+	ck_assert_msg(left == 0, "%d process(es) of the job still run", left);
+}

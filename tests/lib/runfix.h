@@ -1,0 +1,68 @@
+/*
+ * runfix.h: run the real rover-run binary in integration tests.
+ *
+ * rv_test_run_start() spawns $ROVER_BIN_DIR/rover-run (default build/bin)
+ * with the given arguments, PYTHON_EXEC=/usr/bin/python3 (Debian's Python
+ * with torch) and ROVER_TEST_TAG=<a unique tag> in its environment, its
+ * stdout and stderr in files of a private temp folder.  Every process of
+ * the job inherits the tag, so rv_test_run_tagged() finds whatever of the
+ * job is still in the process table.  rover-run gets SIGKILL when the test
+ * process dies.
+ */
+#ifndef RV_RUNFIX_H
+#define RV_RUNFIX_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "proc.h"
+
+struct rv_test_run {
+	struct rv_proc proc;
+	char dir[256]; /* private temp folder */
+	char out[320]; /* dir/stdout */
+	char err[320]; /* dir/stderr */
+	char tag[64];  /* ROVER_TEST_TAG of this run */
+	int status;    /* wait status once it exited, else -1 */
+};
+
+/* A fresh temp folder (no process yet). */
+int rv_test_run_init(struct rv_test_run *r);
+/* Start rover-run with args (NULL-terminated, after argv[0]) and extra
+ * environment entries env ("K=V", NULL-terminated, may be NULL). */
+int rv_test_run_start(struct rv_test_run *r, const char *const *args, const char *const *env);
+/* Wait up to timeout_ms for it to exit: its wait status, or -ETIMEDOUT. */
+int rv_test_run_wait(struct rv_test_run *r, int timeout_ms);
+/* Send sig to rover-run itself (not its group). */
+int rv_test_run_signal(struct rv_test_run *r, int sig);
+/* What it wrote so far on stdout (which 1) or stderr (2); malloc'd. */
+char *rv_test_run_output(const struct rv_test_run *r, int which);
+/* Wait up to timeout_ms until stdout or stderr holds needle. */
+bool rv_test_run_wait_for(const struct rv_test_run *r, int which, const char *needle,
+			  int timeout_ms);
+/* Pids of processes (children of parent when parent > 0) that carry r's
+ * tag and have RANK=rank in their environment (rank < 0: any), up to max;
+ * the count. */
+int rv_test_run_workers(const struct rv_test_run *r, pid_t parent, int rank, pid_t *pids, int max);
+/* Processes still alive (not zombies) carrying r's tag. */
+int rv_test_run_tagged(const struct rv_test_run *r);
+/* The value of key in pid's environment into out ("" when absent). */
+void rv_test_proc_env(pid_t pid, const char *key, char *out, size_t size);
+/* Write a file (a script for the job) into r->dir; the path into path. */
+int rv_test_run_file(const struct rv_test_run *r, const char *name, const char *text, char *path,
+		     size_t size);
+/* init, the script text written to dir/name, then start with args (flags,
+ * NULL-terminated) followed by the script's path, and env as in
+ * rv_test_run_start.  0 or a negative errno. */
+int rv_test_run_script(struct rv_test_run *r, const char *name, const char *text,
+		       const char *const *args, const char *const *env);
+/* Wait up to timeout_ms and fail the test (check) unless rover-run exited
+ * with code; returns its stderr (malloc'd). */
+char *rv_test_run_expect_exit(struct rv_test_run *r, int code, int timeout_ms);
+/* Fail the test (check) if a process of the job is still in the process
+ * table, then clean up as rv_test_run_cleanup. */
+void rv_test_run_end(struct rv_test_run *r);
+/* Kill what is left (SIGKILL) and remove the folder. */
+void rv_test_run_cleanup(struct rv_test_run *r);
+
+#endif
