@@ -210,17 +210,18 @@ int nodelink_usage_report(struct master *m, struct nodelink_usage *t)
 		p->seen = true;
 		bool have_prev = p->ms >= 0 && u->ts_ms > p->ms;
 		if (have_prev && r->cpu_seconds >= p->cpu_seconds)
-			u->cpu = (r->cpu_seconds - p->cpu_seconds) * 1000.0 / (double)(u->ts_ms - p->ms);
+			u->cpu = (r->cpu_seconds - p->cpu_seconds) * 1000.0 /
+				 (double)(u->ts_ms - p->ms);
 		if (have_prev && r->nr_periods > p->periods && r->nr_throttled >= p->throttled)
 			u->throttled = (double)(r->nr_throttled - p->throttled) /
 				       (double)(r->nr_periods - p->periods);
-		bool fresh = !have_prev || u->ts_ms != p->ms;
 		p->cpu_seconds = r->cpu_seconds;
 		p->periods = r->nr_periods;
 		p->throttled = r->nr_throttled;
 		p->ms = u->ts_ms;
-		/* The first sample of an instance has no rate yet. */
-		if (have_prev && fresh && plans_node_sample(m, u) == 0)
+		/* An instance's first measurement has no rate yet, and one not
+		 * measured again since the last report says nothing new. */
+		if (have_prev && plans_node_sample(m, u) == 0)
 			sent++;
 	}
 	/* Instances gone since the last report are forgotten. */

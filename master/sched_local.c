@@ -764,8 +764,8 @@ static int local_adopt(struct sched *base, const struct sched_node_spec *sp, int
 	int slot = 0;
 	struct lnode *n = NULL;
 	int rc = slot_take(s, sp, &n, &slot, err);
-	if (rc < 0)
-		return rc;
+	if (rc < 0 || !n)
+		return rc < 0 ? rc : -ENOSPC;
 	n->adopted = true;
 	n->ticks = ticks;
 	n->p.pid = pid;

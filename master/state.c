@@ -336,8 +336,12 @@ static bool apply_netcheck(struct master *m, const struct master_op *op, struct 
 static bool apply(struct master *m, int type, const struct master_op *op, const void *doc,
 		  size_t doc_len, struct master_result *res)
 {
+	/* Document operations (doc_record) come without an op. */
+	static const struct master_op no_op;
+	if (!op)
+		op = &no_op;
 	res->rc = 0;
-	if (op && op->now_ms > m->last_now_ms)
+	if (op->now_ms > m->last_now_ms)
 		m->last_now_ms = op->now_ms;
 	switch (type) {
 	case MASTER_OP_JOIN: {
@@ -555,7 +559,8 @@ static int snapshot_build(struct master *m, struct rv_buf *out)
 		rv_buf_append(out, part.data, part.len);
 		/* streams: a fourth section (a snapshot without it has none) */
 		rv_buf_truncate(&part, 0);
-		rc = stream_snapshot_save(m->streams, &part);
+		if (rc == 0)
+			rc = stream_snapshot_save(m->streams, &part);
 		rv_buf_printf(out, "%zu\n", part.len);
 		rv_buf_append(out, part.data, part.len);
 		/* the network check: a fifth */
