@@ -246,6 +246,10 @@ static const struct flags_opt flags_table[] = {
 	{ "module", 'm', SWITCH(module), "the script is a Python module, run as python -m MODULE" },
 	{ "no-python", 0, SWITCH(no_python),
 	  "the script is a program to run as is, not a Python file" },
+	{ "no-warm", 0, SWITCH(no_warm),
+	  "start every worker cold (python -u SCRIPT), as ROVER_WARM=0 does; by default a "
+	  "warm interpreter that imported torch forks Python workers in milliseconds once it "
+	  "is ready (the first start may be cold)" },
 	{ "run-path", 0, SWITCH(run_path),
 	  "accepted: the script runs as a Python file either way" },
 	{ "log-dir", 0, STR(log_dir, "DIR"),

@@ -55,6 +55,7 @@ struct flags {
 	char role[64];           /* default "default" */
 	bool module;             /* -m: the script is a module (python -m) */
 	bool no_python;          /* the script is a program, not Python */
+	bool no_warm;            /* never fork workers from a warm interpreter */
 	bool run_path;           /* accepted: the script runs as with python */
 	char log_dir[512];       /* "" none */
 	struct flags_std redirects, tee;

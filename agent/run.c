@@ -37,6 +37,7 @@
 #include "parse.h"
 #include "run.h"
 #include "standalone.h"
+#include "warm.h"
 #include "worker.h"
 
 #define RUN_HEARTBEAT_MS   1000
@@ -68,6 +69,10 @@ struct run {
 	 * a master that is down never holds a worker's death unseen */
 	struct rv_master_client *hb;
 	const char *python;
+	/* the warm interpreter workers are forked from (warm.h), started by
+	 * this thread, which stays alive as their PDEATHSIG parent; not
+	 * started: every worker starts cold */
+	struct warm warm;
 	int epfd, sigfd, tfd;
 	int restarts; /* failures restarted so far: TORCHELASTIC_RESTART_COUNT */
 	int attempt;  /* groups started: the log folder attempt_N */
@@ -314,6 +319,7 @@ static int group_start(struct run *r, struct rv_err *err)
 		.node_name = r->node,
 		.python = r->python,
 		.attempt_dir = r->f->log_dir[0] ? attempt_dir : NULL,
+		.warm = r->warm.started ? &r->warm : NULL,
 	};
 	r->attempt++;
 	rv_log_info("starting workers",
@@ -376,6 +382,26 @@ static void group_stop(struct run *r, int grace_ms)
 	}
 }
 
+/* Reap the orphans reparented to us (we are a child subreaper while the
+ * warm interpreter runs): never waitpid(-1), which would take a worker's
+ * status from its rv_proc. */
+static void reap_strays(struct run *r)
+{
+	pid_t keep[FLAGS_MAX_NPROC + 2 + 2 * WARM_MAX_STANDBY];
+	int n = 0;
+	for (int i = 0; i < r->nproc && n < FLAGS_MAX_NPROC; i++)
+		if (r->w[i].proc.pid > 0)
+			keep[n++] = r->w[i].proc.pid;
+	if (r->have_sa && r->sa.proc.pid > 0)
+		keep[n++] = r->sa.proc.pid;
+	if (r->warm.proc.pid > 0)
+		keep[n++] = r->warm.proc.pid;
+	for (int i = 0; i < r->warm.nstandby; i++)
+		if (r->warm.standby[i].pid > 0)
+			keep[n++] = r->warm.standby[i].pid;
+	rv_proc_reap_strays(keep, n);
+}
+
 /* The worker whose pidfd woke us (or every one, on SIGCHLD without
  * pidfds).  Returns 1 when the group ended (r->failed set on a failure). */
 static int check_exit(struct run *r, int idx, enum run_outcome *out)
@@ -401,6 +427,23 @@ static int check_exit(struct run *r, int idx, enum run_outcome *out)
 	return 1;
 }
 
+/* Whether the warm interpreter finished its imports: log it once, or why
+ * it will not serve. */
+static void warm_check(struct run *r)
+{
+	if (!r->warm.started || r->warm.ready)
+		return;
+	struct rv_err e = { 0 };
+	int rc = warm_ready(&r->warm, 0, &e);
+	char q[300];
+	if (rc == 0)
+		rv_log_info("warm interpreter ready", "pid=%d import_ms=%d", (int)r->warm.proc.pid,
+			    r->warm.import_ms);
+	else if (rc != -EAGAIN)
+		rv_log_warn("warm interpreter unavailable: workers start cold", "reason=%s",
+			    rv_log_q(q, sizeof(q), e.msg));
+}
+
 static int on_timer(struct run *r, enum run_outcome *out)
 {
 	uint64_t ticks;
@@ -417,6 +460,7 @@ static int on_timer(struct run *r, enum run_outcome *out)
 		*out = OUT_REJOIN;
 		return 1;
 	}
+	warm_check(r);
 	if (r->f->hang_timeout_s <= 0)
 		return 0;
 	int64_t now = rv_mono_ms(), newest = 0;
@@ -456,6 +500,7 @@ static enum run_outcome supervise(struct run *r)
 					return OUT_SIGNAL;
 				}
 				/* SIGCHLD: covers a kernel without pidfds */
+				reap_strays(r);
 				for (int i = 0; i < r->nproc; i++)
 					if (check_exit(r, i, &out))
 						return out;
@@ -656,6 +701,33 @@ static int find_master(struct run *r, struct rv_err *err)
 	return 0;
 }
 
+/* Start the warm interpreter without waiting for its imports (the first
+ * workers may start cold meanwhile): Python workers only, unless turned off
+ * by --no-warm or ROVER_WARM=0.  Called by the supervisor's thread, which
+ * the forked workers' PDEATHSIG hangs from. */
+static void warm_setup(struct run *r)
+{
+	const char *env = getenv("ROVER_WARM");
+	const char *off = r->f->no_python            ? "--no-python"
+			  : r->f->no_warm            ? "--no-warm"
+			  : env && !strcmp(env, "0") ? "ROVER_WARM=0"
+						     : NULL;
+	if (off) {
+		rv_log_info("warm interpreter off: workers start cold", "by=%s", off);
+		return;
+	}
+	struct rv_err e = { 0 };
+	/* the workers' own interpreter, so that warm and cold run alike */
+	struct warm_opts o = { .python = r->python, .log_fd = STDERR_FILENO, .standby = r->nproc };
+	char q[300];
+	if (warm_begin(&r->warm, &o, &e) < 0)
+		rv_log_warn("warm interpreter unavailable: workers start cold", "reason=%s",
+			    rv_log_q(q, sizeof(q), e.msg));
+	else
+		rv_log_info("warm interpreter starting", "pid=%d python=%s standby=%d",
+			    (int)r->warm.proc.pid, r->python, r->nproc);
+}
+
 static int setup(struct run *r, struct rv_err *err)
 {
 	const struct flags *f = r->f;
@@ -731,6 +803,7 @@ static int setup(struct run *r, struct rv_err *err)
 	timerfd_settime(r->tfd, 0, &it, NULL);
 	ep_add(r, r->sigfd, TAG_SIG, 0);
 	ep_add(r, r->tfd, TAG_TIMER, 0);
+	warm_setup(r);
 	rv_log_info("rover-run starting",
 		    "node=%s master=%s nproc=%d nnodes=%d:%d "
 		    "max_restarts=%d script=%s",
@@ -744,7 +817,9 @@ static void teardown(struct run *r)
 	if (r->w) {
 		group_stop(r, RUN_STOP_GRACE_MS);
 		free(r->w);
+		r->w = NULL;
 	}
+	warm_stop(&r->warm);
 	rv_master_client_free(r->mc);
 	rv_master_client_free(r->hb);
 	if (r->have_sa)
@@ -764,6 +839,8 @@ int run_job(const struct flags *f)
 		return RUN_EXIT_FAILED;
 	r->f = f;
 	r->epfd = r->sigfd = r->tfd = -1;
+	r->warm.sock = -1;
+	rv_proc_init(&r->warm.proc);
 	struct rv_err err = { 0 };
 	int code = -1;
 	int rc = setup(r, &err);

@@ -240,7 +240,7 @@ static int reply_recv(struct warm *w, int64_t deadline, cJSON **out, struct rv_e
 	}
 }
 
-int warm_start(struct warm *w, const struct warm_opts *o, struct rv_err *reterr)
+int warm_begin(struct warm *w, const struct warm_opts *o, struct rv_err *reterr)
 {
 	warm_clear(w);
 	struct warm_opts def = { 0 };
@@ -301,15 +301,39 @@ int warm_start(struct warm *w, const struct warm_opts *o, struct rv_err *reterr)
 	w->sock = sv[0];
 	w->started = true;
 	w->spawn_timeout_ms = o->spawn_timeout_ms > 0 ? o->spawn_timeout_ms : 10000;
+	w->ready_by_ms = rv_mono_ms() + (o->start_timeout_ms > 0 ? o->start_timeout_ms : 120000);
+	return 0;
+}
 
-	int timeout = o->start_timeout_ms > 0 ? o->start_timeout_ms : 120000;
+int warm_ready(struct warm *w, int timeout_ms, struct rv_err *reterr)
+{
+	if (!w->started || w->sock < 0)
+		return rv_err_set(reterr, -ENOTCONN, "", "warm interpreter is not running");
+	if (w->ready)
+		return 0;
+	int64_t now = rv_mono_ms();
+	int64_t deadline = timeout_ms < 0 ? w->ready_by_ms : now + timeout_ms;
+	if (deadline > w->ready_by_ms)
+		deadline = w->ready_by_ms;
+	struct pollfd pf = { .fd = w->sock, .events = POLLIN };
+	int k;
+	do
+		k = poll(&pf, 1, deadline > now ? (int)(deadline - now) : 0);
+	while (k < 0 && errno == EINTR && (now = rv_mono_ms()) < deadline);
+	const char *python = "the warm interpreter";
+	int r;
 	RV_CLEANUP_CJSON cJSON *msg = NULL;
 	struct rv_err perr;
-	r = reply_recv(w, rv_mono_ms() + timeout, &msg, &perr);
-	if (r == -ETIMEDOUT) {
-		rv_err_set(reterr, r, "", "%s did not import its modules within %d ms", python,
-			   timeout);
-	} else if (r == -ECONNRESET) {
+	if (k == 0 && rv_mono_ms() < w->ready_by_ms)
+		return rv_err_set(reterr, -EAGAIN, "", "warm interpreter still importing");
+	if (k == 0) {
+		r = rv_err_set(reterr, -ETIMEDOUT, "", "%s did not import its modules in time",
+			       python);
+		goto fail;
+	}
+	/* Readable: the message (small, written at once) or end of file. */
+	r = reply_recv(w, rv_mono_ms() + 2000, &msg, &perr);
+	if (r == -ECONNRESET) {
 		int st = -1;
 		rv_proc_wait(&w->proc, 2000, &st);
 		rv_err_set(reterr, r, "", "%s exited during start (status %d)", python, st);
@@ -319,14 +343,24 @@ int warm_start(struct warm *w, const struct warm_opts *o, struct rv_err *reterr)
 	} else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(msg, "ready"))) {
 		const cJSON *ms = cJSON_GetObjectItemCaseSensitive(msg, "import_ms");
 		w->import_ms = cJSON_IsNumber(ms) ? ms->valueint : 0;
+		w->ready = true;
 		return 0;
 	} else {
 		const char *e = reply_error(msg);
 		r = strstr(e, "threads") ? -EBUSY : -ENOPKG;
 		rv_err_set(reterr, r, "imports", "%s", *e ? e : "no ready message");
 	}
+fail:
 	warm_stop(w);
 	return r;
+}
+
+int warm_start(struct warm *w, const struct warm_opts *o, struct rv_err *reterr)
+{
+	int r = warm_begin(w, o, reterr);
+	if (r < 0)
+		return r;
+	return warm_ready(w, -1, reterr);
 }
 
 bool warm_alive(struct warm *w)
@@ -440,6 +474,9 @@ int warm_spawn(struct warm *w, const struct warm_req *rq, struct rv_proc *out,
 				  "--no-python: only a Python script can be forked warm");
 	if (!w->started || w->sock < 0)
 		return rv_err_set(reterr, -ENOTCONN, "", "warm interpreter is not running");
+	int rr = warm_ready(w, 0, reterr);
+	if (rr < 0)
+		return rr;
 
 	char cwdbuf[PATH_MAX];
 	const char *cwd = rq->cwd;

@@ -56,6 +56,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "err.h"
 #include "proc.h"
@@ -93,7 +94,9 @@ struct warm {
 	int sock;      /* owned; -1 once it is gone */
 	int import_ms; /* how long its imports took */
 	int spawns;    /* workers forked so far */
-	bool started;  /* set by a successful warm_start() until warm_stop() */
+	bool started;  /* set by a successful warm_begin() until warm_stop() */
+	bool ready;    /* its imports are done: it serves spawns */
+	int64_t ready_by_ms; /* monotonic: the start timeout's end */
 	int spawn_timeout_ms;
 };
 
@@ -109,6 +112,18 @@ int warm_script_path(char *buf, size_t size);
  * threads running), -ETIMEDOUT, -ECONNRESET (it died during start), or a
  * spawn error. */
 int warm_start(struct warm *w, const struct warm_opts *opts, struct rv_err *reterr);
+
+/* warm_start() in two halves, for a caller that must not wait the seconds
+ * the imports take (rover-run starts its first workers meanwhile):
+ * warm_begin() starts the interpreter and returns at once (errors as
+ * warm_start's, but no import error yet); warm_ready() waits up to
+ * timeout_ms (0: just look; < 0: until the start timeout) for its ready
+ * message: 0 once ready (and from then on), -EAGAIN while it still imports
+ * within the start timeout, else warm_start's errors (the interpreter is
+ * then stopped; later calls say -ENOTCONN).  warm_spawn() before it is
+ * ready says -EAGAIN and spawns nothing. */
+int warm_begin(struct warm *w, const struct warm_opts *opts, struct rv_err *reterr);
+int warm_ready(struct warm *w, int timeout_ms, struct rv_err *reterr);
 
 /* A worker to fork; everything borrowed for the call. */
 struct warm_req {
@@ -131,7 +146,7 @@ struct warm_req {
 /* Fork a worker from the warm interpreter.  Returns 0 with *out the worker,
  * a child of this process in its own process group with a pidfd (use
  * rv_proc_wait/kill/stop/release).  Otherwise *out holds nothing and no
- * worker runs: -ENOTSUP (refused: opted out, --no-python, a setting fixed at
+ * worker runs: -EAGAIN (warm_begin()'s interpreter still imports), -ENOTSUP (refused: opted out, --no-python, a setting fixed at
  * start differs, the interpreter grew a thread; reterr says which) and the
  * interpreter stays usable; -EINVAL (bad req); -ENOTCONN (the interpreter is
  * gone, from before or now: every later call says so too), -ETIMEDOUT

@@ -12,8 +12,12 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "log.h"
 #include "parse.h"
+#include "warm.h"
 #include "worker.h"
+
+extern char **environ;
 
 /* mkdir -p for the log folders; 0 or a negative errno. */
 static int mkdirs(const char *path)
@@ -90,6 +94,53 @@ static int open_log(const char *dir, const char *name, struct rv_err *err)
 	return fd;
 }
 
+/* Fork the worker from the warm interpreter: its environment is ours with
+ * env over it (the last of a key wins), its stdout and stderr pipes made
+ * here.  0 with w->proc and w->out[].fd set, or warm_spawn's error (why
+ * says it) and nothing started. */
+static int spawn_warm(struct worker *w, const struct worker_group *g, const char *const *uargv,
+		      const char *const *env, struct rv_err *why)
+{
+	size_t n = 0, k = 0;
+	while (environ[n])
+		n++;
+	while (env[k])
+		k++;
+	RV_CLEANUP_FREE const char **envp = calloc(n + k + 1, sizeof(*envp));
+	if (!envp)
+		return rv_err_set(why, -ENOMEM, "", "out of memory");
+	memcpy(envp, environ, n * sizeof(*envp));
+	memcpy(envp + n, env, k * sizeof(*envp));
+	int p[2][2];
+	if (pipe2(p[0], O_CLOEXEC) < 0)
+		return rv_err_set(why, -errno, "", "could not create a pipe: %s", strerror(errno));
+	if (pipe2(p[1], O_CLOEXEC) < 0) {
+		int e = -errno;
+		close(p[0][0]);
+		close(p[0][1]);
+		return rv_err_set(why, e, "", "could not create a pipe: %s", strerror(-e));
+	}
+	struct warm_req rq = {
+		.argv = uargv,
+		.module = g->flags->module,
+		.unbuffered = true, /* python -u, as a cold worker runs */
+		.envp = envp,
+		/* stdin inherited as a cold worker's, /dev/null when we have none */
+		.fd = { fcntl(STDIN_FILENO, F_GETFD) >= 0 ? STDIN_FILENO : -1, p[0][1], p[1][1] },
+	};
+	int rc = warm_spawn(g->warm, &rq, &w->proc, why);
+	close(p[0][1]);
+	close(p[1][1]);
+	if (rc < 0) {
+		close(p[0][0]);
+		close(p[1][0]);
+		return rc;
+	}
+	w->out[0].fd = p[0][0];
+	w->out[1].fd = p[1][0];
+	return 0;
+}
+
 int worker_launch(struct worker *w, const struct worker_group *g, int lr, struct rv_err *err)
 {
 	const struct flags *f = g->flags;
@@ -144,24 +195,50 @@ int worker_launch(struct worker *w, const struct worker_group *g, int lr, struct
 	w->out[0].console = !(redirect & FLAGS_STD_OUT) || !g->attempt_dir;
 	w->out[1].console = !(redirect & FLAGS_STD_ERR) || !g->attempt_dir;
 
-	struct rv_proc_opts o = {
-		.argv = argv,
-		.env = env,
-		.io = { { RV_PROC_INHERIT, 0 }, { RV_PROC_PIPE, 0 }, { RV_PROC_PIPE, 0 } },
-		.group = RV_PROC_NEW_GROUP,
-		.pdeathsig = SIGKILL,
-	};
-	rc = rv_proc_spawn(&w->proc, &o);
-	if (rc < 0) {
-		worker_release(w);
-		return rv_err_set(err, rc, "", "could not start \"%s\": %s", argv[0],
-				  strerror(-rc));
+	int64_t t0 = rv_mono_ms();
+	bool warm = false;
+	char reason[sizeof(((struct rv_err *)0)->msg)] = "";
+	if (g->warm && g->warm->started && !f->no_python) {
+		struct rv_err why = { 0 };
+		int off = f->module ? 3 : 2; /* past "python -u [-m]" */
+		if (spawn_warm(w, g, argv + off, env, &why) == 0)
+			warm = true;
+		else
+			snprintf(reason, sizeof(reason), "%s",
+				 why.msg[0] ? why.msg : "warm start failed");
 	}
-	for (int i = 0; i < 2; i++) {
-		w->out[i].fd = w->proc.fd[i + 1];
-		w->proc.fd[i + 1] = -1; /* ours now: closed at EOF */
+	if (!warm) {
+		struct rv_proc_opts o = {
+			.argv = argv,
+			.env = env,
+			.io = { { RV_PROC_INHERIT, 0 }, { RV_PROC_PIPE, 0 }, { RV_PROC_PIPE, 0 } },
+			.group = RV_PROC_NEW_GROUP,
+			.pdeathsig = SIGKILL,
+		};
+		rc = rv_proc_spawn(&w->proc, &o);
+		if (rc < 0) {
+			worker_release(w);
+			return rv_err_set(err, rc, "", "could not start \"%s\": %s", argv[0],
+					  strerror(-rc));
+		}
+		for (int i = 0; i < 2; i++) {
+			w->out[i].fd = w->proc.fd[i + 1];
+			w->proc.fd[i + 1] = -1; /* ours now: closed at EOF */
+		}
+	}
+	for (int i = 0; i < 2; i++)
 		fcntl(w->out[i].fd, F_SETFL, fcntl(w->out[i].fd, F_GETFL) | O_NONBLOCK);
-	}
+	char q[2 * sizeof(reason)];
+	if (warm || !reason[0])
+		rv_log_info("worker started", "rank=%d local_rank=%d pid=%d start=%s spawn_ms=%lld",
+			    w->rank, lr, (int)w->proc.pid, warm ? "warm" : "cold",
+			    (long long)(rv_mono_ms() - t0));
+	else
+		rv_log_info("worker started",
+			    "rank=%d local_rank=%d pid=%d start=cold spawn_ms=%lld "
+			    "reason=%s",
+			    w->rank, lr, (int)w->proc.pid, (long long)(rv_mono_ms() - t0),
+			    rv_log_q(q, sizeof(q), reason));
 	w->running = true;
 	w->started_ms = w->last_output_ms = rv_mono_ms();
 	return 0;

@@ -20,6 +20,7 @@
 #include "err.h"
 #include "flags.h"
 #include "proc.h"
+#include "warm.h"
 
 #define WORKER_TAIL 8192 /* bytes of stderr kept */
 #define WORKER_LINE 4096 /* a console line longer than this is cut */
@@ -39,6 +40,8 @@ struct worker_group {
 	const char *node_name;    /* ROVER_NODE_NAME */
 	const char *python;       /* the interpreter (with_python) */
 	const char *attempt_dir;  /* DIR/attempt_N for the log files, or NULL */
+	/* The warm interpreter to fork Python workers from, or NULL: cold. */
+	struct warm *warm;
 };
 
 struct worker_stream {
@@ -65,10 +68,14 @@ struct worker {
 /*
  * Start local rank lr of group g as *w (zeroed by the call).  The worker is
  * a new process group with PR_SET_PDEATHSIG SIGKILL, its stdout and stderr
- * are pipes, its environment ours plus torchrun's variables.  Returns 0, or
- * a negative errno with err set (the program could not be run, a log file
- * could not be created); *w then holds nothing.  A warm-interpreter path
- * plugs in here.
+ * are pipes, its environment ours plus torchrun's variables.  A Python
+ * worker is forked from g->warm when there is one that runs (warm.h);
+ * when that fails (not ready yet, refused, gone) it is exec'ed cold as
+ * "python -u SCRIPT" instead.  Either way one log line "worker started"
+ * says start=warm|cold, its pid and spawn_ms, and for a failed warm start
+ * the reason.  Returns 0, or a negative errno with err set (the program
+ * could not be run, a log file could not be created); *w then holds
+ * nothing.
  */
 int worker_launch(struct worker *w, const struct worker_group *g, int lr, struct rv_err *err);
 
