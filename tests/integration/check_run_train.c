@@ -49,6 +49,8 @@ START_TEST(test_standalone_reaches_accuracy)
 }
 END_TEST
 
+/* Cold workers (ROVER_WARM=0): exec'ed, so /proc/PID/environ shows the
+ * variables rover-run gave them (a warm worker's shows the interpreter's). */
 START_TEST(test_kill9_worker_restarts)
 {
 	struct rv_test_run r;
@@ -57,7 +59,8 @@ START_TEST(test_kill9_worker_restarts)
 		"--standalone", "--nproc_per_node=2", "--max-restarts", "3", EXAMPLE, "--steps",
 		"120",          "--step-sleep",       "0.02",           NULL
 	};
-	ck_assert_int_eq(rv_test_run_start(&r, args, NULL), 0);
+	const char *cold[] = { "ROVER_WARM=0", NULL };
+	ck_assert_int_eq(rv_test_run_start(&r, args, cold), 0);
 	/* mid-run: rank 0 has logged steps */
 	ck_assert_msg(rv_test_run_wait_for(&r, 1, "[rank0]:step=20 ", 60000), "no step 20");
 	pid_t victim[4], before[4];
@@ -90,9 +93,80 @@ START_TEST(test_kill9_worker_restarts)
 	char *err = rv_test_run_output(&r, 2);
 	ck_assert_msg(strstr(out, "[rank0]:test_accuracy="), "%s", out);
 	ck_assert_msg(strstr(err, "rank=1") && strstr(err, "killed by signal 9"), "%s", err);
+	/* every start cold, none tried warm */
+	ck_assert_msg(strstr(err, "warm interpreter off") && !strstr(err, "start=warm") &&
+			      !strstr(err, "warm interpreter starting"),
+		      "%s", err);
 	free(out);
 	free(err);
 	rv_test_run_cleanup(&r);
+}
+END_TEST
+
+/* The pid of the last "worker started" line of rank in rover-run's log. */
+static pid_t started_pid(const struct rv_test_run *r, int rank)
+{
+	char *err = rv_test_run_output(r, 2);
+	char want[64];
+	snprintf(want, sizeof(want), "\"worker started\" rank=%d local_rank=%d pid=", rank, rank);
+	pid_t pid = 0;
+	for (const char *p = err; (p = strstr(p, want)); p += strlen(want))
+		pid = (pid_t)atoi(p + strlen(want));
+	free(err);
+	return pid;
+}
+
+/* A worker killed with SIGKILL once the warm interpreter is ready: the
+ * restarted group is forked from it (the log says start=warm for both
+ * ranks), gets torchrun's variables (TORCHELASTIC_RESTART_COUNT 1), its
+ * output comes through with [rankN]: prefixes, the job ends 0 and nothing
+ * (interpreter, standby workers) is left behind. */
+START_TEST(test_kill9_worker_restarts_warm)
+{
+	static const char script[] =
+		"import os, sys, time, torch, torch.distributed as dist\n"
+		"dist.init_process_group('gloo')\n"
+		"restart = int(os.environ['TORCHELASTIC_RESTART_COUNT'])\n"
+		"print('start rank=%d restart=%d world=%s' % (dist.get_rank(), restart,\n"
+		"      os.environ['WORLD_SIZE']), flush=True)\n"
+		"for s in range(20 if restart else 100000):\n"
+		"    t = torch.ones(4)\n"
+		"    dist.all_reduce(t)\n"
+		"    print('step=%d sum=%d' % (s, t[0].item()), flush=True)\n"
+		"    time.sleep(0.05)\n"
+		"dist.destroy_process_group()\n";
+	struct rv_test_run r;
+	const char *args[] = { "--standalone", "--nproc-per-node", "2", "--max-restarts", "3",
+			       NULL };
+	ck_assert_int_eq(rv_test_run_script(&r, "steps.py", script, args, NULL), 0);
+	ck_assert_msg(rv_test_run_wait_for(&r, 2, "warm interpreter ready", 60000),
+		      "the warm interpreter never got ready");
+	ck_assert_msg(rv_test_run_wait_for(&r, 1, "[rank1]:step=5 ", 60000), "no step 5");
+	pid_t victim = started_pid(&r, 1);
+	ck_assert_int_gt(victim, 0);
+	ck_assert_int_eq(kill(victim, SIGKILL), 0);
+	char *err = rv_test_run_expect_exit(&r, 0, 60000);
+	char *out = rv_test_run_output(&r, 1);
+	const char *fail = strstr(err, "killed by signal 9");
+	ck_assert_msg(fail, "%s", err);
+	for (int rank = 0; rank < 2; rank++) {
+		char want[96];
+		snprintf(want, sizeof(want), "rank=%d local_rank=%d pid=%d", rank, rank,
+			 (int)started_pid(&r, rank));
+		/* the restarted worker's line, after the failure */
+		const char *line = strstr(fail, want);
+		const char *warm = line ? strstr(line, " start=warm ") : NULL;
+		ck_assert_msg(warm && warm < strchr(line, '\n'), "rank %d not restarted warm:\n%s",
+			      rank, err);
+		snprintf(want, sizeof(want), "[rank%d]:start rank=%d restart=1 world=2\n", rank,
+			 rank);
+		ck_assert_msg(strstr(out, want), "%s", out);
+		snprintf(want, sizeof(want), "[rank%d]:step=19 sum=2\n", rank);
+		ck_assert_msg(strstr(out, want), "%s", out);
+	}
+	free(out);
+	free(err);
+	rv_test_run_end(&r);
 }
 END_TEST
 
@@ -312,6 +386,7 @@ static Suite *run_train_suite(void)
 	tcase_set_timeout(tc, 180);
 	tcase_add_test(tc, test_standalone_reaches_accuracy);
 	tcase_add_test(tc, test_kill9_worker_restarts);
+	tcase_add_test(tc, test_kill9_worker_restarts_warm);
 	tcase_add_test(tc, test_torchrun_script_unmodified);
 	tcase_add_test(tc, test_two_nodes_one_master);
 	tcase_add_test(tc, test_two_nodes_worker_killed);

@@ -174,10 +174,12 @@ static int scan(const struct rv_test_run *r, pid_t parent, int rank, pid_t *pids
 		rv_test_proc_env((pid_t)pid, "ROVER_TEST_TAG", v, sizeof(v));
 		if (strcmp(v, want))
 			continue;
-		if (rank >= 0) {
+		if (rank >= -1) {
+			/* a worker: RANK set (not rover-run's warm interpreter or
+			 * its standby workers, which carry the tag too) */
 			rv_test_proc_env((pid_t)pid, "RANK", v, sizeof(v));
 			int64_t rk;
-			if (rv_parse_i64(v, 0, 1 << 30, &rk) < 0 || rk != rank)
+			if (rv_parse_i64(v, 0, 1 << 30, &rk) < 0 || (rank >= 0 && rk != rank))
 				continue;
 		}
 		if (pids && n < max)
@@ -196,7 +198,7 @@ int rv_test_run_workers(const struct rv_test_run *r, pid_t parent, int rank, pid
 
 int rv_test_run_tagged(const struct rv_test_run *r)
 {
-	return scan(r, 0, -1, NULL, 0);
+	return scan(r, 0, -2, NULL, 0); /* every process, workers or not */
 }
 
 int rv_test_run_file(const struct rv_test_run *r, const char *name, const char *text, char *path,

@@ -41,7 +41,8 @@ char *rv_test_run_output(const struct rv_test_run *r, int which);
 bool rv_test_run_wait_for(const struct rv_test_run *r, int which, const char *needle,
 			  int timeout_ms);
 /* Pids of processes (children of parent when parent > 0) that carry r's
- * tag and have RANK=rank in their environment (rank < 0: any), up to max;
+ * tag and have RANK=rank in their environment (rank < 0: any RANK; not
+ * the warm interpreter and its standby workers, which have none), up to max;
  * the count. */
 int rv_test_run_workers(const struct rv_test_run *r, pid_t parent, int rank, pid_t *pids, int max);
 /* Processes still alive (not zombies) carrying r's tag. */
