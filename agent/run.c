@@ -21,6 +21,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,7 @@
 #define RUN_WORLD_POLL_MS  500
 #define RUN_PEER_REPORT_MS 300
 #define RUN_STACK_WAIT_MS  2000
+#define RUN_STORE_WAIT_MS  500
 
 enum run_tag { TAG_SIG = 1, TAG_TIMER, TAG_PIDFD, TAG_OUT, TAG_ERR };
 
@@ -294,6 +296,39 @@ static void ep_del(struct run *r, int fd)
 		epoll_ctl(r->epfd, EPOLL_CTL_DEL, fd, NULL);
 }
 
+/* Store start order: with env:// the store lives in rank 0 and every other
+ * rank connects to it; one that comes before it listens retries a second
+ * later (torch 1.13), which would be most of a warm restart.  So after a
+ * warm rank 0 (forked in ms: the others would win the race) wait, at most
+ * RUN_STORE_WAIT_MS and while rank 0 lives, until MASTER_PORT accepts on
+ * this node.  A script that never listens there loses that bound once per
+ * start; a cold rank 0 takes seconds to import torch, its peers as long,
+ * and is not waited for. */
+static void store_wait(struct run *r)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_port = htons((uint16_t)r->w_master_port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int64_t t0 = rv_mono_ms(), until = t0 + RUN_STORE_WAIT_MS;
+	/* rank 0's pidfd looked at, not waited for: the loop reaps it */
+	struct pollfd dead = { .fd = r->w[0].proc.pidfd, .events = POLLIN };
+	while (rv_mono_ms() < until && (dead.fd < 0 || poll(&dead, 1, 0) == 0)) {
+		int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (s < 0)
+			return;
+		int rc = connect(s, (struct sockaddr *)&a, sizeof(a));
+		close(s);
+		if (rc == 0) {
+			rv_log_debug("rank 0 listens", "port=%d waited_ms=%lld", r->w_master_port,
+				     (long long)(rv_mono_ms() - t0));
+			return;
+		}
+		usleep(2000);
+	}
+	rv_log_debug("rank 0 does not listen: starting the others", "port=%d waited_ms=%lld",
+		     r->w_master_port, (long long)(rv_mono_ms() - t0));
+}
+
 /* Start every local rank; -errno when one could not start (the others are
  * stopped by the caller's group_stop). */
 static int group_start(struct run *r, struct rv_err *err)
@@ -334,6 +369,8 @@ static int group_start(struct run *r, struct rv_err *err)
 		ep_add(r, r->w[i].proc.pidfd, TAG_PIDFD, i);
 		ep_add(r, r->w[i].out[0].fd, TAG_OUT, i);
 		ep_add(r, r->w[i].out[1].fd, TAG_ERR, i);
+		if (i == 0 && r->nproc > 1 && r->group_rank == 0 && r->w[0].warm)
+			store_wait(r);
 	}
 	return 0;
 }

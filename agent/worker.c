@@ -240,6 +240,7 @@ int worker_launch(struct worker *w, const struct worker_group *g, int lr, struct
 			    w->rank, lr, (int)w->proc.pid, (long long)(rv_mono_ms() - t0),
 			    rv_log_q(q, sizeof(q), reason));
 	w->running = true;
+	w->warm = warm;
 	w->started_ms = w->last_output_ms = rv_mono_ms();
 	return 0;
 }

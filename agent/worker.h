@@ -56,6 +56,7 @@ struct worker {
 	int local_rank, rank;
 	struct rv_proc proc;
 	bool running;       /* started and not reaped */
+	bool warm;          /* forked from the warm interpreter */
 	bool stopped;       /* we asked it to stop: its exit is no failure */
 	int status;         /* wait status once reaped */
 	int64_t started_ms; /* monotonic */
