@@ -38,7 +38,7 @@ START_TEST(test_defaults)
 	ck_assert_str_eq(f.role, "default");
 	ck_assert_str_eq(f.script, "train.py");
 	ck_assert_int_eq(f.nscript_args, 0);
-	ck_assert(!f.standalone && !f.module && !f.no_python);
+	ck_assert(!f.standalone && !f.module && !f.no_python && !f.no_warm);
 	ck_assert(f.hang_timeout_s > 60);
 }
 END_TEST
@@ -80,7 +80,8 @@ START_TEST(test_every_flag)
 		       "--master-addr", "h2", "--master-port", "1234", "--local-addr", "h3",
 		       "--network-check", "--node-unit", "2", "--auto-config",
 		       "--exclude-straggler", "--save-at-breakpoint", "--accelerator", "ascend-npu",
-		       "--hang-timeout", "5", "--no-python", "--run-path", "prog", "--lr", "0.1");
+		       "--hang-timeout", "5", "--no-python", "--no-warm", "--run-path", "prog", "--lr",
+		       "0.1");
 	ck_assert_msg(rc == 0, "%s", err.msg);
 	ck_assert_int_eq(f.nnodes_min, 2);
 	ck_assert_int_eq(f.nnodes_max, 4);
@@ -105,7 +106,7 @@ START_TEST(test_every_flag)
 	ck_assert_int_eq(f.node_unit, 2);
 	ck_assert_str_eq(f.accelerator, "ascend-npu");
 	ck_assert(f.hang_timeout_s > 4.9 && f.hang_timeout_s < 5.1);
-	ck_assert(f.no_python && f.run_path);
+	ck_assert(f.no_python && f.no_warm && f.run_path);
 	/* the script's own flags are its own */
 	ck_assert_str_eq(f.script, "prog");
 	ck_assert_int_eq(f.nscript_args, 2);
@@ -227,6 +228,7 @@ START_TEST(test_help_names_every_flag)
 		"--role",
 		"-m, --module",
 		"--no-python",
+		"--no-warm",
 		"--run-path",
 		"--log-dir",
 		"-r, --redirects",
