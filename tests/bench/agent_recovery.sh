@@ -70,7 +70,11 @@ def ts_of(s):
 
 
 def rover_breakdown(err, kill_t, first_step, pg_t, start_t):
-    """Where rover-run's restart went, from its log timestamps (ms)."""
+    """Where rover-run's restart went (ms), one phase after the other: the
+    kill to the death seen, the others stopped and the failure reported, the
+    new round, every worker forked (after a warm rank 0, the others wait for
+    its store to listen), every worker's first line (python running the
+    script), every worker in the process group, the first step."""
     ev = {}
     started = []
     for line in err.splitlines():
@@ -135,8 +139,11 @@ def one(kind, i):
         if first is None:
             raise RuntimeError("%s: no step within 120 s of the kill:\n%s" % (kind, text(d)[-3000:]))
         t = text(d)
-        start_t = min(float(m.group(4)) for m in START.finditer(t) if m.group(3) == "1")
-        pg_t = min(float(m.group(3)) for m in PG.finditer(t) if m.group(2) == "1")
+        # the group steps once its last rank is there
+        start_t = max(float(m.group(4)) for m in START.finditer(t) if m.group(3) == "1")
+        pg_t = max(float(m.group(3)) for m in PG.finditer(t) if m.group(2) == "1")
+        # the first step may be logged before a slow rank's "pg" line
+        pg_t = min(pg_t, first)
         s = first - kill_t
         bd = None
         if kind == "rover":
