@@ -8,8 +8,9 @@
  * it changes only through journaled documents applied under m->lock
  * (nodemgr_apply), except pid, state RUNNING and usage, which a restart
  * does not need.  Order on a node's end: journal the end, then LEAVE its
- * name (its shards go back to TODO and the rendezvous re-forms at once),
- * then the relaunch, journaled before it is asked of the backend.
+ * name unless it succeeded (its shards go back to TODO and the rendezvous
+ * re-forms at once), then the relaunch, journaled before it is asked of
+ * the backend.
  */
 #include "nodemgr.h"
 
@@ -582,7 +583,11 @@ static void on_event(struct nodemgr *nm, const struct sched_event *ev)
 	cJSON_AddNumberToObject(doc, "exit_code", ev->exit_code);
 	cJSON_AddNumberToObject(doc, "signal", ev->signal);
 	journal_doc(m, MASTER_OP_NODE_ENDED, doc);
-	node_leave(m, base);
+	/* A node that succeeded leaves through the heartbeat timeout: its peers
+	 * are finishing too, and a new round now would stop their workers in
+	 * their last moments. */
+	if (st != MASTER_NODE_SUCCEEDED)
+		node_leave(m, base);
 
 	if (forget) {
 		nodes_forget(nm->nodes, base);
