@@ -32,6 +32,7 @@
 #include "log.h"
 #include "master.h"
 #include "parse.h"
+#include "plans.h"
 #include "sched_local.h"
 
 #define ENV_MAX 10
@@ -479,6 +480,7 @@ static void job_end(struct nodemgr *nm, enum master_job_state st, const char *re
 		    nodemgr_job_state_name(st), ns.nodes, ns.succeeded, ns.restarts,
 		    ns.oom_relaunches, ns.bad_hosts, m->cfg.job_linger_s,
 		    rv_log_q(q, sizeof(q), reason ? reason : ""));
+	plans_job_end(m, st == MASTER_JOB_SUCCEEDED, reason);
 	if (st == MASTER_JOB_FAILED)
 		remove_all(nm);
 	nm->exit_at = rv_mono_ms() + m->cfg.job_linger_s * 1000;
