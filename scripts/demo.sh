@@ -66,7 +66,7 @@ stop_pid() {
 # stop_master: SIGTERM the demo's master; it stops its nodes (and they die
 # with it: the demo runs it with --node-survive-master false).
 stop_master() {
-	stop_pid "$(cat "$mpidfile" 2>/dev/null || true)" 20
+	stop_pid "$(cat "$mpidfile" 2>/dev/null || true)" 40
 	rm -f "$mpidfile"
 }
 
@@ -306,6 +306,12 @@ t_end=$(now_ms)
 reason=$(jq -r .job_reason "$resp")
 relaunches=$(jq '[.nodes[].restarts] | add' "$resp")
 uid=$(jq -r .brain.uid "$resp")
+bstatus=unknown
+for _ in $(seq 1 20); do # the master tells the brain the job's end
+	[ "$(get "$url/v1/jobs/$uid")" = 200 ] && bstatus=$(jq -r .status "$resp")
+	[ "$bstatus" != running ] && break
+	sleep 0.2
+done
 group_restarts=$(cat "$nodelogs"/*.log | grep -c 'msg="restarting the workers"' || true)
 sockdir=$(cd "$dir" && pwd)
 # The embedded cluster runs as postgres when the brain runs as root.
@@ -329,7 +335,7 @@ cat <<EOF
   fault            kill -9 of worker pid ${victim:-none} of node worker-1 at step $kill_step
   recovery         $group_restarts worker-group restart(s) by rover-run, $relaunches node relaunch(es) by the master
   time lost        $lost
-  plans            $plans plan(s) from the brain applied (job uid ${uid:-none})
+  brain            $plans plan(s) from the brain applied; the brain holds job ${uid:-none} as $bstatus
 
 where to look
   master           $murl/v1/job  (job state, nodes, world, datasets, brain link, plan)
