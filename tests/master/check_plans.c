@@ -161,14 +161,21 @@ static struct rv_event oom_event(int rank, int64_t peak_mb)
 	return ev;
 }
 
-START_TEST(test_node_reports_reach_the_brain)
+/* A fresh brain and a cluster-mode master registered with it: its uid. */
+static struct master *cluster_master(char uid[RV_BRAIN_UID_MAX])
 {
 	brain_start();
 	struct master *m = master_new("cluster", brain.url);
 	struct rv_err err = { 0 };
 	ck_assert_int_eq(plans_start(m, &err), 0);
-	char uid[RV_BRAIN_UID_MAX];
 	wait_uid(m, uid);
+	return m;
+}
+
+START_TEST(test_node_reports_reach_the_brain)
+{
+	char uid[RV_BRAIN_UID_MAX];
+	struct master *m = cluster_master(uid);
 	for (int i = 0; i < 3; i++) {
 		struct plans_usage u = { .node = "worker-0",
 					 .role = RV_ROLE_WORKER,
@@ -233,12 +240,8 @@ END_TEST
  * the job as running and the job's name is free again. */
 START_TEST(test_job_end_reaches_the_brain)
 {
-	brain_start();
-	struct master *m = master_new("cluster", brain.url);
-	struct rv_err err = { 0 };
-	ck_assert_int_eq(plans_start(m, &err), 0);
 	char uid[RV_BRAIN_UID_MAX];
-	wait_uid(m, uid);
+	struct master *m = cluster_master(uid);
 	plans_job_end(m, true, "every node exited 0");
 	plans_job_end(m, false, "reported twice: ignored");
 	const char *st = "";
