@@ -404,7 +404,9 @@ END_TEST
 START_TEST(test_resize_without_limits)
 {
 	struct rv_err err = { 0 };
-	struct sched_local_opts o = { .job = "check", .mode = SCHED_LOCAL_NONE, .log_dir = log_dir() };
+	struct sched_local_opts o = { .job = "check",
+				      .mode = SCHED_LOCAL_NONE,
+				      .log_dir = log_dir() };
 	mkdir(log_dir(), 0700);
 	struct sched *s = sched_local_new(&o, &err);
 	ck_assert_msg(s != NULL, "%s", err.msg);
