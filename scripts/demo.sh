@@ -52,10 +52,10 @@ secs() { awk -v ms="$1" 'BEGIN { printf "%.1f", ms / 1000 }'; }
 
 # stop_pid PID SECONDS: SIGTERM, wait, then SIGKILL.
 stop_pid() {
-	local pid=$1 i
+	local pid=$1
 	alive "$pid" || return 0
 	kill -TERM "$pid" 2>/dev/null || true
-	for i in $(seq 1 $(($2 * 10))); do
+	for _ in $(seq 1 $(($2 * 10))); do
 		alive "$pid" || return 0
 		sleep 0.1
 	done
@@ -73,12 +73,12 @@ stop_master() {
 # stop_brain: SIGTERM the demo's brain (it stops its PostgreSQL), wait for
 # it; if it does not go within 60 s, kill it and stop PostgreSQL directly.
 stop_brain() {
-	local pg i
+	local pg
 	stop_pid "$(cat "$pidfile" 2>/dev/null || true)" 60
 	pg=$(head -1 "$dir/pgdata/postmaster.pid" 2>/dev/null || true)
 	if alive "$pg"; then
 		kill -INT "$pg" 2>/dev/null || true # fast shutdown
-		for i in $(seq 1 300); do
+		for _ in $(seq 1 300); do
 			alive "$pg" || break
 			sleep 0.1
 		done
@@ -102,7 +102,9 @@ if [ "${1:-}" = stop ]; then
 fi
 [ $# -eq 0 ] || die "usage: scripts/demo.sh [stop]"
 
-[ -x "$bin" ] && [ -x "$mbin" ] && [ -x build/bin/rover-run ] || die "no $bin, $mbin or build/bin/rover-run: run make first"
+for b in "$bin" "$mbin" build/bin/rover-run; do
+	[ -x "$b" ] || die "no $b: run make first"
+done
 for tool in curl jq; do
 	command -v "$tool" >/dev/null || die "$tool is missing (scripts/install-deps.sh installs it)"
 done
