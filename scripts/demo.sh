@@ -288,7 +288,8 @@ while :; do
 	if [ "$kill_ms" = 0 ] && [ "$step" -ge "$kill_at" ]; then
 		[ "$(get "$murl/v1/job")" = 200 ] || die "no /v1/job from the master: $(cat "$resp")"
 		node1=$(jq -r '.nodes[] | select(.name == "worker-1") | .pid' "$resp")
-		victim=$(pgrep -P "$node1" | sort -n | tail -1 || true)
+		# a worker: a child of that node's rover-run running the script
+		victim=$(pgrep -P "$node1" -f digits_ddp.py | sort -n | tail -1 || true)
 		[ -n "$victim" ] || die "no worker process of node worker-1 (pid $node1) to kill"
 		kill_step=$step
 		say "kill -9 of a worker of node worker-1 (pid $victim) at step $step"
