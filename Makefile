@@ -9,8 +9,8 @@
 #   make valgrind        rover-brain under valgrind memcheck, every route driven
 #   make bench [BENCH=name]  run benchmarks from tests/bench/
 #   make lint            cppcheck + clang-tidy;  make format-check
-#   make demo            install, build, start the brain, register the example job
-#   make demo-stop       stop the demo's brain and its PostgreSQL
+#   make demo            install, build, run brain, master and two rover-run nodes on the example
+#   make demo-stop       stop the demo (master, nodes, brain, PostgreSQL)
 # A new daemon: $(eval $(call daemon,NAME)) below.
 MODE ?= release
 ifeq ($(MODE),release)

@@ -8,8 +8,9 @@
  * it changes only through journaled documents applied under m->lock
  * (nodemgr_apply), except pid, state RUNNING and usage, which a restart
  * does not need.  Order on a node's end: journal the end, then LEAVE its
- * name (its shards go back to TODO and the rendezvous re-forms at once),
- * then the relaunch, journaled before it is asked of the backend.
+ * name unless it succeeded (its shards go back to TODO and the rendezvous
+ * re-forms at once), then the relaunch, journaled before it is asked of
+ * the backend.
  */
 #include "nodemgr.h"
 
@@ -31,6 +32,7 @@
 #include "log.h"
 #include "master.h"
 #include "parse.h"
+#include "plans.h"
 #include "sched_local.h"
 
 #define ENV_MAX 10
@@ -478,6 +480,7 @@ static void job_end(struct nodemgr *nm, enum master_job_state st, const char *re
 		    nodemgr_job_state_name(st), ns.nodes, ns.succeeded, ns.restarts,
 		    ns.oom_relaunches, ns.bad_hosts, m->cfg.job_linger_s,
 		    rv_log_q(q, sizeof(q), reason ? reason : ""));
+	plans_job_end(m, st == MASTER_JOB_SUCCEEDED, reason);
 	if (st == MASTER_JOB_FAILED)
 		remove_all(nm);
 	nm->exit_at = rv_mono_ms() + m->cfg.job_linger_s * 1000;
@@ -582,7 +585,11 @@ static void on_event(struct nodemgr *nm, const struct sched_event *ev)
 	cJSON_AddNumberToObject(doc, "exit_code", ev->exit_code);
 	cJSON_AddNumberToObject(doc, "signal", ev->signal);
 	journal_doc(m, MASTER_OP_NODE_ENDED, doc);
-	node_leave(m, base);
+	/* A node that succeeded leaves through the heartbeat timeout: its peers
+	 * are finishing too, and a new round now would stop their workers in
+	 * their last moments. */
+	if (st != MASTER_NODE_SUCCEEDED)
+		node_leave(m, base);
 
 	if (forget) {
 		nodes_forget(nm->nodes, base);

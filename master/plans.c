@@ -401,6 +401,19 @@ int plans_node_sample(struct master *m, const struct plans_usage *u)
 	return brainlink_sample(p->link, &s);
 }
 
+void plans_job_end(struct master *m, bool succeeded, const char *reason)
+{
+	struct plans *p = m->plans;
+	if (!p)
+		return;
+	pthread_mutex_lock(&m->lock);
+	if (!p->job_ended)
+		job_event(p, succeeded ? RV_EVENT_JOB_FINISHED : RV_EVENT_JOB_FAILED,
+			  succeeded ? "job-finished" : "job-failed", reason ? reason : "",
+			  rv_now_ms());
+	pthread_mutex_unlock(&m->lock);
+}
+
 int plans_node_event(struct master *m, const struct rv_event *ev)
 {
 	struct plans *p = m->plans;

@@ -47,6 +47,14 @@ int plans_node_sample(struct master *m, const struct plans_usage *u);
 int plans_node_event(struct master *m, const struct rv_event *ev);
 
 /*
+ * The job ended as the node manager sees it (every node exited 0, or one
+ * was given up): tell the brain once, job_finished or job_failed with
+ * reason (borrowed), as a finished dataset or a failed rendezvous does.
+ * Takes the state lock.
+ */
+void plans_job_end(struct master *m, bool succeeded, const char *reason);
+
+/*
  * The memory for the relaunch of the node that ran out (ev: a node_oom
  * event with node, role, memory_mb in force and peak_memory_mb; reported
  * to the planner here).  Waits up to cfg.plan_oom_wait_ms for the

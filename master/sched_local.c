@@ -845,6 +845,11 @@ static int local_resize(struct sched *base, const char *name, const struct sched
 	struct lnode *n = name ? find(s, name) : NULL;
 	if (!n || n->p.reaped)
 		return rv_err_set(err, -ENOENT, "name", "no live node %s", name ? name : "");
+	if (s->mode == SCHED_LOCAL_NONE) { /* nothing enforced: nothing to relaunch for */
+		n->res.cpu = res->cpu;
+		n->res.memory_mb = res->memory_mb;
+		return 0;
+	}
 	if (s->mode != SCHED_LOCAL_CGROUP1 && s->mode != SCHED_LOCAL_CGROUP2)
 		return rv_err_set(err, -EOPNOTSUPP, "", "limits set by %s cannot change live",
 				  sched_local_mode_name(s->mode));

@@ -2,7 +2,7 @@
  * check_nodemgr.c: the node manager (master/nodemgr.c) reconciling real
  * processes (`sleep`) with the desired state through the local backend:
  * more ranks are launched, the highest ranks go when the count drops, and
- * new resources relaunch a node (the "none" limits cannot resize in place)
+ * new resources relaunch a node (rlimits cannot resize in place)
  * without counting a crash.  A master state (journal in a temp folder) is
  * built as main.c does, without the API.
  */
@@ -38,7 +38,7 @@ static struct master *master_new(void)
 	struct master_cfg *c = &m->cfg;
 	snprintf(c->state_dir, sizeof(c->state_dir), "%s/state", dir);
 	snprintf(c->scheduler, sizeof(c->scheduler), "local");
-	snprintf(c->node_limits, sizeof(c->node_limits), "none");
+	snprintf(c->node_limits, sizeof(c->node_limits), "rlimit");
 	c->node_unit = 1;
 	c->last_call_ms = 0;
 	c->heartbeat_timeout_ms = 5000;
@@ -156,7 +156,7 @@ START_TEST(test_reconcile_count_and_resources)
 	ck_assert_int_ne(kill(pid1, 0), 0);
 	ck_assert_int_ne(kill(pid2, 0), 0);
 
-	/* New memory: no resize in place without limits, so a relaunch. */
+	/* New memory: rlimits cannot change live, so a relaunch. */
 	set_desired(m, 1, 128);
 	for (int i = 0; i < 200; i++) {
 		look(m, "worker-0", &v);

@@ -161,14 +161,21 @@ static struct rv_event oom_event(int rank, int64_t peak_mb)
 	return ev;
 }
 
-START_TEST(test_node_reports_reach_the_brain)
+/* A fresh brain and a cluster-mode master registered with it: its uid. */
+static struct master *cluster_master(char uid[RV_BRAIN_UID_MAX])
 {
 	brain_start();
 	struct master *m = master_new("cluster", brain.url);
 	struct rv_err err = { 0 };
 	ck_assert_int_eq(plans_start(m, &err), 0);
-	char uid[RV_BRAIN_UID_MAX];
 	wait_uid(m, uid);
+	return m;
+}
+
+START_TEST(test_node_reports_reach_the_brain)
+{
+	char uid[RV_BRAIN_UID_MAX];
+	struct master *m = cluster_master(uid);
 	for (int i = 0; i < 3; i++) {
 		struct plans_usage u = { .node = "worker-0",
 					 .role = RV_ROLE_WORKER,
@@ -224,6 +231,35 @@ START_TEST(test_node_reports_reach_the_brain)
 	ck_assert_int_eq(m->desired.groups[RV_ROLE_WORKER].memory_mb, mb);
 	ck_assert_str_eq(m->plan.stage, "oom");
 	pthread_mutex_unlock(&m->lock);
+	master_free(m);
+}
+END_TEST
+
+/* The node manager's end of the job (no dataset finished: the script
+ * never asked for shards) reaches the brain once, so it no longer holds
+ * the job as running and the job's name is free again. */
+START_TEST(test_job_end_reaches_the_brain)
+{
+	char uid[RV_BRAIN_UID_MAX];
+	struct master *m = cluster_master(uid);
+	plans_job_end(m, true, "every node exited 0");
+	plans_job_end(m, false, "reported twice: ignored");
+	const char *st = "";
+	cJSON *j = NULL;
+	for (int i = 0; i < 250; i++) {
+		cJSON_Delete(j);
+		j = brain_job(uid);
+		st = cJSON_GetStringValue(cJSON_GetObjectItem(j, "status"));
+		if (st && strcmp(st, "running"))
+			break;
+		usleep(20 * 1000);
+	}
+	ck_assert_msg(st && !strcmp(st, "finished"), "brain says %s", st ? st : "(none)");
+	usleep(200 * 1000); /* the second report, had it been sent */
+	cJSON_Delete(j);
+	j = brain_job(uid);
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(j, "status")), "finished");
+	cJSON_Delete(j);
 	master_free(m);
 }
 END_TEST
@@ -336,6 +372,7 @@ static Suite *plans_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_node_reports_reach_the_brain);
+	tcase_add_test(tc, test_job_end_reaches_the_brain);
 	tcase_add_test(tc, test_oom_memory_without_a_brain);
 	tcase_add_test(tc, test_plan_clamped_and_replayed);
 	suite_add_tcase(s, tc);

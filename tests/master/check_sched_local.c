@@ -399,6 +399,40 @@ START_TEST(test_detection_and_fallback)
 }
 END_TEST
 
+/* limits none enforces nothing: a resize is taken as is (the node keeps
+ * running, no relaunch), where rlimit cannot change a live node. */
+START_TEST(test_resize_without_limits)
+{
+	struct rv_err err = { 0 };
+	struct sched_local_opts o = { .job = "check",
+				      .mode = SCHED_LOCAL_NONE,
+				      .log_dir = log_dir() };
+	mkdir(log_dir(), 0700);
+	struct sched *s = sched_local_new(&o, &err);
+	ck_assert_msg(s != NULL, "%s", err.msg);
+	const char *argv[] = { "sleep", "30", NULL };
+	launch(s, "free", 0, (struct sched_resources){ 1, 64, 0 }, argv);
+	expect_started(s);
+	ck_assert_int_eq(sched_resize(s, "free", &(struct sched_resources){ 2, 128, 0 }, &err), 0);
+	ck_assert_int_eq(sched_remove(s, "free", 0), 0);
+	struct sched_event ev = next(s, 5000);
+	ck_assert_int_eq(ev.type, SCHED_EV_EXITED);
+	ck_assert_int_eq(ev.signal, SIGKILL);
+	finish(s);
+
+	o.mode = SCHED_LOCAL_RLIMIT;
+	mkdir(log_dir(), 0700);
+	struct sched *rl = sched_local_new(&o, &err);
+	ck_assert_ptr_nonnull(rl);
+	launch(rl, "capped", 0, (struct sched_resources){ 1, 64, 0 }, argv);
+	expect_started(rl);
+	ck_assert_int_eq(sched_resize(rl, "capped", &(struct sched_resources){ 2, 128, 0 }, &err),
+			 -EOPNOTSUPP);
+	ck_assert_int_eq(sched_remove(rl, "capped", 0), 0);
+	finish(rl);
+}
+END_TEST
+
 static Suite *sched_local_suite(void)
 {
 	Suite *s = suite_create("sched_local");
@@ -409,6 +443,7 @@ static Suite *sched_local_suite(void)
 	tcase_add_test(tc, test_cpu_quota_throttles);
 	tcase_add_test(tc, test_remove_with_grace_stops_group);
 	tcase_add_test(tc, test_detection_and_fallback);
+	tcase_add_test(tc, test_resize_without_limits);
 	suite_add_tcase(s, tc);
 	return s;
 }
