@@ -9,7 +9,8 @@
  *   - the brain stores node samples under the nodes' stable names
  *     worker-0 and worker-1 (GET /v1/jobs/{uid}: node_samples, and per
  *     node peak CPU in cores > 0, peak memory around what the node
- *     touched, and the spec's limits);
+ *     touched, and the spec's limits), read from cgroups and, with
+ *     --node-limits rlimit, from the node's process tree in /proc;
  *   - a node killed with SIGKILL reaches the brain as node_failed naming
  *     the signal, then node_relaunched (the node's status and relaunches
  *     over the REST API, the events' order in the brain's table).
@@ -106,8 +107,8 @@ static void teardown(void)
 }
 
 /* The master for two nodes of this binary (burning burn_s seconds) in
- * cluster mode against the brain; a client of it. */
-static struct rv_master_client *start_master(int burn_s)
+ * cluster mode against the brain, --node-limits limits; a client of it. */
+static struct rv_master_client *start_master(int burn_s, const char *limits)
 {
 	char exe[PATH_MAX];
 	ssize_t k = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -135,7 +136,7 @@ static struct rv_master_client *start_master(int burn_s)
 			    "--scheduler",
 			    "local",
 			    "--node-limits",
-			    "auto",
+			    limits,
 			    "--node-usage-interval-ms",
 			    "200",
 			    "--node-stop-grace-ms",
@@ -235,9 +236,10 @@ static void node_events(const char *node, char *out, size_t size)
 	PQfinish(db);
 }
 
-START_TEST(test_usage_reaches_the_brain)
+/* Both nodes' usage at the brain under their stable names. */
+static void check_usage(const char *limits)
 {
-	struct rv_master_client *c = start_master(60);
+	struct rv_master_client *c = start_master(60, limits);
 	char uid[RV_BRAIN_UID_MAX];
 	int pid[2];
 	wait_running(c, uid, pid);
@@ -258,8 +260,8 @@ START_TEST(test_usage_reaches_the_brain)
 		char name[16];
 		snprintf(name, sizeof(name), "worker-%d", i);
 		const cJSON *n = brain_node(r.json, name);
-		printf("check_master_nodereport: %s peak_cpu=%.2f peak_memory_mb=%.0f\n", name,
-		       rv_test_json_num(n, "peak_cpu", 0),
+		printf("check_master_nodereport: limits=%s %s peak_cpu=%.2f peak_memory_mb=%.0f\n",
+		       limits, name, rv_test_json_num(n, "peak_cpu", 0),
 		       rv_test_json_num(n, "peak_memory_mb", 0));
 		ck_assert_str_eq(rv_test_json_str(n, "role"), "worker");
 		ck_assert_int_eq((int)rv_test_json_num(n, "rank", -1), i);
@@ -275,11 +277,24 @@ START_TEST(test_usage_reaches_the_brain)
 	rv_test_reply_release(&r);
 	rv_master_client_free(c);
 }
+
+/* cgroups where the machine has them (CPU from cpu.stat or cpuacct) */
+START_TEST(test_usage_reaches_the_brain)
+{
+	check_usage("auto");
+}
+END_TEST
+
+/* rlimits only: CPU and memory of the node's process tree from /proc */
+START_TEST(test_usage_without_cgroups)
+{
+	check_usage("rlimit");
+}
 END_TEST
 
 START_TEST(test_kill9_reaches_the_brain)
 {
-	struct rv_master_client *c = start_master(60);
+	struct rv_master_client *c = start_master(60, "auto");
 	char uid[RV_BRAIN_UID_MAX];
 	int pid[2];
 	wait_running(c, uid, pid);
@@ -332,6 +347,7 @@ static Suite *master_nodereport_suite(void)
 	tcase_set_timeout(tc, 90);
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_usage_reaches_the_brain);
+	tcase_add_test(tc, test_usage_without_cgroups);
 	tcase_add_test(tc, test_kill9_reaches_the_brain);
 	suite_add_tcase(s, tc);
 	return s;
