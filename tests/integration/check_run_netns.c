@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "masterfix.h"
+#include "netnsfix.h"
 #include "parse.h"
 #include "runfix.h"
 #include "testutil.h"
@@ -43,45 +44,21 @@ static char ns[2][40], veth_host[2][16], veth_ns[2][16], addr_ns[2][32];
 static char bridge[16], addr_master[32];
 static char skip_reason[256];
 
-/* Run argv to completion (10 s at most); 0 when it exited 0. */
-static int run(const char *const *argv, bool quiet)
-{
-	struct rv_buf out;
-	rv_buf_init(&out);
-	struct rv_proc_opts o = { .argv = argv };
-	int st = 0, rc = rv_proc_run(&o, 10000, &st, &out);
-	if (rc == 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
-		rc = -EIO;
-	if (rc < 0 && !quiet) {
-		fprintf(stderr, "netns:");
-		for (int i = 0; argv[i]; i++)
-			fprintf(stderr, " %s", argv[i]);
-		fprintf(stderr, ": %s\n", out.data ? out.data : strerror(-rc));
-	}
-	rv_buf_release(&out);
-	return rc;
-}
-
-#define RUN(...)       run((const char *const[]){ __VA_ARGS__, NULL }, false)
-#define RUN_QUIET(...) run((const char *const[]){ __VA_ARGS__, NULL }, true)
+#define RUN       RV_TEST_CMD
+#define RUN_QUIET RV_TEST_CMD_QUIET
 
 /* Parent, before the tests fork: the bridge, the namespaces, the veths. */
 static void netns_setup(void)
 {
+	const char *why = rv_test_netns_skip();
+	if (why) {
+		snprintf(skip_reason, sizeof(skip_reason), "%s", why);
+		return;
+	}
 	int pid = (int)getpid();
 	int a = 200 + pid % 50, b = (pid / 50) % 250;
 	snprintf(bridge, sizeof(bridge), "rvb%d", pid % 1000000);
 	snprintf(addr_master, sizeof(addr_master), "10.%d.%d.1", a, b);
-	if (geteuid() != 0) {
-		snprintf(skip_reason, sizeof(skip_reason), "not root");
-		bridge[0] = '\0';
-		return;
-	}
-	if (RUN_QUIET("ip", "-V") < 0) {
-		snprintf(skip_reason, sizeof(skip_reason), "no iproute2 (ip) on PATH");
-		bridge[0] = '\0';
-		return;
-	}
 	char cidr[40];
 	snprintf(cidr, sizeof(cidr), "%s/24", addr_master);
 	if (RUN("ip", "link", "add", bridge, "type", "bridge") < 0) {
