@@ -11,6 +11,8 @@
  *     node peak CPU in cores > 0, peak memory around what the node
  *     touched, and the spec's limits), read from cgroups and, with
  *     --node-limits rlimit, from the node's process tree in /proc;
+ *   - nodes killed for memory (64 MiB, touching 160) reach it as node_oom
+ *     then node_relaunched, with the memory of the brain's oom plan;
  *   - a node killed with SIGKILL reaches the brain as node_failed naming
  *     the signal, then node_relaunched (the node's status and relaunches
  *     over the REST API, the events' order in the brain's table).
@@ -35,13 +37,27 @@
 
 /* ---- the simulated agent ---- */
 
-static int simulated_agent_main(int burn_s)
+static int simulated_agent_main(int burn_s, int64_t oom_below)
 {
 	const char *addr = getenv("ROVER_MASTER_ADDR"), *name = getenv("ROVER_NODE_NAME");
+	const char *mem_s = getenv("ROVER_NODE_MEMORY_MB");
 	if (!addr || !name) {
 		fprintf(stderr, "simulated agent: ROVER_MASTER_ADDR and ROVER_NODE_NAME are "
 				"required\n");
 		return 2;
+	}
+	int64_t mem = 0;
+	if (oom_below > 0 && mem_s && rv_parse_i64(mem_s, 0, INT64_MAX, &mem) == 0 && mem > 0 &&
+	    mem < oom_below) {
+		/* more than the limit, touched: the cgroup OOM-kills us */
+		size_t sz = (size_t)160 << 20;
+		char *p = malloc(sz);
+		for (size_t i = 0; p && i < sz; i += 4096)
+			p[i] = 1;
+		fprintf(stderr, "simulated agent: %zu bytes touched under %lld MiB, not killed\n",
+			sz, (long long)mem);
+		free(p);
+		return 3;
 	}
 	char url[200];
 	snprintf(url, sizeof(url), "http://%s", addr);
@@ -66,9 +82,9 @@ static int simulated_agent_main(int burn_s)
 	rv_rdzv_world_reply_release(&w);
 	/* memory the node manager must see */
 	size_t sz = (size_t)TOUCH_MB << 20;
-	volatile char *mem = malloc(sz);
-	for (size_t i = 0; mem && i < sz; i += 4096)
-		mem[i] = 1;
+	volatile char *touched = malloc(sz);
+	for (size_t i = 0; touched && i < sz; i += 4096)
+		touched[i] = 1;
 	int64_t until = rv_mono_ms() + (int64_t)burn_s * 1000, last_hb = 0;
 	volatile uint64_t x = 0;
 	while (rv_mono_ms() < until) {
@@ -79,7 +95,7 @@ static int simulated_agent_main(int burn_s)
 		for (int i = 0; i < 1000000; i++)
 			x += (uint64_t)i * 2654435761u;
 	}
-	free((void *)mem);
+	free((void *)touched);
 	rv_master_client_free(c);
 	return 0;
 }
@@ -106,9 +122,11 @@ static void teardown(void)
 		rv_test_brain_stop(&brain, SIGTERM, 10);
 }
 
-/* The master for two nodes of this binary (burning burn_s seconds) in
+/* The master for two nodes of this binary (burning burn_s seconds; the
+ * spec's memory, memory; agent options extra, ",\"--k\",\"v\"" or "") in
  * cluster mode against the brain, --node-limits limits; a client of it. */
-static struct rv_master_client *start_master(int burn_s, const char *limits)
+static struct rv_master_client *start_master(int burn_s, const char *memory, const char *extra,
+					     const char *limits)
 {
 	char exe[PATH_MAX];
 	ssize_t k = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -122,11 +140,11 @@ static struct rv_master_client *start_master(int burn_s, const char *limits)
 			 "\"spec\":{\"distributionStrategy\":\"AllreduceStrategy\","
 			 "\"optimizeMode\":\"cluster\",\"replicaSpecs\":{\"worker\":{"
 			 "\"replicas\":2,\"minReplicas\":2,\"maxReplicas\":2,\"restartCount\":3,"
-			 "\"resources\":{\"cpu\":1.5,\"memory\":\"512Mi\"},"
-			 "\"command\":[\"%s\",\"--simulated-agent\",\"--burn-s\",\"%d\"]}},"
+			 "\"resources\":{\"cpu\":1.5,\"memory\":\"%s\"},"
+			 "\"command\":[\"%s\",\"--simulated-agent\",\"--burn-s\",\"%d\"%s]}},"
 			 "\"datasets\":[{\"name\":\"train\",\"size\":1000,\"shardSize\":10,"
 			 "\"epochs\":1}]}}",
-			 exe, burn_s),
+			 memory, exe, burn_s, extra),
 		0);
 	ck_assert_int_eq(rv_test_master_init(&master, spec), 0);
 	free(spec);
@@ -160,8 +178,9 @@ static struct rv_master_client *start_master(int burn_s, const char *limits)
 	return c;
 }
 
-/* The job's uid at the brain and worker-<rank>'s pid once both run. */
-static void wait_running(struct rv_master_client *c, char uid[RV_BRAIN_UID_MAX], int pid[2])
+/* The job's uid at the brain and worker-<rank>'s pid once both run (pid
+ * NULL: only the uid). */
+static void wait_running(struct rv_master_client *c, char uid[RV_BRAIN_UID_MAX], int *pid)
 {
 	static struct rv_job_status js;
 	int64_t until = rv_mono_ms() + 30000;
@@ -172,10 +191,11 @@ static void wait_running(struct rv_master_client *c, char uid[RV_BRAIN_UID_MAX],
 				if (!strcmp(js.node_list[i].state, "running") &&
 				    js.node_list[i].pid > 0 && js.node_list[i].rank >= 0 &&
 				    js.node_list[i].rank < 2) {
-					pid[js.node_list[i].rank] = js.node_list[i].pid;
+					if (pid)
+						pid[js.node_list[i].rank] = js.node_list[i].pid;
 					running++;
 				}
-		if (running == 2)
+		if (running == 2 || (!pid && js.brain.uid[0]))
 			break;
 		ck_assert_msg(rv_mono_ms() < until, "the nodes never ran (uid \"%s\")",
 			      js.brain.uid);
@@ -209,7 +229,7 @@ static const cJSON *brain_node(const cJSON *doc, const char *name)
 /* A node's usage is there: burning CPU, the memory it touched, the limits. */
 static bool usage_seen(const cJSON *n)
 {
-	return n && rv_test_json_num(n, "peak_cpu", 0) > 0.2 &&
+	return n && rv_test_json_num(n, "peak_cpu", 0) > 0.05 &&
 	       rv_test_json_num(n, "peak_memory_mb", 0) >= TOUCH_MB / 2;
 }
 
@@ -239,7 +259,7 @@ static void node_events(const char *node, char *out, size_t size)
 /* Both nodes' usage at the brain under their stable names. */
 static void check_usage(const char *limits)
 {
-	struct rv_master_client *c = start_master(60, limits);
+	struct rv_master_client *c = start_master(60, "512Mi", "", limits);
 	char uid[RV_BRAIN_UID_MAX];
 	int pid[2];
 	wait_running(c, uid, pid);
@@ -257,7 +277,7 @@ static void check_usage(const char *limits)
 	}
 	ck_assert_int_ge(rv_test_json_num(r.json, "node_samples", 0), 2);
 	for (int i = 0; i < 2; i++) {
-		char name[16];
+		char name[24];
 		snprintf(name, sizeof(name), "worker-%d", i);
 		const cJSON *n = brain_node(r.json, name);
 		printf("check_master_nodereport: limits=%s %s peak_cpu=%.2f peak_memory_mb=%.0f\n",
@@ -294,7 +314,7 @@ END_TEST
 
 START_TEST(test_kill9_reaches_the_brain)
 {
-	struct rv_master_client *c = start_master(60, "auto");
+	struct rv_master_client *c = start_master(60, "512Mi", "", "auto");
 	char uid[RV_BRAIN_UID_MAX];
 	int pid[2];
 	wait_running(c, uid, pid);
@@ -340,6 +360,66 @@ START_TEST(test_kill9_reaches_the_brain)
 }
 END_TEST
 
+/* Both nodes start under 64 MiB and touch 160: killed for memory, each
+ * reaches the brain as node_oom, the brain's oom plan gives it more, and
+ * it is relaunched with that (node_relaunched), no node_failed. */
+START_TEST(test_oom_reaches_the_brain)
+{
+	const char *why = "";
+	if (!rv_test_cgroup_memory_usable(&why)) {
+		printf("check_master_nodereport: skipped the OOM case: %s\n", why);
+		return;
+	}
+	struct rv_master_client *c = start_master(60, "64Mi", ",\"--oom-below\",\"100\"", "auto");
+	char uid[RV_BRAIN_UID_MAX];
+	wait_running(c, uid, NULL);
+	struct rv_test_reply r = { 0 };
+	int64_t until = rv_mono_ms() + 20000;
+	for (;;) {
+		brain_job(uid, &r);
+		int done = 0;
+		for (int i = 0; i < 2; i++) {
+			char name[24];
+			snprintf(name, sizeof(name), "worker-%d", i);
+			const cJSON *n = brain_node(r.json, name);
+			const char *st = n ? rv_test_json_str(n, "status") : NULL;
+			done += n && st && !strcmp(st, "running") &&
+				rv_test_json_num(n, "oom_count", 0) >= 1 &&
+				rv_test_json_num(n, "relaunches", 0) >= 1 &&
+				rv_test_json_num(n, "memory_mb", 0) >= 100;
+		}
+		if (done == 2)
+			break;
+		ck_assert_msg(rv_mono_ms() < until, "no OOM relaunch of both at the brain: %s",
+			      r.body);
+		rv_test_reply_release(&r);
+		usleep(100 * 1000);
+	}
+	for (int i = 0; i < 2; i++) {
+		char name[24], ev[512];
+		snprintf(name, sizeof(name), "worker-%d", i);
+		const cJSON *n = brain_node(r.json, name);
+		printf("check_master_nodereport: %s relaunched after an OOM with memory_mb=%.0f\n",
+		       name, rv_test_json_num(n, "memory_mb", 0));
+		/* each OOM (the plan may need two steps past 100 MiB) then its
+		 * relaunch; never a failure */
+		node_events(name, ev, sizeof(ev));
+		const char *pair = "node_oom,node_relaunched";
+		size_t len = strlen(pair);
+		const char *p = ev;
+		while (!strncmp(p, pair, len) && p[len] == ',')
+			p += len + 1;
+		ck_assert_msg(!strcmp(p, pair), "%s: %s", name, ev);
+	}
+	rv_test_reply_release(&r);
+	/* and the master says the memory came from the brain */
+	char *log = rv_test_read_file(master.log);
+	ck_assert_msg(log && strstr(log, "the planner's oom plan gives worker-"), "%s", log);
+	free(log);
+	rv_master_client_free(c);
+}
+END_TEST
+
 static Suite *master_nodereport_suite(void)
 {
 	Suite *s = suite_create("master_nodereport");
@@ -349,6 +429,7 @@ static Suite *master_nodereport_suite(void)
 	tcase_add_test(tc, test_usage_reaches_the_brain);
 	tcase_add_test(tc, test_usage_without_cgroups);
 	tcase_add_test(tc, test_kill9_reaches_the_brain);
+	tcase_add_test(tc, test_oom_reaches_the_brain);
 	suite_add_tcase(s, tc);
 	return s;
 }
@@ -356,11 +437,17 @@ static Suite *master_nodereport_suite(void)
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "--simulated-agent")) {
-		int64_t burn = 10;
-		if (argc == 4 &&
-		    (strcmp(argv[2], "--burn-s") || rv_parse_i64(argv[3], 1, 3600, &burn) < 0))
-			return 2;
-		return simulated_agent_main((int)burn);
+		int64_t burn = 10, oom_below = 0;
+		for (int i = 2; i + 1 < argc; i += 2)
+			if (!strcmp(argv[i], "--burn-s")) {
+				if (rv_parse_i64(argv[i + 1], 1, 3600, &burn) < 0)
+					return 2;
+			} else if (!strcmp(argv[i], "--oom-below")) {
+				if (rv_parse_i64(argv[i + 1], 1, INT32_MAX, &oom_below) < 0)
+					return 2;
+			} else
+				return 2;
+		return simulated_agent_main((int)burn, oom_below);
 	}
 	if (rv_test_pg_global_start() < 0)
 		return EXIT_FAILURE;

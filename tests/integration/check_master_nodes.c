@@ -458,28 +458,10 @@ START_TEST(test_node_always_fails)
 }
 END_TEST
 
-/* Whether a cgroup memory controller is writable here (v1 memory, or v2
- * with the memory controller); why not in *why. */
-static bool cgroup_memory_usable(const char **why)
-{
-	if (geteuid() != 0) {
-		*why = "not root";
-		return false;
-	}
-	if (access("/sys/fs/cgroup/memory/memory.limit_in_bytes", W_OK) == 0 ||
-	    access("/sys/fs/cgroup/memory", W_OK) == 0)
-		return true;
-	char *ctl = rv_test_read_file("/sys/fs/cgroup/cgroup.controllers");
-	bool ok = ctl && strstr(ctl, "memory");
-	free(ctl);
-	*why = "no cgroup v1 memory hierarchy nor a v2 memory controller";
-	return ok;
-}
-
 START_TEST(test_node_oom_relaunched_with_more_memory)
 {
 	const char *why = "";
-	if (!cgroup_memory_usable(&why)) {
+	if (!rv_test_cgroup_memory_usable(&why)) {
 		printf("skipped test_node_oom_relaunched_with_more_memory: %s\n", why);
 		return;
 	}

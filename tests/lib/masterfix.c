@@ -270,3 +270,19 @@ void rv_test_count_once(const atomic_int *counts, long n, long *lost, long *twic
 		*twice += v > 1;
 	}
 }
+
+bool rv_test_cgroup_memory_usable(const char **why)
+{
+	if (geteuid() != 0) {
+		*why = "not root";
+		return false;
+	}
+	if (access("/sys/fs/cgroup/memory/memory.limit_in_bytes", W_OK) == 0 ||
+	    access("/sys/fs/cgroup/memory", W_OK) == 0)
+		return true;
+	char *ctl = rv_test_read_file("/sys/fs/cgroup/cgroup.controllers");
+	bool ok = ctl && strstr(ctl, "memory");
+	free(ctl);
+	*why = "no cgroup v1 memory hierarchy nor a v2 memory controller";
+	return ok;
+}
