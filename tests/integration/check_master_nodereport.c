@@ -40,25 +40,14 @@
 static int simulated_agent_main(int burn_s, int64_t oom_below)
 {
 	const char *addr = getenv("ROVER_MASTER_ADDR"), *name = getenv("ROVER_NODE_NAME");
-	const char *mem_s = getenv("ROVER_NODE_MEMORY_MB");
 	if (!addr || !name) {
 		fprintf(stderr, "simulated agent: ROVER_MASTER_ADDR and ROVER_NODE_NAME are "
 				"required\n");
 		return 2;
 	}
-	int64_t mem = 0;
-	if (oom_below > 0 && mem_s && rv_parse_i64(mem_s, 0, INT64_MAX, &mem) == 0 && mem > 0 &&
-	    mem < oom_below) {
-		/* more than the limit, touched: the cgroup OOM-kills us */
-		size_t sz = (size_t)160 << 20;
-		char *p = malloc(sz);
-		for (size_t i = 0; p && i < sz; i += 4096)
-			p[i] = 1;
-		fprintf(stderr, "simulated agent: %zu bytes touched under %lld MiB, not killed\n",
-			sz, (long long)mem);
-		free(p);
-		return 3;
-	}
+	int oom = rv_test_sim_oom(oom_below);
+	if (oom)
+		return oom;
 	char url[200];
 	snprintf(url, sizeof(url), "http://%s", addr);
 	struct rv_master_opts co = { .url = url,

@@ -81,8 +81,9 @@ static void netns_setup(void)
 			snprintf(skip_reason, sizeof(skip_reason), "ip netns add failed");
 			return;
 		}
-		snprintf(veth_host[i], sizeof(veth_host[i]), "rvh%d%d", i, pid % 1000000);
-		snprintf(veth_ns[i], sizeof(veth_ns[i]), "rvn%d%d", i, pid % 1000000);
+		snprintf(veth_host[i], sizeof(veth_host[i]), "rvh%c%d", i ? 'b' : 'a',
+			 pid % 1000000);
+		snprintf(veth_ns[i], sizeof(veth_ns[i]), "rvn%c%d", i ? 'b' : 'a', pid % 1000000);
 		if (RUN("ip", "link", "add", veth_host[i], "type", "veth", "peer", "name",
 			veth_ns[i]) < 0) {
 			veth_host[i][0] = '\0';

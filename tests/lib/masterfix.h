@@ -91,4 +91,10 @@ void rv_test_count_once(const atomic_int *counts, long n, long *lost, long *twic
  * into *why. */
 bool rv_test_cgroup_memory_usable(const char **why);
 
+/* A simulated node of the local scheduler asked to be OOM-killed: when
+ * $ROVER_NODE_MEMORY_MB is below oom_below (MiB; 0: never) it touches
+ * 160 MiB, which its cgroup kills; 3 should it survive that, 0 when not
+ * asked. */
+int rv_test_sim_oom(int64_t oom_below);
+
 #endif
