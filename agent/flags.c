@@ -146,6 +146,12 @@ static int p_rdzv_conf(struct flags *f, const char *v, struct rv_err *err, const
 			return bad(err, name, "join_timeout must be seconds from 1 to 604800", v);
 		f->rdzv_join_timeout_s = (int)s;
 	}
+	if (flags_rdzv_conf_get(f, "master_timeout", t, sizeof(t))) {
+		int64_t s;
+		if (rv_parse_i64(t, 1, 86400, &s) < 0)
+			return bad(err, name, "master_timeout must be seconds from 1 to 86400", v);
+		f->rdzv_master_timeout_s = (int)s;
+	}
 	return 0;
 }
 
@@ -233,7 +239,9 @@ static const struct flags_opt flags_table[] = {
 	{ "rdzv-id", 0, FN(p_rdzv_id, "ID"),
 	  "the job's id, given to workers as TORCHELASTIC_RUN_ID (default none)" },
 	{ "rdzv-conf", 0, FN(p_rdzv_conf, "K=V,..."),
-	  "rendezvous settings; join_timeout=SECONDS bounds the wait for a world (default 600)" },
+	  "rendezvous settings; join_timeout=SECONDS bounds the wait for a world (default 600); "
+	  "master_timeout=SECONDS: heartbeats unanswered this long mean the master has declared "
+	  "this node dead (a network cut): stop the workers and rendezvous again (default 30)" },
 	{ "standalone", 0, SWITCH(standalone),
 	  "one node: start a private rover-master on a free loopback port" },
 	{ "max-restarts", 0, INT(max_restarts, 0, 1000000, "N"),
@@ -297,6 +305,7 @@ void flags_init(struct flags *f)
 	snprintf(f->rdzv_backend, sizeof(f->rdzv_backend), "static");
 	snprintf(f->rdzv_id, sizeof(f->rdzv_id), "none");
 	f->rdzv_join_timeout_s = 600;
+	f->rdzv_master_timeout_s = 30;
 	f->monitor_interval = 5;
 	snprintf(f->start_method, sizeof(f->start_method), "spawn");
 	snprintf(f->role, sizeof(f->role), "default");

@@ -48,6 +48,7 @@ struct flags {
 	char rdzv_id[128];           /* default "none" */
 	char rdzv_conf[512];         /* k=v,k=v as given */
 	int rdzv_join_timeout_s;     /* join_timeout of --rdzv-conf; default 600 */
+	int rdzv_master_timeout_s;   /* master_timeout of --rdzv-conf; default 30 */
 	bool standalone;
 	int max_restarts;        /* default 0 */
 	double monitor_interval; /* accepted: supervision does not poll */

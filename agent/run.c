@@ -70,6 +70,7 @@ struct run {
 	/* heartbeats from the supervisor loop: one attempt, a short timeout, so
 	 * a master that is down never holds a worker's death unseen */
 	struct rv_master_client *hb;
+	int64_t hb_ok_ms; /* the last heartbeat answered (or the group's start) */
 	const char *python;
 	/* the warm interpreter workers are forked from (warm.h), started by
 	 * this thread, which stays alive as their PDEATHSIG parent; not
@@ -335,6 +336,7 @@ static int group_start(struct run *r, struct rv_err *err)
 {
 	char attempt_dir[700];
 	char rover_master[300];
+	r->hb_ok_ms = rv_mono_ms();
 	snprintf(rover_master, sizeof(rover_master), "%s", r->master_addr);
 	if (r->f->log_dir[0])
 		snprintf(attempt_dir, sizeof(attempt_dir), "%s/attempt_%d", r->f->log_dir,
@@ -488,19 +490,34 @@ static int on_timer(struct run *r, enum run_outcome *out)
 		return 0;
 	struct rv_heartbeat_reply hb;
 	struct rv_err err = { 0 };
-	if (rv_master_heartbeat(r->hb, r->node, &hb, &err) < 0)
+	int64_t now = rv_mono_ms();
+	if (rv_master_heartbeat(r->hb, r->node, &hb, &err) < 0) {
 		rv_log_warn("could not send a heartbeat", "reason=\"%s\"", err.msg);
-	else if (hb.rejoin || hb.round > r->round) {
-		rv_log_info("the world changes: rendezvous again",
-			    "round=%lld next=%lld waiting=%d", (long long)r->round,
-			    (long long)hb.round, hb.waiting);
-		*out = OUT_REJOIN;
-		return 1;
+		/* cut off: the master has long declared this node dead and the
+		 * others re-formed without it, so our workers wait on peers that
+		 * are gone (gloo and NCCL for 30 min): stop them and rejoin */
+		if (now - r->hb_ok_ms > (int64_t)r->f->rdzv_master_timeout_s * 1000) {
+			rv_log_error("lost the master: stopping the workers to rendezvous again",
+				     "silent_s=%lld master_timeout_s=%d",
+				     (long long)((now - r->hb_ok_ms) / 1000),
+				     r->f->rdzv_master_timeout_s);
+			*out = OUT_REJOIN;
+			return 1;
+		}
+	} else {
+		r->hb_ok_ms = now;
+		if (hb.rejoin || hb.round > r->round) {
+			rv_log_info("the world changes: rendezvous again",
+				    "round=%lld next=%lld waiting=%d", (long long)r->round,
+				    (long long)hb.round, hb.waiting);
+			*out = OUT_REJOIN;
+			return 1;
+		}
 	}
 	warm_check(r);
 	if (r->f->hang_timeout_s <= 0)
 		return 0;
-	int64_t now = rv_mono_ms(), newest = 0;
+	int64_t newest = 0;
 	for (int i = 0; i < r->nproc; i++)
 		if (r->w[i].running && r->w[i].last_output_ms > newest)
 			newest = r->w[i].last_output_ms;

@@ -4,7 +4,8 @@
  * it hands back turned into the desired state.
  *
  * Reports: a journaled step becomes a speed sample with the world's node
- * count, a node that left or was declared dead a node_failed event, the
+ * count, a node that left or was declared dead a node_failed event (a
+ * leave of a node the node manager runs is its to report: nodelink.c), the
  * job's end a job_finished or job_failed event (plans_after_op and
  * plans_node_lost, under the state lock; enqueueing never waits for the
  * brain).  The node manager adds usage samples and node events (plans.h).
@@ -317,6 +318,20 @@ static void node_failed(struct plans *p, const char *node, const char *reason, i
 	brainlink_event(p->link, &ev);
 }
 
+/* Whether the node manager runs node (a row of m->nodes; state lock held):
+ * its deaths reach the brain from the scheduler through nodelink.c, with
+ * the exit code or signal and the relaunch that follows, so the
+ * rendezvous's leave of the same death is no second node_failed (it came
+ * after the relaunch and left the brain with a running node marked
+ * failed). */
+static bool node_managed(const struct master *m, const char *node)
+{
+	for (int i = 0; i < m->nnodes; i++)
+		if (!strcmp(m->nodes[i].name, node))
+			return true;
+	return false;
+}
+
 void plans_after_op(struct master *m, int type, const struct master_op *op)
 {
 	struct plans *p = m->plans;
@@ -344,7 +359,8 @@ void plans_after_op(struct master *m, int type, const struct master_op *op)
 		return;
 	}
 	case MASTER_OP_LEAVE:
-		node_failed(p, op->node, "the node failed or left (reported)", op->now_ms);
+		if (!node_managed(m, op->node))
+			node_failed(p, op->node, "the node failed or left (reported)", op->now_ms);
 		return;
 	case MASTER_OP_DONE:
 		/* A job whose datasets all stream has no shard manager and

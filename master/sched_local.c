@@ -956,6 +956,95 @@ static int local_next_event(struct sched *base, struct sched_event *ev)
 	return 1;
 }
 
+/* One process of /proc: its parent, CPU ticks (its own and its waited-for
+ * children's) and resident pages. */
+struct pstat {
+	int pid, ppid;
+	int64_t ticks, rss;
+	bool in; /* the node's process or a descendant */
+};
+
+static bool pstat_read(int pid, struct pstat *ps)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t k = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (k <= 0)
+		return false;
+	buf[k] = 0;
+	const char *p = strrchr(buf, ')'); /* the command may hold spaces and parens */
+	int64_t f[25] = { 0 };
+	/* fields 3.. after the command: state, ppid, ..., utime 14, stime 15,
+	 * cutime 16, cstime 17, ..., rss 24 */
+	for (int field = 3; p && field <= 24; field++) {
+		p = strchr(p + 1, ' ');
+		if (p && field >= 4)
+			f[field] = strtoll(p + 1, NULL, 10);
+	}
+	if (!p)
+		return false;
+	*ps = (struct pstat){
+		.pid = pid, .ppid = (int)f[4], .ticks = f[14] + f[15] + f[16] + f[17], .rss = f[24]
+	};
+	return true;
+}
+
+/* Without cgroups: the CPU and resident memory of the node's process and
+ * its live descendants, from /proc (a dead descendant's CPU counts once its
+ * parent reaped it).  No throttling: nothing enforces a quota here. */
+static int proc_tree_usage(int root, struct sched_usage *u)
+{
+	DIR *d = opendir("/proc");
+	if (!d)
+		return -errno;
+	struct pstat *v = NULL;
+	int n = 0, cap = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (!isdigit((unsigned char)e->d_name[0]))
+			continue;
+		if (n == cap) {
+			int nc = cap ? cap * 2 : 256;
+			struct pstat *nv = realloc(v, (size_t)nc * sizeof(*nv));
+			if (!nv)
+				break;
+			v = nv;
+			cap = nc;
+		}
+		if (pstat_read(atoi(e->d_name), &v[n]))
+			n++;
+	}
+	closedir(d);
+	int64_t ticks = 0, pages = 0;
+	bool found = false;
+	for (int i = 0; i < n; i++)
+		found |= v[i].in = v[i].pid == root;
+	/* mark children of marked processes until nothing changes */
+	for (bool more = found; more;) {
+		more = false;
+		for (int i = 0; i < n; i++)
+			for (int j = 0; !v[i].in && j < n; j++)
+				if (v[j].in && v[j].pid == v[i].ppid)
+					more = v[i].in = true;
+	}
+	for (int i = 0; i < n; i++)
+		if (v[i].in) {
+			ticks += v[i].ticks;
+			pages += v[i].rss;
+		}
+	free(v);
+	if (!found)
+		return -ESRCH;
+	long hz = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+	u->cpu_seconds = (double)ticks / (double)(hz > 0 ? hz : 100);
+	u->memory_bytes = pages * (page > 0 ? page : 4096);
+	return 0;
+}
+
 static int local_usage(struct sched *base, const char *name, struct sched_usage *u)
 {
 	struct local *s = (struct local *)base;
@@ -984,7 +1073,7 @@ static int local_usage(struct sched *base, const char *name, struct sched_usage 
 		u->throttled_usec = tns >= 0 ? tns / 1000 : -1;
 		return 0;
 	}
-	return -EOPNOTSUPP;
+	return n->p.pid > 0 ? proc_tree_usage(n->p.pid, u) : -ESRCH;
 }
 
 static void local_free(struct sched *base)

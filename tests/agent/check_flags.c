@@ -40,6 +40,8 @@ START_TEST(test_defaults)
 	ck_assert_int_eq(f.nscript_args, 0);
 	ck_assert(!f.standalone && !f.module && !f.no_python && !f.no_warm);
 	ck_assert(f.hang_timeout_s > 60);
+	ck_assert_int_eq(f.rdzv_join_timeout_s, 600);
+	ck_assert_int_eq(f.rdzv_master_timeout_s, 30);
 }
 END_TEST
 
@@ -74,11 +76,11 @@ START_TEST(test_every_flag)
 	struct rv_err err;
 	int rc = PARSE(&f, &err, "--nnodes=2:4", "--nproc-per-node", "2", "--rdzv-backend",
 		       "dlrover-master", "--rdzv-endpoint", "h:1", "--rdzv-id", "job7",
-		       "--rdzv-conf", "join_timeout=30,last_call_timeout=1", "--max-restarts", "3",
-		       "--monitor-interval", "0.1", "--start-method", "fork", "--role", "trainer",
-		       "--log-dir", "/tmp/l", "-r", "3", "-t", "0:1,1:2", "--node-rank", "1",
-		       "--master-addr", "h2", "--master-port", "1234", "--local-addr", "h3",
-		       "--network-check", "--node-unit", "2", "--auto-config",
+		       "--rdzv-conf", "join_timeout=30,last_call_timeout=1,master_timeout=7",
+		       "--max-restarts", "3", "--monitor-interval", "0.1", "--start-method", "fork",
+		       "--role", "trainer", "--log-dir", "/tmp/l", "-r", "3", "-t", "0:1,1:2",
+		       "--node-rank", "1", "--master-addr", "h2", "--master-port", "1234",
+		       "--local-addr", "h3", "--network-check", "--node-unit", "2", "--auto-config",
 		       "--exclude-straggler", "--save-at-breakpoint", "--accelerator", "ascend-npu",
 		       "--hang-timeout", "5", "--no-python", "--no-warm", "--run-path", "prog", "--lr",
 		       "0.1");
@@ -86,6 +88,7 @@ START_TEST(test_every_flag)
 	ck_assert_int_eq(f.nnodes_min, 2);
 	ck_assert_int_eq(f.nnodes_max, 4);
 	ck_assert_int_eq(f.rdzv_join_timeout_s, 30);
+	ck_assert_int_eq(f.rdzv_master_timeout_s, 7);
 	char v[16];
 	ck_assert_str_eq(flags_rdzv_conf_get(&f, "last_call_timeout", v, sizeof(v)), "1");
 	ck_assert_ptr_null(flags_rdzv_conf_get(&f, "nope", v, sizeof(v)));
@@ -163,7 +166,8 @@ static const struct {
 	{ "--rdzv-id", "--rdzv-id", { "a b", "", "k=v" } },
 	{ "--rdzv-conf",
 	  "--rdzv-conf",
-	  { "k", "=v", "k=", "a=1,", "a=1,,b=2", "join_timeout=0", "join_timeout=x" } },
+	  { "k", "=v", "k=", "a=1,", "a=1,,b=2", "join_timeout=0", "join_timeout=x",
+	    "master_timeout=0", "master_timeout=86401" } },
 	{ "--max-restarts", "--max-restarts", { "-1", "many", "1000001" } },
 	{ "--monitor-interval", "--monitor-interval", { "-0.5", "fast", "3601" } },
 	{ "--start-method", "--start-method", { "thread", "" } },

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "masterfix.h"
+#include "netnsfix.h"
 #include "parse.h"
 #include "testutil.h"
 
@@ -33,27 +34,8 @@ static char ns[32], veth_host[16], veth_ns[16], addr_host[32], addr_ns[32];
 static char skip_reason[256];
 static char self_exe[512];
 
-/* Run argv to completion (10 s at most); 0 when it exited 0. */
-static int run(const char *const *argv, bool quiet)
-{
-	struct rv_buf out;
-	rv_buf_init(&out);
-	struct rv_proc_opts o = { .argv = argv };
-	int st = 0, rc = rv_proc_run(&o, 10000, &st, &out);
-	if (rc == 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
-		rc = -EIO;
-	if (rc < 0 && !quiet) {
-		fprintf(stderr, "netns:");
-		for (int i = 0; argv[i]; i++)
-			fprintf(stderr, " %s", argv[i]);
-		fprintf(stderr, ": %s\n", out.data ? out.data : strerror(-rc));
-	}
-	rv_buf_release(&out);
-	return rc;
-}
-
-#define RUN(...)       run((const char *const[]){ __VA_ARGS__, NULL }, false)
-#define RUN_QUIET(...) run((const char *const[]){ __VA_ARGS__, NULL }, true)
+#define RUN       RV_TEST_CMD
+#define RUN_QUIET RV_TEST_CMD_QUIET
 
 /* Parent, before the tests fork: the namespace and the veth pair. */
 static void netns_setup(void)
@@ -64,12 +46,9 @@ static void netns_setup(void)
 	snprintf(veth_ns, sizeof(veth_ns), "rvn%d", pid % 1000000);
 	snprintf(addr_host, sizeof(addr_host), "10.%d.%d.1", 200 + pid % 50, (pid / 50) % 250);
 	snprintf(addr_ns, sizeof(addr_ns), "10.%d.%d.2", 200 + pid % 50, (pid / 50) % 250);
-	if (geteuid() != 0) {
-		snprintf(skip_reason, sizeof(skip_reason), "not root");
-		return;
-	}
-	if (RUN_QUIET("ip", "-V") < 0) {
-		snprintf(skip_reason, sizeof(skip_reason), "no iproute2 (ip) on PATH");
+	const char *why = rv_test_netns_skip();
+	if (why) {
+		snprintf(skip_reason, sizeof(skip_reason), "%s", why);
 		return;
 	}
 	if (RUN("ip", "netns", "add", ns) < 0) {

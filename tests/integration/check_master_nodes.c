@@ -88,31 +88,22 @@ static int64_t sim_join(struct rv_master_client *c, const char *name, const stru
 static int simulated_agent_main(const struct sim_opts *o)
 {
 	const char *addr = getenv("ROVER_MASTER_ADDR"), *name = getenv("ROVER_NODE_NAME");
-	const char *rank_s = getenv("ROVER_NODE_RANK"), *mem_s = getenv("ROVER_NODE_MEMORY_MB");
+	const char *rank_s = getenv("ROVER_NODE_RANK");
 	if (!addr || !name || !rank_s) {
 		fprintf(stderr, "simulated agent: ROVER_MASTER_ADDR, ROVER_NODE_NAME and "
 				"ROVER_NODE_RANK are required\n");
 		return 2;
 	}
-	int64_t rank = -1, mem = 0;
-	if (rv_parse_i64(rank_s, 0, INT32_MAX, &rank) < 0 ||
-	    (mem_s && rv_parse_i64(mem_s, 0, INT64_MAX, &mem) < 0))
+	int64_t rank = -1;
+	if (rv_parse_i64(rank_s, 0, INT32_MAX, &rank) < 0)
 		return 2;
 	if (o->exit_code >= 0 && (o->fail_rank < 0 || o->fail_rank == rank)) {
 		usleep(50 * 1000);
 		return o->exit_code;
 	}
-	if (o->oom_below > 0 && mem > 0 && mem < o->oom_below) {
-		/* More than the limit, touched: the cgroup OOM-kills us. */
-		size_t sz = (size_t)160 << 20;
-		char *p = malloc(sz);
-		for (size_t i = 0; p && i < sz; i += 4096)
-			p[i] = 1;
-		fprintf(stderr, "simulated agent: %zu bytes touched under %lld MiB, not killed\n",
-			sz, (long long)mem);
-		sleep(2);
-		return 3;
-	}
+	int oom = rv_test_sim_oom(o->oom_below);
+	if (oom)
+		return oom;
 	char url[200];
 	snprintf(url, sizeof(url), "http://%s", addr);
 	struct rv_master_opts co = { .url = url,
@@ -458,28 +449,10 @@ START_TEST(test_node_always_fails)
 }
 END_TEST
 
-/* Whether a cgroup memory controller is writable here (v1 memory, or v2
- * with the memory controller); why not in *why. */
-static bool cgroup_memory_usable(const char **why)
-{
-	if (geteuid() != 0) {
-		*why = "not root";
-		return false;
-	}
-	if (access("/sys/fs/cgroup/memory/memory.limit_in_bytes", W_OK) == 0 ||
-	    access("/sys/fs/cgroup/memory", W_OK) == 0)
-		return true;
-	char *ctl = rv_test_read_file("/sys/fs/cgroup/cgroup.controllers");
-	bool ok = ctl && strstr(ctl, "memory");
-	free(ctl);
-	*why = "no cgroup v1 memory hierarchy nor a v2 memory controller";
-	return ok;
-}
-
 START_TEST(test_node_oom_relaunched_with_more_memory)
 {
 	const char *why = "";
-	if (!cgroup_memory_usable(&why)) {
+	if (!rv_test_cgroup_memory_usable(&why)) {
 		printf("skipped test_node_oom_relaunched_with_more_memory: %s\n", why);
 		return;
 	}

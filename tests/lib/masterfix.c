@@ -270,3 +270,37 @@ void rv_test_count_once(const atomic_int *counts, long n, long *lost, long *twic
 		*twice += v > 1;
 	}
 }
+
+bool rv_test_cgroup_memory_usable(const char **why)
+{
+	if (geteuid() != 0) {
+		*why = "not root";
+		return false;
+	}
+	if (access("/sys/fs/cgroup/memory/memory.limit_in_bytes", W_OK) == 0 ||
+	    access("/sys/fs/cgroup/memory", W_OK) == 0)
+		return true;
+	char *ctl = rv_test_read_file("/sys/fs/cgroup/cgroup.controllers");
+	bool ok = ctl && strstr(ctl, "memory");
+	free(ctl);
+	*why = "no cgroup v1 memory hierarchy nor a v2 memory controller";
+	return ok;
+}
+
+int rv_test_sim_oom(int64_t oom_below)
+{
+	const char *mem_s = getenv("ROVER_NODE_MEMORY_MB");
+	int64_t mem = 0;
+	if (oom_below <= 0 || !mem_s || rv_parse_i64(mem_s, 0, INT64_MAX, &mem) < 0 || mem <= 0 ||
+	    mem >= oom_below)
+		return 0;
+	size_t sz = (size_t)160 << 20;
+	char *p = malloc(sz);
+	for (size_t i = 0; p && i < sz; i += 4096)
+		p[i] = 1;
+	fprintf(stderr, "simulated agent: %zu bytes touched under %lld MiB, not killed\n", sz,
+		(long long)mem);
+	free(p);
+	sleep(2);
+	return 3;
+}

@@ -15,6 +15,7 @@
 #define RV_MASTERFIX_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -84,5 +85,16 @@ void *rv_test_shard_worker_main(void *arg);
 /* Of the n counts (one per sample processed), how many are 0 (lost) and
  * above 1 (processed twice). */
 void rv_test_count_once(const atomic_int *counts, long n, long *lost, long *twice);
+
+/* Whether the local scheduler can put a node under a memory limit here (a
+ * cgroup v1 memory hierarchy or a v2 memory controller, as root); why not
+ * into *why. */
+bool rv_test_cgroup_memory_usable(const char **why);
+
+/* A simulated node of the local scheduler asked to be OOM-killed: when
+ * $ROVER_NODE_MEMORY_MB is below oom_below (MiB; 0: never) it touches
+ * 160 MiB, which its cgroup kills; 3 should it survive that, 0 when not
+ * asked. */
+int rv_test_sim_oom(int64_t oom_below);
 
 #endif

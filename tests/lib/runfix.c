@@ -37,8 +37,11 @@ int rv_test_run_start(struct rv_test_run *r, const char *const *args, const char
 	char exe[300], tagenv[96];
 	snprintf(exe, sizeof(exe), "%s/rover-run", d && *d ? d : "build/bin");
 	snprintf(tagenv, sizeof(tagenv), "ROVER_TEST_TAG=%s", r->tag);
-	const char *argv[64] = { exe };
-	int n = 1;
+	const char *argv[64];
+	int n = 0;
+	for (const char *const *w = r->wrap; w && *w && n < 16; w++)
+		argv[n++] = *w;
+	argv[n++] = exe;
 	while (args && *args && n < 63)
 		argv[n++] = *args++;
 	argv[n] = NULL;
@@ -251,8 +254,11 @@ char *rv_test_run_expect_exit(struct rv_test_run *r, int code, int timeout_ms)
 	char *err = rv_test_run_output(r, 2);
 	if (!(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == code)) {
 		char *out = rv_test_run_output(r, 1);
+		/* the tails: check's message has a size limit */
+		size_t lo = strlen(out), le = strlen(err);
 		ck_abort_msg("rover-run: wait status %d, not exit %d\nstdout:\n%s\nstderr:\n%s", st,
-			     code, out, err);
+			     code, out + (lo > 1500 ? lo - 1500 : 0),
+			     err + (le > 2500 ? le - 2500 : 0));
 	}
 	return err;
 }

@@ -24,6 +24,10 @@ struct rv_test_run {
 	char err[320]; /* dir/stderr */
 	char tag[64];  /* ROVER_TEST_TAG of this run */
 	int status;    /* wait status once it exited, else -1 */
+	/* a command rover-run starts under, NULL-terminated (say ip netns
+	 * exec NS, which execs it: the pid stays rover-run's); NULL: none.
+	 * Set it after rv_test_run_init; borrowed. */
+	const char *const *wrap;
 };
 
 /* A fresh temp folder (no process yet). */
