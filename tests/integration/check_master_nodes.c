@@ -462,12 +462,16 @@ START_TEST(test_node_oom_relaunched_with_more_memory)
 					     ",\"--oom-below\",\"100\"", "auto");
 	static struct rv_job_status js;
 	wait_end(&j, c, &js, "succeeded");
+	/* The first OOM raises the role's memory: a node that had not run out
+	 * yet may get it in place instead of being killed. */
+	int ooms = 0;
 	for (int r = 0; r < 2; r++) {
 		const struct rv_node_status *n = worker_of(&js, r);
-		ck_assert_int_ge(n->oom_relaunches, 1);
+		ooms += n->oom_relaunches;
 		ck_assert_int_eq(n->restarts, 0); /* an OOM is not a crash */
 		ck_assert_int_ge(n->memory_limit_mb, 100);
 	}
+	ck_assert_int_ge(ooms, 1);
 	check_succeeded(&j, c, &js, 0);
 	rv_test_master_cleanup(&j.m);
 }
