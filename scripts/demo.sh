@@ -322,9 +322,18 @@ pguser=$([ "$(id -u)" = 0 ] && echo postgres || id -un)
 lost="no fault injected"
 if [ "$kill_ms" -gt 0 ] && [ "$next_ms" -gt 0 ]; then
 	lost="$(secs $((next_ms - kill_ms))) s from the kill to the next logged step"
+	steps=$(jq -r '.spec.replicaSpecs.worker.command | index("--log-every") as $i | .[$i + 1]' "$job")
+	# Workers restarted warm were forked from an interpreter that had
+	# imported torch already; cold ones import it again.
+	if [ "$(cat "$nodelogs"/*.log | grep -c 'msg="worker started".*start=warm' || true)" -gt 0 ]; then
+		how="forked warm: torch already imported; the rest is
+                   loading the checkpoint, joining the process group and $steps steps)"
+	else
+		how="cold; the rest is Python importing torch,
+                   joining the process group and $steps steps)"
+	fi
 	[ "$restart_ms" -gt 0 ] && lost="$lost
-                   (new workers started after $(secs $((restart_ms - kill_ms))) s; the rest is Python
-                   importing torch, joining the process group and $(jq -r '.spec.replicaSpecs.worker.command | index("--log-every") as $i | .[$i + 1]' "$job") steps)"
+                   (new workers started after $(secs $((restart_ms - kill_ms))) s, $how"
 	[ -n "$resumed" ] && lost="$lost
                    training resumed from the checkpoint at step $resumed"
 fi
