@@ -166,7 +166,7 @@ $(SO_TRAINER): $(patsubst %.c,$(B)/pic/%.o,$(TRAINER_SRC) $(TRAINER_COMMON)) tra
 	        -o $@ $(filter %.o,$^) $(call pkg_libs,libcurl libcjson) -lpthread -lm
 BINS += $(SO_TRAINER) $(LIB_TRAINER)
 TEST_SRC += $(wildcard tests/trainer/check_*.c)
-$(B)/obj/tests/trainer/%.o: INC := -iquote trainer $(INC_TESTLIB)
+$(B)/obj/tests/trainer/%.o: INC = -iquote trainer $(INC_TESTLIB)
 $(B)/tests/trainer/%: $(B)/obj/tests/trainer/%.o $(LIB_TEST) $(LIB_TRAINER) $(LIB_COMMON)
 	$(call link,$(SYS_LIBS) $(CHECK_LIBS))
 
