@@ -26,6 +26,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #define SLOT_MAGIC 0x31544b4352564f52ULL /* "ROVRCKT1" */
 #define SLOT_VERSION 1u
@@ -33,7 +36,7 @@
 #define SLOT_HDR 4096u
 #define SLOT_ALIGN 64u
 #define SLOT_GROW (2u << 20) /* segments grow in 2 MiB steps */
-#define CHUNK (128u << 10)   /* copied then checksummed while in cache */
+#define CHUNK (1024u << 10)   /* copied then checksummed while in cache */
 
 struct slot_hdr {
 	uint64_t magic;
@@ -161,7 +164,66 @@ __attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t c, const unsig
 		c0 = __builtin_ia32_crc32qi((uint32_t)c0, *p++);
 	return (uint32_t)c0;
 }
+
+/* Copy n bytes to dst (32-byte aligned) and return the CRC32C of them
+ * continuing c (inverted form): one pass that reads the source once, feeds
+ * three crc32 streams and writes with non-temporal stores, so the copy runs
+ * at memory bandwidth and the destination's lines are never read. */
+__attribute__((target("sse4.2,avx2"))) static uint32_t copy_crc_avx2(unsigned char *dst,
+								      const unsigned char *src,
+								      size_t n, uint32_t c)
+{
+	uint64_t c0 = c;
+	while (n >= 3 * LANE) {
+		uint64_t c1 = 0, c2 = 0;
+		for (size_t i = 0; i < LANE; i += 32) {
+			__m256i v0 = _mm256_loadu_si256((const __m256i *)(src + i));
+			__m256i v1 = _mm256_loadu_si256((const __m256i *)(src + LANE + i));
+			__m256i v2 = _mm256_loadu_si256((const __m256i *)(src + 2 * LANE + i));
+			_mm256_stream_si256((__m256i *)(dst + i), v0);
+			_mm256_stream_si256((__m256i *)(dst + LANE + i), v1);
+			_mm256_stream_si256((__m256i *)(dst + 2 * LANE + i), v2);
+			for (int k = 0; k < 4; k++) {
+				c0 = __builtin_ia32_crc32di(c0, (uint64_t)_mm256_extract_epi64(v0, 0));
+				c1 = __builtin_ia32_crc32di(c1, (uint64_t)_mm256_extract_epi64(v1, 0));
+				c2 = __builtin_ia32_crc32di(c2, (uint64_t)_mm256_extract_epi64(v2, 0));
+				v0 = _mm256_permute4x64_epi64(v0, 0x39);
+				v1 = _mm256_permute4x64_epi64(v1, 0x39);
+				v2 = _mm256_permute4x64_epi64(v2, 0x39);
+			}
+		}
+		c0 = gf2_mul((uint32_t)c0, lane_shift) ^ c1;
+		c0 = gf2_mul((uint32_t)c0, lane_shift) ^ c2;
+		src += 3 * LANE;
+		dst += 3 * LANE;
+		n -= 3 * LANE;
+	}
+	_mm_sfence();
+	memcpy(dst, src, n);
+	return crc_hw((uint32_t)c0, src, n);
+}
 #endif
+
+/* Copy n bytes from src to dst (32-byte aligned) and CRC32C them,
+ * continuing crc. */
+static uint32_t copy_crc(unsigned char *dst, const unsigned char *src, size_t n, uint32_t crc)
+{
+#if defined(__x86_64__)
+	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("sse4.2")) {
+		crc_init();
+		if (!lane_shift)
+			lane_shift = gf2_shift_const(LANE);
+		return ~copy_crc_avx2(dst, src, n, ~crc);
+	}
+#endif
+	for (size_t off = 0; off < n; off += CHUNK) {
+		size_t len = n - off < CHUNK ? n - off : CHUNK;
+		memcpy(dst + off, src + off, len);
+		/* the source chunk is in cache now; the destination may not be */
+		crc = rv_trainer_crc32c(crc, src + off, len);
+	}
+	return crc;
+}
 
 uint32_t rv_trainer_crc32c(uint32_t crc, const void *data, size_t n)
 {
@@ -362,13 +424,7 @@ int rv_trainer_save(struct rv_trainer *t, int64_t step, const void *const *bufs,
 	unsigned char *dst = sl->map + SLOT_HDR;
 	uint32_t crc = 0;
 	for (int i = 0; i < n; i++) {
-		const unsigned char *src = bufs[i];
-		for (uint64_t off = 0; off < sizes[i]; off += CHUNK) {
-			size_t len = sizes[i] - off < CHUNK ? (size_t)(sizes[i] - off) : CHUNK;
-			memcpy(dst + off, src + off, len);
-			/* the source chunk is in cache now; the destination may not be */
-			crc = rv_trainer_crc32c(crc, src + off, len);
-		}
+		crc = copy_crc(dst, bufs[i], sizes[i], crc);
 		dst += align_up(sizes[i]);
 	}
 	st.copy_s = secs_since(c0);
