@@ -2,7 +2,7 @@
  * ckpt.c: the flash checkpoint, two POSIX shared-memory slots per rank
  * (/dev/shm/rover-<job>-<rank>-{0,1}).
  *
- * A slot is a 4 KiB header and the payload (the buffers one after the
+ * A slot is a 68 KiB header and the payload (the buffers one after the
  * other, each at a 64-byte boundary).  A save picks the slot that does not
  * hold the newest committed checkpoint, clears its committed word, copies
  * the buffers in cache-sized chunks while it checksums each chunk (CRC32C,
@@ -33,7 +33,7 @@
 #define SLOT_MAGIC 0x31544b4352564f52ULL /* "ROVRCKT1" */
 #define SLOT_VERSION 1u
 #define SLOT_COMMITTED 0x54494d43u /* "CMIT" */
-#define SLOT_HDR 4096u
+#define SLOT_HDR ((uint64_t)RV_TRAINER_SLOT_HEADER)
 #define SLOT_ALIGN 64u
 #define SLOT_GROW (2u << 20) /* segments grow in 2 MiB steps */
 #define CHUNK (1024u << 10)   /* copied then checksummed while in cache */

@@ -47,7 +47,10 @@
 
 #include "err.h"
 
-#define RV_TRAINER_MAX_BUFS 256 /* buffers one checkpoint holds */
+#define RV_TRAINER_MAX_BUFS 8192 /* buffers one checkpoint holds */
+/* A slot is a header of this many bytes, then the buffers one after the
+ * other, each at a 64-byte boundary. */
+#define RV_TRAINER_SLOT_HEADER 69632
 
 struct rv_trainer;
 

@@ -8,6 +8,7 @@
  * in a new process after the saving one was killed.
  */
 #include <fcntl.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -303,7 +304,7 @@ START_TEST(test_kill_during_save)
 	for (;;) {
 		if (!slot1)
 			slot1 = map_slot(job, 0, 1, &len);
-		if (slot1 && len > 4096 + 64 && slot1[4096] == 0xab && slot1[4097] == 0xab)
+		if (slot1 && len > RV_TRAINER_SLOT_HEADER + 64 && slot1[RV_TRAINER_SLOT_HEADER] == 0xab && slot1[RV_TRAINER_SLOT_HEADER + 1] == 0xab)
 			break;
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		ck_assert_msg(now.tv_sec - t0.tv_sec < 30, "the second save never began");
@@ -314,7 +315,7 @@ START_TEST(test_kill_during_save)
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 	/* the copy was cut short: the end of the slot is not the new bytes */
-	ck_assert_msg(slot1[4096 + BIG - 1] != 0xab || slot1[4096 + BIG - 2] != 0xab,
+	ck_assert_msg(slot1[RV_TRAINER_SLOT_HEADER + BIG - 1] != 0xab || slot1[RV_TRAINER_SLOT_HEADER + BIG - 2] != 0xab,
 		      "the writer finished its copy before it was killed");
 	munmap(slot1, len);
 
@@ -342,7 +343,7 @@ START_TEST(test_corrupted_refused)
 	size_t len;
 	unsigned char *s1 = map_slot(job, 0, 1, &len);
 	ck_assert_ptr_nonnull(s1);
-	s1[4096 + 1234] ^= 0x10;
+	s1[RV_TRAINER_SLOT_HEADER + 1234] ^= 0x10;
 	t = open_local(job, 0);
 	expect_loaded(t, 5, a, N);
 	rv_trainer_close(t);
@@ -385,6 +386,101 @@ START_TEST(test_crc32c)
 }
 END_TEST
 
+/* Run /usr/bin/python3 tests/trainer/torch_ckpt.py MODE OUT with the
+ * package and the library of this build; its pid. */
+static pid_t spawn_torch(const char *mode, const char *out, const char *url, const char *job)
+{
+	const char *b = getenv("B") ? getenv("B") : "build";
+	char cwd[1024], lib[1400], pypath[1100];
+	ck_assert_ptr_nonnull(getcwd(cwd, sizeof(cwd)));
+	snprintf(lib, sizeof(lib), "%s/%s/lib/librover-trainer.so", cwd, b);
+	snprintf(pypath, sizeof(pypath), "%s/python", cwd);
+	char asan[1024] = "";
+	if (getenv("MODE") && !strcmp(getenv("MODE"), "asan")) {
+		/* the library of an asan build needs its runtime loaded first */
+		FILE *p = popen("${CC:-cc} -print-file-name=libasan.so", "r");
+		if (p && fgets(asan, sizeof(asan), p))
+			asan[strcspn(asan, "\n")] = '\0';
+		if (p)
+			pclose(p);
+	}
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		setenv("ROVER_MASTER_ADDR", url, 1);
+		setenv("ROVER_NODE_NAME", "node-py", 1);
+		setenv("ROVER_JOB_NAME", job, 1);
+		setenv("RANK", "0", 1);
+		setenv("LOCAL_RANK", "0", 1);
+		setenv("WORLD_SIZE", "1", 1);
+		setenv("PYTHONPATH", pypath, 1);
+		setenv("ROVER_TRAINER_LIB", lib, 1);
+		setenv("OMP_NUM_THREADS", "1", 1);
+		if (asan[0]) {
+			setenv("LD_PRELOAD", asan, 1);
+			setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
+		}
+		execl("/usr/bin/python3", "python3", "tests/trainer/torch_ckpt.py", mode, out,
+		      (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+static bool read_line(const char *path, char *out, size_t size)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	bool ok = fgets(out, (int)size, f) && strchr(out, '\n');
+	fclose(f);
+	return ok;
+}
+
+/* PyTorch: a model and its Adam state saved each step by rover.Checkpointer;
+ * the process is killed with SIGKILL after the save; a new process with a
+ * differently initialised model loads the same weights and optimizer state
+ * bit for bit, at the step saved. */
+START_TEST(test_torch_kill_after_save)
+{
+	struct rv_test_master m;
+	char *spec = rv_test_master_spec(1000, 10, 1, 1, 1);
+	ck_assert_ptr_nonnull(spec);
+	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
+	free(spec);
+	ck_assert_int_eq(rv_test_master_start(&m, NULL), 0);
+	char job[64], saved[400], loaded[400];
+	job_name(job, sizeof(job), "torch");
+	snprintf(saved, sizeof(saved), "%s/saved", m.dir);
+	snprintf(loaded, sizeof(loaded), "%s/loaded", m.dir);
+
+	pid_t pid = spawn_torch("save", saved, m.url, job);
+	char want[200] = "", got[200] = "";
+	for (int i = 0; i < 1200 && !read_line(saved, want, sizeof(want)); i++) {
+		int status;
+		ck_assert_msg(waitpid(pid, &status, WNOHANG) == 0, "the saving process exited: %d",
+			      status);
+		usleep(100000);
+	}
+	ck_assert_msg(want[0], "the saving process never saved");
+	usleep(200000); /* it trains on, unsaved */
+	kill(pid, SIGKILL);
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFSIGNALED(status));
+
+	pid = spawn_torch("load", loaded, m.url, job);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the loading process: %d",
+		      status);
+	ck_assert(read_line(loaded, got, sizeof(got)));
+	ck_assert_str_eq(got, want); /* "5 <sha256 of weights and optimizer state>" */
+	ck_assert_msg(strncmp(want, "5 ", 2) == 0, "%s", want);
+	rv_trainer_unlink(job, 0);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
 static Suite *trainer_suite(void)
 {
 	Suite *s = suite_create("trainer");
@@ -396,6 +492,7 @@ static Suite *trainer_suite(void)
 	tcase_add_test(tc, test_save_load);
 	tcase_add_test(tc, test_kill_during_save);
 	tcase_add_test(tc, test_corrupted_refused);
+	tcase_add_test(tc, test_torch_kill_after_save);
 	suite_add_tcase(s, tc);
 	return s;
 }
