@@ -30,13 +30,13 @@
 #include <immintrin.h>
 #endif
 
-#define SLOT_MAGIC 0x31544b4352564f52ULL /* "ROVRCKT1" */
-#define SLOT_VERSION 1u
+#define SLOT_MAGIC     0x31544b4352564f52ULL /* "ROVRCKT1" */
+#define SLOT_VERSION   1u
 #define SLOT_COMMITTED 0x54494d43u /* "CMIT" */
-#define SLOT_HDR ((uint64_t)RV_TRAINER_SLOT_HEADER)
-#define SLOT_ALIGN 64u
-#define SLOT_GROW (2u << 20) /* segments grow in 2 MiB steps */
-#define CHUNK (1024u << 10)   /* copied then checksummed while in cache */
+#define SLOT_HDR       ((uint64_t)RV_TRAINER_SLOT_HEADER)
+#define SLOT_ALIGN     64u
+#define SLOT_GROW      (2u << 20)    /* segments grow in 2 MiB steps */
+#define CHUNK          (1024u << 10) /* without AVX2: copied, then checksummed from cache */
 
 struct slot_hdr {
 	uint64_t magic;
@@ -128,7 +128,7 @@ static uint32_t lane_shift; /* gf2_shift_const(LANE), set once */
 /* Three independent crc32 streams over consecutive LANE-byte blocks, then
  * joined: the instruction's latency is 3 cycles, its throughput 1. */
 __attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t c, const unsigned char *p,
-							  size_t n)
+							 size_t n)
 {
 	uint64_t c0 = c;
 	while (n && ((uintptr_t)p & 7)) {
@@ -170,8 +170,8 @@ __attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t c, const unsig
  * three crc32 streams and writes with non-temporal stores, so the copy runs
  * at memory bandwidth and the destination's lines are never read. */
 __attribute__((target("sse4.2,avx2"))) static uint32_t copy_crc_avx2(unsigned char *dst,
-								      const unsigned char *src,
-								      size_t n, uint32_t c)
+								     const unsigned char *src,
+								     size_t n, uint32_t c)
 {
 	uint64_t c0 = c;
 	while (n >= 3 * LANE) {
@@ -184,9 +184,12 @@ __attribute__((target("sse4.2,avx2"))) static uint32_t copy_crc_avx2(unsigned ch
 			_mm256_stream_si256((__m256i *)(dst + LANE + i), v1);
 			_mm256_stream_si256((__m256i *)(dst + 2 * LANE + i), v2);
 			for (int k = 0; k < 4; k++) {
-				c0 = __builtin_ia32_crc32di(c0, (uint64_t)_mm256_extract_epi64(v0, 0));
-				c1 = __builtin_ia32_crc32di(c1, (uint64_t)_mm256_extract_epi64(v1, 0));
-				c2 = __builtin_ia32_crc32di(c2, (uint64_t)_mm256_extract_epi64(v2, 0));
+				c0 = __builtin_ia32_crc32di(c0,
+							    (uint64_t)_mm256_extract_epi64(v0, 0));
+				c1 = __builtin_ia32_crc32di(c1,
+							    (uint64_t)_mm256_extract_epi64(v1, 0));
+				c2 = __builtin_ia32_crc32di(c2,
+							    (uint64_t)_mm256_extract_epi64(v2, 0));
 				v0 = _mm256_permute4x64_epi64(v0, 0x39);
 				v1 = _mm256_permute4x64_epi64(v1, 0x39);
 				v2 = _mm256_permute4x64_epi64(v2, 0x39);

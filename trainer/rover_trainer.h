@@ -47,7 +47,7 @@
 
 #include "err.h"
 
-#define RV_TRAINER_MAX_BUFS 8192 /* buffers one checkpoint holds */
+#define RV_TRAINER_MAX_BUFS    8192 /* buffers one checkpoint holds */
 /* A slot is a header of this many bytes, then the buffers one after the
  * other, each at a 64-byte boundary. */
 #define RV_TRAINER_SLOT_HEADER 69632
@@ -107,16 +107,15 @@ int rv_trainer_done(struct rv_trainer *t, struct rv_err *err);
 
 /* Global step step was reached; samples were trained since the last report
  * (the master derives the speed from them). */
-int rv_trainer_report_step(struct rv_trainer *t, int64_t step, int64_t samples,
-			   struct rv_err *err);
+int rv_trainer_report_step(struct rv_trainer *t, int64_t step, int64_t samples, struct rv_err *err);
 
 /* ---- flash checkpoint ---- */
 struct rv_trainer_save_stats {
-	double stall_s;     /* how long the call blocked */
-	double copy_s;      /* of which copying (and checksumming) the buffers */
-	uint64_t bytes;     /* payload */
-	int slot;           /* 0 or 1 */
-	int reported;       /* 1: the shard position reached the master */
+	double stall_s; /* how long the call blocked */
+	double copy_s;  /* of which copying (and checksumming) the buffers */
+	uint64_t bytes; /* payload */
+	int slot;       /* 0 or 1 */
+	int reported;   /* 1: the shard position reached the master */
 };
 
 /* Size both slots for at least bytes of payload and fault their pages in,

@@ -76,7 +76,8 @@ struct rv_trainer *rv_trainer_open(struct rv_err *err)
 			return NULL;
 		}
 	}
-	if (env_int("RANK", 0, &o.rank, err) < 0 || env_int("LOCAL_RANK", 0, &o.local_rank, err) < 0 ||
+	if (env_int("RANK", 0, &o.rank, err) < 0 ||
+	    env_int("LOCAL_RANK", 0, &o.local_rank, err) < 0 ||
 	    env_int("WORLD_SIZE", 1, &o.world_size, err) < 0)
 		return NULL;
 	if (o.rank >= o.world_size) {
@@ -220,8 +221,7 @@ int rv_trainer_done(struct rv_trainer *t, struct rv_err *err)
 	return 0;
 }
 
-int rv_trainer_report_step(struct rv_trainer *t, int64_t step, int64_t samples,
-			   struct rv_err *err)
+int rv_trainer_report_step(struct rv_trainer *t, int64_t step, int64_t samples, struct rv_err *err)
 {
 	int rc = need_master(t, err);
 	if (rc < 0)

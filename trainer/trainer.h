@@ -14,7 +14,7 @@
 
 /* One shared-memory slot as this process has it mapped. */
 struct trainer_slot {
-	int fd;          /* -1 until opened */
+	int fd; /* -1 until opened */
 	unsigned char *map;
 	uint64_t mapped; /* bytes mapped (the segment's size) */
 };

@@ -304,7 +304,9 @@ START_TEST(test_kill_during_save)
 	for (;;) {
 		if (!slot1)
 			slot1 = map_slot(job, 0, 1, &len);
-		if (slot1 && len > RV_TRAINER_SLOT_HEADER + 64 && slot1[RV_TRAINER_SLOT_HEADER] == 0xab && slot1[RV_TRAINER_SLOT_HEADER + 1] == 0xab)
+		if (slot1 && len > RV_TRAINER_SLOT_HEADER + 64 &&
+		    slot1[RV_TRAINER_SLOT_HEADER] == 0xab &&
+		    slot1[RV_TRAINER_SLOT_HEADER + 1] == 0xab)
 			break;
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		ck_assert_msg(now.tv_sec - t0.tv_sec < 30, "the second save never began");
@@ -315,7 +317,8 @@ START_TEST(test_kill_during_save)
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 	/* the copy was cut short: the end of the slot is not the new bytes */
-	ck_assert_msg(slot1[RV_TRAINER_SLOT_HEADER + BIG - 1] != 0xab || slot1[RV_TRAINER_SLOT_HEADER + BIG - 2] != 0xab,
+	ck_assert_msg(slot1[RV_TRAINER_SLOT_HEADER + BIG - 1] != 0xab ||
+			      slot1[RV_TRAINER_SLOT_HEADER + BIG - 2] != 0xab,
 		      "the writer finished its copy before it was killed");
 	munmap(slot1, len);
 
