@@ -479,6 +479,23 @@ START_TEST(test_torch_kill_after_save)
 	ck_assert(read_line(loaded, got, sizeof(got)));
 	ck_assert_str_eq(got, want); /* "5 <sha256 of weights and optimizer state>" */
 	ck_assert_msg(strncmp(want, "5 ", 2) == 0, "%s", want);
+
+	/* rover.ShardSampler in a DataLoader takes each sample once */
+	char shards[400];
+	snprintf(shards, sizeof(shards), "%s/shards", m.dir);
+	pid = spawn_torch("shards", shards, m.url, job);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the sampling process: %d",
+		      status);
+	ck_assert(read_line(shards, got, sizeof(got)));
+	ck_assert_str_eq(got, "1000 1000\n");
+	struct rv_master_client *c = rv_test_master_client(&m);
+	struct rv_job_status js;
+	struct rv_err err = { 0 };
+	ck_assert_int_eq(rv_master_job(c, &js, &err), 0);
+	ck_assert(js.finished);
+	ck_assert_int_eq(js.step, 125); /* 1000 samples in batches of 8 */
+	rv_master_client_free(c);
 	rv_trainer_unlink(job, 0);
 	rv_test_master_cleanup(&m);
 }

@@ -7,6 +7,9 @@ with rover-run's variables set.
                               keep training without saving until killed
   torch_ckpt.py load DIGEST   a fresh model and optimizer (other seed),
                               Checkpointer.load, write step and digest
+  torch_ckpt.py shards OUT    take every sample through rover.ShardSampler
+                              in a DataLoader, report a step per batch, write
+                              "<samples> <distinct indices>" (one epoch)
 """
 import hashlib
 import sys
@@ -62,6 +65,16 @@ def main():
         while True:  # the state moves on, unsaved, until the kill
             train_step(model, opt)
             time.sleep(0.01)
+    if mode == "shards":
+        sampler = rover.ShardSampler()
+        seen = []
+        loader = torch.utils.data.DataLoader(sampler, batch_size=8)
+        for step, batch in enumerate(loader, start=1):
+            seen += [int(i) for i in batch]
+            rover.report_step(step, len(batch))
+        with open(out, "w") as f:
+            f.write("%d %d\n" % (len(seen), len(set(seen))))
+        return
     model, opt = build(2)
     ck = rover.Checkpointer(model, opt)
     step = ck.load()
