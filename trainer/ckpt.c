@@ -451,7 +451,7 @@ int rv_trainer_save(struct rv_trainer *t, int64_t step, const void *const *bufs,
 
 	/* the data position of this step, for a restore on other ranks or after
 	 * the world changed; the copy above is already safe without it */
-	if (t->mc) {
+	if (t->mc_report) {
 		struct rv_ckpt_report r = {
 			.step = step,
 			.worker = t->rank,
@@ -459,7 +459,7 @@ int rv_trainer_save(struct rv_trainer *t, int64_t step, const void *const *bufs,
 			.consumed = t->cur.id ? t->consumed : 0,
 		};
 		struct rv_err rerr = { 0 };
-		st.reported = rv_master_ckpt_report(t->mc, &r, &rerr) == 0;
+		st.reported = rv_master_ckpt_report(t->mc_report, &r, &rerr) == 0;
 		if (!st.reported)
 			trainer_fail(t, &rerr, rerr.code);
 	}

@@ -126,8 +126,9 @@ int rv_trainer_reserve(struct rv_trainer *t, uint64_t bytes, struct rv_err *err)
  * Save step: copies the n buffers (bufs[i], sizes[i] bytes; borrowed, not
  * kept) and the shard position into the older slot and returns once the
  * copy is committed.  With a master the position is also reported as the
- * data checkpoint of step (a failure there is not an error of the save:
- * stats->reported says).  *stats may be NULL.  -E2BIG for more than
+ * data checkpoint of step, with a short retry budget (about a second: a
+ * master that is away does not hold the loop; a failure there is not an
+ * error of the save: stats->reported says).  *stats may be NULL.  -E2BIG for more than
  * RV_TRAINER_MAX_BUFS buffers, -ENOSPC when /dev/shm is full.
  */
 int rv_trainer_save(struct rv_trainer *t, int64_t step, const void *const *bufs,

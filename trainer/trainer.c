@@ -126,8 +126,12 @@ struct rv_trainer *rv_trainer_open_opts(const struct rv_trainer_opts *o, struct 
 		snprintf(url, sizeof(url), "%s%s", strstr(o->master, "://") ? "" : "http://",
 			 o->master);
 		struct rv_master_opts mo = { .url = url, .timeout_ms = o->timeout_ms };
-		if (!(t->mc = rv_master_client_new(&mo, err))) {
-			free(t);
+		struct rv_master_opts ro = {
+			.url = url, .timeout_ms = 1000, .max_attempts = 2, .retry_budget_ms = 500
+		};
+		if (!(t->mc = rv_master_client_new(&mo, err)) ||
+		    !(t->mc_report = rv_master_client_new(&ro, err))) {
+			rv_trainer_close(t);
 			return NULL;
 		}
 	}
@@ -155,6 +159,7 @@ void rv_trainer_close(struct rv_trainer *t)
 		return;
 	trainer_ckpt_close(t);
 	rv_master_client_free(t->mc);
+	rv_master_client_free(t->mc_report);
 	free(t);
 }
 

@@ -21,6 +21,9 @@ struct trainer_slot {
 
 struct rv_trainer {
 	struct rv_master_client *mc; /* NULL: no master */
+	/* the same master with a short retry budget: a save's report of the
+	 * data position must not hold the training loop through an outage */
+	struct rv_master_client *mc_report;
 	char node[64];
 	char job[64];
 	char dataset[64];

@@ -198,6 +198,37 @@ START_TEST(test_shards_exactly_once)
 }
 END_TEST
 
+/* The master is gone: a save still keeps its copy, and does not wait for
+ * the master's retries (about a second at most). */
+START_TEST(test_save_without_master)
+{
+	struct rv_test_master m;
+	char *spec = rv_test_master_spec(100, 10, 1, 1, 1);
+	ck_assert_ptr_nonnull(spec);
+	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
+	free(spec);
+	ck_assert_int_eq(rv_test_master_start(&m, NULL), 0);
+	char job[64];
+	job_name(job, sizeof(job), "nomaster");
+	struct rv_trainer_opts o = { .master = m.url, .node = "n0", .job = job, .world_size = 1 };
+	struct rv_err err = { 0 };
+	struct rv_trainer *t = rv_trainer_open_opts(&o, &err);
+	ck_assert_msg(t != NULL, "%s", err.msg);
+	ck_assert_int_ge(rv_test_master_stop(&m, SIGKILL, 5000), 0);
+	double w[16] = { 1, 2, 3 };
+	const void *b[] = { w };
+	uint64_t n[] = { sizeof(w) };
+	struct rv_trainer_save_stats st;
+	ck_assert_int_eq(rv_trainer_save(t, 4, b, n, 1, &st, &err), 0);
+	ck_assert_int_eq(st.reported, 0);
+	ck_assert_msg(st.stall_s < 3, "the save waited %.1f s for the master", st.stall_s);
+	expect_loaded(t, 4, w, sizeof(w));
+	rv_trainer_close(t);
+	rv_trainer_unlink(job, 0);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
 START_TEST(test_save_load)
 {
 	char job[64];
@@ -510,6 +541,7 @@ static Suite *trainer_suite(void)
 	tcase_add_test(tc, test_open_needs_rover_run);
 	tcase_add_test(tc, test_shards_exactly_once);
 	tcase_add_test(tc, test_save_load);
+	tcase_add_test(tc, test_save_without_master);
 	tcase_add_test(tc, test_kill_during_save);
 	tcase_add_test(tc, test_corrupted_refused);
 	tcase_add_test(tc, test_torch_kill_after_save);
