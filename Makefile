@@ -275,10 +275,11 @@ demo-stop:
 
 # lint: cppcheck, then clang-tidy with .clang-tidy, each folder with its own
 # include path (two processes at a time).
-LINT_DIRS := common algorithms plan $(DAEMONS)
+LINT_DIRS := common algorithms plan $(DAEMONS) trainer
 INC_algorithms := $(INC_ALG)
 INC_common := $(INC_COMMON)
 INC_plan := $(INC_PLAN)
+INC_trainer := $(INC_TRAINER)
 lint: lint-deps
 	@echo "lint: cppcheck"
 	@cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \

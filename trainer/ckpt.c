@@ -419,6 +419,9 @@ int rv_trainer_save(struct rv_trainer *t, int64_t step, const void *const *bufs,
 				      memory_order_release);
 	if ((rc = slot_size(t, s, payload, err)) < 0)
 		return trainer_fail(t, err, rc);
+	if (!sl->map) /* mmap gave address 0: not ours to use */
+		return trainer_fail(t, err,
+				    rv_err_set(err, -EIO, "shm", "no checkpoint slot mapped"));
 	struct slot_hdr *h = (struct slot_hdr *)sl->map;
 	atomic_store_explicit(&h->committed, 0, memory_order_release);
 	atomic_thread_fence(memory_order_seq_cst);
