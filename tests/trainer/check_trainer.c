@@ -7,6 +7,7 @@
  * package (python/rover) restores a PyTorch model and optimizer bit for bit
  * in a new process after the saving one was killed.
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <signal.h>
@@ -23,10 +24,37 @@
 #include "rover_trainer.h"
 #include "testutil.h"
 
-/* A job name of its own per test, so parallel runs share no segment. */
+/* The runner's pid, set before check forks the tests: names every job of
+ * this run, so the teardown (in the runner, also after a failed test) finds
+ * what the tests left in /dev/shm. */
+static int runner_pid;
+
+static void record_runner(void)
+{
+	runner_pid = (int)getpid();
+}
+
+static void remove_segments(void)
+{
+	char prefix[64];
+	int n = snprintf(prefix, sizeof(prefix), "rover-check-%d-", runner_pid);
+	DIR *d = opendir("/dev/shm");
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, prefix, (size_t)n)) {
+			char name[300];
+			snprintf(name, sizeof(name), "/%s", e->d_name);
+			shm_unlink(name);
+		}
+	closedir(d);
+}
+
+/* A job name of its own per test and run, so runs share no segment. */
 static void job_name(char *out, size_t size, const char *what)
 {
-	snprintf(out, size, "check-%d-%s", (int)getpid(), what);
+	snprintf(out, size, "check-%d-%s", runner_pid, what);
 }
 
 static struct rv_trainer *open_local(const char *job, int rank)
@@ -537,6 +565,7 @@ static Suite *trainer_suite(void)
 	Suite *s = suite_create("trainer");
 	TCase *tc = tcase_create("trainer");
 	tcase_set_timeout(tc, 120);
+	tcase_add_unchecked_fixture(tc, record_runner, remove_segments);
 	tcase_add_test(tc, test_crc32c);
 	tcase_add_test(tc, test_open_needs_rover_run);
 	tcase_add_test(tc, test_shards_exactly_once);
