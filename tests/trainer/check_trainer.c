@@ -51,6 +51,17 @@ static void remove_segments(void)
 	closedir(d);
 }
 
+/* A master for one dataset of size samples in shards of shard, for up to
+ * max workers. */
+static void start_master(struct rv_test_master *m, long size, long shard, int epochs, int max)
+{
+	char *spec = rv_test_master_spec(size, shard, epochs, 1, max);
+	ck_assert_ptr_nonnull(spec);
+	ck_assert_int_eq(rv_test_master_init(m, spec), 0);
+	free(spec);
+	ck_assert_int_eq(rv_test_master_start(m, NULL), 0);
+}
+
 /* A job name of its own per test and run, so runs share no segment. */
 static void job_name(char *out, size_t size, const char *what)
 {
@@ -134,11 +145,7 @@ START_TEST(test_shards_exactly_once)
 {
 	enum { SIZE = 1009, EPOCHS = 2 };
 	struct rv_test_master m;
-	char *spec = rv_test_master_spec(SIZE, 23, EPOCHS, 1, 2);
-	ck_assert_ptr_nonnull(spec);
-	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
-	free(spec);
-	ck_assert_int_eq(rv_test_master_start(&m, NULL), 0);
+	start_master(&m, SIZE, 23, EPOCHS, 2);
 
 	char job[64];
 	job_name(job, sizeof(job), "shards");
@@ -231,11 +238,7 @@ END_TEST
 START_TEST(test_save_without_master)
 {
 	struct rv_test_master m;
-	char *spec = rv_test_master_spec(100, 10, 1, 1, 1);
-	ck_assert_ptr_nonnull(spec);
-	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
-	free(spec);
-	ck_assert_int_eq(rv_test_master_start(&m, NULL), 0);
+	start_master(&m, 100, 10, 1, 1);
 	char job[64];
 	job_name(job, sizeof(job), "nomaster");
 	struct rv_trainer_opts o = { .master = m.url, .node = "n0", .job = job, .world_size = 1 };
@@ -506,11 +509,7 @@ static bool read_line(const char *path, char *out, size_t size)
 START_TEST(test_torch_kill_after_save)
 {
 	struct rv_test_master m;
-	char *spec = rv_test_master_spec(1000, 10, 1, 1, 1);
-	ck_assert_ptr_nonnull(spec);
-	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
-	free(spec);
-	ck_assert_int_eq(rv_test_master_start(&m, NULL), 0);
+	start_master(&m, 1000, 10, 1, 1);
 	char job[64], saved[400], loaded[400];
 	job_name(job, sizeof(job), "torch");
 	snprintf(saved, sizeof(saved), "%s/saved", m.dir);
