@@ -139,6 +139,37 @@ $(WARM_PY): agent/rover_warm.py
 	$(Q)cp $< $@
 BINS += $(WARM_PY)
 
+# ---- the trainer library: librover-trainer.so for training processes ----
+# Loaded by Python (python/rover/, ctypes) and linked by C training loops.
+# trainer/ sees only common/.  The shared library needs position-independent
+# code, so the common/ sources it uses are compiled a second time with -fPIC
+# into $(B)/pic/; it exports only rv_trainer_* (trainer/exports.map).  Tests
+# and benchmarks link the static librover-trainer.a (the same sources).
+TRAINER_SRC := $(wildcard trainer/*.c)
+TRAINER_COMMON := common/master_client.c common/rest_client.c common/http_client.c \
+        common/wire.c common/json.c common/buf.c common/parse.c common/err.c
+INC_TRAINER := -iquote trainer -iquote common $(SYS_CFLAGS)
+$(B)/obj/trainer/%.o: INC := $(INC_TRAINER)
+$(B)/pic/trainer/%.o: INC := $(INC_TRAINER)
+$(B)/pic/common/%.o: INC := $(INC_COMMON)
+LIB_TRAINER := $(B)/lib/librover-trainer.a
+$(LIB_TRAINER): $(call obj,$(TRAINER_SRC))
+SO_TRAINER := $(B)/lib/librover-trainer.so
+$(B)/pic/%.o: %.c $(B)/.flags
+	@mkdir -p $(dir $@)
+	$(call say,CCPIC,$<)
+	$(Q)$(CC) $(ALL_CFLAGS) -fPIC $(INC) -c $< -o $@
+$(SO_TRAINER): $(patsubst %.c,$(B)/pic/%.o,$(TRAINER_SRC) $(TRAINER_COMMON)) trainer/exports.map
+	@mkdir -p $(dir $@)
+	$(call say,LINK,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -shared -Wl,--version-script=trainer/exports.map -Wl,-z,defs \
+	        -o $@ $(filter %.o,$^) $(call pkg_libs,libcurl libcjson) -lpthread -lm
+BINS += $(SO_TRAINER) $(LIB_TRAINER)
+TEST_SRC += $(wildcard tests/trainer/check_*.c)
+$(B)/obj/tests/trainer/%.o: INC = -iquote trainer $(INC_TESTLIB)
+$(B)/tests/trainer/%: $(B)/obj/tests/trainer/%.o $(LIB_TEST) $(LIB_TRAINER) $(LIB_COMMON)
+	$(call link,$(SYS_LIBS) $(CHECK_LIBS))
+
 # ---- test code: fixtures, simulator, suites, benchmarks ----
 # Production code never sees tests/lib; tests link only the layers they test
 # (a suite that needs a daemon at run time finds its binary in ROVER_BIN_DIR).
@@ -152,7 +183,7 @@ $(B)/obj/tests/sim/%.o: INC := -iquote tests/sim $(INC_COMMON) $(INC_ALG)
 # Benchmarks may measure a daemon's internals (brain_plan_query times a store
 # query), so they see everything: "brain/brain.h" from the top.
 $(B)/obj/tests/bench/%.o: INC := -iquote . $(INC_TESTLIB) $(INC_ALG) -iquote plan \
-        $(foreach d,$(DAEMONS),-iquote $(d))
+        $(foreach d,$(DAEMONS),-iquote $(d)) -iquote trainer
 
 $(B)/lib/%.a:
 	@mkdir -p $(dir $@)
@@ -196,7 +227,7 @@ $(TEST_BINS): | $(BINS)
 # ---- benchmarks: tests/bench/<name>.c or tests/bench/<name>.sh ----
 BENCH_C := $(wildcard tests/bench/*.c)
 BENCH_BINS := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_C))
-$(B)/bench/%: $(B)/obj/tests/bench/%.o $(LIB_TEST) $(DAEMON_LIBS) $(LIBS_BELOW)
+$(B)/bench/%: $(B)/obj/tests/bench/%.o $(LIB_TEST) $(DAEMON_LIBS) $(LIB_TRAINER) $(LIBS_BELOW)
 	$(call link,$(SYS_LIBS) $(GSL_LIBS))
 
 .DEFAULT_GOAL := all
@@ -221,7 +252,7 @@ check-layers:
 # Every global symbol of each library carries its prefix (rv_ for the shared
 # libraries, rv_plan_ for plan/, the file's or the daemon's name inside a
 # daemon) and no two libraries define the same symbol.
-check-names: $(LIB_COMMON) $(LIB_ALG) $(LIB_PLAN) $(LIB_TEST) $(DAEMON_LIBS)
+check-names: $(LIB_COMMON) $(LIB_ALG) $(LIB_PLAN) $(LIB_TEST) $(DAEMON_LIBS) $(LIB_TRAINER)
 	@ROVER_DAEMONS='$(DAEMONS)' scripts/check-names.sh $^
 
 asan:
@@ -244,10 +275,11 @@ demo-stop:
 
 # lint: cppcheck, then clang-tidy with .clang-tidy, each folder with its own
 # include path (two processes at a time).
-LINT_DIRS := common algorithms plan $(DAEMONS)
+LINT_DIRS := common algorithms plan $(DAEMONS) trainer
 INC_algorithms := $(INC_ALG)
 INC_common := $(INC_COMMON)
 INC_plan := $(INC_PLAN)
+INC_trainer := $(INC_TRAINER)
 lint: lint-deps
 	@echo "lint: cppcheck"
 	@cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \

@@ -4,6 +4,8 @@
 #   algorithms/   only algorithms/ (and system headers)
 #   common/       only common/
 #   plan/         itself, common/, algorithms/ (the glue between the two)
+#   trainer/      itself and common/ (librover-trainer, loaded by training
+#                 processes: no daemon code, no algorithms)
 #   a daemon      itself, plan/, common/, algorithms/; never another daemon
 #   any of those  never tests/
 #   tests/        anything
@@ -32,7 +34,8 @@ is_daemon() { case $daemons in *" $1 "*) return 0 ;; esac; return 1; }
 search_path() {
 	case $1 in
 	algorithms | common) echo "$1" ;;
-	tests) echo ". tests/lib plan common algorithms $daemons" ;;
+	trainer) echo "trainer common" ;;
+	tests) echo ". tests/lib plan common algorithms trainer $daemons" ;;
 	plan) echo "plan common algorithms" ;;
 	*) echo "$1 plan common algorithms" ;;
 	esac
@@ -43,6 +46,7 @@ rule_of() {
 	case $1 in
 	algorithms | common) echo "$1/ may include only $1/ and system headers" ;;
 	plan) echo "plan/ may include only plan/, common/ and algorithms/" ;;
+	trainer) echo "trainer/ may include only trainer/ and common/" ;;
 	*) is_daemon "$1" && echo "$1/ is a daemon: it may include only $1/, plan/, common/ and algorithms/, never another daemon" ||
 		echo "$1/ may include only $1/, common/ and algorithms/" ;;
 	esac
@@ -54,6 +58,7 @@ allowed() { # from to
 	case $from in
 	algorithms | common) return 1 ;;
 	plan) [ "$to" = common ] || [ "$to" = algorithms ] ;;
+	trainer) [ "$to" = common ] ;;
 	*) is_daemon "$from" && [ "$to" = plan ] && return 0
 		[ "$to" = common ] || [ "$to" = algorithms ] ;;
 	esac

@@ -5,6 +5,8 @@
 #   librover-common.a, librover-alg.a   rv_
 #   librover-plan.a                     rv_plan_
 #   librover-testlib.a                  rv_test_
+#   librover-trainer.a                  rv_trainer_ (its interface) or
+#                                       trainer_ (shared between its files)
 #   librover-<daemon>.a                 the file's name (store_ in store.c),
 #                                       the first word of it (api_ in
 #                                       api_jobs.c) or the daemon's (brain_)
@@ -34,6 +36,7 @@ for lib in "$@"; do
 	librover-common.a | librover-alg.a) kind=shared ;;
 	librover-plan.a) kind=plan ;;
 	librover-testlib.a) kind=test ;;
+	librover-trainer.a) kind=trainer ;;
 	librover-*.a) kind=daemon daemon=${base#librover-} daemon=${daemon%.a} ;;
 	*) echo "check-names: $lib is not a Rover library" >&2; exit 2 ;;
 	esac
@@ -53,6 +56,10 @@ for lib in "$@"; do
 		shared) ok=rv_ want="rv_" ;;
 		plan) ok=rv_plan_ want="rv_plan_" ;;
 		test) ok=rv_test_ want="rv_test_" ;;
+		trainer)
+			ok=trainer_ want="rv_trainer_ or trainer_"
+			[[ $name == rv_trainer_* ]] && ok=rv_trainer_
+			;;
 		daemon)
 			ok=
 			for p in "${member}_" "${member%%_*}_" "${daemon}_"; do

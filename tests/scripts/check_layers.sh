@@ -29,6 +29,10 @@ good_tree() {
 	printf '#include "log.h"\n' >tests/lib/testutil.h
 	printf '#include "testutil.h"\n#include "log.h"\n' >tests/common/check_log.c
 	printf '#include "brain/brain.h"\n#include "testutil.h"\n' >tests/bench/b.c
+	mkdir -p trainer tests/trainer
+	printf '#include "log.h"\n' >trainer/rover_trainer.h
+	printf '#include "rover_trainer.h"\n' >trainer/ckpt.c
+	printf '#include "rover_trainer.h"\n#include "testutil.h"\n' >tests/trainer/check_t.c
 }
 
 # expect_fail NAME FILE LINE TEXT: add the line to FILE, run, want a failure
@@ -69,6 +73,10 @@ expect_fail "plan -> daemon" plan/plan.c '#include "brain.h"'
 expect_fail "plan -> tests/lib" plan/plan.c '#include "testutil.h"'
 expect_fail "a directory that is not a daemon -> plan" examples/x.c '#include "rover_plan.h"'
 expect_fail "a new daemon -> brain" monitor/main.c '#include "brain.h"'
+expect_fail "trainer -> algorithms" trainer/ckpt.c '#include "rover_alg.h"'
+expect_fail "trainer -> plan" trainer/ckpt.c '#include "rover_plan.h"'
+expect_fail "trainer -> daemon" trainer/ckpt.c '#include "../brain/brain.h"'
+expect_fail "common -> trainer" common/log.c '#include "../trainer/rover_trainer.h"'
 ROVER_DAEMONS=gateway expect_fail "a daemon named in ROVER_DAEMONS -> brain" gateway/main.c '#include "brain.h"'
 
 # The message says what the header is and what the layer may include.

@@ -79,6 +79,15 @@ mv_lib librover-plan.a plan
 fail "a plan/ symbol with rv_ but not rv_plan_" "librover-plan.a: plan.o: global symbol rv_limits does not begin with rv_plan_" \
 	plan/librover-plan.a
 
+lib librover-trainer.a 'ckpt=int rv_trainer_save(void) { return 1; } int trainer_now_ns(void) { return 2; }'
+mv_lib librover-trainer.a ok
+pass "trainer/ symbols with rv_trainer_ or trainer_ pass" ok/librover-trainer.a
+
+lib librover-trainer.a 'ckpt=int rv_crc32c(void) { return 1; }'
+mv_lib librover-trainer.a trainer
+fail "a trainer/ symbol with rv_ but not rv_trainer_" "librover-trainer.a: ckpt.o: global symbol rv_crc32c does not begin with rv_trainer_ or trainer_" \
+	trainer/librover-trainer.a
+
 # The libraries built here keep their prefixes.
 b=$top/${B:-build}/lib
 if [ -f "$b/librover-common.a" ]; then

@@ -1,0 +1,580 @@
+/*
+ * check_trainer.c: librover-trainer from a plain C training loop against
+ * the real rover-master (tests/lib/masterfix): every sample of every epoch
+ * exactly once over two ranks; the flash checkpoint saves and loads bit for
+ * bit, a writer killed with SIGKILL in the middle of a save leaves the
+ * previous checkpoint loadable, a corrupted slot is refused; and the Python
+ * package (python/rover) restores a PyTorch model and optimizer bit for bit
+ * in a new process after the saving one was killed.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "masterfix.h"
+#include "rover_trainer.h"
+#include "testutil.h"
+
+/* The runner's pid, set before check forks the tests: names every job of
+ * this run, so the teardown (in the runner, also after a failed test) finds
+ * what the tests left in /dev/shm. */
+static int runner_pid;
+
+static void record_runner(void)
+{
+	runner_pid = (int)getpid();
+}
+
+static void remove_segments(void)
+{
+	char prefix[64];
+	int n = snprintf(prefix, sizeof(prefix), "rover-check-%d-", runner_pid);
+	DIR *d = opendir("/dev/shm");
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, prefix, (size_t)n)) {
+			char name[300];
+			snprintf(name, sizeof(name), "/%s", e->d_name);
+			shm_unlink(name);
+		}
+	closedir(d);
+}
+
+/* A master for one dataset of size samples in shards of shard, for up to
+ * max workers. */
+static void start_master(struct rv_test_master *m, long size, long shard, int epochs, int max)
+{
+	char *spec = rv_test_master_spec(size, shard, epochs, 1, max);
+	ck_assert_ptr_nonnull(spec);
+	ck_assert_int_eq(rv_test_master_init(m, spec), 0);
+	free(spec);
+	ck_assert_int_eq(rv_test_master_start(m, NULL), 0);
+}
+
+/* A job name of its own per test and run, so runs share no segment. */
+static void job_name(char *out, size_t size, const char *what)
+{
+	snprintf(out, size, "check-%d-%s", runner_pid, what);
+}
+
+static struct rv_trainer *open_local(const char *job, int rank)
+{
+	struct rv_trainer_opts o = { .job = job, .node = "n0", .rank = rank, .world_size = 2 };
+	struct rv_err err = { 0 };
+	struct rv_trainer *t = rv_trainer_open_opts(&o, &err);
+	ck_assert_msg(t != NULL, "open: %s", err.msg);
+	return t;
+}
+
+static void fill(unsigned char *p, size_t n, unsigned seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		p[i] = (unsigned char)x;
+	}
+}
+
+static int save1(struct rv_trainer *t, int64_t step, const void *p, uint64_t n)
+{
+	const void *bufs[] = { p };
+	uint64_t sizes[] = { n };
+	struct rv_err err = { 0 };
+	int rc = rv_trainer_save(t, step, bufs, sizes, 1, NULL, &err);
+	ck_assert_msg(rc == 0, "save %lld: %s", (long long)step, err.msg);
+	return rc;
+}
+
+/* Load and check the newest checkpoint is step with buffer want. */
+static void expect_loaded(struct rv_trainer *t, int64_t step, const void *want, uint64_t n)
+{
+	int64_t got_step = -1;
+	int nbufs = -1;
+	struct rv_err err = { 0 };
+	ck_assert_int_eq(rv_trainer_load(t, &got_step, &nbufs, &err), 1);
+	ck_assert_int_eq(got_step, step);
+	ck_assert_int_eq(nbufs, 1);
+	const void *p;
+	uint64_t size;
+	ck_assert_int_eq(rv_trainer_loaded(t, 0, &p, &size), 0);
+	ck_assert_uint_eq(size, n);
+	ck_assert_msg(memcmp(p, want, n) == 0, "step %lld: bytes differ", (long long)step);
+}
+
+START_TEST(test_open_needs_rover_run)
+{
+	static const char *const vars[] = { "ROVER_MASTER_ADDR", "ROVER_NODE_NAME", "RANK",
+					    "LOCAL_RANK", "WORLD_SIZE" };
+	for (size_t i = 0; i < 5; i++)
+		unsetenv(vars[i]);
+	struct rv_err err = { 0 };
+	ck_assert_ptr_null(rv_trainer_open(&err));
+	ck_assert_int_eq(err.code, -EINVAL);
+	ck_assert_str_eq(err.field, "ROVER_MASTER_ADDR");
+	ck_assert_msg(strstr(err.msg, "rover-run"), "%s", err.msg);
+	setenv("ROVER_MASTER_ADDR", "127.0.0.1:1", 1);
+	setenv("ROVER_NODE_NAME", "n0", 1);
+	setenv("RANK", "0", 1);
+	setenv("LOCAL_RANK", "0", 1);
+	ck_assert_ptr_null(rv_trainer_open(&err));
+	ck_assert_str_eq(err.field, "WORLD_SIZE");
+	setenv("WORLD_SIZE", "x", 1);
+	ck_assert_ptr_null(rv_trainer_open(&err));
+	ck_assert_str_eq(err.field, "WORLD_SIZE");
+	ck_assert_msg(strstr(err.msg, "\"x\""), "%s", err.msg);
+}
+END_TEST
+
+/* Two ranks in one plain loop take shards in turn until the master says
+ * finished: each sample of each epoch is trained once; the step reports
+ * reach the master; a save records the shard position. */
+START_TEST(test_shards_exactly_once)
+{
+	enum { SIZE = 1009, EPOCHS = 2 };
+	struct rv_test_master m;
+	start_master(&m, SIZE, 23, EPOCHS, 2);
+
+	char job[64];
+	job_name(job, sizeof(job), "shards");
+	/* rank 0 as rover-run starts it, rank 1 from explicit options */
+	setenv("ROVER_MASTER_ADDR", m.url + strlen("http://"), 1);
+	setenv("ROVER_NODE_NAME", "node-a", 1);
+	setenv("ROVER_JOB_NAME", job, 1);
+	setenv("RANK", "0", 1);
+	setenv("LOCAL_RANK", "0", 1);
+	setenv("WORLD_SIZE", "2", 1);
+	struct rv_err err = { 0 };
+	struct rv_trainer *t[2];
+	t[0] = rv_trainer_open(&err);
+	ck_assert_msg(t[0] != NULL, "%s", err.msg);
+	struct rv_trainer_opts o = {
+		.master = m.url, .node = "node-b", .job = job, .rank = 1, .world_size = 2
+	};
+	t[1] = rv_trainer_open_opts(&o, &err);
+	ck_assert_msg(t[1] != NULL, "%s", err.msg);
+
+	int *seen = calloc(SIZE * EPOCHS, sizeof(*seen));
+	bool finished[2] = { false, false };
+	int64_t step = 0;
+	double weights[4] = { 0 };
+	for (int r = 0; !(finished[0] && finished[1]); r = !r) {
+		if (finished[r])
+			continue;
+		struct rv_trainer_shard s;
+		int rc = rv_trainer_next(t[r], &s, &err);
+		ck_assert_msg(rc >= 0, "next: %s", err.msg);
+		if (rc == RV_TRAINER_FINISHED) {
+			finished[r] = true;
+			continue;
+		}
+		if (rc == RV_TRAINER_WAIT) {
+			usleep(1000);
+			continue;
+		}
+		ck_assert_int_eq(rv_trainer_next(t[r], &s, NULL), -EBUSY);
+		for (int64_t i = s.start; i < s.end; i++) {
+			seen[s.epoch * SIZE + i]++;
+			weights[i % 4] += 1;
+			ck_assert_int_eq(rv_trainer_consumed(t[r], i - s.start + 1), 0);
+		}
+		ck_assert_int_eq(rv_trainer_consumed(t[r], s.end - s.start + 1), -ERANGE);
+		ck_assert_int_eq(rv_trainer_report_step(t[r], ++step, s.end - s.start, &err), 0);
+		if (step == 3) {
+			/* half-way through a shard: the position goes with the save */
+			ck_assert_int_eq(rv_trainer_consumed(t[r], 2), 0);
+			struct rv_trainer_save_stats st;
+			const void *b[] = { weights };
+			uint64_t n[] = { sizeof(weights) };
+			ck_assert_int_eq(rv_trainer_save(t[r], step, b, n, 1, &st, &err), 0);
+			ck_assert_msg(st.reported, "%s", rv_trainer_last_error(t[r]));
+			int64_t ls, task, consumed;
+			int nb;
+			ck_assert_int_eq(rv_trainer_load(t[r], &ls, &nb, &err), 1);
+			ck_assert_int_eq(rv_trainer_loaded_position(t[r], &task, &consumed), 0);
+			ck_assert_int_eq(task, s.id);
+			ck_assert_int_eq(consumed, 2);
+			rv_trainer_consumed(t[r], s.end - s.start);
+		}
+		ck_assert_int_eq(rv_trainer_done(t[r], &err), 0);
+		ck_assert_int_eq(rv_trainer_done(t[r], NULL), -ENOENT);
+	}
+	for (int i = 0; i < SIZE * EPOCHS; i++)
+		ck_assert_msg(seen[i] == 1, "epoch %d sample %d trained %d times", i / SIZE,
+			      i % SIZE, seen[i]);
+	struct rv_master_client *c = rv_test_master_client(&m);
+	struct rv_job_status js;
+	ck_assert_int_eq(rv_master_job(c, &js, &err), 0);
+	ck_assert(js.finished);
+	ck_assert_int_eq(js.step, step);
+	/* the data position of step 3 is the master's too */
+	struct rv_data_ckpt dc = { 0 };
+	ck_assert_int_eq(rv_master_ckpt_export(c, 3, &dc, &err), 0);
+	rv_data_ckpt_release(&dc);
+	rv_master_client_free(c);
+	for (int r = 0; r < 2; r++)
+		rv_trainer_close(t[r]);
+	rv_trainer_unlink(job, 0);
+	rv_trainer_unlink(job, 1);
+	free(seen);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
+/* The master is gone: a save still keeps its copy, and does not wait for
+ * the master's retries (about a second at most). */
+START_TEST(test_save_without_master)
+{
+	struct rv_test_master m;
+	start_master(&m, 100, 10, 1, 1);
+	char job[64];
+	job_name(job, sizeof(job), "nomaster");
+	struct rv_trainer_opts o = { .master = m.url, .node = "n0", .job = job, .world_size = 1 };
+	struct rv_err err = { 0 };
+	struct rv_trainer *t = rv_trainer_open_opts(&o, &err);
+	ck_assert_msg(t != NULL, "%s", err.msg);
+	ck_assert_int_ge(rv_test_master_stop(&m, SIGKILL, 5000), 0);
+	double w[16] = { 1, 2, 3 };
+	const void *b[] = { w };
+	uint64_t n[] = { sizeof(w) };
+	struct rv_trainer_save_stats st;
+	ck_assert_int_eq(rv_trainer_save(t, 4, b, n, 1, &st, &err), 0);
+	ck_assert_int_eq(st.reported, 0);
+	ck_assert_msg(st.stall_s < 3, "the save waited %.1f s for the master", st.stall_s);
+	expect_loaded(t, 4, w, sizeof(w));
+	rv_trainer_close(t);
+	rv_trainer_unlink(job, 0);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
+START_TEST(test_save_load)
+{
+	char job[64];
+	job_name(job, sizeof(job), "saveload");
+	struct rv_trainer *t = open_local(job, 1);
+	struct rv_err err = { 0 };
+	int64_t step;
+	int nbufs;
+	ck_assert_int_eq(rv_trainer_load(t, &step, &nbufs, &err), 0); /* nothing yet */
+	enum { A = 100003, B = 7 };
+	unsigned char *a = malloc(A), b[B] = { 1, 2, 3, 4, 5, 6, 7 };
+	fill(a, A, 1);
+	const void *bufs[] = { a, b };
+	uint64_t sizes[] = { A, B };
+	struct rv_trainer_save_stats st;
+	ck_assert_int_eq(rv_trainer_save(t, 10, bufs, sizes, 2, &st, &err), 0);
+	ck_assert_uint_eq(st.bytes, A + B);
+	ck_assert_int_eq(st.reported, 0); /* no master */
+	fill(a, A, 2);
+	ck_assert_int_eq(rv_trainer_save(t, 11, bufs, sizes, 2, &st, &err), 0);
+	rv_trainer_close(t);
+
+	/* another process (a new handle) loads the newest */
+	t = open_local(job, 1);
+	ck_assert_int_eq(rv_trainer_load(t, &step, &nbufs, &err), 1);
+	ck_assert_int_eq(step, 11);
+	ck_assert_int_eq(nbufs, 2);
+	const void *p;
+	uint64_t n;
+	ck_assert_int_eq(rv_trainer_loaded(t, 0, &p, &n), 0);
+	ck_assert_uint_eq(n, A);
+	ck_assert(memcmp(p, a, A) == 0);
+	ck_assert_int_eq(rv_trainer_loaded(t, 1, &p, &n), 0);
+	ck_assert_uint_eq(n, B);
+	ck_assert(memcmp(p, b, B) == 0);
+	ck_assert_int_eq(rv_trainer_loaded(t, 2, &p, &n), -ERANGE);
+	/* the next save keeps the loaded one and grows past the old size */
+	unsigned char *big = malloc(3 * A);
+	fill(big, 3 * A, 3);
+	save1(t, 12, big, 3 * A);
+	rv_trainer_close(t);
+	t = open_local(job, 1);
+	expect_loaded(t, 12, big, 3 * A);
+	/* rank 0 of the same job has none */
+	struct rv_trainer *t0 = open_local(job, 0);
+	ck_assert_int_eq(rv_trainer_load(t0, &step, &nbufs, &err), 0);
+	rv_trainer_close(t0);
+	rv_trainer_close(t);
+	ck_assert_int_eq(rv_trainer_unlink(job, 1), 0);
+	free(a);
+	free(big);
+}
+END_TEST
+
+static unsigned char *map_slot(const char *job, int rank, int s, size_t *len)
+{
+	char path[200];
+	snprintf(path, sizeof(path), "/dev/shm/rover-%s-%d-%d", job, rank, s);
+	int fd = open(path, O_RDWR);
+	if (fd < 0)
+		return NULL;
+	struct stat st;
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	*len = (size_t)st.st_size;
+	void *m = mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	ck_assert(m != MAP_FAILED);
+	return m;
+}
+
+/* The writer gets SIGKILL while it copies a large buffer into the slot:
+ * the checkpoint before it is what a new process loads. */
+START_TEST(test_kill_during_save)
+{
+	enum { BIG = 256 << 20 };
+	char job[64];
+	job_name(job, sizeof(job), "kill");
+	unsigned char *first = malloc(BIG);
+	fill(first, BIG, 7);
+	int pfd[2];
+	ck_assert_int_eq(pipe(pfd), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct rv_trainer *t = open_local(job, 0);
+		save1(t, 1, first, BIG);
+		/* the second save writes slot 1, byte 0 first */
+		memset(first, 0xab, BIG);
+		if (write(pfd[1], "s", 1) != 1)
+			_exit(3);
+		save1(t, 2, first, BIG);
+		pause();
+		_exit(0);
+	}
+	close(pfd[1]);
+	char c;
+	ck_assert_int_eq(read(pfd[0], &c, 1), 1);
+	close(pfd[0]);
+	/* wait for the copy of step 2 to begin, then kill the writer */
+	unsigned char *slot1 = NULL;
+	size_t len = 0;
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		if (!slot1)
+			slot1 = map_slot(job, 0, 1, &len);
+		if (slot1 && len > RV_TRAINER_SLOT_HEADER + 64 &&
+		    slot1[RV_TRAINER_SLOT_HEADER] == 0xab &&
+		    slot1[RV_TRAINER_SLOT_HEADER + 1] == 0xab)
+			break;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		ck_assert_msg(now.tv_sec - t0.tv_sec < 30, "the second save never began");
+		usleep(50);
+	}
+	kill(pid, SIGKILL);
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	/* the copy was cut short: the end of the slot is not the new bytes */
+	ck_assert_msg(slot1[RV_TRAINER_SLOT_HEADER + BIG - 1] != 0xab ||
+			      slot1[RV_TRAINER_SLOT_HEADER + BIG - 2] != 0xab,
+		      "the writer finished its copy before it was killed");
+	munmap(slot1, len);
+
+	struct rv_trainer *t = open_local(job, 0);
+	expect_loaded(t, 1, first, BIG); /* the child's memset was its own copy */
+	rv_trainer_close(t);
+	rv_trainer_unlink(job, 0);
+	free(first);
+}
+END_TEST
+
+START_TEST(test_corrupted_refused)
+{
+	char job[64];
+	job_name(job, sizeof(job), "corrupt");
+	struct rv_trainer *t = open_local(job, 0);
+	enum { N = 65536 };
+	unsigned char *a = malloc(N), *b = malloc(N);
+	fill(a, N, 1);
+	fill(b, N, 2);
+	save1(t, 5, a, N);
+	save1(t, 6, b, N);
+	rv_trainer_close(t);
+	/* one bit of step 6's payload flips: step 5 is loaded */
+	size_t len;
+	unsigned char *s1 = map_slot(job, 0, 1, &len);
+	ck_assert_ptr_nonnull(s1);
+	s1[RV_TRAINER_SLOT_HEADER + 1234] ^= 0x10;
+	t = open_local(job, 0);
+	expect_loaded(t, 5, a, N);
+	rv_trainer_close(t);
+	/* and step 5's header too: nothing is loaded */
+	unsigned char *s0 = map_slot(job, 0, 0, &len);
+	ck_assert_ptr_nonnull(s0);
+	s0[16] ^= 0x01; /* its sequence number */
+	t = open_local(job, 0);
+	int64_t step;
+	int nbufs;
+	ck_assert_int_eq(rv_trainer_load(t, &step, &nbufs, NULL), 0);
+	/* a save after that still works and loads */
+	save1(t, 7, a, N);
+	expect_loaded(t, 7, a, N);
+	rv_trainer_close(t);
+	munmap(s0, len);
+	munmap(s1, len);
+	rv_trainer_unlink(job, 0);
+	free(a);
+	free(b);
+}
+END_TEST
+
+START_TEST(test_crc32c)
+{
+	/* the standard check value, and the same in pieces of every length */
+	ck_assert_uint_eq(rv_trainer_crc32c(0, "123456789", 9), 0xe3069283u);
+	enum { N = 40000 };
+	unsigned char *p = malloc(N);
+	fill(p, N, 9);
+	uint32_t whole = rv_trainer_crc32c(0, p, N);
+	uint32_t part = rv_trainer_crc32c(0, p, 12289);
+	part = rv_trainer_crc32c(part, p + 12289, N - 12289);
+	ck_assert_uint_eq(whole, part);
+	uint32_t bytes = 0;
+	for (int i = 0; i < N; i++)
+		bytes = rv_trainer_crc32c(bytes, p + i, 1);
+	ck_assert_uint_eq(whole, bytes);
+	free(p);
+}
+END_TEST
+
+/* Run /usr/bin/python3 tests/trainer/torch_ckpt.py MODE OUT with the
+ * package and the library of this build; its pid. */
+static pid_t spawn_torch(const char *mode, const char *out, const char *url, const char *job)
+{
+	const char *b = getenv("B") ? getenv("B") : "build";
+	char cwd[1024], lib[1400], pypath[1100];
+	ck_assert_ptr_nonnull(getcwd(cwd, sizeof(cwd)));
+	snprintf(lib, sizeof(lib), "%s/%s/lib/librover-trainer.so", cwd, b);
+	snprintf(pypath, sizeof(pypath), "%s/python", cwd);
+	char asan[1024] = "";
+	if (getenv("MODE") && !strcmp(getenv("MODE"), "asan")) {
+		/* the library of an asan build needs its runtime loaded first */
+		FILE *p = popen("${CC:-cc} -print-file-name=libasan.so", "r");
+		if (p && fgets(asan, sizeof(asan), p))
+			asan[strcspn(asan, "\n")] = '\0';
+		if (p)
+			pclose(p);
+	}
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		setenv("ROVER_MASTER_ADDR", url, 1);
+		setenv("ROVER_NODE_NAME", "node-py", 1);
+		setenv("ROVER_JOB_NAME", job, 1);
+		setenv("RANK", "0", 1);
+		setenv("LOCAL_RANK", "0", 1);
+		setenv("WORLD_SIZE", "1", 1);
+		setenv("PYTHONPATH", pypath, 1);
+		setenv("ROVER_TRAINER_LIB", lib, 1);
+		setenv("OMP_NUM_THREADS", "1", 1);
+		if (asan[0]) {
+			setenv("LD_PRELOAD", asan, 1);
+			setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
+		}
+		execl("/usr/bin/python3", "python3", "tests/trainer/torch_ckpt.py", mode, out,
+		      (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+static bool read_line(const char *path, char *out, size_t size)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	bool ok = fgets(out, (int)size, f) && strchr(out, '\n');
+	fclose(f);
+	return ok;
+}
+
+/* PyTorch: a model and its Adam state saved each step by rover.Checkpointer;
+ * the process is killed with SIGKILL after the save; a new process with a
+ * differently initialised model loads the same weights and optimizer state
+ * bit for bit, at the step saved. */
+START_TEST(test_torch_kill_after_save)
+{
+	struct rv_test_master m;
+	start_master(&m, 1000, 10, 1, 1);
+	char job[64], saved[400], loaded[400];
+	job_name(job, sizeof(job), "torch");
+	snprintf(saved, sizeof(saved), "%s/saved", m.dir);
+	snprintf(loaded, sizeof(loaded), "%s/loaded", m.dir);
+
+	pid_t pid = spawn_torch("save", saved, m.url, job);
+	char want[200] = "", got[200] = "";
+	for (int i = 0; i < 1200 && !read_line(saved, want, sizeof(want)); i++) {
+		int status;
+		ck_assert_msg(waitpid(pid, &status, WNOHANG) == 0, "the saving process exited: %d",
+			      status);
+		usleep(100000);
+	}
+	ck_assert_msg(want[0], "the saving process never saved");
+	usleep(200000); /* it trains on, unsaved */
+	kill(pid, SIGKILL);
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFSIGNALED(status));
+
+	pid = spawn_torch("load", loaded, m.url, job);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the loading process: %d",
+		      status);
+	ck_assert(read_line(loaded, got, sizeof(got)));
+	ck_assert_str_eq(got, want); /* "5 <sha256 of weights and optimizer state>" */
+	ck_assert_msg(strncmp(want, "5 ", 2) == 0, "%s", want);
+
+	/* rover.ShardSampler in a DataLoader takes each sample once */
+	char shards[400];
+	snprintf(shards, sizeof(shards), "%s/shards", m.dir);
+	pid = spawn_torch("shards", shards, m.url, job);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the sampling process: %d",
+		      status);
+	ck_assert(read_line(shards, got, sizeof(got)));
+	ck_assert_str_eq(got, "1000 1000\n");
+	struct rv_master_client *c = rv_test_master_client(&m);
+	struct rv_job_status js;
+	struct rv_err err = { 0 };
+	ck_assert_int_eq(rv_master_job(c, &js, &err), 0);
+	ck_assert(js.finished);
+	ck_assert_int_eq(js.step, 125); /* 1000 samples in batches of 8 */
+	rv_master_client_free(c);
+	rv_trainer_unlink(job, 0);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
+static Suite *trainer_suite(void)
+{
+	Suite *s = suite_create("trainer");
+	TCase *tc = tcase_create("trainer");
+	tcase_set_timeout(tc, 120);
+	tcase_add_unchecked_fixture(tc, record_runner, remove_segments);
+	tcase_add_test(tc, test_crc32c);
+	tcase_add_test(tc, test_open_needs_rover_run);
+	tcase_add_test(tc, test_shards_exactly_once);
+	tcase_add_test(tc, test_save_load);
+	tcase_add_test(tc, test_save_without_master);
+	tcase_add_test(tc, test_kill_during_save);
+	tcase_add_test(tc, test_corrupted_refused);
+	tcase_add_test(tc, test_torch_kill_after_save);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+RV_TEST_MAIN(trainer_suite)

@@ -1,0 +1,86 @@
+"""The worker side of check_trainer's PyTorch test, run by /usr/bin/python3
+with rover-run's variables set.
+
+  torch_ckpt.py save DIGEST   train a small model with Adam for 5 steps,
+                              rover.Checkpointer.save each step, write the
+                              digest of the last saved state to DIGEST, then
+                              keep training without saving until killed
+  torch_ckpt.py load DIGEST   a fresh model and optimizer (other seed),
+                              Checkpointer.load, write step and digest
+  torch_ckpt.py shards OUT    take every sample through rover.ShardSampler
+                              in a DataLoader, report a step per batch, write
+                              "<samples> <distinct indices>" (one epoch)
+"""
+import hashlib
+import sys
+import time
+
+import torch
+
+import rover
+
+
+def digest(model, opt):
+    h = hashlib.sha256()
+    for k, v in model.state_dict().items():
+        h.update(k.encode())
+        h.update(v.detach().cpu().contiguous().numpy().tobytes())
+    st = opt.state_dict()
+    for pid in sorted(st["state"]):
+        for k, v in sorted(st["state"][pid].items()):
+            h.update(("%s.%s" % (pid, k)).encode())
+            h.update(v.cpu().contiguous().numpy().tobytes() if torch.is_tensor(v) else repr(v).encode())
+    h.update(repr(st["param_groups"]).encode())
+    return h.hexdigest()
+
+
+def build(seed):
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+    model.register_buffer("counter", torch.zeros(3, dtype=torch.int64))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    return model, opt
+
+
+def train_step(model, opt):
+    x = torch.randn(16, 32)
+    loss = model(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    model.counter += 1
+
+
+def main():
+    mode, out = sys.argv[1], sys.argv[2]
+    if mode == "save":
+        model, opt = build(1)
+        ck = rover.Checkpointer(model, opt)
+        for step in range(1, 6):
+            train_step(model, opt)
+            ck.save(step)
+        with open(out, "w") as f:
+            f.write("%d %s\n" % (step, digest(model, opt)))
+        print("saved", step, ck.last, flush=True)
+        while True:  # the state moves on, unsaved, until the kill
+            train_step(model, opt)
+            time.sleep(0.01)
+    if mode == "shards":
+        sampler = rover.ShardSampler()
+        seen = []
+        loader = torch.utils.data.DataLoader(sampler, batch_size=8)
+        for step, batch in enumerate(loader, start=1):
+            seen += [int(i) for i in batch]
+            rover.report_step(step, len(batch))
+        with open(out, "w") as f:
+            f.write("%d %d\n" % (len(seen), len(set(seen))))
+        return
+    model, opt = build(2)
+    ck = rover.Checkpointer(model, opt)
+    step = ck.load()
+    with open(out, "w") as f:
+        f.write("%s %s\n" % (step, digest(model, opt)))
+
+
+if __name__ == "__main__":
+    main()

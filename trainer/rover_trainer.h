@@ -1,0 +1,160 @@
+/*
+ * rover_trainer.h: librover-trainer, the library a training process links
+ * (or loads with ctypes, python/rover/) to take data shards from rover-master
+ * exactly once, report its steps and flash-checkpoint its state.
+ *
+ * A struct rv_trainer belongs to one thread.  Every call returns 0 (or a
+ * status >= 0) on success and a negative errno on failure, with the detail
+ * in *err when err is not NULL (and in rv_trainer_last_error() for callers
+ * that cannot pass a struct rv_err, such as ctypes).  The library never
+ * logs and never exits.
+ *
+ * Flash checkpoint: each rank owns two POSIX shared-memory slots,
+ * /dev/shm/rover-<job>-<rank>-0 and -1.  A save writes the older slot (its
+ * committed flag cleared first), copies the buffers, records the shard
+ * position and a CRC32C of the payload in the slot's header and sets the
+ * committed flag last, after a release fence; a load takes the newest slot
+ * whose flag is set and whose CRC matches.  A writer killed in the middle of
+ * a save therefore leaves the previous checkpoint loadable, and a torn or
+ * corrupted slot is never loaded.  The segments outlive the process: the
+ * node agent (rover-run) owns them and removes them when the job ends
+ * (rv_trainer_unlink).
+ *
+ *	struct rv_err err;
+ *	struct rv_trainer *t = rv_trainer_open(&err);     // from rover-run's variables
+ *	if (!t) { fprintf(stderr, "%s\n", err.msg); exit(1); }
+ *	struct rv_trainer_shard s;
+ *	int64_t step = 0;
+ *	while ((rc = rv_trainer_next(t, &s, &err)) != RV_TRAINER_FINISHED) {
+ *		if (rc < 0) ...;
+ *		if (rc == RV_TRAINER_WAIT) { usleep(10000); continue; }
+ *		for (int64_t i = s.start; i < s.end; i++) {
+ *			train_on(i);
+ *			rv_trainer_consumed(t, i - s.start + 1);
+ *			rv_trainer_report_step(t, ++step, 1, NULL);
+ *			const void *p[] = { weights }; size_t n[] = { sizeof(weights) };
+ *			rv_trainer_save(t, step, p, n, 1, NULL, &err);
+ *		}
+ *		rv_trainer_done(t, &err);
+ *	}
+ *	rv_trainer_close(t);
+ */
+#ifndef RV_ROVER_TRAINER_H
+#define RV_ROVER_TRAINER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+#define RV_TRAINER_MAX_BUFS    8192 /* buffers one checkpoint holds */
+/* A slot is a header of this many bytes, then the buffers one after the
+ * other, each at a 64-byte boundary. */
+#define RV_TRAINER_SLOT_HEADER 69632
+
+struct rv_trainer;
+
+/* Where to find the master and who this process is. */
+struct rv_trainer_opts {
+	const char *master;  /* "host:port" or "http://host:port"; NULL: no master
+			      * (shards and reports fail with -ENOTCONN, checkpoints work) */
+	const char *node;    /* the node's name (ROVER_NODE_NAME) */
+	const char *job;     /* names the shared memory; NULL: the master's job name */
+	const char *dataset; /* "" or NULL: any dataset of the job */
+	int rank, local_rank, world_size;
+	int timeout_ms; /* per master call; 0: 10000 */
+};
+
+/*
+ * From the variables rover-run sets for each worker: ROVER_MASTER_ADDR,
+ * ROVER_NODE_NAME, RANK, LOCAL_RANK, WORLD_SIZE (and, optional,
+ * ROVER_JOB_NAME and ROVER_DATASET).  NULL with *err set naming the missing
+ * or bad variable (-EINVAL), or the master's error.  Free with
+ * rv_trainer_close.
+ */
+struct rv_trainer *rv_trainer_open(struct rv_err *err);
+/* The same from explicit options (copied).  NULL with *err set. */
+struct rv_trainer *rv_trainer_open_opts(const struct rv_trainer_opts *o, struct rv_err *err);
+/* Unmaps the checkpoint slots (they stay in /dev/shm) and frees t.  NULL ok. */
+void rv_trainer_close(struct rv_trainer *t);
+/* The text of the last error on t (never NULL; "" when none).  Borrowed:
+ * valid until the next call on t. */
+const char *rv_trainer_last_error(const struct rv_trainer *t);
+int rv_trainer_rank(const struct rv_trainer *t);
+int rv_trainer_world_size(const struct rv_trainer *t);
+
+/* ---- data shards ---- */
+enum rv_trainer_status {
+	RV_TRAINER_SHARD = 0,    /* *out holds a shard: samples [start, end) */
+	RV_TRAINER_WAIT = 1,     /* none free now, some in flight: ask again */
+	RV_TRAINER_FINISHED = 2, /* every epoch of every dataset is done */
+};
+struct rv_trainer_shard {
+	char dataset[64];
+	int64_t id;
+	int64_t start, end; /* sample indices [start, end) */
+	int32_t epoch;
+};
+/* The next shard: a status >= 0 or a negative errno.  -EBUSY while the
+ * current shard is not done yet. */
+int rv_trainer_next(struct rv_trainer *t, struct rv_trainer_shard *out, struct rv_err *err);
+/* How many samples of the current shard have been consumed (the position a
+ * checkpoint records).  -ENOENT without a current shard, -ERANGE beyond it. */
+int rv_trainer_consumed(struct rv_trainer *t, int64_t consumed);
+/* The current shard's samples are all consumed: tell the master (counted
+ * once, even when repeated).  -ENOENT without a current shard. */
+int rv_trainer_done(struct rv_trainer *t, struct rv_err *err);
+
+/* Global step step was reached; samples were trained since the last report
+ * (the master derives the speed from them). */
+int rv_trainer_report_step(struct rv_trainer *t, int64_t step, int64_t samples, struct rv_err *err);
+
+/* ---- flash checkpoint ---- */
+struct rv_trainer_save_stats {
+	double stall_s; /* how long the call blocked */
+	double copy_s;  /* of which copying (and checksumming) the buffers */
+	uint64_t bytes; /* payload */
+	int slot;       /* 0 or 1 */
+	int reported;   /* 1: the shard position reached the master */
+};
+
+/* Size both slots for at least bytes of payload and fault their pages in,
+ * so the first saves do not pay for it.  0 or a negative errno. */
+int rv_trainer_reserve(struct rv_trainer *t, uint64_t bytes, struct rv_err *err);
+
+/*
+ * Save step: copies the n buffers (bufs[i], sizes[i] bytes; borrowed, not
+ * kept) and the shard position into the older slot and returns once the
+ * copy is committed.  With a master the position is also reported as the
+ * data checkpoint of step, with a short retry budget (about a second: a
+ * master that is away does not hold the loop; a failure there is not an
+ * error of the save: stats->reported says).  *stats may be NULL.  -E2BIG for more than
+ * RV_TRAINER_MAX_BUFS buffers, -ENOSPC when /dev/shm is full.
+ */
+int rv_trainer_save(struct rv_trainer *t, int64_t step, const void *const *bufs,
+		    const uint64_t *sizes, int n, struct rv_trainer_save_stats *stats,
+		    struct rv_err *err);
+
+/*
+ * Load the newest complete checkpoint: 1 with *step and *nbufs set (then
+ * rv_trainer_loaded gives each buffer), 0 when there is none (no slot, or
+ * each one torn or corrupted), or a negative errno.  The shard position
+ * saved with it: rv_trainer_loaded_position.
+ */
+int rv_trainer_load(struct rv_trainer *t, int64_t *step, int *nbufs, struct rv_err *err);
+/* Buffer i of the loaded checkpoint: *data points into the shared memory
+ * (borrowed: valid until the second save after the load, or close; copy it
+ * out).  -ENOENT without a loaded checkpoint, -ERANGE for a bad i. */
+int rv_trainer_loaded(const struct rv_trainer *t, int i, const void **data, uint64_t *size);
+/* The shard position saved with the loaded checkpoint: task id (0: none)
+ * and samples of it consumed.  -ENOENT without a loaded checkpoint. */
+int rv_trainer_loaded_position(const struct rv_trainer *t, int64_t *task_id, int64_t *consumed);
+
+/* Remove this rank's slots from /dev/shm (the agent does it at the end of
+ * the job; a test cleans up with it).  0 or a negative errno. */
+int rv_trainer_unlink(const char *job, int rank);
+
+/* CRC32C (Castagnoli) of n bytes continuing crc (0 to start). */
+uint32_t rv_trainer_crc32c(uint32_t crc, const void *data, size_t n);
+
+#endif
