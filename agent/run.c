@@ -785,6 +785,7 @@ static void warm_setup(struct run *r)
 static int setup(struct run *r, struct rv_err *err)
 {
 	const struct flags *f = r->f;
+	worker_trainer_env();
 	r->nproc = resolve_nproc(f);
 	if (r->nproc < 0)
 		return rv_err_set(err, -EINVAL, "--nproc-per-node",

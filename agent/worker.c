@@ -3,6 +3,7 @@
  * its output on (worker_pump).  See worker.h.
  */
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +82,48 @@ int worker_env(const struct worker_group *g, int lr, const char **env, int max, 
 #undef PUT
 	env[n] = NULL;
 	return n;
+}
+
+/* The folder of our executable into dir; 0 or -errno. */
+static int exe_dir(char *dir, size_t size)
+{
+	ssize_t k = readlink("/proc/self/exe", dir, size - 1);
+	if (k < 0)
+		return -errno;
+	dir[k] = 0;
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*slash = 0;
+	return 0;
+}
+
+void worker_trainer_env(void)
+{
+	char dir[PATH_MAX - 64], path[PATH_MAX];
+	if (exe_dir(dir, sizeof(dir)) < 0)
+		return;
+	const char *lib = getenv("ROVER_TRAINER_LIB");
+	snprintf(path, sizeof(path), "%s/../lib/librover-trainer.so", dir);
+	if ((!lib || !*lib) && access(path, R_OK) == 0)
+		setenv("ROVER_TRAINER_LIB", path, 1);
+	/* installed: <prefix>/lib/python; in the source tree: build/bin/../../python */
+	static const char *const rel[] = { "/../lib/python", "/../../python" };
+	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+		char pkg[PATH_MAX + 32];
+		snprintf(path, sizeof(path), "%s%s", dir, rel[i]);
+		snprintf(pkg, sizeof(pkg), "%s/rover/__init__.py", path);
+		char real[PATH_MAX];
+		if (access(pkg, R_OK) < 0 || !realpath(path, real))
+			continue;
+		const char *old = getenv("PYTHONPATH");
+		if (old && strstr(old, real))
+			return;
+		RV_CLEANUP_FREE char *v = NULL;
+		if (asprintf(&v, "%s%s%s", real, old && *old ? ":" : "", old ? old : "") < 0)
+			return;
+		setenv("PYTHONPATH", v, 1);
+		return;
+	}
 }
 
 static int open_log(const char *dir, const char *name, struct rv_err *err)

@@ -105,4 +105,11 @@ const char *worker_describe(int status, char *out, size_t size);
 /* Close the pipes, the log files and the pidfd.  Does not stop the process. */
 void worker_release(struct worker *w);
 
+/* Make the trainer library reachable from the workers (called once at
+ * start, before any thread or worker): ROVER_TRAINER_LIB set to the
+ * librover-trainer.so beside our executable's ../lib unless already set,
+ * and the Python package `rover` (<exe>/../lib/python installed, or the
+ * source tree's python/) put first on PYTHONPATH.  Only what exists is set. */
+void worker_trainer_env(void);
+
 #endif

@@ -224,6 +224,30 @@ START_TEST(test_torchrun_script_unmodified)
 }
 END_TEST
 
+/* The trainer library is reachable from a worker with no setup: rover-run
+ * puts the `rover` package on PYTHONPATH and names librover-trainer.so. */
+START_TEST(test_trainer_package_reachable)
+{
+	struct rv_test_run r;
+	ck_assert_int_eq(rv_test_run_init(&r), 0);
+	char script[400];
+	ck_assert_int_eq(rv_test_run_file(&r, "t.py",
+					  "import os, rover\n"
+					  "lib = os.environ.get('ROVER_TRAINER_LIB', '')\n"
+					  "print('trainer lib=%s pkg=%s' % (os.path.exists(lib),\n"
+					  "      rover.__file__.endswith('rover/__init__.py')), flush=True)\n",
+					  script, sizeof(script)),
+			 0);
+	const char *args[] = { "--standalone", "--nproc-per-node", "1", script, NULL };
+	ck_assert_int_eq(rv_test_run_start(&r, args, NULL), 0);
+	assert_exit0(&r, 60000);
+	char *out = rv_test_run_output(&r, 1);
+	ck_assert_msg(strstr(out, "[rank0]:trainer lib=True pkg=True"), "%s", out);
+	free(out);
+	rv_test_run_end(&r);
+}
+END_TEST
+
 /* A rover-master for min..max nodes; its HOST:PORT into ep. */
 static void start_master(struct rv_test_master *m, int min, int max, char *ep, size_t size)
 {
@@ -388,6 +412,7 @@ static Suite *run_train_suite(void)
 	tcase_add_test(tc, test_kill9_worker_restarts);
 	tcase_add_test(tc, test_kill9_worker_restarts_warm);
 	tcase_add_test(tc, test_torchrun_script_unmodified);
+	tcase_add_test(tc, test_trainer_package_reachable);
 	tcase_add_test(tc, test_two_nodes_one_master);
 	tcase_add_test(tc, test_two_nodes_worker_killed);
 	tcase_add_test(tc, test_late_node_grows_the_world);
