@@ -91,11 +91,11 @@ struct warm {
 	 * reaped by warm_stop() or when found dead. */
 	struct rv_proc standby[2 * WARM_MAX_STANDBY];
 	int nstandby;
-	int sock;      /* owned; -1 once it is gone */
-	int import_ms; /* how long its imports took */
-	int spawns;    /* workers forked so far */
-	bool started;  /* set by a successful warm_begin() until warm_stop() */
-	bool ready;    /* its imports are done: it serves spawns */
+	int sock;            /* owned; -1 once it is gone */
+	int import_ms;       /* how long its imports took */
+	int spawns;          /* workers forked so far */
+	bool started;        /* set by a successful warm_begin() until warm_stop() */
+	bool ready;          /* its imports are done: it serves spawns */
 	int64_t ready_by_ms; /* monotonic: the start timeout's end */
 	int spawn_timeout_ms;
 };

@@ -1015,7 +1015,8 @@ static int proc_tree_usage(int root, struct sched_usage *u)
 			v = nv;
 			cap = nc;
 		}
-		if (pstat_read(atoi(e->d_name), &v[n]))
+		int64_t pid = 0;
+		if (rv_parse_i64(e->d_name, 1, INT32_MAX, &pid) == 0 && pstat_read((int)pid, &v[n]))
 			n++;
 	}
 	closedir(d);

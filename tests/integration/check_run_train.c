@@ -136,8 +136,9 @@ START_TEST(test_kill9_worker_restarts_warm)
 		"    time.sleep(0.05)\n"
 		"dist.destroy_process_group()\n";
 	struct rv_test_run r;
-	const char *args[] = { "--standalone", "--nproc-per-node", "2", "--max-restarts", "3",
-			       NULL };
+	const char *args[] = {
+		"--standalone", "--nproc-per-node", "2", "--max-restarts", "3", NULL
+	};
 	ck_assert_int_eq(rv_test_run_script(&r, "steps.py", script, args, NULL), 0);
 	ck_assert_msg(rv_test_run_wait_for(&r, 2, "warm interpreter ready", 60000),
 		      "the warm interpreter never got ready");
@@ -231,13 +232,15 @@ START_TEST(test_trainer_package_reachable)
 	struct rv_test_run r;
 	ck_assert_int_eq(rv_test_run_init(&r), 0);
 	char script[400];
-	ck_assert_int_eq(rv_test_run_file(&r, "t.py",
-					  "import os, rover\n"
-					  "lib = os.environ.get('ROVER_TRAINER_LIB', '')\n"
-					  "print('trainer lib=%s pkg=%s' % (os.path.exists(lib),\n"
-					  "      rover.__file__.endswith('rover/__init__.py')), flush=True)\n",
-					  script, sizeof(script)),
-			 0);
+	ck_assert_int_eq(
+		rv_test_run_file(
+			&r, "t.py",
+			"import os, rover\n"
+			"lib = os.environ.get('ROVER_TRAINER_LIB', '')\n"
+			"print('trainer lib=%s pkg=%s' % (os.path.exists(lib),\n"
+			"      rover.__file__.endswith('rover/__init__.py')), flush=True)\n",
+			script, sizeof(script)),
+		0);
 	const char *args[] = { "--standalone", "--nproc-per-node", "1", script, NULL };
 	ck_assert_int_eq(rv_test_run_start(&r, args, NULL), 0);
 	assert_exit0(&r, 60000);
