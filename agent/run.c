@@ -770,6 +770,12 @@ static void warm_setup(struct run *r)
 		rv_log_info("warm interpreter off: workers start cold", "by=%s", off);
 		return;
 	}
+	/* Several workers get OMP_NUM_THREADS=1 (worker_env, as torchrun does);
+	 * the interpreter they are forked from must load its libraries with the
+	 * same, or a threaded BLAS (OpenBLAS's pthread build) starts a pool at
+	 * import and no fork is safe. */
+	if (r->nproc > 1 && !getenv("OMP_NUM_THREADS"))
+		setenv("OMP_NUM_THREADS", "1", 1);
 	struct rv_err e = { 0 };
 	/* the workers' own interpreter, so that warm and cold run alike */
 	struct warm_opts o = { .python = r->python, .log_fd = STDERR_FILENO, .standby = r->nproc };

@@ -752,6 +752,9 @@ static Suite *warm_suite(void)
 	Suite *s = suite_create("warm");
 	TCase *tc = tcase_create("warm");
 	tcase_set_timeout(tc, 120);
+	/* As rover-run starts it for several workers: a threaded BLAS build
+	 * (OpenBLAS's pthread one) would otherwise start a pool at import. */
+	setenv("OMP_NUM_THREADS", "1", 1);
 	const char *why = no_torch();
 	if (why) {
 		printf("warm: skipped: %s\n", why);
