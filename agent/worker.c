@@ -106,8 +106,9 @@ void worker_trainer_env(void)
 	snprintf(path, sizeof(path), "%s/../lib/librover-trainer.so", dir);
 	if ((!lib || !*lib) && access(path, R_OK) == 0)
 		setenv("ROVER_TRAINER_LIB", path, 1);
-	/* installed: <prefix>/lib/python; in the source tree: build/bin/../../python */
-	static const char *const rel[] = { "/../lib/python", "/../../python" };
+	/* installed: <prefix>/lib/python; in the source tree: build/bin/../../python
+	 * (build/<mode>/bin/../../../python for the debug and asan builds) */
+	static const char *const rel[] = { "/../lib/python", "/../../python", "/../../../python" };
 	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
 		char pkg[PATH_MAX + 32];
 		snprintf(path, sizeof(path), "%s%s", dir, rel[i]);
