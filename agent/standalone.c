@@ -16,19 +16,9 @@
 /* build/bin/rover-master beside /proc/self/exe, or "rover-master" from PATH. */
 static void master_exe(char *out, size_t size)
 {
-	char self[PATH_MAX - 32];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n > 0) {
-		self[n] = 0;
-		char *slash = strrchr(self, '/');
-		if (slash) {
-			*slash = 0;
-			snprintf(out, size, "%s/rover-master", self);
-			if (access(out, X_OK) == 0)
-				return;
-		}
-	}
-	snprintf(out, size, "rover-master");
+	static const char *const rel[] = { "rover-master", NULL };
+	if (rv_proc_exe_relative(out, size, rel, X_OK) < 0)
+		snprintf(out, size, "rover-master");
 }
 
 static int write_spec(const char *path, const struct flags *f)

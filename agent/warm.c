@@ -41,15 +41,8 @@ int warm_script_path(char *buf, size_t size)
 	if (env && *env) {
 		n = snprintf(buf, size, "%s", env);
 	} else {
-		char exe[PATH_MAX];
-		ssize_t k = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-		if (k < 0)
-			return -errno;
-		exe[k] = 0;
-		char *slash = strrchr(exe, '/');
-		if (slash)
-			*slash = 0;
-		n = snprintf(buf, size, "%s/../lib/rover/rover_warm.py", exe);
+		static const char *const rel[] = { "../lib/rover/rover_warm.py", NULL };
+		return rv_proc_exe_relative(buf, size, rel, R_OK);
 	}
 	if (n < 0 || (size_t)n >= size)
 		return -ENAMETOOLONG;

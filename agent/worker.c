@@ -84,47 +84,29 @@ int worker_env(const struct worker_group *g, int lr, const char **env, int max, 
 	return n;
 }
 
-/* The folder of our executable into dir; 0 or -errno. */
-static int exe_dir(char *dir, size_t size)
-{
-	ssize_t k = readlink("/proc/self/exe", dir, size - 1);
-	if (k < 0)
-		return -errno;
-	dir[k] = 0;
-	char *slash = strrchr(dir, '/');
-	if (slash)
-		*slash = 0;
-	return 0;
-}
-
 void worker_trainer_env(void)
 {
-	char dir[PATH_MAX - 64], path[PATH_MAX];
-	if (exe_dir(dir, sizeof(dir)) < 0)
-		return;
-	const char *lib = getenv("ROVER_TRAINER_LIB");
-	snprintf(path, sizeof(path), "%s/../lib/librover-trainer.so", dir);
-	if ((!lib || !*lib) && access(path, R_OK) == 0)
-		setenv("ROVER_TRAINER_LIB", path, 1);
+	static const char *const lib_rel[] = { "../lib/librover-trainer.so", NULL };
 	/* installed: <prefix>/lib/python; in the source tree: build/bin/../../python
 	 * (build/<mode>/bin/../../../python for the debug and asan builds) */
-	static const char *const rel[] = { "/../lib/python", "/../../python", "/../../../python" };
-	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-		char pkg[PATH_MAX + 32];
-		snprintf(path, sizeof(path), "%s%s", dir, rel[i]);
-		snprintf(pkg, sizeof(pkg), "%s/rover/__init__.py", path);
-		char real[PATH_MAX];
-		if (access(pkg, R_OK) < 0 || !realpath(path, real))
-			continue;
-		const char *old = getenv("PYTHONPATH");
-		if (old && strstr(old, real))
-			return;
-		RV_CLEANUP_FREE char *v = NULL;
-		if (asprintf(&v, "%s%s%s", real, old && *old ? ":" : "", old ? old : "") < 0)
-			return;
-		setenv("PYTHONPATH", v, 1);
+	static const char *const pkg_rel[] = { "../lib/python/rover/__init__.py",
+					       "../../python/rover/__init__.py",
+					       "../../../python/rover/__init__.py", NULL };
+	char path[PATH_MAX];
+	const char *lib = getenv("ROVER_TRAINER_LIB");
+	if ((!lib || !*lib) && rv_proc_exe_relative(path, sizeof(path), lib_rel, R_OK) == 0)
+		setenv("ROVER_TRAINER_LIB", path, 1);
+	if (rv_proc_exe_relative(path, sizeof(path), pkg_rel, R_OK) < 0)
 		return;
-	}
+	*strrchr(path, '/') = 0; /* .../rover */
+	*strrchr(path, '/') = 0; /* the folder that holds the package */
+	const char *old = getenv("PYTHONPATH");
+	if (old && strstr(old, path))
+		return;
+	RV_CLEANUP_FREE char *v = NULL;
+	if (asprintf(&v, "%s%s%s", path, old && *old ? ":" : "", old ? old : "") < 0)
+		return;
+	setenv("PYTHONPATH", v, 1);
 }
 
 static int open_log(const char *dir, const char *name, struct rv_err *err)

@@ -9,7 +9,6 @@
  * here, so no handler runs in a library call (common/daemon.c).
  */
 #include <gsl/gsl_errno.h>
-#include <libgen.h>
 #include <limits.h>
 #include <signal.h>
 #include <stddef.h>
@@ -24,6 +23,7 @@
 #include "cleanup.h"
 #include "daemon.h"
 #include "log.h"
+#include "proc.h"
 
 #define ROVER_VERSION "0.1.0"
 
@@ -74,23 +74,12 @@ static const char summary[] =
 
 static int find_sql_dir(char *out, size_t size)
 {
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	/* the folder itself must be searchable: X_OK on a directory */
+	static const char *const rel[] = { "../../sql/", "../../../sql/", "../share/rover/sql/",
+					   NULL };
+	if (rv_proc_exe_relative(out, size, rel, R_OK | X_OK) == 0)
+		return 0;
 	struct stat st;
-	if (n > 0) {
-		exe[n] = 0;
-		const char *dir = dirname(exe);
-		static const char *const rel[] = { "../../sql", "../../../sql", "../share/rover/sql" };
-		for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-			char cand[PATH_MAX + 32];
-			snprintf(cand, sizeof(cand), "%s/%s", dir, rel[i]);
-			if (stat(cand, &st) == 0 && S_ISDIR(st.st_mode) && realpath(cand, exe) &&
-			    strlen(exe) < size) {
-				memcpy(out, exe, strlen(exe) + 1);
-				return 0;
-			}
-		}
-	}
 	if (stat("sql", &st) == 0 && S_ISDIR(st.st_mode)) {
 		snprintf(out, size, "sql");
 		return 0;

@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -660,4 +661,28 @@ int rv_proc_run(const struct rv_proc_opts *opts, int timeout_ms, int *status, st
 	}
 	rv_proc_release(&p);
 	return r;
+}
+
+int rv_proc_exe_relative(char *out, size_t size, const char *const *rel, int mode)
+{
+	char dir[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
+	if (n < 0)
+		return -errno;
+	dir[n] = 0;
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*slash = 0;
+	for (size_t i = 0; rel[i]; i++) {
+		char cand[PATH_MAX + 64], real[PATH_MAX];
+		int k = snprintf(cand, sizeof(cand), "%s/%s", dir, rel[i]);
+		if (k < 0 || (size_t)k >= sizeof(cand) || access(cand, mode) < 0 ||
+		    !realpath(cand, real))
+			continue;
+		if (strlen(real) >= size)
+			return -ENAMETOOLONG;
+		memcpy(out, real, strlen(real) + 1);
+		return 0;
+	}
+	return -ENOENT;
 }

@@ -163,6 +163,12 @@ int rv_proc_stop(struct rv_proc *p, int grace_ms, int *status);
 /* Close p->fd[i] now (the child then sees EOF or EPIPE).  Idempotent. */
 void rv_proc_close_fd(struct rv_proc *p, int i);
 
+/* The first of rel[] (NULL-terminated paths relative to the folder of our
+ * executable, /proc/self/exe) that access(2) allows with mode, made
+ * absolute into out.  0, -ENOENT when none does, -ENAMETOOLONG, or -errno
+ * when our executable cannot be read. */
+int rv_proc_exe_relative(char *out, size_t size, const char *const *rel, int mode);
+
 /* Make *p empty: no process, no fds (what a failed spawn leaves); safe to
  * release, wait for (-ESRCH) or kill (-ESRCH). */
 void rv_proc_init(struct rv_proc *p);

@@ -600,6 +600,22 @@ START_TEST(test_reap_strays_spares_the_kept)
 }
 END_TEST
 
+START_TEST(test_exe_relative)
+{
+	char self[PATH_MAX], out[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	ck_assert_int_gt(n, 0);
+	self[n] = 0;
+	const char *name = strrchr(self, '/') + 1;
+	const char *const rel[] = { "no-such-file", name, NULL };
+	ck_assert_int_eq(rv_proc_exe_relative(out, sizeof(out), rel, X_OK), 0);
+	ck_assert_str_eq(out, self); /* the first that exists, made absolute */
+	const char *const none[] = { "no-such-file", "../no-such-folder/", NULL };
+	ck_assert_int_eq(rv_proc_exe_relative(out, sizeof(out), none, F_OK), -ENOENT);
+	ck_assert_int_eq(rv_proc_exe_relative(out, 4, rel, X_OK), -ENAMETOOLONG);
+}
+END_TEST
+
 static Suite *proc_suite(void)
 {
 	Suite *s = suite_create("proc");
@@ -622,6 +638,7 @@ static Suite *proc_suite(void)
 	tcase_add_test(tc, test_cgroup_join_and_rlimit);
 	tcase_add_test(tc, test_adopt_reparented_orphan);
 	tcase_add_test(tc, test_reap_strays_spares_the_kept);
+	tcase_add_test(tc, test_exe_relative);
 	suite_add_tcase(s, tc);
 	return s;
 }
