@@ -130,6 +130,18 @@ TEST_SRC :=
 $(eval $(call daemon,brain))
 $(eval $(call daemon,master))
 $(eval $(call daemon,agent,run))
+# rover-gpuinfo: the one program that loads the CUDA runtime (common/gpu.h runs
+# it in a child).  Built against libcudart when the toolkit is found at
+# CUDA_HOME (only the runtime API; never -lcuda), else it reports no GPU.
+CUDA_HOME ?= /usr/local/cuda
+HAVE_CUDA := $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),1)
+ifeq ($(HAVE_CUDA),1)
+CUDA_CFLAGS := -DRV_HAVE_CUDA -isystem $(CUDA_HOME)/include
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
+endif
+gpu_LIBS := $(CUDA_LIBS)
+$(eval $(call daemon,gpu,gpuinfo))
+$(B)/obj/gpu/%.o: INC += $(CUDA_CFLAGS)
 DAEMON_LIBS := $(foreach d,$(DAEMONS),$(LIB_$(d)))
 # rover-run's warm interpreter, where the binary looks for it (<bin>/../lib/rover/).
 WARM_PY := $(B)/lib/rover/rover_warm.py
