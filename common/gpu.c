@@ -25,7 +25,7 @@ static int parse_line(const char *line, struct rv_gpu_info *out, int *declared)
 		return 0;
 	}
 	if (sscanf(line, "gpu %d %lld %lld %d %d %n", &d.index, &total, &free_mb, &d.cc_major,
-	           &d.cc_minor, &name_at) == 5 &&
+		   &d.cc_minor, &name_at) == 5 &&
 	    name_at > 0) {
 		if (d.index < 0 || total < 0 || free_mb < 0)
 			return -EPROTO;
@@ -53,21 +53,24 @@ int rv_gpu_parse(const char *text, size_t len, struct rv_gpu_info *out, struct r
 		char line[256];
 		lineno++;
 		if (n >= sizeof(line))
-			return rv_err_set(err, -EPROTO, "", "rover-gpuinfo line %d is too long", lineno);
+			return rv_err_set(err, -EPROTO, "", "rover-gpuinfo line %d is too long",
+					  lineno);
 		memcpy(line, text + at, n);
 		line[n] = '\0';
 		at += n + (nl ? 1 : 0);
 		if (n == 0)
 			continue;
 		if (parse_line(line, out, &declared) < 0)
-			return rv_err_set(err, -EPROTO, "", "rover-gpuinfo line %d not understood: %.80s",
-			                  lineno, line);
+			return rv_err_set(err, -EPROTO, "",
+					  "rover-gpuinfo line %d not understood: %.80s", lineno,
+					  line);
 	}
 	if (declared < 0)
 		return rv_err_set(err, -EPROTO, "", "rover-gpuinfo printed no count");
 	if (declared != out->count && out->count < RV_GPU_MAX)
-		return rv_err_set(err, -EPROTO, "", "rover-gpuinfo counted %d devices but described %d",
-		                  declared, out->count);
+		return rv_err_set(err, -EPROTO, "",
+				  "rover-gpuinfo counted %d devices but described %d", declared,
+				  out->count);
 	if (out->count == 0 && !out->why[0])
 		snprintf(out->why, sizeof(out->why), "no GPU");
 	return 0;
@@ -90,16 +93,17 @@ int rv_gpu_probe(struct rv_gpu_info *out, int timeout_ms, struct rv_err *err)
 	if (rc == -ETIMEDOUT) {
 		rv_buf_release(&text);
 		return rv_err_set(err, rc, "", "rover-gpuinfo did not answer within %d ms (killed)",
-		                  timeout_ms);
+				  timeout_ms);
 	}
 	if (rc < 0) {
 		rv_buf_release(&text);
-		return rv_err_set(err, rc == -ENOENT ? -ENOENT : rc, "", "cannot run rover-gpuinfo: %s",
-		                  strerror(-rc));
+		return rv_err_set(err, rc == -ENOENT ? -ENOENT : rc, "",
+				  "cannot run rover-gpuinfo: %s", strerror(-rc));
 	}
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		rv_buf_release(&text);
-		return rv_err_set(err, -EPROTO, "", "rover-gpuinfo failed (wait status 0x%x)", status);
+		return rv_err_set(err, -EPROTO, "", "rover-gpuinfo failed (wait status 0x%x)",
+				  status);
 	}
 	rc = rv_gpu_parse(text.data ? text.data : "", text.len, out, err);
 	rv_buf_release(&text);

@@ -44,15 +44,16 @@ int main(int argc, char **argv)
 		memset(&p, 0, sizeof(p));
 		if (cudaGetDeviceProperties(&p, i) != cudaSuccess)
 			snprintf(p.name, sizeof(p.name), "unknown");
-		if (cudaSetDevice(i) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
+		if (cudaSetDevice(i) == cudaSuccess &&
+		    cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
 			free_b = 0;
 		if (total_b == 0)
 			total_b = p.totalGlobalMem;
 		for (char *c = p.name; *c; c++)
 			if (*c == '\n' || *c == '\r')
 				*c = ' ';
-		printf("gpu %d %zu %zu %d %d %s\n", i, total_b >> 20, free_b >> 20, p.major, p.minor,
-		       p.name);
+		printf("gpu %d %zu %zu %d %d %s\n", i, total_b >> 20, free_b >> 20, p.major,
+		       p.minor, p.name);
 	}
 #else
 	printf("count 0\nwhy built without CUDA\n");

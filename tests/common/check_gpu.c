@@ -18,7 +18,8 @@
 static void path_with_bin_dir(const char *dir)
 {
 	char path[4096];
-	snprintf(path, sizeof(path), "%s:%s", dir, getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+	snprintf(path, sizeof(path), "%s:%s", dir,
+		 getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
 	setenv("PATH", path, 1);
 }
 
@@ -44,8 +45,8 @@ END_TEST
 START_TEST(test_parse_gpu_host)
 {
 	const char *text = "count 2\n"
-	                   "gpu 0 81559 80940 9 0 NVIDIA H100 80GB HBM3\n"
-	                   "gpu 1 81559 1024 9 0 NVIDIA H100 80GB HBM3\n";
+			   "gpu 0 81559 80940 9 0 NVIDIA H100 80GB HBM3\n"
+			   "gpu 1 81559 1024 9 0 NVIDIA H100 80GB HBM3\n";
 	struct rv_gpu_info g;
 	ck_assert_int_eq(rv_gpu_parse(text, strlen(text), &g, NULL), 0);
 	ck_assert_int_eq(g.count, 2);
@@ -61,17 +62,18 @@ END_TEST
 START_TEST(test_parse_refuses_garbage)
 {
 	static const char *const bad[] = {
-		"",                                  /* no count */
-		"count 1\n",                         /* a device missing */
-		"count 1\ngpu x 1 1 1 1 a\n",        /* not a number */
-		"count 0\nhello\n",                  /* unknown record */
-		"count -1\n",                        /* negative */
-		"count 1\ngpu 0 -5 1 8 0 name\n",    /* negative memory */
+		"",                               /* no count */
+		"count 1\n",                      /* a device missing */
+		"count 1\ngpu x 1 1 1 1 a\n",     /* not a number */
+		"count 0\nhello\n",               /* unknown record */
+		"count -1\n",                     /* negative */
+		"count 1\ngpu 0 -5 1 8 0 name\n", /* negative memory */
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct rv_gpu_info g;
 		struct rv_err e = { 0 };
-		ck_assert_msg(rv_gpu_parse(bad[i], strlen(bad[i]), &g, &e) == -EPROTO, "case %zu", i);
+		ck_assert_msg(rv_gpu_parse(bad[i], strlen(bad[i]), &g, &e) == -EPROTO, "case %zu",
+			      i);
 		ck_assert_msg(strstr(e.msg, "rover-gpuinfo") != NULL, "case %zu: %s", i, e.msg);
 	}
 	struct rv_gpu_info g;
