@@ -44,31 +44,38 @@ static const struct rv_http_route routes[] = {
 
 /* What the route table does not say, for /v1/openapi.json (in step with it). */
 static const struct rv_openapi_route docs[] = {
-	{ .body = "ElasticJob",
+	{ .id = "createJob",
+	  .body = "ElasticJob",
 	  .ok = "JobCreated",
 	  .ok_code = "201",
 	  .errors = "409:a running job has this name in the namespace" },
-	{ .ok = "JobList",
+	{ .id = "listJobs",
+	  .ok = "JobList",
 	  .query = "namespace:string:only jobs of this namespace;"
 		   "status:string:running, finished or failed;"
 		   "limit:integer:at most this many (1..1000, default 100);"
 		   "offset:integer:skip this many" },
-	{ .ok = "Job", .errors = "404:unknown job" },
-	{ .body = "MetricsBatch", .ok = "Accepted", .errors = "404:unknown job" },
-	{ .body = "Event", .ok = "Accepted", .errors = "404:unknown job" },
-	{ .ok = "ScalePlan",
+	{ .id = "getJob", .ok = "Job", .errors = "404:unknown job" },
+	{ .id = "postJobMetrics",
+	  .body = "MetricsBatch",
+	  .ok = "Accepted",
+	  .errors = "404:unknown job" },
+	{ .id = "postJobEvent", .body = "Event", .ok = "Accepted", .errors = "404:unknown job" },
+	{ .id = "getJobPlan",
+	  .ok = "ScalePlan",
 	  .query = "stage:string:create, running or oom (default: any);"
 		   "after:integer:only a plan with a larger id;"
 		   "wait:integer:seconds to wait for such a plan (long-poll; 204 when none came)",
 	  .errors = "204:no plan newer than after= came within wait=;404:unknown job" },
-	{ .ok = "PlanHistory",
+	{ .id = "listJobPlans",
+	  .ok = "PlanHistory",
 	  .query = "limit:integer:at most this many (1..1000, default 100)",
 	  .errors = "404:unknown job" },
-	{ .body = "ClusterReport", .ok = "Accepted" },
-	{ .ok = "Cluster" },
-	{ .ok = "Health" },
-	{ .ok_text = "prometheus" },
-	{ 0 },
+	{ .id = "postClusterReport", .body = "ClusterReport", .ok = "Accepted" },
+	{ .id = "getCluster", .ok = "Cluster" },
+	{ .id = "getHealth", .ok = "Health" },
+	{ .id = "getMetrics", .ok_text = "prometheus" },
+	{ .id = "getOpenapi" },
 };
 
 PGconn *api_db(struct brain *b, struct rv_http_resp *resp)
@@ -214,8 +221,8 @@ static const char openapi_plan_reply_fields[] =
 
 static int api_openapi(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 {
-	(void)req;
 	(void)ctx;
+	char url[300];
 	int n;
 	const struct rv_wire_message *msgs = rv_wire_messages(&n);
 	const struct rv_openapi spec = {
@@ -231,6 +238,7 @@ static int api_openapi(struct rv_http_req *req, struct rv_http_resp *resp, void 
 		.extend_fields = openapi_plan_reply_fields,
 		.write_errors = "413:body over the size limit",
 		.all_errors = "503:database unavailable",
+		.server_url = rv_openapi_server_url(rv_http_header(req, "Host"), url, sizeof(url)),
 	};
 	return rv_rest_reply(resp, 200, rv_openapi_doc(&spec));
 }
