@@ -582,15 +582,17 @@ START_TEST(status_page_series_usage_dashboards)
 	rv_buf_puts(&b, "{\"samples\":[");
 	for (int i = 0; i < 30; i++) {
 		long ts = 1000L * (i + 1);
-		rv_buf_printf(&b,
-			      "%s{\"kind\":\"speed\",\"ts\":%ld,\"speed\":%d,\"step\":%d,\"workers\":2}",
-			      i ? "," : "", ts, 10 + i, i);
+		rv_buf_printf(
+			&b,
+			"%s{\"kind\":\"speed\",\"ts\":%ld,\"speed\":%d,\"step\":%d,\"workers\":2}",
+			i ? "," : "", ts, 10 + i, i);
 		for (int n = 0; n < 2; n++)
-			rv_buf_printf(&b,
-				      ",{\"kind\":\"node\",\"ts\":%ld,\"node\":\"worker-%d\",\"rank\":%d,"
-				      "\"cpu\":1.5,\"memory_mb\":1000,\"cpu_limit\":4,"
-				      "\"memory_limit_mb\":4096}",
-				      ts, n, n);
+			rv_buf_printf(
+				&b,
+				",{\"kind\":\"node\",\"ts\":%ld,\"node\":\"worker-%d\",\"rank\":%d,"
+				"\"cpu\":1.5,\"memory_mb\":1000,\"cpu_limit\":4,"
+				"\"memory_limit_mb\":4096}",
+				ts, n, n);
 	}
 	ck_assert_int_eq(rv_test_brain_post_batch(&brain, uid, &b), 200);
 
