@@ -549,6 +549,32 @@ START_TEST(health_metrics_openapi)
 	ck_assert_ptr_nonnull(
 		rv_test_json_at(r.json, "components.schemas.ScalePlan.properties.based_on_ts"));
 	openapi_matches_wire(r.json);
+	/* What Redocly's recommended rules ask (tests/scripts/check_openapi.sh
+	 * runs them): servers, and on every operation an operationId, security
+	 * (the bearer scheme on writes, none on reads) and a 4xx response. */
+	ck_assert_int_eq(cJSON_GetArraySize(rv_test_json_at(r.json, "servers")), 1);
+	ck_assert_ptr_nonnull(rv_test_json_at(r.json, "components.securitySchemes.bearer"));
+	const cJSON *pth, *op;
+	int ops = 0;
+	cJSON_ArrayForEach(pth, p)
+	{
+		cJSON_ArrayForEach(op, pth)
+		{
+			const cJSON *sec = cJSON_GetObjectItemCaseSensitive(op, "security");
+			ck_assert_msg(rv_test_json_str(op, "operationId"), "%s %s: no operationId",
+				      op->string, pth->string);
+			ck_assert_msg(cJSON_IsArray(sec), "%s %s: no security", op->string,
+				      pth->string);
+			ck_assert_int_eq(cJSON_GetArraySize(sec), strcmp(op->string, "post") == 0);
+			bool has4xx = false;
+			const cJSON *code;
+			cJSON_ArrayForEach(code, cJSON_GetObjectItemCaseSensitive(op, "responses"))
+				has4xx |= code->string[0] == '4';
+			ck_assert_msg(has4xx, "%s %s: no 4xx response", op->string, pth->string);
+			ops++;
+		}
+	}
+	ck_assert_int_ge(ops, 15);
 	rv_test_reply_release(&r);
 }
 END_TEST
