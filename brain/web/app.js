@@ -184,7 +184,14 @@ async function refreshJob() {
 }
 
 async function refreshCluster() {
-  const c = await getJSON('/v1/cluster/usage?window_s=21600&bucket_s=60');
+  const [c, nodes] = await Promise.all([
+    getJSON('/v1/cluster/usage?window_s=21600&bucket_s=60'), getJSON('/v1/cluster')]);
+  $('#cluster-nodes-empty').hidden = nodes.nodes.length > 0;
+  fillTable($('#cluster-nodes tbody'), nodes.nodes, (n) => [
+    n.name, n.ready ? 'yes' : 'no', [fmt(n.cpu_used), 'num'], [fmt(n.cpu), 'num'],
+    [fmt(n.memory_used_mb, 0), 'num'], [fmt(n.memory_mb, 0), 'num'], [fmt(n.gpu, 0), 'num'],
+    fmtTime(n.ts),
+  ]);
   $('#cluster-empty').hidden = c.ts.length > 0;
   const cap = c.capacity.cpu || null;
   plot('cluster', $('#cluster-plot'), {

@@ -83,6 +83,10 @@ try {
     const u = window.rover.plots.cluster;
     return !!u && u.data[0].length >= 1 && u.data[1].some((v) => v > 0);
   }));
+  check("the cluster nodes table shows the monitor's node-a",
+    /node-a\s+yes/.test(await page.locator('#cluster-nodes tbody').innerText()));
+  check('the cluster plot draws the capacity of 16 cores', await page.evaluate(() =>
+    window.rover.plots.cluster.data[3].every((v) => v === 16)));
   const waste = await page.locator('#waste tbody').innerText();
   check('the waste table shows the job\'s unused allocation', /worker/.test(waste), waste);
 
