@@ -49,7 +49,9 @@ static int conf_env_names(const char *conf, char names[][96], int max)
 			snprintf(section, sizeof(section), "%s", sec);
 		} else if (sscanf(l, "# %47[a-z0-9_] %1[=]", key, eq) == 2 && section[0] &&
 			   n < max) {
-			snprintf(names[n], sizeof(names[n]), "ROVER_%s_%s", section, key);
+			/* 6 + 47 + 1 + 47 + 1 fits in 96 */
+			if (snprintf(names[n], sizeof(names[n]), "ROVER_%s_%s", section, key) >= 96)
+				continue;
 			for (char *c = names[n]; *c; c++)
 				*c = (char)toupper((unsigned char)*c);
 			n++;
