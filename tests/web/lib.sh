@@ -13,10 +13,10 @@ web_cleanup() {
     for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$p" 2>/dev/null
   done
-  rm -rf "$WEB_TMP"
+  # WEB_KEEP=1 keeps the folder (logs, databases) for a look afterwards.
+  if [ -n "${WEB_KEEP:-}" ]; then echo "kept $WEB_TMP" >&2; else rm -rf "$WEB_TMP"; fi
 }
 trap web_cleanup EXIT
-[ -n "${WEB_KEEP:-}" ] && trap "echo kept \$WEB_TMP >&2" EXIT
 failed=0
 ok() { echo "ok - $*"; }
 notok() { echo "not ok - $*"; failed=1; }
