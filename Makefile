@@ -2,7 +2,8 @@
 #   make                 build everything into build/ (binaries in build/bin/)
 #   make MODE=debug|asan build into build/debug/ or build/asan/
 #   make test            check the layers, build, check the names, run every test
-#                        suite (installs missing packages first)
+#                        suite (installs missing packages first, and the web
+#                        suites' chromium and npm tools: make web-deps)
 #   make check-layers    no #include across a forbidden edge between layers
 #   make check-names     every library symbol has its prefix, none defined twice
 #   make asan            the same tests under AddressSanitizer + UBSan
@@ -248,10 +249,19 @@ all: $(BINS) $(TEST_BINS) $(BENCH_BINS)
 deps:
 	@scripts/install-deps.sh
 
+# What only the status page's and the OpenAPI documents' suites need:
+# Debian's chromium and nodejs, and the npm tools pinned in tests/web/.
+# Without them make test goes on and those suites skip, saying so.
+web-deps:
+	@scripts/install-deps.sh --web || \
+	        echo "warning: chromium/nodejs not installed: the web suites will skip" >&2
+	@scripts/install-web-tools.sh || \
+	        echo "warning: npm tools not installed: the web and OpenAPI suites will skip" >&2
+
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 
 # check-layers first: a forbidden include is named before it fails to compile.
-test: deps
+test: deps web-deps
 	@$(MAKE) --no-print-directory check-layers
 	@$(MAKE) --no-print-directory -j$(NPROC) all
 	@$(MAKE) --no-print-directory check-names
@@ -323,7 +333,7 @@ lint-deps:
 clean:
 	rm -rf build
 
-.PHONY: all deps test check-layers check-names asan valgrind bench demo demo-stop lint \
+.PHONY: all deps web-deps test check-layers check-names asan valgrind bench demo demo-stop lint \
         lint-deps format-check clean
 .SECONDARY:
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

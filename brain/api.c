@@ -33,10 +33,21 @@ static const struct rv_http_route routes[] = {
 	  "Record a node or job event (failure, OOM, relaunch, finish, plan applied)" },
 	{ "GET", "/v1/jobs/{uid}/plan", api_plan_get, 0,
 	  "Latest plan of a stage; with after= and wait= a long-poll for a newer one" },
-	{ "GET", "/v1/jobs/{uid}/plans", api_plans_list, 0, "Plan history with reasons and outcomes" },
+	{ "GET", "/v1/jobs/{uid}/plans", api_plans_list, 0,
+	  "Plan history with reasons and outcomes" },
 	{ "POST", "/v1/cluster/nodes", api_cluster_post, RV_HTTP_WRITE,
 	  "Cluster monitor report: node capacity and usage" },
-	{ "GET", "/v1/cluster", api_cluster_get, 0, "Cluster nodes, capacity, usage and free capacity" },
+	{ "GET", "/v1/cluster", api_cluster_get, 0,
+	  "Cluster nodes, capacity, usage and free capacity" },
+	{ "GET", "/v1/jobs/{uid}/series", api_job_series, 0,
+	  "A job's speed and node usage over time, and its plans at the job time they apply" },
+	{ "GET", "/v1/cluster/usage", api_cluster_usage, 0,
+	  "CPU and memory the jobs used and held over time, and the cluster's capacity" },
+	{ "GET", "/v1/dashboards/{view}", api_dashboard, 0,
+	  "The rows of a dashboard view (sql/002_dashboards.sql)" },
+	{ "GET", "/", api_web_page, 0, "The status page" },
+	{ "GET", "/web/{file}", api_web_asset, 0, "The status page's script and style" },
+	{ "GET", "/web/vendor/{file}", api_web_vendor, 0, "The status page's vendored library" },
 	{ "GET", "/healthz", api_healthz, 0, "Liveness and database reachability" },
 	{ "GET", "/metrics", api_metrics_get, 0, "Prometheus metrics" },
 	{ "GET", "/v1/openapi.json", api_openapi, 0, "This API as an OpenAPI 3 document" },
@@ -44,31 +55,59 @@ static const struct rv_http_route routes[] = {
 
 /* What the route table does not say, for /v1/openapi.json (in step with it). */
 static const struct rv_openapi_route docs[] = {
-	{ .body = "ElasticJob",
+	{ .id = "createJob",
+	  .body = "ElasticJob",
 	  .ok = "JobCreated",
 	  .ok_code = "201",
 	  .errors = "409:a running job has this name in the namespace" },
-	{ .ok = "JobList",
+	{ .id = "listJobs",
+	  .ok = "JobList",
 	  .query = "namespace:string:only jobs of this namespace;"
 		   "status:string:running, finished or failed;"
 		   "limit:integer:at most this many (1..1000, default 100);"
 		   "offset:integer:skip this many" },
-	{ .ok = "Job", .errors = "404:unknown job" },
-	{ .body = "MetricsBatch", .ok = "Accepted", .errors = "404:unknown job" },
-	{ .body = "Event", .ok = "Accepted", .errors = "404:unknown job" },
-	{ .ok = "ScalePlan",
+	{ .id = "getJob", .ok = "Job", .errors = "404:unknown job" },
+	{ .id = "postJobMetrics",
+	  .body = "MetricsBatch",
+	  .ok = "Accepted",
+	  .errors = "404:unknown job" },
+	{ .id = "postJobEvent", .body = "Event", .ok = "Accepted", .errors = "404:unknown job" },
+	{ .id = "getJobPlan",
+	  .ok = "ScalePlan",
 	  .query = "stage:string:create, running or oom (default: any);"
 		   "after:integer:only a plan with a larger id;"
 		   "wait:integer:seconds to wait for such a plan (long-poll; 204 when none came)",
 	  .errors = "204:no plan newer than after= came within wait=;404:unknown job" },
-	{ .ok = "PlanHistory",
+	{ .id = "listJobPlans",
+	  .ok = "PlanHistory",
 	  .query = "limit:integer:at most this many (1..1000, default 100)",
 	  .errors = "404:unknown job" },
-	{ .body = "ClusterReport", .ok = "Accepted" },
-	{ .ok = "Cluster" },
-	{ .ok = "Health" },
-	{ .ok_text = "prometheus" },
-	{ 0 },
+	{ .id = "postClusterReport", .body = "ClusterReport", .ok = "Accepted" },
+	{ .id = "getCluster", .ok = "Cluster" },
+	{ .id = "getJobSeries",
+	  .ok = "JobSeries",
+	  .query = "max_points:integer:at most this many points per series (2..20000, default "
+		   "2000); more samples are averaged over equal spans of time",
+	  .errors = "404:unknown job" },
+	{ .id = "getClusterUsage",
+	  .ok = "ClusterUsage",
+	  .query =
+		  "window_s:integer:how far back from the newest node sample, seconds "
+		  "(60..7776000, "
+		  "default 3600);"
+		  "bucket_s:integer:one point per this many seconds (1..86400, default 60; at most "
+		  "10000 buckets)" },
+	{ .id = "getDashboard",
+	  .ok = "Dashboard",
+	  .query = "limit:integer:at most this many rows (1..1000, default 100)",
+	  .errors = "404:no such view (job_utilisation, user_utilisation, overprovisioning, "
+		    "plan_outcomes, failures_by_cause)" },
+	{ .hidden = true },
+	{ .hidden = true },
+	{ .hidden = true },
+	{ .id = "getHealth", .ok = "Health" },
+	{ .id = "getMetrics", .ok_text = "prometheus" },
+	{ .id = "getOpenapi" },
 };
 
 PGconn *api_db(struct brain *b, struct rv_http_resp *resp)
@@ -179,6 +218,9 @@ static const char openapi_reply_schemas[] =
 	"\"name\":{\"type\":\"string\"},\"user\":{\"type\":\"string\"},\"status\":{\"type\":"
 	"\"string\"},"
 	"\"last_sample_ts\":{\"type\":\"integer\"},\"planned_ts\":{\"type\":\"integer\"},"
+	"\"speed\":{\"type\":\"number\",\"nullable\":true,\"description\":\"newest speed sample, "
+	"samples/s\"},\"workers\":{\"type\":\"integer\",\"nullable\":true,\"description\":"
+	"\"workers the newest speed sample measured\"},"
 	"\"speed_samples\":{\"type\":\"integer\"},\"node_samples\":{\"type\":\"integer\"},"
 	"\"latest_plan_id\":{\"type\":\"integer\",\"nullable\":true},"
 	"\"spec\":{\"$ref\":\"#/components/schemas/"
@@ -196,6 +238,26 @@ static const char openapi_reply_schemas[] =
 	"\"$ref\":\"#/components/schemas/ClusterNode\"}},"
 	"\"capacity\":{\"type\":\"object\"},\"used\":{\"type\":\"object\"},\"free\":{\"type\":"
 	"\"object\"}}},"
+	"\"JobSeries\":{\"type\":\"object\",\"properties\":{\"job\":{\"type\":\"string\"},"
+	"\"samples\":{\"type\":\"integer\",\"description\":\"speed samples stored\"},"
+	"\"speed\":{\"type\":\"object\",\"description\":\"columns of equal length: ts (ms, job "
+	"time), speed (samples/s), workers\"},"
+	"\"usage\":{\"type\":\"object\",\"description\":\"columns: ts, cpu, cpu_limit, memory_mb, "
+	"memory_limit_mb, nodes (sums over the job's nodes)\"},"
+	"\"plans\":{\"type\":\"array\",\"items\":{\"type\":\"object\"},\"description\":\"id, "
+	"stage, algorithm, reason, outcome, ts (job time applied, else based on; null for "
+	"none)\"}}},"
+	"\"ClusterUsage\":{\"type\":\"object\",\"description\":\"columns of equal length\","
+	"\"properties\":{\"window_s\":{\"type\":\"integer\"},\"bucket_s\":{\"type\":"
+	"\"integer\"},\"ts\":{\"type\":\"array\",\"items\":{\"type\":\"integer\"}},"
+	"\"cpu_used\":{\"type\":\"array\",\"items\":{\"type\":\"number\"}},"
+	"\"cpu_alloc\":{\"type\":\"array\",\"items\":{\"type\":\"number\"}},"
+	"\"memory_used_mb\":{\"type\":\"array\",\"items\":{\"type\":\"number\"}},"
+	"\"memory_alloc_mb\":{\"type\":\"array\",\"items\":{\"type\":\"number\"}},"
+	"\"jobs\":{\"type\":\"array\",\"items\":{\"type\":\"integer\"}},"
+	"\"capacity\":{\"type\":\"object\"}}},"
+	"\"Dashboard\":{\"type\":\"object\",\"properties\":{\"view\":{\"type\":\"string\"},"
+	"\"rows\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}}}},"
 	"\"Health\":{\"type\":\"object\",\"properties\":{\"status\":{\"type\":\"string\"},\"db\":{"
 	"\"type\":\"string\"},"
 	"\"db_mode\":{\"type\":\"string\"}}}"
@@ -214,8 +276,8 @@ static const char openapi_plan_reply_fields[] =
 
 static int api_openapi(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 {
-	(void)req;
 	(void)ctx;
+	char url[300];
 	int n;
 	const struct rv_wire_message *msgs = rv_wire_messages(&n);
 	const struct rv_openapi spec = {
@@ -231,6 +293,7 @@ static int api_openapi(struct rv_http_req *req, struct rv_http_resp *resp, void 
 		.extend_fields = openapi_plan_reply_fields,
 		.write_errors = "413:body over the size limit",
 		.all_errors = "503:database unavailable",
+		.server_url = rv_openapi_server_url(rv_http_header(req, "Host"), url, sizeof(url)),
 	};
 	return rv_rest_reply(resp, 200, rv_openapi_doc(&spec));
 }

@@ -36,6 +36,7 @@ struct brain_cfg {
 	char db[1024];
 	char data_dir[512];
 	char sql_dir[512];
+	char web_dir[512];
 	long long pool_size;
 	long long statement_timeout_ms;
 	long long acquire_timeout_ms;
@@ -72,6 +73,11 @@ struct brain {
 	int64_t dirty_since_ms[PLANNER_QUEUE_MAX];
 	int ndirty;
 
+	/* The status page's files (api_web.c), read once at start; never
+	 * changed after, so every connection thread reads them unlocked. */
+	struct api_web_file *web;
+	int nweb;
+
 	atomic_uint_least64_t samples_ingested;
 	atomic_uint_least64_t batches_ingested;
 	atomic_uint_least64_t batches_rejected;
@@ -102,6 +108,20 @@ int api_plan_get(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
 int api_plans_list(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
 int api_cluster_post(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
 int api_cluster_get(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
+
+/* ---- api_web.c: the status page at / and the JSON it reads ---- */
+/* Read the page's files from b->cfg.web_dir (found next to the binary when
+ * empty) into b->web.  No folder is no page (a warning; the API serves on);
+ * 0 or a negative errno (out of memory, a file over the size limit). */
+int api_web_load(struct brain *b, struct rv_err *err);
+/* Free b->web.  Accepts a brain without one. */
+void api_web_free(struct brain *b);
+int api_web_page(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
+int api_web_asset(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
+int api_web_vendor(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
+int api_job_series(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
+int api_cluster_usage(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
+int api_dashboard(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
 
 /* ---- store.c: every SQL statement of the brain ---- */
 struct store_job {
@@ -155,6 +175,21 @@ int store_cluster_json(PGconn *c, cJSON **out, struct rv_err *err);
 /* Free cluster capacity (ready nodes, capacity - used); -1/-1 when no reports. */
 int store_cluster_free(PGconn *c, double *cpu, int64_t *memory_mb, struct rv_err *err);
 int store_ping(PGconn *c, struct rv_err *err);
+/* A job's speed and per-timestamp node usage sums as columns (ts, ...),
+ * each thinned to at most max_points by averaging equal spans of time, and
+ * its last 500 plans with the job time they apply at; *out the caller's. */
+int store_job_series_json(PGconn *c, int64_t job_id, int max_points, cJSON **out,
+			  struct rv_err *err);
+/* The jobs' CPU and memory used and allocated, summed per bucket_s over the
+ * window_s before the newest node sample, and the cluster's ready capacity;
+ * *out the caller's. */
+int store_cluster_usage_json(PGconn *c, int64_t window_s, int64_t bucket_s, cJSON **out,
+			     struct rv_err *err);
+/* The rows (at most limit) of dashboard view v_<view> as a JSON array in the
+ * view's order; -ENOENT for a name not among store_dashboard_name(0..). */
+int store_dashboard_json(PGconn *c, const char *view, int limit, cJSON **out, struct rv_err *err);
+/* The i-th dashboard's name, NULL past the last. */
+const char *store_dashboard_name(int i);
 
 /* planner inputs: every row read is parsed whole; one that does not parse
  * fails the call (-EIO naming the row) rather than being skipped. */

@@ -40,6 +40,8 @@ static const struct rv_cfg_opt brain_opts[] = {
 	    "idle connection timeout, seconds"),
 	OPT("server", "max_conns", NULL, RV_CFG_INT, max_conns, "512", 4, 65536, 0,
 	    "most concurrent connections (one thread each)"),
+	OPT("server", "web_dir", "web-dir", RV_CFG_STR, web_dir, "", 0, 0, 0,
+	    "folder of the status page served at / (empty: found next to the binary)"),
 	OPT("db", "conninfo", "db", RV_CFG_STR, db, "", 0, 0, RV_CFG_SECRET,
 	    "PostgreSQL conninfo; empty runs a private PostgreSQL under data_dir"),
 	OPT("db", "data_dir", "data-dir", RV_CFG_STR, data_dir, "var/brain", 0, 0, 0,
@@ -163,6 +165,12 @@ static int run(int argc, char **argv)
 		rv_log_error("could not open the database", "reason=%s", rv_log_q(q, sizeof(q), err.msg));
 		goto out;
 	}
+	rc = api_web_load(b, &err);
+	if (rc < 0) {
+		rv_log_error("could not load the status page", "reason=%s",
+			     rv_log_q(q, sizeof(q), err.msg));
+		goto out;
+	}
 	rc = planner_start(b);
 	if (rc < 0) {
 		rv_log_error("could not start the planner", "errno=%d", -rc);
@@ -185,6 +193,7 @@ static int run(int argc, char **argv)
 out:
 	planner_stop(b);
 	api_stop(b);
+	api_web_free(b);
 	b->db = rv_db_pool_free(b->db);
 	if (b->embedded) {
 		rv_pgserver_stop(&b->pg);

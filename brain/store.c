@@ -136,13 +136,17 @@ static int query_json(PGconn *c, const char *sql, int n, const char *const *p, c
 	return *out ? 1 : -EIO;
 }
 
-#define JOB_JSON                                                                              \
-	"json_build_object('uid', j.uid, 'namespace', j.namespace, 'name', j.name,"           \
-	" 'user', j.user_name, 'strategy', j.strategy, 'optimize_mode', j.optimize_mode,"     \
-	" 'status', j.status, 'created_at', j.created_at, 'finished_at', j.finished_at,"      \
-	" 'last_sample_ts', j.last_sample_ms, 'planned_ts', j.planned_ts_ms,"                  \
-	" 'model_parameters', j.model_parameters,"                                             \
-	" 'batch_size', j.batch_size, 'dataset_size', j.dataset_size"
+#define JOB_JSON                                                                                   \
+	"json_build_object('uid', j.uid, 'namespace', j.namespace, 'name', j.name,"                \
+	" 'user', j.user_name, 'strategy', j.strategy, 'optimize_mode', j.optimize_mode,"          \
+	" 'status', j.status, 'created_at', j.created_at, 'finished_at', j.finished_at,"           \
+	" 'last_sample_ts', j.last_sample_ms, 'planned_ts', j.planned_ts_ms,"                      \
+	" 'model_parameters', j.model_parameters,"                                                 \
+	" 'batch_size', j.batch_size, 'dataset_size', j.dataset_size,"                             \
+	" 'speed', (SELECT s.speed FROM job_speed s WHERE s.job_id = j.id"                         \
+	"   ORDER BY s.ts_ms DESC LIMIT 1),"                                                       \
+	" 'workers', (SELECT s.workers FROM job_speed s WHERE s.job_id = j.id"                     \
+	"   ORDER BY s.ts_ms DESC LIMIT 1)"
 
 int store_job_get_json(PGconn *c, const char *uid, cJSON **out, struct rv_err *err)
 {
@@ -1133,4 +1137,167 @@ int store_outcome_speeds(PGconn *c, int64_t job_id, const struct rv_alg_outcome_
 		rc = store_speed_before(c, job_id, w->before_all_from_ms, w->before_to_ms,
 					w->before_last_n, &ba->mean, &ba->n, &ba->sd, err);
 	return rc;
+}
+
+/* ---- the status page's series and the dashboards ---- */
+
+/*
+ * A series of rows (ts_ms, columns...) thinned to at most $2 points: when
+ * there are more rows, rows are grouped into $2 equal spans of time and each
+ * span becomes its mean.  Fewer rows come back as they are (rows of one
+ * timestamp are one point).
+ */
+#define SERIES_BUCKET(src)                                                                         \
+	"(SELECT CASE WHEN r.n <= $2::int THEN s.ts_ms"                                            \
+	" ELSE (s.ts_ms - r.lo) * $2::int / (r.hi - r.lo + 1) END AS k, s.*"                       \
+	" FROM " src " s, (SELECT count(*) AS n, min(ts_ms) AS lo, max(ts_ms) AS hi FROM " src     \
+	") r)"
+
+int store_job_series_json(PGconn *c, int64_t job_id, int max_points, cJSON **out,
+			  struct rv_err *err)
+{
+	char job_s[24], max_s[16];
+	i64s(job_s, sizeof(job_s), job_id);
+	snprintf(max_s, sizeof(max_s), "%d", max_points);
+	const char *p[] = { job_s, max_s };
+	int rc = query_json(
+		c,
+		"WITH sp AS (SELECT ts_ms, speed, workers FROM job_speed WHERE job_id = "
+		"$1::bigint),"
+		" g AS (SELECT round(avg(ts_ms))::bigint AS ts, avg(speed) AS speed,"
+		"   max(workers) AS workers FROM " SERIES_BUCKET(
+			"sp") " b GROUP BY k),"
+			      " nu AS (SELECT ts_ms, sum(cpu) AS cpu, sum(cpu_limit) AS cpu_limit,"
+			      "   sum(memory_mb) AS memory_mb, sum(memory_limit_mb) AS "
+			      "memory_limit_mb,"
+			      "   count(*) AS nodes FROM node_usage WHERE job_id = $1::bigint "
+			      "GROUP BY ts_ms),"
+			      " ug AS (SELECT round(avg(ts_ms))::bigint AS ts, avg(cpu) AS cpu,"
+			      "   avg(cpu_limit) AS cpu_limit, round(avg(memory_mb))::bigint AS "
+			      "memory_mb,"
+			      "   round(avg(memory_limit_mb))::bigint AS memory_limit_mb, "
+			      "max(nodes) AS nodes"
+			      "   FROM " SERIES_BUCKET(
+				      "nu") " b GROUP BY k)"
+					    " SELECT json_build_object("
+					    " 'samples', (SELECT count(*) FROM sp),"
+					    " 'speed', (SELECT json_build_object("
+					    "   'ts', COALESCE(json_agg(ts ORDER BY ts), '[]'),"
+					    "   'speed', COALESCE(json_agg(speed ORDER BY ts), "
+					    "'[]'),"
+					    "   'workers', COALESCE(json_agg(workers ORDER BY ts), "
+					    "'[]')) FROM g),"
+					    " 'usage', (SELECT json_build_object("
+					    "   'ts', COALESCE(json_agg(ts ORDER BY ts), '[]'),"
+					    "   'cpu', COALESCE(json_agg(cpu ORDER BY ts), '[]'),"
+					    "   'cpu_limit', COALESCE(json_agg(cpu_limit ORDER BY "
+					    "ts), '[]'),"
+					    "   'memory_mb', COALESCE(json_agg(memory_mb ORDER BY "
+					    "ts), '[]'),"
+					    "   'memory_limit_mb', "
+					    "COALESCE(json_agg(memory_limit_mb ORDER BY ts), '[]'),"
+					    "   'nodes', COALESCE(json_agg(nodes ORDER BY ts), "
+					    "'[]')) FROM ug),"
+					    " 'plans', (SELECT "
+					    "COALESCE(json_agg(json_build_object('id', p.id, "
+					    "'stage', p.stage,"
+					    "   'algorithm', p.algorithm, 'reason', p.reason, "
+					    "'outcome', p.outcome,"
+					    "   'ts', COALESCE(p.applied_ts_ms, "
+					    "NULLIF(p.based_on_ts_ms, 0)),"
+					    "   'applied', p.applied_at IS NOT NULL, "
+					    "'predicted_speed', p.predicted_speed,"
+					    "   'speed_before', p.speed_before, 'speed_after', "
+					    "p.speed_after,"
+					    "   'reverts_plan_id', p.reverts_plan_id, "
+					    "'created_at', p.created_at) ORDER BY p.id),"
+					    "   '[]') FROM (SELECT * FROM scale_plans WHERE job_id "
+					    "= $1::bigint"
+					    "   ORDER BY id DESC LIMIT 500) p))::text",
+		2, p, out, err);
+	return rc < 0 ? rc : 0;
+}
+
+int store_cluster_usage_json(PGconn *c, int64_t window_s, int64_t bucket_s, cJSON **out,
+			     struct rv_err *err)
+{
+	char win_s[24], buck_s[24];
+	i64s(win_s, sizeof(win_s), window_s);
+	i64s(buck_s, sizeof(buck_s), bucket_s);
+	const char *p[] = { win_s, buck_s };
+	/* Per job and timestamp the sums over its nodes; per job and bucket
+	 * their mean; per bucket the sum over the jobs. */
+	int rc = query_json(
+		c,
+		"WITH hi AS (SELECT max(ts_ms) AS hi FROM node_usage),"
+		" t AS (SELECT u.job_id, u.ts_ms, sum(u.cpu) AS cpu, sum(u.cpu_limit) AS cpu_limit,"
+		"   sum(u.memory_mb) AS mem, sum(u.memory_limit_mb) AS mem_limit"
+		"   FROM node_usage u, hi WHERE u.ts_ms > hi.hi - $1::bigint * 1000"
+		"   GROUP BY u.job_id, u.ts_ms),"
+		" j AS (SELECT ts_ms / ($2::bigint * 1000) AS k, job_id, avg(cpu) AS cpu,"
+		"   avg(cpu_limit) AS cpu_limit, avg(mem) AS mem, avg(mem_limit) AS mem_limit"
+		"   FROM t GROUP BY 1, 2),"
+		" x AS (SELECT k, sum(cpu) AS cpu, sum(cpu_limit) AS cpu_limit, sum(mem) AS mem,"
+		"   sum(mem_limit) AS mem_limit, count(*) AS jobs FROM j GROUP BY k)"
+		" SELECT json_build_object('window_s', $1::bigint, 'bucket_s', $2::bigint,"
+		" 'ts', COALESCE(json_agg(k * $2::bigint * 1000 ORDER BY k), '[]'),"
+		" 'cpu_used', COALESCE(json_agg(round(cpu::numeric, 3) ORDER BY k), '[]'),"
+		" 'cpu_alloc', COALESCE(json_agg(round(cpu_limit::numeric, 3) ORDER BY k), '[]'),"
+		" 'memory_used_mb', COALESCE(json_agg(round(mem) ORDER BY k), '[]'),"
+		" 'memory_alloc_mb', COALESCE(json_agg(round(mem_limit) ORDER BY k), '[]'),"
+		" 'jobs', COALESCE(json_agg(jobs ORDER BY k), '[]'),"
+		" 'capacity', (SELECT json_build_object('nodes', count(*) FILTER (WHERE ready),"
+		"   'cpu', COALESCE(sum(cpu) FILTER (WHERE ready), 0),"
+		"   'memory_mb', COALESCE(sum(memory_mb) FILTER (WHERE ready), 0))"
+		"   FROM cluster_nodes))::text FROM x",
+		2, p, out, err);
+	return rc < 0 ? rc : 0;
+}
+
+/* The dashboard views (sql/002_dashboards.sql) by name, each in its order. */
+static const struct {
+	const char *name, *sql;
+} dashboards[] = {
+	{ "job_utilisation",
+	  "SELECT json_agg(v ORDER BY v.cpu_util_pct NULLS LAST, v.name)::text FROM"
+	  " (SELECT * FROM v_job_utilisation ORDER BY cpu_util_pct NULLS LAST,"
+	  " name LIMIT $1::int) v" },
+	{ "user_utilisation",
+	  "SELECT json_agg(v ORDER BY v.user_name)::text FROM"
+	  " (SELECT * FROM v_user_utilisation ORDER BY user_name LIMIT $1::int) v" },
+	{ "overprovisioning",
+	  "SELECT json_agg(v ORDER BY v.cpu_wasted DESC, v.mem_wasted_mb DESC)::text"
+	  " FROM (SELECT * FROM v_overprovisioning ORDER BY cpu_wasted DESC,"
+	  " mem_wasted_mb DESC LIMIT $1::int) v" },
+	{ "plan_outcomes",
+	  "SELECT json_agg(v ORDER BY v.algorithm, v.stage)::text FROM"
+	  " (SELECT * FROM v_plan_outcomes ORDER BY algorithm, stage LIMIT $1::int) v" },
+	{ "failures_by_cause",
+	  "SELECT json_agg(v ORDER BY v.failures DESC, v.type, v.cause)::text"
+	  " FROM (SELECT * FROM v_failures_by_cause ORDER BY failures DESC, type,"
+	  " cause LIMIT $1::int) v" },
+};
+
+const char *store_dashboard_name(int i)
+{
+	return i >= 0 && i < (int)RV_ARRAY_SIZE(dashboards) ? dashboards[i].name : NULL;
+}
+
+int store_dashboard_json(PGconn *c, const char *view, int limit, cJSON **out, struct rv_err *err)
+{
+	*out = NULL;
+	for (size_t i = 0; i < RV_ARRAY_SIZE(dashboards); i++) {
+		if (strcmp(view, dashboards[i].name) != 0)
+			continue;
+		char lim[16];
+		snprintf(lim, sizeof(lim), "%d", limit);
+		const char *p[] = { lim };
+		int rc = query_json(c, dashboards[i].sql, 1, p, out, err);
+		if (rc < 0)
+			return rc;
+		if (!*out)
+			*out = cJSON_CreateArray(); /* no rows: json_agg is NULL */
+		return *out ? 0 : rv_err_set(err, -ENOMEM, "", "out of memory");
+	}
+	return rv_err_set(err, -ENOENT, "view", "no dashboard \"%s\"", view);
 }

@@ -44,6 +44,7 @@ struct rv_http_resp {
 	int status;                /* default 200 */
 	char *body;                /* malloc'd, owned by the server after return */
 	const char *content_type;  /* default "application/json" */
+	const char *cache_control; /* NULL: no Cache-Control header; else its value */
 	void *priv;                /* the server's: set before the handler runs */
 	bool deferred;             /* set by rv_http_resp_defer */
 };

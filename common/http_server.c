@@ -536,6 +536,9 @@ static enum MHD_Result send_resp(struct MHD_Connection *conn, struct req *r,
 		resp->body = NULL;
 		MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE,
 					resp->content_type ? resp->content_type : "application/json");
+		if (resp->cache_control)
+			MHD_add_response_header(mr, MHD_HTTP_HEADER_CACHE_CONTROL,
+						resp->cache_control);
 	} else {
 		mr = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
 		if (!mr)

@@ -111,6 +111,15 @@ static void add_response(cJSON *responses, const char *code, const char *desc)
 		cJSON_AddItemToObject(e, "content", json_content("Error"));
 }
 
+/* A response with an HTML body that is not ours. */
+static void add_html_response(cJSON *responses, const char *code, const char *desc)
+{
+	cJSON *e = cJSON_AddObjectToObject(responses, code);
+	cJSON_AddStringToObject(e, "description", desc);
+	cJSON *mt = cJSON_AddObjectToObject(cJSON_AddObjectToObject(e, "content"), "text/html");
+	cJSON_AddStringToObject(cJSON_AddObjectToObject(mt, "schema"), "type", "string");
+}
+
 /* "code:description;..." into responses. */
 static void add_responses(cJSON *responses, const char *list)
 {
@@ -182,6 +191,22 @@ static void add_operation(cJSON *paths, const struct rv_http_route *rt,
 	method[k] = 0;
 	cJSON *op = cJSON_AddObjectToObject(path, method);
 	cJSON_AddStringToObject(op, "summary", rt->summary);
+	if (d->id) {
+		cJSON_AddStringToObject(op, "operationId", d->id);
+	} else {
+		/* "GET /v1/jobs/{uid}" -> "get_v1_jobs_uid" */
+		char id[160];
+		size_t n = (size_t)snprintf(id, sizeof(id), "%s", method);
+		for (const char *c = rt->pattern; *c && n + 1 < sizeof(id); c++) {
+			if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+			    (*c >= '0' && *c <= '9'))
+				id[n++] = *c;
+			else if (*c == '/' || *c == '.')
+				id[n++] = '_';
+		}
+		id[n] = 0;
+		cJSON_AddStringToObject(op, "operationId", id);
+	}
 	cJSON *params = cJSON_AddArrayToObject(op, "parameters");
 	add_path_params(params, rt->pattern);
 	add_query_params(params, d->query);
@@ -191,8 +216,9 @@ static void add_operation(cJSON *paths, const struct rv_http_route *rt,
 		cJSON_AddItemToObject(rb, "content", json_content(d->body));
 	}
 	bool write = rt->flags & RV_HTTP_WRITE;
+	/* Reads need no token (an empty list says so); writes the bearer one. */
+	cJSON *sec = cJSON_AddArrayToObject(op, "security");
 	if (write) {
-		cJSON *sec = cJSON_AddArrayToObject(op, "security");
 		cJSON *req = cJSON_CreateObject();
 		cJSON_AddArrayToObject(req, "bearer");
 		cJSON_AddItemToArray(sec, req);
@@ -215,6 +241,22 @@ static void add_operation(cJSON *paths, const struct rv_http_route *rt,
 	}
 	add_responses(responses, d->errors);
 	add_responses(responses, spec->all_errors);
+	/* libmicrohttpd's own answers, before any handler runs (an HTML page). */
+	add_html_response(responses, "414", "request line over the server's memory limit");
+	add_html_response(responses, "431", "request headers over the server's memory limit");
+}
+
+char *rv_openapi_server_url(const char *host_header, char *out, size_t n)
+{
+	snprintf(out, n, "/");
+	if (!host_header || !host_header[0] || strlen(host_header) + 8 > n)
+		return out;
+	for (const char *c = host_header; *c; c++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:[]",
+			    *c))
+			return out;
+	snprintf(out, n, "http://%s", host_header);
+	return out;
 }
 
 cJSON *rv_openapi_doc(const struct rv_openapi *spec)
@@ -225,9 +267,16 @@ cJSON *rv_openapi_doc(const struct rv_openapi *spec)
 	cJSON_AddStringToObject(info, "title", spec->title);
 	cJSON_AddStringToObject(info, "version", "1");
 	cJSON_AddStringToObject(info, "description", spec->description);
+	cJSON *servers = cJSON_AddArrayToObject(doc, "servers");
+	cJSON *server = cJSON_CreateObject();
+	cJSON_AddStringToObject(server, "url",
+				spec->server_url && spec->server_url[0] ? spec->server_url : "/");
+	cJSON_AddStringToObject(server, "description", "this daemon, as the document was fetched");
+	cJSON_AddItemToArray(servers, server);
 	cJSON *paths = cJSON_AddObjectToObject(doc, "paths");
 	for (int i = 0; i < spec->nroutes; i++)
-		add_operation(paths, &spec->routes[i], &spec->docs[i], spec);
+		if (!spec->docs[i].hidden)
+			add_operation(paths, &spec->routes[i], &spec->docs[i], spec);
 	cJSON *components = cJSON_AddObjectToObject(doc, "components");
 	cJSON_AddItemToObject(components, "schemas", schemas(spec));
 	cJSON *ss = cJSON_AddObjectToObject(components, "securitySchemes");

@@ -10,12 +10,18 @@
 #ifndef RV_OPENAPI_H
 #define RV_OPENAPI_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 #include "http.h"
 #include "json.h"
 #include "wire.h"
 
 /* What the route table does not say about one route (in step with it). */
 struct rv_openapi_route {
+	const char *id;      /* operationId (unique in the document); NULL: made
+			       * from the method and the pattern */
+	bool hidden;         /* not an API operation (the status page): left out */
 	const char *body;    /* request body schema, or NULL */
 	const char *ok;      /* success reply schema, or NULL */
 	const char *ok_code; /* NULL = "200" */
@@ -37,12 +43,19 @@ struct rv_openapi {
 	const char *extend_fields; /* JSON object of properties */
 	const char *write_errors;  /* "code:description;..." on every write route past 401 */
 	const char *all_errors;    /* "code:description;..." on every route */
+	const char *server_url;    /* servers[0].url; NULL or "": "/" (this origin) */
 };
+
+/* The URL a client reached us at, for servers[0]: "http://" and the Host
+ * header when it is a plain host[:port] (fits in n), else "/".  Returns out. */
+char *rv_openapi_server_url(const char *host_header, char *out, size_t n);
 
 /*
  * The document.  Every {name} in a pattern is a required string path
  * parameter; a route with a body or a query answers 400, a write route 401
- * (bearer security); then write_errors, the route's errors, all_errors.
+ * (bearer security; a read route says it needs none); then write_errors, the
+ * route's errors, all_errors, and on every route the 414 and 431 that
+ * libmicrohttpd answers (HTML) for a request line or headers over its limit.
  * The caller's; cJSON_Delete.  NULL when out of memory.
  */
 cJSON *rv_openapi_doc(const struct rv_openapi *spec);

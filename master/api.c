@@ -920,50 +920,62 @@ static const struct rv_http_route routes[] = {
 
 /* What the route table does not say, for /v1/openapi.json (in step with it). */
 static const struct rv_openapi_route docs[] = {
-	{ .body = "RdzvJoin",
+	{ .id = "joinRendezvous",
+	  .body = "RdzvJoin",
 	  .ok = "RdzvJoined",
 	  .errors = "410:the rendezvous failed (min nodes not reached within the max wait)" },
-	{ .ok = "RdzvWorld",
+	{ .id = "getWorld",
+	  .ok = "RdzvWorld",
 	  .query = "node:string:the node asking (required);"
 		   "round:integer:the round from join (required);"
 		   "wait_ms:integer:wait this long for the round to complete (bounded by "
 		   "rdzv.world_wait_max_ms)" },
-	{ .body = "Heartbeat", .ok = "HeartbeatReply" },
-	{ .body = "FailureReport", .ok = "Accepted" },
-	{ .body = "ShardNext",
+	{ .id = "postHeartbeat", .body = "Heartbeat", .ok = "HeartbeatReply" },
+	{ .id = "postFailure", .body = "FailureReport", .ok = "Accepted" },
+	{ .id = "nextShard",
+	  .body = "ShardNext",
 	  .ok = "ShardTask",
 	  .errors = "503:too many shards in flight: ask again later" },
-	{ .body = "ShardDone",
+	{ .id = "shardDone",
+	  .body = "ShardDone",
 	  .ok = "ShardDoneReply",
 	  .errors = "409:the task is another worker's" },
-	{ .body = "CkptReport",
+	{ .id = "reportCheckpoint",
+	  .body = "CkptReport",
 	  .ok = "Accepted",
 	  .errors = "409:the worker reported another position for the step;"
 		    "422:the report cannot be reconciled (the checkpoint stays exact)" },
-	{ .ok = "DataCheckpoint",
+	{ .id = "getDataCheckpoint",
+	  .ok = "DataCheckpoint",
 	  .query = "step:integer:the model step (required)",
 	  .errors = "404:no report of that step is kept" },
-	{ .body = "DataCheckpoint", .ok = "Accepted" },
-	{ .body = "StepReport", .ok = "Accepted" },
-	{ .body = "StreamEnd",
+	{ .id = "importDataCheckpoint", .body = "DataCheckpoint", .ok = "Accepted" },
+	{ .id = "postSteps", .body = "StepReport", .ok = "Accepted" },
+	{ .id = "postStreamEnd",
+	  .body = "StreamEnd",
 	  .ok = "Accepted",
 	  .errors = "404:not a streaming dataset of the job, or no such partition" },
-	{ .ok = "StreamStatus", .errors = "404:not a streaming dataset of the job" },
-	{ .body = "NetcheckJoin",
+	{ .id = "getStream",
+	  .ok = "StreamStatus",
+	  .errors = "404:not a streaming dataset of the job" },
+	{ .id = "joinNetcheck",
+	  .body = "NetcheckJoin",
 	  .ok = "NetcheckJoined",
 	  .errors = "409:no world of two or more nodes yet, or the node is not in it" },
-	{ .ok = "NetcheckGroup",
+	{ .id = "getNetcheckGroup",
+	  .ok = "NetcheckGroup",
 	  .query = "node:string:the node asking (required);round:integer:0 or 1 (required)",
 	  .errors = "404:the node is not in the check" },
-	{ .body = "NetcheckReport",
+	{ .id = "reportNetcheck",
+	  .body = "NetcheckReport",
 	  .ok = "Accepted",
 	  .errors = "404:the node is not in the check;"
 		    "409:not the current check, round 1 not open yet, or another result" },
-	{ .ok = "NetcheckStatus" },
-	{ .ok = "JobStatus" },
-	{ .ok = "Health" },
-	{ 0 },
-	{ 0 },
+	{ .id = "getNetcheck", .ok = "NetcheckStatus" },
+	{ .id = "getJob", .ok = "JobStatus" },
+	{ .id = "getHealth", .ok = "Health" },
+	{ .id = "getMetrics" },
+	{ .id = "getOpenapi" },
 };
 
 static const char reply_schemas[] =
@@ -977,8 +989,8 @@ static const char reply_schemas[] =
 
 static int api_openapi(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 {
-	(void)req;
 	(void)ctx;
+	char url[300];
 	int n;
 	const struct rv_wire_message *msgs = rv_wire_master_messages(&n);
 	const struct rv_openapi spec = {
@@ -990,6 +1002,7 @@ static int api_openapi(struct rv_http_req *req, struct rv_http_resp *resp, void 
 		.messages = msgs,
 		.nmessages = n,
 		.reply_schemas = reply_schemas,
+		.server_url = rv_openapi_server_url(rv_http_header(req, "Host"), url, sizeof(url)),
 	};
 	return rv_rest_reply(resp, 200, rv_openapi_doc(&spec));
 }

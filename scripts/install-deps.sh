@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # Install the Debian packages Rover needs when any is missing (runs as root on
 # Debian 12; otherwise prints the apt-get line to run).  With --lint: the
-# lint and format tools instead (make lint, make format-check).
+# lint and format tools instead (make lint, make format-check).  With --web:
+# what only the tests of the status page and the OpenAPI documents need
+# (make test asks for them and goes on without: those suites then skip
+# loudly): Debian's chromium, and nodejs with npm for scripts/install-web-tools.sh
+# (npm only when no npm is on PATH: a nodejs from elsewhere brings its own).
 set -euo pipefail
 if [ "${1:-}" = --lint ]; then
   pkgs=(cppcheck clang-tidy clang-format git)
+elif [ "${1:-}" = --web ]; then
+  pkgs=(chromium fonts-liberation nodejs)
+  command -v npm >/dev/null || pkgs+=(npm)
 else
 pkgs=(build-essential pkg-config libmicrohttpd-dev libpq-dev libcjson-dev libgsl-dev
       libcurl4-openssl-dev check libinih-dev postgresql postgresql-client curl

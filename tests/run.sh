@@ -31,6 +31,8 @@ for t in "$@"; do
     else
       echo "ok   $name: $n checks (${secs}s)"
     fi
+    # A suite that could not test something says so here, not only in its log.
+    grep -E '^SKIP: ' "$log" | sort -u | sed 's/^/    /'
     continue
   fi
   line=$(grep -E '^[0-9]+%: Checks: [0-9]+' "$log" | tail -1)

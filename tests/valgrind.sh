@@ -41,6 +41,10 @@ c "$url/v1/jobs/$uid/plan?stage=running&after=999&wait=1"
 c "$url/v1/jobs/$uid/plan?stage=oom"; c "$url/v1/jobs/$uid/plans"
 c -X POST "$url/v1/cluster/nodes" --data '{"nodes":[{"name":"n1","ts":1,"cpu":8,"memory_mb":1024}]}'
 c "$url/v1/cluster"; c "$url/healthz"; c "$url/metrics"; c "$url/v1/openapi.json"
+c "$url/v1/jobs/$uid/series"; c "$url/v1/jobs/$uid/series?max_points=2"; c "$url/v1/jobs/nope/series"
+c "$url/v1/cluster/usage?window_s=600&bucket_s=10"; c "$url/v1/cluster/usage?bucket_s=0"
+c "$url/v1/dashboards/overprovisioning"; c "$url/v1/dashboards/plan_outcomes?limit=3"; c "$url/v1/dashboards/nope"
+c "$url/"; c "$url/web/app.js"; c "$url/web/vendor/uPlot.LICENSE"; c "$url/web/nope"; c "$url/web/%2e%2e"
 echo
 kill -TERM "$pid"
 set +e
