@@ -42,6 +42,12 @@ START_TEST(test_defaults)
 	ck_assert(f.hang_timeout_s > 60);
 	ck_assert_int_eq(f.rdzv_join_timeout_s, 600);
 	ck_assert_int_eq(f.rdzv_master_timeout_s, 30);
+	/* not given: the store is node 0's, on a port picked each round */
+	ck_assert_int_eq(f.node_rank, -1);
+	ck_assert_str_eq(f.master_addr, "");
+	ck_assert_int_eq(f.master_port, 0);
+	ck_assert(!f.nproc_given);
+	ck_assert(f.monitor_interval > 4.9 && f.monitor_interval < 5.1);
 }
 END_TEST
 
@@ -169,7 +175,7 @@ static const struct {
 	  { "k", "=v", "k=", "a=1,", "a=1,,b=2", "join_timeout=0", "join_timeout=x",
 	    "master_timeout=0", "master_timeout=86401" } },
 	{ "--max-restarts", "--max-restarts", { "-1", "many", "1000001" } },
-	{ "--monitor-interval", "--monitor-interval", { "-0.5", "fast", "3601" } },
+	{ "--monitor-interval", "--monitor-interval", { "-0.5", "fast", "3601", "0", "0.05" } },
 	{ "--start-method", "--start-method", { "thread", "" } },
 	{ "--role", "--role", { "" } },
 	{ "--log-dir", "--log-dir", { "" } },
@@ -207,6 +213,8 @@ START_TEST(test_bad_command_lines)
 	REFUSED("--standalone", "--standalone", "--rdzv-endpoint", "h:1", "x.py");
 	REFUSED("--standalone", "--standalone", "--nnodes", "2", "x.py");
 	REFUSED("--no-python", "-m", "--no-python", "x.py");
+	/* stragglers are what the network check finds */
+	REFUSED("--exclude-straggler needs --network-check", "--exclude-straggler", "x.py");
 }
 END_TEST
 
