@@ -200,6 +200,43 @@ static int join(struct run *r, struct rv_err *err)
 	return rv_master_join(r->mc, &j, &r->round, err);
 }
 
+/* torchrun's static rendezvous over the master's world: --node-rank fixes
+ * this node's group rank (every node runs as many workers, so the ranks
+ * are node_rank x nproc + local rank), and --master-addr/--master-port
+ * (torchrun's defaults 127.0.0.1:29500 with --node-rank) say where rank 0's
+ * store listens instead of node 0's join address.  -EINVAL: the world does
+ * not fit the fixed rank. */
+static int static_world(struct run *r, const struct rv_rdzv_world_reply *w, struct rv_err *err)
+{
+	const struct flags *f = r->f;
+	bool fixed = f->node_rank >= 0;
+	if (fixed) {
+		if (f->node_rank >= w->nnodes)
+			return rv_err_set(err, -EINVAL, "--node-rank",
+					  "--node-rank %d is outside the world of %d node(s)",
+					  f->node_rank, w->nnodes);
+		for (int i = 0; i < w->nmembers; i++)
+			if (w->members[i].local_world_size != r->nproc)
+				return rv_err_set(err, -EINVAL, "--node-rank",
+						  "--node-rank needs the same --nproc-per-node on "
+						  "every node (%s runs %d, this node %d)",
+						  w->members[i].node, w->members[i].local_world_size,
+						  r->nproc);
+		r->group_rank = f->node_rank;
+		r->rank_offset = f->node_rank * r->nproc;
+	}
+	if (f->master_addr[0])
+		snprintf(r->w_master_addr, sizeof(r->w_master_addr), "%.*s",
+			 (int)sizeof(r->w_master_addr) - 1, f->master_addr);
+	else if (fixed)
+		snprintf(r->w_master_addr, sizeof(r->w_master_addr), "127.0.0.1");
+	if (f->master_port)
+		r->w_master_port = f->master_port;
+	else if (fixed || f->master_addr[0])
+		r->w_master_port = 29500;
+	return 0;
+}
+
 /* Take the world of a complete round: our rank, node 0's address. */
 static int take_world(struct run *r, const struct rv_rdzv_world_reply *w, struct rv_err *err)
 {
@@ -226,7 +263,7 @@ static int take_world(struct run *r, const struct rv_rdzv_world_reply *w, struct
 	r->rank_offset = me->rank_offset;
 	r->group_world_size = w->nnodes;
 	r->world_size = w->world_size;
-	return 0;
+	return static_world(r, w, err);
 }
 
 /* Join and wait for a world with this node in it.  0, -EINTR on a signal
@@ -871,6 +908,43 @@ static void warm_setup(struct run *r)
 			    (int)r->warm.proc.pid, r->python, r->nproc);
 }
 
+/* --auto-config (DLRover's): the workers per node from the master's job
+ * spec (its GPUs per worker node) and this host (its GPUs, else its CPUs),
+ * unless --nproc-per-node was given; the node count is the spec's. */
+static int auto_config(struct run *r, struct rv_err *err)
+{
+	struct rv_job_status *js = calloc(1, sizeof(*js));
+	if (!js)
+		return -ENOMEM;
+	int rc = rv_master_job(r->mc, js, err);
+	if (rc < 0) {
+		free(js);
+		return rc;
+	}
+	const struct rv_role_target *t = js->has_desired ? &js->desired[RV_ROLE_WORKER] : NULL;
+	int nnodes = t && t->present ? t->count : js->nnodes;
+	int spec_gpu = t && t->present ? t->gpu : 0;
+	free(js);
+	const char *from = "--nproc-per-node";
+	if (!r->f->nproc_given) {
+		if (spec_gpu > 0) {
+			r->nproc = spec_gpu;
+			from = "the job spec's GPUs per node";
+		} else {
+			struct flags auto_f = *r->f;
+			auto_f.nproc_kind = FLAGS_NPROC_AUTO;
+			const struct flags *keep = r->f;
+			r->f = &auto_f;
+			r->nproc = resolve_nproc(r);
+			r->f = keep;
+			from = r->gpu.count > 0 ? "this node's GPUs" : "this node's CPUs";
+		}
+	}
+	rv_log_info("auto-config", "nnodes=%d nproc=%d nproc_from=\"%s\"", nnodes, r->nproc,
+		    from);
+	return 0;
+}
+
 static int setup(struct run *r, struct rv_err *err)
 {
 	const struct flags *f = r->f;
@@ -880,14 +954,6 @@ static int setup(struct run *r, struct rv_err *err)
 	if (r->nproc < 0)
 		return rv_err_set(err, -EINVAL, "--nproc-per-node",
 				  "--nproc-per-node gpu: no GPU on this node (%s)", r->gpu.why);
-	if (r->gpu.count > 0 && r->nproc > r->gpu.count)
-		rv_log_warn("more workers than GPUs: local ranks share devices",
-			    "nproc=%d gpus=%d", r->nproc, r->gpu.count);
-	r->w = calloc((size_t)r->nproc, sizeof(*r->w));
-	if (!r->w)
-		return -ENOMEM;
-	for (int i = 0; i < r->nproc; i++)
-		r->w[i].proc.pidfd = r->w[i].out[0].fd = r->w[i].out[1].fd = -1;
 	const char *py = getenv("PYTHON_EXEC");
 	r->python = py && py[0] ? py : "python3";
 
@@ -930,6 +996,16 @@ static int setup(struct run *r, struct rv_err *err)
 	r->hb = rv_master_client_new(&ho, err);
 	if (!r->hb)
 		return err->code ? err->code : -ENOMEM;
+	if (f->auto_config && (rc = auto_config(r, err)) < 0)
+		return rc;
+	if (r->gpu.count > 0 && r->nproc > r->gpu.count)
+		rv_log_warn("more workers than GPUs: local ranks share devices",
+			    "nproc=%d gpus=%d", r->nproc, r->gpu.count);
+	r->w = calloc((size_t)r->nproc, sizeof(*r->w));
+	if (!r->w)
+		return -ENOMEM;
+	for (int i = 0; i < r->nproc; i++)
+		r->w[i].proc.pidfd = r->w[i].out[0].fd = r->w[i].out[1].fd = -1;
 
 	sigset_t sigs;
 	sigemptyset(&sigs);
@@ -1002,7 +1078,7 @@ int run_job(const struct flags *f)
 			break;
 		if (rc < 0) {
 			fprintf(stderr, "rover-run: %s\n", err.msg);
-			code = RUN_EXIT_FAILED;
+			code = rc == -EINVAL ? RUN_EXIT_USAGE : RUN_EXIT_FAILED;
 			break;
 		}
 		rc = group_start(r, &err);
