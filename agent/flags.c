@@ -153,6 +153,12 @@ static int p_rdzv_conf(struct flags *f, const char *v, struct rv_err *err, const
 			return bad(err, name, "master_timeout must be seconds from 1 to 86400", v);
 		f->rdzv_master_timeout_s = (int)s;
 	}
+	if (flags_rdzv_conf_get(f, "netcheck_mb", t, sizeof(t))) {
+		int64_t mb;
+		if (rv_parse_i64(t, 1, 1024, &mb) < 0)
+			return bad(err, name, "netcheck_mb must be MiB from 1 to 1024", v);
+		f->netcheck_mb = (int)mb;
+	}
 	return 0;
 }
 
@@ -242,7 +248,8 @@ static const struct flags_opt flags_table[] = {
 	{ "rdzv-conf", 0, FN(p_rdzv_conf, "K=V,..."),
 	  "rendezvous settings; join_timeout=SECONDS bounds the wait for a world (default 600); "
 	  "master_timeout=SECONDS: heartbeats unanswered this long mean the master has declared "
-	  "this node dead (a network cut): stop the workers and rendezvous again (default 30)" },
+	  "this node dead (a network cut): stop the workers and rendezvous again (default 30); "
+	  "netcheck_mb=MIB: what --network-check sends each peer per round (default 4)" },
 	{ "standalone", 0, SWITCH(standalone),
 	  "one node: start a private rover-master on a free loopback port" },
 	{ "max-restarts", 0, INT(max_restarts, 0, 1000000, "N"),
@@ -321,6 +328,7 @@ void flags_init(struct flags *f)
 	snprintf(f->rdzv_id, sizeof(f->rdzv_id), "none");
 	f->rdzv_join_timeout_s = 600;
 	f->rdzv_master_timeout_s = 30;
+	f->netcheck_mb = 4;
 	f->monitor_interval = 5;
 	snprintf(f->start_method, sizeof(f->start_method), "spawn");
 	snprintf(f->role, sizeof(f->role), "default");

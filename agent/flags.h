@@ -50,6 +50,7 @@ struct flags {
 	char rdzv_conf[512];         /* k=v,k=v as given */
 	int rdzv_join_timeout_s;     /* join_timeout of --rdzv-conf; default 600 */
 	int rdzv_master_timeout_s;   /* master_timeout of --rdzv-conf; default 30 */
+	int netcheck_mb;             /* netcheck_mb of --rdzv-conf; default 4 */
 	bool standalone;
 	int max_restarts;        /* default 0 */
 	double monitor_interval; /* seconds between usage reports; default 5 */

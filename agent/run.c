@@ -36,6 +36,7 @@
 #include "gpu.h"
 #include "log.h"
 #include "master_client.h"
+#include "netprobe.h"
 #include "parse.h"
 #include "run.h"
 #include "standalone.h"
@@ -69,6 +70,7 @@ struct run {
 	struct rv_gpu_info gpu; /* this node's GPUs (count 0: none, why says so) */
 	char node[RV_NAME_MAX];
 	char local_addr[256];
+	int join_port; /* the port of our last join's addr */
 	char master_addr[300]; /* host:port of the rover-master */
 	struct standalone sa;
 	bool have_sa;
@@ -194,6 +196,7 @@ static int join(struct run *r, struct rv_err *err)
 	int port = free_port();
 	if (port < 0)
 		return rv_err_set(err, port, "", "could not find a free port: %s", strerror(-port));
+	r->join_port = port;
 	struct rv_rdzv_join j = { .local_world_size = r->nproc };
 	snprintf(j.node, sizeof(j.node), "%s", r->node);
 	snprintf(j.addr, sizeof(j.addr), "%.*s:%d", (int)sizeof(j.addr) - 13, r->local_addr, port);
@@ -330,6 +333,54 @@ static int rendezvous(struct run *r, struct rv_err *err)
 			  "no world formed within %d s (--rdzv-conf "
 			  "join_timeout)",
 			  r->f->rdzv_join_timeout_s);
+}
+
+#define RUN_NETCHECK_MS 180000
+
+static void report_failure(struct run *r, const char *reason, int code);
+
+/* --network-check: check this world's links before training (netprobe.h).
+ * 0: go on (passed, or no check to run: logged); 1: the world moved on,
+ * rendezvous again; -EHOSTUNREACH: this node failed it (or is a straggler
+ * with --exclude-straggler): reported to the master, the job goes on
+ * without it. */
+static int net_check(struct run *r)
+{
+	if (!r->f->network_check || r->group_world_size < 2)
+		return 0;
+	struct netprobe_opts o = { .node = r->node,
+				   .port = r->join_port,
+				   .world = r->round,
+				   .mb = r->f->netcheck_mb,
+				   .timeout_ms = RUN_NETCHECK_MS };
+	struct netprobe_result res;
+	struct rv_err err = { 0 };
+	char q[300];
+	int rc = netprobe_run(r->mc, &o, &res, &err);
+	if (rc == 1)
+		return 1;
+	if (rc < 0) {
+		rv_log_warn("network check not run: training anyway", "reason=%s",
+			    rv_log_q(q, sizeof(q), err.msg));
+		return 0;
+	}
+	bool out = res.verdict == RV_VERDICT_FAULTY ||
+		   (r->f->exclude_straggler && res.verdict == RV_VERDICT_STRAGGLER);
+	rv_log_info("network check done",
+		    "check=%lld verdict=%s faulty=\"%s\" stragglers=\"%s\" time0_s=%.3f "
+		    "time1_s=%.3f",
+		    (long long)res.check, rv_netcheck_verdict_name(res.verdict), res.faulty,
+		    res.stragglers, res.time_s[0], res.time_s[1]);
+	if (!out)
+		return 0;
+	char reason[200];
+	snprintf(reason, sizeof(reason), "network check %lld: this node is %s", (long long)res.check,
+		 res.verdict == RV_VERDICT_FAULTY ? "faulty" : "a straggler");
+	report_failure(r, reason, -1);
+	fprintf(stderr, "rover-run: %s: leaving the job (%s)\n", reason,
+		res.verdict == RV_VERDICT_FAULTY ? "it failed both check rounds"
+						 : "--exclude-straggler");
+	return -EHOSTUNREACH;
 }
 
 /* ---- the group ---- */
@@ -1079,6 +1130,13 @@ int run_job(const struct flags *f)
 		if (rc < 0) {
 			fprintf(stderr, "rover-run: %s\n", err.msg);
 			code = rc == -EINVAL ? RUN_EXIT_USAGE : RUN_EXIT_FAILED;
+			break;
+		}
+		rc = net_check(r);
+		if (rc == 1)
+			continue;
+		if (rc < 0) {
+			code = RUN_EXIT_FAILED;
 			break;
 		}
 		rc = group_start(r, &err);
