@@ -2843,9 +2843,6 @@ static const struct rv_wire_field f_node_usage[] = {
 	F("gpu_memory_total_mb", "integer", false, NULL, false, NULL, "GPU memory in all"),
 	F("ts", "integer", false, NULL, false, NULL, "ms since the epoch; default now"),
 };
-static const struct rv_wire_field f_node_usage_list[] = {
-	F("nodes", "array", true, "NodeUsage", false, NULL, "each node's last report"),
-};
 static const struct rv_wire_field f_job_status[] = {
 	F("job", "string", true, NULL, false, NULL, "job name"),
 	F("state", "string", true, NULL, false, "complete|gathering|stale|spare|failed|unknown",
@@ -3017,7 +3014,6 @@ static const struct rv_wire_message master_messages[] = {
 	M("DataCheckpoint", "the data position at a model step", f_data_ckpt),
 	M("StepReport", "training progress", f_step_report),
 	M("NodeUsage", "a node's resource usage", f_node_usage),
-	M("NodeUsageList", "each node's last usage report", f_node_usage_list),
 	M("JobStatus", "rendezvous and shard progress of the job", f_job_status),
 	M("RdzvMember", "one node of a world", f_rdzv_member),
 	M("DatasetStatus", "one dataset's progress", f_dataset_status),

@@ -1018,6 +1018,8 @@ static const char reply_schemas[] =
 	"\"error\":{\"type\":\"string\"},\"detail\":{\"type\":\"string\"},\"field\":{\"type\":"
 	"\"string\"}}},"
 	"\"Accepted\":{\"type\":\"object\",\"properties\":{\"accepted\":{\"type\":\"integer\"}}},"
+	"\"NodeUsageList\":{\"type\":\"object\",\"required\":[\"nodes\"],\"properties\":{"
+	"\"nodes\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/components/schemas/NodeUsage\"}}}},"
 	"\"Health\":{\"type\":\"object\",\"properties\":{\"status\":{\"type\":\"string\"},"
 	"\"job\":{\"type\":\"string\"},\"journal_seq\":{\"type\":\"integer\"},"
 	"\"durable_seq\":{\"type\":\"integer\"}}}}";
