@@ -256,7 +256,8 @@ static const struct flags_opt flags_table[] = {
 	  "restarts of the local worker group before the job fails (default 0)" },
 	{ "monitor-interval", 0, DOUBLE(monitor_interval, 0.1, 3600),
 	  "seconds between reports of this node's resource usage (CPU, memory, CPU "
-	  "throttling, GPU memory) to the master (default 5, at least 1 in effect); deaths are seen at once "
+	  "throttling, GPU memory) to the master (default 5, at least 1 in effect); deaths are "
+	  "seen at once "
 	  "through pidfds, nothing polls for them" },
 	{ "start-method", 0, CHOICE(start_method, start_methods, "spawn|fork|forkserver"),
 	  "accepted: workers are always started as new processes" },

@@ -93,10 +93,11 @@ static void serve_one(struct listener *l, int c)
 		return;
 	set_timeouts(c, NP_IO_MS);
 	if (read_full(c, h, sizeof(h)) < 0 || memcmp(h, "RVNC", 4) != 0 || h[4] > 1)
-		return;
-	uint32_t mb = ((uint32_t)h[5] << 24) | ((uint32_t)h[6] << 16) | ((uint32_t)h[7] << 8) | h[8];
+		goto out;
+	uint32_t mb = ((uint32_t)h[5] << 24) | ((uint32_t)h[6] << 16) | ((uint32_t)h[7] << 8) |
+		      h[8];
 	if (mb < 1 || mb > 1024)
-		return;
+		goto out;
 	for (uint64_t left = (uint64_t)mb * NP_MIB; left > 0;) {
 		size_t n = left < NP_CHUNK ? (size_t)left : NP_CHUNK;
 		if (read_full(c, sink, n) < 0)
@@ -246,8 +247,15 @@ static int send_to(const char *addr, int round, int mb, int64_t until_ms)
 	if (fd < 0)
 		return fd;
 	set_timeouts(fd, NP_IO_MS);
-	unsigned char h[9] = { 'R', 'V', 'N', 'C', (unsigned char)round, (unsigned char)(mb >> 24),
-			       (unsigned char)(mb >> 16), (unsigned char)(mb >> 8), (unsigned char)mb };
+	unsigned char h[9] = { 'R',
+			       'V',
+			       'N',
+			       'C',
+			       (unsigned char)round,
+			       (unsigned char)(mb >> 24),
+			       (unsigned char)(mb >> 16),
+			       (unsigned char)(mb >> 8),
+			       (unsigned char)mb };
 	int rc = write_full(fd, h, sizeof(h));
 	for (int i = 0; rc == 0 && i < mb * (NP_MIB / NP_CHUNK); i++)
 		rc = write_full(fd, chunk, sizeof(chunk));
@@ -259,9 +267,9 @@ static int send_to(const char *addr, int round, int mb, int64_t until_ms)
 }
 
 /* One round: our sends (timed), then our peers' transfers to us. */
-static int one_round(struct rv_master_client *mc, const struct netprobe_opts *o,
-		     struct listener *l, int64_t check, int round, int64_t until,
-		     struct netprobe_result *out, struct rv_err *err)
+static int one_round(struct rv_master_client *mc, const struct netprobe_opts *o, struct listener *l,
+		     int64_t check, int round, int64_t until, struct netprobe_result *out,
+		     struct rv_err *err)
 {
 	struct rv_netcheck_group_reply g;
 	for (;;) {
@@ -290,8 +298,10 @@ static int one_round(struct rv_master_client *mc, const struct netprobe_opts *o,
 		if (rc < 0) {
 			ok = false;
 			snprintf(q, sizeof(q), "%s", strerror(-rc));
-			rv_log_warn("network check: cannot reach a peer", "round=%d peer=%s addr=%s "
-				    "reason=\"%s\"", round, g.peers[i].node, g.peers[i].addr, q);
+			rv_log_warn("network check: cannot reach a peer",
+				    "round=%d peer=%s addr=%s "
+				    "reason=\"%s\"",
+				    round, g.peers[i].node, g.peers[i].addr, q);
 		}
 	}
 	double secs = (double)(rv_mono_ms() - t0) / 1000.0;

@@ -19,20 +19,20 @@
 #include "master_client.h"
 
 struct netprobe_opts {
-	const char *node;  /* this node's name in the world */
-	int port;          /* this node's rendezvous port: peers connect here */
-	int64_t world;     /* the round of the world being checked */
-	int mb;            /* MiB sent to each peer per round (1..1024) */
-	int timeout_ms;    /* bound on the whole check */
+	const char *node; /* this node's name in the world */
+	int port;         /* this node's rendezvous port: peers connect here */
+	int64_t world;    /* the round of the world being checked */
+	int mb;           /* MiB sent to each peer per round (1..1024) */
+	int timeout_ms;   /* bound on the whole check */
 };
 
 struct netprobe_result {
-	int64_t check;                      /* the master's check id */
-	enum rv_netcheck_verdict verdict;   /* this node's */
-	bool ok[2];                         /* this node's rounds as reported */
+	int64_t check;                    /* the master's check id */
+	enum rv_netcheck_verdict verdict; /* this node's */
+	bool ok[2];                       /* this node's rounds as reported */
 	double time_s[2];
-	int nfaulty, nstragglers;           /* over the world */
-	char faulty[160], stragglers[160];  /* their names, comma-separated */
+	int nfaulty, nstragglers;          /* over the world */
+	char faulty[160], stragglers[160]; /* their names, comma-separated */
 };
 
 /* Run the check of world o->world with the master behind mc.  0 with *out

@@ -70,7 +70,7 @@ struct run {
 	struct rv_gpu_info gpu; /* this node's GPUs (count 0: none, why says so) */
 	char node[RV_NAME_MAX];
 	char local_addr[256];
-	int join_port; /* the port of our last join's addr */
+	int join_port;         /* the port of our last join's addr */
 	char master_addr[300]; /* host:port of the rover-master */
 	struct standalone sa;
 	bool have_sa;
@@ -223,8 +223,8 @@ static int static_world(struct run *r, const struct rv_rdzv_world_reply *w, stru
 				return rv_err_set(err, -EINVAL, "--node-rank",
 						  "--node-rank needs the same --nproc-per-node on "
 						  "every node (%s runs %d, this node %d)",
-						  w->members[i].node, w->members[i].local_world_size,
-						  r->nproc);
+						  w->members[i].node,
+						  w->members[i].local_world_size, r->nproc);
 		r->group_rank = f->node_rank;
 		r->rank_offset = f->node_rank * r->nproc;
 	}
@@ -374,8 +374,8 @@ static int net_check(struct run *r)
 	if (!out)
 		return 0;
 	char reason[200];
-	snprintf(reason, sizeof(reason), "network check %lld: this node is %s", (long long)res.check,
-		 res.verdict == RV_VERDICT_FAULTY ? "faulty" : "a straggler");
+	snprintf(reason, sizeof(reason), "network check %lld: this node is %s",
+		 (long long)res.check, res.verdict == RV_VERDICT_FAULTY ? "faulty" : "a straggler");
 	report_failure(r, reason, -1);
 	fprintf(stderr, "rover-run: %s: leaving the job (%s)\n", reason,
 		res.verdict == RV_VERDICT_FAULTY ? "it failed both check rounds"
@@ -991,8 +991,7 @@ static int auto_config(struct run *r, struct rv_err *err)
 			from = r->gpu.count > 0 ? "this node's GPUs" : "this node's CPUs";
 		}
 	}
-	rv_log_info("auto-config", "nnodes=%d nproc=%d nproc_from=\"%s\"", nnodes, r->nproc,
-		    from);
+	rv_log_info("auto-config", "nnodes=%d nproc=%d nproc_from=\"%s\"", nnodes, r->nproc, from);
 	return 0;
 }
 
@@ -1050,8 +1049,8 @@ static int setup(struct run *r, struct rv_err *err)
 	if (f->auto_config && (rc = auto_config(r, err)) < 0)
 		return rc;
 	if (r->gpu.count > 0 && r->nproc > r->gpu.count)
-		rv_log_warn("more workers than GPUs: local ranks share devices",
-			    "nproc=%d gpus=%d", r->nproc, r->gpu.count);
+		rv_log_warn("more workers than GPUs: local ranks share devices", "nproc=%d gpus=%d",
+			    r->nproc, r->gpu.count);
 	r->w = calloc((size_t)r->nproc, sizeof(*r->w));
 	if (!r->w)
 		return -ENOMEM;

@@ -2028,13 +2028,12 @@ static int node_usage_parse(const cJSON *r, struct rv_node_usage *m, struct rv_e
 	m->rank = -1;
 	if ((rc = get_int32(r, "rank", "", false, -1, 1 << 20, &m->rank, err)) < 0 ||
 	    (rc = rv_json_get_double(r, "cpu", "", true, 0, 1e6, &m->cpu, err)) < 0 ||
-	    (rc = rv_json_get_double(r, "cpu_limit", "", false, 0, 1e6, &m->cpu_limit, err)) <
+	    (rc = rv_json_get_double(r, "cpu_limit", "", false, 0, 1e6, &m->cpu_limit, err)) < 0 ||
+	    (rc = rv_json_get_int(r, "memory_mb", "", true, 0, INT64_MAX / 2, &m->memory_mb, err)) <
 		    0 ||
-	    (rc = rv_json_get_int(r, "memory_mb", "", true, 0, INT64_MAX / 2, &m->memory_mb,
-				  err)) < 0 ||
 	    (rc = rv_json_get_double(r, "throttled", "", false, 0, 1, &m->throttled, err)) < 0 ||
-	    (rc = rv_json_get_int(r, "nr_periods", "", false, 0, INT64_MAX, &m->nr_periods,
-				  err)) < 0 ||
+	    (rc = rv_json_get_int(r, "nr_periods", "", false, 0, INT64_MAX, &m->nr_periods, err)) <
+		    0 ||
 	    (rc = rv_json_get_int(r, "nr_throttled", "", false, 0, INT64_MAX, &m->nr_throttled,
 				  err)) < 0 ||
 	    (rc = rv_json_get_int(r, "throttled_us", "", false, 0, INT64_MAX, &m->throttled_us,
@@ -2059,7 +2058,8 @@ cJSON *rv_node_usage_to_json(const struct rv_node_usage *m)
 		  add_num(o, "nr_periods", (double)m->nr_periods) &&
 		  add_num(o, "nr_throttled", (double)m->nr_throttled) &&
 		  add_num(o, "throttled_us", (double)m->throttled_us) &&
-		  add_num(o, "gpus", m->gpus) && add_num(o, "gpu_memory_mb", (double)m->gpu_memory_mb) &&
+		  add_num(o, "gpus", m->gpus) &&
+		  add_num(o, "gpu_memory_mb", (double)m->gpu_memory_mb) &&
 		  add_num(o, "gpu_memory_total_mb", (double)m->gpu_memory_total_mb);
 	if (ok && m->ts_ms > 0)
 		ok = add_num(o, "ts", (double)m->ts_ms);

@@ -82,7 +82,8 @@ START_TEST(test_every_flag)
 	struct rv_err err;
 	int rc = PARSE(&f, &err, "--nnodes=2:4", "--nproc-per-node", "2", "--rdzv-backend",
 		       "dlrover-master", "--rdzv-endpoint", "h:1", "--rdzv-id", "job7",
-		       "--rdzv-conf", "join_timeout=30,last_call_timeout=1,master_timeout=7,netcheck_mb=64",
+		       "--rdzv-conf",
+		       "join_timeout=30,last_call_timeout=1,master_timeout=7,netcheck_mb=64",
 		       "--max-restarts", "3", "--monitor-interval", "0.1", "--start-method", "fork",
 		       "--role", "trainer", "--log-dir", "/tmp/l", "-r", "3", "-t", "0:1,1:2",
 		       "--node-rank", "1", "--master-addr", "h2", "--master-port", "1234",

@@ -48,8 +48,9 @@ static void stand_in_bin(const struct rv_test_run *r, char *bin, size_t size)
 	snprintf(src, sizeof(src), "%s", d && *d ? d : "build/bin");
 	snprintf(bin, size, "%s/bin", r->dir);
 	ck_assert_int_eq(mkdir(bin, 0755), 0);
-	snprintf(cmd, sizeof(cmd), "cp '%s/rover-run' '%s/' && ln -s \"$(cd '%s' && pwd)/rover-master\" '%s/'",
-		 src, bin, src, bin);
+	snprintf(cmd, sizeof(cmd),
+		 "cp '%s/rover-run' '%s/' && ln -s \"$(cd '%s' && pwd)/rover-master\" '%s/'", src,
+		 bin, src, bin);
 	ck_assert_int_eq(system(cmd), 0);
 	snprintf(dst, sizeof(dst), "%s/rover-gpuinfo", bin);
 	write_exec(dst, "#!/bin/sh\n"
@@ -86,8 +87,14 @@ START_TEST(test_gpus_through_stand_in_gpuinfo)
 	const char *old = getenv("ROVER_BIN_DIR");
 	char *keep = old ? strdup(old) : NULL;
 	setenv("ROVER_BIN_DIR", bin, 1);
-	const char *args[] = { "--standalone", "--nproc-per-node", "gpu", "--no-python", "/bin/sh",
-			       "-c", env_worker(&r, cmd, sizeof(cmd)), NULL };
+	const char *args[] = { "--standalone",
+			       "--nproc-per-node",
+			       "gpu",
+			       "--no-python",
+			       "/bin/sh",
+			       "-c",
+			       env_worker(&r, cmd, sizeof(cmd)),
+			       NULL };
 	ck_assert_int_eq(rv_test_run_start(&r, args, NULL), 0);
 	char *err = rv_test_run_expect_exit(&r, 0, 30000);
 	ck_assert_msg(strstr(err, "GPUs found") && strstr(err, "count=2"), "%s", err);
@@ -100,8 +107,8 @@ START_TEST(test_gpus_through_stand_in_gpuinfo)
 		ck_assert_msg(strstr(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING=1\n"), "%s", env);
 		free(env);
 	}
-	const char *cpu_args[] = { "--standalone", "--nproc-per-node", "gpu", "--accelerator",
-				   "cpu", "--no-python", "/bin/true", NULL };
+	const char *cpu_args[] = { "--standalone", "--nproc-per-node", "gpu",       "--accelerator",
+				   "cpu",          "--no-python",      "/bin/true", NULL };
 	ck_assert_int_eq(rv_test_run_start(&r, cpu_args, NULL), 0);
 	err = rv_test_run_expect_exit(&r, 2, 30000);
 	ck_assert_msg(strstr(err, "no GPU on this node (--accelerator cpu)"), "%s", err);
@@ -122,8 +129,14 @@ START_TEST(test_no_gpu_auto_is_cpus)
 	struct rv_test_run r;
 	ck_assert_int_eq(rv_test_run_init(&r), 0);
 	char cmd[600];
-	const char *args[] = { "--standalone", "--nproc-per-node", "auto", "--no-python", "/bin/sh",
-			       "-c", env_worker(&r, cmd, sizeof(cmd)), NULL };
+	const char *args[] = { "--standalone",
+			       "--nproc-per-node",
+			       "auto",
+			       "--no-python",
+			       "/bin/sh",
+			       "-c",
+			       env_worker(&r, cmd, sizeof(cmd)),
+			       NULL };
 	ck_assert_int_eq(rv_test_run_start(&r, args, NULL), 0);
 	char *err = rv_test_run_expect_exit(&r, 0, 30000);
 	ck_assert_msg(strstr(err, "no GPU: workers run on the CPU"), "%s", err);
@@ -249,8 +262,12 @@ START_TEST(test_static_node_rank_and_store)
 	ck_assert_msg(strstr(err, "--node-rank 1 is outside the world of 1 node(s)"), "%s", err);
 	free(err);
 	/* without the static flags the store is node 0's, on a port of its own */
-	const char *plain[] = { "--standalone", "--no-python", "/bin/sh", "-c",
-				"echo \"S=$MASTER_ADDR:$MASTER_PORT\"", NULL };
+	const char *plain[] = { "--standalone",
+				"--no-python",
+				"/bin/sh",
+				"-c",
+				"echo \"S=$MASTER_ADDR:$MASTER_PORT\"",
+				NULL };
 	ck_assert_int_eq(rv_test_run_start(&one, plain, NULL), 0);
 	free(rv_test_run_expect_exit(&one, 0, 30000));
 	char *out = rv_test_run_output(&one, 1);
@@ -266,8 +283,13 @@ START_TEST(test_auto_config)
 {
 	struct rv_test_run r;
 	ck_assert_int_eq(rv_test_run_init(&r), 0);
-	const char *args[] = { "--standalone", "--auto-config", "--no-python", "/bin/sh", "-c",
-			       "echo \"L=$LOCAL_WORLD_SIZE\"", NULL };
+	const char *args[] = { "--standalone",
+			       "--auto-config",
+			       "--no-python",
+			       "/bin/sh",
+			       "-c",
+			       "echo \"L=$LOCAL_WORLD_SIZE\"",
+			       NULL };
 	ck_assert_int_eq(rv_test_run_start(&r, args, NULL), 0);
 	char *err = rv_test_run_expect_exit(&r, 0, 30000);
 	ck_assert_msg(strstr(err, "msg=\"auto-config\" nnodes=1"), "%s", err);
@@ -277,8 +299,14 @@ START_TEST(test_auto_config)
 	char *out = rv_test_run_output(&r, 1);
 	ck_assert_msg(strstr(out, want), "%s", out);
 	free(out);
-	const char *given[] = { "--standalone", "--auto-config", "--nproc-per-node", "3",
-				"--no-python", "/bin/sh", "-c", "echo \"L=$LOCAL_WORLD_SIZE\"",
+	const char *given[] = { "--standalone",
+				"--auto-config",
+				"--nproc-per-node",
+				"3",
+				"--no-python",
+				"/bin/sh",
+				"-c",
+				"echo \"L=$LOCAL_WORLD_SIZE\"",
 				NULL };
 	ck_assert_int_eq(rv_test_run_start(&r, given, NULL), 0);
 	free(rv_test_run_expect_exit(&r, 0, 30000));
