@@ -123,6 +123,7 @@ int usage_tree(pid_t root, pid_t skip, struct usage_sample *out)
 static int read_small(const char *dir, const char *name, char *buf, size_t size)
 {
 	char path[1200];
+	buf[0] = 0;
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -149,9 +150,12 @@ static bool has_quota(const char *dir, bool v2, double *cores)
 {
 	char buf[128];
 	if (v2) {
-		long long quota, period;
+		int64_t quota, period;
+		char *save = NULL, *q, *per;
 		if (read_small(dir, "cpu.max", buf, sizeof(buf)) < 0 ||
-		    sscanf(buf, "%lld %lld", &quota, &period) != 2 || period <= 0)
+		    !(q = strtok_r(buf, " \n", &save)) || !(per = strtok_r(NULL, " \n", &save)) ||
+		    rv_parse_i64(q, 1, INT64_MAX, &quota) < 0 ||
+		    rv_parse_i64(per, 1, INT64_MAX, &period) < 0)
 			return false; /* "max 100000": none */
 		*cores = (double)quota / (double)period;
 		return quota > 0;
@@ -227,7 +231,7 @@ int usage_cgroup(const char *cg_root, const char *proc_cgroup, struct usage_samp
 			return -ENOENT;
 		*slash = 0;
 	}
-	char text[1024];
+	char text[1024] = "";
 	if (read_small(dir, "cpu.stat", text, sizeof(text)) < 0)
 		return -ENOENT;
 	out->has_quota = true;
