@@ -51,8 +51,11 @@
 #define RUN_STACK_WAIT_MS  2000
 #define RUN_STORE_WAIT_MS  500
 #define RUN_GPU_PROBE_MS   20000
-#define RUN_GPU_USAGE_MS   60000 /* GPU memory asked of rover-gpuinfo this rarely */
-#define RUN_GPU_USAGE_WAIT 3000  /* and given this long (the loop waits) */
+/* GPU memory in use is asked of rover-gpuinfo this rarely: the CUDA runtime
+ * makes a context on each device to answer (hundreds of MiB, for a moment,
+ * beside the training) */
+#define RUN_GPU_USAGE_MS   300000
+#define RUN_GPU_USAGE_WAIT 5000 /* and given this long (the loop waits) */
 
 enum run_tag { TAG_SIG = 1, TAG_TIMER, TAG_PIDFD, TAG_OUT, TAG_ERR };
 
