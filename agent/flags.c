@@ -254,7 +254,7 @@ static const struct flags_opt flags_table[] = {
 	  "one node: start a private rover-master on a free loopback port" },
 	{ "max-restarts", 0, INT(max_restarts, 0, 1000000, "N"),
 	  "restarts of the local worker group before the job fails (default 0)" },
-	{ "monitor-interval", 0, DOUBLE(monitor_interval, 0.1, 3600),
+	{ "monitor-interval", 0, DOUBLE(monitor_interval, 0, 3600),
 	  "seconds between reports of this node's resource usage (CPU, memory, CPU "
 	  "throttling, GPU memory) to the master (default 5, at least 1 in effect); deaths are "
 	  "seen at once "

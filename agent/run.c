@@ -688,7 +688,8 @@ static int on_timer(struct run *r, enum run_outcome *out)
 		}
 	}
 	warm_check(r);
-	report_usage(r, now);
+	if (r->hb_ok_ms == now) /* a master that did not answer is not asked twice */
+		report_usage(r, now);
 	if (r->f->hang_timeout_s <= 0)
 		return 0;
 	int64_t newest = 0;

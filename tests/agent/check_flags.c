@@ -178,7 +178,7 @@ static const struct {
 	    "master_timeout=0", "master_timeout=86401", "netcheck_mb=0", "netcheck_mb=1025",
 	    "netcheck_mb=x" } },
 	{ "--max-restarts", "--max-restarts", { "-1", "many", "1000001" } },
-	{ "--monitor-interval", "--monitor-interval", { "-0.5", "fast", "3601", "0", "0.05" } },
+	{ "--monitor-interval", "--monitor-interval", { "-0.5", "fast", "3601" } },
 	{ "--start-method", "--start-method", { "thread", "" } },
 	{ "--role", "--role", { "" } },
 	{ "--log-dir", "--log-dir", { "" } },
