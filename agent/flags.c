@@ -83,6 +83,7 @@ static int p_nnodes(struct flags *f, const char *v, struct rv_err *err, const ch
 static int p_nproc(struct flags *f, const char *v, struct rv_err *err, const char *name)
 {
 	int64_t n;
+	f->nproc_given = true;
 	if (!strcmp(v, "auto"))
 		f->nproc_kind = FLAGS_NPROC_AUTO;
 	else if (!strcmp(v, "cpu"))
@@ -151,6 +152,12 @@ static int p_rdzv_conf(struct flags *f, const char *v, struct rv_err *err, const
 		if (rv_parse_i64(t, 1, 86400, &s) < 0)
 			return bad(err, name, "master_timeout must be seconds from 1 to 86400", v);
 		f->rdzv_master_timeout_s = (int)s;
+	}
+	if (flags_rdzv_conf_get(f, "netcheck_mb", t, sizeof(t))) {
+		int64_t mb;
+		if (rv_parse_i64(t, 1, 1024, &mb) < 0)
+			return bad(err, name, "netcheck_mb must be MiB from 1 to 1024", v);
+		f->netcheck_mb = (int)mb;
 	}
 	return 0;
 }
@@ -241,13 +248,17 @@ static const struct flags_opt flags_table[] = {
 	{ "rdzv-conf", 0, FN(p_rdzv_conf, "K=V,..."),
 	  "rendezvous settings; join_timeout=SECONDS bounds the wait for a world (default 600); "
 	  "master_timeout=SECONDS: heartbeats unanswered this long mean the master has declared "
-	  "this node dead (a network cut): stop the workers and rendezvous again (default 30)" },
+	  "this node dead (a network cut): stop the workers and rendezvous again (default 30); "
+	  "netcheck_mb=MIB: what --network-check sends each peer per round (default 4)" },
 	{ "standalone", 0, SWITCH(standalone),
 	  "one node: start a private rover-master on a free loopback port" },
 	{ "max-restarts", 0, INT(max_restarts, 0, 1000000, "N"),
 	  "restarts of the local worker group before the job fails (default 0)" },
 	{ "monitor-interval", 0, DOUBLE(monitor_interval, 0, 3600),
-	  "accepted: deaths are seen at once through pidfds, nothing polls" },
+	  "seconds between reports of this node's resource usage (CPU, memory, CPU "
+	  "throttling, GPU memory) to the master (default 5, at least 1 in effect); deaths are "
+	  "seen at once "
+	  "through pidfds, nothing polls for them" },
 	{ "start-method", 0, CHOICE(start_method, start_methods, "spawn|fork|forkserver"),
 	  "accepted: workers are always started as new processes" },
 	{ "role", 0, STR(role, "NAME"), "the workers' ROLE_NAME (default \"default\")" },
@@ -269,27 +280,39 @@ static const struct flags_opt flags_table[] = {
 	  "streams that go to the console and the log files (masks as --redirects); every "
 	  "console line carries a [rankN]: prefix" },
 	{ "node-rank", 0, INT(node_rank, 0, 1023, "N"),
-	  "accepted: the master gives each node its rank (ROVER_NODE_RANK when it started us)" },
+	  "torchrun's static rendezvous: this node's GROUP_RANK, fixed (RANK = N x "
+	  "nproc-per-node + LOCAL_RANK; every node the same nproc-per-node); the workers' "
+	  "store is then at --master-addr:--master-port (default 127.0.0.1:29500). Without "
+	  "it the master ranks the nodes in join order" },
 	{ "master-addr", 0, STR(master_addr, "HOST"),
-	  "accepted for torchrun's static rendezvous: workers get the address of the world's "
-	  "node 0" },
+	  "the workers' MASTER_ADDR, as torchrun's static rendezvous (the node of group rank "
+	  "0 must have it); default: node 0's address from the rendezvous" },
 	{ "master-port", 0, INT(master_port, 1, 65535, "PORT"),
-	  "accepted: node 0 picks a free port for every round" },
+	  "the workers' MASTER_PORT, fixed for every round (default: a free port node 0 "
+	  "picks for each round; 29500 with --node-rank or --master-addr)" },
 	{ "local-addr", 0, STR(local_addr, "HOST"),
 	  "this node's address as the other nodes reach it (default: 127.0.0.1 with a "
 	  "loopback master, else the host name)" },
 	{ "network-check", 0, SWITCH(network_check),
-	  "DLRover's: check the nodes' network before training (accepted)" },
+	  "DLRover's: before training, every node of the world checks its links with its "
+	  "peers through the master (/v1/netcheck); a node found faulty reports itself and "
+	  "leaves the job (exit 1)" },
 	{ "node-unit", 0, INT(node_unit, 1, 1024, "N"),
 	  "DLRover's: the world's node count is a multiple of N (default 1)" },
 	{ "auto-config", 0, SWITCH(auto_config),
-	  "DLRover's: take nnodes and nproc-per-node from the environment (accepted)" },
+	  "DLRover's: nproc-per-node from the host (the master's job spec's GPUs per node, "
+	  "else this node's GPUs, else its CPUs) unless given, and the node count from the "
+	  "master's job spec" },
 	{ "exclude-straggler", 0, SWITCH(exclude_straggler),
-	  "DLRover's: leave out a node the network check finds slow (accepted)" },
+	  "DLRover's, with --network-check: a node the check finds much slower than the "
+	  "others (netcheck.straggler_ratio x the median) leaves the job as a faulty one "
+	  "does" },
 	{ "save-at-breakpoint", 0, SWITCH(save_at_breakpoint),
-	  "DLRover's: save the in-memory checkpoint when workers fail (accepted)" },
+	  "DLRover's: the workers get ROVER_SAVE_AT_BREAKPOINT=1: the trainer library saves "
+	  "its in-memory checkpoint when workers fail" },
 	{ "accelerator", 0, CHOICE(accelerator, accelerators, "nvidia.com/gpu|ascend-npu|cpu"),
-	  "DLRover's: the kind of device (default nvidia.com/gpu)" },
+	  "DLRover's: the kind of device; nvidia.com/gpu (default) asks the CUDA runtime, "
+	  "in a child (rover-gpuinfo), for this node's GPUs; anything else counts none" },
 	{ "hang-timeout", 0, FN(p_hang, "SECONDS"),
 	  "no output from any worker this long is a hang: each rank's Python stack is logged "
 	  "and the group restarts (default 300, 0 off)" },
@@ -306,12 +329,11 @@ void flags_init(struct flags *f)
 	snprintf(f->rdzv_id, sizeof(f->rdzv_id), "none");
 	f->rdzv_join_timeout_s = 600;
 	f->rdzv_master_timeout_s = 30;
+	f->netcheck_mb = 4;
 	f->monitor_interval = 5;
 	snprintf(f->start_method, sizeof(f->start_method), "spawn");
 	snprintf(f->role, sizeof(f->role), "default");
 	f->node_rank = -1;
-	snprintf(f->master_addr, sizeof(f->master_addr), "127.0.0.1");
-	f->master_port = 29500;
 	f->node_unit = 1;
 	snprintf(f->accelerator, sizeof(f->accelerator), "nvidia.com/gpu");
 	f->hang_timeout_s = 300;
@@ -450,6 +472,9 @@ int flags_parse(struct flags *f, int argc, char *const *argv, struct rv_err *err
 	if (f->standalone && f->nnodes_max > 1)
 		return rv_err_set(err, -EINVAL, "--standalone",
 				  "--standalone is one node: --nnodes must be 1");
+	if (f->exclude_straggler && !f->network_check)
+		return rv_err_set(err, -EINVAL, "--exclude-straggler",
+				  "--exclude-straggler needs --network-check, which finds them");
 	if (f->module && f->no_python)
 		return rv_err_set(err, -EINVAL, "--no-python",
 				  "-m and --no-python cannot go together");

@@ -43,15 +43,17 @@ struct flags {
 	int nnodes_min, nnodes_max;  /* --nnodes N or MIN:MAX; default 1:1 */
 	enum flags_nproc nproc_kind; /* --nproc-per-node */
 	int nproc;                   /* when FLAGS_NPROC_N; default 1 */
+	bool nproc_given;            /* --nproc-per-node was on the command line */
 	char rdzv_backend[32];       /* default "static" */
 	char rdzv_endpoint[256];     /* host:port of a rover-master; "" none */
 	char rdzv_id[128];           /* default "none" */
 	char rdzv_conf[512];         /* k=v,k=v as given */
 	int rdzv_join_timeout_s;     /* join_timeout of --rdzv-conf; default 600 */
 	int rdzv_master_timeout_s;   /* master_timeout of --rdzv-conf; default 30 */
+	int netcheck_mb;             /* netcheck_mb of --rdzv-conf; default 4 */
 	bool standalone;
 	int max_restarts;        /* default 0 */
-	double monitor_interval; /* accepted: supervision does not poll */
+	double monitor_interval; /* seconds between usage reports; default 5 */
 	char start_method[16];   /* spawn, fork or forkserver (accepted) */
 	char role[64];           /* default "default" */
 	bool module;             /* -m: the script is a module (python -m) */
@@ -60,9 +62,9 @@ struct flags {
 	bool run_path;           /* accepted: the script runs as with python */
 	char log_dir[512];       /* "" none */
 	struct flags_std redirects, tee;
-	int node_rank;         /* -1 unless given */
-	char master_addr[256]; /* default 127.0.0.1 */
-	int master_port;       /* default 29500 */
+	int node_rank;         /* -1 unless given: a fixed GROUP_RANK (static) */
+	char master_addr[256]; /* "" unless given: the workers' store host */
+	int master_port;       /* 0 unless given: the workers' store port */
 	char local_addr[256];  /* "" none: this node's address as others see it */
 	/* DLRover's */
 	bool network_check, auto_config, exclude_straggler, save_at_breakpoint;

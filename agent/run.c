@@ -19,7 +19,7 @@
  * SIGKILL so nothing it started outlives it.
  */
 #include <arpa/inet.h>
-#include <dirent.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -33,11 +33,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "gpu.h"
 #include "log.h"
 #include "master_client.h"
+#include "netprobe.h"
 #include "parse.h"
 #include "run.h"
 #include "standalone.h"
+#include "usage.h"
 #include "warm.h"
 #include "worker.h"
 
@@ -47,6 +50,12 @@
 #define RUN_PEER_REPORT_MS 300
 #define RUN_STACK_WAIT_MS  2000
 #define RUN_STORE_WAIT_MS  500
+#define RUN_GPU_PROBE_MS   20000
+/* GPU memory in use is asked of rover-gpuinfo this rarely: the CUDA runtime
+ * makes a context on each device to answer (hundreds of MiB, for a moment,
+ * beside the training) */
+#define RUN_GPU_USAGE_MS   300000
+#define RUN_GPU_USAGE_WAIT 5000 /* and given this long (the loop waits) */
 
 enum run_tag { TAG_SIG = 1, TAG_TIMER, TAG_PIDFD, TAG_OUT, TAG_ERR };
 
@@ -61,8 +70,10 @@ enum run_outcome {
 struct run {
 	const struct flags *f;
 	int nproc;
+	struct rv_gpu_info gpu; /* this node's GPUs (count 0: none, why says so) */
 	char node[RV_NAME_MAX];
 	char local_addr[256];
+	int join_port;         /* the port of our last join's addr */
 	char master_addr[300]; /* host:port of the rover-master */
 	struct standalone sa;
 	bool have_sa;
@@ -89,53 +100,61 @@ struct run {
 	char last_tb[WORKER_TAIL]; /* the previous failure's traceback, "" none */
 	char hung[128];            /* the ranks of a hang: "0,1" */
 	int stop_sig;
+	/* usage reports (--monitor-interval): the previous sample, for rates */
+	struct usage_sample u_prev;
+	int64_t u_prev_ms, u_next_ms, gpu_next_ms;
+	int64_t gpu_used_mb, gpu_total_mb;
 };
 
 /* ---- small helpers ---- */
 
-static int count_gpus(void)
+/* This node's GPUs, asked of the CUDA runtime in a child (common/gpu.h:
+ * rover-gpuinfo; the supervisor never loads CUDA, so it stays fork-safe).
+ * --accelerator cpu asks nothing.  A probe that fails counts as no GPU,
+ * with its reason. */
+static void probe_gpus(struct run *r)
 {
-	const char *vis = getenv("CUDA_VISIBLE_DEVICES");
-	if (vis) {
-		int n = 0;
-		for (const char *p = vis; *p;) {
-			size_t k = strcspn(p, ",");
-			if (k > 0 && strncmp(p, "-1", 2) != 0)
-				n++;
-			p += k + (p[k] == ',');
-		}
-		return n;
+	struct rv_err e = { 0 };
+	char q[200];
+	memset(&r->gpu, 0, sizeof(r->gpu));
+	if (strcmp(r->f->accelerator, "nvidia.com/gpu") != 0) {
+		snprintf(r->gpu.why, sizeof(r->gpu.why), "--accelerator %s", r->f->accelerator);
+		return;
 	}
-	/* never the CUDA runtime here: the supervisor stays fork-safe */
-	int n = 0;
-	DIR *d = opendir("/dev");
-	if (!d)
-		return 0;
-	struct dirent *e;
-	while ((e = readdir(d)))
-		if (!strncmp(e->d_name, "nvidia", 6) && e->d_name[6] >= '0' && e->d_name[6] <= '9')
-			n++;
-	closedir(d);
-	return n;
+	if (rv_gpu_probe(&r->gpu, RUN_GPU_PROBE_MS, &e) < 0) {
+		memset(&r->gpu, 0, sizeof(r->gpu));
+		snprintf(r->gpu.why, sizeof(r->gpu.why), "%.159s", e.msg);
+		rv_log_warn("could not ask for GPUs: counting none", "reason=%s",
+			    rv_log_q(q, sizeof(q), e.msg));
+		return;
+	}
+	if (r->gpu.count > 0)
+		rv_log_info("GPUs found", "count=%d gpu0=%s total_mb=%lld", r->gpu.count,
+			    rv_log_q(q, sizeof(q), r->gpu.dev[0].name),
+			    (long long)r->gpu.dev[0].total_mb);
+	else
+		rv_log_info("no GPU: workers run on the CPU", "why=%s",
+			    rv_log_q(q, sizeof(q), r->gpu.why));
 }
 
-static int resolve_nproc(const struct flags *f)
+/* Workers on this node; -ENODEV for gpu without a GPU. */
+static int resolve_nproc(struct run *r)
 {
+	const struct flags *f = r->f;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	int gpus;
 	if (cpus < 1)
 		cpus = 1;
+	if (cpus > FLAGS_MAX_NPROC)
+		cpus = FLAGS_MAX_NPROC;
 	switch (f->nproc_kind) {
 	case FLAGS_NPROC_N:
 		return f->nproc;
 	case FLAGS_NPROC_CPU:
-		return (int)(cpus > FLAGS_MAX_NPROC ? FLAGS_MAX_NPROC : cpus);
+		return (int)cpus;
 	case FLAGS_NPROC_GPU:
-		gpus = count_gpus();
-		return gpus > 0 ? gpus : -ENODEV;
-	case FLAGS_NPROC_AUTO:
-		gpus = count_gpus();
-		return gpus > 0 ? gpus : (int)(cpus > FLAGS_MAX_NPROC ? FLAGS_MAX_NPROC : cpus);
+		return r->gpu.count > 0 ? r->gpu.count : -ENODEV;
+	case FLAGS_NPROC_AUTO: /* torchrun's: one per GPU, else one per CPU */
+		return r->gpu.count > 0 ? r->gpu.count : (int)cpus;
 	}
 	return -EINVAL;
 }
@@ -180,10 +199,48 @@ static int join(struct run *r, struct rv_err *err)
 	int port = free_port();
 	if (port < 0)
 		return rv_err_set(err, port, "", "could not find a free port: %s", strerror(-port));
+	r->join_port = port;
 	struct rv_rdzv_join j = { .local_world_size = r->nproc };
 	snprintf(j.node, sizeof(j.node), "%s", r->node);
 	snprintf(j.addr, sizeof(j.addr), "%.*s:%d", (int)sizeof(j.addr) - 13, r->local_addr, port);
 	return rv_master_join(r->mc, &j, &r->round, err);
+}
+
+/* torchrun's static rendezvous over the master's world: --node-rank fixes
+ * this node's group rank (every node runs as many workers, so the ranks
+ * are node_rank x nproc + local rank), and --master-addr/--master-port
+ * (torchrun's defaults 127.0.0.1:29500 with --node-rank) say where rank 0's
+ * store listens instead of node 0's join address.  -EINVAL: the world does
+ * not fit the fixed rank. */
+static int static_world(struct run *r, const struct rv_rdzv_world_reply *w, struct rv_err *err)
+{
+	const struct flags *f = r->f;
+	bool fixed = f->node_rank >= 0;
+	if (fixed) {
+		if (f->node_rank >= w->nnodes)
+			return rv_err_set(err, -EINVAL, "--node-rank",
+					  "--node-rank %d is outside the world of %d node(s)",
+					  f->node_rank, w->nnodes);
+		for (int i = 0; i < w->nmembers; i++)
+			if (w->members[i].local_world_size != r->nproc)
+				return rv_err_set(err, -EINVAL, "--node-rank",
+						  "--node-rank needs the same --nproc-per-node on "
+						  "every node (%s runs %d, this node %d)",
+						  w->members[i].node,
+						  w->members[i].local_world_size, r->nproc);
+		r->group_rank = f->node_rank;
+		r->rank_offset = f->node_rank * r->nproc;
+	}
+	if (f->master_addr[0])
+		snprintf(r->w_master_addr, sizeof(r->w_master_addr), "%.*s",
+			 (int)sizeof(r->w_master_addr) - 1, f->master_addr);
+	else if (fixed)
+		snprintf(r->w_master_addr, sizeof(r->w_master_addr), "127.0.0.1");
+	if (f->master_port)
+		r->w_master_port = f->master_port;
+	else if (fixed || f->master_addr[0])
+		r->w_master_port = 29500;
+	return 0;
 }
 
 /* Take the world of a complete round: our rank, node 0's address. */
@@ -212,7 +269,7 @@ static int take_world(struct run *r, const struct rv_rdzv_world_reply *w, struct
 	r->rank_offset = me->rank_offset;
 	r->group_world_size = w->nnodes;
 	r->world_size = w->world_size;
-	return 0;
+	return static_world(r, w, err);
 }
 
 /* Join and wait for a world with this node in it.  0, -EINTR on a signal
@@ -279,6 +336,54 @@ static int rendezvous(struct run *r, struct rv_err *err)
 			  "no world formed within %d s (--rdzv-conf "
 			  "join_timeout)",
 			  r->f->rdzv_join_timeout_s);
+}
+
+#define RUN_NETCHECK_MS 180000
+
+static void report_failure(struct run *r, const char *reason, int code);
+
+/* --network-check: check this world's links before training (netprobe.h).
+ * 0: go on (passed, or no check to run: logged); 1: the world moved on,
+ * rendezvous again; -EHOSTUNREACH: this node failed it (or is a straggler
+ * with --exclude-straggler): reported to the master, the job goes on
+ * without it. */
+static int net_check(struct run *r)
+{
+	if (!r->f->network_check || r->group_world_size < 2)
+		return 0;
+	struct netprobe_opts o = { .node = r->node,
+				   .port = r->join_port,
+				   .world = r->round,
+				   .mb = r->f->netcheck_mb,
+				   .timeout_ms = RUN_NETCHECK_MS };
+	struct netprobe_result res;
+	struct rv_err err = { 0 };
+	char q[300];
+	int rc = netprobe_run(r->mc, &o, &res, &err);
+	if (rc == 1)
+		return 1;
+	if (rc < 0) {
+		rv_log_warn("network check not run: training anyway", "reason=%s",
+			    rv_log_q(q, sizeof(q), err.msg));
+		return 0;
+	}
+	bool out = res.verdict == RV_VERDICT_FAULTY ||
+		   (r->f->exclude_straggler && res.verdict == RV_VERDICT_STRAGGLER);
+	rv_log_info("network check done",
+		    "check=%lld verdict=%s faulty=\"%s\" stragglers=\"%s\" time0_s=%.3f "
+		    "time1_s=%.3f",
+		    (long long)res.check, rv_netcheck_verdict_name(res.verdict), res.faulty,
+		    res.stragglers, res.time_s[0], res.time_s[1]);
+	if (!out)
+		return 0;
+	char reason[200];
+	snprintf(reason, sizeof(reason), "network check %lld: this node is %s",
+		 (long long)res.check, res.verdict == RV_VERDICT_FAULTY ? "faulty" : "a straggler");
+	report_failure(r, reason, -1);
+	fprintf(stderr, "rover-run: %s: leaving the job (%s)\n", reason,
+		res.verdict == RV_VERDICT_FAULTY ? "it failed both check rounds"
+						 : "--exclude-straggler");
+	return -EHOSTUNREACH;
 }
 
 /* ---- the group ---- */
@@ -357,6 +462,7 @@ static int group_start(struct run *r, struct rv_err *err)
 		.python = r->python,
 		.attempt_dir = r->f->log_dir[0] ? attempt_dir : NULL,
 		.warm = r->warm.started ? &r->warm : NULL,
+		.gpus = r->gpu.count,
 	};
 	r->attempt++;
 	rv_log_info("starting workers",
@@ -483,6 +589,73 @@ static void warm_check(struct run *r)
 			    rv_log_q(q, sizeof(q), e.msg));
 }
 
+/* Sample this node's usage and tell the master (POST /v1/usage), every
+ * --monitor-interval (at least each timer tick): CPU cores and RSS of our
+ * process tree (the private master left out), our cgroup's CPU throttling
+ * when it has a quota, GPU memory now and then.  A failed report is logged
+ * at debug: the heartbeat says when the master is gone. */
+static void report_usage(struct run *r, int64_t now)
+{
+	if (now < r->u_next_ms)
+		return;
+	r->u_next_ms = now + (int64_t)(r->f->monitor_interval * 1000) - RUN_HEARTBEAT_MS / 2;
+	struct usage_sample s = { 0 };
+	pid_t skip = r->have_sa ? r->sa.proc.pid : 0;
+	if (usage_tree(getpid(), skip, &s) < 0)
+		return;
+	char cg[2048];
+	int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
+	ssize_t k = fd >= 0 ? read(fd, cg, sizeof(cg) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	cg[k > 0 ? k : 0] = 0;
+	usage_cgroup("/sys/fs/cgroup", cg, &s);
+	if (r->gpu.count > 0 && now >= r->gpu_next_ms) {
+		struct rv_gpu_info g;
+		r->gpu_next_ms = now + RUN_GPU_USAGE_MS;
+		if (rv_gpu_probe(&g, RUN_GPU_USAGE_WAIT, NULL) == 0) {
+			r->gpu_used_mb = r->gpu_total_mb = 0;
+			for (int i = 0; i < g.count; i++) {
+				r->gpu_total_mb += g.dev[i].total_mb;
+				r->gpu_used_mb += g.dev[i].total_mb - g.dev[i].free_mb;
+			}
+		}
+	}
+	struct rv_node_usage u = {
+		.rank = r->group_rank,
+		.memory_mb = s.rss_bytes / (1024 * 1024),
+		.cpu_limit = s.has_quota ? s.quota_cores : 0,
+		.nr_periods = s.has_quota && s.nr_periods > 0 ? s.nr_periods : 0,
+		.nr_throttled = s.has_quota && s.nr_throttled > 0 ? s.nr_throttled : 0,
+		.throttled_us = s.has_quota && s.throttled_us > 0 ? s.throttled_us : 0,
+		.gpus = r->gpu.count,
+		.gpu_memory_mb = r->gpu_used_mb,
+		.gpu_memory_total_mb = r->gpu_total_mb,
+		.ts_ms = rv_now_ms(),
+	};
+	snprintf(u.node, sizeof(u.node), "%s", r->node);
+	bool first = r->u_prev_ms == 0;
+	if (!first && now > r->u_prev_ms && s.cpu_seconds >= r->u_prev.cpu_seconds)
+		u.cpu = (s.cpu_seconds - r->u_prev.cpu_seconds) * 1000.0 /
+			(double)(now - r->u_prev_ms);
+	if (!first && s.has_quota && s.nr_periods > r->u_prev.nr_periods &&
+	    s.nr_throttled >= r->u_prev.nr_throttled)
+		u.throttled = (double)(s.nr_throttled - r->u_prev.nr_throttled) /
+			      (double)(s.nr_periods - r->u_prev.nr_periods);
+	r->u_prev = s;
+	r->u_prev_ms = now;
+	if (first)
+		return; /* no rate yet */
+	struct rv_err err = { 0 };
+	if (rv_master_usage(r->hb, &u, &err) < 0)
+		rv_log_debug("could not report usage", "reason=\"%s\"", err.msg);
+	else
+		rv_log_debug("usage reported",
+			     "cpu=%.2f memory_mb=%lld procs=%d throttled=%.2f gpu_memory_mb=%lld",
+			     u.cpu, (long long)u.memory_mb, s.nprocs, u.throttled,
+			     (long long)u.gpu_memory_mb);
+}
+
 static int on_timer(struct run *r, enum run_outcome *out)
 {
 	uint64_t ticks;
@@ -515,6 +688,8 @@ static int on_timer(struct run *r, enum run_outcome *out)
 		}
 	}
 	warm_check(r);
+	if (r->hb_ok_ms == now) /* a master that did not answer is not asked twice */
+		report_usage(r, now);
 	if (r->f->hang_timeout_s <= 0)
 		return 0;
 	int64_t newest = 0;
@@ -788,19 +963,51 @@ static void warm_setup(struct run *r)
 			    (int)r->warm.proc.pid, r->python, r->nproc);
 }
 
+/* --auto-config (DLRover's): the workers per node from the master's job
+ * spec (its GPUs per worker node) and this host (its GPUs, else its CPUs),
+ * unless --nproc-per-node was given; the node count is the spec's. */
+static int auto_config(struct run *r, struct rv_err *err)
+{
+	struct rv_job_status *js = calloc(1, sizeof(*js));
+	if (!js)
+		return -ENOMEM;
+	int rc = rv_master_job(r->mc, js, err);
+	if (rc < 0) {
+		free(js);
+		return rc;
+	}
+	const struct rv_role_target *t = js->has_desired ? &js->desired[RV_ROLE_WORKER] : NULL;
+	int nnodes = t && t->present ? t->count : js->nnodes;
+	int spec_gpu = t && t->present ? t->gpu : 0;
+	free(js);
+	const char *from = "--nproc-per-node";
+	if (!r->f->nproc_given) {
+		if (spec_gpu > 0) {
+			r->nproc = spec_gpu;
+			from = "the job spec's GPUs per node";
+		} else {
+			struct flags auto_f = *r->f;
+			auto_f.nproc_kind = FLAGS_NPROC_AUTO;
+			const struct flags *keep = r->f;
+			r->f = &auto_f;
+			r->nproc = resolve_nproc(r);
+			r->f = keep;
+			from = r->gpu.count > 0 ? "this node's GPUs" : "this node's CPUs";
+		}
+	}
+	rv_log_info("auto-config", "nnodes=%d nproc=%d nproc_from=\"%s\"", nnodes, r->nproc, from);
+	return 0;
+}
+
 static int setup(struct run *r, struct rv_err *err)
 {
 	const struct flags *f = r->f;
 	worker_trainer_env();
-	r->nproc = resolve_nproc(f);
+	probe_gpus(r);
+	r->nproc = resolve_nproc(r);
 	if (r->nproc < 0)
 		return rv_err_set(err, -EINVAL, "--nproc-per-node",
-				  "--nproc-per-node gpu: no GPU on this node");
-	r->w = calloc((size_t)r->nproc, sizeof(*r->w));
-	if (!r->w)
-		return -ENOMEM;
-	for (int i = 0; i < r->nproc; i++)
-		r->w[i].proc.pidfd = r->w[i].out[0].fd = r->w[i].out[1].fd = -1;
+				  "--nproc-per-node gpu: no GPU on this node (%s)", r->gpu.why);
 	const char *py = getenv("PYTHON_EXEC");
 	r->python = py && py[0] ? py : "python3";
 
@@ -843,6 +1050,16 @@ static int setup(struct run *r, struct rv_err *err)
 	r->hb = rv_master_client_new(&ho, err);
 	if (!r->hb)
 		return err->code ? err->code : -ENOMEM;
+	if (f->auto_config && (rc = auto_config(r, err)) < 0)
+		return rc;
+	if (r->gpu.count > 0 && r->nproc > r->gpu.count)
+		rv_log_warn("more workers than GPUs: local ranks share devices", "nproc=%d gpus=%d",
+			    r->nproc, r->gpu.count);
+	r->w = calloc((size_t)r->nproc, sizeof(*r->w));
+	if (!r->w)
+		return -ENOMEM;
+	for (int i = 0; i < r->nproc; i++)
+		r->w[i].proc.pidfd = r->w[i].out[0].fd = r->w[i].out[1].fd = -1;
 
 	sigset_t sigs;
 	sigemptyset(&sigs);
@@ -915,6 +1132,13 @@ int run_job(const struct flags *f)
 			break;
 		if (rc < 0) {
 			fprintf(stderr, "rover-run: %s\n", err.msg);
+			code = rc == -EINVAL ? RUN_EXIT_USAGE : RUN_EXIT_FAILED;
+			break;
+		}
+		rc = net_check(r);
+		if (rc == 1)
+			continue;
+		if (rc < 0) {
 			code = RUN_EXIT_FAILED;
 			break;
 		}

@@ -76,6 +76,20 @@ int worker_env(const struct worker_group *g, int lr, const char **env, int max, 
 	 * stack on its stderr (run.c capture_stacks) */
 	if (!g->flags->no_python && g->flags->hang_timeout_s > 0 && !getenv("PYTHONFAULTHANDLER"))
 		PUT("PYTHONFAULTHANDLER=1");
+	/* GPUs: the device is LOCAL_RANK's (torchrun's contract, the script
+	 * calls torch.cuda.set_device(LOCAL_RANK)); a collective that failed
+	 * ends the process instead of hanging it, as torchrun's agent sets */
+	if (g->gpus > 0) {
+		if (!getenv("TORCH_NCCL_ASYNC_ERROR_HANDLING"))
+			PUT("TORCH_NCCL_ASYNC_ERROR_HANDLING=1");
+		if (!getenv("NCCL_ASYNC_ERROR_HANDLING"))
+			PUT("NCCL_ASYNC_ERROR_HANDLING=1");
+		PUT("ROVER_DEVICE=cuda:%d", lr % g->gpus);
+	} else {
+		PUT("ROVER_DEVICE=cpu");
+	}
+	if (g->flags->save_at_breakpoint)
+		PUT("ROVER_SAVE_AT_BREAKPOINT=1");
 	PUT("ROVER_MASTER_ADDR=%s", g->rover_master);
 	PUT("ROVER_NODE_NAME=%s", g->node_name);
 	PUT("ROVER_NODE_RANK=%d", g->group_rank);

@@ -42,6 +42,10 @@ struct worker_group {
 	const char *attempt_dir;  /* DIR/attempt_N for the log files, or NULL */
 	/* The warm interpreter to fork Python workers from, or NULL: cold. */
 	struct warm *warm;
+	/* GPUs on this node (0: none): local rank lr uses cuda:LOCAL_RANK as
+	 * under torchrun (CUDA_VISIBLE_DEVICES is left as it is); with GPUs the
+	 * workers get NCCL's error handling on unless set */
+	int gpus;
 };
 
 struct worker_stream {
@@ -81,7 +85,10 @@ struct worker {
 int worker_launch(struct worker *w, const struct worker_group *g, int lr, struct rv_err *err);
 
 /* The torchrun variables of local rank lr (and PYTHONFAULTHANDLER=1 for
- * Python workers while the hang check is on, unless set) as "K=V" strings into env
+ * Python workers while the hang check is on, unless set; with GPUs
+ * TORCH_NCCL_ASYNC_ERROR_HANDLING=1 and NCCL_ASYNC_ERROR_HANDLING=1 unless
+ * set, ROVER_DEVICE=cuda:N; ROVER_SAVE_AT_BREAKPOINT=1 with
+ * --save-at-breakpoint) as "K=V" strings into env
  * (NULL-terminated, at most max - 1 entries) with their text in store
  * (size bytes).  Returns the count, or -ENOSPC. */
 int worker_env(const struct worker_group *g, int lr, const char **env, int max, char *store,

@@ -10,34 +10,55 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "parse.h"
 #include "proc.h"
 
-static int parse_line(const char *line, struct rv_gpu_info *out, int *declared)
+/* The next space-separated word of *line as an integer in min..max; *line
+ * moves past it. */
+static int next_int(char **line, int64_t min, int64_t max, int64_t *out)
 {
-	struct rv_gpu_dev d = { 0 };
-	long long total, free_mb;
-	int name_at = 0;
+	char *save = NULL;
+	char *w = strtok_r(*line, " ", &save);
+	if (!w)
+		return -EPROTO;
+	*line = save;
+	return rv_parse_i64(w, min, max, out) < 0 ? -EPROTO : 0;
+}
 
-	if (sscanf(line, "count %d", declared) == 1)
-		return *declared >= 0 ? 0 : -EPROTO;
+static int parse_line(char *line, struct rv_gpu_info *out, int *declared)
+{
+	int64_t v[5];
+
+	if (strncmp(line, "count ", 6) == 0) {
+		char *at = line + 6;
+		if (next_int(&at, 0, INT32_MAX, &v[0]) < 0 || (at && *at))
+			return -EPROTO;
+		*declared = (int)v[0];
+		return 0;
+	}
 	if (strncmp(line, "why ", 4) == 0) {
 		snprintf(out->why, sizeof(out->why), "%.159s", line + 4);
 		return 0;
 	}
-	if (sscanf(line, "gpu %d %lld %lld %d %d %n", &d.index, &total, &free_mb, &d.cc_major,
-		   &d.cc_minor, &name_at) == 5 &&
-	    name_at > 0) {
-		if (d.index < 0 || total < 0 || free_mb < 0)
+	if (strncmp(line, "gpu ", 4) != 0)
+		return -EPROTO;
+	char *at = line + 4;
+	static const int64_t max[5] = { INT32_MAX, INT64_MAX >> 20, INT64_MAX >> 20, 1000, 1000 };
+	for (int i = 0; i < 5; i++)
+		if (!at || next_int(&at, 0, max[i], &v[i]) < 0)
 			return -EPROTO;
-		if (out->count >= RV_GPU_MAX)
-			return 0; /* more than we keep: the first RV_GPU_MAX */
-		d.total_mb = total;
-		d.free_mb = free_mb;
-		snprintf(d.name, sizeof(d.name), "%.95s", line + name_at);
-		out->dev[out->count++] = d;
-		return 0;
-	}
-	return -EPROTO;
+	if (!at || !*at)
+		return -EPROTO; /* the name is required */
+	if (out->count >= RV_GPU_MAX)
+		return 0; /* more than we keep: the first RV_GPU_MAX */
+	struct rv_gpu_dev *d = &out->dev[out->count++];
+	d->index = (int)v[0];
+	d->total_mb = v[1];
+	d->free_mb = v[2];
+	d->cc_major = (int)v[3];
+	d->cc_minor = (int)v[4];
+	snprintf(d->name, sizeof(d->name), "%.95s", at);
+	return 0;
 }
 
 int rv_gpu_parse(const char *text, size_t len, struct rv_gpu_info *out, struct rv_err *err)

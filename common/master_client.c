@@ -397,3 +397,34 @@ int rv_master_netcheck(struct rv_master_client *c, struct rv_netcheck_status *ou
 		return bad_reply(what, rc, err);
 	return 0;
 }
+
+int rv_master_usage(struct rv_master_client *c, const struct rv_node_usage *u, struct rv_err *err)
+{
+	RV_CLEANUP_CJSON cJSON *reply = NULL;
+	return post(c, "report the node's usage", "/v1/usage", rv_node_usage_to_json(u),
+		    CALL_IDEMPOTENT, &reply, err);
+}
+
+int rv_master_usage_list(struct rv_master_client *c, struct rv_node_usage *out, int max, int *n,
+			 struct rv_err *err)
+{
+	const char *what = "list the nodes' usage";
+	RV_CLEANUP_CJSON cJSON *reply = NULL;
+	*n = 0;
+	int rc = call(c, what, "GET", "/v1/usage", NULL, 0, CALL_IDEMPOTENT, &reply, err);
+	if (rc < 0)
+		return rc;
+	const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(reply, "nodes");
+	if (!cJSON_IsArray(nodes))
+		return bad_reply(what, rv_err_set(err, -EPROTO, "nodes", "no nodes array"), err);
+	const cJSON *it;
+	cJSON_ArrayForEach(it, nodes)
+	{
+		if (*n >= max)
+			break;
+		if ((rc = rv_node_usage_from_json(it, &out[*n], err)) < 0)
+			return bad_reply(what, rc, err);
+		(*n)++;
+	}
+	return 0;
+}

@@ -141,6 +141,12 @@ int rv_master_netcheck_group(struct rv_master_client *c, const char *node, int r
  * check, round 1 not open yet, or another result for the round. */
 int rv_master_netcheck_report(struct rv_master_client *c, const struct rv_netcheck_report *r,
 			      struct rv_err *err);
+/* POST /v1/usage: this node's resource usage (retried: a repeat only
+ * replaces the node's last report).  GET /v1/usage: the last report of each
+ * node, at most max into out; *n gets the count. */
+int rv_master_usage(struct rv_master_client *c, const struct rv_node_usage *u, struct rv_err *err);
+int rv_master_usage_list(struct rv_master_client *c, struct rv_node_usage *out, int max, int *n,
+			 struct rv_err *err);
 /* GET /v1/netcheck: release *out with rv_netcheck_status_release. */
 int rv_master_netcheck(struct rv_master_client *c, struct rv_netcheck_status *out,
 		       struct rv_err *err);

@@ -2019,6 +2019,53 @@ cJSON *rv_step_report_to_json(const struct rv_step_report *m)
 	return ok ? RV_TAKE_PTR(o) : NULL;
 }
 
+static int node_usage_parse(const cJSON *r, struct rv_node_usage *m, struct rv_err *err)
+{
+	int rc;
+	if ((rc = must_object(r, "usage report", err)) < 0 ||
+	    (rc = get_node(r, "node", "", true, m->node, err)) < 0)
+		return rc;
+	m->rank = -1;
+	if ((rc = get_int32(r, "rank", "", false, -1, 1 << 20, &m->rank, err)) < 0 ||
+	    (rc = rv_json_get_double(r, "cpu", "", true, 0, 1e6, &m->cpu, err)) < 0 ||
+	    (rc = rv_json_get_double(r, "cpu_limit", "", false, 0, 1e6, &m->cpu_limit, err)) < 0 ||
+	    (rc = rv_json_get_int(r, "memory_mb", "", true, 0, INT64_MAX / 2, &m->memory_mb, err)) <
+		    0 ||
+	    (rc = rv_json_get_double(r, "throttled", "", false, 0, 1, &m->throttled, err)) < 0 ||
+	    (rc = rv_json_get_int(r, "nr_periods", "", false, 0, INT64_MAX, &m->nr_periods, err)) <
+		    0 ||
+	    (rc = rv_json_get_int(r, "nr_throttled", "", false, 0, INT64_MAX, &m->nr_throttled,
+				  err)) < 0 ||
+	    (rc = rv_json_get_int(r, "throttled_us", "", false, 0, INT64_MAX, &m->throttled_us,
+				  err)) < 0 ||
+	    (rc = get_int32(r, "gpus", "", false, 0, 1024, &m->gpus, err)) < 0 ||
+	    (rc = rv_json_get_int(r, "gpu_memory_mb", "", false, 0, INT64_MAX / 2,
+				  &m->gpu_memory_mb, err)) < 0 ||
+	    (rc = rv_json_get_int(r, "gpu_memory_total_mb", "", false, 0, INT64_MAX / 2,
+				  &m->gpu_memory_total_mb, err)) < 0)
+		return rc;
+	return rv_json_get_int(r, "ts", "", false, 1, INT64_MAX, &m->ts_ms, err);
+}
+FLAT_FROM_JSON(rv_node_usage_from_json, struct rv_node_usage, node_usage_parse)
+
+cJSON *rv_node_usage_to_json(const struct rv_node_usage *m)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	bool ok = o && add_str(o, "node", m->node) && add_num(o, "rank", m->rank) &&
+		  add_num(o, "cpu", m->cpu) && add_num(o, "cpu_limit", m->cpu_limit) &&
+		  add_num(o, "memory_mb", (double)m->memory_mb) &&
+		  add_num(o, "throttled", m->throttled) &&
+		  add_num(o, "nr_periods", (double)m->nr_periods) &&
+		  add_num(o, "nr_throttled", (double)m->nr_throttled) &&
+		  add_num(o, "throttled_us", (double)m->throttled_us) &&
+		  add_num(o, "gpus", m->gpus) &&
+		  add_num(o, "gpu_memory_mb", (double)m->gpu_memory_mb) &&
+		  add_num(o, "gpu_memory_total_mb", (double)m->gpu_memory_total_mb);
+	if (ok && m->ts_ms > 0)
+		ok = add_num(o, "ts", (double)m->ts_ms);
+	return ok ? RV_TAKE_PTR(o) : NULL;
+}
+
 static const char *const netcheck_state_names[] = {
 	[RV_NETCHECK_NONE] = "none",
 	[RV_NETCHECK_RUNNING] = "running",
@@ -2779,6 +2826,23 @@ static const struct rv_wire_field f_step_report[] = {
 	F("speed", "number", false, NULL, false, NULL, "samples/s"),
 	F("ts", "integer", false, NULL, false, NULL, "ms since the epoch; default now"),
 };
+static const struct rv_wire_field f_node_usage[] = {
+	F("node", "string", true, NULL, false, NULL, "reporting node"),
+	F("rank", "integer", false, NULL, false, NULL, "the node's group rank, -1 unknown"),
+	F("cpu", "number", true, NULL, false, NULL,
+	  "cores used by the node's workers since the previous report"),
+	F("cpu_limit", "number", false, NULL, false, NULL, "the node's CPU quota in cores, 0 none"),
+	F("memory_mb", "integer", true, NULL, false, NULL, "resident memory of the node's workers"),
+	F("throttled", "number", false, NULL, false, NULL,
+	  "share of CPU quota periods throttled since the previous report, 0..1"),
+	F("nr_periods", "integer", false, NULL, false, NULL, "quota periods (cgroup cpu.stat)"),
+	F("nr_throttled", "integer", false, NULL, false, NULL, "periods throttled"),
+	F("throttled_us", "integer", false, NULL, false, NULL, "time held by the quota, us"),
+	F("gpus", "integer", false, NULL, false, NULL, "GPUs on the node"),
+	F("gpu_memory_mb", "integer", false, NULL, false, NULL, "GPU memory in use"),
+	F("gpu_memory_total_mb", "integer", false, NULL, false, NULL, "GPU memory in all"),
+	F("ts", "integer", false, NULL, false, NULL, "ms since the epoch; default now"),
+};
 static const struct rv_wire_field f_job_status[] = {
 	F("job", "string", true, NULL, false, NULL, "job name"),
 	F("state", "string", true, NULL, false, "complete|gathering|stale|spare|failed|unknown",
@@ -2949,6 +3013,7 @@ static const struct rv_wire_message master_messages[] = {
 	M("CkptReport", "where a worker was in its data at a model step", f_ckpt_report),
 	M("DataCheckpoint", "the data position at a model step", f_data_ckpt),
 	M("StepReport", "training progress", f_step_report),
+	M("NodeUsage", "a node's resource usage", f_node_usage),
 	M("JobStatus", "rendezvous and shard progress of the job", f_job_status),
 	M("RdzvMember", "one node of a world", f_rdzv_member),
 	M("DatasetStatus", "one dataset's progress", f_dataset_status),

@@ -439,6 +439,28 @@ struct rv_step_report {
 int rv_step_report_from_json(const cJSON *root, struct rv_step_report *out, struct rv_err *err);
 cJSON *rv_step_report_to_json(const struct rv_step_report *m);
 
+/* POST /v1/usage: one node's resource usage as its rover-run measured it
+ * since its previous report: {"node","rank","cpu","cpu_limit","memory_mb",
+ * "throttled","nr_periods","nr_throttled","throttled_us","gpus",
+ * "gpu_memory_mb","gpu_memory_total_mb","ts"}.  cpu: cores used by the
+ * node's workers (their process tree); cpu_limit: its cgroup's CPU quota in
+ * cores (0: none); throttled: share of quota periods throttled since the
+ * previous report (0..1), and the cgroup's cumulative counters; gpu_*: the
+ * node's GPUs and their memory in use (0 without GPUs). */
+struct rv_node_usage {
+	char node[RV_NAME_MAX];
+	int rank; /* the node's group rank, -1 unknown */
+	double cpu, cpu_limit;
+	int64_t memory_mb;
+	double throttled;
+	int64_t nr_periods, nr_throttled, throttled_us;
+	int gpus;
+	int64_t gpu_memory_mb, gpu_memory_total_mb;
+	int64_t ts_ms; /* "ts", 0 when absent (the master's clock) */
+};
+int rv_node_usage_from_json(const cJSON *root, struct rv_node_usage *out, struct rv_err *err);
+cJSON *rv_node_usage_to_json(const struct rv_node_usage *m);
+
 /* GET /v1/job. */
 #define RV_MAX_VERDICT_NAMES 32 /* faulty / straggler names listed in JobStatus */
 /* A network check's state: "none" (none yet), "running", "done". */

@@ -22,6 +22,7 @@
 #include "json.h"
 #include "log.h"
 #include "master.h"
+#include "nodelink.h"
 #include "openapi.h"
 #include "parse.h"
 #include "rest_server.h"
@@ -498,6 +499,45 @@ static int api_steps(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 	return accept_op(m, resp, MASTER_OP_STEP, &op);
 }
 
+static int api_usage(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	struct master *m = ctx;
+	RV_CLEANUP_CJSON cJSON *doc = rv_rest_parse_body(req, resp);
+	if (!doc)
+		return 0;
+	struct rv_node_usage u;
+	struct rv_err err = { 0 };
+	int rc = rv_node_usage_from_json(doc, &u, &err);
+	if (rc < 0)
+		return api_fail(resp, rc, &err);
+	rc = nodelink_agent_usage(m, &u);
+	if (rc == -ENOSPC)
+		rv_err_set(&err, rc, "node", "usage of more than %d nodes", MASTER_USAGE_MAX);
+	if (rc < 0)
+		return api_fail(resp, rc, &err);
+	if (rv_rest_reply(resp, 200, cJSON_CreateObject()) < 0)
+		rv_http_resp_error(resp, -ENOMEM, NULL);
+	return 0;
+}
+
+static int api_usage_list(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	(void)req;
+	struct master *m = ctx;
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	cJSON *arr = o ? cJSON_AddArrayToObject(o, "nodes") : NULL;
+	bool ok = arr != NULL;
+	pthread_mutex_lock(&m->lock);
+	for (int i = 0; ok && i < m->nagent_usage; i++) {
+		cJSON *it = rv_node_usage_to_json(&m->agent_usage[i]);
+		ok = it && cJSON_AddItemToArray(arr, it);
+	}
+	pthread_mutex_unlock(&m->lock);
+	if (!ok || rv_rest_reply(resp, 200, RV_TAKE_PTR(o)) < 0)
+		rv_http_resp_error(resp, -ENOMEM, NULL);
+	return 0;
+}
+
 /* ---- network check ---- */
 
 static int api_netcheck_join(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
@@ -903,6 +943,9 @@ static const struct rv_http_route routes[] = {
 	  "A producer says how far a partition's data is available" },
 	{ "GET", "/v1/streams/{dataset}", api_stream, 0,
 	  "Committed and end offsets of a streaming dataset's partitions" },
+	{ "POST", "/v1/usage", api_usage, RV_HTTP_WRITE,
+	  "A node's resource usage (its rover-run's report), forwarded to the planner" },
+	{ "GET", "/v1/usage", api_usage_list, 0, "Each node's last usage report" },
 	{ "POST", "/v1/netcheck/join", api_netcheck_join, RV_HTTP_WRITE,
 	  "A node is ready for the network check: the first of a world starts one" },
 	{ "GET", "/v1/netcheck/group", api_netcheck_group, 0,
@@ -958,6 +1001,11 @@ static const struct rv_openapi_route docs[] = {
 	{ .id = "getStream",
 	  .ok = "StreamStatus",
 	  .errors = "404:not a streaming dataset of the job" },
+	{ .id = "postNodeUsage",
+	  .body = "NodeUsage",
+	  .ok = "Accepted",
+	  .errors = "503:usage of more than 1024 nodes is kept" },
+	{ .id = "listNodeUsage", .ok = "NodeUsageList" },
 	{ .id = "joinNetcheck",
 	  .body = "NetcheckJoin",
 	  .ok = "NetcheckJoined",
@@ -983,6 +1031,8 @@ static const char reply_schemas[] =
 	"\"error\":{\"type\":\"string\"},\"detail\":{\"type\":\"string\"},\"field\":{\"type\":"
 	"\"string\"}}},"
 	"\"Accepted\":{\"type\":\"object\",\"properties\":{\"accepted\":{\"type\":\"integer\"}}},"
+	"\"NodeUsageList\":{\"type\":\"object\",\"required\":[\"nodes\"],\"properties\":{"
+	"\"nodes\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/components/schemas/NodeUsage\"}}}},"
 	"\"Health\":{\"type\":\"object\",\"properties\":{\"status\":{\"type\":\"string\"},"
 	"\"job\":{\"type\":\"string\"},\"journal_seq\":{\"type\":\"integer\"},"
 	"\"durable_seq\":{\"type\":\"integer\"}}}}";

@@ -27,6 +27,8 @@
 #include "stream.h"
 #include "wire.h"
 
+#define MASTER_USAGE_MAX 1024 /* nodes whose usage reports are kept */
+
 /* The config table's storage (main.c master_opts[]). */
 struct master_cfg {
 	char listen[128];
@@ -151,6 +153,10 @@ struct master {
 	struct stream_mgr *streams;    /* streaming datasets (maybe none) */
 	int ds_index[RV_MAX_DATASETS]; /* spec dataset -> its index in shards or streams */
 	struct netcheck_run netcheck;  /* the last network check */
+	/* Under lock: each node's last usage report (POST /v1/usage), at most
+	 * MASTER_USAGE_MAX nodes; not journaled (the next report replaces it). */
+	struct rv_node_usage *agent_usage;
+	int nagent_usage;
 	struct master_worker *workers; /* open addressing by id, cap a power of two */
 	int nworkers, capworkers;
 	int64_t step, step_ts_ms;

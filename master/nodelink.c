@@ -18,6 +18,7 @@
 #include "log.h"
 #include "master.h"
 #include "nodelink.h"
+#include "parse.h"
 #include "plans.h"
 
 /* The previous report of one node instance. */
@@ -235,4 +236,47 @@ out:
 	free(s.raw);
 	free(s.instance);
 	return sent;
+}
+
+int nodelink_agent_usage(struct master *m, const struct rv_node_usage *u)
+{
+	struct rv_node_usage kept = *u;
+	if (kept.ts_ms <= 0)
+		kept.ts_ms = rv_now_ms();
+	pthread_mutex_lock(&m->lock);
+	int i = 0;
+	while (i < m->nagent_usage && strcmp(m->agent_usage[i].node, u->node) != 0)
+		i++;
+	if (i == m->nagent_usage) {
+		if (i >= MASTER_USAGE_MAX) {
+			pthread_mutex_unlock(&m->lock);
+			return -ENOSPC;
+		}
+		struct rv_node_usage *v =
+			realloc(m->agent_usage, (size_t)(i + 1) * sizeof(*m->agent_usage));
+		if (!v) {
+			pthread_mutex_unlock(&m->lock);
+			return -ENOMEM;
+		}
+		m->agent_usage = v;
+		m->nagent_usage++;
+	}
+	m->agent_usage[i] = kept;
+	pthread_mutex_unlock(&m->lock);
+	/* to the planner as the node manager's samples go (the brain's sample
+	 * has no GPU field: GPU memory stays in GET /v1/usage) */
+	struct plans_usage pu = {
+		.role = RV_ROLE_WORKER,
+		.rank = u->rank,
+		.ts_ms = kept.ts_ms,
+		.cpu = u->cpu,
+		.cpu_limit = u->cpu_limit,
+		.memory_mb = u->memory_mb,
+		.throttled = u->throttled,
+		.step_time = -1,
+	};
+	snprintf(pu.node, sizeof(pu.node), "%s", u->node);
+	if (plans_node_sample(m, &pu) < 0)
+		rv_log_debug("usage sample not queued for the planner", "node=%s", u->node);
+	return 0;
 }

@@ -1026,6 +1026,9 @@ void state_close(struct master *m)
 	stream_free(m->streams);
 	m->streams = NULL;
 	netcheck_run_release(&m->netcheck);
+	free(m->agent_usage);
+	m->agent_usage = NULL;
+	m->nagent_usage = 0;
 	free(m->workers);
 	m->workers = NULL;
 	nodemgr_release(m);

@@ -42,6 +42,12 @@ START_TEST(test_defaults)
 	ck_assert(f.hang_timeout_s > 60);
 	ck_assert_int_eq(f.rdzv_join_timeout_s, 600);
 	ck_assert_int_eq(f.rdzv_master_timeout_s, 30);
+	/* not given: the store is node 0's, on a port picked each round */
+	ck_assert_int_eq(f.node_rank, -1);
+	ck_assert_str_eq(f.master_addr, "");
+	ck_assert_int_eq(f.master_port, 0);
+	ck_assert(!f.nproc_given);
+	ck_assert(f.monitor_interval > 4.9 && f.monitor_interval < 5.1);
 }
 END_TEST
 
@@ -76,7 +82,8 @@ START_TEST(test_every_flag)
 	struct rv_err err;
 	int rc = PARSE(&f, &err, "--nnodes=2:4", "--nproc-per-node", "2", "--rdzv-backend",
 		       "dlrover-master", "--rdzv-endpoint", "h:1", "--rdzv-id", "job7",
-		       "--rdzv-conf", "join_timeout=30,last_call_timeout=1,master_timeout=7",
+		       "--rdzv-conf",
+		       "join_timeout=30,last_call_timeout=1,master_timeout=7,netcheck_mb=64",
 		       "--max-restarts", "3", "--monitor-interval", "0.1", "--start-method", "fork",
 		       "--role", "trainer", "--log-dir", "/tmp/l", "-r", "3", "-t", "0:1,1:2",
 		       "--node-rank", "1", "--master-addr", "h2", "--master-port", "1234",
@@ -89,6 +96,7 @@ START_TEST(test_every_flag)
 	ck_assert_int_eq(f.nnodes_max, 4);
 	ck_assert_int_eq(f.rdzv_join_timeout_s, 30);
 	ck_assert_int_eq(f.rdzv_master_timeout_s, 7);
+	ck_assert_int_eq(f.netcheck_mb, 64);
 	char v[16];
 	ck_assert_str_eq(flags_rdzv_conf_get(&f, "last_call_timeout", v, sizeof(v)), "1");
 	ck_assert_ptr_null(flags_rdzv_conf_get(&f, "nope", v, sizeof(v)));
@@ -167,7 +175,8 @@ static const struct {
 	{ "--rdzv-conf",
 	  "--rdzv-conf",
 	  { "k", "=v", "k=", "a=1,", "a=1,,b=2", "join_timeout=0", "join_timeout=x",
-	    "master_timeout=0", "master_timeout=86401" } },
+	    "master_timeout=0", "master_timeout=86401", "netcheck_mb=0", "netcheck_mb=1025",
+	    "netcheck_mb=x" } },
 	{ "--max-restarts", "--max-restarts", { "-1", "many", "1000001" } },
 	{ "--monitor-interval", "--monitor-interval", { "-0.5", "fast", "3601" } },
 	{ "--start-method", "--start-method", { "thread", "" } },
@@ -207,6 +216,8 @@ START_TEST(test_bad_command_lines)
 	REFUSED("--standalone", "--standalone", "--rdzv-endpoint", "h:1", "x.py");
 	REFUSED("--standalone", "--standalone", "--nnodes", "2", "x.py");
 	REFUSED("--no-python", "-m", "--no-python", "x.py");
+	/* stragglers are what the network check finds */
+	REFUSED("--exclude-straggler needs --network-check", "--exclude-straggler", "x.py");
 }
 END_TEST
 

@@ -37,6 +37,7 @@ enum mkind {
 	K_NC_GROUP,
 	K_NC_REPORT,
 	K_NC_STATUS,
+	K_USAGE,
 	K_COUNT
 };
 
@@ -59,6 +60,10 @@ static const char *const docs[K_COUNT] = {
 	[K_CKPT_REPORT] = "{\"step\":100,\"worker\":3,\"task_id\":5,\"consumed\":64}",
 	[K_DATA_CKPT] = "{\"step\":100,\"checkpoint\":{\"datasets\":[{\"cursor\":3}]}}",
 	[K_STEP] = "{\"node\":\"n-0\",\"step\":100,\"speed\":512.5,\"ts\":1700000000000}",
+	[K_USAGE] = "{\"node\":\"n-0\",\"rank\":1,\"cpu\":1.5,\"cpu_limit\":2,\"memory_mb\":900,"
+		    "\"throttled\":0.25,\"nr_periods\":40,\"nr_throttled\":10,\"throttled_us\":"
+		    "25000,\"gpus\":2,\"gpu_memory_mb\":3000,\"gpu_memory_total_mb\":160000,"
+		    "\"ts\":1700000000000}",
 	[K_JOB] = "{\"job\":\"mnist\",\"state\":\"complete\",\"round\":2,\"nnodes\":2,"
 		  "\"world_size\":4,\"waiting\":0,\"step\":10,\"speed\":3.5,\"finished\":false,"
 		  "\"datasets\":[{\"name\":\"train\",\"samples_total\":120000,\"samples_done\":600,"
@@ -120,6 +125,7 @@ static int parse_kind(enum mkind k, const cJSON *doc, cJSON **back, struct rv_er
 		     rv_ckpt_report_to_json)
 		CASE(K_STEP, struct rv_step_report, rv_step_report_from_json,
 		     rv_step_report_to_json)
+		CASE(K_USAGE, struct rv_node_usage, rv_node_usage_from_json, rv_node_usage_to_json)
 		CASE(K_JOB, struct rv_job_status, rv_job_status_from_json, rv_job_status_to_json)
 		CASE(K_STREAM_END, struct rv_stream_end, rv_stream_end_from_json,
 		     rv_stream_end_to_json)
@@ -193,6 +199,7 @@ static const struct {
 	{ "CkptReport", K_CKPT_REPORT, "" },
 	{ "DataCheckpoint", K_DATA_CKPT, "" },
 	{ "StepReport", K_STEP, "" },
+	{ "NodeUsage", K_USAGE, "" },
 	{ "JobStatus", K_JOB, "" },
 	{ "RdzvMember", K_WORLD, "members.1" },
 	{ "DatasetStatus", K_JOB, "datasets.0" },
@@ -294,6 +301,10 @@ START_TEST(test_bad)
 		  "members[0].local_world_size" },
 		{ K_FAILURE, "{\"node\":\"n\",\"exit_code\":300}", "exit_code" },
 		{ K_STEP, "{\"node\":\"n\",\"step\":1,\"speed\":-2}", "speed" },
+		{ K_USAGE, "{\"node\":\"n\",\"cpu\":-1,\"memory_mb\":1}", "cpu" },
+		{ K_USAGE, "{\"node\":\"n\",\"cpu\":1,\"memory_mb\":1,\"throttled\":1.5}",
+		  "throttled" },
+		{ K_USAGE, "{\"cpu\":1,\"memory_mb\":1}", "node" },
 		{ K_JOB, "{\"job\":\"j\",\"state\":\"complete\",\"datasets\":[{\"name\":\"d\"}]}",
 		  "datasets[0].samples_total" },
 		{ K_STREAM_END, "{\"partition\":\"p\",\"end_offset\":-1}", "end_offset" },

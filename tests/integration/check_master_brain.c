@@ -481,6 +481,40 @@ START_TEST(test_node_failure_and_job_end_reach_the_brain)
 }
 END_TEST
 
+/* A node's own usage report (rover-run's POST /v1/usage) becomes a node
+ * sample at the brain, and the master keeps the last one (GPU memory
+ * included, which the brain's sample has no field for). */
+START_TEST(test_agent_usage_reaches_the_brain)
+{
+	char uid[RV_BRAIN_UID_MAX];
+	start_with_brain(1, uid);
+	rendezvous("node-0");
+	struct rv_node_usage u = { .node = "node-0",
+				   .rank = 0,
+				   .cpu = 1.5,
+				   .memory_mb = 700,
+				   .gpus = 1,
+				   .gpu_memory_mb = 2048,
+				   .gpu_memory_total_mb = 81559 };
+	struct rv_err err = { 0 };
+	ck_assert_msg(rv_master_usage(mc, &u, &err) == 0, "%s", err.msg);
+	int64_t got = 0;
+	for (int i = 0; i < 250 && got < 1; i++) {
+		got = brain_job(uid).node_samples;
+		if (got < 1)
+			usleep(20 * 1000);
+	}
+	ck_assert_int_eq(got, 1);
+	struct rv_node_usage list[2];
+	int n = 0;
+	ck_assert_int_eq(rv_master_usage_list(mc, list, 2, &n, &err), 0);
+	ck_assert_int_eq(n, 1);
+	ck_assert_str_eq(list[0].node, "node-0");
+	ck_assert_int_eq(list[0].gpu_memory_mb, 2048);
+	ck_assert(list[0].cpu > 1.49 && list[0].cpu < 1.51);
+}
+END_TEST
+
 /* No brain at all: a master in mode for 3 workers, its status once it shows u. */
 static struct rv_job_status start_without_brain(const char *mode, enum until u)
 {
@@ -557,6 +591,7 @@ static Suite *master_brain_suite(void)
 	tcase_add_test(tc, test_brain_plan_changes_desired);
 	tcase_add_test(tc, test_brain_down_reports_buffered);
 	tcase_add_test(tc, test_node_failure_and_job_end_reach_the_brain);
+	tcase_add_test(tc, test_agent_usage_reaches_the_brain);
 	tcase_add_test(tc, test_single_job_plans_in_process);
 	tcase_add_test(tc, test_manual_only_proposes);
 	tcase_add_test(tc, test_cluster_without_url_exits_2);

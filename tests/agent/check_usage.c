@@ -1,0 +1,141 @@
+/*
+ * check_usage.c: what rover-run reports of its node (usage.h): the CPU
+ * and memory of a real process tree (a busy child counted, a left-out
+ * subtree not), and the CPU throttling of its cgroup read from cgroup v2
+ * and v1 folders laid out as the kernel does (in a temp folder: no quota
+ * can be set on this machine's own cgroup).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "usage.h"
+
+static void put(const char *dir, const char *name, const char *text)
+{
+	char path[600];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static void mkdirs(const char *path)
+{
+	char cmd[700];
+	snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", path);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static pid_t busy_child(void)
+{
+	pid_t p = fork();
+	ck_assert_int_ge(p, 0);
+	if (p == 0)
+		for (volatile unsigned long i = 0;; i++)
+			;
+	return p;
+}
+
+START_TEST(test_tree_counts_a_busy_child)
+{
+	struct usage_sample a = { 0 }, b = { 0 }, c = { 0 };
+	ck_assert_int_eq(usage_tree(getpid(), 0, &a), 0);
+	ck_assert_int_ge(a.nprocs, 1);
+	ck_assert(a.rss_bytes > 1024 * 1024);
+	pid_t kid = busy_child();
+	usleep(1500 * 1000);
+	ck_assert_int_eq(usage_tree(getpid(), 0, &b), 0);
+	ck_assert_int_eq(b.nprocs, a.nprocs + 1);
+	/* a busy loop on a shared machine: a part of a core at least */
+	ck_assert_msg(b.cpu_seconds - a.cpu_seconds > 0.2, "%.2f -> %.2f", a.cpu_seconds,
+		      b.cpu_seconds);
+	/* left out: the child and its CPU */
+	ck_assert_int_eq(usage_tree(getpid(), kid, &c), 0);
+	ck_assert_int_eq(c.nprocs, a.nprocs);
+	ck_assert(c.cpu_seconds < b.cpu_seconds - 0.2);
+	kill(kid, SIGKILL);
+	waitpid(kid, NULL, 0);
+	ck_assert_int_eq(usage_tree(999999999, 0, &c), -ESRCH);
+}
+END_TEST
+
+START_TEST(test_cgroup_v2_quota_on_a_parent)
+{
+	char root[] = "/tmp/rv-usage-XXXXXX", dir[300], parent[300];
+	ck_assert_ptr_nonnull(mkdtemp(root));
+	snprintf(parent, sizeof(parent), "%s/job", root);
+	snprintf(dir, sizeof(dir), "%s/job/node", root);
+	mkdirs(dir);
+	put(dir, "cpu.max", "max 100000\n");
+	put(parent, "cpu.max", "150000 100000\n");
+	put(parent, "cpu.stat",
+	    "usage_usec 5000\nuser_usec 4000\nsystem_usec 1000\nnr_periods 40\n"
+	    "nr_throttled 10\nthrottled_usec 25000\n");
+	struct usage_sample s = { 0 };
+	ck_assert_int_eq(usage_cgroup(root, "0::/job/node\n", &s), 0);
+	ck_assert(s.has_quota);
+	ck_assert(s.quota_cores > 1.49 && s.quota_cores < 1.51);
+	ck_assert_int_eq(s.nr_periods, 40);
+	ck_assert_int_eq(s.nr_throttled, 10);
+	ck_assert_int_eq(s.throttled_us, 25000);
+	/* no quota anywhere */
+	put(parent, "cpu.max", "max 100000\n");
+	struct usage_sample n = { 0 };
+	ck_assert_int_eq(usage_cgroup(root, "0::/job/node\n", &n), -ENOENT);
+	ck_assert(!n.has_quota);
+	/* a container: its cgroup path is not under its mount, the mount is it */
+	put(root, "cpu.max", "50000 100000\n");
+	put(root, "cpu.stat", "nr_periods 7\nnr_throttled 7\nthrottled_usec 9\n");
+	ck_assert_int_eq(usage_cgroup(root, "0::/kubepods/pod1/abc\n", &n), 0);
+	ck_assert_int_eq(n.nr_throttled, 7);
+	char cmd[400];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+START_TEST(test_cgroup_v1_cpu_hierarchy)
+{
+	char root[] = "/tmp/rv-usage-XXXXXX", dir[300];
+	ck_assert_ptr_nonnull(mkdtemp(root));
+	snprintf(dir, sizeof(dir), "%s/cpu,cpuacct/docker/c1", root);
+	mkdirs(dir);
+	put(dir, "cpu.cfs_quota_us", "200000\n");
+	put(dir, "cpu.cfs_period_us", "100000\n");
+	put(dir, "cpu.stat", "nr_periods 100\nnr_throttled 30\nthrottled_time 4000000\n");
+	struct usage_sample s = { 0 };
+	const char *pc = "12:memory:/docker/c1\n3:cpu,cpuacct:/docker/c1\n0::/\n";
+	ck_assert_int_eq(usage_cgroup(root, pc, &s), 0);
+	ck_assert(s.quota_cores > 1.99 && s.quota_cores < 2.01);
+	ck_assert_int_eq(s.nr_periods, 100);
+	ck_assert_int_eq(s.nr_throttled, 30);
+	ck_assert_int_eq(s.throttled_us, 4000); /* ns in v1 */
+	put(dir, "cpu.cfs_quota_us", "-1\n");
+	ck_assert_int_eq(usage_cgroup(root, pc, &s), -ENOENT);
+	char cmd[400];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+static Suite *usage_suite(void)
+{
+	Suite *s = suite_create("usage");
+	TCase *tc = tcase_create("core");
+	tcase_set_timeout(tc, 20);
+	tcase_add_test(tc, test_tree_counts_a_busy_child);
+	tcase_add_test(tc, test_cgroup_v2_quota_on_a_parent);
+	tcase_add_test(tc, test_cgroup_v1_cpu_hierarchy);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+RV_TEST_MAIN(usage_suite)
