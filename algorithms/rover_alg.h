@@ -266,6 +266,12 @@ struct rv_alg_usage {
 	int64_t t_ms;
 	double cpu;        /* cores used */
 	int64_t memory_mb; /* resident memory used */
+	/* cgroup CPU throttling: the share of CPU quota periods in which the
+	 * node was throttled since its previous sample, 0..1 (cpu.stat's
+	 * nr_throttled / nr_periods over the interval); has_throttled false
+	 * when unknown (no quota, a sender without counters, a first sample). */
+	bool has_throttled;
+	double throttled;
 };
 
 /* The last resize of a role (t_ms = 0: none), for hysteresis. */

@@ -250,14 +250,21 @@ static int insert_node_usage(PGconn *c, const char *job_s, const struct rv_metri
 		sorted[m++] = s;
 		rv_buf_printf(&rows, "%s\t%" PRId64 "\t", job_s, s->ts_ms);
 		rv_db_copy_text(&rows, s->node);
-		rv_buf_printf(&rows, "\t%s\t%d\t%.15g\t%" PRId64 "\t%.15g\t%" PRId64 "\t%.15g\n",
+		rv_buf_printf(&rows, "\t%s\t%d\t%.15g\t%" PRId64 "\t%.15g\t%" PRId64 "\t%.15g",
 			      rv_role_name(s->role), s->rank, s->cpu, s->memory_mb, s->cpu_limit,
 			      s->memory_limit_mb, s->step_time);
+		/* Throttling counters: NULL (\N) when the sample had none. */
+		if (s->nr_periods > 0)
+			rv_buf_printf(&rows, "\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\n",
+				      s->nr_periods, s->nr_throttled, s->throttled_usec);
+		else
+			rv_buf_puts(&rows, "\t\\N\t\\N\t\\N\n");
 	}
 	rc = rv_buf_failed(&rows) ? rv_err_set(err, -ENOMEM, "", "out of memory")
 				  : rv_db_copy_in(c,
 						  "COPY node_usage (job_id, ts_ms, node, role, rank, cpu,"
-						  " memory_mb, cpu_limit, memory_limit_mb, step_time)"
+						  " memory_mb, cpu_limit, memory_limit_mb, step_time,"
+						  " nr_periods, nr_throttled, throttled_usec)"
 						  " FROM STDIN",
 						  rows.data, rows.len, err);
 	rv_buf_release(&rows);
@@ -883,9 +890,18 @@ int store_usage(PGconn *c, int64_t job_id, int64_t since_ts, int limit,
 	PGresult *r = NULL;
 	int rc = rv_db_exec(c,
 			    "SELECT role, rank, ts_ms, cpu, memory_mb, step_time,"
-			    " dense_rank() OVER (PARTITION BY role ORDER BY node) - 1"
-			    " FROM (SELECT * FROM node_usage WHERE job_id = $1::bigint AND ts_ms >= $2::bigint"
-			    " ORDER BY ts_ms DESC LIMIT $3::int) u",
+			    " dense_rank() OVER (PARTITION BY role ORDER BY node) - 1,"
+			    /* The share of CPU periods throttled since the node's
+			     * previous sample (NULL without counters on both, or
+			     * across a counter reset: a relaunched node). */
+			    " CASE WHEN nr_periods > d_periods AND d_periods IS NOT NULL"
+			    "  AND nr_throttled >= d_throttled"
+			    "  THEN (nr_throttled - d_throttled)::float8 / (nr_periods - d_periods) END"
+			    " FROM (SELECT *, lag(nr_periods) OVER w AS d_periods,"
+			    "  lag(nr_throttled) OVER w AS d_throttled"
+			    "  FROM (SELECT * FROM node_usage WHERE job_id = $1::bigint AND ts_ms >= $2::bigint"
+			    "   ORDER BY ts_ms DESC LIMIT $3::int) l"
+			    "  WINDOW w AS (PARTITION BY node ORDER BY ts_ms)) u",
 			    3, p, &r, err);
 	*usage = NULL;
 	*steps = NULL;
@@ -910,6 +926,10 @@ int store_usage(PGconn *c, int64_t job_id, int64_t since_ts, int limit,
 			u->t_ms = strtoll(PQgetvalue(r, i, 2), NULL, 10);
 			u->cpu = strtod(PQgetvalue(r, i, 3), NULL);
 			u->memory_mb = strtoll(PQgetvalue(r, i, 4), NULL, 10);
+			if (!PQgetisnull(r, i, 7)) {
+				u->has_throttled = true;
+				u->throttled = strtod(PQgetvalue(r, i, 7), NULL);
+			}
 			double st = strtod(PQgetvalue(r, i, 5), NULL);
 			if (!ps && st >= 0) {
 				struct rv_alg_step *s = &(*steps)[(*nsteps)++];
