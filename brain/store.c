@@ -260,13 +260,14 @@ static int insert_node_usage(PGconn *c, const char *job_s, const struct rv_metri
 		else
 			rv_buf_puts(&rows, "\t\\N\t\\N\t\\N\n");
 	}
-	rc = rv_buf_failed(&rows) ? rv_err_set(err, -ENOMEM, "", "out of memory")
-				  : rv_db_copy_in(c,
-						  "COPY node_usage (job_id, ts_ms, node, role, rank, cpu,"
-						  " memory_mb, cpu_limit, memory_limit_mb, step_time,"
-						  " nr_periods, nr_throttled, throttled_usec)"
-						  " FROM STDIN",
-						  rows.data, rows.len, err);
+	rc = rv_buf_failed(&rows)
+		     ? rv_err_set(err, -ENOMEM, "", "out of memory")
+		     : rv_db_copy_in(c,
+				     "COPY node_usage (job_id, ts_ms, node, role, rank, cpu,"
+				     " memory_mb, cpu_limit, memory_limit_mb, step_time,"
+				     " nr_periods, nr_throttled, throttled_usec)"
+				     " FROM STDIN",
+				     rows.data, rows.len, err);
 	rv_buf_release(&rows);
 	if (rc >= 0 && rc != n)
 		rc = rv_err_set(err, -EIO, "", "stored %d of %d node samples", rc, n);
@@ -888,21 +889,22 @@ int store_usage(PGconn *c, int64_t job_id, int64_t since_ts, int limit,
 	snprintf(lim, sizeof(lim), "%d", limit);
 	const char *p[] = { job_s, since_s, lim };
 	PGresult *r = NULL;
-	int rc = rv_db_exec(c,
-			    "SELECT role, rank, ts_ms, cpu, memory_mb, step_time,"
-			    " dense_rank() OVER (PARTITION BY role ORDER BY node) - 1,"
-			    /* The share of CPU periods throttled since the node's
+	int rc = rv_db_exec(
+		c,
+		"SELECT role, rank, ts_ms, cpu, memory_mb, step_time,"
+		" dense_rank() OVER (PARTITION BY role ORDER BY node) - 1,"
+		/* The share of CPU periods throttled since the node's
 			     * previous sample (NULL without counters on both, or
 			     * across a counter reset: a relaunched node). */
-			    " CASE WHEN nr_periods > d_periods AND d_periods IS NOT NULL"
-			    "  AND nr_throttled >= d_throttled"
-			    "  THEN (nr_throttled - d_throttled)::float8 / (nr_periods - d_periods) END"
-			    " FROM (SELECT *, lag(nr_periods) OVER w AS d_periods,"
-			    "  lag(nr_throttled) OVER w AS d_throttled"
-			    "  FROM (SELECT * FROM node_usage WHERE job_id = $1::bigint AND ts_ms >= $2::bigint"
-			    "   ORDER BY ts_ms DESC LIMIT $3::int) l"
-			    "  WINDOW w AS (PARTITION BY node ORDER BY ts_ms)) u",
-			    3, p, &r, err);
+		" CASE WHEN nr_periods > d_periods AND d_periods IS NOT NULL"
+		"  AND nr_throttled >= d_throttled"
+		"  THEN (nr_throttled - d_throttled)::float8 / (nr_periods - d_periods) END"
+		" FROM (SELECT *, lag(nr_periods) OVER w AS d_periods,"
+		"  lag(nr_throttled) OVER w AS d_throttled"
+		"  FROM (SELECT * FROM node_usage WHERE job_id = $1::bigint AND ts_ms >= $2::bigint"
+		"   ORDER BY ts_ms DESC LIMIT $3::int) l"
+		"  WINDOW w AS (PARTITION BY node ORDER BY ts_ms)) u",
+		3, p, &r, err);
 	*usage = NULL;
 	*steps = NULL;
 	*nusage = *nsteps = 0;

@@ -284,7 +284,8 @@ START_TEST(throttling_counters_stored)
 		"{\"kind\":\"node\",\"ts\":2000,\"node\":\"worker-0\",\"cpu\":2,\"memory_mb\":900,"
 		"\"cpu_limit\":2,\"memory_limit_mb\":2048,\"nr_periods\":200,\"nr_throttled\":70,"
 		"\"throttled_usec\":950000},"
-		"{\"kind\":\"node\",\"ts\":2000,\"node\":\"worker-1\",\"cpu\":1,\"memory_mb\":900}]}";
+		"{\"kind\":\"node\",\"ts\":2000,\"node\":\"worker-1\",\"cpu\":1,\"memory_mb\":900}]"
+		"}";
 	struct rv_test_reply r;
 	ck_assert_int_eq(rv_test_http(&brain, "POST", path, doc, NULL, &r), 0);
 	ck_assert_msg(r.status == 200, "body %s", r.body);
