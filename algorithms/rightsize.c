@@ -36,10 +36,38 @@ static int should_move(double cur, double want, double last_from, double last_to
 	return 1;
 }
 
+int rv_alg_throttled_share(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role, int node,
+			   size_t min_samples, double *share)
+{
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++)
+		m += u[i].role == role && (node < 0 || u[i].node == node) && u[i].has_throttled;
+	if (m == 0 || m < min_samples)
+		return -ENODATA;
+	double *x = malloc(m * sizeof(*x));
+	if (!x)
+		return -ENOMEM;
+	m = 0;
+	for (size_t i = 0; i < n; i++)
+		if (u[i].role == role && (node < 0 || u[i].node == node) && u[i].has_throttled)
+			x[m++] = u[i].throttled;
+	*share = rv_alg_quantile(x, m, 0.5);
+	free(x);
+	return 0;
+}
+
 bool rv_alg_cpu_pinned(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role, int node,
 		       size_t min_samples, double limit, double median_share,
 		       const struct rv_alg_params *p)
 {
+	/* With cgroup throttling counters the kernel says it: a node held back
+	 * by its limit is throttled in most of its quota periods; one whose
+	 * limit is tight but enough is throttled in fewer than half (bursts
+	 * only).  Usage alone cannot tell the two apart under noise. */
+	double share;
+	if (p->throttle_starved > 0 &&
+	    rv_alg_throttled_share(u, n, role, node, min_samples ? min_samples : 1, &share) == 0)
+		return share >= p->throttle_starved;
 	size_t m = 0;
 	for (size_t i = 0; i < n; i++)
 		m += u[i].role == role && (node < 0 || u[i].node == node);

@@ -200,6 +200,13 @@ static int planner_running_plan(struct brain *b, PGconn *c, const struct store_j
 	if (rc < 0)
 		goto out;
 
+	/* The speeds first: the outcome window starts where the new
+	 * configuration's speed settled. */
+	rc = store_speed_obs(c, job->id, p.speed_obs_max, &obs, &nobs, err);
+	if (rc < 0)
+		goto out;
+	h.speed = obs;
+	h.n_speed = nobs;
 	struct rv_alg_outcome_window w;
 	struct rv_alg_decision d;
 	if (rv_alg_outcome_window(&h, &p, &w) == 1) {
@@ -233,14 +240,10 @@ static int planner_running_plan(struct brain *b, PGconn *c, const struct store_j
 		/* the rest of this pass sees the outcome too */
 		applied[0].outcome = v.outcome;
 	}
-	rc = store_speed_obs(c, job->id, p.speed_obs_max, &obs, &nobs, err);
-	if (rc == 0)
-		rc = store_usage(c, job->id, rv_alg_usage_since(&h, &p), p.usage_max, &usage,
-				 &nusage, &steps, &nsteps, err);
+	rc = store_usage(c, job->id, rv_alg_usage_since(&h, &p), p.usage_max, &usage, &nusage,
+			 &steps, &nsteps, err);
 	if (rc < 0)
 		goto out;
-	h.speed = obs;
-	h.n_speed = nobs;
 	h.usage = usage;
 	h.n_usage = nusage;
 	h.steps = steps;

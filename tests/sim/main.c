@@ -22,7 +22,8 @@
 #include "sim.h"
 
 static const char usage[] =
-	"usage: rover-sim --trace FILE|DIR [--brain URL] [--token T] [--policy rover|baseline|both]\n"
+	"usage: rover-sim --trace FILE|DIR [--brain URL] [--token T] [--policy "
+	"rover|baseline|both]\n"
 	"                 [--cluster] [--nodes N] [--node-cpu C] [--node-mem-gb G]\n"
 	"                 [--rounds N] [--settle N] [--threads N] [--tag SUFFIX] [--seed N]\n"
 	"                 [--json OUT] [--bench NAME]\n"
@@ -98,7 +99,7 @@ static int report_cluster(const struct sim *s)
 	if (!bc)
 		return -EIO;
 	int n = s->o.cluster.nodes < RV_MAX_CLUSTER_NODES ? s->o.cluster.nodes
-							   : RV_MAX_CLUSTER_NODES;
+							  : RV_MAX_CLUSTER_NODES;
 	struct rv_cluster_report r = { .nodes = calloc((size_t)n, sizeof(*r.nodes)), .n = n };
 	int rc = r.nodes ? 0 : -ENOMEM;
 	for (int i = 0; rc == 0 && i < n; i++) {
@@ -331,7 +332,8 @@ static void print_row(const char *who, const struct sim_result *r, const struct 
 		return;
 	}
 	fprintf(stderr,
-		"  %-8s w=%-3d ps=%-2d wcpu=%-5.1f pscpu=%-5.1f wmem=%-6lld psmem=%-6lld cores=%-7.1f "
+		"  %-8s w=%-3d ps=%-2d wcpu=%-5.1f pscpu=%-5.1f wmem=%-6lld psmem=%-6lld "
+		"cores=%-7.1f "
 		"thr=%.3f res=%.3f plans=%d conv=%d oom=%d%s%s%s\n",
 		who, r->final.workers, r->final.ps, r->final.worker_cpu, r->final.ps_cpu,
 		(long long)r->final.worker_mem_mb, (long long)r->final.ps_mem_mb, r->cores,
@@ -449,10 +451,11 @@ static int run(int argc, char **argv)
 		free(cfg);
 		fprintf(stderr,
 			"cluster %dx%.0f cores: util user=%.1f%% rover=%.1f%% baseline=%.1f%%; "
-			"mean jct user=%.0fs rover=%.0fs baseline=%.0fs; configs that could not run "
+			"mean jct user=%.0fs rover=%.0fs baseline=%.0fs; configs that could not "
+			"run "
 			"(run as the user asked) user=%d rover=%d baseline=%d\n",
-			s.nodes, s.node_cpu, cu.util, cr.util, cb.util, cu.mean_jct_s, cr.mean_jct_s,
-			cb.mean_jct_s, cu.unplaced, cr.unplaced, cb.unplaced);
+			s.nodes, s.node_cpu, cu.util, cr.util, cb.util, cu.mean_jct_s,
+			cr.mean_jct_s, cb.mean_jct_s, cu.unplaced, cr.unplaced, cb.unplaced);
 	}
 	if (s.json_path) {
 		cJSON *root = cJSON_CreateObject();
@@ -535,7 +538,8 @@ static int run(int argc, char **argv)
 	printf("%s%s jobs=%d throughput_ratio_min=%s throughput_ratio_median=%s "
 	       "resource_ratio_max=%s plans_to_converge_max=%d oom_recovered=%d/%d util_rover=%s "
 	       "util_user=%s util_baseline=%s jct_ratio=%s baseline_throughput_ratio_min=%s "
-	       "baseline_resource_ratio_max=%s jobs_meeting_all=%d/%d baseline_jobs_meeting_all=%s\n",
+	       "baseline_resource_ratio_max=%s jobs_meeting_all=%d/%d "
+	       "baseline_jobs_meeting_all=%s\n",
 	       s.bench ? "bench=" : "sim", s.bench ? s.bench : "", n, trmin, trmed, rrmax,
 	       main_agg->ptc_max, main_agg->oom_ok, main_agg->oom_jobs, ur, uu, ub, jr, btr, brr,
 	       main_agg->pass, n, bpass);

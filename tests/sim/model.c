@@ -11,12 +11,12 @@
 
 /* DLRover's figures (FACTS.md). */
 #define BASE_OOM_MAX_ADD_MB 8192
-#define BASE_OOM_CAP_MB 65536
+#define BASE_OOM_CAP_MB     65536
 #define NODE_MAX_CPU 32.0
 
 void rng_seed(struct sim_rng *r, const char *name, uint64_t seed)
 {
-	uint64_t h = 1469598103934665603ULL;  /* FNV-1a: same job and seed, same noise */
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a: same job and seed, same noise */
 	for (const char *p = name; *p; p++)
 		h = (h ^ (uint8_t)*p) * 1099511628211ULL;
 	for (int i = 0; i < 8; i++)
@@ -202,7 +202,8 @@ void oracle_compute(const struct sim_job *j, const struct sim_cluster_shape *k,
 			if (!config_fits_node(j, &c, k))
 				continue;
 			double cost = config_cost(j, &c, k);
-			if (cost < o->cost - 1e-9 || (fabs(cost - o->cost) < 1e-9 && f > o->speed)) {
+			if (cost < o->cost - 1e-9 ||
+			    (fabs(cost - o->cost) < 1e-9 && f > o->speed)) {
 				o->cost = cost;
 				o->cores = config_cores(j, &c);
 				o->speed = f;
@@ -229,8 +230,7 @@ static double used_cpu(const struct sim_job *j, double demand, double limit, str
 
 /* Per-node CPU demand of each role under c: a role short of CPU slows the
  * whole job, so the others only use their need times that share. */
-void model_role_demand(const struct sim_job *j, const struct sim_config *c, double *dw,
-			double *dp)
+void model_role_demand(const struct sim_job *j, const struct sim_config *c, double *dw, double *dp)
 {
 	double kw = c->worker_cpu / j->worker_cpu_need;
 	double need_p = model_ps_cpu_need(j, c->workers, c->ps);
@@ -252,10 +252,10 @@ void model_role_demand(const struct sim_job *j, const struct sim_config *c, doub
  *   the quota.  No PS utilisation (an all-reduce job): no plan.
  * The quota is the user's request in cores (what the job was allowed).
  */
-#define BASE_SAMPLES 5
-#define BASE_PS_HOT 0.9
-#define BASE_PS_OVERLOAD 0.9
-#define BASE_PS_MEM_MARGIN 0.2
+#define BASE_SAMPLES           5
+#define BASE_PS_HOT            0.9
+#define BASE_PS_OVERLOAD       0.9
+#define BASE_PS_MEM_MARGIN     0.2
 #define BASE_WORKER_MEM_MARGIN 0.5
 
 static double round1(double x)
@@ -346,13 +346,16 @@ void baseline_run(const struct sim_job *j, const struct sim_opts *o, struct sim_
 				snprintf(r->last_reason, sizeof(r->last_reason),
 					 "ps initial: %d ps from the quota", n);
 			} else if (ps_mean_max / c.ps_cpu >= BASE_PS_HOT) {
-				double tune = quota_workers > c.workers ? (double)quota_workers / c.workers : 1;
+				double tune = quota_workers > c.workers
+						      ? (double)quota_workers / c.workers
+						      : 1;
 				if (tune > NODE_MAX_CPU / ps_mean_max)
 					tune = NODE_MAX_CPU / ps_mean_max;
 				double cpu = round1(ps_mean_max * tune);
 				if (cpu > c.ps_cpu)
 					c.ps_cpu = cpu;
-				snprintf(r->last_reason, sizeof(r->last_reason), "hot ps: cpu x%.2f", tune);
+				snprintf(r->last_reason, sizeof(r->last_reason),
+					 "hot ps: cpu x%.2f", tune);
 			} else {
 				int n = c.workers;
 				double f = BASE_PS_OVERLOAD / ps_max_util;
@@ -361,11 +364,14 @@ void baseline_run(const struct sim_job *j, const struct sim_opts *o, struct sim_
 				double cpu = round1(w_mean);
 				if (cpu < 0.1)
 					cpu = 0.1;
-				int64_t mem = (int64_t)((double)w_mem * (1 + BASE_WORKER_MEM_MARGIN));
+				int64_t mem =
+					(int64_t)((double)w_mem * (1 + BASE_WORKER_MEM_MARGIN));
 				double remaining = quota - c.ps * c.ps_cpu;
 				if (n > (int)(remaining / cpu))
 					n = (int)(remaining / cpu);
-				n = n < j->min_workers ? j->min_workers : n > j->max_workers ? j->max_workers : n;
+				n = n < j->min_workers   ? j->min_workers
+				    : n > j->max_workers ? j->max_workers
+							 : n;
 				c.workers = n;
 				c.worker_cpu = cpu;
 				c.worker_mem_mb = mem;

@@ -135,7 +135,8 @@ static void apply_plan(struct run *s, const struct rv_scale_plan *plan)
 	for (int i = 0; i < plan->nremove; i++) {
 		int rank;
 		if (plan->remove[i].role == RV_ROLE_WORKER &&
-		    sscanf(plan->remove[i].node, "worker-%d", &rank) == 1 && rank >= 0 && rank < 256)
+		    sscanf(plan->remove[i].node, "worker-%d", &rank) == 1 && rank >= 0 &&
+		    rank < 256)
 			s->slow[rank] = false;
 	}
 	if (!config_fits_node(s->j, &s->c, &s->o->cluster))
@@ -253,7 +254,7 @@ static double phi(double z)
  * this share (threads wake and sleep); a period whose demand exceeds the
  * limit is throttled, for the part it could not run. */
 #define PERIOD_SPREAD 0.1
-#define PERIOD_US 100000
+#define PERIOD_US     100000
 
 /* Advance a node's cgroup cpu.stat counters over dt_s seconds of a mean
  * demand `demand` under `limit` cores. */
@@ -341,7 +342,8 @@ static int report_round(struct run *s)
 		}
 		double warm = 1;
 		if (j->warmup_s > 0 && s->since_change_s < j->warmup_s)
-			warm = j->warmup_start + (1 - j->warmup_start) * s->since_change_s / j->warmup_s;
+			warm = j->warmup_start +
+			       (1 - j->warmup_start) * s->since_change_s / j->warmup_s;
 		double speed = noisy(s, steady * warm, 1);
 		s->step += (int64_t)(speed * s->o->sample_s / (j->batch_size > 0 ? j->batch_size : 1));
 		struct rv_sample *sp = next_sample(&b, s->ts_ms);
@@ -471,6 +473,10 @@ static int play(struct run *s)
 			quiet = 0;
 			continue;
 		}
+		/* A round within the job's warm-up after a change is not quiet:
+		 * nothing can be judged yet. */
+		if (s->since_change_s < s->j->warmup_s)
+			continue;
 		if (++quiet >= s->o->settle_rounds) {
 			r->rounds++;
 			break;

@@ -66,7 +66,7 @@ struct sim_cluster_shape {
 struct sim_trace {
 	struct sim_job *jobs;
 	int n;
-	bool has_cluster;             /* a {"cluster":{...}} line gave the shape */
+	bool has_cluster; /* a {"cluster":{...}} line gave the shape */
 	struct sim_cluster_shape cluster;
 };
 
@@ -99,8 +99,7 @@ double model_speed(const struct sim_job *j, const struct sim_config *c);
 double config_cores(const struct sim_job *j, const struct sim_config *c);
 /* Per-node CPU demand of each role under c at full speed of the rest: a
  * role short of CPU slows the job, so the other uses its need times that. */
-void model_role_demand(const struct sim_job *j, const struct sim_config *c, double *dw,
-		       double *dp);
+void model_role_demand(const struct sim_job *j, const struct sim_config *c, double *dw, double *dp);
 /* Speed share left with `slow` stragglers among `workers`. */
 double model_straggler_factor(const struct sim_job *j, int workers, int slow);
 /* Role short of memory: 0 worker, 1 ps, -1 none. */
@@ -152,7 +151,7 @@ struct sim_opts {
 	char run_tag[16];          /* suffix for job names: several runs on one brain */
 	uint64_t seed;             /* mixed into every job's noise */
 	struct sim_cluster_shape cluster;
-	bool tell_cluster;         /* report the cluster's nodes to the brain first */
+	bool tell_cluster; /* report the cluster's nodes to the brain first */
 };
 
 /* DLRover's rules (model.c). */
@@ -166,7 +165,7 @@ struct sim_cluster_result {
 	double alloc;              /* allocated CPU / capacity, percent */
 	double mean_jct_s;
 	double makespan_s;
-	int unplaced;              /* jobs whose config never fits: run as the user asked */
+	int unplaced; /* jobs whose config never fits: run as the user asked */
 };
 /* configs[i]: the config job i runs with.  A config that cannot fit an empty
  * cluster (or runs at speed 0) is replaced by the user's request sized to

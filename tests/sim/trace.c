@@ -80,21 +80,23 @@ static int job_parse(const cJSON *o, struct sim_job *j, char *msg, size_t msize)
 	j->user.ps = j->strategy == SIM_PS ? (int)num(user, "ps", 0) : 0;
 	j->user.ps_cpu = num(user, "ps_cpu", 0);
 	j->user.ps_mem_mb = (int64_t)num(user, "ps_memory_mb", 0);
-	if (j->t[0] <= 0 || j->worker_cpu_need <= 0 || j->worker_mem_need_mb <= 0 ||
-	    j->noise < 0 || j->noise > 0.5 || j->min_workers < 1 || j->warmup_start <= 0 ||
-	    j->warmup_start > 1 || j->mem_rise < 0 || j->mem_rise > 0.9 || j->mem_rise_s < 0 ||
-	    j->stragglers < 0 || j->straggler_slowdown < 1 ||
-	    j->max_workers < j->min_workers || j->max_workers > 256 || j->work <= 0 ||
-	    j->user.workers < j->min_workers || j->user.workers > j->max_workers ||
+	if (j->t[0] <= 0 || j->worker_cpu_need <= 0 || j->worker_mem_need_mb <= 0 || j->noise < 0 ||
+	    j->noise > 0.5 || j->min_workers < 1 || j->warmup_start <= 0 || j->warmup_start > 1 ||
+	    j->mem_rise < 0 || j->mem_rise > 0.9 || j->mem_rise_s < 0 || j->stragglers < 0 ||
+	    j->straggler_slowdown < 1 || j->max_workers < j->min_workers || j->max_workers > 256 ||
+	    j->work <= 0 || j->user.workers < j->min_workers || j->user.workers > j->max_workers ||
 	    j->user.worker_cpu <= 0 || j->user.worker_mem_mb <= 0 ||
 	    (j->strategy == SIM_PS &&
 	     (j->min_ps < 1 || j->max_ps < j->min_ps || j->max_ps > 64 || j->user.ps < j->min_ps ||
 	      j->user.ps > j->max_ps || j->user.ps_cpu <= 0 || j->user.ps_mem_mb <= 0))) {
-		snprintf(msg, msize,
-			 "%s: out of range (t0 > 0, needs > 0, noise <= 0.5, 0 < warmup_start <= 1, "
-			 "0 <= mem_rise <= 0.9, stragglers >= 0, straggler_slowdown >= 1, 1 <= min <= "
-			 "user <= max workers <= 256, ps likewise <= 64, user resources > 0, work > 0)",
-			 j->name);
+		snprintf(
+			msg, msize,
+			"%s: out of range (t0 > 0, needs > 0, noise <= 0.5, 0 < warmup_start <= 1, "
+			"0 <= mem_rise <= 0.9, stragglers >= 0, straggler_slowdown >= 1, 1 <= min "
+			"<= "
+			"user <= max workers <= 256, ps likewise <= 64, user resources > 0, work > "
+			"0)",
+			j->name);
 		return -EINVAL;
 	}
 	return 0;
@@ -131,7 +133,8 @@ static int load_file(const char *path, struct sim_trace *t, char *msg, size_t ms
 			cJSON_Delete(o);
 			if (t->cluster.nodes < 1 || t->cluster.nodes > 4096 ||
 			    t->cluster.node_cpu < 1 || t->cluster.node_mem_mb < 1024) {
-				snprintf(msg, msize, "%s:%d: cluster: 1..4096 nodes of >= 1 core, >= 1 GiB",
+				snprintf(msg, msize,
+					 "%s:%d: cluster: 1..4096 nodes of >= 1 core, >= 1 GiB",
 					 path, lineno);
 				rc = -EINVAL;
 				break;
