@@ -33,6 +33,42 @@ static size_t samples(struct rv_alg_usage *u, size_t n, double cpu, double mem, 
 	return n;
 }
 
+/* cgroup throttling decides starvation when the samples carry it: usage at
+ * the limit with few throttled periods is tight but enough; usage a little
+ * below it (noise) with most periods throttled is starved. */
+START_TEST(test_throttling_decides_starvation)
+{
+	struct rv_alg_usage u[40];
+	struct rv_alg_resource cur = { .cpu = 4.0, .memory_mb = 8192 };
+	for (int i = 0; i < 40; i++)
+		u[i] = (struct rv_alg_usage){ .role = RV_ALG_WORKER,
+					      .node = i % 4,
+					      .t_ms = (int64_t)i * 1000,
+					      .cpu = 4.0,
+					      .memory_mb = 4096,
+					      .has_throttled = true,
+					      .throttled = 0.35 };
+	/* pinned by usage, but the kernel held it in few periods */
+	ck_assert(!rv_alg_role_starved(u, 40, RV_ALG_WORKER, &cur, &P));
+	for (int i = 0; i < 40; i++) {
+		u[i].cpu = 3.7;
+		u[i].throttled = 0.9;
+	}
+	ck_assert(rv_alg_role_starved(u, 40, RV_ALG_WORKER, &cur, &P));
+	/* without counters, usage alone: 3.7 of 4 is not pinned */
+	for (int i = 0; i < 40; i++)
+		u[i].has_throttled = false;
+	ck_assert(!rv_alg_role_starved(u, 40, RV_ALG_WORKER, &cur, &P));
+	/* and the starved role grows */
+	for (int i = 0; i < 40; i++)
+		u[i].has_throttled = true;
+	struct rv_alg_resource out;
+	ck_assert_int_eq(rv_alg_rightsize(u, 40, RV_ALG_WORKER, &cur, NULL, 40000, &LIM, &P, &out),
+			 1);
+	ck_assert_double_eq_tol(out.cpu, 8.0, 1e-9);
+}
+END_TEST
+
 START_TEST(test_shrinks_overprovisioned)
 {
 	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
@@ -199,6 +235,7 @@ static Suite *rightsize_suite(void)
 	tcase_set_timeout(tc, 20);
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, test_shrinks_overprovisioned);
+	tcase_add_test(tc, test_throttling_decides_starvation);
 	tcase_add_test(tc, test_no_flap_near_threshold);
 	tcase_add_test(tc, test_near_limit_small_growth_waits);
 	tcase_add_test(tc, test_hysteresis_band);
