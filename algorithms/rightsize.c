@@ -86,6 +86,55 @@ bool rv_alg_cpu_pinned(const struct rv_alg_usage *u, size_t n, enum rv_alg_role 
 	return q >= p->cpu_pinned * limit && med >= median_share * limit;
 }
 
+/* How much a role's memory rises at its trend (least squares over time)
+ * over as much time again as its samples span (at most horizon_ms), 0
+ * unless it rises beyond 4 standard errors. */
+static double mem_rise(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
+		       int64_t horizon_ms)
+{
+	double st = 0, sm = 0, k = 0;
+	int64_t t0 = INT64_MAX, t1 = INT64_MIN;
+	for (size_t i = 0; i < n; i++)
+		if (u[i].role == role) {
+			if (u[i].t_ms < t0)
+				t0 = u[i].t_ms;
+			if (u[i].t_ms > t1)
+				t1 = u[i].t_ms;
+		}
+	if (t0 > t1)
+		return 0;
+	if (t1 - t0 < horizon_ms)
+		horizon_ms = t1 - t0;
+	for (size_t i = 0; i < n; i++)
+		if (u[i].role == role) {
+			st += (double)(u[i].t_ms - t0);
+			sm += (double)u[i].memory_mb;
+			k++;
+		}
+	if (k < 6)
+		return 0;
+	st /= k;
+	sm /= k;
+	double sxx = 0, sxy = 0;
+	for (size_t i = 0; i < n; i++)
+		if (u[i].role == role) {
+			double x = (double)(u[i].t_ms - t0) - st;
+			sxx += x * x;
+			sxy += x * ((double)u[i].memory_mb - sm);
+		}
+	if (!(sxx > 0))
+		return 0;
+	double slope = sxy / sxx, sse = 0;
+	for (size_t i = 0; i < n; i++)
+		if (u[i].role == role) {
+			double x = (double)(u[i].t_ms - t0) - st;
+			double r = (double)u[i].memory_mb - sm - slope * x;
+			sse += r * r;
+		}
+	double se = sqrt(sse / (k - 2) / sxx);
+	return slope > 4 * se ? slope * (double)horizon_ms : 0;
+}
+
 bool rv_alg_role_starved(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
 			 const struct rv_alg_resource *cur, const struct rv_alg_params *p)
 {
@@ -162,6 +211,12 @@ int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
 	if (starved)
 		want_cpu = cur->cpu * p->starved_factor;
 	double want_mem = rv_alg_quantile(mem, m, p->usage_quantile) * (1 + p->mem_margin);
+	/* Memory that keeps rising (caches, embedding tables that grow with
+	 * the data) is sized for where it will be a window from now, not for
+	 * where it was: else every plan chases it and the job OOMs late. */
+	double rise = mem_rise(u, n, role, p->usage_window_ms);
+	if (rise > 0 && (peak + rise) * (1 + p->mem_margin) > want_mem)
+		want_mem = (peak + rise) * (1 + p->mem_margin);
 
 	free(cpu);
 	free(mem);

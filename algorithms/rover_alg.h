@@ -99,7 +99,8 @@ struct rv_alg_params {
 	 * limit that is tight but enough throttles bursts only, in fewer than
 	 * half of the periods; a need above the limit in most).  0: usage only. */
 	double throttle_starved;
-	double mem_margin;      /* added to the memory quantile: 0.2 */
+	double mem_margin;      /* added to the memory quantile (and to the level a
+				 * rising memory reaches a usage window ahead): 0.1 */
 	double hysteresis;      /* relative change needed to resize: 0.07 */
 	int64_t reversal_window_ms; /* no reversal of a resize within: 1800000 */
 	int min_usage_samples;  /* per role, before right-sizing: 5 */

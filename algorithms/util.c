@@ -28,7 +28,7 @@ void rv_alg_params_default(struct rv_alg_params *p)
 		.cpu_pinned = 0.99,
 		.starved_factor = 2.0,
 		.throttle_starved = 0.6,
-		.mem_margin = 0.2,
+		.mem_margin = 0.1,
 		.hysteresis = 0.07,
 		.reversal_window_ms = 30 * 60 * 1000,
 		.min_usage_samples = 5,

@@ -227,16 +227,16 @@ START_TEST(test_drop_warmup)
 	for (int i = 0; i < 10; i++)
 		o[n++] = (struct rv_alg_speed_obs){ .workers = 2,
 						    .t_ms = 10000 * i,
-						    .speed = i < 3 ? 10 : 100 + i };
+						    .speed = i < 3 ? 10 : 100 + 0.1 * i };
 	/* 2 samples at 3 workers: at most half of a short run is dropped */
 	o[n++] = (struct rv_alg_speed_obs){ .workers = 3, .t_ms = 100000, .speed = 5 };
 	o[n++] = (struct rv_alg_speed_obs){ .workers = 3, .t_ms = 110000, .speed = 150 };
 	n = rv_alg_drop_warmup(o, n, &P);
 	ck_assert_int_eq(n, 3);
 	/* samples 3..6 and 7..9 averaged, each stamped with its last sample */
-	ck_assert_double_eq_tol(o[0].speed, (103 + 104 + 105 + 106) / 4.0, 1e-9);
+	ck_assert_double_eq_tol(o[0].speed, (100.3 + 100.4 + 100.5 + 100.6) / 4.0, 1e-9);
 	ck_assert_int_eq(o[0].t_ms, 60000);
-	ck_assert_double_eq_tol(o[1].speed, (107 + 108 + 109) / 3.0, 1e-9);
+	ck_assert_double_eq_tol(o[1].speed, (100.7 + 100.8 + 100.9) / 3.0, 1e-9);
 	ck_assert_int_eq(o[2].workers, 3);
 	ck_assert_double_eq_tol(o[2].speed, 150, 1e-9);
 }

@@ -133,6 +133,11 @@ double model_speed(const struct sim_job *j, const struct sim_config *c)
 {
 	if (model_oom_role(j, c) >= 0)
 		return 0;
+	return model_speed_running(j, c);
+}
+
+double model_speed_running(const struct sim_job *j, const struct sim_config *c)
+{
 	double f = model_speed_ideal(j, c->workers, c->ps);
 	double k = c->worker_cpu / j->worker_cpu_need;
 	if (j->strategy == SIM_PS) {

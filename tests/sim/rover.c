@@ -320,7 +320,8 @@ static int report_round(struct run *s)
 {
 	const struct sim_job *j = s->j;
 	const struct sim_config *c = &s->c;
-	double steady = model_speed(j, c) * model_straggler_factor(j, c->workers, slow_count(s));
+	double steady = model_speed_running(j, c) *
+			model_straggler_factor(j, c->workers, slow_count(s));
 	double dw, dp;
 	model_role_demand(j, c, &dw, &dp);
 	/* A batch is posted once it holds BATCH_SAMPLES; one step adds at most
@@ -473,9 +474,11 @@ static int play(struct run *s)
 			quiet = 0;
 			continue;
 		}
-		/* A round within the job's warm-up after a change is not quiet:
-		 * nothing can be judged yet. */
-		if (s->since_change_s < s->j->warmup_s)
+		/* A round within the job's warm-up after a change, or before its
+		 * memory reached its peak, is not quiet: the job is not done
+		 * showing what it needs. */
+		if (s->since_change_s < s->j->warmup_s ||
+		    (s->j->mem_rise > 0 && s->job_s < s->j->mem_rise_s))
 			continue;
 		if (++quiet >= s->o->settle_rounds) {
 			r->rounds++;

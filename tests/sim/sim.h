@@ -96,6 +96,8 @@ double config_mem_gb(const struct sim_job *j, const struct sim_config *c);
 /* Steady speed of a config: ideal x min(1, cpu given / need) over roles;
  * 0 when a node lacks memory (it OOMs). */
 double model_speed(const struct sim_job *j, const struct sim_config *c);
+/* The same while it runs, before memory rising to its peak would kill it. */
+double model_speed_running(const struct sim_job *j, const struct sim_config *c);
 double config_cores(const struct sim_job *j, const struct sim_config *c);
 /* Per-node CPU demand of each role under c at full speed of the rest: a
  * role short of CPU slows the job, so the other uses its need times that. */
