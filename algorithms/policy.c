@@ -528,6 +528,19 @@ int rv_alg_plan_create_job(const struct rv_alg_job_features *job, const struct r
 		out->cfg.ps = ask->cfg.ps;
 		kept = true;
 	}
+	/* ... but no node larger than the largest node: it could never run */
+	bool cut = false;
+	struct rv_alg_group *g[2] = { &out->cfg.worker, &out->cfg.ps };
+	for (int i = 0; i < 2; i++) {
+		if (lim && lim->max_cpu > 0 && g[i]->res.cpu > lim->max_cpu) {
+			g[i]->res.cpu = lim->max_cpu;
+			cut = true;
+		}
+		if (lim && lim->max_memory_mb > 0 && g[i]->res.memory_mb > lim->max_memory_mb) {
+			g[i]->res.memory_mb = lim->max_memory_mb;
+			cut = true;
+		}
+	}
 	if (ask->worker_given && (!ask->has_ps || ask->ps_given)) {
 		out->algorithm = "user_spec";
 		out->reason[0] = '\0';
@@ -536,5 +549,8 @@ int rv_alg_plan_create_job(const struct rv_alg_job_features *job, const struct r
 	} else if (kept) {
 		rv_alg_reason_add(out, "roles that gave resources keep them");
 	}
+	if (cut)
+		rv_alg_reason_add(out, "cut to the largest node (%.1f CPU, %lld MiB)", lim->max_cpu,
+				  (long long)lim->max_memory_mb);
 	return 0;
 }

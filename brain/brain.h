@@ -154,6 +154,8 @@ int store_cluster_upsert(PGconn *c, const struct rv_cluster_report *r, struct rv
 int store_cluster_json(PGconn *c, cJSON **out, struct rv_err *err);
 /* Free cluster capacity (ready nodes, capacity - used); -1/-1 when no reports. */
 int store_cluster_free(PGconn *c, double *cpu, int64_t *memory_mb, struct rv_err *err);
+/* The largest ready node's CPU and memory (-1 each when none reported). */
+int store_cluster_largest(PGconn *c, double *cpu, int64_t *memory_mb, struct rv_err *err);
 int store_ping(PGconn *c, struct rv_err *err);
 
 /* planner inputs: every row read is parsed whole; one that does not parse

@@ -30,15 +30,24 @@ static void params_for(const struct brain *b, struct rv_alg_params *p)
 	p->min_outcome_samples = (int)b->cfg.min_samples;
 }
 
-/* Cluster mode: never ask for more than the monitor says is free. */
+/* Never a node larger than the largest the cluster reported (without
+ * reports, the documented default of rv_alg_params); cluster mode: never ask
+ * for more than the monitor says is free. */
 static int cluster_limits(PGconn *c, const struct rv_job_spec *spec, struct rv_alg_limits *lim,
 			  struct rv_err *err)
 {
-	if (spec->optimize_mode != RV_OPT_CLUSTER)
-		return 0;
 	double cpu;
 	int64_t mem;
-	int rc = store_cluster_free(c, &cpu, &mem, err);
+	int rc = store_cluster_largest(c, &cpu, &mem, err);
+	if (rc < 0)
+		return rc;
+	if (cpu > 0 && (lim->max_cpu <= 0 || cpu < lim->max_cpu))
+		lim->max_cpu = cpu;
+	if (mem > 0 && (lim->max_memory_mb <= 0 || mem < lim->max_memory_mb))
+		lim->max_memory_mb = mem;
+	if (spec->optimize_mode != RV_OPT_CLUSTER)
+		return 0;
+	rc = store_cluster_free(c, &cpu, &mem, err);
 	if (rc == 0 && cpu >= 0) {
 		lim->free_cpu = cpu;
 		lim->free_memory_mb = mem;

@@ -729,6 +729,25 @@ int store_cluster_free(PGconn *c, double *cpu, int64_t *memory_mb, struct rv_err
 	return 0;
 }
 
+int store_cluster_largest(PGconn *c, double *cpu, int64_t *memory_mb, struct rv_err *err)
+{
+	RV_CLEANUP_PGRESULT PGresult *r = NULL;
+	int rc = rv_db_exec(c,
+			    "SELECT count(*), COALESCE(max(cpu), 0), COALESCE(max(memory_mb), 0)"
+			    " FROM cluster_nodes WHERE ready",
+			    0, NULL, &r, err);
+	if (rc < 0)
+		return rc;
+	if (strtoll(PQgetvalue(r, 0, 0), NULL, 10) == 0) {
+		*cpu = -1;
+		*memory_mb = -1;
+		return 0;
+	}
+	*cpu = strtod(PQgetvalue(r, 0, 1), NULL);
+	*memory_mb = strtoll(PQgetvalue(r, 0, 2), NULL, 10);
+	return 0;
+}
+
 int store_ping(PGconn *c, struct rv_err *err)
 {
 	int rc = rv_db_exec(c, "SELECT 1", 0, NULL, NULL, err);
