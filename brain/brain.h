@@ -173,6 +173,10 @@ struct store_history_row {
 	char uid[40], name[RV_NAME_MAX], user[128];
 	double parameters, batch_size, dataset_size;
 	struct rv_scale_plan plan;
+	/* what its nodes used, [0] workers, [1] PS: p80 of CPU and peak memory
+	 * over its samples; -1 when the role reported none */
+	double used_cpu[2];
+	int64_t used_mem_mb[2];
 };
 int store_job_spec(PGconn *c, int64_t job_id, struct rv_job_spec *spec, struct rv_err *err);
 /* Applied plans, newest application first (the create plan counts as

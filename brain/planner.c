@@ -89,6 +89,15 @@ int planner_create_plan(struct brain *b, PGconn *c, const struct store_job *job,
 		hist[i].f.user = rows[i].user;
 		hist[i].f.name = rows[i].name;
 		rv_plan_config(&rows[i].plan, &hist[i].cfg);
+		/* Neighbours contribute what they used, not what they were
+		 * given (the create stage adds its margin). */
+		struct rv_alg_group *g[2] = { &hist[i].cfg.worker, &hist[i].cfg.ps };
+		for (int k = 0; k < 2; k++) {
+			if (rows[i].used_cpu[k] > 0)
+				g[k]->res.cpu = rows[i].used_cpu[k];
+			if (rows[i].used_mem_mb[k] > 0)
+				g[k]->res.memory_mb = rows[i].used_mem_mb[k];
+		}
 	}
 	struct rv_alg_decision d;
 	if (rc >= 0) {

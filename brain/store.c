@@ -1053,15 +1053,26 @@ int store_history(PGconn *c, enum rv_strategy strategy, int limit, struct store_
 	snprintf(lim, sizeof(lim), "%d", limit);
 	const char *p[] = { rv_strategy_name(strategy), lim };
 	PGresult *r = NULL;
-	/* The configuration each finished job last ran with and did not regret. */
-	int rc = rv_db_exec(c,
-			    "SELECT j.uid, j.name, j.user_name, j.model_parameters, j.batch_size,"
-			    " j.dataset_size, (SELECT p.plan::text FROM scale_plans p WHERE p.job_id = j.id"
-			    "   AND p.outcome <> 'worse' AND (p.applied_at IS NOT NULL OR p.stage = 'create')"
-			    "   ORDER BY (p.applied_at IS NOT NULL) DESC, p.id DESC LIMIT 1)"
-			    " FROM jobs j WHERE j.status = 'finished' AND j.strategy = $1"
-			    " ORDER BY j.finished_at DESC LIMIT $2::int",
-			    2, p, &r, err);
+	/* The configuration each finished job last ran with and did not regret,
+	 * and what its nodes used (p80 of CPU, peak memory, per role); a job
+	 * that never reported usage says nothing of what a job needs. */
+	int rc = rv_db_exec(
+		c,
+		"SELECT j.uid, j.name, j.user_name, j.model_parameters, j.batch_size,"
+		" j.dataset_size, (SELECT p.plan::text FROM scale_plans p WHERE p.job_id = j.id"
+		"   AND p.outcome <> 'worse' AND (p.applied_at IS NOT NULL OR p.stage = 'create')"
+		"   ORDER BY (p.applied_at IS NOT NULL) DESC, p.id DESC LIMIT 1),"
+		" u.w_cpu, u.w_mem, u.p_cpu, u.p_mem"
+		" FROM jobs j CROSS JOIN LATERAL (SELECT"
+		"   percentile_cont(0.8) WITHIN GROUP (ORDER BY cpu) FILTER (WHERE role <> 'ps')"
+		"   AS w_cpu, max(memory_mb) FILTER (WHERE role <> 'ps') AS w_mem,"
+		"   percentile_cont(0.8) WITHIN GROUP (ORDER BY cpu) FILTER (WHERE role = 'ps')"
+		"   AS p_cpu, max(memory_mb) FILTER (WHERE role = 'ps') AS p_mem"
+		"   FROM node_usage WHERE job_id = j.id) u"
+		" WHERE j.status = 'finished' AND j.strategy = $1"
+		" AND EXISTS (SELECT 1 FROM node_usage n WHERE n.job_id = j.id)"
+		" ORDER BY j.finished_at DESC LIMIT $2::int",
+		2, p, &r, err);
 	int n = 0;
 	for (int i = 0; i < rc; i++) {
 		if (PQgetisnull(r, i, 6))
@@ -1085,6 +1096,12 @@ int store_history(PGconn *c, enum rv_strategy strategy, int limit, struct store_
 		h->parameters = strtod(PQgetvalue(r, i, 3), NULL);
 		h->batch_size = strtod(PQgetvalue(r, i, 4), NULL);
 		h->dataset_size = strtod(PQgetvalue(r, i, 5), NULL);
+		h->used_cpu[0] = PQgetisnull(r, i, 7) ? -1 : strtod(PQgetvalue(r, i, 7), NULL);
+		h->used_mem_mb[0] = PQgetisnull(r, i, 8) ? -1
+							 : strtoll(PQgetvalue(r, i, 8), NULL, 10);
+		h->used_cpu[1] = PQgetisnull(r, i, 9) ? -1 : strtod(PQgetvalue(r, i, 9), NULL);
+		h->used_mem_mb[1] = PQgetisnull(r, i, 10) ? -1
+							  : strtoll(PQgetvalue(r, i, 10), NULL, 10);
 		n++;
 	}
 	if (r)
