@@ -91,6 +91,7 @@ size_t rv_alg_settle_index(const struct rv_alg_speed_obs *o, size_t start, size_
 	size_t k = start;
 	while (k < end && o[k].t_ms < o[start].t_ms + p->warmup_ms)
 		k++;
+	size_t k0 = k;
 	/* Move past the ramp while what is left still trends up: a quarter of
 	 * it at a time (the test needs enough samples to see a trend). */
 	while (end - k >= SETTLE_MIN_SAMPLES && still_rising(o, k, end)) {
@@ -98,6 +99,10 @@ size_t rv_alg_settle_index(const struct rv_alg_speed_obs *o, size_t start, size_
 		k += step > 0 ? step : 1;
 	}
 	*settled = end - k >= SETTLE_MIN_SAMPLES;
+	/* A short run (a few samples past the fixed warm-up): settled when the
+	 * whole run, its first samples included, shows no rise. */
+	if (!*settled && k == k0 && k < end && end - start >= 4 && !still_rising(o, start, end))
+		*settled = true;
 	return k;
 }
 
@@ -107,7 +112,7 @@ int64_t rv_alg_run_settled_ms(const struct rv_alg_speed_obs *o, size_t n, int64_
 	size_t start = 0;
 	while (start < n && o[start].t_ms <= since_ms)
 		start++;
-	if (n - start < SETTLE_MIN_SAMPLES)
+	if (n - start < 4)
 		return since_ms + p->warmup_ms;
 	bool settled;
 	size_t k = rv_alg_settle_index(o, start, n, p, &settled);
