@@ -21,9 +21,16 @@ void rv_alg_median_mad(double *x, double *tmp, size_t n, double *median, double 
 
 /* Quantile q of x[0..n) (n >= 1); sorts x in place. */
 double rv_alg_quantile(double *x, size_t n, double q);
-/* Whether CPU use sits at `limit`: over the samples of `role` (one node, or
- * all with node < 0; at least min_samples), the usage quantile at
- * p->cpu_pinned of it and the median at median_share of it. */
+/* Median share of throttled CPU quota periods over the samples of a role
+ * (node < 0: every node) that carry throttling counters, into *share.
+ * -ENODATA with fewer than min_samples such samples. */
+int rv_alg_throttled_share(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role, int node,
+			   size_t min_samples, double *share);
+/* Whether CPU use sits at `limit` (held back by it): from throttling when
+ * the samples carry it (median throttled share >= p->throttle_starved), else
+ * over the samples of `role` (one node, or all with node < 0; at least
+ * min_samples), the usage quantile at p->cpu_pinned of it and the median at
+ * median_share of it. */
 bool rv_alg_cpu_pinned(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role, int node,
 		       size_t min_samples, double limit, double median_share,
 		       const struct rv_alg_params *p);

@@ -105,6 +105,14 @@ static void fit_limits(struct rv_alg_config *c, enum rv_alg_strategy s,
 	static const struct rv_alg_config zero;
 	struct rv_alg_group *g[2] = {&c->worker, &c->ps};
 
+	/* PS hold shares of the model: fewer PS than asked for each hold more,
+	 * so the memory follows the count after it is capped (before the
+	 * per-node bound below). */
+	if (s == RV_ALG_PS && lim->max_ps > 0 && c->ps.count > lim->max_ps) {
+		c->ps.res.memory_mb = (int64_t)rv_alg_mb_up((double)c->ps.res.memory_mb *
+							    c->ps.count / lim->max_ps);
+		c->ps.count = lim->max_ps;
+	}
 	for (int i = 0; i < 2; i++) {
 		if (lim->max_cpu > 0 && g[i]->res.cpu > lim->max_cpu)
 			g[i]->res.cpu = lim->max_cpu;

@@ -63,6 +63,43 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 		rc = rv_alg_explore(st->speed, st->n_speed, &st->lim, &st->cur, p, &part);
 	if (rc < 0)
 		return;
+	/* PS jobs measured at one PS count only: the model cannot tell the
+	 * transfer term (t1 w/p, many PS pay) from the per-PS overhead (t3 p,
+	 * few pay), so it keeps the count it was given whatever it is.  Once
+	 * the workers hold, measure another PS count: fewer first (cheaper),
+	 * more when at the minimum; the fit then chooses over both. */
+	if (trusted && st->strategy == RV_ALG_PS && fit.n_ps_values == 1 && st->cur.ps.count > 0) {
+		int p0 = st->cur.ps.count;
+		int pmin = st->lim.min_ps > 0 ? st->lim.min_ps : 1;
+		int pmax = st->lim.max_ps > 0 ? st->lim.max_ps : p0;
+		int pn = p0;
+
+		if (p0 > pmin)
+			pn = (p0 + 1) / 2 > pmin ? (p0 + 1) / 2 : pmin;
+		else if (p0 < pmax)
+			pn = 2 * p0 < pmax ? 2 * p0 : pmax;
+		struct rv_alg_config trial = st->cur;
+
+		/* with the worker count the model chose: one plan moves both */
+		trial.worker.count = part.cfg.worker.count;
+		trial.ps.count = pn;
+		if (pn != p0 && rv_alg_fits_free(&st->lim, &st->cur, &trial)) {
+			cfg->worker.count = trial.worker.count;
+			cfg->ps.count = pn;
+			out->predicted_speed = 0;
+			out->fit_r2 = fit.r2;
+			out->fit_configs = fit.n_configs;
+			if (part.changed)
+				rv_alg_reason_add(out, "%s", part.reason);
+			rv_alg_reason_add(out,
+					  "exploring the PS count: %d -> %d PS (measured at one PS "
+					  "count only, the model cannot tell transfer from per-PS "
+					  "overhead)",
+					  p0, pn);
+			take_lead(rank, lead, LEAD_COUNT, "explore");
+			return;
+		}
+	}
 	cfg->worker.count = part.cfg.worker.count;
 	cfg->ps.count = part.cfg.ps.count;
 	out->predicted_speed = part.predicted_speed;

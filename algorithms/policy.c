@@ -48,6 +48,79 @@ bool rv_alg_pending_stands(const struct rv_alg_job_history *h)
 	       h->pending->based_on_ts_ms >= h->now_ms;
 }
 
+/* Samples a trend test needs, and the least rise over them it reports. */
+#define SETTLE_MIN_SAMPLES 6
+#define SETTLE_MIN_RISE    0.05
+#define SETTLE_T           2.5
+
+/* Whether o[k..end) (time order) still rises: the least-squares slope of
+ * speed over time beyond SETTLE_T standard errors and a rise of at least
+ * SETTLE_MIN_RISE of the mean across the span. */
+static bool still_rising(const struct rv_alg_speed_obs *o, size_t k, size_t end)
+{
+	size_t m = end - k;
+	double mt = 0, ms = 0;
+	for (size_t i = k; i < end; i++) {
+		mt += (double)(o[i].t_ms - o[k].t_ms);
+		ms += o[i].speed;
+	}
+	mt /= (double)m;
+	ms /= (double)m;
+	double sxx = 0, sxy = 0;
+	for (size_t i = k; i < end; i++) {
+		double x = (double)(o[i].t_ms - o[k].t_ms) - mt;
+		sxx += x * x;
+		sxy += x * (o[i].speed - ms);
+	}
+	if (!(sxx > 0) || !(ms > 0))
+		return false;
+	double slope = sxy / sxx, sse = 0;
+	for (size_t i = k; i < end; i++) {
+		double x = (double)(o[i].t_ms - o[k].t_ms) - mt;
+		double r = o[i].speed - ms - slope * x;
+		sse += r * r;
+	}
+	double se = sqrt(sse / (double)(m - 2) / sxx);
+	double rise = slope * (double)(o[end - 1].t_ms - o[k].t_ms) / ms;
+	return slope > SETTLE_T * se && rise >= SETTLE_MIN_RISE;
+}
+
+size_t rv_alg_settle_index(const struct rv_alg_speed_obs *o, size_t start, size_t end,
+			   const struct rv_alg_params *p, bool *settled)
+{
+	size_t k = start;
+	while (k < end && o[k].t_ms < o[start].t_ms + p->warmup_ms)
+		k++;
+	size_t k0 = k;
+	/* Move past the ramp while what is left still trends up: a quarter of
+	 * it at a time (the test needs enough samples to see a trend). */
+	while (end - k >= SETTLE_MIN_SAMPLES && still_rising(o, k, end)) {
+		size_t step = (end - k) / 4;
+		k += step > 0 ? step : 1;
+	}
+	*settled = end - k >= SETTLE_MIN_SAMPLES;
+	/* A short run (a few samples past the fixed warm-up): settled when the
+	 * whole run, its first samples included, shows no rise. */
+	if (!*settled && k == k0 && k < end && end - start >= 4 && !still_rising(o, start, end))
+		*settled = true;
+	return k;
+}
+
+int64_t rv_alg_run_settled_ms(const struct rv_alg_speed_obs *o, size_t n, int64_t since_ms,
+			      const struct rv_alg_params *p)
+{
+	size_t start = 0;
+	while (start < n && o[start].t_ms <= since_ms)
+		start++;
+	if (n - start < 4)
+		return since_ms + p->warmup_ms;
+	bool settled;
+	size_t k = rv_alg_settle_index(o, start, n, p, &settled);
+	if (!settled)
+		return INT64_MAX;
+	return o[k].t_ms;
+}
+
 int rv_alg_outcome_window(const struct rv_alg_job_history *h, const struct rv_alg_params *p,
 			  struct rv_alg_outcome_window *w)
 {
@@ -63,8 +136,16 @@ int rv_alg_outcome_window(const struct rv_alg_job_history *h, const struct rv_al
 	memset(w, 0, sizeof(*w));
 	w->workers = cur->cfg.worker.count;
 	w->ps = cur->cfg.ps.count;
-	/* Past the warm-up of the new configuration. */
+	/* Past the warm-up of the new configuration: where its speed stops
+	 * rising when the caller gave the speeds (INT64_MAX while it still
+	 * rises: not judged yet), else a fixed warm-up. */
 	w->after_from_ms = cur->applied_ts_ms + p->warmup_ms;
+	if (h->n_speed && h->speed) {
+		int64_t settled =
+			rv_alg_run_settled_ms(h->speed, h->n_speed, cur->applied_ts_ms, p);
+		if (settled > w->after_from_ms)
+			w->after_from_ms = settled;
+	}
 	/* Before: the configuration the plan replaced, past its own warm-up
 	 * (samples of older configurations would blur the comparison); all of
 	 * its samples when too few are settled. */
@@ -178,10 +259,14 @@ size_t rv_alg_drop_warmup(struct rv_alg_speed_obs *o, size_t n, const struct rv_
 		size_t end = start;
 		while (end < n && o[end].workers == o[start].workers && o[end].ps == o[start].ps)
 			end++;
-		size_t skip = start;
-		while (skip < end && o[skip].t_ms < o[start].t_ms + p->warmup_ms &&
-		       skip - start < (end - start) / 2)
-			skip++;
+		/* Each run's warm-up: until its speed stops rising; a run that
+		 * never settled keeps its last third (the nearest to steady). */
+		bool settled;
+		size_t skip = rv_alg_settle_index(o, start, end, p, &settled);
+		size_t keep_from = end - (end - start + 2) / 3;
+		if (!settled && skip > keep_from)
+			skip = keep_from;
+
 		for (size_t i = skip; i < end; i += batch) {
 			size_t k = end - i < batch ? end - i : batch;
 			double sum = 0;
@@ -292,6 +377,17 @@ int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_para
 		return 0;
 	}
 	const struct rv_alg_applied *cur = &h->applied[0];
+	/* Still warming up: neither speeds nor usage say the need yet. */
+	int64_t settled_ms =
+		h->n_speed ? rv_alg_run_settled_ms(h->speed, h->n_speed, cur->applied_ts_ms, p)
+			   : cur->applied_ts_ms;
+	if (settled_ms == INT64_MAX) {
+		rv_alg_decision_init(out, &cur->cfg);
+		out->algorithm = "hold";
+		rv_alg_reason_add(out, "warming up: the speed since plan %" PRId64 " still rises",
+				  cur->id);
+		return 0;
+	}
 	/* scratch copies (at least one element: never NULL below) */
 	struct rv_alg_speed_obs *obs = malloc((h->n_speed ? h->n_speed : 1) * sizeof(*obs));
 	struct rv_alg_step *steps = malloc((h->n_steps ? h->n_steps : 1) * sizeof(*steps));
@@ -316,14 +412,28 @@ int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_para
 	st.now_ms = h->now_ms;
 	st.speed = obs;
 	st.n_speed = nobs;
-	st.usage = h->usage;
-	st.n_usage = h->n_usage;
+	/* usage of the ramp is not the need: from where the speed settled (the
+	 * whole window when the ramp was shorter than its fixed part) */
+	struct rv_alg_usage *use = malloc((h->n_usage ? h->n_usage : 1) * sizeof(*use));
+	if (!use) {
+		free(obs);
+		free(steps);
+		return -ENOMEM;
+	}
+	size_t nuse = 0;
+	for (size_t i = 0; i < h->n_usage; i++)
+		if (h->usage[i].t_ms >= settled_ms ||
+		    settled_ms <= cur->applied_ts_ms + p->warmup_ms)
+			use[nuse++] = h->usage[i];
+	st.usage = use;
+	st.n_usage = nuse;
 	st.steps = steps;
 	st.n_steps = nsteps;
 	rv_alg_last_resizes(h->applied, h->n_applied, st.last_resize);
 	int rc = rv_alg_plan_running(&st, p, out);
 	free(obs);
 	free(steps);
+	free(use);
 	if (rc < 0 || !out->changed)
 		return rc;
 	/* A configuration measured worse (and reverted) is not proposed again:
@@ -423,6 +533,19 @@ int rv_alg_plan_create_job(const struct rv_alg_job_features *job, const struct r
 		out->cfg.ps = ask->cfg.ps;
 		kept = true;
 	}
+	/* ... but no node larger than the largest node: it could never run */
+	bool cut = false;
+	struct rv_alg_group *g[2] = { &out->cfg.worker, &out->cfg.ps };
+	for (int i = 0; i < 2; i++) {
+		if (lim && lim->max_cpu > 0 && g[i]->res.cpu > lim->max_cpu) {
+			g[i]->res.cpu = lim->max_cpu;
+			cut = true;
+		}
+		if (lim && lim->max_memory_mb > 0 && g[i]->res.memory_mb > lim->max_memory_mb) {
+			g[i]->res.memory_mb = lim->max_memory_mb;
+			cut = true;
+		}
+	}
 	if (ask->worker_given && (!ask->has_ps || ask->ps_given)) {
 		out->algorithm = "user_spec";
 		out->reason[0] = '\0';
@@ -431,5 +554,8 @@ int rv_alg_plan_create_job(const struct rv_alg_job_features *job, const struct r
 	} else if (kept) {
 		rv_alg_reason_add(out, "roles that gave resources keep them");
 	}
+	if (cut)
+		rv_alg_reason_add(out, "cut to the largest node (%.1f CPU, %lld MiB)", lim->max_cpu,
+				  (long long)lim->max_memory_mb);
 	return 0;
 }

@@ -36,10 +36,38 @@ static int should_move(double cur, double want, double last_from, double last_to
 	return 1;
 }
 
+int rv_alg_throttled_share(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role, int node,
+			   size_t min_samples, double *share)
+{
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++)
+		m += u[i].role == role && (node < 0 || u[i].node == node) && u[i].has_throttled;
+	if (m == 0 || m < min_samples)
+		return -ENODATA;
+	double *x = malloc(m * sizeof(*x));
+	if (!x)
+		return -ENOMEM;
+	m = 0;
+	for (size_t i = 0; i < n; i++)
+		if (u[i].role == role && (node < 0 || u[i].node == node) && u[i].has_throttled)
+			x[m++] = u[i].throttled;
+	*share = rv_alg_quantile(x, m, 0.5);
+	free(x);
+	return 0;
+}
+
 bool rv_alg_cpu_pinned(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role, int node,
 		       size_t min_samples, double limit, double median_share,
 		       const struct rv_alg_params *p)
 {
+	/* With cgroup throttling counters the kernel says it: a node held back
+	 * by its limit is throttled in most of its quota periods; one whose
+	 * limit is tight but enough is throttled in fewer than half (bursts
+	 * only).  Usage alone cannot tell the two apart under noise. */
+	double share;
+	if (p->throttle_starved > 0 &&
+	    rv_alg_throttled_share(u, n, role, node, min_samples ? min_samples : 1, &share) == 0)
+		return share >= p->throttle_starved;
 	size_t m = 0;
 	for (size_t i = 0; i < n; i++)
 		m += u[i].role == role && (node < 0 || u[i].node == node);
@@ -56,6 +84,55 @@ bool rv_alg_cpu_pinned(const struct rv_alg_usage *u, size_t n, enum rv_alg_role 
 	double med = rv_alg_quantile(cpu, m, 0.5);
 	free(cpu);
 	return q >= p->cpu_pinned * limit && med >= median_share * limit;
+}
+
+/* How much a role's memory rises at its trend (least squares over time)
+ * over as much time again as its samples span (at most horizon_ms), 0
+ * unless it rises beyond 4 standard errors. */
+static double mem_rise(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
+		       int64_t horizon_ms)
+{
+	double st = 0, sm = 0, k = 0;
+	int64_t t0 = INT64_MAX, t1 = INT64_MIN;
+	for (size_t i = 0; i < n; i++)
+		if (u[i].role == role) {
+			if (u[i].t_ms < t0)
+				t0 = u[i].t_ms;
+			if (u[i].t_ms > t1)
+				t1 = u[i].t_ms;
+		}
+	if (t0 > t1)
+		return 0;
+	if (t1 - t0 < horizon_ms)
+		horizon_ms = t1 - t0;
+	for (size_t i = 0; i < n; i++)
+		if (u[i].role == role) {
+			st += (double)(u[i].t_ms - t0);
+			sm += (double)u[i].memory_mb;
+			k++;
+		}
+	if (k < 6)
+		return 0;
+	st /= k;
+	sm /= k;
+	double sxx = 0, sxy = 0;
+	for (size_t i = 0; i < n; i++)
+		if (u[i].role == role) {
+			double x = (double)(u[i].t_ms - t0) - st;
+			sxx += x * x;
+			sxy += x * ((double)u[i].memory_mb - sm);
+		}
+	if (!(sxx > 0))
+		return 0;
+	double slope = sxy / sxx, sse = 0;
+	for (size_t i = 0; i < n; i++)
+		if (u[i].role == role) {
+			double x = (double)(u[i].t_ms - t0) - st;
+			double r = (double)u[i].memory_mb - sm - slope * x;
+			sse += r * r;
+		}
+	double se = sqrt(sse / (k - 2) / sxx);
+	return slope > 4 * se ? slope * (double)horizon_ms : 0;
 }
 
 bool rv_alg_role_starved(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
@@ -134,6 +211,12 @@ int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
 	if (starved)
 		want_cpu = cur->cpu * p->starved_factor;
 	double want_mem = rv_alg_quantile(mem, m, p->usage_quantile) * (1 + p->mem_margin);
+	/* Memory that keeps rising (caches, embedding tables that grow with
+	 * the data) is sized for where it will be a window from now, not for
+	 * where it was: else every plan chases it and the job OOMs late. */
+	double rise = mem_rise(u, n, role, p->usage_window_ms);
+	if (rise > 0 && (peak + rise) * (1 + p->mem_margin) > want_mem)
+		want_mem = (peak + rise) * (1 + p->mem_margin);
 
 	free(cpu);
 	free(mem);

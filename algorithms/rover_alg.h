@@ -93,7 +93,14 @@ struct rv_alg_params {
 	double cpu_margin;      /* added to the CPU quantile: 0.03 (3%) */
 	double cpu_pinned;      /* usage at this share of the limit means starved: 0.99 */
 	double starved_factor;  /* a starved role's CPU grows by this factor: 2.0 */
-	double mem_margin;      /* added to the memory quantile: 0.2 */
+	/* When usage samples carry cgroup throttling (has_throttled), a role
+	 * (or a PS) is starved when the median share of its CPU quota periods
+	 * that were throttled is at least this, whatever its usage: 0.6 (a
+	 * limit that is tight but enough throttles bursts only, in fewer than
+	 * half of the periods; a need above the limit in most).  0: usage only. */
+	double throttle_starved;
+	double mem_margin;      /* added to the memory quantile (and to the level a
+				 * rising memory reaches a usage window ahead): 0.1 */
 	double hysteresis;      /* relative change needed to resize: 0.07 */
 	int64_t reversal_window_ms; /* no reversal of a resize within: 1800000 */
 	int min_usage_samples;  /* per role, before right-sizing: 5 */
@@ -266,6 +273,12 @@ struct rv_alg_usage {
 	int64_t t_ms;
 	double cpu;        /* cores used */
 	int64_t memory_mb; /* resident memory used */
+	/* cgroup CPU throttling: the share of CPU quota periods in which the
+	 * node was throttled since its previous sample, 0..1 (cpu.stat's
+	 * nr_throttled / nr_periods over the interval); has_throttled false
+	 * when unknown (no quota, a sender without counters, a first sample). */
+	bool has_throttled;
+	double throttled;
 };
 
 /* The last resize of a role (t_ms = 0: none), for hysteresis. */
@@ -562,6 +575,20 @@ int rv_alg_judge_outcome(const struct rv_alg_job_history *h, const struct rv_alg
 
 /* Job time from which the running stage reads usage and step samples: the
  * current configuration's start, at most p->usage_window_ms back. */
+/*
+ * Warm-up after a change: where a run's speed stops rising.  Over o[start,
+ * end) (one run, time order) past p->warmup_ms, the first index from which
+ * the rest shows no rising trend (least-squares slope beyond 2.5 standard
+ * errors and a rise of 5% or more); *settled false when too few samples are
+ * left past the ramp to tell.
+ */
+size_t rv_alg_settle_index(const struct rv_alg_speed_obs *o, size_t start, size_t end,
+			   const struct rv_alg_params *p, bool *settled);
+/* The time the run started at since_ms settled, over o[0..n) (time order):
+ * since_ms + p->warmup_ms with too few samples to test, INT64_MAX while its
+ * speed still rises. */
+int64_t rv_alg_run_settled_ms(const struct rv_alg_speed_obs *o, size_t n, int64_t since_ms,
+			      const struct rv_alg_params *p);
 int64_t rv_alg_usage_since(const struct rv_alg_job_history *h, const struct rv_alg_params *p);
 
 /*

@@ -174,6 +174,8 @@ int store_cluster_upsert(PGconn *c, const struct rv_cluster_report *r, struct rv
 int store_cluster_json(PGconn *c, cJSON **out, struct rv_err *err);
 /* Free cluster capacity (ready nodes, capacity - used); -1/-1 when no reports. */
 int store_cluster_free(PGconn *c, double *cpu, int64_t *memory_mb, struct rv_err *err);
+/* The largest ready node's CPU and memory (-1 each when none reported). */
+int store_cluster_largest(PGconn *c, double *cpu, int64_t *memory_mb, struct rv_err *err);
 int store_ping(PGconn *c, struct rv_err *err);
 /* A job's speed and per-timestamp node usage sums as columns (ts, ...),
  * each thinned to at most max_points by averaging equal spans of time, and
@@ -206,6 +208,10 @@ struct store_history_row {
 	char uid[40], name[RV_NAME_MAX], user[128];
 	double parameters, batch_size, dataset_size;
 	struct rv_scale_plan plan;
+	/* what its nodes used, [0] workers, [1] PS: p80 of CPU and peak memory
+	 * over its samples; -1 when the role reported none */
+	double used_cpu[2];
+	int64_t used_mem_mb[2];
 };
 int store_job_spec(PGconn *c, int64_t job_id, struct rv_job_spec *spec, struct rv_err *err);
 /* Applied plans, newest application first (the create plan counts as

@@ -30,15 +30,24 @@ static void params_for(const struct brain *b, struct rv_alg_params *p)
 	p->min_outcome_samples = (int)b->cfg.min_samples;
 }
 
-/* Cluster mode: never ask for more than the monitor says is free. */
+/* Never a node larger than the largest the cluster reported (without
+ * reports, the documented default of rv_alg_params); cluster mode: never ask
+ * for more than the monitor says is free. */
 static int cluster_limits(PGconn *c, const struct rv_job_spec *spec, struct rv_alg_limits *lim,
 			  struct rv_err *err)
 {
-	if (spec->optimize_mode != RV_OPT_CLUSTER)
-		return 0;
 	double cpu;
 	int64_t mem;
-	int rc = store_cluster_free(c, &cpu, &mem, err);
+	int rc = store_cluster_largest(c, &cpu, &mem, err);
+	if (rc < 0)
+		return rc;
+	if (cpu > 0 && (lim->max_cpu <= 0 || cpu < lim->max_cpu))
+		lim->max_cpu = cpu;
+	if (mem > 0 && (lim->max_memory_mb <= 0 || mem < lim->max_memory_mb))
+		lim->max_memory_mb = mem;
+	if (spec->optimize_mode != RV_OPT_CLUSTER)
+		return 0;
+	rc = store_cluster_free(c, &cpu, &mem, err);
 	if (rc == 0 && cpu >= 0) {
 		lim->free_cpu = cpu;
 		lim->free_memory_mb = mem;
@@ -80,6 +89,15 @@ int planner_create_plan(struct brain *b, PGconn *c, const struct store_job *job,
 		hist[i].f.user = rows[i].user;
 		hist[i].f.name = rows[i].name;
 		rv_plan_config(&rows[i].plan, &hist[i].cfg);
+		/* Neighbours contribute what they used, not what they were
+		 * given (the create stage adds its margin). */
+		struct rv_alg_group *g[2] = { &hist[i].cfg.worker, &hist[i].cfg.ps };
+		for (int k = 0; k < 2; k++) {
+			if (rows[i].used_cpu[k] > 0)
+				g[k]->res.cpu = rows[i].used_cpu[k];
+			if (rows[i].used_mem_mb[k] > 0)
+				g[k]->res.memory_mb = rows[i].used_mem_mb[k];
+		}
 	}
 	struct rv_alg_decision d;
 	if (rc >= 0) {
@@ -200,6 +218,13 @@ static int planner_running_plan(struct brain *b, PGconn *c, const struct store_j
 	if (rc < 0)
 		goto out;
 
+	/* The speeds first: the outcome window starts where the new
+	 * configuration's speed settled. */
+	rc = store_speed_obs(c, job->id, p.speed_obs_max, &obs, &nobs, err);
+	if (rc < 0)
+		goto out;
+	h.speed = obs;
+	h.n_speed = nobs;
 	struct rv_alg_outcome_window w;
 	struct rv_alg_decision d;
 	if (rv_alg_outcome_window(&h, &p, &w) == 1) {
@@ -233,14 +258,10 @@ static int planner_running_plan(struct brain *b, PGconn *c, const struct store_j
 		/* the rest of this pass sees the outcome too */
 		applied[0].outcome = v.outcome;
 	}
-	rc = store_speed_obs(c, job->id, p.speed_obs_max, &obs, &nobs, err);
-	if (rc == 0)
-		rc = store_usage(c, job->id, rv_alg_usage_since(&h, &p), p.usage_max, &usage,
-				 &nusage, &steps, &nsteps, err);
+	rc = store_usage(c, job->id, rv_alg_usage_since(&h, &p), p.usage_max, &usage, &nusage,
+			 &steps, &nsteps, err);
 	if (rc < 0)
 		goto out;
-	h.speed = obs;
-	h.n_speed = nobs;
 	h.usage = usage;
 	h.n_usage = nusage;
 	h.steps = steps;

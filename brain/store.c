@@ -254,16 +254,24 @@ static int insert_node_usage(PGconn *c, const char *job_s, const struct rv_metri
 		sorted[m++] = s;
 		rv_buf_printf(&rows, "%s\t%" PRId64 "\t", job_s, s->ts_ms);
 		rv_db_copy_text(&rows, s->node);
-		rv_buf_printf(&rows, "\t%s\t%d\t%.15g\t%" PRId64 "\t%.15g\t%" PRId64 "\t%.15g\n",
+		rv_buf_printf(&rows, "\t%s\t%d\t%.15g\t%" PRId64 "\t%.15g\t%" PRId64 "\t%.15g",
 			      rv_role_name(s->role), s->rank, s->cpu, s->memory_mb, s->cpu_limit,
 			      s->memory_limit_mb, s->step_time);
+		/* Throttling counters: NULL (\N) when the sample had none. */
+		if (s->nr_periods > 0)
+			rv_buf_printf(&rows, "\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\n",
+				      s->nr_periods, s->nr_throttled, s->throttled_usec);
+		else
+			rv_buf_puts(&rows, "\t\\N\t\\N\t\\N\n");
 	}
-	rc = rv_buf_failed(&rows) ? rv_err_set(err, -ENOMEM, "", "out of memory")
-				  : rv_db_copy_in(c,
-						  "COPY node_usage (job_id, ts_ms, node, role, rank, cpu,"
-						  " memory_mb, cpu_limit, memory_limit_mb, step_time)"
-						  " FROM STDIN",
-						  rows.data, rows.len, err);
+	rc = rv_buf_failed(&rows)
+		     ? rv_err_set(err, -ENOMEM, "", "out of memory")
+		     : rv_db_copy_in(c,
+				     "COPY node_usage (job_id, ts_ms, node, role, rank, cpu,"
+				     " memory_mb, cpu_limit, memory_limit_mb, step_time,"
+				     " nr_periods, nr_throttled, throttled_usec)"
+				     " FROM STDIN",
+				     rows.data, rows.len, err);
 	rv_buf_release(&rows);
 	if (rc >= 0 && rc != n)
 		rc = rv_err_set(err, -EIO, "", "stored %d of %d node samples", rc, n);
@@ -725,6 +733,25 @@ int store_cluster_free(PGconn *c, double *cpu, int64_t *memory_mb, struct rv_err
 	return 0;
 }
 
+int store_cluster_largest(PGconn *c, double *cpu, int64_t *memory_mb, struct rv_err *err)
+{
+	RV_CLEANUP_PGRESULT PGresult *r = NULL;
+	int rc = rv_db_exec(c,
+			    "SELECT count(*), COALESCE(max(cpu), 0), COALESCE(max(memory_mb), 0)"
+			    " FROM cluster_nodes WHERE ready",
+			    0, NULL, &r, err);
+	if (rc < 0)
+		return rc;
+	if (strtoll(PQgetvalue(r, 0, 0), NULL, 10) == 0) {
+		*cpu = -1;
+		*memory_mb = -1;
+		return 0;
+	}
+	*cpu = strtod(PQgetvalue(r, 0, 1), NULL);
+	*memory_mb = strtoll(PQgetvalue(r, 0, 2), NULL, 10);
+	return 0;
+}
+
 int store_ping(PGconn *c, struct rv_err *err)
 {
 	int rc = rv_db_exec(c, "SELECT 1", 0, NULL, NULL, err);
@@ -885,12 +912,22 @@ int store_usage(PGconn *c, int64_t job_id, int64_t since_ts, int limit,
 	snprintf(lim, sizeof(lim), "%d", limit);
 	const char *p[] = { job_s, since_s, lim };
 	PGresult *r = NULL;
-	int rc = rv_db_exec(c,
-			    "SELECT role, rank, ts_ms, cpu, memory_mb, step_time,"
-			    " dense_rank() OVER (PARTITION BY role ORDER BY node) - 1"
-			    " FROM (SELECT * FROM node_usage WHERE job_id = $1::bigint AND ts_ms >= $2::bigint"
-			    " ORDER BY ts_ms DESC LIMIT $3::int) u",
-			    3, p, &r, err);
+	int rc = rv_db_exec(
+		c,
+		"SELECT role, rank, ts_ms, cpu, memory_mb, step_time,"
+		" dense_rank() OVER (PARTITION BY role ORDER BY node) - 1,"
+		/* The share of CPU periods throttled since the node's
+			     * previous sample (NULL without counters on both, or
+			     * across a counter reset: a relaunched node). */
+		" CASE WHEN nr_periods > d_periods AND d_periods IS NOT NULL"
+		"  AND nr_throttled >= d_throttled"
+		"  THEN (nr_throttled - d_throttled)::float8 / (nr_periods - d_periods) END"
+		" FROM (SELECT *, lag(nr_periods) OVER w AS d_periods,"
+		"  lag(nr_throttled) OVER w AS d_throttled"
+		"  FROM (SELECT * FROM node_usage WHERE job_id = $1::bigint AND ts_ms >= $2::bigint"
+		"   ORDER BY ts_ms DESC LIMIT $3::int) l"
+		"  WINDOW w AS (PARTITION BY node ORDER BY ts_ms)) u",
+		3, p, &r, err);
 	*usage = NULL;
 	*steps = NULL;
 	*nusage = *nsteps = 0;
@@ -914,6 +951,10 @@ int store_usage(PGconn *c, int64_t job_id, int64_t since_ts, int limit,
 			u->t_ms = strtoll(PQgetvalue(r, i, 2), NULL, 10);
 			u->cpu = strtod(PQgetvalue(r, i, 3), NULL);
 			u->memory_mb = strtoll(PQgetvalue(r, i, 4), NULL, 10);
+			if (!PQgetisnull(r, i, 7)) {
+				u->has_throttled = true;
+				u->throttled = strtod(PQgetvalue(r, i, 7), NULL);
+			}
 			double st = strtod(PQgetvalue(r, i, 5), NULL);
 			if (!ps && st >= 0) {
 				struct rv_alg_step *s = &(*steps)[(*nsteps)++];
@@ -1016,15 +1057,26 @@ int store_history(PGconn *c, enum rv_strategy strategy, int limit, struct store_
 	snprintf(lim, sizeof(lim), "%d", limit);
 	const char *p[] = { rv_strategy_name(strategy), lim };
 	PGresult *r = NULL;
-	/* The configuration each finished job last ran with and did not regret. */
-	int rc = rv_db_exec(c,
-			    "SELECT j.uid, j.name, j.user_name, j.model_parameters, j.batch_size,"
-			    " j.dataset_size, (SELECT p.plan::text FROM scale_plans p WHERE p.job_id = j.id"
-			    "   AND p.outcome <> 'worse' AND (p.applied_at IS NOT NULL OR p.stage = 'create')"
-			    "   ORDER BY (p.applied_at IS NOT NULL) DESC, p.id DESC LIMIT 1)"
-			    " FROM jobs j WHERE j.status = 'finished' AND j.strategy = $1"
-			    " ORDER BY j.finished_at DESC LIMIT $2::int",
-			    2, p, &r, err);
+	/* The configuration each finished job last ran with and did not regret,
+	 * and what its nodes used (p80 of CPU, peak memory, per role); a job
+	 * that never reported usage says nothing of what a job needs. */
+	int rc = rv_db_exec(
+		c,
+		"SELECT j.uid, j.name, j.user_name, j.model_parameters, j.batch_size,"
+		" j.dataset_size, (SELECT p.plan::text FROM scale_plans p WHERE p.job_id = j.id"
+		"   AND p.outcome <> 'worse' AND (p.applied_at IS NOT NULL OR p.stage = 'create')"
+		"   ORDER BY (p.applied_at IS NOT NULL) DESC, p.id DESC LIMIT 1),"
+		" u.w_cpu, u.w_mem, u.p_cpu, u.p_mem"
+		" FROM jobs j CROSS JOIN LATERAL (SELECT"
+		"   percentile_cont(0.8) WITHIN GROUP (ORDER BY cpu) FILTER (WHERE role <> 'ps')"
+		"   AS w_cpu, max(memory_mb) FILTER (WHERE role <> 'ps') AS w_mem,"
+		"   percentile_cont(0.8) WITHIN GROUP (ORDER BY cpu) FILTER (WHERE role = 'ps')"
+		"   AS p_cpu, max(memory_mb) FILTER (WHERE role = 'ps') AS p_mem"
+		"   FROM node_usage WHERE job_id = j.id) u"
+		" WHERE j.status = 'finished' AND j.strategy = $1"
+		" AND EXISTS (SELECT 1 FROM node_usage n WHERE n.job_id = j.id)"
+		" ORDER BY j.finished_at DESC LIMIT $2::int",
+		2, p, &r, err);
 	int n = 0;
 	for (int i = 0; i < rc; i++) {
 		if (PQgetisnull(r, i, 6))
@@ -1048,6 +1100,12 @@ int store_history(PGconn *c, enum rv_strategy strategy, int limit, struct store_
 		h->parameters = strtod(PQgetvalue(r, i, 3), NULL);
 		h->batch_size = strtod(PQgetvalue(r, i, 4), NULL);
 		h->dataset_size = strtod(PQgetvalue(r, i, 5), NULL);
+		h->used_cpu[0] = PQgetisnull(r, i, 7) ? -1 : strtod(PQgetvalue(r, i, 7), NULL);
+		h->used_mem_mb[0] = PQgetisnull(r, i, 8) ? -1
+							 : strtoll(PQgetvalue(r, i, 8), NULL, 10);
+		h->used_cpu[1] = PQgetisnull(r, i, 9) ? -1 : strtod(PQgetvalue(r, i, 9), NULL);
+		h->used_mem_mb[1] = PQgetisnull(r, i, 10) ? -1
+							  : strtoll(PQgetvalue(r, i, 10), NULL, 10);
 		n++;
 	}
 	if (r)

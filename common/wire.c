@@ -891,6 +891,15 @@ static int parse_sample(const cJSON *o, const char *p, struct rv_sample *s, stru
 		if ((rc = rv_json_get_double(o, "step_time", p, false, 0, MAX_STEP_TIME,
 					     &s->step_time, err)) < 0)
 			return rc;
+		if ((rc = rv_json_get_int(o, "nr_periods", p, false, 0, INT64_MAX, &s->nr_periods,
+					  err)) < 0)
+			return rc;
+		if ((rc = rv_json_get_int(o, "nr_throttled", p, false, 0, s->nr_periods,
+					  &s->nr_throttled, err)) < 0)
+			return rc;
+		if ((rc = rv_json_get_int(o, "throttled_usec", p, false, 0, INT64_MAX,
+					  &s->throttled_usec, err)) < 0)
+			return rc;
 		break;
 	case RV_SAMPLE_MODEL:
 		if ((rc = rv_json_get_int(o, "parameters", p, true, 0, INT64_MAX, &s->parameters,
@@ -969,6 +978,10 @@ static cJSON *sample_to_json(const struct rv_sample *s)
 		     add_num(o, "memory_limit_mb", (double)s->memory_limit_mb);
 		if (ok && s->step_time >= 0)
 			ok = add_num(o, "step_time", s->step_time);
+		if (ok && s->nr_periods > 0)
+			ok = add_num(o, "nr_periods", (double)s->nr_periods) &&
+			     add_num(o, "nr_throttled", (double)s->nr_throttled) &&
+			     add_num(o, "throttled_usec", (double)s->throttled_usec);
 		break;
 	case RV_SAMPLE_MODEL:
 		ok = ok && add_num(o, "parameters", (double)s->parameters) &&
@@ -1455,6 +1468,12 @@ static const struct rv_wire_field f_sample[] = {
 	F("cpu_limit", "number", false, NULL, false, NULL, "node: cores allowed"),
 	F("memory_limit_mb", "integer", false, NULL, false, NULL, "node: memory allowed, MiB"),
 	F("step_time", "number", false, NULL, false, NULL, "node: seconds per step"),
+	F("nr_periods", "integer", false, NULL, false, NULL,
+	  "node: CPU quota periods elapsed (cgroup cpu.stat, cumulative), 0 or absent: none"),
+	F("nr_throttled", "integer", false, NULL, false, NULL,
+	  "node: periods in which the node was throttled (cumulative), <= nr_periods"),
+	F("throttled_usec", "integer", false, NULL, false, NULL,
+	  "node: time the node was held by its CPU limit, us (cumulative)"),
 	F("parameters", "integer", false, NULL, false, NULL,
 	  "model: parameter count (required for model)"),
 	F("batch_size", "integer", false, NULL, false, NULL, "model: per-worker batch"),

@@ -122,7 +122,11 @@ struct rv_sample {
 	int workers, ps;
 	/* node: {"node":"worker-0", "role":"worker", "rank":0, "cpu":cores used,
 	 *        "memory_mb":used, "cpu_limit":cores, "memory_limit_mb":limit,
-	 *        "step_time":seconds per step (optional, -1 when absent)} */
+	 *        "step_time":seconds per step (optional, -1 when absent),
+	 *        "nr_periods", "nr_throttled", "throttled_usec": the node's cgroup
+	 *        CPU throttling counters as cpu.stat has them (cumulative since the
+	 *        node's cgroup was made; v1's throttled_time in ns / 1000), all
+	 *        optional, 0 when absent (no CPU quota, or not read)} */
 	char node[RV_NAME_MAX];
 	enum rv_role role;
 	int rank;
@@ -131,6 +135,7 @@ struct rv_sample {
 	double cpu_limit;
 	int64_t memory_limit_mb;
 	double step_time;
+	int64_t nr_periods, nr_throttled, throttled_usec;
 	/* model: {"parameters":n, "batch_size":n, "flops":x (optional)} */
 	int64_t parameters;
 	int batch_size;

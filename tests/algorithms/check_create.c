@@ -134,6 +134,18 @@ START_TEST(test_default_without_history)
 	ck_assert_int_gt(d.cfg.ps.res.memory_mb, 8192);
 	ck_assert_int_ge(d.cfg.worker.res.memory_mb, 16384);
 
+	/* a 1.5e10-parameter model wants 30 PS; capped at 16, each PS holds
+	 * its larger share (memory follows the capped count) */
+	struct rv_alg_job_features huge = { .strategy = RV_ALG_PS, .parameters = 1.5e10 };
+	struct rv_alg_limits wide = LIM;
+
+	wide.max_ps = 16;
+	wide.max_memory_mb = 0;
+	ck_assert_int_eq(rv_alg_plan_create(&huge, NULL, 0, &wide, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.ps.count, 16);
+	/* 1.5 x its share of 16 bytes of state per parameter, as uncapped */
+	ck_assert_int_ge(d.cfg.ps.res.memory_mb, (int64_t)(1.5e10 * 16 / 1048576 / 16 * 1.5));
+
 	/* history of the other strategy only: still the default */
 	struct rv_alg_history_job h[] = {hjob("ps", "x", 1.2e6, RV_ALG_PS, 9, 9, 9000)};
 

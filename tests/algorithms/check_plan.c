@@ -64,7 +64,7 @@ START_TEST(test_model_grows_with_reason)
 
 	st.n_speed = sync_obs(o, scaling);
 	st.speed = o;
-	st.n_usage = steady_usage(u, RV_ALG_WORKER, 6, 3.4, 6826); /* ~4 CPU, 8192 MiB */
+	st.n_usage = steady_usage(u, RV_ALG_WORKER, 6, 3.4, 7447); /* ~4 CPU, 8192 MiB */
 	st.usage = u;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
 	ck_assert_str_eq(d.algorithm, "worker_count_model");
@@ -120,7 +120,7 @@ START_TEST(test_cluster_cap_blocks_rightsize_growth)
 	st.lim.free_memory_mb = -1;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
 	ck_assert_str_eq(d.algorithm, "rightsize");
-	ck_assert_int_eq(d.cfg.worker.res.memory_mb, 16800);
+	ck_assert_int_eq(d.cfg.worker.res.memory_mb, 15400);
 }
 END_TEST
 

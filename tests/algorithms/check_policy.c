@@ -218,6 +218,32 @@ START_TEST(test_speed_summarize)
 }
 END_TEST
 
+/* Warm-up ends where the speed stops rising: a ramp longer than the
+ * samples so far holds (INT64_MAX), a ramp that ended settles near its end,
+ * a flat run settles after the fixed warm-up. */
+START_TEST(test_settle_detection)
+{
+	struct rv_alg_speed_obs o[48];
+	for (int i = 0; i < 48; i++) {
+		double t = (i + 1) * 10.0;
+		double w = t < 300 ? 0.3 + 0.7 * t / 300 : 1;
+		o[i] = (struct rv_alg_speed_obs){ .workers = 4,
+						  .t_ms = (int64_t)(t * 1000),
+						  .speed = 100 * w * (1 + 0.03 * ((i % 3) - 1)) };
+	}
+	/* 12 samples (120 s) into a 300 s ramp: still rising */
+	ck_assert(rv_alg_run_settled_ms(o, 12, 0, &P) == INT64_MAX);
+	ck_assert(rv_alg_run_settled_ms(o, 24, 0, &P) == INT64_MAX);
+	/* 480 s: settled, not before the ramp's last stretch */
+	int64_t s = rv_alg_run_settled_ms(o, 48, 0, &P);
+	ck_assert_msg(s >= 240000 && s <= 360000, "settled at %lld", (long long)s);
+	/* flat: the fixed warm-up only */
+	for (int i = 0; i < 12; i++)
+		o[i].speed = 100 * (1 + 0.03 * ((i % 3) - 1));
+	ck_assert_int_eq(rv_alg_run_settled_ms(o, 12, 0, &P), 40000);
+}
+END_TEST
+
 START_TEST(test_drop_warmup)
 {
 	struct rv_alg_speed_obs o[12];
@@ -227,16 +253,16 @@ START_TEST(test_drop_warmup)
 	for (int i = 0; i < 10; i++)
 		o[n++] = (struct rv_alg_speed_obs){ .workers = 2,
 						    .t_ms = 10000 * i,
-						    .speed = i < 3 ? 10 : 100 + i };
+						    .speed = i < 3 ? 10 : 100 + 0.1 * i };
 	/* 2 samples at 3 workers: at most half of a short run is dropped */
 	o[n++] = (struct rv_alg_speed_obs){ .workers = 3, .t_ms = 100000, .speed = 5 };
 	o[n++] = (struct rv_alg_speed_obs){ .workers = 3, .t_ms = 110000, .speed = 150 };
 	n = rv_alg_drop_warmup(o, n, &P);
 	ck_assert_int_eq(n, 3);
 	/* samples 3..6 and 7..9 averaged, each stamped with its last sample */
-	ck_assert_double_eq_tol(o[0].speed, (103 + 104 + 105 + 106) / 4.0, 1e-9);
+	ck_assert_double_eq_tol(o[0].speed, (100.3 + 100.4 + 100.5 + 100.6) / 4.0, 1e-9);
 	ck_assert_int_eq(o[0].t_ms, 60000);
-	ck_assert_double_eq_tol(o[1].speed, (107 + 108 + 109) / 3.0, 1e-9);
+	ck_assert_double_eq_tol(o[1].speed, (100.7 + 100.8 + 100.9) / 3.0, 1e-9);
 	ck_assert_int_eq(o[2].workers, 3);
 	ck_assert_double_eq_tol(o[2].speed, 150, 1e-9);
 }
@@ -471,6 +497,7 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, test_outcome_before_fallback);
 	tcase_add_test(tc, test_speed_summarize);
 	tcase_add_test(tc, test_drop_warmup);
+	tcase_add_test(tc, test_settle_detection);
 	tcase_add_test(tc, test_starvation_filter);
 	tcase_add_test(tc, test_settled_steps_and_resizes);
 	tcase_add_test(tc, test_repeat_suppression);

@@ -731,8 +731,10 @@ START_TEST(test_metrics_valid)
 	ck_assert_int_eq(s[2].batch_size, 64);
 	ck_assert(s[2].flops == 1.5e9);
 
-	/* defaults: step_time -1 when absent, rank -1, role worker */
+	/* defaults: step_time -1 when absent, rank -1, role worker, no
+	 * throttling counters */
 	ck_assert(s[3].step_time == -1.0);
+	ck_assert(s[3].nr_periods == 0 && s[3].nr_throttled == 0 && s[3].throttled_usec == 0);
 	ck_assert_int_eq(s[3].rank, -1);
 	ck_assert_int_eq(s[3].role, RV_ROLE_WORKER);
 	rv_metrics_batch_release(&b);
@@ -747,14 +749,20 @@ START_TEST(test_metrics_round_trip)
 {
 	struct rv_metrics_batch a, b;
 	struct rv_err err = { 0 };
-	ck_assert_int_eq(batch_parse("{\"samples\":[" SPEED_OK "," NODE_OK "," MODEL_OK
-				     ",{\"kind\":\"node\",\"ts\":5,\"node\":\"ps-1\",\"role\":\"ps\","
-				     "\"cpu\":0.1,\"memory_mb\":1,\"step_time\":0}"
-				     ",{\"kind\":\"node\",\"ts\":6,\"node\":\"e.1_x\",\"cpu\":1024,"
-				     "\"memory_mb\":4194304}"
-				     ",{\"kind\":\"speed\",\"ts\":9007199254740992,\"speed\":0}]}",
-				     &a, &err),
-			 0);
+	ck_assert_int_eq(
+		batch_parse("{\"samples\":[" SPEED_OK "," NODE_OK "," MODEL_OK
+			    ",{\"kind\":\"node\",\"ts\":5,\"node\":\"ps-1\",\"role\":\"ps\","
+			    "\"cpu\":0.1,\"memory_mb\":1,\"step_time\":0}"
+			    ",{\"kind\":\"node\",\"ts\":6,\"node\":\"e.1_x\",\"cpu\":1024,"
+			    "\"memory_mb\":4194304}"
+			    ",{\"kind\":\"speed\",\"ts\":9007199254740992,\"speed\":0}"
+			    ",{\"kind\":\"node\",\"ts\":7,\"node\":\"worker-1\",\"cpu\":2,"
+			    "\"memory_mb\":10,\"nr_periods\":1200,\"nr_throttled\":300,"
+			    "\"throttled_usec\":4500000}]}",
+			    &a, &err),
+		0);
+	ck_assert(a.samples[6].nr_periods == 1200 && a.samples[6].nr_throttled == 300 &&
+		  a.samples[6].throttled_usec == 4500000);
 	cJSON *back = through_text(rv_metrics_batch_to_json(&a));
 	ck_assert_int_eq(rv_metrics_batch_from_json(back, &b, &err), 0);
 	cJSON_Delete(back);
@@ -793,7 +801,8 @@ static const struct bad_case bad_batches[] = {
 	{ "{\"samples\":[{\"kind\":\"gpu\",\"ts\":1}]}", "samples[0].kind", "speed, node, model" },
 	{ "{\"samples\":[{\"kind\":3,\"ts\":1}]}", "samples[0].kind", "must be a string" },
 	{ "{\"samples\":[{\"kind\":\"speed\",\"speed\":1}]}", "samples[0].ts", "required" },
-	{ "{\"samples\":[{\"kind\":\"speed\",\"ts\":0,\"speed\":1}]}", "samples[0].ts", "between 1" },
+	{ "{\"samples\":[{\"kind\":\"speed\",\"ts\":0,\"speed\":1}]}", "samples[0].ts",
+	  "between 1" },
 	{ "{\"samples\":[{\"kind\":\"speed\",\"ts\":1.5,\"speed\":1}]}", "samples[0].ts",
 	  "integer" },
 	{ "{\"samples\":[{\"kind\":\"speed\",\"ts\":\"1\",\"speed\":1}]}", "samples[0].ts",
@@ -818,13 +827,15 @@ static const struct bad_case bad_batches[] = {
 	  "samples[0].role", "worker, ps, chief, evaluator" },
 	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"cpu\":-1,\"memory_mb\":1}]}",
 	  "samples[0].cpu", "between 0 and 1024" },
-	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"cpu\":5000,\"memory_mb\":1}]}",
+	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"cpu\":5000,\"memory_mb\":1}]"
+	  "}",
 	  "samples[0].cpu", "between 0 and 1024" },
 	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"memory_mb\":1}]}",
 	  "samples[0].cpu", "required" },
 	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"cpu\":1,\"memory_mb\":-1}]}",
 	  "samples[0].memory_mb", "between 0 and 4194304" },
-	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"cpu\":1,\"memory_mb\":5e12}]}",
+	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"cpu\":1,\"memory_mb\":5e12}]"
+	  "}",
 	  "samples[0].memory_mb", "between 0 and 4194304" },
 	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"cpu\":1,\"memory_mb\":1,"
 	  "\"step_time\":-0.5}]}",
@@ -832,6 +843,15 @@ static const struct bad_case bad_batches[] = {
 	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"cpu\":1,\"memory_mb\":1,"
 	  "\"rank\":-2}]}",
 	  "samples[0].rank", "between -1" },
+	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"cpu\":1,\"memory_mb\":1,"
+	  "\"nr_periods\":10,\"nr_throttled\":11}]}",
+	  "samples[0].nr_throttled", "between 0 and 10" },
+	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"cpu\":1,\"memory_mb\":1,"
+	  "\"nr_throttled\":1}]}",
+	  "samples[0].nr_throttled", "between 0 and 0" },
+	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"cpu\":1,\"memory_mb\":1,"
+	  "\"nr_periods\":10,\"throttled_usec\":-1}]}",
+	  "samples[0].throttled_usec", "between 0" },
 	{ "{\"samples\":[{\"kind\":\"model\",\"ts\":1}]}", "samples[0].parameters", "required" },
 	{ "{\"samples\":[{\"kind\":\"model\",\"ts\":1,\"parameters\":-5}]}",
 	  "samples[0].parameters", "between 0" },
@@ -1438,7 +1458,8 @@ static const char *const table_docs[] = {
 		    "\"workers\":1,\"ps\":0},{\"kind\":\"node\",\"ts\":1,\"node\":\"w-0\",\"role\":"
 		    "\"worker\","
 		    "\"rank\":0,\"cpu\":1,\"memory_mb\":1,\"cpu_limit\":2,\"memory_limit_mb\":2,"
-		    "\"step_time\":0.5},{\"kind\":\"model\",\"ts\":1,\"parameters\":10,\"batch_"
+		    "\"step_time\":0.5,\"nr_periods\":4,\"nr_throttled\":0,\"throttled_usec\":7},"
+		    "{\"kind\":\"model\",\"ts\":1,\"parameters\":10,\"batch_"
 		    "size\":2,"
 		    "\"flops\":1e9}]}",
 	[T_EVENT] = "{\"event_id\":\"e-1\",\"type\":\"node_oom\",\"ts\":1,\"node\":\"w-0\","

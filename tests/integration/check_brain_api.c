@@ -269,6 +269,39 @@ START_TEST(batch_with_one_bad_sample_is_rejected_whole)
 }
 END_TEST
 
+/* cgroup throttling counters are stored as sent; a sample without them (an
+ * older sender) is stored with none. */
+START_TEST(throttling_counters_stored)
+{
+	start_brain(NULL);
+	const char *uid = register_job("throttle");
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/jobs/%s/metrics", uid);
+	const char *doc =
+		"{\"samples\":["
+		"{\"kind\":\"node\",\"ts\":1000,\"node\":\"worker-0\",\"cpu\":2,\"memory_mb\":900,"
+		"\"cpu_limit\":2,\"memory_limit_mb\":2048,\"nr_periods\":100,\"nr_throttled\":10,"
+		"\"throttled_usec\":50000},"
+		"{\"kind\":\"node\",\"ts\":2000,\"node\":\"worker-0\",\"cpu\":2,\"memory_mb\":900,"
+		"\"cpu_limit\":2,\"memory_limit_mb\":2048,\"nr_periods\":200,\"nr_throttled\":70,"
+		"\"throttled_usec\":950000},"
+		"{\"kind\":\"node\",\"ts\":2000,\"node\":\"worker-1\",\"cpu\":1,\"memory_mb\":900}]"
+		"}";
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&brain, "POST", path, doc, NULL, &r), 0);
+	ck_assert_msg(r.status == 200, "body %s", r.body);
+	rv_test_reply_release(&r);
+	ck_assert_int_eq(count_rows("SELECT sum(nr_throttled) FROM node_usage"), 80);
+	ck_assert_int_eq(count_rows("SELECT max(throttled_usec) FROM node_usage"), 950000);
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM node_usage WHERE nr_periods IS NULL"
+				    " AND node = 'worker-1'"),
+			 1);
+	const char *over = "{\"samples\":[{\"kind\":\"node\",\"ts\":3000,\"node\":\"worker-0\","
+			   "\"cpu\":1,\"memory_mb\":9,\"nr_periods\":5,\"nr_throttled\":6}]}";
+	expect_error("POST", path, over, 400, "samples[0].nr_throttled");
+}
+END_TEST
+
 START_TEST(injection_strings_stored_verbatim)
 {
 	start_brain(NULL);
@@ -726,6 +759,7 @@ static Suite *brain_api_suite(void)
 	tcase_add_test(tc, unknown_job_is_404);
 	tcase_add_test(tc, body_over_limit_is_413);
 	tcase_add_test(tc, batch_with_one_bad_sample_is_rejected_whole);
+	tcase_add_test(tc, throttling_counters_stored);
 	tcase_add_test(tc, injection_strings_stored_verbatim);
 	tcase_add_test(tc, token_guards_writes);
 	tcase_add_test(tc, database_down_is_503_then_recovers);

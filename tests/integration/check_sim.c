@@ -158,6 +158,64 @@ START_TEST(sim_plays_small_trace)
 }
 END_TEST
 
+/* The simulator tells the truth: the same traces and seed give the same
+ * line; a request larger than any node is infeasible (the oracle never picks
+ * one, Rover never asks for one once the brain knows the nodes); memory that
+ * rises during the run kills the job late, and that OOM, reported as a
+ * killed container shows it (the limit and the last sampled RSS), is
+ * recovered. */
+START_TEST(sim_is_deterministic_and_honest)
+{
+	start_brain();
+	char trace[] = "/tmp/check_sim_trace_XXXXXX";
+	int fd = mkstemp(trace);
+	ck_assert_int_ge(fd, 0);
+	const char *doc =
+		"{\"cluster\":{\"nodes\":4,\"node_cpu\":16,\"node_mem_gb\":64}}\n"
+		"{\"name\":\"big-ask\",\"strategy\":\"allreduce\",\"t\":[0.02,0.001,0.0002],"
+		"\"worker_cpu\":4,\"worker_mem_mb\":4096,\"max_workers\":8,\"noise\":0.02,"
+		"\"user\":{\"workers\":4,\"cpu\":24,\"memory_mb\":8192}}\n"
+		"{\"name\":\"late-oom\",\"strategy\":\"allreduce\",\"t\":[0.02,0.001,0.0005],"
+		"\"worker_cpu\":2,\"worker_mem_mb\":8192,\"mem_rise\":0.4,\"mem_rise_s\":600,"
+		"\"max_workers\":8,\"noise\":0.02,\"user\":{\"workers\":4,\"cpu\":3,"
+		"\"memory_mb\":6144}}\n";
+	ck_assert_int_eq(write(fd, doc, strlen(doc)), (ssize_t)strlen(doc));
+	close(fd);
+	char json[] = "/tmp/check_sim_XXXXXX";
+	fd = mkstemp(json);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	char line1[4096], line2[4096];
+	const char *a1[] = { "--trace", trace, "--brain", brain.url, "--seed", "3",
+			     "--tag",   "a",   "--json",  json,      NULL };
+	ck_assert_int_eq(run_sim(a1, line1, sizeof(line1)), 0);
+	const char *a2[] = { "--trace", trace,   "--brain", brain.url, "--seed",
+			     "3",       "--tag", "b",       NULL };
+	ck_assert_int_eq(run_sim(a2, line2, sizeof(line2)), 0);
+	unlink(trace);
+	ck_assert_str_eq(line1, line2);
+	ck_assert_ptr_nonnull(strstr(line1, " jobs_meeting_all="));
+	char *txt = rv_test_read_file(json);
+	unlink(json);
+	ck_assert_ptr_nonnull(txt);
+	cJSON *root = cJSON_Parse(txt);
+	free(txt);
+	ck_assert_ptr_nonnull(root);
+	const cJSON *big = job_named(root, "big-ask");
+	ck_assert(cJSON_IsTrue(rv_test_json_at(big, "baseline.infeasible")));
+	ck_assert(!cJSON_IsTrue(rv_test_json_at(big, "baseline.meets_targets")));
+	ck_assert(!cJSON_IsTrue(rv_test_json_at(big, "rover.infeasible")));
+	ck_assert_double_le(rv_test_json_num(big, "oracle.config.worker_cpu", 99), 16);
+	ck_assert_double_le(rv_test_json_num(big, "rover.final.worker_cpu", 99), 16);
+	const cJSON *late = job_named(root, "late-oom");
+	ck_assert_int_ge(rv_test_json_num(late, "rover.ooms", 0), 1);
+	ck_assert(!cJSON_IsTrue(rv_test_json_at(late, "rover.oom_failed")));
+	/* the baseline never relaunches an all-reduce job: it dies late */
+	ck_assert(cJSON_IsTrue(rv_test_json_at(late, "baseline.oom_failed")));
+	cJSON_Delete(root);
+}
+END_TEST
+
 START_TEST(sim_fails_without_brain)
 {
 	/* Nothing listens on port 1: every job fails to play, the exit says so. */
@@ -174,8 +232,9 @@ static Suite *sim_suite(void)
 	Suite *s = suite_create("sim");
 	TCase *tc = tcase_create("sim");
 	tcase_add_checked_fixture(tc, NULL, teardown);
-	tcase_set_timeout(tc, 90);
+	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, sim_plays_small_trace);
+	tcase_add_test(tc, sim_is_deterministic_and_honest);
 	tcase_add_test(tc, sim_fails_without_brain);
 	suite_add_tcase(s, tc);
 	return s;

@@ -50,16 +50,39 @@ static bool try_place(struct cjob *cj, const struct sim_config *c, double *free_
 	return true;
 }
 
-void cluster_run(const struct sim_trace *t, const struct sim_config *configs, int nodes,
-		 double node_cpu, int64_t node_mem_mb, struct sim_cluster_result *out)
+/* What the owner runs when a policy's config cannot run: the request, memory
+ * raised to the need, each node cut to the cluster's node size. */
+static void fallback(const struct sim_job *j, const struct sim_cluster_shape *k,
+		     struct sim_config *c)
+{
+	*c = j->user;
+	if (c->worker_mem_mb < j->worker_mem_need_mb)
+		c->worker_mem_mb = j->worker_mem_need_mb;
+	if (j->strategy == SIM_PS && c->ps_mem_mb < model_ps_mem_need(j, c->ps))
+		c->ps_mem_mb = model_ps_mem_need(j, c->ps);
+	c->worker_cpu = fmin(c->worker_cpu, k->node_cpu);
+	c->ps_cpu = fmin(c->ps_cpu, k->node_cpu);
+	if (c->worker_mem_mb > k->node_mem_mb)
+		c->worker_mem_mb = k->node_mem_mb;
+	if (c->ps_mem_mb > k->node_mem_mb)
+		c->ps_mem_mb = k->node_mem_mb;
+}
+
+void cluster_run(const struct sim_trace *t, const struct sim_config *configs_in,
+		 const struct sim_cluster_shape *k, struct sim_cluster_result *out)
 {
 	memset(out, 0, sizeof(*out));
+	int nodes = k->nodes;
+	double node_cpu = k->node_cpu;
+	int64_t node_mem_mb = k->node_mem_mb;
+	struct sim_config *configs = calloc((size_t)t->n, sizeof(*configs));
 	struct cjob *jobs = calloc((size_t)t->n, sizeof(*jobs));
 	int *order = calloc((size_t)t->n, sizeof(*order));
 	double *free_cpu = calloc((size_t)nodes, sizeof(double));
 	int64_t *free_mem = calloc((size_t)nodes, sizeof(int64_t));
-	if (!jobs || !order || !free_cpu || !free_mem)
+	if (!configs || !jobs || !order || !free_cpu || !free_mem)
 		goto out;
+	memcpy(configs, configs_in, (size_t)t->n * sizeof(*configs));
 	for (int n = 0; n < nodes; n++) {
 		free_cpu[n] = node_cpu;
 		free_mem[n] = node_mem_mb;
@@ -69,6 +92,24 @@ void cluster_run(const struct sim_trace *t, const struct sim_config *configs, in
 		const struct sim_config *c = &configs[i];
 		struct cjob *cj = &jobs[i];
 		cj->idx = i;
+		/* A config that runs at speed 0 or fits no empty cluster is
+		 * replaced by the owner's fallback and counted. */
+		bool fit = model_speed(j, c) > 0 && config_fits_node(j, c, k);
+		if (fit) {
+			cj->npods = c->workers + c->ps;
+			cj->place = calloc((size_t)(cj->npods ? cj->npods : 1), sizeof(int));
+			fit = cj->place && try_place(cj, c, free_cpu, free_mem, nodes);
+			for (int q = 0; fit && q < cj->npods; q++) {
+				free_cpu[cj->place[q]] += pod_cpu(c, q);
+				free_mem[cj->place[q]] += pod_mem(c, q);
+			}
+			free(cj->place);
+			cj->place = NULL;
+		}
+		if (!fit) {
+			out->unplaced++;
+			fallback(j, k, &configs[i]);
+		}
 		cj->npods = c->workers + c->ps;
 		cj->place = calloc((size_t)(cj->npods ? cj->npods : 1), sizeof(int));
 		cj->speed = model_speed(j, c);
@@ -78,14 +119,14 @@ void cluster_run(const struct sim_trace *t, const struct sim_config *configs, in
 			       c->ps * fmin(c->ps_cpu, model_ps_cpu_need(j, c->workers, c->ps) * load);
 		/* A job that does not fit an empty cluster never runs. */
 		bool fits = cj->place && try_place(cj, c, free_cpu, free_mem, nodes);
-		for (int k = 0; fits && k < cj->npods; k++) {
-			free_cpu[cj->place[k]] += pod_cpu(c, k);
-			free_mem[cj->place[k]] += pod_mem(c, k);
+		for (int q = 0; fits && q < cj->npods; q++) {
+			free_cpu[cj->place[q]] += pod_cpu(c, q);
+			free_mem[cj->place[q]] += pod_mem(c, q);
 		}
-		if (cj->speed <= 0 || !fits) {
+		/* Not even the fallback runs (a need larger than any node): the
+		 * job cannot run under any policy. */
+		if (cj->speed <= 0 || !fits)
 			cj->skip = true;
-			out->unplaced++;
-		}
 	}
 	/* FIFO by arrival, ties by trace order. */
 	for (int i = 0; i < t->n; i++)
@@ -151,9 +192,9 @@ void cluster_run(const struct sim_trace *t, const struct sim_config *configs, in
 			jct_sum += cj->end - t->jobs[i].arrival_s;
 			used_now -= cj->used_cpu;
 			alloc_now -= config_cores(&t->jobs[i], &configs[i]);
-			for (int k = 0; k < cj->npods; k++) {
-				free_cpu[cj->place[k]] += pod_cpu(&configs[i], k);
-				free_mem[cj->place[k]] += pod_mem(&configs[i], k);
+			for (int q = 0; q < cj->npods; q++) {
+				free_cpu[cj->place[q]] += pod_cpu(&configs[i], q);
+				free_mem[cj->place[q]] += pod_mem(&configs[i], q);
 			}
 		}
 	}
@@ -167,6 +208,7 @@ out:
 		for (int i = 0; i < t->n; i++)
 			free(jobs[i].place);
 	free(jobs);
+	free(configs);
 	free(order);
 	free(free_cpu);
 	free(free_mem);

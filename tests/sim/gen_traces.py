@@ -120,3 +120,87 @@ write(D + "memory.trace", "# Memory-hungry jobs: the user's or the default memor
       [ar("mem-ar-user-%d" % i, wmem=20480, mem_short=True) for i in range(1)] +
       [psj("mem-ps-%d" % i, wmem=16384, mem_short=True) for i in range(2)] +
       [psj("mem-ps-zero-%d" % i, wmem=12288, zero=True, params=1e7) for i in range(1)])
+
+# Families the jobs above lack (a fresh stream, so the traces above stay as
+# they were): the optimum at the minimum or maximum worker bound, PS jobs
+# where many PS pay (communication, t1 w/p) or few (per-PS overhead, t3 p),
+# warm-up ramps longer than a measurement round, 25-30% speed noise, memory
+# rising during the run (a late OOM), stragglers, a request short of CPU, and
+# a large zero-config PS model.  The cluster line says the node size.
+rng = random.Random(20261123)
+
+
+def fam_ar(name, t, **kw):
+    return job(name, "allreduce", t, kw.pop("wcpu", rng.choice([2, 4, 6])),
+               kw.pop("wmem", rng.choice([4096, 8192])), kw.pop("max_w", rng.choice([16, 24])), **kw)
+
+
+def fam_ps(name, t, ps, **kw):
+    return job(name, "ps", t, kw.pop("wcpu", rng.choice([2, 4])), kw.pop("wmem", 4096),
+               kw.pop("max_w", rng.choice([16, 24, 32])), ps=ps, **kw)
+
+
+def extra(j, **kw):
+    j.update(kw)
+    return j
+
+
+fam = []
+# optimum at the minimum worker bound: speed falls beyond it
+for i in range(2):
+    j = fam_ar("fam-min-ar-%d" % i, [0.004, 0.002, round(rng.uniform(0.003, 0.006), 6)])
+    j["min_workers"] = 2
+    j["user"]["workers"] = max(j["user"]["workers"], 2)
+    fam.append(j)
+# optimum at the maximum worker bound: near-linear scaling
+for i in range(2):
+    fam.append(fam_ar("fam-max-ar-%d" % i, [round(rng.uniform(0.2, 0.4), 5), 0.0002, 0.000002],
+                      max_w=12, over=0.5))
+fam.append(fam_ps("fam-max-ps-0", [0.3, 0.002, 0.00002, 0.0005],
+                  {"ps_cpu_per_worker": 0.3, "ps_mem_mb": 4096, "min_ps": 1, "max_ps": 4},
+                  max_w=16, over=0.5))
+# PS jobs where many PS pay: the w/p term dominates
+for i in range(2):
+    fam.append(fam_ps("fam-ps-many-%d" % i,
+                      [round(rng.uniform(0.05, 0.1), 5), round(rng.uniform(0.05, 0.1), 5), 0.0005, 0.0002],
+                      {"ps_cpu_per_worker": round(rng.uniform(0.3, 0.6), 2), "ps_mem_mb": 8192,
+                       "min_ps": 1, "max_ps": 12}, zero=(i == 1)))
+# ... and where few pay: a per-PS overhead
+for i in range(2):
+    fam.append(fam_ps("fam-ps-few-%d" % i,
+                      [round(rng.uniform(0.05, 0.1), 5), 0.003, 0.0008, round(rng.uniform(0.02, 0.04), 5)],
+                      {"ps_cpu_per_worker": round(rng.uniform(0.3, 0.6), 2), "ps_mem_mb": 8192,
+                       "min_ps": 1, "max_ps": 8}, zero=(i == 1)))
+# warm-up ramps longer than a measurement round (120 s)
+for i in range(2):
+    fam.append(extra(fam_ar("fam-warm-ar-%d" % i, [round(rng.uniform(0.01, 0.04), 6), 0.001,
+                                                  round(rng.uniform(0.0001, 0.0004), 7)]),
+                     warmup_s=rng.choice([200, 300, 360]), warmup_start=0.3))
+fam.append(extra(psj("fam-warm-ps-0"), warmup_s=300, warmup_start=0.3))
+# 25-30% speed noise
+for i in range(2):
+    fam.append(ar("fam-noise-ar-%d" % i, noise=round(rng.uniform(0.25, 0.3), 3)))
+fam.append(psj("fam-noise-ps-0", noise=0.28))
+# memory rising during the run: the request holds at the start, not at the end
+for i in range(2):
+    j = ar("fam-late-oom-%d" % i, wmem=16384, zero=(i == 1))
+    j.update(mem_rise=0.4, mem_rise_s=rng.choice([900, 1500]))
+    j["user"]["memory_mb"] = int(16384 * 0.6 * 1.3 // 256 * 256)
+    fam.append(j)
+# stragglers
+fam.append(extra(ar("fam-straggler-ar-0"), stragglers=1, straggler_slowdown=2.5))
+fam.append(extra(psj("fam-straggler-ps-0"), stragglers=2, straggler_slowdown=3.0))
+# a request short of CPU
+j = ar("fam-starved-ar-0", wcpu=8)
+j["user"]["cpu"] = 4.5
+fam.append(j)
+# a large zero-config PS model: the default asks for more PS than allowed
+fam.append(fam_ps("fam-ps-big-0", [0.1, 0.04, 0.0008, 0.002],
+                  {"ps_cpu_per_worker": 0.5, "ps_mem_mb": 245760, "min_ps": 1, "max_ps": 16},
+                  zero=True, params=1.5e10))
+with open(D + "families.trace", "w") as f:
+    f.write("# Job families beyond the other traces (see gen_traces.py); the cluster line\n"
+            "# gives the node size plans must fit.\n")
+    f.write('{"cluster":{"nodes":32,"node_cpu":32,"node_mem_gb":128}}\n')
+    for j in fam:
+        f.write(json.dumps(j, separators=(",", ":")) + "\n")

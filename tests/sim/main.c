@@ -16,13 +16,16 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "brain_client.h"
 #include "parse.h"
+#include "wire.h"
 #include "sim.h"
 
 static const char usage[] =
-	"usage: rover-sim --trace FILE|DIR [--brain URL] [--token T] [--policy rover|baseline|both]\n"
+	"usage: rover-sim --trace FILE|DIR [--brain URL] [--token T] [--policy "
+	"rover|baseline|both]\n"
 	"                 [--cluster] [--nodes N] [--node-cpu C] [--node-mem-gb G]\n"
-	"                 [--rounds N] [--settle N] [--threads N] [--tag SUFFIX]\n"
+	"                 [--rounds N] [--settle N] [--threads N] [--tag SUFFIX] [--seed N]\n"
 	"                 [--json OUT] [--bench NAME]\n"
 	"\n"
 	"Plays simulated training jobs with hidden true throughput curves, CPU and\n"
@@ -37,11 +40,15 @@ static const char usage[] =
 	"  --policy     which policies to play (default both)\n"
 	"  --cluster    also replay the jobs as a stream on a simulated cluster:\n"
 	"               user-sized vs Rover vs baseline; utilisation and mean JCT\n"
-	"  --nodes, --node-cpu, --node-mem-gb   cluster shape (default 32 x 32 cores x 128 GiB)\n"
+	"  --nodes, --node-cpu, --node-mem-gb   cluster shape (default: the trace's\n"
+	"               {\"cluster\":...} line, else 32 x 32 cores x 128 GiB); the brain is\n"
+	"               told the nodes before the jobs, no node may be larger than one\n"
 	"  --rounds     plan rounds per job, each 120 s of job time (default 20)\n"
 	"  --settle     stop a job after this many rounds without a plan (default 3)\n"
 	"  --threads    jobs played at once (default 8)\n"
 	"  --tag        suffix for job names, so runs can share one brain\n"
+	"  --seed       mixed into every job's noise (default 0): same traces and seed,\n"
+	"               same figures\n"
 	"  --json       write every figure, per job and in total, to OUT\n"
 	"  --bench      print the summary line as \"bench=NAME ...\"\n"
 	"Exit status: 0 when every job ran, 1 when a job could not be played, 2 on usage.\n"
@@ -54,12 +61,17 @@ struct sim {
 	int nodes;
 	double node_cpu;
 	int64_t node_mem_mb;
+	bool shape_given[3];
 	struct sim_trace t;
 	struct sim_oracle *oracle;
 	struct sim_result *rov, *base;
 	atomic_int next;
 };
 
+/* Jobs that give their resources are played at once on the threads; a
+ * zero-config job's create plan comes from the jobs finished before it, so
+ * those run afterwards one at a time in trace order (the same history every
+ * run). */
 static void *rover_thread(void *arg)
 {
 	struct sim *s = arg;
@@ -67,8 +79,42 @@ static void *rover_thread(void *arg)
 		int i = atomic_fetch_add(&s->next, 1);
 		if (i >= s->t.n)
 			return NULL;
-		rover_run(&s->t.jobs[i], &s->o, &s->rov[i]);
+		if (!s->t.jobs[i].zero_config)
+			rover_run(&s->t.jobs[i], &s->o, &s->rov[i]);
 	}
+}
+
+/* Tell the brain the cluster's nodes (all free), so plans know the node size. */
+static int report_cluster(const struct sim *s)
+{
+	struct rv_brain_opts bo = { .url = s->o.brain,
+				    .token = s->o.token,
+				    .connect_timeout_ms = 3000,
+				    .timeout_ms = 30000,
+				    .max_attempts = 3,
+				    .backoff_ms = 100,
+				    .backoff_max_ms = 200 };
+	struct rv_err err = { 0 };
+	struct rv_brain_client *bc = rv_brain_client_new(&bo, &err);
+	if (!bc)
+		return -EIO;
+	int n = s->o.cluster.nodes < RV_MAX_CLUSTER_NODES ? s->o.cluster.nodes
+							  : RV_MAX_CLUSTER_NODES;
+	struct rv_cluster_report r = { .nodes = calloc((size_t)n, sizeof(*r.nodes)), .n = n };
+	int rc = r.nodes ? 0 : -ENOMEM;
+	for (int i = 0; rc == 0 && i < n; i++) {
+		struct rv_cluster_node *x = &r.nodes[i];
+		snprintf(x->name, sizeof(x->name), "sim-node-%d", i);
+		x->ts_ms = 1700000000000LL;
+		x->cpu = s->o.cluster.node_cpu;
+		x->memory_mb = s->o.cluster.node_mem_mb;
+		x->ready = true;
+	}
+	if (rc == 0 && (rc = rv_brain_cluster_report(bc, &r, &err)) < 0)
+		fprintf(stderr, "rover-sim: could not report the cluster: %s\n", err.msg);
+	free(r.nodes);
+	rv_brain_client_free(bc);
+	return rc < 0 ? rc : 0;
 }
 
 static int parse_args(struct sim *s, int argc, char **argv)
@@ -82,6 +128,7 @@ static int parse_args(struct sim *s, int argc, char **argv)
 	s->nodes = 32;
 	s->node_cpu = 32;
 	s->node_mem_mb = 128 * 1024;
+	s->o.seed = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -120,10 +167,15 @@ static int parse_args(struct sim *s, int argc, char **argv)
 			}
 		} else if (!strcmp(a, "--nodes") && rv_parse_i64(v, 1, 4096, &n) == 0) {
 			s->nodes = (int)n;
+			s->shape_given[0] = true;
 		} else if (!strcmp(a, "--node-cpu") && rv_parse_double(v, 1, 1024, &d) == 0) {
 			s->node_cpu = d;
+			s->shape_given[1] = true;
 		} else if (!strcmp(a, "--node-mem-gb") && rv_parse_i64(v, 1, 4096, &n) == 0) {
 			s->node_mem_mb = n * 1024;
+			s->shape_given[2] = true;
+		} else if (!strcmp(a, "--seed") && rv_parse_i64(v, 0, INT64_MAX, &n) == 0) {
+			s->o.seed = (uint64_t)n;
 		} else if (!strcmp(a, "--rounds") && rv_parse_i64(v, 1, 1000, &n) == 0) {
 			s->o.max_rounds = (int)n;
 		} else if (!strcmp(a, "--settle") && rv_parse_i64(v, 1, 1000, &n) == 0) {
@@ -148,7 +200,7 @@ static int parse_args(struct sim *s, int argc, char **argv)
 
 /* Summary of one policy's results against the oracle. */
 struct agg {
-	int n, ran;
+	int n, ran, infeasible;
 	double tr_min, tr_med, rr_max;
 	int ptc_max;
 	int oom_jobs, oom_ok;
@@ -163,8 +215,8 @@ static int cmp_double(const void *a, const void *b)
 
 static bool job_pass(const struct sim_result *r, const struct sim_oracle *o)
 {
-	return r->ran && !r->oom_failed && r->speed >= 0.95 * o->speed &&
-	       r->cores <= 1.10 * o->cores + 1e-9 && r->plans_to_converge <= 5;
+	return r->ran && !r->oom_failed && !r->infeasible && r->speed >= 0.95 * o->speed &&
+	       r->cost <= 1.10 * o->cost + 1e-9 && r->plans_to_converge <= 5;
 }
 
 static void aggregate(const struct sim *s, const struct sim_result *res, struct agg *a)
@@ -179,7 +231,8 @@ static void aggregate(const struct sim *s, const struct sim_result *res, struct 
 		if (!r->ran)
 			continue;
 		a->ran++;
-		double x = r->speed / o->speed, y = r->cores / o->cores;
+		double x = r->speed / o->speed, y = r->cost / o->cost;
+		a->infeasible += r->infeasible;
 		tr[a->ran - 1] = x;
 		if (x < a->tr_min)
 			a->tr_min = x;
@@ -224,7 +277,9 @@ static cJSON *result_json(const struct sim_result *r, const struct sim_oracle *o
 	cJSON_AddNumberToObject(j, "speed", r->speed);
 	cJSON_AddNumberToObject(j, "cores", r->cores);
 	cJSON_AddNumberToObject(j, "throughput_ratio", o->speed > 0 ? r->speed / o->speed : 0);
-	cJSON_AddNumberToObject(j, "resource_ratio", o->cores > 0 ? r->cores / o->cores : 0);
+	cJSON_AddNumberToObject(j, "resource_ratio", o->cost > 0 ? r->cost / o->cost : 0);
+	cJSON_AddNumberToObject(j, "cpu_ratio", o->cores > 0 ? r->cores / o->cores : 0);
+	cJSON_AddBoolToObject(j, "infeasible", r->infeasible);
 	cJSON_AddNumberToObject(j, "plans", r->plans);
 	cJSON_AddNumberToObject(j, "plans_to_converge", r->plans_to_converge);
 	cJSON_AddNumberToObject(j, "rounds", r->rounds);
@@ -255,6 +310,7 @@ static cJSON *agg_json(const struct agg *a)
 	cJSON_AddNumberToObject(j, "oom_jobs", a->oom_jobs);
 	cJSON_AddNumberToObject(j, "oom_recovered", a->oom_ok);
 	cJSON_AddNumberToObject(j, "meet_targets", a->pass);
+	cJSON_AddNumberToObject(j, "infeasible", a->infeasible);
 	return j;
 }
 
@@ -276,11 +332,14 @@ static void print_row(const char *who, const struct sim_result *r, const struct 
 		return;
 	}
 	fprintf(stderr,
-		"  %-8s w=%-3d ps=%-2d wcpu=%-5.1f pscpu=%-5.1f cores=%-7.1f thr=%.3f res=%.3f "
-		"plans=%d conv=%d oom=%d%s%s\n",
-		who, r->final.workers, r->final.ps, r->final.worker_cpu, r->final.ps_cpu, r->cores,
-		r->speed / o->speed, r->cores / o->cores, r->plans, r->plans_to_converge, r->ooms,
-		r->oom_failed ? " OOM-FAILED" : "", job_pass(r, o) ? "" : " (misses targets)");
+		"  %-8s w=%-3d ps=%-2d wcpu=%-5.1f pscpu=%-5.1f wmem=%-6lld psmem=%-6lld "
+		"cores=%-7.1f "
+		"thr=%.3f res=%.3f plans=%d conv=%d oom=%d%s%s%s\n",
+		who, r->final.workers, r->final.ps, r->final.worker_cpu, r->final.ps_cpu,
+		(long long)r->final.worker_mem_mb, (long long)r->final.ps_mem_mb, r->cores,
+		r->speed / o->speed, r->cost / o->cost, r->plans, r->plans_to_converge, r->ooms,
+		r->oom_failed ? " OOM-FAILED" : "", r->infeasible ? " INFEASIBLE" : "",
+		job_pass(r, o) ? "" : " (misses targets)");
 }
 
 /* The config each job runs with in the cluster: a policy's final config;
@@ -317,11 +376,20 @@ static int run(int argc, char **argv)
 	memset(&s, 0, sizeof(s));
 	if (parse_args(&s, argc, argv) < 0)
 		return 2;
-	char msg[512];
+	char msg[1024];
 	if (trace_load(s.trace_path, &s.t, msg, sizeof(msg)) < 0) {
 		fprintf(stderr, "rover-sim: could not load trace: %s\n", msg);
 		return 2;
 	}
+	if (s.t.has_cluster) {
+		if (!s.shape_given[0])
+			s.nodes = s.t.cluster.nodes;
+		if (!s.shape_given[1])
+			s.node_cpu = s.t.cluster.node_cpu;
+		if (!s.shape_given[2])
+			s.node_mem_mb = s.t.cluster.node_mem_mb;
+	}
+	s.o.cluster = (struct sim_cluster_shape){ s.nodes, s.node_cpu, s.node_mem_mb };
 	int n = s.t.n;
 	s.oracle = calloc((size_t)n, sizeof(*s.oracle));
 	s.rov = calloc((size_t)n, sizeof(*s.rov));
@@ -329,17 +397,22 @@ static int run(int argc, char **argv)
 	if (!s.oracle || !s.rov || !s.base)
 		return 1;
 	for (int i = 0; i < n; i++) {
-		oracle_compute(&s.t.jobs[i], &s.oracle[i]);
+		oracle_compute(&s.t.jobs[i], &s.o.cluster, &s.oracle[i]);
 		if (s.baseline)
 			baseline_run(&s.t.jobs[i], &s.o, &s.base[i]);
 	}
 	if (s.rover) {
+		if (report_cluster(&s) < 0)
+			return 1;
 		int nt = s.o.threads < n ? s.o.threads : n;
 		pthread_t th[256];
 		for (int k = 0; k < nt; k++)
 			pthread_create(&th[k], NULL, rover_thread, &s);
 		for (int k = 0; k < nt; k++)
 			pthread_join(th[k], NULL);
+		for (int i = 0; i < n; i++)
+			if (s.t.jobs[i].zero_config)
+				rover_run(&s.t.jobs[i], &s.o, &s.rov[i]);
 	}
 	int failed = 0;
 	for (int i = 0; i < n; i++) {
@@ -366,21 +439,23 @@ static int run(int argc, char **argv)
 		if (!cfg)
 			return 1;
 		cluster_configs(&s, NULL, cfg);
-		cluster_run(&s.t, cfg, s.nodes, s.node_cpu, s.node_mem_mb, &cu);
+		cluster_run(&s.t, cfg, &s.o.cluster, &cu);
 		if (s.rover) {
 			cluster_configs(&s, s.rov, cfg);
-			cluster_run(&s.t, cfg, s.nodes, s.node_cpu, s.node_mem_mb, &cr);
+			cluster_run(&s.t, cfg, &s.o.cluster, &cr);
 		}
 		if (s.baseline) {
 			cluster_configs(&s, s.base, cfg);
-			cluster_run(&s.t, cfg, s.nodes, s.node_cpu, s.node_mem_mb, &cb);
+			cluster_run(&s.t, cfg, &s.o.cluster, &cb);
 		}
 		free(cfg);
 		fprintf(stderr,
 			"cluster %dx%.0f cores: util user=%.1f%% rover=%.1f%% baseline=%.1f%%; "
-			"mean jct user=%.0fs rover=%.0fs baseline=%.0fs\n",
-			s.nodes, s.node_cpu, cu.util, cr.util, cb.util, cu.mean_jct_s, cr.mean_jct_s,
-			cb.mean_jct_s);
+			"mean jct user=%.0fs rover=%.0fs baseline=%.0fs; configs that could not "
+			"run "
+			"(run as the user asked) user=%d rover=%d baseline=%d\n",
+			s.nodes, s.node_cpu, cu.util, cr.util, cb.util, cu.mean_jct_s,
+			cr.mean_jct_s, cb.mean_jct_s, cu.unplaced, cr.unplaced, cb.unplaced);
 	}
 	if (s.json_path) {
 		cJSON *root = cJSON_CreateObject();
@@ -395,6 +470,7 @@ static int run(int argc, char **argv)
 			cJSON_AddNumberToObject(oj, "best_speed", o->best_speed);
 			cJSON_AddNumberToObject(oj, "speed", o->speed);
 			cJSON_AddNumberToObject(oj, "cores", o->cores);
+			cJSON_AddNumberToObject(oj, "cost", o->cost);
 			cJSON_AddItemToObject(oj, "config", config_json(&o->config));
 			cJSON_AddItemToObject(jj, "user", config_json(&s.t.jobs[i].user));
 			cJSON_AddNumberToObject(jj, "user_speed", model_speed(&s.t.jobs[i], &s.t.jobs[i].user));
@@ -434,6 +510,11 @@ static int run(int argc, char **argv)
 	fmt_ratio(rrmax, sizeof(rrmax), ar.rr_max, s.rover);
 	fmt_ratio(btr, sizeof(btr), ab.tr_min, s.baseline);
 	fmt_ratio(brr, sizeof(brr), ab.rr_max, s.baseline);
+	char bpass[24];
+	if (s.baseline)
+		snprintf(bpass, sizeof(bpass), "%d/%d", ab.pass, n);
+	else
+		snprintf(bpass, sizeof(bpass), "na");
 	if (s.cluster) {
 		snprintf(uu, sizeof(uu), "%.1f", cu.util);
 		fmt_ratio(ur, sizeof(ur), cr.util, s.rover);
@@ -457,9 +538,11 @@ static int run(int argc, char **argv)
 	printf("%s%s jobs=%d throughput_ratio_min=%s throughput_ratio_median=%s "
 	       "resource_ratio_max=%s plans_to_converge_max=%d oom_recovered=%d/%d util_rover=%s "
 	       "util_user=%s util_baseline=%s jct_ratio=%s baseline_throughput_ratio_min=%s "
-	       "baseline_resource_ratio_max=%s\n",
+	       "baseline_resource_ratio_max=%s jobs_meeting_all=%d/%d "
+	       "baseline_jobs_meeting_all=%s\n",
 	       s.bench ? "bench=" : "sim", s.bench ? s.bench : "", n, trmin, trmed, rrmax,
-	       main_agg->ptc_max, main_agg->oom_ok, main_agg->oom_jobs, ur, uu, ub, jr, btr, brr);
+	       main_agg->ptc_max, main_agg->oom_ok, main_agg->oom_jobs, ur, uu, ub, jr, btr, brr,
+	       main_agg->pass, n, bpass);
 	trace_release(&s.t);
 	free(s.oracle);
 	free(s.rov);

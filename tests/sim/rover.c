@@ -30,7 +30,13 @@ struct run {
 	struct sim_rng rng;
 	char uid[RV_BRAIN_UID_MAX];
 	int64_t ts_ms;           /* the job's clock */
+	double job_s;            /* job time since the start (memory rises with it) */
 	double since_change_s;   /* for warm-up */
+	int oom_role;            /* an OOM seen during the last round: 0 worker, 1 ps, -1 */
+	int64_t last_rss[2];     /* last sampled memory of each role since its relaunch, 0 none */
+	bool slow[256];          /* workers still straggling (by rank) */
+	/* cumulative cgroup CPU throttling counters of each node (by role, rank) */
+	int64_t periods[2][256], throttled[2][256], throttled_us[2][256];
 	int64_t step;
 	int64_t last_plan_id;
 	struct sim_config c;
@@ -125,7 +131,26 @@ static void apply_plan(struct run *s, const struct rv_scale_plan *plan)
 		if (lo > 0 && isfinite(lo))
 			s->c.ps_cpu = lo;
 	}
+	/* A worker the plan removes is replaced by a healthy one. */
+	for (int i = 0; i < plan->nremove; i++) {
+		int rank;
+		if (plan->remove[i].role == RV_ROLE_WORKER &&
+		    sscanf(plan->remove[i].node, "worker-%d", &rank) == 1 && rank >= 0 &&
+		    rank < 256)
+			s->slow[rank] = false;
+	}
+	if (!config_fits_node(s->j, &s->c, &s->o->cluster))
+		s->r->infeasible = true;
 	snprintf(s->r->last_reason, sizeof(s->r->last_reason), "%.255s", plan->reason);
+}
+
+/* Stragglers among the current workers. */
+static int slow_count(const struct run *s)
+{
+	int n = 0;
+	for (int i = 0; i < s->c.workers && i < 256; i++)
+		n += s->slow[i];
+	return n;
 }
 
 /* A job or plan event at the job's clock; *plan_id (may be NULL) gets the plan
@@ -153,7 +178,12 @@ static int handle_oom(struct run *s, int role)
 {
 	struct sim_result *r = s->r;
 	int64_t *mem = role ? &s->c.ps_mem_mb : &s->c.worker_mem_mb;
-	int64_t need = role ? model_ps_mem_need(s->j, s->c.ps) : s->j->worker_mem_need_mb;
+	/* What a killed container shows: the limit it hit and the last RSS
+	 * sampled before the kill (never the true need); with no sample since
+	 * its start, the RSS on the way up to the limit. */
+	int64_t rss = s->last_rss[role];
+	if (rss <= 0 || rss > *mem)
+		rss = (int64_t)((double)*mem * (0.8 + 0.18 * rng_uniform(&s->rng)));
 	struct sim_oom_event *ev = &r->oom[r->noom < SIM_MAX_EVENTS ? r->noom++ : r->noom - 1];
 	ev->role = role;
 	ev->from_mb = *mem;
@@ -168,7 +198,7 @@ static int handle_oom(struct run *s, int role)
 				.rank = 0,
 				.exit_code = 137,
 				.memory_mb = *mem,
-				.peak_memory_mb = need };
+				.peak_memory_mb = rss };
 	snprintf(oom.node, sizeof(oom.node), "%s", role ? "ps-0" : "worker-0");
 	int64_t plan_id = 0;
 	if (post_event(s, &oom, &plan_id) < 0)
@@ -196,6 +226,9 @@ static int handle_oom(struct run *s, int role)
 	 * the relaunch memory applies to the role. */
 	*mem = next;
 	ev->to_mb = next;
+	s->last_rss[role] = 0;
+	if (!config_fits_node(s->j, &s->c, &s->o->cluster))
+		r->infeasible = true;
 	r->plans++;
 	r->plans_to_converge = r->plans;
 	s->since_change_s = 0;
@@ -211,11 +244,49 @@ static struct rv_sample *next_sample(struct rv_metrics_batch *b, int64_t ts)
 	return x;
 }
 
-static void add_node_sample(struct rv_metrics_batch *b, int64_t ts, enum rv_role role, int rank,
-			    double cpu, int64_t mem, double cpu_limit, int64_t mem_limit,
-			    double step_time)
+/* Standard normal distribution function. */
+static double phi(double z)
+{
+	return 0.5 * erfc(-z / M_SQRT2);
+}
+
+/* Demand within one 100 ms quota period varies around the mean demand by
+ * this share (threads wake and sleep); a period whose demand exceeds the
+ * limit is throttled, for the part it could not run. */
+#define PERIOD_SPREAD 0.1
+#define PERIOD_US     100000
+
+/* Advance a node's cgroup cpu.stat counters over dt_s seconds of a mean
+ * demand `demand` under `limit` cores. */
+static void throttle_step(struct run *s, int role, int rank, double demand, double limit,
+			  double dt_s)
+{
+	if (rank >= 256 || limit <= 0)
+		return;
+	int64_t periods = (int64_t)(dt_s * 1e6 / PERIOD_US);
+	double share = demand > 0 ? 1 - phi((limit - demand) / (PERIOD_SPREAD * demand)) : 0;
+	int64_t thr = (int64_t)llround((double)periods * share);
+	/* binomial noise on the count */
+	thr += (int64_t)llround(sqrt((double)periods * share * (1 - share)) * rng_normal(&s->rng));
+	thr = thr < 0 ? 0 : thr > periods ? periods : thr;
+	/* held time in a throttled period: the share of its demand that did not fit */
+	double held = demand > limit ? 1 - limit / demand : 0.5 * PERIOD_SPREAD;
+	s->periods[role][rank] += periods;
+	s->throttled[role][rank] += thr;
+	s->throttled_us[role][rank] += (int64_t)((double)thr * PERIOD_US * held);
+}
+
+static void add_node_sample(struct run *s, struct rv_metrics_batch *b, int64_t ts,
+			    enum rv_role role, int rank, double cpu, int64_t mem, double cpu_limit,
+			    int64_t mem_limit, double step_time)
 {
 	struct rv_sample *n = next_sample(b, ts);
+	int r = role == RV_ROLE_PS;
+	if (rank < 256 && s->periods[r][rank] > 0) {
+		n->nr_periods = s->periods[r][rank];
+		n->nr_throttled = s->throttled[r][rank];
+		n->throttled_usec = s->throttled_us[r][rank];
+	}
 	n->kind = RV_SAMPLE_NODE;
 	snprintf(n->node, sizeof(n->node), "%s-%d", rv_role_name(role), rank);
 	n->role = role;
@@ -243,15 +314,16 @@ static int flush(struct run *s, struct rv_metrics_batch *b)
 	return rc < 0 ? failed(s, rc, &err) : 0;
 }
 
-/* Simulate one round of job time and report its samples. */
+/* Simulate one round of job time and report its samples.  A node whose
+ * memory need rises past its limit during the round ends it: s->oom_role. */
 static int report_round(struct run *s)
 {
 	const struct sim_job *j = s->j;
 	const struct sim_config *c = &s->c;
-	double steady = model_speed(j, c);
-	double need_w = j->worker_cpu_need;
-	double need_p = model_ps_cpu_need(j, c->workers, c->ps);
-	int64_t mem_p = model_ps_mem_need(j, c->ps);
+	double steady = model_speed_running(j, c) *
+			model_straggler_factor(j, c->workers, slow_count(s));
+	double dw, dp;
+	model_role_demand(j, c, &dw, &dp);
 	/* A batch is posted once it holds BATCH_SAMPLES; one step adds at most
 	 * 1 + workers + ps more. */
 	size_t cap = BATCH_SAMPLES + 1 + (size_t)c->workers + (size_t)c->ps;
@@ -259,12 +331,20 @@ static int report_round(struct run *s)
 	if (!b.samples)
 		return -ENOMEM;
 	int rc = 0;
+	s->oom_role = -1;
 	for (double t = s->o->sample_s; t <= s->o->round_s + 1e-9; t += s->o->sample_s) {
 		s->ts_ms += (int64_t)(s->o->sample_s * 1000);
+		s->job_s += s->o->sample_s;
 		s->since_change_s += s->o->sample_s;
-		double warm = j->warmup_s > 0 ? 0.5 + 0.5 * s->since_change_s / j->warmup_s : 1;
-		if (warm > 1)
-			warm = 1;
+		int oom = model_oom_role_at(j, c, s->job_s);
+		if (oom >= 0) {
+			s->oom_role = oom;
+			break;
+		}
+		double warm = 1;
+		if (j->warmup_s > 0 && s->since_change_s < j->warmup_s)
+			warm = j->warmup_start +
+			       (1 - j->warmup_start) * s->since_change_s / j->warmup_s;
 		double speed = noisy(s, steady * warm, 1);
 		s->step += (int64_t)(speed * s->o->sample_s / (j->batch_size > 0 ? j->batch_size : 1));
 		struct rv_sample *sp = next_sample(&b, s->ts_ms);
@@ -273,20 +353,31 @@ static int report_round(struct run *s)
 		sp->step = s->step;
 		sp->workers = c->workers;
 		sp->ps = c->ps;
-		/* Usage follows the work actually done: the need scaled by the
-		 * speed reached, capped by the limit. */
-		double load = steady > 0 ? speed / model_speed_ideal(j, c->workers, c->ps) : 0;
+		/* Usage follows the work the job can do (warm-up, the slowest
+		 * role), capped by the limit, with half the job's noise; the speed
+		 * sample's own noise is not in it. */
 		double step_time = speed > 0 ? j->batch_size * c->workers / speed : 0;
+		int64_t wmem = model_worker_mem_at(j, s->job_s);
+		int64_t pmem = model_ps_mem_at(j, c->ps, s->job_s);
 		for (int i = 0; i < c->workers; i++) {
-			double cpu = fmin(c->worker_cpu, noisy(s, need_w * load, 0.5));
-			int64_t mem = (int64_t)(j->worker_mem_need_mb * (0.9 + 0.1 * rng_uniform(&s->rng)));
-			add_node_sample(&b, s->ts_ms, RV_ROLE_WORKER, i, cpu, mem, c->worker_cpu,
-					c->worker_mem_mb, noisy(s, step_time, 0.5));
+			double d = dw * warm;
+			throttle_step(s, 0, i, d, c->worker_cpu, s->o->sample_s);
+			double cpu = fmin(c->worker_cpu, noisy(s, d, 0.5));
+			int64_t mem = (int64_t)((double)wmem * (0.9 + 0.1 * rng_uniform(&s->rng)));
+			if (mem > s->last_rss[0])
+				s->last_rss[0] = mem;
+			double st = step_time * (i < 256 && s->slow[i] ? j->straggler_slowdown : 1);
+			add_node_sample(s, &b, s->ts_ms, RV_ROLE_WORKER, i, cpu, mem, c->worker_cpu,
+					c->worker_mem_mb, noisy(s, st, 0.5));
 		}
 		for (int i = 0; i < c->ps; i++) {
-			double cpu = fmin(c->ps_cpu, noisy(s, need_p * load, 0.5));
-			int64_t mem = (int64_t)(mem_p * (0.9 + 0.1 * rng_uniform(&s->rng)));
-			add_node_sample(&b, s->ts_ms, RV_ROLE_PS, i, cpu, mem, c->ps_cpu,
+			double d = dp * warm;
+			throttle_step(s, 1, i, d, c->ps_cpu, s->o->sample_s);
+			double cpu = fmin(c->ps_cpu, noisy(s, d, 0.5));
+			int64_t mem = (int64_t)((double)pmem * (0.9 + 0.1 * rng_uniform(&s->rng)));
+			if (mem > s->last_rss[1])
+				s->last_rss[1] = mem;
+			add_node_sample(s, &b, s->ts_ms, RV_ROLE_PS, i, cpu, mem, c->ps_cpu,
 					c->ps_mem_mb, -1);
 		}
 		if (b.n >= BATCH_SAMPLES && (rc = flush(s, &b)) < 0)
@@ -339,7 +430,7 @@ static int play(struct run *s)
 		return -EIO;
 	int quiet = 0;
 	for (r->rounds = 0; r->rounds < s->o->max_rounds; r->rounds++) {
-		int role = model_oom_role(s->j, &s->c);
+		int role = model_oom_role_at(s->j, &s->c, s->job_s);
 		if (role >= 0) {
 			if (handle_oom(s, role) < 0)
 				return -EIO;
@@ -350,6 +441,15 @@ static int play(struct run *s)
 		}
 		if (report_round(s) < 0)
 			return -EIO;
+		if (s->oom_role >= 0) {
+			/* Killed during the round: report it before anything else. */
+			if (handle_oom(s, s->oom_role) < 0)
+				return -EIO;
+			if (r->oom_failed)
+				return 0;
+			quiet = 0;
+			continue;
+		}
 		wait_planned(s);
 		rc = rv_brain_plan_get(s->bc, s->uid, "running", s->last_plan_id, 0, &plan, &err);
 		if (rc < 0)
@@ -363,12 +463,23 @@ static int play(struct run *s)
 			if (!config_same(&before, &s->c)) {
 				r->plans_to_converge = r->plans;
 				s->since_change_s = 0;
+				/* a relaunched role's memory is sampled afresh */
+				if (before.worker_mem_mb != s->c.worker_mem_mb)
+					s->last_rss[0] = 0;
+				if (before.ps_mem_mb != s->c.ps_mem_mb || before.ps != s->c.ps)
+					s->last_rss[1] = 0;
 			}
 			if (post_simple_event(s, RV_EVENT_PLAN_APPLIED, plan.id) < 0)
 				return -EIO;
 			quiet = 0;
 			continue;
 		}
+		/* A round within the job's warm-up after a change, or before its
+		 * memory reached its peak, is not quiet: the job is not done
+		 * showing what it needs. */
+		if (s->since_change_s < s->j->warmup_s ||
+		    (s->j->mem_rise > 0 && s->job_s < s->j->mem_rise_s))
+			continue;
 		if (++quiet >= s->o->settle_rounds) {
 			r->rounds++;
 			break;
@@ -386,8 +497,17 @@ static int play(struct run *s)
 void rover_run(const struct sim_job *j, const struct sim_opts *o, struct sim_result *r)
 {
 	memset(r, 0, sizeof(*r));
-	struct run s = { .j = j, .o = o, .r = r, .ts_ms = SIM_T0_MS };
-	rng_seed(&s.rng, j->name);
+	struct run *sp = calloc(1, sizeof(*sp));
+	if (!sp) {
+		snprintf(r->error, sizeof(r->error), "out of memory");
+		return;
+	}
+	struct run s_ = { .j = j, .o = o, .r = r, .ts_ms = SIM_T0_MS, .oom_role = -1 };
+	*sp = s_;
+	struct run *s = sp;
+	rng_seed(&s->rng, j->name, o->seed);
+	for (int i = 0; i < j->stragglers && i < 256; i++)
+		s->slow[i] = true;
 	/* As before the client: three tries 100 ms apart when the brain is busy. */
 	struct rv_brain_opts bo = { .url = o->brain,
 				    .token = o->token,
@@ -397,16 +517,21 @@ void rover_run(const struct sim_job *j, const struct sim_opts *o, struct sim_res
 				    .backoff_ms = 100,
 				    .backoff_max_ms = 200 };
 	struct rv_err err = { 0 };
-	s.bc = rv_brain_client_new(&bo, &err);
-	if (!s.bc) {
+	s->bc = rv_brain_client_new(&bo, &err);
+	if (!s->bc) {
 		snprintf(r->error, sizeof(r->error), "could not create brain client: %.100s",
 			 err.msg);
+		free(s);
 		return;
 	}
-	int rc = play(&s);
-	s.bc = rv_brain_client_free(s.bc);
+	int rc = play(s);
+	s->bc = rv_brain_client_free(s->bc);
 	r->ran = rc == 0;
-	r->final = s.c;
-	r->speed = r->oom_failed ? 0 : model_speed(j, &s.c);
-	r->cores = config_cores(j, &s.c);
+	r->final = s->c;
+	r->speed = r->oom_failed ? 0
+				 : model_speed(j, &s->c) *
+					   model_straggler_factor(j, s->c.workers, slow_count(s));
+	r->cores = config_cores(j, &s->c);
+	r->cost = config_cost(j, &s->c, &o->cluster);
+	free(s);
 }

@@ -36,8 +36,16 @@ struct sim_job {
 	double ps_cpu_per_worker;     /* PS cores needed per worker it serves (PS: need = c w / p) */
 	int64_t worker_mem_need_mb;
 	int64_t ps_mem_total_mb;      /* model state split over the PS: need = total/p + 512 */
-	double noise;                 /* relative sd of speed and usage samples */
+	double noise;                 /* relative sd of speed samples (usage: half of it) */
 	double warmup_s;              /* after a reconfiguration speed ramps up over this time */
+	double warmup_start;          /* ... from this share of the steady speed */
+	/* memory that rises during the run: the need starts at (1 - mem_rise) of
+	 * its peak and reaches the peak mem_rise_s of job time after the start */
+	double mem_rise, mem_rise_s;
+	/* stragglers: the first `stragglers` workers are `straggler_slowdown`
+	 * times slower until a plan replaces them */
+	int stragglers;
+	double straggler_slowdown;
 	int min_workers, max_workers, min_ps, max_ps;
 	int64_t parameters;
 	int batch_size;
@@ -48,9 +56,18 @@ struct sim_job {
 	double work;                  /* samples to process */
 };
 
+/* The cluster the jobs run on: N identical nodes. */
+struct sim_cluster_shape {
+	int nodes;
+	double node_cpu;
+	int64_t node_mem_mb;
+};
+
 struct sim_trace {
 	struct sim_job *jobs;
 	int n;
+	bool has_cluster; /* a {"cluster":{...}} line gave the shape */
+	struct sim_cluster_shape cluster;
 };
 
 /* Load FILE or every *.trace in DIR (sorted).  0 or -errno with msg. */
@@ -63,10 +80,30 @@ double model_speed_ideal(const struct sim_job *j, int w, int p);
 /* Per-PS CPU need at full speed. */
 double model_ps_cpu_need(const struct sim_job *j, int w, int p);
 int64_t model_ps_mem_need(const struct sim_job *j, int p);
+/* Memory need t_s seconds of job time after the start (rises to the peak). */
+int64_t model_worker_mem_at(const struct sim_job *j, double t_s);
+int64_t model_ps_mem_at(const struct sim_job *j, int p, double t_s);
+/* Role short of memory at job time t_s: 0 worker, 1 ps, -1 none. */
+int model_oom_role_at(const struct sim_job *j, const struct sim_config *c, double t_s);
+/* Every node of the config fits on one node of the cluster. */
+bool config_fits_node(const struct sim_job *j, const struct sim_config *c,
+		      const struct sim_cluster_shape *k);
+/* Resources of a config in cores, memory counted at the cluster's ratio of
+ * memory to cores (a node's memory per core costs as much as a core). */
+double config_cost(const struct sim_job *j, const struct sim_config *c,
+		   const struct sim_cluster_shape *k);
+double config_mem_gb(const struct sim_job *j, const struct sim_config *c);
 /* Steady speed of a config: ideal x min(1, cpu given / need) over roles;
  * 0 when a node lacks memory (it OOMs). */
 double model_speed(const struct sim_job *j, const struct sim_config *c);
+/* The same while it runs, before memory rising to its peak would kill it. */
+double model_speed_running(const struct sim_job *j, const struct sim_config *c);
 double config_cores(const struct sim_job *j, const struct sim_config *c);
+/* Per-node CPU demand of each role under c at full speed of the rest: a
+ * role short of CPU slows the job, so the other uses its need times that. */
+void model_role_demand(const struct sim_job *j, const struct sim_config *c, double *dw, double *dp);
+/* Speed share left with `slow` stragglers among `workers`. */
+double model_straggler_factor(const struct sim_job *j, int workers, int slow);
 /* Role short of memory: 0 worker, 1 ps, -1 none. */
 int model_oom_role(const struct sim_job *j, const struct sim_config *c);
 
@@ -74,9 +111,11 @@ struct sim_oracle {
 	double best_speed;         /* best speed within the limits */
 	double speed;              /* speed of the chosen config */
 	double cores;              /* its total cores */
-	struct sim_config config;  /* fewest cores reaching 90% of best */
+	double cost;               /* cores + memory at the cluster's ratio */
+	struct sim_config config;  /* least cost reaching 90% of best, fitting a node */
 };
-void oracle_compute(const struct sim_job *j, struct sim_oracle *o);
+void oracle_compute(const struct sim_job *j, const struct sim_cluster_shape *k,
+		    struct sim_oracle *o);
 
 /* ---- a policy's run of one job ---- */
 struct sim_oom_event {
@@ -90,6 +129,8 @@ struct sim_result {
 	struct sim_config final;
 	double speed;              /* steady true speed of the final config */
 	double cores;
+	double cost;               /* config_cost of the final config */
+	bool infeasible;           /* a plan asked for a node larger than any node */
 	int plans;                 /* running + oom plans applied */
 	int plans_to_converge;     /* plans until the final config stayed */
 	int rounds;
@@ -110,6 +151,9 @@ struct sim_opts {
 	double sample_s;           /* interval of samples */
 	int threads;
 	char run_tag[16];          /* suffix for job names: several runs on one brain */
+	uint64_t seed;             /* mixed into every job's noise */
+	struct sim_cluster_shape cluster;
+	bool tell_cluster; /* report the cluster's nodes to the brain first */
 };
 
 /* DLRover's rules (model.c). */
@@ -123,17 +167,19 @@ struct sim_cluster_result {
 	double alloc;              /* allocated CPU / capacity, percent */
 	double mean_jct_s;
 	double makespan_s;
-	int unplaced;              /* jobs that never fit */
+	int unplaced; /* jobs whose config never fits: run as the user asked */
 };
-/* configs[i]: the config job i runs with (NULL entry or speed 0: job skipped). */
-void cluster_run(const struct sim_trace *t, const struct sim_config *configs, int nodes,
-		 double node_cpu, int64_t node_mem_mb, struct sim_cluster_result *out);
+/* configs[i]: the config job i runs with.  A config that cannot fit an empty
+ * cluster (or runs at speed 0) is replaced by the user's request sized to
+ * fit and counted in unplaced: every job is in utilisation and JCT. */
+void cluster_run(const struct sim_trace *t, const struct sim_config *configs,
+		 const struct sim_cluster_shape *k, struct sim_cluster_result *out);
 
 /* ---- small helpers (model.c) ---- */
 struct sim_rng {
 	uint64_t s;
 };
-void rng_seed(struct sim_rng *r, const char *name);
+void rng_seed(struct sim_rng *r, const char *name, uint64_t seed);
 double rng_uniform(struct sim_rng *r);
 double rng_normal(struct sim_rng *r);
 

@@ -56,6 +56,11 @@ static int job_parse(const cJSON *o, struct sim_job *j, char *msg, size_t msize)
 	j->ps_mem_total_mb = (int64_t)num(o, "ps_mem_mb", 4096);
 	j->noise = num(o, "noise", 0.02);
 	j->warmup_s = num(o, "warmup_s", 30);
+	j->warmup_start = num(o, "warmup_start", 0.5);
+	j->mem_rise = num(o, "mem_rise", 0);
+	j->mem_rise_s = num(o, "mem_rise_s", 1200);
+	j->stragglers = (int)num(o, "stragglers", 0);
+	j->straggler_slowdown = num(o, "straggler_slowdown", 2);
 	j->min_workers = (int)num(o, "min_workers", 1);
 	j->max_workers = (int)num(o, "max_workers", 16);
 	j->min_ps = j->strategy == SIM_PS ? (int)num(o, "min_ps", 1) : 0;
@@ -75,18 +80,23 @@ static int job_parse(const cJSON *o, struct sim_job *j, char *msg, size_t msize)
 	j->user.ps = j->strategy == SIM_PS ? (int)num(user, "ps", 0) : 0;
 	j->user.ps_cpu = num(user, "ps_cpu", 0);
 	j->user.ps_mem_mb = (int64_t)num(user, "ps_memory_mb", 0);
-	if (j->t[0] <= 0 || j->worker_cpu_need <= 0 || j->worker_mem_need_mb <= 0 ||
-	    j->noise < 0 || j->noise > 0.5 || j->min_workers < 1 ||
-	    j->max_workers < j->min_workers || j->max_workers > 256 || j->work <= 0 ||
-	    j->user.workers < j->min_workers || j->user.workers > j->max_workers ||
+	if (j->t[0] <= 0 || j->worker_cpu_need <= 0 || j->worker_mem_need_mb <= 0 || j->noise < 0 ||
+	    j->noise > 0.5 || j->min_workers < 1 || j->warmup_start <= 0 || j->warmup_start > 1 ||
+	    j->mem_rise < 0 || j->mem_rise > 0.9 || j->mem_rise_s < 0 || j->stragglers < 0 ||
+	    j->straggler_slowdown < 1 || j->max_workers < j->min_workers || j->max_workers > 256 ||
+	    j->work <= 0 || j->user.workers < j->min_workers || j->user.workers > j->max_workers ||
 	    j->user.worker_cpu <= 0 || j->user.worker_mem_mb <= 0 ||
 	    (j->strategy == SIM_PS &&
 	     (j->min_ps < 1 || j->max_ps < j->min_ps || j->max_ps > 64 || j->user.ps < j->min_ps ||
 	      j->user.ps > j->max_ps || j->user.ps_cpu <= 0 || j->user.ps_mem_mb <= 0))) {
-		snprintf(msg, msize,
-			 "%s: out of range (t0 > 0, needs > 0, noise <= 0.5, 1 <= min <= user <= max "
-			 "workers <= 256, ps likewise <= 64, user resources > 0, work > 0)",
-			 j->name);
+		snprintf(
+			msg, msize,
+			"%s: out of range (t0 > 0, needs > 0, noise <= 0.5, 0 < warmup_start <= 1, "
+			"0 <= mem_rise <= 0.9, stragglers >= 0, straggler_slowdown >= 1, 1 <= min "
+			"<= "
+			"user <= max workers <= 256, ps likewise <= 64, user resources > 0, work > "
+			"0)",
+			j->name);
 		return -EINVAL;
 	}
 	return 0;
@@ -113,6 +123,24 @@ static int load_file(const char *path, struct sim_trace *t, char *msg, size_t ms
 			rc = -EINVAL;
 			break;
 		}
+		const cJSON *cl = cJSON_GetObjectItemCaseSensitive(o, "cluster");
+		if (cl) {
+			/* {"cluster":{"nodes":N,"node_cpu":C,"node_mem_gb":G}} */
+			t->has_cluster = true;
+			t->cluster.nodes = (int)num(cl, "nodes", 32);
+			t->cluster.node_cpu = num(cl, "node_cpu", 32);
+			t->cluster.node_mem_mb = (int64_t)(num(cl, "node_mem_gb", 128) * 1024);
+			cJSON_Delete(o);
+			if (t->cluster.nodes < 1 || t->cluster.nodes > 4096 ||
+			    t->cluster.node_cpu < 1 || t->cluster.node_mem_mb < 1024) {
+				snprintf(msg, msize,
+					 "%s:%d: cluster: 1..4096 nodes of >= 1 core, >= 1 GiB",
+					 path, lineno);
+				rc = -EINVAL;
+				break;
+			}
+			continue;
+		}
 		struct sim_job *nj = realloc(t->jobs, (size_t)(t->n + 1) * sizeof(*nj));
 		if (!nj) {
 			cJSON_Delete(o);
@@ -120,7 +148,7 @@ static int load_file(const char *path, struct sim_trace *t, char *msg, size_t ms
 			break;
 		}
 		t->jobs = nj;
-		char m[256];
+		char m[512];
 		rc = job_parse(o, &t->jobs[t->n], m, sizeof(m));
 		cJSON_Delete(o);
 		if (rc < 0) {
