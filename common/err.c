@@ -46,6 +46,8 @@ int rv_errno_to_http(int neg_errno)
 	case -EACCES:
 	case -EPERM:
 		return 401;
+	case -EDQUOT:
+		return 403;
 	case -ENOENT:
 		return 404;
 	case -EEXIST:
@@ -75,6 +77,8 @@ const char *rv_errno_name(int neg_errno)
 		return "invalid_argument";
 	case 401:
 		return "unauthorized";
+	case 403:
+		return "quota_exceeded";
 	case 404:
 		return "not_found";
 	case 409:

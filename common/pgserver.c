@@ -480,6 +480,21 @@ int rv_pgserver_start(struct rv_pgserver *srv, const char *dir, int timeout_s,
 	return 0;
 }
 
+pid_t rv_pgserver_pid(const struct rv_pgserver *srv)
+{
+	return srv && srv->datadir[0] ? running_pid(srv, NULL) : 0;
+}
+
+int rv_pgserver_restart(struct rv_pgserver *srv, int timeout_s, struct rv_err *err)
+{
+	char dir[sizeof(srv->dir)];
+	memcpy(dir, srv->dir, sizeof(dir)); /* rv_pgserver_start clears *srv */
+	if (!dir[0])
+		return rv_err_set(err, -EINVAL, NULL,
+				  "could not restart postgresql: never started");
+	return rv_pgserver_start(srv, dir, timeout_s, err);
+}
+
 static int pg_ctl_stop(struct rv_pgserver *srv, const char *mode)
 {
 	struct pgctx ctx;

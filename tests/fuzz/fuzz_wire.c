@@ -53,29 +53,29 @@ static char *print_tree(cJSON *t, const char *name)
  * above.  REL releases what from_json allocated (a no-op for flat structs).
  */
 #define NOREL(m) ((void)(m))
-#define FUZZ_MSG(T, fn, REL)                                                           \
-	static void fuzz_##fn(const cJSON *root)                                        \
-	{                                                                              \
-		struct T a, b;                                                         \
-		struct rv_err err = { 0 };                                             \
-		memset(&a, 0, sizeof(a));                                              \
-		if (rv_##fn##_from_json(root, &a, &err) < 0) {                         \
-			check_err(&err, #fn);                                          \
-			return;                                                        \
-		}                                                                      \
-		char *t1 = print_tree(rv_##fn##_to_json(&a), #fn);                     \
-		REL(&a);                                                               \
-		cJSON *back = rv_json_parse(t1, strlen(t1), &err);                     \
-		must(back != NULL, "printed text does not parse", #fn, err.msg);       \
-		memset(&b, 0, sizeof(b));                                              \
-		int rc = rv_##fn##_from_json(back, &b, &err);                          \
-		cJSON_Delete(back);                                                    \
-		must(rc == 0, "printed message is refused", #fn, err.msg);             \
-		char *t2 = print_tree(rv_##fn##_to_json(&b), #fn);                     \
-		REL(&b);                                                               \
-		must(!strcmp(t1, t2), "round trip changed the message", #fn, t1);      \
-		free(t1);                                                              \
-		free(t2);                                                              \
+#define FUZZ_MSG(T, fn, REL)                                                                       \
+	static void fuzz_##fn(const cJSON *root)                                                   \
+	{                                                                                          \
+		struct T a, b;                                                                     \
+		struct rv_err err = { 0 };                                                         \
+		memset(&a, 0, sizeof(a));                                                          \
+		if (rv_##fn##_from_json(root, &a, &err) < 0) {                                     \
+			check_err(&err, #fn);                                                      \
+			return;                                                                    \
+		}                                                                                  \
+		char *t1 = print_tree(rv_##fn##_to_json(&a), #fn);                                 \
+		REL(&a);                                                                           \
+		cJSON *back = rv_json_parse(t1, strlen(t1), &err);                                 \
+		must(back != NULL, "printed text does not parse", #fn, err.msg);                   \
+		memset(&b, 0, sizeof(b));                                                          \
+		int rc = rv_##fn##_from_json(back, &b, &err);                                      \
+		cJSON_Delete(back);                                                                \
+		must(rc == 0, "printed message is refused", #fn, err.msg);                         \
+		char *t2 = print_tree(rv_##fn##_to_json(&b), #fn);                                 \
+		REL(&b);                                                                           \
+		must(!strcmp(t1, t2), "round trip changed the message", #fn, t1);                  \
+		free(t1);                                                                          \
+		free(t2);                                                                          \
 	}
 
 FUZZ_MSG(rv_job_spec, job_spec, rv_job_spec_release)
@@ -107,14 +107,14 @@ FUZZ_MSG(rv_netcheck_status, netcheck_status, rv_netcheck_status_release)
 
 /* The selector byte's meaning: keep the order (the seed files depend on it). */
 static void (*const parsers[])(const cJSON *) = {
-	fuzz_job_spec,        fuzz_metrics_batch,   fuzz_event,
-	fuzz_scale_plan,      fuzz_cluster_report,  fuzz_rdzv_join,
+	fuzz_job_spec,        fuzz_metrics_batch,    fuzz_event,
+	fuzz_scale_plan,      fuzz_cluster_report,   fuzz_rdzv_join,
 	fuzz_rdzv_joined,     fuzz_rdzv_world_reply, fuzz_heartbeat,
-	fuzz_heartbeat_reply, fuzz_failure_report,  fuzz_shard_next,
-	fuzz_shard_task,      fuzz_shard_done,      fuzz_shard_done_reply,
-	fuzz_ckpt_report,     fuzz_data_ckpt,       fuzz_step_report,
-	fuzz_job_status,      fuzz_stream_end,      fuzz_stream_status,
-	fuzz_netcheck_join,   fuzz_netcheck_joined, fuzz_netcheck_group_reply,
+	fuzz_heartbeat_reply, fuzz_failure_report,   fuzz_shard_next,
+	fuzz_shard_task,      fuzz_shard_done,       fuzz_shard_done_reply,
+	fuzz_ckpt_report,     fuzz_data_ckpt,        fuzz_step_report,
+	fuzz_job_status,      fuzz_stream_end,       fuzz_stream_status,
+	fuzz_netcheck_join,   fuzz_netcheck_joined,  fuzz_netcheck_group_reply,
 	fuzz_netcheck_report, fuzz_netcheck_status,
 };
 
