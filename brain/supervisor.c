@@ -72,9 +72,9 @@ static void pg_revive(struct brain *b, pid_t dead)
 		backoff = backoff * 2 > b->cfg.restart_backoff_max_ms
 				  ? (int)b->cfg.restart_backoff_max_ms
 				  : backoff * 2;
-		rv_log_error("could not restart embedded postgresql",
-			     "attempt=%d retry_ms=%d reason=%s", attempt, backoff,
-			     rv_log_q(q, sizeof(q), err.msg));
+		rv_log_warn("could not restart embedded postgresql",
+			    "attempt=%d retry_ms=%d reason=%s", attempt, backoff,
+			    rv_log_q(q, sizeof(q), err.msg));
 	}
 }
 

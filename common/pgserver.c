@@ -17,6 +17,7 @@
 #include <limits.h>
 #include <pwd.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -279,6 +280,25 @@ static int prepare_dir_root(const struct pgctx *ctx, const char *dir, struct rv_
 	return 0;
 }
 
+/* A process that exited but was not reaped yet (kill(pid, 0) still works on
+ * it): a postmaster killed a moment ago, before init reaped it. */
+static bool is_zombie(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	/* "pid (comm) S ...": the state follows the last ')' (comm may hold one). */
+	const char *rp = strrchr(buf, ')');
+	return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
 /* The live postmaster's pid from datadir/postmaster.pid, or 0; *port from line 4. */
 static pid_t running_pid(const struct rv_pgserver *srv, int *port)
 {
@@ -299,7 +319,7 @@ static pid_t running_pid(const struct rv_pgserver *srv, int *port)
 		}
 	}
 	fclose(f);
-	if (pid <= 0 || (kill((pid_t)pid, 0) < 0 && errno != EPERM))
+	if (pid <= 0 || (kill((pid_t)pid, 0) < 0 && errno != EPERM) || is_zombie((pid_t)pid))
 		return 0;
 	return (pid_t)pid;
 }
