@@ -106,16 +106,24 @@ int store_job_insert(PGconn *c, const struct rv_job_spec *spec, const char *spec
 	return fill_job(r, 0, out, err);
 }
 
+/* A uid from the URL: bytes PostgreSQL would refuse as text are ours to
+ * name (400 "uid"), not its raw error. */
+static int uid_check(const char *uid, struct rv_err *err)
+{
+	if (!rv_utf8_valid(uid, strlen(uid)))
+		return rv_err_set(err, -EINVAL, "uid", "uid is not valid UTF-8");
+	return 0;
+}
+
 static int job_find(PGconn *c, const char *sql, const char *key, struct store_job *out,
 		    struct rv_err *err)
 {
-	/* A uid from the URL: bytes PostgreSQL would refuse as text are ours
-	 * to name, not its raw error. */
-	if (!rv_utf8_valid(key, strlen(key)))
-		return rv_err_set(err, -EINVAL, "uid", "uid is not valid UTF-8");
+	int rc = uid_check(key, err);
+	if (rc < 0)
+		return rc;
 	const char *p[] = { key };
 	RV_CLEANUP_PGRESULT PGresult *r = NULL;
-	int rc = rv_db_exec(c, sql, 1, p, &r, err);
+	rc = rv_db_exec(c, sql, 1, p, &r, err);
 	if (rc < 0)
 		return rc;
 	if (rc == 0)
@@ -161,6 +169,8 @@ static int query_json(PGconn *c, const char *sql, int n, const char *const *p, c
 
 int store_job_get_json(PGconn *c, const char *uid, cJSON **out, struct rv_err *err)
 {
+	if (uid_check(uid, err) < 0)
+		return -EINVAL;
 	const char *p[] = { uid };
 	int rc = query_json(
 		c,
@@ -602,6 +612,8 @@ int store_plan_latest_json(PGconn *c, int64_t job_id, const char *stage, int64_t
 int store_plan_latest_text(PGconn *c, const char *uid, const char *stage, int64_t after,
 			   char **text, int64_t *job_id, struct rv_err *err)
 {
+	if (uid_check(uid, err) < 0)
+		return -EINVAL;
 	char after_s[24];
 	i64s(after_s, sizeof(after_s), after);
 	const char *p[] = { uid, stage ? stage : "", after_s };
