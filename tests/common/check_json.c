@@ -520,6 +520,11 @@ START_TEST(test_parse_invalid_utf8)
 	refused("{\"a\":\"\xf4\x90\x80\x80\"}", "a", "not valid UTF-8");     /* past U+10FFFF */
 	refused("{\"a\":\"\xe2\x82\"}", "a", "not valid UTF-8");             /* cut short */
 	refused("{\"o\":{\"k\xfe\":1}}", "o", "a key of o is not valid UTF-8");
+	/* Escapes cannot smuggle a lone surrogate in either (cJSON refuses them). */
+	struct rv_err e2 = { 0 };
+	ck_assert_ptr_null(parse_str("[\"\\ud800\"]", &e2));
+	ck_assert_ptr_null(parse_str("[\"\\udc00x\"]", &e2));
+	ck_assert_ptr_null(parse_str("[\"\\ud800\\u0041\"]", &e2));
 	cJSON *root = must_parse("{\"name\":\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"}");
 	cJSON_Delete(root);
 	ck_assert(rv_utf8_valid("caf\xc3\xa9", 5));
