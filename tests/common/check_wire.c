@@ -810,7 +810,8 @@ static const struct bad_case bad_batches[] = {
 	{ "{\"samples\":[{\"kind\":\"gpu\",\"ts\":1}]}", "samples[0].kind", "speed, node, model" },
 	{ "{\"samples\":[{\"kind\":3,\"ts\":1}]}", "samples[0].kind", "must be a string" },
 	{ "{\"samples\":[{\"kind\":\"speed\",\"speed\":1}]}", "samples[0].ts", "required" },
-	{ "{\"samples\":[{\"kind\":\"speed\",\"ts\":0,\"speed\":1}]}", "samples[0].ts", "between 1" },
+	{ "{\"samples\":[{\"kind\":\"speed\",\"ts\":0,\"speed\":1}]}", "samples[0].ts",
+	  "between 1" },
 	{ "{\"samples\":[{\"kind\":\"speed\",\"ts\":1.5,\"speed\":1}]}", "samples[0].ts",
 	  "integer" },
 	{ "{\"samples\":[{\"kind\":\"speed\",\"ts\":\"1\",\"speed\":1}]}", "samples[0].ts",
@@ -835,13 +836,15 @@ static const struct bad_case bad_batches[] = {
 	  "samples[0].role", "worker, ps, chief, evaluator" },
 	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"cpu\":-1,\"memory_mb\":1}]}",
 	  "samples[0].cpu", "between 0 and 1024" },
-	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"cpu\":5000,\"memory_mb\":1}]}",
+	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"cpu\":5000,\"memory_mb\":1}]"
+	  "}",
 	  "samples[0].cpu", "between 0 and 1024" },
 	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"memory_mb\":1}]}",
 	  "samples[0].cpu", "required" },
 	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"cpu\":1,\"memory_mb\":-1}]}",
 	  "samples[0].memory_mb", "between 0 and 4194304" },
-	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"cpu\":1,\"memory_mb\":5e12}]}",
+	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"cpu\":1,\"memory_mb\":5e12}]"
+	  "}",
 	  "samples[0].memory_mb", "between 0 and 4194304" },
 	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"cpu\":1,\"memory_mb\":1,"
 	  "\"step_time\":-0.5}]}",

@@ -8,6 +8,7 @@
  * the token read from --token-file with the Bearer scheme in any case.
  */
 #include <check.h>
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,27 +21,63 @@
 #include "clifix.h"
 #include "testutil.h"
 
-static char dir[256];
+static char suite_dir[64]; /* made in the parent: its teardown runs even when a test fails */
+static char dir[128];      /* this test's folder inside it */
 static struct rv_test_brain brain;
 
-static void setup(void)
+static void suite_setup(void)
 {
 	/* Nothing here is about durability: a cluster without fsync starts
 	 * (initdb) in a fraction of the time. */
 	setenv("ROVER_PG_NOSYNC", "1", 1);
-	snprintf(dir, sizeof(dir), "/tmp/rover-bounds-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	chmod(dir, 0755);
+	snprintf(suite_dir, sizeof(suite_dir), "/tmp/rover-bounds-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(suite_dir));
+	chmod(suite_dir, 0755);
+}
+
+/* A test that failed exited at once: its brain died with it (SIGKILL) and
+ * left its PostgreSQL running.  Stop each cluster under the suite's folder
+ * by the pid in its postmaster.pid, as PostgreSQL's immediate shutdown does
+ * (SIGQUIT), then remove the folder. */
+static void suite_teardown(void)
+{
+	DIR *d = opendir(suite_dir);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		char path[400];
+		snprintf(path, sizeof(path), "%s/%.64s/data/pgdata/postmaster.pid", suite_dir,
+			 de->d_name);
+		FILE *f = fopen(path, "re");
+		long pid = 0;
+		if (!f)
+			continue;
+		if (fscanf(f, "%ld", &pid) != 1)
+			pid = 0;
+		fclose(f);
+		if (pid <= 0 || kill((pid_t)pid, SIGQUIT) < 0)
+			continue;
+		for (int i = 0; i < 300 && kill((pid_t)pid, 0) == 0; i++)
+			usleep(20000);
+	}
+	if (d)
+		closedir(d);
+	const char *rm[] = { "rm", "-rf", suite_dir, NULL };
+	struct rv_proc_opts r = { .argv = rm };
+	int st;
+	rv_proc_run(&r, 30000, &st, NULL);
+}
+
+static void setup(void)
+{
+	static int n;
+	snprintf(dir, sizeof(dir), "%s/t%d-%d", suite_dir, n++, (int)getpid());
+	ck_assert_int_eq(mkdir(dir, 0755), 0);
 }
 
 static void teardown(void)
 {
 	if (brain.pid > 0)
 		rv_test_brain_stop(&brain, SIGTERM, 30);
-	const char *argv[] = { "rm", "-rf", dir, NULL };
-	struct rv_proc_opts o = { .argv = argv };
-	int st;
-	rv_proc_run(&o, 30000, &st, NULL);
 }
 
 /* Start with the data dir in ours and the extra flags (NULL-terminated). */
@@ -401,6 +438,7 @@ static Suite *brain_bounds_suite(void)
 {
 	Suite *s = suite_create("brain_bounds");
 	TCase *tc = tcase_create("bounds");
+	tcase_add_unchecked_fixture(tc, suite_setup, suite_teardown);
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, cluster_reports_are_bounded_and_listed_in_pages);
