@@ -9,6 +9,7 @@
 #   make asan            the same tests under AddressSanitizer + UBSan
 #   make valgrind        rover-brain under valgrind memcheck, every route driven
 #   make bench [BENCH=name]  run benchmarks from tests/bench/
+#   make fuzz [FUZZ_SECONDS=300]  run each libFuzzer harness (tests/fuzz/) that long
 #   make lint            cppcheck + clang-tidy;  make format-check
 #   make demo            install, build, run brain, master and two rover-run nodes on the example
 #   make demo-stop       stop the demo (master, nodes, brain, PostgreSQL)
@@ -243,6 +244,28 @@ BENCH_BINS := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_C))
 $(B)/bench/%: $(B)/obj/tests/bench/%.o $(LIB_TEST) $(DAEMON_LIBS) $(LIB_TRAINER) $(LIBS_BELOW)
 	$(call link,$(SYS_LIBS) $(GSL_LIBS))
 
+# ---- fuzzing: libFuzzer harnesses tests/fuzz/fuzz_<name>.c (clang) ----
+# Each is built with clang -fsanitize=fuzzer,address,undefined together with
+# the common/ sources it exercises into build/fuzz/ (whatever MODE), and
+# runs from its seeds in tests/fuzz/corpus/<name>/ (never written to).
+# make fuzz: FUZZ_SECONDS per harness; make test: 30 s for all of them
+# (tests/scripts/check_fuzz.sh).
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 300
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(FUZZ_SRC))
+FUZZ_COMMON := common/json.c common/wire.c common/buf.c common/parse.c common/err.c
+FUZZ_CFLAGS := -std=gnu11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
+        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+        -Wall -Wextra -Werror -iquote common $(call pkg_cflags,libcjson)
+build/fuzz/%: tests/fuzz/%.c $(FUZZ_COMMON) $(wildcard common/*.h)
+	@mkdir -p $(dir $@)
+	$(call say,FUZZCC,$@)
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_COMMON) $(call pkg_libs,libcjson) -lm
+fuzz-build: $(FUZZ_BINS)
+fuzz: deps fuzz-build
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/run.sh $(FUZZ_BINS)
+
 .DEFAULT_GOAL := all
 all: $(BINS) $(TEST_BINS) $(BENCH_BINS)
 
@@ -333,6 +356,7 @@ lint-deps:
 clean:
 	rm -rf build
 
+.PHONY: fuzz fuzz-build
 .PHONY: all deps web-deps test check-layers check-names asan valgrind bench demo demo-stop lint \
         lint-deps format-check clean
 .SECONDARY:

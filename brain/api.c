@@ -59,7 +59,8 @@ static const struct rv_openapi_route docs[] = {
 	  .body = "ElasticJob",
 	  .ok = "JobCreated",
 	  .ok_code = "201",
-	  .errors = "409:a running job has this name in the namespace" },
+	  .errors = "403:a namespace quota (quota.jobs_per_namespace, quota.nodes_per_namespace) "
+		    "would be passed;409:a running job has this name in the namespace" },
 	{ .id = "listJobs",
 	  .ok = "JobList",
 	  .query = "namespace:string:only jobs of this namespace;"
@@ -82,8 +83,15 @@ static const struct rv_openapi_route docs[] = {
 	  .ok = "PlanHistory",
 	  .query = "limit:integer:at most this many (1..1000, default 100)",
 	  .errors = "404:unknown job" },
-	{ .id = "postClusterReport", .body = "ClusterReport", .ok = "Accepted" },
-	{ .id = "getCluster", .ok = "Cluster" },
+	{ .id = "postClusterReport",
+	  .body = "ClusterReport",
+	  .ok = "Accepted",
+	  .errors = "403:the report's new nodes would pass cluster.max_nodes;"
+		    "413:more nodes than cluster.max_report_nodes" },
+	{ .id = "getCluster",
+	  .ok = "Cluster",
+	  .query = "limit:integer:at most this many nodes (1..cluster.max_page, default 100);"
+		   "cursor:string:the next_cursor of the previous page (nodes after this name)" },
 	{ .id = "getJobSeries",
 	  .ok = "JobSeries",
 	  .query = "max_points:integer:at most this many points per series (2..20000, default "
@@ -110,14 +118,33 @@ static const struct rv_openapi_route docs[] = {
 	{ .id = "getOpenapi" },
 };
 
+/*
+ * A 503 for want of the database: while PostgreSQL is down every request
+ * gets one, so the log says it at most once per log.unavailable_interval_s,
+ * with how many it left out since the last line.
+ */
+static void log_unavailable(struct brain *b, const char *why)
+{
+	atomic_fetch_add(&b->db_unavailable, 1);
+	int64_t now = rv_mono_ms(), last = atomic_load(&b->unavail_logged_ms);
+	int64_t every = b->cfg.unavailable_log_interval_s * 1000;
+	if ((last && now - last < every) ||
+	    !atomic_compare_exchange_strong(&b->unavail_logged_ms, &last, now)) {
+		atomic_fetch_add(&b->unavail_suppressed, 1);
+		return;
+	}
+	char q[600];
+	rv_log_warn("database unavailable", "reason=%s suppressed=%llu",
+		    rv_log_q(q, sizeof(q), why),
+		    (unsigned long long)atomic_exchange(&b->unavail_suppressed, 0));
+}
+
 PGconn *api_db(struct brain *b, struct rv_http_resp *resp)
 {
 	struct rv_err err = { 0 };
 	PGconn *c = rv_db_acquire(b->db, &err);
 	if (!c) {
-		atomic_fetch_add(&b->db_unavailable, 1);
-		char q[600];
-		rv_log_warn("database unavailable", "reason=%s", rv_log_q(q, sizeof(q), err.msg));
+		log_unavailable(b, err.msg);
 		rv_http_resp_error_text(resp, 503, "unavailable", err.msg[0] ? err.msg : "database unavailable",
 					"");
 	}
@@ -127,12 +154,12 @@ PGconn *api_db(struct brain *b, struct rv_http_resp *resp)
 int api_fail(struct brain *b, struct rv_http_resp *resp, int rc, const struct rv_err *err)
 {
 	int status = rv_errno_to_http(rc);
-	if (status >= 500) {
+	if (status == 503) {
+		log_unavailable(b, err ? err->msg : "");
+	} else if (status >= 500) {
 		char q[600];
 		rv_log_error("request failed", "status=%d reason=%s", status,
 			     rv_log_q(q, sizeof(q), err ? err->msg : ""));
-		if (status == 503)
-			atomic_fetch_add(&b->db_unavailable, 1);
 	}
 	rv_http_resp_error(resp, rc, err);
 	return 0;
@@ -173,27 +200,41 @@ static int api_metrics_get(struct rv_http_req *req, struct rv_http_resp *resp, v
 		{ "rover_brain_db_unavailable_total",
 		  "Requests answered 503 for lack of a database",
 		  offsetof(struct brain, db_unavailable) },
+		{ "rover_brain_pg_restarts_total",
+		  "Times the brain started its embedded PostgreSQL again after it died",
+		  offsetof(struct brain, pg_restarts) },
+		{ "rover_brain_pg_restart_failures_total",
+		  "Attempts to start the embedded PostgreSQL again that failed",
+		  offsetof(struct brain, pg_restart_failures) },
+		{ "rover_brain_cluster_nodes_expired_total",
+		  "Cluster nodes deleted after cluster.node_ttl_s without a report",
+		  offsetof(struct brain, cluster_nodes_expired) },
 	};
 	rv_rest_metrics_counters(&out, b->http, b, counters, RV_ARRAY_SIZE(counters));
 	struct rv_db_pool_stats st;
 	rv_db_pool_stats(b->db, &st);
-	rv_buf_printf(&out,
-		      "# HELP rover_brain_db_pool_size Connections in the PostgreSQL pool\n"
-		      "# TYPE rover_brain_db_pool_size gauge\nrover_brain_db_pool_size %d\n"
-		      "# HELP rover_brain_db_pool_in_use Pool connections borrowed now\n"
-		      "# TYPE rover_brain_db_pool_in_use gauge\nrover_brain_db_pool_in_use %d\n"
-		      "# HELP rover_brain_db_pool_connected Pool connections open now\n"
-		      "# TYPE rover_brain_db_pool_connected gauge\nrover_brain_db_pool_connected %d\n"
-		      "# HELP rover_brain_db_acquires_total Connections borrowed from the pool\n"
-		      "# TYPE rover_brain_db_acquires_total counter\nrover_brain_db_acquires_total %llu\n"
-		      "# HELP rover_brain_db_acquire_failures_total Borrow attempts that failed\n"
-		      "# TYPE rover_brain_db_acquire_failures_total counter\n"
-		      "rover_brain_db_acquire_failures_total %llu\n"
-		      "# HELP rover_brain_db_exec_errors_total Statements that failed\n"
-		      "# TYPE rover_brain_db_exec_errors_total counter\n"
-		      "rover_brain_db_exec_errors_total %llu\n",
-		      st.size, st.in_use, st.connected, (unsigned long long)st.acquires,
-		      (unsigned long long)st.acquire_failures, (unsigned long long)st.exec_errors);
+	rv_buf_printf(
+		&out,
+		"# HELP rover_brain_db_pool_size Connections in the PostgreSQL pool\n"
+		"# TYPE rover_brain_db_pool_size gauge\nrover_brain_db_pool_size %d\n"
+		"# HELP rover_brain_db_pool_in_use Pool connections borrowed now\n"
+		"# TYPE rover_brain_db_pool_in_use gauge\nrover_brain_db_pool_in_use %d\n"
+		"# HELP rover_brain_db_pool_connected Pool connections open now\n"
+		"# TYPE rover_brain_db_pool_connected gauge\nrover_brain_db_pool_connected %d\n"
+		"# HELP rover_brain_db_acquires_total Connections borrowed from the pool\n"
+		"# TYPE rover_brain_db_acquires_total counter\nrover_brain_db_acquires_total %llu\n"
+		"# HELP rover_brain_db_acquire_failures_total Borrow attempts that failed\n"
+		"# TYPE rover_brain_db_acquire_failures_total counter\n"
+		"rover_brain_db_acquire_failures_total %llu\n"
+		"# HELP rover_brain_db_exec_errors_total Statements that failed\n"
+		"# TYPE rover_brain_db_exec_errors_total counter\n"
+		"rover_brain_db_exec_errors_total %llu\n"
+		"# HELP rover_brain_db_connect_failures_total Connect attempts that failed\n"
+		"# TYPE rover_brain_db_connect_failures_total counter\n"
+		"rover_brain_db_connect_failures_total %llu\n",
+		st.size, st.in_use, st.connected, (unsigned long long)st.acquires,
+		(unsigned long long)st.acquire_failures, (unsigned long long)st.exec_errors,
+		(unsigned long long)st.connect_failures);
 	return rv_rest_reply_metrics(resp, &out);
 }
 
@@ -236,6 +277,9 @@ static const char openapi_reply_schemas[] =
 	"(node_oom)\"}}},"
 	"\"Cluster\":{\"type\":\"object\",\"properties\":{\"nodes\":{\"type\":\"array\",\"items\":{"
 	"\"$ref\":\"#/components/schemas/ClusterNode\"}},"
+	"\"next_cursor\":{\"type\":\"string\",\"nullable\":true,\"description\":\"pass as "
+	"cursor= for the next page; null on the last\"},"
+	"\"total_nodes\":{\"type\":\"integer\",\"description\":\"nodes stored, ready or not\"},"
 	"\"capacity\":{\"type\":\"object\"},\"used\":{\"type\":\"object\"},\"free\":{\"type\":"
 	"\"object\"}}},"
 	"\"JobSeries\":{\"type\":\"object\",\"properties\":{\"job\":{\"type\":\"string\"},"

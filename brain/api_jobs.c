@@ -39,6 +39,9 @@ int api_jobs_create(struct rv_http_req *req, struct rv_http_resp *resp, void *ct
 	memset(&plan, 0, sizeof(plan));
 	rc = rv_db_begin(c, &err);
 	if (rc == 0)
+		rc = store_quota_check(c, spec.namespace_, store_spec_nodes(&spec),
+				       b->cfg.quota_jobs, b->cfg.quota_nodes, &err);
+	if (rc == 0)
 		rc = store_job_insert(c, &spec, spec_json, &job, &err);
 	if (rc == 0)
 		rc = planner_create_plan(b, c, &job, &spec, &plan, &err);
@@ -109,6 +112,11 @@ int api_jobs_list(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 	if (ns && strlen(ns) >= RV_NAME_MAX) {
 		rv_http_resp_error_text(resp, 400, "invalid_argument", "namespace is too long",
 					"namespace");
+		return 0;
+	}
+	if (ns && !rv_utf8_valid(ns, strlen(ns))) {
+		rv_http_resp_error_text(resp, 400, "invalid_argument",
+					"namespace is not valid UTF-8", "namespace");
 		return 0;
 	}
 	PGconn *c = api_db(b, resp);

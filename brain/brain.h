@@ -45,6 +45,19 @@ struct brain_cfg {
 	long long max_wait_s;
 	long long min_samples;
 	char log_level[16];
+	/* supervision and bounds (main.c's table says what each does) */
+	char token_file[512];
+	long long restart_backoff_ms;
+	long long restart_backoff_max_ms;
+	long long reconnect_backoff_ms;
+	long long reconnect_backoff_max_ms;
+	long long unavailable_log_interval_s;
+	long long cluster_node_ttl_s;
+	long long cluster_max_nodes;
+	long long cluster_max_report_nodes;
+	long long cluster_max_page;
+	long long quota_jobs;
+	long long quota_nodes;
 };
 
 #define PLANNER_QUEUE_MAX 4096
@@ -84,6 +97,18 @@ struct brain {
 	atomic_uint_least64_t events_ingested;
 	atomic_uint_least64_t plans_stored;
 	atomic_uint_least64_t db_unavailable;
+
+	/* supervisor.c: the embedded PostgreSQL's watchdog, cluster expiry */
+	pthread_t sup_thread;
+	bool sup_running;
+	int sup_wake; /* eventfd: supervisor_stop wakes the thread */
+	atomic_bool sup_stop;
+	atomic_uint_least64_t pg_restarts;
+	atomic_uint_least64_t pg_restart_failures;
+	atomic_uint_least64_t cluster_nodes_expired;
+	/* "database unavailable" is logged once per interval (api.c) */
+	atomic_int_least64_t unavail_logged_ms;
+	atomic_uint_least64_t unavail_suppressed;
 };
 
 /* ---- api.c (JSON replies and bodies: rest_server.h) ---- */
@@ -170,12 +195,29 @@ int store_plan_latest_json(PGconn *c, int64_t job_id, const char *stage, int64_t
 int store_plan_latest_text(PGconn *c, const char *uid, const char *stage, int64_t after,
 			   char **text, int64_t *job_id, struct rv_err *err);
 int store_plan_history_json(PGconn *c, int64_t job_id, int limit, cJSON **out, struct rv_err *err);
-int store_cluster_upsert(PGconn *c, const struct rv_cluster_report *r, struct rv_err *err);
-int store_cluster_json(PGconn *c, cJSON **out, struct rv_err *err);
-/* Free cluster capacity (ready nodes, capacity - used); -1/-1 when no reports. */
+/* Store a monitor report in one transaction of its own; -EDQUOT (nothing
+ * stored) when its new nodes would take the cluster past max_nodes. */
+int store_cluster_upsert(PGconn *c, const struct rv_cluster_report *r, int64_t max_nodes,
+			 struct rv_err *err);
+/* One page of nodes by name after cursor ("" from the start), at most limit,
+ * with the cluster's totals and "next_cursor" when more follow. */
+int store_cluster_json(PGconn *c, const char *cursor, int limit, cJSON **out, struct rv_err *err);
+/* Free cluster capacity (ready nodes, capacity - used) from the totals the
+ * triggers keep (no scan); -1/-1 when no ready node. */
 int store_cluster_free(PGconn *c, double *cpu, int64_t *memory_mb, struct rv_err *err);
 /* The largest ready node's CPU and memory (-1 each when none reported). */
 int store_cluster_largest(PGconn *c, double *cpu, int64_t *memory_mb, struct rv_err *err);
+/* Delete nodes not reported for ttl_s, at most 10,000 per call, in a
+ * transaction of its own; returns how many. */
+int store_cluster_expire(PGconn *c, int ttl_s, struct rv_err *err);
+#define STORE_EXPIRE_BATCH 10000
+/* Namespace quotas, inside the registering transaction (serialised per
+ * namespace): -EDQUOT naming the limit when one more running job, or
+ * nodes more nodes, would pass max_jobs / max_nodes. */
+int store_quota_check(PGconn *c, const char *namespace_, int64_t nodes, int64_t max_jobs,
+		      int64_t max_nodes, struct rv_err *err);
+/* The most nodes a spec may run: every role's max(replicas, maxReplicas). */
+int64_t store_spec_nodes(const struct rv_job_spec *spec);
 int store_ping(PGconn *c, struct rv_err *err);
 /* A job's speed and per-timestamp node usage sums as columns (ts, ...),
  * each thinned to at most max_points by averaging equal spans of time, and
@@ -268,6 +310,12 @@ int store_jobs_unplanned(PGconn *c, int64_t *ids, int max, struct rv_err *err);
 /* An integer column of a result PostgreSQL produced (so well-formed); 0 for
  * NULL or anything out of int range. */
 int store_pg_int(const char *text);
+
+/* ---- supervisor.c ---- */
+/* Start the housekeeping thread (after the pool exists); 0 or -errno. */
+int supervisor_start(struct brain *b);
+/* Stop it and wait; a no-op when not running.  Before rv_pgserver_stop. */
+void supervisor_stop(struct brain *b);
 
 /* ---- planner.c ---- */
 /* Create-stage plan for a new job, read and decided in the caller's

@@ -34,6 +34,8 @@ static const struct rv_cfg_opt brain_opts[] = {
 	    "address and port of the REST API (HOST:PORT; port 0 picks a free one)"),
 	OPT("server", "token", "token", RV_CFG_STR, token, "", 0, 0, RV_CFG_SECRET,
 	    "bearer token every write must carry (empty: no auth)"),
+	OPT("server", "token_file", "token-file", RV_CFG_STR, token_file, "", 0, 0, 0,
+	    "file holding the bearer token (keeps it off the command line; wins over token)"),
 	OPT("server", "max_body_kb", NULL, RV_CFG_INT, max_body_kb, "8192", 1, 1048576, 0,
 	    "largest request body accepted, KiB (413 above)"),
 	OPT("server", "conn_timeout_s", NULL, RV_CFG_INT, conn_timeout_s, "120", 1, 3600, 0,
@@ -54,6 +56,14 @@ static const struct rv_cfg_opt brain_opts[] = {
 	    3600000, 0, "statement timeout per query, ms (0: none)"),
 	OPT("db", "acquire_timeout_ms", NULL, RV_CFG_INT, acquire_timeout_ms, "5000", 10, 600000, 0,
 	    "how long a request waits for a free pool connection, ms"),
+	OPT("db", "restart_backoff_ms", NULL, RV_CFG_INT, restart_backoff_ms, "100", 10, 60000, 0,
+	    "embedded PostgreSQL died: first pause before starting it again, ms"),
+	OPT("db", "restart_backoff_max_ms", NULL, RV_CFG_INT, restart_backoff_max_ms, "5000", 10,
+	    600000, 0, "longest pause between restarts of the embedded PostgreSQL, ms"),
+	OPT("db", "reconnect_backoff_ms", NULL, RV_CFG_INT, reconnect_backoff_ms, "50", 1, 60000, 0,
+	    "after a failed connect, no new attempt for this long (doubling), ms"),
+	OPT("db", "reconnect_backoff_max_ms", NULL, RV_CFG_INT, reconnect_backoff_max_ms, "2000", 1,
+	    600000, 0, "longest pause between connect attempts, ms"),
 	OPT("plan", "interval_s", NULL, RV_CFG_INT, plan_interval_s, "30", 1, 86400, 0,
 	    "every running job is re-planned at least this often, seconds"),
 	OPT("plan", "debounce_ms", NULL, RV_CFG_INT, plan_debounce_ms, "1000", 0, 600000, 0,
@@ -64,10 +74,25 @@ static const struct rv_cfg_opt brain_opts[] = {
 	    "speed samples a configuration needs before the throughput model uses it"),
 	OPT("log", "level", "log-level", RV_CFG_STR, log_level, "info", 0, 0, 0,
 	    "debug, info, warn or error"),
+	OPT("log", "unavailable_interval_s", NULL, RV_CFG_INT, unavailable_log_interval_s, "5", 0,
+	    3600, 0, "at most one \"database unavailable\" line per this many seconds"),
+	OPT("cluster", "node_ttl_s", NULL, RV_CFG_INT, cluster_node_ttl_s, "300", 1, 31536000, 0,
+	    "a cluster node not reported for this long is deleted, seconds"),
+	OPT("cluster", "max_nodes", NULL, RV_CFG_INT, cluster_max_nodes, "100000", 1, 10000000, 0,
+	    "most cluster nodes stored; a report adding more is refused (403)"),
+	OPT("cluster", "max_report_nodes", NULL, RV_CFG_INT, cluster_max_report_nodes, "4096", 1,
+	    4096, 0, "most nodes in one monitor report (413 above)"),
+	OPT("cluster", "max_page", NULL, RV_CFG_INT, cluster_max_page, "1000", 1, 100000, 0,
+	    "largest limit= of GET /v1/cluster"),
+	OPT("quota", "jobs_per_namespace", NULL, RV_CFG_INT, quota_jobs, "1000", 1, 10000000, 0,
+	    "most running jobs in one namespace (403 above)"),
+	OPT("quota", "nodes_per_namespace", NULL, RV_CFG_INT, quota_nodes, "10000", 1, 100000000, 0,
+	    "most nodes (each role's max of replicas and maxReplicas) of running jobs in one "
+	    "namespace (403 above)"),
 };
 
 static const char usage[] = "rover-brain [--listen HOST:PORT] [--data-dir DIR] [--db CONNINFO] "
-			    "[--token T] [--config FILE]";
+			    "[--token-file FILE] [--config FILE]";
 static const char summary[] =
 	"Rover's brain: stores job metrics and events in PostgreSQL and serves resource\n"
 	"plans over REST.  Without --db it runs a private PostgreSQL in --data-dir\n"
@@ -87,6 +112,32 @@ static int find_sql_dir(char *out, size_t size)
 		return 0;
 	}
 	return -ENOENT;
+}
+
+/* server.token_file: the token is the file's first line (a trailing newline
+ * and spaces dropped); it must not be empty. */
+static int read_token_file(struct brain *b, struct rv_err *err)
+{
+	const char *path = b->cfg.token_file;
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return rv_err_set(err, -errno, "server.token_file", "could not open \"%s\": %s",
+				  path, strerror(errno));
+	char line[sizeof(b->cfg.token) + 2];
+	bool got = fgets(line, sizeof(line), f) != NULL;
+	fclose(f);
+	size_t n = got ? strcspn(line, "\r\n") : 0;
+	if (got && n == strlen(line) && n >= sizeof(b->cfg.token))
+		return rv_err_set(err, -EINVAL, "server.token_file",
+				  "token in \"%s\" is longer than %zu bytes", path,
+				  sizeof(b->cfg.token) - 1);
+	while (n > 0 && (line[n - 1] == ' ' || line[n - 1] == '\t'))
+		n--;
+	if (n == 0)
+		return rv_err_set(err, -EINVAL, "server.token_file", "no token in \"%s\"", path);
+	memcpy(b->cfg.token, line, n);
+	b->cfg.token[n] = '\0';
+	return 0;
 }
 
 static int open_database(struct brain *b, struct rv_err *err)
@@ -111,6 +162,8 @@ static int open_database(struct brain *b, struct rv_err *err)
 		.connect_timeout_s = 5,
 		.statement_timeout_ms = (int)b->cfg.statement_timeout_ms,
 		.acquire_timeout_ms = (int)b->cfg.acquire_timeout_ms,
+		.reconnect_backoff_ms = (int)b->cfg.reconnect_backoff_ms,
+		.reconnect_backoff_max_ms = (int)b->cfg.reconnect_backoff_max_ms,
 	};
 	b->db = rv_db_pool_new(&po);
 	if (!b->db)
@@ -156,10 +209,20 @@ static int run(int argc, char **argv)
 		return -ENOENT;
 	}
 
+	char q[600];
+	if (b->cfg.token_file[0]) {
+		rc = read_token_file(b, &err);
+		if (rc < 0) {
+			rv_log_error("could not read the token file", "reason=%s",
+				     rv_log_q(q, sizeof(q), err.msg));
+			free(b);
+			return rc;
+		}
+	}
+
 	sigset_t sigs;
 	rv_daemon_block_signals(&sigs);
 
-	char q[600];
 	rc = open_database(b, &err);
 	if (rc < 0) {
 		rv_log_error("could not open the database", "reason=%s", rv_log_q(q, sizeof(q), err.msg));
@@ -169,6 +232,11 @@ static int run(int argc, char **argv)
 	if (rc < 0) {
 		rv_log_error("could not load the status page", "reason=%s",
 			     rv_log_q(q, sizeof(q), err.msg));
+		goto out;
+	}
+	rc = supervisor_start(b);
+	if (rc < 0) {
+		rv_log_error("could not start the supervisor", "errno=%d", -rc);
 		goto out;
 	}
 	rc = planner_start(b);
@@ -194,6 +262,7 @@ out:
 	planner_stop(b);
 	api_stop(b);
 	api_web_free(b);
+	supervisor_stop(b); /* before the pool goes and the server stops */
 	b->db = rv_db_pool_free(b->db);
 	if (b->embedded) {
 		rv_pgserver_stop(&b->pg);

@@ -77,15 +77,26 @@ int store_job_insert(PGconn *c, const struct rv_job_spec *spec, const char *spec
 	i64s(params_s, sizeof(params_s), spec->model_parameters);
 	i64s(batch_s, sizeof(batch_s), spec->batch_size);
 	i64s(data_s, sizeof(data_s), dsize);
-	const char *p[] = { uid, spec->namespace_, spec->name, spec->user,
-			    rv_strategy_name(spec->strategy), rv_optimize_mode_name(spec->optimize_mode),
-			    spec_json, params_s, batch_s, data_s };
+	char nodes_s[24];
+	i64s(nodes_s, sizeof(nodes_s), store_spec_nodes(spec));
+	const char *p[] = { uid,
+			    spec->namespace_,
+			    spec->name,
+			    spec->user,
+			    rv_strategy_name(spec->strategy),
+			    rv_optimize_mode_name(spec->optimize_mode),
+			    spec_json,
+			    params_s,
+			    batch_s,
+			    data_s,
+			    nodes_s };
 	RV_CLEANUP_PGRESULT PGresult *r = NULL;
-	int rc = rv_db_exec(c,
-			    "INSERT INTO jobs (uid, namespace, name, user_name, strategy, optimize_mode,"
-			    " spec, model_parameters, batch_size, dataset_size)"
-			    " VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10) RETURNING " JOB_COLS,
-			    10, p, &r, err);
+	int rc = rv_db_exec(
+		c,
+		"INSERT INTO jobs (uid, namespace, name, user_name, strategy, optimize_mode,"
+		" spec, model_parameters, batch_size, dataset_size, max_nodes)"
+		" VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11) RETURNING " JOB_COLS,
+		11, p, &r, err);
 	if (rc == -EEXIST)
 		return rv_err_set(err, -EEXIST, "metadata.name",
 				  "a running job named \"%s\" already exists in namespace \"%s\"",
@@ -95,12 +106,24 @@ int store_job_insert(PGconn *c, const struct rv_job_spec *spec, const char *spec
 	return fill_job(r, 0, out, err);
 }
 
+/* A uid from the URL: bytes PostgreSQL would refuse as text are ours to
+ * name (400 "uid"), not its raw error. */
+static int uid_check(const char *uid, struct rv_err *err)
+{
+	if (!rv_utf8_valid(uid, strlen(uid)))
+		return rv_err_set(err, -EINVAL, "uid", "uid is not valid UTF-8");
+	return 0;
+}
+
 static int job_find(PGconn *c, const char *sql, const char *key, struct store_job *out,
 		    struct rv_err *err)
 {
+	int rc = uid_check(key, err);
+	if (rc < 0)
+		return rc;
 	const char *p[] = { key };
 	RV_CLEANUP_PGRESULT PGresult *r = NULL;
-	int rc = rv_db_exec(c, sql, 1, p, &r, err);
+	rc = rv_db_exec(c, sql, 1, p, &r, err);
 	if (rc < 0)
 		return rc;
 	if (rc == 0)
@@ -150,6 +173,8 @@ static int query_json(PGconn *c, const char *sql, int n, const char *const *p, c
 
 int store_job_get_json(PGconn *c, const char *uid, cJSON **out, struct rv_err *err)
 {
+	if (uid_check(uid, err) < 0)
+		return -EINVAL;
 	const char *p[] = { uid };
 	int rc = query_json(
 		c,
@@ -599,6 +624,8 @@ int store_plan_latest_json(PGconn *c, int64_t job_id, const char *stage, int64_t
 int store_plan_latest_text(PGconn *c, const char *uid, const char *stage, int64_t after,
 			   char **text, int64_t *job_id, struct rv_err *err)
 {
+	if (uid_check(uid, err) < 0)
+		return -EINVAL;
 	char after_s[24];
 	i64s(after_s, sizeof(after_s), after);
 	const char *p[] = { uid, stage ? stage : "", after_s };
@@ -641,7 +668,24 @@ int store_plan_history_json(PGconn *c, int64_t job_id, int limit, cJSON **out,
 
 /* ---- cluster ---- */
 
-int store_cluster_upsert(PGconn *c, const struct rv_cluster_report *r, struct rv_err *err)
+/* How many of the report's names are not stored yet (ids: its name array). */
+static int cluster_new_names(PGconn *c, const char *names, int64_t *n, struct rv_err *err)
+{
+	const char *p[] = { names };
+	RV_CLEANUP_PGRESULT PGresult *r = NULL;
+	int rc = rv_db_exec(
+		c,
+		"SELECT count(DISTINCT u.name) FROM unnest($1::text[]) AS u(name)"
+		" WHERE NOT EXISTS (SELECT 1 FROM cluster_nodes c WHERE c.name = u.name)",
+		1, p, &r, err);
+	if (rc < 0)
+		return rc;
+	*n = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	return 0;
+}
+
+int store_cluster_upsert(PGconn *c, const struct rv_cluster_report *r, int64_t max_nodes,
+			 struct rv_err *err)
 {
 	struct rv_buf col[8];
 	for (int k = 0; k < 8; k++)
@@ -666,7 +710,26 @@ int store_cluster_upsert(PGconn *c, const struct rv_cluster_report *r, struct rv
 		if (rv_buf_failed(&col[k]))
 			rc = rv_err_set(err, -ENOMEM, "", "out of memory");
 	}
-	if (rc == 0) {
+	RV_CLEANUP_PGRESULT PGresult *tot = NULL;
+	/* The totals row first, locked: reports (and the expiry, which takes
+	 * it first too) are serialised, so the node limit holds and two
+	 * writers never wait on each other's rows in opposite order. */
+	if (rc == 0)
+		rc = rv_db_begin(c, err);
+	if (rc == 0)
+		rc = rv_db_exec(c, "SELECT nodes FROM cluster_totals FOR UPDATE", 0, NULL, &tot,
+				err);
+	if (rc >= 0) {
+		int64_t have = rc > 0 ? strtoll(PQgetvalue(tot, 0, 0), NULL, 10) : 0, add = 0;
+		rc = cluster_new_names(c, col[0].data, &add, err);
+		if (rc == 0 && have + add > max_nodes)
+			rc = rv_err_set(err, -EDQUOT, "nodes",
+					"the cluster has %" PRId64
+					" nodes and this report adds %" PRId64
+					": more than cluster.max_nodes (%" PRId64 ")",
+					have, add, max_nodes);
+	}
+	if (rc >= 0) {
 		const char *p[8];
 		for (int k = 0; k < 8; k++)
 			p[k] = col[k].data;
@@ -685,31 +748,64 @@ int store_cluster_upsert(PGconn *c, const struct rv_cluster_report *r, struct rv
 				" WHERE c.ts_ms <= EXCLUDED.ts_ms",
 				8, p, NULL, err);
 	}
+	if (rc >= 0)
+		rc = rv_db_commit(c, err);
+	else
+		rv_db_rollback(c);
 	for (int k = 0; k < 8; k++)
 		rv_buf_release(&col[k]);
 	return rc < 0 ? rc : 0;
 }
 
-int store_cluster_json(PGconn *c, cJSON **out, struct rv_err *err)
+int store_cluster_expire(PGconn *c, int ttl_s, struct rv_err *err)
 {
+	char ttl[16], lim[16];
+	snprintf(ttl, sizeof(ttl), "%d", ttl_s);
+	snprintf(lim, sizeof(lim), "%d", STORE_EXPIRE_BATCH);
+	const char *p[] = { ttl, lim };
+	int rc = rv_db_begin(c, err);
+	if (rc == 0)
+		rc = rv_db_exec(c, "SELECT 1 FROM cluster_totals FOR UPDATE", 0, NULL, NULL, err);
+	int n = 0;
+	if (rc >= 0)
+		rc = n =
+			rv_db_exec(c,
+				   "DELETE FROM cluster_nodes WHERE name IN (SELECT name FROM"
+				   " cluster_nodes WHERE updated_at < now() - make_interval(secs =>"
+				   " $1::int) ORDER BY updated_at LIMIT $2::int)",
+				   2, p, NULL, err);
+	if (rc >= 0)
+		rc = rv_db_commit(c, err);
+	else
+		rv_db_rollback(c);
+	return rc < 0 ? rc : n;
+}
+
+int store_cluster_json(PGconn *c, const char *cursor, int limit, cJSON **out, struct rv_err *err)
+{
+	char lim[16];
+	snprintf(lim, sizeof(lim), "%d", limit);
+	const char *p[] = { cursor, lim };
+	/* One page plus one row: the extra row only says whether more follow. */
 	int rc = query_json(
 		c,
-		"SELECT json_build_object("
-		" 'nodes', COALESCE(json_agg(json_build_object('name', name, 'ts', ts_ms, 'cpu', cpu,"
-		"   'memory_mb', memory_mb, 'gpu', gpu, 'cpu_used', cpu_used,"
+		"WITH page AS (SELECT n.*, row_number() OVER (ORDER BY name) AS rn FROM"
+		" (SELECT * FROM cluster_nodes WHERE name > $1 ORDER BY name LIMIT $2::int + 1) n)"
+		" SELECT json_build_object("
+		" 'nodes', COALESCE((SELECT json_agg(json_build_object('name', name, 'ts', ts_ms,"
+		"   'cpu', cpu, 'memory_mb', memory_mb, 'gpu', gpu, 'cpu_used', cpu_used,"
 		"   'memory_used_mb', memory_used_mb, 'ready', ready, 'updated_at', updated_at)"
-		"   ORDER BY name), '[]'::json),"
-		" 'capacity', json_build_object('nodes', count(*) FILTER (WHERE ready),"
-		"   'cpu', COALESCE(sum(cpu) FILTER (WHERE ready), 0),"
-		"   'memory_mb', COALESCE(sum(memory_mb) FILTER (WHERE ready), 0),"
-		"   'gpu', COALESCE(sum(gpu) FILTER (WHERE ready), 0)),"
-		" 'used', json_build_object('cpu', COALESCE(sum(cpu_used) FILTER (WHERE ready), 0),"
-		"   'memory_mb', COALESCE(sum(memory_used_mb) FILTER (WHERE ready), 0)),"
-		" 'free', json_build_object("
-		"   'cpu', COALESCE(sum(greatest(cpu - cpu_used, 0)) FILTER (WHERE ready), 0),"
-		"   'memory_mb', COALESCE(sum(greatest(memory_mb - memory_used_mb, 0))"
-		"     FILTER (WHERE ready), 0)))::text FROM cluster_nodes",
-		0, NULL, out, err);
+		"   ORDER BY name) FROM page WHERE rn <= $2::int), '[]'::json),"
+		" 'next_cursor', (SELECT name FROM page WHERE rn = $2::int"
+		"   AND EXISTS (SELECT 1 FROM page WHERE rn = $2::int + 1)),"
+		" 'total_nodes', t.nodes,"
+		" 'capacity', json_build_object('nodes', t.ready_nodes, 'cpu', t.cpu::float8,"
+		"   'memory_mb', t.memory_mb::bigint, 'gpu', t.gpu::bigint),"
+		" 'used', json_build_object('cpu', t.cpu_used::float8,"
+		"   'memory_mb', t.memory_used_mb::bigint),"
+		" 'free', json_build_object('cpu', t.free_cpu::float8,"
+		"   'memory_mb', t.free_memory_mb::bigint))::text FROM cluster_totals t",
+		2, p, out, err);
 	return rc < 0 ? rc : 0;
 }
 
@@ -717,13 +813,12 @@ int store_cluster_free(PGconn *c, double *cpu, int64_t *memory_mb, struct rv_err
 {
 	RV_CLEANUP_PGRESULT PGresult *r = NULL;
 	int rc = rv_db_exec(c,
-			    "SELECT count(*), COALESCE(sum(greatest(cpu - cpu_used, 0)), 0),"
-			    " COALESCE(sum(greatest(memory_mb - memory_used_mb, 0)), 0)"
-			    " FROM cluster_nodes WHERE ready",
+			    "SELECT ready_nodes, free_cpu::float8, free_memory_mb::bigint"
+			    " FROM cluster_totals",
 			    0, NULL, &r, err);
 	if (rc < 0)
 		return rc;
-	if (strtoll(PQgetvalue(r, 0, 0), NULL, 10) == 0) {
+	if (rc == 0 || strtoll(PQgetvalue(r, 0, 0), NULL, 10) == 0) {
 		*cpu = -1;
 		*memory_mb = -1;
 		return 0;
@@ -749,6 +844,51 @@ int store_cluster_largest(PGconn *c, double *cpu, int64_t *memory_mb, struct rv_
 	}
 	*cpu = strtod(PQgetvalue(r, 0, 1), NULL);
 	*memory_mb = strtoll(PQgetvalue(r, 0, 2), NULL, 10);
+	return 0;
+}
+
+int64_t store_spec_nodes(const struct rv_job_spec *spec)
+{
+	int64_t n = 0;
+	for (int i = 0; i < RV_ROLE_COUNT; i++) {
+		const struct rv_replica_spec *r = &spec->replicas[i];
+		if (r->present)
+			n += r->max_replicas > r->replicas ? r->max_replicas : r->replicas;
+	}
+	return n;
+}
+
+int store_quota_check(PGconn *c, const char *namespace_, int64_t nodes, int64_t max_jobs,
+		      int64_t max_nodes, struct rv_err *err)
+{
+	const char *p[] = { namespace_ };
+	/* Two registrations in one namespace must not both pass on the same
+	 * count: a transaction-level lock per namespace (released at commit). */
+	int rc = rv_db_exec(c,
+			    "SELECT pg_advisory_xact_lock(hashtextextended('rover-ns:' || $1, 0))",
+			    1, p, NULL, err);
+	if (rc < 0)
+		return rc;
+	RV_CLEANUP_PGRESULT PGresult *r = NULL;
+	rc = rv_db_exec(c,
+			"SELECT count(*), COALESCE(sum(max_nodes), 0) FROM jobs"
+			" WHERE namespace = $1 AND status = 'running'",
+			1, p, &r, err);
+	if (rc < 0)
+		return rc;
+	int64_t jobs = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	int64_t used = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
+	if (jobs + 1 > max_jobs)
+		return rv_err_set(err, -EDQUOT, "metadata.namespace",
+				  "namespace \"%s\" has %" PRId64 " running jobs: "
+				  "quota.jobs_per_namespace is %" PRId64,
+				  namespace_, jobs, max_jobs);
+	if (used + nodes > max_nodes)
+		return rv_err_set(err, -EDQUOT, "spec.replicaSpecs",
+				  "namespace \"%s\" runs jobs of up to %" PRId64
+				  " nodes and this one "
+				  "adds %" PRId64 ": quota.nodes_per_namespace is %" PRId64,
+				  namespace_, used, nodes, max_nodes);
 	return 0;
 }
 

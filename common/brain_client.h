@@ -126,7 +126,9 @@ struct rv_brain_cluster {
 	int64_t memory_mb, memory_used_mb, memory_free_mb;
 	int gpu;
 };
-/* GET /v1/cluster.  out->nodes is the caller's to release. */
+/* GET /v1/cluster: the totals over every node, and the first page of nodes
+ * (the brain's default page, 100; the listing is paginated by cursor).
+ * out->nodes is the caller's to release. */
 int rv_brain_cluster_get(struct rv_brain_client *c, struct rv_brain_cluster *out,
 			 struct rv_err *err);
 

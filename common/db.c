@@ -28,6 +28,8 @@
 
 #define DB_DEFAULT_CONNECT_TIMEOUT_S 5
 #define DB_DEFAULT_ACQUIRE_TIMEOUT_MS 5000
+#define DB_DEFAULT_BACKOFF_MS         50
+#define DB_DEFAULT_BACKOFF_MAX_MS     2000
 /* pg_advisory_lock key serialising migrations: "rover" in ASCII. */
 #define DB_MIGRATE_LOCK_KEY "495874155890"
 #define DB_MIGRATE_MAX_FILES 4096
@@ -46,7 +48,20 @@ struct rv_db_pool {
 	struct db_slot *slots;
 	uint64_t acquires, acquire_failures;
 	uint64_t exec_errors;  /* atomic: rv_db_exec has no lock to take */
+	/* Reconnect back-off, under mu: no connect is tried before retry_at_ms
+	 * (monotonic); backoff_ms is the current pause, 0 while connects work. */
+	int backoff_min_ms, backoff_max_ms, backoff_ms;
+	int64_t retry_at_ms;
+	char down_why[sizeof(((struct rv_err *)0)->msg)];
+	uint64_t connects, connect_failures;
 };
+
+static int64_t db_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 /*
  * libpq event procedure: registering it on a pool connection lets rv_db_exec
@@ -112,6 +127,12 @@ struct rv_db_pool *rv_db_pool_new(const struct rv_db_pool_opts *opts)
 	p->statement_timeout_ms = opts->statement_timeout_ms > 0 ? opts->statement_timeout_ms : 0;
 	p->acquire_timeout_ms = opts->acquire_timeout_ms > 0 ? opts->acquire_timeout_ms
 							     : DB_DEFAULT_ACQUIRE_TIMEOUT_MS;
+	p->backoff_min_ms = opts->reconnect_backoff_ms > 0 ? opts->reconnect_backoff_ms
+							   : DB_DEFAULT_BACKOFF_MS;
+	p->backoff_max_ms = opts->reconnect_backoff_max_ms > 0 ? opts->reconnect_backoff_max_ms
+							       : DB_DEFAULT_BACKOFF_MAX_MS;
+	if (p->backoff_max_ms < p->backoff_min_ms)
+		p->backoff_max_ms = p->backoff_min_ms;
 	p->conninfo = strdup(opts->conninfo ? opts->conninfo : "");
 	p->slots = calloc((size_t)p->size, sizeof(*p->slots));
 	pthread_condattr_t ca;
@@ -267,8 +288,36 @@ PGconn *rv_db_acquire(struct rv_db_pool *pool, struct rv_err *err)
 		PQfinish(c);
 		c = NULL;
 	}
-	if (!c)
-		c = db_connect(pool, err);
+	if (!c) {
+		pthread_mutex_lock(&pool->mu);
+		int64_t wait = pool->retry_at_ms - db_now_ms();
+		if (wait > 0)
+			rv_err_set(err, -ECONNREFUSED, NULL, "%s (next attempt in %lld ms)",
+				   pool->down_why, (long long)wait);
+		else
+			pool->connects++;
+		pthread_mutex_unlock(&pool->mu);
+		if (wait <= 0) {
+			struct rv_err cerr = { 0 };
+			c = db_connect(pool, &cerr);
+			pthread_mutex_lock(&pool->mu);
+			if (c) {
+				pool->backoff_ms = 0;
+				pool->retry_at_ms = 0;
+			} else {
+				pool->connect_failures++;
+				pool->backoff_ms = pool->backoff_ms ? pool->backoff_ms * 2
+								    : pool->backoff_min_ms;
+				if (pool->backoff_ms > pool->backoff_max_ms)
+					pool->backoff_ms = pool->backoff_max_ms;
+				pool->retry_at_ms = db_now_ms() + pool->backoff_ms;
+				memcpy(pool->down_why, cerr.msg, sizeof(pool->down_why));
+			}
+			pthread_mutex_unlock(&pool->mu);
+			if (!c && err)
+				*err = cerr;
+		}
+	}
 
 	pthread_mutex_lock(&pool->mu);
 	slot->conn = c;
@@ -703,6 +752,8 @@ void rv_db_pool_stats(struct rv_db_pool *pool, struct rv_db_pool_stats *out)
 	}
 	out->acquires = pool->acquires;
 	out->acquire_failures = pool->acquire_failures;
+	out->connects = pool->connects;
+	out->connect_failures = pool->connect_failures;
 	pthread_mutex_unlock(&pool->mu);
 	out->exec_errors = __atomic_load_n(&pool->exec_errors, __ATOMIC_RELAXED);
 }

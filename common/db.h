@@ -25,6 +25,13 @@ struct rv_db_pool_opts {
 	int connect_timeout_s;      /* per connection attempt (default 5) */
 	int statement_timeout_ms;   /* SET statement_timeout on each connection (0: none) */
 	int acquire_timeout_ms;     /* how long rv_db_acquire waits for a free slot */
+	/* After a failed connect, acquires that would connect fail at once
+	 * (with the last reason) for a back-off that starts here and doubles
+	 * on each failure up to the max; a good connect resets it (defaults
+	 * 50 and 2000 ms).  A server that is down costs one connect attempt
+	 * per back-off, not one per request. */
+	int reconnect_backoff_ms;
+	int reconnect_backoff_max_ms;
 };
 
 /* Create a pool.  Connections open lazily, so this succeeds even while the server
@@ -33,8 +40,9 @@ struct rv_db_pool *rv_db_pool_new(const struct rv_db_pool_opts *opts);
 struct rv_db_pool *rv_db_pool_free(struct rv_db_pool *pool);
 
 /* Borrow a live connection (reconnects a broken one).  Returns NULL on failure with
- * *err set (-ECONNREFUSED with libpq's reason when the server is down, -ETIMEDOUT
- * when every slot stays busy).  Return it with rv_db_release. */
+ * *err set (-ECONNREFUSED with libpq's reason when the server is down or the
+ * reconnect back-off runs, -ETIMEDOUT when every slot stays busy).  Return it
+ * with rv_db_release. */
 PGconn *rv_db_acquire(struct rv_db_pool *pool, struct rv_err *err);
 /* Give a connection back; a connection in a bad state or an open transaction
  * is reset/closed so the next user gets a clean one.  conn may be NULL. */
@@ -75,6 +83,7 @@ int rv_db_migrate(PGconn *conn, const char *dir, struct rv_err *err);
 struct rv_db_pool_stats {
 	int size, in_use, connected;
 	uint64_t acquires, acquire_failures, exec_errors;
+	uint64_t connects, connect_failures; /* connect attempts made, and failed */
 };
 void rv_db_pool_stats(struct rv_db_pool *pool, struct rv_db_pool_stats *out);
 

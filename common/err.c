@@ -16,8 +16,19 @@ int rv_err_set(struct rv_err *e, int code, const char *field, const char *fmt, .
 	snprintf(e->field, sizeof(e->field), "%s", field ? field : "");
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+	int n = vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
 	va_end(ap);
+	/* A cut message must stay UTF-8 (it goes out in JSON): drop a
+	 * character the cut split. */
+	if (n >= (int)sizeof(e->msg)) {
+		size_t end = sizeof(e->msg) - 1, i = end;
+		while (i > 0 && end - i < 4 && ((unsigned char)e->msg[i - 1] & 0xc0) == 0x80)
+			i--;
+		unsigned char lead = i > 0 ? (unsigned char)e->msg[i - 1] : 0;
+		size_t need = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
+		if (lead >= 0xc0 && end - (i - 1) < need)
+			e->msg[i - 1] = '\0';
+	}
 	return code;
 }
 
@@ -35,6 +46,8 @@ int rv_errno_to_http(int neg_errno)
 	case -EACCES:
 	case -EPERM:
 		return 401;
+	case -EDQUOT:
+		return 403;
 	case -ENOENT:
 		return 404;
 	case -EEXIST:
@@ -64,6 +77,8 @@ const char *rv_errno_name(int neg_errno)
 		return "invalid_argument";
 	case 401:
 		return "unauthorized";
+	case 403:
+		return "quota_exceeded";
 	case 404:
 		return "not_found";
 	case 409:

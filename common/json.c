@@ -8,6 +8,7 @@
  */
 #include "json.h"
 
+#include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -19,8 +20,92 @@
 #define RV_JSON_MAX_DEPTH 64
 #define RV_STR_(x) #x
 #define RV_STR(x) RV_STR_(x)
-/* 2^63 exactly; every double strictly inside +-2^63 converts to int64_t. */
-#define TWO_63 9223372036854775808.0
+
+/* The largest integer a double holds exactly with its neighbours: 2^53 - 1
+ * (JavaScript's MAX_SAFE_INTEGER).  Beyond it cJSON would round silently. */
+#define SAFE_INT_DIGITS "9007199254740991"
+#define SAFE_INT        9007199254740991.0
+
+/* What the pre-scan found; *_at are ordinals in document order (the n-th
+ * string, the n-th number, counting from 1), 0 when none. */
+struct scan {
+	const char *why; /* a reason to refuse the whole document, or NULL */
+	size_t at;       /* byte offset of that reason */
+	size_t bad_utf8; /* the first string (key or value) that is not UTF-8 */
+	size_t big_int;  /* the first integer literal beyond +-(2^53 - 1) */
+	size_t bad_utf8_byte, big_int_byte;
+};
+
+/*
+ * Length of the valid UTF-8 sequence at s (at most n bytes), 0 when it is not
+ * valid: RFC 3629, so no overlong forms, no surrogates, nothing past U+10FFFF.
+ */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+	unsigned char c = s[0];
+	if (c < 0x80)
+		return 1;
+	size_t len;
+	unsigned char lo = 0x80, hi = 0xbf;
+	if (c >= 0xc2 && c <= 0xdf) {
+		len = 2;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		len = 3;
+		if (c == 0xe0)
+			lo = 0xa0;
+		else if (c == 0xed)
+			hi = 0x9f;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		len = 4;
+		if (c == 0xf0)
+			lo = 0x90;
+		else if (c == 0xf4)
+			hi = 0x8f;
+	} else {
+		return 0;
+	}
+	if (n < len || s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t k = 2; k < len; k++)
+		if (s[k] < 0x80 || s[k] > 0xbf)
+			return 0;
+	return len;
+}
+
+bool rv_utf8_valid(const char *s, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	for (size_t i = 0; i < len;) {
+		size_t k = utf8_seq(p + i, len - i);
+		if (!k)
+			return false;
+		i += k;
+	}
+	return true;
+}
+
+size_t rv_utf8_cut(const char *s, size_t max)
+{
+	size_t n = strnlen(s, max + 1);
+	if (n <= max)
+		return n;
+	/* Back up over continuation bytes to the start of the cut character. */
+	n = max;
+	while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+		n--;
+	return n;
+}
+
+/* An integer literal (digits only, sign stripped) beyond 2^53 - 1? */
+static bool beyond_safe(const char *digits, size_t n)
+{
+	while (n > 1 && *digits == '0') {
+		digits++;
+		n--;
+	}
+	size_t safe = sizeof(SAFE_INT_DIGITS) - 1;
+	return n > safe || (n == safe && memcmp(digits, SAFE_INT_DIGITS, n) > 0);
+}
 
 /*
  * cJSON parses recursively; a body of a million '[' would recurse that deep
@@ -28,40 +113,65 @@
  * accept).  Count depth outside strings first so hostile input costs one
  * linear scan.  The same scan refuses NUL, raw or as \u0000: cJSON keeps
  * C strings, so "worker\u0000; rm -rf /" would silently read as "worker".
- * Returns NULL, or why the document is refused with *at set to the offset.
+ * It also notes the first string that is not UTF-8 and the first integer
+ * literal that a double would round, by ordinal, for check_tree to name
+ * the field once the tree exists.
  */
-static const char *prescan(const char *buf, size_t len, size_t *at)
+static void prescan(const char *buf, size_t len, struct scan *sc)
 {
 	int depth = 0;
-	bool in_string = false;
+	size_t nstr = 0, nnum = 0;
+	const unsigned char *u = (const unsigned char *)buf;
 
 	for (size_t i = 0; i < len; i++) {
 		char c = buf[i];
-		*at = i;
-		if (c == '\0')
-			return "nul byte";
-		if (in_string) {
-			if (c == '\\') {
-				if (len - i >= 6 && memcmp(buf + i + 1, "u0000", 5) == 0)
-					return "\\u0000 in a string";
-				i++;  /* skip the escaped byte, whatever it is */
-				if (i < len && buf[i] == '\0') {
-					*at = i;
-					return "nul byte";
-				}
-			} else if (c == '"') {
-				in_string = false;
-			}
-			continue;
+		sc->at = i;
+		if (c == '\0') {
+			sc->why = "nul byte";
+			return;
 		}
 		switch (c) {
 		case '"':
-			in_string = true;
+			nstr++;
+			for (i++; i < len && buf[i] != '"'; i++) {
+				if (buf[i] == '\0') {
+					sc->at = i;
+					sc->why = "nul byte";
+					return;
+				}
+				if (buf[i] == '\\') {
+					if (len - i >= 6 && memcmp(buf + i + 1, "u0000", 5) == 0) {
+						sc->at = i;
+						sc->why = "\\u0000 in a string";
+						return;
+					}
+					i++; /* skip the escaped byte, whatever it is */
+					if (i < len && buf[i] == '\0') {
+						sc->at = i;
+						sc->why = "nul byte";
+						return;
+					}
+					continue;
+				}
+				if (u[i] >= 0x80) {
+					size_t k = utf8_seq(u + i, len - i);
+					if (!k) {
+						if (!sc->bad_utf8) {
+							sc->bad_utf8 = nstr;
+							sc->bad_utf8_byte = i;
+						}
+						continue;
+					}
+					i += k - 1;
+				}
+			}
 			break;
 		case '[':
 		case '{':
-			if (++depth > RV_JSON_MAX_DEPTH)
-				return "nesting deeper than " RV_STR(RV_JSON_MAX_DEPTH);
+			if (++depth > RV_JSON_MAX_DEPTH) {
+				sc->why = "nesting deeper than " RV_STR(RV_JSON_MAX_DEPTH);
+				return;
+			}
 			break;
 		case ']':
 		case '}':
@@ -69,16 +179,165 @@ static const char *prescan(const char *buf, size_t len, size_t *at)
 			if (depth > 0)
 				depth--;
 			break;
+		case '-':
+		case '0' ... '9': {
+			/* A number token: its extent as cJSON reads it. */
+			size_t start = i, end = i + (c == '-');
+			bool integral = true;
+			while (end < len && (isdigit((unsigned char)buf[end]) || buf[end] == '.' ||
+					     buf[end] == 'e' || buf[end] == 'E' ||
+					     buf[end] == '+' || buf[end] == '-')) {
+				if (!isdigit((unsigned char)buf[end]))
+					integral = false;
+				end++;
+			}
+			nnum++;
+			size_t d = start + (c == '-');
+			if (integral && !sc->big_int && beyond_safe(buf + d, end - d)) {
+				sc->big_int = nnum;
+				sc->big_int_byte = start;
+			}
+			i = end - 1;
+			break;
+		}
 		default:
 			break;
 		}
 	}
-	return NULL;
+	sc->why = NULL;
+}
+
+/* Walk state for check_tree: ordinals advance exactly as prescan counted. */
+struct walk {
+	const struct scan *sc;
+	size_t nstr, nnum;
+	struct rv_err *err;
+};
+
+static int key_cmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A duplicate key among obj's members, or NULL.  Objects are small in
+ * practice; a large one (hostile: 100k keys) is sorted, not compared n^2. */
+static const char *duplicate_key(const cJSON *obj)
+{
+	size_t n = 0;
+	for (const cJSON *c = obj->child; c; c = c->next)
+		n++;
+	if (n < 2)
+		return NULL;
+	if (n <= 16) {
+		for (const cJSON *a = obj->child; a; a = a->next)
+			for (const cJSON *b = a->next; b; b = b->next)
+				if (a->string && b->string && !strcmp(a->string, b->string))
+					return a->string;
+		return NULL;
+	}
+	const char **keys = malloc(n * sizeof(*keys));
+	if (!keys)
+		return NULL; /* out of memory: the getters still read the first */
+	size_t k = 0;
+	for (const cJSON *c = obj->child; c; c = c->next)
+		keys[k++] = c->string ? c->string : "";
+	qsort(keys, n, sizeof(*keys), key_cmp);
+	const char *dup = NULL;
+	for (size_t i = 1; i < n && !dup; i++)
+		if (!strcmp(keys[i - 1], keys[i]))
+			dup = keys[i];
+	free(keys);
+	return dup;
+}
+
+/* One step of the path from the root to the item being checked, on the
+ * stack: the path text is built only for an error (every sample of a large
+ * batch is walked; formatting each path would cost). */
+struct seg {
+	const struct seg *up;
+	const char *key; /* object member, or NULL for an array element */
+	int index;
+};
+
+static void seg_format(const struct seg *s, char *buf, size_t size)
+{
+	if (!s || !s->up) {
+		buf[0] = '\0';
+		return;
+	}
+	seg_format(s->up, buf, size);
+	size_t n = strlen(buf);
+	if (s->key)
+		snprintf(buf + n, size - n, "%s%s", n ? "." : "", s->key);
+	else
+		snprintf(buf + n, size - n, "[%d]", s->index);
 }
 
 static bool is_json_space(char c)
 {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* Visit it (reached through s) in document order; 0, or -EINVAL with err
+ * naming the field. */
+static int check_tree(const cJSON *it, const struct seg *s, struct walk *w)
+{
+	char path[128];
+	switch (it->type & 0xff) {
+	case cJSON_String:
+		if (++w->nstr != w->sc->bad_utf8)
+			return 0;
+		seg_format(s, path, sizeof(path));
+		return rv_err_set(w->err, -EINVAL, path, "%s is not valid UTF-8 (byte %zu)",
+				  path[0] ? path : "the document", w->sc->bad_utf8_byte);
+	case cJSON_Number:
+		if (++w->nnum != w->sc->big_int)
+			return 0;
+		seg_format(s, path, sizeof(path));
+		return rv_err_set(w->err, -EINVAL, path,
+				  "%s is an integer beyond 2^53 - 1 that a double cannot hold "
+				  "exactly (byte %zu)",
+				  path[0] ? path : "the document", w->sc->big_int_byte);
+	case cJSON_Array: {
+		struct seg sub = { .up = s };
+		for (const cJSON *c = it->child; c; c = c->next, sub.index++) {
+			int rc = check_tree(c, &sub, w);
+			if (rc < 0)
+				return rc;
+		}
+		return 0;
+	}
+	case cJSON_Object: {
+		struct seg sub = { .up = s };
+		for (const cJSON *c = it->child; c; c = c->next) {
+			if (++w->nstr == w->sc->bad_utf8) {
+				seg_format(s, path, sizeof(path));
+				return rv_err_set(w->err, -EINVAL, path,
+						  "a key of %s is not valid UTF-8 (byte %zu)",
+						  path[0] ? path : "the document",
+						  w->sc->bad_utf8_byte);
+			}
+			/* Keys are UTF-8 up to the bad one: safe in a path. */
+			sub.key = c->string ? c->string : "";
+			int rc = check_tree(c, &sub, w);
+			if (rc < 0)
+				return rc;
+		}
+		const char *dup = duplicate_key(it);
+		if (!dup)
+			return 0;
+		char key[80], field[128];
+		size_t n = rv_utf8_cut(dup, sizeof(key) - 1);
+		memcpy(key, dup, n);
+		key[n] = '\0';
+		seg_format(s, path, sizeof(path));
+		rv_json_path(field, sizeof(field), path, key);
+		return rv_err_set(w->err, -EINVAL, field, "duplicate key \"%s\" in %s", key,
+				  path[0] ? path : "the document");
+	}
+	default:
+		return 0;
+	}
 }
 
 cJSON *rv_json_parse(const char *buf, size_t len, struct rv_err *err)
@@ -87,10 +346,10 @@ cJSON *rv_json_parse(const char *buf, size_t len, struct rv_err *err)
 		rv_err_set(err, -EINVAL, "", "could not parse json: empty document at byte 0");
 		return NULL;
 	}
-	size_t at = 0;
-	const char *why = prescan(buf, len, &at);
-	if (why) {
-		rv_err_set(err, -EINVAL, "", "could not parse json: %s at byte %zu", why, at);
+	struct scan sc = { 0 };
+	prescan(buf, len, &sc);
+	if (sc.why) {
+		rv_err_set(err, -EINVAL, "", "could not parse json: %s at byte %zu", sc.why, sc.at);
 		return NULL;
 	}
 
@@ -116,6 +375,13 @@ cJSON *rv_json_parse(const char *buf, size_t len, struct rv_err *err)
 		rv_err_set(err, -EINVAL, "",
 			   "could not parse json: unexpected data after the document at byte %zu",
 			   off);
+		return NULL;
+	}
+	/* Duplicate keys always; the rest only when the scan saw one. */
+	struct walk w = { .sc = &sc, .err = err };
+	struct seg top = { 0 };
+	if (check_tree(root, &top, &w) < 0) {
+		cJSON_Delete(root);
 		return NULL;
 	}
 	return root;
@@ -178,8 +444,16 @@ static void print_number(struct rv_buf *b, double v)
 		rv_buf_puts(b, "null"); /* as cJSON does: JSON has no NaN or inf */
 		return;
 	}
-	if (v == floor(v) && v > -TWO_63 && v < TWO_63) {
+	if (v == floor(v) && v >= -SAFE_INT && v <= SAFE_INT) {
 		snprintf(num, sizeof(num), "%" PRId64, (int64_t)v);
+	} else if (v == floor(v)) {
+		/* Past 2^53 - 1 an integer literal is refused on the way back in
+		 * (rv_json_parse): exponent form reads back as the same double. */
+		for (int prec = 0; prec <= 16; prec++) {
+			snprintf(num, sizeof(num), "%.*e", prec, v);
+			if (strtod(num, NULL) == v)
+				break;
+		}
 	} else {
 		for (int prec = 15; prec <= 17; prec++) {
 			snprintf(num, sizeof(num), "%.*g", prec, v);
@@ -325,7 +599,12 @@ int rv_json_get_int(const cJSON *obj, const char *key, const char *path, bool re
 	 * tree built in code might hold one. */
 	if (!isfinite(v) || v != floor(v))
 		return FIELD_ERR("%s must be an integer");
-	if (v < -TWO_63 || v >= TWO_63 || (int64_t)v < min || (int64_t)v > max)
+	/* Beyond 2^53 - 1 the text may have been rounded on the way in. */
+	if (min < -(int64_t)SAFE_INT)
+		min = -(int64_t)SAFE_INT;
+	if (max > (int64_t)SAFE_INT)
+		max = (int64_t)SAFE_INT;
+	if (v < -SAFE_INT || v > SAFE_INT || (int64_t)v < min || (int64_t)v > max)
 		return FIELD_ERR("%s must be between %" PRId64 " and %" PRId64, min, max);
 	*out = (int64_t)v;
 	return 1;

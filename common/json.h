@@ -19,14 +19,24 @@
 #include "err.h"
 
 /* Parse len bytes (need not be NUL-terminated).  NULL on error with *err
- * naming the byte offset.  Depth is limited to 64 by a pre-scan. */
+ * naming the byte offset.  Depth is limited to 64 by a pre-scan.  Refused
+ * with -EINVAL and err->field naming the field: a string (key or value)
+ * that is not valid UTF-8, an integer literal beyond +-(2^53 - 1) (a
+ * double would round it), an object with a key twice ("duplicate key"). */
 cJSON *rv_json_parse(const char *buf, size_t len, struct rv_err *err);
+
+/* Whether len bytes at s are valid UTF-8 (RFC 3629: no overlong forms, no
+ * surrogates, nothing beyond U+10FFFF).  NUL counts as valid. */
+bool rv_utf8_valid(const char *s, size_t len);
+/* The length of s cut to at most max bytes without splitting a character. */
+size_t rv_utf8_cut(const char *s, size_t max);
 
 /* Compact print; malloc'd string (free with free()), NULL when out of memory. */
 char *rv_json_print(const cJSON *item);
 
 int rv_json_get_string(const cJSON *obj, const char *key, const char *path, bool required,
 		       char *out, size_t size, struct rv_err *err);
+/* Integers are bounded to +-(2^53 - 1) whatever min and max say. */
 int rv_json_get_int(const cJSON *obj, const char *key, const char *path, bool required,
 		    int64_t min, int64_t max, int64_t *out, struct rv_err *err);
 int rv_json_get_double(const cJSON *obj, const char *key, const char *path, bool required,

@@ -17,6 +17,7 @@
 #include <limits.h>
 #include <pwd.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -279,6 +280,25 @@ static int prepare_dir_root(const struct pgctx *ctx, const char *dir, struct rv_
 	return 0;
 }
 
+/* A process that exited but was not reaped yet (kill(pid, 0) still works on
+ * it): a postmaster killed a moment ago, before init reaped it. */
+static bool is_zombie(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	/* "pid (comm) S ...": the state follows the last ')' (comm may hold one). */
+	const char *rp = strrchr(buf, ')');
+	return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
 /* The live postmaster's pid from datadir/postmaster.pid, or 0; *port from line 4. */
 static pid_t running_pid(const struct rv_pgserver *srv, int *port)
 {
@@ -299,7 +319,7 @@ static pid_t running_pid(const struct rv_pgserver *srv, int *port)
 		}
 	}
 	fclose(f);
-	if (pid <= 0 || (kill((pid_t)pid, 0) < 0 && errno != EPERM))
+	if (pid <= 0 || (kill((pid_t)pid, 0) < 0 && errno != EPERM) || is_zombie((pid_t)pid))
 		return 0;
 	return (pid_t)pid;
 }
@@ -478,6 +498,21 @@ int rv_pgserver_start(struct rv_pgserver *srv, const char *dir, int timeout_s,
 	}
 	build_conninfo(srv, ctx.user, "rover", srv->conninfo, sizeof(srv->conninfo));
 	return 0;
+}
+
+pid_t rv_pgserver_pid(const struct rv_pgserver *srv)
+{
+	return srv && srv->datadir[0] ? running_pid(srv, NULL) : 0;
+}
+
+int rv_pgserver_restart(struct rv_pgserver *srv, int timeout_s, struct rv_err *err)
+{
+	char dir[sizeof(srv->dir)];
+	memcpy(dir, srv->dir, sizeof(dir)); /* rv_pgserver_start clears *srv */
+	if (!dir[0])
+		return rv_err_set(err, -EINVAL, NULL,
+				  "could not restart postgresql: never started");
+	return rv_pgserver_start(srv, dir, timeout_s, err);
 }
 
 static int pg_ctl_stop(struct rv_pgserver *srv, const char *mode)

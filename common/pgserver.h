@@ -7,10 +7,13 @@
  * When run as root, initdb/pg_ctl run as the user postgres (common/proc drops
  * to its uid/gid) and the folders are chowned to postgres.  The binaries are
  * found in /usr/lib/postgresql/<newest>/bin unless ROVER_PG_BINDIR is set.
- * Not thread-safe; call from main only.
+ * Not thread-safe: one thread at a time per struct (main, or the thread
+ * that supervises the server once main handed it over).
  */
 #ifndef RV_PGSERVER_H
 #define RV_PGSERVER_H
+
+#include <sys/types.h>
 
 #include "err.h"
 
@@ -30,6 +33,17 @@ struct rv_pgserver {
  * with the reason (including the tail of the server log) in *err. */
 int rv_pgserver_start(struct rv_pgserver *srv, const char *dir, int timeout_s,
 		      struct rv_err *err);
+
+/* The live postmaster's pid (read from postmaster.pid, checked with
+ * kill(pid, 0)), or 0 when none runs.  It is not our child (pg_ctl
+ * detaches it): watch it with pidfd_open. */
+pid_t rv_pgserver_pid(const struct rv_pgserver *srv);
+
+/* Start the cluster again after it stopped or crashed: as rv_pgserver_start
+ * on srv->dir (PostgreSQL runs its crash recovery on start).  It fails
+ * while backends of a killed postmaster still hold its shared memory: call
+ * again after a pause.  0 or a negative errno with the log's tail in *err. */
+int rv_pgserver_restart(struct rv_pgserver *srv, int timeout_s, struct rv_err *err);
 
 /* Stop it (pg_ctl stop -m fast) when this process started it.  Idempotent. */
 int rv_pgserver_stop(struct rv_pgserver *srv);

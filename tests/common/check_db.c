@@ -373,8 +373,23 @@ START_TEST(pool_survives_server_outage)
 	struct rv_db_pool_stats st;
 	rv_db_pool_stats(p, &st);
 	ck_assert_int_eq(st.in_use, 0);
+	ck_assert_uint_eq(st.connect_failures, 1);
+
+	/* Within the back-off the next acquires fail at once with the same
+	 * reason and try no connect: a down server costs one attempt per pause. */
+	for (int i = 0; i < 20; i++) {
+		memset(&err, 0, sizeof(err));
+		ck_assert_ptr_null(rv_db_acquire(p, &err));
+		ck_assert_int_eq(err.code, -ECONNREFUSED);
+	}
+	ck_assert_msg(strstr(err.msg, "could not connect") && strstr(err.msg, "next attempt in"),
+		      "msg: %s", err.msg);
+	rv_db_pool_stats(p, &st);
+	ck_assert_msg(st.connect_failures <= 2, "%llu connect attempts while backing off",
+		      (unsigned long long)st.connect_failures);
 
 	ck_assert_int_eq(rv_test_pg_start_server(), 0);
+	usleep(250 * 1000); /* past the back-off (50, 100 ms) */
 	c = must_acquire(p);
 	PGresult *res = NULL;
 	ck_assert_int_eq(rv_db_exec(c, "SELECT 40 + 2", 0, NULL, &res, &err), 1);

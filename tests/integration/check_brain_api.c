@@ -384,6 +384,20 @@ START_TEST(database_down_is_503_then_recovers)
 	ck_assert_str_eq(rv_test_json_str(r.json, "status"), "degraded");
 	rv_test_reply_release(&r);
 	ck_assert_int_eq(kill(brain.pid, 0), 0);
+	/* Requests while it is down do not each try to connect: the pool backs
+	 * off (one attempt per pause, doubling), answering 503 in between. */
+	for (int i = 0; i < 30; i++) {
+		ck_assert_int_eq(rv_test_http(&brain, "POST", path, batch, NULL, &r), 0);
+		ck_assert_int_eq(r.status, 503);
+		rv_test_reply_release(&r);
+	}
+	ck_assert_int_eq(rv_test_http(&brain, "GET", "/metrics", NULL, NULL, &r), 0);
+	const char *cf = strstr(r.body, "\nrover_brain_db_connect_failures_total ");
+	ck_assert_ptr_nonnull(cf);
+	long failures = strtol(cf + strlen("\nrover_brain_db_connect_failures_total "), NULL, 10);
+	ck_assert_msg(failures >= 1 && failures <= 12, "%ld connect attempts for 32 requests",
+		      failures);
+	rv_test_reply_release(&r);
 	ck_assert_int_eq(rv_test_pg_start_server(), 0);
 	long status = 0;
 	for (int i = 0; i < 50 && status != 200; i++) {

@@ -31,8 +31,9 @@ START_TEST(test_help)
 	const char *a[] = { "--help", NULL };
 	ck_assert_int_eq(rv_test_cli_run("brain", a, &out, &err), 0);
 	ck_assert_ptr_nonnull(strstr(out, "usage: rover-brain "));
-	static const char *const flags[] = { "--listen", "--data-dir", "--db",       "--token",
-					     "--config", "--version",  "--log-level" };
+	static const char *const flags[] = { "--listen",  "--data-dir",   "--db",
+					     "--token",   "--token-file", "--config",
+					     "--version", "--log-level" };
 	for (size_t i = 0; i < RV_ARRAY_SIZE(flags); i++)
 		ck_assert_msg(strstr(out, flags[i]), "--help lacks %s", flags[i]);
 	/* Every key of the conf file, as a flag and as an environment variable. */
@@ -45,6 +46,38 @@ END_TEST
 START_TEST(test_print_conf_matches_file)
 {
 	rv_test_cli_print_conf_matches("brain");
+}
+END_TEST
+
+/* brain/README.md's configuration table names every key of the conf file
+ * (`section.key`) with its default, so the documented limits cannot drift
+ * from the option table. */
+START_TEST(test_readme_lists_every_key)
+{
+	char *conf = rv_test_read_file("conf/rover-brain.conf");
+	char *readme = rv_test_read_file("brain/README.md");
+	ck_assert_ptr_nonnull(conf);
+	ck_assert_ptr_nonnull(readme);
+	char section[64] = "";
+	int keys = 0;
+	char *save = NULL;
+	for (char *l = strtok_r(conf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		char key[64], dflt[256] = "";
+		if (sscanf(l, "[%63[^]]]", section) == 1)
+			continue;
+		if (sscanf(l, "# %63[a-z_] = %255[^\n]", key, dflt) < 1 || !strstr(l, " ="))
+			continue;
+		char row[512];
+		if (dflt[0])
+			snprintf(row, sizeof(row), "| `%s.%s` | `%s` |", section, key, dflt);
+		else
+			snprintf(row, sizeof(row), "| `%s.%s` | (empty) |", section, key);
+		ck_assert_msg(strstr(readme, row), "brain/README.md lacks the row %s", row);
+		keys++;
+	}
+	ck_assert_int_ge(keys, 25);
+	free(conf);
+	free(readme);
 }
 END_TEST
 
@@ -227,6 +260,7 @@ static Suite *brain_cli_suite(void)
 	tcase_add_checked_fixture(tc, mk_tmpdir, rm_tmpdir);
 	tcase_add_test(tc, test_help);
 	tcase_add_test(tc, test_print_conf_matches_file);
+	tcase_add_test(tc, test_readme_lists_every_key);
 	tcase_add_test(tc, test_version);
 	tcase_add_test(tc, test_unknown_flag);
 	tcase_add_test(tc, test_bad_config_key);

@@ -1,7 +1,9 @@
 /*
  * check_brain_restart.c: rover-brain on its embedded PostgreSQL: first start
  * creates the cluster, SIGTERM stops it, a restart with the same --data-dir
- * finds every acknowledged write, including after SIGKILL mid-ingest.
+ * finds every acknowledged write, including after SIGKILL mid-ingest; the
+ * embedded PostgreSQL killed with SIGKILL mid-ingest is started again by
+ * the brain and no acknowledged sample is lost.
  */
 #include <check.h>
 #include <pthread.h>
@@ -12,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "brainfix.h"
@@ -164,6 +167,158 @@ START_TEST(sigkill_mid_ingest_loses_no_acknowledged_write)
 }
 END_TEST
 
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A writer that resends each batch (same batch_id) until it is acknowledged,
+ * as a master's brain client does, counting what was acknowledged. */
+struct resender {
+	const char *uid;
+	atomic_bool stop;
+	atomic_int acked;                       /* batches acknowledged (200) */
+	atomic_int refused;                     /* answers other than 200, or no answer */
+	atomic_llong first_refused_ms, back_ms; /* first failure; first ack after it */
+};
+
+static void *resend_until_stopped(void *arg)
+{
+	struct resender *w = arg;
+	char path[128], body[512];
+	snprintf(path, sizeof(path), "/v1/jobs/%s/metrics", w->uid);
+	for (int i = 0; !atomic_load(&w->stop); i++) {
+		snprintf(body, sizeof(body),
+			 "{\"batch_id\":\"b-%d\",\"samples\":[{\"kind\":\"speed\",\"ts\":%d,"
+			 "\"speed\":10,\"step\":%d,\"workers\":2,\"ps\":0},{\"kind\":\"speed\","
+			 "\"ts\":%d,\"speed\":11,\"step\":%d,\"workers\":2,\"ps\":0}]}",
+			 i, 1000 + 2 * i, 2 * i, 1001 + 2 * i, 2 * i + 1);
+		for (;;) {
+			struct rv_test_reply r;
+			int rc = rv_test_http(&brain, "POST", path, body, NULL, &r);
+			bool ok = rc == 0 && r.status == 200;
+			rv_test_reply_release(&r);
+			if (ok) {
+				atomic_fetch_add(&w->acked, 1);
+				long long zero = 0;
+				if (atomic_load(&w->first_refused_ms))
+					atomic_compare_exchange_strong(&w->back_ms, &zero,
+								       mono_ms());
+				break;
+			}
+			atomic_fetch_add(&w->refused, 1);
+			long long zero = 0;
+			atomic_compare_exchange_strong(&w->first_refused_ms, &zero, mono_ms());
+			if (atomic_load(&w->stop))
+				return NULL; /* never acknowledged: not counted */
+			usleep(50 * 1000);
+		}
+	}
+	return NULL;
+}
+
+static pid_t postmaster_pid(void)
+{
+	char path[400];
+	snprintf(path, sizeof(path), "%s/data/pgdata/postmaster.pid", dir);
+	FILE *f = fopen(path, "re");
+	long pid = 0;
+	if (f && fscanf(f, "%ld", &pid) != 1)
+		pid = 0;
+	if (f)
+		fclose(f);
+	return (pid_t)pid;
+}
+
+/* Lines of the brain's log that contain what. */
+static int log_count(const char *what)
+{
+	FILE *f = fopen(brain.log, "re");
+	ck_assert_ptr_nonnull(f);
+	char line[4096];
+	int n = 0;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, what) != NULL;
+	fclose(f);
+	return n;
+}
+
+static double metric(const char *name)
+{
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&brain, "GET", "/metrics", NULL, NULL, &r), 0);
+	ck_assert_int_eq(r.status, 200);
+	char key[128];
+	snprintf(key, sizeof(key), "\n%s ", name);
+	const char *at = r.body ? strstr(r.body, key) : NULL;
+	double v = at ? strtod(at + strlen(key), NULL) : -1;
+	rv_test_reply_release(&r);
+	return v;
+}
+
+START_TEST(postgres_killed_mid_ingest_is_restarted_and_loses_nothing)
+{
+	start();
+	const char *uid = register_job();
+	struct resender w = { .uid = uid };
+	pthread_t poster;
+	ck_assert_int_eq(pthread_create(&poster, NULL, resend_until_stopped, &w), 0);
+	for (int i = 0; i < 200 && atomic_load(&w.acked) < 20; i++)
+		usleep(50 * 1000);
+	ck_assert_int_ge(atomic_load(&w.acked), 20);
+
+	pid_t pm = postmaster_pid();
+	ck_assert_int_gt(pm, 0);
+	int64_t killed_at = mono_ms();
+	ck_assert_int_eq(kill(pm, SIGKILL), 0);
+	int before = atomic_load(&w.acked);
+
+	/* Writes flow again: 20 more batches acknowledged within 30 s. */
+	while (mono_ms() - killed_at < 30000 && atomic_load(&w.acked) < before + 20)
+		usleep(50 * 1000);
+	atomic_store(&w.stop, true);
+	pthread_join(poster, NULL);
+	int acked = atomic_load(&w.acked);
+	if (acked < before + 20) {
+		/* the brain's own account of what went wrong */
+		const char *argv[] = { "tail", "-40", brain.log, NULL };
+		struct rv_proc_opts o = { .argv = argv };
+		int st;
+		rv_proc_run(&o, 5000, &st, NULL);
+	}
+	ck_assert_msg(acked >= before + 20, "only %d batches acknowledged in 30 s after the kill",
+		      acked - before);
+	ck_assert_msg(atomic_load(&w.refused) > 0, "no write was refused: was it killed?");
+	long long back = atomic_load(&w.back_ms);
+	ck_assert_msg(back > 0 && back - killed_at < 30000, "writes back %lld ms after the kill",
+		      back - killed_at);
+	fprintf(stderr, "postgres kill: writes back after %lld ms, %d refusals\n", back - killed_at,
+		atomic_load(&w.refused));
+	ck_assert_int_ne(postmaster_pid(), pm);
+
+	/* Exact accounting: every acknowledged sample is stored, once. */
+	ck_assert_int_eq(speed_samples(uid), 2L * acked);
+
+	/* One log line per restart, counted on /metrics; the 503s in the
+	 * meantime did not each get a line. */
+	ck_assert_int_eq(metric("rover_brain_pg_restarts_total"), 1);
+	ck_assert_int_eq(log_count("msg=\"embedded postgresql restarted\""), 1);
+	ck_assert_int_eq(log_count("msg=\"embedded postgresql exited\""), 1);
+	int lines = log_count("msg=\"database unavailable\"");
+	int secs = (int)((back - killed_at) / 1000);
+	ck_assert_msg(lines <= secs / 5 + 2,
+		      "%d \"database unavailable\" lines for %d refusals in %d s", lines,
+		      atomic_load(&w.refused), secs);
+
+	/* And the brain stops its (new) cluster on SIGTERM as before. */
+	int st = rv_test_brain_stop(&brain, SIGTERM, 30);
+	ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d", st);
+	ck_assert_int_eq(postmaster_pid() > 0 && kill(postmaster_pid(), 0) == 0, 0);
+}
+END_TEST
+
 static Suite *brain_restart_suite(void)
 {
 	Suite *s = suite_create("brain_restart");
@@ -172,6 +327,7 @@ static Suite *brain_restart_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, sigterm_stops_cluster_and_restart_keeps_data);
 	tcase_add_test(tc, sigkill_mid_ingest_loses_no_acknowledged_write);
+	tcase_add_test(tc, postgres_killed_mid_ingest_is_restarted_and_loses_nothing);
 	suite_add_tcase(s, tc);
 	return s;
 }
