@@ -238,11 +238,26 @@ static int api_openapi(struct rv_http_req *req, struct rv_http_resp *resp, void 
 int api_start(struct brain *b, struct rv_err *err)
 {
 	_Static_assert(RV_ARRAY_SIZE(routes) == RV_ARRAY_SIZE(docs), "route docs out of step");
+	/* Each connection is a descriptor: leave room for the pool, the
+	 * embedded PostgreSQL's pipes, logs and libraries. */
+	long long max_conns = b->cfg.max_conns;
+	long long room = b->nofile - b->cfg.pool_size - 64;
+	if (b->nofile > 0 && room < max_conns) {
+		max_conns = room < 4 ? 4 : room;
+		rv_log_warn("connection limit lowered to fit the open-file limit",
+			    "max_conns=%lld nofile=%lld", max_conns, b->nofile);
+	}
 	struct rv_http_server_opts o = {
 		.token = b->cfg.token,
 		.max_body = (size_t)b->cfg.max_body_kb * 1024,
 		.conn_timeout_s = (int)b->cfg.conn_timeout_s,
-		.max_conns = (int)b->cfg.max_conns,
+		.max_conns = (int)max_conns,
+		.threads = (int)b->cfg.threads,
+		.per_ip_conns = (int)b->cfg.per_ip_conns,
+		.request_timeout_s = (int)b->cfg.request_timeout_s,
+		.max_deferred = (int)b->cfg.max_waits,
+		.max_deferred_per_ip = (int)b->cfg.max_waits_per_ip,
+		.body_budget = (size_t)b->cfg.body_budget_mb << 20,
 		.routes = routes,
 		.nroutes = (int)RV_ARRAY_SIZE(routes),
 		.ctx = b,
@@ -253,6 +268,8 @@ int api_start(struct brain *b, struct rv_err *err)
 
 void api_stop(struct brain *b)
 {
+	/* Answer every long-poll first: the server waits for deferred replies. */
+	plans_wait_stop(b);
 	rv_http_server_stop(b->http);
 	b->http = NULL;
 }

@@ -33,6 +33,12 @@ struct brain_cfg {
 	long long max_body_kb;
 	long long conn_timeout_s;
 	long long max_conns;
+	long long threads;
+	long long per_ip_conns;
+	long long request_timeout_s;
+	long long max_waits;
+	long long max_waits_per_ip;
+	long long body_budget_mb;
 	char db[1024];
 	char data_dir[512];
 	char sql_dir[512];
@@ -61,6 +67,19 @@ struct brain {
 	pthread_mutex_t plan_mu;
 	pthread_cond_t plan_cv;
 	uint64_t plan_seq;
+
+	/* Long-polls waiting for a plan (api_plans.c): their replies are
+	 * deferred; one thread answers them. */
+	pthread_mutex_t wait_mu;
+	struct plan_wait *waits;
+	int nwaits;
+	bool wait_stop;
+	bool wait_running;
+	pthread_t wait_thread;
+
+	/* The open-file limit after start (raised to its hard limit), which
+	 * bounds server.max_conns. */
+	long long nofile;
 
 	/* Planner: jobs whose metrics changed, computed after the debounce. */
 	pthread_t planner_thread;
@@ -100,6 +119,10 @@ int api_metrics_post(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 int api_events_post(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
 int api_plan_get(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
 int api_plans_list(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
+/* The long-poll waiter thread (api_plans.c): started before the REST
+ * server, stopped (answering every waiter) before it stops. */
+int plans_wait_start(struct brain *b);
+void plans_wait_stop(struct brain *b);
 int api_cluster_post(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
 int api_cluster_get(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
 

@@ -46,6 +46,7 @@ struct rv_http_resp {
 	const char *content_type;  /* default "application/json" */
 	void *priv;                /* the server's: set before the handler runs */
 	bool deferred;             /* set by rv_http_resp_defer */
+	int retry_after_s;         /* > 0: a Retry-After header */
 };
 
 /* Set a JSON body (takes ownership of the malloc'd string). */
@@ -57,14 +58,18 @@ void rv_http_resp_error_text(struct rv_http_resp *resp, int status, const char *
 			     const char *detail, const char *field);
 
 /* A deferred reply: the handler returns without a response and the
- * connection is suspended until rv_http_complete.  Only on a pooled server
- * (opts.threads > 0); NULL otherwise, and the handler replies as usual.
- * Anything already in resp is dropped.  The handle must be completed exactly
- * once; rv_http_server_stop waits for every one. */
+ * connection is suspended (it holds no thread) until rv_http_complete.  Only
+ * on a pooled server (opts.threads > 0); NULL otherwise, and the handler
+ * replies as usual.  Anything already in resp is dropped.  NULL too when
+ * the server's cap on deferred replies (opts.max_deferred, in total or from
+ * the client's address) is reached: resp then holds a 429 with Retry-After,
+ * and the handler returns it.  The handle must be completed exactly once;
+ * rv_http_server_stop waits for every one. */
 struct rv_http_defer;
 struct rv_http_defer *rv_http_resp_defer(struct rv_http_resp *resp);
 /* From any thread: queue the reply (takes ownership of the malloc'd json;
- * NULL answers 500) and resume the connection.  The handle is gone after. */
+ * NULL answers 500, except with status 204: no body) and resume the
+ * connection.  The handle is gone after. */
 void rv_http_complete(struct rv_http_defer *d, int status, char *json);
 
 /* A handler returns 0 after filling resp; a negative errno return (with resp
@@ -93,6 +98,19 @@ struct rv_http_server_opts {
 	 * threads serve every connection with epoll; a handler must not block
 	 * for long, and may defer its reply (rv_http_resp_defer). */
 	int threads;
+	/* 0 means no limit for each of these. */
+	int per_ip_conns;          /* open connections from one client address */
+	/* Seconds a client has to send a whole request (head and body) from
+	 * the moment it connected (or, on a kept-alive connection, sent the
+	 * next request line); bytes trickling in do not extend it.  Past it
+	 * the connection is closed. */
+	int request_timeout_s;
+	int max_deferred;          /* deferred replies open at once (pooled only) */
+	int max_deferred_per_ip;   /* of those, from one client address */
+	/* Bytes of request bodies held at once over all connections (bodies
+	 * being received or waiting for their handler); a body that does not
+	 * fit gets 503 with Retry-After. */
+	size_t body_budget;
 	const struct rv_http_route *routes;
 	int nroutes;
 	void *ctx;                 /* passed to every handler */

@@ -8,7 +8,7 @@ if [ "${1:-}" = --lint ]; then
 else
 pkgs=(build-essential pkg-config libmicrohttpd-dev libpq-dev libcjson-dev libgsl-dev
       libcurl4-openssl-dev check libinih-dev postgresql postgresql-client curl
-      procps valgrind jq
+      procps valgrind jq wrk
       # rover-run's tests and examples: Debian's PyTorch and scikit-learn
       python3-torch python3-sklearn)
 fi

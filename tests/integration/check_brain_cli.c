@@ -74,7 +74,7 @@ START_TEST(test_unknown_flag)
 
 	const char *b[] = { "--server-max-conns", "1", NULL };
 	ck_assert_int_ne(rv_test_cli_run("brain", b, &out, &err), 0);
-	ck_assert_ptr_nonnull(strstr(err, "--server-max-conns: must be between 4 and 65536"));
+	ck_assert_ptr_nonnull(strstr(err, "--server-max-conns: must be between 4 and 1048576"));
 	free(out);
 	free(err);
 }
