@@ -131,6 +131,9 @@ static int api_metrics_get(struct rv_http_req *req, struct rv_http_resp *resp, v
 		  offsetof(struct brain, events_ingested) },
 		{ "rover_brain_plans_stored_total", "Scale plans stored by this brain",
 		  offsetof(struct brain, plans_stored) },
+		{ "rover_brain_ingest_commits_total",
+		  "Transactions that stored metrics batches (several batches each under load)",
+		  offsetof(struct brain, ingest_commits) },
 		{ "rover_brain_db_unavailable_total",
 		  "Requests answered 503 for lack of a database",
 		  offsetof(struct brain, db_unavailable) },
@@ -268,8 +271,10 @@ int api_start(struct brain *b, struct rv_err *err)
 
 void api_stop(struct brain *b)
 {
-	/* Answer every long-poll first: the server waits for deferred replies. */
+	/* Answer every long-poll and queued batch first: the server waits for
+	 * deferred replies. */
 	plans_wait_stop(b);
+	ingest_stop(b);
 	rv_http_server_stop(b->http);
 	b->http = NULL;
 }

@@ -8,6 +8,7 @@
  * stored again.  Runs on connection threads.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "brain.h"
@@ -30,22 +31,6 @@ static int ingest_job(struct brain *b, PGconn *c, struct rv_http_req *req,
 		return -EEXIST;
 	}
 	return 0;
-}
-
-/* One batch in one transaction: 0 stored, 1 a resend (nothing stored). */
-static int metrics_tx(PGconn *c, int64_t job_id, const struct rv_metrics_batch *batch,
-		      int *accepted, struct rv_err *err)
-{
-	int rc = rv_db_begin(c, err);
-	if (rc < 0)
-		return rc;
-	rc = store_metrics_insert(c, job_id, batch, accepted, err);
-	if (rc < 0) {
-		rv_db_rollback(c);
-		return rc;
-	}
-	int crc = rv_db_commit(c, err);
-	return crc < 0 ? crc : rc;
 }
 
 /*
@@ -83,6 +68,197 @@ static int event_tx(struct brain *b, PGconn *c, const struct store_job *job,
 	return seen;
 }
 
+/* ---- metrics: group commit ---- */
+
+/*
+ * One batch on its way: queued by the handler (whose reply is deferred),
+ * stored by the committer in the group's transaction, answered once that
+ * transaction committed.  The item is the committer's from the queue on.
+ */
+struct ingest_item {
+	struct ingest_item *next;
+	struct rv_http_defer *d;     /* NULL: stored inline, reply in resp */
+	char uid[40];
+	struct rv_metrics_batch batch;
+	/* results */
+	int rc;                      /* 0 stored, 1 a resend, negative errno */
+	int accepted;
+	int64_t job_id;
+	struct rv_http_resp resp;    /* an error reply, when rc < 0 */
+};
+
+static void item_free(struct ingest_item *it)
+{
+	rv_metrics_batch_release(&it->batch);
+	free(it->resp.body);
+	free(it);
+}
+
+/* Store it in the group's open transaction, under a savepoint so that a
+ * batch that fails leaves the others in.  0 (it->rc says how it went) or
+ * a negative errno when the transaction itself is lost. */
+static int group_store(struct brain *b, PGconn *c, struct ingest_item *it,
+		       struct ingest_item *done)
+{
+	struct rv_err err = { 0 };
+	struct store_job job = { 0 };
+	/* The job as an earlier batch of the group found it. */
+	int64_t known = 0;
+	for (struct ingest_item *o = done; o && o != it; o = o->next)
+		if (o->rc >= 0 && strcmp(o->uid, it->uid) == 0) {
+			known = o->job_id;
+			break;
+		}
+	int rc = rv_db_exec(c, "SAVEPOINT batch", 0, NULL, NULL, &err);
+	if (rc < 0)
+		return rc;
+	if (known) {
+		it->job_id = known;
+	} else {
+		struct rv_http_req req = { .params = { it->uid }, .nparams = 1 };
+		it->rc = ingest_job(b, c, &req, &it->resp, &job);
+		if (it->rc < 0) {
+			rc = rv_db_exec(c, "ROLLBACK TO SAVEPOINT batch", 0, NULL, NULL, &err);
+			return rc < 0 ? rc : 0;
+		}
+		it->job_id = job.id;
+	}
+	it->rc = store_metrics_insert(c, it->job_id, &it->batch, &it->accepted, &err);
+	if (it->rc < 0) {
+		api_fail(b, &it->resp, it->rc, &err);
+		rc = rv_db_exec(c, "ROLLBACK TO SAVEPOINT batch", 0, NULL, NULL, &err);
+		return rc < 0 ? rc : 0;
+	}
+	rc = rv_db_exec(c, "RELEASE SAVEPOINT batch", 0, NULL, NULL, &err);
+	return rc < 0 ? rc : 0;
+}
+
+/*
+ * Store a group of batches in one transaction with one commit: each
+ * item's rc and reply are set; none counts as stored unless the commit
+ * succeeded.  A lost transaction fails every batch of the group (the
+ * senders resend, and their batch ids keep a resend from being stored
+ * twice).
+ */
+static void group_commit(struct brain *b, struct ingest_item *items)
+{
+	struct rv_err err = { 0 };
+	PGconn *c = rv_db_acquire(b->db, &err);
+	int rc;
+	if (!c) {
+		atomic_fetch_add(&b->db_unavailable, 1);
+		rc = err.code ? err.code : -EAGAIN;
+		goto fail;
+	}
+	rc = rv_db_begin(c, &err);
+	for (struct ingest_item *it = items; rc >= 0 && it; it = it->next)
+		rc = group_store(b, c, it, items);
+	if (rc >= 0) {
+		rc = rv_db_commit(c, &err);
+	} else {
+		rv_db_rollback(c);
+	}
+	rv_db_release(b->db, c);
+	if (rc >= 0) {
+		atomic_fetch_add(&b->ingest_commits, 1);
+		return;
+	}
+fail:;
+	bool logged = false;
+	for (struct ingest_item *it = items; it; it = it->next) {
+		if (it->rc < 0 && it->resp.body && it->rc != rc)
+			continue; /* its own error, not the group's */
+		it->rc = rc;
+		if (!logged)
+			api_fail(b, &it->resp, rc, &err); /* logs it, once per group */
+		else
+			rv_http_resp_error(&it->resp, rc, &err);
+		logged = true;
+	}
+}
+
+/* After the commit: count, mark the jobs for planning, fill the reply. */
+static void item_reply(struct brain *b, struct ingest_item *it)
+{
+	if (it->rc < 0) {
+		if (!it->resp.body)
+			rv_http_resp_error(&it->resp, it->rc, NULL);
+		return;
+	}
+	if (it->rc == 0) {
+		atomic_fetch_add(&b->samples_ingested, (uint64_t)it->accepted);
+		atomic_fetch_add(&b->batches_ingested, 1);
+		planner_touch(b, it->job_id);
+	}
+	char out[48];
+	snprintf(out, sizeof(out), "{\"accepted\":%d}", it->accepted);
+	rv_http_resp_json(&it->resp, 200, strdup(out));
+}
+
+static void *ingest_main(void *arg)
+{
+	struct brain *b = arg;
+	pthread_mutex_lock(&b->ingest_mu);
+	for (;;) {
+		while (!b->ingest_head && !b->ingest_stop)
+			pthread_cond_wait(&b->ingest_cv, &b->ingest_mu);
+		if (!b->ingest_head)
+			break; /* stopping, nothing left */
+		/* Everything queued while the last group committed, up to the cap. */
+		struct ingest_item *group = b->ingest_head, *last = group;
+		int n = 1;
+		while (last->next && n < b->cfg.ingest_group_max) {
+			last = last->next;
+			n++;
+		}
+		b->ingest_head = last->next;
+		if (!b->ingest_head)
+			b->ingest_tail = &b->ingest_head;
+		last->next = NULL;
+		b->ingest_queued -= n;
+		pthread_mutex_unlock(&b->ingest_mu);
+
+		group_commit(b, group);
+		while (group) {
+			struct ingest_item *it = group;
+			group = it->next;
+			item_reply(b, it);
+			rv_http_complete(it->d, it->resp.status, it->resp.body);
+			it->resp.body = NULL;
+			item_free(it);
+		}
+		pthread_mutex_lock(&b->ingest_mu);
+	}
+	pthread_mutex_unlock(&b->ingest_mu);
+	return NULL;
+}
+
+int ingest_start(struct brain *b)
+{
+	pthread_mutex_init(&b->ingest_mu, NULL);
+	pthread_cond_init(&b->ingest_cv, NULL);
+	b->ingest_head = NULL;
+	b->ingest_tail = &b->ingest_head;
+	b->ingest_stop = false;
+	int rc = pthread_create(&b->ingest_thread, NULL, ingest_main, b);
+	if (rc)
+		return -rc;
+	b->ingest_running = true;
+	return 0;
+}
+
+void ingest_stop(struct brain *b)
+{
+	if (!b->ingest_running)
+		return;
+	pthread_mutex_lock(&b->ingest_mu);
+	b->ingest_stop = true;
+	pthread_cond_signal(&b->ingest_cv);
+	pthread_mutex_unlock(&b->ingest_mu);
+	pthread_join(b->ingest_thread, NULL);
+	b->ingest_running = false;
+}
+
 int api_metrics_post(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 {
 	struct brain *b = ctx;
@@ -92,38 +268,53 @@ int api_metrics_post(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 		atomic_fetch_add(&b->batches_rejected, 1);
 		return 0;
 	}
-	struct rv_metrics_batch batch = { 0 };
-	int rc = rv_metrics_batch_from_json(doc, &batch, &err);
+	struct ingest_item *it = calloc(1, sizeof(*it));
+	if (!it) {
+		cJSON_Delete(doc);
+		return -ENOMEM;
+	}
+	int rc = rv_metrics_batch_from_json(doc, &it->batch, &err);
 	cJSON_Delete(doc);
 	if (rc < 0) {
+		item_free(it);
 		atomic_fetch_add(&b->batches_rejected, 1);
 		return api_fail(b, resp, rc, &err);
 	}
-	PGconn *c = api_db(b, resp);
-	if (!c) {
-		rv_metrics_batch_release(&batch);
-		return 0;
+	snprintf(it->uid, sizeof(it->uid), "%s", req->params[0]);
+	it->resp.status = 200;
+
+	/* Queue it for the committer, the reply deferred until its group
+	 * committed; once the committer stopped, store it here alone. */
+	pthread_mutex_lock(&b->ingest_mu);
+	if (b->ingest_running && !b->ingest_stop) {
+		if (b->ingest_queued >= b->cfg.ingest_queue_max) {
+			pthread_mutex_unlock(&b->ingest_mu);
+			item_free(it);
+			rv_http_resp_error_text(resp, 503, "unavailable",
+						"too many metrics batches waiting to be stored; retry "
+						"later",
+						"");
+			resp->retry_after_s = 1;
+			return 0;
+		}
+		it->d = rv_http_resp_defer(resp);
+		if (it->d) {
+			*b->ingest_tail = it;
+			b->ingest_tail = &it->next;
+			b->ingest_queued++;
+			pthread_cond_signal(&b->ingest_cv);
+			pthread_mutex_unlock(&b->ingest_mu);
+			return 0;
+		}
 	}
-	struct store_job job = { 0 };
-	int accepted = 0;
-	rc = ingest_job(b, c, req, resp, &job);
-	if (rc == 0) {
-		rc = metrics_tx(c, job.id, &batch, &accepted, &err);
-		if (rc < 0)
-			api_fail(b, resp, rc, &err);
-	}
-	rv_db_release(b->db, c);
-	rv_metrics_batch_release(&batch);
-	if (rc < 0)
-		return 0;
-	if (rc == 0) {
-		atomic_fetch_add(&b->samples_ingested, (uint64_t)accepted);
-		atomic_fetch_add(&b->batches_ingested, 1);
-		planner_touch(b, job.id);
-	}
-	cJSON *out = cJSON_CreateObject();
-	cJSON_AddNumberToObject(out, "accepted", accepted);
-	return rv_rest_reply(resp, 200, out);
+	pthread_mutex_unlock(&b->ingest_mu);
+	group_commit(b, it);
+	item_reply(b, it);
+	resp->status = it->resp.status;
+	resp->body = it->resp.body;
+	it->resp.body = NULL;
+	item_free(it);
+	return 0;
 }
 
 int api_events_post(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)

@@ -217,7 +217,7 @@ static int wait_register(struct brain *b, struct rv_http_req *req, struct rv_htt
 		free(w);
 		return 1;
 	}
-	w->d = rv_http_resp_defer(resp);
+	w->d = rv_http_resp_wait(resp);
 	if (!w->d) {
 		pthread_mutex_unlock(&b->wait_mu);
 		free(w);

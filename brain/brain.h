@@ -39,6 +39,8 @@ struct brain_cfg {
 	long long max_waits;
 	long long max_waits_per_ip;
 	long long body_budget_mb;
+	long long ingest_group_max;
+	long long ingest_queue_max;
 	char db[1024];
 	char data_dir[512];
 	char sql_dir[512];
@@ -77,6 +79,16 @@ struct brain {
 	bool wait_running;
 	pthread_t wait_thread;
 
+	/* Metrics batches waiting for the committer (api_ingest.c): one
+	 * transaction and one commit for every batch queued meanwhile. */
+	pthread_mutex_t ingest_mu;
+	pthread_cond_t ingest_cv;
+	struct ingest_item *ingest_head, **ingest_tail;
+	int ingest_queued;
+	bool ingest_stop;
+	bool ingest_running;
+	pthread_t ingest_thread;
+
 	/* The open-file limit after start (raised to its hard limit), which
 	 * bounds server.max_conns. */
 	long long nofile;
@@ -97,6 +109,7 @@ struct brain {
 	atomic_uint_least64_t events_ingested;
 	atomic_uint_least64_t plans_stored;
 	atomic_uint_least64_t db_unavailable;
+	atomic_uint_least64_t ingest_commits;
 };
 
 /* ---- api.c (JSON replies and bodies: rest_server.h) ---- */
@@ -123,6 +136,11 @@ int api_plans_list(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx
  * server, stopped (answering every waiter) before it stops. */
 int plans_wait_start(struct brain *b);
 void plans_wait_stop(struct brain *b);
+/* The metrics committer thread (api_ingest.c): started before the REST
+ * server, stopped (storing and answering every queued batch) before it
+ * stops. */
+int ingest_start(struct brain *b);
+void ingest_stop(struct brain *b);
 int api_cluster_post(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
 int api_cluster_get(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
 

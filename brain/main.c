@@ -55,6 +55,10 @@ static const struct rv_cfg_opt brain_opts[] = {
 	    "most long-polls open at once from one client address; 429 beyond (0: no limit)"),
 	OPT("server", "body_budget_mb", NULL, RV_CFG_INT, body_budget_mb, "256", 1, 1048576, 0,
 	    "memory for request bodies being received, over all connections, MiB; 503 beyond"),
+	OPT("ingest", "group_max", NULL, RV_CFG_INT, ingest_group_max, "256", 1, 65536, 0,
+	    "most metrics batches stored in one transaction (one commit)"),
+	OPT("ingest", "queue_max", NULL, RV_CFG_INT, ingest_queue_max, "4096", 1, 1048576, 0,
+	    "most metrics batches waiting to be stored; 503 beyond"),
 	OPT("db", "conninfo", "db", RV_CFG_STR, db, "", 0, 0, RV_CFG_SECRET,
 	    "PostgreSQL conninfo; empty runs a private PostgreSQL under data_dir"),
 	OPT("db", "data_dir", "data-dir", RV_CFG_STR, data_dir, "var/brain", 0, 0, 0,
@@ -200,6 +204,11 @@ static int run(int argc, char **argv)
 	rc = planner_start(b);
 	if (rc < 0) {
 		rv_log_error("could not start the planner", "errno=%d", -rc);
+		goto out;
+	}
+	rc = ingest_start(b);
+	if (rc < 0) {
+		rv_log_error("could not start the metrics committer", "errno=%d", -rc);
 		goto out;
 	}
 	rc = plans_wait_start(b);

@@ -60,13 +60,15 @@ void rv_http_resp_error_text(struct rv_http_resp *resp, int status, const char *
 /* A deferred reply: the handler returns without a response and the
  * connection is suspended (it holds no thread) until rv_http_complete.  Only
  * on a pooled server (opts.threads > 0); NULL otherwise, and the handler
- * replies as usual.  Anything already in resp is dropped.  NULL too when
- * the server's cap on deferred replies (opts.max_deferred, in total or from
- * the client's address) is reached: resp then holds a 429 with Retry-After,
- * and the handler returns it.  The handle must be completed exactly once;
- * rv_http_server_stop waits for every one. */
+ * replies as usual.  Anything already in resp is dropped.  The handle must
+ * be completed exactly once; rv_http_server_stop waits for every one. */
 struct rv_http_defer;
 struct rv_http_defer *rv_http_resp_defer(struct rv_http_resp *resp);
+/* The same for a reply that waits on the client's behalf (a long-poll):
+ * it counts against opts.max_deferred and opts.max_deferred_per_ip, and
+ * past them NULL with resp holding a 429 with Retry-After (JSON), which
+ * the handler returns. */
+struct rv_http_defer *rv_http_resp_wait(struct rv_http_resp *resp);
 /* From any thread: queue the reply (takes ownership of the malloc'd json;
  * NULL answers 500, except with status 204: no body) and resume the
  * connection.  The handle is gone after. */
@@ -105,7 +107,7 @@ struct rv_http_server_opts {
 	 * next request line); bytes trickling in do not extend it.  Past it
 	 * the connection is closed. */
 	int request_timeout_s;
-	int max_deferred;          /* deferred replies open at once (pooled only) */
+	int max_deferred;          /* rv_http_resp_wait replies open at once */
 	int max_deferred_per_ip;   /* of those, from one client address */
 	/* Bytes of request bodies held at once over all connections (bodies
 	 * being received or waiting for their handler); a body that does not

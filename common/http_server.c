@@ -506,9 +506,9 @@ char *rv_http_server_metrics(struct rv_http_server *srv)
 		      "# HELP rover_http_connections_total Client connections accepted.\n"
 		      "# TYPE rover_http_connections_total counter\n"
 		      "rover_http_connections_total %llu\n"
-		      "# HELP rover_http_deferred Replies deferred (long-polls) open now.\n"
-		      "# TYPE rover_http_deferred gauge\n"
-		      "rover_http_deferred %d\n"
+		      "# HELP rover_http_waits Long-poll replies open now.\n"
+		      "# TYPE rover_http_waits gauge\n"
+		      "rover_http_waits %d\n"
 		      "# HELP rover_http_body_bytes Bytes of request bodies held now.\n"
 		      "# TYPE rover_http_body_bytes gauge\n"
 		      "rover_http_body_bytes %zu\n",
@@ -956,13 +956,13 @@ static int body_append(struct rv_http_server *srv, struct req *r, const char *da
 	return 0;
 }
 
-struct rv_http_defer *rv_http_resp_defer(struct rv_http_resp *resp)
+static struct rv_http_defer *defer(struct rv_http_resp *resp, bool capped)
 {
 	struct req *r = resp ? resp->priv : NULL;
 	if (!r || r->srv->opts.threads <= 0 || r->deferred)
 		return NULL;
 	struct rv_http_server *srv = r->srv;
-	if (srv->opts.max_deferred > 0) {
+	if (capped && srv->opts.max_deferred > 0) {
 		static const unsigned char zero[16];
 		const unsigned char *addr = r->cs ? r->cs->addr : zero;
 		pthread_mutex_lock(&srv->defer_mu);
@@ -1002,6 +1002,16 @@ struct rv_http_defer *rv_http_resp_defer(struct rv_http_resp *resp)
 	resp->deferred = true;
 	r->deferred = true;
 	return (struct rv_http_defer *)r;
+}
+
+struct rv_http_defer *rv_http_resp_defer(struct rv_http_resp *resp)
+{
+	return defer(resp, false);
+}
+
+struct rv_http_defer *rv_http_resp_wait(struct rv_http_resp *resp)
+{
+	return defer(resp, true);
 }
 
 void rv_http_complete(struct rv_http_defer *d, int status, char *json)
