@@ -94,35 +94,16 @@ static void item_free(struct ingest_item *it)
 	free(it);
 }
 
-/* Store it in the group's open transaction, under a savepoint so that a
- * batch that fails leaves the others in.  0 (it->rc says how it went) or
- * a negative errno when the transaction itself is lost. */
-static int group_store(struct brain *b, PGconn *c, struct ingest_item *it,
-		       struct ingest_item *done)
+/* One batch alone under a savepoint, so that a batch that fails leaves
+ * the others in (the slow path, after a job's merged insert failed).  0
+ * (it->rc says how it went) or a negative errno when the transaction
+ * itself is lost. */
+static int store_one(struct brain *b, PGconn *c, struct ingest_item *it)
 {
 	struct rv_err err = { 0 };
-	struct store_job job = { 0 };
-	/* The job as an earlier batch of the group found it. */
-	int64_t known = 0;
-	for (struct ingest_item *o = done; o && o != it; o = o->next)
-		if (o->rc >= 0 && strcmp(o->uid, it->uid) == 0) {
-			known = o->job_id;
-			break;
-		}
 	int rc = rv_db_exec(c, "SAVEPOINT batch", 0, NULL, NULL, &err);
 	if (rc < 0)
 		return rc;
-	if (known) {
-		it->job_id = known;
-	} else {
-		struct rv_http_req req = { .params = { it->uid }, .nparams = 1 };
-		it->rc = ingest_job(b, c, &req, &it->resp, &job);
-		if (it->rc < 0) {
-			rc = rv_db_exec(c, "ROLLBACK TO SAVEPOINT batch", 0, NULL, NULL, &err);
-			return rc < 0 ? rc : 0;
-		}
-		it->job_id = job.id;
-	}
 	it->rc = store_metrics_insert(c, it->job_id, &it->batch, &it->accepted, &err);
 	if (it->rc < 0) {
 		api_fail(b, &it->resp, it->rc, &err);
@@ -133,6 +114,99 @@ static int group_store(struct brain *b, PGconn *c, struct ingest_item *it,
 	return rc < 0 ? rc : 0;
 }
 
+/* The batches of the group for job uid from items on, in order. */
+static int job_items(struct ingest_item *items, const char *uid, struct ingest_item **out,
+		     int max)
+{
+	int n = 0;
+	for (struct ingest_item *it = items; it && n < max; it = it->next)
+		if (strcmp(it->uid, uid) == 0)
+			out[n++] = it;
+	return n;
+}
+
+/* Claim each batch id, then store the new batches' samples as one: one
+ * COPY per table and one update of the job for all of them (the same rows
+ * and the same job state as storing them one after the other). */
+static int store_merged(PGconn *c, int64_t job_id, struct ingest_item **its, int n,
+			struct rv_err *err)
+{
+	size_t total = 0;
+	for (int i = 0; i < n; i++) {
+		its[i]->job_id = job_id;
+		its[i]->accepted = its[i]->batch.n;
+		its[i]->rc = 0;
+		if (its[i]->batch.batch_id[0]) {
+			int rc = store_metrics_claim(c, job_id, &its[i]->batch, &its[i]->accepted,
+						     err);
+			if (rc < 0)
+				return rc;
+			if (rc == 0) {
+				its[i]->rc = 1; /* a resend: answered as the first time */
+				continue;
+			}
+		}
+		total += (size_t)its[i]->batch.n;
+	}
+	if (!total)
+		return 0;
+	struct rv_metrics_batch all = { .samples = calloc(total, sizeof(*all.samples)) };
+	if (!all.samples)
+		return rv_err_set(err, -ENOMEM, "", "out of memory");
+	for (int i = 0; i < n; i++) {
+		if (its[i]->rc != 0)
+			continue;
+		memcpy(all.samples + all.n, its[i]->batch.samples,
+		       (size_t)its[i]->batch.n * sizeof(*all.samples));
+		all.n += its[i]->batch.n;
+	}
+	int accepted = 0;
+	int rc = store_metrics_insert(c, job_id, &all, &accepted, err);
+	free(all.samples);
+	return rc;
+}
+
+/*
+ * Store one job's batches of the group in the open transaction: all at
+ * once when that works, else one by one, each under a savepoint.  0 (each
+ * item's rc says how it went) or a negative errno when the transaction
+ * itself is lost.
+ */
+static int store_job_batches(struct brain *b, PGconn *c, struct ingest_item **its, int n)
+{
+	struct rv_err err = { 0 };
+	int rc = rv_db_exec(c, "SAVEPOINT job", 0, NULL, NULL, &err);
+	if (rc < 0)
+		return rc;
+	struct store_job job = { 0 };
+	struct rv_http_req req = { .params = { its[0]->uid }, .nparams = 1 };
+	struct rv_http_resp first = { 0 };
+	rc = ingest_job(b, c, &req, &first, &job);
+	if (rc < 0) {
+		/* Unknown or finished job: the same answer for each batch. */
+		for (int i = 0; i < n; i++) {
+			its[i]->rc = rc;
+			its[i]->resp.status = first.status;
+			its[i]->resp.body = first.body ? strdup(first.body) : NULL;
+		}
+		free(first.body);
+		rc = rv_db_exec(c, "ROLLBACK TO SAVEPOINT job", 0, NULL, NULL, &err);
+		return rc < 0 ? rc : 0;
+	}
+	rc = store_merged(c, job.id, its, n, &err);
+	if (rc >= 0)
+		rc = rv_db_exec(c, "RELEASE SAVEPOINT job", 0, NULL, NULL, &err);
+	if (rc >= 0 || rc == -ECONNRESET)
+		return rc < 0 ? rc : 0;
+	/* One batch spoilt the lot: find which, one at a time. */
+	rc = rv_db_exec(c, "ROLLBACK TO SAVEPOINT job", 0, NULL, NULL, &err);
+	for (int i = 0; rc >= 0 && i < n; i++) {
+		its[i]->job_id = job.id;
+		rc = store_one(b, c, its[i]);
+	}
+	return rc;
+}
+
 /*
  * Store a group of batches in one transaction with one commit: each
  * item's rc and reply are set; none counts as stored unless the commit
@@ -140,7 +214,7 @@ static int group_store(struct brain *b, PGconn *c, struct ingest_item *it,
  * senders resend, and their batch ids keep a resend from being stored
  * twice).
  */
-static void group_commit(struct brain *b, struct ingest_item *items)
+static void group_commit(struct brain *b, struct ingest_item *items, int n)
 {
 	struct rv_err err = { 0 };
 	PGconn *c = rv_db_acquire(b->db, &err);
@@ -151,8 +225,21 @@ static void group_commit(struct brain *b, struct ingest_item *items)
 		goto fail;
 	}
 	rc = rv_db_begin(c, &err);
-	for (struct ingest_item *it = items; rc >= 0 && it; it = it->next)
-		rc = group_store(b, c, it, items);
+	/* Job by job, in the order each first came. */
+	for (struct ingest_item *it = items; rc >= 0 && it; it = it->next) {
+		bool seen = false;
+		for (struct ingest_item *o = items; o != it && !seen; o = o->next)
+			seen = strcmp(o->uid, it->uid) == 0;
+		if (seen)
+			continue;
+		struct ingest_item **its = calloc((size_t)n, sizeof(*its));
+		if (!its) {
+			rc = rv_err_set(&err, -ENOMEM, "", "out of memory");
+			break;
+		}
+		rc = store_job_batches(b, c, its, job_items(it, it->uid, its, n));
+		free(its);
+	}
 	if (rc >= 0) {
 		rc = rv_db_commit(c, &err);
 	} else {
@@ -218,7 +305,7 @@ static void *ingest_main(void *arg)
 		b->ingest_queued -= n;
 		pthread_mutex_unlock(&b->ingest_mu);
 
-		group_commit(b, group);
+		group_commit(b, group, n);
 		while (group) {
 			struct ingest_item *it = group;
 			group = it->next;
@@ -308,7 +395,7 @@ int api_metrics_post(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 		}
 	}
 	pthread_mutex_unlock(&b->ingest_mu);
-	group_commit(b, it);
+	group_commit(b, it, 1);
 	item_reply(b, it);
 	resp->status = it->resp.status;
 	resp->body = it->resp.body;

@@ -172,6 +172,11 @@ int store_job_list_json(PGconn *c, const char *namespace_, const char *status, i
  * the job before: nothing written, *accepted = that batch's sample count. */
 int store_metrics_insert(PGconn *c, int64_t job_id, const struct rv_metrics_batch *b, int *accepted,
 			 struct rv_err *err);
+/* Claim b->batch_id (non-empty) for the job inside the caller's
+ * transaction: 1 claimed (store the samples with a batch whose batch_id
+ * is ""), 0 when it was stored before (*accepted = that batch's count). */
+int store_metrics_claim(PGconn *c, int64_t job_id, const struct rv_metrics_batch *b, int *accepted,
+			struct rv_err *err);
 /* Store an event and its effect on the job/nodes/plans inside the caller's
  * transaction.  0 stored: *id_out the new row; 1 when ev->event_id was stored
  * for the job before: nothing written, *id_out that event's row and

@@ -7,11 +7,14 @@
  * Retry-After in JSON; a request head trickled byte by byte is cut at the
  * request deadline; bodies over the memory budget get 503; an over-size
  * chunked body gets 413; a body framed two ways gets 400.  Raw sockets,
- * so what goes on the wire is exactly what the test says.
+ * so what goes on the wire is exactly what the test says.  And concurrent
+ * small metrics batches share commits, each stored exactly once.
  */
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
+#include <libpq-fe.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -438,6 +441,108 @@ START_TEST(test_body_framed_two_ways)
 }
 END_TEST
 
+static long count_rows(const char *sql)
+{
+	PGconn *c = PQconnectdb(conninfo);
+	ck_assert_int_eq(PQstatus(c), CONNECTION_OK);
+	PGresult *r = PQexecParams(c, sql, 0, NULL, NULL, NULL, NULL, 0);
+	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
+	long n = atol(PQgetvalue(r, 0, 0));
+	PQclear(r);
+	PQfinish(c);
+	return n;
+}
+
+#define POSTERS 16
+#define BATCHES 25
+
+struct poster {
+	const char *uid;
+	int id;
+	int ok;       /* 200s with the right accepted count */
+	int missing;  /* 404s (posts to an unknown job) */
+};
+
+/* BATCHES two-sample batches, each with its own batch id; every fourth
+ * poster also posts to an unknown job, into the same groups. */
+static void *poster_main(void *arg)
+{
+	struct poster *p = arg;
+	for (int k = 0; k < BATCHES; k++) {
+		char path[160], batch[512];
+		bool bad = p->id % 4 == 3 && k % 5 == 0;
+		snprintf(path, sizeof(path), "/v1/jobs/%s/metrics",
+			 bad ? "00000000-0000-0000-0000-000000000000" : p->uid);
+		long ts = 2000000 + p->id * 1000 + k * 2;
+		snprintf(batch, sizeof(batch),
+			 "{\"batch_id\":\"p%d-b%d\",\"samples\":["
+			 "{\"kind\":\"speed\",\"ts\":%ld,\"speed\":10,\"workers\":2},"
+			 "{\"kind\":\"speed\",\"ts\":%ld,\"speed\":11,\"workers\":2}]}",
+			 p->id, k, ts, ts + 1);
+		struct rv_test_reply r;
+		if (rv_test_http(&brain, "POST", path, batch, NULL, &r) == 0) {
+			if (bad && r.status == 404)
+				p->missing++;
+			else if (!bad && r.status == 200 && rv_test_json_num(r.json, "accepted", 0) == 2)
+				p->ok++;
+		}
+		rv_test_reply_release(&r);
+	}
+	return NULL;
+}
+
+/* Small batches posted at once share transactions (fewer commits than
+ * batches); every acknowledged batch is stored exactly once, a batch for
+ * an unknown job in the same group gets its 404 without spoiling the
+ * others, and a resend of a stored batch id stores nothing. */
+START_TEST(test_concurrent_batches_share_commits)
+{
+	start_brain(NULL);
+	const char *uid = register_job("many");
+	char uidc[64];
+	snprintf(uidc, sizeof(uidc), "%s", uid);
+	struct poster ps[POSTERS];
+	pthread_t th[POSTERS];
+	for (int i = 0; i < POSTERS; i++) {
+		ps[i] = (struct poster){ .uid = uidc, .id = i };
+		ck_assert_int_eq(pthread_create(&th[i], NULL, poster_main, &ps[i]), 0);
+	}
+	int ok = 0, missing = 0, want_missing = 0;
+	for (int i = 0; i < POSTERS; i++) {
+		pthread_join(th[i], NULL);
+		ok += ps[i].ok;
+		missing += ps[i].missing;
+		if (i % 4 == 3)
+			want_missing += (BATCHES + 4) / 5;
+	}
+	ck_assert_int_eq(missing, want_missing);
+	ck_assert_int_eq(ok, POSTERS * BATCHES - want_missing);
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM job_speed"), 2L * ok);
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM metrics_batches"), ok);
+
+	/* A resend: answered as the first time, nothing stored. */
+	char path[160];
+	snprintf(path, sizeof(path), "/v1/jobs/%s/metrics", uidc);
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&brain, "POST", path,
+				      "{\"batch_id\":\"p0-b0\",\"samples\":[{\"kind\":\"speed\","
+				      "\"ts\":1,\"speed\":1}]}",
+				      NULL, &r),
+			 0);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_int_eq((int)rv_test_json_num(r.json, "accepted", 0), 2);
+	rv_test_reply_release(&r);
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM job_speed"), 2L * ok);
+
+	ck_assert_int_eq(rv_test_http(&brain, "GET", "/metrics", NULL, NULL, &r), 0);
+	const char *m = strstr(r.body, "\nrover_brain_ingest_commits_total ");
+	ck_assert_ptr_nonnull(m);
+	long commits = atol(m + strlen("\nrover_brain_ingest_commits_total "));
+	ck_assert_msg(commits > 0 && commits < ok, "%ld commits for %d batches", commits, ok);
+	rv_test_reply_release(&r);
+}
+END_TEST
+
 static Suite *brain_limits_suite(void)
 {
 	Suite *s = suite_create("brain_limits");
@@ -449,6 +554,7 @@ static Suite *brain_limits_suite(void)
 	tcase_add_test(tc, test_body_memory_budget);
 	tcase_add_test(tc, test_chunked_too_large);
 	tcase_add_test(tc, test_body_framed_two_ways);
+	tcase_add_test(tc, test_concurrent_batches_share_commits);
 	suite_add_tcase(s, tc);
 	return s;
 }
