@@ -277,4 +277,5 @@ void api_stop(struct brain *b)
 	ingest_stop(b);
 	rv_http_server_stop(b->http);
 	b->http = NULL;
+	plans_cache_free(b);
 }

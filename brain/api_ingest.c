@@ -207,6 +207,13 @@ static int store_job_batches(struct brain *b, PGconn *c, struct ingest_item **it
 	return rc;
 }
 
+static int cmp_item_uid(const void *a, const void *b)
+{
+	const struct ingest_item *x = *(const struct ingest_item *const *)a;
+	const struct ingest_item *y = *(const struct ingest_item *const *)b;
+	return strcmp(x->uid, y->uid);
+}
+
 /*
  * Store a group of batches in one transaction with one commit: each
  * item's rc and reply are set; none counts as stored unless the commit
@@ -225,21 +232,26 @@ static void group_commit(struct brain *b, struct ingest_item *items, int n)
 		goto fail;
 	}
 	rc = rv_db_begin(c, &err);
-	/* Job by job, in the order each first came. */
+	/* Job by job in uid order: two committers lock job rows in the same
+	 * order, so they wait for each other but never deadlock. */
+	struct ingest_item **firsts = calloc((size_t)n, sizeof(*firsts));
+	struct ingest_item **its = calloc((size_t)n, sizeof(*its));
+	int njobs = 0;
+	if (!firsts || !its)
+		rc = rv_err_set(&err, -ENOMEM, "", "out of memory");
 	for (struct ingest_item *it = items; rc >= 0 && it; it = it->next) {
 		bool seen = false;
-		for (struct ingest_item *o = items; o != it && !seen; o = o->next)
-			seen = strcmp(o->uid, it->uid) == 0;
-		if (seen)
-			continue;
-		struct ingest_item **its = calloc((size_t)n, sizeof(*its));
-		if (!its) {
-			rc = rv_err_set(&err, -ENOMEM, "", "out of memory");
-			break;
-		}
-		rc = store_job_batches(b, c, its, job_items(it, it->uid, its, n));
-		free(its);
+		for (int j = 0; j < njobs && !seen; j++)
+			seen = strcmp(firsts[j]->uid, it->uid) == 0;
+		if (!seen)
+			firsts[njobs++] = it;
 	}
+	if (rc >= 0)
+		qsort(firsts, (size_t)njobs, sizeof(*firsts), cmp_item_uid);
+	for (int j = 0; rc >= 0 && j < njobs; j++)
+		rc = store_job_batches(b, c, its, job_items(items, firsts[j]->uid, its, n));
+	free(firsts);
+	free(its);
 	if (rc >= 0) {
 		rc = rv_db_commit(c, &err);
 	} else {
@@ -327,9 +339,18 @@ int ingest_start(struct brain *b)
 	b->ingest_head = NULL;
 	b->ingest_tail = &b->ingest_head;
 	b->ingest_stop = false;
-	int rc = pthread_create(&b->ingest_thread, NULL, ingest_main, b);
-	if (rc)
-		return -rc;
+	b->ningest_threads = 0;
+	for (int i = 0; i < b->cfg.ingest_committers && i < INGEST_THREADS_MAX; i++) {
+		int rc = pthread_create(&b->ingest_thread[i], NULL, ingest_main, b);
+		if (rc) {
+			if (b->ningest_threads) {
+				b->ingest_running = true;
+				ingest_stop(b);
+			}
+			return -rc;
+		}
+		b->ningest_threads++;
+	}
 	b->ingest_running = true;
 	return 0;
 }
@@ -340,9 +361,11 @@ void ingest_stop(struct brain *b)
 		return;
 	pthread_mutex_lock(&b->ingest_mu);
 	b->ingest_stop = true;
-	pthread_cond_signal(&b->ingest_cv);
+	pthread_cond_broadcast(&b->ingest_cv);
 	pthread_mutex_unlock(&b->ingest_mu);
-	pthread_join(b->ingest_thread, NULL);
+	for (int i = 0; i < b->ningest_threads; i++)
+		pthread_join(b->ingest_thread[i], NULL);
+	b->ningest_threads = 0;
 	b->ingest_running = false;
 }
 
@@ -438,8 +461,10 @@ int api_events_post(struct rv_http_req *req, struct rv_http_resp *resp, void *ct
 		atomic_fetch_add(&b->plans_stored, 1);
 		planner_notify(b);
 	}
-	if (!resent)
+	if (!resent) {
 		atomic_fetch_add(&b->events_ingested, 1);
+		plans_changed(b);
+	}
 	if (!resent && (ev.type == RV_EVENT_NODE_OOM || ev.type == RV_EVENT_NODE_FAILED ||
 			ev.type == RV_EVENT_JOB_FAILED)) {
 		char qn[160];

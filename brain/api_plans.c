@@ -8,7 +8,12 @@
  * every WAIT_POLL_MS, so plans stored by another brain on the same database
  * are seen too, and answers it when a plan came, the wait ended or the
  * brain stops.  How many long-polls are open at once, in total and from
- * one address, is capped by the HTTP server (429 beyond).  Handlers run on
+ * one address, is capped by the HTTP server (429 beyond).
+ *
+ * A found plan is kept in a small cache for PLAN_CACHE_MS, dropped at once
+ * when this brain stores a plan or an event (plan_gen), so a plan read
+ * costs no query under load; a change made by another brain on the same
+ * database shows within PLAN_CACHE_MS, as it does for long-polls.  Handlers run on
  * the server's worker threads; the waiter list is under b->wait_mu.
  */
 #include <stdio.h>
@@ -25,6 +30,71 @@
 /* How often the waiter thread wakes with nothing to do, ms (bounds how late
  * a wait ends). */
 #define WAIT_TICK_MS 50
+
+/* Found-plan answers kept, and for how long, ms. */
+#define PLAN_CACHE 1024
+#define PLAN_CACHE_MS 250
+
+struct plan_cache_entry {
+	char uid[40];
+	char stage[16];
+	int64_t after;
+	uint64_t gen;     /* plan_gen before the query that filled it */
+	int64_t at_ms;
+	char *text;       /* NULL: empty slot */
+};
+
+static size_t cache_slot(const char *uid, const char *stage, int64_t after)
+{
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+	for (const char *p = uid; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+	for (const char *p = stage; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+	h = (h ^ (uint64_t)after) * 1099511628211ULL;
+	return (size_t)(h % PLAN_CACHE);
+}
+
+void plans_changed(struct brain *b)
+{
+	atomic_fetch_add(&b->plan_gen, 1);
+}
+
+/* A fresh cached answer (malloc'd copy) or NULL. */
+static char *cache_get(struct brain *b, const char *uid, const char *stage, int64_t after)
+{
+	if (!b->plan_cache)
+		return NULL;
+	struct plan_cache_entry *e = &b->plan_cache[cache_slot(uid, stage, after)];
+	char *text = NULL;
+	pthread_mutex_lock(&b->plan_cache_mu);
+	if (e->text && e->after == after && strcmp(e->uid, uid) == 0 &&
+	    strcmp(e->stage, stage) == 0 && e->gen == atomic_load(&b->plan_gen) &&
+	    rv_mono_ms() - e->at_ms < PLAN_CACHE_MS)
+		text = strdup(e->text);
+	pthread_mutex_unlock(&b->plan_cache_mu);
+	return text;
+}
+
+static void cache_put(struct brain *b, const char *uid, const char *stage, int64_t after,
+		      uint64_t gen, int64_t at_ms, const char *text)
+{
+	if (!b->plan_cache || strlen(uid) >= sizeof(b->plan_cache->uid))
+		return;
+	char *copy = strdup(text);
+	if (!copy)
+		return;
+	struct plan_cache_entry *e = &b->plan_cache[cache_slot(uid, stage, after)];
+	pthread_mutex_lock(&b->plan_cache_mu);
+	free(e->text);
+	snprintf(e->uid, sizeof(e->uid), "%s", uid);
+	snprintf(e->stage, sizeof(e->stage), "%s", stage);
+	e->after = after;
+	e->gen = gen;
+	e->at_ms = at_ms;
+	e->text = copy;
+	pthread_mutex_unlock(&b->plan_cache_mu);
+}
 
 struct plan_wait {
 	struct plan_wait *next;
@@ -169,6 +239,10 @@ static void *plans_wait_main(void *arg)
 
 int plans_wait_start(struct brain *b)
 {
+	pthread_mutex_init(&b->plan_cache_mu, NULL);
+	b->plan_cache = calloc(PLAN_CACHE, sizeof(*b->plan_cache));
+	if (!b->plan_cache)
+		return -ENOMEM;
 	pthread_mutex_init(&b->wait_mu, NULL);
 	b->wait_stop = false;
 	int rc = pthread_create(&b->wait_thread, NULL, plans_wait_main, b);
@@ -193,6 +267,17 @@ void plans_wait_stop(struct brain *b)
 	/* A waiter added after the last pass: none, since registering checks
 	 * wait_stop under wait_mu. */
 	pthread_mutex_destroy(&b->wait_mu);
+}
+
+void plans_cache_free(struct brain *b)
+{
+	if (!b->plan_cache)
+		return;
+	for (int i = 0; i < PLAN_CACHE; i++)
+		free(b->plan_cache[i].text);
+	free(b->plan_cache);
+	b->plan_cache = NULL;
+	pthread_mutex_destroy(&b->plan_cache_mu);
 }
 
 /* Defer resp and queue a waiter: 0, or 1 when the reply must be given now
@@ -249,15 +334,23 @@ int api_plan_get(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 	int64_t until = rv_mono_ms() + wait * 1000;
 	int64_t job_id = 0;
 	uint64_t seen = plan_seq_now(b);
+	const char *cstage = stage ? stage : "";
+	char *text = cache_get(b, req->params[0], cstage, after);
+	if (text) {
+		rv_http_resp_json(resp, 200, text);
+		return 0;
+	}
+	uint64_t gen = atomic_load(&b->plan_gen);
+	int64_t at = rv_mono_ms();
 	PGconn *c = api_db(b, resp);
 	if (!c)
 		return 0;
-	char *text = NULL;
 	int rc = store_plan_latest_text(c, req->params[0], stage, after, &text, &job_id, &err);
 	rv_db_release(b->db, c);
 	if (rc < 0)
 		return api_fail(b, resp, rc, &err);
 	if (text) {
+		cache_put(b, req->params[0], cstage, after, gen, at, text);
 		rv_http_resp_json(resp, 200, text);
 		return 0;
 	}

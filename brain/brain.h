@@ -40,6 +40,7 @@ struct brain_cfg {
 	long long max_waits_per_ip;
 	long long body_budget_mb;
 	long long ingest_group_max;
+	long long ingest_committers;
 	long long ingest_queue_max;
 	char db[1024];
 	char data_dir[512];
@@ -55,6 +56,7 @@ struct brain_cfg {
 };
 
 #define PLANNER_QUEUE_MAX 4096
+#define INGEST_THREADS_MAX 16
 
 struct brain {
 	struct brain_cfg cfg;
@@ -69,6 +71,13 @@ struct brain {
 	pthread_mutex_t plan_mu;
 	pthread_cond_t plan_cv;
 	uint64_t plan_seq;
+
+	/* Grows with plan_seq and on every stored event: what a stored plan's
+	 * JSON shows (applied_at, outcome) may have changed.  The plan cache
+	 * (api_plans.c) keeps an answer only while this stays the same. */
+	atomic_uint_least64_t plan_gen;
+	pthread_mutex_t plan_cache_mu;
+	struct plan_cache_entry *plan_cache;
 
 	/* Long-polls waiting for a plan (api_plans.c): their replies are
 	 * deferred; one thread answers them. */
@@ -87,7 +96,8 @@ struct brain {
 	int ingest_queued;
 	bool ingest_stop;
 	bool ingest_running;
-	pthread_t ingest_thread;
+	int ningest_threads;
+	pthread_t ingest_thread[INGEST_THREADS_MAX];
 
 	/* The open-file limit after start (raised to its hard limit), which
 	 * bounds server.max_conns. */
@@ -136,6 +146,8 @@ int api_plans_list(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx
  * server, stopped (answering every waiter) before it stops. */
 int plans_wait_start(struct brain *b);
 void plans_wait_stop(struct brain *b);
+/* Free the plan cache, once no handler runs (after the server stopped). */
+void plans_cache_free(struct brain *b);
 /* The metrics committer thread (api_ingest.c): started before the REST
  * server, stopped (storing and answering every queued batch) before it
  * stops. */
@@ -292,5 +304,7 @@ int planner_start(struct brain *b);
 void planner_stop(struct brain *b);
 /* Wake long-polls after a plan was stored. */
 void planner_notify(struct brain *b);
+/* Drop cached plan answers: something a plan's JSON shows changed. */
+void plans_changed(struct brain *b);
 
 #endif

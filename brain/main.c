@@ -57,6 +57,9 @@ static const struct rv_cfg_opt brain_opts[] = {
 	    "memory for request bodies being received, over all connections, MiB; 503 beyond"),
 	OPT("ingest", "group_max", NULL, RV_CFG_INT, ingest_group_max, "256", 1, 65536, 0,
 	    "most metrics batches stored in one transaction (one commit)"),
+	OPT("ingest", "committers", NULL, RV_CFG_INT, ingest_committers, "2", 1, 16, 0,
+	    "threads storing metrics batches, each a transaction at a time (one builds a group "
+	    "while another waits for its commit)"),
 	OPT("ingest", "queue_max", NULL, RV_CFG_INT, ingest_queue_max, "4096", 1, 1048576, 0,
 	    "most metrics batches waiting to be stored; 503 beyond"),
 	OPT("db", "conninfo", "db", RV_CFG_STR, db, "", 0, 0, RV_CFG_SECRET,
