@@ -4,9 +4,19 @@
  * Server: a route table ("GET", "/v1/jobs/{uid}/plan") dispatched to handlers
  * that fill a response; thread per connection (so a long-poll handler may
  * block), or a pool of epoll threads (opts.threads) where a handler may
- * defer its reply to another thread instead; a connection limit; request body limit (413 before reading
- * it all); per-connection timeout; keep-alive; every error is JSON
- * {"error","detail","field"}.  Routes flagged RV_HTTP_WRITE need
+ * defer its reply to another thread instead (the connection is suspended
+ * and holds no thread).  Limits: connections in total and per client
+ * address, a deadline for receiving a whole request that slow bytes do
+ * not extend, long-polls in total and per address (429 with Retry-After),
+ * request body size (413, chunked too) and the memory all bodies in flight
+ * hold (503 with Retry-After); idle timeout; keep-alive.  A body framed two
+ * ways (two different Content-Lengths, or Content-Length with
+ * Transfer-Encoding) is refused with 400 and the connection closed.  Every
+ * error the server or a handler gives is JSON {"error","detail","field"};
+ * the few libmicrohttpd answers itself before any callback (a request
+ * head over the connection's memory: 431, a URI too long: 414, an
+ * unsupported HTTP version: 505, a malformed chunk) stay its HTML, as
+ * 0.9.75 has no way to replace them.  Routes flagged RV_HTTP_WRITE need
  * "Authorization: Bearer <token>" when a token is set (constant-time compare).
  * Per-route request counts and latency histograms feed rv_http_server_metrics.
  * Handlers run on libmicrohttpd's threads: they must be thread-safe.

@@ -8,6 +8,10 @@
  * another thread completes it (rv_http_complete resumes it, and
  * libmicrohttpd calls on_access again, which queues the stored reply).  Handlers
  * and the metrics reader run concurrently; counters are under srv->mu.
+ * A reaper thread (when opts.request_timeout_s is set) shuts down the
+ * sockets of connections still receiving a request past their deadline;
+ * the connection list it walks is under srv->conn_mu.  Long-poll counts
+ * per address are under defer_mu; the body memory in use is an atomic.
  * Per-request state (struct req) is allocated by the URI log callback, the
  * first callback libmicrohttpd makes for a request and the one that sees the
  * raw, undecoded URI; it is freed in one place, on_completed.
