@@ -77,14 +77,14 @@ static int event_tx(struct brain *b, PGconn *c, const struct store_job *job,
  */
 struct ingest_item {
 	struct ingest_item *next;
-	struct rv_http_defer *d;     /* NULL: stored inline, reply in resp */
+	struct rv_http_defer *d; /* NULL: stored inline, reply in resp */
 	char uid[40];
 	struct rv_metrics_batch batch;
 	/* results */
-	int rc;                      /* 0 stored, 1 a resend, negative errno */
+	int rc; /* 0 stored, 1 a resend, negative errno */
 	int accepted;
 	int64_t job_id;
-	struct rv_http_resp resp;    /* an error reply, when rc < 0 */
+	struct rv_http_resp resp; /* an error reply, when rc < 0 */
 };
 
 static void item_free(struct ingest_item *it)
@@ -115,8 +115,7 @@ static int store_one(struct brain *b, PGconn *c, struct ingest_item *it)
 }
 
 /* The batches of the group for job uid from items on, in order. */
-static int job_items(struct ingest_item *items, const char *uid, struct ingest_item **out,
-		     int max)
+static int job_items(struct ingest_item *items, const char *uid, struct ingest_item **out, int max)
 {
 	int n = 0;
 	for (struct ingest_item *it = items; it && n < max; it = it->next)
@@ -400,10 +399,11 @@ int api_metrics_post(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 		if (b->ingest_queued >= b->cfg.ingest_queue_max) {
 			pthread_mutex_unlock(&b->ingest_mu);
 			item_free(it);
-			rv_http_resp_error_text(resp, 503, "unavailable",
-						"too many metrics batches waiting to be stored; retry "
-						"later",
-						"");
+			rv_http_resp_error_text(
+				resp, 503, "unavailable",
+				"too many metrics batches waiting to be stored; retry "
+				"later",
+				"");
 			resp->retry_after_s = 1;
 			return 0;
 		}

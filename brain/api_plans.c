@@ -32,16 +32,16 @@
 #define WAIT_TICK_MS 50
 
 /* Found-plan answers kept, and for how long, ms. */
-#define PLAN_CACHE 1024
+#define PLAN_CACHE    1024
 #define PLAN_CACHE_MS 250
 
 struct plan_cache_entry {
 	char uid[40];
 	char stage[16];
 	int64_t after;
-	uint64_t gen;     /* plan_gen before the query that filled it */
+	uint64_t gen; /* plan_gen before the query that filled it */
 	int64_t at_ms;
-	char *text;       /* NULL: empty slot */
+	char *text; /* NULL: empty slot */
 };
 
 static size_t cache_slot(const char *uid, const char *stage, int64_t after)
@@ -100,12 +100,12 @@ struct plan_wait {
 	struct plan_wait *next;
 	struct rv_http_defer *d;
 	char uid[40];
-	char stage[16];      /* "" = any */
+	char stage[16]; /* "" = any */
 	int64_t after;
 	bool have_after;
-	uint64_t seen;       /* plan_seq when last queried */
+	uint64_t seen; /* plan_seq when last queried */
 	int64_t until_ms;
-	int64_t next_ms;     /* next re-query */
+	int64_t next_ms; /* next re-query */
 };
 
 /* The reply when no plan came: 204 after after=, else 404. */

@@ -111,14 +111,14 @@ struct rv_http_server_opts {
 	 * for long, and may defer its reply (rv_http_resp_defer). */
 	int threads;
 	/* 0 means no limit for each of these. */
-	int per_ip_conns;          /* open connections from one client address */
+	int per_ip_conns; /* open connections from one client address */
 	/* Seconds a client has to send a whole request (head and body) from
 	 * the moment it connected (or, on a kept-alive connection, sent the
 	 * next request line); bytes trickling in do not extend it.  Past it
 	 * the connection is closed. */
 	int request_timeout_s;
-	int max_deferred;          /* rv_http_resp_wait replies open at once */
-	int max_deferred_per_ip;   /* of those, from one client address */
+	int max_deferred;        /* rv_http_resp_wait replies open at once */
+	int max_deferred_per_ip; /* of those, from one client address */
 	/* Bytes of request bodies held at once over all connections (bodies
 	 * being received or waiting for their handler); a body that does not
 	 * fit gets 503 with Retry-After. */

@@ -50,7 +50,7 @@
  * instead. */
 #define DISCARD_MAX ((size_t)1 << 20)
 /* How often the deadline reaper looks at the connections, ms. */
-#define REAP_MS 200
+#define REAP_MS       200
 /* Retry-After of a 429 (too many deferred replies) or a 503 (bodies over
  * the memory budget), seconds. */
 #define RETRY_AFTER_S 2
@@ -83,10 +83,9 @@ enum reject {
 	REJ_BODY_BUDGET,
 	NREJ
 };
-static const char *const reject_names[] = { "bad_request",	  "unauthorized",
-					    "not_found",	  "method_not_allowed",
-					    "too_large",	  "request_timeout",
-					    "too_many_deferred", "body_memory" };
+static const char *const reject_names[] = { "bad_request",        "unauthorized", "not_found",
+					    "method_not_allowed", "too_large",    "request_timeout",
+					    "too_many_deferred",  "body_memory" };
 
 struct histo {
 	uint64_t bucket[NBUCKETS + 1]; /* non-cumulative; last is +Inf */
@@ -148,7 +147,7 @@ struct rv_http_server {
 	pthread_mutex_t defer_mu;
 	atomic_int suspended;
 
-	int ndeferred;               /* deferred replies not yet completed */
+	int ndeferred;                       /* deferred replies not yet completed */
 	struct addr_count *deferred_by_addr; /* [opts.max_deferred], entries n > 0 */
 
 	atomic_int conns;
@@ -159,7 +158,7 @@ struct rv_http_server {
 	/* Connections and the request-deadline reaper thread. */
 	pthread_mutex_t conn_mu;
 	pthread_cond_t reap_wake;
-	struct conn conn_list;   /* circular, the head is a sentinel */
+	struct conn conn_list; /* circular, the head is a sentinel */
 	bool reap_stop;
 	bool reaper_running;
 	pthread_t reaper;
@@ -181,10 +180,10 @@ struct req {
 	char params[RV_HTTP_MAX_PARAMS][PARAM_MAX + 1];
 	int nparams;
 	struct MHD_Connection *conn;
-	struct conn *cs;     /* the connection's state, NULL if unknown */
-	size_t budgeted;     /* bytes of body_used this request holds */
-	bool over_budget;    /* body did not fit the memory budget: 503 */
-	bool wait_counted;   /* counts in ndeferred and deferred_by_addr */
+	struct conn *cs;   /* the connection's state, NULL if unknown */
+	size_t budgeted;   /* bytes of body_used this request holds */
+	bool over_budget;  /* body did not fit the memory budget: 503 */
+	bool wait_counted; /* counts in ndeferred and deferred_by_addr */
 	bool deferred;  /* the handler deferred its reply */
 	bool suspended; /* connection suspended, reply not yet queued */
 	bool ready;     /* rv_http_complete stored the reply in done */
@@ -787,9 +786,9 @@ static enum MHD_Result send_error(struct MHD_Connection *conn, struct req *r, in
 
 /* What a request says about its body's framing. */
 struct framing {
-	int nlength;          /* Content-Length headers */
-	bool lengths_differ;  /* two of them disagree */
-	const char *length;   /* the first */
+	int nlength;         /* Content-Length headers */
+	bool lengths_differ; /* two of them disagree */
+	const char *length;  /* the first */
 	bool transfer_encoding;
 };
 
@@ -1284,7 +1283,8 @@ struct rv_http_server *rv_http_server_start(const struct rv_http_server_opts *op
 		srv->deferred_by_addr =
 			calloc((size_t)srv->opts.max_deferred, sizeof(*srv->deferred_by_addr));
 		if (!srv->deferred_by_addr) {
-			rv_err_set(err, -ENOMEM, NULL, "could not start http server: out of memory");
+			rv_err_set(err, -ENOMEM, NULL,
+				   "could not start http server: out of memory");
 			server_free(srv);
 			return NULL;
 		}
@@ -1346,7 +1346,8 @@ struct rv_http_server *rv_http_server_start(const struct rv_http_server_opts *op
 		int prc = pthread_create(&srv->reaper, NULL, reaper_main, srv);
 		if (prc != 0) {
 			MHD_stop_daemon(srv->mhd);
-			rv_err_set(err, -prc, NULL, "could not start http server: no reaper thread");
+			rv_err_set(err, -prc, NULL,
+				   "could not start http server: no reaper thread");
 			server_free(srv);
 			return NULL;
 		}

@@ -26,7 +26,7 @@
 #include "buf.h"
 #include "proc.h"
 
-#define CONNS 64
+#define CONNS        64
 #define BARE_THREADS 4 /* the brain's server.threads default */
 
 static const char bare_body[] = "{\"ok\":true}";
@@ -48,8 +48,9 @@ static enum MHD_Result bare_access(void *cls, struct MHD_Connection *conn, const
 		*con_cls = &seen;
 		return MHD_YES;
 	}
-	struct MHD_Response *r = MHD_create_response_from_buffer(
-		sizeof(bare_body) - 1, (void *)bare_body, MHD_RESPMEM_PERSISTENT);
+	struct MHD_Response *r = MHD_create_response_from_buffer(sizeof(bare_body) - 1,
+								 (void *)bare_body,
+								 MHD_RESPMEM_PERSISTENT);
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
 	enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
 	MHD_destroy_response(r);
@@ -85,8 +86,8 @@ static int run_wrk(const char *name, const char *url, const char *script, int se
 	char dur[16], conns[16];
 	snprintf(dur, sizeof(dur), "%ds", secs);
 	snprintf(conns, sizeof(conns), "%d", CONNS);
-	const char *argv[16] = { "wrk", "-t2", "-c", conns, "-d", dur, "--latency", "--timeout",
-				 "10s" };
+	const char *argv[16] = { "wrk", "-t2",       "-c",        conns, "-d",
+				 dur,   "--latency", "--timeout", "10s" };
 	int n = 9;
 	if (script) {
 		argv[n++] = "-s";
@@ -119,8 +120,8 @@ static int run_wrk(const char *name, const char *url, const char *script, int se
 	p = strstr(t, "Socket errors:");
 	if (p) {
 		long a = 0, b = 0, c = 0, d = 0;
-		sscanf(p, "Socket errors: connect %ld, read %ld, write %ld, timeout %ld", &a, &b, &c,
-		       &d);
+		sscanf(p, "Socket errors: connect %ld, read %ld, write %ld, timeout %ld", &a, &b,
+		       &c, &d);
 		out->errors += a + b + c + d;
 	}
 	rv_buf_release(&text);
@@ -148,18 +149,21 @@ int main(void)
 
 	/* Listening like the brain's server does: its own socket on loopback. */
 	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, SOMAXCONN) < 0) {
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    listen(lfd, SOMAXCONN) < 0) {
 		perror("brain_load: bare socket");
 		return 1;
 	}
-	struct MHD_Daemon *bare = MHD_start_daemon(
-		MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC, 0, NULL, NULL, bare_access, NULL,
-		MHD_OPTION_LISTEN_SOCKET, lfd,
-		MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)BARE_THREADS, MHD_OPTION_CONNECTION_LIMIT,
-		(unsigned int)1024, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)8192, MHD_OPTION_END);
-	const union MHD_DaemonInfo *di =
-		bare ? MHD_get_daemon_info(bare, MHD_DAEMON_INFO_BIND_PORT) : NULL;
+	struct MHD_Daemon *bare =
+		MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC, 0, NULL, NULL,
+				 bare_access, NULL, MHD_OPTION_LISTEN_SOCKET, lfd,
+				 MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)BARE_THREADS,
+				 MHD_OPTION_CONNECTION_LIMIT, (unsigned int)1024,
+				 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)8192, MHD_OPTION_END);
+	const union MHD_DaemonInfo *di = bare ? MHD_get_daemon_info(bare, MHD_DAEMON_INFO_BIND_PORT)
+					      : NULL;
 	if (!di) {
 		fprintf(stderr, "brain_load: could not start the bare handler\n");
 		return 1;
@@ -172,17 +176,25 @@ int main(void)
 	}
 
 	struct rv_test_brain brain;
-	const char *args[] = { "--data-dir", data_dir, "--log-level", "warn", "--plan-debounce-ms",
-			       "600000", "--plan-interval-s", "86400", NULL };
+	const char *args[] = { "--data-dir",
+			       data_dir,
+			       "--log-level",
+			       "warn",
+			       "--plan-debounce-ms",
+			       "600000",
+			       "--plan-interval-s",
+			       "86400",
+			       NULL };
 	if (rv_test_brain_start(&brain, args) < 0) {
 		fprintf(stderr, "brain_load: could not start rover-brain (log %s)\n", brain.log);
 		return 1;
 	}
 	int status = 1;
 	struct rv_test_reply r;
-	const char *doc = "{\"kind\":\"ElasticJob\",\"metadata\":{\"name\":\"load\"},\"spec\":{"
-			  "\"distributionStrategy\":\"AllreduceStrategy\",\"replicaSpecs\":{"
-			  "\"worker\":{\"replicas\":4,\"resources\":{\"cpu\":4,\"memory\":\"8Gi\"}}}}}";
+	const char *doc =
+		"{\"kind\":\"ElasticJob\",\"metadata\":{\"name\":\"load\"},\"spec\":{"
+		"\"distributionStrategy\":\"AllreduceStrategy\",\"replicaSpecs\":{"
+		"\"worker\":{\"replicas\":4,\"resources\":{\"cpu\":4,\"memory\":\"8Gi\"}}}}}";
 	if (rv_test_http(&brain, "POST", "/v1/jobs", doc, NULL, &r) < 0 || r.status != 201) {
 		fprintf(stderr, "brain_load: could not register a job\n");
 		goto out;

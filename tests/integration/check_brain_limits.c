@@ -34,12 +34,12 @@ static char conninfo[1024];
 static struct rv_test_brain brain;
 
 /* Limits set low so the test can exceed them with few sockets. */
-#define PER_IP_CONNS 24
-#define MAX_WAITS 40
-#define MAX_WAITS_PER_IP 8
+#define PER_IP_CONNS      24
+#define MAX_WAITS         40
+#define MAX_WAITS_PER_IP  8
 #define REQUEST_TIMEOUT_S 2
-#define STR_(x) #x
-#define STR(x) STR_(x)
+#define STR_(x)           #x
+#define STR(x)            STR_(x)
 
 static void start_brain(const char *const *extra)
 {
@@ -78,7 +78,8 @@ static const char *register_job(const char *name)
 		 "{\"apiVersion\":\"elastic.rover.dev/v1alpha1\",\"kind\":\"ElasticJob\","
 		 "\"metadata\":{\"name\":\"%s\",\"namespace\":\"t\",\"labels\":{\"user\":\"u\"}},"
 		 "\"spec\":{\"distributionStrategy\":\"AllreduceStrategy\","
-		 "\"replicaSpecs\":{\"worker\":{\"replicas\":2,\"minReplicas\":1,\"maxReplicas\":4}},"
+		 "\"replicaSpecs\":{\"worker\":{\"replicas\":2,\"minReplicas\":1,\"maxReplicas\":4}"
+		 "},"
 		 "\"model\":{\"parameters\":1000000,\"batchSize\":32}}}",
 		 name);
 	struct rv_test_reply r;
@@ -236,7 +237,8 @@ START_TEST(test_good_client_served_under_abuse)
 		if (n == -ETIMEDOUT)
 			alive++;
 		if (i < IDLE + SLOW)
-			ck_assert_msg(n != -ETIMEDOUT, "connection %d still open past the deadline", i);
+			ck_assert_msg(n != -ETIMEDOUT, "connection %d still open past the deadline",
+				      i);
 		close(fds[i]);
 	}
 	ck_assert_int_le(alive, PER_IP_CONNS);
@@ -334,10 +336,11 @@ START_TEST(test_body_memory_budget)
 					   "512", NULL });
 	const char *uid = register_job("bodies");
 	char head[256], buf[4096];
-	snprintf(head, sizeof(head),
-		 "POST /v1/jobs/%s/metrics HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-		 "Content-Length: 400000\r\n\r\n{\"samples\":[",
-		 uid);
+	snprintf(
+		head, sizeof(head),
+		"POST /v1/jobs/%s/metrics HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+		"Content-Length: 400000\r\n\r\n{\"samples\":[",
+		uid);
 	int fds[3];
 	for (int i = 0; i < 2; i++) {
 		fds[i] = dial("127.0.0.1");
@@ -370,10 +373,11 @@ START_TEST(test_chunked_too_large)
 	start_brain((const char *const[]){ "--server-max-body-kb", "64", NULL });
 	const char *uid = register_job("chunky");
 	char head[256], buf[4096];
-	snprintf(head, sizeof(head),
-		 "POST /v1/jobs/%s/metrics HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-		 "Transfer-Encoding: chunked\r\n\r\n",
-		 uid);
+	snprintf(
+		head, sizeof(head),
+		"POST /v1/jobs/%s/metrics HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+		"Transfer-Encoding: chunked\r\n\r\n",
+		uid);
 	int fd = dial("127.0.0.1");
 	send_str(fd, head);
 	static char chunk[16384 + 16];
@@ -459,8 +463,8 @@ static long count_rows(const char *sql)
 struct poster {
 	const char *uid;
 	int id;
-	int ok;       /* 200s with the right accepted count */
-	int missing;  /* 404s (posts to an unknown job) */
+	int ok;      /* 200s with the right accepted count */
+	int missing; /* 404s (posts to an unknown job) */
 };
 
 /* BATCHES two-sample batches, each with its own batch id; every fourth
@@ -483,7 +487,8 @@ static void *poster_main(void *arg)
 		if (rv_test_http(&brain, "POST", path, batch, NULL, &r) == 0) {
 			if (bad && r.status == 404)
 				p->missing++;
-			else if (!bad && r.status == 200 && rv_test_json_num(r.json, "accepted", 0) == 2)
+			else if (!bad && r.status == 200 &&
+				 rv_test_json_num(r.json, "accepted", 0) == 2)
 				p->ok++;
 		}
 		rv_test_reply_release(&r);
