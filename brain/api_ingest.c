@@ -293,6 +293,12 @@ static void item_reply(struct brain *b, struct ingest_item *it)
 	rv_http_resp_json(&it->resp, 200, strdup(out));
 }
 
+/* Memory a queued batch holds (its parsed samples). */
+static size_t item_bytes(const struct ingest_item *it)
+{
+	return sizeof(*it) + (size_t)it->batch.n * sizeof(*it->batch.samples);
+}
+
 static void *ingest_main(void *arg)
 {
 	struct brain *b = arg;
@@ -305,10 +311,13 @@ static void *ingest_main(void *arg)
 		/* Everything queued while the last group committed, up to the cap. */
 		struct ingest_item *group = b->ingest_head, *last = group;
 		int n = 1;
+		size_t bytes = item_bytes(group);
 		while (last->next && n < b->cfg.ingest_group_max) {
 			last = last->next;
+			bytes += item_bytes(last);
 			n++;
 		}
+		b->ingest_queued_bytes -= bytes;
 		b->ingest_head = last->next;
 		if (!b->ingest_head)
 			b->ingest_tail = &b->ingest_head;
@@ -396,7 +405,10 @@ int api_metrics_post(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 	 * committed; once the committer stopped, store it here alone. */
 	pthread_mutex_lock(&b->ingest_mu);
 	if (b->ingest_running && !b->ingest_stop) {
-		if (b->ingest_queued >= b->cfg.ingest_queue_max) {
+		/* Parsed batches waiting are bounded in number and, with the
+		 * bodies being received, by the memory budget for bodies. */
+		if (b->ingest_queued >= b->cfg.ingest_queue_max ||
+		    b->ingest_queued_bytes + item_bytes(it) > (size_t)b->cfg.body_budget_mb << 20) {
 			pthread_mutex_unlock(&b->ingest_mu);
 			item_free(it);
 			rv_http_resp_error_text(
@@ -412,6 +424,7 @@ int api_metrics_post(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 			*b->ingest_tail = it;
 			b->ingest_tail = &it->next;
 			b->ingest_queued++;
+			b->ingest_queued_bytes += item_bytes(it);
 			pthread_cond_signal(&b->ingest_cv);
 			pthread_mutex_unlock(&b->ingest_mu);
 			return 0;

@@ -94,6 +94,7 @@ struct brain {
 	pthread_cond_t ingest_cv;
 	struct ingest_item *ingest_head, **ingest_tail;
 	int ingest_queued;
+	size_t ingest_queued_bytes; /* of parsed samples, within server.body_budget_mb */
 	bool ingest_stop;
 	bool ingest_running;
 	int ningest_threads;

@@ -657,11 +657,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (r->suspended)
 		atomic_fetch_sub(&srv->suspended, 1); /* resumed, client gone */
 	if (r->wait_counted) {
+		static const unsigned char zero[16];
+		const unsigned char *addr = r->cs ? r->cs->addr : zero;
 		pthread_mutex_lock(&srv->defer_mu);
 		srv->ndeferred--;
 		for (int i = 0; srv->deferred_by_addr && i < srv->opts.max_deferred; i++) {
 			struct addr_count *a = &srv->deferred_by_addr[i];
-			if (a->n > 0 && memcmp(a->addr, r->cs->addr, 16) == 0) {
+			if (a->n > 0 && memcmp(a->addr, addr, 16) == 0) {
 				a->n--;
 				break;
 			}
