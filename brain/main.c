@@ -61,7 +61,8 @@ static const struct rv_cfg_opt brain_opts[] = {
 	    "threads storing metrics batches, each a transaction at a time (one builds a group "
 	    "while another waits for its commit)"),
 	OPT("ingest", "queue_max", NULL, RV_CFG_INT, ingest_queue_max, "4096", 1, 1048576, 0,
-	    "most metrics batches waiting to be stored (their samples also count in server.body_budget_mb); 503 beyond"),
+	    "most metrics batches waiting to be stored (their samples also count in "
+	    "server.body_budget_mb); 503 beyond"),
 	OPT("db", "conninfo", "db", RV_CFG_STR, db, "", 0, 0, RV_CFG_SECRET,
 	    "PostgreSQL conninfo; empty runs a private PostgreSQL under data_dir"),
 	OPT("db", "data_dir", "data-dir", RV_CFG_STR, data_dir, "var/brain", 0, 0, 0,
