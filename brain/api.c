@@ -273,9 +273,9 @@ void api_stop(struct brain *b)
 {
 	/* Answer every long-poll and queued batch first: the server waits for
 	 * deferred replies. */
-	plans_wait_stop(b);
-	ingest_stop(b);
+	api_plans_wait_stop(b);
+	api_ingest_stop(b);
 	rv_http_server_stop(b->http);
 	b->http = NULL;
-	plans_cache_free(b);
+	api_plans_cache_free(b);
 }

@@ -340,7 +340,7 @@ static void *ingest_main(void *arg)
 	return NULL;
 }
 
-int ingest_start(struct brain *b)
+int api_ingest_start(struct brain *b)
 {
 	pthread_mutex_init(&b->ingest_mu, NULL);
 	pthread_cond_init(&b->ingest_cv, NULL);
@@ -353,7 +353,7 @@ int ingest_start(struct brain *b)
 		if (rc) {
 			if (b->ningest_threads) {
 				b->ingest_running = true;
-				ingest_stop(b);
+				api_ingest_stop(b);
 			}
 			return -rc;
 		}
@@ -363,7 +363,7 @@ int ingest_start(struct brain *b)
 	return 0;
 }
 
-void ingest_stop(struct brain *b)
+void api_ingest_stop(struct brain *b)
 {
 	if (!b->ingest_running)
 		return;
@@ -476,7 +476,7 @@ int api_events_post(struct rv_http_req *req, struct rv_http_resp *resp, void *ct
 	}
 	if (!resent) {
 		atomic_fetch_add(&b->events_ingested, 1);
-		plans_changed(b);
+		api_plans_changed(b);
 	}
 	if (!resent && (ev.type == RV_EVENT_NODE_OOM || ev.type == RV_EVENT_NODE_FAILED ||
 			ev.type == RV_EVENT_JOB_FAILED)) {

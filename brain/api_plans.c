@@ -3,7 +3,7 @@
  * with after=ID it only returns a newer one and with wait=S it long-polls.
  * A long-poll holds no thread and no database connection while it waits:
  * the handler defers its reply (the connection is suspended) and puts a
- * waiter on b->waits; one waiter thread (plans_wait_main) re-queries a
+ * waiter on b->waits; one waiter thread (api_plans_wait_main) re-queries a
  * waiter's job when this brain stores a plan (plan_seq grows) and at least
  * every WAIT_POLL_MS, so plans stored by another brain on the same database
  * are seen too, and answers it when a plan came, the wait ended or the
@@ -55,7 +55,7 @@ static size_t cache_slot(const char *uid, const char *stage, int64_t after)
 	return (size_t)(h % PLAN_CACHE);
 }
 
-void plans_changed(struct brain *b)
+void api_plans_changed(struct brain *b)
 {
 	atomic_fetch_add(&b->plan_gen, 1);
 }
@@ -211,7 +211,7 @@ static void wait_pass(struct brain *b, bool final)
 	pthread_mutex_unlock(&b->wait_mu);
 }
 
-static void *plans_wait_main(void *arg)
+static void *api_plans_wait_main(void *arg)
 {
 	struct brain *b = arg;
 	for (;;) {
@@ -237,7 +237,7 @@ static void *plans_wait_main(void *arg)
 	return NULL;
 }
 
-int plans_wait_start(struct brain *b)
+int api_plans_wait_start(struct brain *b)
 {
 	pthread_mutex_init(&b->plan_cache_mu, NULL);
 	b->plan_cache = calloc(PLAN_CACHE, sizeof(*b->plan_cache));
@@ -245,14 +245,14 @@ int plans_wait_start(struct brain *b)
 		return -ENOMEM;
 	pthread_mutex_init(&b->wait_mu, NULL);
 	b->wait_stop = false;
-	int rc = pthread_create(&b->wait_thread, NULL, plans_wait_main, b);
+	int rc = pthread_create(&b->wait_thread, NULL, api_plans_wait_main, b);
 	if (rc)
 		return -rc;
 	b->wait_running = true;
 	return 0;
 }
 
-void plans_wait_stop(struct brain *b)
+void api_plans_wait_stop(struct brain *b)
 {
 	if (!b->wait_running)
 		return;
@@ -269,7 +269,7 @@ void plans_wait_stop(struct brain *b)
 	pthread_mutex_destroy(&b->wait_mu);
 }
 
-void plans_cache_free(struct brain *b)
+void api_plans_cache_free(struct brain *b)
 {
 	if (!b->plan_cache)
 		return;

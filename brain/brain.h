@@ -145,15 +145,15 @@ int api_plan_get(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
 int api_plans_list(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
 /* The long-poll waiter thread (api_plans.c): started before the REST
  * server, stopped (answering every waiter) before it stops. */
-int plans_wait_start(struct brain *b);
-void plans_wait_stop(struct brain *b);
+int api_plans_wait_start(struct brain *b);
+void api_plans_wait_stop(struct brain *b);
 /* Free the plan cache, once no handler runs (after the server stopped). */
-void plans_cache_free(struct brain *b);
+void api_plans_cache_free(struct brain *b);
 /* The metrics committer thread (api_ingest.c): started before the REST
  * server, stopped (storing and answering every queued batch) before it
  * stops. */
-int ingest_start(struct brain *b);
-void ingest_stop(struct brain *b);
+int api_ingest_start(struct brain *b);
+void api_ingest_stop(struct brain *b);
 int api_cluster_post(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
 int api_cluster_get(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
 
@@ -306,6 +306,6 @@ void planner_stop(struct brain *b);
 /* Wake long-polls after a plan was stored. */
 void planner_notify(struct brain *b);
 /* Drop cached plan answers: something a plan's JSON shows changed. */
-void plans_changed(struct brain *b);
+void api_plans_changed(struct brain *b);
 
 #endif

@@ -210,12 +210,12 @@ static int run(int argc, char **argv)
 		rv_log_error("could not start the planner", "errno=%d", -rc);
 		goto out;
 	}
-	rc = ingest_start(b);
+	rc = api_ingest_start(b);
 	if (rc < 0) {
 		rv_log_error("could not start the metrics committer", "errno=%d", -rc);
 		goto out;
 	}
-	rc = plans_wait_start(b);
+	rc = api_plans_wait_start(b);
 	if (rc < 0) {
 		rv_log_error("could not start the long-poll thread", "errno=%d", -rc);
 		goto out;
