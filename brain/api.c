@@ -197,6 +197,9 @@ static int api_metrics_get(struct rv_http_req *req, struct rv_http_resp *resp, v
 		  offsetof(struct brain, events_ingested) },
 		{ "rover_brain_plans_stored_total", "Scale plans stored by this brain",
 		  offsetof(struct brain, plans_stored) },
+		{ "rover_brain_ingest_commits_total",
+		  "Transactions that stored metrics batches (several batches each under load)",
+		  offsetof(struct brain, ingest_commits) },
 		{ "rover_brain_db_unavailable_total",
 		  "Requests answered 503 for lack of a database",
 		  offsetof(struct brain, db_unavailable) },
@@ -345,11 +348,26 @@ static int api_openapi(struct rv_http_req *req, struct rv_http_resp *resp, void 
 int api_start(struct brain *b, struct rv_err *err)
 {
 	_Static_assert(RV_ARRAY_SIZE(routes) == RV_ARRAY_SIZE(docs), "route docs out of step");
+	/* Each connection is a descriptor: leave room for the pool, the
+	 * embedded PostgreSQL's pipes, logs and libraries. */
+	long long max_conns = b->cfg.max_conns;
+	long long room = b->nofile - b->cfg.pool_size - 64;
+	if (b->nofile > 0 && room < max_conns) {
+		max_conns = room < 4 ? 4 : room;
+		rv_log_warn("connection limit lowered to fit the open-file limit",
+			    "max_conns=%lld nofile=%lld", max_conns, b->nofile);
+	}
 	struct rv_http_server_opts o = {
 		.token = b->cfg.token,
 		.max_body = (size_t)b->cfg.max_body_kb * 1024,
 		.conn_timeout_s = (int)b->cfg.conn_timeout_s,
-		.max_conns = (int)b->cfg.max_conns,
+		.max_conns = (int)max_conns,
+		.threads = (int)b->cfg.threads,
+		.per_ip_conns = (int)b->cfg.per_ip_conns,
+		.request_timeout_s = (int)b->cfg.request_timeout_s,
+		.max_deferred = (int)b->cfg.max_waits,
+		.max_deferred_per_ip = (int)b->cfg.max_waits_per_ip,
+		.body_budget = (size_t)b->cfg.body_budget_mb << 20,
 		.routes = routes,
 		.nroutes = (int)RV_ARRAY_SIZE(routes),
 		.ctx = b,
@@ -360,6 +378,11 @@ int api_start(struct brain *b, struct rv_err *err)
 
 void api_stop(struct brain *b)
 {
+	/* Answer every long-poll and queued batch first: the server waits for
+	 * deferred replies. */
+	api_plans_wait_stop(b);
+	api_ingest_stop(b);
 	rv_http_server_stop(b->http);
 	b->http = NULL;
+	api_plans_cache_free(b);
 }

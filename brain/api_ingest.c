@@ -8,6 +8,7 @@
  * stored again.  Runs on connection threads.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "brain.h"
@@ -30,22 +31,6 @@ static int ingest_job(struct brain *b, PGconn *c, struct rv_http_req *req,
 		return -EEXIST;
 	}
 	return 0;
-}
-
-/* One batch in one transaction: 0 stored, 1 a resend (nothing stored). */
-static int metrics_tx(PGconn *c, int64_t job_id, const struct rv_metrics_batch *batch,
-		      int *accepted, struct rv_err *err)
-{
-	int rc = rv_db_begin(c, err);
-	if (rc < 0)
-		return rc;
-	rc = store_metrics_insert(c, job_id, batch, accepted, err);
-	if (rc < 0) {
-		rv_db_rollback(c);
-		return rc;
-	}
-	int crc = rv_db_commit(c, err);
-	return crc < 0 ? crc : rc;
 }
 
 /*
@@ -83,6 +68,315 @@ static int event_tx(struct brain *b, PGconn *c, const struct store_job *job,
 	return seen;
 }
 
+/* ---- metrics: group commit ---- */
+
+/*
+ * One batch on its way: queued by the handler (whose reply is deferred),
+ * stored by the committer in the group's transaction, answered once that
+ * transaction committed.  The item is the committer's from the queue on.
+ */
+struct ingest_item {
+	struct ingest_item *next;
+	struct rv_http_defer *d; /* NULL: stored inline, reply in resp */
+	char uid[40];
+	struct rv_metrics_batch batch;
+	/* results */
+	int rc; /* 0 stored, 1 a resend, negative errno */
+	int accepted;
+	int64_t job_id;
+	struct rv_http_resp resp; /* an error reply, when rc < 0 */
+};
+
+static void item_free(struct ingest_item *it)
+{
+	rv_metrics_batch_release(&it->batch);
+	free(it->resp.body);
+	free(it);
+}
+
+/* One batch alone under a savepoint, so that a batch that fails leaves
+ * the others in (the slow path, after a job's merged insert failed).  0
+ * (it->rc says how it went) or a negative errno when the transaction
+ * itself is lost. */
+static int store_one(struct brain *b, PGconn *c, struct ingest_item *it)
+{
+	struct rv_err err = { 0 };
+	int rc = rv_db_exec(c, "SAVEPOINT batch", 0, NULL, NULL, &err);
+	if (rc < 0)
+		return rc;
+	it->rc = store_metrics_insert(c, it->job_id, &it->batch, &it->accepted, &err);
+	if (it->rc < 0) {
+		api_fail(b, &it->resp, it->rc, &err);
+		rc = rv_db_exec(c, "ROLLBACK TO SAVEPOINT batch", 0, NULL, NULL, &err);
+		return rc < 0 ? rc : 0;
+	}
+	rc = rv_db_exec(c, "RELEASE SAVEPOINT batch", 0, NULL, NULL, &err);
+	return rc < 0 ? rc : 0;
+}
+
+/* The batches of the group for job uid from items on, in order. */
+static int job_items(struct ingest_item *items, const char *uid, struct ingest_item **out, int max)
+{
+	int n = 0;
+	for (struct ingest_item *it = items; it && n < max; it = it->next)
+		if (strcmp(it->uid, uid) == 0)
+			out[n++] = it;
+	return n;
+}
+
+/* Claim each batch id, then store the new batches' samples as one: one
+ * COPY per table and one update of the job for all of them (the same rows
+ * and the same job state as storing them one after the other). */
+static int store_merged(PGconn *c, int64_t job_id, struct ingest_item **its, int n,
+			struct rv_err *err)
+{
+	size_t total = 0;
+	for (int i = 0; i < n; i++) {
+		its[i]->job_id = job_id;
+		its[i]->accepted = its[i]->batch.n;
+		its[i]->rc = 0;
+		if (its[i]->batch.batch_id[0]) {
+			int rc = store_metrics_claim(c, job_id, &its[i]->batch, &its[i]->accepted,
+						     err);
+			if (rc < 0)
+				return rc;
+			if (rc == 0) {
+				its[i]->rc = 1; /* a resend: answered as the first time */
+				continue;
+			}
+		}
+		total += (size_t)its[i]->batch.n;
+	}
+	if (!total)
+		return 0;
+	struct rv_metrics_batch all = { .samples = calloc(total, sizeof(*all.samples)) };
+	if (!all.samples)
+		return rv_err_set(err, -ENOMEM, "", "out of memory");
+	for (int i = 0; i < n; i++) {
+		if (its[i]->rc != 0)
+			continue;
+		memcpy(all.samples + all.n, its[i]->batch.samples,
+		       (size_t)its[i]->batch.n * sizeof(*all.samples));
+		all.n += its[i]->batch.n;
+	}
+	int accepted = 0;
+	int rc = store_metrics_insert(c, job_id, &all, &accepted, err);
+	free(all.samples);
+	return rc;
+}
+
+/*
+ * Store one job's batches of the group in the open transaction: all at
+ * once when that works, else one by one, each under a savepoint.  0 (each
+ * item's rc says how it went) or a negative errno when the transaction
+ * itself is lost.
+ */
+static int store_job_batches(struct brain *b, PGconn *c, struct ingest_item **its, int n)
+{
+	struct rv_err err = { 0 };
+	int rc = rv_db_exec(c, "SAVEPOINT job", 0, NULL, NULL, &err);
+	if (rc < 0)
+		return rc;
+	struct store_job job = { 0 };
+	struct rv_http_req req = { .params = { its[0]->uid }, .nparams = 1 };
+	struct rv_http_resp first = { 0 };
+	rc = ingest_job(b, c, &req, &first, &job);
+	if (rc < 0) {
+		/* Unknown or finished job: the same answer for each batch. */
+		for (int i = 0; i < n; i++) {
+			its[i]->rc = rc;
+			its[i]->resp.status = first.status;
+			its[i]->resp.body = first.body ? strdup(first.body) : NULL;
+		}
+		free(first.body);
+		rc = rv_db_exec(c, "ROLLBACK TO SAVEPOINT job", 0, NULL, NULL, &err);
+		return rc < 0 ? rc : 0;
+	}
+	rc = store_merged(c, job.id, its, n, &err);
+	if (rc >= 0)
+		rc = rv_db_exec(c, "RELEASE SAVEPOINT job", 0, NULL, NULL, &err);
+	if (rc >= 0 || rc == -ECONNRESET)
+		return rc < 0 ? rc : 0;
+	/* One batch spoilt the lot: find which, one at a time. */
+	rc = rv_db_exec(c, "ROLLBACK TO SAVEPOINT job", 0, NULL, NULL, &err);
+	for (int i = 0; rc >= 0 && i < n; i++) {
+		its[i]->job_id = job.id;
+		rc = store_one(b, c, its[i]);
+	}
+	return rc;
+}
+
+static int cmp_item_uid(const void *a, const void *b)
+{
+	const struct ingest_item *x = *(const struct ingest_item *const *)a;
+	const struct ingest_item *y = *(const struct ingest_item *const *)b;
+	return strcmp(x->uid, y->uid);
+}
+
+/*
+ * Store a group of batches in one transaction with one commit: each
+ * item's rc and reply are set; none counts as stored unless the commit
+ * succeeded.  A lost transaction fails every batch of the group (the
+ * senders resend, and their batch ids keep a resend from being stored
+ * twice).
+ */
+static void group_commit(struct brain *b, struct ingest_item *items, int n)
+{
+	struct rv_err err = { 0 };
+	PGconn *c = rv_db_acquire(b->db, &err);
+	int rc;
+	if (!c) {
+		atomic_fetch_add(&b->db_unavailable, 1);
+		rc = err.code ? err.code : -EAGAIN;
+		goto fail;
+	}
+	rc = rv_db_begin(c, &err);
+	/* Job by job in uid order: two committers lock job rows in the same
+	 * order, so they wait for each other but never deadlock. */
+	struct ingest_item **firsts = calloc((size_t)n, sizeof(*firsts));
+	struct ingest_item **its = calloc((size_t)n, sizeof(*its));
+	int njobs = 0;
+	if (!firsts || !its)
+		rc = rv_err_set(&err, -ENOMEM, "", "out of memory");
+	for (struct ingest_item *it = items; rc >= 0 && it; it = it->next) {
+		bool seen = false;
+		for (int j = 0; j < njobs && !seen; j++)
+			seen = strcmp(firsts[j]->uid, it->uid) == 0;
+		if (!seen)
+			firsts[njobs++] = it;
+	}
+	if (rc >= 0)
+		qsort(firsts, (size_t)njobs, sizeof(*firsts), cmp_item_uid);
+	for (int j = 0; rc >= 0 && j < njobs; j++)
+		rc = store_job_batches(b, c, its, job_items(items, firsts[j]->uid, its, n));
+	free(firsts);
+	free(its);
+	if (rc >= 0) {
+		rc = rv_db_commit(c, &err);
+	} else {
+		rv_db_rollback(c);
+	}
+	rv_db_release(b->db, c);
+	if (rc >= 0) {
+		atomic_fetch_add(&b->ingest_commits, 1);
+		return;
+	}
+fail:;
+	bool logged = false;
+	for (struct ingest_item *it = items; it; it = it->next) {
+		if (it->rc < 0 && it->resp.body && it->rc != rc)
+			continue; /* its own error, not the group's */
+		it->rc = rc;
+		if (!logged)
+			api_fail(b, &it->resp, rc, &err); /* logs it, once per group */
+		else
+			rv_http_resp_error(&it->resp, rc, &err);
+		logged = true;
+	}
+}
+
+/* After the commit: count, mark the jobs for planning, fill the reply. */
+static void item_reply(struct brain *b, struct ingest_item *it)
+{
+	if (it->rc < 0) {
+		if (!it->resp.body)
+			rv_http_resp_error(&it->resp, it->rc, NULL);
+		return;
+	}
+	if (it->rc == 0) {
+		atomic_fetch_add(&b->samples_ingested, (uint64_t)it->accepted);
+		atomic_fetch_add(&b->batches_ingested, 1);
+		planner_touch(b, it->job_id);
+	}
+	char out[48];
+	snprintf(out, sizeof(out), "{\"accepted\":%d}", it->accepted);
+	rv_http_resp_json(&it->resp, 200, strdup(out));
+}
+
+/* Memory a queued batch holds (its parsed samples). */
+static size_t item_bytes(const struct ingest_item *it)
+{
+	return sizeof(*it) + (size_t)it->batch.n * sizeof(*it->batch.samples);
+}
+
+static void *ingest_main(void *arg)
+{
+	struct brain *b = arg;
+	pthread_mutex_lock(&b->ingest_mu);
+	for (;;) {
+		while (!b->ingest_head && !b->ingest_stop)
+			pthread_cond_wait(&b->ingest_cv, &b->ingest_mu);
+		if (!b->ingest_head)
+			break; /* stopping, nothing left */
+		/* Everything queued while the last group committed, up to the cap. */
+		struct ingest_item *group = b->ingest_head, *last = group;
+		int n = 1;
+		size_t bytes = item_bytes(group);
+		while (last->next && n < b->cfg.ingest_group_max) {
+			last = last->next;
+			bytes += item_bytes(last);
+			n++;
+		}
+		b->ingest_queued_bytes -= bytes;
+		b->ingest_head = last->next;
+		if (!b->ingest_head)
+			b->ingest_tail = &b->ingest_head;
+		last->next = NULL;
+		b->ingest_queued -= n;
+		pthread_mutex_unlock(&b->ingest_mu);
+
+		group_commit(b, group, n);
+		while (group) {
+			struct ingest_item *it = group;
+			group = it->next;
+			item_reply(b, it);
+			rv_http_complete(it->d, it->resp.status, it->resp.body);
+			it->resp.body = NULL;
+			item_free(it);
+		}
+		pthread_mutex_lock(&b->ingest_mu);
+	}
+	pthread_mutex_unlock(&b->ingest_mu);
+	return NULL;
+}
+
+int api_ingest_start(struct brain *b)
+{
+	pthread_mutex_init(&b->ingest_mu, NULL);
+	pthread_cond_init(&b->ingest_cv, NULL);
+	b->ingest_head = NULL;
+	b->ingest_tail = &b->ingest_head;
+	b->ingest_stop = false;
+	b->ningest_threads = 0;
+	for (int i = 0; i < b->cfg.ingest_committers && i < INGEST_THREADS_MAX; i++) {
+		int rc = pthread_create(&b->ingest_thread[i], NULL, ingest_main, b);
+		if (rc) {
+			if (b->ningest_threads) {
+				b->ingest_running = true;
+				api_ingest_stop(b);
+			}
+			return -rc;
+		}
+		b->ningest_threads++;
+	}
+	b->ingest_running = true;
+	return 0;
+}
+
+void api_ingest_stop(struct brain *b)
+{
+	if (!b->ingest_running)
+		return;
+	pthread_mutex_lock(&b->ingest_mu);
+	b->ingest_stop = true;
+	pthread_cond_broadcast(&b->ingest_cv);
+	pthread_mutex_unlock(&b->ingest_mu);
+	for (int i = 0; i < b->ningest_threads; i++)
+		pthread_join(b->ingest_thread[i], NULL);
+	b->ningest_threads = 0;
+	b->ingest_running = false;
+}
+
 int api_metrics_post(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 {
 	struct brain *b = ctx;
@@ -92,38 +386,58 @@ int api_metrics_post(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 		atomic_fetch_add(&b->batches_rejected, 1);
 		return 0;
 	}
-	struct rv_metrics_batch batch = { 0 };
-	int rc = rv_metrics_batch_from_json(doc, &batch, &err);
+	struct ingest_item *it = calloc(1, sizeof(*it));
+	if (!it) {
+		cJSON_Delete(doc);
+		return -ENOMEM;
+	}
+	int rc = rv_metrics_batch_from_json(doc, &it->batch, &err);
 	cJSON_Delete(doc);
 	if (rc < 0) {
+		item_free(it);
 		atomic_fetch_add(&b->batches_rejected, 1);
 		return api_fail(b, resp, rc, &err);
 	}
-	PGconn *c = api_db(b, resp);
-	if (!c) {
-		rv_metrics_batch_release(&batch);
-		return 0;
+	snprintf(it->uid, sizeof(it->uid), "%s", req->params[0]);
+	it->resp.status = 200;
+
+	/* Queue it for the committer, the reply deferred until its group
+	 * committed; once the committer stopped, store it here alone. */
+	pthread_mutex_lock(&b->ingest_mu);
+	if (b->ingest_running && !b->ingest_stop) {
+		/* Parsed batches waiting are bounded in number and, with the
+		 * bodies being received, by the memory budget for bodies. */
+		if (b->ingest_queued >= b->cfg.ingest_queue_max ||
+		    b->ingest_queued_bytes + item_bytes(it) > (size_t)b->cfg.body_budget_mb << 20) {
+			pthread_mutex_unlock(&b->ingest_mu);
+			item_free(it);
+			rv_http_resp_error_text(
+				resp, 503, "unavailable",
+				"too many metrics batches waiting to be stored; retry "
+				"later",
+				"");
+			resp->retry_after_s = 1;
+			return 0;
+		}
+		it->d = rv_http_resp_defer(resp);
+		if (it->d) {
+			*b->ingest_tail = it;
+			b->ingest_tail = &it->next;
+			b->ingest_queued++;
+			b->ingest_queued_bytes += item_bytes(it);
+			pthread_cond_signal(&b->ingest_cv);
+			pthread_mutex_unlock(&b->ingest_mu);
+			return 0;
+		}
 	}
-	struct store_job job = { 0 };
-	int accepted = 0;
-	rc = ingest_job(b, c, req, resp, &job);
-	if (rc == 0) {
-		rc = metrics_tx(c, job.id, &batch, &accepted, &err);
-		if (rc < 0)
-			api_fail(b, resp, rc, &err);
-	}
-	rv_db_release(b->db, c);
-	rv_metrics_batch_release(&batch);
-	if (rc < 0)
-		return 0;
-	if (rc == 0) {
-		atomic_fetch_add(&b->samples_ingested, (uint64_t)accepted);
-		atomic_fetch_add(&b->batches_ingested, 1);
-		planner_touch(b, job.id);
-	}
-	cJSON *out = cJSON_CreateObject();
-	cJSON_AddNumberToObject(out, "accepted", accepted);
-	return rv_rest_reply(resp, 200, out);
+	pthread_mutex_unlock(&b->ingest_mu);
+	group_commit(b, it, 1);
+	item_reply(b, it);
+	resp->status = it->resp.status;
+	resp->body = it->resp.body;
+	it->resp.body = NULL;
+	item_free(it);
+	return 0;
 }
 
 int api_events_post(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
@@ -160,8 +474,10 @@ int api_events_post(struct rv_http_req *req, struct rv_http_resp *resp, void *ct
 		atomic_fetch_add(&b->plans_stored, 1);
 		planner_notify(b);
 	}
-	if (!resent)
+	if (!resent) {
 		atomic_fetch_add(&b->events_ingested, 1);
+		api_plans_changed(b);
+	}
 	if (!resent && (ev.type == RV_EVENT_NODE_OOM || ev.type == RV_EVENT_NODE_FAILED ||
 			ev.type == RV_EVENT_JOB_FAILED)) {
 		char qn[160];

@@ -33,6 +33,15 @@ struct brain_cfg {
 	long long max_body_kb;
 	long long conn_timeout_s;
 	long long max_conns;
+	long long threads;
+	long long per_ip_conns;
+	long long request_timeout_s;
+	long long max_waits;
+	long long max_waits_per_ip;
+	long long body_budget_mb;
+	long long ingest_group_max;
+	long long ingest_committers;
+	long long ingest_queue_max;
 	char db[1024];
 	char data_dir[512];
 	char sql_dir[512];
@@ -61,6 +70,7 @@ struct brain_cfg {
 };
 
 #define PLANNER_QUEUE_MAX 4096
+#define INGEST_THREADS_MAX 16
 
 struct brain {
 	struct brain_cfg cfg;
@@ -75,6 +85,38 @@ struct brain {
 	pthread_mutex_t plan_mu;
 	pthread_cond_t plan_cv;
 	uint64_t plan_seq;
+
+	/* Grows with plan_seq and on every stored event: what a stored plan's
+	 * JSON shows (applied_at, outcome) may have changed.  The plan cache
+	 * (api_plans.c) keeps an answer only while this stays the same. */
+	atomic_uint_least64_t plan_gen;
+	pthread_mutex_t plan_cache_mu;
+	struct plan_cache_entry *plan_cache;
+
+	/* Long-polls waiting for a plan (api_plans.c): their replies are
+	 * deferred; one thread answers them. */
+	pthread_mutex_t wait_mu;
+	struct plan_wait *waits;
+	int nwaits;
+	bool wait_stop;
+	bool wait_running;
+	pthread_t wait_thread;
+
+	/* Metrics batches waiting for the committer (api_ingest.c): one
+	 * transaction and one commit for every batch queued meanwhile. */
+	pthread_mutex_t ingest_mu;
+	pthread_cond_t ingest_cv;
+	struct ingest_item *ingest_head, **ingest_tail;
+	int ingest_queued;
+	size_t ingest_queued_bytes; /* of parsed samples, within server.body_budget_mb */
+	bool ingest_stop;
+	bool ingest_running;
+	int ningest_threads;
+	pthread_t ingest_thread[INGEST_THREADS_MAX];
+
+	/* The open-file limit after start (raised to its hard limit), which
+	 * bounds server.max_conns. */
+	long long nofile;
 
 	/* Planner: jobs whose metrics changed, computed after the debounce. */
 	pthread_t planner_thread;
@@ -109,6 +151,7 @@ struct brain {
 	/* "database unavailable" is logged once per interval (api.c) */
 	atomic_int_least64_t unavail_logged_ms;
 	atomic_uint_least64_t unavail_suppressed;
+	atomic_uint_least64_t ingest_commits;
 };
 
 /* ---- api.c (JSON replies and bodies: rest_server.h) ---- */
@@ -131,6 +174,17 @@ int api_metrics_post(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 int api_events_post(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
 int api_plan_get(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
 int api_plans_list(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
+/* The long-poll waiter thread (api_plans.c): started before the REST
+ * server, stopped (answering every waiter) before it stops. */
+int api_plans_wait_start(struct brain *b);
+void api_plans_wait_stop(struct brain *b);
+/* Free the plan cache, once no handler runs (after the server stopped). */
+void api_plans_cache_free(struct brain *b);
+/* The metrics committer thread (api_ingest.c): started before the REST
+ * server, stopped (storing and answering every queued batch) before it
+ * stops. */
+int api_ingest_start(struct brain *b);
+void api_ingest_stop(struct brain *b);
 int api_cluster_post(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
 int api_cluster_get(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
 
@@ -176,6 +230,11 @@ int store_job_list_json(PGconn *c, const char *namespace_, const char *status, i
  * the job before: nothing written, *accepted = that batch's sample count. */
 int store_metrics_insert(PGconn *c, int64_t job_id, const struct rv_metrics_batch *b, int *accepted,
 			 struct rv_err *err);
+/* Claim b->batch_id (non-empty) for the job inside the caller's
+ * transaction: 1 claimed (store the samples with a batch whose batch_id
+ * is ""), 0 when it was stored before (*accepted = that batch's count). */
+int store_metrics_claim(PGconn *c, int64_t job_id, const struct rv_metrics_batch *b, int *accepted,
+			struct rv_err *err);
 /* Store an event and its effect on the job/nodes/plans inside the caller's
  * transaction.  0 stored: *id_out the new row; 1 when ev->event_id was stored
  * for the job before: nothing written, *id_out that event's row and
@@ -335,5 +394,7 @@ int planner_start(struct brain *b);
 void planner_stop(struct brain *b);
 /* Wake long-polls after a plan was stored. */
 void planner_notify(struct brain *b);
+/* Drop cached plan answers: something a plan's JSON shows changed. */
+void api_plans_changed(struct brain *b);
 
 #endif

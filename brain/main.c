@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -40,10 +41,32 @@ static const struct rv_cfg_opt brain_opts[] = {
 	    "largest request body accepted, KiB (413 above)"),
 	OPT("server", "conn_timeout_s", NULL, RV_CFG_INT, conn_timeout_s, "120", 1, 3600, 0,
 	    "idle connection timeout, seconds"),
-	OPT("server", "max_conns", NULL, RV_CFG_INT, max_conns, "512", 4, 65536, 0,
-	    "most concurrent connections (one thread each)"),
+	OPT("server", "request_timeout_s", NULL, RV_CFG_INT, request_timeout_s, "30", 1, 3600, 0,
+	    "a client has this long to send a whole request, head and body, from connecting "
+	    "(or from its request line on a kept-alive connection), seconds; slow bytes do not "
+	    "extend it"),
+	OPT("server", "max_conns", NULL, RV_CFG_INT, max_conns, "4096", 4, 1048576, 0,
+	    "most open connections (lowered to fit the open-file limit)"),
+	OPT("server", "per_ip_conns", NULL, RV_CFG_INT, per_ip_conns, "256", 0, 1048576, 0,
+	    "most open connections from one client address (0: no limit)"),
+	OPT("server", "threads", NULL, RV_CFG_INT, threads, "4", 1, 256, 0,
+	    "threads serving every connection (epoll); a long-poll holds none"),
+	OPT("server", "max_waits", NULL, RV_CFG_INT, max_waits, "2048", 1, 1048576, 0,
+	    "most long-polls (GET plan with wait=) open at once; 429 beyond"),
+	OPT("server", "max_waits_per_ip", NULL, RV_CFG_INT, max_waits_per_ip, "256", 0, 1048576, 0,
+	    "most long-polls open at once from one client address; 429 beyond (0: no limit)"),
+	OPT("server", "body_budget_mb", NULL, RV_CFG_INT, body_budget_mb, "256", 1, 1048576, 0,
+	    "memory for request bodies being received, over all connections, MiB; 503 beyond"),
 	OPT("server", "web_dir", "web-dir", RV_CFG_STR, web_dir, "", 0, 0, 0,
 	    "folder of the status page served at / (empty: found next to the binary)"),
+	OPT("ingest", "group_max", NULL, RV_CFG_INT, ingest_group_max, "256", 1, 65536, 0,
+	    "most metrics batches stored in one transaction (one commit)"),
+	OPT("ingest", "committers", NULL, RV_CFG_INT, ingest_committers, "2", 1, 16, 0,
+	    "threads storing metrics batches, each a transaction at a time (one builds a group "
+	    "while another waits for its commit)"),
+	OPT("ingest", "queue_max", NULL, RV_CFG_INT, ingest_queue_max, "4096", 1, 1048576, 0,
+	    "most metrics batches waiting to be stored (their samples also count in "
+	    "server.body_budget_mb); 503 beyond"),
 	OPT("db", "conninfo", "db", RV_CFG_STR, db, "", 0, 0, RV_CFG_SECRET,
 	    "PostgreSQL conninfo; empty runs a private PostgreSQL under data_dir"),
 	OPT("db", "data_dir", "data-dir", RV_CFG_STR, data_dir, "var/brain", 0, 0, 0,
@@ -140,6 +163,24 @@ static int read_token_file(struct brain *b, struct rv_err *err)
 	return 0;
 }
 
+/* Raise the open-file limit to its hard limit: every connection is a
+ * descriptor.  Returns the soft limit now in force. */
+static long long raise_nofile(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return 1024;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rlim_t was = rl.rlim_cur;
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			rl.rlim_cur = was;
+	}
+	return rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (rlim_t)LLONG_MAX
+		       ? LLONG_MAX
+		       : (long long)rl.rlim_cur;
+}
+
 static int open_database(struct brain *b, struct rv_err *err)
 {
 	const char *conninfo = b->cfg.db;
@@ -222,6 +263,7 @@ static int run(int argc, char **argv)
 
 	sigset_t sigs;
 	rv_daemon_block_signals(&sigs);
+	b->nofile = raise_nofile();
 
 	rc = open_database(b, &err);
 	if (rc < 0) {
@@ -242,6 +284,16 @@ static int run(int argc, char **argv)
 	rc = planner_start(b);
 	if (rc < 0) {
 		rv_log_error("could not start the planner", "errno=%d", -rc);
+		goto out;
+	}
+	rc = api_ingest_start(b);
+	if (rc < 0) {
+		rv_log_error("could not start the metrics committer", "errno=%d", -rc);
+		goto out;
+	}
+	rc = api_plans_wait_start(b);
+	if (rc < 0) {
+		rv_log_error("could not start the long-poll thread", "errno=%d", -rc);
 		goto out;
 	}
 	rc = api_start(b, &err);

@@ -292,6 +292,7 @@ out:
 
 void planner_notify(struct brain *b)
 {
+	api_plans_changed(b);
 	pthread_mutex_lock(&b->plan_mu);
 	b->plan_seq++;
 	pthread_cond_broadcast(&b->plan_cv);

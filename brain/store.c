@@ -391,6 +391,15 @@ static int claim_batch_id(PGconn *c, const char *job_s, const struct rv_metrics_
 	return 0;
 }
 
+int store_metrics_claim(PGconn *c, int64_t job_id, const struct rv_metrics_batch *b, int *accepted,
+			struct rv_err *err)
+{
+	char job_s[24];
+	i64s(job_s, sizeof(job_s), job_id);
+	*accepted = b->n;
+	return claim_batch_id(c, job_s, b, accepted, err);
+}
+
 int store_metrics_insert(PGconn *c, int64_t job_id, const struct rv_metrics_batch *b, int *accepted,
 			 struct rv_err *err)
 {

@@ -4,9 +4,19 @@
  * Server: a route table ("GET", "/v1/jobs/{uid}/plan") dispatched to handlers
  * that fill a response; thread per connection (so a long-poll handler may
  * block), or a pool of epoll threads (opts.threads) where a handler may
- * defer its reply to another thread instead; a connection limit; request body limit (413 before reading
- * it all); per-connection timeout; keep-alive; every error is JSON
- * {"error","detail","field"}.  Routes flagged RV_HTTP_WRITE need
+ * defer its reply to another thread instead (the connection is suspended
+ * and holds no thread).  Limits: connections in total and per client
+ * address, a deadline for receiving a whole request that slow bytes do
+ * not extend, long-polls in total and per address (429 with Retry-After),
+ * request body size (413, chunked too) and the memory all bodies in flight
+ * hold (503 with Retry-After); idle timeout; keep-alive.  A body framed two
+ * ways (two different Content-Lengths, or Content-Length with
+ * Transfer-Encoding) is refused with 400 and the connection closed.  Every
+ * error the server or a handler gives is JSON {"error","detail","field"};
+ * the few libmicrohttpd answers itself before any callback (a request
+ * head over the connection's memory: 431, a URI too long: 414, an
+ * unsupported HTTP version: 505, a malformed chunk) stay its HTML, as
+ * 0.9.75 has no way to replace them.  Routes flagged RV_HTTP_WRITE need
  * "Authorization: Bearer <token>" when a token is set (constant-time compare).
  * Per-route request counts and latency histograms feed rv_http_server_metrics.
  * Handlers run on libmicrohttpd's threads: they must be thread-safe.
@@ -47,6 +57,7 @@ struct rv_http_resp {
 	const char *cache_control; /* NULL: no Cache-Control header; else its value */
 	void *priv;                /* the server's: set before the handler runs */
 	bool deferred;             /* set by rv_http_resp_defer */
+	int retry_after_s;         /* > 0: a Retry-After header */
 };
 
 /* Set a JSON body (takes ownership of the malloc'd string). */
@@ -58,14 +69,20 @@ void rv_http_resp_error_text(struct rv_http_resp *resp, int status, const char *
 			     const char *detail, const char *field);
 
 /* A deferred reply: the handler returns without a response and the
- * connection is suspended until rv_http_complete.  Only on a pooled server
- * (opts.threads > 0); NULL otherwise, and the handler replies as usual.
- * Anything already in resp is dropped.  The handle must be completed exactly
- * once; rv_http_server_stop waits for every one. */
+ * connection is suspended (it holds no thread) until rv_http_complete.  Only
+ * on a pooled server (opts.threads > 0); NULL otherwise, and the handler
+ * replies as usual.  Anything already in resp is dropped.  The handle must
+ * be completed exactly once; rv_http_server_stop waits for every one. */
 struct rv_http_defer;
 struct rv_http_defer *rv_http_resp_defer(struct rv_http_resp *resp);
+/* The same for a reply that waits on the client's behalf (a long-poll):
+ * it counts against opts.max_deferred and opts.max_deferred_per_ip, and
+ * past them NULL with resp holding a 429 with Retry-After (JSON), which
+ * the handler returns. */
+struct rv_http_defer *rv_http_resp_wait(struct rv_http_resp *resp);
 /* From any thread: queue the reply (takes ownership of the malloc'd json;
- * NULL answers 500) and resume the connection.  The handle is gone after. */
+ * NULL answers 500, except with status 204: no body) and resume the
+ * connection.  The handle is gone after. */
 void rv_http_complete(struct rv_http_defer *d, int status, char *json);
 
 /* A handler returns 0 after filling resp; a negative errno return (with resp
@@ -94,6 +111,19 @@ struct rv_http_server_opts {
 	 * threads serve every connection with epoll; a handler must not block
 	 * for long, and may defer its reply (rv_http_resp_defer). */
 	int threads;
+	/* 0 means no limit for each of these. */
+	int per_ip_conns; /* open connections from one client address */
+	/* Seconds a client has to send a whole request (head and body) from
+	 * the moment it connected (or, on a kept-alive connection, sent the
+	 * next request line); bytes trickling in do not extend it.  Past it
+	 * the connection is closed. */
+	int request_timeout_s;
+	int max_deferred;        /* rv_http_resp_wait replies open at once */
+	int max_deferred_per_ip; /* of those, from one client address */
+	/* Bytes of request bodies held at once over all connections (bodies
+	 * being received or waiting for their handler); a body that does not
+	 * fit gets 503 with Retry-After. */
+	size_t body_budget;
 	const struct rv_http_route *routes;
 	int nroutes;
 	void *ctx;                 /* passed to every handler */

@@ -8,6 +8,10 @@
  * another thread completes it (rv_http_complete resumes it, and
  * libmicrohttpd calls on_access again, which queues the stored reply).  Handlers
  * and the metrics reader run concurrently; counters are under srv->mu.
+ * A reaper thread (when opts.request_timeout_s is set) shuts down the
+ * sockets of connections still receiving a request past their deadline;
+ * the connection list it walks is under srv->conn_mu.  Long-poll counts
+ * per address are under defer_mu; the body memory in use is an atomic.
  * Per-request state (struct req) is allocated by the URI log callback, the
  * first callback libmicrohttpd makes for a request and the one that sees the
  * raw, undecoded URI; it is freed in one place, on_completed.
@@ -41,8 +45,15 @@
 /* Longest stop waits for requests in flight before cutting them off. */
 #define DRAIN_MAX_S 10u
 /* Bytes of an over-limit chunked body read and dropped so the client can
- * still get its 413; past this the connection is dropped instead. */
+ * still get its 413, when no request deadline bounds the time that takes
+ * (the body limit itself when larger); past this the connection is dropped
+ * instead. */
 #define DISCARD_MAX ((size_t)1 << 20)
+/* How often the deadline reaper looks at the connections, ms. */
+#define REAP_MS       200
+/* Retry-After of a 429 (too many deferred replies) or a 503 (bodies over
+ * the memory budget), seconds. */
+#define RETRY_AFTER_S 2
 
 /* Memory per connection of a pooled server: headers and the read buffer. */
 #define POOL_CONN_MEM ((size_t)8 * 1024)
@@ -61,9 +72,20 @@ static const char *const method_names[] = { "GET",  "POST",    "PUT",  "DELETE",
 					    "PATCH", "OPTIONS", "HEAD", "OTHER" };
 #define NMETHODS RV_ARRAY_SIZE(method_names)
 
-enum reject { REJ_BAD_REQUEST, REJ_UNAUTHORIZED, REJ_NOT_FOUND, REJ_METHOD, REJ_TOO_LARGE, NREJ };
-static const char *const reject_names[] = { "bad_request", "unauthorized", "not_found",
-					    "method_not_allowed", "too_large" };
+enum reject {
+	REJ_BAD_REQUEST,
+	REJ_UNAUTHORIZED,
+	REJ_NOT_FOUND,
+	REJ_METHOD,
+	REJ_TOO_LARGE,
+	REJ_DEADLINE,
+	REJ_TOO_MANY_WAITS,
+	REJ_BODY_BUDGET,
+	NREJ
+};
+static const char *const reject_names[] = { "bad_request",        "unauthorized", "not_found",
+					    "method_not_allowed", "too_large",    "request_timeout",
+					    "too_many_deferred",  "body_memory" };
 
 struct histo {
 	uint64_t bucket[NBUCKETS + 1]; /* non-cumulative; last is +Inf */
@@ -77,6 +99,27 @@ struct counter {
 	int method;      /* index into method_names */
 	int code;
 	uint64_t n;
+};
+
+/*
+ * One open connection (libmicrohttpd's socket context), on srv->conn_list
+ * under srv->conn_mu from its accept to its close.  While a request is
+ * being received, deadline_ms says when the reaper shuts the socket
+ * (libmicrohttpd then closes the connection); 0 while a handler runs or a
+ * reply is on its way, so a deferred reply or a slow reader is not cut.
+ */
+struct conn {
+	struct conn *prev, *next;
+	int fd;
+	unsigned char addr[16]; /* client address; IPv4 as v4-mapped IPv6 */
+	bool had_request;       /* a request was answered on it before */
+	int64_t deadline_ms;    /* monotonic; 0 = none */
+};
+
+/* Deferred replies open from one client address. */
+struct addr_count {
+	unsigned char addr[16];
+	int n;
 };
 
 struct rv_http_server {
@@ -104,9 +147,21 @@ struct rv_http_server {
 	pthread_mutex_t defer_mu;
 	atomic_int suspended;
 
+	int ndeferred;                       /* deferred replies not yet completed */
+	struct addr_count *deferred_by_addr; /* [opts.max_deferred], entries n > 0 */
+
 	atomic_int conns;
 	atomic_int active;       /* requests past their headers, not yet completed */
 	atomic_ullong conns_total;
+	atomic_size_t body_used; /* bytes of bodies held, against opts.body_budget */
+
+	/* Connections and the request-deadline reaper thread. */
+	pthread_mutex_t conn_mu;
+	pthread_cond_t reap_wake;
+	struct conn conn_list; /* circular, the head is a sentinel */
+	bool reap_stop;
+	bool reaper_running;
+	pthread_t reaper;
 };
 
 struct req {
@@ -125,6 +180,10 @@ struct req {
 	char params[RV_HTTP_MAX_PARAMS][PARAM_MAX + 1];
 	int nparams;
 	struct MHD_Connection *conn;
+	struct conn *cs;   /* the connection's state, NULL if unknown */
+	size_t budgeted;   /* bytes of body_used this request holds */
+	bool over_budget;  /* body did not fit the memory budget: 503 */
+	bool wait_counted; /* counts in ndeferred and deferred_by_addr */
 	bool deferred;  /* the handler deferred its reply */
 	bool suspended; /* connection suspended, reply not yet queued */
 	bool ready;     /* rv_http_complete stored the reply in done */
@@ -440,26 +499,132 @@ char *rv_http_server_metrics(struct rv_http_server *srv)
 			      reject_names[i], (unsigned long long)srv->rejected[i]);
 	pthread_mutex_unlock(&srv->mu);
 
+	pthread_mutex_lock(&srv->defer_mu);
+	int deferred = srv->ndeferred;
+	pthread_mutex_unlock(&srv->defer_mu);
 	rv_buf_printf(&b,
 		      "# HELP rover_http_connections Open client connections.\n"
 		      "# TYPE rover_http_connections gauge\n"
 		      "rover_http_connections %d\n"
 		      "# HELP rover_http_connections_total Client connections accepted.\n"
 		      "# TYPE rover_http_connections_total counter\n"
-		      "rover_http_connections_total %llu\n",
-		      atomic_load(&srv->conns), (unsigned long long)atomic_load(&srv->conns_total));
+		      "rover_http_connections_total %llu\n"
+		      "# HELP rover_http_waits Long-poll replies open now.\n"
+		      "# TYPE rover_http_waits gauge\n"
+		      "rover_http_waits %d\n"
+		      "# HELP rover_http_body_bytes Bytes of request bodies held now.\n"
+		      "# TYPE rover_http_body_bytes gauge\n"
+		      "rover_http_body_bytes %zu\n",
+		      atomic_load(&srv->conns), (unsigned long long)atomic_load(&srv->conns_total),
+		      deferred, atomic_load(&srv->body_used));
 	return rv_buf_steal(&b);
+}
+
+/* ---- connections: deadlines, per-address counts, body memory ---- */
+
+/* The client address of conn as 16 bytes (IPv4 v4-mapped); zeros if unknown. */
+static void conn_addr(struct MHD_Connection *conn, unsigned char out[16])
+{
+	memset(out, 0, 16);
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+	if (!sa)
+		return;
+	if (sa->sa_family == AF_INET) {
+		out[10] = out[11] = 0xff;
+		memcpy(out + 12, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
+	} else if (sa->sa_family == AF_INET6) {
+		memcpy(out, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, 16);
+	}
+}
+
+/* Set the receive deadline of cs: after_ms from now, or none (0). */
+static void conn_deadline(struct rv_http_server *srv, struct conn *cs, int64_t after_ms)
+{
+	if (!cs || srv->opts.request_timeout_s <= 0)
+		return;
+	pthread_mutex_lock(&srv->conn_mu);
+	cs->deadline_ms = after_ms > 0 ? rv_mono_ms() + after_ms : 0;
+	pthread_mutex_unlock(&srv->conn_mu);
+}
+
+/*
+ * The reaper: a connection still receiving its request past the deadline is
+ * shut down.  shutdown(2), not close: the socket stays libmicrohttpd's, it
+ * sees end of file and closes the connection itself on its own thread.
+ * conn_mu is held across, and a connection leaves the list (on its close
+ * notification, before libmicrohttpd closes the fd) under it too, so the fd
+ * is never a reused one.
+ */
+static void *reaper_main(void *arg)
+{
+	struct rv_http_server *srv = arg;
+	pthread_mutex_lock(&srv->conn_mu);
+	while (!srv->reap_stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_nsec += (long)REAP_MS * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&srv->reap_wake, &srv->conn_mu, &ts);
+		int64_t now = rv_mono_ms();
+		int cut = 0;
+		for (struct conn *c = srv->conn_list.next; c != &srv->conn_list; c = c->next) {
+			if (c->deadline_ms && now >= c->deadline_ms && c->fd >= 0) {
+				shutdown(c->fd, SHUT_RDWR);
+				c->deadline_ms = 0;
+				cut++;
+			}
+		}
+		if (cut) {
+			pthread_mutex_lock(&srv->mu);
+			srv->rejected[REJ_DEADLINE] += (uint64_t)cut;
+			pthread_mutex_unlock(&srv->mu);
+		}
+	}
+	pthread_mutex_unlock(&srv->conn_mu);
+	return NULL;
+}
+
+/* Take n bytes of the body budget for r: 0, or -EBUSY when they do not fit. */
+static int body_reserve(struct rv_http_server *srv, struct req *r, size_t n)
+{
+	if (!srv->opts.body_budget) {
+		r->budgeted += n;
+		return 0;
+	}
+	size_t used = atomic_load(&srv->body_used);
+	do {
+		if (n > srv->opts.body_budget - used || used > srv->opts.body_budget)
+			return -EBUSY;
+	} while (!atomic_compare_exchange_weak(&srv->body_used, &used, used + n));
+	r->budgeted += n;
+	return 0;
+}
+
+/* Free r's body and give its bytes back to the budget. */
+static void body_drop(struct rv_http_server *srv, struct req *r)
+{
+	free(r->body);
+	r->body = NULL;
+	r->body_len = r->body_cap = 0;
+	if (srv->opts.body_budget && r->budgeted)
+		atomic_fetch_sub(&srv->body_used, r->budgeted);
+	r->budgeted = 0;
 }
 
 /* ---- libmicrohttpd callbacks ---- */
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
-	(void)conn;
+	struct rv_http_server *srv = cls;
 	struct req *r = calloc(1, sizeof(*r));
 	if (!r)
 		return NULL;
-	r->srv = cls;
+	r->srv = srv;
 	r->route = -1;
 	r->slot = -1;
 	clock_gettime(CLOCK_MONOTONIC, &r->start);
@@ -468,6 +633,13 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 		free(r);
 		return NULL;
 	}
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	r->cs = ci ? ci->socket_context : NULL;
+	/* The first request's clock runs from the accept; a later one's from
+	 * its request line. */
+	if (r->cs && r->cs->had_request)
+		conn_deadline(srv, r->cs, (int64_t)srv->opts.request_timeout_s * 1000);
 	return r;
 }
 
@@ -484,10 +656,32 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		metrics_record(srv, r);
 	if (r->suspended)
 		atomic_fetch_sub(&srv->suspended, 1); /* resumed, client gone */
+	if (r->wait_counted) {
+		static const unsigned char zero[16];
+		const unsigned char *addr = r->cs ? r->cs->addr : zero;
+		pthread_mutex_lock(&srv->defer_mu);
+		srv->ndeferred--;
+		for (int i = 0; srv->deferred_by_addr && i < srv->opts.max_deferred; i++) {
+			struct addr_count *a = &srv->deferred_by_addr[i];
+			if (a->n > 0 && memcmp(a->addr, addr, 16) == 0) {
+				a->n--;
+				break;
+			}
+		}
+		pthread_mutex_unlock(&srv->defer_mu);
+	}
 	free(r->done.body);
 	if (r->started)
 		atomic_fetch_sub(&srv->active, 1);
-	free(r->body);
+	body_drop(srv, r);
+	if (r->cs) {
+		/* Idle until the next request line: libmicrohttpd's own timeout
+		 * governs, and this bounds a trickled request line. */
+		r->cs->had_request = true;
+		conn_deadline(srv, r->cs,
+			      ((int64_t)srv->opts.conn_timeout_s + srv->opts.request_timeout_s) *
+				      1000);
+	}
 	free(r->raw_path);
 	free(r);
 	*con_cls = NULL;
@@ -496,14 +690,37 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
 			  enum MHD_ConnectionNotificationCode code)
 {
-	(void)conn;
-	(void)socket_context;
 	struct rv_http_server *srv = cls;
 	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
 		atomic_fetch_add(&srv->conns, 1);
 		atomic_fetch_add(&srv->conns_total, 1);
+		struct conn *c = calloc(1, sizeof(*c));
+		if (!c)
+			return; /* no deadline, counted as address zero */
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		c->fd = ci ? ci->connect_fd : -1;
+		conn_addr(conn, c->addr);
+		pthread_mutex_lock(&srv->conn_mu);
+		if (srv->opts.request_timeout_s > 0)
+			c->deadline_ms = rv_mono_ms() + (int64_t)srv->opts.request_timeout_s * 1000;
+		c->next = srv->conn_list.next;
+		c->prev = &srv->conn_list;
+		c->next->prev = c;
+		srv->conn_list.next = c;
+		pthread_mutex_unlock(&srv->conn_mu);
+		*socket_context = c;
 	} else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
 		atomic_fetch_sub(&srv->conns, 1);
+		struct conn *c = *socket_context;
+		if (!c)
+			return;
+		pthread_mutex_lock(&srv->conn_mu);
+		c->prev->next = c->next;
+		c->next->prev = c->prev;
+		pthread_mutex_unlock(&srv->conn_mu);
+		free(c);
+		*socket_context = NULL;
 	}
 }
 
@@ -546,13 +763,20 @@ static enum MHD_Result send_resp(struct MHD_Connection *conn, struct req *r,
 	}
 	if (allow)
 		MHD_add_response_header(mr, MHD_HTTP_HEADER_ALLOW, allow);
+	if (resp->retry_after_s > 0) {
+		char ra[16];
+		snprintf(ra, sizeof(ra), "%d", resp->retry_after_s);
+		MHD_add_response_header(mr, MHD_HTTP_HEADER_RETRY_AFTER, ra);
+	}
 	if (challenge)
 		MHD_add_response_header(mr, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
 					"Bearer realm=\"rover\"");
 	enum MHD_Result ret = MHD_queue_response(conn, (unsigned int)status, mr);
 	MHD_destroy_response(mr);
-	if (ret == MHD_YES)
+	if (ret == MHD_YES) {
 		r->status = status;
+		conn_deadline(r->srv, r->cs, 0); /* sending: no receive deadline */
+	}
 	return ret;
 }
 
@@ -563,6 +787,30 @@ static enum MHD_Result send_error(struct MHD_Connection *conn, struct req *r, in
 	struct rv_http_resp resp = { 0 };
 	rv_http_resp_error_text(&resp, status, error, detail, field);
 	return send_resp(conn, r, &resp, allow, challenge);
+}
+
+/* What a request says about its body's framing. */
+struct framing {
+	int nlength;         /* Content-Length headers */
+	bool lengths_differ; /* two of them disagree */
+	const char *length;  /* the first */
+	bool transfer_encoding;
+};
+
+static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key,
+				      const char *value)
+{
+	(void)kind;
+	struct framing *f = cls;
+	if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+		if (f->nlength++ && strcmp(f->length, value ? value : "") != 0)
+			f->lengths_differ = true;
+		if (!f->length)
+			f->length = value ? value : "";
+	} else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+		f->transfer_encoding = true;
+	}
+	return MHD_YES;
 }
 
 /* First call for a request: route, authenticate, check the declared size.
@@ -624,8 +872,20 @@ static enum MHD_Result begin(struct rv_http_server *srv, struct MHD_Connection *
 	}
 	r->nparams = nseg;
 
-	const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-						     MHD_HTTP_HEADER_CONTENT_LENGTH);
+	/* A body framed two ways is how requests are smuggled past a proxy
+	 * that reads the other one (RFC 9112 section 6.3): refused, and the
+	 * connection closed after the answer (libmicrohttpd does so for a reply
+	 * queued before the body was read). */
+	struct framing f = { 0 };
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, framing_header, &f);
+	if (f.lengths_differ || (f.nlength && f.transfer_encoding)) {
+		reject_count(srv, REJ_BAD_REQUEST);
+		return send_error(conn, r, 400, "invalid_argument",
+				  f.lengths_differ ? "conflicting Content-Length headers"
+						   : "Content-Length with Transfer-Encoding",
+				  "Content-Length", NULL, false);
+	}
+	const char *cl = f.length;
 	int64_t declared = 0;
 	if (cl && rv_parse_i64(cl, 0, INT64_MAX, &declared) == 0 &&
 	    (uint64_t)declared > srv->opts.max_body) {
@@ -636,6 +896,15 @@ static enum MHD_Result begin(struct rv_http_server *srv, struct MHD_Connection *
 				  false);
 	}
 	if (declared > 0) {
+		if (body_reserve(srv, r, (size_t)declared + 1) < 0) {
+			reject_count(srv, REJ_BODY_BUDGET);
+			struct rv_http_resp resp = { .retry_after_s = RETRY_AFTER_S };
+			rv_http_resp_error_text(&resp, 503, "unavailable",
+						"request bodies in flight use all the memory set "
+						"aside for them; retry later",
+						NULL);
+			return send_resp(conn, r, &resp, NULL, false);
+		}
 		r->body = malloc((size_t)declared + 1);
 		if (!r->body)
 			return MHD_NO;
@@ -644,18 +913,31 @@ static enum MHD_Result begin(struct rv_http_server *srv, struct MHD_Connection *
 	return MHD_YES;
 }
 
-static int body_append(struct req *r, const char *data, size_t n, size_t max)
+/* How many bytes of an unwanted body are read and dropped before the
+ * connection is cut instead: unbounded when the request deadline bounds
+ * the time it takes. */
+static size_t discard_max(const struct rv_http_server *srv)
 {
-	if (r->too_large || n > max - r->body_len) {
-		if (n > DISCARD_MAX - r->discarded)
+	if (srv->opts.request_timeout_s > 0)
+		return SIZE_MAX;
+	return srv->opts.max_body > DISCARD_MAX ? srv->opts.max_body : DISCARD_MAX;
+}
+
+/* Keep n more body bytes (dropped once the body is over the size limit or
+ * does not fit the memory budget).  0, or -EMSGSIZE when too much was
+ * dropped, -ENOMEM. */
+static int body_append(struct rv_http_server *srv, struct req *r, const char *data, size_t n)
+{
+	size_t max = srv->opts.max_body;
+	bool over = r->too_large || r->over_budget;
+	if (!over && n > max - r->body_len) {
+		r->too_large = over = true;
+		body_drop(srv, r);
+	}
+	if (over) {
+		if (n > discard_max(srv) - r->discarded)
 			return -EMSGSIZE;
 		r->discarded += n;
-		if (r->too_large)
-			return 0;
-		r->too_large = true;
-		free(r->body);
-		r->body = NULL;
-		r->body_len = r->body_cap = 0;
 		return 0;
 	}
 	if (r->body_len + n + 1 > r->body_cap) {
@@ -664,6 +946,12 @@ static int body_append(struct req *r, const char *data, size_t n, size_t max)
 			cap *= 2;
 		if (cap > max + 1)
 			cap = max + 1;
+		if (body_reserve(srv, r, cap - r->body_cap) < 0) {
+			r->over_budget = true;
+			body_drop(srv, r);
+			r->discarded += n;
+			return 0;
+		}
 		char *nb = realloc(r->body, cap);
 		if (!nb)
 			return -ENOMEM;
@@ -676,16 +964,62 @@ static int body_append(struct req *r, const char *data, size_t n, size_t max)
 	return 0;
 }
 
-struct rv_http_defer *rv_http_resp_defer(struct rv_http_resp *resp)
+static struct rv_http_defer *defer(struct rv_http_resp *resp, bool capped)
 {
 	struct req *r = resp ? resp->priv : NULL;
 	if (!r || r->srv->opts.threads <= 0 || r->deferred)
 		return NULL;
+	struct rv_http_server *srv = r->srv;
+	if (capped && srv->opts.max_deferred > 0) {
+		static const unsigned char zero[16];
+		const unsigned char *addr = r->cs ? r->cs->addr : zero;
+		pthread_mutex_lock(&srv->defer_mu);
+		struct addr_count *mine = NULL, *free_slot = NULL;
+		for (int i = 0; i < srv->opts.max_deferred; i++) {
+			struct addr_count *a = &srv->deferred_by_addr[i];
+			if (a->n > 0 && memcmp(a->addr, addr, 16) == 0)
+				mine = a;
+			else if (a->n == 0 && !free_slot)
+				free_slot = a;
+		}
+		const char *why = NULL;
+		if (srv->ndeferred >= srv->opts.max_deferred)
+			why = "too many open long-polls; retry later";
+		else if (srv->opts.max_deferred_per_ip > 0 && mine &&
+			 mine->n >= srv->opts.max_deferred_per_ip)
+			why = "too many open long-polls from this address; retry later";
+		if (!why) {
+			if (!mine) {
+				mine = free_slot; /* one exists: fewer than max open */
+				memcpy(mine->addr, addr, 16);
+			}
+			mine->n++;
+			srv->ndeferred++;
+			r->wait_counted = true;
+		}
+		pthread_mutex_unlock(&srv->defer_mu);
+		if (why) {
+			reject_count(srv, REJ_TOO_MANY_WAITS);
+			rv_http_resp_error_text(resp, 429, "too_many_requests", why, NULL);
+			resp->retry_after_s = RETRY_AFTER_S;
+			return NULL;
+		}
+	}
 	free(resp->body);
 	resp->body = NULL;
 	resp->deferred = true;
 	r->deferred = true;
 	return (struct rv_http_defer *)r;
+}
+
+struct rv_http_defer *rv_http_resp_defer(struct rv_http_resp *resp)
+{
+	return defer(resp, false);
+}
+
+struct rv_http_defer *rv_http_resp_wait(struct rv_http_resp *resp)
+{
+	return defer(resp, true);
 }
 
 void rv_http_complete(struct rv_http_defer *d, int status, char *json)
@@ -697,7 +1031,10 @@ void rv_http_complete(struct rv_http_defer *d, int status, char *json)
 	pthread_mutex_lock(&srv->defer_mu);
 	r->done.status = status;
 	r->done.body = NULL;
-	rv_http_resp_json(&r->done, status, json);
+	if (!json && status == 204)
+		r->done.status = 204; /* no content */
+	else
+		rv_http_resp_json(&r->done, status, json);
 	r->ready = true;
 	/* Not yet suspended: on_access finds it ready and queues it itself.
 	 * After the resume r may be freed at any moment: not touched again. */
@@ -752,7 +1089,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 		return begin(srv, conn, r, method);
 	}
 	if (*upload_data_size) {
-		int rc = body_append(r, upload_data, *upload_data_size, srv->opts.max_body);
+		int rc = body_append(srv, r, upload_data, *upload_data_size);
 		if (rc < 0) {
 			if (rc == -EMSGSIZE)
 				reject_count(srv, REJ_TOO_LARGE);
@@ -768,6 +1105,16 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 		return send_error(conn, r, 413, "too_large", "request body too large", NULL, NULL,
 				  false);
 	}
+	if (r->over_budget) {
+		reject_count(srv, REJ_BODY_BUDGET);
+		struct rv_http_resp resp = { .retry_after_s = RETRY_AFTER_S };
+		rv_http_resp_error_text(&resp, 503, "unavailable",
+					"request bodies in flight use all the memory set aside for "
+					"them; retry later",
+					NULL);
+		return send_resp(conn, r, &resp, NULL, false);
+	}
+	conn_deadline(srv, r->cs, 0); /* whole request in: the handler's time */
 
 	const struct rv_http_route *rt = &srv->opts.routes[r->route];
 	struct rv_http_req req = {
@@ -783,6 +1130,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 	struct rv_http_resp resp = { .status = 200, .priv = r };
 	r->conn = conn;
 	int rc = rt->fn(&req, &resp, srv->opts.ctx);
+	body_drop(srv, r); /* the handler only borrowed it */
 	if (resp.deferred)
 		return send_deferred(srv, conn, r);
 	if (rc < 0 && !resp.body)
@@ -903,8 +1251,11 @@ static void server_free(struct rv_http_server *srv)
 	free(srv->labels);
 	free(srv->histos);
 	free(srv->counters);
+	free(srv->deferred_by_addr);
 	pthread_mutex_destroy(&srv->mu);
 	pthread_mutex_destroy(&srv->defer_mu);
+	pthread_mutex_destroy(&srv->conn_mu);
+	pthread_cond_destroy(&srv->reap_wake);
 	free(srv);
 }
 
@@ -923,7 +1274,26 @@ struct rv_http_server *rv_http_server_start(const struct rv_http_server_opts *op
 	}
 	pthread_mutex_init(&srv->mu, NULL);
 	pthread_mutex_init(&srv->defer_mu, NULL);
+	pthread_mutex_init(&srv->conn_mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&srv->reap_wake, &ca);
+	pthread_condattr_destroy(&ca);
+	srv->conn_list.next = srv->conn_list.prev = &srv->conn_list;
 	srv->opts = *opts;
+	if (srv->opts.max_deferred < 0)
+		srv->opts.max_deferred = 0;
+	if (srv->opts.max_deferred > 0) {
+		srv->deferred_by_addr =
+			calloc((size_t)srv->opts.max_deferred, sizeof(*srv->deferred_by_addr));
+		if (!srv->deferred_by_addr) {
+			rv_err_set(err, -ENOMEM, NULL,
+				   "could not start http server: out of memory");
+			server_free(srv);
+			return NULL;
+		}
+	}
 	srv->opts.host = NULL; /* not kept: the caller's string may go away */
 	if (opts->token && opts->token[0]) {
 		srv->token = strdup(opts->token);
@@ -947,6 +1317,8 @@ struct rv_http_server *rv_http_server_start(const struct rv_http_server_opts *op
 	}
 	unsigned int max_conns = opts->max_conns > 0 ? (unsigned int)opts->max_conns : 64;
 	unsigned int timeout = opts->conn_timeout_s > 0 ? (unsigned int)opts->conn_timeout_s : 60;
+	srv->opts.conn_timeout_s = (int)timeout;
+	unsigned int per_ip = opts->per_ip_conns > 0 ? (unsigned int)opts->per_ip_conns : 0;
 	srv->drain_ms = (timeout < DRAIN_MAX_S ? timeout : DRAIN_MAX_S) * 1000u;
 	unsigned int flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
 			     MHD_USE_AUTO | MHD_USE_ITC | MHD_USE_ERROR_LOG;
@@ -961,7 +1333,7 @@ struct rv_http_server *rv_http_server_start(const struct rv_http_server_opts *op
 		MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, max_conns,
 		MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION,
-		on_connection, srv,
+		on_connection, srv, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
 		/* Pooled only (an MHD_OPTION_END cuts the list short otherwise).
 		 * libmicrohttpd zeroes a connection's whole memory pool after every
 		 * request of a keep-alive connection: keep it to what headers need
@@ -974,6 +1346,17 @@ struct rv_http_server *rv_http_server_start(const struct rv_http_server_opts *op
 			   opts->host, opts->port);
 		server_free(srv);
 		return NULL;
+	}
+	if (srv->opts.request_timeout_s > 0) {
+		int prc = pthread_create(&srv->reaper, NULL, reaper_main, srv);
+		if (prc != 0) {
+			MHD_stop_daemon(srv->mhd);
+			rv_err_set(err, -prc, NULL,
+				   "could not start http server: no reaper thread");
+			server_free(srv);
+			return NULL;
+		}
+		srv->reaper_running = true;
 	}
 	const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_BIND_PORT);
 	srv->port = info ? info->port : 0;
@@ -1005,6 +1388,13 @@ void rv_http_server_stop(struct rv_http_server *srv)
 	 * reply is waited for (whoever completes it bounds its own wait). */
 	while (atomic_load(&srv->suspended) > 0)
 		usleep(5000);
+	if (srv->reaper_running) {
+		pthread_mutex_lock(&srv->conn_mu);
+		srv->reap_stop = true;
+		pthread_cond_signal(&srv->reap_wake);
+		pthread_mutex_unlock(&srv->conn_mu);
+		pthread_join(srv->reaper, NULL);
+	}
 	MHD_stop_daemon(srv->mhd);
 	/* After quiesce the listen socket is ours to close, and only once
 	 * every thread is gone. */

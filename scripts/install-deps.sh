@@ -15,7 +15,7 @@ elif [ "${1:-}" = --web ]; then
 else
 pkgs=(build-essential pkg-config libmicrohttpd-dev libpq-dev libcjson-dev libgsl-dev
       libcurl4-openssl-dev check libinih-dev postgresql postgresql-client curl
-      procps valgrind jq
+      procps valgrind jq wrk
       # libFuzzer harnesses (make fuzz, tests/scripts/check_fuzz.sh)
       clang
       # rover-run's tests and examples: Debian's PyTorch and scikit-learn

@@ -95,6 +95,38 @@ START_TEST(test_version)
 }
 END_TEST
 
+/* brain/README.md's table of limits names every [server] and [ingest] key
+ * the brain has, so the documentation cannot lose one. */
+START_TEST(test_readme_names_server_keys)
+{
+	char *out, *err;
+	const char *a[] = { "--print-conf", NULL };
+	ck_assert_int_eq(rv_test_cli_run("brain", a, &out, &err), 0);
+	char *readme = rv_test_read_file("brain/README.md");
+	ck_assert_ptr_nonnull(readme);
+	char section[64] = "";
+	int keys = 0;
+	char *save = NULL;
+	for (char *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char key[64];
+		int end = 0;
+		if (sscanf(line, "[%63[^]]]", section) == 1)
+			continue;
+		if (sscanf(line, "# %63[a-z_] =%n", key, &end) != 1 || !end ||
+		    (strcmp(section, "server") != 0 && strcmp(section, "ingest") != 0))
+			continue;
+		char want[160];
+		snprintf(want, sizeof(want), "`%s.%s`", section, key);
+		ck_assert_msg(strstr(readme, want), "brain/README.md does not name %s", want);
+		keys++;
+	}
+	ck_assert_int_ge(keys, 10);
+	free(readme);
+	free(out);
+	free(err);
+}
+END_TEST
+
 START_TEST(test_unknown_flag)
 {
 	char *out, *err;
@@ -107,7 +139,7 @@ START_TEST(test_unknown_flag)
 
 	const char *b[] = { "--server-max-conns", "1", NULL };
 	ck_assert_int_ne(rv_test_cli_run("brain", b, &out, &err), 0);
-	ck_assert_ptr_nonnull(strstr(err, "--server-max-conns: must be between 4 and 65536"));
+	ck_assert_ptr_nonnull(strstr(err, "--server-max-conns: must be between 4 and 1048576"));
 	free(out);
 	free(err);
 }
@@ -261,6 +293,7 @@ static Suite *brain_cli_suite(void)
 	tcase_add_test(tc, test_help);
 	tcase_add_test(tc, test_print_conf_matches_file);
 	tcase_add_test(tc, test_readme_lists_every_key);
+	tcase_add_test(tc, test_readme_names_server_keys);
 	tcase_add_test(tc, test_version);
 	tcase_add_test(tc, test_unknown_flag);
 	tcase_add_test(tc, test_bad_config_key);
