@@ -159,7 +159,8 @@ BINS += $(WARM_PY)
 # and benchmarks link the static librover-trainer.a (the same sources).
 TRAINER_SRC := $(wildcard trainer/*.c)
 TRAINER_COMMON := common/master_client.c common/rest_client.c common/http_client.c \
-        common/wire.c common/json.c common/buf.c common/parse.c common/err.c
+        common/wire.c common/json.c common/buf.c common/parse.c common/err.c \
+        common/crc32c.c common/ckslot.c
 INC_TRAINER := -iquote trainer -iquote common $(SYS_CFLAGS)
 $(B)/obj/trainer/%.o: INC := $(INC_TRAINER)
 $(B)/pic/trainer/%.o: INC := $(INC_TRAINER)

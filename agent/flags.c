@@ -287,7 +287,14 @@ static const struct flags_opt flags_table[] = {
 	{ "exclude-straggler", 0, SWITCH(exclude_straggler),
 	  "DLRover's: leave out a node the network check finds slow (accepted)" },
 	{ "save-at-breakpoint", 0, SWITCH(save_at_breakpoint),
-	  "DLRover's: save the in-memory checkpoint when workers fail (accepted)" },
+	  "persist the newest in-memory checkpoint to --ckpt-dir when a worker fails, before "
+	  "the restart (also ROVER_SAVE_AT_BREAKPOINT=1)" },
+	{ "ckpt-dir", 0, STR(ckpt_dir, "DIR"),
+	  "persist the workers' flash checkpoints (shared memory) here as soon as every local "
+	  "rank saved a step: DIR/step-S/, DIR/manifest.json; workers load from it "
+	  "(ROVER_CKPT_DIR) when memory has none (default: memory only)" },
+	{ "ckpt-keep", 0, INT(ckpt_keep, 1, 64, "N"),
+	  "complete checkpoint steps kept in --ckpt-dir, older ones removed (default 3)" },
 	{ "accelerator", 0, CHOICE(accelerator, accelerators, "nvidia.com/gpu|ascend-npu|cpu"),
 	  "DLRover's: the kind of device (default nvidia.com/gpu)" },
 	{ "hang-timeout", 0, FN(p_hang, "SECONDS"),
@@ -315,6 +322,7 @@ void flags_init(struct flags *f)
 	f->node_unit = 1;
 	snprintf(f->accelerator, sizeof(f->accelerator), "nvidia.com/gpu");
 	f->hang_timeout_s = 300;
+	f->ckpt_keep = 3;
 }
 
 /* The table row for a long name given with dashes or underscores. */

@@ -33,6 +33,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ckpt.h"
 #include "log.h"
 #include "master_client.h"
 #include "parse.h"
@@ -89,6 +90,7 @@ struct run {
 	char last_tb[WORKER_TAIL]; /* the previous failure's traceback, "" none */
 	char hung[128];            /* the ranks of a hang: "0,1" */
 	int stop_sig;
+	struct ckpt ck; /* the flash checkpoints' segments and their persister */
 };
 
 /* ---- small helpers ---- */
@@ -359,6 +361,7 @@ static int group_start(struct run *r, struct rv_err *err)
 		.warm = r->warm.started ? &r->warm : NULL,
 	};
 	r->attempt++;
+	ckpt_group(&r->ck, r->rank_offset, r->nproc);
 	rv_log_info("starting workers",
 		    "round=%lld group_rank=%d nnodes=%d world_size=%d "
 		    "local=%d restart=%d master_addr=%s master_port=%d",
@@ -843,6 +846,8 @@ static int setup(struct run *r, struct rv_err *err)
 	r->hb = rv_master_client_new(&ho, err);
 	if (!r->hb)
 		return err->code ? err->code : -ENOMEM;
+	if ((rc = ckpt_begin(&r->ck, f, r->have_sa, r->mc, r->master_addr, err)) < 0)
+		return rc;
 
 	sigset_t sigs;
 	sigemptyset(&sigs);
@@ -880,6 +885,7 @@ static void teardown(struct run *r)
 		free(r->w);
 		r->w = NULL;
 	}
+	ckpt_stop(&r->ck, true);
 	warm_stop(&r->warm);
 	rv_master_client_free(r->mc);
 	rv_master_client_free(r->hb);
@@ -940,6 +946,7 @@ int run_job(const struct flags *f)
 			break;
 		case OUT_FAILED:
 		case OUT_HANG:
+			ckpt_breakpoint(&r->ck);
 			code = after_failure(r, o);
 			break;
 		}

@@ -27,15 +27,29 @@ static int write_spec(const char *path, const struct flags *f)
 	if (!o)
 		return -errno;
 	/* The rendezvous is all rover-run asks of it; the one dataset the
-	 * master requires stands for the script's own data. */
+	 * master requires stands for the script's own data, unless
+	 * ROVER_STANDALONE_DATASET=SIZE[:SHARD_SIZE[:EPOCHS]] describes the
+	 * samples a script takes through the trainer library's shards. */
+	long size = 1, shard = 1, epochs = 1;
+	const char *ds = getenv("ROVER_STANDALONE_DATASET");
+	if (ds && ds[0]) {
+		int k = sscanf(ds, "%ld:%ld:%ld", &size, &shard, &epochs);
+		if (k < 1 || size < 1 || size > (1L << 40))
+			size = 1;
+		if (k < 2 || shard < 1 || shard > size)
+			shard = size < 32 ? size : 32;
+		if (k < 3 || epochs < 1 || epochs > 1000)
+			epochs = 1;
+	}
 	fprintf(o,
 		"{\"apiVersion\":\"elastic.rover.dev/v1alpha1\",\"kind\":\"ElasticJob\","
 		"\"metadata\":{\"name\":\"rover-run\"},"
 		"\"spec\":{\"distributionStrategy\":\"AllreduceStrategy\","
 		"\"replicaSpecs\":{\"worker\":{\"replicas\":%d,\"minReplicas\":%d,"
 		"\"maxReplicas\":%d}},"
-		"\"datasets\":[{\"name\":\"train\",\"size\":1,\"shardSize\":1,\"epochs\":1}]}}\n",
-		f->nnodes_min, f->nnodes_min, f->nnodes_max);
+		"\"datasets\":[{\"name\":\"train\",\"size\":%ld,\"shardSize\":%ld,"
+		"\"epochs\":%ld}]}}\n",
+		f->nnodes_min, f->nnodes_min, f->nnodes_max, size, shard, epochs);
 	return fclose(o) == 0 ? 0 : -EIO;
 }
 
