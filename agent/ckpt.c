@@ -312,7 +312,7 @@ static int persist_round(struct ckpt *c)
 	c->persisted = step;
 	c->steps_written++;
 	prune(c);
-	rv_log_info("checkpoint persisted", "step=%lld ranks=%d bytes=%llu data=%d ms=%lld",
+	rv_log_debug("checkpoint persisted", "step=%lld ranks=%d bytes=%llu data=%d ms=%lld",
 		    (long long)step, n, (unsigned long long)bytes, data,
 		    (long long)(rv_mono_ms() - t0));
 	rc = 1;

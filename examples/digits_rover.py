@@ -19,7 +19,8 @@ and at the end
   test_accuracy=A target=T steps=S
 exiting 1 when A < T.  --shard-log FILE appends "RANK STEP I,I,..." per
 step (and "load STEP" at each load), --digest-log FILE "STEP DIGEST" per
-save (rank 0): what the tests check.
+save (rank 0): what the tests check; --time-log FILE what the goodput
+bench measures.
 """
 import argparse
 import hashlib
@@ -70,6 +71,8 @@ def main():
     ap.add_argument("--pad-mib", type=int, default=0, help="MiB of extra state saved each step")
     ap.add_argument("--shard-log", default="")
     ap.add_argument("--digest-log", default="")
+    ap.add_argument("--time-log", default="", help="rank 0 appends \"STEP TIME\" per save "
+                    "and \"load STEP TIME\" per load (the goodput bench)")
     args = ap.parse_args()
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -103,6 +106,8 @@ def main():
               flush=True)
     if args.shard_log and rank == 0:
         append(args.shard_log, f"load {step} world={world}")
+    if args.time_log and rank == 0:
+        append(args.time_log, f"load {step} {time.time():.6f}")
     ddp = nn.parallel.DistributedDataParallel(model) if world > 1 else model
     loss_fn = nn.CrossEntropyLoss()
 
@@ -143,6 +148,8 @@ def main():
         if args.digest_log and rank == 0:
             ckpt.wait()
             append(args.digest_log, f"{step} {digest(model, opt)}")
+        if args.time_log and rank == 0:
+            append(args.time_log, f"{step} {time.time():.6f}")
         if rank == 0 and step % args.log_every == 0:
             dt = time.time() - t0
             print(f"step={step} loss={loss.item():.4f} samples_per_s={seen / dt:.0f}", flush=True)
