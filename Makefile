@@ -321,10 +321,33 @@ format-check: lint-deps
 lint-deps:
 	@scripts/install-deps.sh --lint
 
+# ---- install: where each binary looks beside itself (rv_proc_exe_relative) ----
+#   $(PREFIX)/bin/rover-*                      the daemons and rover-run
+#   $(PREFIX)/lib/librover-trainer.so          ROVER_TRAINER_LIB for the workers
+#   $(PREFIX)/lib/python/rover/                the Python package (on the workers' PYTHONPATH)
+#   $(PREFIX)/lib/rover/rover_warm.py          rover-run's warm interpreter
+#   $(PREFIX)/include/rover/rover_trainer.h    with err.h, which it includes
+#   $(PREFIX)/share/rover/sql/                 rover-brain's migrations
+#   $(SYSCONFDIR)/rover/*.conf                 every daemon's keys with their defaults
+PREFIX ?= /usr/local
+SYSCONFDIR ?= $(PREFIX)/etc
+INSTALL ?= install
+install: $(BINS)
+	$(INSTALL) -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/python/rover \
+	        $(DESTDIR)$(PREFIX)/lib/rover $(DESTDIR)$(PREFIX)/include/rover \
+	        $(DESTDIR)$(PREFIX)/share/rover/sql $(DESTDIR)$(SYSCONFDIR)/rover
+	$(INSTALL) -m 755 $(filter $(B)/bin/%,$(BINS)) $(DESTDIR)$(PREFIX)/bin/
+	$(INSTALL) -m 755 $(SO_TRAINER) $(DESTDIR)$(PREFIX)/lib/
+	$(INSTALL) -m 644 python/rover/*.py $(DESTDIR)$(PREFIX)/lib/python/rover/
+	$(INSTALL) -m 644 $(WARM_PY) $(DESTDIR)$(PREFIX)/lib/rover/
+	$(INSTALL) -m 644 trainer/rover_trainer.h common/err.h $(DESTDIR)$(PREFIX)/include/rover/
+	$(INSTALL) -m 644 sql/*.sql $(DESTDIR)$(PREFIX)/share/rover/sql/
+	$(INSTALL) -m 644 conf/*.conf $(DESTDIR)$(SYSCONFDIR)/rover/
+
 clean:
 	rm -rf build
 
-.PHONY: all deps test check-layers check-names asan valgrind bench demo demo-stop lint \
+.PHONY: all deps test check-layers check-names asan valgrind bench demo demo-stop lint install \
         lint-deps format-check clean
 .SECONDARY:
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

@@ -456,7 +456,11 @@ int rv_trainer_steps(struct rv_trainer *t, int64_t *steps, int max, struct rv_er
 		if (h)
 			found[n++] = h->step;
 	}
-	slot_unmap(&t->slot[VIEW]);
+	if (src != t->rank) {
+		if (t->loaded_slot == VIEW)
+			t->loaded_slot = -1;
+		slot_unmap(&t->slot[VIEW]);
+	}
 	const char *dir = ckpt_dir();
 	for (int i = 0; dir && i < nman; i++) {
 		char path[1100];

@@ -61,7 +61,7 @@ def _candidates():
     here = os.path.dirname(os.path.abspath(__file__))
     name = "librover-trainer.so"
     return [os.path.join(here, name),
-            os.path.join(here, "..", "..", "lib", name),        # <prefix>/lib/python/rover
+            os.path.join(here, "..", "..", name),               # <prefix>/lib/python/rover
             os.path.join(here, "..", "..", "build", "lib", name),  # a source tree
             os.path.join(here, "..", "lib", name)]
 
