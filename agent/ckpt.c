@@ -187,8 +187,8 @@ static void prune(struct ckpt *c)
 	struct dirent *e;
 	while ((e = readdir(d))) {
 		int64_t step;
-		if (strncmp(e->d_name, "step-", 5) || rv_parse_i64(e->d_name + 5, 0, INT64_MAX,
-								  &step) < 0)
+		if (strncmp(e->d_name, "step-", 5) ||
+		    rv_parse_i64(e->d_name + 5, 0, INT64_MAX, &step) < 0)
 			continue;
 		bool keep = false;
 		for (int i = 0; i < c->nkept; i++)
@@ -290,8 +290,9 @@ static int persist_round(struct ckpt *c)
 			unlink(tmp);
 			if (crc != -EAGAIN) {
 				rc = crc;
-				rv_log_warn("could not persist a checkpoint", "rank=%d step=%lld reason=\"%s\"",
-					    rank0 + i, (long long)step, err.msg[0] ? err.msg : strerror(-crc));
+				rv_log_warn("could not persist a checkpoint",
+					    "rank=%d step=%lld reason=\"%s\"", rank0 + i,
+					    (long long)step, err.msg[0] ? err.msg : strerror(-crc));
 			}
 			goto out;
 		}
@@ -313,8 +314,8 @@ static int persist_round(struct ckpt *c)
 	c->steps_written++;
 	prune(c);
 	rv_log_debug("checkpoint persisted", "step=%lld ranks=%d bytes=%llu data=%d ms=%lld",
-		    (long long)step, n, (unsigned long long)bytes, data,
-		    (long long)(rv_mono_ms() - t0));
+		     (long long)step, n, (unsigned long long)bytes, data,
+		     (long long)(rv_mono_ms() - t0));
 	rc = 1;
 out:
 	for (int i = 0; i < n; i++)
@@ -536,6 +537,6 @@ void ckpt_breakpoint(struct ckpt *c)
 		return;
 	int64_t t0 = rv_mono_ms();
 	int rc = ckpt_flush(c, 10000);
-	rv_log_info("saved at the breakpoint", "step=%lld wrote=%d ms=%lld", (long long)c->persisted,
-		    rc > 0, (long long)(rv_mono_ms() - t0));
+	rv_log_info("saved at the breakpoint", "step=%lld wrote=%d ms=%lld",
+		    (long long)c->persisted, rc > 0, (long long)(rv_mono_ms() - t0));
 }

@@ -48,9 +48,9 @@ struct ckpt {
 	pthread_mutex_t mu; /* guards everything below but persisted/kept */
 	pthread_cond_t cv;
 	bool stop;
-	int rank0, nranks;              /* the local ranks of the current group */
+	int rank0, nranks;                  /* the local ranks of the current group */
 	unsigned char seen[CKPT_MAX_RANKS]; /* ranks that ran here: their segments */
-	pthread_mutex_t run_mu;         /* one persist round at a time */
+	pthread_mutex_t run_mu;             /* one persist round at a time */
 	/* persister state (under run_mu) */
 	int64_t persisted; /* newest complete step on storage, -1 none */
 	struct ckpt_kept {
@@ -59,8 +59,8 @@ struct ckpt {
 		bool data;
 	} kept[64]; /* complete steps on storage, newest first */
 	int nkept;
-	struct rv_master_client *mc; /* for the data checkpoints; NULL none */
-	int64_t rounds, steps_written;  /* counters, for tests and logs */
+	struct rv_master_client *mc;   /* for the data checkpoints; NULL none */
+	int64_t rounds, steps_written; /* counters, for tests and logs */
 };
 
 struct flags;

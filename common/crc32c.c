@@ -80,7 +80,8 @@ static _Atomic uint32_t lane_shift; /* gf2_shift_const(LANE), set once */
 
 /* Three independent crc32 streams over consecutive LANE-byte blocks, then
  * joined: the instruction's latency is 3 cycles, its throughput 1. */
-__attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t c, const unsigned char *p, size_t n)
+__attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t c, const unsigned char *p,
+							 size_t n)
 {
 	uint64_t c0 = c;
 	while (n && ((uintptr_t)p & 7)) {

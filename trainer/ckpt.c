@@ -602,8 +602,7 @@ int rv_trainer_loaded_position(const struct rv_trainer *t, int64_t *task_id, int
 {
 	if (t->loaded_slot < 0)
 		return -ENOENT;
-	const struct rv_ckslot_hdr *h =
-		(const struct rv_ckslot_hdr *)t->slot[t->loaded_slot].map;
+	const struct rv_ckslot_hdr *h = (const struct rv_ckslot_hdr *)t->slot[t->loaded_slot].map;
 	*task_id = h->task_id;
 	*consumed = h->consumed;
 	return 0;
@@ -626,7 +625,8 @@ static int data_from_storage(int64_t step, struct rv_data_ckpt *out, struct rv_e
 	struct stat st;
 	char *text = NULL;
 	ssize_t n = -1;
-	if (fstat(fd, &st) == 0 && st.st_size < (64 << 20) && (text = malloc((size_t)st.st_size + 1)))
+	if (fstat(fd, &st) == 0 && st.st_size < (64 << 20) &&
+	    (text = malloc((size_t)st.st_size + 1)))
 		n = read(fd, text, (size_t)st.st_size);
 	close(fd);
 	if (n != st.st_size) {

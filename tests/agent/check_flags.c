@@ -83,8 +83,7 @@ START_TEST(test_every_flag)
 		       "--local-addr", "h3", "--network-check", "--node-unit", "2", "--auto-config",
 		       "--exclude-straggler", "--save-at-breakpoint", "--accelerator", "ascend-npu",
 		       "--hang-timeout", "5", "--ckpt-dir", "/tmp/ck", "--ckpt-keep", "5",
-		       "--no-python", "--no-warm", "--run-path", "prog",
-		       "--lr", "0.1");
+		       "--no-python", "--no-warm", "--run-path", "prog", "--lr", "0.1");
 	ck_assert_msg(rc == 0, "%s", err.msg);
 	ck_assert_int_eq(f.nnodes_min, 2);
 	ck_assert_int_eq(f.nnodes_max, 4);

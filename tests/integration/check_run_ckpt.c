@@ -105,16 +105,16 @@ static int64_t last_digest_step(const char *path)
 
 /* "[rank0]:loaded step=S from=F world=W data=D digest=X": S, and F, D, X
  * into from, data, digest (the n-th such line, 0 first); false when none. */
-static bool loaded_line(const char *out, int n, int64_t *step, char *from, char *data,
-			char *digest)
+static bool loaded_line(const char *out, int n, int64_t *step, char *from, char *data, char *digest)
 {
 	const char *p = out;
 	for (int i = 0; (p = strstr(p, "[rank0]:loaded step=")); i++, p++)
 		if (i == n) {
 			long long s;
 			int w;
-			return sscanf(p, "[rank0]:loaded step=%lld from=%15s world=%d data=%15s "
-					 "digest=%63s",
+			return sscanf(p,
+				      "[rank0]:loaded step=%lld from=%15s world=%d data=%15s "
+				      "digest=%63s",
 				      &s, from, &w, data, digest) == 5 &&
 			       (*step = s, true);
 		}
@@ -245,9 +245,21 @@ START_TEST(test_kill_after_save_loads_memory)
 	paths(&r, log, dig, sizeof(log));
 	job_env(job, sizeof(job), "after");
 	const char *env[] = { job, "ROVER_STANDALONE_DATASET=600:16:2", NULL };
-	const char *args[] = { "--standalone", "--nproc-per-node", "1", "--max-restarts", "2",
-			       EXAMPLE, "--batch-size", "8", "--step-sleep", "0.03",
-			       "--shard-log", log, "--digest-log", dig, NULL };
+	const char *args[] = { "--standalone",
+			       "--nproc-per-node",
+			       "1",
+			       "--max-restarts",
+			       "2",
+			       EXAMPLE,
+			       "--batch-size",
+			       "8",
+			       "--step-sleep",
+			       "0.03",
+			       "--shard-log",
+			       log,
+			       "--digest-log",
+			       dig,
+			       NULL };
 	ck_assert_int_eq(rv_test_run_start(&r, args, env), 0);
 	ck_assert_msg(wait_lines(dig, 20, 90000), "no 20 steps saved");
 	pid_t w[2];
@@ -279,9 +291,21 @@ START_TEST(test_kill_during_save_loads_previous)
 	paths(&r, log, dig, sizeof(log));
 	job_env(job, sizeof(job), "during");
 	const char *env[] = { job, "ROVER_STANDALONE_DATASET=400:16:1", NULL };
-	const char *args[] = { "--standalone", "--nproc-per-node", "1", "--max-restarts", "2",
-			       EXAMPLE, "--batch-size", "8", "--pad-mib", "192",
-			       "--shard-log", log, "--digest-log", dig, NULL };
+	const char *args[] = { "--standalone",
+			       "--nproc-per-node",
+			       "1",
+			       "--max-restarts",
+			       "2",
+			       EXAMPLE,
+			       "--batch-size",
+			       "8",
+			       "--pad-mib",
+			       "192",
+			       "--shard-log",
+			       log,
+			       "--digest-log",
+			       dig,
+			       NULL };
 	ck_assert_int_eq(rv_test_run_start(&r, args, env), 0);
 	ck_assert_msg(wait_lines(dig, 3, 120000), "no 3 steps saved");
 	/* both slots hold a step; kill the worker while it writes one */
@@ -345,9 +369,24 @@ START_TEST(test_run_killed_loads_storage)
 	snprintf(dir, sizeof(dir), "%s/ckpt", r.dir);
 	job_env(job, sizeof(job), "storage");
 	const char *env[] = { job, "ROVER_STANDALONE_DATASET=900:16:1", NULL };
-	const char *args[] = { "--standalone", "--nproc-per-node", "2", "--max-restarts", "1",
-			       "--ckpt-dir", dir, "--ckpt-keep", "2", EXAMPLE, "--batch-size", "8",
-			       "--step-sleep", "0.03", "--shard-log", log, "--digest-log", dig,
+	const char *args[] = { "--standalone",
+			       "--nproc-per-node",
+			       "2",
+			       "--max-restarts",
+			       "1",
+			       "--ckpt-dir",
+			       dir,
+			       "--ckpt-keep",
+			       "2",
+			       EXAMPLE,
+			       "--batch-size",
+			       "8",
+			       "--step-sleep",
+			       "0.03",
+			       "--shard-log",
+			       log,
+			       "--digest-log",
+			       dig,
 			       NULL };
 	ck_assert_int_eq(rv_test_run_start(&r, args, env), 0);
 	ck_assert_msg(wait_lines(dig, 15, 90000), "no 15 steps saved");
@@ -405,12 +444,38 @@ START_TEST(test_world_two_to_three)
 	paths(&r[0], log, dig, sizeof(log));
 	job_env(job, sizeof(job), "grow");
 	const char *env[] = { job, NULL };
-	const char *a0[] = { "--nnodes", "1:2", "--nproc-per-node", "2", "--rdzv-endpoint", ep,
-			     EXAMPLE, "--batch-size", "8", "--step-sleep", "0.05", "--shard-log",
-			     log, "--digest-log", dig, NULL };
-	const char *a1[] = { "--nnodes", "1:2", "--nproc-per-node", "1", "--rdzv-endpoint", ep,
-			     EXAMPLE, "--batch-size", "8", "--step-sleep", "0.05", "--shard-log",
-			     log, "--digest-log", dig, NULL };
+	const char *a0[] = { "--nnodes",
+			     "1:2",
+			     "--nproc-per-node",
+			     "2",
+			     "--rdzv-endpoint",
+			     ep,
+			     EXAMPLE,
+			     "--batch-size",
+			     "8",
+			     "--step-sleep",
+			     "0.05",
+			     "--shard-log",
+			     log,
+			     "--digest-log",
+			     dig,
+			     NULL };
+	const char *a1[] = { "--nnodes",
+			     "1:2",
+			     "--nproc-per-node",
+			     "1",
+			     "--rdzv-endpoint",
+			     ep,
+			     EXAMPLE,
+			     "--batch-size",
+			     "8",
+			     "--step-sleep",
+			     "0.05",
+			     "--shard-log",
+			     log,
+			     "--digest-log",
+			     dig,
+			     NULL };
 	ck_assert_int_eq(rv_test_run_start(&r[0], a0, env), 0);
 	ck_assert_msg(wait_lines(dig, 10, 90000), "no 10 steps saved by the world of 2");
 	ck_assert_int_eq(rv_test_run_init(&r[1]), 0);
