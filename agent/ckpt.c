@@ -187,7 +187,7 @@ static void prune(struct ckpt *c)
 	struct dirent *e;
 	while ((e = readdir(d))) {
 		int64_t step;
-		if (strncmp(e->d_name, "step-", 5) ||
+		if (strncmp(e->d_name, "step-", 5) != 0 ||
 		    rv_parse_i64(e->d_name + 5, 0, INT64_MAX, &step) < 0)
 			continue;
 		bool keep = false;
@@ -498,7 +498,7 @@ int ckpt_begin(struct ckpt *c, const struct flags *f, bool private_master,
 	const char *env = getenv("ROVER_JOB_NAME");
 	if (env && env[0])
 		snprintf(job, sizeof(job), "%s", env);
-	else if (f->rdzv_id[0] && strcmp(f->rdzv_id, "none"))
+	else if (f->rdzv_id[0] && strcmp(f->rdzv_id, "none") != 0)
 		snprintf(job, sizeof(job), "%s", f->rdzv_id);
 	else if (private_master)
 		snprintf(job, sizeof(job), "rover-run-%d", (int)getpid());

@@ -92,13 +92,13 @@ static int write_all(int fd, const void *p, size_t n, off_t off)
 	return 0;
 }
 
-int rv_ckslot_copy(int fd, const void *map, uint64_t size, int64_t *step, struct rv_err *err)
+/* rv_ckslot_copy with h (a header's room) and chunk (COPY_CHUNK bytes)
+ * the caller's. */
+static int copy_with(int fd, const void *map, uint64_t size, struct rv_ckslot_hdr *h,
+		     unsigned char *chunk, int64_t *step, struct rv_err *err)
 {
 	/* the header as it is now: the writer may start over this slot at any
 	 * time, so everything is checked against this copy */
-	RV_CLEANUP_FREE struct rv_ckslot_hdr *h = malloc(RV_CKSLOT_HEADER);
-	if (!h)
-		return rv_err_set(err, -ENOMEM, "", "out of memory");
 	if (!rv_ckslot_committed(map, size))
 		return rv_err_set(err, -EAGAIN, "", "the slot is not committed");
 	memcpy(h, map, RV_CKSLOT_HEADER);
@@ -112,9 +112,6 @@ int rv_ckslot_copy(int fd, const void *map, uint64_t size, int64_t *step, struct
 		return rv_err_set(err, rc, "", "could not write the checkpoint: %s", strerror(-rc));
 	/* the payload, buffer by buffer (the CRC skips the padding), through a
 	 * private copy so what is checked is what was written */
-	RV_CLEANUP_FREE unsigned char *chunk = malloc(COPY_CHUNK);
-	if (!chunk)
-		return rv_err_set(err, -ENOMEM, "", "out of memory");
 	const unsigned char *src = (const unsigned char *)map + RV_CKSLOT_HEADER;
 	off_t off = RV_CKSLOT_HEADER;
 	uint32_t crc = 0;
@@ -142,6 +139,17 @@ int rv_ckslot_copy(int fd, const void *map, uint64_t size, int64_t *step, struct
 		return rv_err_set(err, -EAGAIN, "", "the slot was overwritten during the copy");
 	*step = h->step;
 	return 0;
+}
+
+int rv_ckslot_copy(int fd, const void *map, uint64_t size, int64_t *step, struct rv_err *err)
+{
+	struct rv_ckslot_hdr *h = malloc(RV_CKSLOT_HEADER);
+	unsigned char *chunk = malloc(COPY_CHUNK);
+	int rc = h && chunk ? copy_with(fd, map, size, h, chunk, step, err)
+			    : rv_err_set(err, -ENOMEM, "", "out of memory");
+	free(h);
+	free(chunk);
+	return rc;
 }
 
 void rv_ckslot_step_dir(char *out, size_t size, const char *dir, int64_t step)

@@ -491,6 +491,8 @@ int rv_trainer_steps(struct rv_trainer *t, int64_t *steps, int max, struct rv_er
 static int loaded(struct rv_trainer *t, int slot, int from, int rank, int64_t *step, int *nbufs)
 {
 	const struct rv_ckslot_hdr *h = (const struct rv_ckslot_hdr *)t->slot[slot].map;
+	if (!h)
+		return 0;
 	t->loaded_slot = slot;
 	t->loaded_from = from;
 	t->loaded_rank = rank;
@@ -531,7 +533,7 @@ int rv_trainer_load_step(struct rv_trainer *t, int64_t want, int64_t *step, int 
 			if (!rc)
 				continue;
 		}
-		if (want >= 0 && h->step != want)
+		if (!h || (want >= 0 && h->step != want))
 			continue;
 		if (best < 0 || h->seq > best_seq) {
 			best = s;
