@@ -37,7 +37,8 @@ static int write_spec(const char *path, const struct flags *f)
 		snprintf(copy, sizeof(copy), "%s", ds);
 		static const int64_t hi[3] = { (int64_t)1 << 40, (int64_t)1 << 40, 1000 };
 		int k = 0;
-		for (char *p = strtok_r(copy, ":", &save); p && k < 3; p = strtok_r(NULL, ":", &save))
+		for (char *p = strtok_r(copy, ":", &save); p && k < 3;
+		     p = strtok_r(NULL, ":", &save))
 			if (rv_parse_i64(p, 1, hi[k], &v[k]) == 0)
 				k++;
 			else
