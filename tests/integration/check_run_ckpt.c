@@ -244,34 +244,32 @@ START_TEST(test_kill_after_save_loads_memory)
 	char log[400], dig[400], job[96];
 	paths(&r, log, dig, sizeof(log));
 	job_env(job, sizeof(job), "after");
-	const char *env[] = { job, "ROVER_STANDALONE_DATASET=600:16:2", NULL };
-	const char *args[] = { "--standalone",
-			       "--nproc-per-node",
-			       "1",
-			       "--max-restarts",
-			       "2",
-			       EXAMPLE,
-			       "--batch-size",
-			       "8",
-			       "--step-sleep",
-			       "0.03",
-			       "--shard-log",
-			       log,
-			       "--digest-log",
-			       dig,
-			       NULL };
+	char dir[400];
+	snprintf(dir, sizeof(dir), "%s/ckpt", r.dir);
+	const char *env[] = { job, "ROVER_STANDALONE_DATASET=600:16:2",
+			      "ROVER_SAVE_AT_BREAKPOINT=1", NULL };
+	const char *args[] = { "--standalone", "--nproc-per-node", "1", "--max-restarts", "2",
+			       "--ckpt-dir", dir, EXAMPLE, "--batch-size", "8", "--step-sleep",
+			       "0.03", "--shard-log", log, "--digest-log", dig, NULL };
 	ck_assert_int_eq(rv_test_run_start(&r, args, env), 0);
 	ck_assert_msg(wait_lines(dig, 20, 90000), "no 20 steps saved");
 	pid_t w[2];
 	ck_assert_int_eq(rv_test_run_workers(&r, r.proc.pid, 0, w, 2), 1);
 	int64_t before = last_digest_step(dig);
 	ck_assert_int_eq(kill(w[0], SIGKILL), 0);
-	free(rv_test_run_expect_exit(&r, 0, 120000));
+	char *err = rv_test_run_expect_exit(&r, 0, 120000);
 	char *out = rv_test_run_output(&r, 1);
 	int64_t step = expect_loaded(out, 0, dig, "memory");
 	ck_assert_msg(step >= before, "loaded step %lld, %lld was saved before the kill",
 		      (long long)step, (long long)before);
 	free(out);
+	/* armed by ROVER_SAVE_AT_BREAKPOINT: the step in memory went to storage
+	 * before the restart */
+	const char *bp = strstr(err, "msg=\"saved at the breakpoint\" step=");
+	ck_assert_msg(bp, "%s", err);
+	ck_assert_int_ge(strtoll(bp + strlen("msg=\"saved at the breakpoint\" step="), NULL, 10),
+			 step);
+	free(err);
 	long lost, twice;
 	unsigned ranks;
 	int loads;
