@@ -248,9 +248,23 @@ START_TEST(test_kill_after_save_loads_memory)
 	snprintf(dir, sizeof(dir), "%s/ckpt", r.dir);
 	const char *env[] = { job, "ROVER_STANDALONE_DATASET=600:16:2",
 			      "ROVER_SAVE_AT_BREAKPOINT=1", NULL };
-	const char *args[] = { "--standalone", "--nproc-per-node", "1", "--max-restarts", "2",
-			       "--ckpt-dir", dir, EXAMPLE, "--batch-size", "8", "--step-sleep",
-			       "0.03", "--shard-log", log, "--digest-log", dig, NULL };
+	const char *args[] = { "--standalone",
+			       "--nproc-per-node",
+			       "1",
+			       "--max-restarts",
+			       "2",
+			       "--ckpt-dir",
+			       dir,
+			       EXAMPLE,
+			       "--batch-size",
+			       "8",
+			       "--step-sleep",
+			       "0.03",
+			       "--shard-log",
+			       log,
+			       "--digest-log",
+			       dig,
+			       NULL };
 	ck_assert_int_eq(rv_test_run_start(&r, args, env), 0);
 	ck_assert_msg(wait_lines(dig, 20, 90000), "no 20 steps saved");
 	pid_t w[2];
