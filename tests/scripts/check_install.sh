@@ -18,6 +18,13 @@ check() { # description, command...
 		failed=1
 	fi
 }
+# the asan build's library needs its runtime first in a program that is not
+# built with it (Python), and -fsanitize in one that links it
+san=() cflags=()
+if [ "${MODE:-release}" = asan ]; then
+	san=(LD_PRELOAD="$(${CC:-cc} -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0)
+	cflags=(-fsanitize=address,undefined)
+fi
 dest=$(mktemp -d)
 trap 'rm -rf "$dest"' EXIT
 check "make install into DESTDIR" make --no-print-directory -s MODE="${MODE:-release}" install \
@@ -30,7 +37,7 @@ for f in bin/rover-run bin/rover-master bin/rover-brain lib/librover-trainer.so 
 done
 check "installed sql migrations" sh -c "ls '$p/share/rover/sql/'*.sql >/dev/null"
 check "the installed package imports and finds its library" env -u ROVER_TRAINER_LIB \
-	PYTHONPATH="$p/lib/python" /usr/bin/python3 -c "
+	"${san[@]}" PYTHONPATH="$p/lib/python" /usr/bin/python3 -c "
 import rover, sys
 assert rover.__file__.startswith('$p/'), rover.__file__
 lib = rover._load()
@@ -54,7 +61,7 @@ int main(void)
 }
 CEOF
 check "a C loop builds against the installed header and library" \
-	cc -o "$dest/loop" -I"$p/include" "$dest/loop.c" -L"$p/lib" -lrover-trainer \
+	cc "${cflags[@]}" -o "$dest/loop" -I"$p/include" "$dest/loop.c" -L"$p/lib" -lrover-trainer \
 	-Wl,-rpath,"$p/lib"
 check "the C loop runs (CRC32C of 123456789 is e3069283)" \
 	sh -c "[ \"\$('$dest/loop')\" = $((0xe3069283)) ]"
@@ -64,7 +71,7 @@ lib = rover._load()
 print("pkg=%s lib=%s" % (rover.__file__, lib._name), flush=True)
 PEOF
 check "the installed rover-run gives its workers the installed package and library" sh -c "
-	out=\$(env -u ROVER_TRAINER_LIB -u PYTHONPATH PYTHON_EXEC=/usr/bin/python3 ROVER_WARM=0 \
+	out=\$(env -u ROVER_TRAINER_LIB -u PYTHONPATH ${san[*]} PYTHON_EXEC=/usr/bin/python3 ROVER_WARM=0 \
 		'$p/bin/rover-run' --standalone --nproc-per-node 1 '$dest/w.py' 2>&1) || { echo \"\$out\"; exit 1; }
 	echo \"\$out\" | grep -q 'pkg=$p/lib/python/rover/__init__.py lib=$p/lib/librover-trainer.so' ||
 		{ echo \"\$out\"; exit 1; }"
