@@ -269,8 +269,12 @@ START_TEST(test_kill_after_save_loads_memory)
 	job_env(job, sizeof(job), "after");
 	char dir[400];
 	snprintf(dir, sizeof(dir), "%s/ckpt", r.dir);
-	const char *env[] = { job, asan_env(0), asan_env(1), "ROVER_STANDALONE_DATASET=600:16:2",
-			      "ROVER_SAVE_AT_BREAKPOINT=1", NULL };
+	const char *env[] = { job,
+			      asan_env(0),
+			      asan_env(1),
+			      "ROVER_STANDALONE_DATASET=600:16:2",
+			      "ROVER_SAVE_AT_BREAKPOINT=1",
+			      NULL };
 	const char *args[] = { "--standalone",
 			       "--nproc-per-node",
 			       "1",
