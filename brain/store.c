@@ -136,12 +136,12 @@ static int query_json(PGconn *c, const char *sql, int n, const char *const *p, c
 	return *out ? 1 : -EIO;
 }
 
-#define JOB_JSON                                                                              \
-	"json_build_object('uid', j.uid, 'namespace', j.namespace, 'name', j.name,"           \
-	" 'user', j.user_name, 'strategy', j.strategy, 'optimize_mode', j.optimize_mode,"     \
-	" 'status', j.status, 'created_at', j.created_at, 'finished_at', j.finished_at,"      \
-	" 'last_sample_ts', j.last_sample_ms, 'planned_ts', j.planned_ts_ms,"                  \
-	" 'model_parameters', j.model_parameters,"                                             \
+#define JOB_JSON                                                                                   \
+	"json_build_object('uid', j.uid, 'namespace', j.namespace, 'name', j.name,"                \
+	" 'user', j.user_name, 'strategy', j.strategy, 'optimize_mode', j.optimize_mode,"          \
+	" 'status', j.status, 'created_at', j.created_at, 'finished_at', j.finished_at,"           \
+	" 'last_sample_ts', j.last_sample_ms, 'planned_ts', j.planned_ts_ms,"                      \
+	" 'model_parameters', j.model_parameters,"                                                 \
 	" 'batch_size', j.batch_size, 'dataset_size', j.dataset_size"
 
 int store_job_get_json(PGconn *c, const char *uid, cJSON **out, struct rv_err *err)
@@ -254,12 +254,13 @@ static int insert_node_usage(PGconn *c, const char *job_s, const struct rv_metri
 			      rv_role_name(s->role), s->rank, s->cpu, s->memory_mb, s->cpu_limit,
 			      s->memory_limit_mb, s->step_time);
 	}
-	rc = rv_buf_failed(&rows) ? rv_err_set(err, -ENOMEM, "", "out of memory")
-				  : rv_db_copy_in(c,
-						  "COPY node_usage (job_id, ts_ms, node, role, rank, cpu,"
-						  " memory_mb, cpu_limit, memory_limit_mb, step_time)"
-						  " FROM STDIN",
-						  rows.data, rows.len, err);
+	rc = rv_buf_failed(&rows)
+		     ? rv_err_set(err, -ENOMEM, "", "out of memory")
+		     : rv_db_copy_in(c,
+				     "COPY node_usage (job_id, ts_ms, node, role, rank, cpu,"
+				     " memory_mb, cpu_limit, memory_limit_mb, step_time)"
+				     " FROM STDIN",
+				     rows.data, rows.len, err);
 	rv_buf_release(&rows);
 	if (rc >= 0 && rc != n)
 		rc = rv_err_set(err, -EIO, "", "stored %d of %d node samples", rc, n);
@@ -881,12 +882,13 @@ int store_usage(PGconn *c, int64_t job_id, int64_t since_ts, int limit,
 	snprintf(lim, sizeof(lim), "%d", limit);
 	const char *p[] = { job_s, since_s, lim };
 	PGresult *r = NULL;
-	int rc = rv_db_exec(c,
-			    "SELECT role, rank, ts_ms, cpu, memory_mb, step_time,"
-			    " dense_rank() OVER (PARTITION BY role ORDER BY node) - 1"
-			    " FROM (SELECT * FROM node_usage WHERE job_id = $1::bigint AND ts_ms >= $2::bigint"
-			    " ORDER BY ts_ms DESC LIMIT $3::int) u",
-			    3, p, &r, err);
+	int rc = rv_db_exec(
+		c,
+		"SELECT role, rank, ts_ms, cpu, memory_mb, step_time,"
+		" dense_rank() OVER (PARTITION BY role ORDER BY node) - 1"
+		" FROM (SELECT * FROM node_usage WHERE job_id = $1::bigint AND ts_ms >= $2::bigint"
+		" ORDER BY ts_ms DESC LIMIT $3::int) u",
+		3, p, &r, err);
 	*usage = NULL;
 	*steps = NULL;
 	*nusage = *nsteps = 0;
@@ -1013,14 +1015,15 @@ int store_history(PGconn *c, enum rv_strategy strategy, int limit, struct store_
 	const char *p[] = { rv_strategy_name(strategy), lim };
 	PGresult *r = NULL;
 	/* The configuration each finished job last ran with and did not regret. */
-	int rc = rv_db_exec(c,
-			    "SELECT j.uid, j.name, j.user_name, j.model_parameters, j.batch_size,"
-			    " j.dataset_size, (SELECT p.plan::text FROM scale_plans p WHERE p.job_id = j.id"
-			    "   AND p.outcome <> 'worse' AND (p.applied_at IS NOT NULL OR p.stage = 'create')"
-			    "   ORDER BY (p.applied_at IS NOT NULL) DESC, p.id DESC LIMIT 1)"
-			    " FROM jobs j WHERE j.status = 'finished' AND j.strategy = $1"
-			    " ORDER BY j.finished_at DESC LIMIT $2::int",
-			    2, p, &r, err);
+	int rc = rv_db_exec(
+		c,
+		"SELECT j.uid, j.name, j.user_name, j.model_parameters, j.batch_size,"
+		" j.dataset_size, (SELECT p.plan::text FROM scale_plans p WHERE p.job_id = j.id"
+		"   AND p.outcome <> 'worse' AND (p.applied_at IS NOT NULL OR p.stage = 'create')"
+		"   ORDER BY (p.applied_at IS NOT NULL) DESC, p.id DESC LIMIT 1)"
+		" FROM jobs j WHERE j.status = 'finished' AND j.strategy = $1"
+		" ORDER BY j.finished_at DESC LIMIT $2::int",
+		2, p, &r, err);
 	int n = 0;
 	for (int i = 0; i < rc; i++) {
 		if (PQgetisnull(r, i, 6))

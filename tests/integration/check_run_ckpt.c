@@ -201,7 +201,10 @@ static const char *asan_env(int which)
 			path[strcspn(path, "\n")] = '\0';
 		if (p)
 			pclose(p);
-		snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", path);
+		/* and libstdc++ at once: torch's threads throw C++ exceptions
+		 * (gloo at shutdown), which the runtime's interceptor can pass
+		 * on only when it found the real __cxa_throw at start */
+		snprintf(preload, sizeof(preload), "LD_PRELOAD=%s libstdc++.so.6", path);
 	}
 	return preload;
 }
