@@ -161,7 +161,8 @@ BINS += $(WARM_PY)
 # and benchmarks link the static librover-trainer.a (the same sources).
 TRAINER_SRC := $(wildcard trainer/*.c)
 TRAINER_COMMON := common/master_client.c common/rest_client.c common/http_client.c \
-        common/wire.c common/json.c common/buf.c common/parse.c common/err.c
+        common/wire.c common/json.c common/buf.c common/parse.c common/err.c \
+        common/crc32c.c common/ckslot.c
 INC_TRAINER := -iquote trainer -iquote common $(SYS_CFLAGS)
 $(B)/obj/trainer/%.o: INC := $(INC_TRAINER)
 $(B)/pic/trainer/%.o: INC := $(INC_TRAINER)
@@ -353,11 +354,34 @@ format-check: lint-deps
 lint-deps:
 	@scripts/install-deps.sh --lint
 
+# ---- install: where each binary looks beside itself (rv_proc_exe_relative) ----
+#   $(PREFIX)/bin/rover-*                      the daemons and rover-run
+#   $(PREFIX)/lib/librover-trainer.so          ROVER_TRAINER_LIB for the workers
+#   $(PREFIX)/lib/python/rover/                the Python package (on the workers' PYTHONPATH)
+#   $(PREFIX)/lib/rover/rover_warm.py          rover-run's warm interpreter
+#   $(PREFIX)/include/rover/rover_trainer.h    with err.h, which it includes
+#   $(PREFIX)/share/rover/sql/                 rover-brain's migrations
+#   $(SYSCONFDIR)/rover/*.conf                 every daemon's keys with their defaults
+PREFIX ?= /usr/local
+SYSCONFDIR ?= $(PREFIX)/etc
+INSTALL ?= install
+install: $(BINS)
+	$(INSTALL) -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/python/rover \
+	        $(DESTDIR)$(PREFIX)/lib/rover $(DESTDIR)$(PREFIX)/include/rover \
+	        $(DESTDIR)$(PREFIX)/share/rover/sql $(DESTDIR)$(SYSCONFDIR)/rover
+	$(INSTALL) -m 755 $(filter $(B)/bin/%,$(BINS)) $(DESTDIR)$(PREFIX)/bin/
+	$(INSTALL) -m 755 $(SO_TRAINER) $(DESTDIR)$(PREFIX)/lib/
+	$(INSTALL) -m 644 python/rover/*.py $(DESTDIR)$(PREFIX)/lib/python/rover/
+	$(INSTALL) -m 644 $(WARM_PY) $(DESTDIR)$(PREFIX)/lib/rover/
+	$(INSTALL) -m 644 trainer/rover_trainer.h common/err.h $(DESTDIR)$(PREFIX)/include/rover/
+	$(INSTALL) -m 644 sql/*.sql $(DESTDIR)$(PREFIX)/share/rover/sql/
+	$(INSTALL) -m 644 conf/*.conf $(DESTDIR)$(SYSCONFDIR)/rover/
+
 clean:
 	rm -rf build
 
 .PHONY: fuzz fuzz-build
-.PHONY: all deps web-deps test check-layers check-names asan valgrind bench demo demo-stop lint \
+.PHONY: all deps web-deps test check-layers check-names asan valgrind bench demo demo-stop lint install \
         lint-deps format-check clean
 .SECONDARY:
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

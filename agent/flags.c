@@ -308,8 +308,14 @@ static const struct flags_opt flags_table[] = {
 	  "others (netcheck.straggler_ratio x the median) leaves the job as a faulty one "
 	  "does" },
 	{ "save-at-breakpoint", 0, SWITCH(save_at_breakpoint),
-	  "DLRover's: the workers get ROVER_SAVE_AT_BREAKPOINT=1: the trainer library saves "
-	  "its in-memory checkpoint when workers fail" },
+	  "persist the newest in-memory checkpoint to --ckpt-dir when a worker fails, before "
+	  "the restart (also ROVER_SAVE_AT_BREAKPOINT=1)" },
+	{ "ckpt-dir", 0, STR(ckpt_dir, "DIR"),
+	  "persist the workers' flash checkpoints (shared memory) here as soon as every local "
+	  "rank saved a step: DIR/step-S/, DIR/manifest.json; workers load from it "
+	  "(ROVER_CKPT_DIR) when memory has none (default: memory only)" },
+	{ "ckpt-keep", 0, INT(ckpt_keep, 1, 64, "N"),
+	  "complete checkpoint steps kept in --ckpt-dir, older ones removed (default 3)" },
 	{ "accelerator", 0, CHOICE(accelerator, accelerators, "nvidia.com/gpu|ascend-npu|cpu"),
 	  "DLRover's: the kind of device; nvidia.com/gpu (default) asks the CUDA runtime, "
 	  "in a child (rover-gpuinfo), for this node's GPUs; anything else counts none" },
@@ -337,6 +343,7 @@ void flags_init(struct flags *f)
 	f->node_unit = 1;
 	snprintf(f->accelerator, sizeof(f->accelerator), "nvidia.com/gpu");
 	f->hang_timeout_s = 300;
+	f->ckpt_keep = 3;
 }
 
 /* The table row for a long name given with dashes or underscores. */

@@ -71,6 +71,8 @@ struct flags {
 	int node_unit;         /* default 1 */
 	char accelerator[32];  /* default "nvidia.com/gpu" */
 	double hang_timeout_s; /* no output this long is a hang; default 300; 0: off */
+	char ckpt_dir[512];    /* flash checkpoints persisted here; "" memory only */
+	int ckpt_keep;         /* complete steps kept there; default 3 */
 	/* the script and its arguments: borrowed from argv */
 	const char *script;
 	char *const *script_args;

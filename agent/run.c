@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "gpu.h"
+#include "ckpt.h"
 #include "log.h"
 #include "master_client.h"
 #include "netprobe.h"
@@ -104,6 +105,7 @@ struct run {
 	struct usage_sample u_prev;
 	int64_t u_prev_ms, u_next_ms, gpu_next_ms;
 	int64_t gpu_used_mb, gpu_total_mb;
+	struct ckpt ck; /* the flash checkpoints' segments and their persister */
 };
 
 /* ---- small helpers ---- */
@@ -465,6 +467,7 @@ static int group_start(struct run *r, struct rv_err *err)
 		.gpus = r->gpu.count,
 	};
 	r->attempt++;
+	ckpt_group(&r->ck, r->rank_offset, r->nproc);
 	rv_log_info("starting workers",
 		    "round=%lld group_rank=%d nnodes=%d world_size=%d "
 		    "local=%d restart=%d master_addr=%s master_port=%d",
@@ -1060,6 +1063,8 @@ static int setup(struct run *r, struct rv_err *err)
 		return -ENOMEM;
 	for (int i = 0; i < r->nproc; i++)
 		r->w[i].proc.pidfd = r->w[i].out[0].fd = r->w[i].out[1].fd = -1;
+	if ((rc = ckpt_begin(&r->ck, f, r->have_sa, r->mc, r->master_addr, err)) < 0)
+		return rc;
 
 	sigset_t sigs;
 	sigemptyset(&sigs);
@@ -1097,6 +1102,7 @@ static void teardown(struct run *r)
 		free(r->w);
 		r->w = NULL;
 	}
+	ckpt_stop(&r->ck, true);
 	warm_stop(&r->warm);
 	rv_master_client_free(r->mc);
 	rv_master_client_free(r->hb);
@@ -1164,6 +1170,7 @@ int run_job(const struct flags *f)
 			break;
 		case OUT_FAILED:
 		case OUT_HANG:
+			ckpt_breakpoint(&r->ck);
 			code = after_failure(r, o);
 			break;
 		}

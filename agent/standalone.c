@@ -27,15 +27,37 @@ static int write_spec(const char *path, const struct flags *f)
 	if (!o)
 		return -errno;
 	/* The rendezvous is all rover-run asks of it; the one dataset the
-	 * master requires stands for the script's own data. */
+	 * master requires stands for the script's own data, unless
+	 * ROVER_STANDALONE_DATASET=SIZE[:SHARD_SIZE[:EPOCHS]] describes the
+	 * samples a script takes through the trainer library's shards. */
+	int64_t v[3] = { 1, 1, 1 }; /* size, shard size, epochs */
+	const char *ds = getenv("ROVER_STANDALONE_DATASET");
+	if (ds && ds[0]) {
+		char copy[96], *save = NULL;
+		snprintf(copy, sizeof(copy), "%s", ds);
+		static const int64_t hi[3] = { (int64_t)1 << 40, (int64_t)1 << 40, 1000 };
+		int k = 0;
+		for (char *p = strtok_r(copy, ":", &save); p && k < 3;
+		     p = strtok_r(NULL, ":", &save))
+			if (rv_parse_i64(p, 1, hi[k], &v[k]) == 0)
+				k++;
+			else
+				break;
+		if (k < 2)
+			v[1] = v[0] < 32 ? v[0] : 32;
+		if (v[1] > v[0])
+			v[1] = v[0];
+	}
+	long size = (long)v[0], shard = (long)v[1], epochs = (long)v[2];
 	fprintf(o,
 		"{\"apiVersion\":\"elastic.rover.dev/v1alpha1\",\"kind\":\"ElasticJob\","
 		"\"metadata\":{\"name\":\"rover-run\"},"
 		"\"spec\":{\"distributionStrategy\":\"AllreduceStrategy\","
 		"\"replicaSpecs\":{\"worker\":{\"replicas\":%d,\"minReplicas\":%d,"
 		"\"maxReplicas\":%d}},"
-		"\"datasets\":[{\"name\":\"train\",\"size\":1,\"shardSize\":1,\"epochs\":1}]}}\n",
-		f->nnodes_min, f->nnodes_min, f->nnodes_max);
+		"\"datasets\":[{\"name\":\"train\",\"size\":%ld,\"shardSize\":%ld,"
+		"\"epochs\":%ld}]}}\n",
+		f->nnodes_min, f->nnodes_min, f->nnodes_max, size, shard, epochs);
 	return fclose(o) == 0 ? 0 : -EIO;
 }
 

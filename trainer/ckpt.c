@@ -17,6 +17,10 @@
  */
 #include "trainer.h"
 
+#include "ckslot.h"
+#include "crc32c.h"
+#include "json.h"
+
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -30,140 +34,16 @@
 #include <immintrin.h>
 #endif
 
-#define SLOT_MAGIC     0x31544b4352564f52ULL /* "ROVRCKT1" */
-#define SLOT_VERSION   1u
-#define SLOT_COMMITTED 0x54494d43u /* "CMIT" */
-#define SLOT_HDR       ((uint64_t)RV_TRAINER_SLOT_HEADER)
-#define SLOT_ALIGN     64u
-#define SLOT_GROW      (2u << 20)    /* segments grow in 2 MiB steps */
-#define CHUNK          (1024u << 10) /* without AVX2: copied, then checksummed from cache */
+#define SLOT_HDR  ((uint64_t)RV_CKSLOT_HEADER)
+#define SLOT_GROW (2u << 20)    /* segments grow in 2 MiB steps */
+#define CHUNK     (1024u << 10) /* without AVX2: copied, then checksummed from cache */
+#define VIEW      2             /* t->slot[VIEW]: a checkpoint loaded from elsewhere */
 
-struct slot_hdr {
-	uint64_t magic;
-	uint32_t version, nbufs;
-	uint64_t seq; /* higher: newer */
-	int64_t step;
-	uint64_t payload; /* bytes after the header, padding included */
-	int64_t task_id, consumed;
-	uint32_t crc; /* CRC32C of the buffers' bytes, in order, no padding */
-	uint32_t pad;
-	uint64_t sizes[RV_TRAINER_MAX_BUFS];
-	uint32_t hcrc;              /* CRC32C of the header up to here */
-	_Atomic uint32_t committed; /* SLOT_COMMITTED, stored last */
-};
-_Static_assert(sizeof(struct slot_hdr) <= SLOT_HDR, "slot header fits its page");
-
-/* ---- CRC32C ---- */
-static uint32_t crc_table[8][256];
-static atomic_int crc_ready;
-
-static void crc_init(void)
-{
-	if (atomic_load_explicit(&crc_ready, memory_order_acquire))
-		return;
-	for (uint32_t i = 0; i < 256; i++) {
-		uint32_t c = i;
-		for (int k = 0; k < 8; k++)
-			c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
-		crc_table[0][i] = c;
-	}
-	for (uint32_t i = 0; i < 256; i++)
-		for (int k = 1; k < 8; k++)
-			crc_table[k][i] = (crc_table[k - 1][i] >> 8) ^
-					  crc_table[0][crc_table[k - 1][i] & 0xff];
-	atomic_store_explicit(&crc_ready, 1, memory_order_release);
-}
-
-static uint32_t crc_soft(uint32_t c, const unsigned char *p, size_t n)
-{
-	while (n && ((uintptr_t)p & 7)) {
-		c = crc_table[0][(c ^ *p++) & 0xff] ^ (c >> 8);
-		n--;
-	}
-	while (n >= 8) {
-		uint64_t w;
-		memcpy(&w, p, 8);
-		w ^= c;
-		c = crc_table[7][w & 0xff] ^ crc_table[6][(w >> 8) & 0xff] ^
-		    crc_table[5][(w >> 16) & 0xff] ^ crc_table[4][(w >> 24) & 0xff] ^
-		    crc_table[3][(w >> 32) & 0xff] ^ crc_table[2][(w >> 40) & 0xff] ^
-		    crc_table[1][(w >> 48) & 0xff] ^ crc_table[0][w >> 56];
-		p += 8;
-		n -= 8;
-	}
-	while (n--)
-		c = crc_table[0][(c ^ *p++) & 0xff] ^ (c >> 8);
-	return c;
-}
+_Static_assert(RV_CKSLOT_HEADER == RV_TRAINER_SLOT_HEADER, "one slot header size");
+_Static_assert(RV_CKSLOT_MAX_BUFS == RV_TRAINER_MAX_BUFS, "one buffer limit");
 
 #if defined(__x86_64__)
-/* Multiply a and b in GF(2)[x] modulo the CRC32C polynomial, reflected. */
-static uint32_t gf2_mul(uint32_t a, uint32_t b)
-{
-	uint32_t r = 0;
-	for (int i = 0; i < 32; i++) {
-		if (b & 0x80000000u)
-			r ^= a;
-		b <<= 1;
-		a = a & 1 ? (a >> 1) ^ 0x82f63b78u : a >> 1;
-	}
-	return r;
-}
-
-/* x^(8n) mod P (reflected): what shifts a CRC over n zero bytes. */
-static uint32_t gf2_shift_const(size_t n)
-{
-	uint32_t r = 0x80000000u, base = 0x00800000u; /* x^0, x^8 */
-	for (uint64_t bits = n; bits; bits >>= 1) {
-		if (bits & 1)
-			r = gf2_mul(r, base);
-		base = gf2_mul(base, base);
-	}
-	return r;
-}
-
 #define LANE 4096u
-static uint32_t lane_shift; /* gf2_shift_const(LANE), set once */
-
-/* Three independent crc32 streams over consecutive LANE-byte blocks, then
- * joined: the instruction's latency is 3 cycles, its throughput 1. */
-__attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t c, const unsigned char *p,
-							 size_t n)
-{
-	uint64_t c0 = c;
-	while (n && ((uintptr_t)p & 7)) {
-		c0 = __builtin_ia32_crc32qi((uint32_t)c0, *p++);
-		n--;
-	}
-	while (n >= 3 * LANE) {
-		uint64_t c1 = 0, c2 = 0;
-		const unsigned char *q = p;
-		for (size_t i = 0; i < LANE; i += 8) {
-			uint64_t w0, w1, w2;
-			memcpy(&w0, q + i, 8);
-			memcpy(&w1, q + LANE + i, 8);
-			memcpy(&w2, q + 2 * LANE + i, 8);
-			c0 = __builtin_ia32_crc32di(c0, w0);
-			c1 = __builtin_ia32_crc32di(c1, w1);
-			c2 = __builtin_ia32_crc32di(c2, w2);
-		}
-		/* crc(A B) = shift(crc(A), |B|) ^ crc(B) with crc(B) started at 0 */
-		c0 = gf2_mul((uint32_t)c0, lane_shift) ^ c1;
-		c0 = gf2_mul((uint32_t)c0, lane_shift) ^ c2;
-		p += 3 * LANE;
-		n -= 3 * LANE;
-	}
-	while (n >= 8) {
-		uint64_t w;
-		memcpy(&w, p, 8);
-		c0 = __builtin_ia32_crc32di(c0, w);
-		p += 8;
-		n -= 8;
-	}
-	while (n--)
-		c0 = __builtin_ia32_crc32qi((uint32_t)c0, *p++);
-	return (uint32_t)c0;
-}
 
 /* Copy n bytes to dst (32-byte aligned) and return the CRC32C of them
  * continuing c (inverted form): one pass that reads the source once, feeds
@@ -174,6 +54,7 @@ __attribute__((target("sse4.2,avx2"))) static uint32_t copy_crc_avx2(unsigned ch
 								     size_t n, uint32_t c)
 {
 	uint64_t c0 = c;
+	uint32_t lane_k = rv_crc32c_shift_const(LANE);
 	while (n >= 3 * LANE) {
 		uint64_t c1 = 0, c2 = 0;
 		for (size_t i = 0; i < LANE; i += 32) {
@@ -195,15 +76,15 @@ __attribute__((target("sse4.2,avx2"))) static uint32_t copy_crc_avx2(unsigned ch
 				v2 = _mm256_permute4x64_epi64(v2, 0x39);
 			}
 		}
-		c0 = gf2_mul((uint32_t)c0, lane_shift) ^ c1;
-		c0 = gf2_mul((uint32_t)c0, lane_shift) ^ c2;
+		c0 = rv_crc32c_shift((uint32_t)c0, lane_k) ^ c1;
+		c0 = rv_crc32c_shift((uint32_t)c0, lane_k) ^ c2;
 		src += 3 * LANE;
 		dst += 3 * LANE;
 		n -= 3 * LANE;
 	}
 	_mm_sfence();
 	memcpy(dst, src, n);
-	return crc_hw((uint32_t)c0, src, n);
+	return rv_crc32c_hw_raw((uint32_t)c0, src, n);
 }
 #endif
 
@@ -213,9 +94,6 @@ static uint32_t copy_crc(unsigned char *dst, const unsigned char *src, size_t n,
 {
 #if defined(__x86_64__)
 	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("sse4.2")) {
-		crc_init();
-		if (!lane_shift)
-			lane_shift = gf2_shift_const(LANE);
 		return ~copy_crc_avx2(dst, src, n, ~crc);
 	}
 #endif
@@ -230,24 +108,10 @@ static uint32_t copy_crc(unsigned char *dst, const unsigned char *src, size_t n,
 
 uint32_t rv_trainer_crc32c(uint32_t crc, const void *data, size_t n)
 {
-	crc_init();
-	crc = ~crc;
-#if defined(__x86_64__)
-	if (__builtin_cpu_supports("sse4.2")) {
-		if (!lane_shift)
-			lane_shift = gf2_shift_const(LANE);
-		return ~crc_hw(crc, data, n);
-	}
-#endif
-	return ~crc_soft(crc, data, n);
+	return rv_crc32c(crc, data, n);
 }
 
 /* ---- slots ---- */
-static void slot_name(char *out, size_t size, const char *job, int rank, int s)
-{
-	snprintf(out, size, "/rover-%s-%d-%d", job, rank, s);
-}
-
 static void slot_unmap(struct trainer_slot *sl)
 {
 	if (sl->map)
@@ -261,8 +125,8 @@ static void slot_unmap(struct trainer_slot *sl)
 
 void trainer_ckpt_close(struct rv_trainer *t)
 {
-	slot_unmap(&t->slot[0]);
-	slot_unmap(&t->slot[1]);
+	for (int s = 0; s <= VIEW; s++)
+		slot_unmap(&t->slot[s]);
 	t->loaded_slot = -1;
 }
 
@@ -272,8 +136,8 @@ static int slot_open(struct rv_trainer *t, int s, bool create, struct rv_err *er
 	struct trainer_slot *sl = &t->slot[s];
 	if (sl->fd >= 0)
 		return 0;
-	char name[160];
-	slot_name(name, sizeof(name), t->job, t->rank, s);
+	char name[200];
+	rv_ckslot_name(name, sizeof(name), t->job, t->rank, s);
 	int fd = shm_open(name, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
 	if (fd < 0) {
 		if (errno == ENOENT && !create)
@@ -333,35 +197,16 @@ static int slot_size(struct rv_trainer *t, int s, uint64_t payload, struct rv_er
 	return 0;
 }
 
-static uint32_t hdr_crc(const struct slot_hdr *h)
-{
-	return rv_trainer_crc32c(0, h, offsetof(struct slot_hdr, hcrc));
-}
-
 /* The header of slot s when it is committed and consistent, else NULL. */
-static const struct slot_hdr *slot_committed(const struct rv_trainer *t, int s)
+static const struct rv_ckslot_hdr *slot_committed(const struct rv_trainer *t, int s)
 {
 	const struct trainer_slot *sl = &t->slot[s];
-	if (!sl->map)
-		return NULL;
-	const struct slot_hdr *h = (const struct slot_hdr *)sl->map;
-	if (atomic_load_explicit(&h->committed, memory_order_acquire) != SLOT_COMMITTED)
-		return NULL;
-	if (h->magic != SLOT_MAGIC || h->version != SLOT_VERSION ||
-	    h->nbufs > RV_TRAINER_MAX_BUFS || h->payload > sl->mapped - SLOT_HDR ||
-	    hdr_crc(h) != h->hcrc)
-		return NULL;
-	return h;
-}
-
-static uint64_t align_up(uint64_t n)
-{
-	return (n + SLOT_ALIGN - 1) & ~(uint64_t)(SLOT_ALIGN - 1);
+	return rv_ckslot_committed(sl->map, sl->mapped);
 }
 
 int rv_trainer_reserve(struct rv_trainer *t, uint64_t bytes, struct rv_err *err)
 {
-	uint64_t payload = bytes + (uint64_t)RV_TRAINER_MAX_BUFS * SLOT_ALIGN;
+	uint64_t payload = bytes + (uint64_t)RV_TRAINER_MAX_BUFS * RV_CKSLOT_ALIGN;
 	for (int s = 0; s < 2; s++) {
 		int rc = slot_open(t, s, true, err);
 		if (rc < 0)
@@ -381,9 +226,26 @@ static double secs_since(int64_t t0)
 	return (double)(trainer_now_ns() - t0) / 1e9;
 }
 
+void rv_trainer_position(const struct rv_trainer *t, int64_t *task_id, int64_t *consumed)
+{
+	/* between shards: the last one done, whole ("the last task it finished,
+	 * with its full length", as the master's checkpoint report takes it) */
+	*task_id = t->cur.id ? t->cur.id : t->last_id;
+	*consumed = t->cur.id ? t->consumed : t->last_id ? t->last_len : 0;
+}
+
 int rv_trainer_save(struct rv_trainer *t, int64_t step, const void *const *bufs,
 		    const uint64_t *sizes, int n, struct rv_trainer_save_stats *stats,
 		    struct rv_err *err)
+{
+	int64_t task, consumed;
+	rv_trainer_position(t, &task, &consumed);
+	return rv_trainer_save_at(t, step, task, consumed, bufs, sizes, n, stats, err);
+}
+
+int rv_trainer_save_at(struct rv_trainer *t, int64_t step, int64_t task_id, int64_t consumed,
+		       const void *const *bufs, const uint64_t *sizes, int n,
+		       struct rv_trainer_save_stats *stats, struct rv_err *err)
 {
 	int64_t t0 = trainer_now_ns();
 	struct rv_trainer_save_stats st = { .slot = -1 };
@@ -397,7 +259,7 @@ int rv_trainer_save(struct rv_trainer *t, int64_t step, const void *const *bufs,
 			return trainer_fail(t, err,
 					    rv_err_set(err, -EINVAL, "bufs", "buffer %d is NULL",
 						       i));
-		payload += align_up(sizes[i]);
+		payload += rv_ckslot_align(sizes[i]);
 		st.bytes += sizes[i];
 	}
 	/* both slots as they are now (another process may have saved before) */
@@ -405,7 +267,7 @@ int rv_trainer_save(struct rv_trainer *t, int64_t step, const void *const *bufs,
 	for (int s = 0; s < 2; s++)
 		if ((rc = slot_open(t, s, false, err)) < 0 && rc != -ENOENT)
 			return trainer_fail(t, err, rc);
-	const struct slot_hdr *h0 = slot_committed(t, 0), *h1 = slot_committed(t, 1);
+	const struct rv_ckslot_hdr *h0 = slot_committed(t, 0), *h1 = slot_committed(t, 1);
 	int s = !h0 ? 0 : !h1 ? 1 : h0->seq <= h1->seq ? 0 : 1;
 	uint64_t seq = 1 + (h0 ? h0->seq : 0);
 	if (h1 && h1->seq + 1 > seq)
@@ -415,14 +277,14 @@ int rv_trainer_save(struct rv_trainer *t, int64_t step, const void *const *bufs,
 
 	struct trainer_slot *sl = &t->slot[s];
 	if (sl->map)
-		atomic_store_explicit(&((struct slot_hdr *)sl->map)->committed, 0,
+		atomic_store_explicit(&((struct rv_ckslot_hdr *)sl->map)->committed, 0,
 				      memory_order_release);
 	if ((rc = slot_size(t, s, payload, err)) < 0)
 		return trainer_fail(t, err, rc);
 	if (!sl->map) /* mmap gave address 0: not ours to use */
 		return trainer_fail(t, err,
 				    rv_err_set(err, -EIO, "shm", "no checkpoint slot mapped"));
-	struct slot_hdr *h = (struct slot_hdr *)sl->map;
+	struct rv_ckslot_hdr *h = (struct rv_ckslot_hdr *)sl->map;
 	atomic_store_explicit(&h->committed, 0, memory_order_release);
 	atomic_thread_fence(memory_order_seq_cst);
 
@@ -431,25 +293,25 @@ int rv_trainer_save(struct rv_trainer *t, int64_t step, const void *const *bufs,
 	uint32_t crc = 0;
 	for (int i = 0; i < n; i++) {
 		crc = copy_crc(dst, bufs[i], sizes[i], crc);
-		dst += align_up(sizes[i]);
+		dst += rv_ckslot_align(sizes[i]);
 	}
 	st.copy_s = secs_since(c0);
 
-	h->magic = SLOT_MAGIC;
-	h->version = SLOT_VERSION;
+	h->magic = RV_CKSLOT_MAGIC;
+	h->version = RV_CKSLOT_VERSION;
 	h->nbufs = (uint32_t)n;
 	h->seq = seq;
 	h->step = step;
 	h->payload = payload;
-	h->task_id = t->cur.id;
-	h->consumed = t->cur.id ? t->consumed : 0;
+	h->task_id = task_id;
+	h->consumed = task_id ? consumed : 0;
 	h->crc = crc;
 	h->pad = 0;
 	memset(h->sizes, 0, sizeof(h->sizes));
 	for (int i = 0; i < n; i++)
 		h->sizes[i] = sizes[i];
-	h->hcrc = hdr_crc(h);
-	atomic_store_explicit(&h->committed, SLOT_COMMITTED, memory_order_release);
+	h->hcrc = rv_ckslot_hdr_crc(h);
+	atomic_store_explicit(&h->committed, RV_CKSLOT_COMMITTED, memory_order_release);
 	st.slot = s;
 
 	/* the data position of this step, for a restore on other ranks or after
@@ -458,8 +320,8 @@ int rv_trainer_save(struct rv_trainer *t, int64_t step, const void *const *bufs,
 		struct rv_ckpt_report r = {
 			.step = step,
 			.worker = t->rank,
-			.task_id = t->cur.id,
-			.consumed = t->cur.id ? t->consumed : 0,
+			.task_id = task_id,
+			.consumed = task_id ? consumed : 0,
 		};
 		struct rv_err rerr = { 0 };
 		st.reported = rv_master_ckpt_report(t->mc_report, &r, &rerr) == 0;
@@ -472,37 +334,168 @@ int rv_trainer_save(struct rv_trainer *t, int64_t step, const void *const *bufs,
 	return 0;
 }
 
-int rv_trainer_load(struct rv_trainer *t, int64_t *step, int *nbufs, struct rv_err *err)
+/* ROVER_CKPT_DIR, where rover-run persists the checkpoints; NULL: none. */
+static const char *ckpt_dir(void)
 {
-	t->loaded_slot = -1;
-	int best = -1;
-	uint64_t best_seq = 0;
+	const char *d = getenv("ROVER_CKPT_DIR");
+	return d && *d ? d : NULL;
+}
+
+static bool file_exists(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0;
+}
+
+/* Whether rank has a part anywhere: a slot in memory or a file of a step
+ * the manifest lists. */
+static bool has_part(const struct rv_trainer *t, int rank, const int64_t *steps, int nsteps)
+{
 	for (int s = 0; s < 2; s++) {
-		int rc = slot_open(t, s, false, err);
-		if (rc == -ENOENT)
-			continue;
-		if (rc < 0)
-			return trainer_fail(t, err, rc);
-		const struct slot_hdr *h = slot_committed(t, s);
-		if (!h)
-			continue;
-		const unsigned char *p = t->slot[s].map + SLOT_HDR;
-		uint32_t crc = 0;
-		for (uint32_t i = 0; i < h->nbufs; i++) {
-			crc = rv_trainer_crc32c(crc, p, h->sizes[i]);
-			p += align_up(h->sizes[i]);
-		}
-		if (crc != h->crc)
-			continue; /* corrupted: never loaded */
-		if (best < 0 || h->seq > best_seq) {
-			best = s;
-			best_seq = h->seq;
-		}
+		char name[200], path[300];
+		rv_ckslot_name(name, sizeof(name), t->job, rank, s);
+		snprintf(path, sizeof(path), "/dev/shm%s", name);
+		if (file_exists(path))
+			return true;
 	}
-	if (best < 0)
+	const char *dir = ckpt_dir();
+	for (int i = 0; dir && i < nsteps; i++) {
+		char path[1100];
+		rv_ckslot_file(path, sizeof(path), dir, steps[i], rank);
+		if (file_exists(path))
+			return true;
+	}
+	return false;
+}
+
+/* The steps the manifest lists (0 without a folder or a manifest; a bad
+ * manifest counts as none: memory may still hold a checkpoint). */
+static int manifest_steps(int64_t *steps, int max)
+{
+	const char *dir = ckpt_dir();
+	if (!dir)
 		return 0;
-	const struct slot_hdr *h = (const struct slot_hdr *)t->slot[best].map;
-	t->loaded_slot = best;
+	int n = rv_ckslot_manifest_read(dir, steps, max, NULL);
+	return n < 0 ? 0 : n;
+}
+
+/* Whose parts this rank loads: its own, or rank 0's when it has none (a
+ * rank that did not exist when they were saved, the world having grown:
+ * the state is taken to be replicated, as data parallel training keeps
+ * it). */
+static int source_rank(const struct rv_trainer *t, const int64_t *steps, int nsteps)
+{
+	if (t->rank == 0 || has_part(t, t->rank, steps, nsteps))
+		return t->rank;
+	return 0;
+}
+
+/* Map a slot image read-only into t->slot[VIEW]: a file (shm false) or a
+ * shared-memory segment.  1 when it is a loadable checkpoint (*h set), 0
+ * when absent or not loadable, or a negative errno. */
+static int view_open(struct rv_trainer *t, const char *name, bool shm,
+		     const struct rv_ckslot_hdr **h, struct rv_err *err)
+{
+	struct trainer_slot *v = &t->slot[VIEW];
+	if (t->loaded_slot == VIEW)
+		t->loaded_slot = -1;
+	slot_unmap(v);
+	int fd = shm ? shm_open(name, O_RDONLY | O_CLOEXEC, 0) : open(name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0
+				       : rv_err_set(err, -errno, "ckpt", "could not open %s: %s",
+						    name, strerror(errno));
+	struct stat st;
+	if (fstat(fd, &st) < 0 || st.st_size < (off_t)SLOT_HDR) {
+		close(fd);
+		return 0;
+	}
+	void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED) {
+		int rc = -errno;
+		close(fd);
+		return rv_err_set(err, rc, "ckpt", "could not map %s: %s", name, strerror(-rc));
+	}
+	v->fd = fd;
+	v->map = m;
+	v->mapped = (uint64_t)st.st_size;
+	const struct rv_ckslot_hdr *hh = rv_ckslot_committed(m, v->mapped);
+	if (!hh || !rv_ckslot_payload_ok(hh)) {
+		slot_unmap(v);
+		return 0;
+	}
+	*h = hh;
+	return 1;
+}
+
+int rv_trainer_steps(struct rv_trainer *t, int64_t *steps, int max, struct rv_err *err)
+{
+	int64_t man[RV_CKSLOT_MAX_STEPS];
+	int nman = manifest_steps(man, RV_CKSLOT_MAX_STEPS);
+	int src = source_rank(t, man, nman);
+	int64_t found[2 + RV_CKSLOT_MAX_STEPS];
+	int n = 0;
+	for (int s = 0; s < 2; s++) {
+		const struct rv_ckslot_hdr *h = NULL;
+		if (src == t->rank) {
+			int rc = slot_open(t, s, false, err);
+			if (rc == -ENOENT)
+				continue;
+			if (rc < 0)
+				return trainer_fail(t, err, rc);
+			h = slot_committed(t, s);
+			if (h && !rv_ckslot_payload_ok(h))
+				h = NULL;
+		} else {
+			char name[200];
+			rv_ckslot_name(name, sizeof(name), t->job, src, s);
+			int rc = view_open(t, name, true, &h, err);
+			if (rc < 0)
+				return trainer_fail(t, err, rc);
+		}
+		if (h)
+			found[n++] = h->step;
+	}
+	if (src != t->rank) {
+		if (t->loaded_slot == VIEW)
+			t->loaded_slot = -1;
+		slot_unmap(&t->slot[VIEW]);
+	}
+	const char *dir = ckpt_dir();
+	for (int i = 0; dir && i < nman; i++) {
+		char path[1100];
+		rv_ckslot_file(path, sizeof(path), dir, man[i], src);
+		if (file_exists(path))
+			found[n++] = man[i];
+	}
+	/* newest first, each once */
+	int k = 0;
+	while (n > 0) {
+		int best = 0;
+		for (int i = 1; i < n; i++)
+			if (found[i] > found[best])
+				best = i;
+		int64_t v = found[best];
+		if (k < max)
+			steps[k] = v;
+		k++;
+		int m = 0;
+		for (int i = 0; i < n; i++)
+			if (found[i] != v)
+				found[m++] = found[i];
+		n = m;
+	}
+	return k < max ? k : max;
+}
+
+static int loaded(struct rv_trainer *t, int slot, int from, int rank, int64_t *step, int *nbufs)
+{
+	const struct rv_ckslot_hdr *h = (const struct rv_ckslot_hdr *)t->slot[slot].map;
+	if (!h)
+		return 0;
+	t->loaded_slot = slot;
+	t->loaded_from = from;
+	t->loaded_rank = rank;
 	if (step)
 		*step = h->step;
 	if (nbufs)
@@ -510,17 +503,98 @@ int rv_trainer_load(struct rv_trainer *t, int64_t *step, int *nbufs, struct rv_e
 	return 1;
 }
 
+int rv_trainer_load_step(struct rv_trainer *t, int64_t want, int64_t *step, int *nbufs,
+			 struct rv_err *err)
+{
+	t->loaded_slot = -1;
+	int64_t man[RV_CKSLOT_MAX_STEPS];
+	int nman = manifest_steps(man, RV_CKSLOT_MAX_STEPS);
+	int src = source_rank(t, man, nman);
+	/* memory first: the newest committed slot whose CRC matches */
+	int best = -1;
+	uint64_t best_seq = 0;
+	for (int s = 0; s < 2; s++) {
+		const struct rv_ckslot_hdr *h = NULL;
+		if (src == t->rank) {
+			int rc = slot_open(t, s, false, err);
+			if (rc == -ENOENT)
+				continue;
+			if (rc < 0)
+				return trainer_fail(t, err, rc);
+			h = slot_committed(t, s);
+			if (!h || !rv_ckslot_payload_ok(h))
+				continue; /* torn or corrupted: never loaded */
+		} else {
+			char name[200];
+			rv_ckslot_name(name, sizeof(name), t->job, src, s);
+			int rc = view_open(t, name, true, &h, err);
+			if (rc < 0)
+				return trainer_fail(t, err, rc);
+			if (!rc)
+				continue;
+		}
+		if (!h || (want >= 0 && h->step != want))
+			continue;
+		if (best < 0 || h->seq > best_seq) {
+			best = s;
+			best_seq = h->seq;
+		}
+	}
+	if (best >= 0 && src == t->rank)
+		return loaded(t, best, 0, src, step, nbufs);
+	if (best >= 0) {
+		/* the view holds the last one opened: open the best again */
+		const struct rv_ckslot_hdr *h = NULL;
+		char name[200];
+		rv_ckslot_name(name, sizeof(name), t->job, src, best);
+		int rc = view_open(t, name, true, &h, err);
+		if (rc < 0)
+			return trainer_fail(t, err, rc);
+		if (rc == 1 && (want < 0 || h->step == want))
+			return loaded(t, VIEW, 0, src, step, nbufs);
+	}
+	/* then storage: the newest complete step (of the manifest) that checks */
+	const char *dir = ckpt_dir();
+	for (int i = 0; dir && i < nman; i++) {
+		if (want >= 0 && man[i] != want)
+			continue;
+		char path[1100];
+		rv_ckslot_file(path, sizeof(path), dir, man[i], src);
+		const struct rv_ckslot_hdr *h = NULL;
+		int rc = view_open(t, path, false, &h, err);
+		if (rc < 0)
+			return trainer_fail(t, err, rc);
+		if (rc == 1 && h->step == man[i])
+			return loaded(t, VIEW, 1, src, step, nbufs);
+	}
+	return 0;
+}
+
+int rv_trainer_load(struct rv_trainer *t, int64_t *step, int *nbufs, struct rv_err *err)
+{
+	return rv_trainer_load_step(t, -1, step, nbufs, err);
+}
+
+int rv_trainer_loaded_from(const struct rv_trainer *t, int *rank)
+{
+	if (t->loaded_slot < 0)
+		return -ENOENT;
+	if (rank)
+		*rank = t->loaded_rank;
+	return t->loaded_from;
+}
+
 int rv_trainer_loaded(const struct rv_trainer *t, int i, const void **data, uint64_t *size)
 {
 	if (t->loaded_slot < 0)
 		return -ENOENT;
 	const unsigned char *base = t->slot[t->loaded_slot].map;
-	const struct slot_hdr *h = (const struct slot_hdr *)base;
+	const struct rv_ckslot_hdr *h = (const struct rv_ckslot_hdr *)base;
 	if (i < 0 || (uint32_t)i >= h->nbufs)
 		return -ERANGE;
 	const unsigned char *p = base + SLOT_HDR;
 	for (int k = 0; k < i; k++)
-		p += align_up(h->sizes[k]);
+		p += rv_ckslot_align(h->sizes[k]);
 	*data = p;
 	*size = h->sizes[i];
 	return 0;
@@ -530,9 +604,67 @@ int rv_trainer_loaded_position(const struct rv_trainer *t, int64_t *task_id, int
 {
 	if (t->loaded_slot < 0)
 		return -ENOENT;
-	const struct slot_hdr *h = (const struct slot_hdr *)t->slot[t->loaded_slot].map;
+	const struct rv_ckslot_hdr *h = (const struct rv_ckslot_hdr *)t->slot[t->loaded_slot].map;
 	*task_id = h->task_id;
 	*consumed = h->consumed;
+	return 0;
+}
+
+/* The data checkpoint of step from ROVER_CKPT_DIR/step-S/data.json. */
+static int data_from_storage(int64_t step, struct rv_data_ckpt *out, struct rv_err *err)
+{
+	const char *dir = ckpt_dir();
+	if (!dir)
+		return rv_err_set(err, -ENOENT, "step", "no data checkpoint of step %lld",
+				  (long long)step);
+	char path[1100];
+	rv_ckslot_step_dir(path, sizeof(path), dir, step);
+	strncat(path, "/data.json", sizeof(path) - strlen(path) - 1);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return rv_err_set(err, -ENOENT, "step", "no data checkpoint of step %lld",
+				  (long long)step);
+	struct stat st;
+	char *text = NULL;
+	ssize_t n = -1;
+	if (fstat(fd, &st) == 0 && st.st_size < (64 << 20) &&
+	    (text = malloc((size_t)st.st_size + 1)))
+		n = read(fd, text, (size_t)st.st_size);
+	close(fd);
+	if (n != st.st_size) {
+		free(text);
+		return rv_err_set(err, -EIO, "step", "could not read %s", path);
+	}
+	cJSON *root = rv_json_parse(text, (size_t)n, err);
+	free(text);
+	if (!root)
+		return -EINVAL;
+	int rc = rv_data_ckpt_from_json(root, out, err);
+	cJSON_Delete(root);
+	return rc;
+}
+
+int rv_trainer_restore_data(struct rv_trainer *t, int64_t step, struct rv_err *err)
+{
+	if (!t->mc)
+		return trainer_fail(t, err,
+				    rv_err_set(err, -ENOTCONN, "master", "no master to ask"));
+	struct rv_data_ckpt ck = { 0 };
+	/* the master composes it while it keeps the step's reports; storage
+	 * has the copy rover-run took when it persisted the step */
+	int rc = rv_master_ckpt_export(t->mc, step, &ck, err);
+	if (rc == -ENOENT)
+		rc = data_from_storage(step, &ck, err);
+	if (rc < 0)
+		return trainer_fail(t, err, rc);
+	ck.step = step;
+	rc = rv_master_ckpt_import(t->mc, &ck, err);
+	rv_data_ckpt_release(&ck);
+	if (rc < 0)
+		return trainer_fail(t, err, rc);
+	memset(&t->cur, 0, sizeof(t->cur));
+	t->consumed = 0;
+	t->last_id = t->last_len = 0;
 	return 0;
 }
 
@@ -540,8 +672,8 @@ int rv_trainer_unlink(const char *job, int rank)
 {
 	int rc = 0;
 	for (int s = 0; s < 2; s++) {
-		char name[160];
-		slot_name(name, sizeof(name), job, rank, s);
+		char name[200];
+		rv_ckslot_name(name, sizeof(name), job, rank, s);
 		if (shm_unlink(name) < 0 && errno != ENOENT)
 			rc = -errno;
 	}

@@ -135,13 +135,51 @@ int rv_trainer_save(struct rv_trainer *t, int64_t step, const void *const *bufs,
 		    const uint64_t *sizes, int n, struct rv_trainer_save_stats *stats,
 		    struct rv_err *err);
 
+/* The shard position a save would record now: the current task (0: none)
+ * and samples of it consumed. */
+void rv_trainer_position(const struct rv_trainer *t, int64_t *task_id, int64_t *consumed);
+/* rv_trainer_save with the shard position given (taken with
+ * rv_trainer_position when the step ended): for a save that another
+ * thread finishes while the loop goes on (GPU tensors staged through pinned
+ * memory).  That thread may call only this while the loop's thread uses
+ * the handle for shards and steps. */
+int rv_trainer_save_at(struct rv_trainer *t, int64_t step, int64_t task_id, int64_t consumed,
+		       const void *const *bufs, const uint64_t *sizes, int n,
+		       struct rv_trainer_save_stats *stats, struct rv_err *err);
+
 /*
  * Load the newest complete checkpoint: 1 with *step and *nbufs set (then
  * rv_trainer_loaded gives each buffer), 0 when there is none (no slot, or
- * each one torn or corrupted), or a negative errno.  The shard position
- * saved with it: rv_trainer_loaded_position.
+ * each one torn or corrupted), or a negative errno.  The newest consistent
+ * copy in memory is taken, else the newest complete step on storage
+ * ($ROVER_CKPT_DIR, where rover-run persists them; its manifest names the
+ * complete steps).  A rank with no part of its own anywhere (the world
+ * grew) loads rank 0's part: the state is taken to be replicated, as data
+ * parallel training keeps it.  The shard position saved with it:
+ * rv_trainer_loaded_position.
  */
 int rv_trainer_load(struct rv_trainer *t, int64_t *step, int *nbufs, struct rv_err *err);
+/* The same for step want exactly (want < 0: the newest): 1, or 0 when no
+ * consistent copy of that step is left. */
+int rv_trainer_load_step(struct rv_trainer *t, int64_t want, int64_t *step, int *nbufs,
+			 struct rv_err *err);
+/* The steps this rank could load (memory and storage; their CRCs in memory
+ * checked, on storage at load), newest first, up to max into steps: the
+ * count, or a negative errno.  Ranks agree on a step all of them hold
+ * (the highest in every list) before they load it. */
+int rv_trainer_steps(struct rv_trainer *t, int64_t *steps, int max, struct rv_err *err);
+/* Where the loaded checkpoint came from: 0 memory, 1 storage, with *rank
+ * (may be NULL) the rank whose part it is; -ENOENT without one. */
+int rv_trainer_loaded_from(const struct rv_trainer *t, int *rank);
+/*
+ * Put the data back where it was at step: the master's data checkpoint of
+ * step (composed from every rank's report of it, else the copy rover-run
+ * stored with the step) is imported into the master, so the shards resume
+ * at step whatever the world size is now.  One rank calls it, before any
+ * rank asks for a shard.  0; -ENOENT when neither has that step; the
+ * master's error.
+ */
+int rv_trainer_restore_data(struct rv_trainer *t, int64_t step, struct rv_err *err);
 /* Buffer i of the loaded checkpoint: *data points into the shared memory
  * (borrowed: valid until the second save after the load, or close; copy it
  * out).  -ENOENT without a loaded checkpoint, -ERANGE for a bad i. */

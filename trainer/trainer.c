@@ -5,6 +5,8 @@
  */
 #include "trainer.h"
 
+#include "ckslot.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,19 +90,6 @@ struct rv_trainer *rv_trainer_open(struct rv_err *err)
 	return rv_trainer_open_opts(&o, err);
 }
 
-/* A name safe in a shared-memory object name: [A-Za-z0-9._-], else '_'. */
-static void safe_name(char *out, size_t size, const char *in)
-{
-	size_t i = 0;
-	for (; in[i] && i + 1 < size; i++) {
-		char c = in[i];
-		bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-			  (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_';
-		out[i] = ok ? c : '_';
-	}
-	out[i] = '\0';
-}
-
 struct rv_trainer *rv_trainer_open_opts(const struct rv_trainer_opts *o, struct rv_err *err)
 {
 	if (o->rank < 0 || o->world_size < 1 || o->rank >= o->world_size) {
@@ -113,7 +102,7 @@ struct rv_trainer *rv_trainer_open_opts(const struct rv_trainer_opts *o, struct 
 		rv_err_set(err, -ENOMEM, "", "out of memory");
 		return NULL;
 	}
-	t->slot[0].fd = t->slot[1].fd = -1;
+	t->slot[0].fd = t->slot[1].fd = t->slot[2].fd = -1;
 	t->loaded_slot = -1;
 	t->rank = o->rank;
 	t->local_rank = o->local_rank;
@@ -149,7 +138,7 @@ struct rv_trainer *rv_trainer_open_opts(const struct rv_trainer_opts *o, struct 
 		rv_trainer_close(t);
 		return NULL;
 	}
-	safe_name(t->job, sizeof(t->job), job);
+	rv_ckslot_job_name(t->job, sizeof(t->job), job);
 	return t;
 }
 
@@ -221,6 +210,8 @@ int rv_trainer_done(struct rv_trainer *t, struct rv_err *err)
 	snprintf(d.node, sizeof(d.node), "%s", t->node);
 	if ((rc = rv_master_shard_done(t->mc, &d, NULL, err)) < 0)
 		return trainer_fail(t, err, rc);
+	t->last_id = t->cur.id;
+	t->last_len = t->cur.end - t->cur.start;
 	memset(&t->cur, 0, sizeof(t->cur));
 	t->consumed = 0;
 	return 0;

@@ -31,11 +31,16 @@ struct rv_trainer {
 	/* the current shard (id 0: none) and samples of it consumed */
 	struct rv_trainer_shard cur;
 	int64_t consumed;
+	/* the last shard done, with its length: the position between shards */
+	int64_t last_id, last_len;
 	/* report_step: when the last report was made, for the speed */
 	int64_t last_step_ns;
 	/* flash checkpoint */
-	struct trainer_slot slot[2];
-	int loaded_slot; /* -1: nothing loaded */
+	struct trainer_slot slot[3]; /* this rank's two slots, and a view of
+				      * a checkpoint loaded from storage or
+				      * from another rank's slot */
+	int loaded_slot;             /* -1: nothing loaded */
+	int loaded_from, loaded_rank;
 	char errbuf[512];
 };
 

@@ -19,6 +19,7 @@ import ctypes
 import errno as _errno
 import os
 import pickle
+import threading
 import time
 
 __all__ = ["Error", "Trainer", "ShardSampler", "Checkpointer", "report_step", "trainer"]
@@ -60,7 +61,7 @@ def _candidates():
     here = os.path.dirname(os.path.abspath(__file__))
     name = "librover-trainer.so"
     return [os.path.join(here, name),
-            os.path.join(here, "..", "..", "lib", name),        # <prefix>/lib/python/rover
+            os.path.join(here, "..", "..", name),               # <prefix>/lib/python/rover
             os.path.join(here, "..", "..", "build", "lib", name),  # a source tree
             os.path.join(here, "..", "lib", name)]
 
@@ -97,6 +98,13 @@ def _load():
         "rv_trainer_load": (I, [P, ctypes.POINTER(I64), ctypes.POINTER(I), E]),
         "rv_trainer_loaded": (I, [P, I, ctypes.POINTER(P), ctypes.POINTER(U64)]),
         "rv_trainer_loaded_position": (I, [P, ctypes.POINTER(I64), ctypes.POINTER(I64)]),
+        "rv_trainer_load_step": (I, [P, I64, ctypes.POINTER(I64), ctypes.POINTER(I), E]),
+        "rv_trainer_steps": (I, [P, ctypes.POINTER(I64), I, E]),
+        "rv_trainer_loaded_from": (I, [P, ctypes.POINTER(I)]),
+        "rv_trainer_restore_data": (I, [P, I64, E]),
+        "rv_trainer_position": (None, [P, ctypes.POINTER(I64), ctypes.POINTER(I64)]),
+        "rv_trainer_save_at": (I, [P, I64, I64, I64, ctypes.POINTER(P), ctypes.POINTER(U64), I,
+                                   ctypes.POINTER(_Stats), E]),
     }
     for name, (res, args) in sig.items():
         fn = getattr(lib, name)
@@ -180,25 +188,56 @@ class Trainer:
         err = _Err()
         self._check(self._lib.rv_trainer_report_step(self._h, step, samples, ctypes.byref(err)), err)
 
-    def save(self, step, buffers):
-        """Save step with buffers, a list of (address, nbytes); returns the stats
+    def position(self):
+        """The shard position a save would record now: (task_id, consumed)."""
+        task, consumed = ctypes.c_int64(), ctypes.c_int64()
+        self._lib.rv_trainer_position(self._h, ctypes.byref(task), ctypes.byref(consumed))
+        return task.value, consumed.value
+
+    def save(self, step, buffers, position=None):
+        """Save step with buffers, a list of (address, nbytes), and the shard
+        position (now, or position from position()); returns the stats
         (stall_s, copy_s, bytes, reported)."""
         n = len(buffers)
         ptrs = (ctypes.c_void_p * n)(*[a for a, _ in buffers])
         sizes = (ctypes.c_uint64 * n)(*[s for _, s in buffers])
         st, err = _Stats(), _Err()
-        self._check(self._lib.rv_trainer_save(self._h, step, ptrs, sizes, n, ctypes.byref(st),
-                                              ctypes.byref(err)), err)
+        if position is None:
+            rc = self._lib.rv_trainer_save(self._h, step, ptrs, sizes, n, ctypes.byref(st),
+                                           ctypes.byref(err))
+        else:
+            rc = self._lib.rv_trainer_save_at(self._h, step, position[0], position[1], ptrs, sizes,
+                                              n, ctypes.byref(st), ctypes.byref(err))
+        self._check(rc, err)
         return {"stall_s": st.stall_s, "copy_s": st.copy_s, "bytes": st.bytes,
                 "reported": bool(st.reported)}
 
-    def load(self):
+    def steps(self):
+        """The steps this rank could load, newest first (memory and storage)."""
+        arr, err = (ctypes.c_int64 * 64)(), _Err()
+        n = self._check(self._lib.rv_trainer_steps(self._h, arr, 64, ctypes.byref(err)), err)
+        return list(arr[:n])
+
+    def restore_data(self, step):
+        """Put the master's data shards back where they were at step (one rank,
+        before any rank takes a shard)."""
+        err = _Err()
+        self._check(self._lib.rv_trainer_restore_data(self._h, step, ctypes.byref(err)), err)
+
+    def loaded_from(self):
+        """("memory" or "storage", rank whose part) of the loaded checkpoint."""
+        r = ctypes.c_int()
+        rc = self._check(self._lib.rv_trainer_loaded_from(self._h, ctypes.byref(r)))
+        return ("memory", "storage")[rc], r.value
+
+    def load(self, step=None):
         """(step, [memoryview of each buffer], (task_id, consumed)) of the newest
-        complete checkpoint, or None.  The views point into shared memory: copy
-        them before the second save after this."""
+        complete checkpoint (or of step), or None.  The views point into shared
+        memory: copy them before the second save after this."""
+        want = -1 if step is None else step
         step, nb, err = ctypes.c_int64(), ctypes.c_int(), _Err()
-        rc = self._check(self._lib.rv_trainer_load(self._h, ctypes.byref(step), ctypes.byref(nb),
-                                                   ctypes.byref(err)), err)
+        rc = self._check(self._lib.rv_trainer_load_step(self._h, want, ctypes.byref(step),
+                                                        ctypes.byref(nb), ctypes.byref(err)), err)
         if rc == 0:
             return None
         views = []
@@ -248,23 +287,54 @@ class ShardSampler(_Base):
         self._t = trainer_
         self.wait_s = wait_s
         self.shard = None
+        self._k = 0
+        self.finished = False  # the master has no shard left
 
-    def __iter__(self):
+    def _advance(self, block):
+        """The next index, or None (finished, or none free now and not block).
+        An index handed out counts as consumed (a checkpoint taken after
+        training on it resumes after it); a shard is done with its last."""
         t = self._t or trainer()
-        while True:
+        while self.shard is None:
+            if self.finished:
+                return None
             status, shard = t.next_shard()
             if status == FINISHED:
-                return
+                self.finished = True
+                return None
             if status == WAIT:
+                if not block:
+                    return None
                 time.sleep(self.wait_s)
                 continue
-            self.shard = shard
-            for k, i in enumerate(range(shard["start"], shard["end"])):
-                t.consumed(k)
-                yield i
-            t.consumed(shard["end"] - shard["start"])
+            self.shard, self._k = shard, 0
+        s = self.shard
+        i = s["start"] + self._k
+        self._k += 1
+        t.consumed(self._k)
+        if self._k == s["end"] - s["start"]:
             t.done()
             self.shard = None
+        return i
+
+    def __iter__(self):
+        while True:
+            i = self._advance(True)
+            if i is None:
+                return
+            yield i
+
+    def take(self, n):
+        """Up to n indices without waiting: fewer when the master has none free
+        now (the other ranks hold the rest) or none left (self.finished).  What
+        a data parallel loop wants: a rank never blocks its peers' step."""
+        out = []
+        while len(out) < n:
+            i = self._advance(False)
+            if i is None:
+                break
+            out.append(i)
+        return out
 
 
 _TENSOR = "__rover_tensor__"
@@ -282,6 +352,9 @@ class Checkpointer:
             raise Error(_errno.ENOSYS, "rover.Checkpointer needs torch")
         self.model, self.optimizer, self._t = model, optimizer, trainer_
         self.last = None  # the stats of the last save
+        self.source = None  # ("memory" or "storage", rank) of the last load
+        self.data_restored = False  # the last load put the data shards back
+        self._pinned, self._stream, self._pending, self._error = {}, None, None, None
 
     def _state(self):
         st = {"model": self.model.state_dict()}
@@ -290,15 +363,18 @@ class Checkpointer:
         return st
 
     def save(self, step):
+        """Copy the state of step into this rank's shared memory.  CPU tensors:
+        returns once the copy is committed (the stats).  GPU tensors: copied on
+        a side stream into pinned host buffers (kept between saves), the
+        default stream waiting for that copy on the GPU, not the host; a thread
+        then commits them while the loop goes on, so the next save (or load, or
+        wait()) waits for it; returns None."""
+        self.wait()
         tensors = []
 
         def strip(v):
             if isinstance(v, _torch.Tensor):
-                t = v.detach()
-                if t.device.type != "cpu":
-                    t = t.cpu()
-                t = t.contiguous()
-                tensors.append(t)
+                tensors.append(v.detach().contiguous())
                 return (_TENSOR, len(tensors) - 1)
             if isinstance(v, dict):
                 return type(v)((k, strip(x)) for k, x in v.items())
@@ -310,16 +386,103 @@ class Checkpointer:
         meta = [(str(t.dtype).replace("torch.", ""), tuple(t.shape)) for t in tensors]
         header = pickle.dumps({"version": 1, "tree": tree, "tensors": meta}, protocol=4)
         hbuf = ctypes.create_string_buffer(header, len(header))
-        bufs = [(ctypes.addressof(hbuf), len(header))]
-        bufs += [(t.data_ptr(), t.numel() * t.element_size()) for t in tensors]
-        self.last = (self._t or trainer()).save(step, bufs)
-        return self.last
+        tr = self._t or trainer()
+        if not any(t.is_cuda for t in tensors):
+            bufs = [(ctypes.addressof(hbuf), len(header))]
+            bufs += [(t.data_ptr(), t.numel() * t.element_size()) for t in tensors]
+            self.last = tr.save(step, bufs)
+            return self.last
+        # GPU (untested where no GPU was at hand): stage through pinned memory
+        if self._stream is None:
+            self._stream = _torch.cuda.Stream()
+        cur = _torch.cuda.current_stream()
+        self._stream.wait_stream(cur)
+        host = []
+        with _torch.cuda.stream(self._stream):
+            for i, t in enumerate(tensors):
+                if not t.is_cuda:
+                    host.append(t)
+                    continue
+                buf = self._pinned.get(i)
+                if buf is None or buf.shape != t.shape or buf.dtype != t.dtype:
+                    buf = _torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+                    self._pinned[i] = buf
+                buf.copy_(t, non_blocking=True)
+                t.record_stream(self._stream)
+                host.append(buf)
+        done = _torch.cuda.Event()
+        done.record(self._stream)
+        cur.wait_event(done)  # the next step's kernels run after the copy, on the GPU
+        position = tr.position()  # the data of this step, not of the next
+
+        def finish():
+            try:
+                done.synchronize()
+                bufs = [(ctypes.addressof(hbuf), len(header))]
+                bufs += [(t.data_ptr(), t.numel() * t.element_size()) for t in host]
+                self.last = tr.save(step, bufs, position)
+            except BaseException as e:  # raised by the next wait()
+                self._error = e
+
+        self._pending = threading.Thread(target=finish, name="rover-save", daemon=True)
+        self._pending.start()
+        return None
+
+    def wait(self):
+        """Wait for a GPU save still being committed; raises its error."""
+        p, self._pending = self._pending, None
+        if p is not None:
+            p.join()
+        e, self._error = self._error, None
+        if e is not None:
+            raise e
+
+    def _choose(self, t):
+        """The step to load, agreed by every rank, and whether the data shards
+        were put back there (rank 0 imports the master's data checkpoint of
+        that step, before any rank takes a shard)."""
+        steps = t.steps()
+        dist = _torch.distributed
+        on = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+        if on:
+            every = [None] * dist.get_world_size()
+            dist.all_gather_object(every, steps)
+            common = set(every[0])
+            for s in every[1:]:
+                common &= set(s)
+            steps = sorted(common, reverse=True)
+        chosen, restored = None, False
+        if not on or dist.get_rank() == 0:
+            for s in steps:
+                try:
+                    t.restore_data(s)
+                    chosen, restored = s, True
+                    break
+                except Error as e:
+                    if e.errno == _errno.ENOTCONN:
+                        break
+            if chosen is None and steps:
+                chosen = steps[0]
+        if on:
+            box = [chosen, restored]
+            dist.broadcast_object_list(box, src=0)
+            chosen, restored = box
+        return chosen, restored
 
     def load(self):
-        """Restore the newest complete checkpoint; its step, or None."""
-        got = (self._t or trainer()).load()
-        if got is None:
+        """Restore the newest complete checkpoint every rank holds (from memory,
+        else from rover-run's storage) and put the data shards back at its step;
+        its step, or None.  With torch.distributed initialized, every rank calls
+        it (it agrees on the step), before iterating a ShardSampler."""
+        t = self._t or trainer()
+        self.wait()
+        chosen, self.data_restored = self._choose(t)
+        if chosen is None:
             return None
+        got = t.load(chosen)
+        if got is None:
+            raise Error(_errno.EIO, "checkpoint of step %d is no longer loadable" % chosen)
+        self.source = t.loaded_from()
         step, views, self.position = got
         head = pickle.loads(bytes(views[0]))
         tensors = []

@@ -89,8 +89,8 @@ START_TEST(test_every_flag)
 		       "--node-rank", "1", "--master-addr", "h2", "--master-port", "1234",
 		       "--local-addr", "h3", "--network-check", "--node-unit", "2", "--auto-config",
 		       "--exclude-straggler", "--save-at-breakpoint", "--accelerator", "ascend-npu",
-		       "--hang-timeout", "5", "--no-python", "--no-warm", "--run-path", "prog",
-		       "--lr", "0.1");
+		       "--hang-timeout", "5", "--ckpt-dir", "/tmp/ck", "--ckpt-keep", "5",
+		       "--no-python", "--no-warm", "--run-path", "prog", "--lr", "0.1");
 	ck_assert_msg(rc == 0, "%s", err.msg);
 	ck_assert_int_eq(f.nnodes_min, 2);
 	ck_assert_int_eq(f.nnodes_max, 4);
@@ -118,6 +118,8 @@ START_TEST(test_every_flag)
 	ck_assert_str_eq(f.accelerator, "ascend-npu");
 	ck_assert(f.hang_timeout_s > 4.9 && f.hang_timeout_s < 5.1);
 	ck_assert(f.no_python && f.no_warm && f.run_path);
+	ck_assert_str_eq(f.ckpt_dir, "/tmp/ck");
+	ck_assert_int_eq(f.ckpt_keep, 5);
 	/* the script's own flags are its own */
 	ck_assert_str_eq(f.script, "prog");
 	ck_assert_int_eq(f.nscript_args, 2);
@@ -182,6 +184,8 @@ static const struct {
 	{ "--start-method", "--start-method", { "thread", "" } },
 	{ "--role", "--role", { "" } },
 	{ "--log-dir", "--log-dir", { "" } },
+	{ "--ckpt-dir", "--ckpt-dir", { "" } },
+	{ "--ckpt-keep", "--ckpt-keep", { "0", "65", "x", "-1" } },
 	{ "-r", "--redirects", { "4", "-1", "x", "0:", ":1", "0:4", "0:1,", "0:1,0:2", "a:1" } },
 	{ "--tee", "--tee", { "4", "-1", "x", "0:", ":1", "0:4", "0:1,", "0:1,0:2", "a:1" } },
 	{ "--node-rank", "--node-rank", { "-1", "1024", "x" } },
@@ -259,6 +263,8 @@ START_TEST(test_help_names_every_flag)
 		"--save-at-breakpoint",
 		"--accelerator",
 		"--hang-timeout",
+		"--ckpt-dir",
+		"--ckpt-keep",
 	};
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		ck_assert_msg(strstr(text, names[i]), "--help does not explain %s", names[i]);

@@ -1,0 +1,565 @@
+/*
+ * check_run_ckpt.c: flash checkpoints under the real rover-run with real
+ * PyTorch workers (examples/digits_rover.py: rover.ShardSampler,
+ * rover.report_step, rover.Checkpointer; /usr/bin/python3):
+ *   - a worker killed with SIGKILL after a save: the restarted one loads
+ *     that step from memory, the same weights bit for bit (digests);
+ *   - a worker killed with SIGKILL during a save (its slot uncommitted):
+ *     the previous step is what the restart loads;
+ *   - rover-run itself killed with SIGKILL, the node's shared memory gone:
+ *     a new rover-run loads the newest complete step from --ckpt-dir and
+ *     puts the data back from the step's stored data checkpoint;
+ *   - a world of 2 workers grown to 3 by a second node: every rank loads
+ *     the step all hold, the master's shards resume there;
+ * and in each, the shard log accounts for every sample exactly once: the
+ * steps after the one a restart loaded are dropped (they are trained
+ * again), what is left holds each index once per epoch.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckslot.h"
+#include "masterfix.h"
+#include "parse.h"
+#include "runfix.h"
+#include "testutil.h"
+
+#define EXAMPLE "examples/digits_rover.py"
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	char *s = malloc((size_t)n + 1);
+	ck_assert_ptr_nonnull(s);
+	size_t k = fread(s, 1, (size_t)n, f);
+	s[k] = 0;
+	fclose(f);
+	return s;
+}
+
+static int count_lines(const char *path)
+{
+	char *s = slurp(path);
+	int n = 0;
+	for (char *p = s; p && *p; p++)
+		n += *p == '\n';
+	free(s);
+	return n;
+}
+
+/* Wait until path has at least n lines. */
+static bool wait_lines(const char *path, int n, int timeout_ms)
+{
+	int64_t until = rv_mono_ms() + timeout_ms;
+	while (count_lines(path) < n)
+		if (rv_mono_ms() > until)
+			return false;
+		else
+			usleep(20 * 1000);
+	return true;
+}
+
+/* The digest the saving worker recorded for step, into out. */
+static bool digest_of(const char *path, int64_t step, char *out, size_t size)
+{
+	char *s = slurp(path);
+	bool found = false;
+	for (char *line = s ? strtok(s, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+		long long st;
+		char d[64];
+		if (sscanf(line, "%lld %63s", &st, d) == 2 && st == step) {
+			snprintf(out, size, "%s", d);
+			found = true;
+		}
+	}
+	free(s);
+	return found;
+}
+
+/* The last step of the digest log (-1 none). */
+static int64_t last_digest_step(const char *path)
+{
+	char *s = slurp(path);
+	int64_t last = -1;
+	for (char *line = s ? strtok(s, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+		long long st;
+		if (sscanf(line, "%lld", &st) == 1)
+			last = st;
+	}
+	free(s);
+	return last;
+}
+
+/* "[rank0]:loaded step=S from=F world=W data=D digest=X": S, and F, D, X
+ * into from, data, digest (the n-th such line, 0 first); false when none. */
+static bool loaded_line(const char *out, int n, int64_t *step, char *from, char *data, char *digest)
+{
+	const char *p = out;
+	for (int i = 0; (p = strstr(p, "[rank0]:loaded step=")); i++, p++)
+		if (i == n) {
+			long long s;
+			int w;
+			return sscanf(p,
+				      "[rank0]:loaded step=%lld from=%15s world=%d data=%15s "
+				      "digest=%63s",
+				      &s, from, &w, data, digest) == 5 &&
+			       (*step = s, true);
+		}
+	return false;
+}
+
+/*
+ * The shard log: "RANK STEP I,I,..." per rank and step, "load S world=W"
+ * at each start.  A load of S drops the lines of steps after S logged
+ * before it; what is left must hold each index of [0, size) exactly
+ * epochs times.  *lost and *twice: indices short of it and beyond it;
+ * *ranks: a bit per rank seen training after the last load.
+ */
+static void account(const char *path, long size, int epochs, long *lost, long *twice,
+		    unsigned *ranks, int *loads)
+{
+	char *s = slurp(path);
+	ck_assert_msg(s, "no shard log %s", path);
+	size_t cap = 1024, n = 0;
+	struct entry {
+		long step;
+		char *idx;
+	} *e = malloc(cap * sizeof(*e));
+	*ranks = 0;
+	*loads = 0;
+	char *save = NULL;
+	for (char *line = strtok_r(s, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		long st;
+		int rank;
+		if (sscanf(line, "load %ld", &st) == 1) {
+			size_t m = 0;
+			for (size_t i = 0; i < n; i++)
+				if (e[i].step <= st)
+					e[m++] = e[i];
+			n = m;
+			*ranks = 0;
+			(*loads)++;
+			continue;
+		}
+		char *sp1 = strchr(line, ' ');
+		ck_assert_msg(sp1 && sscanf(line, "%d %ld", &rank, &st) == 2, "bad line %s", line);
+		char *sp2 = strchr(sp1 + 1, ' ');
+		if (n == cap)
+			e = realloc(e, (cap *= 2) * sizeof(*e));
+		e[n++] = (struct entry){ st, sp2 ? sp2 + 1 : sp1 + strlen(sp1) };
+		*ranks |= 1u << rank;
+	}
+	int *count = calloc((size_t)size, sizeof(int));
+	for (size_t i = 0; i < n; i++)
+		for (char *p = e[i].idx; *p;) {
+			char *end;
+			long v = strtol(p, &end, 10);
+			ck_assert_msg(end != p && v >= 0 && v < size, "bad index in %s", e[i].idx);
+			count[v]++;
+			p = *end == ',' ? end + 1 : end;
+		}
+	*lost = *twice = 0;
+	for (long i = 0; i < size; i++) {
+		if (count[i] < epochs)
+			*lost += epochs - count[i];
+		if (count[i] > epochs)
+			*twice += count[i] - epochs;
+	}
+	free(count);
+	free(e);
+	free(s);
+}
+
+/* Under make asan, the workers' Python loads the asan build's
+ * librover-trainer.so: its runtime must come first (LD_PRELOAD), and
+ * Python's own allocations are no leaks of ours.  Otherwise a variable
+ * that changes nothing. */
+static const char *asan_env(int which)
+{
+	static char preload[1100];
+	if (!getenv("MODE") || strcmp(getenv("MODE"), "asan") != 0)
+		return "ROVER_TEST_ASAN=0";
+	if (which == 1)
+		return "ASAN_OPTIONS=detect_leaks=0";
+	if (!preload[0]) {
+		char path[1024] = "";
+		FILE *p = popen("${CC:-cc} -print-file-name=libasan.so", "r");
+		if (p && fgets(path, sizeof(path), p))
+			path[strcspn(path, "\n")] = '\0';
+		if (p)
+			pclose(p);
+		/* and libstdc++ at once: torch's threads throw C++ exceptions
+		 * (gloo at shutdown), which the runtime's interceptor can pass
+		 * on only when it found the real __cxa_throw at start */
+		snprintf(preload, sizeof(preload), "LD_PRELOAD=%s libstdc++.so.6", path);
+	}
+	return preload;
+}
+
+static void job_env(char *out, size_t size, const char *what)
+{
+	snprintf(out, size, "ROVER_JOB_NAME=ck-%d-%s", (int)getpid(), what);
+}
+
+/* Segments of the job left in /dev/shm. */
+static int segments(const char *job_env_entry)
+{
+	const char *job = strchr(job_env_entry, '=') + 1;
+	char prefix[128];
+	int n = snprintf(prefix, sizeof(prefix), "rover-%s-", job);
+	DIR *d = opendir("/dev/shm");
+	int k = 0;
+	struct dirent *e;
+	while (d && (e = readdir(d)))
+		k += !strncmp(e->d_name, prefix, (size_t)n);
+	if (d)
+		closedir(d);
+	return k;
+}
+
+static void remove_segments(const char *job_env_entry)
+{
+	const char *job = strchr(job_env_entry, '=') + 1;
+	for (int r = 0; r < 8; r++)
+		for (int s = 0; s < 2; s++) {
+			char name[200];
+			rv_ckslot_name(name, sizeof(name), job, r, s);
+			shm_unlink(name);
+		}
+}
+
+static void paths(const struct rv_test_run *r, char *log, char *dig, size_t size)
+{
+	snprintf(log, size, "%s/shards.log", r->dir);
+	snprintf(dig, size, "%s/digest.log", r->dir);
+}
+
+/* The loaded step's digest is the one recorded when it was saved. */
+static int64_t expect_loaded(const char *out, int n, const char *dig, const char *from_want)
+{
+	int64_t step;
+	char from[16], data[16], digest[64], want[64];
+	ck_assert_msg(loaded_line(out, n, &step, from, data, digest), "no load %d in %s", n, out);
+	ck_assert_str_eq(from, from_want);
+	ck_assert_msg(digest_of(dig, step, want, sizeof(want)), "step %lld was never saved",
+		      (long long)step);
+	ck_assert_msg(!strcmp(digest, want), "step %lld loaded %s, saved %s", (long long)step,
+		      digest, want);
+	ck_assert_msg(!strcmp(data, "restored"), "the data of step %lld was not put back",
+		      (long long)step);
+	return step;
+}
+
+START_TEST(test_kill_after_save_loads_memory)
+{
+	struct rv_test_run r;
+	ck_assert_int_eq(rv_test_run_init(&r), 0);
+	char log[400], dig[400], job[96];
+	paths(&r, log, dig, sizeof(log));
+	job_env(job, sizeof(job), "after");
+	char dir[400];
+	snprintf(dir, sizeof(dir), "%s/ckpt", r.dir);
+	const char *env[] = { job,
+			      asan_env(0),
+			      asan_env(1),
+			      "ROVER_STANDALONE_DATASET=600:16:2",
+			      "ROVER_SAVE_AT_BREAKPOINT=1",
+			      NULL };
+	const char *args[] = { "--standalone",
+			       "--nproc-per-node",
+			       "1",
+			       "--max-restarts",
+			       "2",
+			       "--ckpt-dir",
+			       dir,
+			       EXAMPLE,
+			       "--batch-size",
+			       "8",
+			       "--step-sleep",
+			       "0.03",
+			       "--shard-log",
+			       log,
+			       "--digest-log",
+			       dig,
+			       NULL };
+	ck_assert_int_eq(rv_test_run_start(&r, args, env), 0);
+	ck_assert_msg(wait_lines(dig, 20, 90000), "no 20 steps saved");
+	pid_t w[2];
+	ck_assert_int_eq(rv_test_run_workers(&r, r.proc.pid, 0, w, 2), 1);
+	int64_t before = last_digest_step(dig);
+	ck_assert_int_eq(kill(w[0], SIGKILL), 0);
+	char *err = rv_test_run_expect_exit(&r, 0, 120000);
+	char *out = rv_test_run_output(&r, 1);
+	int64_t step = expect_loaded(out, 0, dig, "memory");
+	ck_assert_msg(step >= before, "loaded step %lld, %lld was saved before the kill",
+		      (long long)step, (long long)before);
+	free(out);
+	/* armed by ROVER_SAVE_AT_BREAKPOINT: the step in memory went to storage
+	 * before the restart */
+	const char *bp = strstr(err, "msg=\"saved at the breakpoint\" step=");
+	ck_assert_msg(bp, "%s", err);
+	ck_assert_int_ge(strtoll(bp + strlen("msg=\"saved at the breakpoint\" step="), NULL, 10),
+			 step);
+	free(err);
+	long lost, twice;
+	unsigned ranks;
+	int loads;
+	account(log, 600, 2, &lost, &twice, &ranks, &loads);
+	ck_assert_int_eq(loads, 2);
+	ck_assert_msg(lost == 0 && twice == 0, "%ld samples lost, %ld twice", lost, twice);
+	ck_assert_int_eq(segments(job), 0); /* the job ended: its memory is freed */
+	rv_test_run_end(&r);
+}
+END_TEST
+
+START_TEST(test_kill_during_save_loads_previous)
+{
+	struct rv_test_run r;
+	ck_assert_int_eq(rv_test_run_init(&r), 0);
+	char log[400], dig[400], job[96];
+	paths(&r, log, dig, sizeof(log));
+	job_env(job, sizeof(job), "during");
+	const char *env[] = { job, asan_env(0), asan_env(1), "ROVER_STANDALONE_DATASET=400:16:1",
+			      NULL };
+	const char *args[] = { "--standalone",
+			       "--nproc-per-node",
+			       "1",
+			       "--max-restarts",
+			       "2",
+			       EXAMPLE,
+			       "--batch-size",
+			       "8",
+			       "--pad-mib",
+			       "192",
+			       "--shard-log",
+			       log,
+			       "--digest-log",
+			       dig,
+			       NULL };
+	ck_assert_int_eq(rv_test_run_start(&r, args, env), 0);
+	ck_assert_msg(wait_lines(dig, 3, 120000), "no 3 steps saved");
+	/* both slots hold a step; kill the worker while it writes one */
+	const char *name = strchr(job, '=') + 1;
+	const struct rv_ckslot_hdr *h[2] = { 0 };
+	size_t len[2] = { 0 };
+	for (int s = 0; s < 2; s++) {
+		char path[300];
+		rv_ckslot_name(path, sizeof(path), name, 0, s);
+		int fd = shm_open(path, O_RDONLY, 0);
+		ck_assert_int_ge(fd, 0);
+		struct stat st;
+		ck_assert_int_eq(fstat(fd, &st), 0);
+		len[s] = (size_t)st.st_size;
+		void *m = mmap(NULL, len[s], PROT_READ, MAP_SHARED, fd, 0);
+		ck_assert(m != MAP_FAILED);
+		close(fd);
+		h[s] = m;
+	}
+	pid_t w[2];
+	ck_assert_int_eq(rv_test_run_workers(&r, r.proc.pid, 0, w, 2), 1);
+	int torn = -1;
+	int64_t until = rv_mono_ms() + 60000;
+	while (torn < 0 && rv_mono_ms() < until) {
+		for (int s = 0; s < 2 && torn < 0; s++)
+			if (atomic_load(&h[s]->committed) != RV_CKSLOT_COMMITTED &&
+			    atomic_load(&h[!s]->committed) == RV_CKSLOT_COMMITTED) {
+				kill(w[0], SIGKILL);
+				torn = s;
+			}
+		usleep(100);
+	}
+	ck_assert_msg(torn >= 0, "never saw a save in progress");
+	usleep(200 * 1000);
+	/* the copy was cut: the slot stays uncommitted, the other one is whole */
+	ck_assert_msg(atomic_load(&h[torn]->committed) != RV_CKSLOT_COMMITTED,
+		      "the save finished before the kill");
+	int64_t previous = h[!torn]->step;
+	free(rv_test_run_expect_exit(&r, 0, 180000));
+	char *out = rv_test_run_output(&r, 1);
+	int64_t step = expect_loaded(out, 0, dig, "memory");
+	ck_assert_int_eq(step, previous);
+	free(out);
+	for (int s = 0; s < 2; s++)
+		munmap((void *)h[s], len[s]);
+	long lost, twice;
+	unsigned ranks;
+	int loads;
+	account(log, 400, 1, &lost, &twice, &ranks, &loads);
+	ck_assert_msg(lost == 0 && twice == 0, "%ld samples lost, %ld twice", lost, twice);
+	rv_test_run_end(&r);
+}
+END_TEST
+
+START_TEST(test_run_killed_loads_storage)
+{
+	struct rv_test_run r, r2;
+	ck_assert_int_eq(rv_test_run_init(&r), 0);
+	char log[400], dig[400], job[96], dir[400];
+	paths(&r, log, dig, sizeof(log));
+	snprintf(dir, sizeof(dir), "%s/ckpt", r.dir);
+	job_env(job, sizeof(job), "storage");
+	const char *env[] = { job, asan_env(0), asan_env(1), "ROVER_STANDALONE_DATASET=900:16:1",
+			      NULL };
+	const char *args[] = { "--standalone",
+			       "--nproc-per-node",
+			       "2",
+			       "--max-restarts",
+			       "1",
+			       "--ckpt-dir",
+			       dir,
+			       "--ckpt-keep",
+			       "2",
+			       EXAMPLE,
+			       "--batch-size",
+			       "8",
+			       "--step-sleep",
+			       "0.03",
+			       "--shard-log",
+			       log,
+			       "--digest-log",
+			       dig,
+			       NULL };
+	ck_assert_int_eq(rv_test_run_start(&r, args, env), 0);
+	ck_assert_msg(wait_lines(dig, 15, 90000), "no 15 steps saved");
+	ck_assert_int_eq(rv_test_run_signal(&r, SIGKILL), 0);
+	rv_test_run_wait(&r, 10000);
+	int64_t until = rv_mono_ms() + 20000;
+	while (rv_test_run_tagged(&r) > 0 && rv_mono_ms() < until)
+		usleep(50 * 1000);
+	ck_assert_int_eq(rv_test_run_tagged(&r), 0);
+	/* the node's memory is gone with it (a new host): storage is all left */
+	ck_assert_int_gt(segments(job), 0);
+	remove_segments(job);
+	int64_t man[8];
+	int nman = rv_ckslot_manifest_read(dir, man, 8, NULL);
+	ck_assert_msg(nman >= 1 && nman <= 2, "manifest of %d steps (keep 2)", nman);
+	int steps_on_disk = 0;
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	while ((e = readdir(d)))
+		steps_on_disk += !strncmp(e->d_name, "step-", 5);
+	closedir(d);
+	ck_assert_int_le(steps_on_disk, 3); /* kept ones, and one being written */
+
+	ck_assert_int_eq(rv_test_run_init(&r2), 0);
+	ck_assert_int_eq(rv_test_run_start(&r2, args, env), 0);
+	free(rv_test_run_expect_exit(&r2, 0, 120000));
+	char *out = rv_test_run_output(&r2, 1);
+	int64_t step = expect_loaded(out, 0, dig, "storage");
+	ck_assert_int_eq(step, man[0]);
+	free(out);
+	long lost, twice;
+	unsigned ranks;
+	int loads;
+	account(log, 900, 1, &lost, &twice, &ranks, &loads);
+	ck_assert_int_eq(loads, 2);
+	ck_assert_msg(lost == 0 && twice == 0, "%ld samples lost, %ld twice", lost, twice);
+	ck_assert_int_eq(segments(job), 0);
+	rv_test_run_end(&r2);
+	rv_test_run_cleanup(&r);
+}
+END_TEST
+
+START_TEST(test_world_two_to_three)
+{
+	struct rv_test_master m;
+	char *spec = rv_test_master_spec(1200, 10, 1, 1, 2);
+	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
+	free(spec);
+	ck_assert_int_eq(rv_test_master_start(&m, NULL), 0);
+	char ep[64];
+	snprintf(ep, sizeof(ep), "127.0.0.1:%d", m.port);
+	struct rv_test_run r[2];
+	ck_assert_int_eq(rv_test_run_init(&r[0]), 0);
+	char log[400], dig[400], job[96];
+	paths(&r[0], log, dig, sizeof(log));
+	job_env(job, sizeof(job), "grow");
+	const char *env[] = { job, asan_env(0), asan_env(1), NULL };
+	const char *a0[] = { "--nnodes",
+			     "1:2",
+			     "--nproc-per-node",
+			     "2",
+			     "--rdzv-endpoint",
+			     ep,
+			     EXAMPLE,
+			     "--batch-size",
+			     "8",
+			     "--step-sleep",
+			     "0.05",
+			     "--shard-log",
+			     log,
+			     "--digest-log",
+			     dig,
+			     NULL };
+	const char *a1[] = { "--nnodes",
+			     "1:2",
+			     "--nproc-per-node",
+			     "1",
+			     "--rdzv-endpoint",
+			     ep,
+			     EXAMPLE,
+			     "--batch-size",
+			     "8",
+			     "--step-sleep",
+			     "0.05",
+			     "--shard-log",
+			     log,
+			     "--digest-log",
+			     dig,
+			     NULL };
+	ck_assert_int_eq(rv_test_run_start(&r[0], a0, env), 0);
+	ck_assert_msg(wait_lines(dig, 10, 90000), "no 10 steps saved by the world of 2");
+	ck_assert_int_eq(rv_test_run_init(&r[1]), 0);
+	ck_assert_int_eq(rv_test_run_start(&r[1], a1, env), 0);
+	for (int i = 0; i < 2; i++)
+		free(rv_test_run_expect_exit(&r[i], 0, 150000));
+	char *out = NULL;
+	for (int i = 0; i < 2 && !(out && strstr(out, "world=3")); i++) {
+		free(out);
+		out = rv_test_run_output(&r[i], 1);
+	}
+	ck_assert_msg(strstr(out, "[rank0]:loaded step="), "%s", out);
+	const char *p = strstr(out, "[rank0]:loaded step=");
+	ck_assert_msg(strstr(p, "world=3 data=restored"), "%s", out);
+	free(out);
+	long lost, twice;
+	unsigned ranks;
+	int loads;
+	account(log, 1200, 1, &lost, &twice, &ranks, &loads);
+	ck_assert_int_ge(loads, 2);
+	ck_assert_msg(ranks == 7, "ranks that trained in the world of 3: %#x", ranks);
+	ck_assert_msg(lost == 0 && twice == 0, "%ld samples lost, %ld twice", lost, twice);
+	for (int i = 0; i < 2; i++)
+		rv_test_run_end(&r[i]);
+	ck_assert_int_eq(segments(job), 0);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
+static Suite *run_ckpt_suite(void)
+{
+	Suite *s = suite_create("run_ckpt");
+	TCase *tc = tcase_create("core");
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_kill_after_save_loads_memory);
+	tcase_add_test(tc, test_kill_during_save_loads_previous);
+	tcase_add_test(tc, test_run_killed_loads_storage);
+	tcase_add_test(tc, test_world_two_to_three);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+RV_TEST_MAIN(run_ckpt_suite)
