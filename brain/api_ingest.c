@@ -236,8 +236,10 @@ static void group_commit(struct brain *b, struct ingest_item *items, int n)
 	struct ingest_item **firsts = calloc((size_t)n, sizeof(*firsts));
 	struct ingest_item **its = calloc((size_t)n, sizeof(*its));
 	int njobs = 0;
-	if (!firsts || !its)
-		rc = rv_err_set(&err, -ENOMEM, "", "out of memory");
+	if (!firsts || !its) {
+		rv_err_set(&err, -ENOMEM, "", "out of memory");
+		rc = -ENOMEM;
+	}
 	for (struct ingest_item *it = items; rc >= 0 && it; it = it->next) {
 		bool seen = false;
 		for (int j = 0; j < njobs && !seen; j++)
