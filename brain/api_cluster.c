@@ -1,5 +1,8 @@
 /*
- * api_cluster.c: cluster monitor reports in, capacity out.
+ * api_cluster.c: cluster monitor reports in, capacity out.  A report with a
+ * report_id is stored once (a resend answers "duplicate":true); every node
+ * sample goes into the history once per (node, ts) and the newest sample of
+ * each node into the capacity table, in one transaction.
  */
 #include "brain.h"
 
@@ -20,7 +23,17 @@ int api_cluster_post(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 		rv_cluster_report_release(&r);
 		return 0;
 	}
-	rc = store_cluster_upsert(c, &r, &err);
+	/* the report id, the history and the newest rows: all or nothing */
+	rc = rv_db_begin(c, &err);
+	if (rc == 0) {
+		rc = store_cluster_upsert(c, &r, &err);
+		if (rc < 0)
+			rv_db_rollback(c);
+		else {
+			int crc = rv_db_commit(c, &err);
+			rc = crc < 0 ? crc : rc;
+		}
+	}
 	rv_db_release(b->db, c);
 	int n = r.n;
 	rv_cluster_report_release(&r);
@@ -28,6 +41,8 @@ int api_cluster_post(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 		return api_fail(b, resp, rc, &err);
 	cJSON *out = cJSON_CreateObject();
 	cJSON_AddNumberToObject(out, "accepted", n);
+	/* a resend of a stored report_id: acknowledged, nothing written */
+	cJSON_AddBoolToObject(out, "duplicate", rc == 1);
 	return rv_rest_reply(resp, 200, out);
 }
 

@@ -150,9 +150,16 @@ int store_plan_latest_json(PGconn *c, int64_t job_id, const char *stage, int64_t
 int store_plan_latest_text(PGconn *c, const char *uid, const char *stage, int64_t after,
 			   char **text, int64_t *job_id, struct rv_err *err);
 int store_plan_history_json(PGconn *c, int64_t job_id, int limit, cJSON **out, struct rv_err *err);
+/* A node whose monitor has not reported for this long no longer counts as
+ * capacity (SQL interval text, seconds). */
+#define STORE_CLUSTER_FRESH_S "120"
+/* Every node sample into the history (once per node and ts) and the newest
+ * per node into cluster_nodes.  Run in a transaction.  0 stored, 1 a resend
+ * of a report_id already stored (nothing written), negative errno. */
 int store_cluster_upsert(PGconn *c, const struct rv_cluster_report *r, struct rv_err *err);
 int store_cluster_json(PGconn *c, cJSON **out, struct rv_err *err);
-/* Free cluster capacity (ready nodes, capacity - used); -1/-1 when no reports. */
+/* Free cluster capacity (ready nodes that reported within
+ * STORE_CLUSTER_FRESH_S, capacity - used); -1/-1 when no node ever reported. */
 int store_cluster_free(PGconn *c, double *cpu, int64_t *memory_mb, struct rv_err *err);
 int store_ping(PGconn *c, struct rv_err *err);
 

@@ -629,13 +629,42 @@ int store_plan_history_json(PGconn *c, int64_t job_id, int limit, cJSON **out,
 
 /* ---- cluster ---- */
 
+/* Claim report_id: 0 new, 1 already stored (a resend), negative errno. */
+static int claim_report_id(PGconn *c, const struct rv_cluster_report *r, struct rv_err *err)
+{
+	char n_s[16];
+	snprintf(n_s, sizeof(n_s), "%d", r->n);
+	const char *p[] = { r->report_id, n_s };
+	int rc = rv_db_exec(c,
+			    "INSERT INTO cluster_reports (report_id, nodes) VALUES ($1, $2::int)"
+			    " ON CONFLICT DO NOTHING",
+			    2, p, NULL, err);
+	if (rc < 0)
+		return rc;
+	return rc == 0 ? 1 : 0;
+}
+
+static void pg_array_opt(struct rv_buf *b, const char *sep, double v)
+{
+	if (v < 0)
+		rv_buf_printf(b, "%sNULL", sep);
+	else
+		rv_buf_printf(b, "%s%.15g", sep, v);
+}
+
+#define CLUSTER_COLS 13
+
 int store_cluster_upsert(PGconn *c, const struct rv_cluster_report *r, struct rv_err *err)
 {
-	struct rv_buf col[8];
-	for (int k = 0; k < 8; k++)
+	int rc;
+	if (r->report_id[0] && (rc = claim_report_id(c, r, err)) != 0)
+		return rc;
+	struct rv_buf col[CLUSTER_COLS];
+	for (int k = 0; k < CLUSTER_COLS; k++)
 		rv_buf_init(&col[k]);
 	const char *sep = "{";
-	for (int i = 0; i < r->n; i++) {
+	rc = 0;
+	for (int i = 0; i < r->n && rc == 0; i++) {
 		const struct rv_cluster_node *n = &r->nodes[i];
 		rv_buf_puts(&col[0], sep);
 		rv_buf_pg_array_str(&col[0], n->name);
@@ -646,57 +675,98 @@ int store_cluster_upsert(PGconn *c, const struct rv_cluster_report *r, struct rv
 		rv_buf_printf(&col[5], "%s%.15g", sep, n->cpu_used);
 		rv_buf_printf(&col[6], "%s%" PRId64, sep, n->memory_used_mb);
 		rv_buf_printf(&col[7], "%s%s", sep, n->ready ? "t" : "f");
+		pg_array_opt(&col[8], sep, n->cpu_pressure);
+		pg_array_opt(&col[9], sep, n->memory_pressure);
+		pg_array_opt(&col[10], sep, n->io_pressure);
+		pg_array_opt(&col[11], sep, (double)n->gpu_memory_used_mb);
+		RV_CLEANUP_CJSON cJSON *jobs = rv_cluster_jobs_to_json(n);
+		RV_CLEANUP_FREE char *jt = jobs ? cJSON_PrintUnformatted(jobs) : NULL;
+		if (!jt)
+			rc = rv_err_set(err, -ENOMEM, "", "out of memory");
+		rv_buf_puts(&col[12], sep);
+		rv_buf_pg_array_str(&col[12], jt ? jt : "[]");
 		sep = ",";
 	}
-	int rc = 0;
-	for (int k = 0; k < 8; k++) {
+	for (int k = 0; k < CLUSTER_COLS; k++) {
 		rv_buf_puts(&col[k], "}");
 		if (rv_buf_failed(&col[k]))
 			rc = rv_err_set(err, -ENOMEM, "", "out of memory");
 	}
-	if (rc == 0) {
-		const char *p[8];
-		for (int k = 0; k < 8; k++)
-			p[k] = col[k].data;
-		/* A report may name a node twice; the newest sample wins. */
-		rc = rv_db_exec(c,
-				"INSERT INTO cluster_nodes AS c (name, ts_ms, cpu, memory_mb, gpu, cpu_used,"
-				" memory_used_mb, ready)"
-				" SELECT DISTINCT ON (name) * FROM unnest($1::text[], $2::bigint[],"
-				" $3::float8[], $4::bigint[], $5::int[], $6::float8[], $7::bigint[],"
-				" $8::bool[]) AS u(name, ts_ms, cpu, memory_mb, gpu, cpu_used,"
-				" memory_used_mb, ready) ORDER BY name, ts_ms DESC"
-				" ON CONFLICT (name) DO UPDATE SET ts_ms = EXCLUDED.ts_ms, cpu = EXCLUDED.cpu,"
-				" memory_mb = EXCLUDED.memory_mb, gpu = EXCLUDED.gpu,"
-				" cpu_used = EXCLUDED.cpu_used, memory_used_mb = EXCLUDED.memory_used_mb,"
-				" ready = EXCLUDED.ready, updated_at = now()"
-				" WHERE c.ts_ms <= EXCLUDED.ts_ms",
-				8, p, NULL, err);
-	}
-	for (int k = 0; k < 8; k++)
+	const char *p[CLUSTER_COLS];
+	for (int k = 0; k < CLUSTER_COLS; k++)
+		p[k] = col[k].data;
+#define CLUSTER_UNNEST                                                                             \
+	" FROM unnest($1::text[], $2::bigint[], $3::float8[], $4::bigint[], $5::int[],"            \
+	" $6::float8[], $7::bigint[], $8::bool[], $9::float8[], $10::float8[], $11::float8[],"     \
+	" $12::bigint[], $13::jsonb[]) AS u(name, ts_ms, cpu, memory_mb, gpu, cpu_used,"           \
+	" memory_used_mb, ready, cpu_pressure, memory_pressure, io_pressure, gpu_memory_used_mb,"  \
+	" jobs)"
+	/* Every sample into the history, once per (node, ts): a resend without
+	 * a report_id adds nothing either. */
+	if (rc == 0)
+		rc = rv_db_exec(
+			c,
+			"INSERT INTO cluster_node_samples (name, ts_ms, cpu, memory_mb, gpu,"
+			" cpu_used, memory_used_mb, ready, cpu_pressure, memory_pressure,"
+			" io_pressure, gpu_memory_used_mb, jobs)"
+			" SELECT *" CLUSTER_UNNEST " ON CONFLICT DO NOTHING",
+			CLUSTER_COLS, p, NULL, err);
+	/* The newest sample per node for capacity; a report may name a node
+	 * twice (a monitor catching up), the newest wins. */
+	if (rc >= 0)
+		rc = rv_db_exec(
+			c,
+			"INSERT INTO cluster_nodes AS c (name, ts_ms, cpu, memory_mb, gpu, "
+			"cpu_used,"
+			" memory_used_mb, ready, cpu_pressure, memory_pressure, io_pressure,"
+			" gpu_memory_used_mb, jobs)"
+			" SELECT DISTINCT ON (name) *" CLUSTER_UNNEST " ORDER BY name, ts_ms DESC"
+			" ON CONFLICT (name) DO UPDATE SET ts_ms = EXCLUDED.ts_ms, cpu = "
+			"EXCLUDED.cpu,"
+			" memory_mb = EXCLUDED.memory_mb, gpu = EXCLUDED.gpu,"
+			" cpu_used = EXCLUDED.cpu_used, memory_used_mb = EXCLUDED.memory_used_mb,"
+			" ready = EXCLUDED.ready, cpu_pressure = EXCLUDED.cpu_pressure,"
+			" memory_pressure = EXCLUDED.memory_pressure, io_pressure = "
+			"EXCLUDED.io_pressure,"
+			" gpu_memory_used_mb = EXCLUDED.gpu_memory_used_mb, jobs = EXCLUDED.jobs,"
+			" updated_at = now()"
+			" WHERE c.ts_ms <= EXCLUDED.ts_ms",
+			CLUSTER_COLS, p, NULL, err);
+#undef CLUSTER_UNNEST
+	for (int k = 0; k < CLUSTER_COLS; k++)
 		rv_buf_release(&col[k]);
 	return rc < 0 ? rc : 0;
 }
+
+/* A node counts towards capacity while it is ready and its monitor spoke
+ * within STORE_CLUSTER_FRESH_S: a node whose monitor died must not be
+ * offered to plans as free. */
+#define FRESH "(ready AND updated_at > now() - interval '" STORE_CLUSTER_FRESH_S " seconds')"
 
 int store_cluster_json(PGconn *c, cJSON **out, struct rv_err *err)
 {
 	int rc = query_json(
 		c,
 		"SELECT json_build_object("
-		" 'nodes', COALESCE(json_agg(json_build_object('name', name, 'ts', ts_ms, 'cpu', cpu,"
+		" 'nodes', COALESCE(json_agg(json_build_object('name', name, 'ts', ts_ms, 'cpu', "
+		"cpu,"
 		"   'memory_mb', memory_mb, 'gpu', gpu, 'cpu_used', cpu_used,"
-		"   'memory_used_mb', memory_used_mb, 'ready', ready, 'updated_at', updated_at)"
+		"   'memory_used_mb', memory_used_mb, 'ready', ready, 'updated_at', updated_at,"
+		"   'stale', NOT " FRESH " AND ready, 'cpu_pressure', cpu_pressure,"
+		"   'memory_pressure', memory_pressure, 'io_pressure', io_pressure,"
+		"   'gpu_memory_used_mb', gpu_memory_used_mb, 'jobs', jobs)"
 		"   ORDER BY name), '[]'::json),"
-		" 'capacity', json_build_object('nodes', count(*) FILTER (WHERE ready),"
-		"   'cpu', COALESCE(sum(cpu) FILTER (WHERE ready), 0),"
-		"   'memory_mb', COALESCE(sum(memory_mb) FILTER (WHERE ready), 0),"
-		"   'gpu', COALESCE(sum(gpu) FILTER (WHERE ready), 0)),"
-		" 'used', json_build_object('cpu', COALESCE(sum(cpu_used) FILTER (WHERE ready), 0),"
-		"   'memory_mb', COALESCE(sum(memory_used_mb) FILTER (WHERE ready), 0)),"
+		" 'capacity', json_build_object('nodes', count(*) FILTER (WHERE " FRESH "),"
+		"   'cpu', COALESCE(sum(cpu) FILTER (WHERE " FRESH "), 0),"
+		"   'memory_mb', COALESCE(sum(memory_mb) FILTER (WHERE " FRESH "), 0),"
+		"   'gpu', COALESCE(sum(gpu) FILTER (WHERE " FRESH "), 0)),"
+		" 'used', json_build_object('cpu', COALESCE(sum(cpu_used) FILTER (WHERE " FRESH
+		"), 0),"
+		"   'memory_mb', COALESCE(sum(memory_used_mb) FILTER (WHERE " FRESH "), 0)),"
 		" 'free', json_build_object("
-		"   'cpu', COALESCE(sum(greatest(cpu - cpu_used, 0)) FILTER (WHERE ready), 0),"
+		"   'cpu', COALESCE(sum(greatest(cpu - cpu_used, 0)) FILTER (WHERE " FRESH "), 0),"
 		"   'memory_mb', COALESCE(sum(greatest(memory_mb - memory_used_mb, 0))"
-		"     FILTER (WHERE ready), 0)))::text FROM cluster_nodes",
+		"     FILTER (WHERE " FRESH "), 0)))::text FROM cluster_nodes",
 		0, NULL, out, err);
 	return rc < 0 ? rc : 0;
 }
@@ -704,9 +774,13 @@ int store_cluster_json(PGconn *c, cJSON **out, struct rv_err *err)
 int store_cluster_free(PGconn *c, double *cpu, int64_t *memory_mb, struct rv_err *err)
 {
 	RV_CLEANUP_PGRESULT PGresult *r = NULL;
+	/* No node ever reported: capacity unknown (-1, anything fits).  Nodes
+	 * that reported but went stale: nothing is known free (0). */
 	int rc = rv_db_exec(c,
-			    "SELECT count(*), COALESCE(sum(greatest(cpu - cpu_used, 0)), 0),"
-			    " COALESCE(sum(greatest(memory_mb - memory_used_mb, 0)), 0)"
+			    "SELECT count(*), COALESCE(sum(greatest(cpu - cpu_used, 0))"
+			    " FILTER (WHERE " FRESH "), 0),"
+			    " COALESCE(sum(greatest(memory_mb - memory_used_mb, 0))"
+			    " FILTER (WHERE " FRESH "), 0)"
 			    " FROM cluster_nodes WHERE ready",
 			    0, NULL, &r, err);
 	if (rc < 0)
@@ -720,6 +794,7 @@ int store_cluster_free(PGconn *c, double *cpu, int64_t *memory_mb, struct rv_err
 	*memory_mb = strtoll(PQgetvalue(r, 0, 2), NULL, 10);
 	return 0;
 }
+#undef FRESH
 
 int store_ping(PGconn *c, struct rv_err *err)
 {

@@ -1455,8 +1455,12 @@ static const char *const table_docs[] = {
 		   "\"remove\":[{\"node\":\"w-1\",\"role\":\"worker\"}],\"migrate\":[{\"node\":"
 		   "\"ps-0\","
 		   "\"role\":\"ps\",\"resource\":{\"cpu\":3}}]}",
-	[T_CLUSTER] = "{\"nodes\":[{\"name\":\"h\",\"ts\":1,\"cpu\":4,\"memory_mb\":8,\"gpu\":0,"
-		      "\"cpu_used\":1,\"memory_used_mb\":2,\"ready\":true}]}",
+	[T_CLUSTER] =
+		"{\"report_id\":\"r-1\",\"nodes\":[{\"name\":\"h\",\"ts\":1,\"cpu\":4,"
+		"\"memory_mb\":8,\"gpu\":0,\"cpu_used\":1,\"memory_used_mb\":2,\"ready\":true,"
+		"\"cpu_pressure\":1.5,\"memory_pressure\":0,\"io_pressure\":2,"
+		"\"gpu_memory_used_mb\":0,\"jobs\":[{\"name\":\"train\",\"procs\":2,"
+		"\"cpu_used\":0.5,\"memory_used_mb\":100,\"throttled\":3}]}]}",
 };
 
 /* Where each message sits in its kind's document ("" the root). */
@@ -1482,6 +1486,7 @@ static const struct {
 	{ "PlanResource", T_PLAN, { "groups.worker.resource", "launch.0.resource" } },
 	{ "ClusterReport", T_CLUSTER, { "" } },
 	{ "ClusterNode", T_CLUSTER, { "nodes.0" } },
+	{ "ClusterJob", T_CLUSTER, { "nodes.0.jobs.0" } },
 };
 
 /* Parse a document of kind k; when back is not NULL, also its to_json. */
