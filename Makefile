@@ -130,6 +130,7 @@ TEST_SRC :=
 $(eval $(call daemon,brain))
 $(eval $(call daemon,master))
 $(eval $(call daemon,agent,run))
+$(eval $(call daemon,monitor))
 # rover-gpuinfo: the one program that loads the CUDA runtime (common/gpu.h runs
 # it in a child).  Built against libcudart when the toolkit is found at
 # CUDA_HOME (only the runtime API; never -lcuda), else it reports no GPU.
