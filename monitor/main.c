@@ -47,7 +47,7 @@ static const struct rv_cfg_opt monitor_opts[] = {
 	    "samples per report (a full batch goes at once)"),
 	OPT("report", "buffer_max", "buffer-max", RV_CFG_INT, buffer_max, "8640", 1, 1000000, 0,
 	    "samples kept while the brain is down; beyond it the oldest are dropped and counted"),
-	OPT("source", "k8s", "k8s", RV_CFG_BOOL, k8s, "false", 0, 0, 0,
+	OPT("source", "kubernetes", "k8s", RV_CFG_BOOL, k8s, "false", 0, 0, 0,
 	    "read nodes, pods and events from the Kubernetes API instead of this host (not built "
 	    "yet: exits 2)"),
 	OPT("log", "level", "log-level", RV_CFG_STR, log_level, "info", 0, 0, 0,
@@ -152,6 +152,11 @@ static int run(int argc, char **argv)
 out:
 	api_stop(m);
 	report_stop(m);
+	if (code == 0)
+		rv_log_info("stopped", "samples=%llu sent=%llu dropped=%llu unsent=%ld",
+			    (unsigned long long)atomic_load(&m->samples),
+			    (unsigned long long)atomic_load(&m->samples_sent),
+			    (unsigned long long)atomic_load(&m->dropped), m->unsent);
 	if (m->src_state)
 		m->src->close(m->src_state);
 	pthread_cond_destroy(&m->wake);

@@ -58,6 +58,7 @@ struct monitor {
 	bool brain_ok;
 	int64_t last_report_ms; /* wall time of the last acked report, 0: none */
 	char last_error[512];
+	long unsent; /* at exit: samples never acknowledged */
 
 	atomic_uint_least64_t samples, sample_errors, dropped, reports_sent, reports_duplicate,
 		reports_failed, samples_sent;

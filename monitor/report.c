@@ -244,6 +244,7 @@ static void *sender_main(void *arg)
 	if (have) {
 		rv_log_warn("report not delivered at exit", "samples=%d buffered=%ld", b.r.n,
 			    m->count);
+		m->unsent += b.r.n;
 		rv_cluster_report_release(&b.r);
 	}
 	rv_brain_client_free(bc);
@@ -277,6 +278,7 @@ void report_stop(struct monitor *m)
 	if (m->sender_started)
 		pthread_join(m->sender, NULL);
 	m->sampler_started = m->sender_started = false;
+	m->unsent += m->count;
 	for (long i = 0; m->ring && i < m->count; i++)
 		node_release(&m->ring[(m->head + i) % m->cfg.buffer_max]);
 	free(m->ring);
