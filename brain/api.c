@@ -33,10 +33,13 @@ static const struct rv_http_route routes[] = {
 	  "Record a node or job event (failure, OOM, relaunch, finish, plan applied)" },
 	{ "GET", "/v1/jobs/{uid}/plan", api_plan_get, 0,
 	  "Latest plan of a stage; with after= and wait= a long-poll for a newer one" },
-	{ "GET", "/v1/jobs/{uid}/plans", api_plans_list, 0, "Plan history with reasons and outcomes" },
+	{ "GET", "/v1/jobs/{uid}/plans", api_plans_list, 0,
+	  "Plan history with reasons and outcomes" },
+	{ "GET", "/v1/jobs/{uid}/events", api_events_list, 0, "A job's events, oldest first" },
 	{ "POST", "/v1/cluster/nodes", api_cluster_post, RV_HTTP_WRITE,
 	  "Cluster monitor report: node capacity and usage" },
-	{ "GET", "/v1/cluster", api_cluster_get, 0, "Cluster nodes, capacity, usage and free capacity" },
+	{ "GET", "/v1/cluster", api_cluster_get, 0,
+	  "Cluster nodes, capacity, usage and free capacity" },
 	{ "GET", "/healthz", api_healthz, 0, "Liveness and database reachability" },
 	{ "GET", "/metrics", api_metrics_get, 0, "Prometheus metrics" },
 	{ "GET", "/v1/openapi.json", api_openapi, 0, "This API as an OpenAPI 3 document" },
@@ -63,6 +66,9 @@ static const struct rv_openapi_route docs[] = {
 	  .errors = "204:no plan newer than after= came within wait=;404:unknown job" },
 	{ .ok = "PlanHistory",
 	  .query = "limit:integer:at most this many (1..1000, default 100)",
+	  .errors = "404:unknown job" },
+	{ .ok = "EventList",
+	  .query = "limit:integer:the newest this many (1..1000, default 100)",
 	  .errors = "404:unknown job" },
 	{ .body = "ClusterReport", .ok = "Accepted" },
 	{ .ok = "Cluster" },
@@ -172,6 +178,8 @@ static const char openapi_reply_schemas[] =
 	"\"Error\":{\"type\":\"object\",\"required\":[\"error\",\"detail\"],\"properties\":{"
 	"\"error\":{\"type\":\"string\"},\"detail\":{\"type\":\"string\"},\"field\":{\"type\":"
 	"\"string\"}}},"
+	"\"EventList\":{\"type\":\"object\",\"properties\":{\"job\":{\"type\":\"string\"},"
+	"\"events\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}}}},"
 	"\"PlanHistory\":{\"type\":\"object\",\"properties\":{\"job\":{\"type\":\"string\"},"
 	"\"plans\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/components/schemas/ScalePlan\"}}}},"
 	"\"Job\":{\"type\":\"object\",\"properties\":{\"uid\":{\"type\":\"string\"},\"namespace\":{"

@@ -100,6 +100,7 @@ int api_metrics_post(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 int api_events_post(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
 int api_plan_get(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
 int api_plans_list(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
+int api_events_list(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
 int api_cluster_post(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
 int api_cluster_get(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
 
@@ -156,6 +157,8 @@ int store_plan_history_json(PGconn *c, int64_t job_id, int limit, cJSON **out, s
 /* Every node sample into the history (once per node and ts) and the newest
  * per node into cluster_nodes.  Run in a transaction.  0 stored, 1 a resend
  * of a report_id already stored (nothing written), negative errno. */
+/* The newest limit events of a job, oldest first: {"events":[...]}. */
+int store_events_json(PGconn *c, int64_t job_id, int limit, cJSON **out, struct rv_err *err);
 int store_cluster_upsert(PGconn *c, const struct rv_cluster_report *r, struct rv_err *err);
 int store_cluster_json(PGconn *c, cJSON **out, struct rv_err *err);
 /* Free cluster capacity (ready nodes that reported within

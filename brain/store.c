@@ -136,13 +136,15 @@ static int query_json(PGconn *c, const char *sql, int n, const char *const *p, c
 	return *out ? 1 : -EIO;
 }
 
-#define JOB_JSON                                                                              \
-	"json_build_object('uid', j.uid, 'namespace', j.namespace, 'name', j.name,"           \
-	" 'user', j.user_name, 'strategy', j.strategy, 'optimize_mode', j.optimize_mode,"     \
-	" 'status', j.status, 'created_at', j.created_at, 'finished_at', j.finished_at,"      \
-	" 'last_sample_ts', j.last_sample_ms, 'planned_ts', j.planned_ts_ms,"                  \
-	" 'model_parameters', j.model_parameters,"                                             \
-	" 'batch_size', j.batch_size, 'dataset_size', j.dataset_size"
+#define JOB_JSON                                                                                   \
+	"json_build_object('uid', j.uid, 'namespace', j.namespace, 'name', j.name,"                \
+	" 'user', j.user_name, 'strategy', j.strategy, 'optimize_mode', j.optimize_mode,"          \
+	" 'status', j.status, 'created_at', j.created_at, 'finished_at', j.finished_at,"           \
+	" 'last_sample_ts', j.last_sample_ms, 'planned_ts', j.planned_ts_ms,"                      \
+	" 'model_parameters', j.model_parameters,"                                                 \
+	" 'batch_size', j.batch_size, 'dataset_size', j.dataset_size,"                             \
+	" 'speed', (SELECT s.speed FROM job_speed s WHERE s.job_id = j.id"                         \
+	"   ORDER BY s.ts_ms DESC LIMIT 1)"
 
 int store_job_get_json(PGconn *c, const char *uid, cJSON **out, struct rv_err *err)
 {
@@ -150,7 +152,8 @@ int store_job_get_json(PGconn *c, const char *uid, cJSON **out, struct rv_err *e
 	int rc = query_json(
 		c,
 		"SELECT (" JOB_JSON ", 'spec', j.spec,"
-		" 'nodes', COALESCE((SELECT json_agg(json_build_object('name', n.name, 'role', n.role,"
+		" 'nodes', COALESCE((SELECT json_agg(json_build_object('name', n.name, 'role', "
+		"n.role,"
 		"   'rank', n.rank, 'cpu', n.cpu, 'memory_mb', n.memory_mb, 'gpu', n.gpu,"
 		"   'status', n.status, 'exit_reason', n.exit_reason, 'relaunches', n.relaunches,"
 		"   'oom_count', n.oom_count, 'peak_memory_mb', n.peak_memory_mb,"
@@ -158,7 +161,10 @@ int store_job_get_json(PGconn *c, const char *uid, cJSON **out, struct rv_err *e
 		"   FROM job_nodes n WHERE n.job_id = j.id), '[]'::json),"
 		" 'speed_samples', (SELECT count(*) FROM job_speed s WHERE s.job_id = j.id),"
 		" 'node_samples', (SELECT count(*) FROM node_usage u WHERE u.job_id = j.id),"
-		" 'latest_plan_id', (SELECT max(id) FROM scale_plans s WHERE s.job_id = j.id)))::text"
+		" 'latest_plan_id', (SELECT max(id) FROM scale_plans s WHERE s.job_id = j.id),"
+		" 'latest_speed', (SELECT json_build_object('ts', s.ts_ms, 'speed', s.speed,"
+		"   'step', s.step, 'workers', s.workers, 'ps', s.ps) FROM job_speed s"
+		"   WHERE s.job_id = j.id ORDER BY s.ts_ms DESC LIMIT 1)))::text"
 		" FROM jobs j WHERE j.uid = $1",
 		1, p, out, err);
 	if (rc == 0)
@@ -624,6 +630,27 @@ int store_plan_history_json(PGconn *c, int64_t job_id, int limit, cJSON **out,
 			    " FROM scale_plans p JOIN jobs j ON j.id = p.job_id WHERE p.job_id = $1::bigint"
 			    " ORDER BY p.id DESC LIMIT $2::int) x",
 			    2, p, out, err);
+	return rc < 0 ? rc : 0;
+}
+
+/* ---- events ---- */
+
+int store_events_json(PGconn *c, int64_t job_id, int limit, cJSON **out, struct rv_err *err)
+{
+	char job_s[24], lim[16];
+	i64s(job_s, sizeof(job_s), job_id);
+	snprintf(lim, sizeof(lim), "%d", limit);
+	const char *p[] = { job_s, lim };
+	int rc = query_json(
+		c,
+		"SELECT json_build_object('events', COALESCE(json_agg(json_build_object('id', e.id,"
+		" 'type', e.type, 'ts', e.ts_ms, 'node', e.node, 'role', e.role, 'rank', e.rank,"
+		" 'exit_code', e.exit_code, 'reason', e.reason, 'memory_mb', e.memory_mb,"
+		" 'peak_memory_mb', e.peak_memory_mb, 'plan_id', e.plan_id,"
+		" 'result_plan_id', e.result_plan_id, 'created_at', e.created_at) ORDER BY e.id),"
+		" '[]'::json))::text FROM (SELECT * FROM events WHERE job_id = $1::bigint"
+		" ORDER BY id DESC LIMIT $2::int) e",
+		2, p, out, err);
 	return rc < 0 ? rc : 0;
 }
 

@@ -9,6 +9,8 @@ else
 pkgs=(build-essential pkg-config libmicrohttpd-dev libpq-dev libcjson-dev libgsl-dev
       libcurl4-openssl-dev check libinih-dev postgresql postgresql-client curl
       procps valgrind jq
+      # roverctl: YAML specs; its tests drive it through a real terminal
+      libyaml-dev tmux
       # rover-run's tests and examples: Debian's PyTorch and scikit-learn
       python3-torch python3-sklearn)
 fi
