@@ -292,7 +292,7 @@ int cmd_jobs(struct ctl *c, int argc, char **argv)
 	}
 	static const char *const h[] = { "UID",  "NAME",  "NAMESPACE", "STATUS",
 					 "MODE", "SPEED", "CREATED" };
-	struct table *t = table_new(7, h);
+	struct out_table *t = out_table_new(7, h);
 	const cJSON *it;
 	cJSON_ArrayForEach(it, cJSON_GetObjectItem(doc, "jobs"))
 	{
@@ -307,13 +307,13 @@ int cmd_jobs(struct ctl *c, int argc, char **argv)
 					speed,
 					created };
 		const char *colors[7] = { [3] = out_state_color(str(it, "status")) };
-		table_row(t, cells, colors);
+		out_table_row(t, cells, colors);
 	}
 	if (cJSON_GetArraySize(cJSON_GetObjectItem(doc, "jobs")) == 0)
 		fprintf(c->out, "no jobs\n");
 	else
-		table_print(c, t);
-	table_free(t);
+		out_table_print(c, t);
+	out_table_free(t);
 	cJSON_Delete(doc);
 	return CTL_OK;
 }
@@ -357,7 +357,7 @@ static void print_plans(struct ctl *c, const cJSON *plans, int last_n)
 	static const char *const h[] = { "ID",      "CREATED", "STAGE",  "ALGORITHM",
 					 "WORKERS", "CPU",     "MEM_MB", "APPLIED",
 					 "OUTCOME", "SPEED",   "REASON" };
-	struct table *t = table_new(11, h);
+	struct out_table *t = out_table_new(11, h);
 	int n = cJSON_GetArraySize(plans), i = 0;
 	const cJSON *p;
 	cJSON_ArrayForEach(p, plans)
@@ -368,13 +368,13 @@ static void print_plans(struct ctl *c, const cJSON *plans, int last_n)
 		const char *cells[11];
 		plan_cells(p, cols, cells);
 		const char *colors[11] = { [8] = out_state_color(cells[8]) };
-		table_row(t, cells, colors);
+		out_table_row(t, cells, colors);
 	}
 	if (n == 0)
 		fprintf(c->out, "no plans yet\n");
 	else
-		table_print(c, t);
-	table_free(t);
+		out_table_print(c, t);
+	out_table_free(t);
 }
 
 int cmd_plans(struct ctl *c, int argc, char **argv)
@@ -434,7 +434,7 @@ int cmd_events(struct ctl *c, int argc, char **argv)
 	}
 	static const char *const h[] = { "ID",   "TIME", "TYPE", "NODE",
 					 "RANK", "EXIT", "PLAN", "REASON" };
-	struct table *t = table_new(8, h);
+	struct out_table *t = out_table_new(8, h);
 	const cJSON *e;
 	const cJSON *evs = cJSON_GetObjectItem(doc, "events");
 	cJSON_ArrayForEach(e, evs)
@@ -458,13 +458,13 @@ int cmd_events(struct ctl *c, int argc, char **argv)
 			rank, ex, plan,           str(e, "reason")
 		};
 		const char *colors[8] = { [2] = out_state_color(str(e, "type")) };
-		table_row(t, cells, colors);
+		out_table_row(t, cells, colors);
 	}
 	if (cJSON_GetArraySize(evs) == 0)
 		fprintf(c->out, "no events\n");
 	else
-		table_print(c, t);
-	table_free(t);
+		out_table_print(c, t);
+	out_table_free(t);
 	cJSON_Delete(doc);
 	return CTL_OK;
 }
@@ -495,7 +495,7 @@ int cmd_cluster(struct ctl *c, int argc, char **argv)
 	}
 	static const char *const h[] = { "NODE", "CPU",      "CPU_USED", "MEM_MB", "MEM_USED",
 					 "GPU",  "PRESSURE", "STATE",    "JOBS" };
-	struct table *t = table_new(9, h);
+	struct out_table *t = out_table_new(9, h);
 	const cJSON *n;
 	const cJSON *nodes = cJSON_GetObjectItem(doc, "nodes");
 	cJSON_ArrayForEach(n, nodes)
@@ -528,13 +528,13 @@ int cmd_cluster(struct ctl *c, int argc, char **argv)
 					jl ? jobs : "-" };
 		const char *colors[9] = { [7] = stale ? out_state_color("stale")
 						      : out_state_color("ok") };
-		table_row(t, cells, colors);
+		out_table_row(t, cells, colors);
 	}
 	if (cJSON_GetArraySize(nodes) == 0)
 		fprintf(c->out, "no nodes reported yet (is rover-monitor running?)\n");
 	else
-		table_print(c, t);
-	table_free(t);
+		out_table_print(c, t);
+	out_table_free(t);
 	fprintf(c->out, "\ncapacity  %.0f nodes, %.1f cores, %.0f MiB, %.0f GPUs\n",
 		at_num(doc, "capacity.nodes", 0), at_num(doc, "capacity.cpu", 0),
 		at_num(doc, "capacity.memory_mb", 0), at_num(doc, "capacity.gpu", 0));
@@ -585,7 +585,7 @@ static void print_status(struct ctl *c, const cJSON *job, const cJSON *plans)
 	} else {
 		static const char *const h[] = { "NODE",   "ROLE",   "RANK",       "CPU",
 						 "MEM_MB", "STATUS", "RELAUNCHES", "REASON" };
-		struct table *t = table_new(8, h);
+		struct out_table *t = out_table_new(8, h);
 		const cJSON *n;
 		cJSON_ArrayForEach(n, nodes)
 		{
@@ -604,10 +604,10 @@ static void print_status(struct ctl *c, const cJSON *job, const cJSON *plans)
 						*str(n, "exit_reason") ? str(n, "exit_reason")
 								       : "-" };
 			const char *colors[8] = { [5] = out_state_color(str(n, "status")) };
-			table_row(t, cells, colors);
+			out_table_row(t, cells, colors);
 		}
-		table_print(c, t);
-		table_free(t);
+		out_table_print(c, t);
+		out_table_free(t);
 	}
 	fputc('\n', c->out);
 	out_heading(c, "last plans");

@@ -56,12 +56,12 @@ int cmd_watch(struct ctl *c, int argc, char **argv);
 
 /* out.c: a table of ncols columns, rows added as strings, printed aligned
  * with a header; the last column is cut to the terminal's width. */
-struct table;
-struct table *table_new(int ncols, const char *const *headers);
+struct out_table;
+struct out_table *out_table_new(int ncols, const char *const *headers);
 /* cells: ncols strings (copied); color: per cell ANSI code or NULL. */
-void table_row(struct table *t, const char *const *cells, const char *const *colors);
-void table_print(struct ctl *c, struct table *t);
-void table_free(struct table *t);
+void out_table_row(struct out_table *t, const char *const *cells, const char *const *colors);
+void out_table_print(struct ctl *c, struct out_table *t);
+void out_table_free(struct out_table *t);
 /* The colour of a state word (running, finished, failed, better, worse, ...)
  * or NULL. */
 const char *out_state_color(const char *state);

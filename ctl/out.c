@@ -12,16 +12,16 @@
 #define BOLD  "\033[1m"
 #define RESET "\033[0m"
 
-struct table {
+struct out_table {
 	int ncols, nrows, cap;
 	const char *const *headers;
 	char **cells;        /* nrows * ncols */
 	const char **colors; /* nrows * ncols */
 };
 
-struct table *table_new(int ncols, const char *const *headers)
+struct out_table *out_table_new(int ncols, const char *const *headers)
 {
-	struct table *t = calloc(1, sizeof(*t));
+	struct out_table *t = calloc(1, sizeof(*t));
 	if (t) {
 		t->ncols = ncols;
 		t->headers = headers;
@@ -29,7 +29,7 @@ struct table *table_new(int ncols, const char *const *headers)
 	return t;
 }
 
-void table_row(struct table *t, const char *const *cells, const char *const *colors)
+void out_table_row(struct out_table *t, const char *const *cells, const char *const *colors)
 {
 	if (!t)
 		return;
@@ -52,7 +52,7 @@ void table_row(struct table *t, const char *const *cells, const char *const *col
 	t->nrows++;
 }
 
-void table_print(struct ctl *c, struct table *t)
+void out_table_print(struct ctl *c, struct out_table *t)
 {
 	if (!t)
 		return;
@@ -92,7 +92,7 @@ void table_print(struct ctl *c, struct table *t)
 		}
 }
 
-void table_free(struct table *t)
+void out_table_free(struct out_table *t)
 {
 	if (!t)
 		return;

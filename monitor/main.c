@@ -3,7 +3,7 @@
  *
  * run() loads the config, opens the source (the host; --k8s names a
  * Kubernetes source not built yet: exit 2), starts the sampler and sender
- * (report.c) and the /metrics and /healthz server (api.c), then waits for
+ * (report.c) and the /metrics and /healthz server (serve.c), then waits for
  * SIGINT/SIGTERM, stops the server, and gives the sender one last try at
  * the backlog.
  */
@@ -133,7 +133,7 @@ static int run(int argc, char **argv)
 		rv_log_error("could not start the sampler", "errno=%d", -rc);
 		goto out;
 	}
-	rc = api_start(m, &err);
+	rc = serve_start(m, &err);
 	if (rc < 0) {
 		rv_log_error("could not start the HTTP server", "reason=%s",
 			     rv_log_q(q, sizeof(q), err.msg));
@@ -150,7 +150,7 @@ static int run(int argc, char **argv)
 	rv_log_info("shutting down", "signal=%d", sig);
 	code = 0;
 out:
-	api_stop(m);
+	serve_stop(m);
 	report_stop(m);
 	if (code == 0)
 		rv_log_info("stopped", "samples=%llu sent=%llu dropped=%llu unsent=%ld",

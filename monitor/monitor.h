@@ -3,7 +3,7 @@
  *
  * Threads: main (signals), the sampler (report.c: source ticks into the
  * buffer), the sender (report.c: batches from the buffer to the brain) and
- * libmicrohttpd's for /metrics and /healthz (api.c).  The buffer and the
+ * libmicrohttpd's for /metrics and /healthz (serve.c).  The buffer and the
  * counters are guarded by m->lock; the source is the sampler's alone, the
  * brain client the sender's alone.
  */
@@ -75,8 +75,8 @@ void report_stop(struct monitor *m);
 /* rv_now_ms(): wall clock, ms since the epoch. */
 #define report_now_ms rv_now_ms
 
-/* api.c */
-int api_start(struct monitor *m, struct rv_err *err);
-void api_stop(struct monitor *m);
+/* serve.c */
+int serve_start(struct monitor *m, struct rv_err *err);
+void serve_stop(struct monitor *m);
 
 #endif

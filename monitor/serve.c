@@ -1,5 +1,5 @@
 /*
- * api.c: rover-monitor's HTTP face: /healthz (alive, the brain link and the
+ * serve.c: rover-monitor's HTTP face: /healthz (alive, the brain link and the
  * backlog) and /metrics (Prometheus: counters, the newest sample of this
  * node, the buffer).  Handlers run on libmicrohttpd's threads and read the
  * state under m->lock.
@@ -13,7 +13,7 @@
 #include "rest_server.h"
 #include "usage.h"
 
-static int api_healthz(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+static int serve_healthz(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 {
 	(void)req;
 	struct monitor *m = ctx;
@@ -46,7 +46,7 @@ static void gauge(struct rv_buf *out, const char *name, const char *help, const 
 		      name, name, node, v);
 }
 
-static int api_metrics(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+static int serve_metrics(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 {
 	(void)req;
 	struct monitor *m = ctx;
@@ -100,11 +100,11 @@ static int api_metrics(struct rv_http_req *req, struct rv_http_resp *resp, void 
 }
 
 static const struct rv_http_route routes[] = {
-	{ "GET", "/healthz", api_healthz, 0, "Liveness, the brain link and the backlog" },
-	{ "GET", "/metrics", api_metrics, 0, "Prometheus metrics" },
+	{ "GET", "/healthz", serve_healthz, 0, "Liveness, the brain link and the backlog" },
+	{ "GET", "/metrics", serve_metrics, 0, "Prometheus metrics" },
 };
 
-int api_start(struct monitor *m, struct rv_err *err)
+int serve_start(struct monitor *m, struct rv_err *err)
 {
 	struct rv_http_server_opts o = {
 		.token = m->cfg.token,
@@ -120,7 +120,7 @@ int api_start(struct monitor *m, struct rv_err *err)
 	return m->http ? 0 : (err && err->code ? err->code : -EIO);
 }
 
-void api_stop(struct monitor *m)
+void serve_stop(struct monitor *m)
 {
 	rv_http_server_stop(m->http);
 	m->http = NULL;
