@@ -224,10 +224,8 @@ int cmd_submit(struct ctl *c, int argc, char **argv)
 	}
 	struct rv_job_spec spec;
 	if (rv_job_spec_from_json(doc, &spec, &err) < 0) {
-		fprintf(stderr, "roverctl submit: %s: %s%s%s\n", a.pos[0], err.msg,
-			err.field[0] ? " (field " : "", err.field[0] ? err.field : "");
-		if (err.field[0])
-			fputs(")\n", stderr);
+		fprintf(stderr, "roverctl submit: %s: %s%s%s%s\n", a.pos[0], err.msg,
+			err.field[0] ? " (field " : "", err.field, err.field[0] ? ")" : "");
 		cJSON_Delete(doc);
 		return CTL_INVALID;
 	}
