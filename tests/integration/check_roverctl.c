@@ -264,6 +264,32 @@ START_TEST(test_exit_codes_and_json)
 	ck_assert_str_eq(rv_test_json_str(r.json, "plans.0.stage"), "create");
 	run_release(&r);
 
+	/* watch in a pipe: a line per plan and speed sample; a failed job is 8 */
+	snprintf(body, sizeof(body), "{\"type\":\"job_failed\",\"ts\":%lld,\"reason\":\"x\"}",
+		 (long long)rv_now_ms());
+	post(path, body);
+	const char *w[] = { "watch", "ctl-json", "--interval", "0.2", NULL };
+	r = ctl(NULL, w);
+	ck_assert_int_eq(r.code, 8);
+	ck_assert_msg(strstr(r.out, "plan 1 create create_default"), "watch: %s", r.out);
+	ck_assert_ptr_nonnull(strstr(r.out, "speed 321.5 samples/s  step 40"));
+	ck_assert_ptr_nonnull(strstr(r.out, "failed"));
+	run_release(&r);
+	const char *wj[] = { "--json", "watch", "ctl-json", NULL };
+	r = ctl(NULL, wj);
+	ck_assert_int_eq(r.code, 8);
+	ck_assert_ptr_nonnull(strstr(r.out, "{\"kind\":\"speed\""));
+	ck_assert_ptr_nonnull(strstr(r.out, "{\"kind\":\"plan\""));
+	/* JSON lines: one object per line, each parses alone */
+	int lines = 0;
+	for (char *l = strtok(r.out, "\n"); l; l = strtok(NULL, "\n"), lines++) {
+		cJSON *o = cJSON_Parse(l);
+		ck_assert_msg(o != NULL, "not JSON: %s", l);
+		cJSON_Delete(o);
+	}
+	ck_assert_int_ge(lines, 2);
+	run_release(&r);
+
 	/* cluster, with a node a monitor reported */
 	snprintf(body, sizeof(body),
 		 "{\"nodes\":[{\"name\":\"gpu-7\",\"ts\":%lld,\"cpu\":32,\"memory_mb\":65536,"
