@@ -305,6 +305,27 @@ START_TEST(test_exit_codes_and_json)
 	ck_assert_ptr_nonnull(strstr(r.out, "free      24.0 cores"));
 	run_release(&r);
 
+	/* conf/roverctl.conf reads as a config file, and --help names its keys */
+	const char *shipped[] = { "--config", "conf/roverctl.conf", "jobs", NULL };
+	r = ctl(NULL, shipped);
+	ck_assert_msg(r.code == 0, "conf/roverctl.conf: %s", r.err);
+	run_release(&r);
+	char *cf = rv_test_read_file("conf/roverctl.conf");
+	ck_assert_ptr_nonnull(cf);
+	r = ctl(NULL, help);
+	int keys = 0;
+	for (char *l = strtok(cf, "\n"); l; l = strtok(NULL, "\n")) {
+		char key[64], want[80];
+		if (sscanf(l, "# %63[a-z_] =", key) != 1 || !strstr(l, " ="))
+			continue;
+		snprintf(want, sizeof(want), "%s = ", key);
+		ck_assert_msg(strstr(r.out, want), "--help lacks the config key %s", key);
+		keys++;
+	}
+	ck_assert_int_eq(keys, 3);
+	free(cf);
+	run_release(&r);
+
 	/* config file < environment < flag */
 	char conf[] = "/tmp/rover-ctl-conf-XXXXXX";
 	int fd = mkstemp(conf);
