@@ -88,8 +88,19 @@ int rv_usage_parse_cpu_times(const char *text, struct rv_cpu_times *out)
 			continue;
 		}
 		unsigned long long v[10] = { 0 };
-		int n = sscanf(l + 3, "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
-			       &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9]);
+		int n = 0;
+		const char *q = l + 3;
+		while (n < 10) {
+			char *end;
+			errno = 0;
+			unsigned long long x = strtoull(q, &end, 10);
+			if (end == q || errno)
+				break;
+			v[n++] = x;
+			q = end;
+			if (*q == '\n' || !*q)
+				break;
+		}
 		if (n < 4)
 			return -EINVAL;
 		/* guest and guest_nice (8, 9) are already in user and nice */
@@ -158,18 +169,31 @@ int rv_usage_parse_psi(const char *text, struct rv_psi *out)
 	memset(out, 0, sizeof(*out));
 	bool some = false;
 	for (const char *l = text; l && *l; l = next_line(l)) {
-		double a10, a60, a300;
-		unsigned long long total;
-		char kind[8];
-		if (sscanf(l, "%7s avg10=%lf avg60=%lf avg300=%lf total=%llu", kind, &a10, &a60,
-			   &a300, &total) != 5)
+		/* "some avg10=0.12 avg60=0.05 avg300=0.00 total=1234" */
+		bool is_some = !strncmp(l, "some ", 5), is_full = !strncmp(l, "full ", 5);
+		const char *a = strstr(l, "avg10="), *b = strstr(l, "avg60="),
+			   *t = strstr(l, "total=");
+		const char *nl = strchr(l, '\n');
+		if ((!is_some && !is_full) || !a || !b || !t ||
+		    (nl && (a > nl || b > nl || t > nl)))
 			return -EINVAL;
-		if (!strcmp(kind, "some")) {
+		char *end;
+		double a10 = strtod(a + 6, &end);
+		if (end == a + 6)
+			return -EINVAL;
+		double a60 = strtod(b + 6, &end);
+		if (end == b + 6)
+			return -EINVAL;
+		errno = 0;
+		unsigned long long total = strtoull(t + 6, &end, 10);
+		if (end == t + 6 || errno)
+			return -EINVAL;
+		if (is_some) {
 			out->some_avg10 = a10;
 			out->some_avg60 = a60;
 			out->some_total_us = total;
 			some = true;
-		} else if (!strcmp(kind, "full")) {
+		} else {
 			out->has_full = true;
 			out->full_avg10 = a10;
 			out->full_avg60 = a60;
@@ -344,12 +368,13 @@ int rv_usage_cgroup_cpu(enum rv_cgroup_mode mode, const char *dir, struct rv_cgr
 	rv_usage_parse_cgroup_cpu_stat(buf, mode, out);
 	if (mode == RV_CGROUP_V2) {
 		/* "max 100000" or "50000 100000" */
-		char q[32];
-		long long period;
-		if (read_at(dir, "cpu.max", buf, sizeof(buf)) > 0 &&
-		    sscanf(buf, "%31s %lld", q, &period) == 2 && strcmp(q, "max") != 0 &&
-		    period > 0)
-			out->quota_cores = strtod(q, NULL) / (double)period;
+		if (read_at(dir, "cpu.max", buf, sizeof(buf)) > 0 && strncmp(buf, "max", 3) != 0) {
+			char *end;
+			long long quota = strtoll(buf, &end, 10);
+			long long period = end != buf ? strtoll(end, NULL, 10) : 0;
+			if (quota > 0 && period > 0)
+				out->quota_cores = (double)quota / (double)period;
+		}
 		return 0;
 	}
 	if (read_at(dir, "cpuacct.usage", buf, sizeof(buf)) > 0)
@@ -398,13 +423,24 @@ int rv_usage_parse_proc_stat(const char *text, struct rv_proc_sample *out)
 		return -EINVAL;
 	p += 2;
 	/* fields from 3 (state): utime 14, stime 15, starttime 22, rss 24 */
-	unsigned long long utime, stime, start;
-	long long rss;
-	if (sscanf(p,
-		   "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d %*d "
-		   "%llu %*u %lld",
-		   &utime, &stime, &start, &rss) != 4)
-		return -EINVAL;
+	unsigned long long f[25] = { 0 };
+	int field = 3;
+	const char *q = p;
+	while (*q == ' ')
+		q++;
+	q += strcspn(q, " "); /* the state letter */
+	while (field < 24) {
+		char *end;
+		field++;
+		errno = 0;
+		long long x = strtoll(q, &end, 10);
+		if (end == q)
+			return -EINVAL;
+		f[field] = x < 0 ? 0 : (unsigned long long)x;
+		q = end;
+	}
+	unsigned long long utime = f[14], stime = f[15], start = f[22];
+	long long rss = (long long)f[24];
 	out->ticks = utime + stime;
 	out->starttime = start;
 	static long page_kb;

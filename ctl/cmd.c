@@ -267,8 +267,8 @@ int cmd_jobs(struct ctl *c, int argc, char **argv)
 	}
 	if (rc)
 		return rc;
-	if (a.status && strcmp(a.status, "running") && strcmp(a.status, "finished") &&
-	    strcmp(a.status, "failed")) {
+	if (a.status && strcmp(a.status, "running") != 0 && strcmp(a.status, "finished") != 0 &&
+	    strcmp(a.status, "failed") != 0) {
 		fprintf(stderr, "roverctl jobs: --status must be running, finished or failed\n");
 		return CTL_USAGE;
 	}

@@ -14,6 +14,7 @@
 #include "cleanup.h"
 #include "ctl.h"
 #include "http.h"
+#include "parse.h"
 
 #define ROVER_VERSION "0.1.0"
 
@@ -60,9 +61,12 @@ static int ini_cb(void *user, const char *section, const char *key, const char *
 		snprintf(c->url, sizeof(c->url), "%s", value);
 	else if (!strcmp(key, "token"))
 		snprintf(c->token, sizeof(c->token), "%s", value);
-	else if (!strcmp(key, "timeout_ms"))
-		c->timeout_ms = atoi(value);
-	else
+	else if (!strcmp(key, "timeout_ms")) {
+		int64_t v;
+		if (rv_parse_i64(value, 100, 600000, &v) < 0)
+			return 0;
+		c->timeout_ms = (int)v;
+	} else
 		return 0;
 	return 1;
 }
@@ -72,8 +76,9 @@ static int load_config(struct ctl *c, const char *path)
 {
 	char def[512];
 	bool must = path != NULL;
-	if (!path && getenv("ROVERCTL_CONFIG") && *getenv("ROVERCTL_CONFIG")) {
-		path = getenv("ROVERCTL_CONFIG");
+	const char *env = getenv("ROVERCTL_CONFIG");
+	if (!path && env && *env) {
+		path = env;
 		must = true;
 	}
 	if (!path) {
@@ -222,8 +227,10 @@ static int run(int argc, char **argv)
 		snprintf(c.url, sizeof(c.url), "%s", f_url);
 	if (f_token)
 		snprintf(c.token, sizeof(c.token), "%s", f_token);
-	if (f_timeout)
-		c.timeout_ms = atoi(f_timeout);
+	int64_t tmo = c.timeout_ms;
+	if (f_timeout && rv_parse_i64(f_timeout, 100, 600000, &tmo) < 0)
+		tmo = -1;
+	c.timeout_ms = (int)tmo;
 	if (c.timeout_ms < 100 || c.timeout_ms > 600000) {
 		fprintf(stderr, "roverctl: timeout_ms must be between 100 and 600000\n");
 		return CTL_USAGE;
@@ -238,7 +245,8 @@ static int run(int argc, char **argv)
 		return CTL_USAGE;
 	}
 	c.tty = isatty(STDOUT_FILENO);
-	c.color = c.tty && !c.json && !no_color && !(getenv("NO_COLOR") && *getenv("NO_COLOR"));
+	const char *nc = getenv("NO_COLOR");
+	c.color = c.tty && !c.json && !no_color && !(nc && *nc);
 	struct winsize ws;
 	if (c.tty && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 20)
 		c.width = ws.ws_col;

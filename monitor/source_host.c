@@ -173,7 +173,7 @@ static int host_sample(void *state, int64_t ts_ms, struct rv_cluster_node *nodes
 	h->njobs = rv_usage_scan_jobs(h->scan, h->jobs, MAX_SCAN_JOBS, &h->procs_scanned);
 	if (h->njobs < 0)
 		h->njobs = 0;
-	struct job_prev next[MAX_SCAN_JOBS];
+	struct job_prev next[MAX_SCAN_JOBS] = { 0 };
 	int nnext = 0;
 	if (h->njobs > 0) {
 		n->jobs = calloc((size_t)h->njobs, sizeof(*n->jobs));
