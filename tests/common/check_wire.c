@@ -1245,6 +1245,19 @@ static const struct bad_case bad_reports[] = {
 	  "nodes[0].gpu", "between 0 and 64" },
 	{ "{\"nodes\":[{\"name\":\"a\",\"ts\":1,\"cpu\":1,\"memory_mb\":1,\"ready\":1}]}",
 	  "nodes[0].ready", "boolean" },
+	{ "{\"report_id\":\"a b\",\"nodes\":[{\"name\":\"a\",\"ts\":1,\"cpu\":1,\"memory_mb\":1}]}",
+	  "report_id", "letters" },
+	{ "{\"nodes\":[{\"name\":\"a\",\"ts\":1,\"cpu\":1,\"memory_mb\":1,\"cpu_pressure\":101}]}",
+	  "nodes[0].cpu_pressure", "between 0 and 100" },
+	{ "{\"nodes\":[{\"name\":\"a\",\"ts\":1,\"cpu\":1,\"memory_mb\":1,\"jobs\":[{\"procs\":1}]}"
+	  "]}",
+	  "nodes[0].jobs[0].name", "required" },
+	{ "{\"nodes\":[{\"name\":\"a\",\"ts\":1,\"cpu\":1,\"memory_mb\":1,"
+	  "\"jobs\":[{\"name\":\"j\",\"procs\":0}]}]}",
+	  "nodes[0].jobs[0].procs", "between 1" },
+	{ "{\"nodes\":[{\"name\":\"a\",\"ts\":1,\"cpu\":1,\"memory_mb\":1,"
+	  "\"jobs\":[{\"name\":\"j;x\",\"procs\":1}]}]}",
+	  "nodes[0].jobs[0].name", "letters" },
 };
 
 START_TEST(test_cluster_bad)
