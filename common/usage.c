@@ -592,6 +592,8 @@ static int pid_cmp(const void *a, const void *b)
 static const struct pid_entry *prev_find(const struct rv_usage_scanner *s, pid_t pid)
 {
 	struct pid_entry key = { .pid = pid };
+	if (s->nprev == 0)
+		return NULL; /* the first scan: nothing known (s->prev may be NULL) */
 	return bsearch(&key, s->prev, s->nprev, sizeof(key), pid_cmp);
 }
 
@@ -680,12 +682,14 @@ int rv_usage_scan_jobs(struct rv_usage_scanner *s, struct rv_usage_job *jobs, in
 	closedir(d);
 	/* readdir order is ascending on Linux but not promised: keep the
 	 * lookup table sorted for bsearch */
-	qsort(s->cur, ncur, sizeof(*s->cur), pid_cmp);
+	if (ncur > 1)
+		qsort(s->cur, ncur, sizeof(*s->cur), pid_cmp);
 	struct pid_entry *t = s->prev;
 	s->prev = s->cur;
 	s->cur = t;
 	s->nprev = ncur;
-	qsort(jobs, (size_t)njobs, sizeof(*jobs), job_cmp);
+	if (njobs > 1)
+		qsort(jobs, (size_t)njobs, sizeof(*jobs), job_cmp);
 	if (nprocs)
 		*nprocs = seen;
 	return njobs;
