@@ -144,24 +144,23 @@ static int api_metrics_get(struct rv_http_req *req, struct rv_http_resp *resp, v
 	rv_rest_metrics_counters(&out, b->http, b, counters, RV_ARRAY_SIZE(counters));
 	struct rv_db_pool_stats st;
 	rv_db_pool_stats(b->db, &st);
-	rv_buf_printf(
-		&out,
-		"# HELP rover_brain_db_pool_size Connections in the PostgreSQL pool\n"
-		"# TYPE rover_brain_db_pool_size gauge\nrover_brain_db_pool_size %d\n"
-		"# HELP rover_brain_db_pool_in_use Pool connections borrowed now\n"
-		"# TYPE rover_brain_db_pool_in_use gauge\nrover_brain_db_pool_in_use %d\n"
-		"# HELP rover_brain_db_pool_connected Pool connections open now\n"
-		"# TYPE rover_brain_db_pool_connected gauge\nrover_brain_db_pool_connected %d\n"
-		"# HELP rover_brain_db_acquires_total Connections borrowed from the pool\n"
-		"# TYPE rover_brain_db_acquires_total counter\nrover_brain_db_acquires_total %llu\n"
-		"# HELP rover_brain_db_acquire_failures_total Borrow attempts that failed\n"
-		"# TYPE rover_brain_db_acquire_failures_total counter\n"
-		"rover_brain_db_acquire_failures_total %llu\n"
-		"# HELP rover_brain_db_exec_errors_total Statements that failed\n"
-		"# TYPE rover_brain_db_exec_errors_total counter\n"
-		"rover_brain_db_exec_errors_total %llu\n",
-		st.size, st.in_use, st.connected, (unsigned long long)st.acquires,
-		(unsigned long long)st.acquire_failures, (unsigned long long)st.exec_errors);
+	rv_buf_printf(&out,
+		      "# HELP rover_brain_db_pool_size Connections in the PostgreSQL pool\n"
+		      "# TYPE rover_brain_db_pool_size gauge\nrover_brain_db_pool_size %d\n"
+		      "# HELP rover_brain_db_pool_in_use Pool connections borrowed now\n"
+		      "# TYPE rover_brain_db_pool_in_use gauge\nrover_brain_db_pool_in_use %d\n"
+		      "# HELP rover_brain_db_pool_connected Pool connections open now\n"
+		      "# TYPE rover_brain_db_pool_connected gauge\nrover_brain_db_pool_connected %d\n"
+		      "# HELP rover_brain_db_acquires_total Connections borrowed from the pool\n"
+		      "# TYPE rover_brain_db_acquires_total counter\nrover_brain_db_acquires_total %llu\n"
+		      "# HELP rover_brain_db_acquire_failures_total Borrow attempts that failed\n"
+		      "# TYPE rover_brain_db_acquire_failures_total counter\n"
+		      "rover_brain_db_acquire_failures_total %llu\n"
+		      "# HELP rover_brain_db_exec_errors_total Statements that failed\n"
+		      "# TYPE rover_brain_db_exec_errors_total counter\n"
+		      "rover_brain_db_exec_errors_total %llu\n",
+		      st.size, st.in_use, st.connected, (unsigned long long)st.acquires,
+		      (unsigned long long)st.acquire_failures, (unsigned long long)st.exec_errors);
 	return rv_rest_reply_metrics(resp, &out);
 }
 

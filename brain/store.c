@@ -77,23 +77,15 @@ int store_job_insert(PGconn *c, const struct rv_job_spec *spec, const char *spec
 	i64s(params_s, sizeof(params_s), spec->model_parameters);
 	i64s(batch_s, sizeof(batch_s), spec->batch_size);
 	i64s(data_s, sizeof(data_s), dsize);
-	const char *p[] = { uid,
-			    spec->namespace_,
-			    spec->name,
-			    spec->user,
-			    rv_strategy_name(spec->strategy),
-			    rv_optimize_mode_name(spec->optimize_mode),
-			    spec_json,
-			    params_s,
-			    batch_s,
-			    data_s };
+	const char *p[] = { uid, spec->namespace_, spec->name, spec->user,
+			    rv_strategy_name(spec->strategy), rv_optimize_mode_name(spec->optimize_mode),
+			    spec_json, params_s, batch_s, data_s };
 	RV_CLEANUP_PGRESULT PGresult *r = NULL;
-	int rc = rv_db_exec(
-		c,
-		"INSERT INTO jobs (uid, namespace, name, user_name, strategy, optimize_mode,"
-		" spec, model_parameters, batch_size, dataset_size)"
-		" VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10) RETURNING " JOB_COLS,
-		10, p, &r, err);
+	int rc = rv_db_exec(c,
+			    "INSERT INTO jobs (uid, namespace, name, user_name, strategy, optimize_mode,"
+			    " spec, model_parameters, batch_size, dataset_size)"
+			    " VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10) RETURNING " JOB_COLS,
+			    10, p, &r, err);
 	if (rc == -EEXIST)
 		return rv_err_set(err, -EEXIST, "metadata.name",
 				  "a running job named \"%s\" already exists in namespace \"%s\"",
@@ -268,13 +260,12 @@ static int insert_node_usage(PGconn *c, const char *job_s, const struct rv_metri
 			      rv_role_name(s->role), s->rank, s->cpu, s->memory_mb, s->cpu_limit,
 			      s->memory_limit_mb, s->step_time);
 	}
-	rc = rv_buf_failed(&rows)
-		     ? rv_err_set(err, -ENOMEM, "", "out of memory")
-		     : rv_db_copy_in(c,
-				     "COPY node_usage (job_id, ts_ms, node, role, rank, cpu,"
-				     " memory_mb, cpu_limit, memory_limit_mb, step_time)"
-				     " FROM STDIN",
-				     rows.data, rows.len, err);
+	rc = rv_buf_failed(&rows) ? rv_err_set(err, -ENOMEM, "", "out of memory")
+				  : rv_db_copy_in(c,
+						  "COPY node_usage (job_id, ts_ms, node, role, rank, cpu,"
+						  " memory_mb, cpu_limit, memory_limit_mb, step_time)"
+						  " FROM STDIN",
+						  rows.data, rows.len, err);
 	rv_buf_release(&rows);
 	if (rc >= 0 && rc != n)
 		rc = rv_err_set(err, -EIO, "", "stored %d of %d node samples", rc, n);
@@ -992,13 +983,12 @@ int store_usage(PGconn *c, int64_t job_id, int64_t since_ts, int limit,
 	snprintf(lim, sizeof(lim), "%d", limit);
 	const char *p[] = { job_s, since_s, lim };
 	PGresult *r = NULL;
-	int rc = rv_db_exec(
-		c,
-		"SELECT role, rank, ts_ms, cpu, memory_mb, step_time,"
-		" dense_rank() OVER (PARTITION BY role ORDER BY node) - 1"
-		" FROM (SELECT * FROM node_usage WHERE job_id = $1::bigint AND ts_ms >= $2::bigint"
-		" ORDER BY ts_ms DESC LIMIT $3::int) u",
-		3, p, &r, err);
+	int rc = rv_db_exec(c,
+			    "SELECT role, rank, ts_ms, cpu, memory_mb, step_time,"
+			    " dense_rank() OVER (PARTITION BY role ORDER BY node) - 1"
+			    " FROM (SELECT * FROM node_usage WHERE job_id = $1::bigint AND ts_ms >= $2::bigint"
+			    " ORDER BY ts_ms DESC LIMIT $3::int) u",
+			    3, p, &r, err);
 	*usage = NULL;
 	*steps = NULL;
 	*nusage = *nsteps = 0;
@@ -1125,15 +1115,14 @@ int store_history(PGconn *c, enum rv_strategy strategy, int limit, struct store_
 	const char *p[] = { rv_strategy_name(strategy), lim };
 	PGresult *r = NULL;
 	/* The configuration each finished job last ran with and did not regret. */
-	int rc = rv_db_exec(
-		c,
-		"SELECT j.uid, j.name, j.user_name, j.model_parameters, j.batch_size,"
-		" j.dataset_size, (SELECT p.plan::text FROM scale_plans p WHERE p.job_id = j.id"
-		"   AND p.outcome <> 'worse' AND (p.applied_at IS NOT NULL OR p.stage = 'create')"
-		"   ORDER BY (p.applied_at IS NOT NULL) DESC, p.id DESC LIMIT 1)"
-		" FROM jobs j WHERE j.status = 'finished' AND j.strategy = $1"
-		" ORDER BY j.finished_at DESC LIMIT $2::int",
-		2, p, &r, err);
+	int rc = rv_db_exec(c,
+			    "SELECT j.uid, j.name, j.user_name, j.model_parameters, j.batch_size,"
+			    " j.dataset_size, (SELECT p.plan::text FROM scale_plans p WHERE p.job_id = j.id"
+			    "   AND p.outcome <> 'worse' AND (p.applied_at IS NOT NULL OR p.stage = 'create')"
+			    "   ORDER BY (p.applied_at IS NOT NULL) DESC, p.id DESC LIMIT 1)"
+			    " FROM jobs j WHERE j.status = 'finished' AND j.strategy = $1"
+			    " ORDER BY j.finished_at DESC LIMIT $2::int",
+			    2, p, &r, err);
 	int n = 0;
 	for (int i = 0; i < rc; i++) {
 		if (PQgetisnull(r, i, 6))

@@ -45,7 +45,7 @@ struct rv_db_pool {
 	int size, connect_timeout_s, statement_timeout_ms, acquire_timeout_ms;
 	struct db_slot *slots;
 	uint64_t acquires, acquire_failures;
-	uint64_t exec_errors; /* atomic: rv_db_exec has no lock to take */
+	uint64_t exec_errors;  /* atomic: rv_db_exec has no lock to take */
 };
 
 /*

@@ -535,8 +535,7 @@ static enum MHD_Result send_resp(struct MHD_Connection *conn, struct req *r,
 		}
 		resp->body = NULL;
 		MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE,
-					resp->content_type ? resp->content_type
-							   : "application/json");
+					resp->content_type ? resp->content_type : "application/json");
 	} else {
 		mr = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
 		if (!mr)

@@ -20,7 +20,7 @@
 #define RV_STR_(x) #x
 #define RV_STR(x) RV_STR_(x)
 /* 2^63 exactly; every double strictly inside +-2^63 converts to int64_t. */
-#define TWO_63            9223372036854775808.0
+#define TWO_63 9223372036854775808.0
 
 /*
  * cJSON parses recursively; a body of a million '[' would recurse that deep
@@ -44,7 +44,7 @@ static const char *prescan(const char *buf, size_t len, size_t *at)
 			if (c == '\\') {
 				if (len - i >= 6 && memcmp(buf + i + 1, "u0000", 5) == 0)
 					return "\\u0000 in a string";
-				i++; /* skip the escaped byte, whatever it is */
+				i++;  /* skip the escaped byte, whatever it is */
 				if (i < len && buf[i] == '\0') {
 					*at = i;
 					return "nul byte";

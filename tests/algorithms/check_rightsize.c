@@ -57,7 +57,7 @@ START_TEST(test_no_flap_near_threshold)
 	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
 	struct rv_alg_usage u[100];
 	/* p80 of 2.0 +- 5% is ~2.08, +5% margin: 2.2 is right */
-	struct rv_alg_resource cur = { .cpu = 2.2, .memory_mb = 5000 }, out;
+	struct rv_alg_resource cur = {.cpu = 2.2, .memory_mb = 5000}, out;
 	int changes = 0;
 
 	gsl_rng_set(r, 2);
@@ -81,9 +81,7 @@ START_TEST(test_hysteresis_band)
 
 	/* want = 9.0 * 1.03 = 9.27 -> 9.3 CPU: -7%, inside the 7% band */
 	for (int i = 0; i < 20; i++)
-		u[i] = (struct rv_alg_usage){ .role = RV_ALG_WORKER,
-					      .cpu = 9.0,
-					      .memory_mb = 8000 };
+		u[i] = (struct rv_alg_usage){.role = RV_ALG_WORKER, .cpu = 9.0, .memory_mb = 8000};
 	ck_assert_int_eq(rv_alg_rightsize(u, 20, RV_ALG_WORKER, &cur, NULL, 0, &LIM, &P, &out), 0);
 	ck_assert_double_eq(out.cpu, 10);
 	ck_assert_int_eq(out.memory_mb, 10000);
@@ -114,7 +112,7 @@ START_TEST(test_no_reversal_within_window)
 	};
 
 	for (int i = 0; i < 20; i++)
-		u[i] = (struct rv_alg_usage){ .role = RV_ALG_WORKER, .cpu = 5, .memory_mb = 8300 };
+		u[i] = (struct rv_alg_usage){.role = RV_ALG_WORKER, .cpu = 5, .memory_mb = 8300};
 	ck_assert_int_eq(rv_alg_rightsize(u, 20, RV_ALG_WORKER, &cur, &last, 1000000 + 600000,
 					  &LIM, &P, &out), 0);
 	ck_assert_double_eq(out.cpu, 10);

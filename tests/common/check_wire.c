@@ -265,8 +265,7 @@ START_TEST(test_spec_round_trip)
 		"\"chief\":{\"resources\":{\"cpu\":0.1,\"memory\":1000000}},"
 		"\"evaluator\":{\"replicas\":1}},"
 		"\"datasets\":[{\"name\":\"a\",\"size\":9007199254740992,\"shardSize\":1},"
-		"{\"name\":\"b.v2_x\",\"size\":5,\"shardSize\":2,\"epochs\":1000000,\"shuffle\":"
-		"false}],"
+		"{\"name\":\"b.v2_x\",\"size\":5,\"shardSize\":2,\"epochs\":1000000,\"shuffle\":false}],"
 		"\"model\":{\"parameters\":0,\"batchSize\":1073741824}}}");
 	/* the minimal document */
 	spec_round_trip("{\"kind\":\"ElasticJob\",\"metadata\":{\"name\":\"a\"},\"spec\":{"
@@ -748,15 +747,14 @@ START_TEST(test_metrics_round_trip)
 {
 	struct rv_metrics_batch a, b;
 	struct rv_err err = { 0 };
-	ck_assert_int_eq(
-		batch_parse("{\"samples\":[" SPEED_OK "," NODE_OK "," MODEL_OK
-			    ",{\"kind\":\"node\",\"ts\":5,\"node\":\"ps-1\",\"role\":\"ps\","
-			    "\"cpu\":0.1,\"memory_mb\":1,\"step_time\":0}"
-			    ",{\"kind\":\"node\",\"ts\":6,\"node\":\"e.1_x\",\"cpu\":1024,"
-			    "\"memory_mb\":4194304}"
-			    ",{\"kind\":\"speed\",\"ts\":9007199254740992,\"speed\":0}]}",
-			    &a, &err),
-		0);
+	ck_assert_int_eq(batch_parse("{\"samples\":[" SPEED_OK "," NODE_OK "," MODEL_OK
+				     ",{\"kind\":\"node\",\"ts\":5,\"node\":\"ps-1\",\"role\":\"ps\","
+				     "\"cpu\":0.1,\"memory_mb\":1,\"step_time\":0}"
+				     ",{\"kind\":\"node\",\"ts\":6,\"node\":\"e.1_x\",\"cpu\":1024,"
+				     "\"memory_mb\":4194304}"
+				     ",{\"kind\":\"speed\",\"ts\":9007199254740992,\"speed\":0}]}",
+				     &a, &err),
+			 0);
 	cJSON *back = through_text(rv_metrics_batch_to_json(&a));
 	ck_assert_int_eq(rv_metrics_batch_from_json(back, &b, &err), 0);
 	cJSON_Delete(back);
@@ -795,8 +793,7 @@ static const struct bad_case bad_batches[] = {
 	{ "{\"samples\":[{\"kind\":\"gpu\",\"ts\":1}]}", "samples[0].kind", "speed, node, model" },
 	{ "{\"samples\":[{\"kind\":3,\"ts\":1}]}", "samples[0].kind", "must be a string" },
 	{ "{\"samples\":[{\"kind\":\"speed\",\"speed\":1}]}", "samples[0].ts", "required" },
-	{ "{\"samples\":[{\"kind\":\"speed\",\"ts\":0,\"speed\":1}]}", "samples[0].ts",
-	  "between 1" },
+	{ "{\"samples\":[{\"kind\":\"speed\",\"ts\":0,\"speed\":1}]}", "samples[0].ts", "between 1" },
 	{ "{\"samples\":[{\"kind\":\"speed\",\"ts\":1.5,\"speed\":1}]}", "samples[0].ts",
 	  "integer" },
 	{ "{\"samples\":[{\"kind\":\"speed\",\"ts\":\"1\",\"speed\":1}]}", "samples[0].ts",
@@ -821,15 +818,13 @@ static const struct bad_case bad_batches[] = {
 	  "samples[0].role", "worker, ps, chief, evaluator" },
 	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"cpu\":-1,\"memory_mb\":1}]}",
 	  "samples[0].cpu", "between 0 and 1024" },
-	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"cpu\":5000,\"memory_mb\":1}]"
-	  "}",
+	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"cpu\":5000,\"memory_mb\":1}]}",
 	  "samples[0].cpu", "between 0 and 1024" },
 	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"memory_mb\":1}]}",
 	  "samples[0].cpu", "required" },
 	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"cpu\":1,\"memory_mb\":-1}]}",
 	  "samples[0].memory_mb", "between 0 and 4194304" },
-	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"cpu\":1,\"memory_mb\":5e12}]"
-	  "}",
+	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"cpu\":1,\"memory_mb\":5e12}]}",
 	  "samples[0].memory_mb", "between 0 and 4194304" },
 	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"cpu\":1,\"memory_mb\":1,"
 	  "\"step_time\":-0.5}]}",

@@ -20,8 +20,7 @@
 #include "sim.h"
 
 static const char usage[] =
-	"usage: rover-sim --trace FILE|DIR [--brain URL] [--token T] [--policy "
-	"rover|baseline|both]\n"
+	"usage: rover-sim --trace FILE|DIR [--brain URL] [--token T] [--policy rover|baseline|both]\n"
 	"                 [--cluster] [--nodes N] [--node-cpu C] [--node-mem-gb G]\n"
 	"                 [--rounds N] [--settle N] [--threads N] [--tag SUFFIX]\n"
 	"                 [--json OUT] [--bench NAME]\n"
@@ -380,8 +379,8 @@ static int run(int argc, char **argv)
 		fprintf(stderr,
 			"cluster %dx%.0f cores: util user=%.1f%% rover=%.1f%% baseline=%.1f%%; "
 			"mean jct user=%.0fs rover=%.0fs baseline=%.0fs\n",
-			s.nodes, s.node_cpu, cu.util, cr.util, cb.util, cu.mean_jct_s,
-			cr.mean_jct_s, cb.mean_jct_s);
+			s.nodes, s.node_cpu, cu.util, cr.util, cb.util, cu.mean_jct_s, cr.mean_jct_s,
+			cb.mean_jct_s);
 	}
 	if (s.json_path) {
 		cJSON *root = cJSON_CreateObject();

@@ -10,21 +10,21 @@
 #include "sim.h"
 
 /* DLRover's figures (FACTS.md). */
-#define BASE_GROW_BELOW     0.85
-#define BASE_SHRINK_ABOVE   0.95
-#define BASE_HOT_PS         0.80
-#define BASE_HOT_SAMPLES    3
-#define BASE_GROW_STEP      4
-#define BASE_MAX_WORKERS    60
+#define BASE_GROW_BELOW 0.85
+#define BASE_SHRINK_ABOVE 0.95
+#define BASE_HOT_PS 0.80
+#define BASE_HOT_SAMPLES 3
+#define BASE_GROW_STEP 4
+#define BASE_MAX_WORKERS 60
 #define BASE_OOM_MAX_ADD_MB 8192
-#define BASE_OOM_CAP_MB     65536
+#define BASE_OOM_CAP_MB 65536
 /* Hot PS migration: the PS moves to a node giving it this much more CPU. */
 #define BASE_HOT_CPU_FACTOR 1.5
 #define NODE_MAX_CPU 32.0
 
 void rng_seed(struct sim_rng *r, const char *name)
 {
-	uint64_t h = 1469598103934665603ULL; /* FNV-1a: same job, same noise */
+	uint64_t h = 1469598103934665603ULL;  /* FNV-1a: same job, same noise */
 	for (const char *p = name; *p; p++)
 		h = (h ^ (uint8_t)*p) * 1099511628211ULL;
 	r->s = h ? h : 1;
@@ -131,8 +131,7 @@ void oracle_compute(const struct sim_job *j, struct sim_oracle *o)
 				c.ps_mem_mb = model_ps_mem_need(j, p);
 			}
 			double cores = config_cores(j, &c);
-			if (cores < o->cores - 1e-9 ||
-			    (fabs(cores - o->cores) < 1e-9 && f > o->speed)) {
+			if (cores < o->cores - 1e-9 || (fabs(cores - o->cores) < 1e-9 && f > o->speed)) {
 				o->cores = cores;
 				o->speed = f;
 				o->config = c;
@@ -154,8 +153,7 @@ static double ps_util(const struct sim_job *j, const struct sim_config *c, struc
 	double need = model_ps_cpu_need(j, c->workers, c->ps);
 	double sum = 0;
 	for (int i = 0; i < BASE_HOT_SAMPLES; i++) {
-		double used = (need < c->ps_cpu ? need : c->ps_cpu) *
-			      (1 + j->noise * rng_normal(rng));
+		double used = (need < c->ps_cpu ? need : c->ps_cpu) * (1 + j->noise * rng_normal(rng));
 		if (used > c->ps_cpu)
 			used = c->ps_cpu;
 		sum += used / c->ps_cpu;
@@ -210,17 +208,15 @@ void baseline_run(const struct sim_job *j, const struct sim_opts *o, struct sim_
 			if (u > BASE_HOT_PS && c.ps_cpu < NODE_MAX_CPU) {
 				double cpu = tenths_up(c.ps_cpu * BASE_HOT_CPU_FACTOR);
 				c.ps_cpu = cpu < NODE_MAX_CPU ? cpu : NODE_MAX_CPU;
-				snprintf(r->last_reason, sizeof(r->last_reason),
-					 "hot ps: cpu util %.2f", u);
+				snprintf(r->last_reason, sizeof(r->last_reason), "hot ps: cpu util %.2f", u);
 			} else if (u > BASE_SHRINK_ABOVE && c.workers > j->min_workers) {
 				c.workers--;
-				snprintf(r->last_reason, sizeof(r->last_reason),
-					 "ps saturated: fewer workers");
+				snprintf(r->last_reason, sizeof(r->last_reason), "ps saturated: fewer workers");
 			} else if (u < BASE_GROW_BELOW && c.workers < max_workers) {
 				int add = max_workers - c.workers;
 				c.workers += add < BASE_GROW_STEP ? add : BASE_GROW_STEP;
-				snprintf(r->last_reason, sizeof(r->last_reason),
-					 "ps cpu %.2f < 0.85: more workers", u);
+				snprintf(r->last_reason, sizeof(r->last_reason), "ps cpu %.2f < 0.85: more workers",
+					 u);
 			}
 		}
 		if (!config_eq(&before, &c)) {

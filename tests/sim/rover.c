@@ -29,8 +29,8 @@ struct run {
 	struct rv_brain_client *bc;
 	struct sim_rng rng;
 	char uid[RV_BRAIN_UID_MAX];
-	int64_t ts_ms;         /* the job's clock */
-	double since_change_s; /* for warm-up */
+	int64_t ts_ms;           /* the job's clock */
+	double since_change_s;   /* for warm-up */
 	int64_t step;
 	int64_t last_plan_id;
 	struct sim_config c;
@@ -279,8 +279,7 @@ static int report_round(struct run *s)
 		double step_time = speed > 0 ? j->batch_size * c->workers / speed : 0;
 		for (int i = 0; i < c->workers; i++) {
 			double cpu = fmin(c->worker_cpu, noisy(s, need_w * load, 0.5));
-			int64_t mem = (int64_t)(j->worker_mem_need_mb *
-						(0.9 + 0.1 * rng_uniform(&s->rng)));
+			int64_t mem = (int64_t)(j->worker_mem_need_mb * (0.9 + 0.1 * rng_uniform(&s->rng)));
 			add_node_sample(&b, s->ts_ms, RV_ROLE_WORKER, i, cpu, mem, c->worker_cpu,
 					c->worker_mem_mb, noisy(s, step_time, 0.5));
 		}

@@ -109,7 +109,7 @@ struct sim_opts {
 	double round_s;            /* job time per round */
 	double sample_s;           /* interval of samples */
 	int threads;
-	char run_tag[16]; /* suffix for job names: several runs on one brain */
+	char run_tag[16];          /* suffix for job names: several runs on one brain */
 };
 
 /* DLRover's rules (model.c). */
@@ -123,7 +123,7 @@ struct sim_cluster_result {
 	double alloc;              /* allocated CPU / capacity, percent */
 	double mean_jct_s;
 	double makespan_s;
-	int unplaced; /* jobs that never fit */
+	int unplaced;              /* jobs that never fit */
 };
 /* configs[i]: the config job i runs with (NULL entry or speed 0: job skipped). */
 void cluster_run(const struct sim_trace *t, const struct sim_config *configs, int nodes,

@@ -75,17 +75,16 @@ static int job_parse(const cJSON *o, struct sim_job *j, char *msg, size_t msize)
 	j->user.ps = j->strategy == SIM_PS ? (int)num(user, "ps", 0) : 0;
 	j->user.ps_cpu = num(user, "ps_cpu", 0);
 	j->user.ps_mem_mb = (int64_t)num(user, "ps_memory_mb", 0);
-	if (j->t[0] <= 0 || j->worker_cpu_need <= 0 || j->worker_mem_need_mb <= 0 || j->noise < 0 ||
-	    j->noise > 0.5 || j->min_workers < 1 || j->max_workers < j->min_workers ||
-	    j->max_workers > 256 || j->work <= 0 || j->user.workers < j->min_workers ||
-	    j->user.workers > j->max_workers || j->user.worker_cpu <= 0 ||
-	    j->user.worker_mem_mb <= 0 ||
+	if (j->t[0] <= 0 || j->worker_cpu_need <= 0 || j->worker_mem_need_mb <= 0 ||
+	    j->noise < 0 || j->noise > 0.5 || j->min_workers < 1 ||
+	    j->max_workers < j->min_workers || j->max_workers > 256 || j->work <= 0 ||
+	    j->user.workers < j->min_workers || j->user.workers > j->max_workers ||
+	    j->user.worker_cpu <= 0 || j->user.worker_mem_mb <= 0 ||
 	    (j->strategy == SIM_PS &&
 	     (j->min_ps < 1 || j->max_ps < j->min_ps || j->max_ps > 64 || j->user.ps < j->min_ps ||
 	      j->user.ps > j->max_ps || j->user.ps_cpu <= 0 || j->user.ps_mem_mb <= 0))) {
 		snprintf(msg, msize,
-			 "%s: out of range (t0 > 0, needs > 0, noise <= 0.5, 1 <= min <= user <= "
-			 "max "
+			 "%s: out of range (t0 > 0, needs > 0, noise <= 0.5, 1 <= min <= user <= max "
 			 "workers <= 256, ps likewise <= 64, user resources > 0, work > 0)",
 			 j->name);
 		return -EINVAL;
