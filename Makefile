@@ -106,7 +106,8 @@ $(LIB_TEST): $(call obj,$(TESTLIB_SRC))
 # library, its binary (rover-BIN, BIN defaulting to NAME; none until NAME/main.c
 # exists), its include path, its unit tests (tests/NAME/check_*.c, linked with
 # its library) and its place in lint and the name checks.
-# A daemon's extra system libraries go in NAME_LIBS before the call.
+# A daemon's extra system libraries go in NAME_LIBS before the call; BIN (the
+# second argument) names rover-BIN, a third argument the whole binary name.
 DAEMONS :=
 define daemon
 DAEMONS += $(1)
@@ -116,7 +117,7 @@ $$(LIB_$(1)): $$(call obj,$$($(1)_SRC))
 INC_$(1) := -iquote $(1) -iquote plan -iquote common -iquote algorithms $$(SYS_CFLAGS) \
         $$(GSL_CFLAGS)
 $$(B)/obj/$(1)/%.o: INC := $$(INC_$(1))
-BIN_$(1) := $$(if $$(wildcard $(1)/main.c),$$(B)/bin/rover-$$(or $(2),$(1)))
+BIN_$(1) := $$(if $$(wildcard $(1)/main.c),$$(B)/bin/$$(or $(3),rover-$$(or $(2),$(1))))
 BINS += $$(BIN_$(1))
 $$(BIN_$(1)): $$(call obj,$(1)/main.c) $$(LIB_$(1)) $$(LIBS_BELOW)
 	$$(call link,$$($(1)_LIBS) $$(SYS_LIBS) $$(GSL_LIBS))
@@ -132,6 +133,10 @@ TEST_SRC :=
 $(eval $(call daemon,brain))
 $(eval $(call daemon,master))
 $(eval $(call daemon,agent,run))
+$(eval $(call daemon,monitor))
+# roverctl: the command-line client (its binary named as people type it).
+ctl_LIBS := $(call pkg_libs,yaml-0.1)
+$(eval $(call daemon,ctl,,roverctl))
 # rover-gpuinfo: the one program that loads the CUDA runtime (common/gpu.h runs
 # it in a child).  Built against libcudart when the toolkit is found at
 # CUDA_HOME (only the runtime API; never -lcuda), else it reports no GPU.

@@ -35,6 +35,7 @@ static const struct rv_http_route routes[] = {
 	  "Latest plan of a stage; with after= and wait= a long-poll for a newer one" },
 	{ "GET", "/v1/jobs/{uid}/plans", api_plans_list, 0,
 	  "Plan history with reasons and outcomes" },
+	{ "GET", "/v1/jobs/{uid}/events", api_events_list, 0, "A job's events, oldest first" },
 	{ "POST", "/v1/cluster/nodes", api_cluster_post, RV_HTTP_WRITE,
 	  "Cluster monitor report: node capacity and usage" },
 	{ "GET", "/v1/cluster", api_cluster_get, 0,
@@ -82,6 +83,10 @@ static const struct rv_openapi_route docs[] = {
 	{ .id = "listJobPlans",
 	  .ok = "PlanHistory",
 	  .query = "limit:integer:at most this many (1..1000, default 100)",
+	  .errors = "404:unknown job" },
+	{ .id = "listJobEvents",
+	  .ok = "EventList",
+	  .query = "limit:integer:the newest this many (1..1000, default 100)",
 	  .errors = "404:unknown job" },
 	{ .id = "postClusterReport",
 	  .body = "ClusterReport",
@@ -255,6 +260,8 @@ static const char openapi_reply_schemas[] =
 	"\"Error\":{\"type\":\"object\",\"required\":[\"error\",\"detail\"],\"properties\":{"
 	"\"error\":{\"type\":\"string\"},\"detail\":{\"type\":\"string\"},\"field\":{\"type\":"
 	"\"string\"}}},"
+	"\"EventList\":{\"type\":\"object\",\"properties\":{\"job\":{\"type\":\"string\"},"
+	"\"events\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}}}},"
 	"\"PlanHistory\":{\"type\":\"object\",\"properties\":{\"job\":{\"type\":\"string\"},"
 	"\"plans\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/components/schemas/ScalePlan\"}}}},"
 	"\"Job\":{\"type\":\"object\",\"properties\":{\"uid\":{\"type\":\"string\"},\"namespace\":{"
@@ -277,7 +284,8 @@ static const char openapi_reply_schemas[] =
 	"\"Accepted\":{\"type\":\"object\",\"properties\":{\"accepted\":{\"type\":\"integer\"},"
 	"\"id\":{\"type\":\"integer\",\"description\":\"events: the stored event\"},"
 	"\"plan_id\":{\"type\":\"integer\",\"description\":\"events: the plan the event made "
-	"(node_oom)\"}}},"
+	"(node_oom)\"},\"duplicate\":{\"type\":\"boolean\",\"description\":\"cluster reports: "
+	"a resend of a stored report_id, not stored again\"}}},"
 	"\"Cluster\":{\"type\":\"object\",\"properties\":{\"nodes\":{\"type\":\"array\",\"items\":{"
 	"\"$ref\":\"#/components/schemas/ClusterNode\"}},"
 	"\"next_cursor\":{\"type\":\"string\",\"nullable\":true,\"description\":\"pass as "

@@ -2,7 +2,10 @@
  * api_cluster.c: cluster monitor reports in, capacity out.  A report holds
  * at most cluster.max_report_nodes nodes (413 above) and may not take the
  * cluster past cluster.max_nodes (403); the listing comes in pages of at
- * most cluster.max_page nodes (limit= and cursor=).
+ * most cluster.max_page nodes (limit= and cursor=).  A report with a
+ * report_id is stored once (a resend answers "duplicate":true); every node
+ * sample goes into the history once per (node, ts) and the newest sample of
+ * each node into the capacity table, in one transaction.
  */
 #include <string.h>
 
@@ -41,6 +44,8 @@ int api_cluster_post(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 		return api_fail(b, resp, rc, &err);
 	cJSON *out = cJSON_CreateObject();
 	cJSON_AddNumberToObject(out, "accepted", n);
+	/* a resend of a stored report_id: acknowledged, nothing written */
+	cJSON_AddBoolToObject(out, "duplicate", rc == 1);
 	return rv_rest_reply(resp, 200, out);
 }
 

@@ -185,6 +185,7 @@ void api_plans_cache_free(struct brain *b);
  * stops. */
 int api_ingest_start(struct brain *b);
 void api_ingest_stop(struct brain *b);
+int api_events_list(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
 int api_cluster_post(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
 int api_cluster_get(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
 
@@ -254,8 +255,17 @@ int store_plan_latest_json(PGconn *c, int64_t job_id, const char *stage, int64_t
 int store_plan_latest_text(PGconn *c, const char *uid, const char *stage, int64_t after,
 			   char **text, int64_t *job_id, struct rv_err *err);
 int store_plan_history_json(PGconn *c, int64_t job_id, int limit, cJSON **out, struct rv_err *err);
-/* Store a monitor report in one transaction of its own; -EDQUOT (nothing
- * stored) when its new nodes would take the cluster past max_nodes. */
+/* A node whose monitor has not reported for this long is shown "stale" in
+ * the listing (SQL interval text, seconds); it counts as capacity until
+ * the expiry (cluster.node_ttl_s) deletes it. */
+#define STORE_CLUSTER_FRESH_S "120"
+/* The newest limit events of a job, oldest first: {"events":[...]}. */
+int store_events_json(PGconn *c, int64_t job_id, int limit, cJSON **out, struct rv_err *err);
+/* Store a monitor report in one transaction of its own: every node sample
+ * into the history (once per node and ts) and the newest per node into
+ * cluster_nodes.  0 stored, 1 a resend of a report_id already stored
+ * (nothing written), -EDQUOT (nothing stored) when its new nodes would take
+ * the cluster past max_nodes, or a negative errno. */
 int store_cluster_upsert(PGconn *c, const struct rv_cluster_report *r, int64_t max_nodes,
 			 struct rv_err *err);
 /* One page of nodes by name after cursor ("" from the start), at most limit,

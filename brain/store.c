@@ -179,7 +179,8 @@ int store_job_get_json(PGconn *c, const char *uid, cJSON **out, struct rv_err *e
 	int rc = query_json(
 		c,
 		"SELECT (" JOB_JSON ", 'spec', j.spec,"
-		" 'nodes', COALESCE((SELECT json_agg(json_build_object('name', n.name, 'role', n.role,"
+		" 'nodes', COALESCE((SELECT json_agg(json_build_object('name', n.name, 'role', "
+		"n.role,"
 		"   'rank', n.rank, 'cpu', n.cpu, 'memory_mb', n.memory_mb, 'gpu', n.gpu,"
 		"   'status', n.status, 'exit_reason', n.exit_reason, 'relaunches', n.relaunches,"
 		"   'oom_count', n.oom_count, 'peak_memory_mb', n.peak_memory_mb,"
@@ -187,7 +188,10 @@ int store_job_get_json(PGconn *c, const char *uid, cJSON **out, struct rv_err *e
 		"   FROM job_nodes n WHERE n.job_id = j.id), '[]'::json),"
 		" 'speed_samples', (SELECT count(*) FROM job_speed s WHERE s.job_id = j.id),"
 		" 'node_samples', (SELECT count(*) FROM node_usage u WHERE u.job_id = j.id),"
-		" 'latest_plan_id', (SELECT max(id) FROM scale_plans s WHERE s.job_id = j.id)))::text"
+		" 'latest_plan_id', (SELECT max(id) FROM scale_plans s WHERE s.job_id = j.id),"
+		" 'latest_speed', (SELECT json_build_object('ts', s.ts_ms, 'speed', s.speed,"
+		"   'step', s.step, 'workers', s.workers, 'ps', s.ps) FROM job_speed s"
+		"   WHERE s.job_id = j.id ORDER BY s.ts_ms DESC LIMIT 1)))::text"
 		" FROM jobs j WHERE j.uid = $1",
 		1, p, out, err);
 	if (rc == 0)
@@ -675,6 +679,27 @@ int store_plan_history_json(PGconn *c, int64_t job_id, int limit, cJSON **out,
 	return rc < 0 ? rc : 0;
 }
 
+/* ---- events ---- */
+
+int store_events_json(PGconn *c, int64_t job_id, int limit, cJSON **out, struct rv_err *err)
+{
+	char job_s[24], lim[16];
+	i64s(job_s, sizeof(job_s), job_id);
+	snprintf(lim, sizeof(lim), "%d", limit);
+	const char *p[] = { job_s, lim };
+	int rc = query_json(
+		c,
+		"SELECT json_build_object('events', COALESCE(json_agg(json_build_object('id', e.id,"
+		" 'type', e.type, 'ts', e.ts_ms, 'node', e.node, 'role', e.role, 'rank', e.rank,"
+		" 'exit_code', e.exit_code, 'reason', e.reason, 'memory_mb', e.memory_mb,"
+		" 'peak_memory_mb', e.peak_memory_mb, 'plan_id', e.plan_id,"
+		" 'result_plan_id', e.result_plan_id, 'created_at', e.created_at) ORDER BY e.id),"
+		" '[]'::json))::text FROM (SELECT * FROM events WHERE job_id = $1::bigint"
+		" ORDER BY id DESC LIMIT $2::int) e",
+		2, p, out, err);
+	return rc < 0 ? rc : 0;
+}
+
 /* ---- cluster ---- */
 
 /* How many of the report's names are not stored yet (ids: its name array). */
@@ -693,14 +718,41 @@ static int cluster_new_names(PGconn *c, const char *names, int64_t *n, struct rv
 	return 0;
 }
 
+/* Claim report_id: 0 new, 1 already stored (a resend), negative errno. */
+static int claim_report_id(PGconn *c, const struct rv_cluster_report *r, struct rv_err *err)
+{
+	char n_s[16];
+	snprintf(n_s, sizeof(n_s), "%d", r->n);
+	const char *p[] = { r->report_id, n_s };
+	int rc = rv_db_exec(c,
+			    "INSERT INTO cluster_reports (report_id, nodes) VALUES ($1, $2::int)"
+			    " ON CONFLICT DO NOTHING",
+			    2, p, NULL, err);
+	if (rc < 0)
+		return rc;
+	return rc == 0 ? 1 : 0;
+}
+
+static void pg_array_opt(struct rv_buf *b, const char *sep, double v)
+{
+	if (v < 0)
+		rv_buf_printf(b, "%sNULL", sep);
+	else
+		rv_buf_printf(b, "%s%.15g", sep, v);
+}
+
+#define CLUSTER_COLS 13
+
 int store_cluster_upsert(PGconn *c, const struct rv_cluster_report *r, int64_t max_nodes,
 			 struct rv_err *err)
 {
-	struct rv_buf col[8];
-	for (int k = 0; k < 8; k++)
+	int rc, dup = 0;
+	struct rv_buf col[CLUSTER_COLS];
+	for (int k = 0; k < CLUSTER_COLS; k++)
 		rv_buf_init(&col[k]);
 	const char *sep = "{";
-	for (int i = 0; i < r->n; i++) {
+	rc = 0;
+	for (int i = 0; i < r->n && rc == 0; i++) {
 		const struct rv_cluster_node *n = &r->nodes[i];
 		rv_buf_puts(&col[0], sep);
 		rv_buf_pg_array_str(&col[0], n->name);
@@ -711,24 +763,42 @@ int store_cluster_upsert(PGconn *c, const struct rv_cluster_report *r, int64_t m
 		rv_buf_printf(&col[5], "%s%.15g", sep, n->cpu_used);
 		rv_buf_printf(&col[6], "%s%" PRId64, sep, n->memory_used_mb);
 		rv_buf_printf(&col[7], "%s%s", sep, n->ready ? "t" : "f");
+		pg_array_opt(&col[8], sep, n->cpu_pressure);
+		pg_array_opt(&col[9], sep, n->memory_pressure);
+		pg_array_opt(&col[10], sep, n->io_pressure);
+		pg_array_opt(&col[11], sep, (double)n->gpu_memory_used_mb);
+		RV_CLEANUP_CJSON cJSON *jobs = rv_cluster_jobs_to_json(n);
+		RV_CLEANUP_FREE char *jt = jobs ? cJSON_PrintUnformatted(jobs) : NULL;
+		if (!jt)
+			rc = rv_err_set(err, -ENOMEM, "", "out of memory");
+		rv_buf_puts(&col[12], sep);
+		rv_buf_pg_array_str(&col[12], jt ? jt : "[]");
 		sep = ",";
 	}
-	int rc = 0;
-	for (int k = 0; k < 8; k++) {
+	for (int k = 0; k < CLUSTER_COLS; k++) {
 		rv_buf_puts(&col[k], "}");
 		if (rv_buf_failed(&col[k]))
 			rc = rv_err_set(err, -ENOMEM, "", "out of memory");
 	}
 	RV_CLEANUP_PGRESULT PGresult *tot = NULL;
+	bool began = false;
+	if (rc == 0) {
+		rc = rv_db_begin(c, err);
+		began = rc == 0;
+	}
+	/* A resent report_id: nothing more is written (the reply says
+	 * "duplicate"). */
+	if (rc == 0 && r->report_id[0] && (rc = claim_report_id(c, r, err)) == 1) {
+		dup = 1;
+		rc = 0;
+	}
 	/* The totals row first, locked: reports (and the expiry, which takes
 	 * it first too) are serialised, so the node limit holds and two
 	 * writers never wait on each other's rows in opposite order. */
-	if (rc == 0)
-		rc = rv_db_begin(c, err);
-	if (rc == 0)
+	if (rc == 0 && !dup)
 		rc = rv_db_exec(c, "SELECT nodes FROM cluster_totals FOR UPDATE", 0, NULL, &tot,
 				err);
-	if (rc >= 0) {
+	if (rc >= 0 && !dup) {
 		int64_t have = rc > 0 ? strtoll(PQgetvalue(tot, 0, 0), NULL, 10) : 0, add = 0;
 		rc = cluster_new_names(c, col[0].data, &add, err);
 		if (rc == 0 && have + add > max_nodes)
@@ -738,33 +808,60 @@ int store_cluster_upsert(PGconn *c, const struct rv_cluster_report *r, int64_t m
 					": more than cluster.max_nodes (%" PRId64 ")",
 					have, add, max_nodes);
 	}
-	if (rc >= 0) {
-		const char *p[8];
-		for (int k = 0; k < 8; k++)
-			p[k] = col[k].data;
-		/* A report may name a node twice; the newest sample wins. */
-		rc = rv_db_exec(c,
-				"INSERT INTO cluster_nodes AS c (name, ts_ms, cpu, memory_mb, gpu, cpu_used,"
-				" memory_used_mb, ready)"
-				" SELECT DISTINCT ON (name) * FROM unnest($1::text[], $2::bigint[],"
-				" $3::float8[], $4::bigint[], $5::int[], $6::float8[], $7::bigint[],"
-				" $8::bool[]) AS u(name, ts_ms, cpu, memory_mb, gpu, cpu_used,"
-				" memory_used_mb, ready) ORDER BY name, ts_ms DESC"
-				" ON CONFLICT (name) DO UPDATE SET ts_ms = EXCLUDED.ts_ms, cpu = EXCLUDED.cpu,"
-				" memory_mb = EXCLUDED.memory_mb, gpu = EXCLUDED.gpu,"
-				" cpu_used = EXCLUDED.cpu_used, memory_used_mb = EXCLUDED.memory_used_mb,"
-				" ready = EXCLUDED.ready, updated_at = now()"
-				" WHERE c.ts_ms <= EXCLUDED.ts_ms",
-				8, p, NULL, err);
-	}
-	if (rc >= 0)
+	const char *p[CLUSTER_COLS];
+	for (int k = 0; k < CLUSTER_COLS; k++)
+		p[k] = col[k].data;
+#define CLUSTER_UNNEST                                                                             \
+	" FROM unnest($1::text[], $2::bigint[], $3::float8[], $4::bigint[], $5::int[],"            \
+	" $6::float8[], $7::bigint[], $8::bool[], $9::float8[], $10::float8[], $11::float8[],"     \
+	" $12::bigint[], $13::jsonb[]) AS u(name, ts_ms, cpu, memory_mb, gpu, cpu_used,"           \
+	" memory_used_mb, ready, cpu_pressure, memory_pressure, io_pressure, gpu_memory_used_mb,"  \
+	" jobs)"
+	/* Every sample into the history, once per (node, ts): a resend without
+	 * a report_id adds nothing either. */
+	if (rc >= 0 && !dup)
+		rc = rv_db_exec(
+			c,
+			"INSERT INTO cluster_node_samples (name, ts_ms, cpu, memory_mb, gpu,"
+			" cpu_used, memory_used_mb, ready, cpu_pressure, memory_pressure,"
+			" io_pressure, gpu_memory_used_mb, jobs)"
+			" SELECT *" CLUSTER_UNNEST " ON CONFLICT DO NOTHING",
+			CLUSTER_COLS, p, NULL, err);
+	/* The newest sample per node for capacity; a report may name a node
+	 * twice (a monitor catching up), the newest wins. */
+	if (rc >= 0 && !dup)
+		rc = rv_db_exec(
+			c,
+			"INSERT INTO cluster_nodes AS c (name, ts_ms, cpu, memory_mb, gpu, "
+			"cpu_used,"
+			" memory_used_mb, ready, cpu_pressure, memory_pressure, io_pressure,"
+			" gpu_memory_used_mb, jobs)"
+			" SELECT DISTINCT ON (name) *" CLUSTER_UNNEST " ORDER BY name, ts_ms DESC"
+			" ON CONFLICT (name) DO UPDATE SET ts_ms = EXCLUDED.ts_ms, cpu = "
+			"EXCLUDED.cpu,"
+			" memory_mb = EXCLUDED.memory_mb, gpu = EXCLUDED.gpu,"
+			" cpu_used = EXCLUDED.cpu_used, memory_used_mb = EXCLUDED.memory_used_mb,"
+			" ready = EXCLUDED.ready, cpu_pressure = EXCLUDED.cpu_pressure,"
+			" memory_pressure = EXCLUDED.memory_pressure, io_pressure = "
+			"EXCLUDED.io_pressure,"
+			" gpu_memory_used_mb = EXCLUDED.gpu_memory_used_mb, jobs = EXCLUDED.jobs,"
+			" updated_at = now()"
+			" WHERE c.ts_ms <= EXCLUDED.ts_ms",
+			CLUSTER_COLS, p, NULL, err);
+#undef CLUSTER_UNNEST
+	if (began && rc >= 0)
 		rc = rv_db_commit(c, err);
-	else
+	else if (began)
 		rv_db_rollback(c);
-	for (int k = 0; k < 8; k++)
+	for (int k = 0; k < CLUSTER_COLS; k++)
 		rv_buf_release(&col[k]);
-	return rc < 0 ? rc : 0;
+	return rc < 0 ? rc : dup;
 }
+
+/* A node is stale when its monitor has not spoken for
+ * STORE_CLUSTER_FRESH_S (shown in the listing); it still counts in the
+ * totals until the expiry (cluster.node_ttl_s) deletes it. */
+#define FRESH "(ready AND updated_at > now() - interval '" STORE_CLUSTER_FRESH_S " seconds')"
 
 int store_cluster_expire(PGconn *c, int ttl_s, struct rv_err *err)
 {
@@ -803,7 +900,10 @@ int store_cluster_json(PGconn *c, const char *cursor, int limit, cJSON **out, st
 		" SELECT json_build_object("
 		" 'nodes', COALESCE((SELECT json_agg(json_build_object('name', name, 'ts', ts_ms,"
 		"   'cpu', cpu, 'memory_mb', memory_mb, 'gpu', gpu, 'cpu_used', cpu_used,"
-		"   'memory_used_mb', memory_used_mb, 'ready', ready, 'updated_at', updated_at)"
+		"   'memory_used_mb', memory_used_mb, 'ready', ready, 'updated_at', updated_at,"
+		"   'stale', NOT " FRESH " AND ready, 'cpu_pressure', cpu_pressure,"
+		"   'memory_pressure', memory_pressure, 'io_pressure', io_pressure,"
+		"   'gpu_memory_used_mb', gpu_memory_used_mb, 'jobs', jobs)"
 		"   ORDER BY name) FROM page WHERE rn <= $2::int), '[]'::json),"
 		" 'next_cursor', (SELECT name FROM page WHERE rn = $2::int"
 		"   AND EXISTS (SELECT 1 FROM page WHERE rn = $2::int + 1)),"
@@ -821,6 +921,8 @@ int store_cluster_json(PGconn *c, const char *cursor, int limit, cJSON **out, st
 int store_cluster_free(PGconn *c, double *cpu, int64_t *memory_mb, struct rv_err *err)
 {
 	RV_CLEANUP_PGRESULT PGresult *r = NULL;
+	/* No ready node: capacity unknown (-1, anything fits).  A node whose
+	 * monitor went silent counts until the expiry deletes it. */
 	int rc = rv_db_exec(c,
 			    "SELECT ready_nodes, free_cpu::float8, free_memory_mb::bigint"
 			    " FROM cluster_totals",
@@ -855,6 +957,7 @@ int store_cluster_largest(PGconn *c, double *cpu, int64_t *memory_mb, struct rv_
 	*memory_mb = strtoll(PQgetvalue(r, 0, 2), NULL, 10);
 	return 0;
 }
+#undef FRESH
 
 int64_t store_spec_nodes(const struct rv_job_spec *spec)
 {

@@ -1273,6 +1273,41 @@ cJSON *rv_scale_plan_to_json(const struct rv_scale_plan *plan)
 
 /* ---- cluster report ---- */
 
+static int parse_cluster_job(const cJSON *o, const char *p, struct rv_cluster_job *j,
+			     struct rv_err *err)
+{
+	int rc;
+	field_buf f;
+	if (!cJSON_IsObject(o))
+		return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
+	if ((rc = rv_json_get_string(o, "name", p, true, j->name, sizeof(j->name), err)) < 0)
+		return rc;
+	rv_json_path(f, sizeof(f), p, "name");
+	if ((rc = check_name(j->name, sizeof(j->name) - 1, f, err)) < 0)
+		return rc;
+	if ((rc = get_int32(o, "procs", p, true, 1, 1 << 22, &j->procs, err)) < 0)
+		return rc;
+	if ((rc = rv_json_get_double(o, "cpu_used", p, false, 0, RV_MAX_CPU, &j->cpu_used, err)) <
+	    0)
+		return rc;
+	if ((rc = rv_json_get_int(o, "memory_used_mb", p, false, 0, RV_MAX_MEMORY_MB,
+				  &j->memory_used_mb, err)) < 0)
+		return rc;
+	if ((rc = rv_json_get_int(o, "throttled", p, false, 0, INT64_MAX, &j->throttled, err)) < 0)
+		return rc;
+	return 0;
+}
+
+/* An optional percentage; -1 when absent. */
+static int get_pct(const cJSON *o, const char *key, const char *p, double *out, struct rv_err *err)
+{
+	*out = -1;
+	int rc = rv_json_get_double(o, key, p, false, 0, 100, out, err);
+	if (rc == 0)
+		*out = -1;
+	return rc;
+}
+
 static int parse_cluster_node(const cJSON *o, const char *p, struct rv_cluster_node *n,
 			      struct rv_err *err)
 {
@@ -1303,6 +1338,37 @@ static int parse_cluster_node(const cJSON *o, const char *p, struct rv_cluster_n
 	n->ready = true;
 	if ((rc = rv_json_get_bool(o, "ready", p, false, &n->ready, err)) < 0)
 		return rc;
+	if ((rc = get_pct(o, "cpu_pressure", p, &n->cpu_pressure, err)) < 0 ||
+	    (rc = get_pct(o, "memory_pressure", p, &n->memory_pressure, err)) < 0 ||
+	    (rc = get_pct(o, "io_pressure", p, &n->io_pressure, err)) < 0)
+		return rc;
+	n->gpu_memory_used_mb = -1;
+	if ((rc = rv_json_get_int(o, "gpu_memory_used_mb", p, false, 0, RV_MAX_MEMORY_MB,
+				  &n->gpu_memory_used_mb, err)) < 0)
+		return rc;
+	if (rc == 0)
+		n->gpu_memory_used_mb = -1;
+	rv_json_path(f, sizeof(f), p, "jobs");
+	const cJSON *arr = rv_json_get_array(o, "jobs", p, false, &rc, err);
+	if (rc < 0)
+		return rc;
+	int nj = array_count(arr, RV_MAX_CLUSTER_JOBS);
+	if (nj > RV_MAX_CLUSTER_JOBS)
+		return rv_err_set(err, -E2BIG, f, "%s must have at most %d entries", f,
+				  RV_MAX_CLUSTER_JOBS);
+	if (nj == 0)
+		return 0;
+	n->jobs = calloc((size_t)nj, sizeof(*n->jobs));
+	if (!n->jobs)
+		return rv_err_set(err, -ENOMEM, f, "could not allocate %d jobs", nj);
+	int i = 0;
+	for (const cJSON *it = arr->child; it; it = it->next, i++) {
+		field_buf jp;
+		rv_json_path_index(jp, sizeof(jp), f, i);
+		if ((rc = parse_cluster_job(it, jp, &n->jobs[i], err)) < 0)
+			return rc;
+		n->njobs = i + 1;
+	}
 	return 0;
 }
 
@@ -1313,6 +1379,8 @@ int rv_cluster_report_from_json(const cJSON *root, struct rv_cluster_report *out
 	memset(out, 0, sizeof(*out));
 	if (!cJSON_IsObject(root))
 		return rv_err_set(err, -EINVAL, "", "cluster report must be a json object");
+	if ((rc = get_id(root, "report_id", out->report_id, err)) < 0)
+		return rc;
 	const cJSON *arr = rv_json_get_array(root, "nodes", "", true, &rc, err);
 	if (!arr)
 		return rc;
@@ -1325,6 +1393,7 @@ int rv_cluster_report_from_json(const cJSON *root, struct rv_cluster_report *out
 	out->nodes = calloc((size_t)n, sizeof(*out->nodes));
 	if (!out->nodes)
 		return rv_err_set(err, -ENOMEM, "nodes", "could not allocate %d nodes", n);
+	out->n = n;
 	int i = 0;
 	for (const cJSON *it = arr->child; it; it = it->next, i++) {
 		field_buf p;
@@ -1334,13 +1403,35 @@ int rv_cluster_report_from_json(const cJSON *root, struct rv_cluster_report *out
 			return rc;
 		}
 	}
-	out->n = n;
 	return 0;
+}
+
+cJSON *rv_cluster_jobs_to_json(const struct rv_cluster_node *n)
+{
+	RV_CLEANUP_CJSON cJSON *arr = cJSON_CreateArray();
+	if (!arr)
+		return NULL;
+	for (int k = 0; k < n->njobs; k++) {
+		const struct rv_cluster_job *j = &n->jobs[k];
+		cJSON *jo = cJSON_CreateObject();
+		if (!jo || !cJSON_AddItemToArray(arr, jo)) {
+			cJSON_Delete(jo);
+			return NULL;
+		}
+		if (!add_str(jo, "name", j->name) || !add_num(jo, "procs", j->procs) ||
+		    !add_num(jo, "cpu_used", j->cpu_used) ||
+		    !add_num(jo, "memory_used_mb", (double)j->memory_used_mb) ||
+		    !add_num(jo, "throttled", (double)j->throttled))
+			return NULL;
+	}
+	return RV_TAKE_PTR(arr);
 }
 
 cJSON *rv_cluster_report_to_json(const struct rv_cluster_report *r)
 {
 	RV_CLEANUP_CJSON cJSON *root = cJSON_CreateObject();
+	if (root && r->report_id[0] && !add_str(root, "report_id", r->report_id))
+		return NULL;
 	cJSON *arr = root ? cJSON_AddArrayToObject(root, "nodes") : NULL;
 	if (!arr)
 		return NULL;
@@ -1357,6 +1448,20 @@ cJSON *rv_cluster_report_to_json(const struct rv_cluster_report *r)
 		    !add_num(o, "memory_used_mb", (double)n->memory_used_mb) ||
 		    !add_bool(o, "ready", n->ready))
 			return NULL;
+		if ((n->cpu_pressure >= 0 && !add_num(o, "cpu_pressure", n->cpu_pressure)) ||
+		    (n->memory_pressure >= 0 &&
+		     !add_num(o, "memory_pressure", n->memory_pressure)) ||
+		    (n->io_pressure >= 0 && !add_num(o, "io_pressure", n->io_pressure)) ||
+		    (n->gpu_memory_used_mb >= 0 &&
+		     !add_num(o, "gpu_memory_used_mb", (double)n->gpu_memory_used_mb)))
+			return NULL;
+		if (n->njobs > 0) {
+			cJSON *jobs = rv_cluster_jobs_to_json(n);
+			if (!jobs || !cJSON_AddItemToObject(o, "jobs", jobs)) {
+				cJSON_Delete(jobs);
+				return NULL;
+			}
+		}
 	}
 	return RV_TAKE_PTR(root);
 }
@@ -1365,9 +1470,15 @@ void rv_cluster_report_release(struct rv_cluster_report *r)
 {
 	if (!r)
 		return;
+	for (int i = 0; i < r->n && r->nodes; i++) {
+		free(r->nodes[i].jobs);
+		r->nodes[i].jobs = NULL;
+		r->nodes[i].njobs = 0;
+	}
 	free(r->nodes);
 	r->nodes = NULL;
 	r->n = 0;
+	r->report_id[0] = '\0';
 }
 
 /* ---- field tables (see wire.h) ----
@@ -1527,7 +1638,17 @@ static const struct rv_wire_field f_plan_resource[] = {
 	F("gpu", "integer", false, NULL, false, NULL, "GPUs"),
 };
 static const struct rv_wire_field f_cluster_report[] = {
+	F("report_id", "string", false, NULL, false, NULL,
+	  "the sender's id (1..64 of [A-Za-z0-9._-]): a report resent with it is stored once"),
 	F("nodes", "array", true, "ClusterNode", false, NULL, "1..4096 nodes"),
+};
+static const struct rv_wire_field f_cluster_job[] = {
+	F("name", "string", true, NULL, false, NULL, "the job's name"),
+	F("procs", "integer", true, NULL, false, NULL, "its processes on the node"),
+	F("cpu_used", "number", false, NULL, false, NULL, "cores in use"),
+	F("memory_used_mb", "integer", false, NULL, false, NULL, "resident MiB"),
+	F("throttled", "integer", false, NULL, false, NULL,
+	  "CPU periods throttled in its cgroup since the previous sample"),
 };
 static const struct rv_wire_field f_cluster_node[] = {
 	F("name", "string", true, NULL, false, NULL, "host name, 1..127 of [A-Za-z0-9._-]"),
@@ -1538,6 +1659,13 @@ static const struct rv_wire_field f_cluster_node[] = {
 	F("cpu_used", "number", false, NULL, false, NULL, "cores in use"),
 	F("memory_used_mb", "integer", false, NULL, false, NULL, "MiB in use"),
 	F("ready", "boolean", false, NULL, false, NULL, "takes work; default true"),
+	F("cpu_pressure", "number", false, NULL, false, NULL,
+	  "PSI cpu some avg10, percent of time a task waited for a CPU"),
+	F("memory_pressure", "number", false, NULL, false, NULL, "PSI memory some avg10, percent"),
+	F("io_pressure", "number", false, NULL, false, NULL, "PSI io some avg10, percent"),
+	F("gpu_memory_used_mb", "integer", false, NULL, false, NULL, "GPU memory in use, MiB"),
+	F("jobs", "array", false, "ClusterJob", false, NULL,
+	  "what each Rover job's processes use on the node (0..64)"),
 };
 #undef F
 
@@ -1563,6 +1691,7 @@ static const struct rv_wire_message messages[] = {
 	M("PlanNode", "one node a plan names", f_plan_node),
 	M("PlanResource", "per-node resources of a plan", f_plan_resource),
 	M("ClusterNode", "one cluster node", f_cluster_node),
+	M("ClusterJob", "a job's processes on a cluster node", f_cluster_job),
 };
 #undef M
 

@@ -222,7 +222,16 @@ struct rv_scale_plan {
 int rv_scale_plan_from_json(const cJSON *root, struct rv_scale_plan *out, struct rv_err *err);
 cJSON *rv_scale_plan_to_json(const struct rv_scale_plan *plan);
 
-/* ---- cluster node reports (monitor): {"nodes":[{...}]} ---- */
+/* ---- cluster node reports (monitor): {"report_id":"...","nodes":[{...}]} ---- */
+#define RV_MAX_CLUSTER_JOBS 64 /* jobs per node in one sample */
+/* What one job's processes use on a node (rover-monitor's job scan). */
+struct rv_cluster_job {
+	char name[RV_NAME_MAX]; /* the job's name: DNS-1123 label */
+	int procs;              /* its processes on the node, >= 1 */
+	double cpu_used;        /* cores */
+	int64_t memory_used_mb; /* RSS */
+	int64_t throttled;      /* CPU periods throttled in its cgroup since the last sample */
+};
 struct rv_cluster_node {
 	char name[RV_NAME_MAX * 2];    /* host name: 1..127 chars [A-Za-z0-9.-_] */
 	int64_t ts_ms;
@@ -232,14 +241,23 @@ struct rv_cluster_node {
 	double cpu_used;
 	int64_t memory_used_mb;
 	bool ready;             /* default true */
+	/* optional detail, -1 when not measured (absent in JSON) */
+	double cpu_pressure, memory_pressure, io_pressure; /* PSI "some" avg10, percent */
+	int64_t gpu_memory_used_mb;
+	struct rv_cluster_job *jobs; /* malloc'd, njobs entries (0..RV_MAX_CLUSTER_JOBS) */
+	int njobs;
 };
 struct rv_cluster_report {
+	char report_id[RV_ID_MAX];      /* "" or the sender's id: a resend is stored once */
 	struct rv_cluster_node *nodes;  /* malloc'd */
 	int n;                          /* 1..RV_MAX_CLUSTER_NODES */
 };
 int rv_cluster_report_from_json(const cJSON *root, struct rv_cluster_report *out,
 				struct rv_err *err);
 cJSON *rv_cluster_report_to_json(const struct rv_cluster_report *r);
+/* The jobs of one node as a JSON array (a new tree, the caller's). */
+cJSON *rv_cluster_jobs_to_json(const struct rv_cluster_node *n);
+/* Frees each node's jobs and the nodes; accepts a zeroed struct. */
 void rv_cluster_report_release(struct rv_cluster_report *r);
 
 /* ---- field tables ----

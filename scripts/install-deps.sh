@@ -18,6 +18,8 @@ pkgs=(build-essential pkg-config libmicrohttpd-dev libpq-dev libcjson-dev libgsl
       procps valgrind jq wrk
       # libFuzzer harnesses (make fuzz, tests/scripts/check_fuzz.sh)
       clang
+      # roverctl: YAML specs; its tests drive it through a real terminal
+      libyaml-dev tmux
       # rover-run's tests and examples: Debian's PyTorch and scikit-learn
       python3-torch python3-sklearn)
 fi

@@ -1281,6 +1281,19 @@ static const struct bad_case bad_reports[] = {
 	  "nodes[0].gpu", "between 0 and 64" },
 	{ "{\"nodes\":[{\"name\":\"a\",\"ts\":1,\"cpu\":1,\"memory_mb\":1,\"ready\":1}]}",
 	  "nodes[0].ready", "boolean" },
+	{ "{\"report_id\":\"a b\",\"nodes\":[{\"name\":\"a\",\"ts\":1,\"cpu\":1,\"memory_mb\":1}]}",
+	  "report_id", "letters" },
+	{ "{\"nodes\":[{\"name\":\"a\",\"ts\":1,\"cpu\":1,\"memory_mb\":1,\"cpu_pressure\":101}]}",
+	  "nodes[0].cpu_pressure", "between 0 and 100" },
+	{ "{\"nodes\":[{\"name\":\"a\",\"ts\":1,\"cpu\":1,\"memory_mb\":1,\"jobs\":[{\"procs\":1}]}"
+	  "]}",
+	  "nodes[0].jobs[0].name", "required" },
+	{ "{\"nodes\":[{\"name\":\"a\",\"ts\":1,\"cpu\":1,\"memory_mb\":1,"
+	  "\"jobs\":[{\"name\":\"j\",\"procs\":0}]}]}",
+	  "nodes[0].jobs[0].procs", "between 1" },
+	{ "{\"nodes\":[{\"name\":\"a\",\"ts\":1,\"cpu\":1,\"memory_mb\":1,"
+	  "\"jobs\":[{\"name\":\"j;x\",\"procs\":1}]}]}",
+	  "nodes[0].jobs[0].name", "letters" },
 };
 
 START_TEST(test_cluster_bad)
@@ -1492,8 +1505,12 @@ static const char *const table_docs[] = {
 		   "\"remove\":[{\"node\":\"w-1\",\"role\":\"worker\"}],\"migrate\":[{\"node\":"
 		   "\"ps-0\","
 		   "\"role\":\"ps\",\"resource\":{\"cpu\":3}}]}",
-	[T_CLUSTER] = "{\"nodes\":[{\"name\":\"h\",\"ts\":1,\"cpu\":4,\"memory_mb\":8,\"gpu\":0,"
-		      "\"cpu_used\":1,\"memory_used_mb\":2,\"ready\":true}]}",
+	[T_CLUSTER] =
+		"{\"report_id\":\"r-1\",\"nodes\":[{\"name\":\"h\",\"ts\":1,\"cpu\":4,"
+		"\"memory_mb\":8,\"gpu\":0,\"cpu_used\":1,\"memory_used_mb\":2,\"ready\":true,"
+		"\"cpu_pressure\":1.5,\"memory_pressure\":0,\"io_pressure\":2,"
+		"\"gpu_memory_used_mb\":0,\"jobs\":[{\"name\":\"train\",\"procs\":2,"
+		"\"cpu_used\":0.5,\"memory_used_mb\":100,\"throttled\":3}]}]}",
 };
 
 /* Where each message sits in its kind's document ("" the root). */
@@ -1519,6 +1536,7 @@ static const struct {
 	{ "PlanResource", T_PLAN, { "groups.worker.resource", "launch.0.resource" } },
 	{ "ClusterReport", T_CLUSTER, { "" } },
 	{ "ClusterNode", T_CLUSTER, { "nodes.0" } },
+	{ "ClusterJob", T_CLUSTER, { "nodes.0.jobs.0" } },
 };
 
 /* Parse a document of kind k; when back is not NULL, also its to_json. */

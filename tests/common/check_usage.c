@@ -1,0 +1,269 @@
+/*
+ * check_usage.c: the host and cgroup readers.  Parsers get the text the
+ * kernel prints (v1 and v2, PSI with and without "full", a command name with
+ * spaces and parentheses); the readers read this host's real /proc; the job
+ * scanner finds real child processes by ROVER_JOB_NAME, counts their CPU
+ * time and forgets them when they exit.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "usage.h"
+
+START_TEST(test_parse_cpu_times)
+{
+	const char *t = "cpu  100 5 50 800 20 0 5 0 7 0\n"
+			"cpu0 50 2 25 400 10 0 3 0 0 0\n"
+			"cpu1 50 3 25 400 10 0 2 0 0 0\n"
+			"intr 12345\n";
+	struct rv_cpu_times a;
+	ck_assert_int_eq(rv_usage_parse_cpu_times(t, &a), 0);
+	ck_assert_int_eq(a.ncpu, 2);
+	ck_assert_uint_eq(a.total, 980); /* guest (7) is already in user */
+	ck_assert_uint_eq(a.idle, 820);
+	struct rv_cpu_times b = a;
+	b.total += 100;
+	b.idle += 50; /* half of 2 CPUs busy */
+	ck_assert_double_eq_tol(rv_usage_cpu_busy(&a, &b), 1.0, 1e-9);
+	ck_assert_double_eq(rv_usage_cpu_busy(&a, &a), 0);
+	ck_assert_int_eq(rv_usage_parse_cpu_times("intr 1\n", &a), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_parse_meminfo_and_psi)
+{
+	struct rv_meminfo m;
+	ck_assert_int_eq(rv_usage_parse_meminfo("MemTotal:       16384000 kB\n"
+						"MemFree:         1000000 kB\n"
+						"MemAvailable:    8192000 kB\n",
+						&m),
+			 0);
+	ck_assert_int_eq(m.total_kb, 16384000);
+	ck_assert_int_eq(m.available_kb, 8192000);
+	/* an old kernel without MemAvailable: free + buffers + cached */
+	ck_assert_int_eq(rv_usage_parse_meminfo("MemTotal: 1000 kB\nMemFree: 100 kB\n"
+						"Buffers: 10 kB\nCached: 200 kB\n",
+						&m),
+			 0);
+	ck_assert_int_eq(m.available_kb, 310);
+
+	struct rv_psi p;
+	ck_assert_int_eq(rv_usage_parse_psi("some avg10=70.19 avg60=21.21 avg300=7.85 total=5773\n"
+					    "full avg10=1.50 avg60=0.25 avg300=0.00 total=42\n",
+					    &p),
+			 0);
+	ck_assert_double_eq_tol(p.some_avg10, 70.19, 1e-9);
+	ck_assert_uint_eq(p.some_total_us, 5773);
+	ck_assert(p.has_full);
+	ck_assert_double_eq_tol(p.full_avg10, 1.5, 1e-9);
+	ck_assert_int_eq(rv_usage_parse_psi("some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n", &p),
+			 0);
+	ck_assert(!p.has_full);
+	ck_assert_int_eq(rv_usage_parse_psi("garbage\n", &p), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_parse_cgroup_files)
+{
+	const char *v1 = "12:cpu,cpuacct:/rover/train-4242/worker-0\n"
+			 "4:memory:/rover/train-4242/worker-0\n"
+			 "1:name=systemd:/\n"
+			 "0::/user.slice\n";
+	char out[256];
+	ck_assert_int_eq(rv_usage_parse_pid_cgroup(v1, RV_CGROUP_V1, "cpu", out, sizeof(out)), 0);
+	ck_assert_str_eq(out, "/rover/train-4242/worker-0");
+	ck_assert_int_eq(rv_usage_parse_pid_cgroup(v1, RV_CGROUP_V1, "cpuacct", out, sizeof(out)),
+			 0);
+	ck_assert_int_eq(rv_usage_parse_pid_cgroup(v1, RV_CGROUP_V1, "pids", out, sizeof(out)),
+			 -ENOENT);
+	ck_assert_int_eq(rv_usage_parse_pid_cgroup(v1, RV_CGROUP_V2, "cpu", out, sizeof(out)), 0);
+	ck_assert_str_eq(out, "/user.slice");
+
+	ck_assert_int_eq(rv_usage_job_of_cgroup("/rover/train-4242/worker-0", out, sizeof(out)), 1);
+	ck_assert_str_eq(out, "train");
+	ck_assert_int_eq(rv_usage_job_of_cgroup("/a/b/rover/big-job-7/w", out, sizeof(out)), 1);
+	ck_assert_str_eq(out, "big-job");
+	ck_assert_int_eq(rv_usage_job_of_cgroup("/user.slice/notrover/x", out, sizeof(out)), 0);
+	ck_assert_int_eq(rv_usage_job_of_cgroup("/user.slice", out, sizeof(out)), 0);
+
+	struct rv_cgroup_cpu c = { 0 };
+	rv_usage_parse_cgroup_cpu_stat("usage_usec 900000\nuser_usec 1\nsystem_usec 2\n"
+				       "nr_periods 10\nnr_throttled 4\nthrottled_usec 25000\n",
+				       RV_CGROUP_V2, &c);
+	ck_assert_uint_eq(c.usage_us, 900000);
+	ck_assert_int_eq(c.nr_periods, 10);
+	ck_assert_int_eq(c.nr_throttled, 4);
+	ck_assert_uint_eq(c.throttled_us, 25000);
+	memset(&c, 0, sizeof(c));
+	rv_usage_parse_cgroup_cpu_stat("nr_periods 3\nnr_throttled 1\nthrottled_time 7000000\n",
+				       RV_CGROUP_V1, &c);
+	ck_assert_uint_eq(c.throttled_us, 7000);
+	ck_assert_int_eq(c.nr_throttled, 1);
+}
+END_TEST
+
+START_TEST(test_parse_proc_stat)
+{
+	/* a command name holding ") (" must not shift the fields */
+	const char *t = "4242 (a) (b c) S 1 4242 4242 0 -1 4194560 100 0 0 0 "
+			"150 50 0 0 20 0 1 0 987654 10000000 256 18446744073709551615\n";
+	struct rv_proc_sample s;
+	ck_assert_int_eq(rv_usage_parse_proc_stat(t, &s), 0);
+	ck_assert_int_eq(s.pid, 4242);
+	ck_assert_uint_eq(s.ticks, 200);
+	ck_assert_uint_eq(s.starttime, 987654);
+	ck_assert_int_eq(s.rss_kb, 256 * (sysconf(_SC_PAGESIZE) / 1024));
+	ck_assert_int_eq(rv_usage_parse_proc_stat("12 noparen S", &s), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_read_this_host)
+{
+	struct rv_cpu_times c;
+	ck_assert_int_eq(rv_usage_cpu_times(&c), 0);
+	ck_assert_int_eq(c.ncpu, (int)sysconf(_SC_NPROCESSORS_ONLN));
+	struct rv_meminfo m;
+	ck_assert_int_eq(rv_usage_meminfo(&m), 0);
+	ck_assert_int_gt(m.total_kb, 0);
+	ck_assert_int_le(m.available_kb, m.total_kb);
+	struct rv_psi p;
+	int rc = rv_usage_psi("/proc/pressure/memory", &p);
+	ck_assert_msg(rc == 0 || rc == -ENOENT || rc == -EOPNOTSUPP, "psi: %d", rc);
+	struct rv_proc_sample s;
+	ck_assert_int_eq(rv_usage_proc_sample(getpid(), &s), 0);
+	ck_assert_int_eq(s.pid, getpid());
+	ck_assert_int_gt(s.rss_kb, 0);
+	ck_assert_int_eq(rv_usage_proc_sample(0x3ffffff, &s), -ENOENT);
+
+	char mnt[256], dir[512];
+	enum rv_cgroup_mode mode = rv_usage_cgroup_mode(mnt, sizeof(mnt));
+	if (mode != RV_CGROUP_NONE) {
+		ck_assert_int_eq(rv_usage_pid_cgroup(getpid(), mode, mnt, "cpu", dir, sizeof(dir)),
+				 0);
+		struct rv_cgroup_cpu cc;
+		ck_assert_int_eq(rv_usage_cgroup_cpu(mode, dir, &cc), 0);
+		ck_assert_int_ge(cc.nr_throttled, 0);
+	}
+	char v[64];
+	setenv("ROVER_USAGE_PROBE", "here", 1);
+	/* our own environ is what we started with, not setenv's: a child has it */
+	ck_assert_int_eq(rv_usage_proc_env(getpid(), "NO_SUCH_KEY_ROVER", v, sizeof(v)), 0);
+}
+END_TEST
+
+static pid_t spawn_job(const char *job, bool spin)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		if (job)
+			setenv("ROVER_JOB_NAME", job, 1);
+		if (spin)
+			execl("/bin/sh", "sh", "-c", "while :; do :; done", (char *)NULL);
+		else
+			execl("/bin/sleep", "sleep", "60", (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+static const struct rv_usage_job *find(const struct rv_usage_job *j, int n, const char *name)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(j[i].name, name))
+			return &j[i];
+	return NULL;
+}
+
+START_TEST(test_scanner_finds_jobs)
+{
+	char a[64], b[64];
+	snprintf(a, sizeof(a), "usage-a-%d", (int)getpid());
+	snprintf(b, sizeof(b), "usage-b-%d", (int)getpid());
+	pid_t p1 = spawn_job(a, true), p2 = spawn_job(a, false), p3 = spawn_job(b, false);
+	pid_t p4 = spawn_job(NULL, false); /* not a job's */
+	ck_assert(p1 > 0 && p2 > 0 && p3 > 0 && p4 > 0);
+	usleep(200 * 1000); /* let them exec */
+	struct rv_usage_scanner *s = rv_usage_scanner_new(NULL);
+	struct rv_usage_job jobs[64];
+	int nprocs = 0;
+	int n = rv_usage_scan_jobs(s, jobs, 64, &nprocs);
+	ck_assert_int_gt(n, 1);
+	ck_assert_int_ge(nprocs, 5);
+	const struct rv_usage_job *ja = find(jobs, n, a), *jb = find(jobs, n, b);
+	ck_assert_ptr_nonnull(ja);
+	ck_assert_ptr_nonnull(jb);
+	ck_assert_int_eq(ja->nprocs, 2);
+	ck_assert_int_eq(jb->nprocs, 1);
+	ck_assert_int_gt(ja->rss_kb, 0);
+	ck_assert_int_eq(ja->first_pid, p1 < p2 ? p1 : p2);
+
+	/* the spinning process's CPU time shows as a difference on the next scan */
+	usleep(500 * 1000);
+	n = rv_usage_scan_jobs(s, jobs, 64, NULL);
+	ja = find(jobs, n, a);
+	ck_assert_ptr_nonnull(ja);
+	long hz = sysconf(_SC_CLK_TCK);
+	ck_assert_msg(ja->ticks_delta >= (uint64_t)(hz / 10), "delta %llu ticks",
+		      (unsigned long long)ja->ticks_delta);
+	jb = find(jobs, n, b);
+	ck_assert_uint_le(jb->ticks_delta, (uint64_t)(hz / 10));
+
+	/* a job whose processes exit is gone from the next scan */
+	kill(p3, SIGKILL);
+	waitpid(p3, NULL, 0);
+	n = rv_usage_scan_jobs(s, jobs, 64, NULL);
+	ck_assert_ptr_null(find(jobs, n, b));
+	ck_assert_ptr_nonnull(find(jobs, n, a));
+
+	/* at most max jobs */
+	ck_assert_int_eq(rv_usage_scan_jobs(s, jobs, 0, NULL), 0);
+	rv_usage_scanner_free(s);
+	pid_t all[] = { p1, p2, p4 };
+	for (size_t i = 0; i < 3; i++) {
+		kill(all[i], SIGKILL);
+		waitpid(all[i], NULL, 0);
+	}
+	ck_assert_ptr_null(rv_usage_scanner_free(NULL));
+}
+END_TEST
+
+START_TEST(test_scanner_bad_root)
+{
+	struct rv_usage_scanner *s = rv_usage_scanner_new("/nonexistent-proc");
+	struct rv_usage_job j[1];
+	ck_assert_int_eq(rv_usage_scan_jobs(s, j, 1, NULL), -ENOENT);
+	rv_usage_scanner_free(s);
+}
+END_TEST
+
+static Suite *usage_suite(void)
+{
+	Suite *s = suite_create("usage");
+	TCase *tc = tcase_create("usage");
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_parse_cpu_times);
+	tcase_add_test(tc, test_parse_meminfo_and_psi);
+	tcase_add_test(tc, test_parse_cgroup_files);
+	tcase_add_test(tc, test_parse_proc_stat);
+	tcase_add_test(tc, test_read_this_host);
+	tcase_add_test(tc, test_scanner_finds_jobs);
+	tcase_add_test(tc, test_scanner_bad_root);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(usage_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int nf = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,450 @@
+/*
+ * check_monitor.c: the real rover-monitor against the real rover-brain on a
+ * private PostgreSQL.  The command line keeps its promises (--help and the
+ * conf file agree, --k8s says it is not built and exits 2); samples of this
+ * host reach GET /v1/cluster with the processes of a job found by
+ * ROVER_JOB_NAME; a brain stopped and started again loses nothing the buffer
+ * held and stores nothing twice; a full buffer drops the oldest and says
+ * so; a resent report_id is stored once; a node whose monitor went silent
+ * stops counting as free capacity.
+ */
+#include <check.h>
+#include <errno.h>
+#include <libpq-fe.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "brainfix.h"
+#include "clifix.h"
+#include "parse.h"
+#include "testutil.h"
+#include "usage.h"
+
+static char conninfo[512];
+static struct rv_test_brain brain;
+
+struct mon {
+	struct rv_proc proc;
+	struct rv_test_brain http; /* only url: for rv_test_http */
+	char log[256];
+};
+static struct mon mon;
+
+static const char *bin_dir(void)
+{
+	return getenv("ROVER_BIN_DIR") ? getenv("ROVER_BIN_DIR") : "build/bin";
+}
+
+/* Start rover-monitor with args; its log goes to mon.log. */
+static void mon_start(const char *const *args)
+{
+	memset(&mon, 0, sizeof(mon));
+	snprintf(mon.log, sizeof(mon.log), "/tmp/rover-monitor-log-XXXXXX");
+	int lfd = mkstemp(mon.log);
+	ck_assert_int_ge(lfd, 0);
+	char exe[512];
+	snprintf(exe, sizeof(exe), "%s/rover-monitor", bin_dir());
+	const char *argv[48] = { exe, "--listen", "127.0.0.1:0", "--sample-gpu-interval-s", "0" };
+	int n = 5;
+	for (int i = 0; args[i] && n < 46; i++)
+		argv[n++] = args[i];
+	struct rv_proc_opts o = {
+		.argv = argv,
+		.io = { { RV_PROC_NULL }, { RV_PROC_PIPE }, { RV_PROC_FD, lfd } },
+		.pdeathsig = SIGKILL,
+	};
+	ck_assert_int_eq(rv_proc_spawn(&mon.proc, &o), 0);
+	close(lfd);
+	char buf[512];
+	size_t len = 0;
+	int64_t until = rv_mono_ms() + 20000;
+	while (rv_mono_ms() < until && len < sizeof(buf) - 1) {
+		struct pollfd p = { .fd = mon.proc.fd[1], .events = POLLIN };
+		if (poll(&p, 1, 200) <= 0)
+			continue;
+		ssize_t k = read(mon.proc.fd[1], buf + len, sizeof(buf) - len - 1);
+		if (k <= 0)
+			break;
+		len += (size_t)k;
+		buf[len] = 0;
+		char *l = strstr(buf, "listening on http://");
+		if (l && strchr(l, '\n')) {
+			*strchr(l, '\n') = 0;
+			snprintf(mon.http.url, sizeof(mon.http.url), "http://%s",
+				 l + strlen("listening on http://"));
+			return;
+		}
+	}
+	ck_abort_msg("rover-monitor did not start: %s", rv_test_read_file(mon.log));
+}
+
+/* SIGTERM and wait: the exit status; *log (may be NULL) gets its log. */
+static int mon_stop(char **log)
+{
+	int st = -1;
+	rv_proc_kill(&mon.proc, SIGTERM);
+	ck_assert_int_eq(rv_proc_wait(&mon.proc, 20000, &st), 0);
+	rv_proc_release(&mon.proc);
+	if (log)
+		*log = rv_test_read_file(mon.log);
+	unlink(mon.log);
+	return st;
+}
+
+static cJSON *get_json(const struct rv_test_brain *b, const char *path)
+{
+	struct rv_test_reply r;
+	if (rv_test_http(b, "GET", path, NULL, NULL, &r) < 0 || r.status != 200) {
+		rv_test_reply_release(&r);
+		return NULL;
+	}
+	cJSON *j = r.json;
+	r.json = NULL;
+	rv_test_reply_release(&r);
+	return j;
+}
+
+/* The monitor's /healthz until pred holds (20 s at most). */
+static cJSON *health_until(bool (*pred)(const cJSON *), const char *what)
+{
+	for (int i = 0; i < 200; i++) {
+		cJSON *h = get_json(&mon.http, "/healthz");
+		if (h && pred(h))
+			return h;
+		cJSON_Delete(h);
+		usleep(100 * 1000);
+	}
+	ck_abort_msg("monitor never got %s", what);
+	return NULL;
+}
+
+static bool brain_ok(const cJSON *h)
+{
+	const char *b = rv_test_json_str(h, "brain");
+	return b && !strcmp(b, "ok") && rv_test_json_num(h, "samples", 0) >= 3;
+}
+
+static bool brain_ok_drained(const cJSON *h)
+{
+	return brain_ok(h) && rv_test_json_num(h, "buffered", -1) <= 2;
+}
+
+static bool brain_down(const cJSON *h)
+{
+	const char *b = rv_test_json_str(h, "brain");
+	return b && !strcmp(b, "unreachable") && rv_test_json_num(h, "buffered", 0) >= 10;
+}
+
+static long long sql_num(const char *sql)
+{
+	PGconn *c = PQconnectdb(conninfo);
+	ck_assert_int_eq(PQstatus(c), CONNECTION_OK);
+	PGresult *r = PQexec(c, sql);
+	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK || PQresultStatus(r) == PGRES_COMMAND_OK,
+		      "%s: %s", sql, PQerrorMessage(c));
+	long long v = PQresultStatus(r) == PGRES_TUPLES_OK ? strtoll(PQgetvalue(r, 0, 0), NULL, 10)
+							   : atoll(PQcmdTuples(r));
+	PQclear(r);
+	PQfinish(c);
+	return v;
+}
+
+static void start_brain(void)
+{
+	ck_assert_int_eq(rv_test_pg_fresh_db(1, conninfo, sizeof(conninfo)), 0);
+	const char *args[] = { "--db", conninfo, NULL };
+	ck_assert_int_eq(rv_test_brain_start(&brain, args), 0);
+}
+
+static void teardown(void)
+{
+	if (mon.proc.pid > 0) {
+		rv_proc_kill(&mon.proc, SIGKILL);
+		rv_proc_wait(&mon.proc, 5000, NULL);
+		rv_proc_release(&mon.proc);
+	}
+	if (brain.pid > 0)
+		rv_test_brain_stop(&brain, SIGTERM, 20);
+}
+
+START_TEST(test_cli)
+{
+	char *out = NULL, *err = NULL;
+	const char *help[] = { "--help", NULL };
+	ck_assert_int_eq(rv_test_cli_run("monitor", help, &out, &err), 0);
+	ck_assert_int_ge(rv_test_cli_help_has_keys("monitor", out), 10);
+	ck_assert_ptr_nonnull(strstr(out, "--k8s"));
+	free(out);
+	free(err);
+	rv_test_cli_print_conf_matches("monitor");
+
+	const char *k8s[] = { "--k8s", NULL };
+	ck_assert_int_eq(rv_test_cli_run("monitor", k8s, &out, &err), 2);
+	ck_assert_msg(strstr(err, "not built yet") != NULL, "stderr: %s", err);
+	free(out);
+	free(err);
+	const char *bad[] = { "--interval-ms", "5", NULL };
+	ck_assert_int_eq(rv_test_cli_run("monitor", bad, &out, &err), 1);
+	ck_assert_msg(strstr(err, "--interval-ms") && strstr(err, "between 100"), "stderr: %s",
+		      err);
+	free(out);
+	free(err);
+}
+END_TEST
+
+static const cJSON *find_node(const cJSON *cluster, const char *name)
+{
+	const cJSON *it;
+	cJSON_ArrayForEach(it, cJSON_GetObjectItem(cluster, "nodes"))
+	{
+		const char *n = rv_test_json_str(it, "name");
+		if (n && !strcmp(n, name))
+			return it;
+	}
+	return NULL;
+}
+
+static const cJSON *find_job(const cJSON *node, const char *name)
+{
+	const cJSON *it;
+	cJSON_ArrayForEach(it, cJSON_GetObjectItem(node, "jobs"))
+	{
+		const char *n = rv_test_json_str(it, "name");
+		if (n && !strcmp(n, name))
+			return it;
+	}
+	return NULL;
+}
+
+START_TEST(test_reports_this_host)
+{
+	start_brain();
+	char job[64];
+	snprintf(job, sizeof(job), "mon-job-%d", (int)getpid());
+	pid_t child = fork();
+	if (child == 0) {
+		setenv("ROVER_JOB_NAME", job, 1);
+		execl("/bin/sleep", "sleep", "60", (char *)NULL);
+		_exit(127);
+	}
+	const char *args[] = { "--brain",
+			       brain.url,
+			       "--node",
+			       "node-a",
+			       "--interval-ms",
+			       "200",
+			       "--report-interval-ms",
+			       "200",
+			       NULL };
+	mon_start(args);
+
+	cJSON *cl = NULL;
+	const cJSON *node = NULL;
+	for (int i = 0; i < 100 && !(node && find_job(node, job)); i++) {
+		usleep(100 * 1000);
+		cJSON_Delete(cl);
+		cl = get_json(&brain, "/v1/cluster");
+		node = cl ? find_node(cl, "node-a") : NULL;
+	}
+	ck_assert_msg(node && find_job(node, job), "the job never showed in /v1/cluster");
+	struct rv_meminfo mi;
+	ck_assert_int_eq(rv_usage_meminfo(&mi), 0);
+	ck_assert_int_eq((int)rv_test_json_num(node, "cpu", 0), (int)sysconf(_SC_NPROCESSORS_ONLN));
+	ck_assert_int_eq((long long)rv_test_json_num(node, "memory_mb", 0), mi.total_kb / 1024);
+	double used = rv_test_json_num(node, "cpu_used", -1);
+	ck_assert(used >= 0 && used <= rv_test_json_num(node, "cpu", 0));
+	ck_assert(cJSON_IsFalse(cJSON_GetObjectItem(node, "stale")));
+	ck_assert_int_eq((int)rv_test_json_num(find_job(node, job), "procs", 0), 1);
+	ck_assert_int_gt((int)rv_test_json_num(find_job(node, job), "memory_used_mb", -1), -1);
+	ck_assert_int_ge((int)rv_test_json_num(cl, "capacity.nodes", 0), 1);
+	if (access("/proc/pressure/cpu", R_OK) == 0)
+		ck_assert(rv_test_json_num(node, "cpu_pressure", -1) >= 0);
+	cJSON_Delete(cl);
+
+	cJSON *h = health_until(brain_ok, "the brain");
+	ck_assert_str_eq(rv_test_json_str(h, "node"), "node-a");
+	cJSON_Delete(h);
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&mon.http, "GET", "/metrics", NULL, NULL, &r), 0);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_ptr_nonnull(strstr(r.body, "rover_monitor_samples_total "));
+	ck_assert_ptr_nonnull(strstr(r.body, "rover_node_cpu_cores{node=\"node-a\"}"));
+	ck_assert_ptr_nonnull(strstr(r.body, "rover_monitor_brain_up{node=\"node-a\"} 1"));
+	rv_test_reply_release(&r);
+
+	/* the monitor falls silent: after a while its node no longer counts */
+	char *log = NULL;
+	ck_assert_int_eq(mon_stop(&log), 0);
+	free(log);
+	/* silent for longer than the stale limit (120 s): shown stale */
+	sql_num("UPDATE cluster_nodes SET updated_at = now() - interval '200 seconds'");
+	cl = get_json(&brain, "/v1/cluster");
+	node = find_node(cl, "node-a");
+	ck_assert_ptr_nonnull(node);
+	ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(node, "stale")));
+	cJSON_Delete(cl);
+	/* silent past cluster.node_ttl_s (300 s): the expiry deletes it and it
+	 * no longer counts as capacity (the expiry looks at least every 10 s) */
+	sql_num("UPDATE cluster_nodes SET updated_at = now() - interval '10 minutes'");
+	cl = NULL;
+	for (int i = 0; i < 300; i++) {
+		cJSON_Delete(cl);
+		cl = get_json(&brain, "/v1/cluster");
+		if (cl && !find_node(cl, "node-a"))
+			break;
+		usleep(100 * 1000);
+	}
+	ck_assert_msg(cl && !find_node(cl, "node-a"), "the silent node was never expired");
+	ck_assert_int_eq((int)rv_test_json_num(cl, "capacity.nodes", -1), 0);
+	ck_assert_double_eq(rv_test_json_num(cl, "free.cpu", -1), 0);
+	cJSON_Delete(cl);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+}
+END_TEST
+
+/* "samples=N sent=N dropped=N unsent=N" from the monitor's stop line. */
+static void stop_counts(const char *log, long long *samples, long long *sent, long long *dropped,
+			long long *unsent)
+{
+	const char *l = strstr(log, "msg=\"stopped\"");
+	ck_assert_msg(l != NULL, "no stop line in: %s", log);
+	ck_assert_int_eq(sscanf(strstr(l, "samples="),
+				"samples=%lld sent=%lld dropped=%lld unsent=%lld", samples, sent,
+				dropped, unsent),
+			 4);
+}
+
+START_TEST(test_brain_down_then_up)
+{
+	start_brain();
+	char port[16];
+	snprintf(port, sizeof(port), "%d", brain.port);
+	const char *args[] = { "--brain",
+			       brain.url,
+			       "--node",
+			       "node-b",
+			       "--interval-ms",
+			       "100",
+			       "--report-interval-ms",
+			       "200",
+			       "--report-batch-max",
+			       "8",
+			       "--buffer-max",
+			       "1000",
+			       "--brain-timeout-ms",
+			       "1000",
+			       NULL };
+	mon_start(args);
+	cJSON_Delete(health_until(brain_ok, "the brain"));
+
+	ck_assert_int_ge(rv_test_brain_stop(&brain, SIGTERM, 20), 0);
+	cJSON *h = health_until(brain_down, "the brain down with a backlog");
+	ck_assert_int_eq((int)rv_test_json_num(h, "dropped", -1), 0);
+	cJSON_Delete(h);
+	usleep(1000 * 1000);
+
+	char listen[64];
+	snprintf(listen, sizeof(listen), "127.0.0.1:%s", port);
+	const char *again[] = { "--db", conninfo, "--listen", listen, NULL };
+	ck_assert_int_eq(rv_test_brain_start(&brain, again), 0);
+	cJSON_Delete(health_until(brain_ok_drained, "the backlog sent"));
+
+	char *log = NULL;
+	ck_assert_int_eq(mon_stop(&log), 0);
+	long long samples, sent, dropped, unsent;
+	stop_counts(log, &samples, &sent, &dropped, &unsent);
+	free(log);
+	ck_assert_int_eq(dropped, 0);
+	ck_assert_int_eq(unsent, 0);
+	ck_assert_int_eq(sent, samples);
+	ck_assert_int_ge(samples, 30);
+	/* every sample stored, each once */
+	long long rows = sql_num("SELECT count(*) FROM cluster_node_samples WHERE name = 'node-b'");
+	ck_assert_int_eq(rows, samples);
+	ck_assert_int_eq(sql_num("SELECT count(DISTINCT ts_ms) FROM cluster_node_samples"
+				 " WHERE name = 'node-b'"),
+			 samples);
+	/* and each report once: the reports' node counts add up to the rows */
+	ck_assert_int_eq(sql_num("SELECT COALESCE(sum(nodes), 0) FROM cluster_reports"), rows);
+}
+END_TEST
+
+static bool overflowing(const cJSON *h)
+{
+	return rv_test_json_num(h, "dropped", 0) >= 5;
+}
+
+START_TEST(test_buffer_is_bounded)
+{
+	/* a brain that is not there: a port nobody listens on */
+	const char *args[] = { "--brain",
+			       "http://127.0.0.1:9",
+			       "--node",
+			       "node-c",
+			       "--interval-ms",
+			       "100",
+			       "--buffer-max",
+			       "5",
+			       "--report-batch-max",
+			       "2",
+			       NULL };
+	mon_start(args);
+	cJSON *h = health_until(overflowing, "a full buffer");
+	ck_assert_str_eq(rv_test_json_str(h, "brain"), "unreachable");
+	ck_assert_int_le((int)rv_test_json_num(h, "buffered", 99), 5);
+	ck_assert_ptr_nonnull(rv_test_json_str(h, "last_error"));
+	cJSON_Delete(h);
+	char *log = NULL;
+	ck_assert_int_eq(mon_stop(&log), 0);
+	ck_assert_msg(strstr(log, "could not report to the brain") != NULL, "log: %s", log);
+	/* said once, not once per attempt */
+	ck_assert_ptr_null(strstr(strstr(log, "could not report to the brain") + 1,
+				  "could not report to the brain"));
+	free(log);
+}
+END_TEST
+
+START_TEST(test_resent_report_stored_once)
+{
+	start_brain();
+	const char *doc = "{\"report_id\":\"r-42\",\"nodes\":[{\"name\":\"n9\",\"ts\":1000,"
+			  "\"cpu\":8,\"memory_mb\":4096,\"cpu_used\":1,\"memory_used_mb\":100,"
+			  "\"jobs\":[{\"name\":\"j\",\"procs\":3,\"cpu_used\":0.5}]}]}";
+	for (int i = 0; i < 2; i++) {
+		struct rv_test_reply r;
+		ck_assert_int_eq(rv_test_http(&brain, "POST", "/v1/cluster/nodes", doc, NULL, &r),
+				 0);
+		ck_assert_int_eq(r.status, 200);
+		ck_assert_int_eq((int)rv_test_json_num(r.json, "accepted", 0), 1);
+		ck_assert(cJSON_IsBool(cJSON_GetObjectItem(r.json, "duplicate")));
+		ck_assert_int_eq(cJSON_IsTrue(cJSON_GetObjectItem(r.json, "duplicate")), i == 1);
+		rv_test_reply_release(&r);
+	}
+	ck_assert_int_eq(sql_num("SELECT count(*) FROM cluster_node_samples"), 1);
+	ck_assert_int_eq(sql_num("SELECT count(*) FROM cluster_reports"), 1);
+	ck_assert_int_eq(sql_num("SELECT (jobs->0->>'procs')::int FROM cluster_node_samples"), 3);
+}
+END_TEST
+
+static Suite *monitor_suite(void)
+{
+	Suite *s = suite_create("monitor");
+	TCase *tc = tcase_create("monitor");
+	tcase_add_checked_fixture(tc, NULL, teardown);
+	tcase_set_timeout(tc, 90);
+	tcase_add_test(tc, test_cli);
+	tcase_add_test(tc, test_reports_this_host);
+	tcase_add_test(tc, test_brain_down_then_up);
+	tcase_add_test(tc, test_buffer_is_bounded);
+	tcase_add_test(tc, test_resent_report_stored_once);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+RV_TEST_MAIN_PG(monitor_suite)
