@@ -105,6 +105,16 @@ static cJSON *json_content(const char *schema)
 /* A response; a 4xx or 5xx code replies an Error. */
 static void add_response(cJSON *responses, const char *code, const char *desc)
 {
+	/* A code named twice (a route's own 413 and the body limit's): one
+	 * response whose description says both. */
+	cJSON *had = cJSON_GetObjectItemCaseSensitive(responses, code);
+	const char *was = had ? cJSON_GetStringValue(cJSON_GetObjectItem(had, "description")) : NULL;
+	if (had) {
+		char both[1024];
+		snprintf(both, sizeof(both), "%s; or %s", was ? was : "", desc);
+		cJSON_ReplaceItemInObjectCaseSensitive(had, "description", cJSON_CreateString(both));
+		return;
+	}
 	cJSON *e = cJSON_AddObjectToObject(responses, code);
 	cJSON_AddStringToObject(e, "description", desc);
 	if (code[0] >= '4')
