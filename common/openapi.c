@@ -108,11 +108,13 @@ static void add_response(cJSON *responses, const char *code, const char *desc)
 	/* A code named twice (a route's own 413 and the body limit's): one
 	 * response whose description says both. */
 	cJSON *had = cJSON_GetObjectItemCaseSensitive(responses, code);
-	const char *was = had ? cJSON_GetStringValue(cJSON_GetObjectItem(had, "description")) : NULL;
+	const char *was = had ? cJSON_GetStringValue(cJSON_GetObjectItem(had, "description"))
+			      : NULL;
 	if (had) {
 		char both[1024];
 		snprintf(both, sizeof(both), "%s; or %s", was ? was : "", desc);
-		cJSON_ReplaceItemInObjectCaseSensitive(had, "description", cJSON_CreateString(both));
+		cJSON_ReplaceItemInObjectCaseSensitive(had, "description",
+						       cJSON_CreateString(both));
 		return;
 	}
 	cJSON *e = cJSON_AddObjectToObject(responses, code);
