@@ -1,0 +1,232 @@
+/*
+ * check_run_elastic.c: rover-run nodes coming and going with real PyTorch
+ * (gloo on CPU) and a real rover-master.
+ *
+ * --nnodes 1:3: a node alone trains in a world of one, a second and a
+ * third joining grow it to two and three, the third killed with -9 (its
+ * rover-run and workers gone) shrinks it back to two, and the two that are
+ * left finish.  Then rover-run as the node program of the master's local
+ * scheduler: its rover-run killed with -9, the node manager relaunches the
+ * node with the same rank and the job succeeds.  Needs /usr/bin/python3
+ * with torch.
+ */
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "brainfix.h"
+#include "masterfix.h"
+#include "parse.h"
+#include "runfix.h"
+#include "testutil.h"
+
+/* Every worker: report the world, then all_reduce until told to stop.
+ * World 3 leaves a flag file; a world smaller than 3 ends (20 steps) only
+ * once the flag is there, so the nodes finish after the third left. */
+static const char elastic_script[] =
+	"import datetime, os, sys, time\n"
+	"import torch, torch.distributed as dist\n"
+	"dist.init_process_group('gloo', timeout=datetime.timedelta(seconds=20))\n"
+	"w, r = dist.get_world_size(), dist.get_rank()\n"
+	"print('world=%d rank=%d' % (w, r), flush=True)\n"
+	"flag = os.path.join(os.environ['ELASTIC_DIR'], 'saw3')\n"
+	"if w == 3:\n"
+	"    open(flag, 'w').close()\n"
+	"t, steps = torch.ones(1), 0\n"
+	"while True:\n"
+	"    dist.all_reduce(t)\n"
+	"    steps += 1\n"
+	"    time.sleep(0.05)\n"
+	"    if w < 3 and os.path.exists(flag) and steps >= 20:\n"
+	"        break\n"
+	"dist.destroy_process_group()\n"
+	"print('done world=%d' % w, flush=True)\n";
+
+/* For a failure: what the nodes and the master said. */
+static void dump(struct rv_test_run *r, int n, const struct rv_test_master *m)
+{
+	for (int i = 0; i < n; i++) {
+		char *e = rv_test_run_output(&r[i], 2);
+		char *o = rv_test_run_output(&r[i], 1);
+		fprintf(stderr, "---- node %d stdout\n%s\n---- node %d stderr\n%s\n", i, o, i, e);
+		free(e);
+		free(o);
+	}
+	char *log = rv_test_read_file(m->log);
+	fprintf(stderr, "---- master log\n%s\n", log ? log : "(none)");
+	free(log);
+}
+
+START_TEST(test_nnodes_1_3_join_late_and_leave)
+{
+	struct rv_test_master m;
+	char *spec = rv_test_master_spec(1000, 10, 1, 1, 3);
+	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
+	free(spec);
+	ck_assert_int_eq(rv_test_master_start(&m, NULL), 0);
+	char ep[64], direnv[300];
+	snprintf(ep, sizeof(ep), "127.0.0.1:%d", m.port);
+	snprintf(direnv, sizeof(direnv), "ELASTIC_DIR=%s", m.dir);
+	const char *env[] = { direnv, NULL };
+	const char *args[] = {
+		"--nnodes", "1:3", "--rdzv-endpoint", ep, "--max-restarts", "3", NULL
+	};
+	struct rv_test_run r[3];
+	ck_assert_int_eq(rv_test_run_script(&r[0], "elastic.py", elastic_script, args, env), 0);
+	ck_assert(rv_test_run_wait_for(&r[0], 1, "[rank0]:world=1 rank=0", 60000));
+	ck_assert_int_eq(rv_test_run_script(&r[1], "elastic.py", elastic_script, args, env), 0);
+	if (!rv_test_run_wait_for(&r[1], 1, "world=2 rank=", 60000))
+		dump(r, 2, &m);
+	ck_assert_msg(rv_test_run_wait_for(&r[1], 1, "world=2 rank=", 0), "no world of 2");
+	ck_assert_int_eq(rv_test_run_script(&r[2], "elastic.py", elastic_script, args, env), 0);
+	if (!rv_test_run_wait_for(&r[2], 1, "world=3 rank=", 60000))
+		dump(r, 3, &m);
+	ck_assert_msg(rv_test_run_wait_for(&r[2], 1, "world=3 rank=", 0), "no world of 3");
+	ck_assert(rv_test_run_wait_for(&r[0], 1, "world=3 rank=", 10000));
+	usleep(500 * 1000); /* a few steps in the world of three */
+
+	/* the third node goes: its rover-run killed, its worker dies with it */
+	ck_assert_int_eq(rv_test_run_signal(&r[2], SIGKILL), 0);
+	ck_assert_int_eq(rv_test_run_wait(&r[2], 10000), SIGKILL);
+	for (int i = 0; i < 100 && rv_test_run_tagged(&r[2]) > 0; i++)
+		usleep(50 * 1000);
+	ck_assert_int_eq(rv_test_run_tagged(&r[2]), 0);
+
+	for (int i = 0; i < 2; i++) {
+		char *err = rv_test_run_expect_exit(&r[i], 0, 120000);
+		free(err);
+		char *out = rv_test_run_output(&r[i], 1);
+		ck_assert_msg(strstr(out, "world=3 rank=") && strstr(out, "done world=2"), "%s",
+			      out);
+		ck_assert_msg(!strstr(out, "done world=3"), "%s", out);
+		free(out);
+	}
+	char *out0 = rv_test_run_output(&r[0], 1);
+	ck_assert_msg(strstr(out0, "world=1 rank=0") && strstr(out0, "world=2 rank="), "%s", out0);
+	free(out0);
+	for (int i = 0; i < 2; i++)
+		rv_test_run_end(&r[i]);
+	rv_test_run_cleanup(&r[2]);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
+/* /v1/job's node <name>, or NULL. */
+static const struct rv_node_status *node_named(const struct rv_job_status *js, const char *name)
+{
+	for (int i = 0; i < js->nnode_list; i++)
+		if (!strcmp(js->node_list[i].name, name))
+			return &js->node_list[i];
+	return NULL;
+}
+
+START_TEST(test_agent_kill9_relaunched_same_rank)
+{
+	char bin[PATH_MAX], script[PATH_MAX], run[PATH_MAX + 16];
+	const char *dir = getenv("ROVER_BIN_DIR") ? getenv("ROVER_BIN_DIR") : "build/bin";
+	ck_assert_ptr_nonnull(realpath(dir, bin));
+	ck_assert_ptr_nonnull(realpath("examples/digits_ddp.py", script));
+	snprintf(run, sizeof(run), "%s/rover-run", bin);
+	char *spec = NULL;
+	ck_assert_int_ge(
+		asprintf(&spec,
+			 "{\"apiVersion\":\"elastic.rover.dev/v1alpha1\",\"kind\":\"ElasticJob\","
+			 "\"metadata\":{\"name\":\"agent-kill\"},"
+			 "\"spec\":{\"distributionStrategy\":\"AllreduceStrategy\","
+			 "\"optimizeMode\":\"manual\","
+			 "\"replicaSpecs\":{\"worker\":{\"replicas\":2,\"minReplicas\":2,"
+			 "\"maxReplicas\":2,\"restartCount\":2,\"command\":[\"%s\","
+			 "\"--nproc-per-node\",\"1\",\"--max-restarts\",\"2\",\"%s\","
+			 "\"--steps\",\"200\",\"--step-sleep\",\"0.02\",\"--log-every\",\"10\"]}},"
+			 /* a dataset the master requires; the script reads its own data */
+			 "\"datasets\":[{\"name\":\"digits\",\"size\":1437,\"shardSize\":64}]}}",
+			 run, script),
+		0);
+	struct rv_test_master m;
+	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
+	free(spec);
+	setenv("PYTHON_EXEC", "/usr/bin/python3", 1); /* the nodes inherit it */
+	const char *margs[] = {
+		"--scheduler",          "local", "--linger-s", "1", "--rdzv-last-call-ms", "0",
+		"--node-stop-grace-ms", "2000",  NULL
+	};
+	ck_assert_int_eq(rv_test_master_start(&m, margs), 0);
+	struct rv_master_client *c = rv_test_master_client(&m);
+	ck_assert_ptr_nonnull(c);
+
+	/* both nodes training: a step logged in worker-0's node log */
+	static struct rv_job_status js;
+	char log0[600];
+	snprintf(log0, sizeof(log0), "%s/nodes/worker-0.log", m.state);
+	int64_t until = rv_mono_ms() + 150000;
+	bool training = false;
+	while (!training && rv_mono_ms() < until) {
+		char *t = rv_test_read_file(log0);
+		training = t && strstr(t, "step=20 ");
+		free(t);
+		if (!training)
+			usleep(100 * 1000);
+	}
+	if (!training) {
+		char *log = rv_test_read_file(m.log);
+		fprintf(stderr, "---- master log\n%s\n", log ? log : "(none)");
+		free(log);
+		char cmd[700];
+		snprintf(cmd, sizeof(cmd), "ls -la %s/nodes; tail -n 30 %s/nodes/*.log >&2",
+			 m.state, m.state);
+		if (system(cmd) != 0)
+			fprintf(stderr, "no node logs\n");
+	}
+	ck_assert_msg(training, "the job never trained");
+	ck_assert_int_eq(rv_master_job(c, &js, NULL), 0);
+	const struct rv_node_status *n1 = node_named(&js, "worker-1");
+	ck_assert_ptr_nonnull(n1);
+	ck_assert_int_gt(n1->pid, 0);
+	pid_t agent = n1->pid;
+	int rank = n1->rank;
+
+	/* kill -9 the node's rover-run: its worker dies with it (PDEATHSIG) */
+	ck_assert_int_eq(kill(agent, SIGKILL), 0);
+
+	until = rv_mono_ms() + 150000;
+	bool ended = false;
+	while (!ended && rv_mono_ms() < until) {
+		if (rv_master_job(c, &js, NULL) == 0 && js.job_state[0] &&
+		    strcmp(js.job_state, "running") != 0)
+			ended = true;
+		else
+			usleep(200 * 1000);
+	}
+	ck_assert_msg(ended, "the job never ended (see %s)", m.log);
+	ck_assert_msg(!strcmp(js.job_state, "succeeded"), "job %s: %s", js.job_state,
+		      js.job_reason);
+	n1 = node_named(&js, "worker-1");
+	ck_assert_ptr_nonnull(n1);
+	ck_assert_int_eq(n1->rank, rank);  /* the same rank */
+	ck_assert_int_eq(n1->restarts, 1); /* relaunched once */
+	ck_assert_int_ne(n1->pid, agent);  /* by a new rover-run */
+	ck_assert_int_eq(node_named(&js, "worker-0")->restarts, 0);
+	char *t = rv_test_read_file(log0);
+	ck_assert_msg(t && strstr(t, "test_accuracy="), "worker-0 never finished training");
+	free(t);
+	rv_master_client_free(c);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
+static Suite *run_elastic_suite(void)
+{
+	Suite *s = suite_create("run_elastic");
+	TCase *tc = tcase_create("elastic");
+	tcase_set_timeout(tc, 360);
+	tcase_add_test(tc, test_nnodes_1_3_join_late_and_leave);
+	tcase_add_test(tc, test_agent_kill9_relaunched_same_rank);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+RV_TEST_MAIN(run_elastic_suite)
