@@ -16,8 +16,9 @@ else
 pkgs=(build-essential pkg-config libmicrohttpd-dev libpq-dev libcjson-dev libgsl-dev
       libcurl4-openssl-dev check libinih-dev postgresql postgresql-client curl
       procps valgrind jq wrk
-      # libFuzzer harnesses (make fuzz, tests/scripts/check_fuzz.sh)
-      clang
+      # libFuzzer harnesses (make fuzz, tests/scripts/check_fuzz.sh): clang and its
+      # sanitizer/fuzzer runtime (only recommended by clang)
+      clang libclang-rt-dev
       # roverctl: YAML specs; its tests drive it through a real terminal
       libyaml-dev tmux
       # rover-run's tests and examples: Debian's PyTorch and scikit-learn
