@@ -394,3 +394,27 @@ void api_stop(struct brain *b)
 	b->http = NULL;
 	api_plans_cache_free(b);
 }
+
+int api_job_listing(void *ctx, struct rv_http_req *req, struct rv_http_resp *resp, const char *key,
+		    int64_t lo, int64_t hi, int64_t dflt,
+		    int (*fn)(PGconn *c, int64_t job_id, int n, cJSON **out, struct rv_err *err))
+{
+	struct brain *b = ctx;
+	struct rv_err err = { 0 };
+	int64_t n = dflt;
+	if (api_query_int(req, resp, key, lo, hi, &n) < 0)
+		return 0;
+	PGconn *c = api_db(b, resp);
+	if (!c)
+		return 0;
+	struct store_job job = { 0 };
+	cJSON *doc = NULL;
+	int rc = store_job_find(c, req->params[0], &job, &err);
+	if (rc == 0)
+		rc = fn(c, job.id, (int)n, &doc, &err);
+	rv_db_release(b->db, c);
+	if (rc < 0)
+		return api_fail(b, resp, rc, &err);
+	cJSON_AddStringToObject(doc, "job", job.uid);
+	return rv_rest_reply(resp, 200, doc);
+}

@@ -364,44 +364,10 @@ int api_plan_get(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 
 int api_plans_list(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 {
-	struct brain *b = ctx;
-	struct rv_err err = { 0 };
-	int64_t limit = 100;
-	if (api_query_int(req, resp, "limit", 1, 1000, &limit) < 0)
-		return 0;
-	PGconn *c = api_db(b, resp);
-	if (!c)
-		return 0;
-	struct store_job job = { 0 };
-	cJSON *doc = NULL;
-	int rc = store_job_find(c, req->params[0], &job, &err);
-	if (rc == 0)
-		rc = store_plan_history_json(c, job.id, (int)limit, &doc, &err);
-	rv_db_release(b->db, c);
-	if (rc < 0)
-		return api_fail(b, resp, rc, &err);
-	cJSON_AddStringToObject(doc, "job", job.uid);
-	return rv_rest_reply(resp, 200, doc);
+	return api_job_listing(ctx, req, resp, "limit", 1, 1000, 100, store_plan_history_json);
 }
 
 int api_events_list(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 {
-	struct brain *b = ctx;
-	struct rv_err err = { 0 };
-	int64_t limit = 100;
-	if (api_query_int(req, resp, "limit", 1, 1000, &limit) < 0)
-		return 0;
-	PGconn *c = api_db(b, resp);
-	if (!c)
-		return 0;
-	struct store_job job = { 0 };
-	cJSON *doc = NULL;
-	int rc = store_job_find(c, req->params[0], &job, &err);
-	if (rc == 0)
-		rc = store_events_json(c, job.id, (int)limit, &doc, &err);
-	rv_db_release(b->db, c);
-	if (rc < 0)
-		return api_fail(b, resp, rc, &err);
-	cJSON_AddStringToObject(doc, "job", job.uid);
-	return rv_rest_reply(resp, 200, doc);
+	return api_job_listing(ctx, req, resp, "limit", 1, 1000, 100, store_events_json);
 }

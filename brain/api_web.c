@@ -231,24 +231,8 @@ int api_web_vendor(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx
 
 int api_job_series(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 {
-	struct brain *b = ctx;
-	struct rv_err err = { 0 };
-	int64_t max_points = 2000;
-	if (api_query_int(req, resp, "max_points", 2, 20000, &max_points) < 0)
-		return 0;
-	PGconn *c = api_db(b, resp);
-	if (!c)
-		return 0;
-	struct store_job job = { 0 };
-	cJSON *doc = NULL;
-	int rc = store_job_find(c, req->params[0], &job, &err);
-	if (rc == 0)
-		rc = store_job_series_json(c, job.id, (int)max_points, &doc, &err);
-	rv_db_release(b->db, c);
-	if (rc < 0)
-		return api_fail(b, resp, rc, &err);
-	cJSON_AddStringToObject(doc, "job", job.uid);
-	return rv_rest_reply(resp, 200, doc);
+	return api_job_listing(ctx, req, resp, "max_points", 2, 20000, 2000,
+			       store_job_series_json);
 }
 
 int api_cluster_usage(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)

@@ -163,6 +163,12 @@ PGconn *api_db(struct brain *b, struct rv_http_resp *resp);
 int api_fail(struct brain *b, struct rv_http_resp *resp, int rc, const struct rv_err *err);
 /* Optional integer query argument within [min,max]: 1 stored, 0 absent, -EINVAL
  * with resp filled (400 naming the argument). */
+/* GET of a job's JSON listing: the integer query key (lo..hi, default dflt)
+ * bounds it, fn(c, job_id, n, &doc, err) builds it; the reply carries the
+ * job's uid as "job".  404 for an unknown job.  Always 0 (the reply is set). */
+int api_job_listing(void *ctx, struct rv_http_req *req, struct rv_http_resp *resp, const char *key,
+		    int64_t lo, int64_t hi, int64_t dflt,
+		    int (*fn)(PGconn *c, int64_t job_id, int n, cJSON **out, struct rv_err *err));
 int api_query_int(const struct rv_http_req *req, struct rv_http_resp *resp, const char *key,
 		  int64_t min, int64_t max, int64_t *out);
 
