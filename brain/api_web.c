@@ -231,8 +231,7 @@ int api_web_vendor(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx
 
 int api_job_series(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 {
-	return api_job_listing(ctx, req, resp, "max_points", 2, 20000, 2000,
-			       store_job_series_json);
+	return api_job_listing(ctx, req, resp, "max_points", 2, 20000, 2000, store_job_series_json);
 }
 
 int api_cluster_usage(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
