@@ -32,6 +32,9 @@ same warm state: nothing in this process changes after the imports.
 Single-threaded on purpose: OpenMP's pool and most threads do not survive
 fork(), so a thread in this process would hang every worker; a request that
 finds a second thread in /proc/self/task is refused with the threads' names.
+Libraries that stop their own threads before a fork (OpenBLAS's pool, started
+when numpy or torch loads it) are given that chance once after the imports
+(settle_threads).
 """
 
 import ctypes
@@ -87,6 +90,25 @@ def thread_names():
         except OSError:
             names.append(tid)
     return names
+
+
+def settle_threads():
+    """Threads the imports left, after giving their libraries the chance to
+    stop them.  OpenBLAS (numpy's, and torch's through it) starts a pool of
+    one thread per core when it loads, and stops that pool in a fork handler
+    (pthread_atfork) before every fork, starting it again at its next call.
+    One throwaway fork here runs those handlers: the pool is gone from this
+    process (it never calls BLAS), and each worker starts its own pool at its
+    first BLAS call, as a fresh interpreter would.  Returns the names of the
+    threads left; one means safe to fork."""
+    names = thread_names()
+    if len(names) == 1:
+        return names
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return thread_names()
 
 
 def send(sock, obj):
@@ -493,7 +515,7 @@ def serve(sock, imports, standby):
         send(sock, {"error": "could not import %s: %s" % (failed, e),
                     "detail": traceback.format_exc()})
         return 1
-    names = thread_names()
+    names = settle_threads()
     if len(names) != 1:
         send(sock, {"error": "importing %s left %d threads (%s): a fork would hang" %
                     (", ".join(imports), len(names), ", ".join(names))})

@@ -636,6 +636,56 @@ START_TEST(test_start_failures_say_why)
 }
 END_TEST
 
+/* A library that starts a pool of threads when it loads and stops it in a
+ * fork handler, as OpenBLAS does (numpy's wheels start one thread per core
+ * at import): a stand-in module in Python with the same behaviour.  The
+ * interpreter lets the handler run once and starts; its worker gets the pool
+ * back at its first call, as in a fresh interpreter. */
+START_TEST(test_pool_stopped_by_fork_handler)
+{
+	put("forkpool.py",
+	    "import os, threading\n"
+	    "_stop, _pool = threading.Event(), []\n"
+	    "def busy():\n"
+	    "    if not _pool:\n"
+	    "        _stop.clear()\n"
+	    "        for _ in range(3):\n"
+	    "            t = threading.Thread(target=_stop.wait, daemon=True)\n"
+	    "            t.start()\n"
+	    "            _pool.append(t)\n"
+	    "    return len(_pool)\n"
+	    "def _shutdown():\n"
+	    "    _stop.set()\n"
+	    "    while _pool:\n"
+	    "        _pool.pop().join()\n"
+	    "os.register_at_fork(before=_shutdown)\n"
+	    "busy()\n");
+	const char *s = put("usepool.py", "import forkpool, threading\n"
+					  "print('pool', forkpool.busy(), threading.active_count())\n");
+	char pp[300];
+	snprintf(pp, sizeof(pp), "PYTHONPATH=%s", tmpdir);
+	const char *env[] = { pp, NULL };
+	struct warm w;
+	struct rv_err e = { 0 };
+	int r = warm_start(&w, &(struct warm_opts){ .imports = "forkpool", .env = env, .log_fd = 2 },
+			   &e);
+	ck_assert_msg(r == 0, "warm_start: %d %s", r, e.msg);
+	ck_assert_int_eq(threads_of(w.proc.pid), 1);
+	const char *argv[] = { s, NULL };
+	const char *buf[32];
+	struct warm_req rq = { .argv = argv, .envp = mkenv(buf, env) };
+	struct run res;
+	run_warm(&w, &rq, &res);
+	ck_assert_msg(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "status %d %s",
+		      res.status, text(&res.err));
+	ck_assert_str_eq(text(&res.out), "pool 3 4\n");
+	ck_assert_int_eq(w.spawns, 1);
+	run_release(&res);
+	ck_assert_int_eq(threads_of(w.proc.pid), 1);
+	warm_stop(&w);
+}
+END_TEST
+
 /* The agent's death takes its warm workers with it: child process "agent"
  * starts an interpreter and a worker, reports the worker's pid and dies. */
 START_TEST(test_workers_die_with_the_agent)
@@ -763,6 +813,7 @@ static Suite *warm_suite(void)
 	}
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_start_failures_say_why);
+	tcase_add_test(tc, test_pool_stopped_by_fork_handler);
 	tcase_add_test(tc, test_worker_sees_its_argv_env_cwd_path);
 	tcase_add_test(tc, test_same_as_a_fresh_python);
 	tcase_add_test(tc, test_output_whole_even_when_killed);

@@ -1,0 +1,85 @@
+#!/bin/sh
+# tests/gpu/run.sh: the checks that need an NVIDIA GPU and a PyTorch built
+# with CUDA.  Not part of `make test` (CI machines have no GPU); run it by
+# hand on a GPU machine after `make`:
+#   tests/gpu/run.sh [OUTDIR]
+# Environment: ROVER_BIN_DIR (default build/bin), PYTHON_EXEC (the python
+# with torch; default python3), ROVER_BENCH_MIB (gpu_flash_ckpt size).
+# Checks, each printed "ok" or "FAIL":
+#   gpuinfo     rover-gpuinfo sees the GPUs the driver has (nvidia-smi -L)
+#   train       rover-run --nproc-per-node gpu trains digits on cuda:N to
+#               the accuracy target, workers forked from the warm
+#               interpreter (CUDA must not be touched before the fork)
+#   cold        the same with --no-warm
+#   restart     a worker killed with -9 mid-run: the group restarts, loads
+#               the GPU state from the in-memory checkpoint, bit for bit
+#               (the digest logged at that save), and finishes
+#   ckpt        tests/gpu/ckpt_gpu.py: a 1 GiB GPU state saved and loaded
+#               exactly; its bench= line is the GPU checkpoint figure
+# Exit 0 when every check passed.
+set -u
+BIN=${ROVER_BIN_DIR:-build/bin}
+OUT=${1:-/tmp/rover-gpu}
+export PYTHON_EXEC=${PYTHON_EXEC:-python3}
+mkdir -p "$OUT"
+fail=0
+say() { printf '%s\n' "$*"; }
+result() { if [ "$2" = 0 ]; then say "ok   $1"; else say "FAIL $1 ($3)"; fail=1; fi; }
+
+# gpuinfo
+"$BIN/rover-gpuinfo" >"$OUT/gpuinfo.txt" 2>&1
+cat "$OUT/gpuinfo.txt"
+want=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+got=$(sed -n 's/^count //p' "$OUT/gpuinfo.txt")
+[ "${got:-0}" -ge 1 ] && [ "$got" = "$want" ]
+result gpuinfo $? "count ${got:-?}, nvidia-smi lists $want"
+
+# train (warm) and cold
+for mode in train cold; do
+	extra=""
+	[ $mode = cold ] && extra=--no-warm
+	ROVER_STANDALONE_DATASET=1437:16:3 timeout 300 "$BIN/rover-run" --standalone \
+		--nproc-per-node gpu $extra examples/digits_rover.py --target 0.9 \
+		>"$OUT/$mode.log" 2>&1
+	rc=$?
+	grep -E 'test_accuracy|warm' "$OUT/$mode.log"
+	[ $rc = 0 ] && grep -q 'test_accuracy=' "$OUT/$mode.log"
+	result $mode $? "rover-run exit $rc, see $OUT/$mode.log"
+done
+
+# restart: kill rank 0's worker after 40 saved steps
+rm -rf "$OUT/ckpt" "$OUT/digest.log"
+ROVER_STANDALONE_DATASET=1437:8:6 "$BIN/rover-run" --standalone \
+	--nproc-per-node gpu --max-restarts 2 --ckpt-dir "$OUT/ckpt" \
+	examples/digits_rover.py --batch-size 8 --step-sleep 0.02 \
+	--digest-log "$OUT/digest.log" >"$OUT/restart.log" 2>&1 &
+run=$!
+i=0
+while [ $i -lt 600 ] && [ "$(cat "$OUT/digest.log" 2>/dev/null | wc -l)" -lt 40 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+victim=""
+for p in $(pgrep -P $run); do
+	tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'RANK=0' && victim=$p
+done
+[ -n "$victim" ] && kill -9 "$victim"
+wait $run
+rc=$?
+grep -E 'loaded step|test_accuracy|warm' "$OUT/restart.log"
+line=$(grep -m1 -o 'loaded step=.*' "$OUT/restart.log")
+step=$(printf '%s' "$line" | sed -n 's/^loaded step=\([0-9]*\) .*/\1/p')
+dig=$(printf '%s' "$line" | sed -n 's/.*digest=\([0-9a-f]*\).*/\1/p')
+saved=$(awk -v s="$step" '$1 == s { print $2 }' "$OUT/digest.log" | tail -n 1)
+[ -n "$victim" ] && [ $rc = 0 ] && [ -n "$dig" ] && [ "$dig" = "$saved" ] &&
+	printf '%s' "$line" | grep -q 'from=memory'
+result restart $? "victim ${victim:-none}, exit $rc, step $step digest ${dig:-none} saved ${saved:-none}"
+
+# ckpt: the GPU flash checkpoint figure
+timeout 300 "$BIN/rover-run" --standalone --nproc-per-node 1 tests/gpu/ckpt_gpu.py \
+	>"$OUT/ckpt.log" 2>&1
+rc=$?
+grep -E 'loaded|bench=' "$OUT/ckpt.log"
+[ $rc = 0 ] && grep -q 'exact=1' "$OUT/ckpt.log"
+result ckpt $? "exit $rc, see $OUT/ckpt.log"
+exit $fail
