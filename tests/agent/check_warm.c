@@ -643,31 +643,32 @@ END_TEST
  * back at its first call, as in a fresh interpreter. */
 START_TEST(test_pool_stopped_by_fork_handler)
 {
-	put("forkpool.py",
-	    "import os, threading\n"
-	    "_stop, _pool = threading.Event(), []\n"
-	    "def busy():\n"
-	    "    if not _pool:\n"
-	    "        _stop.clear()\n"
-	    "        for _ in range(3):\n"
-	    "            t = threading.Thread(target=_stop.wait, daemon=True)\n"
-	    "            t.start()\n"
-	    "            _pool.append(t)\n"
-	    "    return len(_pool)\n"
-	    "def _shutdown():\n"
-	    "    _stop.set()\n"
-	    "    while _pool:\n"
-	    "        _pool.pop().join()\n"
-	    "os.register_at_fork(before=_shutdown)\n"
-	    "busy()\n");
-	const char *s = put("usepool.py", "import forkpool, threading\n"
-					  "print('pool', forkpool.busy(), threading.active_count())\n");
+	put("forkpool.py", "import os, threading\n"
+			   "_stop, _pool = threading.Event(), []\n"
+			   "def busy():\n"
+			   "    if not _pool:\n"
+			   "        _stop.clear()\n"
+			   "        for _ in range(3):\n"
+			   "            t = threading.Thread(target=_stop.wait, daemon=True)\n"
+			   "            t.start()\n"
+			   "            _pool.append(t)\n"
+			   "    return len(_pool)\n"
+			   "def _shutdown():\n"
+			   "    _stop.set()\n"
+			   "    while _pool:\n"
+			   "        _pool.pop().join()\n"
+			   "os.register_at_fork(before=_shutdown)\n"
+			   "busy()\n");
+	const char *s = put("usepool.py",
+			    "import forkpool, threading\n"
+			    "print('pool', forkpool.busy(), threading.active_count())\n");
 	char pp[300];
 	snprintf(pp, sizeof(pp), "PYTHONPATH=%s", tmpdir);
 	const char *env[] = { pp, NULL };
 	struct warm w;
 	struct rv_err e = { 0 };
-	int r = warm_start(&w, &(struct warm_opts){ .imports = "forkpool", .env = env, .log_fd = 2 },
+	int r = warm_start(&w,
+			   &(struct warm_opts){ .imports = "forkpool", .env = env, .log_fd = 2 },
 			   &e);
 	ck_assert_msg(r == 0, "warm_start: %d %s", r, e.msg);
 	ck_assert_int_eq(threads_of(w.proc.pid), 1);
