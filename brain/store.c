@@ -741,7 +741,7 @@ static void pg_array_opt(struct rv_buf *b, const char *sep, double v)
 		rv_buf_printf(b, "%s%.15g", sep, v);
 }
 
-#define CLUSTER_COLS 13
+#define CLUSTER_COLS 14
 
 int store_cluster_upsert(PGconn *c, const struct rv_cluster_report *r, int64_t max_nodes,
 			 struct rv_err *err)
@@ -767,12 +767,13 @@ int store_cluster_upsert(PGconn *c, const struct rv_cluster_report *r, int64_t m
 		pg_array_opt(&col[9], sep, n->memory_pressure);
 		pg_array_opt(&col[10], sep, n->io_pressure);
 		pg_array_opt(&col[11], sep, (double)n->gpu_memory_used_mb);
+		pg_array_opt(&col[12], sep, n->gpu_util_pct);
 		RV_CLEANUP_CJSON cJSON *jobs = rv_cluster_jobs_to_json(n);
 		RV_CLEANUP_FREE char *jt = jobs ? cJSON_PrintUnformatted(jobs) : NULL;
 		if (!jt)
 			rc = rv_err_set(err, -ENOMEM, "", "out of memory");
-		rv_buf_puts(&col[12], sep);
-		rv_buf_pg_array_str(&col[12], jt ? jt : "[]");
+		rv_buf_puts(&col[13], sep);
+		rv_buf_pg_array_str(&col[13], jt ? jt : "[]");
 		sep = ",";
 	}
 	for (int k = 0; k < CLUSTER_COLS; k++) {
@@ -814,9 +815,9 @@ int store_cluster_upsert(PGconn *c, const struct rv_cluster_report *r, int64_t m
 #define CLUSTER_UNNEST                                                                             \
 	" FROM unnest($1::text[], $2::bigint[], $3::float8[], $4::bigint[], $5::int[],"            \
 	" $6::float8[], $7::bigint[], $8::bool[], $9::float8[], $10::float8[], $11::float8[],"     \
-	" $12::bigint[], $13::jsonb[]) AS u(name, ts_ms, cpu, memory_mb, gpu, cpu_used,"           \
-	" memory_used_mb, ready, cpu_pressure, memory_pressure, io_pressure, gpu_memory_used_mb,"  \
-	" jobs)"
+	" $12::bigint[], $13::float8[], $14::jsonb[]) AS u(name, ts_ms, cpu, memory_mb, gpu,"      \
+	" cpu_used, memory_used_mb, ready, cpu_pressure, memory_pressure, io_pressure,"            \
+	" gpu_memory_used_mb, gpu_util_pct, jobs)"
 	/* Every sample into the history, once per (node, ts): a resend without
 	 * a report_id adds nothing either. */
 	if (rc >= 0 && !dup)
@@ -824,7 +825,7 @@ int store_cluster_upsert(PGconn *c, const struct rv_cluster_report *r, int64_t m
 			c,
 			"INSERT INTO cluster_node_samples (name, ts_ms, cpu, memory_mb, gpu,"
 			" cpu_used, memory_used_mb, ready, cpu_pressure, memory_pressure,"
-			" io_pressure, gpu_memory_used_mb, jobs)"
+			" io_pressure, gpu_memory_used_mb, gpu_util_pct, jobs)"
 			" SELECT *" CLUSTER_UNNEST " ON CONFLICT DO NOTHING",
 			CLUSTER_COLS, p, NULL, err);
 	/* The newest sample per node for capacity; a report may name a node
@@ -835,7 +836,7 @@ int store_cluster_upsert(PGconn *c, const struct rv_cluster_report *r, int64_t m
 			"INSERT INTO cluster_nodes AS c (name, ts_ms, cpu, memory_mb, gpu, "
 			"cpu_used,"
 			" memory_used_mb, ready, cpu_pressure, memory_pressure, io_pressure,"
-			" gpu_memory_used_mb, jobs)"
+			" gpu_memory_used_mb, gpu_util_pct, jobs)"
 			" SELECT DISTINCT ON (name) *" CLUSTER_UNNEST " ORDER BY name, ts_ms DESC"
 			" ON CONFLICT (name) DO UPDATE SET ts_ms = EXCLUDED.ts_ms, cpu = "
 			"EXCLUDED.cpu,"
@@ -844,7 +845,8 @@ int store_cluster_upsert(PGconn *c, const struct rv_cluster_report *r, int64_t m
 			" ready = EXCLUDED.ready, cpu_pressure = EXCLUDED.cpu_pressure,"
 			" memory_pressure = EXCLUDED.memory_pressure, io_pressure = "
 			"EXCLUDED.io_pressure,"
-			" gpu_memory_used_mb = EXCLUDED.gpu_memory_used_mb, jobs = EXCLUDED.jobs,"
+			" gpu_memory_used_mb = EXCLUDED.gpu_memory_used_mb,"
+			" gpu_util_pct = EXCLUDED.gpu_util_pct, jobs = EXCLUDED.jobs,"
 			" updated_at = now()"
 			" WHERE c.ts_ms <= EXCLUDED.ts_ms",
 			CLUSTER_COLS, p, NULL, err);
@@ -903,7 +905,8 @@ int store_cluster_json(PGconn *c, const char *cursor, int limit, cJSON **out, st
 		"   'memory_used_mb', memory_used_mb, 'ready', ready, 'updated_at', updated_at,"
 		"   'stale', NOT " FRESH " AND ready, 'cpu_pressure', cpu_pressure,"
 		"   'memory_pressure', memory_pressure, 'io_pressure', io_pressure,"
-		"   'gpu_memory_used_mb', gpu_memory_used_mb, 'jobs', jobs)"
+		"   'gpu_memory_used_mb', gpu_memory_used_mb, 'gpu_util_pct', gpu_util_pct,"
+		"   'jobs', jobs)"
 		"   ORDER BY name) FROM page WHERE rn <= $2::int), '[]'::json),"
 		" 'next_cursor', (SELECT name FROM page WHERE rn = $2::int"
 		"   AND EXISTS (SELECT 1 FROM page WHERE rn = $2::int + 1)),"

@@ -40,6 +40,22 @@ static int parse_line(char *line, struct rv_gpu_info *out, int *declared)
 		snprintf(out->why, sizeof(out->why), "%.159s", line + 4);
 		return 0;
 	}
+	if (strncmp(line, "util ", 5) == 0) {
+		char *at = line + 5;
+		for (int i = 0; i < 3; i++)
+			if (!at || next_int(&at, 0, i ? 100 : INT32_MAX, &v[i]) < 0)
+				return -EPROTO;
+		if (at && *at)
+			return -EPROTO;
+		/* the device it names must have been described */
+		for (int i = 0; i < out->count; i++)
+			if (out->dev[i].index == v[0]) {
+				out->dev[i].util_pct = (int)v[1];
+				out->dev[i].mem_util_pct = (int)v[2];
+				return 0;
+			}
+		return out->count >= RV_GPU_MAX ? 0 : -EPROTO;
+	}
 	if (strncmp(line, "gpu ", 4) != 0)
 		return -EPROTO;
 	char *at = line + 4;
@@ -58,6 +74,7 @@ static int parse_line(char *line, struct rv_gpu_info *out, int *declared)
 	d->cc_major = (int)v[3];
 	d->cc_minor = (int)v[4];
 	snprintf(d->name, sizeof(d->name), "%.95s", at);
+	d->util_pct = d->mem_util_pct = -1;
 	return 0;
 }
 

@@ -18,6 +18,8 @@
  * two; rv_gpu_parse() reads it):
  *   count N
  *   gpu INDEX TOTAL_MB FREE_MB CC_MAJOR CC_MINOR NAME...
+ *   util INDEX GPU_PCT MEM_PCT   (after its gpu line; only where the
+ *                                 driver's NVML reads the device)
  *   why TEXT...            (only when N is 0)
  */
 #ifndef RV_GPU_H
@@ -35,6 +37,10 @@ struct rv_gpu_dev {
 	int64_t free_mb;  /* free when probed */
 	int cc_major, cc_minor;
 	char name[96];
+	/* NVML's utilisation over its last sample period (about 1 s), percent:
+	 * of the time a kernel ran, and of the time memory was read or
+	 * written; -1 when not known (no NVML) */
+	int util_pct, mem_util_pct;
 };
 
 struct rv_gpu_info {

@@ -1348,6 +1348,8 @@ static int parse_cluster_node(const cJSON *o, const char *p, struct rv_cluster_n
 		return rc;
 	if (rc == 0)
 		n->gpu_memory_used_mb = -1;
+	if ((rc = get_pct(o, "gpu_util_pct", p, &n->gpu_util_pct, err)) < 0)
+		return rc;
 	rv_json_path(f, sizeof(f), p, "jobs");
 	const cJSON *arr = rv_json_get_array(o, "jobs", p, false, &rc, err);
 	if (rc < 0)
@@ -1453,7 +1455,8 @@ cJSON *rv_cluster_report_to_json(const struct rv_cluster_report *r)
 		     !add_num(o, "memory_pressure", n->memory_pressure)) ||
 		    (n->io_pressure >= 0 && !add_num(o, "io_pressure", n->io_pressure)) ||
 		    (n->gpu_memory_used_mb >= 0 &&
-		     !add_num(o, "gpu_memory_used_mb", (double)n->gpu_memory_used_mb)))
+		     !add_num(o, "gpu_memory_used_mb", (double)n->gpu_memory_used_mb)) ||
+		    (n->gpu_util_pct >= 0 && !add_num(o, "gpu_util_pct", n->gpu_util_pct)))
 			return NULL;
 		if (n->njobs > 0) {
 			cJSON *jobs = rv_cluster_jobs_to_json(n);
@@ -1664,6 +1667,8 @@ static const struct rv_wire_field f_cluster_node[] = {
 	F("memory_pressure", "number", false, NULL, false, NULL, "PSI memory some avg10, percent"),
 	F("io_pressure", "number", false, NULL, false, NULL, "PSI io some avg10, percent"),
 	F("gpu_memory_used_mb", "integer", false, NULL, false, NULL, "GPU memory in use, MiB"),
+	F("gpu_util_pct", "number", false, NULL, false, NULL,
+	  "mean share of time a kernel ran on the node's GPUs (NVML), percent"),
 	F("jobs", "array", false, "ClusterJob", false, NULL,
 	  "what each Rover job's processes use on the node (0..64)"),
 };

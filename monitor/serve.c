@@ -92,6 +92,10 @@ static int serve_metrics(struct rv_http_req *req, struct rv_http_resp *resp, voi
 		if (l->io_pressure >= 0)
 			gauge(&out, "rover_node_io_pressure_pct", "PSI io some avg10", node,
 			      l->io_pressure);
+		if (l->gpu_util_pct >= 0)
+			gauge(&out, "rover_node_gpu_util_pct",
+			      "Mean share of time a kernel ran on the GPUs (NVML)", node,
+			      l->gpu_util_pct);
 		gauge(&out, "rover_node_jobs", "Rover jobs with processes on the node", node,
 		      l->njobs);
 	}

@@ -164,10 +164,21 @@ static int host_sample(void *state, int64_t ts_ms, struct rv_cluster_node *nodes
 		probe_gpus(h, now);
 	n->gpu = h->gpu.count > RV_MAX_GPU ? RV_MAX_GPU : h->gpu.count;
 	n->gpu_memory_used_mb = -1;
+	n->gpu_util_pct = -1;
 	if (h->gpu_probed && h->gpu.count > 0) {
+		double util = 0;
+		int known = 0;
 		n->gpu_memory_used_mb = 0;
-		for (int i = 0; i < h->gpu.count && i < RV_GPU_MAX; i++)
+		for (int i = 0; i < h->gpu.count && i < RV_GPU_MAX; i++) {
 			n->gpu_memory_used_mb += h->gpu.dev[i].total_mb - h->gpu.dev[i].free_mb;
+			if (h->gpu.dev[i].util_pct >= 0) {
+				util += h->gpu.dev[i].util_pct;
+				known++;
+			}
+		}
+		/* the mean over the GPUs NVML read (all of them, or none) */
+		if (known > 0)
+			n->gpu_util_pct = util / known;
 	}
 
 	h->njobs = rv_usage_scan_jobs(h->scan, h->jobs, MAX_SCAN_JOBS, &h->procs_scanned);

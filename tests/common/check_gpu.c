@@ -46,6 +46,7 @@ START_TEST(test_parse_gpu_host)
 {
 	const char *text = "count 2\n"
 			   "gpu 0 81559 80940 9 0 NVIDIA H100 80GB HBM3\n"
+			   "util 0 87 41\n"
 			   "gpu 1 81559 1024 9 0 NVIDIA H100 80GB HBM3\n";
 	struct rv_gpu_info g;
 	ck_assert_int_eq(rv_gpu_parse(text, strlen(text), &g, NULL), 0);
@@ -56,6 +57,11 @@ START_TEST(test_parse_gpu_host)
 	ck_assert_int_eq(g.dev[0].cc_major, 9);
 	ck_assert_str_eq(g.dev[0].name, "NVIDIA H100 80GB HBM3");
 	ck_assert_str_eq(g.why, "");
+	/* utilisation where NVML read it, unknown (-1) where it did not */
+	ck_assert_int_eq(g.dev[0].util_pct, 87);
+	ck_assert_int_eq(g.dev[0].mem_util_pct, 41);
+	ck_assert_int_eq(g.dev[1].util_pct, -1);
+	ck_assert_int_eq(g.dev[1].mem_util_pct, -1);
 }
 END_TEST
 
@@ -68,6 +74,10 @@ START_TEST(test_parse_refuses_garbage)
 		"count 0\nhello\n",               /* unknown record */
 		"count -1\n",                     /* negative */
 		"count 1\ngpu 0 -5 1 8 0 name\n", /* negative memory */
+		"count 1\ngpu 0 5 1 8 0 a\nutil 0 101 1\n", /* over 100% */
+		"count 1\ngpu 0 5 1 8 0 a\nutil 1 50 1\n",  /* a device not described */
+		"count 1\nutil 0 50 1\ngpu 0 5 1 8 0 a\n",  /* before its device */
+		"count 1\ngpu 0 5 1 8 0 a\nutil 0 50\n",    /* a field missing */
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct rv_gpu_info g;

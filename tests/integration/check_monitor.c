@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,8 +36,14 @@ struct mon {
 };
 static struct mon mon;
 
+/* Where mon_start runs rover-monitor from (a test may put a copy beside a
+ * stand-in rover-gpuinfo); NULL: the build's. */
+static const char *mon_dir;
+
 static const char *bin_dir(void)
 {
+	if (mon_dir)
+		return mon_dir;
 	return getenv("ROVER_BIN_DIR") ? getenv("ROVER_BIN_DIR") : "build/bin";
 }
 
@@ -308,6 +315,63 @@ START_TEST(test_reports_this_host)
 }
 END_TEST
 
+/* GPUs come from rover-gpuinfo, the one program that loads the CUDA runtime
+ * and NVML: here a stand-in (no GPU on this machine) describing two GPUs,
+ * NVML having read both.  The monitor reports their count, memory in use and
+ * mean utilisation; the brain keeps them; /metrics shows them. */
+START_TEST(test_gpus_from_gpuinfo)
+{
+	start_brain();
+	char dir[] = "/tmp/rover-mon-gpu-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	char cmd[1024], path[600];
+	snprintf(cmd, sizeof(cmd), "cp '%s/rover-monitor' '%s/'", bin_dir(), dir);
+	ck_assert_int_eq(system(cmd), 0);
+	snprintf(path, sizeof(path), "%s/rover-gpuinfo", dir);
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("#!/bin/sh\n"
+	      "# stand-in rover-gpuinfo: two GPUs, as on a machine with a driver\n"
+	      "printf 'count 2\\n'\n"
+	      "printf 'gpu 0 81559 61559 9 0 NVIDIA H100 80GB HBM3\\nutil 0 90 40\\n'\n"
+	      "printf 'gpu 1 81559 71559 9 0 NVIDIA H100 80GB HBM3\\nutil 1 30 10\\n'\n",
+	      f);
+	ck_assert_int_eq(fclose(f), 0);
+	ck_assert_int_eq(chmod(path, 0755), 0);
+	mon_dir = dir;
+	const char *args[] = { "--brain", brain.url, "--node", "gpu-node", "--interval-ms", "200",
+			       "--report-interval-ms", "200", "--sample-gpu-interval-s", "1", NULL };
+	mon_start(args);
+	mon_dir = NULL;
+
+	cJSON *cl = NULL;
+	const cJSON *node = NULL;
+	for (int i = 0; i < 100 && !(node && cJSON_GetObjectItem(node, "gpu_util_pct")); i++) {
+		usleep(100 * 1000);
+		cJSON_Delete(cl);
+		cl = get_json(&brain, "/v1/cluster");
+		node = cl ? find_node(cl, "gpu-node") : NULL;
+	}
+	ck_assert_msg(node != NULL, "the node never showed in /v1/cluster");
+	ck_assert_int_eq((int)rv_test_json_num(node, "gpu", -1), 2);
+	ck_assert_int_eq((long long)rv_test_json_num(node, "gpu_memory_used_mb", -1), 30000);
+	ck_assert_double_eq_tol(rv_test_json_num(node, "gpu_util_pct", -1), 60, 1e-9);
+	ck_assert_int_eq((int)rv_test_json_num(cl, "capacity.gpu", -1), 2);
+	cJSON_Delete(cl);
+	ck_assert_int_eq(sql_num("SELECT count(*) FROM cluster_node_samples"
+				 " WHERE name = 'gpu-node' AND gpu_util_pct = 60"),
+			 sql_num("SELECT count(*) FROM cluster_node_samples WHERE name = 'gpu-node'"));
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&mon.http, "GET", "/metrics", NULL, NULL, &r), 0);
+	ck_assert_ptr_nonnull(strstr(r.body, "rover_node_gpu_util_pct{node=\"gpu-node\"} 60"));
+	ck_assert_ptr_nonnull(strstr(r.body, "rover_node_gpus{node=\"gpu-node\"} 2"));
+	rv_test_reply_release(&r);
+	ck_assert_int_eq(mon_stop(NULL), 0);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 /* "samples=N sent=N dropped=N unsent=N" from the monitor's stop line. */
 static void stop_counts(const char *log, long long *samples, long long *sent, long long *dropped,
 			long long *unsent)
@@ -440,6 +504,7 @@ static Suite *monitor_suite(void)
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, test_cli);
 	tcase_add_test(tc, test_reports_this_host);
+	tcase_add_test(tc, test_gpus_from_gpuinfo);
 	tcase_add_test(tc, test_brain_down_then_up);
 	tcase_add_test(tc, test_buffer_is_bounded);
 	tcase_add_test(tc, test_resent_report_stored_once);
