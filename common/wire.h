@@ -244,7 +244,7 @@ struct rv_cluster_node {
 	/* optional detail, -1 when not measured (absent in JSON) */
 	double cpu_pressure, memory_pressure, io_pressure; /* PSI "some" avg10, percent */
 	int64_t gpu_memory_used_mb;
-	double gpu_util_pct;    /* mean over the node's GPUs of the share of time a kernel ran */
+	double gpu_util_pct; /* mean over the node's GPUs of the share of time a kernel ran */
 	struct rv_cluster_job *jobs; /* malloc'd, njobs entries (0..RV_MAX_CLUSTER_JOBS) */
 	int njobs;
 };

@@ -68,12 +68,12 @@ END_TEST
 START_TEST(test_parse_refuses_garbage)
 {
 	static const char *const bad[] = {
-		"",                               /* no count */
-		"count 1\n",                      /* a device missing */
-		"count 1\ngpu x 1 1 1 1 a\n",     /* not a number */
-		"count 0\nhello\n",               /* unknown record */
-		"count -1\n",                     /* negative */
-		"count 1\ngpu 0 -5 1 8 0 name\n", /* negative memory */
+		"",                                         /* no count */
+		"count 1\n",                                /* a device missing */
+		"count 1\ngpu x 1 1 1 1 a\n",               /* not a number */
+		"count 0\nhello\n",                         /* unknown record */
+		"count -1\n",                               /* negative */
+		"count 1\ngpu 0 -5 1 8 0 name\n",           /* negative memory */
 		"count 1\ngpu 0 5 1 8 0 a\nutil 0 101 1\n", /* over 100% */
 		"count 1\ngpu 0 5 1 8 0 a\nutil 1 50 1\n",  /* a device not described */
 		"count 1\nutil 0 50 1\ngpu 0 5 1 8 0 a\n",  /* before its device */

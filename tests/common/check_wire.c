@@ -1509,7 +1509,8 @@ static const char *const table_docs[] = {
 		"{\"report_id\":\"r-1\",\"nodes\":[{\"name\":\"h\",\"ts\":1,\"cpu\":4,"
 		"\"memory_mb\":8,\"gpu\":0,\"cpu_used\":1,\"memory_used_mb\":2,\"ready\":true,"
 		"\"cpu_pressure\":1.5,\"memory_pressure\":0,\"io_pressure\":2,"
-		"\"gpu_memory_used_mb\":0,\"gpu_util_pct\":55.5,\"jobs\":[{\"name\":\"train\",\"procs\":2,"
+		"\"gpu_memory_used_mb\":0,\"gpu_util_pct\":55.5,\"jobs\":[{\"name\":\"train\","
+		"\"procs\":2,"
 		"\"cpu_used\":0.5,\"memory_used_mb\":100,\"throttled\":3}]}]}",
 };
 

@@ -339,8 +339,17 @@ START_TEST(test_gpus_from_gpuinfo)
 	ck_assert_int_eq(fclose(f), 0);
 	ck_assert_int_eq(chmod(path, 0755), 0);
 	mon_dir = dir;
-	const char *args[] = { "--brain", brain.url, "--node", "gpu-node", "--interval-ms", "200",
-			       "--report-interval-ms", "200", "--sample-gpu-interval-s", "1", NULL };
+	const char *args[] = { "--brain",
+			       brain.url,
+			       "--node",
+			       "gpu-node",
+			       "--interval-ms",
+			       "200",
+			       "--report-interval-ms",
+			       "200",
+			       "--sample-gpu-interval-s",
+			       "1",
+			       NULL };
 	mon_start(args);
 	mon_dir = NULL;
 
@@ -358,9 +367,10 @@ START_TEST(test_gpus_from_gpuinfo)
 	ck_assert_double_eq_tol(rv_test_json_num(node, "gpu_util_pct", -1), 60, 1e-9);
 	ck_assert_int_eq((int)rv_test_json_num(cl, "capacity.gpu", -1), 2);
 	cJSON_Delete(cl);
-	ck_assert_int_eq(sql_num("SELECT count(*) FROM cluster_node_samples"
-				 " WHERE name = 'gpu-node' AND gpu_util_pct = 60"),
-			 sql_num("SELECT count(*) FROM cluster_node_samples WHERE name = 'gpu-node'"));
+	ck_assert_int_eq(
+		sql_num("SELECT count(*) FROM cluster_node_samples"
+			" WHERE name = 'gpu-node' AND gpu_util_pct = 60"),
+		sql_num("SELECT count(*) FROM cluster_node_samples WHERE name = 'gpu-node'"));
 	struct rv_test_reply r;
 	ck_assert_int_eq(rv_test_http(&mon.http, "GET", "/metrics", NULL, NULL, &r), 0);
 	ck_assert_ptr_nonnull(strstr(r.body, "rover_node_gpu_util_pct{node=\"gpu-node\"} 60"));
