@@ -8,11 +8,18 @@
 # warm-up: 20 steps logged and, for rover-run, its warm interpreter ready.
 # Progress and where rover-run's time goes (from its log) on stderr; last
 # line: bench=agent_recovery torchrun_s=N rover_s=N ratio=R.
+# PYTHON_EXEC picks another Python with torch (both launchers then use it,
+# torchrun as PYTHON_EXEC -m torch.distributed.run).
 set -euo pipefail
 B=${B:-build}
 BIN=${ROVER_BIN_DIR:-$(cd "$B/bin" && pwd)}
-PY=/usr/bin/python3
-if [ -x /usr/bin/torchrun ]; then TORCHRUN=/usr/bin/torchrun; else TORCHRUN="$PY -m torch.distributed.run"; fi
+PY=${PYTHON_EXEC:-/usr/bin/python3}
+if [ -z "${PYTHON_EXEC:-}" ] && [ -x /usr/bin/torchrun ]; then
+	TORCHRUN=/usr/bin/torchrun
+else
+	TORCHRUN="$PY -m torch.distributed.run"
+fi
+export PYTHON_EXEC=$PY
 exec "$PY" - "$BIN" "${BENCH_RUNS:-5}" "$TORCHRUN" < <(cat <<'EOF'
 import datetime, glob, os, re, signal, statistics, subprocess, sys, tempfile, time
 
@@ -105,7 +112,7 @@ def rover_breakdown(err, kill_t, first_step, pg_t, start_t):
 
 def one(kind, i):
     d = tempfile.mkdtemp(prefix="rv-bench-recovery-")
-    env = dict(os.environ, PYTHON_EXEC="/usr/bin/python3")
+    env = dict(os.environ)
     with open(d + "/out", "w") as o, open(d + "/err", "w") as e:
         p = subprocess.Popen(cmd_of(kind, d + "/logs"), stdout=o, stderr=e,
                              stdin=subprocess.DEVNULL, env=env, start_new_session=True)

@@ -7,6 +7,8 @@
 # with torch; default python3), ROVER_BENCH_MIB (gpu_flash_ckpt size).
 # Checks, each printed "ok" or "FAIL":
 #   gpuinfo     rover-gpuinfo sees the GPUs the driver has (nvidia-smi -L)
+#   util        with matrix products running on GPU 0, its util line (NVML)
+#               says the GPU is busy (>= 50%)
 #   train       rover-run --nproc-per-node gpu trains digits on cuda:N to
 #               the accuracy target, workers forked from the warm
 #               interpreter (CUDA must not be touched before the fork)
@@ -33,6 +35,24 @@ want=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 got=$(sed -n 's/^count //p' "$OUT/gpuinfo.txt")
 [ "${got:-0}" -ge 1 ] && [ "$got" = "$want" ]
 result gpuinfo $? "count ${got:-?}, nvidia-smi lists $want"
+
+# util: busy GPU 0 for a few seconds, read it in the middle
+"$PYTHON_EXEC" -c '
+import time, torch
+a = torch.rand(8192, 8192, device="cuda:0", dtype=torch.bfloat16)
+t = time.time()
+while time.time() - t < 6:
+    a = (a @ a).clamp_(-1, 1)
+    torch.cuda.synchronize()
+' &
+busy=$!
+sleep 4
+"$BIN/rover-gpuinfo" >"$OUT/gpuinfo-busy.txt" 2>&1
+wait $busy
+cat "$OUT/gpuinfo-busy.txt"
+pct=$(sed -n 's/^util 0 \([0-9]*\) .*/\1/p' "$OUT/gpuinfo-busy.txt")
+[ "${pct:-0}" -ge 50 ]
+result util $? "util of GPU 0 under load: ${pct:-no util line}"
 
 # train (warm) and cold
 for mode in train cold; do
@@ -64,6 +84,12 @@ for p in $(pgrep -P $run); do
 	tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'RANK=0' && victim=$p
 done
 [ -n "$victim" ] && kill -9 "$victim"
+t0=$(date +%s.%N)
+while kill -0 $run 2>/dev/null && ! grep -q 'loaded step=' "$OUT/restart.log"; do
+	sleep 0.02
+done
+t1=$(date +%s.%N)
+echo "restart: kill -9 to the restarted worker's load $(echo "$t1 - $t0" | bc) s"
 wait $run
 rc=$?
 grep -E 'loaded step|test_accuracy|warm' "$OUT/restart.log"
