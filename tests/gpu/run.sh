@@ -89,7 +89,7 @@ while kill -0 $run 2>/dev/null && ! grep -q 'loaded step=' "$OUT/restart.log"; d
 	sleep 0.02
 done
 t1=$(date +%s.%N)
-echo "restart: kill -9 to the restarted worker's load $(echo "$t1 - $t0" | bc) s"
+echo "restart: kill -9 to the restarted worker's load $(awk "BEGIN { printf \"%.2f\", $t1 - $t0 }") s"
 wait $run
 rc=$?
 grep -E 'loaded step|test_accuracy|warm' "$OUT/restart.log"
