@@ -206,6 +206,28 @@ static int parse_std(struct flags_std *s, const char *v)
 	return 0;
 }
 
+/* Python module names, comma-separated: what the warm interpreter imports
+ * (handed to it as one argument, never to a shell). */
+static int p_warm_import(struct flags *f, const char *v, struct rv_err *err, const char *name)
+{
+	bool start = true;
+	for (const char *c = v; *c; c++) {
+		bool ident = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || *c == '_' ||
+			     (!start && *c >= '0' && *c <= '9');
+		if (ident)
+			start = false;
+		else if ((*c == ',' || *c == '.') && !start)
+			start = true;
+		else
+			return bad(err, name, "must be module names separated by commas (a,b.c)",
+				   v);
+	}
+	if (start || strlen(v) >= sizeof(f->warm_import))
+		return bad(err, name, "must be module names separated by commas (a,b.c)", v);
+	snprintf(f->warm_import, sizeof(f->warm_import), "%s", v);
+	return 0;
+}
+
 static int p_hang(struct flags *f, const char *v, struct rv_err *err, const char *name)
 {
 	double s;
@@ -269,6 +291,11 @@ static const struct flags_opt flags_table[] = {
 	  "start every worker cold (python -u SCRIPT), as ROVER_WARM=0 does; by default a "
 	  "warm interpreter that imported torch forks Python workers in milliseconds once it "
 	  "is ready (the first start may be cold)" },
+	{ "warm-import", 0, FN(p_warm_import, "MODULE,..."),
+	  "more modules the warm interpreter imports after torch (e.g. transformers,numpy), "
+	  "so that a restarted worker skips their import too; one that fails to import, "
+	  "leaves a thread running or initialises CUDA turns the warm start off (logged); "
+	  "default $ROVER_WARM_IMPORT, else none" },
 	{ "run-path", 0, SWITCH(run_path),
 	  "accepted: the script runs as a Python file either way" },
 	{ "log-dir", 0, STR(log_dir, "DIR"),

@@ -59,6 +59,7 @@ struct flags {
 	bool module;             /* -m: the script is a module (python -m) */
 	bool no_python;          /* the script is a program, not Python */
 	bool no_warm;            /* never fork workers from a warm interpreter */
+	char warm_import[512];   /* more modules for the warm interpreter: "a,b.c" ("" none) */
 	bool run_path;           /* accepted: the script runs as with python */
 	char log_dir[512];       /* "" none */
 	struct flags_std redirects, tee;

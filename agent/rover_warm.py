@@ -515,6 +515,12 @@ def serve(sock, imports, standby):
         send(sock, {"error": "could not import %s: %s" % (failed, e),
                     "detail": traceback.format_exc()})
         return 1
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    if cuda is not None and cuda.is_initialized():
+        send(sock, {"error": "importing %s initialised CUDA: a forked worker could not use "
+                    "the GPU" % ", ".join(imports)})
+        return 1
     names = settle_threads()
     if len(names) != 1:
         send(sock, {"error": "importing %s left %d threads (%s): a fork would hang" %

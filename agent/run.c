@@ -957,6 +957,12 @@ static void warm_setup(struct run *r)
 	struct rv_err e = { 0 };
 	/* the workers' own interpreter, so that warm and cold run alike */
 	struct warm_opts o = { .python = r->python, .log_fd = STDERR_FILENO, .standby = r->nproc };
+	char imports[600];
+	const char *more = r->f->warm_import[0] ? r->f->warm_import : getenv("ROVER_WARM_IMPORT");
+	if (more && more[0]) {
+		snprintf(imports, sizeof(imports), "torch,torch.distributed,%.512s", more);
+		o.imports = imports;
+	}
 	char q[300];
 	if (warm_begin(&r->warm, &o, &e) < 0)
 		rv_log_warn("warm interpreter unavailable: workers start cold", "reason=%s",

@@ -399,6 +399,65 @@ START_TEST(test_exclude_straggler)
 }
 END_TEST
 
+/* --warm-import: the warm interpreter imports the named module once, and a
+ * restarted worker forked from it does not import it again.  The module
+ * logs the pid of every process that imports it; the first worker starts
+ * cold (the interpreter still imports torch), fails after a while, and the
+ * restarted one starts warm. */
+START_TEST(test_warm_import)
+{
+	struct rv_test_run r;
+	ck_assert_int_eq(rv_test_run_init(&r), 0);
+	char mod[600], script[600], pp[700], log[600];
+	snprintf(log, sizeof(log), "%s/imports.log", r.dir);
+	ck_assert_int_eq(rv_test_run_file(&r, "rvslowmod.py",
+					  "import os\n"
+					  "with open(os.path.join(os.path.dirname(__file__), "
+					  "'imports.log'), 'a') as f:\n"
+					  "    f.write('%d\\n' % os.getpid())\n",
+					  mod, sizeof(mod)),
+			 0);
+	ck_assert_int_eq(rv_test_run_file(&r, "train.py",
+					  "import os, sys, time\n"
+					  "import rvslowmod\n"
+					  "n = os.environ['TORCHELASTIC_RESTART_COUNT']\n"
+					  "print('worker', os.getpid(), n, flush=True)\n"
+					  "if n == '0':\n"
+					  "    time.sleep(8)\n"
+					  "    sys.exit(1)\n",
+					  script, sizeof(script)),
+			 0);
+	snprintf(pp, sizeof(pp), "PYTHONPATH=%s", r.dir);
+	const char *env[] = { pp, NULL };
+	const char *args[] = { "--standalone", "--max-restarts", "1", "--warm-import",
+			       "rvslowmod",    script,           NULL };
+	ck_assert_int_eq(rv_test_run_start(&r, args, env), 0);
+	char *err = rv_test_run_expect_exit(&r, 0, 90000);
+	char *out = rv_test_run_output(&r, 1);
+	int first = 0, second = 0;
+	const char *w0 = strstr(out, "worker ");
+	ck_assert_msg(w0 && sscanf(w0, "worker %d 0", &first) == 1, "%s", out);
+	const char *w1 = strstr(w0 + 1, "worker ");
+	ck_assert_msg(w1 && sscanf(w1, "worker %d 1", &second) == 1, "%s", out);
+	ck_assert_msg(strstr(err, "start=warm"), "the restarted worker did not start warm: %s",
+		      err);
+	char *imports = rv_test_read_file(log);
+	ck_assert_ptr_nonnull(imports);
+	char want[32];
+	snprintf(want, sizeof(want), "%d\n", second);
+	/* imported by the cold first worker and the interpreter, not again */
+	ck_assert_msg(!strstr(imports, want), "the warm worker imported it again: %s", imports);
+	int lines = 0;
+	for (const char *c = imports; *c; c++)
+		lines += *c == '\n';
+	ck_assert_int_eq(lines, 2);
+	free(imports);
+	free(out);
+	free(err);
+	rv_test_run_cleanup(&r);
+}
+END_TEST
+
 static Suite *run_node_suite(void)
 {
 	Suite *s = suite_create("run_node");
@@ -411,6 +470,7 @@ static Suite *run_node_suite(void)
 	tcase_add_test(tc, test_auto_config);
 	tcase_add_test(tc, test_network_check_excludes_a_faulty_node);
 	tcase_add_test(tc, test_exclude_straggler);
+	tcase_add_test(tc, test_warm_import);
 	suite_add_tcase(s, tc);
 	return s;
 }
