@@ -75,7 +75,7 @@ done
 # restart: kill rank 0's worker after 40 saved steps
 rm -rf "$OUT/ckpt" "$OUT/digest.log"
 ROVER_STANDALONE_DATASET=1437:8:6 "$BIN/rover-run" --standalone \
-	--nproc-per-node gpu --max-restarts 2 --ckpt-dir "$OUT/ckpt" \
+	--nproc-per-node gpu --max-restarts 2 --ckpt-dir "$OUT/ckpt" --warm-import sklearn.datasets \
 	examples/digits_rover.py --batch-size 8 --step-sleep 0.02 \
 	--digest-log "$OUT/digest.log" --time-log "$OUT/time.log" >"$OUT/restart.log" 2>&1 &
 run=$!
