@@ -190,6 +190,7 @@ async function refreshCluster() {
   fillTable($('#cluster-nodes tbody'), nodes.nodes, (n) => [
     n.name, n.ready ? 'yes' : 'no', [fmt(n.cpu_used), 'num'], [fmt(n.cpu), 'num'],
     [fmt(n.memory_used_mb, 0), 'num'], [fmt(n.memory_mb, 0), 'num'], [fmt(n.gpu, 0), 'num'],
+    [n.gpu_util_pct == null ? '' : fmt(n.gpu_util_pct, 0), 'num'],
     fmtTime(n.ts),
   ]);
   $('#cluster-empty').hidden = c.ts.length > 0;

@@ -48,7 +48,7 @@ check "12 speed and 12 node samples are stored" test \
   "$(curl -fsS --max-time 10 -X POST "$BRAIN/v1/jobs/$uid/metrics" --data-binary "$batch" | jq .accepted)" = 24
 
 report=$(jq -nc --argjson now "$now" '{nodes: [{name: "node-a", ts: $now, cpu: 16, memory_mb: 65536,
-  gpu: 0, cpu_used: 2.5, memory_used_mb: 3000, ready: true}]}')
+  gpu: 2, gpu_util_pct: 73, cpu_used: 2.5, memory_used_mb: 3000, ready: true}]}')
 check "a monitor report of node-a is stored" curl -fsS --max-time 10 -o /dev/null -X POST \
   "$BRAIN/v1/cluster/nodes" --data-binary "$report"
 

@@ -85,6 +85,8 @@ try {
   }));
   check("the cluster nodes table shows the monitor's node-a",
     /node-a\s+yes/.test(await page.locator('#cluster-nodes tbody').innerText()));
+  check("the node's GPUs and their utilisation show",
+    /\s2\s+73\s/.test(await page.locator('#cluster-nodes tbody').innerText()));
   check('the cluster plot draws the capacity of 16 cores', await page.evaluate(() =>
     window.rover.plots.cluster.data[3].every((v) => v === 16)));
   const waste = await page.locator('#waste tbody').innerText();
