@@ -167,6 +167,36 @@ static void plan_rightsize(const struct rv_alg_job_state *st, const struct rv_al
 	take_lead(rank, lead, LEAD_RIGHTSIZE, "rightsize");
 }
 
+/* A job's resources in cores, memory counted at the node's memory per core
+ * (a documented 4 GiB per core when no node size is known). */
+static double config_cost(const struct rv_alg_config *c, const struct rv_alg_limits *lim)
+{
+	double mb_per_core = lim->max_cpu > 0 && lim->max_memory_mb > 0
+				     ? (double)lim->max_memory_mb / lim->max_cpu
+				     : 4096.0;
+	double cost = 0;
+	const struct rv_alg_group *g[2] = { &c->worker, &c->ps };
+
+	for (int i = 0; i < 2; i++)
+		if (g[i]->count > 0)
+			cost += g[i]->count *
+				(g[i]->res.cpu + (double)g[i]->res.memory_mb / mb_per_core);
+	return cost;
+}
+
+/* Whether next only shrinks resources of cur (same counts, no role grows). */
+static bool shrink_only(const struct rv_alg_config *cur, const struct rv_alg_config *next)
+{
+	const struct rv_alg_group *a[2] = { &cur->worker, &cur->ps };
+	const struct rv_alg_group *b[2] = { &next->worker, &next->ps };
+
+	for (int i = 0; i < 2; i++)
+		if (a[i]->count != b[i]->count || b[i]->res.cpu > a[i]->res.cpu ||
+		    b[i]->res.memory_mb > a[i]->res.memory_mb)
+			return false;
+	return true;
+}
+
 int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
 			struct rv_alg_decision *out)
 {
@@ -258,6 +288,22 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 				  ns, ns > 1 ? "s" : "", p->straggler_ratio, p->straggler_z,
 				  out->replace[0]);
 	}
+	/* A restart that saves next to nothing is not worth a plan: the trim
+	 * of a PS's memory after the PS count came back, a tenth of a core. */
+	if (ns <= 0 && hot <= 0 && p->min_saving > 0 && !rv_alg_config_equal(&cfg, &st->cur) &&
+	    shrink_only(&st->cur, &cfg)) {
+		double before = config_cost(&st->cur, &st->lim);
+		double saving = before > 0 ? 1 - config_cost(&cfg, &st->lim) / before : 0;
+
+		if (saving < p->min_saving) {
+			rv_alg_reason_add(out,
+					  "held: right-sizing would save %.1f%% of the job's "
+					  "resources (< %.0f%%), not worth a restart",
+					  100 * saving, 100 * p->min_saving);
+			cfg = st->cur;
+			lead = "hold";
+		}
+	}
 	out->cfg = cfg;
 	out->algorithm = lead;
 	out->changed = !rv_alg_config_equal(&cfg, &st->cur) || out->n_migrate > 0 ||
@@ -295,7 +341,7 @@ int rv_alg_plan_oom(const struct rv_alg_config *cur, enum rv_alg_role role, int6
 			  "OOM #%d of a %s: memory %" PRId64 " -> %" PRId64 " MiB (x%.1f step"
 			  "%s)",
 			  oom_count, role_name(role), prev, next,
-			  p->oom_factor + p->oom_factor_step * (oom_count - 1),
+			  rv_alg_oom_step(p, oom_count),
 			  peak_mb > 0 ? ", above the observed peak" : "");
 	return 0;
 }

@@ -102,11 +102,16 @@ struct rv_alg_params {
 	double mem_margin;      /* added to the memory quantile (and to the level a
 				 * rising memory reaches a usage window ahead): 0.1 */
 	double hysteresis;      /* relative change needed to resize: 0.07 */
+	/* A plan that only shrinks resources (counts kept, nothing migrated or
+	 * replaced) is made only when it saves at least this share of the
+	 * job's resources (cores + memory at the node's memory per core):
+	 * 0.03; a restart for less is not worth it. */
+	double min_saving;
 	int64_t reversal_window_ms; /* no reversal of a resize within: 1800000 */
 	int min_usage_samples;  /* per role, before right-sizing: 5 */
 	/* OOM */
-	double oom_factor;      /* memory factor on the first OOM: 1.5 */
-	double oom_factor_step; /* added to the factor per further OOM: 0.5 */
+	double oom_factor; /* memory factor on the first OOM: 2 */
+	double oom_growth; /* the factor is multiplied by this per further OOM: 2 */
 	int64_t oom_cap_mb;     /* never more memory than this: 65536 */
 	double oom_peak_margin; /* at least the peak times (1 + this): 0.2 */
 	/* hot PS */
@@ -343,7 +348,7 @@ int rv_alg_stragglers(const struct rv_alg_step *s, size_t n, const struct rv_alg
 
 /*
  * Memory for a node relaunched after its oom_count-th OOM (>= 1):
- * max(prev * (oom_factor + oom_factor_step * (oom_count - 1)),
+ * max(prev * oom_factor * oom_growth^(oom_count - 1),
  *     peak * (1 + oom_peak_margin)), capped at min(p->oom_cap_mb, lim->max_memory_mb)
  * and, when known, at prev + lim->free_memory_mb.  Returns 1 when it grew,
  * 0 when already at the cap (out = prev), -EINVAL on bad arguments.
