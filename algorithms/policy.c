@@ -202,6 +202,12 @@ int rv_alg_judge_outcome(const struct rv_alg_job_history *h, const struct rv_alg
 	const struct rv_alg_applied *cur = &h->applied[0];
 	if (s->after.n < p->min_outcome_samples || s->after.n <= 0)
 		return -EAGAIN;
+	/* noisy speeds: enough samples for the mean to say something */
+	if (p->outcome_noise_se > 0 && s->after.mean > 0 && s->after.n < p->outcome_samples_max) {
+		double rel = s->after.sd / s->after.mean / p->outcome_noise_se;
+		if ((double)s->after.n < rel * rel)
+			return -EAGAIN;
+	}
 	const struct rv_alg_speed_summary *b = &s->before;
 	if (b->n < p->min_outcome_samples && w.before_all_from_ms >= 0)
 		b = &s->before_all;

@@ -192,14 +192,31 @@ int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
 	 * one 0.6 robust spreads (on top of the quantile) (1.4826 MAD / median) so its samples stay clear
 	 * of the limit, where they would read as starvation. */
 	double margin = p->cpu_margin;
+	/* With cgroup throttling counters the kernel tells a starved role
+	 * from a tight one, so the limit need not keep noisy samples clear of
+	 * it: the need is the middle of the samples (the median, with two
+	 * standard errors of it on top of the margin).  A high quantile plus a
+	 * noise margin gave a role with 14% usage noise 1.25x its need. */
+	double thr_share;
+	bool by_median =
+		rv_alg_throttled_share(u, n, role, -1,
+				       (size_t)(p->min_usage_samples > 0 ? p->min_usage_samples : 1),
+				       &thr_share) == 0;
 	{
 		double *tmp = malloc(m * sizeof(*tmp)), *c2 = malloc(m * sizeof(*c2));
 		if (tmp && c2) {
 			double med, mad;
 			memcpy(c2, cpu, m * sizeof(*c2));
 			rv_alg_median_mad(c2, tmp, m, &med, &mad);
-			if (med > 0 && 0.6 * 1.4826 * mad / med > margin)
-				margin = 0.6 * 1.4826 * mad / med;
+			double spread = med > 0 ? 1.4826 * mad / med : 0;
+			if (by_median && med > 0) {
+				q_cpu = med;
+				margin = p->cpu_margin + 2 * spread / sqrt((double)m);
+			} else if (0.6 * spread > margin) {
+				margin = 0.6 * spread;
+			}
+		} else {
+			by_median = false;
 		}
 		free(tmp);
 		free(c2);

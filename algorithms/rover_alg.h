@@ -159,6 +159,13 @@ struct rv_alg_params {
 	double outcome_se;
 	/* Settled samples after a plan before it is judged: 3. */
 	int min_outcome_samples;
+	/* A noisy job measures longer: a plan is judged once the standard
+	 * error of the new configuration's mean speed is at most
+	 * outcome_noise_se (0.05) of it, at most outcome_samples_max (20)
+	 * samples (25-30% speed noise read from 3 samples chose counts on
+	 * noise alone). */
+	double outcome_noise_se;
+	int outcome_samples_max;
 	/* Newest samples of the replaced configuration its speed is taken
 	 * from: 20. */
 	int outcome_before_n;

@@ -60,6 +60,8 @@ void rv_alg_params_default(struct rv_alg_params *p)
 		.outcome_worse = 0.90,
 		.outcome_se = 2.0,
 		.min_outcome_samples = 3,
+		.outcome_noise_se = 0.05,
+		.outcome_samples_max = 20,
 		.outcome_before_n = 20,
 		.applied_max = 32,
 		.speed_obs_max = 4000,
