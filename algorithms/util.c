@@ -48,7 +48,7 @@ void rv_alg_params_default(struct rv_alg_params *p)
 		.knn_max_dist = 3.0,
 		.create_margin = 0.1,
 		.knee_hold_frac = 0.02,
-		.knee_hold_cost = 1.1,
+		.knee_hold_cost = 1.05,
 		.knee_hold_se = 2.0,
 		.create_history_max = 200,
 		.node_cpu_default = 64.0,
