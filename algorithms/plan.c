@@ -111,7 +111,7 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 }
 
 static void plan_rightsize(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
-			   enum rv_alg_role role, int keep_cpu, int no_shrink,
+			   enum rv_alg_role role, int keep_cpu, int no_shrink, double behind,
 			   struct rv_alg_config *cfg,
 			   struct rv_alg_decision *out, enum lead_rank *rank, const char **lead)
 {
@@ -120,8 +120,9 @@ static void plan_rightsize(const struct rv_alg_job_state *st, const struct rv_al
 
 	if (g->count <= 0)
 		return;
-	int rc = rv_alg_rightsize(st->usage, st->n_usage, role, &g->res, &st->last_resize[role],
-				  st->now_ms, &st->lim, p, &next);
+	int rc = rv_alg_rightsize_behind(st->usage, st->n_usage, role, &g->res,
+					 &st->last_resize[role], st->now_ms, &st->lim, p, behind,
+					 &next);
 
 	if (rc < 0)
 		return;
@@ -143,6 +144,15 @@ static void plan_rightsize(const struct rv_alg_job_state *st, const struct rv_al
 			next.cpu = rv_alg_cpu_up(next.cpu * load);
 		if (share > 1 + 1e-9)
 			next.memory_mb = (int64_t)rv_alg_mb_up((double)next.memory_mb * share);
+		/* more PS: each holds less of the model, but a fixed part of a
+		 * PS's memory (runtime, buffers) does not divide: assume
+		 * ps_mem_fixed (0.1) of it does not (with the 10% memory margin on
+		 * top: up to a fifth), so a return to a PS count
+		 * measured before needs no trim plan, and no OOM. */
+		else if (share < 1 - 1e-9 && next.memory_mb >= g->res.memory_mb * share)
+			next.memory_mb = (int64_t)rv_alg_mb_up(
+				(double)g->res.memory_mb *
+				(share + (1 - share) * p->ps_mem_fixed));
 	}
 
 	struct rv_alg_config trial = *cfg;
@@ -273,9 +283,15 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 			}
 		}
 	}
-	plan_rightsize(st, p, RV_ALG_WORKER, 0, starved_ps, &cfg, out, &rank, &lead);
+	/* Every starved role in one plan: a role behind the bottleneck shows
+	 * its shortage only once the bottleneck is gone, so its demand is
+	 * taken to follow the bottleneck's growth. */
+	double behind_w = starved_ps ? p->starved_factor : 1;
+	double behind_ps = starved_w ? p->starved_factor : 1;
+	plan_rightsize(st, p, RV_ALG_WORKER, 0, starved_ps, behind_w, &cfg, out, &rank, &lead);
 	/* a migrated hot PS already got its CPU; pooled PS CPU would undo it */
-	plan_rightsize(st, p, RV_ALG_PS_ROLE, hot > 0, starved_w, &cfg, out, &rank, &lead);
+	plan_rightsize(st, p, RV_ALG_PS_ROLE, hot > 0, starved_w, behind_ps, &cfg, out, &rank,
+		       &lead);
 
 	int ns = rv_alg_stragglers(st->steps, st->n_steps, p, out->replace, RV_ALG_MAX_NODES);
 

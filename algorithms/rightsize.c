@@ -151,10 +151,10 @@ bool rv_alg_role_starved(const struct rv_alg_usage *u, size_t n, enum rv_alg_rol
 				 cur->cpu, 0.97, p);
 }
 
-int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
+int rv_alg_rightsize_behind(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
 		     const struct rv_alg_resource *cur, const struct rv_alg_resize *last,
 		     int64_t now_ms, const struct rv_alg_limits *lim,
-		     const struct rv_alg_params *p, struct rv_alg_resource *out)
+		     const struct rv_alg_params *p, double behind, struct rv_alg_resource *out)
 {
 	if ((n > 0 && !u) || !cur || !lim || !p || !out || p->usage_quantile < 0 ||
 	    p->usage_quantile > 1)
@@ -227,6 +227,12 @@ int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
 
 	if (starved)
 		want_cpu = cur->cpu * p->starved_factor;
+	/* behind a bottleneck that grows: the demand follows the speed */
+	int follows = 0;
+	if (!starved && behind > 1 && q_cpu * (1 + margin) * behind > cur->cpu * (1 + p->cpu_margin)) {
+		want_cpu = q_cpu * (1 + margin) * behind;
+		follows = 1;
+	}
 	double want_mem = rv_alg_quantile(mem, m, p->usage_quantile) * (1 + p->mem_margin);
 	/* Memory that keeps rising (caches, embedding tables that grow with
 	 * the data) is sized for where it will be a window from now, not for
@@ -271,7 +277,7 @@ int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
 	int near_limit = cur->cpu > 0 && want_cpu > cur->cpu * (1 + p->cpu_margin) + 1e-9 &&
 			 q_cpu >= 0.97 * cur->cpu;
 
-	if (starved || near_limit ||
+	if (starved || near_limit || follows ||
 	    should_move(cur->cpu, want_cpu, last->from.cpu, last->to.cpu, recent, p->hysteresis))
 		out->cpu = want_cpu;
 	/* below the peak is a certain OOM: no hysteresis for that */
@@ -280,4 +286,12 @@ int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
 			(double)last->to.memory_mb, recent, p->hysteresis))
 		out->memory_mb = (int64_t)want_mem;
 	return out->cpu != cur->cpu || out->memory_mb != cur->memory_mb;
+}
+
+int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
+		     const struct rv_alg_resource *cur, const struct rv_alg_resize *last,
+		     int64_t now_ms, const struct rv_alg_limits *lim,
+		     const struct rv_alg_params *p, struct rv_alg_resource *out)
+{
+	return rv_alg_rightsize_behind(u, n, role, cur, last, now_ms, lim, p, 1, out);
 }

@@ -107,6 +107,9 @@ struct rv_alg_params {
 	 * job's resources (cores + memory at the node's memory per core):
 	 * 0.03; a restart for less is not worth it. */
 	double min_saving;
+	/* When the PS count grows, the share of a PS's memory that does not
+	 * divide among more PS (runtime, buffers): 0.1. */
+	double ps_mem_fixed;
 	int64_t reversal_window_ms; /* no reversal of a resize within: 1800000 */
 	int min_usage_samples;  /* per role, before right-sizing: 5 */
 	/* OOM */
@@ -313,6 +316,20 @@ int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
 		     const struct rv_alg_resource *cur, const struct rv_alg_resize *last,
 		     int64_t now_ms, const struct rv_alg_limits *lim,
 		     const struct rv_alg_params *p, struct rv_alg_resource *out);
+
+/*
+ * rv_alg_rightsize for a role whose usage was measured behind another
+ * role's CPU bottleneck that this plan grows by `behind` (> 1): the job
+ * can run up to that much faster, so this role's demand follows; its CPU
+ * grows to its usage times `behind` (plus the margin) when that is above
+ * its limit, in the same plan (a role starved behind the bottleneck shows
+ * no throttling until the bottleneck is gone, one plan later).  behind <=
+ * 1: the same as rv_alg_rightsize.
+ */
+int rv_alg_rightsize_behind(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
+		     const struct rv_alg_resource *cur, const struct rv_alg_resize *last,
+		     int64_t now_ms, const struct rv_alg_limits *lim,
+		     const struct rv_alg_params *p, double behind, struct rv_alg_resource *out);
 
 /*
  * Hot PS: the mean CPU of each PS over its latest p->hot_samples samples; a PS

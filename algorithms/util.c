@@ -31,6 +31,7 @@ void rv_alg_params_default(struct rv_alg_params *p)
 		.mem_margin = 0.1,
 		.hysteresis = 0.07,
 		.min_saving = 0.03,
+		.ps_mem_fixed = 0.1,
 		.reversal_window_ms = 30 * 60 * 1000,
 		.min_usage_samples = 5,
 		.oom_factor = 2.0,
