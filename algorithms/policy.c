@@ -93,12 +93,18 @@ size_t rv_alg_settle_index(const struct rv_alg_speed_obs *o, size_t start, size_
 		k++;
 	size_t k0 = k;
 	/* Move past the ramp while what is left still trends up: a quarter of
-	 * it at a time (the test needs enough samples to see a trend). */
-	while (end - k >= SETTLE_MIN_SAMPLES && still_rising(o, k, end)) {
+	 * it at a time (the test needs enough samples to see a trend).  Once a
+	 * rise was seen, the rest must be long enough to show the ramp went
+	 * on if it did: six noisy samples of a slow ramp (a 300 s one rises
+	 * 2-3% per 10 s) pass for flat, and CPU sized from them starved the
+	 * job a plan later. */
+	size_t need = SETTLE_MIN_SAMPLES;
+	while (end - k >= need && still_rising(o, k, end)) {
 		size_t step = (end - k) / 4;
 		k += step > 0 ? step : 1;
+		need = 2 * SETTLE_MIN_SAMPLES;
 	}
-	*settled = end - k >= SETTLE_MIN_SAMPLES;
+	*settled = end - k >= need;
 	/* A short run (a few samples past the fixed warm-up): settled when the
 	 * whole run, its first samples included, shows no rise. */
 	if (!*settled && k == k0 && k < end && end - start >= 4 && !still_rising(o, start, end))
