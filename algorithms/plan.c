@@ -100,6 +100,53 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 			return;
 		}
 	}
+	/* The chosen PS count at the edge of the measured ones, with the model
+	 * saying the next step beyond (half as many, or twice as many) pays:
+	 * the model is not trusted beyond its data, so measure it (a job whose
+	 * per-PS overhead makes one PS best otherwise settled at two, at 0.86
+	 * of the best speed). */
+	if (trusted && st->strategy == RV_ALG_PS && fit.n_ps_values >= 2 &&
+	    part.cfg.ps.count > 0) {
+		int lo = INT32_MAX, hi = 0;
+		for (size_t i = 0; i < st->n_speed; i++) {
+			if (st->speed[i].ps > 0 && st->speed[i].ps < lo)
+				lo = st->speed[i].ps;
+			if (st->speed[i].ps > hi)
+				hi = st->speed[i].ps;
+		}
+		int pc = part.cfg.ps.count, wc = part.cfg.worker.count, pn = pc;
+		int pmin = st->lim.min_ps > 0 ? st->lim.min_ps : 1;
+		int pmax = st->lim.max_ps > 0 ? st->lim.max_ps : pc;
+		if (pc <= lo && pc > pmin)
+			pn = pc / 2 > pmin ? pc / 2 : pmin;
+		else if (pc >= hi && pc < pmax)
+			pn = 2 * pc < pmax ? 2 * pc : pmax;
+		bool measured = false;
+		for (size_t i = 0; i < st->n_speed && !measured; i++)
+			measured = st->speed[i].ps == pn;
+		double gain = pn != pc ? rv_alg_fit_predict(&fit, wc, pn) /
+						 rv_alg_fit_predict(&fit, wc, pc) -
+					 1
+				       : 0;
+		struct rv_alg_config trial = st->cur;
+		trial.worker.count = wc;
+		trial.ps.count = pn;
+		if (pn != pc && !measured && gain >= -p->min_gain / 2 &&
+		    rv_alg_fits_free(&st->lim, &st->cur, &trial)) {
+			cfg->worker.count = wc;
+			cfg->ps.count = pn;
+			out->predicted_speed = 0;
+			out->fit_r2 = fit.r2;
+			out->fit_configs = fit.n_configs;
+			rv_alg_reason_add(out,
+					  "exploring the PS count beyond the measured ones: %d -> %d "
+					  "PS with %d workers (the model predicts %+.0f%%, but not "
+					  "from data at %d PS)",
+					  st->cur.ps.count, pn, wc, 100 * gain, pn);
+			take_lead(rank, lead, LEAD_COUNT, "explore");
+			return;
+		}
+	}
 	cfg->worker.count = part.cfg.worker.count;
 	cfg->ps.count = part.cfg.ps.count;
 	out->predicted_speed = part.predicted_speed;
