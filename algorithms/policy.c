@@ -312,7 +312,10 @@ size_t rv_alg_drop_starved_speeds(const struct rv_alg_applied *a, size_t na,
 			       ((double)from->worker.count / from->ps.count);
 		if (load < 1)
 			load = 1;
-		if (to->worker.res.cpu > p->starved_growth * from->worker.res.cpu ||
+		/* a plan that replaced stragglers: the speeds before it are of
+		 * a job held back by its slowest workers, not of its counts */
+		if (algorithm_is(&a[i], "straggler") ||
+		    to->worker.res.cpu > p->starved_growth * from->worker.res.cpu ||
 		    to->ps.res.cpu > p->starved_growth * load * from->ps.res.cpu) {
 			size_t k = 0;
 			for (size_t j = 0; j < n; j++)
