@@ -319,7 +319,8 @@ size_t rv_alg_drop_starved_speeds(const struct rv_alg_applied *a, size_t na,
 		    to->ps.res.cpu > p->starved_growth * load * from->ps.res.cpu) {
 			size_t k = 0;
 			for (size_t j = 0; j < n; j++)
-				if (o[j].t_ms >= a[i].applied_ts_ms)
+				/* a sample at the plan's own time is the old config's */
+				if (o[j].t_ms > a[i].applied_ts_ms)
 					o[k++] = o[j];
 			return k;
 		}
