@@ -280,6 +280,12 @@ int rv_alg_rightsize_behind(const struct rv_alg_usage *u, size_t n, enum rv_alg_
 	if (starved || near_limit || follows ||
 	    should_move(cur->cpu, want_cpu, last->from.cpu, last->to.cpu, recent, p->hysteresis))
 		out->cpu = want_cpu;
+	/* Memory that still rises is not trimmed: after an OOM relaunch the
+	 * window is short, the projection small, and each trim to just above
+	 * the usage of the moment was followed by a growth plan (6656 -> 13312
+	 * by the OOM, then 7409 -> 8218 -> 8800 MiB, a plan each). */
+	if (rise > 0 && want_mem < (double)cur->memory_mb)
+		want_mem = (double)cur->memory_mb;
 	/* below the peak is a certain OOM: no hysteresis for that */
 	if ((double)cur->memory_mb < peak ||
 	    should_move((double)cur->memory_mb, want_mem, (double)last->from.memory_mb,
