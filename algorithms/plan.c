@@ -105,8 +105,7 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 	 * the model is not trusted beyond its data, so measure it (a job whose
 	 * per-PS overhead makes one PS best otherwise settled at two, at 0.86
 	 * of the best speed). */
-	if (trusted && st->strategy == RV_ALG_PS && fit.n_ps_values >= 2 &&
-	    part.cfg.ps.count > 0) {
+	if (trusted && st->strategy == RV_ALG_PS && fit.n_ps_values >= 2 && part.cfg.ps.count > 0) {
 		int lo = INT32_MAX, hi = 0;
 		for (size_t i = 0; i < st->n_speed; i++) {
 			if (st->speed[i].ps > 0 && st->speed[i].ps < lo)
@@ -125,8 +124,8 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 		for (size_t i = 0; i < st->n_speed && !measured; i++)
 			measured = st->speed[i].ps == pn;
 		double gain = pn != pc ? rv_alg_fit_predict(&fit, wc, pn) /
-						 rv_alg_fit_predict(&fit, wc, pc) -
-					 1
+							 rv_alg_fit_predict(&fit, wc, pc) -
+						 1
 				       : 0;
 		struct rv_alg_config trial = st->cur;
 		trial.worker.count = wc;
@@ -138,11 +137,12 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 			out->predicted_speed = 0;
 			out->fit_r2 = fit.r2;
 			out->fit_configs = fit.n_configs;
-			rv_alg_reason_add(out,
-					  "exploring the PS count beyond the measured ones: %d -> %d "
-					  "PS with %d workers (the model predicts %+.0f%%, but not "
-					  "from data at %d PS)",
-					  st->cur.ps.count, pn, wc, 100 * gain, pn);
+			rv_alg_reason_add(
+				out,
+				"exploring the PS count beyond the measured ones: %d -> %d "
+				"PS with %d workers (the model predicts %+.0f%%, but not "
+				"from data at %d PS)",
+				st->cur.ps.count, pn, wc, 100 * gain, pn);
 			take_lead(rank, lead, LEAD_COUNT, "explore");
 			return;
 		}
@@ -159,8 +159,8 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 
 static void plan_rightsize(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
 			   enum rv_alg_role role, int keep_cpu, int no_shrink, double behind,
-			   struct rv_alg_config *cfg,
-			   struct rv_alg_decision *out, enum lead_rank *rank, const char **lead)
+			   struct rv_alg_config *cfg, struct rv_alg_decision *out,
+			   enum lead_rank *rank, const char **lead)
 {
 	struct rv_alg_group *g = role == RV_ALG_PS_ROLE ? &cfg->ps : &cfg->worker;
 	struct rv_alg_resource next;
@@ -198,8 +198,7 @@ static void plan_rightsize(const struct rv_alg_job_state *st, const struct rv_al
 		 * measured before needs no trim plan, and no OOM. */
 		else if (share < 1 - 1e-9 && next.memory_mb >= g->res.memory_mb * share)
 			next.memory_mb = (int64_t)rv_alg_mb_up(
-				(double)g->res.memory_mb *
-				(share + (1 - share) * p->ps_mem_fixed));
+				(double)g->res.memory_mb * (share + (1 - share) * p->ps_mem_fixed));
 	}
 
 	struct rv_alg_config trial = *cfg;
@@ -403,8 +402,7 @@ int rv_alg_plan_oom(const struct rv_alg_config *cur, enum rv_alg_role role, int6
 	rv_alg_reason_add(out,
 			  "OOM #%d of a %s: memory %" PRId64 " -> %" PRId64 " MiB (x%.1f step"
 			  "%s)",
-			  oom_count, role_name(role), prev, next,
-			  rv_alg_oom_step(p, oom_count),
+			  oom_count, role_name(role), prev, next, rv_alg_oom_step(p, oom_count),
 			  peak_mb > 0 ? ", above the observed peak" : "");
 	return 0;
 }

@@ -152,9 +152,10 @@ bool rv_alg_role_starved(const struct rv_alg_usage *u, size_t n, enum rv_alg_rol
 }
 
 int rv_alg_rightsize_behind(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
-		     const struct rv_alg_resource *cur, const struct rv_alg_resize *last,
-		     int64_t now_ms, const struct rv_alg_limits *lim,
-		     const struct rv_alg_params *p, double behind, struct rv_alg_resource *out)
+			    const struct rv_alg_resource *cur, const struct rv_alg_resize *last,
+			    int64_t now_ms, const struct rv_alg_limits *lim,
+			    const struct rv_alg_params *p, double behind,
+			    struct rv_alg_resource *out)
 {
 	if ((n > 0 && !u) || !cur || !lim || !p || !out || p->usage_quantile < 0 ||
 	    p->usage_quantile > 1)
@@ -200,7 +201,8 @@ int rv_alg_rightsize_behind(const struct rv_alg_usage *u, size_t n, enum rv_alg_
 	double thr_share;
 	bool by_median =
 		rv_alg_throttled_share(u, n, role, -1,
-				       (size_t)(p->min_usage_samples > 0 ? p->min_usage_samples : 1),
+				       (size_t)(p->min_usage_samples > 0 ? p->min_usage_samples
+									 : 1),
 				       &thr_share) == 0;
 	{
 		double *tmp = malloc(m * sizeof(*tmp)), *c2 = malloc(m * sizeof(*c2));
@@ -229,7 +231,8 @@ int rv_alg_rightsize_behind(const struct rv_alg_usage *u, size_t n, enum rv_alg_
 		want_cpu = cur->cpu * p->starved_factor;
 	/* behind a bottleneck that grows: the demand follows the speed */
 	int follows = 0;
-	if (!starved && behind > 1 && q_cpu * (1 + margin) * behind > cur->cpu * (1 + p->cpu_margin)) {
+	if (!starved && behind > 1 &&
+	    q_cpu * (1 + margin) * behind > cur->cpu * (1 + p->cpu_margin)) {
 		want_cpu = q_cpu * (1 + margin) * behind;
 		follows = 1;
 	}
@@ -296,8 +299,8 @@ int rv_alg_rightsize_behind(const struct rv_alg_usage *u, size_t n, enum rv_alg_
 
 int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
 		     const struct rv_alg_resource *cur, const struct rv_alg_resize *last,
-		     int64_t now_ms, const struct rv_alg_limits *lim,
-		     const struct rv_alg_params *p, struct rv_alg_resource *out)
+		     int64_t now_ms, const struct rv_alg_limits *lim, const struct rv_alg_params *p,
+		     struct rv_alg_resource *out)
 {
 	return rv_alg_rightsize_behind(u, n, role, cur, last, now_ms, lim, p, 1, out);
 }

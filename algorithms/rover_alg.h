@@ -113,8 +113,8 @@ struct rv_alg_params {
 	int64_t reversal_window_ms; /* no reversal of a resize within: 1800000 */
 	int min_usage_samples;  /* per role, before right-sizing: 5 */
 	/* OOM */
-	double oom_factor; /* memory factor on the first OOM: 2 */
-	double oom_growth; /* the factor is multiplied by this per further OOM: 2 */
+	double oom_factor;      /* memory factor on the first OOM: 2 */
+	double oom_growth;      /* the factor is multiplied by this per further OOM: 2 */
 	int64_t oom_cap_mb;     /* never more memory than this: 65536 */
 	double oom_peak_margin; /* at least the peak times (1 + this): 0.2 */
 	/* hot PS */
@@ -327,9 +327,10 @@ int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
  * 1: the same as rv_alg_rightsize.
  */
 int rv_alg_rightsize_behind(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
-		     const struct rv_alg_resource *cur, const struct rv_alg_resize *last,
-		     int64_t now_ms, const struct rv_alg_limits *lim,
-		     const struct rv_alg_params *p, double behind, struct rv_alg_resource *out);
+			    const struct rv_alg_resource *cur, const struct rv_alg_resize *last,
+			    int64_t now_ms, const struct rv_alg_limits *lim,
+			    const struct rv_alg_params *p, double behind,
+			    struct rv_alg_resource *out);
 
 /*
  * Hot PS: the mean CPU of each PS over its latest p->hot_samples samples; a PS

@@ -285,8 +285,8 @@ static void throttled_share_locked(struct brainlink *l, const struct rv_sample *
 	int64_t *throttled = &l->cpu_stat[u->role][u->node].throttled;
 	if (*periods > 0 && s->nr_periods > *periods && s->nr_throttled >= *throttled) {
 		u->has_throttled = true;
-		u->throttled =
-			(double)(s->nr_throttled - *throttled) / (double)(s->nr_periods - *periods);
+		u->throttled = (double)(s->nr_throttled - *throttled) /
+			       (double)(s->nr_periods - *periods);
 	}
 	*periods = s->nr_periods;
 	*throttled = s->nr_throttled;

@@ -302,8 +302,10 @@ START_TEST(test_small_trim_held)
 {
 	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 2, 0);
 	struct rv_alg_speed_obs o[] = {
-		{.workers = 2, .speed = 100}, {.workers = 3, .speed = 101},
-		{.workers = 4, .speed = 99}, {.workers = 2, .speed = 100},
+		{ .workers = 2, .speed = 100 },
+		{ .workers = 3, .speed = 101 },
+		{ .workers = 4, .speed = 99 },
+		{ .workers = 2, .speed = 100 },
 	};
 	struct rv_alg_usage u[10];
 	struct rv_alg_decision d;

@@ -134,8 +134,7 @@ START_TEST(test_outcome_not_significant)
 	struct rv_alg_decision d;
 
 	/* noisy samples (35%): four say too little, still measuring */
-	ck_assert_int_eq(judge(85, 30, 4, 100, 30, 4, "worker_count_model", 200, &v, &d),
-			 -EAGAIN);
+	ck_assert_int_eq(judge(85, 30, 4, 100, 30, 4, "worker_count_model", 200, &v, &d), -EAGAIN);
 	/* -15% but within two standard errors of very noisy samples: neutral, kept */
 	ck_assert_int_eq(judge(85, 60, 20, 100, 60, 20, "worker_count_model", 200, &v, &d), 0);
 	ck_assert_int_eq(v.outcome, RV_ALG_OUTCOME_NEUTRAL);
