@@ -495,12 +495,12 @@ START_TEST(single_job_oom_and_manual)
 	struct brainlink_plan p = take(link_s, "oom", 1000);
 	ck_assert(p.apply);
 	ck_assert_str_eq(p.plan.launch[0].node, "worker-0");
-	/* the same as the library's oom step: first OOM, factor 1.5 */
-	ck_assert_int_eq(p.plan.launch[0].resource.memory_mb, 12288);
+	/* the same as the library's oom step: first OOM, factor 2 */
+	ck_assert_int_eq(p.plan.launch[0].resource.memory_mb, 16384);
 	/* a second OOM of the same node grows more */
 	ck_assert_int_eq(brainlink_event(link_s, &ev), 0);
 	p = take(link_s, "oom", 1000);
-	ck_assert_int_eq(p.plan.launch[0].resource.memory_mb, 16384);
+	ck_assert_int_eq(p.plan.launch[0].resource.memory_mb, 32768); /* x4 of the limit it hit */
 	brainlink_stop(link_s, 0);
 	link_s = NULL;
 
