@@ -60,6 +60,9 @@ int rv_alg_config_equal(const struct rv_alg_config *a, const struct rv_alg_confi
  * float noise (6 * 1.1 must stay 6.6, not become 6.7). */
 double rv_alg_cpu_up(double cpu);
 double rv_alg_mb_up(double mb);
+/* The OOM memory factor for a node's oom_count-th OOM (>= 1): oom_factor x
+ * oom_growth^(oom_count - 1). */
+double rv_alg_oom_step(const struct rv_alg_params *p, int oom_count);
 
 /* Whether moving from cur to next fits the cluster's free capacity
  * (lim->free_cpu / free_memory_mb < 0: unknown, anything fits). */

@@ -9,6 +9,19 @@
 
 #include "alg_internal.h"
 
+/* Geometric: the report shows only the limit it hit (and the last RSS below
+ * it), never the need, so each further OOM doubles the step; the per-node
+ * limit bounds it, and right-sizing trims the excess once usage is measured.
+ * An additive step (x1.5, x2, x2.5) took three or four relaunches to reach a
+ * need 3-4x the request, each a plan. */
+double rv_alg_oom_step(const struct rv_alg_params *p, int oom_count)
+{
+	double f = p->oom_factor;
+	for (int i = 1; i < oom_count && i < 16; i++)
+		f *= p->oom_growth >= 1 ? p->oom_growth : 1;
+	return f;
+}
+
 int rv_alg_oom_memory(int64_t prev_mb, int64_t peak_mb, int oom_count,
 		      const struct rv_alg_limits *lim, const struct rv_alg_params *p,
 		      int64_t *out_mb)
@@ -18,7 +31,7 @@ int rv_alg_oom_memory(int64_t prev_mb, int64_t peak_mb, int oom_count,
 		return -EINVAL;
 	*out_mb = prev_mb;
 
-	double factor = p->oom_factor + p->oom_factor_step * (oom_count - 1);
+	double factor = rv_alg_oom_step(p, oom_count);
 	double want = (double)prev_mb * factor;
 	double from_peak = (double)peak_mb * (1 + p->oom_peak_margin);
 	double cap = p->oom_cap_mb > 0 ? (double)p->oom_cap_mb : INFINITY;

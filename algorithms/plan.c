@@ -100,6 +100,53 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 			return;
 		}
 	}
+	/* The chosen PS count at the edge of the measured ones, with the model
+	 * saying the next step beyond (half as many, or twice as many) pays:
+	 * the model is not trusted beyond its data, so measure it (a job whose
+	 * per-PS overhead makes one PS best otherwise settled at two, at 0.86
+	 * of the best speed). */
+	if (trusted && st->strategy == RV_ALG_PS && fit.n_ps_values >= 2 && part.cfg.ps.count > 0) {
+		int lo = INT32_MAX, hi = 0;
+		for (size_t i = 0; i < st->n_speed; i++) {
+			if (st->speed[i].ps > 0 && st->speed[i].ps < lo)
+				lo = st->speed[i].ps;
+			if (st->speed[i].ps > hi)
+				hi = st->speed[i].ps;
+		}
+		int pc = part.cfg.ps.count, wc = part.cfg.worker.count, pn = pc;
+		int pmin = st->lim.min_ps > 0 ? st->lim.min_ps : 1;
+		int pmax = st->lim.max_ps > 0 ? st->lim.max_ps : pc;
+		if (pc <= lo && pc > pmin)
+			pn = pc / 2 > pmin ? pc / 2 : pmin;
+		else if (pc >= hi && pc < pmax)
+			pn = 2 * pc < pmax ? 2 * pc : pmax;
+		bool measured = false;
+		for (size_t i = 0; i < st->n_speed && !measured; i++)
+			measured = st->speed[i].ps == pn;
+		double gain = pn != pc ? rv_alg_fit_predict(&fit, wc, pn) /
+							 rv_alg_fit_predict(&fit, wc, pc) -
+						 1
+				       : 0;
+		struct rv_alg_config trial = st->cur;
+		trial.worker.count = wc;
+		trial.ps.count = pn;
+		if (pn != pc && !measured && gain >= -p->min_gain / 2 &&
+		    rv_alg_fits_free(&st->lim, &st->cur, &trial)) {
+			cfg->worker.count = wc;
+			cfg->ps.count = pn;
+			out->predicted_speed = 0;
+			out->fit_r2 = fit.r2;
+			out->fit_configs = fit.n_configs;
+			rv_alg_reason_add(
+				out,
+				"exploring the PS count beyond the measured ones: %d -> %d "
+				"PS with %d workers (the model predicts %+.0f%%, but not "
+				"from data at %d PS)",
+				st->cur.ps.count, pn, wc, 100 * gain, pn);
+			take_lead(rank, lead, LEAD_COUNT, "explore");
+			return;
+		}
+	}
 	cfg->worker.count = part.cfg.worker.count;
 	cfg->ps.count = part.cfg.ps.count;
 	out->predicted_speed = part.predicted_speed;
@@ -111,17 +158,18 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 }
 
 static void plan_rightsize(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
-			   enum rv_alg_role role, int keep_cpu, int no_shrink,
-			   struct rv_alg_config *cfg,
-			   struct rv_alg_decision *out, enum lead_rank *rank, const char **lead)
+			   enum rv_alg_role role, int keep_cpu, int no_shrink, double behind,
+			   struct rv_alg_config *cfg, struct rv_alg_decision *out,
+			   enum lead_rank *rank, const char **lead)
 {
 	struct rv_alg_group *g = role == RV_ALG_PS_ROLE ? &cfg->ps : &cfg->worker;
 	struct rv_alg_resource next;
 
 	if (g->count <= 0)
 		return;
-	int rc = rv_alg_rightsize(st->usage, st->n_usage, role, &g->res, &st->last_resize[role],
-				  st->now_ms, &st->lim, p, &next);
+	int rc = rv_alg_rightsize_behind(st->usage, st->n_usage, role, &g->res,
+					 &st->last_resize[role], st->now_ms, &st->lim, p, behind,
+					 &next);
 
 	if (rc < 0)
 		return;
@@ -143,6 +191,14 @@ static void plan_rightsize(const struct rv_alg_job_state *st, const struct rv_al
 			next.cpu = rv_alg_cpu_up(next.cpu * load);
 		if (share > 1 + 1e-9)
 			next.memory_mb = (int64_t)rv_alg_mb_up((double)next.memory_mb * share);
+		/* more PS: each holds less of the model, but a fixed part of a
+		 * PS's memory (runtime, buffers) does not divide: assume
+		 * ps_mem_fixed (0.1) of it does not (with the 10% memory margin on
+		 * top: up to a fifth), so a return to a PS count
+		 * measured before needs no trim plan, and no OOM. */
+		else if (share < 1 - 1e-9 && next.memory_mb >= g->res.memory_mb * share)
+			next.memory_mb = (int64_t)rv_alg_mb_up(
+				(double)g->res.memory_mb * (share + (1 - share) * p->ps_mem_fixed));
 	}
 
 	struct rv_alg_config trial = *cfg;
@@ -165,6 +221,36 @@ static void plan_rightsize(const struct rv_alg_job_state *st, const struct rv_al
 			  100 * p->usage_quantile);
 	g->res = next;
 	take_lead(rank, lead, LEAD_RIGHTSIZE, "rightsize");
+}
+
+/* A job's resources in cores, memory counted at the node's memory per core
+ * (a documented 4 GiB per core when no node size is known). */
+static double config_cost(const struct rv_alg_config *c, const struct rv_alg_limits *lim)
+{
+	double mb_per_core = lim->max_cpu > 0 && lim->max_memory_mb > 0
+				     ? (double)lim->max_memory_mb / lim->max_cpu
+				     : 4096.0;
+	double cost = 0;
+	const struct rv_alg_group *g[2] = { &c->worker, &c->ps };
+
+	for (int i = 0; i < 2; i++)
+		if (g[i]->count > 0)
+			cost += g[i]->count *
+				(g[i]->res.cpu + (double)g[i]->res.memory_mb / mb_per_core);
+	return cost;
+}
+
+/* Whether next only shrinks resources of cur (same counts, no role grows). */
+static bool shrink_only(const struct rv_alg_config *cur, const struct rv_alg_config *next)
+{
+	const struct rv_alg_group *a[2] = { &cur->worker, &cur->ps };
+	const struct rv_alg_group *b[2] = { &next->worker, &next->ps };
+
+	for (int i = 0; i < 2; i++)
+		if (a[i]->count != b[i]->count || b[i]->res.cpu > a[i]->res.cpu ||
+		    b[i]->res.memory_mb > a[i]->res.memory_mb)
+			return false;
+	return true;
 }
 
 int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
@@ -243,9 +329,15 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 			}
 		}
 	}
-	plan_rightsize(st, p, RV_ALG_WORKER, 0, starved_ps, &cfg, out, &rank, &lead);
+	/* Every starved role in one plan: a role behind the bottleneck shows
+	 * its shortage only once the bottleneck is gone, so its demand is
+	 * taken to follow the bottleneck's growth. */
+	double behind_w = starved_ps ? p->starved_factor : 1;
+	double behind_ps = starved_w ? p->starved_factor : 1;
+	plan_rightsize(st, p, RV_ALG_WORKER, 0, starved_ps, behind_w, &cfg, out, &rank, &lead);
 	/* a migrated hot PS already got its CPU; pooled PS CPU would undo it */
-	plan_rightsize(st, p, RV_ALG_PS_ROLE, hot > 0, starved_w, &cfg, out, &rank, &lead);
+	plan_rightsize(st, p, RV_ALG_PS_ROLE, hot > 0, starved_w, behind_ps, &cfg, out, &rank,
+		       &lead);
 
 	int ns = rv_alg_stragglers(st->steps, st->n_steps, p, out->replace, RV_ALG_MAX_NODES);
 
@@ -257,6 +349,22 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 				  "robust z > %.0f), first: worker %d",
 				  ns, ns > 1 ? "s" : "", p->straggler_ratio, p->straggler_z,
 				  out->replace[0]);
+	}
+	/* A restart that saves next to nothing is not worth a plan: the trim
+	 * of a PS's memory after the PS count came back, a tenth of a core. */
+	if (ns <= 0 && hot <= 0 && p->min_saving > 0 && !rv_alg_config_equal(&cfg, &st->cur) &&
+	    shrink_only(&st->cur, &cfg)) {
+		double before = config_cost(&st->cur, &st->lim);
+		double saving = before > 0 ? 1 - config_cost(&cfg, &st->lim) / before : 0;
+
+		if (saving < p->min_saving) {
+			rv_alg_reason_add(out,
+					  "held: right-sizing would save %.1f%% of the job's "
+					  "resources (< %.0f%%), not worth a restart",
+					  100 * saving, 100 * p->min_saving);
+			cfg = st->cur;
+			lead = "hold";
+		}
 	}
 	out->cfg = cfg;
 	out->algorithm = lead;
@@ -294,8 +402,7 @@ int rv_alg_plan_oom(const struct rv_alg_config *cur, enum rv_alg_role role, int6
 	rv_alg_reason_add(out,
 			  "OOM #%d of a %s: memory %" PRId64 " -> %" PRId64 " MiB (x%.1f step"
 			  "%s)",
-			  oom_count, role_name(role), prev, next,
-			  p->oom_factor + p->oom_factor_step * (oom_count - 1),
+			  oom_count, role_name(role), prev, next, rv_alg_oom_step(p, oom_count),
 			  peak_mb > 0 ? ", above the observed peak" : "");
 	return 0;
 }

@@ -93,12 +93,18 @@ size_t rv_alg_settle_index(const struct rv_alg_speed_obs *o, size_t start, size_
 		k++;
 	size_t k0 = k;
 	/* Move past the ramp while what is left still trends up: a quarter of
-	 * it at a time (the test needs enough samples to see a trend). */
-	while (end - k >= SETTLE_MIN_SAMPLES && still_rising(o, k, end)) {
+	 * it at a time (the test needs enough samples to see a trend).  Once a
+	 * rise was seen, the rest must be long enough to show the ramp went
+	 * on if it did: six noisy samples of a slow ramp (a 300 s one rises
+	 * 2-3% per 10 s) pass for flat, and CPU sized from them starved the
+	 * job a plan later. */
+	size_t need = SETTLE_MIN_SAMPLES;
+	while (end - k >= need && still_rising(o, k, end)) {
 		size_t step = (end - k) / 4;
 		k += step > 0 ? step : 1;
+		need = 2 * SETTLE_MIN_SAMPLES;
 	}
-	*settled = end - k >= SETTLE_MIN_SAMPLES;
+	*settled = end - k >= need;
 	/* A short run (a few samples past the fixed warm-up): settled when the
 	 * whole run, its first samples included, shows no rise. */
 	if (!*settled && k == k0 && k < end && end - start >= 4 && !still_rising(o, start, end))
@@ -202,6 +208,12 @@ int rv_alg_judge_outcome(const struct rv_alg_job_history *h, const struct rv_alg
 	const struct rv_alg_applied *cur = &h->applied[0];
 	if (s->after.n < p->min_outcome_samples || s->after.n <= 0)
 		return -EAGAIN;
+	/* noisy speeds: enough samples for the mean to say something */
+	if (p->outcome_noise_se > 0 && s->after.mean > 0 && s->after.n < p->outcome_samples_max) {
+		double rel = s->after.sd / s->after.mean / p->outcome_noise_se;
+		if ((double)s->after.n < rel * rel)
+			return -EAGAIN;
+	}
 	const struct rv_alg_speed_summary *b = &s->before;
 	if (b->n < p->min_outcome_samples && w.before_all_from_ms >= 0)
 		b = &s->before_all;
@@ -300,11 +312,15 @@ size_t rv_alg_drop_starved_speeds(const struct rv_alg_applied *a, size_t na,
 			       ((double)from->worker.count / from->ps.count);
 		if (load < 1)
 			load = 1;
-		if (to->worker.res.cpu > p->starved_growth * from->worker.res.cpu ||
+		/* a plan that replaced stragglers: the speeds before it are of
+		 * a job held back by its slowest workers, not of its counts */
+		if (algorithm_is(&a[i], "straggler") ||
+		    to->worker.res.cpu > p->starved_growth * from->worker.res.cpu ||
 		    to->ps.res.cpu > p->starved_growth * load * from->ps.res.cpu) {
 			size_t k = 0;
 			for (size_t j = 0; j < n; j++)
-				if (o[j].t_ms >= a[i].applied_ts_ms)
+				/* a sample at the plan's own time is the old config's */
+				if (o[j].t_ms > a[i].applied_ts_ms)
 					o[k++] = o[j];
 			return k;
 		}

@@ -151,10 +151,11 @@ bool rv_alg_role_starved(const struct rv_alg_usage *u, size_t n, enum rv_alg_rol
 				 cur->cpu, 0.97, p);
 }
 
-int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
-		     const struct rv_alg_resource *cur, const struct rv_alg_resize *last,
-		     int64_t now_ms, const struct rv_alg_limits *lim,
-		     const struct rv_alg_params *p, struct rv_alg_resource *out)
+int rv_alg_rightsize_behind(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
+			    const struct rv_alg_resource *cur, const struct rv_alg_resize *last,
+			    int64_t now_ms, const struct rv_alg_limits *lim,
+			    const struct rv_alg_params *p, double behind,
+			    struct rv_alg_resource *out)
 {
 	if ((n > 0 && !u) || !cur || !lim || !p || !out || p->usage_quantile < 0 ||
 	    p->usage_quantile > 1)
@@ -192,14 +193,32 @@ int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
 	 * one 0.6 robust spreads (on top of the quantile) (1.4826 MAD / median) so its samples stay clear
 	 * of the limit, where they would read as starvation. */
 	double margin = p->cpu_margin;
+	/* With cgroup throttling counters the kernel tells a starved role
+	 * from a tight one, so the limit need not keep noisy samples clear of
+	 * it: the need is the middle of the samples (the median, with two
+	 * standard errors of it on top of the margin).  A high quantile plus a
+	 * noise margin gave a role with 14% usage noise 1.25x its need. */
+	double thr_share;
+	bool by_median =
+		rv_alg_throttled_share(u, n, role, -1,
+				       (size_t)(p->min_usage_samples > 0 ? p->min_usage_samples
+									 : 1),
+				       &thr_share) == 0;
 	{
 		double *tmp = malloc(m * sizeof(*tmp)), *c2 = malloc(m * sizeof(*c2));
 		if (tmp && c2) {
 			double med, mad;
 			memcpy(c2, cpu, m * sizeof(*c2));
 			rv_alg_median_mad(c2, tmp, m, &med, &mad);
-			if (med > 0 && 0.6 * 1.4826 * mad / med > margin)
-				margin = 0.6 * 1.4826 * mad / med;
+			double spread = med > 0 ? 1.4826 * mad / med : 0;
+			if (by_median && med > 0) {
+				q_cpu = med;
+				margin = p->cpu_margin + 2 * spread / sqrt((double)m);
+			} else if (0.6 * spread > margin) {
+				margin = 0.6 * spread;
+			}
+		} else {
+			by_median = false;
 		}
 		free(tmp);
 		free(c2);
@@ -210,6 +229,13 @@ int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
 
 	if (starved)
 		want_cpu = cur->cpu * p->starved_factor;
+	/* behind a bottleneck that grows: the demand follows the speed */
+	int follows = 0;
+	if (!starved && behind > 1 &&
+	    q_cpu * (1 + margin) * behind > cur->cpu * (1 + p->cpu_margin)) {
+		want_cpu = q_cpu * (1 + margin) * behind;
+		follows = 1;
+	}
 	double want_mem = rv_alg_quantile(mem, m, p->usage_quantile) * (1 + p->mem_margin);
 	/* Memory that keeps rising (caches, embedding tables that grow with
 	 * the data) is sized for where it will be a window from now, not for
@@ -254,13 +280,27 @@ int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
 	int near_limit = cur->cpu > 0 && want_cpu > cur->cpu * (1 + p->cpu_margin) + 1e-9 &&
 			 q_cpu >= 0.97 * cur->cpu;
 
-	if (starved || near_limit ||
+	if (starved || near_limit || follows ||
 	    should_move(cur->cpu, want_cpu, last->from.cpu, last->to.cpu, recent, p->hysteresis))
 		out->cpu = want_cpu;
+	/* Memory that still rises is not trimmed: after an OOM relaunch the
+	 * window is short, the projection small, and each trim to just above
+	 * the usage of the moment was followed by a growth plan (6656 -> 13312
+	 * by the OOM, then 7409 -> 8218 -> 8800 MiB, a plan each). */
+	if (rise > 0 && want_mem < (double)cur->memory_mb)
+		want_mem = (double)cur->memory_mb;
 	/* below the peak is a certain OOM: no hysteresis for that */
 	if ((double)cur->memory_mb < peak ||
 	    should_move((double)cur->memory_mb, want_mem, (double)last->from.memory_mb,
 			(double)last->to.memory_mb, recent, p->hysteresis))
 		out->memory_mb = (int64_t)want_mem;
 	return out->cpu != cur->cpu || out->memory_mb != cur->memory_mb;
+}
+
+int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
+		     const struct rv_alg_resource *cur, const struct rv_alg_resize *last,
+		     int64_t now_ms, const struct rv_alg_limits *lim, const struct rv_alg_params *p,
+		     struct rv_alg_resource *out)
+{
+	return rv_alg_rightsize_behind(u, n, role, cur, last, now_ms, lim, p, 1, out);
 }

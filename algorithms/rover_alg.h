@@ -102,11 +102,19 @@ struct rv_alg_params {
 	double mem_margin;      /* added to the memory quantile (and to the level a
 				 * rising memory reaches a usage window ahead): 0.1 */
 	double hysteresis;      /* relative change needed to resize: 0.07 */
+	/* A plan that only shrinks resources (counts kept, nothing migrated or
+	 * replaced) is made only when it saves at least this share of the
+	 * job's resources (cores + memory at the node's memory per core):
+	 * 0.03; a restart for less is not worth it. */
+	double min_saving;
+	/* When the PS count grows, the share of a PS's memory that does not
+	 * divide among more PS (runtime, buffers): 0.1. */
+	double ps_mem_fixed;
 	int64_t reversal_window_ms; /* no reversal of a resize within: 1800000 */
 	int min_usage_samples;  /* per role, before right-sizing: 5 */
 	/* OOM */
-	double oom_factor;      /* memory factor on the first OOM: 1.5 */
-	double oom_factor_step; /* added to the factor per further OOM: 0.5 */
+	double oom_factor;      /* memory factor on the first OOM: 2 */
+	double oom_growth;      /* the factor is multiplied by this per further OOM: 2 */
 	int64_t oom_cap_mb;     /* never more memory than this: 65536 */
 	double oom_peak_margin; /* at least the peak times (1 + this): 0.2 */
 	/* hot PS */
@@ -154,6 +162,13 @@ struct rv_alg_params {
 	double outcome_se;
 	/* Settled samples after a plan before it is judged: 3. */
 	int min_outcome_samples;
+	/* A noisy job measures longer: a plan is judged once the standard
+	 * error of the new configuration's mean speed is at most
+	 * outcome_noise_se (0.05) of it, at most outcome_samples_max (20)
+	 * samples (25-30% speed noise read from 3 samples chose counts on
+	 * noise alone). */
+	double outcome_noise_se;
+	int outcome_samples_max;
 	/* Newest samples of the replaced configuration its speed is taken
 	 * from: 20. */
 	int outcome_before_n;
@@ -303,6 +318,21 @@ int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
 		     const struct rv_alg_params *p, struct rv_alg_resource *out);
 
 /*
+ * rv_alg_rightsize for a role whose usage was measured behind another
+ * role's CPU bottleneck that this plan grows by `behind` (> 1): the job
+ * can run up to that much faster, so this role's demand follows; its CPU
+ * grows to its usage times `behind` (plus the margin) when that is above
+ * its limit, in the same plan (a role starved behind the bottleneck shows
+ * no throttling until the bottleneck is gone, one plan later).  behind <=
+ * 1: the same as rv_alg_rightsize.
+ */
+int rv_alg_rightsize_behind(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
+			    const struct rv_alg_resource *cur, const struct rv_alg_resize *last,
+			    int64_t now_ms, const struct rv_alg_limits *lim,
+			    const struct rv_alg_params *p, double behind,
+			    struct rv_alg_resource *out);
+
+/*
  * Hot PS: the mean CPU of each PS over its latest p->hot_samples samples; a PS
  * whose robust z ((x - median) / (1.4826 MAD)) exceeds p->hot_z and whose use
  * is at least p->hot_util of its limit is migrated to use * p->hot_cpu_factor
@@ -343,7 +373,7 @@ int rv_alg_stragglers(const struct rv_alg_step *s, size_t n, const struct rv_alg
 
 /*
  * Memory for a node relaunched after its oom_count-th OOM (>= 1):
- * max(prev * (oom_factor + oom_factor_step * (oom_count - 1)),
+ * max(prev * oom_factor * oom_growth^(oom_count - 1),
  *     peak * (1 + oom_peak_margin)), capped at min(p->oom_cap_mb, lim->max_memory_mb)
  * and, when known, at prev + lim->free_memory_mb.  Returns 1 when it grew,
  * 0 when already at the cap (out = prev), -EINVAL on bad arguments.

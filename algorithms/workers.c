@@ -513,6 +513,19 @@ int rv_alg_explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv
 				return 0;
 		}
 	}
+	/* Up from a measured count only when it is clearly too slow (beyond
+	 * knee_hold_se standard errors of its mean below the knee's bar): at
+	 * 25-30% noise the means of neighbouring counts swap places between
+	 * rounds, and settling followed them (5 -> 6 -> 5 workers). */
+	double cur_mean = mean_speed(obs, n, w, ps);
+	if (knee > w && cur_mean > 0 &&
+	    cur_mean + p->knee_hold_se * mean_se(obs, n, w, ps) >= p->target_frac * best) {
+		rv_alg_reason_add(out,
+				  "exploration holds at %d workers: within the noise of the "
+				  "knee (%.0f%% of the best measured speed)",
+				  w, 100 * p->target_frac);
+		return 0;
+	}
 	if (knee != w) {
 		out->cfg.worker.count = knee;
 		out->predicted_speed = mean_speed(obs, n, knee, ps);

@@ -100,6 +100,13 @@ struct brainlink {
 	int nooms;
 	char names[2][NAMED_NODES][RV_NAME_MAX]; /* nodes without a rank, by role */
 	int nnames[2];
+	/* Each node's last cgroup CPU counters (cumulative nr_periods and
+	 * nr_throttled; periods 0: none yet), by role and node index: the
+	 * throttled share of a sample is the difference to them, as the brain
+	 * computes it from consecutive rows of node_usage. */
+	struct {
+		int64_t periods, throttled;
+	} cpu_stat[2][NAMED_NODES];
 };
 
 /* ---- small helpers ---- */
@@ -264,6 +271,27 @@ static int node_index_locked(struct brainlink *l, enum rv_alg_role role, const s
 	return l->nnames[role]++;
 }
 
+/* The share of CPU quota periods the node was throttled since its previous
+ * sample with counters (none for a first sample, a sender without counters,
+ * or a counter reset: a relaunched node starts again from zero). */
+static void throttled_share_locked(struct brainlink *l, const struct rv_sample *s,
+				   struct rv_alg_usage *u)
+{
+	if (u->node < 0 || u->node >= NAMED_NODES || (int)u->role < 0 || (int)u->role > 1)
+		return;
+	if (s->nr_periods <= 0)
+		return;
+	int64_t *periods = &l->cpu_stat[u->role][u->node].periods;
+	int64_t *throttled = &l->cpu_stat[u->role][u->node].throttled;
+	if (*periods > 0 && s->nr_periods > *periods && s->nr_throttled >= *throttled) {
+		u->has_throttled = true;
+		u->throttled = (double)(s->nr_throttled - *throttled) /
+			       (double)(s->nr_periods - *periods);
+	}
+	*periods = s->nr_periods;
+	*throttled = s->nr_throttled;
+}
+
 static void local_sample_locked(struct brainlink *l, const struct rv_sample *s)
 {
 	if (s->ts_ms > l->now_ms)
@@ -292,6 +320,7 @@ static void local_sample_locked(struct brainlink *l, const struct rv_sample *s)
 					      .cpu = s->cpu,
 					      .memory_mb = s->memory_mb };
 		r->step_time = role == RV_ALG_WORKER ? s->step_time : -1;
+		throttled_share_locked(l, s, &r->u);
 	}
 }
 

@@ -213,6 +213,9 @@ int nodelink_usage_report(struct master *m, struct nodelink_usage *t)
 		if (have_prev && r->cpu_seconds >= p->cpu_seconds)
 			u->cpu = (r->cpu_seconds - p->cpu_seconds) * 1000.0 /
 				 (double)(u->ts_ms - p->ms);
+		u->nr_periods = r->nr_periods;
+		u->nr_throttled = r->nr_throttled;
+		u->throttled_usec = r->throttled_usec;
 		if (have_prev && r->nr_periods > p->periods && r->nr_throttled >= p->throttled)
 			u->throttled = (double)(r->nr_throttled - p->throttled) /
 				       (double)(r->nr_periods - p->periods);
@@ -273,6 +276,9 @@ int nodelink_agent_usage(struct master *m, const struct rv_node_usage *u)
 		.cpu_limit = u->cpu_limit,
 		.memory_mb = u->memory_mb,
 		.throttled = u->throttled,
+		.nr_periods = u->nr_periods,
+		.nr_throttled = u->nr_throttled,
+		.throttled_usec = u->throttled_us,
 		.step_time = -1,
 	};
 	snprintf(pu.node, sizeof(pu.node), "%s", u->node);

@@ -410,6 +410,9 @@ int plans_node_sample(struct master *m, const struct plans_usage *u)
 		.cpu_limit = u->cpu_limit,
 		.memory_limit_mb = u->memory_limit_mb,
 		.step_time = u->step_time,
+		.nr_periods = u->nr_periods,
+		.nr_throttled = u->nr_throttled,
+		.throttled_usec = u->throttled_usec,
 	};
 	snprintf(s.node, sizeof(s.node), "%s", u->node);
 	if (u->throttled > 0)

@@ -29,8 +29,11 @@ struct plans_usage {
 	int64_t memory_mb;       /* used */
 	int64_t memory_limit_mb; /* 0: none */
 	double throttled;        /* share of CPU periods throttled since the last
-			      * sample (cpu.stat), 0..1; the brain's sample has
-			      * no field for it: counted in /metrics */
+			      * sample (cpu.stat), 0..1: counted in /metrics */
+	/* the cgroup's cumulative cpu.stat counters (0: none): the planner
+	 * (the brain, or the in-process policy) turns consecutive samples into
+	 * the throttled share that tells a starved role from a tight one */
+	int64_t nr_periods, nr_throttled, throttled_usec;
 	double step_time;        /* seconds per step, -1: unknown */
 };
 

@@ -296,6 +296,69 @@ START_TEST(test_bad_input)
 }
 END_TEST
 
+/* A plan that would only trim a little (1.4% of the job's resources: the
+ * memory of two 16-core workers) is not worth a restart: held. */
+START_TEST(test_small_trim_held)
+{
+	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 2, 0);
+	struct rv_alg_speed_obs o[] = {
+		{ .workers = 2, .speed = 100 },
+		{ .workers = 3, .speed = 101 },
+		{ .workers = 4, .speed = 99 },
+		{ .workers = 2, .speed = 100 },
+	};
+	struct rv_alg_usage u[10];
+	struct rv_alg_decision d;
+
+	st.cur.worker.res.cpu = 16;
+	st.speed = o;
+	st.n_speed = 4;
+	st.usage = u;
+	st.n_usage = steady_usage(u, RV_ALG_WORKER, 2, 15.5, 6500);
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert(!d.changed);
+	ck_assert_int_eq(d.cfg.worker.res.memory_mb, 8192);
+	ck_assert_msg(strstr(d.reason, "not worth a restart") != NULL, "%s", d.reason);
+	/* at 4 cores a node the same trim saves 4.2%: made */
+	st.cur.worker.res.cpu = 4;
+	st.n_usage = steady_usage(u, RV_ALG_WORKER, 2, 3.9, 6500);
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert(d.changed);
+	ck_assert_int_lt(d.cfg.worker.res.memory_mb, 8192);
+}
+END_TEST
+
+/* Workers starved (throttled in 90% of periods) and the PS using 6 of its 8
+ * cores behind them: the plan that doubles the workers' CPU grows the PS
+ * too (its demand follows the job's speed), not one plan later. */
+START_TEST(test_every_starved_role_in_one_plan)
+{
+	struct rv_alg_job_state st = state(RV_ALG_PS, 6, 1);
+	struct rv_alg_usage u[40];
+	struct rv_alg_decision d;
+	size_t n = steady_usage(u, RV_ALG_WORKER, 6, 3.9, 7000);
+
+	for (size_t i = 0; i < n; i++) {
+		u[i].has_throttled = true;
+		u[i].throttled = 0.9;
+	}
+	size_t k = steady_usage(u + n, RV_ALG_PS_ROLE, 1, 6.0, 15000);
+	for (size_t i = n; i < n + k; i++) {
+		u[i].has_throttled = true;
+		u[i].throttled = 0.05;
+	}
+	st.usage = u;
+	st.n_usage = n + k;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert(d.changed);
+	ck_assert_double_eq_tol(d.cfg.worker.res.cpu, 8, 1e-9);
+	ck_assert_msg(d.cfg.ps.res.cpu > 11.5, "PS CPU %.1f: %s", d.cfg.ps.res.cpu, d.reason);
+	/* the counts wait for the roles */
+	ck_assert_int_eq(d.cfg.worker.count, 6);
+	ck_assert_int_eq(d.cfg.ps.count, 1);
+}
+END_TEST
+
 static Suite *plan_suite(void)
 {
 	Suite *s = suite_create("plan");
@@ -314,6 +377,8 @@ static Suite *plan_suite(void)
 	tcase_add_test(tc, test_ps_job_model);
 	tcase_add_test(tc, test_noisy_fit_trusted_within_noise);
 	tcase_add_test(tc, test_bad_input);
+	tcase_add_test(tc, test_small_trim_held);
+	tcase_add_test(tc, test_every_starved_role_in_one_plan);
 	suite_add_tcase(s, tc);
 	return s;
 }

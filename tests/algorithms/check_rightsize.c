@@ -69,6 +69,29 @@ START_TEST(test_throttling_decides_starvation)
 }
 END_TEST
 
+/* 14% usage noise around 2 cores: with throttling counters (few periods
+ * throttled) the need is the median plus a small margin; without them the
+ * limit keeps the noisy samples clear of it (p80 plus a noise margin). */
+START_TEST(test_noisy_usage_median_with_throttling)
+{
+	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+	struct rv_alg_usage u[200];
+	struct rv_alg_resource cur = { .cpu = 6, .memory_mb = 8192 }, out;
+
+	gsl_rng_set(r, 7);
+	size_t n = samples(u, 200, 2.0, 4000, 0.14, r);
+	ck_assert_int_eq(rv_alg_rightsize(u, n, RV_ALG_WORKER, &cur, NULL, 0, &LIM, &P, &out), 1);
+	ck_assert_msg(out.cpu >= 2.35, "without counters: %.1f", out.cpu);
+	for (size_t i = 0; i < n; i++) {
+		u[i].has_throttled = true;
+		u[i].throttled = 0.1;
+	}
+	ck_assert_int_eq(rv_alg_rightsize(u, n, RV_ALG_WORKER, &cur, NULL, 0, &LIM, &P, &out), 1);
+	ck_assert_msg(out.cpu >= 2.0 && out.cpu <= 2.2, "with counters: %.1f", out.cpu);
+	gsl_rng_free(r);
+}
+END_TEST
+
 START_TEST(test_shrinks_overprovisioned)
 {
 	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
@@ -242,6 +265,7 @@ static Suite *rightsize_suite(void)
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, test_shrinks_overprovisioned);
 	tcase_add_test(tc, test_throttling_decides_starvation);
+	tcase_add_test(tc, test_noisy_usage_median_with_throttling);
 	tcase_add_test(tc, test_no_flap_near_threshold);
 	tcase_add_test(tc, test_near_limit_small_growth_waits);
 	tcase_add_test(tc, test_hysteresis_band);

@@ -495,12 +495,12 @@ START_TEST(single_job_oom_and_manual)
 	struct brainlink_plan p = take(link_s, "oom", 1000);
 	ck_assert(p.apply);
 	ck_assert_str_eq(p.plan.launch[0].node, "worker-0");
-	/* the same as the library's oom step: first OOM, factor 1.5 */
-	ck_assert_int_eq(p.plan.launch[0].resource.memory_mb, 12288);
+	/* the same as the library's oom step: first OOM, factor 2 */
+	ck_assert_int_eq(p.plan.launch[0].resource.memory_mb, 16384);
 	/* a second OOM of the same node grows more */
 	ck_assert_int_eq(brainlink_event(link_s, &ev), 0);
 	p = take(link_s, "oom", 1000);
-	ck_assert_int_eq(p.plan.launch[0].resource.memory_mb, 16384);
+	ck_assert_int_eq(p.plan.launch[0].resource.memory_mb, 32768); /* x4 of the limit it hit */
 	brainlink_stop(link_s, 0);
 	link_s = NULL;
 
@@ -520,6 +520,80 @@ START_TEST(single_job_oom_and_manual)
 }
 END_TEST
 
+/* Workers using 80% of their CPU limit: tight but enough, or starved?
+ * Usage alone cannot say; cpu.stat's counters can.  Both links get the same
+ * samples with counters in which 90% of the quota periods were throttled: the
+ * in-process policy must turn them into the throttled share as the brain
+ * does, and both grow the workers' CPU (a starved role), the same way. */
+START_TEST(single_job_reads_throttling_as_the_brain)
+{
+	struct brainlink_opts o = opts(RV_OPT_CLUSTER);
+	o.batch_max = 1000;
+	link_c = start(&o);
+	struct brainlink_opts so = opts(RV_OPT_SINGLE_JOB);
+	link_s = start(&so);
+	struct brainlink_plan bc = take(link_c, "create", 10000);
+	struct brainlink_plan lc = take(link_s, "create", 1000);
+	ck_assert_int_eq(brainlink_plan_applied(link_c, bc.plan.id, ts), 0);
+	ck_assert_int_eq(brainlink_plan_applied(link_s, lc.plan.id, ts), 0);
+	char uid[RV_BRAIN_UID_MAX];
+	snprintf(uid, sizeof(uid), "%s", bc.plan.job);
+	struct rv_alg_config cur = config_of(&lc.plan);
+	ck_assert_double_gt(cur.worker.res.cpu, 0);
+	struct brainlink *both[2] = { link_c, link_s };
+	for (int i = 0; i < 16; i++) {
+		ts += 10000;
+		struct rv_sample sp = { .kind = RV_SAMPLE_SPEED,
+					.ts_ms = ts,
+					.speed = 100.0 * (1.0 + 0.01 * ((i % 3) - 1)),
+					.step = i,
+					.workers = cur.worker.count };
+		for (int k = 0; k < 2; k++)
+			ck_assert_int_eq(brainlink_sample(both[k], &sp), 0);
+		for (int w = 0; w < cur.worker.count; w++) {
+			struct rv_sample u = { .kind = RV_SAMPLE_NODE,
+					       .ts_ms = ts,
+					       .role = RV_ROLE_WORKER,
+					       .rank = w,
+					       .cpu = 0.8 * cur.worker.res.cpu,
+					       .memory_mb = 3000,
+					       .cpu_limit = cur.worker.res.cpu,
+					       .memory_limit_mb = cur.worker.res.memory_mb,
+					       .step_time = 0.5,
+					       /* 100 ms periods: 100 per 10 s, 90 throttled */
+					       .nr_periods = 100 * (i + 1),
+					       .nr_throttled = 90 * (i + 1),
+					       .throttled_usec = 5000000LL * (i + 1) };
+			snprintf(u.node, sizeof(u.node), "worker-%d", w);
+			for (int k = 0; k < 2; k++)
+				ck_assert_int_eq(brainlink_sample(both[k], &u), 0);
+		}
+	}
+	wait_drained(link_c, 10000);
+	int64_t until = rv_mono_ms() + 10000;
+	while (job_of(uid).planned_ts_ms < ts && rv_mono_ms() < until)
+		usleep(20000);
+	struct rv_brain_client *c = client();
+	struct rv_scale_plan bp;
+	struct rv_err err = { 0 };
+	int brc = rv_brain_plan_get(c, uid, "running", 0, 0, &bp, &err);
+	rv_brain_client_free(c);
+	ck_assert_msg(brc == 1, "the brain made no plan: %d %s", brc, err.msg);
+	struct brainlink_plan lp;
+	int lrc = brainlink_plan_local(link_s, &lp, &err);
+	ck_assert_msg(lrc == 1, "the in-process policy made no plan: %d %s", lrc, err.msg);
+	struct rv_alg_config bcfg = config_of(&bp), lcfg = config_of(&lp.plan);
+	ck_assert_msg(bcfg.worker.res.cpu > 1.5 * cur.worker.res.cpu,
+		      "brain: worker CPU %.1f -> %.1f (%s)", cur.worker.res.cpu,
+		      bcfg.worker.res.cpu, bp.reason);
+	ck_assert_msg(lcfg.worker.res.cpu > 1.5 * cur.worker.res.cpu,
+		      "in-process: worker CPU %.1f -> %.1f (%s)", cur.worker.res.cpu,
+		      lcfg.worker.res.cpu, lp.plan.reason);
+	ck_assert_double_eq_tol(bcfg.worker.res.cpu, lcfg.worker.res.cpu, 1e-9);
+	ck_assert_int_eq(bcfg.worker.count, lcfg.worker.count);
+}
+END_TEST
+
 static Suite *brainlink_suite(void)
 {
 	Suite *s = suite_create("brainlink");
@@ -535,6 +609,7 @@ static Suite *brainlink_suite(void)
 	tcase_add_test(tc, resend_after_reply_timeout_stored_once);
 	tcase_add_test(tc, single_job_plans_as_the_brain);
 	tcase_add_test(tc, single_job_oom_and_manual);
+	tcase_add_test(tc, single_job_reads_throttling_as_the_brain);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -115,14 +115,14 @@ START_TEST(test_oom_memory_step)
 	e.memory_limit_mb = 64;
 	struct nodes_action a = feed(m, e);
 	ck_assert_int_eq(a.type, NODES_RELAUNCH);
-	ck_assert_int_eq(a.res.memory_mb, 96); /* x1.5 */
+	ck_assert_int_eq(a.res.memory_mb, 128); /* x2 */
 	ck_assert_int_eq(a.rank, 0);
-	ck_assert_msg(strstr(a.reason, "64") && strstr(a.reason, "96"), "%s", a.reason);
+	ck_assert_msg(strstr(a.reason, "64") && strstr(a.reason, "128"), "%s", a.reason);
 	e = ev_of(SCHED_EV_OOM, "w0.1", "h1", -1, 9);
-	e.memory_limit_mb = 96;
+	e.memory_limit_mb = 128;
 	a = feed(m, e);
 	ck_assert_int_eq(a.type, NODES_RELAUNCH);
-	ck_assert_int_eq(a.res.memory_mb, 150); /* x2.0 = 192, capped */
+	ck_assert_int_eq(a.res.memory_mb, 150); /* x4 = 512, capped */
 	e = ev_of(SCHED_EV_OOM, "w0.2", "h1", -1, 9);
 	e.memory_limit_mb = 150;
 	a = feed(m, e);

@@ -208,7 +208,7 @@ START_TEST(test_oom_relaunched_with_more_memory)
 	ck_assert_int_eq(nodes_on_event(m, &ev, &a), 0);
 	ck_assert_int_eq(a.type, NODES_RELAUNCH);
 	ck_assert_int_eq(a.rank, 0);
-	ck_assert_int_eq(a.res.memory_mb, 96);
+	ck_assert_int_eq(a.res.memory_mb, 128); /* x2 */
 	launch(s, a.name, a.rank, a.res, argv);
 	ev = next(s, 5000);
 	ck_assert_int_eq(ev.type, SCHED_EV_STARTED);

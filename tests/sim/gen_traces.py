@@ -204,3 +204,59 @@ with open(D + "families.trace", "w") as f:
     f.write('{"cluster":{"nodes":32,"node_cpu":32,"node_mem_gb":128}}\n')
     for j in fam:
         f.write(json.dumps(j, separators=(",", ":")) + "\n")
+
+# A held-out set: the same kinds of families with numbers of their own (a
+# fresh seed and other bounds), written before the algorithms were tuned on
+# the files above and kept to check that changes generalise, not to tune on.
+rng = random.Random(77031)
+hold = []
+for i in range(2):   # optimum at the minimum worker bound (3 or 4)
+    j = fam_ar("hold-min-ar-%d" % i, [0.003, 0.003, round(rng.uniform(0.004, 0.008), 6)],
+               max_w=20)
+    j["min_workers"] = 3 + i
+    j["user"]["workers"] = max(j["user"]["workers"], 3 + i) + 3
+    hold.append(j)
+for i, mw in enumerate([10, 20]):   # optimum at the maximum worker bound
+    hold.append(fam_ar("hold-max-ar-%d" % i, [round(rng.uniform(0.3, 0.6), 5), 0.0001, 0.000001],
+                       max_w=mw, over=0.4))
+hold.append(fam_ps("hold-max-ps-0", [0.5, 0.001, 0.00001, 0.0004],
+                   {"ps_cpu_per_worker": 0.25, "ps_mem_mb": 8192, "min_ps": 1, "max_ps": 6},
+                   max_w=20, over=0.4))
+for i in range(2):   # many PS pay
+    hold.append(fam_ps("hold-ps-many-%d" % i,
+                       [round(rng.uniform(0.04, 0.08), 5), round(rng.uniform(0.1, 0.15), 5), 0.0004,
+                        0.0001],
+                       {"ps_cpu_per_worker": round(rng.uniform(0.25, 0.5), 2), "ps_mem_mb": 4096,
+                        "min_ps": 1, "max_ps": 10 + 6 * i}, max_w=24, zero=(i == 1)))
+for i in range(2):   # few PS pay
+    j = fam_ps("hold-ps-few-%d" % i,
+               [round(rng.uniform(0.06, 0.12), 5), 0.002, 0.0006, round(rng.uniform(0.03, 0.05), 5)],
+               {"ps_cpu_per_worker": round(rng.uniform(0.3, 0.5), 2), "ps_mem_mb": 4096,
+                "min_ps": 1, "max_ps": 6}, max_w=20)
+    j["user"]["ps"] = 5 - i
+    hold.append(j)
+for i in range(2):   # long warm-up ramps
+    hold.append(extra(fam_ar("hold-warm-ar-%d" % i, [round(rng.uniform(0.02, 0.05), 6), 0.0008,
+                                                    round(rng.uniform(0.0002, 0.0005), 7)]),
+                      warmup_s=rng.choice([250, 330]), warmup_start=0.4 - 0.15 * i))
+hold.append(extra(psj("hold-warm-ps-0", max_ps=6), warmup_s=280, warmup_start=0.35))
+for i in range(2):   # 25-30% speed noise
+    hold.append(ar("hold-noise-ar-%d" % i, noise=round(rng.uniform(0.25, 0.3), 3)))
+hold.append(psj("hold-noise-ps-0", noise=0.26))
+for i in range(2):   # OOM-heavy PS jobs: both roles short of memory
+    hold.append(psj("hold-oom-ps-%d" % i, mem_short=True, wmem=12288, zero=False))
+j = psj("hold-starved-ps-0", wcpu=6)   # both roles short of CPU
+j["user"]["cpu"] = 3.0
+j["user"]["ps_cpu"] = max(1.0, round(j["ps_cpu_per_worker"] * j["user"]["workers"] /
+                                     j["user"]["ps"] * 0.5, 1))
+hold.append(j)
+j = psj("hold-late-oom-ps-0", wmem=8192)   # memory rising during the run
+j.update(mem_rise=0.35, mem_rise_s=1200)
+j["user"]["memory_mb"] = int(8192 * 0.7 * 1.2 // 256 * 256)
+hold.append(j)
+with open(D + "holdout.trace", "w") as f:
+    f.write("# Held-out families (see gen_traces.py): written before tuning, numbers of\n"
+            "# their own; report their score apart from the other traces.\n")
+    f.write('{"cluster":{"nodes":32,"node_cpu":32,"node_mem_gb":128}}\n')
+    for j in hold:
+        f.write(json.dumps(j, separators=(",", ":")) + "\n")

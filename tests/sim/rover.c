@@ -142,6 +142,15 @@ static void apply_plan(struct run *s, const struct rv_scale_plan *plan)
 	if (!config_fits_node(s->j, &s->c, &s->o->cluster))
 		s->r->infeasible = true;
 	snprintf(s->r->last_reason, sizeof(s->r->last_reason), "%.255s", plan->reason);
+	/* ROVER_SIM_PLANS=1: every applied plan on stderr, to see how a job
+	 * converged (the JSON keeps only the last reason) */
+	const char *trace = getenv("ROVER_SIM_PLANS");
+	if (trace && *trace == '1')
+		fprintf(stderr,
+			"plan %s t=%.0f w=%d wcpu=%.1f wmem=%lld ps=%d pscpu=%.1f psmem=%lld: %s\n",
+			s->j->name, s->job_s, s->c.workers, s->c.worker_cpu,
+			(long long)s->c.worker_mem_mb, s->c.ps, s->c.ps_cpu,
+			(long long)s->c.ps_mem_mb, plan->reason);
 }
 
 /* Stragglers among the current workers. */
