@@ -569,11 +569,26 @@ static void print_status(struct ctl *c, const cJSON *job, const cJSON *plans)
 	const cJSON *sh = cJSON_GetObjectItem(job, "shards");
 	if (cJSON_IsObject(sh)) {
 		double done = num(sh, "done", 0), left = num(sh, "left", 0);
+		double total = num(sh, "total", done + left);
 		fprintf(c->out, "shards     ");
-		out_bar(c, done, done + left, 30);
-		fprintf(c->out, "  %.0f done, %.0f left\n", done, left);
+		out_bar(c, done, total, 30);
+		fprintf(c->out, "  %.0f done, %.0f doing, %.0f left of %.0f\n", done,
+			num(sh, "doing", 0), left, total);
 	} else {
 		fprintf(c->out, "shards     not reported by the master yet\n");
+	}
+	/* each dataset when there are several, or a stream (no shard count) */
+	const cJSON *prog = cJSON_GetObjectItem(job, "progress");
+	const cJSON *d;
+	cJSON_ArrayForEach(d, prog)
+	{
+		if (cJSON_GetArraySize(prog) < 2 && num(d, "shards_total", 0) > 0)
+			break;
+		fprintf(c->out, "  %-8s ", str(d, "dataset"));
+		out_bar(c, num(d, "samples_done", 0), num(d, "samples_total", 0), 20);
+		fprintf(c->out, "  %.0f of %.0f samples, epoch %.0f%s\n", num(d, "samples_done", 0),
+			num(d, "samples_total", 0), num(d, "epoch", 0),
+			cJSON_IsTrue(cJSON_GetObjectItem(d, "finished")) ? ", finished" : "");
 	}
 	const cJSON *nodes = cJSON_GetObjectItem(job, "nodes");
 	fputc('\n', c->out);
