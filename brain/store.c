@@ -465,6 +465,7 @@ static int insert_progress(PGconn *c, const char *job_s, const struct rv_metrics
 			10, p, NULL, err);
 	/* The history's bound: what lies beyond the newest `keep` of a dataset
 	 * (an index range scan per dataset reported). */
+	const char *pt[] = { job_s, col[0].data, keep_s };
 	if (rc >= 0)
 		rc = rv_db_exec(
 			c,
@@ -473,7 +474,7 @@ static int insert_progress(PGconn *c, const char *job_s, const struct rv_metrics
 			" AND h.dataset = s.d AND h.ts_ms < (SELECT x.ts_ms FROM"
 			" job_progress_history x WHERE x.job_id = $1::bigint AND x.dataset = s.d"
 			" ORDER BY x.ts_ms DESC OFFSET $3::int - 1 LIMIT 1)",
-			3, (const char *[]){ job_s, col[0].data, keep_s }, NULL, err);
+			3, pt, NULL, err);
 	for (int k = 0; k < 9; k++)
 		rv_buf_release(&col[k]);
 	return rc < 0 ? rc : 0;
