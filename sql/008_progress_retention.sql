@@ -1,4 +1,4 @@
--- 007_progress_retention: a job's data progress as its master reports it,
+-- 008_progress_retention: a job's data progress as its master reports it,
 -- and the indexes the retention deletes use.
 --
 -- job_progress holds the newest report per job and dataset (what GET
