@@ -26,9 +26,10 @@ static const struct rv_http_route routes[] = {
 	{ "POST", "/v1/jobs", api_jobs_create, RV_HTTP_WRITE,
 	  "Register a job (ElasticJob spec); returns its uid and the create-stage plan" },
 	{ "GET", "/v1/jobs", api_jobs_list, 0, "List jobs, newest first" },
-	{ "GET", "/v1/jobs/{uid}", api_jobs_get, 0, "A job: spec, status and nodes" },
+	{ "GET", "/v1/jobs/{uid}", api_jobs_get, 0,
+	  "A job: spec, status, nodes and its datasets' progress" },
 	{ "POST", "/v1/jobs/{uid}/metrics", api_metrics_post, RV_HTTP_WRITE,
-	  "Store a batch of samples (speed, node usage, model); all or nothing" },
+	  "Store a batch of samples (speed, node usage, model, data progress); all or nothing" },
 	{ "POST", "/v1/jobs/{uid}/events", api_events_post, RV_HTTP_WRITE,
 	  "Record a node or job event (failure, OOM, relaunch, finish, plan applied)" },
 	{ "GET", "/v1/jobs/{uid}/plan", api_plan_get, 0,
@@ -275,7 +276,19 @@ static const char openapi_reply_schemas[] =
 	"\"speed_samples\":{\"type\":\"integer\"},\"node_samples\":{\"type\":\"integer\"},"
 	"\"latest_plan_id\":{\"type\":\"integer\",\"nullable\":true},"
 	"\"spec\":{\"$ref\":\"#/components/schemas/"
-	"ElasticJob\"},\"nodes\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}}}},"
+	"ElasticJob\"},\"nodes\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},"
+	"\"progress\":{\"type\":\"array\",\"description\":\"each dataset's newest progress "
+	"report from the master\",\"items\":{\"$ref\":\"#/components/schemas/DatasetProgress\"}},"
+	"\"shards\":{\"type\":\"object\",\"nullable\":true,\"description\":\"the shards of "
+	"every batch dataset together: total, done, doing, left, samples_total, samples_done, ts; "
+	"null until the master reports them\"}}},"
+	"\"DatasetProgress\":{\"type\":\"object\",\"properties\":{\"dataset\":{\"type\":"
+	"\"string\"},\"ts\":{\"type\":\"integer\",\"description\":\"report time, ms (job "
+	"time)\"},\"epoch\":{\"type\":\"integer\"},\"samples_total\":{\"type\":\"integer\"},"
+	"\"samples_done\":{\"type\":\"integer\"},\"shards_total\":{\"type\":\"integer\","
+	"\"description\":\"0: not known (a stream)\"},\"shards_done\":{\"type\":\"integer\"},"
+	"\"shards_doing\":{\"type\":\"integer\"},\"shards_left\":{\"type\":\"integer\"},"
+	"\"finished\":{\"type\":\"boolean\"}}},"
 	"\"JobCreated\":{\"type\":\"object\",\"properties\":{\"uid\":{\"type\":\"string\"},"
 	"\"plan\":{\"$ref\":\"#/components/schemas/ScalePlan\"}}},"
 	"\"JobList\":{\"type\":\"object\",\"properties\":{\"jobs\":{\"type\":\"array\",\"items\":{"

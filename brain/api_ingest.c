@@ -104,7 +104,8 @@ static int store_one(struct brain *b, PGconn *c, struct ingest_item *it)
 	int rc = rv_db_exec(c, "SAVEPOINT batch", 0, NULL, NULL, &err);
 	if (rc < 0)
 		return rc;
-	it->rc = store_metrics_insert(c, it->job_id, &it->batch, &it->accepted, &err);
+	it->rc = store_metrics_insert(c, it->job_id, &it->batch,
+				      (int)b->cfg.retain_progress_history, &it->accepted, &err);
 	if (it->rc < 0) {
 		api_fail(b, &it->resp, it->rc, &err);
 		rc = rv_db_exec(c, "ROLLBACK TO SAVEPOINT batch", 0, NULL, NULL, &err);
@@ -128,7 +129,7 @@ static int job_items(struct ingest_item *items, const char *uid, struct ingest_i
  * COPY per table and one update of the job for all of them (the same rows
  * and the same job state as storing them one after the other). */
 static int store_merged(PGconn *c, int64_t job_id, struct ingest_item **its, int n,
-			struct rv_err *err)
+			int progress_keep, struct rv_err *err)
 {
 	size_t total = 0;
 	for (int i = 0; i < n; i++) {
@@ -160,7 +161,7 @@ static int store_merged(PGconn *c, int64_t job_id, struct ingest_item **its, int
 		all.n += its[i]->batch.n;
 	}
 	int accepted = 0;
-	int rc = store_metrics_insert(c, job_id, &all, &accepted, err);
+	int rc = store_metrics_insert(c, job_id, &all, progress_keep, &accepted, err);
 	free(all.samples);
 	return rc;
 }
@@ -192,7 +193,7 @@ static int store_job_batches(struct brain *b, PGconn *c, struct ingest_item **it
 		rc = rv_db_exec(c, "ROLLBACK TO SAVEPOINT job", 0, NULL, NULL, &err);
 		return rc < 0 ? rc : 0;
 	}
-	rc = store_merged(c, job.id, its, n, &err);
+	rc = store_merged(c, job.id, its, n, (int)b->cfg.retain_progress_history, &err);
 	if (rc >= 0)
 		rc = rv_db_exec(c, "RELEASE SAVEPOINT job", 0, NULL, NULL, &err);
 	if (rc >= 0 || rc == -ECONNRESET)

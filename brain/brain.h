@@ -67,6 +67,11 @@ struct brain_cfg {
 	long long cluster_max_page;
 	long long quota_jobs;
 	long long quota_nodes;
+	long long retain_cluster_samples_s;
+	long long retain_report_ids_s;
+	long long retain_batch_ids_s;
+	long long retain_progress_history;
+	long long retain_interval_s;
 };
 
 #define PLANNER_QUEUE_MAX 4096
@@ -234,9 +239,12 @@ int store_job_list_json(PGconn *c, const char *namespace_, const char *status, i
 			int offset, cJSON **out, struct rv_err *err);
 /* Store a batch inside the caller's transaction (which makes it all or
  * nothing).  0 stored, *accepted = b->n; 1 when b->batch_id was stored for
- * the job before: nothing written, *accepted = that batch's sample count. */
-int store_metrics_insert(PGconn *c, int64_t job_id, const struct rv_metrics_batch *b, int *accepted,
-			 struct rv_err *err);
+ * the job before: nothing written, *accepted = that batch's sample count.
+ * Progress samples: the newest per dataset is the job's progress, the
+ * history keeps progress_keep per dataset; -EINVAL (field
+ * "samples[i].dataset") when one names no dataset of the job's spec. */
+int store_metrics_insert(PGconn *c, int64_t job_id, const struct rv_metrics_batch *b,
+			 int progress_keep, int *accepted, struct rv_err *err);
 /* Claim b->batch_id (non-empty) for the job inside the caller's
  * transaction: 1 claimed (store the samples with a batch whose batch_id
  * is ""), 0 when it was stored before (*accepted = that batch's count). */
@@ -286,6 +294,13 @@ int store_cluster_largest(PGconn *c, double *cpu, int64_t *memory_mb, struct rv_
  * transaction of its own; returns how many. */
 int store_cluster_expire(PGconn *c, int ttl_s, struct rv_err *err);
 #define STORE_EXPIRE_BATCH 10000
+/* The retention deletes: cluster node samples with a ts older than
+ * samples_s, monitor report ids and metrics batch ids stored longer ago than
+ * report_ids_s and batch_ids_s.  Each table in statements of at most
+ * STORE_EXPIRE_BATCH rows, each its own transaction; returns the rows
+ * deleted, or a negative errno (what was deleted before it stays deleted). */
+int store_retention(PGconn *c, int64_t now_ms, int64_t samples_s, int64_t report_ids_s,
+		    int64_t batch_ids_s, struct rv_err *err);
 /* Namespace quotas, inside the registering transaction (serialised per
  * namespace): -EDQUOT naming the limit when one more running job, or
  * nodes more nodes, would pass max_jobs / max_nodes. */

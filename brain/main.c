@@ -107,6 +107,22 @@ static const struct rv_cfg_opt brain_opts[] = {
 	    4096, 0, "most nodes in one monitor report (413 above)"),
 	OPT("cluster", "max_page", NULL, RV_CFG_INT, cluster_max_page, "1000", 1, 100000, 0,
 	    "largest limit= of GET /v1/cluster"),
+	OPT("retention", "cluster_samples_s", NULL, RV_CFG_INT, retain_cluster_samples_s, "604800",
+	    60, 315360000, 0,
+	    "the monitor's node samples (cluster_node_samples) older than this (their ts) are "
+	    "deleted, seconds"),
+	OPT("retention", "report_ids_s", NULL, RV_CFG_INT, retain_report_ids_s, "86400", 60,
+	    315360000, 0,
+	    "a monitor report_id is remembered this long (a resend after it would be stored "
+	    "again), seconds"),
+	OPT("retention", "batch_ids_s", NULL, RV_CFG_INT, retain_batch_ids_s, "604800", 60,
+	    315360000, 0,
+	    "a metrics batch_id is remembered this long (a resend after it would be stored "
+	    "again), seconds"),
+	OPT("retention", "progress_history", NULL, RV_CFG_INT, retain_progress_history, "1000", 1,
+	    1000000, 0, "data progress reports kept per job and dataset (the newest)"),
+	OPT("retention", "interval_s", NULL, RV_CFG_INT, retain_interval_s, "60", 1, 86400, 0,
+	    "how often the retention deletes run, seconds"),
 	OPT("quota", "jobs_per_namespace", NULL, RV_CFG_INT, quota_jobs, "1000", 1, 10000000, 0,
 	    "most running jobs in one namespace (403 above)"),
 	OPT("quota", "nodes_per_namespace", NULL, RV_CFG_INT, quota_nodes, "10000", 1, 100000000, 0,

@@ -191,7 +191,21 @@ int store_job_get_json(PGconn *c, const char *uid, cJSON **out, struct rv_err *e
 		" 'latest_plan_id', (SELECT max(id) FROM scale_plans s WHERE s.job_id = j.id),"
 		" 'latest_speed', (SELECT json_build_object('ts', s.ts_ms, 'speed', s.speed,"
 		"   'step', s.step, 'workers', s.workers, 'ps', s.ps) FROM job_speed s"
-		"   WHERE s.job_id = j.id ORDER BY s.ts_ms DESC LIMIT 1)))::text"
+		"   WHERE s.job_id = j.id ORDER BY s.ts_ms DESC LIMIT 1),"
+		" 'progress', COALESCE((SELECT json_agg(json_build_object('dataset', p.dataset,"
+		"   'ts', p.ts_ms, 'epoch', p.epoch, 'samples_total', p.samples_total,"
+		"   'samples_done', p.samples_done, 'shards_total', p.shards_total,"
+		"   'shards_done', p.shards_done, 'shards_doing', p.shards_doing,"
+		"   'shards_left', greatest(p.shards_total - p.shards_done - p.shards_doing, 0),"
+		"   'finished', p.finished) ORDER BY p.dataset)"
+		"   FROM job_progress p WHERE p.job_id = j.id), '[]'::json),"
+		" 'shards', (SELECT json_build_object('total', sum(p.shards_total),"
+		"   'done', sum(p.shards_done), 'doing', sum(p.shards_doing),"
+		"   'left', sum(greatest(p.shards_total - p.shards_done - p.shards_doing, 0)),"
+		"   'samples_total', sum(p.samples_total), 'samples_done', sum(p.samples_done),"
+		"   'ts', max(p.ts_ms))"
+		"   FROM job_progress p WHERE p.job_id = j.id AND p.shards_total > 0"
+		"   HAVING count(*) > 0)))::text"
 		" FROM jobs j WHERE j.uid = $1",
 		1, p, out, err);
 	if (rc == 0)
@@ -367,6 +381,105 @@ out:
 	return rc < 0 ? rc : 0;
 }
 
+/* Progress samples: each names a dataset of the job's spec (else the batch
+ * is refused, 400 naming the sample); every one goes to the history (a
+ * repeated (dataset, ts) once), the newest per dataset replaces the row held
+ * unless that is newer; the history keeps the newest `keep` per dataset. */
+static int insert_progress(PGconn *c, const char *job_s, const struct rv_metrics_batch *b, int keep,
+			   struct rv_err *err)
+{
+	struct rv_buf col[9];
+	for (int k = 0; k < 9; k++)
+		rv_buf_init(&col[k]);
+	const char *sep = "{";
+	for (int i = 0; i < b->n; i++) {
+		const struct rv_sample *s = &b->samples[i];
+		if (s->kind != RV_SAMPLE_PROGRESS)
+			continue;
+		rv_buf_puts(&col[0], sep);
+		rv_buf_pg_array_str(&col[0], s->dataset);
+		rv_buf_printf(&col[1], "%s%" PRId64, sep, s->ts_ms);
+		rv_buf_printf(&col[2], "%s%d", sep, s->epoch);
+		rv_buf_printf(&col[3], "%s%" PRId64, sep, s->samples_total);
+		rv_buf_printf(&col[4], "%s%" PRId64, sep, s->samples_done);
+		rv_buf_printf(&col[5], "%s%" PRId64, sep, s->shards_total);
+		rv_buf_printf(&col[6], "%s%" PRId64, sep, s->shards_done);
+		rv_buf_printf(&col[7], "%s%" PRId64, sep, s->shards_doing);
+		rv_buf_printf(&col[8], "%s%s", sep, s->finished ? "t" : "f");
+		sep = ",";
+	}
+	int rc = 0;
+	for (int k = 0; k < 9; k++) {
+		rv_buf_puts(&col[k], "}");
+		if (rv_buf_failed(&col[k]) && rc == 0)
+			rc = rv_err_set(err, -ENOMEM, "", "out of memory");
+	}
+	char keep_s[16];
+	snprintf(keep_s, sizeof(keep_s), "%d", keep > 0 ? keep : 1);
+	const char *p[] = { job_s,       col[0].data, col[1].data, col[2].data,
+			    col[3].data, col[4].data, col[5].data, col[6].data,
+			    col[7].data, col[8].data, keep_s };
+	RV_CLEANUP_PGRESULT PGresult *r = NULL;
+	if (rc == 0)
+		rc = rv_db_exec(
+			c,
+			"SELECT d FROM unnest($2::text[]) d WHERE NOT EXISTS (SELECT 1"
+			" FROM jobs j, jsonb_array_elements(CASE WHEN jsonb_typeof("
+			"j.spec->'spec'->'datasets') = 'array' THEN j.spec->'spec'->'datasets'"
+			" ELSE '[]'::jsonb END) x WHERE j.id = $1::bigint AND x->>'name' = d)"
+			" LIMIT 1",
+			2, p, &r, err);
+	if (rc > 0) {
+		const char *bad = PQgetvalue(r, 0, 0);
+		int i = 0;
+		while (i < b->n && (b->samples[i].kind != RV_SAMPLE_PROGRESS ||
+				    strcmp(b->samples[i].dataset, bad) != 0))
+			i++;
+		char f[48];
+		snprintf(f, sizeof(f), "samples[%d].dataset", i);
+		rc = rv_err_set(err, -EINVAL, f, "%s: the job has no dataset \"%s\"", f, bad);
+	}
+	if (rc == 0)
+		rc = rv_db_exec(
+			c,
+			"WITH s AS (SELECT * FROM unnest($2::text[], $3::bigint[], $4::int[],"
+			" $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[],"
+			" $10::bool[]) AS t(dataset, ts_ms, epoch, samples_total, samples_done,"
+			" shards_total, shards_done, shards_doing, finished)),"
+			" h AS (INSERT INTO job_progress_history (job_id, dataset, ts_ms, epoch,"
+			" samples_done, shards_done, shards_doing)"
+			" SELECT $1::bigint, dataset, ts_ms, epoch, samples_done, shards_done,"
+			" shards_doing FROM s ON CONFLICT DO NOTHING)"
+			" INSERT INTO job_progress AS p (job_id, dataset, ts_ms, epoch,"
+			" samples_total, samples_done, shards_total, shards_done, shards_doing,"
+			" finished)"
+			" SELECT DISTINCT ON (dataset) $1::bigint, * FROM s"
+			" ORDER BY dataset, ts_ms DESC"
+			" ON CONFLICT (job_id, dataset) DO UPDATE SET ts_ms = EXCLUDED.ts_ms,"
+			" epoch = EXCLUDED.epoch, samples_total = EXCLUDED.samples_total,"
+			" samples_done = EXCLUDED.samples_done,"
+			" shards_total = EXCLUDED.shards_total,"
+			" shards_done = EXCLUDED.shards_done,"
+			" shards_doing = EXCLUDED.shards_doing, finished = EXCLUDED.finished"
+			" WHERE EXCLUDED.ts_ms >= p.ts_ms",
+			10, p, NULL, err);
+	/* The history's bound: what lies beyond the newest `keep` of a dataset
+	 * (an index range scan per dataset reported). */
+	const char *pt[] = { job_s, col[0].data, keep_s };
+	if (rc >= 0)
+		rc = rv_db_exec(
+			c,
+			"DELETE FROM job_progress_history h USING (SELECT DISTINCT d FROM"
+			" unnest($2::text[]) d) s WHERE h.job_id = $1::bigint"
+			" AND h.dataset = s.d AND h.ts_ms < (SELECT x.ts_ms FROM"
+			" job_progress_history x WHERE x.job_id = $1::bigint AND x.dataset = s.d"
+			" ORDER BY x.ts_ms DESC OFFSET $3::int - 1 LIMIT 1)",
+			3, pt, NULL, err);
+	for (int k = 0; k < 9; k++)
+		rv_buf_release(&col[k]);
+	return rc < 0 ? rc : 0;
+}
+
 /* A batch with an id claims it first: 1 claimed (store the batch), 0 the id
  * was stored before (*accepted gets that batch's count). */
 static int claim_batch_id(PGconn *c, const char *job_s, const struct rv_metrics_batch *b,
@@ -404,8 +517,8 @@ int store_metrics_claim(PGconn *c, int64_t job_id, const struct rv_metrics_batch
 	return claim_batch_id(c, job_s, b, accepted, err);
 }
 
-int store_metrics_insert(PGconn *c, int64_t job_id, const struct rv_metrics_batch *b, int *accepted,
-			 struct rv_err *err)
+int store_metrics_insert(PGconn *c, int64_t job_id, const struct rv_metrics_batch *b,
+			 int progress_keep, int *accepted, struct rv_err *err)
 {
 	char job_s[24];
 	i64s(job_s, sizeof(job_s), job_id);
@@ -413,10 +526,16 @@ int store_metrics_insert(PGconn *c, int64_t job_id, const struct rv_metrics_batc
 	int rc;
 	if (b->batch_id[0] && (rc = claim_batch_id(c, job_s, b, accepted, err)) <= 0)
 		return rc < 0 ? rc : 1;
-	int nspeed = 0, nnode = 0;
+	int nspeed = 0, nnode = 0, nprogress = 0;
 	int64_t max_ts = 0, params = 0, batch = 0;
 	for (int i = 0; i < b->n; i++) {
 		const struct rv_sample *s = &b->samples[i];
+		if (s->kind == RV_SAMPLE_PROGRESS) {
+			/* data progress is no measurement the planner considers:
+			 * it leaves last_sample_ms alone */
+			nprogress++;
+			continue;
+		}
 		if (s->ts_ms > max_ts)
 			max_ts = s->ts_ms;
 		if (s->kind == RV_SAMPLE_SPEED)
@@ -428,6 +547,8 @@ int store_metrics_insert(PGconn *c, int64_t job_id, const struct rv_metrics_batc
 			batch = s->batch_size;
 		}
 	}
+	if (nprogress && (rc = insert_progress(c, job_s, b, progress_keep, err)) < 0)
+		return rc;
 	if (nspeed && (rc = insert_speed(c, job_s, b, nspeed, err)) < 0)
 		return rc;
 	if (nnode && (rc = insert_node_usage(c, job_s, b, nnode, err)) < 0)
@@ -887,6 +1008,58 @@ int store_cluster_expire(PGconn *c, int ttl_s, struct rv_err *err)
 	else
 		rv_db_rollback(c);
 	return rc < 0 ? rc : n;
+}
+
+/* One retention delete, repeated while it fills its batch (at most 100
+ * times a call: the next tick goes on).  The rows deleted or a negative
+ * errno. */
+static int64_t retention_delete(PGconn *c, const char *sql, const char *cutoff, struct rv_err *err)
+{
+	char lim[16];
+	snprintf(lim, sizeof(lim), "%d", STORE_EXPIRE_BATCH);
+	const char *p[] = { cutoff, lim };
+	int64_t total = 0;
+	for (int i = 0; i < 100; i++) {
+		int rc = rv_db_exec(c, sql, 2, p, NULL, err);
+		if (rc < 0)
+			return rc;
+		total += rc;
+		if (rc < STORE_EXPIRE_BATCH)
+			break;
+	}
+	return total;
+}
+
+int store_retention(PGconn *c, int64_t now_ms, int64_t samples_s, int64_t report_ids_s,
+		    int64_t batch_ids_s, struct rv_err *err)
+{
+	char ts[24], rep[24], bat[24];
+	i64s(ts, sizeof(ts), now_ms - samples_s * 1000);
+	i64s(rep, sizeof(rep), report_ids_s);
+	i64s(bat, sizeof(bat), batch_ids_s);
+	int64_t a = retention_delete(c,
+				     "DELETE FROM cluster_node_samples WHERE ctid IN (SELECT ctid"
+				     " FROM cluster_node_samples WHERE ts_ms < $1::bigint"
+				     " LIMIT $2::int)",
+				     ts, err);
+	if (a < 0)
+		return (int)a;
+	int64_t b = retention_delete(c,
+				     "DELETE FROM cluster_reports WHERE ctid IN (SELECT ctid FROM"
+				     " cluster_reports WHERE created_at < now() - make_interval("
+				     "secs => $1::float8) LIMIT $2::int)",
+				     rep, err);
+	if (b < 0)
+		return (int)b;
+	int64_t d = retention_delete(c,
+				     "DELETE FROM metrics_batches WHERE ctid IN (SELECT ctid FROM"
+				     " metrics_batches WHERE created_at < now() - make_interval("
+				     "secs => $1::float8) LIMIT $2::int)",
+				     bat, err);
+	if (d < 0)
+		return (int)d;
+	int64_t n = a + b + d;
+	return n > INT32_MAX ? INT32_MAX : (int)n;
 }
 
 int store_cluster_json(PGconn *c, const char *cursor, int limit, cJSON **out, struct rv_err *err)

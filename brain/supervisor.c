@@ -9,7 +9,9 @@
  * db.restart_backoff_max_ms.  One log line per restart or failed attempt;
  * rover_brain_pg_restarts_total counts them.  The pool reconnects by itself
  * (common/db.c) once the server is back.  In every mode it deletes the
- * cluster nodes not heard from for cluster.node_ttl_s.
+ * cluster nodes not heard from for cluster.node_ttl_s and, every
+ * retention.interval_s, what the retention keys say is old (the monitor's
+ * node samples, report and batch ids).
  *
  * Threads: this one thread owns b->pg from supervisor_start until
  * supervisor_stop returns (main stops the server only after that).
@@ -97,6 +99,25 @@ static void purge_cluster(struct brain *b)
 	}
 }
 
+static void retain(struct brain *b)
+{
+	struct rv_err err = { 0 };
+	PGconn *c = rv_db_acquire(b->db, &err);
+	if (!c)
+		return;
+	int n = store_retention(c, rv_now_ms(), b->cfg.retain_cluster_samples_s,
+				b->cfg.retain_report_ids_s, b->cfg.retain_batch_ids_s, &err);
+	rv_db_release(b->db, c);
+	if (n > 0) {
+		rv_log_info("old rows deleted", "rows=%d cluster_samples_s=%lld", n,
+			    b->cfg.retain_cluster_samples_s);
+	} else if (n < 0) {
+		char q[600];
+		rv_log_warn("could not delete old rows", "reason=%s",
+			    rv_log_q(q, sizeof(q), err.msg));
+	}
+}
+
 static void *supervisor_main(void *arg)
 {
 	struct brain *b = arg;
@@ -109,6 +130,8 @@ static void *supervisor_main(void *arg)
 	if (purge_every < 250)
 		purge_every = 250;
 	int64_t next_purge = rv_mono_ms() + purge_every;
+	int64_t retain_every = b->cfg.retain_interval_s * 1000;
+	int64_t next_retain = rv_mono_ms() + (retain_every < 1000 ? retain_every : 1000);
 
 	while (!atomic_load(&b->sup_stop)) {
 		if (b->embedded && pidfd < 0) {
@@ -117,7 +140,8 @@ static void *supervisor_main(void *arg)
 		}
 		struct pollfd p[2] = { { .fd = b->sup_wake, .events = POLLIN },
 				       { .fd = pidfd, .events = POLLIN } };
-		int64_t wait = next_purge - rv_mono_ms();
+		int64_t next = next_purge < next_retain ? next_purge : next_retain;
+		int64_t wait = next - rv_mono_ms();
 		if (wait > SUP_TICK_MS)
 			wait = SUP_TICK_MS;
 		if (wait < 0)
@@ -139,6 +163,10 @@ static void *supervisor_main(void *arg)
 		if (rv_mono_ms() >= next_purge) {
 			purge_cluster(b);
 			next_purge = rv_mono_ms() + purge_every;
+		}
+		if (rv_mono_ms() >= next_retain) {
+			retain(b);
+			next_retain = rv_mono_ms() + retain_every;
 		}
 	}
 	if (pidfd >= 0)

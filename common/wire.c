@@ -64,6 +64,7 @@ static const char *const sample_names[] = {
 	[RV_SAMPLE_SPEED] = "speed",
 	[RV_SAMPLE_NODE] = "node",
 	[RV_SAMPLE_MODEL] = "model",
+	[RV_SAMPLE_PROGRESS] = "progress",
 };
 static const char *const stage_names[] = { "create", "running", "oom" };
 
@@ -844,7 +845,7 @@ static int parse_sample(const cJSON *o, const char *p, struct rv_sample *s, stru
 		return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
 	int k = 0;
 	if ((rc = get_enum(o, "kind", p, true, sample_names, RV_ARRAY_SIZE(sample_names),
-			   "one of speed, node, model", &k, err)) < 0)
+			   "one of speed, node, model, progress", &k, err)) < 0)
 		return rc;
 	s->kind = (enum rv_sample_kind)k;
 	if ((rc = rv_json_get_int(o, "ts", p, true, 1, INT64_MAX, &s->ts_ms, err)) < 0)
@@ -910,6 +911,34 @@ static int parse_sample(const cJSON *o, const char *p, struct rv_sample *s, stru
 			return rc;
 		if ((rc = rv_json_get_double(o, "flops", p, false, 0, MAX_FLOPS, &s->flops, err)) <
 		    0)
+			return rc;
+		break;
+	case RV_SAMPLE_PROGRESS:
+		if ((rc = rv_json_get_string(o, "dataset", p, true, s->dataset, sizeof(s->dataset),
+					     err)) < 0)
+			return rc;
+		rv_json_path(f, sizeof(f), p, "dataset");
+		if ((rc = check_name(s->dataset, RV_NAME_MAX - 1, f, err)) < 0)
+			return rc;
+		if ((rc = get_int32(o, "epoch", p, false, 0, MAX_EPOCHS, &s->epoch, err)) < 0)
+			return rc;
+		if ((rc = rv_json_get_int(o, "samples_total", p, true, 0, INT64_MAX,
+					  &s->samples_total, err)) < 0)
+			return rc;
+		if ((rc = rv_json_get_int(o, "samples_done", p, true, 0, s->samples_total,
+					  &s->samples_done, err)) < 0)
+			return rc;
+		if ((rc = rv_json_get_int(o, "shards_total", p, false, 0, INT64_MAX,
+					  &s->shards_total, err)) < 0)
+			return rc;
+		if ((rc = rv_json_get_int(o, "shards_done", p, false, 0,
+					  s->shards_total > 0 ? s->shards_total : INT64_MAX,
+					  &s->shards_done, err)) < 0)
+			return rc;
+		if ((rc = rv_json_get_int(o, "shards_doing", p, false, 0, INT64_MAX,
+					  &s->shards_doing, err)) < 0)
+			return rc;
+		if ((rc = rv_json_get_bool(o, "finished", p, false, &s->finished, err)) < 0)
 			return rc;
 		break;
 	}
@@ -986,6 +1015,15 @@ static cJSON *sample_to_json(const struct rv_sample *s)
 	case RV_SAMPLE_MODEL:
 		ok = ok && add_num(o, "parameters", (double)s->parameters) &&
 		     add_num(o, "batch_size", s->batch_size) && add_num(o, "flops", s->flops);
+		break;
+	case RV_SAMPLE_PROGRESS:
+		ok = ok && add_str(o, "dataset", s->dataset) && add_num(o, "epoch", s->epoch) &&
+		     add_num(o, "samples_total", (double)s->samples_total) &&
+		     add_num(o, "samples_done", (double)s->samples_done) &&
+		     add_num(o, "shards_total", (double)s->shards_total) &&
+		     add_num(o, "shards_done", (double)s->shards_done) &&
+		     add_num(o, "shards_doing", (double)s->shards_doing) &&
+		     add_bool(o, "finished", s->finished);
 		break;
 	}
 	return ok ? RV_TAKE_PTR(o) : NULL;
@@ -1566,7 +1604,7 @@ static const struct rv_wire_field f_metrics_batch[] = {
 	  "1..10000 samples; one bad sample rejects the batch"),
 };
 static const struct rv_wire_field f_sample[] = {
-	F("kind", "string", true, NULL, false, "speed|node|model", "which fields follow"),
+	F("kind", "string", true, NULL, false, "speed|node|model|progress", "which fields follow"),
 	F("ts", "integer", true, NULL, false, NULL, "sample time, ms since the epoch (job time)"),
 	F("speed", "number", false, NULL, false, NULL, "speed: samples/s (required for speed)"),
 	F("step", "integer", false, NULL, false, NULL, "speed: global step"),
@@ -1592,6 +1630,22 @@ static const struct rv_wire_field f_sample[] = {
 	  "model: parameter count (required for model)"),
 	F("batch_size", "integer", false, NULL, false, NULL, "model: per-worker batch"),
 	F("flops", "number", false, NULL, false, NULL, "model: floating-point operations per step"),
+	F("dataset", "string", false, NULL, false, NULL,
+	  "progress: a dataset of the job's spec (required for progress)"),
+	F("epoch", "integer", false, NULL, false, NULL, "progress: the epoch being handed out"),
+	F("samples_total", "integer", false, NULL, false, NULL,
+	  "progress: samples of every epoch (a stream: offsets known so far; required for "
+	  "progress)"),
+	F("samples_done", "integer", false, NULL, false, NULL,
+	  "progress: samples done, <= samples_total (required for progress)"),
+	F("shards_total", "integer", false, NULL, false, NULL,
+	  "progress: shards of every epoch, 0: not known (a stream)"),
+	F("shards_done", "integer", false, NULL, false, NULL,
+	  "progress: shards every sample of which is done, <= shards_total when known"),
+	F("shards_doing", "integer", false, NULL, false, NULL,
+	  "progress: tasks handed out and not done yet"),
+	F("finished", "boolean", false, NULL, false, NULL,
+	  "progress: every epoch of the dataset is done"),
 };
 static const struct rv_wire_field f_event[] = {
 	F("event_id", "string", false, NULL, false, NULL,
@@ -1691,7 +1745,8 @@ static const struct rv_wire_message messages[] = {
 	M("Dataset", "a dataset the job reads in shards", f_dataset),
 	M("Partition", "a partition of a streaming dataset", f_partition),
 	M("Model", "model features", f_model),
-	M("Sample", "one sample: speed, node usage or model features (by kind)", f_sample),
+	M("Sample", "one sample: speed, node usage, model features or data progress (by kind)",
+	  f_sample),
 	M("PlanGroup", "a role's node count and per-node resources", f_plan_group),
 	M("PlanNode", "one node a plan names", f_plan_node),
 	M("PlanResource", "per-node resources of a plan", f_plan_resource),

@@ -110,7 +110,7 @@ cJSON *rv_job_spec_to_json(const struct rv_job_spec *spec);
 void rv_job_spec_release(struct rv_job_spec *spec);
 
 /* ---- metrics batch: {"batch_id":"...", "samples":[{...}, ...]} ---- */
-enum rv_sample_kind { RV_SAMPLE_SPEED, RV_SAMPLE_NODE, RV_SAMPLE_MODEL };
+enum rv_sample_kind { RV_SAMPLE_SPEED, RV_SAMPLE_NODE, RV_SAMPLE_MODEL, RV_SAMPLE_PROGRESS };
 
 struct rv_sample {
 	enum rv_sample_kind kind;   /* "kind":"speed"|"node"|"model" */
@@ -140,6 +140,16 @@ struct rv_sample {
 	int64_t parameters;
 	int batch_size;
 	double flops;
+	/* progress: the master's data shards of one dataset of the job spec:
+	 * {"dataset":name, "epoch":n, "samples_total":n, "samples_done":n <=
+	 *  samples_total, "shards_total":n (0: not known, a stream),
+	 *  "shards_done":n, "shards_doing":n, "finished":bool}.  A shard is
+	 * counted done once every sample of it is. */
+	char dataset[RV_NAME_MAX];
+	int epoch;
+	int64_t samples_total, samples_done;
+	int64_t shards_total, shards_done, shards_doing;
+	bool finished;
 };
 
 struct rv_metrics_batch {

@@ -5,6 +5,7 @@
  * there too.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -569,11 +570,26 @@ static void print_status(struct ctl *c, const cJSON *job, const cJSON *plans)
 	const cJSON *sh = cJSON_GetObjectItem(job, "shards");
 	if (cJSON_IsObject(sh)) {
 		double done = num(sh, "done", 0), left = num(sh, "left", 0);
+		double total = num(sh, "total", done + left);
 		fprintf(c->out, "shards     ");
-		out_bar(c, done, done + left, 30);
-		fprintf(c->out, "  %.0f done, %.0f left\n", done, left);
+		out_bar(c, done, total, 30);
+		fprintf(c->out, "  %.0f done, %.0f doing, %.0f left of %.0f\n", done,
+			num(sh, "doing", 0), left, total);
 	} else {
 		fprintf(c->out, "shards     not reported by the master yet\n");
+	}
+	/* each dataset when there are several, or a stream (no shard count) */
+	const cJSON *prog = cJSON_GetObjectItem(job, "progress");
+	const cJSON *d;
+	cJSON_ArrayForEach(d, prog)
+	{
+		if (cJSON_GetArraySize(prog) < 2 && num(d, "shards_total", 0) > 0)
+			break;
+		fprintf(c->out, "  %-8s ", str(d, "dataset"));
+		out_bar(c, num(d, "samples_done", 0), num(d, "samples_total", 0), 20);
+		fprintf(c->out, "  %.0f of %.0f samples, epoch %.0f%s\n", num(d, "samples_done", 0),
+			num(d, "samples_total", 0), num(d, "epoch", 0),
+			cJSON_IsTrue(cJSON_GetObjectItem(d, "finished")) ? ", finished" : "");
 	}
 	const cJSON *nodes = cJSON_GetObjectItem(job, "nodes");
 	fputc('\n', c->out);
@@ -687,6 +703,44 @@ static void sparkline(struct ctl *c, const double *v, int n)
 	fprintf(c->out, "| max %.1f\n", max);
 }
 
+/* Until interval seconds passed or a plan newer than after came: the
+ * brain's plan long-poll (GET .../plan?after=&wait=), held in waits of
+ * whole seconds (its unit) up to WATCH_WAIT_MAX_S each, so a plan shows
+ * the moment it is made and the speed every interval.  An interval under a
+ * second sleeps instead: each refresh reads the plans anyway.  0, or a
+ * CTL_* code when the brain failed. */
+#define WATCH_WAIT_MAX_S 2 /* a Ctrl-C is seen within it (curl waits on through EINTR) */
+static int wait_plan(struct ctl *c, const char *uid, int64_t after, double interval)
+{
+	int64_t until = rv_mono_ms() + (int64_t)(interval * 1000);
+	if (interval < 1) {
+		/* below the long-poll's unit: each refresh reads the plans */
+		while (!stop_watch && rv_mono_ms() < until)
+			usleep(20 * 1000);
+		return 0;
+	}
+	do {
+		int64_t left = until - rv_mono_ms();
+		int w = (int)((left + 999) / 1000);
+		if (w < 1)
+			w = 1;
+		if (w > WATCH_WAIT_MAX_S)
+			w = WATCH_WAIT_MAX_S;
+		char path[256];
+		snprintf(path, sizeof(path), "/v1/jobs/%s/plan?after=%" PRId64 "&wait=%d", uid,
+			 after, w);
+		cJSON *plan = NULL;
+		int rc = ctl_call_wait(c, path, w, &plan);
+		if (rc)
+			return rc;
+		bool came = plan != NULL; /* 200: a newer plan; 204: the wait ended */
+		cJSON_Delete(plan);
+		if (came)
+			return 0;
+	} while (!stop_watch && rv_mono_ms() < until);
+	return 0;
+}
+
 int cmd_watch(struct ctl *c, int argc, char **argv)
 {
 	struct args a;
@@ -694,7 +748,9 @@ int cmd_watch(struct ctl *c, int argc, char **argv)
 	if (a.help) {
 		printf("usage: roverctl watch JOB [--interval S] [--json]\n\n"
 		       "Follow a job live: its speed (with a sparkline of what was seen) and its\n"
-		       "plans, refreshed every S seconds (default 2).  On a terminal the view is\n"
+		       "plans.  A plan shows the moment the brain makes it (its plan long-poll);\n"
+		       "the speed and the rest are refreshed every S seconds (default 2; under\n"
+		       "1 s each refresh reads the plans instead).  On a terminal the view is\n"
 		       "redrawn; otherwise one line per new speed sample or plan (with --json,\n"
 		       "one JSON object per line).  Ends when the job ends or on Ctrl-C.\n"
 		       "exit: 0 the job finished (or Ctrl-C), 8 it failed, 4 no such job.\n");
@@ -805,9 +861,8 @@ int cmd_watch(struct ctl *c, int argc, char **argv)
 		cJSON_Delete(plans);
 		if (ended)
 			break;
-		int64_t until = rv_mono_ms() + (int64_t)(interval * 1000);
-		while (!stop_watch && rv_mono_ms() < until)
-			usleep(50 * 1000);
+		if ((rc = wait_plan(c, uid, (int64_t)last_plan, interval)))
+			break;
 	}
 	fflush(c->out);
 	return rc;

@@ -44,6 +44,9 @@ struct ctl {
  * the caller's) when the status was 2xx (*doc NULL for 204), else a CTL_*
  * exit code with the reason printed on stderr. */
 int ctl_call(struct ctl *c, const char *method, const char *path, const char *body, cJSON **doc);
+/* ctl_call for a GET the brain may hold up to wait_s seconds (a long-poll):
+ * the request's timeout is the client's plus that wait. */
+int ctl_call_wait(struct ctl *c, const char *path, int wait_s, cJSON **doc);
 
 /* cmd.c: each returns a CTL_* code; argv[0] is the command's name. */
 int cmd_submit(struct ctl *c, int argc, char **argv);

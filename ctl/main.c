@@ -124,14 +124,16 @@ static int code_of_status(long st)
 	}
 }
 
-int ctl_call(struct ctl *c, const char *method, const char *path, const char *body, cJSON **doc)
+static int call(struct ctl *c, const char *method, const char *path, const char *body,
+		int timeout_ms, cJSON **doc)
 {
 	char url[1024];
 	*doc = NULL;
 	snprintf(url, sizeof(url), "%s%s", c->url, path);
 	struct rv_http_result r = { 0 };
 	struct rv_err err = { 0 };
-	int rc = rv_http_request(c->http, method, url, body, body ? strlen(body) : 0, 0, &r, &err);
+	int rc = rv_http_request(c->http, method, url, body, body ? strlen(body) : 0, timeout_ms,
+				 &r, &err);
 	if (rc < 0) {
 		fprintf(stderr, "roverctl: could not reach the brain at %s: %s\n", c->url,
 			err.msg[0] ? err.msg : strerror(-rc));
@@ -140,9 +142,10 @@ int ctl_call(struct ctl *c, const char *method, const char *path, const char *bo
 	struct rv_err perr = { 0 };
 	cJSON *j = r.body && r.body_len ? rv_json_parse(r.body, r.body_len, &perr) : NULL;
 	if (r.status >= 200 && r.status < 300) {
+		long ok_status = r.status; /* the release clears r */
 		rv_http_result_release(&r);
 		*doc = j;
-		if (!j && r.status != 204) {
+		if (!j && ok_status != 204) {
 			fprintf(stderr, "roverctl: the brain's reply is not JSON\n");
 			return CTL_FAIL;
 		}
@@ -157,6 +160,16 @@ int ctl_call(struct ctl *c, const char *method, const char *path, const char *bo
 	cJSON_Delete(j);
 	rv_http_result_release(&r);
 	return code_of_status(status);
+}
+
+int ctl_call(struct ctl *c, const char *method, const char *path, const char *body, cJSON **doc)
+{
+	return call(c, method, path, body, 0, doc);
+}
+
+int ctl_call_wait(struct ctl *c, const char *path, int wait_s, cJSON **doc)
+{
+	return call(c, "GET", path, NULL, c->timeout_ms + wait_s * 1000, doc);
 }
 
 struct command {

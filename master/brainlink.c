@@ -514,7 +514,8 @@ static void append_unit_locked(struct brainlink *l, struct unit *u)
 
 int brainlink_sample(struct brainlink *l, const struct rv_sample *s)
 {
-	if (s->kind != RV_SAMPLE_SPEED && s->kind != RV_SAMPLE_NODE && s->kind != RV_SAMPLE_MODEL)
+	if (s->kind != RV_SAMPLE_SPEED && s->kind != RV_SAMPLE_NODE && s->kind != RV_SAMPLE_MODEL &&
+	    s->kind != RV_SAMPLE_PROGRESS)
 		return -EINVAL;
 	pthread_mutex_lock(&l->mu);
 	if (!l->remote) {

@@ -138,6 +138,10 @@ static const struct rv_cfg_opt master_opts[] = {
 	    "longest pause between calls to a brain that does not answer, ms"),
 	OPT("brain", "stop_ms", NULL, RV_CFG_INT, brain_stop_ms, "2000", 0, 600000, 0,
 	    "at shutdown, send the buffered reports for up to this long, ms"),
+	OPT("brain", "progress_interval_ms", NULL, RV_CFG_INT, brain_progress_interval_ms, "2000",
+	    100, 3600000, 0,
+	    "report the datasets' progress (shards done, doing, left) to the brain this often "
+	    "while it changes, ms"),
 	OPT("plan", "interval_ms", NULL, RV_CFG_INT, plan_interval_ms, "30000", 100, 86400000, 0,
 	    "single-job mode: run the planning policy in-process this often, ms"),
 	OPT("plan", "min_samples", NULL, RV_CFG_INT, plan_min_samples, "3", 1, 100000, 0,

@@ -50,7 +50,7 @@ struct master_cfg {
 	char brain_token[256];
 	long long brain_connect_timeout_ms, brain_timeout_ms, brain_max_queue, brain_max_queue_kb;
 	long long brain_batch_max, brain_batch_delay_ms, brain_poll_wait_s, brain_backoff_ms;
-	long long brain_backoff_max_ms, brain_stop_ms;
+	long long brain_backoff_max_ms, brain_stop_ms, brain_progress_interval_ms;
 	long long plan_interval_ms, plan_min_samples, plan_oom_wait_ms;
 	/* node manager (nodemgr.c) */
 	char scheduler[16], node_limits[16];

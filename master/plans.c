@@ -71,6 +71,9 @@ struct plans {
 	int64_t oom_seq;
 
 	atomic_uint_least64_t received, applied, skipped, proposed, clamped, throttled;
+	/* under the state lock: the progress last reported, per spec dataset */
+	struct rv_sample progress[RV_MAX_DATASETS];
+	bool progress_sent[RV_MAX_DATASETS];
 };
 
 static const char *brain_url(const struct master *m)
@@ -295,6 +298,88 @@ int plans_snapshot_load(struct master *m, const cJSON *extra, struct rv_err *err
 	return 0;
 }
 
+/* ---- data progress ---- */
+
+/* Dataset i of the spec as a progress sample (state lock held).  Shards of
+ * a batch dataset: ceil(size / shard_size) an epoch; one counts done once
+ * all of it is (the epoch's samples done fill whole shards first: the
+ * count is exact at an epoch's end, and never above the truth by more
+ * than the shards partly done). */
+static void progress_of(const struct master *m, int i, int64_t now, struct rv_sample *x)
+{
+	const struct rv_dataset *d = &m->spec.datasets[i];
+	*x = (struct rv_sample){
+		.kind = RV_SAMPLE_PROGRESS, .ts_ms = now, .rank = -1, .step_time = -1
+	};
+	snprintf(x->dataset, sizeof(x->dataset), "%s", d->name);
+	if (d->streaming) {
+		for (int p = 0; p < stream_nparts(m->streams, m->ds_index[i]); p++) {
+			struct stream_part_stats ps;
+			stream_part_stats(m->streams, m->ds_index[i], p, &ps);
+			x->samples_total += (ps.end >= 0 ? ps.end : ps.handed) - ps.start;
+			x->samples_done += ps.done;
+			x->shards_doing += ps.doing;
+		}
+		if (x->samples_done > x->samples_total)
+			x->samples_done = x->samples_total;
+		return;
+	}
+	if (!m->shards || d->size <= 0 || d->shard_size <= 0)
+		return;
+	struct shard_stats ss;
+	shard_stats(m->shards, m->ds_index[i], &ss);
+	int64_t per = (d->size + d->shard_size - 1) / d->shard_size;
+	x->epoch = ss.epoch;
+	x->samples_total = ss.samples_total;
+	x->samples_done = ss.samples_done;
+	x->finished = ss.finished;
+	x->shards_total = per * (d->epochs > 0 ? d->epochs : 1);
+	x->shards_done = ss.finished ? x->shards_total
+				     : (ss.samples_done / d->size) * per +
+					       (ss.samples_done % d->size) / d->shard_size;
+	if (x->shards_done > x->shards_total)
+		x->shards_done = x->shards_total;
+	x->shards_doing = ss.tasks_doing;
+	if (x->shards_doing > x->shards_total - x->shards_done)
+		x->shards_doing = x->shards_total - x->shards_done;
+}
+
+static bool progress_same(const struct rv_sample *a, const struct rv_sample *b)
+{
+	return a->epoch == b->epoch && a->samples_total == b->samples_total &&
+	       a->samples_done == b->samples_done && a->shards_total == b->shards_total &&
+	       a->shards_done == b->shards_done && a->shards_doing == b->shards_doing &&
+	       a->finished == b->finished;
+}
+
+/* Report each dataset whose progress changed since its last report (state
+ * lock held: the plan thread's tick and the job's end both come here).
+ * Nothing after the job's end was reported: the brain takes no more
+ * reports of an ended job, and the last one said where the data stood. */
+static void progress_report_locked(struct plans *p, int64_t now)
+{
+	struct master *m = p->m;
+	if (p->local || p->job_ended)
+		return;
+	for (int i = 0; i < m->spec.ndatasets && i < RV_MAX_DATASETS; i++) {
+		struct rv_sample x;
+		progress_of(m, i, now, &x);
+		if (p->progress_sent[i] && progress_same(&x, &p->progress[i]))
+			continue;
+		if (brainlink_sample(p->link, &x) < 0)
+			continue;
+		p->progress[i] = x;
+		p->progress_sent[i] = true;
+	}
+}
+
+static void progress_report(struct plans *p)
+{
+	pthread_mutex_lock(&p->m->lock);
+	progress_report_locked(p, rv_now_ms());
+	pthread_mutex_unlock(&p->m->lock);
+}
+
 /* ---- reports ---- */
 
 static void job_event(struct plans *p, enum rv_event_type type, const char *id, const char *reason,
@@ -304,6 +389,7 @@ static void job_event(struct plans *p, enum rv_event_type type, const char *id, 
 	/* a fixed id: the brain stores the job's end once, restarts or not */
 	snprintf(ev.event_id, sizeof(ev.event_id), "%s", id);
 	snprintf(ev.reason, sizeof(ev.reason), "%s", reason);
+	progress_report_locked(p, now); /* where the data stood, before the end */
 	brainlink_event(p->link, &ev);
 	p->job_ended = true;
 }
@@ -678,6 +764,7 @@ static void *plans_main(void *arg)
 	struct master *m = p->m;
 	int64_t next_local = rv_mono_ms() + m->cfg.plan_interval_ms;
 	int64_t next_usage = rv_mono_ms() + m->cfg.node_usage_interval_ms;
+	int64_t next_progress = rv_mono_ms();
 	struct nodelink_usage *usage = nodelink_usage_new();
 	struct brainlink_plan *bp = malloc(sizeof(*bp));
 	if (!bp || !usage) {
@@ -705,7 +792,13 @@ static void *plans_main(void *arg)
 			nodelink_usage_report(m, usage);
 			next_usage = rv_mono_ms() + m->cfg.node_usage_interval_ms;
 		}
+		if (rv_mono_ms() >= next_progress) {
+			progress_report(p);
+			next_progress = rv_mono_ms() + m->cfg.brain_progress_interval_ms;
+		}
 	}
+	/* the last word before a stop */
+	progress_report(p);
 	free(bp);
 	nodelink_usage_free(usage);
 	return NULL;

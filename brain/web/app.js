@@ -1,7 +1,7 @@
 /*
  * app.js: Rover's status page.  Reads the brain's JSON every 5 s and draws
- * the jobs, the selected job's speed (plans marked, reason on hover), node
- * usage and plans, the cluster's utilisation over time and the dashboards'
+ * the jobs, the selected job's speed (plans marked, reason on hover), its
+ * datasets' progress (shards done, doing, left), node usage and plans, the cluster's utilisation over time and the dashboards'
  * waste.  Plots are uPlot (global uPlot, brain/web/vendor/).  window.rover
  * holds the plots and the selected job, for people poking in a console and
  * for tests/web/page_test.mjs.
@@ -171,6 +171,26 @@ async function refreshJob() {
       { scale: 'mem', side: 1, label: 'GiB', grid: { show: false } }],
   }, [us.ts.map((t) => t / 1000), us.cpu, us.cpu_limit,
     us.memory_mb.map((m) => m / 1024), us.memory_limit_mb.map((m) => m / 1024)]);
+
+  const progress = job.progress || [];
+  $('#progress-empty').hidden = progress.length > 0;
+  fillTable($('#progress tbody'), progress, (d) => [
+    d.dataset + (d.finished ? ' (finished)' : ''), '',
+    [d.shards_total > 0 ? fmt(d.shards_done, 0) + ' of ' + fmt(d.shards_total, 0) : '–', 'num'],
+    [fmt(d.shards_doing, 0), 'num'], [d.shards_total > 0 ? fmt(d.shards_left, 0) : '–', 'num'],
+    [fmt(d.samples_done, 0) + ' of ' + fmt(d.samples_total, 0), 'num'], [fmt(d.epoch, 0), 'num'],
+    fmtTime(d.ts),
+  ], (tr, d) => {
+    // A stream has no shard count: its bar is of the samples known so far.
+    const bar = document.createElement('progress');
+    const [done, total] = d.shards_total > 0 ? [d.shards_done, d.shards_total]
+      : [d.samples_done, d.samples_total];
+    bar.max = Math.max(1, total);
+    bar.value = done;
+    bar.title = fmt(100 * done / Math.max(1, total), 1) + '%';
+    tr.dataset.dataset = d.dataset;
+    tr.children[1].appendChild(bar);
+  });
 
   fillTable($('#nodes tbody'), job.nodes || [], (n) => [
     n.name, n.role, [fmt(n.rank, 0), 'num'], n.status + (n.exit_reason ? ' (' + n.exit_reason + ')' : ''),

@@ -109,6 +109,77 @@ START_TEST(test_parse_cgroup_files)
 }
 END_TEST
 
+/* Copy fixture file name (tests/common/fixtures, read from the source tree
+ * the suites run in) into dir/as. */
+static void put_fixture(const char *dir, const char *name, const char *as)
+{
+	char src[256], dst[512], buf[4096];
+	snprintf(src, sizeof(src), "tests/common/fixtures/%s", name);
+	snprintf(dst, sizeof(dst), "%s/%s", dir, as);
+	FILE *in = fopen(src, "r");
+	ck_assert_msg(in, "fixture %s: run the suite from the source tree", src);
+	size_t n = fread(buf, 1, sizeof(buf), in);
+	fclose(in);
+	FILE *out = fopen(dst, "w");
+	ck_assert_ptr_nonnull(out);
+	ck_assert_uint_eq(fwrite(buf, 1, n, out), n);
+	fclose(out);
+}
+
+static void put_text(const char *dir, const char *as, const char *text)
+{
+	char dst[512];
+	snprintf(dst, sizeof(dst), "%s/%s", dir, as);
+	FILE *out = fopen(dst, "w");
+	ck_assert_ptr_nonnull(out);
+	fputs(text, out);
+	fclose(out);
+}
+
+/* The cgroup readers over folders holding the files as the kernel writes
+ * them: v1 captured on this host from a throttled group, v2 in Linux 6.x's
+ * format (this host's cgroup2 has no cpu controller: fixtures/README.md). */
+START_TEST(test_read_cgroup_cpu_fixtures)
+{
+	char dir[] = "/tmp/rover-cgfix-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+
+	put_fixture(dir, "cpu.stat.v2", "cpu.stat");
+	put_text(dir, "cpu.max", "25000 100000\n");
+	struct rv_cgroup_cpu c;
+	ck_assert_int_eq(rv_usage_cgroup_cpu(RV_CGROUP_V2, dir, &c), 0);
+	ck_assert_uint_eq(c.usage_us, 39636497112ULL); /* not nice_usec's line */
+	ck_assert_int_eq(c.nr_periods, 2406);
+	ck_assert_int_eq(c.nr_throttled, 1532);
+	ck_assert_uint_eq(c.throttled_us, 118733096ULL);
+	ck_assert_double_eq_tol(c.quota_cores, 0.25, 1e-9);
+	put_text(dir, "cpu.max", "max 100000\n");
+	ck_assert_int_eq(rv_usage_cgroup_cpu(RV_CGROUP_V2, dir, &c), 0);
+	ck_assert_double_eq(c.quota_cores, -1);
+
+	put_fixture(dir, "cpu.stat.v1", "cpu.stat");
+	put_text(dir, "cpu.cfs_quota_us", "10000\n");
+	put_text(dir, "cpu.cfs_period_us", "100000\n");
+	put_text(dir, "cpuacct.usage", "1234567000\n");
+	ck_assert_int_eq(rv_usage_cgroup_cpu(RV_CGROUP_V1, dir, &c), 0);
+	ck_assert_int_eq(c.nr_periods, 11);
+	ck_assert_int_eq(c.nr_throttled, 10);
+	ck_assert_uint_eq(c.throttled_us, 784976ULL); /* ns to us */
+	ck_assert_uint_eq(c.usage_us, 1234567ULL);
+	ck_assert_double_eq_tol(c.quota_cores, 0.1, 1e-9);
+
+	const char *names[] = { "cpu.stat", "cpu.max", "cpu.cfs_quota_us", "cpu.cfs_period_us",
+				"cpuacct.usage" };
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		char f[512];
+		snprintf(f, sizeof(f), "%s/%s", dir, names[i]);
+		unlink(f);
+	}
+	ck_assert_int_eq(rv_usage_cgroup_cpu(RV_CGROUP_V2, dir, &c), -ENOENT);
+	rmdir(dir);
+}
+END_TEST
+
 START_TEST(test_parse_proc_stat)
 {
 	/* a command name holding ") (" must not shift the fields */
@@ -251,6 +322,7 @@ static Suite *usage_suite(void)
 	tcase_add_test(tc, test_parse_cpu_times);
 	tcase_add_test(tc, test_parse_meminfo_and_psi);
 	tcase_add_test(tc, test_parse_cgroup_files);
+	tcase_add_test(tc, test_read_cgroup_cpu_fixtures);
 	tcase_add_test(tc, test_parse_proc_stat);
 	tcase_add_test(tc, test_read_this_host);
 	tcase_add_test(tc, test_scanner_finds_jobs);

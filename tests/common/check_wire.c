@@ -1490,7 +1490,9 @@ static const char *const table_docs[] = {
 		    "\"step_time\":0.5,\"nr_periods\":4,\"nr_throttled\":0,\"throttled_usec\":7},"
 		    "{\"kind\":\"model\",\"ts\":1,\"parameters\":10,\"batch_"
 		    "size\":2,"
-		    "\"flops\":1e9}]}",
+		    "\"flops\":1e9},{\"kind\":\"progress\",\"ts\":1,\"dataset\":\"train\","
+		    "\"epoch\":1,\"samples_total\":200,\"samples_done\":120,\"shards_total\":20,"
+		    "\"shards_done\":12,\"shards_doing\":2,\"finished\":false}]}",
 	[T_EVENT] = "{\"event_id\":\"e-1\",\"type\":\"node_oom\",\"ts\":1,\"node\":\"w-0\","
 		    "\"role\":\"worker\","
 		    "\"rank\":0,\"exit_code\":137,\"reason\":\"x\",\"memory_mb\":1,\"peak_memory_"
@@ -1518,7 +1520,7 @@ static const char *const table_docs[] = {
 static const struct {
 	const char *name;
 	enum tkind kind;
-	const char *at[3];
+	const char *at[4];
 } table_cases[] = {
 	{ "ElasticJob", T_JOB, { "" } },
 	{ "JobMetadata", T_JOB, { "metadata" } },
@@ -1529,7 +1531,7 @@ static const struct {
 	{ "Partition", T_JOB, { "spec.datasets.1.partitions.0" } },
 	{ "Model", T_JOB, { "spec.model" } },
 	{ "MetricsBatch", T_BATCH, { "" } },
-	{ "Sample", T_BATCH, { "samples.0", "samples.1", "samples.2" } },
+	{ "Sample", T_BATCH, { "samples.0", "samples.1", "samples.2", "samples.3" } },
 	{ "Event", T_EVENT, { "" } },
 	{ "ScalePlan", T_PLAN, { "" } },
 	{ "PlanGroup", T_PLAN, { "groups.worker" } },
@@ -1612,7 +1614,7 @@ START_TEST(test_table_fields_are_parsed)
 			const struct rv_wire_field *fd = &msg->fields[f];
 			const char *at = NULL;
 			cJSON *doc = cJSON_Parse(table_docs[k]);
-			for (int i = 0; i < 3 && table_cases[c].at[i] && !at; i++)
+			for (int i = 0; i < 4 && table_cases[c].at[i] && !at; i++)
 				if (cJSON_GetObjectItemCaseSensitive(table_at(doc,
 									      table_cases[c].at[i]),
 								     fd->name))
@@ -1641,7 +1643,7 @@ START_TEST(test_table_fields_are_written)
 		ck_assert_ptr_nonnull(back);
 		bool seen[64] = { false };
 		ck_assert_int_le(msg->nfields, 64);
-		for (int i = 0; i < 3 && table_cases[c].at[i]; i++) {
+		for (int i = 0; i < 4 && table_cases[c].at[i]; i++) {
 			const cJSON *o = table_at(back, table_cases[c].at[i]);
 			ck_assert_msg(cJSON_IsObject(o), "%s: no object at %s", msg->name,
 				      table_cases[c].at[i]);

@@ -302,6 +302,147 @@ START_TEST(throttling_counters_stored)
 }
 END_TEST
 
+static void post_ok(const char *path, const char *body)
+{
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&brain, "POST", path, body, NULL, &r), 0);
+	ck_assert_msg(r.status == 200, "%s: %ld %s", path, r.status, r.body);
+	rv_test_reply_release(&r);
+}
+
+static void post_progress(const char *path, const char *dataset, long long ts, int done)
+{
+	char body[512];
+	snprintf(body, sizeof(body),
+		 "{\"samples\":[{\"kind\":\"progress\",\"ts\":%lld,\"dataset\":\"%s\","
+		 "\"epoch\":0,\"samples_total\":1000,\"samples_done\":%d,\"shards_total\":100,"
+		 "\"shards_done\":%d,\"shards_doing\":4}]}",
+		 ts, dataset, done * 10, done);
+	post_ok(path, body);
+}
+
+/* Progress samples: the newest per dataset is the job's, an older one
+ * (reordered, resent) does not replace it, the history keeps
+ * retention.progress_history per dataset, a dataset the spec lacks is
+ * refused naming the sample, and the planner's sample time is untouched. */
+START_TEST(progress_newest_kept_history_bounded)
+{
+	const char *extra[] = { "--retention-progress-history", "3", NULL };
+	start_brain(extra);
+	char *doc = job_doc("progress",
+			    "\"datasets\":[{\"name\":\"train\",\"size\":1000,\"shardSize\":10},"
+			    "{\"name\":\"eval\",\"size\":1000,\"shardSize\":10}],");
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&brain, "POST", "/v1/jobs", doc, NULL, &r), 0);
+	free(doc);
+	ck_assert_int_eq(r.status, 201);
+	char uid[64], path[128], get[128];
+	snprintf(uid, sizeof(uid), "%s", rv_test_json_str(r.json, "uid"));
+	rv_test_reply_release(&r);
+	snprintf(path, sizeof(path), "/v1/jobs/%s/metrics", uid);
+	snprintf(get, sizeof(get), "/v1/jobs/%s", uid);
+
+	ck_assert_int_eq(rv_test_http(&brain, "GET", get, NULL, NULL, &r), 0);
+	ck_assert(cJSON_IsNull(cJSON_GetObjectItem(r.json, "shards")));
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(r.json, "progress")), 0);
+	rv_test_reply_release(&r);
+
+	for (int i = 1; i <= 5; i++)
+		post_progress(path, "train", 1000 * i, 10 * i);
+	post_progress(path, "eval", 1000, 7);
+	post_progress(path, "train", 2500, 99); /* older than the newest: history only */
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM job_progress_history"
+				    " WHERE dataset = 'train'"),
+			 3);
+	ck_assert_int_eq(count_rows("SELECT min(ts_ms) FROM job_progress_history"
+				    " WHERE dataset = 'train'"),
+			 3000); /* the newest three by ts: the old one came and went */
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM job_progress_history"
+				    " WHERE dataset = 'eval'"),
+			 1);
+	ck_assert_int_eq(rv_test_http(&brain, "GET", get, NULL, NULL, &r), 0);
+	ck_assert_str_eq(rv_test_json_str(r.json, "progress.0.dataset"), "eval");
+	ck_assert_int_eq((int)rv_test_json_num(r.json, "progress.1.shards_done", -1), 50);
+	ck_assert_int_eq((int)rv_test_json_num(r.json, "progress.1.shards_left", -1), 46);
+	ck_assert_int_eq((int)rv_test_json_num(r.json, "shards.done", -1), 57);
+	ck_assert_int_eq((int)rv_test_json_num(r.json, "shards.total", -1), 200);
+	ck_assert_int_eq((int)rv_test_json_num(r.json, "last_sample_ts", -1), 0);
+	rv_test_reply_release(&r);
+
+	expect_error("POST", path,
+		     "{\"samples\":[{\"kind\":\"speed\",\"ts\":9000,\"speed\":1},"
+		     "{\"kind\":\"progress\",\"ts\":9000,\"dataset\":\"test\","
+		     "\"samples_total\":10,\"samples_done\":1}]}",
+		     400, "samples[1].dataset");
+	expect_error("POST", path,
+		     "{\"samples\":[{\"kind\":\"progress\",\"ts\":9000,\"dataset\":\"train\","
+		     "\"samples_total\":10,\"samples_done\":11}]}",
+		     400, "samples[0].samples_done");
+	/* the refused batch left nothing */
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM job_speed"), 0);
+}
+END_TEST
+
+/* What grows with the clock alone goes after its retention: the monitor's
+ * node samples by their ts, report and batch ids by when they were
+ * stored; recent rows stay. */
+START_TEST(retention_deletes_old_rows_only)
+{
+	const char *extra[] = { "--retention-interval-s", "1", NULL };
+	start_brain(extra);
+	const char *uid = register_job("retain");
+	long long now = (long long)rv_now_ms(), old = now - 8LL * 24 * 3600 * 1000;
+	char body[1024];
+	for (int i = 0; i < 2; i++) {
+		snprintf(body, sizeof(body),
+			 "{\"report_id\":\"rep-%d\",\"nodes\":[{\"name\":\"h1\",\"ts\":%lld,"
+			 "\"cpu\":4,\"memory_mb\":8192,\"cpu_used\":1,\"memory_used_mb\":10}]}",
+			 i, i == 0 ? old : now);
+		post_ok("/v1/cluster/nodes", body);
+	}
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/jobs/%s/metrics", uid);
+	post_ok(path, "{\"batch_id\":\"b-old\",\"samples\":[{\"kind\":\"speed\",\"ts\":1,"
+		      "\"speed\":1}]}");
+	post_ok(path, "{\"batch_id\":\"b-new\",\"samples\":[{\"kind\":\"speed\",\"ts\":2,"
+		      "\"speed\":1}]}");
+	/* stored two days ago: past retention.report_ids_s (1 day) and not
+	 * past retention.batch_ids_s (7 days); eight days ago: past both */
+	PGconn *c = PQconnectdb(conninfo);
+	ck_assert_int_eq(PQstatus(c), CONNECTION_OK);
+	PGresult *q = PQexec(c, "UPDATE cluster_reports SET created_at = now() - interval '2 days'"
+				" WHERE report_id = 'rep-0';"
+				"UPDATE metrics_batches SET created_at = now() - interval '8 days'"
+				" WHERE batch_id = 'b-old'");
+	ck_assert_int_eq(PQresultStatus(q), PGRES_COMMAND_OK);
+	PQclear(q);
+	PQfinish(c);
+	long left = -1;
+	for (int i = 0; i < 100; i++) {
+		left = count_rows("SELECT count(*) FROM cluster_node_samples") +
+		       count_rows("SELECT count(*) FROM cluster_reports") +
+		       count_rows("SELECT count(*) FROM metrics_batches");
+		if (left == 3)
+			break;
+		usleep(100 * 1000);
+	}
+	ck_assert_int_eq(left, 3);
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM cluster_node_samples WHERE ts_ms = "
+				    "(SELECT max(ts_ms) FROM cluster_node_samples)"),
+			 1);
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM cluster_reports WHERE report_id = "
+				    "'rep-1'"),
+			 1);
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM metrics_batches WHERE batch_id = "
+				    "'b-new'"),
+			 1);
+	/* the node itself (cluster_nodes: its newest sample) is the expiry's */
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM cluster_nodes"), 1);
+	/* and the speed samples of the batches are the job's history: kept */
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM job_speed"), 2);
+}
+END_TEST
+
 START_TEST(injection_strings_stored_verbatim)
 {
 	start_brain(NULL);
@@ -774,6 +915,8 @@ static Suite *brain_api_suite(void)
 	tcase_add_test(tc, body_over_limit_is_413);
 	tcase_add_test(tc, batch_with_one_bad_sample_is_rejected_whole);
 	tcase_add_test(tc, throttling_counters_stored);
+	tcase_add_test(tc, progress_newest_kept_history_bounded);
+	tcase_add_test(tc, retention_deletes_old_rows_only);
 	tcase_add_test(tc, injection_strings_stored_verbatim);
 	tcase_add_test(tc, token_guards_writes);
 	tcase_add_test(tc, database_down_is_503_then_recovers);

@@ -6,7 +6,9 @@
  * samples; a plan the brain makes changes the master's desired state and
  * the brain records it applied; with the brain stopped the master keeps
  * serving and the buffered reports arrive once it is back, none stored
- * twice; a node that leaves and the job's end reach the brain as events.  Single-job mode plans in-process with no brain, manual mode only
+ * twice; a node that leaves and the job's end reach the brain as events;
+ * the shards done, doing and left reach the brain and roverctl status
+ * (with the job's last word when it finishes).  Single-job mode plans in-process with no brain, manual mode only
  * proposes, and cluster mode without a brain url refuses to start.
  */
 #include <arpa/inet.h>
@@ -26,6 +28,7 @@
 #include "buf.h"
 #include "masterfix.h"
 #include "parse.h"
+#include "proc.h"
 #include "testutil.h"
 
 static char conninfo[1024];
@@ -113,6 +116,8 @@ static void master_start(const char *spec, bool with_brain)
 			       "1",
 			       "--plan-interval-ms",
 			       "200",
+			       "--brain-progress-interval-ms",
+			       "100",
 			       NULL };
 	for (int i = 0; more[i]; i++)
 		args[n++] = more[i];
@@ -428,10 +433,9 @@ START_TEST(test_brain_down_reports_buffered)
 	ck_assert(js.brain.reachable);
 	ck_assert_int_eq(js.brain.queued, 0);
 	ck_assert_int_eq(js.brain.dropped, 0);
-	char *metrics = master_metrics();
-	ck_assert_msg(strstr(metrics, "rover_master_brain_samples_sent_total 20"), "metrics: %s",
-		      metrics);
-	free(metrics);
+	/* the 20 speed samples and the datasets' progress, reported once at
+	 * start (no shard moved since) */
+	ck_assert_int_eq(metric("rover_master_brain_samples_sent_total"), 21);
 }
 END_TEST
 
@@ -581,6 +585,125 @@ START_TEST(test_cluster_without_url_exits_2)
 }
 END_TEST
 
+/* GET /v1/jobs/{uid} once its shards say done and doing (10 s at most). */
+static cJSON *brain_job_shards(const char *uid, int done, int doing)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/jobs/%s", uid);
+	cJSON *j = NULL;
+	for (int i = 0; i < 500; i++) {
+		struct rv_test_reply r;
+		ck_assert_int_eq(rv_test_http(&brain, "GET", path, NULL, NULL, &r), 0);
+		ck_assert_int_eq(r.status, 200);
+		cJSON_Delete(j);
+		j = r.json;
+		r.json = NULL;
+		rv_test_reply_release(&r);
+		if (rv_test_json_num(j, "shards.done", -1) == done &&
+		    rv_test_json_num(j, "shards.doing", -1) == doing)
+			return j;
+		usleep(20 * 1000);
+	}
+	ck_abort_msg("the brain never showed %d shards done and %d doing: %s", done, doing,
+		     cJSON_PrintUnformatted(j));
+	return NULL;
+}
+
+/* roverctl ARGS against the test brain: its exit code; *out its stdout. */
+static int roverctl(const char *const *args, char **out)
+{
+	char exe[512];
+	snprintf(exe, sizeof(exe), "%s/roverctl",
+		 getenv("ROVER_BIN_DIR") ? getenv("ROVER_BIN_DIR") : "build/bin");
+	const char *argv[16] = { exe, "--brain", brain.url };
+	int n = 3;
+	for (int i = 0; args[i] && n < 15; i++)
+		argv[n++] = args[i];
+	struct rv_proc_opts o = { .argv = argv };
+	struct rv_buf b;
+	rv_buf_init(&b);
+	int st = -1;
+	ck_assert_int_eq(rv_proc_run(&o, 20000, &st, &b), 0);
+	*out = rv_buf_steal(&b);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Take n shards of the job's dataset as worker 0; done the first ndone. */
+static void take_shards(int n, int ndone, int64_t *ids)
+{
+	for (int i = 0; i < n; i++) {
+		struct rv_shard_next req = { .node = "node-0", .worker = 0 };
+		struct rv_shard_task t;
+		struct rv_err err = { 0 };
+		ck_assert_msg(rv_master_shard_next(mc, &req, &t, &err) == 0, "next: %s", err.msg);
+		ck_assert_int_eq(t.status, RV_SHARD_TASK);
+		ids[i] = t.id;
+	}
+	for (int i = 0; i < ndone; i++) {
+		struct rv_shard_done d = { .node = "node-0", .worker = 0, .id = ids[i] };
+		bool counted = false;
+		struct rv_err err = { 0 };
+		ck_assert_msg(rv_master_shard_done(mc, &d, &counted, &err) == 0, "done: %s",
+			      err.msg);
+		ck_assert(counted);
+	}
+}
+
+START_TEST(test_progress_reaches_the_brain)
+{
+	char uid[RV_BRAIN_UID_MAX];
+	start_with_brain(1, uid);
+	rendezvous("node-0");
+	/* 100 shards of 10 samples: 25 done, 5 in a worker's hands */
+	int64_t ids[100];
+	take_shards(30, 25, ids);
+	cJSON *j = brain_job_shards(uid, 25, 5);
+	ck_assert_int_eq((int)rv_test_json_num(j, "shards.total", -1), 100);
+	ck_assert_int_eq((int)rv_test_json_num(j, "shards.left", -1), 70);
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "progress")), 1);
+	ck_assert_str_eq(rv_test_json_str(j, "progress.0.dataset"), "train");
+	ck_assert_int_eq((int)rv_test_json_num(j, "progress.0.samples_done", -1), 250);
+	ck_assert_int_eq((int)rv_test_json_num(j, "progress.0.samples_total", -1), 1000);
+	ck_assert(cJSON_IsFalse(
+		cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "progress"), 0),
+				    "finished")));
+	cJSON_Delete(j);
+
+	/* roverctl status: the bar and the counts (no tty: no colour), and
+	 * the same numbers in --json */
+	char *out = NULL;
+	const char *st[] = { "status", uid, NULL };
+	ck_assert_int_eq(roverctl(st, &out), 0);
+	ck_assert_msg(strstr(out, "shards     [########......................]  25%  25 done, "
+				  "5 doing, 70 left of 100"),
+		      "roverctl status:\n%s", out);
+	free(out);
+	const char *js[] = { "--json", "status", uid, NULL };
+	ck_assert_int_eq(roverctl(js, &out), 0);
+	cJSON *doc = cJSON_Parse(out);
+	free(out);
+	ck_assert_int_eq((int)rv_test_json_num(doc, "job.shards.done", -1), 25);
+	ck_assert_int_eq((int)rv_test_json_num(doc, "job.progress.0.shards_left", -1), 70);
+	cJSON_Delete(doc);
+
+	/* every shard done: the job finishes and its progress says so */
+	take_shards(70, 70, ids + 30);
+	for (int i = 25; i < 30; i++) {
+		struct rv_shard_done d = { .node = "node-0", .worker = 0, .id = ids[i] };
+		bool counted = false;
+		struct rv_err err = { 0 };
+		ck_assert_int_eq(rv_master_shard_done(mc, &d, &counted, &err), 0);
+	}
+	j = brain_job_shards(uid, 100, 0);
+	ck_assert_int_eq((int)rv_test_json_num(j, "shards.left", -1), 0);
+	ck_assert(cJSON_IsTrue(
+		cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "progress"), 0),
+				    "finished")));
+	ck_assert_int_eq((int)rv_test_json_num(j, "progress.0.samples_done", -1), 1000);
+	cJSON_Delete(j);
+}
+END_TEST
+
 static Suite *master_brain_suite(void)
 {
 	Suite *s = suite_create("master_brain");
@@ -595,6 +718,7 @@ static Suite *master_brain_suite(void)
 	tcase_add_test(tc, test_single_job_plans_in_process);
 	tcase_add_test(tc, test_manual_only_proposes);
 	tcase_add_test(tc, test_cluster_without_url_exits_2);
+	tcase_add_test(tc, test_progress_reaches_the_brain);
 	suite_add_tcase(s, tc);
 	return s;
 }

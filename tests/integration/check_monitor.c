@@ -6,7 +6,8 @@
  * ROVER_JOB_NAME; a brain stopped and started again loses nothing the buffer
  * held and stores nothing twice; a full buffer drops the oldest and says
  * so; a resent report_id is stored once; a node whose monitor went silent
- * stops counting as free capacity.
+ * stops counting as free capacity; a monitor killed with -9 mid-report and
+ * started again stores nothing twice and its node is fresh again.
  */
 #include <check.h>
 #include <errno.h>
@@ -449,6 +450,77 @@ START_TEST(test_brain_down_then_up)
 }
 END_TEST
 
+static bool stale_of(const char *name)
+{
+	cJSON *cl = get_json(&brain, "/v1/cluster");
+	const cJSON *n = cl ? find_node(cl, name) : NULL;
+	ck_assert_msg(n, "%s not in /v1/cluster", name);
+	bool stale = cJSON_IsTrue(cJSON_GetObjectItem(n, "stale"));
+	cJSON_Delete(cl);
+	return stale;
+}
+
+/* kill -9 in the middle of reporting, then a restart: the samples the
+ * killed monitor still held are lost (its buffer is memory), but nothing
+ * reaches the database twice or in part, the node is fresh again, and the
+ * rows are the killed run's plus what the new run says it sent. */
+START_TEST(test_kill9_mid_report_and_restart)
+{
+	start_brain();
+	const char *args[] = { "--brain",
+			       brain.url,
+			       "--node",
+			       "node-k",
+			       "--interval-ms",
+			       "100",
+			       "--report-interval-ms",
+			       "200",
+			       "--report-batch-max",
+			       "3",
+			       NULL };
+	mon_start(args);
+	cJSON_Delete(health_until(brain_ok, "the brain"));
+	usleep(700 * 1000); /* a few reports in, one likely on the wire */
+	rv_proc_kill(&mon.proc, SIGKILL);
+	int st = 0;
+	ck_assert_int_eq(rv_proc_wait(&mon.proc, 5000, &st), 0);
+	ck_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	rv_proc_release(&mon.proc);
+	unlink(mon.log);
+	usleep(300 * 1000); /* a request the kill cut short is answered or dropped by now */
+	long long rows1 =
+		sql_num("SELECT count(*) FROM cluster_node_samples WHERE name = 'node-k'");
+	ck_assert_int_ge(rows1, 3);
+	ck_assert_int_eq(sql_num("SELECT COALESCE(sum(nodes), 0) FROM cluster_reports"), rows1);
+	/* silent past the stale limit: the brain shows it stale */
+	sql_num("UPDATE cluster_nodes SET updated_at = now() - interval '200 seconds'");
+	ck_assert(stale_of("node-k"));
+
+	mon_start(args);
+	cJSON_Delete(health_until(brain_ok_drained, "the brain again"));
+	ck_assert(!stale_of("node-k"));
+	char *log = NULL;
+	ck_assert_int_eq(mon_stop(&log), 0);
+	long long samples, sent, dropped, unsent;
+	stop_counts(log, &samples, &sent, &dropped, &unsent);
+	free(log);
+	ck_assert_int_eq(dropped, 0);
+	ck_assert_int_eq(unsent, 0);
+	long long rows = sql_num("SELECT count(*) FROM cluster_node_samples WHERE name = 'node-k'");
+	ck_assert_int_eq(rows, rows1 + sent);
+	ck_assert_int_eq(sql_num("SELECT count(DISTINCT ts_ms) FROM cluster_node_samples"
+				 " WHERE name = 'node-k'"),
+			 rows);
+	/* every report stored once and whole: their node counts add up */
+	ck_assert_int_eq(sql_num("SELECT COALESCE(sum(nodes), 0) FROM cluster_reports"), rows);
+	/* the node's row is the newest sample */
+	ck_assert_int_eq(sql_num("SELECT count(*) FROM cluster_nodes n WHERE n.name = 'node-k'"
+				 " AND n.ts_ms = (SELECT max(ts_ms) FROM cluster_node_samples"
+				 " WHERE name = 'node-k')"),
+			 1);
+}
+END_TEST
+
 static bool overflowing(const cJSON *h)
 {
 	return rv_test_json_num(h, "dropped", 0) >= 5;
@@ -518,6 +590,7 @@ static Suite *monitor_suite(void)
 	tcase_add_test(tc, test_brain_down_then_up);
 	tcase_add_test(tc, test_buffer_is_bounded);
 	tcase_add_test(tc, test_resent_report_stored_once);
+	tcase_add_test(tc, test_kill9_mid_report_and_restart);
 	suite_add_tcase(s, tc);
 	return s;
 }

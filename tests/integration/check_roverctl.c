@@ -2,8 +2,9 @@
  * check_roverctl.c: roverctl against the real rover-brain, as scripts use it
  * (exit codes, --json documents, no colour in a pipe) and as a person does,
  * typing into a shell in a real terminal (tmux send-keys, capture-pane): the
- * tables line up with colour, and watch redraws as speed samples and plans
- * come, then ends with the job.
+ * tables line up with colour, status draws the shards' progress bar, and
+ * watch redraws as speed samples come and at once when a plan is made (the
+ * brain's plan long-poll), then ends with the job.
  */
 #include <check.h>
 #include <errno.h>
@@ -436,8 +437,26 @@ START_TEST(test_terminal_tables)
 	ck_assert_msg(strstr(s, "\033[32mrunning") != NULL, "no colour on the terminal:\n%s", s);
 	free(s);
 
+	/* the master's progress report: a bar of shards on the terminal */
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/jobs/%s/metrics", uid);
+	char body[512];
+	snprintf(body, sizeof(body),
+		 "{\"samples\":[{\"kind\":\"progress\",\"ts\":%lld,\"dataset\":\"train\","
+		 "\"epoch\":0,\"samples_total\":120000,\"samples_done\":30000,"
+		 "\"shards_total\":200,\"shards_done\":50,\"shards_doing\":4}]}",
+		 (long long)rv_now_ms());
+	post(path, body);
 	type("clear; roverctl status term-job; echo STATUS_EXIT=$?");
 	s = screen_until("STATUS_EXIT=0");
+	ck_assert_msg(strstr(s, "shards     [########......................]  25%  50 done, 4 "
+				"doing, 146 left of 200"),
+		      "no progress bar:\n%s", s);
+	free(s);
+	s = screen(true);
+	ck_assert_msg(strstr(s, "[\033[32m########\033[39m"), "the bar is not green:\n%s", s);
+	free(s);
+	s = screen(false);
 	ck_assert_ptr_nonnull(strstr(s, "812.2 samples/s at step 7"));
 	ck_assert_ptr_nonnull(strstr(s, "last plans"));
 	ck_assert_ptr_nonnull(strstr(s, "create_default"));
@@ -475,6 +494,25 @@ START_TEST(test_terminal_watch)
 	s = screen_until("EXIT=0");
 	ck_assert_ptr_nonnull(strstr(s, "finished"));
 	free(s);
+
+	/* a plan shows the moment the brain makes it, not at the next refresh:
+	 * watch every 60 s, then an OOM makes an oom plan */
+	snprintf(path, sizeof(path), "/v1/jobs/%s/events", submit("watch-oom"));
+	type("clear; roverctl watch watch-oom --interval 60; echo OOM_EXIT=$?");
+	free(screen_until("watching"));
+	usleep(300 * 1000); /* its first long-poll is waiting */
+	int64_t t0 = rv_mono_ms();
+	post(path, "{\"type\":\"node_oom\",\"ts\":7000,\"node\":\"worker-1\","
+		   "\"role\":\"worker\",\"rank\":1,\"exit_code\":137,"
+		   "\"memory_mb\":4096,\"peak_memory_mb\":4090}");
+	s = screen_until(" oom ");
+	int64_t took = rv_mono_ms() - t0;
+	ck_assert_msg(took < 5000, "the oom plan took %lld ms to show (refresh every 60 s)",
+		      (long long)took);
+	free(s);
+	const char *cc0[] = { "send-keys", "-t", "t", "C-c", NULL };
+	ck_assert_int_eq(tmux(cc0, NULL), 0);
+	free(screen_until("OOM_EXIT=0"));
 
 	/* a second job: Ctrl-C stops watching, exit 0 */
 	char want[128];

@@ -4,7 +4,8 @@
 # a job is registered through REST and given 12 speed and node samples a
 # moment before the page loads; tests/web/page_test.mjs checks the page
 # loads with no console error, shows the job, plots its 12 points with the
-# plans marked (reason on hover), the monitor's node, and keeps a screenshot at
+# plans marked (reason on hover), its dataset's progress bar, the monitor's
+# node, and keeps a screenshot at
 # $B/web/status-page.png.  Also: the page's files come with their content
 # types and cache headers, and a name outside them is refused.  Skips
 # loudly when chromium or the npm tools cannot be installed.
@@ -46,6 +47,12 @@ batch=$(jq -nc --argjson now "$now" '{samples: (
     role: "worker", rank: 0, cpu: 2.5, memory_mb: 3000, cpu_limit: 8, memory_limit_mb: 16384})))}')
 check "12 speed and 12 node samples are stored" test \
   "$(curl -fsS --max-time 10 -X POST "$BRAIN/v1/jobs/$uid/metrics" --data-binary "$batch" | jq .accepted)" = 24
+
+progress=$(jq -nc --argjson now "$now" '{samples: [{kind: "progress", ts: $now, dataset: "train",
+  epoch: 0, samples_total: 120000, samples_done: 30000, shards_total: 200, shards_done: 50,
+  shards_doing: 4}]}')
+check "the master's progress report of dataset train is stored" test \
+  "$(curl -fsS --max-time 10 -X POST "$BRAIN/v1/jobs/$uid/metrics" --data-binary "$progress" | jq .accepted)" = 1
 
 report=$(jq -nc --argjson now "$now" '{nodes: [{name: "node-a", ts: $now, cpu: 16, memory_mb: 65536,
   gpu: 2, gpu_util_pct: 73, cpu_used: 2.5, memory_used_mb: 3000, ready: true}]}')

@@ -77,6 +77,14 @@ try {
     const u = window.rover.plots.usage;
     return !!u && u.data[0].length === n;
   }, points));
+  const prog = page.locator('#progress tbody tr[data-dataset="train"]');
+  check("the job's dataset shows the master's progress",
+    (await prog.count()) === 1 && /50 of 200/.test(await prog.innerText()) &&
+    /146/.test(await prog.innerText()), (await prog.count()) ? await prog.innerText() : 'no row');
+  check('its progress bar stands at 50 of 200 shards', await page.evaluate(() => {
+    const b = document.querySelector('#progress tbody tr[data-dataset="train"] progress');
+    return !!b && b.value === 50 && b.max === 200 && b.getBoundingClientRect().width > 0;
+  }));
   check('the plans table lists the create plan',
     /create/.test(await page.locator('#plans tbody').innerText()));
   check('the cluster utilisation plot has points', await page.evaluate(() => {
