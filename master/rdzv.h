@@ -135,6 +135,10 @@ int rdzv_waiting(const struct rdzv *r);
  * pointer may be NULL). */
 int rdzv_state(const struct rdzv *r, int64_t *round, int *nnodes);
 
+/* Ranks (the sum of local_world_size) of the last world that completed: it
+ * may still train while the next round gathers.  0 before the first. */
+int rdzv_last_world_size(const struct rdzv *r);
+
 /* The current world for status pages: the state as rdzv_state, *w filled
  * when COMPLETE (else w->nnodes = 0, w->round the current round). */
 int rdzv_current(const struct rdzv *r, struct rdzv_world *w);

@@ -11,6 +11,11 @@
  *     puts the data back from the step's stored data checkpoint;
  *   - a world of 2 workers grown to 3 by a second node: every rank loads
  *     the step all hold, the master's shards resume there;
+ *   - two nodes, the second's rank saving (and reporting its data
+ *     position) 0.3 s after the first's each step; both rover-runs and the
+ *     master killed with -9, the memory gone: a new master and two new
+ *     rover-runs load the step both nodes stored and the data position
+ *     node 0 stored with it, which must hold node 1's reports too;
  * and in each, the shard log accounts for every sample exactly once: the
  * steps after the one a restart loaded are dropped (they are trained
  * again), what is left holds each index once per epoch.
@@ -549,6 +554,117 @@ START_TEST(test_world_two_to_three)
 }
 END_TEST
 
+START_TEST(test_two_nodes_restore_storage)
+{
+	struct rv_test_master m, m2;
+	char *spec = rv_test_master_spec(1200, 16, 1, 2, 2);
+	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
+	ck_assert_int_eq(rv_test_master_start(&m, NULL), 0);
+	struct rv_test_run r[2], r2[2];
+	ck_assert_int_eq(rv_test_run_init(&r[0]), 0);
+	ck_assert_int_eq(rv_test_run_init(&r[1]), 0);
+	char log[400], dig[400], job[96], dir[2][400], ep[64];
+	paths(&r[0], log, dig, sizeof(log));
+	for (int i = 0; i < 2; i++)
+		snprintf(dir[i], sizeof(dir[i]), "%s/ckpt", r[i].dir);
+	job_env(job, sizeof(job), "nodes");
+	const char *env[] = { job, asan_env(0), asan_env(1), NULL };
+	const char *args[2][24];
+	for (int i = 0; i < 2; i++) {
+		const char *a[] = { "--nnodes",
+				    "2",
+				    "--nproc-per-node",
+				    "1",
+				    "--rdzv-endpoint",
+				    ep,
+				    "--ckpt-dir",
+				    dir[i],
+				    "--ckpt-keep",
+				    "3",
+				    EXAMPLE,
+				    "--batch-size",
+				    "8",
+				    "--step-sleep",
+				    "0.05",
+				    "--save-delay",
+				    "1:0.3",
+				    "--shard-log",
+				    log,
+				    "--digest-log",
+				    dig,
+				    NULL };
+		memcpy(args[i], a, sizeof(a));
+	}
+	snprintf(ep, sizeof(ep), "127.0.0.1:%d", m.port);
+	/* node 0 joins first: it is group rank 0, its rank restores the data
+	 * from its own storage; node 1's rank is the late one */
+	ck_assert_int_eq(rv_test_run_start(&r[0], args[0], env), 0);
+	ck_assert(rv_test_run_wait_for(&r[0], 2, "joined the rendezvous", 60000));
+	ck_assert_int_eq(rv_test_run_start(&r[1], args[1], env), 0);
+	if (!wait_lines(dig, 12, 120000)) {
+		for (int i = 0; i < 2; i++) {
+			char *e = rv_test_run_output(&r[i], 2), *o = rv_test_run_output(&r[i], 1);
+			fprintf(stderr, "---- node %d\n%s\n%s\n", i, o, e);
+			free(e);
+			free(o);
+		}
+		ck_abort_msg("no 12 steps saved");
+	}
+	/* everything gone at once: both nodes (their memory too) and the master */
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(rv_test_run_signal(&r[i], SIGKILL), 0);
+	ck_assert_int_ge(rv_test_master_stop(&m, SIGKILL, 10000), 0);
+	for (int i = 0; i < 2; i++) {
+		rv_test_run_wait(&r[i], 10000);
+		int64_t until = rv_mono_ms() + 20000;
+		while (rv_test_run_tagged(&r[i]) > 0 && rv_mono_ms() < until)
+			usleep(50 * 1000);
+		ck_assert_int_eq(rv_test_run_tagged(&r[i]), 0);
+	}
+	remove_segments(job);
+	int64_t man[2][8];
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_ge(rv_ckslot_manifest_read(dir[i], man[i], 8, NULL), 1);
+
+	ck_assert_int_eq(rv_test_master_init(&m2, spec), 0);
+	free(spec);
+	ck_assert_int_eq(rv_test_master_start(&m2, NULL), 0);
+	snprintf(ep, sizeof(ep), "127.0.0.1:%d", m2.port);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(rv_test_run_init(&r2[i]), 0);
+		ck_assert_int_eq(rv_test_run_start(&r2[i], args[i], env), 0);
+		if (i == 0)
+			ck_assert(rv_test_run_wait_for(&r2[0], 2, "joined the rendezvous", 60000));
+	}
+	for (int i = 0; i < 2; i++)
+		free(rv_test_run_expect_exit(&r2[i], 0, 150000));
+	char *out = rv_test_run_output(&r2[0], 1);
+	int64_t step = expect_loaded(out, 0, dig, "storage");
+	free(out);
+	/* a step both nodes stored */
+	bool both[2] = { false, false };
+	for (int i = 0; i < 2; i++)
+		for (int k = 0; k < 3; k++)
+			both[i] |= man[i][k] == step;
+	ck_assert_msg(both[0] && both[1], "loaded step %lld is not on both nodes",
+		      (long long)step);
+	long lost, twice;
+	unsigned ranks;
+	int loads;
+	account(log, 1200, 1, &lost, &twice, &ranks, &loads);
+	ck_assert_int_eq(loads, 2);
+	ck_assert_msg(ranks == 3, "ranks that trained after the restore: %#x", ranks);
+	ck_assert_msg(lost == 0 && twice == 0, "%ld samples lost, %ld twice", lost, twice);
+	for (int i = 0; i < 2; i++) {
+		rv_test_run_end(&r2[i]);
+		rv_test_run_cleanup(&r[i]);
+	}
+	ck_assert_int_eq(segments(job), 0);
+	rv_test_master_cleanup(&m2);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
 static Suite *run_ckpt_suite(void)
 {
 	Suite *s = suite_create("run_ckpt");
@@ -559,6 +675,10 @@ static Suite *run_ckpt_suite(void)
 	tcase_add_test(tc, test_run_killed_loads_storage);
 	tcase_add_test(tc, test_world_two_to_three);
 	suite_add_tcase(s, tc);
+	TCase *tn = tcase_create("nodes");
+	tcase_set_timeout(tn, 300);
+	tcase_add_test(tn, test_two_nodes_restore_storage);
+	suite_add_tcase(s, tn);
 	return s;
 }
 
