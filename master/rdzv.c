@@ -245,6 +245,18 @@ static bool members_back(const struct rdzv *r)
 	return true;
 }
 
+/* Whether the last call may end the round: every previous member still
+ * known is back, or had a heartbeat timeout's time since the round opened
+ * to hear of it.  Without that wait a round opened by a late node (or a
+ * member joining again) would complete at once under a short last call
+ * without the members that must join again, the one left out would open
+ * the next round alone in turn, and the world would be re-formed at every
+ * heartbeat. */
+static bool members_heard(const struct rdzv *r, int64_t now)
+{
+	return members_back(r) || now - r->open_ms >= r->c.heartbeat_timeout_ms;
+}
+
 /* Apply what time and the waiting set call for; 1 when the round or its
  * state changed. */
 static int advance(struct rdzv *r, int64_t now)
@@ -261,7 +273,7 @@ static int advance(struct rdzv *r, int64_t now)
 	}
 	note_min(r, now);
 	if (r->min_at_ms >= 0 && ((r->nwaiting >= r->eff_max && members_back(r)) ||
-				  now - r->min_at_ms >= r->c.last_call_ms)) {
+				  (now - r->min_at_ms >= r->c.last_call_ms && members_heard(r, now)))) {
 		complete(r);
 		return 1;
 	}
@@ -486,8 +498,11 @@ int64_t rdzv_next_deadline(const struct rdzv *r)
 	int64_t t = INT64_MAX;
 
 	if (r->round > 0 && r->state == RDZV_GATHERING) {
-		if (r->min_at_ms >= 0)
+		if (r->min_at_ms >= 0) {
 			t = r->min_at_ms + r->c.last_call_ms;
+			if (!members_back(r) && r->open_ms + r->c.heartbeat_timeout_ms > t)
+				t = r->open_ms + r->c.heartbeat_timeout_ms;
+		}
 		else if (r->c.max_wait_ms > 0)
 			t = r->open_ms + r->c.max_wait_ms;
 	}

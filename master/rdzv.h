@@ -13,7 +13,11 @@
  * down, a gathering round completes when eff_min nodes wait and either
  * eff_max wait (and every member of the previous world still known waits
  * again) or last_call_ms has passed since eff_min was first reached in this
- * round (later joins do not push that deadline back).  The world takes
+ * round (later joins do not push that deadline back) and every member of
+ * the previous world still known waits again or heartbeat_timeout_ms passed
+ * since the round opened (they learn of it by their heartbeat: a short last
+ * call must not form a world without them, or the one left out opens the
+ * next round in turn, again and again).  The world takes
  * the largest multiple of node_unit <= min(waiting, eff_max), preferring the
  * previous world's members, then the earliest joiners; the others stay
  * waiting as spares.
