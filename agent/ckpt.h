@@ -64,12 +64,12 @@ struct ckpt {
 		bool data;
 	} kept[64]; /* complete steps on storage, newest first */
 	int nkept;
-	int64_t pending;       /* a step written but for its data (see settle_data), -1 none */
+	int64_t pending; /* a step written but for its data (see settle_data), -1 none */
 	int pending_rank0, pending_n;
-	int64_t pending_since; /* rv_mono_ms when its data was first asked for */
+	int64_t pending_since;               /* rv_mono_ms when its data was first asked for */
 	int64_t pending_gen, group_gen_seen; /* group_gen of it, and of the last round */
-	bool data_seen;        /* the master gave a data checkpoint once */
-	struct rv_master_client *mc; /* for the data checkpoints; NULL none */
+	bool data_seen;                      /* the master gave a data checkpoint once */
+	struct rv_master_client *mc;         /* for the data checkpoints; NULL none */
 	int64_t rounds, steps_written, steps_dropped; /* counters, for tests and logs */
 };
 

@@ -34,7 +34,8 @@ int node_usage_cgroup(const char *cg_root, const char *proc_cgroup, struct node_
 			if (stat(mnt, &st) < 0)
 				mnt[0] = 0;
 		}
-	} else if (rv_usage_parse_pid_cgroup(proc_cgroup, RV_CGROUP_V2, "", rel, sizeof(rel)) == 0) {
+	} else if (rv_usage_parse_pid_cgroup(proc_cgroup, RV_CGROUP_V2, "", rel, sizeof(rel)) ==
+		   0) {
 		mode = RV_CGROUP_V2;
 		snprintf(mnt, sizeof(mnt), "%s", cg_root);
 	}

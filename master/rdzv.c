@@ -272,8 +272,9 @@ static int advance(struct rdzv *r, int64_t now)
 		changed = 1;
 	}
 	note_min(r, now);
-	if (r->min_at_ms >= 0 && ((r->nwaiting >= r->eff_max && members_back(r)) ||
-				  (now - r->min_at_ms >= r->c.last_call_ms && members_heard(r, now)))) {
+	if (r->min_at_ms >= 0 &&
+	    ((r->nwaiting >= r->eff_max && members_back(r)) ||
+	     (now - r->min_at_ms >= r->c.last_call_ms && members_heard(r, now)))) {
 		complete(r);
 		return 1;
 	}
@@ -502,8 +503,7 @@ int64_t rdzv_next_deadline(const struct rdzv *r)
 			t = r->min_at_ms + r->c.last_call_ms;
 			if (!members_back(r) && r->open_ms + r->c.heartbeat_timeout_ms > t)
 				t = r->open_ms + r->c.heartbeat_timeout_ms;
-		}
-		else if (r->c.max_wait_ms > 0)
+		} else if (r->c.max_wait_ms > 0)
 			t = r->open_ms + r->c.max_wait_ms;
 	}
 	if (r->c.heartbeat_timeout_ms > 0)

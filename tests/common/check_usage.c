@@ -264,8 +264,8 @@ static void fake_proc(const char *root, int pid, int ppid, int ticks, int cticks
 	char dir[600], text[300];
 	snprintf(dir, sizeof(dir), "%s/%d", root, pid);
 	snprintf(text, sizeof(text),
-		 "%d (p %d) S %d 1 1 0 -1 0 0 0 0 0 %d 0 %d 0 20 0 1 0 %d 0 %d\n", pid, pid,
-		 ppid, ticks, cticks, 1000 + pid, rss);
+		 "%d (p %d) S %d 1 1 0 -1 0 0 0 0 0 %d 0 %d 0 20 0 1 0 %d 0 %d\n", pid, pid, ppid,
+		 ticks, cticks, 1000 + pid, rss);
 	put(dir, "stat", text);
 }
 
@@ -341,13 +341,13 @@ START_TEST(test_cgroup_folders)
 	put(dir, "cpu.max", "max 100000\n");
 	put(dir, "cpu.stat", "usage_usec 5\n");
 	put(parent, "cpu.max", "150000 100000\n");
-	put(parent, "cpu.stat", "usage_usec 5000\nnr_periods 40\nnr_throttled 10\n"
-				"throttled_usec 25000\n");
+	put(parent, "cpu.stat",
+	    "usage_usec 5000\nnr_periods 40\nnr_throttled 10\n"
+	    "throttled_usec 25000\n");
 	struct rv_cgroup_cpu c;
 	char at[400];
 	/* v2: the nearest quota up from the node, the parent's */
-	ck_assert_int_eq(rv_usage_cgroup_quota(RV_CGROUP_V2, root, "/job/node", &c, at,
-					       sizeof(at)),
+	ck_assert_int_eq(rv_usage_cgroup_quota(RV_CGROUP_V2, root, "/job/node", &c, at, sizeof(at)),
 			 0);
 	ck_assert_str_eq(at, parent);
 	ck_assert(c.quota_cores > 1.49 && c.quota_cores < 1.51);

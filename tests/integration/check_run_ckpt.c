@@ -582,8 +582,7 @@ START_TEST(test_two_nodes_restore_storage)
 	for (int i = 0; i < 2; i++)
 		for (int k = 0; k < 3; k++)
 			both[i] |= man[i][k] == step;
-	ck_assert_msg(both[0] && both[1], "loaded step %lld is not on both nodes",
-		      (long long)step);
+	ck_assert_msg(both[0] && both[1], "loaded step %lld is not on both nodes", (long long)step);
 	long lost, twice;
 	unsigned ranks;
 	int loads;

@@ -270,8 +270,8 @@ void rv_test_run_end(struct rv_test_run *r)
 	ck_assert_msg(left == 0, "%d process(es) of the job still run", left);
 }
 
-int rv_test_run_start_joined(struct rv_test_run *r, const char *const *args,
-			     const char *const *env, int timeout_ms)
+int rv_test_run_start_joined(struct rv_test_run *r, const char *const *args, const char *const *env,
+			     int timeout_ms)
 {
 	int rc = rv_test_run_start(r, args, env);
 	if (rc < 0)
@@ -293,8 +293,8 @@ void rv_test_run_dump(const struct rv_test_run *r, int n, const char *master_log
 {
 	for (int i = 0; i < n; i++) {
 		char *o = rv_test_run_output(&r[i], 1), *e = rv_test_run_output(&r[i], 2);
-		fprintf(stderr, "---- node %d stdout\n%s\n---- node %d stderr\n%s\n", i,
-			o ? o : "", i, e ? e : "");
+		fprintf(stderr, "---- node %d stdout\n%s\n---- node %d stderr\n%s\n", i, o ? o : "",
+			i, e ? e : "");
 		free(o);
 		free(e);
 	}

@@ -47,8 +47,8 @@ bool rv_test_run_wait_for(const struct rv_test_run *r, int which, const char *ne
 /* Start as rv_test_run_start, then wait up to timeout_ms until it joined
  * the rendezvous: nodes started so take group ranks in that order.  0,
  * -ETIMEDOUT, or a negative errno. */
-int rv_test_run_start_joined(struct rv_test_run *r, const char *const *args,
-			     const char *const *env, int timeout_ms);
+int rv_test_run_start_joined(struct rv_test_run *r, const char *const *args, const char *const *env,
+			     int timeout_ms);
 /* SIGKILL rover-run, wait for it, then up to timeout_ms until no process
  * of the job is left (its workers die with it); fails the test (check)
  * when some are. */
