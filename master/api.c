@@ -993,7 +993,8 @@ static const struct rv_openapi_route docs[] = {
 	{ .id = "getDataCheckpoint",
 	  .ok = "DataCheckpoint",
 	  .query = "step:integer:the model step (required)",
-	  .errors = "404:no report of that step is kept" },
+	  .errors = "404:no report of that step is kept;"
+		    "409:not every rank of the world that trained the step reported it yet" },
 	{ .id = "importDataCheckpoint", .body = "DataCheckpoint", .ok = "Accepted" },
 	{ .id = "postSteps", .body = "StepReport", .ok = "Accepted" },
 	{ .id = "postStreamEnd",
