@@ -35,6 +35,7 @@
 #include "parse.h"
 
 #define CKPT_POLL_MS 100
+#define CKPT_DATA_WAIT_MS 5000 /* for the other ranks' reports of a step */
 
 /* One local rank's slots mapped read-only. */
 struct rank_slots {
@@ -178,7 +179,7 @@ static int write_manifest(struct ckpt *c)
 	return rc;
 }
 
-/* Remove every step folder the manifest does not name. */
+/* Remove every step folder the manifest does not name (but the pending one). */
 static void prune(struct ckpt *c)
 {
 	DIR *d = opendir(c->dir);
@@ -190,7 +191,7 @@ static void prune(struct ckpt *c)
 		if (strncmp(e->d_name, "step-", 5) != 0 ||
 		    rv_parse_i64(e->d_name + 5, 0, INT64_MAX, &step) < 0)
 			continue;
-		bool keep = false;
+		bool keep = step == c->pending;
 		for (int i = 0; i < c->nkept; i++)
 			keep |= c->kept[i].step == step;
 		if (!keep) {
@@ -202,28 +203,102 @@ static void prune(struct ckpt *c)
 	closedir(d);
 }
 
-/* The master's data checkpoint of step into DIR/step-S/data.json; whether
- * it was written. */
-static bool write_data(struct ckpt *c, int64_t step, const char *sdir)
+/* The master's data checkpoint of step into DIR/step-S/data.json.  0
+ * written; -ENOENT the master keeps no report of S (not yet, or never);
+ * -EEXIST not every rank of the world reported S yet; another negative
+ * errno: no data checkpoint to be had (no master, unreachable, storage). */
+static int write_data(struct ckpt *c, int64_t step, const char *sdir)
 {
 	if (!c->mc)
-		return false;
+		return -ENOTCONN;
 	struct rv_data_ckpt ck = { 0 };
 	struct rv_err err = { 0 };
-	if (rv_master_ckpt_export(c->mc, step, &ck, &err) < 0) {
+	int rc = rv_master_ckpt_export(c->mc, step, &ck, &err);
+	if (rc < 0) {
 		rv_log_debug("no data checkpoint for the step", "step=%lld reason=\"%s\"",
 			     (long long)step, err.msg);
-		return false;
+		return rc;
 	}
 	ck.step = step;
 	RV_CLEANUP_CJSON cJSON *j = rv_data_ckpt_to_json(&ck);
 	rv_data_ckpt_release(&ck);
 	RV_CLEANUP_FREE char *text = j ? rv_json_print(j) : NULL;
 	if (!text)
-		return false;
+		return -ENOMEM;
 	char path[1200];
 	snprintf(path, sizeof(path), "%s/data.json", sdir);
-	return write_file(path, text, strlen(text)) == 0;
+	return write_file(path, text, strlen(text));
+}
+
+/* Step (its rank files and data.json, if any, written) is complete: its
+ * folder fsync'd, the manifest names it, the oldest beyond keep go.  1, or
+ * a negative errno. */
+static int commit_step(struct ckpt *c, int64_t step, int rank0, int n, bool data)
+{
+	char sdir[1100];
+	rv_ckslot_step_dir(sdir, sizeof(sdir), c->dir, step);
+	int rc = fsync_path(sdir);
+	if (rc < 0)
+		return rc;
+	int keep = c->keep < (int)RV_ARRAY_SIZE(c->kept) ? c->keep : (int)RV_ARRAY_SIZE(c->kept);
+	memmove(&c->kept[1], &c->kept[0], sizeof(c->kept[0]) * (size_t)(keep - 1));
+	c->kept[0] = (struct ckpt_kept){ .step = step, .rank0 = rank0, .n = n, .data = data };
+	c->nkept = c->nkept + 1 < keep ? c->nkept + 1 : keep;
+	if ((rc = write_manifest(c)) < 0) {
+		rv_log_warn("could not write the checkpoint manifest", "dir=%s reason=\"%s\"",
+			    c->dir, strerror(-rc));
+		return rc;
+	}
+	c->persisted = step;
+	c->steps_written++;
+	c->pending = -1;
+	prune(c);
+	return 1;
+}
+
+/*
+ * The data of step, whose rank files are written: commit it with its
+ * data.json once the master has every rank's report of it.  While some
+ * report is missing the step waits (pending, at most CKPT_DATA_WAIT_MS):
+ * its data checkpoint would count the samples of a rank that did not
+ * report yet as still to train, and a restore would train them twice.
+ * Other nodes' ranks report a moment after this node's, so the wait is
+ * short; a step whose world lost a rank before its report never
+ * completes and is dropped.  A job whose workers never report (no data
+ * checkpoint was ever had) gets its steps without data after the wait;
+ * so does one whose master cannot be reached.  1 committed, 0 waiting or
+ * dropped, or a negative errno.
+ */
+static int settle_data(struct ckpt *c, int64_t step, int rank0, int n)
+{
+	char sdir[1100];
+	rv_ckslot_step_dir(sdir, sizeof(sdir), c->dir, step);
+	int rc = write_data(c, step, sdir);
+	if (rc == 0) {
+		c->data_seen = true;
+		return commit_step(c, step, rank0, n, true);
+	}
+	if (rc != -ENOENT && rc != -EEXIST)
+		return commit_step(c, step, rank0, n, false);
+	int64_t now = rv_mono_ms();
+	if (c->pending != step) {
+		c->pending = step;
+		c->pending_rank0 = rank0;
+		c->pending_n = n;
+		c->pending_since = now;
+		c->pending_gen = c->group_gen_seen;
+		return 0;
+	}
+	if (now - c->pending_since < CKPT_DATA_WAIT_MS)
+		return 0;
+	if (rc == -ENOENT && !c->data_seen)
+		return commit_step(c, step, rank0, n, false);
+	rv_log_info("checkpoint step dropped: not every rank reported it", "step=%lld",
+		    (long long)step);
+	c->pending = -1;
+	c->steps_dropped++;
+	remove_tree(sdir);
+	return 0;
 }
 
 /* One round: the newest step every local rank holds, when newer than the
@@ -233,6 +308,7 @@ static int persist_round(struct ckpt *c)
 {
 	pthread_mutex_lock(&c->mu);
 	int rank0 = c->rank0, n = c->nranks;
+	int64_t gen = c->group_gen;
 	pthread_mutex_unlock(&c->mu);
 	if (!c->dir[0] || n <= 0)
 		return 0;
@@ -249,6 +325,19 @@ static int persist_round(struct ckpt *c)
 			step = newest;
 	}
 	int rc = 0;
+	c->group_gen_seen = gen;
+	if (c->pending >= 0 && c->pending_gen != gen) {
+		/* another group since (its slots started again): the step's
+		 * world is gone, its missing reports will not come */
+		char sdir[1100];
+		rv_ckslot_step_dir(sdir, sizeof(sdir), c->dir, c->pending);
+		remove_tree(sdir);
+		c->pending = -1;
+	}
+	if (c->pending >= 0) {
+		rc = settle_data(c, c->pending, c->pending_rank0, c->pending_n);
+		goto out;
+	}
 	if (step < 0 || step <= c->persisted)
 		goto out;
 	int64_t t0 = rv_mono_ms();
@@ -297,26 +386,10 @@ static int persist_round(struct ckpt *c)
 			goto out;
 		}
 	}
-	bool data = write_data(c, step, sdir);
-	if ((rc = fsync_path(sdir)) < 0)
-		goto out;
-	/* complete: the manifest names it, the oldest beyond keep go */
-	int keep = c->keep < (int)RV_ARRAY_SIZE(c->kept) ? c->keep : (int)RV_ARRAY_SIZE(c->kept);
-	memmove(&c->kept[1], &c->kept[0], sizeof(c->kept[0]) * (size_t)(keep - 1));
-	c->kept[0] = (struct ckpt_kept){ .step = step, .rank0 = rank0, .n = n, .data = data };
-	c->nkept = c->nkept + 1 < keep ? c->nkept + 1 : keep;
-	if ((rc = write_manifest(c)) < 0) {
-		rv_log_warn("could not write the checkpoint manifest", "dir=%s reason=\"%s\"",
-			    c->dir, strerror(-rc));
-		goto out;
-	}
-	c->persisted = step;
-	c->steps_written++;
-	prune(c);
-	rv_log_debug("checkpoint persisted", "step=%lld ranks=%d bytes=%llu data=%d ms=%lld",
-		     (long long)step, n, (unsigned long long)bytes, data,
+	rc = settle_data(c, step, rank0, n);
+	rv_log_debug("checkpoint written", "step=%lld ranks=%d bytes=%llu committed=%d ms=%lld",
+		     (long long)step, n, (unsigned long long)bytes, rc == 1,
 		     (long long)(rv_mono_ms() - t0));
-	rc = 1;
 out:
 	for (int i = 0; i < n; i++)
 		slots_unmap(&rs[i]);
@@ -369,6 +442,7 @@ int ckpt_start(struct ckpt *c, const struct ckpt_opts *o, struct rv_err *err)
 	snprintf(c->dir, sizeof(c->dir), "%s", o->dir ? o->dir : "");
 	c->keep = o->keep > 0 ? o->keep : 1;
 	c->persisted = -1;
+	c->pending = -1;
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_mutex_init(&c->run_mu, NULL);
 	pthread_cond_init(&c->cv, NULL);
@@ -437,30 +511,43 @@ void ckpt_group(struct ckpt *c, int rank0, int n)
 	pthread_mutex_lock(&c->mu);
 	c->rank0 = rank0;
 	c->nranks = n;
+	c->group_gen++;
 	for (int i = 0; i < n; i++)
 		if (rank0 + i >= 0 && rank0 + i < CKPT_MAX_RANKS)
 			c->seen[rank0 + i] = 1;
 	pthread_mutex_unlock(&c->mu);
 }
 
-int ckpt_flush(struct ckpt *c, int timeout_ms)
+/* ckpt_flush; with wait_pending also a step waiting for other ranks'
+ * reports is waited for (within timeout_ms). */
+static int flush(struct ckpt *c, int timeout_ms, bool wait_pending)
 {
 	if (!c->started || !c->dir[0])
 		return 0;
 	int64_t until = rv_mono_ms() + timeout_ms;
-	int rc;
+	int rc, wrote = 0;
 	/* a slot being copied when its worker died is settled now: at most a
 	 * few rounds (another rank's slot may move on meanwhile) */
 	do {
 		pthread_mutex_lock(&c->run_mu);
 		int64_t before = c->persisted;
 		rc = persist_round(c);
-		bool newer = c->persisted > before;
+		bool newer = c->persisted > before, pending = c->pending >= 0;
 		pthread_mutex_unlock(&c->run_mu);
-		if (rc != 0 || !newer)
+		wrote |= rc > 0;
+		if (rc < 0)
 			break;
+		if (!newer && !(wait_pending && pending))
+			break;
+		if (!newer)
+			usleep(CKPT_POLL_MS * 1000 / 2);
 	} while (rv_mono_ms() < until);
-	return rc;
+	return rc < 0 ? rc : wrote;
+}
+
+int ckpt_flush(struct ckpt *c, int timeout_ms)
+{
+	return flush(c, timeout_ms, false);
 }
 
 void ckpt_stop(struct ckpt *c, bool unlink_shm)
@@ -474,7 +561,7 @@ void ckpt_stop(struct ckpt *c, bool unlink_shm)
 		pthread_mutex_unlock(&c->mu);
 		pthread_join(c->th, NULL);
 		c->th_running = false;
-		ckpt_flush(c, 10000);
+		flush(c, 10000, true);
 	}
 	if (unlink_shm)
 		for (int r = 0; r < CKPT_MAX_RANKS; r++)

@@ -12,7 +12,11 @@
  *   and incomplete steps are removed.
  * A step is complete only when every local rank's part is written and
  * checked (a slot overwritten during its copy is not a checkpoint: it is
- * tried again later).  ckpt_flush persists at once (--save-at-breakpoint:
+ * tried again later), and its data checkpoint holds the reports of every
+ * rank of the world, on every node: until the master has them all the
+ * step waits (a few seconds at most; the master answers 409 meanwhile),
+ * so that the step stored on each node is one whose data position is
+ * exact wherever the restore reads it.  ckpt_flush persists at once (--save-at-breakpoint:
  * after a worker failed, before the restart); ckpt_stop flushes, stops the
  * thread and removes the segments of every rank this node ran.
  * Layout and checks: common/ckslot.h.  The supervisor's thread calls every
@@ -49,6 +53,7 @@ struct ckpt {
 	pthread_cond_t cv;
 	bool stop;
 	int rank0, nranks;                  /* the local ranks of the current group */
+	int64_t group_gen;                  /* bumped by each ckpt_group */
 	unsigned char seen[CKPT_MAX_RANKS]; /* ranks that ran here: their segments */
 	pthread_mutex_t run_mu;             /* one persist round at a time */
 	/* persister state (under run_mu) */
@@ -59,8 +64,13 @@ struct ckpt {
 		bool data;
 	} kept[64]; /* complete steps on storage, newest first */
 	int nkept;
-	struct rv_master_client *mc;   /* for the data checkpoints; NULL none */
-	int64_t rounds, steps_written; /* counters, for tests and logs */
+	int64_t pending; /* a step written but for its data (see settle_data), -1 none */
+	int pending_rank0, pending_n;
+	int64_t pending_since;               /* rv_mono_ms when its data was first asked for */
+	int64_t pending_gen, group_gen_seen; /* group_gen of it, and of the last round */
+	bool data_seen;                      /* the master gave a data checkpoint once */
+	struct rv_master_client *mc;         /* for the data checkpoints; NULL none */
+	int64_t rounds, steps_written, steps_dropped; /* counters, for tests and logs */
 };
 
 struct flags;

@@ -41,7 +41,7 @@
 #include "parse.h"
 #include "run.h"
 #include "standalone.h"
-#include "usage.h"
+#include "node_usage.h"
 #include "warm.h"
 #include "worker.h"
 
@@ -102,7 +102,7 @@ struct run {
 	char hung[128];            /* the ranks of a hang: "0,1" */
 	int stop_sig;
 	/* usage reports (--monitor-interval): the previous sample, for rates */
-	struct usage_sample u_prev;
+	struct node_usage_sample u_prev;
 	int64_t u_prev_ms, u_next_ms, gpu_next_ms;
 	int64_t gpu_used_mb, gpu_total_mb;
 	struct ckpt ck; /* the flash checkpoints' segments and their persister */
@@ -602,9 +602,9 @@ static void report_usage(struct run *r, int64_t now)
 	if (now < r->u_next_ms)
 		return;
 	r->u_next_ms = now + (int64_t)(r->f->monitor_interval * 1000) - RUN_HEARTBEAT_MS / 2;
-	struct usage_sample s = { 0 };
+	struct node_usage_sample s = { 0 };
 	pid_t skip = r->have_sa ? r->sa.proc.pid : 0;
-	if (usage_tree(getpid(), skip, &s) < 0)
+	if (node_usage_tree(getpid(), skip, &s) < 0)
 		return;
 	char cg[2048];
 	int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
@@ -612,7 +612,7 @@ static void report_usage(struct run *r, int64_t now)
 	if (fd >= 0)
 		close(fd);
 	cg[k > 0 ? k : 0] = 0;
-	usage_cgroup("/sys/fs/cgroup", cg, &s);
+	node_usage_cgroup("/sys/fs/cgroup", cg, &s);
 	if (r->gpu.count > 0 && now >= r->gpu_next_ms) {
 		struct rv_gpu_info g;
 		r->gpu_next_ms = now + RUN_GPU_USAGE_MS;

@@ -51,6 +51,7 @@ int rv_errno_to_http(int neg_errno)
 	case -ENOENT:
 		return 404;
 	case -EEXIST:
+	case -EBUSY:
 		return 409;
 	case -EMSGSIZE:
 	case -E2BIG:

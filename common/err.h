@@ -25,7 +25,7 @@ int rv_err_set(struct rv_err *e, int code, const char *field, const char *fmt, .
 /* Clear *e (e may be NULL). */
 void rv_err_clear(struct rv_err *e);
 
-/* -EINVAL 400, -EACCES/-EPERM 401, -EDQUOT 403 (a quota), -ENOENT 404, -EEXIST 409, -EMSGSIZE/-E2BIG 413,
+/* -EINVAL 400, -EACCES/-EPERM 401, -EDQUOT 403 (a quota), -ENOENT 404, -EEXIST/-EBUSY 409, -EMSGSIZE/-E2BIG 413,
  * -EDOM 422, -ECONNREFUSED/-ECONNRESET/-EAGAIN/-ENOTCONN 503, -ETIMEDOUT 504,
  * else 500. */
 int rv_errno_to_http(int neg_errno);

@@ -101,7 +101,8 @@ int rv_master_ckpt_report(struct rv_master_client *c, const struct rv_ckpt_repor
 			  struct rv_err *err);
 
 /* GET /v1/shards/ckpt?step=: *out is the caller's (rv_data_ckpt_release).
- * -ENOENT when no checkpoint of that step can be composed. */
+ * -ENOENT when no report of that step is kept; -EEXIST (409) when not every
+ * rank of the world that trained the step reported it yet. */
 int rv_master_ckpt_export(struct rv_master_client *c, int64_t step, struct rv_data_ckpt *out,
 			  struct rv_err *err);
 

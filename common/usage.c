@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define PATH_MAX_ 512
@@ -340,8 +341,10 @@ int rv_usage_parse_cgroup_cpu_stat(const char *text, enum rv_cgroup_mode mode,
 				   struct rv_cgroup_cpu *out)
 {
 	uint64_t v;
-	if (key_u64(text, "nr_periods", &v) == 0)
+	if (key_u64(text, "nr_periods", &v) == 0) {
 		out->nr_periods = (int64_t)v;
+		out->has_periods = true;
+	}
 	if (key_u64(text, "nr_throttled", &v) == 0)
 		out->nr_throttled = (int64_t)v;
 	if (mode == RV_CGROUP_V2) {
@@ -363,9 +366,11 @@ int rv_usage_cgroup_cpu(enum rv_cgroup_mode mode, const char *dir, struct rv_cgr
 	if (mode == RV_CGROUP_NONE)
 		return -ENOENT;
 	ssize_t n = read_at(dir, "cpu.stat", buf, sizeof(buf));
-	if (n < 0)
+	if (n < 0 && (mode == RV_CGROUP_V2 || n != -ENOENT))
 		return (int)n;
-	rv_usage_parse_cgroup_cpu_stat(buf, mode, out);
+	bool stat = n >= 0;
+	if (stat)
+		rv_usage_parse_cgroup_cpu_stat(buf, mode, out);
 	if (mode == RV_CGROUP_V2) {
 		/* "max 100000" or "50000 100000" */
 		if (read_at(dir, "cpu.max", buf, sizeof(buf)) > 0 && strncmp(buf, "max", 3) != 0) {
@@ -379,6 +384,8 @@ int rv_usage_cgroup_cpu(enum rv_cgroup_mode mode, const char *dir, struct rv_cgr
 	}
 	if (read_at(dir, "cpuacct.usage", buf, sizeof(buf)) > 0)
 		out->usage_us = strtoull(buf, NULL, 10) / 1000;
+	else if (!stat)
+		return -ENOENT;
 	char qb[32], pb[32];
 	if (read_at(dir, "cpu.cfs_quota_us", qb, sizeof(qb)) > 0 &&
 	    read_at(dir, "cpu.cfs_period_us", pb, sizeof(pb)) > 0) {
@@ -389,11 +396,44 @@ int rv_usage_cgroup_cpu(enum rv_cgroup_mode mode, const char *dir, struct rv_cgr
 	return 0;
 }
 
+int rv_usage_cgroup_quota(enum rv_cgroup_mode mode, const char *mnt, const char *rel,
+			  struct rv_cgroup_cpu *out, char *dir, size_t size)
+{
+	char d[PATH_MAX_];
+	struct stat st;
+	if ((size_t)snprintf(d, sizeof(d), "%s%s", mnt, strcmp(rel, "/") ? rel : "") >= sizeof(d))
+		return -ENAMETOOLONG;
+	if (stat(d, &st) < 0)
+		snprintf(d, sizeof(d), "%s", mnt);
+	size_t mlen = strlen(mnt);
+	for (;;) {
+		if (rv_usage_cgroup_cpu(mode, d, out) == 0 && out->quota_cores > 0)
+			break;
+		char *slash = strrchr(d, '/');
+		if (strlen(d) <= mlen || !slash || (size_t)(slash - d) < mlen)
+			return -ENOENT;
+		*slash = '\0';
+	}
+	if (dir && (size_t)snprintf(dir, size, "%s", d) >= size)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* A number file of dir; -1 when absent or not a number. */
+static int64_t num_at(const char *dir, const char *file)
+{
+	char buf[64];
+	if (read_at(dir, file, buf, sizeof(buf)) <= 0 || !isdigit((unsigned char)buf[0]))
+		return -1;
+	return strtoll(buf, NULL, 10);
+}
+
 int rv_usage_cgroup_mem(enum rv_cgroup_mode mode, const char *dir, struct rv_cgroup_mem *out)
 {
 	char buf[64];
 	out->current_bytes = 0;
 	out->limit_bytes = -1;
+	out->peak_bytes = -1;
 	if (mode == RV_CGROUP_NONE)
 		return -ENOENT;
 	bool v2 = mode == RV_CGROUP_V2;
@@ -408,6 +448,7 @@ int rv_usage_cgroup_mem(enum rv_cgroup_mode mode, const char *dir, struct rv_cgr
 		if (l > 0 && l < (1LL << 60))
 			out->limit_bytes = l;
 	}
+	out->peak_bytes = num_at(dir, v2 ? "memory.peak" : "memory.max_usage_in_bytes");
 	return 0;
 }
 
@@ -422,7 +463,8 @@ int rv_usage_parse_proc_stat(const char *text, struct rv_proc_sample *out)
 	if (!p || p[1] != ' ')
 		return -EINVAL;
 	p += 2;
-	/* fields from 3 (state): utime 14, stime 15, starttime 22, rss 24 */
+	/* fields from 3 (state): ppid 4, utime 14, stime 15, cutime 16,
+	 * cstime 17, starttime 22, rss 24 */
 	unsigned long long f[25] = { 0 };
 	int field = 3;
 	const char *q = p;
@@ -441,7 +483,9 @@ int rv_usage_parse_proc_stat(const char *text, struct rv_proc_sample *out)
 	}
 	unsigned long long utime = f[14], stime = f[15], start = f[22];
 	long long rss = (long long)f[24];
+	out->ppid = (pid_t)f[4];
 	out->ticks = utime + stime;
+	out->child_ticks = f[16] + f[17];
 	out->starttime = start;
 	static long page_kb;
 	if (!page_kb)
@@ -463,6 +507,93 @@ static int proc_sample_at(const char *root, pid_t pid, struct rv_proc_sample *ou
 int rv_usage_proc_sample(pid_t pid, struct rv_proc_sample *out)
 {
 	return proc_sample_at("/proc", pid, out);
+}
+
+long rv_usage_clk_tck(void)
+{
+	long hz = sysconf(_SC_CLK_TCK);
+	return hz > 0 ? hz : 100;
+}
+
+/* A process of a tree walk: in 1 counted, -1 left out, 0 not known yet. */
+struct tree_proc {
+	struct rv_proc_sample s;
+	int in;
+};
+
+static int tree_cmp(const void *a, const void *b)
+{
+	pid_t x = ((const struct tree_proc *)a)->s.pid, y = ((const struct tree_proc *)b)->s.pid;
+	return (x > y) - (x < y);
+}
+
+int rv_usage_proc_tree(const char *proc_root, pid_t root, pid_t skip, struct rv_proc_tree *out)
+{
+	const char *pr = proc_root ? proc_root : "/proc";
+	memset(out, 0, sizeof(*out));
+	DIR *d = opendir(pr);
+	if (!d)
+		return -errno;
+	struct tree_proc *v = NULL;
+	size_t n = 0, cap = 0;
+	int rc = 0;
+	for (struct dirent *e; (e = readdir(d));) {
+		char *end;
+		long pid = strtol(e->d_name, &end, 10);
+		if (pid <= 0 || *end)
+			continue;
+		if (n == cap) {
+			size_t nc = cap ? cap * 2 : 256;
+			struct tree_proc *nv = realloc(v, nc * sizeof(*nv));
+			if (!nv) {
+				rc = -ENOMEM;
+				break;
+			}
+			v = nv;
+			cap = nc;
+		}
+		if (proc_sample_at(pr, (pid_t)pid, &v[n].s) == 0) {
+			v[n].s.pid = (pid_t)pid;
+			v[n].in = 0;
+			n++;
+		}
+	}
+	closedir(d);
+	if (rc < 0) {
+		free(v);
+		return rc;
+	}
+	if (n > 1)
+		qsort(v, n, sizeof(*v), tree_cmp);
+	bool found = false;
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].s.pid == root)
+			found = true, v[i].in = 1;
+		else if (skip > 0 && v[i].s.pid == skip)
+			v[i].in = -1;
+	}
+	/* a process takes its parent's mark; a pass per level of the tree */
+	for (bool more = found; more;) {
+		more = false;
+		for (size_t i = 0; i < n; i++) {
+			if (v[i].in)
+				continue;
+			struct tree_proc key = { .s.pid = v[i].s.ppid };
+			const struct tree_proc *pp = bsearch(&key, v, n, sizeof(*v), tree_cmp);
+			if (pp && pp->in) {
+				v[i].in = pp->in;
+				more = true;
+			}
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		if (v[i].in == 1) {
+			out->ticks += v[i].s.ticks + v[i].s.child_ticks;
+			out->rss_kb += v[i].s.rss_kb;
+			out->nprocs++;
+		}
+	free(v);
+	return found ? 0 : -ESRCH;
 }
 
 static int proc_env_at(const char *root, pid_t pid, const char *key, char *out, size_t size)

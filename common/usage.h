@@ -1,8 +1,9 @@
 /*
  * usage.h: what a host and its processes use, read from procfs and the
  * cgroup file systems (v2, or v1 where that is what is mounted).
- * rover-monitor samples a node with it; rover-run may read its workers'
- * cgroups with it.
+ * rover-monitor samples a node with it, rover-run its process tree and the
+ * CPU quota of its cgroup, rover-master's local scheduler its nodes (their
+ * cgroups, or their process trees without cgroups).
  *
  * Readers take the text of one file each; every reader has a pure parser
  * beside it (rv_usage_parse_*) that the tests feed with kernel output.
@@ -80,31 +81,45 @@ int rv_usage_parse_pid_cgroup(const char *text, enum rv_cgroup_mode mode, const 
 
 struct rv_cgroup_cpu {
 	uint64_t usage_us;     /* CPU time of the group */
+	bool has_periods;      /* cpu.stat has the throttling counters below */
 	int64_t nr_periods;    /* enforcement periods that had a quota */
 	int64_t nr_throttled;  /* of those, periods where the group was throttled */
 	uint64_t throttled_us; /* time throttled */
 	double quota_cores;    /* cpu.max / cfs_quota over period; -1: no limit */
 };
-/* v2: cpu.stat and cpu.max; v1: cpuacct.usage (beside, or in the cpuacct
- * hierarchy), cpu.stat and cpu.cfs_quota_us/cpu.cfs_period_us.  Fields the
- * kernel lacks stay 0 (-1 for the quota).  0 or -ENOENT. */
+/* v2: cpu.stat and cpu.max; v1: cpuacct.usage, cpu.stat and
+ * cpu.cfs_quota_us/cpu.cfs_period_us of dir (where cpu and cpuacct are
+ * mounted apart, call it for each folder and take what each has).  Fields
+ * the kernel lacks stay 0 (-1 for the quota).  0, or -ENOENT when dir has
+ * neither cpu.stat nor (v1) cpuacct.usage. */
 int rv_usage_cgroup_cpu(enum rv_cgroup_mode mode, const char *dir, struct rv_cgroup_cpu *out);
+/* The nearest folder with a CPU quota from mnt + rel up to mnt (rel as
+ * /proc/<pid>/cgroup gives it; when mnt + rel does not exist, as in a
+ * container that sees its own cgroup as the mount, mnt itself): its
+ * rv_usage_cgroup_cpu into *out, and the folder into dir (size bytes, may
+ * be NULL).  0, or -ENOENT when no folder up to mnt has a quota. */
+int rv_usage_cgroup_quota(enum rv_cgroup_mode mode, const char *mnt, const char *rel,
+			  struct rv_cgroup_cpu *out, char *dir, size_t size);
 int rv_usage_parse_cgroup_cpu_stat(const char *text, enum rv_cgroup_mode mode,
 				   struct rv_cgroup_cpu *out);
 
 struct rv_cgroup_mem {
 	int64_t current_bytes;
 	int64_t limit_bytes; /* -1: no limit ("max", or v1's huge number) */
+	int64_t peak_bytes;  /* the high-water mark; -1: the kernel keeps none */
 };
-/* v2: memory.current and memory.max; v1: memory.usage_in_bytes and
- * memory.limit_in_bytes.  0 or -ENOENT. */
+/* v2: memory.current, memory.max and memory.peak; v1:
+ * memory.usage_in_bytes, memory.limit_in_bytes and
+ * memory.max_usage_in_bytes.  0 or -ENOENT. */
 int rv_usage_cgroup_mem(enum rv_cgroup_mode mode, const char *dir, struct rv_cgroup_mem *out);
 
 /* ---- processes ---- */
 struct rv_proc_sample {
 	pid_t pid;
-	uint64_t ticks;     /* utime + stime, clock ticks */
-	uint64_t starttime; /* ticks after boot: with pid, names the process */
+	pid_t ppid;
+	uint64_t ticks;       /* utime + stime, clock ticks */
+	uint64_t child_ticks; /* cutime + cstime: of the children it reaped */
+	uint64_t starttime;   /* ticks after boot: with pid, names the process */
 	int64_t rss_kb;
 };
 /* Parse the text of /proc/<pid>/stat (the command name may hold spaces and
@@ -112,6 +127,22 @@ struct rv_proc_sample {
 int rv_usage_parse_proc_stat(const char *text, struct rv_proc_sample *out);
 /* /proc/<pid>/stat.  -ENOENT when the process is gone. */
 int rv_usage_proc_sample(pid_t pid, struct rv_proc_sample *out);
+
+/* A process tree: root and its live descendants, less skip and its
+ * descendants.  A process that died counts once its parent reaped it (in
+ * the parent's child_ticks), so the CPU time never goes back. */
+struct rv_proc_tree {
+	uint64_t ticks; /* ticks + child_ticks over the tree */
+	int64_t rss_kb; /* sum over the tree (shared pages counted each time) */
+	int nprocs;
+};
+/* Walk proc_root ("/proc" when NULL) for root's tree, leaving out skip's
+ * (skip <= 0: none).  0, -ESRCH when root is not there, -ENOMEM, or a
+ * negative errno when proc_root cannot be read.  One pass over the process
+ * table and O(n log n). */
+int rv_usage_proc_tree(const char *proc_root, pid_t root, pid_t skip, struct rv_proc_tree *out);
+/* Clock ticks per second (sysconf(_SC_CLK_TCK), 100 when it fails). */
+long rv_usage_clk_tck(void);
 
 /* The value of key in /proc/<pid>/environ into out (size bytes, truncated).
  * 1 found, 0 not there, -EACCES (another user's process), -ENOENT (gone). */

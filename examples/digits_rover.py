@@ -69,6 +69,9 @@ def main():
     ap.add_argument("--log-every", type=int, default=20)
     ap.add_argument("--step-sleep", type=float, default=0.0, help="seconds to sleep per step")
     ap.add_argument("--pad-mib", type=int, default=0, help="MiB of extra state saved each step")
+    ap.add_argument("--save-delay", default="", metavar="RANK:SECONDS",
+                    help="that rank saves (and reports its data position) this much later "
+                    "than the others each step: a slow node, for the tests")
     ap.add_argument("--shard-log", default="")
     ap.add_argument("--digest-log", default="")
     ap.add_argument("--time-log", default="", help="rank 0 appends \"STEP TIME\" per save "
@@ -77,6 +80,10 @@ def main():
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
+    save_delay = 0.0
+    if args.save_delay:
+        r, s = args.save_delay.split(":")
+        save_delay = float(s) if int(r) == rank else 0.0
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     gpu = torch.cuda.is_available()
     if world > 1:
@@ -144,6 +151,8 @@ def main():
         if args.shard_log:
             append(args.shard_log, f"{rank} {step} {','.join(str(i) for i in idx)}")
         rover.report_step(step, len(idx))
+        if save_delay:
+            time.sleep(save_delay)
         ckpt.save(step)
         if args.digest_log and rank == 0:
             ckpt.wait()

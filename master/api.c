@@ -63,6 +63,8 @@ static int apply_op(struct master *m, int type, struct master_op *op, const void
 {
 	pthread_mutex_lock(&m->lock);
 	op->now_ms = state_now(m);
+	if (type == MASTER_OP_CKPT_REPORT) /* taken here, so that replay sees the same */
+		op->world_size = rdzv_last_world_size(m->rdzv);
 	int rc = state_apply(m, type, op, doc, len, res, seq);
 	if (type == MASTER_OP_JOIN || type == MASTER_OP_LEAVE)
 		pthread_cond_signal(&m->timer_wake); /* deadlines moved */
@@ -991,7 +993,8 @@ static const struct rv_openapi_route docs[] = {
 	{ .id = "getDataCheckpoint",
 	  .ok = "DataCheckpoint",
 	  .query = "step:integer:the model step (required)",
-	  .errors = "404:no report of that step is kept" },
+	  .errors = "404:no report of that step is kept;"
+		    "409:not every rank of the world that trained the step reported it yet" },
 	{ .id = "importDataCheckpoint", .body = "DataCheckpoint", .ok = "Accepted" },
 	{ .id = "postSteps", .body = "StepReport", .ok = "Accepted" },
 	{ .id = "postStreamEnd",

@@ -126,6 +126,7 @@ struct master_op {
 	int64_t worker, id, req, step, consumed;
 	double speed;
 	int32_t ds, local_world_size;
+	int32_t world_size; /* CKPT_REPORT: ranks of the world training then (0: none) */
 	char node[RV_NAME_MAX];
 	char addr[RV_ADDR_MAX];
 };

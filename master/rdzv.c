@@ -45,6 +45,7 @@ struct rdzv {
 	int64_t seq;          /* last join sequence handed out */
 	int64_t rounds_completed;
 	int nworld, world_size; /* the complete world */
+	int last_world_size;    /* of the last world completed (kept while gathering) */
 	int nwaiting;
 	char reason[200];
 	int n; /* nodes[0..n-1] known */
@@ -226,6 +227,7 @@ static void complete(struct rdzv *r)
 		r->world_size += nd->node.local_world_size;
 	}
 	r->nworld = k;
+	r->last_world_size = r->world_size;
 	r->nwaiting -= k;
 	r->state = RDZV_COMPLETE;
 	r->rounds_completed++;
@@ -243,6 +245,18 @@ static bool members_back(const struct rdzv *r)
 	return true;
 }
 
+/* Whether the last call may end the round: every previous member still
+ * known is back, or had a heartbeat timeout's time since the round opened
+ * to hear of it.  Without that wait a round opened by a late node (or a
+ * member joining again) would complete at once under a short last call
+ * without the members that must join again, the one left out would open
+ * the next round alone in turn, and the world would be re-formed at every
+ * heartbeat. */
+static bool members_heard(const struct rdzv *r, int64_t now)
+{
+	return members_back(r) || now - r->open_ms >= r->c.heartbeat_timeout_ms;
+}
+
 /* Apply what time and the waiting set call for; 1 when the round or its
  * state changed. */
 static int advance(struct rdzv *r, int64_t now)
@@ -258,8 +272,9 @@ static int advance(struct rdzv *r, int64_t now)
 		changed = 1;
 	}
 	note_min(r, now);
-	if (r->min_at_ms >= 0 && ((r->nwaiting >= r->eff_max && members_back(r)) ||
-				  now - r->min_at_ms >= r->c.last_call_ms)) {
+	if (r->min_at_ms >= 0 &&
+	    ((r->nwaiting >= r->eff_max && members_back(r)) ||
+	     (now - r->min_at_ms >= r->c.last_call_ms && members_heard(r, now)))) {
 		complete(r);
 		return 1;
 	}
@@ -484,9 +499,11 @@ int64_t rdzv_next_deadline(const struct rdzv *r)
 	int64_t t = INT64_MAX;
 
 	if (r->round > 0 && r->state == RDZV_GATHERING) {
-		if (r->min_at_ms >= 0)
+		if (r->min_at_ms >= 0) {
 			t = r->min_at_ms + r->c.last_call_ms;
-		else if (r->c.max_wait_ms > 0)
+			if (!members_back(r) && r->open_ms + r->c.heartbeat_timeout_ms > t)
+				t = r->open_ms + r->c.heartbeat_timeout_ms;
+		} else if (r->c.max_wait_ms > 0)
 			t = r->open_ms + r->c.max_wait_ms;
 	}
 	if (r->c.heartbeat_timeout_ms > 0)
@@ -508,6 +525,11 @@ int rdzv_state(const struct rdzv *r, int64_t *round, int *nnodes)
 	if (nnodes)
 		*nnodes = r->state == RDZV_COMPLETE ? r->nworld : r->nwaiting;
 	return r->state;
+}
+
+int rdzv_last_world_size(const struct rdzv *r)
+{
+	return r->last_world_size;
 }
 
 int rdzv_current(const struct rdzv *r, struct rdzv_world *w)
@@ -541,9 +563,10 @@ int rdzv_snapshot_save(const struct rdzv *r, struct rv_buf *out)
 	rv_buf_printf(out,
 		      "{\"version\":1,\"state\":\"%s\",\"round\":%" PRId64 ",\"open_ms\":%" PRId64
 		      ",\"min_at_ms\":%" PRId64 ",\"seq\":%" PRId64 ",\"rounds_completed\":%" PRId64
-		      ",\"reason\":\"%s\",\"nodes\":[",
+		      ",\"last_world_size\":%d,\"reason\":\"%s\",\"nodes\":[",
 		      state_names[r->state], r->round, r->open_ms, r->min_at_ms, r->seq,
-		      r->rounds_completed, r->state == RDZV_FAILED ? r->reason : "");
+		      r->rounds_completed, r->last_world_size,
+		      r->state == RDZV_FAILED ? r->reason : "");
 	for (int i = 0; i < r->n; i++) {
 		const struct rnode *nd = &r->nodes[i];
 		rv_buf_printf(out,
@@ -708,6 +731,12 @@ int rdzv_snapshot_load(struct rdzv *r, const char *doc, size_t len, struct rv_er
 	}
 	if ((rc = check_ranks(t, err)) < 0)
 		return rc;
+	/* absent in snapshots taken before it was kept: the world's, if any */
+	int64_t last = t->world_size;
+	if ((rc = rv_json_get_int(root, "last_world_size", "", false, 0, INT32_MAX, &last, err)) <
+	    0)
+		return rc;
+	t->last_world_size = (int)last;
 	if (t->round == 0 && t->n > 0)
 		return rv_err_set(err, -EINVAL, "round", "nodes are known but no round opened");
 	*r = *t;

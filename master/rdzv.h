@@ -13,7 +13,11 @@
  * down, a gathering round completes when eff_min nodes wait and either
  * eff_max wait (and every member of the previous world still known waits
  * again) or last_call_ms has passed since eff_min was first reached in this
- * round (later joins do not push that deadline back).  The world takes
+ * round (later joins do not push that deadline back) and every member of
+ * the previous world still known waits again or heartbeat_timeout_ms passed
+ * since the round opened (they learn of it by their heartbeat: a short last
+ * call must not form a world without them, or the one left out opens the
+ * next round in turn, again and again).  The world takes
  * the largest multiple of node_unit <= min(waiting, eff_max), preferring the
  * previous world's members, then the earliest joiners; the others stay
  * waiting as spares.
@@ -134,6 +138,10 @@ int rdzv_waiting(const struct rdzv *r);
  * *nnodes the world's nodes when COMPLETE, else the nodes waiting (either
  * pointer may be NULL). */
 int rdzv_state(const struct rdzv *r, int64_t *round, int *nnodes);
+
+/* Ranks (the sum of local_world_size) of the last world that completed: it
+ * may still train while the next round gathers.  0 before the first. */
+int rdzv_last_world_size(const struct rdzv *r);
 
 /* The current world for status pages: the state as rdzv_state, *w filled
  * when COMPLETE (else w->nnodes = 0, w->round the current round). */

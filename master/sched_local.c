@@ -36,6 +36,7 @@
 #include "cleanup.h"
 #include "parse.h"
 #include "proc.h"
+#include "usage.h"
 
 #define NHIER         3
 #ifndef SYS_pidfd_open
@@ -163,32 +164,17 @@ static bool cg_has(const char *dir, const char *file)
  * the path part of /proc/self/cgroup, "/" at the root. */
 static int own_cgroup(const char *ctl, char *out, size_t size)
 {
-	FILE *f = fopen("/proc/self/cgroup", "re");
-	if (!f)
+	char buf[4096];
+	int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
 		return -errno;
-	char line[1024];
-	int r = -ENOENT;
-	while (r < 0 && fgets(line, sizeof(line), f)) {
-		line[strcspn(line, "\n")] = 0;
-		char *c1 = strchr(line, ':');
-		char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-		if (!c2)
-			continue;
-		*c2 = 0;
-		const char *ctls = c1 + 1;
-		bool match = !ctl[0] ? !strcmp(line, "0") && !ctls[0] : false;
-		for (const char *t = ctls; ctl[0] && *t && !match;) {
-			size_t n = strcspn(t, ",");
-			match = n == strlen(ctl) && !strncmp(t, ctl, n);
-			t += n + (t[n] == ',');
-		}
-		if (match) {
-			snprintf(out, size, "%s", c2 + 1);
-			r = 0;
-		}
-	}
-	fclose(f);
-	return r;
+	ssize_t k = read(fd, buf, sizeof(buf) - 1);
+	int e = errno;
+	close(fd);
+	if (k < 0)
+		return -e;
+	buf[k] = 0;
+	return rv_usage_parse_pid_cgroup(buf, ctl[0] ? RV_CGROUP_V1 : RV_CGROUP_V2, ctl, out, size);
 }
 
 /* The mount point of the cgroup2 hierarchy, from /proc/self/mountinfo. */
@@ -575,20 +561,8 @@ static int slot_take(struct local *s, const struct sched_node_spec *sp, struct l
  * /proc/<pid>/stat), or -1 when it is gone. */
 static int64_t start_ticks(int pid)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t k = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (k <= 0)
-		return -1;
-	buf[k] = 0;
-	char *p = strrchr(buf, ')'); /* the command may hold spaces and parens */
-	for (int field = 2; p && field < 22; field++)
-		p = strchr(p + 1, ' ');
-	return p ? strtoll(p + 1, NULL, 10) : -1;
+	struct rv_proc_sample ps;
+	return rv_usage_proc_sample(pid, &ps) == 0 ? (int64_t)ps.starttime : -1;
 }
 
 static int local_launch(struct sched *base, const struct sched_node_spec *sp, struct rv_err *err)
@@ -956,93 +930,17 @@ static int local_next_event(struct sched *base, struct sched_event *ev)
 	return 1;
 }
 
-/* One process of /proc: its parent, CPU ticks (its own and its waited-for
- * children's) and resident pages. */
-struct pstat {
-	int pid, ppid;
-	int64_t ticks, rss;
-	bool in; /* the node's process or a descendant */
-};
-
-static bool pstat_read(int pid, struct pstat *ps)
-{
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	ssize_t k = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (k <= 0)
-		return false;
-	buf[k] = 0;
-	const char *p = strrchr(buf, ')'); /* the command may hold spaces and parens */
-	int64_t f[25] = { 0 };
-	/* fields 3.. after the command: state, ppid, ..., utime 14, stime 15,
-	 * cutime 16, cstime 17, ..., rss 24 */
-	for (int field = 3; p && field <= 24; field++) {
-		p = strchr(p + 1, ' ');
-		if (p && field >= 4)
-			f[field] = strtoll(p + 1, NULL, 10);
-	}
-	if (!p)
-		return false;
-	*ps = (struct pstat){
-		.pid = pid, .ppid = (int)f[4], .ticks = f[14] + f[15] + f[16] + f[17], .rss = f[24]
-	};
-	return true;
-}
-
 /* Without cgroups: the CPU and resident memory of the node's process and
  * its live descendants, from /proc (a dead descendant's CPU counts once its
  * parent reaped it).  No throttling: nothing enforces a quota here. */
 static int proc_tree_usage(int root, struct sched_usage *u)
 {
-	DIR *d = opendir("/proc");
-	if (!d)
-		return -errno;
-	struct pstat *v = NULL;
-	int n = 0, cap = 0;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		if (!isdigit((unsigned char)e->d_name[0]))
-			continue;
-		if (n == cap) {
-			int nc = cap ? cap * 2 : 256;
-			struct pstat *nv = realloc(v, (size_t)nc * sizeof(*nv));
-			if (!nv)
-				break;
-			v = nv;
-			cap = nc;
-		}
-		int64_t pid = 0;
-		if (rv_parse_i64(e->d_name, 1, INT32_MAX, &pid) == 0 && pstat_read((int)pid, &v[n]))
-			n++;
-	}
-	closedir(d);
-	int64_t ticks = 0, pages = 0;
-	bool found = false;
-	for (int i = 0; i < n; i++)
-		found |= v[i].in = v[i].pid == root;
-	/* mark children of marked processes until nothing changes */
-	for (bool more = found; more;) {
-		more = false;
-		for (int i = 0; i < n; i++)
-			for (int j = 0; !v[i].in && j < n; j++)
-				if (v[j].in && v[j].pid == v[i].ppid)
-					more = v[i].in = true;
-	}
-	for (int i = 0; i < n; i++)
-		if (v[i].in) {
-			ticks += v[i].ticks;
-			pages += v[i].rss;
-		}
-	free(v);
-	if (!found)
-		return -ESRCH;
-	long hz = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
-	u->cpu_seconds = (double)ticks / (double)(hz > 0 ? hz : 100);
-	u->memory_bytes = pages * (page > 0 ? page : 4096);
+	struct rv_proc_tree t;
+	int rc = rv_usage_proc_tree(NULL, root, 0, &t);
+	if (rc < 0)
+		return rc;
+	u->cpu_seconds = (double)t.ticks / (double)rv_usage_clk_tck();
+	u->memory_bytes = t.rss_kb * 1024;
 	return 0;
 }
 
@@ -1053,25 +951,26 @@ static int local_usage(struct sched *base, const char *name, struct sched_usage 
 	if (!n)
 		return -ENOENT;
 	*u = (struct sched_usage){ -1, -1, -1, -1, -1, -1 };
-	if (s->mode == SCHED_LOCAL_CGROUP2) {
-		int64_t us = cg_key(n->cg[0], "cpu.stat", "usage_usec");
-		u->cpu_seconds = us >= 0 ? us / 1e6 : -1;
-		u->memory_bytes = cg_num(n->cg[0], "memory.current");
-		u->memory_peak_bytes = cg_num(n->cg[0], "memory.peak");
-		u->nr_periods = cg_key(n->cg[0], "cpu.stat", "nr_periods");
-		u->nr_throttled = cg_key(n->cg[0], "cpu.stat", "nr_throttled");
-		u->throttled_usec = cg_key(n->cg[0], "cpu.stat", "throttled_usec");
-		return 0;
-	}
-	if (s->mode == SCHED_LOCAL_CGROUP1) {
-		int64_t ns = cg_num(n->cg[2], "cpuacct.usage");
-		u->cpu_seconds = ns >= 0 ? ns / 1e9 : -1;
-		u->memory_bytes = cg_num(n->cg[0], "memory.usage_in_bytes");
-		u->memory_peak_bytes = cg_num(n->cg[0], "memory.max_usage_in_bytes");
-		u->nr_periods = cg_key(n->cg[1], "cpu.stat", "nr_periods");
-		u->nr_throttled = cg_key(n->cg[1], "cpu.stat", "nr_throttled");
-		int64_t tns = cg_key(n->cg[1], "cpu.stat", "throttled_time");
-		u->throttled_usec = tns >= 0 ? tns / 1000 : -1;
+	if (s->mode == SCHED_LOCAL_CGROUP2 || s->mode == SCHED_LOCAL_CGROUP1) {
+		/* v1: memory, cpu and cpuacct are hierarchies of their own
+		 * (cg[0], cg[1], cg[2]; cpu and cpuacct may be one folder) */
+		bool v2 = s->mode == SCHED_LOCAL_CGROUP2;
+		enum rv_cgroup_mode mode = v2 ? RV_CGROUP_V2 : RV_CGROUP_V1;
+		struct rv_cgroup_cpu c, acct;
+		struct rv_cgroup_mem mem;
+		if (n->cg[v2 ? 0 : 1][0] && rv_usage_cgroup_cpu(mode, n->cg[v2 ? 0 : 1], &c) == 0 &&
+		    c.has_periods) {
+			u->nr_periods = c.nr_periods;
+			u->nr_throttled = c.nr_throttled;
+			u->throttled_usec = (int64_t)c.throttled_us;
+		}
+		const char *cpu_dir = n->cg[v2 ? 0 : 2];
+		if (cpu_dir[0] && rv_usage_cgroup_cpu(mode, cpu_dir, &acct) == 0)
+			u->cpu_seconds = (double)acct.usage_us / 1e6;
+		if (n->cg[0][0] && rv_usage_cgroup_mem(mode, n->cg[0], &mem) == 0) {
+			u->memory_bytes = mem.current_bytes;
+			u->memory_peak_bytes = mem.peak_bytes;
+		}
 		return 0;
 	}
 	return n->p.pid > 0 ? proc_tree_usage(n->p.pid, u) : -ESRCH;

@@ -89,6 +89,7 @@ struct shard_step {
 	struct rangevec todo, carved;
 	struct shard_report *rep;
 	int nrep, caprep;
+	int expect; /* ranks whose reports make it whole; 0: not known */
 };
 
 struct shard_dsstate {
@@ -1073,6 +1074,29 @@ nomem:
 			  "could not record the checkpoint report: out of memory");
 }
 
+int shard_ckpt_expect(struct shard_mgr *m, int64_t step, int ranks)
+{
+	struct shard_step *st = step_find(&m->st, step);
+	if (!st)
+		return -ENOENT;
+	if (st->expect == 0 && ranks > 0)
+		st->expect = ranks;
+	return 0;
+}
+
+/* Workers that reported the step (one worker may report once per dataset). */
+static int step_reporters(const struct shard_step *st)
+{
+	int n = 0;
+	for (int i = 0; i < st->nrep; i++) {
+		bool seen = false;
+		for (int k = 0; k < i && !seen; k++)
+			seen = st->rep[k].worker == st->rep[i].worker;
+		n += !seen;
+	}
+	return n;
+}
+
 /* The TODO of a step's checkpoint: cursors in cur, ranges in out (sorted). */
 static int step_resolve(const struct shard_mgr *m, const struct shard_step *st,
 			struct shard_cur *cur, struct rangevec *out, struct rv_err *err)
@@ -1191,6 +1215,11 @@ int shard_ckpt_export(const struct shard_mgr *m, int64_t step, struct rv_buf *ou
 	if (!st)
 		return rv_err_set(err, -ENOENT, "step",
 				  "no checkpoint report of step %" PRId64 " is kept", step);
+	int have = step_reporters(st);
+	if (st->expect > 0 && have < st->expect)
+		return rv_err_set(err, -EBUSY, "step",
+				  "step %" PRId64 " has the reports of %d of its %d ranks", step,
+				  have, st->expect);
 	RV_CLEANUP_FREE struct shard_cur *cur = calloc((size_t)m->nds, sizeof(*cur));
 	struct rangevec todo = { 0 };
 	if (!cur)
@@ -1296,8 +1325,10 @@ int shard_snapshot_save(const struct shard_mgr *m, struct rv_buf *out)
 	rv_buf_puts(out, "],\"steps\":[");
 	for (int i = 0; i < s->nsteps; i++) {
 		const struct shard_step *st = s->steps[i];
-		rv_buf_printf(out, "%s{\"step\":%" PRId64 ",\"seq\":%" PRId64 ",\"cursors\":[",
-			      i ? "," : "", st->step, st->seq);
+		rv_buf_printf(out,
+			      "%s{\"step\":%" PRId64 ",\"seq\":%" PRId64
+			      ",\"expect\":%d,\"cursors\":[",
+			      i ? "," : "", st->step, st->seq, st->expect);
 		for (int ds = 0; ds < m->nds; ds++)
 			rv_buf_printf(out, "%s[%d,%" PRId64 "]", ds ? "," : "", st->cur[ds].epoch,
 				      st->cur[ds].pos);
@@ -1708,6 +1739,11 @@ static int load_steps(const struct shard_mgr *m, const cJSON *root, struct shard
 			    0 ||
 		    (rc = rv_json_get_int(it, "seq", path, true, 0, s->seq, &st->seq, err)) < 0)
 			return rc;
+		int64_t expect = 0; /* absent in snapshots taken before it was kept */
+		if ((rc = rv_json_get_int(it, "expect", path, false, 0, INT32_MAX, &expect, err)) <
+		    0)
+			return rc;
+		st->expect = (int)expect;
 		if (step_find(s, st->step) != st)
 			return rv_err_set(err, -EINVAL, path, "%s.step repeats step %" PRId64, path,
 					  st->step);

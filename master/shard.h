@@ -145,10 +145,18 @@ void shard_stats(const struct shard_mgr *m, int ds, struct shard_stats *st);
 int shard_ckpt_report(struct shard_mgr *m, int64_t step, int64_t worker, int64_t task_id,
 		      int64_t consumed, struct rv_err *err);
 
+/* The world that reports step S has ranks ranks (workers 0..ranks-1): its
+ * checkpoint is whole once that many workers reported it.  The first known
+ * count stays (reports of S from a later world do not change it); ranks 0
+ * says nothing.  0, or -ENOENT no report of S is kept. */
+int shard_ckpt_expect(struct shard_mgr *m, int64_t step, int ranks);
+
 /* Append the checkpoint of step S to *out as a JSON document (datasets with
  * their cursor, TODO ranges, samples done: ranges, never lists of shards).
- * 0; -ENOENT no report of S is kept; -ERANGE the document would exceed
- * max_todo_ranges; -ENOMEM. */
+ * 0; -ENOENT no report of S is kept; -EBUSY fewer workers reported S than
+ * its world has ranks (shard_ckpt_expect: the samples of those that did not
+ * would count as TODO, to be trained twice); -ERANGE the document would
+ * exceed max_todo_ranges; -ENOMEM. */
 int shard_ckpt_export(const struct shard_mgr *m, int64_t step, struct rv_buf *out,
 		      struct rv_err *err);
 

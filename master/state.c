@@ -427,6 +427,8 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 			return false;
 		res->rc = shard_ckpt_report(m->shards, op->step, op->worker, op->id, op->consumed,
 					    &res->err);
+		if (res->rc == 0)
+			shard_ckpt_expect(m->shards, op->step, op->world_size);
 		return res->rc == 0;
 	case MASTER_OP_CKPT_IMPORT:
 		res->rc = ckpt_import(m, doc, doc_len, &res->err);

@@ -651,10 +651,19 @@ int rv_trainer_restore_data(struct rv_trainer *t, int64_t step, struct rv_err *e
 				    rv_err_set(err, -ENOTCONN, "master", "no master to ask"));
 	struct rv_data_ckpt ck = { 0 };
 	/* the master composes it while it keeps the step's reports; storage
-	 * has the copy rover-run took when it persisted the step */
+	 * has the copy rover-run took when it persisted the step.  A step not
+	 * every rank reported (409: one died before its report) is no
+	 * checkpoint of the data: the caller tries an older step. */
 	int rc = rv_master_ckpt_export(t->mc, step, &ck, err);
-	if (rc == -ENOENT)
-		rc = data_from_storage(step, &ck, err);
+	if (rc == -ENOENT || rc == -EEXIST) {
+		struct rv_err serr = { 0 };
+		int src = data_from_storage(step, &ck, &serr);
+		if (src == 0 || rc == -ENOENT) {
+			rc = src;
+			if (err && src < 0)
+				*err = serr;
+		}
+	}
 	if (rc < 0)
 		return trainer_fail(t, err, rc);
 	ck.step = step;

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
-#include "usage.h"
+#include "node_usage.h"
 
 static void put(const char *dir, const char *name, const char *text)
 {
@@ -46,24 +46,24 @@ static pid_t busy_child(void)
 
 START_TEST(test_tree_counts_a_busy_child)
 {
-	struct usage_sample a = { 0 }, b = { 0 }, c = { 0 };
-	ck_assert_int_eq(usage_tree(getpid(), 0, &a), 0);
+	struct node_usage_sample a = { 0 }, b = { 0 }, c = { 0 };
+	ck_assert_int_eq(node_usage_tree(getpid(), 0, &a), 0);
 	ck_assert_int_ge(a.nprocs, 1);
 	ck_assert(a.rss_bytes > 1024 * 1024);
 	pid_t kid = busy_child();
 	usleep(1500 * 1000);
-	ck_assert_int_eq(usage_tree(getpid(), 0, &b), 0);
+	ck_assert_int_eq(node_usage_tree(getpid(), 0, &b), 0);
 	ck_assert_int_eq(b.nprocs, a.nprocs + 1);
 	/* a busy loop on a shared machine: a part of a core at least */
 	ck_assert_msg(b.cpu_seconds - a.cpu_seconds > 0.2, "%.2f -> %.2f", a.cpu_seconds,
 		      b.cpu_seconds);
 	/* left out: the child and its CPU */
-	ck_assert_int_eq(usage_tree(getpid(), kid, &c), 0);
+	ck_assert_int_eq(node_usage_tree(getpid(), kid, &c), 0);
 	ck_assert_int_eq(c.nprocs, a.nprocs);
 	ck_assert(c.cpu_seconds < b.cpu_seconds - 0.2);
 	kill(kid, SIGKILL);
 	waitpid(kid, NULL, 0);
-	ck_assert_int_eq(usage_tree(999999999, 0, &c), -ESRCH);
+	ck_assert_int_eq(node_usage_tree(999999999, 0, &c), -ESRCH);
 }
 END_TEST
 
@@ -79,8 +79,8 @@ START_TEST(test_cgroup_v2_quota_on_a_parent)
 	put(parent, "cpu.stat",
 	    "usage_usec 5000\nuser_usec 4000\nsystem_usec 1000\nnr_periods 40\n"
 	    "nr_throttled 10\nthrottled_usec 25000\n");
-	struct usage_sample s = { 0 };
-	ck_assert_int_eq(usage_cgroup(root, "0::/job/node\n", &s), 0);
+	struct node_usage_sample s = { 0 };
+	ck_assert_int_eq(node_usage_cgroup(root, "0::/job/node\n", &s), 0);
 	ck_assert(s.has_quota);
 	ck_assert(s.quota_cores > 1.49 && s.quota_cores < 1.51);
 	ck_assert_int_eq(s.nr_periods, 40);
@@ -88,13 +88,13 @@ START_TEST(test_cgroup_v2_quota_on_a_parent)
 	ck_assert_int_eq(s.throttled_us, 25000);
 	/* no quota anywhere */
 	put(parent, "cpu.max", "max 100000\n");
-	struct usage_sample n = { 0 };
-	ck_assert_int_eq(usage_cgroup(root, "0::/job/node\n", &n), -ENOENT);
+	struct node_usage_sample n = { 0 };
+	ck_assert_int_eq(node_usage_cgroup(root, "0::/job/node\n", &n), -ENOENT);
 	ck_assert(!n.has_quota);
 	/* a container: its cgroup path is not under its mount, the mount is it */
 	put(root, "cpu.max", "50000 100000\n");
 	put(root, "cpu.stat", "nr_periods 7\nnr_throttled 7\nthrottled_usec 9\n");
-	ck_assert_int_eq(usage_cgroup(root, "0::/kubepods/pod1/abc\n", &n), 0);
+	ck_assert_int_eq(node_usage_cgroup(root, "0::/kubepods/pod1/abc\n", &n), 0);
 	ck_assert_int_eq(n.nr_throttled, 7);
 	char cmd[400];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
@@ -111,15 +111,15 @@ START_TEST(test_cgroup_v1_cpu_hierarchy)
 	put(dir, "cpu.cfs_quota_us", "200000\n");
 	put(dir, "cpu.cfs_period_us", "100000\n");
 	put(dir, "cpu.stat", "nr_periods 100\nnr_throttled 30\nthrottled_time 4000000\n");
-	struct usage_sample s = { 0 };
+	struct node_usage_sample s = { 0 };
 	const char *pc = "12:memory:/docker/c1\n3:cpu,cpuacct:/docker/c1\n0::/\n";
-	ck_assert_int_eq(usage_cgroup(root, pc, &s), 0);
+	ck_assert_int_eq(node_usage_cgroup(root, pc, &s), 0);
 	ck_assert(s.quota_cores > 1.99 && s.quota_cores < 2.01);
 	ck_assert_int_eq(s.nr_periods, 100);
 	ck_assert_int_eq(s.nr_throttled, 30);
 	ck_assert_int_eq(s.throttled_us, 4000); /* ns in v1 */
 	put(dir, "cpu.cfs_quota_us", "-1\n");
-	ck_assert_int_eq(usage_cgroup(root, pc, &s), -ENOENT);
+	ck_assert_int_eq(node_usage_cgroup(root, pc, &s), -ENOENT);
 	char cmd[400];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
 	ck_assert_int_eq(system(cmd), 0);

@@ -21,6 +21,7 @@ static const struct {
 	{ -EPERM, 401, "unauthorized" },
 	{ -ENOENT, 404, "not_found" },
 	{ -EEXIST, 409, "conflict" },
+	{ -EBUSY, 409, "conflict" },
 	{ -EMSGSIZE, 413, "too_large" },
 	{ -E2BIG, 413, "too_large" },
 	{ -EDOM, 422, "unprocessable" },

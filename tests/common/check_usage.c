@@ -3,7 +3,11 @@
  * kernel prints (v1 and v2, PSI with and without "full", a command name with
  * spaces and parentheses); the readers read this host's real /proc; the job
  * scanner finds real child processes by ROVER_JOB_NAME, counts their CPU
- * time and forgets them when they exit.
+ * time and forgets them when they exit.  The process tree (rover-run's and
+ * the local scheduler's nodes') is read from a /proc laid out in a temp
+ * folder (parents, a left-out subtree, reaped children's time) and from
+ * the real /proc; cgroup folders (quota on a parent, a container's own
+ * mount, v1 cpuacct apart, memory peak) likewise.
  */
 #include <errno.h>
 #include <signal.h>
@@ -188,9 +192,16 @@ START_TEST(test_parse_proc_stat)
 	struct rv_proc_sample s;
 	ck_assert_int_eq(rv_usage_parse_proc_stat(t, &s), 0);
 	ck_assert_int_eq(s.pid, 4242);
+	ck_assert_int_eq(s.ppid, 1);
 	ck_assert_uint_eq(s.ticks, 200);
+	ck_assert_uint_eq(s.child_ticks, 0);
 	ck_assert_uint_eq(s.starttime, 987654);
 	ck_assert_int_eq(s.rss_kb, 256 * (sysconf(_SC_PAGESIZE) / 1024));
+	const char *reaped = "7 (sh) S 3 7 7 0 -1 0 0 0 0 0 5 5 30 12 20 0 1 0 99 0 10\n";
+	ck_assert_int_eq(rv_usage_parse_proc_stat(reaped, &s), 0);
+	ck_assert_int_eq(s.ppid, 3);
+	ck_assert_uint_eq(s.ticks, 10);
+	ck_assert_uint_eq(s.child_ticks, 42);
 	ck_assert_int_eq(rv_usage_parse_proc_stat("12 noparen S", &s), -EINVAL);
 }
 END_TEST
@@ -305,6 +316,163 @@ START_TEST(test_scanner_finds_jobs)
 }
 END_TEST
 
+static void put(const char *dir, const char *name, const char *text)
+{
+	char cmd[1200];
+	snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+	char path[1100];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* /proc/<pid>/stat of a made-up process in root. */
+static void fake_proc(const char *root, int pid, int ppid, int ticks, int cticks, int rss)
+{
+	char dir[600], text[300];
+	snprintf(dir, sizeof(dir), "%s/%d", root, pid);
+	snprintf(text, sizeof(text),
+		 "%d (p %d) S %d 1 1 0 -1 0 0 0 0 0 %d 0 %d 0 20 0 1 0 %d 0 %d\n", pid, pid, ppid,
+		 ticks, cticks, 1000 + pid, rss);
+	put(dir, "stat", text);
+}
+
+static void rm_rf(const char *dir)
+{
+	char cmd[700];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+START_TEST(test_proc_tree)
+{
+	char root[] = "/tmp/rv-proc-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(root));
+	/* 10 -> 11 -> 12, 10 -> 20 (left out) -> 21; 30 not ours; a child
+	 * listed before its parent (5, child of 12) */
+	fake_proc(root, 10, 1, 100, 50, 10);
+	fake_proc(root, 11, 10, 10, 0, 20);
+	fake_proc(root, 12, 11, 1, 0, 30);
+	fake_proc(root, 5, 12, 2, 0, 40);
+	fake_proc(root, 20, 10, 1000, 0, 500);
+	fake_proc(root, 21, 20, 1000, 0, 500);
+	fake_proc(root, 30, 1, 7, 0, 7);
+	put(root, "self", "not a process\n");
+	long pkb = sysconf(_SC_PAGESIZE) / 1024;
+	struct rv_proc_tree t;
+	ck_assert_int_eq(rv_usage_proc_tree(root, 10, 20, &t), 0);
+	ck_assert_int_eq(t.nprocs, 4);
+	ck_assert_uint_eq(t.ticks, 100 + 50 + 10 + 1 + 2); /* the reaped children's too */
+	ck_assert_int_eq(t.rss_kb, (10 + 20 + 30 + 40) * pkb);
+	ck_assert_int_eq(rv_usage_proc_tree(root, 10, 0, &t), 0);
+	ck_assert_int_eq(t.nprocs, 6);
+	ck_assert_int_eq(rv_usage_proc_tree(root, 11, 0, &t), 0);
+	ck_assert_int_eq(t.nprocs, 3);
+	ck_assert_int_eq(rv_usage_proc_tree(root, 99, 0, &t), -ESRCH);
+	ck_assert_int_eq(rv_usage_proc_tree("/nonexistent-proc", 1, 0, &t), -ENOENT);
+	rm_rf(root);
+
+	/* the real /proc: this process and a child that burns CPU, then is
+	 * reaped: its time stays in the tree */
+	struct rv_proc_tree a, b;
+	ck_assert_int_eq(rv_usage_proc_tree(NULL, getpid(), 0, &a), 0);
+	ck_assert_int_ge(a.nprocs, 1);
+	ck_assert_int_gt(a.rss_kb, 0);
+	pid_t kid = fork();
+	if (kid == 0) {
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		do
+			clock_gettime(CLOCK_MONOTONIC, &t1);
+		while ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 < 300);
+		_exit(0);
+	}
+	ck_assert_int_gt(kid, 0);
+	usleep(100 * 1000);
+	ck_assert_int_eq(rv_usage_proc_tree(NULL, getpid(), 0, &b), 0);
+	ck_assert_int_eq(b.nprocs, a.nprocs + 1);
+	ck_assert_int_eq(rv_usage_proc_tree(NULL, getpid(), kid, &b), 0);
+	ck_assert_int_eq(b.nprocs, a.nprocs);
+	waitpid(kid, NULL, 0);
+	ck_assert_int_eq(rv_usage_proc_tree(NULL, getpid(), 0, &b), 0);
+	ck_assert_int_eq(b.nprocs, a.nprocs);
+	ck_assert_uint_ge(b.ticks, a.ticks + (uint64_t)rv_usage_clk_tck() / 10);
+}
+END_TEST
+
+START_TEST(test_cgroup_folders)
+{
+	char root[] = "/tmp/rv-cg-XXXXXX", dir[300], parent[300];
+	ck_assert_ptr_nonnull(mkdtemp(root));
+	snprintf(parent, sizeof(parent), "%s/job", root);
+	snprintf(dir, sizeof(dir), "%s/job/node", root);
+	put(dir, "cpu.max", "max 100000\n");
+	put(dir, "cpu.stat", "usage_usec 5\n");
+	put(parent, "cpu.max", "150000 100000\n");
+	put(parent, "cpu.stat",
+	    "usage_usec 5000\nnr_periods 40\nnr_throttled 10\n"
+	    "throttled_usec 25000\n");
+	struct rv_cgroup_cpu c;
+	char at[400];
+	/* v2: the nearest quota up from the node, the parent's */
+	ck_assert_int_eq(rv_usage_cgroup_quota(RV_CGROUP_V2, root, "/job/node", &c, at, sizeof(at)),
+			 0);
+	ck_assert_str_eq(at, parent);
+	ck_assert(c.quota_cores > 1.49 && c.quota_cores < 1.51);
+	ck_assert(c.has_periods);
+	ck_assert_int_eq(c.nr_throttled, 10);
+	ck_assert_uint_eq(c.throttled_us, 25000);
+	/* the node's own folder: no quota, no throttling counters */
+	ck_assert_int_eq(rv_usage_cgroup_cpu(RV_CGROUP_V2, dir, &c), 0);
+	ck_assert(!c.has_periods);
+	ck_assert(c.quota_cores < 0);
+	ck_assert_uint_eq(c.usage_us, 5);
+	/* none anywhere; then a container's cgroup, not under its mount */
+	put(parent, "cpu.max", "max 100000\n");
+	ck_assert_int_eq(rv_usage_cgroup_quota(RV_CGROUP_V2, root, "/job/node", &c, NULL, 0),
+			 -ENOENT);
+	put(root, "cpu.max", "50000 100000\n");
+	put(root, "cpu.stat", "nr_periods 7\nnr_throttled 7\nthrottled_usec 9\n");
+	ck_assert_int_eq(rv_usage_cgroup_quota(RV_CGROUP_V2, root, "/kubepods/pod1", &c, at,
+					       sizeof(at)),
+			 0);
+	ck_assert_str_eq(at, root);
+	ck_assert_int_eq(c.nr_throttled, 7);
+	/* v1: cpuacct mounted apart has no cpu.stat, cpu has no cpuacct.usage */
+	char acct[300], cpu[300];
+	snprintf(acct, sizeof(acct), "%s/cpuacct/n", root);
+	snprintf(cpu, sizeof(cpu), "%s/cpu/n", root);
+	put(acct, "cpuacct.usage", "3000000000\n");
+	put(cpu, "cpu.stat", "nr_periods 5\nnr_throttled 2\nthrottled_time 4000000\n");
+	ck_assert_int_eq(rv_usage_cgroup_cpu(RV_CGROUP_V1, acct, &c), 0);
+	ck_assert_uint_eq(c.usage_us, 3000000);
+	ck_assert(!c.has_periods);
+	ck_assert_int_eq(rv_usage_cgroup_cpu(RV_CGROUP_V1, cpu, &c), 0);
+	ck_assert_int_eq(c.nr_throttled, 2);
+	ck_assert_uint_eq(c.throttled_us, 4000);
+	snprintf(cpu, sizeof(cpu), "%s/cpuacct", root); /* neither file */
+	ck_assert_int_eq(rv_usage_cgroup_cpu(RV_CGROUP_V1, cpu, &c), -ENOENT);
+	/* memory: v2 with a peak, v1 without one */
+	struct rv_cgroup_mem m;
+	put(dir, "memory.current", "4096\n");
+	put(dir, "memory.max", "max\n");
+	put(dir, "memory.peak", "8192\n");
+	ck_assert_int_eq(rv_usage_cgroup_mem(RV_CGROUP_V2, dir, &m), 0);
+	ck_assert_int_eq(m.current_bytes, 4096);
+	ck_assert_int_eq(m.limit_bytes, -1);
+	ck_assert_int_eq(m.peak_bytes, 8192);
+	put(acct, "memory.usage_in_bytes", "100\n");
+	put(acct, "memory.limit_in_bytes", "200\n");
+	ck_assert_int_eq(rv_usage_cgroup_mem(RV_CGROUP_V1, acct, &m), 0);
+	ck_assert_int_eq(m.limit_bytes, 200);
+	ck_assert_int_eq(m.peak_bytes, -1);
+	rm_rf(root);
+}
+END_TEST
+
 START_TEST(test_scanner_bad_root)
 {
 	struct rv_usage_scanner *s = rv_usage_scanner_new("/nonexistent-proc");
@@ -327,6 +495,8 @@ static Suite *usage_suite(void)
 	tcase_add_test(tc, test_read_this_host);
 	tcase_add_test(tc, test_scanner_finds_jobs);
 	tcase_add_test(tc, test_scanner_bad_root);
+	tcase_add_test(tc, test_proc_tree);
+	tcase_add_test(tc, test_cgroup_folders);
 	suite_add_tcase(s, tc);
 	return s;
 }

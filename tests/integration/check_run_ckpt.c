@@ -11,6 +11,11 @@
  *     puts the data back from the step's stored data checkpoint;
  *   - a world of 2 workers grown to 3 by a second node: every rank loads
  *     the step all hold, the master's shards resume there;
+ *   - two nodes, the second's rank saving (and reporting its data
+ *     position) 0.3 s after the first's each step; both rover-runs and the
+ *     master killed with -9, the memory gone: a new master and two new
+ *     rover-runs load the step both nodes stored and the data position
+ *     node 0 stored with it, which must hold node 1's reports too;
  * and in each, the shard log accounts for every sample exactly once: the
  * steps after the one a restart loaded are dropped (they are trained
  * again), what is left holds each index once per epoch.
@@ -26,6 +31,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "brainfix.h"
 #include "ckslot.h"
 #include "masterfix.h"
 #include "parse.h"
@@ -34,48 +40,10 @@
 
 #define EXAMPLE "examples/digits_rover.py"
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	char *s = malloc((size_t)n + 1);
-	ck_assert_ptr_nonnull(s);
-	size_t k = fread(s, 1, (size_t)n, f);
-	s[k] = 0;
-	fclose(f);
-	return s;
-}
-
-static int count_lines(const char *path)
-{
-	char *s = slurp(path);
-	int n = 0;
-	for (char *p = s; p && *p; p++)
-		n += *p == '\n';
-	free(s);
-	return n;
-}
-
-/* Wait until path has at least n lines. */
-static bool wait_lines(const char *path, int n, int timeout_ms)
-{
-	int64_t until = rv_mono_ms() + timeout_ms;
-	while (count_lines(path) < n)
-		if (rv_mono_ms() > until)
-			return false;
-		else
-			usleep(20 * 1000);
-	return true;
-}
-
 /* The digest the saving worker recorded for step, into out. */
 static bool digest_of(const char *path, int64_t step, char *out, size_t size)
 {
-	char *s = slurp(path);
+	char *s = rv_test_read_file(path);
 	bool found = false;
 	for (char *line = s ? strtok(s, "\n") : NULL; line; line = strtok(NULL, "\n")) {
 		long long st;
@@ -92,7 +60,7 @@ static bool digest_of(const char *path, int64_t step, char *out, size_t size)
 /* The last step of the digest log (-1 none). */
 static int64_t last_digest_step(const char *path)
 {
-	char *s = slurp(path);
+	char *s = rv_test_read_file(path);
 	int64_t last = -1;
 	for (char *line = s ? strtok(s, "\n") : NULL; line; line = strtok(NULL, "\n")) {
 		long long st;
@@ -131,7 +99,7 @@ static bool loaded_line(const char *out, int n, int64_t *step, char *from, char 
 static void account(const char *path, long size, int epochs, long *lost, long *twice,
 		    unsigned *ranks, int *loads)
 {
-	char *s = slurp(path);
+	char *s = rv_test_read_file(path);
 	ck_assert_msg(s, "no shard log %s", path);
 	size_t cap = 1024, n = 0;
 	struct entry {
@@ -296,7 +264,7 @@ START_TEST(test_kill_after_save_loads_memory)
 			       dig,
 			       NULL };
 	ck_assert_int_eq(rv_test_run_start(&r, args, env), 0);
-	ck_assert_msg(wait_lines(dig, 20, 90000), "no 20 steps saved");
+	ck_assert_msg(rv_test_wait_lines(dig, 20, 90000), "no 20 steps saved");
 	pid_t w[2];
 	ck_assert_int_eq(rv_test_run_workers(&r, r.proc.pid, 0, w, 2), 1);
 	int64_t before = last_digest_step(dig);
@@ -350,7 +318,7 @@ START_TEST(test_kill_during_save_loads_previous)
 			       dig,
 			       NULL };
 	ck_assert_int_eq(rv_test_run_start(&r, args, env), 0);
-	ck_assert_msg(wait_lines(dig, 3, 120000), "no 3 steps saved");
+	ck_assert_msg(rv_test_wait_lines(dig, 3, 120000), "no 3 steps saved");
 	/* both slots hold a step; kill the worker while it writes one */
 	const char *name = strchr(job, '=') + 1;
 	const struct rv_ckslot_hdr *h[2] = { 0 };
@@ -433,13 +401,8 @@ START_TEST(test_run_killed_loads_storage)
 			       dig,
 			       NULL };
 	ck_assert_int_eq(rv_test_run_start(&r, args, env), 0);
-	ck_assert_msg(wait_lines(dig, 15, 90000), "no 15 steps saved");
-	ck_assert_int_eq(rv_test_run_signal(&r, SIGKILL), 0);
-	rv_test_run_wait(&r, 10000);
-	int64_t until = rv_mono_ms() + 20000;
-	while (rv_test_run_tagged(&r) > 0 && rv_mono_ms() < until)
-		usleep(50 * 1000);
-	ck_assert_int_eq(rv_test_run_tagged(&r), 0);
+	ck_assert_msg(rv_test_wait_lines(dig, 15, 90000), "no 15 steps saved");
+	rv_test_run_kill(&r, 20000);
 	/* the node's memory is gone with it (a new host): storage is all left */
 	ck_assert_int_gt(segments(job), 0);
 	remove_segments(job);
@@ -476,12 +439,8 @@ END_TEST
 START_TEST(test_world_two_to_three)
 {
 	struct rv_test_master m;
-	char *spec = rv_test_master_spec(1200, 10, 1, 1, 2);
-	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
-	free(spec);
-	ck_assert_int_eq(rv_test_master_start(&m, NULL), 0);
-	char ep[64];
-	snprintf(ep, sizeof(ep), "127.0.0.1:%d", m.port);
+	ck_assert_int_eq(rv_test_master_start_job(&m, 1200, 10, 1, 1, 2, NULL), 0);
+	const char *ep = m.addr;
 	struct rv_test_run r[2];
 	ck_assert_int_eq(rv_test_run_init(&r[0]), 0);
 	char log[400], dig[400], job[96];
@@ -521,7 +480,7 @@ START_TEST(test_world_two_to_three)
 			     dig,
 			     NULL };
 	ck_assert_int_eq(rv_test_run_start(&r[0], a0, env), 0);
-	ck_assert_msg(wait_lines(dig, 10, 90000), "no 10 steps saved by the world of 2");
+	ck_assert_msg(rv_test_wait_lines(dig, 10, 90000), "no 10 steps saved by the world of 2");
 	ck_assert_int_eq(rv_test_run_init(&r[1]), 0);
 	ck_assert_int_eq(rv_test_run_start(&r[1], a1, env), 0);
 	for (int i = 0; i < 2; i++)
@@ -549,6 +508,98 @@ START_TEST(test_world_two_to_three)
 }
 END_TEST
 
+START_TEST(test_two_nodes_restore_storage)
+{
+	struct rv_test_master m, m2;
+	ck_assert_int_eq(rv_test_master_start_job(&m, 1200, 16, 1, 2, 2, NULL), 0);
+	struct rv_test_run r[2], r2[2];
+	ck_assert_int_eq(rv_test_run_init(&r[0]), 0);
+	ck_assert_int_eq(rv_test_run_init(&r[1]), 0);
+	char log[400], dig[400], job[96], dir[2][400], ep[64];
+	paths(&r[0], log, dig, sizeof(log));
+	for (int i = 0; i < 2; i++)
+		snprintf(dir[i], sizeof(dir[i]), "%s/ckpt", r[i].dir);
+	job_env(job, sizeof(job), "nodes");
+	const char *env[] = { job, asan_env(0), asan_env(1), NULL };
+	const char *args[2][24];
+	for (int i = 0; i < 2; i++) {
+		const char *a[] = { "--nnodes",
+				    "2",
+				    "--nproc-per-node",
+				    "1",
+				    "--rdzv-endpoint",
+				    ep,
+				    "--ckpt-dir",
+				    dir[i],
+				    "--ckpt-keep",
+				    "3",
+				    EXAMPLE,
+				    "--batch-size",
+				    "8",
+				    "--step-sleep",
+				    "0.05",
+				    "--save-delay",
+				    "1:0.3",
+				    "--shard-log",
+				    log,
+				    "--digest-log",
+				    dig,
+				    NULL };
+		memcpy(args[i], a, sizeof(a));
+	}
+	snprintf(ep, sizeof(ep), "%s", m.addr);
+	/* node 0 joins first: it is group rank 0, its rank restores the data
+	 * from its own storage; node 1's rank is the late one */
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(rv_test_run_start_joined(&r[i], args[i], env, 60000), 0);
+	if (!rv_test_wait_lines(dig, 12, 120000))
+		rv_test_run_dump(r, 2, m.log);
+	ck_assert_msg(rv_test_wait_lines(dig, 12, 0), "no 12 steps saved");
+	/* everything gone at once: both nodes (their memory too) and the master */
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(rv_test_run_signal(&r[i], SIGKILL), 0);
+	ck_assert_int_ge(rv_test_master_stop(&m, SIGKILL, 10000), 0);
+	for (int i = 0; i < 2; i++)
+		rv_test_run_kill(&r[i], 20000);
+	remove_segments(job);
+	int64_t man[2][8];
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_ge(rv_ckslot_manifest_read(dir[i], man[i], 8, NULL), 1);
+
+	ck_assert_int_eq(rv_test_master_start_job(&m2, 1200, 16, 1, 2, 2, NULL), 0);
+	snprintf(ep, sizeof(ep), "%s", m2.addr);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(rv_test_run_init(&r2[i]), 0);
+		ck_assert_int_eq(rv_test_run_start_joined(&r2[i], args[i], env, 60000), 0);
+	}
+	for (int i = 0; i < 2; i++)
+		free(rv_test_run_expect_exit(&r2[i], 0, 150000));
+	char *out = rv_test_run_output(&r2[0], 1);
+	int64_t step = expect_loaded(out, 0, dig, "storage");
+	free(out);
+	/* a step both nodes stored */
+	bool both[2] = { false, false };
+	for (int i = 0; i < 2; i++)
+		for (int k = 0; k < 3; k++)
+			both[i] |= man[i][k] == step;
+	ck_assert_msg(both[0] && both[1], "loaded step %lld is not on both nodes", (long long)step);
+	long lost, twice;
+	unsigned ranks;
+	int loads;
+	account(log, 1200, 1, &lost, &twice, &ranks, &loads);
+	ck_assert_int_eq(loads, 2);
+	ck_assert_msg(ranks == 3, "ranks that trained after the restore: %#x", ranks);
+	ck_assert_msg(lost == 0 && twice == 0, "%ld samples lost, %ld twice", lost, twice);
+	for (int i = 0; i < 2; i++) {
+		rv_test_run_end(&r2[i]);
+		rv_test_run_cleanup(&r[i]);
+	}
+	ck_assert_int_eq(segments(job), 0);
+	rv_test_master_cleanup(&m2);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
 static Suite *run_ckpt_suite(void)
 {
 	Suite *s = suite_create("run_ckpt");
@@ -559,6 +610,10 @@ static Suite *run_ckpt_suite(void)
 	tcase_add_test(tc, test_run_killed_loads_storage);
 	tcase_add_test(tc, test_world_two_to_three);
 	suite_add_tcase(s, tc);
+	TCase *tn = tcase_create("nodes");
+	tcase_set_timeout(tn, 300);
+	tcase_add_test(tn, test_two_nodes_restore_storage);
+	suite_add_tcase(s, tn);
 	return s;
 }
 

@@ -158,16 +158,11 @@ END_TEST
 START_TEST(test_usage_reaches_the_master)
 {
 	struct rv_test_master m;
-	char *spec = rv_test_master_spec(1000, 10, 1, 1, 1);
-	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
-	free(spec);
-	ck_assert_int_eq(rv_test_master_start(&m, NULL), 0);
-	char ep[64];
-	snprintf(ep, sizeof(ep), "127.0.0.1:%d", m.port);
+	ck_assert_int_eq(rv_test_master_start_job(&m, 1000, 10, 1, 1, 1, NULL), 0);
 	struct rv_test_run r;
 	ck_assert_int_eq(rv_test_run_init(&r), 0);
 	const char *args[] = { "--rdzv-endpoint",
-			       ep,
+			       m.addr,
 			       "--nproc-per-node",
 			       "2",
 			       "--monitor-interval",
@@ -212,12 +207,7 @@ END_TEST
 START_TEST(test_static_node_rank_and_store)
 {
 	struct rv_test_master m;
-	char *spec = rv_test_master_spec(1000, 10, 1, 2, 2);
-	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
-	free(spec);
-	ck_assert_int_eq(rv_test_master_start(&m, NULL), 0);
-	char ep[64];
-	snprintf(ep, sizeof(ep), "127.0.0.1:%d", m.port);
+	ck_assert_int_eq(rv_test_master_start_job(&m, 1000, 10, 1, 2, 2, NULL), 0);
 	struct rv_test_run r[2];
 	const char *ranks[2] = { "1", "0" };
 	for (int i = 0; i < 2; i++) {
@@ -225,7 +215,7 @@ START_TEST(test_static_node_rank_and_store)
 		const char *args[] = { "--nnodes",
 				       "2",
 				       "--rdzv-endpoint",
-				       ep,
+				       m.addr,
 				       "--node-rank",
 				       ranks[i],
 				       "--master-addr",
@@ -239,9 +229,8 @@ START_TEST(test_static_node_rank_and_store)
 				       "echo \"R=$RANK G=$GROUP_RANK W=$WORLD_SIZE "
 				       "S=$MASTER_ADDR:$MASTER_PORT B=$ROVER_SAVE_AT_BREAKPOINT\"",
 				       NULL };
-		ck_assert_int_eq(rv_test_run_start(&r[i], args, NULL), 0);
-		if (i == 0) /* joined first: the master's rank 0 */
-			ck_assert(rv_test_run_wait_for(&r[0], 2, "joined the rendezvous", 10000));
+		/* the first to join would be the master's rank 0 */
+		ck_assert_int_eq(rv_test_run_start_joined(&r[i], args, NULL, 10000), 0);
 	}
 	const char *want[2] = { "R=1 G=1 W=2 S=localhost:29611 B=1",
 				"R=0 G=0 W=2 S=localhost:29611 B=1" };
@@ -324,15 +313,12 @@ END_TEST
 static void start_checked_nodes(struct rv_test_master *m, int min, int max, struct rv_test_run *r,
 				int n, const char *const *const *extra)
 {
-	char *spec = rv_test_master_spec(1000, 10, 1, min, max);
-	ck_assert_int_eq(rv_test_master_init(m, spec), 0);
-	free(spec);
-	ck_assert_int_eq(rv_test_master_start(m, NULL), 0);
-	static char ep[64], nn[16];
-	snprintf(ep, sizeof(ep), "127.0.0.1:%d", m->port);
+	ck_assert_int_eq(rv_test_master_start_job(m, 1000, 10, 1, min, max, NULL), 0);
+	static char nn[16];
 	snprintf(nn, sizeof(nn), "%d:%d", min, max);
 	for (int i = 0; i < n; i++) {
-		const char *argv[32] = { "--nnodes", nn, "--rdzv-endpoint", ep, "--network-check" };
+		const char *argv[32] = { "--nnodes", nn, "--rdzv-endpoint", m->addr,
+					 "--network-check" };
 		int k = 5;
 		for (const char *const *a = extra[i]; a && *a; a++)
 			argv[k++] = *a;

@@ -58,6 +58,17 @@ char *rv_test_master_spec(long size, long shard_size, int epochs, int min, int m
 	return s;
 }
 
+int rv_test_master_start_job(struct rv_test_master *m, long size, long shard_size, int epochs,
+			     int min, int max, const char *const *args)
+{
+	char *spec = rv_test_master_spec(size, shard_size, epochs, min, max);
+	if (!spec)
+		return -ENOMEM;
+	int rc = rv_test_master_init(m, spec);
+	free(spec);
+	return rc < 0 ? rc : rv_test_master_start(m, args);
+}
+
 int rv_test_master_init(struct rv_test_master *m, const char *spec_json)
 {
 	memset(m, 0, sizeof(*m));
@@ -78,6 +89,7 @@ int rv_test_master_init(struct rv_test_master *m, const char *spec_json)
 	if (port < 0)
 		return port;
 	m->port = port;
+	snprintf(m->addr, sizeof(m->addr), "127.0.0.1:%d", port);
 	snprintf(m->url, sizeof(m->url), "http://127.0.0.1:%d", port);
 	return 0;
 }

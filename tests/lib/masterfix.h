@@ -27,6 +27,7 @@ struct rv_test_master {
 	pid_t pid; /* while running, 0 once stopped */
 	int port;
 	char url[64];
+	char addr[32];   /* "127.0.0.1:PORT", as rover-run's --rdzv-endpoint takes it */
 	char dir[256];   /* a private temp folder: the spec, the state folder, the log */
 	char spec[320];  /* dir/job.json */
 	char state[320]; /* dir/state */
@@ -46,6 +47,10 @@ char *rv_test_master_spec(long size, long shard_size, int epochs, int min, int m
 /* Start with extra args (NULL-terminated, copied by pointer: keep them
  * alive).  0, or a negative errno (the log is printed on stderr). */
 int rv_test_master_start(struct rv_test_master *m, const char *const *args);
+/* init with rv_test_master_spec(size, shard_size, epochs, min, max), then
+ * start with args (may be NULL).  0, or a negative errno. */
+int rv_test_master_start_job(struct rv_test_master *m, long size, long shard_size, int epochs,
+			     int min, int max, const char *const *args);
 /* What each benchmark starts with: SIGPIPE ignored, then a master for
  * spec_json (NULL, say an rv_test_master_spec out of memory, fails with
  * -ENOMEM) started with --log-level warn.  0, or a negative errno. */

@@ -269,3 +269,59 @@ void rv_test_run_end(struct rv_test_run *r)
 	rv_test_run_cleanup(r);
 	ck_assert_msg(left == 0, "%d process(es) of the job still run", left);
 }
+
+int rv_test_run_start_joined(struct rv_test_run *r, const char *const *args, const char *const *env,
+			     int timeout_ms)
+{
+	int rc = rv_test_run_start(r, args, env);
+	if (rc < 0)
+		return rc;
+	return rv_test_run_wait_for(r, 2, "joined the rendezvous", timeout_ms) ? 0 : -ETIMEDOUT;
+}
+
+void rv_test_run_kill(struct rv_test_run *r, int timeout_ms)
+{
+	ck_assert_int_eq(rv_test_run_signal(r, SIGKILL), 0);
+	rv_test_run_wait(r, timeout_ms);
+	int64_t until = rv_mono_ms() + timeout_ms;
+	while (rv_test_run_tagged(r) > 0 && rv_mono_ms() < until)
+		usleep(50 * 1000);
+	ck_assert_msg(rv_test_run_tagged(r) == 0, "processes of a killed rover-run are left");
+}
+
+void rv_test_run_dump(const struct rv_test_run *r, int n, const char *master_log)
+{
+	for (int i = 0; i < n; i++) {
+		char *o = rv_test_run_output(&r[i], 1), *e = rv_test_run_output(&r[i], 2);
+		fprintf(stderr, "---- node %d stdout\n%s\n---- node %d stderr\n%s\n", i, o ? o : "",
+			i, e ? e : "");
+		free(o);
+		free(e);
+	}
+	if (master_log) {
+		char *log = rv_test_read_file(master_log);
+		fprintf(stderr, "---- master log\n%s\n", log ? log : "(none)");
+		free(log);
+	}
+}
+
+int rv_test_count_lines(const char *path)
+{
+	char *s = rv_test_read_file(path);
+	int n = 0;
+	for (char *p = s; p && *p; p++)
+		n += *p == '\n';
+	free(s);
+	return n;
+}
+
+bool rv_test_wait_lines(const char *path, int n, int timeout_ms)
+{
+	int64_t until = rv_mono_ms() + timeout_ms;
+	while (rv_test_count_lines(path) < n) {
+		if (rv_mono_ms() > until)
+			return false;
+		usleep(20 * 1000);
+	}
+	return true;
+}

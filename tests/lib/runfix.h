@@ -44,6 +44,22 @@ char *rv_test_run_output(const struct rv_test_run *r, int which);
 /* Wait up to timeout_ms until stdout or stderr holds needle. */
 bool rv_test_run_wait_for(const struct rv_test_run *r, int which, const char *needle,
 			  int timeout_ms);
+/* Start as rv_test_run_start, then wait up to timeout_ms until it joined
+ * the rendezvous: nodes started so take group ranks in that order.  0,
+ * -ETIMEDOUT, or a negative errno. */
+int rv_test_run_start_joined(struct rv_test_run *r, const char *const *args, const char *const *env,
+			     int timeout_ms);
+/* SIGKILL rover-run, wait for it, then up to timeout_ms until no process
+ * of the job is left (its workers die with it); fails the test (check)
+ * when some are. */
+void rv_test_run_kill(struct rv_test_run *r, int timeout_ms);
+/* What n runs wrote on stdout and stderr, and the file master_log (may be
+ * NULL), on our stderr: for a test about to fail. */
+void rv_test_run_dump(const struct rv_test_run *r, int n, const char *master_log);
+/* Lines in the file at path (0 when there is none). */
+int rv_test_count_lines(const char *path);
+/* Wait up to timeout_ms until the file at path has at least n lines. */
+bool rv_test_wait_lines(const char *path, int n, int timeout_ms);
 /* Pids of processes (children of parent when parent > 0) that carry r's
  * tag and have RANK=rank in their environment (rank < 0: any RANK; not
  * the warm interpreter and its standby workers, which have none), up to max;

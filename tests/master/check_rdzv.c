@@ -283,6 +283,58 @@ START_TEST(test_late_node_next_round)
 }
 END_TEST
 
+/* With no last call (0) a late node must not form a world alone: the
+ * round it opens waits for the previous world's members to join again
+ * (they hear of it by their heartbeat), else the one left out would open
+ * the next round alone in turn, and the world would be re-formed at every
+ * heartbeat, each time without the other.  A member that does not come
+ * back within the heartbeat timeout is not waited for. */
+START_TEST(test_no_last_call_waits_for_members)
+{
+	struct rdzv *r = mk(1, 3, 1, 0, 0, 5000);
+	int64_t round;
+	int n;
+
+	ck_assert_int_eq(join(r, "a", 0), 1);
+	ck_assert_int_eq(world(r, "a", 1), 1);
+	ck_assert_int_eq(join(r, "b", 1000), 2);
+	ck_assert_int_eq(world(r, "b", 2), 0); /* not alone: a was a member */
+	ck_assert_int_eq(world(r, "a", 1), -ESTALE);
+	tick(r, 1500);
+	ck_assert_int_eq(world(r, "b", 2), 0);
+	ck_assert_int_eq(rdzv_heartbeat(r, "a", 1900), 0);
+	ck_assert_int_eq(join(r, "a", 2000), 2);
+	ck_assert_int_eq(state(r, &round, &n), RDZV_COMPLETE);
+	ck_assert_int_eq(round, 2);
+	ck_assert_int_eq(n, 2);
+	ck_assert_int_eq(rank_of(r, "a", 2), 0);
+	ck_assert_int_eq(rank_of(r, "b", 2), 1);
+	/* settled: heartbeats and ticks change nothing */
+	for (int64_t t = 3000; t < 10000; t += 1000) {
+		ck_assert_int_eq(rdzv_heartbeat(r, "a", t), 0);
+		ck_assert_int_eq(rdzv_heartbeat(r, "b", t), 0);
+		ck_assert_int_eq(tick(r, t), 0);
+	}
+	ck_assert_int_eq(state(r, &round, NULL), RDZV_COMPLETE);
+	ck_assert_int_eq(round, 2);
+	/* c joins; a heartbeats but never joins again: c and b go on without
+	 * it once the heartbeat timeout passed since the round opened */
+	ck_assert_int_eq(join(r, "c", 10000), 3);
+	ck_assert_int_eq(join(r, "b", 10100), 3);
+	ck_assert_int_eq(rdzv_heartbeat(r, "a", 12000), 0);
+	ck_assert_int_eq(rdzv_heartbeat(r, "b", 14000), 0);
+	ck_assert_int_eq(rdzv_heartbeat(r, "c", 14000), 0);
+	ck_assert_int_eq(rdzv_next_deadline(r), 15000);
+	tick(r, 14999);
+	ck_assert_int_eq(world(r, "c", 3), 0);
+	tick(r, 15000);
+	ck_assert_int_eq(world(r, "c", 3), 1);
+	ck_assert_int_eq(rank_of(r, "b", 3), 1);
+	ck_assert_int_eq(rank_of(r, "c", 3), 0);
+	rdzv_free(r);
+}
+END_TEST
+
 START_TEST(test_gang_wait_fails)
 {
 	struct rdzv *r = mk(3, 4, 1, 1000, 5000, 0);
@@ -880,6 +932,7 @@ static Suite *rdzv_suite(void)
 	tcase_add_test(tc, test_never_stuck_above_min);
 	tcase_add_test(tc, test_node_unit_and_spares);
 	tcase_add_test(tc, test_late_node_next_round);
+	tcase_add_test(tc, test_no_last_call_waits_for_members);
 	tcase_add_test(tc, test_gang_wait_fails);
 	tcase_add_test(tc, test_gang_wait_met);
 	tcase_add_test(tc, test_leave_and_rejoin_open_rounds);

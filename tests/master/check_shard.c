@@ -696,6 +696,51 @@ START_TEST(test_ckpt_steps_kept)
 }
 END_TEST
 
+/* A step its world of 2 ranks reported only in part is no checkpoint
+ * (409): the other rank's consumed samples would be trained twice.  Whole
+ * once both reported, also after a snapshot and load; a later world's count
+ * does not change it. */
+START_TEST(test_ckpt_whole_world)
+{
+	struct shard_mgr *m = mgr1(dset("d", 1000, 100, 1, false, 0), 0, 0);
+	struct rv_err err = { 0 };
+	struct rv_buf b = { 0 };
+	struct shard_task a = next_ok(m, 0, 0, 0), c = next_ok(m, 0, 1, 0);
+	ck_assert_int_eq(shard_ckpt_expect(m, 5, 2), -ENOENT); /* no report yet */
+	ck_assert_int_eq(shard_ckpt_report(m, 5, 0, a.id, 40, &err), 0);
+	ck_assert_int_eq(shard_ckpt_expect(m, 5, 2), 0);
+	ck_assert_int_eq(shard_ckpt_expect(m, 5, 3), 0); /* the first count stays */
+	ck_assert_int_eq(shard_ckpt_export(m, 5, &b, &err), -EBUSY);
+	ck_assert_str_eq(err.field, "step");
+	ck_assert_msg(strstr(err.msg, "1 of its 2 ranks"), "%s", err.msg);
+	ck_assert_int_eq(b.len, 0);
+	/* a snapshot keeps the count */
+	struct rv_buf s = { 0 };
+	ck_assert_int_eq(shard_snapshot_save(m, &s), 0);
+	struct shard_mgr *n = mgr1(dset("d", 1000, 100, 1, false, 0), 0, 0);
+	ck_assert_int_eq(shard_snapshot_load(n, s.data, s.len, &err), 0);
+	ck_assert_int_eq(shard_ckpt_export(n, 5, &b, &err), -EBUSY);
+	/* the second rank reports: whole, with both ranks' samples done */
+	ck_assert_int_eq(shard_ckpt_report(m, 5, 1, c.id, 60, &err), 0);
+	ck_assert_int_eq(shard_ckpt_export(m, 5, &b, &err), 0);
+	struct shard_mgr *k = mgr1(dset("d", 1000, 100, 1, false, 0), 0, 0);
+	ck_assert_int_eq(shard_ckpt_import(k, b.data, b.len, &err), 0);
+	struct shard_stats st;
+	shard_stats(k, 0, &st);
+	ck_assert_int_eq(st.samples_done, 40 + 60);
+	/* without a known world (0) nothing is waited for, as before */
+	ck_assert_int_eq(shard_ckpt_report(m, 6, 0, a.id, 50, &err), 0);
+	ck_assert_int_eq(shard_ckpt_expect(m, 6, 0), 0);
+	rv_buf_truncate(&b, 0);
+	ck_assert_int_eq(shard_ckpt_export(m, 6, &b, &err), 0);
+	rv_buf_release(&s);
+	rv_buf_release(&b);
+	shard_free(k);
+	shard_free(n);
+	shard_free(m);
+}
+END_TEST
+
 /* ---- the property test ---- */
 
 enum { PW = 48, PMAXHELD = 3, PSTEPS = 3 };
@@ -1335,6 +1380,7 @@ static Suite *shard_suite(void)
 	tcase_add_test(tc, test_ckpt_ahead_of_cursor);
 	tcase_add_test(tc, test_ckpt_import_errors);
 	tcase_add_test(tc, test_ckpt_steps_kept);
+	tcase_add_test(tc, test_ckpt_whole_world);
 	suite_add_tcase(s, tc);
 	TCase *big = tcase_create("scale");
 	tcase_set_timeout(big, 120);
