@@ -112,8 +112,8 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 
 static void plan_rightsize(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
 			   enum rv_alg_role role, int keep_cpu, int no_shrink,
-			   struct rv_alg_config *cfg,
-			   struct rv_alg_decision *out, enum lead_rank *rank, const char **lead)
+			   struct rv_alg_config *cfg, struct rv_alg_decision *out,
+			   enum lead_rank *rank, const char **lead)
 {
 	struct rv_alg_group *g = role == RV_ALG_PS_ROLE ? &cfg->ps : &cfg->worker;
 	struct rv_alg_resource next;

@@ -153,8 +153,8 @@ bool rv_alg_role_starved(const struct rv_alg_usage *u, size_t n, enum rv_alg_rol
 
 int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
 		     const struct rv_alg_resource *cur, const struct rv_alg_resize *last,
-		     int64_t now_ms, const struct rv_alg_limits *lim,
-		     const struct rv_alg_params *p, struct rv_alg_resource *out)
+		     int64_t now_ms, const struct rv_alg_limits *lim, const struct rv_alg_params *p,
+		     struct rv_alg_resource *out)
 {
 	if ((n > 0 && !u) || !cur || !lim || !p || !out || p->usage_quantile < 0 ||
 	    p->usage_quantile > 1)

@@ -396,7 +396,7 @@ int store_samples_build(struct store_samples *ss, struct store_batch_in *in, int
 		const struct node_ref *first = &nodes[i];
 		int64_t peak_mem = 0;
 		double peak_cpu = 0;
-		const struct rv_sample *last = NULL;
+		const struct rv_sample *last = first->s; /* the loop takes first too */
 		for (; i < nnode && nodes[i].job_id == first->job_id &&
 		       strcmp(nodes[i].s->node, first->s->node) == 0;
 		     i++) {
