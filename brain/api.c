@@ -206,6 +206,10 @@ static int api_metrics_get(struct rv_http_req *req, struct rv_http_resp *resp, v
 		{ "rover_brain_ingest_commits_total",
 		  "Transactions that stored metrics batches (several batches each under load)",
 		  offsetof(struct brain, ingest_commits) },
+		{ "rover_brain_ingest_slow_groups_total",
+		  "Groups of metrics batches stored one job and batch at a time because one "
+		  "statement failed",
+		  offsetof(struct brain, ingest_slow_groups) },
 		{ "rover_brain_db_unavailable_total",
 		  "Requests answered 503 for lack of a database",
 		  offsetof(struct brain, db_unavailable) },

@@ -7,6 +7,7 @@
  * event resent with the id it had is answered as the first time and not
  * stored again.  Runs on connection threads.
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,14 +16,13 @@
 #include "json.h"
 #include "log.h"
 
-/* Find the job in the path; fill resp on failure.  Finished jobs take no data. */
-static int ingest_job(struct brain *b, PGconn *c, struct rv_http_req *req,
-		      struct rv_http_resp *resp, struct store_job *job)
+/* A job looked up for data (rc and err from the lookup): fill resp and
+ * return a negative errno unless it is running.  Finished jobs take no data. */
+static int job_takes_data(struct brain *b, int rc, const struct rv_err *err,
+			  const struct store_job *job, struct rv_http_resp *resp)
 {
-	struct rv_err err = { 0 };
-	int rc = store_job_find(c, req->params[0], job, &err);
 	if (rc < 0)
-		return api_fail(b, resp, rc, &err), rc;
+		return api_fail(b, resp, rc, err), rc;
 	if (strcmp(job->status, "running") != 0) {
 		char detail[160];
 		snprintf(detail, sizeof(detail), "job %s is %s and takes no more data", job->uid,
@@ -31,6 +31,15 @@ static int ingest_job(struct brain *b, PGconn *c, struct rv_http_req *req,
 		return -EEXIST;
 	}
 	return 0;
+}
+
+/* Find the job in the path; fill resp on failure. */
+static int ingest_job(struct brain *b, PGconn *c, struct rv_http_req *req,
+		      struct rv_http_resp *resp, struct store_job *job)
+{
+	struct rv_err err = { 0 };
+	int rc = store_job_find(c, req->params[0], job, &err);
+	return job_takes_data(b, rc, &err, job, resp);
 }
 
 /*
@@ -85,6 +94,10 @@ struct ingest_item {
 	int accepted;
 	int64_t job_id;
 	struct rv_http_resp resp; /* an error reply, when rc < 0 */
+	/* the fast path's */
+	int job;                 /* index in the group's jobs */
+	struct ingest_item *dup; /* an earlier batch of the group with this id */
+	bool seen;               /* its id was stored before: count from the store */
 };
 
 static void item_free(struct ingest_item *it)
@@ -214,6 +227,230 @@ static int cmp_item_uid(const void *a, const void *b)
 	return strcmp(x->uid, y->uid);
 }
 
+/* The slow path: job by job under savepoints, a failing job's batches
+ * one at a time, so one bad batch spoils only itself. */
+static int group_slow(struct brain *b, PGconn *c, struct ingest_item *items,
+		      struct ingest_item **firsts, int njobs, struct ingest_item **its, int n,
+		      struct rv_err *err)
+{
+	int rc = rv_db_begin(c, err);
+	for (int j = 0; rc >= 0 && j < njobs; j++)
+		rc = store_job_batches(b, c, its, job_items(items, firsts[j]->uid, its, n));
+	if (rc >= 0)
+		return rv_db_commit(c, err);
+	rv_db_rollback(c);
+	return rc;
+}
+
+static void fast_reset(struct ingest_item *items)
+{
+	for (struct ingest_item *it = items; it; it = it->next) {
+		it->rc = 0;
+		it->accepted = 0;
+		it->dup = NULL;
+		it->seen = false;
+		free(it->resp.body);
+		it->resp.body = NULL;
+		it->resp.status = 200;
+	}
+}
+
+/* Append a string (or a number) to a PostgreSQL array literal. */
+static void lit_str(struct rv_buf *b, const char *v)
+{
+	rv_buf_puts(b, b->len ? "," : "{");
+	rv_buf_pg_array_str(b, v);
+}
+
+static void lit_i64(struct rv_buf *b, int64_t v)
+{
+	rv_buf_puts(b, b->len ? "," : "{");
+	rv_buf_printf(b, "%" PRId64, v);
+}
+
+static const char *lit_end(struct rv_buf *b)
+{
+	rv_buf_puts(b, b->len ? "}" : "{}");
+	return b->data;
+}
+
+enum { LIT_UIDS, LIT_CUID, LIT_CBID, LIT_CN, LIT_SJOB, LIT_SBID, LIT_N };
+
+/*
+ * The fast path: the whole group in two round trips, one commit, and a
+ * number of statements that does not grow with the group's jobs or
+ * batches.  Round one: BEGIN, the jobs' rows, the claims of every batch
+ * id.  Round two: the counts of resent batches, every new sample
+ * (store_samples), COMMIT.  No savepoints: 1 when a statement failed (the
+ * transaction is rolled back, nothing stored; the slow path finds the
+ * culprit), 0 committed (each item's rc and reply set), a negative errno
+ * when the connection was lost.
+ */
+static int group_fast(struct brain *b, PGconn *c, struct ingest_item *items,
+		      struct ingest_item **firsts, int njobs, int n, struct rv_err *err)
+{
+	struct rv_buf lit[LIT_N];
+	for (int k = 0; k < LIT_N; k++)
+		rv_buf_init(&lit[k]);
+	struct store_job *jobs = calloc((size_t)njobs, sizeof(*jobs));
+	int *jrc = calloc((size_t)njobs, sizeof(*jrc));
+	struct rv_http_resp *jresp = calloc((size_t)njobs, sizeof(*jresp));
+	struct store_batch_in *in = calloc((size_t)n, sizeof(*in));
+	struct store_samples ss;
+	memset(&ss, 0, sizeof(ss));
+	struct rv_db_stmt st1[3], st2[SS_STMTS + 2];
+	memset(st1, 0, sizeof(st1));
+	memset(st2, 0, sizeof(st2));
+	const char *p_uids[1], *p_claim[3], *p_seen[2];
+	int rc = 0, n1 = 0, n2 = 0, nin = 0, nclaim = 0, nseen = 0;
+	if (!jobs || !jrc || !jresp || !in) {
+		rc = rv_err_set(err, -ENOMEM, "", "out of memory");
+		goto out;
+	}
+
+	/* Round one. */
+	for (int j = 0; j < njobs; j++)
+		lit_str(&lit[LIT_UIDS], firsts[j]->uid);
+	for (struct ingest_item *it = items; it; it = it->next) {
+		if (!it->batch.batch_id[0])
+			continue;
+		for (struct ingest_item *e = items; e != it && !it->dup; e = e->next)
+			if (e->job == it->job && strcmp(e->batch.batch_id, it->batch.batch_id) == 0)
+				it->dup = e;
+		if (it->dup)
+			continue; /* a resend of a batch of this group: claimed once */
+		lit_str(&lit[LIT_CUID], it->uid);
+		lit_str(&lit[LIT_CBID], it->batch.batch_id);
+		lit_i64(&lit[LIT_CN], it->batch.n);
+		nclaim++;
+	}
+	p_uids[0] = lit_end(&lit[LIT_UIDS]);
+	p_claim[0] = lit_end(&lit[LIT_CUID]);
+	p_claim[1] = lit_end(&lit[LIT_CBID]);
+	p_claim[2] = lit_end(&lit[LIT_CN]);
+	st1[n1++] = (struct rv_db_stmt){ .sql = "BEGIN" };
+	store_jobs_find_stmt(&st1[n1++], p_uids);
+	if (nclaim)
+		store_metrics_claims_stmt(&st1[n1++], p_claim);
+	for (int k = 0; k < LIT_N; k++)
+		if (rv_buf_failed(&lit[k])) {
+			rc = rv_err_set(err, -ENOMEM, "", "out of memory");
+			goto out;
+		}
+	rc = rv_db_exec_pipeline(c, st1, n1, NULL, err);
+	if (rc < 0)
+		goto out;
+
+	/* Which jobs take data, which batches are new. */
+	for (int j = 0; j < njobs; j++) {
+		struct rv_err jerr = { 0 };
+		int frc = store_jobs_from_stmt(&st1[1], firsts[j]->uid, &jobs[j], &jerr);
+		jrc[j] = job_takes_data(b, frc, &jerr, &jobs[j], &jresp[j]);
+	}
+	for (struct ingest_item *it = items; it; it = it->next) {
+		if (jrc[it->job] < 0) {
+			it->rc = jrc[it->job];
+			it->resp.status = jresp[it->job].status;
+			it->resp.body = jresp[it->job].body ? strdup(jresp[it->job].body) : NULL;
+			continue;
+		}
+		it->job_id = jobs[it->job].id;
+		it->accepted = it->batch.n;
+		if (it->dup) {
+			it->rc = 1; /* answered as the first of the group */
+			continue;
+		}
+		if (it->batch.batch_id[0] &&
+		    !store_metrics_claimed(&st1[2], it->job_id, it->batch.batch_id)) {
+			it->rc = 1; /* a resend: answered as the first time */
+			it->seen = true;
+			lit_i64(&lit[LIT_SJOB], it->job_id);
+			lit_str(&lit[LIT_SBID], it->batch.batch_id);
+			nseen++;
+			continue;
+		}
+		in[nin++] = (struct store_batch_in){ it->job_id, &it->batch };
+	}
+
+	/* Round two. */
+	p_seen[0] = lit_end(&lit[LIT_SJOB]);
+	p_seen[1] = lit_end(&lit[LIT_SBID]);
+	if (rv_buf_failed(&lit[LIT_SJOB]) || rv_buf_failed(&lit[LIT_SBID])) {
+		rc = rv_err_set(err, -ENOMEM, "", "out of memory");
+		goto out;
+	}
+	int seen_st = -1, ss_st = -1;
+	if (nseen) {
+		seen_st = n2;
+		store_metrics_seen_stmt(&st2[n2++], p_seen);
+	}
+	if (nin) {
+		rc = store_samples_build(&ss, in, nin, err);
+		if (rc < 0)
+			goto out;
+		ss_st = n2;
+		for (int k = 0; k < ss.n; k++)
+			st2[n2++] = ss.st[k];
+	}
+	st2[n2++] = (struct rv_db_stmt){ .sql = "COMMIT", .want_res = true };
+	rc = rv_db_exec_pipeline(c, st2, n2, NULL, err);
+	if (rc == 0 && strcmp(PQcmdStatus(st2[n2 - 1].res), "ROLLBACK") == 0)
+		rc = rv_err_set(err, -EIO, NULL,
+				"could not commit: the transaction was rolled back");
+	if (rc < 0)
+		goto out;
+
+	/* Committed. */
+	if (ss_st >= 0) {
+		for (int k = 0; k < ss.n; k++)
+			ss.st[k].rows = st2[ss_st + k].rows;
+		struct rv_err cerr = { 0 };
+		if (store_samples_check(&ss, &cerr) < 0)
+			rv_log_warn("metrics not all stored", "reason=\"%s\"", cerr.msg);
+	}
+	for (struct ingest_item *it = items; it; it = it->next) {
+		if (!it->seen)
+			continue;
+		struct rv_err serr = { 0 };
+		int src = store_metrics_seen_from_stmt(&st2[seen_st], it->job_id,
+						       it->batch.batch_id, &it->accepted, &serr);
+		if (src < 0) {
+			it->rc = src;
+			api_fail(b, &it->resp, src, &serr);
+		}
+	}
+	for (struct ingest_item *it = items; it; it = it->next)
+		if (it->dup && it->rc == 1) {
+			it->accepted = it->dup->accepted;
+			if (it->dup->rc < 0) {
+				it->rc = it->dup->rc;
+				it->resp.status = it->dup->resp.status;
+				it->resp.body = it->dup->resp.body ? strdup(it->dup->resp.body)
+								   : NULL;
+			}
+		}
+out:
+	for (int k = 0; k < n1; k++)
+		PQclear(st1[k].res);
+	for (int k = 0; k < n2; k++)
+		PQclear(st2[k].res);
+	store_samples_release(&ss); /* its results were in st2 */
+	for (int j = 0; jresp && j < njobs; j++)
+		free(jresp[j].body);
+	free(jobs);
+	free(jrc);
+	free(jresp);
+	free(in);
+	for (int k = 0; k < LIT_N; k++)
+		rv_buf_release(&lit[k]);
+	if (rc == -ECONNRESET || rc == 0)
+		return rc;
+	/* A statement failed: nothing of the group is stored. */
+	rv_db_rollback(c);
+	fast_reset(items);
+	return PQstatus(c) == CONNECTION_OK ? 1 : -ECONNRESET;
+}
+
 /*
  * Store a group of batches in one transaction with one commit: each
  * item's rc and reply are set; none counts as stored unless the commit
@@ -225,13 +462,12 @@ static void group_commit(struct brain *b, struct ingest_item *items, int n)
 {
 	struct rv_err err = { 0 };
 	PGconn *c = rv_db_acquire(b->db, &err);
-	int rc;
+	int rc = 0;
 	if (!c) {
 		atomic_fetch_add(&b->db_unavailable, 1);
 		rc = err.code ? err.code : -EAGAIN;
 		goto fail;
 	}
-	rc = rv_db_begin(c, &err);
 	/* Job by job in uid order: two committers lock job rows in the same
 	 * order, so they wait for each other but never deadlock. */
 	struct ingest_item **firsts = calloc((size_t)n, sizeof(*firsts));
@@ -248,17 +484,29 @@ static void group_commit(struct brain *b, struct ingest_item *items, int n)
 		if (!seen)
 			firsts[njobs++] = it;
 	}
-	if (rc >= 0)
+	if (rc >= 0) {
 		qsort(firsts, (size_t)njobs, sizeof(*firsts), cmp_item_uid);
-	for (int j = 0; rc >= 0 && j < njobs; j++)
-		rc = store_job_batches(b, c, its, job_items(items, firsts[j]->uid, its, n));
+		for (struct ingest_item *it = items; it; it = it->next)
+			for (int j = 0; j < njobs; j++)
+				if (strcmp(firsts[j]->uid, it->uid) == 0)
+					it->job = j;
+		/* Progress reports (a master's, every few seconds at most) are
+		 * stored with their dataset checked, batch by batch: such a
+		 * group takes the slow path. */
+		bool progress = false;
+		for (struct ingest_item *it = items; it && !progress; it = it->next)
+			for (int k = 0; k < it->batch.n && !progress; k++)
+				progress = it->batch.samples[k].kind == RV_SAMPLE_PROGRESS;
+		rc = progress ? 1 : group_fast(b, c, items, firsts, njobs, n, &err);
+		if (rc == 1) {
+			if (!progress) /* a statement of the fast path failed */
+				atomic_fetch_add(&b->ingest_slow_groups, 1);
+			err = (struct rv_err){ 0 };
+			rc = group_slow(b, c, items, firsts, njobs, its, n, &err);
+		}
+	}
 	free(firsts);
 	free(its);
-	if (rc >= 0) {
-		rc = rv_db_commit(c, &err);
-	} else {
-		rv_db_rollback(c);
-	}
 	rv_db_release(b->db, c);
 	if (rc >= 0) {
 		atomic_fetch_add(&b->ingest_commits, 1);

@@ -108,17 +108,10 @@ int api_jobs_list(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 					"status must be running, finished or failed", "status");
 		return 0;
 	}
-	const char *ns = rv_http_query(req, "namespace");
-	if (ns && strlen(ns) >= RV_NAME_MAX) {
-		rv_http_resp_error_text(resp, 400, "invalid_argument", "namespace is too long",
-					"namespace");
-		return 0;
-	}
-	if (ns && !rv_utf8_valid(ns, strlen(ns))) {
-		rv_http_resp_error_text(resp, 400, "invalid_argument",
-					"namespace is not valid UTF-8", "namespace");
-		return 0;
-	}
+	const char *ns;
+	int qrc = rv_http_query_name(req, "namespace", RV_NAME_MAX - 1, false, &ns, &err);
+	if (qrc < 0)
+		return api_fail(b, resp, qrc, &err);
 	PGconn *c = api_db(b, resp);
 	if (!c)
 		return 0;

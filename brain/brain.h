@@ -20,6 +20,7 @@
 #include <cjson/cJSON.h>
 #include <libpq-fe.h>
 
+#include "buf.h"
 #include "db.h"
 #include "rover_alg.h"
 #include "http.h"
@@ -157,6 +158,7 @@ struct brain {
 	atomic_int_least64_t unavail_logged_ms;
 	atomic_uint_least64_t unavail_suppressed;
 	atomic_uint_least64_t ingest_commits;
+	atomic_uint_least64_t ingest_slow_groups;
 };
 
 /* ---- api.c (JSON replies and bodies: rest_server.h) ---- */
@@ -232,6 +234,12 @@ int store_job_insert(PGconn *c, const struct rv_job_spec *spec, const char *spec
 		     struct store_job *out, struct rv_err *err);
 /* Look up by uid; -ENOENT when unknown. */
 int store_job_find(PGconn *c, const char *uid, struct store_job *out, struct rv_err *err);
+/* Several jobs by uid as one statement of a pipeline: uids borrowed (one
+ * parameter, a text[] literal); after it ran, store_jobs_from_stmt fills
+ * out with the job of uid (-ENOENT when unknown). */
+void store_jobs_find_stmt(struct rv_db_stmt *st, const char *const *uids);
+int store_jobs_from_stmt(const struct rv_db_stmt *st, const char *uid, struct store_job *out,
+			 struct rv_err *err);
 int store_job_find_id(PGconn *c, int64_t id, struct store_job *out, struct rv_err *err);
 /* Full job document (spec, status, node table); caller owns the cJSON. */
 int store_job_get_json(PGconn *c, const char *uid, cJSON **out, struct rv_err *err);
@@ -241,10 +249,60 @@ int store_job_list_json(PGconn *c, const char *namespace_, const char *status, i
  * nothing).  0 stored, *accepted = b->n; 1 when b->batch_id was stored for
  * the job before: nothing written, *accepted = that batch's sample count.
  * Progress samples: the newest per dataset is the job's progress, the
- * history keeps progress_keep per dataset; -EINVAL (field
+ * history keeps progress_keep per dataset (store_samples_build skips
+ * them: the fast path leaves groups with progress to this); -EINVAL (field
  * "samples[i].dataset") when one names no dataset of the job's spec. */
 int store_metrics_insert(PGconn *c, int64_t job_id, const struct rv_metrics_batch *b,
 			 int progress_keep, int *accepted, struct rv_err *err);
+/* Claims as statements of a pipeline, for many jobs at once; parameters
+ * borrowed (array literals).  store_metrics_claims_stmt: p = {job uids,
+ * batch ids, sample counts}, one element per batch (no (uid, batch id)
+ * twice); claims for running jobs only; store_metrics_claimed then says
+ * whether a job's batch id was claimed by it (else it was stored before, or
+ * the job is not running).  store_metrics_seen_stmt: p = {job ids, batch
+ * ids}; store_metrics_seen_from_stmt gives a stored batch's count. */
+void store_metrics_claims_stmt(struct rv_db_stmt *st, const char *const *p);
+bool store_metrics_claimed(const struct rv_db_stmt *st, int64_t job_id, const char *batch_id);
+void store_metrics_seen_stmt(struct rv_db_stmt *st, const char *const *p);
+int store_metrics_seen_from_stmt(const struct rv_db_stmt *st, int64_t job_id, const char *batch_id,
+				 int *accepted, struct rv_err *err);
+/* The statements that store the samples of batches, of one job or many
+ * (no batch id handling: claim first): a key share lock of the jobs' rows
+ * (-ENOENT when one is gone),
+ * one multi-row INSERT per sample table and for the per-node summary, then
+ * the jobs' rows locked in id order and their last sample time updated
+ * (from there to the commit a second transaction storing samples of one
+ * of these jobs waits).  store_samples_build sorts in by job (the batches
+ * are borrowed until it returns) and gives 0 or -ENOMEM (release either
+ * way); st[0..n) borrow its buffers: run them (rv_db_exec_pipeline, alone
+ * or with other statements), then store_samples_check compares the row
+ * counts (-EIO when short).  store_samples_release
+ * frees the buffers and the results in st. */
+struct store_batch_in {
+	int64_t job_id;
+	const struct rv_metrics_batch *batch;
+};
+enum { SS_SPEED_COLS = 6, SS_NODE_COLS = 13, SS_AGG_COLS = 8, SS_JOB_COLS = 4, SS_STMTS = 6 };
+struct store_samples {
+	union {
+		struct {
+			struct rv_buf speed[SS_SPEED_COLS];
+			struct rv_buf node[SS_NODE_COLS];
+			struct rv_buf agg[SS_AGG_COLS];
+			struct rv_buf job[SS_JOB_COLS];
+		};
+		struct rv_buf bufs[SS_SPEED_COLS + SS_NODE_COLS + SS_AGG_COLS + SS_JOB_COLS];
+	};
+	const char *p_speed[SS_SPEED_COLS], *p_node[SS_NODE_COLS];
+	const char *p_agg[SS_AGG_COLS], *p_job[SS_JOB_COLS];
+	struct rv_db_stmt st[SS_STMTS];
+	int want[SS_STMTS]; /* rows each statement must touch, -1 any */
+	int n;
+};
+int store_samples_build(struct store_samples *ss, struct store_batch_in *in, int n,
+			struct rv_err *err);
+int store_samples_check(const struct store_samples *ss, struct rv_err *err);
+void store_samples_release(struct store_samples *ss);
 /* Claim b->batch_id (non-empty) for the job inside the caller's
  * transaction: 1 claimed (store the samples with a batch whose batch_id
  * is ""), 0 when it was stored before (*accepted = that batch's count). */

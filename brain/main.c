@@ -153,32 +153,6 @@ static int find_sql_dir(char *out, size_t size)
 	return -ENOENT;
 }
 
-/* server.token_file: the token is the file's first line (a trailing newline
- * and spaces dropped); it must not be empty. */
-static int read_token_file(struct brain *b, struct rv_err *err)
-{
-	const char *path = b->cfg.token_file;
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return rv_err_set(err, -errno, "server.token_file", "could not open \"%s\": %s",
-				  path, strerror(errno));
-	char line[sizeof(b->cfg.token) + 2];
-	bool got = fgets(line, sizeof(line), f) != NULL;
-	fclose(f);
-	size_t n = got ? strcspn(line, "\r\n") : 0;
-	if (got && n == strlen(line) && n >= sizeof(b->cfg.token))
-		return rv_err_set(err, -EINVAL, "server.token_file",
-				  "token in \"%s\" is longer than %zu bytes", path,
-				  sizeof(b->cfg.token) - 1);
-	while (n > 0 && (line[n - 1] == ' ' || line[n - 1] == '\t'))
-		n--;
-	if (n == 0)
-		return rv_err_set(err, -EINVAL, "server.token_file", "no token in \"%s\"", path);
-	memcpy(b->cfg.token, line, n);
-	b->cfg.token[n] = '\0';
-	return 0;
-}
-
 /* Raise the open-file limit to its hard limit: every connection is a
  * descriptor.  Returns the soft limit now in force. */
 static long long raise_nofile(void)
@@ -268,7 +242,8 @@ static int run(int argc, char **argv)
 
 	char q[600];
 	if (b->cfg.token_file[0]) {
-		rc = read_token_file(b, &err);
+		rc = rv_daemon_read_token(b->cfg.token_file, "server.token_file", b->cfg.token,
+					  sizeof(b->cfg.token), &err);
 		if (rc < 0) {
 			rv_log_error("could not read the token file", "reason=%s",
 				     rv_log_q(q, sizeof(q), err.msg));

@@ -136,6 +136,24 @@ int store_job_find(PGconn *c, const char *uid, struct store_job *out, struct rv_
 	return job_find(c, "SELECT " JOB_COLS " FROM jobs WHERE uid = $1", uid, out, err);
 }
 
+void store_jobs_find_stmt(struct rv_db_stmt *st, const char *const *uids)
+{
+	*st = (struct rv_db_stmt){ .sql = "SELECT " JOB_COLS
+					  " FROM jobs WHERE uid = ANY($1::text[])",
+				   .nparams = 1,
+				   .params = uids,
+				   .want_res = true };
+}
+
+int store_jobs_from_stmt(const struct rv_db_stmt *st, const char *uid, struct store_job *out,
+			 struct rv_err *err)
+{
+	for (int i = 0; st->res && i < st->rows; i++)
+		if (strcmp(PQgetvalue(st->res, i, 1), uid) == 0)
+			return fill_job(st->res, i, out, err);
+	return rv_err_set(err, -ENOENT, "uid", "no job with uid \"%s\"", uid);
+}
+
 int store_job_find_id(PGconn *c, int64_t id, struct store_job *out, struct rv_err *err)
 {
 	char ids[24];
@@ -233,152 +251,256 @@ int store_job_list_json(PGconn *c, const char *namespace_, const char *status, i
 
 /* ---- metrics ---- */
 
-struct node_agg {
-	const struct rv_sample *s;   /* latest sample of the node */
-	int64_t peak_mem;
-	double peak_cpu;
+/* A node sample with its job, for the per-node summary. */
+struct node_ref {
+	int64_t job_id;
+	const struct rv_sample *s;
 };
 
-static int cmp_node_sample(const void *a, const void *b)
+static int cmp_node_ref(const void *a, const void *b)
 {
-	const struct rv_sample *x = *(const struct rv_sample *const *)a;
-	const struct rv_sample *y = *(const struct rv_sample *const *)b;
-	int c = strcmp(x->node, y->node);
+	const struct node_ref *x = a, *y = b;
+	if (x->job_id != y->job_id)
+		return x->job_id < y->job_id ? -1 : 1;
+	int c = strcmp(x->s->node, y->s->node);
 	if (c)
 		return c;
-	return x->ts_ms < y->ts_ms ? -1 : x->ts_ms > y->ts_ms;
+	return x->s->ts_ms < y->s->ts_ms ? -1 : x->s->ts_ms > y->s->ts_ms;
 }
 
-/* Time series go in by COPY: the statement is constant and rows are data.
- * Doubles print with 15 significant digits: exact for every decimal input of
- * up to 15 digits (all metrics), and half the formatting cost of 17. */
-static int insert_speed(PGconn *c, const char *job_s, const struct rv_metrics_batch *b, int n,
+static int cmp_batch_in(const void *a, const void *b)
+{
+	const struct store_batch_in *x = a, *y = b;
+	return (x->job_id > y->job_id) - (x->job_id < y->job_id);
+}
+
+/* Append one element to a PostgreSQL array literal under construction
+ * ("{" before the first). */
+static void arr_sep(struct rv_buf *b)
+{
+	rv_buf_puts(b, b->len ? "," : "{");
+}
+
+static void arr_i64(struct rv_buf *b, int64_t v)
+{
+	arr_sep(b);
+	rv_buf_printf(b, "%" PRId64, v);
+}
+
+/* Doubles print with 15 significant digits: exact for every decimal input
+ * of up to 15 digits (all metrics). */
+static void arr_f64(struct rv_buf *b, double v)
+{
+	arr_sep(b);
+	rv_buf_printf(b, "%.15g", v);
+}
+
+static void arr_str(struct rv_buf *b, const char *v)
+{
+	arr_sep(b);
+	rv_buf_pg_array_str(b, v);
+}
+
+/* Close the arrays and point the parameters at them ("{}" when empty). */
+static void arr_close(struct rv_buf *cols, int n, const char **params)
+{
+	for (int k = 0; k < n; k++) {
+		if (!cols[k].len)
+			rv_buf_puts(&cols[k], "{");
+		rv_buf_puts(&cols[k], "}");
+		params[k] = cols[k].data;
+	}
+}
+
+static void ss_add(struct store_samples *ss, const char *sql, int nparams, const char **params,
+		   int want)
+{
+	ss->st[ss->n] = (struct rv_db_stmt){ .sql = sql, .nparams = nparams, .params = params };
+	ss->want[ss->n++] = want;
+}
+
+/*
+ * Every sample of every batch goes in with one statement per table, for
+ * all the jobs of a group at once: each column is an array parameter
+ * unnested by the server, so the statements are constant, the rows are
+ * data, the statement count does not grow with the jobs, and unlike COPY
+ * they can share a round trip (rv_db_exec_pipeline).  The sample tables
+ * have no foreign key (sql/009_sample_keys.sql): the first statement
+ * (jobs_keep) locks the jobs' rows against deletion, or fails as the
+ * foreign key would when one is gone (a statement after a failed one in
+ * a pipeline does not run).  The jobs' rows are updated last, locked in id order (two
+ * transactions wait for each other but never deadlock): from there to the
+ * commit a second transaction storing samples of a job waits.
+ */
+int store_samples_build(struct store_samples *ss, struct store_batch_in *in, int n,
 			struct rv_err *err)
 {
-	struct rv_buf rows;
-	rv_buf_init(&rows);
-	for (int i = 0; i < b->n; i++) {
-		const struct rv_sample *s = &b->samples[i];
-		if (s->kind == RV_SAMPLE_SPEED)
-			rv_buf_printf(&rows, "%s\t%" PRId64 "\t%.15g\t%" PRId64 "\t%d\t%d\n", job_s,
-				      s->ts_ms, s->speed, s->step, s->workers, s->ps);
+	memset(ss, 0, sizeof(*ss));
+	qsort(in, (size_t)n, sizeof(*in), cmp_batch_in);
+	int nnode = 0, nspeed = 0, njobs = 0;
+	for (int i = 0; i < n; i++)
+		for (int k = 0; k < in[i].batch->n; k++)
+			nnode += in[i].batch->samples[k].kind == RV_SAMPLE_NODE;
+	struct node_ref *nodes = nnode ? calloc((size_t)nnode, sizeof(*nodes)) : NULL;
+	if (nnode && !nodes)
+		return rv_err_set(err, -ENOMEM, "", "out of memory");
+	nnode = 0;
+	struct rv_buf *sp = ss->speed, *nu = ss->node, *jb = ss->job;
+	for (int i = 0; i < n;) {
+		/* One job: its batches are next to each other. */
+		int64_t job = in[i].job_id, max_ts = 0, params = 0, batch = 0;
+		for (; i < n && in[i].job_id == job; i++) {
+			const struct rv_metrics_batch *b = in[i].batch;
+			for (int k = 0; k < b->n; k++) {
+				const struct rv_sample *s = &b->samples[k];
+				if (s->kind == RV_SAMPLE_PROGRESS)
+					continue; /* its own tables: insert_progress */
+				if (s->ts_ms > max_ts)
+					max_ts = s->ts_ms;
+				if (s->kind == RV_SAMPLE_SPEED) {
+					arr_i64(&sp[0], job);
+					arr_i64(&sp[1], s->ts_ms);
+					arr_f64(&sp[2], s->speed);
+					arr_i64(&sp[3], s->step);
+					arr_i64(&sp[4], s->workers);
+					arr_i64(&sp[5], s->ps);
+					nspeed++;
+				} else if (s->kind == RV_SAMPLE_NODE) {
+					nodes[nnode++] = (struct node_ref){ job, s };
+					arr_i64(&nu[0], job);
+					arr_i64(&nu[1], s->ts_ms);
+					arr_str(&nu[2], s->node);
+					arr_str(&nu[3], rv_role_name(s->role));
+					arr_i64(&nu[4], s->rank);
+					arr_f64(&nu[5], s->cpu);
+					arr_i64(&nu[6], s->memory_mb);
+					arr_f64(&nu[7], s->cpu_limit);
+					arr_i64(&nu[8], s->memory_limit_mb);
+					arr_f64(&nu[9], s->step_time);
+					/* Throttling counters: NULL when the sample had none. */
+					for (int c = 10; c < 13; c++)
+						arr_sep(&nu[c]);
+					if (s->nr_periods > 0) {
+						rv_buf_printf(&nu[10], "%" PRId64, s->nr_periods);
+						rv_buf_printf(&nu[11], "%" PRId64, s->nr_throttled);
+						rv_buf_printf(&nu[12], "%" PRId64,
+							      s->throttled_usec);
+					} else {
+						for (int c = 10; c < 13; c++)
+							rv_buf_puts(&nu[c], "NULL");
+					}
+				} else {
+					params = s->parameters;
+					batch = s->batch_size;
+				}
+			}
+		}
+		arr_i64(&jb[0], job);
+		arr_i64(&jb[1], max_ts);
+		arr_i64(&jb[2], params);
+		arr_i64(&jb[3], batch);
+		njobs++;
 	}
-	int rc = rv_buf_failed(&rows)
-			 ? rv_err_set(err, -ENOMEM, "", "out of memory")
-			 : rv_db_copy_in(c, "COPY job_speed (job_id, ts_ms, speed, step, workers, ps)"
-					    " FROM STDIN", rows.data, rows.len, err);
-	if (rc >= 0 && rc != n)
-		rc = rv_err_set(err, -EIO, "", "stored %d of %d speed samples", rc, n);
-	rv_buf_release(&rows);
-	return rc < 0 ? rc : 0;
+
+	/* One row per (job, node) in job_nodes: latest limits, peaks so far.
+	 * Grouped here because one INSERT .. ON CONFLICT may not touch a row
+	 * twice; in (job, node) order, the same in every transaction. */
+	struct rv_buf *ag = ss->agg;
+	if (nnode)
+		qsort(nodes, (size_t)nnode, sizeof(*nodes), cmp_node_ref);
+	for (int i = 0; i < nnode;) {
+		const struct node_ref *first = &nodes[i];
+		int64_t peak_mem = 0;
+		double peak_cpu = 0;
+		const struct rv_sample *last = first->s; /* the loop takes first too */
+		for (; i < nnode && nodes[i].job_id == first->job_id &&
+		       strcmp(nodes[i].s->node, first->s->node) == 0;
+		     i++) {
+			last = nodes[i].s;
+			if (last->memory_mb > peak_mem)
+				peak_mem = last->memory_mb;
+			if (last->cpu > peak_cpu)
+				peak_cpu = last->cpu;
+		}
+		arr_i64(&ag[0], first->job_id);
+		arr_str(&ag[1], last->node);
+		arr_str(&ag[2], rv_role_name(last->role));
+		arr_i64(&ag[3], last->rank);
+		arr_f64(&ag[4], last->cpu_limit);
+		arr_i64(&ag[5], last->memory_limit_mb);
+		arr_i64(&ag[6], peak_mem);
+		arr_f64(&ag[7], peak_cpu);
+	}
+	free(nodes);
+	arr_close(sp, SS_SPEED_COLS, ss->p_speed);
+	arr_close(nu, SS_NODE_COLS, ss->p_node);
+	arr_close(ag, SS_AGG_COLS, ss->p_agg);
+	arr_close(jb, SS_JOB_COLS, ss->p_job);
+	for (size_t k = 0; k < sizeof(ss->bufs) / sizeof(ss->bufs[0]); k++)
+		if (rv_buf_failed(&ss->bufs[k]))
+			return rv_err_set(err, -ENOMEM, "", "out of memory");
+
+	ss_add(ss, "SELECT jobs_keep($1::bigint[])", 1, ss->p_job, 1);
+	if (nspeed)
+		ss_add(ss,
+		       "INSERT INTO job_speed (job_id, ts_ms, speed, step, workers, ps)"
+		       " SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::float8[], "
+		       "$4::bigint[],"
+		       " $5::int[], $6::int[])",
+		       SS_SPEED_COLS, ss->p_speed, nspeed);
+	if (nnode) {
+		ss_add(ss,
+		       "INSERT INTO node_usage (job_id, ts_ms, node, role, rank, cpu,"
+		       " memory_mb, cpu_limit, memory_limit_mb, step_time,"
+		       " nr_periods, nr_throttled, throttled_usec)"
+		       " SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[],"
+		       " $5::int[], $6::float8[], $7::bigint[], $8::float8[], $9::bigint[],"
+		       " $10::float8[], $11::bigint[], $12::bigint[], $13::bigint[])",
+		       SS_NODE_COLS, ss->p_node, nnode);
+		ss_add(ss,
+		       "INSERT INTO job_nodes AS n (job_id, name, role, rank, cpu, memory_mb,"
+		       " peak_memory_mb, peak_cpu)"
+		       " SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[],"
+		       " $5::float8[], $6::bigint[], $7::bigint[], $8::float8[])"
+		       " ON CONFLICT (job_id, name) DO UPDATE SET role = EXCLUDED.role,"
+		       " rank = EXCLUDED.rank,"
+		       " cpu = CASE WHEN EXCLUDED.cpu > 0 THEN EXCLUDED.cpu ELSE n.cpu END,"
+		       " memory_mb = CASE WHEN EXCLUDED.memory_mb > 0 THEN EXCLUDED.memory_mb"
+		       "   ELSE n.memory_mb END,"
+		       " peak_memory_mb = greatest(n.peak_memory_mb, EXCLUDED.peak_memory_mb),"
+		       " peak_cpu = greatest(n.peak_cpu, EXCLUDED.peak_cpu), updated_at = now()",
+		       SS_AGG_COLS, ss->p_agg, -1);
+	}
+	ss_add(ss, "SELECT 1 FROM jobs WHERE id = ANY($1::bigint[]) ORDER BY id FOR NO KEY UPDATE",
+	       1, ss->p_job, -1);
+	ss_add(ss,
+	       "UPDATE jobs j SET last_sample_ms = greatest(j.last_sample_ms, u.ts),"
+	       " model_parameters = CASE WHEN u.params > 0 THEN u.params ELSE j.model_parameters "
+	       "END,"
+	       " batch_size = CASE WHEN u.batch > 0 THEN u.batch ELSE j.batch_size END"
+	       " FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::int[])"
+	       "   AS u (id, ts, params, batch)"
+	       " WHERE j.id = u.id",
+	       SS_JOB_COLS, ss->p_job, njobs);
+	return 0;
 }
 
-enum { NU_COLS = 7 };
-
-static int insert_node_usage(PGconn *c, const char *job_s, const struct rv_metrics_batch *b,
-			     int n, struct rv_err *err)
+int store_samples_check(const struct store_samples *ss, struct rv_err *err)
 {
-	struct rv_buf col[NU_COLS];
-	for (int k = 0; k < NU_COLS; k++)
-		rv_buf_init(&col[k]);
-	const struct rv_sample **sorted = calloc((size_t)n, sizeof(*sorted));
-	struct node_agg *agg = calloc((size_t)n, sizeof(*agg));
-	int rc = 0, nagg = 0, m = 0;
-	if (!sorted || !agg) {
-		rc = rv_err_set(err, -ENOMEM, "", "out of memory");
-		goto out;
-	}
-	struct rv_buf rows;
-	rv_buf_init(&rows);
-	for (int i = 0; i < b->n; i++) {
-		const struct rv_sample *s = &b->samples[i];
-		if (s->kind != RV_SAMPLE_NODE)
-			continue;
-		sorted[m++] = s;
-		rv_buf_printf(&rows, "%s\t%" PRId64 "\t", job_s, s->ts_ms);
-		rv_db_copy_text(&rows, s->node);
-		rv_buf_printf(&rows, "\t%s\t%d\t%.15g\t%" PRId64 "\t%.15g\t%" PRId64 "\t%.15g",
-			      rv_role_name(s->role), s->rank, s->cpu, s->memory_mb, s->cpu_limit,
-			      s->memory_limit_mb, s->step_time);
-		/* Throttling counters: NULL (\N) when the sample had none. */
-		if (s->nr_periods > 0)
-			rv_buf_printf(&rows, "\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\n",
-				      s->nr_periods, s->nr_throttled, s->throttled_usec);
-		else
-			rv_buf_puts(&rows, "\t\\N\t\\N\t\\N\n");
-	}
-	rc = rv_buf_failed(&rows)
-		     ? rv_err_set(err, -ENOMEM, "", "out of memory")
-		     : rv_db_copy_in(c,
-				     "COPY node_usage (job_id, ts_ms, node, role, rank, cpu,"
-				     " memory_mb, cpu_limit, memory_limit_mb, step_time,"
-				     " nr_periods, nr_throttled, throttled_usec)"
-				     " FROM STDIN",
-				     rows.data, rows.len, err);
-	rv_buf_release(&rows);
-	if (rc >= 0 && rc != n)
-		rc = rv_err_set(err, -EIO, "", "stored %d of %d node samples", rc, n);
-	if (rc < 0)
-		goto out;
-	/* One row per node in job_nodes: latest limits, peaks so far.  Grouped in
-	 * C because one INSERT .. ON CONFLICT may not touch a row twice. */
-	qsort(sorted, (size_t)m, sizeof(*sorted), cmp_node_sample);
-	for (int i = 0; i < m; i++) {
-		if (nagg == 0 || strcmp(agg[nagg - 1].s->node, sorted[i]->node) != 0) {
-			agg[nagg].peak_mem = 0;
-			agg[nagg].peak_cpu = 0;
-			nagg++;
-		}
-		struct node_agg *a = &agg[nagg - 1];
-		a->s = sorted[i];
-		if (sorted[i]->memory_mb > a->peak_mem)
-			a->peak_mem = sorted[i]->memory_mb;
-		if (sorted[i]->cpu > a->peak_cpu)
-			a->peak_cpu = sorted[i]->cpu;
-	}
-	const char *sep = "{";
-	for (int i = 0; i < nagg; i++) {
-		const struct rv_sample *s = agg[i].s;
-		rv_buf_puts(&col[0], sep);
-		rv_buf_pg_array_str(&col[0], s->node);
-		rv_buf_printf(&col[1], "%s%s", sep, rv_role_name(s->role));
-		rv_buf_printf(&col[2], "%s%d", sep, s->rank);
-		rv_buf_printf(&col[3], "%s%.15g", sep, s->cpu_limit);
-		rv_buf_printf(&col[4], "%s%" PRId64, sep, s->memory_limit_mb);
-		rv_buf_printf(&col[5], "%s%" PRId64, sep, agg[i].peak_mem);
-		rv_buf_printf(&col[6], "%s%.15g", sep, agg[i].peak_cpu);
-		sep = ",";
-	}
-	for (int k = 0; k < 7; k++) {
-		rv_buf_puts(&col[k], "}");
-		if (rv_buf_failed(&col[k])) {
-			rc = rv_err_set(err, -ENOMEM, "", "out of memory");
-			goto out;
-		}
-	}
-	{
-		const char *p[] = { job_s, col[0].data, col[1].data, col[2].data, col[3].data,
-				    col[4].data, col[5].data, col[6].data };
-		rc = rv_db_exec(c,
-				"INSERT INTO job_nodes AS n (job_id, name, role, rank, cpu, memory_mb,"
-				" peak_memory_mb, peak_cpu)"
-				" SELECT $1::bigint, * FROM unnest($2::text[], $3::text[], $4::int[],"
-				" $5::float8[], $6::bigint[], $7::bigint[], $8::float8[])"
-				" ON CONFLICT (job_id, name) DO UPDATE SET role = EXCLUDED.role,"
-				" rank = EXCLUDED.rank,"
-				" cpu = CASE WHEN EXCLUDED.cpu > 0 THEN EXCLUDED.cpu ELSE n.cpu END,"
-				" memory_mb = CASE WHEN EXCLUDED.memory_mb > 0 THEN EXCLUDED.memory_mb"
-				"   ELSE n.memory_mb END,"
-				" peak_memory_mb = greatest(n.peak_memory_mb, EXCLUDED.peak_memory_mb),"
-				" peak_cpu = greatest(n.peak_cpu, EXCLUDED.peak_cpu), updated_at = now()",
-				8, p, NULL, err);
-	}
-out:
-	for (int k = 0; k < NU_COLS; k++)
-		rv_buf_release(&col[k]);
-	free(sorted);
-	free(agg);
-	return rc < 0 ? rc : 0;
+	for (int i = 0; i < ss->n; i++)
+		if (ss->want[i] >= 0 && ss->st[i].rows != ss->want[i])
+			return rv_err_set(err, -EIO, "", "stored %d of %d rows", ss->st[i].rows,
+					  ss->want[i]);
+	return 0;
+}
+
+void store_samples_release(struct store_samples *ss)
+{
+	for (size_t k = 0; k < sizeof(ss->bufs) / sizeof(ss->bufs[0]); k++)
+		rv_buf_release(&ss->bufs[k]);
+	for (int i = 0; i < ss->n; i++)
+		PQclear(ss->st[i].res);
+	ss->n = 0;
 }
 
 /* Progress samples: each names a dataset of the job's spec (else the batch
@@ -508,6 +630,56 @@ static int claim_batch_id(PGconn *c, const char *job_s, const struct rv_metrics_
 	return 0;
 }
 
+void store_metrics_claims_stmt(struct rv_db_stmt *st, const char *const *p)
+{
+	/* Only for running jobs: a finished one takes no data, and its
+	 * batches get the refusal, not a claim. */
+	*st = (struct rv_db_stmt){
+		.sql = "INSERT INTO metrics_batches (job_id, batch_id, samples)"
+		       " SELECT j.id, c.batch_id, c.n"
+		       " FROM unnest($1::text[], $2::text[], $3::int[]) AS c (uid, batch_id, n)"
+		       " JOIN jobs j ON j.uid = c.uid AND j.status = 'running'"
+		       " ON CONFLICT DO NOTHING RETURNING job_id, batch_id",
+		.nparams = 3,
+		.params = p,
+		.want_res = true,
+	};
+}
+
+bool store_metrics_claimed(const struct rv_db_stmt *st, int64_t job_id, const char *batch_id)
+{
+	for (int i = 0; st->res && i < st->rows; i++)
+		if (strtoll(PQgetvalue(st->res, i, 0), NULL, 10) == job_id &&
+		    strcmp(PQgetvalue(st->res, i, 1), batch_id) == 0)
+			return true;
+	return false;
+}
+
+void store_metrics_seen_stmt(struct rv_db_stmt *st, const char *const *p)
+{
+	*st = (struct rv_db_stmt){
+		.sql = "SELECT m.job_id, m.batch_id, m.samples FROM metrics_batches m"
+		       " JOIN unnest($1::bigint[], $2::text[]) AS u (job_id, batch_id)"
+		       " ON m.job_id = u.job_id AND m.batch_id = u.batch_id",
+		.nparams = 2,
+		.params = p,
+		.want_res = true,
+	};
+}
+
+int store_metrics_seen_from_stmt(const struct rv_db_stmt *st, int64_t job_id, const char *batch_id,
+				 int *accepted, struct rv_err *err)
+{
+	for (int i = 0; st->res && i < st->rows; i++)
+		if (strtoll(PQgetvalue(st->res, i, 0), NULL, 10) == job_id &&
+		    strcmp(PQgetvalue(st->res, i, 1), batch_id) == 0) {
+			*accepted = store_pg_int(PQgetvalue(st->res, i, 2));
+			return 0;
+		}
+	return rv_err_set(err, -EIO, "batch_id", "batch id \"%s\" neither new nor stored",
+			  batch_id);
+}
+
 int store_metrics_claim(PGconn *c, int64_t job_id, const struct rv_metrics_batch *b, int *accepted,
 			struct rv_err *err)
 {
@@ -526,45 +698,22 @@ int store_metrics_insert(PGconn *c, int64_t job_id, const struct rv_metrics_batc
 	int rc;
 	if (b->batch_id[0] && (rc = claim_batch_id(c, job_s, b, accepted, err)) <= 0)
 		return rc < 0 ? rc : 1;
-	int nspeed = 0, nnode = 0, nprogress = 0;
-	int64_t max_ts = 0, params = 0, batch = 0;
-	for (int i = 0; i < b->n; i++) {
-		const struct rv_sample *s = &b->samples[i];
-		if (s->kind == RV_SAMPLE_PROGRESS) {
-			/* data progress is no measurement the planner considers:
-			 * it leaves last_sample_ms alone */
-			nprogress++;
-			continue;
-		}
-		if (s->ts_ms > max_ts)
-			max_ts = s->ts_ms;
-		if (s->kind == RV_SAMPLE_SPEED)
-			nspeed++;
-		else if (s->kind == RV_SAMPLE_NODE)
-			nnode++;
-		else {
-			params = s->parameters;
-			batch = s->batch_size;
-		}
-	}
+	/* Data progress is no measurement the planner considers: it goes to
+	 * its own tables and leaves last_sample_ms alone (store_samples_build
+	 * skips it). */
+	int nprogress = 0;
+	for (int i = 0; i < b->n; i++)
+		nprogress += b->samples[i].kind == RV_SAMPLE_PROGRESS;
 	if (nprogress && (rc = insert_progress(c, job_s, b, progress_keep, err)) < 0)
 		return rc;
-	if (nspeed && (rc = insert_speed(c, job_s, b, nspeed, err)) < 0)
-		return rc;
-	if (nnode && (rc = insert_node_usage(c, job_s, b, nnode, err)) < 0)
-		return rc;
-	char ts_s[24], params_s[24], batch_s[24];
-	i64s(ts_s, sizeof(ts_s), max_ts);
-	i64s(params_s, sizeof(params_s), params);
-	i64s(batch_s, sizeof(batch_s), batch);
-	const char *p[] = { job_s, ts_s, params_s, batch_s };
-	rc = rv_db_exec(c,
-			"UPDATE jobs SET last_sample_ms = greatest(last_sample_ms, $2::bigint),"
-			" model_parameters = CASE WHEN $3::bigint > 0 THEN $3::bigint"
-			"   ELSE model_parameters END,"
-			" batch_size = CASE WHEN $4::int > 0 THEN $4::int ELSE batch_size END"
-			" WHERE id = $1::bigint",
-			4, p, NULL, err);
+	struct store_samples ss;
+	struct store_batch_in in = { job_id, b };
+	rc = store_samples_build(&ss, &in, 1, err);
+	if (rc == 0)
+		rc = rv_db_exec_pipeline(c, ss.st, ss.n, NULL, err);
+	if (rc == 0)
+		rc = store_samples_check(&ss, err);
+	store_samples_release(&ss);
 	return rc < 0 ? rc : 0;
 }
 

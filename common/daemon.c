@@ -4,6 +4,7 @@
 #include "daemon.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -78,4 +79,27 @@ void rv_daemon_print_listening(const char *listen, int port)
 	int hlen = colon ? (int)(colon - listen) : (int)strlen(listen);
 	printf("listening on http://%.*s:%d\n", hlen, listen, port);
 	fflush(stdout);
+}
+
+int rv_daemon_read_token(const char *path, const char *key, char *out, size_t size,
+			 struct rv_err *err)
+{
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return rv_err_set(err, -errno, key, "could not open \"%s\": %s", path,
+				  strerror(errno));
+	char line[4096];
+	bool got = fgets(line, sizeof(line), f) != NULL;
+	fclose(f);
+	size_t n = got ? strcspn(line, "\r\n") : 0;
+	while (n > 0 && (line[n - 1] == ' ' || line[n - 1] == '\t'))
+		n--;
+	if (n >= size || (got && n == strlen(line) && n == sizeof(line) - 1))
+		return rv_err_set(err, -EINVAL, key, "token in \"%s\" is longer than %zu bytes",
+				  path, size - 1);
+	if (n == 0)
+		return rv_err_set(err, -EINVAL, key, "no token in \"%s\"", path);
+	memcpy(out, line, n);
+	out[n] = '\0';
+	return 0;
 }

@@ -14,6 +14,7 @@
 #include <signal.h>
 
 #include "cfg.h"
+#include "err.h"
 
 struct rv_daemon {
 	const char *name;    /* "rover-brain": --version, messages, NAME.conf */
@@ -43,5 +44,13 @@ int rv_daemon_wait(const sigset_t *sigs);
 /* "listening on http://HOST:PORT" on stdout, flushed; listen is the
  * configured "HOST:PORT", port the one bound. */
 void rv_daemon_print_listening(const char *listen, int port);
+
+/* A bearer token kept in a file (so it stays off the command line and out
+ * of the environment): the file's first line, a trailing newline, spaces
+ * and tabs dropped, into out (size bytes with the NUL).  0, or -errno
+ * (could not open) / -EINVAL (empty, or too long) with *err naming key
+ * ("server.token_file"). */
+int rv_daemon_read_token(const char *path, const char *key, char *out, size_t size,
+			 struct rv_err *err);
 
 #endif

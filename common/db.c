@@ -335,8 +335,10 @@ void rv_db_release(struct rv_db_pool *pool, PGconn *conn)
 	if (!conn)
 		return;
 	PGconn *orig = conn;
-	/* Give the next user a clean session: no open transaction, no pending result. */
-	switch (PQtransactionStatus(conn)) {
+	/* Give the next user a clean session: no open transaction, no pending
+	 * result, not left in pipeline mode by a broken pipeline. */
+	switch (PQpipelineStatus(conn) != PQ_PIPELINE_OFF ? PQTRANS_UNKNOWN
+							  : PQtransactionStatus(conn)) {
 	case PQTRANS_IDLE:
 		break;
 	case PQTRANS_INTRANS:
@@ -408,6 +410,90 @@ int rv_db_exec(PGconn *conn, const char *sql, int nparams, const char *const *pa
 	}
 
 	return db_fail(conn, r, err);
+}
+
+/* A result of a statement that ran: its row count, or db_fail's errno. */
+static int stmt_rows(PGconn *conn, PGresult *r, struct rv_err *err)
+{
+	ExecStatusType st = PQresultStatus(r);
+	if (st == PGRES_TUPLES_OK)
+		return PQntuples(r);
+	if (st == PGRES_COMMAND_OK || st == PGRES_EMPTY_QUERY) {
+		const char *t = PQcmdTuples(r);
+		return t && *t ? (int)strtol(t, NULL, 10) : 0;
+	}
+	return db_fail(conn, r, err);
+}
+
+int rv_db_exec_pipeline(PGconn *conn, struct rv_db_stmt *s, int n, int *failed, struct rv_err *err)
+{
+	for (int i = 0; i < n; i++) {
+		s[i].res = NULL;
+		s[i].rows = 0;
+	}
+	if (failed)
+		*failed = -1;
+	if (PQenterPipelineMode(conn) != 1)
+		return db_fail(conn, NULL, err);
+	/* Send everything, then one sync; the server answers in order.  The
+	 * statements are few and their answers small, so sending all before
+	 * reading cannot fill both socket buffers. */
+	int sent = 0;
+	while (sent < n && PQsendQueryParams(conn, s[sent].sql, s[sent].nparams, NULL,
+					     s[sent].params, NULL, NULL, 0) == 1)
+		sent++;
+	int rc = 0;
+	if (sent < n || PQpipelineSync(conn) != 1) {
+		rc = rv_err_set(err, -ECONNRESET, NULL,
+				"could not send statements: connection lost: %s",
+				PQerrorMessage(conn));
+		if (failed)
+			*failed = sent;
+		sent = 0; /* nothing can be read back reliably */
+	}
+	for (int i = 0; i < sent; i++) {
+		PGresult *r = PQgetResult(conn);
+		if (!r) {
+			rc = rc < 0 ? rc : db_fail(conn, NULL, err);
+			break;
+		}
+		if (rc == 0) {
+			int rows = stmt_rows(conn, r, err);
+			if (rows < 0) {
+				rc = rows;
+				if (failed)
+					*failed = i;
+			} else {
+				s[i].rows = rows;
+				if (s[i].want_res) {
+					s[i].res = r;
+					r = NULL;
+				}
+			}
+		}
+		PQclear(r);
+		/* Each statement's results end with a NULL. */
+		while ((r = PQgetResult(conn)))
+			PQclear(r);
+	}
+	/* Up to the sync's own result; then the connection takes plain
+	 * statements again. */
+	for (int guard = 0; sent > 0 && guard < 2 * n + 2; guard++) {
+		PGresult *r = PQgetResult(conn);
+		if (!r) {
+			if (PQstatus(conn) != CONNECTION_OK)
+				break;
+			continue;
+		}
+		ExecStatusType st = PQresultStatus(r);
+		PQclear(r);
+		if (st == PGRES_PIPELINE_SYNC)
+			break;
+	}
+	if (PQexitPipelineMode(conn) != 1 && rc == 0)
+		rc = rv_err_set(err, -ECONNRESET, NULL, "could not leave pipeline mode: %s",
+				PQerrorMessage(conn));
+	return rc;
 }
 
 int rv_db_copy_in(PGconn *conn, const char *copy_sql, const char *data, size_t len,

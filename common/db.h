@@ -13,6 +13,7 @@
 #define RV_DB_H
 
 #include <libpq-fe.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "err.h"
@@ -54,6 +55,27 @@ void rv_db_release(struct rv_db_pool *pool, PGconn *conn);
  * returns a negative errno from the SQLSTATE with the server's message in *err. */
 int rv_db_exec(PGconn *conn, const char *sql, int nparams, const char *const *params,
 	       PGresult **res, struct rv_err *err);
+
+/* One statement of rv_db_exec_pipeline.  sql and params are borrowed; res
+ * (when the statement succeeded and want_res is set) is the caller's to
+ * PQclear; rows as rv_db_exec returns them. */
+struct rv_db_stmt {
+	const char *sql;
+	int nparams;
+	const char *const *params;
+	bool want_res;
+	PGresult *res;
+	int rows;
+};
+
+/* Run n statements in one round trip (libpq's pipeline mode, one sync):
+ * the statements run in order as if by rv_db_exec one after the other.
+ * Returns 0 when every one succeeded, else the first failure's negative
+ * errno with its message in *err (*failed, when not NULL, its index; the
+ * later statements were not run).  Inside a transaction a failure leaves it
+ * aborted, as one statement's failure does.  Results of statements that
+ * succeeded are handed over as said above even when a later one failed. */
+int rv_db_exec_pipeline(PGconn *conn, struct rv_db_stmt *s, int n, int *failed, struct rv_err *err);
 
 /* COPY ... FROM STDIN: copy_sql is a constant statement; data holds text-format
  * rows (tab-separated, newline-terminated) built by the caller, with text

@@ -35,6 +35,18 @@
 
 #define RV_HTTP_MAX_PARAMS 4
 
+/* Limits the server answers itself, in JSON, below libmicrohttpd's own
+ * (a request's head must fit the connection's memory, 8 KiB for a pooled
+ * server, or libmicrohttpd answers 414/431 itself, in HTML):
+ * the request target (path and query) at most RV_HTTP_URI_MAX bytes (414),
+ * the header lines (names, values, ": " and CRLF) at most
+ * RV_HTTP_HEADERS_MAX bytes (431), every query parameter's value at most
+ * RV_HTTP_QUERY_VALUE_MAX bytes and every name and value valid UTF-8 (400
+ * naming the parameter; a handler may ask for less). */
+#define RV_HTTP_URI_MAX         2048
+#define RV_HTTP_HEADERS_MAX     4096
+#define RV_HTTP_QUERY_VALUE_MAX 1024
+
 struct rv_http_req {
 	const char *method;
 	const char *path;
@@ -48,6 +60,13 @@ struct rv_http_req {
 
 /* Query-string argument or header value, or NULL.  Borrowed for the request. */
 const char *rv_http_query(const struct rv_http_req *req, const char *key);
+/* Query parameter key as a name of at most max_len bytes (the server has
+ * refused values that are not UTF-8 or longer than RV_HTTP_QUERY_VALUE_MAX):
+ * 1 with *out set; 0 when absent or empty (*out NULL), or -EINVAL "KEY is
+ * required" when required; -EINVAL "KEY is longer than N bytes".  *err
+ * names the parameter. */
+int rv_http_query_name(const struct rv_http_req *req, const char *key, size_t max_len,
+		       bool required, const char **out, struct rv_err *err);
 const char *rv_http_header(const struct rv_http_req *req, const char *key);
 
 struct rv_http_resp {

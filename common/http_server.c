@@ -39,6 +39,7 @@
 
 #include "buf.h"
 #include "cleanup.h"
+#include "json.h"
 #include "log.h"
 #include "parse.h"
 
@@ -167,6 +168,7 @@ struct rv_http_server {
 struct req {
 	struct rv_http_server *srv;
 	char *raw_path;      /* undecoded, query stripped */
+	size_t uri_len;      /* the whole request target's */
 	struct timespec start;
 	bool started;        /* first access-handler call done */
 	int route;           /* matched route or -1 */
@@ -238,6 +240,19 @@ void rv_http_resp_error(struct rv_http_resp *resp, int neg_errno, const struct r
 }
 
 /* ---- request accessors ---- */
+
+int rv_http_query_name(const struct rv_http_req *req, const char *key, size_t max_len,
+		       bool required, const char **out, struct rv_err *err)
+{
+	const char *v = rv_http_query(req, key);
+	*out = NULL;
+	if (!v || !v[0])
+		return required ? rv_err_set(err, -EINVAL, key, "%s is required", key) : 0;
+	if (strlen(v) > max_len)
+		return rv_err_set(err, -EINVAL, key, "%s is longer than %zu bytes", key, max_len);
+	*out = v;
+	return 1;
+}
 
 const char *rv_http_query(const struct rv_http_req *req, const char *key)
 {
@@ -628,6 +643,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 	r->route = -1;
 	r->slot = -1;
 	clock_gettime(CLOCK_MONOTONIC, &r->start);
+	r->uri_len = strlen(uri);
 	r->raw_path = strndup(uri, strcspn(uri, "?"));
 	if (!r->raw_path) {
 		free(r);
@@ -813,6 +829,48 @@ static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const 
 	return MHD_YES;
 }
 
+/* Bytes of the header lines as sent: name, ": ", value, CRLF. */
+static enum MHD_Result header_bytes(void *cls, enum MHD_ValueKind kind, const char *key,
+				    const char *value)
+{
+	(void)kind;
+	*(size_t *)cls += strlen(key) + 4 + (value ? strlen(value) : 0);
+	return MHD_YES;
+}
+
+/* The first query parameter that is not UTF-8 or too long. */
+struct query_check {
+	char field[64];
+	char detail[160];
+};
+
+static enum MHD_Result query_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+				 const char *value)
+{
+	(void)kind;
+	struct query_check *q = cls;
+	if (!rv_utf8_valid(key, strlen(key))) {
+		snprintf(q->field, sizeof(q->field), "query");
+		snprintf(q->detail, sizeof(q->detail), "a query parameter name is not valid UTF-8");
+		return MHD_NO;
+	}
+	size_t n = value ? strlen(value) : 0;
+	if (n > RV_HTTP_QUERY_VALUE_MAX || (value && !rv_utf8_valid(value, n))) {
+		/* A name too long to repeat whole is cut at a character boundary. */
+		size_t k = strlen(key) < sizeof(q->field) - 1 ? strlen(key) : sizeof(q->field) - 1;
+		while (k > 0 && !rv_utf8_valid(key, k))
+			k--;
+		snprintf(q->field, sizeof(q->field), "%.*s", (int)k, key);
+		if (n > RV_HTTP_QUERY_VALUE_MAX)
+			snprintf(q->detail, sizeof(q->detail), "%s is longer than %d bytes",
+				 q->field, RV_HTTP_QUERY_VALUE_MAX);
+		else
+			snprintf(q->detail, sizeof(q->detail), "%s is not valid UTF-8", q->field);
+		return MHD_NO;
+	}
+	return MHD_YES;
+}
+
 /* First call for a request: route, authenticate, check the declared size.
  * Returns MHD_YES with r->status set when it already answered. */
 static enum MHD_Result begin(struct rv_http_server *srv, struct MHD_Connection *conn,
@@ -825,6 +883,25 @@ static enum MHD_Result begin(struct rv_http_server *srv, struct MHD_Connection *
 	char allow[128] = "";
 
 	r->method = method_index(method);
+
+	/* The head's limits, answered in JSON while libmicrohttpd still has
+	 * room to let us (it answers in HTML past its own). */
+	if (r->uri_len > RV_HTTP_URI_MAX) {
+		char detail[96];
+		snprintf(detail, sizeof(detail), "request target longer than %d bytes",
+			 RV_HTTP_URI_MAX);
+		reject_count(srv, REJ_BAD_REQUEST);
+		return send_error(conn, r, 414, "uri_too_long", detail, NULL, NULL, false);
+	}
+	size_t hbytes = 0;
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, header_bytes, &hbytes);
+	if (hbytes > RV_HTTP_HEADERS_MAX) {
+		char detail[96];
+		snprintf(detail, sizeof(detail), "header lines longer than %d bytes in all",
+			 RV_HTTP_HEADERS_MAX);
+		reject_count(srv, REJ_BAD_REQUEST);
+		return send_error(conn, r, 431, "headers_too_large", detail, NULL, NULL, false);
+	}
 
 	for (int i = 0; i < srv->opts.nroutes; i++) {
 		const struct rv_http_route *rt = &srv->opts.routes[i];
@@ -871,6 +948,13 @@ static enum MHD_Result begin(struct rv_http_server *srv, struct MHD_Connection *
 		}
 	}
 	r->nparams = nseg;
+
+	struct query_check q = { "", "" };
+	MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, query_arg, &q);
+	if (q.field[0]) {
+		reject_count(srv, REJ_BAD_REQUEST);
+		return send_error(conn, r, 400, "invalid_argument", q.detail, q.field, NULL, false);
+	}
 
 	/* A body framed two ways is how requests are smuggled past a proxy
 	 * that reads the other one (RFC 9112 section 6.3): refused, and the

@@ -247,11 +247,11 @@ static int api_world(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 {
 	struct master *m = ctx;
 	struct rv_err err = { 0 };
-	const char *node = rv_http_query(req, "node");
+	const char *node;
 	int64_t round = 0, wait = 0;
-	if (!node || !node[0] || strlen(node) >= RV_NAME_MAX)
-		return api_fail(resp, rv_err_set(&err, -EINVAL, "node", "node is required"), &err);
-	int rc;
+	int rc = rv_http_query_name(req, "node", RV_NAME_MAX - 1, true, &node, &err);
+	if (rc < 0)
+		return api_fail(resp, rc, &err);
 	if ((rc = query_i64(req, "round", 0, INT64_MAX, true, &round, &err)) < 0 ||
 	    (rc = query_i64(req, "wait_ms", 0, 3600000, false, &wait, &err)) < 0)
 		return api_fail(resp, rc, &err);
@@ -579,11 +579,12 @@ static int api_netcheck_group(struct rv_http_req *req, struct rv_http_resp *resp
 {
 	struct master *m = ctx;
 	struct rv_err err = { 0 };
-	const char *node = rv_http_query(req, "node");
+	const char *node;
 	int64_t round = 0;
-	if (!node || !node[0] || strlen(node) >= RV_NAME_MAX)
-		return api_fail(resp, rv_err_set(&err, -EINVAL, "node", "node is required"), &err);
-	int rc = query_i64(req, "round", 0, 1, true, &round, &err);
+	int rc = rv_http_query_name(req, "node", RV_NAME_MAX - 1, true, &node, &err);
+	if (rc < 0)
+		return api_fail(resp, rc, &err);
+	rc = query_i64(req, "round", 0, 1, true, &round, &err);
 	if (rc < 0)
 		return api_fail(resp, rc, &err);
 	struct rv_netcheck_group_reply out = { .round = (int)round, .status = RV_NETCHECK_WAIT };

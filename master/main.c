@@ -41,6 +41,8 @@ static const struct rv_cfg_opt master_opts[] = {
 	    "address and port of the control API (HOST:PORT; port 0 picks a free one)"),
 	OPT("server", "token", "token", RV_CFG_STR, token, "", 0, 0, RV_CFG_SECRET,
 	    "bearer token every write must carry (empty: no auth)"),
+	OPT("server", "token_file", "token-file", RV_CFG_STR, token_file, "", 0, 0, 0,
+	    "file holding the bearer token (keeps it off the command line; wins over token)"),
 	OPT("server", "max_body_kb", NULL, RV_CFG_INT, max_body_kb, "16384", 1, 1048576, 0,
 	    "largest request body accepted, KiB (413 above; a data checkpoint is the largest)"),
 	OPT("server", "conn_timeout_s", NULL, RV_CFG_INT, conn_timeout_s, "120", 1, 3600, 0,
@@ -117,6 +119,9 @@ static const struct rv_cfg_opt master_opts[] = {
 	    "rover-brain's url; overrides spec.brainService (cluster mode needs one of them)"),
 	OPT("brain", "token", "brain-token", RV_CFG_STR, brain_token, "", 0, 0, RV_CFG_SECRET,
 	    "bearer token for rover-brain (empty: none)"),
+	OPT("brain", "token_file", "brain-token-file", RV_CFG_STR, brain_token_file, "", 0, 0, 0,
+	    "file holding the token for rover-brain (keeps it off the command line; wins over "
+	    "token)"),
 	OPT("brain", "connect_timeout_ms", NULL, RV_CFG_INT, brain_connect_timeout_ms, "2000", 10,
 	    60000, 0, "connect timeout of each call to the brain, ms"),
 	OPT("brain", "timeout_ms", NULL, RV_CFG_INT, brain_timeout_ms, "10000", 100, 600000, 0,
@@ -152,9 +157,10 @@ static const struct rv_cfg_opt master_opts[] = {
 	    "in-process one, ms"),
 };
 
-static const char usage[] = "rover-master --job SPEC.json [--listen HOST:PORT] [--brain URL] "
-			    "[--state-dir DIR] [--nnodes MIN:MAX] [--node-unit N] [--token T] "
-			    "[--config FILE]";
+static const char usage[] =
+	"rover-master --job SPEC.json [--listen HOST:PORT] [--brain URL] "
+	"[--state-dir DIR] [--nnodes MIN:MAX] [--node-unit N] [--token-file FILE] "
+	"[--config FILE]";
 static const char summary[] =
 	"Rover's job master: rendezvous of the job's nodes, exactly-once data shards with\n"
 	"step-tied checkpoints, failure detection, all journaled in --state-dir so a\n"
@@ -259,6 +265,18 @@ static int run(int argc, char **argv)
 	};
 	int rc = rv_daemon_configure(&d, &m->cfg, argc, argv);
 	if (rc <= 0) {
+		free(m);
+		return rc;
+	}
+	/* Tokens kept in files win over the ones given as values. */
+	if ((m->cfg.token_file[0] &&
+	     (rc = rv_daemon_read_token(m->cfg.token_file, "server.token_file", m->cfg.token,
+					sizeof(m->cfg.token), &err)) < 0) ||
+	    (m->cfg.brain_token_file[0] &&
+	     (rc = rv_daemon_read_token(m->cfg.brain_token_file, "brain.token_file",
+					m->cfg.brain_token, sizeof(m->cfg.brain_token), &err)) <
+		     0)) {
+		fprintf(stderr, "rover-master: %s (key %s)\n", err.msg, err.field);
 		free(m);
 		return rc;
 	}

@@ -33,6 +33,7 @@
 struct master_cfg {
 	char listen[128];
 	char token[256];
+	char token_file[512];
 	long long max_body_kb, conn_timeout_s, max_conns, threads;
 	char job[PATH_MAX];
 	char state_dir[PATH_MAX];
@@ -48,6 +49,7 @@ struct master_cfg {
 	/* brain link and plans (plans.c) */
 	char brain_url[256];
 	char brain_token[256];
+	char brain_token_file[512];
 	long long brain_connect_timeout_ms, brain_timeout_ms, brain_max_queue, brain_max_queue_kb;
 	long long brain_batch_max, brain_batch_delay_ms, brain_poll_wait_s, brain_backoff_ms;
 	long long brain_backoff_max_ms, brain_stop_ms, brain_progress_interval_ms;

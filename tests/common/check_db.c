@@ -206,6 +206,55 @@ START_TEST(transactions_commit_and_rollback)
 }
 END_TEST
 
+/* Statements in one round trip: results of those that ran, the first
+ * failure's errno and index, nothing after it, and a connection that
+ * takes plain statements again. */
+START_TEST(pipeline_runs_in_order_and_stops_at_failure)
+{
+	fresh();
+	struct rv_db_pool *p = pool_for(1, 2000, 0);
+	PGconn *c = must_acquire(p);
+	struct rv_err err = { 0 };
+	must_exec(c, "CREATE TABLE pl (v int PRIMARY KEY)");
+	const char *one[] = { "1" }, *two[] = { "2" };
+	struct rv_db_stmt ok[] = {
+		{ .sql = "BEGIN" },
+		{ .sql = "INSERT INTO pl VALUES ($1::int)", .nparams = 1, .params = one },
+		{ .sql = "INSERT INTO pl SELECT $1::int + 1", .nparams = 1, .params = one },
+		{ .sql = "SELECT v FROM pl ORDER BY v", .want_res = true },
+		{ .sql = "COMMIT" },
+	};
+	int failed = 7;
+	ck_assert_int_eq(rv_db_exec_pipeline(c, ok, 5, &failed, &err), 0);
+	ck_assert_int_eq(failed, -1);
+	ck_assert_int_eq(ok[1].rows, 1);
+	ck_assert_int_eq(ok[3].rows, 2);
+	ck_assert_str_eq(PQgetvalue(ok[3].res, 1, 0), "2");
+	PQclear(ok[3].res);
+
+	struct rv_db_stmt bad[] = {
+		{ .sql = "BEGIN" },
+		{ .sql = "SELECT count(*) FROM pl", .want_res = true },
+		{ .sql = "INSERT INTO pl VALUES ($1::int)", .nparams = 1, .params = two },
+		{ .sql = "INSERT INTO pl VALUES (3)" },
+		{ .sql = "COMMIT" },
+	};
+	ck_assert_int_eq(rv_db_exec_pipeline(c, bad, 5, &failed, &err), -EEXIST);
+	ck_assert_int_eq(failed, 2);
+	ck_assert_ptr_nonnull(strstr(err.msg, "23505"));
+	ck_assert_str_eq(PQgetvalue(bad[1].res, 0, 0), "2");
+	PQclear(bad[1].res);
+	ck_assert_ptr_null(bad[3].res);
+	ck_assert_int_eq(PQtransactionStatus(c), PQTRANS_INERROR);
+	rv_db_rollback(c);
+	PGresult *res = NULL;
+	ck_assert_int_eq(rv_db_exec(c, "SELECT v FROM pl", 0, NULL, &res, &err), 2);
+	PQclear(res);
+	rv_db_release(p, c);
+	rv_db_pool_free(p);
+}
+END_TEST
+
 /* ---- pool ---- */
 
 struct worker {
@@ -605,6 +654,7 @@ static Suite *db_suite(void)
 	tcase_add_test(tc, sqlstate_mapping);
 	tcase_add_test(tc, statement_timeout_is_etimedout);
 	tcase_add_test(tc, transactions_commit_and_rollback);
+	tcase_add_test(tc, pipeline_runs_in_order_and_stops_at_failure);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("pool");

@@ -788,6 +788,93 @@ START_TEST(test_garbage)
 }
 END_TEST
 
+/* A raw reply's status and, for a JSON one, its "error" and "field". */
+static int raw_status(const char *resp)
+{
+	return strncmp(resp, "HTTP/1.1 ", 9) == 0 ? atoi(resp + 9) : -1;
+}
+
+static void assert_raw_json(const char *resp, int status, const char *error, const char *field)
+{
+	ck_assert_msg(raw_status(resp) == status, "want %d got: %.300s", status, resp);
+	ck_assert_msg(strcasestr(resp, "\r\nContent-Type: application/json"), "not JSON: %.300s",
+		      resp);
+	const char *body = strstr(resp, "\r\n\r\n");
+	ck_assert_ptr_nonnull(body);
+	struct rv_http_result r = { .body = (char *)body + 4 };
+	assert_json_error(&r, error, field);
+}
+
+/* What a request's head may hold is answered in JSON (414, 431, 400 naming
+ * the query parameter) below libmicrohttpd's own limits; past them, and
+ * for an HTTP version it does not speak, libmicrohttpd answers itself. */
+START_TEST(test_head_limits_json)
+{
+	char *big = malloc(32768), *resp;
+	ck_assert_ptr_nonnull(big);
+	char pad[3001];
+	memset(pad, 'a', 3000);
+	pad[3000] = '\0';
+
+	snprintf(big, 32768, "GET /v1/jobs/x?pad=%s HTTP/1.1\r\nHost: t\r\n\r\n", pad);
+	resp = raw_exchange(big, strlen(big));
+	assert_raw_json(resp, 414, "uri_too_long", NULL);
+	free(resp);
+
+	pad[1000] = '\0';
+	snprintf(big, 32768,
+		 "GET /v1/jobs/x HTTP/1.1\r\nHost: t\r\nX-A: %s\r\nX-B: %s\r\nX-C: %s\r\n"
+		 "X-D: %s\r\nX-E: %s\r\n\r\n",
+		 pad, pad, pad, pad, pad);
+	resp = raw_exchange(big, strlen(big));
+	assert_raw_json(resp, 431, "headers_too_large", NULL);
+	free(resp);
+
+	static const struct {
+		const char *query, *field;
+	} bad[] = {
+		{ "ns=%FF%FE", "ns" },
+		{ "ok=1&node=w%C3", "node" },
+		{ "%FF=1", "query" },
+	};
+	for (size_t i = 0; i < RV_ARRAY_SIZE(bad); i++) {
+		snprintf(big, 32768, "GET /v1/query?%s HTTP/1.1\r\nHost: t\r\n\r\n", bad[i].query);
+		resp = raw_exchange(big, strlen(big));
+		assert_raw_json(resp, 400, "invalid_argument", bad[i].field);
+		free(resp);
+	}
+	pad[RV_HTTP_QUERY_VALUE_MAX + 1] = '\0';
+	memset(pad, 'a', RV_HTTP_QUERY_VALUE_MAX + 1);
+	snprintf(big, 32768, "GET /v1/query?long=%s HTTP/1.1\r\nHost: t\r\n\r\n", pad);
+	resp = raw_exchange(big, strlen(big));
+	assert_raw_json(resp, 400, "invalid_argument", "long");
+	free(resp);
+	/* At the limit and in UTF-8: served. */
+	pad[RV_HTTP_QUERY_VALUE_MAX] = '\0';
+	snprintf(big, 32768, "GET /v1/query?a=%%C3%%A9&long=%s HTTP/1.1\r\nHost: t\r\n\r\n", pad);
+	resp = raw_exchange(big, strlen(big));
+	ck_assert_msg(raw_status(resp) == 200, "got: %.300s", resp);
+	free(resp);
+
+	/* libmicrohttpd's own: a head past the connection's memory, an HTTP
+	 * version it does not speak.  Answered (or the connection closed),
+	 * never served. */
+	memset(big, 0, 32768);
+	char *p = big + sprintf(big, "GET /v1/jobs/x HTTP/1.1\r\nHost: t\r\n");
+	for (int i = 0; i < 40; i++)
+		p += sprintf(p, "X-%d: %.500s\r\n", i, pad);
+	strcpy(p, "\r\n");
+	resp = raw_exchange(big, strlen(big));
+	ck_assert_msg(resp[0] == '\0' || raw_status(resp) == 431, "got: %.300s", resp);
+	free(resp);
+	static const char v2[] = "GET /v1/jobs/x HTTP/2.0\r\nHost: t\r\n\r\n";
+	resp = raw_exchange(v2, sizeof(v2) - 1);
+	ck_assert_msg(raw_status(resp) == 505, "got: %.300s", resp);
+	free(resp);
+	free(big);
+}
+END_TEST
+
 START_TEST(test_connection_limit)
 {
 	rv_http_server_stop(srv);
@@ -968,6 +1055,7 @@ static Suite *http_suite(void)
 	tcase_add_test(tc, test_connection_refused);
 	tcase_add_test(tc, test_metrics);
 	tcase_add_test(tc, test_garbage);
+	tcase_add_test(tc, test_head_limits_json);
 	tcase_add_test(tc, test_connection_limit);
 	tcase_add_test(tc, test_address_in_use);
 	tcase_add_test(tc, test_ipv6);
@@ -990,6 +1078,7 @@ static Suite *http_suite(void)
 	tcase_add_test(tp, test_concurrent);
 	tcase_add_test(tp, test_metrics);
 	tcase_add_test(tp, test_garbage);
+	tcase_add_test(tp, test_head_limits_json);
 	tcase_add_test(tp, test_pool_deferred_do_not_block);
 	tcase_add_test(tp, test_pool_complete_at_once);
 	tcase_add_test(tp, test_stop_while_handler_blocks);

@@ -554,6 +554,78 @@ START_TEST(test_concurrent_batches_share_commits)
 }
 END_TEST
 
+/* Every poster sends the same batches (same ids) to the same four jobs at
+ * once, so a batch meets its twins in one group as well as in later
+ * groups: each is stored once, every reply says how many samples it had,
+ * and node samples of four jobs in one group keep their per-node peaks. */
+#define TWIN_JOBS 4
+struct twin_poster {
+	char (*uids)[64];
+	int ok;
+};
+
+static void *twin_main(void *arg)
+{
+	struct twin_poster *p = arg;
+	for (int k = 0; k < 10; k++)
+		for (int j = 0; j < TWIN_JOBS; j++) {
+			char path[160], batch[512];
+			snprintf(path, sizeof(path), "/v1/jobs/%s/metrics", p->uids[j]);
+			snprintf(batch, sizeof(batch),
+				 "{\"batch_id\":\"t%d\",\"samples\":["
+				 "{\"kind\":\"speed\",\"ts\":%d,\"speed\":10,\"workers\":2},"
+				 "{\"kind\":\"node\",\"ts\":%d,\"node\":\"worker-0\",\"cpu\":%d,"
+				 "\"memory_mb\":%d}]}",
+				 k, 1000 + k, 1000 + k, 1 + k % 3, 100 + j * 10 + k);
+			struct rv_test_reply r;
+			if (rv_test_http(&brain, "POST", path, batch, NULL, &r) == 0 &&
+			    r.status == 200 && rv_test_json_num(r.json, "accepted", 0) == 2)
+				p->ok++;
+			else
+				fprintf(stderr, "twin %s t%d: %ld %s\n", p->uids[j], k, r.status,
+					r.body ? r.body : "");
+			rv_test_reply_release(&r);
+		}
+	return NULL;
+}
+
+START_TEST(test_twin_batches_of_many_jobs_stored_once)
+{
+	start_brain((const char *const[]){ "--server-per-ip-conns", "0", NULL });
+	char uids[TWIN_JOBS][64];
+	for (int j = 0; j < TWIN_JOBS; j++) {
+		char name[16];
+		snprintf(name, sizeof(name), "twin%d", j);
+		snprintf(uids[j], sizeof(uids[j]), "%s", register_job(name));
+	}
+	struct twin_poster ps[POSTERS];
+	pthread_t th[POSTERS];
+	for (int i = 0; i < POSTERS; i++) {
+		ps[i] = (struct twin_poster){ .uids = uids };
+		ck_assert_int_eq(pthread_create(&th[i], NULL, twin_main, &ps[i]), 0);
+	}
+	for (int i = 0; i < POSTERS; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(ps[i].ok, 10 * TWIN_JOBS);
+	}
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM job_speed"), 10L * TWIN_JOBS);
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM node_usage"), 10L * TWIN_JOBS);
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM metrics_batches"), 10L * TWIN_JOBS);
+	/* Per job: the newest sample time, the peak memory of its node. */
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM jobs WHERE last_sample_ms = 1009"),
+			 TWIN_JOBS);
+	ck_assert_int_eq(count_rows("SELECT sum(peak_memory_mb) FROM job_nodes"),
+			 109 + 119 + 129 + 139);
+	/* Deleting a job deletes its samples (the sample tables have no
+	 * foreign key; a trigger does what ON DELETE CASCADE did). */
+	ck_assert_int_eq(count_rows("WITH d AS (DELETE FROM jobs WHERE name = 'twin0' RETURNING 1)"
+				    " SELECT count(*) FROM d"),
+			 1);
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM job_speed"), 10L * (TWIN_JOBS - 1));
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM node_usage"), 10L * (TWIN_JOBS - 1));
+}
+END_TEST
+
 static Suite *brain_limits_suite(void)
 {
 	Suite *s = suite_create("brain_limits");
@@ -566,6 +638,7 @@ static Suite *brain_limits_suite(void)
 	tcase_add_test(tc, test_chunked_too_large);
 	tcase_add_test(tc, test_body_framed_two_ways);
 	tcase_add_test(tc, test_concurrent_batches_share_commits);
+	tcase_add_test(tc, test_twin_batches_of_many_jobs_stored_once);
 	suite_add_tcase(s, tc);
 	return s;
 }

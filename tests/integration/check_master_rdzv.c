@@ -15,6 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "brainfix.h"
+#include "http.h"
 #include "masterfix.h"
 #include "parse.h"
 #include "testutil.h"
@@ -345,6 +347,97 @@ START_TEST(test_token)
 }
 END_TEST
 
+/* --token-file: the token stays off the command line; a file that cannot
+ * be read or holds no token stops the master, naming the key. */
+START_TEST(test_token_file)
+{
+	char *spec = rv_test_master_spec(100, 10, 1, 1, 1);
+	struct rv_test_master m;
+	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
+	char path[400];
+	snprintf(path, sizeof(path), "%s/token", m.dir);
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("s3cret-from-file  \n", f);
+	fclose(f);
+	const char *args[] = { "--token-file", path, NULL };
+	ck_assert_int_eq(rv_test_master_start(&m, args), 0);
+	struct rv_err err = { 0 };
+	struct rv_master_client *anon = rv_test_master_client(&m);
+	struct rv_rdzv_join j = { .node = "n", .local_world_size = 1 };
+	int64_t round;
+	ck_assert_int_eq(rv_master_join(anon, &j, &round, &err), -EACCES);
+	struct rv_master_opts o = { .url = m.url, .token = "s3cret-from-file" };
+	struct rv_master_client *c = rv_master_client_new(&o, &err);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_int_eq(rv_master_join(c, &j, &round, &err), 0);
+	rv_master_client_free(c);
+	rv_master_client_free(anon);
+	rv_test_master_stop(&m, SIGTERM, 10000);
+
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(" \n", f);
+	fclose(f);
+	ck_assert_int_lt(rv_test_master_start(&m, args), 0);
+	char *log = rv_test_read_file(m.log);
+	ck_assert_msg(log && strstr(log, "no token in") && strstr(log, "server.token_file"),
+		      "log: %s", log ? log : "");
+	free(log);
+	rv_test_master_cleanup(&m);
+	free(spec);
+}
+END_TEST
+
+/* Query parameters: not UTF-8, or longer than a node name may be, is a 400
+ * in JSON naming the parameter. */
+START_TEST(test_query_checked)
+{
+	char *spec = rv_test_master_spec(100, 10, 1, 1, 1);
+	struct rv_test_master m;
+	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
+	ck_assert_int_eq(rv_test_master_start(&m, NULL), 0);
+	char longname[400];
+	memset(longname, 'n', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	char longq[1300];
+	memset(longq, 'x', sizeof(longq) - 1);
+	longq[sizeof(longq) - 1] = '\0';
+	struct {
+		const char *query, *field, *detail;
+	} bad[] = {
+		{ "/v1/rdzv/world?node=w%FF&round=1", "node", "not valid UTF-8" },
+		{ "/v1/rdzv/world?node=ok&round=1&x%C3=1", "query", "not valid UTF-8" },
+		{ NULL, "node", "longer than" },
+		{ NULL, "pad", "longer than 1024" },
+		{ "/v1/netcheck/group?round=0", "node", "required" },
+	};
+	char u0[600], u1[1500];
+	snprintf(u0, sizeof(u0), "/v1/rdzv/world?node=%s&round=1", longname);
+	snprintf(u1, sizeof(u1), "/v1/rdzv/world?node=a&round=1&pad=%s", longq);
+	bad[2].query = u0;
+	bad[3].query = u1;
+	struct rv_http_client *hc = rv_http_client_new(NULL, 2000, 5000);
+	ck_assert_ptr_nonnull(hc);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char url[2000];
+		snprintf(url, sizeof(url), "%s%s", m.url, bad[i].query);
+		struct rv_http_result r = { 0 };
+		struct rv_err err = { 0 };
+		ck_assert_int_eq(rv_http_request(hc, "GET", url, NULL, 0, 0, &r, &err), 0);
+		ck_assert_msg(r.status == 400, "%zu: %ld %s", i, r.status, r.body ? r.body : "");
+		char want[80];
+		snprintf(want, sizeof(want), "\"field\":\"%s\"", bad[i].field);
+		ck_assert_msg(r.body && strstr(r.body, want) && strstr(r.body, bad[i].detail),
+			      "%zu: %s", i, r.body ? r.body : "");
+		rv_http_result_release(&r);
+	}
+	rv_http_client_free(hc);
+	rv_test_master_cleanup(&m);
+	free(spec);
+}
+END_TEST
+
 static Suite *master_rdzv_suite(void)
 {
 	Suite *s = suite_create("master_rdzv");
@@ -356,6 +449,8 @@ static Suite *master_rdzv_suite(void)
 	tcase_add_test(tc, test_gang_wait_fails_the_round);
 	tcase_add_test(tc, test_failure_report_requeues_at_once);
 	tcase_add_test(tc, test_token);
+	tcase_add_test(tc, test_token_file);
+	tcase_add_test(tc, test_query_checked);
 	suite_add_tcase(s, tc);
 	return s;
 }

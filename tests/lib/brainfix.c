@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "http.h"
 #include "json.h"
 #include "parse.h"
+#include "pgfix.h"
 
 static const char *bin_dir(void)
 {
@@ -75,6 +77,21 @@ static int start_brain(struct rv_test_brain *b, const char *const *args)
 	if (rc < 0)
 		return rc;
 	b->pid = b->proc.pid;
+	/* Its embedded PostgreSQL outlives a brain killed with the test
+	 * process (SIGKILL, pdeathsig): a watchdog stops it then. */
+	const char *data_dir = NULL;
+	bool external = false;
+	for (int i = 0; args && args[i]; i++) {
+		if (strcmp(args[i], "--db") == 0)
+			external = true;
+		if (strcmp(args[i], "--data-dir") == 0 && args[i + 1])
+			data_dir = args[i + 1];
+	}
+	if (data_dir && !external) {
+		char pgdata[600];
+		snprintf(pgdata, sizeof(pgdata), "%s/pgdata", data_dir);
+		rv_test_pg_reaper(pgdata, NULL);
+	}
 	int out = b->proc.fd[1];
 	char buf[512];
 	size_t len = 0;

@@ -10,6 +10,8 @@
 #include "pgfix.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <ftw.h>
 #include <libpq-fe.h>
 #include <stdio.h>
@@ -77,6 +79,76 @@ static void remove_tmpdir(void)
 	pg_tmpdir[0] = '\0';
 }
 
+/* The write end every watchdog of this process waits on; never written,
+ * close-on-exec, so only this process and its forks hold it. */
+static int reaper_wfd = -1, reaper_rfd = -1;
+static pid_t reaper_owner;
+
+static const char reaper_script[] =
+	/* $1 pgdata, $2 folder to remove; fd 3 the pipe: EOF once the test
+	 * process and its forks are gone. */
+	"read -r _ <&3\n"
+	"exec 3<&-\n"
+	"pid=$(head -n 1 \"$1/postmaster.pid\" 2>/dev/null)\n"
+	"if [ -n \"$pid\" ] && tr '\\0' '\\n' < /proc/$pid/cmdline 2>/dev/null |"
+	" grep -qxF -- \"$1\"; then\n"
+	"  kill -QUIT \"$pid\" 2>/dev/null\n"
+	"  i=0\n"
+	"  while kill -0 \"$pid\" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done\n"
+	"  if kill -0 \"$pid\" 2>/dev/null; then\n"
+	"    pkill -KILL -P \"$pid\"; kill -KILL \"$pid\" 2>/dev/null\n"
+	"  fi\n"
+	"fi\n"
+	"[ -z \"$2\" ] || rm -rf -- \"$2\"\n";
+
+int rv_test_pg_reaper(const char *pgdata, const char *remove_dir)
+{
+	if (reaper_wfd < 0 || reaper_owner != getpid()) {
+		/* A fork watches its own lifetime, not its parent's. */
+		int p[2];
+		if (pipe2(p, O_CLOEXEC) < 0)
+			return -errno;
+		if (reaper_wfd >= 0) {
+			close(reaper_wfd); /* the parent's, inherited */
+			close(reaper_rfd);
+		}
+		reaper_wfd = p[1];
+		reaper_rfd = p[0]; /* kept to hand to each watchdog */
+		reaper_owner = getpid();
+	}
+	pid_t pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		/* Only async-signal-safe calls before the exec (the test may have
+		 * threads). */
+		setsid();
+		int null = open("/dev/null", O_RDWR);
+		if (null >= 0) {
+			dup2(null, 0);
+			dup2(null, 1);
+			dup2(null, 2);
+		}
+		/* On fd 3, kept over the exec (dup2 onto itself would keep the
+		 * close-on-exec flag). */
+		dup2(reaper_rfd, 3);
+		fcntl(3, F_SETFD, 0);
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		signal(SIGPIPE, SIG_DFL);
+		execl("/bin/sh", "sh", "-c", reaper_script, "rover-pg-reaper", pgdata,
+		      remove_dir ? remove_dir : "", (char *)NULL);
+		_exit(127);
+	}
+	return 0;
+}
+
+const char *rv_test_pg_datadir(void)
+{
+	return pg_external ? "" : pg_srv.datadir;
+}
+
 int rv_test_pg_global_start(void)
 {
 	const char *ext = getenv("ROVER_TEST_PG");
@@ -120,6 +192,9 @@ int rv_test_pg_global_start(void)
 		remove_tmpdir();
 		return -EINVAL;
 	}
+	if (rv_test_pg_reaper(pg_srv.datadir, pg_tmpdir) < 0)
+		fprintf(stderr, "pgfix: could not start the cluster's watchdog: %s\n",
+			strerror(errno));
 	pg_ready = 1;
 	return 0;
 }

@@ -9,6 +9,13 @@
  * silent skip).  rv_test_pg_fresh_db() creates an empty database with every
  * sql/ migration applied and returns its conninfo, so tests never see each
  * other's rows.
+ *
+ * A test process killed before its teardown (kill -9, a timeout, a crash)
+ * must not leave a PostgreSQL behind: rv_test_pg_reaper() starts a
+ * watchdog for a cluster's data folder that outlives the process and, once
+ * the process and every fork of it are gone, stops that cluster's
+ * postmaster (if it still runs) and removes a folder.  The private cluster
+ * has one; brainfix starts one for each brain run with --data-dir.
  */
 #ifndef RV_PGFIX_H
 #define RV_PGFIX_H
@@ -23,6 +30,14 @@ const char *rv_test_pg_admin_conninfo(void);
 int rv_test_pg_fresh_db(int migrate, char *conninfo, size_t size);
 /* The sql/ folder (ROVER_SQL_DIR or ./sql). */
 const char *rv_test_sql_dir(void);
+/* The private cluster's data folder ("" with ROVER_TEST_PG). */
+const char *rv_test_pg_datadir(void);
+/* Watch this process: when it and all its forks have exited, stop the
+ * postmaster of pgdata if one runs there (SIGQUIT, then SIGKILL after 5 s)
+ * and remove remove_dir (may be NULL).  The watchdog is a shell in its own
+ * session holding no descriptor of ours but the pipe it waits on.
+ * 0 or a negative errno. */
+int rv_test_pg_reaper(const char *pgdata, const char *remove_dir);
 /* Stop/start the server (to test outages); start waits until it is ready. */
 int rv_test_pg_stop_server(void);
 int rv_test_pg_start_server(void);
