@@ -81,14 +81,24 @@ def snapshot_handlers():
         FRESH_HANDLERS[s] = signal.SIG_DFL if h is None else h
 
 
+# Threads whose library makes fork() safe by itself: jemalloc's background
+# purging thread (jemalloc takes its locks in a fork handler, and the child
+# starts with background threads off, starting them again when needed).
+FORK_SAFE_THREADS = {"jemalloc_bg_thd"}
+
+
 def thread_names():
+    """The names of this process's threads but the fork-safe ones; the
+    calling thread first."""
     names = []
     for tid in sorted(os.listdir("/proc/self/task"), key=int):
         try:
             with open("/proc/self/task/%s/comm" % tid) as f:
-                names.append(f.read().strip())
+                name = f.read().strip()
         except OSError:
-            names.append(tid)
+            name = tid
+        if int(tid) == os.getpid() or name not in FORK_SAFE_THREADS:
+            names.append(name)
     return names
 
 
@@ -104,7 +114,10 @@ def settle_threads():
     names = thread_names()
     if len(names) == 1:
         return names
-    pid = os.fork()
+    import warnings
+    with warnings.catch_warnings():  # 3.12 warns of any fork with threads
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
     if pid == 0:
         os._exit(0)
     os.waitpid(pid, 0)

@@ -21,8 +21,9 @@ pkgs=(build-essential pkg-config libmicrohttpd-dev libpq-dev libcjson-dev libgsl
       clang libclang-rt-dev
       # roverctl: YAML specs; its tests drive it through a real terminal
       libyaml-dev tmux
-      # rover-run's tests and examples: Debian's PyTorch and scikit-learn
-      python3-torch python3-sklearn)
+      # rover-run's tests and examples: Debian's PyTorch and scikit-learn; jemalloc,
+      # whose background thread the warm interpreter must fork past
+      python3-torch python3-sklearn libjemalloc2)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -687,6 +687,38 @@ START_TEST(test_pool_stopped_by_fork_handler)
 }
 END_TEST
 
+/* jemalloc (bundled by some Python wheels, or preloaded) runs a background
+ * purging thread; jemalloc makes fork() safe by itself, so that thread does
+ * not stop the warm start, and a worker allocates freely after the fork. */
+START_TEST(test_jemalloc_background_thread)
+{
+	static const char lib[] = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
+	ck_assert_msg(access(lib, R_OK) == 0, "%s missing: install libjemalloc2", lib);
+	const char *env[] = { "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
+			      "MALLOC_CONF=background_thread:true", NULL };
+	struct warm w;
+	struct rv_err e = { 0 };
+	int r = warm_start(&w, &(struct warm_opts){ .imports = "json", .env = env, .log_fd = 2 },
+			   &e);
+	ck_assert_msg(r == 0, "warm_start: %d %s", r, e.msg);
+	const char *s = put("alloc.py",
+			    "import os\n"
+			    "x = [bytes(1 << 16) for _ in range(4096)]\n"
+			    "print('ok', len(x), 'jemalloc' in open('/proc/self/maps').read())\n");
+	const char *argv[] = { s, NULL };
+	const char *buf[32];
+	struct warm_req rq = { .argv = argv, .envp = mkenv(buf, env) };
+	struct run res;
+	run_warm(&w, &rq, &res);
+	ck_assert_msg(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "status %d %s",
+		      res.status, text(&res.err));
+	ck_assert_str_eq(text(&res.out), "ok 4096 True\n");
+	ck_assert_int_eq(w.spawns, 1);
+	run_release(&res);
+	warm_stop(&w);
+}
+END_TEST
+
 /* The agent's death takes its warm workers with it: child process "agent"
  * starts an interpreter and a worker, reports the worker's pid and dies. */
 START_TEST(test_workers_die_with_the_agent)
@@ -815,6 +847,7 @@ static Suite *warm_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_start_failures_say_why);
 	tcase_add_test(tc, test_pool_stopped_by_fork_handler);
+	tcase_add_test(tc, test_jemalloc_background_thread);
 	tcase_add_test(tc, test_worker_sees_its_argv_env_cwd_path);
 	tcase_add_test(tc, test_same_as_a_fresh_python);
 	tcase_add_test(tc, test_output_whole_even_when_killed);
