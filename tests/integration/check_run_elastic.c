@@ -203,6 +203,12 @@ START_TEST(test_agent_kill9_relaunched_same_rank)
 		finished = t && strstr(t, "test_accuracy=");
 		free(t);
 	}
+	if (!finished) {
+		char cmd[700];
+		snprintf(cmd, sizeof(cmd), "tail -n 25 %s/nodes/*.log >&2", m.state);
+		if (system(cmd) != 0)
+			fprintf(stderr, "no node logs\n");
+	}
 	ck_assert_msg(finished, "rank 0 never finished training");
 	rv_master_client_free(c);
 	rv_test_master_cleanup(&m);
