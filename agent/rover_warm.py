@@ -102,6 +102,15 @@ def thread_names():
     return names
 
 
+def quiet_fork():
+    """os.fork() without Python 3.12's warning of a fork with threads: the
+    threads left here (jemalloc's) are ones that survive a fork."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return os.fork()
+
+
 def settle_threads():
     """Threads the imports left, after giving their libraries the chance to
     stop them.  OpenBLAS (numpy's, and torch's through it) starts a pool of
@@ -114,10 +123,7 @@ def settle_threads():
     names = thread_names()
     if len(names) == 1:
         return names
-    import warnings
-    with warnings.catch_warnings():  # 3.12 warns of any fork with threads
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
+    pid = quiet_fork()
     if pid == 0:
         os._exit(0)
     os.waitpid(pid, 0)
@@ -200,13 +206,13 @@ def fork_child(child_main):
     # an exiting process closes its files before its children are
     # reparented.)
     go_r, go_w = os.pipe()
-    mid = os.fork()
+    mid = quiet_fork()
     if mid == 0:
         code = 1
         try:
             os.close(r)
             os.close(go_w)
-            pid = os.fork()
+            pid = quiet_fork()
             if pid == 0:
                 os.close(w)
                 child_main(go_r)  # never returns
@@ -518,6 +524,14 @@ def refill(sock, want, agent):
         send(sock, {"standby": STANDBYS[-1][0]})
 
 
+# Modules a worker of a module named here imports on first use, when they
+# exist: torch 2.x imports torch._dynamo (sympy and more, seconds) the first
+# time an optimizer is built, so a restarted worker would pay it again.
+# Imported after the module when present; one that is absent (torch 1.x) or
+# fails is skipped, not an error.
+USED_SOON = {"torch": ("torch.optim", "torch._dynamo")}
+
+
 def serve(sock, imports, standby):
     start = time.monotonic()
     failed = None
@@ -528,6 +542,12 @@ def serve(sock, imports, standby):
         send(sock, {"error": "could not import %s: %s" % (failed, e),
                     "detail": traceback.format_exc()})
         return 1
+    for name in imports:
+        for soon in USED_SOON.get(name, ()):
+            try:
+                importlib.import_module(soon)
+            except Exception:
+                pass  # not in this version: the worker imports it, if ever
     torch = sys.modules.get("torch")
     cuda = getattr(torch, "cuda", None)
     if cuda is not None and cuda.is_initialized():
