@@ -217,9 +217,7 @@ int rv_alg_rightsize_behind(const struct rv_alg_usage *u, size_t n, enum rv_alg_
 			} else if (0.6 * spread > margin) {
 				margin = 0.6 * spread;
 			}
-		} else {
-			by_median = false;
-		}
+		} /* out of memory: the quantile and margin as they are */
 		free(tmp);
 		free(c2);
 	}
