@@ -260,3 +260,53 @@ with open(D + "holdout.trace", "w") as f:
     f.write('{"cluster":{"nodes":32,"node_cpu":32,"node_mem_gb":128}}\n')
     for j in hold:
         f.write(json.dumps(j, separators=(",", ":")) + "\n")
+
+# A second held-out set, written before the next round of planning changes:
+# the families above mixed (two difficulties in one job) and a few the files
+# above lack (a fixed worker count, a single allowed PS, huge worker memory,
+# late OOMs on zero-config jobs, PS stragglers under noise).  Kept as a check.
+rng = random.Random(99173)
+h2 = []
+j = psj("h2-late-oom-zero-ps-0", wmem=8192, zero=True)   # rising memory, zero-config PS
+j.update(mem_rise=0.45, mem_rise_s=1800)
+h2.append(j)
+j = ar("h2-late-oom-ar-0", wmem=12288)   # rising memory from a request that fits at first
+j.update(mem_rise=0.5, mem_rise_s=2400)
+j["user"]["memory_mb"] = int(12288 * 0.55 * 1.25 // 256 * 256)
+h2.append(j)
+h2.append(extra(ar("h2-straggler-noise-ar-0", noise=0.2), stragglers=2, straggler_slowdown=2.0))
+h2.append(extra(psj("h2-straggler-noise-ps-0", noise=0.15), stragglers=1, straggler_slowdown=4.0))
+j = ar("h2-fixed-ar-0", wcpu=6)   # the worker count is fixed: only resources to size
+j["min_workers"] = j["max_workers"] = j["user"]["workers"] = 6
+h2.append(j)
+h2.append(psj("h2-one-ps-0", max_ps=1))   # a single PS allowed
+h2.append(ar("h2-big-mem-ar-0", wmem=40960, zero=True, params=2e8))   # huge worker memory
+h2.append(extra(psj("h2-oom-warm-ps-0", mem_short=True), warmup_s=240, warmup_start=0.4))
+h2.append(fam_ps("h2-ps-few-noise-0",
+                 [round(rng.uniform(0.06, 0.1), 5), 0.002, 0.0007, round(rng.uniform(0.025, 0.04), 5)],
+                 {"ps_cpu_per_worker": round(rng.uniform(0.3, 0.5), 2), "ps_mem_mb": 8192,
+                  "min_ps": 1, "max_ps": 8}, noise=0.22))
+h2.append(fam_ps("h2-ps-many-noise-0",
+                 [round(rng.uniform(0.05, 0.08), 5), round(rng.uniform(0.08, 0.12), 5), 0.0004, 0.00015],
+                 {"ps_cpu_per_worker": round(rng.uniform(0.3, 0.5), 2), "ps_mem_mb": 8192,
+                  "min_ps": 1, "max_ps": 12}, noise=0.18, zero=True))
+h2.append(fam_ar("h2-max-noise-ar-0", [round(rng.uniform(0.3, 0.5), 5), 0.0002, 0.000002],
+                 max_w=14, over=0.5, noise=0.2))
+j = ar("h2-starved-noise-ar-0", wcpu=6, noise=0.15)   # short of CPU under noise
+j["user"]["cpu"] = 3.5
+h2.append(j)
+j = fam_ar("h2-min-mem-ar-0", [0.004, 0.002, round(rng.uniform(0.004, 0.007), 6)],
+           wmem=12288, mem_short=True)   # optimum at the minimum, memory short
+j["min_workers"] = 2
+j["user"]["workers"] = max(j["user"]["workers"], 2)
+h2.append(j)
+h2.append(extra(ar("h2-warm-noise-ar-0", noise=0.15), warmup_s=300, warmup_start=0.3))
+j = psj("h2-starved-oom-ps-0", wcpu=4, mem_short=True)   # short of CPU and memory
+j["user"]["cpu"] = 2.0
+h2.append(j)
+with open(D + "holdout2.trace", "w") as f:
+    f.write("# A second held-out set (see gen_traces.py): mixed families, written before\n"
+            "# the changes it checks; report its score apart from the other traces.\n")
+    f.write('{"cluster":{"nodes":32,"node_cpu":32,"node_mem_gb":128}}\n')
+    for j in h2:
+        f.write(json.dumps(j, separators=(",", ":")) + "\n")
