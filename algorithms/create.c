@@ -233,22 +233,27 @@ int rv_alg_plan_create(const struct rv_alg_job_features *job,
 		sw += w;
 		w_cnt += w * c->worker.count;
 		w_cpu += w * c->worker.res.cpu;
-		w_mem += w * (double)c->worker.res.memory_mb;
 		p_cnt += w * c->ps.count;
 		p_cpu += w * c->ps.res.cpu;
 		p_tot += w * c->ps.count * c->ps.res.cpu;
-		p_mem += w * (double)c->ps.res.memory_mb;
+		/* Memory: the largest any neighbour used, not the mean.  Too
+		 * little is an OOM, a relaunch and a plan; too much is trimmed
+		 * by the first running plan, which changes the counts anyway. */
+		if ((double)c->worker.res.memory_mb > w_mem)
+			w_mem = (double)c->worker.res.memory_mb;
+		if ((double)c->ps.res.memory_mb > p_mem)
+			p_mem = (double)c->ps.res.memory_mb;
 	}
 	struct rv_alg_config *c = &out->cfg;
 	double mg = 1 + p->create_margin;
 
 	c->worker.count = (int)lround(w_cnt / sw);
 	c->worker.res.cpu = cpu_tenths(w_cpu / sw * mg);
-	c->worker.res.memory_mb = (int64_t)rv_alg_mb_up(w_mem / sw * mg);
+	c->worker.res.memory_mb = (int64_t)rv_alg_mb_up(w_mem * mg);
 	if (job->strategy == RV_ALG_PS) {
 		c->ps.count = (int)lround(p_cnt / sw);
 		c->ps.res.cpu = cpu_tenths(p_cpu / sw * mg);
-		c->ps.res.memory_mb = (int64_t)rv_alg_mb_up(p_mem / sw * mg);
+		c->ps.res.memory_mb = (int64_t)rv_alg_mb_up(p_mem * mg);
 		/* the neighbours' PS CPU in all, spread over the widest tier the
 		 * job allows (see wide_ps_tier) */
 		if (lim->max_ps > c->ps.count) {

@@ -263,6 +263,30 @@ int64_t rv_alg_usage_since(const struct rv_alg_job_history *h, const struct rv_a
 	return since < floor_ms ? floor_ms : since;
 }
 
+int64_t rv_alg_mem_usage_since(const struct rv_alg_job_history *h, const struct rv_alg_params *p)
+{
+	return h->now_ms - p->usage_window_ms;
+}
+
+/* The memory history as the right-sizing reads it: a PS's share of the
+ * model follows the PS count, so PS samples count from the newest plan that
+ * changed it; a worker's memory does not depend on the counts.  Into out
+ * (room for h->n_mem_usage); returns how many. */
+static size_t mem_history(const struct rv_alg_job_history *h, struct rv_alg_usage *out)
+{
+	int64_t ps_from = INT64_MIN;
+	for (size_t i = 0; i + 1 < h->n_applied; i++)
+		if (h->applied[i].cfg.ps.count != h->applied[i + 1].cfg.ps.count) {
+			ps_from = h->applied[i].applied_ts_ms;
+			break;
+		}
+	size_t m = 0;
+	for (size_t i = 0; i < h->n_mem_usage; i++)
+		if (h->mem_usage[i].role != RV_ALG_PS_ROLE || h->mem_usage[i].t_ms > ps_from)
+			out[m++] = h->mem_usage[i];
+	return m;
+}
+
 size_t rv_alg_drop_warmup(struct rv_alg_speed_obs *o, size_t n, const struct rv_alg_params *p)
 {
 	size_t batch = p->batch_mean > 0 ? (size_t)p->batch_mean : 1;
@@ -384,7 +408,8 @@ int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_para
 		    struct rv_alg_decision *out)
 {
 	if (!h || !p || !out || (h->n_applied && !h->applied) || (h->n_speed && !h->speed) ||
-	    (h->n_usage && !h->usage) || (h->n_steps && !h->steps))
+	    (h->n_usage && !h->usage) || (h->n_steps && !h->steps) ||
+	    (h->n_mem_usage && !h->mem_usage))
 		return -EINVAL;
 	if (h->n_applied == 0) {
 		struct rv_alg_config none = { 0 };
@@ -431,9 +456,13 @@ int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_para
 	/* usage of the ramp is not the need: from where the speed settled (the
 	 * whole window when the ramp was shorter than its fixed part) */
 	struct rv_alg_usage *use = malloc((h->n_usage ? h->n_usage : 1) * sizeof(*use));
-	if (!use) {
+	struct rv_alg_usage *mem =
+		malloc((h->n_mem_usage ? h->n_mem_usage : 1) * sizeof(*mem));
+	if (!use || !mem) {
 		free(obs);
 		free(steps);
+		free(use);
+		free(mem);
 		return -ENOMEM;
 	}
 	size_t nuse = 0;
@@ -443,6 +472,10 @@ int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_para
 			use[nuse++] = h->usage[i];
 	st.usage = use;
 	st.n_usage = nuse;
+	if (h->mem_usage) {
+		st.mem_usage = mem;
+		st.n_mem_usage = mem_history(h, mem);
+	}
 	st.steps = steps;
 	st.n_steps = nsteps;
 	rv_alg_last_resizes(h->applied, h->n_applied, st.last_resize);
@@ -450,6 +483,7 @@ int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_para
 	free(obs);
 	free(steps);
 	free(use);
+	free(mem);
 	if (rc < 0 || !out->changed)
 		return rc;
 	/* A configuration measured worse (and reverted) is not proposed again:

@@ -86,53 +86,70 @@ bool rv_alg_cpu_pinned(const struct rv_alg_usage *u, size_t n, enum rv_alg_role 
 	return q >= p->cpu_pinned * limit && med >= median_share * limit;
 }
 
-/* How much a role's memory rises at its trend (least squares over time)
- * over as much time again as its samples span (at most horizon_ms), 0
- * unless it rises beyond 4 standard errors. */
-static double mem_rise(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
-		       int64_t horizon_ms)
+/* Least-squares slope of a role's memory over time (MiB per ms) and its
+ * standard error, over the samples at or after from_ms; *k samples, their
+ * time span in *span_ms.  -ENODATA with fewer than 6 samples or no span. */
+static int mem_slope(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
+		     int64_t from_ms, double *slope, double *se, int64_t *span_ms)
 {
 	double st = 0, sm = 0, k = 0;
 	int64_t t0 = INT64_MAX, t1 = INT64_MIN;
 	for (size_t i = 0; i < n; i++)
-		if (u[i].role == role) {
+		if (u[i].role == role && u[i].t_ms >= from_ms) {
 			if (u[i].t_ms < t0)
 				t0 = u[i].t_ms;
 			if (u[i].t_ms > t1)
 				t1 = u[i].t_ms;
-		}
-	if (t0 > t1)
-		return 0;
-	if (t1 - t0 < horizon_ms)
-		horizon_ms = t1 - t0;
-	for (size_t i = 0; i < n; i++)
-		if (u[i].role == role) {
-			st += (double)(u[i].t_ms - t0);
+			st += (double)u[i].t_ms;
 			sm += (double)u[i].memory_mb;
 			k++;
 		}
-	if (k < 6)
-		return 0;
+	if (k < 6 || t1 <= t0)
+		return -ENODATA;
 	st /= k;
 	sm /= k;
 	double sxx = 0, sxy = 0;
 	for (size_t i = 0; i < n; i++)
-		if (u[i].role == role) {
-			double x = (double)(u[i].t_ms - t0) - st;
+		if (u[i].role == role && u[i].t_ms >= from_ms) {
+			double x = (double)u[i].t_ms - st;
 			sxx += x * x;
 			sxy += x * ((double)u[i].memory_mb - sm);
 		}
 	if (!(sxx > 0))
-		return 0;
-	double slope = sxy / sxx, sse = 0;
+		return -ENODATA;
+	double b = sxy / sxx, sse = 0;
 	for (size_t i = 0; i < n; i++)
-		if (u[i].role == role) {
-			double x = (double)(u[i].t_ms - t0) - st;
-			double r = (double)u[i].memory_mb - sm - slope * x;
+		if (u[i].role == role && u[i].t_ms >= from_ms) {
+			double r = (double)u[i].memory_mb - sm - b * ((double)u[i].t_ms - st);
 			sse += r * r;
 		}
-	double se = sqrt(sse / (k - 2) / sxx);
-	return slope > 4 * se ? slope * (double)horizon_ms : 0;
+	*slope = b;
+	*se = sqrt(sse / (k - 2) / sxx);
+	*span_ms = t1 - t0;
+	return 0;
+}
+
+/* Whether a role's memory still rises, over its history h: a slope beyond
+ * 3 standard errors, unless the newer half of the span rises significantly
+ * slower (the rise has ended: more than 2 of its standard errors below).
+ * Errs towards "rising": a trim too early is an OOM, a trim too late a
+ * little memory for a while.  *slope in MiB per ms. */
+static bool mem_rising(const struct rv_alg_usage *h, size_t nh, enum rv_alg_role role,
+		       double *slope)
+{
+	double b, se, br, ser;
+	int64_t span, span_r;
+	*slope = 0;
+	if (mem_slope(h, nh, role, INT64_MIN, &b, &se, &span) < 0 || !(b > 3 * se))
+		return false;
+	int64_t t1 = INT64_MIN;
+	for (size_t i = 0; i < nh; i++)
+		if (h[i].role == role && h[i].t_ms > t1)
+			t1 = h[i].t_ms;
+	if (mem_slope(h, nh, role, t1 - span / 2, &br, &ser, &span_r) == 0 && br + 2 * ser < b)
+		return false;
+	*slope = b;
+	return true;
 }
 
 bool rv_alg_role_starved(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
@@ -151,15 +168,19 @@ bool rv_alg_role_starved(const struct rv_alg_usage *u, size_t n, enum rv_alg_rol
 				 cur->cpu, 0.97, p);
 }
 
-int rv_alg_rightsize_behind(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
-			    const struct rv_alg_resource *cur, const struct rv_alg_resize *last,
-			    int64_t now_ms, const struct rv_alg_limits *lim,
-			    const struct rv_alg_params *p, double behind,
-			    struct rv_alg_resource *out)
+int rv_alg_rightsize_trend(const struct rv_alg_usage *u, size_t n, const struct rv_alg_usage *h,
+			   size_t nh, enum rv_alg_role role, const struct rv_alg_resource *cur,
+			   const struct rv_alg_resize *last, int64_t now_ms,
+			   const struct rv_alg_limits *lim, const struct rv_alg_params *p,
+			   double behind, struct rv_alg_resource *out)
 {
-	if ((n > 0 && !u) || !cur || !lim || !p || !out || p->usage_quantile < 0 ||
-	    p->usage_quantile > 1)
+	if ((n > 0 && !u) || (nh > 0 && !h) || !cur || !lim || !p || !out ||
+	    p->usage_quantile < 0 || p->usage_quantile > 1)
 		return -EINVAL;
+	if (!h) {
+		h = u;
+		nh = n;
+	}
 	*out = *cur;
 
 	size_t m = 0;
@@ -235,12 +256,29 @@ int rv_alg_rightsize_behind(const struct rv_alg_usage *u, size_t n, enum rv_alg_
 		follows = 1;
 	}
 	double want_mem = rv_alg_quantile(mem, m, p->usage_quantile) * (1 + p->mem_margin);
+	/* The peak over the memory history too: memory follows the job's
+	 * progress (restored from checkpoints), not its configuration. */
+	for (size_t i = 0; i < nh; i++)
+		if (h[i].role == role && (double)h[i].memory_mb > peak)
+			peak = (double)h[i].memory_mb;
 	/* Memory that keeps rising (caches, embedding tables that grow with
-	 * the data) is sized for where it will be a window from now, not for
-	 * where it was: else every plan chases it and the job OOMs late. */
-	double rise = mem_rise(u, n, role, p->usage_window_ms);
-	if (rise > 0 && (peak + rise) * (1 + p->mem_margin) > want_mem)
-		want_mem = (peak + rise) * (1 + p->mem_margin);
+	 * the data): the trend over the history, across plans (the window of
+	 * one configuration after its warm-up is too short to see it).  While
+	 * it rises it is never trimmed, and grown only when it would reach the
+	 * limit within a quarter of a usage window (before a later plan could
+	 * act), then for where it will be two windows from now: sized for
+	 * where it was, or a window ahead at every plan, each plan chased it
+	 * (a plan each, and late OOMs). */
+	double slope;
+	bool rising = mem_rising(h, nh, role, &slope);
+	int64_t window = p->usage_window_ms > 0 ? p->usage_window_ms : 600000;
+	bool rise_hold = false;
+	if (rising) {
+		if (peak + slope * (double)window / 4 <= (double)cur->memory_mb)
+			rise_hold = true;
+		else
+			want_mem = (peak + slope * 2 * (double)window) * (1 + p->mem_margin);
+	}
 
 	free(cpu);
 	free(mem);
@@ -281,18 +319,24 @@ int rv_alg_rightsize_behind(const struct rv_alg_usage *u, size_t n, enum rv_alg_
 	if (starved || near_limit || follows ||
 	    should_move(cur->cpu, want_cpu, last->from.cpu, last->to.cpu, recent, p->hysteresis))
 		out->cpu = want_cpu;
-	/* Memory that still rises is not trimmed: after an OOM relaunch the
-	 * window is short, the projection small, and each trim to just above
-	 * the usage of the moment was followed by a growth plan (6656 -> 13312
-	 * by the OOM, then 7409 -> 8218 -> 8800 MiB, a plan each). */
-	if (rise > 0 && want_mem < (double)cur->memory_mb)
-		want_mem = (double)cur->memory_mb;
-	/* below the peak is a certain OOM: no hysteresis for that */
-	if ((double)cur->memory_mb < peak ||
-	    should_move((double)cur->memory_mb, want_mem, (double)last->from.memory_mb,
-			(double)last->to.memory_mb, recent, p->hysteresis))
+	/* below the peak is a certain OOM: no hysteresis for that; memory that
+	 * rises past the limit within a window grows now, whatever the band */
+	if ((double)cur->memory_mb < peak || (rising && !rise_hold))
+		out->memory_mb = (int64_t)want_mem;
+	else if (!rising && should_move((double)cur->memory_mb, want_mem,
+					(double)last->from.memory_mb, (double)last->to.memory_mb,
+					recent, p->hysteresis))
 		out->memory_mb = (int64_t)want_mem;
 	return out->cpu != cur->cpu || out->memory_mb != cur->memory_mb;
+}
+
+int rv_alg_rightsize_behind(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
+			    const struct rv_alg_resource *cur, const struct rv_alg_resize *last,
+			    int64_t now_ms, const struct rv_alg_limits *lim,
+			    const struct rv_alg_params *p, double behind,
+			    struct rv_alg_resource *out)
+{
+	return rv_alg_rightsize_trend(u, n, u, n, role, cur, last, now_ms, lim, p, behind, out);
 }
 
 int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,

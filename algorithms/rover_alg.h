@@ -333,6 +333,24 @@ int rv_alg_rightsize_behind(const struct rv_alg_usage *u, size_t n, enum rv_alg_
 			    struct rv_alg_resource *out);
 
 /*
+ * rv_alg_rightsize_behind with a memory history h[0..nh) besides u (NULL:
+ * u): the role's usage samples across plans, as far back as its per-node
+ * memory is comparable (memory follows the job's progress, restored from
+ * checkpoints, not its configuration).  Memory that rises over h (a
+ * least-squares slope beyond 3 standard errors, unless the newer half of h
+ * rises significantly slower: the rise ended) is never trimmed; it grows
+ * only when it would pass the limit within a quarter of p->usage_window_ms
+ * (before a later plan could act), then to where
+ * it will be two windows ahead plus p->mem_margin.  Memory never drops
+ * below the peak of u or h.
+ */
+int rv_alg_rightsize_trend(const struct rv_alg_usage *u, size_t n, const struct rv_alg_usage *h,
+			   size_t nh, enum rv_alg_role role, const struct rv_alg_resource *cur,
+			   const struct rv_alg_resize *last, int64_t now_ms,
+			   const struct rv_alg_limits *lim, const struct rv_alg_params *p,
+			   double behind, struct rv_alg_resource *out);
+
+/*
  * Hot PS: the mean CPU of each PS over its latest p->hot_samples samples; a PS
  * whose robust z ((x - median) / (1.4826 MAD)) exceeds p->hot_z and whose use
  * is at least p->hot_util of its limit is migrated to use * p->hot_cpu_factor
@@ -438,6 +456,9 @@ struct rv_alg_job_state {
 	const struct rv_alg_step *steps;
 	size_t n_steps;
 	struct rv_alg_resize last_resize[2]; /* indexed by enum rv_alg_role */
+	/* memory history for rv_alg_rightsize_trend (NULL: usage only) */
+	const struct rv_alg_usage *mem_usage;
+	size_t n_mem_usage;
 };
 
 /*
@@ -530,6 +551,10 @@ struct rv_alg_job_history {
 	size_t n_usage;
 	const struct rv_alg_step *steps;
 	size_t n_steps;
+	/* usage samples from rv_alg_mem_usage_since() on, across plans, for the
+	 * memory trend (NULL: none, usage only) */
+	const struct rv_alg_usage *mem_usage;
+	size_t n_mem_usage;
 };
 
 /* Whether an unapplied running plan stands: no sample came after the data
@@ -620,6 +645,9 @@ size_t rv_alg_settle_index(const struct rv_alg_speed_obs *o, size_t start, size_
 int64_t rv_alg_run_settled_ms(const struct rv_alg_speed_obs *o, size_t n, int64_t since_ms,
 			      const struct rv_alg_params *p);
 int64_t rv_alg_usage_since(const struct rv_alg_job_history *h, const struct rv_alg_params *p);
+/* Job time from which the memory history (mem_usage) is read:
+ * p->usage_window_ms back, across plans. */
+int64_t rv_alg_mem_usage_since(const struct rv_alg_job_history *h, const struct rv_alg_params *p);
 
 /*
  * Drop the warm-up of every run of one configuration in o[0..n) (oldest

@@ -177,7 +177,9 @@ static int planner_running_plan(struct brain *b, PGconn *c, const struct store_j
 	struct rv_alg_speed_obs *obs = NULL;
 	struct rv_alg_usage *usage = NULL;
 	struct rv_alg_step *steps = NULL;
-	size_t nobs = 0, nusage = 0, nsteps = 0;
+	struct rv_alg_usage *mem_usage = NULL;
+	struct rv_alg_step *mem_steps = NULL;
+	size_t nobs = 0, nusage = 0, nsteps = 0, nmem_usage = 0, nmem_steps = 0;
 	int rc = 0;
 	if (!rows || !applied) {
 		rc = rv_err_set(err, -ENOMEM, "", "out of memory for the plan history");
@@ -266,6 +268,13 @@ static int planner_running_plan(struct brain *b, PGconn *c, const struct store_j
 	h.n_usage = nusage;
 	h.steps = steps;
 	h.n_steps = nsteps;
+	/* the memory trend reads across plans: a window back */
+	rc = store_usage(c, job->id, rv_alg_mem_usage_since(&h, &p), p.usage_max, &mem_usage,
+			 &nmem_usage, &mem_steps, &nmem_steps, err);
+	if (rc < 0)
+		goto out;
+	h.mem_usage = mem_usage;
+	h.n_mem_usage = nmem_usage;
 	rc = rv_alg_plan_job(&h, &p, &d);
 	if (rc < 0) {
 		rv_err_set(err, rc, "", "could not compute a running plan");
@@ -287,6 +296,8 @@ out:
 	free(obs);
 	free(usage);
 	free(steps);
+	free(mem_usage);
+	free(mem_steps);
 	return rc;
 }
 

@@ -404,7 +404,8 @@ int brainlink_plan_local(struct brainlink *l, struct brainlink_plan *out, struct
 	struct rv_alg_speed_obs *speed = calloc(l->speed_n + 1, sizeof(*speed));
 	struct rv_alg_usage *usage = calloc(l->usage_n + 1, sizeof(*usage));
 	struct rv_alg_step *steps = calloc(l->usage_n + 1, sizeof(*steps));
-	if (!speed || !usage || !steps) {
+	struct rv_alg_usage *mem_usage = calloc(l->usage_n + 1, sizeof(*mem_usage));
+	if (!speed || !usage || !steps || !mem_usage) {
 		rc = rv_err_set(err, -ENOMEM, "", "out of memory for the plan history");
 		goto out;
 	}
@@ -413,9 +414,13 @@ int brainlink_plan_local(struct brainlink *l, struct brainlink_plan *out, struct
 	h.speed = speed;
 	h.n_speed = l->speed_n;
 	int64_t since = rv_alg_usage_since(&h, &l->P);
-	size_t nu = 0, ns = 0;
+	int64_t mem_since = rv_alg_mem_usage_since(&h, &l->P);
+	size_t nu = 0, ns = 0, nm = 0;
 	for (size_t i = 0; i < l->usage_n; i++) {
 		const struct usage_row *r = &l->usage[(l->usage_head + i) % (size_t)l->P.usage_max];
+		/* the memory trend reads across plans */
+		if (r->u.t_ms >= mem_since)
+			mem_usage[nm++] = r->u;
 		if (r->u.t_ms < since)
 			continue;
 		usage[nu++] = r->u;
@@ -428,6 +433,8 @@ int brainlink_plan_local(struct brainlink *l, struct brainlink_plan *out, struct
 	h.n_usage = nu;
 	h.steps = steps;
 	h.n_steps = ns;
+	h.mem_usage = mem_usage;
+	h.n_mem_usage = nm;
 	struct rv_alg_verdict v;
 	struct rv_alg_decision d;
 	rc = rv_alg_plan_step(&h, &l->P, &v, &d);
@@ -453,6 +460,7 @@ out:
 	free(speed);
 	free(usage);
 	free(steps);
+	free(mem_usage);
 	return rc;
 }
 

@@ -236,6 +236,11 @@ static int handle_oom(struct run *s, int role)
 	*mem = next;
 	ev->to_mb = next;
 	s->last_rss[role] = 0;
+	const char *trace = getenv("ROVER_SIM_PLANS");
+	if (trace && *trace == '1')
+		fprintf(stderr, "plan %s t=%.0f oom %s: %lld -> %lld MiB (last rss %lld): %s\n",
+			s->j->name, s->job_s, role ? "ps" : "worker", (long long)ev->from_mb,
+			(long long)next, (long long)rss, plan.reason);
 	if (!config_fits_node(s->j, &s->c, &s->o->cluster))
 		r->infeasible = true;
 	r->plans++;
