@@ -77,6 +77,34 @@ START_TEST(test_neighbours_picked)
 }
 END_TEST
 
+/* Memory from the largest neighbour, not their mean: a neighbour that
+ * needed more says the job may too, and too little is an OOM and a
+ * relaunch where too much is trimmed by the first running plan. */
+START_TEST(test_memory_from_largest_neighbour)
+{
+	struct rv_alg_history_job h[] = {
+		hjob("near", "ctr-20261101", 5e6, RV_ALG_PS, 4, 4, 8000),
+		hjob("near2", "ctr-20261102", 6e6, RV_ALG_PS, 4, 4, 16000),
+	};
+	h[1].cfg.ps.res.memory_mb = 30000;
+	struct rv_alg_job_features job = {
+		.strategy = RV_ALG_PS, .parameters = 5e6, .batch_size = 64,
+		.dataset_size = 1e6, .user = "ana", .name = "ctr-20261120",
+	};
+	struct rv_alg_decision d;
+
+	ck_assert_int_eq(rv_alg_plan_create(&job, h, 2, &LIM, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.res.memory_mb, 17600); /* 16000 + 10% */
+	ck_assert_int_eq(d.cfg.ps.res.memory_mb, 33000);
+	/* within the node size */
+	struct rv_alg_limits small = LIM;
+
+	small.max_memory_mb = 16384;
+	ck_assert_int_eq(rv_alg_plan_create(&job, h, 2, &small, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.res.memory_mb, 16384);
+}
+END_TEST
+
 START_TEST(test_nearest_dominates)
 {
 	/* one job with the same stem and size, one 30x bigger */
@@ -188,6 +216,7 @@ static Suite *create_suite(void)
 	tcase_add_test(tc, test_name_stem);
 	tcase_add_test(tc, test_neighbours_picked);
 	tcase_add_test(tc, test_nearest_dominates);
+	tcase_add_test(tc, test_memory_from_largest_neighbour);
 	tcase_add_test(tc, test_default_without_history);
 	tcase_add_test(tc, test_limits_and_free_capacity);
 	suite_add_tcase(s, tc);

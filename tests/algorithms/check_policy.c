@@ -402,6 +402,58 @@ START_TEST(test_repeat_suppression)
 }
 END_TEST
 
+/* The memory history reaches across plans, but a PS's share of the model
+ * follows the PS count: PS samples from before the plan that changed it
+ * (7000 MiB each at 2 PS) do not hold the PS memory up at 4 PS (3600). */
+START_TEST(test_memory_history_from_ps_count_change)
+{
+	struct rv_alg_applied a[2] = {
+		plan_of(5, RV_ALG_STAGE_RUNNING, "explore", RV_ALG_OUTCOME_NEUTRAL, 300000, 4, 2),
+		plan_of(1, RV_ALG_STAGE_CREATE, "user_spec", RV_ALG_OUTCOME_PENDING, 0, 4, 2),
+	};
+	a[0].cfg.ps = (struct rv_alg_group){ .count = 4, .res = { .cpu = 2, .memory_mb = 8000 } };
+	a[1].cfg.ps = (struct rv_alg_group){ .count = 2, .res = { .cpu = 4, .memory_mb = 8000 } };
+	struct rv_alg_speed_obs o[42];
+	struct rv_alg_usage mem[42 * 8];
+	size_t no = 0, nm = 0;
+	for (int t = 10; t <= 420; t += 10) {
+		bool now4 = t > 300;
+		o[no++] = (struct rv_alg_speed_obs){ .workers = 4, .ps = now4 ? 4 : 2,
+						     .speed = 100 + (t / 10) % 2,
+						     .t_ms = (int64_t)t * 1000 };
+		for (int n = 0; n < (now4 ? 4 : 2); n++)
+			mem[nm++] = (struct rv_alg_usage){ .role = RV_ALG_PS_ROLE, .node = n,
+							   .t_ms = (int64_t)t * 1000, .cpu = 1.0,
+							   .memory_mb = now4 ? 3600 : 7000 };
+		for (int n = 0; n < 4; n++)
+			mem[nm++] = (struct rv_alg_usage){ .role = RV_ALG_WORKER, .node = n,
+							   .t_ms = (int64_t)t * 1000, .cpu = 1.9,
+							   .memory_mb = 7400 };
+	}
+	/* the current configuration's window: from its plan on */
+	size_t first = 0;
+	while (mem[first].t_ms <= 300000)
+		first++;
+	struct rv_alg_job_history h = history(a, 2);
+	h.strategy = RV_ALG_PS;
+	h.now_ms = 420000;
+	h.speed = o;
+	h.n_speed = no;
+	h.usage = mem + first;
+	h.n_usage = nm - first;
+	h.mem_usage = mem;
+	h.n_mem_usage = nm;
+	struct rv_alg_decision d;
+
+	ck_assert_int_eq(rv_alg_plan_job(&h, &P, &d), 0);
+	ck_assert_msg(d.cfg.ps.res.memory_mb >= 3600 && d.cfg.ps.res.memory_mb <= 4200, "%lld: %s",
+		      (long long)d.cfg.ps.res.memory_mb, d.reason);
+	/* the workers' memory is not tied to the counts: their whole history
+	 * counts (the peak of 7400 MiB), and 8192 is within the band */
+	ck_assert_int_eq(d.cfg.worker.res.memory_mb, 8192);
+}
+END_TEST
+
 START_TEST(test_plan_step_judges_then_plans)
 {
 	/* a model plan 2 -> 4 workers that made the job slower */
@@ -504,6 +556,7 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, test_settled_steps_and_resizes);
 	tcase_add_test(tc, test_repeat_suppression);
 	tcase_add_test(tc, test_plan_step_judges_then_plans);
+	tcase_add_test(tc, test_memory_history_from_ps_count_change);
 	tcase_add_test(tc, test_names);
 	tcase_add_test(tc, test_create_explicit_asks_win);
 	suite_add_tcase(s, tc);

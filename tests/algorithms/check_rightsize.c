@@ -255,6 +255,83 @@ START_TEST(test_near_limit_small_growth_waits)
 }
 END_TEST
 
+/* Worker memory over time: base MiB at t = 0, rising by slope MiB per
+ * second until rise_end_s, flat after; 4 nodes sampled every 10 s from
+ * from_s to to_s, +-2% noise. */
+static size_t mem_ramp(struct rv_alg_usage *u, double base, double slope, double rise_end_s,
+		       int from_s, int to_s, gsl_rng *r)
+{
+	size_t n = 0;
+	for (int t = from_s; t <= to_s; t += 10)
+		for (int node = 0; node < 4; node++) {
+			double need = base + slope * (t < rise_end_s ? t : rise_end_s);
+			u[n++] = (struct rv_alg_usage){
+				.role = RV_ALG_WORKER, .node = node, .t_ms = (int64_t)t * 1000,
+				.cpu = 3.0, .memory_mb = (int64_t)(need * (0.98 + 0.02 * gsl_rng_uniform(r))),
+			};
+		}
+	return n;
+}
+
+/* Memory that rises is not chased a step per plan: it is held while the
+ * limit stays clear of it for a quarter of a usage window, then grown once
+ * for two windows ahead; never trimmed while it rises. */
+START_TEST(test_rising_memory_grows_once)
+{
+	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+	struct rv_alg_usage u[400];
+	/* 8000 -> 10000 MiB over 600 s: 3.33 MiB/s */
+	size_t n = mem_ramp(u, 8000, 10.0 / 3, 1e9, 0, 600, r);
+	struct rv_alg_resource cur = {.cpu = 3.1, .memory_mb = 12000}, out;
+
+	/* 150 s ahead it needs ~10500: 12000 holds (no growth, no trim) */
+	ck_assert_int_ge(rv_alg_rightsize(u, n, RV_ALG_WORKER, &cur, NULL, 600000, &LIM, &P, &out),
+			 0);
+	ck_assert_int_eq(out.memory_mb, 12000);
+	cur.memory_mb = 20000;
+	ck_assert_int_ge(rv_alg_rightsize(u, n, RV_ALG_WORKER, &cur, NULL, 600000, &LIM, &P, &out),
+			 0);
+	ck_assert_int_eq(out.memory_mb, 20000);
+	/* 10300 would be passed within 150 s: grown to where it will be 20
+	 * minutes on (~14000) plus the margin, in one step */
+	cur.memory_mb = 10300;
+	ck_assert_int_eq(rv_alg_rightsize(u, n, RV_ALG_WORKER, &cur, NULL, 600000, &LIM, &P, &out),
+			 1);
+	ck_assert_int_ge(out.memory_mb, 14500);
+	ck_assert_int_le(out.memory_mb, 17000);
+	gsl_rng_free(r);
+}
+END_TEST
+
+/* The trend is read over the memory history across plans; once the rise
+ * has ended (the newer half flat) the memory is trimmed to the peak plus
+ * the margin. */
+START_TEST(test_rising_memory_trimmed_when_flat)
+{
+	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+	struct rv_alg_usage h[600], u[100];
+	/* rose 8000 -> 10000 over 300 s, flat for the next 300 s */
+	size_t nh = mem_ramp(h, 8000, 2000.0 / 300, 300, 0, 600, r);
+	/* the current configuration: its last 60 s only */
+	size_t n = mem_ramp(u, 8000, 2000.0 / 300, 300, 540, 600, r);
+	struct rv_alg_resource cur = {.cpu = 3.1, .memory_mb = 15400}, out;
+
+	ck_assert_int_eq(rv_alg_rightsize_trend(u, n, h, nh, RV_ALG_WORKER, &cur, NULL, 600000,
+						&LIM, &P, 1, &out),
+			 1);
+	ck_assert_int_ge(out.memory_mb, 10000);
+	ck_assert_int_le(out.memory_mb, 11100);
+	/* still rising over the whole history: held, not trimmed */
+	nh = mem_ramp(h, 8000, 2000.0 / 600, 1e9, 0, 600, r);
+	n = mem_ramp(u, 8000, 2000.0 / 600, 1e9, 540, 600, r);
+	ck_assert_int_ge(rv_alg_rightsize_trend(u, n, h, nh, RV_ALG_WORKER, &cur, NULL, 600000,
+						&LIM, &P, 1, &out),
+			 0);
+	ck_assert_int_eq(out.memory_mb, 15400);
+	gsl_rng_free(r);
+}
+END_TEST
+
 static Suite *rightsize_suite(void)
 {
 	Suite *s = suite_create("rightsize");
@@ -272,6 +349,8 @@ static Suite *rightsize_suite(void)
 	tcase_add_test(tc, test_no_reversal_within_window);
 	tcase_add_test(tc, test_memory_never_below_peak);
 	tcase_add_test(tc, test_limits_bound);
+	tcase_add_test(tc, test_rising_memory_grows_once);
+	tcase_add_test(tc, test_rising_memory_trimmed_when_flat);
 	suite_add_tcase(s, tc);
 	return s;
 }
