@@ -161,9 +161,9 @@ END_TEST
 /* The simulator tells the truth: the same traces and seed give the same
  * line; a request larger than any node is infeasible (the oracle never picks
  * one, Rover never asks for one once the brain knows the nodes); memory that
- * rises during the run kills the job late, and that OOM, reported as a
- * killed container shows it (the limit and the last sampled RSS), is
- * recovered. */
+ * rises during the run kills the job late (within its first round, before a
+ * plan could see the trend), and that OOM, reported as a killed container
+ * shows it (the limit and the last sampled RSS), is recovered. */
 START_TEST(sim_is_deterministic_and_honest)
 {
 	start_brain();
@@ -176,7 +176,7 @@ START_TEST(sim_is_deterministic_and_honest)
 		"\"worker_cpu\":4,\"worker_mem_mb\":4096,\"max_workers\":8,\"noise\":0.02,"
 		"\"user\":{\"workers\":4,\"cpu\":24,\"memory_mb\":8192}}\n"
 		"{\"name\":\"late-oom\",\"strategy\":\"allreduce\",\"t\":[0.02,0.001,0.0005],"
-		"\"worker_cpu\":2,\"worker_mem_mb\":8192,\"mem_rise\":0.4,\"mem_rise_s\":600,"
+		"\"worker_cpu\":2,\"worker_mem_mb\":8192,\"mem_rise\":0.4,\"mem_rise_s\":100,"
 		"\"max_workers\":8,\"noise\":0.02,\"user\":{\"workers\":4,\"cpu\":3,"
 		"\"memory_mb\":6144}}\n";
 	ck_assert_int_eq(write(fd, doc, strlen(doc)), (ssize_t)strlen(doc));
