@@ -35,6 +35,11 @@ int rv_alg_oom_memory(int64_t prev_mb, int64_t peak_mb, int oom_count,
 	double want = (double)prev_mb * factor;
 	double from_peak = (double)peak_mb * (1 + p->oom_peak_margin);
 	double cap = p->oom_cap_mb > 0 ? (double)p->oom_cap_mb : INFINITY;
+	/* A node given more than the cap already was sized so on purpose (a
+	 * large model): only the node's size bounds it, else its first OOM
+	 * would end the job. */
+	if ((double)prev_mb > cap)
+		cap = INFINITY;
 
 	if (from_peak > want)
 		want = from_peak;

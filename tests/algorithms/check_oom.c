@@ -49,6 +49,15 @@ START_TEST(test_peak_and_cap)
 	ck_assert_int_eq(next, 65536);
 	ck_assert_int_eq(rv_alg_oom_memory(65536, 0, 3, &LIM, &P, &next), 0);
 	ck_assert_int_eq(next, 65536);
+	/* a node given more than the cap (a large model) still grows, up to
+	 * the node's size: the cap would end the job at its first OOM */
+	struct rv_alg_limits big = LIM;
+
+	big.max_memory_mb = 262144;
+	ck_assert_int_eq(rv_alg_oom_memory(98304, 0, 1, &big, &P, &next), 1);
+	ck_assert_int_eq(next, 196608);
+	ck_assert_int_eq(rv_alg_oom_memory(196608, 0, 2, &big, &P, &next), 1);
+	ck_assert_int_eq(next, 262144);
 	/* a tighter per-node limit */
 	struct rv_alg_limits lim = LIM;
 
