@@ -60,6 +60,14 @@ int rv_alg_config_equal(const struct rv_alg_config *a, const struct rv_alg_confi
  * float noise (6 * 1.1 must stay 6.6, not become 6.7). */
 double rv_alg_cpu_up(double cpu);
 double rv_alg_mb_up(double mb);
+
+/* Memory for a role whose memory rises over its history h (NULL: u): where
+ * it will be two usage windows ahead plus p->mem_margin, whole MiB; *at =
+ * where it will be ahead_ms from its newest sample, without margin.  0 (and
+ * *at 0) when it does not rise.  See rv_alg_rightsize_trend. */
+double rv_alg_mem_rise_target(const struct rv_alg_usage *u, size_t n, const struct rv_alg_usage *h,
+			      size_t nh, enum rv_alg_role role, const struct rv_alg_params *p,
+			      double ahead_ms, double *at);
 /* The OOM memory factor for a node's oom_count-th OOM (>= 1): oom_factor x
  * oom_growth^(oom_count - 1). */
 double rv_alg_oom_step(const struct rv_alg_params *p, int oom_count);

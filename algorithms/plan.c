@@ -223,6 +223,42 @@ static void plan_rightsize(const struct rv_alg_job_state *st, const struct rv_al
 	take_lead(rank, lead, LEAD_RIGHTSIZE, "rightsize");
 }
 
+/* A plan that changes the counts restarts the job anyway: memory that
+ * rises and would pass its limit within a usage window grows in it to where
+ * it will be two windows ahead, rather than in a plan of its own when it
+ * nears the limit (a PS only at an unchanged PS count: its share of the
+ * model follows the count). */
+static void fold_rising_memory(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
+			       struct rv_alg_config *cfg, struct rv_alg_decision *out)
+{
+	for (int r = 0; r < 2; r++) {
+		enum rv_alg_role role = r ? RV_ALG_PS_ROLE : RV_ALG_WORKER;
+		struct rv_alg_group *g = r ? &cfg->ps : &cfg->worker;
+		double in_window;
+
+		if (g->count <= 0 || (r && cfg->ps.count != st->cur.ps.count))
+			continue;
+		double target = rv_alg_mem_rise_target(st->usage, st->n_usage, st->mem_usage,
+						       st->n_mem_usage, role, p,
+						       (double)p->usage_window_ms, &in_window);
+		if (in_window <= (double)g->res.memory_mb)
+			continue;
+		if (st->lim.max_memory_mb > 0 && target > (double)st->lim.max_memory_mb)
+			target = (double)st->lim.max_memory_mb;
+		if (!(target > (double)g->res.memory_mb * (1 + p->hysteresis)))
+			continue;
+		struct rv_alg_config trial = *cfg;
+		(r ? &trial.ps : &trial.worker)->res.memory_mb = (int64_t)target;
+		if (!rv_alg_fits_free(&st->lim, &st->cur, &trial))
+			continue;
+		rv_alg_reason_add(out,
+				  "%s memory rises: %" PRId64 " -> %.0f MiB with this restart "
+				  "(where it will be two usage windows ahead)",
+				  role_name(role), g->res.memory_mb, target);
+		g->res.memory_mb = (int64_t)target;
+	}
+}
+
 /* A job's resources in cores, memory counted at the node's memory per core
  * (a documented 4 GiB per core when no node size is known). */
 static double config_cost(const struct rv_alg_config *c, const struct rv_alg_limits *lim)
@@ -338,6 +374,8 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 	/* a migrated hot PS already got its CPU; pooled PS CPU would undo it */
 	plan_rightsize(st, p, RV_ALG_PS_ROLE, hot > 0, starved_w, behind_ps, &cfg, out, &rank,
 		       &lead);
+	if (cfg.worker.count != st->cur.worker.count || cfg.ps.count != st->cur.ps.count)
+		fold_rising_memory(st, p, &cfg, out);
 
 	int ns = rv_alg_stragglers(st->steps, st->n_steps, p, out->replace, RV_ALG_MAX_NODES);
 

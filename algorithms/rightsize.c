@@ -129,27 +129,59 @@ static int mem_slope(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
 	return 0;
 }
 
-/* Whether a role's memory still rises, over its history h: a slope beyond
- * 3 standard errors, unless the newer half of the span rises significantly
- * slower (the rise has ended: more than 2 of its standard errors below).
- * Errs towards "rising": a trim too early is an OOM, a trim too late a
- * little memory for a while.  *slope in MiB per ms. */
-static bool mem_rising(const struct rv_alg_usage *h, size_t nh, enum rv_alg_role role,
-		       double *slope)
+/* Whether a role's memory rises over its history h: 1 with a slope beyond 3
+ * standard errors (*slope in MiB per ms); 2 when it rose so but the newer
+ * half of the span rises significantly slower (more than 2 of its standard
+ * errors below: the rise ended); 0 otherwise.  Errs towards "rising": a
+ * trim too early is an OOM, a trim too late a little memory for a while. */
+static int mem_rising(const struct rv_alg_usage *h, size_t nh, enum rv_alg_role role,
+		      double *slope)
 {
 	double b, se, br, ser;
 	int64_t span, span_r;
 	*slope = 0;
 	if (mem_slope(h, nh, role, INT64_MIN, &b, &se, &span) < 0 || !(b > 3 * se))
-		return false;
+		return 0;
 	int64_t t1 = INT64_MIN;
 	for (size_t i = 0; i < nh; i++)
 		if (h[i].role == role && h[i].t_ms > t1)
 			t1 = h[i].t_ms;
 	if (mem_slope(h, nh, role, t1 - span / 2, &br, &ser, &span_r) == 0 && br + 2 * ser < b)
-		return false;
+		return 2;
 	*slope = b;
-	return true;
+	return 1;
+}
+
+/* The peak of a role's memory over u and h. */
+static double mem_peak(const struct rv_alg_usage *u, size_t n, const struct rv_alg_usage *h,
+		       size_t nh, enum rv_alg_role role)
+{
+	double peak = 0;
+	for (size_t i = 0; i < n; i++)
+		if (u[i].role == role && (double)u[i].memory_mb > peak)
+			peak = (double)u[i].memory_mb;
+	for (size_t i = 0; i < nh; i++)
+		if (h[i].role == role && (double)h[i].memory_mb > peak)
+			peak = (double)h[i].memory_mb;
+	return peak;
+}
+
+double rv_alg_mem_rise_target(const struct rv_alg_usage *u, size_t n, const struct rv_alg_usage *h,
+			      size_t nh, enum rv_alg_role role, const struct rv_alg_params *p,
+			      double ahead_ms, double *at)
+{
+	double slope;
+	if (!h) {
+		h = u;
+		nh = n;
+	}
+	*at = 0;
+	if (mem_rising(h, nh, role, &slope) != 1)
+		return 0;
+	double peak = mem_peak(u, n, h, nh, role);
+	double window = p->usage_window_ms > 0 ? (double)p->usage_window_ms : 600000;
+	*at = peak + slope * ahead_ms;
+	return rv_alg_mb_up((peak + slope * 2 * window) * (1 + p->mem_margin));
 }
 
 bool rv_alg_role_starved(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
@@ -269,15 +301,20 @@ int rv_alg_rightsize_trend(const struct rv_alg_usage *u, size_t n, const struct 
 	 * act), then for where it will be two windows from now: sized for
 	 * where it was, or a window ahead at every plan, each plan chased it
 	 * (a plan each, and late OOMs). */
-	double slope;
-	bool rising = mem_rising(h, nh, role, &slope);
-	int64_t window = p->usage_window_ms > 0 ? p->usage_window_ms : 600000;
-	bool rise_hold = false;
+	double soon, slope;
+	double window = p->usage_window_ms > 0 ? (double)p->usage_window_ms : 600000;
+	double target = rv_alg_mem_rise_target(u, n, h, nh, role, p, window / 4, &soon);
+	bool rising = target > 0, rise_hold = false;
 	if (rising) {
-		if (peak + slope * (double)window / 4 <= (double)cur->memory_mb)
+		if (soon <= (double)cur->memory_mb)
 			rise_hold = true;
 		else
-			want_mem = (peak + slope * 2 * (double)window) * (1 + p->mem_margin);
+			want_mem = target;
+	} else if (mem_rising(h, nh, role, &slope) == 2 &&
+		   peak * (1 + p->mem_margin) > want_mem) {
+		/* the rise ended: the quantile of a window that saw it rise
+		 * is below where it stopped; the peak and the margin */
+		want_mem = peak * (1 + p->mem_margin);
 	}
 
 	free(cpu);
