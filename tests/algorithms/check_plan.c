@@ -138,6 +138,55 @@ START_TEST(test_explore_before_model)
 }
 END_TEST
 
+/* Worker memory rising 6000 -> 7600 MiB over 600 s on 6 nodes (the
+ * history, across plans), and the current window: its last 60 s. */
+static void rising_memory(struct rv_alg_usage *h, size_t *nh, struct rv_alg_usage *u, size_t *n)
+{
+	*nh = *n = 0;
+	for (int t = 0; t <= 600; t += 10)
+		for (int i = 0; i < 6; i++) {
+			struct rv_alg_usage x = {.role = RV_ALG_WORKER, .node = i,
+						 .t_ms = 3000000 + t * 1000, .cpu = 3.4,
+						 .memory_mb = 6000 + t * 8 / 3 + (i % 3) * 20};
+			h[(*nh)++] = x;
+			if (t >= 540)
+				u[(*n)++] = x;
+		}
+}
+
+/* Memory that rises and would pass the limit within a usage window grows in
+ * a plan that restarts the job anyway (here the counts change) to where it
+ * will be two windows ahead; without such a plan it waits until it nears
+ * the limit, a plan of its own. */
+START_TEST(test_rising_memory_folded_into_count_change)
+{
+	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 6, 0);
+	struct rv_alg_speed_obs o[8];
+	struct rv_alg_usage h[400], u[64];
+	struct rv_alg_decision d;
+
+	st.n_speed = sync_obs(o, scaling);
+	st.speed = o;
+	rising_memory(h, &st.n_mem_usage, u, &st.n_usage);
+	st.mem_usage = h;
+	st.usage = u;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 10);
+	/* 7640 + 2.67 MiB/s x 1200 s, + 10% */
+	ck_assert_msg(d.cfg.worker.res.memory_mb >= 11500 && d.cfg.worker.res.memory_mb <= 12500,
+		      "%lld: %s", (long long)d.cfg.worker.res.memory_mb, d.reason);
+	ck_assert_msg(strstr(d.reason, "memory rises") != NULL, "%s", d.reason);
+	/* counts that hold: 150 s ahead it needs ~8040 MiB, under 8192 */
+	st.cur.worker.count = 10;
+	st.speed = NULL;
+	st.n_speed = 0;
+	st.cur.worker.res.cpu = 3.5;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.res.memory_mb, 8192);
+	ck_assert(!d.changed);
+}
+END_TEST
+
 START_TEST(test_hold_on_flat)
 {
 	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 2, 0);
@@ -372,6 +421,7 @@ static Suite *plan_suite(void)
 	tcase_add_test(tc, test_cluster_cap_blocks_rightsize_growth);
 	tcase_add_test(tc, test_explore_before_model);
 	tcase_add_test(tc, test_hold_on_flat);
+	tcase_add_test(tc, test_rising_memory_folded_into_count_change);
 	tcase_add_test(tc, test_hot_ps_leads);
 	tcase_add_test(tc, test_straggler_leads);
 	tcase_add_test(tc, test_ps_job_model);
