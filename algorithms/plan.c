@@ -168,8 +168,8 @@ static void plan_rightsize(const struct rv_alg_job_state *st, const struct rv_al
 	if (g->count <= 0)
 		return;
 	int rc = rv_alg_rightsize_trend(st->usage, st->n_usage, st->mem_usage, st->n_mem_usage,
-					role, &g->res, &st->last_resize[role], st->now_ms,
-					&st->lim, p, behind, &next);
+					role, &g->res, &st->last_resize[role], st->now_ms, &st->lim,
+					p, behind, &next);
 
 	if (rc < 0)
 		return;

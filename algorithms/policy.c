@@ -456,8 +456,7 @@ int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_para
 	/* usage of the ramp is not the need: from where the speed settled (the
 	 * whole window when the ramp was shorter than its fixed part) */
 	struct rv_alg_usage *use = malloc((h->n_usage ? h->n_usage : 1) * sizeof(*use));
-	struct rv_alg_usage *mem =
-		malloc((h->n_mem_usage ? h->n_mem_usage : 1) * sizeof(*mem));
+	struct rv_alg_usage *mem = malloc((h->n_mem_usage ? h->n_mem_usage : 1) * sizeof(*mem));
 	if (!use || !mem) {
 		free(obs);
 		free(steps);

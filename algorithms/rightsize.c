@@ -89,8 +89,8 @@ bool rv_alg_cpu_pinned(const struct rv_alg_usage *u, size_t n, enum rv_alg_role 
 /* Least-squares slope of a role's memory over time (MiB per ms) and its
  * standard error, over the samples at or after from_ms; *k samples, their
  * time span in *span_ms.  -ENODATA with fewer than 6 samples or no span. */
-static int mem_slope(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
-		     int64_t from_ms, double *slope, double *se, int64_t *span_ms)
+static int mem_slope(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role, int64_t from_ms,
+		     double *slope, double *se, int64_t *span_ms)
 {
 	double st = 0, sm = 0, k = 0;
 	int64_t t0 = INT64_MAX, t1 = INT64_MIN;
@@ -134,8 +134,7 @@ static int mem_slope(const struct rv_alg_usage *u, size_t n, enum rv_alg_role ro
  * half of the span rises significantly slower (more than 2 of its standard
  * errors below: the rise ended); 0 otherwise.  Errs towards "rising": a
  * trim too early is an OOM, a trim too late a little memory for a while. */
-static int mem_rising(const struct rv_alg_usage *h, size_t nh, enum rv_alg_role role,
-		      double *slope)
+static int mem_rising(const struct rv_alg_usage *h, size_t nh, enum rv_alg_role role, double *slope)
 {
 	double b, se, br, ser;
 	int64_t span, span_r;
@@ -310,8 +309,7 @@ int rv_alg_rightsize_trend(const struct rv_alg_usage *u, size_t n, const struct 
 			rise_hold = true;
 		else
 			want_mem = target;
-	} else if (mem_rising(h, nh, role, &slope) == 2 &&
-		   peak * (1 + p->mem_margin) > want_mem) {
+	} else if (mem_rising(h, nh, role, &slope) == 2 && peak * (1 + p->mem_margin) > want_mem) {
 		/* the rise ended: the quantile of a window that saw it rise
 		 * is below where it stopped; the peak and the margin */
 		want_mem = peak * (1 + p->mem_margin);
@@ -360,9 +358,9 @@ int rv_alg_rightsize_trend(const struct rv_alg_usage *u, size_t n, const struct 
 	 * rises past the limit within a window grows now, whatever the band */
 	if ((double)cur->memory_mb < peak || (rising && !rise_hold))
 		out->memory_mb = (int64_t)want_mem;
-	else if (!rising && should_move((double)cur->memory_mb, want_mem,
-					(double)last->from.memory_mb, (double)last->to.memory_mb,
-					recent, p->hysteresis))
+	else if (!rising &&
+		 should_move((double)cur->memory_mb, want_mem, (double)last->from.memory_mb,
+			     (double)last->to.memory_mb, recent, p->hysteresis))
 		out->memory_mb = (int64_t)want_mem;
 	return out->cpu != cur->cpu || out->memory_mb != cur->memory_mb;
 }

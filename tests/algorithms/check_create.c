@@ -88,8 +88,12 @@ START_TEST(test_memory_from_largest_neighbour)
 	};
 	h[1].cfg.ps.res.memory_mb = 30000;
 	struct rv_alg_job_features job = {
-		.strategy = RV_ALG_PS, .parameters = 5e6, .batch_size = 64,
-		.dataset_size = 1e6, .user = "ana", .name = "ctr-20261120",
+		.strategy = RV_ALG_PS,
+		.parameters = 5e6,
+		.batch_size = 64,
+		.dataset_size = 1e6,
+		.user = "ana",
+		.name = "ctr-20261120",
 	};
 	struct rv_alg_decision d;
 

@@ -145,9 +145,11 @@ static void rising_memory(struct rv_alg_usage *h, size_t *nh, struct rv_alg_usag
 	*nh = *n = 0;
 	for (int t = 0; t <= 600; t += 10)
 		for (int i = 0; i < 6; i++) {
-			struct rv_alg_usage x = {.role = RV_ALG_WORKER, .node = i,
-						 .t_ms = 3000000 + t * 1000, .cpu = 3.4,
-						 .memory_mb = 6000 + t * 8 / 3 + (i % 3) * 20};
+			struct rv_alg_usage x = { .role = RV_ALG_WORKER,
+						  .node = i,
+						  .t_ms = 3000000 + t * 1000,
+						  .cpu = 3.4,
+						  .memory_mb = 6000 + t * 8 / 3 + (i % 3) * 20 };
 			h[(*nh)++] = x;
 			if (t >= 540)
 				u[(*n)++] = x;

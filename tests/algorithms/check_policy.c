@@ -418,16 +418,21 @@ START_TEST(test_memory_history_from_ps_count_change)
 	size_t no = 0, nm = 0;
 	for (int t = 10; t <= 420; t += 10) {
 		bool now4 = t > 300;
-		o[no++] = (struct rv_alg_speed_obs){ .workers = 4, .ps = now4 ? 4 : 2,
+		o[no++] = (struct rv_alg_speed_obs){ .workers = 4,
+						     .ps = now4 ? 4 : 2,
 						     .speed = 100 + (t / 10) % 2,
 						     .t_ms = (int64_t)t * 1000 };
 		for (int n = 0; n < (now4 ? 4 : 2); n++)
-			mem[nm++] = (struct rv_alg_usage){ .role = RV_ALG_PS_ROLE, .node = n,
-							   .t_ms = (int64_t)t * 1000, .cpu = 1.0,
+			mem[nm++] = (struct rv_alg_usage){ .role = RV_ALG_PS_ROLE,
+							   .node = n,
+							   .t_ms = (int64_t)t * 1000,
+							   .cpu = 1.0,
 							   .memory_mb = now4 ? 3600 : 7000 };
 		for (int n = 0; n < 4; n++)
-			mem[nm++] = (struct rv_alg_usage){ .role = RV_ALG_WORKER, .node = n,
-							   .t_ms = (int64_t)t * 1000, .cpu = 1.9,
+			mem[nm++] = (struct rv_alg_usage){ .role = RV_ALG_WORKER,
+							   .node = n,
+							   .t_ms = (int64_t)t * 1000,
+							   .cpu = 1.9,
 							   .memory_mb = 7400 };
 	}
 	/* the current configuration's window: from its plan on */

@@ -266,8 +266,11 @@ static size_t mem_ramp(struct rv_alg_usage *u, double base, double slope, double
 		for (int node = 0; node < 4; node++) {
 			double need = base + slope * (t < rise_end_s ? t : rise_end_s);
 			u[n++] = (struct rv_alg_usage){
-				.role = RV_ALG_WORKER, .node = node, .t_ms = (int64_t)t * 1000,
-				.cpu = 3.0, .memory_mb = (int64_t)(need * (0.98 + 0.02 * gsl_rng_uniform(r))),
+				.role = RV_ALG_WORKER,
+				.node = node,
+				.t_ms = (int64_t)t * 1000,
+				.cpu = 3.0,
+				.memory_mb = (int64_t)(need * (0.98 + 0.02 * gsl_rng_uniform(r))),
 			};
 		}
 	return n;
@@ -282,7 +285,7 @@ START_TEST(test_rising_memory_grows_once)
 	struct rv_alg_usage u[400];
 	/* 8000 -> 10000 MiB over 600 s: 3.33 MiB/s */
 	size_t n = mem_ramp(u, 8000, 10.0 / 3, 1e9, 0, 600, r);
-	struct rv_alg_resource cur = {.cpu = 3.1, .memory_mb = 12000}, out;
+	struct rv_alg_resource cur = { .cpu = 3.1, .memory_mb = 12000 }, out;
 
 	/* 150 s ahead it needs ~10500: 12000 holds (no growth, no trim) */
 	ck_assert_int_ge(rv_alg_rightsize(u, n, RV_ALG_WORKER, &cur, NULL, 600000, &LIM, &P, &out),
@@ -314,7 +317,7 @@ START_TEST(test_rising_memory_trimmed_when_flat)
 	size_t nh = mem_ramp(h, 8000, 2000.0 / 300, 300, 0, 600, r);
 	/* the current configuration: its last 60 s only */
 	size_t n = mem_ramp(u, 8000, 2000.0 / 300, 300, 540, 600, r);
-	struct rv_alg_resource cur = {.cpu = 3.1, .memory_mb = 15400}, out;
+	struct rv_alg_resource cur = { .cpu = 3.1, .memory_mb = 15400 }, out;
 
 	ck_assert_int_eq(rv_alg_rightsize_trend(u, n, h, nh, RV_ALG_WORKER, &cur, NULL, 600000,
 						&LIM, &P, 1, &out),
