@@ -357,9 +357,9 @@ int rv_alg_rightsize_trend(const struct rv_alg_usage *u, size_t n, const struct 
 	/* below the peak is a certain OOM: no hysteresis for that; memory that
 	 * rises past the limit within a window grows now, whatever the band */
 	bool grow_now = (double)cur->memory_mb < peak || (rising && !rise_hold);
-	if (grow_now || (!rising && should_move((double)cur->memory_mb, want_mem,
-						(double)last->from.memory_mb,
-						(double)last->to.memory_mb, recent, p->hysteresis)))
+	if (grow_now ||
+	    (!rising && should_move((double)cur->memory_mb, want_mem, (double)last->from.memory_mb,
+				    (double)last->to.memory_mb, recent, p->hysteresis)))
 		out->memory_mb = (int64_t)want_mem;
 	return out->cpu != cur->cpu || out->memory_mb != cur->memory_mb;
 }
