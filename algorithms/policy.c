@@ -234,6 +234,12 @@ int rv_alg_judge_outcome(const struct rv_alg_job_history *h, const struct rv_alg
 			outcome = RV_ALG_OUTCOME_WORSE;
 		else
 			outcome = RV_ALG_OUTCOME_NEUTRAL;
+		/* The speeds before a plan that replaced stragglers are of a job
+		 * held back by them: a drop after it comes from the counts it
+		 * explored, not from the replacement, and is no reason to undo
+		 * it (the revert only lost a plan). */
+		if (outcome == RV_ALG_OUTCOME_WORSE && cur->n_replace > 0)
+			outcome = RV_ALG_OUTCOME_NEUTRAL;
 	}
 	v->outcome = outcome;
 	v->before = before;

@@ -157,6 +157,30 @@ START_TEST(test_outcome_exploration_kept)
 }
 END_TEST
 
+/* A plan that replaced a straggler and cut the workers 6 -> 4, measured 20%
+ * slower than before: the job before ran with the straggler, the drop comes
+ * from the counts; the plan is not undone. */
+START_TEST(test_outcome_straggler_replacement_kept)
+{
+	static struct rv_alg_applied a[2];
+	struct rv_alg_verdict v;
+	struct rv_alg_decision d;
+
+	a[0] = plan_of(7, RV_ALG_STAGE_RUNNING, "straggler", RV_ALG_OUTCOME_PENDING, 100000, 4, 4);
+	a[0].n_replace = 1;
+	a[1] = plan_of(1, RV_ALG_STAGE_CREATE, "user_spec", RV_ALG_OUTCOME_PENDING, 0, 6, 4);
+	struct rv_alg_job_history h = history(a, 2);
+	struct rv_alg_outcome_speeds s = { .after = sum(80, 1, 10), .before = sum(100, 1, 10) };
+
+	ck_assert_int_eq(rv_alg_judge_outcome(&h, &s, &P, &v, &d), 0);
+	ck_assert_int_eq(v.outcome, RV_ALG_OUTCOME_NEUTRAL);
+	/* the same plan without a replacement is reverted */
+	a[0].n_replace = 0;
+	ck_assert_int_eq(rv_alg_judge_outcome(&h, &s, &P, &v, &d), 1);
+	ck_assert_str_eq(d.algorithm, "revert");
+}
+END_TEST
+
 START_TEST(test_outcome_measuring_and_unknown)
 {
 	struct rv_alg_verdict v;
@@ -495,6 +519,7 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, test_outcome_better_neutral_worse);
 	tcase_add_test(tc, test_outcome_not_significant);
 	tcase_add_test(tc, test_outcome_exploration_kept);
+	tcase_add_test(tc, test_outcome_straggler_replacement_kept);
 	tcase_add_test(tc, test_outcome_measuring_and_unknown);
 	tcase_add_test(tc, test_outcome_before_fallback);
 	tcase_add_test(tc, test_speed_summarize);
