@@ -459,9 +459,15 @@ int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_para
 	if (rc < 0 || !out->changed)
 		return rc;
 	/* A configuration measured worse (and reverted) is not proposed again:
-	 * that is how plans thrash. */
+	 * that is how plans thrash.  An exploration measured worse was not
+	 * reverted: its speed is data the model chose from, so the model may
+	 * return to it (held, a job explored down to a count far below the
+	 * knee stayed there, at 0.75 of the oracle's speed); another
+	 * exploration may not. */
+	bool model = out->algorithm && !strcmp(out->algorithm, "worker_count_model");
 	for (size_t i = 0; i < h->n_applied; i++) {
 		if (h->applied[i].outcome == RV_ALG_OUTCOME_WORSE &&
+		    !(model && algorithm_is(&h->applied[i], "explore")) &&
 		    rv_alg_same_plan(&h->applied[i], &out->cfg, out->n_migrate, out->n_replace)) {
 			hold(out, &cur->cfg, "this configuration measured worse", h->applied[i].id);
 			return 0;
