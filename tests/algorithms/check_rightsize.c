@@ -255,6 +255,35 @@ START_TEST(test_near_limit_small_growth_waits)
 }
 END_TEST
 
+/* A starved role doubled from 4.4 to 8.8 cores uses 8: the doubling was a
+ * guess, so the first size from usage (8 x 1.03 -> 8.2) replaces it though
+ * the change (-7%) is inside the hysteresis band; an ordinary resize to
+ * 8.8 keeps it. */
+START_TEST(test_starvation_guess_trimmed)
+{
+	struct rv_alg_usage u[20];
+	struct rv_alg_resource cur = { .cpu = 8.8, .memory_mb = 8192 }, out;
+	struct rv_alg_resize last = {
+		.t_ms = 100000,
+		.from = { .cpu = 4.4, .memory_mb = 8192 },
+		.to = { .cpu = 8.8, .memory_mb = 8192 },
+	};
+
+	for (int i = 0; i < 20; i++)
+		u[i] = (struct rv_alg_usage){ .role = RV_ALG_WORKER,
+					      .t_ms = 200000 + i * 10000,
+					      .cpu = 8.0,
+					      .memory_mb = 7400 };
+	ck_assert_int_eq(
+		rv_alg_rightsize(u, 20, RV_ALG_WORKER, &cur, &last, 400000, &LIM, &P, &out), 1);
+	ck_assert_double_eq_tol(out.cpu, 8.2, 1e-9);
+	last.from.cpu = 7.9;
+	ck_assert_int_eq(
+		rv_alg_rightsize(u, 20, RV_ALG_WORKER, &cur, &last, 400000, &LIM, &P, &out), 0);
+	ck_assert_double_eq_tol(out.cpu, 8.8, 1e-9);
+}
+END_TEST
+
 static Suite *rightsize_suite(void)
 {
 	Suite *s = suite_create("rightsize");
@@ -269,6 +298,7 @@ static Suite *rightsize_suite(void)
 	tcase_add_test(tc, test_no_flap_near_threshold);
 	tcase_add_test(tc, test_near_limit_small_growth_waits);
 	tcase_add_test(tc, test_hysteresis_band);
+	tcase_add_test(tc, test_starvation_guess_trimmed);
 	tcase_add_test(tc, test_no_reversal_within_window);
 	tcase_add_test(tc, test_memory_never_below_peak);
 	tcase_add_test(tc, test_limits_bound);
