@@ -136,7 +136,8 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 		int edge = pc <= lo ? lo : hi, from = edge;
 		for (size_t i = 0; i < st->n_speed; i++) {
 			int q = st->speed[i].ps;
-			if (q > 0 && q != edge && (from == edge || abs(q - edge) < abs(from - edge)))
+			if (q > 0 && q != edge &&
+			    (from == edge || abs(q - edge) < abs(from - edge)))
 				from = q;
 		}
 		double paid = from != edge ? rv_alg_fit_predict(&fit, wc, edge) /

@@ -283,7 +283,8 @@ int rv_alg_rightsize_behind(const struct rv_alg_usage *u, size_t n, enum rv_alg_
 	 * replaces it whatever the band (a doubling from 4.4 to 8.8 cores for
 	 * a need of 8 stayed 10% above it: the trim to 8.3 was within 7%). */
 	int guessed = last->t_ms > 0 && last->from.cpu > 0 && cur->cpu == last->to.cpu &&
-		      fabs(last->to.cpu - rv_alg_cpu_up(last->from.cpu * p->starved_factor)) < 0.05 &&
+		      fabs(last->to.cpu - rv_alg_cpu_up(last->from.cpu * p->starved_factor)) <
+			      0.05 &&
 		      want_cpu < cur->cpu;
 
 	if (starved || near_limit || follows || guessed ||

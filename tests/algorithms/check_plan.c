@@ -381,7 +381,8 @@ START_TEST(test_ps_step_that_paid_is_followed)
 	for (int i = 0; i < 4; i++)
 		for (int r = 0; r < 3; r++)
 			o[n++] = (struct rv_alg_speed_obs){
-				.workers = cfgs[i][0], .ps = cfgs[i][1],
+				.workers = cfgs[i][0],
+				.ps = cfgs[i][1],
 				.speed = few_ps_speed(cfgs[i][0], cfgs[i][1]) * (0.99 + 0.01 * r)
 			};
 	st.lim.max_workers = 16;

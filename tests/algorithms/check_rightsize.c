@@ -274,12 +274,14 @@ START_TEST(test_starvation_guess_trimmed)
 					      .t_ms = 200000 + i * 10000,
 					      .cpu = 8.0,
 					      .memory_mb = 7400 };
-	ck_assert_int_eq(
-		rv_alg_rightsize(u, 20, RV_ALG_WORKER, &cur, &last, 400000, &LIM, &P, &out), 1);
+	ck_assert_int_eq(rv_alg_rightsize(u, 20, RV_ALG_WORKER, &cur, &last, 400000, &LIM, &P,
+					  &out),
+			 1);
 	ck_assert_double_eq_tol(out.cpu, 8.2, 1e-9);
 	last.from.cpu = 7.9;
-	ck_assert_int_eq(
-		rv_alg_rightsize(u, 20, RV_ALG_WORKER, &cur, &last, 400000, &LIM, &P, &out), 0);
+	ck_assert_int_eq(rv_alg_rightsize(u, 20, RV_ALG_WORKER, &cur, &last, 400000, &LIM, &P,
+					  &out),
+			 0);
 	ck_assert_double_eq_tol(out.cpu, 8.8, 1e-9);
 }
 END_TEST

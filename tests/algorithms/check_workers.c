@@ -405,8 +405,14 @@ START_TEST(test_knee_within_noise_goes_cheaper)
 	 * 0.5% short of 90% with a standard error of about 2%: the two cannot
 	 * be told apart, 9 is the knee */
 	struct rv_alg_fit fit = {
-		.model = RV_ALG_MODEL_SYNC, .theta = {1, 0, 0}, .n_theta = 3, .r2 = 0.99,
-		.n_configs = 3, .n_ps_values = 1, .max_workers_seen = 10, .min_workers_seen = 6,
+		.model = RV_ALG_MODEL_SYNC,
+		.theta = { 1, 0, 0 },
+		.n_theta = 3,
+		.r2 = 0.99,
+		.n_configs = 3,
+		.n_ps_values = 1,
+		.max_workers_seen = 10,
+		.min_workers_seen = 6,
 	};
 	static const int ws[] = { 6, 9, 10 };
 	double means[] = { 6, 8.95, 10 };
