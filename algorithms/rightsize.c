@@ -86,11 +86,16 @@ bool rv_alg_cpu_pinned(const struct rv_alg_usage *u, size_t n, enum rv_alg_role 
 	return q >= p->cpu_pinned * limit && med >= median_share * limit;
 }
 
-/* How much a role's memory rises at its trend (least squares over time)
- * over as much time again as its samples span (at most horizon_ms), 0
- * unless it rises beyond 4 standard errors. */
-static double mem_rise(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
-		       int64_t horizon_ms)
+/* How much a role's memory (or CPU) use rises at its trend (least squares
+ * over time) over as much time again as its samples span (at most
+ * horizon_ms), 0 unless it rises beyond 4 standard errors. */
+static double usage_of(const struct rv_alg_usage *u, bool cpu)
+{
+	return cpu ? u->cpu : (double)u->memory_mb;
+}
+
+static double usage_rise(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
+			 int64_t horizon_ms, bool cpu)
 {
 	double st = 0, sm = 0, k = 0;
 	int64_t t0 = INT64_MAX, t1 = INT64_MIN;
@@ -108,7 +113,7 @@ static double mem_rise(const struct rv_alg_usage *u, size_t n, enum rv_alg_role 
 	for (size_t i = 0; i < n; i++)
 		if (u[i].role == role) {
 			st += (double)(u[i].t_ms - t0);
-			sm += (double)u[i].memory_mb;
+			sm += usage_of(&u[i], cpu);
 			k++;
 		}
 	if (k < 6)
@@ -120,7 +125,7 @@ static double mem_rise(const struct rv_alg_usage *u, size_t n, enum rv_alg_role 
 		if (u[i].role == role) {
 			double x = (double)(u[i].t_ms - t0) - st;
 			sxx += x * x;
-			sxy += x * ((double)u[i].memory_mb - sm);
+			sxy += x * (usage_of(&u[i], cpu) - sm);
 		}
 	if (!(sxx > 0))
 		return 0;
@@ -128,7 +133,7 @@ static double mem_rise(const struct rv_alg_usage *u, size_t n, enum rv_alg_role 
 	for (size_t i = 0; i < n; i++)
 		if (u[i].role == role) {
 			double x = (double)(u[i].t_ms - t0) - st;
-			double r = (double)u[i].memory_mb - sm - slope * x;
+			double r = usage_of(&u[i], cpu) - sm - slope * x;
 			sse += r * r;
 		}
 	double se = sqrt(sse / (k - 2) / sxx);
@@ -238,7 +243,7 @@ int rv_alg_rightsize_behind(const struct rv_alg_usage *u, size_t n, enum rv_alg_
 	/* Memory that keeps rising (caches, embedding tables that grow with
 	 * the data) is sized for where it will be a window from now, not for
 	 * where it was: else every plan chases it and the job OOMs late. */
-	double rise = mem_rise(u, n, role, p->usage_window_ms);
+	double rise = usage_rise(u, n, role, p->usage_window_ms, false);
 	if (rise > 0 && (peak + rise) * (1 + p->mem_margin) > want_mem)
 		want_mem = (peak + rise) * (1 + p->mem_margin);
 
@@ -286,6 +291,15 @@ int rv_alg_rightsize_behind(const struct rv_alg_usage *u, size_t n, enum rv_alg_
 		      fabs(last->to.cpu - rv_alg_cpu_up(last->from.cpu * p->starved_factor)) <
 			      0.05 &&
 		      want_cpu < cur->cpu;
+
+	/* CPU use that still rises (a warm-up ramp longer than the speed test
+	 * could see under noise) is not the need: no shrink from it (13.5
+	 * cores cut to 3.1 for a need of 6, from the first 120 s of a 300 s
+	 * ramp; the role then starved, and every starvation growth restarted
+	 * the exploration). */
+	if (want_cpu < cur->cpu &&
+	    usage_rise(u, n, role, p->usage_window_ms, true) > 2 * p->hysteresis * q_cpu)
+		want_cpu = cur->cpu;
 
 	if (starved || near_limit || follows || guessed ||
 	    should_move(cur->cpu, want_cpu, last->from.cpu, last->to.cpu, recent, p->hysteresis))
