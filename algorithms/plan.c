@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "alg_internal.h"
@@ -127,10 +128,26 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 							 rv_alg_fit_predict(&fit, wc, pc) -
 						 1
 				       : 0;
+		/* The last measured step towards this edge (from the nearest
+		 * measured PS count to the edge one, at the chosen workers): a
+		 * direction that paid is followed one step further whatever
+		 * the model extrapolates (two PS counts, one config at the
+		 * newer: the terms are not separable yet). */
+		int edge = pc <= lo ? lo : hi, from = edge;
+		for (size_t i = 0; i < st->n_speed; i++) {
+			int q = st->speed[i].ps;
+			if (q > 0 && q != edge &&
+			    (from == edge || abs(q - edge) < abs(from - edge)))
+				from = q;
+		}
+		double paid = from != edge ? rv_alg_fit_predict(&fit, wc, edge) /
+							     rv_alg_fit_predict(&fit, wc, from) -
+						     1
+					   : 0;
 		struct rv_alg_config trial = st->cur;
 		trial.worker.count = wc;
 		trial.ps.count = pn;
-		if (pn != pc && !measured && gain >= -p->min_gain / 2 &&
+		if (pn != pc && !measured && (gain >= -p->min_gain / 2 || paid >= p->min_gain) &&
 		    rv_alg_fits_free(&st->lim, &st->cur, &trial)) {
 			cfg->worker.count = wc;
 			cfg->ps.count = pn;
@@ -141,8 +158,8 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 				out,
 				"exploring the PS count beyond the measured ones: %d -> %d "
 				"PS with %d workers (the model predicts %+.0f%%, but not "
-				"from data at %d PS)",
-				st->cur.ps.count, pn, wc, 100 * gain, pn);
+				"from data at %d PS; %d -> %d PS measured %+.0f%%)",
+				st->cur.ps.count, pn, wc, 100 * gain, pn, from, edge, 100 * paid);
 			take_lead(rank, lead, LEAD_COUNT, "explore");
 			return;
 		}

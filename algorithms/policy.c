@@ -234,6 +234,12 @@ int rv_alg_judge_outcome(const struct rv_alg_job_history *h, const struct rv_alg
 			outcome = RV_ALG_OUTCOME_WORSE;
 		else
 			outcome = RV_ALG_OUTCOME_NEUTRAL;
+		/* The speeds before a plan that replaced stragglers are of a job
+		 * held back by them: a drop after it comes from the counts it
+		 * explored, not from the replacement, and is no reason to undo
+		 * it (the revert only lost a plan). */
+		if (outcome == RV_ALG_OUTCOME_WORSE && cur->n_replace > 0)
+			outcome = RV_ALG_OUTCOME_NEUTRAL;
 	}
 	v->outcome = outcome;
 	v->before = before;
@@ -486,9 +492,15 @@ int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_para
 	if (rc < 0 || !out->changed)
 		return rc;
 	/* A configuration measured worse (and reverted) is not proposed again:
-	 * that is how plans thrash. */
+	 * that is how plans thrash.  An exploration measured worse was not
+	 * reverted: its speed is data the model chose from, so the model may
+	 * return to it (held, a job explored down to a count far below the
+	 * knee stayed there, at 0.75 of the oracle's speed); another
+	 * exploration may not. */
+	bool model = out->algorithm && !strcmp(out->algorithm, "worker_count_model");
 	for (size_t i = 0; i < h->n_applied; i++) {
 		if (h->applied[i].outcome == RV_ALG_OUTCOME_WORSE &&
+		    !(model && algorithm_is(&h->applied[i], "explore")) &&
 		    rv_alg_same_plan(&h->applied[i], &out->cfg, out->n_migrate, out->n_replace)) {
 			hold(out, &cur->cfg, "this configuration measured worse", h->applied[i].id);
 			return 0;

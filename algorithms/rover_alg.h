@@ -88,6 +88,11 @@ struct rv_alg_params {
 	double knee_hold_frac; /* 0.02 */
 	double knee_hold_cost; /* 1.1 */
 	double knee_hold_se;   /* 2.0 */
+	/* A measured configuration reaches the knee when its mean speed is
+	 * within knee_reach_se standard errors (of the difference with the
+	 * best measured mean) of target_frac of the best: two counts the noise
+	 * cannot tell apart go to the cheaper one.  1.0; 0: means only. */
+	double knee_reach_se;
 	/* right-sizing */
 	double usage_quantile;  /* quantile of usage samples: 0.8 */
 	double cpu_margin;      /* added to the CPU quantile: 0.03 (3%) */

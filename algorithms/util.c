@@ -51,6 +51,7 @@ void rv_alg_params_default(struct rv_alg_params *p)
 		.knee_hold_frac = 0.02,
 		.knee_hold_cost = 1.05,
 		.knee_hold_se = 2.0,
+		.knee_reach_se = 1.0,
 		.create_history_max = 200,
 		.node_cpu_default = 64.0,
 		.node_memory_mb_default = 512LL * 1024,

@@ -58,6 +58,22 @@ static double config_cost(const struct rv_alg_config *c, const struct rv_alg_con
 static double mean_speed(const struct rv_alg_speed_obs *obs, size_t n, int w, int ps);
 static double mean_se(const struct rv_alg_speed_obs *obs, size_t n, int w, int ps);
 
+/* How far a measured (w, ps) may fall short of target_frac of the best and
+ * still count as reaching it: knee_reach_se standard errors of the
+ * difference between its mean and target_frac of the best measured mean at
+ * (bw, bps) (0 for configurations measured fewer than twice).  Under noise
+ * the larger of two counts that cannot be told apart is chosen only when
+ * the data says so. */
+static double reach_slack(const struct rv_alg_speed_obs *obs, size_t n, int w, int ps, int bw,
+			  int bps, const struct rv_alg_params *p)
+{
+	double a = mean_se(obs, n, w, ps), b = p->target_frac * mean_se(obs, n, bw, bps);
+
+	if (!(a > 0) || p->knee_reach_se <= 0)
+		return 0;
+	return p->knee_reach_se * sqrt(a * a + b * b);
+}
+
 /* Speed of a configuration: its measured mean where it was measured (at
  * least two observations), else the model's prediction. */
 static double speed_of(const struct rv_alg_fit *fit, const struct rv_alg_speed_obs *obs, size_t n,
@@ -131,7 +147,8 @@ int rv_alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_
 
 			t.worker.count = w;
 			t.ps.count = ps;
-			double f = speed_of(fit, obs, nobs, w, async ? ps : 0);
+			double f = speed_of(fit, obs, nobs, w, async ? ps : 0) +
+				   reach_slack(obs, nobs, w, async ? ps : 0, bw, bp, p);
 			if (f < p->target_frac * best || !rv_alg_fits_free(lim, cur, &t))
 				continue;
 			if (w > wcap || w < wfloor) {
@@ -469,12 +486,15 @@ int rv_alg_explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv
 	}
 	/* settle on the measured knee */
 	double best = 0;
+	int bw = w;
 
 	for (size_t i = 0; i < n; i++)
 		if (obs[i].ps == ps && obs[i].workers >= wmin && obs[i].workers <= wmax) {
 			double m = mean_speed(obs, n, obs[i].workers, ps);
-			if (m > best)
+			if (m > best) {
 				best = m;
+				bw = obs[i].workers;
+			}
 		}
 	int knee = 0;
 
@@ -483,7 +503,8 @@ int rv_alg_explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv
 
 		if (obs[i].ps != ps || wi < wmin || wi > wmax || (knee && wi >= knee))
 			continue;
-		if (mean_speed(obs, n, wi, ps) >= p->target_frac * best)
+		if (mean_speed(obs, n, wi, ps) + reach_slack(obs, n, wi, ps, bw, ps, p) >=
+		    p->target_frac * best)
 			knee = wi;
 	}
 	if (!knee)

@@ -410,6 +410,48 @@ START_TEST(test_every_starved_role_in_one_plan)
 }
 END_TEST
 
+/* PS job whose per-PS overhead makes one PS best: measured at 8 PS (10, 13
+ * and 16 workers) and once at 4 PS (15 workers), 44% faster.  With one
+ * config at the second PS count the model cannot separate transfer from
+ * overhead and extrapolates fewer PS as slower; the step that paid is
+ * followed: the next plan measures fewer PS still. */
+static double few_ps_speed(int w, int p)
+{
+	return w / (0.09153 + 0.003 * w / p + 0.0008 * w + 0.02141 * p);
+}
+
+START_TEST(test_ps_step_that_paid_is_followed)
+{
+	struct rv_alg_job_state st = state(RV_ALG_PS, 15, 4);
+	static const int cfgs[][2] = { { 10, 8 }, { 13, 8 }, { 16, 8 }, { 15, 4 } };
+	struct rv_alg_speed_obs o[16];
+	struct rv_alg_decision d;
+	size_t n = 0;
+
+	/* repeated measurements, +-1% */
+	for (int i = 0; i < 4; i++)
+		for (int r = 0; r < 3; r++)
+			o[n++] = (struct rv_alg_speed_obs){
+				.workers = cfgs[i][0],
+				.ps = cfgs[i][1],
+				.speed = few_ps_speed(cfgs[i][0], cfgs[i][1]) * (0.99 + 0.01 * r)
+			};
+	st.lim.max_workers = 16;
+	st.speed = o;
+	st.n_speed = n;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_str_eq(d.algorithm, "explore");
+	ck_assert_int_lt(d.cfg.ps.count, 3);
+	ck_assert_msg(strstr(d.reason, "8 -> 4 PS measured +") != NULL, "%s", d.reason);
+	/* the same data where going to 4 PS did not pay: no step further */
+	for (size_t i = 0; i < n; i++)
+		if (o[i].ps == 4)
+			o[i].speed = 0.9 * few_ps_speed(15, 8);
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_msg(d.cfg.ps.count >= 4, "%d PS: %s", d.cfg.ps.count, d.reason);
+}
+END_TEST
+
 static Suite *plan_suite(void)
 {
 	Suite *s = suite_create("plan");
@@ -431,6 +473,7 @@ static Suite *plan_suite(void)
 	tcase_add_test(tc, test_bad_input);
 	tcase_add_test(tc, test_small_trim_held);
 	tcase_add_test(tc, test_every_starved_role_in_one_plan);
+	tcase_add_test(tc, test_ps_step_that_paid_is_followed);
 	suite_add_tcase(s, tc);
 	return s;
 }

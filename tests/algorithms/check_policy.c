@@ -157,6 +157,30 @@ START_TEST(test_outcome_exploration_kept)
 }
 END_TEST
 
+/* A plan that replaced a straggler and cut the workers 6 -> 4, measured 20%
+ * slower than before: the job before ran with the straggler, the drop comes
+ * from the counts; the plan is not undone. */
+START_TEST(test_outcome_straggler_replacement_kept)
+{
+	static struct rv_alg_applied a[2];
+	struct rv_alg_verdict v;
+	struct rv_alg_decision d;
+
+	a[0] = plan_of(7, RV_ALG_STAGE_RUNNING, "straggler", RV_ALG_OUTCOME_PENDING, 100000, 4, 4);
+	a[0].n_replace = 1;
+	a[1] = plan_of(1, RV_ALG_STAGE_CREATE, "user_spec", RV_ALG_OUTCOME_PENDING, 0, 6, 4);
+	struct rv_alg_job_history h = history(a, 2);
+	struct rv_alg_outcome_speeds s = { .after = sum(80, 1, 10), .before = sum(100, 1, 10) };
+
+	ck_assert_int_eq(rv_alg_judge_outcome(&h, &s, &P, &v, &d), 0);
+	ck_assert_int_eq(v.outcome, RV_ALG_OUTCOME_NEUTRAL);
+	/* the same plan without a replacement is reverted */
+	a[0].n_replace = 0;
+	ck_assert_int_eq(rv_alg_judge_outcome(&h, &s, &P, &v, &d), 1);
+	ck_assert_str_eq(d.algorithm, "revert");
+}
+END_TEST
+
 START_TEST(test_outcome_measuring_and_unknown)
 {
 	struct rv_alg_verdict v;
@@ -353,6 +377,39 @@ static struct rv_alg_job_history explore_history(struct rv_alg_applied *a, size_
 	h.n_speed = 12;
 	return h;
 }
+
+/* Explored 16 -> 10 workers (measured worse than 16: kept, data) and on to
+ * 6; the model, from all three, chooses 10: not held as "measured worse",
+ * the job would stay at 6, far below the knee. */
+START_TEST(test_model_may_return_to_explored_worse)
+{
+	struct rv_alg_applied a[3] = {
+		plan_of(9, RV_ALG_STAGE_RUNNING, "explore", RV_ALG_OUTCOME_NEUTRAL, 300000, 6, 4),
+		plan_of(8, RV_ALG_STAGE_RUNNING, "explore", RV_ALG_OUTCOME_WORSE, 150000, 10, 4),
+		plan_of(1, RV_ALG_STAGE_CREATE, "user_spec", RV_ALG_OUTCOME_PENDING, 0, 16, 4),
+	};
+	static const int ws[] = { 16, 10, 6 };
+	static const double speed[] = { 100, 91, 70 };
+	struct rv_alg_speed_obs o[36];
+	size_t n = 0;
+
+	for (int c = 0; c < 3; c++)
+		for (int i = 0; i < 12; i++)
+			o[n++] = (struct rv_alg_speed_obs){ .workers = ws[c],
+							    .speed = speed[c],
+							    .t_ms = 150000 * c + 10000 * (i + 1) };
+	struct rv_alg_job_history h = history(a, 3);
+	struct rv_alg_decision d;
+
+	h.now_ms = 440000;
+	h.speed = o;
+	h.n_speed = n;
+	ck_assert_int_eq(rv_alg_plan_job(&h, &P, &d), 0);
+	ck_assert_msg(d.changed && d.cfg.worker.count == 10, "%s %d: %s", d.algorithm,
+		      d.cfg.worker.count, d.reason);
+	ck_assert_str_eq(d.algorithm, "worker_count_model");
+}
+END_TEST
 
 START_TEST(test_repeat_suppression)
 {
@@ -552,6 +609,7 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, test_outcome_better_neutral_worse);
 	tcase_add_test(tc, test_outcome_not_significant);
 	tcase_add_test(tc, test_outcome_exploration_kept);
+	tcase_add_test(tc, test_outcome_straggler_replacement_kept);
 	tcase_add_test(tc, test_outcome_measuring_and_unknown);
 	tcase_add_test(tc, test_outcome_before_fallback);
 	tcase_add_test(tc, test_speed_summarize);
@@ -560,6 +618,7 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, test_starvation_filter);
 	tcase_add_test(tc, test_settled_steps_and_resizes);
 	tcase_add_test(tc, test_repeat_suppression);
+	tcase_add_test(tc, test_model_may_return_to_explored_worse);
 	tcase_add_test(tc, test_plan_step_judges_then_plans);
 	tcase_add_test(tc, test_memory_history_from_ps_count_change);
 	tcase_add_test(tc, test_names);

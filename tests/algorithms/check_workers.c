@@ -386,6 +386,65 @@ START_TEST(test_knee_below_measured_range_goes_down)
 }
 END_TEST
 
+/* Four observations per count, +-3% around the given means. */
+static size_t around(struct rv_alg_speed_obs *obs, const int *ws, const double *means, size_t nw)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < nw; i++)
+		for (int r = 0; r < 4; r++)
+			obs[n++] = (struct rv_alg_speed_obs){
+				.workers = ws[i], .speed = means[i] * (r % 2 ? 1.03 : 0.97)
+			};
+	return n;
+}
+
+START_TEST(test_knee_within_noise_goes_cheaper)
+{
+	/* linear speed, at most 10 workers: 9 measured 8.95 against 10 at 10.0,
+	 * 0.5% short of 90% with a standard error of about 2%: the two cannot
+	 * be told apart, 9 is the knee */
+	struct rv_alg_fit fit = {
+		.model = RV_ALG_MODEL_SYNC,
+		.theta = { 1, 0, 0 },
+		.n_theta = 3,
+		.r2 = 0.99,
+		.n_configs = 3,
+		.n_ps_values = 1,
+		.max_workers_seen = 10,
+		.min_workers_seen = 6,
+	};
+	static const int ws[] = { 6, 9, 10 };
+	double means[] = { 6, 8.95, 10 };
+	struct rv_alg_speed_obs obs[12];
+	size_t n = around(obs, ws, means, 3);
+	struct rv_alg_limits lim = limits(1, 10, 1);
+	struct rv_alg_config cur = config(10, 0);
+	struct rv_alg_decision d;
+
+	ck_assert_int_eq(rv_alg_choose_workers_obs(&fit, obs, n, &lim, &cur, &P, &d), 0);
+	ck_assert_msg(d.cfg.worker.count == 9, "chose %d: %s", d.cfg.worker.count, d.reason);
+	/* 8.5 is 5.6% short, beyond the noise: 10 stays */
+	means[1] = 8.5;
+	n = around(obs, ws, means, 3);
+	ck_assert_int_eq(rv_alg_choose_workers_obs(&fit, obs, n, &lim, &cur, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 10);
+	/* exploration settles the same way: 4 workers measured 1.4% short of
+	 * 90% of the best (9 workers) is the knee, not a reason to measure 5 */
+	static const int ws2[] = { 4, 6, 9 };
+	double means2[] = { 9.05, 10, 10.2 };
+	n = around(obs, ws2, means2, 3);
+	cur = config(6, 0);
+	lim = limits(1, 16, 1);
+	ck_assert_int_eq(rv_alg_explore(obs, n, &lim, &cur, &P, &d), 0);
+	ck_assert_msg(d.cfg.worker.count == 4, "explored %d: %s", d.cfg.worker.count, d.reason);
+	/* without the noise allowance: the bisection measures 5 */
+	P.knee_reach_se = 0;
+	ck_assert_int_eq(rv_alg_explore(obs, n, &lim, &cur, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 5);
+}
+END_TEST
+
 static Suite *workers_suite(void)
 {
 	Suite *s = suite_create("workers");
@@ -407,6 +466,7 @@ static Suite *workers_suite(void)
 	tcase_add_test(tc, test_noisy_count_not_too_slow);
 	tcase_add_test(tc, test_knee_at_data_edge_measures_above);
 	tcase_add_test(tc, test_knee_below_measured_range_goes_down);
+	tcase_add_test(tc, test_knee_within_noise_goes_cheaper);
 	suite_add_tcase(s, tc);
 	return s;
 }
