@@ -289,6 +289,7 @@ static int settle_data(struct ckpt *c, int64_t step, int rank0, int n)
 			    "step=%lld waited_ms=%lld", (long long)step,
 			    (long long)(c->pending == step ? now - c->pending_since : 0));
 		c->pending = -1;
+		c->never = step; /* not copied again while the slots hold it */
 		c->steps_dropped++;
 		remove_tree(sdir);
 		return 0;
@@ -350,7 +351,7 @@ static int persist_round(struct ckpt *c)
 		rc = settle_data(c, c->pending, c->pending_rank0, c->pending_n);
 		goto out;
 	}
-	if (step < 0 || step <= c->persisted)
+	if (step < 0 || step <= c->persisted || step == c->never)
 		goto out;
 	int64_t t0 = rv_mono_ms();
 	char sdir[1100];
@@ -455,6 +456,7 @@ int ckpt_start(struct ckpt *c, const struct ckpt_opts *o, struct rv_err *err)
 	c->keep = o->keep > 0 ? o->keep : 1;
 	c->persisted = -1;
 	c->pending = -1;
+	c->never = -1;
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_mutex_init(&c->run_mu, NULL);
 	pthread_cond_init(&c->cv, NULL);
