@@ -447,8 +447,8 @@ START_TEST(progress_history_served)
 		if (since < 0)
 			snprintf(get, sizeof(get), "/v1/jobs/%s/progress?limit=2", uid);
 		else
-			snprintf(get, sizeof(get), "/v1/jobs/%s/progress?limit=2&since_ms=%lld", uid,
-				 (long long)since);
+			snprintf(get, sizeof(get), "/v1/jobs/%s/progress?limit=2&since_ms=%lld",
+				 uid, (long long)since);
 		ck_assert_int_eq(rv_test_http(&brain, "GET", get, NULL, NULL, &r), 0);
 		ck_assert_int_eq(r.status, 200);
 		cJSON *arr = cJSON_GetObjectItem(r.json, "progress");
@@ -456,7 +456,8 @@ START_TEST(progress_history_served)
 		ck_assert_int_ge(n, 1);
 		ck_assert_int_le(n, 2);
 		for (int i = 0; i < n; i++)
-			sum += (long long)cJSON_GetObjectItem(cJSON_GetArrayItem(arr, i), "shards_done")
+			sum += (long long)cJSON_GetObjectItem(cJSON_GetArrayItem(arr, i),
+							      "shards_done")
 				       ->valuedouble;
 		seen += n;
 		more = cJSON_IsTrue(cJSON_GetObjectItem(r.json, "more"));
