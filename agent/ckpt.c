@@ -289,7 +289,8 @@ static int settle_data(struct ckpt *c, int64_t step, int rank0, int n)
 			    "step=%lld waited_ms=%lld", (long long)step,
 			    (long long)(c->pending == step ? now - c->pending_since : 0));
 		c->pending = -1;
-		c->never = step; /* not copied again while the slots hold it */
+		c->never = step; /* not copied again while this group's slots hold it */
+		c->never_gen = c->group_gen_seen;
 		c->steps_dropped++;
 		remove_tree(sdir);
 		return 0;
@@ -347,6 +348,8 @@ static int persist_round(struct ckpt *c)
 		remove_tree(sdir);
 		c->pending = -1;
 	}
+	if (c->never >= 0 && c->never_gen != gen)
+		c->never = -1; /* a new group may save that step again, whole this time */
 	if (c->pending >= 0) {
 		rc = settle_data(c, c->pending, c->pending_rank0, c->pending_n);
 		goto out;

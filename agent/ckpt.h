@@ -68,6 +68,7 @@ struct ckpt {
 	int nkept;
 	int64_t pending; /* a step written but for its data (see settle_data), -1 none */
 	int64_t never;   /* the last step whose data the master said is never whole */
+	int64_t never_gen; /* group_gen when it was said */
 	int pending_rank0, pending_n;
 	int64_t pending_since;               /* rv_mono_ms when its data was first asked for */
 	int64_t pending_gen, group_gen_seen; /* group_gen of it, and of the last round */
