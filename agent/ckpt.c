@@ -205,7 +205,8 @@ static void prune(struct ckpt *c)
 
 /* The master's data checkpoint of step into DIR/step-S/data.json.  0
  * written; -ENOENT the master keeps no report of S (not yet, or never);
- * -EEXIST not every rank of the world reported S yet; another negative
+ * -EEXIST not every rank of the world reported S yet; -ECANCELED not every
+ * rank did and the others never will (the master's 410); another negative
  * errno: no data checkpoint to be had (no master, unreachable, storage). */
 static int write_data(struct ckpt *c, int64_t step, const char *sdir)
 {
@@ -263,11 +264,13 @@ static int commit_step(struct ckpt *c, int64_t step, int rank0, int n, bool data
  * its data checkpoint would count the samples of a rank that did not
  * report yet as still to train, and a restore would train them twice.
  * Other nodes' ranks report a moment after this node's, so the wait is
- * short; a step whose world lost a rank before its report never
- * completes and is dropped.  A job whose workers never report (no data
- * checkpoint was ever had) gets its steps without data after the wait;
- * so does one whose master cannot be reached.  1 committed, 0 waiting or
- * dropped, or a negative errno.
+ * short; a step whose world lost a rank before its report, or whose
+ * missing ranks reported a later step instead (ranks that save at
+ * different steps), never completes and is dropped: at once when the
+ * master says so (410), else after the wait.  A job whose workers never
+ * report (no data checkpoint was ever had) gets its steps without data
+ * after the wait; so does one whose master cannot be reached.  1
+ * committed, 0 waiting or dropped, or a negative errno.
  */
 static int settle_data(struct ckpt *c, int64_t step, int rank0, int n)
 {
@@ -278,9 +281,20 @@ static int settle_data(struct ckpt *c, int64_t step, int rank0, int n)
 		c->data_seen = true;
 		return commit_step(c, step, rank0, n, true);
 	}
-	if (rc != -ENOENT && rc != -EEXIST)
+	if (rc != -ENOENT && rc != -EEXIST && rc != -ECANCELED)
 		return commit_step(c, step, rank0, n, false);
 	int64_t now = rv_mono_ms();
+	if (rc == -ECANCELED) {
+		rv_log_info("checkpoint step dropped: a rank of its world will not report it",
+			    "step=%lld waited_ms=%lld", (long long)step,
+			    (long long)(c->pending == step ? now - c->pending_since : 0));
+		c->pending = -1;
+		c->never = step; /* not copied again while this group's slots hold it */
+		c->never_gen = c->group_gen_seen;
+		c->steps_dropped++;
+		remove_tree(sdir);
+		return 0;
+	}
 	if (c->pending != step) {
 		c->pending = step;
 		c->pending_rank0 = rank0;
@@ -334,11 +348,13 @@ static int persist_round(struct ckpt *c)
 		remove_tree(sdir);
 		c->pending = -1;
 	}
+	if (c->never >= 0 && c->never_gen != gen)
+		c->never = -1; /* a new group may save that step again, whole this time */
 	if (c->pending >= 0) {
 		rc = settle_data(c, c->pending, c->pending_rank0, c->pending_n);
 		goto out;
 	}
-	if (step < 0 || step <= c->persisted)
+	if (step < 0 || step <= c->persisted || step == c->never)
 		goto out;
 	int64_t t0 = rv_mono_ms();
 	char sdir[1100];
@@ -443,6 +459,7 @@ int ckpt_start(struct ckpt *c, const struct ckpt_opts *o, struct rv_err *err)
 	c->keep = o->keep > 0 ? o->keep : 1;
 	c->persisted = -1;
 	c->pending = -1;
+	c->never = -1;
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_mutex_init(&c->run_mu, NULL);
 	pthread_cond_init(&c->cv, NULL);

@@ -16,7 +16,9 @@
  * rank of the world, on every node: until the master has them all the
  * step waits (a few seconds at most; the master answers 409 meanwhile),
  * so that the step stored on each node is one whose data position is
- * exact wherever the restore reads it.  ckpt_flush persists at once (--save-at-breakpoint:
+ * exact wherever the restore reads it; a step the master says can never
+ * be whole (410: its missing ranks died or reported a later step) is
+ * dropped at once.  ckpt_flush persists at once (--save-at-breakpoint:
  * after a worker failed, before the restart); ckpt_stop flushes, stops the
  * thread and removes the segments of every rank this node ran.
  * Layout and checks: common/ckslot.h.  The supervisor's thread calls every
@@ -65,6 +67,8 @@ struct ckpt {
 	} kept[64]; /* complete steps on storage, newest first */
 	int nkept;
 	int64_t pending; /* a step written but for its data (see settle_data), -1 none */
+	int64_t never;   /* the last step whose data the master said is never whole */
+	int64_t never_gen; /* group_gen when it was said */
 	int pending_rank0, pending_n;
 	int64_t pending_since;               /* rv_mono_ms when its data was first asked for */
 	int64_t pending_gen, group_gen_seen; /* group_gen of it, and of the last round */

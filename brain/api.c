@@ -37,6 +37,8 @@ static const struct rv_http_route routes[] = {
 	{ "GET", "/v1/jobs/{uid}/plans", api_plans_list, 0,
 	  "Plan history with reasons and outcomes" },
 	{ "GET", "/v1/jobs/{uid}/events", api_events_list, 0, "A job's events, oldest first" },
+	{ "GET", "/v1/jobs/{uid}/progress", api_job_progress, 0,
+	  "A job's data progress over time as its master reported it, oldest first" },
 	{ "POST", "/v1/cluster/nodes", api_cluster_post, RV_HTTP_WRITE,
 	  "Cluster monitor report: node capacity and usage" },
 	{ "GET", "/v1/cluster", api_cluster_get, 0,
@@ -88,6 +90,12 @@ static const struct rv_openapi_route docs[] = {
 	{ .id = "listJobEvents",
 	  .ok = "EventList",
 	  .query = "limit:integer:the newest this many (1..1000, default 100)",
+	  .errors = "404:unknown job" },
+	{ .id = "listJobProgress",
+	  .ok = "ProgressHistory",
+	  .query = "since_ms:integer:only reports after this time, ms (job time; exclusive);"
+		   "limit:integer:at most this many (1..10000, default 1000); a page ends "
+		   "between two report times, next_since_ms says where the next begins",
 	  .errors = "404:unknown job" },
 	{ .id = "postClusterReport",
 	  .body = "ClusterReport",
@@ -293,6 +301,14 @@ static const char openapi_reply_schemas[] =
 	"\"description\":\"0: not known (a stream)\"},\"shards_done\":{\"type\":\"integer\"},"
 	"\"shards_doing\":{\"type\":\"integer\"},\"shards_left\":{\"type\":\"integer\"},"
 	"\"finished\":{\"type\":\"boolean\"}}},"
+	"\"ProgressHistory\":{\"type\":\"object\",\"properties\":{\"job\":{\"type\":"
+	"\"string\"},\"progress\":{\"type\":\"array\",\"items\":{\"type\":\"object\","
+	"\"properties\":{\"dataset\":{\"type\":\"string\"},\"ts\":{\"type\":\"integer\"},"
+	"\"epoch\":{\"type\":\"integer\"},\"samples_done\":{\"type\":\"integer\"},"
+	"\"shards_done\":{\"type\":\"integer\"},\"shards_doing\":{\"type\":\"integer\"}}}},"
+	"\"more\":{\"type\":\"boolean\"},\"next_since_ms\":{\"type\":\"integer\","
+	"\"nullable\":true,\"description\":\"pass as since_ms for the next page; null on the "
+	"last\"}}},"
 	"\"JobCreated\":{\"type\":\"object\",\"properties\":{\"uid\":{\"type\":\"string\"},"
 	"\"plan\":{\"$ref\":\"#/components/schemas/ScalePlan\"}}},"
 	"\"JobList\":{\"type\":\"object\",\"properties\":{\"jobs\":{\"type\":\"array\",\"items\":{"

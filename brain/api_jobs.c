@@ -137,3 +137,29 @@ int api_jobs_get(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 		return api_fail(b, resp, rc, &err);
 	return rv_rest_reply(resp, 200, doc);
 }
+
+/* GET /v1/jobs/{uid}/progress?since_ms=&limit=: the progress history the
+ * master reported (job_progress_history, bounded by
+ * retention.progress_history per dataset), oldest first. */
+int api_job_progress(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	struct brain *b = ctx;
+	struct rv_err err = { 0 };
+	int64_t since = -1, limit = 1000;
+	if (api_query_int(req, resp, "since_ms", 0, INT64_MAX / 2, &since) < 0 ||
+	    api_query_int(req, resp, "limit", 1, 10000, &limit) < 0)
+		return 0;
+	PGconn *c = api_db(b, resp);
+	if (!c)
+		return 0;
+	struct store_job job = { 0 };
+	cJSON *doc = NULL;
+	int rc = store_job_find(c, req->params[0], &job, &err);
+	if (rc == 0)
+		rc = store_progress_json(c, job.id, since, (int)limit, &doc, &err);
+	rv_db_release(b->db, c);
+	if (rc < 0)
+		return api_fail(b, resp, rc, &err);
+	cJSON_AddStringToObject(doc, "job", job.uid);
+	return rv_rest_reply(resp, 200, doc);
+}

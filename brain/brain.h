@@ -199,6 +199,8 @@ void api_plans_cache_free(struct brain *b);
 int api_ingest_start(struct brain *b);
 void api_ingest_stop(struct brain *b);
 int api_events_list(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
+/* GET /v1/jobs/{uid}/progress (api_jobs.c) */
+int api_job_progress(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
 int api_cluster_post(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
 int api_cluster_get(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);
 
@@ -333,6 +335,14 @@ int store_plan_history_json(PGconn *c, int64_t job_id, int limit, cJSON **out, s
 #define STORE_CLUSTER_FRESH_S "120"
 /* The newest limit events of a job, oldest first: {"events":[...]}. */
 int store_events_json(PGconn *c, int64_t job_id, int limit, cJSON **out, struct rv_err *err);
+/* A job's data progress reports after since_ms (exclusive; -1 all), oldest
+ * first, at most limit: {"progress":[{dataset, ts, epoch, samples_done,
+ * shards_done, shards_doing}], "more", "next_since_ms"}.  A page that is
+ * cut ends before the last report time it would have held in part, so
+ * passing next_since_ms as since_ms reads on without a gap.  *out is the
+ * caller's (cJSON_Delete).  0 or a negative errno. */
+int store_progress_json(PGconn *c, int64_t job_id, int64_t since_ms, int limit, cJSON **out,
+			struct rv_err *err);
 /* Store a monitor report in one transaction of its own: every node sample
  * into the history (once per node and ts) and the newest per node into
  * cluster_nodes.  0 stored, 1 a resend of a report_id already stored

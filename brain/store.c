@@ -970,6 +970,71 @@ int store_events_json(PGconn *c, int64_t job_id, int limit, cJSON **out, struct 
 	return rc < 0 ? rc : 0;
 }
 
+/* ---- data progress ---- */
+
+int store_progress_json(PGconn *c, int64_t job_id, int64_t since_ms, int limit, cJSON **out,
+			struct rv_err *err)
+{
+	*out = NULL;
+	char job_s[24], since_s[24], lim[16];
+	i64s(job_s, sizeof(job_s), job_id);
+	i64s(since_s, sizeof(since_s), since_ms);
+	snprintf(lim, sizeof(lim), "%d", limit + 1); /* one more: is there a next page? */
+	const char *p[] = { job_s, since_s, lim };
+	RV_CLEANUP_PGRESULT PGresult *r = NULL;
+	int rc = rv_db_exec(c,
+			    "SELECT dataset, ts_ms, epoch, samples_done, shards_done, shards_doing"
+			    " FROM job_progress_history WHERE job_id = $1::bigint"
+			    " AND ts_ms > $2::bigint ORDER BY ts_ms, dataset LIMIT $3::int",
+			    3, p, &r, err);
+	if (rc < 0)
+		return rc;
+	int n = PQntuples(r);
+	bool more = n > limit;
+	if (more) {
+		/* The page ends between two report times, never inside one: the
+		 * next page starts after the last time it holds (since_ms is
+		 * exclusive), so a report cut off here would never be served.
+		 * A single time with more datasets than limit is served cut. */
+		n = limit;
+		const char *next = PQgetvalue(r, limit, 1);
+		int k = n;
+		while (k > 0 && !strcmp(PQgetvalue(r, k - 1, 1), next))
+			k--;
+		if (k > 0)
+			n = k;
+	}
+	cJSON *doc = cJSON_CreateObject();
+	cJSON *arr = cJSON_AddArrayToObject(doc, "progress");
+	if (!doc || !arr) {
+		cJSON_Delete(doc);
+		return rv_err_set(err, -ENOMEM, "", "could not build the progress: out of memory");
+	}
+	for (int i = 0; i < n; i++) {
+		cJSON *e = cJSON_CreateObject();
+		if (!e) {
+			cJSON_Delete(doc);
+			return rv_err_set(err, -ENOMEM, "",
+					  "could not build the progress: out of memory");
+		}
+		cJSON_AddItemToArray(arr, e);
+		cJSON_AddStringToObject(e, "dataset", PQgetvalue(r, i, 0));
+		cJSON_AddNumberToObject(e, "ts", (double)strtoll(PQgetvalue(r, i, 1), NULL, 10));
+		cJSON_AddNumberToObject(e, "epoch", (double)strtoll(PQgetvalue(r, i, 2), NULL, 10));
+		for (int k = 3; k < 6; k++)
+			cJSON_AddNumberToObject(e, PQfname(r, k),
+						(double)strtoll(PQgetvalue(r, i, k), NULL, 10));
+	}
+	cJSON_AddBoolToObject(doc, "more", more);
+	if (more)
+		cJSON_AddNumberToObject(doc, "next_since_ms",
+					(double)strtoll(PQgetvalue(r, n - 1, 1), NULL, 10));
+	else
+		cJSON_AddNullToObject(doc, "next_since_ms");
+	*out = doc;
+	return 0;
+}
+
 /* ---- cluster ---- */
 
 /* How many of the report's names are not stored yet (ids: its name array). */

@@ -1639,9 +1639,10 @@ static const struct rv_wire_field f_sample[] = {
 	F("samples_done", "integer", false, NULL, false, NULL,
 	  "progress: samples done, <= samples_total (required for progress)"),
 	F("shards_total", "integer", false, NULL, false, NULL,
-	  "progress: shards of every epoch, 0: not known (a stream)"),
+	  "progress: shards of every epoch, 0: not known (a stream has no total)"),
 	F("shards_done", "integer", false, NULL, false, NULL,
-	  "progress: shards every sample of which is done, <= shards_total when known"),
+	  "progress: shards every sample of which is done (a stream: its tasks done), "
+	  "<= shards_total when known"),
 	F("shards_doing", "integer", false, NULL, false, NULL,
 	  "progress: tasks handed out and not done yet"),
 	F("finished", "boolean", false, NULL, false, NULL,

@@ -46,6 +46,9 @@ static int api_fail(struct rv_http_resp *resp, int rc, const struct rv_err *err)
 	case -ECANCELED:
 		rv_http_resp_error_text(resp, 410, "rendezvous_failed", detail, field);
 		return 0;
+	case -ESTALE: /* a data checkpoint that can never be whole */
+		rv_http_resp_error_text(resp, 410, "never_whole", detail, field);
+		return 0;
 	default:
 		if (rv_errno_to_http(rc) >= 500) {
 			char q[600];
@@ -995,7 +998,9 @@ static const struct rv_openapi_route docs[] = {
 	  .ok = "DataCheckpoint",
 	  .query = "step:integer:the model step (required)",
 	  .errors = "404:no report of that step is kept;"
-		    "409:not every rank of the world that trained the step reported it yet" },
+		    "409:not every rank of the world that trained the step reported it yet;"
+		    "410:not every rank reported the step and the others never will (they "
+		    "died since, or reported a later step)" },
 	{ .id = "importDataCheckpoint", .body = "DataCheckpoint", .ok = "Accepted" },
 	{ .id = "postSteps", .body = "StepReport", .ok = "Accepted" },
 	{ .id = "postStreamEnd",

@@ -300,7 +300,9 @@ int plans_snapshot_load(struct master *m, const cJSON *extra, struct rv_err *err
 
 /* ---- data progress ---- */
 
-/* Dataset i of the spec as a progress sample (state lock held).  Shards of
+/* Dataset i of the spec as a progress sample (state lock held).  A stream
+ * has no shards_total (0: its end is not known); its shards done are the
+ * tasks done, its shards doing the tasks handed out.  Shards of
  * a batch dataset: ceil(size / shard_size) an epoch; one counts done once
  * all of it is (the epoch's samples done fill whole shards first: the
  * count is exact at an epoch's end, and never above the truth by more
@@ -318,6 +320,7 @@ static void progress_of(const struct master *m, int i, int64_t now, struct rv_sa
 			stream_part_stats(m->streams, m->ds_index[i], p, &ps);
 			x->samples_total += (ps.end >= 0 ? ps.end : ps.handed) - ps.start;
 			x->samples_done += ps.done;
+			x->shards_done += ps.tasks_done;
 			x->shards_doing += ps.doing;
 		}
 		if (x->samples_done > x->samples_total)

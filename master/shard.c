@@ -1097,6 +1097,43 @@ static int step_reporters(const struct shard_step *st)
 	return n;
 }
 
+/*
+ * Whether a step reported in part can never be whole: every rank of its
+ * world that did not report it never will, because it died since the
+ * step's first report or finished more than SHARD_RING tasks since (its
+ * report would be refused, shard_ckpt_report), or because it reported a
+ * later step (a worker reports its steps in order: it skipped this one,
+ * as ranks that save at different steps do).  -ENOMEM when the ranks
+ * cannot be counted (then it may still be whole, for all we know).
+ */
+static int step_hopeless(const struct shard_state *s, const struct shard_step *st)
+{
+	if (st->expect <= 0)
+		return 0;
+	RV_CLEANUP_FREE unsigned char *gone = calloc((size_t)st->expect, 1);
+	if (!gone)
+		return -ENOMEM;
+	for (int i = 0; i < st->nrep; i++)
+		if (st->rep[i].worker >= 0 && st->rep[i].worker < st->expect)
+			gone[st->rep[i].worker] = 1;
+	for (int k = 0; k < s->nsteps; k++) {
+		const struct shard_step *later = s->steps[k];
+		if (later->step <= st->step)
+			continue;
+		for (int i = 0; i < later->nrep; i++)
+			if (later->rep[i].worker >= 0 && later->rep[i].worker < st->expect)
+				gone[later->rep[i].worker] = 1;
+	}
+	for (int64_t w = 0; w < st->expect; w++) {
+		if (gone[w])
+			continue;
+		const struct shard_worker *wk = worker_find(s, w);
+		if (!wk || (wk->lost_seq <= st->seq && wk->evicted_seq <= st->seq))
+			return 0;
+	}
+	return 1;
+}
+
 /* The TODO of a step's checkpoint: cursors in cur, ranges in out (sorted). */
 static int step_resolve(const struct shard_mgr *m, const struct shard_step *st,
 			struct shard_cur *cur, struct rangevec *out, struct rv_err *err)
@@ -1216,10 +1253,17 @@ int shard_ckpt_export(const struct shard_mgr *m, int64_t step, struct rv_buf *ou
 		return rv_err_set(err, -ENOENT, "step",
 				  "no checkpoint report of step %" PRId64 " is kept", step);
 	int have = step_reporters(st);
-	if (st->expect > 0 && have < st->expect)
+	if (st->expect > 0 && have < st->expect) {
+		if (step_hopeless(&m->st, st) == 1)
+			return rv_err_set(err, -ESTALE, "step",
+					  "step %" PRId64 " has the reports of %d of its %d ranks"
+					  " and the others will not report it (they died or"
+					  " reported a later step)",
+					  step, have, st->expect);
 		return rv_err_set(err, -EBUSY, "step",
 				  "step %" PRId64 " has the reports of %d of its %d ranks", step,
 				  have, st->expect);
+	}
 	RV_CLEANUP_FREE struct shard_cur *cur = calloc((size_t)m->nds, sizeof(*cur));
 	struct rangevec todo = { 0 };
 	if (!cur)

@@ -155,7 +155,9 @@ int shard_ckpt_expect(struct shard_mgr *m, int64_t step, int ranks);
  * their cursor, TODO ranges, samples done: ranges, never lists of shards).
  * 0; -ENOENT no report of S is kept; -EBUSY fewer workers reported S than
  * its world has ranks (shard_ckpt_expect: the samples of those that did not
- * would count as TODO, to be trained twice); -ERANGE the document would
+ * would count as TODO, to be trained twice); -ESTALE the same, and none of
+ * the missing ranks will ever report S (each died since its first report,
+ * or reported a later step): S is never whole; -ERANGE the document would
  * exceed max_todo_ranges; -ENOMEM. */
 int shard_ckpt_export(const struct shard_mgr *m, int64_t step, struct rv_buf *out,
 		      struct rv_err *err);

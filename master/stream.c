@@ -34,6 +34,7 @@ struct ranges {
 struct part {
 	char name[STREAM_NAME_MAX];
 	int64_t start, committed, handed, end, done;
+	int64_t tasks_done; /* tasks DONE since start: the stream's shards done */
 	struct ranges returned, held;
 };
 
@@ -317,6 +318,7 @@ static int part_done(struct part *pt, int64_t a, int64_t b)
 		}
 	}
 	pt->done += b - a;
+	pt->tasks_done++;
 	return 0;
 }
 
@@ -440,6 +442,7 @@ void stream_part_stats(const struct stream_mgr *m, int ds, int part, struct stre
 					  .handed = pt->handed,
 					  .end = pt->end,
 					  .done = pt->done,
+					  .tasks_done = pt->tasks_done,
 					  .returned = pt->returned.n,
 					  .held = pt->held.n };
 	for (int i = 0; i < m->ntasks; i++)
@@ -515,7 +518,7 @@ int stream_offsets_load(struct stream_mgr *m, const char *doc, size_t len, struc
 					if (m->tasks[t].ds == ds && m->tasks[t].part == k)
 						task_remove(m, t);
 				pt->start = pt->committed = pt->handed = off;
-				pt->done = 0;
+				pt->done = pt->tasks_done = 0;
 				if (pt->end >= 0 && pt->end < off)
 					pt->end = off;
 			}
@@ -549,9 +552,10 @@ int stream_snapshot_save(const struct stream_mgr *m, struct rv_buf *out)
 			rv_buf_printf(out,
 				      "%s{\"name\":\"%s\",\"start\":%" PRId64
 				      ",\"committed\":%" PRId64 ",\"handed\":%" PRId64
-				      ",\"end\":%" PRId64 ",\"done\":%" PRId64 ",\"returned\":",
+				      ",\"end\":%" PRId64 ",\"done\":%" PRId64
+				      ",\"tasks_done\":%" PRId64 ",\"returned\":",
 				      p ? "," : "", pt->name, pt->start, pt->committed, pt->handed,
-				      pt->end, pt->done);
+				      pt->end, pt->done, pt->tasks_done);
 			ranges_save(&pt->returned, out);
 			rv_buf_puts(out, ",\"held\":");
 			ranges_save(&pt->held, out);
@@ -619,7 +623,10 @@ static int load_part(const cJSON *o, struct part *pt, const char *path, struct r
 	    (rc = rv_json_get_int(o, "handed", path, true, 0, JSON_INT_MAX, &pt->handed, err)) <
 		    0 ||
 	    (rc = rv_json_get_int(o, "end", path, true, -1, JSON_INT_MAX, &pt->end, err)) < 0 ||
-	    (rc = rv_json_get_int(o, "done", path, true, 0, JSON_INT_MAX, &pt->done, err)) < 0)
+	    (rc = rv_json_get_int(o, "done", path, true, 0, JSON_INT_MAX, &pt->done, err)) < 0 ||
+	    /* absent from a snapshot taken before it was counted */
+	    (rc = rv_json_get_int(o, "tasks_done", path, false, 0, JSON_INT_MAX, &pt->tasks_done,
+				  err)) < 0)
 		return rc;
 	if ((rc = ranges_load(cJSON_GetObjectItem(o, "returned"), &pt->returned)) < 0 ||
 	    (rc = ranges_load(cJSON_GetObjectItem(o, "held"), &pt->held)) < 0)

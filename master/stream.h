@@ -71,6 +71,7 @@ struct stream_part_stats {
 	const char *name;                      /* the manager's storage */
 	int64_t start, committed, handed, end; /* handed: next fresh offset; end < 0: unbounded */
 	int64_t done;                          /* records DONE since start (committed or held) */
+	int64_t tasks_done;                    /* tasks DONE since start */
 	int64_t doing;                         /* tasks DOING */
 	int64_t returned; /* ranges taken back, waiting to be handed out again */
 	int64_t held;     /* DONE ranges above the committed offset */

@@ -383,6 +383,103 @@ START_TEST(progress_newest_kept_history_bounded)
 }
 END_TEST
 
+/* GET /v1/jobs/{uid}/progress: the reports kept (retention.progress_history
+ * per dataset), oldest first, after since_ms; pages of limit that end between two report times, read on
+ * with next_since_ms without a gap or a repeat; 404 for an unknown job,
+ * 400 naming a bad parameter; SQL in a parameter is a bad parameter. */
+START_TEST(progress_history_served)
+{
+	const char *extra[] = { "--retention-progress-history", "4", NULL };
+	start_brain(extra);
+	char *doc = job_doc("history",
+			    "\"datasets\":[{\"name\":\"train\",\"size\":1000,\"shardSize\":10},"
+			    "{\"name\":\"eval\",\"size\":1000,\"shardSize\":10}],");
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&brain, "POST", "/v1/jobs", doc, NULL, &r), 0);
+	free(doc);
+	ck_assert_int_eq(r.status, 201);
+	char uid[64], path[128], get[256];
+	snprintf(uid, sizeof(uid), "%s", rv_test_json_str(r.json, "uid"));
+	rv_test_reply_release(&r);
+	snprintf(path, sizeof(path), "/v1/jobs/%s/metrics", uid);
+
+	snprintf(get, sizeof(get), "/v1/jobs/%s/progress", uid);
+	ck_assert_int_eq(rv_test_http(&brain, "GET", get, NULL, NULL, &r), 0);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(r.json, "progress")), 0);
+	ck_assert(cJSON_IsFalse(cJSON_GetObjectItem(r.json, "more")));
+	rv_test_reply_release(&r);
+
+	/* train at 1..5 s (the one at 1 s goes: 4 kept), eval at 2 and 4 s
+	 * (the same times as train's) */
+	for (int i = 1; i <= 5; i++)
+		post_progress(path, "train", 1000 * i, i);
+	post_progress(path, "eval", 4000, 40);
+	post_progress(path, "eval", 2000, 20);
+
+	ck_assert_int_eq(rv_test_http(&brain, "GET", get, NULL, NULL, &r), 0);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_str_eq(rv_test_json_str(r.json, "job"), uid);
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(r.json, "progress")), 6);
+	ck_assert_int_eq((int)rv_test_json_num(r.json, "progress.0.ts", -1), 2000);
+	ck_assert_str_eq(rv_test_json_str(r.json, "progress.0.dataset"), "eval");
+	ck_assert_int_eq((int)rv_test_json_num(r.json, "progress.0.shards_done", -1), 20);
+	ck_assert_int_eq((int)rv_test_json_num(r.json, "progress.0.samples_done", -1), 200);
+	ck_assert_int_eq((int)rv_test_json_num(r.json, "progress.0.shards_doing", -1), 4);
+	ck_assert_str_eq(rv_test_json_str(r.json, "progress.1.dataset"), "train");
+	ck_assert_int_eq((int)rv_test_json_num(r.json, "progress.1.ts", -1), 2000);
+	ck_assert_int_eq((int)rv_test_json_num(r.json, "progress.5.ts", -1), 5000);
+	rv_test_reply_release(&r);
+
+	/* since_ms is exclusive */
+	snprintf(get, sizeof(get), "/v1/jobs/%s/progress?since_ms=4000", uid);
+	ck_assert_int_eq(rv_test_http(&brain, "GET", get, NULL, NULL, &r), 0);
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(r.json, "progress")), 1);
+	ck_assert_int_eq((int)rv_test_json_num(r.json, "progress.0.ts", -1), 5000);
+	rv_test_reply_release(&r);
+
+	/* pages of 2: the two reports of 2 s are never split, every report
+	 * comes once */
+	int64_t since = -1;
+	int seen = 0, pages = 0;
+	long long sum = 0;
+	for (bool more = true; more && pages < 10; pages++) {
+		if (since < 0)
+			snprintf(get, sizeof(get), "/v1/jobs/%s/progress?limit=2", uid);
+		else
+			snprintf(get, sizeof(get), "/v1/jobs/%s/progress?limit=2&since_ms=%lld",
+				 uid, (long long)since);
+		ck_assert_int_eq(rv_test_http(&brain, "GET", get, NULL, NULL, &r), 0);
+		ck_assert_int_eq(r.status, 200);
+		cJSON *arr = cJSON_GetObjectItem(r.json, "progress");
+		int n = cJSON_GetArraySize(arr);
+		ck_assert_int_ge(n, 1);
+		ck_assert_int_le(n, 2);
+		for (int i = 0; i < n; i++)
+			sum += (long long)cJSON_GetObjectItem(cJSON_GetArrayItem(arr, i),
+							      "shards_done")
+				       ->valuedouble;
+		seen += n;
+		more = cJSON_IsTrue(cJSON_GetObjectItem(r.json, "more"));
+		if (more)
+			since = (int64_t)rv_test_json_num(r.json, "next_since_ms", -1);
+		rv_test_reply_release(&r);
+	}
+	ck_assert_int_eq(seen, 6);
+	ck_assert_int_eq(sum, 2 + 3 + 4 + 5 + 20 + 40);
+
+	expect_error("GET", "/v1/jobs/no-such-job/progress", NULL, 404, NULL);
+	const char *bad[] = { "limit=0", "limit=10001", "limit=x", "since_ms=-5",
+			      "since_ms=1%27%3B%20DROP%20TABLE%20jobs%3B--" };
+	const char *field[] = { "limit", "limit", "limit", "since_ms", "since_ms" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(get, sizeof(get), "/v1/jobs/%s/progress?%s", uid, bad[i]);
+		expect_error("GET", get, NULL, 400, field[i]);
+	}
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM jobs"), 1);
+}
+END_TEST
+
 /* What grows with the clock alone goes after its retention: the monitor's
  * node samples by their ts, report and batch ids by when they were
  * stored; recent rows stay. */
@@ -916,6 +1013,7 @@ static Suite *brain_api_suite(void)
 	tcase_add_test(tc, batch_with_one_bad_sample_is_rejected_whole);
 	tcase_add_test(tc, throttling_counters_stored);
 	tcase_add_test(tc, progress_newest_kept_history_bounded);
+	tcase_add_test(tc, progress_history_served);
 	tcase_add_test(tc, retention_deletes_old_rows_only);
 	tcase_add_test(tc, injection_strings_stored_verbatim);
 	tcase_add_test(tc, token_guards_writes);

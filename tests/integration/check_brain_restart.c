@@ -154,7 +154,11 @@ START_TEST(sigkill_mid_ingest_loses_no_acknowledged_write)
 	struct ingest ing = { .uid = uid };
 	pthread_t poster;
 	ck_assert_int_eq(pthread_create(&poster, NULL, ingest_until_refused, &ing), 0);
-	usleep(700000);
+	/* mid-ingest: once writes flow (how soon depends on the machine's
+	 * load, not on the brain), and while they still do */
+	for (int i = 0; i < 600 && atomic_load(&ing.acked) <= 5; i++)
+		usleep(50 * 1000);
+	usleep(100 * 1000);
 	ck_assert_int_ge(rv_test_brain_stop(&brain, SIGKILL, 30), 0);
 	pthread_join(poster, NULL);
 	int acked = atomic_load(&ing.acked);

@@ -704,6 +704,83 @@ START_TEST(test_progress_reaches_the_brain)
 }
 END_TEST
 
+/* A stream's progress reaches the brain with what is known of it: no
+ * shards total (0: a stream has no end), its tasks done and in hand as
+ * shards done and doing, kept out of the job's shard sums; the brain
+ * serves it in the job's progress history too. */
+START_TEST(test_stream_progress_reaches_the_brain)
+{
+	static const char spec[] =
+		"{\"apiVersion\":\"elastic.rover.dev/v1alpha1\",\"kind\":\"ElasticJob\","
+		"\"metadata\":{\"name\":\"brain-stream\"},"
+		"\"spec\":{\"distributionStrategy\":\"AllreduceStrategy\","
+		"\"optimizeMode\":\"cluster\",\"replicaSpecs\":{\"worker\":{\"replicas\":1,"
+		"\"minReplicas\":1,\"maxReplicas\":4,"
+		"\"resources\":{\"cpu\":4,\"memory\":\"8Gi\"}}},"
+		"\"datasets\":[{\"name\":\"clicks\",\"streaming\":true,\"shardSize\":10,"
+		"\"partitions\":[{\"name\":\"p0\",\"end_offset\":100}]}]}}";
+	master_start(spec, true);
+	char uid[RV_BRAIN_UID_MAX];
+	wait_uid(uid);
+	rendezvous("node-0");
+	/* 5 tasks of 10 offsets taken, 3 of them done */
+	int64_t ids[5];
+	for (int i = 0; i < 5; i++) {
+		struct rv_shard_next req = { .node = "node-0", .worker = 0, .dataset = "clicks" };
+		struct rv_shard_task t;
+		struct rv_err err = { 0 };
+		ck_assert_msg(rv_master_shard_next(mc, &req, &t, &err) == 0, "next: %s", err.msg);
+		ck_assert_int_eq(t.status, RV_SHARD_TASK);
+		ids[i] = t.id;
+	}
+	for (int i = 0; i < 3; i++) {
+		struct rv_shard_done d = { .node = "node-0", .worker = 0, .id = ids[i] };
+		bool counted = false;
+		struct rv_err err = { 0 };
+		ck_assert_msg(rv_master_shard_done(mc, &d, &counted, &err) == 0, "done: %s",
+			      err.msg);
+		ck_assert(counted);
+	}
+	char path[160];
+	snprintf(path, sizeof(path), "/v1/jobs/%s", uid);
+	cJSON *j = NULL;
+	for (int i = 0; i < 500; i++) {
+		struct rv_test_reply r;
+		ck_assert_int_eq(rv_test_http(&brain, "GET", path, NULL, NULL, &r), 0);
+		ck_assert_int_eq(r.status, 200);
+		cJSON_Delete(j);
+		j = r.json;
+		r.json = NULL;
+		rv_test_reply_release(&r);
+		if (rv_test_json_num(j, "progress.0.shards_done", -1) == 3 &&
+		    rv_test_json_num(j, "progress.0.shards_doing", -1) == 2)
+			break;
+		usleep(20 * 1000);
+	}
+	ck_assert_msg(rv_test_json_num(j, "progress.0.shards_done", -1) == 3 &&
+			      rv_test_json_num(j, "progress.0.shards_doing", -1) == 2,
+		      "the brain never showed 3 shards done and 2 doing: %s",
+		      cJSON_PrintUnformatted(j));
+	ck_assert_str_eq(rv_test_json_str(j, "progress.0.dataset"), "clicks");
+	ck_assert_int_eq((int)rv_test_json_num(j, "progress.0.shards_total", -1), 0);
+	ck_assert_int_eq((int)rv_test_json_num(j, "progress.0.samples_done", -1), 30);
+	ck_assert(cJSON_IsNull(cJSON_GetObjectItem(j, "shards"))); /* no total to sum */
+	cJSON_Delete(j);
+
+	snprintf(path, sizeof(path), "/v1/jobs/%s/progress", uid);
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&brain, "GET", path, NULL, NULL, &r), 0);
+	ck_assert_int_eq(r.status, 200);
+	cJSON *arr = cJSON_GetObjectItem(r.json, "progress");
+	int n = cJSON_GetArraySize(arr);
+	ck_assert_int_ge(n, 1);
+	cJSON *last = cJSON_GetArrayItem(arr, n - 1);
+	ck_assert_int_eq((int)cJSON_GetObjectItem(last, "shards_done")->valuedouble, 3);
+	ck_assert_int_eq((int)cJSON_GetObjectItem(last, "shards_doing")->valuedouble, 2);
+	rv_test_reply_release(&r);
+}
+END_TEST
+
 static Suite *master_brain_suite(void)
 {
 	Suite *s = suite_create("master_brain");
@@ -719,6 +796,7 @@ static Suite *master_brain_suite(void)
 	tcase_add_test(tc, test_manual_only_proposes);
 	tcase_add_test(tc, test_cluster_without_url_exits_2);
 	tcase_add_test(tc, test_progress_reaches_the_brain);
+	tcase_add_test(tc, test_stream_progress_reaches_the_brain);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -197,9 +197,16 @@ START_TEST(test_agent_kill9_relaunched_same_rank)
 	ck_assert_int_eq(n1->restarts, 1); /* relaunched once */
 	ck_assert_int_ne(n1->pid, agent);  /* by a new rover-run */
 	ck_assert_int_eq(node_named(&js, "worker-0")->restarts, 0);
+	/* rank 0 is on whichever node joined the last rendezvous first: the
+	 * relaunched instance of worker-1 writes its own log (the master's
+	 * node.log_dir holds one <instance>.log per launch) */
+	ck_assert_str_eq(n1->instance, "worker-1.1");
+	char relaunched[700];
+	snprintf(relaunched, sizeof(relaunched), "%s/nodes/%s.log", m.state, n1->instance);
+	const char *ends[] = { logs[0], relaunched };
 	bool finished = false;
 	for (int i = 0; i < 2 && !finished; i++) {
-		char *t = rv_test_read_file(logs[i]);
+		char *t = rv_test_read_file(ends[i]);
 		finished = t && strstr(t, "test_accuracy=");
 		free(t);
 	}

@@ -741,6 +741,41 @@ START_TEST(test_ckpt_whole_world)
 }
 END_TEST
 
+/* A step reported in part is never whole once the missing ranks will not
+ * report it: one reported a later step (ranks saving at different steps)
+ * or died since the step's first report (410, so the persister stops
+ * waiting for it).  While one of them still may, it is only not whole yet. */
+START_TEST(test_ckpt_never_whole)
+{
+	struct shard_mgr *m = mgr1(dset("d", 1000, 100, 1, false, 0), 0, 0);
+	struct rv_err err = { 0 };
+	struct rv_buf b = { 0 };
+	/* rank 0 saves at 5, rank 1 at 7 */
+	ck_assert_int_eq(shard_ckpt_report(m, 5, 0, 0, 0, &err), 0);
+	ck_assert_int_eq(shard_ckpt_expect(m, 5, 2), 0);
+	ck_assert_int_eq(shard_ckpt_export(m, 5, &b, &err), -EBUSY);
+	ck_assert_int_eq(shard_ckpt_report(m, 7, 1, 0, 0, &err), 0);
+	ck_assert_int_eq(shard_ckpt_expect(m, 7, 2), 0);
+	ck_assert_int_eq(shard_ckpt_export(m, 5, &b, &err), -ESTALE);
+	ck_assert_msg(strstr(err.msg, "will not report"), "%s", err.msg);
+	ck_assert_int_eq(b.len, 0);
+	/* rank 0 has said nothing past 7: it still may report it */
+	ck_assert_int_eq(shard_ckpt_export(m, 7, &b, &err), -EBUSY);
+	/* rank 0 dies: its report of 7 would be refused */
+	ck_assert_int_ge(shard_worker_dead(m, 0), 0);
+	ck_assert_int_eq(shard_ckpt_export(m, 7, &b, &err), -ESTALE);
+	ck_assert_int_eq(shard_ckpt_report(m, 7, 0, 0, 0, &err), -ERANGE);
+	/* a step both ranks reported is whole whatever came after */
+	ck_assert_int_eq(shard_ckpt_report(m, 9, 0, 0, 0, &err), 0);
+	ck_assert_int_eq(shard_ckpt_expect(m, 9, 2), 0);
+	ck_assert_int_eq(shard_ckpt_export(m, 9, &b, &err), -EBUSY);
+	ck_assert_int_eq(shard_ckpt_report(m, 9, 1, 0, 0, &err), 0);
+	ck_assert_int_eq(shard_ckpt_export(m, 9, &b, &err), 0);
+	rv_buf_release(&b);
+	shard_free(m);
+}
+END_TEST
+
 /* ---- the property test ---- */
 
 enum { PW = 48, PMAXHELD = 3, PSTEPS = 3 };
@@ -1381,6 +1416,7 @@ static Suite *shard_suite(void)
 	tcase_add_test(tc, test_ckpt_import_errors);
 	tcase_add_test(tc, test_ckpt_steps_kept);
 	tcase_add_test(tc, test_ckpt_whole_world);
+	tcase_add_test(tc, test_ckpt_never_whole);
 	suite_add_tcase(s, tc);
 	TCase *big = tcase_create("scale");
 	tcase_set_timeout(big, 120);

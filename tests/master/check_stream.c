@@ -85,6 +85,19 @@ START_TEST(test_committed_waits_for_the_gap)
 	stream_part_stats(m, 0, 0, &st);
 	ck_assert_int_eq(st.held, 0);
 	ck_assert_int_eq(st.done, 30);
+	ck_assert_int_eq(st.tasks_done, 3); /* the repeated done counts once */
+	/* a restart keeps the count (the progress the brain is told) */
+	struct rv_buf buf;
+	rv_buf_init(&buf);
+	ck_assert_int_eq(stream_snapshot_save(m, &buf), 0);
+	int64_t ends2[] = { 30 };
+	struct stream_mgr *n = mgr(10, 1, ends2, 0);
+	struct rv_err err = { 0 };
+	ck_assert_msg(stream_snapshot_load(n, buf.data, buf.len, &err) == 0, "load: %s", err.msg);
+	rv_buf_release(&buf);
+	stream_part_stats(n, 0, 0, &st);
+	ck_assert_int_eq(st.tasks_done, 3);
+	stream_free(n);
 	stream_free(m);
 }
 END_TEST
