@@ -763,6 +763,10 @@ START_TEST(test_stream_progress_reaches_the_brain)
 		      cJSON_PrintUnformatted(j));
 	ck_assert_str_eq(rv_test_json_str(j, "progress.0.dataset"), "clicks");
 	ck_assert_int_eq((int)rv_test_json_num(j, "progress.0.shards_total", -1), 0);
+	/* a stream has no total: nothing is "left" to count */
+	ck_assert(cJSON_IsNull(
+		cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "progress"), 0),
+				    "shards_left")));
 	ck_assert_int_eq((int)rv_test_json_num(j, "progress.0.samples_done", -1), 30);
 	ck_assert(cJSON_IsNull(cJSON_GetObjectItem(j, "shards"))); /* no total to sum */
 	cJSON_Delete(j);
