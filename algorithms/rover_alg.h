@@ -86,7 +86,7 @@ struct rv_alg_params {
 	 * current speed gets knee_hold_se standard errors of its mean on top,
 	 * so noisy jobs do not creep by one worker per plan on noise alone. */
 	double knee_hold_frac; /* 0.02 */
-	double knee_hold_cost; /* 1.1 */
+	double knee_hold_cost; /* 1.05 */
 	double knee_hold_se;   /* 2.0 */
 	/* A measured configuration reaches the knee when its mean speed is
 	 * within knee_reach_se standard errors (of the difference with the
