@@ -329,6 +329,29 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 			  rv_alg_role_starved(st->usage, st->n_usage, RV_ALG_PS_ROLE,
 					      &st->cur.ps.res, p) &&
 			  !(st->lim.max_cpu > 0 && st->cur.ps.res.cpu >= st->lim.max_cpu);
+	/* Two roles that hold each other back (workers wait on the PS, the PS
+	 * on the workers) share the throttling between them: each is throttled
+	 * in about half its periods, under the line for one role alone, and
+	 * would be seen starved one plan after the other.  Both at half the
+	 * line or more: both grow in one plan. */
+	if (st->strategy == RV_ALG_PS && st->cur.ps.count > 0 && !starved_w && !starved_ps &&
+	    p->throttle_starved > 0 &&
+	    !(st->lim.max_cpu > 0 && (st->cur.worker.res.cpu >= st->lim.max_cpu ||
+				      st->cur.ps.res.cpu >= st->lim.max_cpu))) {
+		size_t ms = (size_t)(p->min_usage_samples > 0 ? p->min_usage_samples : 1);
+		double sw, sp;
+
+		if (rv_alg_throttled_share(st->usage, st->n_usage, RV_ALG_WORKER, -1, ms, &sw) ==
+			    0 &&
+		    rv_alg_throttled_share(st->usage, st->n_usage, RV_ALG_PS_ROLE, -1, ms, &sp) ==
+			    0 &&
+		    sw >= p->throttle_starved * 2 / 3 && sp >= p->throttle_starved * 2 / 3) {
+			starved_w = starved_ps = true;
+			rv_alg_reason_add(
+				out, "workers and PS both throttled (%.0f%%, %.0f%% of periods)",
+				100 * sw, 100 * sp);
+		}
+	}
 	int hot = 0, grow = 0;
 	struct rv_alg_decision hot_part;
 

@@ -410,6 +410,50 @@ START_TEST(test_every_starved_role_in_one_plan)
 }
 END_TEST
 
+/* Workers and PS each at their CPU limit and holding each other back: each
+ * is throttled in about half its periods, under the line for one role
+ * alone.  Both grow in one plan; at a third of the periods (bursts of a
+ * tight but enough limit) neither does. */
+static size_t throttled_pair(struct rv_alg_usage *u, double tw, double tp)
+{
+	size_t n = steady_usage(u, RV_ALG_WORKER, 6, 3.9, 7000);
+
+	for (size_t i = 0; i < n; i++) {
+		u[i].has_throttled = true;
+		u[i].throttled = tw;
+	}
+	size_t k = steady_usage(u + n, RV_ALG_PS_ROLE, 2, 7.8, 15000);
+	for (size_t i = n; i < n + k; i++) {
+		u[i].has_throttled = true;
+		u[i].throttled = tp;
+	}
+	return n + k;
+}
+
+START_TEST(test_roles_holding_each_other_back_grow_together)
+{
+	struct rv_alg_job_state st = state(RV_ALG_PS, 6, 2);
+	struct rv_alg_usage u[40];
+	struct rv_alg_decision d;
+
+	st.usage = u;
+	st.n_usage = throttled_pair(u, 0.5, 0.45);
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert(d.changed);
+	ck_assert_msg(d.cfg.worker.res.cpu > 5, "worker CPU %.1f: %s", d.cfg.worker.res.cpu,
+		      d.reason);
+	ck_assert_msg(d.cfg.ps.res.cpu > 10, "PS CPU %.1f: %s", d.cfg.ps.res.cpu, d.reason);
+	ck_assert_int_eq(d.cfg.worker.count, 6);
+	ck_assert_int_eq(d.cfg.ps.count, 2);
+
+	st.n_usage = throttled_pair(u, 0.3, 0.3);
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_msg(d.cfg.worker.res.cpu < 5, "worker CPU %.1f: %s", d.cfg.worker.res.cpu,
+		      d.reason);
+	ck_assert_msg(d.cfg.ps.res.cpu < 10, "PS CPU %.1f: %s", d.cfg.ps.res.cpu, d.reason);
+}
+END_TEST
+
 /* PS job whose per-PS overhead makes one PS best: measured at 8 PS (10, 13
  * and 16 workers) and once at 4 PS (15 workers), 44% faster.  With one
  * config at the second PS count the model cannot separate transfer from
@@ -473,6 +517,7 @@ static Suite *plan_suite(void)
 	tcase_add_test(tc, test_bad_input);
 	tcase_add_test(tc, test_small_trim_held);
 	tcase_add_test(tc, test_every_starved_role_in_one_plan);
+	tcase_add_test(tc, test_roles_holding_each_other_back_grow_together);
 	tcase_add_test(tc, test_ps_step_that_paid_is_followed);
 	suite_add_tcase(s, tc);
 	return s;
