@@ -164,7 +164,8 @@ static int mem_rising(const struct rv_alg_usage *h, size_t nh, enum rv_alg_role 
 	for (size_t i = 0; i < nh; i++)
 		if (h[i].role == role && h[i].t_ms > t1)
 			t1 = h[i].t_ms;
-	if (usage_slope(h, nh, role, t1 - span / 2, false, &br, &ser, &span_r) == 0 && br + 2 * ser < b)
+	if (usage_slope(h, nh, role, t1 - span / 2, false, &br, &ser, &span_r) == 0 &&
+	    br + 2 * ser < b)
 		return 2;
 	*slope = b;
 	return 1;
@@ -384,7 +385,8 @@ int rv_alg_rightsize_trend(const struct rv_alg_usage *u, size_t n, const struct 
 	 * cores cut to 3.1 for a need of 6, from the first 120 s of a 300 s
 	 * ramp; the role then starved, and every starvation growth restarted
 	 * the exploration). */
-	if (want_cpu < cur->cpu && cpu_rise(u, n, role, p->usage_window_ms) > 2 * p->hysteresis * q_cpu)
+	if (want_cpu < cur->cpu &&
+	    cpu_rise(u, n, role, p->usage_window_ms) > 2 * p->hysteresis * q_cpu)
 		want_cpu = cur->cpu;
 
 	if (starved || near_limit || follows || guessed ||
