@@ -332,8 +332,8 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 	/* Two roles that hold each other back (workers wait on the PS, the PS
 	 * on the workers) share the throttling between them: each is throttled
 	 * in about half its periods, under the line for one role alone, and
-	 * would be seen starved one plan after the other.  Both at half the
-	 * line or more: both grow in one plan. */
+	 * would be seen starved one plan after the other.  Both at two thirds
+	 * of the line or more: both grow in one plan. */
 	if (st->strategy == RV_ALG_PS && st->cur.ps.count > 0 && !starved_w && !starved_ps &&
 	    p->throttle_starved > 0 &&
 	    !(st->lim.max_cpu > 0 && (st->cur.worker.res.cpu >= st->lim.max_cpu ||
