@@ -55,6 +55,8 @@ void rv_alg_reason_add(struct rv_alg_decision *d, const char *fmt, ...)
 
 /* Whether a and b are the same configuration (counts and resources). */
 int rv_alg_config_equal(const struct rv_alg_config *a, const struct rv_alg_config *b);
+int rv_alg_ps_edge_step(int pc, int lo, int hi, int cur_ps, double gain, double paid,
+			double min_gain);
 
 /* Round CPU up to tenths of a core and memory up to whole MiB, ignoring
  * float noise (6 * 1.1 must stay 6.6, not become 6.7). */
@@ -84,9 +86,23 @@ int rv_alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_
 			      const struct rv_alg_config *cur, const struct rv_alg_params *p,
 			      struct rv_alg_decision *out);
 
+/* Observations of (w, ps) with a speed, counted up to at most (0: all). */
+int rv_alg_obs_count(const struct rv_alg_speed_obs *obs, size_t n, int w, int ps, int at_most);
+
 /* Relative spread of one speed observation, pooled over every measured
  * configuration (deviations from each one's mean); 0 without repeats. */
 double rv_alg_speed_noise(const struct rv_alg_speed_obs *obs, size_t n);
+
+/* Relative standard error of a fit's predicted speed at (workers, ps) for
+ * observations of relative spread noise; 0 when it has none. */
+double rv_alg_fit_predict_rse(const struct rv_alg_fit *fit, const struct rv_alg_speed_obs *obs,
+			      size_t n, int workers, int ps, double noise);
+
+/* Whether the measured mean speed of (w, ps) is within p->knee_hold_frac
+ * of the line: at least target_frac - knee_hold_frac of the best measured
+ * mean at ps (its mean alone, no noise slack). */
+bool rv_alg_measured_near_line(const struct rv_alg_speed_obs *obs, size_t n, int w, int ps,
+			       const struct rv_alg_params *p);
 
 /* Largest measured worker count (at ps) whose mean speed is below
  * p->target_frac of the best measured mean; 0 when none. */

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include <gsl/gsl_errno.h>
+#include <gsl/gsl_linalg.h>
 #include <gsl/gsl_multifit.h>
 
 #include "alg_internal.h"
@@ -247,6 +248,72 @@ out:
 	gsl_vector_free(b);
 	gsl_matrix_free(A);
 	return rc;
+}
+
+/*
+ * Relative standard error of the predicted speed at (workers, ps): noise x
+ * sqrt(x0' (A'A)^+ x0) / (x0 . theta), with A the weighted design rows of
+ * every usable observation and all of the model's terms (not only those the
+ * NNLS kept: which terms hold is itself uncertain, and a fit from three
+ * configurations extrapolates with the full curve's freedom).  The
+ * pseudo-inverse drops directions the data cannot see (collinear columns).
+ * 0 when the model gives no prediction or the data is empty.
+ */
+double rv_alg_fit_predict_rse(const struct rv_alg_fit *fit, const struct rv_alg_speed_obs *obs,
+			      size_t n, int workers, int ps, double noise)
+{
+	double x[FIT_MAX_THETA], y, m[FIT_MAX_THETA][FIT_MAX_THETA] = { { 0 } };
+	size_t k = (size_t)model_theta(fit->model), used = 0;
+	struct rv_alg_speed_obs o0 = { .workers = workers, .ps = ps, .speed = 1 };
+	double rse = 0;
+
+	if (!(noise > 0) || !fit_row(fit->model, &o0, x, &y))
+		return 0;
+	double x0[FIT_MAX_THETA], d0 = 0;
+
+	for (size_t j = 0; j < k; j++) {
+		x0[j] = x[j];
+		d0 += x[j] * fit->theta[j];
+	}
+	if (!(d0 > 0))
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!fit_row(fit->model, &obs[i], x, &y))
+			continue;
+		used++;
+		for (size_t a = 0; a < k; a++)
+			for (size_t b = 0; b < k; b++)
+				m[a][b] += x[a] * x[b] / (y * y);
+	}
+	if (!used)
+		return 0;
+	gsl_matrix *M = gsl_matrix_alloc(k, k), *V = gsl_matrix_alloc(k, k);
+	gsl_vector *S = gsl_vector_alloc(k), *work = gsl_vector_alloc(k);
+
+	if (M && V && S && work) {
+		for (size_t a = 0; a < k; a++)
+			for (size_t b = 0; b < k; b++)
+				gsl_matrix_set(M, a, b, m[a][b]);
+		if (gsl_linalg_SV_decomp(M, V, S, work) == GSL_SUCCESS) {
+			double smax = gsl_vector_get(S, 0), q = 0;
+
+			for (size_t j = 0; j < k; j++) {
+				double s = gsl_vector_get(S, j), v = 0;
+
+				if (!(s > 1e-12 * smax))
+					continue;
+				for (size_t a = 0; a < k; a++)
+					v += gsl_matrix_get(V, a, j) * x0[a];
+				q += v * v / s;
+			}
+			rse = noise * sqrt(q) / d0;
+		}
+	}
+	gsl_vector_free(work);
+	gsl_vector_free(S);
+	gsl_matrix_free(V);
+	gsl_matrix_free(M);
+	return rse;
 }
 
 bool rv_alg_fit_trusted(const struct rv_alg_fit *fit, const struct rv_alg_params *p)

@@ -28,6 +28,90 @@ static const char *role_name(enum rv_alg_role r)
 	return r == RV_ALG_PS_ROLE ? "PS" : "worker";
 }
 
+/* Whether the model's choice moves to a configuration the data has not
+ * measured (fewer than two observations) whose predicted speed has a
+ * relative standard error beyond p->max_pred_rse, the pooled noise of the
+ * observations carried through the fit.  A fit from three noisy
+ * configurations extrapolates a few counts away with errors of 40-200%:
+ * such a jump was measured 17-20% slower and reverted, a plan each way;
+ * exploration's geometric step and its settling on measured means cost no
+ * more plans.  All-reduce jobs only: a PS job's exploration measures worker
+ * counts at one PS count, so after a move to a new PS count it started over
+ * there and bisected for up to 13 plans. */
+static bool model_guess(const struct rv_alg_fit *fit, const struct rv_alg_job_state *st,
+			const struct rv_alg_decision *d, const struct rv_alg_params *p)
+{
+	int w = d->cfg.worker.count, ps = d->cfg.ps.count;
+
+	if (!(p->max_pred_rse > 0) || st->strategy == RV_ALG_PS || !d->changed || !d->algorithm ||
+	    strcmp(d->algorithm, "worker_count_model") != 0 ||
+	    rv_alg_obs_count(st->speed, st->n_speed, w, ps, 2) >= 2)
+		return false;
+	double noise = rv_alg_speed_noise(st->speed, st->n_speed);
+
+	return rv_alg_fit_predict_rse(fit, st->speed, st->n_speed, w, ps, noise) > p->max_pred_rse;
+}
+
+/* The PS count a PS exploration measures: half as many (cheaper), or
+ * twice as many at the minimum; the current count when neither is allowed. */
+static int ps_step(const struct rv_alg_job_state *st)
+{
+	int p0 = st->cur.ps.count;
+	int pmin = st->lim.min_ps > 0 ? st->lim.min_ps : 1;
+	int pmax = st->lim.max_ps > 0 ? st->lim.max_ps : p0;
+
+	if (p0 > pmin)
+		return (p0 + 1) / 2 > pmin ? (p0 + 1) / 2 : pmin;
+	if (p0 < pmax)
+		return 2 * p0 < pmax ? 2 * p0 : pmax;
+	return p0;
+}
+
+/* Distinct worker counts measured, when every speed was measured at the
+ * current PS count; 0 when one was measured at another. */
+static int ps_measured_workers(const struct rv_alg_job_state *st)
+{
+	int k = 0;
+
+	for (size_t i = 0; i < st->n_speed; i++) {
+		if (!(st->speed[i].speed > 0))
+			continue;
+		if (st->speed[i].ps != st->cur.ps.count)
+			return 0;
+		bool seen = false;
+
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = st->speed[j].speed > 0 &&
+			       st->speed[j].workers == st->speed[i].workers;
+		k += !seen;
+	}
+	return k;
+}
+
+/* Whether a PS job's model-chosen PS count pc at or beyond the edge of the
+ * measured ones [lo, hi] is measured a step further (1), replaced by the
+ * current count (-1), or taken as it is (0); gain is what the model predicts
+ * for that step, paid what the last measured step towards the edge
+ * brought.  At the edge itself (pc measured), a step that paid under
+ * min_gain argues against a step further, whatever the model extrapolates
+ * (a +1% step had three jobs probe half the PS and come back: two plans).
+ * Beyond the edge the model extrapolates already: measured a step further
+ * when not predicted clearly worse, unless the current count lies inside
+ * the measured range and the step towards the edge paid under min_gain;
+ * the current (measured) count then stays. */
+int rv_alg_ps_edge_step(int pc, int lo, int hi, int cur_ps, double gain, double paid,
+			double min_gain)
+{
+	bool beyond = pc < lo || pc > hi;
+	bool inside = cur_ps > lo && cur_ps < hi;
+
+	if (!beyond)
+		return paid >= min_gain;
+	if (inside && paid < min_gain)
+		return pc != cur_ps ? -1 : 0;
+	return gain >= -min_gain / 2 || paid >= min_gain;
+}
+
 static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
 			struct rv_alg_config *cfg, struct rv_alg_decision *out,
 			enum lead_rank *rank, const char **lead)
@@ -54,31 +138,69 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 		int too_slow =
 			rv_alg_measured_too_slow(st->speed, st->n_speed, st->cur.ps.count, p);
 
+		/* Except the count running now when its measured mean is
+		 * within the hold band of the line (knee_hold_frac): whether
+		 * it stays is the hold's to judge, as for a count the model
+		 * picked; a plan for one more worker bought 2-5% (17 workers
+		 * at 0.884 of the best measured, 0.98 of the oracle's speed,
+		 * went to 18 a plan later). */
+		if (too_slow == st->cur.worker.count &&
+		    rv_alg_measured_near_line(st->speed, st->n_speed, too_slow, st->cur.ps.count,
+					      p))
+			too_slow = 0;
 		if (too_slow + 1 > lim.min_workers)
 			lim.min_workers = too_slow + 1;
 		if (lim.max_workers > 0 && lim.min_workers > lim.max_workers)
 			lim.min_workers = lim.max_workers;
 		rc = rv_alg_choose_workers_obs(&fit, st->speed, st->n_speed, &lim, &st->cur, p,
 					       &part);
+		if (rc == 0 && model_guess(&fit, st, &part, p))
+			rc = rv_alg_explore(st->speed, st->n_speed, &st->lim, &st->cur, p, &part);
 	} else
 		rc = rv_alg_explore(st->speed, st->n_speed, &st->lim, &st->cur, p, &part);
 	if (rc < 0)
 		return;
+	/* The exploration step that measures the third config of a PS job
+	 * measured at one PS count moves the PS count too: at one PS count the
+	 * speed is linear in w (w/f = t0 + t3 p + (t1/p + t2) w), so a third
+	 * worker count there adds no term the model can separate, while one at
+	 * another PS count does.  The next plan then chooses over both PS
+	 * counts, instead of first settling the workers, then measuring the
+	 * other PS count, then returning (a plan each).  Only when a speed is
+	 * measured to within min_gain (the pooled noise per observation): the
+	 * fit then has no spare degree of freedom to average noise out, and a
+	 * job with 26% speed noise settled at half its PS on it (0.82 of the
+	 * oracle's speed). */
+	if (!trusted && part.changed && st->strategy == RV_ALG_PS && st->cur.ps.count > 0 &&
+	    part.cfg.worker.count != st->cur.worker.count && ps_measured_workers(st) == 2 &&
+	    rv_alg_speed_noise(st->speed, st->n_speed) <= p->min_gain) {
+		int pn = ps_step(st);
+		struct rv_alg_config trial = st->cur;
+
+		trial.worker.count = part.cfg.worker.count;
+		trial.ps.count = pn;
+		if (pn != st->cur.ps.count && rv_alg_fits_free(&st->lim, &st->cur, &trial)) {
+			cfg->worker.count = trial.worker.count;
+			cfg->ps.count = pn;
+			out->predicted_speed = 0;
+			out->fit_r2 = fit.r2;
+			out->fit_configs = fit.n_configs;
+			rv_alg_reason_add(out, "%s", part.reason);
+			rv_alg_reason_add(out,
+					  "with %d -> %d PS: a third worker count at one PS "
+					  "count cannot tell transfer from per-PS overhead",
+					  st->cur.ps.count, pn);
+			take_lead(rank, lead, LEAD_COUNT, "explore");
+			return;
+		}
+	}
 	/* PS jobs measured at one PS count only: the model cannot tell the
 	 * transfer term (t1 w/p, many PS pay) from the per-PS overhead (t3 p,
 	 * few pay), so it keeps the count it was given whatever it is.  Once
 	 * the workers hold, measure another PS count: fewer first (cheaper),
 	 * more when at the minimum; the fit then chooses over both. */
 	if (trusted && st->strategy == RV_ALG_PS && fit.n_ps_values == 1 && st->cur.ps.count > 0) {
-		int p0 = st->cur.ps.count;
-		int pmin = st->lim.min_ps > 0 ? st->lim.min_ps : 1;
-		int pmax = st->lim.max_ps > 0 ? st->lim.max_ps : p0;
-		int pn = p0;
-
-		if (p0 > pmin)
-			pn = (p0 + 1) / 2 > pmin ? (p0 + 1) / 2 : pmin;
-		else if (p0 < pmax)
-			pn = 2 * p0 < pmax ? 2 * p0 : pmax;
+		int p0 = st->cur.ps.count, pn = ps_step(st);
 		struct rv_alg_config trial = st->cur;
 
 		/* with the worker count the model chose: one plan moves both */
@@ -147,7 +269,9 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 		struct rv_alg_config trial = st->cur;
 		trial.worker.count = wc;
 		trial.ps.count = pn;
-		if (pn != pc && !measured && (gain >= -p->min_gain / 2 || paid >= p->min_gain) &&
+		int edge_step =
+			rv_alg_ps_edge_step(pc, lo, hi, st->cur.ps.count, gain, paid, p->min_gain);
+		if (pn != pc && !measured && edge_step > 0 &&
 		    rv_alg_fits_free(&st->lim, &st->cur, &trial)) {
 			cfg->worker.count = wc;
 			cfg->ps.count = pn;
@@ -162,6 +286,20 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 				st->cur.ps.count, pn, wc, 100 * gain, pn, from, edge, 100 * paid);
 			take_lead(rank, lead, LEAD_COUNT, "explore");
 			return;
+		}
+		if (edge_step < 0) {
+			bool cur_measured = false;
+			for (size_t i = 0; i < st->n_speed && !cur_measured; i++)
+				cur_measured = st->speed[i].ps == st->cur.ps.count;
+			if (cur_measured) {
+				rv_alg_reason_add(out,
+						  "PS count kept at %d: the model's %d lies beyond "
+						  "the measured ones, and %d -> %d PS measured "
+						  "%+.0f%%",
+						  st->cur.ps.count, pc, from, edge, 100 * paid);
+				part.cfg.ps.count = st->cur.ps.count;
+				part.changed = part.cfg.worker.count != st->cur.worker.count;
+			}
 		}
 	}
 	cfg->worker.count = part.cfg.worker.count;
@@ -333,7 +471,10 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 	 * on the workers) share the throttling between them: each is throttled
 	 * in about half its periods, under the line for one role alone, and
 	 * would be seen starved one plan after the other.  Both at two thirds
-	 * of the line or more: both grow in one plan. */
+	 * of the line or more, one of them in at least half its periods (its
+	 * mean demand reaches its limit): both grow in one plan.  Two roles
+	 * right-sized to their need throttle their bursts in up to about 40%
+	 * of the periods each; neither reaches half. */
 	if (st->strategy == RV_ALG_PS && st->cur.ps.count > 0 && !starved_w && !starved_ps &&
 	    p->throttle_starved > 0 &&
 	    !(st->lim.max_cpu > 0 && (st->cur.worker.res.cpu >= st->lim.max_cpu ||
@@ -345,7 +486,8 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 			    0 &&
 		    rv_alg_throttled_share(st->usage, st->n_usage, RV_ALG_PS_ROLE, -1, ms, &sp) ==
 			    0 &&
-		    sw >= p->throttle_starved * 2 / 3 && sp >= p->throttle_starved * 2 / 3) {
+		    sw >= p->throttle_starved * 2 / 3 && sp >= p->throttle_starved * 2 / 3 &&
+		    (sw >= 0.5 || sp >= 0.5)) {
 			starved_w = starved_ps = true;
 			rv_alg_reason_add(
 				out, "workers and PS both throttled (%.0f%%, %.0f%% of periods)",

@@ -52,6 +52,33 @@ bool rv_alg_pending_stands(const struct rv_alg_job_history *h)
 #define SETTLE_MIN_SAMPLES 6
 #define SETTLE_MIN_RISE    0.05
 #define SETTLE_T           2.5
+#define SETTLE_RAMP_T      3.0
+#define SETTLE_END_T       2.0
+
+/* Least-squares line of speed over time through o[k..end) (time order,
+ * at least one sample): its slope (0 when the times do not spread), the
+ * centred sum of squares of time *sxx, the mean time *mt (from o[k]) and
+ * the mean speed *ms. */
+static double speed_slope(const struct rv_alg_speed_obs *o, size_t k, size_t end, double *sxx,
+			  double *mt, double *ms)
+{
+	size_t m = end - k;
+	double sxy = 0;
+
+	*mt = *ms = *sxx = 0;
+	for (size_t i = k; i < end; i++) {
+		*mt += (double)(o[i].t_ms - o[k].t_ms);
+		*ms += o[i].speed;
+	}
+	*mt /= (double)m;
+	*ms /= (double)m;
+	for (size_t i = k; i < end; i++) {
+		double x = (double)(o[i].t_ms - o[k].t_ms) - *mt;
+		*sxx += x * x;
+		sxy += x * (o[i].speed - *ms);
+	}
+	return *sxx > 0 ? sxy / *sxx : 0;
+}
 
 /* Whether o[k..end) (time order) still rises: the least-squares slope of
  * speed over time beyond SETTLE_T standard errors and a rise of at least
@@ -59,22 +86,11 @@ bool rv_alg_pending_stands(const struct rv_alg_job_history *h)
 static bool still_rising(const struct rv_alg_speed_obs *o, size_t k, size_t end)
 {
 	size_t m = end - k;
-	double mt = 0, ms = 0;
-	for (size_t i = k; i < end; i++) {
-		mt += (double)(o[i].t_ms - o[k].t_ms);
-		ms += o[i].speed;
-	}
-	mt /= (double)m;
-	ms /= (double)m;
-	double sxx = 0, sxy = 0;
-	for (size_t i = k; i < end; i++) {
-		double x = (double)(o[i].t_ms - o[k].t_ms) - mt;
-		sxx += x * x;
-		sxy += x * (o[i].speed - ms);
-	}
+	double sxx, mt, ms;
+	double slope = speed_slope(o, k, end, &sxx, &mt, &ms), sse = 0;
+
 	if (!(sxx > 0) || !(ms > 0))
 		return false;
-	double slope = sxy / sxx, sse = 0;
 	for (size_t i = k; i < end; i++) {
 		double x = (double)(o[i].t_ms - o[k].t_ms) - mt;
 		double r = o[i].speed - ms - slope * x;
@@ -83,6 +99,71 @@ static bool still_rising(const struct rv_alg_speed_obs *o, size_t k, size_t end)
 	double se = sqrt(sse / (double)(m - 2) / sxx);
 	double rise = slope * (double)(o[end - 1].t_ms - o[k].t_ms) / ms;
 	return slope > SETTLE_T * se && rise >= SETTLE_MIN_RISE;
+}
+
+/* Where a ramp over o[start..end) (time order) ends: the change point c of
+ * the best least-squares fit of a line that rises until o[c] and stays flat
+ * after it (speed = a + b min(t, t_c)), over every c that leaves the ramp
+ * three samples.  Returns end when no such fit rises significantly
+ * (slope beyond SETTLE_RAMP_T standard errors and a rise of SETTLE_MIN_RISE
+ * of the plateau). */
+static size_t ramp_end(const struct rv_alg_speed_obs *o, size_t start, size_t end, double *slope,
+		       double *sd)
+{
+	size_t best = end, m = end - start;
+	double best_sse = INFINITY;
+	bool rises = false;
+	for (size_t c = start + 2; c < end && m >= 4; c++) {
+		double mz = 0, ms = 0;
+		for (size_t i = start; i < end; i++) {
+			mz += (double)(o[i < c ? i : c].t_ms - o[start].t_ms);
+			ms += o[i].speed;
+		}
+		mz /= (double)m;
+		ms /= (double)m;
+		double szz = 0, szy = 0, syy = 0;
+		for (size_t i = start; i < end; i++) {
+			double z = (double)(o[i < c ? i : c].t_ms - o[start].t_ms) - mz;
+			szz += z * z;
+			szy += z * (o[i].speed - ms);
+			syy += (o[i].speed - ms) * (o[i].speed - ms);
+		}
+		if (!(szz > 0))
+			continue;
+		double b = szy / szz, sse = syy - b * szy;
+		if (sse < 0)
+			sse = 0;
+		if (!(sse < best_sse))
+			continue;
+		best_sse = sse;
+		double se = sqrt(sse / (double)(m - 2) / szz);
+		double a = ms - b * mz;
+		double top = a + b * (double)(o[c].t_ms - o[start].t_ms);
+		double rise = b * (double)(o[c].t_ms - o[start].t_ms);
+		rises = b > SETTLE_RAMP_T * se && top > 0 && rise >= SETTLE_MIN_RISE * top;
+		best = c;
+		*slope = b;
+		*sd = sqrt(sse / (double)(m - 2));
+	}
+	return rises ? best : end;
+}
+
+/* Whether the ramp of slope b (speed per ms) that the fit put before o[c]
+ * has ended: enough samples after it, and their own slope below b by more
+ * than SETTLE_END_T standard errors (sd: the spread of a sample about the
+ * fit).  A ramp's middle fits a change point as well as its end does under
+ * noise; what comes after a real end is flat, what comes after a false one
+ * rises as the ramp did. */
+static bool ramp_ended(const struct rv_alg_speed_obs *o, size_t c, size_t end, double b, double sd)
+{
+	if (end - c < SETTLE_MIN_SAMPLES)
+		return false;
+	double sxx, mt, ms;
+	double slope = speed_slope(o, c, end, &sxx, &mt, &ms);
+
+	if (!(sxx > 0))
+		return false;
+	return slope + SETTLE_END_T * sd / sqrt(sxx) < b;
 }
 
 size_t rv_alg_settle_index(const struct rv_alg_speed_obs *o, size_t start, size_t end,
@@ -109,6 +190,21 @@ size_t rv_alg_settle_index(const struct rv_alg_speed_obs *o, size_t start, size_
 	 * whole run, its first samples included, shows no rise. */
 	if (!*settled && k == k0 && k < end && end - start >= 4 && !still_rising(o, start, end))
 		*settled = true;
+	/* A ramp the whole run shows (its first samples included: the fit
+	 * has the power the trend test on the rest alone lacks under noise)
+	 * is not over until the samples after the end the fit of a ramp and a
+	 * plateau puts it at are measurably flatter than the ramp.  The trend
+	 * test alone passed nine samples 90 s into a 300 s ramp under 15%
+	 * noise for flat (3 workers measured at 47% of 4, 96% in truth).
+	 * Once that plateau is long (twelve samples and half the ramp) the
+	 * trend test above has the power and decides alone: under 26% noise a
+	 * change point near the end of a settled run can fit best, with a
+	 * shallow slope no plateau is measurably flatter than. */
+	double b = 0, sd = 0;
+	size_t c = ramp_end(o, start, end, &b, &sd);
+	if (c < end && c > k && *settled && !ramp_ended(o, c, end, b, sd) &&
+	    (end - c < 2 * SETTLE_MIN_SAMPLES || 2 * (end - c) < c - start))
+		*settled = false;
 	return k;
 }
 
@@ -227,7 +323,16 @@ int rv_alg_judge_outcome(const struct rv_alg_job_history *h, const struct rv_alg
 		 * difference, so noise alone does not undo a plan. */
 		double se = sqrt(s->after.sd * s->after.sd / s->after.n +
 				 (b->n > 0 ? b->sd * b->sd / b->n : 0));
-		bool significant = before - after > p->outcome_se * se;
+		/* A plan that expected to run slower (a move down to save
+		 * resources, predicted short of the speed before) is measured
+		 * against what it expected, not against the speed it gave up:
+		 * under 25-30% noise a move from 5 to 4 workers predicted -4%
+		 * measured -18%, 1.6 standard errors below its own expectation,
+		 * and its revert cost two plans for a count at 0.94 of the best. */
+		double expected = before;
+		if (cur->predicted_speed > 0 && cur->predicted_speed < expected)
+			expected = cur->predicted_speed;
+		bool significant = expected - after > p->outcome_se * se;
 		if (ratio >= p->outcome_better)
 			outcome = RV_ALG_OUTCOME_BETTER;
 		else if (ratio < p->outcome_worse && below_prediction && significant)
@@ -342,10 +447,7 @@ size_t rv_alg_drop_starved_speeds(const struct rv_alg_applied *a, size_t na,
 			       ((double)from->worker.count / from->ps.count);
 		if (load < 1)
 			load = 1;
-		/* a plan that replaced stragglers: the speeds before it are of
-		 * a job held back by its slowest workers, not of its counts */
-		if (algorithm_is(&a[i], "straggler") ||
-		    to->worker.res.cpu > p->starved_growth * from->worker.res.cpu ||
+		if (to->worker.res.cpu > p->starved_growth * from->worker.res.cpu ||
 		    to->ps.res.cpu > p->starved_growth * load * from->ps.res.cpu) {
 			size_t k = 0;
 			for (size_t j = 0; j < n; j++)
@@ -355,6 +457,59 @@ size_t rv_alg_drop_starved_speeds(const struct rv_alg_applied *a, size_t na,
 			return k;
 		}
 	}
+	return n;
+}
+
+int64_t rv_alg_steps_since(const struct rv_alg_job_history *h, const struct rv_alg_params *p)
+{
+	int64_t since = rv_alg_usage_since(h, p);
+	for (size_t i = 0; i + 1 < h->n_applied; i++)
+		if (h->applied[i].n_replace > 0 && h->applied[i + 1].applied_ts_ms < since)
+			since = h->applied[i + 1].applied_ts_ms;
+	return since;
+}
+
+size_t rv_alg_correct_straggler_speeds(const struct rv_alg_job_history *h,
+				       const struct rv_alg_params *p, struct rv_alg_speed_obs *o,
+				       size_t n)
+{
+	struct rv_alg_step *s = malloc((h->n_steps ? h->n_steps : 1) * sizeof(*s));
+	if (!s)
+		return n;
+	for (size_t i = 0; i + 1 < h->n_applied; i++) {
+		const struct rv_alg_applied *a = &h->applied[i], *before = &h->applied[i + 1];
+		if (a->n_replace <= 0)
+			continue;
+		/* the settled step times of the configuration it ended */
+		size_t k = 0;
+		for (size_t j = 0; j < h->n_steps; j++)
+			if (h->steps[j].t_ms >= before->applied_ts_ms + p->warmup_ms &&
+			    h->steps[j].t_ms <= a->applied_ts_ms)
+				s[k++] = h->steps[j];
+		double share = 1;
+		if (rv_alg_straggler_share(s, k, h->strategy, p, &share) > 0 && share > 0 &&
+		    share < 1) {
+			/* a sample at the plan's own time is the old config's */
+			for (size_t j = 0; j < n; j++)
+				if (o[j].t_ms > before->applied_ts_ms &&
+				    o[j].t_ms <= a->applied_ts_ms &&
+				    o[j].workers == before->cfg.worker.count &&
+				    o[j].ps == before->cfg.ps.count)
+					o[j].speed /= share;
+			continue;
+		}
+		/* no step time says how slow: a replacement that measured
+		 * faster leaves only the speeds after it */
+		if (algorithm_is(a, "straggler") && a->outcome == RV_ALG_OUTCOME_BETTER) {
+			size_t m = 0;
+			for (size_t j = 0; j < n; j++)
+				if (o[j].t_ms > a->applied_ts_ms)
+					o[m++] = o[j];
+			n = m;
+			break;
+		}
+	}
+	free(s);
 	return n;
 }
 
@@ -374,13 +529,23 @@ void rv_alg_last_resizes(const struct rv_alg_applied *a, size_t na, struct rv_al
 	for (size_t i = 0; i + 1 < na; i++) {
 		if (!algorithm_is(&a[i], "rightsize"))
 			continue;
+		/* A role's last resize is the last plan that resized it: one
+		 * that resized only the other role does not erase it (a PS cut
+		 * 2.8 -> 2.6, then a worker memory trim, read as "2.6 -> 2.6",
+		 * and the PS grew back to 2.7 a plan later). */
 		for (int r = 0; r < 2; r++) {
-			if (last[r].t_ms)
+			const struct rv_alg_resource *to = r == RV_ALG_WORKER ? &a[i].cfg.worker.res
+									      : &a[i].cfg.ps.res;
+			const struct rv_alg_resource *from = r == RV_ALG_WORKER
+								     ? &a[i + 1].cfg.worker.res
+								     : &a[i + 1].cfg.ps.res;
+
+			if (last[r].t_ms ||
+			    (fabs(to->cpu - from->cpu) <= 1e-6 && to->memory_mb == from->memory_mb))
 				continue;
 			last[r].t_ms = a[i].applied_ts_ms;
-			last[r].to = r == RV_ALG_WORKER ? a[i].cfg.worker.res : a[i].cfg.ps.res;
-			last[r].from = r == RV_ALG_WORKER ? a[i + 1].cfg.worker.res
-							  : a[i + 1].cfg.ps.res;
+			last[r].to = *to;
+			last[r].from = *from;
 		}
 	}
 }
@@ -447,7 +612,8 @@ int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_para
 		memcpy(obs, h->speed, h->n_speed * sizeof(*obs));
 	if (h->n_steps)
 		memcpy(steps, h->steps, h->n_steps * sizeof(*steps));
-	size_t nobs = rv_alg_drop_starved_speeds(h->applied, h->n_applied, p, obs, h->n_speed);
+	size_t nobs = rv_alg_correct_straggler_speeds(h, p, obs, h->n_speed);
+	nobs = rv_alg_drop_starved_speeds(h->applied, h->n_applied, p, obs, nobs);
 	nobs = rv_alg_drop_warmup(obs, nobs, p);
 	size_t nsteps = rv_alg_settled_steps(steps, h->n_steps, cur->applied_ts_ms, p);
 

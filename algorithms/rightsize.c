@@ -151,8 +151,10 @@ static double cpu_rise(const struct rv_alg_usage *u, size_t n, enum rv_alg_role 
 /* Whether a role's memory rises over its history h: 1 with a slope beyond 3
  * standard errors (*slope in MiB per ms); 2 when it rose so but the newer
  * half of the span rises significantly slower (more than 2 of its standard
- * errors below: the rise ended); 0 otherwise.  Errs towards "rising": a
- * trim too early is an OOM, a trim too late a little memory for a while. */
+ * errors below) and at less than half the rate (the rise ended: over a long
+ * history a rise 10% slower is significant, yet still a rise); 0 otherwise.
+ * Errs towards "rising": a trim too early is an OOM, a trim too late a
+ * little memory for a while. */
 static int mem_rising(const struct rv_alg_usage *h, size_t nh, enum rv_alg_role role, double *slope)
 {
 	double b, se, br, ser;
@@ -165,7 +167,7 @@ static int mem_rising(const struct rv_alg_usage *h, size_t nh, enum rv_alg_role 
 		if (h[i].role == role && h[i].t_ms > t1)
 			t1 = h[i].t_ms;
 	if (usage_slope(h, nh, role, t1 - span / 2, false, &br, &ser, &span_r) == 0 &&
-	    br + 2 * ser < b)
+	    br + 2 * ser < b && br < b / 2)
 		return 2;
 	*slope = b;
 	return 1;
@@ -370,6 +372,14 @@ int rv_alg_rightsize_trend(const struct rv_alg_usage *u, size_t n, const struct 
 	 * the band. */
 	int near_limit = cur->cpu > 0 && want_cpu > cur->cpu * (1 + p->cpu_margin) + 1e-9 &&
 			 q_cpu >= 0.97 * cur->cpu;
+
+	/* Except right after the role's own recent shrink, back towards where
+	 * it started: a shrink sets the limit just above the quantile, so the
+	 * quantile sits within 3% of it on noise alone; growing back is the
+	 * band's (or the starvation test's) to decide, not a plan of its own. */
+	if (near_limit && recent && last->to.cpu < last->from.cpu && cur->cpu == last->to.cpu &&
+	    want_cpu < last->from.cpu)
+		near_limit = 0;
 
 	/* CPU the last resize set by a starvation growth (x starved_factor)
 	 * was a guess, not a measure: the first size from usage after it

@@ -93,6 +93,16 @@ struct rv_alg_params {
 	 * best measured mean) of target_frac of the best: two counts the noise
 	 * cannot tell apart go to the cheaper one.  1.0; 0: means only. */
 	double knee_reach_se;
+	/* A configuration the data has not measured counts in the knee only
+	 * where the fit predicts it to within this relative standard error
+	 * (the pooled noise of the observations carried through the design):
+	 * beyond it the model is not trusted there, as beyond max_jump.
+	 * 0.25; 0: no such bound. */
+	double max_pred_rse;
+	/* A model's move to an unmeasured count whose last worker buys less
+	 * than this relative speed goes one worker lower when that count is
+	 * predicted within the fit's uncertainty of the line: 0.025; 0: off. */
+	double knee_tie_gain;
 	/* right-sizing */
 	double usage_quantile;  /* quantile of usage samples: 0.8 */
 	double cpu_margin;      /* added to the CPU quantile: 0.03 (3%) */
@@ -392,6 +402,17 @@ struct rv_alg_step {
 int rv_alg_stragglers(const struct rv_alg_step *s, size_t n, const struct rv_alg_params *p,
 		      int *nodes, size_t max);
 
+/*
+ * The share of its speed a job kept with the stragglers rv_alg_stragglers
+ * names in s[0..n), against the same job with them replaced by workers at
+ * the median step time: all-reduce runs at the slowest worker's pace
+ * (slowest of the rest / slowest), async PS adds each worker's rate.  *share
+ * gets it (1 when none straggles).  Returns how many straggle, or a
+ * negative errno.
+ */
+int rv_alg_straggler_share(const struct rv_alg_step *s, size_t n, enum rv_alg_strategy strategy,
+			   const struct rv_alg_params *p, double *share);
+
 /* ---- OOM (oom.c) ---- */
 
 /*
@@ -540,8 +561,9 @@ struct rv_alg_applied {
  * applied: applied plans, newest application first (applied[0] is the
  * configuration running now), at most p->applied_max.  pending: the newest
  * running-stage plan when it is not applied yet, else NULL.  speed: the
- * newest p->speed_obs_max speed samples, oldest first.  usage and steps: the
- * newest p->usage_max samples since rv_alg_usage_since(), any order.
+ * newest p->speed_obs_max speed samples, oldest first.  usage: the newest
+ * p->usage_max samples since rv_alg_usage_since(); steps: those since
+ * rv_alg_steps_since(); any order.
  */
 struct rv_alg_job_history {
 	enum rv_alg_strategy strategy;
@@ -620,7 +642,8 @@ struct rv_alg_verdict {
  * p->outcome_better times the speed before or more; "worse" below
  * p->outcome_worse times it, below p->outcome_worse times its own
  * prediction (when it made one) and beyond p->outcome_se standard errors
- * of the difference; else "neutral"; "unknown" with no speed before.
+ * of the difference (from the speed before, or from the prediction when
+ * the plan predicted less than that); else "neutral"; "unknown" with no speed before.
  * A worse plan is reverted to applied[1]'s configuration, but not an
  * exploration (it measures a configuration on purpose: a slower result is
  * data for the model, and the configuration is not proposed again).
@@ -640,7 +663,9 @@ int rv_alg_judge_outcome(const struct rv_alg_job_history *h, const struct rv_alg
  * end) (one run, time order) past p->warmup_ms, the first index from which
  * the rest shows no rising trend (least-squares slope beyond 2.5 standard
  * errors and a rise of 5% or more); *settled false when too few samples are
- * left past the ramp to tell.
+ * left past the ramp to tell, or while a ramp fitted over the whole run
+ * with a change point (the run's first samples give it power under noise)
+ * ends later and the samples after its end are not measurably flatter.
  */
 size_t rv_alg_settle_index(const struct rv_alg_speed_obs *o, size_t start, size_t end,
 			   const struct rv_alg_params *p, bool *settled);
@@ -650,6 +675,21 @@ size_t rv_alg_settle_index(const struct rv_alg_speed_obs *o, size_t start, size_
 int64_t rv_alg_run_settled_ms(const struct rv_alg_speed_obs *o, size_t n, int64_t since_ms,
 			      const struct rv_alg_params *p);
 int64_t rv_alg_usage_since(const struct rv_alg_job_history *h, const struct rv_alg_params *p);
+/* Job time from which the step times (steps) are read: rv_alg_usage_since(),
+ * or earlier, from the start of the oldest configuration an applied plan
+ * that replaced stragglers ended (its speeds are corrected from them). */
+int64_t rv_alg_steps_since(const struct rv_alg_job_history *h, const struct rv_alg_params *p);
+/*
+ * Speeds measured while stragglers ran are of a slower job: those of the
+ * configuration before each applied plan in h that replaced workers are
+ * divided by the share rv_alg_straggler_share reads from that
+ * configuration's settled step times in h->steps.  When no step time says
+ * it, they are dropped (with everything older) once the replacement
+ * measured better.  o[0..n) oldest first; returns how many are left.
+ */
+size_t rv_alg_correct_straggler_speeds(const struct rv_alg_job_history *h,
+				       const struct rv_alg_params *p, struct rv_alg_speed_obs *o,
+				       size_t n);
 /* Job time from which the memory history (mem_usage) is read:
  * p->usage_window_ms back, across plans. */
 int64_t rv_alg_mem_usage_since(const struct rv_alg_job_history *h, const struct rv_alg_params *p);

@@ -6,6 +6,7 @@
  * Used by plan.c; pure.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "alg_internal.h"
@@ -19,23 +20,41 @@ static int cmp_step(const void *a, const void *b)
 	return (x->step_s > y->step_s) - (x->step_s < y->step_s);
 }
 
-int rv_alg_stragglers(const struct rv_alg_step *s, size_t n, const struct rv_alg_params *p,
-		      int *nodes, size_t max)
-{
-	if ((n > 0 && !s) || !p || (max > 0 && !nodes))
-		return -EINVAL;
-	if (n == 0)
-		return 0;
+/* Per worker (m of them) its median step time, its node and whether it
+ * straggles; the median over the workers.  Freed by medians_free. */
+struct medians {
+	double *med;
+	int *ids;
+	bool *slow;
+	size_t m;
+	double median;
+};
 
+static void medians_free(struct medians *w)
+{
+	free(w->slow);
+	free(w->ids);
+	free(w->med);
+}
+
+/* Fill *w from n step samples (n > 0).  Returns how many workers straggle,
+ * or -ENOMEM; *w is to be freed either way. */
+static int straggler_medians(const struct rv_alg_step *s, size_t n, const struct rv_alg_params *p,
+			     struct medians *w)
+{
+	*w = (struct medians){ .med = malloc(n * sizeof(*w->med)),
+			       .ids = malloc(n * sizeof(*w->ids)),
+			       .slow = malloc(n * sizeof(*w->slow)) };
+	double *med = w->med;
+	int *ids = w->ids;
+	bool *slow = w->slow;
 	struct rv_alg_step *c = malloc(n * sizeof(*c));
-	double *med = malloc(n * sizeof(*med));
 	double *sorted = malloc(n * sizeof(*sorted));
 	double *tmp = malloc(n * sizeof(*tmp));
-	int *ids = malloc(n * sizeof(*ids));
 	size_t m = 0;
 	int found = 0;
 
-	if (!c || !med || !sorted || !tmp || !ids) {
+	if (!med || !ids || !slow || !c || !sorted || !tmp) {
 		found = -ENOMEM;
 		goto out;
 	}
@@ -58,6 +77,9 @@ int rv_alg_stragglers(const struct rv_alg_step *s, size_t n, const struct rv_alg
 		ids[m++] = c[i].node;
 		i = j;
 	}
+	w->m = m;
+	for (size_t i = 0; i < m; i++)
+		slow[i] = false;
 	/* fewer than three workers: no majority to call anyone slow */
 	if (m < 3)
 		goto out;
@@ -67,19 +89,77 @@ int rv_alg_stragglers(const struct rv_alg_step *s, size_t n, const struct rv_alg
 	for (size_t i = 0; i < m; i++)
 		sorted[i] = med[i];
 	rv_alg_median_mad(sorted, tmp, m, &median, &mad);
+	w->median = median;
 	for (size_t i = 0; i < m; i++) {
 		if (rv_alg_robust_z(med[i], median, mad) <= p->straggler_z ||
 		    med[i] < p->straggler_ratio * median)
 			continue;
-		if ((size_t)found < max)
-			nodes[found] = ids[i];
+		slow[i] = true;
 		found++;
 	}
 out:
-	free(ids);
 	free(tmp);
 	free(sorted);
-	free(med);
 	free(c);
+	return found;
+}
+
+int rv_alg_stragglers(const struct rv_alg_step *s, size_t n, const struct rv_alg_params *p,
+		      int *nodes, size_t max)
+{
+	if ((n > 0 && !s) || !p || (max > 0 && !nodes))
+		return -EINVAL;
+	if (n == 0)
+		return 0;
+
+	struct medians w;
+	int found = straggler_medians(s, n, p, &w);
+
+	for (size_t i = 0, k = 0; found > 0 && i < w.m; i++)
+		if (w.slow[i] && k < max)
+			nodes[k++] = w.ids[i];
+	medians_free(&w);
+	return found;
+}
+
+int rv_alg_straggler_share(const struct rv_alg_step *s, size_t n, enum rv_alg_strategy strategy,
+			   const struct rv_alg_params *p, double *share)
+{
+	if ((n > 0 && !s) || !p || !share)
+		return -EINVAL;
+	*share = 1;
+	if (n == 0)
+		return 0;
+
+	struct medians w;
+	int found = straggler_medians(s, n, p, &w);
+	const double *med = w.med;
+
+	if (found > 0 && w.median > 0) {
+		if (strategy == RV_ALG_ALLREDUCE) {
+			/* every step waits for the slowest worker */
+			double all = 0, kept = 0;
+
+			for (size_t i = 0; i < w.m; i++) {
+				all = med[i] > all ? med[i] : all;
+				if (!w.slow[i])
+					kept = med[i] > kept ? med[i] : kept;
+			}
+			if (all > 0 && kept > 0)
+				*share = kept / all;
+		} else {
+			/* async PS: each worker adds its own rate; a
+			 * replacement runs at the median worker's */
+			double with = 0, without = 0;
+
+			for (size_t i = 0; i < w.m; i++) {
+				with += 1 / med[i];
+				without += w.slow[i] ? 1 / w.median : 1 / med[i];
+			}
+			if (without > 0)
+				*share = with / without;
+		}
+	}
+	medians_free(&w);
 	return found;
 }

@@ -74,16 +74,21 @@ static double reach_slack(const struct rv_alg_speed_obs *obs, size_t n, int w, i
 	return p->knee_reach_se * sqrt(a * a + b * b);
 }
 
+int rv_alg_obs_count(const struct rv_alg_speed_obs *obs, size_t n, int w, int ps, int at_most)
+{
+	int k = 0;
+
+	for (size_t i = 0; i < n && (at_most <= 0 || k < at_most); i++)
+		k += obs[i].workers == w && obs[i].ps == ps && obs[i].speed > 0;
+	return k;
+}
+
 /* Speed of a configuration: its measured mean where it was measured (at
  * least two observations), else the model's prediction. */
 static double speed_of(const struct rv_alg_fit *fit, const struct rv_alg_speed_obs *obs, size_t n,
 		       int w, int ps)
 {
-	int k = 0;
-
-	for (size_t i = 0; i < n && k < 2; i++)
-		k += obs[i].workers == w && obs[i].ps == ps && obs[i].speed > 0;
-	if (k >= 2)
+	if (rv_alg_obs_count(obs, n, w, ps, 2) >= 2)
 		return mean_speed(obs, n, w, ps);
 	return rv_alg_fit_predict(fit, w, ps);
 }
@@ -114,6 +119,23 @@ int rv_alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_
 	if (async && fit->n_ps_values > 1) {
 		pmin = lim->min_ps > 0 ? lim->min_ps : 1;
 		pmax = lim->max_ps > 0 ? lim->max_ps : PS_HARD_MAX;
+		/* Nor is it trusted far from the PS counts it saw: one plan
+		 * goes at most to half the fewest or twice the most measured
+		 * (a fit from 8 and 16 PS sent a job to 1 PS, 0.31 of its
+		 * speed, and back). */
+		int lo = 0, hi = 0;
+
+		for (size_t i = 0; i < nobs; i++)
+			if (obs[i].ps > 0 && obs[i].speed > 0) {
+				if (!lo || obs[i].ps < lo)
+					lo = obs[i].ps;
+				if (obs[i].ps > hi)
+					hi = obs[i].ps;
+			}
+		if (lo && (lo + 1) / 2 > pmin)
+			pmin = (lo + 1) / 2;
+		if (hi && 2 * hi < pmax)
+			pmax = 2 * hi;
 	}
 	/* best achievable within the limits, predicted */
 	double best = 0;
@@ -139,7 +161,7 @@ int rv_alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_
 	int wfloor = fit->min_workers_seen > 0 ? (int)ceil(fit->min_workers_seen / p->max_jump) : wmin;
 	struct rv_alg_config c = *cur;
 	double c_cost = INFINITY;
-	int capped = 0;
+	int capped = 0, tie = 0;
 
 	for (int w = wmin; w <= wmax; w += unit)
 		for (int ps = pmin; ps <= pmax; ps++) {
@@ -204,6 +226,38 @@ int rv_alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_
 	    fcur_hold >= (p->target_frac - p->knee_hold_frac) * best &&
 	    config_cost(cur, cur) <= p->knee_hold_cost * c_cost && rv_alg_fits_free(lim, cur, cur))
 		c = *cur;
+	/* Near the line, the cheaper of two neighbours: when the model moves
+	 * to an unmeasured count whose last worker buys less than
+	 * p->knee_tie_gain relative speed, and the count below it is predicted
+	 * short of the line by no more than the fit's uncertainty (its
+	 * relative error or the noise of the observations, the larger), the
+	 * model cannot tell which of the two reaches the line: the cheaper
+	 * one is taken: a worker that buys so little adds more resources
+	 * (one in 20-25) than the speed it may add, while a count one short
+	 * of the line loses as little.  Only between unmeasured counts: once
+	 * measured, the model and the hold judge them (26 and 27 workers
+	 * predicted 89.9% and 91.7% of the best: 27 held 1.10x the oracle's
+	 * resources, 26 was the oracle's count). */
+	if (c.worker.count != cur->worker.count && p->knee_tie_gain > 0 &&
+	    c.worker.count - unit >= wmin && c.worker.count - unit >= wfloor &&
+	    rv_alg_obs_count(obs, nobs, c.worker.count, c.ps.count, 2) < 2 &&
+	    rv_alg_obs_count(obs, nobs, c.worker.count - unit, c.ps.count, 2) < 2) {
+		struct rv_alg_config t = c;
+		double tol = rv_alg_speed_noise(obs, nobs);
+
+		if (fit->rel_rmse > tol)
+			tol = fit->rel_rmse;
+		t.worker.count -= unit;
+		double fc = rv_alg_fit_predict(fit, c.worker.count, async ? c.ps.count : 0);
+		double fl = rv_alg_fit_predict(fit, t.worker.count, async ? t.ps.count : 0);
+
+		if (fl > 0 && fl >= (p->target_frac - tol) * best &&
+		    (fc / fl - 1) / unit < p->knee_tie_gain && rv_alg_fits_free(lim, cur, &t)) {
+			c = t;
+			c_cost = config_cost(&c, cur);
+			tie = 1;
+		}
+	}
 	/* The data must bracket the knee: a knee at the largest measured
 	 * count, with growth to it still paying and a better configuration
 	 * predicted beyond it, rests on extrapolation; measure one geometric
@@ -266,6 +320,11 @@ int rv_alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_
 	}
 	out->changed = true;
 	out->algorithm = "worker_count_model";
+	const char *note = capped ? "; step capped at the measured range"
+			   : tie  ? "; one worker fewer: within the fit's uncertainty of the "
+				    "line, the next buys little"
+				  : "";
+
 	if (async)
 		rv_alg_reason_add(
 			out,
@@ -273,9 +332,8 @@ int rv_alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_
 			"and %d PS (%.0f%% of the best predicted, %d workers and %d PS, at "
 			"%.0f%% of its CPU)%s; fit r2=%.2f from %d configs",
 			pct(out->predicted_speed, fcur), c.worker.count, c.ps.count,
-			100 * out->predicted_speed / best, bw, bp, 100 * c_cost / best_cost,
-			capped ? "; step capped at the measured range" : "", fit->r2,
-			fit->n_configs);
+			100 * out->predicted_speed / best, bw, bp, 100 * c_cost / best_cost, note,
+			fit->r2, fit->n_configs);
 	else
 		rv_alg_reason_add(
 			out,
@@ -283,9 +341,7 @@ int rv_alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_
 			"(%.0f%% of the best predicted, %d workers)%s; fit r2=%.2f from %d "
 			"configs",
 			pct(out->predicted_speed, fcur), c.worker.count,
-			100 * out->predicted_speed / best, bw,
-			capped ? "; step capped at the measured range" : "", fit->r2,
-			fit->n_configs);
+			100 * out->predicted_speed / best, bw, note, fit->r2, fit->n_configs);
 	return 0;
 }
 
@@ -322,10 +378,8 @@ double rv_alg_speed_noise(const struct rv_alg_speed_obs *obs, size_t n)
 
 static double mean_se(const struct rv_alg_speed_obs *obs, size_t n, int w, int ps)
 {
-	int k = 0;
+	int k = rv_alg_obs_count(obs, n, w, ps, 0);
 
-	for (size_t i = 0; i < n; i++)
-		k += obs[i].speed > 0 && obs[i].workers == w && obs[i].ps == ps;
 	if (k < 2)
 		return 0;
 	return mean_speed(obs, n, w, ps) * rv_alg_speed_noise(obs, n) / sqrt(k);
@@ -369,6 +423,20 @@ int rv_alg_measured_too_slow(const struct rv_alg_speed_obs *obs, size_t n, int p
 		    slow > obs[i].workers)
 			return 0;
 	return slow;
+}
+
+bool rv_alg_measured_near_line(const struct rv_alg_speed_obs *obs, size_t n, int w, int ps,
+			       const struct rv_alg_params *p)
+{
+	double best = 0, m = mean_speed(obs, n, w, ps);
+
+	for (size_t i = 0; i < n; i++)
+		if (obs[i].ps == ps && obs[i].speed > 0) {
+			double b = mean_speed(obs, n, obs[i].workers, ps);
+			if (b > best)
+				best = b;
+		}
+	return best > 0 && m >= (p->target_frac - p->knee_hold_frac) * best;
 }
 
 /* Whether any count below w was measured at this PS count. */

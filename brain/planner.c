@@ -179,6 +179,9 @@ static int planner_running_plan(struct brain *b, PGconn *c, const struct store_j
 	struct rv_alg_step *steps = NULL;
 	struct rv_alg_usage *mem_usage = NULL;
 	struct rv_alg_step *mem_steps = NULL;
+	struct rv_alg_usage *old_usage = NULL;
+	struct rv_alg_step *old_steps = NULL;
+	size_t nold_usage = 0, nold_steps = 0;
 	size_t nobs = 0, nusage = 0, nsteps = 0, nmem_usage = 0, nmem_steps = 0;
 	int rc = 0;
 	if (!rows || !applied) {
@@ -268,6 +271,17 @@ static int planner_running_plan(struct brain *b, PGconn *c, const struct store_j
 	h.n_usage = nusage;
 	h.steps = steps;
 	h.n_steps = nsteps;
+	/* the step times reach back to a configuration whose stragglers a
+	 * plan replaced: its speeds are corrected from them */
+	int64_t steps_since = rv_alg_steps_since(&h, &p);
+	if (steps_since < rv_alg_usage_since(&h, &p)) {
+		rc = store_usage(c, job->id, steps_since, p.usage_max, &old_usage, &nold_usage,
+				 &old_steps, &nold_steps, err);
+		if (rc < 0)
+			goto out;
+		h.steps = old_steps;
+		h.n_steps = nold_steps;
+	}
 	/* the memory trend reads across plans: a window back */
 	rc = store_usage(c, job->id, rv_alg_mem_usage_since(&h, &p), p.usage_max, &mem_usage,
 			 &nmem_usage, &mem_steps, &nmem_steps, err);
@@ -298,6 +312,8 @@ out:
 	free(steps);
 	free(mem_usage);
 	free(mem_steps);
+	free(old_usage);
+	free(old_steps);
 	return rc;
 }
 

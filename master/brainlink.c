@@ -414,6 +414,7 @@ int brainlink_plan_local(struct brainlink *l, struct brainlink_plan *out, struct
 	h.speed = speed;
 	h.n_speed = l->speed_n;
 	int64_t since = rv_alg_usage_since(&h, &l->P);
+	int64_t steps_since = rv_alg_steps_since(&h, &l->P);
 	int64_t mem_since = rv_alg_mem_usage_since(&h, &l->P);
 	size_t nu = 0, ns = 0, nm = 0;
 	for (size_t i = 0; i < l->usage_n; i++) {
@@ -421,13 +422,12 @@ int brainlink_plan_local(struct brainlink *l, struct brainlink_plan *out, struct
 		/* the memory trend reads across plans */
 		if (r->u.t_ms >= mem_since)
 			mem_usage[nm++] = r->u;
-		if (r->u.t_ms < since)
-			continue;
-		usage[nu++] = r->u;
-		if (r->u.role == RV_ALG_WORKER && r->step_time >= 0)
+		if (r->u.role == RV_ALG_WORKER && r->step_time >= 0 && r->u.t_ms >= steps_since)
 			steps[ns++] = (struct rv_alg_step){ .node = r->u.node,
 							    .t_ms = r->u.t_ms,
 							    .step_s = r->step_time };
+		if (r->u.t_ms >= since)
+			usage[nu++] = r->u;
 	}
 	h.usage = usage;
 	h.n_usage = nu;

@@ -4,6 +4,7 @@
  */
 #include <gsl/gsl_errno.h>
 
+#include "alg_internal.h" /* rv_alg_ps_edge_step */
 #include "rover_alg.h"
 #include "testutil.h"
 
@@ -336,6 +337,101 @@ START_TEST(test_noisy_fit_trusted_within_noise)
 }
 END_TEST
 
+START_TEST(test_no_jump_on_an_uncertain_prediction)
+{
+	/* three counts measured with 25% noise, the speed nearly flat: the
+	 * fit's prediction a few counts below the data has a standard error
+	 * far beyond max_pred_rse, so a geometric exploration step is
+	 * measured instead of the model's jump to the floor of its range */
+	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 8, 0);
+	static const int ws[] = { 18, 12, 8 };
+	static const double lo[] = { 45, 50, 51 }, hi[] = { 75, 82, 85 };
+	struct rv_alg_speed_obs o[6];
+	struct rv_alg_decision d;
+	size_t n = 0;
+
+	st.lim.min_workers = 1;
+	for (int i = 0; i < 3; i++) {
+		o[n++] = (struct rv_alg_speed_obs){ .workers = ws[i], .speed = lo[i] };
+		o[n++] = (struct rv_alg_speed_obs){ .workers = ws[i], .speed = hi[i] };
+	}
+	st.speed = o;
+	st.n_speed = n;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_str_eq(d.algorithm, "explore");
+	ck_assert_int_eq(d.cfg.worker.count, 5);
+	/* without the bound the model jumps */
+	P.max_pred_rse = 0;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_str_eq(d.algorithm, "worker_count_model");
+	ck_assert_int_lt(d.cfg.worker.count, 5);
+}
+END_TEST
+
+/* The same noise on a PS job, measured at two PS counts: its exploration
+ * would start over at whatever PS count it is on, so the model's move
+ * stands however uncertain (a new PS count then bisected for 13 plans). */
+START_TEST(test_uncertain_ps_move_kept)
+{
+	struct rv_alg_job_state st = state(RV_ALG_PS, 8, 4);
+	static const int ws[] = { 16, 12, 8, 12 }, pss[] = { 4, 4, 4, 2 };
+	static const double lo[] = { 45, 50, 51, 40 }, hi[] = { 75, 82, 85, 70 };
+	struct rv_alg_speed_obs o[8];
+	struct rv_alg_decision d;
+	size_t n = 0;
+
+	st.lim.min_workers = 1;
+	for (int i = 0; i < 4; i++) {
+		o[n++] =
+			(struct rv_alg_speed_obs){ .workers = ws[i], .ps = pss[i], .speed = lo[i] };
+		o[n++] =
+			(struct rv_alg_speed_obs){ .workers = ws[i], .ps = pss[i], .speed = hi[i] };
+	}
+	st.speed = o;
+	st.n_speed = n;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_ptr_null(strstr(d.reason, "to measure scaling"));
+	/* the bound changes nothing here: the same plan without it */
+	struct rv_alg_params q = P;
+	struct rv_alg_decision e;
+
+	q.max_pred_rse = 0;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &q, &e), 0);
+	ck_assert_int_eq(d.cfg.worker.count, e.cfg.worker.count);
+	ck_assert_int_eq(d.cfg.ps.count, e.cfg.ps.count);
+	ck_assert_str_eq(d.reason, e.reason);
+}
+END_TEST
+
+/* The count running now measured just short of the line (0.89 of the
+ * best measured mean, within the hold band of knee_hold_frac) but beyond
+ * its noise: the data does not force one more worker; the hold judges it,
+ * as for a count the model picked, and it stays. */
+START_TEST(test_measured_near_line_holds)
+{
+	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 9, 0);
+	struct rv_alg_speed_obs o[] = {
+		{ .workers = 4, .speed = 60.1 },   { .workers = 4, .speed = 59.9 },
+		{ .workers = 16, .speed = 99.8 },  { .workers = 16, .speed = 100.2 },
+		{ .workers = 12, .speed = 95.1 },  { .workers = 12, .speed = 94.9 },
+		{ .workers = 9, .speed = 88.9 },   { .workers = 9, .speed = 89.1 },
+		{ .workers = 20, .speed = 100.4 }, { .workers = 20, .speed = 100.6 },
+	};
+	struct rv_alg_decision d;
+
+	st.speed = o;
+	st.n_speed = 10;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_msg(d.cfg.worker.count == 9 && !d.changed, "%d: %s", d.cfg.worker.count,
+		      d.reason);
+	/* short of the band (0.85 of the best): one more worker */
+	o[6].speed = 84.9;
+	o[7].speed = 85.1;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_msg(d.cfg.worker.count > 9, "%d: %s", d.cfg.worker.count, d.reason);
+}
+END_TEST
+
 START_TEST(test_bad_input)
 {
 	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 4, 0);
@@ -451,6 +547,14 @@ START_TEST(test_roles_holding_each_other_back_grow_together)
 	ck_assert_msg(d.cfg.worker.res.cpu < 5, "worker CPU %.1f: %s", d.cfg.worker.res.cpu,
 		      d.reason);
 	ck_assert_msg(d.cfg.ps.res.cpu < 10, "PS CPU %.1f: %s", d.cfg.ps.res.cpu, d.reason);
+
+	/* both right-sized to their need: bursts throttle about 40% of the
+	 * periods each, neither role's demand reaches its limit */
+	st.n_usage = throttled_pair(u, 0.42, 0.42);
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_msg(d.cfg.worker.res.cpu < 5, "worker CPU %.1f: %s", d.cfg.worker.res.cpu,
+		      d.reason);
+	ck_assert_msg(d.cfg.ps.res.cpu < 10, "PS CPU %.1f: %s", d.cfg.ps.res.cpu, d.reason);
 }
 END_TEST
 
@@ -496,6 +600,72 @@ START_TEST(test_ps_step_that_paid_is_followed)
 }
 END_TEST
 
+/* PS job measured at 24 and 16 workers, both at 8 PS: the exploration step
+ * that measures the third config moves the PS count too (a third worker
+ * count at one PS count cannot separate transfer from per-PS overhead), and
+ * the PS memory follows the share each PS then holds. */
+START_TEST(test_third_config_moves_ps)
+{
+	struct rv_alg_job_state st = state(RV_ALG_PS, 16, 8);
+	struct rv_alg_speed_obs o[8];
+	struct rv_alg_decision d;
+	size_t n = 0;
+
+	for (int r = 0; r < 3; r++) {
+		o[n++] = (struct rv_alg_speed_obs){ .workers = 24, .ps = 8, .speed = 100 };
+		o[n++] = (struct rv_alg_speed_obs){ .workers = 16, .ps = 8, .speed = 99 };
+	}
+	st.lim.max_workers = 24;
+	st.cur.worker.count = 16;
+	st.speed = o;
+	st.n_speed = n;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_str_eq(d.algorithm, "explore");
+	ck_assert_int_lt(d.cfg.worker.count, 16);
+	ck_assert_int_eq(d.cfg.ps.count, 4);
+	ck_assert_msg(strstr(d.reason, "8 -> 4 PS") != NULL, "%s", d.reason);
+
+	/* the same means under 15% noise: a fit with no spare degree of
+	 * freedom would rest on noise, so the third config stays at 8 PS */
+	for (size_t i = 0; i < n; i++)
+		o[i].speed *= i / 2 == 1 ? 1 : i / 2 == 0 ? 0.85 : 1.15;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_str_eq(d.algorithm, "explore");
+	ck_assert_int_eq(d.cfg.ps.count, 8);
+
+	/* one worker count measured: the exploration goes on at 8 PS */
+	st.n_speed = 1;
+	st.cur.worker.count = 24;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_str_eq(d.algorithm, "explore");
+	ck_assert_int_eq(d.cfg.ps.count, 8);
+}
+END_TEST
+
+/* The PS count at or beyond the edge of the measured ones: a step further
+ * only where the data does not argue against it. */
+START_TEST(test_ps_edge_step)
+{
+	/* the model keeps 4 PS, measured, and 8 -> 4 paid +1%: no probe of
+	 * 2 PS though the model predicts +1% there */
+	ck_assert_int_eq(rv_alg_ps_edge_step(4, 4, 8, 4, 0.01, 0.01, 0.05), 0);
+	/* 8 -> 4 paid +19%: measured a step further */
+	ck_assert_int_eq(rv_alg_ps_edge_step(4, 4, 8, 4, -0.10, 0.19, 0.05), 1);
+	/* the model's 2 PS lies beyond 4..8 while the job runs at 7 (inside):
+	 * 7 -> 4 paid +3%, so 7 stays */
+	ck_assert_int_eq(rv_alg_ps_edge_step(2, 4, 8, 7, 0.01, 0.03, 0.05), -1);
+	/* the same at +8%: the direction paid, measured further */
+	ck_assert_int_eq(rv_alg_ps_edge_step(2, 4, 8, 7, 0.01, 0.08, 0.05), 1);
+	/* beyond the edge with the job at the edge: the model is the only
+	 * guide there, measured unless predicted clearly worse */
+	ck_assert_int_eq(rv_alg_ps_edge_step(4, 8, 16, 8, 0.01, 0.03, 0.05), 1);
+	ck_assert_int_eq(rv_alg_ps_edge_step(4, 8, 16, 8, -0.10, 0.03, 0.05), 0);
+	/* more PS: the same both ways */
+	ck_assert_int_eq(rv_alg_ps_edge_step(8, 2, 8, 8, 0.02, 0.02, 0.05), 0);
+	ck_assert_int_eq(rv_alg_ps_edge_step(12, 2, 8, 4, 0.02, 0.02, 0.05), -1);
+}
+END_TEST
+
 static Suite *plan_suite(void)
 {
 	Suite *s = suite_create("plan");
@@ -505,10 +675,12 @@ static Suite *plan_suite(void)
 	tcase_set_timeout(tc, 10);
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, test_model_grows_with_reason);
+	tcase_add_test(tc, test_ps_edge_step);
 	tcase_add_test(tc, test_cluster_cap);
 	tcase_add_test(tc, test_cluster_cap_blocks_rightsize_growth);
 	tcase_add_test(tc, test_explore_before_model);
 	tcase_add_test(tc, test_hold_on_flat);
+	tcase_add_test(tc, test_measured_near_line_holds);
 	tcase_add_test(tc, test_rising_memory_folded_into_count_change);
 	tcase_add_test(tc, test_hot_ps_leads);
 	tcase_add_test(tc, test_straggler_leads);
@@ -519,6 +691,9 @@ static Suite *plan_suite(void)
 	tcase_add_test(tc, test_every_starved_role_in_one_plan);
 	tcase_add_test(tc, test_roles_holding_each_other_back_grow_together);
 	tcase_add_test(tc, test_ps_step_that_paid_is_followed);
+	tcase_add_test(tc, test_no_jump_on_an_uncertain_prediction);
+	tcase_add_test(tc, test_uncertain_ps_move_kept);
+	tcase_add_test(tc, test_third_config_moves_ps);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -147,6 +147,28 @@ START_TEST(test_outcome_not_significant)
 }
 END_TEST
 
+/* A move down that expected 4% less speed (75.4 -> 72.4) measured 18% less
+ * under 27% noise: 1.8 standard errors of the difference below the speed
+ * before, but 1.6 below what the plan expected: kept.  The same drop from a
+ * plan that expected to run faster is worse and reverted. */
+START_TEST(test_outcome_expected_drop)
+{
+	struct rv_alg_verdict v;
+	struct rv_alg_decision d;
+
+	ck_assert_int_eq(judge(62.0, 16.7, 20, 75.4, 20.4, 20, "worker_count_model", 72.4, &v, &d),
+			 0);
+	ck_assert_int_eq(v.outcome, RV_ALG_OUTCOME_NEUTRAL);
+	ck_assert_int_eq(judge(62.0, 16.7, 20, 75.4, 20.4, 20, "worker_count_model", 80, &v, &d),
+			 1);
+	ck_assert_int_eq(v.outcome, RV_ALG_OUTCOME_WORSE);
+	/* a drop far beyond the expected one is still worse */
+	ck_assert_int_eq(judge(55.0, 14.9, 20, 75.4, 20.4, 20, "worker_count_model", 72.4, &v, &d),
+			 1);
+	ck_assert_int_eq(v.outcome, RV_ALG_OUTCOME_WORSE);
+}
+END_TEST
+
 START_TEST(test_outcome_exploration_kept)
 {
 	struct rv_alg_verdict v;
@@ -270,6 +292,34 @@ START_TEST(test_settle_detection)
 }
 END_TEST
 
+/* Under 15% noise the trend test on the samples past the fixed warm-up
+ * has no power: nine samples 30-120 s into a 300 s ramp from 30% pass for
+ * flat.  The fit of a ramp and a plateau over the whole run sees the ramp
+ * go on; the same noise on a flat run still settles. */
+START_TEST(test_settle_noisy_ramp)
+{
+	static const double e[12] = { 0.10,  -0.15, 0.05, 0.20,  -0.10, 0.00,
+				      -0.20, 0.15,  0.05, -0.05, -0.15, 0.10 };
+	struct rv_alg_speed_obs o[36];
+
+	for (int i = 0; i < 12; i++) {
+		double t = (i + 1) * 10.0;
+		o[i] = (struct rv_alg_speed_obs){ .workers = 3,
+						  .t_ms = (int64_t)(t * 1000),
+						  .speed = 100 * (0.3 + 0.7 * t / 300) *
+							   (1 + e[i]) };
+	}
+	ck_assert(rv_alg_run_settled_ms(o, 12, 0, &P) == INT64_MAX);
+	/* flat, the same noise: settled after the fixed warm-up */
+	for (int i = 0; i < 36; i++)
+		o[i] = (struct rv_alg_speed_obs){ .workers = 3,
+						  .t_ms = (int64_t)(i + 1) * 10000,
+						  .speed = 100 * (1 + e[i % 12]) };
+	ck_assert_int_eq(rv_alg_run_settled_ms(o, 12, 0, &P), 40000);
+	ck_assert_int_eq(rv_alg_run_settled_ms(o, 36, 0, &P), 40000);
+}
+END_TEST
+
 START_TEST(test_drop_warmup)
 {
 	struct rv_alg_speed_obs o[12];
@@ -335,6 +385,54 @@ START_TEST(test_starvation_filter)
 }
 END_TEST
 
+/* A plan at t=200 s replaced worker 0 of 4, twice as slow as the others:
+ * the all-reduce job ran at half its pace before, and its speeds say so once
+ * corrected; the speeds after stand. */
+START_TEST(test_straggler_speeds_corrected)
+{
+	struct rv_alg_applied a[2] = {
+		plan_of(8, RV_ALG_STAGE_RUNNING, "explore", RV_ALG_OUTCOME_NEUTRAL, 200000, 3, 4),
+		plan_of(7, RV_ALG_STAGE_CREATE, "user_spec", RV_ALG_OUTCOME_UNKNOWN, 0, 4, 4),
+	};
+	a[0].n_replace = 1;
+	struct rv_alg_step st[80];
+	size_t ns = 0;
+	for (int t = 1; t <= 20; t++)
+		for (int w = 0; w < 4; w++)
+			st[ns++] = (struct rv_alg_step){ .node = w,
+							 .t_ms = t * 10000,
+							 .step_s = w == 0 ? 2.0 : 1.0 };
+	struct rv_alg_speed_obs o[10];
+	for (int i = 0; i < 10; i++)
+		o[i] = (struct rv_alg_speed_obs){ .workers = i <= 4 ? 4 : 3,
+						  .speed = 100,
+						  .t_ms = 50000 * i };
+	struct rv_alg_job_history h = history(a, 2);
+	h.now_ms = 900000;
+	h.steps = st;
+	h.n_steps = ns;
+	/* the step times reach back to the configuration the plan ended */
+	ck_assert_int_eq(rv_alg_steps_since(&h, &P), 0);
+	ck_assert_int_eq(rv_alg_usage_since(&h, &P), 300000);
+	ck_assert_int_eq(rv_alg_correct_straggler_speeds(&h, &P, o, 10), 10);
+	for (int i = 0; i < 10; i++)
+		ck_assert_double_eq_tol(o[i].speed, i >= 1 && i <= 4 ? 200 : 100, 1e-9);
+	/* without step times a replacement that measured faster leaves only
+	 * the speeds after it (a "straggler" plan), and nothing else changes */
+	for (int i = 0; i < 10; i++)
+		o[i].speed = 100;
+	h.n_steps = 0;
+	ck_assert_int_eq(rv_alg_correct_straggler_speeds(&h, &P, o, 10), 10);
+	a[0].algorithm = "straggler";
+	a[0].outcome = RV_ALG_OUTCOME_BETTER;
+	ck_assert_int_eq(rv_alg_correct_straggler_speeds(&h, &P, o, 10), 5);
+	ck_assert_int_eq(o[0].t_ms, 250000);
+	/* no plan replaced anyone: the usage window alone */
+	a[0].n_replace = 0;
+	ck_assert_int_eq(rv_alg_steps_since(&h, &P), 300000);
+}
+END_TEST
+
 START_TEST(test_settled_steps_and_resizes)
 {
 	struct rv_alg_step s[4];
@@ -359,6 +457,24 @@ START_TEST(test_settled_steps_and_resizes)
 	ck_assert_double_eq_tol(last[RV_ALG_WORKER].to.cpu, 3, 1e-9);
 	rv_alg_last_resizes(a, 1, last);
 	ck_assert_int_eq(last[RV_ALG_WORKER].t_ms, 0);
+
+	/* a PS cut 2.8 -> 2.6, then a plan that resized the workers only: the
+	 * PS's last resize is still the cut (not "2.6 -> 2.6") */
+	struct rv_alg_applied b[3] = {
+		plan_of(9, RV_ALG_STAGE_RUNNING, "rightsize", RV_ALG_OUTCOME_NEUTRAL, 300000, 4, 3),
+		plan_of(8, RV_ALG_STAGE_RUNNING, "rightsize", RV_ALG_OUTCOME_NEUTRAL, 200000, 4, 4),
+		plan_of(1, RV_ALG_STAGE_CREATE, "user_spec", RV_ALG_OUTCOME_PENDING, 0, 4, 4),
+	};
+
+	for (int i = 0; i < 3; i++)
+		b[i].cfg.ps = (struct rv_alg_group){ .count = 2,
+						     .res = { .cpu = 2.6, .memory_mb = 4096 } };
+	b[2].cfg.ps.res.cpu = 2.8;
+	rv_alg_last_resizes(b, 3, last);
+	ck_assert_int_eq(last[RV_ALG_WORKER].t_ms, 300000);
+	ck_assert_int_eq(last[RV_ALG_PS_ROLE].t_ms, 200000);
+	ck_assert_double_eq_tol(last[RV_ALG_PS_ROLE].from.cpu, 2.8, 1e-9);
+	ck_assert_double_eq_tol(last[RV_ALG_PS_ROLE].to.cpu, 2.6, 1e-9);
 }
 END_TEST
 
@@ -608,14 +724,17 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, test_outcome_window);
 	tcase_add_test(tc, test_outcome_better_neutral_worse);
 	tcase_add_test(tc, test_outcome_not_significant);
+	tcase_add_test(tc, test_outcome_expected_drop);
 	tcase_add_test(tc, test_outcome_exploration_kept);
 	tcase_add_test(tc, test_outcome_straggler_replacement_kept);
 	tcase_add_test(tc, test_outcome_measuring_and_unknown);
 	tcase_add_test(tc, test_outcome_before_fallback);
 	tcase_add_test(tc, test_speed_summarize);
+	tcase_add_test(tc, test_settle_noisy_ramp);
 	tcase_add_test(tc, test_drop_warmup);
 	tcase_add_test(tc, test_settle_detection);
 	tcase_add_test(tc, test_starvation_filter);
+	tcase_add_test(tc, test_straggler_speeds_corrected);
 	tcase_add_test(tc, test_settled_steps_and_resizes);
 	tcase_add_test(tc, test_repeat_suppression);
 	tcase_add_test(tc, test_model_may_return_to_explored_worse);

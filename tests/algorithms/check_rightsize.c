@@ -255,6 +255,36 @@ START_TEST(test_near_limit_small_growth_waits)
 }
 END_TEST
 
+/* Right after the role's own shrink (2.9 -> 2.6 CPU, a minute ago), use
+ * within 3% of the new limit is what the shrink set up (the limit sits just
+ * above the quantile): the small growth back waits for the band, instead of
+ * a plan that undoes a tenth of the shrink.  Without that shrink the same
+ * use grows at once (near the limit). */
+START_TEST(test_no_regrow_after_own_shrink)
+{
+	struct rv_alg_usage u[40];
+	struct rv_alg_resource cur = { .cpu = 2.6, .memory_mb = 4096 }, out;
+	struct rv_alg_resize last = {
+		.t_ms = 1000000,
+		.from = { .cpu = 2.9, .memory_mb = 4096 },
+		.to = { .cpu = 2.6, .memory_mb = 4096 },
+	};
+
+	for (size_t i = 0; i < 40; i++)
+		u[i] = (struct rv_alg_usage){ .role = RV_ALG_WORKER,
+					      .node = (int)(i % 4),
+					      .t_ms = (int64_t)i * 1000,
+					      .cpu = i % 10 < 3 ? 2.59 : 2.45,
+					      .memory_mb = 3000 };
+	ck_assert_int_ge(rv_alg_rightsize(u, 40, RV_ALG_WORKER, &cur, &last, 1000000 + 60000, &LIM,
+					  &P, &out),
+			 0);
+	ck_assert_double_eq_tol(out.cpu, 2.6, 1e-9);
+	ck_assert_int_eq(rv_alg_rightsize(u, 40, RV_ALG_WORKER, &cur, NULL, 0, &LIM, &P, &out), 1);
+	ck_assert_double_eq_tol(out.cpu, 2.7, 1e-9);
+}
+END_TEST
+
 /* Worker memory over time: base MiB at t = 0, rising by slope MiB per
  * second until rise_end_s, flat after; 4 nodes sampled every 10 s from
  * from_s to to_s, +-2% noise. */
@@ -335,6 +365,27 @@ START_TEST(test_rising_memory_trimmed_when_flat)
 }
 END_TEST
 
+/* A rise that only slows a little (the newer half at 85% of the rate) has
+ * not ended: trimmed to the peak, the role would need the memory back (and
+ * a plan) before the next window is out. */
+START_TEST(test_slowing_rise_not_trimmed)
+{
+	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+	struct rv_alg_usage h[600], u[100];
+	/* 4 MiB/s for 300 s, then 3.4 MiB/s for 300 s */
+	size_t nh = mem_ramp(h, 8000, 4.0, 1e9, 0, 300, r);
+	nh += mem_ramp(h + nh, 8000 + 0.6 * 300, 3.4, 1e9, 310, 600, r);
+	size_t n = mem_ramp(u, 8000 + 0.6 * 300, 3.4, 1e9, 540, 600, r);
+	struct rv_alg_resource cur = { .cpu = 3.1, .memory_mb = 13000 }, out;
+
+	ck_assert_int_ge(rv_alg_rightsize_trend(u, n, h, nh, RV_ALG_WORKER, &cur, NULL, 600000,
+						&LIM, &P, 1, &out),
+			 0);
+	ck_assert_int_eq(out.memory_mb, 13000);
+	gsl_rng_free(r);
+}
+END_TEST
+
 /* A starved role doubled from 4.4 to 8.8 cores uses 8: the doubling was a
  * guess, so the first size from usage (8 x 1.03 -> 8.2) replaces it though
  * the change (-7%) is inside the hysteresis band; an ordinary resize to
@@ -402,6 +453,7 @@ static Suite *rightsize_suite(void)
 	tcase_add_test(tc, test_noisy_usage_median_with_throttling);
 	tcase_add_test(tc, test_no_flap_near_threshold);
 	tcase_add_test(tc, test_near_limit_small_growth_waits);
+	tcase_add_test(tc, test_no_regrow_after_own_shrink);
 	tcase_add_test(tc, test_hysteresis_band);
 	tcase_add_test(tc, test_starvation_guess_trimmed);
 	tcase_add_test(tc, test_rising_cpu_not_shrunk);
@@ -410,6 +462,7 @@ static Suite *rightsize_suite(void)
 	tcase_add_test(tc, test_limits_bound);
 	tcase_add_test(tc, test_rising_memory_grows_once);
 	tcase_add_test(tc, test_rising_memory_trimmed_when_flat);
+	tcase_add_test(tc, test_slowing_rise_not_trimmed);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -2,6 +2,8 @@
  * check_straggler.c: slow workers named by robust z and ratio to the median;
  * none in uniform (noisy) data; one slow step does not make a straggler.
  */
+#include <errno.h>
+
 #include <gsl/gsl_errno.h>
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
@@ -104,6 +106,45 @@ START_TEST(test_ratio_required)
 }
 END_TEST
 
+/* 10 steps each, no noise */
+static size_t exact_steps(struct rv_alg_step *s, int nw, const double *base)
+{
+	size_t n = 0;
+
+	for (int t = 0; t < 10; t++)
+		for (int w = 0; w < nw; w++)
+			s[n++] = (struct rv_alg_step){ .node = w,
+						       .t_ms = t * 1000,
+						       .step_s = base[w] };
+	return n;
+}
+
+START_TEST(test_share)
+{
+	double base[4] = { 1, 1.1, 1, 4 };
+	struct rv_alg_step s[40];
+	size_t n = exact_steps(s, 4, base);
+	double share = 0;
+
+	/* all-reduce: every step waits for the slowest; without the straggler
+	 * the slowest of the rest (1.1) sets the pace */
+	ck_assert_int_eq(rv_alg_straggler_share(s, n, RV_ALG_ALLREDUCE, &P, &share), 1);
+	ck_assert_double_eq_tol(share, 1.1 / 4, 1e-9);
+	/* async PS: each worker adds its own rate; the replacement runs at the
+	 * median pace (1.05) */
+	ck_assert_int_eq(rv_alg_straggler_share(s, n, RV_ALG_PS, &P, &share), 1);
+	double with = 1 + 1 / 1.1 + 1 + 0.25, without = 1 + 1 / 1.1 + 1 + 1 / 1.05;
+	ck_assert_double_eq_tol(share, with / without, 1e-9);
+	/* no straggler: nothing to correct */
+	base[3] = 1;
+	n = exact_steps(s, 4, base);
+	ck_assert_int_eq(rv_alg_straggler_share(s, n, RV_ALG_ALLREDUCE, &P, &share), 0);
+	ck_assert_double_eq_tol(share, 1, 1e-12);
+	ck_assert_int_eq(rv_alg_straggler_share(NULL, 0, RV_ALG_PS, &P, &share), 0);
+	ck_assert_int_eq(rv_alg_straggler_share(s, n, RV_ALG_PS, &P, NULL), -EINVAL);
+}
+END_TEST
+
 static Suite *straggler_suite(void)
 {
 	Suite *s = suite_create("straggler");
@@ -116,6 +157,7 @@ static Suite *straggler_suite(void)
 	tcase_add_test(tc, test_uniform_none);
 	tcase_add_test(tc, test_single_slow_step_ignored);
 	tcase_add_test(tc, test_ratio_required);
+	tcase_add_test(tc, test_share);
 	suite_add_tcase(s, tc);
 	return s;
 }

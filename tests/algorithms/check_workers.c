@@ -73,6 +73,33 @@ static double linear(int w)
 	return 10.0 * w;
 }
 
+START_TEST(test_prediction_se_grows_away_from_data)
+{
+	/* relative standard error of a predicted speed: small where the data
+	 * was measured, large far outside it, proportional to the noise */
+	static const int ws[] = { 8, 12, 18 };
+	struct rv_alg_speed_obs o[6];
+	struct rv_alg_fit fit;
+	size_t n = 0;
+
+	for (int i = 0; i < 3; i++)
+		for (int k = 0; k < 2; k++)
+			o[n++] = (struct rv_alg_speed_obs){
+				.workers = ws[i],
+				.speed = 1 / (0.03 / ws[i] + 0.002 + 0.001 * ws[i]) *
+					 (k ? 1.1 : 0.9)
+			};
+	ck_assert_int_eq(rv_alg_fit_speed(RV_ALG_MODEL_SYNC, o, n, &fit), 0);
+	double at = rv_alg_fit_predict_rse(&fit, o, n, 12, 0, 0.1);
+	double far = rv_alg_fit_predict_rse(&fit, o, n, 3, 0, 0.1);
+
+	ck_assert(at > 0 && at < 0.1);
+	ck_assert(far > 0.25);
+	ck_assert_double_eq_tol(rv_alg_fit_predict_rse(&fit, o, n, 3, 0, 0.2), 2 * far, 1e-9);
+	ck_assert(rv_alg_fit_predict_rse(&fit, o, n, 3, 0, 0) == 0);
+}
+END_TEST
+
 START_TEST(test_flat_model_never_grows)
 {
 	static const int ws[] = {2, 4, 6, 8};
@@ -445,6 +472,85 @@ START_TEST(test_knee_within_noise_goes_cheaper)
 }
 END_TEST
 
+START_TEST(test_knee_tie_takes_cheaper)
+{
+	/* f(w) = 1 / (1/w + 0.02 + 0.0001 w), at most 32 workers (the best):
+	 * 27 is the model's knee (91.2%), 26 is 0.8 points short of the line
+	 * (89.2%) and the 27th worker buys 2.2%.  Measured at 6, 9 and 12
+	 * with 2% noise, the model cannot tell 26 from 27: the cheaper */
+	struct rv_alg_fit fit = {
+		.model = RV_ALG_MODEL_SYNC,
+		.theta = { 1, 0.02, 0.0001 },
+		.n_theta = 3,
+		.r2 = 0.99,
+		.rel_rmse = 0.005,
+		.n_configs = 3,
+		.n_ps_values = 1,
+		.max_workers_seen = 12,
+		.min_workers_seen = 6,
+	};
+	static const int ws[] = { 6, 9, 12 };
+	struct rv_alg_speed_obs obs[12];
+	size_t n = 0;
+
+	for (size_t i = 0; i < 3; i++)
+		for (int r = 0; r < 4; r++)
+			obs[n++] = (struct rv_alg_speed_obs){
+				.workers = ws[i],
+				.speed = rv_alg_fit_predict(&fit, ws[i], 0) * (r % 2 ? 1.02 : 0.98),
+			};
+	struct rv_alg_limits lim = limits(1, 32, 1);
+	struct rv_alg_config cur = config(12, 0);
+	struct rv_alg_decision d;
+
+	ck_assert_int_eq(rv_alg_choose_workers_obs(&fit, obs, n, &lim, &cur, &P, &d), 0);
+	ck_assert_msg(d.cfg.worker.count == 26, "chose %d: %s", d.cfg.worker.count, d.reason);
+	ck_assert_msg(strstr(d.reason, "one worker fewer") != NULL, "%s", d.reason);
+	/* without the noise the model is believed: 27 */
+	for (size_t i = 0; i < n; i++)
+		obs[i].speed = rv_alg_fit_predict(&fit, obs[i].workers, 0);
+	ck_assert_int_eq(rv_alg_choose_workers_obs(&fit, obs, n, &lim, &cur, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 27);
+	/* a last worker that buys more than knee_tie_gain is kept */
+	for (size_t i = 0; i < n; i++)
+		obs[i].speed *= i % 2 ? 1.02 : 0.98;
+	P.knee_tie_gain = 0.02;
+	ck_assert_int_eq(rv_alg_choose_workers_obs(&fit, obs, n, &lim, &cur, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 27);
+}
+END_TEST
+
+/* A job whose per-PS overhead makes one PS best, measured at 8 and 16 PS
+ * only: the model is not trusted far from the PS counts it saw, so one plan
+ * goes no lower than half the fewest measured (4), not to 1 PS. */
+START_TEST(test_ps_count_not_far_from_data)
+{
+	static const int cfgs[][2] = { { 8, 8 }, { 16, 8 }, { 8, 16 }, { 16, 16 } };
+	struct rv_alg_speed_obs obs[16];
+	struct rv_alg_fit fit;
+	struct rv_alg_decision d;
+	size_t n = 0;
+
+	for (int i = 0; i < 4; i++)
+		for (int r = 0; r < 3; r++) {
+			int w = cfgs[i][0], q = cfgs[i][1];
+
+			obs[n++] = (struct rv_alg_speed_obs){
+				.workers = w,
+				.ps = q,
+				.speed = w / (0.09 + 0.003 * w / q + 0.0008 * w + 0.02 * q),
+			};
+		}
+	struct rv_alg_limits lim = limits(1, 16, 1);
+	struct rv_alg_config cur = config(16, 8);
+
+	lim.max_ps = 16;
+	ck_assert_int_eq(rv_alg_fit_speed(RV_ALG_MODEL_ASYNC, obs, n, &fit), 0);
+	ck_assert_int_eq(rv_alg_choose_workers_obs(&fit, obs, n, &lim, &cur, &P, &d), 0);
+	ck_assert_msg(d.cfg.ps.count == 4, "%d PS: %s", d.cfg.ps.count, d.reason);
+}
+END_TEST
+
 static Suite *workers_suite(void)
 {
 	Suite *s = suite_create("workers");
@@ -467,6 +573,9 @@ static Suite *workers_suite(void)
 	tcase_add_test(tc, test_knee_at_data_edge_measures_above);
 	tcase_add_test(tc, test_knee_below_measured_range_goes_down);
 	tcase_add_test(tc, test_knee_within_noise_goes_cheaper);
+	tcase_add_test(tc, test_prediction_se_grows_away_from_data);
+	tcase_add_test(tc, test_knee_tie_takes_cheaper);
+	tcase_add_test(tc, test_ps_count_not_far_from_data);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -3,7 +3,8 @@
 # rover-brain (embedded PostgreSQL in a temp dir, planner debounce 0) and
 # under DLRover's baseline rules, plus the cluster run; the last line is
 #   bench=alg_sim jobs=N throughput_ratio_min=R ... baseline_resource_ratio_max=R
-# Per-job figures go to stderr and to $ALG_SIM_JSON when set.
+# Per-job figures go to stderr and to $ALG_SIM_JSON when set; ALG_SIM_TRACES
+# picks another trace folder, ALG_SIM_SEED another noise seed.
 set -euo pipefail
 B=${B:-build}
 BIN=${ROVER_BIN_DIR:-$B/bin}
@@ -45,7 +46,7 @@ json=${ALG_SIM_JSON:-$tmp/alg_sim.json}
 start=$(date +%s.%N)
 rc=0
 "$BIN/rover-sim" --trace "$TRACES" --brain "$url" --policy both --cluster --json "$json" \
-  --bench alg_sim >"$tmp/line" || rc=$?
+  ${ALG_SIM_SEED:+--seed "$ALG_SIM_SEED"} --bench alg_sim >"$tmp/line" || rc=$?
 end=$(date +%s.%N)
 echo "alg_sim: rover-sim exit $rc in $(echo "$end - $start" | bc) s" >&2
 if grep -q 'level=error' "$tmp/brain.log"; then

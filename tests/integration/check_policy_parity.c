@@ -109,13 +109,17 @@ static void assert_same_config(const cJSON *plan, const struct rv_alg_decision *
 static void post_batch(double speed, int n)
 {
 	const struct rv_alg_config *cur = &applied[0].cfg;
+	/* only the first batch after a change starts with warm-up */
+	static int64_t warmed_plan = -1;
+	bool fresh = warmed_plan != applied[0].id;
+	warmed_plan = applied[0].id;
 	struct rv_buf b;
 	rv_buf_init(&b);
 	rv_buf_puts(&b, "{\"samples\":[");
 	for (int i = 0; i < n; i++) {
 		ts += 10000;
 		/* the first samples after a change are warm-up: slow */
-		double s = speed * (1.0 + 0.01 * ((i % 3) - 1)) * (i < 3 ? 0.5 : 1);
+		double s = speed * (1.0 + 0.01 * ((i % 3) - 1)) * (fresh && i < 3 ? 0.5 : 1);
 		rv_buf_printf(&b,
 			      "%s{\"kind\":\"speed\",\"ts\":%" PRId64 ",\"speed\":%.3f,"
 			      "\"step\":%d,\"workers\":%d,\"ps\":0}",
@@ -235,12 +239,13 @@ static int local_step(struct rv_alg_verdict *v, struct rv_alg_decision *d)
 	static struct rv_alg_usage u[MAX_USAGE];
 	static struct rv_alg_step s[MAX_USAGE];
 	int64_t since = rv_alg_usage_since(&h, &P);
+	int64_t steps_since = rv_alg_steps_since(&h, &P);
 	size_t nu = 0, ns = 0;
 	for (size_t i = 0; i < nusage; i++)
 		if (usage[i].t_ms >= since)
 			u[nu++] = usage[i];
 	for (size_t i = 0; i < nsteps; i++)
-		if (steps[i].t_ms >= since)
+		if (steps[i].t_ms >= steps_since)
 			s[ns++] = steps[i];
 	h.usage = u;
 	h.n_usage = nu;

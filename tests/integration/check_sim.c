@@ -122,6 +122,12 @@ START_TEST(sim_plays_small_trace)
 			      "%s: rover run failed", rv_test_json_str(j, "name"));
 	}
 
+	/* The oracle's replay: every job at a config that fits a node, so
+	 * none is replaced by the user's request. */
+	double ou = rv_test_json_num(root, "cluster.oracle.util", -1);
+	ck_assert_msg(ou > 0 && ou <= 100, "oracle util %g", ou);
+	ck_assert_double_eq(rv_test_json_num(root, "cluster.oracle.unplaced", -1), 0);
+
 	/* Baseline, PS job with an under-sized memory request: each OOM doubles
 	 * the memory, at most +8 GiB, until it fits; the job then runs. */
 	const cJSON *ps = job_named(root, "small-ps-oom");

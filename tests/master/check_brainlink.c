@@ -160,13 +160,21 @@ static void speed_sample(struct brainlink *l, double speed, int workers)
 }
 
 /* n speed samples of the configuration cfg with each worker's usage and
- * step time (as check_policy_parity feeds the brain), to every link given. */
+ * step time (as check_policy_parity feeds the brain), to every link given;
+ * the first three after a change of configuration are warm-up (slow). */
 static void feed(struct brainlink *const *ls, int nl, const struct rv_alg_config *cur, double speed,
 		 int n)
 {
+	static struct rv_alg_config fed;
+	static bool any;
+	bool fresh = !any || fed.worker.count != cur->worker.count ||
+		     fed.worker.res.cpu != cur->worker.res.cpu ||
+		     fed.worker.res.memory_mb != cur->worker.res.memory_mb;
+	fed = *cur;
+	any = true;
 	for (int i = 0; i < n; i++) {
 		ts += 10000;
-		double s = speed * (1.0 + 0.01 * ((i % 3) - 1)) * (i < 3 ? 0.5 : 1);
+		double s = speed * (1.0 + 0.01 * ((i % 3) - 1)) * (fresh && i < 3 ? 0.5 : 1);
 		struct rv_sample sp = { .kind = RV_SAMPLE_SPEED,
 					.ts_ms = ts,
 					.speed = s,

@@ -98,6 +98,8 @@ def write(path, header, jobs):
 
 
 D = "tests/sim/traces/"
+# The cluster line the family and held-out traces start with.
+CLUSTER = '{"cluster":{"nodes":32,"node_cpu":32,"node_mem_gb":128}}\n'
 small = [ar("small-ar", max_w=8, wcpu=2, wmem=4096, noise=0.02),
          psj("small-ps-oom", max_w=16, mem_short=True, noise=0.02),
          ar("small-ar-oom", max_w=8, wcpu=2, wmem=8192, zero=True, mem_short=True, params=1e7,
@@ -198,12 +200,8 @@ fam.append(j)
 fam.append(fam_ps("fam-ps-big-0", [0.1, 0.04, 0.0008, 0.002],
                   {"ps_cpu_per_worker": 0.5, "ps_mem_mb": 245760, "min_ps": 1, "max_ps": 16},
                   zero=True, params=1.5e10))
-with open(D + "families.trace", "w") as f:
-    f.write("# Job families beyond the other traces (see gen_traces.py); the cluster line\n"
-            "# gives the node size plans must fit.\n")
-    f.write('{"cluster":{"nodes":32,"node_cpu":32,"node_mem_gb":128}}\n')
-    for j in fam:
-        f.write(json.dumps(j, separators=(",", ":")) + "\n")
+write(D + "families.trace", "# Job families beyond the other traces (see gen_traces.py); the cluster line\n"
+      "# gives the node size plans must fit.\n" + CLUSTER, fam)
 
 # A held-out set: the same kinds of families with numbers of their own (a
 # fresh seed and other bounds), written before the algorithms were tuned on
@@ -254,12 +252,8 @@ j = psj("hold-late-oom-ps-0", wmem=8192)   # memory rising during the run
 j.update(mem_rise=0.35, mem_rise_s=1200)
 j["user"]["memory_mb"] = int(8192 * 0.7 * 1.2 // 256 * 256)
 hold.append(j)
-with open(D + "holdout.trace", "w") as f:
-    f.write("# Held-out families (see gen_traces.py): written before tuning, numbers of\n"
-            "# their own; report their score apart from the other traces.\n")
-    f.write('{"cluster":{"nodes":32,"node_cpu":32,"node_mem_gb":128}}\n')
-    for j in hold:
-        f.write(json.dumps(j, separators=(",", ":")) + "\n")
+write(D + "holdout.trace", "# Held-out families (see gen_traces.py): written before tuning, numbers of\n"
+      "# their own; report their score apart from the other traces.\n" + CLUSTER, hold)
 
 # A second held-out set, written before the next round of planning changes:
 # the families above mixed (two difficulties in one job) and a few the files
@@ -304,9 +298,53 @@ h2.append(extra(ar("h2-warm-noise-ar-0", noise=0.15), warmup_s=300, warmup_start
 j = psj("h2-starved-oom-ps-0", wcpu=4, mem_short=True)   # short of CPU and memory
 j["user"]["cpu"] = 2.0
 h2.append(j)
-with open(D + "holdout2.trace", "w") as f:
-    f.write("# A second held-out set (see gen_traces.py): mixed families, written before\n"
-            "# the changes it checks; report its score apart from the other traces.\n")
-    f.write('{"cluster":{"nodes":32,"node_cpu":32,"node_mem_gb":128}}\n')
-    for j in h2:
-        f.write(json.dumps(j, separators=(",", ":")) + "\n")
+write(D + "holdout2.trace", "# A second held-out set (see gen_traces.py): mixed families, written before\n"
+      "# the changes it checks; report its score apart from the other traces.\n" + CLUSTER, h2)
+
+# A third held-out set, written after the second was read while planning
+# changes were made: other mixes and numbers of its own (a fresh seed), to
+# score the algorithms on jobs nobody tuned them to.  Kept as a check.
+rng = random.Random(53267)
+h3 = []
+j = psj("h3-many-ps-oom-0", mem_short=True, max_ps=12)   # many PS allowed, both roles short
+j["t"][1] = round(rng.uniform(0.04, 0.08), 5)   # transfer-heavy: more PS pay
+h3.append(j)
+h3.append(extra(ar("h3-warm-noise-ar-0", noise=0.25), warmup_s=240, warmup_start=0.4))
+j = fam_ar("h3-min-straggler-ar-0", [0.003, 0.002, round(rng.uniform(0.005, 0.009), 6)],
+           max_w=16)   # optimum at the minimum bound, one straggler
+j["min_workers"] = 2
+j["user"]["workers"] = max(j["user"]["workers"], 4)
+h3.append(extra(j, stragglers=1, straggler_slowdown=3.0))
+h3.append(extra(fam_ps("h3-few-ps-warm-0",
+                       [round(rng.uniform(0.08, 0.14), 5), 0.002, 0.0005,
+                        round(rng.uniform(0.03, 0.05), 5)],
+                       {"ps_cpu_per_worker": round(rng.uniform(0.3, 0.5), 2), "ps_mem_mb": 4096,
+                        "min_ps": 1, "max_ps": 8}), warmup_s=200, warmup_start=0.35))
+j = ar("h3-late-oom-noise-ar-0", wmem=8192, noise=0.15)   # rising memory under noise
+j.update(mem_rise=0.4, mem_rise_s=1500)
+j["user"]["memory_mb"] = int(8192 * 0.65 * 1.25 // 256 * 256)
+h3.append(j)
+j = psj("h3-starved-noise-ps-0", wcpu=6, noise=0.2)   # workers short of CPU under noise
+j["user"]["cpu"] = 3.0
+h3.append(j)
+h3.append(ar("h3-big-cpu-ar-0", wcpu=12, max_w=32))   # large nodes, many allowed
+h3.append(extra(psj("h3-two-ps-noise-0", max_ps=2, noise=0.18), stragglers=0))
+h3.append(flat_ar("h3-flat-noise-ar-0", noise=0.2))
+h3.append(ar("h3-zero-huge-ar-0", zero=True, params=3e9, wmem=24576))
+h3.append(extra(psj("h3-straggler-ps-0"), stragglers=3, straggler_slowdown=2.0))
+j = ar("h3-fixed-mem-ar-0", wmem=16384, mem_short=True)   # fixed count, memory short
+j["min_workers"] = j["max_workers"] = j["user"]["workers"] = 8
+h3.append(j)
+j = fam_ps("h3-max-late-oom-ps-0", [0.6, 0.002, 0.00002, 0.0005],
+           {"ps_cpu_per_worker": 0.3, "ps_mem_mb": 8192, "min_ps": 1, "max_ps": 6},
+           max_w=16, over=0.5)   # optimum at the maximum bound, memory rising
+j.update(mem_rise=0.3, mem_rise_s=1500)
+h3.append(j)
+h3.append(extra(ar("h3-slow-warm-ar-0"), warmup_s=400, warmup_start=0.2))
+h3.append(fam_ps("h3-many-ps-zero-noise-0",
+                 [round(rng.uniform(0.04, 0.07), 5), round(rng.uniform(0.1, 0.14), 5), 0.0003,
+                  0.0001],
+                 {"ps_cpu_per_worker": round(rng.uniform(0.3, 0.5), 2), "ps_mem_mb": 16384,
+                  "min_ps": 1, "max_ps": 16}, noise=0.25, zero=True))
+write(D + "holdout3.trace", "# A third held-out set (see gen_traces.py): written after the second was read,\n"
+      "# before any change it could check; report its score apart from the others.\n" + CLUSTER, h3)
