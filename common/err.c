@@ -8,27 +8,31 @@
 #include <stdio.h>
 #include <string.h>
 
+void rv_utf8_trim_cut(char *s)
+{
+	size_t end = strlen(s), i = end;
+	while (i > 0 && end - i < 4 && ((unsigned char)s[i - 1] & 0xc0) == 0x80)
+		i--;
+	unsigned char lead = i > 0 ? (unsigned char)s[i - 1] : 0;
+	size_t need = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
+	if (lead >= 0xc0 && end - (i - 1) < need)
+		s[i - 1] = '\0';
+}
+
 int rv_err_set(struct rv_err *e, int code, const char *field, const char *fmt, ...)
 {
 	if (!e)
 		return code;
 	e->code = code;
-	snprintf(e->field, sizeof(e->field), "%s", field ? field : "");
+	/* A cut field or message must stay UTF-8 (both go out in JSON). */
+	if (snprintf(e->field, sizeof(e->field), "%s", field ? field : "") >= (int)sizeof(e->field))
+		rv_utf8_trim_cut(e->field);
 	va_list ap;
 	va_start(ap, fmt);
 	int n = vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
 	va_end(ap);
-	/* A cut message must stay UTF-8 (it goes out in JSON): drop a
-	 * character the cut split. */
-	if (n >= (int)sizeof(e->msg)) {
-		size_t end = sizeof(e->msg) - 1, i = end;
-		while (i > 0 && end - i < 4 && ((unsigned char)e->msg[i - 1] & 0xc0) == 0x80)
-			i--;
-		unsigned char lead = i > 0 ? (unsigned char)e->msg[i - 1] : 0;
-		size_t need = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
-		if (lead >= 0xc0 && end - (i - 1) < need)
-			e->msg[i - 1] = '\0';
-	}
+	if (n >= (int)sizeof(e->msg))
+		rv_utf8_trim_cut(e->msg);
 	return code;
 }
 

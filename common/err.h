@@ -22,6 +22,10 @@ struct rv_err {
 int rv_err_set(struct rv_err *e, int code, const char *field, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
+/* Drop the last character of s when a cut (snprintf into a full buffer)
+ * split it, so that s stays UTF-8. */
+void rv_utf8_trim_cut(char *s);
+
 /* Clear *e (e may be NULL). */
 void rv_err_clear(struct rv_err *e);
 

@@ -271,6 +271,7 @@ static void seg_format(const struct seg *s, char *buf, size_t size)
 		snprintf(buf + n, size - n, "%s%s", n ? "." : "", s->key);
 	else
 		snprintf(buf + n, size - n, "[%d]", s->index);
+	rv_utf8_trim_cut(buf); /* a long path is cut: never inside a character */
 }
 
 static bool is_json_space(char c)
@@ -530,12 +531,14 @@ const char *rv_json_path(char *buf, size_t size, const char *path, const char *k
 		snprintf(buf, size, "%s", path);
 	else
 		snprintf(buf, size, "%s.%s", path, key);
+	rv_utf8_trim_cut(buf);
 	return buf;
 }
 
 const char *rv_json_path_index(char *buf, size_t size, const char *path, int index)
 {
 	snprintf(buf, size, "%s[%d]", path ? path : "", index);
+	rv_utf8_trim_cut(buf);
 	return buf;
 }
 

@@ -546,6 +546,39 @@ START_TEST(test_parse_invalid_utf8)
 }
 END_TEST
 
+/* A path longer than the field's buffer is cut between characters: the
+ * field and the message that quotes it stay UTF-8 wherever the cut falls. */
+START_TEST(test_parse_long_path_utf8)
+{
+	for (int pad = 0; pad < 4; pad++) {
+		char doc[512];
+		char outer[140];
+		memset(outer, 's', sizeof(outer));
+		for (size_t i = pad; i + 2 < sizeof(outer); i += 2)
+			memcpy(outer + i, "\xc3\xa9", 2);
+		outer[sizeof(outer) - 1] = '\0';
+		/* a bad key inside, then a bad value inside */
+		for (int bad_value = 0; bad_value < 2; bad_value++) {
+			snprintf(doc, sizeof(doc),
+				 bad_value ? "{\"%s\":{\"k\":\"v\xff\"}}"
+					   : "{\"%s\":{\"k\xff\":1}}",
+				 outer);
+			struct rv_err err = { 0 };
+			ck_assert_ptr_null(parse_str(doc, &err));
+			ck_assert_msg(strstr(err.msg, "not valid UTF-8"), "%s", err.msg);
+			ck_assert_msg(rv_utf8_valid(err.msg, strlen(err.msg)),
+				      "pad %d value %d: msg", pad, bad_value);
+			ck_assert_msg(rv_utf8_valid(err.field, strlen(err.field)),
+				      "pad %d value %d: field", pad, bad_value);
+		}
+	}
+	/* rv_json_path cuts between characters too */
+	char buf[8];
+	rv_json_path(buf, sizeof(buf), "ab", "c\xc3\xa9\xc3\xa9");
+	ck_assert_str_eq(buf, "ab.c\xc3\xa9");
+}
+END_TEST
+
 static Suite *json_suite(void)
 {
 	Suite *s = suite_create("json");
@@ -566,6 +599,7 @@ static Suite *json_suite(void)
 	tcase_add_test(tc, test_parse_duplicate_keys);
 	tcase_add_test(tc, test_parse_big_integers);
 	tcase_add_test(tc, test_parse_invalid_utf8);
+	tcase_add_test(tc, test_parse_long_path_utf8);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("getters");
