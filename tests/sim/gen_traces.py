@@ -348,3 +348,40 @@ h3.append(fam_ps("h3-many-ps-zero-noise-0",
                   "min_ps": 1, "max_ps": 16}, noise=0.25, zero=True))
 write(D + "holdout3.trace", "# A third held-out set (see gen_traces.py): written after the second was read,\n"
       "# before any change it could check; report its score apart from the others.\n" + CLUSTER, h3)
+
+# A fourth held-out set: written before the changes after it, mixes of its
+# own (a fresh seed), scored apart as a blind check.
+rng = random.Random(71143)
+h4 = []
+h4.append(psj("h4-noise-ps-0", noise=0.22, max_w=32))   # many workers under noise
+h4.append(fam_ar("h4-max-noise-ar-0", [round(rng.uniform(0.2, 0.4), 5), 0.0002, 0.000002],
+                 max_w=10, over=0.5, noise=0.15))   # optimum at the maximum bound, noisy
+h4.append(extra(ar("h4-warm-straggler-ar-0"), warmup_s=300, warmup_start=0.3, stragglers=1,
+                straggler_slowdown=2.5))
+j = psj("h4-late-oom-zero-ps-0", zero=True, params=5e7)   # zero-config, memory rising
+j.update(mem_rise=0.35, mem_rise_s=1800)
+h4.append(j)
+j = psj("h4-ps-short-cpu-0", wcpu=2)   # the PS are short of CPU
+j["user"]["ps_cpu"] = 1.0
+h4.append(j)
+j = psj("h4-fixed-ps-warm-0")   # one PS count allowed, a long ramp
+j["min_ps"] = j["max_ps"] = j["user"]["ps"]
+h4.append(extra(j, warmup_s=250, warmup_start=0.4))
+j = ar("h4-big-mem-rise-ar-0", wmem=32768)   # large memory, rising
+j.update(mem_rise=0.25, mem_rise_s=1200)
+h4.append(j)
+h4.append(extra(psj("h4-flat-noise-ps-0", max_ps=2, noise=0.2),
+                t=[0.01, 0.004, 0.004, 0.002]))   # more workers buy little
+h4.append(ar("h4-small-ar-0", max_w=4, wcpu=4))
+h4.append(ar("h4-zero-noise-ar-0", zero=True, noise=0.2))
+h4.append(extra(ar("h4-stragglers-ar-0", max_w=32), stragglers=3, straggler_slowdown=1.8))
+h4.append(fam_ps("h4-few-ps-noise-0",
+                 [round(rng.uniform(0.08, 0.12), 5), 0.002, 0.0004, round(rng.uniform(0.04, 0.06), 5)],
+                 {"ps_cpu_per_worker": 0.4, "ps_mem_mb": 4096, "min_ps": 1, "max_ps": 8},
+                 noise=0.15))
+h4.append(extra(ar("h4-short-ramp-ar-0"), warmup_s=150, warmup_start=0.6))
+h4.append(extra(psj("h4-straggler-noise-ps-1", noise=0.12), stragglers=2, straggler_slowdown=2.0))
+h4.append(fam_ar("h4-linear-ar-0", [round(rng.uniform(0.5, 0.8), 5), 0.0001, 0.0000005], max_w=48,
+                 over=0.5))
+write(D + "holdout4.trace", "# A fourth held-out set (see gen_traces.py): written before the changes it\n"
+      "# checks; report its score apart from the others.\n" + CLUSTER, h4)
