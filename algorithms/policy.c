@@ -516,6 +516,34 @@ static bool run_cpu_need(const struct rv_alg_job_history *h, const struct rv_alg
 	return ok;
 }
 
+/* The CPU a node of each role needed in configuration to, from the CPU the
+ * plan after it (next) sized from its use: a role grown from `from` beyond
+ * p->starved_growth that next trimmed (a PS's scaled back by the workers per
+ * PS) needed that trim less its margin; a role not grown adds nothing.
+ * False when a grown role was not trimmed (its need is not known). */
+static bool sized_need(const struct rv_alg_config *to, const struct rv_alg_config *next,
+		       const struct rv_alg_config *from, const struct rv_alg_params *p,
+		       double need[2])
+{
+	for (int r = 0; r < 2; r++) {
+		const struct rv_alg_group *g = r ? &to->ps : &to->worker;
+		const struct rv_alg_group *nx = r ? &next->ps : &next->worker;
+		const struct rv_alg_group *fr = r ? &from->ps : &from->worker;
+		double scale = 1;
+		need[r] = 0;
+		if (r && g->count > 0 && nx->count > 0 && to->worker.count > 0 &&
+		    next->worker.count > 0)
+			scale = ((double)to->worker.count / g->count) /
+				((double)next->worker.count / nx->count);
+		if (g->count <= 0 || fr->count <= 0 || !(g->res.cpu > p->starved_growth * fr->res.cpu))
+			continue;
+		if (nx->count <= 0 || !(nx->res.cpu * scale < g->res.cpu))
+			return false;
+		need[r] = nx->res.cpu * scale / (1 + p->cpu_margin);
+	}
+	return true;
+}
+
 size_t rv_alg_correct_starved_speeds(const struct rv_alg_job_history *h,
 				     const struct rv_alg_params *p, struct rv_alg_speed_obs *o,
 				     size_t n)
@@ -540,7 +568,10 @@ size_t rv_alg_correct_starved_speeds(const struct rv_alg_job_history *h,
 		 * proportion), the need read from the use at the new counts (a
 		 * PS's following its share of the workers). */
 		double need[2];
-		if (moved && run_cpu_need(h, p, i, need)) {
+		bool known = moved && run_cpu_need(h, p, i, need);
+		if (moved && !known && i > 0)
+			known = sized_need(to, &a[i - 1].cfg, from, p, need);
+		if (known) {
 			double f = 1;
 			if (from->worker.count > 0 && from->worker.res.cpu > 0 &&
 			    need[0] / from->worker.res.cpu > f)
