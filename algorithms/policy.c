@@ -506,8 +506,8 @@ static bool run_cpu_need(const struct rv_alg_job_history *h, const struct rv_alg
 		for (size_t j = 0; j < m; j++)
 			if (x[j].role == (enum rv_alg_role)r)
 				c[mc++] = x[j].cpu;
-		ok = mc >= min && !rv_alg_cpu_pinned(x, m, (enum rv_alg_role)r, -1, min,
-						     g->res.cpu, 0.97, p);
+		ok = mc >= min &&
+		     !rv_alg_cpu_pinned(x, m, (enum rv_alg_role)r, -1, min, g->res.cpu, 0.97, p);
 		if (ok)
 			need[r] = rv_alg_quantile(c, mc, 0.5);
 	}
@@ -535,7 +535,8 @@ static bool sized_need(const struct rv_alg_config *to, const struct rv_alg_confi
 		    next->worker.count > 0)
 			scale = ((double)to->worker.count / g->count) /
 				((double)next->worker.count / nx->count);
-		if (g->count <= 0 || fr->count <= 0 || !(g->res.cpu > p->starved_growth * fr->res.cpu))
+		if (g->count <= 0 || fr->count <= 0 ||
+		    !(g->res.cpu > p->starved_growth * fr->res.cpu))
 			continue;
 		if (nx->count <= 0 || !(nx->res.cpu * scale < g->res.cpu))
 			return false;
@@ -557,9 +558,10 @@ size_t rv_alg_correct_starved_speeds(const struct rv_alg_job_history *h,
 			load = ((double)to->worker.count / to->ps.count) /
 			       ((double)from->worker.count / from->ps.count);
 		bool grew = to->worker.res.cpu > p->starved_growth * from->worker.res.cpu ||
-			    to->ps.res.cpu > p->starved_growth * (load > 1 ? load : 1) *
-						     from->ps.res.cpu;
-		bool moved = to->worker.count != from->worker.count || to->ps.count != from->ps.count;
+			    to->ps.res.cpu >
+				    p->starved_growth * (load > 1 ? load : 1) * from->ps.res.cpu;
+		bool moved = to->worker.count != from->worker.count ||
+			     to->ps.count != from->ps.count;
 		if (!grew || (!moved && a[i].outcome != RV_ALG_OUTCOME_BETTER))
 			continue;
 		/* A growth that also moved the counts measured no other speed at
