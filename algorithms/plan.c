@@ -444,6 +444,22 @@ static bool shrink_only(const struct rv_alg_config *cur, const struct rv_alg_con
 	return true;
 }
 
+/* Whether every speed measured is of the current configuration. */
+static bool one_config(const struct rv_alg_job_state *st)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < st->n_speed; i++) {
+		if (!(st->speed[i].speed > 0))
+			continue;
+		if (st->speed[i].workers != st->cur.worker.count ||
+		    st->speed[i].ps != st->cur.ps.count)
+			return false;
+		k++;
+	}
+	return k > 0;
+}
+
 int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
 			struct rv_alg_decision *out)
 {
@@ -514,7 +530,16 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 			rv_alg_reason_add(out, "%s; the PS count is at its limit", hot_part.reason);
 		}
 	}
-	if (starved_w || starved_ps || hot > 0 || grow)
+	if ((starved_w || starved_ps) && hot <= 0 && !grow && st->first_counts && one_config(st)) {
+		/* The first exploration step goes by where the count lies in its
+		 * range, not by the speed measured there: it need not wait for
+		 * the starved role, whose growth it carries.  The speeds measured
+		 * starved are corrected by the need the next configuration shows
+		 * (rv_alg_correct_starved_speeds), so they still count. */
+		rv_alg_reason_add(out, "CPU at its limit: the role grows with the first "
+				       "exploration step");
+		plan_counts(st, p, &cfg, out, &rank, &lead);
+	} else if (starved_w || starved_ps || hot > 0 || grow)
 		rv_alg_reason_add(out, "%s first: worker and PS counts wait",
 				  starved_w || starved_ps ? "CPU at its limit" : "hot PS");
 	else

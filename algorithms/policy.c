@@ -460,6 +460,144 @@ size_t rv_alg_drop_starved_speeds(const struct rv_alg_applied *a, size_t na,
 	return n;
 }
 
+/* The CPU a node of each role needed in the configuration applied[i] set,
+ * from its usage past where its speed settled (until the next plan): the
+ * median, into need[role]; false when too few samples say it or a role sat
+ * at its limit there (its use then hides the need). */
+static bool run_cpu_need(const struct rv_alg_job_history *h, const struct rv_alg_params *p,
+			 size_t i, double need[2])
+{
+	const struct rv_alg_applied *a = &h->applied[i];
+	int64_t to = i > 0 ? h->applied[i - 1].applied_ts_ms : INT64_MAX;
+	const struct rv_alg_usage *u = h->mem_usage ? h->mem_usage : h->usage;
+	size_t nu = h->mem_usage ? h->n_mem_usage : h->n_usage;
+	size_t min = (size_t)(p->min_usage_samples > 0 ? p->min_usage_samples : 1);
+
+	/* past the run's warm-up (its last third when it never settled) */
+	size_t s = 0, e;
+	while (s < h->n_speed && h->speed[s].t_ms <= a->applied_ts_ms)
+		s++;
+	for (e = s; e < h->n_speed && h->speed[e].t_ms <= to &&
+		    h->speed[e].workers == a->cfg.worker.count && h->speed[e].ps == a->cfg.ps.count;
+	     e++)
+		;
+	if (e - s < 4 || !u)
+		return false;
+	bool settled;
+	size_t k = rv_alg_settle_index(h->speed, s, e, p, &settled);
+	size_t keep_from = e - (e - s + 2) / 3;
+	if (!settled && k > keep_from)
+		k = keep_from;
+	int64_t from = h->speed[k].t_ms;
+
+	struct rv_alg_usage *x = malloc(nu * sizeof(*x));
+	double *c = malloc(nu * sizeof(*c));
+	bool ok = x && c;
+	size_t m = 0;
+	for (size_t j = 0; ok && j < nu; j++)
+		if (u[j].t_ms >= from && u[j].t_ms <= to)
+			x[m++] = u[j];
+	for (int r = 0; ok && r < 2; r++) {
+		const struct rv_alg_group *g = r ? &a->cfg.ps : &a->cfg.worker;
+		size_t mc = 0;
+		need[r] = 0;
+		if (g->count <= 0)
+			continue;
+		for (size_t j = 0; j < m; j++)
+			if (x[j].role == (enum rv_alg_role)r)
+				c[mc++] = x[j].cpu;
+		ok = mc >= min &&
+		     !rv_alg_cpu_pinned(x, m, (enum rv_alg_role)r, -1, min, g->res.cpu, 0.97, p);
+		if (ok)
+			need[r] = rv_alg_quantile(c, mc, 0.5);
+	}
+	free(x);
+	free(c);
+	return ok;
+}
+
+/* The CPU a node of each role needed in configuration to, from the CPU the
+ * plan after it (next) sized from its use: a role grown from `from` beyond
+ * p->starved_growth that next trimmed (a PS's scaled back by the workers per
+ * PS) needed that trim less its margin; a role not grown adds nothing.
+ * False when a grown role was not trimmed (its need is not known). */
+static bool sized_need(const struct rv_alg_config *to, const struct rv_alg_config *next,
+		       const struct rv_alg_config *from, const struct rv_alg_params *p,
+		       double need[2])
+{
+	for (int r = 0; r < 2; r++) {
+		const struct rv_alg_group *g = r ? &to->ps : &to->worker;
+		const struct rv_alg_group *nx = r ? &next->ps : &next->worker;
+		const struct rv_alg_group *fr = r ? &from->ps : &from->worker;
+		double scale = 1;
+		need[r] = 0;
+		if (r && g->count > 0 && nx->count > 0 && to->worker.count > 0 &&
+		    next->worker.count > 0)
+			scale = ((double)to->worker.count / g->count) /
+				((double)next->worker.count / nx->count);
+		if (g->count <= 0 || fr->count <= 0 ||
+		    !(g->res.cpu > p->starved_growth * fr->res.cpu))
+			continue;
+		if (nx->count <= 0 || !(nx->res.cpu * scale < g->res.cpu))
+			return false;
+		need[r] = nx->res.cpu * scale / (1 + p->cpu_margin);
+	}
+	return true;
+}
+
+size_t rv_alg_correct_starved_speeds(const struct rv_alg_job_history *h,
+				     const struct rv_alg_params *p, struct rv_alg_speed_obs *o,
+				     size_t n)
+{
+	const struct rv_alg_applied *a = h->applied;
+	for (size_t i = 0; i + 1 < h->n_applied; i++) {
+		const struct rv_alg_config *to = &a[i].cfg, *from = &a[i + 1].cfg;
+		double load = 1;
+		if (to->ps.count > 0 && from->ps.count > 0 && to->worker.count > 0 &&
+		    from->worker.count > 0)
+			load = ((double)to->worker.count / to->ps.count) /
+			       ((double)from->worker.count / from->ps.count);
+		bool grew = to->worker.res.cpu > p->starved_growth * from->worker.res.cpu ||
+			    to->ps.res.cpu >
+				    p->starved_growth * (load > 1 ? load : 1) * from->ps.res.cpu;
+		bool moved = to->worker.count != from->worker.count ||
+			     to->ps.count != from->ps.count;
+		if (!grew || (!moved && a[i].outcome != RV_ALG_OUTCOME_BETTER))
+			continue;
+		/* A growth that also moved the counts measured no other speed at
+		 * the old ones: correct them by how far short of its need each
+		 * role ran there (a node short of CPU slows the job in
+		 * proportion), the need read from the use at the new counts (a
+		 * PS's following its share of the workers). */
+		double need[2];
+		bool known = moved && run_cpu_need(h, p, i, need);
+		if (moved && !known && i > 0)
+			known = sized_need(to, &a[i - 1].cfg, from, p, need);
+		if (known) {
+			double f = 1;
+			if (from->worker.count > 0 && from->worker.res.cpu > 0 &&
+			    need[0] / from->worker.res.cpu > f)
+				f = need[0] / from->worker.res.cpu;
+			if (from->ps.count > 0 && from->ps.res.cpu > 0 && load > 0 &&
+			    need[1] / load / from->ps.res.cpu > f)
+				f = need[1] / load / from->ps.res.cpu;
+			for (size_t j = 0; j < n; j++)
+				if (o[j].t_ms > a[i + 1].applied_ts_ms &&
+				    o[j].t_ms <= a[i].applied_ts_ms &&
+				    o[j].workers == from->worker.count && o[j].ps == from->ps.count)
+					o[j].speed *= f;
+			continue;
+		}
+		size_t k = 0;
+		for (size_t j = 0; j < n; j++)
+			/* a sample at the plan's own time is the old config's */
+			if (o[j].t_ms > a[i].applied_ts_ms)
+				o[k++] = o[j];
+		return k;
+	}
+	return n;
+}
+
 int64_t rv_alg_steps_since(const struct rv_alg_job_history *h, const struct rv_alg_params *p)
 {
 	int64_t since = rv_alg_usage_since(h, p);
@@ -550,6 +688,38 @@ void rv_alg_last_resizes(const struct rv_alg_applied *a, size_t na, struct rv_al
 	}
 }
 
+/* A starvation growth that rode on a count change (the first exploration
+ * step carries it) is its role's last resize too, though the plan's
+ * algorithm names the counts: the CPU it set was a guess the first size
+ * from usage replaces whatever the band (a doubling from 4.4 to 8.8 cores
+ * for a need of 8 otherwise stayed, 1.10x the oracle's resources). */
+static void starved_resizes(const struct rv_alg_applied *a, size_t na,
+			    const struct rv_alg_params *p, struct rv_alg_resize last[2])
+{
+	for (size_t i = 0; i + 1 < na; i++) {
+		if (algorithm_is(&a[i], "rightsize"))
+			continue;
+		const struct rv_alg_config *tc = &a[i].cfg, *fc = &a[i + 1].cfg;
+		/* PS CPU follows the workers/PS ratio: only growth beyond it */
+		double load = 1;
+		if (tc->ps.count > 0 && fc->ps.count > 0 && tc->worker.count > 0 &&
+		    fc->worker.count > 0)
+			load = ((double)tc->worker.count / tc->ps.count) /
+			       ((double)fc->worker.count / fc->ps.count);
+		for (int r = 0; r < 2; r++) {
+			const struct rv_alg_group *to = r ? &tc->ps : &tc->worker;
+			const struct rv_alg_group *from = r ? &fc->ps : &fc->worker;
+			double grew = p->starved_growth * (r && load > 1 ? load : 1);
+			if (a[i].applied_ts_ms <= last[r].t_ms || to->count <= 0 ||
+			    from->count <= 0 || !(to->res.cpu > grew * from->res.cpu))
+				continue;
+			last[r].t_ms = a[i].applied_ts_ms;
+			last[r].from = from->res;
+			last[r].to = to->res;
+		}
+	}
+}
+
 static bool same_group(const struct rv_alg_group *x, const struct rv_alg_group *y)
 {
 	return x->count == y->count && fabs(x->res.cpu - y->res.cpu) <= 1e-6 &&
@@ -613,7 +783,7 @@ int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_para
 	if (h->n_steps)
 		memcpy(steps, h->steps, h->n_steps * sizeof(*steps));
 	size_t nobs = rv_alg_correct_straggler_speeds(h, p, obs, h->n_speed);
-	nobs = rv_alg_drop_starved_speeds(h->applied, h->n_applied, p, obs, nobs);
+	nobs = rv_alg_correct_starved_speeds(h, p, obs, nobs);
 	nobs = rv_alg_drop_warmup(obs, nobs, p);
 	size_t nsteps = rv_alg_settled_steps(steps, h->n_steps, cur->applied_ts_ms, p);
 
@@ -650,6 +820,13 @@ int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_para
 	st.steps = steps;
 	st.n_steps = nsteps;
 	rv_alg_last_resizes(h->applied, h->n_applied, st.last_resize);
+	starved_resizes(h->applied, h->n_applied, p, st.last_resize);
+	st.first_counts = true;
+	for (size_t i = 0; i + 1 < h->n_applied; i++)
+		if (h->applied[i].stage == RV_ALG_STAGE_RUNNING &&
+		    (h->applied[i].cfg.worker.count != h->applied[i + 1].cfg.worker.count ||
+		     h->applied[i].cfg.ps.count != h->applied[i + 1].cfg.ps.count))
+			st.first_counts = false;
 	int rc = rv_alg_plan_running(&st, p, out);
 	free(obs);
 	free(steps);

@@ -485,6 +485,10 @@ struct rv_alg_job_state {
 	/* memory history for rv_alg_rightsize_trend (NULL: usage only) */
 	const struct rv_alg_usage *mem_usage;
 	size_t n_mem_usage;
+	/* no running plan has changed the counts yet: the first exploration
+	 * step (which the speeds do not steer) does not wait for a starved
+	 * role, it moves with the role's growth (false: counts wait) */
+	bool first_counts;
 };
 
 /*
@@ -713,6 +717,21 @@ size_t rv_alg_drop_warmup(struct rv_alg_speed_obs *o, size_t n, const struct rv_
 size_t rv_alg_drop_starved_speeds(const struct rv_alg_applied *a, size_t na,
 				  const struct rv_alg_params *p, struct rv_alg_speed_obs *o,
 				  size_t n);
+
+/*
+ * rv_alg_drop_starved_speeds over h, except for a starvation growth that
+ * also changed the counts (the first exploration step carries the growth):
+ * the speeds of the configuration before it are multiplied by how far short
+ * of its need a role ran there (need / CPU given, the larger over the roles,
+ * at least 1), the need read from the median use past the warm-up of the
+ * configuration it set (a PS's scaled by the workers per PS), from
+ * h->mem_usage (h->usage when NULL).  When that use does not say the need
+ * (too few samples, a role at its limit), those speeds and all older ones
+ * are dropped.  o[0..n) oldest first; returns how many are left.
+ */
+size_t rv_alg_correct_starved_speeds(const struct rv_alg_job_history *h,
+				     const struct rv_alg_params *p, struct rv_alg_speed_obs *o,
+				     size_t n);
 
 /* Keep the step times of s[0..n) taken p->warmup_ms or more after since_ms
  * (warm-up steps would look like stragglers); returns how many are left. */

@@ -475,6 +475,50 @@ START_TEST(test_small_trim_held)
 }
 END_TEST
 
+/* Workers starved (throttled in 90% of periods) at the only configuration
+ * measured: the first exploration step does not depend on the speed, so it
+ * carries the growth instead of waiting a plan for it; once another count
+ * was measured (or a plan moved the counts) the counts wait as before. */
+START_TEST(test_starved_first_step)
+{
+	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 4, 0);
+	struct rv_alg_usage u[20];
+	size_t n = steady_usage(u, RV_ALG_WORKER, 4, 4, 8192);
+	for (size_t i = 0; i < n; i++) {
+		u[i].has_throttled = true;
+		u[i].throttled = 0.9;
+	}
+	struct rv_alg_speed_obs o[] = { { .workers = 4, .speed = 40 },
+					{ .workers = 4, .speed = 41 },
+					{ .workers = 2, .speed = 30 } };
+	struct rv_alg_decision d;
+
+	st.usage = u;
+	st.n_usage = n;
+	st.speed = o;
+	st.n_speed = 2;
+	st.first_counts = true;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_str_eq(d.algorithm, "explore");
+	ck_assert_int_eq(d.cfg.worker.count, 6);
+	ck_assert_double_eq(d.cfg.worker.res.cpu, 8);
+	ck_assert_msg(strstr(d.reason, "first exploration step") != NULL, "%s", d.reason);
+	/* a plan moved the counts already */
+	st.first_counts = false;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_str_eq(d.algorithm, "rightsize");
+	ck_assert_int_eq(d.cfg.worker.count, 4);
+	ck_assert_double_eq(d.cfg.worker.res.cpu, 8);
+	ck_assert_msg(strstr(d.reason, "counts wait") != NULL, "%s", d.reason);
+	/* another count measured: the next step would read the starved speed */
+	st.first_counts = true;
+	st.n_speed = 3;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 4);
+	ck_assert_msg(strstr(d.reason, "counts wait") != NULL, "%s", d.reason);
+}
+END_TEST
+
 /* Workers starved (throttled in 90% of periods) and the PS using 6 of its 8
  * cores behind them: the plan that doubles the workers' CPU grows the PS
  * too (its demand follows the job's speed), not one plan later. */
@@ -689,6 +733,7 @@ static Suite *plan_suite(void)
 	tcase_add_test(tc, test_bad_input);
 	tcase_add_test(tc, test_small_trim_held);
 	tcase_add_test(tc, test_every_starved_role_in_one_plan);
+	tcase_add_test(tc, test_starved_first_step);
 	tcase_add_test(tc, test_roles_holding_each_other_back_grow_together);
 	tcase_add_test(tc, test_ps_step_that_paid_is_followed);
 	tcase_add_test(tc, test_no_jump_on_an_uncertain_prediction);

@@ -385,6 +385,115 @@ START_TEST(test_starvation_filter)
 }
 END_TEST
 
+/* A plan at t=200 s doubled the CPU of 4 starved workers (4 -> 8 cores)
+ * and moved to 3 of them (the first exploration step): the workers then used
+ * 6 cores each, so at 4 cores the job ran at 4/6 of its speed.  The speeds
+ * of 4 workers are corrected by that, not dropped (the model would lose
+ * the only measure at 4 workers). */
+START_TEST(test_starved_speeds_corrected)
+{
+	struct rv_alg_applied a[3] = {
+		plan_of(9, RV_ALG_STAGE_RUNNING, "rightsize", RV_ALG_OUTCOME_NEUTRAL, 400000, 3,
+			6.2),
+		plan_of(8, RV_ALG_STAGE_RUNNING, "explore", RV_ALG_OUTCOME_BETTER, 200000, 3, 8),
+		plan_of(7, RV_ALG_STAGE_CREATE, "user_spec", RV_ALG_OUTCOME_UNKNOWN, 0, 4, 4),
+	};
+	struct rv_alg_speed_obs o[40];
+	struct rv_alg_usage u[60];
+	size_t n = 0, nu = 0;
+	for (int t = 1; t <= 20; t++)
+		o[n++] = (struct rv_alg_speed_obs){ .workers = 4, .t_ms = 10000 * t, .speed = 50 };
+	for (int t = 21; t <= 40; t++) {
+		o[n++] = (struct rv_alg_speed_obs){ .workers = 3, .t_ms = 10000 * t, .speed = 90 };
+		for (int i = 0; i < 3; i++)
+			u[nu++] = (struct rv_alg_usage){ .role = RV_ALG_WORKER,
+							 .node = i,
+							 .t_ms = 10000 * t,
+							 .cpu = 6,
+							 .memory_mb = 4096,
+							 .has_throttled = true,
+							 .throttled = 0.1 };
+	}
+	struct rv_alg_job_history h = history(a + 1, 2);
+	h.speed = o;
+	h.n_speed = n;
+	h.mem_usage = u;
+	h.n_mem_usage = nu;
+
+	struct rv_alg_speed_obs c[40];
+	memcpy(c, o, sizeof(c));
+	ck_assert_int_eq(rv_alg_correct_starved_speeds(&h, &P, c, n), 40);
+	ck_assert_double_eq_tol(c[0].speed, 75, 1e-9);
+	ck_assert_double_eq_tol(c[19].speed, 75, 1e-9);
+	ck_assert_double_eq_tol(c[20].speed, 90, 1e-9);
+	/* still pinned at 8 cores: the use does not say the need, the
+	 * starved speeds go */
+	for (size_t i = 0; i < nu; i++) {
+		u[i].cpu = 8;
+		u[i].throttled = 0.9;
+	}
+	memcpy(c, o, sizeof(c));
+	ck_assert_int_eq(rv_alg_correct_starved_speeds(&h, &P, c, n), 20);
+	ck_assert_int_eq(c[0].workers, 3);
+	/* the use out of the window: the CPU the next plan sized from it
+	 * (6.2 cores, 6.2 / 1.03 needed) */
+	h = history(a, 3);
+	h.speed = o;
+	h.n_speed = n;
+	memcpy(c, o, sizeof(c));
+	ck_assert_int_eq(rv_alg_correct_starved_speeds(&h, &P, c, n), 40);
+	ck_assert_double_eq_tol(c[0].speed, 50 * 6.2 / 1.03 / 4, 1e-9);
+	/* a growth that kept the counts measured its speeds anew: dropped as
+	 * before once it measured better */
+	a[1].cfg.worker.count = 4;
+	for (int i = 20; i < 40; i++)
+		o[i].workers = 4;
+	h = history(a + 1, 2);
+	h.speed = o;
+	h.n_speed = n;
+	memcpy(c, o, sizeof(c));
+	ck_assert_int_eq(rv_alg_correct_starved_speeds(&h, &P, c, n), 20);
+}
+END_TEST
+
+/* The doubling a first exploration step carried (4 -> 8 cores, 4 -> 3
+ * workers) was a guess: the workers then used 7.6 cores, and the next plan
+ * sizes them from that (7.9 cores), though within the hysteresis band. */
+START_TEST(test_starved_step_resize_guess)
+{
+	struct rv_alg_applied a[2] = {
+		plan_of(8, RV_ALG_STAGE_RUNNING, "explore", RV_ALG_OUTCOME_NEUTRAL, 200000, 3, 8),
+		plan_of(7, RV_ALG_STAGE_CREATE, "user_spec", RV_ALG_OUTCOME_UNKNOWN, 0, 4, 4),
+	};
+	struct rv_alg_speed_obs o[40];
+	struct rv_alg_usage u[60];
+	size_t n = 0, nu = 0;
+	for (int t = 1; t <= 20; t++)
+		o[n++] = (struct rv_alg_speed_obs){ .workers = 4, .t_ms = 10000 * t, .speed = 50 };
+	for (int t = 21; t <= 40; t++) {
+		o[n++] = (struct rv_alg_speed_obs){ .workers = 3, .t_ms = 10000 * t, .speed = 90 };
+		for (int i = 0; i < 3; i++)
+			u[nu++] = (struct rv_alg_usage){ .role = RV_ALG_WORKER,
+							 .node = i,
+							 .t_ms = 10000 * t,
+							 .cpu = 7.6,
+							 .memory_mb = 4096,
+							 .has_throttled = true,
+							 .throttled = 0.1 };
+	}
+	struct rv_alg_job_history h = history(a, 2);
+	h.speed = o;
+	h.n_speed = n;
+	h.usage = u;
+	h.n_usage = nu;
+	h.mem_usage = u;
+	h.n_mem_usage = nu;
+	struct rv_alg_decision d;
+	ck_assert_int_eq(rv_alg_plan_job(&h, &P, &d), 0);
+	ck_assert_msg(d.cfg.worker.res.cpu < 8 && d.cfg.worker.res.cpu > 7.6, "%s", d.reason);
+}
+END_TEST
+
 /* A plan at t=200 s replaced worker 0 of 4, twice as slow as the others:
  * the all-reduce job ran at half its pace before, and its speeds say so once
  * corrected; the speeds after stand. */
@@ -734,6 +843,8 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, test_drop_warmup);
 	tcase_add_test(tc, test_settle_detection);
 	tcase_add_test(tc, test_starvation_filter);
+	tcase_add_test(tc, test_starved_speeds_corrected);
+	tcase_add_test(tc, test_starved_step_resize_guess);
 	tcase_add_test(tc, test_straggler_speeds_corrected);
 	tcase_add_test(tc, test_settled_steps_and_resizes);
 	tcase_add_test(tc, test_repeat_suppression);
