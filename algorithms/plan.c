@@ -530,7 +530,12 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 			rv_alg_reason_add(out, "%s; the PS count is at its limit", hot_part.reason);
 		}
 	}
-	if ((starved_w || starved_ps) && hot <= 0 && !grow && st->first_counts && one_config(st)) {
+	/* Only for speeds measured within min_gain: under noise the corrected
+	 * starved speed is one more noisy point the first fit leans on, and
+	 * the growth is measured alone first, as before. */
+	double noise = rv_alg_speed_noise(st->speed, st->n_speed);
+	if ((starved_w || starved_ps) && hot <= 0 && !grow && st->first_counts && one_config(st) &&
+	    noise > 0 && noise <= p->min_gain) {
 		/* The first exploration step goes by where the count lies in its
 		 * range, not by the speed measured there: it need not wait for
 		 * the starved role, whose growth it carries.  The speeds measured

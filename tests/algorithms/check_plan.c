@@ -516,6 +516,16 @@ START_TEST(test_starved_first_step)
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
 	ck_assert_int_eq(d.cfg.worker.count, 4);
 	ck_assert_msg(strstr(d.reason, "counts wait") != NULL, "%s", d.reason);
+	/* speeds noisier than min_gain: the growth is measured alone first */
+	struct rv_alg_speed_obs noisy[] = { { .workers = 4, .speed = 32 },
+					    { .workers = 4, .speed = 48 },
+					    { .workers = 4, .speed = 40 } };
+	st.speed = noisy;
+	st.n_speed = 3;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 4);
+	ck_assert_double_eq(d.cfg.worker.res.cpu, 8);
+	ck_assert_msg(strstr(d.reason, "counts wait") != NULL, "%s", d.reason);
 }
 END_TEST
 
