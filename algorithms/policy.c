@@ -166,6 +166,39 @@ static bool ramp_ended(const struct rv_alg_speed_obs *o, size_t c, size_t end, d
 	return slope + SETTLE_END_T * sd / sqrt(sxx) < b;
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The job's own warm-up, read from its earlier runs (a run: the samples of
+ * one worker and PS count): the median time from a run's first sample to
+ * the end of its ramp, over the runs whose ramp the fit found and whose
+ * samples after it are measurably flatter (ramp_ended).  A warm-up repeats
+ * after every change of the same job; one noisy run's fit is not enough
+ * (a run of 28% noise fitted a 70 s ramp to a 30 s one): 0 unless two
+ * runs agree on having one. */
+static int64_t job_warmup_ms(const struct rv_alg_speed_obs *o, size_t n)
+{
+	int64_t d[64];
+	size_t nd = 0;
+	for (size_t start = 0; start < n;) {
+		size_t end = start;
+		while (end < n && o[end].workers == o[start].workers && o[end].ps == o[start].ps)
+			end++;
+		double b = 0, sd = 0;
+		size_t c = ramp_end(o, start, end, &b, &sd);
+		if (c < end && ramp_ended(o, c, end, b, sd) && nd < sizeof(d) / sizeof(d[0]))
+			d[nd++] = o[c].t_ms - o[start].t_ms;
+		start = end;
+	}
+	if (nd < 2)
+		return 0;
+	qsort(d, nd, sizeof(*d), cmp_i64);
+	return nd % 2 ? d[nd / 2] : (d[nd / 2 - 1] + d[nd / 2]) / 2;
+}
+
 size_t rv_alg_settle_index(const struct rv_alg_speed_obs *o, size_t start, size_t end,
 			   const struct rv_alg_params *p, bool *settled)
 {
@@ -220,6 +253,13 @@ int64_t rv_alg_run_settled_ms(const struct rv_alg_speed_obs *o, size_t n, int64_
 	size_t k = rv_alg_settle_index(o, start, n, p, &settled);
 	if (!settled)
 		return INT64_MAX;
+	/* Not before the warm-up the job's earlier runs showed: under noise
+	 * the first 120 s of a 200-300 s ramp pass the trend test for flat. */
+	int64_t d = job_warmup_ms(o, start);
+	if (d > 0 && o[n - 1].t_ms < o[start].t_ms + d)
+		return INT64_MAX;
+	if (d > 0 && o[k].t_ms < o[start].t_ms + d)
+		return o[start].t_ms + d;
 	return o[k].t_ms;
 }
 

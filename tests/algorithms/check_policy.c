@@ -320,6 +320,44 @@ START_TEST(test_settle_noisy_ramp)
 }
 END_TEST
 
+/* A warm-up repeats after every change of the same job: once two earlier
+ * runs showed a ramp of 190 s past their first sample, a run whose first
+ * 120 s read as flat (a long ramp under noise) is not settled before it;
+ * one run's ramp alone does not decide. */
+START_TEST(test_settle_job_warmup)
+{
+	static const double e[12] = { 0.10,  -0.15, 0.05, 0.20,  -0.10, 0.00,
+				      -0.20, 0.15,  0.05, -0.05, -0.15, 0.10 };
+	struct rv_alg_speed_obs o[84];
+	size_t n = 0;
+
+	/* two runs of 300 s, each a 200 s ramp from 40% and a plateau */
+	for (int r = 0; r < 2; r++)
+		for (int i = 0; i < 30; i++) {
+			double t = (i + 1) * 10.0;
+			double w = t < 200 ? 0.4 + 0.6 * t / 200 : 1;
+			o[n++] = (struct rv_alg_speed_obs){ .workers = 4 + 2 * r,
+							    .t_ms = (int64_t)(r * 300 + t) * 1000,
+							    .speed = 100 * w };
+		}
+	/* then 120 s of a new count that read as flat under noise */
+	for (int i = 0; i < 12; i++)
+		o[n++] = (struct rv_alg_speed_obs){ .workers = 8,
+						    .t_ms = (int64_t)(600 + (i + 1) * 10) * 1000,
+						    .speed = 100 * (1 + e[i]) };
+	ck_assert_int_eq(rv_alg_run_settled_ms(o + 60, 12, 600000, &P), 640000);
+	ck_assert(rv_alg_run_settled_ms(o, n, 600000, &P) == INT64_MAX);
+	/* 120 s more: settled where the earlier ramps ended */
+	for (int i = 12; i < 24; i++)
+		o[n++] = (struct rv_alg_speed_obs){ .workers = 8,
+						    .t_ms = (int64_t)(600 + (i + 1) * 10) * 1000,
+						    .speed = 100 * (1 + e[i % 12]) };
+	ck_assert_int_eq(rv_alg_run_settled_ms(o, n, 600000, &P), 610000 + 190000);
+	/* one earlier run only: the run's own test decides */
+	ck_assert_int_eq(rv_alg_run_settled_ms(o + 30, 42, 600000, &P), 640000);
+}
+END_TEST
+
 START_TEST(test_drop_warmup)
 {
 	struct rv_alg_speed_obs o[12];
@@ -842,6 +880,7 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, test_settle_noisy_ramp);
 	tcase_add_test(tc, test_drop_warmup);
 	tcase_add_test(tc, test_settle_detection);
+	tcase_add_test(tc, test_settle_job_warmup);
 	tcase_add_test(tc, test_starvation_filter);
 	tcase_add_test(tc, test_starved_speeds_corrected);
 	tcase_add_test(tc, test_starved_step_resize_guess);
