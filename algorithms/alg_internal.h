@@ -67,6 +67,9 @@ double rv_alg_mb_up(double mb);
  * it will be two usage windows ahead plus p->mem_margin, whole MiB; *at =
  * where it will be ahead_ms from its newest sample, without margin.  0 (and
  * *at 0) when it does not rise.  See rv_alg_rightsize_trend. */
+/* Whether a role's memory over history h still rises (the rise test of
+ * right-sizing, not ended). */
+int rv_alg_mem_rises(const struct rv_alg_usage *h, size_t nh, enum rv_alg_role role);
 double rv_alg_mem_rise_target(const struct rv_alg_usage *u, size_t n, const struct rv_alg_usage *h,
 			      size_t nh, enum rv_alg_role role, const struct rv_alg_params *p,
 			      double ahead_ms, double *at);

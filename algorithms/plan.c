@@ -344,7 +344,12 @@ static void plan_rightsize(const struct rv_alg_job_state *st, const struct rv_al
 
 		if (fabs(load - 1) > 1e-9 && !keep_cpu)
 			next.cpu = rv_alg_cpu_up(next.cpu * load);
-		if (share > 1 + 1e-9)
+		/* measured at two PS counts: the need at the new one follows */
+		if (st->ps_mem_fit && fabs(share - 1) > 1e-9)
+			next.memory_mb = (int64_t)rv_alg_mb_up(
+				(st->ps_mem_a / cfg->ps.count + st->ps_mem_b) *
+				(1 + p->mem_margin));
+		else if (share > 1 + 1e-9)
 			next.memory_mb = (int64_t)rv_alg_mb_up((double)next.memory_mb * share);
 		/* more PS: each holds less of the model, but a fixed part of a
 		 * PS's memory (runtime, buffers) does not divide: assume

@@ -438,6 +438,47 @@ static size_t mem_history(const struct rv_alg_job_history *h, struct rv_alg_usag
 	return m;
 }
 
+int rv_alg_ps_mem_fit(const struct rv_alg_usage *use, size_t n,
+		      const struct rv_alg_applied *applied, size_t n_applied, int min_samples,
+		      double *a, double *b)
+{
+	int cnt[2] = { 0, 0 }, seen[2] = { 0, 0 }, k = 0;
+	double peak[2] = { 0, 0 };
+
+	/* applied is newest first: the newest two PS counts (one may recur) */
+	for (size_t i = 0; i < n_applied; i++) {
+		int c = applied[i].cfg.ps.count;
+		if (c <= 0)
+			continue;
+		int slot = k > 0 && c == cnt[0] ? 0 : k > 1 && c == cnt[1] ? 1 : -1;
+		if (slot < 0) {
+			if (k == 2)
+				break;
+			slot = k;
+			cnt[k++] = c;
+		}
+		/* a sample at a plan's own time is the configuration before */
+		int64_t from = applied[i].applied_ts_ms;
+		int64_t to = i > 0 ? applied[i - 1].applied_ts_ms : INT64_MAX;
+		for (size_t j = 0; j < n; j++)
+			if (use[j].role == RV_ALG_PS_ROLE && use[j].t_ms > from &&
+			    use[j].t_ms <= to) {
+				seen[slot]++;
+				if ((double)use[j].memory_mb > peak[slot])
+					peak[slot] = (double)use[j].memory_mb;
+			}
+	}
+	if (k < 2 || seen[0] < min_samples || seen[1] < min_samples)
+		return 0;
+	double slope = (peak[0] - peak[1]) / (1.0 / cnt[0] - 1.0 / cnt[1]);
+	double icpt = peak[0] - slope / cnt[0];
+	if (!(slope > 0) || icpt < 0)
+		return 0;
+	*a = slope;
+	*b = icpt;
+	return 1;
+}
+
 size_t rv_alg_drop_warmup(struct rv_alg_speed_obs *o, size_t n, const struct rv_alg_params *p)
 {
 	size_t batch = p->batch_mean > 0 ? (size_t)p->batch_mean : 1;
@@ -862,6 +903,12 @@ int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_para
 	rv_alg_last_resizes(h->applied, h->n_applied, st.last_resize);
 	starved_resizes(h->applied, h->n_applied, p, st.last_resize);
 	st.first_counts = true;
+	/* memory that still rises says nothing of the need at another PS
+	 * count: the peaks were taken at different points of the rise */
+	st.ps_mem_fit = h->mem_usage && !rv_alg_mem_rises(mem, st.n_mem_usage, RV_ALG_WORKER) &&
+			!rv_alg_mem_rises(mem, st.n_mem_usage, RV_ALG_PS_ROLE) &&
+			rv_alg_ps_mem_fit(h->mem_usage, h->n_mem_usage, h->applied, h->n_applied,
+					  p->min_usage_samples, &st.ps_mem_a, &st.ps_mem_b);
 	for (size_t i = 0; i + 1 < h->n_applied; i++)
 		if (h->applied[i].stage == RV_ALG_STAGE_RUNNING &&
 		    (h->applied[i].cfg.worker.count != h->applied[i + 1].cfg.worker.count ||

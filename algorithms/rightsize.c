@@ -187,6 +187,12 @@ static double mem_peak(const struct rv_alg_usage *u, size_t n, const struct rv_a
 	return peak;
 }
 
+int rv_alg_mem_rises(const struct rv_alg_usage *h, size_t nh, enum rv_alg_role role)
+{
+	double slope;
+	return mem_rising(h, nh, role, &slope) == 1;
+}
+
 double rv_alg_mem_rise_target(const struct rv_alg_usage *u, size_t n, const struct rv_alg_usage *h,
 			      size_t nh, enum rv_alg_role role, const struct rv_alg_params *p,
 			      double ahead_ms, double *at)

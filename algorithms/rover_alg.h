@@ -489,6 +489,11 @@ struct rv_alg_job_state {
 	 * step (which the speeds do not steer) does not wait for a starved
 	 * role, it moves with the role's growth (false: counts wait) */
 	bool first_counts;
+	/* a PS's memory as a function of the PS count, ps_mem_a / count +
+	 * ps_mem_b MiB, fitted from the peaks measured at two PS counts
+	 * (rv_alg_ps_mem_fit); ps_mem_fit false: not known */
+	bool ps_mem_fit;
+	double ps_mem_a, ps_mem_b;
 };
 
 /*
@@ -717,6 +722,19 @@ size_t rv_alg_drop_warmup(struct rv_alg_speed_obs *o, size_t n, const struct rv_
 size_t rv_alg_drop_starved_speeds(const struct rv_alg_applied *a, size_t na,
 				  const struct rv_alg_params *p, struct rv_alg_speed_obs *o,
 				  size_t n);
+
+/*
+ * A PS holds its share of the model plus a part that does not divide
+ * (runtime, buffers): per-PS memory = a / count + b.  From the PS memory
+ * samples in use[0..n) and the applied plans (newest first), the peak at
+ * each PS count the job ran; with two counts measured (at least min_samples
+ * each, the newest two) a and b follow.  Returns 1 with *a > 0 and *b >= 0,
+ * else 0 (one count only, too few samples, or peaks that do not fall as the
+ * count grows: rising memory, say).
+ */
+int rv_alg_ps_mem_fit(const struct rv_alg_usage *use, size_t n,
+		      const struct rv_alg_applied *applied, size_t n_applied, int min_samples,
+		      double *a, double *b);
 
 /*
  * rv_alg_drop_starved_speeds over h, except for a starvation growth that

@@ -696,6 +696,43 @@ START_TEST(test_third_config_moves_ps)
 }
 END_TEST
 
+/* A PS count change sizes the PS memory from the fit of a / count + b the
+ * peaks at two measured counts give, not from the share alone. */
+START_TEST(test_ps_mem_follows_fit)
+{
+	struct rv_alg_job_state st = state(RV_ALG_PS, 16, 8);
+	struct rv_alg_speed_obs o[8];
+	struct rv_alg_usage u[64];
+	struct rv_alg_decision d;
+	size_t n = 0;
+
+	for (int r = 0; r < 3; r++) {
+		o[n++] = (struct rv_alg_speed_obs){ .workers = 24, .ps = 8, .speed = 100 };
+		o[n++] = (struct rv_alg_speed_obs){ .workers = 16, .ps = 8, .speed = 99 };
+	}
+	st.lim.max_workers = 24;
+	st.cur.worker.count = 16;
+	st.cur.ps.res.memory_mb = 4096;
+	st.speed = o;
+	st.n_speed = n;
+	st.n_usage = steady_usage(u, RV_ALG_PS_ROLE, 8, 1.0, 2500);
+	st.usage = u;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.ps.count, 4);
+	int64_t by_share = d.cfg.ps.res.memory_mb;
+	/* 16000 / 4 + 500 MiB, 10% margin on top */
+	st.ps_mem_fit = true;
+	st.ps_mem_a = 16000;
+	st.ps_mem_b = 500;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.ps.count, 4);
+	ck_assert_msg(d.cfg.ps.res.memory_mb >= 4950 && d.cfg.ps.res.memory_mb <= 5200,
+		      "%lld (by share %lld): %s", (long long)d.cfg.ps.res.memory_mb,
+		      (long long)by_share, d.reason);
+	ck_assert_int_ne(d.cfg.ps.res.memory_mb, by_share);
+}
+END_TEST
+
 /* The PS count at or beyond the edge of the measured ones: a step further
  * only where the data does not argue against it. */
 START_TEST(test_ps_edge_step)
@@ -749,6 +786,7 @@ static Suite *plan_suite(void)
 	tcase_add_test(tc, test_no_jump_on_an_uncertain_prediction);
 	tcase_add_test(tc, test_uncertain_ps_move_kept);
 	tcase_add_test(tc, test_third_config_moves_ps);
+	tcase_add_test(tc, test_ps_mem_follows_fit);
 	suite_add_tcase(s, tc);
 	return s;
 }

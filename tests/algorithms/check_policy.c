@@ -779,6 +779,44 @@ START_TEST(test_memory_history_from_ps_count_change)
 }
 END_TEST
 
+/* Per-PS memory a / count + b from the peaks at the newest two PS counts:
+ * 7000 MiB at 2 PS, 3600 at 4 give a = 13600, b = 200. */
+START_TEST(test_ps_mem_fit)
+{
+	struct rv_alg_applied a[3] = {
+		plan_of(7, RV_ALG_STAGE_RUNNING, "explore", RV_ALG_OUTCOME_NEUTRAL, 300000, 4, 2),
+		plan_of(5, RV_ALG_STAGE_RUNNING, "explore", RV_ALG_OUTCOME_NEUTRAL, 100000, 4, 2),
+		plan_of(1, RV_ALG_STAGE_CREATE, "user_spec", RV_ALG_OUTCOME_PENDING, 0, 4, 2),
+	};
+	a[0].cfg.ps.count = 4;
+	a[1].cfg.ps.count = 2;
+	a[2].cfg.ps.count = 8; /* older than the newest two counts: not used */
+	struct rv_alg_usage u[64];
+	size_t n = 0;
+	for (int t = 10; t <= 420; t += 10) {
+		int ps = t > 300 ? 4 : t > 100 ? 2 : 8;
+		u[n++] = (struct rv_alg_usage){ .role = RV_ALG_PS_ROLE,
+						.t_ms = (int64_t)t * 1000,
+						.memory_mb = ps == 4   ? 3600 - t % 20
+							     : ps == 2 ? 7000
+								       : 900 };
+	}
+	double fa = 0, fb = 0;
+	ck_assert_int_eq(rv_alg_ps_mem_fit(u, n, a, 3, 5, &fa, &fb), 1);
+	ck_assert_double_eq_tol(fa, 13600, 1);
+	ck_assert_double_eq_tol(fb, 200, 1);
+	/* too few samples at the newest count */
+	ck_assert_int_eq(rv_alg_ps_mem_fit(u, n, a, 3, 20, &fa, &fb), 0);
+	/* one PS count only */
+	ck_assert_int_eq(rv_alg_ps_mem_fit(u, n, a, 1, 5, &fa, &fb), 0);
+	/* peaks that do not fall as the count grows (a rise, say) */
+	for (size_t i = 0; i < n; i++)
+		if (u[i].t_ms > 300000)
+			u[i].memory_mb = 7200;
+	ck_assert_int_eq(rv_alg_ps_mem_fit(u, n, a, 3, 5, &fa, &fb), 0);
+}
+END_TEST
+
 START_TEST(test_plan_step_judges_then_plans)
 {
 	/* a model plan 2 -> 4 workers that made the job slower */
@@ -890,6 +928,7 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, test_model_may_return_to_explored_worse);
 	tcase_add_test(tc, test_plan_step_judges_then_plans);
 	tcase_add_test(tc, test_memory_history_from_ps_count_change);
+	tcase_add_test(tc, test_ps_mem_fit);
 	tcase_add_test(tc, test_names);
 	tcase_add_test(tc, test_create_explicit_asks_win);
 	suite_add_tcase(s, tc);
