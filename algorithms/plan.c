@@ -383,6 +383,33 @@ static void plan_rightsize(const struct rv_alg_job_state *st, const struct rv_al
 	take_lead(rank, lead, LEAD_RIGHTSIZE, "rightsize");
 }
 
+/* Fewer PS each hold more of the model: a PS count whose PS would need
+ * more memory than a node has is no configuration at all.  The count is
+ * raised to the fewest whose PS fit (the need at a count from the fit of
+ * a / count + b when there is one, else the memory given now scaled by the
+ * share, as if all of it divided). */
+static void fit_ps_on_node(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
+			   struct rv_alg_config *cfg, struct rv_alg_decision *out)
+{
+	int from = cfg->ps.count, cur = st->cur.ps.count;
+
+	if (st->lim.max_memory_mb <= 0 || from <= 0 || cur <= 0 || from >= cur)
+		return;
+	int c = from;
+	for (; c < cur; c++) {
+		double need = st->ps_mem_fit
+				      ? (st->ps_mem_a / c + st->ps_mem_b) * (1 + p->mem_margin)
+				      : (double)st->cur.ps.res.memory_mb * cur / c;
+		if (need <= (double)st->lim.max_memory_mb)
+			break;
+	}
+	if (c == from)
+		return;
+	cfg->ps.count = c;
+	rv_alg_reason_add(out, "%d PS, not %d: fewer would each need more memory than a node has",
+			  c, from);
+}
+
 /* A plan that changes the counts restarts the job anyway: memory that
  * rises and would pass its limit within a usage window grows in it to where
  * it will be two windows ahead, rather than in a plan of its own when it
@@ -582,6 +609,7 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 			}
 		}
 	}
+	fit_ps_on_node(st, p, &cfg, out);
 	/* Every starved role in one plan: a role behind the bottleneck shows
 	 * its shortage only once the bottleneck is gone, so its demand is
 	 * taken to follow the bottleneck's growth. */

@@ -733,6 +733,36 @@ START_TEST(test_ps_mem_follows_fit)
 }
 END_TEST
 
+/* Fewer PS each hold more of the model: the step 8 -> 4 PS stops at 5,
+ * the fewest whose PS fit a node's memory (40000 MiB x 8 / 4 = 80000 would
+ * not fit 65536). */
+START_TEST(test_fewer_ps_fit_a_node)
+{
+	struct rv_alg_job_state st = state(RV_ALG_PS, 16, 8);
+	struct rv_alg_speed_obs o[8];
+	struct rv_alg_decision d;
+	size_t n = 0;
+
+	for (int r = 0; r < 3; r++) {
+		o[n++] = (struct rv_alg_speed_obs){ .workers = 24, .ps = 8, .speed = 100 };
+		o[n++] = (struct rv_alg_speed_obs){ .workers = 16, .ps = 8, .speed = 99 };
+	}
+	st.lim.max_workers = 24;
+	st.cur.worker.count = 16;
+	st.speed = o;
+	st.n_speed = n;
+	st.cur.ps.res.memory_mb = 40000;
+	st.lim.max_memory_mb = 65536;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.ps.count, 5);
+	ck_assert_msg(strstr(d.reason, "more memory than a node has") != NULL, "%s", d.reason);
+	/* a node large enough: the step goes to 4 */
+	st.lim.max_memory_mb = 131072;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.ps.count, 4);
+}
+END_TEST
+
 /* The PS count at or beyond the edge of the measured ones: a step further
  * only where the data does not argue against it. */
 START_TEST(test_ps_edge_step)
@@ -787,6 +817,7 @@ static Suite *plan_suite(void)
 	tcase_add_test(tc, test_uncertain_ps_move_kept);
 	tcase_add_test(tc, test_third_config_moves_ps);
 	tcase_add_test(tc, test_ps_mem_follows_fit);
+	tcase_add_test(tc, test_fewer_ps_fit_a_node);
 	suite_add_tcase(s, tc);
 	return s;
 }
