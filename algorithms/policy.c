@@ -508,6 +508,28 @@ size_t rv_alg_drop_warmup(struct rv_alg_speed_obs *o, size_t n, const struct rv_
 	return out;
 }
 
+/* How much more load each PS carries in configuration to than in from
+ * (workers per PS); 1 when either has no PS or no workers. */
+static double ps_load_ratio(const struct rv_alg_config *to, const struct rv_alg_config *from)
+{
+	if (to->ps.count <= 0 || from->ps.count <= 0 || to->worker.count <= 0 ||
+	    from->worker.count <= 0)
+		return 1;
+	return ((double)to->worker.count / to->ps.count) /
+	       ((double)from->worker.count / from->ps.count);
+}
+
+/* Keeps in o[0..n) the speeds after t_ms (a sample at a plan's own time is
+ * the configuration before it); returns how many. */
+static size_t keep_after(struct rv_alg_speed_obs *o, size_t n, int64_t t_ms)
+{
+	size_t k = 0;
+	for (size_t j = 0; j < n; j++)
+		if (o[j].t_ms > t_ms)
+			o[k++] = o[j];
+	return k;
+}
+
 size_t rv_alg_drop_starved_speeds(const struct rv_alg_applied *a, size_t na,
 				  const struct rv_alg_params *p, struct rv_alg_speed_obs *o,
 				  size_t n)
@@ -521,21 +543,12 @@ size_t rv_alg_drop_starved_speeds(const struct rv_alg_applied *a, size_t na,
 		const struct rv_alg_config *to = &a[i].cfg, *from = &a[i + 1].cfg;
 		/* PS CPU follows the workers/PS ratio (load scaling): only growth
 		 * beyond it is starvation growth. */
-		double load = 1;
-		if (to->ps.count > 0 && from->ps.count > 0 && to->worker.count > 0 &&
-		    from->worker.count > 0)
-			load = ((double)to->worker.count / to->ps.count) /
-			       ((double)from->worker.count / from->ps.count);
+		double load = ps_load_ratio(to, from);
 		if (load < 1)
 			load = 1;
 		if (to->worker.res.cpu > p->starved_growth * from->worker.res.cpu ||
 		    to->ps.res.cpu > p->starved_growth * load * from->ps.res.cpu) {
-			size_t k = 0;
-			for (size_t j = 0; j < n; j++)
-				/* a sample at the plan's own time is the old config's */
-				if (o[j].t_ms > a[i].applied_ts_ms)
-					o[k++] = o[j];
-			return k;
+			return keep_after(o, n, a[i].applied_ts_ms);
 		}
 	}
 	return n;
@@ -633,11 +646,7 @@ size_t rv_alg_correct_starved_speeds(const struct rv_alg_job_history *h,
 	const struct rv_alg_applied *a = h->applied;
 	for (size_t i = 0; i + 1 < h->n_applied; i++) {
 		const struct rv_alg_config *to = &a[i].cfg, *from = &a[i + 1].cfg;
-		double load = 1;
-		if (to->ps.count > 0 && from->ps.count > 0 && to->worker.count > 0 &&
-		    from->worker.count > 0)
-			load = ((double)to->worker.count / to->ps.count) /
-			       ((double)from->worker.count / from->ps.count);
+		double load = ps_load_ratio(to, from);
 		bool grew = to->worker.res.cpu > p->starved_growth * from->worker.res.cpu ||
 			    to->ps.res.cpu >
 				    p->starved_growth * (load > 1 ? load : 1) * from->ps.res.cpu;
@@ -669,12 +678,7 @@ size_t rv_alg_correct_starved_speeds(const struct rv_alg_job_history *h,
 					o[j].speed *= f;
 			continue;
 		}
-		size_t k = 0;
-		for (size_t j = 0; j < n; j++)
-			/* a sample at the plan's own time is the old config's */
-			if (o[j].t_ms > a[i].applied_ts_ms)
-				o[k++] = o[j];
-		return k;
+		return keep_after(o, n, a[i].applied_ts_ms);
 	}
 	return n;
 }
@@ -782,11 +786,7 @@ static void starved_resizes(const struct rv_alg_applied *a, size_t na,
 			continue;
 		const struct rv_alg_config *tc = &a[i].cfg, *fc = &a[i + 1].cfg;
 		/* PS CPU follows the workers/PS ratio: only growth beyond it */
-		double load = 1;
-		if (tc->ps.count > 0 && fc->ps.count > 0 && tc->worker.count > 0 &&
-		    fc->worker.count > 0)
-			load = ((double)tc->worker.count / tc->ps.count) /
-			       ((double)fc->worker.count / fc->ps.count);
+		double load = ps_load_ratio(tc, fc);
 		for (int r = 0; r < 2; r++) {
 			const struct rv_alg_group *to = r ? &tc->ps : &tc->worker;
 			const struct rv_alg_group *from = r ? &fc->ps : &fc->worker;

@@ -654,25 +654,32 @@ START_TEST(test_ps_step_that_paid_is_followed)
 }
 END_TEST
 
+/* A PS job measured at 24 and 16 workers, both at 8 PS, running at 16. */
+static struct rv_alg_job_state two_ps_counts_measured(struct rv_alg_speed_obs *o, size_t *n)
+{
+	struct rv_alg_job_state st = state(RV_ALG_PS, 16, 8);
+
+	for (int r = 0; r < 3; r++) {
+		o[(*n)++] = (struct rv_alg_speed_obs){ .workers = 24, .ps = 8, .speed = 100 };
+		o[(*n)++] = (struct rv_alg_speed_obs){ .workers = 16, .ps = 8, .speed = 99 };
+	}
+	st.lim.max_workers = 24;
+	st.cur.worker.count = 16;
+	st.speed = o;
+	st.n_speed = *n;
+	return st;
+}
+
 /* PS job measured at 24 and 16 workers, both at 8 PS: the exploration step
  * that measures the third config moves the PS count too (a third worker
  * count at one PS count cannot separate transfer from per-PS overhead), and
  * the PS memory follows the share each PS then holds. */
 START_TEST(test_third_config_moves_ps)
 {
-	struct rv_alg_job_state st = state(RV_ALG_PS, 16, 8);
 	struct rv_alg_speed_obs o[8];
-	struct rv_alg_decision d;
 	size_t n = 0;
-
-	for (int r = 0; r < 3; r++) {
-		o[n++] = (struct rv_alg_speed_obs){ .workers = 24, .ps = 8, .speed = 100 };
-		o[n++] = (struct rv_alg_speed_obs){ .workers = 16, .ps = 8, .speed = 99 };
-	}
-	st.lim.max_workers = 24;
-	st.cur.worker.count = 16;
-	st.speed = o;
-	st.n_speed = n;
+	struct rv_alg_job_state st = two_ps_counts_measured(o, &n);
+	struct rv_alg_decision d;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
 	ck_assert_str_eq(d.algorithm, "explore");
 	ck_assert_int_lt(d.cfg.worker.count, 16);
@@ -700,21 +707,13 @@ END_TEST
  * peaks at two measured counts give, not from the share alone. */
 START_TEST(test_ps_mem_follows_fit)
 {
-	struct rv_alg_job_state st = state(RV_ALG_PS, 16, 8);
 	struct rv_alg_speed_obs o[8];
 	struct rv_alg_usage u[64];
-	struct rv_alg_decision d;
 	size_t n = 0;
+	struct rv_alg_job_state st = two_ps_counts_measured(o, &n);
+	struct rv_alg_decision d;
 
-	for (int r = 0; r < 3; r++) {
-		o[n++] = (struct rv_alg_speed_obs){ .workers = 24, .ps = 8, .speed = 100 };
-		o[n++] = (struct rv_alg_speed_obs){ .workers = 16, .ps = 8, .speed = 99 };
-	}
-	st.lim.max_workers = 24;
-	st.cur.worker.count = 16;
 	st.cur.ps.res.memory_mb = 4096;
-	st.speed = o;
-	st.n_speed = n;
 	st.n_usage = steady_usage(u, RV_ALG_PS_ROLE, 8, 1.0, 2500);
 	st.usage = u;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
@@ -738,19 +737,10 @@ END_TEST
  * not fit 65536). */
 START_TEST(test_fewer_ps_fit_a_node)
 {
-	struct rv_alg_job_state st = state(RV_ALG_PS, 16, 8);
 	struct rv_alg_speed_obs o[8];
-	struct rv_alg_decision d;
 	size_t n = 0;
-
-	for (int r = 0; r < 3; r++) {
-		o[n++] = (struct rv_alg_speed_obs){ .workers = 24, .ps = 8, .speed = 100 };
-		o[n++] = (struct rv_alg_speed_obs){ .workers = 16, .ps = 8, .speed = 99 };
-	}
-	st.lim.max_workers = 24;
-	st.cur.worker.count = 16;
-	st.speed = o;
-	st.n_speed = n;
+	struct rv_alg_job_state st = two_ps_counts_measured(o, &n);
+	struct rv_alg_decision d;
 	st.cur.ps.res.memory_mb = 40000;
 	st.lim.max_memory_mb = 65536;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
