@@ -530,30 +530,6 @@ static size_t keep_after(struct rv_alg_speed_obs *o, size_t n, int64_t t_ms)
 	return k;
 }
 
-size_t rv_alg_drop_starved_speeds(const struct rv_alg_applied *a, size_t na,
-				  const struct rv_alg_params *p, struct rv_alg_speed_obs *o,
-				  size_t n)
-{
-	/* Only when the growth measured faster ("better"): a role that only
-	 * read as starved (noise at a tight limit) ran at full speed before,
-	 * and its data stands. */
-	for (size_t i = 0; i + 1 < na; i++) {
-		if (a[i].outcome != RV_ALG_OUTCOME_BETTER)
-			continue;
-		const struct rv_alg_config *to = &a[i].cfg, *from = &a[i + 1].cfg;
-		/* PS CPU follows the workers/PS ratio (load scaling): only growth
-		 * beyond it is starvation growth. */
-		double load = ps_load_ratio(to, from);
-		if (load < 1)
-			load = 1;
-		if (to->worker.res.cpu > p->starved_growth * from->worker.res.cpu ||
-		    to->ps.res.cpu > p->starved_growth * load * from->ps.res.cpu) {
-			return keep_after(o, n, a[i].applied_ts_ms);
-		}
-	}
-	return n;
-}
-
 /* The CPU a node of each role needed in the configuration applied[i] set,
  * from its usage past where its speed settled (until the next plan): the
  * median, into need[role]; false when too few samples say it or a role sat

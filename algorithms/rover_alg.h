@@ -712,18 +712,6 @@ int64_t rv_alg_mem_usage_since(const struct rv_alg_job_history *h, const struct 
 size_t rv_alg_drop_warmup(struct rv_alg_speed_obs *o, size_t n, const struct rv_alg_params *p);
 
 /*
- * Speeds measured before the newest starvation growth are CPU-bound: they
- * would teach the model a curve the job does not have.  A starvation growth
- * is an applied plan that measured "better" and raised worker CPU by more
- * than p->starved_growth, or PS CPU by more than that beyond the
- * workers-per-PS load scaling.  Keeps in o[0..n) only the samples from its
- * application on (all of them when there is none); returns how many.
- */
-size_t rv_alg_drop_starved_speeds(const struct rv_alg_applied *a, size_t na,
-				  const struct rv_alg_params *p, struct rv_alg_speed_obs *o,
-				  size_t n);
-
-/*
  * A PS holds its share of the model plus a part that does not divide
  * (runtime, buffers): per-PS memory = a / count + b.  From the PS memory
  * samples in use[0..n) and the applied plans (newest first), the peak at
@@ -737,15 +725,20 @@ int rv_alg_ps_mem_fit(const struct rv_alg_usage *use, size_t n,
 		      double *a, double *b);
 
 /*
- * rv_alg_drop_starved_speeds over h, except for a starvation growth that
- * also changed the counts (the first exploration step carries the growth):
+ * Speeds measured before the newest starvation growth are CPU-bound: they
+ * would teach the model a curve the job does not have.  A starvation growth
+ * is an applied plan that raised worker CPU by more than p->starved_growth,
+ * or PS CPU by more than that beyond the workers-per-PS load scaling, and
+ * either measured "better" or also changed the counts (the first
+ * exploration step carries the growth).  For one that changed the counts
  * the speeds of the configuration before it are multiplied by how far short
  * of its need a role ran there (need / CPU given, the larger over the roles,
  * at least 1), the need read from the median use past the warm-up of the
  * configuration it set (a PS's scaled by the workers per PS), from
  * h->mem_usage (h->usage when NULL).  When that use does not say the need
  * (too few samples, a role at its limit), those speeds and all older ones
- * are dropped.  o[0..n) oldest first; returns how many are left.
+ * are dropped, as they are for a growth at the same counts (kept only from
+ * its application on).  o[0..n) oldest first; returns how many are left.
  */
 size_t rv_alg_correct_starved_speeds(const struct rv_alg_job_history *h,
 				     const struct rv_alg_params *p, struct rv_alg_speed_obs *o,
@@ -767,7 +760,7 @@ bool rv_alg_same_plan(const struct rv_alg_applied *a, const struct rv_alg_config
 
 /*
  * The next running-stage plan from a job's history, with applied[0]'s
- * outcome already judged: filters the speeds (rv_alg_drop_starved_speeds,
+ * outcome already judged: filters the speeds (rv_alg_correct_starved_speeds,
  * rv_alg_drop_warmup) and steps (rv_alg_settled_steps), derives the last
  * resizes, runs rv_alg_plan_running, then holds (out->changed false,
  * algorithm "hold") when the result repeats an applied plan measured worse

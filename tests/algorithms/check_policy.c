@@ -396,18 +396,19 @@ START_TEST(test_starvation_filter)
 		plan_of(8, RV_ALG_STAGE_RUNNING, "rightsize", RV_ALG_OUTCOME_BETTER, 200000, 3, 8),
 		plan_of(7, RV_ALG_STAGE_RUNNING, "explore", RV_ALG_OUTCOME_BETTER, 100000, 3, 4),
 	};
+	struct rv_alg_job_history h = history(a, 2);
 
 	/* worker CPU doubled and it measured faster: the speeds before were
 	 * CPU-bound (the one at the plan's own time, too: the old config's) */
-	ck_assert_int_eq(rv_alg_drop_starved_speeds(a, 2, &P, o, speeds(o)), 5);
+	ck_assert_int_eq(rv_alg_correct_starved_speeds(&h, &P, o, speeds(o)), 5);
 	ck_assert_int_eq(o[0].t_ms, 250000);
 	/* doubled but no faster: the role only read as starved; data stands */
 	a[0].outcome = RV_ALG_OUTCOME_NEUTRAL;
-	ck_assert_int_eq(rv_alg_drop_starved_speeds(a, 2, &P, o, speeds(o)), 10);
+	ck_assert_int_eq(rv_alg_correct_starved_speeds(&h, &P, o, speeds(o)), 10);
 	/* faster, but a growth within starved_growth is no starvation fix */
 	a[0].outcome = RV_ALG_OUTCOME_BETTER;
 	a[0].cfg.worker.res.cpu = 6;
-	ck_assert_int_eq(rv_alg_drop_starved_speeds(a, 2, &P, o, speeds(o)), 10);
+	ck_assert_int_eq(rv_alg_correct_starved_speeds(&h, &P, o, speeds(o)), 10);
 	/* PS CPU that only followed the workers per PS (4 -> 8 workers on 2 PS)
 	 * is load scaling, not starvation */
 	a[0].cfg.worker =
@@ -416,12 +417,35 @@ START_TEST(test_starvation_filter)
 		(struct rv_alg_group){ .count = 4, .res = { .cpu = 4, .memory_mb = 8192 } };
 	a[0].cfg.ps = (struct rv_alg_group){ .count = 2, .res = { .cpu = 8, .memory_mb = 8192 } };
 	a[1].cfg.ps = (struct rv_alg_group){ .count = 2, .res = { .cpu = 4, .memory_mb = 8192 } };
-	ck_assert_int_eq(rv_alg_drop_starved_speeds(a, 2, &P, o, speeds(o)), 10);
+	ck_assert_int_eq(rv_alg_correct_starved_speeds(&h, &P, o, speeds(o)), 10);
 	/* the same PS growth at the same load is */
 	a[0].cfg.worker.count = 4;
-	ck_assert_int_eq(rv_alg_drop_starved_speeds(a, 2, &P, o, speeds(o)), 5);
+	ck_assert_int_eq(rv_alg_correct_starved_speeds(&h, &P, o, speeds(o)), 5);
 }
 END_TEST
+
+/* 200 s at 4 workers (50 samples/s), then 200 s at 3 workers (90) whose
+ * nodes each use cpu cores: the run before and after a first exploration
+ * step that carried a starved role's growth. */
+static void starved_step_run(struct rv_alg_speed_obs *o, size_t *n, struct rv_alg_usage *u,
+			     size_t *nu, double cpu)
+{
+	for (int t = 1; t <= 20; t++)
+		o[(*n)++] =
+			(struct rv_alg_speed_obs){ .workers = 4, .t_ms = 10000 * t, .speed = 50 };
+	for (int t = 21; t <= 40; t++) {
+		o[(*n)++] =
+			(struct rv_alg_speed_obs){ .workers = 3, .t_ms = 10000 * t, .speed = 90 };
+		for (int i = 0; i < 3; i++)
+			u[(*nu)++] = (struct rv_alg_usage){ .role = RV_ALG_WORKER,
+							    .node = i,
+							    .t_ms = 10000 * t,
+							    .cpu = cpu,
+							    .memory_mb = 4096,
+							    .has_throttled = true,
+							    .throttled = 0.1 };
+	}
+}
 
 /* A plan at t=200 s doubled the CPU of 4 starved workers (4 -> 8 cores)
  * and moved to 3 of them (the first exploration step): the workers then used
@@ -439,19 +463,7 @@ START_TEST(test_starved_speeds_corrected)
 	struct rv_alg_speed_obs o[40];
 	struct rv_alg_usage u[60];
 	size_t n = 0, nu = 0;
-	for (int t = 1; t <= 20; t++)
-		o[n++] = (struct rv_alg_speed_obs){ .workers = 4, .t_ms = 10000 * t, .speed = 50 };
-	for (int t = 21; t <= 40; t++) {
-		o[n++] = (struct rv_alg_speed_obs){ .workers = 3, .t_ms = 10000 * t, .speed = 90 };
-		for (int i = 0; i < 3; i++)
-			u[nu++] = (struct rv_alg_usage){ .role = RV_ALG_WORKER,
-							 .node = i,
-							 .t_ms = 10000 * t,
-							 .cpu = 6,
-							 .memory_mb = 4096,
-							 .has_throttled = true,
-							 .throttled = 0.1 };
-	}
+	starved_step_run(o, &n, u, &nu, 6);
 	struct rv_alg_job_history h = history(a + 1, 2);
 	h.speed = o;
 	h.n_speed = n;
@@ -506,19 +518,7 @@ START_TEST(test_starved_step_resize_guess)
 	struct rv_alg_speed_obs o[40];
 	struct rv_alg_usage u[60];
 	size_t n = 0, nu = 0;
-	for (int t = 1; t <= 20; t++)
-		o[n++] = (struct rv_alg_speed_obs){ .workers = 4, .t_ms = 10000 * t, .speed = 50 };
-	for (int t = 21; t <= 40; t++) {
-		o[n++] = (struct rv_alg_speed_obs){ .workers = 3, .t_ms = 10000 * t, .speed = 90 };
-		for (int i = 0; i < 3; i++)
-			u[nu++] = (struct rv_alg_usage){ .role = RV_ALG_WORKER,
-							 .node = i,
-							 .t_ms = 10000 * t,
-							 .cpu = 7.6,
-							 .memory_mb = 4096,
-							 .has_throttled = true,
-							 .throttled = 0.1 };
-	}
+	starved_step_run(o, &n, u, &nu, 7.6);
 	struct rv_alg_job_history h = history(a, 2);
 	h.speed = o;
 	h.n_speed = n;
