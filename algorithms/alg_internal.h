@@ -31,6 +31,11 @@ int rv_alg_throttled_share(const struct rv_alg_usage *u, size_t n, enum rv_alg_r
  * over the samples of `role` (one node, or all with node < 0; at least
  * min_samples), the usage quantile at p->cpu_pinned of it and the median at
  * median_share of it. */
+/* The need of a role held back by its CPU limit: the median over its
+ * samples of the CPU used plus the cores throttling held back (has_held);
+ * -ENODATA with fewer than min_samples such samples. */
+int rv_alg_starved_need(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
+			size_t min_samples, double *need);
 bool rv_alg_cpu_pinned(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role, int node,
 		       size_t min_samples, double limit, double median_share,
 		       const struct rv_alg_params *p);

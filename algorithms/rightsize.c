@@ -36,6 +36,20 @@ static int should_move(double cur, double want, double last_from, double last_to
 	return 1;
 }
 
+void rv_alg_usage_throttling(struct rv_alg_usage *u, int64_t periods, int64_t throttled,
+			     int64_t throttled_us, int64_t ms)
+{
+	u->has_throttled = u->has_held = false;
+	if (periods <= 0 || throttled < 0 || throttled > periods)
+		return;
+	u->has_throttled = true;
+	u->throttled = (double)throttled / (double)periods;
+	if (ms > 0 && throttled_us >= 0 && (throttled_us > 0 || throttled == 0)) {
+		u->has_held = true;
+		u->held = (double)throttled_us / ((double)ms * 1000);
+	}
+}
+
 int rv_alg_throttled_share(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role, int node,
 			   size_t min_samples, double *share)
 {
@@ -52,6 +66,26 @@ int rv_alg_throttled_share(const struct rv_alg_usage *u, size_t n, enum rv_alg_r
 		if (u[i].role == role && (node < 0 || u[i].node == node) && u[i].has_throttled)
 			x[m++] = u[i].throttled;
 	*share = rv_alg_quantile(x, m, 0.5);
+	free(x);
+	return 0;
+}
+
+int rv_alg_starved_need(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
+			size_t min_samples, double *need)
+{
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++)
+		m += u[i].role == role && u[i].has_held;
+	if (m == 0 || m < min_samples)
+		return -ENODATA;
+	double *x = malloc(m * sizeof(*x));
+	if (!x)
+		return -ENOMEM;
+	m = 0;
+	for (size_t i = 0; i < n; i++)
+		if (u[i].role == role && u[i].has_held)
+			x[m++] = u[i].cpu + u[i].held;
+	*need = rv_alg_quantile(x, m, 0.5);
 	free(x);
 	return 0;
 }
@@ -305,8 +339,21 @@ int rv_alg_rightsize_trend(const struct rv_alg_usage *u, size_t n, const struct 
 	/* Use pinned at the limit hides the need: the role is starved, grow it. */
 	int starved = rv_alg_role_starved(u, n, role, cur, p);
 
-	if (starved)
+	/* A starved role grows by starved_factor, and the next plan
+	 * right-sizes it from its use.  When the kernel's throttled time says
+	 * the need is further away (the CPU used plus the CPU held back), it
+	 * grows there at once: a doubling short of the need starved again,
+	 * one plan more. */
+	double need;
+	if (starved) {
 		want_cpu = cur->cpu * p->starved_factor;
+		if (rv_alg_starved_need(u, n, role,
+					(size_t)(p->min_usage_samples > 0 ? p->min_usage_samples
+									  : 1),
+					&need) == 0 &&
+		    need * (1 + margin) > want_cpu)
+			want_cpu = need * (1 + margin);
+	}
 	/* behind a bottleneck that grows: the demand follows the speed */
 	int follows = 0;
 	if (!starved && behind > 1 &&

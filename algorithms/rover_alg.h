@@ -309,7 +309,26 @@ struct rv_alg_usage {
 	 * when unknown (no quota, a sender without counters, a first sample). */
 	bool has_throttled;
 	double throttled;
+	/* The cores the node wanted beyond its limit over the same interval:
+	 * cpu.stat's throttled time since its previous sample over the wall
+	 * time between them (the kernel adds each CPU's throttled time, so
+	 * this is the CPU held back); has_held false when unknown (no
+	 * counters, or throttled periods without throttled time). */
+	bool has_held;
+	double held;
 };
+
+/*
+ * Fill a usage sample's throttling fields from the change of a node's
+ * cumulative cpu.stat counters since its previous sample: periods,
+ * throttled periods and throttled microseconds over ms of wall time.  The
+ * share needs periods > 0 and throttled >= 0; the cores held back also
+ * need ms > 0 and throttled time for throttled periods (a sender without
+ * throttled time leaves it unknown).  Anything else (a counter reset: a
+ * relaunched node) leaves both unknown.
+ */
+void rv_alg_usage_throttling(struct rv_alg_usage *u, int64_t periods, int64_t throttled,
+			     int64_t throttled_us, int64_t ms);
 
 /* The last resize of a role (t_ms = 0: none), for hysteresis. */
 struct rv_alg_resize {

@@ -1559,14 +1559,16 @@ int store_usage(PGconn *c, int64_t job_id, int64_t since_ts, int limit,
 		c,
 		"SELECT role, rank, ts_ms, cpu, memory_mb, step_time,"
 		" dense_rank() OVER (PARTITION BY role ORDER BY node) - 1,"
-		/* The share of CPU periods throttled since the node's
-			     * previous sample (NULL without counters on both, or
-			     * across a counter reset: a relaunched node). */
-		" CASE WHEN nr_periods > d_periods AND d_periods IS NOT NULL"
-		"  AND nr_throttled >= d_throttled"
-		"  THEN (nr_throttled - d_throttled)::float8 / (nr_periods - d_periods) END"
+		/* The change of the node's CPU counters since its previous
+			     * sample (NULL without counters on both); the share
+			     * and the cores held back follow from it
+			     * (rv_alg_usage_throttling, which drops a counter
+			     * reset: a relaunched node). */
+		" nr_periods - d_periods, nr_throttled - d_throttled,"
+		" throttled_usec - d_usec, ts_ms - d_ts"
 		" FROM (SELECT *, lag(nr_periods) OVER w AS d_periods,"
-		"  lag(nr_throttled) OVER w AS d_throttled"
+		"  lag(nr_throttled) OVER w AS d_throttled,"
+		"  lag(throttled_usec) OVER w AS d_usec, lag(ts_ms) OVER w AS d_ts"
 		"  FROM (SELECT * FROM node_usage WHERE job_id = $1::bigint AND ts_ms >= $2::bigint"
 		"   ORDER BY ts_ms DESC LIMIT $3::int) l"
 		"  WINDOW w AS (PARTITION BY node ORDER BY ts_ms)) u",
@@ -1594,10 +1596,13 @@ int store_usage(PGconn *c, int64_t job_id, int64_t since_ts, int limit,
 			u->t_ms = strtoll(PQgetvalue(r, i, 2), NULL, 10);
 			u->cpu = strtod(PQgetvalue(r, i, 3), NULL);
 			u->memory_mb = strtoll(PQgetvalue(r, i, 4), NULL, 10);
-			if (!PQgetisnull(r, i, 7)) {
-				u->has_throttled = true;
-				u->throttled = strtod(PQgetvalue(r, i, 7), NULL);
-			}
+			/* counter changes, -1 (unknown) where NULL */
+			int64_t d[4];
+			for (int k = 0; k < 4; k++)
+				d[k] = PQgetisnull(r, i, 7 + k)
+					       ? -1
+					       : strtoll(PQgetvalue(r, i, 7 + k), NULL, 10);
+			rv_alg_usage_throttling(u, d[0], d[1], d[2], d[3]);
 			double st = strtod(PQgetvalue(r, i, 5), NULL);
 			if (!ps && st >= 0) {
 				struct rv_alg_step *s = &(*steps)[(*nsteps)++];

@@ -100,12 +100,13 @@ struct brainlink {
 	int nooms;
 	char names[2][NAMED_NODES][RV_NAME_MAX]; /* nodes without a rank, by role */
 	int nnames[2];
-	/* Each node's last cgroup CPU counters (cumulative nr_periods and
-	 * nr_throttled; periods 0: none yet), by role and node index: the
-	 * throttled share of a sample is the difference to them, as the brain
-	 * computes it from consecutive rows of node_usage. */
-	struct {
-		int64_t periods, throttled;
+	/* Each node's last cgroup CPU counters (cumulative nr_periods,
+	 * nr_throttled and throttled_usec, and when; periods 0: none yet), by
+	 * role and node index: a sample's throttled share and cores held back
+	 * follow from the difference to them, as the brain computes them from
+	 * consecutive rows of node_usage. */
+	struct cpu_stat {
+		int64_t periods, throttled, throttled_us, ts_ms;
 	} cpu_stat[2][NAMED_NODES];
 };
 
@@ -272,8 +273,9 @@ static int node_index_locked(struct brainlink *l, enum rv_alg_role role, const s
 }
 
 /* The share of CPU quota periods the node was throttled since its previous
- * sample with counters (none for a first sample, a sender without counters,
- * or a counter reset: a relaunched node starts again from zero). */
+ * sample with counters, and the cores held back (none for a first sample, a
+ * sender without counters, or a counter reset: a relaunched node starts
+ * again from zero). */
 static void throttled_share_locked(struct brainlink *l, const struct rv_sample *s,
 				   struct rv_alg_usage *u)
 {
@@ -281,15 +283,15 @@ static void throttled_share_locked(struct brainlink *l, const struct rv_sample *
 		return;
 	if (s->nr_periods <= 0)
 		return;
-	int64_t *periods = &l->cpu_stat[u->role][u->node].periods;
-	int64_t *throttled = &l->cpu_stat[u->role][u->node].throttled;
-	if (*periods > 0 && s->nr_periods > *periods && s->nr_throttled >= *throttled) {
-		u->has_throttled = true;
-		u->throttled = (double)(s->nr_throttled - *throttled) /
-			       (double)(s->nr_periods - *periods);
-	}
-	*periods = s->nr_periods;
-	*throttled = s->nr_throttled;
+	struct cpu_stat *c = &l->cpu_stat[u->role][u->node];
+	if (c->periods > 0)
+		rv_alg_usage_throttling(u, s->nr_periods - c->periods,
+					s->nr_throttled - c->throttled,
+					s->throttled_usec - c->throttled_us, s->ts_ms - c->ts_ms);
+	c->periods = s->nr_periods;
+	c->throttled = s->nr_throttled;
+	c->throttled_us = s->throttled_usec;
+	c->ts_ms = s->ts_ms;
 }
 
 static void local_sample_locked(struct brainlink *l, const struct rv_sample *s)

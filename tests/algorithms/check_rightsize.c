@@ -69,6 +69,59 @@ START_TEST(test_throttling_decides_starvation)
 }
 END_TEST
 
+/* A node's counter changes make a sample's throttling: the share of
+ * periods throttled, and the cores held back (throttled time over wall
+ * time, as the kernel adds it per CPU); a sender without throttled time,
+ * or a counter reset, leaves what it cannot know unknown. */
+START_TEST(test_usage_throttling_from_counters)
+{
+	struct rv_alg_usage u = { 0 };
+	/* 30 s: 300 periods, 270 throttled, 90 core-seconds held back */
+	rv_alg_usage_throttling(&u, 300, 270, 90000000, 30000);
+	ck_assert(u.has_throttled && u.has_held);
+	ck_assert_double_eq_tol(u.throttled, 0.9, 1e-9);
+	ck_assert_double_eq_tol(u.held, 3.0, 1e-9);
+	/* throttled periods without throttled time: share only */
+	rv_alg_usage_throttling(&u, 300, 270, 0, 30000);
+	ck_assert(u.has_throttled && !u.has_held);
+	/* nothing throttled: nothing held back */
+	rv_alg_usage_throttling(&u, 300, 0, 0, 30000);
+	ck_assert(u.has_held);
+	ck_assert_double_eq_tol(u.held, 0, 1e-9);
+	/* a relaunched node's counters start again from zero */
+	rv_alg_usage_throttling(&u, -1200, -900, -400000000, 30000);
+	ck_assert(!u.has_throttled && !u.has_held);
+}
+END_TEST
+
+/* A starved role whose throttled time says it needs three times its limit
+ * grows there in one plan, not by a doubling that would starve again;
+ * one held back a little still doubles (the next plan right-sizes it). */
+START_TEST(test_starved_grows_to_throttled_need)
+{
+	struct rv_alg_usage u[40];
+	struct rv_alg_resource cur = { .cpu = 2.0, .memory_mb = 8192 }, out;
+	for (int i = 0; i < 40; i++)
+		u[i] = (struct rv_alg_usage){ .role = RV_ALG_WORKER,
+					      .node = i % 4,
+					      .t_ms = (int64_t)i * 1000,
+					      .cpu = 1.98,
+					      .memory_mb = 4096,
+					      .has_throttled = true,
+					      .throttled = 1.0,
+					      .has_held = true,
+					      .held = 4.02 };
+	ck_assert_int_eq(rv_alg_rightsize(u, 40, RV_ALG_WORKER, &cur, NULL, 40000, &LIM, &P, &out),
+			 1);
+	ck_assert_msg(out.cpu >= 6.0 && out.cpu <= 6.5, "grown to %.1f for a need of 6", out.cpu);
+	for (int i = 0; i < 40; i++)
+		u[i].held = 0.5;
+	ck_assert_int_eq(rv_alg_rightsize(u, 40, RV_ALG_WORKER, &cur, NULL, 40000, &LIM, &P, &out),
+			 1);
+	ck_assert_double_eq_tol(out.cpu, 4.0, 1e-9);
+}
+END_TEST
+
 /* 14% usage noise around 2 cores: with throttling counters (few periods
  * throttled) the need is the median plus a small margin; without them the
  * limit keeps the noisy samples clear of it (p80 plus a noise margin). */
@@ -450,6 +503,8 @@ static Suite *rightsize_suite(void)
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, test_shrinks_overprovisioned);
 	tcase_add_test(tc, test_throttling_decides_starvation);
+	tcase_add_test(tc, test_usage_throttling_from_counters);
+	tcase_add_test(tc, test_starved_grows_to_throttled_need);
 	tcase_add_test(tc, test_noisy_usage_median_with_throttling);
 	tcase_add_test(tc, test_no_flap_near_threshold);
 	tcase_add_test(tc, test_near_limit_small_growth_waits);
