@@ -802,6 +802,27 @@ static void hold(struct rv_alg_decision *d, const struct rv_alg_config *cur, con
 	rv_alg_reason_add(d, "%s (plan %" PRId64 "): not proposed again", why, plan_id);
 }
 
+bool rv_alg_model_flips(const struct rv_alg_job_history *h, const struct rv_alg_decision *d)
+{
+	if (!h || !d || h->n_applied < 2 || !d->algorithm ||
+	    strcmp(d->algorithm, "worker_count_model") ||
+	    !algorithm_is(&h->applied[0], "worker_count_model"))
+		return false;
+	const struct rv_alg_config *cur = &h->applied[0].cfg, *before = &h->applied[1].cfg;
+	bool moved = cur->worker.count != before->worker.count || cur->ps.count != before->ps.count;
+	if (!moved || d->cfg.worker.count != before->worker.count ||
+	    d->cfg.ps.count != before->ps.count)
+		return false;
+	/* A return from counts the job had not run before is the model
+	 * learning from them (6 workers measured short of the prediction, back
+	 * to 4); a return from counts it had run at is a flip. */
+	for (size_t i = 2; i < h->n_applied; i++)
+		if (h->applied[i].cfg.worker.count == cur->worker.count &&
+		    h->applied[i].cfg.ps.count == cur->ps.count)
+			return true;
+	return false;
+}
+
 int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_params *p,
 		    struct rv_alg_decision *out)
 {
@@ -891,6 +912,21 @@ int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_para
 		     h->applied[i].cfg.ps.count != h->applied[i + 1].cfg.ps.count))
 			st.first_counts = false;
 	int rc = rv_alg_plan_running(&st, p, out);
+	/* The model sending the job back to the counts its own last move left
+	 * flips between two measured counts on noise (9, 10, 9, 10 workers
+	 * under 25% speed noise, a plan each): the counts stay, and the rest
+	 * of the plan is made for them. */
+	if (rc == 0 && out->changed && rv_alg_model_flips(h, out)) {
+		st.lim.min_workers = st.lim.max_workers = cur->cfg.worker.count;
+		st.lim.min_ps = st.lim.max_ps = cur->cfg.ps.count;
+		rc = rv_alg_plan_running(&st, p, out);
+		if (rc == 0)
+			rv_alg_reason_add(out,
+					  "counts kept at %d workers and %d PS: the model would go "
+					  "back to the counts its last move (plan %" PRId64
+					  ") left",
+					  cur->cfg.worker.count, cur->cfg.ps.count, cur->id);
+	}
 	free(obs);
 	free(steps);
 	free(use);

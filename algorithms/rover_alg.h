@@ -778,10 +778,19 @@ bool rv_alg_same_plan(const struct rv_alg_applied *a, const struct rv_alg_config
 		      size_t n_migrate, size_t n_replace);
 
 /*
+ * Whether decision d, a throughput-model move, sends the job back to the
+ * counts (workers and PS) of applied[1], left by applied[0], itself a
+ * model move to counts the job had run at before (an older applied plan):
+ * a flip between two measured counts on noise.
+ */
+bool rv_alg_model_flips(const struct rv_alg_job_history *h, const struct rv_alg_decision *d);
+
+/*
  * The next running-stage plan from a job's history, with applied[0]'s
  * outcome already judged: filters the speeds (rv_alg_correct_starved_speeds,
  * rv_alg_drop_warmup) and steps (rv_alg_settled_steps), derives the last
- * resizes, runs rv_alg_plan_running, then holds (out->changed false,
+ * resizes, runs rv_alg_plan_running (again with the counts kept when the
+ * model flips: rv_alg_model_flips), then holds (out->changed false,
  * algorithm "hold") when the result repeats an applied plan measured worse
  * (that is how plans thrash) or the pending plan with the same algorithm.
  * Returns 0, -EINVAL on bad arguments, -ENOMEM.

@@ -88,6 +88,46 @@ START_TEST(test_outcome_window)
 }
 END_TEST
 
+/* The model went 9 -> 10 workers, counts the job had run at: sending it
+ * back to 9 is a flip on noise.  A return from counts first run by that
+ * move (the model learning from them), or a move that is not the model's,
+ * is not. */
+START_TEST(test_model_flips)
+{
+	struct rv_alg_applied a[4] = {
+		plan_of(9, RV_ALG_STAGE_RUNNING, "worker_count_model", RV_ALG_OUTCOME_NEUTRAL,
+			300000, 10, 4),
+		plan_of(8, RV_ALG_STAGE_RUNNING, "worker_count_model", RV_ALG_OUTCOME_NEUTRAL,
+			200000, 9, 4),
+		plan_of(7, RV_ALG_STAGE_RUNNING, "explore", RV_ALG_OUTCOME_NEUTRAL, 100000, 10, 4),
+		plan_of(1, RV_ALG_STAGE_CREATE, "user_spec", RV_ALG_OUTCOME_PENDING, 0, 6, 4),
+	};
+	struct rv_alg_job_history h = history(a, 4);
+	struct rv_alg_decision d = { .cfg = a[0].cfg };
+	d.cfg.worker.count = 9;
+	d.algorithm = "worker_count_model";
+	d.changed = true;
+	ck_assert(rv_alg_model_flips(&h, &d));
+	/* 10 first run by the model's own move: a return is learning */
+	a[2].cfg.worker.count = 12;
+	ck_assert(!rv_alg_model_flips(&h, &d));
+	a[2].cfg.worker.count = 10;
+	/* another target, or not the model's */
+	d.cfg.worker.count = 8;
+	ck_assert(!rv_alg_model_flips(&h, &d));
+	d.cfg.worker.count = 9;
+	d.algorithm = "explore";
+	ck_assert(!rv_alg_model_flips(&h, &d));
+	d.algorithm = "worker_count_model";
+	a[0].algorithm = "explore";
+	ck_assert(!rv_alg_model_flips(&h, &d));
+	a[0].algorithm = "worker_count_model";
+	/* a PS count that differs is other counts */
+	d.cfg.ps.count = 3;
+	ck_assert(!rv_alg_model_flips(&h, &d));
+}
+END_TEST
+
 /* A model plan 4 -> 6 workers that predicted 200 samples/s. */
 static int judge(double after, double sd_after, int n_after, double before, double sd_before,
 		 int n_before, const char *alg, double predicted, struct rv_alg_verdict *v,
@@ -930,6 +970,7 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, test_memory_history_from_ps_count_change);
 	tcase_add_test(tc, test_ps_mem_fit);
 	tcase_add_test(tc, test_names);
+	tcase_add_test(tc, test_model_flips);
 	tcase_add_test(tc, test_create_explicit_asks_win);
 	suite_add_tcase(s, tc);
 	return s;
