@@ -156,6 +156,16 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 					       &part);
 		if (rc == 0 && model_guess(&fit, st, &part, p))
 			rc = rv_alg_explore(st->speed, st->n_speed, &st->lim, &st->cur, p, &part);
+	} else if (st->model_counts && rc == 0) {
+		/* The model chose the counts running now; a refit that lost
+		 * its trust on the speeds measured there (noise) does not send
+		 * the job back to exploring: under 20% noise that went 25 ->
+		 * 21 -> 14 -> 9 -> 26 -> 32 -> 26 workers, a plan each. */
+		rv_alg_reason_add(out,
+				  "counts kept: the throughput model chose them, and its refit "
+				  "(r2=%.2f from %d configs) is not trusted to move them",
+				  fit.r2, fit.n_configs);
+		return;
 	} else
 		rc = rv_alg_explore(st->speed, st->n_speed, &st->lim, &st->cur, p, &part);
 	if (rc < 0)

@@ -906,11 +906,17 @@ int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_para
 			!rv_alg_mem_rises(mem, st.n_mem_usage, RV_ALG_PS_ROLE) &&
 			rv_alg_ps_mem_fit(h->mem_usage, h->n_mem_usage, h->applied, h->n_applied,
 					  p->min_usage_samples, &st.ps_mem_a, &st.ps_mem_b);
+	bool newest = true;
 	for (size_t i = 0; i + 1 < h->n_applied; i++)
 		if (h->applied[i].stage == RV_ALG_STAGE_RUNNING &&
 		    (h->applied[i].cfg.worker.count != h->applied[i + 1].cfg.worker.count ||
-		     h->applied[i].cfg.ps.count != h->applied[i + 1].cfg.ps.count))
+		     h->applied[i].cfg.ps.count != h->applied[i + 1].cfg.ps.count)) {
 			st.first_counts = false;
+			if (newest)
+				st.model_counts =
+					algorithm_is(&h->applied[i], "worker_count_model");
+			newest = false;
+		}
 	int rc = rv_alg_plan_running(&st, p, out);
 	/* The model sending the job back to the counts its own last move left
 	 * flips between two measured counts on noise (9, 10, 9, 10 workers

@@ -508,6 +508,11 @@ struct rv_alg_job_state {
 	 * step (which the speeds do not steer) does not wait for a starved
 	 * role, it moves with the role's growth (false: counts wait) */
 	bool first_counts;
+	/* the counts running now were chosen by the throughput model (the
+	 * newest plan that changed them was a worker_count_model plan): a
+	 * refit the planner does not trust keeps them instead of exploring
+	 * again */
+	bool model_counts;
 	/* a PS's memory as a function of the PS count, ps_mem_a / count +
 	 * ps_mem_b MiB, fitted from the peaks measured at two PS counts
 	 * (rv_alg_ps_mem_fit); ps_mem_fit false: not known */

@@ -139,6 +139,30 @@ START_TEST(test_explore_before_model)
 }
 END_TEST
 
+/* Speeds the fit cannot follow (noise): a job whose counts the model chose
+ * keeps them; one still exploring explores on. */
+START_TEST(test_model_counts_kept_on_untrusted_refit)
+{
+	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 8, 0);
+	struct rv_alg_speed_obs o[] = { { .workers = 4, .speed = 100 },
+					{ .workers = 6, .speed = 55 },
+					{ .workers = 8, .speed = 130 },
+					{ .workers = 12, .speed = 70 } };
+	struct rv_alg_decision d;
+
+	st.speed = o;
+	st.n_speed = 4;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_msg(d.changed && !strcmp(d.algorithm, "explore"), "%s: %s", d.algorithm,
+		      d.reason);
+	st.model_counts = true;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_msg(!d.changed, "%s", d.reason);
+	ck_assert_int_eq(d.cfg.worker.count, 8);
+	ck_assert_msg(strstr(d.reason, "counts kept"), "%s", d.reason);
+}
+END_TEST
+
 /* Worker memory rising 6000 -> 7600 MiB over 600 s on 6 nodes (the
  * history, across plans), and the current window: its last 60 s. */
 static void rising_memory(struct rv_alg_usage *h, size_t *nh, struct rv_alg_usage *u, size_t *n)
@@ -790,6 +814,7 @@ static Suite *plan_suite(void)
 	tcase_add_test(tc, test_cluster_cap);
 	tcase_add_test(tc, test_cluster_cap_blocks_rightsize_growth);
 	tcase_add_test(tc, test_explore_before_model);
+	tcase_add_test(tc, test_model_counts_kept_on_untrusted_refit);
 	tcase_add_test(tc, test_hold_on_flat);
 	tcase_add_test(tc, test_measured_near_line_holds);
 	tcase_add_test(tc, test_rising_memory_folded_into_count_change);
