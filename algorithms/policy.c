@@ -805,7 +805,7 @@ static void hold(struct rv_alg_decision *d, const struct rv_alg_config *cur, con
 bool rv_alg_model_flips(const struct rv_alg_job_history *h, const struct rv_alg_decision *d)
 {
 	if (!h || !d || h->n_applied < 2 || !d->algorithm ||
-	    strcmp(d->algorithm, "worker_count_model") ||
+	    strcmp(d->algorithm, "worker_count_model") != 0 ||
 	    !algorithm_is(&h->applied[0], "worker_count_model"))
 		return false;
 	const struct rv_alg_config *cur = &h->applied[0].cfg, *before = &h->applied[1].cfg;
