@@ -50,12 +50,27 @@ void rv_alg_usage_throttling(struct rv_alg_usage *u, int64_t periods, int64_t th
 	}
 }
 
-int rv_alg_throttled_share(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role, int node,
-			   size_t min_samples, double *share)
+/* What the kernel's throttling counters say of one sample: its throttled
+ * share, or (need) the CPU it used plus the cores held back; false when the
+ * sample does not carry it. */
+static bool throttling_of(const struct rv_alg_usage *u, bool need, double *x)
 {
+	if (need ? !u->has_held : !u->has_throttled)
+		return false;
+	*x = need ? u->cpu + u->held : u->throttled;
+	return true;
+}
+
+/* The median of throttling_of over a role's samples (node < 0: all nodes)
+ * that carry it; -ENODATA with fewer than min_samples. */
+static int throttling_median(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
+			     int node, size_t min_samples, bool need, double *out)
+{
+	double v;
 	size_t m = 0;
 	for (size_t i = 0; i < n; i++)
-		m += u[i].role == role && (node < 0 || u[i].node == node) && u[i].has_throttled;
+		m += u[i].role == role && (node < 0 || u[i].node == node) &&
+		     throttling_of(&u[i], need, &v);
 	if (m == 0 || m < min_samples)
 		return -ENODATA;
 	double *x = malloc(m * sizeof(*x));
@@ -63,31 +78,24 @@ int rv_alg_throttled_share(const struct rv_alg_usage *u, size_t n, enum rv_alg_r
 		return -ENOMEM;
 	m = 0;
 	for (size_t i = 0; i < n; i++)
-		if (u[i].role == role && (node < 0 || u[i].node == node) && u[i].has_throttled)
-			x[m++] = u[i].throttled;
-	*share = rv_alg_quantile(x, m, 0.5);
+		if (u[i].role == role && (node < 0 || u[i].node == node) &&
+		    throttling_of(&u[i], need, &v))
+			x[m++] = v;
+	*out = rv_alg_quantile(x, m, 0.5);
 	free(x);
 	return 0;
+}
+
+int rv_alg_throttled_share(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role, int node,
+			   size_t min_samples, double *share)
+{
+	return throttling_median(u, n, role, node, min_samples, false, share);
 }
 
 int rv_alg_starved_need(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
 			size_t min_samples, double *need)
 {
-	size_t m = 0;
-	for (size_t i = 0; i < n; i++)
-		m += u[i].role == role && u[i].has_held;
-	if (m == 0 || m < min_samples)
-		return -ENODATA;
-	double *x = malloc(m * sizeof(*x));
-	if (!x)
-		return -ENOMEM;
-	m = 0;
-	for (size_t i = 0; i < n; i++)
-		if (u[i].role == role && u[i].has_held)
-			x[m++] = u[i].cpu + u[i].held;
-	*need = rv_alg_quantile(x, m, 0.5);
-	free(x);
-	return 0;
+	return throttling_median(u, n, role, -1, min_samples, true, need);
 }
 
 bool rv_alg_cpu_pinned(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role, int node,

@@ -22,9 +22,9 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "parse.h"
 #include "rover_alg.h"
 #include "testutil.h"
 #include "usage.h"
@@ -32,13 +32,6 @@
 #define SPINNERS  2
 #define QUOTA_US  50000
 #define PERIOD_US 100000
-
-static double mono_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static int put(const char *dir, const char *file, const char *text)
 {
@@ -59,7 +52,7 @@ static int put(const char *dir, const char *file, const char *text)
 static double spin(const char *dir, double seconds)
 {
 	pid_t pid[SPINNERS];
-	double t0 = mono_s();
+	int64_t t0 = rv_mono_ms();
 	for (int i = 0; i < SPINNERS; i++) {
 		pid[i] = fork();
 		if (pid[i] < 0)
@@ -70,7 +63,7 @@ static double spin(const char *dir, double seconds)
 			if (dir && put(dir, "cgroup.procs", self) < 0)
 				_exit(3);
 			volatile unsigned long x = 0;
-			while (mono_s() - t0 < seconds)
+			while ((double)(rv_mono_ms() - t0) < seconds * 1000)
 				x++;
 			_exit(0);
 		}
@@ -84,7 +77,7 @@ static double spin(const char *dir, double seconds)
 		cpu += (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
 		       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 	}
-	return cpu / (mono_s() - t0);
+	return cpu * 1000 / (double)(rv_mono_ms() - t0);
 }
 
 /* A cgroup folder with a half-core quota: v2 under the mount's root, v1
@@ -150,9 +143,9 @@ START_TEST(test_throttled_time_is_the_cpu_held_back)
 	double free_cores = spin(NULL, 1.0);
 	struct rv_cgroup_cpu before, after;
 	ck_assert_int_eq(rv_usage_cgroup_cpu(mode, dir, &before), 0);
-	double t0 = mono_s();
+	int64_t t0 = rv_mono_ms();
 	double used = spin(dir, 2.0);
-	double wall_ms = (mono_s() - t0) * 1000;
+	int64_t wall_ms = rv_mono_ms() - t0;
 	ck_assert_int_eq(rv_usage_cgroup_cpu(mode, dir, &after), 0);
 	ck_assert_int_eq(rmdir(dir), 0);
 	ck_assert_msg(free_cores > 0 && used > 0, "spinners failed: %.2f %.2f", free_cores, used);
@@ -161,8 +154,7 @@ START_TEST(test_throttled_time_is_the_cpu_held_back)
 	struct rv_alg_usage u = { .cpu = used };
 	rv_alg_usage_throttling(&u, after.nr_periods - before.nr_periods,
 				after.nr_throttled - before.nr_throttled,
-				(int64_t)(after.throttled_us - before.throttled_us),
-				(int64_t)wall_ms);
+				(int64_t)(after.throttled_us - before.throttled_us), wall_ms);
 	ck_assert(u.has_throttled && u.has_held);
 	double need = used + u.held;
 	fprintf(stderr,
