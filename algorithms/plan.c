@@ -322,6 +322,20 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 		take_lead(rank, lead, LEAD_COUNT, part.algorithm);
 }
 
+/* How much a starved role's CPU grows: starved_factor, or further to the
+ * need its throttled time shows (as rv_alg_rightsize_trend grows it); the
+ * role behind it follows by as much. */
+static double starved_growth(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
+			     enum rv_alg_role role)
+{
+	double need, cpu = role == RV_ALG_PS_ROLE ? st->cur.ps.res.cpu : st->cur.worker.res.cpu;
+	size_t ms = (size_t)(p->min_usage_samples > 0 ? p->min_usage_samples : 1);
+	if (cpu > 0 && rv_alg_starved_need(st->usage, st->n_usage, role, ms, &need) == 0 &&
+	    need * (1 + p->cpu_margin) > cpu * p->starved_factor)
+		return need * (1 + p->cpu_margin) / cpu;
+	return p->starved_factor;
+}
+
 static void plan_rightsize(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
 			   enum rv_alg_role role, int keep_cpu, int no_shrink, double behind,
 			   struct rv_alg_config *cfg, struct rv_alg_decision *out,
@@ -623,8 +637,8 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 	/* Every starved role in one plan: a role behind the bottleneck shows
 	 * its shortage only once the bottleneck is gone, so its demand is
 	 * taken to follow the bottleneck's growth. */
-	double behind_w = starved_ps ? p->starved_factor : 1;
-	double behind_ps = starved_w ? p->starved_factor : 1;
+	double behind_w = starved_ps ? starved_growth(st, p, RV_ALG_PS_ROLE) : 1;
+	double behind_ps = starved_w ? starved_growth(st, p, RV_ALG_WORKER) : 1;
 	plan_rightsize(st, p, RV_ALG_WORKER, 0, starved_ps, behind_w, &cfg, out, &rank, &lead);
 	/* a migrated hot PS already got its CPU; pooled PS CPU would undo it */
 	plan_rightsize(st, p, RV_ALG_PS_ROLE, hot > 0, starved_w, behind_ps, &cfg, out, &rank,

@@ -581,6 +581,16 @@ START_TEST(test_every_starved_role_in_one_plan)
 	/* the counts wait for the roles */
 	ck_assert_int_eq(d.cfg.worker.count, 6);
 	ck_assert_int_eq(d.cfg.ps.count, 1);
+	/* throttled time says the workers need three times their 4 cores:
+	 * they grow there, and the PS behind them follows by as much */
+	for (size_t i = 0; i < n; i++) {
+		u[i].has_held = true;
+		u[i].held = 8.1;
+	}
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_msg(d.cfg.worker.res.cpu >= 12 && d.cfg.worker.res.cpu <= 13, "worker CPU %.1f",
+		      d.cfg.worker.res.cpu);
+	ck_assert_msg(d.cfg.ps.res.cpu > 17.5, "PS CPU %.1f: %s", d.cfg.ps.res.cpu, d.reason);
 }
 END_TEST
 
