@@ -97,6 +97,9 @@ int rv_alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_
 /* Observations of (w, ps) with a speed, counted up to at most (0: all). */
 int rv_alg_obs_count(const struct rv_alg_speed_obs *obs, size_t n, int w, int ps, int at_most);
 
+/* Mean observed speed at (w, ps); 0 when never observed. */
+double rv_alg_mean_speed(const struct rv_alg_speed_obs *obs, size_t n, int w, int ps);
+
 /* Relative spread of one speed observation, pooled over every measured
  * configuration (deviations from each one's mean); 0 without repeats. */
 double rv_alg_speed_noise(const struct rv_alg_speed_obs *obs, size_t n);

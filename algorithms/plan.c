@@ -52,6 +52,31 @@ static bool model_guess(const struct rv_alg_fit *fit, const struct rv_alg_job_st
 	return rv_alg_fit_predict_rse(fit, st->speed, st->n_speed, w, ps, noise) > p->max_pred_rse;
 }
 
+/* Whether the model's move away from measured counts rests on a fit
+ * trusted only because its error is no larger than the noise (r2 below
+ * min_r2), with a predicted change smaller than two standard errors of the
+ * prediction and of the current mean: the data cannot tell the two apart,
+ * and under 25-30% speed noise such moves came back a plan later (4 -> 3
+ * -> 4 workers, 2 -> 3 -> 2). */
+static bool noise_level_move(const struct rv_alg_fit *fit, const struct rv_alg_job_state *st,
+			     const struct rv_alg_decision *d, const struct rv_alg_params *p)
+{
+	int w = st->cur.worker.count, ps = st->cur.ps.count;
+	if (!st->model_counts || !d->changed || !d->algorithm ||
+	    strcmp(d->algorithm, "worker_count_model") != 0 || rv_alg_fit_trusted(fit, p) ||
+	    rv_alg_obs_count(st->speed, st->n_speed, w, ps, 2) < 2)
+		return false;
+	double cur = rv_alg_mean_speed(st->speed, st->n_speed, w, ps);
+	if (!(cur > 0) || !(d->predicted_speed > 0))
+		return false;
+	double noise = rv_alg_speed_noise(st->speed, st->n_speed);
+	int k = rv_alg_obs_count(st->speed, st->n_speed, w, ps, 0);
+	double se_cur = noise / sqrt((double)k);
+	double se_new = rv_alg_fit_predict_rse(fit, st->speed, st->n_speed, d->cfg.worker.count,
+					       d->cfg.ps.count, noise);
+	return fabs(d->predicted_speed / cur - 1) < 2 * sqrt(se_cur * se_cur + se_new * se_new);
+}
+
 /* The PS count a PS exploration measures: half as many (cheaper), or
  * twice as many at the minimum; the current count when neither is allowed. */
 static int ps_step(const struct rv_alg_job_state *st)
@@ -156,6 +181,20 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 					       &part);
 		if (rc == 0 && model_guess(&fit, st, &part, p))
 			rc = rv_alg_explore(st->speed, st->n_speed, &st->lim, &st->cur, p, &part);
+		else if (rc == 0 && noise_level_move(&fit, st, &part, p)) {
+			rv_alg_reason_add(out,
+					  "counts kept: the fit (r2=%.2f from %d configs) is no "
+					  "better than the noise, and its %+.0f%% for %d workers "
+					  "is within its uncertainty",
+					  fit.r2, fit.n_configs,
+					  100 * (part.predicted_speed /
+							 rv_alg_mean_speed(st->speed, st->n_speed,
+									   st->cur.worker.count,
+									   st->cur.ps.count) -
+						 1),
+					  part.cfg.worker.count);
+			return;
+		}
 	} else if (st->model_counts && rc == 0) {
 		/* The model chose the counts running now; a refit that lost
 		 * its trust on the speeds measured there (noise) does not send

@@ -385,6 +385,11 @@ static double mean_se(const struct rv_alg_speed_obs *obs, size_t n, int w, int p
 	return mean_speed(obs, n, w, ps) * rv_alg_speed_noise(obs, n) / sqrt(k);
 }
 
+double rv_alg_mean_speed(const struct rv_alg_speed_obs *obs, size_t n, int w, int ps)
+{
+	return mean_speed(obs, n, w, ps);
+}
+
 /* Mean observed speed at (w, ps); 0 when never observed. */
 static double mean_speed(const struct rv_alg_speed_obs *obs, size_t n, int w, int ps)
 {

@@ -163,6 +163,34 @@ START_TEST(test_model_counts_kept_on_untrusted_refit)
 }
 END_TEST
 
+/* A model-chosen count under 30% speed noise: the refit (trusted only for
+ * being no worse than the noise) would move by less than the uncertainty of
+ * its own prediction; the counts stay.  The same data for counts that the
+ * model did not choose moves them. */
+START_TEST(test_noise_level_move_held)
+{
+	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 12, 0);
+	static const int ws[] = { 4, 8, 12, 16 };
+	static const double z[] = { 0.9, -1.1, 0.3, -0.4, 1.2, -0.9 };
+	struct rv_alg_speed_obs o[24];
+	size_t n = 0;
+	for (int i = 0; i < 4; i++)
+		for (int k = 0; k < 6; k++)
+			o[n++] = (struct rv_alg_speed_obs){ .workers = ws[i],
+							    .speed = 100 * scaling(ws[i]) *
+								     (1 + 0.3 * z[(k + i) % 6]),
+							    .t_ms = (int64_t)n * 10000 };
+	struct rv_alg_decision d;
+	st.speed = o;
+	st.n_speed = n;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_msg(d.changed && d.cfg.worker.count != 12, "%s", d.reason);
+	st.model_counts = true;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_msg(!d.changed && strstr(d.reason, "no better than the noise"), "%s", d.reason);
+}
+END_TEST
+
 /* Worker memory rising 6000 -> 7600 MiB over 600 s on 6 nodes (the
  * history, across plans), and the current window: its last 60 s. */
 static void rising_memory(struct rv_alg_usage *h, size_t *nh, struct rv_alg_usage *u, size_t *n)
@@ -825,6 +853,7 @@ static Suite *plan_suite(void)
 	tcase_add_test(tc, test_cluster_cap_blocks_rightsize_growth);
 	tcase_add_test(tc, test_explore_before_model);
 	tcase_add_test(tc, test_model_counts_kept_on_untrusted_refit);
+	tcase_add_test(tc, test_noise_level_move_held);
 	tcase_add_test(tc, test_hold_on_flat);
 	tcase_add_test(tc, test_measured_near_line_holds);
 	tcase_add_test(tc, test_rising_memory_folded_into_count_change);

@@ -46,7 +46,7 @@ json=${ALG_SIM_JSON:-$tmp/alg_sim.json}
 start=$(date +%s.%N)
 rc=0
 "$BIN/rover-sim" --trace "$TRACES" --brain "$url" --policy both --cluster --json "$json" \
-  ${ALG_SIM_SEED:+--seed "$ALG_SIM_SEED"} --bench alg_sim >"$tmp/line" || rc=$?
+  ${ALG_SIM_SEED:+--seed "$ALG_SIM_SEED"} ${ALG_SIM_SETTLE:+--settle "$ALG_SIM_SETTLE"} --bench alg_sim >"$tmp/line" || rc=$?
 end=$(date +%s.%N)
 echo "alg_sim: rover-sim exit $rc in $(echo "$end - $start" | bc) s" >&2
 if grep -q 'level=error' "$tmp/brain.log"; then
