@@ -4,7 +4,8 @@
 # under DLRover's baseline rules, plus the cluster run; the last line is
 #   bench=alg_sim jobs=N throughput_ratio_min=R ... baseline_resource_ratio_max=R
 # Per-job figures go to stderr and to $ALG_SIM_JSON when set; ALG_SIM_TRACES
-# picks another trace folder, ALG_SIM_SEED another noise seed.
+# picks another trace folder, ALG_SIM_SEED another noise seed, ALG_SIM_SETTLE
+# how many rounds without a plan end a job (rover-sim --settle, default 3).
 set -euo pipefail
 B=${B:-build}
 BIN=${ROVER_BIN_DIR:-$B/bin}
