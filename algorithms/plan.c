@@ -181,7 +181,17 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 					       &part);
 		if (rc == 0 && model_guess(&fit, st, &part, p))
 			rc = rv_alg_explore(st->speed, st->n_speed, &st->lim, &st->cur, p, &part);
-		else if (rc == 0 && noise_level_move(&fit, st, &part, p)) {
+		else if (rc == 0 && st->model_counts && part.changed && part.algorithm &&
+			 !strcmp(part.algorithm, "explore")) {
+			/* The model chose the counts running now, at the edge of
+			 * its data; measuring a step beyond them came back (13 ->
+			 * 16 -> 13 workers, 21 -> 24 -> 21): they stay. */
+			rv_alg_reason_add(out,
+					  "counts kept: the throughput model chose them; not "
+					  "measuring %d beyond them",
+					  part.cfg.worker.count);
+			return;
+		} else if (rc == 0 && noise_level_move(&fit, st, &part, p)) {
 			rv_alg_reason_add(out,
 					  "counts kept: the fit (r2=%.2f from %d configs) is no "
 					  "better than the noise, and its %+.0f%% for %d workers "

@@ -191,6 +191,35 @@ START_TEST(test_noise_level_move_held)
 }
 END_TEST
 
+static double edge_curve(int w)
+{
+	return 1 / (1.0 / w + 0.5 + 0.01 * w);
+}
+
+/* The fit's knee is the current count, the largest measured, and growth to
+ * it paid: exploration's counts measure a step above first; counts the
+ * model chose stay (the model already went beyond its data to them, and
+ * the step above came back). */
+START_TEST(test_model_counts_not_bracketed)
+{
+	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 5, 0);
+	static const int ws[] = { 2, 3, 5 };
+	struct rv_alg_speed_obs o[6];
+	for (int i = 0; i < 6; i++)
+		o[i] = (struct rv_alg_speed_obs){ .workers = ws[i / 2],
+						  .speed = 100 * edge_curve(ws[i / 2]),
+						  .t_ms = (int64_t)i * 10000 };
+	struct rv_alg_decision d;
+	st.speed = o;
+	st.n_speed = 6;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_msg(d.changed && d.cfg.worker.count == 8, "%s", d.reason);
+	st.model_counts = true;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_msg(!d.changed && d.cfg.worker.count == 5, "%s", d.reason);
+}
+END_TEST
+
 /* Worker memory rising 6000 -> 7600 MiB over 600 s on 6 nodes (the
  * history, across plans), and the current window: its last 60 s. */
 static void rising_memory(struct rv_alg_usage *h, size_t *nh, struct rv_alg_usage *u, size_t *n)
@@ -854,6 +883,7 @@ static Suite *plan_suite(void)
 	tcase_add_test(tc, test_explore_before_model);
 	tcase_add_test(tc, test_model_counts_kept_on_untrusted_refit);
 	tcase_add_test(tc, test_noise_level_move_held);
+	tcase_add_test(tc, test_model_counts_not_bracketed);
 	tcase_add_test(tc, test_hold_on_flat);
 	tcase_add_test(tc, test_measured_near_line_holds);
 	tcase_add_test(tc, test_rising_memory_folded_into_count_change);
