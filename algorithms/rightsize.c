@@ -190,17 +190,38 @@ static double cpu_rise(const struct rv_alg_usage *u, size_t n, enum rv_alg_role 
 	return b * (double)(span < horizon_ms ? span : horizon_ms);
 }
 
+/* Whether the samples of a role from from_ms on rise significantly slower
+ * than slope b (more than 2 of their standard errors below) and at less
+ * than half its rate.  *flat: they do not rise significantly themselves
+ * (their slope is within 2 standard errors of 0). */
+static bool mem_slower(const struct rv_alg_usage *h, size_t nh, enum rv_alg_role role,
+		       int64_t from_ms, double b, bool *flat)
+{
+	double br, ser;
+	int64_t span;
+	*flat = false;
+	if (usage_slope(h, nh, role, from_ms, false, &br, &ser, &span) < 0)
+		return false;
+	*flat = br < 2 * ser;
+	return br + 2 * ser < b && br < b / 2;
+}
+
 /* Whether a role's memory rises over its history h: 1 with a slope beyond 3
- * standard errors (*slope in MiB per ms); 2 when it rose so but the newer
- * half of the span rises significantly slower (more than 2 of its standard
- * errors below) and at less than half the rate (the rise ended: over a long
- * history a rise 10% slower is significant, yet still a rise); 0 otherwise.
- * Errs towards "rising": a trim too early is an OOM, a trim too late a
- * little memory for a while. */
+ * standard errors (*slope in MiB per ms); 2 when it rose so but has ended:
+ * the newer half of the span rises significantly slower (more than 2 of its
+ * standard errors below) and at less than half the rate (over a long
+ * history a rise 10% slower is significant, yet still a rise), and the rise
+ * is over in it: the newer half no longer rises significantly, or its newer
+ * half (the newest quarter) is slower so too (the rise ended within the
+ * newer half); 0 otherwise.  A newer half still rising beyond 2 of its
+ * standard errors is a rise that noise made look slower, not one that
+ * ended.  Errs towards "rising": a trim too early is an OOM, a trim too
+ * late a little memory for a while. */
 static int mem_rising(const struct rv_alg_usage *h, size_t nh, enum rv_alg_role role, double *slope)
 {
-	double b, se, br, ser;
-	int64_t span, span_r;
+	double b, se;
+	int64_t span;
+	bool flat, flat_q;
 	*slope = 0;
 	if (usage_slope(h, nh, role, INT64_MIN, false, &b, &se, &span) < 0 || !(b > 3 * se))
 		return 0;
@@ -208,8 +229,8 @@ static int mem_rising(const struct rv_alg_usage *h, size_t nh, enum rv_alg_role 
 	for (size_t i = 0; i < nh; i++)
 		if (h[i].role == role && h[i].t_ms > t1)
 			t1 = h[i].t_ms;
-	if (usage_slope(h, nh, role, t1 - span / 2, false, &br, &ser, &span_r) == 0 &&
-	    br + 2 * ser < b && br < b / 2)
+	if (mem_slower(h, nh, role, t1 - span / 2, b, &flat) &&
+	    (flat || mem_slower(h, nh, role, t1 - span / 4, b, &flat_q)))
 		return 2;
 	*slope = b;
 	return 1;

@@ -439,6 +439,39 @@ START_TEST(test_slowing_rise_not_trimmed)
 }
 END_TEST
 
+/* A rise that paused and resumed (memory that grows in bursts) has not
+ * ended, though the newer half of the history rose at less than half the
+ * rate: that half still rises beyond 2 of its standard errors, and its
+ * newer half (the newest quarter) at most of the rate.  Read as ended, it
+ * was sized to its peak plus the margin and grown back a plan later (or
+ * passed before the next plan: an OOM). */
+START_TEST(test_paused_rise_not_ended)
+{
+	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+	struct rv_alg_usage h[600], u[100];
+	/* 4 MiB/s for 300 s, flat for 200 s, 4 MiB/s again from 500 s */
+	size_t nh = mem_ramp(h, 8000, 4.0, 300, 0, 500, r);
+	nh += mem_ramp(h + nh, 9200 - 4.0 * 500, 4.0, 1e9, 510, 600, r);
+	size_t n = mem_ramp(u, 9200 - 4.0 * 500, 4.0, 1e9, 540, 600, r);
+	struct rv_alg_resource cur = { .cpu = 3.1, .memory_mb = 14000 }, out;
+
+	/* 150 s ahead it needs ~10200: 14000 holds, not trimmed to ~10600 */
+	ck_assert_int_ge(rv_alg_rightsize_trend(u, n, h, nh, RV_ALG_WORKER, &cur, NULL, 600000,
+						&LIM, &P, 1, &out),
+			 0);
+	ck_assert_int_eq(out.memory_mb, 14000);
+	/* the same rise that did not resume (flat from 300 s) has ended:
+	 * trimmed to the peak plus the margin */
+	nh = mem_ramp(h, 8000, 4.0, 300, 0, 600, r);
+	n = mem_ramp(u, 8000, 4.0, 300, 540, 600, r);
+	ck_assert_int_eq(rv_alg_rightsize_trend(u, n, h, nh, RV_ALG_WORKER, &cur, NULL, 600000,
+						&LIM, &P, 1, &out),
+			 1);
+	ck_assert_int_le(out.memory_mb, 11000);
+	gsl_rng_free(r);
+}
+END_TEST
+
 /* A starved role doubled from 4.4 to 8.8 cores uses 8: the doubling was a
  * guess, so the first size from usage (8 x 1.03 -> 8.2) replaces it though
  * the change (-7%) is inside the hysteresis band; an ordinary resize to
@@ -518,6 +551,7 @@ static Suite *rightsize_suite(void)
 	tcase_add_test(tc, test_rising_memory_grows_once);
 	tcase_add_test(tc, test_rising_memory_trimmed_when_flat);
 	tcase_add_test(tc, test_slowing_rise_not_trimmed);
+	tcase_add_test(tc, test_paused_rise_not_ended);
 	suite_add_tcase(s, tc);
 	return s;
 }
