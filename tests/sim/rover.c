@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "brain_client.h"
+#include "parse.h"
 #include "sim.h"
 
 #define SIM_T0_MS 1700000000000LL
@@ -421,7 +422,11 @@ static void sleep_ms(int ms)
  * job), or a short pause when the job cannot be read. */
 static void wait_planned(struct run *s)
 {
-	for (int i = 0; i < 400; i++) {
+	/* Up to 30 s: a loaded machine (eight jobs at once, a test run beside)
+	 * can keep the planner past a couple of seconds, and a round played
+	 * before its plan made the line move between runs. */
+	int64_t until = rv_mono_ms() + 30000;
+	while (rv_mono_ms() < until) {
 		struct rv_brain_job job;
 		if (rv_brain_job_get(s->bc, s->uid, &job, NULL) < 0) {
 			sleep_ms(40);
