@@ -211,6 +211,21 @@ static int planner_running_plan(struct brain *b, PGconn *c, const struct store_j
 		rc = 0;
 		goto out;
 	}
+	/* An oom plan the job has not applied yet, with no sample from after
+	 * the OOM: the node is relaunching with more memory, and a running
+	 * plan made from the configuration before it would undo that (the
+	 * pass raced the oom plan's application and set the memory back).
+	 * A job that reports on for a warm-up after it did not take the oom
+	 * plan (its master used its own): planning goes on. */
+	struct store_plan_row oom;
+	rc = store_plan_latest_row(c, job->id, "oom", &oom, err);
+	if (rc < 0)
+		goto out;
+	if (rc == 1 && oom.applied_ts_ms == 0 &&
+	    job->last_sample_ms < oom.plan.based_on_ts_ms + (int64_t)p.warmup_ms) {
+		rc = 0;
+		goto out;
+	}
 	rc = store_plans_applied(c, job->id, rows, p.applied_max, err);
 	if (rc < 0)
 		goto out;

@@ -26,6 +26,7 @@ trap cleanup EXIT
 chmod 755 "$tmp"
 mkfifo "$tmp/out"
 "$BIN/rover-brain" --listen 127.0.0.1:0 --data-dir "$tmp/brain" --plan-debounce-ms 0 \
+  --plan-interval-s 86400 \
   --log-level warn >"$tmp/out" 2>"$tmp/brain.log" &
 brain_pid=$!
 url=

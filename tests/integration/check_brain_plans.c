@@ -330,6 +330,54 @@ START_TEST(cluster_free_capacity_caps_plans)
 }
 END_TEST
 
+/* A worker OOMs and the brain makes its oom plan; before the job applies
+ * it, a planning pass over the samples from before the OOM makes no running
+ * plan (one made from the configuration before would undo the memory the
+ * oom plan gave).  Once the oom plan is applied and samples come after it,
+ * planning goes on from it. */
+START_TEST(oom_plan_not_undone_by_a_running_pass)
+{
+	start();
+	char path[128], body[320];
+	snprintf(path, sizeof(path), "/v1/jobs/%s/events", uid);
+	int64_t oom_ts = ts + 200000;
+	snprintf(body, sizeof(body),
+		 "{\"type\":\"node_oom\",\"ts\":%" PRId64 ",\"node\":\"worker-0\","
+		 "\"role\":\"worker\",\"rank\":0,\"exit_code\":137,\"memory_mb\":8192,"
+		 "\"peak_memory_mb\":8100}",
+		 oom_ts);
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&brain, "POST", path, body, NULL, &r), 0);
+	ck_assert_msg(r.status == 200, "oom: %ld %s", r.status, r.body);
+	rv_test_reply_release(&r);
+	/* the samples of the round the OOM ended, a scaling job at 2 workers */
+	post_speed(2, truth(2) * 100, 8);
+	wait_planned();
+	cJSON *p = running_plan(0);
+	ck_assert_msg(!p, "a running plan over the unapplied oom plan: %s",
+		      p ? rv_test_json_str(p, "reason") : "");
+	/* applied, and a round after it: planning goes on, with its memory */
+	snprintf(path, sizeof(path), "/v1/jobs/%s/plan?stage=oom", uid);
+	ck_assert_int_eq(rv_test_http(&brain, "GET", path, NULL, NULL, &r), 0);
+	ck_assert_msg(r.status == 200, "oom plan: %ld %s", r.status, r.body);
+	int64_t oom_id = (int64_t)rv_test_json_num(r.json, "id", 0);
+	double mem = rv_test_json_num(r.json, "groups.worker.resource.memory_mb", 0);
+	rv_test_reply_release(&r);
+	ck_assert(mem > 8192);
+	ts = oom_ts;
+	applied(oom_id);
+	for (int round = 0; round < 4 && !p; round++) {
+		post_speed(2, truth(2) * 100, 8);
+		wait_planned();
+		p = running_plan(0);
+	}
+	ck_assert_msg(p, "no running plan after the oom plan was applied");
+	ck_assert_double_eq_tol(rv_test_json_num(p, "groups.worker.resource.memory_mb", 0), mem,
+				0.5);
+	cJSON_Delete(p);
+}
+END_TEST
+
 static Suite *brain_plans_suite(void)
 {
 	Suite *s = suite_create("brain_plans");
@@ -342,6 +390,7 @@ static Suite *brain_plans_suite(void)
 	tcase_add_test(tc, cluster_free_capacity_caps_plans);
 	tcase_add_test(tc, false_starvation_keeps_history);
 	tcase_add_test(tc, real_starvation_drops_history);
+	tcase_add_test(tc, oom_plan_not_undone_by_a_running_pass);
 	suite_add_tcase(s, tc);
 	return s;
 }
