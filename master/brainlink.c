@@ -93,6 +93,9 @@ struct brainlink {
 	struct hist_plan local[LOCAL_PLANS]; /* plans made here, by id */
 	int64_t next_id;
 	int64_t pending_id; /* newest running plan not applied; 0: none */
+	/* newest oom plan not applied (0: none) and its OOM's time: no
+	 * running plan until it is, as in the brain (planner.c) */
+	int64_t oom_wait_id, oom_wait_ts;
 	struct {
 		char node[RV_NAME_MAX];
 		int count;
@@ -256,6 +259,8 @@ static void local_applied_locked(struct brainlink *l, int64_t id, int64_t ts)
 	l->napplied = n + 1;
 	if (l->pending_id == id)
 		l->pending_id = 0;
+	if (l->oom_wait_id == id)
+		l->oom_wait_id = 0;
 }
 
 static int node_index_locked(struct brainlink *l, enum rv_alg_role role, const struct rv_sample *s)
@@ -346,6 +351,8 @@ static void local_oom_locked(struct brainlink *l, const struct rv_event *ev)
 		return;
 	plan.id = l->next_id++;
 	local_remember(l, &plan, RV_ALG_STAGE_OOM);
+	l->oom_wait_id = plan.id;
+	l->oom_wait_ts = ev->ts_ms;
 	plan_push_locked(l, &plan);
 }
 
@@ -383,6 +390,12 @@ int brainlink_plan_local(struct brainlink *l, struct brainlink_plan *out, struct
 	if (l->remote)
 		return rv_err_set(err, -EOPNOTSUPP, "", "the brain plans this job");
 	pthread_mutex_lock(&l->mu);
+	/* an oom plan not applied yet, no sample a warm-up past its OOM: a
+	 * plan from the configuration before it would undo its memory */
+	if (l->oom_wait_id > 0 && l->now_ms < l->oom_wait_ts + l->P.warmup_ms) {
+		pthread_mutex_unlock(&l->mu);
+		return 0;
+	}
 	int rc = 0;
 	struct rv_alg_applied applied[RV_ARRAY_SIZE(l->applied)];
 	for (size_t i = 0; i < l->napplied; i++) {

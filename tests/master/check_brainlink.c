@@ -528,6 +528,44 @@ START_TEST(single_job_oom_and_manual)
 }
 END_TEST
 
+/* A worker OOMs: until the job applies the oom plan, the in-process policy
+ * makes no running plan over the samples from before the OOM (as the
+ * brain: one from the configuration before would undo the oom plan's
+ * memory); once applied, planning goes on. */
+START_TEST(single_job_waits_for_the_oom_plan)
+{
+	struct brainlink_opts so = opts(RV_OPT_SINGLE_JOB);
+	link_s = start(&so);
+	struct brainlink_plan cp = take(link_s, "create", 1000);
+	ck_assert_int_eq(brainlink_plan_applied(link_s, cp.plan.id, ts), 0);
+	struct rv_alg_config cur = config_of(&cp.plan);
+	int64_t oom_ts = ts + 400000;
+	struct rv_event ev = oom_event("worker-0", 0, oom_ts);
+	ck_assert_int_eq(brainlink_event(link_s, &ev), 0);
+	struct brainlink_plan op = take(link_s, "oom", 1000);
+	int64_t mem = op.plan.launch[0].resource.memory_mb;
+	ck_assert_int_gt(mem, cur.worker.res.memory_mb);
+	struct rv_err err = { 0 };
+	struct brainlink_plan lp;
+	for (int round = 0; round < 3; round++) {
+		feed(&link_s, 1, &cur, truth(cur.worker.count), 8);
+		ck_assert_int_le(ts, oom_ts);
+		ck_assert_msg(brainlink_plan_local(link_s, &lp, &err) == 0,
+			      "a running plan over the unapplied oom plan: %s", lp.plan.reason);
+	}
+	/* applied: the next rounds plan from it */
+	ts = oom_ts;
+	ck_assert_int_eq(brainlink_plan_applied(link_s, op.plan.id, ts), 0);
+	cur.worker.res.memory_mb = mem;
+	int rc = 0;
+	for (int round = 0; round < 4 && rc == 0; round++) {
+		feed(&link_s, 1, &cur, truth(cur.worker.count), 8);
+		rc = brainlink_plan_local(link_s, &lp, &err);
+	}
+	ck_assert_msg(rc == 1, "no running plan after the oom plan: %d %s", rc, err.msg);
+}
+END_TEST
+
 /* Workers using 80% of their CPU limit: tight but enough, or starved?
  * Usage alone cannot say; cpu.stat's counters can.  Both links get the same
  * samples with counters in which 90% of the quota periods were throttled,
@@ -621,6 +659,7 @@ static Suite *brainlink_suite(void)
 	tcase_add_test(tc, resend_after_reply_timeout_stored_once);
 	tcase_add_test(tc, single_job_plans_as_the_brain);
 	tcase_add_test(tc, single_job_oom_and_manual);
+	tcase_add_test(tc, single_job_waits_for_the_oom_plan);
 	tcase_add_test(tc, single_job_reads_throttling_as_the_brain);
 	suite_add_tcase(s, tc);
 	return s;
