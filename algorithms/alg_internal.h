@@ -26,16 +26,17 @@ double rv_alg_quantile(double *x, size_t n, double q);
  * -ENODATA with fewer than min_samples such samples. */
 int rv_alg_throttled_share(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role, int node,
 			   size_t min_samples, double *share);
+/* The CPU a starved role grows to from `cpu`: x p->starved_factor, or the
+ * need its samples' throttled time shows (the median of the CPU used plus
+ * the cores held back, x (1 + margin)) when that is further; the next plan
+ * right-sizes a doubling that was more than the need. */
+double rv_alg_starved_cpu(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role, double cpu,
+			  double margin, const struct rv_alg_params *p);
 /* Whether CPU use sits at `limit` (held back by it): from throttling when
  * the samples carry it (median throttled share >= p->throttle_starved), else
  * over the samples of `role` (one node, or all with node < 0; at least
  * min_samples), the usage quantile at p->cpu_pinned of it and the median at
  * median_share of it. */
-/* The need of a role held back by its CPU limit: the median over its
- * samples of the CPU used plus the cores throttling held back (has_held);
- * -ENODATA with fewer than min_samples such samples. */
-int rv_alg_starved_need(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
-			size_t min_samples, double *need);
 bool rv_alg_cpu_pinned(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role, int node,
 		       size_t min_samples, double limit, double median_share,
 		       const struct rv_alg_params *p);

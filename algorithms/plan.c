@@ -371,18 +371,15 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 		take_lead(rank, lead, LEAD_COUNT, part.algorithm);
 }
 
-/* How much a starved role's CPU grows: starved_factor, or further to the
- * need its throttled time shows (as rv_alg_rightsize_trend grows it); the
- * role behind it follows by as much. */
+/* How much a starved role's CPU grows (rv_alg_starved_cpu, with the base
+ * margin): the role behind it follows by as much. */
 static double starved_growth(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
 			     enum rv_alg_role role)
 {
-	double need, cpu = role == RV_ALG_PS_ROLE ? st->cur.ps.res.cpu : st->cur.worker.res.cpu;
-	size_t ms = (size_t)(p->min_usage_samples > 0 ? p->min_usage_samples : 1);
-	if (cpu > 0 && rv_alg_starved_need(st->usage, st->n_usage, role, ms, &need) == 0 &&
-	    need * (1 + p->cpu_margin) > cpu * p->starved_factor)
-		return need * (1 + p->cpu_margin) / cpu;
-	return p->starved_factor;
+	double cpu = role == RV_ALG_PS_ROLE ? st->cur.ps.res.cpu : st->cur.worker.res.cpu;
+	return cpu > 0 ? rv_alg_starved_cpu(st->usage, st->n_usage, role, cpu, p->cpu_margin, p) /
+				 cpu
+		       : p->starved_factor;
 }
 
 static void plan_rightsize(const struct rv_alg_job_state *st, const struct rv_alg_params *p,

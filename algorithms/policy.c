@@ -48,6 +48,11 @@ bool rv_alg_pending_stands(const struct rv_alg_job_history *h)
 	       h->pending->based_on_ts_ms >= h->now_ms;
 }
 
+bool rv_alg_oom_plan_waits(int64_t oom_ts_ms, int64_t now_ms, const struct rv_alg_params *p)
+{
+	return p && now_ms < oom_ts_ms + p->warmup_ms;
+}
+
 /* Samples a trend test needs, and the least rise over them it reports. */
 #define SETTLE_MIN_SAMPLES 6
 #define SETTLE_MIN_RISE    0.05

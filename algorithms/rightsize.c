@@ -92,10 +92,17 @@ int rv_alg_throttled_share(const struct rv_alg_usage *u, size_t n, enum rv_alg_r
 	return throttling_median(u, n, role, node, min_samples, false, share);
 }
 
-int rv_alg_starved_need(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
-			size_t min_samples, double *need)
+double rv_alg_starved_cpu(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role, double cpu,
+			  double margin, const struct rv_alg_params *p)
 {
-	return throttling_median(u, n, role, -1, min_samples, true, need);
+	/* The kernel adds each CPU's throttled time: over wall time it is
+	 * the CPU the node wanted and did not get.  A doubling short of the
+	 * need starved again, one plan more. */
+	double need, grown = cpu * p->starved_factor;
+	size_t ms = (size_t)(p->min_usage_samples > 0 ? p->min_usage_samples : 1);
+	if (throttling_median(u, n, role, -1, ms, true, &need) == 0 && need * (1 + margin) > grown)
+		grown = need * (1 + margin);
+	return grown;
 }
 
 bool rv_alg_cpu_pinned(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role, int node,
@@ -368,21 +375,8 @@ int rv_alg_rightsize_trend(const struct rv_alg_usage *u, size_t n, const struct 
 	/* Use pinned at the limit hides the need: the role is starved, grow it. */
 	int starved = rv_alg_role_starved(u, n, role, cur, p);
 
-	/* A starved role grows by starved_factor, and the next plan
-	 * right-sizes it from its use.  When the kernel's throttled time says
-	 * the need is further away (the CPU used plus the CPU held back), it
-	 * grows there at once: a doubling short of the need starved again,
-	 * one plan more. */
-	double need;
-	if (starved) {
-		want_cpu = cur->cpu * p->starved_factor;
-		if (rv_alg_starved_need(u, n, role,
-					(size_t)(p->min_usage_samples > 0 ? p->min_usage_samples
-									  : 1),
-					&need) == 0 &&
-		    need * (1 + margin) > want_cpu)
-			want_cpu = need * (1 + margin);
-	}
+	if (starved)
+		want_cpu = rv_alg_starved_cpu(u, n, role, cur->cpu, margin, p);
 	/* behind a bottleneck that grows: the demand follows the speed */
 	int follows = 0;
 	if (!starved && behind > 1 &&

@@ -622,6 +622,13 @@ struct rv_alg_job_history {
  * it (a revert in particular). */
 bool rv_alg_pending_stands(const struct rv_alg_job_history *h);
 
+/* Whether an oom plan not applied yet, for an OOM at oom_ts_ms, holds the
+ * running stage back: no sample came a warm-up (p->warmup_ms) past the
+ * OOM, so the node is still relaunching with the oom plan's memory, and a
+ * running plan made from the configuration before it would undo that.  A
+ * job that reports on past that did not take the oom plan. */
+bool rv_alg_oom_plan_waits(int64_t oom_ts_ms, int64_t now_ms, const struct rv_alg_params *p);
+
 /* Mean, sample standard deviation (0 with fewer than 2) and count of
  * speed samples. */
 struct rv_alg_speed_summary {

@@ -211,18 +211,14 @@ static int planner_running_plan(struct brain *b, PGconn *c, const struct store_j
 		rc = 0;
 		goto out;
 	}
-	/* An oom plan the job has not applied yet, with no sample from after
-	 * the OOM: the node is relaunching with more memory, and a running
-	 * plan made from the configuration before it would undo that (the
-	 * pass raced the oom plan's application and set the memory back).
-	 * A job that reports on for a warm-up after it did not take the oom
-	 * plan (its master used its own): planning goes on. */
+	/* An oom plan the job has not applied yet (a pass that raced its
+	 * application set the memory back) */
 	struct store_plan_row oom;
 	rc = store_plan_latest_row(c, job->id, "oom", &oom, err);
 	if (rc < 0)
 		goto out;
 	if (rc == 1 && oom.applied_ts_ms == 0 &&
-	    job->last_sample_ms < oom.plan.based_on_ts_ms + (int64_t)p.warmup_ms) {
+	    rv_alg_oom_plan_waits(oom.plan.based_on_ts_ms, job->last_sample_ms, &p)) {
 		rc = 0;
 		goto out;
 	}

@@ -390,9 +390,8 @@ int brainlink_plan_local(struct brainlink *l, struct brainlink_plan *out, struct
 	if (l->remote)
 		return rv_err_set(err, -EOPNOTSUPP, "", "the brain plans this job");
 	pthread_mutex_lock(&l->mu);
-	/* an oom plan not applied yet, no sample a warm-up past its OOM: a
-	 * plan from the configuration before it would undo its memory */
-	if (l->oom_wait_id > 0 && l->now_ms < l->oom_wait_ts + l->P.warmup_ms) {
+	/* an oom plan not applied yet holds the running stage back */
+	if (l->oom_wait_id > 0 && rv_alg_oom_plan_waits(l->oom_wait_ts, l->now_ms, &l->P)) {
 		pthread_mutex_unlock(&l->mu);
 		return 0;
 	}
