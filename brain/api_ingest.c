@@ -54,6 +54,13 @@ static int event_tx(struct brain *b, PGconn *c, const struct store_job *job,
 	int rc = rv_db_begin(c, err);
 	if (rc < 0)
 		return rc;
+	/* A planner pass whose snapshot predates this commit would store a
+	 * running plan made from the configuration the OOM ended, numbered
+	 * after the oom plan: the OOM waits for the pass to end instead. */
+	if (ev->type == RV_EVENT_NODE_OOM && (rc = store_plan_lock_xact(c, job->id, err)) < 0) {
+		rv_db_rollback(c);
+		return rc;
+	}
 	int64_t made = 0;
 	int seen = rc = store_event_insert(c, job->id, ev, id, &made, err);
 	if (rc == 1)

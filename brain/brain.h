@@ -458,6 +458,11 @@ int store_node_oom_count(PGconn *c, int64_t job_id, const char *node, int *count
  * by another session, negative errno.  store_plan_unlock releases it. */
 int store_plan_lock(PGconn *c, int64_t job_id, struct rv_err *err);
 int store_plan_unlock(PGconn *c, int64_t job_id, struct rv_err *err);
+/* The same lock until the caller's transaction ends, waiting for a pass in
+ * progress (the connection's statement timeout bounds the wait): an oom
+ * event and its plan commit between two passes, never inside one whose
+ * snapshot predates them.  0 or negative errno. */
+int store_plan_lock_xact(PGconn *c, int64_t job_id, struct rv_err *err);
 /* Begin a REPEATABLE READ transaction: everything the pass reads is one
  * snapshot.  The caller owns it (rv_db_commit / rv_db_rollback). */
 int store_begin_snapshot(PGconn *c, struct rv_err *err);

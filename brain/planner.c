@@ -337,7 +337,8 @@ void planner_notify(struct brain *b)
 	pthread_mutex_unlock(&b->plan_mu);
 }
 
-void planner_touch(struct brain *b, int64_t job_id)
+/* Mark a job to plan once the debounce time has passed since since_ms. */
+static void touch_since(struct brain *b, int64_t job_id, int64_t since_ms)
 {
 	pthread_mutex_lock(&b->planner_mu);
 	int i;
@@ -345,12 +346,19 @@ void planner_touch(struct brain *b, int64_t job_id)
 		if (b->dirty_job[i] == job_id)
 			break;
 	/* Debounce: the clock restarts on every batch. */
-	if (i == b->ndirty && b->ndirty < PLANNER_QUEUE_MAX)
+	if (i == b->ndirty && b->ndirty < PLANNER_QUEUE_MAX) {
 		b->dirty_job[b->ndirty++] = job_id;
-	if (i < b->ndirty)
-		b->dirty_since_ms[i] = rv_mono_ms();
+		b->dirty_since_ms[i] = since_ms;
+	}
+	if (i < b->ndirty && b->dirty_since_ms[i] < since_ms)
+		b->dirty_since_ms[i] = since_ms;
 	pthread_cond_signal(&b->planner_cv);
 	pthread_mutex_unlock(&b->planner_mu);
+}
+
+void planner_touch(struct brain *b, int64_t job_id)
+{
+	touch_since(b, job_id, rv_mono_ms());
 }
 
 static void log_pass_failed(int64_t job_id, const struct rv_err *err)
@@ -359,6 +367,11 @@ static void log_pass_failed(int64_t job_id, const struct rv_err *err)
 	rv_log_warn("could not plan job", "job_id=%" PRId64 " reason=%s", job_id,
 		    rv_log_q(q, sizeof(q), err->msg));
 }
+
+/* A pass that found its job's lock held (another brain's pass, or an oom
+ * event being stored) is tried again this long after: the samples it was
+ * for may be the job's last for a while. */
+#define PLAN_BUSY_RETRY_MS 200
 
 /* One planner pass over one job: under its advisory lock, in one
  * transaction this function owns. */
@@ -372,10 +385,13 @@ static void plan_job(struct brain *b, int64_t job_id)
 	}
 	int rc = store_plan_lock(c, job_id, &err);
 	if (rc <= 0) {
-		/* 0: another brain plans this job now */
+		/* 0: another brain plans this job now, or an oom event of
+		 * the job is being stored */
 		if (rc < 0)
 			log_pass_failed(job_id, &err);
 		rv_db_release(b->db, c);
+		if (rc == 0)
+			touch_since(b, job_id, rv_mono_ms() + PLAN_BUSY_RETRY_MS);
 		return;
 	}
 	struct store_job job = { 0 };

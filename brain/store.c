@@ -916,12 +916,20 @@ int store_plan_latest_text(PGconn *c, const char *uid, const char *stage, int64_
 	PGresult *r = NULL;
 	*text = NULL;
 	/* One round trip: the job (404 when unknown) and its plan, built as
-	 * JSON text by PostgreSQL and passed through as it is. */
-	int rc = rv_db_exec(c,
-			    "SELECT j.id, x.doc::text FROM jobs j LEFT JOIN LATERAL (SELECT " PLAN_JSON
-			    " AS doc FROM scale_plans p WHERE p.job_id = j.id AND ($2 = '' OR p.stage = $2)"
-			    " AND p.id > $3::bigint ORDER BY p.id DESC LIMIT 1) x ON true WHERE j.uid = $1",
-			    3, p, &r, err);
+	 * JSON text by PostgreSQL and passed through as it is.  A running
+	 * plan older than the job's newest oom plan was made from the
+	 * configuration the OOM ended (the event waits for a pass in progress,
+	 * so such a plan is always numbered before it): applied after the oom
+	 * plan it would undo its memory, so it is not served; the next pass
+	 * plans from the oom plan's configuration. */
+	int rc = rv_db_exec(
+		c,
+		"SELECT j.id, x.doc::text FROM jobs j LEFT JOIN LATERAL (SELECT " PLAN_JSON
+		" AS doc FROM scale_plans p WHERE p.job_id = j.id AND ($2 = '' OR p.stage = $2)"
+		" AND p.id > $3::bigint AND ($2 <> 'running' OR p.id > COALESCE((SELECT max(o.id)"
+		" FROM scale_plans o WHERE o.job_id = j.id AND o.stage = 'oom'), 0))"
+		" ORDER BY p.id DESC LIMIT 1) x ON true WHERE j.uid = $1",
+		3, p, &r, err);
 	if (rc == 0)
 		rc = rv_err_set(err, -ENOENT, "uid", "no job with uid \"%s\"", uid);
 	if (rc > 0) {
@@ -1786,6 +1794,16 @@ int store_plan_unlock(PGconn *c, int64_t job_id, struct rv_err *err)
 	i64s(id_s, sizeof(id_s), job_id);
 	const char *p[] = { id_s };
 	int rc = rv_db_exec(c, "SELECT pg_advisory_unlock(" PLAN_LOCK_CLASS ", $1::int)", 1, p,
+			    NULL, err);
+	return rc < 0 ? rc : 0;
+}
+
+int store_plan_lock_xact(PGconn *c, int64_t job_id, struct rv_err *err)
+{
+	char id_s[24];
+	i64s(id_s, sizeof(id_s), job_id);
+	const char *p[] = { id_s };
+	int rc = rv_db_exec(c, "SELECT pg_advisory_xact_lock(" PLAN_LOCK_CLASS ", $1::int)", 1, p,
 			    NULL, err);
 	return rc < 0 ? rc : 0;
 }

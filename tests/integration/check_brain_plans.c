@@ -5,14 +5,19 @@
  * outcome is clearly worse is reverted by a plan that says so, and a slower
  * exploration is kept as data (not reverted) and followed by a smaller config;
  * speeds measured before a CPU doubling are dropped only when the doubling
- * measured faster (the role was really starved).
+ * measured faster (the role was really starved); an OOM stored while a
+ * planner pass runs waits for the pass, a pass that found the job busy is
+ * made again, and a running plan older than an oom plan is not served.
  */
 #include <check.h>
 #include <inttypes.h>
+#include <libpq-fe.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "brainfix.h"
@@ -378,6 +383,127 @@ START_TEST(oom_plan_not_undone_by_a_running_pass)
 }
 END_TEST
 
+/* A running plan the job has not applied when a node runs out of memory
+ * was made from the configuration the OOM ended: served after the oom
+ * plan, it would set the memory back.  Neither it nor anything older than
+ * the oom plan is served; the next plan is made from the oom plan's
+ * configuration. */
+START_TEST(running_plan_older_than_an_oom_plan_is_not_served)
+{
+	start();
+	cJSON *p = NULL;
+	for (int round = 0; round < 4 && !p; round++) {
+		post_speed(2, truth(2) * 100, 8);
+		wait_planned();
+		p = running_plan(0);
+	}
+	ck_assert_msg(p, "no running plan for a scaling job");
+	int64_t stale = (int64_t)rv_test_json_num(p, "id", 0);
+	cJSON_Delete(p);
+	char path[128], body[320];
+	snprintf(path, sizeof(path), "/v1/jobs/%s/events", uid);
+	snprintf(body, sizeof(body),
+		 "{\"type\":\"node_oom\",\"ts\":%" PRId64 ",\"node\":\"worker-0\","
+		 "\"role\":\"worker\",\"rank\":0,\"exit_code\":137,\"memory_mb\":8192,"
+		 "\"peak_memory_mb\":8100}",
+		 ts + 5000);
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&brain, "POST", path, body, NULL, &r), 0);
+	ck_assert_msg(r.status == 200, "oom: %ld %s", r.status, r.body);
+	rv_test_reply_release(&r);
+	p = running_plan(0);
+	ck_assert_msg(!p, "running plan %" PRId64 " from before the OOM still served: %s", stale,
+		      p ? rv_test_json_str(p, "reason") : "");
+	snprintf(path, sizeof(path), "/v1/jobs/%s/plan?stage=oom", uid);
+	ck_assert_int_eq(rv_test_http(&brain, "GET", path, NULL, NULL, &r), 0);
+	ck_assert_msg(r.status == 200, "oom plan: %ld %s", r.status, r.body);
+	int64_t oom_id = (int64_t)rv_test_json_num(r.json, "id", 0);
+	double mem = rv_test_json_num(r.json, "groups.worker.resource.memory_mb", 0);
+	rv_test_reply_release(&r);
+	ck_assert(oom_id > stale && mem > 8192);
+	ts += 5000;
+	applied(oom_id);
+	for (int round = 0; round < 4 && !p; round++) {
+		post_speed(2, truth(2) * 100, 8);
+		wait_planned();
+		p = running_plan(0);
+	}
+	ck_assert_msg(p, "no running plan after the oom plan was applied");
+	ck_assert((int64_t)rv_test_json_num(p, "id", 0) > oom_id);
+	ck_assert_double_eq_tol(rv_test_json_num(p, "groups.worker.resource.memory_mb", 0), mem,
+				0.5);
+	cJSON_Delete(p);
+}
+END_TEST
+
+/* An oom event posted from another thread; done says it was answered. */
+struct oom_post {
+	char body[320];
+	long status;
+	volatile int done;
+};
+
+static void *post_oom(void *arg)
+{
+	struct oom_post *o = arg;
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/jobs/%s/events", uid);
+	struct rv_test_reply r;
+	o->status = rv_test_http(&brain, "POST", path, o->body, NULL, &r) == 0 ? r.status : -1;
+	if (o->status >= 0)
+		rv_test_reply_release(&r);
+	o->done = 1;
+	return NULL;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec t = { ms / 1000, (ms % 1000) * 1000000L };
+	nanosleep(&t, NULL);
+}
+
+/* A planner pass in progress is the job's advisory lock held by another
+ * session (here the test's).  The pass's snapshot predates the OOM, so a
+ * plan it stored would be made from the configuration the OOM ended: the
+ * OOM must wait for the pass to end.  The samples that came while the lock
+ * was held must still be planned once it is free, with no new batch. */
+START_TEST(oom_waits_for_a_pass_in_progress)
+{
+	start();
+	PGconn *pg = PQconnectdb(conninfo);
+	ck_assert_msg(PQstatus(pg) == CONNECTION_OK, "%s", PQerrorMessage(pg));
+	const char *p1[] = { uid };
+	PGresult *r =
+		PQexecParams(pg, "SELECT pg_advisory_lock(7411, id::int) FROM jobs WHERE uid = $1",
+			     1, NULL, p1, NULL, NULL, 0);
+	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1, "%s",
+		      PQerrorMessage(pg));
+	PQclear(r);
+	post_speed(2, truth(2) * 100, 8);
+	struct oom_post o = { .status = 0 };
+	snprintf(o.body, sizeof(o.body),
+		 "{\"type\":\"node_oom\",\"ts\":%" PRId64 ",\"node\":\"worker-0\","
+		 "\"role\":\"worker\",\"rank\":0,\"exit_code\":137,\"memory_mb\":8192,"
+		 "\"peak_memory_mb\":8100}",
+		 ts + 1);
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, post_oom, &o), 0);
+	sleep_ms(800);
+	int answered_while_held = o.done;
+	r = PQexec(pg, "SELECT pg_advisory_unlock_all()");
+	PQclear(r);
+	pthread_join(th, NULL);
+	PQfinish(pg);
+	ck_assert_msg(!answered_while_held, "the oom event was stored inside a planner pass");
+	ck_assert_msg(o.status == 200, "oom: %ld", o.status);
+	/* the pass the held lock skipped is made again */
+	wait_planned();
+	cJSON *p = running_plan(0);
+	ck_assert_msg(!p, "a running plan over the unapplied oom plan: %s",
+		      p ? rv_test_json_str(p, "reason") : "");
+}
+END_TEST
+
 static Suite *brain_plans_suite(void)
 {
 	Suite *s = suite_create("brain_plans");
@@ -391,6 +517,8 @@ static Suite *brain_plans_suite(void)
 	tcase_add_test(tc, false_starvation_keeps_history);
 	tcase_add_test(tc, real_starvation_drops_history);
 	tcase_add_test(tc, oom_plan_not_undone_by_a_running_pass);
+	tcase_add_test(tc, oom_waits_for_a_pass_in_progress);
+	tcase_add_test(tc, running_plan_older_than_an_oom_plan_is_not_served);
 	suite_add_tcase(s, tc);
 	return s;
 }
