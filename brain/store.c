@@ -1775,36 +1775,35 @@ int store_history(PGconn *c, enum rv_strategy strategy, int limit, struct store_
  * locks (the second key is the job id). */
 #define PLAN_LOCK_CLASS "7411"
 
-int store_plan_lock(PGconn *c, int64_t job_id, struct rv_err *err)
+/* SELECT fn(PLAN_LOCK_CLASS, job_id): 1 when it answered true, else 0, or
+ * negative errno. */
+static int plan_lock_call(PGconn *c, const char *fn, int64_t job_id, struct rv_err *err)
 {
-	char id_s[24];
+	char id_s[24], sql[96];
 	i64s(id_s, sizeof(id_s), job_id);
+	snprintf(sql, sizeof(sql), "SELECT %s(" PLAN_LOCK_CLASS ", $1::int)::text", fn);
 	const char *p[] = { id_s };
 	RV_CLEANUP_PGRESULT PGresult *r = NULL;
-	int rc = rv_db_exec(c, "SELECT pg_try_advisory_lock(" PLAN_LOCK_CLASS ", $1::int)", 1, p,
-			    &r, err);
+	int rc = rv_db_exec(c, sql, 1, p, &r, err);
 	if (rc < 0)
 		return rc;
-	return rc > 0 && PQgetvalue(r, 0, 0)[0] == 't';
+	return rc > 0 && !strcmp(PQgetvalue(r, 0, 0), "true");
+}
+
+int store_plan_lock(PGconn *c, int64_t job_id, struct rv_err *err)
+{
+	return plan_lock_call(c, "pg_try_advisory_lock", job_id, err);
 }
 
 int store_plan_unlock(PGconn *c, int64_t job_id, struct rv_err *err)
 {
-	char id_s[24];
-	i64s(id_s, sizeof(id_s), job_id);
-	const char *p[] = { id_s };
-	int rc = rv_db_exec(c, "SELECT pg_advisory_unlock(" PLAN_LOCK_CLASS ", $1::int)", 1, p,
-			    NULL, err);
+	int rc = plan_lock_call(c, "pg_advisory_unlock", job_id, err);
 	return rc < 0 ? rc : 0;
 }
 
 int store_plan_lock_xact(PGconn *c, int64_t job_id, struct rv_err *err)
 {
-	char id_s[24];
-	i64s(id_s, sizeof(id_s), job_id);
-	const char *p[] = { id_s };
-	int rc = rv_db_exec(c, "SELECT pg_advisory_xact_lock(" PLAN_LOCK_CLASS ", $1::int)", 1, p,
-			    NULL, err);
+	int rc = plan_lock_call(c, "pg_advisory_xact_lock", job_id, err);
 	return rc < 0 ? rc : 0;
 }
 

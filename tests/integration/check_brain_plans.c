@@ -335,6 +335,63 @@ START_TEST(cluster_free_capacity_caps_plans)
 }
 END_TEST
 
+/* Rounds of samples at 2 workers until a running plan comes (up to 4). */
+static cJSON *plan_within_rounds(void)
+{
+	cJSON *p = NULL;
+	for (int round = 0; round < 4 && !p; round++) {
+		post_speed(2, truth(2) * 100, 8);
+		wait_planned();
+		p = running_plan(0);
+	}
+	return p;
+}
+
+/* The body of worker-0's node_oom event at job time at (8 GiB limit). */
+static void oom_body(char *body, size_t size, int64_t at)
+{
+	snprintf(body, size,
+		 "{\"type\":\"node_oom\",\"ts\":%" PRId64 ",\"node\":\"worker-0\","
+		 "\"role\":\"worker\",\"rank\":0,\"exit_code\":137,\"memory_mb\":8192,"
+		 "\"peak_memory_mb\":8100}",
+		 at);
+}
+
+/* POST body to the job's events; the HTTP status, or -1. */
+static long post_event(const char *body)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/jobs/%s/events", uid);
+	struct rv_test_reply r;
+	if (rv_test_http(&brain, "POST", path, body, NULL, &r) != 0)
+		return -1;
+	long status = r.status;
+	rv_test_reply_release(&r);
+	return status;
+}
+
+static void post_oom(int64_t at)
+{
+	char body[320];
+	oom_body(body, sizeof(body), at);
+	long st = post_event(body);
+	ck_assert_msg(st == 200, "oom: %ld", st);
+}
+
+/* The job's newest oom plan: its id, and *mem its worker memory. */
+static int64_t oom_plan(double *mem)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/jobs/%s/plan?stage=oom", uid);
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&brain, "GET", path, NULL, NULL, &r), 0);
+	ck_assert_msg(r.status == 200, "oom plan: %ld %s", r.status, r.body);
+	int64_t id = (int64_t)rv_test_json_num(r.json, "id", 0);
+	*mem = rv_test_json_num(r.json, "groups.worker.resource.memory_mb", 0);
+	rv_test_reply_release(&r);
+	return id;
+}
+
 /* A worker OOMs and the brain makes its oom plan; before the job applies
  * it, a planning pass over the samples from before the OOM makes no running
  * plan (one made from the configuration before would undo the memory the
@@ -343,18 +400,8 @@ END_TEST
 START_TEST(oom_plan_not_undone_by_a_running_pass)
 {
 	start();
-	char path[128], body[320];
-	snprintf(path, sizeof(path), "/v1/jobs/%s/events", uid);
 	int64_t oom_ts = ts + 200000;
-	snprintf(body, sizeof(body),
-		 "{\"type\":\"node_oom\",\"ts\":%" PRId64 ",\"node\":\"worker-0\","
-		 "\"role\":\"worker\",\"rank\":0,\"exit_code\":137,\"memory_mb\":8192,"
-		 "\"peak_memory_mb\":8100}",
-		 oom_ts);
-	struct rv_test_reply r;
-	ck_assert_int_eq(rv_test_http(&brain, "POST", path, body, NULL, &r), 0);
-	ck_assert_msg(r.status == 200, "oom: %ld %s", r.status, r.body);
-	rv_test_reply_release(&r);
+	post_oom(oom_ts);
 	/* the samples of the round the OOM ended, a scaling job at 2 workers */
 	post_speed(2, truth(2) * 100, 8);
 	wait_planned();
@@ -362,20 +409,12 @@ START_TEST(oom_plan_not_undone_by_a_running_pass)
 	ck_assert_msg(!p, "a running plan over the unapplied oom plan: %s",
 		      p ? rv_test_json_str(p, "reason") : "");
 	/* applied, and a round after it: planning goes on, with its memory */
-	snprintf(path, sizeof(path), "/v1/jobs/%s/plan?stage=oom", uid);
-	ck_assert_int_eq(rv_test_http(&brain, "GET", path, NULL, NULL, &r), 0);
-	ck_assert_msg(r.status == 200, "oom plan: %ld %s", r.status, r.body);
-	int64_t oom_id = (int64_t)rv_test_json_num(r.json, "id", 0);
-	double mem = rv_test_json_num(r.json, "groups.worker.resource.memory_mb", 0);
-	rv_test_reply_release(&r);
+	double mem;
+	int64_t oom_id = oom_plan(&mem);
 	ck_assert(mem > 8192);
 	ts = oom_ts;
 	applied(oom_id);
-	for (int round = 0; round < 4 && !p; round++) {
-		post_speed(2, truth(2) * 100, 8);
-		wait_planned();
-		p = running_plan(0);
-	}
+	p = plan_within_rounds();
 	ck_assert_msg(p, "no running plan after the oom plan was applied");
 	ck_assert_double_eq_tol(rv_test_json_num(p, "groups.worker.resource.memory_mb", 0), mem,
 				0.5);
@@ -391,43 +430,20 @@ END_TEST
 START_TEST(running_plan_older_than_an_oom_plan_is_not_served)
 {
 	start();
-	cJSON *p = NULL;
-	for (int round = 0; round < 4 && !p; round++) {
-		post_speed(2, truth(2) * 100, 8);
-		wait_planned();
-		p = running_plan(0);
-	}
+	cJSON *p = plan_within_rounds();
 	ck_assert_msg(p, "no running plan for a scaling job");
 	int64_t stale = (int64_t)rv_test_json_num(p, "id", 0);
 	cJSON_Delete(p);
-	char path[128], body[320];
-	snprintf(path, sizeof(path), "/v1/jobs/%s/events", uid);
-	snprintf(body, sizeof(body),
-		 "{\"type\":\"node_oom\",\"ts\":%" PRId64 ",\"node\":\"worker-0\","
-		 "\"role\":\"worker\",\"rank\":0,\"exit_code\":137,\"memory_mb\":8192,"
-		 "\"peak_memory_mb\":8100}",
-		 ts + 5000);
-	struct rv_test_reply r;
-	ck_assert_int_eq(rv_test_http(&brain, "POST", path, body, NULL, &r), 0);
-	ck_assert_msg(r.status == 200, "oom: %ld %s", r.status, r.body);
-	rv_test_reply_release(&r);
+	post_oom(ts + 5000);
 	p = running_plan(0);
 	ck_assert_msg(!p, "running plan %" PRId64 " from before the OOM still served: %s", stale,
 		      p ? rv_test_json_str(p, "reason") : "");
-	snprintf(path, sizeof(path), "/v1/jobs/%s/plan?stage=oom", uid);
-	ck_assert_int_eq(rv_test_http(&brain, "GET", path, NULL, NULL, &r), 0);
-	ck_assert_msg(r.status == 200, "oom plan: %ld %s", r.status, r.body);
-	int64_t oom_id = (int64_t)rv_test_json_num(r.json, "id", 0);
-	double mem = rv_test_json_num(r.json, "groups.worker.resource.memory_mb", 0);
-	rv_test_reply_release(&r);
+	double mem;
+	int64_t oom_id = oom_plan(&mem);
 	ck_assert(oom_id > stale && mem > 8192);
 	ts += 5000;
 	applied(oom_id);
-	for (int round = 0; round < 4 && !p; round++) {
-		post_speed(2, truth(2) * 100, 8);
-		wait_planned();
-		p = running_plan(0);
-	}
+	p = plan_within_rounds();
 	ck_assert_msg(p, "no running plan after the oom plan was applied");
 	ck_assert((int64_t)rv_test_json_num(p, "id", 0) > oom_id);
 	ck_assert_double_eq_tol(rv_test_json_num(p, "groups.worker.resource.memory_mb", 0), mem,
@@ -443,15 +459,10 @@ struct oom_post {
 	volatile int done;
 };
 
-static void *post_oom(void *arg)
+static void *post_oom_thread(void *arg)
 {
 	struct oom_post *o = arg;
-	char path[128];
-	snprintf(path, sizeof(path), "/v1/jobs/%s/events", uid);
-	struct rv_test_reply r;
-	o->status = rv_test_http(&brain, "POST", path, o->body, NULL, &r) == 0 ? r.status : -1;
-	if (o->status >= 0)
-		rv_test_reply_release(&r);
+	o->status = post_event(o->body);
 	o->done = 1;
 	return NULL;
 }
@@ -481,13 +492,9 @@ START_TEST(oom_waits_for_a_pass_in_progress)
 	PQclear(r);
 	post_speed(2, truth(2) * 100, 8);
 	struct oom_post o = { .status = 0 };
-	snprintf(o.body, sizeof(o.body),
-		 "{\"type\":\"node_oom\",\"ts\":%" PRId64 ",\"node\":\"worker-0\","
-		 "\"role\":\"worker\",\"rank\":0,\"exit_code\":137,\"memory_mb\":8192,"
-		 "\"peak_memory_mb\":8100}",
-		 ts + 1);
+	oom_body(o.body, sizeof(o.body), ts + 1);
 	pthread_t th;
-	ck_assert_int_eq(pthread_create(&th, NULL, post_oom, &o), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, post_oom_thread, &o), 0);
 	sleep_ms(800);
 	int answered_while_held = o.done;
 	r = PQexec(pg, "SELECT pg_advisory_unlock_all()");
