@@ -356,6 +356,21 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 						  "the measured ones, and %d -> %d PS measured "
 						  "%+.0f%%",
 						  st->cur.ps.count, pc, from, edge, 100 * paid);
+				/* The workers the model chose go with its PS
+				 * count, not with the one kept: chosen again at
+				 * the kept count, where the hold judges the
+				 * current workers (a plan that moved 20 -> 21
+				 * workers with the PS question still open bought
+				 * nothing, and the next plan probed 1 PS). */
+				struct rv_alg_limits klim = st->lim;
+				struct rv_alg_decision kept;
+
+				klim.min_ps = klim.max_ps = st->cur.ps.count;
+				if (rv_alg_choose_workers_obs(&fit, st->speed, st->n_speed, &klim,
+							      &st->cur, p, &kept) == 0) {
+					part.cfg.worker.count = kept.cfg.worker.count;
+					part.predicted_speed = kept.predicted_speed;
+				}
 				part.cfg.ps.count = st->cur.ps.count;
 				part.changed = part.cfg.worker.count != st->cur.worker.count;
 			}

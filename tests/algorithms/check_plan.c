@@ -868,6 +868,43 @@ START_TEST(test_ps_edge_step)
 }
 END_TEST
 
+/* A PS job measured at 8, 4 and 6 PS, running at 26 workers and 6 PS: the
+ * model's 2 PS lies beyond the measured ones and 6 -> 4 PS paid under
+ * min_gain, so the PS count stays at 6.  The workers are then chosen at 6
+ * PS, where 26 holds, not at the 2 PS that stays unmeasured (27 there: a
+ * plan for one worker). */
+static double edge_ps_speed(int w, int p)
+{
+	return w / (2 + 0.1 * p + (0.05 / p + 0.05) * w);
+}
+
+START_TEST(test_kept_ps_count_keeps_its_workers)
+{
+	struct rv_alg_job_state st = state(RV_ALG_PS, 26, 6);
+	static const int cfgs[][2] = { { 23, 8 }, { 15, 8 }, { 10, 4 }, { 26, 6 } };
+	struct rv_alg_speed_obs o[16];
+	struct rv_alg_decision d;
+	size_t n = 0;
+
+	for (int i = 0; i < 4; i++)
+		for (int r = 0; r < 3; r++)
+			o[n++] = (struct rv_alg_speed_obs){
+				.workers = cfgs[i][0],
+				.ps = cfgs[i][1],
+				.speed = 100 * edge_ps_speed(cfgs[i][0], cfgs[i][1]) *
+					 (0.99 + 0.01 * r)
+			};
+	st.cur.ps.res.cpu = 2;
+	st.cur.ps.res.memory_mb = 4096;
+	st.speed = o;
+	st.n_speed = n;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_msg(strstr(d.reason, "PS count kept at 6") != NULL, "%s", d.reason);
+	ck_assert_int_eq(d.cfg.ps.count, 6);
+	ck_assert_int_eq(d.cfg.worker.count, 26);
+}
+END_TEST
+
 static Suite *plan_suite(void)
 {
 	Suite *s = suite_create("plan");
@@ -878,6 +915,7 @@ static Suite *plan_suite(void)
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, test_model_grows_with_reason);
 	tcase_add_test(tc, test_ps_edge_step);
+	tcase_add_test(tc, test_kept_ps_count_keeps_its_workers);
 	tcase_add_test(tc, test_cluster_cap);
 	tcase_add_test(tc, test_cluster_cap_blocks_rightsize_growth);
 	tcase_add_test(tc, test_explore_before_model);
