@@ -496,24 +496,27 @@ static void fit_ps_on_node(const struct rv_alg_job_state *st, const struct rv_al
 }
 
 /* A plan that changes the counts restarts the job anyway: memory that
- * rises and would pass its limit within a usage window grows in it to where
- * it will be two windows ahead, rather than in a plan of its own when it
- * nears the limit (a PS only at an unchanged PS count: its share of the
- * model follows the count). */
+ * rises and would pass its limit within the two usage windows a growth is
+ * sized for grows in it to where it will be two windows ahead, rather than
+ * in a plan of its own when it nears the limit (a PS only at an unchanged
+ * PS count: its share of the model follows the count).  Folded only when
+ * it would pass the limit within one window, a limit sized at an earlier
+ * restart that the rise passed a window later took a growth plan of its
+ * own near the end of the rise (and, the rise then ending, a trim). */
 static void fold_rising_memory(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
 			       struct rv_alg_config *cfg, struct rv_alg_decision *out)
 {
 	for (int r = 0; r < 2; r++) {
 		enum rv_alg_role role = r ? RV_ALG_PS_ROLE : RV_ALG_WORKER;
 		struct rv_alg_group *g = r ? &cfg->ps : &cfg->worker;
-		double in_window;
+		double in_two;
 
 		if (g->count <= 0 || (r && cfg->ps.count != st->cur.ps.count))
 			continue;
 		double target = rv_alg_mem_rise_target(st->usage, st->n_usage, st->mem_usage,
 						       st->n_mem_usage, role, p,
-						       (double)p->usage_window_ms, &in_window);
-		if (in_window <= (double)g->res.memory_mb)
+						       2 * (double)p->usage_window_ms, &in_two);
+		if (in_two <= (double)g->res.memory_mb)
 			continue;
 		if (st->lim.max_memory_mb > 0 && target > (double)st->lim.max_memory_mb)
 			target = (double)st->lim.max_memory_mb;

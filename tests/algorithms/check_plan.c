@@ -271,6 +271,31 @@ START_TEST(test_rising_memory_folded_into_count_change)
 }
 END_TEST
 
+/* Memory that passes its limit only in the second of the two windows a
+ * growth is sized for still grows with a restart: left for later, it takes
+ * a growth plan of its own (10000 MiB: one window ahead ~9240 MiB, two
+ * ~10840 MiB). */
+START_TEST(test_rising_memory_folded_within_two_windows)
+{
+	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 6, 0);
+	struct rv_alg_speed_obs o[8];
+	struct rv_alg_usage h[400], u[64];
+	struct rv_alg_decision d;
+
+	st.n_speed = sync_obs(o, scaling);
+	st.speed = o;
+	rising_memory(h, &st.n_mem_usage, u, &st.n_usage);
+	st.mem_usage = h;
+	st.usage = u;
+	st.cur.worker.res.memory_mb = 10000;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 10);
+	ck_assert_msg(d.cfg.worker.res.memory_mb >= 11500 && d.cfg.worker.res.memory_mb <= 12500,
+		      "%lld: %s", (long long)d.cfg.worker.res.memory_mb, d.reason);
+	ck_assert_msg(strstr(d.reason, "memory rises") != NULL, "%s", d.reason);
+}
+END_TEST
+
 START_TEST(test_hold_on_flat)
 {
 	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 2, 0);
@@ -925,6 +950,7 @@ static Suite *plan_suite(void)
 	tcase_add_test(tc, test_hold_on_flat);
 	tcase_add_test(tc, test_measured_near_line_holds);
 	tcase_add_test(tc, test_rising_memory_folded_into_count_change);
+	tcase_add_test(tc, test_rising_memory_folded_within_two_windows);
 	tcase_add_test(tc, test_hot_ps_leads);
 	tcase_add_test(tc, test_straggler_leads);
 	tcase_add_test(tc, test_ps_job_model);
