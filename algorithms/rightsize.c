@@ -401,16 +401,18 @@ int rv_alg_rightsize_trend(const struct rv_alg_usage *u, size_t n, const struct 
 	double soon, slope;
 	double window = p->usage_window_ms > 0 ? (double)p->usage_window_ms : 600000;
 	double target = rv_alg_mem_rise_target(u, n, h, nh, role, p, window / 4, &soon);
-	bool rising = target > 0, rise_hold = false;
+	bool rising = target > 0, rise_hold = false, ended = false;
 	if (rising) {
 		if (soon <= (double)cur->memory_mb)
 			rise_hold = true;
 		else
 			want_mem = target;
-	} else if (mem_rising(h, nh, role, &slope) == 2 && peak * (1 + p->mem_margin) > want_mem) {
+	} else if (mem_rising(h, nh, role, &slope) == 2) {
+		ended = true;
 		/* the rise ended: the quantile of a window that saw it rise
 		 * is below where it stopped; the peak and the margin */
-		want_mem = peak * (1 + p->mem_margin);
+		if (peak * (1 + p->mem_margin) > want_mem)
+			want_mem = peak * (1 + p->mem_margin);
 	}
 
 	free(cpu);
@@ -479,11 +481,15 @@ int rv_alg_rightsize_trend(const struct rv_alg_usage *u, size_t n, const struct 
 	    should_move(cur->cpu, want_cpu, last->from.cpu, last->to.cpu, recent, p->hysteresis))
 		out->cpu = want_cpu;
 	/* below the peak is a certain OOM: no hysteresis for that; memory that
-	 * rises past the limit within a window grows now, whatever the band */
+	 * rises past the limit within a window grows now, whatever the band.
+	 * The trim of a rise that ended is no reversal of the growth before
+	 * it: that growth was sized for a rise that went on, the trim for the
+	 * peak it stopped at (held back as a reversal, a restart's growth to
+	 * two windows ahead stayed half again above the need to the end). */
 	bool grow_now = (double)cur->memory_mb < peak || (rising && !rise_hold);
 	if (grow_now ||
 	    (!rising && should_move((double)cur->memory_mb, want_mem, (double)last->from.memory_mb,
-				    (double)last->to.memory_mb, recent, p->hysteresis)))
+				    (double)last->to.memory_mb, recent && !ended, p->hysteresis)))
 		out->memory_mb = (int64_t)want_mem;
 	return out->cpu != cur->cpu || out->memory_mb != cur->memory_mb;
 }

@@ -418,6 +418,32 @@ START_TEST(test_rising_memory_trimmed_when_flat)
 }
 END_TEST
 
+/* A rise that ended soon after a recent growth (sized for a rise that went
+ * on): the trim to the peak plus the margin goes below where that growth
+ * started, yet it is no reversal of it: the trim follows the peak the rise
+ * stopped at. */
+START_TEST(test_ended_rise_trimmed_after_recent_growth)
+{
+	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+	struct rv_alg_usage h[600], u[100];
+	/* rose 8000 -> 10000 over 300 s, flat for the next 300 s */
+	size_t nh = mem_ramp(h, 8000, 2000.0 / 300, 300, 0, 600, r);
+	size_t n = mem_ramp(u, 8000, 2000.0 / 300, 300, 540, 600, r);
+	struct rv_alg_resource cur = { .cpu = 3.1, .memory_mb = 15400 }, out;
+	/* grown 12000 -> 15400 five minutes ago */
+	struct rv_alg_resize last = { .t_ms = 300000,
+				      .from = { .cpu = 3.1, .memory_mb = 12000 },
+				      .to = { .cpu = 3.1, .memory_mb = 15400 } };
+
+	ck_assert_int_eq(rv_alg_rightsize_trend(u, n, h, nh, RV_ALG_WORKER, &cur, &last, 600000,
+						&LIM, &P, 1, &out),
+			 1);
+	ck_assert_int_ge(out.memory_mb, 10000);
+	ck_assert_int_le(out.memory_mb, 11100);
+	gsl_rng_free(r);
+}
+END_TEST
+
 /* A rise that only slows a little (the newer half at 85% of the rate) has
  * not ended: trimmed to the peak, the role would need the memory back (and
  * a plan) before the next window is out. */
@@ -550,6 +576,7 @@ static Suite *rightsize_suite(void)
 	tcase_add_test(tc, test_limits_bound);
 	tcase_add_test(tc, test_rising_memory_grows_once);
 	tcase_add_test(tc, test_rising_memory_trimmed_when_flat);
+	tcase_add_test(tc, test_ended_rise_trimmed_after_recent_growth);
 	tcase_add_test(tc, test_slowing_rise_not_trimmed);
 	tcase_add_test(tc, test_paused_rise_not_ended);
 	suite_add_tcase(s, tc);
