@@ -454,6 +454,30 @@ static int measured_below(const struct rv_alg_speed_obs *obs, size_t n, int ps, 
 }
 
 /*
+ * Whether measuring mid, between a too-slow count lo and the knee hi, can
+ * tell whether it reaches the line (target_frac of best): its expected
+ * speed, interpolated between the two measured means, must lie farther
+ * from the line than knee_hold_se standard errors of one visit's mean
+ * there (as many samples as lo got).  Nearer, one visit cannot settle it
+ * under the noise, the bisection costs a plan (or two, when the middle
+ * measured too slow by chance and the job goes back), and the knee stays.
+ */
+static bool mid_resolvable(const struct rv_alg_speed_obs *obs, size_t n, int lo, int mid, int hi,
+			   int ps, double best, const struct rv_alg_params *p)
+{
+	double s_lo = mean_speed(obs, n, lo, ps), s_hi = mean_speed(obs, n, hi, ps);
+	double noise = rv_alg_speed_noise(obs, n);
+	int k = rv_alg_obs_count(obs, n, lo, ps, 0);
+
+	if (!(noise > 0) || k < 2 || p->knee_hold_se <= 0 || hi <= lo)
+		return true;
+	double expect = s_lo + (s_hi - s_lo) * (mid - lo) / (hi - lo);
+
+	return expect >= p->target_frac * best ||
+	       p->target_frac * best - expect > p->knee_hold_se * expect * noise / sqrt(k);
+}
+
+/*
  * Exploration before a model can be trusted: measure distinct worker counts,
  * geometrically.  Up first while growth pays (at least min_gain relative
  * speed per added worker), else down (an over-sized request, a flat curve),
@@ -593,7 +617,8 @@ int rv_alg_explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv
 	if (lower && knee - lower > unit) {
 		int mid = rv_alg_align_down((lower + knee + 1) / 2, unit);
 
-		if (mid > lower && mid < knee && !(mean_speed(obs, n, mid, ps) > 0)) {
+		if (mid > lower && mid < knee && !(mean_speed(obs, n, mid, ps) > 0) &&
+		    mid_resolvable(obs, n, lower, mid, knee, ps, best, p)) {
 			out->cfg.worker.count = mid;
 			out->changed = mid != w;
 			out->algorithm = "explore";
