@@ -461,6 +461,11 @@ static int measured_below(const struct rv_alg_speed_obs *obs, size_t n, int ps, 
  * there (as many samples as lo got).  Nearer, one visit cannot settle it
  * under the noise, the bisection costs a plan (or two, when the middle
  * measured too slow by chance and the job goes back), and the knee stays.
+ * Speed is concave in workers, so the interpolation is a floor: a middle
+ * expected on or above the line is measured.  All-reduce jobs only: a PS
+ * job's worker counts at one PS count are the data its model later chooses
+ * over both PS counts from, and without the middle one settled above its
+ * knee (16 workers for 14).
  */
 static bool mid_resolvable(const struct rv_alg_speed_obs *obs, size_t n, int lo, int mid, int hi,
 			   int ps, double best, const struct rv_alg_params *p)
@@ -469,7 +474,7 @@ static bool mid_resolvable(const struct rv_alg_speed_obs *obs, size_t n, int lo,
 	double noise = rv_alg_speed_noise(obs, n);
 	int k = rv_alg_obs_count(obs, n, lo, ps, 0);
 
-	if (!(noise > 0) || k < 2 || p->knee_hold_se <= 0 || hi <= lo)
+	if (ps > 0 || !(noise > 0) || k < 2 || p->knee_hold_se <= 0 || hi <= lo)
 		return true;
 	double expect = s_lo + (s_hi - s_lo) * (mid - lo) / (hi - lo);
 

@@ -472,6 +472,43 @@ START_TEST(test_knee_within_noise_goes_cheaper)
 }
 END_TEST
 
+/* Six observations per count, alternately dev above and below the mean. */
+static size_t spread(struct rv_alg_speed_obs *obs, const int *ws, const double *means, size_t nw,
+		     double dev)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < nw; i++)
+		for (int r = 0; r < 6; r++)
+			obs[n++] = (struct rv_alg_speed_obs){
+				.workers = ws[i], .speed = means[i] * (r % 2 ? 1 + dev : 1 - dev)
+			};
+	return n;
+}
+
+START_TEST(test_knee_bisection_stops_at_noise)
+{
+	/* 24% speed noise, an all-reduce job explored down to 2 workers: 4
+	 * is the knee, 2 too slow.  3 is expected at 66, 12% under the line
+	 * (74.8), within two standard errors of one visit (13): measuring it
+	 * cannot tell, so the job settles at 4 */
+	static const int ws[] = { 2, 4, 6, 10, 15 };
+	double means[] = { 61, 71.3, 76.9, 83.1, 57.4 };
+	struct rv_alg_speed_obs obs[30];
+	size_t n = spread(obs, ws, means, 5, 0.22);
+	struct rv_alg_limits lim = limits(1, 32, 1);
+	struct rv_alg_config cur = config(2, 0);
+	struct rv_alg_decision d;
+
+	ck_assert_int_eq(rv_alg_explore(obs, n, &lim, &cur, &P, &d), 0);
+	ck_assert_msg(d.cfg.worker.count == 4, "explored %d: %s", d.cfg.worker.count, d.reason);
+	/* without the noise allowance the bisection measures 3 */
+	P.knee_hold_se = 0;
+	ck_assert_int_eq(rv_alg_explore(obs, n, &lim, &cur, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 3);
+}
+END_TEST
+
 START_TEST(test_knee_tie_takes_cheaper)
 {
 	/* f(w) = 1 / (1/w + 0.02 + 0.0001 w), at most 32 workers (the best):
@@ -575,6 +612,7 @@ static Suite *workers_suite(void)
 	tcase_add_test(tc, test_knee_within_noise_goes_cheaper);
 	tcase_add_test(tc, test_prediction_se_grows_away_from_data);
 	tcase_add_test(tc, test_knee_tie_takes_cheaper);
+	tcase_add_test(tc, test_knee_bisection_stops_at_noise);
 	tcase_add_test(tc, test_ps_count_not_far_from_data);
 	suite_add_tcase(s, tc);
 	return s;
