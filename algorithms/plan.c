@@ -137,6 +137,25 @@ int rv_alg_ps_edge_step(int pc, int lo, int hi, int cur_ps, double gain, double 
 	return gain >= -min_gain / 2 || paid >= min_gain;
 }
 
+/* Whether the job has spent its exploration budget (explore_budget): that
+ * many running plans have changed its counts already, and another
+ * exploration step would rarely pay for its restart (under 25% speed noise
+ * a PS job walked 22 -> 14 -> 9 -> 12 -> 11 -> 10 -> 11 -> 12 workers, then
+ * probed half its PS, and ended at 0.58 of the best speed). */
+static bool explore_spent(const struct rv_alg_job_state *st, const struct rv_alg_params *p)
+{
+	return p->explore_budget > 0 && st->count_changes >= p->explore_budget;
+}
+
+static void keep_spent(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
+		       struct rv_alg_decision *out)
+{
+	rv_alg_reason_add(out,
+			  "counts kept: %d plans have changed them (exploration budget %d); "
+			  "another exploration step would not pay for its restart",
+			  st->count_changes, p->explore_budget);
+}
+
 static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
 			struct rv_alg_config *cfg, struct rv_alg_decision *out,
 			enum lead_rank *rank, const char **lead)
@@ -146,6 +165,7 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 	struct rv_alg_fit fit;
 	struct rv_alg_decision part;
 	int rc = rv_alg_fit_speed(model, st->speed, st->n_speed, &fit);
+	bool spent = explore_spent(st, p);
 
 	/* A fit whose error is no larger than the noise of the observations
 	 * themselves (1.5 x the pooled spread of repeated measurements) is as
@@ -179,9 +199,13 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 			lim.min_workers = lim.max_workers;
 		rc = rv_alg_choose_workers_obs(&fit, st->speed, st->n_speed, &lim, &st->cur, p,
 					       &part);
-		if (rc == 0 && model_guess(&fit, st, &part, p))
+		if (rc == 0 && model_guess(&fit, st, &part, p) && !spent)
 			rc = rv_alg_explore(st->speed, st->n_speed, &st->lim, &st->cur, p, &part);
-		else if (rc == 0 && st->model_counts && part.changed && part.algorithm &&
+		else if (rc == 0 && spent && part.changed && part.algorithm &&
+			 !strcmp(part.algorithm, "explore")) {
+			keep_spent(st, p, out);
+			return;
+		} else if (rc == 0 && st->model_counts && part.changed && part.algorithm &&
 			 !strcmp(part.algorithm, "explore")) {
 			/* The model chose the counts running now, at the edge of
 			 * its data; measuring a step beyond them came back (13 ->
@@ -215,8 +239,17 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 				  "(r2=%.2f from %d configs) is not trusted to move them",
 				  fit.r2, fit.n_configs);
 		return;
-	} else
+	} else {
 		rc = rv_alg_explore(st->speed, st->n_speed, &st->lim, &st->cur, p, &part);
+		/* Spent: a move to counts measured already (settling at the
+		 * measured knee) stays, one that measures new counts does not. */
+		if (rc == 0 && spent && part.changed &&
+		    !(rv_alg_mean_speed(st->speed, st->n_speed, part.cfg.worker.count,
+					part.cfg.ps.count) > 0)) {
+			keep_spent(st, p, out);
+			return;
+		}
+	}
 	if (rc < 0)
 		return;
 	/* The exploration step that measures the third config of a PS job
@@ -230,7 +263,7 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 	 * fit then has no spare degree of freedom to average noise out, and a
 	 * job with 26% speed noise settled at half its PS on it (0.82 of the
 	 * oracle's speed). */
-	if (!trusted && part.changed && st->strategy == RV_ALG_PS && st->cur.ps.count > 0 &&
+	if (!spent && !trusted && part.changed && st->strategy == RV_ALG_PS && st->cur.ps.count > 0 &&
 	    part.cfg.worker.count != st->cur.worker.count && ps_measured_workers(st) == 2 &&
 	    rv_alg_speed_noise(st->speed, st->n_speed) <= p->min_gain) {
 		int pn = ps_step(st);
@@ -258,7 +291,7 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 	 * few pay), so it keeps the count it was given whatever it is.  Once
 	 * the workers hold, measure another PS count: fewer first (cheaper),
 	 * more when at the minimum; the fit then chooses over both. */
-	if (trusted && st->strategy == RV_ALG_PS && fit.n_ps_values == 1 && st->cur.ps.count > 0) {
+	if (!spent && trusted && st->strategy == RV_ALG_PS && fit.n_ps_values == 1 && st->cur.ps.count > 0) {
 		int p0 = st->cur.ps.count, pn = ps_step(st);
 		struct rv_alg_config trial = st->cur;
 
@@ -330,7 +363,7 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 		trial.ps.count = pn;
 		int edge_step =
 			rv_alg_ps_edge_step(pc, lo, hi, st->cur.ps.count, gain, paid, p->min_gain);
-		if (pn != pc && !measured && edge_step > 0 &&
+		if (!spent && pn != pc && !measured && edge_step > 0 &&
 		    rv_alg_fits_free(&st->lim, &st->cur, &trial)) {
 			cfg->worker.count = wc;
 			cfg->ps.count = pn;

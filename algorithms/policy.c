@@ -917,6 +917,7 @@ int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_para
 		    (h->applied[i].cfg.worker.count != h->applied[i + 1].cfg.worker.count ||
 		     h->applied[i].cfg.ps.count != h->applied[i + 1].cfg.ps.count)) {
 			st.first_counts = false;
+			st.count_changes++;
 			if (newest)
 				st.model_counts =
 					algorithm_is(&h->applied[i], "worker_count_model");

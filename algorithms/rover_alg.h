@@ -103,6 +103,13 @@ struct rv_alg_params {
 	 * than this relative speed goes one worker lower when that count is
 	 * predicted within the fit's uncertainty of the line: 0.025; 0: off. */
 	double knee_tie_gain;
+	/* Exploration budget: once this many running plans have changed a
+	 * job's counts, no further exploration step (a bisection middle, a
+	 * move between measured counts, a PS-count probe) is taken, since each
+	 * costs a restart that rarely pays by then: the counts go to the
+	 * throughput model's choice when its fit is trusted, else stay.
+	 * 4; 0: no budget. */
+	int explore_budget;
 	/* right-sizing */
 	double usage_quantile;  /* quantile of usage samples: 0.8 */
 	double cpu_margin;      /* added to the CPU quantile: 0.03 (3%) */
@@ -513,6 +520,9 @@ struct rv_alg_job_state {
 	 * refit the planner does not trust keeps them instead of exploring
 	 * again */
 	bool model_counts;
+	/* how many running plans have changed the counts (worker or PS) so
+	 * far; against explore_budget */
+	int count_changes;
 	/* a PS's memory as a function of the PS count, ps_mem_a / count +
 	 * ps_mem_b MiB, fitted from the peaks measured at two PS counts
 	 * (rv_alg_ps_mem_fit); ps_mem_fit false: not known */
