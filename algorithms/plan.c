@@ -206,7 +206,7 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 			keep_spent(st, p, out);
 			return;
 		} else if (rc == 0 && st->model_counts && part.changed && part.algorithm &&
-			 !strcmp(part.algorithm, "explore")) {
+			   !strcmp(part.algorithm, "explore")) {
 			/* The model chose the counts running now, at the edge of
 			 * its data; measuring a step beyond them came back (13 ->
 			 * 16 -> 13 workers, 21 -> 24 -> 21): they stay. */
@@ -263,8 +263,9 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 	 * fit then has no spare degree of freedom to average noise out, and a
 	 * job with 26% speed noise settled at half its PS on it (0.82 of the
 	 * oracle's speed). */
-	if (!spent && !trusted && part.changed && st->strategy == RV_ALG_PS && st->cur.ps.count > 0 &&
-	    part.cfg.worker.count != st->cur.worker.count && ps_measured_workers(st) == 2 &&
+	if (!spent && !trusted && part.changed && st->strategy == RV_ALG_PS &&
+	    st->cur.ps.count > 0 && part.cfg.worker.count != st->cur.worker.count &&
+	    ps_measured_workers(st) == 2 &&
 	    rv_alg_speed_noise(st->speed, st->n_speed) <= p->min_gain) {
 		int pn = ps_step(st);
 		struct rv_alg_config trial = st->cur;
@@ -291,7 +292,8 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 	 * few pay), so it keeps the count it was given whatever it is.  Once
 	 * the workers hold, measure another PS count: fewer first (cheaper),
 	 * more when at the minimum; the fit then chooses over both. */
-	if (!spent && trusted && st->strategy == RV_ALG_PS && fit.n_ps_values == 1 && st->cur.ps.count > 0) {
+	if (!spent && trusted && st->strategy == RV_ALG_PS && fit.n_ps_values == 1 &&
+	    st->cur.ps.count > 0) {
 		int p0 = st->cur.ps.count, pn = ps_step(st);
 		struct rv_alg_config trial = st->cur;
 

@@ -139,6 +139,36 @@ START_TEST(test_explore_before_model)
 }
 END_TEST
 
+/* The exploration budget: once explore_budget running plans have changed
+ * the counts, a step that measures new counts is not taken; the counts stay
+ * (right-sizing goes on).  Before it, or with the budget off, the same job
+ * explores. */
+START_TEST(test_explore_budget_spent_keeps_counts)
+{
+	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 4, 0);
+	struct rv_alg_speed_obs o[] = { { .workers = 2, .speed = 50 },
+					{ .workers = 4, .speed = 98 } };
+	struct rv_alg_params q = P;
+	struct rv_alg_decision d;
+
+	st.speed = o;
+	st.n_speed = 2;
+	st.count_changes = P.explore_budget - 1;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_str_eq(d.algorithm, "explore");
+	ck_assert_int_eq(d.cfg.worker.count, 6);
+	st.count_changes = P.explore_budget;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_msg(!d.changed, "%s: %s", d.algorithm, d.reason);
+	ck_assert_int_eq(d.cfg.worker.count, 4);
+	ck_assert_msg(strstr(d.reason, "exploration budget"), "%s", d.reason);
+	q.explore_budget = 0;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &q, &d), 0);
+	ck_assert_str_eq(d.algorithm, "explore");
+	ck_assert_int_eq(d.cfg.worker.count, 6);
+}
+END_TEST
+
 /* Speeds the fit cannot follow (noise): a job whose counts the model chose
  * keeps them; one still exploring explores on. */
 START_TEST(test_model_counts_kept_on_untrusted_refit)
@@ -945,6 +975,7 @@ static Suite *plan_suite(void)
 	tcase_add_test(tc, test_cluster_cap_blocks_rightsize_growth);
 	tcase_add_test(tc, test_explore_before_model);
 	tcase_add_test(tc, test_model_counts_kept_on_untrusted_refit);
+	tcase_add_test(tc, test_explore_budget_spent_keeps_counts);
 	tcase_add_test(tc, test_noise_level_move_held);
 	tcase_add_test(tc, test_model_counts_not_bracketed);
 	tcase_add_test(tc, test_hold_on_flat);
