@@ -272,6 +272,28 @@ static void rising_memory(struct rv_alg_usage *h, size_t *nh, struct rv_alg_usag
  * a plan that restarts the job anyway (here the counts change) to where it
  * will be two windows ahead; without such a plan it waits until it nears
  * the limit, a plan of its own. */
+/* A 6-worker job of the scaling curve whose memory rises (rising_memory),
+ * its memory limit mem_mb (0: the state's): the plan moves to 10 workers
+ * and takes the memory to where it will be two windows ahead. */
+static void plan_rising_with_count_change(struct rv_alg_job_state *st, struct rv_alg_speed_obs *o,
+					  struct rv_alg_usage *h, struct rv_alg_usage *u,
+					  int64_t mem_mb, struct rv_alg_decision *d)
+{
+	st->n_speed = sync_obs(o, scaling);
+	st->speed = o;
+	rising_memory(h, &st->n_mem_usage, u, &st->n_usage);
+	st->mem_usage = h;
+	st->usage = u;
+	if (mem_mb > 0)
+		st->cur.worker.res.memory_mb = mem_mb;
+	ck_assert_int_eq(rv_alg_plan_running(st, &P, d), 0);
+	ck_assert_int_eq(d->cfg.worker.count, 10);
+	/* 7640 + 2.67 MiB/s x 1200 s, + 10% */
+	ck_assert_msg(d->cfg.worker.res.memory_mb >= 11500 && d->cfg.worker.res.memory_mb <= 12500,
+		      "%lld: %s", (long long)d->cfg.worker.res.memory_mb, d->reason);
+	ck_assert_msg(strstr(d->reason, "memory rises") != NULL, "%s", d->reason);
+}
+
 START_TEST(test_rising_memory_folded_into_count_change)
 {
 	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 6, 0);
@@ -279,17 +301,7 @@ START_TEST(test_rising_memory_folded_into_count_change)
 	struct rv_alg_usage h[400], u[64];
 	struct rv_alg_decision d;
 
-	st.n_speed = sync_obs(o, scaling);
-	st.speed = o;
-	rising_memory(h, &st.n_mem_usage, u, &st.n_usage);
-	st.mem_usage = h;
-	st.usage = u;
-	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
-	ck_assert_int_eq(d.cfg.worker.count, 10);
-	/* 7640 + 2.67 MiB/s x 1200 s, + 10% */
-	ck_assert_msg(d.cfg.worker.res.memory_mb >= 11500 && d.cfg.worker.res.memory_mb <= 12500,
-		      "%lld: %s", (long long)d.cfg.worker.res.memory_mb, d.reason);
-	ck_assert_msg(strstr(d.reason, "memory rises") != NULL, "%s", d.reason);
+	plan_rising_with_count_change(&st, o, h, u, 0, &d);
 	/* counts that hold: 150 s ahead it needs ~8040 MiB, under 8192 */
 	st.cur.worker.count = 10;
 	st.speed = NULL;
@@ -312,17 +324,7 @@ START_TEST(test_rising_memory_folded_within_two_windows)
 	struct rv_alg_usage h[400], u[64];
 	struct rv_alg_decision d;
 
-	st.n_speed = sync_obs(o, scaling);
-	st.speed = o;
-	rising_memory(h, &st.n_mem_usage, u, &st.n_usage);
-	st.mem_usage = h;
-	st.usage = u;
-	st.cur.worker.res.memory_mb = 10000;
-	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
-	ck_assert_int_eq(d.cfg.worker.count, 10);
-	ck_assert_msg(d.cfg.worker.res.memory_mb >= 11500 && d.cfg.worker.res.memory_mb <= 12500,
-		      "%lld: %s", (long long)d.cfg.worker.res.memory_mb, d.reason);
-	ck_assert_msg(strstr(d.reason, "memory rises") != NULL, "%s", d.reason);
+	plan_rising_with_count_change(&st, o, h, u, 10000, &d);
 }
 END_TEST
 
@@ -768,22 +770,30 @@ static double few_ps_speed(int w, int p)
 	return w / (0.09153 + 0.003 * w / p + 0.0008 * w + 0.02141 * p);
 }
 
+/* Three measurements (-1%, 0, +1%) of scale * f(w, p) at each of the
+ * ncfg (workers, PS) configurations; returns how many. */
+static size_t ps_obs3(struct rv_alg_speed_obs *o, const int (*cfgs)[2], int ncfg,
+		      double (*f)(int, int), double scale)
+{
+	size_t n = 0;
+
+	for (int i = 0; i < ncfg; i++)
+		for (int r = 0; r < 3; r++)
+			o[n++] = (struct rv_alg_speed_obs){
+				.workers = cfgs[i][0],
+				.ps = cfgs[i][1],
+				.speed = scale * f(cfgs[i][0], cfgs[i][1]) * (0.99 + 0.01 * r)
+			};
+	return n;
+}
+
 START_TEST(test_ps_step_that_paid_is_followed)
 {
 	struct rv_alg_job_state st = state(RV_ALG_PS, 15, 4);
 	static const int cfgs[][2] = { { 10, 8 }, { 13, 8 }, { 16, 8 }, { 15, 4 } };
 	struct rv_alg_speed_obs o[16];
 	struct rv_alg_decision d;
-	size_t n = 0;
-
-	/* repeated measurements, +-1% */
-	for (int i = 0; i < 4; i++)
-		for (int r = 0; r < 3; r++)
-			o[n++] = (struct rv_alg_speed_obs){
-				.workers = cfgs[i][0],
-				.ps = cfgs[i][1],
-				.speed = few_ps_speed(cfgs[i][0], cfgs[i][1]) * (0.99 + 0.01 * r)
-			};
+	size_t n = ps_obs3(o, cfgs, 4, few_ps_speed, 1);
 	st.lim.max_workers = 16;
 	st.speed = o;
 	st.n_speed = n;
@@ -939,16 +949,7 @@ START_TEST(test_kept_ps_count_keeps_its_workers)
 	static const int cfgs[][2] = { { 23, 8 }, { 15, 8 }, { 10, 4 }, { 26, 6 } };
 	struct rv_alg_speed_obs o[16];
 	struct rv_alg_decision d;
-	size_t n = 0;
-
-	for (int i = 0; i < 4; i++)
-		for (int r = 0; r < 3; r++)
-			o[n++] = (struct rv_alg_speed_obs){
-				.workers = cfgs[i][0],
-				.ps = cfgs[i][1],
-				.speed = 100 * edge_ps_speed(cfgs[i][0], cfgs[i][1]) *
-					 (0.99 + 0.01 * r)
-			};
+	size_t n = ps_obs3(o, cfgs, 4, edge_ps_speed, 100);
 	st.cur.ps.res.cpu = 2;
 	st.cur.ps.res.memory_mb = 4096;
 	st.speed = o;
