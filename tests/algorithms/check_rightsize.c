@@ -389,6 +389,24 @@ START_TEST(test_rising_memory_grows_once)
 }
 END_TEST
 
+/* Memory that rose 8000 -> 10000 over 300 s and stayed flat for the next
+ * 300 s (h: the history; u: the current configuration, its last 60 s
+ * only), at a 15400 MiB limit set by the resize last (NULL: none): trimmed
+ * to the peak plus the margin. */
+static void ended_rise_trimmed(struct rv_alg_usage *h, struct rv_alg_usage *u, gsl_rng *r,
+			       const struct rv_alg_resize *last)
+{
+	size_t nh = mem_ramp(h, 8000, 2000.0 / 300, 300, 0, 600, r);
+	size_t n = mem_ramp(u, 8000, 2000.0 / 300, 300, 540, 600, r);
+	struct rv_alg_resource cur = { .cpu = 3.1, .memory_mb = 15400 }, out;
+
+	ck_assert_int_eq(rv_alg_rightsize_trend(u, n, h, nh, RV_ALG_WORKER, &cur, last, 600000,
+						&LIM, &P, 1, &out),
+			 1);
+	ck_assert_int_ge(out.memory_mb, 10000);
+	ck_assert_int_le(out.memory_mb, 11100);
+}
+
 /* The trend is read over the memory history across plans; once the rise
  * has ended (the newer half flat) the memory is trimmed to the peak plus
  * the margin. */
@@ -396,20 +414,12 @@ START_TEST(test_rising_memory_trimmed_when_flat)
 {
 	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
 	struct rv_alg_usage h[600], u[100];
-	/* rose 8000 -> 10000 over 300 s, flat for the next 300 s */
-	size_t nh = mem_ramp(h, 8000, 2000.0 / 300, 300, 0, 600, r);
-	/* the current configuration: its last 60 s only */
-	size_t n = mem_ramp(u, 8000, 2000.0 / 300, 300, 540, 600, r);
 	struct rv_alg_resource cur = { .cpu = 3.1, .memory_mb = 15400 }, out;
 
-	ck_assert_int_eq(rv_alg_rightsize_trend(u, n, h, nh, RV_ALG_WORKER, &cur, NULL, 600000,
-						&LIM, &P, 1, &out),
-			 1);
-	ck_assert_int_ge(out.memory_mb, 10000);
-	ck_assert_int_le(out.memory_mb, 11100);
+	ended_rise_trimmed(h, u, r, NULL);
 	/* still rising over the whole history: held, not trimmed */
-	nh = mem_ramp(h, 8000, 2000.0 / 600, 1e9, 0, 600, r);
-	n = mem_ramp(u, 8000, 2000.0 / 600, 1e9, 540, 600, r);
+	size_t nh = mem_ramp(h, 8000, 2000.0 / 600, 1e9, 0, 600, r);
+	size_t n = mem_ramp(u, 8000, 2000.0 / 600, 1e9, 540, 600, r);
 	ck_assert_int_ge(rv_alg_rightsize_trend(u, n, h, nh, RV_ALG_WORKER, &cur, NULL, 600000,
 						&LIM, &P, 1, &out),
 			 0);
@@ -426,20 +436,12 @@ START_TEST(test_ended_rise_trimmed_after_recent_growth)
 {
 	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
 	struct rv_alg_usage h[600], u[100];
-	/* rose 8000 -> 10000 over 300 s, flat for the next 300 s */
-	size_t nh = mem_ramp(h, 8000, 2000.0 / 300, 300, 0, 600, r);
-	size_t n = mem_ramp(u, 8000, 2000.0 / 300, 300, 540, 600, r);
-	struct rv_alg_resource cur = { .cpu = 3.1, .memory_mb = 15400 }, out;
 	/* grown 12000 -> 15400 five minutes ago */
 	struct rv_alg_resize last = { .t_ms = 300000,
 				      .from = { .cpu = 3.1, .memory_mb = 12000 },
 				      .to = { .cpu = 3.1, .memory_mb = 15400 } };
 
-	ck_assert_int_eq(rv_alg_rightsize_trend(u, n, h, nh, RV_ALG_WORKER, &cur, &last, 600000,
-						&LIM, &P, 1, &out),
-			 1);
-	ck_assert_int_ge(out.memory_mb, 10000);
-	ck_assert_int_le(out.memory_mb, 11100);
+	ended_rise_trimmed(h, u, r, &last);
 	gsl_rng_free(r);
 }
 END_TEST

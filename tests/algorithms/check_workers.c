@@ -413,17 +413,24 @@ START_TEST(test_knee_below_measured_range_goes_down)
 }
 END_TEST
 
-/* Four observations per count, +-3% around the given means. */
-static size_t around(struct rv_alg_speed_obs *obs, const int *ws, const double *means, size_t nw)
+/* k observations per count, alternately dev above and below the mean. */
+static size_t spread(struct rv_alg_speed_obs *obs, const int *ws, const double *means, size_t nw,
+		     int k, double dev)
 {
 	size_t n = 0;
 
 	for (size_t i = 0; i < nw; i++)
-		for (int r = 0; r < 4; r++)
+		for (int r = 0; r < k; r++)
 			obs[n++] = (struct rv_alg_speed_obs){
-				.workers = ws[i], .speed = means[i] * (r % 2 ? 1.03 : 0.97)
+				.workers = ws[i], .speed = means[i] * (r % 2 ? 1 + dev : 1 - dev)
 			};
 	return n;
+}
+
+/* Four observations per count, +-3% around the given means. */
+static size_t around(struct rv_alg_speed_obs *obs, const int *ws, const double *means, size_t nw)
+{
+	return spread(obs, ws, means, nw, 4, 0.03);
 }
 
 START_TEST(test_knee_within_noise_goes_cheaper)
@@ -472,20 +479,6 @@ START_TEST(test_knee_within_noise_goes_cheaper)
 }
 END_TEST
 
-/* Six observations per count, alternately dev above and below the mean. */
-static size_t spread(struct rv_alg_speed_obs *obs, const int *ws, const double *means, size_t nw,
-		     double dev)
-{
-	size_t n = 0;
-
-	for (size_t i = 0; i < nw; i++)
-		for (int r = 0; r < 6; r++)
-			obs[n++] = (struct rv_alg_speed_obs){
-				.workers = ws[i], .speed = means[i] * (r % 2 ? 1 + dev : 1 - dev)
-			};
-	return n;
-}
-
 START_TEST(test_knee_bisection_stops_at_noise)
 {
 	/* 24% speed noise, an all-reduce job explored down to 2 workers: 4
@@ -495,7 +488,7 @@ START_TEST(test_knee_bisection_stops_at_noise)
 	static const int ws[] = { 2, 4, 6, 10, 15 };
 	double means[] = { 61, 71.3, 76.9, 83.1, 57.4 };
 	struct rv_alg_speed_obs obs[30];
-	size_t n = spread(obs, ws, means, 5, 0.22);
+	size_t n = spread(obs, ws, means, 5, 6, 0.22);
 	struct rv_alg_limits lim = limits(1, 32, 1);
 	struct rv_alg_config cur = config(2, 0);
 	struct rv_alg_decision d;
