@@ -620,6 +620,32 @@ static bool sized_need(const struct rv_alg_config *to, const struct rv_alg_confi
 	return true;
 }
 
+/* Whether a role sat at its CPU limit in the run applied[i] set (its usage
+ * until the next plan), as the running stage judges a pinned role. */
+static bool run_pinned(const struct rv_alg_job_history *h, const struct rv_alg_params *p,
+		       size_t i, enum rv_alg_role role)
+{
+	const struct rv_alg_applied *a = &h->applied[i];
+	const struct rv_alg_group *g = role == RV_ALG_PS_ROLE ? &a->cfg.ps : &a->cfg.worker;
+	int64_t to = i > 0 ? h->applied[i - 1].applied_ts_ms : INT64_MAX;
+	const struct rv_alg_usage *u = h->mem_usage ? h->mem_usage : h->usage;
+	size_t nu = h->mem_usage ? h->n_mem_usage : h->n_usage;
+	size_t min = (size_t)(p->min_usage_samples > 0 ? p->min_usage_samples : 1);
+
+	if (!u || g->count <= 0 || !(g->res.cpu > 0))
+		return false;
+	struct rv_alg_usage *x = malloc((nu ? nu : 1) * sizeof(*x));
+	if (!x)
+		return false;
+	size_t m = 0;
+	for (size_t j = 0; j < nu; j++)
+		if (u[j].t_ms > a->applied_ts_ms && u[j].t_ms <= to)
+			x[m++] = u[j];
+	bool pinned = rv_alg_cpu_pinned(x, m, role, -1, min, g->res.cpu, 0.97, p);
+	free(x);
+	return pinned;
+}
+
 size_t rv_alg_correct_starved_speeds(const struct rv_alg_job_history *h,
 				     const struct rv_alg_params *p, struct rv_alg_speed_obs *o,
 				     size_t n)
@@ -633,6 +659,16 @@ size_t rv_alg_correct_starved_speeds(const struct rv_alg_job_history *h,
 				    p->starved_growth * (load > 1 ? load : 1) * from->ps.res.cpu;
 		bool moved = to->worker.count != from->worker.count ||
 			     to->ps.count != from->ps.count;
+		/* A pinned PS given more CPU per worker it serves while the
+		 * counts lightened its load grew too, though its limit rose
+		 * less than starved_growth: 4 PS pinned at 1.0 core under 6
+		 * workers went to 1.4 under 4 (their need there 1.2), and the
+		 * speed starved at 6 made 4 the measured knee (0.74 of the
+		 * oracle's speed). */
+		if (!grew && moved && load > 0 && load < 1 &&
+		    to->ps.res.cpu > p->starved_growth * load * from->ps.res.cpu &&
+		    run_pinned(h, p, i + 1, RV_ALG_PS_ROLE))
+			grew = true;
 		if (!grew || (!moved && a[i].outcome != RV_ALG_OUTCOME_BETTER))
 			continue;
 		/* A growth that also moved the counts measured no other speed at

@@ -546,6 +546,60 @@ START_TEST(test_starved_speeds_corrected)
 }
 END_TEST
 
+/* 4 PS pinned at 1.0 core under 6 workers; the first exploration step
+ * went to 4 workers and gave the PS 1.4 cores, under the starved_growth
+ * doubling, and they then used 1.2 each: with their load a third lighter,
+ * each needed 1.8 at 6 workers and the speeds there ran at 1/1.8 of the
+ * job's. */
+START_TEST(test_starved_ps_lighter_load)
+{
+	struct rv_alg_applied a[2] = {
+		plan_of(8, RV_ALG_STAGE_RUNNING, "explore", RV_ALG_OUTCOME_NEUTRAL, 200000, 4, 7),
+		plan_of(7, RV_ALG_STAGE_CREATE, "user_spec", RV_ALG_OUTCOME_UNKNOWN, 0, 6, 7),
+	};
+	a[0].cfg.ps = (struct rv_alg_group){ .count = 4, .res = { .cpu = 1.4, .memory_mb = 4096 } };
+	a[1].cfg.ps = (struct rv_alg_group){ .count = 4, .res = { .cpu = 1.0, .memory_mb = 4096 } };
+	struct rv_alg_speed_obs o[40], c[40];
+	struct rv_alg_usage u[320];
+	size_t n = 0, nu = 0;
+	for (int t = 1; t <= 40; t++) {
+		bool before = t <= 20;
+		o[n++] = (struct rv_alg_speed_obs){
+			.workers = before ? 6 : 4, .ps = 4, .t_ms = 10000 * t, .speed = before ? 10 : 14
+		};
+		for (int i = 0; i < 4; i++) {
+			u[nu++] = (struct rv_alg_usage){ .role = RV_ALG_PS_ROLE,
+							 .node = i,
+							 .t_ms = 10000 * t,
+							 .cpu = before ? 1.0 : 1.2,
+							 .memory_mb = 2048 };
+			u[nu++] = (struct rv_alg_usage){ .role = RV_ALG_WORKER,
+							 .node = i,
+							 .t_ms = 10000 * t,
+							 .cpu = 4,
+							 .memory_mb = 4096 };
+		}
+	}
+	struct rv_alg_job_history h = history(a, 2);
+	h.strategy = RV_ALG_PS;
+	h.speed = o;
+	h.n_speed = n;
+	h.mem_usage = u;
+	h.n_mem_usage = nu;
+	memcpy(c, o, sizeof(c));
+	ck_assert_int_eq(rv_alg_correct_starved_speeds(&h, &P, c, n), 40);
+	ck_assert_double_eq_tol(c[0].speed, 10 * 1.2 / (2.0 / 3.0), 1e-9);
+	ck_assert_double_eq_tol(c[20].speed, 14, 1e-9);
+	/* PS that were not pinned before: the limit only followed the load */
+	for (size_t i = 0; i < nu; i++)
+		if (u[i].t_ms <= 200000 && u[i].role == RV_ALG_PS_ROLE)
+			u[i].cpu = 0.7;
+	memcpy(c, o, sizeof(c));
+	ck_assert_int_eq(rv_alg_correct_starved_speeds(&h, &P, c, n), 40);
+	ck_assert_double_eq_tol(c[0].speed, 10, 1e-9);
+}
+END_TEST
+
 /* The doubling a first exploration step carried (4 -> 8 cores, 4 -> 3
  * workers) was a guess: the workers then used 7.6 cores, and the next plan
  * sizes them from that (7.9 cores), though within the hysteresis band. */
@@ -961,6 +1015,7 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, test_settle_job_warmup);
 	tcase_add_test(tc, test_starvation_filter);
 	tcase_add_test(tc, test_starved_speeds_corrected);
+	tcase_add_test(tc, test_starved_ps_lighter_load);
 	tcase_add_test(tc, test_starved_step_resize_guess);
 	tcase_add_test(tc, test_straggler_speeds_corrected);
 	tcase_add_test(tc, test_settled_steps_and_resizes);
