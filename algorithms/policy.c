@@ -268,6 +268,68 @@ int64_t rv_alg_run_settled_ms(const struct rv_alg_speed_obs *o, size_t n, int64_
 	return o[k].t_ms;
 }
 
+static int cmp_usage_t(const void *a, const void *b)
+{
+	const struct rv_alg_usage *x = a, *y = b;
+	return x->t_ms < y->t_ms ? -1 : x->t_ms > y->t_ms;
+}
+
+int64_t rv_alg_usage_settled_ms(const struct rv_alg_usage *u, size_t n, int64_t since_ms,
+				const struct rv_alg_params *p)
+{
+	struct rv_alg_usage *x = malloc((n ? n : 1) * sizeof(*x));
+	struct rv_alg_speed_obs *o = malloc((n ? n : 1) * sizeof(*o));
+	int64_t settled_ms = since_ms + p->warmup_ms;
+	if (!x || !o)
+		goto out;
+	for (int r = 0; r < 2; r++) {
+		size_t m = 0;
+		for (size_t i = 0; i < n; i++)
+			if (u[i].role == (enum rv_alg_role)r && u[i].t_ms > since_ms)
+				x[m++] = u[i];
+		if (m < 2)
+			continue;
+		qsort(x, m, sizeof(*x), cmp_usage_t);
+		/* One node's sampling period (the shortest gap between two of
+		 * its samples) buckets the nodes' samples into one mean each:
+		 * nodes report at their own times. */
+		int64_t period = INT64_MAX;
+		for (size_t i = 0; i < m; i++)
+			for (size_t j = i + 1; j < m; j++)
+				if (x[j].node == x[i].node) {
+					if (x[j].t_ms - x[i].t_ms > 0 && x[j].t_ms - x[i].t_ms < period)
+						period = x[j].t_ms - x[i].t_ms;
+					break;
+				}
+		if (period == INT64_MAX)
+			continue;
+		size_t k = 0;
+		for (size_t i = 0; i < m;) {
+			double sum = 0;
+			size_t j = i;
+			for (; j < m && x[j].t_ms < x[i].t_ms + period; j++)
+				sum += x[j].cpu + (x[j].has_held ? x[j].held : 0);
+			o[k++] = (struct rv_alg_speed_obs){ .t_ms = x[j - 1].t_ms,
+							    .speed = sum / (double)(j - i) };
+			i = j;
+		}
+		if (k < 4)
+			continue;
+		bool settled;
+		size_t at = rv_alg_settle_index(o, 0, k, p, &settled);
+		if (!settled) {
+			settled_ms = INT64_MAX;
+			break;
+		}
+		if (o[at].t_ms > settled_ms)
+			settled_ms = o[at].t_ms;
+	}
+out:
+	free(x);
+	free(o);
+	return settled_ms;
+}
+
 int rv_alg_outcome_window(const struct rv_alg_job_history *h, const struct rv_alg_params *p,
 			  struct rv_alg_outcome_window *w)
 {
@@ -878,7 +940,19 @@ int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_para
 		return 0;
 	}
 	const struct rv_alg_applied *cur = &h->applied[0];
-	/* Still warming up: neither speeds nor usage say the need yet. */
+	/* Still warming up: neither speeds nor usage say the need yet.  The
+	 * nodes' CPU use, averaged over them, shows a ramp the job's speed
+	 * hides under noise: 25% speed noise over a 600 s ramp from 45% passed
+	 * for flat, and CPU trimmed to the ramp's use starved the job a plan
+	 * later. */
+	int64_t use_ms = rv_alg_usage_settled_ms(h->usage, h->n_usage, cur->applied_ts_ms, p);
+	if (use_ms == INT64_MAX) {
+		rv_alg_decision_init(out, &cur->cfg);
+		out->algorithm = "hold";
+		rv_alg_reason_add(out, "warming up: the CPU use since plan %" PRId64 " still rises",
+				  cur->id);
+		return 0;
+	}
 	int64_t settled_ms =
 		h->n_speed ? rv_alg_run_settled_ms(h->speed, h->n_speed, cur->applied_ts_ms, p)
 			   : cur->applied_ts_ms;
@@ -889,6 +963,8 @@ int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_para
 				  cur->id);
 		return 0;
 	}
+	if (use_ms > settled_ms)
+		settled_ms = use_ms;
 	/* scratch copies (at least one element: never NULL below) */
 	struct rv_alg_speed_obs *obs = malloc((h->n_speed ? h->n_speed : 1) * sizeof(*obs));
 	struct rv_alg_step *steps = malloc((h->n_steps ? h->n_steps : 1) * sizeof(*steps));

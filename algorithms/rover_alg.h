@@ -724,6 +724,12 @@ size_t rv_alg_settle_index(const struct rv_alg_speed_obs *o, size_t start, size_
  * speed still rises. */
 int64_t rv_alg_run_settled_ms(const struct rv_alg_speed_obs *o, size_t n, int64_t since_ms,
 			      const struct rv_alg_params *p);
+/* The same over the nodes' CPU use (cores used plus cores held back by the
+ * limit) since since_ms, each role's samples averaged per sampling period
+ * of one node: the later of the roles' settle times, INT64_MAX while a
+ * role's use still rises. */
+int64_t rv_alg_usage_settled_ms(const struct rv_alg_usage *u, size_t n, int64_t since_ms,
+				const struct rv_alg_params *p);
 int64_t rv_alg_usage_since(const struct rv_alg_job_history *h, const struct rv_alg_params *p);
 /* Job time from which the step times (steps) are read: rv_alg_usage_since(),
  * or earlier, from the start of the oldest configuration an applied plan

@@ -600,6 +600,65 @@ START_TEST(test_starved_ps_lighter_load)
 }
 END_TEST
 
+/* 8 workers sampled every 10 s from t=0 to t_end s, their CPU use ramping
+ * from 45% to 4 cores over 600 s, staggered by node (nodes report at their
+ * own times) and spread +-5% about the ramp. */
+static size_t ramp_usage(struct rv_alg_usage *u, int t_end)
+{
+	size_t n = 0;
+	for (int t = 10; t <= t_end; t += 10)
+		for (int i = 0; i < 8; i++) {
+			double warm = t < 600 ? 0.45 + 0.55 * t / 600.0 : 1;
+			u[n++] = (struct rv_alg_usage){ .role = RV_ALG_WORKER,
+							.node = i,
+							.t_ms = 1000 * t + 100 * i,
+							.cpu = 4 * warm * (i % 2 ? 1.05 : 0.95),
+							.memory_mb = 4096 };
+		}
+	return n;
+}
+
+/* The nodes' CPU use shows a ramp the job's speed does not (speed noise
+ * hides it): the run is warming up until the use stops rising. */
+START_TEST(test_usage_ramp_holds)
+{
+	struct rv_alg_usage u[8 * 90];
+	size_t nu = ramp_usage(u, 300);
+	ck_assert_int_eq(rv_alg_usage_settled_ms(u, nu, 0, &P), INT64_MAX);
+	nu = ramp_usage(u, 900);
+	int64_t at = rv_alg_usage_settled_ms(u, nu, 0, &P);
+	ck_assert_msg(at >= 500000 && at <= 700000, "settled at %lld ms", (long long)at);
+	/* flat use: settled after the fixed warm-up past its first sample */
+	for (size_t i = 0; i < nu; i++)
+		u[i].cpu = 4;
+	at = rv_alg_usage_settled_ms(u, nu, 0, &P);
+	ck_assert_msg(at >= P.warmup_ms && at <= 10000 + P.warmup_ms + 1000, "settled at %lld ms",
+		      (long long)at);
+
+	/* the running stage holds while the use rises, though the speeds
+	 * (flat) would let it trim the workers' 16 cores to the ramp's use */
+	struct rv_alg_applied a[1] = {
+		plan_of(7, RV_ALG_STAGE_CREATE, "user_spec", RV_ALG_OUTCOME_UNKNOWN, 0, 8, 16),
+	};
+	struct rv_alg_speed_obs o[30];
+	for (int i = 0; i < 30; i++)
+		o[i] = (struct rv_alg_speed_obs){ .workers = 8,
+						  .t_ms = 10000 * (i + 1),
+						  .speed = i % 2 ? 105 : 95 };
+	nu = ramp_usage(u, 300);
+	struct rv_alg_job_history h = history(a, 1);
+	h.now_ms = 300000;
+	h.speed = o;
+	h.n_speed = 30;
+	h.usage = u;
+	h.n_usage = nu;
+	struct rv_alg_decision d;
+	ck_assert_int_eq(rv_alg_plan_job(&h, &P, &d), 0);
+	ck_assert_msg(!d.changed && strstr(d.reason, "CPU use since plan 7 still rises"), "%s",
+		      d.reason);
+}
+END_TEST
+
 /* The doubling a first exploration step carried (4 -> 8 cores, 4 -> 3
  * workers) was a guess: the workers then used 7.6 cores, and the next plan
  * sizes them from that (7.9 cores), though within the hysteresis band. */
@@ -1016,6 +1075,7 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, test_starvation_filter);
 	tcase_add_test(tc, test_starved_speeds_corrected);
 	tcase_add_test(tc, test_starved_ps_lighter_load);
+	tcase_add_test(tc, test_usage_ramp_holds);
 	tcase_add_test(tc, test_starved_step_resize_guess);
 	tcase_add_test(tc, test_straggler_speeds_corrected);
 	tcase_add_test(tc, test_settled_steps_and_resizes);
