@@ -511,6 +511,33 @@ START_TEST(oom_waits_for_a_pass_in_progress)
 }
 END_TEST
 
+/* A pass whose snapshot was taken before the job's row changed fails to
+ * update it (serialization failure): the test holds the plans table (scale_plans) while
+ * the pass reads, and updates the row meanwhile.  The pass is made again
+ * within a second, not at the timer pass (30 s). */
+START_TEST(pass_after_a_serialization_failure_is_retried)
+{
+	start();
+	PGconn *pg = PQconnectdb(conninfo);
+	ck_assert_msg(PQstatus(pg) == CONNECTION_OK, "%s", PQerrorMessage(pg));
+	PGresult *r = PQexec(pg, "BEGIN; LOCK TABLE scale_plans IN ACCESS EXCLUSIVE MODE");
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s", PQerrorMessage(pg));
+	PQclear(r);
+	post_speed(2, truth(2) * 100, 8);
+	sleep_ms(300);
+	const char *p1[] = { uid };
+	r = PQexecParams(pg, "UPDATE jobs SET planned_ts_ms = planned_ts_ms WHERE uid = $1", 1, NULL,
+			 p1, NULL, NULL, 0);
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s", PQerrorMessage(pg));
+	PQclear(r);
+	r = PQexec(pg, "COMMIT");
+	PQclear(r);
+	PQfinish(pg);
+	int rc = rv_test_brain_wait_planned(&brain, uid, ts, 50);
+	ck_assert_msg(rc == 0, "the pass that failed was not made again within a second");
+}
+END_TEST
+
 static Suite *brain_plans_suite(void)
 {
 	Suite *s = suite_create("brain_plans");
@@ -526,6 +553,7 @@ static Suite *brain_plans_suite(void)
 	tcase_add_test(tc, oom_plan_not_undone_by_a_running_pass);
 	tcase_add_test(tc, oom_waits_for_a_pass_in_progress);
 	tcase_add_test(tc, running_plan_older_than_an_oom_plan_is_not_served);
+	tcase_add_test(tc, pass_after_a_serialization_failure_is_retried);
 	suite_add_tcase(s, tc);
 	return s;
 }
