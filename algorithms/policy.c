@@ -297,7 +297,8 @@ int64_t rv_alg_usage_settled_ms(const struct rv_alg_usage *u, size_t n, int64_t 
 		for (size_t i = 0; i < m; i++)
 			for (size_t j = i + 1; j < m; j++)
 				if (x[j].node == x[i].node) {
-					if (x[j].t_ms - x[i].t_ms > 0 && x[j].t_ms - x[i].t_ms < period)
+					if (x[j].t_ms - x[i].t_ms > 0 &&
+					    x[j].t_ms - x[i].t_ms < period)
 						period = x[j].t_ms - x[i].t_ms;
 					break;
 				}
@@ -684,8 +685,8 @@ static bool sized_need(const struct rv_alg_config *to, const struct rv_alg_confi
 
 /* Whether a role sat at its CPU limit in the run applied[i] set (its usage
  * until the next plan), as the running stage judges a pinned role. */
-static bool run_pinned(const struct rv_alg_job_history *h, const struct rv_alg_params *p,
-		       size_t i, enum rv_alg_role role)
+static bool run_pinned(const struct rv_alg_job_history *h, const struct rv_alg_params *p, size_t i,
+		       enum rv_alg_role role)
 {
 	const struct rv_alg_applied *a = &h->applied[i];
 	const struct rv_alg_group *g = role == RV_ALG_PS_ROLE ? &a->cfg.ps : &a->cfg.worker;

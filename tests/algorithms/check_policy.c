@@ -564,9 +564,10 @@ START_TEST(test_starved_ps_lighter_load)
 	size_t n = 0, nu = 0;
 	for (int t = 1; t <= 40; t++) {
 		bool before = t <= 20;
-		o[n++] = (struct rv_alg_speed_obs){
-			.workers = before ? 6 : 4, .ps = 4, .t_ms = 10000 * t, .speed = before ? 10 : 14
-		};
+		o[n++] = (struct rv_alg_speed_obs){ .workers = before ? 6 : 4,
+						    .ps = 4,
+						    .t_ms = 10000 * t,
+						    .speed = before ? 10 : 14 };
 		for (int i = 0; i < 4; i++) {
 			u[nu++] = (struct rv_alg_usage){ .role = RV_ALG_PS_ROLE,
 							 .node = i,

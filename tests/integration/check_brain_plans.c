@@ -526,8 +526,8 @@ START_TEST(pass_after_a_serialization_failure_is_retried)
 	post_speed(2, truth(2) * 100, 8);
 	sleep_ms(300);
 	const char *p1[] = { uid };
-	r = PQexecParams(pg, "UPDATE jobs SET planned_ts_ms = planned_ts_ms WHERE uid = $1", 1, NULL,
-			 p1, NULL, NULL, 0);
+	r = PQexecParams(pg, "UPDATE jobs SET planned_ts_ms = planned_ts_ms WHERE uid = $1", 1,
+			 NULL, p1, NULL, NULL, 0);
 	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s", PQerrorMessage(pg));
 	PQclear(r);
 	r = PQexec(pg, "COMMIT");
