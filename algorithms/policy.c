@@ -947,21 +947,14 @@ int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_para
 	 * for flat, and CPU trimmed to the ramp's use starved the job a plan
 	 * later. */
 	int64_t use_ms = rv_alg_usage_settled_ms(h->usage, h->n_usage, cur->applied_ts_ms, p);
-	if (use_ms == INT64_MAX) {
-		rv_alg_decision_init(out, &cur->cfg);
-		out->algorithm = "hold";
-		rv_alg_reason_add(out, "warming up: the CPU use since plan %" PRId64 " still rises",
-				  cur->id);
-		return 0;
-	}
 	int64_t settled_ms =
 		h->n_speed ? rv_alg_run_settled_ms(h->speed, h->n_speed, cur->applied_ts_ms, p)
 			   : cur->applied_ts_ms;
-	if (settled_ms == INT64_MAX) {
+	if (use_ms == INT64_MAX || settled_ms == INT64_MAX) {
 		rv_alg_decision_init(out, &cur->cfg);
 		out->algorithm = "hold";
-		rv_alg_reason_add(out, "warming up: the speed since plan %" PRId64 " still rises",
-				  cur->id);
+		rv_alg_reason_add(out, "warming up: the %s since plan %" PRId64 " still rises",
+				  use_ms == INT64_MAX ? "CPU use" : "speed", cur->id);
 		return 0;
 	}
 	if (use_ms > settled_ms)
