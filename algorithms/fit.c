@@ -205,7 +205,7 @@ int rv_alg_fit_speed(enum rv_alg_model model, const struct rv_alg_speed_obs *obs
 
 		ss_tot += (f - mean) * (f - mean);
 		ss_res += (pr - f) * (pr - f);
-		rel += (pr - f) * (pr - f) / (f * f);
+		rel += pr > 0 ? (f - pr) * (f - pr) / (pr * pr) : 1;
 	}
 	out->n_points = (int)used;
 	out->n_configs = (int)nconf;

@@ -227,7 +227,7 @@ struct rv_alg_fit {
 	double theta[4];  /* t0..t3 (t3 = 0 for the sync model), all >= 0 */
 	int n_theta;      /* 3 (sync) or 4 (async) */
 	double r2;        /* coefficient of determination on speed */
-	double rel_rmse;  /* root mean square of (predicted - observed) / observed */
+	double rel_rmse;  /* root mean square of observed / predicted - 1 */
 	int n_configs;    /* distinct (workers, ps) configs observed */
 	int n_ps_values;  /* distinct PS counts observed */
 	int max_workers_seen; /* largest worker count observed */

@@ -122,6 +122,34 @@ START_TEST(test_nonnegative_when_unconstrained_goes_negative)
 }
 END_TEST
 
+/* The fit's relative error is the spread of the speeds around its
+ * prediction (speed / predicted - 1), the fit's own residual and the measure
+ * the pooled noise of repeated measurements uses: a speed at half the
+ * prediction reads as 50% off, not 100%.  Each configuration measured at
+ * 1.5x and 0.5x the truth: the fit predicts 1.25x (residuals +0.2 and -0.6,
+ * 0.45 RMS; over the observations, 1.07). */
+START_TEST(test_rel_err_is_relative_to_prediction)
+{
+	struct rv_alg_speed_obs obs[8];
+	struct rv_alg_fit fit;
+	size_t n = 0;
+	static const int ws[] = { 4, 8, 12, 16 };
+
+	for (size_t i = 0; i < 4; i++) {
+		obs[n++] = (struct rv_alg_speed_obs){ .workers = ws[i],
+						      .ps = 2,
+						      .speed = 1.5 * async_true(2, ws[i]) };
+		obs[n++] = (struct rv_alg_speed_obs){ .workers = ws[i],
+						      .ps = 2,
+						      .speed = 0.5 * async_true(2, ws[i]) };
+	}
+	ck_assert_int_eq(rv_alg_fit_speed(RV_ALG_MODEL_ASYNC, obs, n, &fit), 0);
+	ck_assert_msg(fabs(rv_alg_fit_predict(&fit, 8, 2) / async_true(2, 8) - 1.25) < 1e-6,
+		      "predicted %g", rv_alg_fit_predict(&fit, 8, 2));
+	ck_assert_msg(fabs(fit.rel_rmse - sqrt(0.2)) < 1e-6, "rel_rmse=%g", fit.rel_rmse);
+}
+END_TEST
+
 START_TEST(test_bad_input)
 {
 	struct rv_alg_speed_obs obs[] = {{.workers = 0, .speed = 5}, {.workers = 2, .speed = -1}};
@@ -162,6 +190,7 @@ static Suite *fit_suite(void)
 	tcase_add_test(tc, test_async_recovers_curve);
 	tcase_add_test(tc, test_exact_data_exact_params);
 	tcase_add_test(tc, test_nonnegative_when_unconstrained_goes_negative);
+	tcase_add_test(tc, test_rel_err_is_relative_to_prediction);
 	tcase_add_test(tc, test_bad_input);
 	tcase_add_test(tc, test_single_config_not_trusted);
 	suite_add_tcase(s, tc);
