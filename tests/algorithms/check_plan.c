@@ -221,6 +221,51 @@ START_TEST(test_noise_level_move_held)
 }
 END_TEST
 
+/* A PS job under 28% speed noise, just moved to one PS and measured there
+ * at 18 workers only: the model's move to 15 workers for a predicted -4%
+ * rests on a slope in workers taken from the other PS counts, within the
+ * uncertainty of the prediction and of the current mean; the counts stay.
+ * (The truth: 15 workers run 14% slower.) */
+START_TEST(test_single_count_move_held)
+{
+	struct rv_alg_job_state st = state(RV_ALG_PS, 18, 1);
+	static const struct {
+		int w, ps;
+		double s[6];
+	} runs[] = {
+		{ 20, 6, { 38.1, 35.0, 34.2 } },
+		{ 13, 6, { 24.3, 24.3, 25.2, 29.7, 27.9, 26.3 } },
+		{ 17, 6, { 39.1, 36.7, 26.7, 36.3, 28.0, 45.8 } },
+		{ 17, 3, { 61.9, 50.0, 55.0, 61.5, 60.9, 44.7 } },
+		{ 18, 1, { 63.3, 78.0, 79.2, 65.5, 81.3, 93.4 } },
+	};
+	struct rv_alg_speed_obs o[32];
+	size_t n = 0;
+	for (size_t r = 0; r < 5; r++)
+		for (int k = 0; k < 6 && runs[r].s[k] > 0; k++)
+			o[n++] = (struct rv_alg_speed_obs){ .workers = runs[r].w,
+							    .ps = runs[r].ps,
+							    .speed = runs[r].s[k],
+							    .t_ms = (int64_t)n * 10000 };
+	struct rv_alg_decision d;
+	st.lim.max_workers = 20;
+	st.speed = o;
+	st.n_speed = n;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_msg(!d.changed && strstr(d.reason, "measured at 18 workers only"), "%s",
+		      d.reason);
+	/* measured at a second worker count there, the model moves */
+	for (int k = 0; k < 6; k++)
+		o[n++] = (struct rv_alg_speed_obs){ .workers = 12,
+						    .ps = 1,
+						    .speed = 12 / (0.17308 + 0.0026 * 12),
+						    .t_ms = (int64_t)n * 10000 };
+	st.n_speed = n;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_msg(!strstr(d.reason, "measured at 18 workers only"), "%s", d.reason);
+}
+END_TEST
+
 static double edge_curve(int w)
 {
 	return 1 / (1.0 / w + 0.5 + 0.01 * w);
@@ -978,6 +1023,7 @@ static Suite *plan_suite(void)
 	tcase_add_test(tc, test_model_counts_kept_on_untrusted_refit);
 	tcase_add_test(tc, test_explore_budget_spent_keeps_counts);
 	tcase_add_test(tc, test_noise_level_move_held);
+	tcase_add_test(tc, test_single_count_move_held);
 	tcase_add_test(tc, test_model_counts_not_bracketed);
 	tcase_add_test(tc, test_hold_on_flat);
 	tcase_add_test(tc, test_measured_near_line_holds);
