@@ -250,6 +250,19 @@ int rv_alg_plan_create(const struct rv_alg_job_features *job,
 	c->worker.count = (int)lround(w_cnt / sw);
 	c->worker.res.cpu = cpu_tenths(w_cpu / sw * mg);
 	c->worker.res.memory_mb = (int64_t)rv_alg_mb_up(w_mem * mg);
+	/* An all-reduce worker holds the whole model and its optimizer state:
+	 * a neighbour with a fraction of the parameters used a fraction of the
+	 * memory, and no worker of this job runs below its own state. */
+	bool state_floor = false;
+
+	if (job->strategy == RV_ALG_ALLREDUCE && job->parameters > 0) {
+		double state_mb = job->parameters * BYTES_PER_PARAM * STATE_COPIES / MIB;
+
+		if ((double)c->worker.res.memory_mb < state_mb) {
+			c->worker.res.memory_mb = (int64_t)rv_alg_mb_up(state_mb);
+			state_floor = true;
+		}
+	}
 	if (job->strategy == RV_ALG_PS) {
 		c->ps.count = (int)lround(p_cnt / sw);
 		c->ps.res.cpu = cpu_tenths(p_cpu / sw * mg);
@@ -279,6 +292,11 @@ int rv_alg_plan_create(const struct rv_alg_job_features *job,
 	if (job->strategy == RV_ALG_PS)
 		rv_alg_reason_add(out, "%d PS x %.1f CPU %lld MiB", c->ps.count, c->ps.res.cpu,
 				  (long long)c->ps.res.memory_mb);
+	if (state_floor)
+		rv_alg_reason_add(out,
+				  "worker memory raised to the model and optimizer state of "
+				  "%.3g parameters",
+				  job->parameters);
 	free(nb);
 	return 0;
 }

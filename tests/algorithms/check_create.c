@@ -109,6 +109,50 @@ START_TEST(test_memory_from_largest_neighbour)
 }
 END_TEST
 
+/* An all-reduce worker holds the whole model and its optimizer state: a
+ * neighbour with a quarter of the parameters used a quarter of it, and the
+ * job would OOM twice (x2, x4) before reaching its own need. */
+START_TEST(test_allreduce_memory_at_least_state)
+{
+	struct rv_alg_history_job h[] = {
+		hjob("small-model", "lm-1", 3e8, RV_ALG_ALLREDUCE, 16, 4, 8192),
+	};
+	struct rv_alg_job_features job = {
+		.strategy = RV_ALG_ALLREDUCE,
+		.parameters = 1.2e9,
+		.batch_size = 64,
+		.dataset_size = 1e6,
+		.user = "ana",
+		.name = "lm-2",
+	};
+	struct rv_alg_decision d;
+
+	ck_assert_int_eq(rv_alg_plan_create(&job, h, 1, &LIM, &P, &d), 0);
+	ck_assert_str_eq(d.algorithm, "create_knn");
+	/* 1.2e9 x 4 bytes x 4 copies = 18311 MiB, above 8192 + 10% */
+	ck_assert_int_eq(d.cfg.worker.res.memory_mb, 18311);
+	ck_assert_msg(strstr(d.reason, "optimizer state"), "%s", d.reason);
+	/* within the node size */
+	struct rv_alg_limits small = LIM;
+
+	small.max_memory_mb = 16384;
+	ck_assert_int_eq(rv_alg_plan_create(&job, h, 1, &small, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.res.memory_mb, 16384);
+	/* a neighbour that used more keeps its memory */
+	h[0].cfg.worker.res.memory_mb = 20480;
+	ck_assert_int_eq(rv_alg_plan_create(&job, h, 1, &LIM, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.res.memory_mb, 22528);
+	ck_assert_msg(!strstr(d.reason, "optimizer state"), "%s", d.reason);
+	/* PS workers hold one copy of the weights, not the state */
+	struct rv_alg_history_job hp[] = {
+		hjob("small-ps", "lm-1", 3e8, RV_ALG_PS, 16, 4, 8192),
+	};
+	job.strategy = RV_ALG_PS;
+	ck_assert_int_eq(rv_alg_plan_create(&job, hp, 1, &LIM, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.res.memory_mb, 9012);
+}
+END_TEST
+
 START_TEST(test_nearest_dominates)
 {
 	/* one job with the same stem and size, one 30x bigger */
@@ -221,6 +265,7 @@ static Suite *create_suite(void)
 	tcase_add_test(tc, test_neighbours_picked);
 	tcase_add_test(tc, test_nearest_dominates);
 	tcase_add_test(tc, test_memory_from_largest_neighbour);
+	tcase_add_test(tc, test_allreduce_memory_at_least_state);
 	tcase_add_test(tc, test_default_without_history);
 	tcase_add_test(tc, test_limits_and_free_capacity);
 	suite_add_tcase(s, tc);
