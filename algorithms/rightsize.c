@@ -200,16 +200,22 @@ static double cpu_rise(const struct rv_alg_usage *u, size_t n, enum rv_alg_role 
 /* Whether the samples of a role from from_ms on rise significantly slower
  * than slope b (more than 2 of their standard errors below) and at less
  * than half its rate.  *flat: they do not rise significantly themselves
- * (their slope is within 2 standard errors of 0). */
+ * (their slope is within 2 standard errors of 0); *seen (may be NULL): they would have
+ * shown a rise at rate b (beyond 3 of their standard errors, as the rise
+ * itself was read). */
 static bool mem_slower(const struct rv_alg_usage *h, size_t nh, enum rv_alg_role role,
-		       int64_t from_ms, double b, bool *flat)
+		       int64_t from_ms, double b, bool *flat, bool *seen)
 {
 	double br, ser;
 	int64_t span;
 	*flat = false;
+	if (seen)
+		*seen = false;
 	if (usage_slope(h, nh, role, from_ms, false, &br, &ser, &span) < 0)
 		return false;
 	*flat = br < 2 * ser;
+	if (seen)
+		*seen = b > 3 * ser;
 	return br + 2 * ser < b && br < b / 2;
 }
 
@@ -228,7 +234,7 @@ static int mem_rising(const struct rv_alg_usage *h, size_t nh, enum rv_alg_role 
 {
 	double b, se;
 	int64_t span;
-	bool flat, flat_q;
+	bool flat, flat_q, seen;
 	*slope = 0;
 	if (usage_slope(h, nh, role, INT64_MIN, false, &b, &se, &span) < 0 || !(b > 3 * se))
 		return 0;
@@ -236,8 +242,11 @@ static int mem_rising(const struct rv_alg_usage *h, size_t nh, enum rv_alg_role 
 	for (size_t i = 0; i < nh; i++)
 		if (h[i].role == role && h[i].t_ms > t1)
 			t1 = h[i].t_ms;
-	if (mem_slower(h, nh, role, t1 - span / 2, b, &flat) &&
-	    (flat || mem_slower(h, nh, role, t1 - span / 4, b, &flat_q)))
+	/* The newer half must be long enough to have shown the rise: the
+	 * newer 55 s of a 110 s history read flat on noise, the rise passed
+	 * for ended and the job OOMed 200 s later. */
+	if (mem_slower(h, nh, role, t1 - span / 2, b, &flat, &seen) && seen &&
+	    (flat || mem_slower(h, nh, role, t1 - span / 4, b, &flat_q, NULL)))
 		return 2;
 	*slope = b;
 	return 1;

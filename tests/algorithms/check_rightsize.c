@@ -7,6 +7,7 @@
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
+#include "alg_internal.h"
 #include "rover_alg.h"
 #include "testutil.h"
 
@@ -500,6 +501,45 @@ START_TEST(test_paused_rise_not_ended)
 }
 END_TEST
 
+/* Memory over a history of span_s seconds (10 nodes, 12 samples each): a
+ * rise at 12 MiB/s for the first 6/11 of it, then a slight fall; nodes
+ * alternate 400 MiB above and below the need (spread the slope must see
+ * through). */
+static size_t mem_short_rise(struct rv_alg_usage *u, double span_s)
+{
+	size_t n = 0;
+	for (int k = 0; k <= 11; k++)
+		for (int node = 0; node < 10; node++) {
+			double t = span_s * k / 11, top = span_s * 6 / 11;
+			double need = t < top ? 8000 + 12 * t : 8000 + 12 * top - (t - top);
+			u[n++] = (struct rv_alg_usage){
+				.role = RV_ALG_WORKER,
+				.node = node,
+				.t_ms = (int64_t)(t * 1000),
+				.cpu = 3.0,
+				.memory_mb = (int64_t)(need + (node % 2 ? 400 : -400)),
+			};
+		}
+	return n;
+}
+
+/* A rise is over only where the newer half of the history would have shown
+ * it: the newer 50 s of a 110 s history cannot tell a rise at the rate seen
+ * from a fall (its slope's standard error is half that rate), and
+ * read as ended, the rise of a job's first two minutes was left at its
+ * limit and OOMed 200 s later.  Over a history ten times as long the same
+ * shape has ended. */
+START_TEST(test_short_history_rise_not_ended)
+{
+	struct rv_alg_usage h[120];
+	size_t nh = mem_short_rise(h, 110);
+
+	ck_assert(rv_alg_mem_rises(h, nh, RV_ALG_WORKER));
+	nh = mem_short_rise(h, 1100);
+	ck_assert(!rv_alg_mem_rises(h, nh, RV_ALG_WORKER));
+}
+END_TEST
+
 /* A starved role doubled from 4.4 to 8.8 cores uses 8: the doubling was a
  * guess, so the first size from usage (8 x 1.03 -> 8.2) replaces it though
  * the change (-7%) is inside the hysteresis band; an ordinary resize to
@@ -581,6 +621,7 @@ static Suite *rightsize_suite(void)
 	tcase_add_test(tc, test_ended_rise_trimmed_after_recent_growth);
 	tcase_add_test(tc, test_slowing_rise_not_trimmed);
 	tcase_add_test(tc, test_paused_rise_not_ended);
+	tcase_add_test(tc, test_short_history_rise_not_ended);
 	suite_add_tcase(s, tc);
 	return s;
 }
