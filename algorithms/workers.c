@@ -221,10 +221,20 @@ int rv_alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_
 	 * creep by one worker per plan on noise alone). */
 	double fcur_hold = fcur +
 			   p->knee_hold_se * mean_se(obs, nobs, cur->worker.count, cur->ps.count);
+	/* Nor far under the knee's own speed: with few workers one step
+	 * moves the speed by more than the band, and a count inside the
+	 * band of the line can sit far below a knee well above it (3 of at
+	 * most 4 all-reduce workers at 88% of the best held, 0.88 of the
+	 * knee's speed).  Near the line the knee lies at most about a band
+	 * above it, so a count within two bands of the knee still holds. */
+	double bar = (p->target_frac - p->knee_hold_frac) * best;
+	double fc_knee = speed_of(fit, obs, nobs, c.worker.count, async ? c.ps.count : 0);
 
+	if (isfinite(c_cost) && fc_knee - 2 * p->knee_hold_frac * best > bar)
+		bar = fc_knee - 2 * p->knee_hold_frac * best;
 	if (isfinite(c_cost) && cur->worker.count >= wmin && cur->worker.count <= wmax &&
-	    fcur_hold >= (p->target_frac - p->knee_hold_frac) * best &&
-	    config_cost(cur, cur) <= p->knee_hold_cost * c_cost && rv_alg_fits_free(lim, cur, cur))
+	    fcur_hold >= bar && config_cost(cur, cur) <= p->knee_hold_cost * c_cost &&
+	    rv_alg_fits_free(lim, cur, cur))
 		c = *cur;
 	/* Near the line, the cheaper of two neighbours: when the model moves
 	 * to an unmeasured count whose last worker buys less than

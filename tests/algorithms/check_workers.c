@@ -550,6 +550,41 @@ START_TEST(test_knee_tie_takes_cheaper)
 }
 END_TEST
 
+/* Two to four all-reduce workers, f(w) = 1 / (0.04/w + 0.0023 + 0.0011 w):
+ * 3 workers run at 88.3% of 4, inside the hold band of the line (90%) but
+ * 12 points under the knee's own speed: one step of so few workers moves
+ * the speed by more than the band, and holding 3 keeps 0.88 of the knee. */
+START_TEST(test_hold_band_from_knee_speed)
+{
+	struct rv_alg_fit fit = {
+		.model = RV_ALG_MODEL_SYNC,
+		.theta = { 0.040222, 0.002341, 0.00111727 },
+		.n_theta = 3,
+		.r2 = 0.98,
+		.rel_rmse = 0.01,
+		.n_configs = 3,
+		.n_ps_values = 1,
+		.max_workers_seen = 4,
+		.min_workers_seen = 2,
+	};
+	struct rv_alg_speed_obs obs[12];
+	size_t n = 0;
+
+	for (int w = 2; w <= 4; w++)
+		for (int r = 0; r < 4; r++)
+			obs[n++] = (struct rv_alg_speed_obs){
+				.workers = w,
+				.speed = rv_alg_fit_predict(&fit, w, 0) * (r % 2 ? 1.005 : 0.995),
+			};
+	struct rv_alg_limits lim = limits(2, 4, 1);
+	struct rv_alg_config cur = config(3, 0);
+	struct rv_alg_decision d;
+
+	ck_assert_int_eq(rv_alg_choose_workers_obs(&fit, obs, n, &lim, &cur, &P, &d), 0);
+	ck_assert_msg(d.cfg.worker.count == 4, "chose %d: %s", d.cfg.worker.count, d.reason);
+}
+END_TEST
+
 /* A job whose per-PS overhead makes one PS best, measured at 8 and 16 PS
  * only: the model is not trusted far from the PS counts it saw, so one plan
  * goes no lower than half the fewest measured (4), not to 1 PS. */
@@ -607,6 +642,7 @@ static Suite *workers_suite(void)
 	tcase_add_test(tc, test_knee_tie_takes_cheaper);
 	tcase_add_test(tc, test_knee_bisection_stops_at_noise);
 	tcase_add_test(tc, test_ps_count_not_far_from_data);
+	tcase_add_test(tc, test_hold_band_from_knee_speed);
 	suite_add_tcase(s, tc);
 	return s;
 }
