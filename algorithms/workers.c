@@ -268,6 +268,48 @@ int rv_alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_
 			tie = 1;
 		}
 	}
+	/* Likewise fewer PS beyond the data: when the model moves to a PS
+	 * count above every measured one (it extrapolates the PS term, and
+	 * a fit that cannot see the per-PS overhead, t3 = 0, has more PS
+	 * only ever help), whose PS beyond a smaller count buy less than
+	 * p->knee_tie_gain relative speed each, and that smaller count (not
+	 * measured at this worker count) is predicted short of the line by
+	 * no more than the fit's uncertainty, the model cannot tell which
+	 * reaches it: the fewer PS, each of which holds its own memory and
+	 * rounding (a fit from 1 and 2 PS sent 3 workers to 4 PS for 3%
+	 * predicted speed, 1.13x the oracle's resources; its 1 PS ran as
+	 * fast). */
+	int ps_hi = 0;
+
+	for (size_t i = 0; i < nobs; i++)
+		if (obs[i].speed > 0 && obs[i].ps > ps_hi)
+			ps_hi = obs[i].ps;
+	if (async && c.ps.count != cur->ps.count && c.ps.count > ps_hi && c.ps.count > pmin &&
+	    p->knee_tie_gain > 0 &&
+	    rv_alg_obs_count(obs, nobs, c.worker.count, c.ps.count, 2) < 2) {
+		double tol = rv_alg_speed_noise(obs, nobs);
+
+		if (fit->rel_rmse > tol)
+			tol = fit->rel_rmse;
+		double fc = rv_alg_fit_predict(fit, c.worker.count, c.ps.count);
+
+		for (int ps = pmin; ps < c.ps.count; ps++) {
+			struct rv_alg_config t = c;
+
+			t.ps.count = ps;
+			double fl = rv_alg_fit_predict(fit, c.worker.count, ps);
+
+			if (rv_alg_obs_count(obs, nobs, c.worker.count, ps, 2) < 2 && fl > 0 &&
+			    fl >= (p->target_frac - tol) * best &&
+			    (fc / fl - 1) / (c.ps.count - ps) < p->knee_tie_gain &&
+			    rv_alg_fits_free(lim, cur, &t)) {
+				c = t;
+				c_cost = config_cost(&c, cur);
+				tie = 2;
+				break;
+			}
+		}
+	}
 	/* The data must bracket the knee: a knee at the largest measured
 	 * count, with growth to it still paying and a better configuration
 	 * predicted beyond it, rests on extrapolation; measure one geometric
@@ -330,10 +372,12 @@ int rv_alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_
 	}
 	out->changed = true;
 	out->algorithm = "worker_count_model";
-	const char *note = capped ? "; step capped at the measured range"
-			   : tie  ? "; one worker fewer: within the fit's uncertainty of the "
-				    "line, the next buys little"
-				  : "";
+	const char *note = capped     ? "; step capped at the measured range"
+			   : tie == 1 ? "; one worker fewer: within the fit's uncertainty of the "
+					"line, the next buys little"
+			   : tie == 2 ? "; fewer PS: within the fit's uncertainty of the line, "
+					"the PS beyond buy little"
+				      : "";
 
 	if (async)
 		rv_alg_reason_add(

@@ -616,6 +616,49 @@ START_TEST(test_ps_count_not_far_from_data)
 }
 END_TEST
 
+/* A PS job measured at 1 and 2 PS whose fit sees no per-PS overhead
+ * (t3 = 0, as fitted from a job at its minimum of 3 workers): more PS only
+ * ever help, so the knee lands on 3 workers and 4 PS, beyond every
+ * measured PS count, for 3% predicted speed over 1 PS (1% a PS) where 1 PS
+ * is short of the line by less than the fit's error.  The model cannot
+ * tell them apart: fewer PS, and not beyond the data. */
+START_TEST(test_ps_beyond_data_within_uncertainty_fewer)
+{
+	struct rv_alg_fit fit = {
+		.model = RV_ALG_MODEL_ASYNC,
+		.theta = { 0.0200670228, 0.00255312581, 0.0507515507, 0 },
+		.n_theta = 4,
+		.r2 = 0.53,
+		.rel_rmse = 0.0244,
+		.n_configs = 3,
+		.n_ps_values = 2,
+		.max_workers_seen = 14,
+		.min_workers_seen = 6,
+	};
+	static const int cfgs[][2] = { { 9, 2 }, { 14, 2 }, { 6, 1 } };
+	struct rv_alg_speed_obs obs[12];
+	size_t n = 0;
+
+	for (int i = 0; i < 3; i++)
+		for (int r = 0; r < 4; r++)
+			obs[n++] = (struct rv_alg_speed_obs){
+				.workers = cfgs[i][0],
+				.ps = cfgs[i][1],
+				.speed = rv_alg_fit_predict(&fit, cfgs[i][0], cfgs[i][1]) *
+					 (r % 2 ? 1.026 : 0.974),
+			};
+	struct rv_alg_limits lim = limits(3, 20, 1);
+	struct rv_alg_config cur = config(6, 1);
+	struct rv_alg_decision d;
+
+	lim.max_ps = 4;
+	ck_assert_int_eq(rv_alg_choose_workers_obs(&fit, obs, n, &lim, &cur, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 3);
+	ck_assert_msg(d.cfg.ps.count <= 2, "%d PS: %s", d.cfg.ps.count, d.reason);
+	ck_assert_msg(strstr(d.reason, "fewer PS") != NULL, "%s", d.reason);
+}
+END_TEST
+
 static Suite *workers_suite(void)
 {
 	Suite *s = suite_create("workers");
@@ -643,6 +686,7 @@ static Suite *workers_suite(void)
 	tcase_add_test(tc, test_knee_bisection_stops_at_noise);
 	tcase_add_test(tc, test_ps_count_not_far_from_data);
 	tcase_add_test(tc, test_hold_band_from_knee_speed);
+	tcase_add_test(tc, test_ps_beyond_data_within_uncertainty_fewer);
 	suite_add_tcase(s, tc);
 	return s;
 }
