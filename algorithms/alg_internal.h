@@ -121,4 +121,14 @@ bool rv_alg_measured_near_line(const struct rv_alg_speed_obs *obs, size_t n, int
 int rv_alg_measured_too_slow(const struct rv_alg_speed_obs *obs, size_t n, int ps,
 			     const struct rv_alg_params *p);
 
+/* rv_alg_run_settled_ms() and rv_alg_drop_warmup() with the runs split also
+ * where an applied plan of h restarted the nodes at the same counts (a CPU
+ * or memory resize, an OOM relaunch): each restart ramps up again.  h NULL:
+ * split at count changes only. */
+int64_t rv_alg_job_run_settled_ms(const struct rv_alg_job_history *h,
+				  const struct rv_alg_speed_obs *o, size_t n, int64_t since_ms,
+				  const struct rv_alg_params *p);
+size_t rv_alg_drop_run_warmup(const struct rv_alg_job_history *h, struct rv_alg_speed_obs *o,
+			      size_t n, const struct rv_alg_params *p);
+
 #endif

@@ -177,21 +177,57 @@ static int cmp_i64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Whether applied[i] restarted the job's nodes: every applied plan whose
+ * configuration differs from the one before it relaunches them (a CPU or
+ * memory resize at the same counts, an OOM relaunch), and the job ramps up
+ * again after it; one that changed nothing restarted nothing.  The oldest
+ * plan read has nothing to compare with and counts as a restart. */
+static bool plan_restarted(const struct rv_alg_job_history *h, size_t i)
+{
+	return i + 1 >= h->n_applied ||
+	       !rv_alg_config_equal(&h->applied[i].cfg, &h->applied[i + 1].cfg);
+}
+
+/* Whether the job's nodes restarted between samples a and b (a sample at a
+ * plan's own time is of the configuration before it). */
+static bool restarted_between(const struct rv_alg_job_history *h, const struct rv_alg_speed_obs *a,
+			      const struct rv_alg_speed_obs *b)
+{
+	for (size_t i = 0; h && h->applied && i < h->n_applied; i++) {
+		int64_t t = h->applied[i].applied_ts_ms;
+		if (t > 0 && a->t_ms <= t && t < b->t_ms && plan_restarted(h, i))
+			return true;
+	}
+	return false;
+}
+
+/* The end of the run that starts at o[start]: the samples of one worker and
+ * PS count with no restart of the nodes among them (h: the applied plans;
+ * NULL: split at count changes only). */
+static size_t run_end(const struct rv_alg_speed_obs *o, size_t start, size_t n,
+		      const struct rv_alg_job_history *h)
+{
+	size_t end = start + 1;
+	while (end < n && o[end].workers == o[start].workers && o[end].ps == o[start].ps &&
+	       !restarted_between(h, &o[end - 1], &o[end]))
+		end++;
+	return end;
+}
+
 /* The job's own warm-up, read from its earlier runs (a run: the samples of
- * one worker and PS count): the median time from a run's first sample to
+ * one worker and PS count between two restarts of the nodes): the median time from a run's first sample to
  * the end of its ramp, over the runs whose ramp the fit found and whose
  * samples after it are measurably flatter (ramp_ended).  A warm-up repeats
  * after every change of the same job; one noisy run's fit is not enough
  * (a run of 28% noise fitted a 70 s ramp to a 30 s one): 0 unless two
  * runs agree on having one. */
-static int64_t job_warmup_ms(const struct rv_alg_speed_obs *o, size_t n)
+static int64_t job_warmup_ms(const struct rv_alg_speed_obs *o, size_t n,
+			     const struct rv_alg_job_history *h)
 {
 	int64_t d[64];
 	size_t nd = 0;
 	for (size_t start = 0; start < n;) {
-		size_t end = start;
-		while (end < n && o[end].workers == o[start].workers && o[end].ps == o[start].ps)
-			end++;
+		size_t end = run_end(o, start, n, h);
 		double b = 0, sd = 0;
 		size_t c = ramp_end(o, start, end, &b, &sd);
 		if (c < end && ramp_ended(o, c, end, b, sd) && nd < sizeof(d) / sizeof(d[0]))
@@ -249,6 +285,13 @@ size_t rv_alg_settle_index(const struct rv_alg_speed_obs *o, size_t start, size_
 int64_t rv_alg_run_settled_ms(const struct rv_alg_speed_obs *o, size_t n, int64_t since_ms,
 			      const struct rv_alg_params *p)
 {
+	return rv_alg_job_run_settled_ms(NULL, o, n, since_ms, p);
+}
+
+int64_t rv_alg_job_run_settled_ms(const struct rv_alg_job_history *h,
+				  const struct rv_alg_speed_obs *o, size_t n, int64_t since_ms,
+				  const struct rv_alg_params *p)
+{
 	size_t start = 0;
 	while (start < n && o[start].t_ms <= since_ms)
 		start++;
@@ -260,7 +303,7 @@ int64_t rv_alg_run_settled_ms(const struct rv_alg_speed_obs *o, size_t n, int64_
 		return INT64_MAX;
 	/* Not before the warm-up the job's earlier runs showed: under noise
 	 * the first 120 s of a 200-300 s ramp pass the trend test for flat. */
-	int64_t d = job_warmup_ms(o, start);
+	int64_t d = job_warmup_ms(o, start, h);
 	if (d > 0 && o[n - 1].t_ms < o[start].t_ms + d)
 		return INT64_MAX;
 	if (d > 0 && o[k].t_ms < o[start].t_ms + d)
@@ -352,7 +395,7 @@ int rv_alg_outcome_window(const struct rv_alg_job_history *h, const struct rv_al
 	w->after_from_ms = cur->applied_ts_ms + p->warmup_ms;
 	if (h->n_speed && h->speed) {
 		int64_t settled =
-			rv_alg_run_settled_ms(h->speed, h->n_speed, cur->applied_ts_ms, p);
+			rv_alg_job_run_settled_ms(h, h->speed, h->n_speed, cur->applied_ts_ms, p);
 		if (settled > w->after_from_ms)
 			w->after_from_ms = settled;
 	}
@@ -549,12 +592,16 @@ int rv_alg_ps_mem_fit(const struct rv_alg_usage *use, size_t n,
 
 size_t rv_alg_drop_warmup(struct rv_alg_speed_obs *o, size_t n, const struct rv_alg_params *p)
 {
+	return rv_alg_drop_run_warmup(NULL, o, n, p);
+}
+
+size_t rv_alg_drop_run_warmup(const struct rv_alg_job_history *h, struct rv_alg_speed_obs *o,
+			      size_t n, const struct rv_alg_params *p)
+{
 	size_t batch = p->batch_mean > 0 ? (size_t)p->batch_mean : 1;
 	size_t out = 0;
 	for (size_t start = 0; start < n;) {
-		size_t end = start;
-		while (end < n && o[end].workers == o[start].workers && o[end].ps == o[start].ps)
-			end++;
+		size_t end = run_end(o, start, n, h);
 		/* Each run's warm-up: until its speed stops rising; a run that
 		 * never settled keeps its last third (the nearest to steady). */
 		bool settled;
@@ -947,9 +994,9 @@ int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_para
 	 * for flat, and CPU trimmed to the ramp's use starved the job a plan
 	 * later. */
 	int64_t use_ms = rv_alg_usage_settled_ms(h->usage, h->n_usage, cur->applied_ts_ms, p);
-	int64_t settled_ms =
-		h->n_speed ? rv_alg_run_settled_ms(h->speed, h->n_speed, cur->applied_ts_ms, p)
-			   : cur->applied_ts_ms;
+	int64_t settled_ms = h->n_speed ? rv_alg_job_run_settled_ms(h, h->speed, h->n_speed,
+								    cur->applied_ts_ms, p)
+					: cur->applied_ts_ms;
 	if (use_ms == INT64_MAX || settled_ms == INT64_MAX) {
 		rv_alg_decision_init(out, &cur->cfg);
 		out->algorithm = "hold";
@@ -973,7 +1020,7 @@ int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_para
 		memcpy(steps, h->steps, h->n_steps * sizeof(*steps));
 	size_t nobs = rv_alg_correct_straggler_speeds(h, p, obs, h->n_speed);
 	nobs = rv_alg_correct_starved_speeds(h, p, obs, nobs);
-	nobs = rv_alg_drop_warmup(obs, nobs, p);
+	nobs = rv_alg_drop_run_warmup(h, obs, nobs, p);
 	size_t nsteps = rv_alg_settled_steps(steps, h->n_steps, cur->applied_ts_ms, p);
 
 	struct rv_alg_job_state st;

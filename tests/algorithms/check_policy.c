@@ -398,6 +398,51 @@ START_TEST(test_settle_job_warmup)
 }
 END_TEST
 
+/* A plan that resizes only CPU or memory relaunches the nodes, and the job
+ * ramps up again at the same counts: the two earlier ramps at 4 workers
+ * (a CPU resize at 300 s between them) are two runs, so a run whose first
+ * 120 s read as flat is not settled before their warm-up.  A plan that
+ * changed nothing restarted nothing: no run starts at it. */
+START_TEST(test_settle_restart_same_counts)
+{
+	static const double e[12] = { 0.10,  -0.15, 0.05, 0.20,  -0.10, 0.00,
+				      -0.20, 0.15,  0.05, -0.05, -0.15, 0.10 };
+	struct rv_alg_speed_obs o[72];
+	size_t n = 0;
+
+	for (int r = 0; r < 2; r++)
+		for (int i = 0; i < 30; i++) {
+			double t = (i + 1) * 10.0;
+			double w = t < 200 ? 0.4 + 0.6 * t / 200 : 1;
+			o[n++] = (struct rv_alg_speed_obs){ .workers = 4,
+							    .t_ms = (int64_t)(r * 300 + t) * 1000,
+							    .speed = 100 * w };
+		}
+	for (int i = 0; i < 12; i++)
+		o[n++] = (struct rv_alg_speed_obs){ .workers = 8,
+						    .t_ms = (int64_t)(600 + (i + 1) * 10) * 1000,
+						    .speed = 100 * (1 + e[i]) };
+	struct rv_alg_applied a[3] = {
+		plan_of(9, RV_ALG_STAGE_RUNNING, "worker_count_model", RV_ALG_OUTCOME_PENDING,
+			600000, 8, 8),
+		plan_of(8, RV_ALG_STAGE_RUNNING, "rightsize", RV_ALG_OUTCOME_NEUTRAL, 300000, 4, 8),
+		plan_of(1, RV_ALG_STAGE_CREATE, "user_spec", RV_ALG_OUTCOME_PENDING, 0, 4, 4),
+	};
+	struct rv_alg_job_history h = history(a, 3);
+	struct rv_alg_outcome_window w;
+
+	h.speed = o;
+	h.n_speed = n;
+	h.now_ms = o[n - 1].t_ms;
+	ck_assert_int_eq(rv_alg_outcome_window(&h, &P, &w), 1);
+	ck_assert(w.after_from_ms == INT64_MAX);
+	/* the resize changed nothing: one run at 4 workers, one ramp */
+	a[1].cfg = a[2].cfg;
+	ck_assert_int_eq(rv_alg_outcome_window(&h, &P, &w), 1);
+	ck_assert_int_eq(w.after_from_ms, 640000);
+}
+END_TEST
+
 START_TEST(test_drop_warmup)
 {
 	struct rv_alg_speed_obs o[12];
@@ -1073,6 +1118,7 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, test_drop_warmup);
 	tcase_add_test(tc, test_settle_detection);
 	tcase_add_test(tc, test_settle_job_warmup);
+	tcase_add_test(tc, test_settle_restart_same_counts);
 	tcase_add_test(tc, test_starvation_filter);
 	tcase_add_test(tc, test_starved_speeds_corrected);
 	tcase_add_test(tc, test_starved_ps_lighter_load);
