@@ -268,6 +268,9 @@ int nodemgr_apply(struct master *m, int type, const void *data, size_t len, stru
 			n->exit_code = (int)code;
 			n->signal = (int)sig;
 			n->pid = 0;
+			/* its heartbeats end with it; its peers finish too */
+			if (n->state == MASTER_NODE_SUCCEEDED)
+				rdzv_done(m->rdzv, name);
 		}
 	}
 	return apply_job(m, doc, err);

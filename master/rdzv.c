@@ -33,6 +33,7 @@ struct rnode {
 	int prev_rank;     /* group rank in the previous world, -1 none */
 	int64_t seq;       /* join order within the rounds it waited for */
 	int64_t last_seen; /* last join or heartbeat */
+	bool done;         /* finished its work: its silence is not a death */
 };
 
 struct rdzv {
@@ -372,6 +373,7 @@ int64_t rdzv_join(struct rdzv *r, const struct rdzv_node *n, int64_t now_ms)
 	}
 	nd->node = *n;
 	nd->last_seen = now_ms;
+	nd->done = false;
 	advance(r, now_ms);
 	return r->round;
 }
@@ -449,6 +451,16 @@ int rdzv_heartbeat(struct rdzv *r, const char *name, int64_t now_ms)
 	return 0;
 }
 
+int rdzv_done(struct rdzv *r, const char *name)
+{
+	int slot = name ? find(r, name) : -1;
+
+	if (slot < 0)
+		return -ENOENT;
+	r->nodes[slot].done = true;
+	return 0;
+}
+
 int rdzv_grace(struct rdzv *r, int64_t now_ms)
 {
 	for (int i = 0; i < r->n; i++)
@@ -479,7 +491,8 @@ int rdzv_tick(struct rdzv *r, int64_t now_ms, char (*dead)[64], int max_dead, in
 		struct silent s[RDZV_MAX_NODES] = { { 0 } };
 		int ns = 0;
 		for (int i = 0; i < r->n; i++)
-			if (now_ms - r->nodes[i].last_seen >= r->c.heartbeat_timeout_ms)
+			if (!r->nodes[i].done &&
+			    now_ms - r->nodes[i].last_seen >= r->c.heartbeat_timeout_ms)
 				s[ns++] = (struct silent){ r->nodes[i].last_seen,
 							   r->nodes[i].node.name };
 		qsort(s, (size_t)ns, sizeof(s[0]), silent_cmp);
@@ -508,7 +521,8 @@ int64_t rdzv_next_deadline(const struct rdzv *r)
 	}
 	if (r->c.heartbeat_timeout_ms > 0)
 		for (int i = 0; i < r->n; i++)
-			if (r->nodes[i].last_seen + r->c.heartbeat_timeout_ms < t)
+			if (!r->nodes[i].done &&
+			    r->nodes[i].last_seen + r->c.heartbeat_timeout_ms < t)
 				t = r->nodes[i].last_seen + r->c.heartbeat_timeout_ms;
 	return t;
 }
@@ -572,10 +586,10 @@ int rdzv_snapshot_save(const struct rdzv *r, struct rv_buf *out)
 		rv_buf_printf(out,
 			      "%s{\"name\":\"%s\",\"addr\":\"%s\",\"local_world_size\":%d,"
 			      "\"status\":\"%s\",\"rank\":%d,\"prev_rank\":%d,\"seq\":%" PRId64
-			      ",\"last_seen\":%" PRId64 "}",
+			      ",\"last_seen\":%" PRId64 "%s}",
 			      i ? "," : "", nd->node.name, nd->node.addr, nd->node.local_world_size,
 			      status_names[nd->status], nd->rank, nd->prev_rank, nd->seq,
-			      nd->last_seen);
+			      nd->last_seen, nd->done ? ",\"done\":true" : "");
 	}
 	rv_buf_puts(out, "]}");
 	return rv_buf_failed(out) ? -ENOMEM : 0;
@@ -627,7 +641,8 @@ static int load_node(struct rdzv *t, const cJSON *it, int i, struct rv_err *err)
 	nd.prev_rank = (int)v;
 	if ((rc = rv_json_get_int(it, "seq", path, true, 0, TS_MAX, &nd.seq, err)) < 0 ||
 	    (rc = rv_json_get_int(it, "last_seen", path, true, -TS_MAX, TS_MAX, &nd.last_seen,
-				  err)) < 0)
+				  err)) < 0 ||
+	    (rc = rv_json_get_bool(it, "done", path, false, &nd.done, err)) < 0)
 		return rc;
 	if ((nd.status == NODE_MEMBER) != (nd.rank >= 0) ||
 	    (t->state != RDZV_COMPLETE && nd.status == NODE_MEMBER))

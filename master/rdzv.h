@@ -112,6 +112,12 @@ int rdzv_leave(struct rdzv *r, const char *name, int64_t now_ms);
  * must join again). */
 int rdzv_heartbeat(struct rdzv *r, const char *name, int64_t now_ms);
 
+/* Node name finished its work (its agent exited with success): its silence
+ * from now on is not taken for a death, so it opens no new round, which
+ * would stop its peers' workers in their last moments.  A join clears it.
+ * 0, or -ENOENT unknown. */
+int rdzv_done(struct rdzv *r, const char *name);
+
 /* Every known node counts as seen at now_ms: a restarted master calls it
  * (as a journaled operation) once it serves again, so its own downtime is
  * not taken for silence.  Returns the number of known nodes. */

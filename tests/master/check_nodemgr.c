@@ -28,7 +28,7 @@ static const char spec_json[] =
 
 static char dir[64];
 
-static struct master *master_new(void)
+static struct master *master_new_spec(const char *spec)
 {
 	rv_log_setup("master", RV_LOG_WARN);
 	struct master *m = calloc(1, sizeof(*m));
@@ -51,7 +51,7 @@ static struct master *master_new(void)
 	c->node_usage_interval_ms = 100;
 	c->job_linger_s = 60;
 	struct rv_err err = { 0 };
-	cJSON *doc = rv_json_parse(spec_json, strlen(spec_json), &err);
+	cJSON *doc = rv_json_parse(spec, strlen(spec), &err);
 	ck_assert_ptr_nonnull(doc);
 	ck_assert_int_eq(rv_job_spec_from_json(doc, &m->spec, &err), 0);
 	cJSON_Delete(doc);
@@ -62,6 +62,11 @@ static struct master *master_new(void)
 	ck_assert_msg(state_open(m, &err) == 0, "%s", err.msg);
 	ck_assert_msg(nodemgr_start(m, "127.0.0.1:1", &err) == 0, "%s", err.msg);
 	return m;
+}
+
+static struct master *master_new(void)
+{
+	return master_new_spec(spec_json);
 }
 
 static void master_free(struct master *m)
@@ -182,6 +187,61 @@ START_TEST(test_reconcile_count_and_resources)
 }
 END_TEST
 
+/* Apply one operation as the API would, under the lock. */
+static struct master_result apply_op(struct master *m, int type, const char *node, int64_t now)
+{
+	struct master_op op = { .now_ms = now, .local_world_size = 1 };
+	struct master_result res;
+	snprintf(op.node, sizeof(op.node), "%s", node);
+	snprintf(op.addr, sizeof(op.addr), "127.0.0.1:29500");
+	pthread_mutex_lock(&m->lock);
+	state_apply(m, type, &op, NULL, 0, &res, NULL);
+	pthread_mutex_unlock(&m->lock);
+	return res;
+}
+
+/* Nodes whose agents finished (exit 0) stop heartbeating: their silence
+ * afterwards is no death and opens no new round, which would stop the
+ * workers of a peer still finishing its last steps. */
+START_TEST(test_succeeded_node_silence_is_no_death)
+{
+	static const char spec[] =
+		"{\"apiVersion\":\"elastic.rover.dev/v1alpha1\",\"kind\":\"ElasticJob\","
+		"\"metadata\":{\"name\":\"nm-done\"},\"spec\":{\"distributionStrategy\":"
+		"\"AllreduceStrategy\",\"replicaSpecs\":{\"worker\":{\"replicas\":2,"
+		"\"minReplicas\":1,\"maxReplicas\":4,\"command\":[\"sleep\",\"1\"]}},"
+		"\"datasets\":[{\"name\":\"train\",\"size\":100,\"shardSize\":10}]}}";
+	struct master *m = master_new_spec(spec);
+	pthread_mutex_lock(&m->lock);
+	int64_t t0 = state_now(m);
+	pthread_mutex_unlock(&m->lock);
+	ck_assert_int_eq(apply_op(m, MASTER_OP_JOIN, "worker-0", t0).rc, 0);
+	ck_assert_int_eq(apply_op(m, MASTER_OP_JOIN, "worker-1", t0).rc, 0);
+	int succeeded = 0;
+	for (int i = 0; i < 200 && succeeded < 2; i++) {
+		usleep(25 * 1000);
+		pthread_mutex_lock(&m->lock);
+		succeeded = 0;
+		for (int k = 0; k < m->nnodes; k++)
+			succeeded += m->nodes[k].state == MASTER_NODE_SUCCEEDED;
+		pthread_mutex_unlock(&m->lock);
+	}
+	ck_assert_int_eq(succeeded, 2);
+	int64_t before, after;
+	pthread_mutex_lock(&m->lock);
+	rdzv_state(m->rdzv, &before, NULL);
+	pthread_mutex_unlock(&m->lock);
+	apply_op(m, MASTER_OP_TICK, "", t0 + 60000);
+	pthread_mutex_lock(&m->lock);
+	rdzv_state(m->rdzv, &after, NULL);
+	pthread_mutex_unlock(&m->lock);
+	unsigned long long dead = (unsigned long long)atomic_load(&m->nodes_dead);
+	ck_assert_msg(dead == 0, "%llu succeeded nodes declared dead for their silence", dead);
+	ck_assert_int_eq(after, before);
+	master_free(m);
+}
+END_TEST
+
 START_TEST(test_local_without_command_is_refused)
 {
 	static const char bad[] =
@@ -216,6 +276,7 @@ static Suite *nodemgr_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_reconcile_count_and_resources);
 	tcase_add_test(tc, test_local_without_command_is_refused);
+	tcase_add_test(tc, test_succeeded_node_silence_is_no_death);
 	suite_add_tcase(s, tc);
 	return s;
 }

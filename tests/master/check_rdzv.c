@@ -640,6 +640,44 @@ static void same(struct rdzv *x, struct rdzv *y)
 	rv_buf_release(&by);
 }
 
+/* A node whose agent finished (exited with success) stops heartbeating
+ * while its peers finish their last steps: its silence kills no one and
+ * opens no round, across a snapshot too; a join makes it a node like any. */
+START_TEST(test_done_node_silence)
+{
+	struct rdzv *r = mk(2, 2, 1, 0, 0, 5000);
+	char dead[2][64];
+	int nd = -1;
+	int64_t round;
+
+	join(r, "a", 0);
+	join(r, "b", 0);
+	ck_assert_int_eq(state(r, &round, NULL), RDZV_COMPLETE);
+	ck_assert_int_eq(rdzv_done(r, "a"), 0);
+	ck_assert_int_eq(rdzv_done(r, "x"), -ENOENT);
+	for (int64_t t = 1000; t <= 20000; t += 1000)
+		rdzv_heartbeat(r, "b", t);
+	ck_assert_int_eq(rdzv_next_deadline(r), 25000); /* b's, not a's 5000 */
+	struct rdzv *t = clone(r, 2, 2, 1, 0, 0, 5000);
+	same(r, t);
+	struct rdzv *rs[] = { r, t };
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(rdzv_tick(rs[i], 20000, dead, 2, &nd), 0);
+		ck_assert_int_eq(nd, 0);
+		ck_assert_int_eq(state(rs[i], &round, NULL), RDZV_COMPLETE);
+		ck_assert_int_eq(round, 1);
+		ck_assert_int_eq(world(rs[i], "b", 1), 1);
+	}
+	rdzv_free(t);
+	/* a node that comes back is watched again */
+	ck_assert_int_eq(join(r, "a", 21000), 2);
+	rdzv_tick(r, 30000, dead, 2, &nd);
+	ck_assert_int_eq(nd, 2);
+	ck_assert_str_eq(dead[1], "a");
+	rdzv_free(r);
+}
+END_TEST
+
 START_TEST(test_snapshot_round_trip)
 {
 	struct rdzv *r = mk(2, 4, 2, 1000, 8000, 3000);
@@ -939,6 +977,7 @@ static Suite *rdzv_suite(void)
 	tcase_add_test(tc, test_ranks_stable);
 	tcase_add_test(tc, test_rank_offsets);
 	tcase_add_test(tc, test_heartbeat_timeout);
+	tcase_add_test(tc, test_done_node_silence);
 	tcase_add_test(tc, test_dead_more_than_room);
 	tcase_add_test(tc, test_grace_after_restart);
 	tcase_add_test(tc, test_spares_at_max);
