@@ -239,7 +239,7 @@ START_TEST(test_single_count_move_held)
 		{ 17, 3, { 61.9, 50.0, 55.0, 61.5, 60.9, 44.7 } },
 		{ 18, 1, { 63.3, 78.0, 79.2, 65.5, 81.3, 93.4 } },
 	};
-	struct rv_alg_speed_obs o[32];
+	struct rv_alg_speed_obs o[40]; /* 27 measured, 6 more below */
 	size_t n = 0;
 	for (size_t r = 0; r < 5; r++)
 		for (int k = 0; k < 6 && runs[r].s[k] > 0; k++)
