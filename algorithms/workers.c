@@ -13,6 +13,9 @@
 #define WORKERS_HARD_MAX 4096
 /* Upper bound on PS when the job gives none. */
 #define PS_HARD_MAX 256
+/* Share of the linear speedup a growth step must buy to pay however many
+ * workers it starts from: the added workers still do half their share. */
+#define LINEAR_SHARE_PAID 0.5
 
 static int unit_of(const struct rv_alg_limits *lim)
 {
@@ -29,6 +32,25 @@ static int max_workers_of(const struct rv_alg_limits *lim)
 static double pct(double a, double b)
 {
 	return b > 0 ? 100.0 * (a / b - 1) : 0;
+}
+
+/*
+ * Whether growing from lo to hi workers paid, from the speeds measured at
+ * each: at least min_gain relative speed per added worker, or at least half
+ * of the linear speedup the step could buy (hi / lo).  Linear scaling from w
+ * workers gains only 1/w per added worker, so above 1/min_gain workers the
+ * first test alone never reads growth as paying, even on a job whose added
+ * workers still do most of their share; the second keeps such a job growing.
+ * Under 1/(2 min_gain) workers the first test is the looser one and decides,
+ * as before.
+ */
+static bool growth_paid(double s_lo, int lo, double s_hi, int hi, const struct rv_alg_params *p)
+{
+	if (!(s_lo > 0) || !(s_hi > 0) || lo <= 0 || hi <= lo)
+		return false;
+	double gain = s_hi / s_lo - 1;
+
+	return gain / (hi - lo) >= p->min_gain || gain >= LINEAR_SHARE_PAID * (hi - lo) / lo;
 }
 
 /* Cores a configuration would hold, from the current one: workers keep their
@@ -576,9 +598,13 @@ int rv_alg_explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv
 		if (wi > w && (above == 0 || wi < above))
 			above = wi;
 	}
-	double gain_below = below ? (s_cur / mean_speed(obs, n, below, ps) - 1) / (w - below) : 1;
+	bool paid_below = !below || growth_paid(mean_speed(obs, n, below, ps), below, s_cur, w, p);
 	/* growing from here to the measured config above paid: the knee is not
-	 * below, so measuring smaller configs would only lose speed */
+	 * below, so measuring smaller configs would only lose speed.  Read per
+	 * added worker only: the config above was the first measured, from the
+	 * upper half of the range, and a request that large is more often too
+	 * large, so a step down that bought only a share of linear still
+	 * measures under it. */
 	double gain_above = above ? (mean_speed(obs, n, above, ps) / s_cur - 1) / (above - w) : 0;
 
 	int up = (int)ceil(w * p->explore_factor - 1e-9);
@@ -609,13 +635,13 @@ int rv_alg_explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv
 	 * down: requests are more often too large than too small. */
 	int upper_half = !above && !below && down < w && 2 * w > wmin + wmax;
 
-	if (!above && up > w && gain_below >= p->min_gain && !upper_half) {
+	if (!above && up > w && paid_below && !upper_half) {
 		target = up;
 		why = below ? "growth paid" : "first measurement";
 	} else if (!below && down < w && gain_above < p->min_gain) {
 		target = down;
 		why = above ? "growth did not pay" : upper_half ? "start in the upper half" : "cannot grow";
-	} else if (below && !above && gain_below < p->min_gain && !measured_below(obs, n, ps, below)) {
+	} else if (below && !above && !paid_below && !measured_below(obs, n, ps, below)) {
 		/* Two counts measured and growth from the smaller did not pay:
 		 * the knee is at or below it, so measure under it directly
 		 * instead of first going back to it (one plan less). */

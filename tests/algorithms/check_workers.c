@@ -271,6 +271,33 @@ START_TEST(test_explore_geometric)
 }
 END_TEST
 
+/* Near-linear scaling from many workers gains under min_gain per added
+ * worker; a step that bought over half of the linear speedup still paid. */
+START_TEST(test_explore_growth_share_of_linear)
+{
+	struct rv_alg_speed_obs obs[] = { { .workers = 16, .speed = 100 },
+					  { .workers = 24, .speed = 130 } };
+	struct rv_alg_limits lim = limits(1, 64, 1);
+	struct rv_alg_config cur = config(24, 0);
+	struct rv_alg_decision d;
+
+	ck_assert_int_eq(rv_alg_explore(obs, 2, &lim, &cur, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 36);
+	ck_assert_msg(strstr(d.reason, "growth paid") != NULL, "%s", d.reason);
+	/* a quarter of linear is not enough: the knee is at or below 16 */
+	obs[1].speed = 112;
+	ck_assert_int_eq(rv_alg_explore(obs, 2, &lim, &cur, &P, &d), 0);
+	ck_assert_int_lt(d.cfg.worker.count, 16);
+	/* at small counts the gain per added worker still decides */
+	struct rv_alg_speed_obs few[] = { { .workers = 2, .speed = 100 },
+					  { .workers = 3, .speed = 106 } };
+
+	cur = config(3, 0);
+	ck_assert_int_eq(rv_alg_explore(few, 2, &lim, &cur, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 5);
+}
+END_TEST
+
 START_TEST(test_explore_sequence_no_thrash)
 {
 	/* Simulate: speed scales to 6 workers, then falls.  Walk the explorer
@@ -674,6 +701,7 @@ static Suite *workers_suite(void)
 	tcase_add_test(tc, test_cluster_free_capacity_caps_growth);
 	tcase_add_test(tc, test_async_adds_ps_when_transfer_bound);
 	tcase_add_test(tc, test_explore_geometric);
+	tcase_add_test(tc, test_explore_growth_share_of_linear);
 	tcase_add_test(tc, test_explore_sequence_no_thrash);
 	tcase_add_test(tc, test_explore_free_capacity);
 	tcase_add_test(tc, test_explore_down_past_measured_smaller);
