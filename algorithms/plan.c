@@ -130,6 +130,16 @@ static bool single_count_move(const struct rv_alg_fit *fit, const struct rv_alg_
 	return noise > p->min_gain && d->predicted_speed * (1 - 2 * se_new) < p->target_frac * best;
 }
 
+/* The change the model predicts for decision d against the speed measured
+ * at the current counts, in percent. */
+static double move_pct(const struct rv_alg_job_state *st, const struct rv_alg_decision *d)
+{
+	return 100 *
+	       (d->predicted_speed / rv_alg_mean_speed(st->speed, st->n_speed, st->cur.worker.count,
+						       st->cur.ps.count) -
+		1);
+}
+
 /* The PS count a PS exploration measures: half as many (cheaper), or
  * twice as many at the minimum; the current count when neither is allowed. */
 static int ps_step(const struct rv_alg_job_state *st)
@@ -274,24 +284,14 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 					  "model's %+.0f%% for %d workers may not reach the line "
 					  "within its uncertainty",
 					  st->cur.ps.count, st->cur.worker.count,
-					  100 * (part.predicted_speed /
-							 rv_alg_mean_speed(st->speed, st->n_speed,
-									   st->cur.worker.count,
-									   st->cur.ps.count) -
-						 1),
-					  part.cfg.worker.count);
+					  move_pct(st, &part), part.cfg.worker.count);
 			return;
 		} else if (rc == 0 && noise_level_move(&fit, st, &part, p)) {
 			rv_alg_reason_add(out,
 					  "counts kept: the fit (r2=%.2f from %d configs) is no "
 					  "better than the noise, and its %+.0f%% for %d workers "
 					  "is within its uncertainty",
-					  fit.r2, fit.n_configs,
-					  100 * (part.predicted_speed /
-							 rv_alg_mean_speed(st->speed, st->n_speed,
-									   st->cur.worker.count,
-									   st->cur.ps.count) -
-						 1),
+					  fit.r2, fit.n_configs, move_pct(st, &part),
 					  part.cfg.worker.count);
 			return;
 		}
