@@ -77,6 +77,24 @@ static bool noise_level_move(const struct rv_alg_fit *fit, const struct rv_alg_j
 	return fabs(d->predicted_speed / cur - 1) < 2 * sqrt(se_cur * se_cur + se_new * se_new);
 }
 
+/* Distinct worker counts measured at PS count ps. */
+static int workers_measured_at(const struct rv_alg_job_state *st, int ps)
+{
+	int k = 0;
+
+	for (size_t i = 0; i < st->n_speed; i++) {
+		bool seen = false;
+
+		if (st->speed[i].ps != ps || !(st->speed[i].speed > 0))
+			continue;
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = st->speed[j].ps == ps && st->speed[j].speed > 0 &&
+			       st->speed[j].workers == st->speed[i].workers;
+		k += !seen;
+	}
+	return k;
+}
+
 /* Whether a PS job's model moves to fewer workers at the PS count running
  * now, when that PS count was measured at one worker count only, and the
  * predicted speed there is on the line (target_frac of the best predicted)
@@ -92,24 +110,12 @@ static bool noise_level_move(const struct rv_alg_fit *fit, const struct rv_alg_j
 static bool single_count_move(const struct rv_alg_fit *fit, const struct rv_alg_job_state *st,
 			      const struct rv_alg_decision *d, const struct rv_alg_params *p)
 {
-	int w = st->cur.worker.count, ps = st->cur.ps.count, counts = 0;
+	int w = st->cur.worker.count, ps = st->cur.ps.count;
 
 	if (st->strategy != RV_ALG_PS || !d->changed || !d->algorithm ||
 	    strcmp(d->algorithm, "worker_count_model") != 0 || d->cfg.ps.count != ps ||
 	    d->cfg.worker.count >= w || rv_alg_obs_count(st->speed, st->n_speed, w, ps, 2) < 2 ||
-	    !(d->predicted_speed > 0))
-		return false;
-	for (size_t i = 0; i < st->n_speed; i++) {
-		bool seen = false;
-
-		if (st->speed[i].ps != ps || !(st->speed[i].speed > 0))
-			continue;
-		for (size_t j = 0; j < i && !seen; j++)
-			seen = st->speed[j].ps == ps && st->speed[j].speed > 0 &&
-			       st->speed[j].workers == st->speed[i].workers;
-		counts += !seen;
-	}
-	if (counts != 1)
+	    !(d->predicted_speed > 0) || workers_measured_at(st, ps) != 1)
 		return false;
 	/* the best predicted over the allowed workers and the measured PS counts */
 	double best = 0;
@@ -159,21 +165,10 @@ static int ps_step(const struct rv_alg_job_state *st)
  * current PS count; 0 when one was measured at another. */
 static int ps_measured_workers(const struct rv_alg_job_state *st)
 {
-	int k = 0;
-
-	for (size_t i = 0; i < st->n_speed; i++) {
-		if (!(st->speed[i].speed > 0))
-			continue;
-		if (st->speed[i].ps != st->cur.ps.count)
+	for (size_t i = 0; i < st->n_speed; i++)
+		if (st->speed[i].speed > 0 && st->speed[i].ps != st->cur.ps.count)
 			return 0;
-		bool seen = false;
-
-		for (size_t j = 0; j < i && !seen; j++)
-			seen = st->speed[j].speed > 0 &&
-			       st->speed[j].workers == st->speed[i].workers;
-		k += !seen;
-	}
-	return k;
+	return workers_measured_at(st, st->cur.ps.count);
 }
 
 /* Whether a PS job's model-chosen PS count pc at or beyond the edge of the

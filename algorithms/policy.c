@@ -649,13 +649,35 @@ static size_t keep_after(struct rv_alg_speed_obs *o, size_t n, int64_t t_ms)
  * from its usage past where its speed settled (until the next plan): the
  * median, into need[role]; false when too few samples say it or a role sat
  * at its limit there (its use then hides the need). */
+/* The end of the run applied[i] set: the next plan's time (INT64_MAX for
+ * the newest). */
+static int64_t run_to(const struct rv_alg_job_history *h, size_t i)
+{
+	return i > 0 ? h->applied[i - 1].applied_ts_ms : INT64_MAX;
+}
+
+/* A malloc'd copy of the usage history (the longer memory history when
+ * there is one) from from_ms to to_ms, both included, and its length in *m;
+ * NULL without usage or memory (*m 0). */
+static struct rv_alg_usage *usage_between(const struct rv_alg_job_history *h, int64_t from_ms,
+					  int64_t to_ms, size_t *m)
+{
+	const struct rv_alg_usage *u = h->mem_usage ? h->mem_usage : h->usage;
+	size_t nu = h->mem_usage ? h->n_mem_usage : h->n_usage;
+	struct rv_alg_usage *x = u ? malloc((nu ? nu : 1) * sizeof(*x)) : NULL;
+
+	*m = 0;
+	for (size_t j = 0; x && j < nu; j++)
+		if (u[j].t_ms >= from_ms && u[j].t_ms <= to_ms)
+			x[(*m)++] = u[j];
+	return x;
+}
+
 static bool run_cpu_need(const struct rv_alg_job_history *h, const struct rv_alg_params *p,
 			 size_t i, double need[2])
 {
 	const struct rv_alg_applied *a = &h->applied[i];
-	int64_t to = i > 0 ? h->applied[i - 1].applied_ts_ms : INT64_MAX;
-	const struct rv_alg_usage *u = h->mem_usage ? h->mem_usage : h->usage;
-	size_t nu = h->mem_usage ? h->n_mem_usage : h->n_usage;
+	int64_t to = run_to(h, i);
 	size_t min = (size_t)(p->min_usage_samples > 0 ? p->min_usage_samples : 1);
 
 	/* past the run's warm-up (its last third when it never settled) */
@@ -666,7 +688,7 @@ static bool run_cpu_need(const struct rv_alg_job_history *h, const struct rv_alg
 		    h->speed[e].workers == a->cfg.worker.count && h->speed[e].ps == a->cfg.ps.count;
 	     e++)
 		;
-	if (e - s < 4 || !u)
+	if (e - s < 4 || !(h->mem_usage || h->usage))
 		return false;
 	bool settled;
 	size_t k = rv_alg_settle_index(h->speed, s, e, p, &settled);
@@ -675,13 +697,10 @@ static bool run_cpu_need(const struct rv_alg_job_history *h, const struct rv_alg
 		k = keep_from;
 	int64_t from = h->speed[k].t_ms;
 
-	struct rv_alg_usage *x = malloc(nu * sizeof(*x));
-	double *c = malloc(nu * sizeof(*c));
+	size_t m;
+	struct rv_alg_usage *x = usage_between(h, from, to, &m);
+	double *c = malloc((m ? m : 1) * sizeof(*c));
 	bool ok = x && c;
-	size_t m = 0;
-	for (size_t j = 0; ok && j < nu; j++)
-		if (u[j].t_ms >= from && u[j].t_ms <= to)
-			x[m++] = u[j];
 	for (int r = 0; ok && r < 2; r++) {
 		const struct rv_alg_group *g = r ? &a->cfg.ps : &a->cfg.worker;
 		size_t mc = 0;
@@ -737,20 +756,14 @@ static bool run_pinned(const struct rv_alg_job_history *h, const struct rv_alg_p
 {
 	const struct rv_alg_applied *a = &h->applied[i];
 	const struct rv_alg_group *g = role == RV_ALG_PS_ROLE ? &a->cfg.ps : &a->cfg.worker;
-	int64_t to = i > 0 ? h->applied[i - 1].applied_ts_ms : INT64_MAX;
-	const struct rv_alg_usage *u = h->mem_usage ? h->mem_usage : h->usage;
-	size_t nu = h->mem_usage ? h->n_mem_usage : h->n_usage;
 	size_t min = (size_t)(p->min_usage_samples > 0 ? p->min_usage_samples : 1);
 
-	if (!u || g->count <= 0 || !(g->res.cpu > 0))
+	if (g->count <= 0 || !(g->res.cpu > 0))
 		return false;
-	struct rv_alg_usage *x = malloc((nu ? nu : 1) * sizeof(*x));
+	size_t m;
+	struct rv_alg_usage *x = usage_between(h, a->applied_ts_ms + 1, run_to(h, i), &m);
 	if (!x)
 		return false;
-	size_t m = 0;
-	for (size_t j = 0; j < nu; j++)
-		if (u[j].t_ms > a->applied_ts_ms && u[j].t_ms <= to)
-			x[m++] = u[j];
 	bool pinned = rv_alg_cpu_pinned(x, m, role, -1, min, g->res.cpu, 0.97, p);
 	free(x);
 	return pinned;

@@ -105,6 +105,17 @@ int rv_alg_obs_count(const struct rv_alg_speed_obs *obs, size_t n, int w, int ps
 	return k;
 }
 
+/* How far short of the line a prediction may fall within what the data can
+ * tell: the fit's relative error or the noise of the observations, the
+ * larger. */
+static double fit_tolerance(const struct rv_alg_fit *fit, const struct rv_alg_speed_obs *obs,
+			    size_t n)
+{
+	double tol = rv_alg_speed_noise(obs, n);
+
+	return fit->rel_rmse > tol ? fit->rel_rmse : tol;
+}
+
 /* Speed of a configuration: its measured mean where it was measured (at
  * least two observations), else the model's prediction. */
 static double speed_of(const struct rv_alg_fit *fit, const struct rv_alg_speed_obs *obs, size_t n,
@@ -275,10 +286,7 @@ int rv_alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_
 	    rv_alg_obs_count(obs, nobs, c.worker.count, c.ps.count, 2) < 2 &&
 	    rv_alg_obs_count(obs, nobs, c.worker.count - unit, c.ps.count, 2) < 2) {
 		struct rv_alg_config t = c;
-		double tol = rv_alg_speed_noise(obs, nobs);
-
-		if (fit->rel_rmse > tol)
-			tol = fit->rel_rmse;
+		double tol = fit_tolerance(fit, obs, nobs);
 		t.worker.count -= unit;
 		double fc = rv_alg_fit_predict(fit, c.worker.count, async ? c.ps.count : 0);
 		double fl = rv_alg_fit_predict(fit, t.worker.count, async ? t.ps.count : 0);
@@ -309,10 +317,7 @@ int rv_alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_
 	if (async && c.ps.count != cur->ps.count && c.ps.count > ps_hi && c.ps.count > pmin &&
 	    p->knee_tie_gain > 0 &&
 	    rv_alg_obs_count(obs, nobs, c.worker.count, c.ps.count, 2) < 2) {
-		double tol = rv_alg_speed_noise(obs, nobs);
-
-		if (fit->rel_rmse > tol)
-			tol = fit->rel_rmse;
+		double tol = fit_tolerance(fit, obs, nobs);
 		double fc = rv_alg_fit_predict(fit, c.worker.count, c.ps.count);
 
 		for (int ps = pmin; ps < c.ps.count; ps++) {

@@ -332,14 +332,17 @@ START_TEST(test_settle_detection)
 }
 END_TEST
 
+/* A noisy plateau: up to 20% either side of the mean, no trend. */
+static const double flat_noise[12] = { 0.10,  -0.15, 0.05, 0.20,  -0.10, 0.00,
+				       -0.20, 0.15,  0.05, -0.05, -0.15, 0.10 };
+
 /* Under 15% noise the trend test on the samples past the fixed warm-up
  * has no power: nine samples 30-120 s into a 300 s ramp from 30% pass for
  * flat.  The fit of a ramp and a plateau over the whole run sees the ramp
  * go on; the same noise on a flat run still settles. */
 START_TEST(test_settle_noisy_ramp)
 {
-	static const double e[12] = { 0.10,  -0.15, 0.05, 0.20,  -0.10, 0.00,
-				      -0.20, 0.15,  0.05, -0.05, -0.15, 0.10 };
+	const double *e = flat_noise;
 	struct rv_alg_speed_obs o[36];
 
 	for (int i = 0; i < 12; i++) {
@@ -364,27 +367,34 @@ END_TEST
  * runs showed a ramp of 190 s past their first sample, a run whose first
  * 120 s read as flat (a long ramp under noise) is not settled before it;
  * one run's ramp alone does not decide. */
-START_TEST(test_settle_job_warmup)
+/* Two runs of 300 s, each a 200 s ramp from 40% and a plateau, at 4 and
+ * second_workers workers, then 120 s at 8 workers that read as flat under
+ * noise: 72 samples into o. */
+static size_t two_ramps_then_flat(struct rv_alg_speed_obs *o, int second_workers)
 {
-	static const double e[12] = { 0.10,  -0.15, 0.05, 0.20,  -0.10, 0.00,
-				      -0.20, 0.15,  0.05, -0.05, -0.15, 0.10 };
-	struct rv_alg_speed_obs o[84];
 	size_t n = 0;
 
-	/* two runs of 300 s, each a 200 s ramp from 40% and a plateau */
 	for (int r = 0; r < 2; r++)
 		for (int i = 0; i < 30; i++) {
 			double t = (i + 1) * 10.0;
 			double w = t < 200 ? 0.4 + 0.6 * t / 200 : 1;
-			o[n++] = (struct rv_alg_speed_obs){ .workers = 4 + 2 * r,
+			o[n++] = (struct rv_alg_speed_obs){ .workers = r ? second_workers : 4,
 							    .t_ms = (int64_t)(r * 300 + t) * 1000,
 							    .speed = 100 * w };
 		}
-	/* then 120 s of a new count that read as flat under noise */
 	for (int i = 0; i < 12; i++)
 		o[n++] = (struct rv_alg_speed_obs){ .workers = 8,
 						    .t_ms = (int64_t)(600 + (i + 1) * 10) * 1000,
-						    .speed = 100 * (1 + e[i]) };
+						    .speed = 100 * (1 + flat_noise[i]) };
+	return n;
+}
+
+START_TEST(test_settle_job_warmup)
+{
+	const double *e = flat_noise;
+	struct rv_alg_speed_obs o[84];
+	size_t n = two_ramps_then_flat(o, 6);
+
 	ck_assert_int_eq(rv_alg_run_settled_ms(o + 60, 12, 600000, &P), 640000);
 	ck_assert(rv_alg_run_settled_ms(o, n, 600000, &P) == INT64_MAX);
 	/* 120 s more: settled where the earlier ramps ended */
@@ -405,23 +415,8 @@ END_TEST
  * changed nothing restarted nothing: no run starts at it. */
 START_TEST(test_settle_restart_same_counts)
 {
-	static const double e[12] = { 0.10,  -0.15, 0.05, 0.20,  -0.10, 0.00,
-				      -0.20, 0.15,  0.05, -0.05, -0.15, 0.10 };
 	struct rv_alg_speed_obs o[72];
-	size_t n = 0;
-
-	for (int r = 0; r < 2; r++)
-		for (int i = 0; i < 30; i++) {
-			double t = (i + 1) * 10.0;
-			double w = t < 200 ? 0.4 + 0.6 * t / 200 : 1;
-			o[n++] = (struct rv_alg_speed_obs){ .workers = 4,
-							    .t_ms = (int64_t)(r * 300 + t) * 1000,
-							    .speed = 100 * w };
-		}
-	for (int i = 0; i < 12; i++)
-		o[n++] = (struct rv_alg_speed_obs){ .workers = 8,
-						    .t_ms = (int64_t)(600 + (i + 1) * 10) * 1000,
-						    .speed = 100 * (1 + e[i]) };
+	size_t n = two_ramps_then_flat(o, 4);
 	struct rv_alg_applied a[3] = {
 		plan_of(9, RV_ALG_STAGE_RUNNING, "worker_count_model", RV_ALG_OUTCOME_PENDING,
 			600000, 8, 8),
