@@ -1101,6 +1101,17 @@ static int setup(struct run *r, struct rv_err *err)
 	return 0;
 }
 
+/* Tell the master every worker here finished, before the teardown (a
+ * checkpoint's drain may outlast the heartbeat timeout): a peer still in
+ * its last steps is then not stopped for a new round. */
+static void say_finished(struct run *r)
+{
+	struct rv_err err = { 0 };
+	if (rv_master_finished(r->mc, r->node, &err) < 0)
+		rv_log_warn("could not tell the master this node finished", "reason=\"%s\"",
+			    err.msg);
+}
+
 static void teardown(struct run *r)
 {
 	if (r->w) {
@@ -1169,6 +1180,7 @@ int run_job(const struct flags *f)
 		switch (o) {
 		case OUT_DONE:
 			rv_log_info("every worker finished", "restarts=%d", r->restarts);
+			say_finished(r);
 			code = RUN_EXIT_OK;
 			break;
 		case OUT_SIGNAL:

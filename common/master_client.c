@@ -192,11 +192,11 @@ int rv_master_rendezvous(struct rv_master_client *c, const struct rv_rdzv_join *
 	}
 }
 
-int rv_master_heartbeat(struct rv_master_client *c, const char *node,
-			struct rv_heartbeat_reply *out, struct rv_err *err)
+static int heartbeat(struct rv_master_client *c, const char *node, bool done,
+		     struct rv_heartbeat_reply *out, struct rv_err *err)
 {
-	const char *what = "send a heartbeat";
-	struct rv_heartbeat hb = { 0 };
+	const char *what = done ? "say the node finished" : "send a heartbeat";
+	struct rv_heartbeat hb = { .done = done };
 	int rc = check_node(node, err);
 	if (rc < 0)
 		return rc;
@@ -211,6 +211,17 @@ int rv_master_heartbeat(struct rv_master_client *c, const char *node,
 	if (out)
 		*out = m;
 	return 0;
+}
+
+int rv_master_heartbeat(struct rv_master_client *c, const char *node,
+			struct rv_heartbeat_reply *out, struct rv_err *err)
+{
+	return heartbeat(c, node, false, out, err);
+}
+
+int rv_master_finished(struct rv_master_client *c, const char *node, struct rv_err *err)
+{
+	return heartbeat(c, node, true, NULL, err);
 }
 
 int rv_master_failure(struct rv_master_client *c, const struct rv_failure_report *f,

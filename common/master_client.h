@@ -79,6 +79,10 @@ int rv_master_rendezvous(struct rv_master_client *c, const struct rv_rdzv_join *
 /* POST /v1/heartbeat.  *out may be NULL. */
 int rv_master_heartbeat(struct rv_master_client *c, const char *node,
 			struct rv_heartbeat_reply *out, struct rv_err *err);
+/* POST /v1/heartbeat with done: every worker of the node finished, so the
+ * master takes its silence from now on for an end, not a death (a peer may
+ * still be in its last steps). */
+int rv_master_finished(struct rv_master_client *c, const char *node, struct rv_err *err);
 
 /* POST /v1/failure. */
 int rv_master_failure(struct rv_master_client *c, const struct rv_failure_report *f,

@@ -1985,16 +1985,17 @@ void rv_rdzv_world_reply_release(struct rv_rdzv_world_reply *m)
 static int heartbeat_parse(const cJSON *r, struct rv_heartbeat *m, struct rv_err *err)
 {
 	int rc;
-	if ((rc = must_object(r, "heartbeat", err)) < 0)
+	if ((rc = must_object(r, "heartbeat", err)) < 0 ||
+	    (rc = get_node(r, "node", "", true, m->node, err)) < 0)
 		return rc;
-	return get_node(r, "node", "", true, m->node, err);
+	return rv_json_get_bool(r, "done", "", false, &m->done, err);
 }
 FLAT_FROM_JSON(rv_heartbeat_from_json, struct rv_heartbeat, heartbeat_parse)
 
 cJSON *rv_heartbeat_to_json(const struct rv_heartbeat *m)
 {
 	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
-	bool ok = o && add_str(o, "node", m->node);
+	bool ok = o && add_str(o, "node", m->node) && (!m->done || add_bool(o, "done", true));
 	return ok ? RV_TAKE_PTR(o) : NULL;
 }
 
@@ -2975,6 +2976,8 @@ static const struct rv_wire_field f_rdzv_member[] = {
 };
 static const struct rv_wire_field f_heartbeat[] = {
 	F("node", "string", true, NULL, false, NULL, "node name as joined"),
+	F("done", "boolean", false, NULL, false, NULL,
+	  "every worker of the node finished: its silence from now on is no death"),
 };
 static const struct rv_wire_field f_heartbeat_reply[] = {
 	F("round", "integer", true, NULL, false, NULL, "the current round"),

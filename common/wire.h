@@ -366,6 +366,7 @@ void rv_rdzv_world_reply_release(struct rv_rdzv_world_reply *m);
  * true when the node should rendezvous again (its world changed or can grow). */
 struct rv_heartbeat {
 	char node[RV_NAME_MAX];
+	bool done; /* every worker of the node finished: its silence is no death */
 };
 int rv_heartbeat_from_json(const cJSON *root, struct rv_heartbeat *out, struct rv_err *err);
 cJSON *rv_heartbeat_to_json(const struct rv_heartbeat *m);

@@ -324,7 +324,8 @@ static int api_heartbeat(struct rv_http_req *req, struct rv_http_resp *resp, voi
 	struct rv_heartbeat_reply out = { 0 };
 	pthread_mutex_lock(&m->lock);
 	op.now_ms = state_now(m);
-	rc = state_apply(m, MASTER_OP_HEARTBEAT, &op, NULL, 0, &res, &seq);
+	rc = state_apply(m, hb.done ? MASTER_OP_NODE_FINISHED : MASTER_OP_HEARTBEAT, &op, NULL, 0,
+			 &res, &seq);
 	int st = rdzv_state(m->rdzv, &out.round, NULL);
 	out.waiting = rdzv_waiting(m->rdzv);
 	out.rejoin = rc == -ENOENT || st == RDZV_GATHERING;
@@ -931,7 +932,8 @@ static const struct rv_http_route routes[] = {
 	{ "GET", "/v1/rdzv/world", api_world, 0,
 	  "Where a node stands in a round; long-polls with wait_ms until it completes" },
 	{ "POST", "/v1/heartbeat", api_heartbeat, RV_HTTP_WRITE,
-	  "A node is alive; says whether it should rendezvous again" },
+	  "A node is alive (done: its workers all finished); says whether it should rendezvous "
+	  "again" },
 	{ "POST", "/v1/failure", api_failure, RV_HTTP_WRITE,
 	  "A node failed or left: it leaves the world, its shards go back to the queue" },
 	{ "POST", "/v1/shards/next", api_shard_next, RV_HTTP_WRITE,

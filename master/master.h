@@ -94,6 +94,9 @@ enum master_op_type {
 	 * themselves are committed by DONE); network check results. */
 	MASTER_OP_OFFSET_COMMIT,
 	MASTER_OP_NETCHECK, /* consumed: MASTER_NETCHECK_START or _REPORT */
+	/* A node's agent saw every worker finish: a heartbeat, and its silence
+	 * from now on is no death (rdzv_done) */
+	MASTER_OP_NODE_FINISHED,
 };
 
 /* MASTER_OP_NETCHECK: START (node: the joining node; the members are the

@@ -368,6 +368,11 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 	case MASTER_OP_HEARTBEAT:
 		res->rc = rdzv_heartbeat(m->rdzv, op->node, op->now_ms);
 		return res->rc == 0;
+	case MASTER_OP_NODE_FINISHED:
+		res->rc = rdzv_heartbeat(m->rdzv, op->node, op->now_ms);
+		if (res->rc == 0)
+			res->rc = rdzv_done(m->rdzv, op->node);
+		return res->rc == 0;
 	case MASTER_OP_TICK:
 		apply_tick(m, op->now_ms);
 		return true;

@@ -49,7 +49,7 @@ static const char *const docs[K_COUNT] = {
 		"\"world_size\":3,\"waiting\":0,\"members\":[{\"node\":\"n-0\",\"addr\":\"a:1\","
 		"\"local_world_size\":2,\"group_rank\":0,\"rank_offset\":0},{\"node\":\"n-1\","
 		"\"addr\":\"b:1\",\"local_world_size\":1,\"group_rank\":1,\"rank_offset\":2}]}",
-	[K_HB] = "{\"node\":\"n-0\"}",
+	[K_HB] = "{\"node\":\"n-0\",\"done\":true}",
 	[K_HB_REPLY] = "{\"round\":2,\"waiting\":1,\"rejoin\":true}",
 	[K_FAILURE] = "{\"node\":\"n-0\",\"reason\":\"oom\",\"exit_code\":-9}",
 	[K_NEXT] = "{\"node\":\"n-0\",\"worker\":3,\"dataset\":\"train\",\"req\":77}",

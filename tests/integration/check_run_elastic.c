@@ -98,6 +98,57 @@ START_TEST(test_nnodes_1_3_join_late_and_leave)
 }
 END_TEST
 
+/* Rank 0 saves for 4 s after training; the other rank's node is done at
+ * once.  Each start of a worker prints its world. */
+static const char late_save_script[] =
+	"import datetime, time\n"
+	"import torch, torch.distributed as dist\n"
+	"dist.init_process_group('gloo', timeout=datetime.timedelta(seconds=20))\n"
+	"w, r = dist.get_world_size(), dist.get_rank()\n"
+	"print('start world=%d rank=%d' % (w, r), flush=True)\n"
+	"t = torch.ones(1)\n"
+	"for _ in range(10):\n"
+	"    dist.all_reduce(t)\n"
+	"dist.destroy_process_group()\n"
+	"if r == 0:\n"
+	"    time.sleep(4)\n"
+	"    print('saved', flush=True)\n";
+
+/* A node whose workers all finished says so before it exits: its silence
+ * afterwards is no death, so the rank still saving (4 s, four heartbeat
+ * timeouts) is not stopped for a new round and the job ends with both. */
+START_TEST(test_finished_node_silence_keeps_the_world)
+{
+	struct rv_test_master m;
+	const char *margs[] = { "--rdzv-heartbeat-timeout-ms", "1000", "--rdzv-last-call-ms", "0",
+				NULL };
+	ck_assert_int_eq(rv_test_master_start_job(&m, 1000, 10, 1, 2, 2, margs), 0);
+	const char *args[] = { "--nnodes", "2", "--rdzv-endpoint", m.addr, "--max-restarts", "3",
+			       NULL };
+	struct rv_test_run r[2];
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(rv_test_run_script(&r[i], "save.py", late_save_script, args, NULL),
+				 0);
+	int saver = -1;
+	for (int i = 0; i < 2; i++) {
+		char *err = rv_test_run_expect_exit(&r[i], 0, 60000);
+		free(err);
+		char *out = rv_test_run_output(&r[i], 1);
+		/* one start per node: no worker was stopped for a new round */
+		ck_assert_msg(strstr(out, "start world=2") &&
+				      !strstr(strstr(out, "start world=") + 1, "start world="),
+			      "%s", out);
+		if (strstr(out, "saved"))
+			saver = i;
+		free(out);
+	}
+	ck_assert_msg(saver >= 0, "rank 0 never finished saving");
+	for (int i = 0; i < 2; i++)
+		rv_test_run_end(&r[i]);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
 /* /v1/job's node <name>, or NULL. */
 static const struct rv_node_status *node_named(const struct rv_job_status *js, const char *name)
 {
@@ -229,6 +280,7 @@ static Suite *run_elastic_suite(void)
 	tcase_set_timeout(tc, 360);
 	tcase_add_test(tc, test_nnodes_1_3_join_late_and_leave);
 	tcase_add_test(tc, test_agent_kill9_relaunched_same_rank);
+	tcase_add_test(tc, test_finished_node_silence_keeps_the_world);
 	suite_add_tcase(s, tc);
 	return s;
 }
