@@ -123,8 +123,8 @@ START_TEST(test_finished_node_silence_keeps_the_world)
 	const char *margs[] = { "--rdzv-heartbeat-timeout-ms", "1000", "--rdzv-last-call-ms", "0",
 				NULL };
 	ck_assert_int_eq(rv_test_master_start_job(&m, 1000, 10, 1, 2, 2, margs), 0);
-	const char *args[] = { "--nnodes", "2", "--rdzv-endpoint", m.addr, "--max-restarts", "3",
-			       NULL };
+	const char *args[] = { "--nnodes", "2", "--rdzv-endpoint", m.addr, "--max-restarts",
+			       "3",        NULL };
 	struct rv_test_run r[2];
 	for (int i = 0; i < 2; i++)
 		ck_assert_int_eq(rv_test_run_script(&r[i], "save.py", late_save_script, args, NULL),
