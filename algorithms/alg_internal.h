@@ -95,6 +95,13 @@ int rv_alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_
 			      const struct rv_alg_config *cur, const struct rv_alg_params *p,
 			      struct rv_alg_decision *out);
 
+/* rv_alg_explore without measuring anything new: no step to an unmeasured
+ * count, no bisection; only the settle on the measured knee at cur's PS
+ * count (or a hold).  For a job whose exploration budget is spent. */
+int rv_alg_settle_measured(const struct rv_alg_speed_obs *obs, size_t n,
+			   const struct rv_alg_limits *lim, const struct rv_alg_config *cur,
+			   const struct rv_alg_params *p, struct rv_alg_decision *out);
+
 /* Observations of (w, ps) with a speed, counted up to at most (0: all). */
 int rv_alg_obs_count(const struct rv_alg_speed_obs *obs, size_t n, int w, int ps, int at_most);
 

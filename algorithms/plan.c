@@ -214,6 +214,24 @@ static void keep_spent(const struct rv_alg_job_state *st, const struct rv_alg_pa
 			  st->count_changes, p->explore_budget);
 }
 
+/* Spent, and the model's choice lies beyond the data: what exploration
+ * settles on over the measured counts at this PS count, when that is a
+ * count measured already.  The last exploration step may have measured a
+ * count well under the knee (a PS job moved to one PS at 21 workers, then
+ * measured 14 there, 0.73 of 21's speed), and keeping it kept the worst
+ * config measured. */
+static bool settle_measured(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
+			    struct rv_alg_decision *part)
+{
+	struct rv_alg_decision d;
+
+	if (rv_alg_settle_measured(st->speed, st->n_speed, &st->lim, &st->cur, p, &d) < 0 ||
+	    !d.changed)
+		return false;
+	*part = d;
+	return true;
+}
+
 static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
 			struct rv_alg_config *cfg, struct rv_alg_decision *out,
 			enum lead_rank *rank, const char **lead)
@@ -261,8 +279,10 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 			rc = rv_alg_explore(st->speed, st->n_speed, &st->lim, &st->cur, p, &part);
 		else if (rc == 0 && spent && part.changed && part.algorithm &&
 			 !strcmp(part.algorithm, "explore")) {
-			keep_spent(st, p, out);
-			return;
+			if (!settle_measured(st, p, &part)) {
+				keep_spent(st, p, out);
+				return;
+			}
 		} else if (rc == 0 && st->model_counts && part.changed && part.algorithm &&
 			   !strcmp(part.algorithm, "explore")) {
 			/* The model chose the counts running now, at the edge of
@@ -306,7 +326,8 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 		 * measured knee) stays, one that measures new counts does not. */
 		if (rc == 0 && spent && part.changed &&
 		    !(rv_alg_mean_speed(st->speed, st->n_speed, part.cfg.worker.count,
-					part.cfg.ps.count) > 0)) {
+					part.cfg.ps.count) > 0) &&
+		    !settle_measured(st, p, &part)) {
 			keep_spent(st, p, out);
 			return;
 		}

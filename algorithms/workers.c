@@ -571,8 +571,8 @@ static bool mid_resolvable(const struct rv_alg_speed_obs *obs, size_t n, int lo,
  * anything new to measure, settle on the measured knee: the fewest workers
  * whose mean speed reaches target_frac of the best measured.
  */
-int rv_alg_explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv_alg_limits *lim,
-		   const struct rv_alg_config *cur, const struct rv_alg_params *p,
+static int explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv_alg_limits *lim,
+		   const struct rv_alg_config *cur, const struct rv_alg_params *p, bool measure,
 		   struct rv_alg_decision *out)
 {
 	if ((n > 0 && !obs) || !lim || !cur || !p || !out)
@@ -661,7 +661,7 @@ int rv_alg_explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv
 			why = "growth did not pay";
 		}
 	}
-	if (target != w) {
+	if (target != w && measure) {
 		out->cfg.worker.count = target;
 		out->changed = true;
 		out->algorithm = "explore";
@@ -704,7 +704,7 @@ int rv_alg_explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv
 		if (obs[i].ps == ps && obs[i].workers < knee && obs[i].workers > lower &&
 		    obs[i].speed > 0)
 			lower = obs[i].workers;
-	if (lower && knee - lower > unit) {
+	if (measure && lower && knee - lower > unit) {
 		int mid = rv_alg_align_down((lower + knee + 1) / 2, unit);
 
 		if (mid > lower && mid < knee && !(mean_speed(obs, n, mid, ps) > 0) &&
@@ -751,4 +751,18 @@ int rv_alg_explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv
 			  "best measured speed)",
 			  w, 100 * p->target_frac);
 	return 0;
+}
+
+int rv_alg_explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv_alg_limits *lim,
+		   const struct rv_alg_config *cur, const struct rv_alg_params *p,
+		   struct rv_alg_decision *out)
+{
+	return explore(obs, n, lim, cur, p, true, out);
+}
+
+int rv_alg_settle_measured(const struct rv_alg_speed_obs *obs, size_t n,
+			   const struct rv_alg_limits *lim, const struct rv_alg_config *cur,
+			   const struct rv_alg_params *p, struct rv_alg_decision *out)
+{
+	return explore(obs, n, lim, cur, p, false, out);
 }

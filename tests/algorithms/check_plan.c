@@ -169,6 +169,32 @@ START_TEST(test_explore_budget_spent_keeps_counts)
 }
 END_TEST
 
+/* Spent on a count well under the measured knee: the job goes back to the
+ * knee, a count measured already, instead of keeping the slowest config it
+ * measured; the bisection between them (18, never measured) is not taken. */
+START_TEST(test_explore_budget_spent_settles_on_measured_knee)
+{
+	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 14, 0);
+	struct rv_alg_speed_obs o[] = { { .workers = 21, .speed = 100 },
+					{ .workers = 21, .speed = 101 },
+					{ .workers = 14, .speed = 73 },
+					{ .workers = 14, .speed = 74 } };
+	struct rv_alg_decision d;
+
+	st.speed = o;
+	st.n_speed = 4;
+	st.count_changes = P.explore_budget - 1;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 18); /* bisects while it may explore */
+	st.count_changes = P.explore_budget;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_msg(d.changed, "%s: %s", d.algorithm, d.reason);
+	ck_assert_int_eq(d.cfg.worker.count, 21);
+	ck_assert_msg(strstr(d.reason, "21 workers measured 100% of the best measured speed"), "%s",
+		      d.reason);
+}
+END_TEST
+
 /* Speeds the fit cannot follow (noise): a job whose counts the model chose
  * keeps them; one still exploring explores on. */
 START_TEST(test_model_counts_kept_on_untrusted_refit)
@@ -1022,6 +1048,7 @@ static Suite *plan_suite(void)
 	tcase_add_test(tc, test_explore_before_model);
 	tcase_add_test(tc, test_model_counts_kept_on_untrusted_refit);
 	tcase_add_test(tc, test_explore_budget_spent_keeps_counts);
+	tcase_add_test(tc, test_explore_budget_spent_settles_on_measured_knee);
 	tcase_add_test(tc, test_noise_level_move_held);
 	tcase_add_test(tc, test_single_count_move_held);
 	tcase_add_test(tc, test_model_counts_not_bracketed);
