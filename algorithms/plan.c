@@ -219,7 +219,8 @@ static void keep_spent(const struct rv_alg_job_state *st, const struct rv_alg_pa
  * count measured already.  The last exploration step may have measured a
  * count well under the knee (a PS job moved to one PS at 21 workers, then
  * measured 14 there, 0.73 of 21's speed), and keeping it kept the worst
- * config measured. */
+ * config measured.  Not counts the model chose: the model and the measured
+ * knee would take turns (27 -> 30 -> 27 workers, a plan each). */
 static bool settle_measured(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
 			    struct rv_alg_decision *part)
 {
@@ -279,7 +280,7 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 			rc = rv_alg_explore(st->speed, st->n_speed, &st->lim, &st->cur, p, &part);
 		else if (rc == 0 && spent && part.changed && part.algorithm &&
 			 !strcmp(part.algorithm, "explore")) {
-			if (!settle_measured(st, p, &part)) {
+			if (st->model_counts || !settle_measured(st, p, &part)) {
 				keep_spent(st, p, out);
 				return;
 			}

@@ -88,6 +88,11 @@ struct rv_alg_params {
 	double knee_hold_frac; /* 0.02 */
 	double knee_hold_cost; /* 1.05 */
 	double knee_hold_se;   /* 2.0 */
+	/* ...but never a count the model predicts under this share of the
+	 * speed of a larger, unmeasured knee: whatever the noise of its own
+	 * mean, it is then predicted to miss the knee's speed by more than a
+	 * user would accept.  0.95; 0: no such bound. */
+	double knee_hold_share;
 	/* A measured configuration reaches the knee when its mean speed is
 	 * within knee_reach_se standard errors (of the difference with the
 	 * best measured mean) of target_frac of the best: two counts the noise

@@ -51,6 +51,7 @@ void rv_alg_params_default(struct rv_alg_params *p)
 		.knee_hold_frac = 0.02,
 		.knee_hold_cost = 1.05,
 		.knee_hold_se = 2.0,
+		.knee_hold_share = 0.95,
 		.knee_reach_se = 1.0,
 		.max_pred_rse = 0.25,
 		.knee_tie_gain = 0.025,
