@@ -231,7 +231,9 @@ int worker_launch(struct worker *w, const struct worker_group *g, int lr, struct
 			}
 		}
 	}
-	int redirect = flags_std_mask(&f->redirects, lr);
+	/* a tee'd stream reaches the console even when also redirected, as
+	 * torchrun adds the tee'd streams to the redirected ones */
+	int redirect = flags_std_mask(&f->redirects, lr) & ~flags_std_mask(&f->tee, lr);
 	w->out[0].console = !(redirect & FLAGS_STD_OUT) || !g->attempt_dir;
 	w->out[1].console = !(redirect & FLAGS_STD_ERR) || !g->attempt_dir;
 

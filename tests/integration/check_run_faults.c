@@ -175,7 +175,8 @@ START_TEST(test_hang_restarts_then_fails)
 END_TEST
 
 /* --log-dir: each rank's streams in DIR/attempt_N/LOCAL_RANK/; -r 1 keeps
- * stdout off the console, stderr still comes with its [rankN]: prefix. */
+ * stdout off the console, stderr still comes with its [rankN]: prefix; -t
+ * brings a redirected stream back to the console. */
 START_TEST(test_log_dir_and_redirects)
 {
 	struct rv_test_run r;
@@ -209,6 +210,28 @@ START_TEST(test_log_dir_and_redirects)
 			free(text);
 		}
 	}
+	free(out);
+	free(err);
+	/* tee wins over a redirect of the same stream (torchrun adds the tee'd
+	 * streams to the redirected ones): rank 0's stdout reaches the console
+	 * too, nothing else does */
+	snprintf(logs, sizeof(logs), "%s/logs2", r.dir);
+	const char *args2[] = { "--standalone",
+				"--nproc-per-node",
+				"2",
+				"--log-dir",
+				logs,
+				"-r",
+				"3",
+				"-t",
+				"0:1",
+				script,
+				NULL };
+	ck_assert_int_eq(rv_test_run_start(&r, args2, NULL), 0);
+	err = rv_test_run_expect_exit(&r, 0, 30000);
+	out = rv_test_run_output(&r, 1);
+	ck_assert_msg(strstr(out, "[rank0]:out-0\n") && !strstr(out, "out-1"), "%s", out);
+	ck_assert_msg(!strstr(err, "err-"), "%s", err);
 	free(out);
 	free(err);
 	rv_test_run_end(&r);
