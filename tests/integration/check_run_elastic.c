@@ -98,7 +98,7 @@ START_TEST(test_nnodes_1_3_join_late_and_leave)
 }
 END_TEST
 
-/* Rank 0 saves for 4 s after training; the other rank's node is done at
+/* Rank 0 saves for 7 s after training; the other rank's node is done at
  * once.  Each start of a worker prints its world. */
 static const char late_save_script[] =
 	"import datetime, time\n"
@@ -111,16 +111,17 @@ static const char late_save_script[] =
 	"    dist.all_reduce(t)\n"
 	"dist.destroy_process_group()\n"
 	"if r == 0:\n"
-	"    time.sleep(4)\n"
+	"    time.sleep(7)\n"
 	"    print('saved', flush=True)\n";
 
 /* A node whose workers all finished says so before it exits: its silence
- * afterwards is no death, so the rank still saving (4 s, four heartbeat
- * timeouts) is not stopped for a new round and the job ends with both. */
+ * afterwards is no death, so the rank still saving (7 s, more than two
+ * heartbeat timeouts of 3 s; heartbeats go every second) is not stopped
+ * for a new round and the job ends with both. */
 START_TEST(test_finished_node_silence_keeps_the_world)
 {
 	struct rv_test_master m;
-	const char *margs[] = { "--rdzv-heartbeat-timeout-ms", "1000", "--rdzv-last-call-ms", "0",
+	const char *margs[] = { "--rdzv-heartbeat-timeout-ms", "3000", "--rdzv-last-call-ms", "0",
 				NULL };
 	ck_assert_int_eq(rv_test_master_start_job(&m, 1000, 10, 1, 2, 2, margs), 0);
 	const char *args[] = { "--nnodes", "2", "--rdzv-endpoint", m.addr, "--max-restarts",
