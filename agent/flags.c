@@ -273,7 +273,8 @@ static const struct flags_opt flags_table[] = {
 	  "this node dead (a network cut): stop the workers and rendezvous again (default 30); "
 	  "netcheck_mb=MIB: what --network-check sends each peer per round (default 4)" },
 	{ "standalone", 0, SWITCH(standalone),
-	  "one node: start a private rover-master on a free loopback port" },
+	  "one node: start a private rover-master on a free loopback port (a "
+	  "--rdzv-endpoint given too is ignored, with a warning, as torchrun does)" },
 	{ "max-restarts", 0, INT(max_restarts, 0, 1000000, "N"),
 	  "restarts of the local worker group before the job fails (default 0)" },
 	{ "monitor-interval", 0, DOUBLE(monitor_interval, 0, 3600),
@@ -373,19 +374,43 @@ void flags_init(struct flags *f)
 	f->ckpt_keep = 3;
 }
 
-/* The table row for a long name given with dashes or underscores. */
-static const struct flags_opt *find_long(const char *s, size_t n)
+static bool long_matches(const char *name, const char *s, size_t n)
 {
-	for (size_t i = 0; i < NOPTS; i++) {
-		const char *name = flags_table[i].name;
-		if (strlen(name) != n)
-			continue;
-		size_t k = 0;
-		while (k < n && (s[k] == name[k] || (s[k] == '_' && name[k] == '-')))
-			k++;
-		if (k == n)
+	size_t k = 0;
+	while (k < n && name[k] && (s[k] == name[k] || (s[k] == '_' && name[k] == '-')))
+		k++;
+	return k == n;
+}
+
+/* The table row for a long name given with dashes or underscores, or, as
+ * torchrun's argparse allows, a prefix of only one name (--nproc).  NULL
+ * with err set when none or several match. */
+static const struct flags_opt *find_long(const char *s, size_t n, struct rv_err *err)
+{
+	const struct flags_opt *found = NULL;
+	char names[256] = "";
+	size_t used = 0;
+	int count = 0;
+	for (size_t i = 0; i < NOPTS; i++)
+		if (strlen(flags_table[i].name) == n && long_matches(flags_table[i].name, s, n))
 			return &flags_table[i];
+	for (size_t i = 0; i < NOPTS; i++) {
+		if (!long_matches(flags_table[i].name, s, n))
+			continue;
+		found = &flags_table[i];
+		count++;
+		int k = snprintf(names + used, sizeof(names) - used, "%s--%s",
+				 count > 1 ? ", " : "", found->name);
+		if (k > 0 && (size_t)k < sizeof(names) - used)
+			used += (size_t)k;
 	}
+	if (count == 1 && n > 0)
+		return found;
+	if (count > 1 && n > 0)
+		rv_err_set(err, -EINVAL, "", "ambiguous flag \"--%.*s\": could be %s", (int)n, s,
+			   names);
+	else
+		rv_err_set(err, -EINVAL, "", "unknown flag \"--%.*s\" (see --help)", (int)n, s);
 	return NULL;
 }
 
@@ -452,9 +477,65 @@ static int apply(struct flags *f, const struct flags_opt *o, const char *v, stru
 	return o->fn(f, v, err, o->name);
 }
 
+/* torchrun's flags, which it also reads from PET_<NAME> (its argparse
+ * actions env and check_env): Kubeflow's PyTorchJob sets them so. */
+static const char *const pet_flags[] = {
+	"nnodes",
+	"nproc-per-node",
+	"rdzv-backend",
+	"rdzv-endpoint",
+	"rdzv-id",
+	"rdzv-conf",
+	"standalone",
+	"max-restarts",
+	"monitor-interval",
+	"start-method",
+	"role",
+	"module",
+	"no-python",
+	"run-path",
+	"log-dir",
+	"redirects",
+	"tee",
+	"node-rank",
+	"master-addr",
+	"master-port",
+	"local-addr",
+};
+
+static int parse_pet(struct flags *f, struct rv_err *err)
+{
+	for (size_t i = 0; i < sizeof(pet_flags) / sizeof(pet_flags[0]); i++) {
+		char env[64] = "PET_";
+		size_t k = 4;
+		for (const char *c = pet_flags[i]; *c && k < sizeof(env) - 1; c++)
+			env[k++] = *c == '-' ? '_' : (char)(*c - 'a' + 'A');
+		env[k] = 0;
+		const char *v = getenv(env);
+		if (!v || !v[0]) /* unset or empty: the default, as torchrun */
+			continue;
+		const struct flags_opt *o = find_long(pet_flags[i], strlen(pet_flags[i]), err);
+		if (!o)
+			return -EINVAL;
+		int rc = apply(f, o, v, err);
+		if (rc < 0 && err) {
+			char msg[sizeof(err->msg)];
+			snprintf(msg, sizeof(msg), "%s", err->msg);
+			return rv_err_set(err, rc, env, "%s=\"%s\" in the environment: %.400s", env,
+					  v, msg);
+		}
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
 int flags_parse(struct flags *f, int argc, char *const *argv, struct rv_err *err)
 {
 	int i = 1;
+	int rc = parse_pet(f, err);
+	if (rc < 0)
+		return rc;
 	for (; i < argc; i++) {
 		const char *a = argv[i];
 		const struct flags_opt *o;
@@ -470,11 +551,9 @@ int flags_parse(struct flags *f, int argc, char *const *argv, struct rv_err *err
 		if (a[1] == '-') {
 			const char *eq = strchr(a + 2, '=');
 			size_t n = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-			o = find_long(a + 2, n);
+			o = find_long(a + 2, n, err);
 			if (!o)
-				return rv_err_set(err, -EINVAL, "",
-						  "unknown flag \"%.*s\" (see --help)",
-						  (int)(n + 2), a);
+				return err ? err->code : -EINVAL;
 			if (eq)
 				v = eq + 1;
 		} else {
@@ -491,7 +570,7 @@ int flags_parse(struct flags *f, int argc, char *const *argv, struct rv_err *err
 						  o->name, o->metavar);
 			v = argv[++i];
 		}
-		int rc = apply(f, o, v, err);
+		rc = apply(f, o, v, err);
 		if (rc < 0)
 			return rc;
 	}
@@ -500,9 +579,12 @@ int flags_parse(struct flags *f, int argc, char *const *argv, struct rv_err *err
 	f->script = argv[i];
 	f->script_args = argv + i + 1;
 	f->nscript_args = argc - i - 1;
-	if (f->standalone && f->rdzv_endpoint[0])
-		return rv_err_set(err, -EINVAL, "--standalone",
-				  "--standalone starts its own master: drop --rdzv-endpoint");
+	/* torchrun's --standalone replaces the rendezvous flags given with it;
+	 * main.c warns */
+	if (f->standalone && f->rdzv_endpoint[0]) {
+		f->rdzv_endpoint[0] = 0;
+		f->standalone_dropped_endpoint = true;
+	}
 	if (f->standalone && f->nnodes_max > 1)
 		return rv_err_set(err, -EINVAL, "--standalone",
 				  "--standalone is one node: --nnodes must be 1");
@@ -549,7 +631,10 @@ void flags_print_help(FILE *out)
 		"with\n"
 		"a rover-master, restarts the workers when one dies (up to --max-restarts) and\n"
 		"stops a job whose script fails twice at start with the same traceback.\n"
-		"Flags take --flag VALUE or --flag=VALUE; --a-flag and --a_flag are the same.\n"
+		"Flags take --flag VALUE or --flag=VALUE; --a-flag and --a_flag are the same,\n"
+		"and a long flag may be cut to a prefix only it has (--nproc).  torchrun's\n"
+		"flags also come from PET_<NAME> in the environment (PET_NPROC_PER_NODE=4),\n"
+		"which the command line overrides.\n"
 		"The first argument that is not a flag (or the one after --) is the script.\n"
 		"Python is $PYTHON_EXEC, else python3.\n\n");
 	for (size_t i = 0; i < NOPTS; i++) {

@@ -3,7 +3,10 @@
  *
  * One table (flags.c flags_table[]) drives parsing and --help.  Both
  * spellings are accepted (--nproc-per-node and --nproc_per_node), as are
- * --flag=value and --flag value (and -rVALUE for the short ones).  The
+ * --flag=value and --flag value (and -rVALUE for the short ones), and, as
+ * torchrun's argparse does, a long flag cut to a prefix only it has
+ * (--nproc).  torchrun's flags also come from PET_<NAME> in the
+ * environment (PET_NPROC_PER_NODE=4), below the command line.  The
  * first argument that is not a flag (or the one after "--") is the training
  * script; everything after it belongs to the script.  Pure: no I/O but
  * flags_print_help; not thread-safe (one struct flags per caller).
@@ -52,6 +55,7 @@ struct flags {
 	int rdzv_master_timeout_s;   /* master_timeout of --rdzv-conf; default 30 */
 	int netcheck_mb;             /* netcheck_mb of --rdzv-conf; default 4 */
 	bool standalone;
+	bool standalone_dropped_endpoint; /* --standalone ignored --rdzv-endpoint */
 	int max_restarts;        /* default 0 */
 	double monitor_interval; /* seconds between usage reports; default 5 */
 	char start_method[16];   /* spawn, fork or forkserver (accepted) */
@@ -83,7 +87,8 @@ struct flags {
 /* Fill *f with the defaults. */
 void flags_init(struct flags *f);
 
-/* Parse argv[1..argc-1] into *f (flags_init first).  Returns 0, 1 when
+/* Parse PET_<NAME> from the environment for torchrun's flags, then
+ * argv[1..argc-1], into *f (flags_init first).  Returns 0, 1 when
  * --help was asked (print flags_print_help, exit 0), or -EINVAL with err
  * naming the flag (err->field "--nnodes") and what is wrong with its value,
  * an unknown flag, or a missing script. */

@@ -34,5 +34,8 @@ int main(int argc, char **argv)
 		return RUN_EXIT_USAGE;
 	}
 	rv_log_setup("run", level);
+	if (f.standalone_dropped_endpoint)
+		rv_log_warn("--standalone starts its own master: --rdzv-endpoint ignored",
+			    "flag=%s", "--rdzv-endpoint");
 	return run_job(&f);
 }

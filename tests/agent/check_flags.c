@@ -4,6 +4,7 @@
  * flags), the script and its arguments, and every bad value refused with
  * the flag named.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "flags.h"
@@ -209,7 +210,9 @@ END_TEST
 /* Command lines wrong as a whole. */
 START_TEST(test_bad_command_lines)
 {
-	REFUSED("unknown flag \"--nproc\"", "--nproc", "2", "x.py");
+	REFUSED("unknown flag \"--nprocs\"", "--nprocs", "2", "x.py");
+	REFUSED("ambiguous flag \"--n\": could be --nnodes, --nproc-per-node", "--n", "2", "x.py");
+	REFUSED("ambiguous flag \"--ma\"", "--ma=1", "x.py");
 	REFUSED("unknown flag \"--bogus\"", "--bogus=1", "x.py");
 	REFUSED("unknown flag \"-x\"", "-x", "x.py");
 	REFUSED("unknown flag \"-mfoo\"", "-mfoo", "x.py");
@@ -217,11 +220,74 @@ START_TEST(test_bad_command_lines)
 	REFUSED("no training script", "--standalone", "--");
 	REFUSED("--nnodes needs a value", "--nnodes");
 	REFUSED("--standalone", "--standalone=maybe", "x.py");
-	REFUSED("--standalone", "--standalone", "--rdzv-endpoint", "h:1", "x.py");
 	REFUSED("--standalone", "--standalone", "--nnodes", "2", "x.py");
 	REFUSED("--no-python", "-m", "--no-python", "x.py");
 	/* stragglers are what the network check finds */
 	REFUSED("--exclude-straggler needs --network-check", "--exclude-straggler", "x.py");
+}
+END_TEST
+
+/* argparse, under torchrun, takes a long flag cut to a prefix only it has. */
+START_TEST(test_unique_prefixes)
+{
+	struct flags f;
+	struct rv_err err;
+	ck_assert_int_eq(PARSE(&f, &err, "--nproc", "2", "--max_r=3", "--stand", "x.py"), 0);
+	ck_assert_int_eq(f.nproc, 2);
+	ck_assert_int_eq(f.max_restarts, 3);
+	ck_assert(f.standalone);
+	/* an exact name wins over the longer names it begins */
+	ck_assert_int_eq(PARSE(&f, &err, "--role", "r", "x.py"), 0);
+	ck_assert_str_eq(f.role, "r");
+}
+END_TEST
+
+/* torchrun reads each of its flags from PET_<NAME> too (Kubeflow's
+ * PyTorchJob sets them), below the command line; rover-run's own flags
+ * are not read so. */
+START_TEST(test_pet_environment)
+{
+	struct flags f;
+	struct rv_err err;
+	setenv("PET_NPROC_PER_NODE", "4", 1);
+	setenv("PET_MAX_RESTARTS", "2", 1);
+	setenv("PET_STANDALONE", "1", 1);
+	setenv("PET_TEE", "3", 1);
+	setenv("PET_MODULE", "0", 1);
+	setenv("PET_ROLE", "", 1); /* empty: the default, as torchrun */
+	setenv("PET_HANG_TIMEOUT", "7", 1);
+	ck_assert_int_eq(PARSE(&f, &err, "x.py"), 0);
+	ck_assert_int_eq(f.nproc, 4);
+	ck_assert(f.nproc_given);
+	ck_assert_int_eq(f.max_restarts, 2);
+	ck_assert(f.standalone && !f.module);
+	ck_assert_int_eq(f.tee.all, 3);
+	ck_assert_str_eq(f.role, "default");
+	ck_assert(f.hang_timeout_s > 60);
+	ck_assert_int_eq(PARSE(&f, &err, "--nproc_per_node=2", "--standalone=false", "x.py"), 0);
+	ck_assert_int_eq(f.nproc, 2);
+	ck_assert(!f.standalone);
+	setenv("PET_NNODES", "0", 1);
+	REFUSED("PET_NNODES=\"0\" in the environment: --nnodes", "x.py");
+	unsetenv("PET_NNODES");
+	unsetenv("PET_NPROC_PER_NODE");
+	unsetenv("PET_MAX_RESTARTS");
+	unsetenv("PET_STANDALONE");
+	unsetenv("PET_TEE");
+	unsetenv("PET_MODULE");
+	unsetenv("PET_ROLE");
+	unsetenv("PET_HANG_TIMEOUT");
+}
+END_TEST
+
+/* torchrun's --standalone replaces a --rdzv-endpoint given with it. */
+START_TEST(test_standalone_drops_endpoint)
+{
+	struct flags f;
+	struct rv_err err;
+	ck_assert_int_eq(PARSE(&f, &err, "--standalone", "--rdzv_endpoint=h:1", "x.py"), 0);
+	ck_assert(f.standalone && f.standalone_dropped_endpoint);
+	ck_assert_str_eq(f.rdzv_endpoint, "");
 }
 END_TEST
 
@@ -283,6 +349,9 @@ static Suite *flags_suite(void)
 	tcase_add_test(tc, test_script_and_module);
 	tcase_add_test(tc, test_bad_values);
 	tcase_add_test(tc, test_bad_command_lines);
+	tcase_add_test(tc, test_unique_prefixes);
+	tcase_add_test(tc, test_pet_environment);
+	tcase_add_test(tc, test_standalone_drops_endpoint);
 	tcase_add_test(tc, test_help_names_every_flag);
 	suite_add_tcase(s, tc);
 	return s;
