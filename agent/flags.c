@@ -228,6 +228,35 @@ static int p_warm_import(struct flags *f, const char *v, struct rv_err *err, con
 	return 0;
 }
 
+/* torch >= 2.2: "0,2", the local ranks whose output reaches the console. */
+static int p_ranks_filter(struct flags *f, const char *v, struct rv_err *err, const char *name)
+{
+	const char *msg = "must be local ranks separated by commas, e.g. 0,1,2";
+	unsigned char seen[FLAGS_MAX_NPROC] = { 0 };
+	const char *p = v;
+	if (!*p)
+		return bad(err, name, msg, v);
+	while (*p) {
+		char item[16];
+		const char *end = strchr(p, ',');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+		int r;
+		if (n == 0 || n >= sizeof(item))
+			return bad(err, name, msg, v);
+		memcpy(item, p, n);
+		item[n] = 0;
+		if (p_int(item, 0, FLAGS_MAX_NPROC - 1, &r) < 0)
+			return bad(err, name, msg, v);
+		seen[r] = 1;
+		p += n + (end ? 1 : 0);
+		if (end && !*p)
+			return bad(err, name, msg, v);
+	}
+	memcpy(f->console_rank, seen, sizeof(seen));
+	f->console_filter = true;
+	return 0;
+}
+
 static int p_hang(struct flags *f, const char *v, struct rv_err *err, const char *name)
 {
 	double s;
@@ -307,6 +336,9 @@ static const struct flags_opt flags_table[] = {
 	{ "tee", 't', STD(tee),
 	  "streams that go to the console and the log files (masks as --redirects); every "
 	  "console line carries a [rankN]: prefix" },
+	{ "local-ranks-filter", 0, FN(p_ranks_filter, "R,..."),
+	  "torchrun's (torch >= 2.2): only these local ranks' output reaches the console; "
+	  "--log-dir still gets every rank's (default: every rank)" },
 	{ "node-rank", 0, INT(node_rank, 0, 1023, "N"),
 	  "torchrun's static rendezvous: this node's GROUP_RANK, fixed (RANK = N x "
 	  "nproc-per-node + LOCAL_RANK; every node the same nproc-per-node); the workers' "
@@ -501,6 +533,7 @@ static const char *const pet_flags[] = {
 	"master-addr",
 	"master-port",
 	"local-addr",
+	"local-ranks-filter",
 };
 
 static int parse_pet(struct flags *f, struct rv_err *err)

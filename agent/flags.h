@@ -66,6 +66,10 @@ struct flags {
 	char warm_import[512];   /* more modules for the warm interpreter: "a,b.c" ("" none) */
 	bool run_path;           /* accepted: the script runs as with python */
 	char log_dir[512];       /* "" none */
+	/* --local-ranks-filter: only these local ranks' output reaches the
+	 * console (all of it still reaches --log-dir); off: every rank's */
+	bool console_filter;
+	unsigned char console_rank[FLAGS_MAX_NPROC];
 	struct flags_std redirects, tee;
 	int node_rank;         /* -1 unless given: a fixed GROUP_RANK (static) */
 	char master_addr[256]; /* "" unless given: the workers' store host */

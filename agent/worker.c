@@ -234,8 +234,11 @@ int worker_launch(struct worker *w, const struct worker_group *g, int lr, struct
 	/* a tee'd stream reaches the console even when also redirected, as
 	 * torchrun adds the tee'd streams to the redirected ones */
 	int redirect = flags_std_mask(&f->redirects, lr) & ~flags_std_mask(&f->tee, lr);
-	w->out[0].console = !(redirect & FLAGS_STD_OUT) || !g->attempt_dir;
-	w->out[1].console = !(redirect & FLAGS_STD_ERR) || !g->attempt_dir;
+	/* --local-ranks-filter: the others' output reaches the log files only
+	 * (or nowhere without --log-dir, as torchrun's /dev/null) */
+	bool shown = !f->console_filter || (lr < FLAGS_MAX_NPROC && f->console_rank[lr]);
+	w->out[0].console = shown && (!(redirect & FLAGS_STD_OUT) || !g->attempt_dir);
+	w->out[1].console = shown && (!(redirect & FLAGS_STD_ERR) || !g->attempt_dir);
 
 	int64_t t0 = rv_mono_ms();
 	bool warm = false;

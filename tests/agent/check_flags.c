@@ -197,6 +197,9 @@ static const struct {
 	{ "--node-unit", "--node-unit", { "0", "1025" } },
 	{ "--accelerator", "--accelerator", { "tpu", "" } },
 	{ "--hang-timeout", "--hang-timeout", { "0.5", "-3", "soon" } },
+	{ "--local_ranks_filter",
+	  "--local-ranks-filter",
+	  { "", "x", "1,", ",1", "1,,2", "-1", "1024", "0:1" } },
 };
 
 START_TEST(test_bad_values)
@@ -291,6 +294,20 @@ START_TEST(test_standalone_drops_endpoint)
 }
 END_TEST
 
+START_TEST(test_local_ranks_filter)
+{
+	struct flags f;
+	struct rv_err err;
+	ck_assert_int_eq(PARSE(&f, &err, "x.py"), 0);
+	ck_assert(!f.console_filter);
+	ck_assert_int_eq(PARSE(&f, &err, "--local-ranks-filter", "0,2", "x.py"), 0);
+	ck_assert(f.console_filter);
+	ck_assert(f.console_rank[0] && !f.console_rank[1] && f.console_rank[2]);
+	ck_assert_int_eq(PARSE(&f, &err, "--local_ranks_filter=1023", "x.py"), 0);
+	ck_assert(f.console_rank[1023] && !f.console_rank[0]);
+}
+END_TEST
+
 START_TEST(test_help_names_every_flag)
 {
 	char *text = NULL;
@@ -331,6 +348,7 @@ START_TEST(test_help_names_every_flag)
 		"--hang-timeout",
 		"--ckpt-dir",
 		"--ckpt-keep",
+		"--local-ranks-filter",
 	};
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		ck_assert_msg(strstr(text, names[i]), "--help does not explain %s", names[i]);
@@ -352,6 +370,7 @@ static Suite *flags_suite(void)
 	tcase_add_test(tc, test_unique_prefixes);
 	tcase_add_test(tc, test_pet_environment);
 	tcase_add_test(tc, test_standalone_drops_endpoint);
+	tcase_add_test(tc, test_local_ranks_filter);
 	tcase_add_test(tc, test_help_names_every_flag);
 	suite_add_tcase(s, tc);
 	return s;
