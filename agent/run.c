@@ -1064,6 +1064,12 @@ static int setup(struct run *r, struct rv_err *err)
 	if (r->gpu.count > 0 && r->nproc > r->gpu.count)
 		rv_log_warn("more workers than GPUs: local ranks share devices", "nproc=%d gpus=%d",
 			    r->nproc, r->gpu.count);
+	/* worker_env gives each worker OMP_NUM_THREADS=1: say so, as torchrun
+	 * does, since it slows down a worker that computes on the CPU */
+	if (r->nproc > 1 && !getenv("OMP_NUM_THREADS"))
+		rv_log_warn("OMP_NUM_THREADS set to 1 for every worker: tune it for your "
+			    "application",
+			    "nproc=%d", r->nproc);
 	r->w = calloc((size_t)r->nproc, sizeof(*r->w));
 	if (!r->w)
 		return -ENOMEM;

@@ -69,6 +69,8 @@ int worker_env(const struct worker_group *g, int lr, const char **env, int max, 
 	PUT("TORCHELASTIC_RESTART_COUNT=%d", g->restart_count);
 	PUT("TORCHELASTIC_MAX_RESTARTS=%d", g->flags->max_restarts);
 	PUT("TORCHELASTIC_RUN_ID=%s", g->run_id);
+	/* the store is rank 0's (torch's env:// init hosts it), not an agent's */
+	PUT("TORCHELASTIC_USE_AGENT_STORE=False");
 	/* torchrun's default: several workers sharing the cores */
 	if (g->local_world_size > 1 && !getenv("OMP_NUM_THREADS"))
 		PUT("OMP_NUM_THREADS=1");

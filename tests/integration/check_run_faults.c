@@ -238,6 +238,44 @@ START_TEST(test_log_dir_and_redirects)
 }
 END_TEST
 
+/* A torchrun command line as Kubeflow's PyTorchJob runs it: the flags in
+ * PET_* variables, --local-ranks-filter (torch >= 2.2), the environment
+ * torchrun's workers see, and its warning about OMP_NUM_THREADS. */
+START_TEST(test_torchrun_environment_and_filter)
+{
+	struct rv_test_run r;
+	ck_assert_int_eq(rv_test_run_init(&r), 0);
+	char script[400];
+	ck_assert_int_eq(rv_test_run_file(&r, "env.py",
+					  "import os, sys\n"
+					  "e = os.environ\n"
+					  "print('rank=%s omp=%s agent_store=%s role=%s args=%s' % "
+					  "(e['RANK'], e.get('OMP_NUM_THREADS'), "
+					  "e.get('TORCHELASTIC_USE_AGENT_STORE'), e['ROLE_NAME'], "
+					  "' '.join(sys.argv[1:])))\n"
+					  "print('err-' + e['RANK'], file=sys.stderr)\n",
+					  script, sizeof(script)),
+			 0);
+	const char *args[] = { "--max_r=0", "--local_ranks_filter=1", script, "--nproc", "5", "-m",
+			       NULL };
+	const char *env[] = { "PET_NPROC_PER_NODE=2", "PET_STANDALONE=1", "PET_ROLE=trainer",
+			      NULL };
+	ck_assert_int_eq(rv_test_run_start(&r, args, env), 0);
+	char *err = rv_test_run_expect_exit(&r, 0, 30000);
+	char *out = rv_test_run_output(&r, 1);
+	ck_assert_msg(strstr(out, "[rank1]:rank=1 omp=1 agent_store=False role=trainer "
+				  "args=--nproc 5 -m\n"),
+		      "%s", out);
+	ck_assert_msg(!strstr(out, "rank=0"), "%s", out);
+	ck_assert_msg(strstr(err, "[rank1]:err-1\n") && !strstr(err, "err-0"), "%s", err);
+	ck_assert_msg(strstr(err, "level=warn") && strstr(err, "OMP_NUM_THREADS set to 1"), "%s",
+		      err);
+	free(out);
+	free(err);
+	rv_test_run_end(&r);
+}
+END_TEST
+
 START_TEST(test_bad_flag_exit_2)
 {
 	struct rv_test_run r;
@@ -277,6 +315,7 @@ static Suite *run_faults_suite(void)
 	tcase_add_test(tc, test_kill9_of_rover_run_takes_the_workers);
 	tcase_add_test(tc, test_hang_restarts_then_fails);
 	tcase_add_test(tc, test_log_dir_and_redirects);
+	tcase_add_test(tc, test_torchrun_environment_and_filter);
 	tcase_add_test(tc, test_bad_flag_exit_2);
 	suite_add_tcase(s, tc);
 	return s;
