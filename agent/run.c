@@ -774,6 +774,9 @@ static void print_summary(struct run *r, const char *why)
 				start = p;
 				break;
 			}
+		/* what torch's @record wrote there, as torchrun's summary shows */
+		if (w->error_file[0] && access(w->error_file, F_OK) == 0)
+			fprintf(stderr, "    error_file: %s\n", w->error_file);
 		if (w->tail_len == 0)
 			fprintf(stderr, "    (no stderr)\n");
 		else

@@ -71,6 +71,10 @@ int worker_env(const struct worker_group *g, int lr, const char **env, int max, 
 	PUT("TORCHELASTIC_RUN_ID=%s", g->run_id);
 	/* the store is rank 0's (torch's env:// init hosts it), not an agent's */
 	PUT("TORCHELASTIC_USE_AGENT_STORE=False");
+	/* where torch's @record writes the worker's exception, which the
+	 * summary names (torchrun's place in its log folder) */
+	if (g->attempt_dir)
+		PUT("TORCHELASTIC_ERROR_FILE=%s/%d/error.json", g->attempt_dir, lr);
 	/* torchrun's default: several workers sharing the cores */
 	if (g->local_world_size > 1 && !getenv("OMP_NUM_THREADS"))
 		PUT("OMP_NUM_THREADS=1");
@@ -219,7 +223,11 @@ int worker_launch(struct worker *w, const struct worker_group *g, int lr, struct
 	if (g->attempt_dir) {
 		char dir[1024];
 		snprintf(dir, sizeof(dir), "%s/%d", g->attempt_dir, lr);
+		snprintf(w->error_file, sizeof(w->error_file), "%s/%d/error.json", g->attempt_dir,
+			 lr);
 		rc = mkdirs(dir);
+		if (rc == 0)
+			unlink(w->error_file); /* an earlier run's, in the same --log-dir */
 		if (rc < 0)
 			return rv_err_set(err, rc, "--log-dir", "could not create \"%s\": %s", dir,
 					  strerror(-rc));

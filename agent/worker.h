@@ -68,6 +68,9 @@ struct worker {
 	struct worker_stream out[2]; /* stdout, stderr */
 	char tail[WORKER_TAIL];      /* the last bytes of stderr */
 	size_t tail_len;
+	/* its TORCHELASTIC_ERROR_FILE (DIR/attempt_N/LOCAL_RANK/error.json,
+	 * with --log-dir), or "" */
+	char error_file[1024];
 };
 
 /*

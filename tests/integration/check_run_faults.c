@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "brainfix.h"
@@ -276,6 +277,59 @@ START_TEST(test_torchrun_environment_and_filter)
 }
 END_TEST
 
+/* With --log-dir, each worker's TORCHELASTIC_ERROR_FILE is torchrun's
+ * DIR/.../attempt_N/LOCAL_RANK/error.json: torch's @record writes the
+ * exception there and the summary names it; an earlier run's is removed. */
+START_TEST(test_error_file)
+{
+	struct rv_test_run r;
+	ck_assert_int_eq(rv_test_run_init(&r), 0);
+	char logs[400], script[400], stale[600], path[600];
+	snprintf(logs, sizeof(logs), "%s/logs", r.dir);
+	ck_assert_int_eq(mkdir(logs, 0755), 0);
+	snprintf(stale, sizeof(stale), "%s/attempt_0", logs);
+	ck_assert_int_eq(mkdir(stale, 0755), 0);
+	snprintf(stale, sizeof(stale), "%s/attempt_0/0", logs);
+	ck_assert_int_eq(mkdir(stale, 0755), 0);
+	snprintf(stale, sizeof(stale), "%s/attempt_0/0/error.json", logs);
+	FILE *fp = fopen(stale, "w");
+	ck_assert_ptr_nonnull(fp);
+	fputs("{}", fp);
+	fclose(fp);
+	ck_assert_int_eq(
+		rv_test_run_file(
+			&r, "record.py",
+			"import os\n"
+			"from torch.distributed.elastic.multiprocessing.errors import record\n"
+			"@record\n"
+			"def main():\n"
+			"    print('file=' + os.environ['TORCHELASTIC_ERROR_FILE'])\n"
+			"    if os.environ['LOCAL_RANK'] == '1':\n"
+			"        raise ValueError('boom')\n"
+			"main()\n",
+			script, sizeof(script)),
+		0);
+	const char *args[] = {
+		"--standalone", "--nproc-per-node", "2", "--log-dir", logs, script, NULL
+	};
+	ck_assert_int_eq(rv_test_run_start(&r, args, NULL), 0);
+	char *err = rv_test_run_expect_exit(&r, 1, 60000);
+	char *out = rv_test_run_output(&r, 1);
+	snprintf(path, sizeof(path), "[rank1]:file=%s/attempt_0/1/error.json\n", logs);
+	ck_assert_msg(strstr(out, path), "%s", out);
+	snprintf(path, sizeof(path), "error_file: %s/attempt_0/1/error.json\n", logs);
+	ck_assert_msg(strstr(err, path), "%s", err);
+	snprintf(path, sizeof(path), "%s/attempt_0/1/error.json", logs);
+	char *text = rv_test_read_file(path);
+	ck_assert_msg(text && strstr(text, "ValueError: boom"), "%s", text ? text : "(none)");
+	ck_assert_int_eq(access(stale, F_OK), -1);
+	free(text);
+	free(out);
+	free(err);
+	rv_test_run_end(&r);
+}
+END_TEST
+
 START_TEST(test_bad_flag_exit_2)
 {
 	struct rv_test_run r;
@@ -316,6 +370,7 @@ static Suite *run_faults_suite(void)
 	tcase_add_test(tc, test_hang_restarts_then_fails);
 	tcase_add_test(tc, test_log_dir_and_redirects);
 	tcase_add_test(tc, test_torchrun_environment_and_filter);
+	tcase_add_test(tc, test_error_file);
 	tcase_add_test(tc, test_bad_flag_exit_2);
 	suite_add_tcase(s, tc);
 	return s;
