@@ -332,7 +332,8 @@ static const struct flags_opt flags_table[] = {
 	  "write each worker's stdout and stderr under DIR/attempt_N/LOCAL_RANK/" },
 	{ "redirects", 'r', STD(redirects),
 	  "streams that go to the log files only, not the console: 0 none, 1 stdout, "
-	  "2 stderr, 3 both; or per local rank (0:1,1:2)" },
+	  "2 stderr, 3 both; or per local rank (0:1,1:2); without --log-dir the files go "
+	  "to a new folder in $TMPDIR (logged)" },
 	{ "tee", 't', STD(tee),
 	  "streams that go to the console and the log files (masks as --redirects); every "
 	  "console line carries a [rankN]: prefix" },

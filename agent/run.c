@@ -70,6 +70,9 @@ enum run_outcome {
 
 struct run {
 	const struct flags *f;
+	/* --log-dir, else a new temp folder when -r or -t asks for log files
+	 * (torchrun's), else "" */
+	char log_dir[600];
 	int nproc;
 	struct rv_gpu_info gpu; /* this node's GPUs (count 0: none, why says so) */
 	char node[RV_NAME_MAX];
@@ -445,9 +448,8 @@ static int group_start(struct run *r, struct rv_err *err)
 	char rover_master[300];
 	r->hb_ok_ms = rv_mono_ms();
 	snprintf(rover_master, sizeof(rover_master), "%s", r->master_addr);
-	if (r->f->log_dir[0])
-		snprintf(attempt_dir, sizeof(attempt_dir), "%s/attempt_%d", r->f->log_dir,
-			 r->attempt);
+	if (r->log_dir[0])
+		snprintf(attempt_dir, sizeof(attempt_dir), "%s/attempt_%d", r->log_dir, r->attempt);
 	struct worker_group g = {
 		.flags = r->f,
 		.local_world_size = r->nproc,
@@ -462,7 +464,7 @@ static int group_start(struct run *r, struct rv_err *err)
 		.rover_master = rover_master,
 		.node_name = r->node,
 		.python = r->python,
-		.attempt_dir = r->f->log_dir[0] ? attempt_dir : NULL,
+		.attempt_dir = r->log_dir[0] ? attempt_dir : NULL,
 		.warm = r->warm.started ? &r->warm : NULL,
 		.gpus = r->gpu.count,
 	};
@@ -1011,9 +1013,42 @@ static int auto_config(struct run *r, struct rv_err *err)
 	return 0;
 }
 
+static bool std_any(const struct flags_std *s)
+{
+	for (int i = 0; i < s->nper; i++)
+		if (s->per_mask[i])
+			return true;
+	return s->nper == 0 && s->all;
+}
+
+/* Where the log files go.  Without --log-dir, a stream that -r or -t sends
+ * to a file goes, as under torchrun, to a new folder in $TMPDIR, named in
+ * the log and kept afterwards: a redirected stream stays off the console. */
+static int log_dir_setup(struct run *r, struct rv_err *err)
+{
+	const struct flags *f = r->f;
+	if (f->log_dir[0] || !(std_any(&f->redirects) || std_any(&f->tee))) {
+		snprintf(r->log_dir, sizeof(r->log_dir), "%s", f->log_dir);
+		return 0;
+	}
+	const char *tmp = getenv("TMPDIR");
+	snprintf(r->log_dir, sizeof(r->log_dir), "%s/rover-run_XXXXXX",
+		 tmp && tmp[0] && strlen(tmp) < 400 ? tmp : "/tmp");
+	if (!mkdtemp(r->log_dir)) {
+		int e = errno;
+		return rv_err_set(err, -e, "--log-dir", "could not create a log folder in %s: %s",
+				  tmp && tmp[0] ? tmp : "/tmp", strerror(e));
+	}
+	rv_log_info("log directory set", "dir=%s", r->log_dir);
+	return 0;
+}
+
 static int setup(struct run *r, struct rv_err *err)
 {
 	const struct flags *f = r->f;
+	int rc = log_dir_setup(r, err);
+	if (rc < 0)
+		return rc;
 	worker_trainer_env();
 	probe_gpus(r);
 	r->nproc = resolve_nproc(r);
@@ -1037,7 +1072,7 @@ static int setup(struct run *r, struct rv_err *err)
 		else if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9')))
 			*c = '-';
 
-	int rc = find_master(r, err);
+	rc = find_master(r, err);
 	if (rc < 0)
 		return rc;
 	if (f->local_addr[0])

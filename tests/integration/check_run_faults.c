@@ -8,6 +8,7 @@
  * own children included where rover-run lives to stop them; --log-dir and
  * -r put each rank's streams in files; a bad flag is exit 2.
  */
+#include <glob.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -233,6 +234,29 @@ START_TEST(test_log_dir_and_redirects)
 	out = rv_test_run_output(&r, 1);
 	ck_assert_msg(strstr(out, "[rank0]:out-0\n") && !strstr(out, "out-1"), "%s", out);
 	ck_assert_msg(!strstr(err, "err-"), "%s", err);
+	free(out);
+	free(err);
+	/* no --log-dir: -r still keeps stdout off the console, as under
+	 * torchrun, in a new folder in $TMPDIR */
+	char tmpenv[420];
+	snprintf(tmpenv, sizeof(tmpenv), "TMPDIR=%s", r.dir);
+	const char *env3[] = { tmpenv, NULL };
+	const char *args3[] = { "--standalone", "--nproc-per-node", "2", "-r", "1", script, NULL };
+	ck_assert_int_eq(rv_test_run_start(&r, args3, env3), 0);
+	err = rv_test_run_expect_exit(&r, 0, 30000);
+	out = rv_test_run_output(&r, 1);
+	ck_assert_msg(!strstr(out, "out-"), "%s", out);
+	ck_assert_msg(strstr(err, "[rank1]:err-1\n") && strstr(err, "msg=\"log directory set\""),
+		      "%s", err);
+	char pattern[500];
+	snprintf(pattern, sizeof(pattern), "%s/rover-run_*/attempt_0/1/stdout.log", r.dir);
+	glob_t gl;
+	ck_assert_int_eq(glob(pattern, 0, NULL, &gl), 0);
+	ck_assert_int_eq((int)gl.gl_pathc, 1);
+	char *text = rv_test_read_file(gl.gl_pathv[0]);
+	ck_assert_msg(text && !strcmp(text, "out-1\n"), "%s", text ? text : "(none)");
+	free(text);
+	globfree(&gl);
 	free(out);
 	free(err);
 	rv_test_run_end(&r);
