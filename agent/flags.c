@@ -639,6 +639,14 @@ int flags_std_mask(const struct flags_std *s, int local_rank)
 	return s->nper ? 0 : s->all;
 }
 
+bool flags_std_any(const struct flags_std *s)
+{
+	for (int i = 0; i < s->nper; i++)
+		if (s->per_mask[i])
+			return true;
+	return s->nper == 0 && s->all;
+}
+
 const char *flags_rdzv_conf_get(const struct flags *f, const char *key, char *out, size_t size)
 {
 	size_t klen = strlen(key);

@@ -100,6 +100,8 @@ int flags_parse(struct flags *f, int argc, char *const *argv, struct rv_err *err
 
 /* The mask of local rank lr in s. */
 int flags_std_mask(const struct flags_std *s, int local_rank);
+/* Whether s sends any stream of any local rank to the log files. */
+bool flags_std_any(const struct flags_std *s);
 
 /* The value of key in f->rdzv_conf ("k=v,k=v") copied into out, or NULL
  * when absent. */

@@ -1013,21 +1013,13 @@ static int auto_config(struct run *r, struct rv_err *err)
 	return 0;
 }
 
-static bool std_any(const struct flags_std *s)
-{
-	for (int i = 0; i < s->nper; i++)
-		if (s->per_mask[i])
-			return true;
-	return s->nper == 0 && s->all;
-}
-
 /* Where the log files go.  Without --log-dir, a stream that -r or -t sends
  * to a file goes, as under torchrun, to a new folder in $TMPDIR, named in
  * the log and kept afterwards: a redirected stream stays off the console. */
 static int log_dir_setup(struct run *r, struct rv_err *err)
 {
 	const struct flags *f = r->f;
-	if (f->log_dir[0] || !(std_any(&f->redirects) || std_any(&f->tee))) {
+	if (f->log_dir[0] || !(flags_std_any(&f->redirects) || flags_std_any(&f->tee))) {
 		snprintf(r->log_dir, sizeof(r->log_dir), "%s", f->log_dir);
 		return 0;
 	}
