@@ -322,13 +322,12 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 				  fit.r2, fit.n_configs);
 		return;
 	} else {
-		rc = rv_alg_explore(st->speed, st->n_speed, &st->lim, &st->cur, p, &part);
-		/* Spent: a move to counts measured already (settling at the
-		 * measured knee) stays, one that measures new counts does not. */
-		if (rc == 0 && spent && part.changed &&
-		    !(rv_alg_mean_speed(st->speed, st->n_speed, part.cfg.worker.count,
-					part.cfg.ps.count) > 0) &&
-		    !settle_measured(st, p, &part)) {
+		/* Spent: only a move to counts measured already (settling at
+		 * the measured knee), none that measures new counts. */
+		rc = spent ? rv_alg_settle_measured(st->speed, st->n_speed, &st->lim, &st->cur, p,
+						    &part)
+			   : rv_alg_explore(st->speed, st->n_speed, &st->lim, &st->cur, p, &part);
+		if (rc == 0 && spent && !part.changed) {
 			keep_spent(st, p, out);
 			return;
 		}
