@@ -113,6 +113,24 @@ int planner_create_plan(struct brain *b, PGconn *c, const struct store_job *job,
 	return 0;
 }
 
+/* The oom plan carries the pending plan's change: the killed role's memory
+ * is the larger of the two. */
+static void oom_fold_pending(struct rv_scale_plan *plan, const struct rv_alg_config *pend,
+			     const struct rv_event *ev, int64_t pend_id)
+{
+	bool ps = ev->role == RV_ROLE_PS;
+	int64_t want = ps ? pend->ps.res.memory_mb : pend->worker.res.memory_mb;
+	struct rv_plan_group *g = &plan->groups[ps ? RV_ROLE_PS : RV_ROLE_WORKER];
+	if (want > g->resource.memory_mb) {
+		g->resource.memory_mb = want;
+		plan->launch[0].resource.memory_mb = want;
+	}
+	size_t n = strlen(plan->reason);
+	if (n < sizeof(plan->reason))
+		snprintf(plan->reason + n, sizeof(plan->reason) - n,
+			 "; with plan %" PRId64 "'s change, not applied yet", pend_id);
+}
+
 int planner_oom_plan(struct brain *b, PGconn *c, const struct store_job *job,
 		     const struct rv_event *ev, struct rv_scale_plan *plan, struct rv_err *err)
 {
@@ -139,10 +157,24 @@ int planner_oom_plan(struct brain *b, PGconn *c, const struct store_job *job,
 		goto out;
 	struct rv_alg_config cfg;
 	rv_plan_config(&cur.plan, &cfg);
+	/* A running plan stored after the applied one and not applied yet: the
+	 * job takes only the newest plan, so this one would drop its change.
+	 * It is folded in (the OOM raises memory from what the node had). */
+	struct store_plan_row pend;
+	rc = store_plan_latest_row(c, job->id, "running", &pend, err);
+	if (rc < 0)
+		goto out;
+	bool fold = rc == 1 && pend.applied_ts_ms == 0 && pend.plan.id > cur.plan.id;
+	if (fold)
+		rv_plan_config(&pend.plan, &cfg);
 	/* the event itself is stored before this runs: at least one OOM */
 	rc = rv_plan_oom(&cfg, ev, ooms, &spec, job->uid, &lim, &p, plan);
-	if (rc < 0)
+	if (rc < 0) {
 		rv_err_set(err, rc, "", "could not compute an oom plan for node %s", ev->node);
+		goto out;
+	}
+	if (fold)
+		oom_fold_pending(plan, &cfg, ev, pend.plan.id);
 out:
 	rv_job_spec_release(&spec);
 	return rc;

@@ -233,10 +233,18 @@ static int handle_oom(struct run *s, int role)
 		return 0;
 	}
 	/* Every node of the role runs the same program and would OOM alike:
-	 * the relaunch memory applies to the role. */
+	 * the relaunch memory applies to the role.  The rest of the plan is
+	 * applied as a master applies it (an oom plan may carry a change the
+	 * brain planned before the kill). */
+	struct sim_config before = s->c;
+	apply_plan(s, &plan);
 	*mem = next;
 	ev->to_mb = next;
 	s->last_rss[role] = 0;
+	if (before.worker_mem_mb != s->c.worker_mem_mb)
+		s->last_rss[0] = 0;
+	if (before.ps_mem_mb != s->c.ps_mem_mb || before.ps != s->c.ps)
+		s->last_rss[1] = 0;
 	const char *trace = getenv("ROVER_SIM_PLANS");
 	if (trace && *trace == '1')
 		fprintf(stderr, "plan %s t=%.0f oom %s: %lld -> %lld MiB (last rss %lld): %s\n",
