@@ -8,7 +8,7 @@
  * measured faster (the role was really starved); an OOM stored while a
  * planner pass runs waits for the pass, a pass that found the job busy is
  * made again, and a running plan older than an oom plan is not served (the
- * oom plan carries its change).
+ * oom plan carries its change, as a second OOM's plan carries the first's).
  */
 #include <check.h>
 #include <inttypes.h>
@@ -457,6 +457,49 @@ START_TEST(running_plan_older_than_an_oom_plan_is_not_served)
 }
 END_TEST
 
+/* A PS job whose worker and PS both run out of memory at start: the PS's
+ * OOM comes before the job applied the worker's oom plan.  The job takes
+ * only the newest plan, so the PS's oom plan keeps the worker's memory. */
+START_TEST(second_oom_keeps_the_first_oom_plan)
+{
+	ck_assert_int_eq(rv_test_pg_fresh_db(0, conninfo, sizeof(conninfo)), 0);
+	const char *args[] = { "--db", conninfo, "--plan-debounce-ms", "0", NULL };
+	ck_assert_int_eq(rv_test_brain_start(&brain, args), 0);
+	const char *doc =
+		"{\"kind\":\"ElasticJob\",\"metadata\":{\"name\":\"two-ooms\"},\"spec\":{"
+		"\"distributionStrategy\":\"ParameterServerStrategy\",\"replicaSpecs\":{"
+		"\"worker\":{\"replicas\":4,\"resources\":{\"cpu\":4,\"memory\":\"8Gi\"}},"
+		"\"ps\":{\"replicas\":2,\"resources\":{\"cpu\":2,\"memory\":\"2Gi\"}}}}}";
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&brain, "POST", "/v1/jobs", doc, NULL, &r), 0);
+	ck_assert_int_eq(r.status, 201);
+	snprintf(uid, sizeof(uid), "%s", rv_test_json_str(r.json, "uid"));
+	rv_test_reply_release(&r);
+	post_oom(ts + 1000);
+	double wmem;
+	int64_t first = oom_plan(&wmem);
+	ck_assert(wmem > 8192);
+	char body[320];
+	snprintf(body, sizeof(body),
+		 "{\"type\":\"node_oom\",\"ts\":%" PRId64 ",\"node\":\"ps-0\","
+		 "\"role\":\"ps\",\"rank\":0,\"exit_code\":137,\"memory_mb\":2048,"
+		 "\"peak_memory_mb\":2000}",
+		 ts + 2000);
+	ck_assert_int_eq(post_event(body), 200);
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/jobs/%s/plan?stage=oom", uid);
+	ck_assert_int_eq(rv_test_http(&brain, "GET", path, NULL, NULL, &r), 0);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert((int64_t)rv_test_json_num(r.json, "id", 0) > first);
+	ck_assert_msg(rv_test_json_num(r.json, "groups.ps.resource.memory_mb", 0) > 2048,
+		      "the PS's oom plan does not raise its memory: %s", r.body);
+	ck_assert_msg(rv_test_json_num(r.json, "groups.worker.resource.memory_mb", 0) == wmem,
+		      "the PS's oom plan sets the worker memory back from %.0f MiB: %s", wmem,
+		      r.body);
+	rv_test_reply_release(&r);
+}
+END_TEST
+
 /* An oom event posted from another thread; done says it was answered. */
 struct oom_post {
 	char body[320];
@@ -558,6 +601,7 @@ static Suite *brain_plans_suite(void)
 	tcase_add_test(tc, oom_plan_not_undone_by_a_running_pass);
 	tcase_add_test(tc, oom_waits_for_a_pass_in_progress);
 	tcase_add_test(tc, running_plan_older_than_an_oom_plan_is_not_served);
+	tcase_add_test(tc, second_oom_keeps_the_first_oom_plan);
 	tcase_add_test(tc, pass_after_a_serialization_failure_is_retried);
 	suite_add_tcase(s, tc);
 	return s;
