@@ -31,22 +31,26 @@ static struct rv_test_brain brain;
 static char uid[64];
 static int64_t ts = 1700000000000LL;
 
-static void start(void)
+/* A fresh brain and database, with the job doc registered. */
+static void start_job(const char *doc)
 {
 	ck_assert_int_eq(rv_test_pg_fresh_db(0, conninfo, sizeof(conninfo)), 0);
 	const char *args[] = { "--db", conninfo, "--plan-debounce-ms", "0", NULL };
 	ck_assert_int_eq(rv_test_brain_start(&brain, args), 0);
-	const char *doc =
-		"{\"kind\":\"ElasticJob\",\"metadata\":{\"name\":\"scaling\"},\"spec\":{"
-		"\"distributionStrategy\":\"AllreduceStrategy\",\"replicaSpecs\":{\"worker\":{"
-		"\"replicas\":2,\"minReplicas\":1,\"maxReplicas\":16,"
-		"\"resources\":{\"cpu\":4,\"memory\":\"8Gi\"}}}}}";
 	struct rv_test_reply r;
 	ck_assert_int_eq(rv_test_http(&brain, "POST", "/v1/jobs", doc, NULL, &r), 0);
 	ck_assert_int_eq(r.status, 201);
 	snprintf(uid, sizeof(uid), "%s", rv_test_json_str(r.json, "uid"));
 	ck_assert_str_eq(rv_test_json_str(r.json, "plan.algorithm"), "user_spec");
 	rv_test_reply_release(&r);
+}
+
+static void start(void)
+{
+	start_job("{\"kind\":\"ElasticJob\",\"metadata\":{\"name\":\"scaling\"},\"spec\":{"
+		  "\"distributionStrategy\":\"AllreduceStrategy\",\"replicaSpecs\":{\"worker\":{"
+		  "\"replicas\":2,\"minReplicas\":1,\"maxReplicas\":16,"
+		  "\"resources\":{\"cpu\":4,\"memory\":\"8Gi\"}}}}}");
 }
 
 static void teardown(void)
@@ -462,19 +466,11 @@ END_TEST
  * only the newest plan, so the PS's oom plan keeps the worker's memory. */
 START_TEST(second_oom_keeps_the_first_oom_plan)
 {
-	ck_assert_int_eq(rv_test_pg_fresh_db(0, conninfo, sizeof(conninfo)), 0);
-	const char *args[] = { "--db", conninfo, "--plan-debounce-ms", "0", NULL };
-	ck_assert_int_eq(rv_test_brain_start(&brain, args), 0);
-	const char *doc =
-		"{\"kind\":\"ElasticJob\",\"metadata\":{\"name\":\"two-ooms\"},\"spec\":{"
-		"\"distributionStrategy\":\"ParameterServerStrategy\",\"replicaSpecs\":{"
-		"\"worker\":{\"replicas\":4,\"resources\":{\"cpu\":4,\"memory\":\"8Gi\"}},"
-		"\"ps\":{\"replicas\":2,\"resources\":{\"cpu\":2,\"memory\":\"2Gi\"}}}}}";
+	start_job("{\"kind\":\"ElasticJob\",\"metadata\":{\"name\":\"two-ooms\"},\"spec\":{"
+		  "\"distributionStrategy\":\"ParameterServerStrategy\",\"replicaSpecs\":{"
+		  "\"worker\":{\"replicas\":4,\"resources\":{\"cpu\":4,\"memory\":\"8Gi\"}},"
+		  "\"ps\":{\"replicas\":2,\"resources\":{\"cpu\":2,\"memory\":\"2Gi\"}}}}}");
 	struct rv_test_reply r;
-	ck_assert_int_eq(rv_test_http(&brain, "POST", "/v1/jobs", doc, NULL, &r), 0);
-	ck_assert_int_eq(r.status, 201);
-	snprintf(uid, sizeof(uid), "%s", rv_test_json_str(r.json, "uid"));
-	rv_test_reply_release(&r);
 	post_oom(ts + 1000);
 	double wmem;
 	int64_t first = oom_plan(&wmem);
