@@ -657,6 +657,19 @@ static int explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv
 		why = below ? "growth paid" : "first measurement";
 	} else if (!below && down < w && gain_above < p->min_gain) {
 		target = down;
+		/* the step down lost nothing at all (the smaller count measured
+		 * as fast as the larger): the knee lies well below, so the next
+		 * step goes twice as far (a pair of workers asked as 14 took
+		 * 14 -> 9 -> 6 -> 4 -> 2, a plan each) */
+		if (above && gain_above <= 0) {
+			int d2 = rv_alg_align_down(
+				(int)floor(w / (p->explore_factor * p->explore_factor) + 1e-9),
+				unit);
+			if (d2 < wmin)
+				d2 = wmin;
+			if (d2 < down)
+				target = d2;
+		}
 		why = above ? "growth did not pay" : upper_half ? "start in the upper half" : "cannot grow";
 	} else if (below && !above && !paid_below && !measured_below(obs, n, ps, below)) {
 		/* Two counts measured and growth from the smaller did not pay:

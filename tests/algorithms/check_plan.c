@@ -247,6 +247,37 @@ START_TEST(test_noise_level_move_held)
 }
 END_TEST
 
+/* The same noisy data for a model-chosen count the refit puts short of
+ * the line: its move up is taken, within the uncertainty or not (held,
+ * the count is a predicted throughput miss; a job at 16 of 19 oracle
+ * workers ran at 0.93 of the oracle's speed on every seed). */
+START_TEST(test_noise_level_move_up_taken)
+{
+	static const int ws[] = { 4, 8, 12, 16 };
+	static const double z[] = { 0.9, -1.1, 0.3, -0.4, 1.2, -0.9 };
+	struct rv_alg_speed_obs o[24];
+	size_t n = 0;
+	for (int i = 0; i < 4; i++)
+		for (int k = 0; k < 6; k++)
+			o[n++] = (struct rv_alg_speed_obs){ .workers = ws[i],
+							    .speed = 100 * scaling(ws[i]) *
+								     (1 + 0.3 * z[(k + i) % 6]),
+							    .t_ms = (int64_t)n * 10000 };
+	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 8, 0);
+	struct rv_alg_decision d;
+	st.speed = o;
+	st.n_speed = n;
+	st.model_counts = true;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_msg(d.changed && d.cfg.worker.count > 8, "%s", d.reason);
+	ck_assert_str_eq(d.algorithm, "worker_count_model");
+	/* from above, the same move down stays held */
+	st.cur.worker.count = 12;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_msg(!d.changed && strstr(d.reason, "no better than the noise"), "%s", d.reason);
+}
+END_TEST
+
 /* A PS job under 28% speed noise, just moved to one PS and measured there
  * at 18 workers only: the model's move to 15 workers for a predicted -4%
  * rests on a slope in workers taken from the other PS counts, within the
@@ -550,8 +581,9 @@ START_TEST(test_no_jump_on_an_uncertain_prediction)
 {
 	/* three counts measured with 25% noise, the speed nearly flat: the
 	 * fit's prediction a few counts below the data has a standard error
-	 * far beyond max_pred_rse, so a geometric exploration step is
-	 * measured instead of the model's jump to the floor of its range */
+	 * far beyond max_pred_rse, so an exploration step is measured instead
+	 * of the model's jump to the floor of its range (two geometric steps:
+	 * the step from 12 to 8 lost nothing) */
 	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 8, 0);
 	static const int ws[] = { 18, 12, 8 };
 	static const double lo[] = { 45, 50, 51 }, hi[] = { 75, 82, 85 };
@@ -568,12 +600,12 @@ START_TEST(test_no_jump_on_an_uncertain_prediction)
 	st.n_speed = n;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
 	ck_assert_str_eq(d.algorithm, "explore");
-	ck_assert_int_eq(d.cfg.worker.count, 5);
+	ck_assert_int_eq(d.cfg.worker.count, 3);
 	/* without the bound the model jumps */
 	P.max_pred_rse = 0;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
 	ck_assert_str_eq(d.algorithm, "worker_count_model");
-	ck_assert_int_lt(d.cfg.worker.count, 5);
+	ck_assert_int_ne(d.cfg.worker.count, 3);
 }
 END_TEST
 
@@ -1050,6 +1082,7 @@ static Suite *plan_suite(void)
 	tcase_add_test(tc, test_explore_budget_spent_keeps_counts);
 	tcase_add_test(tc, test_explore_budget_spent_settles_on_measured_knee);
 	tcase_add_test(tc, test_noise_level_move_held);
+	tcase_add_test(tc, test_noise_level_move_up_taken);
 	tcase_add_test(tc, test_single_count_move_held);
 	tcase_add_test(tc, test_model_counts_not_bracketed);
 	tcase_add_test(tc, test_hold_on_flat);

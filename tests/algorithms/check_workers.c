@@ -271,6 +271,32 @@ START_TEST(test_explore_geometric)
 }
 END_TEST
 
+/* A step down that lost nothing at all (the smaller count measured as
+ * fast as the larger) puts the knee well below: the next step goes twice
+ * as far (x1.5 twice).  One that lost a little, under min_gain per
+ * worker, takes the geometric step. */
+START_TEST(test_explore_down_doubles_when_nothing_lost)
+{
+	struct rv_alg_speed_obs obs[] = { { .workers = 14, .speed = 50 },
+					  { .workers = 9, .speed = 52 } };
+	struct rv_alg_limits lim = limits(1, 24, 1);
+	struct rv_alg_config cur = config(9, 0);
+	struct rv_alg_decision d;
+
+	ck_assert_int_eq(rv_alg_explore(obs, 2, &lim, &cur, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 4); /* 9 / 2.25 */
+	ck_assert_msg(strstr(d.reason, "growth did not pay") != NULL, "%s", d.reason);
+	obs[1].speed = 48; /* 14 workers buy 0.8% a worker: under min_gain */
+	ck_assert_int_eq(rv_alg_explore(obs, 2, &lim, &cur, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 6); /* 9 / 1.5 */
+	/* never under the minimum */
+	obs[1].speed = 52;
+	lim = limits(5, 24, 1);
+	ck_assert_int_eq(rv_alg_explore(obs, 2, &lim, &cur, &P, &d), 0);
+	ck_assert_int_eq(d.cfg.worker.count, 5);
+}
+END_TEST
+
 /* Near-linear scaling from many workers gains under min_gain per added
  * worker; a step that bought over half of the linear speedup still paid. */
 START_TEST(test_explore_growth_share_of_linear)
@@ -744,6 +770,7 @@ static Suite *workers_suite(void)
 	tcase_add_test(tc, test_async_adds_ps_when_transfer_bound);
 	tcase_add_test(tc, test_explore_geometric);
 	tcase_add_test(tc, test_explore_growth_share_of_linear);
+	tcase_add_test(tc, test_explore_down_doubles_when_nothing_lost);
 	tcase_add_test(tc, test_explore_sequence_no_thrash);
 	tcase_add_test(tc, test_explore_free_capacity);
 	tcase_add_test(tc, test_explore_down_past_measured_smaller);
