@@ -904,6 +904,14 @@ START_TEST(test_ps_step_that_paid_is_followed)
 	ck_assert_str_eq(d.algorithm, "explore");
 	ck_assert_int_lt(d.cfg.ps.count, 3);
 	ck_assert_msg(strstr(d.reason, "8 -> 4 PS measured +") != NULL, "%s", d.reason);
+	/* the same means under 30% noise: the gain lies within two standard
+	 * errors of the difference, so it did not pay for sure, and no step
+	 * beyond the data is measured for it */
+	for (size_t i = 0; i < n; i++)
+		o[i].speed *= 0.7 + 0.3 * (double)(i % 3);
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_msg(strstr(d.reason, "beyond the measured ones") == NULL, "%s", d.reason);
+	n = ps_obs3(o, cfgs, 4, few_ps_speed, 1);
 	/* the same data where going to 4 PS did not pay: no step further */
 	for (size_t i = 0; i < n; i++)
 		if (o[i].ps == 4)
