@@ -59,14 +59,18 @@ static bool model_guess(const struct rv_alg_fit *fit, const struct rv_alg_job_st
  * and under 25-30% speed noise such moves came back a plan later (4 -> 3
  * -> 4 workers, 2 -> 3 -> 2).  Not a move up: the model puts the count
  * running now short of the line, a predicted throughput miss (16 workers
- * held where the model chose 18 ran at 0.93 of the oracle's speed). */
+ * held where the model chose 18 ran at 0.93 of the oracle's speed), while
+ * the exploration budget lasts (past it such moves crept 14 -> 21 -> 23 ->
+ * 28 workers, a plan each). */
 static bool noise_level_move(const struct rv_alg_fit *fit, const struct rv_alg_job_state *st,
 			     const struct rv_alg_decision *d, const struct rv_alg_params *p)
 {
 	int w = st->cur.worker.count, ps = st->cur.ps.count;
 	if (!st->model_counts || !d->changed || !d->algorithm ||
 	    strcmp(d->algorithm, "worker_count_model") != 0 || rv_alg_fit_trusted(fit, p) ||
-	    d->cfg.worker.count > w || rv_alg_obs_count(st->speed, st->n_speed, w, ps, 2) < 2)
+	    (d->cfg.worker.count > w &&
+	     !(p->explore_budget > 0 && st->count_changes >= p->explore_budget)) ||
+	    rv_alg_obs_count(st->speed, st->n_speed, w, ps, 2) < 2)
 		return false;
 	double cur = rv_alg_mean_speed(st->speed, st->n_speed, w, ps);
 	if (!(cur > 0) || !(d->predicted_speed > 0))

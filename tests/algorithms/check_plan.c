@@ -271,6 +271,12 @@ START_TEST(test_noise_level_move_up_taken)
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
 	ck_assert_msg(d.changed && d.cfg.worker.count > 8, "%s", d.reason);
 	ck_assert_str_eq(d.algorithm, "worker_count_model");
+	/* not once the exploration budget is spent: moves up within the
+	 * noise then crept 14 -> 21 -> 23 -> 28 workers, a plan each */
+	st.count_changes = P.explore_budget;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_msg(!d.changed && strstr(d.reason, "no better than the noise"), "%s", d.reason);
+	st.count_changes = 0;
 	/* from above, the same move down stays held */
 	st.cur.worker.count = 12;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
