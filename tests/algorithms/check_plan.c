@@ -219,16 +219,12 @@ START_TEST(test_model_counts_kept_on_untrusted_refit)
 }
 END_TEST
 
-/* A model-chosen count under 30% speed noise: the refit (trusted only for
- * being no worse than the noise) would move by less than the uncertainty of
- * its own prediction; the counts stay.  The same data for counts that the
- * model did not choose moves them. */
-START_TEST(test_noise_level_move_held)
+/* Six speeds each at 4, 8, 12 and 16 workers of a scaling all-reduce job
+ * under 30% noise (fixed draws), into o[24]; returns 24. */
+static size_t noisy_scaling_obs(struct rv_alg_speed_obs *o)
 {
-	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 12, 0);
 	static const int ws[] = { 4, 8, 12, 16 };
 	static const double z[] = { 0.9, -1.1, 0.3, -0.4, 1.2, -0.9 };
-	struct rv_alg_speed_obs o[24];
 	size_t n = 0;
 	for (int i = 0; i < 4; i++)
 		for (int k = 0; k < 6; k++)
@@ -236,6 +232,18 @@ START_TEST(test_noise_level_move_held)
 							    .speed = 100 * scaling(ws[i]) *
 								     (1 + 0.3 * z[(k + i) % 6]),
 							    .t_ms = (int64_t)n * 10000 };
+	return n;
+}
+
+/* A model-chosen count under 30% speed noise: the refit (trusted only for
+ * being no worse than the noise) would move by less than the uncertainty of
+ * its own prediction; the counts stay.  The same data for counts that the
+ * model did not choose moves them. */
+START_TEST(test_noise_level_move_held)
+{
+	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 12, 0);
+	struct rv_alg_speed_obs o[24];
+	size_t n = noisy_scaling_obs(o);
 	struct rv_alg_decision d;
 	st.speed = o;
 	st.n_speed = n;
@@ -253,16 +261,8 @@ END_TEST
  * workers ran at 0.93 of the oracle's speed on every seed). */
 START_TEST(test_noise_level_move_up_taken)
 {
-	static const int ws[] = { 4, 8, 12, 16 };
-	static const double z[] = { 0.9, -1.1, 0.3, -0.4, 1.2, -0.9 };
 	struct rv_alg_speed_obs o[24];
-	size_t n = 0;
-	for (int i = 0; i < 4; i++)
-		for (int k = 0; k < 6; k++)
-			o[n++] = (struct rv_alg_speed_obs){ .workers = ws[i],
-							    .speed = 100 * scaling(ws[i]) *
-								     (1 + 0.3 * z[(k + i) % 6]),
-							    .t_ms = (int64_t)n * 10000 };
+	size_t n = noisy_scaling_obs(o);
 	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 8, 0);
 	struct rv_alg_decision d;
 	st.speed = o;
