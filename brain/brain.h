@@ -418,7 +418,8 @@ int store_job_spec(PGconn *c, int64_t job_id, struct rv_job_spec *spec, struct r
  * applied); returns how many rows were written (at most max). */
 int store_plans_applied(PGconn *c, int64_t job_id, struct store_plan_row *rows, int max,
 			struct rv_err *err);
-/* Newest plan of a stage: 1 found, 0 none, negative errno. */
+/* Newest plan of a stage (NULL: running or oom, the plans made after
+ * registration): 1 found, 0 none, negative errno. */
 int store_plan_latest_row(PGconn *c, int64_t job_id, const char *stage,
 			  struct store_plan_row *out, struct rv_err *err);
 /* Newest speed samples (at most limit), returned oldest first; caller frees *out. */

@@ -161,17 +161,10 @@ int planner_oom_plan(struct brain *b, PGconn *c, const struct store_job *job,
 	 * yet (another role's OOM a moment before): the job takes only the
 	 * newest plan, so this one would drop its change.  It is folded in (the
 	 * OOM raises memory from what the node had). */
-	struct store_plan_row pend, oom;
-	rc = store_plan_latest_row(c, job->id, "running", &pend, err);
-	int orc = rc < 0 ? rc : store_plan_latest_row(c, job->id, "oom", &oom, err);
-	if (rc < 0 || orc < 0) {
-		rc = rc < 0 ? rc : orc;
+	struct store_plan_row pend;
+	rc = store_plan_latest_row(c, job->id, NULL, &pend, err);
+	if (rc < 0)
 		goto out;
-	}
-	if (orc == 1 && oom.applied_ts_ms == 0 && (rc == 0 || oom.plan.id > pend.plan.id)) {
-		pend = oom;
-		rc = 1;
-	}
 	bool fold = rc == 1 && pend.applied_ts_ms == 0 && pend.plan.id > cur.plan.id;
 	if (fold)
 		rv_plan_config(&pend.plan, &cfg);

@@ -1507,11 +1507,13 @@ int store_plan_latest_row(PGconn *c, int64_t job_id, const char *stage,
 {
 	char job_s[24];
 	i64s(job_s, sizeof(job_s), job_id);
-	const char *p[] = { job_s, stage };
+	const char *p[] = { job_s, stage ? stage : "" };
 	RV_CLEANUP_PGRESULT PGresult *r = NULL;
 	int rc = rv_db_exec(c,
-			    "SELECT " PLAN_ROW_COLS " FROM scale_plans p WHERE p.job_id = $1::bigint"
-			    " AND p.stage = $2 ORDER BY p.id DESC LIMIT 1",
+			    "SELECT " PLAN_ROW_COLS
+			    " FROM scale_plans p WHERE p.job_id = $1::bigint"
+			    " AND (p.stage = $2 OR ($2 = '' AND p.stage IN ('running', 'oom')))"
+			    " ORDER BY p.id DESC LIMIT 1",
 			    2, p, &r, err);
 	if (rc <= 0)
 		return rc;

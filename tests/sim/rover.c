@@ -183,6 +183,16 @@ static int post_simple_event(struct run *s, enum rv_event_type type, int64_t pla
 	return post_event(s, &ev, NULL);
 }
 
+/* A role relaunched with other memory (or other PS) has its RSS sampled
+ * afresh. */
+static void rss_afresh(struct run *s, const struct sim_config *before)
+{
+	if (before->worker_mem_mb != s->c.worker_mem_mb)
+		s->last_rss[0] = 0;
+	if (before->ps_mem_mb != s->c.ps_mem_mb || before->ps != s->c.ps)
+		s->last_rss[1] = 0;
+}
+
 /* The job died of OOM on role's first node: report it, apply the oom plan. */
 static int handle_oom(struct run *s, int role)
 {
@@ -240,11 +250,7 @@ static int handle_oom(struct run *s, int role)
 	apply_plan(s, &plan);
 	*mem = next;
 	ev->to_mb = next;
-	s->last_rss[role] = 0;
-	if (before.worker_mem_mb != s->c.worker_mem_mb)
-		s->last_rss[0] = 0;
-	if (before.ps_mem_mb != s->c.ps_mem_mb || before.ps != s->c.ps)
-		s->last_rss[1] = 0;
+	rss_afresh(s, &before);
 	const char *trace = getenv("ROVER_SIM_PLANS");
 	if (trace && *trace == '1')
 		fprintf(stderr, "plan %s t=%.0f oom %s: %lld -> %lld MiB (last rss %lld): %s\n",
@@ -498,11 +504,7 @@ static int play(struct run *s)
 			if (!config_same(&before, &s->c)) {
 				r->plans_to_converge = r->plans;
 				s->since_change_s = 0;
-				/* a relaunched role's memory is sampled afresh */
-				if (before.worker_mem_mb != s->c.worker_mem_mb)
-					s->last_rss[0] = 0;
-				if (before.ps_mem_mb != s->c.ps_mem_mb || before.ps != s->c.ps)
-					s->last_rss[1] = 0;
+				rss_afresh(s, &before);
 			}
 			if (post_simple_event(s, RV_EVENT_PLAN_APPLIED, plan.id) < 0)
 				return -EIO;
