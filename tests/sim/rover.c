@@ -483,7 +483,11 @@ static int play(struct run *s)
 		if (report_round(s) < 0)
 			return -EIO;
 		if (s->oom_role >= 0) {
-			/* Killed during the round: report it before anything else. */
+			/* Killed during the round: report it before anything else,
+			 * once the planner has seen the round's samples (a plan
+			 * it makes from them rides in the oom plan; whether it
+			 * came first must not depend on timing). */
+			wait_planned(s);
 			if (handle_oom(s, s->oom_role) < 0)
 				return -EIO;
 			if (r->oom_failed)
