@@ -19,7 +19,7 @@
 static const char *const outcome_names[] = {
 	[RV_ALG_OUTCOME_PENDING] = "pending", [RV_ALG_OUTCOME_UNKNOWN] = "unknown",
 	[RV_ALG_OUTCOME_BETTER] = "better",   [RV_ALG_OUTCOME_NEUTRAL] = "neutral",
-	[RV_ALG_OUTCOME_WORSE] = "worse",
+	[RV_ALG_OUTCOME_WORSE] = "worse",     [RV_ALG_OUTCOME_UNJUDGED] = "unjudged",
 };
 
 const char *rv_alg_outcome_name(enum rv_alg_outcome o)

@@ -579,9 +579,11 @@ enum rv_alg_outcome {
 	RV_ALG_OUTCOME_BETTER,
 	RV_ALG_OUTCOME_NEUTRAL,
 	RV_ALG_OUTCOME_WORSE,
+	RV_ALG_OUTCOME_UNJUDGED, /* its job ended before it could be judged */
 };
 
-/* "pending", "unknown", "better", "neutral", "worse"; NULL for a bad value. */
+/* "pending", "unknown", "better", "neutral", "worse", "unjudged"; NULL for a
+ * bad value. */
 const char *rv_alg_outcome_name(enum rv_alg_outcome o);
 /* The outcome named s (as above); -EINVAL for anything else. */
 int rv_alg_outcome_parse(const char *s);

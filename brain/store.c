@@ -740,6 +740,27 @@ static int event_seen(PGconn *c, const char *job_s, const struct rv_event *ev, i
 	return 0;
 }
 
+/*
+ * What stays true once job job_s has ended (status "finished" or "failed"):
+ * nodes still "running" ended with it ("finished", or "stopped" when the job
+ * failed), and a plan still "pending" can never be judged ("unjudged").
+ */
+static int job_end_settle(PGconn *c, const char *job_s, const char *status, struct rv_err *err)
+{
+	const char *p[] = { job_s, status };
+	int rc = rv_db_exec(c,
+			    "UPDATE job_nodes SET status = CASE WHEN $2 = 'finished' THEN 'finished'"
+			    " ELSE 'stopped' END, updated_at = now()"
+			    " WHERE job_id = $1::bigint AND status = 'running'",
+			    2, p, NULL, err);
+	if (rc >= 0)
+		rc = rv_db_exec(c,
+				"UPDATE scale_plans SET outcome = 'unjudged'"
+				" WHERE job_id = $1::bigint AND outcome = 'pending'",
+				1, p, NULL, err);
+	return rc < 0 ? rc : 0;
+}
+
 int store_event_insert(PGconn *c, int64_t job_id, const struct rv_event *ev, int64_t *id_out,
 		       int64_t *plan_out, struct rv_err *err)
 {
@@ -821,6 +842,8 @@ int store_event_insert(PGconn *c, int64_t job_id, const struct rv_event *ev, int
 		rc = rv_db_exec(c,
 				"UPDATE jobs SET status = $2, finished_at = now() WHERE id = $1::bigint",
 				2, p, NULL, err);
+		if (rc >= 0)
+			rc = job_end_settle(c, job_s, p[1], err);
 		break;
 	}
 	case RV_EVENT_PLAN_APPLIED: {
@@ -1878,6 +1901,69 @@ int store_outcome_speeds(PGconn *c, int64_t job_id, const struct rv_alg_outcome_
 	" FROM " src " s, (SELECT count(*) AS n, min(ts_ms) AS lo, max(ts_ms) AS hi FROM " src     \
 	") r)"
 
+/*
+ * The job's speed: its samples thinned as SERIES_BUCKET says, and a null
+ * point after each gap (no sample for over three report intervals, or two
+ * buckets once thinned) so that a plot draws the time the job was down as a
+ * gap, not as a line across it.
+ */
+#define SERIES_SPEED                                                                               \
+	"sp AS (SELECT ts_ms, speed, workers FROM job_speed WHERE job_id = $1::bigint),"           \
+	" g AS (SELECT round(avg(ts_ms))::bigint AS ts, avg(speed) AS speed,"                      \
+	"   max(workers) AS workers FROM " SERIES_BUCKET("sp") " b GROUP BY k),"                    \
+	" sw AS (SELECT COALESCE((SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY d)"            \
+	"   FROM (SELECT ts_ms - lag(ts_ms) OVER (ORDER BY ts_ms) AS d FROM sp) x"                  \
+	"   WHERE d > 0), 0) AS step,"                                                             \
+	"   CASE WHEN count(*) <= $2::int THEN 0"                                                  \
+	"   ELSE (max(ts_ms) - min(ts_ms) + 1) / $2::int END AS width FROM sp),"                    \
+	" gs AS (SELECT ts, speed, workers FROM g UNION ALL"                                       \
+	"   SELECT x.ts + 1, NULL, NULL FROM (SELECT ts, lead(ts) OVER (ORDER BY ts) AS nx"         \
+	"   FROM g) x, sw WHERE x.nx - x.ts > GREATEST(3 * sw.step, 2 * sw.width)),"
+
+/*
+ * The nodes' use summed in time, not per timestamp: nodes report at
+ * moments of their own, so the rows of one timestamp are most often one
+ * node's.  Time is cut into buckets of the nodes' report interval (the
+ * median gap between a node's samples), wider when that makes more than $2
+ * buckets; a node's value in a bucket is the mean of its samples there,
+ * or, in a bucket it has no sample in, its last one up to two report
+ * intervals back.  The job's use in a bucket is the sum over its nodes.  A
+ * bucket no node counts in is one null point (a gap), however many follow.
+ */
+#define SERIES_USAGE                                                                               \
+	" u AS (SELECT node, ts_ms, cpu, cpu_limit, memory_mb, memory_limit_mb"                    \
+	"   FROM node_usage WHERE job_id = $1::bigint),"                                           \
+	" uw AS (SELECT lo, hi, step, GREATEST(step, (hi - lo) / $2::int + 1) AS width FROM"       \
+	"   (SELECT min(ts_ms) AS lo, max(ts_ms) AS hi, COALESCE((SELECT percentile_disc(0.5)"     \
+	"   WITHIN GROUP (ORDER BY d) FROM (SELECT ts_ms - lag(ts_ms) OVER (PARTITION BY node"      \
+	"   ORDER BY ts_ms) AS d FROM u) x WHERE d > 0), 1000) AS step FROM u) r"                   \
+	"   WHERE lo IS NOT NULL),"                                                                \
+	" nb AS (SELECT (u.ts_ms - w.lo) / w.width AS k, u.node, avg(u.ts_ms) AS ts,"              \
+	"   avg(u.cpu) AS cpu, avg(u.cpu_limit) AS cpu_limit, avg(u.memory_mb) AS mem,"             \
+	"   avg(u.memory_limit_mb) AS mem_limit FROM u, uw w GROUP BY 1, 2),"                       \
+	" f AS (SELECT g.k, n.node, nb.k AS own, nb.ts, nb.cpu, nb.cpu_limit, nb.mem,"              \
+	"   nb.mem_limit, count(nb.k) OVER (PARTITION BY n.node ORDER BY g.k) AS grp"               \
+	"   FROM uw w CROSS JOIN generate_series(0::bigint, (w.hi - w.lo) / w.width) AS g(k)"       \
+	"   CROSS JOIN (SELECT DISTINCT node FROM u) n"                                            \
+	"   LEFT JOIN nb ON nb.k = g.k AND nb.node = n.node),"                                     \
+	" c AS (SELECT k, ts, first_value(cpu) OVER v AS cpu,"                                     \
+	"   first_value(cpu_limit) OVER v AS cpu_limit, first_value(mem) OVER v AS mem,"            \
+	"   first_value(mem_limit) OVER v AS mem_limit,"                                           \
+	"   grp > 0 AND (k - min(own) OVER v) * w.width <= 2 * w.step AS ok"                        \
+	"   FROM f, uw w WINDOW v AS (PARTITION BY node, grp ORDER BY k)),"                         \
+	" a AS (SELECT c.k, COALESCE(round(avg(c.ts))::bigint,"                                    \
+	"   min(w.lo) + c.k * min(w.width) + min(w.width) / 2) AS ts,"                             \
+	"   sum(cpu) FILTER (WHERE ok) AS cpu, sum(cpu_limit) FILTER (WHERE ok) AS cpu_limit,"      \
+	"   round(sum(mem) FILTER (WHERE ok))::bigint AS memory_mb,"                               \
+	"   round(sum(mem_limit) FILTER (WHERE ok))::bigint AS memory_limit_mb,"                   \
+	"   count(*) FILTER (WHERE ok) AS nodes FROM c, uw w GROUP BY c.k),"                        \
+	" ug AS (SELECT ts, cpu, cpu_limit, memory_mb, memory_limit_mb, NULLIF(nodes, 0) AS nodes"  \
+	"   FROM (SELECT a.*, lag(nodes) OVER (ORDER BY k) AS before FROM a) x"                    \
+	"   WHERE nodes > 0 OR before > 0)"
+
+/* A column of a CTE as a JSON array in time order ('[]' when empty). */
+#define SERIES_ARRAY(col) "'" col "', COALESCE(json_agg(" col " ORDER BY ts), '[]')"
+
 int store_job_series_json(PGconn *c, int64_t job_id, int max_points, cJSON **out,
 			  struct rv_err *err)
 {
@@ -1887,58 +1973,20 @@ int store_job_series_json(PGconn *c, int64_t job_id, int max_points, cJSON **out
 	const char *p[] = { job_s, max_s };
 	int rc = query_json(
 		c,
-		"WITH sp AS (SELECT ts_ms, speed, workers FROM job_speed WHERE job_id = "
-		"$1::bigint),"
-		" g AS (SELECT round(avg(ts_ms))::bigint AS ts, avg(speed) AS speed,"
-		"   max(workers) AS workers FROM " SERIES_BUCKET(
-			"sp") " b GROUP BY k),"
-			      " nu AS (SELECT ts_ms, sum(cpu) AS cpu, sum(cpu_limit) AS cpu_limit,"
-			      "   sum(memory_mb) AS memory_mb, sum(memory_limit_mb) AS "
-			      "memory_limit_mb,"
-			      "   count(*) AS nodes FROM node_usage WHERE job_id = $1::bigint "
-			      "GROUP BY ts_ms),"
-			      " ug AS (SELECT round(avg(ts_ms))::bigint AS ts, avg(cpu) AS cpu,"
-			      "   avg(cpu_limit) AS cpu_limit, round(avg(memory_mb))::bigint AS "
-			      "memory_mb,"
-			      "   round(avg(memory_limit_mb))::bigint AS memory_limit_mb, "
-			      "max(nodes) AS nodes"
-			      "   FROM " SERIES_BUCKET(
-				      "nu") " b GROUP BY k)"
-					    " SELECT json_build_object("
-					    " 'samples', (SELECT count(*) FROM sp),"
-					    " 'speed', (SELECT json_build_object("
-					    "   'ts', COALESCE(json_agg(ts ORDER BY ts), '[]'),"
-					    "   'speed', COALESCE(json_agg(speed ORDER BY ts), "
-					    "'[]'),"
-					    "   'workers', COALESCE(json_agg(workers ORDER BY ts), "
-					    "'[]')) FROM g),"
-					    " 'usage', (SELECT json_build_object("
-					    "   'ts', COALESCE(json_agg(ts ORDER BY ts), '[]'),"
-					    "   'cpu', COALESCE(json_agg(cpu ORDER BY ts), '[]'),"
-					    "   'cpu_limit', COALESCE(json_agg(cpu_limit ORDER BY "
-					    "ts), '[]'),"
-					    "   'memory_mb', COALESCE(json_agg(memory_mb ORDER BY "
-					    "ts), '[]'),"
-					    "   'memory_limit_mb', "
-					    "COALESCE(json_agg(memory_limit_mb ORDER BY ts), '[]'),"
-					    "   'nodes', COALESCE(json_agg(nodes ORDER BY ts), "
-					    "'[]')) FROM ug),"
-					    " 'plans', (SELECT "
-					    "COALESCE(json_agg(json_build_object('id', p.id, "
-					    "'stage', p.stage,"
-					    "   'algorithm', p.algorithm, 'reason', p.reason, "
-					    "'outcome', p.outcome,"
-					    "   'ts', COALESCE(p.applied_ts_ms, "
-					    "NULLIF(p.based_on_ts_ms, 0)),"
-					    "   'applied', p.applied_at IS NOT NULL, "
-					    "'predicted_speed', p.predicted_speed,"
-					    "   'speed_before', p.speed_before, 'speed_after', "
-					    "p.speed_after,"
-					    "   'reverts_plan_id', p.reverts_plan_id, "
-					    "'created_at', p.created_at) ORDER BY p.id),"
-					    "   '[]') FROM (SELECT * FROM scale_plans WHERE job_id "
-					    "= $1::bigint"
-					    "   ORDER BY id DESC LIMIT 500) p))::text",
+		"WITH " SERIES_SPEED SERIES_USAGE
+		" SELECT json_build_object('samples', (SELECT count(*) FROM sp),"
+		" 'speed', (SELECT json_build_object(" SERIES_ARRAY("ts") "," SERIES_ARRAY(
+			"speed") "," SERIES_ARRAY("workers") ") FROM gs),"
+		" 'usage', (SELECT json_build_object(" SERIES_ARRAY("ts") "," SERIES_ARRAY(
+			"cpu") "," SERIES_ARRAY("cpu_limit") "," SERIES_ARRAY("memory_mb") "," SERIES_ARRAY("memory_limit_mb") "," SERIES_ARRAY("nodes") ") FROM ug),"
+		" 'plans', (SELECT COALESCE(json_agg(json_build_object('id', p.id, 'stage', p.stage,"
+		"   'algorithm', p.algorithm, 'reason', p.reason, 'outcome', p.outcome,"
+		"   'ts', COALESCE(p.applied_ts_ms, NULLIF(p.based_on_ts_ms, 0)),"
+		"   'applied', p.applied_at IS NOT NULL, 'predicted_speed', p.predicted_speed,"
+		"   'speed_before', p.speed_before, 'speed_after', p.speed_after,"
+		"   'reverts_plan_id', p.reverts_plan_id, 'created_at', p.created_at) ORDER BY p.id),"
+		"   '[]') FROM (SELECT * FROM scale_plans WHERE job_id = $1::bigint"
+		"   ORDER BY id DESC LIMIT 500) p))::text",
 		2, p, out, err);
 	return rc < 0 ? rc : 0;
 }
@@ -1950,18 +1998,20 @@ int store_cluster_usage_json(PGconn *c, int64_t window_s, int64_t bucket_s, cJSO
 	i64s(win_s, sizeof(win_s), window_s);
 	i64s(buck_s, sizeof(buck_s), bucket_s);
 	const char *p[] = { win_s, buck_s };
-	/* Per job and timestamp the sums over its nodes; per job and bucket
-	 * their mean; per bucket the sum over the jobs. */
+	/* Per node and bucket its mean (nodes report at moments of their
+	 * own: a sum per timestamp would count one node here, two there); per
+	 * job and bucket the sum over its nodes; per bucket the sum over the
+	 * jobs. */
 	int rc = query_json(
 		c,
 		"WITH hi AS (SELECT max(ts_ms) AS hi FROM node_usage),"
-		" t AS (SELECT u.job_id, u.ts_ms, sum(u.cpu) AS cpu, sum(u.cpu_limit) AS cpu_limit,"
-		"   sum(u.memory_mb) AS mem, sum(u.memory_limit_mb) AS mem_limit"
+		" t AS (SELECT u.ts_ms / ($2::bigint * 1000) AS k, u.job_id, u.node,"
+		"   avg(u.cpu) AS cpu, avg(u.cpu_limit) AS cpu_limit, avg(u.memory_mb) AS mem,"
+		"   avg(u.memory_limit_mb) AS mem_limit"
 		"   FROM node_usage u, hi WHERE u.ts_ms > hi.hi - $1::bigint * 1000"
-		"   GROUP BY u.job_id, u.ts_ms),"
-		" j AS (SELECT ts_ms / ($2::bigint * 1000) AS k, job_id, avg(cpu) AS cpu,"
-		"   avg(cpu_limit) AS cpu_limit, avg(mem) AS mem, avg(mem_limit) AS mem_limit"
-		"   FROM t GROUP BY 1, 2),"
+		"   GROUP BY 1, 2, 3),"
+		" j AS (SELECT k, job_id, sum(cpu) AS cpu, sum(cpu_limit) AS cpu_limit,"
+		"   sum(mem) AS mem, sum(mem_limit) AS mem_limit FROM t GROUP BY 1, 2),"
 		" x AS (SELECT k, sum(cpu) AS cpu, sum(cpu_limit) AS cpu_limit, sum(mem) AS mem,"
 		"   sum(mem_limit) AS mem_limit, count(*) AS jobs FROM j GROUP BY k)"
 		" SELECT json_build_object('window_s', $1::bigint, 'bucket_s', $2::bigint,"

@@ -385,7 +385,8 @@ int cmd_plans(struct ctl *c, int argc, char **argv)
 		       "A job's plans, oldest first: stage (create, running, oom), the algorithm\n"
 		       "and its reason, the worker count and resources asked, whether the master\n"
 		       "applied it, and its outcome (speed before > after: better, neutral, "
-		       "worse).\n");
+		       "worse;\n"
+		       "pending until judged, unjudged when the job ended first).\n");
 		return CTL_OK;
 	}
 	if (rc)

@@ -25,6 +25,9 @@ function fmt(v, digits) {
   return v.toLocaleString(undefined, { maximumFractionDigits: digits ?? 2 });
 }
 
+// MiB to GiB; a null (a gap in a series: the job was down) stays null.
+function gib(m) { return m == null ? null : m / 1024; }
+
 function fmtTime(t) {
   if (!t) return '–';
   const d = new Date(t);
@@ -169,8 +172,7 @@ async function refreshJob() {
       { label: 'memory limit (GiB)', stroke: '#8250df', dash: [6, 4], scale: 'mem' }],
     axes: [{}, { scale: 'cpu', label: 'cores' },
       { scale: 'mem', side: 1, label: 'GiB', grid: { show: false } }],
-  }, [us.ts.map((t) => t / 1000), us.cpu, us.cpu_limit,
-    us.memory_mb.map((m) => m / 1024), us.memory_limit_mb.map((m) => m / 1024)]);
+  }, [us.ts.map((t) => t / 1000), us.cpu, us.cpu_limit, us.memory_mb.map(gib), us.memory_limit_mb.map(gib)]);
 
   const progress = job.progress || [];
   $('#progress-empty').hidden = progress.length > 0;

@@ -5,6 +5,7 @@
  */
 #include <check.h>
 #include <libpq-fe.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -999,6 +1000,80 @@ START_TEST(status_page_series_usage_dashboards)
 }
 END_TEST
 
+/* Appends the samples of second from..to: the job's speed on each whole
+ * second, two nodes of 1.5 of 4 cores each reporting half a second apart.
+ * first: these are the batch's first samples. */
+static void offset_samples(struct rv_buf *b, int from, int to, bool first)
+{
+	for (int i = from; i <= to; i++) {
+		long ts = 1000L * i;
+		rv_buf_printf(b,
+			      "%s{\"kind\":\"speed\",\"ts\":%ld,\"speed\":20,\"step\":%d,\"workers\":2}",
+			      first && i == from ? "" : ",", ts, i);
+		for (int n = 0; n < 2; n++)
+			rv_buf_printf(b,
+				      ",{\"kind\":\"node\",\"ts\":%ld,\"node\":\"worker-%d\",\"rank\":%d,"
+				      "\"cpu\":1.5,\"memory_mb\":1024,\"cpu_limit\":4,"
+				      "\"memory_limit_mb\":4096}",
+				      ts + 500L * n, n, n);
+	}
+}
+
+/* The number of nulls in the array at dotted; every other item is v. */
+static int nulls_else_all(const cJSON *root, const char *dotted, double v)
+{
+	const cJSON *a = rv_test_json_at(root, dotted), *it;
+	int nulls = 0;
+	ck_assert_msg(cJSON_GetArraySize(a) > 0, "%s is empty", dotted);
+	cJSON_ArrayForEach(it, a)
+	{
+		if (cJSON_IsNull(it)) {
+			nulls++;
+			continue;
+		}
+		ck_assert_msg(cJSON_IsNumber(it) && fabs(it->valuedouble - v) < 1e-9,
+			      "%s: %g where every point should be %g", dotted,
+			      cJSON_IsNumber(it) ? it->valuedouble : -1.0, v);
+	}
+	return nulls;
+}
+
+/* Two nodes that never report at the same moment are summed as two nodes
+ * at every point (not one node here and two there), and a minute without
+ * samples is one gap in each plot, not a line across it. */
+START_TEST(status_page_series_aligns_nodes_and_shows_gaps)
+{
+	start_brain(NULL);
+	const char *uid = register_job("aligned");
+	struct rv_buf b;
+	rv_buf_init(&b);
+	rv_buf_puts(&b, "{\"samples\":[");
+	offset_samples(&b, 1, 30, true);
+	offset_samples(&b, 91, 100, false);
+	ck_assert_int_eq(rv_test_brain_post_batch(&brain, uid, &b), 200);
+
+	char path[160];
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "/v1/jobs/%s/series%s", uid,
+			 i ? "?max_points=20" : "");
+		struct rv_test_reply r = get_ok(path, 200);
+		ck_assert_int_eq(nulls_else_all(r.json, "usage.cpu_limit", 8.0), 1);
+		ck_assert_int_eq(nulls_else_all(r.json, "usage.cpu", 3.0), 1);
+		ck_assert_int_eq(nulls_else_all(r.json, "usage.memory_mb", 2048), 1);
+		ck_assert_int_eq(nulls_else_all(r.json, "speed.speed", 20), 1);
+		/* the gap sits between the two runs of samples */
+		const cJSON *ts = rv_test_json_at(r.json, "usage.ts");
+		const cJSON *cpu = rv_test_json_at(r.json, "usage.cpu");
+		for (int k = 0; k < cJSON_GetArraySize(cpu); k++)
+			if (cJSON_IsNull(cJSON_GetArrayItem(cpu, k))) {
+				double t = cJSON_GetArrayItem(ts, k)->valuedouble;
+				ck_assert_msg(t > 30000 && t < 91000, "gap drawn at %g ms", t);
+			}
+		rv_test_reply_release(&r);
+	}
+}
+END_TEST
+
 static Suite *brain_api_suite(void)
 {
 	Suite *s = suite_create("brain_api");
@@ -1022,6 +1097,7 @@ static Suite *brain_api_suite(void)
 	tcase_add_test(tc, cluster_reports);
 	tcase_add_test(tc, health_metrics_openapi);
 	tcase_add_test(tc, status_page_series_usage_dashboards);
+	tcase_add_test(tc, status_page_series_aligns_nodes_and_shows_gaps);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -412,6 +412,83 @@ static char *screen_until(const char *want)
 	return s;
 }
 
+/* The status of job name as roverctl --json prints it (run_release it). */
+static struct run status_json(const char *name)
+{
+	const char *st[] = { "status", name, "--json", NULL };
+	struct run r = ctl(NULL, st);
+	ck_assert_msg(r.code == 0 && r.json, "status %s: %d %s", name, r.code, r.err);
+	return r;
+}
+
+/* The status of the node named name in a status document. */
+static const char *node_status(const cJSON *doc, const char *name)
+{
+	const cJSON *n;
+	cJSON_ArrayForEach(n, rv_test_json_at(doc, "job.nodes"))
+	{
+		if (!strcmp(rv_test_json_str(n, "name"), name))
+			return rv_test_json_str(n, "status");
+	}
+	ck_abort_msg("no node %s", name);
+	return NULL;
+}
+
+/* An ended job's status says what is true at the end: its nodes are no
+ * longer running, and a plan whose outcome was never judged says so. */
+START_TEST(test_ended_job_status)
+{
+	start_brain();
+	static const char *const ends[] = { "job_finished", "job_failed" };
+	static const char *const left[] = { "finished", "stopped" };
+	for (int i = 0; i < 2; i++) {
+		char name[32], path[128], body[512];
+		snprintf(name, sizeof(name), "ended-%d", i);
+		const char *uid = submit(name);
+		snprintf(path, sizeof(path), "/v1/jobs/%s/metrics", uid);
+		long long now = (long long)rv_now_ms();
+		snprintf(body, sizeof(body),
+			 "{\"samples\":[{\"kind\":\"node\",\"ts\":%lld,\"node\":\"worker-0\","
+			 "\"rank\":0,\"cpu\":1,\"memory_mb\":100,\"cpu_limit\":2,"
+			 "\"memory_limit_mb\":1024},{\"kind\":\"node\",\"ts\":%lld,"
+			 "\"node\":\"worker-1\",\"rank\":1,\"cpu\":1,\"memory_mb\":100,"
+			 "\"cpu_limit\":2,\"memory_limit_mb\":1024}]}",
+			 now, now);
+		post(path, body);
+		snprintf(path, sizeof(path), "/v1/jobs/%s/events", uid);
+		snprintf(body, sizeof(body),
+			 "{\"type\":\"node_failed\",\"ts\":%lld,\"node\":\"worker-1\","
+			 "\"role\":\"worker\",\"rank\":1,\"exit_code\":3}",
+			 now + 1);
+		post(path, body);
+		struct run r = status_json(name);
+		ck_assert_str_eq(node_status(r.json, "worker-0"), "running");
+		run_release(&r);
+		snprintf(body, sizeof(body), "{\"type\":\"%s\",\"ts\":%lld}", ends[i], now + 2);
+		post(path, body);
+
+		r = status_json(name);
+		ck_assert_str_eq(node_status(r.json, "worker-0"), left[i]);
+		ck_assert_str_eq(node_status(r.json, "worker-1"), "failed");
+		const cJSON *plans = rv_test_json_at(r.json, "plans");
+		ck_assert_int_ge(cJSON_GetArraySize(plans), 1);
+		const cJSON *p;
+		cJSON_ArrayForEach(p, plans)
+		{
+			ck_assert_str_eq(rv_test_json_str(p, "outcome"), "unjudged");
+		}
+		run_release(&r);
+		const char *st[] = { "status", name, NULL };
+		r = ctl(NULL, st);
+		ck_assert_int_eq(r.code, 0);
+		ck_assert_msg(strstr(r.out, "unjudged") && !strstr(r.out, "pending") &&
+				      !strstr(r.out, "running"),
+			      "status of an ended job:\n%s", r.out);
+		run_release(&r);
+	}
+}
+END_TEST
+
 START_TEST(test_terminal_tables)
 {
 	start_brain();
@@ -532,6 +609,7 @@ static Suite *roverctl_suite(void)
 	tcase_add_checked_fixture(tc, NULL, teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_exit_codes_and_json);
+	tcase_add_test(tc, test_ended_job_status);
 	tcase_add_test(tc, test_terminal_tables);
 	tcase_add_test(tc, test_terminal_watch);
 	suite_add_tcase(s, tc);
