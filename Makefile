@@ -1,11 +1,12 @@
 # Rover: one non-recursive Makefile.
 #   make                 build everything into build/ (binaries in build/bin/)
 #   make MODE=debug|asan build into build/debug/ or build/asan/
-#   make test            check the layers, build, check the names, run every test
+#   make test            check the layers, build, check the names and READMEs, run every test
 #                        suite (installs missing packages first, and the web
 #                        suites' chromium and npm tools: make web-deps)
 #   make check-layers    no #include across a forbidden edge between layers
 #   make check-names     every library symbol has its prefix, none defined twice
+#   make check-readmes   READMEs list their folder's files and name what exists
 #   make asan            the same tests under AddressSanitizer + UBSan
 #   make valgrind        rover-brain under valgrind memcheck, every route driven
 #   make bench [BENCH=name]  run benchmarks from tests/bench/
@@ -294,6 +295,7 @@ test: deps web-deps
 	@$(MAKE) --no-print-directory check-layers
 	@$(MAKE) --no-print-directory -j$(NPROC) all
 	@$(MAKE) --no-print-directory check-names
+	@$(MAKE) --no-print-directory check-readmes
 	@B=$(B) MODE=$(MODE) tests/run.sh $(TEST_SCRIPTS) $(TEST_BINS)
 
 # Every #include across a forbidden edge, with file and line (no build needed).
@@ -305,6 +307,11 @@ check-layers:
 # daemon) and no two libraries define the same symbol.
 check-names: $(LIB_COMMON) $(LIB_ALG) $(LIB_PLAN) $(LIB_TEST) $(DAEMON_LIBS) $(LIB_TRAINER)
 	@ROVER_DAEMONS='$(DAEMONS)' scripts/check-names.sh $^
+
+# Every source file in its folder's README file list, every name a README
+# gives in backticks somewhere in the code (scripts/check-readmes.sh).
+check-readmes:
+	@scripts/check-readmes.sh
 
 asan:
 	@$(MAKE) --no-print-directory MODE=asan test
@@ -386,7 +393,7 @@ clean:
 	rm -rf build
 
 .PHONY: fuzz fuzz-build
-.PHONY: all deps web-deps test check-layers check-names asan valgrind bench demo demo-stop lint install \
+.PHONY: all deps web-deps test check-layers check-names check-readmes asan valgrind bench demo demo-stop lint install \
         lint-deps format-check clean
 .SECONDARY:
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

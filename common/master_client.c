@@ -56,11 +56,6 @@ struct rv_master_client *rv_master_client_free(struct rv_master_client *c)
 	return NULL;
 }
 
-long rv_master_last_status(const struct rv_master_client *c)
-{
-	return c->rest.last_status;
-}
-
 int rv_master_last_attempts(const struct rv_master_client *c)
 {
 	return c->rest.last_attempts;

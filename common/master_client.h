@@ -53,8 +53,7 @@ struct rv_master_client *rv_master_client_new(const struct rv_master_opts *opts,
 					      struct rv_err *err);
 struct rv_master_client *rv_master_client_free(struct rv_master_client *c);
 
-/* HTTP status of the last call's last response (0: none) and its attempts. */
-long rv_master_last_status(const struct rv_master_client *c);
+/* How many attempts the last call made. */
 int rv_master_last_attempts(const struct rv_master_client *c);
 
 /* POST /v1/rdzv/join: *round gets the round the node waits for.  -ECANCELED

@@ -2297,19 +2297,9 @@ const char *rv_netcheck_state_name(enum rv_netcheck_state s)
 	return name_of(netcheck_state_names, RV_ARRAY_SIZE(netcheck_state_names), (int)s);
 }
 
-int rv_netcheck_state_parse(const char *s)
-{
-	return parse_of(netcheck_state_names, RV_ARRAY_SIZE(netcheck_state_names), s);
-}
-
 const char *rv_netcheck_verdict_name(enum rv_netcheck_verdict v)
 {
 	return name_of(netcheck_verdict_names, RV_ARRAY_SIZE(netcheck_verdict_names), (int)v);
-}
-
-int rv_netcheck_verdict_parse(const char *s)
-{
-	return parse_of(netcheck_verdict_names, RV_ARRAY_SIZE(netcheck_verdict_names), s);
 }
 
 const char *rv_netcheck_group_status_name(enum rv_netcheck_group_status s)

@@ -501,7 +501,6 @@ cJSON *rv_node_usage_to_json(const struct rv_node_usage *m);
 /* A network check's state: "none" (none yet), "running", "done". */
 enum rv_netcheck_state { RV_NETCHECK_NONE, RV_NETCHECK_RUNNING, RV_NETCHECK_DONE };
 const char *rv_netcheck_state_name(enum rv_netcheck_state s);
-int rv_netcheck_state_parse(const char *s);
 
 struct rv_dataset_status {
 	char name[RV_NAME_MAX];
@@ -677,7 +676,6 @@ enum rv_netcheck_verdict {
 	RV_VERDICT_STRAGGLER,
 };
 const char *rv_netcheck_verdict_name(enum rv_netcheck_verdict v);
-int rv_netcheck_verdict_parse(const char *s);
 
 struct rv_netcheck_result {
 	char node[RV_NAME_MAX];

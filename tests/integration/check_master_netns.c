@@ -136,7 +136,7 @@ static enum rv_rdzv_status world_of(struct rv_master_client *c, const char *node
 START_TEST(test_cut_agent_declared_dead)
 {
 	if (skip_reason[0]) {
-		printf("check_master_netns: skipped: %s\n", skip_reason);
+		RV_TEST_SKIP(true, "%s", skip_reason);
 		return;
 	}
 	char *spec = rv_test_master_spec(1000, 10, 1, 1, 2);

@@ -358,7 +358,7 @@ START_TEST(test_oom_reaches_the_brain)
 {
 	const char *why = "";
 	if (!rv_test_cgroup_memory_usable(&why)) {
-		printf("check_master_nodereport: skipped the OOM case: %s\n", why);
+		RV_TEST_SKIP(true, "no memory cgroup to OOM-kill a node in: %s", why);
 		return;
 	}
 	struct rv_master_client *c = start_master(60, "64Mi", ",\"--oom-below\",\"100\"", "auto");

@@ -453,7 +453,7 @@ START_TEST(test_node_oom_relaunched_with_more_memory)
 {
 	const char *why = "";
 	if (!rv_test_cgroup_memory_usable(&why)) {
-		printf("skipped test_node_oom_relaunched_with_more_memory: %s\n", why);
+		RV_TEST_SKIP(true, "no memory cgroup to OOM-kill a node in: %s", why);
 		return;
 	}
 	struct job j;

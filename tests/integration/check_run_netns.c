@@ -222,7 +222,7 @@ static const char *after(const char *s, const char *key)
 START_TEST(test_ddp_across_namespaces)
 {
 	if (skip_reason[0]) {
-		printf("check_run_netns: skipped: %s\n", skip_reason);
+		RV_TEST_SKIP(true, "%s", skip_reason);
 		return;
 	}
 	struct job j;
@@ -275,7 +275,7 @@ static void node_name(const struct rv_test_run *r, char *out, size_t size)
 START_TEST(test_link_cut_mid_run)
 {
 	if (skip_reason[0]) {
-		printf("check_run_netns: skipped: %s\n", skip_reason);
+		RV_TEST_SKIP(true, "%s", skip_reason);
 		return;
 	}
 	char hb[16];

@@ -22,6 +22,7 @@
 
 #include "db.h"
 #include "pgserver.h"
+#include "proc.h"
 
 static struct rv_pgserver pg_srv;
 static char pg_tmpdir[64];
@@ -85,10 +86,10 @@ static int reaper_wfd = -1, reaper_rfd = -1;
 static pid_t reaper_owner;
 
 static const char reaper_script[] =
-	/* $1 pgdata, $2 folder to remove; fd 3 the pipe: EOF once the test
+	/* $1 pgdata, $2 folder to remove; stdin the pipe: EOF once the test
 	 * process and its forks are gone. */
-	"read -r _ <&3\n"
-	"exec 3<&-\n"
+	"read -r _\n"
+	"exec </dev/null\n"
 	"pid=$(head -n 1 \"$1/postmaster.pid\" 2>/dev/null)\n"
 	"if [ -n \"$pid\" ] && tr '\\0' '\\n' < /proc/$pid/cmdline 2>/dev/null |"
 	" grep -qxF -- \"$1\"; then\n"
@@ -116,32 +117,23 @@ int rv_test_pg_reaper(const char *pgdata, const char *remove_dir)
 		reaper_rfd = p[0]; /* kept to hand to each watchdog */
 		reaper_owner = getpid();
 	}
-	pid_t pid = fork();
-	if (pid < 0)
-		return -errno;
-	if (pid == 0) {
-		/* Only async-signal-safe calls before the exec (the test may have
-		 * threads). */
-		setsid();
-		int null = open("/dev/null", O_RDWR);
-		if (null >= 0) {
-			dup2(null, 0);
-			dup2(null, 1);
-			dup2(null, 2);
-		}
-		/* On fd 3, kept over the exec (dup2 onto itself would keep the
-		 * close-on-exec flag). */
-		dup2(reaper_rfd, 3);
-		fcntl(3, F_SETFD, 0);
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		signal(SIGPIPE, SIG_DFL);
-		execl("/bin/sh", "sh", "-c", reaper_script, "rover-pg-reaper", pgdata,
-		      remove_dir ? remove_dir : "", (char *)NULL);
-		_exit(127);
-	}
-	return 0;
+	/* The watchdog reads the pipe on its stdin; common/proc closes every
+	 * other fd and puts it in a session of its own.  It is never waited
+	 * for here: it ends after this process does. */
+	const char *argv[] = { "/bin/sh",     "-c",
+			       reaper_script, "rover-pg-reaper",
+			       pgdata,        remove_dir ? remove_dir : "",
+			       NULL };
+	struct rv_proc_opts o = {
+		.argv = argv,
+		.io = { { RV_PROC_FD, reaper_rfd }, { RV_PROC_NULL, -1 }, { RV_PROC_NULL, -1 } },
+		.group = RV_PROC_NEW_SESSION
+	};
+	struct rv_proc w;
+	int rc = rv_proc_spawn(&w, &o);
+	if (rc == 0)
+		rv_proc_release(&w);
+	return rc;
 }
 
 const char *rv_test_pg_datadir(void)

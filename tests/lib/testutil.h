@@ -5,15 +5,29 @@
  * RV_TEST_MAIN(suite_fn), or RV_TEST_MAIN_PG(suite_fn) when its tests need a
  * PostgreSQL: that variant starts one private cluster in the parent before
  * check forks the tests (tests/lib/pgfix.h) and stops it at the end.
+ *
+ * A test that cannot run here (no root, no torch, no writable cgroup)
+ * calls RV_TEST_SKIP(ci_installs, "why ...") and returns: the line
+ * "SKIP: <test>: <why>" it prints is counted and shown by tests/run.sh.
+ * ci_installs says CI provides what is missing (.ci/run runs as root and
+ * installs torch, iproute2, PostgreSQL, ...): under CI=true such a skip
+ * fails the test instead.
  */
 #ifndef RV_TESTUTIL_H
 #define RV_TESTUTIL_H
 
 #include <check.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "pgfix.h"
+
+/* Print "SKIP: <fn less its _fn>: <why>" on stdout, or, when ci_installs
+ * and CI=true, fail the running test with why.  Call it from a test. */
+void rv_test_skip(const char *fn, bool ci_installs, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+#define RV_TEST_SKIP(ci_installs, ...) rv_test_skip(__func__, ci_installs, __VA_ARGS__)
 
 #define RV_TEST_MAIN(suite_fn)                                   \
 	int main(void)                                           \

@@ -1,0 +1,41 @@
+/*
+ * testutil.c: what the check suites share beyond RV_TEST_MAIN (testutil.h):
+ * a test that cannot run here says so in one line tests/run.sh counts.
+ *
+ * Called from a test (check's forked child), never from a suite's parent
+ * before the tests fork: under CI=true it fails the test.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+void rv_test_skip(const char *fn, bool ci_installs, const char *fmt, ...)
+{
+	char why[512], line[700];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	/* START_TEST(name) defines name_fn */
+	size_t n = strlen(fn);
+	if (n > 3 && !strcmp(fn + n - 3, "_fn"))
+		n -= 3;
+	const char *ci = getenv("CI");
+	if (ci_installs && ci && !strcmp(ci, "true"))
+		ck_abort_msg("CI=true installs what %.*s needs, but: %s", (int)n, fn, why);
+	int len = snprintf(line, sizeof(line), "SKIP: %.*s: %s\n", (int)n, fn, why);
+	if (len >= (int)sizeof(line)) {
+		len = (int)sizeof(line) - 1;
+		line[len - 1] = '\n';
+	}
+	/* One write, after what the test printed before, so that the line is
+	 * whole in the log whatever else writes to it. */
+	fflush(stdout);
+	fflush(stderr);
+	if (write(STDOUT_FILENO, line, (size_t)len) < 0)
+		perror("rv_test_skip");
+}
