@@ -210,7 +210,7 @@ static int apply_tick(struct master *m, int64_t now)
 		rv_log_info("network check done", "check=%" PRId64, m->netcheck.id);
 	struct tick_held h = { m, now };
 	int n = m->shards ? shard_expire(m->shards, now, worker_held, &h) : 0;
-	n += stream_expire(m->streams, now);
+	n += stream_expire(m->streams, now, worker_held, &h);
 	if (n > 0) {
 		atomic_fetch_add(&m->tasks_requeued, (uint64_t)n);
 		rv_log_info("stalled shards requeued", "tasks=%d", n);
