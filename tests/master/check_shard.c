@@ -3,9 +3,11 @@
  * and epochs, the shuffle as a permutation per (seed, epoch), pull, a dead
  * worker's tasks back at once, stalls, late/repeated/foreign dones, the
  * in-flight cap, memory at 10^7 shards, snapshots, step-tied checkpoints,
- * and a property test: random interleavings of joins, deaths, stalls, dones,
- * master restarts and checkpoint restores into a different number of workers,
- * after which every sample of every epoch was consumed exactly once.
+ * and a property test: random interleavings of joins, deaths, stalls (a live
+ * worker keeps its due tasks and consumes them later), workers gone
+ * unannounced, dones, master restarts and checkpoint restores into a
+ * different number of workers, after which every sample of every epoch was
+ * consumed exactly once.
  * SHARD_SEEDS=N (default 200) and SHARD_SEED0 run more seeds by hand.
  */
 #include <inttypes.h>
