@@ -70,7 +70,9 @@ static const struct rv_cfg_opt master_opts[] = {
 	OPT("rdzv", "world_wait_max_ms", NULL, RV_CFG_INT, world_wait_max_ms, "30000", 0, 600000, 0,
 	    "longest world long-poll a client may ask for with wait_ms=, ms"),
 	OPT("shard", "doing_timeout_ms", NULL, RV_CFG_INT, doing_timeout_ms, "600000", 0, 604800000,
-	    0, "a shard not done this long after it was handed out is requeued, ms (0: never)"),
+	    0,
+	    "a shard not done this long after it was handed out is requeued unless its worker's "
+	    "node is alive, ms (0: never)"),
 	OPT("shard", "max_todo_ranges", NULL, RV_CFG_INT, max_todo_ranges, "65536", 1, 16777216, 0,
 	    "most returned ranges a dataset keeps (and a checkpoint may hold)"),
 	OPT("shard", "max_in_flight", NULL, RV_CFG_INT, max_in_flight, "65536", 1, 16777216, 0,

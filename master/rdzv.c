@@ -451,6 +451,16 @@ int rdzv_heartbeat(struct rdzv *r, const char *name, int64_t now_ms)
 	return 0;
 }
 
+bool rdzv_alive(const struct rdzv *r, const char *name, int64_t now_ms)
+{
+	int slot = name ? find(r, name) : -1;
+
+	if (slot < 0 || r->nodes[slot].done)
+		return false;
+	return r->c.heartbeat_timeout_ms <= 0 ||
+	       now_ms - r->nodes[slot].last_seen < r->c.heartbeat_timeout_ms;
+}
+
 int rdzv_done(struct rdzv *r, const char *name)
 {
 	int slot = name ? find(r, name) : -1;

@@ -112,6 +112,11 @@ int rdzv_leave(struct rdzv *r, const char *name, int64_t now_ms);
  * must join again). */
 int rdzv_heartbeat(struct rdzv *r, const char *name, int64_t now_ms);
 
+/* Whether node name is alive at now_ms: known (joined, neither left nor
+ * declared dead), not done, and heard from within heartbeat_timeout_ms
+ * (whenever, when that is <= 0). */
+bool rdzv_alive(const struct rdzv *r, const char *name, int64_t now_ms);
+
 /* Node name finished its work (its agent exited with success): its silence
  * from now on is not taken for a death, so it opens no new round, which
  * would stop its peers' workers in their last moments.  A join clears it.

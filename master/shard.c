@@ -650,6 +650,15 @@ void shard_free(struct shard_mgr *m)
 
 /* ---- pull, done, deaths, stalls ---- */
 
+/* When a task handed out (or renewed) at now_ms is due; INT64_MAX: never. */
+static int64_t doing_deadline(const struct shard_mgr *m, int64_t now_ms)
+{
+	if (m->conf.doing_timeout_ms <= 0)
+		return INT64_MAX;
+	return now_ms > INT64_MAX - m->conf.doing_timeout_ms ? INT64_MAX
+							     : now_ms + m->conf.doing_timeout_ms;
+}
+
 int shard_next(struct shard_mgr *m, int ds, int64_t worker, int64_t now_ms, struct shard_task *out)
 {
 	struct shard_state *s = &m->st;
@@ -685,11 +694,7 @@ int shard_next(struct shard_mgr *m, int ds, int64_t worker, int64_t now_ms, stru
 					  sh * dc->d.shard_size + shard_len(dc, sh) };
 	}
 
-	int64_t deadline = INT64_MAX;
-	if (m->conf.doing_timeout_ms > 0)
-		deadline = now_ms > INT64_MAX - m->conf.doing_timeout_ms
-				   ? INT64_MAX
-				   : now_ms + m->conf.doing_timeout_ms;
+	int64_t deadline = doing_deadline(m, now_ms);
 	if (s->doing.nlive > 0 && deadline < s->doing.v[s->doing.n - 1].deadline)
 		s->doing.sorted = false;
 	if (s->doing.nlive == 0) {
@@ -760,31 +765,49 @@ int shard_worker_dead(struct shard_mgr *m, int64_t worker)
 	return n;
 }
 
-int shard_expire(struct shard_mgr *m, int64_t now_ms)
+/* Whether DOING entry d is due at now_ms and its worker no longer holds it. */
+static bool doing_expired(const struct shard_doing *d, int64_t now_ms, shard_held_fn held,
+			  const void *arg)
+{
+	return d->live && d->deadline <= now_ms && !(held && held(arg, d->worker));
+}
+
+int shard_expire(struct shard_mgr *m, int64_t now_ms, shard_held_fn held, const void *arg)
 {
 	struct shard_state *s = &m->st;
 	if (m->conf.doing_timeout_ms <= 0 || s->doing.nlive == 0)
 		return 0;
-	int n = 0;
+	int n = 0, due = 0;
 	for (int i = s->doing.head; i < s->doing.n; i++) {
-		if (s->doing.v[i].live && s->doing.v[i].deadline <= now_ms)
-			n++;
-		else if (s->doing.v[i].live && s->doing.sorted)
+		const struct shard_doing *d = &s->doing.v[i];
+		if (d->live && d->deadline <= now_ms) {
+			due++;
+			n += doing_expired(d, now_ms, held, arg);
+		} else if (d->live && s->doing.sorted) {
 			break;
+		}
 	}
-	if (n == 0)
+	if (due == 0)
 		return 0;
 	if (rangevec_reserve(&s->ranges, n) < 0)
 		return -ENOMEM;
-	for (int i = s->doing.head, left = n; i < s->doing.n && left > 0; i++) {
-		if (s->doing.v[i].live && s->doing.v[i].deadline <= now_ms) {
+	for (int i = s->doing.head, left = due; i < s->doing.n && left > 0; i++) {
+		struct shard_doing *d = &s->doing.v[i];
+		if (!d->live || d->deadline > now_ms)
+			continue;
+		left--;
+		if (doing_expired(d, now_ms, held, arg)) {
 			doing_return(m, s, i);
 			doing_remove(s, i);
-			left--;
+		} else {
+			d->deadline = doing_deadline(m, now_ms); /* still held: wait again */
 		}
 	}
 	doing_compact(s);
-	s->seq++;
+	if (n < due) /* renewed deadlines are the latest: those after them may be earlier */
+		doing_check_sorted(s);
+	if (n > 0)
+		s->seq++;
 	return n;
 }
 

@@ -5,7 +5,7 @@
  * every shard once, in an order shuffled by (seed, epoch) through a keyed
  * bijection computed on the fly.  Workers pull tasks (TODO -> DOING); a done
  * makes a task DONE once; a dead worker's DOING tasks go back to TODO at once,
- * a stalled one's after doing_timeout_ms.  Step-tied data checkpoints (report
+ * a stalled one's after doing_timeout_ms unless the caller knows it is alive.  Step-tied data checkpoints (report
  * at step S, export S, import into any manager) resume the data at S with no
  * sample lost or repeated, whatever the number of workers then.
  *
@@ -104,10 +104,19 @@ int shard_done(struct shard_mgr *m, int64_t task_id, int64_t worker, int64_t now
  * -ENOMEM (nothing changed). */
 int shard_worker_dead(struct shard_mgr *m, int64_t worker);
 
-/* Every DOING task whose deadline is <= now_ms back to TODO; returns how
- * many, or -ENOMEM (nothing changed).  A stalled worker's later done of it
+/* Whether worker still holds its tasks: its process is known to be alive
+ * (its node's agent heartbeats).  Must be pure over the caller's state, so
+ * that a replay takes the same tasks back. */
+typedef bool (*shard_held_fn)(const void *arg, int64_t worker);
+
+/* Every DOING task whose deadline is <= now_ms back to TODO, unless held
+ * (may be NULL: none is) says its worker still holds it: such a task gets
+ * the deadline now_ms + doing_timeout_ms instead, since a live worker may
+ * be training it, however slowly (stopped and resumed), and a second worker
+ * would train its samples twice.  Returns how many went back, or -ENOMEM
+ * (nothing changed).  A stalled worker's later done of a task taken back
  * answers 0: what it consumed of it counts for nothing, as for a dead one. */
-int shard_expire(struct shard_mgr *m, int64_t now_ms);
+int shard_expire(struct shard_mgr *m, int64_t now_ms, shard_held_fn held, const void *arg);
 
 /* The earliest DOING deadline, INT64_MAX when none (or no timeout). */
 int64_t shard_next_deadline(const struct shard_mgr *m);

@@ -43,7 +43,7 @@ static uint64_t worker_hash(int64_t id)
 	return x;
 }
 
-static struct master_worker *worker_find(struct master *m, int64_t id)
+static struct master_worker *worker_find(const struct master *m, int64_t id)
 {
 	if (m->capworkers == 0)
 		return NULL;
@@ -170,6 +170,27 @@ static void task_reply(struct master *m, int rc, const struct shard_task *t,
 	out->status = st.finished ? RV_SHARD_FINISHED : RV_SHARD_WAIT;
 }
 
+struct tick_held {
+	const struct master *m;
+	int64_t now;
+};
+
+/*
+ * A worker holds its shards while the agent of the node it took them from
+ * is alive: the agent (rover-run) stops its workers before it reports a
+ * failure or joins again (both free the tasks), and a hung worker is
+ * restarted by its hang check.  So a task is taken back from a slow or
+ * stopped worker only once its process is gone, never while it may still
+ * train the samples another worker would get.  Workers of no known node
+ * (clients outside an agent) still lose a task after the doing timeout.
+ */
+static bool worker_held(const void *arg, int64_t worker)
+{
+	const struct tick_held *h = arg;
+	const struct master_worker *w = worker_find(h->m, worker);
+	return w && rdzv_alive(h->m->rdzv, w->node, h->now);
+}
+
 static int apply_tick(struct master *m, int64_t now)
 {
 	char dead[TICK_MAX_DEAD][64];
@@ -187,8 +208,9 @@ static int apply_tick(struct master *m, int64_t now)
 	} while (ndead == TICK_MAX_DEAD);
 	if (netcheck_run_tick(&m->netcheck, now) > 0 && m->netcheck.state == NETCHECK_DONE)
 		rv_log_info("network check done", "check=%" PRId64, m->netcheck.id);
-	int n = m->shards ? shard_expire(m->shards, now) : 0;
-	n += stream_expire(m->streams, now);
+	struct tick_held h = { m, now };
+	int n = m->shards ? shard_expire(m->shards, now, worker_held, &h) : 0;
+	n += stream_expire(m->streams, now, worker_held, &h);
 	if (n > 0) {
 		atomic_fetch_add(&m->tasks_requeued, (uint64_t)n);
 		rv_log_info("stalled shards requeued", "tasks=%d", n);
@@ -358,6 +380,12 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 			return false;
 		}
 		res->round = r;
+		/* An agent joins with none of its workers running (rover-run
+		 * stops them first): what they held is free again. */
+		int freed = node_dead(m, op->node);
+		if (freed > 0)
+			rv_log_info("node joined again: its tasks requeued", "node=%s tasks=%d",
+				    op->node, freed);
 		return true;
 	}
 	case MASTER_OP_LEAVE: {

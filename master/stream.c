@@ -371,8 +371,13 @@ int stream_worker_dead(struct stream_mgr *m, int64_t worker)
 	return take_back(m, of_worker, worker);
 }
 
-int stream_expire(struct stream_mgr *m, int64_t now_ms)
+int stream_expire(struct stream_mgr *m, int64_t now_ms, stream_held_fn held, const void *arg)
 {
+	for (int i = 0; held && i < m->ntasks; i++) {
+		struct task *t = &m->tasks[i];
+		if (due(t, now_ms) && held(arg, t->worker))
+			t->deadline = deadline(m, now_ms); /* still held: wait again */
+	}
 	return take_back(m, due, now_ms);
 }
 

@@ -102,8 +102,13 @@ int stream_done(struct stream_mgr *m, int64_t id, int64_t worker);
 
 /* Every DOING task of worker back at once; how many, or -ENOMEM. */
 int stream_worker_dead(struct stream_mgr *m, int64_t worker);
-/* Every DOING task due by now_ms back; how many, or -ENOMEM. */
-int stream_expire(struct stream_mgr *m, int64_t now_ms);
+/* Whether worker still holds its tasks (its process is known to be
+ * alive); pure over the caller's state, so a replay takes the same back. */
+typedef bool (*stream_held_fn)(const void *arg, int64_t worker);
+/* Every DOING task due by now_ms back, but those of a worker held (may be
+ * NULL: none is) says still holds: they get another doing timeout (a live
+ * worker may still be reading them).  How many went back, or -ENOMEM. */
+int stream_expire(struct stream_mgr *m, int64_t now_ms, stream_held_fn held, const void *arg);
 /* The earliest DOING deadline, INT64_MAX when none (or no timeout). */
 int64_t stream_next_deadline(const struct stream_mgr *m);
 

@@ -5,13 +5,16 @@
  * gets the task its lost reply held; a data checkpoint at step S exported
  * from a job of two workers and imported into a fresh master with three
  * resumes with no sample lost or repeated, also across a kill -9 right
- * after the import.
+ * after the import; past the doing timeout a task stays with a worker whose
+ * node heartbeats (a slow worker) and goes back from one of no known node,
+ * and a node's join gives its workers' tasks back at once.
  */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "masterfix.h"
 #include "parse.h"
@@ -194,6 +197,75 @@ START_TEST(test_checkpoint_world_size_change)
 }
 END_TEST
 
+/* Heartbeats of node for ms milliseconds, every 200 ms. */
+static void heartbeat_for(struct rv_master_client *c, const char *node, int ms)
+{
+	struct rv_err err = { 0 };
+	for (int64_t until = rv_mono_ms() + ms; rv_mono_ms() < until;) {
+		ck_assert_msg(rv_master_heartbeat(c, node, NULL, &err) == 0, "%s", err.msg);
+		usleep(200 * 1000);
+	}
+}
+
+static struct rv_shard_task next_task(struct rv_master_client *c, const char *node, int64_t worker)
+{
+	struct rv_shard_next req = { .worker = worker };
+	snprintf(req.node, sizeof(req.node), "%s", node);
+	struct rv_shard_task t;
+	struct rv_err err = { 0 };
+	ck_assert_msg(rv_master_shard_next(c, &req, &t, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(t.status, RV_SHARD_TASK);
+	return t;
+}
+
+/* A doing timeout of 300 ms: worker 0 of a node that joined and heartbeats
+ * holds its task through 1.5 s (its done still counts, no one else got
+ * it), while worker 1 of a node the master never saw loses its task to
+ * worker 2; the node's join gives its worker's next task back at once, and
+ * a restarted master replays the same. */
+START_TEST(test_live_node_keeps_its_tasks)
+{
+	struct rv_test_master m;
+	char *spec = rv_test_master_spec(100, 10, 1, 1, 1);
+	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
+	free(spec);
+	const char *args[] = { "--shard-doing-timeout-ms", "300", NULL };
+	ck_assert_int_eq(rv_test_master_start(&m, args), 0);
+	struct rv_master_client *c = rv_test_master_client(&m);
+	struct rv_err err = { 0 };
+	struct rv_rdzv_join j = { .node = "live", .addr = "127.0.0.1:1", .local_world_size = 1 };
+	int64_t round;
+	ck_assert_msg(rv_master_join(c, &j, &round, &err) == 0, "%s", err.msg);
+	struct rv_shard_task a = next_task(c, "live", 0);
+	struct rv_shard_task b = next_task(c, "nobody", 1);
+	heartbeat_for(c, "live", 1500);
+	/* b went back and is served first; a is still worker 0's */
+	struct rv_shard_task again = next_task(c, "nobody", 2);
+	ck_assert_int_eq(again.start, b.start);
+	struct rv_shard_task fresh = next_task(c, "nobody", 2);
+	ck_assert(fresh.start != a.start);
+	bool counted = false;
+	struct rv_shard_done d = { .node = "live", .worker = 0, .id = a.id };
+	ck_assert_int_eq(rv_master_shard_done(c, &d, &counted, &err), 0);
+	ck_assert_msg(counted, "the slow worker's done did not count");
+	/* the node joins again (its workers were stopped): their task is free */
+	struct rv_shard_task held = next_task(c, "live", 0);
+	ck_assert_msg(rv_master_join(c, &j, &round, &err) == 0, "%s", err.msg);
+	struct rv_shard_task freed = next_task(c, "nobody", 3);
+	ck_assert_int_eq(freed.start, held.start);
+	/* a restart replays it all: the same answers to the same requests */
+	struct rv_job_status before, after;
+	ck_assert_int_eq(rv_master_job(c, &before, &err), 0);
+	ck_assert_int_ge(rv_test_master_stop(&m, SIGKILL, 5000), 0);
+	ck_assert_int_eq(rv_test_master_restart(&m), 0);
+	ck_assert_int_eq(rv_master_job(c, &after, &err), 0);
+	ck_assert_int_eq(after.datasets[0].samples_done, before.datasets[0].samples_done);
+	ck_assert_int_eq(after.datasets[0].samples_done, a.end - a.start);
+	rv_master_client_free(c);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
 static Suite *master_shards_suite(void)
 {
 	Suite *s = suite_create("master_shards");
@@ -202,6 +274,7 @@ static Suite *master_shards_suite(void)
 	tcase_add_test(tc, test_every_sample_once);
 	tcase_add_test(tc, test_repeated_done_and_retried_next);
 	tcase_add_test(tc, test_checkpoint_world_size_change);
+	tcase_add_test(tc, test_live_node_keeps_its_tasks);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -7,7 +7,10 @@
  * torchrun's whole environment; two rover-run nodes form one world with
  * one rover-master (one of them told where it is by ROVER_MASTER_ADDR and
  * its name by ROVER_NODE_NAME, as the node manager does), and re-form it
- * when a worker of one is killed; a late node grows a 1:2 world.  Needs /usr/bin/python3 with torch and sklearn.
+ * when a worker of one is killed; a late node grows a 1:2 world; a
+ * worker stopped (SIGSTOP) past the master's shard doing timeout and
+ * resumed keeps its shard, so every sample is trained once.  Needs
+ * /usr/bin/python3 with torch and sklearn.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -406,6 +409,91 @@ START_TEST(test_late_node_grows_the_world)
 }
 END_TEST
 
+/* Each worker trains its own small model on the master's shards (no
+ * collective: a stopped peer must not hold the other back), one sample at
+ * a time, and logs every sample once its step is taken. */
+static const char slow_script[] = "import time, torch, rover\n"
+				  "torch.manual_seed(0)\n"
+				  "model = torch.nn.Linear(4, 1)\n"
+				  "opt = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+				  "for i in rover.ShardSampler():\n"
+				  "    time.sleep(0.08)\n"
+				  "    x = torch.full((1, 4), float(i % 13))\n"
+				  "    loss = (model(x) - 1.0).pow(2).sum()\n"
+				  "    opt.zero_grad()\n"
+				  "    loss.backward()\n"
+				  "    opt.step()\n"
+				  "    print('trained idx=%d' % i, flush=True)\n";
+
+enum { SLOW_SIZE = 120, SLOW_SHARD = 10 };
+
+/* The index of rank's newest "trained" line in out, -1 when none. */
+static long last_trained(const char *out, int rank)
+{
+	char want[48];
+	snprintf(want, sizeof(want), "[rank%d]:trained idx=", rank);
+	long idx = -1;
+	for (const char *p = out; (p = strstr(p, want)); p += strlen(want))
+		idx = strtol(p + strlen(want), NULL, 10);
+	return idx;
+}
+
+/*
+ * One node of two workers; the master takes a shard back after 1 s in
+ * DOING.  Rank 1 is stopped with SIGSTOP in the middle of a shard for 3.5 s
+ * (its rover-run goes on heartbeating), then resumed.  Its shard must not
+ * go to rank 0 meanwhile: the training log has every sample exactly once.
+ */
+START_TEST(test_stopped_worker_keeps_its_shard)
+{
+	struct rv_test_master m;
+	char *spec = rv_test_master_spec(SLOW_SIZE, SLOW_SHARD, 1, 1, 1);
+	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
+	free(spec);
+	const char *margs[] = { "--shard-doing-timeout-ms", "1000", NULL };
+	ck_assert_int_eq(rv_test_master_start(&m, margs), 0);
+	/* cold workers: the warm interpreter's imports would only slow the start */
+	const char *args[] = { "--nnodes", "1",         "--nproc-per-node",
+			       "2",        "--no-warm", "--rdzv-endpoint",
+			       m.addr,     NULL };
+	struct rv_test_run r;
+	ck_assert_int_eq(rv_test_run_script(&r, "slow.py", slow_script, args, NULL), 0);
+	/* rank 1 in a shard with samples still to train after the one in flight */
+	long at = -1;
+	int64_t until = rv_mono_ms() + 60000;
+	while (rv_mono_ms() < until) {
+		char *out = rv_test_run_output(&r, 1);
+		at = last_trained(out, 1);
+		free(out);
+		if (at >= 0 && at % SLOW_SHARD <= 5)
+			break;
+		usleep(10 * 1000);
+	}
+	ck_assert_msg(at >= 0 && at % SLOW_SHARD <= 5, "rank 1 trained nothing");
+	pid_t pid[2];
+	ck_assert_int_eq(rv_test_run_workers(&r, 0, 1, pid, 2), 1);
+	ck_assert_int_eq(kill(pid[0], SIGSTOP), 0);
+	usleep(3500 * 1000); /* 3.5 doing timeouts; rank 0 goes on meanwhile */
+	ck_assert_int_eq(kill(pid[0], SIGCONT), 0);
+	assert_exit0(&r, 60000);
+	char *out = rv_test_run_output(&r, 1);
+	int count[SLOW_SIZE] = { 0 };
+	const char *want = "]:trained idx=";
+	for (const char *p = out; (p = strstr(p, want)); p += strlen(want)) {
+		long i = strtol(p + strlen(want), NULL, 10);
+		ck_assert_msg(i >= 0 && i < SLOW_SIZE, "sample %ld out of the dataset", i);
+		count[i]++;
+	}
+	for (int i = 0; i < SLOW_SIZE; i++)
+		ck_assert_msg(count[i] == 1,
+			      "sample %d trained %d times (rank 1 stopped at %ld)\n%s", i, count[i],
+			      at, out);
+	free(out);
+	rv_test_run_end(&r);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
 static Suite *run_train_suite(void)
 {
 	Suite *s = suite_create("run_train");
@@ -420,6 +508,10 @@ static Suite *run_train_suite(void)
 	tcase_add_test(tc, test_two_nodes_worker_killed);
 	tcase_add_test(tc, test_late_node_grows_the_world);
 	suite_add_tcase(s, tc);
+	TCase *shards = tcase_create("shards");
+	tcase_set_timeout(shards, 120);
+	tcase_add_test(shards, test_stopped_worker_keeps_its_shard);
+	suite_add_tcase(s, shards);
 	return s;
 }
 

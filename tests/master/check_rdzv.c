@@ -678,6 +678,35 @@ START_TEST(test_done_node_silence)
 }
 END_TEST
 
+/* Alive (its workers keep their shards): joined, heard from within the
+ * heartbeat timeout, not done; not after a leave, a death or a done. */
+START_TEST(test_alive)
+{
+	struct rdzv *r = mk(1, 3, 1, 0, 0, 5000);
+	char dead[2][64];
+	int nd = -1;
+
+	ck_assert(!rdzv_alive(r, "a", 0));
+	join(r, "a", 0);
+	join(r, "b", 0);
+	join(r, "c", 0);
+	ck_assert(rdzv_alive(r, "a", 4999));
+	ck_assert(!rdzv_alive(r, "a", 5000));
+	ck_assert_int_eq(rdzv_heartbeat(r, "a", 4000), 0);
+	ck_assert(rdzv_alive(r, "a", 8999));
+	ck_assert_int_eq(rdzv_done(r, "b"), 0);
+	ck_assert(!rdzv_alive(r, "b", 1));
+	ck_assert_int_eq(rdzv_leave(r, "a", 5000) >= 0, 1);
+	ck_assert(!rdzv_alive(r, "a", 5000));
+	rdzv_tick(r, 5000, dead, 2, &nd);
+	ck_assert_int_eq(nd, 1);
+	ck_assert_str_eq(dead[0], "c");
+	ck_assert(!rdzv_alive(r, "c", 5000));
+	ck_assert(!rdzv_alive(r, NULL, 0));
+	rdzv_free(r);
+}
+END_TEST
+
 START_TEST(test_snapshot_round_trip)
 {
 	struct rdzv *r = mk(2, 4, 2, 1000, 8000, 3000);
@@ -964,6 +993,7 @@ static Suite *rdzv_suite(void)
 
 	tcase_set_timeout(tc, 20);
 	tcase_add_test(tc, test_config_errors);
+	tcase_add_test(tc, test_alive);
 	tcase_add_test(tc, test_bad_nodes);
 	tcase_add_test(tc, test_last_call);
 	tcase_add_test(tc, test_at_once_at_max);

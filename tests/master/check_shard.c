@@ -3,9 +3,11 @@
  * and epochs, the shuffle as a permutation per (seed, epoch), pull, a dead
  * worker's tasks back at once, stalls, late/repeated/foreign dones, the
  * in-flight cap, memory at 10^7 shards, snapshots, step-tied checkpoints,
- * and a property test: random interleavings of joins, deaths, stalls, dones,
- * master restarts and checkpoint restores into a different number of workers,
- * after which every sample of every epoch was consumed exactly once.
+ * and a property test: random interleavings of joins, deaths, stalls (a live
+ * worker keeps its due tasks and consumes them later), workers gone
+ * unannounced, dones, master restarts and checkpoint restores into a
+ * different number of workers, after which every sample of every epoch was
+ * consumed exactly once.
  * SHARD_SEEDS=N (default 200) and SHARD_SEED0 run more seeds by hand.
  */
 #include <inttypes.h>
@@ -252,8 +254,8 @@ START_TEST(test_stall_timeout)
 	struct shard_task a = next_ok(m, 0, 1, 5000);
 	struct shard_task b = next_ok(m, 0, 2, 5500);
 	ck_assert_int_eq(shard_next_deadline(m), 6000);
-	ck_assert_int_eq(shard_expire(m, 5999), 0);
-	ck_assert_int_eq(shard_expire(m, 6000), 1);
+	ck_assert_int_eq(shard_expire(m, 5999, NULL, NULL), 0);
+	ck_assert_int_eq(shard_expire(m, 6000, NULL, NULL), 1);
 	ck_assert_int_eq(shard_next_deadline(m), 6500);
 	struct shard_task again = next_ok(m, 0, 3, 6001);
 	ck_assert_int_eq(again.start, a.start);
@@ -268,9 +270,48 @@ START_TEST(test_stall_timeout)
 	/* No timeout configured: nothing ever expires. */
 	struct shard_mgr *n = mgr1(dset("d", 100, 10, 1, false, 0), 0, 0);
 	next_ok(n, 0, 1, 0);
-	ck_assert_int_eq(shard_expire(n, INT64_MAX - 1), 0);
+	ck_assert_int_eq(shard_expire(n, INT64_MAX - 1, NULL, NULL), 0);
 	ck_assert_int_eq(shard_next_deadline(n), INT64_MAX);
 	shard_free(n);
+	shard_free(m);
+}
+END_TEST
+
+/* The workers a test says are alive, for shard_expire. */
+static bool held_by(const void *arg, int64_t worker)
+{
+	const bool *alive = arg;
+	return worker >= 0 && worker < 4 && alive[worker];
+}
+
+/* A due task of a worker still held (alive, however slow) stays its own and
+ * waits another timeout; it goes back only once its worker is not held. */
+START_TEST(test_stall_held)
+{
+	struct shard_mgr *m = mgr1(dset("d", 100, 10, 1, false, 0), 1000, 0);
+	bool alive[4] = { false, true, true, false };
+	struct shard_task a = next_ok(m, 0, 1, 5000);
+	struct shard_task b = next_ok(m, 0, 2, 5500);
+	ck_assert_int_eq(shard_expire(m, 6000, held_by, alive), 0);
+	/* a waits again, b is now the earliest */
+	ck_assert_int_eq(shard_next_deadline(m), 6500);
+	ck_assert_int_eq(shard_expire(m, 6500, held_by, alive), 0);
+	ck_assert_int_eq(shard_next_deadline(m), 7000);
+	/* nothing was handed out twice: a third worker gets a fresh shard */
+	struct shard_task c = next_ok(m, 0, 3, 6600);
+	ck_assert(c.start != a.start && c.start != b.start);
+	/* worker 1 is gone: its task goes back at its (renewed) deadline */
+	alive[1] = false;
+	ck_assert_int_eq(shard_expire(m, 6999, held_by, alive), 0);
+	ck_assert_int_eq(shard_expire(m, 7000, held_by, alive), 1);
+	struct shard_task again = next_ok(m, 0, 3, 7001);
+	ck_assert_int_eq(again.start, a.start);
+	ck_assert_int_eq(shard_done(m, a.id, 1, 7002), 0);
+	ck_assert_int_eq(shard_done(m, b.id, 2, 7002), 1); /* the slow worker's done counts */
+	struct shard_stats st;
+	shard_stats(m, 0, &st);
+	ck_assert_int_eq(st.samples_done, 10);
+	ck_assert_int_eq(st.tasks_doing, 2);
 	shard_free(m);
 }
 END_TEST
@@ -333,7 +374,7 @@ START_TEST(test_big_dataset_memory)
 		if (shard_done(m, held[w].id, w, now) != 1 ||
 		    shard_next(m, 0, w, now, &held[w]) != 1)
 			ck_abort_msg("next or done failed at %d", i);
-		if (i % 1000 == 0 && shard_expire(m, now++) != 0)
+		if (i % 1000 == 0 && shard_expire(m, now++, NULL, NULL) != 0)
 			ck_abort_msg("a task expired at %d", i);
 		if (i == 500000) {
 			ck_assert_int_eq(shard_worker_dead(m, 7), 1);
@@ -452,9 +493,9 @@ START_TEST(test_snapshot_round_trip)
 			if (n)
 				r2 = shard_worker_dead(n, w);
 		} else {
-			r1 = shard_expire(m, now);
+			r1 = shard_expire(m, now, NULL, NULL);
 			if (n)
-				r2 = shard_expire(n, now);
+				r2 = shard_expire(n, now, NULL, NULL);
 		}
 		if (n) {
 			ck_assert_int_eq(r1, r2);
@@ -797,6 +838,7 @@ struct pstream {
 struct pworker {
 	int64_t id;
 	bool live, ever;
+	bool vanished;    /* gone without a word: its tasks wait for their deadline */
 	int64_t died_at;  /* event of the last death, -1 */
 	int64_t *done_at; /* events of its accepted dones (the manager's ring) */
 	int64_t *done_id;
@@ -823,7 +865,7 @@ struct psim {
 	struct pworker w[PW];
 	struct pstep st[PSTEPS];
 	int seed;
-	int64_t n_restores, n_restarts, n_reports, n_erange, n_expired, n_dead;
+	int64_t n_restores, n_restarts, n_reports, n_erange, n_expired, n_dead, n_renewed;
 };
 
 /* check records the location of every passing ck_assert (a write to its
@@ -858,7 +900,9 @@ static void consume(struct psim *p, struct ptask *t, int64_t upto)
 	t->consumed = upto;
 }
 
-/* The worker's work on a task taken back is lost: its samples are TODO again. */
+/* The work of a worker that is gone on a task taken back is lost: its
+ * samples are TODO again.  Never called for a live worker: it goes on
+ * training what it holds, however late. */
 static void void_task(struct psim *p, struct pworker *w, int si, int k)
 {
 	struct pstream *s = &w->s[si];
@@ -875,6 +919,7 @@ static void worker_start(struct pworker *w, int64_t id)
 {
 	w->id = id;
 	w->live = w->ever = true;
+	w->vanished = false;
 	for (int si = 0; si < 2; si++) {
 		w->s[si].nheld = 0;
 		w->s[si].prefetch = 1 + (int)rndn(PMAXHELD);
@@ -902,6 +947,8 @@ static int pick_live(struct psim *p)
 	return -1;
 }
 
+static void do_death(struct psim *p, int wi);
+
 static void join(struct psim *p)
 {
 	int free_slot = -1, dead_slot = -1;
@@ -915,6 +962,8 @@ static void join(struct psim *p)
 	int i = dead_slot >= 0 && (free_slot < 0 || rndn(4) == 0) ? dead_slot : free_slot;
 	if (i < 0)
 		return;
+	if (p->w[i].vanished)
+		do_death(p, i); /* its agent joins again: what it held is free */
 	worker_start(&p->w[i], 1000 + 17 * i);
 }
 
@@ -1017,37 +1066,74 @@ static void do_death(struct psim *p, int wi)
 	for (int si = 0; si < p->nds; si++)
 		while (w->s[si].nheld)
 			void_task(p, w, si, 0);
-	w->live = false;
+	w->live = w->vanished = false;
 	w->died_at = p->ev;
 	w->ndone = 0; /* the manager drops its recent dones with it */
 	p->n_dead++;
 }
 
-static void do_expire(struct psim *p)
+/* A worker's process is gone and no one told the manager (a client of no
+ * agent): only the doing timeout gives its tasks back. */
+static void do_vanish(struct psim *p, int wi)
 {
-	p->now += rndn(p->c.doing_timeout_ms > 0 ? p->c.doing_timeout_ms / 2 : 5);
+	p->w[wi].live = false;
+	p->w[wi].vanished = true;
+}
+
+/* The manager's view of who is alive: a live worker of the sim. */
+static bool psim_held(const void *arg, int64_t worker)
+{
+	const struct psim *p = arg;
+	for (int i = 0; i < PW; i++)
+		if (p->w[i].live && p->w[i].id == worker)
+			return true;
+	return false;
+}
+
+/* Time passes: due tasks of live workers (stalled, not gone) stay theirs
+ * with a new deadline, and they go on consuming them later; only those of
+ * vanished workers go back.  A manager that took a live worker's task back
+ * would hand its samples to another worker: consume() catches that. */
+static void expire_now(struct psim *p)
+{
 	int want = 0;
+	for (int i = 0; i < PW; i++)
+		for (int si = 0; si < p->nds; si++)
+			for (int k = 0; k < p->w[i].s[si].nheld; k++) {
+				struct ptask *t = &p->w[i].s[si].held[k];
+				if (t->deadline > p->now)
+					continue;
+				if (p->w[i].vanished)
+					want++;
+				else {
+					t->deadline = p->now + p->c.doing_timeout_ms;
+					p->n_renewed++;
+				}
+			}
+	int rc = shard_expire(p->m, p->now, psim_held, p);
+	PASSERT(p, rc == want, "expire returned %d, want %d", rc, want);
 	int64_t min = INT64_MAX;
 	for (int i = 0; i < PW; i++)
-		for (int si = 0; p->w[i].live && si < p->nds; si++)
-			for (int k = 0; k < p->w[i].s[si].nheld; k++) {
-				int64_t dl = p->w[i].s[si].held[k].deadline;
-				want += dl <= p->now;
-				if (dl < min)
-					min = dl;
+		for (int si = 0; si < p->nds; si++)
+			for (int k = 0; k < p->w[i].s[si].nheld;) {
+				struct ptask *t = &p->w[i].s[si].held[k];
+				if (p->w[i].vanished && t->deadline <= p->now) {
+					void_task(p, &p->w[i], si, k);
+					continue;
+				}
+				if (t->deadline < min)
+					min = t->deadline;
+				k++;
 			}
 	PASSERT(p, shard_next_deadline(p->m) == (p->c.doing_timeout_ms > 0 ? min : INT64_MAX),
 		"next deadline");
-	int rc = shard_expire(p->m, p->now);
-	PASSERT(p, rc == want, "expire returned %d, want %d", rc, want);
-	for (int i = 0; i < PW; i++)
-		for (int si = 0; p->w[i].live && si < p->nds; si++)
-			for (int k = 0; k < p->w[i].s[si].nheld;)
-				if (p->w[i].s[si].held[k].deadline <= p->now)
-					void_task(p, &p->w[i], si, k);
-				else
-					k++;
 	p->n_expired += rc;
+}
+
+static void do_expire(struct psim *p)
+{
+	p->now += rndn(p->c.doing_timeout_ms > 0 ? p->c.doing_timeout_ms : 5);
+	expire_now(p);
 }
 
 static void restart_master(struct psim *p)
@@ -1196,7 +1282,7 @@ static void reset_workers(struct psim *p)
 {
 	for (int i = 0; i < PW; i++) {
 		struct pworker *w = &p->w[i];
-		w->live = false;
+		w->live = w->vanished = false;
 		w->ever = false;
 		w->ndone = 0;
 		w->died_at = -1;
@@ -1267,7 +1353,7 @@ static void check_stats(struct psim *p)
 	shard_stats(p->m, -1, &ss);
 	int64_t held = 0;
 	for (int i = 0; i < PW; i++)
-		for (int si = 0; p->w[i].live && si < p->nds; si++)
+		for (int si = 0; si < p->nds; si++)
 			held += p->w[i].s[si].nheld;
 	PASSERT(p, ss.tasks_doing == held, "%" PRId64 " tasks DOING, workers hold %" PRId64,
 		ss.tasks_doing, held);
@@ -1314,7 +1400,7 @@ static void property_run(int seed, int events)
 		else if (op < 71)
 			do_late_or_foreign(p, wi, si);
 		else if (op < 73)
-			do_death(p, wi);
+			rndn(3) == 0 ? do_vanish(p, wi) : do_death(p, wi);
 		else if (op < 77)
 			join(p);
 		else if (op < 83)
@@ -1335,7 +1421,16 @@ static void property_run(int seed, int events)
 		check_stats(p);
 	}
 
-	/* To the end: no more failures; the workers left finish every epoch. */
+	/* To the end: no more failures; vanished workers' tasks go back (by
+	 * their deadline, else as their agents join again); the workers left
+	 * finish every epoch. */
+	if (p->c.doing_timeout_ms > 0) {
+		p->now += p->c.doing_timeout_ms;
+		expire_now(p);
+	}
+	for (int i = 0; i < PW; i++)
+		if (p->w[i].vanished)
+			do_death(p, i);
 	if (live_workers(p) == 0)
 		join(p);
 	struct shard_stats ss;
@@ -1368,9 +1463,10 @@ static void property_run(int seed, int events)
 	if (getenv("SHARD_VERBOSE"))
 		fprintf(stderr,
 			"seed=%d nds=%d restores=%" PRId64 " restarts=%" PRId64 " reports=%" PRId64
-			" erange=%" PRId64 " expired=%" PRId64 " dead=%" PRId64 "\n",
+			" erange=%" PRId64 " expired=%" PRId64 " renewed=%" PRId64 " dead=%" PRId64
+			"\n",
 			seed, p->nds, p->n_restores, p->n_restarts, p->n_reports, p->n_erange,
-			p->n_expired, p->n_dead);
+			p->n_expired, p->n_renewed, p->n_dead);
 	shard_free(p->m);
 	for (int i = 0; i < PSTEPS; i++) {
 		free(p->st[i].truth);
@@ -1407,6 +1503,7 @@ static Suite *shard_suite(void)
 	tcase_add_test(tc, test_pull_fast_worker_gets_more);
 	tcase_add_test(tc, test_dead_worker_back_at_once);
 	tcase_add_test(tc, test_stall_timeout);
+	tcase_add_test(tc, test_stall_held);
 	tcase_add_test(tc, test_late_repeated_foreign_done);
 	tcase_add_test(tc, test_in_flight_cap);
 	tcase_add_test(tc, test_snapshot_round_trip);

@@ -117,11 +117,36 @@ START_TEST(test_dead_and_stalled_go_back)
 	ck_assert_int_eq(c.start, a.start);
 	ck_assert_int_eq(c.end, a.end);
 	ck_assert_int_eq(stream_next_deadline(m), 150);
-	ck_assert_int_eq(stream_expire(m, 150), 1); /* b stalled */
+	ck_assert_int_eq(stream_expire(m, 150, NULL, NULL), 1); /* b stalled */
 	ck_assert_int_eq(stream_done(m, b.id, 2), 0);
 	ck_assert_int_eq(stream_done(m, c.id, 3), 1);
 	ck_assert_int_eq(committed(m, a.part), 5);
 	ck_assert_int_eq(committed(m, b.part), 0);
+	stream_free(m);
+}
+END_TEST
+
+static bool held_worker_2(const void *arg, int64_t worker)
+{
+	(void)arg;
+	return worker == 2;
+}
+
+/* A due task of a worker still held waits another timeout; once its worker
+ * is not held it goes back. */
+START_TEST(test_held_task_stays)
+{
+	int64_t ends[] = { -1 };
+	struct stream_mgr *m = mgr(5, 1, ends, 100);
+	struct stream_task a, b, c;
+	ck_assert_int_eq(stream_next(m, 0, 2, 0, &a), 1);
+	ck_assert_int_eq(stream_expire(m, 100, held_worker_2, NULL), 0);
+	ck_assert_int_eq(stream_next_deadline(m), 200);
+	ck_assert_int_eq(stream_next(m, 0, 3, 150, &b), 1);
+	ck_assert_int_ne(b.start, a.start); /* not handed out twice */
+	ck_assert_int_eq(stream_done(m, a.id, 2), 1);
+	ck_assert_int_eq(stream_next(m, 0, 2, 160, &c), 1);
+	ck_assert_int_eq(stream_expire(m, 260, NULL, NULL), 2); /* not held: back */
 	stream_free(m);
 }
 END_TEST
@@ -267,7 +292,7 @@ static void run_seed(uint64_t seed)
 		} else if (op < 80) {
 			ck_assert_int_ge(stream_worker_dead(m, (int64_t)(rnd(&s) % 5)), 0);
 		} else if (op < 85) {
-			ck_assert_int_ge(stream_expire(m, now), 0);
+			ck_assert_int_ge(stream_expire(m, now, NULL, NULL), 0);
 		} else if (op < 95) {
 			int p = (int)(rnd(&s) % (uint64_t)md.nparts);
 			char name[8];
@@ -289,7 +314,7 @@ static void run_seed(uint64_t seed)
 	}
 	/* drain: a fresh worker takes and finishes everything left */
 	for (int guard = 0; guard < 10000; guard++) {
-		ck_assert_int_ge(stream_expire(m, INT64_MAX - 1), 0);
+		ck_assert_int_ge(stream_expire(m, INT64_MAX - 1, NULL, NULL), 0);
 		struct stream_task t;
 		int rc = stream_next(m, 0, 99, now, &t);
 		if (rc == 0)
@@ -330,6 +355,7 @@ static Suite *stream_suite(void)
 	tcase_add_test(tc, test_tasks_up_to_the_known_end);
 	tcase_add_test(tc, test_committed_waits_for_the_gap);
 	tcase_add_test(tc, test_dead_and_stalled_go_back);
+	tcase_add_test(tc, test_held_task_stays);
 	tcase_add_test(tc, test_offsets_carry_to_a_new_manager);
 	tcase_add_test(tc, test_bad_datasets_named);
 	tcase_add_test(tc, test_property_exactly_once);
