@@ -1056,7 +1056,7 @@ static int setup(struct run *r, struct rv_err *err)
 	if (name && name[0])
 		snprintf(r->node, sizeof(r->node), "%s", name);
 	else
-		snprintf(r->node, sizeof(r->node), "%.40s-%d", host, (int)getpid());
+		snprintf(r->node, sizeof(r->node), "%.40s-%d", host, (int)f->pid);
 	/* a DNS-1123 label, as the master wants names */
 	for (char *c = r->node; *c; c++)
 		if (*c >= 'A' && *c <= 'Z')

@@ -177,7 +177,7 @@ static int close_others(const int *keep, int nkeep)
 
 /* src[i] >= 0: the fd to put on i; -1: leave i alone; -2: dup 1 onto 2. */
 __attribute__((noreturn)) static void child_run(const struct rv_proc_opts *o, int src[3], int errfd,
-						pid_t parent, char *const *envp)
+						pid_t parent, int parent_fd, char *const *envp)
 {
 	/* Handlers back to default while every signal is still blocked.  Only
 	 * 1..31: glibc uses real-time signals of its own. */
@@ -232,11 +232,15 @@ __attribute__((noreturn)) static void child_run(const struct rv_proc_opts *o, in
 			child_fail(errfd, errno);
 	}
 	/* After the id change, which clears the death signal.  The parent may
-	 * have died before prctl: then nobody will send it, so look. */
+	 * have died before prctl: then nobody will send it, so look.  pid 1 of
+	 * a new PID namespace sees its parent as 0, then and after: its pidfd
+	 * says whether it still runs. */
 	if (o->pdeathsig) {
 		if (prctl(PR_SET_PDEATHSIG, o->pdeathsig) < 0)
 			child_fail(errfd, errno);
-		if (getppid() != parent)
+		pid_t pp = getppid();
+		struct pollfd pf = { .fd = parent_fd, .events = POLLIN };
+		if (pp != parent && !(pp == 0 && parent_fd >= 0 && poll(&pf, 1, 0) == 0))
 			child_fail(errfd, ESRCH);
 	}
 	if (o->cwd && chdir(o->cwd) < 0)
@@ -345,14 +349,18 @@ int rv_proc_spawn(struct rv_proc *p, const struct rv_proc_opts *o)
 		goto fail;
 
 	pid_t parent = getpid();
+	/* readable once we exited: what the child looks at when its getppid()
+	 * cannot name us (it is pid 1 of a new PID namespace) */
+	int parent_fd = o->pdeathsig ? (int)syscall(SYS_pidfd_open, parent, 0) : -1;
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pid_t pid = fork();
 	if (pid == 0)
-		child_run(o, src, ep[1], parent, envp);
+		child_run(o, src, ep[1], parent, parent_fd, envp);
 	int fork_errno = errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	close_fd(&parent_fd);
 	for (int i = 0; i < 3; i++)
 		close_fd(&child_end[i]);
 	close_fd(&ep[1]);
