@@ -6,7 +6,8 @@
  * around fork(); the child resets handlers 1..31 to default, clears its
  * mask, joins a new process group (or session), drops to uid/gid when asked,
  * sets PR_SET_PDEATHSIG when asked and then checks that its parent is still
- * the process that forked it, puts the asked-for fds on 0/1/2, closes every
+ * the process that forked it (pid 1 of a new PID namespace, whose getppid()
+ * is 0, by the parent's pidfd), puts the asked-for fds on 0/1/2, closes every
  * other fd, and execs.  A failed exec comes back as the call's -errno through
  * a close-on-exec pipe, so "command not found" is a return value, not an exit
  * code.  The child is reaped through a pidfd: poll-able, and a pid is never

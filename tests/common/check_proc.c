@@ -9,6 +9,7 @@
  * `sleep 30` with that death signal, prints its pid and exits.
  */
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -293,6 +294,26 @@ START_TEST(test_pdeathsig)
 	ck_assert(!gone_within(orphan, 300, &st));
 	kill(orphan, SIGKILL);
 	ck_assert(gone_within(orphan, 3000, &st));
+}
+END_TEST
+
+/* The first child after unshare(CLONE_NEWPID) is pid 1 of the new
+ * namespace, where getppid() says 0 whether the parent lives or not: a
+ * death signal still starts it (the parent is checked through a pidfd). */
+START_TEST(test_pdeathsig_pid1_of_a_new_namespace)
+{
+	if (unshare(CLONE_NEWPID) < 0 && unshare(CLONE_NEWUSER | CLONE_NEWPID) < 0) {
+		fprintf(stderr, "no PID namespace here (%s): not tested\n", strerror(errno));
+		return;
+	}
+	const char *argv[] = { "sh", "-c", "echo $$ $PPID", NULL };
+	struct rv_proc_opts o = { .argv = argv, .pdeathsig = SIGKILL };
+	struct rv_buf out = { 0 };
+	int st = -1;
+	ck_assert_int_eq(rv_proc_run(&o, 5000, &st, &out), 0);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	ck_assert_str_eq(out.data ? out.data : "", "1 0\n");
+	rv_buf_release(&out);
 }
 END_TEST
 
@@ -630,6 +651,7 @@ static Suite *proc_suite(void)
 	tcase_add_test(tc, test_group_kill_reaches_grandchild);
 	tcase_add_test(tc, test_same_group_kill_spares_grandchild);
 	tcase_add_test(tc, test_pdeathsig);
+	tcase_add_test(tc, test_pdeathsig_pid1_of_a_new_namespace);
 	tcase_add_test(tc, test_no_fd_leaks);
 	tcase_add_test(tc, test_child_signal_state_reset);
 	tcase_add_test(tc, test_output_capture);
