@@ -174,18 +174,19 @@ static int stage_init(int *code)
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
 	sigprocmask(SIG_BLOCK, &set, NULL);
-	if (getpid() != 1 ||
-	    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
-		char q[200];
-		rv_log_warn("no PID namespace for the job: what its workers start may outlive a "
-			    "kill -9 of rover-run",
-			    "reason=%s",
-			    rv_log_q(q, sizeof(q),
-				     getpid() != 1 ? "not pid 1" : "could not mount /proc"));
-		*code = PIDNS_EXIT_NONE;
-		return 0;
-	}
-	return 1;
+	char why[160] = "";
+	if (getpid() != 1)
+		snprintf(why, sizeof(why), "not pid 1 of the new namespace");
+	else if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		snprintf(why, sizeof(why), "could not mount /proc: %s", strerror(errno));
+	if (!why[0])
+		return 1;
+	char q[200];
+	rv_log_warn("no PID namespace for the job: what its workers start may outlive a kill -9 "
+		    "of rover-run",
+		    "reason=%s", rv_log_q(q, sizeof(q), why));
+	*code = PIDNS_EXIT_NONE;
+	return 0;
 }
 
 int pidns_run(char **argv, pid_t *job_pid, int *code)
