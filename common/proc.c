@@ -435,12 +435,14 @@ static int reap_stray(pid_t pid, const pid_t *keep, int nkeep)
 	return si.si_pid == pid;
 }
 
-int rv_proc_reap_strays(const pid_t *keep, int nkeep)
+/* Our children (every thread's), from /proc/self/task/<tid>/children, up
+ * to max into out: the count, or a negative errno (-ENOSYS: no such list). */
+static int children_list(pid_t *out, int max)
 {
 	DIR *d = opendir("/proc/self/task");
 	if (!d)
 		return -errno;
-	int reaped = 0, r = 0;
+	int n = 0, r = 0;
 	struct dirent *de;
 	while ((de = readdir(d))) {
 		if (de->d_name[0] == '.')
@@ -455,13 +457,44 @@ int rv_proc_reap_strays(const pid_t *keep, int nkeep)
 		char word[24];
 		while (fscanf(f, "%23s", word) == 1) {
 			int64_t pid;
-			if (rv_parse_i64(word, 1, INT32_MAX, &pid) == 0)
-				reaped += reap_stray((pid_t)pid, keep, nkeep);
+			if (n < max && rv_parse_i64(word, 1, INT32_MAX, &pid) == 0)
+				out[n++] = (pid_t)pid;
 		}
 		fclose(f);
 	}
 	closedir(d);
-	return reaped > 0 || r == 0 ? reaped : r;
+	return n > 0 || r == 0 ? n : r;
+}
+
+int rv_proc_reap_strays(const pid_t *keep, int nkeep)
+{
+	pid_t kids[512];
+	int n = children_list(kids, 512), reaped = 0;
+	if (n < 0)
+		return n;
+	for (int i = 0; i < n; i++)
+		reaped += reap_stray(kids[i], keep, nkeep);
+	return reaped;
+}
+
+int rv_proc_kill_strays(int timeout_ms)
+{
+	int64_t deadline = mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+	for (;;) {
+		pid_t kids[512];
+		int n = children_list(kids, 512);
+		if (n <= 0)
+			return n;
+		/* ours and unreaped (a zombie at worst): the pid is still theirs */
+		for (int i = 0; i < n; i++)
+			kill(kids[i], SIGKILL);
+		for (int i = 0; i < n; i++)
+			reap_stray(kids[i], NULL, 0);
+		if (mono_ms() >= deadline)
+			return -ETIMEDOUT;
+		struct timespec ts = { 0, 5 * 1000000L };
+		nanosleep(&ts, NULL);
+	}
 }
 
 /* A wait status from waitid's siginfo, as waitpid would give it. */
