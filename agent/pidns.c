@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,22 @@
 #define PIDNS_ENV_PID   "ROVER_RUN_PID"
 /* a stage could not do its part: never a job's code (0, 1, 2, 128+N) */
 #define PIDNS_EXIT_NONE 3
+#define PIDNS_NONE_MSG                                                                             \
+	"no PID namespace for the job: what its workers start may outlive a kill -9 of "           \
+	"rover-run"
+
+/* Block SIGINT and SIGTERM (and SIGCHLD when chld), the old mask into *old
+ * (may be NULL). */
+static void block_signals(bool chld, sigset_t *old)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	if (chld)
+		sigaddset(&set, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &set, old);
+}
 
 /* Write text to path (a /proc/self file of the user namespace). */
 static int write_file(const char *path, const char *text)
@@ -76,17 +93,19 @@ static int make_ns(char *why, size_t size)
 	if (unshare(CLONE_NEWPID | CLONE_NEWNS) < 0) {
 		int e = errno;
 		if (unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS) < 0) {
+			int eu = errno;
 			snprintf(why, size, "unshare: %s; with a user namespace: %s", strerror(e),
-				 strerror(errno));
-			return -errno;
+				 strerror(eu));
+			return -eu;
 		}
 		int r = map_ids(uid, gid, why, size);
 		if (r < 0)
 			return r;
 	}
 	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0) {
-		snprintf(why, size, "could not make the mounts private: %s", strerror(errno));
-		return -errno;
+		int e = errno;
+		snprintf(why, size, "could not make the mounts private: %s", strerror(e));
+		return -e;
 	}
 	return 0;
 }
@@ -128,7 +147,7 @@ static int stage_spawn_wait(char **argv, const char *stage, pid_t outer, int *co
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGCHLD);
-	int st = 0;
+	int st = 0; /* SIGCHLD only wakes the wait: rv_proc_wait reaps */
 	while ((r = rv_proc_wait(&p, 0, &st)) == -ETIMEDOUT) {
 		struct timespec tick = { 1, 0 };
 		int sig = sigtimedwait(&set, NULL, &tick);
@@ -146,20 +165,13 @@ static int stage_spawn_wait(char **argv, const char *stage, pid_t outer, int *co
 static int stage_ns(char **argv, pid_t outer, int *code)
 {
 	char why[300] = "";
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &set, NULL);
+	block_signals(true, NULL);
 	int r = make_ns(why, sizeof(why));
 	if (r == 0 && (r = stage_spawn_wait(argv, "init", outer, code)) < 0)
 		snprintf(why, sizeof(why), "could not start pid 1: %s", strerror(-r));
 	if (r < 0) {
 		char q[340];
-		rv_log_warn("no PID namespace for the job: what its workers start may outlive a "
-			    "kill -9 of rover-run",
-			    "reason=%s", rv_log_q(q, sizeof(q), why));
+		rv_log_warn(PIDNS_NONE_MSG, "reason=%s", rv_log_q(q, sizeof(q), why));
 		*code = PIDNS_EXIT_NONE;
 	}
 	return 0;
@@ -169,11 +181,7 @@ static int stage_ns(char **argv, pid_t outer, int *code)
  * 1 never gets a signal it leaves at its default action). */
 static int stage_init(int *code)
 {
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigprocmask(SIG_BLOCK, &set, NULL);
+	block_signals(false, NULL);
 	char why[160] = "";
 	if (getpid() != 1)
 		snprintf(why, sizeof(why), "not pid 1 of the new namespace");
@@ -182,9 +190,7 @@ static int stage_init(int *code)
 	if (!why[0])
 		return 1;
 	char q[200];
-	rv_log_warn("no PID namespace for the job: what its workers start may outlive a kill -9 "
-		    "of rover-run",
-		    "reason=%s", rv_log_q(q, sizeof(q), why));
+	rv_log_warn(PIDNS_NONE_MSG, "reason=%s", rv_log_q(q, sizeof(q), why));
 	*code = PIDNS_EXIT_NONE;
 	return 0;
 }
@@ -212,19 +218,14 @@ int pidns_run(char **argv, pid_t *job_pid, int *code)
 			    "by=%s=0", PIDNS_ENV_OFF);
 		return 1;
 	}
-	sigset_t set, old;
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &set, &old);
+	sigset_t old;
+	block_signals(true, &old);
 	int r = stage_spawn_wait(argv, "ns", (pid_t)getpid(), code);
 	if (r == 0 && *code != PIDNS_EXIT_NONE)
 		return 0;
 	if (r < 0)
-		rv_log_warn("no PID namespace for the job: what its workers start may outlive a "
-			    "kill -9 of rover-run",
-			    "reason=\"could not run rover-run again: %s\"", strerror(-r));
+		rv_log_warn(PIDNS_NONE_MSG, "reason=\"could not run rover-run again: %s\"",
+			    strerror(-r));
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	*code = 0;
 	return 1;
