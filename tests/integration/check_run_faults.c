@@ -88,11 +88,12 @@ START_TEST(test_final_failure_summary)
 }
 END_TEST
 
-/* Start script with two workers and wait until both printed "ready". */
-static void start_ready(struct rv_test_run *r, const char *script)
+/* Start script with two workers (env: more of rover-run's environment, may
+ * be NULL) and wait until both printed "ready". */
+static void start_ready(struct rv_test_run *r, const char *script, const char *const *env)
 {
 	const char *args[] = { "--standalone", "--nproc-per-node", "2", NULL };
-	ck_assert_int_eq(rv_test_run_script(r, "ready.py", script, args, NULL), 0);
+	ck_assert_int_eq(rv_test_run_script(r, "ready.py", script, args, env), 0);
 	ck_assert(rv_test_run_wait_for(r, 1, "[rank1]:ready", 60000));
 	ck_assert(rv_test_run_wait_for(r, 1, "[rank0]:ready", 60000));
 }
@@ -120,11 +121,11 @@ static int kill_left(const struct rv_test_pid *tree, int n)
 	return left;
 }
 
-static void stop_leaves_nothing(int sig)
+static void stop_leaves_nothing(int sig, const char *const *env)
 {
 	struct rv_test_run r;
 	struct rv_test_pid tree[64];
-	start_ready(&r, rv_test_orphans_script);
+	start_ready(&r, rv_test_orphans_script, env);
 	int n = job_tree(&r, tree, 64);
 	ck_assert_int_eq(rv_test_run_signal(&r, sig), 0);
 	free(rv_test_run_expect_exit(&r, 128 + sig, 30000));
@@ -135,13 +136,23 @@ static void stop_leaves_nothing(int sig)
 
 START_TEST(test_sigint_leaves_no_process)
 {
-	stop_leaves_nothing(SIGINT);
+	stop_leaves_nothing(SIGINT, NULL);
 }
 END_TEST
 
 START_TEST(test_sigterm_leaves_no_process)
 {
-	stop_leaves_nothing(SIGTERM);
+	stop_leaves_nothing(SIGTERM, NULL);
+}
+END_TEST
+
+/* Without the PID namespace (where none can be made) a child that left its
+ * worker's process group is still stopped: rover-run is a child subreaper
+ * and kills what was reparented to it before it exits. */
+START_TEST(test_sigterm_without_pid_namespace_leaves_no_process)
+{
+	const char *off[] = { "ROVER_PIDNS=0", NULL };
+	stop_leaves_nothing(SIGTERM, off);
 }
 END_TEST
 
@@ -152,7 +163,7 @@ START_TEST(test_kill9_of_rover_run_leaves_no_process)
 {
 	struct rv_test_run r;
 	struct rv_test_pid tree[64];
-	start_ready(&r, rv_test_orphans_script);
+	start_ready(&r, rv_test_orphans_script, NULL);
 	int n = job_tree(&r, tree, 64);
 	ck_assert_int_eq(rv_test_run_signal(&r, SIGKILL), 0);
 	rv_test_run_wait(&r, 10000);
@@ -377,6 +388,37 @@ START_TEST(test_error_file)
 }
 END_TEST
 
+/* In the job's PID namespace the worker's parent, rover-run, is pid 1, and
+ * /proc names it under that pid (a /proc of the namespace); with
+ * ROVER_PIDNS=0, which rover-run logs, it has its pid on the host. */
+START_TEST(test_pid_namespace_and_its_opt_out)
+{
+	const char *args[] = { "--standalone",
+			       "--no-python",
+			       "/bin/sh",
+			       "-c",
+			       "echo ppid=$PPID; cat /proc/$PPID/comm",
+			       NULL };
+	for (int off = 0; off < 2; off++) {
+		struct rv_test_run r;
+		ck_assert_int_eq(rv_test_run_init(&r), 0);
+		const char *env[] = { off ? "ROVER_PIDNS=0" : "ROVER_PIDNS=1", NULL };
+		ck_assert_int_eq(rv_test_run_start(&r, args, env), 0);
+		char *err = rv_test_run_expect_exit(&r, 0, 30000);
+		char *out = rv_test_run_output(&r, 1);
+		ck_assert_msg(strstr(out, "[rank0]:rover-run\n"), "%s", out);
+		bool one = strstr(out, "[rank0]:ppid=1\n") != NULL;
+		if (off)
+			ck_assert_msg(!one && strstr(err, "PID namespace off"), "%s\n%s", out, err);
+		else
+			ck_assert_msg(one && !strstr(err, "no PID namespace"), "%s\n%s", out, err);
+		free(out);
+		free(err);
+		rv_test_run_end(&r);
+	}
+}
+END_TEST
+
 START_TEST(test_bad_flag_exit_2)
 {
 	struct rv_test_run r;
@@ -413,12 +455,14 @@ static Suite *run_faults_suite(void)
 	tcase_add_test(tc, test_final_failure_summary);
 	tcase_add_test(tc, test_sigint_leaves_no_process);
 	tcase_add_test(tc, test_sigterm_leaves_no_process);
+	tcase_add_test(tc, test_sigterm_without_pid_namespace_leaves_no_process);
 	tcase_add_test(tc, test_kill9_of_rover_run_leaves_no_process);
 	tcase_add_test(tc, test_hang_restarts_then_fails);
 	tcase_add_test(tc, test_log_dir_and_redirects);
 	tcase_add_test(tc, test_torchrun_environment_and_filter);
 	tcase_add_test(tc, test_error_file);
 	tcase_add_test(tc, test_bad_flag_exit_2);
+	tcase_add_test(tc, test_pid_namespace_and_its_opt_out);
 	suite_add_tcase(s, tc);
 	return s;
 }
