@@ -468,7 +468,7 @@ static int children_list(pid_t *out, int max)
 
 int rv_proc_reap_strays(const pid_t *keep, int nkeep)
 {
-	pid_t kids[512];
+	pid_t kids[512] = { 0 };
 	int n = children_list(kids, 512), reaped = 0;
 	if (n < 0)
 		return n;
@@ -481,7 +481,7 @@ int rv_proc_kill_strays(int timeout_ms)
 {
 	int64_t deadline = mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
 	for (;;) {
-		pid_t kids[512];
+		pid_t kids[512] = { 0 };
 		int n = children_list(kids, 512);
 		if (n <= 0)
 			return n;
