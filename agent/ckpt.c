@@ -605,7 +605,7 @@ int ckpt_begin(struct ckpt *c, const struct flags *f, bool private_master,
 	else if (f->rdzv_id[0] && strcmp(f->rdzv_id, "none") != 0)
 		snprintf(job, sizeof(job), "%s", f->rdzv_id);
 	else if (private_master)
-		snprintf(job, sizeof(job), "rover-run-%d", (int)getpid());
+		snprintf(job, sizeof(job), "rover-run-%d", (int)f->pid);
 	else {
 		struct rv_job_status js;
 		int rc = rv_master_job(mc, &js, err);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "flags.h"
 #include "parse.h"
@@ -392,6 +393,7 @@ void flags_init(struct flags *f)
 	memset(f, 0, sizeof(*f));
 	f->nnodes_min = f->nnodes_max = 1;
 	f->nproc = 1;
+	f->pid = getpid();
 	snprintf(f->rdzv_backend, sizeof(f->rdzv_backend), "static");
 	snprintf(f->rdzv_id, sizeof(f->rdzv_id), "none");
 	f->rdzv_join_timeout_s = 600;

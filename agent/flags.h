@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "err.h"
 
@@ -56,6 +57,9 @@ struct flags {
 	int netcheck_mb;             /* netcheck_mb of --rdzv-conf; default 4 */
 	bool standalone;
 	bool standalone_dropped_endpoint; /* --standalone ignored --rdzv-endpoint */
+	/* not a flag: rover-run's pid as its caller knows it (main sets it; in
+	 * the job's PID namespace getpid() is 1), for names unique per host */
+	pid_t pid;
 	int max_restarts;        /* default 0 */
 	double monitor_interval; /* seconds between usage reports; default 5 */
 	char start_method[16];   /* spawn, fork or forkserver (accepted) */

@@ -1,13 +1,15 @@
 /*
  * main.c: rover-run's entry point: parse torchrun's command line
- * (flags.c; exit 2 on a bad one), set up logging (ROVER_LOG_LEVEL), and
- * run the job (run.c), whose result is the exit code.
+ * (flags.c; exit 2 on a bad one), set up logging (ROVER_LOG_LEVEL), put
+ * the job in a PID namespace of its own (pidns.c), and run the job (run.c),
+ * whose result is the exit code.
  */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "flags.h"
 #include "log.h"
+#include "pidns.h"
 #include "run.h"
 
 int main(int argc, char **argv)
@@ -34,6 +36,11 @@ int main(int argc, char **argv)
 		return RUN_EXIT_USAGE;
 	}
 	rv_log_setup("run", level);
+	/* the job runs in a PID namespace, below this process when one could
+	 * be made (pidns.h) */
+	int code;
+	if (pidns_run(argv, &f.pid, &code) == 0)
+		return code;
 	if (f.standalone_dropped_endpoint)
 		rv_log_warn("--standalone starts its own master: --rdzv-endpoint ignored",
 			    "flag=%s", "--rdzv-endpoint");

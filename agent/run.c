@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
@@ -1056,7 +1057,7 @@ static int setup(struct run *r, struct rv_err *err)
 	if (name && name[0])
 		snprintf(r->node, sizeof(r->node), "%s", name);
 	else
-		snprintf(r->node, sizeof(r->node), "%.40s-%d", host, (int)getpid());
+		snprintf(r->node, sizeof(r->node), "%.40s-%d", host, (int)f->pid);
 	/* a DNS-1123 label, as the master wants names */
 	for (char *c = r->node; *c; c++)
 		if (*c >= 'A' && *c <= 'Z')
@@ -1115,6 +1116,9 @@ static int setup(struct run *r, struct rv_err *err)
 	sigaddset(&sigs, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	/* orphans of the workers come to us, for teardown's rv_proc_kill_strays */
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+		rv_log_warn("could not become a child subreaper", "reason=\"%s\"", strerror(errno));
 	r->sigfd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC);
 	r->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	r->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -1161,6 +1165,13 @@ static void teardown(struct run *r)
 	rv_master_client_free(r->hb);
 	if (r->have_sa)
 		standalone_stop(&r->sa);
+	/* What the workers started and left behind (a child in a session of
+	 * its own) was reparented here: in the job's PID namespace it would
+	 * die with us anyway, without one this is the last look at it. */
+	int k = rv_proc_kill_strays(RUN_STOP_GRACE_MS);
+	if (k < 0)
+		rv_log_warn("could not stop every process the workers left", "reason=\"%s\"",
+			    strerror(-k));
 	if (r->epfd >= 0)
 		close(r->epfd);
 	if (r->tfd >= 0)

@@ -177,7 +177,7 @@ static int close_others(const int *keep, int nkeep)
 
 /* src[i] >= 0: the fd to put on i; -1: leave i alone; -2: dup 1 onto 2. */
 __attribute__((noreturn)) static void child_run(const struct rv_proc_opts *o, int src[3], int errfd,
-						pid_t parent, char *const *envp)
+						pid_t parent, int parent_fd, char *const *envp)
 {
 	/* Handlers back to default while every signal is still blocked.  Only
 	 * 1..31: glibc uses real-time signals of its own. */
@@ -232,11 +232,15 @@ __attribute__((noreturn)) static void child_run(const struct rv_proc_opts *o, in
 			child_fail(errfd, errno);
 	}
 	/* After the id change, which clears the death signal.  The parent may
-	 * have died before prctl: then nobody will send it, so look. */
+	 * have died before prctl: then nobody will send it, so look.  pid 1 of
+	 * a new PID namespace sees its parent as 0, then and after: its pidfd
+	 * says whether it still runs. */
 	if (o->pdeathsig) {
 		if (prctl(PR_SET_PDEATHSIG, o->pdeathsig) < 0)
 			child_fail(errfd, errno);
-		if (getppid() != parent)
+		pid_t pp = getppid();
+		struct pollfd pf = { .fd = parent_fd, .events = POLLIN };
+		if (pp != parent && !(pp == 0 && parent_fd >= 0 && poll(&pf, 1, 0) == 0))
 			child_fail(errfd, ESRCH);
 	}
 	if (o->cwd && chdir(o->cwd) < 0)
@@ -345,14 +349,18 @@ int rv_proc_spawn(struct rv_proc *p, const struct rv_proc_opts *o)
 		goto fail;
 
 	pid_t parent = getpid();
+	/* readable once we exited: what the child looks at when its getppid()
+	 * cannot name us (it is pid 1 of a new PID namespace) */
+	int parent_fd = o->pdeathsig ? (int)syscall(SYS_pidfd_open, parent, 0) : -1;
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pid_t pid = fork();
 	if (pid == 0)
-		child_run(o, src, ep[1], parent, envp);
+		child_run(o, src, ep[1], parent, parent_fd, envp);
 	int fork_errno = errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	close_fd(&parent_fd);
 	for (int i = 0; i < 3; i++)
 		close_fd(&child_end[i]);
 	close_fd(&ep[1]);
@@ -427,12 +435,14 @@ static int reap_stray(pid_t pid, const pid_t *keep, int nkeep)
 	return si.si_pid == pid;
 }
 
-int rv_proc_reap_strays(const pid_t *keep, int nkeep)
+/* Our children (every thread's), from /proc/self/task/<tid>/children, up
+ * to max into out: the count, or a negative errno (-ENOSYS: no such list). */
+static int children_list(pid_t *out, int max)
 {
 	DIR *d = opendir("/proc/self/task");
 	if (!d)
 		return -errno;
-	int reaped = 0, r = 0;
+	int n = 0, r = 0;
 	struct dirent *de;
 	while ((de = readdir(d))) {
 		if (de->d_name[0] == '.')
@@ -447,13 +457,44 @@ int rv_proc_reap_strays(const pid_t *keep, int nkeep)
 		char word[24];
 		while (fscanf(f, "%23s", word) == 1) {
 			int64_t pid;
-			if (rv_parse_i64(word, 1, INT32_MAX, &pid) == 0)
-				reaped += reap_stray((pid_t)pid, keep, nkeep);
+			if (n < max && rv_parse_i64(word, 1, INT32_MAX, &pid) == 0)
+				out[n++] = (pid_t)pid;
 		}
 		fclose(f);
 	}
 	closedir(d);
-	return reaped > 0 || r == 0 ? reaped : r;
+	return n > 0 || r == 0 ? n : r;
+}
+
+int rv_proc_reap_strays(const pid_t *keep, int nkeep)
+{
+	pid_t kids[512] = { 0 };
+	int n = children_list(kids, 512), reaped = 0;
+	if (n < 0)
+		return n;
+	for (int i = 0; i < n; i++)
+		reaped += reap_stray(kids[i], keep, nkeep);
+	return reaped;
+}
+
+int rv_proc_kill_strays(int timeout_ms)
+{
+	int64_t deadline = mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+	for (;;) {
+		pid_t kids[512] = { 0 };
+		int n = children_list(kids, 512);
+		if (n <= 0)
+			return n;
+		/* ours and unreaped (a zombie at worst): the pid is still theirs */
+		for (int i = 0; i < n; i++)
+			kill(kids[i], SIGKILL);
+		for (int i = 0; i < n; i++)
+			reap_stray(kids[i], NULL, 0);
+		if (mono_ms() >= deadline)
+			return -ETIMEDOUT;
+		struct timespec ts = { 0, 5 * 1000000L };
+		nanosleep(&ts, NULL);
+	}
 }
 
 /* A wait status from waitid's siginfo, as waitpid would give it. */

@@ -6,7 +6,8 @@
  * around fork(); the child resets handlers 1..31 to default, clears its
  * mask, joins a new process group (or session), drops to uid/gid when asked,
  * sets PR_SET_PDEATHSIG when asked and then checks that its parent is still
- * the process that forked it, puts the asked-for fds on 0/1/2, closes every
+ * the process that forked it (pid 1 of a new PID namespace, whose getppid()
+ * is 0, by the parent's pidfd), puts the asked-for fds on 0/1/2, closes every
  * other fd, and execs.  A failed exec comes back as the call's -errno through
  * a close-on-exec pipe, so "command not found" is a return value, not an exit
  * code.  The child is reaped through a pidfd: poll-able, and a pid is never
@@ -59,7 +60,7 @@ enum rv_proc_group {
 	RV_PROC_SAME_GROUP,    /* stay in the parent's group: kill reaches the leader only */
 };
 
-#define RV_PROC_MAX_KEEP 8
+#define RV_PROC_MAX_KEEP    8
 #define RV_PROC_MAX_CGROUPS 4
 #define RV_PROC_MAX_RLIMITS 4
 
@@ -142,6 +143,14 @@ int rv_proc_adopt(struct rv_proc *p, pid_t pid, pid_t pgid);
  * child still running is left alone.  Returns how many were reaped, or a
  * negative errno (-ENOSYS: the kernel has no such list). */
 int rv_proc_reap_strays(const pid_t *keep, int nkeep);
+
+/* SIGKILL every child of this process and reap it, then those reparented
+ * here meanwhile (a child subreaper gets its children's orphans), until
+ * none is left or timeout_ms passed.  For the end of a supervisor, once
+ * every child it reaps itself is reaped: nothing is kept.  Returns 0 once
+ * none is left, -ETIMEDOUT when some still were, or -ENOSYS as
+ * rv_proc_reap_strays. */
+int rv_proc_kill_strays(int timeout_ms);
 
 /* Wait up to timeout_ms (< 0: forever, 0: just look) for the child to exit
  * and reap it.  Returns 0 with *status (may be NULL) the wait status, also on

@@ -110,6 +110,32 @@ def rover_breakdown(err, kill_t, first_step, pg_t, start_t):
     }
 
 
+def host_pid(root, pid):
+    """The pid here of the process below root whose own pid is pid: rover-run's
+    job has a PID namespace of its own, whose pids its workers print (the last
+    of NSpid in /proc/PID/status); torchrun's workers print the same."""
+    kids = {}
+    for s in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            with open(s) as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        kids.setdefault(ppid, []).append(int(s.split("/")[2]))
+    todo = [root]
+    while todo:
+        for c in kids.get(todo.pop(), []):
+            try:
+                with open("/proc/%d/status" % c) as f:
+                    ns = [l.split()[1:] for l in f if l.startswith("NSpid:")]
+            except OSError:
+                continue
+            if ns and ns[0] and int(ns[0][-1]) == pid:
+                return c
+            todo.append(c)
+    return pid
+
+
 def one(kind, i):
     d = tempfile.mkdtemp(prefix="rv-bench-recovery-")
     env = dict(os.environ)
@@ -133,6 +159,7 @@ def one(kind, i):
             time.sleep(0.05)
         if not victim:
             raise RuntimeError("%s: no warm-up within 180 s:\n%s" % (kind, text(d)[-3000:]))
+        victim = host_pid(p.pid, victim)
         kill_t = time.time()
         os.kill(victim, signal.SIGKILL)
         first = None

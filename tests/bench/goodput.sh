@@ -41,10 +41,34 @@ def lines():
         return []
 
 
+def host_pid(pid):
+    """The pid here of the process below rover-run whose pid in the job's PID
+    namespace (the one rover-run logs) is pid: the last of NSpid."""
+    kids = {}
+    for s in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/stat" % s) as f:
+                kids.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(s))
+        except (OSError, IndexError, ValueError):
+            continue
+    todo = [run.pid]
+    while todo:
+        for c in kids.get(todo.pop(), []):
+            try:
+                with open("/proc/%d/status" % c) as f:
+                    ns = [l.split()[1:] for l in f if l.startswith("NSpid:")]
+            except OSError:
+                continue
+            if ns and ns[0] and int(ns[0][-1]) == pid:
+                return c
+            todo.append(c)
+    return None
+
+
 def worker(rank):
     with open(d + "/err") as f:
         pids = [int(m.group(2)) for m in STARTED.finditer(f.read()) if int(m.group(1)) == rank]
-    return pids[-1] if pids else None
+    return host_pid(pids[-1]) if pids else None
 
 
 # the first load: the job is up (the one cold start is not measured)

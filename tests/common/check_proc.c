@@ -9,6 +9,7 @@
  * `sleep 30` with that death signal, prints its pid and exits.
  */
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -296,6 +297,26 @@ START_TEST(test_pdeathsig)
 }
 END_TEST
 
+/* The first child after unshare(CLONE_NEWPID) is pid 1 of the new
+ * namespace, where getppid() says 0 whether the parent lives or not: a
+ * death signal still starts it (the parent is checked through a pidfd). */
+START_TEST(test_pdeathsig_pid1_of_a_new_namespace)
+{
+	if (unshare(CLONE_NEWPID) < 0 && unshare(CLONE_NEWUSER | CLONE_NEWPID) < 0) {
+		fprintf(stderr, "no PID namespace here (%s): not tested\n", strerror(errno));
+		return;
+	}
+	const char *argv[] = { "sh", "-c", "echo $$ $PPID", NULL };
+	struct rv_proc_opts o = { .argv = argv, .pdeathsig = SIGKILL };
+	struct rv_buf out = { 0 };
+	int st = -1;
+	ck_assert_int_eq(rv_proc_run(&o, 5000, &st, &out), 0);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	ck_assert_str_eq(out.data ? out.data : "", "1 0\n");
+	rv_buf_release(&out);
+}
+END_TEST
+
 static int count_fds_once(pid_t pid, int *has)
 {
 	char path[64];
@@ -563,6 +584,40 @@ START_TEST(test_adopt_reparented_orphan)
 }
 END_TEST
 
+/* An orphan in a session of its own comes back to us as subreaper, with a
+ * child of its own: both killed and reaped, none left. */
+START_TEST(test_kill_strays)
+{
+	ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+	const char *argv[] = { "sh", "-c",
+			       "setsid sh -c 'sleep 300 & wait' </dev/null >/dev/null 2>&1 & "
+			       "echo $!",
+			       NULL };
+	struct rv_buf out = { 0 };
+	ck_assert_int_eq(run_capture(argv, &out), 0);
+	pid_t orphan = (pid_t)atoi(out.data ? out.data : "0");
+	rv_buf_release(&out);
+	ck_assert_int_gt(orphan, 0);
+	ck_assert_int_eq(kill(orphan, 0), 0);
+	ck_assert_int_eq(rv_proc_kill_strays(5000), 0);
+	ck_assert_int_eq(kill(orphan, 0), -1); /* killed and reaped */
+	ck_assert_int_eq(rv_proc_reap_strays(NULL, 0), 0);
+	DIR *d = opendir("/proc/self/task");
+	ck_assert_ptr_nonnull(d);
+	for (struct dirent *e; (e = readdir(d));) {
+		char path[300], buf[64] = "";
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/children", e->d_name);
+		FILE *f = fopen(path, "r");
+		ck_assert_ptr_nonnull(f);
+		ck_assert_msg(!fgets(buf, sizeof(buf), f), "children left: %s", buf);
+		fclose(f);
+	}
+	closedir(d);
+}
+END_TEST
+
 START_TEST(test_reap_strays_spares_the_kept)
 {
 	/* Two orphans come back to us as subreaper, and a child of our own
@@ -630,6 +685,7 @@ static Suite *proc_suite(void)
 	tcase_add_test(tc, test_group_kill_reaches_grandchild);
 	tcase_add_test(tc, test_same_group_kill_spares_grandchild);
 	tcase_add_test(tc, test_pdeathsig);
+	tcase_add_test(tc, test_pdeathsig_pid1_of_a_new_namespace);
 	tcase_add_test(tc, test_no_fd_leaks);
 	tcase_add_test(tc, test_child_signal_state_reset);
 	tcase_add_test(tc, test_output_capture);
@@ -638,6 +694,7 @@ static Suite *proc_suite(void)
 	tcase_add_test(tc, test_cgroup_join_and_rlimit);
 	tcase_add_test(tc, test_adopt_reparented_orphan);
 	tcase_add_test(tc, test_reap_strays_spares_the_kept);
+	tcase_add_test(tc, test_kill_strays);
 	tcase_add_test(tc, test_exe_relative);
 	suite_add_tcase(s, tc);
 	return s;

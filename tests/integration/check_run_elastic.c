@@ -7,8 +7,9 @@
  * rover-run and workers gone) shrinks it back to two, and the two that are
  * left finish.  Then rover-run as the node program of the master's local
  * scheduler: its rover-run killed with -9, the node manager relaunches the
- * node with the same rank and the job succeeds.  Needs /usr/bin/python3
- * with torch.
+ * node with the same rank and the job succeeds; and killed with -9 while
+ * its workers run processes of their own, none of those left 2 s later.
+ * Needs /usr/bin/python3 with torch.
  */
 #include <limits.h>
 #include <signal.h>
@@ -274,6 +275,83 @@ START_TEST(test_agent_kill9_relaunched_same_rank)
 }
 END_TEST
 
+/* rover-run as the master's node program (local scheduler, no cgroups),
+ * its workers starting processes of their own (one in a session of its
+ * own, DataLoader workers): a kill -9 of that rover-run leaves none of them
+ * 2 s later. */
+START_TEST(test_agent_kill9_leaves_no_process)
+{
+	char bin[PATH_MAX], run[PATH_MAX + 16], script[400];
+	const char *dir = getenv("ROVER_BIN_DIR") ? getenv("ROVER_BIN_DIR") : "build/bin";
+	ck_assert_ptr_nonnull(realpath(dir, bin));
+	snprintf(run, sizeof(run), "%s/rover-run", bin);
+	struct rv_test_run tmp; /* a temp folder for the script */
+	ck_assert_int_eq(rv_test_run_init(&tmp), 0);
+	ck_assert_int_eq(rv_test_run_file(&tmp, "orphans.py", rv_test_orphans_script, script,
+					  sizeof(script)),
+			 0);
+	char *spec = NULL;
+	ck_assert_int_ge(
+		asprintf(&spec,
+			 "{\"apiVersion\":\"elastic.rover.dev/v1alpha1\",\"kind\":\"ElasticJob\","
+			 "\"metadata\":{\"name\":\"agent-orphans\"},"
+			 "\"spec\":{\"distributionStrategy\":\"AllreduceStrategy\","
+			 "\"optimizeMode\":\"manual\","
+			 "\"replicaSpecs\":{\"worker\":{\"replicas\":1,\"minReplicas\":1,"
+			 "\"maxReplicas\":1,\"restartCount\":0,\"command\":[\"%s\","
+			 "\"--nproc-per-node\",\"2\",\"%s\"]}},"
+			 "\"datasets\":[{\"name\":\"d\",\"size\":64,\"shardSize\":64}]}}",
+			 run, script),
+		0);
+	struct rv_test_master m;
+	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
+	free(spec);
+	setenv("PYTHON_EXEC", "/usr/bin/python3", 1); /* the node inherits it */
+	/* no cgroups: in one the scheduler kills what a dead node left (what
+	 * a master without a writable cgroup tree cannot), and this is about
+	 * rover-run's own guarantee */
+	const char *margs[] = { "--scheduler",   "local",  "--linger-s", "1",
+				"--node-limits", "rlimit", NULL };
+	ck_assert_int_eq(rv_test_master_start(&m, margs), 0);
+	struct rv_master_client *c = rv_test_master_client(&m);
+	ck_assert_ptr_nonnull(c);
+	char log[600];
+	snprintf(log, sizeof(log), "%s/nodes/worker-0.log", m.state);
+	bool ready = false;
+	for (int64_t until = rv_mono_ms() + 120000; !ready && rv_mono_ms() < until;) {
+		char *t = rv_test_read_file(log);
+		ready = t && strstr(t, "[rank0]:ready") && strstr(t, "[rank1]:ready");
+		free(t);
+		if (!ready)
+			usleep(100 * 1000);
+	}
+	ck_assert_msg(ready, "the workers never got ready (see %s)", log);
+	static struct rv_job_status js;
+	ck_assert_int_eq(rv_master_job(c, &js, NULL), 0);
+	const struct rv_node_status *n0 = node_named(&js, "worker-0");
+	ck_assert_ptr_nonnull(n0);
+	ck_assert_int_gt(n0->pid, 0);
+	struct rv_test_pid tree[64];
+	int n = rv_test_proc_tree(n0->pid, tree, 64), setsid = 0;
+	for (int i = 1; i < n; i++)
+		setsid += tree[i].sid == tree[i].pid;
+	ck_assert_int_ge(n, 7); /* rover-run, 2 workers, 2 sleeps, 2 DataLoader workers */
+	ck_assert_int_ge(setsid, 1);
+
+	ck_assert_int_eq(kill(n0->pid, SIGKILL), 0);
+	usleep(2000 * 1000);
+	int left = rv_test_proc_alive(tree, n);
+	for (int i = 0; i < n; i++)
+		if (rv_test_proc_alive(&tree[i], 1))
+			kill(tree[i].pid, SIGKILL); /* a failing run's */
+	ck_assert_msg(left == 0, "%d of %d process(es) of the node left 2 s after kill -9", left,
+		      n);
+	rv_master_client_free(c);
+	rv_test_master_cleanup(&m);
+	rv_test_run_cleanup(&tmp);
+}
+END_TEST
+
 static Suite *run_elastic_suite(void)
 {
 	Suite *s = suite_create("run_elastic");
@@ -281,6 +359,7 @@ static Suite *run_elastic_suite(void)
 	tcase_set_timeout(tc, 360);
 	tcase_add_test(tc, test_nnodes_1_3_join_late_and_leave);
 	tcase_add_test(tc, test_agent_kill9_relaunched_same_rank);
+	tcase_add_test(tc, test_agent_kill9_leaves_no_process);
 	tcase_add_test(tc, test_finished_node_silence_keeps_the_world);
 	suite_add_tcase(s, tc);
 	return s;

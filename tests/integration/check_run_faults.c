@@ -5,7 +5,8 @@
  * ends with a summary naming each failed rank, its exit code and its
  * stderr; a group silent past --hang-timeout is restarted; SIGINT (Ctrl-C) or SIGTERM to rover-run, and a kill -9 of it,
  * leave no process of the job in the process table (/proc), the workers'
- * own children included where rover-run lives to stop them; --log-dir and
+ * own children included (one in a session of its own, DataLoader workers);
+ * --log-dir and
  * -r put each rank's streams in files; a bad flag is exit 2.
  */
 #include <glob.h>
@@ -87,55 +88,88 @@ START_TEST(test_final_failure_summary)
 }
 END_TEST
 
-/* Each worker starts a child of its own (in its process group) and waits. */
-static const char sleeper[] = "import subprocess, time\n"
-			      "subprocess.Popen(['sleep', '300'])\n"
-			      "print('ready', flush=True)\n"
-			      "time.sleep(300)\n";
-
-/* Start script with two workers and wait until both printed "ready". */
-static void start_ready(struct rv_test_run *r, const char *script)
+/* Start script with two workers (env: more of rover-run's environment, may
+ * be NULL) and wait until both printed "ready". */
+static void start_ready(struct rv_test_run *r, const char *script, const char *const *env)
 {
 	const char *args[] = { "--standalone", "--nproc-per-node", "2", NULL };
-	ck_assert_int_eq(rv_test_run_script(r, "ready.py", script, args, NULL), 0);
-	ck_assert(rv_test_run_wait_for(r, 1, "[rank1]:ready", 30000));
-	ck_assert(rv_test_run_wait_for(r, 1, "[rank0]:ready", 30000));
+	ck_assert_int_eq(rv_test_run_script(r, "ready.py", script, args, env), 0);
+	ck_assert(rv_test_run_wait_for(r, 1, "[rank1]:ready", 60000));
+	ck_assert(rv_test_run_wait_for(r, 1, "[rank0]:ready", 60000));
 }
 
-static void stop_leaves_nothing(int sig)
+/* The processes of the job, with the ones its workers started themselves:
+ * a child in a session of its own among them. */
+static int job_tree(const struct rv_test_run *r, struct rv_test_pid *tree, int max)
+{
+	int n = rv_test_proc_tree(r->proc.pid, tree, max), setsid = 0;
+	for (int i = 1; i < n; i++)
+		setsid += tree[i].sid == tree[i].pid;
+	/* rover-run, 2 workers, their 2 sleeps, 2 DataLoader workers */
+	ck_assert_int_ge(n, 7);
+	ck_assert_int_ge(setsid, 1);
+	return n;
+}
+
+/* SIGKILL what of tree is left (a failing run's), and say how many. */
+static int kill_left(const struct rv_test_pid *tree, int n)
+{
+	int left = rv_test_proc_alive(tree, n);
+	for (int i = 0; i < n && left; i++)
+		if (rv_test_proc_alive(&tree[i], 1))
+			kill(tree[i].pid, SIGKILL);
+	return left;
+}
+
+static void stop_leaves_nothing(int sig, const char *const *env)
 {
 	struct rv_test_run r;
-	start_ready(&r, sleeper);
-	/* two workers, their two sleeps, the private master */
-	ck_assert_int_ge(rv_test_run_tagged(&r), 5);
+	struct rv_test_pid tree[64];
+	start_ready(&r, rv_test_orphans_script, env);
+	int n = job_tree(&r, tree, 64);
 	ck_assert_int_eq(rv_test_run_signal(&r, sig), 0);
 	free(rv_test_run_expect_exit(&r, 128 + sig, 30000));
+	int left = kill_left(tree, n);
+	ck_assert_msg(left == 0, "%d process(es) of the job left after signal %d", left, sig);
 	rv_test_run_end(&r);
 }
 
 START_TEST(test_sigint_leaves_no_process)
 {
-	stop_leaves_nothing(SIGINT);
+	stop_leaves_nothing(SIGINT, NULL);
 }
 END_TEST
 
 START_TEST(test_sigterm_leaves_no_process)
 {
-	stop_leaves_nothing(SIGTERM);
+	stop_leaves_nothing(SIGTERM, NULL);
 }
 END_TEST
 
-START_TEST(test_kill9_of_rover_run_takes_the_workers)
+/* Without the PID namespace (where none can be made) a child that left its
+ * worker's process group is still stopped: rover-run is a child subreaper
+ * and kills what was reparented to it before it exits. */
+START_TEST(test_sigterm_without_pid_namespace_leaves_no_process)
+{
+	const char *off[] = { "ROVER_PIDNS=0", NULL };
+	stop_leaves_nothing(SIGTERM, off);
+}
+END_TEST
+
+/* kill -9 of rover-run: 2 s later nothing of the job runs, not even what a
+ * worker started in a session of its own or a DataLoader's workers (the
+ * kernel ends the job's PID namespace with rover-run). */
+START_TEST(test_kill9_of_rover_run_leaves_no_process)
 {
 	struct rv_test_run r;
-	start_ready(&r, "import time\nprint('ready', flush=True)\ntime.sleep(300)\n");
-	ck_assert_int_ge(rv_test_run_tagged(&r), 3);
+	struct rv_test_pid tree[64];
+	start_ready(&r, rv_test_orphans_script, NULL);
+	int n = job_tree(&r, tree, 64);
 	ck_assert_int_eq(rv_test_run_signal(&r, SIGKILL), 0);
 	rv_test_run_wait(&r, 10000);
-	/* PR_SET_PDEATHSIG: the workers and the private master follow at once */
-	int64_t until = rv_mono_ms() + 5000;
-	while (rv_test_run_tagged(&r) > 0 && rv_mono_ms() < until)
-		usleep(20 * 1000);
+	usleep(2000 * 1000);
+	int left = kill_left(tree, n);
+	ck_assert_msg(left == 0, "%d of %d process(es) of the job left 2 s after kill -9", left, n);
 	rv_test_run_end(&r);
 }
 END_TEST
@@ -354,6 +388,37 @@ START_TEST(test_error_file)
 }
 END_TEST
 
+/* In the job's PID namespace the worker's parent, rover-run, is pid 1, and
+ * /proc names it under that pid (a /proc of the namespace); with
+ * ROVER_PIDNS=0, which rover-run logs, it has its pid on the host. */
+START_TEST(test_pid_namespace_and_its_opt_out)
+{
+	const char *args[] = { "--standalone",
+			       "--no-python",
+			       "/bin/sh",
+			       "-c",
+			       "echo ppid=$PPID; cat /proc/$PPID/comm",
+			       NULL };
+	for (int off = 0; off < 2; off++) {
+		struct rv_test_run r;
+		ck_assert_int_eq(rv_test_run_init(&r), 0);
+		const char *env[] = { off ? "ROVER_PIDNS=0" : "ROVER_PIDNS=1", NULL };
+		ck_assert_int_eq(rv_test_run_start(&r, args, env), 0);
+		char *err = rv_test_run_expect_exit(&r, 0, 30000);
+		char *out = rv_test_run_output(&r, 1);
+		ck_assert_msg(strstr(out, "[rank0]:rover-run\n"), "%s", out);
+		bool one = strstr(out, "[rank0]:ppid=1\n") != NULL;
+		if (off)
+			ck_assert_msg(!one && strstr(err, "PID namespace off"), "%s\n%s", out, err);
+		else
+			ck_assert_msg(one && !strstr(err, "no PID namespace"), "%s\n%s", out, err);
+		free(out);
+		free(err);
+		rv_test_run_end(&r);
+	}
+}
+END_TEST
+
 START_TEST(test_bad_flag_exit_2)
 {
 	struct rv_test_run r;
@@ -390,12 +455,14 @@ static Suite *run_faults_suite(void)
 	tcase_add_test(tc, test_final_failure_summary);
 	tcase_add_test(tc, test_sigint_leaves_no_process);
 	tcase_add_test(tc, test_sigterm_leaves_no_process);
-	tcase_add_test(tc, test_kill9_of_rover_run_takes_the_workers);
+	tcase_add_test(tc, test_sigterm_without_pid_namespace_leaves_no_process);
+	tcase_add_test(tc, test_kill9_of_rover_run_leaves_no_process);
 	tcase_add_test(tc, test_hang_restarts_then_fails);
 	tcase_add_test(tc, test_log_dir_and_redirects);
 	tcase_add_test(tc, test_torchrun_environment_and_filter);
 	tcase_add_test(tc, test_error_file);
 	tcase_add_test(tc, test_bad_flag_exit_2);
+	tcase_add_test(tc, test_pid_namespace_and_its_opt_out);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -146,7 +146,8 @@ START_TEST(test_kill9_worker_restarts_warm)
 	ck_assert_msg(rv_test_run_wait_for(&r, 2, "warm interpreter ready", 60000),
 		      "the warm interpreter never got ready");
 	ck_assert_msg(rv_test_run_wait_for(&r, 1, "[rank1]:step=5 ", 60000), "no step 5");
-	pid_t victim = started_pid(&r, 1);
+	/* the log names the pid in the job's PID namespace */
+	pid_t victim = rv_test_run_host_pid(&r, started_pid(&r, 1));
 	ck_assert_int_gt(victim, 0);
 	ck_assert_int_eq(kill(victim, SIGKILL), 0);
 	char *err = rv_test_run_expect_exit(&r, 0, 60000);

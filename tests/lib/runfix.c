@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,17 @@
 #include "brainfix.h"
 #include "parse.h"
 #include "runfix.h"
+
+const char rv_test_orphans_script[] =
+	"import os, subprocess, sys, time\n"
+	"rank = int(os.environ['RANK'])\n"
+	"subprocess.Popen(['sleep', '300'], start_new_session=rank == 0)\n"
+	"if rank == 1:\n"
+	"    from torch.utils.data import DataLoader\n"
+	"    it = iter(DataLoader(list(range(64)), num_workers=2, persistent_workers=True))\n"
+	"    next(it)\n"
+	"print('ready', flush=True)\n"
+	"time.sleep(300)\n";
 
 int rv_test_run_init(struct rv_test_run *r)
 {
@@ -135,8 +147,8 @@ void rv_test_proc_env(pid_t pid, const char *key, char *out, size_t size)
 		}
 }
 
-/* State and parent of pid from /proc/pid/stat; 0 or -1. */
-static int proc_stat(pid_t pid, char *state, pid_t *ppid)
+/* State, parent and command name of pid from /proc/pid/stat; 0 or -1. */
+static int proc_stat_comm(pid_t pid, char *state, pid_t *ppid, char *comm, size_t size)
 {
 	char path[64], buf[512];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
@@ -149,15 +161,83 @@ static int proc_stat(pid_t pid, char *state, pid_t *ppid)
 		return -1;
 	buf[k] = 0;
 	char *rp = strrchr(buf, ')');
+	char *lp = strchr(buf, '(');
 	int pp;
-	if (!rp || sscanf(rp + 2, "%c %d", state, &pp) != 2)
+	if (!rp || !lp || lp > rp || sscanf(rp + 2, "%c %d", state, &pp) != 2)
 		return -1;
 	*ppid = pp;
+	if (comm)
+		snprintf(comm, size, "%.*s", (int)(rp - lp - 1), lp + 1);
 	return 0;
+}
+
+static int proc_stat(pid_t pid, char *state, pid_t *ppid)
+{
+	return proc_stat_comm(pid, state, ppid, NULL, 0);
+}
+
+/* The child of parent named rover-run (the next stage down), else 0. */
+static pid_t stage_below(pid_t parent)
+{
+	DIR *d = opendir("/proc");
+	pid_t found = 0;
+	for (struct dirent *e; d && !found && (e = readdir(d));) {
+		int64_t pid;
+		char state, comm[32];
+		pid_t ppid;
+		if (rv_parse_i64(e->d_name, 1, 1 << 30, &pid) == 0 &&
+		    proc_stat_comm((pid_t)pid, &state, &ppid, comm, sizeof(comm)) == 0 &&
+		    ppid == parent && state != 'Z' && !strcmp(comm, "rover-run"))
+			found = (pid_t)pid;
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+pid_t rv_test_run_supervisor(const struct rv_test_run *r)
+{
+	pid_t p = r->proc.pid;
+	for (int depth = 0; depth < 2 && p > 0; depth++) {
+		pid_t below = stage_below(p);
+		if (!below)
+			break;
+		p = below;
+	}
+	return p;
+}
+
+/* The last pid of the NSpid line of /proc/pid/status (the pid as its own
+ * namespace knows it); 0 when unreadable. */
+static pid_t ns_pid_of(pid_t pid)
+{
+	char path[64], buf[2048];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t k = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (k <= 0)
+		return 0;
+	buf[k] = 0;
+	char *line = strstr(buf, "NSpid:");
+	if (!line)
+		return pid;
+	char *end = strchr(line, '\n');
+	if (end)
+		*end = 0;
+	char *last = strrchr(line, '\t');
+	char *sp = strrchr(line, ' ');
+	if (!last || (sp && sp > last))
+		last = sp;
+	return last ? (pid_t)atoi(last + 1) : 0;
 }
 
 static int scan(const struct rv_test_run *r, pid_t parent, int rank, pid_t *pids, int max)
 {
+	if (parent > 0 && parent == r->proc.pid)
+		parent = rv_test_run_supervisor(r);
 	DIR *d = opendir("/proc");
 	int n = 0;
 	struct dirent *e;
@@ -197,6 +277,90 @@ static int scan(const struct rv_test_run *r, pid_t parent, int rank, pid_t *pids
 int rv_test_run_workers(const struct rv_test_run *r, pid_t parent, int rank, pid_t *pids, int max)
 {
 	return scan(r, parent, rank, pids, max);
+}
+
+/* Field 22 of /proc/pid/stat (start time, clock ticks after boot) and the
+ * session (field 6); -1 when gone or a zombie. */
+static int64_t proc_start(pid_t pid, pid_t *sid, pid_t *ppid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t k = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (k <= 0)
+		return -1;
+	buf[k] = 0;
+	char *rp = strrchr(buf, ')');
+	char state;
+	int pp, pg, se;
+	long long start;
+	if (!rp ||
+	    sscanf(rp + 2,
+		   "%c %d %d %d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d "
+		   "%*d %lld",
+		   &state, &pp, &pg, &se, &start) != 5 ||
+	    state == 'Z')
+		return -1;
+	if (sid)
+		*sid = se;
+	if (ppid)
+		*ppid = pp;
+	return start;
+}
+
+int rv_test_proc_tree(pid_t root, struct rv_test_pid *out, int max)
+{
+	int n = 0;
+	if (max < 1 || (out[0].start = proc_start(root, &out[0].sid, NULL)) < 0)
+		return 0;
+	out[n++].pid = root;
+	/* breadth first: each pass over /proc adds the children of the known */
+	for (int added = 1; added && n < max;) {
+		added = 0;
+		DIR *d = opendir("/proc");
+		for (struct dirent *e; d && n < max && (e = readdir(d));) {
+			int64_t pid;
+			pid_t sid, ppid;
+			if (rv_parse_i64(e->d_name, 1, 1 << 30, &pid) < 0)
+				continue;
+			int64_t start = proc_start((pid_t)pid, &sid, &ppid);
+			bool known = false, child = false;
+			for (int i = 0; i < n; i++) {
+				known = known || out[i].pid == (pid_t)pid;
+				child = child || out[i].pid == ppid;
+			}
+			if (start < 0 || known || !child)
+				continue;
+			out[n++] = (struct rv_test_pid){ .pid = (pid_t)pid,
+							 .sid = sid,
+							 .start = start };
+			added = 1;
+		}
+		if (d)
+			closedir(d);
+	}
+	return n;
+}
+
+int rv_test_proc_alive(const struct rv_test_pid *p, int n)
+{
+	int alive = 0;
+	for (int i = 0; i < n; i++)
+		alive += proc_start(p[i].pid, NULL, NULL) == p[i].start;
+	return alive;
+}
+
+pid_t rv_test_run_host_pid(const struct rv_test_run *r, pid_t ns_pid)
+{
+	pid_t pids[256];
+	int n = scan(r, 0, -2, pids, 256);
+	for (int i = 0; i < n && i < 256; i++)
+		if (ns_pid_of(pids[i]) == ns_pid)
+			return pids[i];
+	return 0;
 }
 
 int rv_test_run_tagged(const struct rv_test_run *r)

@@ -13,6 +13,7 @@
 #define RV_RUNFIX_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "proc.h"
@@ -29,6 +30,11 @@ struct rv_test_run {
 	 * Set it after rv_test_run_init; borrowed. */
 	const char *const *wrap;
 };
+
+/* A worker script whose workers start processes of their own: each a
+ * `sleep 300` (rank 0's in a new session: setsid), rank 1 two torch
+ * DataLoader workers; then each prints "ready" and sleeps. */
+extern const char rv_test_orphans_script[];
 
 /* A fresh temp folder (no process yet). */
 int rv_test_run_init(struct rv_test_run *r);
@@ -60,11 +66,29 @@ void rv_test_run_dump(const struct rv_test_run *r, int n, const char *master_log
 int rv_test_count_lines(const char *path);
 /* Wait up to timeout_ms until the file at path has at least n lines. */
 bool rv_test_wait_lines(const char *path, int n, int timeout_ms);
-/* Pids of processes (children of parent when parent > 0) that carry r's
+/* rover-run's process that runs the job: the pid started, or the stage
+ * below it that is pid 1 of the job's PID namespace (agent/pidns.h). */
+pid_t rv_test_run_supervisor(const struct rv_test_run *r);
+/* The pid (as this process sees it) of the process of the job whose pid in
+ * its own PID namespace is ns_pid (the pids rover-run logs); 0: none. */
+pid_t rv_test_run_host_pid(const struct rv_test_run *r, pid_t ns_pid);
+/* Pids of processes (children of parent when parent > 0; parent r's own
+ * pid means rv_test_run_supervisor's children) that carry r's
  * tag and have RANK=rank in their environment (rank < 0: any RANK; not
  * the warm interpreter and its standby workers, which have none), up to max;
  * the count. */
 int rv_test_run_workers(const struct rv_test_run *r, pid_t parent, int rank, pid_t *pids, int max);
+/* A process by its pid and start time (a reused pid is another one). */
+struct rv_test_pid {
+	pid_t pid;
+	pid_t sid;     /* its session: its own pid after setsid() */
+	int64_t start; /* /proc/pid/stat starttime */
+};
+/* root and every process below it (by parent pid, at the time of the
+ * call; setsid() does not take a process out), up to max; the count. */
+int rv_test_proc_tree(pid_t root, struct rv_test_pid *out, int max);
+/* How many of p[0..n) still run (not zombies). */
+int rv_test_proc_alive(const struct rv_test_pid *p, int n);
 /* Processes still alive (not zombies) carrying r's tag. */
 int rv_test_run_tagged(const struct rv_test_run *r);
 /* The value of key in pid's environment into out ("" when absent). */
