@@ -74,8 +74,8 @@ def main():
                     "than the others each step: a slow node, for the tests")
     ap.add_argument("--shard-log", default="")
     ap.add_argument("--digest-log", default="")
-    ap.add_argument("--time-log", default="", help="rank 0 appends \"STEP TIME\" per save "
-                    "and \"load STEP TIME\" per load (the goodput bench)")
+    ap.add_argument("--time-log", default="", help="rank 0 appends \"STEP TIME SAVE_SECONDS\" "
+                    "per save and \"load STEP TIME\" per load (the goodput bench)")
     args = ap.parse_args()
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -115,7 +115,10 @@ def main():
         append(args.shard_log, f"load {step} world={world}")
     if args.time_log and rank == 0:
         append(args.time_log, f"load {step} {time.time():.6f}")
-    ddp = nn.parallel.DistributedDataParallel(model) if world > 1 else model
+    # the pad is state, not something the ranks must agree on each step: no
+    # broadcast of it in every forward
+    ddp = (nn.parallel.DistributedDataParallel(model, broadcast_buffers=not args.pad_mib)
+           if world > 1 else model)
     loss_fn = nn.CrossEntropyLoss()
 
     sampler = rover.ShardSampler()
@@ -153,12 +156,14 @@ def main():
         rover.report_step(step, len(idx))
         if save_delay:
             time.sleep(save_delay)
+        t_save = time.time()
         ckpt.save(step)
+        t_saved = time.time()
         if args.digest_log and rank == 0:
             ckpt.wait()
             append(args.digest_log, f"{step} {digest(model, opt)}")
         if args.time_log and rank == 0:
-            append(args.time_log, f"{step} {time.time():.6f}")
+            append(args.time_log, f"{step} {time.time():.6f} {t_saved - t_save:.6f}")
         if rank == 0 and step % args.log_every == 0:
             dt = time.time() - t0
             print(f"step={step} loss={loss.item():.4f} samples_per_s={seen / dt:.0f}", flush=True)
