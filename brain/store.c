@@ -1,6 +1,7 @@
 /*
- * store.c: every SQL statement rover-brain runs, over PQexecParams only
- * (rv_db_exec) and COPY FROM STDIN (rv_db_copy_in).  Callers pass a PGconn they borrowed from the pool; nothing
+ * store.c: every SQL statement rover-brain runs, over PQexecParams
+ * (rv_db_exec; the ingest's pipelines prepare theirs once per connection)
+ * and COPY FROM STDIN (rv_db_copy_in).  Callers pass a PGconn they borrowed from the pool; nothing
  * here keeps state.  JSON documents served by the API are built by
  * PostgreSQL (json_build_object) and parsed into cJSON for the caller.
  * Time series go in with one INSERT ... SELECT FROM unnest(arrays) per
@@ -143,7 +144,8 @@ void store_jobs_find_stmt(struct rv_db_stmt *st, const char *const *uids)
 					  " FROM jobs WHERE uid = ANY($1::text[])",
 				   .nparams = 1,
 				   .params = uids,
-				   .want_res = true };
+				   .want_res = true,
+				   .prepare = true };
 }
 
 int store_jobs_from_stmt(const struct rv_db_stmt *st, const char *uid, struct store_job *out,
@@ -314,10 +316,13 @@ static void arr_close(struct rv_buf *cols, int n, const char **params)
 	}
 }
 
+/* sql: a string constant (prepared once per pool connection). */
 static void ss_add(struct store_samples *ss, const char *sql, int nparams, const char **params,
 		   int want)
 {
-	ss->st[ss->n] = (struct rv_db_stmt){ .sql = sql, .nparams = nparams, .params = params };
+	ss->st[ss->n] = (struct rv_db_stmt){
+		.sql = sql, .nparams = nparams, .params = params, .prepare = true
+	};
 	ss->want[ss->n++] = want;
 }
 
@@ -747,6 +752,7 @@ void store_metrics_claims_stmt(struct rv_db_stmt *st, const char *const *p)
 		.nparams = 3,
 		.params = p,
 		.want_res = true,
+		.prepare = true,
 	};
 }
 
@@ -768,6 +774,7 @@ void store_metrics_seen_stmt(struct rv_db_stmt *st, const char *const *p)
 		.nparams = 2,
 		.params = p,
 		.want_res = true,
+		.prepare = true,
 	};
 }
 
