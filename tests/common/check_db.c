@@ -282,7 +282,11 @@ START_TEST(pipeline_prepares_once_per_connection)
 	for (int i = 0; i < 2; i++) {
 		struct rv_db_stmt st[] = {
 			{ .sql = ins, .nparams = 1, .params = &v[i], .prepare = true },
-			{ .sql = sum, .nparams = 1, .params = zero, .want_res = true, .prepare = true },
+			{ .sql = sum,
+			  .nparams = 1,
+			  .params = zero,
+			  .want_res = true,
+			  .prepare = true },
 		};
 		ck_assert_int_eq(rv_db_exec_pipeline(c, st, 2, NULL, &err), 0);
 		ck_assert_int_eq(atoi(PQgetvalue(st[1].res, 0, 0)), i ? 3 : 1);
