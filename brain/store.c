@@ -416,9 +416,9 @@ int store_samples_build(struct store_samples *ss, struct store_batch_in *in, int
 	struct node_ref *nodes = nnode ? calloc((size_t)nnode, sizeof(*nodes)) : NULL;
 	if (nnode && !nodes)
 		return rv_err_set(err, -ENOMEM, "", "out of memory");
+	ss->copy_rows = nnode >= STORE_COPY_MIN_ROWS ? nnode : 0;
 	nnode = 0;
 	struct rv_buf *sp = ss->speed, *nu = ss->node, *jb = ss->job;
-	ss->copy_rows = nnode >= STORE_COPY_MIN_ROWS ? nnode : 0;
 	for (int i = 0; i < n;) {
 		/* One job: its batches are next to each other. */
 		int64_t job = in[i].job_id, max_ts = 0, params = 0, batch = 0;
