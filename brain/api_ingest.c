@@ -400,7 +400,8 @@ static int group_fast(struct brain *b, PGconn *c, struct ingest_item *items,
 			st2[n2++] = ss.st[k];
 	}
 	st2[n2++] = (struct rv_db_stmt){ .sql = "COMMIT", .want_res = true };
-	rc = rv_db_exec_pipeline(c, st2, n2, NULL, err);
+	rc = ss_st >= 0 ? store_samples_exec(c, &ss, st2, n2, ss_st, err)
+			: rv_db_exec_pipeline(c, st2, n2, NULL, err);
 	if (rc == 0 && strcmp(PQcmdStatus(st2[n2 - 1].res), "ROLLBACK") == 0)
 		rc = rv_err_set(err, -EIO, NULL,
 				"could not commit: the transaction was rolled back");

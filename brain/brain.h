@@ -276,10 +276,14 @@ int store_metrics_seen_from_stmt(const struct rv_db_stmt *st, int64_t job_id, co
  * (from there to the commit a second transaction storing samples of one
  * of these jobs waits).  store_samples_build sorts in by job (the batches
  * are borrowed until it returns) and gives 0 or -ENOMEM (release either
- * way); st[0..n) borrow its buffers: run them (rv_db_exec_pipeline, alone
- * or with other statements), then store_samples_check compares the row
- * counts (-EIO when short).  store_samples_release
- * frees the buffers and the results in st. */
+ * way); st[0..n) borrow its buffers: run them with store_samples_exec
+ * (alone or among other statements), then store_samples_check compares the
+ * row counts (-EIO when short).  Many node samples (STORE_COPY_MIN_ROWS or
+ * more) go in with COPY instead of their INSERT, which costs the server
+ * about a third less a row but cannot share a pipeline: store_samples_exec
+ * runs it between st[copy_at - 1] and st[copy_at], before the per-node
+ * summary and the jobs' row locks.  store_samples_release frees the
+ * buffers and the results in st. */
 struct store_batch_in {
 	int64_t job_id;
 	const struct rv_metrics_batch *batch;
@@ -300,9 +304,19 @@ struct store_samples {
 	struct rv_db_stmt st[SS_STMTS];
 	int want[SS_STMTS]; /* rows each statement must touch, -1 any */
 	int n;
+	struct rv_buf copy; /* node_usage rows as COPY text, when copy_rows */
+	int copy_rows;      /* 0: the node samples' INSERT is in st */
+	int copy_at;        /* the COPY runs before st[copy_at] */
 };
+enum { STORE_COPY_MIN_ROWS = 64 };
 int store_samples_build(struct store_samples *ss, struct store_batch_in *in, int n,
 			struct rv_err *err);
+/* Run st[0..n) of the caller (ss's statements among them from st[first]
+ * on, in their order) as one pipeline, or, with ss's COPY, as the
+ * statements before it, the COPY, and the rest: 0, or the first failure's
+ * negative errno (the later statements not run, the transaction aborted). */
+int store_samples_exec(PGconn *c, const struct store_samples *ss, struct rv_db_stmt *st, int n,
+		       int first, struct rv_err *err);
 int store_samples_check(const struct store_samples *ss, struct rv_err *err);
 void store_samples_release(struct store_samples *ss);
 /* Claim b->batch_id (non-empty) for the job inside the caller's

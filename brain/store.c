@@ -1,11 +1,13 @@
 /*
- * store.c: every SQL statement rover-brain runs, over PQexecParams only
- * (rv_db_exec) and COPY FROM STDIN (rv_db_copy_in).  Callers pass a PGconn they borrowed from the pool; nothing
+ * store.c: every SQL statement rover-brain runs, over PQexecParams
+ * (rv_db_exec; the ingest's pipelines prepare theirs once per connection)
+ * and COPY FROM STDIN (rv_db_copy_in).  Callers pass a PGconn they borrowed from the pool; nothing
  * here keeps state.  JSON documents served by the API are built by
  * PostgreSQL (json_build_object) and parsed into cJSON for the caller.
- * Time series go in with one COPY per table per batch (a constant statement;
- * the rows are data, never SQL), and the per-node summary with one INSERT ...
- * SELECT FROM unnest(arrays), all inside one transaction, so a batch is
+ * Time series go in with one INSERT ... SELECT FROM unnest(arrays) per
+ * table for a whole group of batches (many node samples with one COPY; a
+ * constant statement either way: the rows are data, never SQL), and the
+ * per-node summary the same way, all inside one transaction, so a batch is
  * stored whole or not at all.
  */
 #include <inttypes.h>
@@ -142,7 +144,8 @@ void store_jobs_find_stmt(struct rv_db_stmt *st, const char *const *uids)
 					  " FROM jobs WHERE uid = ANY($1::text[])",
 				   .nparams = 1,
 				   .params = uids,
-				   .want_res = true };
+				   .want_res = true,
+				   .prepare = true };
 }
 
 int store_jobs_from_stmt(const struct rv_db_stmt *st, const char *uid, struct store_job *out,
@@ -313,11 +316,79 @@ static void arr_close(struct rv_buf *cols, int n, const char **params)
 	}
 }
 
+/* sql: a string constant (prepared once per pool connection). */
 static void ss_add(struct store_samples *ss, const char *sql, int nparams, const char **params,
 		   int want)
 {
-	ss->st[ss->n] = (struct rv_db_stmt){ .sql = sql, .nparams = nparams, .params = params };
+	ss->st[ss->n] = (struct rv_db_stmt){
+		.sql = sql, .nparams = nparams, .params = params, .prepare = true
+	};
 	ss->want[ss->n++] = want;
+}
+
+/* COPY's binary format (network byte order, each field's length first):
+ * no number is printed here or parsed by the server. */
+static void bin_i64(struct rv_buf *b, int64_t v)
+{
+	uint64_t u = (uint64_t)v;
+	unsigned char x[12] = { 0, 0, 0, 8 };
+	for (int k = 0; k < 8; k++)
+		x[4 + k] = (unsigned char)(u >> (56 - 8 * k));
+	rv_buf_append(b, (const char *)x, sizeof(x));
+}
+
+static void bin_i32(struct rv_buf *b, int32_t v)
+{
+	uint32_t u = (uint32_t)v;
+	unsigned char x[8] = { 0, 0, 0, 4 };
+	for (int k = 0; k < 4; k++)
+		x[4 + k] = (unsigned char)(u >> (24 - 8 * k));
+	rv_buf_append(b, (const char *)x, sizeof(x));
+}
+
+static void bin_f64(struct rv_buf *b, double v)
+{
+	int64_t i;
+	memcpy(&i, &v, sizeof(i));
+	bin_i64(b, i);
+}
+
+static void bin_text(struct rv_buf *b, const char *v)
+{
+	uint32_t n = (uint32_t)strlen(v);
+	unsigned char x[4] = { (unsigned char)(n >> 24), (unsigned char)(n >> 16),
+			       (unsigned char)(n >> 8), (unsigned char)n };
+	rv_buf_append(b, (const char *)x, sizeof(x));
+	rv_buf_append(b, v, n);
+}
+
+/* One node_usage row, the columns of the INSERT's unnest (NULL throttling
+ * counters when the sample had none); the first row starts the stream with
+ * the format's header, store_samples_build ends it. */
+static void copy_node(struct rv_buf *b, int64_t job, const struct rv_sample *s)
+{
+	static const char header[19] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0";
+	static const char nulls[12] = "\377\377\377\377\377\377\377\377\377\377\377\377";
+	if (!b->len)
+		rv_buf_append(b, header, sizeof(header));
+	rv_buf_append(b, "\0\15", 2); /* 13 fields */
+	bin_i64(b, job);
+	bin_i64(b, s->ts_ms);
+	bin_text(b, s->node);
+	bin_text(b, rv_role_name(s->role));
+	bin_i32(b, s->rank);
+	bin_f64(b, s->cpu);
+	bin_i64(b, s->memory_mb);
+	bin_f64(b, s->cpu_limit);
+	bin_i64(b, s->memory_limit_mb);
+	bin_f64(b, s->step_time);
+	if (s->nr_periods > 0) {
+		bin_i64(b, s->nr_periods);
+		bin_i64(b, s->nr_throttled);
+		bin_i64(b, s->throttled_usec);
+	} else {
+		rv_buf_append(b, nulls, sizeof(nulls));
+	}
 }
 
 /*
@@ -345,6 +416,7 @@ int store_samples_build(struct store_samples *ss, struct store_batch_in *in, int
 	struct node_ref *nodes = nnode ? calloc((size_t)nnode, sizeof(*nodes)) : NULL;
 	if (nnode && !nodes)
 		return rv_err_set(err, -ENOMEM, "", "out of memory");
+	ss->copy_rows = nnode >= STORE_COPY_MIN_ROWS ? nnode : 0;
 	nnode = 0;
 	struct rv_buf *sp = ss->speed, *nu = ss->node, *jb = ss->job;
 	for (int i = 0; i < n;) {
@@ -368,6 +440,10 @@ int store_samples_build(struct store_samples *ss, struct store_batch_in *in, int
 					nspeed++;
 				} else if (s->kind == RV_SAMPLE_NODE) {
 					nodes[nnode++] = (struct node_ref){ job, s };
+					if (ss->copy_rows) {
+						copy_node(&ss->copy, job, s);
+						continue;
+					}
 					arr_i64(&nu[0], job);
 					arr_i64(&nu[1], s->ts_ms);
 					arr_str(&nu[2], s->node);
@@ -440,6 +516,10 @@ int store_samples_build(struct store_samples *ss, struct store_batch_in *in, int
 	for (size_t k = 0; k < sizeof(ss->bufs) / sizeof(ss->bufs[0]); k++)
 		if (rv_buf_failed(&ss->bufs[k]))
 			return rv_err_set(err, -ENOMEM, "", "out of memory");
+	if (ss->copy_rows)
+		rv_buf_append(&ss->copy, "\377\377", 2); /* the trailer */
+	if (rv_buf_failed(&ss->copy))
+		return rv_err_set(err, -ENOMEM, "", "out of memory");
 
 	ss_add(ss, "SELECT jobs_keep($1::bigint[])", 1, ss->p_job, 1);
 	if (nspeed)
@@ -449,7 +529,8 @@ int store_samples_build(struct store_samples *ss, struct store_batch_in *in, int
 		       "$4::bigint[],"
 		       " $5::int[], $6::int[])",
 		       SS_SPEED_COLS, ss->p_speed, nspeed);
-	if (nnode) {
+	ss->copy_at = ss->n; /* after jobs_keep and the speed samples */
+	if (nnode && !ss->copy_rows)
 		ss_add(ss,
 		       "INSERT INTO node_usage (job_id, ts_ms, node, role, rank, cpu,"
 		       " memory_mb, cpu_limit, memory_limit_mb, step_time,"
@@ -458,6 +539,7 @@ int store_samples_build(struct store_samples *ss, struct store_batch_in *in, int
 		       " $5::int[], $6::float8[], $7::bigint[], $8::float8[], $9::bigint[],"
 		       " $10::float8[], $11::bigint[], $12::bigint[], $13::bigint[])",
 		       SS_NODE_COLS, ss->p_node, nnode);
+	if (nnode)
 		ss_add(ss,
 		       "INSERT INTO job_nodes AS n (job_id, name, role, rank, cpu, memory_mb,"
 		       " peak_memory_mb, peak_cpu)"
@@ -471,7 +553,6 @@ int store_samples_build(struct store_samples *ss, struct store_batch_in *in, int
 		       " peak_memory_mb = greatest(n.peak_memory_mb, EXCLUDED.peak_memory_mb),"
 		       " peak_cpu = greatest(n.peak_cpu, EXCLUDED.peak_cpu), updated_at = now()",
 		       SS_AGG_COLS, ss->p_agg, -1);
-	}
 	ss_add(ss, "SELECT 1 FROM jobs WHERE id = ANY($1::bigint[]) ORDER BY id FOR NO KEY UPDATE",
 	       1, ss->p_job, -1);
 	ss_add(ss,
@@ -484,6 +565,31 @@ int store_samples_build(struct store_samples *ss, struct store_batch_in *in, int
 	       " WHERE j.id = u.id",
 	       SS_JOB_COLS, ss->p_job, njobs);
 	return 0;
+}
+
+int store_samples_exec(PGconn *c, const struct store_samples *ss, struct rv_db_stmt *st, int n,
+		       int first, struct rv_err *err)
+{
+	if (!ss->copy_rows)
+		return rv_db_exec_pipeline(c, st, n, NULL, err);
+	int at = first + ss->copy_at, rc = 0;
+	if (at > 0)
+		rc = rv_db_exec_pipeline(c, st, at, NULL, err);
+	if (rc == 0) {
+		rc = rv_db_copy_in(
+			c,
+			"COPY node_usage (job_id, ts_ms, node, role, rank, cpu, memory_mb,"
+			" cpu_limit, memory_limit_mb, step_time, nr_periods, nr_throttled,"
+			" throttled_usec) FROM STDIN (FORMAT binary)",
+			ss->copy.data, ss->copy.len, err);
+		if (rc >= 0 && rc != ss->copy_rows)
+			rc = rv_err_set(err, -EIO, "", "stored %d of %d rows", rc, ss->copy_rows);
+		else if (rc > 0)
+			rc = 0;
+	}
+	if (rc == 0 && at < n)
+		rc = rv_db_exec_pipeline(c, st + at, n - at, NULL, err);
+	return rc;
 }
 
 int store_samples_check(const struct store_samples *ss, struct rv_err *err)
@@ -499,6 +605,8 @@ void store_samples_release(struct store_samples *ss)
 {
 	for (size_t k = 0; k < sizeof(ss->bufs) / sizeof(ss->bufs[0]); k++)
 		rv_buf_release(&ss->bufs[k]);
+	rv_buf_release(&ss->copy);
+	ss->copy_rows = 0;
 	for (int i = 0; i < ss->n; i++)
 		PQclear(ss->st[i].res);
 	ss->n = 0;
@@ -644,6 +752,7 @@ void store_metrics_claims_stmt(struct rv_db_stmt *st, const char *const *p)
 		.nparams = 3,
 		.params = p,
 		.want_res = true,
+		.prepare = true,
 	};
 }
 
@@ -665,6 +774,7 @@ void store_metrics_seen_stmt(struct rv_db_stmt *st, const char *const *p)
 		.nparams = 2,
 		.params = p,
 		.want_res = true,
+		.prepare = true,
 	};
 }
 
@@ -711,7 +821,7 @@ int store_metrics_insert(PGconn *c, int64_t job_id, const struct rv_metrics_batc
 	struct store_batch_in in = { job_id, b };
 	rc = store_samples_build(&ss, &in, 1, err);
 	if (rc == 0)
-		rc = rv_db_exec_pipeline(c, ss.st, ss.n, NULL, err);
+		rc = store_samples_exec(c, &ss, ss.st, ss.n, 0, err);
 	if (rc == 0)
 		rc = store_samples_check(&ss, err);
 	store_samples_release(&ss);

@@ -63,16 +63,41 @@ static int64_t db_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* What a pool connection carries beside its PGconn: its pool (for
+ * exec_errors) and the statements prepared on it, each under the name
+ * "rv<id>" (ids never reused on a connection, so a name whose prepare
+ * failed can never clash with a later one). */
+enum { DB_PREPARED_MAX = 32 };
+struct db_conn {
+	struct rv_db_pool *pool;
+	int nprepared, next_id;
+	struct {
+		const char *sql; /* the caller's constant: compared by address */
+		int id;
+	} prepared[DB_PREPARED_MAX];
+};
+
 /*
  * libpq event procedure: registering it on a pool connection lets rv_db_exec
- * find the pool (for exec_errors) from the PGconn alone, through
- * PQinstanceData, without a lookup table.
+ * find its struct db_conn from the PGconn alone, through PQinstanceData,
+ * without a lookup table.  A reset connection has no prepared statements.
  */
 static int db_event_proc(PGEventId id, void *info, void *pass)
 {
 	if (id == PGEVT_REGISTER) {
 		PGEventRegister *reg = info;
-		PQsetInstanceData(reg->conn, db_event_proc, pass);
+		struct db_conn *dc = calloc(1, sizeof(*dc));
+		if (!dc)
+			return 0;
+		dc->pool = pass;
+		PQsetInstanceData(reg->conn, db_event_proc, dc);
+	} else if (id == PGEVT_CONNRESET) {
+		struct db_conn *dc =
+			PQinstanceData(((PGEventConnReset *)info)->conn, db_event_proc);
+		if (dc)
+			dc->nprepared = 0;
+	} else if (id == PGEVT_CONNDESTROY) {
+		free(PQinstanceData(((PGEventConnDestroy *)info)->conn, db_event_proc));
 	}
 	return 1;
 }
@@ -373,9 +398,9 @@ void rv_db_release(struct rv_db_pool *pool, PGconn *conn)
 /* Count, describe and map a failed result (r may be NULL). */
 static int db_fail(PGconn *conn, const PGresult *r, struct rv_err *err)
 {
-	struct rv_db_pool *pool = PQinstanceData(conn, db_event_proc);
-	if (pool)
-		__atomic_add_fetch(&pool->exec_errors, 1, __ATOMIC_RELAXED);
+	struct db_conn *dc = PQinstanceData(conn, db_event_proc);
+	if (dc)
+		__atomic_add_fetch(&dc->pool->exec_errors, 1, __ATOMIC_RELAXED);
 	char why[400];
 	one_line(why, sizeof(why), r ? PQresultErrorMessage(r) : PQerrorMessage(conn));
 	if (!why[0])
@@ -425,11 +450,64 @@ static int stmt_rows(PGconn *conn, PGresult *r, struct rv_err *err)
 	return db_fail(conn, r, err);
 }
 
+/* Send s: prepared on conn under its name when s->prepare (first prepared
+ * when it is not yet: *new_id the id it gets once that succeeded, else -1).
+ * 1 sent, 0 not (the connection is lost). */
+static int stmt_send(PGconn *conn, const struct rv_db_stmt *s, int *new_id)
+{
+	*new_id = -1;
+	struct db_conn *dc = s->prepare ? PQinstanceData(conn, db_event_proc) : NULL;
+	if (!dc)
+		return PQsendQueryParams(conn, s->sql, s->nparams, NULL, s->params, NULL, NULL, 0);
+	int id = -1;
+	for (int k = 0; k < dc->nprepared && id < 0; k++)
+		if (dc->prepared[k].sql == s->sql)
+			id = dc->prepared[k].id;
+	char name[16];
+	if (id < 0) {
+		if (dc->nprepared == DB_PREPARED_MAX) /* full: plain */
+			return PQsendQueryParams(conn, s->sql, s->nparams, NULL, s->params, NULL,
+						 NULL, 0);
+		id = *new_id = dc->next_id++;
+		snprintf(name, sizeof(name), "rv%d", id);
+		if (PQsendPrepare(conn, name, s->sql, s->nparams, NULL) != 1)
+			return 0;
+	}
+	snprintf(name, sizeof(name), "rv%d", id);
+	return PQsendQueryPrepared(conn, name, s->nparams, s->params, NULL, NULL, 0);
+}
+
+/* The result of the prepare stmt_send sent for s (id): 0 and s remembered
+ * as prepared on conn, or the failure's negative errno (described and
+ * counted only when the pipeline had not failed before: ok). */
+static int stmt_prepared(PGconn *conn, const struct rv_db_stmt *s, int id, bool ok,
+			 struct rv_err *err)
+{
+	PGresult *r = PQgetResult(conn);
+	int rc = 0;
+	if (!r)
+		return ok ? db_fail(conn, NULL, err) : -ECONNRESET;
+	if (PQresultStatus(r) == PGRES_COMMAND_OK) {
+		struct db_conn *dc = PQinstanceData(conn, db_event_proc);
+		if (dc && dc->nprepared < DB_PREPARED_MAX) {
+			dc->prepared[dc->nprepared].sql = s->sql;
+			dc->prepared[dc->nprepared++].id = id;
+		}
+	} else {
+		rc = ok ? db_fail(conn, r, err) : -EIO;
+	}
+	PQclear(r);
+	while ((r = PQgetResult(conn))) /* the prepare's results end with a NULL */
+		PQclear(r);
+	return rc;
+}
+
 int rv_db_exec_pipeline(PGconn *conn, struct rv_db_stmt *s, int n, int *failed, struct rv_err *err)
 {
 	for (int i = 0; i < n; i++) {
 		s[i].res = NULL;
 		s[i].rows = 0;
+		s[i].prepare_id = -1;
 	}
 	if (failed)
 		*failed = -1;
@@ -439,8 +517,7 @@ int rv_db_exec_pipeline(PGconn *conn, struct rv_db_stmt *s, int n, int *failed, 
 	 * statements are few and their answers small, so sending all before
 	 * reading cannot fill both socket buffers. */
 	int sent = 0;
-	while (sent < n && PQsendQueryParams(conn, s[sent].sql, s[sent].nparams, NULL,
-					     s[sent].params, NULL, NULL, 0) == 1)
+	while (sent < n && stmt_send(conn, &s[sent], &s[sent].prepare_id) == 1)
 		sent++;
 	int rc = 0;
 	if (sent < n || PQpipelineSync(conn) != 1) {
@@ -452,6 +529,14 @@ int rv_db_exec_pipeline(PGconn *conn, struct rv_db_stmt *s, int n, int *failed, 
 		sent = 0; /* nothing can be read back reliably */
 	}
 	for (int i = 0; i < sent; i++) {
+		if (s[i].prepare_id >= 0) {
+			int prc = stmt_prepared(conn, &s[i], s[i].prepare_id, rc == 0, err);
+			if (prc < 0 && rc == 0) {
+				rc = prc;
+				if (failed)
+					*failed = i;
+			}
+		}
 		PGresult *r = PQgetResult(conn);
 		if (!r) {
 			rc = rc < 0 ? rc : db_fail(conn, NULL, err);

@@ -58,14 +58,19 @@ int rv_db_exec(PGconn *conn, const char *sql, int nparams, const char *const *pa
 
 /* One statement of rv_db_exec_pipeline.  sql and params are borrowed; res
  * (when the statement succeeded and want_res is set) is the caller's to
- * PQclear; rows as rv_db_exec returns them. */
+ * PQclear; rows as rv_db_exec returns them.  prepare: sql is a string
+ * constant (known by its address) that a pool connection parses and plans
+ * once, the first time it runs it, and then runs prepared (the server's
+ * plan cache), as long as the connection lives. */
 struct rv_db_stmt {
 	const char *sql;
 	int nparams;
 	const char *const *params;
 	bool want_res;
+	bool prepare;
 	PGresult *res;
 	int rows;
+	int prepare_id; /* rv_db_exec_pipeline's own */
 };
 
 /* Run n statements in one round trip (libpq's pipeline mode, one sync):

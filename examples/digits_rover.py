@@ -13,6 +13,7 @@ step, with the data where it was then, whatever the world size now.
 The master's dataset gives the sample indices (index i is training image
 i modulo 1437); the job ends when its shards are done.  Rank 0 prints
   loaded step=S from=memory|storage data=restored|kept digest=D
+(digest=D with --digest-log only)
 after a load, every --log-every steps
   step=S loss=L samples_per_s=X
 and at the end
@@ -74,8 +75,8 @@ def main():
                     "than the others each step: a slow node, for the tests")
     ap.add_argument("--shard-log", default="")
     ap.add_argument("--digest-log", default="")
-    ap.add_argument("--time-log", default="", help="rank 0 appends \"STEP TIME\" per save "
-                    "and \"load STEP TIME\" per load (the goodput bench)")
+    ap.add_argument("--time-log", default="", help="rank 0 appends \"STEP TIME SAVE_SECONDS\" "
+                    "per save and \"load STEP TIME\" per load (the goodput bench)")
     args = ap.parse_args()
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -102,15 +103,20 @@ def main():
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10)).to(dev)
+    state = model  # what is checkpointed
     if args.pad_mib:  # a larger state, for the tests that kill during a save
-        model.register_buffer("pad", torch.zeros(args.pad_mib << 18, device=dev))
+        # beside the model, not in it: DDP would broadcast it at every start
+        state = nn.Module()
+        state.net = model
+        state.register_buffer("pad", torch.zeros(args.pad_mib << 18, device=dev))
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
-    ckpt = rover.Checkpointer(model, opt)
+    ckpt = rover.Checkpointer(state, opt)
     step = ckpt.load() or 0  # the newest step every rank holds; the data put back there
     if ckpt.source and rank == 0:
         print(f"loaded step={step} from={ckpt.source[0]} world={world} "
-              f"data={'restored' if ckpt.data_restored else 'kept'} digest={digest(model, opt)}",
-              flush=True)
+              f"data={'restored' if ckpt.data_restored else 'kept'}"
+              # hashing the whole state is for the tests (it holds up a restart)
+              + (f" digest={digest(state, opt)}" if args.digest_log else ""), flush=True)
     if args.shard_log and rank == 0:
         append(args.shard_log, f"load {step} world={world}")
     if args.time_log and rank == 0:
@@ -143,7 +149,7 @@ def main():
         step += 1
         seen += len(idx)
         if args.pad_mib:
-            model.pad[0] = step
+            state.pad[0] = step
         if args.step_sleep:
             time.sleep(args.step_sleep)
         # the log line before the save: a step logged but not saved is one
@@ -153,12 +159,14 @@ def main():
         rover.report_step(step, len(idx))
         if save_delay:
             time.sleep(save_delay)
+        t_save = time.time()
         ckpt.save(step)
+        t_saved = time.time()
         if args.digest_log and rank == 0:
             ckpt.wait()
-            append(args.digest_log, f"{step} {digest(model, opt)}")
+            append(args.digest_log, f"{step} {digest(state, opt)}")
         if args.time_log and rank == 0:
-            append(args.time_log, f"{step} {time.time():.6f}")
+            append(args.time_log, f"{step} {time.time():.6f} {t_saved - t_save:.6f}")
         if rank == 0 and step % args.log_every == 0:
             dt = time.time() - t0
             print(f"step={step} loss={loss.item():.4f} samples_per_s={seen / dt:.0f}", flush=True)

@@ -3,13 +3,19 @@
  * (batches of 500 node samples, 8 concurrent clients, each on its own job)
  * against raw libpq COPY of the same rows into the same table, with the same
  * batch size and concurrency, in the same run on the same private
- * PostgreSQL.  Ends with:
- *   bench=brain_ingest rest_sps=N copy_sps=N ratio=R
+ * PostgreSQL.  That PostgreSQL runs durable (fsync on, synchronous_commit
+ * on: a COPY is answered once its commit is flushed, as a batch's reply is),
+ * ROVER_BENCH_NOSYNC=1 runs it with fsync off instead; the line says which.
+ * The brain runs with its default planner.  ROUNDS rounds, COPY then REST
+ * in each; ratio is the median of the rounds' ratios, the rates medians.
+ * Ends with:
+ *   bench=brain_ingest fsync=on rest_sps=N copy_sps=N ratio=R rounds=3
  */
 #include <inttypes.h>
 #include <libpq-fe.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,8 +27,9 @@
 #include "pgfix.h"
 
 #define CLIENTS 8
-#define BATCH 500
-#define NODES 16
+#define BATCH   500
+#define NODES   16
+#define ROUNDS  3
 
 static int batches_per_client = 60;
 /* Payloads are built before timing so neither side pays for formatting. */
@@ -59,7 +66,9 @@ static char *batch_copy(int c, int k)
 	struct rv_buf b;
 	rv_buf_init(&b);
 	for (int i = 0; i < BATCH; i++)
-		rv_buf_printf(&b, "%" PRId64 "\t%" PRId64 "\tworker-%d\tworker\t%d\t%.3f\t%d\t4\t8192\t%.4f\n",
+		rv_buf_printf(&b,
+			      "%" PRId64 "\t%" PRId64
+			      "\tworker-%d\tworker\t%d\t%.3f\t%d\t4\t8192\t%.4f\n",
 			      job_ids[c], sample_ts(c, k, i) + 500, i % NODES, i % NODES,
 			      1.0 + (i % 7) * 0.3, 2000 + (i * 37) % 3000, 0.2 + (i % 5) * 0.01);
 	return rv_buf_steal(&b);
@@ -78,8 +87,8 @@ static void *rest_client(void *arg)
 		struct rv_err err = { 0 };
 		int rc = rv_http_request(h, "POST", url, body, strlen(body), 0, &r, &err);
 		if (rc < 0 || r.status != 200) {
-			fprintf(stderr, "rest batch failed: rc=%d status=%ld %s %s\n", rc, r.status, err.msg,
-				r.body ? r.body : "");
+			fprintf(stderr, "rest batch failed: rc=%d status=%ld %s %s\n", rc, r.status,
+				err.msg, r.body ? r.body : "");
 			fails++;
 		}
 		rv_http_result_release(&r);
@@ -95,8 +104,9 @@ static void *copy_client(void *arg)
 	long fails = 0;
 	for (int k = 0; k < batches_per_client && PQstatus(pg) == CONNECTION_OK; k++) {
 		const char *rows = copy_rows[c * batches_per_client + k];
-		PGresult *r = PQexec(pg, "COPY node_usage (job_id, ts_ms, node, role, rank, cpu,"
-					 " memory_mb, cpu_limit, memory_limit_mb, step_time) FROM STDIN");
+		PGresult *r =
+			PQexec(pg, "COPY node_usage (job_id, ts_ms, node, role, rank, cpu,"
+				   " memory_mb, cpu_limit, memory_limit_mb, step_time) FROM STDIN");
 		if (PQresultStatus(r) != PGRES_COPY_IN)
 			fails++;
 		PQclear(r);
@@ -141,6 +151,21 @@ static long count(const char *sql)
 	return n;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The median of the ROUNDS values of v (v is left as it was). */
+static double median(const double *v)
+{
+	double s[ROUNDS];
+	memcpy(s, v, sizeof(s));
+	qsort(s, ROUNDS, sizeof(s[0]), cmp_double);
+	return ROUNDS % 2 ? s[ROUNDS / 2] : (s[ROUNDS / 2 - 1] + s[ROUNDS / 2]) / 2;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -148,12 +173,15 @@ int main(int argc, char **argv)
 	if (getenv("ROVER_BENCH_QUICK"))
 		batches_per_client = 5;
 	signal(SIGPIPE, SIG_IGN);
-	if (rv_test_pg_global_start() < 0 || rv_test_pg_fresh_db(1, conninfo, sizeof(conninfo)) < 0) {
+	const char *e = getenv("ROVER_BENCH_NOSYNC");
+	bool nosync = e && strcmp(e, "1") == 0;
+	setenv("ROVER_PG_NOSYNC", nosync ? "1" : "0", 1);
+	if (rv_test_pg_global_start() < 0 ||
+	    rv_test_pg_fresh_db(1, conninfo, sizeof(conninfo)) < 0) {
 		fprintf(stderr, "brain_ingest: could not start PostgreSQL\n");
 		return 1;
 	}
-	const char *args[] = { "--db", conninfo, "--log-level", "warn", "--plan-debounce-ms",
-			       "60000", NULL };
+	const char *args[] = { "--db", conninfo, "--log-level", "warn", NULL };
 	if (rv_test_brain_start(&brain, args) < 0) {
 		fprintf(stderr, "brain_ingest: could not start rover-brain (log %s)\n", brain.log);
 		rv_test_pg_global_stop();
@@ -163,11 +191,13 @@ int main(int argc, char **argv)
 		char doc[1024];
 		snprintf(doc, sizeof(doc),
 			 "{\"kind\":\"ElasticJob\",\"metadata\":{\"name\":\"ingest-%d\"},\"spec\":{"
-			 "\"distributionStrategy\":\"AllreduceStrategy\",\"replicaSpecs\":{\"worker\":{"
+			 "\"distributionStrategy\":\"AllreduceStrategy\",\"replicaSpecs\":{"
+			 "\"worker\":{"
 			 "\"replicas\":16,\"resources\":{\"cpu\":4,\"memory\":\"8Gi\"}}}}}",
 			 c);
 		struct rv_test_reply r;
-		if (rv_test_http(&brain, "POST", "/v1/jobs", doc, NULL, &r) < 0 || r.status != 201) {
+		if (rv_test_http(&brain, "POST", "/v1/jobs", doc, NULL, &r) < 0 ||
+		    r.status != 201) {
 			fprintf(stderr, "brain_ingest: could not register a job\n");
 			return 1;
 		}
@@ -189,15 +219,17 @@ int main(int argc, char **argv)
 		CLIENTS, batches_per_client, BATCH);
 	/* Alternate COPY and REST rounds so neither runs only on the bigger table. */
 	long rest_fails = 0, copy_fails = 0, f;
-	double rest_secs = 0, copy_secs = 0;
+	double rest[ROUNDS], copy[ROUNDS], ratio[ROUNDS];
 	long per_round = (long)CLIENTS * batches_per_client * BATCH;
-	for (int round = 0; round < 2; round++) {
-		copy_secs += per_round / run_clients(copy_client, &f);
+	for (int round = 0; round < ROUNDS; round++) {
+		copy[round] = run_clients(copy_client, &f);
 		copy_fails += f;
-		rest_secs += per_round / run_clients(rest_client, &f);
+		rest[round] = run_clients(rest_client, &f);
 		rest_fails += f;
+		ratio[round] = rest[round] / copy[round];
+		fprintf(stderr, "brain_ingest: round %d: rest %.0f copy %.0f samples/s (%.2f)\n",
+			round + 1, rest[round], copy[round], ratio[round]);
 	}
-	double rest = 2.0 * per_round / rest_secs, copy = 2.0 * per_round / copy_secs;
 	long total = count("SELECT count(*) FROM node_usage");
 	long after_rest = count("SELECT sum(node_samples) FROM (SELECT (SELECT count(*) FROM"
 				" node_usage u WHERE u.job_id = j.id AND u.ts_ms % 1000 < 100) AS"
@@ -210,11 +242,13 @@ int main(int argc, char **argv)
 	free(rest_bodies);
 	free(copy_rows);
 	rv_test_pg_global_stop();
-	long want = 2 * per_round;
-	fprintf(stderr, "brain_ingest: rest stored %ld of %ld (%ld failed), copy %ld (%ld failed)\n",
+	long want = ROUNDS * per_round;
+	fprintf(stderr,
+		"brain_ingest: rest stored %ld of %ld (%ld failed), copy %ld (%ld failed)\n",
 		after_rest, want, rest_fails, total - after_rest, copy_fails);
 	if (rest_fails || copy_fails || after_rest != want || total != 2 * want)
 		return 1;
-	printf("bench=brain_ingest rest_sps=%.0f copy_sps=%.0f ratio=%.2f\n", rest, copy, rest / copy);
+	printf("bench=brain_ingest fsync=%s rest_sps=%.0f copy_sps=%.0f ratio=%.2f rounds=%d\n",
+	       nosync ? "off" : "on", median(rest), median(copy), median(ratio), ROUNDS);
 	return 0;
 }

@@ -1,22 +1,30 @@
 /*
  * brain_load: requests per second and p99 latency of rover-brain under wrk
- * (64 connections, 30 s each, ROVER_BENCH_LOAD_S to change), against a bare
- * libmicrohttpd handler answering a fixed body with the same threading, in
- * the same run on the same machine:
- *   bare:  GET of the fixed body from the bare handler
- *   get:   GET /v1/jobs/{uid}/plan (a stored plan)
- *   post:  POST /v1/jobs/{uid}/metrics, two speed samples a batch
- * The brain runs its own embedded PostgreSQL (fsync on, as deployed).
+ * (64 connections), against a bare libmicrohttpd handler answering a fixed
+ * body with the same threading (an epoll pool of server.threads, 4), in the
+ * same run on the same machine:
+ *   bare:        GET of the fixed body from the bare handler
+ *   get:         GET /v1/jobs/{uid}/plan (a stored plan)
+ *   post:        POST /v1/jobs/{uid}/metrics, two speed samples a batch, to
+ *                a brain with its default planner (plan.debounce_ms 1000,
+ *                plan.interval_s 30)
+ *   post_noplan: the same to a second brain whose planner never runs
+ * Each brain runs its own embedded PostgreSQL (fsync on, as deployed).  The
+ * four run in turn, ROUNDS rounds of ROVER_BENCH_LOAD_S / ROUNDS seconds
+ * (30 s in all by default); rates and p99s are the medians of the rounds,
+ * the ratios the medians of each round's ratio to that round's bare.
  * Ends with:
  *   bench=brain_load bare_rps=N get_rps=N get_p99_ms=N post_rps=N
- *   post_p99_ms=N errors=N
- * errors counts non-2xx replies and socket errors over the three runs.
+ *   post_p99_ms=N post_ratio=R post_noplan_rps=N post_noplan_p99_ms=N
+ *   post_noplan_ratio=R fsync=on rounds=3 errors=N
+ * errors counts non-2xx replies and socket errors over every run.
  */
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +36,7 @@
 
 #define CONNS        64
 #define BARE_THREADS 4 /* the brain's server.threads default */
+#define ROUNDS       3
 
 static const char bare_body[] = "{\"ok\":true}";
 
@@ -128,33 +137,32 @@ static int run_wrk(const char *name, const char *url, const char *script, int se
 	return out->rps > 0 ? 0 : -1;
 }
 
-int main(void)
+static int cmp_double(const void *a, const void *b)
 {
-	signal(SIGPIPE, SIG_IGN);
-	int secs = 30;
-	const char *e = getenv("ROVER_BENCH_LOAD_S");
-	if (e && atoi(e) > 0)
-		secs = atoi(e);
-	if (getenv("ROVER_BENCH_QUICK"))
-		secs = 3;
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
 
-	char dir[] = "/tmp/rover-brain-load-XXXXXX";
-	if (!mkdtemp(dir)) {
-		perror("brain_load: mkdtemp");
-		return 1;
-	}
-	char data_dir[256], lua[256];
-	snprintf(data_dir, sizeof(data_dir), "%s/pg", dir);
-	snprintf(lua, sizeof(lua), "%s/post.lua", dir);
+/* The median of the ROUNDS values of v (v is left as it was). */
+static double median(const double *v)
+{
+	double s[ROUNDS];
+	memcpy(s, v, sizeof(s));
+	qsort(s, ROUNDS, sizeof(s[0]), cmp_double);
+	return ROUNDS % 2 ? s[ROUNDS / 2] : (s[ROUNDS / 2 - 1] + s[ROUNDS / 2]) / 2;
+}
 
-	/* Listening like the brain's server does: its own socket on loopback. */
-	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+/* The bare handler on its own loopback socket, served like the brain
+ * serves; its port in *port. */
+static struct MHD_Daemon *bare_start(int *port)
+{
 	struct sockaddr_in sa = { .sin_family = AF_INET,
 				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
 	    listen(lfd, SOMAXCONN) < 0) {
 		perror("brain_load: bare socket");
-		return 1;
+		return NULL;
 	}
 	struct MHD_Daemon *bare =
 		MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC, 0, NULL, NULL,
@@ -162,20 +170,23 @@ int main(void)
 				 MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)BARE_THREADS,
 				 MHD_OPTION_CONNECTION_LIMIT, (unsigned int)1024,
 				 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)8192, MHD_OPTION_END);
-	const union MHD_DaemonInfo *di = bare ? MHD_get_daemon_info(bare, MHD_DAEMON_INFO_BIND_PORT)
-					      : NULL;
-	if (!di) {
+	if (!bare) {
 		fprintf(stderr, "brain_load: could not start the bare handler\n");
-		return 1;
+		return NULL;
 	}
-	int bare_port = di->port;
-	if (!bare_port) {
-		socklen_t len = sizeof(sa);
-		getsockname(lfd, (struct sockaddr *)&sa, &len);
-		bare_port = ntohs(sa.sin_port);
-	}
+	socklen_t len = sizeof(sa);
+	getsockname(lfd, (struct sockaddr *)&sa, &len);
+	*port = ntohs(sa.sin_port);
+	return bare;
+}
 
-	struct rv_test_brain brain;
+/* A brain on its own embedded PostgreSQL under dir/name, with the extra
+ * planner args (NULL: defaults), and a job registered: its uid in uid. */
+static int brain_up(struct rv_test_brain *brain, const char *dir, const char *name, bool planner,
+		    char *uid, size_t uid_len)
+{
+	char data_dir[256];
+	snprintf(data_dir, sizeof(data_dir), "%s/%s", dir, name);
 	const char *args[] = { "--data-dir",
 			       data_dir,
 			       "--log-level",
@@ -185,28 +196,34 @@ int main(void)
 			       "--plan-interval-s",
 			       "86400",
 			       NULL };
-	if (rv_test_brain_start(&brain, args) < 0) {
-		fprintf(stderr, "brain_load: could not start rover-brain (log %s)\n", brain.log);
-		return 1;
+	if (planner)
+		args[4] = NULL; /* the planner's defaults */
+	if (rv_test_brain_start(brain, args) < 0) {
+		fprintf(stderr, "brain_load: could not start rover-brain (log %s)\n", brain->log);
+		return -1;
 	}
-	int status = 1;
 	struct rv_test_reply r;
 	const char *doc =
 		"{\"kind\":\"ElasticJob\",\"metadata\":{\"name\":\"load\"},\"spec\":{"
 		"\"distributionStrategy\":\"AllreduceStrategy\",\"replicaSpecs\":{"
 		"\"worker\":{\"replicas\":4,\"resources\":{\"cpu\":4,\"memory\":\"8Gi\"}}}}}";
-	if (rv_test_http(&brain, "POST", "/v1/jobs", doc, NULL, &r) < 0 || r.status != 201) {
+	if (rv_test_http(brain, "POST", "/v1/jobs", doc, NULL, &r) < 0 || r.status != 201) {
 		fprintf(stderr, "brain_load: could not register a job\n");
-		goto out;
+		rv_test_reply_release(&r);
+		return -1;
 	}
-	char uid[64];
-	snprintf(uid, sizeof(uid), "%s", rv_test_json_str(r.json, "uid"));
+	snprintf(uid, uid_len, "%s", rv_test_json_str(r.json, "uid"));
 	rv_test_reply_release(&r);
+	return 0;
+}
 
-	/* Each wrk thread posts its own timestamps: two samples a batch. */
+/* The wrk script posting two speed samples a batch: each wrk thread posts
+ * its own timestamps. */
+static int write_lua(const char *lua)
+{
 	FILE *f = fopen(lua, "w");
 	if (!f)
-		goto out;
+		return -1;
 	fprintf(f, "local threads = 0\n"
 		   "function setup(thread)\n"
 		   "  thread:set(\"tid\", threads)\n"
@@ -223,22 +240,15 @@ int main(void)
 		   "\"workers\":4},{\"kind\":\"speed\",\"ts\":%%d,\"step\":%%d,\"speed\":10.4,"
 		   "\"workers\":4}]}', ts, n * 2, ts + 1, n * 2 + 1))\n"
 		   "end\n");
-	fclose(f);
+	return fclose(f) == 0 ? 0 : -1;
+}
 
-	char url[256];
-	struct wrk_result rb, rg, rp;
-	snprintf(url, sizeof(url), "%s/v1/jobs/%s/plan", brain.url, uid);
-	if (run_wrk("get plan", url, NULL, secs, &rg) < 0)
-		goto out;
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d/", bare_port);
-	if (run_wrk("bare", url, NULL, secs, &rb) < 0)
-		goto out;
-	snprintf(url, sizeof(url), "%s/v1/jobs/%s/metrics", brain.url, uid);
-	if (run_wrk("post metrics", url, lua, secs, &rp) < 0)
-		goto out;
-	/* How many batches a commit carried: the group commit at work. */
+/* How many batches a commit carried: the group commit at work. */
+static void commits_note(const struct rv_test_brain *brain, const char *name)
+{
+	struct rv_test_reply r;
 	double commits = 0, batches = 0;
-	if (rv_test_http(&brain, "GET", "/metrics", NULL, NULL, &r) == 0 && r.body) {
+	if (rv_test_http(brain, "GET", "/metrics", NULL, NULL, &r) == 0 && r.body) {
 		static const char kc[] = "\nrover_brain_ingest_commits_total ";
 		static const char kb[] = "\nrover_brain_batches_ingested_total ";
 		const char *m = strstr(r.body, kc);
@@ -249,15 +259,75 @@ int main(void)
 			batches = strtod(m + sizeof(kb) - 1, NULL);
 	}
 	rv_test_reply_release(&r);
-	fprintf(stderr, "brain_load: %.0f batches in %.0f commits\n", batches, commits);
+	fprintf(stderr, "brain_load: %s: %.0f batches in %.0f commits\n", name, batches, commits);
+}
+
+enum { K_BARE, K_GET, K_POST, K_NOPLAN, K_N };
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	int secs = 30;
+	const char *e = getenv("ROVER_BENCH_LOAD_S");
+	if (e && atoi(e) > 0)
+		secs = atoi(e);
+	if (getenv("ROVER_BENCH_QUICK"))
+		secs = 3;
+	int round_s = secs / ROUNDS > 0 ? secs / ROUNDS : 1;
+
+	char dir[] = "/tmp/rover-brain-load-XXXXXX";
+	if (!mkdtemp(dir)) {
+		perror("brain_load: mkdtemp");
+		return 1;
+	}
+	char lua[256];
+	snprintf(lua, sizeof(lua), "%s/post.lua", dir);
+	int bare_port = 0, status = 1;
+	struct MHD_Daemon *bare = bare_start(&bare_port);
+	struct rv_test_brain brain = { 0 }, quiet = { 0 };
+	char uid[64], quiet_uid[64];
+	if (!bare || brain_up(&brain, dir, "pg", true, uid, sizeof(uid)) < 0 ||
+	    brain_up(&quiet, dir, "pg-noplan", false, quiet_uid, sizeof(quiet_uid)) < 0 ||
+	    write_lua(lua) < 0)
+		goto out;
+
+	static const char *const names[K_N] = { "bare", "get plan", "post metrics",
+						"post metrics, planner off" };
+	char urls[K_N][256];
+	snprintf(urls[K_BARE], sizeof(urls[K_BARE]), "http://127.0.0.1:%d/", bare_port);
+	snprintf(urls[K_GET], sizeof(urls[K_GET]), "%s/v1/jobs/%s/plan", brain.url, uid);
+	snprintf(urls[K_POST], sizeof(urls[K_POST]), "%s/v1/jobs/%s/metrics", brain.url, uid);
+	snprintf(urls[K_NOPLAN], sizeof(urls[K_NOPLAN]), "%s/v1/jobs/%s/metrics", quiet.url,
+		 quiet_uid);
+	double rps[K_N][ROUNDS], p99[K_N][ROUNDS], ratio[K_N][ROUNDS];
+	long errors = 0;
+	for (int r = 0; r < ROUNDS; r++)
+		for (int k = 0; k < K_N; k++) {
+			struct wrk_result w;
+			if (run_wrk(names[k], urls[k], k >= K_POST ? lua : NULL, round_s, &w) < 0)
+				goto out;
+			rps[k][r] = w.rps;
+			p99[k][r] = w.p99_ms;
+			ratio[k][r] = w.rps / rps[K_BARE][r];
+			errors += w.errors;
+		}
+	commits_note(&brain, "planner on");
+	commits_note(&quiet, "planner off");
 	printf("bench=brain_load bare_rps=%.0f get_rps=%.0f get_p99_ms=%.1f post_rps=%.0f "
-	       "post_p99_ms=%.1f errors=%ld\n",
-	       rb.rps, rg.rps, rg.p99_ms, rp.rps, rp.p99_ms, rb.errors + rg.errors + rp.errors);
+	       "post_p99_ms=%.1f post_ratio=%.3f post_noplan_rps=%.0f post_noplan_p99_ms=%.1f "
+	       "post_noplan_ratio=%.3f fsync=on rounds=%d errors=%ld\n",
+	       median(rps[K_BARE]), median(rps[K_GET]), median(p99[K_GET]), median(rps[K_POST]),
+	       median(p99[K_POST]), median(ratio[K_POST]), median(rps[K_NOPLAN]),
+	       median(p99[K_NOPLAN]), median(ratio[K_NOPLAN]), ROUNDS, errors);
 	fflush(stdout);
 	status = 0;
 out:
-	rv_test_brain_stop(&brain, SIGTERM, 30);
-	MHD_stop_daemon(bare);
+	if (brain.pid)
+		rv_test_brain_stop(&brain, SIGTERM, 30);
+	if (quiet.pid)
+		rv_test_brain_stop(&quiet, SIGTERM, 30);
+	if (bare)
+		MHD_stop_daemon(bare);
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (system(cmd) != 0)

@@ -255,6 +255,82 @@ START_TEST(pipeline_runs_in_order_and_stops_at_failure)
 }
 END_TEST
 
+static long count_of(PGconn *c, const char *sql)
+{
+	PGresult *res = NULL;
+	struct rv_err err = { 0 };
+	ck_assert_int_eq(rv_db_exec(c, sql, 0, NULL, &res, &err), 1);
+	long n = atol(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return n;
+}
+
+/* A statement marked prepare is prepared once on a connection and then run
+ * prepared, also after the connection went back to the pool; one whose
+ * pipeline failed before it got prepared is prepared the next time, and
+ * a prepare that fails reports the server's message. */
+START_TEST(pipeline_prepares_once_per_connection)
+{
+	fresh();
+	struct rv_db_pool *p = pool_for(1, 2000, 0);
+	PGconn *c = must_acquire(p);
+	struct rv_err err = { 0 };
+	must_exec(c, "CREATE TABLE pp (v int PRIMARY KEY)");
+	static const char ins[] = "INSERT INTO pp VALUES ($1::int)";
+	static const char sum[] = "SELECT sum(v) FROM pp WHERE v > $1::int";
+	const char *v[] = { "1", "2", "3", "4" }, *zero[] = { "0" };
+	for (int i = 0; i < 2; i++) {
+		struct rv_db_stmt st[] = {
+			{ .sql = ins, .nparams = 1, .params = &v[i], .prepare = true },
+			{ .sql = sum,
+			  .nparams = 1,
+			  .params = zero,
+			  .want_res = true,
+			  .prepare = true },
+		};
+		ck_assert_int_eq(rv_db_exec_pipeline(c, st, 2, NULL, &err), 0);
+		ck_assert_int_eq(atoi(PQgetvalue(st[1].res, 0, 0)), i ? 3 : 1);
+		PQclear(st[1].res);
+	}
+	ck_assert_int_eq(count_of(c, "SELECT count(*) FROM pg_prepared_statements"), 2);
+
+	/* A duplicate key before a statement seen the first time: not prepared. */
+	static const char del[] = "DELETE FROM pp WHERE v = $1::int";
+	struct rv_db_stmt bad[] = {
+		{ .sql = ins, .nparams = 1, .params = &v[0], .prepare = true },
+		{ .sql = del, .nparams = 1, .params = &v[1], .prepare = true },
+	};
+	int failed = 0;
+	ck_assert_int_eq(rv_db_exec_pipeline(c, bad, 2, &failed, &err), -EEXIST);
+	ck_assert_int_eq(failed, 0);
+	rv_db_release(p, c);
+	c = must_acquire(p);
+	struct rv_db_stmt again[] = {
+		{ .sql = del, .nparams = 1, .params = &v[1], .prepare = true },
+		{ .sql = ins, .nparams = 1, .params = &v[2], .prepare = true },
+	};
+	ck_assert_int_eq(rv_db_exec_pipeline(c, again, 2, NULL, &err), 0);
+	ck_assert_int_eq(again[0].rows, 1);
+	ck_assert_int_eq(count_of(c, "SELECT sum(v) FROM pp"), 4);
+	ck_assert_int_eq(count_of(c, "SELECT count(*) FROM pg_prepared_statements"), 3);
+
+	static const char typo[] = "SELEC $1::int";
+	struct rv_db_stmt syn[] = {
+		{ .sql = typo, .nparams = 1, .params = zero, .prepare = true },
+	};
+	ck_assert_int_lt(rv_db_exec_pipeline(c, syn, 1, &failed, &err), 0);
+	ck_assert_int_eq(failed, 0);
+	ck_assert_ptr_nonnull(strstr(err.msg, "syntax"));
+	struct rv_db_stmt last[] = {
+		{ .sql = ins, .nparams = 1, .params = &v[3], .prepare = true },
+	};
+	ck_assert_int_eq(rv_db_exec_pipeline(c, last, 1, NULL, &err), 0);
+	ck_assert_int_eq(count_of(c, "SELECT sum(v) FROM pp"), 8);
+	rv_db_release(p, c);
+	rv_db_pool_free(p);
+}
+END_TEST
+
 /* ---- pool ---- */
 
 struct worker {
@@ -655,6 +731,7 @@ static Suite *db_suite(void)
 	tcase_add_test(tc, statement_timeout_is_etimedout);
 	tcase_add_test(tc, transactions_commit_and_rollback);
 	tcase_add_test(tc, pipeline_runs_in_order_and_stops_at_failure);
+	tcase_add_test(tc, pipeline_prepares_once_per_connection);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("pool");

@@ -311,6 +311,63 @@ static void post_ok(const char *path, const char *body)
 	rv_test_reply_release(&r);
 }
 
+/* A batch of many node samples (enough for the brain to store them with
+ * COPY rather than its multi-row INSERT) is stored exactly as a small one:
+ * every row, each value as sent, the throttling counters NULL where a
+ * sample had none, the per-node summary, the job's last sample time. */
+START_TEST(many_node_samples_stored_exactly)
+{
+	start_brain(NULL);
+	const char *uid = register_job("many-nodes");
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/jobs/%s/metrics", uid);
+	struct rv_buf b;
+	rv_buf_init(&b);
+	rv_buf_puts(&b, "{\"samples\":[");
+	for (int i = 0; i < 200; i++) {
+		rv_buf_printf(&b,
+			      "%s{\"kind\":\"node\",\"ts\":%d,\"node\":\"worker-%d.a_b\","
+			      "\"role\":\"%s\",\"rank\":%d,\"cpu\":%.12f,\"memory_mb\":%d,"
+			      "\"cpu_limit\":2.5,\"memory_limit_mb\":4096,\"step_time\":0.%03d",
+			      i ? "," : "", 1000 + i, i % 20, i % 20 ? "worker" : "ps", i % 20,
+			      1.0 + i / 1000.0 + 1e-12, 100 + i, i);
+		if (i % 2)
+			rv_buf_printf(&b,
+				      ",\"nr_periods\":%d,\"nr_throttled\":%d,"
+				      "\"throttled_usec\":%lld",
+				      i, i / 2, 5000000000LL + i);
+		rv_buf_puts(&b, "}");
+	}
+	rv_buf_puts(&b, "]}");
+	ck_assert(!rv_buf_failed(&b));
+	post_ok(path, b.data);
+	rv_buf_release(&b);
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM node_usage"), 200);
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM node_usage WHERE nr_periods IS NULL"
+				    " AND nr_throttled IS NULL AND throttled_usec IS NULL"),
+			 100);
+	ck_assert_int_eq(
+		count_rows("SELECT count(*) FROM node_usage u JOIN jobs j ON"
+			   " j.id = u.job_id WHERE u.node = 'worker-' || (u.ts_ms - 1000)"
+			   " % 20 || '.a_b' AND u.rank = (u.ts_ms - 1000) % 20"
+			   " AND u.role = CASE WHEN (u.ts_ms - 1000) % 20 = 0 THEN 'ps'"
+			   " ELSE 'worker' END AND u.memory_mb = u.ts_ms - 900"
+			   " AND u.cpu = 1.0 + (u.ts_ms - 1000) / 1000.0 + 1e-12"
+			   " AND u.cpu_limit = 2.5 AND u.memory_limit_mb = 4096"
+			   " AND u.step_time = (u.ts_ms - 1000) / 1000.0"
+			   " AND coalesce(u.nr_periods, u.ts_ms - 1000) = u.ts_ms - 1000"
+			   " AND coalesce(u.nr_throttled * 2 + 1, u.ts_ms - 1000) = u.ts_ms - 1000"
+			   " AND coalesce(u.throttled_usec, 5000000000 + u.ts_ms - 1000) ="
+			   " 5000000000 + u.ts_ms - 1000"),
+		200);
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM job_nodes"), 20);
+	ck_assert_int_eq(count_rows("SELECT peak_memory_mb FROM job_nodes"
+				    " WHERE name = 'worker-19.a_b'"),
+			 299);
+	ck_assert_int_eq(count_rows("SELECT last_sample_ms FROM jobs"), 1199);
+}
+END_TEST
+
 static void post_progress(const char *path, const char *dataset, long long ts, int done)
 {
 	char body[512];
@@ -1087,6 +1144,7 @@ static Suite *brain_api_suite(void)
 	tcase_add_test(tc, body_over_limit_is_413);
 	tcase_add_test(tc, batch_with_one_bad_sample_is_rejected_whole);
 	tcase_add_test(tc, throttling_counters_stored);
+	tcase_add_test(tc, many_node_samples_stored_exactly);
 	tcase_add_test(tc, progress_newest_kept_history_bounded);
 	tcase_add_test(tc, progress_history_served);
 	tcase_add_test(tc, retention_deletes_old_rows_only);
