@@ -181,8 +181,9 @@ static int query_json(PGconn *c, const char *sql, int n, const char *const *p, c
 	"json_build_object('uid', j.uid, 'namespace', j.namespace, 'name', j.name,"                \
 	" 'user', j.user_name, 'strategy', j.strategy, 'optimize_mode', j.optimize_mode,"          \
 	" 'status', j.status, 'created_at', j.created_at, 'finished_at', j.finished_at,"           \
-	" 'last_sample_ts', j.last_sample_ms,"                                                      \
-	" 'planned_ts', COALESCE((SELECT p.planned_ts_ms FROM job_planned p WHERE p.job_id = j.id), 0)," \
+	" 'last_sample_ts', j.last_sample_ms,"                                                     \
+	" 'planned_ts', COALESCE((SELECT p.planned_ts_ms FROM job_planned p"                       \
+	"   WHERE p.job_id = j.id), 0),"                                                           \
 	" 'model_parameters', j.model_parameters,"                                                 \
 	" 'batch_size', j.batch_size, 'dataset_size', j.dataset_size,"                             \
 	" 'speed', (SELECT s.speed FROM job_speed s WHERE s.job_id = j.id"                         \
@@ -1725,11 +1726,12 @@ int store_job_set_planned(PGconn *c, int64_t job_id, int64_t ts_ms, struct rv_er
 	i64s(job_s, sizeof(job_s), job_id);
 	i64s(ts_s, sizeof(ts_s), ts_ms);
 	const char *p[] = { job_s, ts_s };
-	int rc = rv_db_exec(c,
-			    "INSERT INTO job_planned AS p (job_id, planned_ts_ms)"
-			    " VALUES ($1::bigint, $2::bigint) ON CONFLICT (job_id) DO UPDATE"
-			    " SET planned_ts_ms = greatest(p.planned_ts_ms, EXCLUDED.planned_ts_ms)",
-			    2, p, NULL, err);
+	int rc =
+		rv_db_exec(c,
+			   "INSERT INTO job_planned AS p (job_id, planned_ts_ms)"
+			   " VALUES ($1::bigint, $2::bigint) ON CONFLICT (job_id) DO UPDATE"
+			   " SET planned_ts_ms = greatest(p.planned_ts_ms, EXCLUDED.planned_ts_ms)",
+			   2, p, NULL, err);
 	return rc < 0 ? rc : 0;
 }
 

@@ -126,11 +126,9 @@ START_TEST(pass_commits_over_a_batch_stored_meanwhile)
 	ck_assert_msg(store_job_get_json(ingest, job.uid, &doc, &err) == 0, "%s", err.msg);
 	ck_assert_int_eq((int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(doc, "planned_ts")),
 			 ts + 3000);
-	ck_assert_int_eq((int64_t)cJSON_GetNumberValue(
-				 cJSON_GetObjectItem(doc, "last_sample_ts")),
+	ck_assert_int_eq((int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(doc, "last_sample_ts")),
 			 ts + 7000);
-	ck_assert_int_eq((int64_t)cJSON_GetNumberValue(
-				 cJSON_GetObjectItem(doc, "latest_plan_id")),
+	ck_assert_int_eq((int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(doc, "latest_plan_id")),
 			 plan.id);
 	/* the batch the pass did not see is still to plan */
 	int64_t ids[4];

@@ -645,8 +645,8 @@ START_TEST(pass_after_a_serialization_failure_is_retried)
 				   "UPDATE job_planned SET planned_ts_ms = planned_ts_ms"
 				   " WHERE job_id = (SELECT id FROM jobs WHERE uid = $1)",
 				   1, NULL, p1, NULL, NULL, 0);
-	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK && !strcmp(PQcmdTuples(r), "1"),
-		      "%s", PQerrorMessage(pg));
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK && !strcmp(PQcmdTuples(r), "1"), "%s",
+		      PQerrorMessage(pg));
 	PQclear(r);
 	release_plans(pg);
 	int rc = rv_test_brain_wait_planned(&brain, uid, ts, 50);

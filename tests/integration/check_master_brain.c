@@ -886,14 +886,13 @@ START_TEST(test_training_job_is_planned_while_metrics_stream)
 	ck_assert_int_eq(rv_test_master_init(&master, spec), 0);
 	free(spec);
 	setenv("PYTHON_EXEC", "/usr/bin/python3", 1); /* the nodes inherit it */
+	/* resources as asked, not enforced (--node-limits none): a memory
+	 * right-sized before torch is loaded would OOM-kill the nodes and keep
+	 * the job from training for the test's length */
 	static const char *args[] = { "--brain",
 				      NULL,
 				      "--scheduler",
 				      "local",
-				      /* resources as asked, not enforced: a memory
-				       * right-sized before torch is loaded would
-				       * OOM-kill the nodes and keep the job from
-				       * training for the test's length */
 				      "--node-limits",
 				      "none",
 				      "--rdzv-last-call-ms",
@@ -940,10 +939,10 @@ START_TEST(test_training_job_is_planned_while_metrics_stream)
 		rv_test_reply_release(&h);
 	}
 	ck_assert_msg(id > 0, "no running plan stored and applied (see %s)", master.log);
-	ck_assert_int_eq(
-		brain_metric("rover_brain_plan_passes_failed_total{reason=\"serialization\"}"), 0);
-	ck_assert_int_eq(brain_metric("rover_brain_plan_passes_failed_total{reason=\"other\"}"),
+	ck_assert_int_eq(brain_metric(
+				 "rover_brain_plan_passes_failed_total{reason=\"serialization\"}"),
 			 0);
+	ck_assert_int_eq(brain_metric("rover_brain_plan_passes_failed_total{reason=\"other\"}"), 0);
 	/* and the job trained meanwhile, and still does */
 	ck_assert_msg(speed > 0, "the job never reported a step");
 	js = job();
