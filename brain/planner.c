@@ -470,10 +470,10 @@ static void plan_job(struct brain *b, int64_t job_id)
 		pass_failed(b, job_id, rc, &err);
 	}
 	struct rv_err uerr = { 0 };
-	/* A serialization failure (the job's row changed under the pass's
-	 * snapshot: a batch stored meanwhile) is tried again like a held lock,
-	 * not left to the timer pass: its batch may be the job's last for a
-	 * while. */
+	/* A serialization failure (a row the pass writes changed under its
+	 * snapshot; no metrics batch writes one, so not for a batch stored
+	 * meanwhile) is tried again like a held lock, not left to the timer
+	 * pass: the samples it was for may be the job's last for a while. */
 	if (rc == -EAGAIN)
 		touch_since(b, job_id, rv_mono_ms() + PLAN_BUSY_RETRY_MS);
 	if (store_plan_unlock(c, job_id, &uerr) < 0)
