@@ -232,6 +232,15 @@ static int api_metrics_get(struct rv_http_req *req, struct rv_http_resp *resp, v
 		  offsetof(struct brain, cluster_nodes_expired) },
 	};
 	rv_rest_metrics_counters(&out, b->http, b, counters, RV_ARRAY_SIZE(counters));
+	rv_buf_printf(&out,
+		      "# HELP rover_brain_plan_passes_failed_total Planner passes that stored"
+		      " nothing, by cause: a serialization failure or deadlock (SQLSTATE"
+		      " 40001/40P01), or any other error\n"
+		      "# TYPE rover_brain_plan_passes_failed_total counter\n"
+		      "rover_brain_plan_passes_failed_total{reason=\"serialization\"} %llu\n"
+		      "rover_brain_plan_passes_failed_total{reason=\"other\"} %llu\n",
+		      (unsigned long long)atomic_load(&b->plan_passes_failed_serialization),
+		      (unsigned long long)atomic_load(&b->plan_passes_failed_other));
 	struct rv_db_pool_stats st;
 	rv_db_pool_stats(b->db, &st);
 	rv_buf_printf(

@@ -144,6 +144,10 @@ struct brain {
 	atomic_uint_least64_t batches_rejected;
 	atomic_uint_least64_t events_ingested;
 	atomic_uint_least64_t plans_stored;
+	/* planner passes that stored nothing: a serialization failure or
+	 * deadlock (SQLSTATE 40001/40P01), anything else */
+	atomic_uint_least64_t plan_passes_failed_serialization;
+	atomic_uint_least64_t plan_passes_failed_other;
 	atomic_uint_least64_t db_unavailable;
 
 	/* supervisor.c: the embedded PostgreSQL's watchdog, cluster expiry */
@@ -454,6 +458,10 @@ int store_speed_before(PGconn *c, int64_t job_id, int64_t since_ts, int64_t befo
 		       double *mean, int *count, double *sd, struct rv_err *err);
 int store_plan_set_outcome(PGconn *c, int64_t plan_id, const char *outcome, double before,
 			   double after, struct rv_err *err);
+/* The newest sample time the planner considered for the job becomes ts_ms
+ * (never lower).  Written to job_planned, a row only planner passes write,
+ * so a pass's snapshot never meets a metrics batch there (a batch updates
+ * the job's row).  0 or negative errno. */
 int store_job_set_planned(PGconn *c, int64_t job_id, int64_t ts_ms, struct rv_err *err);
 /* Finished jobs of a strategy with the configuration they kept; returns rows
  * (jobs without a plan are left out; a plan that does not parse is -EIO). */

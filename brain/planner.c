@@ -401,6 +401,16 @@ static void log_pass_failed(int64_t job_id, const struct rv_err *err)
 		    rv_log_q(q, sizeof(q), err->msg));
 }
 
+/* A pass that stored nothing: logged, and counted by its cause (rc, a
+ * negative errno: -EAGAIN is a serialization failure or deadlock). */
+static void pass_failed(struct brain *b, int64_t job_id, int rc, const struct rv_err *err)
+{
+	log_pass_failed(job_id, err);
+	atomic_fetch_add(rc == -EAGAIN ? &b->plan_passes_failed_serialization
+				       : &b->plan_passes_failed_other,
+			 1);
+}
+
 /* A pass that found its job's lock held (another brain's pass, or an oom
  * event being stored) is tried again this long after: the samples it was
  * for may be the job's last for a while. */
@@ -413,7 +423,7 @@ static void plan_job(struct brain *b, int64_t job_id)
 	struct rv_err err = { 0 };
 	PGconn *c = rv_db_acquire(b->db, &err);
 	if (!c) {
-		log_pass_failed(job_id, &err);
+		pass_failed(b, job_id, err.code, &err);
 		return;
 	}
 	int rc = store_plan_lock(c, job_id, &err);
@@ -421,7 +431,7 @@ static void plan_job(struct brain *b, int64_t job_id)
 		/* 0: another brain plans this job now, or an oom event of
 		 * the job is being stored */
 		if (rc < 0)
-			log_pass_failed(job_id, &err);
+			pass_failed(b, job_id, rc, &err);
 		rv_db_release(b->db, c);
 		if (rc == 0)
 			touch_since(b, job_id, rv_mono_ms() + PLAN_BUSY_RETRY_MS);
@@ -457,13 +467,13 @@ static void plan_job(struct brain *b, int64_t job_id)
 				    plan.id, plan.algorithm, rv_log_q(q, sizeof(q), plan.reason));
 		}
 	} else {
-		log_pass_failed(job_id, &err);
+		pass_failed(b, job_id, rc, &err);
 	}
 	struct rv_err uerr = { 0 };
-	/* A serialization failure (the job's row changed under the pass's
-	 * snapshot: a batch stored meanwhile) is tried again like a held lock,
-	 * not left to the timer pass: its batch may be the job's last for a
-	 * while. */
+	/* A serialization failure (a row the pass writes changed under its
+	 * snapshot; no metrics batch writes one, so not for a batch stored
+	 * meanwhile) is tried again like a held lock, not left to the timer
+	 * pass: the samples it was for may be the job's last for a while. */
 	if (rc == -EAGAIN)
 		touch_since(b, job_id, rv_mono_ms() + PLAN_BUSY_RETRY_MS);
 	if (store_plan_unlock(c, job_id, &uerr) < 0)

@@ -184,7 +184,9 @@ static int query_json(PGconn *c, const char *sql, int n, const char *const *p, c
 	"json_build_object('uid', j.uid, 'namespace', j.namespace, 'name', j.name,"                \
 	" 'user', j.user_name, 'strategy', j.strategy, 'optimize_mode', j.optimize_mode,"          \
 	" 'status', j.status, 'created_at', j.created_at, 'finished_at', j.finished_at,"           \
-	" 'last_sample_ts', j.last_sample_ms, 'planned_ts', j.planned_ts_ms,"                      \
+	" 'last_sample_ts', j.last_sample_ms,"                                                     \
+	" 'planned_ts', COALESCE((SELECT p.planned_ts_ms FROM job_planned p"                       \
+	"   WHERE p.job_id = j.id), 0),"                                                           \
 	" 'model_parameters', j.model_parameters,"                                                 \
 	" 'batch_size', j.batch_size, 'dataset_size', j.dataset_size,"                             \
 	" 'speed', (SELECT s.speed FROM job_speed s WHERE s.job_id = j.id"                         \
@@ -1834,10 +1836,12 @@ int store_job_set_planned(PGconn *c, int64_t job_id, int64_t ts_ms, struct rv_er
 	i64s(job_s, sizeof(job_s), job_id);
 	i64s(ts_s, sizeof(ts_s), ts_ms);
 	const char *p[] = { job_s, ts_s };
-	int rc = rv_db_exec(c,
-			    "UPDATE jobs SET planned_ts_ms = greatest(planned_ts_ms, $2::bigint)"
-			    " WHERE id = $1::bigint",
-			    2, p, NULL, err);
+	int rc =
+		rv_db_exec(c,
+			   "INSERT INTO job_planned AS p (job_id, planned_ts_ms)"
+			   " VALUES ($1::bigint, $2::bigint) ON CONFLICT (job_id) DO UPDATE"
+			   " SET planned_ts_ms = greatest(p.planned_ts_ms, EXCLUDED.planned_ts_ms)",
+			   2, p, NULL, err);
 	return rc < 0 ? rc : 0;
 }
 
@@ -1955,8 +1959,10 @@ int store_jobs_unplanned(PGconn *c, int64_t *ids, int max, struct rv_err *err)
 	const char *p[] = { lim };
 	RV_CLEANUP_PGRESULT PGresult *r = NULL;
 	int rc = rv_db_exec(c,
-			    "SELECT id FROM jobs WHERE status = 'running'"
-			    " AND last_sample_ms > planned_ts_ms ORDER BY id LIMIT $1::int",
+			    "SELECT j.id FROM jobs j LEFT JOIN job_planned p ON p.job_id = j.id"
+			    " WHERE j.status = 'running'"
+			    " AND j.last_sample_ms > COALESCE(p.planned_ts_ms, 0) ORDER BY j.id"
+			    " LIMIT $1::int",
 			    1, p, &r, err);
 	for (int i = 0; i < rc; i++)
 		ids[i] = strtoll(PQgetvalue(r, i, 0), NULL, 10);

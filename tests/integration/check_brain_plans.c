@@ -6,7 +6,8 @@
  * exploration is kept as data (not reverted) and followed by a smaller config;
  * speeds measured before a CPU doubling are dropped only when the doubling
  * measured faster (the role was really starved); an OOM stored while a
- * planner pass runs waits for the pass, a pass that found the job busy is
+ * planner pass runs waits for the pass, a pass held while metrics batches
+ * are stored still stores its plan, a pass that found the job busy is
  * made again, and a running plan older than an oom plan is not served (the
  * oom plan carries its change, as a second OOM's plan carries the first's).
  */
@@ -555,30 +556,102 @@ START_TEST(oom_waits_for_a_pass_in_progress)
 }
 END_TEST
 
-/* A pass whose snapshot was taken before the job's row changed fails to
- * update it (serialization failure): the test holds the plans table (scale_plans) while
- * the pass reads, and updates the row meanwhile.  The pass is made again
- * within a second, not at the timer pass (30 s). */
-START_TEST(pass_after_a_serialization_failure_is_retried)
+#define FAILED_SERIALIZATION "rover_brain_plan_passes_failed_total{reason=\"serialization\"}"
+
+/* Hold scale_plans (ACCESS EXCLUSIVE) on a connection of the test's own:
+ * a planner pass that starts then takes its snapshot (the job's row) and
+ * waits at its first read of the plans, as a slow pass would. */
+static PGconn *hold_plans(void)
 {
-	start();
 	PGconn *pg = PQconnectdb(conninfo);
 	ck_assert_msg(PQstatus(pg) == CONNECTION_OK, "%s", PQerrorMessage(pg));
 	PGresult *r = PQexec(pg, "BEGIN; LOCK TABLE scale_plans IN ACCESS EXCLUSIVE MODE");
 	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s", PQerrorMessage(pg));
 	PQclear(r);
-	post_speed(2, truth(2) * 100, 8);
-	sleep_ms(300);
-	const char *p1[] = { uid };
-	r = PQexecParams(pg, "UPDATE jobs SET planned_ts_ms = planned_ts_ms WHERE uid = $1", 1,
-			 NULL, p1, NULL, NULL, 0);
+	return pg;
+}
+
+/* Wait (up to 5 s) until another session waits for the held scale_plans:
+ * the pass is inside its snapshot. */
+static void wait_pass_held(PGconn *pg)
+{
+	int64_t until = rv_mono_ms() + 5000;
+	int waiting = 0;
+	while (!waiting && rv_mono_ms() < until) {
+		PGresult *r = PQexec(pg, "SELECT count(*) FROM pg_locks WHERE NOT granted"
+					 " AND relation = 'scale_plans'::regclass");
+		ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "%s", PQerrorMessage(pg));
+		waiting = atoi(PQgetvalue(r, 0, 0)) > 0;
+		PQclear(r);
+		if (!waiting)
+			sleep_ms(20);
+	}
+	ck_assert_msg(waiting, "no planner pass waited for the plans");
+}
+
+static void release_plans(PGconn *pg)
+{
+	PGresult *r = PQexec(pg, "COMMIT");
 	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s", PQerrorMessage(pg));
 	PQclear(r);
-	r = PQexec(pg, "COMMIT");
-	PQclear(r);
 	PQfinish(pg);
+}
+
+/* A pass slower than the gap between the job's metrics batches (here
+ * held at its first read of the plans while two batches are stored) must
+ * still store what it planned: the batches update the job's row, the pass
+ * must not fail for it.  Its successor plans the batches it did not see. */
+START_TEST(pass_survives_batches_stored_meanwhile)
+{
+	start();
+	post_speed(2, truth(2) * 100, 8);
+	wait_planned();
+	PGconn *pg = hold_plans();
+	post_speed(2, truth(2) * 100, 8);
+	int64_t seen = ts;
+	wait_pass_held(pg);
+	post_speed(2, truth(2) * 100, 8);
+	post_speed(2, truth(2) * 100, 8);
+	release_plans(pg);
+	int rc = rv_test_brain_wait_planned(&brain, uid, seen, 200);
+	ck_assert_msg(rc == 0, "the held pass stored nothing: %s", strerror(-rc));
+	wait_planned();
+	char *log = rv_test_read_file(brain.log);
+	const char *line = log ? strstr(log, "could not plan job") : NULL;
+	ck_assert_msg(!line, "a pass failed: %.*s", line ? (int)strcspn(line, "\n") : 0, line);
+	free(log);
+	long long failed = rv_test_brain_metric(&brain, FAILED_SERIALIZATION);
+	ck_assert_msg(failed == 0, "%s is %lld", FAILED_SERIALIZATION, failed);
+	ck_assert_int_eq(rv_test_brain_metric(
+				 &brain, "rover_brain_plan_passes_failed_total{reason=\"other\"}"),
+			 0);
+}
+END_TEST
+
+/* A pass that loses a serialization race all the same (here the test
+ * updates the job's planned row, which only passes write, while the pass
+ * is held in its snapshot) is counted and made again within a second, not
+ * at the timer pass (30 s). */
+START_TEST(pass_after_a_serialization_failure_is_retried)
+{
+	start();
+	post_speed(2, truth(2) * 100, 8);
+	wait_planned();
+	PGconn *pg = hold_plans();
+	post_speed(2, truth(2) * 100, 8);
+	wait_pass_held(pg);
+	const char *p1[] = { uid };
+	PGresult *r = PQexecParams(pg,
+				   "UPDATE job_planned SET planned_ts_ms = planned_ts_ms"
+				   " WHERE job_id = (SELECT id FROM jobs WHERE uid = $1)",
+				   1, NULL, p1, NULL, NULL, 0);
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK && !strcmp(PQcmdTuples(r), "1"), "%s",
+		      PQerrorMessage(pg));
+	PQclear(r);
+	release_plans(pg);
 	int rc = rv_test_brain_wait_planned(&brain, uid, ts, 50);
 	ck_assert_msg(rc == 0, "the pass that failed was not made again within a second");
+	ck_assert_int_eq(rv_test_brain_metric(&brain, FAILED_SERIALIZATION), 1);
 }
 END_TEST
 
@@ -598,6 +671,7 @@ static Suite *brain_plans_suite(void)
 	tcase_add_test(tc, oom_waits_for_a_pass_in_progress);
 	tcase_add_test(tc, running_plan_older_than_an_oom_plan_is_not_served);
 	tcase_add_test(tc, second_oom_keeps_the_first_oom_plan);
+	tcase_add_test(tc, pass_survives_batches_stored_meanwhile);
 	tcase_add_test(tc, pass_after_a_serialization_failure_is_retried);
 	suite_add_tcase(s, tc);
 	return s;

@@ -9,11 +9,17 @@
  * twice; a node that leaves and the job's end reach the brain as events;
  * the shards done, doing and left reach the brain and roverctl status
  * (with the job's last word when it finishes).  Single-job mode plans in-process with no brain, manual mode only
- * proposes, and cluster mode without a brain url refuses to start.
+ * proposes, and cluster mode without a brain url refuses to start.  Last, a
+ * real PyTorch job of two nodes run by the master's local scheduler: with
+ * planner passes slower than the gaps between its metrics batches, its
+ * running-stage plans are stored and applied while it trains, and no pass
+ * fails (needs /usr/bin/python3 with torch).
  */
 #include <arpa/inet.h>
 #include <check.h>
 #include <inttypes.h>
+#include <libpq-fe.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -785,6 +791,165 @@ START_TEST(test_stream_progress_reaches_the_brain)
 }
 END_TEST
 
+/* ---- a real PyTorch job trained by the local scheduler ---- */
+
+/* The brain's /metrics series, which must be there. */
+static long long brain_metric(const char *series)
+{
+	long long v = rv_test_brain_metric(&brain, series);
+	ck_assert_msg(v >= 0, "%s: %lld", series, v);
+	return v;
+}
+
+/* Hold scale_plans (ACCESS EXCLUSIVE) on a connection of the test's: a
+ * planner pass that starts takes its snapshot, then waits at its first read
+ * of the plans, as a pass on a loaded machine takes long.  Wait until one
+ * does (up to 15 s), then until two more metrics batches were stored
+ * meanwhile (up to 6 s; false when no pass or no batches came), and let
+ * go. */
+static bool slow_pass_over_batches(void)
+{
+	PGconn *pg = PQconnectdb(conninfo);
+	ck_assert_msg(PQstatus(pg) == CONNECTION_OK, "%s", PQerrorMessage(pg));
+	PGresult *r = PQexec(pg, "BEGIN; LOCK TABLE scale_plans IN ACCESS EXCLUSIVE MODE");
+	ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s", PQerrorMessage(pg));
+	PQclear(r);
+	int64_t until = rv_mono_ms() + 15000;
+	bool held = false;
+	while (!held && rv_mono_ms() < until) {
+		/* a session in a planner pass (holding a job's planner
+		 * lock, class 7411) waits for the plans; a plan request
+		 * waiting too is no pass */
+		r = PQexec(pg, "SELECT count(*) FROM pg_locks w JOIN pg_locks a ON a.pid = w.pid"
+			       " WHERE NOT w.granted AND w.relation = 'scale_plans'::regclass"
+			       " AND a.locktype = 'advisory' AND a.classid = 7411 AND a.granted");
+		ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK, "%s", PQerrorMessage(pg));
+		held = atoi(PQgetvalue(r, 0, 0)) > 0;
+		PQclear(r);
+		if (!held)
+			usleep(20 * 1000);
+	}
+	/* within the brain's statement timeout (db.statement_timeout_ms, 10 s) */
+	until = rv_mono_ms() + 6000;
+	long long from = brain_metric("rover_brain_batches_ingested_total");
+	while (held && brain_metric("rover_brain_batches_ingested_total") < from + 2 &&
+	       rv_mono_ms() < until)
+		usleep(50 * 1000);
+	bool batches = brain_metric("rover_brain_batches_ingested_total") >= from + 2;
+	r = PQexec(pg, "COMMIT");
+	PQclear(r);
+	PQfinish(pg);
+	return held && batches;
+}
+
+/* The newest running plan the brain stored for uid and heard applied, 0
+ * when none. */
+static int64_t running_plan_applied(const char *uid)
+{
+	cJSON *p = NULL;
+	long st = rv_test_brain_running_plan(&brain, uid, 0, &p);
+	ck_assert_msg(st == 200 || st == 204, "plan: %ld", st);
+	int64_t id = p ? (int64_t)rv_test_json_num(p, "id", 0) : 0;
+	cJSON_Delete(p);
+	return id && brain_says_applied(uid, id) ? id : 0;
+}
+
+/* Two nodes of the master's local scheduler, each rover-run with real
+ * PyTorch (examples/digits_rover.py: every step reported, compute-bound, 4 CPU asked on this
+ * machine), their metrics streaming to the brain about once a second.
+ * Planner passes are made slow (each held while batches are stored): the
+ * brain must still store running-stage plans, the master applies them while
+ * the job trains, and no pass fails. */
+START_TEST(test_training_job_is_planned_while_metrics_stream)
+{
+	char bin[PATH_MAX], script[PATH_MAX], run[PATH_MAX + 16];
+	const char *dir = getenv("ROVER_BIN_DIR") ? getenv("ROVER_BIN_DIR") : "build/bin";
+	ck_assert_ptr_nonnull(realpath(dir, bin));
+	ck_assert_ptr_nonnull(realpath("examples/digits_rover.py", script));
+	snprintf(run, sizeof(run), "%s/rover-run", bin);
+	char *spec = NULL;
+	ck_assert_int_ge(
+		asprintf(&spec,
+			 "{\"apiVersion\":\"elastic.rover.dev/v1alpha1\",\"kind\":\"ElasticJob\","
+			 "\"metadata\":{\"name\":\"busy\"},"
+			 "\"spec\":{\"distributionStrategy\":\"AllreduceStrategy\","
+			 "\"optimizeMode\":\"cluster\","
+			 "\"replicaSpecs\":{\"worker\":{\"replicas\":2,\"minReplicas\":1,"
+			 "\"maxReplicas\":2,\"restartCount\":2,"
+			 "\"resources\":{\"cpu\":4,\"memory\":\"2Gi\"},\"command\":[\"%s\","
+			 "\"--nproc-per-node\",\"1\",\"--max-restarts\",\"2\",\"%s\","
+			 "\"--log-every\",\"50\"]}},"
+			 "\"datasets\":[{\"name\":\"digits\",\"size\":1437,\"shardSize\":64,"
+			 "\"epochs\":1000}]}}",
+			 run, script),
+		0);
+	ck_assert_int_eq(rv_test_master_init(&master, spec), 0);
+	free(spec);
+	setenv("PYTHON_EXEC", "/usr/bin/python3", 1); /* the nodes inherit it */
+	/* resources as asked, not enforced (--node-limits none): a memory
+	 * right-sized before torch is loaded would OOM-kill the nodes and keep
+	 * the job from training for the test's length */
+	static const char *args[] = { "--brain",
+				      NULL,
+				      "--scheduler",
+				      "local",
+				      "--node-limits",
+				      "none",
+				      "--rdzv-last-call-ms",
+				      "0",
+				      "--node-stop-grace-ms",
+				      "2000",
+				      "--node-usage-interval-ms",
+				      "1000",
+				      "--brain-poll-wait-s",
+				      "1",
+				      NULL };
+	args[1] = brain.url;
+	ck_assert_int_eq(rv_test_master_start(&master, args), 0);
+	mc = rv_test_master_client(&master);
+	ck_assert_ptr_nonnull(mc);
+	char uid[RV_BRAIN_UID_MAX];
+	wait_uid(uid);
+	struct rv_job_status js = wait_job(UNTIL_APPLIED);
+	ck_assert_msg(js.has_plan && js.plan.applied, "the create plan was never applied");
+
+	/* slow passes until a running plan is stored and applied and the job
+	 * trains (its steps reach the brain as speed samples) */
+	int slow = 0;
+	int64_t id = 0, speed = 0;
+	int64_t until = rv_mono_ms() + 50000;
+	while ((slow < 2 || !id || !speed) && rv_mono_ms() < until) {
+		slow += slow_pass_over_batches();
+		for (int i = 0; i < 30 && !(id = running_plan_applied(uid)); i++)
+			usleep(50 * 1000);
+		speed = brain_job(uid).speed_samples;
+	}
+	char *log = rv_test_read_file(brain.log);
+	const char *failed = log ? strstr(log, "could not plan job") : NULL;
+	ck_assert_msg(!failed, "a planner pass failed: %.*s",
+		      failed ? (int)strcspn(failed, "\n") : 0, failed);
+	free(log);
+	ck_assert_msg(slow >= 2, "%d passes held while batches were stored", slow);
+	if (!id) {
+		char path[128];
+		snprintf(path, sizeof(path), "/v1/jobs/%s/plans", uid);
+		struct rv_test_reply h;
+		if (rv_test_http(&brain, "GET", path, NULL, NULL, &h) == 0)
+			fprintf(stderr, "plans: %s\n", h.body);
+		rv_test_reply_release(&h);
+	}
+	ck_assert_msg(id > 0, "no running plan stored and applied (see %s)", master.log);
+	ck_assert_int_eq(brain_metric(
+				 "rover_brain_plan_passes_failed_total{reason=\"serialization\"}"),
+			 0);
+	ck_assert_int_eq(brain_metric("rover_brain_plan_passes_failed_total{reason=\"other\"}"), 0);
+	/* and the job trained meanwhile, and still does */
+	ck_assert_msg(speed > 0, "the job never reported a step");
+	js = job();
+	ck_assert_str_eq(js.job_state, "running");
+}
+END_TEST
+
 static Suite *master_brain_suite(void)
 {
 	Suite *s = suite_create("master_brain");
@@ -802,6 +967,11 @@ static Suite *master_brain_suite(void)
 	tcase_add_test(tc, test_progress_reaches_the_brain);
 	tcase_add_test(tc, test_stream_progress_reaches_the_brain);
 	suite_add_tcase(s, tc);
+	TCase *train = tcase_create("training");
+	tcase_set_timeout(train, 120);
+	tcase_add_checked_fixture(train, setup, teardown);
+	tcase_add_test(train, test_training_job_is_planned_while_metrics_stream);
+	suite_add_tcase(s, train);
 	return s;
 }
 

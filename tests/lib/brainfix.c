@@ -274,3 +274,23 @@ long rv_test_brain_post_batch(const struct rv_test_brain *b, const char *uid, st
 	rv_test_reply_release(&r);
 	return status;
 }
+
+long long rv_test_brain_metric(const struct rv_test_brain *b, const char *series)
+{
+	struct rv_test_reply r;
+	int rc = rv_test_http(b, "GET", "/metrics", NULL, NULL, &r);
+	if (rc < 0)
+		return rc;
+	long long v = -ENOENT;
+	size_t n = strlen(series);
+	for (const char *l = r.status == 200 ? r.body : NULL; l && *l;) {
+		if (!strncmp(l, series, n) && l[n] == ' ') {
+			v = strtoll(l + n + 1, NULL, 10);
+			break;
+		}
+		l = strchr(l, '\n');
+		l = l ? l + 1 : NULL;
+	}
+	rv_test_reply_release(&r);
+	return v;
+}

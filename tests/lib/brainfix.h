@@ -67,5 +67,10 @@ int rv_test_brain_wait_planned(const struct rv_test_brain *b, const char *uid, i
  * or a negative errno. */
 long rv_test_brain_running_plan(const struct rv_test_brain *b, const char *uid, int64_t after,
 				cJSON **plan);
+/* The value of one series of the brain's /metrics (its whole name with
+ * labels, as printed: "rover_brain_plan_passes_failed_total{reason=
+ * \"serialization\"}"): 0 or more, -ENOENT when /metrics has no such
+ * series, or the request's negative errno. */
+long long rv_test_brain_metric(const struct rv_test_brain *b, const char *series);
 
 #endif
