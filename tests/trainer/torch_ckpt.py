@@ -7,6 +7,11 @@ with rover-run's variables set.
                               keep training without saving until killed
   torch_ckpt.py load DIGEST   a fresh model and optimizer (other seed),
                               Checkpointer.load, write step and digest
+  torch_ckpt.py overlap OUT   a model of 16 MiB with Adam (48 MiB saved): each
+                              step's Checkpointer.save overlaps the next step,
+                              whose optimizer.step() waits for the copy; a second
+                              Checkpointer loads each saved step: write
+                              "<steps> <steps equal to the state saved>"
   torch_ckpt.py shards OUT    take every sample through rover.ShardSampler
                               in a DataLoader, report a step per batch, write
                               "<samples> <distinct indices>" (one epoch)
@@ -42,8 +47,8 @@ def build(seed):
     return model, opt
 
 
-def train_step(model, opt):
-    x = torch.randn(16, 32)
+def train_step(model, opt, width=32):
+    x = torch.randn(16, width)
     loss = model(x).pow(2).mean()
     opt.zero_grad()
     loss.backward()
@@ -65,6 +70,30 @@ def main():
         while True:  # the state moves on, unsaved, until the kill
             train_step(model, opt)
             time.sleep(0.01)
+    if mode == "overlap":
+        torch.manual_seed(3)
+        model = torch.nn.Sequential(torch.nn.Linear(1024, 2048), torch.nn.ReLU(),
+                                    torch.nn.Linear(2048, 1024))
+        model.register_buffer("counter", torch.zeros(3, dtype=torch.int64))
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        other = torch.nn.Sequential(torch.nn.Linear(1024, 2048), torch.nn.ReLU(),
+                                    torch.nn.Linear(2048, 1024))
+        other.register_buffer("counter", torch.zeros(3, dtype=torch.int64))
+        other_opt = torch.optim.Adam(other.parameters(), lr=1e-3)
+        ck, equal = rover.Checkpointer(model, opt), 0
+        assert ck.overlap
+        train_step(model, opt, 1024)
+        for step in range(1, 6):
+            want = digest(model, opt)
+            ck.save(step)  # returns before the copy is done
+            in_flight = ck._inflight is not None
+            train_step(model, opt, 1024)  # its optimizer.step() waits, then writes
+            ck.wait()
+            got = rover.Checkpointer(other, other_opt, overlap=False).load()
+            equal += in_flight and got == step and digest(other, other_opt) == want
+        with open(out, "w") as f:
+            f.write("%d %d\n" % (step, equal))
+        return
     if mode == "shards":
         sampler = rover.ShardSampler()
         seen = []
