@@ -7,7 +7,7 @@ with rover-run's variables set.
                               keep training without saving until killed
   torch_ckpt.py load DIGEST   a fresh model and optimizer (other seed),
                               Checkpointer.load, write step and digest
-  torch_ckpt.py overlap OUT   a model of 16 MiB with Adam (48 MiB saved): each
+  torch_ckpt.py overlap OUT   a model of 32 MiB with Adam (96 MiB saved): each
                               step's Checkpointer.save overlaps the next step,
                               whose optimizer.step() waits for the copy; a second
                               Checkpointer loads each saved step: write
@@ -47,8 +47,31 @@ def build(seed):
     return model, opt
 
 
-def train_step(model, opt, width=32):
-    x = torch.randn(16, width)
+def build_big(seed):
+    """build's model with a parameter of 32 MiB that the step's forward and
+    backward leave alone (its gradient is set once) and its optimizer's
+    update writes whole: 96 MiB saved with Adam's state."""
+    model, _ = build(seed)
+    model.register_parameter("big", torch.nn.Parameter(torch.randn(8 << 20)))
+    model.big.grad = torch.full_like(model.big, 1e-3)
+    return model, torch.optim.Adam(model.parameters(), lr=1e-2)
+
+
+def train_step_big(model, opt):
+    """A step that reaches its optimizer.step() at once: the save of the
+    step before is still copying."""
+    for p in model[0].parameters():
+        p.grad = None
+    for p in model[2].parameters():
+        p.grad = None
+    loss = model(torch.randn(16, 32)).pow(2).mean()
+    loss.backward()
+    opt.step()
+    model.counter += 1
+
+
+def train_step(model, opt):
+    x = torch.randn(16, 32)
     loss = model(x).pow(2).mean()
     opt.zero_grad()
     loss.backward()
@@ -71,23 +94,16 @@ def main():
             train_step(model, opt)
             time.sleep(0.01)
     if mode == "overlap":
-        torch.manual_seed(3)
-        model = torch.nn.Sequential(torch.nn.Linear(1024, 2048), torch.nn.ReLU(),
-                                    torch.nn.Linear(2048, 1024))
-        model.register_buffer("counter", torch.zeros(3, dtype=torch.int64))
-        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-        other = torch.nn.Sequential(torch.nn.Linear(1024, 2048), torch.nn.ReLU(),
-                                    torch.nn.Linear(2048, 1024))
-        other.register_buffer("counter", torch.zeros(3, dtype=torch.int64))
-        other_opt = torch.optim.Adam(other.parameters(), lr=1e-3)
+        model, opt = build_big(3)
+        other, other_opt = build_big(4)
         ck, equal = rover.Checkpointer(model, opt), 0
         assert ck.overlap
-        train_step(model, opt, 1024)
+        train_step_big(model, opt)
         for step in range(1, 6):
             want = digest(model, opt)
             ck.save(step)  # returns before the copy is done
             in_flight = ck._inflight is not None
-            train_step(model, opt, 1024)  # its optimizer.step() waits, then writes
+            train_step_big(model, opt)  # its optimizer.step() waits, then writes
             ck.wait()
             got = rover.Checkpointer(other, other_opt, overlap=False).load()
             equal += in_flight and got == step and digest(other, other_opt) == want
