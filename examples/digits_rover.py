@@ -153,7 +153,7 @@ def main():
         rover.report_step(step, len(idx))
         if save_delay:
             time.sleep(save_delay)
-        ckpt.save(step)
+        ckpt.save(step)  # on the CPU, copied during the next step; its opt.step() waits
         if args.digest_log and rank == 0:
             ckpt.wait()
             append(args.digest_log, f"{step} {digest(model, opt)}")
