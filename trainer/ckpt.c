@@ -256,25 +256,30 @@ static int save_slot(struct rv_trainer *t, uint64_t payload, uint64_t *seq, stru
 	return s;
 }
 
-/* Everything a save does before its copy: *out set, or a negative errno. */
-static int save_prepare(struct rv_trainer *t, int64_t step, int64_t task_id, int64_t consumed,
-			const void *const *bufs, const uint64_t *sizes, int n,
-			struct trainer_save **out, struct rv_err *err)
+/* Everything a save does before its copy: the save (free with save_free),
+ * or NULL with *rc the negative errno. */
+static struct trainer_save *save_prepare(struct rv_trainer *t, int64_t step, int64_t task_id,
+					 int64_t consumed, const void *const *bufs,
+					 const uint64_t *sizes, int n, int *rc, struct rv_err *err)
 {
 	int64_t payload = save_payload(t, bufs, sizes, n, err);
-	if (payload < 0)
-		return (int)payload;
+	if (payload < 0) {
+		*rc = (int)payload;
+		return NULL;
+	}
 	struct trainer_save *sv = calloc(1, sizeof(*sv));
-	if (!sv)
-		return trainer_fail(t, err, rv_err_set(err, -ENOMEM, "", "out of memory"));
+	if (!sv) {
+		*rc = trainer_fail(t, err, rv_err_set(err, -ENOMEM, "", "out of memory"));
+		return NULL;
+	}
 	int s = save_slot(t, (uint64_t)payload, &sv->seq, err);
 	if (s < 0) {
-		save_free(sv);
-		return s;
+		*rc = s;
+		return save_free(sv);
 	}
 	if (trainer_copy_init(&sv->copy, t->slot[s].map + SLOT_HDR, bufs, sizes, n) < 0) {
-		save_free(sv);
-		return trainer_fail(t, err, rv_err_set(err, -ENOMEM, "", "out of memory"));
+		*rc = trainer_fail(t, err, rv_err_set(err, -ENOMEM, "", "out of memory"));
+		return save_free(sv);
 	}
 	sv->h = (struct rv_ckslot_hdr *)t->slot[s].map;
 	sv->mc = t->mc_report;
@@ -284,8 +289,7 @@ static int save_prepare(struct rv_trainer *t, int64_t step, int64_t task_id, int
 	sv->step = step;
 	sv->task_id = task_id;
 	sv->consumed = task_id ? consumed : 0;
-	*out = sv;
-	return 0;
+	return sv;
 }
 
 /* Copy, write the header, commit, then report the position of the step. */
@@ -364,9 +368,10 @@ int rv_trainer_save_at(struct rv_trainer *t, int64_t step, int64_t task_id, int6
 {
 	int64_t t0 = trainer_now_ns();
 	rv_trainer_save_wait(t, NULL); /* one save at a time */
-	struct trainer_save *sv;
-	int rc = save_prepare(t, step, task_id, consumed, bufs, sizes, n, &sv, err);
-	if (rc < 0)
+	int rc = 0;
+	struct trainer_save *sv =
+		save_prepare(t, step, task_id, consumed, bufs, sizes, n, &rc, err);
+	if (!sv)
 		return rc;
 	/* the caller waits anyway: a second thread shares the copy */
 	save_run(sv, sv->copy.bytes >= SPLIT_MIN ? 2 : 1);
@@ -381,9 +386,9 @@ int rv_trainer_save_start(struct rv_trainer *t, int64_t step, const void *const 
 	rv_trainer_save_wait(t, NULL);
 	int64_t task, consumed;
 	rv_trainer_position(t, &task, &consumed);
-	struct trainer_save *sv;
-	int rc = save_prepare(t, step, task, consumed, bufs, sizes, n, &sv, err);
-	if (rc < 0)
+	int rc = 0;
+	struct trainer_save *sv = save_prepare(t, step, task, consumed, bufs, sizes, n, &rc, err);
+	if (!sv)
 		return rc;
 	sv->pid = getpid();
 	sv->threaded = pthread_create(&sv->thread, NULL, save_thread, sv) == 0;

@@ -414,6 +414,7 @@ class Checkpointer:
         self.data_restored = False  # the last load put the data shards back
         self._pinned, self._stream, self._pending, self._error = {}, None, None, None
         self._inflight = None  # (trainer, tensors, header) an overlapped save reads
+        self._staged = {}  # copies of the tensors a forward may write, by index
         if self.overlap:
             _wait_before_step(optimizer, weakref.ref(self))
             atexit.register(_wait_at_exit, weakref.ref(self))
@@ -438,6 +439,15 @@ class Checkpointer:
             ptrs.update(v.data_ptr() for v in st.values() if isinstance(v, _torch.Tensor))
         return ptrs
 
+    def _stage(self, i, t):
+        """A copy of CPU tensor t (the i-th saved), in memory kept between
+        saves: fresh pages cost a fault each, more than the copy."""
+        buf = self._staged.get(i)
+        if buf is None or buf.shape != t.shape or buf.dtype != t.dtype:
+            buf = _torch.empty_like(t, memory_format=_torch.contiguous_format)
+            self._staged[i] = buf
+        return buf.copy_(t)
+
     def save(self, step):
         """Copy the state of step into this rank's shared memory.  CPU tensors:
         with overlap, starts the copy and returns None (the next
@@ -457,7 +467,7 @@ class Checkpointer:
                 if not t.is_contiguous():
                     t = t.contiguous()  # a copy already
                 elif later and not t.is_cuda and t.data_ptr() not in later:
-                    t = t.clone()  # the next forward may write it
+                    t = self._stage(len(tensors), t)  # the next forward may write it
                 tensors.append(t)
                 return (_TENSOR, len(tensors) - 1)
             if isinstance(v, dict):
