@@ -155,9 +155,10 @@ int rv_trainer_save(struct rv_trainer *t, int64_t step, const void *const *bufs,
  * checkpoint call on t (save, load, steps, reserve, close) waits for the
  * save first.  start: 0, or the errors of rv_trainer_save (nothing is in
  * flight then); the bufs and sizes arrays are copied, the bytes borrowed.
- * wait: 1 when a save was in flight (done now; *stats, if not NULL, says
- * how long the two calls blocked together in stall_s and how long the copy
- * took), 0 when none was (stats->slot -1).  A failed report of the
+ * wait: 1 when a save was in flight (done now, its position reported: one
+ * round trip to the master; *stats, if not NULL, says how long the two
+ * calls blocked together in stall_s and how long the copy took), 0 when
+ * none was (stats->slot -1).  A failed report of the
  * position is, as for rv_trainer_save, in stats->reported and
  * rv_trainer_last_error, not an error.
  */
