@@ -444,6 +444,52 @@ START_TEST(test_overlap_saves_step)
 }
 END_TEST
 
+/* Buffers of odd sizes, empty ones among them, across the pieces a save is
+ * cut into (4 MiB) and shared by two threads: each save, synchronous or
+ * overlapped, loads back byte for byte with its CRC checked. */
+START_TEST(test_save_odd_sizes)
+{
+	enum { NB = 7 };
+	const uint64_t sizes[NB] = {
+		1, (4 << 20) + 3, 0, (5 << 20) - 7, (17 << 20) + 1, 12345, (8 << 20) - 4096,
+	};
+	char job[64];
+	job_name(job, sizeof(job), "odd");
+	struct rv_trainer *t = open_local(job, 0);
+	unsigned char *b[NB];
+	const void *p[NB];
+	for (int i = 0; i < NB; i++) {
+		b[i] = malloc(sizes[i] + 1);
+		fill(b[i], sizes[i], 20 + i);
+		p[i] = b[i];
+	}
+	struct rv_err err = { 0 };
+	for (int64_t step = 1; step <= 2; step++) {
+		if (step == 1)
+			ck_assert_int_eq(rv_trainer_save(t, step, p, sizes, NB, NULL, &err), 0);
+		else
+			ck_assert_int_eq(rv_trainer_save_start(t, step, p, sizes, NB, &err), 0);
+		int64_t got = -1;
+		int nbufs = -1;
+		ck_assert_int_eq(rv_trainer_load(t, &got, &nbufs, &err), 1);
+		ck_assert_int_eq(got, step);
+		ck_assert_int_eq(nbufs, NB);
+		for (int i = 0; i < NB; i++) {
+			const void *d;
+			uint64_t n;
+			ck_assert_int_eq(rv_trainer_loaded(t, i, &d, &n), 0);
+			ck_assert_uint_eq(n, sizes[i]);
+			ck_assert_msg(!memcmp(d, b[i], n), "step %lld: buffer %d differs",
+				      (long long)step, i);
+		}
+	}
+	rv_trainer_close(t);
+	rv_trainer_unlink(job, 0);
+	for (int i = 0; i < NB; i++)
+		free(b[i]);
+}
+END_TEST
+
 static int crash_fd = -1;
 
 /* The saving thread faulted: say so and wait for the SIGKILL. */
@@ -715,6 +761,7 @@ static Suite *trainer_suite(void)
 	tcase_add_test(tc, test_save_without_master);
 	tcase_add_test(tc, test_kill_during_save);
 	tcase_add_test(tc, test_corrupted_refused);
+	tcase_add_test(tc, test_save_odd_sizes);
 	tcase_add_test(tc, test_overlap_saves_step);
 	tcase_add_test(tc, test_overlap_crash_keeps_previous);
 	tcase_add_test(tc, test_torch_kill_after_save);
