@@ -396,4 +396,4 @@ clean:
 .PHONY: all deps web-deps test check-layers check-names check-readmes asan valgrind bench demo demo-stop lint install \
         lint-deps format-check clean
 .SECONDARY:
--include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(B)/obj $(B)/pic -name '*.d' 2>/dev/null)

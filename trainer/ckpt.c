@@ -5,15 +5,19 @@
  * A slot is a 68 KiB header and the payload (the buffers one after the
  * other, each at a 64-byte boundary).  A save picks the slot that does not
  * hold the newest committed checkpoint, clears its committed word, copies
- * the buffers in cache-sized chunks while it checksums each chunk (CRC32C,
- * with the SSE 4.2 instruction where the CPU has it), writes the header
- * with a CRC32C of its own and, after a release fence, the committed word.
- * A load reads the committed word with acquire, checks both CRCs and takes
- * the highest sequence number: a slot whose writer died before the last
- * store, or whose bytes changed since, is never loaded.
+ * the buffers and checksums them in the same pass (copy.c: CRC32C, with the
+ * SSE 4.2 instruction where the CPU has it), writes the header with a
+ * CRC32C of its own and, after a release fence, the committed word.  A load
+ * reads the committed word with acquire, checks both CRCs and takes the
+ * highest sequence number: a slot whose writer died before the last store,
+ * or whose bytes changed since, is never loaded.
  *
  * Pages are faulted in once (MAP_POPULATE when a slot is sized), so a save
- * is one pass of memcpy over warm pages.  Single-threaded: the handle's.
+ * is one pass over warm pages.  The handle's thread calls everything here;
+ * rv_trainer_save copies with one more thread, and rv_trainer_save_start
+ * leaves the copy, the commit and the position's report to a thread of the
+ * save's own (struct trainer_save) until rv_trainer_save_wait: every other
+ * call on the slots waits for it first.
  */
 #include "trainer.h"
 
@@ -21,7 +25,9 @@
 #include "crc32c.h"
 #include "json.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,81 +36,14 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 #define SLOT_HDR  ((uint64_t)RV_CKSLOT_HEADER)
-#define SLOT_GROW (2u << 20)    /* segments grow in 2 MiB steps */
-#define CHUNK     (1024u << 10) /* without AVX2: copied, then checksummed from cache */
-#define VIEW      2             /* t->slot[VIEW]: a checkpoint loaded from elsewhere */
+#define SLOT_GROW (2u << 20)  /* segments grow in 2 MiB steps */
+#define SPLIT_MIN (16u << 20) /* a save of this many bytes is copied by two threads */
+#define VIEW      2           /* t->slot[VIEW]: a checkpoint loaded from elsewhere */
 
 _Static_assert(RV_CKSLOT_HEADER == RV_TRAINER_SLOT_HEADER, "one slot header size");
 _Static_assert(RV_CKSLOT_MAX_BUFS == RV_TRAINER_MAX_BUFS, "one buffer limit");
-
-#if defined(__x86_64__)
-#define LANE 4096u
-
-/* Copy n bytes to dst (32-byte aligned) and return the CRC32C of them
- * continuing c (inverted form): one pass that reads the source once, feeds
- * three crc32 streams and writes with non-temporal stores, so the copy runs
- * at memory bandwidth and the destination's lines are never read. */
-__attribute__((target("sse4.2,avx2"))) static uint32_t copy_crc_avx2(unsigned char *dst,
-								     const unsigned char *src,
-								     size_t n, uint32_t c)
-{
-	uint64_t c0 = c;
-	uint32_t lane_k = rv_crc32c_shift_const(LANE);
-	while (n >= 3 * LANE) {
-		uint64_t c1 = 0, c2 = 0;
-		for (size_t i = 0; i < LANE; i += 32) {
-			__m256i v0 = _mm256_loadu_si256((const __m256i *)(src + i));
-			__m256i v1 = _mm256_loadu_si256((const __m256i *)(src + LANE + i));
-			__m256i v2 = _mm256_loadu_si256((const __m256i *)(src + 2 * LANE + i));
-			_mm256_stream_si256((__m256i *)(dst + i), v0);
-			_mm256_stream_si256((__m256i *)(dst + LANE + i), v1);
-			_mm256_stream_si256((__m256i *)(dst + 2 * LANE + i), v2);
-			for (int k = 0; k < 4; k++) {
-				c0 = __builtin_ia32_crc32di(c0,
-							    (uint64_t)_mm256_extract_epi64(v0, 0));
-				c1 = __builtin_ia32_crc32di(c1,
-							    (uint64_t)_mm256_extract_epi64(v1, 0));
-				c2 = __builtin_ia32_crc32di(c2,
-							    (uint64_t)_mm256_extract_epi64(v2, 0));
-				v0 = _mm256_permute4x64_epi64(v0, 0x39);
-				v1 = _mm256_permute4x64_epi64(v1, 0x39);
-				v2 = _mm256_permute4x64_epi64(v2, 0x39);
-			}
-		}
-		c0 = rv_crc32c_shift((uint32_t)c0, lane_k) ^ c1;
-		c0 = rv_crc32c_shift((uint32_t)c0, lane_k) ^ c2;
-		src += 3 * LANE;
-		dst += 3 * LANE;
-		n -= 3 * LANE;
-	}
-	_mm_sfence();
-	memcpy(dst, src, n);
-	return rv_crc32c_hw_raw((uint32_t)c0, src, n);
-}
-#endif
-
-/* Copy n bytes from src to dst (32-byte aligned) and CRC32C them,
- * continuing crc. */
-static uint32_t copy_crc(unsigned char *dst, const unsigned char *src, size_t n, uint32_t crc)
-{
-#if defined(__x86_64__)
-	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("sse4.2")) {
-		return ~copy_crc_avx2(dst, src, n, ~crc);
-	}
-#endif
-	for (size_t off = 0; off < n; off += CHUNK) {
-		size_t len = n - off < CHUNK ? n - off : CHUNK;
-		memcpy(dst + off, src + off, len);
-		/* the source chunk is in cache now; the destination may not be */
-		crc = rv_trainer_crc32c(crc, src + off, len);
-	}
-	return crc;
-}
 
 uint32_t rv_trainer_crc32c(uint32_t crc, const void *data, size_t n)
 {
@@ -125,6 +64,7 @@ static void slot_unmap(struct trainer_slot *sl)
 
 void trainer_ckpt_close(struct rv_trainer *t)
 {
+	rv_trainer_save_wait(t, NULL);
 	for (int s = 0; s <= VIEW; s++)
 		slot_unmap(&t->slot[s]);
 	t->loaded_slot = -1;
@@ -206,6 +146,7 @@ static const struct rv_ckslot_hdr *slot_committed(const struct rv_trainer *t, in
 
 int rv_trainer_reserve(struct rv_trainer *t, uint64_t bytes, struct rv_err *err)
 {
+	rv_trainer_save_wait(t, NULL);
 	uint64_t payload = bytes + (uint64_t)RV_TRAINER_MAX_BUFS * RV_CKSLOT_ALIGN;
 	for (int s = 0; s < 2; s++) {
 		int rc = slot_open(t, s, true, err);
@@ -234,6 +175,184 @@ void rv_trainer_position(const struct rv_trainer *t, int64_t *task_id, int64_t *
 	*consumed = t->cur.id ? t->consumed : t->last_id ? t->last_len : 0;
 }
 
+/*
+ * A save from the choice of its slot to its commit.  The thread of an
+ * overlapped save touches only this (the slot through h, the master through
+ * mc), so the loop's thread goes on with the handle meanwhile.
+ */
+struct trainer_save {
+	struct trainer_copy copy;
+	struct rv_ckslot_hdr *h;     /* the slot's header, in its mapping */
+	struct rv_master_client *mc; /* reports the position; NULL: no master */
+	int slot, rank;
+	uint64_t seq, payload;
+	int64_t step, task_id, consumed;
+	pthread_t thread;
+	bool threaded; /* thread runs the copy (else it was done in start) */
+	pid_t pid;     /* the process whose thread it is */
+	int64_t stall_ns;
+	double copy_s;
+	bool reported;
+	struct rv_err rerr; /* the report's error, when it failed */
+};
+
+static struct trainer_save *save_free(struct trainer_save *sv)
+{
+	if (sv) {
+		trainer_copy_release(&sv->copy);
+		free(sv);
+	}
+	return NULL;
+}
+
+/* The payload of n buffers (their sizes checked), or a negative errno. */
+static int64_t save_payload(struct rv_trainer *t, const void *const *bufs, const uint64_t *sizes,
+			    int n, struct rv_err *err)
+{
+	if (n < 0 || n > RV_TRAINER_MAX_BUFS)
+		return trainer_fail(t, err,
+				    rv_err_set(err, -E2BIG, "n", "%d buffers, at most %d", n,
+					       RV_TRAINER_MAX_BUFS));
+	uint64_t payload = 0;
+	for (int i = 0; i < n; i++) {
+		if (sizes[i] && !bufs[i])
+			return trainer_fail(t, err,
+					    rv_err_set(err, -EINVAL, "bufs", "buffer %d is NULL",
+						       i));
+		payload += rv_ckslot_align(sizes[i]);
+	}
+	return (int64_t)payload;
+}
+
+/* Choose the slot a save writes (the one not holding the newest committed
+ * checkpoint), with the sequence number it gets, clear its committed word
+ * and size it for payload.  The slot, or a negative errno. */
+static int save_slot(struct rv_trainer *t, uint64_t payload, uint64_t *seq, struct rv_err *err)
+{
+	/* both slots as they are now (another process may have saved before) */
+	int rc;
+	for (int s = 0; s < 2; s++)
+		if ((rc = slot_open(t, s, false, err)) < 0 && rc != -ENOENT)
+			return trainer_fail(t, err, rc);
+	const struct rv_ckslot_hdr *h0 = slot_committed(t, 0), *h1 = slot_committed(t, 1);
+	int s = !h0 ? 0 : !h1 ? 1 : h0->seq <= h1->seq ? 0 : 1;
+	*seq = 1 + (h0 ? h0->seq : 0);
+	if (h1 && h1->seq + 1 > *seq)
+		*seq = h1->seq + 1;
+	if (t->loaded_slot == s)
+		t->loaded_slot = -1; /* its view is about to be overwritten */
+	struct trainer_slot *sl = &t->slot[s];
+	if (sl->map)
+		atomic_store_explicit(&((struct rv_ckslot_hdr *)sl->map)->committed, 0,
+				      memory_order_release);
+	if ((rc = slot_size(t, s, payload, err)) < 0)
+		return trainer_fail(t, err, rc);
+	if (!sl->map) /* mmap gave address 0: not ours to use */
+		return trainer_fail(t, err,
+				    rv_err_set(err, -EIO, "shm", "no checkpoint slot mapped"));
+	atomic_store_explicit(&((struct rv_ckslot_hdr *)sl->map)->committed, 0,
+			      memory_order_release);
+	atomic_thread_fence(memory_order_seq_cst);
+	return s;
+}
+
+/* Everything a save does before its copy: the save (free with save_free),
+ * or NULL with *rc the negative errno. */
+static struct trainer_save *save_prepare(struct rv_trainer *t, int64_t step, int64_t task_id,
+					 int64_t consumed, const void *const *bufs,
+					 const uint64_t *sizes, int n, int *rc, struct rv_err *err)
+{
+	int64_t payload = save_payload(t, bufs, sizes, n, err);
+	if (payload < 0) {
+		*rc = (int)payload;
+		return NULL;
+	}
+	struct trainer_save *sv = calloc(1, sizeof(*sv));
+	if (!sv) {
+		*rc = trainer_fail(t, err, rv_err_set(err, -ENOMEM, "", "out of memory"));
+		return NULL;
+	}
+	int s = save_slot(t, (uint64_t)payload, &sv->seq, err);
+	if (s < 0) {
+		*rc = s;
+		return save_free(sv);
+	}
+	if (trainer_copy_init(&sv->copy, t->slot[s].map + SLOT_HDR, bufs, sizes, n) < 0) {
+		*rc = trainer_fail(t, err, rv_err_set(err, -ENOMEM, "", "out of memory"));
+		return save_free(sv);
+	}
+	sv->h = (struct rv_ckslot_hdr *)t->slot[s].map;
+	sv->mc = t->mc_report;
+	sv->slot = s;
+	sv->rank = t->rank;
+	sv->payload = (uint64_t)payload;
+	sv->step = step;
+	sv->task_id = task_id;
+	sv->consumed = task_id ? consumed : 0;
+	return sv;
+}
+
+/* Copy, write the header, commit, then report the position of the step. */
+static void save_run(struct trainer_save *sv, int threads)
+{
+	int64_t c0 = trainer_now_ns();
+	trainer_copy_run(&sv->copy, threads);
+	sv->copy_s = secs_since(c0);
+
+	struct rv_ckslot_hdr *h = sv->h;
+	h->magic = RV_CKSLOT_MAGIC;
+	h->version = RV_CKSLOT_VERSION;
+	h->nbufs = (uint32_t)sv->copy.n;
+	h->seq = sv->seq;
+	h->step = sv->step;
+	h->payload = sv->payload;
+	h->task_id = sv->task_id;
+	h->consumed = sv->consumed;
+	h->crc = sv->copy.crc;
+	h->pad = 0;
+	memset(h->sizes, 0, sizeof(h->sizes));
+	for (int i = 0; i < sv->copy.n; i++)
+		h->sizes[i] = sv->copy.sizes[i];
+	h->hcrc = rv_ckslot_hdr_crc(h);
+	atomic_store_explicit(&h->committed, RV_CKSLOT_COMMITTED, memory_order_release);
+
+	/* the data position of this step, for a restore on other ranks or after
+	 * the world changed; the copy above is already safe without it */
+	if (sv->mc) {
+		struct rv_ckpt_report r = {
+			.step = sv->step,
+			.worker = sv->rank,
+			.task_id = sv->task_id,
+			.consumed = sv->consumed,
+		};
+		sv->reported = rv_master_ckpt_report(sv->mc, &r, &sv->rerr) == 0;
+	}
+}
+
+static void *save_thread(void *arg)
+{
+	save_run(arg, 1);
+	return NULL;
+}
+
+/* The stats of a save that is done (a failed report becomes t's last
+ * error, not the save's), and its memory freed. */
+static void save_done(struct rv_trainer *t, struct trainer_save *sv, int64_t stall_ns,
+		      struct rv_trainer_save_stats *stats)
+{
+	if (sv->mc && !sv->reported)
+		trainer_fail(t, &sv->rerr, sv->rerr.code);
+	if (stats)
+		*stats = (struct rv_trainer_save_stats){
+			.stall_s = (double)stall_ns / 1e9,
+			.copy_s = sv->copy_s,
+			.bytes = sv->copy.bytes,
+			.slot = sv->slot,
+			.reported = sv->reported,
+		};
+	save_free(sv);
+}
+
 int rv_trainer_save(struct rv_trainer *t, int64_t step, const void *const *bufs,
 		    const uint64_t *sizes, int n, struct rv_trainer_save_stats *stats,
 		    struct rv_err *err)
@@ -248,90 +367,56 @@ int rv_trainer_save_at(struct rv_trainer *t, int64_t step, int64_t task_id, int6
 		       struct rv_trainer_save_stats *stats, struct rv_err *err)
 {
 	int64_t t0 = trainer_now_ns();
-	struct rv_trainer_save_stats st = { .slot = -1 };
-	if (n < 0 || n > RV_TRAINER_MAX_BUFS)
-		return trainer_fail(t, err,
-				    rv_err_set(err, -E2BIG, "n", "%d buffers, at most %d", n,
-					       RV_TRAINER_MAX_BUFS));
-	uint64_t payload = 0;
-	for (int i = 0; i < n; i++) {
-		if (sizes[i] && !bufs[i])
-			return trainer_fail(t, err,
-					    rv_err_set(err, -EINVAL, "bufs", "buffer %d is NULL",
-						       i));
-		payload += rv_ckslot_align(sizes[i]);
-		st.bytes += sizes[i];
-	}
-	/* both slots as they are now (another process may have saved before) */
-	int rc;
-	for (int s = 0; s < 2; s++)
-		if ((rc = slot_open(t, s, false, err)) < 0 && rc != -ENOENT)
-			return trainer_fail(t, err, rc);
-	const struct rv_ckslot_hdr *h0 = slot_committed(t, 0), *h1 = slot_committed(t, 1);
-	int s = !h0 ? 0 : !h1 ? 1 : h0->seq <= h1->seq ? 0 : 1;
-	uint64_t seq = 1 + (h0 ? h0->seq : 0);
-	if (h1 && h1->seq + 1 > seq)
-		seq = h1->seq + 1;
-	if (t->loaded_slot == s)
-		t->loaded_slot = -1; /* its view is about to be overwritten */
-
-	struct trainer_slot *sl = &t->slot[s];
-	if (sl->map)
-		atomic_store_explicit(&((struct rv_ckslot_hdr *)sl->map)->committed, 0,
-				      memory_order_release);
-	if ((rc = slot_size(t, s, payload, err)) < 0)
-		return trainer_fail(t, err, rc);
-	if (!sl->map) /* mmap gave address 0: not ours to use */
-		return trainer_fail(t, err,
-				    rv_err_set(err, -EIO, "shm", "no checkpoint slot mapped"));
-	struct rv_ckslot_hdr *h = (struct rv_ckslot_hdr *)sl->map;
-	atomic_store_explicit(&h->committed, 0, memory_order_release);
-	atomic_thread_fence(memory_order_seq_cst);
-
-	int64_t c0 = trainer_now_ns();
-	unsigned char *dst = sl->map + SLOT_HDR;
-	uint32_t crc = 0;
-	for (int i = 0; i < n; i++) {
-		crc = copy_crc(dst, bufs[i], sizes[i], crc);
-		dst += rv_ckslot_align(sizes[i]);
-	}
-	st.copy_s = secs_since(c0);
-
-	h->magic = RV_CKSLOT_MAGIC;
-	h->version = RV_CKSLOT_VERSION;
-	h->nbufs = (uint32_t)n;
-	h->seq = seq;
-	h->step = step;
-	h->payload = payload;
-	h->task_id = task_id;
-	h->consumed = task_id ? consumed : 0;
-	h->crc = crc;
-	h->pad = 0;
-	memset(h->sizes, 0, sizeof(h->sizes));
-	for (int i = 0; i < n; i++)
-		h->sizes[i] = sizes[i];
-	h->hcrc = rv_ckslot_hdr_crc(h);
-	atomic_store_explicit(&h->committed, RV_CKSLOT_COMMITTED, memory_order_release);
-	st.slot = s;
-
-	/* the data position of this step, for a restore on other ranks or after
-	 * the world changed; the copy above is already safe without it */
-	if (t->mc_report) {
-		struct rv_ckpt_report r = {
-			.step = step,
-			.worker = t->rank,
-			.task_id = task_id,
-			.consumed = task_id ? consumed : 0,
-		};
-		struct rv_err rerr = { 0 };
-		st.reported = rv_master_ckpt_report(t->mc_report, &r, &rerr) == 0;
-		if (!st.reported)
-			trainer_fail(t, &rerr, rerr.code);
-	}
-	st.stall_s = secs_since(t0);
-	if (stats)
-		*stats = st;
+	rv_trainer_save_wait(t, NULL); /* one save at a time */
+	int rc = 0;
+	struct trainer_save *sv =
+		save_prepare(t, step, task_id, consumed, bufs, sizes, n, &rc, err);
+	if (!sv)
+		return rc;
+	/* the caller waits anyway: a second thread shares the copy */
+	save_run(sv, sv->copy.bytes >= SPLIT_MIN ? 2 : 1);
+	save_done(t, sv, trainer_now_ns() - t0, stats);
 	return 0;
+}
+
+int rv_trainer_save_start(struct rv_trainer *t, int64_t step, const void *const *bufs,
+			  const uint64_t *sizes, int n, struct rv_err *err)
+{
+	int64_t t0 = trainer_now_ns();
+	rv_trainer_save_wait(t, NULL);
+	int64_t task, consumed;
+	rv_trainer_position(t, &task, &consumed);
+	int rc = 0;
+	struct trainer_save *sv = save_prepare(t, step, task, consumed, bufs, sizes, n, &rc, err);
+	if (!sv)
+		return rc;
+	sv->pid = getpid();
+	sv->threaded = pthread_create(&sv->thread, NULL, save_thread, sv) == 0;
+	if (!sv->threaded)
+		save_run(sv, 1); /* no thread to be had: copied here, as a save */
+	sv->stall_ns = trainer_now_ns() - t0;
+	t->pending = sv;
+	return 0;
+}
+
+int rv_trainer_save_wait(struct rv_trainer *t, struct rv_trainer_save_stats *stats)
+{
+	struct trainer_save *sv = t->pending;
+	if (stats)
+		*stats = (struct rv_trainer_save_stats){ .slot = -1 };
+	if (!sv)
+		return 0;
+	t->pending = NULL;
+	if (sv->threaded && sv->pid != getpid()) {
+		/* a child forked while the save ran: the thread is its parent's */
+		save_free(sv);
+		return 0;
+	}
+	int64_t t0 = trainer_now_ns();
+	if (sv->threaded)
+		pthread_join(sv->thread, NULL);
+	save_done(t, sv, sv->stall_ns + (trainer_now_ns() - t0), stats);
+	return 1;
 }
 
 /* ROVER_CKPT_DIR, where rover-run persists the checkpoints; NULL: none. */
@@ -430,6 +515,7 @@ static int view_open(struct rv_trainer *t, const char *name, bool shm,
 
 int rv_trainer_steps(struct rv_trainer *t, int64_t *steps, int max, struct rv_err *err)
 {
+	rv_trainer_save_wait(t, NULL);
 	int64_t man[RV_CKSLOT_MAX_STEPS];
 	int nman = manifest_steps(man, RV_CKSLOT_MAX_STEPS);
 	int src = source_rank(t, man, nman);
@@ -506,6 +592,7 @@ static int loaded(struct rv_trainer *t, int slot, int from, int rank, int64_t *s
 int rv_trainer_load_step(struct rv_trainer *t, int64_t want, int64_t *step, int *nbufs,
 			 struct rv_err *err)
 {
+	rv_trainer_save_wait(t, NULL);
 	t->loaded_slot = -1;
 	int64_t man[RV_CKSLOT_MAX_STEPS];
 	int nman = manifest_steps(man, RV_CKSLOT_MAX_STEPS);

@@ -3,7 +3,8 @@
  * (or loads with ctypes, python/rover/) to take data shards from rover-master
  * exactly once, report its steps and flash-checkpoint its state.
  *
- * A struct rv_trainer belongs to one thread.  Every call returns 0 (or a
+ * A struct rv_trainer belongs to one thread (an overlapped save runs on a
+ * thread of its own, see rv_trainer_save_start).  Every call returns 0 (or a
  * status >= 0) on success and a negative errno on failure, with the detail
  * in *err when err is not NULL (and in rv_trainer_last_error() for callers
  * that cannot pass a struct rv_err, such as ctypes).  The library never
@@ -125,7 +126,8 @@ int rv_trainer_reserve(struct rv_trainer *t, uint64_t bytes, struct rv_err *err)
 /*
  * Save step: copies the n buffers (bufs[i], sizes[i] bytes; borrowed, not
  * kept) and the shard position into the older slot and returns once the
- * copy is committed.  With a master the position is also reported as the
+ * copy is committed (a large one is copied by two threads, the caller's
+ * and one more).  With a master the position is also reported as the
  * data checkpoint of step, with a short retry budget (about a second: a
  * master that is away does not hold the loop; a failure there is not an
  * error of the save: stats->reported says).  *stats may be NULL.  -E2BIG for more than
@@ -134,6 +136,35 @@ int rv_trainer_reserve(struct rv_trainer *t, uint64_t bytes, struct rv_err *err)
 int rv_trainer_save(struct rv_trainer *t, int64_t step, const void *const *bufs,
 		    const uint64_t *sizes, int n, struct rv_trainer_save_stats *stats,
 		    struct rv_err *err);
+
+/*
+ * An overlapped save, for a loop on the CPU: rv_trainer_save_start chooses
+ * the slot and returns; a thread of the library copies the buffers, commits
+ * the slot and reports the position (taken now) while the next step's
+ * forward and backward run.  The buffers' bytes must not change until
+ * rv_trainer_save_wait returns, so the loop waits before its optimizer
+ * writes the parameters:
+ *
+ *	rv_trainer_save_start(t, step, p, n, k, &err);  // step's state
+ *	forward_backward();                            // step + 1, reads it
+ *	rv_trainer_save_wait(t, &st);                  // what is left of the copy
+ *	optimizer_step();                              // now writes it
+ *
+ * A save killed before its commit leaves its slot uncommitted and the
+ * previous checkpoint loadable, as a synchronous one does.  Any other
+ * checkpoint call on t (save, load, steps, reserve, close) waits for the
+ * save first.  start: 0, or the errors of rv_trainer_save (nothing is in
+ * flight then); the bufs and sizes arrays are copied, the bytes borrowed.
+ * wait: 1 when a save was in flight (done now, its position reported: one
+ * round trip to the master; *stats, if not NULL, says how long the two
+ * calls blocked together in stall_s and how long the copy took), 0 when
+ * none was (stats->slot -1).  A failed report of the
+ * position is, as for rv_trainer_save, in stats->reported and
+ * rv_trainer_last_error, not an error.
+ */
+int rv_trainer_save_start(struct rv_trainer *t, int64_t step, const void *const *bufs,
+			  const uint64_t *sizes, int n, struct rv_err *err);
+int rv_trainer_save_wait(struct rv_trainer *t, struct rv_trainer_save_stats *stats);
 
 /* The shard position a save would record now: the current task (0: none)
  * and samples of it consumed. */

@@ -6,7 +6,9 @@
 #ifndef RV_TRAINER_INTERNAL_H
 #define RV_TRAINER_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "master_client.h"
@@ -41,14 +43,46 @@ struct rv_trainer {
 				      * from another rank's slot */
 	int loaded_slot;             /* -1: nothing loaded */
 	int loaded_from, loaded_rank;
+	/* the save rv_trainer_save_start began, its thread still copying or
+	 * not yet waited for (NULL: none) */
+	struct trainer_save *pending;
 	char errbuf[512];
 };
 
 /* Record err (or, without one, msg) as t's last error; returns code. */
 int trainer_fail(struct rv_trainer *t, const struct rv_err *err, int code);
 
-/* ckpt.c: unmap both slots. */
+/* ckpt.c: wait for a save in flight, unmap both slots. */
 void trainer_ckpt_close(struct rv_trainer *t);
+
+/* copy.c: the copy of a save's buffers into a slot with their CRC32C. */
+struct trainer_copy_piece {
+	int buf;      /* the first buffer it covers */
+	uint64_t off; /* from this offset of it (a multiple of 4 KiB) */
+	uint64_t len; /* bytes, over as many buffers as they take */
+};
+struct trainer_copy {
+	unsigned char *payload; /* the slot's first payload byte */
+	int n;
+	const unsigned char **src; /* n buffers, borrowed */
+	uint64_t *sizes, *dsto;    /* each one's size and offset in the payload */
+	uint64_t bytes;            /* the buffers' bytes, padding not counted */
+	struct trainer_copy_piece *pieces;
+	uint32_t *crcs; /* each piece's CRC32C, from zero */
+	size_t npieces;
+	atomic_size_t next; /* the next piece to take */
+	uint32_t crc;       /* of all the bytes, once run */
+};
+/* Plan the copy of n buffers (bufs[i], sizes[i] bytes; the arrays are
+ * copied, the bytes borrowed) into payload, each at a 64-byte boundary.
+ * 0 or -ENOMEM; release with trainer_copy_release. */
+int trainer_copy_init(struct trainer_copy *c, unsigned char *payload, const void *const *bufs,
+		      const uint64_t *sizes, int n);
+/* Copy and checksum on the calling thread and, with threads 2, one more
+ * (the caller alone when it cannot be started); c->crc is then set. */
+void trainer_copy_run(struct trainer_copy *c, int threads);
+/* Free what trainer_copy_init allocated (twice is harmless). */
+void trainer_copy_release(struct trainer_copy *c);
 
 /* Monotonic clock in ns. */
 int64_t trainer_now_ns(void);

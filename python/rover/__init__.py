@@ -8,19 +8,22 @@ script run by rover-run, over librover-trainer (ctypes, no build needed).
     for step, i in enumerate(sampler, start=step + 1):
         loss = model(data[i]).sum(); loss.backward(); optimizer.step()
         rover.report_step(step, 1)
-        ckpt.save(step)                        # a copy in shared memory, returns
+        ckpt.save(step)                        # copied while the next step runs
 
 The library is found through $ROVER_TRAINER_LIB, else next to the package
 (<prefix>/lib/librover-trainer.so for python/rover or lib/python/rover, and
 build/lib/ in a source tree).  Errors raise rover.Error (an OSError with the
 errno and the library's message).
 """
+import atexit
 import ctypes
 import errno as _errno
 import os
 import pickle
 import threading
 import time
+import types
+import weakref
 
 __all__ = ["Error", "Trainer", "ShardSampler", "Checkpointer", "report_step", "trainer"]
 
@@ -105,6 +108,8 @@ def _load():
         "rv_trainer_position": (None, [P, ctypes.POINTER(I64), ctypes.POINTER(I64)]),
         "rv_trainer_save_at": (I, [P, I64, I64, I64, ctypes.POINTER(P), ctypes.POINTER(U64), I,
                                    ctypes.POINTER(_Stats), E]),
+        "rv_trainer_save_start": (I, [P, I64, ctypes.POINTER(P), ctypes.POINTER(U64), I, E]),
+        "rv_trainer_save_wait": (I, [P, ctypes.POINTER(_Stats)]),
     }
     for name, (res, args) in sig.items():
         fn = getattr(lib, name)
@@ -209,6 +214,28 @@ class Trainer:
             rc = self._lib.rv_trainer_save_at(self._h, step, position[0], position[1], ptrs, sizes,
                                               n, ctypes.byref(st), ctypes.byref(err))
         self._check(rc, err)
+        return {"stall_s": st.stall_s, "copy_s": st.copy_s, "bytes": st.bytes,
+                "reported": bool(st.reported)}
+
+    def save_start(self, step, buffers):
+        """Start saving step with buffers, a list of (address, nbytes), and the
+        shard position now: a thread of the library copies and commits them
+        while the caller goes on.  Their bytes must not change until
+        save_wait() returns (the parameters: before the optimizer's step)."""
+        n = len(buffers)
+        ptrs = (ctypes.c_void_p * n)(*[a for a, _ in buffers])
+        sizes = (ctypes.c_uint64 * n)(*[s for _, s in buffers])
+        err = _Err()
+        self._check(self._lib.rv_trainer_save_start(self._h, step, ptrs, sizes, n, ctypes.byref(err)),
+                    err)
+
+    def save_wait(self):
+        """Wait for the save save_start() began: its stats as save() gives them
+        (stall_s: how long save_start and save_wait blocked together), or None
+        when none was in flight."""
+        st = _Stats()
+        if self._lib.rv_trainer_save_wait(self._h, ctypes.byref(st)) == 0:
+            return None
         return {"stall_s": st.stall_s, "copy_s": st.copy_s, "bytes": st.bytes,
                 "reported": bool(st.reported)}
 
@@ -340,21 +367,63 @@ class ShardSampler(_Base):
 _TENSOR = "__rover_tensor__"
 
 
+def _wait_before_step(opt, ref):
+    """Make opt.step() wait for the overlapped save of the Checkpointer ref
+    names first (an instance attribute wrapping the bound method: what
+    torch's LR schedulers wrap in turn, on every torch version)."""
+    step = opt.step
+
+    def waiting_step(_opt, *args, **kwargs):
+        ck = ref()
+        if ck is not None:
+            ck._settle()
+        return step(*args, **kwargs)
+
+    opt.step = types.MethodType(waiting_step, opt)
+
+
+def _wait_at_exit(ref):
+    ck = ref()
+    if ck is not None:
+        ck._settle()  # the last save is committed before the process ends
+
+
 class Checkpointer:
     """Flash checkpoints of a model's and an optimizer's state_dict: the tensors'
     bytes are copied into this rank's shared memory (no pickling of tensors; a
     small pickled header says each one's dtype and shape and holds the other
     values), so save() costs about one memcpy of the state; load() restores the
-    newest complete copy bit for bit."""
+    newest complete copy bit for bit.
 
-    def __init__(self, model, optimizer=None, trainer_=None):
+    With an optimizer, a save of CPU tensors overlaps the next step (overlap,
+    the default): save() returns at once and a thread of the library copies the
+    parameters and the optimizer's state while the next forward and backward
+    run; optimizer.step() (wrapped for it) first waits for what is left of the
+    copy, so the checkpoint holds the state of the step saved.  Other tensors
+    (buffers such as BatchNorm's running statistics, which a forward writes)
+    are copied in save() itself.  Nothing but the optimizer may write the
+    parameters between save() and the next optimizer.step() or wait()."""
+
+    def __init__(self, model, optimizer=None, trainer_=None, overlap=True):
         if _torch is None:
             raise Error(_errno.ENOSYS, "rover.Checkpointer needs torch")
         self.model, self.optimizer, self._t = model, optimizer, trainer_
+        self.overlap = bool(overlap) and optimizer is not None
         self.last = None  # the stats of the last save
         self.source = None  # ("memory" or "storage", rank) of the last load
         self.data_restored = False  # the last load put the data shards back
         self._pinned, self._stream, self._pending, self._error = {}, None, None, None
+        self._inflight = None  # (trainer, tensors, header) an overlapped save reads
+        self._staged = {}  # copies of the tensors a forward may write, by index
+        if self.overlap:
+            _wait_before_step(optimizer, weakref.ref(self))
+            atexit.register(_wait_at_exit, weakref.ref(self))
+
+    def __del__(self):
+        try:
+            self._settle()  # the library's thread may still read the tensors
+        except Exception:
+            pass
 
     def _state(self):
         st = {"model": self.model.state_dict()}
@@ -362,19 +431,44 @@ class Checkpointer:
             st["optimizer"] = self.optimizer.state_dict()
         return st
 
+    def _read_later(self):
+        """The data_ptr of each tensor only optimizer.step() writes: the
+        parameters and the optimizer's state."""
+        ptrs = {p.data_ptr() for p in self.model.parameters()}
+        for st in self.optimizer.state.values():
+            ptrs.update(v.data_ptr() for v in st.values() if isinstance(v, _torch.Tensor))
+        return ptrs
+
+    def _stage(self, i, t):
+        """A copy of CPU tensor t (the i-th saved), in memory kept between
+        saves: fresh pages cost a fault each, more than the copy."""
+        buf = self._staged.get(i)
+        if buf is None or buf.shape != t.shape or buf.dtype != t.dtype:
+            buf = _torch.empty_like(t, memory_format=_torch.contiguous_format)
+            self._staged[i] = buf
+        return buf.copy_(t)
+
     def save(self, step):
         """Copy the state of step into this rank's shared memory.  CPU tensors:
-        returns once the copy is committed (the stats).  GPU tensors: copied on
-        a side stream into pinned host buffers (kept between saves), the
-        default stream waiting for that copy on the GPU, not the host; a thread
-        then commits them while the loop goes on, so the next save (or load, or
-        wait()) waits for it; returns None."""
+        with overlap, starts the copy and returns None (the next
+        optimizer.step() or wait() waits for it, self.last then holds its
+        stats); else returns once the copy is committed (the stats).  GPU
+        tensors: copied on a side stream into pinned host buffers (kept between
+        saves), the default stream waiting for that copy on the GPU, not the
+        host; a thread then commits them while the loop goes on, so the next
+        save (or load, or wait()) waits for it; returns None."""
         self.wait()
         tensors = []
+        later = self._read_later() if self.overlap else set()
 
         def strip(v):
             if isinstance(v, _torch.Tensor):
-                tensors.append(v.detach().contiguous())
+                t = v.detach()
+                if not t.is_contiguous():
+                    t = t.contiguous()  # a copy already
+                elif later and not t.is_cuda and t.data_ptr() not in later:
+                    t = self._stage(len(tensors), t)  # the next forward may write it
+                tensors.append(t)
                 return (_TENSOR, len(tensors) - 1)
             if isinstance(v, dict):
                 return type(v)((k, strip(x)) for k, x in v.items())
@@ -390,6 +484,10 @@ class Checkpointer:
         if not any(t.is_cuda for t in tensors):
             bufs = [(ctypes.addressof(hbuf), len(header))]
             bufs += [(t.data_ptr(), t.numel() * t.element_size()) for t in tensors]
+            if self.overlap:
+                tr.save_start(step, bufs)
+                self._inflight = (tr, tensors, hbuf)
+                return None
             self.last = tr.save(step, bufs)
             return self.last
         # GPU (untested where no GPU was at hand): stage through pinned memory
@@ -428,8 +526,16 @@ class Checkpointer:
         self._pending.start()
         return None
 
+    def _settle(self):
+        """Wait for an overlapped CPU save (what optimizer.step() waits for)."""
+        inflight, self._inflight = self._inflight, None
+        if inflight is not None:
+            self.last = inflight[0].save_wait() or self.last
+
     def wait(self):
-        """Wait for a GPU save still being committed; raises its error."""
+        """Wait for a save still being copied or committed (an overlapped CPU
+        save, a GPU save's commit); raises its error."""
+        self._settle()
         p, self._pending = self._pending, None
         if p is not None:
             p.join()

@@ -3,9 +3,11 @@
  * the real rover-master (tests/lib/masterfix): every sample of every epoch
  * exactly once over two ranks; the flash checkpoint saves and loads bit for
  * bit, a writer killed with SIGKILL in the middle of a save leaves the
- * previous checkpoint loadable, a corrupted slot is refused; and the Python
- * package (python/rover) restores a PyTorch model and optimizer bit for bit
- * in a new process after the saving one was killed.
+ * previous checkpoint loadable, a corrupted slot is refused, an overlapped
+ * save holds the state of its step while the next one runs and a crash in
+ * it leaves the previous checkpoint; and the Python package (python/rover)
+ * restores a PyTorch model and optimizer bit for bit in a new process after
+ * the saving one was killed, and from overlapped saves.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -323,6 +325,10 @@ static unsigned char *map_slot(const char *job, int rank, int s, size_t *len)
 		return NULL;
 	struct stat st;
 	ck_assert_int_eq(fstat(fd, &st), 0);
+	if (st.st_size < RV_TRAINER_SLOT_HEADER) { /* created, not sized yet */
+		close(fd);
+		return NULL;
+	}
 	*len = (size_t)st.st_size;
 	void *m = mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
@@ -386,6 +392,167 @@ START_TEST(test_kill_during_save)
 
 	struct rv_trainer *t = open_local(job, 0);
 	expect_loaded(t, 1, first, BIG); /* the child's memset was its own copy */
+	rv_trainer_close(t);
+	rv_trainer_unlink(job, 0);
+	free(first);
+}
+END_TEST
+
+/* An overlapped save of step 1 runs while step 2's forward and backward
+ * read the buffer; step 2's update waits for it, then writes every byte:
+ * what loads, here and in another process, is step 1's state. */
+START_TEST(test_overlap_saves_step)
+{
+	enum { BIG = 128 << 20 };
+	char job[64];
+	job_name(job, sizeof(job), "overlap");
+	struct rv_trainer *t = open_local(job, 0);
+	unsigned char *w = malloc(BIG), *want = malloc(BIG);
+	ck_assert(w && want);
+	fill(w, BIG, 11);
+	memcpy(want, w, BIG);
+	struct rv_err err = { 0 };
+	ck_assert_int_eq(rv_trainer_reserve(t, BIG, &err), 0);
+	const void *b[] = { w };
+	uint64_t n[] = { BIG };
+	ck_assert_int_eq(rv_trainer_save_start(t, 1, b, n, 1, &err), 0);
+	/* step 2's forward and backward read the parameters (briefly: the
+	 * update comes while the copy runs) */
+	uint64_t sum = 0;
+	for (size_t i = 0; i < BIG; i += 1 << 20)
+		sum += w[i];
+	struct rv_trainer_save_stats st;
+	ck_assert_int_eq(rv_trainer_save_wait(t, &st), 1);
+	memset(w, (int)(sum | 1) & 0xff, BIG); /* step 2's update */
+	ck_assert_uint_eq(st.bytes, BIG);
+	ck_assert_int_eq(st.slot, 0);
+	ck_assert_int_eq(rv_trainer_save_wait(t, &st), 0); /* none in flight */
+	ck_assert_int_eq(st.slot, -1);
+	expect_loaded(t, 1, want, BIG);
+	rv_trainer_close(t);
+	t = open_local(job, 0);
+	expect_loaded(t, 1, want, BIG);
+	/* the next overlapped save goes to the other slot; close waits for it */
+	ck_assert_int_eq(rv_trainer_save_start(t, 2, b, n, 1, &err), 0);
+	rv_trainer_close(t);
+	t = open_local(job, 0);
+	expect_loaded(t, 2, w, BIG);
+	rv_trainer_close(t);
+	rv_trainer_unlink(job, 0);
+	free(w);
+	free(want);
+}
+END_TEST
+
+/* Buffers of odd sizes, empty ones among them, across the pieces a save is
+ * cut into (4 MiB) and shared by two threads: each save, synchronous or
+ * overlapped, loads back byte for byte with its CRC checked. */
+START_TEST(test_save_odd_sizes)
+{
+	enum { NB = 7 };
+	const uint64_t sizes[NB] = {
+		1, (4 << 20) + 3, 0, (5 << 20) - 7, (17 << 20) + 1, 12345, (8 << 20) - 4096,
+	};
+	char job[64];
+	job_name(job, sizeof(job), "odd");
+	struct rv_trainer *t = open_local(job, 0);
+	unsigned char *b[NB];
+	const void *p[NB];
+	for (int i = 0; i < NB; i++) {
+		b[i] = malloc(sizes[i] + 1);
+		fill(b[i], sizes[i], 20 + i);
+		p[i] = b[i];
+	}
+	struct rv_err err = { 0 };
+	for (int64_t step = 1; step <= 2; step++) {
+		if (step == 1)
+			ck_assert_int_eq(rv_trainer_save(t, step, p, sizes, NB, NULL, &err), 0);
+		else
+			ck_assert_int_eq(rv_trainer_save_start(t, step, p, sizes, NB, &err), 0);
+		int64_t got = -1;
+		int nbufs = -1;
+		ck_assert_int_eq(rv_trainer_load(t, &got, &nbufs, &err), 1);
+		ck_assert_int_eq(got, step);
+		ck_assert_int_eq(nbufs, NB);
+		for (int i = 0; i < NB; i++) {
+			const void *d;
+			uint64_t n;
+			ck_assert_int_eq(rv_trainer_loaded(t, i, &d, &n), 0);
+			ck_assert_uint_eq(n, sizes[i]);
+			ck_assert_msg(!memcmp(d, b[i], n), "step %lld: buffer %d differs",
+				      (long long)step, i);
+		}
+	}
+	rv_trainer_close(t);
+	rv_trainer_unlink(job, 0);
+	for (int i = 0; i < NB; i++)
+		free(b[i]);
+}
+END_TEST
+
+static int crash_fd = -1;
+
+/* The saving thread faulted: say so and wait for the SIGKILL. */
+static void on_crash(int sig)
+{
+	(void)sig;
+	if (write(crash_fd, "c", 1) != 1)
+		_exit(4);
+	for (;;)
+		pause();
+}
+
+/* A process dies while its overlapped save copies (the saving thread stops
+ * at a page it cannot read, half-way, and the process gets SIGKILL there):
+ * the slot it wrote stays uncommitted and the step before loads. */
+START_TEST(test_overlap_crash_keeps_previous)
+{
+	enum { HALF = 16 << 20 };
+	char job[64];
+	job_name(job, sizeof(job), "overcrash");
+	unsigned char *first = malloc(2 * HALF);
+	fill(first, 2 * HALF, 5);
+	int pfd[2];
+	ck_assert_int_eq(pipe(pfd), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct rv_trainer *t = open_local(job, 0);
+		save1(t, 1, first, 2 * HALF);
+		unsigned char *second = mmap(NULL, 2 * HALF, PROT_READ | PROT_WRITE,
+					     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (second == MAP_FAILED || mprotect(second + HALF, HALF, PROT_NONE) < 0)
+			_exit(3);
+		memset(second, 0xab, HALF);
+		crash_fd = pfd[1];
+		signal(SIGSEGV, on_crash);
+		const void *b[] = { second };
+		uint64_t n[] = { 2 * HALF };
+		if (rv_trainer_save_start(t, 2, b, n, 1, NULL) < 0)
+			_exit(5);
+		rv_trainer_save_wait(t, NULL); /* the next step's update */
+		_exit(0);
+	}
+	close(pfd[1]);
+	char c;
+	ck_assert_int_eq(read(pfd[0], &c, 1), 1);
+	close(pfd[0]);
+	kill(pid, SIGKILL);
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	/* the copy had begun: slot 1 holds new bytes and is not committed */
+	size_t len;
+	unsigned char *s1 = map_slot(job, 0, 1, &len);
+	ck_assert_ptr_nonnull(s1);
+	ck_assert_uint_eq(s1[RV_TRAINER_SLOT_HEADER], 0xab);
+	ck_assert_uint_eq(s1[RV_TRAINER_SLOT_HEADER + HALF - 1], 0xab);
+	munmap(s1, len);
+
+	struct rv_trainer *t = open_local(job, 0);
+	expect_loaded(t, 1, first, 2 * HALF);
+	int64_t steps[4];
+	ck_assert_int_eq(rv_trainer_steps(t, steps, 4, NULL), 1);
 	rv_trainer_close(t);
 	rv_trainer_unlink(job, 0);
 	free(first);
@@ -559,6 +726,28 @@ START_TEST(test_torch_kill_after_save)
 }
 END_TEST
 
+/* PyTorch, rover.Checkpointer's overlapped save: each step's save is still
+ * copying when the next step begins, whose optimizer.step() waits for it;
+ * every step loads back as the state saved, bit for bit. */
+START_TEST(test_torch_overlap)
+{
+	struct rv_test_master m;
+	start_master(&m, 1000, 10, 1, 1);
+	char job[64], out[400], got[200] = "";
+	job_name(job, sizeof(job), "torchover");
+	snprintf(out, sizeof(out), "%s/overlap", m.dir);
+	pid_t pid = spawn_torch("overlap", out, m.url, job);
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the training process: %d",
+		      status);
+	ck_assert(read_line(out, got, sizeof(got)));
+	ck_assert_str_eq(got, "5 5\n"); /* 5 steps, 5 loaded as saved */
+	rv_trainer_unlink(job, 0);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
 static Suite *trainer_suite(void)
 {
 	Suite *s = suite_create("trainer");
@@ -572,7 +761,11 @@ static Suite *trainer_suite(void)
 	tcase_add_test(tc, test_save_without_master);
 	tcase_add_test(tc, test_kill_during_save);
 	tcase_add_test(tc, test_corrupted_refused);
+	tcase_add_test(tc, test_save_odd_sizes);
+	tcase_add_test(tc, test_overlap_saves_step);
+	tcase_add_test(tc, test_overlap_crash_keeps_previous);
 	tcase_add_test(tc, test_torch_kill_after_save);
+	tcase_add_test(tc, test_torch_overlap);
 	suite_add_tcase(s, tc);
 	return s;
 }

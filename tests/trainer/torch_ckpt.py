@@ -7,6 +7,11 @@ with rover-run's variables set.
                               keep training without saving until killed
   torch_ckpt.py load DIGEST   a fresh model and optimizer (other seed),
                               Checkpointer.load, write step and digest
+  torch_ckpt.py overlap OUT   a model of 32 MiB with Adam (96 MiB saved): each
+                              step's Checkpointer.save overlaps the next step,
+                              whose optimizer.step() waits for the copy; a second
+                              Checkpointer loads each saved step: write
+                              "<steps> <steps equal to the state saved>"
   torch_ckpt.py shards OUT    take every sample through rover.ShardSampler
                               in a DataLoader, report a step per batch, write
                               "<samples> <distinct indices>" (one epoch)
@@ -42,6 +47,29 @@ def build(seed):
     return model, opt
 
 
+def build_big(seed):
+    """build's model with a parameter of 32 MiB that the step's forward and
+    backward leave alone (its gradient is set once) and its optimizer's
+    update writes whole: 96 MiB saved with Adam's state."""
+    model, _ = build(seed)
+    model.register_parameter("big", torch.nn.Parameter(torch.randn(8 << 20)))
+    model.big.grad = torch.full_like(model.big, 1e-3)
+    return model, torch.optim.Adam(model.parameters(), lr=1e-2)
+
+
+def train_step_big(model, opt):
+    """A step that reaches its optimizer.step() at once: the save of the
+    step before is still copying."""
+    for p in model[0].parameters():
+        p.grad = None
+    for p in model[2].parameters():
+        p.grad = None
+    loss = model(torch.randn(16, 32)).pow(2).mean()
+    loss.backward()
+    opt.step()
+    model.counter += 1
+
+
 def train_step(model, opt):
     x = torch.randn(16, 32)
     loss = model(x).pow(2).mean()
@@ -65,6 +93,23 @@ def main():
         while True:  # the state moves on, unsaved, until the kill
             train_step(model, opt)
             time.sleep(0.01)
+    if mode == "overlap":
+        model, opt = build_big(3)
+        other, other_opt = build_big(4)
+        ck, equal = rover.Checkpointer(model, opt), 0
+        assert ck.overlap
+        train_step_big(model, opt)
+        for step in range(1, 6):
+            want = digest(model, opt)
+            ck.save(step)  # returns before the copy is done
+            in_flight = ck._inflight is not None
+            train_step_big(model, opt)  # its optimizer.step() waits, then writes
+            ck.wait()
+            got = rover.Checkpointer(other, other_opt, overlap=False).load()
+            equal += in_flight and got == step and digest(other, other_opt) == want
+        with open(out, "w") as f:
+            f.write("%d %d\n" % (step, equal))
+        return
     if mode == "shards":
         sampler = rover.ShardSampler()
         seen = []
