@@ -199,7 +199,7 @@ $(B)/obj/tests/lib/%.o: INC := $(INC_TESTLIB)
 $(B)/obj/tests/common/%.o: INC := $(INC_TESTLIB)
 $(B)/obj/tests/algorithms/%.o: INC := -iquote tests/lib $(INC_ALG) $(CHECK_CFLAGS)
 $(B)/obj/tests/integration/%.o: INC := $(INC_TESTLIB) $(INC_ALG)
-$(B)/obj/tests/sim/%.o: INC := -iquote tests/sim $(INC_COMMON) $(INC_ALG)
+$(B)/obj/tests/sim/%.o: INC := -iquote tests/sim $(INC_PLAN)
 # Benchmarks may measure a daemon's internals (brain_plan_query times a store
 # query), so they see everything: "brain/brain.h" from the top.
 $(B)/obj/tests/bench/%.o: INC := -iquote . $(INC_TESTLIB) $(INC_ALG) -iquote plan \
@@ -225,7 +225,7 @@ $(B)/obj/%.o: %.c $(FLAGS_STAMP)
 
 ifneq ($(SIM_SRC),)
 BINS += $(B)/bin/rover-sim
-$(B)/bin/rover-sim: $(call obj,$(SIM_SRC)) $(LIB_ALG) $(LIB_COMMON)
+$(B)/bin/rover-sim: $(call obj,$(SIM_SRC)) $(LIB_PLAN) $(LIB_ALG) $(LIB_COMMON)
 	$(call link,$(SYS_LIBS) $(GSL_LIBS))
 endif
 
