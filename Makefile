@@ -241,6 +241,11 @@ $(B)/tests/algorithms/%: $(B)/obj/tests/algorithms/%.o $(LIB_ALG)
 	$(call link,$(GSL_LIBS) $(CHECK_LIBS))
 $(B)/tests/integration/%: $(B)/obj/tests/integration/%.o $(LIB_TEST) $(LIB_ALG) $(LIB_COMMON)
 	$(call link,$(SYS_LIBS) $(GSL_LIBS) $(CHECK_LIBS))
+# plan/: its suites link the layers below it only.
+TEST_SRC += $(wildcard tests/plan/check_*.c)
+$(B)/obj/tests/plan/%.o: INC := $(INC_PLAN) -iquote tests/lib $(CHECK_CFLAGS)
+$(B)/tests/plan/%: $(B)/obj/tests/plan/%.o $(LIB_PLAN) $(LIB_ALG) $(LIB_COMMON)
+	$(call link,$(SYS_LIBS) $(GSL_LIBS) $(CHECK_LIBS))
 # Suites start the daemons' binaries (and rover-sim): build those first.
 $(TEST_BINS): | $(BINS)
 

@@ -47,6 +47,16 @@
 
 #define OOM_SLOTS    16
 #define PLAN_POLL_MS 200
+#define STEP_NODES   256
+
+/* A node's own step reports: the seconds per step between its last two,
+ * for its next usage sample (a straggler shows in them). */
+struct step_seen {
+	char node[RV_NAME_MAX];
+	int64_t step, ts_ms;
+	double step_s; /* > 0 and fresh: not yet in a usage sample */
+	bool fresh;
+};
 
 /* An oom plan's memory for one node, for plans_oom_memory. */
 struct oom_slot {
@@ -69,6 +79,8 @@ struct plans {
 	bool stop;
 	struct oom_slot oom[OOM_SLOTS];
 	int64_t oom_seq;
+	struct step_seen steps[STEP_NODES]; /* under mu */
+	int nsteps;
 
 	atomic_uint_least64_t received, applied, skipped, proposed, clamped, throttled;
 	/* under the state lock: the progress last reported, per spec dataset */
@@ -537,6 +549,50 @@ static bool node_managed(const struct master *m, const char *node)
 	return false;
 }
 
+/* A step report of node: the time per step since its previous report. */
+static void step_seen(struct plans *p, const char *node, int64_t step, int64_t now)
+{
+	if (!node[0])
+		return;
+	pthread_mutex_lock(&p->mu);
+	struct step_seen *e = NULL;
+	for (int i = 0; i < p->nsteps && !e; i++)
+		if (!strcmp(p->steps[i].node, node))
+			e = &p->steps[i];
+	if (!e && p->nsteps < STEP_NODES) {
+		e = &p->steps[p->nsteps++];
+		memset(e, 0, sizeof(*e));
+		snprintf(e->node, sizeof(e->node), "%s", node);
+		e->step = -1;
+	}
+	if (e) {
+		/* a step that went back is a relaunched node: count afresh */
+		if (e->step >= 0 && step > e->step && now > e->ts_ms) {
+			e->step_s = (double)(now - e->ts_ms) / 1000.0 / (double)(step - e->step);
+			e->fresh = true;
+		}
+		if (step != e->step) {
+			e->step = step;
+			e->ts_ms = now;
+		}
+	}
+	pthread_mutex_unlock(&p->mu);
+}
+
+/* node's step time for one usage sample: fresh, else -1. */
+static double step_time_take(struct plans *p, const char *node)
+{
+	double t = -1;
+	pthread_mutex_lock(&p->mu);
+	for (int i = 0; i < p->nsteps; i++)
+		if (!strcmp(p->steps[i].node, node) && p->steps[i].fresh) {
+			t = p->steps[i].step_s;
+			p->steps[i].fresh = false;
+		}
+	pthread_mutex_unlock(&p->mu);
+	return t;
+}
+
 void plans_after_op(struct master *m, int type, const struct master_op *op)
 {
 	struct plans *p = m->plans;
@@ -544,6 +600,7 @@ void plans_after_op(struct master *m, int type, const struct master_op *op)
 		return;
 	switch (type) {
 	case MASTER_OP_STEP: {
+		step_seen(p, op->node, op->step, op->now_ms);
 		int64_t round = 0;
 		int nn = 0;
 		if (rdzv_state(m->rdzv, &round, &nn) != RDZV_COMPLETE || nn <= 0)
@@ -614,7 +671,9 @@ int plans_node_sample(struct master *m, const struct plans_usage *u)
 		.memory_mb = u->memory_mb,
 		.cpu_limit = u->cpu_limit,
 		.memory_limit_mb = u->memory_limit_mb,
-		.step_time = u->step_time,
+		.step_time = u->step_time >= 0 || u->role != RV_ROLE_WORKER
+				     ? u->step_time
+				     : step_time_take(p, u->node),
 		.nr_periods = u->nr_periods,
 		.nr_throttled = u->nr_throttled,
 		.throttled_usec = u->throttled_usec,
