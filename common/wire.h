@@ -24,7 +24,7 @@
 #define RV_MAX_COMMAND 64       /* argv entries */
 #define RV_MAX_SAMPLES 10000    /* per metrics batch */
 #define RV_MAX_PLAN_NODES 64    /* launch/remove/migrate entries */
-#define RV_NOT_APPLIED_MAX 512  /* plan_applied: the parts not applied */
+#define RV_NOT_APPLIED_MAX   512   /* plan_applied: the parts not applied */
 #define RV_MAX_CLUSTER_NODES 4096
 #define RV_MAX_CPU 1024.0       /* cores per node */
 #define RV_MAX_MEMORY_MB (4LL * 1024 * 1024)  /* 4 TiB per node */

@@ -212,8 +212,7 @@ static int node_rank(enum rv_role r, const char *node)
 {
 	const char *role = rv_role_name(r);
 	size_t n = strlen(role);
-	if (strncmp(node, role, n) != 0 || node[n] != '-' || node[n + 1] < '0' ||
-	    node[n + 1] > '9')
+	if (strncmp(node, role, n) != 0 || node[n] != '-' || node[n + 1] < '0' || node[n + 1] > '9')
 		return -1;
 	char *end = NULL;
 	long rank = strtol(node + n + 1, &end, 10);
@@ -371,8 +370,9 @@ void rv_plan_apply(const struct rv_scale_plan *plan, const struct rv_job_spec *s
 		}
 		add_action(eff, RV_PLAN_MIGRATE, n, rank, &res);
 		if (n->role == RV_ROLE_PS)
-			not_applied(eff, "migrate %s: the PS data handover (relaunched with "
-					 "its resources, its state not carried over)",
+			not_applied(eff,
+				    "migrate %s: the PS data handover (relaunched with "
+				    "its resources, its state not carried over)",
 				    n->node);
 	}
 	for (int i = 0; i < plan->nlaunch; i++)

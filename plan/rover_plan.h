@@ -87,8 +87,8 @@ struct rv_plan_action {
 /* What applying a plan did, for the one who carries it out and for
  * plan_applied. */
 struct rv_plan_effect {
-	bool changed;               /* a count or a role's resources changed */
-	int asked[RV_ROLE_COUNT];   /* the count the plan asked where the spec's
+	bool changed;             /* a count or a role's resources changed */
+	int asked[RV_ROLE_COUNT]; /* the count the plan asked where the spec's
 				     * bounds changed it, else -1 */
 	struct rv_plan_action act[2 * RV_MAX_PLAN_NODES];
 	int nact;

@@ -274,7 +274,7 @@ START_TEST(test_slow_node_replaced_within_the_plan)
 	struct rv_job_status js;
 	memset(&js, 0, sizeof(js));
 	for (int i = 0; i < 600 && !(rv_master_job(mc, &js, NULL) == 0 && running(&js) == WORKERS &&
-				      js.brain.uid[0]);
+				     js.brain.uid[0]);
 	     i++)
 		usleep(50 * 1000);
 	ck_assert_int_eq(running(&js), WORKERS);

@@ -289,7 +289,8 @@ START_TEST(test_plan_remove_and_migrate_carried_out)
 	static const char plan[] =
 		"{\"job\":\"u\",\"id\":7,\"stage\":\"running\",\"algorithm\":\"straggler\","
 		"\"reason\":\"r\",\"groups\":{\"worker\":{\"count\":3,\"resource\":{\"cpu\":1,"
-		"\"memory_mb\":128}},\"ps\":{\"count\":2,\"resource\":{\"cpu\":1,\"memory_mb\":128}}},"
+		"\"memory_mb\":128}},\"ps\":{\"count\":2,\"resource\":{\"cpu\":1,\"memory_mb\":128}"
+		"}},"
 		"\"launch\":[{\"node\":\"worker-1\",\"role\":\"worker\",\"resource\":{\"cpu\":1,"
 		"\"memory_mb\":128}}],"
 		"\"remove\":[{\"node\":\"worker-1\",\"role\":\"worker\"},"
@@ -341,7 +342,8 @@ START_TEST(test_plan_remove_and_migrate_carried_out)
 	static const char next[] =
 		"{\"job\":\"u\",\"id\":8,\"stage\":\"running\",\"algorithm\":\"hold\","
 		"\"reason\":\"r\",\"groups\":{\"worker\":{\"count\":3,\"resource\":{\"cpu\":1,"
-		"\"memory_mb\":128}},\"ps\":{\"count\":2,\"resource\":{\"cpu\":1,\"memory_mb\":128}}}}";
+		"\"memory_mb\":128}},\"ps\":{\"count\":2,\"resource\":{\"cpu\":1,\"memory_mb\":128}"
+		"}}}";
 	ck_assert_int_eq(apply_plan(m, next), 0);
 	usleep(600 * 1000);
 	wait_for(m, 5, 5);

@@ -29,9 +29,9 @@ static void spec_init(struct rv_job_spec *spec)
 
 static void group(struct rv_scale_plan *p, enum rv_role r, int count, double cpu, int64_t mem)
 {
-	p->groups[r] = (struct rv_plan_group){
-		.present = true, .count = count, .resource = { .cpu = cpu, .memory_mb = mem }
-	};
+	p->groups[r] = (struct rv_plan_group){ .present = true,
+					       .count = count,
+					       .resource = { .cpu = cpu, .memory_mb = mem } };
 }
 
 static void node(struct rv_plan_node *n, const char *name, enum rv_role r, double cpu)

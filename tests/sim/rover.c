@@ -42,8 +42,8 @@ struct run {
 	int64_t step;
 	int64_t last_plan_id;
 	struct sim_config c;
-	struct rv_job_spec spec;  /* as registered: the replica bounds plans apply within */
-	struct rv_plan_target t;  /* the nodes as the master would run them */
+	struct rv_job_spec spec; /* as registered: the replica bounds plans apply within */
+	struct rv_plan_target t; /* the nodes as the master would run them */
 };
 
 /* Record a failed call for the report; returns rc. */
