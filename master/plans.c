@@ -222,12 +222,18 @@ int plans_apply(struct master *m, const void *doc, size_t len, struct rv_err *er
 	RV_CLEANUP_CJSON cJSON *j = rv_json_parse(doc, len, err);
 	if (!j)
 		return -EINVAL;
-	/* large (its node lists): not on a connection thread's stack */
-	RV_CLEANUP_FREE struct rv_scale_plan *pl = malloc(sizeof(*pl));
-	RV_CLEANUP_FREE struct rv_plan_target *t = malloc(sizeof(*t));
-	RV_CLEANUP_FREE struct rv_plan_effect *eff = malloc(sizeof(*eff));
-	if (!pl || !t || !eff)
+	/* large (their node lists): not on a connection thread's stack */
+	struct work {
+		struct rv_scale_plan pl;
+		struct rv_plan_target t;
+		struct rv_plan_effect eff;
+	};
+	RV_CLEANUP_FREE struct work *w = malloc(sizeof(*w));
+	if (!w)
 		return rv_err_set(err, -ENOMEM, "", "out of memory for a plan");
+	struct rv_scale_plan *pl = &w->pl;
+	struct rv_plan_target *t = &w->t;
+	struct rv_plan_effect *eff = &w->eff;
 	int rc = rv_scale_plan_from_json(j, pl, err);
 	if (rc < 0)
 		return rc;
