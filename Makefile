@@ -200,7 +200,7 @@ $(B)/obj/tests/lib/%.o: INC := $(INC_TESTLIB)
 $(B)/obj/tests/common/%.o: INC := $(INC_TESTLIB)
 $(B)/obj/tests/algorithms/%.o: INC := -iquote tests/lib $(INC_ALG) $(CHECK_CFLAGS)
 $(B)/obj/tests/integration/%.o: INC := $(INC_TESTLIB) $(INC_ALG)
-$(B)/obj/tests/sim/%.o: INC := -iquote tests/sim $(INC_COMMON) $(INC_ALG)
+$(B)/obj/tests/sim/%.o: INC := -iquote tests/sim $(INC_PLAN)
 # Benchmarks may measure a daemon's internals (brain_plan_query times a store
 # query), so they see everything: "brain/brain.h" from the top.
 $(B)/obj/tests/bench/%.o: INC := -iquote . $(INC_TESTLIB) $(INC_ALG) -iquote plan \
@@ -226,7 +226,7 @@ $(B)/obj/%.o: %.c $(FLAGS_STAMP)
 
 ifneq ($(SIM_SRC),)
 BINS += $(B)/bin/rover-sim
-$(B)/bin/rover-sim: $(call obj,$(SIM_SRC)) $(LIB_ALG) $(LIB_COMMON)
+$(B)/bin/rover-sim: $(call obj,$(SIM_SRC)) $(LIB_PLAN) $(LIB_ALG) $(LIB_COMMON)
 	$(call link,$(SYS_LIBS) $(GSL_LIBS))
 endif
 
@@ -241,6 +241,11 @@ $(B)/tests/common/%: $(B)/obj/tests/common/%.o $(LIB_TEST) $(LIB_COMMON)
 $(B)/tests/algorithms/%: $(B)/obj/tests/algorithms/%.o $(LIB_ALG)
 	$(call link,$(GSL_LIBS) $(CHECK_LIBS))
 $(B)/tests/integration/%: $(B)/obj/tests/integration/%.o $(LIB_TEST) $(LIB_ALG) $(LIB_COMMON)
+	$(call link,$(SYS_LIBS) $(GSL_LIBS) $(CHECK_LIBS))
+# plan/: its suites link the layers below it only.
+TEST_SRC += $(wildcard tests/plan/check_*.c)
+$(B)/obj/tests/plan/%.o: INC := $(INC_PLAN) -iquote tests/lib $(CHECK_CFLAGS)
+$(B)/tests/plan/%: $(B)/obj/tests/plan/%.o $(LIB_PLAN) $(LIB_ALG) $(LIB_COMMON)
 	$(call link,$(SYS_LIBS) $(GSL_LIBS) $(CHECK_LIBS))
 # Suites start the daemons' binaries (and rover-sim): build those first.
 $(TEST_BINS): | $(BINS)

@@ -370,7 +370,9 @@ static const char openapi_plan_reply_fields[] =
 	"\"readOnly\":true},"
 	"\"speed_before\":{\"type\":\"number\",\"nullable\":true,\"readOnly\":true},"
 	"\"speed_after\":{\"type\":\"number\",\"nullable\":true,\"readOnly\":true},"
-	"\"reverts_plan_id\":{\"type\":\"integer\",\"nullable\":true,\"readOnly\":true}}";
+	"\"reverts_plan_id\":{\"type\":\"integer\",\"nullable\":true,\"readOnly\":true},"
+	"\"not_applied\":{\"type\":\"string\",\"readOnly\":true,\"description\":\"what the "
+	"master did not apply of the plan it reported applied, '; '-separated; '' in full\"}}";
 
 static int api_openapi(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 {

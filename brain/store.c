@@ -959,11 +959,15 @@ int store_event_insert(PGconn *c, int64_t job_id, const struct rv_event *ev, int
 		break;
 	}
 	case RV_EVENT_PLAN_APPLIED: {
-		const char *p[] = { job_s, plan_s, ts_s };
-		rc = rv_db_exec(c,
-				"UPDATE scale_plans SET applied_at = now(), applied_ts_ms = $3::bigint"
-				" WHERE job_id = $1::bigint AND id = $2::bigint AND applied_at IS NULL",
-				3, p, NULL, err);
+		/* a plan applied in part is applied: what the master left undone
+		 * is kept beside it */
+		const char *p[] = { job_s, plan_s, ts_s, ev->not_applied };
+		rc = rv_db_exec(
+			c,
+			"UPDATE scale_plans SET applied_at = now(), applied_ts_ms = $3::bigint,"
+			" not_applied = $4"
+			" WHERE job_id = $1::bigint AND id = $2::bigint AND applied_at IS NULL",
+			4, p, NULL, err);
 		if (rc == 0) {
 			RV_CLEANUP_PGRESULT PGresult *r = NULL;
 			const char *q[] = { job_s, plan_s };
@@ -1020,10 +1024,11 @@ int store_plan_insert(PGconn *c, int64_t job_id, struct rv_scale_plan *plan, int
 	return 0;
 }
 
-#define PLAN_JSON                                                                             \
-	"(p.plan || jsonb_build_object('id', p.id, 'job', j.uid, 'created_at', p.created_at," \
-	" 'applied_at', p.applied_at, 'outcome', p.outcome, 'speed_before', p.speed_before,"   \
-	" 'speed_after', p.speed_after, 'reverts_plan_id', p.reverts_plan_id))"
+#define PLAN_JSON                                                                                  \
+	"(p.plan || jsonb_build_object('id', p.id, 'job', j.uid, 'created_at', p.created_at,"      \
+	" 'applied_at', p.applied_at, 'outcome', p.outcome, 'speed_before', p.speed_before,"       \
+	" 'speed_after', p.speed_after, 'reverts_plan_id', p.reverts_plan_id,"                     \
+	" 'not_applied', p.not_applied))"
 
 int store_plan_latest_json(PGconn *c, int64_t job_id, const char *stage, int64_t after,
 			   cJSON **out, struct rv_err *err)

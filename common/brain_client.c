@@ -258,6 +258,7 @@ static void record_from(const cJSON *o, struct rv_brain_plan_record *r)
 	r->speed_before = dbl_or(o, "speed_before", -1);
 	r->speed_after = dbl_or(o, "speed_after", -1);
 	r->reverts_plan_id = num_or(o, "reverts_plan_id", 0);
+	str_into(o, "not_applied", r->not_applied, sizeof(r->not_applied));
 }
 
 int rv_brain_plan_history(struct rv_brain_client *c, const char *uid, int limit,

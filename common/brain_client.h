@@ -96,6 +96,8 @@ struct rv_brain_plan_record {
 	double speed_before;     /* -1 when not measured */
 	double speed_after;      /* -1 when not measured */
 	int64_t reverts_plan_id; /* 0 when it reverts none */
+	/* applied: what the master did not apply of it, "" when applied in full */
+	char not_applied[RV_NOT_APPLIED_MAX];
 };
 
 /* GET /v1/jobs/{uid}/plans?limit=: *out gets a malloc'd array of *n records,

@@ -1105,6 +1105,9 @@ static int event_parse(const cJSON *root, struct rv_event *ev, struct rv_err *er
 	if ((rc = rv_json_get_int(root, "plan_id", "", plan, plan ? 1 : 0, INT64_MAX,
 				  &ev->plan_id, err)) < 0)
 		return rc;
+	if ((rc = rv_json_get_string(root, "not_applied", "", false, ev->not_applied,
+				     sizeof(ev->not_applied), err)) < 0)
+		return rc;
 	return 0;
 }
 
@@ -1132,6 +1135,8 @@ cJSON *rv_event_to_json(const struct rv_event *ev)
 	     add_num(o, "memory_mb", (double)ev->memory_mb) &&
 	     add_num(o, "peak_memory_mb", (double)ev->peak_memory_mb) &&
 	     add_num(o, "plan_id", (double)ev->plan_id);
+	if (ok && ev->not_applied[0])
+		ok = add_str(o, "not_applied", ev->not_applied);
 	return ok ? RV_TAKE_PTR(o) : NULL;
 }
 
@@ -1665,6 +1670,9 @@ static const struct rv_wire_field f_event[] = {
 	F("peak_memory_mb", "integer", false, NULL, false, NULL, "node_oom: observed peak, MiB"),
 	F("plan_id", "integer", false, NULL, false, NULL,
 	  "plan_applied: the plan applied (required for plan_applied)"),
+	F("not_applied", "string", false, NULL, false, NULL,
+	  "plan_applied: the parts of the plan not applied, \"; \"-separated (absent: "
+	  "applied in full)"),
 };
 static const struct rv_wire_field f_scale_plan[] = {
 	F("job", "string", false, NULL, false, NULL, "job uid"),
@@ -2457,7 +2465,9 @@ static int plan_state_parse(const cJSON *r, struct rv_plan_state *pl, struct rv_
 				     err)) < 0 ||
 	    (rc = rv_json_get_bool(o, "applied", "plan", false, &pl->applied, err)) < 0 ||
 	    (rc = rv_json_get_bool(o, "proposed", "plan", false, &pl->proposed, err)) < 0 ||
-	    (rc = role_targets_parse(o, "groups", "plan", pl->groups, err)) < 0)
+	    (rc = role_targets_parse(o, "groups", "plan", pl->groups, err)) < 0 ||
+	    (rc = rv_json_get_string(o, "not_applied", "plan", false, pl->not_applied,
+				     sizeof(pl->not_applied), err)) < 0)
 		return rc;
 	return 1;
 }
@@ -2612,7 +2622,8 @@ cJSON *rv_job_status_to_json(const struct rv_job_status *m)
 		if (!e || !add_num(e, "id", (double)pl->id) || !add_str(e, "stage", pl->stage) ||
 		    !add_str(e, "reason", pl->reason) || !add_bool(e, "applied", pl->applied) ||
 		    !add_bool(e, "proposed", pl->proposed) ||
-		    !add_role_targets(e, "groups", pl->groups))
+		    !add_role_targets(e, "groups", pl->groups) ||
+		    (pl->not_applied[0] && !add_str(e, "not_applied", pl->not_applied)))
 			return NULL;
 	}
 	if (m->has_desired && !add_role_targets(o, "desired", m->desired))
@@ -3117,6 +3128,9 @@ static const struct rv_wire_field f_plan_state[] = {
 	F("proposed", "boolean", false, NULL, false, NULL,
 	  "manual mode: shown only, nothing was changed"),
 	F("groups", "object", false, "RoleTarget", true, NULL, "by role: what the plan asks for"),
+	F("not_applied", "string", false, NULL, false, NULL,
+	  "applied: the parts of the plan the master did not apply, \"; \"-separated "
+	  "(absent: applied in full)"),
 };
 static const struct rv_wire_field f_role_target[] = {
 	F("count", "integer", true, NULL, false, NULL, "nodes of the role"),

@@ -24,6 +24,7 @@
 #define RV_MAX_COMMAND 64       /* argv entries */
 #define RV_MAX_SAMPLES 10000    /* per metrics batch */
 #define RV_MAX_PLAN_NODES 64    /* launch/remove/migrate entries */
+#define RV_NOT_APPLIED_MAX   512   /* plan_applied: the parts not applied */
 #define RV_MAX_CLUSTER_NODES 4096
 #define RV_MAX_CPU 1024.0       /* cores per node */
 #define RV_MAX_MEMORY_MB (4LL * 1024 * 1024)  /* 4 TiB per node */
@@ -193,6 +194,9 @@ struct rv_event {
 	int64_t memory_mb;         /* limit in force (oom), 0 when absent */
 	int64_t peak_memory_mb;    /* observed peak (oom), 0 when absent */
 	int64_t plan_id;           /* plan_applied: the plan id, 0 when absent */
+	/* plan_applied: the parts of the plan not applied, "; "-separated;
+	 * "" when it was applied in full */
+	char not_applied[RV_NOT_APPLIED_MAX];
 };
 int rv_event_from_json(const cJSON *root, struct rv_event *out, struct rv_err *err);
 cJSON *rv_event_to_json(const struct rv_event *ev);
@@ -541,6 +545,7 @@ struct rv_plan_state {
 	bool applied;  /* in force: "desired" follows it */
 	bool proposed; /* manual mode: shown only, nothing changed */
 	struct rv_role_target groups[RV_ROLE_COUNT];
+	char not_applied[RV_NOT_APPLIED_MAX]; /* applied: the parts left undone, "" none */
 };
 
 /* One node the master runs (its node manager), in GET /v1/job. */

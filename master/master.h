@@ -23,6 +23,7 @@
 #include "netcheck.h"
 #include "nodemgr.h"
 #include "rdzv.h"
+#include "rover_plan.h"
 #include "shard.h"
 #include "stream.h"
 #include "wire.h"
@@ -122,6 +123,15 @@ struct master_desired {
 	struct master_group groups[RV_ROLE_COUNT]; /* indexed by enum rv_role */
 	int64_t plan_id; /* the last plan applied, 0: the spec's */
 	int64_t version; /* bumped by every change */
+	/* nodes with resources of their own (a migrated PS), kept until a plan
+	 * changes their role's resources or drops their rank */
+	struct rv_plan_node own[RV_MAX_PLAN_NODES];
+	int nown;
+	/* the nodes plan act_plan relaunches (replaced stragglers, migrations):
+	 * a node whose table entry says an older plan is relaunched once */
+	struct rv_plan_action act[2 * RV_MAX_PLAN_NODES];
+	int nact;
+	int64_t act_plan;
 };
 
 /* One operation with every input it needs: what the journal stores (as these

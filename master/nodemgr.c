@@ -57,6 +57,8 @@ struct nodemgr {
 	struct pending {
 		char name[SCHED_NAME_MAX];
 		struct sched_resources res;
+		bool replace; /* a straggler: relaunched on another host */
+		int64_t plan; /* the plan that relaunches it, 0: a resize */
 	} pend[64];
 	int npend;
 };
@@ -162,6 +164,8 @@ static cJSON *node_to_json(const struct master_node *n)
 	cJSON_AddNumberToObject(o, "gpu", n->res.gpu);
 	cJSON_AddNumberToObject(o, "exit_code", n->exit_code);
 	cJSON_AddNumberToObject(o, "signal", n->signal);
+	if (n->plan > 0)
+		cJSON_AddNumberToObject(o, "plan", (double)n->plan);
 	if (n->pid > 0) {
 		cJSON_AddNumberToObject(o, "pid", n->pid);
 		cJSON_AddNumberToObject(o, "start", (double)n->start_ticks);
@@ -173,7 +177,7 @@ static int node_from_json(const cJSON *o, struct master_node *n, struct rv_err *
 {
 	char state[16] = "";
 	int64_t rank, attempt, restarts, ooms, mem = 0, gpu = 0, code = 0, sig = 0;
-	int64_t pid = 0, start = 0;
+	int64_t pid = 0, start = 0, plan = 0;
 	double cpu = 0;
 	int rc;
 	memset(n, 0, sizeof(*n));
@@ -195,7 +199,8 @@ static int node_from_json(const cJSON *o, struct master_node *n, struct rv_err *
 		    0 ||
 	    (rc = rv_json_get_int(o, "signal", "node", false, 0, INT_MAX, &sig, err)) < 0 ||
 	    (rc = rv_json_get_int(o, "pid", "node", false, 0, INT_MAX, &pid, err)) < 0 ||
-	    (rc = rv_json_get_int(o, "start", "node", false, 0, INT64_MAX, &start, err)) < 0)
+	    (rc = rv_json_get_int(o, "start", "node", false, 0, INT64_MAX, &start, err)) < 0 ||
+	    (rc = rv_json_get_int(o, "plan", "node", false, 0, INT64_MAX, &plan, err)) < 0)
 		return rc;
 	int st = name_index(node_state_names, RV_ARRAY_SIZE(node_state_names), state);
 	if (st < 0)
@@ -210,6 +215,7 @@ static int node_from_json(const cJSON *o, struct master_node *n, struct rv_err *
 	n->signal = (int)sig;
 	n->pid = (int)pid;
 	n->start_ticks = start;
+	n->plan = plan;
 	return 0;
 }
 
@@ -424,6 +430,11 @@ static void launch(struct nodemgr *nm, const char *base, const struct nodes_info
 				 .ooms = ni->ooms,
 				 .res = ni->res,
 				 .state = MASTER_NODE_LAUNCHED };
+	/* the plan that last relaunched the node stays with it */
+	pthread_mutex_lock(&m->lock);
+	const struct master_node *was = table_find(m, base);
+	v.plan = was ? was->plan : 0;
+	pthread_mutex_unlock(&m->lock);
 	snprintf(v.name, sizeof(v.name), "%s", base);
 	snprintf(v.instance, sizeof(v.instance), "%s", ni->name);
 	snprintf(v.role, sizeof(v.role), "%s", ni->role);
@@ -525,6 +536,33 @@ static bool data_finished(struct master *m)
 	return all;
 }
 
+/* A node stopped for a plan or a resize starts again: a straggler with
+ * the same rank on another host (its host charged), any other with its new
+ * resources; pd->plan goes into its table entry (journaled with the
+ * launch), so the plan relaunches it once. */
+static void relaunch_pending(struct nodemgr *nm, const char *base, const struct pending *pd)
+{
+	struct master *m = nm->m;
+	struct nodes_action act;
+	struct nodes_info ni;
+	int rc = pd->replace ? nodes_replace(nm->nodes, base, &pd->res, &act)
+			     : nodes_relaunch(nm->nodes, base, &pd->res, &act);
+	if (rc < 0 || nodes_get(nm->nodes, base, &ni) < 0)
+		return;
+	if (pd->plan > 0) {
+		pthread_mutex_lock(&m->lock);
+		struct master_node *t = table_find(m, base);
+		if (t && t->plan < pd->plan)
+			t->plan = pd->plan;
+		pthread_mutex_unlock(&m->lock);
+	}
+	char q[600];
+	rv_log_info(pd->replace ? "node replaced" : "node relaunched with new resources",
+		    "node=%s instance=%s host=%s plan=%" PRId64 " reason=%s", base, ni.name,
+		    ni.host, pd->plan, rv_log_q(q, sizeof(q), act.reason));
+	launch(nm, base, &ni);
+}
+
 static void on_event(struct nodemgr *nm, const struct sched_event *ev)
 {
 	struct master *m = nm->m;
@@ -597,14 +635,9 @@ static void on_event(struct nodemgr *nm, const struct sched_event *ev)
 	if (forget) {
 		nodes_forget(nm->nodes, base);
 	} else if (p) {
-		struct sched_resources res = p->res;
+		struct pending pd = *p;
 		*p = nm->pend[--nm->npend];
-		if (nodes_relaunch(nm->nodes, base, &res, &act) == 0 &&
-		    nodes_get(nm->nodes, base, &ni) == 0) {
-			rv_log_info("node relaunched with new resources", "node=%s instance=%s",
-				    base, ni.name);
-			launch(nm, base, &ni);
-		}
+		relaunch_pending(nm, base, &pd);
 	} else if (act.type == NODES_RELAUNCH && nodes_get(nm->nodes, base, &ni) == 0) {
 		rv_log_warn("node relaunched", "node=%s instance=%s rank=%d reason=%s", base,
 			    ni.name, ni.rank, rv_log_q(q, sizeof(q), act.reason));
@@ -651,6 +684,62 @@ static int table_copy(struct master *m, struct table_view *v)
 	return v->nodes ? 0 : -ENOMEM;
 }
 
+/* What node n runs with under d: its own resources (a migration), else
+ * its group's; *own says which. */
+static struct sched_resources node_res(const struct master_desired *d, const struct master_group *g,
+				       const struct master_node *n, bool *own)
+{
+	for (int i = 0; i < d->nown; i++)
+		if (!strcmp(d->own[i].node, n->name)) {
+			*own = true;
+			const struct rv_resource *r = &d->own[i].resource;
+			return (struct sched_resources){ .cpu = r->cpu,
+							 .memory_mb = r->memory_mb,
+							 .gpu = r->gpu };
+		}
+	*own = false;
+	return group_res(g);
+}
+
+/* A node the newest plan relaunches (a straggler replaced, a PS migrated)
+ * and no relaunch for that plan yet: stop it, and relaunch_pending starts
+ * it again once it exited.  true when it was asked to stop. */
+static bool plan_relaunch(struct nodemgr *nm, const struct master_desired *d,
+			  const struct master_group *g, const struct master_node *n)
+{
+	struct master *m = nm->m;
+	const struct rv_plan_action *a = NULL;
+	for (int i = 0; i < d->nact && !a; i++)
+		if (!strcmp(d->act[i].node, n->name))
+			a = &d->act[i];
+	if (!a || n->plan >= d->act_plan || nm->npend >= (int)RV_ARRAY_SIZE(nm->pend))
+		return false;
+	struct pending *p = &nm->pend[nm->npend++];
+	memset(p, 0, sizeof(*p));
+	snprintf(p->name, sizeof(p->name), "%s", n->name);
+	bool own = false;
+	p->res = node_res(d, g, n, &own);
+	if (!g->has_resources && !own)
+		p->res = n->res;
+	p->replace = a->kind == RV_PLAN_REPLACE;
+	p->plan = d->act_plan;
+	/* asked once per plan, also when this view is taken again before the
+	 * node exited */
+	pthread_mutex_lock(&m->lock);
+	struct master_node *t = table_find(m, n->name);
+	if (t && t->plan < d->act_plan)
+		t->plan = d->act_plan;
+	pthread_mutex_unlock(&m->lock);
+	rv_log_info(p->replace ? "node to be replaced" : "node to be migrated",
+		    "node=%s instance=%s plan=%" PRId64 " memory_mb=%" PRId64 " cpu=%g", n->name,
+		    n->instance, d->act_plan, p->res.memory_mb, p->res.cpu);
+	if (sched_remove(nm->sched, n->instance, (int)m->cfg.node_stop_grace_ms) < 0) {
+		*p = nm->pend[--nm->npend];
+		return false;
+	}
+	return true;
+}
+
 static void reconcile(struct nodemgr *nm)
 {
 	struct master *m = nm->m;
@@ -690,10 +779,17 @@ static void reconcile(struct nodemgr *nm)
 				}
 				continue;
 			}
-			if (!g->has_resources || !live || pending_find(nm, n->name) ||
-			    (n->res.cpu == res.cpu && n->res.memory_mb == res.memory_mb &&
-			     n->res.gpu == res.gpu))
+			if (!live || pending_find(nm, n->name))
 				continue;
+			if (plan_relaunch(nm, &v.d, g, n))
+				continue;
+			bool own = false;
+			struct sched_resources want = node_res(&v.d, g, n, &own);
+			if ((!g->has_resources && !own) ||
+			    (n->res.cpu == want.cpu && n->res.memory_mb == want.memory_mb &&
+			     n->res.gpu == want.gpu))
+				continue;
+			res = want;
 			struct rv_err err = { 0 };
 			int rc = sched_resize(nm->sched, n->instance, &res, &err);
 			rv_log_info("node resized", "node=%s memory_mb=%" PRId64 " cpu=%g rc=%d",

@@ -56,6 +56,7 @@ struct master_node {
 	int64_t start_ticks; /* the pid's start time: a restarted master adopts the pid */
 	int exit_code, signal;
 	struct sched_resources res; /* the limits of this launch */
+	int64_t plan; /* the newest plan that relaunched it (desired.act_plan), 0 none */
 	bool has_usage;
 	struct sched_usage usage; /* last sample (node.usage_interval_ms) */
 	int64_t usage_ms;         /* when, ms since the epoch */

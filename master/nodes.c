@@ -432,6 +432,38 @@ int nodes_relaunch(struct nodes *m, const char *base, const struct sched_resourc
 	return 0;
 }
 
+int nodes_replace(struct nodes *m, const char *base, const struct sched_resources *res,
+		  struct nodes_action *act)
+{
+	struct node *n = by_base(m, base);
+	if (!n)
+		return -ENOENT;
+	if (n->state == N_FAILED || n->state == N_SUCCEEDED)
+		return -EALREADY;
+	memset(act, 0, sizeof(*act));
+	char slow[SCHED_NAME_MAX], host[SCHED_NAME_MAX];
+	fmt(slow, sizeof(slow), "%s", n->host);
+	if (slow[0]) {
+		struct host *h = host_get(m, slow, true);
+		if (h && ++h->crashes >= m->conf.host_max_crashes)
+			h->bad = true;
+	}
+	/* another good host first: the slowness may be the host's */
+	fmt(host, sizeof(host), "%s", slow);
+	for (int i = 0; i < m->ncand; i++)
+		if (strcmp(m->cand[i], slow) != 0 && !nodes_host_bad(m, m->cand[i])) {
+			fmt(host, sizeof(host), "%s", m->cand[i]);
+			break;
+		}
+	if (res)
+		n->res = *res;
+	relaunch(n, host, act);
+	fmt(act->reason, sizeof(act->reason), "straggler replaced%s%s%s%s",
+	    slow[0] ? " (host " : "", slow, slow[0] ? " charged)" : "",
+	    strcmp(host, slow) ? " on another host" : "");
+	return 0;
+}
+
 int nodes_set_resources(struct nodes *m, const char *base, const struct sched_resources *res)
 {
 	struct node *n = by_base(m, base);

@@ -140,6 +140,15 @@ int nodes_restore(struct nodes *m, const char *base, int attempt, int restarts, 
 int nodes_relaunch(struct nodes *m, const char *base, const struct sched_resources *res,
 		   struct nodes_action *act);
 
+/* A straggler a plan replaces (its instance was stopped): its host is
+ * charged as for a crash (host_max_crashes of them make it bad) and the
+ * new instance goes to another good host of conf.hosts when there is one,
+ * else stays on its own; res (NULL: the same) for its next launches.  Not
+ * charged to restartCount: the node's program did not fail.  *act is a
+ * RELAUNCH.  0, -ENOENT, or -EALREADY when the node failed or succeeded. */
+int nodes_replace(struct nodes *m, const char *base, const struct sched_resources *res,
+		  struct nodes_action *act);
+
 /* Resources for the node's next launches (a resize done in place). */
 int nodes_set_resources(struct nodes *m, const char *base, const struct sched_resources *res);
 

@@ -47,6 +47,16 @@
 
 #define OOM_SLOTS    16
 #define PLAN_POLL_MS 200
+#define STEP_NODES   256
+
+/* A node's own step reports: the seconds per step between its last two,
+ * for its next usage sample (a straggler shows in them). */
+struct step_seen {
+	char node[RV_NAME_MAX];
+	int64_t step, ts_ms;
+	double step_s; /* > 0 and fresh: not yet in a usage sample */
+	bool fresh;
+};
 
 /* An oom plan's memory for one node, for plans_oom_memory. */
 struct oom_slot {
@@ -69,6 +79,8 @@ struct plans {
 	bool stop;
 	struct oom_slot oom[OOM_SLOTS];
 	int64_t oom_seq;
+	struct step_seen steps[STEP_NODES]; /* under mu */
+	int nsteps;
 
 	atomic_uint_least64_t received, applied, skipped, proposed, clamped, throttled;
 	/* under the state lock: the progress last reported, per spec dataset */
@@ -171,40 +183,29 @@ static void plan_state_from(struct rv_plan_state *st, const struct rv_scale_plan
 	}
 }
 
-int plans_apply(struct master *m, const void *doc, size_t len, struct rv_err *err)
+/* The desired state as the plan library's target, and back. */
+static void target_of(const struct master *m, struct rv_plan_target *t)
 {
-	RV_CLEANUP_CJSON cJSON *j = rv_json_parse(doc, len, err);
-	if (!j)
-		return -EINVAL;
-	/* large (its node lists): not on a connection thread's stack */
-	RV_CLEANUP_FREE struct rv_scale_plan *pl = malloc(sizeof(*pl));
-	if (!pl)
-		return rv_err_set(err, -ENOMEM, "", "out of memory for a plan");
-	int rc = rv_scale_plan_from_json(j, pl, err);
-	if (rc < 0)
-		return rc;
-	if (pl->id <= m->desired.plan_id)
-		return 0;
-	bool live = m->plans != NULL; /* replay says nothing again */
+	memset(t, 0, sizeof(*t));
 	for (int r = 0; r < RV_ROLE_COUNT; r++) {
-		struct rv_plan_group *pg = &pl->groups[r];
+		const struct master_group *g = &m->desired.groups[r];
+		t->groups[r].present = m->spec.replicas[r].present || g->count > 0;
+		t->groups[r].count = g->count;
+		if (g->has_resources)
+			t->groups[r].resource = (struct rv_resource){ .cpu = g->cpu,
+								      .memory_mb = g->memory_mb,
+								      .gpu = g->gpu };
+	}
+	memcpy(t->own, m->desired.own, sizeof(t->own));
+	t->nown = m->desired.nown;
+}
+
+static void target_to(struct master *m, const struct rv_plan_target *t)
+{
+	for (int r = 0; r < RV_ROLE_COUNT; r++) {
 		struct master_group *g = &m->desired.groups[r];
-		if (!pg->present)
-			continue;
-		const struct rv_replica_spec *rs = &m->spec.replicas[r];
-		int lo = rs->present ? rs->min_replicas : 0;
-		int hi = rs->present && rs->max_replicas > 0 ? rs->max_replicas : INT_MAX;
-		int count = pg->count < lo ? lo : pg->count > hi ? hi : pg->count;
-		if (count != pg->count && live) {
-			atomic_fetch_add(&m->plans->clamped, 1);
-			rv_log_warn("plan count clamped to the replica spec",
-				    "plan=%" PRId64 " role=%s asked=%d min=%d max=%d count=%d",
-				    pl->id, rv_role_name((enum rv_role)r), pg->count, lo,
-				    hi == INT_MAX ? -1 : hi, count);
-		}
-		pg->count = count;
-		g->count = count;
-		const struct rv_resource *res = &pg->resource;
+		const struct rv_resource *res = &t->groups[r].resource;
+		g->count = t->groups[r].count;
 		if (res->cpu > 0 || res->memory_mb > 0 || res->gpu > 0) {
 			g->has_resources = true;
 			g->cpu = res->cpu;
@@ -212,14 +213,141 @@ int plans_apply(struct master *m, const void *doc, size_t len, struct rv_err *er
 			g->gpu = res->gpu;
 		}
 	}
+	memcpy(m->desired.own, t->own, sizeof(m->desired.own));
+	m->desired.nown = t->nown;
+}
+
+int plans_apply(struct master *m, const void *doc, size_t len, struct rv_err *err)
+{
+	RV_CLEANUP_CJSON cJSON *j = rv_json_parse(doc, len, err);
+	if (!j)
+		return -EINVAL;
+	/* large (their node lists): not on a connection thread's stack */
+	struct work {
+		struct rv_scale_plan pl;
+		struct rv_plan_target t;
+		struct rv_plan_effect eff;
+	};
+	RV_CLEANUP_FREE struct work *w = malloc(sizeof(*w));
+	if (!w)
+		return rv_err_set(err, -ENOMEM, "", "out of memory for a plan");
+	struct rv_scale_plan *pl = &w->pl;
+	struct rv_plan_target *t = &w->t;
+	struct rv_plan_effect *eff = &w->eff;
+	int rc = rv_scale_plan_from_json(j, pl, err);
+	if (rc < 0)
+		return rc;
+	if (pl->id <= m->desired.plan_id)
+		return 0;
+	bool live = m->plans != NULL; /* replay says nothing again */
+	target_of(m, t);
+	/* what rover-sim applies too: one function, so the simulator credits a
+	 * plan with no more than the master does */
+	rv_plan_apply(pl, &m->spec, t, eff);
+	target_to(m, t);
+	for (int r = 0; r < RV_ROLE_COUNT; r++) {
+		if (eff->asked[r] < 0 || !live)
+			continue;
+		atomic_fetch_add(&m->plans->clamped, 1);
+		rv_log_warn("plan count clamped to the replica spec",
+			    "plan=%" PRId64 " role=%s asked=%d count=%d", pl->id,
+			    rv_role_name((enum rv_role)r), eff->asked[r], t->groups[r].count);
+	}
+	memcpy(m->desired.act, eff->act, sizeof(m->desired.act));
+	m->desired.nact = eff->nact;
+	m->desired.act_plan = pl->id;
 	m->desired.plan_id = pl->id;
 	m->desired.version++;
 	plan_state_from(&m->plan, pl);
+	/* the plan as applied: its counts clamped */
+	for (int r = 0; r < RV_ROLE_COUNT; r++)
+		if (m->plan.groups[r].present)
+			m->plan.groups[r].count = t->groups[r].count;
+	snprintf(m->plan.not_applied, sizeof(m->plan.not_applied), "%s", eff->not_applied);
 	m->plan.applied = true;
 	return 1;
 }
 
 /* ---- snapshot ---- */
+
+/* One node of own[] or act[] in the snapshot: {node, role, rank, kind,
+ * cpu, memory_mb, gpu}. */
+static bool node_save(cJSON *arr, const char *node, enum rv_role role, int rank, int kind,
+		      const struct rv_resource *res)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (!o || !cJSON_AddItemToArray(arr, o)) {
+		cJSON_Delete(o);
+		return false;
+	}
+	return cJSON_AddStringToObject(o, "node", node) &&
+	       cJSON_AddNumberToObject(o, "role", role) &&
+	       cJSON_AddNumberToObject(o, "rank", rank) &&
+	       cJSON_AddNumberToObject(o, "kind", kind) &&
+	       cJSON_AddNumberToObject(o, "cpu", res->cpu) &&
+	       cJSON_AddNumberToObject(o, "memory_mb", (double)res->memory_mb) &&
+	       cJSON_AddNumberToObject(o, "gpu", res->gpu);
+}
+
+static bool nodes_save(cJSON *o, const struct master_desired *d)
+{
+	cJSON *own = cJSON_AddArrayToObject(o, "own");
+	cJSON *act = cJSON_AddArrayToObject(o, "act");
+	if (!own || !act || !cJSON_AddNumberToObject(o, "act_plan", (double)d->act_plan))
+		return false;
+	for (int i = 0; i < d->nown; i++)
+		if (!node_save(own, d->own[i].node, d->own[i].role, -1, 0, &d->own[i].resource))
+			return false;
+	for (int i = 0; i < d->nact; i++)
+		if (!node_save(act, d->act[i].node, d->act[i].role, d->act[i].rank,
+			       (int)d->act[i].kind, &d->act[i].resource))
+			return false;
+	return true;
+}
+
+static double num_of(const cJSON *o, const char *key)
+{
+	return cJSON_GetNumberValue(cJSON_GetObjectItem(o, key));
+}
+
+/* The other way; a snapshot from before these lists has none. */
+static int nodes_load(const cJSON *o, struct master_desired *d, struct rv_err *err)
+{
+	const cJSON *own = cJSON_GetObjectItem(o, "own"), *act = cJSON_GetObjectItem(o, "act");
+	d->nown = d->nact = 0;
+	d->act_plan = cJSON_IsNumber(cJSON_GetObjectItem(o, "act_plan"))
+			      ? (int64_t)num_of(o, "act_plan")
+			      : 0;
+	if (cJSON_GetArraySize(own) > RV_MAX_PLAN_NODES ||
+	    cJSON_GetArraySize(act) > (int)RV_ARRAY_SIZE(d->act))
+		return rv_err_set(err, -EUCLEAN, "plans", "bad node lists in the snapshot");
+	const cJSON *it;
+	cJSON_ArrayForEach(it, own)
+	{
+		struct rv_plan_node *n = &d->own[d->nown++];
+		memset(n, 0, sizeof(*n));
+		const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(it, "node"));
+		snprintf(n->node, sizeof(n->node), "%s", name ? name : "");
+		n->role = (enum rv_role)num_of(it, "role");
+		n->resource = (struct rv_resource){ .cpu = num_of(it, "cpu"),
+						    .memory_mb = (int64_t)num_of(it, "memory_mb"),
+						    .gpu = (int)num_of(it, "gpu") };
+	}
+	cJSON_ArrayForEach(it, act)
+	{
+		struct rv_plan_action *a = &d->act[d->nact++];
+		memset(a, 0, sizeof(*a));
+		const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(it, "node"));
+		snprintf(a->node, sizeof(a->node), "%s", name ? name : "");
+		a->role = (enum rv_role)num_of(it, "role");
+		a->rank = (int)num_of(it, "rank");
+		a->kind = (enum rv_plan_action_kind)num_of(it, "kind");
+		a->resource = (struct rv_resource){ .cpu = num_of(it, "cpu"),
+						    .memory_mb = (int64_t)num_of(it, "memory_mb"),
+						    .gpu = (int)num_of(it, "gpu") };
+	}
+	return 0;
+}
 
 int plans_snapshot_save(const struct master *m, struct rv_buf *out)
 {
@@ -244,7 +372,9 @@ int plans_snapshot_save(const struct master *m, struct rv_buf *out)
 	    !cJSON_AddNumberToObject(o, "last_id", (double)p->id) ||
 	    !cJSON_AddStringToObject(o, "stage", p->stage) ||
 	    !cJSON_AddStringToObject(o, "reason", p->reason) ||
-	    !cJSON_AddBoolToObject(o, "applied", p->applied))
+	    !cJSON_AddBoolToObject(o, "applied", p->applied) ||
+	    !cJSON_AddStringToObject(o, "not_applied", p->not_applied) ||
+	    !nodes_save(o, &m->desired))
 		return -ENOMEM;
 	RV_CLEANUP_FREE char *txt = cJSON_PrintUnformatted(o);
 	if (!txt)
@@ -284,6 +414,10 @@ int plans_snapshot_load(struct master *m, const cJSON *extra, struct rv_err *err
 	snprintf(m->plan.stage, sizeof(m->plan.stage), "%s", stage ? stage : "");
 	snprintf(m->plan.reason, sizeof(m->plan.reason), "%s", reason ? reason : "");
 	m->plan.applied = cJSON_IsTrue(cJSON_GetObjectItem(o, "applied"));
+	const char *na = cJSON_GetStringValue(cJSON_GetObjectItem(o, "not_applied"));
+	snprintf(m->plan.not_applied, sizeof(m->plan.not_applied), "%s", na ? na : "");
+	if (nodes_load(o, &m->desired, err) < 0)
+		return -EUCLEAN;
 	if (m->plan.applied) /* what the plan asked, as applied */
 		for (int r = 0; r < RV_ROLE_COUNT; r++) {
 			const struct master_group *g = &m->desired.groups[r];
@@ -421,6 +555,50 @@ static bool node_managed(const struct master *m, const char *node)
 	return false;
 }
 
+/* A step report of node: the time per step since its previous report. */
+static void step_seen(struct plans *p, const char *node, int64_t step, int64_t now)
+{
+	if (!node[0])
+		return;
+	pthread_mutex_lock(&p->mu);
+	struct step_seen *e = NULL;
+	for (int i = 0; i < p->nsteps && !e; i++)
+		if (!strcmp(p->steps[i].node, node))
+			e = &p->steps[i];
+	if (!e && p->nsteps < STEP_NODES) {
+		e = &p->steps[p->nsteps++];
+		memset(e, 0, sizeof(*e));
+		snprintf(e->node, sizeof(e->node), "%s", node);
+		e->step = -1;
+	}
+	if (e) {
+		/* a step that went back is a relaunched node: count afresh */
+		if (e->step >= 0 && step > e->step && now > e->ts_ms) {
+			e->step_s = (double)(now - e->ts_ms) / 1000.0 / (double)(step - e->step);
+			e->fresh = true;
+		}
+		if (step != e->step) {
+			e->step = step;
+			e->ts_ms = now;
+		}
+	}
+	pthread_mutex_unlock(&p->mu);
+}
+
+/* node's step time for one usage sample: fresh, else -1. */
+static double step_time_take(struct plans *p, const char *node)
+{
+	double t = -1;
+	pthread_mutex_lock(&p->mu);
+	for (int i = 0; i < p->nsteps; i++)
+		if (!strcmp(p->steps[i].node, node) && p->steps[i].fresh) {
+			t = p->steps[i].step_s;
+			p->steps[i].fresh = false;
+		}
+	pthread_mutex_unlock(&p->mu);
+	return t;
+}
+
 void plans_after_op(struct master *m, int type, const struct master_op *op)
 {
 	struct plans *p = m->plans;
@@ -428,6 +606,7 @@ void plans_after_op(struct master *m, int type, const struct master_op *op)
 		return;
 	switch (type) {
 	case MASTER_OP_STEP: {
+		step_seen(p, op->node, op->step, op->now_ms);
 		int64_t round = 0;
 		int nn = 0;
 		if (rdzv_state(m->rdzv, &round, &nn) != RDZV_COMPLETE || nn <= 0)
@@ -498,7 +677,9 @@ int plans_node_sample(struct master *m, const struct plans_usage *u)
 		.memory_mb = u->memory_mb,
 		.cpu_limit = u->cpu_limit,
 		.memory_limit_mb = u->memory_limit_mb,
-		.step_time = u->step_time,
+		.step_time = u->step_time >= 0 || u->role != RV_ROLE_WORKER
+				     ? u->step_time
+				     : step_time_take(p, u->node),
 		.nr_periods = u->nr_periods,
 		.nr_throttled = u->nr_throttled,
 		.throttled_usec = u->throttled_usec,
@@ -668,13 +849,15 @@ static void journal_uid(struct plans *p, const char *uid)
 		rv_log_info("job registered at the brain", "uid=%s", uid);
 }
 
-static void send_applied(struct plans *p, int64_t id, int64_t ts)
+/* plan_applied for plan id, naming the parts not applied ("" none). */
+static void send_applied(struct plans *p, int64_t id, int64_t ts, const char *not_applied)
 {
 	struct rv_event ev = { .type = RV_EVENT_PLAN_APPLIED,
 			       .ts_ms = ts,
 			       .rank = -1,
 			       .exit_code = -1,
 			       .plan_id = id };
+	snprintf(ev.not_applied, sizeof(ev.not_applied), "%s", not_applied);
 	/* a fixed id: sent again after a restart, stored once */
 	snprintf(ev.event_id, sizeof(ev.event_id), "plan-applied-%" PRId64, id);
 	brainlink_event(p->link, &ev);
@@ -723,12 +906,14 @@ static void take_plan(struct plans *p, struct brainlink_plan *bp)
 	if (pl->id <= m->desired.plan_id) {
 		bool same = pl->id == m->desired.plan_id;
 		int64_t now = state_now(m);
+		char na[RV_NOT_APPLIED_MAX];
+		snprintf(na, sizeof(na), "%s", m->plan.not_applied);
 		pthread_mutex_unlock(&m->lock);
 		atomic_fetch_add(&p->skipped, 1);
 		rv_log_debug("plan skipped: not newer than the applied one", "plan=%" PRId64,
 			     pl->id);
 		if (same && !p->local)
-			send_applied(p, link_id, now); /* its first report may have been lost */
+			send_applied(p, link_id, now, na); /* its first report may have been lost */
 		return;
 	}
 	struct master_op op;
@@ -737,6 +922,8 @@ static void take_plan(struct plans *p, struct brainlink_plan *bp)
 	struct master_result res;
 	int64_t seq = 0;
 	int rc = state_apply(m, MASTER_OP_PLAN, &op, txt, strlen(txt), &res, &seq);
+	char na[RV_NOT_APPLIED_MAX];
+	snprintf(na, sizeof(na), "%s", m->plan.not_applied);
 	pthread_mutex_unlock(&m->lock);
 	if (rc == 0)
 		rc = state_sync(m, seq);
@@ -747,8 +934,13 @@ static void take_plan(struct plans *p, struct brainlink_plan *bp)
 		return;
 	}
 	atomic_fetch_add(&p->applied, 1);
-	send_applied(p, link_id, op.now_ms);
+	send_applied(p, link_id, op.now_ms, na);
 	log_plan("plan applied", pl);
+	if (na[0]) {
+		char q[RV_NOT_APPLIED_MAX + 64];
+		rv_log_warn("plan applied in part", "plan=%" PRId64 " not_applied=%s", pl->id,
+			    rv_log_q(q, sizeof(q), na));
+	}
 	if (!strcmp(pl->stage, "oom"))
 		oom_record(p, pl);
 }

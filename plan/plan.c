@@ -5,8 +5,10 @@
  */
 #include "rover_plan.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum rv_alg_strategy rv_plan_strategy(enum rv_strategy s)
@@ -187,4 +189,192 @@ int rv_plan_oom(const struct rv_alg_config *cur, const struct rv_event *ev, int 
 	plan->launch[0].resource.cpu = ng->res.cpu;
 	plan->launch[0].resource.memory_mb = ng->res.memory_mb;
 	return 0;
+}
+
+/* ---- applying a plan ---- */
+
+void rv_plan_target_init(struct rv_plan_target *t, const struct rv_job_spec *spec)
+{
+	memset(t, 0, sizeof(*t));
+	for (int r = 0; r < RV_ROLE_COUNT; r++) {
+		const struct rv_replica_spec *rs = &spec->replicas[r];
+		if (!rs->present)
+			continue;
+		t->groups[r].present = true;
+		t->groups[r].count = rs->replicas;
+		if (rs->has_resources)
+			t->groups[r].resource = rs->resource;
+	}
+}
+
+/* "<role>-<rank>" of role r: the rank, or -1 for any other name. */
+static int node_rank(enum rv_role r, const char *node)
+{
+	const char *role = rv_role_name(r);
+	size_t n = strlen(role);
+	if (strncmp(node, role, n) != 0 || node[n] != '-' || node[n + 1] < '0' || node[n + 1] > '9')
+		return -1;
+	char *end = NULL;
+	long rank = strtol(node + n + 1, &end, 10);
+	return *end || rank > 1 << 20 ? -1 : (int)rank;
+}
+
+static int own_find(const struct rv_plan_target *t, const char *node)
+{
+	for (int i = 0; i < t->nown; i++)
+		if (!strcmp(t->own[i].node, node))
+			return i;
+	return -1;
+}
+
+struct rv_resource rv_plan_node_resource(const struct rv_plan_target *t, enum rv_role role,
+					 const char *node)
+{
+	int i = own_find(t, node);
+	return i >= 0 ? t->own[i].resource : t->groups[role].resource;
+}
+
+/* Append one part not applied, "; "-separated, cut at the buffer's end. */
+__attribute__((format(printf, 2, 3))) static void not_applied(struct rv_plan_effect *eff,
+							      const char *fmt, ...)
+{
+	size_t len = strlen(eff->not_applied);
+	if (len + 3 >= sizeof(eff->not_applied))
+		return;
+	if (len)
+		len += (size_t)snprintf(eff->not_applied + len, sizeof(eff->not_applied) - len,
+					"; ");
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(eff->not_applied + len, sizeof(eff->not_applied) - len, fmt, ap);
+	va_end(ap);
+}
+
+static bool resource_same(const struct rv_resource *a, const struct rv_resource *b)
+{
+	return a->cpu == b->cpu && a->memory_mb == b->memory_mb && a->gpu == b->gpu;
+}
+
+/* Drop role r's own resources (all, or of the ranks from count on). */
+static void own_drop(struct rv_plan_target *t, enum rv_role r, int from_rank)
+{
+	for (int i = 0; i < t->nown;) {
+		int rank = node_rank(r, t->own[i].node);
+		if (t->own[i].role == r && rank >= from_rank)
+			t->own[i] = t->own[--t->nown];
+		else
+			i++;
+	}
+}
+
+/* The plan's groups: counts within the spec's bounds, resources. */
+static void apply_groups(const struct rv_scale_plan *plan, const struct rv_job_spec *spec,
+			 struct rv_plan_target *t, struct rv_plan_effect *eff)
+{
+	for (int r = 0; r < RV_ROLE_COUNT; r++) {
+		const struct rv_plan_group *pg = &plan->groups[r];
+		struct rv_plan_group *g = &t->groups[r];
+		if (!pg->present)
+			continue;
+		const struct rv_replica_spec *rs = &spec->replicas[r];
+		int lo = rs->present ? rs->min_replicas : 0;
+		int hi = rs->present && rs->max_replicas > 0 ? rs->max_replicas : INT_MAX;
+		int count = pg->count < lo ? lo : pg->count > hi ? hi : pg->count;
+		if (count != pg->count) {
+			eff->asked[r] = pg->count;
+			not_applied(eff, "%s count %d: clamped to %d by the replica spec",
+				    rv_role_name((enum rv_role)r), pg->count, count);
+		}
+		eff->changed |= !g->present || g->count != count;
+		g->present = true;
+		if (count < g->count)
+			own_drop(t, (enum rv_role)r, count);
+		g->count = count;
+		const struct rv_resource *res = &pg->resource;
+		if ((res->cpu > 0 || res->memory_mb > 0 || res->gpu > 0) &&
+		    !resource_same(res, &g->resource)) {
+			g->resource = *res;
+			own_drop(t, (enum rv_role)r, 0);
+			eff->changed = true;
+		}
+	}
+}
+
+/* A node of the plan's lists that the job runs after its groups: its role
+ * and rank, or false with the part named not applied. */
+static bool node_known(const struct rv_plan_target *t, const struct rv_plan_node *n,
+		       const char *list, struct rv_plan_effect *eff, int *rank)
+{
+	*rank = (unsigned)n->role < RV_ROLE_COUNT ? node_rank(n->role, n->node) : -1;
+	if (*rank < 0 || !t->groups[n->role].present || *rank >= t->groups[n->role].count) {
+		not_applied(eff, "%s %s: the job runs no such node", list, n->node);
+		return false;
+	}
+	return true;
+}
+
+static void add_action(struct rv_plan_effect *eff, enum rv_plan_action_kind kind,
+		       const struct rv_plan_node *n, int rank, const struct rv_resource *res)
+{
+	for (int i = 0; i < eff->nact; i++)
+		if (!strcmp(eff->act[i].node, n->node)) {
+			/* one relaunch a node: a migration's resources win */
+			if (kind == RV_PLAN_MIGRATE) {
+				eff->act[i].kind = kind;
+				eff->act[i].resource = *res;
+			}
+			return;
+		}
+	if (eff->nact >= (int)(sizeof(eff->act) / sizeof(eff->act[0])))
+		return;
+	struct rv_plan_action *a = &eff->act[eff->nact++];
+	a->kind = kind;
+	snprintf(a->node, sizeof(a->node), "%s", n->node);
+	a->role = n->role;
+	a->rank = rank;
+	a->resource = *res;
+}
+
+void rv_plan_apply(const struct rv_scale_plan *plan, const struct rv_job_spec *spec,
+		   struct rv_plan_target *t, struct rv_plan_effect *eff)
+{
+	memset(eff, 0, sizeof(*eff));
+	for (int r = 0; r < RV_ROLE_COUNT; r++)
+		eff->asked[r] = -1;
+	apply_groups(plan, spec, t, eff);
+	int rank;
+	for (int i = 0; i < plan->nremove; i++) {
+		const struct rv_plan_node *n = &plan->remove[i];
+		if (!node_known(t, n, "remove", eff, &rank))
+			continue;
+		struct rv_resource res = rv_plan_node_resource(t, n->role, n->node);
+		add_action(eff, RV_PLAN_REPLACE, n, rank, &res);
+	}
+	for (int i = 0; i < plan->nmigrate; i++) {
+		const struct rv_plan_node *n = &plan->migrate[i];
+		if (!node_known(t, n, "migrate", eff, &rank))
+			continue;
+		struct rv_resource res = rv_plan_node_resource(t, n->role, n->node);
+		if (n->resource.cpu > 0)
+			res.cpu = n->resource.cpu;
+		if (n->resource.memory_mb > 0)
+			res.memory_mb = n->resource.memory_mb;
+		if (n->resource.gpu > 0)
+			res.gpu = n->resource.gpu;
+		int k = own_find(t, n->node);
+		if (k < 0 && t->nown < RV_MAX_PLAN_NODES)
+			k = t->nown++;
+		if (k >= 0) {
+			t->own[k] = *n;
+			t->own[k].resource = res;
+		}
+		add_action(eff, RV_PLAN_MIGRATE, n, rank, &res);
+		if (n->role == RV_ROLE_PS)
+			not_applied(eff,
+				    "migrate %s: the PS data handover (relaunched with "
+				    "its resources, its state not carried over)",
+				    n->node);
+	}
+	for (int i = 0; i < plan->nlaunch; i++)
+		node_known(t, &plan->launch[i], "launch", eff, &rank);
 }

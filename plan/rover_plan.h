@@ -55,4 +55,70 @@ int rv_plan_oom(const struct rv_alg_config *cur, const struct rv_event *ev, int 
 		const struct rv_job_spec *spec, const char *uid, const struct rv_alg_limits *lim,
 		const struct rv_alg_params *p, struct rv_scale_plan *plan);
 
+/* ---- applying a plan: rover-master's plans_apply and rover-sim ---- */
+
+/*
+ * What a job runs, as a plan finds it and leaves it: per role whether it
+ * runs, its node count and its resources (0: no limit known), and the nodes
+ * that run with resources of their own (a migrated PS keeps its own until a
+ * plan changes its role's resources or drops its rank).
+ */
+struct rv_plan_target {
+	struct rv_plan_group groups[RV_ROLE_COUNT];
+	struct rv_plan_node own[RV_MAX_PLAN_NODES]; /* resource: what the node runs with */
+	int nown;
+};
+
+enum rv_plan_action_kind {
+	RV_PLAN_REPLACE = 1, /* a straggler: relaunched with the same rank on another
+			      * host where there is one, its host charged like a crash host */
+	RV_PLAN_MIGRATE,     /* relaunched with resources of its own (no PS data handover) */
+};
+
+/* One node a plan relaunches. */
+struct rv_plan_action {
+	enum rv_plan_action_kind kind;
+	char node[RV_NAME_MAX]; /* <role>-<rank> */
+	enum rv_role role;
+	int rank;
+	struct rv_resource resource; /* what it runs with after */
+};
+
+/* What applying a plan did, for the one who carries it out and for
+ * plan_applied. */
+struct rv_plan_effect {
+	bool changed;             /* a count or a role's resources changed */
+	int asked[RV_ROLE_COUNT]; /* the count the plan asked where the spec's
+				     * bounds changed it, else -1 */
+	struct rv_plan_action act[2 * RV_MAX_PLAN_NODES];
+	int nact;
+	/* the parts not applied, "; "-separated ("" when the plan was applied in
+	 * full): a count clamped, a node the job does not run, the PS data
+	 * handover of a migration */
+	char not_applied[RV_NOT_APPLIED_MAX];
+};
+
+/* t as the spec starts a job: each present role's replicas and resources. */
+void rv_plan_target_init(struct rv_plan_target *t, const struct rv_job_spec *spec);
+
+/* The resources node (<role>-<rank>) runs with under t: its own, else its
+ * role's. */
+struct rv_resource rv_plan_node_resource(const struct rv_plan_target *t, enum rv_role role,
+					 const char *node);
+
+/*
+ * Apply plan to t under the spec's replica bounds: each role the plan
+ * sizes gets its count (clamped to minReplicas..maxReplicas) and, where the
+ * plan gives any resource, those resources (a change drops the role's own
+ * resources); each `remove` entry the job runs is a REPLACE action, each
+ * `migrate` entry a MIGRATE action with the entry's resources over the
+ * role's (kept in t->own).  A `launch` entry is the replacement of a
+ * removed node or the relaunch the node manager makes anyway (an OOM plan);
+ * one naming a node beyond its role's count is not applied.  eff says what
+ * was done and what was not.  The master applies a plan with this, and the
+ * simulator too, so neither credits a plan with more than the other does.
+ */
+void rv_plan_apply(const struct rv_scale_plan *plan, const struct rv_job_spec *spec,
+		   struct rv_plan_target *t, struct rv_plan_effect *eff);
+
 #endif

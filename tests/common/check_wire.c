@@ -1497,7 +1497,7 @@ static const char *const table_docs[] = {
 		    "\"role\":\"worker\","
 		    "\"rank\":0,\"exit_code\":137,\"reason\":\"x\",\"memory_mb\":1,\"peak_memory_"
 		    "mb\":2,"
-		    "\"plan_id\":3}",
+		    "\"plan_id\":3,\"not_applied\":\"migrate ps-0: x\"}",
 	[T_PLAN] = "{\"job\":\"j-1\",\"id\":3,\"stage\":\"running\",\"algorithm\":\"a\",\"reason\":"
 		   "\"r\","
 		   "\"predicted_speed\":1.5,\"based_on_ts\":10,\"groups\":{\"worker\":{\"count\":2,"

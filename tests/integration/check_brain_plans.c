@@ -655,6 +655,58 @@ START_TEST(pass_after_a_serialization_failure_is_retried)
 }
 END_TEST
 
+/* The plan history's entry of plan id (a new reference: cJSON_Delete it),
+ * or NULL. */
+static cJSON *history_entry(int64_t id)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/jobs/%s/plans", uid);
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&brain, "GET", path, NULL, NULL, &r), 0);
+	ck_assert_int_eq(r.status, 200);
+	cJSON *found = NULL, *it;
+	cJSON_ArrayForEach(it, cJSON_GetObjectItem(r.json, "plans")) if (rv_test_json_num(it, "id",
+											  0) ==
+									 (double)id)
+		found = cJSON_Duplicate(it, 1);
+	rv_test_reply_release(&r);
+	return found;
+}
+
+/* A plan the master applied in part is recorded applied, with what was
+ * not applied; one applied in full says so with "". */
+START_TEST(partly_applied_plan_is_recorded)
+{
+	start();
+	cJSON *p = NULL;
+	int w = 2;
+	for (int round = 0; round < 12 && !p; round++) {
+		post_speed(w, truth(w) * 100, 8);
+		wait_planned();
+		p = running_plan(0);
+	}
+	ck_assert_msg(p, "no running plan");
+	int64_t id = (int64_t)rv_test_json_num(p, "id", 0);
+	cJSON_Delete(p);
+	cJSON *h = history_entry(id);
+	ck_assert_ptr_nonnull(h);
+	ck_assert_str_eq(rv_test_json_str(h, "not_applied"), "");
+	cJSON_Delete(h);
+	char body[400];
+	snprintf(body, sizeof(body),
+		 "{\"type\":\"plan_applied\",\"ts\":%" PRId64 ",\"plan_id\":%" PRId64
+		 ",\"not_applied\":\"migrate ps-1: the PS data handover\"}",
+		 ts + 1, id);
+	ck_assert_int_eq(post_event(body), 200);
+	h = history_entry(id);
+	ck_assert_ptr_nonnull(h);
+	ck_assert_msg(cJSON_IsString(cJSON_GetObjectItem(h, "applied_at")), "not applied: %s",
+		      cJSON_PrintUnformatted(h));
+	ck_assert_str_eq(rv_test_json_str(h, "not_applied"), "migrate ps-1: the PS data handover");
+	cJSON_Delete(h);
+}
+END_TEST
+
 static Suite *brain_plans_suite(void)
 {
 	Suite *s = suite_create("brain_plans");
@@ -673,6 +725,7 @@ static Suite *brain_plans_suite(void)
 	tcase_add_test(tc, second_oom_keeps_the_first_oom_plan);
 	tcase_add_test(tc, pass_survives_batches_stored_meanwhile);
 	tcase_add_test(tc, pass_after_a_serialization_failure_is_retried);
+	tcase_add_test(tc, partly_applied_plan_is_recorded);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -242,6 +242,130 @@ START_TEST(test_succeeded_node_silence_is_no_death)
 }
 END_TEST
 
+/* Apply a plan (JSON) as the plan thread does; the result's rc. */
+static int apply_plan(struct master *m, const char *plan)
+{
+	struct master_op op = { .now_ms = 1 };
+	struct master_result res;
+	int64_t seq = 0;
+	pthread_mutex_lock(&m->lock);
+	op.now_ms = state_now(m);
+	state_apply(m, MASTER_OP_PLAN, &op, plan, strlen(plan), &res, &seq);
+	pthread_mutex_unlock(&m->lock);
+	nodemgr_wake(m);
+	return res.rc;
+}
+
+/* Wait until node name runs as instance; its view. */
+static struct view wait_instance(struct master *m, const char *name, const char *instance)
+{
+	struct view v;
+	for (int i = 0; i < 400; i++) {
+		look(m, name, &v);
+		if (!strcmp(v.instance, instance) && v.pid > 0)
+			return v;
+		usleep(25 * 1000);
+	}
+	ck_abort_msg("%s runs as %s, not %s", name, v.instance, instance);
+	return v;
+}
+
+/* A plan with `remove` (a straggler) and `migrate` (a hot PS) is carried
+ * out: the straggler relaunched with its rank, the PS relaunched with the
+ * plan's resources and kept on them, nothing else touched; and what the
+ * master did is what rv_plan_apply, which rover-sim applies plans with,
+ * says it does (the same actions, the same parts not applied). */
+START_TEST(test_plan_remove_and_migrate_carried_out)
+{
+	static const char spec[] =
+		"{\"apiVersion\":\"elastic.rover.dev/v1alpha1\",\"kind\":\"ElasticJob\","
+		"\"metadata\":{\"name\":\"nm-plan\"},\"spec\":{\"distributionStrategy\":"
+		"\"ParameterServerStrategy\",\"replicaSpecs\":{\"worker\":{\"replicas\":3,"
+		"\"minReplicas\":1,\"maxReplicas\":4,\"resources\":{\"cpu\":1,\"memory\":"
+		"\"128Mi\"},\"command\":[\"sleep\",\"30\"]},\"ps\":{\"replicas\":2,"
+		"\"minReplicas\":1,\"maxReplicas\":2,\"resources\":{\"cpu\":1,\"memory\":"
+		"\"128Mi\"},\"command\":[\"sleep\",\"30\"]}},"
+		"\"datasets\":[{\"name\":\"train\",\"size\":100,\"shardSize\":10}]}}";
+	static const char plan[] =
+		"{\"job\":\"u\",\"id\":7,\"stage\":\"running\",\"algorithm\":\"straggler\","
+		"\"reason\":\"r\",\"groups\":{\"worker\":{\"count\":3,\"resource\":{\"cpu\":1,"
+		"\"memory_mb\":128}},\"ps\":{\"count\":2,\"resource\":{\"cpu\":1,\"memory_mb\":128}"
+		"}},"
+		"\"launch\":[{\"node\":\"worker-1\",\"role\":\"worker\",\"resource\":{\"cpu\":1,"
+		"\"memory_mb\":128}}],"
+		"\"remove\":[{\"node\":\"worker-1\",\"role\":\"worker\"},"
+		"{\"node\":\"worker-9\",\"role\":\"worker\"}],"
+		"\"migrate\":[{\"node\":\"ps-1\",\"role\":\"ps\",\"resource\":{\"cpu\":2,"
+		"\"memory_mb\":192}}]}";
+	struct master *m = master_new_spec(spec);
+	wait_for(m, 5, 5);
+	struct view w0, w2, ps0;
+	look(m, "worker-0", &w0);
+	look(m, "worker-2", &w2);
+	look(m, "ps-0", &ps0);
+
+	/* what the simulator would credit */
+	struct rv_err err = { 0 };
+	cJSON *doc = rv_json_parse(plan, strlen(plan), &err);
+	ck_assert_ptr_nonnull(doc);
+	struct rv_scale_plan *pl = malloc(sizeof(*pl));
+	struct rv_plan_target *t = malloc(sizeof(*t));
+	struct rv_plan_effect *eff = malloc(sizeof(*eff));
+	ck_assert(pl && t && eff);
+	ck_assert_int_eq(rv_scale_plan_from_json(doc, pl, &err), 0);
+	cJSON_Delete(doc);
+	rv_plan_target_init(t, &m->spec);
+	rv_plan_apply(pl, &m->spec, t, eff);
+	ck_assert_int_eq(eff->nact, 2);
+
+	ck_assert_int_eq(apply_plan(m, plan), 0);
+	for (int i = 0; i < eff->nact; i++) {
+		char inst[SCHED_NAME_MAX];
+		snprintf(inst, sizeof(inst), "%s.1", eff->act[i].node);
+		struct view v = wait_instance(m, eff->act[i].node, inst);
+		ck_assert_int_eq(v.memory_mb, eff->act[i].resource.memory_mb);
+		ck_assert_int_eq(v.restarts, 0); /* not a crash */
+	}
+	struct view v = wait_instance(m, "worker-1", "worker-1.1");
+	ck_assert_int_eq(v.memory_mb, 128);
+	v = wait_instance(m, "ps-1", "ps-1.1");
+	ck_assert_int_eq(v.memory_mb, 192);
+	pthread_mutex_lock(&m->lock);
+	ck_assert_str_eq(m->plan.not_applied, eff->not_applied);
+	pthread_mutex_unlock(&m->lock);
+	ck_assert_msg(strstr(eff->not_applied, "remove worker-9") &&
+			      strstr(eff->not_applied, "migrate ps-1"),
+		      "%s", eff->not_applied);
+
+	/* a later plan without lists: nobody relaunched again, the migrated
+	 * PS keeps its own resources */
+	static const char next[] =
+		"{\"job\":\"u\",\"id\":8,\"stage\":\"running\",\"algorithm\":\"hold\","
+		"\"reason\":\"r\",\"groups\":{\"worker\":{\"count\":3,\"resource\":{\"cpu\":1,"
+		"\"memory_mb\":128}},\"ps\":{\"count\":2,\"resource\":{\"cpu\":1,\"memory_mb\":128}"
+		"}}}";
+	ck_assert_int_eq(apply_plan(m, next), 0);
+	usleep(600 * 1000);
+	wait_for(m, 5, 5);
+	look(m, "ps-1", &v);
+	ck_assert_str_eq(v.instance, "ps-1.1");
+	ck_assert_int_eq(v.memory_mb, 192);
+	look(m, "worker-1", &v);
+	ck_assert_str_eq(v.instance, "worker-1.1");
+	/* the others were never touched */
+	look(m, "worker-0", &v);
+	ck_assert_int_eq(v.pid, w0.pid);
+	look(m, "worker-2", &v);
+	ck_assert_int_eq(v.pid, w2.pid);
+	look(m, "ps-0", &v);
+	ck_assert_int_eq(v.pid, ps0.pid);
+	free(pl);
+	free(t);
+	free(eff);
+	master_free(m);
+}
+END_TEST
+
 START_TEST(test_local_without_command_is_refused)
 {
 	static const char bad[] =
@@ -276,6 +400,7 @@ static Suite *nodemgr_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_reconcile_count_and_resources);
 	tcase_add_test(tc, test_local_without_command_is_refused);
+	tcase_add_test(tc, test_plan_remove_and_migrate_carried_out);
 	tcase_add_test(tc, test_succeeded_node_silence_is_no_death);
 	suite_add_tcase(s, tc);
 	return s;

@@ -174,6 +174,40 @@ START_TEST(test_bad_host_exclusion)
 }
 END_TEST
 
+/* A straggler a plan replaces: the same rank on another host, its slow
+ * host charged like a crash host, no restart charged to the node. */
+START_TEST(test_straggler_replaced_on_another_host)
+{
+	const char *hosts[] = { "h1", "h2", NULL };
+	struct nodes_conf c = { .host_max_crashes = 2, .hosts = hosts, .default_restart_count = 1 };
+	struct nodes *m = nodes_new(&c, NULL, NULL, NULL);
+	ck_assert_int_eq(nodes_add(m, "worker-2", "worker", 2, "h1", &res64), 0);
+	ck_assert_int_eq(nodes_add(m, "worker-3", "worker", 3, "h1", &res64), 0);
+	/* the master stopped it for the plan */
+	struct sched_event ev = ev_of(SCHED_EV_EXITED, "worker-2", "h1", -1, 15);
+	ev.removed = true;
+	ck_assert_int_eq(feed(m, ev).type, NODES_NONE);
+	struct nodes_action a;
+	ck_assert_int_eq(nodes_replace(m, "worker-2", NULL, &a), 0);
+	ck_assert_int_eq(a.type, NODES_RELAUNCH);
+	ck_assert_str_eq(a.name, "worker-2.1");
+	ck_assert_int_eq(a.rank, 2);
+	ck_assert_str_eq(a.host, "h2");
+	ck_assert_int_eq(a.res.memory_mb, 64);
+	struct nodes_info ni;
+	ck_assert_int_eq(nodes_get(m, "worker-2", &ni), 0);
+	ck_assert_int_eq(ni.restarts, 0);
+	ck_assert(!nodes_host_bad(m, "h1"));
+	/* h1 holds one charge: one crash there makes it bad */
+	a = feed(m, ev_of(SCHED_EV_EXITED, "worker-3", "h1", 1, 0));
+	ck_assert_int_eq(a.type, NODES_RELAUNCH);
+	ck_assert(nodes_host_bad(m, "h1"));
+	ck_assert_str_eq(a.host, "h2");
+	ck_assert_int_eq(nodes_replace(m, "nobody", NULL, &a), -ENOENT);
+	nodes_free(m);
+}
+END_TEST
+
 static Suite *nodes_suite(void)
 {
 	Suite *s = suite_create("nodes");
@@ -183,6 +217,7 @@ static Suite *nodes_suite(void)
 	tcase_add_test(tc, test_restart_budget_gives_up);
 	tcase_add_test(tc, test_oom_memory_step);
 	tcase_add_test(tc, test_bad_host_exclusion);
+	tcase_add_test(tc, test_straggler_replaced_on_another_host);
 	suite_add_tcase(s, tc);
 	return s;
 }

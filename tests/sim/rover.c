@@ -17,6 +17,7 @@
 
 #include "brain_client.h"
 #include "parse.h"
+#include "rover_plan.h"
 #include "sim.h"
 
 #define SIM_T0_MS 1700000000000LL
@@ -41,6 +42,8 @@ struct run {
 	int64_t step;
 	int64_t last_plan_id;
 	struct sim_config c;
+	struct rv_job_spec spec; /* as registered: the replica bounds plans apply within */
+	struct rv_plan_target t; /* the nodes as the master would run them */
 };
 
 /* Record a failed call for the report; returns rc. */
@@ -96,50 +99,68 @@ static bool config_same(const struct sim_config *a, const struct sim_config *b)
 	       a->worker_mem_mb == b->worker_mem_mb && a->ps_mem_mb == b->ps_mem_mb;
 }
 
-/* Apply a plan's groups (and a migrate that moves every PS) to the config. */
-static void apply_plan(struct run *s, const struct rv_scale_plan *plan)
+/* The job's nodes as the plan library sees them, from the config. */
+static void target_from_config(struct run *s)
 {
-	for (int role = 0; role < 2; role++) {
-		const struct rv_plan_group *g = &plan->groups[role ? RV_ROLE_PS : RV_ROLE_WORKER];
-		if (!g->present || (role && s->j->strategy != SIM_PS))
-			continue;
-		int count = g->count;
-		double cpu = g->resource.cpu;
-		int64_t mem = g->resource.memory_mb;
-		if (role) {
-			if (count > 0)
-				s->c.ps = count;
-			if (cpu > 0)
-				s->c.ps_cpu = cpu;
-			if (mem > 0)
-				s->c.ps_mem_mb = mem;
-		} else {
-			if (count > 0)
-				s->c.workers = count;
-			if (cpu > 0)
-				s->c.worker_cpu = cpu;
-			if (mem > 0)
-				s->c.worker_mem_mb = mem;
-		}
+	const struct sim_config *c = &s->c;
+	struct rv_plan_target *t = &s->t;
+	memset(t, 0, sizeof(*t));
+	struct rv_plan_group *w = &t->groups[RV_ROLE_WORKER];
+	w->present = true;
+	w->count = c->workers;
+	w->resource = (struct rv_resource){ .cpu = c->worker_cpu, .memory_mb = c->worker_mem_mb };
+	if (s->j->strategy == SIM_PS) {
+		struct rv_plan_group *ps = &t->groups[RV_ROLE_PS];
+		ps->present = true;
+		ps->count = c->ps;
+		ps->resource = (struct rv_resource){ .cpu = c->ps_cpu, .memory_mb = c->ps_mem_mb };
 	}
-	/* The simulated PS share the load evenly, so only a migration of every PS
-	 * moves the bottleneck; a partial one is recorded but changes nothing. */
-	if (plan->nmigrate >= s->c.ps && s->c.ps > 0) {
+}
+
+/* Apply a plan as rover-master applies it: through rv_plan_apply, the one
+ * function the master's plans_apply calls, so the simulation credits no
+ * action the master does not take.  Counts and resources become the config;
+ * a migrated PS runs with its own CPU (the simulated PS share the load
+ * evenly: the slowest PS sets the pace, so the PS CPU is the lowest); a
+ * replaced straggler's relaunch is a healthy worker.  A relaunch restarts
+ * the job's warm-up (*relaunched).  eff (may be NULL) gets what was done and
+ * what was not, for plan_applied. */
+static void apply_plan(struct run *s, const struct rv_scale_plan *plan, bool *relaunched,
+		       struct rv_plan_effect *eff)
+{
+	struct rv_plan_effect local;
+	if (!eff)
+		eff = &local;
+	rv_plan_apply(plan, &s->spec, &s->t, eff);
+	const struct rv_plan_group *w = &s->t.groups[RV_ROLE_WORKER];
+	s->c.workers = w->count;
+	if (w->resource.cpu > 0)
+		s->c.worker_cpu = w->resource.cpu;
+	if (w->resource.memory_mb > 0)
+		s->c.worker_mem_mb = w->resource.memory_mb;
+	if (s->j->strategy == SIM_PS) {
+		const struct rv_plan_group *ps = &s->t.groups[RV_ROLE_PS];
+		s->c.ps = ps->count;
 		double lo = INFINITY;
-		for (int i = 0; i < plan->nmigrate; i++)
-			if (plan->migrate[i].resource.cpu < lo)
-				lo = plan->migrate[i].resource.cpu;
-		if (lo > 0 && isfinite(lo))
+		for (int i = 0; i < ps->count; i++) {
+			char node[RV_NAME_MAX];
+			snprintf(node, sizeof(node), "ps-%d", i);
+			double cpu = rv_plan_node_resource(&s->t, RV_ROLE_PS, node).cpu;
+			if (cpu > 0 && cpu < lo)
+				lo = cpu;
+		}
+		if (isfinite(lo))
 			s->c.ps_cpu = lo;
+		if (ps->resource.memory_mb > 0)
+			s->c.ps_mem_mb = ps->resource.memory_mb;
 	}
-	/* A worker the plan removes is replaced by a healthy one. */
-	for (int i = 0; i < plan->nremove; i++) {
-		int rank;
-		if (plan->remove[i].role == RV_ROLE_WORKER &&
-		    sscanf(plan->remove[i].node, "worker-%d", &rank) == 1 && rank >= 0 &&
-		    rank < 256)
-			s->slow[rank] = false;
+	for (int i = 0; i < eff->nact; i++) {
+		const struct rv_plan_action *a = &eff->act[i];
+		if (a->kind == RV_PLAN_REPLACE && a->role == RV_ROLE_WORKER && a->rank < 256)
+			s->slow[a->rank] = false;
 	}
+	if (relaunched)
+		*relaunched = eff->nact > 0;
 	if (!config_fits_node(s->j, &s->c, &s->o->cluster))
 		s->r->infeasible = true;
 	snprintf(s->r->last_reason, sizeof(s->r->last_reason), "%.255s", plan->reason);
@@ -180,6 +201,18 @@ static int post_simple_event(struct run *s, enum rv_event_type type, int64_t pla
 			       .rank = -1,
 			       .exit_code = -1,
 			       .plan_id = plan_id };
+	return post_event(s, &ev, NULL);
+}
+
+/* plan_applied as a master sends it: with the parts it did not apply. */
+static int post_applied(struct run *s, int64_t plan_id, const struct rv_plan_effect *eff)
+{
+	struct rv_event ev = { .type = RV_EVENT_PLAN_APPLIED,
+			       .role = RV_ROLE_WORKER,
+			       .rank = -1,
+			       .exit_code = -1,
+			       .plan_id = plan_id };
+	snprintf(ev.not_applied, sizeof(ev.not_applied), "%s", eff->not_applied);
 	return post_event(s, &ev, NULL);
 }
 
@@ -247,8 +280,11 @@ static int handle_oom(struct run *s, int role)
 	 * applied as a master applies it (an oom plan may carry a change the
 	 * brain planned before the kill). */
 	struct sim_config before = s->c;
-	apply_plan(s, &plan);
+	struct rv_plan_effect eff;
+	apply_plan(s, &plan, NULL, &eff);
+	/* the node manager relaunches the role's nodes with that memory */
 	*mem = next;
+	s->t.groups[role ? RV_ROLE_PS : RV_ROLE_WORKER].resource.memory_mb = next;
 	ev->to_mb = next;
 	rss_afresh(s, &before);
 	const char *trace = getenv("ROVER_SIM_PLANS");
@@ -261,7 +297,7 @@ static int handle_oom(struct run *s, int role)
 	r->plans++;
 	r->plans_to_converge = r->plans;
 	s->since_change_s = 0;
-	return post_simple_event(s, RV_EVENT_PLAN_APPLIED, plan_id);
+	return post_applied(s, plan_id, &eff);
 }
 
 /* The next free sample of the batch being filled. */
@@ -456,18 +492,18 @@ static int play(struct run *s)
 {
 	struct sim_result *r = s->r;
 	struct rv_err err = { 0 };
-	struct rv_job_spec spec;
-	job_spec(s, &spec);
+	job_spec(s, &s->spec);
 	struct rv_scale_plan plan;
-	int rc = rv_brain_register(s->bc, &spec, s->uid, &plan, &err);
-	rv_job_spec_release(&spec);
+	int rc = rv_brain_register(s->bc, &s->spec, s->uid, &plan, &err);
 	if (rc < 0)
 		return failed(s, -EIO, &err);
 	/* The create plan sets everything; what it leaves out the user gave. */
 	s->c = s->j->user;
-	apply_plan(s, &plan);
+	target_from_config(s);
+	struct rv_plan_effect eff;
+	apply_plan(s, &plan, NULL, &eff);
 	s->last_plan_id = plan.id;
-	if (s->last_plan_id && post_simple_event(s, RV_EVENT_PLAN_APPLIED, s->last_plan_id) < 0)
+	if (s->last_plan_id && post_applied(s, s->last_plan_id, &eff) < 0)
 		return -EIO;
 	int quiet = 0;
 	for (r->rounds = 0; r->rounds < s->o->max_rounds; r->rounds++) {
@@ -501,7 +537,8 @@ static int play(struct run *s)
 			return failed(s, -EIO, &err);
 		if (rc == 1) {
 			struct sim_config before = s->c;
-			apply_plan(s, &plan);
+			bool relaunched = false;
+			apply_plan(s, &plan, &relaunched, &eff);
 			if (plan.id > s->last_plan_id)
 				s->last_plan_id = plan.id;
 			r->plans++;
@@ -509,8 +546,11 @@ static int play(struct run *s)
 				r->plans_to_converge = r->plans;
 				s->since_change_s = 0;
 				rss_afresh(s, &before);
+			} else if (relaunched) {
+				/* a replaced or migrated node re-forms the job */
+				s->since_change_s = 0;
 			}
-			if (post_simple_event(s, RV_EVENT_PLAN_APPLIED, plan.id) < 0)
+			if (post_applied(s, plan.id, &eff) < 0)
 				return -EIO;
 			quiet = 0;
 			continue;
@@ -566,6 +606,7 @@ void rover_run(const struct sim_job *j, const struct sim_opts *o, struct sim_res
 		return;
 	}
 	int rc = play(s);
+	rv_job_spec_release(&s->spec);
 	s->bc = rv_brain_client_free(s->bc);
 	r->ran = rc == 0;
 	r->final = s->c;
