@@ -232,7 +232,7 @@ endif
 
 # ---- tests: one check binary per tests/<component>/check_<module>.c ----
 TEST_SRC += $(wildcard tests/common/check_*.c tests/algorithms/check_*.c \
-        tests/integration/check_*.c)
+        tests/integration/check_*.c tests/plan/check_*.c)
 TEST_BINS := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 # Shell suites (tests/scripts/check_*.sh) print one "ok"/"not ok" line per check.
 TEST_SCRIPTS := $(wildcard tests/scripts/check_*.sh)
@@ -243,7 +243,6 @@ $(B)/tests/algorithms/%: $(B)/obj/tests/algorithms/%.o $(LIB_ALG)
 $(B)/tests/integration/%: $(B)/obj/tests/integration/%.o $(LIB_TEST) $(LIB_ALG) $(LIB_COMMON)
 	$(call link,$(SYS_LIBS) $(GSL_LIBS) $(CHECK_LIBS))
 # plan/: its suites link the layers below it only.
-TEST_SRC += $(wildcard tests/plan/check_*.c)
 $(B)/obj/tests/plan/%.o: INC := $(INC_PLAN) -iquote tests/lib $(CHECK_CFLAGS)
 $(B)/tests/plan/%: $(B)/obj/tests/plan/%.o $(LIB_PLAN) $(LIB_ALG) $(LIB_COMMON)
 	$(call link,$(SYS_LIBS) $(GSL_LIBS) $(CHECK_LIBS))
