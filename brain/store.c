@@ -860,11 +860,12 @@ static int event_seen(PGconn *c, const char *job_s, const struct rv_event *ev, i
 static int job_end_settle(PGconn *c, const char *job_s, const char *status, struct rv_err *err)
 {
 	const char *p[] = { job_s, status };
-	int rc = rv_db_exec(c,
-			    "UPDATE job_nodes SET status = CASE WHEN $2 = 'finished' THEN 'finished'"
-			    " ELSE 'stopped' END, updated_at = now()"
-			    " WHERE job_id = $1::bigint AND status = 'running'",
-			    2, p, NULL, err);
+	int rc =
+		rv_db_exec(c,
+			   "UPDATE job_nodes SET status = CASE WHEN $2 = 'finished' THEN 'finished'"
+			   " ELSE 'stopped' END, updated_at = now()"
+			   " WHERE job_id = $1::bigint AND status = 'running'",
+			   2, p, NULL, err);
 	if (rc >= 0)
 		rc = rv_db_exec(c,
 				"UPDATE scale_plans SET outcome = 'unjudged'"
@@ -2031,15 +2032,18 @@ int store_outcome_speeds(PGconn *c, int64_t job_id, const struct rv_alg_outcome_
 #define SERIES_SPEED                                                                               \
 	"sp AS (SELECT ts_ms, speed, workers FROM job_speed WHERE job_id = $1::bigint),"           \
 	" g AS (SELECT round(avg(ts_ms))::bigint AS ts, avg(speed) AS speed,"                      \
-	"   max(workers) AS workers FROM " SERIES_BUCKET("sp") " b GROUP BY k),"                    \
-	" sw AS (SELECT COALESCE((SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY d)"            \
-	"   FROM (SELECT ts_ms - lag(ts_ms) OVER (ORDER BY ts_ms) AS d FROM sp) x"                  \
-	"   WHERE d > 0), 0) AS step,"                                                             \
-	"   CASE WHEN count(*) <= $2::int THEN 0"                                                  \
-	"   ELSE (max(ts_ms) - min(ts_ms) + 1) / $2::int END AS width FROM sp),"                    \
-	" gs AS (SELECT ts, speed, workers FROM g UNION ALL"                                       \
-	"   SELECT x.ts + 1, NULL, NULL FROM (SELECT ts, lead(ts) OVER (ORDER BY ts) AS nx"         \
-	"   FROM g) x, sw WHERE x.nx - x.ts > GREATEST(3 * sw.step, 2 * sw.width)),"
+	"   max(workers) AS workers FROM " SERIES_BUCKET(                                          \
+		"sp") " b GROUP BY k),"                                                            \
+		      " sw AS (SELECT COALESCE((SELECT percentile_disc(0.5) WITHIN GROUP (ORDER "  \
+		      "BY d)"                                                                      \
+		      "   FROM (SELECT ts_ms - lag(ts_ms) OVER (ORDER BY ts_ms) AS d FROM sp) x"   \
+		      "   WHERE d > 0), 0) AS step,"                                               \
+		      "   CASE WHEN count(*) <= $2::int THEN 0"                                    \
+		      "   ELSE (max(ts_ms) - min(ts_ms) + 1) / $2::int END AS width FROM sp),"     \
+		      " gs AS (SELECT ts, speed, workers FROM g UNION ALL"                         \
+		      "   SELECT x.ts + 1, NULL, NULL FROM (SELECT ts, lead(ts) OVER (ORDER BY "   \
+		      "ts) AS nx"                                                                  \
+		      "   FROM g) x, sw WHERE x.nx - x.ts > GREATEST(3 * sw.step, 2 * sw.width)),"
 
 /*
  * The nodes' use summed in time, not per timestamp: nodes report at
@@ -2056,29 +2060,29 @@ int store_outcome_speeds(PGconn *c, int64_t job_id, const struct rv_alg_outcome_
 	"   FROM node_usage WHERE job_id = $1::bigint),"                                           \
 	" uw AS (SELECT lo, hi, step, GREATEST(step, (hi - lo) / $2::int + 1) AS width FROM"       \
 	"   (SELECT min(ts_ms) AS lo, max(ts_ms) AS hi, COALESCE((SELECT percentile_disc(0.5)"     \
-	"   WITHIN GROUP (ORDER BY d) FROM (SELECT ts_ms - lag(ts_ms) OVER (PARTITION BY node"      \
-	"   ORDER BY ts_ms) AS d FROM u) x WHERE d > 0), 1000) AS step FROM u) r"                   \
+	"   WITHIN GROUP (ORDER BY d) FROM (SELECT ts_ms - lag(ts_ms) OVER (PARTITION BY node"     \
+	"   ORDER BY ts_ms) AS d FROM u) x WHERE d > 0), 1000) AS step FROM u) r"                  \
 	"   WHERE lo IS NOT NULL),"                                                                \
 	" nb AS (SELECT (u.ts_ms - w.lo) / w.width AS k, u.node, avg(u.ts_ms) AS ts,"              \
-	"   avg(u.cpu) AS cpu, avg(u.cpu_limit) AS cpu_limit, avg(u.memory_mb) AS mem,"             \
-	"   avg(u.memory_limit_mb) AS mem_limit FROM u, uw w GROUP BY 1, 2),"                       \
-	" f AS (SELECT g.k, n.node, nb.k AS own, nb.ts, nb.cpu, nb.cpu_limit, nb.mem,"              \
-	"   nb.mem_limit, count(nb.k) OVER (PARTITION BY n.node ORDER BY g.k) AS grp"               \
-	"   FROM uw w CROSS JOIN generate_series(0::bigint, (w.hi - w.lo) / w.width) AS g(k)"       \
+	"   avg(u.cpu) AS cpu, avg(u.cpu_limit) AS cpu_limit, avg(u.memory_mb) AS mem,"            \
+	"   avg(u.memory_limit_mb) AS mem_limit FROM u, uw w GROUP BY 1, 2),"                      \
+	" f AS (SELECT g.k, n.node, nb.k AS own, nb.ts, nb.cpu, nb.cpu_limit, nb.mem,"             \
+	"   nb.mem_limit, count(nb.k) OVER (PARTITION BY n.node ORDER BY g.k) AS grp"              \
+	"   FROM uw w CROSS JOIN generate_series(0::bigint, (w.hi - w.lo) / w.width) AS g(k)"      \
 	"   CROSS JOIN (SELECT DISTINCT node FROM u) n"                                            \
 	"   LEFT JOIN nb ON nb.k = g.k AND nb.node = n.node),"                                     \
 	" c AS (SELECT k, ts, first_value(cpu) OVER v AS cpu,"                                     \
-	"   first_value(cpu_limit) OVER v AS cpu_limit, first_value(mem) OVER v AS mem,"            \
+	"   first_value(cpu_limit) OVER v AS cpu_limit, first_value(mem) OVER v AS mem,"           \
 	"   first_value(mem_limit) OVER v AS mem_limit,"                                           \
-	"   grp > 0 AND (k - min(own) OVER v) * w.width <= 2 * w.step AS ok"                        \
-	"   FROM f, uw w WINDOW v AS (PARTITION BY node, grp ORDER BY k)),"                         \
+	"   grp > 0 AND (k - min(own) OVER v) * w.width <= 2 * w.step AS ok"                       \
+	"   FROM f, uw w WINDOW v AS (PARTITION BY node, grp ORDER BY k)),"                        \
 	" a AS (SELECT c.k, COALESCE(round(avg(c.ts))::bigint,"                                    \
 	"   min(w.lo) + c.k * min(w.width) + min(w.width) / 2) AS ts,"                             \
-	"   sum(cpu) FILTER (WHERE ok) AS cpu, sum(cpu_limit) FILTER (WHERE ok) AS cpu_limit,"      \
+	"   sum(cpu) FILTER (WHERE ok) AS cpu, sum(cpu_limit) FILTER (WHERE ok) AS cpu_limit,"     \
 	"   round(sum(mem) FILTER (WHERE ok))::bigint AS memory_mb,"                               \
 	"   round(sum(mem_limit) FILTER (WHERE ok))::bigint AS memory_limit_mb,"                   \
-	"   count(*) FILTER (WHERE ok) AS nodes FROM c, uw w GROUP BY c.k),"                        \
-	" ug AS (SELECT ts, cpu, cpu_limit, memory_mb, memory_limit_mb, NULLIF(nodes, 0) AS nodes"  \
+	"   count(*) FILTER (WHERE ok) AS nodes FROM c, uw w GROUP BY c.k),"                       \
+	" ug AS (SELECT ts, cpu, cpu_limit, memory_mb, memory_limit_mb, NULLIF(nodes, 0) AS nodes" \
 	"   FROM (SELECT a.*, lag(nodes) OVER (ORDER BY k) AS before FROM a) x"                    \
 	"   WHERE nodes > 0 OR before > 0)"
 
@@ -2096,18 +2100,18 @@ int store_job_series_json(PGconn *c, int64_t job_id, int max_points, cJSON **out
 		c,
 		"WITH " SERIES_SPEED SERIES_USAGE
 		" SELECT json_build_object('samples', (SELECT count(*) FROM sp),"
-		" 'speed', (SELECT json_build_object(" SERIES_ARRAY("ts") "," SERIES_ARRAY(
-			"speed") "," SERIES_ARRAY("workers") ") FROM gs),"
-		" 'usage', (SELECT json_build_object(" SERIES_ARRAY("ts") "," SERIES_ARRAY(
-			"cpu") "," SERIES_ARRAY("cpu_limit") "," SERIES_ARRAY("memory_mb") "," SERIES_ARRAY("memory_limit_mb") "," SERIES_ARRAY("nodes") ") FROM ug),"
-		" 'plans', (SELECT COALESCE(json_agg(json_build_object('id', p.id, 'stage', p.stage,"
-		"   'algorithm', p.algorithm, 'reason', p.reason, 'outcome', p.outcome,"
-		"   'ts', COALESCE(p.applied_ts_ms, NULLIF(p.based_on_ts_ms, 0)),"
-		"   'applied', p.applied_at IS NOT NULL, 'predicted_speed', p.predicted_speed,"
-		"   'speed_before', p.speed_before, 'speed_after', p.speed_after,"
-		"   'reverts_plan_id', p.reverts_plan_id, 'created_at', p.created_at) ORDER BY p.id),"
-		"   '[]') FROM (SELECT * FROM scale_plans WHERE job_id = $1::bigint"
-		"   ORDER BY id DESC LIMIT 500) p))::text",
+		" 'speed', (SELECT json_build_object(" SERIES_ARRAY("ts") "," SERIES_ARRAY("speed") "," SERIES_ARRAY(
+			"workers") ") FROM gs),"
+				   " 'usage', (SELECT json_build_object(" SERIES_ARRAY("ts") "," SERIES_ARRAY("cpu") "," SERIES_ARRAY("cpu_limit") "," SERIES_ARRAY(
+					   "memory_mb") "," SERIES_ARRAY("memory_limit_mb") "," SERIES_ARRAY("nodes") ") FROM ug),"
+														      " 'plans', (SELECT COALESCE(json_agg(json_build_object('id', p.id, 'stage', p.stage,"
+														      "   'algorithm', p.algorithm, 'reason', p.reason, 'outcome', p.outcome,"
+														      "   'ts', COALESCE(p.applied_ts_ms, NULLIF(p.based_on_ts_ms, 0)),"
+														      "   'applied', p.applied_at IS NOT NULL, 'predicted_speed', p.predicted_speed,"
+														      "   'speed_before', p.speed_before, 'speed_after', p.speed_after,"
+														      "   'reverts_plan_id', p.reverts_plan_id, 'created_at', p.created_at) ORDER BY p.id),"
+														      "   '[]') FROM (SELECT * FROM scale_plans WHERE job_id = $1::bigint"
+														      "   ORDER BY id DESC LIMIT 500) p))::text",
 		2, p, out, err);
 	return rc < 0 ? rc : 0;
 }

@@ -1064,15 +1064,17 @@ static void offset_samples(struct rv_buf *b, int from, int to, bool first)
 {
 	for (int i = from; i <= to; i++) {
 		long ts = 1000L * i;
-		rv_buf_printf(b,
-			      "%s{\"kind\":\"speed\",\"ts\":%ld,\"speed\":20,\"step\":%d,\"workers\":2}",
-			      first && i == from ? "" : ",", ts, i);
+		rv_buf_printf(
+			b,
+			"%s{\"kind\":\"speed\",\"ts\":%ld,\"speed\":20,\"step\":%d,\"workers\":2}",
+			first && i == from ? "" : ",", ts, i);
 		for (int n = 0; n < 2; n++)
-			rv_buf_printf(b,
-				      ",{\"kind\":\"node\",\"ts\":%ld,\"node\":\"worker-%d\",\"rank\":%d,"
-				      "\"cpu\":1.5,\"memory_mb\":1024,\"cpu_limit\":4,"
-				      "\"memory_limit_mb\":4096}",
-				      ts + 500L * n, n, n);
+			rv_buf_printf(
+				b,
+				",{\"kind\":\"node\",\"ts\":%ld,\"node\":\"worker-%d\",\"rank\":%d,"
+				"\"cpu\":1.5,\"memory_mb\":1024,\"cpu_limit\":4,"
+				"\"memory_limit_mb\":4096}",
+				ts + 500L * n, n, n);
 	}
 }
 
