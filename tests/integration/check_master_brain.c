@@ -917,7 +917,7 @@ START_TEST(test_training_job_is_planned_while_metrics_stream)
 	 * trains (its steps reach the brain as speed samples) */
 	int slow = 0;
 	int64_t id = 0, speed = 0;
-	int64_t until = rv_mono_ms() + 50000;
+	int64_t until = rv_mono_ms() + 80000;
 	while ((slow < 2 || !id || !speed) && rv_mono_ms() < until) {
 		slow += slow_pass_over_batches();
 		for (int i = 0; i < 30 && !(id = running_plan_applied(uid)); i++)
@@ -968,7 +968,7 @@ static Suite *master_brain_suite(void)
 	tcase_add_test(tc, test_stream_progress_reaches_the_brain);
 	suite_add_tcase(s, tc);
 	TCase *train = tcase_create("training");
-	tcase_set_timeout(train, 120);
+	tcase_set_timeout(train, 150);
 	tcase_add_checked_fixture(train, setup, teardown);
 	tcase_add_test(train, test_training_job_is_planned_while_metrics_stream);
 	suite_add_tcase(s, train);
