@@ -160,7 +160,7 @@ def main():
         if save_delay:
             time.sleep(save_delay)
         t_save = time.time()
-        ckpt.save(step)  # on the CPU, copied during the next step; its opt.step() waits
+        ckpt.save(step)
         t_saved = time.time()
         if args.digest_log and rank == 0:
             ckpt.wait()

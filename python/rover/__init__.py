@@ -395,8 +395,9 @@ class Checkpointer:
     values), so save() costs about one memcpy of the state; load() restores the
     newest complete copy bit for bit.
 
-    With an optimizer, a save of CPU tensors overlaps the next step (overlap,
-    the default): save() returns at once and a thread of the library copies the
+    With an optimizer and overlap=True, a save of CPU tensors overlaps the next
+    step (off by default: under repeated worker kills a job restarted from an
+    overlapped save went back over a thousand steps, not yet explained): save() returns at once and a thread of the library copies the
     parameters and the optimizer's state while the next forward and backward
     run; optimizer.step() (wrapped for it) first waits for what is left of the
     copy, so the checkpoint holds the state of the step saved.  Other tensors
@@ -404,7 +405,7 @@ class Checkpointer:
     are copied in save() itself.  Nothing but the optimizer may write the
     parameters between save() and the next optimizer.step() or wait()."""
 
-    def __init__(self, model, optimizer=None, trainer_=None, overlap=True):
+    def __init__(self, model, optimizer=None, trainer_=None, overlap=False):
         if _torch is None:
             raise Error(_errno.ENOSYS, "rover.Checkpointer needs torch")
         self.model, self.optimizer, self._t = model, optimizer, trainer_

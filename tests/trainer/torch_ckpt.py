@@ -96,7 +96,7 @@ def main():
     if mode == "overlap":
         model, opt = build_big(3)
         other, other_opt = build_big(4)
-        ck, equal = rover.Checkpointer(model, opt), 0
+        ck, equal = rover.Checkpointer(model, opt, overlap=True), 0
         assert ck.overlap
         train_step_big(model, opt)
         for step in range(1, 6):
