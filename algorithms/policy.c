@@ -1019,6 +1019,17 @@ int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_para
 	}
 	if (use_ms > settled_ms)
 		settled_ms = use_ms;
+	/* Nothing measured past the warm-up yet: a job still loading its
+	 * framework uses a fraction of the memory and CPU it trains with. */
+	if (h->now_ms < settled_ms) {
+		rv_alg_decision_init(out, &cur->cfg);
+		out->algorithm = "hold";
+		rv_alg_reason_add(out,
+				  "warming up: %" PRId64 " ms of the warm-up since plan %" PRId64
+				  " still to go",
+				  settled_ms - h->now_ms, cur->id);
+		return 0;
+	}
 	/* scratch copies (at least one element: never NULL below) */
 	struct rv_alg_speed_obs *obs = malloc((h->n_speed ? h->n_speed : 1) * sizeof(*obs));
 	struct rv_alg_step *steps = malloc((h->n_steps ? h->n_steps : 1) * sizeof(*steps));

@@ -9,7 +9,9 @@
 # tests/web/lib.sh, with an "ok - # SKIP" line).  Each distinct such line
 # is one skipped test: counted as skipped, not passed, and shown as
 # "    SKIP: suite: what: why".  Under CI=true the skips of what CI
-# installs fail in the suite itself (see README.md, Tests).
+# installs fail in the suite itself (see README.md, Tests).  A failing
+# check suite also shows the lines its tests printed starting "diag: "
+# (where the time went, what a daemon said): the log may not outlive CI.
 set -u
 B=${B:-build}
 logdir="$B/test-logs"
@@ -78,6 +80,7 @@ for t in "$@"; do
   if [ "$bad" -gt 0 ] || [ "$rc" -ne 0 ]; then
     echo "FAIL $name: $line (${secs}s)"
     grep -E ':[EF]:' "$log" | head -20 | sed 's/^/    /'
+    grep -E '^diag: ' "$log" | head -20 | sed 's/^/    /'
     [ "$bad" -eq 0 ] && failed=$((failed + 1))
   else
     echo "ok   $name: $n checks$note (${secs}s)"

@@ -700,6 +700,37 @@ START_TEST(test_usage_ramp_holds)
 }
 END_TEST
 
+/* A job a few seconds past its create plan (its framework still loading,
+ * no step yet, three usage samples of a fraction of what it will use) is
+ * not planned: the warm-up has not passed. */
+START_TEST(test_early_usage_holds)
+{
+	struct rv_alg_applied a[1] = {
+		plan_of(3, RV_ALG_STAGE_CREATE, "user_spec", RV_ALG_OUTCOME_UNKNOWN, 0, 2, 4),
+	};
+	struct rv_alg_usage u[6];
+	for (int i = 0; i < 6; i++)
+		u[i] = (struct rv_alg_usage){ .role = RV_ALG_WORKER,
+					      .node = i % 2,
+					      .t_ms = 1000 + 1000 * (i / 2),
+					      .cpu = 0.2,
+					      .memory_mb = 60 };
+	struct rv_alg_job_history h = history(a, 1);
+	h.now_ms = 4000;
+	h.usage = u;
+	h.n_usage = 6;
+	struct rv_alg_decision d;
+	ck_assert_int_eq(rv_alg_plan_job(&h, &P, &d), 0);
+	ck_assert_msg(!d.changed && strstr(d.reason, "warming up"), "%s", d.reason);
+	/* past the warm-up, the same use is a need to plan from */
+	for (int i = 0; i < 6; i++)
+		u[i].t_ms += P.warmup_ms;
+	h.now_ms = 4000 + P.warmup_ms;
+	ck_assert_int_eq(rv_alg_plan_job(&h, &P, &d), 0);
+	ck_assert_msg(!strstr(d.reason, "warming up"), "%s", d.reason);
+}
+END_TEST
+
 /* The doubling a first exploration step carried (4 -> 8 cores, 4 -> 3
  * workers) was a guess: the workers then used 7.6 cores, and the next plan
  * sizes them from that (7.9 cores), though within the hysteresis band. */
@@ -1118,6 +1149,7 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, test_starved_speeds_corrected);
 	tcase_add_test(tc, test_starved_ps_lighter_load);
 	tcase_add_test(tc, test_usage_ramp_holds);
+	tcase_add_test(tc, test_early_usage_holds);
 	tcase_add_test(tc, test_starved_step_resize_guess);
 	tcase_add_test(tc, test_straggler_speeds_corrected);
 	tcase_add_test(tc, test_settled_steps_and_resizes);

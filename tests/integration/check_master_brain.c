@@ -59,9 +59,9 @@ static void brain_start(void)
 {
 	char listen[64];
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", brain_port);
-	const char *args[] = {
-		"--db", conninfo, "--plan-debounce-ms", "0", "--listen", listen, NULL
-	};
+	const char *args[] = { "--db",        conninfo,   "--plan-debounce-ms",
+			       "0",           "--listen", listen,
+			       "--log-level", "debug",    NULL };
 	ck_assert_int_eq(rv_test_brain_start(&brain, args), 0);
 }
 
@@ -842,6 +842,23 @@ static bool slow_pass_over_batches(void)
 	return held && batches;
 }
 
+/* The last n lines of the log at path that hold what, on stderr. */
+static void print_last(const char *path, const char *what, int n)
+{
+	char *log = rv_test_read_file(path);
+	const char *at[16];
+	int got = 0;
+	for (const char *p = log ? strstr(log, what) : NULL; p; p = strstr(p + 1, what))
+		at[got++ % 16] = p;
+	for (int i = got > n ? got - n : 0; i < got; i++) {
+		const char *p = at[i % 16];
+		while (p > log && p[-1] != '\n')
+			p--;
+		fprintf(stderr, "diag: %s: %.*s\n", path, (int)strcspn(p, "\n"), p);
+	}
+	free(log);
+}
+
 /* The newest running plan the brain stored for uid and heard applied, 0
  * when none. */
 static int64_t running_plan_applied(const char *uid)
@@ -855,8 +872,10 @@ static int64_t running_plan_applied(const char *uid)
 }
 
 /* Two nodes of the master's local scheduler, each rover-run with real
- * PyTorch (examples/digits_rover.py: every step reported, compute-bound, 4 CPU asked on this
- * machine), their metrics streaming to the brain about once a second.
+ * PyTorch (examples/digits_rover.py: every step reported, 4 CPU asked on this
+ * machine), their metrics streaming to the brain about once a second.  Each
+ * step sleeps 50 ms: a compute-bound job's speed on a loaded 2-core machine
+ * kept rising for over 80 s, and the policy rightly holds a rising job. 
  * Planner passes are made slow (each held while batches are stored): the
  * brain must still store running-stage plans, the master applies them while
  * the job trains, and no pass fails. */
@@ -878,7 +897,7 @@ START_TEST(test_training_job_is_planned_while_metrics_stream)
 			 "\"maxReplicas\":2,\"restartCount\":2,"
 			 "\"resources\":{\"cpu\":4,\"memory\":\"2Gi\"},\"command\":[\"%s\","
 			 "\"--nproc-per-node\",\"1\",\"--max-restarts\",\"2\",\"%s\","
-			 "\"--log-every\",\"50\"]}},"
+			 "\"--log-every\",\"50\",\"--step-sleep\",\"0.05\"]}},"
 			 "\"datasets\":[{\"name\":\"digits\",\"size\":1437,\"shardSize\":64,"
 			 "\"epochs\":1000}]}}",
 			 run, script),
@@ -917,13 +936,25 @@ START_TEST(test_training_job_is_planned_while_metrics_stream)
 	 * trains (its steps reach the brain as speed samples) */
 	int slow = 0;
 	int64_t id = 0, speed = 0;
-	int64_t until = rv_mono_ms() + 80000;
+	int64_t t0 = rv_mono_ms(), t_speed = -1, t_slow = -1, t_id = -1;
+	int64_t until = t0 + 80000;
 	while ((slow < 2 || !id || !speed) && rv_mono_ms() < until) {
 		slow += slow_pass_over_batches();
+		if (slow >= 2 && t_slow < 0)
+			t_slow = rv_mono_ms() - t0;
 		for (int i = 0; i < 30 && !(id = running_plan_applied(uid)); i++)
 			usleep(50 * 1000);
+		if (id && t_id < 0)
+			t_id = rv_mono_ms() - t0;
 		speed = brain_job(uid).speed_samples;
+		if (speed && t_speed < 0)
+			t_speed = rv_mono_ms() - t0;
 	}
+	/* where the time went, for a run that fails */
+	fprintf(stderr,
+		"diag: timeline: first speed sample %lld ms, 2 slow passes %lld ms, running plan applied "
+		"%lld ms (-1: never)\n",
+		(long long)t_speed, (long long)t_slow, (long long)t_id);
 	char *log = rv_test_read_file(brain.log);
 	const char *failed = log ? strstr(log, "could not plan job") : NULL;
 	ck_assert_msg(!failed, "a planner pass failed: %.*s",
@@ -931,11 +962,12 @@ START_TEST(test_training_job_is_planned_while_metrics_stream)
 	free(log);
 	ck_assert_msg(slow >= 2, "%d passes held while batches were stored", slow);
 	if (!id) {
+		print_last(brain.log, "no new plan", 3);
 		char path[128];
 		snprintf(path, sizeof(path), "/v1/jobs/%s/plans", uid);
 		struct rv_test_reply h;
 		if (rv_test_http(&brain, "GET", path, NULL, NULL, &h) == 0)
-			fprintf(stderr, "plans: %s\n", h.body);
+			fprintf(stderr, "diag: plans: %s\n", h.body);
 		rv_test_reply_release(&h);
 	}
 	ck_assert_msg(id > 0, "no running plan stored and applied (see %s)", master.log);
