@@ -70,6 +70,8 @@ def main():
     ap.add_argument("--log-every", type=int, default=20)
     ap.add_argument("--step-sleep", type=float, default=0.0, help="seconds to sleep per step")
     ap.add_argument("--pad-mib", type=int, default=0, help="MiB of extra state saved each step")
+    ap.add_argument("--overlap", action="store_true",
+                    help="overlap each save with the next step (rover.Checkpointer overlap=True)")
     ap.add_argument("--save-delay", default="", metavar="RANK:SECONDS",
                     help="that rank saves (and reports its data position) this much later "
                     "than the others each step: a slow node, for the tests")
@@ -110,7 +112,7 @@ def main():
         state.net = model
         state.register_buffer("pad", torch.zeros(args.pad_mib << 18, device=dev))
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
-    ckpt = rover.Checkpointer(state, opt)
+    ckpt = rover.Checkpointer(state, opt, overlap=args.overlap)
     step = ckpt.load() or 0  # the newest step every rank holds; the data put back there
     if ckpt.source and rank == 0:
         print(f"loaded step={step} from={ckpt.source[0]} world={world} "

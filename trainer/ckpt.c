@@ -15,9 +15,9 @@
  * Pages are faulted in once (MAP_POPULATE when a slot is sized), so a save
  * is one pass over warm pages.  The handle's thread calls everything here;
  * rv_trainer_save copies with one more thread, and rv_trainer_save_start
- * leaves the copy, the commit and the position's report to a thread of the
- * save's own (struct trainer_save) until rv_trainer_save_wait: every other
- * call on the slots waits for it first.
+ * reports the position and leaves the copy and the commit to a thread of
+ * the save's own (struct trainer_save) until rv_trainer_save_wait: every
+ * other call on the slots waits for it first.
  */
 #include "trainer.h"
 
@@ -292,8 +292,23 @@ static struct trainer_save *save_prepare(struct rv_trainer *t, int64_t step, int
 	return sv;
 }
 
-/* Copy, write the header, commit, then report the position of the step. */
-static void save_run(struct trainer_save *sv, int threads)
+/* Report the data position of the step, for a restore on other ranks or
+ * after the world changed (the slot's copy is safe without it). */
+static void save_report(struct trainer_save *sv)
+{
+	if (!sv->mc)
+		return;
+	struct rv_ckpt_report r = {
+		.step = sv->step,
+		.worker = sv->rank,
+		.task_id = sv->task_id,
+		.consumed = sv->consumed,
+	};
+	sv->reported = rv_master_ckpt_report(sv->mc, &r, &sv->rerr) == 0;
+}
+
+/* Copy, write the header, commit. */
+static void save_copy(struct trainer_save *sv, int threads)
 {
 	int64_t c0 = trainer_now_ns();
 	trainer_copy_run(&sv->copy, threads);
@@ -315,23 +330,11 @@ static void save_run(struct trainer_save *sv, int threads)
 		h->sizes[i] = sv->copy.sizes[i];
 	h->hcrc = rv_ckslot_hdr_crc(h);
 	atomic_store_explicit(&h->committed, RV_CKSLOT_COMMITTED, memory_order_release);
-
-	/* the data position of this step, for a restore on other ranks or after
-	 * the world changed; the copy above is already safe without it */
-	if (sv->mc) {
-		struct rv_ckpt_report r = {
-			.step = sv->step,
-			.worker = sv->rank,
-			.task_id = sv->task_id,
-			.consumed = sv->consumed,
-		};
-		sv->reported = rv_master_ckpt_report(sv->mc, &r, &sv->rerr) == 0;
-	}
 }
 
 static void *save_thread(void *arg)
 {
-	save_run(arg, 1);
+	save_copy(arg, 1);
 	return NULL;
 }
 
@@ -349,6 +352,7 @@ static void save_done(struct rv_trainer *t, struct trainer_save *sv, int64_t sta
 			.bytes = sv->copy.bytes,
 			.slot = sv->slot,
 			.reported = sv->reported,
+			.report_failed = sv->mc && !sv->reported,
 		};
 	save_free(sv);
 }
@@ -374,7 +378,8 @@ int rv_trainer_save_at(struct rv_trainer *t, int64_t step, int64_t task_id, int6
 	if (!sv)
 		return rc;
 	/* the caller waits anyway: a second thread shares the copy */
-	save_run(sv, sv->copy.bytes >= SPLIT_MIN ? 2 : 1);
+	save_copy(sv, sv->copy.bytes >= SPLIT_MIN ? 2 : 1);
+	save_report(sv);
 	save_done(t, sv, trainer_now_ns() - t0, stats);
 	return 0;
 }
@@ -393,7 +398,13 @@ int rv_trainer_save_start(struct rv_trainer *t, int64_t step, const void *const 
 	sv->pid = getpid();
 	sv->threaded = pthread_create(&sv->thread, NULL, save_thread, sv) == 0;
 	if (!sv->threaded)
-		save_run(sv, 1); /* no thread to be had: copied here, as a save */
+		save_copy(sv, 1); /* no thread to be had: copied here, as a save */
+	/* The position is reported here, before the loop goes on: the next
+	 * step finishes the task it names (reporting it done), and a report
+	 * that came after that would be refused as inexact.  A step reported
+	 * but not yet committed is harmless: a restore takes the newest step
+	 * every rank committed, whose report the master still holds. */
+	save_report(sv);
 	sv->stall_ns = trainer_now_ns() - t0;
 	t->pending = sv;
 	return 0;

@@ -112,11 +112,14 @@ int rv_trainer_report_step(struct rv_trainer *t, int64_t step, int64_t samples, 
 
 /* ---- flash checkpoint ---- */
 struct rv_trainer_save_stats {
-	double stall_s; /* how long the call blocked */
-	double copy_s;  /* of which copying (and checksumming) the buffers */
-	uint64_t bytes; /* payload */
-	int slot;       /* 0 or 1 */
-	int reported;   /* 1: the shard position reached the master */
+	double stall_s;    /* how long the call blocked */
+	double copy_s;     /* of which copying (and checksumming) the buffers */
+	uint64_t bytes;    /* payload */
+	int slot;          /* 0 or 1 */
+	int reported;      /* 1: the shard position reached the master */
+	int report_failed; /* 1: a master was there but refused or missed it (see
+			    * rv_trainer_last_error): no restore can resume the
+			    * data at this step */
 };
 
 /* Size both slots for at least bytes of payload and fault their pages in,
@@ -139,9 +142,11 @@ int rv_trainer_save(struct rv_trainer *t, int64_t step, const void *const *bufs,
 
 /*
  * An overlapped save, for a loop on the CPU: rv_trainer_save_start chooses
- * the slot and returns; a thread of the library copies the buffers, commits
- * the slot and reports the position (taken now) while the next step's
- * forward and backward run.  The buffers' bytes must not change until
+ * the slot, reports the position (one round trip to the master: the next
+ * step will finish the task it names, and the master refuses a report
+ * that comes after that) and returns; a thread of the library copies the
+ * buffers and commits the slot while the next step's forward and backward
+ * run.  The buffers' bytes must not change until
  * rv_trainer_save_wait returns, so the loop waits before its optimizer
  * writes the parameters:
  *
@@ -155,8 +160,7 @@ int rv_trainer_save(struct rv_trainer *t, int64_t step, const void *const *bufs,
  * checkpoint call on t (save, load, steps, reserve, close) waits for the
  * save first.  start: 0, or the errors of rv_trainer_save (nothing is in
  * flight then); the bufs and sizes arrays are copied, the bytes borrowed.
- * wait: 1 when a save was in flight (done now, its position reported: one
- * round trip to the master; *stats, if not NULL, says how long the two
+ * wait: 1 when a save was in flight (done now; *stats, if not NULL, says how long the two
  * calls blocked together in stall_s and how long the copy took), 0 when
  * none was (stats->slot -1).  A failed report of the
  * position is, as for rv_trainer_save, in stats->reported and

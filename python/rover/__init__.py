@@ -20,6 +20,7 @@ import ctypes
 import errno as _errno
 import os
 import pickle
+import sys
 import threading
 import time
 import types
@@ -51,7 +52,7 @@ class _Shard(ctypes.Structure):
 
 class _Stats(ctypes.Structure):
     _fields_ = [("stall_s", ctypes.c_double), ("copy_s", ctypes.c_double), ("bytes", ctypes.c_uint64),
-                ("slot", ctypes.c_int), ("reported", ctypes.c_int)]
+                ("slot", ctypes.c_int), ("reported", ctypes.c_int), ("report_failed", ctypes.c_int)]
 
 
 _lib = None
@@ -214,8 +215,21 @@ class Trainer:
             rc = self._lib.rv_trainer_save_at(self._h, step, position[0], position[1], ptrs, sizes,
                                               n, ctypes.byref(st), ctypes.byref(err))
         self._check(rc, err)
-        return {"stall_s": st.stall_s, "copy_s": st.copy_s, "bytes": st.bytes,
-                "reported": bool(st.reported)}
+        return self._stats(st)
+
+    def _stats(self, st):
+        """A save's stats as a dict; a position the master refused is said on
+        stderr (the first time, then every 100th), with the reason."""
+        out = {"stall_s": st.stall_s, "copy_s": st.copy_s, "bytes": st.bytes,
+               "reported": bool(st.reported)}
+        if st.report_failed:
+            self._report_failures = getattr(self, "_report_failures", 0) + 1
+            if self._report_failures % 100 == 1:
+                why = (self._lib.rv_trainer_last_error(self._h) or b"").decode(errors="replace")
+                print("rover: a checkpoint's data position did not reach the master (%d so far;"
+                      " a restart cannot resume the data there): %s"
+                      % (self._report_failures, why), file=sys.stderr, flush=True)
+        return out
 
     def save_start(self, step, buffers):
         """Start saving step with buffers, a list of (address, nbytes), and the
@@ -236,8 +250,7 @@ class Trainer:
         st = _Stats()
         if self._lib.rv_trainer_save_wait(self._h, ctypes.byref(st)) == 0:
             return None
-        return {"stall_s": st.stall_s, "copy_s": st.copy_s, "bytes": st.bytes,
-                "reported": bool(st.reported)}
+        return self._stats(st)
 
     def steps(self):
         """The steps this rank could load, newest first (memory and storage)."""
@@ -396,8 +409,9 @@ class Checkpointer:
     newest complete copy bit for bit.
 
     With an optimizer and overlap=True, a save of CPU tensors overlaps the next
-    step (off by default: under repeated worker kills a job restarted from an
-    overlapped save went back over a thousand steps, not yet explained): save() returns at once and a thread of the library copies the
+    step (off by default: the loop must keep the rule below, which a plain
+    save does not ask): save() reports the step's data position to the
+    master and returns; a thread of the library copies the
     parameters and the optimizer's state while the next forward and backward
     run; optimizer.step() (wrapped for it) first waits for what is left of the
     copy, so the checkpoint holds the state of the step saved.  Other tensors

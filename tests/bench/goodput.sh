@@ -15,7 +15,9 @@
 # kept steps' save time (rank 0's) over the same wall time, so goodput -
 # save_share is the share with saving counted as lost.  steps_lost_max: the
 # most steps a fault cost (last step logged before it - step loaded after).
-# steps: the steps kept.  Last line:
+# steps: the steps kept.  BENCH_GOODPUT_OVERLAP=1: the workers' saves
+# overlap the next step (digits_rover.py --overlap); BENCH_KEEP=1 keeps each
+# run's folder (rover-run's log, the time log) and says where.  Last line:
 #   bench=goodput seconds=N faults=N goodput=P steps_lost_max=N steps=N
 #   save_share=S state_mib=M big_seconds=N big_faults=N big_goodput=P
 #   big_steps_lost_max=N big_steps=N big_save_share=S
@@ -84,7 +86,7 @@ def run(pad_mib):
     cmd = [bin_dir + "/rover-run", "--standalone", "--nproc-per-node", "2", "--max-restarts",
            "100000", "--ckpt-dir", d + "/ckpt", "--ckpt-keep", "2", "examples/digits_rover.py",
            "--batch-size", "16", "--log-every", "1000000", "--time-log", tlog,
-           "--pad-mib", str(pad_mib)]
+           "--pad-mib", str(pad_mib)] + (["--overlap"] if os.environ.get("BENCH_GOODPUT_OVERLAP") == "1" else [])
     err = open(d + "/err", "w")
     proc = subprocess.Popen(cmd, env=env, stdout=err, stderr=err, start_new_session=True)
     # the first load: the job is up (the one cold start is not measured)
@@ -133,7 +135,10 @@ def run(pad_mib):
     good = sum(kept.values()) / wall
     save = sum(saves[k] for k in kept) / wall
     say("pad %d MiB: wall %.1f s, %d steps kept, %d loads" % (pad_mib, wall, len(kept), loads))
-    shutil.rmtree(d, ignore_errors=True)
+    if os.environ.get("BENCH_KEEP") == "1":
+        say("kept " + d)
+    else:
+        shutil.rmtree(d, ignore_errors=True)
     return "seconds=%.0f faults=%d goodput=%.4f steps_lost_max=%d steps=%d save_share=%.4f" % (
         wall, faults, good, lost_max, len(kept), save)
 

@@ -444,6 +444,49 @@ START_TEST(test_overlap_saves_step)
 }
 END_TEST
 
+/* An overlapped save names a task half consumed; the next step finishes
+ * that task (reporting it done) while the copy still runs.  The save's data
+ * position still reaches the master, so a restore can resume there (a
+ * report sent after the copy was refused as inexact, and a job killed
+ * again and again went back to steps long past). */
+START_TEST(test_overlap_reports_before_next_task)
+{
+	enum { BIG = 64 << 20 };
+	struct rv_test_master m;
+	start_master(&m, 64, 16, 1, 1);
+	char job[64];
+	job_name(job, sizeof(job), "overlapreport");
+	struct rv_trainer_opts o = { .master = m.url, .node = "n0", .job = job, .world_size = 1 };
+	struct rv_err err = { 0 };
+	struct rv_trainer *t = rv_trainer_open_opts(&o, &err);
+	ck_assert_msg(t != NULL, "%s", err.msg);
+	unsigned char *w = malloc(BIG);
+	ck_assert_ptr_nonnull(w);
+	fill(w, BIG, 5);
+	struct rv_trainer_shard sh;
+	ck_assert_int_eq(rv_trainer_next(t, &sh, &err), RV_TRAINER_SHARD);
+	ck_assert_int_eq(rv_trainer_consumed(t, 8), 0);
+	const void *b[] = { w };
+	uint64_t n[] = { BIG };
+	ck_assert_int_eq(rv_trainer_save_start(t, 1, b, n, 1, &err), 0);
+	/* step 2 takes the rest of the task and finishes it */
+	ck_assert_int_eq(rv_trainer_consumed(t, sh.end - sh.start), 0);
+	ck_assert_int_eq(rv_trainer_done(t, &err), 0);
+	struct rv_trainer_save_stats st;
+	ck_assert_int_eq(rv_trainer_save_wait(t, &st), 1);
+	ck_assert_msg(st.reported && !st.report_failed, "%s", rv_trainer_last_error(t));
+	struct rv_master_client *c = rv_test_master_client(&m);
+	struct rv_data_ckpt dc = { 0 };
+	ck_assert_msg(rv_master_ckpt_export(c, 1, &dc, &err) == 0, "%s", err.msg);
+	rv_data_ckpt_release(&dc);
+	rv_master_client_free(c);
+	rv_trainer_close(t);
+	rv_trainer_unlink(job, 0);
+	free(w);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
 /* Buffers of odd sizes, empty ones among them, across the pieces a save is
  * cut into (4 MiB) and shared by two threads: each save, synchronous or
  * overlapped, loads back byte for byte with its CRC checked. */
@@ -764,6 +807,7 @@ static Suite *trainer_suite(void)
 	tcase_add_test(tc, test_save_odd_sizes);
 	tcase_add_test(tc, test_overlap_saves_step);
 	tcase_add_test(tc, test_overlap_crash_keeps_previous);
+	tcase_add_test(tc, test_overlap_reports_before_next_task);
 	tcase_add_test(tc, test_torch_kill_after_save);
 	tcase_add_test(tc, test_torch_overlap);
 	suite_add_tcase(s, tc);
