@@ -800,6 +800,18 @@ static void report_failure(struct run *r, const char *reason, int code)
 		rv_log_warn("could not report the failure", "reason=\"%s\"", err.msg);
 }
 
+/* Stopped by a signal (a spot reclaim, an eviction, ^C): the master hears
+ * at once that this node leaves, before its workers are stopped, so the
+ * other nodes re-form the world now instead of failing on a closed
+ * connection or waiting for this node's heartbeats to time out. */
+static void say_leaving(struct run *r)
+{
+	char reason[96];
+	snprintf(reason, sizeof(reason), "leaving: rover-run stopped by signal %d (%s)",
+		 r->stop_sig, strsignal(r->stop_sig));
+	report_failure(r, reason, 128 + r->stop_sig);
+}
+
 /* Did the world move on without us (another node failed or left)?  Asked
  * after our own workers failed: in a world of several nodes a worker often
  * dies of a peer's death (a closed connection), and that is the other
@@ -1198,8 +1210,10 @@ int run_job(const struct flags *f)
 	}
 	while (code < 0) {
 		rc = rendezvous(r, &err);
-		if (rc == -EINTR)
+		if (rc == -EINTR) {
+			say_leaving(r);
 			break;
+		}
 		if (rc < 0) {
 			fprintf(stderr, "rover-run: %s\n", err.msg);
 			code = rc == -EINVAL ? RUN_EXIT_USAGE : RUN_EXIT_FAILED;
@@ -1221,6 +1235,8 @@ int run_job(const struct flags *f)
 			break;
 		}
 		o = supervise(r);
+		if (o == OUT_SIGNAL)
+			say_leaving(r);
 		if (o == OUT_HANG)
 			capture_stacks(r, r->hung, sizeof(r->hung));
 		group_stop(r, RUN_STOP_GRACE_MS);

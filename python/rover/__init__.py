@@ -559,22 +559,29 @@ class Checkpointer:
             raise e
 
     def _choose(self, t):
-        """The step to load, agreed by every rank, and whether the data shards
-        were put back there (rank 0 imports the master's data checkpoint of
-        that step, before any rank takes a shard)."""
+        """The step to load, agreed by every rank: the newest step any rank
+        holds whose data shards rank 0 can put back (it imports the master's
+        data checkpoint of that step, before any rank takes a shard), else
+        the newest step every rank holds.  (chosen, restored, src): src is
+        the rank that sends the checkpoint to the ranks that do not hold it
+        (a node that came back after the others trained on, a new node on
+        another machine), -1 when every rank holds it.  The state is taken
+        to be replicated, as data parallel training keeps it."""
         steps = t.steps()
         dist = _torch.distributed
         on = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+        every = [steps]
         if on:
             every = [None] * dist.get_world_size()
             dist.all_gather_object(every, steps)
-            common = set(every[0])
-            for s in every[1:]:
-                common &= set(s)
-            steps = sorted(common, reverse=True)
+        common = set(every[0])
+        for s in every[1:]:
+            common &= set(s)
+        common = sorted(common, reverse=True)
+        anywhere = sorted(set().union(*every), reverse=True)
         chosen, restored = None, False
         if not on or dist.get_rank() == 0:
-            for s in steps:
+            for s in anywhere:
                 try:
                     t.restore_data(s)
                     chosen, restored = s, True
@@ -582,28 +589,60 @@ class Checkpointer:
                 except Error as e:
                     if e.errno == _errno.ENOTCONN:
                         break
-            if chosen is None and steps:
-                chosen = steps[0]
+            if chosen is None:
+                chosen = common[0] if common else (anywhere[0] if anywhere else None)
         if on:
             box = [chosen, restored]
             dist.broadcast_object_list(box, src=0)
             chosen, restored = box
-        return chosen, restored
+        holders = [r for r, st in enumerate(every) if chosen in st]
+        src = holders[0] if chosen is not None and len(holders) < len(every) else -1
+        return chosen, restored, src
+
+    def _share(self, t, chosen, src):
+        """Rank src loads chosen and sends its buffers to every rank; the
+        others receive them: (step, views, position) as Trainer.load gives."""
+        dist = _torch.distributed
+        rank = dist.get_rank()
+        got = t.load(chosen) if rank == src else None
+        box = [[len(v) for v in got[1]] if got else None]
+        dist.broadcast_object_list(box, src=src)
+        if box[0] is None:
+            return None  # no longer loadable: every rank raises
+        dev = "cuda" if dist.get_backend() == "nccl" else "cpu"
+        views = []
+        for i, n in enumerate(box[0]):
+            if rank == src:
+                buf = _torch.frombuffer(bytearray(got[1][i]), dtype=_torch.uint8) if n else None
+            else:
+                buf = _torch.empty(n, dtype=_torch.uint8)
+            if n:
+                moved = buf.to(dev)
+                dist.broadcast(moved, src=src)
+                buf = moved.cpu()
+            views.append(memoryview(buf.numpy()) if n else memoryview(bytearray()))
+        if rank == src:
+            return got
+        return chosen, views, (0, 0)
 
     def load(self):
-        """Restore the newest complete checkpoint every rank holds (from memory,
-        else from rover-run's storage) and put the data shards back at its step;
-        its step, or None.  With torch.distributed initialized, every rank calls
-        it (it agrees on the step), before iterating a ShardSampler."""
+        """Restore the newest complete checkpoint (from memory, else from
+        rover-run's storage) and put the data shards back at its step; its
+        step, or None.  With torch.distributed initialized, every rank calls it
+        (it agrees on the step), before iterating a ShardSampler; a rank that
+        does not hold that step receives it from one that does (source
+        ("peer", rank)), so a node that comes back, or a new one on another
+        machine, joins the others where they are."""
         t = self._t or trainer()
         self.wait()
-        chosen, self.data_restored = self._choose(t)
+        chosen, self.data_restored, src = self._choose(t)
         if chosen is None:
             return None
-        got = t.load(chosen)
+        got = t.load(chosen) if src < 0 else self._share(t, chosen, src)
         if got is None:
             raise Error(_errno.EIO, "checkpoint of step %d is no longer loadable" % chosen)
-        self.source = t.loaded_from()
+        here = src < 0 or _torch.distributed.get_rank() == src
+        self.source = t.loaded_from() if here else ("peer", src)
         step, views, self.position = got
         head = pickle.loads(bytes(views[0]))
         tensors = []

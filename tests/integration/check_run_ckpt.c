@@ -16,6 +16,9 @@
  *     master killed with -9, the memory gone: a new master and two new
  *     rover-runs load the step both nodes stored and the data position
  *     node 0 stored with it, which must hold node 1's reports too;
+ *   - a node of two sent SIGTERM (a spot reclaim, an eviction): it
+ *     persists its newest step and goes, the other trains on alone from
+ *     the step both held, the node returns and the world is two again;
  * and in each, the shard log accounts for every sample exactly once: the
  * steps after the one a restart loaded are dropped (they are trained
  * again), what is left holds each index once per epoch.
@@ -600,6 +603,109 @@ START_TEST(test_two_nodes_restore_storage)
 }
 END_TEST
 
+/* Node args for the preemption test: --nnodes 1:2, one worker, the
+ * node's own --ckpt-dir. */
+static void preempt_args(const char **a, const char *ep, const char *dir, const char *log,
+			 const char *dig)
+{
+	const char *v[] = { "--nnodes",
+			    "1:2",
+			    "--nproc-per-node",
+			    "1",
+			    "--rdzv-endpoint",
+			    ep,
+			    "--ckpt-dir",
+			    dir,
+			    EXAMPLE,
+			    "--batch-size",
+			    "8",
+			    "--step-sleep",
+			    "0.05",
+			    "--shard-log",
+			    log,
+			    "--digest-log",
+			    dig,
+			    NULL };
+	memcpy(a, v, sizeof(v));
+}
+
+/* A spot reclaim or a pod eviction: SIGTERM to one node's rover-run in a
+ * world of two.  It persists the newest step its ranks hold and exits
+ * (128 + 15); the other node trains on in a world of one from the step
+ * both held; the node comes back and the world grows to two again.  Every
+ * sample trained exactly once. */
+START_TEST(test_preempted_node_leaves_and_returns)
+{
+	struct rv_test_master m;
+	ck_assert_int_eq(rv_test_master_start_job(&m, 1200, 10, 1, 1, 2, NULL), 0);
+	struct rv_test_run r[3];
+	char log[400], dig[400], job[96], dir[2][400];
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(rv_test_run_init(&r[i]), 0);
+	paths(&r[0], log, dig, sizeof(log));
+	for (int i = 0; i < 2; i++)
+		snprintf(dir[i], sizeof(dir[i]), "%s/ckpt", r[i].dir);
+	job_env(job, sizeof(job), "preempt");
+	const char *env[] = { job, asan_env(0), asan_env(1), NULL };
+	const char *a[2][18];
+	for (int i = 0; i < 2; i++)
+		preempt_args(a[i], m.addr, dir[i], log, dig);
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(rv_test_run_start_joined(&r[i], a[i], env, 60000), 0);
+	if (!rv_test_wait_lines(dig, 10, 120000))
+		rv_test_run_dump(r, 2, m.log);
+	ck_assert_msg(rv_test_wait_lines(dig, 10, 0), "no 10 steps saved by the world of 2");
+
+	ck_assert_int_eq(rv_test_run_signal(&r[1], SIGTERM), 0);
+	char *err1 = rv_test_run_expect_exit(&r[1], 128 + SIGTERM, 60000);
+	ck_assert_msg(strstr(err1, "stopping on a signal"), "%s", err1);
+	free(err1);
+	int64_t man[8];
+	int nman = rv_ckslot_manifest_read(dir[1], man, 8, NULL);
+	ck_assert_msg(nman >= 1, "the preempted node persisted no step");
+	/* the world of one trains on */
+	int before = rv_test_count_lines(dig);
+	if (!rv_test_wait_lines(dig, before + 10, 90000))
+		rv_test_run_dump(r, 2, m.log);
+	ck_assert_msg(rv_test_wait_lines(dig, before + 10, 0), "the world of 1 never trained");
+	char *out = rv_test_run_output(&r[0], 1);
+	int64_t step;
+	char from[16], data[16], digest[64];
+	ck_assert_msg(loaded_line(out, 0, &step, from, data, digest) &&
+			      strstr(out, " world=1 data=restored"),
+		      "%s", out);
+	/* the step the world of one resumed from is on the preempted node's
+	 * storage too (it persisted its newest before it went) */
+	ck_assert_msg(man[0] >= step, "persisted %lld, resumed from %lld", (long long)man[0],
+		      (long long)step);
+	free(out);
+
+	/* the node returns */
+	ck_assert_int_eq(rv_test_run_start(&r[2], a[1], env), 0);
+	free(rv_test_run_expect_exit(&r[0], 0, 150000));
+	free(rv_test_run_expect_exit(&r[2], 0, 150000));
+	long lost, twice;
+	unsigned ranks;
+	int loads;
+	account(log, 1200, 1, &lost, &twice, &ranks, &loads);
+	if (lost || twice) {
+		rv_test_run_dump(&r[0], 1, m.log);
+		rv_test_run_dump(&r[2], 1, NULL);
+		char *sl = rv_test_read_file(log);
+		for (char *p = sl; p && (p = strstr(p, "load ")); p++)
+			fprintf(stderr, "shard log: %.*s\n", (int)strcspn(p, "\n"), p);
+		free(sl);
+	}
+	ck_assert_int_ge(loads, 3);
+	ck_assert_msg(ranks == 3, "ranks that trained after the node returned: %#x", ranks);
+	ck_assert_msg(lost == 0 && twice == 0, "%ld samples lost, %ld twice", lost, twice);
+	for (int i = 0; i < 3; i++)
+		rv_test_run_end(&r[i]);
+	ck_assert_int_eq(segments(job), 0);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
 static Suite *run_ckpt_suite(void)
 {
 	Suite *s = suite_create("run_ckpt");
@@ -614,6 +720,10 @@ static Suite *run_ckpt_suite(void)
 	tcase_set_timeout(tn, 300);
 	tcase_add_test(tn, test_two_nodes_restore_storage);
 	suite_add_tcase(s, tn);
+	TCase *tp = tcase_create("preempt");
+	tcase_set_timeout(tp, 300);
+	tcase_add_test(tp, test_preempted_node_leaves_and_returns);
+	suite_add_tcase(s, tp);
 	return s;
 }
 
