@@ -132,6 +132,7 @@ BINS :=
 TEST_SRC :=
 # The daemons, one line each (rover-master: $(eval $(call daemon,master))).
 $(eval $(call daemon,brain))
+master_LIBS := $(call pkg_libs,yaml-0.1)
 $(eval $(call daemon,master))
 $(eval $(call daemon,agent,run))
 $(eval $(call daemon,monitor))
