@@ -192,9 +192,8 @@ static int kubeconfig(const char *file, struct k8s_conf *c, struct rv_err *err)
 	return rc;
 }
 
-static int in_cluster(struct k8s_conf *c, struct rv_err *err)
+static int in_cluster(const char *host, struct k8s_conf *c, struct rv_err *err)
 {
-	const char *host = getenv("KUBERNETES_SERVICE_HOST");
 	const char *port = getenv("KUBERNETES_SERVICE_PORT");
 	bool v6 = strchr(host, ':') != NULL;
 	snprintf(c->server, sizeof(c->server), "https://%s%s%s:%s", v6 ? "[" : "", host,
@@ -216,17 +215,17 @@ int k8s_conf_load(const char *path, struct k8s_conf *c, struct rv_err *err)
 	memset(c, 0, sizeof(*c));
 	int rc;
 	char home[PATH_MAX];
+	const char *env = getenv("KUBECONFIG"), *host = getenv("KUBERNETES_SERVICE_HOST");
+	const char *h = getenv("HOME");
+	snprintf(home, sizeof(home), "%s/.kube/config", h ? h : "");
 	if (path && path[0])
 		rc = kubeconfig(path, c, err);
-	else if (getenv("KUBECONFIG") && getenv("KUBECONFIG")[0])
-		rc = kubeconfig(getenv("KUBECONFIG"), c, err);
-	else if (getenv("KUBERNETES_SERVICE_HOST") && getenv("KUBERNETES_SERVICE_HOST")[0])
-		rc = in_cluster(c, err);
-	else if (snprintf(home, sizeof(home), "%s/.kube/config",
-			  getenv("HOME") ? getenv("HOME") : "") > 0)
-		rc = kubeconfig(home, c, err);
+	else if (env && env[0])
+		rc = kubeconfig(env, c, err);
+	else if (host && host[0])
+		rc = in_cluster(host, c, err);
 	else
-		rc = rv_err_set(err, -ENOENT, "k8s.kubeconfig", "no kubeconfig");
+		rc = kubeconfig(home, c, err);
 	size_t n = strlen(c->server);
 	while (n > 0 && c->server[n - 1] == '/')
 		c->server[--n] = 0;
