@@ -220,7 +220,7 @@ static void api_openapi_v2(struct MHD_Connection *conn, struct reply *r)
 	r->status = 200;
 	if (a && strstr(a, "protobuf")) {
 		r->body = strdup("");
-		r->ctype = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+		r->ctype = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 		return;
 	}
 	r->body = strdup("{\"swagger\":\"2.0\",\"info\":{\"title\":\"Kubernetes\","

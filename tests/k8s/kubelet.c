@@ -344,6 +344,9 @@ static int kubelet_cgroup(struct standin *s, struct obj *pod, int *fd)
 		return -errno;
 	int64_t lim = quantity_pod_mem_limit(pod->j);
 	bool v2 = kubelet_v2(s);
+	pod->mem_limit = lim;
+	if (v2)
+		kubelet_cg_write(pod->cg, "memory.oom.group", "1");
 	if (lim > 0) {
 		snprintf(val, sizeof(val), "%lld", (long long)lim);
 		int r = kubelet_cg_write(pod->cg, v2 ? "memory.max" : "memory.limit_in_bytes", val);
@@ -614,6 +617,21 @@ static bool kubelet_node_ready(struct standin *s, const char *name)
 	return false;
 }
 
+/* The OOM killer took a process of the container: the whole container
+ * goes, as the kubelet has it on cgroup v2 (memory.oom.group), so a
+ * supervisor whose child was killed does not outlive it. */
+static void kubelet_oom_group(struct obj *pod)
+{
+	char path[640], buf[64];
+	snprintf(path, sizeof(path), "%s/cgroup.procs", pod->cg);
+	rv_proc_kill(&pod->proc, SIGKILL);
+	FILE *f = fopen(path, "re");
+	while (f && fgets(buf, sizeof(buf), f))
+		kill((pid_t)strtol(buf, NULL, 10), SIGKILL);
+	if (f)
+		fclose(f);
+}
+
 /* Graceful termination of a deleted pod: 1 when the pod object is gone. */
 static int kubelet_terminate(struct standin *s, struct obj *pod, double now)
 {
@@ -639,6 +657,8 @@ static int kubelet_step(struct standin *s, struct obj *pod, double now)
 	bool deleting = cJSON_GetObjectItem(cJSON_GetObjectItem(pod->j, "metadata"),
 					    "deletionTimestamp") != NULL;
 	int ws;
+	if (pod->running && pod->cg[0] && pod->mem_limit && kubelet_oom_kills(pod) > 0)
+		kubelet_oom_group(pod);
 	if (pod->running && rv_proc_wait(&pod->proc, 0, &ws) == 0)
 		kubelet_exited(s, pod, ws);
 	if (deleting)

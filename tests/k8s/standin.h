@@ -40,6 +40,7 @@ struct obj {
 	bool running;   /* proc holds a live process */
 	struct rv_proc proc;
 	char cg[512];   /* the pod's memory cgroup folder, "" when none */
+	int64_t mem_limit; /* bytes in the cgroup, 0: none */
 	char cid[32];   /* containerID of the last start, "standin://PID" */
 	double term_at;     /* SIGTERM sent at (monotonic s), 0: not yet */
 	double kill_at;     /* SIGKILL due at (monotonic s) */
