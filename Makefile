@@ -132,6 +132,7 @@ BINS :=
 TEST_SRC :=
 # The daemons, one line each (rover-master: $(eval $(call daemon,master))).
 $(eval $(call daemon,brain))
+master_LIBS := $(call pkg_libs,yaml-0.1)
 $(eval $(call daemon,master))
 $(eval $(call daemon,agent,run))
 $(eval $(call daemon,monitor))
@@ -246,6 +247,15 @@ $(B)/tests/integration/%: $(B)/obj/tests/integration/%.o $(LIB_TEST) $(LIB_ALG) 
 $(B)/obj/tests/plan/%.o: INC := $(INC_PLAN) -iquote tests/lib $(CHECK_CFLAGS)
 $(B)/tests/plan/%: $(B)/obj/tests/plan/%.o $(LIB_PLAN) $(LIB_ALG) $(LIB_COMMON)
 	$(call link,$(SYS_LIBS) $(GSL_LIBS) $(CHECK_LIBS))
+# tests/k8s: the Kubernetes stand-in API server (k8s-standin) and its
+# kubectl suite.  A test program: it links only librover-common.a.
+K8S_SRC := $(wildcard tests/k8s/*.c)
+K8S_STANDIN := $(B)/tests/k8s/k8s-standin
+$(B)/obj/tests/k8s/%.o: INC := -iquote tests/k8s $(INC_COMMON)
+$(K8S_STANDIN): $(call obj,$(K8S_SRC)) $(LIB_COMMON)
+	$(call link,$(SYS_LIBS))
+BINS += $(K8S_STANDIN)
+TEST_SCRIPTS += $(wildcard tests/k8s/check_*.sh)
 # Suites start the daemons' binaries (and rover-sim): build those first.
 $(TEST_BINS): | $(BINS)
 

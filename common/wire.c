@@ -22,6 +22,8 @@
 
 #define API_PREFIX "elastic.rover.dev/"
 #define API_VERSION API_PREFIX "v1alpha1"
+/* DLRover's ElasticJob: its fields mean what Rover's do. */
+#define API_DLROVER      "elastic.iml.github.io/v1alpha1"
 #define MAX_ARG_LEN 4096
 #define MAX_SPEED 1e12
 #define MAX_RANK 1000000
@@ -370,6 +372,107 @@ static int parse_command(const cJSON *rs, const char *path, struct rv_replica_sp
 	return 1;
 }
 
+/* One container's cpu or memory (key): its request, else its limit, as
+ * Kubernetes defaults a request to the limit.  Adds it to *cpu or *mb;
+ * returns 1 when given, 0 when not, or -EINVAL naming the field. */
+static int container_quantity(const cJSON *res, const char *path, const char *key, double *cpu,
+			      int64_t *mb, struct rv_err *err)
+{
+	static const char *const from[] = { "requests", "limits" };
+	for (size_t i = 0; i < RV_ARRAY_SIZE(from); i++) {
+		int rc;
+		field_buf p;
+		rv_json_path(p, sizeof(p), path, from[i]);
+		const cJSON *q = rv_json_get_object(res, from[i], path, false, &rc, err);
+		if (rc < 0)
+			return rc;
+		if (!q || !cJSON_GetObjectItemCaseSensitive(q, key))
+			continue;
+		double c = 0;
+		int64_t m = 0;
+		rc = *key == 'c' ? get_cpu(q, p, &c, err) : get_memory(q, p, &m, err);
+		*cpu += c;
+		*mb += m;
+		return rc;
+	}
+	return 0;
+}
+
+/* template.spec.containers[*].resources, summed over the containers as the
+ * pod's request is.  Both cpu and memory, or neither (the brain decides):
+ * Rover sizes a node by both. */
+static int template_resources(const cJSON *tmpl, const char *path, struct rv_replica_spec *r,
+			      struct rv_err *err)
+{
+	int rc;
+	field_buf sp, cp;
+	rv_json_path(sp, sizeof(sp), path, "spec");
+	const cJSON *spec = rv_json_get_object(tmpl, "spec", path, false, &rc, err);
+	if (!spec)
+		return rc;
+	const cJSON *cs = rv_json_get_array(spec, "containers", sp, false, &rc, err);
+	if (!cs)
+		return rc;
+	rv_json_path(cp, sizeof(cp), sp, "containers");
+	double cpu = 0;
+	int64_t mb = 0;
+	int ncpu = 0, nmem = 0, i = 0;
+	for (const cJSON *c = cs->child; c; c = c->next, i++) {
+		field_buf ci, rp;
+		rv_json_path_index(ci, sizeof(ci), cp, i);
+		if (!cJSON_IsObject(c))
+			return rv_err_set(err, -EINVAL, ci, "%s must be an object", ci);
+		const cJSON *res = rv_json_get_object(c, "resources", ci, false, &rc, err);
+		if (!res) {
+			if (rc < 0)
+				return rc;
+			continue;
+		}
+		rv_json_path(rp, sizeof(rp), ci, "resources");
+		if ((rc = container_quantity(res, rp, "cpu", &cpu, &mb, err)) < 0)
+			return rc;
+		ncpu += rc;
+		if ((rc = container_quantity(res, rp, "memory", &cpu, &mb, err)) < 0)
+			return rc;
+		nmem += rc;
+	}
+	if (ncpu == 0 && nmem == 0)
+		return 0;
+	if (ncpu == 0 || nmem == 0)
+		return rv_err_set(err, -EINVAL, cp,
+				  "%s give %s but no %s: Rover sizes a node by both", cp,
+				  ncpu ? "cpu" : "memory", ncpu ? "memory" : "cpu");
+	if (cpu > RV_MAX_CPU || mb > RV_MAX_MEMORY_MB)
+		return rv_err_set(err, -EINVAL, cp, "%s ask for more than a node can have", cp);
+	r->has_resources = true;
+	r->resource.cpu = cpu;
+	r->resource.memory_mb = mb;
+	return 1;
+}
+
+/* replicaSpecs.<role>.template: a Kubernetes PodTemplateSpec, kept whole
+ * (the k8s backend makes its pods from it).  Its containers' resources size
+ * the replica unless the replica's own "resources" does. */
+static int parse_template(const cJSON *rs, const char *path, struct rv_replica_spec *r,
+			  struct rv_err *err)
+{
+	int rc;
+	field_buf f;
+	const cJSON *t = rv_json_get_object(rs, "template", path, false, &rc, err);
+	if (!t)
+		return rc;
+	rv_json_path(f, sizeof(f), path, "template");
+	r->template_json = cJSON_PrintUnformatted(t);
+	if (!r->template_json)
+		return rv_err_set(err, -ENOMEM, f, "could not allocate %s", f);
+	if (strlen(r->template_json) > RV_MAX_TEMPLATE)
+		return rv_err_set(err, -EINVAL, f, "%s must be at most %d bytes of JSON", f,
+				  RV_MAX_TEMPLATE);
+	if (r->has_resources)
+		return 1;
+	return template_resources(t, f, r, err);
+}
+
 static int parse_replica(const cJSON *rs, const char *path, struct rv_replica_spec *r,
 			 struct rv_err *err)
 {
@@ -426,6 +529,8 @@ static int parse_replica(const cJSON *rs, const char *path, struct rv_replica_sp
 			return rc;
 		r->resource.gpu = rc == 1 ? (int)v : 0;
 	}
+	if ((rc = parse_template(rs, path, r, err)) < 0)
+		return rc;
 	return parse_command(rs, path, r, err);
 }
 
@@ -440,6 +545,10 @@ static int parse_replica_specs(const cJSON *spec, struct rv_job_spec *out, struc
 		field_buf p;
 		const char *key = it->string ? it->string : "";
 		rv_json_path(p, sizeof(p), "spec.replicaSpecs", key);
+		/* DLRover's template for its own master pod: the master here is
+		 * started by whoever runs the job, not by this spec. */
+		if (!strcmp(key, "dlrover-master"))
+			continue;
 		int role = rv_role_parse(key);
 		if (role < 0)
 			return rv_err_set(err, -EINVAL, p,
@@ -633,10 +742,12 @@ static int job_spec_parse(const cJSON *root, struct rv_job_spec *out, struct rv_
 		return rv_err_set(err, -EINVAL, "", "job spec must be a json object");
 	if ((rc = rv_json_get_string(root, "apiVersion", "", false, buf, sizeof(buf), err)) < 0)
 		return rc;
-	if (rc == 1 && (strncmp(buf, API_PREFIX, strlen(API_PREFIX)) != 0 ||
-			strlen(buf) == strlen(API_PREFIX)))
+	if (rc == 1 && strcmp(buf, API_DLROVER) != 0 &&
+	    (strncmp(buf, API_PREFIX, strlen(API_PREFIX)) != 0 ||
+	     strlen(buf) == strlen(API_PREFIX)))
 		return rv_err_set(err, -EINVAL, "apiVersion",
-				  "apiVersion must start with \"" API_PREFIX "\"");
+				  "apiVersion must start with \"" API_PREFIX
+				  "\" (or be DLRover's \"" API_DLROVER "\")");
 	if ((rc = rv_json_get_string(root, "kind", "", true, buf, sizeof(buf), err)) < 0)
 		return rc;
 	if (strcmp(buf, "ElasticJob") != 0)
@@ -732,6 +843,8 @@ void rv_job_spec_release(struct rv_job_spec *spec)
 			for (int i = 0; i < rs->ncommand; i++)
 				free(rs->command[i]);
 		free(rs->command);
+		free(rs->template_json);
+		rs->template_json = NULL;
 		rs->command = NULL;
 		rs->ncommand = 0;
 	}
@@ -766,6 +879,12 @@ static bool replica_to_json(cJSON *specs, enum rv_role role, const struct rv_rep
 		cJSON *res = cJSON_AddObjectToObject(o, "resources");
 		ok = res && add_num(res, "cpu", r->resource.cpu) && add_str(res, "memory", mem) &&
 		     add_num(res, "gpu", r->resource.gpu);
+	}
+	if (ok && r->template_json) {
+		cJSON *t = cJSON_Parse(r->template_json);
+		ok = t && cJSON_AddItemToObject(o, "template", t);
+		if (!ok)
+			cJSON_Delete(t);
 	}
 	if (ok && r->ncommand > 0) {
 		cJSON *cmd = cJSON_AddArrayToObject(o, "command");
@@ -1572,6 +1691,9 @@ static const struct rv_wire_field f_replica_spec[] = {
 	F("resources", "object", false, "Resources", false, NULL,
 	  "per node; omitted: the brain decides"),
 	F("command", "array", false, "string", false, NULL, "argv, at most 64 entries"),
+	F("template", "object", false, NULL, false, NULL,
+	  "a Kubernetes PodTemplateSpec; its containers' resources size the node when "
+	  "resources is omitted"),
 };
 static const struct rv_wire_field f_resources[] = {
 	F("cpu", "number|string", true, NULL, false, NULL, "cores: 4, \"4\" or \"500m\""),

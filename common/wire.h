@@ -31,6 +31,7 @@
 #define RV_MAX_GPU 64
 #define RV_MAX_REPLICAS 10000
 #define RV_ID_MAX            65 /* client-chosen ids: 1..64 chars [A-Za-z0-9._-] */
+#define RV_MAX_TEMPLATE      (64 * 1024) /* a replica's pod template, bytes of JSON */
 
 enum rv_strategy { RV_STRATEGY_ALLREDUCE, RV_STRATEGY_PS };
 enum rv_optimize_mode { RV_OPT_MANUAL, RV_OPT_SINGLE_JOB, RV_OPT_CLUSTER };
@@ -60,6 +61,10 @@ struct rv_replica_spec {
 	struct rv_resource resource;
 	char **command;       /* malloc'd argv, ncommand entries */
 	int ncommand;
+	/* "template": the Kubernetes PodTemplateSpec as given, compact JSON
+	 * (malloc'd, NULL when none).  Its containers' resources.requests (else
+	 * limits), summed, fill resource when "resources" is not given. */
+	char *template_json;
 };
 
 /* A partition of a streaming dataset: offsets from start_offset; end_offset
@@ -105,7 +110,9 @@ struct rv_job_spec {
 };
 
 /* root is the whole ElasticJob document (apiVersion, kind, metadata, spec).
- * Requires kind "ElasticJob", metadata.name, a worker replica spec; ps for PS jobs. */
+ * Requires kind "ElasticJob", metadata.name, a worker replica spec; ps for PS jobs.
+ * apiVersion elastic.rover.dev/... or DLRover's elastic.iml.github.io/v1alpha1;
+ * DLRover's replicaSpecs.dlrover-master is skipped. */
 int rv_job_spec_from_json(const cJSON *root, struct rv_job_spec *out, struct rv_err *err);
 cJSON *rv_job_spec_to_json(const struct rv_job_spec *spec);
 void rv_job_spec_release(struct rv_job_spec *spec);

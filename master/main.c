@@ -94,9 +94,10 @@ static const struct rv_cfg_opt master_opts[] = {
 	OPT("timer", "tick_ms", NULL, RV_CFG_INT, tick_ms, "100", 1, 10000, 0,
 	    "longest sleep of the timer thread between deadline checks, ms"),
 	OPT("node", "scheduler", "scheduler", RV_CFG_STR, scheduler, "auto", 0, 0, 0,
-	    "who starts the job's nodes: local (this master, each replica spec's command), none "
-	    "(someone else starts the agents) or auto (local when a replica spec has a command, "
-	    "else none)"),
+	    "who starts the job's nodes: local (this master, each replica spec's command), k8s "
+	    "(pods from each replica spec's template or command, through the Kubernetes API), "
+	    "none (someone else starts the agents) or auto (local when a replica spec has a "
+	    "command, else none)"),
 	OPT("node", "limits", "node-limits", RV_CFG_STR, node_limits, "auto", 0, 0, 0,
 	    "how the local scheduler enforces a node's resources: auto (cgroup2, else cgroup1, "
 	    "else rlimit), cgroup2, cgroup1, rlimit or none"),
@@ -115,6 +116,26 @@ static const struct rv_cfg_opt master_opts[] = {
 	    "crashes of nodes on one host after which no relaunch goes there"),
 	OPT("node", "max_oom_relaunches", NULL, RV_CFG_INT, node_max_oom_relaunches, "5", 1, 1000,
 	    0, "OOM-killed relaunches of one node, each with more memory, on top of restartCount"),
+	OPT("k8s", "namespace", "k8s-namespace", RV_CFG_STR, k8s_namespace, "", 0, 0, 0,
+	    "namespace of the job's pods (--scheduler k8s); empty: the job spec's "
+	    "metadata.namespace"),
+	OPT("k8s", "kubeconfig", "kubeconfig", RV_CFG_STR, k8s_kubeconfig, "", 0, 0, 0,
+	    "kubeconfig of the API server (its current context); empty: $KUBECONFIG, else "
+	    "in-cluster (service-account token and CA), else ~/.kube/config"),
+	OPT("k8s", "image", "k8s-image", RV_CFG_STR, k8s_image, "rover-worker", 0, 0, 0,
+	    "image of a pod's container when its replica has no template (or the template none)"),
+	OPT("k8s", "scheduler_name", "k8s-scheduler-name", RV_CFG_STR, k8s_scheduler_name, "", 0, 0,
+	    0,
+	    "spec.schedulerName of the pods (volcano, a coscheduling plugin) unless the template "
+	    "sets one; empty: the cluster's default scheduler"),
+	OPT("k8s", "max_pending_s", NULL, RV_CFG_INT, k8s_max_pending_s, "300", 0, 604800, 0,
+	    "a pod Unschedulable this long fails to start, naming the scheduler's reason, "
+	    "seconds (0: wait forever)"),
+	OPT("k8s", "timeout_ms", NULL, RV_CFG_INT, k8s_timeout_ms, "10000", 100, 600000, 0,
+	    "timeout of each call to the API server (a watch has its own), ms"),
+	OPT("k8s", "master_addr", "k8s-master-addr", RV_CFG_STR, k8s_master_addr, "", 0, 0, 0,
+	    "host:port the pods reach this master at (a Service, the pod's IP); empty: the "
+	    "listen address"),
 	OPT("log", "level", "log-level", RV_CFG_STR, log_level, "info", 0, 0, 0,
 	    "debug, info, warn or error"),
 	OPT("brain", "url", "brain", RV_CFG_STR, brain_url, "", 0, 0, 0,
@@ -339,6 +360,8 @@ static int run(int argc, char **argv)
 	if (run_nodes) {
 		char addr[160];
 		master_addr(m, addr, sizeof(addr));
+		if (!strcmp(m->cfg.scheduler, "k8s") && m->cfg.k8s_master_addr[0])
+			snprintf(addr, sizeof(addr), "%s", m->cfg.k8s_master_addr);
 		nodelink_attach(m);
 		rc = nodemgr_start(m, addr, &err);
 		if (rc < 0) {

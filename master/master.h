@@ -61,6 +61,10 @@ struct master_cfg {
 	long long node_stop_grace_ms, node_usage_interval_ms, node_host_max_crashes,
 		node_max_oom_relaunches, job_linger_s;
 	int node_survive_master;
+	/* the k8s scheduler backend (sched_k8s.c) */
+	char k8s_namespace[64], k8s_kubeconfig[PATH_MAX], k8s_image[256];
+	char k8s_scheduler_name[128], k8s_master_addr[160];
+	long long k8s_max_pending_s, k8s_timeout_ms;
 };
 
 /* A worker that took shards: its node (for a node's death) and its last

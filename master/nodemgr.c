@@ -33,6 +33,7 @@
 #include "master.h"
 #include "parse.h"
 #include "plans.h"
+#include "sched_k8s.h"
 #include "sched_local.h"
 
 #define ENV_MAX 10
@@ -49,6 +50,7 @@ struct nodemgr {
 	char addr[160];
 	char log_dir[PATH_MAX];
 	bool detach;        /* nodes outlive the master (node.survive_master) */
+	bool k8s;           /* pods: adopted by name after a restart */
 	int64_t version;    /* of m->desired last reconciled */
 	int64_t next_usage; /* monotonic ms */
 	int64_t exit_at;    /* monotonic ms, 0: the job runs */
@@ -100,9 +102,23 @@ int nodemgr_wanted(const struct master_cfg *cfg, const struct rv_job_spec *spec,
 		return 0;
 	if (!strcmp(cfg->scheduler, "auto"))
 		return any;
+	if (!strcmp(cfg->scheduler, "k8s")) {
+		for (int r = 0; r < RV_ROLE_COUNT; r++) {
+			const struct rv_replica_spec *rs = &spec->replicas[r];
+			if (rs->present && rs->replicas > 0 && rs->ncommand == 0 &&
+			    !rs->template_json)
+				return rv_err_set(
+					err, -EINVAL, "spec.replicaSpecs.template",
+					"scheduler k8s needs spec.replicaSpecs.%s.template "
+					"or its command",
+					rv_role_name((enum rv_role)r));
+		}
+		return 1;
+	}
 	if (strcmp(cfg->scheduler, "local") != 0)
 		return rv_err_set(err, -EINVAL, "scheduler",
-				  "scheduler \"%s\" must be auto, local or none", cfg->scheduler);
+				  "scheduler \"%s\" must be auto, local, k8s or none",
+				  cfg->scheduler);
 	if (spec->replicas[RV_ROLE_WORKER].ncommand == 0)
 		return rv_err_set(err, -EINVAL, "spec.replicaSpecs.worker.command",
 				  "scheduler local needs spec.replicaSpecs.worker.command: the "
@@ -445,7 +461,7 @@ static void launch(struct nodemgr *nm, const char *base, const struct nodes_info
 	struct launch_spec ls;
 	const struct rv_replica_spec *rs = launch_spec_fill(nm, base, ni, &ls);
 	struct rv_err err = { 0 };
-	int rc = rs->ncommand > 0
+	int rc = rs->ncommand > 0 || (nm->k8s && rs->template_json)
 			 ? sched_launch(nm->sched, &ls.sp, &err)
 			 : rv_err_set(&err, -EINVAL, "command", "no command for role %s", ni->role);
 	char q[600];
@@ -859,8 +875,12 @@ static void restore(struct nodemgr *nm)
 		struct nodes_info ni;
 		if (n->state == MASTER_NODE_SUCCEEDED || n->state == MASTER_NODE_FAILED)
 			continue;
-		if (nm->detach && n->state == MASTER_NODE_RUNNING && n->pid > 0 &&
-		    n->start_ticks > 0 && nodes_get(nm->nodes, n->name, &ni) == 0) {
+		/* a process by its pid and start time; a pod by its name */
+		bool adoptable = nm->k8s ? n->state == MASTER_NODE_LAUNCHED ||
+						   n->state == MASTER_NODE_RUNNING
+					 : nm->detach && n->state == MASTER_NODE_RUNNING &&
+						   n->pid > 0 && n->start_ticks > 0;
+		if (adoptable && nodes_get(nm->nodes, n->name, &ni) == 0) {
 			struct launch_spec ls;
 			struct rv_err err = { 0 };
 			launch_spec_fill(nm, n->name, &ni, &ls);
@@ -1010,6 +1030,28 @@ static void nodemgr_free(struct nodemgr *nm)
 	free(nm);
 }
 
+/* The k8s backend for m's job: each role's pod template, the k8s.* keys. */
+static struct sched *k8s_new(struct master *m, struct rv_err *err)
+{
+	const struct master_cfg *c = &m->cfg;
+	struct sched_k8s_opts ko = {
+		.job = m->spec.name,
+		.namespace_ = c->k8s_namespace[0] ? c->k8s_namespace : m->spec.namespace_,
+		.kubeconfig = c->k8s_kubeconfig,
+		.image = c->k8s_image,
+		.scheduler_name = c->k8s_scheduler_name,
+		.max_pending_ms = c->k8s_max_pending_s * 1000,
+		.timeout_ms = (int)c->k8s_timeout_ms,
+	};
+	for (int r = 0; r < RV_ROLE_COUNT && ko.ntemplates < SCHED_K8S_MAX_TEMPLATES; r++)
+		if (m->spec.replicas[r].present && m->spec.replicas[r].template_json) {
+			ko.templates[ko.ntemplates].role = rv_role_name((enum rv_role)r);
+			ko.templates[ko.ntemplates++].template_json =
+				m->spec.replicas[r].template_json;
+		}
+	return sched_k8s_new(&ko, err);
+}
+
 int nodemgr_start(struct master *m, const char *master_addr, struct rv_err *err)
 {
 	static const enum sched_local_mode modes[] = { SCHED_LOCAL_AUTO, SCHED_LOCAL_CGROUP2,
@@ -1046,7 +1088,8 @@ int nodemgr_start(struct master *m, const char *master_addr, struct rv_err *err)
 		.detach = m->cfg.node_survive_master != 0,
 	};
 	nm->detach = so.detach;
-	nm->sched = sched_local_new(&so, err);
+	nm->k8s = !strcmp(m->cfg.scheduler, "k8s");
+	nm->sched = nm->k8s ? k8s_new(m, err) : sched_local_new(&so, err);
 	if (!nm->sched) {
 		nodemgr_free(nm);
 		return err->code ? err->code : -ENOMEM;
@@ -1070,13 +1113,21 @@ int nodemgr_start(struct master *m, const char *master_addr, struct rv_err *err)
 		if (m->spec.replicas[r].present)
 			nodes_set_restart_count(nm->nodes, rv_role_name((enum rv_role)r),
 						m->spec.replicas[r].restart_count);
+	char q[600];
+	if (nm->k8s) {
+		rv_log_info("node manager started",
+			    "scheduler=k8s server=%s namespace=%s resize=%d master_addr=%s",
+			    sched_k8s_server(nm->sched), sched_k8s_namespace(nm->sched),
+			    (int)sched_k8s_can_resize(nm->sched), nm->addr);
+		goto started;
+	}
 	const char *why = "";
 	enum sched_local_mode mode = sched_local_mode(nm->sched, &why);
-	char q[600];
 	rv_log_info("node manager started",
 		    "scheduler=local limits=%s log_dir=%s master_addr=%s why=%s",
 		    sched_local_mode_name(mode), nm->log_dir, nm->addr,
 		    rv_log_q(q, sizeof(q), why ? why : ""));
+started:
 	pthread_mutex_lock(&m->lock);
 	m->nodemgr = nm;
 	pthread_mutex_unlock(&m->lock);

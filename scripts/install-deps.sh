@@ -24,6 +24,9 @@ pkgs=(build-essential pkg-config libmicrohttpd-dev libpq-dev libcjson-dev libgsl
       # rover-run's tests and examples: Debian's PyTorch and scikit-learn; jemalloc,
       # whose background thread the warm interpreter must fork past
       python3-torch python3-sklearn libjemalloc2)
+# tests/k8s: kubectl drives the Kubernetes stand-in (Debian's is 1.20); a
+# kubectl already on PATH (another package's) is used as it is.
+command -v kubectl >/dev/null || pkgs+=(kubernetes-client)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -111,6 +111,11 @@ static void assert_spec_eq(const struct rv_job_spec *a, const struct rv_job_spec
 		for (int i = 0; i < a->replicas[r].ncommand; i++)
 			ck_assert_str_eq(a->replicas[r].command[i], b->replicas[r].command[i]);
 		x.replicas[r].command = y.replicas[r].command = NULL;
+		ck_assert(!a->replicas[r].template_json == !b->replicas[r].template_json);
+		if (a->replicas[r].template_json)
+			ck_assert_str_eq(a->replicas[r].template_json,
+					 b->replicas[r].template_json);
+		x.replicas[r].template_json = y.replicas[r].template_json = NULL;
 	}
 	ck_assert_str_eq(a->name, b->name);
 	ck_assert_int_eq(a->nlabels, b->nlabels);
@@ -252,6 +257,117 @@ static void spec_round_trip(const char *doc)
 	rv_job_spec_release(&a);
 	rv_job_spec_release(&b);
 }
+
+/* A replica sized in its pod template's containers, as Kubernetes users
+ * write it: requests, else limits, summed over the containers; the
+ * template kept whole and written back. */
+START_TEST(test_spec_template_resources)
+{
+	static const struct {
+		const char *containers;
+		double want_cpu;
+		int64_t want_mb;
+	} cases[] = {
+		{ "[{\"name\":\"main\",\"resources\":{\"requests\":{\"cpu\":\"2\","
+		  "\"memory\":\"3Gi\"},\"limits\":{\"cpu\":\"4\",\"memory\":\"6Gi\"}}}]",
+		  2.0, 3072 },
+		{ "[{\"name\":\"main\",\"resources\":{\"limits\":{\"cpu\":\"500m\","
+		  "\"memory\":\"1024Mi\"}}}]",
+		  0.5, 1024 },
+		{ "[{\"name\":\"main\",\"resources\":{\"requests\":{\"cpu\":1.5,"
+		  "\"memory\":\"3G\"}}},{\"name\":\"side\",\"resources\":{\"requests\":{"
+		  "\"cpu\":\"250m\"},\"limits\":{\"memory\":\"512Mi\"}}},{\"name\":\"x\"}]",
+		  1.75, 2862 + 512 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char doc[1024];
+		snprintf(doc, sizeof(doc),
+			 "{\"apiVersion\":\"elastic.iml.github.io/v1alpha1\",\"kind\":"
+			 "\"ElasticJob\",\"metadata\":{\"name\":\"t\"},\"spec\":{"
+			 "\"distributionStrategy\":\"AllreduceStrategy\",\"replicaSpecs\":{"
+			 "\"worker\":{\"replicas\":5,\"template\":{\"metadata\":{\"labels\":"
+			 "{\"a\":\"b\"}},\"spec\":{\"containers\":%s}}}}}}",
+			 cases[i].containers);
+		struct rv_job_spec s;
+		struct rv_err err = { 0 };
+		ck_assert_msg(spec_parse(doc, &s, &err) == 0, "case %zu: %s", i, err.msg);
+		const struct rv_replica_spec *w = &s.replicas[RV_ROLE_WORKER];
+		ck_assert_msg(w->has_resources, "case %zu", i);
+		ck_assert_msg(fabs(w->resource.cpu - cases[i].want_cpu) < 1e-12, "case %zu cpu %g",
+			      i, w->resource.cpu);
+		ck_assert_int_eq(w->resource.memory_mb, cases[i].want_mb);
+		ck_assert_ptr_nonnull(w->template_json);
+		ck_assert_ptr_nonnull(strstr(w->template_json, "\"labels\":{\"a\":\"b\"}"));
+		rv_job_spec_release(&s);
+		spec_round_trip(doc);
+	}
+	/* the replica's own resources win over its template's */
+	struct rv_job_spec s;
+	struct rv_err err = { 0 };
+	ck_assert_int_eq(
+		spec_parse("{\"kind\":\"ElasticJob\",\"metadata\":{\"name\":\"t\"},\"spec\":{"
+			   "\"distributionStrategy\":\"AllreduceStrategy\",\"replicaSpecs\":{"
+			   "\"worker\":{\"resources\":{\"cpu\":1,\"memory\":\"1Gi\"},"
+			   "\"template\":{\"spec\":{\"containers\":[{\"resources\":{\"requests\":{"
+			   "\"cpu\":8,\"memory\":\"8Gi\"}}}]}}}}}}",
+			   &s, &err),
+		0);
+	ck_assert_int_eq(s.replicas[RV_ROLE_WORKER].resource.memory_mb, 1024);
+	rv_job_spec_release(&s);
+	/* no resources in the template: the brain decides */
+	ck_assert_int_eq(
+		spec_parse("{\"kind\":\"ElasticJob\",\"metadata\":{\"name\":\"t\"},\"spec\":{"
+			   "\"distributionStrategy\":\"AllreduceStrategy\",\"replicaSpecs\":{"
+			   "\"worker\":{\"template\":{\"spec\":{\"containers\":[{\"name\":"
+			   "\"m\"}]}}}}}}",
+			   &s, &err),
+		0);
+	ck_assert(!s.replicas[RV_ROLE_WORKER].has_resources);
+	rv_job_spec_release(&s);
+}
+END_TEST
+
+/* A bad quantity in a template names its field; half a size is refused. */
+START_TEST(test_spec_template_bad)
+{
+	static const struct {
+		const char *containers, *field;
+	} cases[] = {
+		{ "[{\"resources\":{\"requests\":{\"cpu\":\"2\",\"memory\":\"3Qi\"}}}]",
+		  "spec.replicaSpecs.worker.template.spec.containers[0].resources.requests."
+		  "memory" },
+		{ "[{},{\"resources\":{\"limits\":{\"cpu\":\"-1\",\"memory\":\"3Gi\"}}}]",
+		  "spec.replicaSpecs.worker.template.spec.containers[1].resources.limits.cpu" },
+		{ "[{\"resources\":{\"requests\":{\"cpu\":\"2\"}}}]",
+		  "spec.replicaSpecs.worker.template.spec.containers" },
+		{ "[7]", "spec.replicaSpecs.worker.template.spec.containers[0]" },
+		{ "{}", "spec.replicaSpecs.worker.template.spec.containers" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char doc[1024];
+		snprintf(doc, sizeof(doc),
+			 "{\"kind\":\"ElasticJob\",\"metadata\":{\"name\":\"t\"},\"spec\":{"
+			 "\"distributionStrategy\":\"AllreduceStrategy\",\"replicaSpecs\":{"
+			 "\"worker\":{\"template\":{\"spec\":{\"containers\":%s}}}}}}",
+			 cases[i].containers);
+		struct rv_job_spec s;
+		struct rv_err err = { 0 };
+		ck_assert_msg(spec_parse(doc, &s, &err) == -EINVAL, "case %zu parsed", i);
+		ck_assert_msg(!strcmp(err.field, cases[i].field), "case %zu: field %s (%s)", i,
+			      err.field, err.msg);
+	}
+	/* DLRover's apiVersion, and only it besides Rover's */
+	struct rv_job_spec s;
+	struct rv_err err = { 0 };
+	ck_assert_int_eq(spec_parse("{\"apiVersion\":\"elastic.iml.github.io/v2\",\"kind\":"
+				    "\"ElasticJob\",\"metadata\":{\"name\":\"t\"},\"spec\":{"
+				    "\"distributionStrategy\":\"AllreduceStrategy\","
+				    "\"replicaSpecs\":{\"worker\":{}}}}",
+				    &s, &err),
+			 -EINVAL);
+	ck_assert_str_eq(err.field, "apiVersion");
+}
+END_TEST
 
 START_TEST(test_spec_round_trip)
 {
@@ -1477,7 +1593,7 @@ static const char *const table_docs[] = {
 		  "brain:8080\",\"replicaSpecs\":{\"worker\":{\"replicas\":2,"
 		  "\"minReplicas\":1,\"maxReplicas\":4,\"restartCount\":3,\"priority\":\"high\","
 		  "\"resources\":{\"cpu\":4,\"memory\":\"8Gi\",\"gpu\":0},\"command\":[\"python3\","
-		  "\"x.py\"]}},"
+		  "\"x.py\"],\"template\":{\"spec\":{\"containers\":[{\"name\":\"main\"}]}}}},"
 		  "\"datasets\":[{\"name\":\"train\",\"size\":100,\"shardSize\":10,\"epochs\":2,"
 		  "\"shuffle\":true},{\"name\":\"clicks\",\"streaming\":true,\"shardSize\":50,"
 		  "\"partitions\":[{\"name\":\"p0\",\"start_offset\":5,\"end_offset\":90}]}],"
@@ -1711,6 +1827,8 @@ static Suite *wire_suite(void)
 	tcase_add_test(tc, test_spec_defaults);
 	tcase_add_test(tc, test_spec_resource_forms);
 	tcase_add_test(tc, test_spec_round_trip);
+	tcase_add_test(tc, test_spec_template_resources);
+	tcase_add_test(tc, test_spec_template_bad);
 	tcase_add_test(tc, test_spec_to_json_shape);
 	tcase_add_loop_test(tc, test_spec_bad, 0, (int)(sizeof(bad_specs) / sizeof(bad_specs[0])));
 	tcase_add_test(tc, test_spec_release_on_late_error);

@@ -602,6 +602,35 @@ START_TEST(test_terminal_watch)
 }
 END_TEST
 
+/* DLRover's own example ElasticJob, as its users write it: each worker's
+ * container asks for cpu 2 and memory 3Gi.  The brain's create plan gives
+ * five such workers (the template was ignored once: 8 CPU x 16384 MiB). */
+START_TEST(test_submit_dlrover_elasticjob)
+{
+	start_brain();
+	const char *sub[] = {
+		"--token", "sesame", "--json", "submit", "examples/dlrover-elasticjob.yaml", NULL
+	};
+	struct run r = ctl(NULL, sub);
+	ck_assert_msg(r.code == 0, "submit: %d %s", r.code, r.err);
+	ck_assert_str_eq(rv_test_json_str(r.json, "job.name"), "torch-mnist");
+	ck_assert_str_eq(rv_test_json_str(r.json, "plan.stage"), "create");
+	ck_assert_int_eq((int)rv_test_json_num(r.json, "plan.groups.worker.count", -1), 5);
+	ck_assert_double_eq_tol(rv_test_json_num(r.json, "plan.groups.worker.resource.cpu", -1),
+				2.0, 1e-9);
+	ck_assert_int_eq((int)rv_test_json_num(r.json, "plan.groups.worker.resource.memory_mb", -1),
+			 3072);
+	run_release(&r);
+	/* the brain keeps the pod template as given */
+	const char *st[] = { "status", "torch-mnist", "--json", NULL };
+	r = ctl(NULL, st);
+	ck_assert_int_eq(r.code, 0);
+	ck_assert_msg(strstr(r.out, "pvc-nas") && strstr(r.out, "dlrover-run"), "status: %s",
+		      r.out);
+	run_release(&r);
+}
+END_TEST
+
 static Suite *roverctl_suite(void)
 {
 	Suite *s = suite_create("roverctl");
@@ -609,6 +638,7 @@ static Suite *roverctl_suite(void)
 	tcase_add_checked_fixture(tc, NULL, teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_exit_codes_and_json);
+	tcase_add_test(tc, test_submit_dlrover_elasticjob);
 	tcase_add_test(tc, test_ended_job_status);
 	tcase_add_test(tc, test_terminal_tables);
 	tcase_add_test(tc, test_terminal_watch);

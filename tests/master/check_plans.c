@@ -37,13 +37,12 @@ static const char job_json[] =
 	"\"resources\":{\"cpu\":4,\"memory\":\"8Gi\"}}},"
 	"\"datasets\":[{\"name\":\"train\",\"size\":100,\"shardSize\":10}]}}";
 
-/* A master state for mode (url: the brain's, "" none) in dir, opened. */
-static struct master *master_new(const char *mode, const char *url)
+/* A master state for the job spec doc (url: the brain's, "" none) in dir,
+ * opened. */
+static struct master *master_new_doc(const char *doc, const char *url)
 {
 	struct master *m = calloc(1, sizeof(*m));
 	ck_assert_ptr_nonnull(m);
-	char doc[2048];
-	snprintf(doc, sizeof(doc), job_json, mode);
 	cJSON *j = cJSON_Parse(doc);
 	struct rv_err err = { 0 };
 	ck_assert_int_eq(rv_job_spec_from_json(j, &m->spec, &err), 0);
@@ -76,6 +75,14 @@ static struct master *master_new(const char *mode, const char *url)
 	plans_init(m);
 	ck_assert_int_eq(state_open(m, &err), 0);
 	return m;
+}
+
+/* A master state for mode (url: the brain's, "" none) in dir, opened. */
+static struct master *master_new(const char *mode, const char *url)
+{
+	char doc[2048];
+	snprintf(doc, sizeof(doc), job_json, mode);
+	return master_new_doc(doc, url);
 }
 
 static void master_free(struct master *m)
@@ -282,6 +289,30 @@ START_TEST(test_oom_memory_without_a_brain)
 }
 END_TEST
 
+/* A DLRover ElasticJob sizes its workers in the pod template's containers:
+ * the master's desired state is what they ask for. */
+START_TEST(test_template_resources_desired)
+{
+	struct master *m = master_new_doc(
+		"{\"apiVersion\":\"elastic.iml.github.io/v1alpha1\",\"kind\":\"ElasticJob\","
+		"\"metadata\":{\"name\":\"torch-mnist\",\"namespace\":\"dlrover\"},"
+		"\"spec\":{\"distributionStrategy\":\"AllreduceStrategy\",\"optimizeMode\":"
+		"\"single-job\",\"replicaSpecs\":{\"worker\":{\"replicas\":5,\"template\":{"
+		"\"spec\":{\"restartPolicy\":\"Never\",\"containers\":[{\"name\":\"main\","
+		"\"image\":\"dlrover:pytorch-example\",\"command\":[\"/bin/bash\",\"-c\","
+		"\"dlrover-run train.py\"],\"resources\":{\"limits\":{\"cpu\":\"2\","
+		"\"memory\":\"3Gi\"},\"requests\":{\"cpu\":\"2\",\"memory\":\"3Gi\"}}}]}}}},"
+		"\"datasets\":[{\"name\":\"train\",\"size\":100,\"shardSize\":10}]}}",
+		"");
+	const struct master_group *g = &m->desired.groups[RV_ROLE_WORKER];
+	ck_assert_int_eq(g->count, 5);
+	ck_assert(g->has_resources);
+	ck_assert_double_eq_tol(g->cpu, 2.0, 1e-9);
+	ck_assert_int_eq(g->memory_mb, 3072);
+	master_free(m);
+}
+END_TEST
+
 static int apply_doc(struct master *m, const char *doc)
 {
 	struct master_op op;
@@ -374,6 +405,7 @@ static Suite *plans_suite(void)
 	tcase_add_test(tc, test_node_reports_reach_the_brain);
 	tcase_add_test(tc, test_job_end_reaches_the_brain);
 	tcase_add_test(tc, test_oom_memory_without_a_brain);
+	tcase_add_test(tc, test_template_resources_desired);
 	tcase_add_test(tc, test_plan_clamped_and_replayed);
 	suite_add_tcase(s, tc);
 	return s;

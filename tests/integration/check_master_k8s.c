@@ -1,0 +1,554 @@
+/*
+ * check_master_k8s.c: the real rover-master with its k8s scheduler backend
+ * against the Kubernetes stand-in (tests/k8s: an API server whose kubelet
+ * runs each pod as a local process), driven and judged with kubectl:
+ *   - the digits example (examples/digits_rover.py, rover-run and real
+ *     PyTorch in each pod) as two worker pods made from the job's pod
+ *     template; mid-run the pod watch is cut mid-event, then answered 410
+ *     Gone, then a worker pod is deleted with kubectl: it comes back as a
+ *     new pod with its rank, each pod's start and end is seen once, the
+ *     job reaches its accuracy with every sample trained exactly once;
+ *   - the master killed -9 mid-run and restarted on its state folder
+ *     adopts the running pods (no pod relaunched) and the job completes;
+ *   - a pod OOM-killed under its limit comes back with more memory;
+ *   - a gang that cannot be placed fails after k8s.max_pending_s, the
+ *     master's reason naming the scheduler's.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "brainfix.h"
+#include "masterfix.h"
+#include "parse.h"
+#include "proc.h"
+#include "runfix.h"
+#include "testutil.h"
+
+struct standin {
+	struct rv_proc proc;
+	char dir[256];
+	char kubeconfig[320];
+	struct rv_test_brain api; /* url and port, for rv_test_http */
+};
+
+static struct standin sti;
+static struct rv_test_master master;
+
+static const char *bin_dir(void)
+{
+	return getenv("ROVER_BIN_DIR") ? getenv("ROVER_BIN_DIR") : "build/bin";
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	ck_assert_msg(f, "could not write %s", path);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* The stand-in with extra args, its port, a kubeconfig for it. */
+static void standin_start(const char *const *extra)
+{
+	snprintf(sti.dir, sizeof(sti.dir), "/tmp/rover-k8s-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(sti.dir));
+	char exe[PATH_MAX], port_file[320], dir[320], log[320];
+	snprintf(exe, sizeof(exe), "%s/../tests/k8s/k8s-standin", bin_dir());
+	snprintf(port_file, sizeof(port_file), "%s/port", sti.dir);
+	snprintf(dir, sizeof(dir), "%s/pods", sti.dir);
+	snprintf(log, sizeof(log), "%s/standin.log", sti.dir);
+	const char *argv[24] = { exe, "--port-file", port_file, "--dir", dir };
+	int n = 5;
+	for (int i = 0; extra && extra[i] && n < 23; i++)
+		argv[n++] = extra[i];
+	int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	ck_assert_int_ge(fd, 0);
+	struct rv_proc_opts o = { .argv = argv, .pdeathsig = SIGKILL };
+	o.io[1] = (struct rv_proc_io){ RV_PROC_FD, fd };
+	o.io[2] = (struct rv_proc_io){ RV_PROC_FD, fd };
+	ck_assert_int_eq(rv_proc_spawn(&sti.proc, &o), 0);
+	close(fd);
+	char *p = NULL;
+	for (int i = 0; i < 100 && !(p && *p); i++) {
+		usleep(50 * 1000);
+		free(p);
+		p = rv_test_read_file(port_file);
+	}
+	ck_assert_msg(p && *p, "the stand-in did not start");
+	sti.api.port = atoi(p);
+	free(p);
+	snprintf(sti.api.url, sizeof(sti.api.url), "http://127.0.0.1:%d", sti.api.port);
+	snprintf(sti.kubeconfig, sizeof(sti.kubeconfig), "%s/kubeconfig", sti.dir);
+	char kc[512];
+	snprintf(kc, sizeof(kc),
+		 "apiVersion: v1\nkind: Config\ncurrent-context: standin\n"
+		 "clusters:\n- name: standin\n  cluster:\n    server: %s\n"
+		 "contexts:\n- name: standin\n  context: {cluster: standin, user: tester}\n"
+		 "users:\n- name: tester\n  user: {}\n",
+		 sti.api.url);
+	write_file(sti.kubeconfig, kc);
+}
+
+static void teardown(void)
+{
+	rv_test_master_cleanup(&master);
+	memset(&master, 0, sizeof(master));
+	if (sti.proc.pid > 0) {
+		rv_proc_kill(&sti.proc, SIGTERM);
+		int st;
+		if (rv_proc_wait(&sti.proc, 10000, &st) == -ETIMEDOUT) {
+			rv_proc_kill(&sti.proc, SIGKILL);
+			rv_proc_wait(&sti.proc, -1, &st);
+		}
+		rv_proc_release(&sti.proc);
+	}
+	if (sti.dir[0]) {
+		const char *argv[] = { "rm", "-rf", sti.dir, NULL };
+		struct rv_proc_opts o = { .argv = argv };
+		rv_proc_run(&o, 20000, NULL, NULL);
+	}
+	memset(&sti, 0, sizeof(sti));
+}
+
+/* kubectl ARGS against the stand-in: its exit status, stdout+stderr in *out
+ * (malloc'd) when out is not NULL. */
+static int kubectl(char **out, const char *const *args)
+{
+	const char *argv[32] = { "kubectl", "--kubeconfig", sti.kubeconfig, "--request-timeout",
+				 "20s" };
+	int n = 5;
+	for (int i = 0; args[i] && n < 31; i++)
+		argv[n++] = args[i];
+	struct rv_buf b;
+	rv_buf_init(&b);
+	struct rv_proc_opts o = { .argv = argv };
+	int st = -1;
+	int rc = rv_proc_run(&o, 30000, &st, &b);
+	if (out)
+		*out = strdup(b.data ? b.data : "");
+	rv_buf_release(&b);
+	return rc < 0 ? rc : WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The names of the pods of rank (or all: rank < 0) in phase ("" any),
+ * space-separated, from kubectl; malloc'd. */
+static char *pods(int rank, const char *phase)
+{
+	char sel[64], jp[160];
+	if (rank >= 0)
+		snprintf(sel, sizeof(sel), "rover.dev/rank=%d", rank);
+	else
+		snprintf(sel, sizeof(sel), "rover.dev/job");
+	snprintf(jp, sizeof(jp),
+		 "jsonpath={range .items[*]}{.metadata.name}:{.status.phase}{\" \"}{end}");
+	const char *args[] = { "get", "pods", "-l", sel, "-o", jp, NULL };
+	char *out = NULL;
+	int rc = kubectl(&out, args);
+	ck_assert_msg(rc == 0, "kubectl get pods: %d %s", rc, out);
+	if (phase[0]) {
+		/* keep the names of that phase */
+		char *keep = calloc(1, strlen(out) + 1);
+		char *save = NULL;
+		for (char *t = strtok_r(out, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+			char *colon = strrchr(t, ':');
+			if (colon && !strcmp(colon + 1, phase)) {
+				*colon = 0;
+				strcat(strcat(keep, t), " ");
+			}
+		}
+		free(out);
+		return keep;
+	}
+	return out;
+}
+
+/* Wait up to timeout_ms until pods(rank, phase) holds at least n names. */
+static char *wait_pods(int rank, const char *phase, int n, int timeout_ms)
+{
+	int64_t until = rv_mono_ms() + timeout_ms;
+	for (;;) {
+		char *p = pods(rank, phase);
+		int k = 0;
+		for (const char *c = p; (c = strchr(c, ' ')); c++)
+			k++;
+		if (k >= n || rv_mono_ms() > until)
+			return p;
+		free(p);
+		usleep(200 * 1000);
+	}
+}
+
+/* kubectl judges the pods: without it a test is skipped (a failure under
+ * CI=true: install-deps.sh installs it). */
+static bool no_kubectl(void)
+{
+	const char *argv[] = { "sh", "-c", "command -v kubectl >/dev/null", NULL };
+	struct rv_proc_opts o = { .argv = argv };
+	int st = -1;
+	return rv_proc_run(&o, 10000, &st, NULL) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+}
+
+#define NEED_KUBECTL()                                                                             \
+	do {                                                                                       \
+		if (no_kubectl()) {                                                                \
+			RV_TEST_SKIP(true, "kubectl is not installed");                            \
+			return;                                                                    \
+		}                                                                                  \
+	} while (0)
+
+static void admin(const char *path)
+{
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&sti.api, "POST", path, "", NULL, &r), 0);
+	ck_assert_msg(r.status == 200, "%s: %ld %s", path, r.status, r.body);
+	rv_test_reply_release(&r);
+}
+
+/* Start the master on spec with --scheduler k8s against the stand-in. */
+static void master_start(const char *spec, const char *const *extra)
+{
+	ck_assert_int_eq(rv_test_master_init(&master, spec), 0);
+	static const char *args[32];
+	int n = 0;
+	args[n++] = "--scheduler";
+	args[n++] = "k8s";
+	args[n++] = "--kubeconfig";
+	args[n++] = sti.kubeconfig;
+	args[n++] = "--linger-s";
+	args[n++] = "1";
+	args[n++] = "--rdzv-last-call-ms";
+	args[n++] = "1000";
+	for (int i = 0; extra && extra[i] && n < 31; i++)
+		args[n++] = extra[i];
+	args[n] = NULL;
+	ck_assert_int_eq(rv_test_master_start(&master, args), 0);
+}
+
+/* Wait for the master to exit by itself: its exit code; the log is
+ * printed when it is not want. */
+static int master_exit(int timeout_ms, int want)
+{
+	int st = 0;
+	int rc = rv_proc_wait(&master.proc, timeout_ms, &st);
+	int code = rc == 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	if (code != want) {
+		char *log = rv_test_read_file(master.log);
+		fprintf(stderr, "diag: master log:\n%s\n", log ? log : "");
+		free(log);
+	}
+	ck_assert_msg(rc == 0, "the master did not exit: %d", rc);
+	rv_proc_release(&master.proc);
+	master.pid = 0;
+	return code;
+}
+
+/* The master's log and the stand-in's, on stderr (a failure's diagnosis). */
+static void dump(void)
+{
+	char path[320];
+	snprintf(path, sizeof(path), "%s/standin.log", sti.dir);
+	const char *const files[] = { master.log, path };
+	for (int i = 0; i < 2; i++) {
+		char *log = rv_test_read_file(files[i]);
+		fprintf(stderr, "diag: %s:\n%s\n", files[i], log ? log : "");
+		free(log);
+	}
+}
+
+/* How many lines of the master's log hold every one of the needles. */
+static int log_count(const char *a, const char *b)
+{
+	char *log = rv_test_read_file(master.log);
+	int k = 0;
+	for (char *line = log ? strtok(log, "\n") : NULL; line; line = strtok(NULL, "\n"))
+		k += strstr(line, a) && (!b || strstr(line, b));
+	free(log);
+	return k;
+}
+
+/* The digits job: two worker pods, each rover-run with one PyTorch worker. */
+static char *digits_spec(const char *name, const char *shard_log, int epochs)
+{
+	char bin[PATH_MAX], script[PATH_MAX];
+	ck_assert_ptr_nonnull(realpath(bin_dir(), bin));
+	ck_assert_ptr_nonnull(realpath("examples/digits_rover.py", script));
+	char *spec = NULL;
+	ck_assert_int_ge(
+		asprintf(&spec,
+			 "{\"apiVersion\":\"elastic.iml.github.io/"
+			 "v1alpha1\",\"kind\":\"ElasticJob\","
+			 "\"metadata\":{\"name\":\"%s\"},"
+			 "\"spec\":{\"distributionStrategy\":\"AllreduceStrategy\","
+			 "\"optimizeMode\":\"manual\",\"replicaSpecs\":{\"worker\":{"
+			 "\"replicas\":2,\"minReplicas\":1,\"maxReplicas\":2,\"restartCount\":3,"
+			 "\"template\":{\"metadata\":{\"labels\":{\"app\":\"digits\"}},\"spec\":{"
+			 "\"containers\":[{\"name\":\"main\",\"image\":\"rover-worker:test\","
+			 "\"command\":[\"%s/rover-run\",\"--nproc-per-node\",\"1\","
+			 "\"--max-restarts\",\"2\",\"--ckpt-dir\",\"%s/"
+			 "ckpt\",\"%s\",\"--batch-size\",\"16\",\"--step-sleep\","
+			 "\"0.05\",\"--target\",\"0.9\",\"--shard-log\",\"%s\"],"
+			 "\"env\":[{\"name\":\"PYTHON_EXEC\",\"value\":\"/usr/bin/python3\"},"
+			 "{\"name\":\"PATH\",\"value\":\"/usr/bin:/bin\"}],"
+			 "\"resources\":{\"requests\":{\"cpu\":\"500m\",\"memory\":\"2Gi\"}}}]}}}},"
+			 "\"datasets\":[{\"name\":\"digits\",\"size\":1437,\"shardSize\":32,"
+			 "\"epochs\":%d,\"shuffle\":true}]}}",
+			 name, bin, sti.dir, script, shard_log, epochs),
+		0);
+	return spec;
+}
+
+/* Every sample of size x epochs in the shard log exactly once, counting
+ * only the steps before each load (those after are trained again). */
+static void assert_exactly_once(const char *path, long size, int epochs)
+{
+	char *s = rv_test_read_file(path);
+	ck_assert_msg(s, "no shard log %s", path);
+	size_t cap = 1024, n = 0;
+	struct entry {
+		long step;
+		char *idx;
+	} *e = malloc(cap * sizeof(*e));
+	char *save = NULL;
+	for (char *line = strtok_r(s, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		long st;
+		int rank;
+		if (sscanf(line, "load %ld", &st) == 1) {
+			size_t m = 0;
+			for (size_t i = 0; i < n; i++)
+				if (e[i].step <= st)
+					e[m++] = e[i];
+			n = m;
+			continue;
+		}
+		char *sp1 = strchr(line, ' ');
+		ck_assert_msg(sp1 && sscanf(line, "%d %ld", &rank, &st) == 2, "bad line %s", line);
+		char *sp2 = strchr(sp1 + 1, ' ');
+		if (n == cap)
+			e = realloc(e, (cap *= 2) * sizeof(*e));
+		e[n++] = (struct entry){ st, sp2 ? sp2 + 1 : sp1 + strlen(sp1) };
+	}
+	int *count = calloc((size_t)size, sizeof(int));
+	for (size_t i = 0; i < n; i++)
+		for (char *p = e[i].idx; *p;) {
+			char *end;
+			long v = strtol(p, &end, 10);
+			ck_assert_msg(end != p && v >= 0 && v < size, "bad index in %s", e[i].idx);
+			count[v]++;
+			p = *end == ',' ? end + 1 : end;
+		}
+	long lost = 0, twice = 0;
+	for (long i = 0; i < size; i++) {
+		lost += count[i] < epochs ? epochs - count[i] : 0;
+		twice += count[i] > epochs ? count[i] - epochs : 0;
+	}
+	if (lost || twice) {
+		dump();
+		char cmd[900];
+		snprintf(cmd, sizeof(cmd),
+			 "cp %s /tmp/rover-k8s-shards.log; find %s/pods -name '*.log' | "
+			 "while read f; do echo \"== $f\"; tail -n 40 \"$f\"; done >&2",
+			 path, sti.dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "diag: could not show the pod logs\n");
+	}
+	ck_assert_msg(lost == 0 && twice == 0, "%ld samples lost, %ld trained twice", lost, twice);
+	free(count);
+	free(e);
+	free(s);
+}
+
+/* Rank 0's test accuracy from its pod logs: the last one printed. */
+static double accuracy(void)
+{
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd),
+		 "find %s/pods -name '*.log' -exec cat {} + 2>/dev/null | "
+		 "grep -o 'test_accuracy=[0-9.]*' | tail -1",
+		 sti.dir);
+	FILE *p = popen(cmd, "r");
+	char line[128] = "";
+	if (p && !fgets(line, sizeof(line), p))
+		line[0] = 0;
+	if (p)
+		pclose(p);
+	const char *eq = strchr(line, '=');
+	return eq ? strtod(eq + 1, NULL) : -1;
+}
+
+START_TEST(test_digits_pods_survive_watch_faults_and_a_delete)
+{
+	NEED_KUBECTL();
+	const char *sargs[] = { "--node-cpu", "4", "--node-memory", "16Gi", NULL };
+	standin_start(sargs);
+	char log[400], name[64];
+	snprintf(log, sizeof(log), "%s/shards.log", sti.dir);
+	snprintf(name, sizeof(name), "k8s-%d", (int)getpid());
+	char *spec = digits_spec(name, log, 6);
+	master_start(spec, NULL);
+	free(spec);
+	free(wait_pods(-1, "Running", 2, 60000));
+	ck_assert_msg(rv_test_wait_lines(log, 10, 120000), "no 10 steps trained");
+	/* the watch cut mid-event, then 410 Gone on the resumed watch */
+	admin("/standin/watches/cut?mid=true");
+	admin("/standin/watches/expire?count=1");
+	admin("/standin/watches/cut");
+	/* a worker pod deleted with kubectl comes back with its rank */
+	char *old = pods(1, "Running");
+	ck_assert_msg(strlen(old) > 1, "no running pod of rank 1");
+	old[strcspn(old, " ")] = 0;
+	const char *del[] = { "delete", "pod", old, "--wait=false", NULL };
+	char *out = NULL;
+	ck_assert_msg(kubectl(&out, del) == 0, "kubectl delete: %s", out);
+	free(out);
+	/* "NAME:PHASE NAME:PHASE ": another pod than the deleted one */
+	char *now = NULL, gone[96];
+	snprintf(gone, sizeof(gone), "%s:", old);
+	int64_t until = rv_mono_ms() + 90000;
+	bool back = false;
+	do {
+		free(now);
+		usleep(100 * 1000);
+		now = pods(1, "");
+		back = false;
+		for (const char *t = now; *t; t += strcspn(t, " ") + (t[strcspn(t, " ")] != 0))
+			back |= *t != ' ' && strncmp(t, gone, strlen(gone)) != 0;
+	} while (!back && rv_mono_ms() < until);
+	if (!back)
+		dump();
+	ck_assert_msg(back, "rank 1 did not come back: %s", now);
+	free(now);
+	ck_assert_int_eq(master_exit(300000, 0), 0);
+	/* each pod's start and end seen once through the cut and the 410 */
+	char inst[80];
+	snprintf(inst, sizeof(inst), "instance=%s ", old + strlen(name) + 1);
+	if (log_count(inst, "event=started") != 1 || log_count(inst, "event=exited") != 1)
+		dump();
+	ck_assert_int_eq(log_count(inst, "event=started"), 1);
+	ck_assert_int_eq(log_count(inst, "event=exited"), 1);
+	ck_assert_int_eq(log_count("node relaunched", "node=worker-1"), 1);
+	ck_assert_int_eq(log_count("node relaunched", "node=worker-0"), 0);
+	free(old);
+	assert_exactly_once(log, 1437, 6);
+	double acc = accuracy();
+	ck_assert_msg(acc >= 0.9, "accuracy %.4f", acc);
+	/* the pods are gone with the job */
+	char *left = wait_pods(-1, "", 0, 1);
+	ck_assert_msg(!strstr(left, "Running"), "pods left: %s", left);
+	free(left);
+}
+END_TEST
+
+START_TEST(test_master_kill9_adopts_pods)
+{
+	NEED_KUBECTL();
+	const char *sargs[] = { "--node-cpu", "4", "--node-memory", "16Gi", NULL };
+	standin_start(sargs);
+	char log[400], name[64];
+	snprintf(log, sizeof(log), "%s/shards.log", sti.dir);
+	snprintf(name, sizeof(name), "k8s-%d", (int)getpid());
+	char *spec = digits_spec(name, log, 2);
+	master_start(spec, NULL);
+	free(spec);
+	char *before = wait_pods(-1, "Running", 2, 60000);
+	ck_assert_msg(rv_test_wait_lines(log, 5, 120000), "no 5 steps trained");
+	ck_assert_int_eq(rv_test_master_stop(&master, SIGKILL, 5000) >= 0, 1);
+	ck_assert_int_eq(rv_test_master_restart(&master), 0);
+	ck_assert_int_eq(master_exit(300000, 0), 0);
+	ck_assert_int_eq(log_count("node adopted after a master restart", "rc=0"), 2);
+	/* no pod relaunched: neither rank got a second instance */
+	ck_assert_int_eq(log_count("instance=worker-0.1", NULL), 0);
+	ck_assert_int_eq(log_count("instance=worker-1.1", NULL), 0);
+	free(before);
+	assert_exactly_once(log, 1437, 2);
+}
+END_TEST
+
+START_TEST(test_oom_pod_comes_back_with_more_memory)
+{
+	const char *why = "";
+	if (!rv_test_cgroup_memory_usable(&why)) {
+		RV_TEST_SKIP(true, "no memory cgroup for the stand-in's kubelet: %s", why);
+		return;
+	}
+	standin_start(NULL);
+	char spec[2048];
+	/* allocates 300 MiB while its limit is below 400 MiB */
+	snprintf(spec, sizeof(spec),
+		 "{\"apiVersion\":\"elastic.rover.dev/v1alpha1\",\"kind\":\"ElasticJob\","
+		 "\"metadata\":{\"name\":\"oom-%d\"},\"spec\":{\"distributionStrategy\":"
+		 "\"AllreduceStrategy\",\"optimizeMode\":\"single-job\",\"replicaSpecs\":{"
+		 "\"worker\":{"
+		 "\"replicas\":1,\"restartCount\":0,\"template\":{\"spec\":{\"containers\":[{"
+		 "\"name\":\"main\",\"command\":[\"/usr/bin/python3\",\"-c\",\"import os\\n"
+		 "if int(os.environ['ROVER_NODE_MEMORY_MB']) < 400:\\n"
+		 "    b = bytearray(300 << 20)\\n    for i in range(0, len(b), 4096): b[i] = 1\\n"
+		 "    raise SystemExit(3)\\n\"],"
+		 "\"resources\":{\"limits\":{\"cpu\":\"1\",\"memory\":\"200Mi\"}}}]}}}},"
+		 "\"datasets\":[{\"name\":\"train\",\"size\":10,\"shardSize\":10}]}}",
+		 (int)getpid());
+	master_start(spec, NULL);
+	ck_assert_int_eq(master_exit(120000, 0), 0);
+	ck_assert_int_eq(log_count("event=oom", NULL), 1);
+	ck_assert_int_ge(log_count("node launched", "node=worker-0 instance=worker-0.1"), 1);
+	char *log = rv_test_read_file(master.log);
+	const char *relaunch = strstr(log, "instance=worker-0.1 role=worker");
+	ck_assert_msg(relaunch, "no relaunch");
+	const char *mb = strstr(relaunch, "memory_mb=");
+	ck_assert_msg(mb && atoi(mb + 10) > 200, "relaunched with %.20s", mb);
+	free(log);
+}
+END_TEST
+
+START_TEST(test_unplaceable_gang_fails_naming_the_reason)
+{
+	NEED_KUBECTL();
+	standin_start(NULL);
+	char spec[1024];
+	snprintf(spec, sizeof(spec),
+		 "{\"apiVersion\":\"elastic.rover.dev/v1alpha1\",\"kind\":\"ElasticJob\","
+		 "\"metadata\":{\"name\":\"gang-%d\"},\"spec\":{\"distributionStrategy\":"
+		 "\"AllreduceStrategy\",\"optimizeMode\":\"manual\",\"replicaSpecs\":{\"worker\":{"
+		 "\"replicas\":2,\"restartCount\":0,\"resources\":{\"cpu\":64,\"memory\":\"1Gi\"},"
+		 "\"command\":[\"/bin/sleep\",\"30\"]}},"
+		 "\"datasets\":[{\"name\":\"train\",\"size\":10,\"shardSize\":10}]}}",
+		 (int)getpid());
+	setenv("ROVER_K8S_MAX_PENDING_S", "3", 1);
+	int64_t t0 = rv_mono_ms();
+	master_start(spec, NULL);
+	unsetenv("ROVER_K8S_MAX_PENDING_S");
+	free(wait_pods(-1, "Pending", 2, 20000));
+	ck_assert_int_eq(master_exit(60000, 1), 1);
+	int64_t took = rv_mono_ms() - t0;
+	ck_assert_msg(took >= 3000, "failed after %lld ms", (long long)took);
+	ck_assert_int_ge(log_count("job finished", "Unschedulable"), 1);
+	ck_assert_int_ge(log_count("job finished", "Insufficient cpu"), 1);
+}
+END_TEST
+
+static void add_case(Suite *s, const char *name, const TTest *t)
+{
+	TCase *tc = tcase_create(name);
+	tcase_add_checked_fixture(tc, NULL, teardown);
+	tcase_set_timeout(tc, 420);
+	tcase_add_test(tc, t);
+	suite_add_tcase(s, tc);
+}
+
+static Suite *master_k8s_suite(void)
+{
+	Suite *s = suite_create("master_k8s");
+	add_case(s, "digits", test_digits_pods_survive_watch_faults_and_a_delete);
+	add_case(s, "adopt", test_master_kill9_adopts_pods);
+	add_case(s, "oom", test_oom_pod_comes_back_with_more_memory);
+	add_case(s, "gang", test_unplaceable_gang_fails_naming_the_reason);
+	return s;
+}
+
+RV_TEST_MAIN(master_k8s_suite)
