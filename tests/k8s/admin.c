@@ -25,7 +25,8 @@ static void admin_node(struct standin *s, const char *name, bool ready, struct r
 		return;
 	}
 	if (ready)
-		kubelet_condition(n, "Ready", "True", "KubeletReady", "kubelet is posting ready status");
+		kubelet_condition(n, "Ready", "True", "KubeletReady",
+				  "kubelet is posting ready status");
 	else
 		kubelet_condition(n, "Ready", "Unknown", "NodeStatusUnknown",
 				  "Kubelet stopped posting node status.");
@@ -44,8 +45,8 @@ static cJSON *admin_state(struct standin *s)
 	}
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddNumberToObject(j, "resourceVersion", (double)s->rv);
-	cJSON_AddNumberToObject(j, "historyFloor", (double)s->hist_floor);
-	cJSON_AddNumberToObject(j, "historyEvents", s->hist_n);
+	cJSON_AddNumberToObject(j, "podHistoryFloor", (double)s->hist_floor[KIND_POD]);
+	cJSON_AddNumberToObject(j, "podHistory", s->hist_n[KIND_POD]);
 	cJSON_AddNumberToObject(j, "pods", pods);
 	cJSON_AddNumberToObject(j, "processes", running);
 	cJSON_AddNumberToObject(j, "expireNext", s->fault_expire);
@@ -83,7 +84,8 @@ static void admin_locked(struct standin *s, const struct call *c, char **seg, in
 		   (strcmp(seg[3], "notready") == 0 || strcmp(seg[3], "ready") == 0)) {
 		admin_node(s, seg[2], strcmp(seg[3], "ready") == 0, r);
 	} else {
-		api_status(r, 404, "NotFound", NULL, "the server could not find the requested resource");
+		api_status(r, 404, "NotFound", NULL,
+			   "the server could not find the requested resource");
 	}
 }
 

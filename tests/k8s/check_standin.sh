@@ -49,10 +49,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The stand-in: two nodes of 2 CPUs and 2 GiB, a short history (64 changes) so that an
+# The stand-in: two nodes of 2 CPUs and 2 GiB, a short history (32 changes of each kind) so that an
 # old resource version expires within the suite.
 "$STANDIN" --port-file "$TMP/port" --dir "$TMP/pods" --nodes 2 --node-cpu 2 \
-  --node-memory 2Gi --history 64 >"$TMP/standin.log" 2>&1 &
+  --node-memory 2Gi --history 32 >"$TMP/standin.log" 2>&1 &
 PID=$!
 for _ in $(seq 100); do [ -s "$TMP/port" ] && break; sleep 0.1; done
 PORT=$(cat "$TMP/port" 2>/dev/null)
@@ -349,4 +349,10 @@ for kc in "${kubectls[@]}"; do
   ver=$("$kc" version --client -o json 2>/dev/null | sed -n 's/.*"gitVersion": *"\([^"]*\)".*/\1/p' | head -1)
   standin_checks "$kc" "${ver:-unknown}"
 done
+# What clients of the API (not kubectl's commands) rely on, once, with
+# the first kubectl and curl.
+kc=${kubectls[0]}
+K=("$kc" --server "$SERVER" --namespace default)
+mkdir -p "$TMP/x"
+. "$top/tests/k8s/check_faults.sh"
 exit $failed
