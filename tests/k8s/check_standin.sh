@@ -354,5 +354,5 @@ done
 kc=${kubectls[0]}
 K=("$kc" --server "$SERVER" --namespace default)
 mkdir -p "$TMP/x"
-. "$top/tests/k8s/check_faults.sh"
+. "$top/tests/k8s/faults.sh"
 exit $failed

@@ -1,4 +1,4 @@
-# tests/k8s/check_faults.sh: sourced by check_standin.sh once its kubectl
+# tests/k8s/faults.sh: sourced by check_standin.sh once its kubectl
 # checks are done (SERVER, K, TMP, kc, ok, notok, jqok, wait_for, pod_yaml
 # are its).  The parts of the stand-in that clients of the API rely on
 # and kubectl's commands do not show: bookmarks, watch timeouts, the fault
