@@ -54,6 +54,15 @@ static cJSON *admin_state(struct standin *s)
 	return j;
 }
 
+/* A query number in [0, max], 0 when absent or bad. */
+static int admin_num(const struct call *c, const char *key, int dflt, int max)
+{
+	const char *q = api_query(c, key);
+	char *end;
+	long v = q ? strtol(q, &end, 10) : dflt;
+	return q && (end == q || *end || v < 0 || v > max) ? 0 : (int)v;
+}
+
 static void admin_locked(struct standin *s, const struct call *c, char **seg, int n,
 			 struct reply *r)
 {
@@ -69,16 +78,14 @@ static void admin_locked(struct standin *s, const struct call *c, char **seg, in
 		api_json(r, 200, admin_state(s));
 	} else if (post && n == 3 && strcmp(seg[1], "watches") == 0 &&
 		   strcmp(seg[2], "expire") == 0) {
-		q = api_query(c, "count");
-		s->fault_expire += q ? atoi(q) : 1;
+		s->fault_expire += admin_num(c, "count", 1, 1000000);
 		api_json(r, 200, admin_state(s));
 	} else if (post && n == 3 && strcmp(seg[1], "history") == 0 &&
 		   strcmp(seg[2], "compact") == 0) {
 		store_compact(s);
 		api_json(r, 200, admin_state(s));
 	} else if (post && n == 2 && strcmp(seg[1], "delay") == 0) {
-		q = api_query(c, "ms");
-		s->fault_delay_ms = q ? atoi(q) : 0;
+		s->fault_delay_ms = admin_num(c, "ms", 0, 600000);
 		api_json(r, 200, admin_state(s));
 	} else if (post && n == 4 && strcmp(seg[1], "nodes") == 0 &&
 		   (strcmp(seg[3], "notready") == 0 || strcmp(seg[3], "ready") == 0)) {

@@ -175,8 +175,13 @@ static char *kubelet_expand(const struct kubelet_env *e, const char *in)
 		const char *close = p[0] == '$' && p[1] == '(' ? strchr(p, ')') : NULL;
 		const char *v = close ? kubelet_env_get(e, p + 2, (size_t)(close - p - 2)) : NULL;
 		size_t need = v ? strlen(v) : 2;
-		if (o + need + 1 >= cap)
-			out = realloc(out, cap = (o + need) * 2 + 64);
+		if (o + need + 1 >= cap) {
+			cap = (o + need) * 2 + 64;
+			char *nb = realloc(out, cap);
+			if (!nb)
+				break;
+			out = nb;
+		}
 		if (p[0] == '$' && p[1] == '$' && p[2] == '(') {
 			out[o++] = '$';
 			p += 2;
@@ -257,8 +262,11 @@ void kubelet_condition(struct obj *pod, const char *type, const char *status, co
 	if (!conds)
 		conds = cJSON_AddArrayToObject(st, "conditions");
 	cJSON *c, *have = NULL;
-	cJSON_ArrayForEach(c, conds) if (strcmp(kubelet_str(c, "type", NULL) ?: "", type) == 0)
-		have = c;
+	cJSON_ArrayForEach(c, conds)
+	{
+		if (strcmp(kubelet_str(c, "type", NULL) ?: "", type) == 0)
+			have = c;
+	}
 	char ts[32];
 	store_now_rfc3339(ts, sizeof(ts));
 	c = cJSON_CreateObject();
@@ -359,6 +367,16 @@ static int kubelet_cgroup(struct standin *s, struct obj *pod, int *fd)
 	return *fd < 0 ? -errno : 0;
 }
 
+/* SIGKILL the pid on a line of cgroup.procs (never 0 or below: kill(0)
+ * would hit our own group). */
+static void kubelet_kill_pid(const char *line)
+{
+	char *end;
+	long pid = strtol(line, &end, 10);
+	if (end != line && pid > 0)
+		kill((pid_t)pid, SIGKILL);
+}
+
 /* The OOM kills in the pod's cgroup so far. */
 static long kubelet_oom_kills(const struct obj *pod)
 {
@@ -375,7 +393,7 @@ static long kubelet_oom_kills(const struct obj *pod)
 	if (!f)
 		return 0;
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "oom_kill %ld", &v) == 1)
+		if (strncmp(line, "oom_kill ", 9) == 0 && (v = strtol(line + 9, NULL, 10)) > 0)
 			n = v;
 	fclose(f);
 	return n;
@@ -390,7 +408,7 @@ static void kubelet_cgroup_remove(struct obj *pod)
 	for (int tries = 0; tries < 50 && rmdir(pod->cg) < 0 && errno == EBUSY; tries++) {
 		FILE *f = fopen(path, "re");
 		while (f && fgets(buf, sizeof(buf), f))
-			kill((pid_t)strtol(buf, NULL, 10), SIGKILL);
+			kubelet_kill_pid(buf);
 		if (f)
 			fclose(f);
 		usleep(10000);
@@ -405,9 +423,11 @@ static int kubelet_argv(const struct obj *pod, const struct kubelet_env *e, char
 	int n = 0;
 	for (int k = 0; k < 2; k++) {
 		const cJSON *a;
-		cJSON_ArrayForEach(a, cJSON_GetObjectItem(ct, keys[k])) if (cJSON_IsString(a) &&
-									    n < KUBELET_MAX_ARGS)
-			argv[n++] = kubelet_expand(e, a->valuestring);
+		cJSON_ArrayForEach(a, cJSON_GetObjectItem(ct, keys[k]))
+		{
+			if (cJSON_IsString(a) && n < KUBELET_MAX_ARGS)
+				argv[n++] = kubelet_expand(e, a->valuestring);
+		}
 	}
 	argv[n] = NULL;
 	return n;
@@ -611,12 +631,12 @@ static bool kubelet_node_ready(struct standin *s, const char *name)
 	const cJSON *c;
 	if (!n)
 		return false;
-	cJSON_ArrayForEach(
-		c, cJSON_GetObjectItem(
-			   cJSON_GetObjectItem(n->j, "status"),
-			   "conditions")) if (strcmp(kubelet_str(c, "type", NULL) ?: "", "Ready") ==
-					      0) return strcmp(kubelet_str(c, "status", NULL) ?: "",
-							       "True") == 0;
+	const cJSON *conds = cJSON_GetObjectItem(cJSON_GetObjectItem(n->j, "status"), "conditions");
+	cJSON_ArrayForEach(c, conds)
+	{
+		if (strcmp(kubelet_str(c, "type", NULL) ?: "", "Ready") == 0)
+			return strcmp(kubelet_str(c, "status", NULL) ?: "", "True") == 0;
+	}
 	return false;
 }
 
@@ -630,7 +650,7 @@ static void kubelet_oom_group(struct obj *pod)
 	rv_proc_kill(&pod->proc, SIGKILL);
 	FILE *f = fopen(path, "re");
 	while (f && fgets(buf, sizeof(buf), f))
-		kill((pid_t)strtol(buf, NULL, 10), SIGKILL);
+		kubelet_kill_pid(buf);
 	if (f)
 		fclose(f);
 }

@@ -100,7 +100,9 @@ static void objects_default_pod(struct standin *s, cJSON *pod)
 			cJSON *req = cJSON_GetObjectItem(res, "requests");
 			cJSON *l;
 			cJSON_ArrayForEach(l, lim)
+			{
 				objects_default(req, l->string, cJSON_Duplicate(l, true));
+			}
 		}
 	}
 	cJSON *st = cJSON_CreateObject();
@@ -260,8 +262,13 @@ static void objects_list(const struct call *c, struct reply *r)
 	for (struct obj *o = s->objs; o; o = o->next) {
 		if (!objects_in_scope(c, o, ls, fs))
 			continue;
-		if (n == cap)
-			items = realloc(items, sizeof(*items) * (size_t)(cap *= 2));
+		if (n == cap) {
+			cJSON **nb = realloc(items, sizeof(*items) * (size_t)(cap * 2));
+			if (!nb)
+				break;
+			items = nb;
+			cap *= 2;
+		}
 		items[n++] = store_served(o);
 	}
 	/* oldest first, as etcd lists them by key: here by creation */

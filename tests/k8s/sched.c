@@ -44,12 +44,12 @@ void sched_node_load(struct standin *s, const char *node, struct node_load *out)
 static bool sched_node_ready(const struct obj *n)
 {
 	const cJSON *c;
-	cJSON_ArrayForEach(c,
-			   cJSON_GetObjectItem(
-				   cJSON_GetObjectItem(n->j, "status"),
-				   "conditions")) if (strcmp(sched_str(c, "type", NULL), "Ready") ==
-						      0) return strcmp(sched_str(c, "status", NULL),
-								       "True") == 0;
+	const cJSON *conds = cJSON_GetObjectItem(cJSON_GetObjectItem(n->j, "status"), "conditions");
+	cJSON_ArrayForEach(c, conds)
+	{
+		if (strcmp(sched_str(c, "type", NULL), "Ready") == 0)
+			return strcmp(sched_str(c, "status", NULL), "True") == 0;
+	}
 	return false;
 }
 

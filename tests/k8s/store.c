@@ -67,9 +67,8 @@ void store_now_rfc3339(char *out, size_t size)
 static void store_uuid(char *out, size_t size)
 {
 	unsigned char b[16];
-	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
-		for (size_t i = 0; i < sizeof(b); i++)
-			b[i] = (unsigned char)rand();
+	while (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
+		; /* 16 bytes: only a signal interrupts it */
 	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
 	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
 	snprintf(out, size, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",

@@ -154,11 +154,13 @@ static void table_node_cells(const cJSON *node, cJSON *cells)
 	const cJSON *c;
 	const char *ready = "Unknown";
 	char age[32], status[64];
-	cJSON_ArrayForEach(c,
-			   cJSON_GetObjectItem(cJSON_GetObjectItem(node, "status"),
-					       "conditions")) if (strcmp(table_str(c, "type", NULL),
-									 "Ready") == 0)
-		ready = strcmp(table_str(c, "status", NULL), "True") == 0 ? "Ready" : "NotReady";
+	const cJSON *conds = cJSON_GetObjectItem(cJSON_GetObjectItem(node, "status"), "conditions");
+	cJSON_ArrayForEach(c, conds)
+	{
+		if (strcmp(table_str(c, "type", NULL), "Ready") == 0)
+			ready = strcmp(table_str(c, "status", NULL), "True") == 0 ? "Ready"
+										  : "NotReady";
+	}
 	snprintf(status, sizeof(status), "%s%s", ready,
 		 cJSON_IsTrue(
 			 cJSON_GetObjectItem(cJSON_GetObjectItem(node, "spec"), "unschedulable"))

@@ -48,7 +48,12 @@ static void watch_push(struct watch *w, const char *type, cJSON *obj)
 	char *line = cJSON_PrintUnformatted(ev);
 	cJSON_Delete(ev);
 	size_t n = strlen(line);
-	w->buf = realloc(w->buf, w->len + n + 2);
+	char *nb = realloc(w->buf, w->len + n + 2);
+	if (!nb) {
+		free(line);
+		return;
+	}
+	w->buf = nb;
 	memcpy(w->buf + w->len, line, n);
 	w->buf[w->len + n] = '\n';
 	w->len += n + 1;
