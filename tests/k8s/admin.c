@@ -25,7 +25,8 @@ static void admin_node(struct standin *s, const char *name, bool ready, struct r
 		return;
 	}
 	if (ready)
-		kubelet_condition(n, "Ready", "True", "KubeletReady", "kubelet is posting ready status");
+		kubelet_condition(n, "Ready", "True", "KubeletReady",
+				  "kubelet is posting ready status");
 	else
 		kubelet_condition(n, "Ready", "Unknown", "NodeStatusUnknown",
 				  "Kubelet stopped posting node status.");
@@ -44,13 +45,22 @@ static cJSON *admin_state(struct standin *s)
 	}
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddNumberToObject(j, "resourceVersion", (double)s->rv);
-	cJSON_AddNumberToObject(j, "historyFloor", (double)s->hist_floor);
-	cJSON_AddNumberToObject(j, "historyEvents", s->hist_n);
+	cJSON_AddNumberToObject(j, "podHistoryFloor", (double)s->hist_floor[KIND_POD]);
+	cJSON_AddNumberToObject(j, "podHistory", s->hist_n[KIND_POD]);
 	cJSON_AddNumberToObject(j, "pods", pods);
 	cJSON_AddNumberToObject(j, "processes", running);
 	cJSON_AddNumberToObject(j, "expireNext", s->fault_expire);
 	cJSON_AddNumberToObject(j, "delayMs", s->fault_delay_ms);
 	return j;
+}
+
+/* A query number in [0, max], 0 when absent or bad. */
+static int admin_num(const struct call *c, const char *key, int dflt, int max)
+{
+	const char *q = api_query(c, key);
+	char *end;
+	long v = q ? strtol(q, &end, 10) : dflt;
+	return q && (end == q || *end || v < 0 || v > max) ? 0 : (int)v;
 }
 
 static void admin_locked(struct standin *s, const struct call *c, char **seg, int n,
@@ -68,22 +78,21 @@ static void admin_locked(struct standin *s, const struct call *c, char **seg, in
 		api_json(r, 200, admin_state(s));
 	} else if (post && n == 3 && strcmp(seg[1], "watches") == 0 &&
 		   strcmp(seg[2], "expire") == 0) {
-		q = api_query(c, "count");
-		s->fault_expire += q ? atoi(q) : 1;
+		s->fault_expire += admin_num(c, "count", 1, 1000000);
 		api_json(r, 200, admin_state(s));
 	} else if (post && n == 3 && strcmp(seg[1], "history") == 0 &&
 		   strcmp(seg[2], "compact") == 0) {
 		store_compact(s);
 		api_json(r, 200, admin_state(s));
 	} else if (post && n == 2 && strcmp(seg[1], "delay") == 0) {
-		q = api_query(c, "ms");
-		s->fault_delay_ms = q ? atoi(q) : 0;
+		s->fault_delay_ms = admin_num(c, "ms", 0, 600000);
 		api_json(r, 200, admin_state(s));
 	} else if (post && n == 4 && strcmp(seg[1], "nodes") == 0 &&
 		   (strcmp(seg[3], "notready") == 0 || strcmp(seg[3], "ready") == 0)) {
 		admin_node(s, seg[2], strcmp(seg[3], "ready") == 0, r);
 	} else {
-		api_status(r, 404, "NotFound", NULL, "the server could not find the requested resource");
+		api_status(r, 404, "NotFound", NULL,
+			   "the server could not find the requested resource");
 	}
 }
 

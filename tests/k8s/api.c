@@ -43,15 +43,40 @@ void api_json(struct reply *r, int code, cJSON *j)
 static const char *api_reason_default(int code)
 {
 	switch (code) {
-	case 400: return "BadRequest";
-	case 404: return "NotFound";
-	case 405: return "MethodNotAllowed";
-	case 409: return "Conflict";
-	case 410: return "Expired";
-	case 415: return "UnsupportedMediaType";
-	case 422: return "Invalid";
-	default: return "InternalError";
+	case 400:
+		return "BadRequest";
+	case 404:
+		return "NotFound";
+	case 405:
+		return "MethodNotAllowed";
+	case 409:
+		return "Conflict";
+	case 410:
+		return "Expired";
+	case 415:
+		return "UnsupportedMediaType";
+	case 422:
+		return "Invalid";
+	default:
+		return "InternalError";
 	}
+}
+
+/* An Invalid status's cause, "FIELD: WHY" after "is invalid: ", which
+ * kubectl prints ("The Pod "x" is invalid: spec: Forbidden: ..."). */
+static void api_causes(cJSON *details, const char *msg)
+{
+	const char *rest = strstr(msg, "is invalid: ");
+	rest = rest ? rest + 12 : msg;
+	const char *colon = strstr(rest, ": ");
+	char field[128] = "";
+	if (colon && (size_t)(colon - rest) < sizeof(field))
+		snprintf(field, sizeof(field), "%.*s", (int)(colon - rest), rest);
+	cJSON *c = cJSON_CreateObject();
+	cJSON_AddStringToObject(c, "reason", "FieldValueInvalid");
+	cJSON_AddStringToObject(c, "message", field[0] ? colon + 2 : rest);
+	cJSON_AddStringToObject(c, "field", field);
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(details, "causes"), c);
 }
 
 void api_status(struct reply *r, int code, const char *reason, const struct call *c,
@@ -69,11 +94,16 @@ void api_status(struct reply *r, int code, const char *reason, const struct call
 	cJSON_AddStringToObject(j, "status", "Failure");
 	cJSON_AddStringToObject(j, "message", msg);
 	cJSON_AddStringToObject(j, "reason", reason ? reason : api_reason_default(code));
+	cJSON *d = NULL;
 	if (c && c->name) {
-		cJSON *d = cJSON_AddObjectToObject(j, "details");
+		d = cJSON_AddObjectToObject(j, "details");
 		cJSON_AddStringToObject(d, "name", c->name);
-		cJSON_AddStringToObject(d, "kind", store_kind_resource(c->kind));
+		cJSON_AddStringToObject(d, "kind",
+					code == 422 ? store_kind_name(c->kind)
+						    : store_kind_resource(c->kind));
 	}
+	if (code == 422)
+		api_causes(d ? d : cJSON_AddObjectToObject(j, "details"), msg);
 	cJSON_AddNumberToObject(j, "code", code);
 	api_json(r, code, j);
 }
@@ -144,8 +174,8 @@ static cJSON *api_v1_doc(const struct standin *s)
 	cJSON_AddStringToObject(j, "groupVersion", "v1");
 	cJSON *l = cJSON_AddArrayToObject(j, "resources");
 	api_resource(l, "events", "Event", true, API_VERBS_ALL, "ev");
-	api_resource(l, "namespaces", "Namespace", false, "create delete get list patch update watch",
-		     "ns");
+	api_resource(l, "namespaces", "Namespace", false,
+		     "create delete get list patch update watch", "ns");
 	api_resource(l, "nodes", "Node", false, API_VERBS_ALL, "no");
 	api_resource(l, "nodes/status", "Node", false, "get patch update", NULL);
 	api_resource(l, "pods", "Pod", true, API_VERBS_ALL, "po");
@@ -194,7 +224,8 @@ static cJSON *api_openapi_v1(void)
 		snprintf(path, sizeof(path), "/api/v1/%s%s/{name}",
 			 store_kind_namespaced((enum kind)k) ? "namespaces/{namespace}/" : "",
 			 store_kind_resource((enum kind)k));
-		cJSON *patch = cJSON_AddObjectToObject(cJSON_AddObjectToObject(paths, path), "patch");
+		cJSON *patch =
+			cJSON_AddObjectToObject(cJSON_AddObjectToObject(paths, path), "patch");
 		cJSON *gvk = cJSON_AddObjectToObject(patch, "x-kubernetes-group-version-kind");
 		cJSON_AddStringToObject(gvk, "group", "");
 		cJSON_AddStringToObject(gvk, "kind", store_kind_name((enum kind)k));
@@ -395,8 +426,9 @@ static enum MHD_Result api_access(void *cls, struct MHD_Connection *conn, const 
 		return MHD_YES;
 	api_delay(s);
 	struct reply r = { .status = 200 };
-	struct call c = { .s = s, .c = conn, .method = method, .body = q->body ? q->body : "",
-			  .len = q->len };
+	struct call c = {
+		.s = s, .c = conn, .method = method, .body = q->body ? q->body : "", .len = q->len
+	};
 	char path[2048];
 	snprintf(path, sizeof(path), "%s", url);
 	if (q->too_big)
@@ -424,11 +456,12 @@ struct MHD_Daemon *api_start(struct standin *s, int *port)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)*port) };
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	struct MHD_Daemon *d = MHD_start_daemon(
-		MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL,
-		api_access, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-		MHD_OPTION_NOTIFY_COMPLETED, api_completed, s, MHD_OPTION_CONNECTION_LIMIT,
-		(unsigned)1024, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)3600, MHD_OPTION_END);
+	struct MHD_Daemon *d =
+		MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD, 0,
+				 NULL, NULL, api_access, s, MHD_OPTION_SOCK_ADDR,
+				 (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, api_completed,
+				 s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024,
+				 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)3600, MHD_OPTION_END);
 	if (!d)
 		return NULL;
 	const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);

@@ -48,11 +48,12 @@ cleanup() {
   if [ -n "${K8S_KEEP:-}" ]; then echo "kept $TMP" >&2; else rm -rf "$TMP"; fi
 }
 trap cleanup EXIT
+trap 'exit 1' INT TERM
 
-# The stand-in: two nodes of 2 CPUs and 2 GiB, a short history (64 changes) so that an
+# The stand-in: two nodes of 2 CPUs and 2 GiB, a short history (32 changes of each kind) so that an
 # old resource version expires within the suite.
 "$STANDIN" --port-file "$TMP/port" --dir "$TMP/pods" --nodes 2 --node-cpu 2 \
-  --node-memory 2Gi --history 64 >"$TMP/standin.log" 2>&1 &
+  --node-memory 2Gi --history 32 >"$TMP/standin.log" 2>&1 &
 PID=$!
 for _ in $(seq 100); do [ -s "$TMP/port" ] && break; sleep 0.1; done
 PORT=$(cat "$TMP/port" 2>/dev/null)
@@ -94,8 +95,10 @@ wait_for() {
 standin_checks() {
   local kc=$1 v=$2 p
   p=k$(echo "$v" | tr -cd '0-9' | cut -c1-6)
-  K=("$kc" --server "$SERVER" --namespace default)
-  KC=("$kc" --kubeconfig "$TMP/kubeconfig")
+  # Every request with a timeout: a stand-in that never finishes a
+  # deletion fails the check instead of hanging the suite.
+  K=("$kc" --server "$SERVER" --namespace default --request-timeout=30s)
+  KC=("$kc" --kubeconfig "$TMP/kubeconfig" --request-timeout=30s)
   local d="$TMP/$p"
   mkdir -p "$d"
   echo "# kubectl $v ($kc)"
@@ -202,7 +205,7 @@ check_delete() {
   wait_for 10 test -s "$d/$b.pid"
   local t0 t1 out
   t0=$(date +%s.%N)
-  out=$("${K[@]}" delete pod "$a" 2>&1)
+  out=$("${K[@]}" delete pod "$a" --timeout=20s 2>&1)
   t1=$(date +%s.%N)
   if [ "$out" = "pod \"$a\" deleted" ] && [ -s "$d/$a.term" ] &&
     awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b - a < 10) }' &&
@@ -212,7 +215,7 @@ check_delete() {
     notok "kubectl $v: delete $a: $out, term file: $(cat "$d/$a.term" 2>&1)"
   fi
   t0=$(date +%s.%N)
-  out=$("${K[@]}" delete pod "$b" --grace-period=2 2>&1)
+  out=$("${K[@]}" delete pod "$b" --grace-period=2 --timeout=10s 2>&1)
   t1=$(date +%s.%N)
   local pid
   pid=$(cat "$d/$b.pid")
@@ -321,7 +324,7 @@ check_owners() {
   "${K[@]}" apply -f "$d/child.yaml" >/dev/null 2>&1
   local had=
   wait_for 10 sh -c "\"\${0}\" --server $SERVER get pod $child | grep -q Running" "$kc" && had=yes
-  "${K[@]}" delete pod "$owner" --grace-period=1 >/dev/null 2>&1
+  "${K[@]}" delete pod "$owner" --grace-period=1 --timeout=20s >/dev/null 2>&1
   wait_for 15 sh -c "! \"\${0}\" --server $SERVER get pod $child" "$kc"
   out=$("${K[@]}" get pod "$owner" "$child" 2>&1)
   if [ -n "$had" ] && echo "$out" | grep -q "\"$owner\" not found" &&
@@ -349,4 +352,10 @@ for kc in "${kubectls[@]}"; do
   ver=$("$kc" version --client -o json 2>/dev/null | sed -n 's/.*"gitVersion": *"\([^"]*\)".*/\1/p' | head -1)
   standin_checks "$kc" "${ver:-unknown}"
 done
+# What clients of the API (not kubectl's commands) rely on, once, with
+# the first kubectl and curl.
+kc=${kubectls[0]}
+K=("$kc" --server "$SERVER" --namespace default --request-timeout=30s)
+mkdir -p "$TMP/x"
+. "$top/tests/k8s/faults.sh"
 exit $failed

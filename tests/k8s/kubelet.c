@@ -98,8 +98,7 @@ static cJSON *kubelet_container(const struct obj *pod)
 				  0);
 }
 
-static void kubelet_pod_dir(const struct standin *s, const struct obj *pod, char *out,
-			    size_t size)
+static void kubelet_pod_dir(const struct standin *s, const struct obj *pod, char *out, size_t size)
 {
 	snprintf(out, size, "%s/pods/%s_%s_%s", s->o.dir, pod->ns, pod->name, pod->uid);
 }
@@ -176,8 +175,13 @@ static char *kubelet_expand(const struct kubelet_env *e, const char *in)
 		const char *close = p[0] == '$' && p[1] == '(' ? strchr(p, ')') : NULL;
 		const char *v = close ? kubelet_env_get(e, p + 2, (size_t)(close - p - 2)) : NULL;
 		size_t need = v ? strlen(v) : 2;
-		if (o + need + 1 >= cap)
-			out = realloc(out, cap = (o + need) * 2 + 64);
+		if (o + need + 1 >= cap) {
+			cap = (o + need) * 2 + 64;
+			char *nb = realloc(out, cap);
+			if (!nb)
+				break;
+			out = nb;
+		}
 		if (p[0] == '$' && p[1] == '$' && p[2] == '(') {
 			out[o++] = '$';
 			p += 2;
@@ -210,7 +214,8 @@ static void kubelet_build_env(struct standin *s, const struct obj *pod, struct k
 		const char *name = kubelet_str(ev, "name", NULL);
 		const char *val = kubelet_str(ev, "value", NULL);
 		const cJSON *from = cJSON_GetObjectItem(ev, "valueFrom");
-		const char *fp = kubelet_str(cJSON_GetObjectItem(from, "fieldRef"), "fieldPath", NULL);
+		const char *fp =
+			kubelet_str(cJSON_GetObjectItem(from, "fieldRef"), "fieldPath", NULL);
 		if (!name)
 			continue;
 		if (fp)
@@ -258,8 +263,10 @@ void kubelet_condition(struct obj *pod, const char *type, const char *status, co
 		conds = cJSON_AddArrayToObject(st, "conditions");
 	cJSON *c, *have = NULL;
 	cJSON_ArrayForEach(c, conds)
-	if (strcmp(kubelet_str(c, "type", NULL) ?: "", type) == 0)
-		have = c;
+	{
+		if (strcmp(kubelet_str(c, "type", NULL) ?: "", type) == 0)
+			have = c;
+	}
 	char ts[32];
 	store_now_rfc3339(ts, sizeof(ts));
 	c = cJSON_CreateObject();
@@ -290,8 +297,8 @@ static cJSON *kubelet_cstatus(struct obj *pod, const char *state_key, cJSON *sta
 	cJSON *s = cJSON_AddObjectToObject(cs, "state");
 	cJSON_AddItemToObject(s, state_key, state);
 	cJSON *last = cJSON_GetObjectItem(old, "lastState");
-	cJSON_AddItemToObject(cs, "lastState", last ? cJSON_Duplicate(last, true)
-						     : cJSON_CreateObject());
+	cJSON_AddItemToObject(cs, "lastState",
+			      last ? cJSON_Duplicate(last, true) : cJSON_CreateObject());
 	cJSON_AddBoolToObject(cs, "ready", ready);
 	const cJSON *rc = cJSON_GetObjectItem(old, "restartCount");
 	cJSON_AddNumberToObject(cs, "restartCount", cJSON_IsNumber(rc) ? rc->valuedouble : 0);
@@ -360,6 +367,16 @@ static int kubelet_cgroup(struct standin *s, struct obj *pod, int *fd)
 	return *fd < 0 ? -errno : 0;
 }
 
+/* SIGKILL the pid on a line of cgroup.procs (never 0 or below: kill(0)
+ * would hit our own group). */
+static void kubelet_kill_pid(const char *line)
+{
+	char *end;
+	long pid = strtol(line, &end, 10);
+	if (end != line && pid > 0)
+		kill((pid_t)pid, SIGKILL);
+}
+
 /* The OOM kills in the pod's cgroup so far. */
 static long kubelet_oom_kills(const struct obj *pod)
 {
@@ -376,7 +393,7 @@ static long kubelet_oom_kills(const struct obj *pod)
 	if (!f)
 		return 0;
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "oom_kill %ld", &v) == 1)
+		if (strncmp(line, "oom_kill ", 9) == 0 && (v = strtol(line + 9, NULL, 10)) > 0)
 			n = v;
 	fclose(f);
 	return n;
@@ -391,7 +408,7 @@ static void kubelet_cgroup_remove(struct obj *pod)
 	for (int tries = 0; tries < 50 && rmdir(pod->cg) < 0 && errno == EBUSY; tries++) {
 		FILE *f = fopen(path, "re");
 		while (f && fgets(buf, sizeof(buf), f))
-			kill((pid_t)strtol(buf, NULL, 10), SIGKILL);
+			kubelet_kill_pid(buf);
 		if (f)
 			fclose(f);
 		usleep(10000);
@@ -407,8 +424,10 @@ static int kubelet_argv(const struct obj *pod, const struct kubelet_env *e, char
 	for (int k = 0; k < 2; k++) {
 		const cJSON *a;
 		cJSON_ArrayForEach(a, cJSON_GetObjectItem(ct, keys[k]))
-		if (cJSON_IsString(a) && n < KUBELET_MAX_ARGS)
-			argv[n++] = kubelet_expand(e, a->valuestring);
+		{
+			if (cJSON_IsString(a) && n < KUBELET_MAX_ARGS)
+				argv[n++] = kubelet_expand(e, a->valuestring);
+		}
 	}
 	argv[n] = NULL;
 	return n;
@@ -555,7 +574,8 @@ static void kubelet_exited(struct standin *s, struct obj *pod, int ws)
 		kubelet_set(kubelet_status(pod), "phase", cJSON_CreateString(phase));
 	} else { /* restart: this run becomes lastState */
 		const cJSON *rc = cJSON_GetObjectItem(cs, "restartCount");
-		kubelet_set(cs, "lastState", cJSON_Duplicate(cJSON_GetObjectItem(cs, "state"), true));
+		kubelet_set(cs, "lastState",
+			    cJSON_Duplicate(cJSON_GetObjectItem(cs, "state"), true));
 		kubelet_set(cs, "restartCount", cJSON_CreateNumber(rc->valuedouble + 1));
 		cJSON *w = cJSON_CreateObject();
 		cJSON_AddStringToObject(w, "reason", "CrashLoopBackOff");
@@ -611,9 +631,12 @@ static bool kubelet_node_ready(struct standin *s, const char *name)
 	const cJSON *c;
 	if (!n)
 		return false;
-	cJSON_ArrayForEach(c, cJSON_GetObjectItem(cJSON_GetObjectItem(n->j, "status"), "conditions"))
-	if (strcmp(kubelet_str(c, "type", NULL) ?: "", "Ready") == 0)
-		return strcmp(kubelet_str(c, "status", NULL) ?: "", "True") == 0;
+	const cJSON *conds = cJSON_GetObjectItem(cJSON_GetObjectItem(n->j, "status"), "conditions");
+	cJSON_ArrayForEach(c, conds)
+	{
+		if (strcmp(kubelet_str(c, "type", NULL) ?: "", "Ready") == 0)
+			return strcmp(kubelet_str(c, "status", NULL) ?: "", "True") == 0;
+	}
 	return false;
 }
 
@@ -627,7 +650,7 @@ static void kubelet_oom_group(struct obj *pod)
 	rv_proc_kill(&pod->proc, SIGKILL);
 	FILE *f = fopen(path, "re");
 	while (f && fgets(buf, sizeof(buf), f))
-		kill((pid_t)strtol(buf, NULL, 10), SIGKILL);
+		kubelet_kill_pid(buf);
 	if (f)
 		fclose(f);
 }
@@ -729,8 +752,8 @@ void kubelet_resize(struct standin *s, struct obj *pod)
 	struct obj *n = node ? store_find(s, KIND_NODE, "", node) : NULL;
 	if (n) {
 		int64_t cpu = 0, mem = 0;
-		const cJSON *alloc = cJSON_GetObjectItem(cJSON_GetObjectItem(n->j, "status"),
-							 "allocatable");
+		const cJSON *alloc =
+			cJSON_GetObjectItem(cJSON_GetObjectItem(n->j, "status"), "allocatable");
 		quantity_parse(kubelet_str(alloc, "cpu", NULL), true, &cpu);
 		quantity_parse(kubelet_str(alloc, "memory", NULL), false, &mem);
 		sched_node_load(s, node, &load);
@@ -751,8 +774,9 @@ void kubelet_resize(struct standin *s, struct obj *pod)
 		if (!v2)
 			kubelet_cg_write(pod->cg, "memory.memsw.limit_in_bytes", val);
 	}
-	cJSON *cs = cJSON_GetArrayItem(
-		cJSON_GetObjectItem(kubelet_status(pod), "containerStatuses"), 0);
+	cJSON *cs =
+		cJSON_GetArrayItem(cJSON_GetObjectItem(kubelet_status(pod), "containerStatuses"),
+				   0);
 	const cJSON *res = cJSON_GetObjectItem(kubelet_container(pod), "resources");
 	if (cs && res)
 		kubelet_set(cs, "resources", cJSON_Duplicate(res, true));

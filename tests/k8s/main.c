@@ -48,15 +48,21 @@ static const char main_usage[] =
 	"  --no-cgroups        run pods without memory cgroups\n";
 
 static const struct option main_longopts[] = {
-	{ "port", required_argument, NULL, 'p' },     { "port-file", required_argument, NULL, 'f' },
-	{ "dir", required_argument, NULL, 'd' },      { "nodes", required_argument, NULL, 'n' },
-	{ "node-cpu", required_argument, NULL, 'c' }, { "node-memory", required_argument, NULL, 'm' },
-	{ "node-pods", required_argument, NULL, 'P' }, { "history", required_argument, NULL, 'H' },
+	{ "port", required_argument, NULL, 'p' },
+	{ "port-file", required_argument, NULL, 'f' },
+	{ "dir", required_argument, NULL, 'd' },
+	{ "nodes", required_argument, NULL, 'n' },
+	{ "node-cpu", required_argument, NULL, 'c' },
+	{ "node-memory", required_argument, NULL, 'm' },
+	{ "node-pods", required_argument, NULL, 'P' },
+	{ "history", required_argument, NULL, 'H' },
 	{ "bookmark-ms", required_argument, NULL, 'b' },
 	{ "max-events", required_argument, NULL, 'e' },
 	{ "scheduler-name", required_argument, NULL, 's' },
-	{ "no-resize", no_argument, NULL, 'R' },      { "no-cgroups", no_argument, NULL, 'C' },
-	{ "help", no_argument, NULL, 'h' },	      { NULL, 0, NULL, 0 },
+	{ "no-resize", no_argument, NULL, 'R' },
+	{ "no-cgroups", no_argument, NULL, 'C' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
 };
 
 static int main_int(const char *v, int min, int max, int *out)
@@ -72,30 +78,55 @@ static int main_int(const char *v, int min, int max, int *out)
 static int main_opt(struct standin_opts *o, int c, const char *v)
 {
 	switch (c) {
-	case 'p': return main_int(v, 0, 65535, &o->port);
-	case 'f': o->port_file = v; return 0;
-	case 'd': o->dir = v; return 0;
-	case 'n': return main_int(v, 0, 1000, &o->nodes);
-	case 'c': return quantity_parse(v, true, &o->node_cpu_m);
-	case 'm': return quantity_parse(v, false, &o->node_mem_b);
-	case 'P': return main_int(v, 1, 100000, &o->node_pods);
-	case 'H': return main_int(v, 1, 10000000, &o->history);
-	case 'b': return main_int(v, 10, 3600000, &o->bookmark_ms);
-	case 'e': return main_int(v, 1, 1000000, &o->max_events);
-	case 's': o->scheduler = v; return 0;
-	case 'R': o->resize = false; return 0;
-	case 'C': o->cgroups = false; return 0;
-	default: return -EINVAL;
+	case 'p':
+		return main_int(v, 0, 65535, &o->port);
+	case 'f':
+		o->port_file = v;
+		return 0;
+	case 'd':
+		o->dir = v;
+		return 0;
+	case 'n':
+		return main_int(v, 0, 1000, &o->nodes);
+	case 'c':
+		return quantity_parse(v, true, &o->node_cpu_m);
+	case 'm':
+		return quantity_parse(v, false, &o->node_mem_b);
+	case 'P':
+		return main_int(v, 1, 100000, &o->node_pods);
+	case 'H':
+		return main_int(v, 1, 10000000, &o->history);
+	case 'b':
+		return main_int(v, 10, 3600000, &o->bookmark_ms);
+	case 'e':
+		return main_int(v, 1, 1000000, &o->max_events);
+	case 's':
+		o->scheduler = v;
+		return 0;
+	case 'R':
+		o->resize = false;
+		return 0;
+	case 'C':
+		o->cgroups = false;
+		return 0;
+	default:
+		return -EINVAL;
 	}
 }
 
 static int main_parse(int argc, char **argv, struct standin_opts *o)
 {
 	static char dir[64];
-	*o = (struct standin_opts){ .nodes = 2, .node_cpu_m = 4000, .node_mem_b = 8LL << 30,
-				    .node_pods = 110, .history = 1000, .bookmark_ms = 1000,
-				    .resize = true, .cgroups = true,
-				    .scheduler = "default-scheduler", .max_events = 1000 };
+	*o = (struct standin_opts){ .nodes = 2,
+				    .node_cpu_m = 4000,
+				    .node_mem_b = 8LL << 30,
+				    .node_pods = 110,
+				    .history = 1000,
+				    .bookmark_ms = 1000,
+				    .resize = true,
+				    .cgroups = true,
+				    .scheduler = "default-scheduler",
+				    .max_events = 1000 };
 	int c;
 	while ((c = getopt_long(argc, argv, "h", main_longopts, NULL)) != -1) {
 		if (c == 'h') {
@@ -169,7 +200,8 @@ static void main_add_nodes(struct standin *s)
 		cJSON_AddObjectToObject(j, "spec");
 		cJSON_AddItemToObject(j, "status", main_node_status(&s->o, name));
 		struct obj *n = store_add(s, KIND_NODE, "", name, j);
-		kubelet_condition(n, "Ready", "True", "KubeletReady", "kubelet is posting ready status");
+		kubelet_condition(n, "Ready", "True", "KubeletReady",
+				  "kubelet is posting ready status");
 		store_touch(s, n, "MODIFIED");
 	}
 	const char *nss[] = { "default", "kube-system", "kube-public", "kube-node-lease" };
@@ -237,19 +269,26 @@ static int run(int argc, char **argv)
 		return -EINVAL;
 	store_init(&s);
 	if (kubelet_init(&s, why, sizeof(why)) < 0)
-		fprintf(stderr, "level=warn comp=k8s-standin msg=\"pods run without memory cgroups\" why=\"%s\"\n", why);
+		fprintf(stderr,
+			"level=warn comp=k8s-standin msg=\"pods run without memory cgroups\" "
+			"why=\"%s\"\n",
+			why);
 	main_add_nodes(&s);
 	main_signals();
 	int port = s.o.port;
 	struct MHD_Daemon *d = api_start(&s, &port);
 	if (!d) {
-		fprintf(stderr, "level=error comp=k8s-standin msg=\"could not listen\" port=%d\n", port);
+		fprintf(stderr, "level=error comp=k8s-standin msg=\"could not listen\" port=%d\n",
+			port);
 		return -EADDRINUSE;
 	}
 	s.o.port = port;
 	if (s.o.port_file && main_write_port(s.o.port_file, port) < 0)
-		fprintf(stderr, "level=error comp=k8s-standin msg=\"could not write the port file\"\n");
-	fprintf(stderr, "level=info comp=k8s-standin msg=\"listening\" addr=127.0.0.1:%d cgroups=%s dir=%s\n",
+		fprintf(stderr,
+			"level=error comp=k8s-standin msg=\"could not write the port file\"\n");
+	fprintf(stderr,
+		"level=info comp=k8s-standin msg=\"listening\" addr=127.0.0.1:%d cgroups=%s "
+		"dir=%s\n",
 		port, s.cg_base[0] ? s.cg_base : "none", s.o.dir);
 	main_loop(&s);
 	pthread_mutex_lock(&s.mu);

@@ -100,7 +100,9 @@ static void objects_default_pod(struct standin *s, cJSON *pod)
 			cJSON *req = cJSON_GetObjectItem(res, "requests");
 			cJSON *l;
 			cJSON_ArrayForEach(l, lim)
-			objects_default(req, l->string, cJSON_Duplicate(l, true));
+			{
+				objects_default(req, l->string, cJSON_Duplicate(l, true));
+			}
 		}
 	}
 	cJSON *st = cJSON_CreateObject();
@@ -117,7 +119,8 @@ static int objects_validate_pod(const struct call *c, cJSON *pod, struct reply *
 	const cJSON *cs = cJSON_GetObjectItem(spec, "containers");
 	const cJSON *ct;
 	if (!cJSON_IsArray(cs) || cJSON_GetArraySize(cs) == 0) {
-		api_status(r, 422, "Invalid", c, "Pod \"%s\" is invalid: spec.containers: Required value",
+		api_status(r, 422, "Invalid", c,
+			   "Pod \"%s\" is invalid: spec.containers: Required value",
 			   c->name ? c->name : "");
 		return -EINVAL;
 	}
@@ -164,13 +167,16 @@ static int objects_create_name(const struct call *c, cJSON *j, char *name, size_
 	}
 	if (!name[0]) {
 		api_status(r, 422, "Invalid", c,
-			   "%s \"\" is invalid: metadata.name: Required value: name or generateName is required",
+			   "%s \"\" is invalid: metadata.name: Required value: name or "
+			   "generateName is required",
 			   store_kind_name(c->kind));
 		return -EINVAL;
 	}
 	if (!objects_name_ok(name)) {
 		api_status(r, 422, "Invalid", c,
-			   "%s \"%s\" is invalid: metadata.name: Invalid value: \"%s\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'",
+			   "%s \"%s\" is invalid: metadata.name: Invalid value: \"%s\": a "
+			   "lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
+			   "characters, '-' or '.'",
 			   store_kind_name(c->kind), name, name);
 		return -EINVAL;
 	}
@@ -190,7 +196,8 @@ static void objects_create(const struct call *c, struct reply *r)
 	cJSON *j = cJSON_ParseWithLength(c->body, c->len);
 	if (!cJSON_IsObject(j)) {
 		cJSON_Delete(j);
-		api_status(r, 400, "BadRequest", NULL, "the body of the request was in an unknown format");
+		api_status(r, 400, "BadRequest", NULL,
+			   "the body of the request was in an unknown format");
 		return;
 	}
 	const char *ns = c->ns ? c->ns : "";
@@ -255,8 +262,13 @@ static void objects_list(const struct call *c, struct reply *r)
 	for (struct obj *o = s->objs; o; o = o->next) {
 		if (!objects_in_scope(c, o, ls, fs))
 			continue;
-		if (n == cap)
-			items = realloc(items, sizeof(*items) * (size_t)(cap *= 2));
+		if (n == cap) {
+			cJSON **nb = realloc(items, sizeof(*items) * (size_t)(cap * 2));
+			if (!nb)
+				break;
+			items = nb;
+			cap *= 2;
+		}
 		items[n++] = store_served(o);
 	}
 	/* oldest first, as etcd lists them by key: here by creation */
@@ -327,10 +339,14 @@ static bool objects_pod_change_ok(const cJSON *old, const cJSON *nw, bool resize
  * timestamps, and status (main resource) or everything else (status). */
 static void objects_keep_fixed(const struct call *c, const cJSON *old, cJSON *nw)
 {
-	static const char *const md_fixed[] = { "name",		     "namespace",
-						"uid",		     "creationTimestamp",
-						"deletionTimestamp", "deletionGracePeriodSeconds",
-						"generation",	     "resourceVersion" };
+	static const char *const md_fixed[] = { "name",
+						"namespace",
+						"uid",
+						"creationTimestamp",
+						"deletionTimestamp",
+						"deletionGracePeriodSeconds",
+						"generation",
+						"resourceVersion" };
 	const cJSON *omd = cJSON_GetObjectItem(old, "metadata");
 	cJSON *nmd = objects_md(nw);
 	if (!nmd)
@@ -351,21 +367,23 @@ static void objects_keep_fixed(const struct call *c, const cJSON *old, cJSON *nw
 	}
 	if (status) /* the status subresource changes status alone */
 		cJSON_ReplaceItemInObject(nw, "metadata",
-					  cJSON_Duplicate(cJSON_GetObjectItem(old, "metadata"), true));
+					  cJSON_Duplicate(cJSON_GetObjectItem(old, "metadata"),
+							  true));
 }
 
 /* A stale resourceVersion in the request: 409 in r, true. */
 static bool objects_conflict(const struct call *c, const struct obj *o, const cJSON *nw,
 			     struct reply *r)
 {
-	const char *want = cJSON_GetStringValue(cJSON_GetObjectItem(
-		cJSON_GetObjectItem(nw, "metadata"), "resourceVersion"));
+	const char *want = cJSON_GetStringValue(
+		cJSON_GetObjectItem(cJSON_GetObjectItem(nw, "metadata"), "resourceVersion"));
 	char have[24];
 	snprintf(have, sizeof(have), "%lld", (long long)o->rv);
 	if (!want || !*want || strcmp(want, have) == 0)
 		return false;
 	api_status(r, 409, "Conflict", c,
-		   "Operation cannot be fulfilled on %s \"%s\": the object has been modified; please apply your changes to the latest version and try again",
+		   "Operation cannot be fulfilled on %s \"%s\": the object has been modified; "
+		   "please apply your changes to the latest version and try again",
 		   store_kind_resource(c->kind), o->name);
 	return true;
 }
@@ -384,10 +402,17 @@ static void objects_commit(const struct call *c, struct obj *o, cJSON *nw, struc
 	bool resize = c->sub && strcmp(c->sub, "resize") == 0;
 	if (o->kind == KIND_POD && !objects_pod_change_ok(o->j, nw, resize)) {
 		cJSON_Delete(nw);
-		api_status(r, 422, "Invalid", c,
-			   resize ? "Pod \"%s\" is invalid: spec: Forbidden: only cpu and memory resources are mutable"
-				  : "Pod \"%s\" is invalid: spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
-			   o->name);
+		api_status(
+			r, 422, "Invalid", c,
+			resize ? "Pod \"%s\" is invalid: spec: Forbidden: only cpu and memory "
+				 "resources are mutable"
+			       : "Pod \"%s\" is invalid: spec: Forbidden: pod updates may not "
+				 "change fields other than "
+				 "`spec.containers[*].image`,`spec.initContainers[*].image`,`spec."
+				 "activeDeadlineSeconds`,`spec.tolerations` (only additions to "
+				 "existing tolerations),`spec.terminationGracePeriodSeconds` "
+				 "(allow it to be set to 1 if it was previously negative)",
+			o->name);
 		return;
 	}
 	cJSON *old = o->j;
@@ -408,7 +433,8 @@ static void objects_update(const struct call *c, struct obj *o, struct reply *r)
 	cJSON *nw = cJSON_ParseWithLength(c->body, c->len);
 	if (!cJSON_IsObject(nw)) {
 		cJSON_Delete(nw);
-		api_status(r, 400, "BadRequest", NULL, "the body of the request was in an unknown format");
+		api_status(r, 400, "BadRequest", NULL,
+			   "the body of the request was in an unknown format");
 		return;
 	}
 	if (objects_conflict(c, o, nw, r)) {
@@ -432,7 +458,8 @@ static void objects_patch(const struct call *c, struct obj *o, struct reply *r)
 	cJSON *p = cJSON_ParseWithLength(c->body, c->len);
 	const char *why = NULL;
 	if (!p) {
-		api_status(r, 400, "BadRequest", NULL, "the body of the request was in an unknown format");
+		api_status(r, 400, "BadRequest", NULL,
+			   "the body of the request was in an unknown format");
 		return;
 	}
 	cJSON *nw = cJSON_Duplicate(o->j, true);
@@ -448,7 +475,9 @@ static void objects_patch(const struct call *c, struct obj *o, struct reply *r)
 	cJSON_Delete(p);
 	if (rc == -EPROTO)
 		api_status(r, 415, "UnsupportedMediaType", NULL,
-			   "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json");
+			   "the body of the request was in an unknown format - accepted media "
+			   "types include: application/json-patch+json, "
+			   "application/merge-patch+json, application/strategic-merge-patch+json");
 	else if (rc < 0)
 		api_status(r, 422, "Invalid", c, "%s", why);
 	if (rc < 0 || objects_conflict(c, o, nw, r)) {
@@ -527,7 +556,8 @@ static void objects_delete_collection(const struct call *c, struct reply *r)
 	for (bool again = true; again;) {
 		again = false;
 		for (struct obj *o = c->s->objs; o; o = o->next) {
-			const cJSON *dt = cJSON_GetObjectItem(objects_md(o->j), "deletionTimestamp");
+			const cJSON *dt =
+				cJSON_GetObjectItem(objects_md(o->j), "deletionTimestamp");
 			if (!objects_in_scope(c, o, ls, fs) || dt)
 				continue;
 			objects_delete_one(c, o, grace, orphan);
@@ -550,7 +580,8 @@ static void objects_named(const struct call *c, struct obj *o, struct reply *r)
 	else if (strcmp(m, "DELETE") == 0 && !c->sub)
 		objects_delete(c, o, r);
 	else
-		api_status(r, 405, "MethodNotAllowed", c, "the server does not allow this method on the requested resource");
+		api_status(r, 405, "MethodNotAllowed", c,
+			   "the server does not allow this method on the requested resource");
 }
 
 void objects_handle(const struct call *c, struct reply *r)
@@ -559,7 +590,8 @@ void objects_handle(const struct call *c, struct reply *r)
 	bool sub_ok = !c->sub || strcmp(c->sub, "status") == 0 ||
 		      (strcmp(c->sub, "resize") == 0 && c->kind == KIND_POD && s->o.resize);
 	if (!sub_ok) {
-		api_status(r, 404, "NotFound", NULL, "the server could not find the requested resource");
+		api_status(r, 404, "NotFound", NULL,
+			   "the server could not find the requested resource");
 		return;
 	}
 	pthread_mutex_lock(&s->mu);
@@ -572,7 +604,9 @@ void objects_handle(const struct call *c, struct reply *r)
 		else if (strcmp(c->method, "DELETE") == 0)
 			objects_delete_collection(c, r);
 		else
-			api_status(r, 405, "MethodNotAllowed", NULL, "the server does not allow this method on the requested resource");
+			api_status(
+				r, 405, "MethodNotAllowed", NULL,
+				"the server does not allow this method on the requested resource");
 	} else {
 		struct obj *o = store_find(s, c->kind, c->ns ? c->ns : "", c->name);
 		if (o)

@@ -103,6 +103,14 @@ void patch_strategic(cJSON *target, const cJSON *patch)
 	}
 }
 
+/* An array index token ("0", "12"), -1 when it is not one. */
+static int patch_index(const char *t)
+{
+	char *end;
+	long v = strtol(t, &end, 10);
+	return end == t || *end || v < 0 || v > 1000000 ? -1 : (int)v;
+}
+
 /* Resolve a JSON pointer's parent: *parent and the last token in key. */
 static int patch_pointer(cJSON *root, const char *path, cJSON **parent, char *key, size_t size)
 {
@@ -116,7 +124,7 @@ static int patch_pointer(cJSON *root, const char *path, cJSON **parent, char *ke
 		*last = 0;
 		char *save = NULL;
 		for (char *t = strtok_r(buf, "/", &save); t && cur; t = strtok_r(NULL, "/", &save))
-			cur = cJSON_IsArray(cur) ? cJSON_GetArrayItem(cur, atoi(t))
+			cur = cJSON_IsArray(cur) ? cJSON_GetArrayItem(cur, patch_index(t))
 						 : cJSON_GetObjectItem(cur, t);
 		last++;
 	} else {
@@ -151,8 +159,13 @@ static int patch_op(cJSON *target, const cJSON *op, const char **why)
 		return -EINVAL;
 	}
 	bool arr = cJSON_IsArray(parent);
-	cJSON *cur = arr ? (strcmp(key, "-") == 0 ? NULL : cJSON_GetArrayItem(parent, atoi(key)))
-			 : cJSON_GetObjectItem(parent, key);
+	if (arr && strcmp(key, "-") != 0 && patch_index(key) < 0) {
+		*why = "json patch: not an array index";
+		return -EINVAL;
+	}
+	cJSON *cur =
+		arr ? (strcmp(key, "-") == 0 ? NULL : cJSON_GetArrayItem(parent, patch_index(key)))
+		    : cJSON_GetObjectItem(parent, key);
 	if (strcmp(name, "test") == 0) {
 		if (!cur || !val || !cJSON_Compare(cur, val, true)) {
 			*why = "json patch: test failed";
@@ -174,7 +187,7 @@ static int patch_op(cJSON *target, const cJSON *op, const char **why)
 	}
 	cJSON *copy = cJSON_Duplicate(val, true);
 	if (arr && strcmp(name, "add") == 0)
-		cur ? cJSON_InsertItemInArray(parent, atoi(key), copy)
+		cur ? cJSON_InsertItemInArray(parent, patch_index(key), copy)
 		    : cJSON_AddItemToArray(parent, copy);
 	else if (arr)
 		cJSON_ReplaceItemViaPointer(parent, cur, copy);

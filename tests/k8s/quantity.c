@@ -85,8 +85,9 @@ void quantity_pod_requests(const cJSON *pod, int64_t *cpu_m, int64_t *mem_b)
 
 int64_t quantity_pod_mem_limit(const cJSON *pod)
 {
-	const cJSON *c = cJSON_GetArrayItem(
-		cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "spec"), "containers"), 0);
+	const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "spec"),
+								"containers"),
+					    0);
 	const cJSON *l = cJSON_GetObjectItem(cJSON_GetObjectItem(c, "resources"), "limits");
 	const cJSON *q = cJSON_GetObjectItem(l, "memory");
 	return q ? quantity_item(q, false) : 0;

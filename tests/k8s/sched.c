@@ -44,9 +44,12 @@ void sched_node_load(struct standin *s, const char *node, struct node_load *out)
 static bool sched_node_ready(const struct obj *n)
 {
 	const cJSON *c;
-	cJSON_ArrayForEach(c, cJSON_GetObjectItem(cJSON_GetObjectItem(n->j, "status"), "conditions"))
-	if (strcmp(sched_str(c, "type", NULL), "Ready") == 0)
-		return strcmp(sched_str(c, "status", NULL), "True") == 0;
+	const cJSON *conds = cJSON_GetObjectItem(cJSON_GetObjectItem(n->j, "status"), "conditions");
+	cJSON_ArrayForEach(c, conds)
+	{
+		if (strcmp(sched_str(c, "type", NULL), "Ready") == 0)
+			return strcmp(sched_str(c, "status", NULL), "True") == 0;
+	}
 	return false;
 }
 
@@ -74,7 +77,8 @@ static int64_t sched_fit(struct standin *s, const cJSON *pod, const struct obj *
 			 struct sched_why *w)
 {
 	int64_t cpu, mem, acpu = 0, amem = 0, apods = 110;
-	const cJSON *alloc = cJSON_GetObjectItem(cJSON_GetObjectItem(n->j, "status"), "allocatable");
+	const cJSON *alloc =
+		cJSON_GetObjectItem(cJSON_GetObjectItem(n->j, "status"), "allocatable");
 	struct node_load l;
 	w->nodes++;
 	if (!sched_node_ready(n))
@@ -145,7 +149,8 @@ static void sched_one(struct standin *s, struct obj *pod)
 		if (n->kind != KIND_NODE)
 			continue;
 		int64_t f = sched_fit(s, pod->j, n, &w);
-		if (f > best_free || (f == best_free && f >= 0 && strcmp(n->name, best->name) < 0)) {
+		if (f > best_free ||
+		    (f == best_free && f >= 0 && strcmp(n->name, best->name) < 0)) {
 			best = n;
 			best_free = f;
 		}
@@ -169,7 +174,8 @@ void sched_run(struct standin *s)
 	for (struct obj *o = s->objs; o; o = o->next) {
 		if (o->kind != KIND_POD || *sched_str(o->j, "spec", "nodeName") ||
 		    strcmp(sched_str(o->j, "status", "phase"), "Pending") != 0 ||
-		    cJSON_GetObjectItem(cJSON_GetObjectItem(o->j, "metadata"), "deletionTimestamp") ||
+		    cJSON_GetObjectItem(cJSON_GetObjectItem(o->j, "metadata"),
+					"deletionTimestamp") ||
 		    strcmp(sched_str(o->j, "spec", "schedulerName"), s->o.scheduler) != 0)
 			continue;
 		sched_one(s, o);

@@ -131,6 +131,8 @@ static void select_field_value(const cJSON *obj, const char *path, char *out, si
 	for (char *t = strtok_r(buf, ".", &save); t && cur; t = strtok_r(NULL, ".", &save))
 		cur = cJSON_GetObjectItem(cur, t);
 	out[0] = 0;
+	if (!cur)
+		return;
 	if (cJSON_IsString(cur))
 		snprintf(out, size, "%s", cur->valuestring);
 	else if (cJSON_IsNumber(cur))

@@ -30,21 +30,21 @@ enum kind { KIND_POD, KIND_EVENT, KIND_NODE, KIND_NAMESPACE, KIND_COUNT };
 /* A stored object.  Pods carry the kubelet's state of their process. */
 struct obj {
 	enum kind kind;
-	char ns[64];    /* "" for cluster-scoped kinds */
+	char ns[64]; /* "" for cluster-scoped kinds */
 	char name[254];
 	char uid[40];
-	cJSON *j;       /* the object as served, without kind/apiVersion */
+	cJSON *j; /* the object as served, without kind/apiVersion */
 	int64_t rv;
 	/* kubelet, pods only */
-	bool started;   /* a process was started (or could not be) */
-	bool running;   /* proc holds a live process */
+	bool started; /* a process was started (or could not be) */
+	bool running; /* proc holds a live process */
 	struct rv_proc proc;
-	char cg[512];   /* the pod's memory cgroup folder, "" when none */
-	int64_t mem_limit; /* bytes in the cgroup, 0: none */
-	char cid[32];   /* containerID of the last start, "standin://PID" */
-	double term_at;     /* SIGTERM sent at (monotonic s), 0: not yet */
-	double kill_at;     /* SIGKILL due at (monotonic s) */
-	double restart_at;  /* restartPolicy Always/OnFailure: start again then */
+	char cg[512];        /* the pod's memory cgroup folder, "" when none */
+	int64_t mem_limit;   /* bytes in the cgroup, 0: none */
+	char cid[32];        /* containerID of the last start, "standin://PID" */
+	double term_at;      /* SIGTERM sent at (monotonic s), 0: not yet */
+	double kill_at;      /* SIGKILL due at (monotonic s) */
+	double restart_at;   /* restartPolicy Always/OnFailure: start again then */
 	char sched_msg[256]; /* the last Unschedulable message given */
 	struct obj *next;
 };
@@ -58,51 +58,53 @@ struct hist {
 };
 
 struct node_load {
-	int64_t cpu_m;   /* millicores requested by the node's pods */
-	int64_t mem_b;   /* bytes */
+	int64_t cpu_m; /* millicores requested by the node's pods */
+	int64_t mem_b; /* bytes */
 	int pods;
 };
 
 struct standin_opts {
 	int port;
 	const char *port_file;
-	const char *dir;         /* pod logs, working folders */
+	const char *dir; /* pod logs, working folders */
 	int nodes;
 	int64_t node_cpu_m;
 	int64_t node_mem_b;
 	int node_pods;
-	int history;             /* events kept for watches */
+	int history; /* events kept for watches */
 	int bookmark_ms;
-	bool resize;             /* serve pods/resize */
-	bool cgroups;            /* memory cgroups for pods */
-	const char *scheduler;   /* the schedulerName this scheduler serves */
-	int max_events;          /* Event objects kept */
+	bool resize;           /* serve pods/resize */
+	bool cgroups;          /* memory cgroups for pods */
+	const char *scheduler; /* the schedulerName this scheduler serves */
+	int max_events;        /* Event objects kept */
 };
 
 struct standin {
 	struct standin_opts o;
 	pthread_mutex_t mu;
 	pthread_cond_t changed;
-	int64_t rv;              /* the last resource version given */
-	struct obj *objs;        /* every object, newest first */
-	struct hist *hist;       /* ring of o.history */
-	int hist_n, hist_head;   /* count, index of the oldest */
-	int64_t hist_floor;      /* a watch from below this gets 410 */
+	int64_t rv;       /* the last resource version given */
+	struct obj *objs; /* every object, newest first */
+	/* One ring of o.history changes per kind, as the API server keeps a
+	 * watch cache per resource: Events do not push pods out. */
+	struct hist *hist[KIND_COUNT];
+	int hist_n[KIND_COUNT], hist_head[KIND_COUNT]; /* count, index of the oldest */
+	int64_t hist_floor[KIND_COUNT];                /* a watch from below this gets 410 */
 	/* faults */
-	int fault_expire;        /* the next N watches get 410 */
-	int fault_cut;           /* generation: watches opened before it end */
-	bool fault_cut_mid;      /* the cut leaves half an event */
-	int fault_delay_ms;      /* every reply waits this long */
-	char cg_base[400];       /* our memory cgroup folder for pods, "" when none */
-	double started_s;        /* monotonic start */
+	int fault_expire;   /* the next N watches get 410 */
+	int fault_cut;      /* generation: watches opened before it end */
+	bool fault_cut_mid; /* the cut leaves half an event */
+	int fault_delay_ms; /* every reply waits this long */
+	char cg_base[400];  /* our memory cgroup folder for pods, "" when none */
+	double started_s;   /* monotonic start */
 	volatile sig_atomic_t stop;
-	int kick;                /* the loop has work (guarded by mu) */
+	int kick; /* the loop has work (guarded by mu) */
 };
 
 /* ---- store.c (callers hold s->mu unless said) ---- */
-const char *store_kind_name(enum kind k);       /* "Pod" */
-const char *store_kind_resource(enum kind k);   /* "pods" */
-int store_kind_from_resource(const char *res);  /* -1 when unknown */
+const char *store_kind_name(enum kind k);      /* "Pod" */
+const char *store_kind_resource(enum kind k);  /* "pods" */
+int store_kind_from_resource(const char *res); /* -1 when unknown */
 bool store_kind_namespaced(enum kind k);
 void store_init(struct standin *s);
 void store_release(struct standin *s);
@@ -120,13 +122,13 @@ cJSON *store_served(const struct obj *o);
  * only: callers of store_event may be walking the list). */
 void store_prune_events(struct standin *s);
 /* Record an Event about o (Normal or Warning). */
-void store_event(struct standin *s, const struct obj *about, const char *type,
-		 const char *reason, const char *component, const char *fmt, ...)
-	__attribute__((format(printf, 6, 7)));
-/* The history index of the first change after rv; -1 when none yet,
- * -2 when rv is older than the history. */
-int store_hist_after(struct standin *s, int64_t rv);
-const struct hist *store_hist_at(struct standin *s, int i); /* i from store_hist_after */
+void store_event(struct standin *s, const struct obj *about, const char *type, const char *reason,
+		 const char *component, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* The index in kind k's history of the first change after rv; -1 when
+ * none yet, -2 when rv is older than the history. */
+int store_hist_after(struct standin *s, enum kind k, int64_t rv);
+/* i from store_hist_after; NULL past the end. */
+const struct hist *store_hist_at(struct standin *s, enum kind k, int i);
 void store_compact(struct standin *s); /* forget the history */
 /* Cascade: delete (or orphan) what names uid in its ownerReferences. */
 void store_cascade(struct standin *s, const char *uid, bool orphan);
@@ -171,7 +173,7 @@ void sched_node_load(struct standin *s, const char *node, struct node_load *out)
 
 /* ---- kubelet.c ---- */
 int kubelet_init(struct standin *s, char *why, size_t wsize);
-void kubelet_run(struct standin *s);        /* start, watch, stop pod processes */
+void kubelet_run(struct standin *s);                         /* start, watch, stop pod processes */
 void kubelet_node_down(struct standin *s, const char *node); /* its pods Failed */
 void kubelet_stop_all(struct standin *s);
 /* Start a pod's graceful deletion: deletionTimestamp now + grace_s (< 0:
@@ -202,9 +204,9 @@ struct call {
 	struct MHD_Connection *c;
 	const char *method;
 	enum kind kind;
-	const char *ns;    /* NULL: every namespace (or a cluster-scoped kind) */
-	const char *name;  /* NULL for a collection */
-	const char *sub;   /* "status", "log", "resize" or NULL */
+	const char *ns;   /* NULL: every namespace (or a cluster-scoped kind) */
+	const char *name; /* NULL for a collection */
+	const char *sub;  /* "status", "log", "resize" or NULL */
 	const char *body;
 	size_t len;
 	bool table;        /* Accept asks for a meta.k8s.io Table */

@@ -67,15 +67,13 @@ void store_now_rfc3339(char *out, size_t size)
 static void store_uuid(char *out, size_t size)
 {
 	unsigned char b[16];
-	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
-		for (size_t i = 0; i < sizeof(b); i++)
-			b[i] = (unsigned char)rand();
+	while (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
+		; /* 16 bytes: only a signal interrupts it */
 	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
 	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-	snprintf(out, size,
-		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-		 b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-		 b[14], b[15]);
+	snprintf(out, size, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+		 b[13], b[14], b[15]);
 }
 
 void store_init(struct standin *s)
@@ -86,7 +84,8 @@ void store_init(struct standin *s)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&s->changed, &ca);
 	pthread_condattr_destroy(&ca);
-	s->hist = calloc((size_t)s->o.history, sizeof(*s->hist));
+	for (int k = 0; k < KIND_COUNT; k++)
+		s->hist[k] = calloc((size_t)s->o.history, sizeof(*s->hist[k]));
 	s->started_s = store_mono_s();
 }
 
@@ -104,9 +103,9 @@ void store_release(struct standin *s)
 		s->objs = o->next;
 		store_obj_free(o);
 	}
-	for (int i = 0; i < s->hist_n; i++)
-		cJSON_Delete(s->hist[(s->hist_head + i) % s->o.history].obj);
-	free(s->hist);
+	store_compact(s);
+	for (int k = 0; k < KIND_COUNT; k++)
+		free(s->hist[k]);
 	pthread_cond_destroy(&s->changed);
 	pthread_mutex_destroy(&s->mu);
 }
@@ -130,20 +129,20 @@ struct obj *store_find_uid(struct standin *s, const char *uid)
 
 static void store_hist_push(struct standin *s, const struct obj *o, const char *type)
 {
-	int cap = s->o.history;
-	if (s->hist_n == cap) {
-		struct hist *old = &s->hist[s->hist_head];
-		s->hist_floor = old->rv;
+	int cap = s->o.history, k = o->kind;
+	if (s->hist_n[k] == cap) {
+		struct hist *old = &s->hist[k][s->hist_head[k]];
+		s->hist_floor[k] = old->rv;
 		cJSON_Delete(old->obj);
-		s->hist_head = (s->hist_head + 1) % cap;
-		s->hist_n--;
+		s->hist_head[k] = (s->hist_head[k] + 1) % cap;
+		s->hist_n[k]--;
 	}
-	struct hist *h = &s->hist[(s->hist_head + s->hist_n) % cap];
+	struct hist *h = &s->hist[k][(s->hist_head[k] + s->hist_n[k]) % cap];
 	h->rv = o->rv;
 	h->kind = o->kind;
 	snprintf(h->type, sizeof(h->type), "%s", type);
 	h->obj = cJSON_Duplicate(o->j, true);
-	s->hist_n++;
+	s->hist_n[k]++;
 	pthread_cond_broadcast(&s->changed);
 }
 
@@ -220,8 +219,8 @@ cJSON *store_served(const struct obj *o)
 
 static bool store_owned_by(const cJSON *j, const char *uid)
 {
-	const cJSON *refs = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "metadata"),
-						"ownerReferences");
+	const cJSON *refs =
+		cJSON_GetObjectItem(cJSON_GetObjectItem(j, "metadata"), "ownerReferences");
 	const cJSON *r;
 	cJSON_ArrayForEach(r, refs)
 	{
@@ -234,11 +233,10 @@ static bool store_owned_by(const cJSON *j, const char *uid)
 
 static void store_drop_owner(struct standin *s, struct obj *o, const char *uid)
 {
-	cJSON *refs = cJSON_GetObjectItem(cJSON_GetObjectItem(o->j, "metadata"),
-					  "ownerReferences");
+	cJSON *refs = cJSON_GetObjectItem(cJSON_GetObjectItem(o->j, "metadata"), "ownerReferences");
 	for (int i = cJSON_GetArraySize(refs) - 1; i >= 0; i--) {
-		const char *u =
-			cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(refs, i), "uid"));
+		const char *u = cJSON_GetStringValue(
+			cJSON_GetObjectItem(cJSON_GetArrayItem(refs, i), "uid"));
 		if (u && strcmp(u, uid) == 0)
 			cJSON_DeleteItemFromArray(refs, i);
 	}
@@ -272,30 +270,38 @@ void store_cascade(struct standin *s, const char *uid, bool orphan)
 	}
 }
 
-int store_hist_after(struct standin *s, int64_t rv)
+int store_hist_after(struct standin *s, enum kind k, int64_t rv)
 {
-	if (rv < s->hist_floor)
+	if (rv < s->hist_floor[k])
 		return -2;
-	for (int i = 0; i < s->hist_n; i++)
-		if (s->hist[(s->hist_head + i) % s->o.history].rv > rv)
-			return i;
-	return -1;
+	/* the ring is in version order: binary search for the first > rv */
+	int lo = 0, hi = s->hist_n[k];
+	while (lo < hi) {
+		int mid = (lo + hi) / 2;
+		if (s->hist[k][(s->hist_head[k] + mid) % s->o.history].rv > rv)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo < s->hist_n[k] ? lo : -1;
 }
 
-const struct hist *store_hist_at(struct standin *s, int i)
+const struct hist *store_hist_at(struct standin *s, enum kind k, int i)
 {
-	if (i < 0 || i >= s->hist_n)
+	if (i < 0 || i >= s->hist_n[k])
 		return NULL;
-	return &s->hist[(s->hist_head + i) % s->o.history];
+	return &s->hist[k][(s->hist_head[k] + i) % s->o.history];
 }
 
 void store_compact(struct standin *s)
 {
-	for (int i = 0; i < s->hist_n; i++)
-		cJSON_Delete(s->hist[(s->hist_head + i) % s->o.history].obj);
-	s->hist_n = 0;
-	s->hist_head = 0;
-	s->hist_floor = s->rv;
+	for (int k = 0; k < KIND_COUNT; k++) {
+		for (int i = 0; i < s->hist_n[k]; i++)
+			cJSON_Delete(s->hist[k][(s->hist_head[k] + i) % s->o.history].obj);
+		s->hist_n[k] = 0;
+		s->hist_head[k] = 0;
+		s->hist_floor[k] = s->rv;
+	}
 }
 
 void store_prune_events(struct standin *s)
@@ -332,8 +338,8 @@ static cJSON *store_involved(const struct obj *about)
 	return io;
 }
 
-void store_event(struct standin *s, const struct obj *about, const char *type,
-		 const char *reason, const char *component, const char *fmt, ...)
+void store_event(struct standin *s, const struct obj *about, const char *type, const char *reason,
+		 const char *component, const char *fmt, ...)
 {
 	char msg[512], name[320], ts[32];
 	va_list ap;

@@ -17,22 +17,27 @@ struct table_col {
 };
 
 static const struct table_col table_pod[] = {
-	{ "Name", "string", "name", 0 },	  { "Ready", "string", "", 0 },
-	{ "Status", "string", "", 0 },		  { "Restarts", "string", "", 0 },
-	{ "Age", "string", "", 0 },		  { "IP", "string", "", 1 },
-	{ "Node", "string", "", 1 },		  { "Nominated Node", "string", "", 1 },
-	{ "Readiness Gates", "string", "", 1 }, { NULL, NULL, NULL, 0 },
+	{ "Name", "string", "name", 0 },
+	{ "Ready", "string", "", 0 },
+	{ "Status", "string", "", 0 },
+	{ "Restarts", "string", "", 0 },
+	{ "Age", "string", "", 0 },
+	{ "IP", "string", "", 1 },
+	{ "Node", "string", "", 1 },
+	{ "Nominated Node", "string", "", 1 },
+	{ "Readiness Gates", "string", "", 1 },
+	{ NULL, NULL, NULL, 0 },
 };
 static const struct table_col table_event[] = {
 	{ "Last Seen", "string", "", 0 }, { "Type", "string", "", 0 },
-	{ "Reason", "string", "", 0 },	  { "Object", "string", "", 0 },
-	{ "Message", "string", "", 0 },	  { "Name", "string", "name", 1 },
+	{ "Reason", "string", "", 0 },    { "Object", "string", "", 0 },
+	{ "Message", "string", "", 0 },   { "Name", "string", "name", 1 },
 	{ NULL, NULL, NULL, 0 },
 };
 static const struct table_col table_node[] = {
-	{ "Name", "string", "name", 0 },  { "Status", "string", "", 0 },
-	{ "Roles", "string", "", 0 },	  { "Age", "string", "", 0 },
-	{ "Version", "string", "", 0 },	  { "Internal-IP", "string", "", 1 },
+	{ "Name", "string", "name", 0 },    { "Status", "string", "", 0 },
+	{ "Roles", "string", "", 0 },       { "Age", "string", "", 0 },
+	{ "Version", "string", "", 0 },     { "Internal-IP", "string", "", 1 },
 	{ "External-IP", "string", "", 1 }, { NULL, NULL, NULL, 0 },
 };
 static const struct table_col table_ns[] = {
@@ -149,11 +154,16 @@ static void table_node_cells(const cJSON *node, cJSON *cells)
 	const cJSON *c;
 	const char *ready = "Unknown";
 	char age[32], status[64];
-	cJSON_ArrayForEach(c, cJSON_GetObjectItem(cJSON_GetObjectItem(node, "status"), "conditions"))
-	if (strcmp(table_str(c, "type", NULL), "Ready") == 0)
-		ready = strcmp(table_str(c, "status", NULL), "True") == 0 ? "Ready" : "NotReady";
+	const cJSON *conds = cJSON_GetObjectItem(cJSON_GetObjectItem(node, "status"), "conditions");
+	cJSON_ArrayForEach(c, conds)
+	{
+		if (strcmp(table_str(c, "type", NULL), "Ready") == 0)
+			ready = strcmp(table_str(c, "status", NULL), "True") == 0 ? "Ready"
+										  : "NotReady";
+	}
 	snprintf(status, sizeof(status), "%s%s", ready,
-		 cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(node, "spec"), "unschedulable"))
+		 cJSON_IsTrue(
+			 cJSON_GetObjectItem(cJSON_GetObjectItem(node, "spec"), "unschedulable"))
 			 ? ",SchedulingDisabled"
 			 : "");
 	cJSON_AddItemToArray(cells, cJSON_CreateString(table_str(node, "metadata", "name")));
@@ -204,9 +214,9 @@ static cJSON *table_row(enum kind k, const cJSON *item, bool include_object)
 
 cJSON *table_of(enum kind k, cJSON *const *items, int n, bool with_columns, bool include_object)
 {
-	const struct table_col *cols = k == KIND_POD	? table_pod
+	const struct table_col *cols = k == KIND_POD     ? table_pod
 				       : k == KIND_EVENT ? table_event
-				       : k == KIND_NODE	 ? table_node
+				       : k == KIND_NODE  ? table_node
 							 : table_ns;
 	cJSON *t = cJSON_CreateObject();
 	cJSON_AddStringToObject(t, "kind", "Table");

@@ -48,7 +48,12 @@ static void watch_push(struct watch *w, const char *type, cJSON *obj)
 	char *line = cJSON_PrintUnformatted(ev);
 	cJSON_Delete(ev);
 	size_t n = strlen(line);
-	w->buf = realloc(w->buf, w->len + n + 2);
+	char *nb = realloc(w->buf, w->len + n + 2);
+	if (!nb) {
+		free(line);
+		return;
+	}
+	w->buf = nb;
 	memcpy(w->buf + w->len, line, n);
 	w->buf[w->len + n] = '\n';
 	w->len += n + 1;
@@ -93,13 +98,13 @@ static cJSON *watch_form(struct watch *w, const cJSON *obj)
 static void watch_drain(struct watch *w)
 {
 	struct standin *s = w->s;
-	int i = store_hist_after(s, w->cursor);
+	int i = store_hist_after(s, w->kind, w->cursor);
 	if (i == -2) {
 		watch_push(w, "ERROR", watch_expired(w->cursor));
 		w->done = true;
 		return;
 	}
-	for (const struct hist *h; i >= 0 && (h = store_hist_at(s, i)); i++) {
+	for (const struct hist *h; i >= 0 && (h = store_hist_at(s, w->kind, i)); i++) {
 		w->cursor = h->rv;
 		if (watch_match(w, h->kind, h->obj))
 			watch_push(w, h->type, watch_form(w, h->obj));
@@ -317,7 +322,8 @@ void watch_log(const struct call *c, struct reply *r)
 	char path[768];
 	pthread_mutex_lock(&s->mu);
 	struct obj *o = store_find(s, KIND_POD, c->ns ? c->ns : "", c->name);
-	int rc = o ? kubelet_log_path(s, o, api_query(c, "container"), path, sizeof(path)) : -ENOENT;
+	int rc = o ? kubelet_log_path(s, o, api_query(c, "container"), path, sizeof(path))
+		   : -ENOENT;
 	char uid[40];
 	snprintf(uid, sizeof(uid), "%s", o ? o->uid : "");
 	pthread_mutex_unlock(&s->mu);
@@ -328,7 +334,8 @@ void watch_log(const struct call *c, struct reply *r)
 	int fd = rc == 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
 	if (fd < 0) {
 		api_status(r, 400, "BadRequest", NULL,
-			   "container in pod \"%s\" is waiting to start: ContainerCreating", c->name);
+			   "container in pod \"%s\" is waiting to start: ContainerCreating",
+			   c->name);
 		return;
 	}
 	const char *tl = api_query(c, "tailLines"), *fo = api_query(c, "follow");
