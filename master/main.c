@@ -94,7 +94,8 @@ static const struct rv_cfg_opt master_opts[] = {
 	OPT("timer", "tick_ms", NULL, RV_CFG_INT, tick_ms, "100", 1, 10000, 0,
 	    "longest sleep of the timer thread between deadline checks, ms"),
 	OPT("node", "scheduler", "scheduler", RV_CFG_STR, scheduler, "auto", 0, 0, 0,
-	    "who starts the job's nodes: local (this master, each replica spec's command), none "
+	    "who starts the job's nodes: local (this master, each replica spec's command), slurm "
+	    "(each node a Slurm job through slurmrestd, see [slurm]), none "
 	    "(someone else starts the agents) or auto (local when a replica spec has a command, "
 	    "else none)"),
 	OPT("node", "limits", "node-limits", RV_CFG_STR, node_limits, "auto", 0, 0, 0,
@@ -115,6 +116,23 @@ static const struct rv_cfg_opt master_opts[] = {
 	    "crashes of nodes on one host after which no relaunch goes there"),
 	OPT("node", "max_oom_relaunches", NULL, RV_CFG_INT, node_max_oom_relaunches, "5", 1, 1000,
 	    0, "OOM-killed relaunches of one node, each with more memory, on top of restartCount"),
+	OPT("slurm", "url", "slurm-url", RV_CFG_STR, slurm_url, "", 0, 0, 0,
+	    "slurmrestd for --scheduler slurm: unix:/path/to/socket or http://host:port"),
+	OPT("slurm", "token", "slurm-token", RV_CFG_STR, slurm_token, "", 0, 0, RV_CFG_SECRET,
+	    "JWT for slurmrestd (scontrol token), sent as X-SLURM-USER-TOKEN; empty: none (a "
+	    "unix socket with rest_auth/local needs none)"),
+	OPT("slurm", "user", "slurm-user", RV_CFG_STR, slurm_user, "", 0, 0, 0,
+	    "X-SLURM-USER-NAME sent with the token; empty: none"),
+	OPT("slurm", "partition", "slurm-partition", RV_CFG_STR, slurm_partition, "", 0, 0, 0,
+	    "partition of the nodes' Slurm jobs; empty: the cluster's default"),
+	OPT("slurm", "account", "slurm-account", RV_CFG_STR, slurm_account, "", 0, 0, 0,
+	    "account of the nodes' Slurm jobs; empty: the user's default"),
+	OPT("slurm", "workdir", "slurm-workdir", RV_CFG_STR, slurm_workdir, "", 0, 0, 0,
+	    "working folder of the nodes' Slurm jobs; empty: the master's"),
+	OPT("slurm", "poll_ms", NULL, RV_CFG_INT, slurm_poll_ms, "1000", 100, 600000, 0,
+	    "how often the nodes' Slurm job states are read, ms"),
+	OPT("slurm", "timeout_ms", NULL, RV_CFG_INT, slurm_timeout_ms, "10000", 100, 600000, 0,
+	    "timeout of each request to slurmrestd, ms"),
 	OPT("log", "level", "log-level", RV_CFG_STR, log_level, "info", 0, 0, 0,
 	    "debug, info, warn or error"),
 	OPT("brain", "url", "brain", RV_CFG_STR, brain_url, "", 0, 0, 0,

@@ -61,6 +61,10 @@ struct master_cfg {
 	long long node_stop_grace_ms, node_usage_interval_ms, node_host_max_crashes,
 		node_max_oom_relaunches, job_linger_s;
 	int node_survive_master;
+	/* the slurm scheduler (sched_slurm.c) */
+	char slurm_url[PATH_MAX], slurm_token[2048], slurm_user[64], slurm_partition[64];
+	char slurm_account[64], slurm_workdir[PATH_MAX];
+	long long slurm_poll_ms, slurm_timeout_ms;
 };
 
 /* A worker that took shards: its node (for a node's death) and its last
