@@ -6,6 +6,7 @@
 #   slurmfix.sh start DIR [NODES] [netns|local] [WATCH_PID]
 #   slurmfix.sh stop DIR
 #
+# Each node has SLURMFIX_CPUS CPUs (default 2) and 4096 MB.
 # start prints shell assignments (SLURM_CONF=..., SLURMFIX_REST=... unix
 # socket, SLURMFIX_NODES="n1 n2", SLURMFIX_MODE, SLURMFIX_HOSTIP=...) on
 # stdout once every node is idle; it exits non-zero (the logs on stderr)
@@ -105,9 +106,9 @@ CONF
 			addr=$HOSTIP
 			port=$(free_port)
 		fi
-		echo "NodeName=$name NodeHostname=$name NodeAddr=$addr Port=$port CPUs=2 RealMemory=4096 State=UNKNOWN" >>"$dir/etc/slurm.conf"
+		echo "NodeName=$name NodeHostname=$name NodeAddr=$addr Port=$port CPUs=$CPUS RealMemory=4096 State=UNKNOWN" >>"$dir/etc/slurm.conf"
 	done
-	echo "PartitionName=rover Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4" >>"$dir/etc/slurm.conf"
+	echo "PartitionName=rover Nodes=ALL Default=YES MaxTime=INFINITE State=UP" >>"$dir/etc/slurm.conf"
 }
 
 # 10.<200+x>.<i>.2 inside, .1 on this host; x from the folder so parallel
@@ -136,6 +137,7 @@ fail() {
 
 start() {
 	local nodes=${3:-2} mode=${4:-netns} watch_pid=${5:-} i
+	CPUS=${SLURMFIX_CPUS:-2}
 	mkdir -p "$dir"/{etc,state,spool,run,log,munge,rest} || exit 1
 	dir=$(cd "$dir" && pwd)
 	chmod 755 "$dir"
@@ -155,6 +157,12 @@ start() {
 	fi
 	local cport
 	cport=$(free_port) || fail "no free port"
+	{
+		cat /etc/hosts
+		for i in $(seq 1 "$nodes"); do
+			[ "$mode" = netns ] && echo "$(node_ip "$i") rvn$i"
+		done
+	} >"$dir/etc/hosts"
 	write_conf "$nodes" "$mode" "$cport"
 	# munge: key and socket of our own
 	dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 status=none
@@ -173,11 +181,12 @@ start() {
 	for i in $(seq 1 "$nodes"); do
 		mkdir -p "$dir/spool/rvn$i"
 		if [ "$mode" = netns ]; then
-			# a network namespace and a hostname of its own (nsenter keeps
-			# our mounts: ip netns exec remounts /sys, losing the cgroup
-			# mount slurmd wants)
-			nsenter --net="/run/netns/rvs$i-$TAG" unshare --uts sh -c \
-				"hostname rvn$i && exec $SBIN/slurmd -N rvn$i -f $SLURM_CONF" ||
+			# a network namespace and a hostname of its own, and a hosts
+			# file naming every node (nsenter keeps our mounts: ip netns
+			# exec remounts /sys, losing the cgroup mount slurmd wants)
+			nsenter --net="/run/netns/rvs$i-$TAG" unshare --uts --mount sh -c \
+				"mount --bind $dir/etc/hosts /etc/hosts && hostname rvn$i &&
+				 exec $SBIN/slurmd -N rvn$i -f $SLURM_CONF" ||
 				fail "slurmd rvn$i did not start"
 		else
 			$SBIN/slurmd -N "rvn$i" -f "$SLURM_CONF" || fail "slurmd rvn$i did not start"
