@@ -69,6 +69,7 @@ struct sl_node {
 	int64_t kill_at;               /* monotonic ms of the SIGKILL after a remove, 0 none */
 	int64_t queued_ms;             /* monotonic ms it was submitted */
 	int misses;                    /* polls that did not list its job */
+	int64_t restarts;              /* the job's restart_cnt when first seen, -1 not yet */
 };
 
 struct ev_ring {
@@ -369,6 +370,31 @@ static void sl_started(struct sched_slurm *s, struct sl_node *n, const cJSON *j)
 		ev_push(s, n, &ev);
 }
 
+/* Slurm requeued the job (its node failed, it was preempted): v0.0.38
+ * ignores "requeue": false, and a clusters' JobRequeue may requeue anyway.
+ * The node is lost: told so, and the requeued job killed unheard. */
+static bool sl_requeued(struct sched_slurm *s, struct sl_node *n, const cJSON *j, const char *st)
+{
+	int64_t rc = sl_num(j, "restart_cnt", 0);
+	if (n->restarts < 0)
+		n->restarts = rc;
+	bool again = rc > n->restarts ||
+		     (n->started && (!strcmp(st, "PENDING") || !strncmp(st, "REQUEUE", 7)));
+	if (!again || n->removed)
+		return false;
+	struct sched_event ev = { .type = SCHED_EV_EXITED, .lost = true, .exit_code = -1 };
+	ev.signal = SIGKILL;
+	ev.memory_limit_mb = n->res.memory_mb;
+	snprintf(ev.detail, sizeof(ev.detail),
+		 "slurm requeued job %" PRId64 " (its node failed or it was preempted)",
+		 n->job_id);
+	ev_push(s, n, &ev);
+	n->silent = true;
+	n->removed = true;
+	n->cancel_sig = SIGKILL;
+	return true;
+}
+
 /* Apply job j's state to node k; returns 1 when the node ended (its slot
  * now holds another node). */
 static int sl_apply(struct sched_slurm *s, int k, const cJSON *j)
@@ -384,6 +410,8 @@ static int sl_apply(struct sched_slurm *s, int k, const cJSON *j)
 	struct sched_event ev = { .type = SCHED_EV_EXITED };
 	snprintf(ev.host, sizeof(ev.host), "%s", cJSON_IsString(h) ? h->valuestring : "");
 	n->misses = 0;
+	if (sl_requeued(s, n, j, st))
+		return 0;
 	if (sl_in(st, running) && !n->started)
 		sl_started(s, n, j);
 	if (!strcmp(st, "PENDING") || !strcmp(st, "CONFIGURING"))
@@ -648,6 +676,7 @@ static struct sl_node *node_new(struct sched_slurm *s, const struct sched_node_s
 	snprintf(n->role, sizeof(n->role), "%s", sp->role ? sp->role : "");
 	n->rank = sp->rank;
 	n->res = sp->res;
+	n->restarts = -1;
 	return n;
 }
 
