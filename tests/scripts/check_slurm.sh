@@ -13,6 +13,8 @@
 #     adopts both running Slurm jobs and the job finishes;
 #   - a job asking for more than the cluster has fails after its gang wait,
 #     naming Slurm's reason;
+#   - examples/slurm-digits.sbatch (no Slurm backend: the master in the
+#     batch step, srun starting rover-run on each node) trains on two nodes;
 # and in every run the shard log accounts for every sample exactly once per
 # epoch (lines of steps after a restart's load are trained again).  Prints
 # one "ok"/"not ok" line per check; exits 1 when any failed.
@@ -190,6 +192,24 @@ fi
 
 }
 
+# ---- examples/slurm-digits.sbatch: the master in the batch step ----
+case_sbatch() {
+  local d=$TMP/sbatch
+  mkdir -p "$d"
+  sbatch --wait --nodes=2 -o "$d/out.log" \
+    --export="ALL,ROVER_PORT=$(free_port),ROVER_STATE=$d/state" examples/slurm-digits.sbatch \
+    >"$d/sbatch.log" 2>&1
+  local rc=$?
+  local hosts
+  hosts=$(grep -o 'msg="rover-run starting" node=rvn[0-9]*' "$d/out.log" | sort -u | wc -l)
+  if [ $rc = 0 ] && [ "$hosts" = 2 ] && grep -q '^\[rank0\]:test_accuracy=' "$d/out.log"; then
+    ok "examples/slurm-digits.sbatch: the master in the batch step, rover-run on two Slurm nodes by srun"
+  else
+    notok "examples/slurm-digits.sbatch trains on two Slurm nodes (sbatch exit $rc, rover-runs on $hosts nodes)"
+    grep -v IPv6 "$d/out.log" | tail -20 >&2
+  fi
+}
+
 # ---- a Slurm node dies ----
 case_nodefail() {
 job nodefail 2 2 0.1
@@ -268,7 +288,7 @@ fi
 }
 
 # SLURM_CASES picks some (in this order: toobig counts on nodefail's dead node)
-for c in ${SLURM_CASES:-cancel nodefail adopt toobig}; do
+for c in ${SLURM_CASES:-cancel sbatch nodefail adopt toobig}; do
   "case_$c"
 done
 left=$(squeue -h -o '%i %j %T' | grep rover- || true)
