@@ -1101,7 +1101,8 @@ int nodemgr_start(struct master *m, const char *master_addr, struct rv_err *err)
 			nodes_set_restart_count(nm->nodes, rv_role_name((enum rv_role)r),
 						m->spec.replicas[r].restart_count);
 	const char *why = "";
-	enum sched_local_mode mode = nm->slurm ? SCHED_LOCAL_NONE : sched_local_mode(nm->sched, &why);
+	enum sched_local_mode mode = nm->slurm ? SCHED_LOCAL_NONE
+					       : sched_local_mode(nm->sched, &why);
 	char q[600];
 	rv_log_info("node manager started",
 		    "scheduler=%s limits=%s log_dir=%s master_addr=%s why=%s", m->cfg.scheduler,

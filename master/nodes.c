@@ -336,10 +336,10 @@ int nodes_on_event(struct nodes *m, const struct sched_event *ev, struct nodes_a
 		} else if (ev->lost) {
 			/* its machine, not its program, failed */
 			relaunch(n, n->host, act);
-			fmt(act->reason, sizeof(act->reason), "%s: its machine was lost; not counted as a restart",
+			fmt(act->reason, sizeof(act->reason),
+			    "%s: its machine was lost; not counted as a restart",
 			    ev->detail[0] ? ev->detail : "lost");
-		}
-		else if (ev->exit_code == 0 && !ev->signal)
+		} else if (ev->exit_code == 0 && !ev->signal)
 			n->state = N_SUCCEEDED;
 		else
 			on_crash(m, n, ev, act);
@@ -348,7 +348,8 @@ int nodes_on_event(struct nodes *m, const struct sched_event *ev, struct nodes_a
 		if (ev->err == -ETIMEDOUT) {
 			/* it waited for resources past the gang wait: a retry waits again */
 			char why[NODES_REASON_MAX];
-			fmt(why, sizeof(why), "could not start: %s", ev->detail[0] ? ev->detail : "?");
+			fmt(why, sizeof(why), "could not start: %s",
+			    ev->detail[0] ? ev->detail : "?");
 			give_up(m, n, act, why);
 		} else {
 			on_crash(m, n, ev, act);

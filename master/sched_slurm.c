@@ -48,8 +48,8 @@ struct slurm_api {
  * v0.0.44: 25.11.  From v0.0.40 environment is a list and numbers that may
  * be unset are objects; from v0.0.41 the script goes inside the job. */
 static const struct slurm_api slurm_apis[] = {
-	{ "v0.0.44", true, true, true, true }, { "v0.0.43", true, true, true, true },
-	{ "v0.0.42", true, true, true, true }, { "v0.0.41", true, true, true, true },
+	{ "v0.0.44", true, true, true, true },  { "v0.0.43", true, true, true, true },
+	{ "v0.0.42", true, true, true, true },  { "v0.0.41", true, true, true, true },
 	{ "v0.0.40", true, true, false, true }, { "v0.0.38", false, false, false, false },
 };
 
@@ -134,8 +134,8 @@ static size_t sl_write(char *data, size_t size, size_t nmemb, void *arg)
 /* method on path (below the url); *status the HTTP status.  Returns the
  * parsed JSON answer (the caller frees it) or NULL with *rc a negative
  * errno and detail filled. */
-static cJSON *sl_http(struct sched_slurm *s, const char *method, const char *path,
-		      const char *body, long *status, int *rc, char *detail, size_t dsize)
+static cJSON *sl_http(struct sched_slurm *s, const char *method, const char *path, const char *body,
+		      long *status, int *rc, char *detail, size_t dsize)
 {
 	char url[PATH_MAX + 512];
 	snprintf(url, sizeof(url), "%s%s", s->sock[0] ? "http://slurmrestd" : s->url, path);
@@ -261,8 +261,8 @@ static void sl_submit(struct sched_slurm *s, int i)
 	snprintf(path, sizeof(path), "/slurm/%s/job/submit", s->api->version);
 	long status = 0;
 	int rc = 0;
-	RV_CLEANUP_CJSON cJSON *doc = sl_http(s, "POST", path, body, &status, &rc,
-							 detail, sizeof(detail));
+	RV_CLEANUP_CJSON cJSON *doc =
+		sl_http(s, "POST", path, body, &status, &rc, detail, sizeof(detail));
 	free(body);
 	int64_t id = sl_num(doc, "job_id", 0);
 	const char *why = sl_error(doc);
@@ -386,8 +386,7 @@ static bool sl_requeued(struct sched_slurm *s, struct sl_node *n, const cJSON *j
 	ev.signal = SIGKILL;
 	ev.memory_limit_mb = n->res.memory_mb;
 	snprintf(ev.detail, sizeof(ev.detail),
-		 "slurm requeued job %" PRId64 " (its node failed or it was preempted)",
-		 n->job_id);
+		 "slurm requeued job %" PRId64 " (its node failed or it was preempted)", n->job_id);
 	ev_push(s, n, &ev);
 	n->silent = true;
 	n->removed = true;
@@ -402,7 +401,7 @@ static int sl_apply(struct sched_slurm *s, int k, const cJSON *j)
 	static const char *const running[] = { "RUNNING", "COMPLETING", "SUSPENDED", "STOPPED",
 					       NULL };
 	static const char *const lost[] = { "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", NULL };
-	static const char *const ended[] = { "COMPLETED", "FAILED",  "CANCELLED", "TIMEOUT",
+	static const char *const ended[] = { "COMPLETED", "FAILED",       "CANCELLED", "TIMEOUT",
 					     "DEADLINE",  "SPECIAL_EXIT", NULL };
 	struct sl_node *n = &s->nodes[k];
 	const char *st = sl_state_of(j);
@@ -416,8 +415,8 @@ static int sl_apply(struct sched_slurm *s, int k, const cJSON *j)
 		sl_started(s, n, j);
 	if (!strcmp(st, "PENDING") || !strcmp(st, "CONFIGURING"))
 		sl_pend_check(s, n, j);
-	if (sl_in(st, running) || !strcmp(st, "PENDING") || !strcmp(st, "CONFIGURING") ||
-	    !st[0] || !strncmp(st, "REQUEUE", 7) || !strcmp(st, "RESIZING"))
+	if (sl_in(st, running) || !strcmp(st, "PENDING") || !strcmp(st, "CONFIGURING") || !st[0] ||
+	    !strncmp(st, "REQUEUE", 7) || !strcmp(st, "RESIZING"))
 		return 0;
 	if (!strcmp(st, "OUT_OF_MEMORY")) {
 		ev.type = SCHED_EV_OOM;
@@ -479,9 +478,7 @@ static void sl_poll(struct sched_slurm *s)
 			continue;
 		}
 		const cJSON *j, *found = NULL;
-		cJSON_ArrayForEach(j, jobs)
-		if (sl_num(j, "job_id", 0) == n->job_id)
-			found = j;
+		cJSON_ArrayForEach(j, jobs) if (sl_num(j, "job_id", 0) == n->job_id) found = j;
 		if (!(found ? sl_apply(s, k, found) : sl_missing(s, k)))
 			k++;
 	}
@@ -783,8 +780,8 @@ static int sl_usage(struct sched *b, const char *name, struct sched_usage *u)
 
 /* Take back job pid (its Slurm job id) of a previous master: it is watched
  * from the next poll on (STARTED once it runs, or its end). */
-static int sl_adopt(struct sched *b, const struct sched_node_spec *sp, int pid,
-		    int64_t start_ticks, struct rv_err *err)
+static int sl_adopt(struct sched *b, const struct sched_node_spec *sp, int pid, int64_t start_ticks,
+		    struct rv_err *err)
 {
 	(void)start_ticks;
 	struct sched_slurm *s = to_sl(b);

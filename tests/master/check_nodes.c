@@ -130,7 +130,8 @@ START_TEST(test_lost_not_charged_pending_gives_up)
 
 	struct sched_event p = ev_of(SCHED_EV_FAILED, "w1", "", 0, 0);
 	p.err = -ETIMEDOUT;
-	snprintf(p.detail, sizeof(p.detail), "slurm job 9 still pending after 8 s: reason Resources");
+	snprintf(p.detail, sizeof(p.detail),
+		 "slurm job 9 still pending after 8 s: reason Resources");
 	ck_assert_int_eq(feed(m, p).type, NODES_GIVE_UP);
 	nodes_status(m, &st);
 	ck_assert_int_eq(st.state, NODES_JOB_FAILED);
