@@ -129,7 +129,7 @@ static const struct rv_cfg_opt master_opts[] = {
 	    "account of the nodes' Slurm jobs; empty: the user's default"),
 	OPT("slurm", "workdir", "slurm-workdir", RV_CFG_STR, slurm_workdir, "", 0, 0, 0,
 	    "working folder of the nodes' Slurm jobs; empty: the master's"),
-	OPT("slurm", "poll_ms", NULL, RV_CFG_INT, slurm_poll_ms, "1000", 100, 600000, 0,
+	OPT("slurm", "poll_ms", NULL, RV_CFG_INT, slurm_poll_ms, "500", 100, 600000, 0,
 	    "how often the nodes' Slurm job states are read, ms"),
 	OPT("slurm", "timeout_ms", NULL, RV_CFG_INT, slurm_timeout_ms, "10000", 100, 600000, 0,
 	    "timeout of each request to slurmrestd, ms"),

@@ -902,7 +902,7 @@ static int sl_opts(struct sched_slurm *s, const struct sched_slurm_opts *o, stru
 	else if (!getcwd(s->workdir, sizeof(s->workdir)))
 		snprintf(s->workdir, sizeof(s->workdir), "/tmp");
 	snprintf(s->log_dir, sizeof(s->log_dir), "%s", o->log_dir ? o->log_dir : ".");
-	s->poll_ms = o->poll_ms > 0 ? o->poll_ms : 1000;
+	s->poll_ms = o->poll_ms > 0 ? o->poll_ms : 500;
 	s->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 10000;
 	s->max_nodes = o->max_nodes > 0 ? o->max_nodes : 1024;
 	s->pend_max_ms = o->pend_max_ms > 0 ? o->pend_max_ms : 0;

@@ -37,7 +37,7 @@ struct sched_slurm_opts {
 	const char *job;       /* Slurm job names are rover-<job>-<instance>; NULL: "job" */
 	const char *workdir;   /* each job's working folder; NULL: ours */
 	const char *log_dir;   /* a spec without log_path logs to <log_dir>/<name>.log */
-	int poll_ms;           /* how often job states are read: 0 is 1000 */
+	int poll_ms;           /* how often job states are read: 0 is 500 */
 	int timeout_ms;        /* each request: 0 is 10000 */
 	int64_t pend_max_ms;   /* a job pending this long fails: 0 never */
 	int max_nodes;         /* live nodes at most: 0 is 1024 */

@@ -87,6 +87,8 @@ JobAcctGatherType=jobacct_gather/none
 SchedulerType=sched/backfill
 SchedulerParameters=sched_interval=1
 MpiDefault=none
+# nodes may claim more CPUs than this machine has (SLURMFIX_CPUS)
+SlurmdParameters=config_overrides
 ReturnToService=2
 SlurmdTimeout=10
 SlurmctldTimeout=10
