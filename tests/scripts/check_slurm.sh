@@ -88,8 +88,7 @@ master() {
 
 # wait_master SECONDS: its exit status (124 when it ran too long: killed)
 wait_master() {
-  local i
-  for i in $(seq $(($1 * 10))); do
+  for _ in $(seq $(($1 * 10))); do
     kill -0 "$MPID" 2>/dev/null || break
     sleep 0.1
   done
@@ -110,8 +109,7 @@ steps() { cat "$TMP/$1/out/shards.log" 2>/dev/null | wc -l; }
 
 # wait_steps NAME N SECONDS
 wait_steps() {
-  local i
-  for i in $(seq $(($3 * 10))); do
+  for _ in $(seq $(($3 * 10))); do
     [ "$(steps "$1")" -ge "$2" ] && return 0
     sleep 0.1
   done

@@ -43,15 +43,13 @@ stop() {
 	for f in "$dir"/run/slurmrestd.pid "$dir"/run/slurmd-*.pid "$dir"/run/slurmctld.pid; do
 		[ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null
 	done
-	if [ -f "$dir/cgroup.procs.list" ]; then :; fi
 	[ -f "$dir/run/munged.pid" ] && kill -TERM "$(cat "$dir/run/munged.pid")" 2>/dev/null
-	for f in "$dir"/netns.list; do
-		[ -f "$f" ] || continue
+	if [ -f "$dir/netns.list" ]; then
 		while read -r ns; do
 			ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
 			ip netns del "$ns" 2>/dev/null
-		done <"$f"
-	done
+		done <"$dir/netns.list"
+	fi
 	rm -f "$dir"/run/*.pid "$dir/netns.list"
 }
 
@@ -119,7 +117,8 @@ node_ip() { echo "10.$NET.$1.2"; }
 host_ip() { echo "10.$NET.$1.1"; }
 
 make_netns() {
-	local i=$1 ns="rvs$i-$TAG" hv="rvh$i$TAG" nv="rvc$i$TAG"
+	local i=$1
+	local ns="rvs$i-$TAG" hv="rvh$i$TAG" nv="rvc$i$TAG"
 	ip netns add "$ns" || return 1
 	echo "$ns" >>"$dir/netns.list"
 	ip link add "$hv" type veth peer name "$nv" || return 1
