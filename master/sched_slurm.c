@@ -41,6 +41,7 @@ struct slurm_api {
 	bool num_objects;   /* numbers with a "no value": {"set":true,"number":N} */
 	bool script_in_job; /* the script in job.script (else at the top) */
 	bool gpus_as_tres;  /* GPUs as tres_per_node "gres/gpu:N" (else gpus_per_node) */
+	bool exclude;       /* excluded_nodes exists (v0.0.38 has no way to exclude nodes) */
 };
 
 /* Newest first: the first the server offers is used.  v0.0.38: Slurm
@@ -48,17 +49,23 @@ struct slurm_api {
  * v0.0.44: 25.11.  From v0.0.40 environment is a list and numbers that may
  * be unset are objects; from v0.0.41 the script goes inside the job. */
 static const struct slurm_api slurm_apis[] = {
-	{ "v0.0.44", true, true, true, true },  { "v0.0.43", true, true, true, true },
-	{ "v0.0.42", true, true, true, true },  { "v0.0.41", true, true, true, true },
-	{ "v0.0.40", true, true, false, true }, { "v0.0.38", false, false, false, false },
+	{ "v0.0.44", true, true, true, true, true },
+	{ "v0.0.43", true, true, true, true, true },
+	{ "v0.0.42", true, true, true, true, true },
+	{ "v0.0.41", true, true, true, true, true },
+	{ "v0.0.40", true, true, false, true, true },
+	{ "v0.0.38", false, false, false, false, false },
 };
 
 /* ---- the backend ---- */
+
+#define SL_LOST_MAX 32
 
 enum sl_state { SL_SUBMIT, SL_SUBMITTING, SL_QUEUED, SL_RUNNING, SL_DONE };
 
 struct sl_node {
 	char name[SCHED_NAME_MAX], role[SCHED_ROLE_MAX];
+	char host[SCHED_NAME_MAX]; /* the Slurm node it runs on, once it ran */
 	int rank;
 	struct sched_resources res;
 	char *body; /* the submit request (NULL once sent or for an adopted job) */
@@ -93,6 +100,10 @@ struct sched_slurm {
 	pthread_cond_t cond;
 	struct sl_node *nodes;
 	int nn;
+	/* Slurm nodes that lost a node of ours: new jobs exclude them (from
+	 * v0.0.40; Slurm itself keeps off a node while it is DOWN) */
+	char lost[SL_LOST_MAX][SCHED_NAME_MAX];
+	int nlost;
 	struct ev_ring q;
 };
 
@@ -247,6 +258,17 @@ static void node_end(struct sched_slurm *s, struct sl_node *n, struct sched_even
 	*n = s->nodes[--s->nn];
 }
 
+/* A Slurm node lost one of ours; under s->mu. */
+static void host_lost(struct sched_slurm *s, const char *host)
+{
+	if (!host[0] || s->nlost >= SL_LOST_MAX)
+		return;
+	for (int i = 0; i < s->nlost; i++)
+		if (!strcmp(s->lost[i], host))
+			return;
+	snprintf(s->lost[s->nlost++], SCHED_NAME_MAX, "%s", host);
+}
+
 /* ---- requests (worker thread, s->mu not held) ---- */
 
 static void sl_submit(struct sched_slurm *s, int i)
@@ -365,6 +387,7 @@ static void sl_started(struct sched_slurm *s, struct sl_node *n, const cJSON *j)
 	ev.start_ticks = sl_num(j, "start_time", 1);
 	snprintf(ev.host, sizeof(ev.host), "%s", cJSON_IsString(h) ? h->valuestring : "");
 	n->started = true;
+	snprintf(n->host, sizeof(n->host), "%s", ev.host);
 	n->st = SL_RUNNING;
 	if (!n->silent)
 		ev_push(s, n, &ev);
@@ -385,8 +408,11 @@ static bool sl_requeued(struct sched_slurm *s, struct sl_node *n, const cJSON *j
 	struct sched_event ev = { .type = SCHED_EV_EXITED, .lost = true, .exit_code = -1 };
 	ev.signal = SIGKILL;
 	ev.memory_limit_mb = n->res.memory_mb;
+	snprintf(ev.host, sizeof(ev.host), "%s", n->host);
 	snprintf(ev.detail, sizeof(ev.detail),
-		 "slurm requeued job %" PRId64 " (its node failed or it was preempted)", n->job_id);
+		 "slurm requeued job %" PRId64 " from %s (its node failed or it was preempted)",
+		 n->job_id, n->host[0] ? n->host : "?");
+	host_lost(s, n->host);
 	ev_push(s, n, &ev);
 	n->silent = true;
 	n->removed = true;
@@ -425,6 +451,7 @@ static int sl_apply(struct sched_slurm *s, int k, const cJSON *j)
 		ev.memory_limit_mb = n->res.memory_mb;
 	} else if (sl_in(st, lost)) {
 		ev.lost = true;
+		host_lost(s, ev.host[0] ? ev.host : n->host);
 		ev.exit_code = -1;
 		ev.signal = SIGKILL;
 	} else {
@@ -611,6 +638,18 @@ static void res_add(const struct slurm_api *api, cJSON *job, const struct sched_
 	}
 }
 
+/* excluded_nodes: the Slurm nodes that lost one of ours so far. */
+static void exclude_add(struct sched_slurm *s, cJSON *job)
+{
+	if (!s->api->exclude)
+		return;
+	pthread_mutex_lock(&s->mu);
+	cJSON *x = s->nlost ? cJSON_AddArrayToObject(job, "excluded_nodes") : NULL;
+	for (int i = 0; x && i < s->nlost; i++)
+		cJSON_AddItemToArray(x, cJSON_CreateString(s->lost[i]));
+	pthread_mutex_unlock(&s->mu);
+}
+
 /* The submit request of spec, malloc'd; NULL out of memory. */
 static char *body_build(struct sched_slurm *s, const struct sched_node_spec *sp, const char *log)
 {
@@ -642,6 +681,7 @@ static char *body_build(struct sched_slurm *s, const struct sched_node_spec *sp,
 	if (s->account[0])
 		cJSON_AddStringToObject(job, "account", s->account);
 	cJSON_AddItemToObject(job, "environment", env_build(s->api, sp->env));
+	exclude_add(s, job);
 	return cJSON_PrintUnformatted(root);
 }
 

@@ -5,7 +5,8 @@
  * JSON shapes: what the backend submits (script, environment, resources),
  * how it reads job states and exit codes into events (RUNNING, FAILED,
  * NODE_FAIL, OUT_OF_MEMORY, a requeue), a job left pending past its wait
- * (cancelled, FAILED with Slurm's reason), a removal (SIGTERM, then SIGKILL
+ * (cancelled, FAILED with Slurm's reason), a failed Slurm node excluded
+ * from later jobs (v0.0.40 on), a removal (SIGTERM, then SIGKILL
  * after the grace) and a server offering no known version.  The real
  * slurmrestd runs in tests/scripts/check_slurm.sh.
  */
@@ -272,6 +273,23 @@ START_TEST(test_v42_shapes)
 	ck_assert_int_eq(ev.signal, 0);
 	ck_assert(!ev.lost && !ev.removed);
 	ck_assert_int_eq(sched_slurm_job_id(s, "worker-3"), -1);
+
+	/* its Slurm node fails: the next job keeps off it */
+	launch(s, "worker-3.1");
+	doc = submitted();
+	ck_assert_ptr_null(cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "job"), "excluded_nodes"));
+	cJSON_Delete(doc);
+	fake_set("RUNNING", 0);
+	ck_assert_int_eq(next(s, 3000).type, SCHED_EV_STARTED);
+	fake_set("NODE_FAIL", 0);
+	ev = next(s, 3000);
+	ck_assert(ev.lost);
+	launch(s, "worker-3.2");
+	doc = submitted();
+	const cJSON *x = cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "job"), "excluded_nodes");
+	ck_assert_int_eq(cJSON_GetArraySize(x), 1);
+	ck_assert_str_eq(cJSON_GetArrayItem(x, 0)->valuestring, "n7");
+	cJSON_Delete(doc);
 	stop(s);
 	unsetenv("SLURM_JOB_ID");
 }
