@@ -140,6 +140,12 @@ if bad:
     print("samples not trained 3 times (index, times): %s" % bad[:10], file=sys.stderr)
     sys.exit(1)
 PY
+  local rc=$?
+  if [ $rc != 0 ]; then
+    grep -n '^load' "$TMP/$1/out/shards.log" >&2
+    grep -h 'loaded step=' "$TMP/$1"/state/nodes/*.log >&2
+  fi
+  return $rc
 }
 
 # show NAME: what to look at when a check failed
