@@ -12,8 +12,10 @@
  * start time, host: its Slurm node), COMPLETED/FAILED/CANCELLED/TIMEOUT ->
  * EXITED with the exit code or signal, OUT_OF_MEMORY -> OOM, NODE_FAIL,
  * PREEMPTED and BOOT_FAIL -> EXITED with lost set; a job pending longer than
- * pend_max_ms is cancelled and FAILED (-ETIMEDOUT) naming Slurm's reason.
- * Jobs outlive the master: adopt takes a job id back.
+ * pend_max_ms is cancelled and FAILED (-ETIMEDOUT) naming Slurm's reason;
+ * a job Slurm requeued is taken as lost too (and killed), and the Slurm
+ * nodes that lost one are excluded from later jobs (v0.0.40 on).  Jobs
+ * outlive the master: adopt takes a job id back.
  *
  * The REST API version is read from the server's /openapi at start; the
  * JSON shape of each version (v0.0.38 of Slurm 22.05, v0.0.40-44 of 24.05 to
