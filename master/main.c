@@ -96,8 +96,8 @@ static const struct rv_cfg_opt master_opts[] = {
 	OPT("node", "scheduler", "scheduler", RV_CFG_STR, scheduler, "auto", 0, 0, 0,
 	    "who starts the job's nodes: local (this master, each replica spec's command), k8s "
 	    "(pods from each replica spec's template or command, through the Kubernetes API), "
-	    "none (someone else starts the agents) or auto (local when a replica spec has a "
-	    "command, else none)"),
+	    "slurm (each node a Slurm job through slurmrestd, see [slurm]), none (someone else "
+	    "starts the agents) or auto (local when a replica spec has a command, else none)"),
 	OPT("node", "limits", "node-limits", RV_CFG_STR, node_limits, "auto", 0, 0, 0,
 	    "how the local scheduler enforces a node's resources: auto (cgroup2, else cgroup1, "
 	    "else rlimit), cgroup2, cgroup1, rlimit or none"),
@@ -136,6 +136,23 @@ static const struct rv_cfg_opt master_opts[] = {
 	OPT("k8s", "master_addr", "k8s-master-addr", RV_CFG_STR, k8s_master_addr, "", 0, 0, 0,
 	    "host:port the pods reach this master at (a Service, the pod's IP); empty: the "
 	    "listen address"),
+	OPT("slurm", "url", "slurm-url", RV_CFG_STR, slurm_url, "", 0, 0, 0,
+	    "slurmrestd for --scheduler slurm: unix:/path/to/socket or http://host:port"),
+	OPT("slurm", "token", "slurm-token", RV_CFG_STR, slurm_token, "", 0, 0, RV_CFG_SECRET,
+	    "JWT for slurmrestd (scontrol token), sent as X-SLURM-USER-TOKEN; empty: none (a "
+	    "unix socket with rest_auth/local needs none)"),
+	OPT("slurm", "user", "slurm-user", RV_CFG_STR, slurm_user, "", 0, 0, 0,
+	    "X-SLURM-USER-NAME sent with the token; empty: none"),
+	OPT("slurm", "partition", "slurm-partition", RV_CFG_STR, slurm_partition, "", 0, 0, 0,
+	    "partition of the nodes' Slurm jobs; empty: the cluster's default"),
+	OPT("slurm", "account", "slurm-account", RV_CFG_STR, slurm_account, "", 0, 0, 0,
+	    "account of the nodes' Slurm jobs; empty: the user's default"),
+	OPT("slurm", "workdir", "slurm-workdir", RV_CFG_STR, slurm_workdir, "", 0, 0, 0,
+	    "working folder of the nodes' Slurm jobs; empty: the master's"),
+	OPT("slurm", "poll_ms", NULL, RV_CFG_INT, slurm_poll_ms, "500", 100, 600000, 0,
+	    "how often the nodes' Slurm job states are read, ms"),
+	OPT("slurm", "timeout_ms", NULL, RV_CFG_INT, slurm_timeout_ms, "10000", 100, 600000, 0,
+	    "timeout of each request to slurmrestd, ms"),
 	OPT("log", "level", "log-level", RV_CFG_STR, log_level, "info", 0, 0, 0,
 	    "debug, info, warn or error"),
 	OPT("brain", "url", "brain", RV_CFG_STR, brain_url, "", 0, 0, 0,

@@ -65,6 +65,10 @@ struct master_cfg {
 	char k8s_namespace[64], k8s_kubeconfig[PATH_MAX], k8s_image[256];
 	char k8s_scheduler_name[128], k8s_master_addr[160];
 	long long k8s_max_pending_s, k8s_timeout_ms;
+	/* the slurm scheduler (sched_slurm.c) */
+	char slurm_url[PATH_MAX], slurm_token[2048], slurm_user[64], slurm_partition[64];
+	char slurm_account[64], slurm_workdir[PATH_MAX];
+	long long slurm_poll_ms, slurm_timeout_ms;
 };
 
 /* A worker that took shards: its node (for a node's death) and its last
@@ -116,7 +120,7 @@ enum { MASTER_NETCHECK_START = 1, MASTER_NETCHECK_REPORT = 2 };
  * relaunch with new resources) whenever version changes.
  */
 struct master_group {
-	int count;         /* nodes wanted; 0: none of this role */
+	int count;          /* nodes wanted; 0: none of this role */
 	bool has_resources; /* false: no limits known (the spec omitted them) */
 	double cpu;         /* cores, 0: no limit */
 	int64_t memory_mb;  /* 0: no limit */
@@ -125,8 +129,8 @@ struct master_group {
 
 struct master_desired {
 	struct master_group groups[RV_ROLE_COUNT]; /* indexed by enum rv_role */
-	int64_t plan_id; /* the last plan applied, 0: the spec's */
-	int64_t version; /* bumped by every change */
+	int64_t plan_id;                           /* the last plan applied, 0: the spec's */
+	int64_t version;                           /* bumped by every change */
 	/* nodes with resources of their own (a migrated PS), kept until a plan
 	 * changes their role's resources or drops their rank */
 	struct rv_plan_node own[RV_MAX_PLAN_NODES];
@@ -185,8 +189,8 @@ struct master {
 	char brain_uid[RV_NAME_MAX]; /* the job at the brain, "" until registered */
 	struct rv_plan_state plan;   /* the newest plan handed over (plan.id 0: none) */
 	struct plans *plans;         /* the brain link: set while it runs (plans.c) */
-	int64_t since_snapshot; /* records since the last snapshot */
-	int64_t last_now_ms;    /* operation time never goes back */
+	int64_t since_snapshot;      /* records since the last snapshot */
+	int64_t last_now_ms;         /* operation time never goes back */
 	bool stopping;
 
 	struct journal *journal;

@@ -35,6 +35,7 @@
 #include "plans.h"
 #include "sched_k8s.h"
 #include "sched_local.h"
+#include "sched_slurm.h"
 
 #define ENV_MAX 10
 
@@ -51,6 +52,7 @@ struct nodemgr {
 	char log_dir[PATH_MAX];
 	bool detach;        /* nodes outlive the master (node.survive_master) */
 	bool k8s;           /* pods: adopted by name after a restart */
+	bool slurm;         /* the slurm backend */
 	int64_t version;    /* of m->desired last reconciled */
 	int64_t next_usage; /* monotonic ms */
 	int64_t exit_at;    /* monotonic ms, 0: the job runs */
@@ -115,20 +117,25 @@ int nodemgr_wanted(const struct master_cfg *cfg, const struct rv_job_spec *spec,
 		}
 		return 1;
 	}
-	if (strcmp(cfg->scheduler, "local") != 0)
+	if (strcmp(cfg->scheduler, "local") != 0 && strcmp(cfg->scheduler, "slurm") != 0)
 		return rv_err_set(err, -EINVAL, "scheduler",
-				  "scheduler \"%s\" must be auto, local, k8s or none",
+				  "scheduler \"%s\" must be auto, local, k8s, slurm or none",
 				  cfg->scheduler);
+	if (!strcmp(cfg->scheduler, "slurm") && !cfg->slurm_url[0])
+		return rv_err_set(err, -EINVAL, "slurm.url",
+				  "scheduler slurm needs slurmrestd's url: --slurm-url "
+				  "unix:/path/to/socket or http://host:port (slurm.url)");
 	if (spec->replicas[RV_ROLE_WORKER].ncommand == 0)
 		return rv_err_set(err, -EINVAL, "spec.replicaSpecs.worker.command",
-				  "scheduler local needs spec.replicaSpecs.worker.command: the "
-				  "command each worker node runs");
+				  "scheduler %s needs spec.replicaSpecs.worker.command: the "
+				  "command each worker node runs",
+				  cfg->scheduler);
 	for (int r = 0; r < RV_ROLE_COUNT; r++)
 		if (spec->replicas[r].present && spec->replicas[r].replicas > 0 &&
 		    spec->replicas[r].ncommand == 0)
 			return rv_err_set(err, -EINVAL, "spec.replicaSpecs.command",
-					  "scheduler local needs spec.replicaSpecs.%s.command",
-					  rv_role_name((enum rv_role)r));
+					  "scheduler %s needs spec.replicaSpecs.%s.command",
+					  cfg->scheduler, rv_role_name((enum rv_role)r));
 	return 1;
 }
 
@@ -1052,6 +1059,27 @@ static struct sched *k8s_new(struct master *m, struct rv_err *err)
 	return sched_k8s_new(&ko, err);
 }
 
+/* The slurm backend from the [slurm] keys; a node pending past the gang
+ * wait fails. */
+static struct sched *slurm_open(struct nodemgr *nm, struct rv_err *err)
+{
+	const struct master_cfg *c = &nm->m->cfg;
+	struct sched_slurm_opts o = {
+		.url = c->slurm_url,
+		.token = c->slurm_token,
+		.user = c->slurm_user,
+		.partition = c->slurm_partition,
+		.account = c->slurm_account,
+		.job = nm->m->spec.name,
+		.workdir = c->slurm_workdir,
+		.log_dir = nm->log_dir,
+		.poll_ms = (int)c->slurm_poll_ms,
+		.timeout_ms = (int)c->slurm_timeout_ms,
+		.pend_max_ms = c->max_wait_s * 1000,
+	};
+	return sched_slurm_new(&o, err);
+}
+
 int nodemgr_start(struct master *m, const char *master_addr, struct rv_err *err)
 {
 	static const enum sched_local_mode modes[] = { SCHED_LOCAL_AUTO, SCHED_LOCAL_CGROUP2,
@@ -1087,9 +1115,12 @@ int nodemgr_start(struct master *m, const char *master_addr, struct rv_err *err)
 		.log_dir = nm->log_dir,
 		.detach = m->cfg.node_survive_master != 0,
 	};
-	nm->detach = so.detach;
 	nm->k8s = !strcmp(m->cfg.scheduler, "k8s");
-	nm->sched = nm->k8s ? k8s_new(m, err) : sched_local_new(&so, err);
+	nm->slurm = !strcmp(m->cfg.scheduler, "slurm");
+	nm->detach = so.detach || nm->slurm; /* Slurm jobs outlive us anyway */
+	nm->sched = nm->k8s     ? k8s_new(m, err)
+		    : nm->slurm ? slurm_open(nm, err)
+				: sched_local_new(&so, err);
 	if (!nm->sched) {
 		nodemgr_free(nm);
 		return err->code ? err->code : -ENOMEM;
@@ -1122,11 +1153,12 @@ int nodemgr_start(struct master *m, const char *master_addr, struct rv_err *err)
 		goto started;
 	}
 	const char *why = "";
-	enum sched_local_mode mode = sched_local_mode(nm->sched, &why);
+	enum sched_local_mode mode = nm->slurm ? SCHED_LOCAL_NONE
+					       : sched_local_mode(nm->sched, &why);
 	rv_log_info("node manager started",
-		    "scheduler=local limits=%s log_dir=%s master_addr=%s why=%s",
-		    sched_local_mode_name(mode), nm->log_dir, nm->addr,
-		    rv_log_q(q, sizeof(q), why ? why : ""));
+		    "scheduler=%s limits=%s log_dir=%s master_addr=%s why=%s", m->cfg.scheduler,
+		    nm->slurm ? sched_slurm_version(nm->sched) : sched_local_mode_name(mode),
+		    nm->log_dir, nm->addr, rv_log_q(q, sizeof(q), why ? why : ""));
 started:
 	pthread_mutex_lock(&m->lock);
 	m->nodemgr = nm;

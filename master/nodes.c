@@ -331,15 +331,29 @@ int nodes_on_event(struct nodes *m, const struct sched_event *ev, struct nodes_a
 		n->state = N_RUNNING;
 		break;
 	case SCHED_EV_EXITED:
-		if (ev->removed)
+		if (ev->removed) {
 			n->state = N_REMOVED;
-		else if (ev->exit_code == 0 && !ev->signal)
+		} else if (ev->lost) {
+			/* its machine, not its program, failed */
+			relaunch(n, n->host, act);
+			fmt(act->reason, sizeof(act->reason),
+			    "%s: its machine was lost; not counted as a restart",
+			    ev->detail[0] ? ev->detail : "lost");
+		} else if (ev->exit_code == 0 && !ev->signal)
 			n->state = N_SUCCEEDED;
 		else
 			on_crash(m, n, ev, act);
 		break;
 	case SCHED_EV_FAILED:
-		on_crash(m, n, ev, act);
+		if (ev->err == -ETIMEDOUT) {
+			/* it waited for resources past the gang wait: a retry waits again */
+			char why[NODES_REASON_MAX];
+			fmt(why, sizeof(why), "could not start: %s",
+			    ev->detail[0] ? ev->detail : "?");
+			give_up(m, n, act, why);
+		} else {
+			on_crash(m, n, ev, act);
+		}
 		break;
 	case SCHED_EV_OOM:
 		on_oom(m, n, ev, act);

@@ -9,7 +9,8 @@
  * readable.  That fits the local backend (pidfds), Kubernetes (a watch on
  * pods) and Slurm through slurmrestd (a poll on jobs) alike.
  *
- * Backends: sched_local.c (processes in cgroups).  One struct sched has one
+ * Backends: sched_local.c (processes in cgroups), sched_slurm.c (Slurm jobs
+ * through slurmrestd).  One struct sched has one
  * owner thread (the master's event loop); nothing here locks.  Strings in
  * specs are borrowed for the call; events are copied out.
  */
@@ -49,7 +50,8 @@ enum sched_event_type {
 	SCHED_EV_STARTED = 1, /* the node runs (pid for local, pod Running for k8s) */
 	SCHED_EV_EXITED,      /* it ended by itself or was removed: exit_code or signal */
 	SCHED_EV_OOM,         /* killed for memory: memory_limit_mb is what it had */
-	SCHED_EV_FAILED,      /* it never started: err (negative errno) and detail */
+	SCHED_EV_FAILED,      /* it never started: err (negative errno) and detail; -ETIMEDOUT:
+			       * it waited for resources past the gang wait (not retried) */
 };
 
 struct sched_event {
@@ -58,12 +60,15 @@ struct sched_event {
 	char role[SCHED_ROLE_MAX];
 	char host[SCHED_NAME_MAX];
 	int rank;
-	int pid;             /* STARTED: its process id where the backend has one, else 0 */
+	int pid;             /* STARTED: its process id (slurm: its job id), else 0 */
 	int64_t start_ticks; /* STARTED: the pid's start time (clock ticks since boot) */
 	bool status_unknown; /* EXITED: an adopted node; how it ended is not known */
 	int exit_code;                 /* EXITED: >= 0 when it exited, -1 when a signal ended it */
 	int signal;                    /* EXITED/OOM: the signal that ended it, else 0 */
 	bool removed;                  /* EXITED: it ended because sched_remove() asked */
+	/* EXITED: its machine failed or the scheduler took it back (Slurm's
+	 * NODE_FAIL, PREEMPTED): relaunched, not charged to restartCount */
+	bool lost;
 	int64_t memory_limit_mb;       /* OOM (and EXITED): the limit in force, 0 when none */
 	int64_t peak_memory_mb;        /* OOM/EXITED: its peak memory when known, else 0 */
 	int err;                       /* FAILED: negative errno */

@@ -386,9 +386,16 @@ START_TEST(test_local_without_command_is_refused)
 	snprintf(cfg.scheduler, sizeof(cfg.scheduler), "local");
 	ck_assert_int_eq(nodemgr_wanted(&cfg, &spec, &err), -EINVAL);
 	ck_assert_str_eq(err.field, "spec.replicaSpecs.worker.command");
-	snprintf(cfg.scheduler, sizeof(cfg.scheduler), "slurm");
+	snprintf(cfg.scheduler, sizeof(cfg.scheduler), "pbs");
 	ck_assert_int_eq(nodemgr_wanted(&cfg, &spec, &err), -EINVAL);
 	ck_assert_str_eq(err.field, "scheduler");
+	/* slurm needs slurmrestd's url, then a command like local */
+	snprintf(cfg.scheduler, sizeof(cfg.scheduler), "slurm");
+	ck_assert_int_eq(nodemgr_wanted(&cfg, &spec, &err), -EINVAL);
+	ck_assert_str_eq(err.field, "slurm.url");
+	snprintf(cfg.slurm_url, sizeof(cfg.slurm_url), "unix:/run/slurmrestd.socket");
+	ck_assert_int_eq(nodemgr_wanted(&cfg, &spec, &err), -EINVAL);
+	ck_assert_str_eq(err.field, "spec.replicaSpecs.worker.command");
 	rv_job_spec_release(&spec);
 }
 END_TEST

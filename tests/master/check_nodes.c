@@ -3,7 +3,8 @@
  * with backend events: a failed node comes back with the same rank until its
  * role's restartCount is spent, then the job fails with a reason naming the
  * node; an OOM kill comes back with more memory from the in-process OOM plan
- * (algorithms/) until the cap; a bad host gets no relaunch.
+ * (algorithms/) until the cap; a bad host gets no relaunch; a node whose
+ * machine was lost comes back uncharged; one left pending fails the job.
  */
 #include <string.h>
 
@@ -95,6 +96,47 @@ START_TEST(test_restart_budget_gives_up)
 	struct sched_event r = ev_of(SCHED_EV_EXITED, "w1", "", -1, 15);
 	r.removed = true;
 	ck_assert_int_eq(feed(m, r).type, NODES_NONE);
+	nodes_free(m);
+}
+END_TEST
+
+/* A node whose machine was lost (Slurm's NODE_FAIL or a requeue) comes
+ * back with its rank as often as that happens, never spending restartCount;
+ * one that waited for resources past the gang wait fails the job at once,
+ * with the scheduler's reason. */
+START_TEST(test_lost_not_charged_pending_gives_up)
+{
+	struct nodes *m = nodes_new(NULL, NULL, NULL, NULL);
+	ck_assert_int_eq(nodes_set_restart_count(m, "worker", 1), 0);
+	ck_assert_int_eq(nodes_add(m, "w0", "worker", 0, NULL, &res64), 0);
+	ck_assert_int_eq(nodes_add(m, "w1", "worker", 1, NULL, &res64), 0);
+	char name[SCHED_NAME_MAX] = "w0";
+	for (int i = 1; i <= 3; i++) {
+		struct sched_event l = ev_of(SCHED_EV_EXITED, name, "rvn2", -1, 9);
+		l.lost = true;
+		snprintf(l.detail, sizeof(l.detail), "slurm job %d NODE_FAIL on rvn2", i);
+		struct nodes_action a = feed(m, l);
+		ck_assert_int_eq(a.type, NODES_RELAUNCH);
+		ck_assert_int_eq(a.rank, 0);
+		ck_assert_msg(strstr(a.reason, "NODE_FAIL") && strstr(a.reason, "not counted"),
+			      "%s", a.reason);
+		snprintf(name, sizeof(name), "%s", a.name);
+	}
+	struct nodes_status st;
+	nodes_status(m, &st);
+	ck_assert_int_eq(st.restarts, 0);
+	/* its one restart is still there */
+	ck_assert_int_eq(feed(m, ev_of(SCHED_EV_EXITED, name, "", 1, 0)).type, NODES_RELAUNCH);
+
+	struct sched_event p = ev_of(SCHED_EV_FAILED, "w1", "", 0, 0);
+	p.err = -ETIMEDOUT;
+	snprintf(p.detail, sizeof(p.detail),
+		 "slurm job 9 still pending after 8 s: reason Resources");
+	ck_assert_int_eq(feed(m, p).type, NODES_GIVE_UP);
+	nodes_status(m, &st);
+	ck_assert_int_eq(st.state, NODES_JOB_FAILED);
+	ck_assert_msg(strstr(st.reason, "w1") && strstr(st.reason, "reason Resources"), "%s",
+		      st.reason);
 	nodes_free(m);
 }
 END_TEST
@@ -215,6 +257,7 @@ static Suite *nodes_suite(void)
 	tcase_set_timeout(tc, 10);
 	tcase_add_test(tc, test_relaunch_same_rank);
 	tcase_add_test(tc, test_restart_budget_gives_up);
+	tcase_add_test(tc, test_lost_not_charged_pending_gives_up);
 	tcase_add_test(tc, test_oom_memory_step);
 	tcase_add_test(tc, test_bad_host_exclusion);
 	tcase_add_test(tc, test_straggler_replaced_on_another_host);

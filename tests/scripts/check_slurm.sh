@@ -1,0 +1,300 @@
+#!/usr/bin/env bash
+# Suite for rover-master's slurm scheduler on a real Slurm cluster of three
+# nodes, each slurmd in a network namespace of its own (tests/slurm/
+# slurmfix.sh, stopped at exit, also when this suite is killed): the digits
+# example (examples/digits_rover.py, real PyTorch on /usr/bin/python3) as a
+# Rover job of two nodes, each a Slurm job through slurmrestd:
+#   - its nodes on two Slurm nodes, one node's Slurm job cancelled (scancel)
+#     mid-run is relaunched with its rank, and the job reaches its accuracy;
+#   - a Slurm node dies (its slurmd and every process in its namespace
+#     killed): NODE_FAIL, the node relaunched on another Slurm node without
+#     counting as a restart;
+#   - the master killed with -9 mid-run: a new one on the same state folder
+#     adopts both running Slurm jobs and the job finishes;
+#   - a job asking for more than the cluster has fails after its gang wait,
+#     naming Slurm's reason;
+#   - examples/slurm-digits.sbatch (no Slurm backend: the master in the
+#     batch step, srun starting rover-run on each node) trains on two nodes;
+# and in every run the shard log accounts for every sample exactly once per
+# epoch (lines of steps after a restart's load are trained again).  Prints
+# one "ok"/"not ok" line per check; exits 1 when any failed.
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top" || exit 1
+BIN=$(cd "${ROVER_BIN_DIR:-build/bin}" && pwd)
+failed=0
+ok() { echo "ok - $*"; }
+notok() { echo "not ok - $*"; failed=1; }
+skip() {
+  if [ "${CI:-}" = true ]; then
+    echo "not ok - CI=true installs it, but: $*"
+    exit 1
+  fi
+  echo "SKIP: $*"
+  echo "ok - # SKIP $*"
+  exit 0
+}
+[ "$(id -u)" = 0 ] || skip "not root: the Slurm cluster needs munge's key and network namespaces; the slurm scheduler NOT TESTED"
+for c in slurmctld slurmd slurmrestd munged scancel squeue ip nsenter; do
+  command -v "$c" >/dev/null || skip "no $c (scripts/install-deps.sh): the slurm scheduler NOT TESTED"
+done
+/usr/bin/python3 -c 'import torch' 2>/dev/null || skip "no torch for /usr/bin/python3: the slurm scheduler NOT TESTED"
+
+TMP=$(mktemp -d /tmp/rover-slurm-test.XXXXXX)
+chmod 755 "$TMP" # the Slurm jobs run as slurmrestd's user (nobody)
+MPID=
+cleanup() {
+  [ -n "$MPID" ] && kill -KILL "$MPID" 2>/dev/null
+  tests/slurm/slurmfix.sh stop "$TMP/cluster" >/dev/null 2>&1
+  if [ -n "${SLURM_KEEP:-}" ]; then echo "kept $TMP" >&2; else rm -rf "$TMP"; fi
+}
+trap cleanup EXIT
+if ! out=$(SLURMFIX_CPUS=2 tests/slurm/slurmfix.sh start "$TMP/cluster" 3 netns $$ 2>&1); then
+  echo "not ok - the Slurm cluster started: $out"
+  exit 1
+fi
+eval "$out"
+export SLURM_CONF PYTHON_EXEC=/usr/bin/python3
+ok "a Slurm cluster of three nodes, each in its own network namespace"
+
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("'"$SLURMFIX_HOSTIP"'",0)); print(s.getsockname()[1])'; }
+
+# job NAME WORKERS CPU STEP_SLEEP: a run folder $TMP/NAME with its spec
+job() {
+  local d=$TMP/$1
+  mkdir -p "$d/state" "$d/out"
+  chmod 777 "$d/out"
+  cat >"$d/job.json" <<JOB
+{"apiVersion":"elastic.rover.dev/v1alpha1","kind":"ElasticJob","metadata":{"name":"$1"},
+ "spec":{"distributionStrategy":"AllreduceStrategy","optimizeMode":"manual",
+ "replicaSpecs":{"worker":{"replicas":$2,"minReplicas":$2,"maxReplicas":$2,"restartCount":3,
+  "resources":{"cpu":$3,"memory":"1024Mi"},
+  "command":["$BIN/rover-run","--nproc-per-node","1","--max-restarts","3",
+   "--ckpt-dir","$d/out/ckpt","$top/examples/digits_rover.py",
+   "--shard-log","$d/out/shards.log","--target","0.9","--step-sleep","$4"]}},
+ "datasets":[{"name":"digits","size":1437,"shardSize":64,"epochs":3}]}}
+JOB
+}
+
+# master NAME PORT [ARGS...]: rover-master in the background (MPID)
+master() {
+  local d=$TMP/$1 port=$2
+  shift 2
+  "$BIN/rover-master" --job "$d/job.json" --state-dir "$d/state" \
+    --listen "$SLURMFIX_HOSTIP:$port" --scheduler slurm --slurm-url "unix:$SLURMFIX_REST" \
+    --slurm-workdir "$d/out" --slurm-poll-ms 500 --linger-s 1 "$@" >>"$d/master.log" 2>&1 &
+  MPID=$!
+}
+
+# wait_master SECONDS: its exit status (124 when it ran too long: killed)
+wait_master() {
+  for _ in $(seq $(($1 * 10))); do
+    kill -0 "$MPID" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$MPID" 2>/dev/null; then
+    kill -KILL "$MPID"
+    wait "$MPID" 2>/dev/null
+    MPID=
+    return 124
+  fi
+  wait "$MPID"
+  local rc=$?
+  MPID=
+  return $rc
+}
+
+# steps NAME: lines in its shard log so far
+steps() { cat "$TMP/$1/out/shards.log" 2>/dev/null | wc -l; }
+
+# wait_steps NAME N SECONDS
+wait_steps() {
+  for _ in $(seq $(($3 * 10))); do
+    [ "$(steps "$1")" -ge "$2" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+# account NAME: every index of the 1437 trained exactly 3 times (epochs),
+# once the steps after each load are dropped
+account() {
+  /usr/bin/python3 - "$TMP/$1/out/shards.log" <<'PY'
+import sys
+entries = []
+for line in open(sys.argv[1]):
+    w = line.split()
+    if not w:
+        continue
+    if w[0] == "load":
+        s = int(w[1])
+        entries = [e for e in entries if e[0] <= s]
+        continue
+    entries.append((int(w[1]), w[2] if len(w) > 2 else ""))
+count = [0] * 1437
+for _, idx in entries:
+    for v in filter(None, idx.split(",")):
+        count[int(v)] += 1
+bad = [(i, c) for i, c in enumerate(count) if c != 3]
+if bad:
+    print("samples not trained 3 times (index, times): %s" % bad[:10], file=sys.stderr)
+    sys.exit(1)
+PY
+  local rc=$?
+  if [ $rc != 0 ]; then
+    grep -n '^load' "$TMP/$1/out/shards.log" >&2
+    grep -h 'loaded step=' "$TMP/$1"/state/nodes/*.log >&2
+  fi
+  return $rc
+}
+
+# show NAME: what to look at when a check failed
+show() {
+  echo "--- $1: master" >&2
+  grep -v 'level=debug' "$TMP/$1/master.log" | grep -v 'effective config' | tail -25 >&2
+  for f in "$TMP/$1"/state/nodes/*.log; do
+    echo "--- $f" >&2
+    grep -v IPv6 "$f" | tail -8 >&2
+  done
+}
+
+# slurm_node NAME INSTANCE: the Slurm node its job runs on
+slurm_node() { squeue -h -n "rover-$1-$2" -t R -o '%N' 2>/dev/null | head -1; }
+
+# accuracy NAME: the test accuracy rank 0 printed is at least the target
+accuracy() { grep -h 'test_accuracy=' "$TMP/$1"/state/nodes/*.log | tail -1 | grep -q 'target=0.90'; }
+
+# ---- a node's Slurm job cancelled mid-run ----
+case_cancel() {
+job cancel 2 2 0.1
+master cancel "$(free_port)"
+if wait_steps cancel 30 180; then
+  a=$(slurm_node cancel worker-0)
+  b=$(slurm_node cancel worker-1)
+  if [ -n "$a" ] && [ -n "$b" ] && [ "$a" != "$b" ]; then
+    ok "the job's two nodes run on two Slurm nodes ($a, $b)"
+  else
+    notok "the job's two nodes run on two Slurm nodes (got '$a' and '$b')"
+  fi
+  scancel -n rover-cancel-worker-1
+  wait_master 240
+  rc=$?
+  if [ $rc = 0 ] && grep -q 'msg="node relaunched" node=worker-1 instance=worker-1.1 rank=1' \
+    "$TMP/cancel/master.log"; then
+    ok "a node's Slurm job cancelled mid-run is relaunched with its rank; the job succeeds"
+  else
+    notok "a node's Slurm job cancelled mid-run is relaunched with its rank (master exit $rc)"
+    show cancel
+  fi
+  if accuracy cancel; then ok "the job reaches its accuracy"; else notok "the job reaches its accuracy"; show cancel; fi
+  if account cancel; then ok "every sample trained exactly once per epoch (scancel)"; else notok "every sample trained exactly once per epoch (scancel)"; fi
+else
+  notok "the job trains through the Slurm backend"
+  show cancel
+  wait_master 1
+fi
+
+}
+
+# ---- examples/slurm-digits.sbatch: the master in the batch step ----
+case_sbatch() {
+  local d=$TMP/sbatch
+  mkdir -p "$d"
+  sbatch --wait --nodes=2 -o "$d/out.log" \
+    --export="ALL,ROVER_PORT=$(free_port),ROVER_STATE=$d/state" examples/slurm-digits.sbatch \
+    >"$d/sbatch.log" 2>&1
+  local rc=$?
+  local hosts
+  hosts=$(grep -o 'msg="rover-run starting" node=rvn[0-9]*' "$d/out.log" | sort -u | wc -l)
+  if [ $rc = 0 ] && [ "$hosts" = 2 ] && grep -q '^\[rank0\]:test_accuracy=' "$d/out.log"; then
+    ok "examples/slurm-digits.sbatch: the master in the batch step, rover-run on two Slurm nodes by srun"
+  else
+    notok "examples/slurm-digits.sbatch trains on two Slurm nodes (sbatch exit $rc, rover-runs on $hosts nodes)"
+    grep -v IPv6 "$d/out.log" | tail -20 >&2
+  fi
+}
+
+# ---- a Slurm node dies ----
+case_nodefail() {
+job nodefail 2 2 0.1
+master nodefail "$(free_port)"
+if wait_steps nodefail 30 180; then
+  dead=$(slurm_node nodefail worker-1)
+  ns=rvs${dead#rvn}-$SLURMFIX_TAG
+  # the machine is gone: its slurmd, slurmstepd, rover-run and workers
+  ip netns pids "$ns" | xargs -r kill -KILL
+  wait_master 300
+  rc=$?
+  log=$TMP/nodefail/master.log
+  where=$(grep -o 'instance=worker-1.1 event=exited.*COMPLETED on rvn[0-9]*' "$log" | grep -o 'rvn[0-9]*$')
+  if [ $rc = 0 ] && grep -q 'its machine was lost; not counted as a restart' "$log" &&
+    grep -q 'msg="job finished" state=succeeded .* restarts=0 ' "$log" &&
+    [ -n "$where" ] && [ "$where" != "$dead" ]; then
+    ok "a Slurm node killed: its job requeued or NODE_FAIL, the master relaunches the node on another Slurm node ($dead -> $where), not counted as a restart"
+  else
+    notok "a Slurm node killed: relaunched on another Slurm node (master exit $rc, died $dead, then '$where')"
+    show nodefail
+  fi
+  if account nodefail; then ok "every sample trained exactly once per epoch (node failure)"; else notok "every sample trained exactly once per epoch (node failure)"; fi
+else
+  notok "the job trains through the Slurm backend (node failure run)"
+  show nodefail
+  wait_master 1
+fi
+
+}
+
+# ---- the master killed with -9 ----
+case_adopt() {
+job adopt 2 2 0.1
+port=$(free_port)
+master adopt "$port"
+if wait_steps adopt 30 180; then
+  kill -KILL "$MPID"
+  wait "$MPID" 2>/dev/null
+  master adopt "$port"
+  wait_master 240
+  rc=$?
+  log=$TMP/adopt/master.log
+  if [ $rc = 0 ] && [ "$(grep -c 'node adopted after a master restart.* rc=0 ' "$log")" = 2 ] &&
+    ! grep -q 'node relaunched' "$log"; then
+    ok "a master killed with -9: the next one adopts both running Slurm jobs and the job succeeds"
+  else
+    notok "a master killed with -9: the next one adopts both running Slurm jobs (master exit $rc)"
+    show adopt
+  fi
+  if account adopt; then ok "every sample trained exactly once per epoch (master restart)"; else notok "every sample trained exactly once per epoch (master restart)"; fi
+else
+  notok "the job trains through the Slurm backend (master restart run)"
+  show adopt
+  wait_master 1
+fi
+
+}
+
+# ---- more than the cluster has ----
+case_toobig() {
+# three nodes of 2 CPUs each, one of them dead now (else a fourth): the
+# last waits
+n=3
+sinfo -h -N -o '%t' | grep -q down || n=4
+job toobig $n 2 0.1
+ROVER_RDZV_MAX_WAIT_S=8 master toobig "$(free_port)"
+wait_master 120
+rc=$?
+log=$TMP/toobig/master.log
+if [ $rc = 1 ] && grep -q 'msg="job finished" state=failed .*still pending after [0-9]* s: reason Resources' "$log"; then
+  ok "a job asking for more than the cluster has fails after its gang wait naming Slurm's reason"
+else
+  notok "a job asking for more than the cluster has fails naming Slurm's reason (master exit $rc)"
+  show toobig
+fi
+}
+
+# SLURM_CASES picks some (in this order: toobig counts on nodefail's dead node)
+for c in ${SLURM_CASES:-cancel sbatch nodefail adopt toobig}; do
+  "case_$c"
+done
+left=$(squeue -h -o '%i %j %T' | grep rover- || true)
+if [ -z "$left" ]; then ok "no Slurm job left behind"; else notok "no Slurm job left behind: $left"; fi
+exit $failed
