@@ -9,7 +9,9 @@
 # --monitor_interval 0.1` (-r 1 -t 1, which Debian's 1.13 needs).
 # BENCH_RUNS (3) alternating pairs, median.  Where rover-run's time goes
 # (from the logs of both nodes: node A's stop, the new round, the workers'
-# first line, their process groups) on stderr.  Last line:
+# first line, their process groups; with TORCH_CPP_LOG_LEVEL=INFO and
+# TORCH_DISTRIBUTED_DEBUG=DETAIL in the environment, retries= counts
+# torch's connect retries) on stderr.  Last line:
 # bench=agent_recovery_nodes torchrun_s=N rover_s=N ratio=R node_loss_s=N
 # (node_loss_s: kill -9 of node B's rover-run with a spare node: "nan"
 # while rover-run has no warm spares).
@@ -248,7 +250,7 @@ def one(kind, i):
                 ms(eb.get("worker failed", float("nan"))), ms(stop_a),
                 ms(eb.get("starting workers", float("nan"))),
                 ms(ea.get("starting workers", float("nan")))))
-            extra += " retry_waits=%d" % t.count("connect retry")
+            extra += " retries=%d" % t.count("is not yet listening")
         say("run %d %-8s recovery_s=%.3f first_lines=%s pgs=%s%s" % (
             i, kind, s, "/".join(ms(x) for x in starts[-2:]),
             "/".join(ms(x) for x in pgs[-2:]), extra))
