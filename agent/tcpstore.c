@@ -525,6 +525,13 @@ static int query_type(struct ts_conn *c, struct ts_cur *cur, int *q)
 	return 1;
 }
 
+/* Whether query q names one key first (query_key), else query_list. */
+static bool query_by_key(int q)
+{
+	return q == TS_SET || q == TS_COMPARE_SET || q == TS_GET || q == TS_ADD ||
+	       q == TS_DELETE_KEY || q == TS_APPEND;
+}
+
 /* Serve every whole query in c's input.  0, or negative: close it. */
 static int conn_serve(struct tcpstore *s, struct ts_conn *c)
 {
@@ -539,13 +546,8 @@ static int conn_serve(struct tcpstore *s, struct ts_conn *c)
 			rc = !take(&cur, &magic, sizeof(magic)) ? 0
 			     : magic == TS_MAGIC                ? 1
 								: -EPROTO;
-		} else if (rc == 1 && q >= TS_SET && q <= TS_DELETE_KEY && q != TS_CHECK &&
-			   q != TS_WAIT && q != TS_GETNUMKEYS) {
-			rc = query_key(s, c, q, &cur);
-		} else if (rc == 1 && q == TS_APPEND) {
-			rc = query_key(s, c, q, &cur);
 		} else if (rc == 1) {
-			rc = query_list(s, c, q, &cur);
+			rc = query_by_key(q) ? query_key(s, c, q, &cur) : query_list(s, c, q, &cur);
 		}
 		if (rc <= 0)
 			break;

@@ -14,7 +14,8 @@
 # torch's connect retries) on stderr.  Last line:
 # bench=agent_recovery_nodes torchrun_s=N rover_s=N ratio=R node_loss_s=N
 # (node_loss_s: kill -9 of node B's rover-run with a spare node: "nan"
-# while rover-run has no warm spares).
+# while rover-run has no warm spares).  BENCH_ONLY=rover (or torchrun)
+# times that one alone.
 set -euo pipefail
 B=${B:-build}
 BIN=${ROVER_BIN_DIR:-$(cd "$B/bin" && pwd)}
@@ -274,9 +275,14 @@ def one(kind, i):
 
 
 res = {"torchrun": [], "rover": []}
+only = os.environ.get("BENCH_ONLY")  # rover or torchrun: that one alone
 for i in range(runs):
     for kind in (("torchrun", "rover") if i % 2 == 0 else ("rover", "torchrun")):
-        res[kind].append(one(kind, i))
+        if not only or kind == only:
+            res[kind].append(one(kind, i))
+if only:
+    print("bench=agent_recovery_nodes %s_s=%.3f" % (only, statistics.median(res[only])))
+    sys.exit(0)
 tr, rv = statistics.median(res["torchrun"]), statistics.median(res["rover"])
 print("bench=agent_recovery_nodes torchrun_s=%.3f rover_s=%.3f ratio=%.3f node_loss_s=nan" % (
     tr, rv, rv / tr))
