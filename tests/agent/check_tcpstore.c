@@ -39,7 +39,7 @@ static int py(const char *code, int port, const char *env, char *out, size_t siz
 	ck_assert_ptr_nonnull(f);
 	fputs(code, f);
 	fclose(f);
-	snprintf(cmd, sizeof(cmd), "cd %s && PORT=%d %s timeout 60 /usr/bin/python3 t.py 2>&1", dir,
+	snprintf(cmd, sizeof(cmd), "cd %s && PORT=%d %s timeout 240 /usr/bin/python3 t.py 2>&1", dir,
 		 port, env ? env : "");
 	FILE *p = popen(cmd, "r");
 	ck_assert_ptr_nonnull(p);
@@ -314,7 +314,7 @@ static Suite *tcpstore_suite(void)
 {
 	Suite *s = suite_create("tcpstore");
 	TCase *tc = tcase_create("core");
-	tcase_set_timeout(tc, 120);
+	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_torch113_queries);
 	tcase_add_test(tc, test_env_init_agent_store);
 	tcase_add_test(tc, test_torch2_protocol);
