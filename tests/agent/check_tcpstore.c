@@ -39,8 +39,8 @@ static int py(const char *code, int port, const char *env, char *out, size_t siz
 	ck_assert_ptr_nonnull(f);
 	fputs(code, f);
 	fclose(f);
-	snprintf(cmd, sizeof(cmd), "cd %s && PORT=%d %s timeout 240 /usr/bin/python3 t.py 2>&1", dir,
-		 port, env ? env : "");
+	snprintf(cmd, sizeof(cmd), "cd %s && PORT=%d %s timeout 240 /usr/bin/python3 t.py 2>&1",
+		 dir, port, env ? env : "");
 	FILE *p = popen(cmd, "r");
 	ck_assert_ptr_nonnull(p);
 	size_t n = fread(out, 1, size - 1, p);
