@@ -42,6 +42,8 @@
 #include "parse.h"
 #include "run.h"
 #include "standalone.h"
+#include "tcpstore.h"
+#include "worldwatch.h"
 #include "node_usage.h"
 #include "warm.h"
 #include "worker.h"
@@ -59,7 +61,7 @@
 #define RUN_GPU_USAGE_MS   300000
 #define RUN_GPU_USAGE_WAIT 5000 /* and given this long (the loop waits) */
 
-enum run_tag { TAG_SIG = 1, TAG_TIMER, TAG_PIDFD, TAG_OUT, TAG_ERR };
+enum run_tag { TAG_SIG = 1, TAG_TIMER, TAG_PIDFD, TAG_OUT, TAG_ERR, TAG_WATCH };
 
 enum run_outcome {
 	OUT_DONE,   /* every worker exited 0 */
@@ -110,6 +112,13 @@ struct run {
 	int64_t u_prev_ms, u_next_ms, gpu_next_ms;
 	int64_t gpu_used_mb, gpu_total_mb;
 	struct ckpt ck; /* the flash checkpoints' segments and their persister */
+	/* the workers' c10d store (tcpstore.h), listening on our join port
+	 * from each join on, so a round's store is up before any worker of
+	 * it starts; NULL: rank 0's worker hosts it (ROVER_AGENT_STORE=0,
+	 * torchrun's static flags) */
+	struct tcpstore *store;
+	/* the master tells us at once when our round ends (worldwatch.h) */
+	struct worldwatch *watch;
 };
 
 /* ---- small helpers ---- */
@@ -202,7 +211,14 @@ static int take_signal(struct run *r)
 
 static int join(struct run *r, struct rv_err *err)
 {
-	int port = free_port();
+	/* the store's new round listens on the port we announce (with
+	 * --network-check the check has it first: net_check) */
+	int port = r->store && !r->f->network_check ? tcpstore_round(r->store, 0, err)
+						    : free_port();
+	if (port < 0 && r->store && !r->f->network_check) {
+		rv_log_error("could not start the store's round", "reason=\"%s\"", err->msg);
+		port = free_port();
+	}
 	if (port < 0)
 		return rv_err_set(err, port, "", "could not find a free port: %s", strerror(-port));
 	r->join_port = port;
@@ -305,8 +321,9 @@ static int rendezvous(struct run *r, struct rv_err *err)
 				continue;
 			}
 			joined = true;
-			rv_log_info("joined the rendezvous", "node=%s round=%lld", r->node,
-				    (long long)r->round);
+			rv_log_info("joined the rendezvous", "node=%s round=%lld port=%d store=%s",
+				    r->node, (long long)r->round, r->join_port,
+				    r->store && !r->f->network_check ? "listening" : "no");
 		}
 		struct rv_rdzv_world_reply w = { 0 };
 		rc = rv_master_world(r->mc, r->node, r->round, RUN_WORLD_POLL_MS, &w, err);
@@ -392,6 +409,19 @@ static int net_check(struct run *r)
 	return -EHOSTUNREACH;
 }
 
+/* With --network-check the check listened on the join port: the store's
+ * round takes it now, on node 0 (its peers' workers start once they have
+ * the verdicts too, so a peer rarely comes before; one that does waits
+ * torch's connect retry). */
+static void store_after_check(struct run *r)
+{
+	struct rv_err err = { 0 };
+	if (!r->store || !r->f->network_check)
+		return;
+	if (r->group_rank == 0 && tcpstore_round(r->store, r->join_port, &err) < 0)
+		rv_log_error("could not start the store's round", "reason=\"%s\"", err.msg);
+}
+
 /* ---- the group ---- */
 
 static void ep_add(struct run *r, int fd, enum run_tag tag, int idx)
@@ -468,8 +498,11 @@ static int group_start(struct run *r, struct rv_err *err)
 		.attempt_dir = r->log_dir[0] ? attempt_dir : NULL,
 		.warm = r->warm.started ? &r->warm : NULL,
 		.gpus = r->gpu.count,
+		.agent_store = r->store != NULL,
 	};
 	r->attempt++;
+	if (r->watch)
+		worldwatch_round(r->watch, r->round);
 	ckpt_group(&r->ck, r->rank_offset, r->nproc);
 	rv_log_info("starting workers",
 		    "round=%lld group_rank=%d nnodes=%d world_size=%d "
@@ -483,7 +516,7 @@ static int group_start(struct run *r, struct rv_err *err)
 		ep_add(r, r->w[i].proc.pidfd, TAG_PIDFD, i);
 		ep_add(r, r->w[i].out[0].fd, TAG_OUT, i);
 		ep_add(r, r->w[i].out[1].fd, TAG_ERR, i);
-		if (i == 0 && r->nproc > 1 && r->group_rank == 0 && r->w[0].warm)
+		if (i == 0 && r->nproc > 1 && r->group_rank == 0 && r->w[0].warm && !r->store)
 			store_wait(r);
 	}
 	return 0;
@@ -744,6 +777,13 @@ static enum run_outcome supervise(struct run *r)
 				if (on_timer(r, &out))
 					return out;
 				break;
+			case TAG_WATCH:
+				if (worldwatch_take(r->watch) == r->round) {
+					rv_log_info("the world changes: rendezvous again",
+						    "round=%lld by=watch", (long long)r->round);
+					return OUT_REJOIN;
+				}
+				break;
 			case TAG_PIDFD:
 				if (check_exit(r, idx, &out))
 					return out;
@@ -990,6 +1030,26 @@ static void warm_setup(struct run *r)
 			    (int)r->warm.proc.pid, r->python, r->nproc);
 }
 
+/* The workers' c10d store in rover-run (tcpstore.h), as torchrun's
+ * TORCHELASTIC_USE_AGENT_STORE: unless ROVER_AGENT_STORE=0 (on every node:
+ * the workers of one world must agree on who hosts it) or torchrun's static
+ * flags put the store at a fixed address, which rank 0 then hosts. */
+static void store_setup(struct run *r)
+{
+	const struct flags *f = r->f;
+	const char *env = getenv("ROVER_AGENT_STORE");
+	const char *off = env && !strcmp(env, "0") ? "ROVER_AGENT_STORE=0"
+			  : f->node_rank >= 0      ? "--node-rank"
+			  : f->master_addr[0]      ? "--master-addr"
+			  : f->master_port         ? "--master-port"
+						   : NULL;
+	struct rv_err e = { 0 };
+	if (!off && !(r->store = tcpstore_new(&e)))
+		off = e.msg;
+	if (off)
+		rv_log_info("store hosted by rank 0", "by=\"%s\"", off);
+}
+
 /* --auto-config (DLRover's): the workers per node from the master's job
  * spec (its GPUs per worker node) and this host (its GPUs, else its CPUs),
  * unless --nproc-per-node was given; the node count is the spec's. */
@@ -1104,6 +1164,9 @@ static int setup(struct run *r, struct rv_err *err)
 		return err->code ? err->code : -ENOMEM;
 	if (f->auto_config && (rc = auto_config(r, err)) < 0)
 		return rc;
+	struct rv_err we = { 0 };
+	if (f->nnodes_max > 1 && !(r->watch = worldwatch_start(url, r->node, &we)))
+		rv_log_warn("world changes heard by heartbeat only", "reason=\"%s\"", we.msg);
 	if (r->gpu.count > 0 && r->nproc > r->gpu.count)
 		rv_log_warn("more workers than GPUs: local ranks share devices", "nproc=%d gpus=%d",
 			    r->nproc, r->gpu.count);
@@ -1144,7 +1207,10 @@ static int setup(struct run *r, struct rv_err *err)
 	timerfd_settime(r->tfd, 0, &it, NULL);
 	ep_add(r, r->sigfd, TAG_SIG, 0);
 	ep_add(r, r->tfd, TAG_TIMER, 0);
+	if (r->watch)
+		ep_add(r, worldwatch_fd(r->watch), TAG_WATCH, 0);
 	warm_setup(r);
+	store_setup(r);
 	rv_log_info("rover-run starting",
 		    "node=%s master=%s nproc=%d nnodes=%d:%d "
 		    "max_restarts=%d script=%s",
@@ -1172,6 +1238,8 @@ static void teardown(struct run *r)
 		r->w = NULL;
 	}
 	ckpt_stop(&r->ck, true);
+	r->store = tcpstore_free(r->store);
+	r->watch = worldwatch_stop(r->watch);
 	warm_stop(&r->warm);
 	rv_master_client_free(r->mc);
 	rv_master_client_free(r->hb);
@@ -1226,6 +1294,7 @@ int run_job(const struct flags *f)
 			code = RUN_EXIT_FAILED;
 			break;
 		}
+		store_after_check(r);
 		rc = group_start(r, &err);
 		enum run_outcome o;
 		if (rc < 0) {

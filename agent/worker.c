@@ -69,8 +69,9 @@ int worker_env(const struct worker_group *g, int lr, const char **env, int max, 
 	PUT("TORCHELASTIC_RESTART_COUNT=%d", g->restart_count);
 	PUT("TORCHELASTIC_MAX_RESTARTS=%d", g->flags->max_restarts);
 	PUT("TORCHELASTIC_RUN_ID=%s", g->run_id);
-	/* the store is rank 0's (torch's env:// init hosts it), not an agent's */
-	PUT("TORCHELASTIC_USE_AGENT_STORE=False");
+	/* who hosts the store: rover-run of group rank 0 (every rank is a
+	 * client), else rank 0 (torch's env:// init) */
+	PUT("TORCHELASTIC_USE_AGENT_STORE=%s", g->agent_store ? "True" : "False");
 	/* where torch's @record writes the worker's exception, which the
 	 * summary names (torchrun's place in its log folder) */
 	if (g->attempt_dir)

@@ -46,6 +46,9 @@ struct worker_group {
 	 * under torchrun (CUDA_VISIBLE_DEVICES is left as it is); with GPUs the
 	 * workers get NCCL's error handling on unless set */
 	int gpus;
+	/* rover-run hosts the c10d store at MASTER_ADDR:MASTER_PORT
+	 * (TORCHELASTIC_USE_AGENT_STORE=True: every rank is a client) */
+	bool agent_store;
 };
 
 struct worker_stream {

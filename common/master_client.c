@@ -129,8 +129,8 @@ static int check_node(const char *node, struct rv_err *err)
 			       node ? node : "");
 }
 
-int rv_master_world(struct rv_master_client *c, const char *node, int64_t round, int wait_ms,
-		    struct rv_rdzv_world_reply *out, struct rv_err *err)
+static int world_get(struct rv_master_client *c, const char *node, int64_t round, int wait_ms,
+		     bool watch, struct rv_rdzv_world_reply *out, struct rv_err *err)
 {
 	const char *what = "get the rendezvous world";
 	memset(out, 0, sizeof(*out));
@@ -138,8 +138,8 @@ int rv_master_world(struct rv_master_client *c, const char *node, int64_t round,
 	if (rc < 0)
 		return rc;
 	char path[256];
-	snprintf(path, sizeof(path), "/v1/rdzv/world?node=%s&round=%" PRId64 "&wait_ms=%d", node,
-		 round, wait_ms > 0 ? wait_ms : 0);
+	snprintf(path, sizeof(path), "/v1/rdzv/world?node=%s&round=%" PRId64 "&wait_ms=%d%s", node,
+		 round, wait_ms > 0 ? wait_ms : 0, watch ? "&watch=1" : "");
 	RV_CLEANUP_CJSON cJSON *reply = NULL;
 	rc = call(c, what, "GET", path, NULL, wait_ms > 0 ? wait_ms : 0, CALL_IDEMPOTENT, &reply,
 		  err);
@@ -148,6 +148,18 @@ int rv_master_world(struct rv_master_client *c, const char *node, int64_t round,
 	if ((rc = rv_rdzv_world_reply_from_json(reply, out, err)) < 0)
 		return bad_reply(what, rc, err);
 	return 0;
+}
+
+int rv_master_world(struct rv_master_client *c, const char *node, int64_t round, int wait_ms,
+		    struct rv_rdzv_world_reply *out, struct rv_err *err)
+{
+	return world_get(c, node, round, wait_ms, false, out, err);
+}
+
+int rv_master_world_watch(struct rv_master_client *c, const char *node, int64_t round, int wait_ms,
+			  struct rv_rdzv_world_reply *out, struct rv_err *err)
+{
+	return world_get(c, node, round, wait_ms, true, out, err);
 }
 
 int rv_master_rendezvous(struct rv_master_client *c, const struct rv_rdzv_join *j, int timeout_ms,

@@ -68,6 +68,13 @@ int rv_master_join(struct rv_master_client *c, const struct rv_rdzv_join *j, int
 int rv_master_world(struct rv_master_client *c, const char *node, int64_t round, int wait_ms,
 		    struct rv_rdzv_world_reply *out, struct rv_err *err);
 
+/* The other way round: long-poll while round is complete with this node in
+ * it, answering (*out as above) once it is not, or after wait_ms: a status
+ * other than RV_RDZV_COMPLETE means the world changed (a node failed, left
+ * or joined).  rover-run stops its workers on it at once. */
+int rv_master_world_watch(struct rv_master_client *c, const char *node, int64_t round, int wait_ms,
+			  struct rv_rdzv_world_reply *out, struct rv_err *err);
+
 /* Join, then long-poll until the round completes with this node in it
  * (joining again when the round went stale or the master forgot the node),
  * or timeout_ms passes (-ETIMEDOUT), or the rendezvous failed (-ECANCELED).

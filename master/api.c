@@ -213,8 +213,17 @@ struct world_wait {
 	char node[RV_NAME_MAX];
 	int64_t round;
 	int64_t until; /* monotonic ms */
+	bool watch;    /* answered when the round stops being complete */
 	struct world_wait *next;
 };
+
+/* Whether a world long-poll keeps waiting on rdzv_world's rc: for the round
+ * to complete (gathering, or a spare), or with watch for a complete round
+ * to end (a node failed, left or joined: a new round opens). */
+static bool world_parked(int rc, bool watch)
+{
+	return watch ? rc == 1 : rc == 0 || rc == -EAGAIN;
+}
 
 void master_world_poll(struct master *m)
 {
@@ -226,7 +235,7 @@ void master_world_poll(struct master *m)
 		struct world_wait *ww = *pp;
 		int grank = -1;
 		int rc = w ? rdzv_world(m->rdzv, ww->node, ww->round, w, &grank) : -ENOMEM;
-		if (w && rc != -ENOMEM && (rc == 0 || rc == -EAGAIN) && !m->stopping &&
+		if (w && rc != -ENOMEM && world_parked(rc, ww->watch) && !m->stopping &&
 		    now < ww->until) {
 			pp = &ww->next;
 			continue;
@@ -251,12 +260,13 @@ static int api_world(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 	struct master *m = ctx;
 	struct rv_err err = { 0 };
 	const char *node;
-	int64_t round = 0, wait = 0;
+	int64_t round = 0, wait = 0, watch = 0;
 	int rc = rv_http_query_name(req, "node", RV_NAME_MAX - 1, true, &node, &err);
 	if (rc < 0)
 		return api_fail(resp, rc, &err);
 	if ((rc = query_i64(req, "round", 0, INT64_MAX, true, &round, &err)) < 0 ||
-	    (rc = query_i64(req, "wait_ms", 0, 3600000, false, &wait, &err)) < 0)
+	    (rc = query_i64(req, "wait_ms", 0, 3600000, false, &wait, &err)) < 0 ||
+	    (rc = query_i64(req, "watch", 0, 1, false, &watch, &err)) < 0)
 		return api_fail(resp, rc, &err);
 	if (wait > m->cfg.world_wait_max_ms)
 		wait = m->cfg.world_wait_max_ms;
@@ -270,7 +280,7 @@ static int api_world(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 	pthread_mutex_lock(&m->lock);
 	for (;;) {
 		rc = rdzv_world(m->rdzv, node, round, w, &grank);
-		if ((rc != 0 && rc != -EAGAIN) || m->stopping || wait == 0)
+		if (!world_parked(rc, watch) || m->stopping || wait == 0)
 			break;
 		/* A pooled server: park the request instead of a thread; a state
 		 * change or the timer answers it (master_world_poll). */
@@ -283,6 +293,7 @@ static int api_world(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 				snprintf(ww->node, sizeof(ww->node), "%s", node);
 				ww->round = round;
 				ww->until = until;
+				ww->watch = watch;
 				ww->next = m->world_waits;
 				m->world_waits = ww;
 				pthread_cond_signal(&m->timer_wake); /* an earlier deadline */
@@ -930,7 +941,8 @@ static const struct rv_http_route routes[] = {
 	{ "POST", "/v1/rdzv/join", api_join, RV_HTTP_WRITE,
 	  "A node joins the rendezvous; returns the round it waits for" },
 	{ "GET", "/v1/rdzv/world", api_world, 0,
-	  "Where a node stands in a round; long-polls with wait_ms until it completes" },
+	  "Where a node stands in a round; long-polls with wait_ms until it completes (with "
+	  "watch, until it ends)" },
 	{ "POST", "/v1/heartbeat", api_heartbeat, RV_HTTP_WRITE,
 	  "A node is alive (done: its workers all finished); says whether it should rendezvous "
 	  "again" },
@@ -980,7 +992,9 @@ static const struct rv_openapi_route docs[] = {
 	  .query = "node:string:the node asking (required);"
 		   "round:integer:the round from join (required);"
 		   "wait_ms:integer:wait this long for the round to complete (bounded by "
-		   "rdzv.world_wait_max_ms)" },
+		   "rdzv.world_wait_max_ms);"
+		   "watch:integer:1: wait instead while the round is complete with this node "
+		   "in it, answering once it is not (a new round opened)" },
 	{ .id = "postHeartbeat", .body = "Heartbeat", .ok = "HeartbeatReply" },
 	{ .id = "postFailure", .body = "FailureReport", .ok = "Accepted" },
 	{ .id = "nextShard",

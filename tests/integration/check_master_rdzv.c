@@ -320,6 +320,67 @@ START_TEST(test_failure_report_requeues_at_once)
 }
 END_TEST
 
+struct watcher {
+	const struct rv_test_master *m;
+	int64_t round;
+	struct rv_rdzv_world_reply reply;
+	int rc;
+	int64_t answered_ms;
+};
+
+static void *watch_main(void *arg)
+{
+	struct watcher *w = arg;
+	struct rv_master_client *c = rv_test_master_client(w->m);
+	w->rc = rv_master_world_watch(c, "node-0", w->round, 20000, &w->reply, NULL);
+	w->answered_ms = rv_mono_ms();
+	rv_master_client_free(c);
+	return NULL;
+}
+
+/* The world watch (rover-run's): parked while the round is complete with
+ * the node in it, answered at once when another node's failure opens a
+ * new round; a watch of a round already over is answered at once. */
+START_TEST(test_world_watch)
+{
+	char *spec = rv_test_master_spec(100, 10, 1, 2, 2);
+	struct rv_test_master m;
+	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
+	ck_assert_int_eq(rv_test_master_start(&m, NULL), 0);
+	struct agent ag[2];
+	rendezvous(&m, ag, 2);
+	ck_assert_msg(ag[0].rc == 0 && ag[1].rc == 0, "%s %s", ag[0].err, ag[1].err);
+	struct watcher w = { .m = &m, .round = ag[0].world.round };
+	rv_rdzv_world_reply_release(&ag[0].world);
+	rv_rdzv_world_reply_release(&ag[1].world);
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, watch_main, &w), 0);
+	usleep(500 * 1000);
+	ck_assert_int_eq(w.answered_ms, 0); /* still parked */
+	struct rv_master_client *c = rv_test_master_client(&m);
+	struct rv_err err = { 0 };
+	struct rv_failure_report f = { .node = "node-1",
+				       .reason = "worker killed",
+				       .exit_code = -9 };
+	int64_t t0 = rv_mono_ms();
+	ck_assert_int_eq(rv_master_failure(c, &f, &err), 0);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(w.rc, 0);
+	ck_assert_int_ne(w.reply.status, RV_RDZV_COMPLETE);
+	ck_assert_int_lt(w.answered_ms - t0, 1000);
+	rv_rdzv_world_reply_release(&w.reply);
+	/* asked again for the round that is over: answered without a wait */
+	t0 = rv_mono_ms();
+	ck_assert_int_eq(rv_master_world_watch(c, "node-0", w.round, 20000, &w.reply, &err), 0);
+	ck_assert_int_ne(w.reply.status, RV_RDZV_COMPLETE);
+	ck_assert_int_lt(rv_mono_ms() - t0, 1000);
+	rv_rdzv_world_reply_release(&w.reply);
+	rv_master_client_free(c);
+	rv_test_master_cleanup(&m);
+	free(spec);
+}
+END_TEST
+
 /* With a token, writes without it are refused (401) and reads are not. */
 START_TEST(test_token)
 {
@@ -448,6 +509,7 @@ static Suite *master_rdzv_suite(void)
 	tcase_add_test(tc, test_silent_agent_declared_dead);
 	tcase_add_test(tc, test_gang_wait_fails_the_round);
 	tcase_add_test(tc, test_failure_report_requeues_at_once);
+	tcase_add_test(tc, test_world_watch);
 	tcase_add_test(tc, test_token);
 	tcase_add_test(tc, test_token_file);
 	tcase_add_test(tc, test_query_checked);

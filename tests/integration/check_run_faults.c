@@ -299,7 +299,9 @@ END_TEST
 
 /* A torchrun command line as Kubeflow's PyTorchJob runs it: the flags in
  * PET_* variables, --local-ranks-filter (torch >= 2.2), the environment
- * torchrun's workers see, and its warning about OMP_NUM_THREADS. */
+ * torchrun's workers see (the store rover-run's:
+ * TORCHELASTIC_USE_AGENT_STORE=True), and its warning about
+ * OMP_NUM_THREADS. */
 START_TEST(test_torchrun_environment_and_filter)
 {
 	struct rv_test_run r;
@@ -322,7 +324,7 @@ START_TEST(test_torchrun_environment_and_filter)
 	ck_assert_int_eq(rv_test_run_start(&r, args, env), 0);
 	char *err = rv_test_run_expect_exit(&r, 0, 30000);
 	char *out = rv_test_run_output(&r, 1);
-	ck_assert_msg(strstr(out, "[rank1]:rank=1 omp=1 agent_store=False role=trainer "
+	ck_assert_msg(strstr(out, "[rank1]:rank=1 omp=1 agent_store=True role=trainer "
 				  "args=--nproc 5 -m\n"),
 		      "%s", out);
 	ck_assert_msg(!strstr(out, "rank=0"), "%s", out);
