@@ -622,13 +622,15 @@ static int conn_read(struct tcpstore *s, struct ts_conn *c)
 /* Drop the current round: its connections, listener and keys. */
 static void round_drop(struct tcpstore *s)
 {
-	while (s->nconns > 0)
-		conn_close(s, s->nconns - 1);
+	/* the listener first: once a client of the old round sees its
+	 * connection closed, the old port refuses too */
 	if (s->listen_fd >= 0) {
 		epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->listen_fd, NULL);
 		close(s->listen_fd);
 		s->listen_fd = -1;
 	}
+	while (s->nconns > 0)
+		conn_close(s, s->nconns - 1);
 	kv_clear(s);
 }
 

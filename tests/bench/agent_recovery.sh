@@ -21,15 +21,14 @@ else
 fi
 export PYTHON_EXEC=$PY
 exec "$PY" - "$BIN" "${BENCH_RUNS:-5}" "$TORCHRUN" < <(cat <<'EOF'
-import datetime, glob, os, re, signal, statistics, subprocess, sys, tempfile, time
+import datetime, glob, os, signal, statistics, subprocess, sys, tempfile, time
+
+sys.path.insert(0, os.path.abspath("tests/bench"))
+from benchlib import PG, START, STEP, TS, host_pid  # noqa: E402
 
 bin_dir, runs, torchrun = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
 SCRIPT = os.path.abspath("tests/bench/recovery_ddp.py")
 WARM_STEPS = 20
-STEP = re.compile(r"step=(\d+) rank=(\d+) restart=(\d+) \S+ t=([\d.]+)")
-START = re.compile(r"start rank=(\d+) pid=(\d+) restart=(\d+) t=([\d.]+)")
-PG = re.compile(r"pg rank=(\d+) restart=(\d+) t=([\d.]+)")
-TS = re.compile(r"^ts=(\S+) .*?msg=\"([^\"]+)\"(.*)$")
 
 
 def say(*a):
@@ -110,32 +109,6 @@ def rover_breakdown(err, kill_t, first_step, pg_t, start_t):
     }
 
 
-def host_pid(root, pid):
-    """The pid here of the process below root whose own pid is pid: rover-run's
-    job has a PID namespace of its own, whose pids its workers print (the last
-    of NSpid in /proc/PID/status); torchrun's workers print the same."""
-    kids = {}
-    for s in glob.glob("/proc/[0-9]*/stat"):
-        try:
-            with open(s) as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        kids.setdefault(ppid, []).append(int(s.split("/")[2]))
-    todo = [root]
-    while todo:
-        for c in kids.get(todo.pop(), []):
-            try:
-                with open("/proc/%d/status" % c) as f:
-                    ns = [l.split()[1:] for l in f if l.startswith("NSpid:")]
-            except OSError:
-                continue
-            if ns and ns[0] and int(ns[0][-1]) == pid:
-                return c
-            todo.append(c)
-    return pid
-
-
 def one(kind, i):
     d = tempfile.mkdtemp(prefix="rv-bench-recovery-")
     env = dict(os.environ)
@@ -159,7 +132,7 @@ def one(kind, i):
             time.sleep(0.05)
         if not victim:
             raise RuntimeError("%s: no warm-up within 180 s:\n%s" % (kind, text(d)[-3000:]))
-        victim = host_pid(p.pid, victim)
+        victim = host_pid(p.pid, victim) or victim
         kill_t = time.time()
         os.kill(victim, signal.SIGKILL)
         first = None

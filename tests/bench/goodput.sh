@@ -29,6 +29,9 @@ exec /usr/bin/python3 - "$BIN" "${BENCH_GOODPUT_S:-300}" "${BENCH_KILL_EVERY_S:-
   "${BENCH_GOODPUT_STATE_MIB:-256}" < <(cat <<'PYEOF'
 import os, re, shutil, signal, subprocess, sys, tempfile, time
 
+sys.path.insert(0, os.path.abspath("tests/bench"))
+from benchlib import host_pid  # noqa: E402
+
 bin_dir, seconds, every = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
 state_mib = int(sys.argv[4])
 STARTED = re.compile(r'msg="worker started" rank=(\d+) local_rank=\d+ pid=(\d+)')
@@ -44,30 +47,6 @@ def lines(tlog):
             return f.read().splitlines()
     except OSError:
         return []
-
-
-def host_pid(root, pid):
-    """The pid here of the process below rover-run whose pid in the job's PID
-    namespace (the one rover-run logs) is pid: the last of NSpid."""
-    kids = {}
-    for s in os.listdir("/proc"):
-        try:
-            with open("/proc/%s/stat" % s) as f:
-                kids.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(s))
-        except (OSError, IndexError, ValueError):
-            continue
-    todo = [root]
-    while todo:
-        for c in kids.get(todo.pop(), []):
-            try:
-                with open("/proc/%d/status" % c) as f:
-                    ns = [l.split()[1:] for l in f if l.startswith("NSpid:")]
-            except OSError:
-                continue
-            if ns and ns[0] and int(ns[0][-1]) == pid:
-                return c
-            todo.append(c)
-    return None
 
 
 def worker(d, rank, root):

@@ -1,0 +1,36 @@
+"""What the benchmarks written in Python share: finding a worker's pid from
+the one its launcher logs, and the lines recovery_ddp.py prints."""
+import glob
+import re
+
+STEP = re.compile(r"step=(\d+) rank=(\d+) restart=(\d+) \S+ t=([\d.]+)")
+START = re.compile(r"start rank=(\d+) pid=(\d+) restart=(\d+) t=([\d.]+)")
+PG = re.compile(r"pg rank=(\d+) restart=(\d+) t=([\d.]+)")
+TS = re.compile(r"^ts=(\S+) .*?msg=\"([^\"]+)\"(.*)$")
+
+
+def host_pid(root, pid):
+    """The pid here of the process below root whose own pid is pid (rover-run's
+    job has a PID namespace of its own, whose pids its workers print: the last
+    of NSpid in /proc/PID/status; torchrun's workers print the same), or None
+    when no process below root has it."""
+    kids = {}
+    for s in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            with open(s) as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        kids.setdefault(ppid, []).append(int(s.split("/")[2]))
+    todo = [root]
+    while todo:
+        for c in kids.get(todo.pop(), []):
+            try:
+                with open("/proc/%d/status" % c) as f:
+                    ns = [l.split()[1:] for l in f if l.startswith("NSpid:")]
+            except OSError:
+                continue
+            if ns and ns[0] and int(ns[0][-1]) == pid:
+                return c
+            todo.append(c)
+    return None
