@@ -131,19 +131,14 @@ int rv_alg_move_confidence(const struct rv_alg_fit *fit, const struct rv_alg_spe
 	 * band carry the noise), and a model that comes back down from an
 	 * exploration step above the knee must not be held there. */
 	int n0 = cur->worker.count + cur->ps.count, n1 = next->worker.count + next->ps.count;
-	double z = p->move_confidence_z;
+	bool up = n1 > n0 || (n1 == n0 && c->gain >= 0);
 
 	/* Beyond the measured counts the prediction's error says how far the
 	 * model extrapolates, not how sure the move is: such a move measures
 	 * new counts (the extrapolation guards bound it), and the rule asks
 	 * only that the fit explain the data. */
 	c->beyond_data = beyond_data(obs, n, next);
-	if (c->beyond_data)
-		c->confident = true;
-	else if (n1 > n0 || (n1 == n0 && c->gain >= 0))
-		c->confident = c->gain > z * c->se;
-	else
-		c->confident = true;
-	c->confident = c->confident && c->explains;
+	c->confident = c->explains &&
+		       (c->beyond_data || !up || c->gain > p->move_confidence_z * c->se);
 	return 0;
 }
