@@ -20,6 +20,7 @@ static struct rv_alg_params P;
 static void setup(void)
 {
 	rv_alg_params_default(&P);
+	P.fit_evidence_f = 3.0; /* off by default */
 }
 
 static struct rv_alg_config config(int w)

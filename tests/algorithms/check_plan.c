@@ -597,6 +597,7 @@ START_TEST(test_noisy_fit_trusted_within_noise)
 	}
 	st.speed = o;
 	st.n_speed = n;
+	P.fit_evidence_f = 3.0;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
 	ck_assert_str_eq(d.algorithm, "explore");
 	ck_assert_int_eq(d.cfg.worker.count, 2);
@@ -669,6 +670,7 @@ START_TEST(test_unexplained_fit_returns_to_best_measured)
 	st.speed = o;
 	st.n_speed = n;
 	st.count_changes = 2;
+	P.fit_evidence_f = 3.0;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
 	ck_assert_msg(d.changed, "%s: %s", d.algorithm, d.reason);
 	ck_assert_int_eq(d.cfg.worker.count, 12);
