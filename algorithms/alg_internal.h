@@ -102,6 +102,17 @@ int rv_alg_settle_measured(const struct rv_alg_speed_obs *obs, size_t n,
 			   const struct rv_alg_limits *lim, const struct rv_alg_config *cur,
 			   const struct rv_alg_params *p, struct rv_alg_decision *out);
 
+/* The best measured configuration: among the counts measured at least
+ * twice within the limits (and the free capacity), the cheapest whose mean
+ * speed reaches target_frac of the best measured mean, within
+ * knee_reach_se standard errors (ties: the faster); resources as in cur.
+ * *share (may be NULL) gets its mean over the best mean.  Returns 0,
+ * -ENODATA when nothing is measured twice, -EINVAL on bad arguments. */
+int rv_alg_best_measured(const struct rv_alg_speed_obs *obs, size_t n,
+			 const struct rv_alg_limits *lim, const struct rv_alg_config *cur,
+			 const struct rv_alg_params *p, struct rv_alg_config *best_cfg,
+			 double *share);
+
 /* Observations of (w, ps) with a speed, counted up to at most (0: all). */
 int rv_alg_obs_count(const struct rv_alg_speed_obs *obs, size_t n, int w, int ps, int at_most);
 
@@ -116,6 +127,41 @@ double rv_alg_speed_noise(const struct rv_alg_speed_obs *obs, size_t n);
  * observations of relative spread noise; 0 when it has none. */
 double rv_alg_fit_predict_rse(const struct rv_alg_fit *fit, const struct rv_alg_speed_obs *obs,
 			      size_t n, int workers, int ps, double noise);
+
+/* The confidence of a count move (confidence.c). */
+struct rv_alg_confidence {
+	double gain;      /* predicted relative speed change, next over cur */
+	double se;        /* its relative standard error */
+	double evidence;  /* how far the fit beats a flat speed, in noise units
+			  * (an F ratio; INFINITY with no noise measured) */
+	bool explains;    /* evidence reaches p->fit_evidence_f */
+	bool beyond_data; /* next lies outside the measured counts */
+	bool confident;   /* the move may be taken */
+};
+
+/* Whether a fit explains the speeds obs[0..n) beyond their noise: it beats
+ * a flat speed by p->fit_evidence_f times what noise alone would give
+ * (always, when that is 0).  *evidence (may be NULL) gets the ratio. */
+bool rv_alg_fit_explains(const struct rv_alg_fit *fit, const struct rv_alg_speed_obs *obs, size_t n,
+			 const struct rv_alg_params *p, double *evidence);
+
+/*
+ * The confidence of moving from cur to next counts (resources are not
+ * looked at): the speed at each is its measured mean where measured twice
+ * or more, else the fit's prediction, each with its standard error.  A
+ * move to more nodes is confident when its gain exceeds
+ * p->move_confidence_z standard errors (one to fewer saves resources for
+ * sure: the knee judges whether the fewer reach the line); and neither
+ * unless the fit explains the speeds (rv_alg_fit_explains).  A move
+ * beyond the measured counts needs only the latter (its prediction's error
+ * measures the extrapolation, which exploration bounds).
+ * Returns 0, -EINVAL on bad arguments, -ENODATA when either speed is
+ * unknown.
+ */
+int rv_alg_move_confidence(const struct rv_alg_fit *fit, const struct rv_alg_speed_obs *obs,
+			   size_t n, const struct rv_alg_config *cur,
+			   const struct rv_alg_config *next, const struct rv_alg_params *p,
+			   struct rv_alg_confidence *c);
 
 /* Whether the measured mean speed of (w, ps) is within p->knee_hold_frac
  * of the line: at least target_frac - knee_hold_frac of the best measured

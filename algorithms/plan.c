@@ -83,6 +83,71 @@ static bool noise_level_move(const struct rv_alg_fit *fit, const struct rv_alg_j
 	return fabs(d->predicted_speed / cur - 1) < 2 * sqrt(se_cur * se_cur + se_new * se_new);
 }
 
+/* The confidence rule (rv_alg_move_confidence) on a throughput-model move
+ * in *d: false, with the reason in *out, when the move is not confident
+ * (the counts stay and are measured longer); true otherwise, with the
+ * confidence added to d's reason. */
+static bool move_confident(const struct rv_alg_fit *fit, const struct rv_alg_job_state *st,
+			   struct rv_alg_decision *d, const struct rv_alg_params *p,
+			   struct rv_alg_decision *out)
+{
+	struct rv_alg_confidence c;
+
+	if (!d->changed || !d->algorithm || strcmp(d->algorithm, "worker_count_model") != 0 ||
+	    rv_alg_move_confidence(fit, st->speed, st->n_speed, &st->cur, &d->cfg, p, &c) < 0)
+		return true;
+	if (c.confident && c.beyond_data) {
+		rv_alg_reason_add(d, "confidence: %+.0f%% +- %.0f%%, beyond the measured counts",
+				  100 * c.gain, 100 * c.se);
+		return true;
+	}
+	if (c.confident) {
+		rv_alg_reason_add(d, "confidence: %+.0f%% +- %.0f%% (%.1f standard errors)",
+				  100 * c.gain, 100 * c.se, c.se > 0 ? fabs(c.gain) / c.se : 0);
+		return true;
+	}
+	rv_alg_reason_add(out,
+			  "counts kept, measuring them longer: the model's %+.0f%% for %d workers "
+			  "and %d PS is within its uncertainty (+- %.0f%%)",
+			  100 * c.gain, d->cfg.worker.count, d->cfg.ps.count, 100 * c.se);
+	return false;
+}
+
+/* Where a count move is not taken (its fit explains nothing, or it is not
+ * confident), exploration ends: the job goes back to the best measured
+ * configuration (rv_alg_best_measured) when it runs another one, so an
+ * exploration step it measured is never where it stays by default; else
+ * the counts stay and are measured longer. */
+static void return_to_best(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
+			   struct rv_alg_config *cfg, struct rv_alg_decision *out,
+			   enum lead_rank *rank, const char **lead)
+{
+	struct rv_alg_config b;
+	double share = 0;
+
+	if (rv_alg_best_measured(st->speed, st->n_speed, &st->lim, &st->cur, p, &b, &share) < 0 ||
+	    (b.worker.count == st->cur.worker.count && b.ps.count == st->cur.ps.count)) {
+		rv_alg_reason_add(out, "counts kept at the best measured");
+		return;
+	}
+	cfg->worker.count = b.worker.count;
+	cfg->ps.count = b.ps.count;
+	out->predicted_speed =
+		rv_alg_mean_speed(st->speed, st->n_speed, b.worker.count, b.ps.count);
+	if (st->cur.ps.count > 0)
+		rv_alg_reason_add(
+			out,
+			"returning to the best measured: %d workers and %d PS (%.0f%% of "
+			"the best measured speed, the cheapest within its noise of %.0f%%)",
+			b.worker.count, b.ps.count, 100 * share, 100 * p->target_frac);
+	else
+		rv_alg_reason_add(out,
+				  "returning to the best measured: %d workers (%.0f%% of the best "
+				  "measured speed, the cheapest within its noise of %.0f%%)",
+				  b.worker.count, 100 * share, 100 * p->target_frac);
+	take_lead(rank, lead, LEAD_COUNT, "explore");
+}
+
 /* Distinct worker counts measured at PS count ps. */
 static int workers_measured_at(const struct rv_alg_job_state *st, int ps)
 {
@@ -273,6 +338,25 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 		       (rv_alg_fit_trusted(&fit, p) ||
 			(fit.n_configs >= p->min_fit_configs &&
 			 fit.rel_rmse <= 1.5 * rv_alg_speed_noise(st->speed, st->n_speed)));
+	/* Nor a fit that does not explain the speeds beyond their noise: it
+	 * is no evidence for a move, whatever its r2 says (under 25-30% noise
+	 * fits of r2 0.3 or less moved counts on noise alone). */
+	double evidence = 0;
+
+	if (trusted && !rv_alg_fit_explains(&fit, st->speed, st->n_speed, p, &evidence)) {
+		rv_alg_reason_add(out,
+				  "the fit (r2=%.2f from %d configs) does not explain the speeds "
+				  "beyond their noise (F=%.1f < %.1f)",
+				  fit.r2, fit.n_configs, evidence, p->fit_evidence_f);
+		/* A PS job measured at two PS counts or more would start its
+		 * exploration over at whatever PS count it runs (13 plans of
+		 * bisection): exploration ends there, at the best measured. */
+		if (st->strategy == RV_ALG_PS && fit.n_ps_values > 1) {
+			return_to_best(st, p, cfg, out, rank, lead);
+			return;
+		}
+		trusted = false;
+	}
 
 	if (trusted) {
 		/* The data overrules the model: never below the largest measured
@@ -330,6 +414,9 @@ static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_p
 					  "is within its uncertainty",
 					  fit.r2, fit.n_configs, move_pct(st, &part),
 					  part.cfg.worker.count);
+			return;
+		} else if (rc == 0 && !move_confident(&fit, st, &part, p, out)) {
+			return_to_best(st, p, cfg, out, rank, lead);
 			return;
 		}
 	} else if (st->model_counts && rc == 0) {
@@ -745,10 +832,10 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 	bool starved_w = rv_alg_role_starved(st->usage, st->n_usage, RV_ALG_WORKER,
 					     &st->cur.worker.res, p) &&
 			 !(st->lim.max_cpu > 0 && st->cur.worker.res.cpu >= st->lim.max_cpu);
-	bool starved_ps = st->cur.ps.count > 0 &&
-			  rv_alg_role_starved(st->usage, st->n_usage, RV_ALG_PS_ROLE,
-					      &st->cur.ps.res, p) &&
-			  !(st->lim.max_cpu > 0 && st->cur.ps.res.cpu >= st->lim.max_cpu);
+	bool starved_ps =
+		st->cur.ps.count > 0 &&
+		rv_alg_role_starved(st->usage, st->n_usage, RV_ALG_PS_ROLE, &st->cur.ps.res, p) &&
+		!(st->lim.max_cpu > 0 && st->cur.ps.res.cpu >= st->lim.max_cpu);
 	/* Two roles that hold each other back (workers wait on the PS, the PS
 	 * on the workers) share the throttling between them: each is throttled
 	 * in about half its periods, under the line for one role alone, and
@@ -815,7 +902,6 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 				  starved_w || starved_ps ? "CPU at its limit" : "hot PS");
 	else
 		plan_counts(st, p, &cfg, out, &rank, &lead);
-
 
 	if (st->strategy == RV_ALG_PS && st->cur.ps.count > 0) {
 		if (hot > 0) {

@@ -115,6 +115,17 @@ struct rv_alg_params {
 	 * throughput model's choice when its fit is trusted, else stay.
 	 * 4; 0: no budget. */
 	int explore_budget;
+	/* The confidence rule (confidence.c): the throughput model moves the
+	 * counts only when its fit beats a flat speed by fit_evidence_f times
+	 * what the measured noise alone would give (an F ratio; 0, the
+	 * default: no such test, since at 3.0 noisy PS jobs sent back to
+	 * exploring lost more than the test won), and only when the move's
+	 * predicted gain exceeds
+	 * move_confidence_z standard errors of the current mean and of the
+	 * prediction (1.0; a move to fewer nodes saves for sure and needs
+	 * only the fit's evidence). */
+	double fit_evidence_f;
+	double move_confidence_z;
 	/* right-sizing */
 	double usage_quantile;  /* quantile of usage samples: 0.8 */
 	double cpu_margin;      /* added to the CPU quantile: 0.03 (3%) */
@@ -247,8 +258,8 @@ struct rv_alg_fit {
  * workers <= 0 (or ps <= 0 for the async model) are skipped.  Returns 0,
  * -EINVAL on NULL arguments, -ENODATA when no usable observation is left.
  */
-int rv_alg_fit_speed(enum rv_alg_model model, const struct rv_alg_speed_obs *obs,
-		     size_t n, struct rv_alg_fit *out);
+int rv_alg_fit_speed(enum rv_alg_model model, const struct rv_alg_speed_obs *obs, size_t n,
+		     struct rv_alg_fit *out);
 
 /* Predicted samples/s of a fit for a config; 0 when the model gives none. */
 double rv_alg_fit_predict(const struct rv_alg_fit *fit, int workers, int ps);
@@ -360,8 +371,8 @@ struct rv_alg_resize {
  */
 int rv_alg_rightsize(const struct rv_alg_usage *u, size_t n, enum rv_alg_role role,
 		     const struct rv_alg_resource *cur, const struct rv_alg_resize *last,
-		     int64_t now_ms, const struct rv_alg_limits *lim,
-		     const struct rv_alg_params *p, struct rv_alg_resource *out);
+		     int64_t now_ms, const struct rv_alg_limits *lim, const struct rv_alg_params *p,
+		     struct rv_alg_resource *out);
 
 /*
  * rv_alg_rightsize for a role whose usage was measured behind another
@@ -407,8 +418,8 @@ int rv_alg_rightsize_trend(const struct rv_alg_usage *u, size_t n, const struct 
  * to out->reason.  Returns the number of hot PS, or a negative errno.
  */
 int rv_alg_hot_ps(const struct rv_alg_usage *u, size_t n, const struct rv_alg_group *ps,
-		  const struct rv_alg_limits *lim, const struct rv_alg_params *p,
-		  int *grow_ps, struct rv_alg_decision *out);
+		  const struct rv_alg_limits *lim, const struct rv_alg_params *p, int *grow_ps,
+		  struct rv_alg_decision *out);
 
 /* Whether a role's CPU use sits at its limit (p->cpu_pinned of cur->cpu at
  * the usage quantile): the need is hidden and the role is starved. */
@@ -489,14 +500,13 @@ int rv_alg_name_stem(const char *name, char *buf, size_t size);
  * batch size, dataset size; same user and name stem count as closer), or a
  * safe default from the model size when none is near.  Result within *lim.
  */
-int rv_alg_plan_create(const struct rv_alg_job_features *job,
-		       const struct rv_alg_history_job *hist, size_t n,
-		       const struct rv_alg_limits *lim, const struct rv_alg_params *p,
+int rv_alg_plan_create(const struct rv_alg_job_features *job, const struct rv_alg_history_job *hist,
+		       size_t n, const struct rv_alg_limits *lim, const struct rv_alg_params *p,
 		       struct rv_alg_decision *out);
 
 /* The create-stage default from model size alone (no history). */
-void rv_alg_create_default(const struct rv_alg_job_features *job,
-			   const struct rv_alg_limits *lim, struct rv_alg_config *out);
+void rv_alg_create_default(const struct rv_alg_job_features *job, const struct rv_alg_limits *lim,
+			   struct rv_alg_config *out);
 
 /* ---- composition (plan.c) ---- */
 

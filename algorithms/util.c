@@ -56,6 +56,8 @@ void rv_alg_params_default(struct rv_alg_params *p)
 		.max_pred_rse = 0.25,
 		.knee_tie_gain = 0.025,
 		.explore_budget = 4,
+		.fit_evidence_f = 0.0,
+		.move_confidence_z = 1.0,
 		.create_history_max = 200,
 		.node_cpu_default = 64.0,
 		.node_memory_mb_default = 512LL * 1024,

@@ -191,7 +191,8 @@ int rv_alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_
 	int wcap = fit->max_workers_seen > 0 ? (int)(fit->max_workers_seen * p->max_jump) : wmax;
 
 	wcap = rv_alg_align_down(wcap < wmin ? wmin : wcap, unit);
-	int wfloor = fit->min_workers_seen > 0 ? (int)ceil(fit->min_workers_seen / p->max_jump) : wmin;
+	int wfloor = fit->min_workers_seen > 0 ? (int)ceil(fit->min_workers_seen / p->max_jump)
+					       : wmin;
 	struct rv_alg_config c = *cur;
 	double c_cost = INFINITY;
 	int capped = 0, tie = 0;
@@ -513,7 +514,8 @@ int rv_alg_measured_too_slow(const struct rv_alg_speed_obs *obs, size_t n, int p
 	for (size_t i = 0; i < n; i++)
 		if (obs[i].ps == ps && obs[i].workers > slow &&
 		    mean_speed(obs, n, obs[i].workers, ps) +
-		    2 * mean_se(obs, n, obs[i].workers, ps) < p->target_frac * best)
+				    2 * mean_se(obs, n, obs[i].workers, ps) <
+			    p->target_frac * best)
 			slow = obs[i].workers;
 	/* only counts below the best measured one can be "too slow" */
 	for (size_t i = 0; i < n; i++)
@@ -670,7 +672,9 @@ static int explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv
 			if (d2 < down)
 				target = d2;
 		}
-		why = above ? "growth did not pay" : upper_half ? "start in the upper half" : "cannot grow";
+		why = above        ? "growth did not pay"
+		      : upper_half ? "start in the upper half"
+				   : "cannot grow";
 	} else if (below && !above && !paid_below && !measured_below(obs, n, ps, below)) {
 		/* Two counts measured and growth from the smaller did not pay:
 		 * the knee is at or below it, so measure under it directly
@@ -775,6 +779,61 @@ static int explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv
 			  "exploration holds at %d workers: the measured knee (>= %.0f%% of the "
 			  "best measured speed)",
 			  w, 100 * p->target_frac);
+	return 0;
+}
+
+int rv_alg_best_measured(const struct rv_alg_speed_obs *obs, size_t n,
+			 const struct rv_alg_limits *lim, const struct rv_alg_config *cur,
+			 const struct rv_alg_params *p, struct rv_alg_config *best_cfg,
+			 double *share)
+{
+	if ((n && !obs) || !lim || !cur || !p || !best_cfg)
+		return -EINVAL;
+	int wmin = rv_alg_clamp_workers(lim->min_workers, lim), wmax = max_workers_of(lim);
+	int pmin = lim->min_ps > 0 ? lim->min_ps : 1;
+	int pmax = lim->max_ps > 0 ? lim->max_ps : PS_HARD_MAX;
+	double best = 0;
+	int bw = 0, bp = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		int w = obs[i].workers, ps = obs[i].ps;
+		double m = mean_speed(obs, n, w, ps);
+
+		if (w < wmin || w > wmax || (cur->ps.count > 0 && (ps < pmin || ps > pmax)) ||
+		    rv_alg_obs_count(obs, n, w, ps, 2) < 2 || !(m > best))
+			continue;
+		best = m;
+		bw = w;
+		bp = ps;
+	}
+	if (!(best > 0))
+		return -ENODATA;
+	double c_cost = INFINITY, c_speed = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct rv_alg_config t = *cur;
+		int w = obs[i].workers, ps = obs[i].ps;
+
+		t.worker.count = w;
+		t.ps.count = ps;
+		if (w < wmin || w > wmax || (cur->ps.count > 0 && (ps < pmin || ps > pmax)) ||
+		    rv_alg_obs_count(obs, n, w, ps, 2) < 2 || !rv_alg_fits_free(lim, cur, &t))
+			continue;
+		double m = mean_speed(obs, n, w, ps);
+		double cost = config_cost(&t, cur);
+
+		if (m + reach_slack(obs, n, w, ps, bw, bp, p) < p->target_frac * best)
+			continue;
+		if (cost < c_cost - 1e-9 || (cost < c_cost + 1e-9 && m > c_speed)) {
+			*best_cfg = t;
+			c_cost = cost;
+			c_speed = m;
+		}
+	}
+	if (!isfinite(c_cost))
+		return -ENODATA;
+	if (share)
+		*share = c_speed / best;
 	return 0;
 }
 
