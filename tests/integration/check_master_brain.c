@@ -952,8 +952,8 @@ START_TEST(test_training_job_is_planned_while_metrics_stream)
 	}
 	/* where the time went, for a run that fails */
 	fprintf(stderr,
-		"diag: timeline: first speed sample %lld ms, 2 slow passes %lld ms, running plan applied "
-		"%lld ms (-1: never)\n",
+		"diag: timeline: first speed sample %lld ms, 2 slow passes %lld ms, "
+		"running plan applied %lld ms (-1: never)\n",
 		(long long)t_speed, (long long)t_slow, (long long)t_id);
 	char *log = rv_test_read_file(brain.log);
 	const char *failed = log ? strstr(log, "could not plan job") : NULL;
