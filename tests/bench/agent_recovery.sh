@@ -21,10 +21,10 @@ else
 fi
 export PYTHON_EXEC=$PY
 exec "$PY" - "$BIN" "${BENCH_RUNS:-5}" "$TORCHRUN" < <(cat <<'EOF'
-import datetime, glob, os, signal, statistics, subprocess, sys, tempfile, time
+import glob, os, signal, statistics, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.abspath("tests/bench"))
-from benchlib import PG, START, STEP, TS, host_pid  # noqa: E402
+from benchlib import PG, START, STEP, TS, host_pid, session_kill, ts_of  # noqa: E402
 
 bin_dir, runs, torchrun = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
 SCRIPT = os.path.abspath("tests/bench/recovery_ddp.py")
@@ -55,24 +55,6 @@ def text(d):
         except OSError:
             pass
     return "\n".join(out)
-
-
-def session_kill(sid):
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % p) as f:
-                st = f.read()
-            if int(st[st.rindex(")") + 2:].split()[3]) == sid:
-                os.kill(int(p), signal.SIGKILL)
-        except (OSError, ValueError):
-            pass
-
-
-def ts_of(s):
-    return datetime.datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
-        tzinfo=datetime.timezone.utc).timestamp()
 
 
 def rover_breakdown(err, kill_t, first_step, pg_t, start_t):

@@ -1,7 +1,11 @@
 """What the benchmarks written in Python share: finding a worker's pid from
-the one its launcher logs, and the lines recovery_ddp.py prints."""
+the one its launcher logs, stopping what a launcher left, log times, and
+the lines recovery_ddp.py prints."""
+import datetime
 import glob
+import os
 import re
+import signal
 
 STEP = re.compile(r"step=(\d+) rank=(\d+) restart=(\d+) \S+ t=([\d.]+)")
 START = re.compile(r"start rank=(\d+) pid=(\d+) restart=(\d+) t=([\d.]+)")
@@ -34,3 +38,23 @@ def host_pid(root, pid):
                 return c
             todo.append(c)
     return None
+
+
+def session_kill(sid):
+    """SIGKILL every process of session sid (what a launcher left)."""
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % p) as f:
+                st = f.read()
+            if int(st[st.rindex(")") + 2:].split()[3]) == sid:
+                os.kill(int(p), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+
+
+def ts_of(s):
+    """A log line's ts= (UTC, milliseconds) as seconds since the epoch."""
+    return datetime.datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=datetime.timezone.utc).timestamp()

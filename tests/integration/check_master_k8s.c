@@ -308,46 +308,10 @@ static char *digits_spec(const char *name, const char *shard_log, int epochs)
  * only the steps before each load (those after are trained again). */
 static void assert_exactly_once(const char *path, long size, int epochs)
 {
-	char *s = rv_test_read_file(path);
-	ck_assert_msg(s, "no shard log %s", path);
-	size_t cap = 1024, n = 0;
-	struct entry {
-		long step;
-		char *idx;
-	} *e = malloc(cap * sizeof(*e));
-	char *save = NULL;
-	for (char *line = strtok_r(s, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		long st;
-		int rank;
-		if (sscanf(line, "load %ld", &st) == 1) {
-			size_t m = 0;
-			for (size_t i = 0; i < n; i++)
-				if (e[i].step <= st)
-					e[m++] = e[i];
-			n = m;
-			continue;
-		}
-		char *sp1 = strchr(line, ' ');
-		ck_assert_msg(sp1 && sscanf(line, "%d %ld", &rank, &st) == 2, "bad line %s", line);
-		char *sp2 = strchr(sp1 + 1, ' ');
-		if (n == cap)
-			e = realloc(e, (cap *= 2) * sizeof(*e));
-		e[n++] = (struct entry){ st, sp2 ? sp2 + 1 : sp1 + strlen(sp1) };
-	}
-	int *count = calloc((size_t)size, sizeof(int));
-	for (size_t i = 0; i < n; i++)
-		for (char *p = e[i].idx; *p;) {
-			char *end;
-			long v = strtol(p, &end, 10);
-			ck_assert_msg(end != p && v >= 0 && v < size, "bad index in %s", e[i].idx);
-			count[v]++;
-			p = *end == ',' ? end + 1 : end;
-		}
-	long lost = 0, twice = 0;
-	for (long i = 0; i < size; i++) {
-		lost += count[i] < epochs ? epochs - count[i] : 0;
-		twice += count[i] > epochs ? count[i] - epochs : 0;
-	}
+	long lost, twice;
+	unsigned ranks;
+	int loads;
+	rv_test_shard_account(path, size, epochs, &lost, &twice, &ranks, &loads);
 	if (lost || twice) {
 		dump();
 		char cmd[900];
@@ -359,9 +323,6 @@ static void assert_exactly_once(const char *path, long size, int epochs)
 			fprintf(stderr, "diag: could not show the pod logs\n");
 	}
 	ck_assert_msg(lost == 0 && twice == 0, "%ld samples lost, %ld trained twice", lost, twice);
-	free(count);
-	free(e);
-	free(s);
 }
 
 /* Rank 0's test accuracy from its pod logs: the last one printed. */

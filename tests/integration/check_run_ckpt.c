@@ -93,68 +93,6 @@ static bool loaded_line(const char *out, int n, int64_t *step, char *from, char 
 	return false;
 }
 
-/*
- * The shard log: "RANK STEP I,I,..." per rank and step, "load S world=W"
- * at each start.  A load of S drops the lines of steps after S logged
- * before it; what is left must hold each index of [0, size) exactly
- * epochs times.  *lost and *twice: indices short of it and beyond it;
- * *ranks: a bit per rank seen training after the last load.
- */
-static void account(const char *path, long size, int epochs, long *lost, long *twice,
-		    unsigned *ranks, int *loads)
-{
-	char *s = rv_test_read_file(path);
-	ck_assert_msg(s, "no shard log %s", path);
-	size_t cap = 1024, n = 0;
-	struct entry {
-		long step;
-		char *idx;
-	} *e = malloc(cap * sizeof(*e));
-	*ranks = 0;
-	*loads = 0;
-	char *save = NULL;
-	for (char *line = strtok_r(s, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		long st;
-		int rank;
-		if (sscanf(line, "load %ld", &st) == 1) {
-			size_t m = 0;
-			for (size_t i = 0; i < n; i++)
-				if (e[i].step <= st)
-					e[m++] = e[i];
-			n = m;
-			*ranks = 0;
-			(*loads)++;
-			continue;
-		}
-		char *sp1 = strchr(line, ' ');
-		ck_assert_msg(sp1 && sscanf(line, "%d %ld", &rank, &st) == 2, "bad line %s", line);
-		char *sp2 = strchr(sp1 + 1, ' ');
-		if (n == cap)
-			e = realloc(e, (cap *= 2) * sizeof(*e));
-		e[n++] = (struct entry){ st, sp2 ? sp2 + 1 : sp1 + strlen(sp1) };
-		*ranks |= 1u << rank;
-	}
-	int *count = calloc((size_t)size, sizeof(int));
-	for (size_t i = 0; i < n; i++)
-		for (char *p = e[i].idx; *p;) {
-			char *end;
-			long v = strtol(p, &end, 10);
-			ck_assert_msg(end != p && v >= 0 && v < size, "bad index in %s", e[i].idx);
-			count[v]++;
-			p = *end == ',' ? end + 1 : end;
-		}
-	*lost = *twice = 0;
-	for (long i = 0; i < size; i++) {
-		if (count[i] < epochs)
-			*lost += epochs - count[i];
-		if (count[i] > epochs)
-			*twice += count[i] - epochs;
-	}
-	free(count);
-	free(e);
-	free(s);
-}
-
 /* Under make asan, the workers' Python loads the asan build's
  * librover-trainer.so: its runtime must come first (LD_PRELOAD), and
  * Python's own allocations are no leaks of ours.  Otherwise a variable
@@ -289,7 +227,7 @@ START_TEST(test_kill_after_save_loads_memory)
 	long lost, twice;
 	unsigned ranks;
 	int loads;
-	account(log, 600, 2, &lost, &twice, &ranks, &loads);
+	rv_test_shard_account(log, 600, 2, &lost, &twice, &ranks, &loads);
 	ck_assert_int_eq(loads, 2);
 	ck_assert_msg(lost == 0 && twice == 0, "%ld samples lost, %ld twice", lost, twice);
 	ck_assert_int_eq(segments(job), 0); /* the job ended: its memory is freed */
@@ -369,7 +307,7 @@ START_TEST(test_kill_during_save_loads_previous)
 	long lost, twice;
 	unsigned ranks;
 	int loads;
-	account(log, 400, 1, &lost, &twice, &ranks, &loads);
+	rv_test_shard_account(log, 400, 1, &lost, &twice, &ranks, &loads);
 	ck_assert_msg(lost == 0 && twice == 0, "%ld samples lost, %ld twice", lost, twice);
 	rv_test_run_end(&r);
 }
@@ -431,7 +369,7 @@ START_TEST(test_run_killed_loads_storage)
 	long lost, twice;
 	unsigned ranks;
 	int loads;
-	account(log, 900, 1, &lost, &twice, &ranks, &loads);
+	rv_test_shard_account(log, 900, 1, &lost, &twice, &ranks, &loads);
 	ck_assert_int_eq(loads, 2);
 	ck_assert_msg(lost == 0 && twice == 0, "%ld samples lost, %ld twice", lost, twice);
 	ck_assert_int_eq(segments(job), 0);
@@ -501,7 +439,7 @@ START_TEST(test_world_two_to_three)
 	long lost, twice;
 	unsigned ranks;
 	int loads;
-	account(log, 1200, 1, &lost, &twice, &ranks, &loads);
+	rv_test_shard_account(log, 1200, 1, &lost, &twice, &ranks, &loads);
 	ck_assert_int_ge(loads, 2);
 	ck_assert_msg(ranks == 7, "ranks that trained in the world of 3: %#x", ranks);
 	ck_assert_msg(lost == 0 && twice == 0, "%ld samples lost, %ld twice", lost, twice);
@@ -601,7 +539,7 @@ START_TEST(test_two_nodes_restore_storage)
 	long lost, twice;
 	unsigned ranks;
 	int loads;
-	account(log, 1200, 1, &lost, &twice, &ranks, &loads);
+	rv_test_shard_account(log, 1200, 1, &lost, &twice, &ranks, &loads);
 	ck_assert_int_eq(loads, 2);
 	ck_assert_msg(ranks == 3, "ranks that trained after the restore: %#x", ranks);
 	ck_assert_msg(lost == 0 && twice == 0, "%ld samples lost, %ld twice", lost, twice);
@@ -699,7 +637,7 @@ START_TEST(test_preempted_node_leaves_and_returns)
 	long lost, twice;
 	unsigned ranks;
 	int loads;
-	account(log, 1200, 1, &lost, &twice, &ranks, &loads);
+	rv_test_shard_account(log, 1200, 1, &lost, &twice, &ranks, &loads);
 	if (lost || twice) {
 		rv_test_run_dump(&r[0], 1, m.log);
 		rv_test_run_dump(&r[2], 1, NULL);

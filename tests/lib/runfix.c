@@ -489,3 +489,65 @@ bool rv_test_wait_lines(const char *path, int n, int timeout_ms)
 	}
 	return true;
 }
+
+/*
+ * The shard log: "RANK STEP I,I,..." per rank and step, "load S world=W"
+ * at each start.  A load of S drops the lines of steps after S logged
+ * before it; what is left must hold each index of [0, size) exactly
+ * epochs times.  *lost and *twice: indices short of it and beyond it;
+ * *ranks: a bit per rank seen training after the last load.
+ */
+void rv_test_shard_account(const char *path, long size, int epochs, long *lost, long *twice,
+			   unsigned *ranks, int *loads)
+{
+	char *s = rv_test_read_file(path);
+	ck_assert_msg(s, "no shard log %s", path);
+	size_t cap = 1024, n = 0;
+	struct entry {
+		long step;
+		char *idx;
+	} *e = malloc(cap * sizeof(*e));
+	*ranks = 0;
+	*loads = 0;
+	char *save = NULL;
+	for (char *line = strtok_r(s, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		long st;
+		int rank;
+		if (sscanf(line, "load %ld", &st) == 1) {
+			size_t m = 0;
+			for (size_t i = 0; i < n; i++)
+				if (e[i].step <= st)
+					e[m++] = e[i];
+			n = m;
+			*ranks = 0;
+			(*loads)++;
+			continue;
+		}
+		char *sp1 = strchr(line, ' ');
+		ck_assert_msg(sp1 && sscanf(line, "%d %ld", &rank, &st) == 2, "bad line %s", line);
+		char *sp2 = strchr(sp1 + 1, ' ');
+		if (n == cap)
+			e = realloc(e, (cap *= 2) * sizeof(*e));
+		e[n++] = (struct entry){ st, sp2 ? sp2 + 1 : sp1 + strlen(sp1) };
+		*ranks |= 1u << rank;
+	}
+	int *count = calloc((size_t)size, sizeof(int));
+	for (size_t i = 0; i < n; i++)
+		for (char *p = e[i].idx; *p;) {
+			char *end;
+			long v = strtol(p, &end, 10);
+			ck_assert_msg(end != p && v >= 0 && v < size, "bad index in %s", e[i].idx);
+			count[v]++;
+			p = *end == ',' ? end + 1 : end;
+		}
+	*lost = *twice = 0;
+	for (long i = 0; i < size; i++) {
+		if (count[i] < epochs)
+			*lost += epochs - count[i];
+		if (count[i] > epochs)
+			*twice += count[i] - epochs;
+	}
+	free(count);
+	free(e);
+	free(s);
+}
