@@ -36,13 +36,10 @@ static const char job_json[] =
 
 static void start_brain(const char *const *extra)
 {
-	ck_assert_int_eq(rv_test_pg_fresh_db(0, conninfo, sizeof(conninfo)), 0);
-	const char *args[16] = { "--db", conninfo, "--plan-debounce-ms", "100" };
-	int n = 4;
-	for (int i = 0; extra && extra[i]; i++)
-		args[n++] = extra[i];
-	args[n] = NULL;
-	ck_assert_int_eq(rv_test_brain_start(&brain, args), 0);
+	const char *const args[] = { "--plan-debounce-ms", "100", NULL };
+	ck_assert_int_eq(rv_test_brain_start_fresh(&brain, 0, conninfo, sizeof(conninfo), args,
+						   extra),
+			 0);
 }
 
 static struct rv_brain_client *client(const char *url, const char *token)

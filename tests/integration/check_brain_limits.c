@@ -43,24 +43,20 @@ static struct rv_test_brain brain;
 
 static void start_brain(const char *const *extra)
 {
-	ck_assert_int_eq(rv_test_pg_fresh_db(0, conninfo, sizeof(conninfo)), 0);
-	const char *args[32] = { "--db",
-				 conninfo,
-				 "--server-per-ip-conns",
-				 STR(PER_IP_CONNS),
-				 "--server-max-waits",
-				 STR(MAX_WAITS),
-				 "--server-max-waits-per-ip",
-				 STR(MAX_WAITS_PER_IP),
-				 "--server-request-timeout-s",
-				 STR(REQUEST_TIMEOUT_S),
-				 "--server-max-conns",
-				 "64" };
-	int n = 12;
-	for (int i = 0; extra && extra[i]; i++)
-		args[n++] = extra[i];
-	args[n] = NULL;
-	ck_assert_int_eq(rv_test_brain_start(&brain, args), 0);
+	const char *const args[] = { "--server-per-ip-conns",
+				     STR(PER_IP_CONNS),
+				     "--server-max-waits",
+				     STR(MAX_WAITS),
+				     "--server-max-waits-per-ip",
+				     STR(MAX_WAITS_PER_IP),
+				     "--server-request-timeout-s",
+				     STR(REQUEST_TIMEOUT_S),
+				     "--server-max-conns",
+				     "64",
+				     NULL };
+	ck_assert_int_eq(rv_test_brain_start_fresh(&brain, 0, conninfo, sizeof(conninfo), args,
+						   extra),
+			 0);
 }
 
 static void teardown(void)

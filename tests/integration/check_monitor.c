@@ -164,9 +164,9 @@ static long long sql_num(const char *sql)
 
 static void start_brain(void)
 {
-	ck_assert_int_eq(rv_test_pg_fresh_db(1, conninfo, sizeof(conninfo)), 0);
-	const char *args[] = { "--db", conninfo, NULL };
-	ck_assert_int_eq(rv_test_brain_start(&brain, args), 0);
+	ck_assert_int_eq(rv_test_brain_start_fresh(&brain, 1, conninfo, sizeof(conninfo), NULL,
+						   NULL),
+			 0);
 }
 
 static void teardown(void)

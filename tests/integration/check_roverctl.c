@@ -82,9 +82,10 @@ static void run_release(struct run *r)
 
 static void start_brain(void)
 {
-	ck_assert_int_eq(rv_test_pg_fresh_db(1, conninfo, sizeof(conninfo)), 0);
-	const char *args[] = { "--db", conninfo, "--token", "sesame", NULL };
-	ck_assert_int_eq(rv_test_brain_start(&brain, args), 0);
+	ck_assert_int_eq(
+		rv_test_brain_start_fresh(&brain, 1, conninfo, sizeof(conninfo),
+					  (const char *const[]){ "--token", "sesame", NULL }, NULL),
+		0);
 }
 
 static void teardown(void)

@@ -25,9 +25,11 @@ static struct rv_test_brain brain;
 
 static void start_brain(void)
 {
-	ck_assert_int_eq(rv_test_pg_fresh_db(0, conninfo, sizeof(conninfo)), 0);
-	const char *args[] = { "--db", conninfo, "--plan-debounce-ms", "0", NULL };
-	ck_assert_int_eq(rv_test_brain_start(&brain, args), 0);
+	ck_assert_int_eq(rv_test_brain_start_fresh(&brain, 0, conninfo, sizeof(conninfo),
+						   (const char *const[]){ "--plan-debounce-ms", "0",
+									  NULL },
+						   NULL),
+			 0);
 }
 
 static void teardown(void)

@@ -45,6 +45,23 @@ int rv_test_brain_start(struct rv_test_brain *b, const char *const *args)
 	return rc;
 }
 
+/* A fresh database, then a brain on it with "--db" conninfo, args, extra. */
+int rv_test_brain_start_fresh(struct rv_test_brain *b, int migrate, char *conninfo, size_t size,
+			      const char *const *args, const char *const *extra)
+{
+	int rc = rv_test_pg_fresh_db(migrate, conninfo, size);
+	if (rc != 0)
+		return rc < 0 ? rc : -EIO;
+	const char *argv[64] = { "--db", conninfo };
+	int n = 2;
+	for (int i = 0; args && args[i] && n < 63; i++)
+		argv[n++] = args[i];
+	for (int i = 0; extra && extra[i] && n < 63; i++)
+		argv[n++] = extra[i];
+	argv[n] = NULL;
+	return rv_test_brain_start(b, argv);
+}
+
 static int start_brain(struct rv_test_brain *b, const char *const *args)
 {
 	memset(b, 0, sizeof(*b));

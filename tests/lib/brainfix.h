@@ -30,6 +30,11 @@ struct rv_test_brain {
 /* args: NULL-terminated extra arguments.  Returns 0 or a negative errno
  * (and then prints the brain's log on stderr). */
 int rv_test_brain_start(struct rv_test_brain *b, const char *const *args);
+/* A fresh database (rv_test_pg_fresh_db(migrate, conninfo, size)) and a
+ * brain on it: "--db" conninfo, then args, then extra (either may be NULL).
+ * 0 or a negative errno. */
+int rv_test_brain_start_fresh(struct rv_test_brain *b, int migrate, char *conninfo, size_t size,
+			      const char *const *args, const char *const *extra);
 /* SIGTERM (or sig) then wait up to timeout_s, then SIGKILL; returns the wait
  * status, -ETIMEDOUT when it had to be killed, or -ESRCH when not running. */
 int rv_test_brain_stop(struct rv_test_brain *b, int sig, int timeout_s);
