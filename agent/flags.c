@@ -582,6 +582,8 @@ int flags_parse(struct flags *f, int argc, char *const *argv, struct rv_err *err
 		}
 		if (!strcmp(a, "-h") || !strcmp(a, "--help"))
 			return 1;
+		if (!strcmp(a, "--version"))
+			return 2;
 		if (a[0] != '-' || !a[1])
 			break;
 		if (a[1] == '-') {
@@ -693,4 +695,5 @@ void flags_print_help(FILE *out)
 		fprintf(out, "  %s\n      %s\n", head, o->help);
 	}
 	fprintf(out, "  -h, --help\n      this text\n");
+	fprintf(out, "  --version\n      rover-run's version\n");
 }

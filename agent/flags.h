@@ -97,7 +97,7 @@ void flags_init(struct flags *f);
 
 /* Parse PET_<NAME> from the environment for torchrun's flags, then
  * argv[1..argc-1], into *f (flags_init first).  Returns 0, 1 when
- * --help was asked (print flags_print_help, exit 0), or -EINVAL with err
+ * --help was asked (print flags_print_help, exit 0), 2 when --version was, or -EINVAL with err
  * naming the flag (err->field "--nnodes") and what is wrong with its value,
  * an unknown flag, or a missing script. */
 int flags_parse(struct flags *f, int argc, char *const *argv, struct rv_err *err);

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "pidns.h"
 #include "run.h"
+#include "version.h"
 
 int main(int argc, char **argv)
 {
@@ -20,6 +21,10 @@ int main(int argc, char **argv)
 	int rc = flags_parse(&f, argc, argv, &err);
 	if (rc == 1) {
 		flags_print_help(stdout);
+		return 0;
+	}
+	if (rc == 2) {
+		printf("rover-run %s\n", ROVER_VERSION);
 		return 0;
 	}
 	if (rc < 0) {

@@ -25,8 +25,7 @@
 #include "daemon.h"
 #include "log.h"
 #include "proc.h"
-
-#define ROVER_VERSION "0.1.0"
+#include "version.h"
 
 #define OPT(...) RV_CFG_OPT(struct brain_cfg, __VA_ARGS__)
 

@@ -15,8 +15,7 @@
 #include "ctl.h"
 #include "http.h"
 #include "parse.h"
-
-#define ROVER_VERSION "0.1.0"
+#include "version.h"
 
 static const char help_text[] =
 	"usage: roverctl [OPTIONS] COMMAND [ARGS]\n"

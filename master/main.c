@@ -25,8 +25,8 @@
 #include "master.h"
 #include "nodelink.h"
 #include "parse.h"
+#include "version.h"
 
-#define ROVER_VERSION "0.1.0"
 #define EXIT_BAD_SPEC 2
 
 #define OPT(...) RV_CFG_OPT(struct master_cfg, __VA_ARGS__)

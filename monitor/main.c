@@ -20,8 +20,7 @@
 #include "log.h"
 #include "monitor.h"
 #include "usage.h"
-
-#define ROVER_VERSION "0.1.0"
+#include "version.h"
 
 #define OPT(...) RV_CFG_OPT(struct monitor_cfg, __VA_ARGS__)
 

@@ -148,6 +148,7 @@ START_TEST(test_script_and_module)
 	ck_assert(!f.standalone);
 	ck_assert_int_eq(PARSE(&f, &err, "--help"), 1);
 	ck_assert_int_eq(PARSE(&f, &err, "--nnodes", "2", "-h"), 1);
+	ck_assert_int_eq(PARSE(&f, &err, "--version"), 2);
 }
 END_TEST
 
@@ -349,6 +350,7 @@ START_TEST(test_help_names_every_flag)
 		"--ckpt-dir",
 		"--ckpt-keep",
 		"--local-ranks-filter",
+		"--version",
 	};
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		ck_assert_msg(strstr(text, names[i]), "--help does not explain %s", names[i]);
