@@ -222,12 +222,7 @@ static void *api_plans_wait_main(void *arg)
 			break;
 		wait_pass(b, b->planner_stop);
 		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_nsec += (long)WAIT_TICK_MS * 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
+		rv_mono_timespec(&ts, rv_mono_ms() + WAIT_TICK_MS);
 		/* Woken at once by planner_notify (a plan stored) and by stop. */
 		pthread_mutex_lock(&b->plan_mu);
 		pthread_cond_timedwait(&b->plan_cv, &b->plan_mu, &ts);

@@ -560,21 +560,12 @@ static void *planner_main(void *arg)
 	return NULL;
 }
 
-static void cond_init_monotonic(pthread_cond_t *cv)
-{
-	pthread_condattr_t a;
-	pthread_condattr_init(&a);
-	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-	pthread_cond_init(cv, &a);
-	pthread_condattr_destroy(&a);
-}
-
 int planner_start(struct brain *b)
 {
 	pthread_mutex_init(&b->plan_mu, NULL);
-	cond_init_monotonic(&b->plan_cv);
+	rv_cond_init_mono(&b->plan_cv);
 	pthread_mutex_init(&b->planner_mu, NULL);
-	cond_init_monotonic(&b->planner_cv);
+	rv_cond_init_mono(&b->planner_cv);
 	b->planner_stop = false;
 	int rc = pthread_create(&b->planner_thread, NULL, planner_main, b);
 	if (rc)

@@ -8,6 +8,7 @@
  * resetting happen outside the mutex.  Results handed out by rv_db_exec are
  * the caller's to PQclear.
  */
+#include "clock.h"
 #include "db.h"
 #include "buf.h"
 
@@ -55,13 +56,6 @@ struct rv_db_pool {
 	char down_why[sizeof(((struct rv_err *)0)->msg)];
 	uint64_t connects, connect_failures;
 };
-
-static int64_t db_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* What a pool connection carries beside its PGconn: its pool (for
  * exec_errors) and the statements prepared on it, each under the name
@@ -160,13 +154,7 @@ struct rv_db_pool *rv_db_pool_new(const struct rv_db_pool_opts *opts)
 		p->backoff_max_ms = p->backoff_min_ms;
 	p->conninfo = strdup(opts->conninfo ? opts->conninfo : "");
 	p->slots = calloc((size_t)p->size, sizeof(*p->slots));
-	pthread_condattr_t ca;
-	if (!p->conninfo || !p->slots || pthread_condattr_init(&ca) != 0)
-		goto fail;
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	int r = pthread_cond_init(&p->cv, &ca);
-	pthread_condattr_destroy(&ca);
-	if (r != 0)
+	if (!p->conninfo || !p->slots || rv_cond_init_mono(&p->cv) != 0)
 		goto fail;
 	if (pthread_mutex_init(&p->mu, NULL) != 0) {
 		pthread_cond_destroy(&p->cv);
@@ -271,13 +259,7 @@ static int db_conn_usable(PGconn *c)
 PGconn *rv_db_acquire(struct rv_db_pool *pool, struct rv_err *err)
 {
 	struct timespec deadline;
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_sec += pool->acquire_timeout_ms / 1000;
-	deadline.tv_nsec += (long)(pool->acquire_timeout_ms % 1000) * 1000000;
-	if (deadline.tv_nsec >= 1000000000) {
-		deadline.tv_sec++;
-		deadline.tv_nsec -= 1000000000;
-	}
+	rv_mono_timespec(&deadline, rv_mono_ms() + pool->acquire_timeout_ms);
 
 	pthread_mutex_lock(&pool->mu);
 	struct db_slot *slot = NULL;
@@ -315,7 +297,7 @@ PGconn *rv_db_acquire(struct rv_db_pool *pool, struct rv_err *err)
 	}
 	if (!c) {
 		pthread_mutex_lock(&pool->mu);
-		int64_t wait = pool->retry_at_ms - db_now_ms();
+		int64_t wait = pool->retry_at_ms - rv_mono_ms();
 		if (wait > 0)
 			rv_err_set(err, -ECONNREFUSED, NULL, "%s (next attempt in %lld ms)",
 				   pool->down_why, (long long)wait);
@@ -335,7 +317,7 @@ PGconn *rv_db_acquire(struct rv_db_pool *pool, struct rv_err *err)
 								    : pool->backoff_min_ms;
 				if (pool->backoff_ms > pool->backoff_max_ms)
 					pool->backoff_ms = pool->backoff_max_ms;
-				pool->retry_at_ms = db_now_ms() + pool->backoff_ms;
+				pool->retry_at_ms = rv_mono_ms() + pool->backoff_ms;
 				memcpy(pool->down_why, cerr.msg, sizeof(pool->down_why));
 			}
 			pthread_mutex_unlock(&pool->mu);

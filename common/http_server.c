@@ -1359,11 +1359,7 @@ struct rv_http_server *rv_http_server_start(const struct rv_http_server_opts *op
 	pthread_mutex_init(&srv->mu, NULL);
 	pthread_mutex_init(&srv->defer_mu, NULL);
 	pthread_mutex_init(&srv->conn_mu, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&srv->reap_wake, &ca);
-	pthread_condattr_destroy(&ca);
+	rv_cond_init_mono(&srv->reap_wake);
 	srv->conn_list.next = srv->conn_list.prev = &srv->conn_list;
 	srv->opts = *opts;
 	if (srv->opts.max_deferred < 0)

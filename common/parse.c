@@ -1,5 +1,5 @@
 /*
- * parse.c: checked number parsing and clocks.  Pure, thread-safe.
+ * parse.c: checked number parsing.  Pure, thread-safe.
  */
 #include "parse.h"
 
@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 /* strtoll/strtod skip leading white space; trailing text is refused, so
  * refuse leading text too. */
@@ -101,18 +100,4 @@ int rv_parse_memory_mb(const char *s, int64_t *out_mb)
 		}
 	}
 	return -EINVAL;
-}
-
-int64_t rv_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t rv_mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }

@@ -14,8 +14,8 @@ int rv_parse_double(const char *s, double min, double max, double *out);
 int rv_parse_bool(const char *s, bool *out);
 /* Kubernetes-style memory quantity ("512Mi", "8Gi", "1G", "1048576") -> MiB. */
 int rv_parse_memory_mb(const char *s, int64_t *out_mb);
-/* Milliseconds since the epoch, wall clock and monotonic. */
-int64_t rv_now_ms(void);
-int64_t rv_mono_ms(void);
+/* Most callers of these parsers need the clocks too: clock.h comes with
+ * this header. */
+#include "clock.h"
 
 #endif

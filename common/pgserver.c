@@ -9,6 +9,7 @@
  * clusters never fight over a TCP port.  Errors carry the command's output or
  * the tail of the server log in err->msg.
  */
+#include "clock.h"
 #include "pgserver.h"
 
 #include <dirent.h>
@@ -45,13 +46,6 @@ struct pgctx {
 	uid_t pg_uid;
 	gid_t pg_gid;
 };
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Make text fit for err->msg: newlines become "; ", trailing space dropped. */
 static void flatten(char *s)
@@ -355,11 +349,11 @@ static int wait_ready(const struct rv_pgserver *srv, const char *user, int timeo
 {
 	char ci[1024];
 	build_conninfo(srv, user, "postgres", ci, sizeof(ci));
-	int64_t deadline = now_ms() + (int64_t)timeout_s * 1000;
+	int64_t deadline = rv_mono_ms() + (int64_t)timeout_s * 1000;
 	for (;;) {
 		if (PQping(ci) == PQPING_OK)
 			return 0;
-		if (now_ms() >= deadline) {
+		if (rv_mono_ms() >= deadline) {
 			char tail[400];
 			log_tail(srv, tail, sizeof(tail));
 			return rv_err_set(err, -ETIMEDOUT, NULL,

@@ -47,13 +47,6 @@
 
 extern char **environ;
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void close_fd(int *fd)
 {
 	if (*fd >= 0)
@@ -479,7 +472,7 @@ int rv_proc_reap_strays(const pid_t *keep, int nkeep)
 
 int rv_proc_kill_strays(int timeout_ms)
 {
-	int64_t deadline = mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+	int64_t deadline = rv_mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
 	for (;;) {
 		pid_t kids[512] = { 0 };
 		int n = children_list(kids, 512);
@@ -490,7 +483,7 @@ int rv_proc_kill_strays(int timeout_ms)
 			kill(kids[i], SIGKILL);
 		for (int i = 0; i < n; i++)
 			reap_stray(kids[i], NULL, 0);
-		if (mono_ms() >= deadline)
+		if (rv_mono_ms() >= deadline)
 			return -ETIMEDOUT;
 		struct timespec ts = { 0, 5 * 1000000L };
 		nanosleep(&ts, NULL);
@@ -557,14 +550,14 @@ int rv_proc_wait(struct rv_proc *p, int timeout_ms, int *status)
 {
 	if (!p->reaped && p->pid <= 0)
 		return -ESRCH;
-	int64_t deadline = timeout_ms >= 0 ? mono_ms() + timeout_ms : INT64_MAX;
+	int64_t deadline = timeout_ms >= 0 ? rv_mono_ms() + timeout_ms : INT64_MAX;
 	while (!p->reaped) {
 		int r = try_reap(p);
 		if (r < 0)
 			return r;
 		if (r > 0)
 			break;
-		int64_t left = deadline == INT64_MAX ? -1 : deadline - mono_ms();
+		int64_t left = deadline == INT64_MAX ? -1 : deadline - rv_mono_ms();
 		if (deadline != INT64_MAX && left <= 0)
 			return -ETIMEDOUT;
 		if (p->pidfd >= 0) {
@@ -668,11 +661,11 @@ int rv_proc_run(const struct rv_proc_opts *opts, int timeout_ms, int *status, st
 	int r = rv_proc_spawn(&p, &o);
 	if (r < 0)
 		return r;
-	int64_t deadline = timeout_ms >= 0 ? mono_ms() + timeout_ms : INT64_MAX;
+	int64_t deadline = timeout_ms >= 0 ? rv_mono_ms() + timeout_ms : INT64_MAX;
 	/* Read until EOF; once the child itself exited, take what is buffered
 	 * and stop, as something it left running may hold the pipe open. */
 	while (out && p.fd[1] >= 0) {
-		int64_t left = deadline == INT64_MAX ? -1 : deadline - mono_ms();
+		int64_t left = deadline == INT64_MAX ? -1 : deadline - rv_mono_ms();
 		if (deadline != INT64_MAX && left <= 0)
 			break;
 		struct pollfd pf[2] = { { .fd = p.fd[1], .events = POLLIN },
@@ -694,7 +687,7 @@ int rv_proc_run(const struct rv_proc_opts *opts, int timeout_ms, int *status, st
 			rv_proc_close_fd(&p, 1);
 		}
 	}
-	int64_t left = deadline == INT64_MAX ? -1 : deadline - mono_ms();
+	int64_t left = deadline == INT64_MAX ? -1 : deadline - rv_mono_ms();
 	r = rv_proc_wait(&p, deadline == INT64_MAX ? -1 : left > 0 ? (int)left : 0, status);
 	if (r == -ETIMEDOUT) {
 		rv_proc_kill(&p, SIGKILL);

@@ -151,12 +151,6 @@ static int query_i64(const struct rv_http_req *req, const char *key, int64_t min
 	return 1;
 }
 
-static void deadline_ts(struct timespec *ts, int64_t until_mono_ms)
-{
-	ts->tv_sec = (time_t)(until_mono_ms / 1000);
-	ts->tv_nsec = (long)(until_mono_ms % 1000) * 1000000L;
-}
-
 /* The world reply for rdzv_world's rc; under m->lock.  malloc'd JSON or NULL. */
 static char *world_reply(struct master *m, int rc, int64_t round, const struct rdzv_world *w,
 			 int grank)
@@ -275,7 +269,7 @@ static int api_world(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 		return -ENOMEM;
 	int64_t until = rv_mono_ms() + wait;
 	struct timespec ts;
-	deadline_ts(&ts, until);
+	rv_mono_timespec(&ts, until);
 	int grank = -1;
 	pthread_mutex_lock(&m->lock);
 	for (;;) {

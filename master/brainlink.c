@@ -139,18 +139,10 @@ static void set_error_locked(struct brainlink *l, const struct rv_err *err, int 
 	l->st.reachable = false;
 }
 
-static void deadline_ts(struct timespec *ts, int64_t mono_deadline_ms)
-{
-	/* the condvars run on CLOCK_MONOTONIC */
-	int64_t ms = mono_deadline_ms < 0 ? 0 : mono_deadline_ms;
-	ts->tv_sec = (time_t)(ms / 1000);
-	ts->tv_nsec = (long)(ms % 1000) * 1000000L;
-}
-
 static void wait_until_locked(struct brainlink *l, pthread_cond_t *cv, int64_t mono_ms)
 {
 	struct timespec ts;
-	deadline_ts(&ts, mono_ms);
+	rv_mono_timespec(&ts, mono_ms);
 	pthread_cond_timedwait(cv, &l->mu, &ts);
 }
 
@@ -938,12 +930,8 @@ struct brainlink *brainlink_start(const struct brainlink_opts *opts, struct rv_e
 	l->o.spec = NULL;
 	l->efd = -1;
 	pthread_mutex_init(&l->mu, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&l->cv, &ca);
-	pthread_cond_init(&l->plan_cv, &ca);
-	pthread_condattr_destroy(&ca);
+	rv_cond_init_mono(&l->cv);
+	rv_cond_init_mono(&l->plan_cv);
 	const char *url = opts->brain.url ? opts->brain.url : "";
 	switch (opts->mode) {
 	case RV_OPT_CLUSTER:

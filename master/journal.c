@@ -50,6 +50,7 @@
  * Ownership: the journal owns its fds and buffers; `writing` marks the one
  * thread (leader or snapshot) that owns fd, good_off and the file contents.
  */
+#include "clock.h"
 #include "journal.h"
 
 #include <fcntl.h>
@@ -254,20 +255,13 @@ struct journal {
 	struct journal_stats st;  /* st.seq, st.durable_seq are the live counters */
 };
 
-static int64_t journal_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Wait on cv until deadline_ms (CLOCK_MONOTONIC); ETIMEDOUT once past it. */
 static int journal_wait_on(struct journal *j, pthread_cond_t *cv, int64_t deadline_ms)
 {
-	if (journal_now_ms() >= deadline_ms)
+	if (rv_mono_ms() >= deadline_ms)
 		return ETIMEDOUT;
-	struct timespec ts = { .tv_sec = deadline_ms / 1000,
-			       .tv_nsec = (deadline_ms % 1000) * 1000000 };
+	struct timespec ts;
+	rv_mono_timespec(&ts, deadline_ms);
 	return pthread_cond_timedwait(cv, &j->mu, &ts);
 }
 
@@ -750,13 +744,9 @@ struct journal *journal_open(const struct journal_opts *o, journal_apply_fn on_s
 	j->nosync = o->nosync;
 	j->prewrite = o->nosync ? 0 : o->prewrite ? o->prewrite : JOURNAL_PREWRITE_DEFAULT;
 	pthread_mutex_init(&j->mu, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&j->cv, &ca);
-	pthread_cond_init(&j->done_cv[0], &ca);
-	pthread_cond_init(&j->done_cv[1], &ca);
-	pthread_condattr_destroy(&ca);
+	rv_cond_init_mono(&j->cv);
+	rv_cond_init_mono(&j->done_cv[0]);
+	rv_cond_init_mono(&j->done_cv[1]);
 
 	if (mkdir(j->dir, 0700) < 0 && errno != EEXIST) {
 		rv_err_set(err, -errno, NULL, "could not create %s: %s", j->dir, strerror(errno));
@@ -983,7 +973,7 @@ static int journal_commit_locked(struct journal *j)
 
 int journal_sync(struct journal *j, int64_t seq, int timeout_ms)
 {
-	int64_t deadline = journal_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+	int64_t deadline = rv_mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
 	int rc = 0;
 	pthread_mutex_lock(&j->mu);
 	if (seq <= 0)
@@ -1010,10 +1000,10 @@ int journal_sync(struct journal *j, int64_t seq, int timeout_ms)
 		bool next = seq > j->inflight_upto;
 		uint64_t gen = j->commit_gen + (next ? 1 : 0);
 		int64_t until = deadline;
-		if (next && journal_now_ms() + JOURNAL_LEAD_POLL_MS < until)
-			until = journal_now_ms() + JOURNAL_LEAD_POLL_MS;
+		if (next && rv_mono_ms() + JOURNAL_LEAD_POLL_MS < until)
+			until = rv_mono_ms() + JOURNAL_LEAD_POLL_MS;
 		if (journal_wait_on(j, &j->done_cv[gen & 1], until) == ETIMEDOUT &&
-		    journal_now_ms() >= deadline && j->st.durable_seq < seq) {
+		    rv_mono_ms() >= deadline && j->st.durable_seq < seq) {
 			rc = -ETIMEDOUT;
 			break;
 		}
@@ -1032,7 +1022,7 @@ int journal_snapshot(struct journal *j, const void *state, size_t len, struct rv
 		return rv_err_set(err, -EMSGSIZE, NULL,
 				  "could not take a snapshot: %zu bytes, above max_snapshot %zu",
 				  len, j->max_snapshot);
-	int64_t deadline = journal_now_ms() + JOURNAL_IO_WAIT_MS;
+	int64_t deadline = rv_mono_ms() + JOURNAL_IO_WAIT_MS;
 	pthread_mutex_lock(&j->mu);
 	while ((j->writing || j->extending) && !j->failed) {
 		if (journal_wait(j, deadline) == ETIMEDOUT && (j->writing || j->extending)) {
@@ -1100,7 +1090,7 @@ void journal_close(struct journal *j)
 		journal_sync(j, 0, JOURNAL_IO_WAIT_MS);
 	/* A leader that timed out the sync above still owns the fd. */
 	pthread_mutex_lock(&j->mu);
-	int64_t deadline = journal_now_ms() + JOURNAL_IO_WAIT_MS;
+	int64_t deadline = rv_mono_ms() + JOURNAL_IO_WAIT_MS;
 	while ((j->writing || j->extending) && journal_wait(j, deadline) != ETIMEDOUT)
 		;
 	bool busy = j->writing || j->extending;

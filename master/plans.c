@@ -93,15 +93,6 @@ static const char *brain_url(const struct master *m)
 	return m->cfg.brain_url[0] ? m->cfg.brain_url : m->spec.brain_service;
 }
 
-static void cond_init_mono(pthread_cond_t *cv)
-{
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(cv, &ca);
-	pthread_condattr_destroy(&ca);
-}
-
 /* ---- the desired state ---- */
 
 void plans_init(struct master *m)
@@ -1040,7 +1031,7 @@ int plans_start(struct master *m, struct rv_err *err)
 		return err->code ? err->code : -ENOMEM;
 	}
 	pthread_mutex_init(&p->mu, NULL);
-	cond_init_mono(&p->cv);
+	rv_cond_init_mono(&p->cv);
 	pthread_mutex_lock(&m->lock);
 	m->plans = p;
 	pthread_mutex_unlock(&m->lock);

@@ -9,6 +9,7 @@
  * below is the one place that knows how each REST API version shapes its
  * JSON.
  */
+#include "clock.h"
 #include "sched_slurm.h"
 
 #include <curl/curl.h>
@@ -106,13 +107,6 @@ struct sched_slurm {
 	int nlost;
 	struct ev_ring q;
 };
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static struct sched_slurm *to_sl(struct sched *s)
 {
@@ -306,7 +300,7 @@ static void sl_submit(struct sched_slurm *s, int i)
 		}
 		n->job_id = id;
 		n->st = SL_QUEUED;
-		n->queued_ms = mono_ms();
+		n->queued_ms = rv_mono_ms();
 	}
 }
 
@@ -365,7 +359,7 @@ static bool sl_in(const char *st, const char *const *set)
 /* A job left pending too long: cancelled, and FAILED naming Slurm's reason. */
 static void sl_pend_check(struct sched_slurm *s, struct sl_node *n, const cJSON *j)
 {
-	int64_t waited = mono_ms() - n->queued_ms;
+	int64_t waited = rv_mono_ms() - n->queued_ms;
 	if (!s->pend_max_ms || n->started || n->removed || waited < s->pend_max_ms)
 		return;
 	const cJSON *r = cJSON_GetObjectItemCaseSensitive(j, "state_reason");
@@ -514,7 +508,7 @@ static void sl_poll(struct sched_slurm *s)
 /* The next request to make (index, and whether a cancel), -1 none. */
 static int sl_next_work(struct sched_slurm *s, bool *cancel, int64_t *wake)
 {
-	int64_t now = mono_ms();
+	int64_t now = rv_mono_ms();
 	for (int i = 0; i < s->nn; i++) {
 		struct sl_node *n = &s->nodes[i];
 		if (n->kill_at && now >= n->kill_at && n->job_id > 0) {
@@ -551,11 +545,11 @@ static void *sl_main(void *arg)
 				sl_submit(s, i);
 			continue;
 		}
-		int64_t now = mono_ms();
+		int64_t now = rv_mono_ms();
 		if (now >= next_poll) {
 			if (s->nn > 0)
 				sl_poll(s);
-			next_poll = mono_ms() + s->poll_ms;
+			next_poll = rv_mono_ms() + s->poll_ms;
 			continue;
 		}
 		struct timespec ts;
@@ -767,7 +761,7 @@ static int sl_remove(struct sched *b, const char *name, int grace_ms)
 	if (n && !n->removed) {
 		n->removed = true;
 		n->cancel_sig = grace_ms > 0 ? SIGTERM : SIGKILL;
-		n->kill_at = mono_ms() + (grace_ms > 0 ? grace_ms : 0);
+		n->kill_at = rv_mono_ms() + (grace_ms > 0 ? grace_ms : 0);
 		pthread_cond_signal(&s->cond);
 	}
 	pthread_mutex_unlock(&s->mu);
@@ -832,7 +826,7 @@ static int sl_adopt(struct sched *b, const struct sched_node_spec *sp, int pid, 
 	if (n) {
 		n->job_id = pid;
 		n->st = SL_QUEUED;
-		n->queued_ms = mono_ms();
+		n->queued_ms = rv_mono_ms();
 		pthread_cond_signal(&s->cond);
 	}
 	pthread_mutex_unlock(&s->mu);

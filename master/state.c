@@ -897,10 +897,7 @@ static void *timer_main(void *arg)
 		if (wdl != INT64_MAX && wdl - mono < wait)
 			wait = wdl > mono ? wdl - mono : 0;
 		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		int64_t ns = ts.tv_nsec + (wait % 1000) * 1000000L;
-		ts.tv_sec += (time_t)(wait / 1000 + ns / 1000000000L);
-		ts.tv_nsec = (long)(ns % 1000000000L);
+		rv_mono_timespec(&ts, rv_mono_ms() + wait);
 		pthread_cond_timedwait(&m->timer_wake, &m->lock, &ts);
 	}
 	pthread_mutex_unlock(&m->lock);
@@ -990,13 +987,9 @@ static void grace(struct master *m)
 
 int state_open(struct master *m, struct rv_err *err)
 {
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_mutex_init(&m->lock, NULL);
-	pthread_cond_init(&m->changed, &ca);
-	pthread_cond_init(&m->timer_wake, &ca);
-	pthread_condattr_destroy(&ca);
+	rv_cond_init_mono(&m->changed);
+	rv_cond_init_mono(&m->timer_wake);
 	pthread_mutex_init(&m->durable_mu, NULL);
 	pthread_cond_init(&m->durable_wake, NULL);
 	m->durable_head = NULL;

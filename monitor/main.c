@@ -16,6 +16,7 @@
 
 #include "cfg.h"
 #include "cleanup.h"
+#include "clock.h"
 #include "daemon.h"
 #include "log.h"
 #include "monitor.h"
@@ -111,11 +112,7 @@ static int run(int argc, char **argv)
 	sigset_t sigs;
 	rv_daemon_block_signals(&sigs);
 	pthread_mutex_init(&m->lock, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&m->wake, &ca);
-	pthread_condattr_destroy(&ca);
+	rv_cond_init_mono(&m->wake);
 
 	char q[600];
 	int code = 1;

@@ -14,6 +14,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "clock.h"
 #include "standin.h"
 
 static const struct {
@@ -79,11 +80,7 @@ static void store_uuid(char *out, size_t size)
 void store_init(struct standin *s)
 {
 	pthread_mutex_init(&s->mu, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&s->changed, &ca);
-	pthread_condattr_destroy(&ca);
+	rv_cond_init_mono(&s->changed);
 	for (int k = 0; k < KIND_COUNT; k++)
 		s->hist[k] = calloc((size_t)s->o.history, sizeof(*s->hist[k]));
 	s->started_s = store_mono_s();
