@@ -294,6 +294,8 @@ static int take_world(struct run *r, const struct rv_rdzv_world_reply *w, struct
 	return static_world(r, w, err);
 }
 
+static void warm_check(struct run *r);
+
 /* Join and wait for a world with this node in it.  0, -EINTR on a signal
  * (r->stop_sig), -ECANCELED when the rendezvous failed, -ETIMEDOUT past the
  * join timeout, or the master's error. */
@@ -350,6 +352,7 @@ static int rendezvous(struct run *r, struct rv_err *err)
 			break;
 		}
 		rv_rdzv_world_reply_release(&w);
+		warm_check(r); /* a spare's interpreter readies while it waits */
 		if (rv_mono_ms() - last_hb >= RUN_HEARTBEAT_MS) {
 			rv_master_heartbeat(r->mc, r->node, NULL, NULL);
 			last_hb = rv_mono_ms();
