@@ -108,6 +108,11 @@ enum master_op_type {
 	MASTER_OP_NODE_FINISHED,
 };
 
+/* MASTER_OP_LEAVE with id MASTER_LEAVE_LOST: the node's agent is gone (its
+ * process ended, its world watch closed), not one that reported its
+ * workers' failure and joins again at once (rdzv_lost). */
+enum { MASTER_LEAVE_LOST = 1 };
+
 /* MASTER_OP_NETCHECK: START (node: the joining node; the members are the
  * current world) or REPORT (node, req: check id, step: round, id: ok,
  * speed: time_s). */

@@ -389,7 +389,8 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 		return true;
 	}
 	case MASTER_OP_LEAVE: {
-		int rc = rdzv_leave(m->rdzv, op->node, op->now_ms);
+		int rc = op->id == MASTER_LEAVE_LOST ? rdzv_lost(m->rdzv, op->node, op->now_ms)
+						     : rdzv_leave(m->rdzv, op->node, op->now_ms);
 		int n = node_dead(m, op->node);
 		return rc >= 0 || n > 0;
 	}
@@ -877,7 +878,7 @@ static bool watch_lost(struct master *m)
 	char lost[8][RV_NAME_MAX];
 	int n = master_world_lost(m, lost, 8);
 	for (int i = 0; i < n; i++) {
-		struct master_op op = { .now_ms = state_now(m) };
+		struct master_op op = { .now_ms = state_now(m), .id = MASTER_LEAVE_LOST };
 		struct master_result res;
 		int64_t seq = 0;
 		memcpy(op.node, lost[i], sizeof(op.node));

@@ -13,9 +13,11 @@
 # TORCH_DISTRIBUTED_DEBUG=DETAIL in the environment, retries= counts
 # torch's connect retries) on stderr.  Last line:
 # bench=agent_recovery_nodes torchrun_s=N rover_s=N ratio=R node_loss_s=N
-# (node_loss_s: kill -9 of node B's rover-run with a spare node: "nan"
-# while rover-run has no warm spares).  BENCH_ONLY=rover (or torchrun)
-# times that one alone.
+# (node_loss_s: kill -9 of node B's rover-run, its workers dying with it,
+# to the first step of the world that a third rover-run, a warm spare,
+# completes in B's place; in each of the BENCH_RUNS rounds, median).
+# BENCH_ONLY=rover (or torchrun, or spare for node_loss_s) times that one
+# alone.
 set -euo pipefail
 B=${B:-build}
 BIN=${ROVER_BIN_DIR:-$(cd "$B/bin" && pwd)}
@@ -324,7 +326,7 @@ def one(kind, i):
             subprocess.run(["rm", "-rf", d])
 
 
-res = {"torchrun": [], "rover": []}
+res = {"torchrun": [], "rover": [], "spare": []}
 only = os.environ.get("BENCH_ONLY")  # rover, torchrun or spare: that one alone
 if only == "spare":
     print("bench=agent_recovery_nodes node_loss_s=%.3f" % statistics.median(
@@ -334,11 +336,13 @@ for i in range(runs):
     for kind in (("torchrun", "rover") if i % 2 == 0 else ("rover", "torchrun")):
         if not only or kind == only:
             res[kind].append(one(kind, i))
+    if not only:
+        res["spare"].append(node_loss(i))
 if only:
     print("bench=agent_recovery_nodes %s_s=%.3f" % (only, statistics.median(res[only])))
     sys.exit(0)
 tr, rv = statistics.median(res["torchrun"]), statistics.median(res["rover"])
-print("bench=agent_recovery_nodes torchrun_s=%.3f rover_s=%.3f ratio=%.3f node_loss_s=nan" % (
-    tr, rv, rv / tr))
+print("bench=agent_recovery_nodes torchrun_s=%.3f rover_s=%.3f ratio=%.3f node_loss_s=%.3f" % (
+    tr, rv, rv / tr, statistics.median(res["spare"])))
 EOF
 )
