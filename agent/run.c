@@ -54,6 +54,7 @@
 #define RUN_PEER_REPORT_MS 300
 #define RUN_STACK_WAIT_MS  2000
 #define RUN_STORE_WAIT_MS  500
+#define RUN_STORE_READY_MS 10000
 #define RUN_GPU_PROBE_MS   20000
 /* GPU memory in use is asked of rover-gpuinfo this rarely: the CUDA runtime
  * makes a context on each device to answer (hundreds of MiB, for a moment,
@@ -413,16 +414,32 @@ static int net_check(struct run *r)
 }
 
 /* With --network-check the check listened on the join port: the store's
- * round takes it now, on node 0 (its peers' workers start once they have
- * the verdicts too, so a peer rarely comes before; one that does waits
- * torch's connect retry). */
+ * round takes it now, on node 0.  The other nodes hear the verdicts as
+ * node 0 does, up to a poll of the master apart, and fork their workers in
+ * ms: one that reached node 0's port before its store listened would wait
+ * torch's connect retry (a second), so they start theirs once node 0's
+ * store answers (RUN_STORE_READY_MS at most, then anyway). */
 static void store_after_check(struct run *r)
 {
 	struct rv_err err = { 0 };
 	if (!r->store || !r->f->network_check)
 		return;
-	if (r->group_rank == 0 && tcpstore_round(r->store, r->join_port, &err) < 0)
-		rv_log_error("could not start the store's round", "reason=\"%s\"", err.msg);
+	if (r->group_rank == 0) {
+		if (tcpstore_round(r->store, r->join_port, &err) < 0)
+			rv_log_error("could not start the store's round", "reason=\"%s\"",
+				     err.msg);
+		return;
+	}
+	if (r->group_world_size < 2)
+		return;
+	int64_t t0 = rv_mono_ms();
+	int rc = tcpstore_ready(r->w_master_addr, r->w_master_port, RUN_STORE_READY_MS);
+	if (rc < 0)
+		rv_log_warn("node 0's store does not answer: starting the workers", "addr=%s:%d",
+			    r->w_master_addr, r->w_master_port);
+	else
+		rv_log_info("node 0's store answers", "waited_ms=%lld",
+			    (long long)(rv_mono_ms() - t0));
 }
 
 /* ---- the group ---- */
