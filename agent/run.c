@@ -311,9 +311,8 @@ static void join_when_warm(struct run *r)
 		return;
 	struct rv_job_status *js = calloc(1, sizeof(*js));
 	struct rv_err err = { 0 };
-	bool trains = js && rv_master_job(r->mc, js, &err) == 0 &&
-		      js->state == RV_RDZV_COMPLETE && js->nnodes > 0 &&
-		      js->nnodes < r->f->nnodes_max;
+	bool trains = js && rv_master_job(r->mc, js, &err) == 0 && js->state == RV_RDZV_COMPLETE &&
+		      js->nnodes > 0 && js->nnodes < r->f->nnodes_max;
 	free(js);
 	if (!trains)
 		return;
@@ -454,8 +453,7 @@ static void store_after_check(struct run *r)
 		return;
 	if (r->group_rank == 0) {
 		if (tcpstore_round(r->store, r->join_port, &err) < 0)
-			rv_log_error("could not start the store's round", "reason=\"%s\"",
-				     err.msg);
+			rv_log_error("could not start the store's round", "reason=\"%s\"", err.msg);
 		return;
 	}
 	if (r->group_world_size < 2)

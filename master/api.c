@@ -254,7 +254,8 @@ int master_world_lost(struct master *m, char (*lost)[RV_NAME_MAX], int max)
 		struct world_wait *ww = *pp;
 		/* a parked watch is a member of the complete world; a node that
 		 * said it finished may go silent (rdzv_alive: not done) */
-		if (!ww->watch || !rv_http_defer_gone(ww->d) || !rdzv_alive(m->rdzv, ww->node, now) ||
+		if (!ww->watch || !rv_http_defer_gone(ww->d) ||
+		    !rdzv_alive(m->rdzv, ww->node, now) ||
 		    rdzv_world(m->rdzv, ww->node, ww->round, NULL, NULL) != 1) {
 			pp = &ww->next;
 			continue;
