@@ -54,6 +54,7 @@
 #define RUN_PEER_REPORT_MS 300
 #define RUN_STACK_WAIT_MS  2000
 #define RUN_STORE_WAIT_MS  500
+#define RUN_STORE_READY_MS 10000
 #define RUN_GPU_PROBE_MS   20000
 /* GPU memory in use is asked of rover-gpuinfo this rarely: the CUDA runtime
  * makes a context on each device to answer (hundreds of MiB, for a moment,
@@ -294,11 +295,40 @@ static int take_world(struct run *r, const struct rv_rdzv_world_reply *w, struct
 	return static_world(r, w, err);
 }
 
+static void warm_check(struct run *r, int wait_ms);
+
+/* A node that comes to a world already training below --nnodes MAX (a
+ * relaunched node, one added later) joins once its warm interpreter is
+ * ready: its join opens a round that grows the world and stops the
+ * others' workers, and workers started cold would hold them up for a whole
+ * import of torch; warm, they lose about a second.  A first start (no
+ * world yet) joins at once, everyone imports then anyway; so does a spare
+ * for a world at MAX, which it does not disturb.  Bounded by the
+ * interpreter's own start timeout. */
+static void join_when_warm(struct run *r)
+{
+	if (r->attempt > 0 || !r->warm.started || r->warm.ready || r->f->nnodes_max < 2)
+		return;
+	struct rv_job_status *js = calloc(1, sizeof(*js));
+	struct rv_err err = { 0 };
+	bool trains = js && rv_master_job(r->mc, js, &err) == 0 && js->state == RV_RDZV_COMPLETE &&
+		      js->nnodes > 0 && js->nnodes < r->f->nnodes_max;
+	free(js);
+	if (!trains)
+		return;
+	rv_log_info("a world trains: joining once the warm interpreter is ready", "node=%s",
+		    r->node);
+	struct pollfd sig = { .fd = r->sigfd, .events = POLLIN };
+	while (!r->warm.ready && r->warm.started && poll(&sig, 1, 0) == 0)
+		warm_check(r, 200); /* a signal is the rendezvous loop's to take */
+}
+
 /* Join and wait for a world with this node in it.  0, -EINTR on a signal
  * (r->stop_sig), -ECANCELED when the rendezvous failed, -ETIMEDOUT past the
  * join timeout, or the master's error. */
 static int rendezvous(struct run *r, struct rv_err *err)
 {
+	join_when_warm(r);
 	int64_t until = rv_mono_ms() + (int64_t)r->f->rdzv_join_timeout_s * 1000;
 	bool joined = false;
 	int64_t last_hb = rv_mono_ms();
@@ -350,6 +380,7 @@ static int rendezvous(struct run *r, struct rv_err *err)
 			break;
 		}
 		rv_rdzv_world_reply_release(&w);
+		warm_check(r, 0); /* a spare's interpreter readies while it waits */
 		if (rv_mono_ms() - last_hb >= RUN_HEARTBEAT_MS) {
 			rv_master_heartbeat(r->mc, r->node, NULL, NULL);
 			last_hb = rv_mono_ms();
@@ -410,16 +441,31 @@ static int net_check(struct run *r)
 }
 
 /* With --network-check the check listened on the join port: the store's
- * round takes it now, on node 0 (its peers' workers start once they have
- * the verdicts too, so a peer rarely comes before; one that does waits
- * torch's connect retry). */
+ * round takes it now, on node 0.  The other nodes hear the verdicts as
+ * node 0 does, up to a poll of the master apart, and fork their workers in
+ * ms: one that reached node 0's port before its store listened would wait
+ * torch's connect retry (a second), so they start theirs once node 0's
+ * store answers (RUN_STORE_READY_MS at most, then anyway). */
 static void store_after_check(struct run *r)
 {
 	struct rv_err err = { 0 };
 	if (!r->store || !r->f->network_check)
 		return;
-	if (r->group_rank == 0 && tcpstore_round(r->store, r->join_port, &err) < 0)
-		rv_log_error("could not start the store's round", "reason=\"%s\"", err.msg);
+	if (r->group_rank == 0) {
+		if (tcpstore_round(r->store, r->join_port, &err) < 0)
+			rv_log_error("could not start the store's round", "reason=\"%s\"", err.msg);
+		return;
+	}
+	if (r->group_world_size < 2)
+		return;
+	int64_t t0 = rv_mono_ms();
+	int rc = tcpstore_ready(r->w_master_addr, r->w_master_port, RUN_STORE_READY_MS);
+	if (rc < 0)
+		rv_log_warn("node 0's store does not answer: starting the workers", "addr=%s:%d",
+			    r->w_master_addr, r->w_master_port);
+	else
+		rv_log_info("node 0's store answers", "waited_ms=%lld",
+			    (long long)(rv_mono_ms() - t0));
 }
 
 /* ---- the group ---- */
@@ -611,14 +657,14 @@ static int check_exit(struct run *r, int idx, enum run_outcome *out)
 	return 1;
 }
 
-/* Whether the warm interpreter finished its imports: log it once, or why
- * it will not serve. */
-static void warm_check(struct run *r)
+/* Whether the warm interpreter finished its imports (waiting up to
+ * wait_ms): log it once, or why it will not serve. */
+static void warm_check(struct run *r, int wait_ms)
 {
 	if (!r->warm.started || r->warm.ready)
 		return;
 	struct rv_err e = { 0 };
-	int rc = warm_ready(&r->warm, 0, &e);
+	int rc = warm_ready(&r->warm, wait_ms, &e);
 	char q[300];
 	if (rc == 0)
 		rv_log_info("warm interpreter ready", "pid=%d import_ms=%d", (int)r->warm.proc.pid,
@@ -726,7 +772,7 @@ static int on_timer(struct run *r, enum run_outcome *out)
 			return 1;
 		}
 	}
-	warm_check(r);
+	warm_check(r, 0);
 	if (r->hb_ok_ms == now) /* a master that did not answer is not asked twice */
 		report_usage(r, now);
 	if (r->f->hang_timeout_s <= 0)

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -27,6 +28,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "parse.h"
 #include "tcpstore.h"
 
 #define TS_MAX_KEY    (1u << 20)
@@ -788,6 +790,44 @@ int tcpstore_round(struct tcpstore *s, int port, struct rv_err *err)
 		return rv_err_set(err, -EPIPE, "", "the store's thread is gone");
 	}
 	return got;
+}
+
+/* One try of tcpstore_ready on a resolved address: 1 answered, else 0. */
+static int ready_once(const struct addrinfo *ai)
+{
+	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	struct timeval tv = { .tv_sec = 0, .tv_usec = 200 * 1000 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	uint8_t q = 6; /* 1.13's GETNUMKEYS: answered with an int64 */
+	int64_t n;
+	int ok = connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 && write(fd, &q, 1) == 1 &&
+		 recv(fd, &n, sizeof(n), MSG_WAITALL) == (ssize_t)sizeof(n);
+	close(fd);
+	return ok;
+}
+
+int tcpstore_ready(const char *host, int port, int timeout_ms)
+{
+	char svc[16];
+	snprintf(svc, sizeof(svc), "%d", port);
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
+	int64_t until = rv_mono_ms() + timeout_ms;
+	do {
+		if (!res && getaddrinfo(host, svc, &hints, &res) != 0)
+			res = NULL;
+		for (const struct addrinfo *ai = res; ai; ai = ai->ai_next)
+			if (ready_once(ai)) {
+				freeaddrinfo(res);
+				return 0;
+			}
+		usleep(5000);
+	} while (rv_mono_ms() < until);
+	if (res)
+		freeaddrinfo(res);
+	return -ETIMEDOUT;
 }
 
 struct tcpstore *tcpstore_free(struct tcpstore *s)

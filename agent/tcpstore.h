@@ -42,6 +42,12 @@ struct tcpstore *tcpstore_new(struct rv_err *err);
  * negative errno with err set (the previous round is dropped either way). */
 int tcpstore_round(struct tcpstore *s, int port, struct rv_err *err);
 
+/* From another node (any thread): wait up to timeout_ms until a store
+ * listens at host:port and answers (a torch 1.13 GETNUMKEYS, which no other
+ * listener on that port, such as the network check's, answers).  0, or
+ * -ETIMEDOUT. */
+int tcpstore_ready(const char *host, int port, int timeout_ms);
+
 /* Stop the thread, close everything.  Accepts NULL; returns NULL. */
 struct tcpstore *tcpstore_free(struct tcpstore *s);
 

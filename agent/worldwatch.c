@@ -102,9 +102,11 @@ struct worldwatch *worldwatch_start(const char *url, const char *node, struct rv
 	snprintf(w->node, sizeof(w->node), "%s", node);
 	w->refs = 1;
 	w->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	/* one attempt per long-poll: the loop asks again itself */
+	/* one attempt per long-poll: the loop asks again itself.  The master
+	 * takes a watch's closed connection for this rover-run's death, so the
+	 * client never gives up first: its margin past the wait is wide. */
 	struct rv_master_opts o = {
-		.url = url, .connect_timeout_ms = 1000, .timeout_ms = 2000, .max_attempts = 1
+		.url = url, .connect_timeout_ms = 1000, .timeout_ms = 10000, .max_attempts = 1
 	};
 	if (w->efd >= 0)
 		w->mc = rv_master_client_new(&o, err);

@@ -103,6 +103,10 @@ struct rv_http_defer *rv_http_resp_wait(struct rv_http_resp *resp);
  * NULL answers 500, except with status 204: no body) and resume the
  * connection.  The handle is gone after. */
 void rv_http_complete(struct rv_http_defer *d, int status, char *json);
+/* Whether the client of a deferred request closed its connection (its
+ * process died, or it gave up waiting): the socket reads end-of-file.  Call
+ * it only before rv_http_complete, from the one thread that completes d. */
+bool rv_http_defer_gone(const struct rv_http_defer *d);
 
 /* A handler returns 0 after filling resp; a negative errno return (with resp
  * left empty) becomes an error response by rv_errno_to_http. */

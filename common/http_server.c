@@ -25,6 +25,7 @@
 #include <ctype.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -1125,6 +1126,24 @@ void rv_http_complete(struct rv_http_defer *d, int status, char *json)
 	if (r->suspended)
 		MHD_resume_connection(r->conn);
 	pthread_mutex_unlock(&srv->defer_mu);
+}
+
+bool rv_http_defer_gone(const struct rv_http_defer *d)
+{
+	const struct req *r = (const struct req *)d;
+	if (!r || !r->conn)
+		return false;
+	/* a suspended connection is not polled by libmicrohttpd, so its close
+	 * goes unseen until the reply: ask the socket (its fd stays open until
+	 * the connection is resumed, which only rv_http_complete does) */
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (!ci)
+		return false;
+	struct pollfd p = { .fd = ci->connect_fd, .events = POLLIN | POLLRDHUP };
+	if (poll(&p, 1, 0) <= 0)
+		return false;
+	return (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 /* A deferred request: queue its reply when it is ready, else suspend the

@@ -240,12 +240,38 @@ void master_world_poll(struct master *m)
 	}
 }
 
+int master_world_lost(struct master *m, char (*lost)[RV_NAME_MAX], int max)
+{
+	int n = 0;
+	int64_t now = state_now(m);
+	for (struct world_wait **pp = &m->world_waits; *pp && n < max;) {
+		struct world_wait *ww = *pp;
+		/* a parked watch is a member of the complete world; a node that
+		 * said it finished may go silent (rdzv_alive: not done) */
+		if (!ww->watch || !rv_http_defer_gone(ww->d) ||
+		    !rdzv_alive(m->rdzv, ww->node, now) ||
+		    rdzv_world(m->rdzv, ww->node, ww->round, NULL, NULL) != 1) {
+			pp = &ww->next;
+			continue;
+		}
+		*pp = ww->next;
+		snprintf(lost[n++], RV_NAME_MAX, "%s", ww->node);
+		rv_http_complete(ww->d, 410, NULL); /* nobody reads it */
+		free(ww);
+	}
+	return n;
+}
+
 int64_t master_world_deadline(const struct master *m)
 {
 	int64_t dl = INT64_MAX;
-	for (const struct world_wait *ww = m->world_waits; ww; ww = ww->next)
+	for (const struct world_wait *ww = m->world_waits; ww; ww = ww->next) {
 		if (ww->until < dl)
 			dl = ww->until;
+		/* a watch's closed connection is looked for this often */
+		if (ww->watch && rv_mono_ms() + MASTER_WATCH_LOOK_MS < dl)
+			dl = rv_mono_ms() + MASTER_WATCH_LOOK_MS;
+	}
 	return dl;
 }
 

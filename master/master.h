@@ -108,6 +108,11 @@ enum master_op_type {
 	MASTER_OP_NODE_FINISHED,
 };
 
+/* MASTER_OP_LEAVE with id MASTER_LEAVE_LOST: the node's agent is gone (its
+ * process ended, its world watch closed), not one that reported its
+ * workers' failure and joins again at once (rdzv_lost). */
+enum { MASTER_LEAVE_LOST = 1 };
+
 /* MASTER_OP_NETCHECK: START (node: the joining node; the members are the
  * current world) or REPORT (node, req: check id, step: round, id: ok,
  * speed: time_s). */
@@ -263,8 +268,17 @@ int state_dataset(const struct master *m, const char *name);
  * decided, whose wait is over, or all of them once m->stopping. */
 void master_world_poll(struct master *m);
 /* Under m->lock: the earliest parked long-poll deadline (monotonic ms), or
- * INT64_MAX. */
+ * INT64_MAX; at most MASTER_WATCH_LOOK_MS away while a world watch is
+ * parked, for master_world_lost. */
 int64_t master_world_deadline(const struct master *m);
+#define MASTER_WATCH_LOOK_MS 20
+/* Under m->lock: the members of the complete world whose world watch (a
+ * long-poll held by their rover-run while it trains) found its connection
+ * closed: that rover-run is gone (killed, its host's network down on its
+ * side), which the heartbeat timeout would tell only seconds later.  Their
+ * watches are dropped and up to max names copied to lost; returns how
+ * many.  The caller makes each leave (MASTER_OP_LEAVE). */
+int master_world_lost(struct master *m, char (*lost)[RV_NAME_MAX], int max);
 
 /* plans.c: the brain link inside the daemon and the plans it hands over;
  * see plans.h for the node manager's calls. */

@@ -383,10 +383,11 @@ static int journal_doc(struct master *m, int type, cJSON *doc)
 	return state_sync(m, seq);
 }
 
-/* The node left: its shards go back to TODO, the rendezvous re-forms now. */
+/* The node left (its agent is gone): its shards go back to TODO, the
+ * rendezvous re-forms now, without the last call (rdzv_lost). */
 static void node_leave(struct master *m, const char *name)
 {
-	struct master_op op = { 0 };
+	struct master_op op = { .id = MASTER_LEAVE_LOST };
 	struct master_result res;
 	int64_t seq = 0;
 	snprintf(op.node, sizeof(op.node), "%s", name);

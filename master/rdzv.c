@@ -48,6 +48,11 @@ struct rdzv {
 	int nworld, world_size; /* the complete world */
 	int last_world_size;    /* of the last world completed (kept while gathering) */
 	int nwaiting;
+	/* the current round was opened by a member lost (its agent gone, not
+	 * one that reported its workers' failure and joins again in ms): it
+	 * completes once every other member is back, without the last call,
+	 * so the world shrinks at once and grows back when the node returns */
+	bool lost_round;
 	char reason[200];
 	int n; /* nodes[0..n-1] known */
 	struct rnode nodes[RDZV_MAX_NODES];
@@ -168,6 +173,7 @@ static void open_round(struct rdzv *r, int64_t now)
 	r->state = RDZV_GATHERING;
 	r->open_ms = now;
 	r->min_at_ms = -1;
+	r->lost_round = false;
 	r->nworld = r->world_size = 0;
 	note_min(r, now);
 }
@@ -274,7 +280,7 @@ static int advance(struct rdzv *r, int64_t now)
 	}
 	note_min(r, now);
 	if (r->min_at_ms >= 0 &&
-	    ((r->nwaiting >= r->eff_max && members_back(r)) ||
+	    (((r->nwaiting >= r->eff_max || r->lost_round) && members_back(r)) ||
 	     (now - r->min_at_ms >= r->c.last_call_ms && members_heard(r, now)))) {
 		complete(r);
 		return 1;
@@ -426,18 +432,30 @@ int rdzv_world(const struct rdzv *r, const char *name, int64_t round, struct rdz
 	return 1;
 }
 
-int rdzv_leave(struct rdzv *r, const char *name, int64_t now_ms)
+static int leave(struct rdzv *r, const char *name, int64_t now_ms, bool lost)
 {
 	int slot = name ? find(r, name) : -1;
 
 	if (slot < 0)
 		return -ENOENT;
 	bool member = r->nodes[slot].status == NODE_MEMBER && r->state == RDZV_COMPLETE;
-	if (member)
+	if (member) {
 		open_round(r, now_ms);
+		r->lost_round = lost;
+	}
 	node_remove(r, slot);
 	advance(r, now_ms);
 	return member;
+}
+
+int rdzv_leave(struct rdzv *r, const char *name, int64_t now_ms)
+{
+	return leave(r, name, now_ms, false);
+}
+
+int rdzv_lost(struct rdzv *r, const char *name, int64_t now_ms)
+{
+	return leave(r, name, now_ms, true);
 }
 
 int rdzv_heartbeat(struct rdzv *r, const char *name, int64_t now_ms)
@@ -510,7 +528,7 @@ int rdzv_tick(struct rdzv *r, int64_t now_ms, char (*dead)[64], int max_dead, in
 		for (nd = 0; nd < ns && nd < max_dead; nd++)
 			memcpy(dead[nd], s[nd].name, sizeof(dead[nd]));
 		for (int i = 0; i < nd; i++)
-			changed |= rdzv_leave(r, dead[i], now_ms) > 0;
+			changed |= leave(r, dead[i], now_ms, true) > 0;
 	}
 	if (ndead)
 		*ndead = nd;
@@ -587,9 +605,9 @@ int rdzv_snapshot_save(const struct rdzv *r, struct rv_buf *out)
 	rv_buf_printf(out,
 		      "{\"version\":1,\"state\":\"%s\",\"round\":%" PRId64 ",\"open_ms\":%" PRId64
 		      ",\"min_at_ms\":%" PRId64 ",\"seq\":%" PRId64 ",\"rounds_completed\":%" PRId64
-		      ",\"last_world_size\":%d,\"reason\":\"%s\",\"nodes\":[",
+		      ",\"last_world_size\":%d,\"lost_round\":%s,\"reason\":\"%s\",\"nodes\":[",
 		      state_names[r->state], r->round, r->open_ms, r->min_at_ms, r->seq,
-		      r->rounds_completed, r->last_world_size,
+		      r->rounds_completed, r->last_world_size, r->lost_round ? "true" : "false",
 		      r->state == RDZV_FAILED ? r->reason : "");
 	for (int i = 0; i < r->n; i++) {
 		const struct rnode *nd = &r->nodes[i];
@@ -736,7 +754,8 @@ int rdzv_snapshot_load(struct rdzv *r, const char *doc, size_t len, struct rv_er
 	    (rc = rv_json_get_int(root, "rounds_completed", "", true, 0, TS_MAX,
 				  &t->rounds_completed, err)) < 0 ||
 	    (rc = rv_json_get_string(root, "reason", "", true, t->reason, sizeof(t->reason), err)) <
-		    0)
+		    0 ||
+	    (rc = rv_json_get_bool(root, "lost_round", "", false, &t->lost_round, err)) < 0)
 		return rc;
 	if (t->round == 0 && t->state != RDZV_GATHERING)
 		return rv_err_set(err, -EINVAL, "round", "round 0 is gathering");

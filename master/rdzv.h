@@ -107,6 +107,11 @@ int rdzv_world(const struct rdzv *r, const char *name, int64_t round, struct rdz
 /* Node name left or died: it is forgotten.  1 when that opened a new round
  * (it was a member of the complete world), 0 otherwise, -ENOENT unknown. */
 int rdzv_leave(struct rdzv *r, const char *name, int64_t now_ms);
+/* The same for a node whose agent is gone (killed, declared dead): the
+ * round it opens completes as soon as every other member of the world is
+ * back, without the last call (the world shrinks at once; the node, when it
+ * comes back, grows it again). */
+int rdzv_lost(struct rdzv *r, const char *name, int64_t now_ms);
 
 /* Node name is alive at now_ms.  0, or -ENOENT unknown (declared dead: it
  * must join again). */

@@ -389,7 +389,8 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 		return true;
 	}
 	case MASTER_OP_LEAVE: {
-		int rc = rdzv_leave(m->rdzv, op->node, op->now_ms);
+		int rc = op->id == MASTER_LEAVE_LOST ? rdzv_lost(m->rdzv, op->node, op->now_ms)
+						     : rdzv_leave(m->rdzv, op->node, op->now_ms);
 		int n = node_dead(m, op->node);
 		return rc >= 0 || n > 0;
 	}
@@ -868,6 +869,29 @@ static int64_t next_deadline(struct master *m)
 	return ab < cd ? ab : cd;
 }
 
+/* A rover-run gone while its world trained (master_world_lost): it leaves
+ * now, as a reported failure would, so the others re-form (a spare takes its
+ * place) without the heartbeat timeout.  Under m->lock, released around
+ * the journal's sync.  Returns whether one left. */
+static bool watch_lost(struct master *m)
+{
+	char lost[8][RV_NAME_MAX];
+	int n = master_world_lost(m, lost, 8);
+	for (int i = 0; i < n; i++) {
+		struct master_op op = { .now_ms = state_now(m), .id = MASTER_LEAVE_LOST };
+		struct master_result res;
+		int64_t seq = 0;
+		memcpy(op.node, lost[i], sizeof(op.node));
+		op.node[sizeof(op.node) - 1] = 0;
+		rv_log_warn("node lost: its world watch closed", "node=%s", lost[i]);
+		state_apply(m, MASTER_OP_LEAVE, &op, NULL, 0, &res, &seq);
+		pthread_mutex_unlock(&m->lock);
+		state_sync(m, seq);
+		pthread_mutex_lock(&m->lock);
+	}
+	return n > 0;
+}
+
 static void *timer_main(void *arg)
 {
 	struct master *m = arg;
@@ -875,6 +899,8 @@ static void *timer_main(void *arg)
 	pthread_mutex_lock(&m->lock);
 	while (!m->stopping) {
 		master_world_poll(m); /* long-polls whose wait is over */
+		if (watch_lost(m))
+			continue;
 		int64_t now = state_now(m);
 		int64_t dl = next_deadline(m);
 		/* A deadline that a tick at or after it did not move would make a

@@ -13,9 +13,11 @@
 # TORCH_DISTRIBUTED_DEBUG=DETAIL in the environment, retries= counts
 # torch's connect retries) on stderr.  Last line:
 # bench=agent_recovery_nodes torchrun_s=N rover_s=N ratio=R node_loss_s=N
-# (node_loss_s: kill -9 of node B's rover-run with a spare node: "nan"
-# while rover-run has no warm spares).  BENCH_ONLY=rover (or torchrun)
-# times that one alone.
+# (node_loss_s: kill -9 of node B's rover-run, its workers dying with it,
+# to the first step of the world that a third rover-run, a warm spare,
+# completes in B's place; in each of the BENCH_RUNS rounds, median).
+# BENCH_ONLY=rover (or torchrun, or spare for node_loss_s) times that one
+# alone.
 set -euo pipefail
 B=${B:-build}
 BIN=${ROVER_BIN_DIR:-$(cd "$B/bin" && pwd)}
@@ -133,6 +135,100 @@ def start_rover(d, env):
     return procs
 
 
+def start_spares(d, env):
+    """A master whose world takes two nodes and three rover-runs: node-a
+    (group rank 0), node-b (1), node-c a warm spare."""
+    port = free_port()
+    with open(d + "/job.json", "w") as f:
+        json.dump(SPEC, f)
+    master = spawn([bin_dir + "/rover-master", "--job", d + "/job.json", "--state-dir",
+                    d + "/state", "--listen", "127.0.0.1:%d" % port, "--scheduler", "none",
+                    "--log-level", "warn"], d, "master", env)
+    until = time.time() + 30
+    while time.time() < until:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    procs = [master]
+    for name in ("a", "b", "c"):
+        e = dict(env, ROVER_NODE_NAME="node-" + name)
+        procs.append(spawn([bin_dir + "/rover-run", "--nnodes", "2", "--nproc-per-node", "1",
+                            "--rdzv-endpoint", "127.0.0.1:%d" % port, "--monitor-interval",
+                            "0.1", "--max-restarts", "3", "--log-dir", d + "/logs" + name,
+                            SCRIPT], d, name, e))
+        wait_for(d, "joined the rendezvous", d + "/%s.err" % name, procs, 30)
+    return procs
+
+
+def node_loss(i):
+    """Seconds from a kill -9 of node B's rover-run (its workers die with
+    it) to the first step of the world the spare node C completes."""
+    d = tempfile.mkdtemp(prefix="rv-bench-spare-")
+    env = dict(os.environ)
+    procs = []
+    try:
+        procs = start_spares(d, env)
+        until = time.time() + 180
+        while time.time() < until:
+            t = text(d)
+            steps = [int(m.group(1)) for m in STEP.finditer(t)]
+            ready = all("warm interpreter ready" in open(d + "/%s.err" % n,
+                                                         errors="replace").read()
+                        for n in ("a", "b", "c"))
+            if steps and max(steps) >= WARM_STEPS and ready:
+                break
+            for p in procs:
+                if p.poll() is not None:
+                    raise RuntimeError("exited %s before warm-up:\n%s" % (
+                        p.returncode, t[-3000:]))
+            time.sleep(0.05)
+        else:
+            raise RuntimeError("spare: no warm-up within 180 s:\n%s" % text(d)[-3000:])
+        kill_t = time.time()
+        os.kill(procs[2].pid, signal.SIGKILL)
+        first = None
+        while time.time() < kill_t + 120:
+            t = text(d)
+            pgs = [float(m.group(3)) for m in PG.finditer(t) if float(m.group(3)) > kill_t]
+            if len(pgs) >= 2:
+                after = [float(m.group(4)) for m in STEP.finditer(t)
+                         if float(m.group(4)) > max(pgs)]
+                if after:
+                    first = min(after)
+                    break
+            time.sleep(0.02)
+        if first is None:
+            raise RuntimeError("spare: no step within 120 s of the kill:\n%s" %
+                               text(d)[-3000:])
+        ea, ec = events(d + "/a.err", kill_t), events(d + "/c.err", kill_t)
+        ms = lambda x: "%.0fms" % ((x - kill_t) * 1000)
+        say("run %d spare    node_loss_s=%.3f a_stops=%s c_starting=%s a_starting=%s" % (
+            i, first - kill_t,
+            ms(ea.get("the world changes: rendezvous again",
+                      ea.get("worker failed", float("nan")))),
+            ms(ec.get("starting workers", float("nan"))),
+            ms(ea.get("starting workers", float("nan")))))
+        return first - kill_t
+    finally:
+        for p in reversed(procs):
+            try:
+                os.kill(p.pid, signal.SIGTERM)
+                p.wait(timeout=15)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+            session_kill(p.pid)
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        if os.environ.get("BENCH_KEEP"):
+            say("kept " + d)
+        else:
+            subprocess.run(["rm", "-rf", d])
+
+
 def start_torchrun(d, env):
     port = free_port()
     procs = []
@@ -230,17 +326,23 @@ def one(kind, i):
             subprocess.run(["rm", "-rf", d])
 
 
-res = {"torchrun": [], "rover": []}
-only = os.environ.get("BENCH_ONLY")  # rover or torchrun: that one alone
+res = {"torchrun": [], "rover": [], "spare": []}
+only = os.environ.get("BENCH_ONLY")  # rover, torchrun or spare: that one alone
+if only == "spare":
+    print("bench=agent_recovery_nodes node_loss_s=%.3f" % statistics.median(
+        [node_loss(i) for i in range(runs)]))
+    sys.exit(0)
 for i in range(runs):
     for kind in (("torchrun", "rover") if i % 2 == 0 else ("rover", "torchrun")):
         if not only or kind == only:
             res[kind].append(one(kind, i))
+    if not only:
+        res["spare"].append(node_loss(i))
 if only:
     print("bench=agent_recovery_nodes %s_s=%.3f" % (only, statistics.median(res[only])))
     sys.exit(0)
 tr, rv = statistics.median(res["torchrun"]), statistics.median(res["rover"])
-print("bench=agent_recovery_nodes torchrun_s=%.3f rover_s=%.3f ratio=%.3f node_loss_s=nan" % (
-    tr, rv, rv / tr))
+print("bench=agent_recovery_nodes torchrun_s=%.3f rover_s=%.3f ratio=%.3f node_loss_s=%.3f" % (
+    tr, rv, rv / tr, statistics.median(res["spare"])))
 EOF
 )

@@ -10,7 +10,10 @@
  * torch's connect retry (torch's own trace, TORCH_DISTRIBUTED_DEBUG=DETAIL,
  * says "is not yet listening" when one does), and the nodes whose worker
  * lived stopped it on the master's word (by=watch), not on a failed
- * collective.  Needs /usr/bin/python3 with torch.
+ * collective.  A spare (a rover-run beyond the world's size) takes the
+ * place of a node whose rover-run was killed, forked from its warm
+ * interpreter; with --network-check the other nodes' workers wait for node
+ * 0's store.  Needs /usr/bin/python3 with torch.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -18,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "brainfix.h"
 #include "masterfix.h"
 #include "parse.h"
 #include "runfix.h"
@@ -70,6 +74,8 @@ static const char script[] =
 	"                    'opt': opt.state_dict()}, ckpt + '.tmp')\n"
 	"        os.replace(ckpt + '.tmp', ckpt)\n"
 	"    print('step=%d rank=%d t=%.6f' % (step, rank, time.time()), flush=True)\n"
+	"    while step == 25 and not os.path.exists(ckpt + '.go'):\n"
+	"        time.sleep(0.02)\n"
 	"    time.sleep(0.05)\n"
 	"if rank == 0:\n"
 	"    final(model)\n"
@@ -104,10 +110,10 @@ static int resumed(const char *out)
 }
 
 /* The run without failures, in one process: its parameters. */
-static int reference(const char *path, int world, double *v, int max)
+static int reference(const char *path, int world, int steps, double *v, int max)
 {
 	char cmd[512];
-	snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s /nonexistent %d ref %d", path, STEPS,
+	snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s /nonexistent %d ref %d", path, steps,
 		 world);
 	FILE *p = popen(cmd, "r");
 	ck_assert_ptr_nonnull(p);
@@ -118,67 +124,144 @@ static int reference(const char *path, int world, double *v, int max)
 	return parse_final(out, v, max);
 }
 
-/* n nodes of one worker against one master, started in order (node i is
- * group rank i); kill the worker of node victim once step 20 is logged,
- * then check the recovery as the file's header says. */
-static void recover(int n, int victim)
+/* One recovery: agents rover-runs of one worker against one master whose
+ * world takes min..max nodes, started in order (node i is group rank i,
+ * those past max wait as spares); once step 20 is logged and every node's
+ * warm interpreter is ready, kill node victim's worker, or with agent its
+ * rover-run itself (its workers die with it). */
+struct rec {
+	int agents, min, max, victim, steps;
+	bool agent;    /* kill -9 of the victim's rover-run, not its worker */
+	bool netcheck; /* --network-check on every node */
+	bool relaunch; /* start a new rover-run in the victim's place */
+};
+
+struct rec_run {
+	struct rv_test_master m;
+	struct rv_test_run r[4];
+	char dir[32], path[128], ckpt[128];
+	double kill_t; /* wall-clock seconds */
+};
+
+static void rec_start(const struct rec *c, struct rec_run *x, int i)
+{
+	char nn[16], steps[16];
+	snprintf(nn, sizeof(nn), "%d:%d", c->min, c->max);
+	snprintf(steps, sizeof(steps), "%d", c->steps);
+	const char *env[] = { "TORCH_CPP_LOG_LEVEL=INFO", "TORCH_DISTRIBUTED_DEBUG=DETAIL", NULL };
+	const char *args[] = { "--nnodes",
+			       nn,
+			       "--nproc-per-node",
+			       "1",
+			       "--max-restarts",
+			       "2",
+			       "--rdzv-endpoint",
+			       x->m.addr,
+			       c->netcheck ? "--network-check" : "--monitor-interval",
+			       c->netcheck ? "--monitor-interval" : "5",
+			       c->netcheck ? "5" : x->path,
+			       c->netcheck ? x->path : x->ckpt,
+			       c->netcheck ? x->ckpt : steps,
+			       c->netcheck ? steps : NULL,
+			       NULL };
+	ck_assert_int_eq(rv_test_run_init(&x->r[i]), 0);
+	ck_assert_int_eq(rv_test_run_start_joined(&x->r[i], args, env, 60000), 0);
+}
+
+/* Start the job and kill the victim mid-run, warm: false when skipped. */
+static bool rec_begin(const struct rec *c, struct rec_run *x)
 {
 	if (system("/usr/bin/python3 -c 'import torch.distributed' >/dev/null 2>&1") != 0) {
 		RV_TEST_SKIP(true, "/usr/bin/python3 cannot import torch");
-		return;
+		return false;
 	}
-	char dir[] = "/tmp/rv-nodes-XXXXXX", path[128], ckpt[128], ep[64], steps[16];
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(path, sizeof(path), "%s/ddp.py", dir);
-	snprintf(ckpt, sizeof(ckpt), "%s/model.pt", dir);
-	snprintf(steps, sizeof(steps), "%d", STEPS);
-	FILE *f = fopen(path, "w");
+	snprintf(x->dir, sizeof(x->dir), "/tmp/rv-nodes-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(x->dir));
+	snprintf(x->path, sizeof(x->path), "%s/ddp.py", x->dir);
+	snprintf(x->ckpt, sizeof(x->ckpt), "%s/model.pt", x->dir);
+	FILE *f = fopen(x->path, "w");
 	ck_assert_ptr_nonnull(f);
 	fputs(script, f);
 	fclose(f);
-	struct rv_test_master m;
-	char *spec = rv_test_master_spec(1000, 10, 1, n, n);
-	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
+	/* a world below max: both nodes in the first round however slowly the
+	 * second starts; the rounds this test is about need no last call */
+	if (c->min < c->max)
+		setenv("ROVER_RDZV_LAST_CALL_MS", "30000", 1);
+	char *spec = rv_test_master_spec(1000, 10, 1, c->min, c->max);
+	ck_assert_int_eq(rv_test_master_init(&x->m, spec), 0);
 	free(spec);
-	ck_assert_int_eq(rv_test_master_start(&m, NULL), 0);
-	snprintf(ep, sizeof(ep), "127.0.0.1:%d", m.port);
-	struct rv_test_run r[3];
-	const char *env[] = { "TORCH_CPP_LOG_LEVEL=INFO", "TORCH_DISTRIBUTED_DEBUG=DETAIL", NULL };
-	char nn[8];
-	snprintf(nn, sizeof(nn), "%d", n);
-	for (int i = 0; i < n; i++) {
-		const char *args[] = { "--nnodes",
-				       nn,
-				       "--nproc-per-node",
-				       "1",
-				       "--max-restarts",
-				       "2",
-				       "--rdzv-endpoint",
-				       ep,
-				       path,
-				       ckpt,
-				       steps,
-				       NULL };
-		ck_assert_int_eq(rv_test_run_init(&r[i]), 0);
-		ck_assert_int_eq(rv_test_run_start_joined(&r[i], args, env, 60000), 0);
-	}
+	ck_assert_int_eq(rv_test_master_start(&x->m, NULL), 0);
+	for (int i = 0; i < c->agents; i++)
+		rec_start(c, x, i);
 	/* mid-run, warm: the restarted workers fork from the warm interpreter */
 	int64_t until = rv_mono_ms() + 120000;
-	while (!rv_test_run_wait_for(&r[0], 1, "[rank0]:step=20 ", 0) && rv_mono_ms() < until)
+	while (!rv_test_run_wait_for(&x->r[0], 1, "[rank0]:step=20 ", 0) && rv_mono_ms() < until)
 		usleep(20 * 1000);
-	for (int i = 0; i < n; i++)
-		ck_assert(rv_test_run_wait_for(&r[i], 2, "warm interpreter ready", 60000));
+	for (int i = 0; i < c->agents; i++)
+		ck_assert(rv_test_run_wait_for(&x->r[i], 2, "warm interpreter ready", 60000));
+	/* the workers hold at step 25 until then, however slow the imports */
+	char go[160];
+	snprintf(go, sizeof(go), "%s.go", x->ckpt);
+	FILE *g = fopen(go, "w");
+	ck_assert_ptr_nonnull(g);
+	fclose(g);
+	x->kill_t = (double)rv_now_ms() / 1000.0;
+	if (c->agent) {
+		ck_assert_int_eq(kill(x->r[c->victim].proc.pid, SIGKILL), 0);
+		return true;
+	}
 	pid_t w[2];
-	ck_assert_int_eq(rv_test_run_workers(&r[victim], r[victim].proc.pid, -1, w, 2), 1);
+	ck_assert_int_eq(rv_test_run_workers(&x->r[c->victim], x->r[c->victim].proc.pid, -1, w, 2),
+			 1);
 	ck_assert_int_eq(kill(w[0], SIGKILL), 0);
-	for (int i = 0; i < n; i++)
-		free(rv_test_run_expect_exit(&r[i], 0, 120000));
+	return true;
+}
+
+static void rec_end(const struct rec *c, struct rec_run *x)
+{
+	for (int i = 0; i < c->agents + c->relaunch; i++)
+		rv_test_run_cleanup(&x->r[i]);
+	rv_test_master_cleanup(&x->m);
+	char cmd[64];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", x->dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/* The wall-clock time of the first "step=" line of rank in out logged
+ * after t, or 0. */
+static double step_after(const char *out, int rank, double t)
+{
+	char key[32];
+	snprintf(key, sizeof(key), "step=");
+	for (const char *p = strstr(out, key); p; p = strstr(p + 1, key)) {
+		int step, rk;
+		double ts;
+		if (sscanf(p, "step=%d rank=%d t=%lf", &step, &rk, &ts) == 3 && rk == rank &&
+		    ts > t)
+			return ts;
+	}
+	return 0;
+}
+
+/* A worker killed: the job ends with the model a run without failures
+ * reaches, as the file's header says. */
+static void recover(const struct rec *c)
+{
+	struct rec_run x;
+	if (!rec_begin(c, &x))
+		return;
+	int n = c->max;
+	for (int i = 0; i < c->agents; i++)
+		if (!(c->agent && i == c->victim))
+			free(rv_test_run_expect_exit(&x.r[i], 0, 120000));
 	double want[64], got[64];
-	int nw = reference(path, n, want, 64);
+	int nw = reference(x.path, n, c->steps, want, 64);
 	ck_assert_int_eq(nw, 36); /* Linear(8, 4): 32 weights, 4 biases */
 	int ng = 0, watched = 0, restarted = 0;
-	for (int i = 0; i < n; i++) {
-		char *out = rv_test_run_output(&r[i], 1), *err = rv_test_run_output(&r[i], 2);
+	for (int i = 0; i < c->agents; i++) {
+		if (c->agent && i == c->victim)
+			continue;
+		char *out = rv_test_run_output(&x.r[i], 1), *err = rv_test_run_output(&x.r[i], 2);
 		if (i == 0)
 			ng = parse_final(out, got, 64);
 		ck_assert_msg(!strstr(out, "is not yet listening") &&
@@ -187,10 +270,24 @@ static void recover(int n, int victim)
 		ck_assert_msg(!strstr(out, "agent_store=False") && strstr(out, "agent_store=True"),
 			      "%s", out);
 		restarted += resumed(out);
-		if (i != victim)
+		if (i != c->victim && !(c->agent && i == c->agents - 1))
 			watched += strstr(err,
 					  "msg=\"the world changes: rendezvous again\" round=1 "
 					  "by=watch") != NULL;
+		if (c->agent && i == c->agents - 1) {
+			/* the spare: forked from its warm interpreter, never cold,
+			 * training in the time the heartbeat timeout alone (5 s)
+			 * takes to tell (a relaunch would import torch first) */
+			ck_assert_msg(strstr(err, "start=warm") && !strstr(err, "start=cold"), "%s",
+				      err);
+			double t = step_after(out, c->victim, x.kill_t);
+			ck_assert_msg(t > 0, "the spare never trained as rank %d", c->victim);
+			ck_assert_msg(t - x.kill_t < 5.0,
+				      "the spare's first step %.3f s after the kill", t - x.kill_t);
+		}
+		if (c->netcheck && i > 0)
+			ck_assert_msg(strstr(err, "msg=\"node 0's store answers\""),
+				      "node %d started its workers without node 0's store", i);
 		free(out);
 		free(err);
 	}
@@ -199,36 +296,113 @@ static void recover(int n, int victim)
 		ck_assert_msg(got[i] - want[i] < 1e-4 && want[i] - got[i] < 1e-4,
 			      "parameter %d: %.7e, a run without failures %.7e", i, got[i],
 			      want[i]);
-	ck_assert_int_eq(restarted, n); /* every node resumed from the checkpoint */
+	/* every node of the new world resumed from the checkpoint */
+	ck_assert_int_eq(restarted, n);
 	ck_assert_int_eq(watched, n - 1);
-	for (int i = 0; i < n; i++)
-		rv_test_run_cleanup(&r[i]);
-	rv_test_master_cleanup(&m);
-	snprintf(path, sizeof(path), "rm -rf %s", dir);
-	ck_assert_int_eq(system(path), 0);
+	if (c->agent) {
+		char *log = rv_test_read_file(x.m.log);
+		ck_assert_msg(log && strstr(log, "msg=\"node lost: its world watch closed\""), "%s",
+			      log ? log : "");
+		free(log);
+	}
+	rec_end(c, &x);
 }
 
 START_TEST(test_two_nodes_kill_on_node1)
 {
-	recover(2, 1);
+	recover(&(struct rec){ .agents = 2, .min = 2, .max = 2, .victim = 1, .steps = STEPS });
 }
 END_TEST
 
 START_TEST(test_two_nodes_kill_on_store_host)
 {
-	recover(2, 0);
+	recover(&(struct rec){ .agents = 2, .min = 2, .max = 2, .victim = 0, .steps = STEPS });
 }
 END_TEST
 
 START_TEST(test_three_nodes_kill_on_node2)
 {
-	recover(3, 2);
+	recover(&(struct rec){ .agents = 3, .min = 3, .max = 3, .victim = 2, .steps = STEPS });
 }
 END_TEST
 
 START_TEST(test_three_nodes_kill_on_store_host)
 {
-	recover(3, 0);
+	recover(&(struct rec){ .agents = 3, .min = 3, .max = 3, .victim = 0, .steps = STEPS });
+}
+END_TEST
+
+/* kill -9 of node 1's rover-run with a spare (a third rover-run, the world
+ * taking two): the spare takes rank 1 at once, from its warm interpreter. */
+START_TEST(test_spare_replaces_lost_node)
+{
+	recover(&(struct rec){
+		.agents = 3, .min = 2, .max = 2, .victim = 1, .steps = 200, .agent = true });
+}
+END_TEST
+
+/* No spare, the world 1..2 nodes: kill -9 of node 1's rover-run shrinks
+ * the world to node 0 at once (no heartbeat timeout, no last call), and a
+ * new rover-run in its place joins once its warm interpreter is ready,
+ * growing the world back; every start resumes from the checkpoint. */
+START_TEST(test_no_spare_shrinks_and_grows)
+{
+	struct rec c = { .agents = 2,
+			 .min = 1,
+			 .max = 2,
+			 .victim = 1,
+			 .steps = 400,
+			 .agent = true,
+			 .relaunch = true };
+	struct rec_run x;
+	if (!rec_begin(&c, &x))
+		return;
+	ck_assert(rv_test_run_wait_for(&x.r[0], 2, "nnodes=1 world_size=1", 60000));
+	char *out = NULL;
+	double t = 0;
+	for (int64_t until = rv_mono_ms() + 30000; t == 0 && rv_mono_ms() < until;) {
+		usleep(20 * 1000);
+		free(out);
+		out = rv_test_run_output(&x.r[0], 1);
+		t = step_after(out, 0, x.kill_t);
+	}
+	free(out);
+	double after = t > 0 ? t - x.kill_t : -1.0;
+	ck_assert_msg(t > 0 && after < 5.0, "node 0 alone trained %.3f s after the kill", after);
+	rec_start(&c, &x, 2);
+	for (int i = 0; i < 3; i += 2)
+		free(rv_test_run_expect_exit(&x.r[i], 0, 180000));
+	char *err = rv_test_run_output(&x.r[2], 2);
+	const char *wait =
+		strstr(err, "a world trains: joining once the warm interpreter is ready");
+	const char *ready = wait ? strstr(wait, "msg=\"warm interpreter ready\"") : NULL;
+	const char *joined = ready ? strstr(ready, "msg=\"joined the rendezvous\"") : NULL;
+	ck_assert_msg(joined && strstr(joined, "start=warm") && !strstr(err, "start=cold"), "%s",
+		      err);
+	free(err);
+	err = rv_test_run_output(&x.r[0], 2);
+	const char *shrunk = strstr(err, "nnodes=1 world_size=1");
+	ck_assert_msg(shrunk && strstr(shrunk, "nnodes=2 world_size=2"), "%s", err);
+	free(err);
+	out = rv_test_run_output(&x.r[0], 1);
+	int from = 0;
+	for (const char *p = strstr(out, " from="); p; p = strstr(p + 1, " from="))
+		from += atoi(p + 6) > 0;
+	ck_assert_msg(from >= 2, "%s", out); /* shrunk, then grown: both from the checkpoint */
+	free(out);
+	out = rv_test_run_output(&x.r[2], 1);
+	ck_assert_int_eq(resumed(out), 1);
+	free(out);
+	rec_end(&c, &x);
+}
+END_TEST
+
+/* --network-check: node 0's store listens once its check is over, and the
+ * other node's workers start once it answers: none waits torch's retry. */
+START_TEST(test_network_check_store_ready)
+{
+	recover(&(struct rec){
+		.agents = 2, .min = 2, .max = 2, .victim = 1, .steps = STEPS, .netcheck = true });
 }
 END_TEST
 
@@ -242,6 +416,12 @@ static Suite *run_nodes_suite(void)
 	tcase_add_test(tc, test_three_nodes_kill_on_node2);
 	tcase_add_test(tc, test_three_nodes_kill_on_store_host);
 	suite_add_tcase(s, tc);
+	TCase *ts = tcase_create("spares");
+	tcase_set_timeout(ts, 300);
+	tcase_add_test(ts, test_spare_replaces_lost_node);
+	tcase_add_test(ts, test_network_check_store_ready);
+	tcase_add_test(ts, test_no_spare_shrinks_and_grows);
+	suite_add_tcase(s, ts);
 	return s;
 }
 

@@ -1,7 +1,8 @@
 /*
  * check_rdzv.c: the rendezvous as its agents see it: when a round completes
  * (last call, at once at max, never stuck above min), node_unit and spares,
- * late nodes, the gang wait, rounds opened by leaves and rejoins, stable
+ * late nodes, the gang wait, rounds opened by leaves and rejoins, a lost
+ * member's round that completes without the last call, stable
  * ranks and rank offsets, heartbeat deaths, snapshots that behave as the
  * original, random interleavings checked against the invariants, and scale.
  */
@@ -707,6 +708,66 @@ START_TEST(test_alive)
 }
 END_TEST
 
+/* A member whose agent is gone (rdzv_lost: killed, declared dead): the
+ * others' round completes as soon as they are back, the world shrinks at
+ * once; a member that reported its workers' failure (rdzv_leave) joins
+ * again in ms, so its round waits the last call instead.  The lost node,
+ * back, grows the world again; a snapshot keeps the lost round. */
+START_TEST(test_lost_shrinks_at_once)
+{
+	struct rdzv *r = mk(1, 3, 1, 1000, 0, 0);
+	int64_t round;
+	int n;
+
+	join(r, "a", 0);
+	join(r, "b", 0);
+	tick(r, 1000);
+	ck_assert_int_eq(rank_of(r, "b", 1), 1);
+	ck_assert_int_eq(rdzv_lost(r, "b", 2000), 1);
+	struct rdzv *t = clone(r, 1, 3, 1, 1000, 0, 0);
+	same(r, t);
+	struct rdzv *rs[] = { r, t };
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(join(rs[i], "a", 2010), 2);
+		ck_assert_int_eq(state(rs[i], &round, &n), RDZV_COMPLETE);
+		ck_assert_int_eq(round, 2);
+		ck_assert_int_eq(n, 1);
+		ck_assert_int_eq(rank_of(rs[i], "a", 2), 0);
+	}
+	rdzv_free(t);
+	/* b back: a unit of spares below max grows the world */
+	ck_assert_int_eq(join(r, "b", 5000), 3);
+	ck_assert_int_eq(join(r, "a", 5010), 3);
+	tick(r, 6000);
+	ck_assert_int_eq(state(r, &round, &n), RDZV_COMPLETE);
+	ck_assert_int_eq(n, 2);
+	ck_assert_int_eq(rank_of(r, "a", 3), 0);
+	/* a reported failure: no shrink, the last call waits for b's rejoin */
+	ck_assert_int_eq(rdzv_leave(r, "b", 7000), 1);
+	ck_assert_int_eq(join(r, "a", 7010), 4);
+	ck_assert_int_eq(state(r, &round, NULL), RDZV_GATHERING);
+	ck_assert_int_eq(join(r, "b", 7100), 4);
+	tick(r, 8010);
+	ck_assert_int_eq(state(r, &round, &n), RDZV_COMPLETE);
+	ck_assert_int_eq(n, 2);
+	/* declared dead by the heartbeat timeout: lost too */
+	struct rdzv *h = mk(1, 3, 1, 1000, 0, 3000);
+	join(h, "a", 0);
+	join(h, "b", 0);
+	tick(h, 1000);
+	rdzv_heartbeat(h, "a", 3500);
+	char dead[4][64];
+	int nd;
+	rdzv_tick(h, 3600, dead, 4, &nd);
+	ck_assert_int_eq(nd, 1);
+	ck_assert_int_eq(join(h, "a", 3610), 2);
+	ck_assert_int_eq(state(h, &round, &n), RDZV_COMPLETE);
+	ck_assert_int_eq(n, 1);
+	rdzv_free(h);
+	rdzv_free(r);
+}
+END_TEST
+
 START_TEST(test_snapshot_round_trip)
 {
 	struct rdzv *r = mk(2, 4, 2, 1000, 8000, 3000);
@@ -1004,6 +1065,7 @@ static Suite *rdzv_suite(void)
 	tcase_add_test(tc, test_gang_wait_fails);
 	tcase_add_test(tc, test_gang_wait_met);
 	tcase_add_test(tc, test_leave_and_rejoin_open_rounds);
+	tcase_add_test(tc, test_lost_shrinks_at_once);
 	tcase_add_test(tc, test_ranks_stable);
 	tcase_add_test(tc, test_rank_offsets);
 	tcase_add_test(tc, test_heartbeat_timeout);
