@@ -1,0 +1,181 @@
+/*
+ * check_fault_process.c: the whole stack (the real rover-master, rover-run
+ * and PyTorch workers training examples/digits_rover.py) under processes
+ * that are not dead but stopped (SIGSTOP):
+ *   - a worker stopped: rover-run's hang check finds it, names it with its
+ *     Python stack, and restarts the group from the last flash checkpoint;
+ *   - one node's rover-run stopped past the master's heartbeat timeout,
+ *     then continued: the other node trains on alone, the stopped one joins
+ *     again (one copy of its rank, no fight) and the world is two again;
+ * Each ends with accounting: every sample of every epoch trained exactly
+ * once (the shard log), the job at its accuracy, and the recovery time
+ * measured and printed ("fault=NAME recovery_ms=N" on stdout, a "diag:"
+ * line too).
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "brainfix.h"
+#include "faultfix.h"
+#include "masterfix.h"
+#include "parse.h"
+#include "runfix.h"
+#include "testutil.h"
+
+/* The dataset: 1200 samples in shards of 16, two epochs. */
+#define SIZE   1200
+#define EPOCHS 2
+
+/* rover-run's arguments for one node of the digits job at endpoint ep,
+ * nproc workers, nnodes ("1", "1:2"), --hang-timeout hang (0: off, for a
+ * node whose only worker is not rank 0, the one that prints), shard log
+ * log; into a (24 slots). */
+static void node_args(const char **a, const char *nnodes, const char *nproc, const char *ep,
+		      const char *hang, const char *log)
+{
+	const char *v[] = { "--nnodes",
+			    nnodes,
+			    "--nproc-per-node",
+			    nproc,
+			    "--rdzv-endpoint",
+			    ep,
+			    "--max-restarts",
+			    "3",
+			    "--hang-timeout",
+			    hang,
+			    RV_FAULT_EXAMPLE,
+			    "--batch-size",
+			    "8",
+			    "--step-sleep",
+			    "0.05",
+			    "--log-every",
+			    "2",
+			    "--target",
+			    RV_FAULT_TARGET,
+			    "--shard-log",
+			    log,
+			    NULL };
+	memcpy(a, v, sizeof(v));
+}
+
+/* A worker stopped mid-epoch is a hang: found within --hang-timeout,
+ * named with its Python stack (rover-run continues it so that the
+ * SIGABRT it sent can dump the stack), the group restarted from the last
+ * checkpoint; every sample trained once. */
+START_TEST(test_worker_sigstop)
+{
+	struct rv_test_master m;
+	ck_assert_int_eq(rv_test_master_start_job(&m, SIZE, 16, EPOCHS, 1, 1, NULL), 0);
+	struct rv_test_run r;
+	ck_assert_int_eq(rv_test_run_init(&r), 0);
+	char log[400], job[96];
+	snprintf(log, sizeof(log), "%s/shards.log", r.dir);
+	rv_fault_job_env(job, sizeof(job), "wstop");
+	const char *env[] = { job, NULL };
+	const char *a[24];
+	/* 60 s: longer than the workers' first start (importing torch on a
+	 * busy 2-core machine takes 40 s, with no output yet) */
+	node_args(a, "1", "2", m.addr, "60", log);
+	ck_assert_int_eq(rv_test_run_start(&r, a, env), 0);
+	if (!rv_test_wait_lines(log, 40, 120000))
+		rv_test_run_dump(&r, 1, m.log);
+	ck_assert_msg(rv_test_wait_lines(log, 40, 0), "no 40 steps trained");
+
+	pid_t pid[4];
+	ck_assert_int_eq(rv_test_run_workers(&r, 0, 1, pid, 4), 1);
+	int at = rv_test_count_lines(log);
+	int64_t t0 = rv_mono_ms();
+	ck_assert_int_eq(kill(pid[0], SIGSTOP), 0);
+	int64_t rec = rv_fault_wait_resumed(log, at, 90000);
+	if (rec < 0)
+		rv_test_run_dump(&r, 1, m.log);
+	ck_assert_msg(rec >= 0, "training never resumed after the worker was stopped");
+	rv_fault_report("worker_sigstop", rec - t0);
+
+	char *err = rv_test_run_expect_exit(&r, 0, 180000);
+	/* found and named with its stack: where the stopped worker was */
+	const char *stack =
+		strstr(err, "msg=\"hung worker's stack\" rank=1 stack=\"Fatal Python error");
+	bool named = stack && strstr(err, "msg=\"worker hangs: no output\" rank=1") &&
+		     strstr(stack, "digits_rover.py");
+	if (!named)
+		fprintf(stderr, "%s\n", err);
+	ck_assert_msg(named, "the stopped worker was not named with its Python stack");
+	free(err);
+	rv_fault_expect_trained(&r, 1, log, SIZE, EPOCHS, 3);
+	rv_test_run_end(&r);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
+/* One node's rover-run (every stage of it: the workers keep running)
+ * stopped for three heartbeat timeouts, then continued.  Meanwhile the
+ * master declares it dead and the other node trains alone; continued, it
+ * joins again as one node (its old workers stopped first: no second copy
+ * of its rank), the world is two again, and no sample counts twice. */
+START_TEST(test_run_sigstop_past_heartbeat)
+{
+	const char *margs[] = { "--rdzv-heartbeat-timeout-ms", "2000", NULL };
+	struct rv_test_master m;
+	ck_assert_int_eq(rv_test_master_start_job(&m, SIZE, 16, EPOCHS, 1, 2, margs), 0);
+	struct rv_test_run r[2];
+	char log[400], job[96];
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(rv_test_run_init(&r[i]), 0);
+	snprintf(log, sizeof(log), "%s/shards.log", r[0].dir);
+	rv_fault_job_env(job, sizeof(job), "rstop");
+	const char *env[] = { job, NULL };
+	const char *a[24];
+	node_args(a, "1:2", "1", m.addr, "0", log);
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(rv_test_run_start_joined(&r[i], a, env, 60000), 0);
+	if (!rv_test_wait_lines(log, 40, 120000))
+		rv_test_run_dump(r, 2, m.log);
+	ck_assert_msg(rv_test_wait_lines(log, 40, 0), "no 40 steps trained by the world of 2");
+
+	pid_t stages[4];
+	int ns = rv_fault_run_stages(&r[1], stages, 4);
+	ck_assert_int_ge(ns, 1);
+	int at = rv_test_count_lines(log);
+	int64_t t0 = rv_mono_ms();
+	for (int i = 0; i < ns; i++)
+		ck_assert_int_eq(kill(stages[i], SIGSTOP), 0);
+	/* the other node trains on alone, from its checkpoint */
+	int64_t rec = rv_fault_wait_resumed(log, at, 60000);
+	if (rec < 0)
+		rv_test_run_dump(r, 2, m.log);
+	ck_assert_msg(rec >= 0, "the world of one never trained");
+	/* stopped for three heartbeat timeouts in all */
+	while (rv_mono_ms() - t0 < 6000)
+		usleep(50 * 1000);
+	at = rv_test_count_lines(log);
+	for (int i = ns - 1; i >= 0; i--)
+		ck_assert_int_eq(kill(stages[i], SIGCONT), 0);
+	int64_t t1 = rv_mono_ms();
+	rv_fault_report("run_sigstop_world_of_one", rec - t0);
+	int64_t back = rv_fault_wait_world(log, at, 2, 90000);
+	if (back < 0)
+		rv_test_run_dump(r, 2, m.log);
+	ck_assert_msg(back >= 0, "the continued node never trained in a world of 2 again");
+	rv_fault_report("run_sigstop_rejoin", back - t1);
+	for (int i = 0; i < 2; i++)
+		free(rv_test_run_expect_exit(&r[i], 0, 180000));
+	rv_fault_expect_trained(r, 2, log, SIZE, EPOCHS, 3);
+	for (int i = 0; i < 2; i++)
+		rv_test_run_end(&r[i]);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
+static Suite *fault_process_suite(void)
+{
+	Suite *s = suite_create("fault_process");
+	rv_fault_add(s, "worker_sigstop", test_worker_sigstop, true);
+	rv_fault_add(s, "run_sigstop", test_run_sigstop_past_heartbeat, true);
+	return s;
+}
+
+RV_TEST_MAIN(fault_process_suite)
