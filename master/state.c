@@ -126,9 +126,13 @@ int state_dataset(const struct master *m, const char *name)
 	return -ENOENT;
 }
 
+/* The wall clock read once at open, advanced by the monotonic clock:
+ * journaled times stay comparable across restarts, while a clock stepped
+ * under a running master (NTP, an operator, a VM resumed) moves no
+ * heartbeat or shard deadline. */
 int64_t state_now(struct master *m)
 {
-	int64_t now = rv_now_ms();
+	int64_t now = m->wall0_ms ? m->wall0_ms + (rv_mono_ms() - m->mono0_ms) : rv_now_ms();
 	return now > m->last_now_ms ? now : m->last_now_ms;
 }
 
@@ -1011,6 +1015,8 @@ int state_open(struct master *m, struct rv_err *err)
 		.commit_delay_us = (int)m->cfg.commit_delay_us,
 		.nosync = m->cfg.nosync != 0,
 	};
+	m->wall0_ms = rv_now_ms();
+	m->mono0_ms = rv_mono_ms();
 	int64_t t0 = rv_mono_ms();
 	m->journal = journal_open(&jo, on_snapshot, on_record, m, err);
 	if (!m->journal)
