@@ -872,12 +872,35 @@ static int64_t next_deadline(struct master *m)
 	return ab < cd ? ab : cd;
 }
 
+/* Under the lock, from the timer: when the timer's last turn was more than
+ * half a heartbeat timeout ago (every turn waits at most tick_ms), the
+ * master itself stood still (SIGSTOP, a paused VM, a starved machine) and
+ * no node could be heard meanwhile: as after a restart, every node counts
+ * as heard from now, so its own pause is not taken for their silence. */
+static void stall_grace(struct master *m, int64_t since_ms)
+{
+	if (since_ms <= m->cfg.heartbeat_timeout_ms / 2)
+		return;
+	rv_log_warn("the master stood still: every node counts as heard from now",
+		    "still_ms=%" PRId64, since_ms);
+	struct master_op op = { .now_ms = state_now(m) };
+	struct master_result res;
+	int64_t seq = 0;
+	state_apply(m, MASTER_OP_GRACE, &op, NULL, 0, &res, &seq);
+	pthread_mutex_unlock(&m->lock);
+	state_sync(m, seq);
+	pthread_mutex_lock(&m->lock);
+}
+
 static void *timer_main(void *arg)
 {
 	struct master *m = arg;
-	int64_t last_tick = INT64_MIN;
+	int64_t last_tick = INT64_MIN, last_turn = rv_mono_ms();
 	pthread_mutex_lock(&m->lock);
 	while (!m->stopping) {
+		int64_t turn = rv_mono_ms();
+		stall_grace(m, turn - last_turn);
+		last_turn = turn;
 		master_world_poll(m); /* long-polls whose wait is over */
 		int64_t now = state_now(m);
 		int64_t dl = next_deadline(m);

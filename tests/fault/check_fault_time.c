@@ -29,40 +29,6 @@
 #define FAKETIME_LIB "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
 #define TIMEOUT_MS   2000
 
-struct node {
-	const struct rv_test_master *m;
-	char name[32];
-	atomic_int stop;     /* set: no more heartbeats */
-	atomic_llong round;  /* the round its last heartbeat answered */
-	atomic_int rejoined; /* heartbeats answered rejoin */
-	int rc;
-};
-
-static void *node_main(void *arg)
-{
-	struct node *n = arg;
-	struct rv_master_client *c = rv_test_master_client(n->m);
-	struct rv_rdzv_join j = { .local_world_size = 1 };
-	snprintf(j.node, sizeof(j.node), "%s", n->name);
-	snprintf(j.addr, sizeof(j.addr), "127.0.0.1");
-	struct rv_rdzv_world_reply w;
-	n->rc = rv_master_rendezvous(c, &j, 20000, &w, NULL);
-	if (n->rc == 0)
-		atomic_store(&n->round, w.round);
-	rv_rdzv_world_reply_release(&w);
-	while (n->rc == 0 && !atomic_load(&n->stop)) {
-		struct rv_heartbeat_reply hb;
-		if (rv_master_heartbeat(c, n->name, &hb, NULL) == 0) {
-			atomic_store(&n->round, hb.round);
-			if (hb.rejoin)
-				atomic_fetch_add(&n->rejoined, 1);
-		}
-		usleep(200 * 1000);
-	}
-	rv_master_client_free(c);
-	return NULL;
-}
-
 /* The master's clock, OFFSET seconds from the real one. */
 static void set_offset(const char *file, const char *offset)
 {
@@ -94,13 +60,13 @@ START_TEST(test_master_clock_stepped)
 	unsetenv("LD_PRELOAD");
 	ck_assert_int_eq(rc, 0);
 
-	struct node n[2];
+	struct rv_fault_node n[2];
 	pthread_t t[2];
 	for (int i = 0; i < 2; i++) {
 		memset(&n[i], 0, sizeof(n[i]));
 		n[i].m = &m;
 		snprintf(n[i].name, sizeof(n[i].name), "node-%d", i);
-		ck_assert_int_eq(pthread_create(&t[i], NULL, node_main, &n[i]), 0);
+		ck_assert_int_eq(pthread_create(&t[i], NULL, rv_fault_node_main, &n[i]), 0);
 	}
 	int64_t until = rv_mono_ms() + 30000;
 	while ((atomic_load(&n[0].round) == 0 || atomic_load(&n[1].round) == 0) &&

@@ -168,3 +168,28 @@ int rv_fault_run_stages(const struct rv_test_run *r, pid_t *out, int max)
 	}
 	return k;
 }
+
+void *rv_fault_node_main(void *arg)
+{
+	struct rv_fault_node *n = arg;
+	struct rv_master_client *c = rv_test_master_client(n->m);
+	struct rv_rdzv_join j = { .local_world_size = 1 };
+	snprintf(j.node, sizeof(j.node), "%s", n->name);
+	snprintf(j.addr, sizeof(j.addr), "127.0.0.1");
+	struct rv_rdzv_world_reply w;
+	n->rc = rv_master_rendezvous(c, &j, 20000, &w, NULL);
+	if (n->rc == 0)
+		atomic_store(&n->round, w.round);
+	rv_rdzv_world_reply_release(&w);
+	while (n->rc == 0 && !atomic_load(&n->stop)) {
+		struct rv_heartbeat_reply hb;
+		if (!atomic_load(&n->pause) && rv_master_heartbeat(c, n->name, &hb, NULL) == 0) {
+			atomic_store(&n->round, hb.round);
+			if (hb.rejoin)
+				atomic_fetch_add(&n->rejoined, 1);
+		}
+		usleep(200 * 1000);
+	}
+	rv_master_client_free(c);
+	return NULL;
+}

@@ -11,11 +11,13 @@
 #define RV_FAULTFIX_H
 
 #include <check.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "masterfix.h"
 #include "runfix.h"
 
 /* The job every scenario trains, and the test accuracy it must reach. */
@@ -52,6 +54,19 @@ void rv_fault_report(const char *name, int64_t ms);
  * first when not. */
 void rv_fault_expect_trained(const struct rv_test_run *r, int n, const char *path, long size,
 			     int epochs, unsigned ranks_want);
+/* A simulated node (run rv_fault_node_main as a thread): joins m's
+ * rendezvous with one worker, then heartbeats every 200 ms until stop is
+ * set, none while pause is set; round is the round its last heartbeat
+ * answered, rejoined how many answered rejoin, rc the join's result. */
+struct rv_fault_node {
+	const struct rv_test_master *m;
+	char name[32];
+	atomic_int stop, pause;
+	atomic_llong round;
+	atomic_int rejoined;
+	int rc;
+};
+void *rv_fault_node_main(void *arg);
 /* The rover-run processes of r (the one started and its stages below),
  * top first, up to max; the count. */
 int rv_fault_run_stages(const struct rv_test_run *r, pid_t *out, int max);
