@@ -51,7 +51,7 @@ static void node_args(const char **a, const char *nnodes, const char *nproc, con
 			    "3",
 			    "--hang-timeout",
 			    hang,
-			    RV_FAULT_EXAMPLE,
+			    RV_TEST_FAULT_EXAMPLE,
 			    "--batch-size",
 			    "8",
 			    "--step-sleep",
@@ -59,7 +59,7 @@ static void node_args(const char **a, const char *nnodes, const char *nproc, con
 			    "--log-every",
 			    "2",
 			    "--target",
-			    RV_FAULT_TARGET,
+			    RV_TEST_FAULT_TARGET,
 			    "--shard-log",
 			    log,
 			    NULL };
@@ -78,7 +78,7 @@ START_TEST(test_worker_sigstop)
 	ck_assert_int_eq(rv_test_run_init(&r), 0);
 	char log[400], job[96];
 	snprintf(log, sizeof(log), "%s/shards.log", r.dir);
-	rv_fault_job_env(job, sizeof(job), "wstop");
+	rv_test_fault_job_env(job, sizeof(job), "wstop");
 	const char *env[] = { job, NULL };
 	const char *a[24];
 	/* 60 s: longer than the workers' first start (importing torch on a
@@ -94,11 +94,11 @@ START_TEST(test_worker_sigstop)
 	int at = rv_test_count_lines(log);
 	int64_t t0 = rv_mono_ms();
 	ck_assert_int_eq(kill(pid[0], SIGSTOP), 0);
-	int64_t rec = rv_fault_wait_resumed(log, at, 90000);
+	int64_t rec = rv_test_fault_wait_resumed(log, at, 90000);
 	if (rec < 0)
 		rv_test_run_dump(&r, 1, m.log);
 	ck_assert_msg(rec >= 0, "training never resumed after the worker was stopped");
-	rv_fault_report("worker_sigstop", rec - t0);
+	rv_test_fault_report("worker_sigstop", rec - t0);
 
 	char *err = rv_test_run_expect_exit(&r, 0, 180000);
 	/* found and named with its stack: where the stopped worker was */
@@ -110,7 +110,7 @@ START_TEST(test_worker_sigstop)
 		fprintf(stderr, "%s\n", err);
 	ck_assert_msg(named, "the stopped worker was not named with its Python stack");
 	free(err);
-	rv_fault_expect_trained(&r, 1, log, SIZE, EPOCHS, 3);
+	rv_test_fault_expect_trained(&r, 1, log, SIZE, EPOCHS, 3);
 	rv_test_run_end(&r);
 	rv_test_master_cleanup(&m);
 }
@@ -131,7 +131,7 @@ START_TEST(test_run_sigstop_past_heartbeat)
 	for (int i = 0; i < 2; i++)
 		ck_assert_int_eq(rv_test_run_init(&r[i]), 0);
 	snprintf(log, sizeof(log), "%s/shards.log", r[0].dir);
-	rv_fault_job_env(job, sizeof(job), "rstop");
+	rv_test_fault_job_env(job, sizeof(job), "rstop");
 	const char *env[] = { job, NULL };
 	const char *a[24];
 	node_args(a, "1:2", "1", m.addr, "0", log);
@@ -142,14 +142,14 @@ START_TEST(test_run_sigstop_past_heartbeat)
 	ck_assert_msg(rv_test_wait_lines(log, 40, 0), "no 40 steps trained by the world of 2");
 
 	pid_t stages[4];
-	int ns = rv_fault_run_stages(&r[1], stages, 4);
+	int ns = rv_test_fault_run_stages(&r[1], stages, 4);
 	ck_assert_int_ge(ns, 1);
 	int at = rv_test_count_lines(log);
 	int64_t t0 = rv_mono_ms();
 	for (int i = 0; i < ns; i++)
 		ck_assert_int_eq(kill(stages[i], SIGSTOP), 0);
 	/* the other node trains on alone, from its checkpoint */
-	int64_t rec = rv_fault_wait_resumed(log, at, 60000);
+	int64_t rec = rv_test_fault_wait_resumed(log, at, 60000);
 	if (rec < 0)
 		rv_test_run_dump(r, 2, m.log);
 	ck_assert_msg(rec >= 0, "the world of one never trained");
@@ -160,15 +160,15 @@ START_TEST(test_run_sigstop_past_heartbeat)
 	for (int i = ns - 1; i >= 0; i--)
 		ck_assert_int_eq(kill(stages[i], SIGCONT), 0);
 	int64_t t1 = rv_mono_ms();
-	rv_fault_report("run_sigstop_world_of_one", rec - t0);
-	int64_t back = rv_fault_wait_world(log, at, 2, 90000);
+	rv_test_fault_report("run_sigstop_world_of_one", rec - t0);
+	int64_t back = rv_test_fault_wait_world(log, at, 2, 90000);
 	if (back < 0)
 		rv_test_run_dump(r, 2, m.log);
 	ck_assert_msg(back >= 0, "the continued node never trained in a world of 2 again");
-	rv_fault_report("run_sigstop_rejoin", back - t1);
+	rv_test_fault_report("run_sigstop_rejoin", back - t1);
 	for (int i = 0; i < 2; i++)
 		free(rv_test_run_expect_exit(&r[i], 0, 180000));
-	rv_fault_expect_trained(r, 2, log, SIZE, EPOCHS, 3);
+	rv_test_fault_expect_trained(r, 2, log, SIZE, EPOCHS, 3);
 	for (int i = 0; i < 2; i++)
 		rv_test_run_end(&r[i]);
 	rv_test_master_cleanup(&m);
@@ -191,7 +191,7 @@ START_TEST(test_master_sigstop)
 	for (int i = 0; i < 2; i++)
 		ck_assert_int_eq(rv_test_run_init(&r[i]), 0);
 	snprintf(log, sizeof(log), "%s/shards.log", r[0].dir);
-	rv_fault_job_env(job, sizeof(job), "mstop");
+	rv_test_fault_job_env(job, sizeof(job), "mstop");
 	const char *env[] = { job, NULL };
 	const char *a[24];
 	node_args(a, "1:2", "1", m.addr, "0", log);
@@ -206,22 +206,22 @@ START_TEST(test_master_sigstop)
 	int at = rv_test_count_lines(log);
 	ck_assert_int_eq(kill(m.pid, SIGCONT), 0);
 	int64_t t1 = rv_mono_ms();
-	int64_t back = rv_fault_wait_steps(log, at, 2, 90000);
+	int64_t back = rv_test_fault_wait_steps(log, at, 2, 90000);
 	if (back < 0)
 		rv_test_run_dump(r, 2, m.log);
 	ck_assert_msg(back >= 0, "no step trained by both ranks after the master continued");
-	rv_fault_report("master_sigstop", back - t1);
+	rv_test_fault_report("master_sigstop", back - t1);
 	char *mlog = rv_test_read_file(m.log);
 	ck_assert_msg(!strstr(mlog, "node declared dead"), "%s", mlog);
 	free(mlog);
 	for (int i = 0; i < 2; i++)
 		free(rv_test_run_expect_exit(&r[i], 0, 180000));
-	int loads = rv_fault_loads_after(log, at);
+	int loads = rv_test_fault_loads_after(log, at);
 	if (loads)
 		rv_test_run_dump(r, 2, m.log);
 	ck_assert_msg(loads == 0, "the group restarted %d time(s) after the master continued",
 		      loads);
-	rv_fault_expect_trained(r, 2, log, SIZE, EPOCHS, 3);
+	rv_test_fault_expect_trained(r, 2, log, SIZE, EPOCHS, 3);
 	for (int i = 0; i < 2; i++)
 		rv_test_run_end(&r[i]);
 	rv_test_master_cleanup(&m);
@@ -243,13 +243,13 @@ START_TEST(test_master_stall_no_death)
 	free(spec);
 	const char *margs[] = { "--rdzv-heartbeat-timeout-ms", "2000", NULL };
 	ck_assert_int_eq(rv_test_master_start(&m, margs), 0);
-	struct rv_fault_node n[2];
+	struct rv_test_fault_node n[2];
 	pthread_t t[2];
 	for (int i = 0; i < 2; i++) {
 		memset(&n[i], 0, sizeof(n[i]));
 		n[i].m = &m;
 		snprintf(n[i].name, sizeof(n[i].name), "node-%d", i);
-		ck_assert_int_eq(pthread_create(&t[i], NULL, rv_fault_node_main, &n[i]), 0);
+		ck_assert_int_eq(pthread_create(&t[i], NULL, rv_test_fault_node_main, &n[i]), 0);
 	}
 	int64_t until = rv_mono_ms() + 30000;
 	while ((!atomic_load(&n[0].round) || !atomic_load(&n[1].round)) && rv_mono_ms() < until)
@@ -288,10 +288,10 @@ END_TEST
 static Suite *fault_process_suite(void)
 {
 	Suite *s = suite_create("fault_process");
-	rv_fault_add(s, "worker_sigstop", test_worker_sigstop, true);
-	rv_fault_add(s, "run_sigstop", test_run_sigstop_past_heartbeat, true);
-	rv_fault_add(s, "master_stall", test_master_stall_no_death, true);
-	rv_fault_add(s, "master_sigstop", test_master_sigstop, false);
+	rv_test_fault_add(s, "worker_sigstop", test_worker_sigstop, true);
+	rv_test_fault_add(s, "run_sigstop", test_run_sigstop_past_heartbeat, true);
+	rv_test_fault_add(s, "master_stall", test_master_stall_no_death, true);
+	rv_test_fault_add(s, "master_sigstop", test_master_sigstop, false);
 	return s;
 }
 

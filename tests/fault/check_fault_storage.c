@@ -141,7 +141,7 @@ START_TEST(test_torn_journal_tail)
 	size_t start = 0, end = 0, len = (size_t)st.st_size;
 	ck_assert_msg(last_batch(orig, len, &start, &end), "no batch in %s", journal);
 	ck_assert_int_le(end - start, 4096);
-	int step = rv_fault_all() ? 1 : 7, runs = 0;
+	int step = rv_test_fault_all() ? 1 : 7, runs = 0;
 	int64_t t0 = rv_mono_ms();
 	for (size_t cut = start; cut <= end; cut++) {
 		bool edge = cut < start + 8 || cut + 8 > end;
@@ -165,7 +165,7 @@ START_TEST(test_torn_journal_tail)
 	}
 	printf("diag: torn tail: %d restarts over the %zu bytes of the last batch, %lld ms each\n",
 	       runs, end - start, (long long)((rv_mono_ms() - t0) / runs));
-	rv_fault_report("torn_journal_restart", (rv_mono_ms() - t0) / runs);
+	rv_test_fault_report("torn_journal_restart", (rv_mono_ms() - t0) / runs);
 	free(orig);
 	rv_test_master_cleanup(&m);
 }
@@ -174,7 +174,7 @@ END_TEST
 static Suite *fault_storage_suite(void)
 {
 	Suite *s = suite_create("fault_storage");
-	rv_fault_add(s, "torn_journal", test_torn_journal_tail, true);
+	rv_test_fault_add(s, "torn_journal", test_torn_journal_tail, true);
 	return s;
 }
 

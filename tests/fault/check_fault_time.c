@@ -60,13 +60,13 @@ START_TEST(test_master_clock_stepped)
 	unsetenv("LD_PRELOAD");
 	ck_assert_int_eq(rc, 0);
 
-	struct rv_fault_node n[2];
+	struct rv_test_fault_node n[2];
 	pthread_t t[2];
 	for (int i = 0; i < 2; i++) {
 		memset(&n[i], 0, sizeof(n[i]));
 		n[i].m = &m;
 		snprintf(n[i].name, sizeof(n[i].name), "node-%d", i);
-		ck_assert_int_eq(pthread_create(&t[i], NULL, rv_fault_node_main, &n[i]), 0);
+		ck_assert_int_eq(pthread_create(&t[i], NULL, rv_test_fault_node_main, &n[i]), 0);
 	}
 	int64_t until = rv_mono_ms() + 30000;
 	while ((atomic_load(&n[0].round) == 0 || atomic_load(&n[1].round) == 0) &&
@@ -100,7 +100,7 @@ START_TEST(test_master_clock_stepped)
 		      "a silent node not declared dead %lld ms after the clock went back:\n%s",
 		      (long long)found, log);
 	free(log);
-	rv_fault_report("master_clock_back_death_found", found);
+	rv_test_fault_report("master_clock_back_death_found", found);
 	for (int i = 0; i < 2; i++) {
 		atomic_store(&n[i].stop, 1);
 		pthread_join(t[i], NULL);
@@ -113,7 +113,7 @@ END_TEST
 static Suite *fault_time_suite(void)
 {
 	Suite *s = suite_create("fault_time");
-	rv_fault_add(s, "master_clock", test_master_clock_stepped, true);
+	rv_test_fault_add(s, "master_clock", test_master_clock_stepped, true);
 	return s;
 }
 

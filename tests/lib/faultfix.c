@@ -14,15 +14,15 @@
 #include "brainfix.h"
 #include "testutil.h"
 
-bool rv_fault_all(void)
+bool rv_test_fault_all(void)
 {
 	const char *v = getenv("ROVER_FAULT_ALL");
 	return v && !strcmp(v, "1");
 }
 
-void rv_fault_add(Suite *s, const char *name, const TTest *test, bool quick)
+void rv_test_fault_add(Suite *s, const char *name, const TTest *test, bool quick)
 {
-	if (!quick && !rv_fault_all())
+	if (!quick && !rv_test_fault_all())
 		return;
 	TCase *tc = tcase_create(name);
 	tcase_set_timeout(tc, 400);
@@ -30,7 +30,7 @@ void rv_fault_add(Suite *s, const char *name, const TTest *test, bool quick)
 	suite_add_tcase(s, tc);
 }
 
-void rv_fault_job_env(char *out, size_t size, const char *what)
+void rv_test_fault_job_env(char *out, size_t size, const char *what)
 {
 	snprintf(out, size, "ROVER_JOB_NAME=flt-%d-%s", (int)getpid(), what);
 }
@@ -78,22 +78,22 @@ static int64_t wait_log(const char *path, int at, int world, int nranks, int tim
 	}
 }
 
-int64_t rv_fault_wait_resumed(const char *path, int at, int timeout_ms)
+int64_t rv_test_fault_wait_resumed(const char *path, int at, int timeout_ms)
 {
 	return wait_log(path, at, 0, 0, timeout_ms);
 }
 
-int64_t rv_fault_wait_world(const char *path, int at, int world, int timeout_ms)
+int64_t rv_test_fault_wait_world(const char *path, int at, int world, int timeout_ms)
 {
 	return wait_log(path, at, world, 0, timeout_ms);
 }
 
-int64_t rv_fault_wait_steps(const char *path, int at, int nranks, int timeout_ms)
+int64_t rv_test_fault_wait_steps(const char *path, int at, int nranks, int timeout_ms)
 {
 	return wait_log(path, at, 0, nranks, timeout_ms);
 }
 
-int rv_fault_loads_after(const char *path, int at)
+int rv_test_fault_loads_after(const char *path, int at)
 {
 	char *s = rv_test_read_file(path);
 	int line = 0, n = 0;
@@ -104,7 +104,7 @@ int rv_fault_loads_after(const char *path, int at)
 	return n;
 }
 
-void rv_fault_report(const char *name, int64_t ms)
+void rv_test_fault_report(const char *name, int64_t ms)
 {
 	printf("fault=%s recovery_ms=%lld\n", name, (long long)ms);
 	printf("diag: fault=%s recovery_ms=%lld\n", name, (long long)ms);
@@ -127,15 +127,15 @@ static double accuracy(const struct rv_test_run *r, int n)
 	return best;
 }
 
-void rv_fault_expect_trained(const struct rv_test_run *r, int n, const char *path, long size,
-			     int epochs, unsigned ranks_want)
+void rv_test_fault_expect_trained(const struct rv_test_run *r, int n, const char *path, long size,
+				  int epochs, unsigned ranks_want)
 {
 	long lost, twice;
 	unsigned ranks;
 	int loads;
 	rv_test_shard_account(path, size, epochs, &lost, &twice, &ranks, &loads);
 	double acc = accuracy(r, n);
-	double target = strtod(RV_FAULT_TARGET, NULL);
+	double target = strtod(RV_TEST_FAULT_TARGET, NULL);
 	if (lost || twice || ranks != ranks_want || acc < target) {
 		rv_test_run_dump(r, n, NULL);
 		char *sl = rv_test_read_file(path);
@@ -148,10 +148,10 @@ void rv_fault_expect_trained(const struct rv_test_run *r, int n, const char *pat
 	ck_assert_msg(lost == 0 && twice == 0, "%ld samples lost, %ld trained twice", lost, twice);
 	ck_assert_msg(ranks == ranks_want, "ranks that trained after the last load: %#x, not %#x",
 		      ranks, ranks_want);
-	ck_assert_msg(acc >= target, "test accuracy %.4f below %s", acc, RV_FAULT_TARGET);
+	ck_assert_msg(acc >= target, "test accuracy %.4f below %s", acc, RV_TEST_FAULT_TARGET);
 }
 
-int rv_fault_run_stages(const struct rv_test_run *r, pid_t *out, int max)
+int rv_test_fault_run_stages(const struct rv_test_run *r, pid_t *out, int max)
 {
 	struct rv_test_pid tree[64];
 	int n = rv_test_proc_tree(r->proc.pid, tree, 64), k = 0;
@@ -169,9 +169,9 @@ int rv_fault_run_stages(const struct rv_test_run *r, pid_t *out, int max)
 	return k;
 }
 
-void *rv_fault_node_main(void *arg)
+void *rv_test_fault_node_main(void *arg)
 {
-	struct rv_fault_node *n = arg;
+	struct rv_test_fault_node *n = arg;
 	struct rv_master_client *c = rv_test_master_client(n->m);
 	struct rv_rdzv_join j = { .local_world_size = 1 };
 	snprintf(j.node, sizeof(j.node), "%s", n->name);
