@@ -8,6 +8,7 @@
 #   make check-names     every library symbol has its prefix, none defined twice
 #   make check-readmes   READMEs list their folder's files and name what exists
 #   make asan            the same tests under AddressSanitizer + UBSan
+#   make fault           the fault suite (tests/fault/): every scenario, make test runs the short ones
 #   make valgrind        rover-brain under valgrind memcheck, every route driven
 #   make bench [BENCH=name]  run benchmarks from tests/bench/
 #   make fuzz [FUZZ_SECONDS=300]  run each libFuzzer harness (tests/fuzz/) that long
@@ -256,6 +257,14 @@ $(K8S_STANDIN): $(call obj,$(K8S_SRC)) $(LIB_COMMON)
 	$(call link,$(SYS_LIBS))
 BINS += $(K8S_STANDIN)
 TEST_SCRIPTS += $(wildcard tests/k8s/check_*.sh)
+# tests/fault/: the whole stack under faults (tests/fault/README.md).  make
+# test runs each suite's short scenarios; make fault all of them.
+FAULT_SRC := $(wildcard tests/fault/check_*.c)
+FAULT_BINS := $(patsubst tests/%.c,$(B)/tests/%,$(FAULT_SRC))
+TEST_BINS += $(FAULT_BINS)
+$(B)/obj/tests/fault/%.o: INC := $(INC_TESTLIB) $(INC_ALG)
+$(B)/tests/fault/%: $(B)/obj/tests/fault/%.o $(LIB_TEST) $(LIB_ALG) $(LIB_COMMON)
+	$(call link,$(SYS_LIBS) $(GSL_LIBS) $(CHECK_LIBS))
 # Suites start the daemons' binaries (and rover-sim): build those first.
 $(TEST_BINS): | $(BINS)
 
@@ -326,6 +335,10 @@ check-names: $(LIB_COMMON) $(LIB_ALG) $(LIB_PLAN) $(LIB_TEST) $(DAEMON_LIBS) $(L
 # gives in backticks somewhere in the code (scripts/check-readmes.sh).
 check-readmes:
 	@scripts/check-readmes.sh
+
+fault: deps
+	@$(MAKE) --no-print-directory -j$(NPROC) all
+	@B=$(B) MODE=$(MODE) ROVER_FAULT_ALL=1 tests/run.sh $(FAULT_BINS)
 
 asan:
 	@$(MAKE) --no-print-directory MODE=asan test
@@ -407,7 +420,7 @@ clean:
 	rm -rf build
 
 .PHONY: fuzz fuzz-build
-.PHONY: all deps web-deps test check-layers check-names check-readmes asan valgrind bench demo demo-stop lint install \
+.PHONY: all deps web-deps test fault check-layers check-names check-readmes asan valgrind bench demo demo-stop lint install \
         lint-deps format-check clean
 .SECONDARY:
 -include $(shell find $(B)/obj $(B)/pic -name '*.d' 2>/dev/null)

@@ -922,8 +922,10 @@ static bool world_moved_on(struct run *r, int status)
 
 /* A hung group: SIGABRT to each worker still running (not its group), whose
  * faulthandler (PYTHONFAULTHANDLER, set by worker_env) writes every
- * thread's Python stack to stderr before it dies; wait for them a little,
- * log each stack, and name the ranks in *names. */
+ * thread's Python stack to stderr before it dies; then SIGCONT, since a
+ * stopped worker (SIGSTOP, SIGTSTP: a hang too) holds the SIGABRT pending
+ * and dumps nothing until continued.  Wait for them a little, log each
+ * stack, and name the ranks in *names. */
 static void capture_stacks(struct run *r, char *names, size_t size)
 {
 	size_t used = 0;
@@ -931,6 +933,7 @@ static void capture_stacks(struct run *r, char *names, size_t size)
 	for (int i = 0; i < r->nproc; i++)
 		if (r->w[i].running) {
 			kill(r->w[i].proc.pid, SIGABRT);
+			kill(r->w[i].proc.pid, SIGCONT);
 			int k = snprintf(names + used, size - used, "%s%d", used ? "," : "",
 					 r->w[i].rank);
 			if (k > 0 && (size_t)k < size - used)

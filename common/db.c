@@ -128,6 +128,9 @@ int rv_db_sqlstate_errno(const char *s)
 		return -EAGAIN;
 	if (!strcmp(s, "57014"))
 		return -ETIMEDOUT;
+	/* 25006: a write on a server (or session) that is read-only now */
+	if (!strcmp(s, "25006"))
+		return -EROFS;
 	/* 08: connection exception; 57P01-57P03: admin/crash shutdown, cannot connect now */
 	if (!strncmp(s, "08", 2) || !strcmp(s, "57P01") || !strcmp(s, "57P02") ||
 	    !strcmp(s, "57P03"))

@@ -67,6 +67,7 @@ int rv_errno_to_http(int neg_errno)
 	case -EAGAIN:
 	case -ENOTCONN:
 	case -EHOSTUNREACH:
+	case -EROFS:
 		return 503;
 	case -ETIMEDOUT:
 		return 504;

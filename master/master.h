@@ -196,6 +196,7 @@ struct master {
 	struct plans *plans;         /* the brain link: set while it runs (plans.c) */
 	int64_t since_snapshot;      /* records since the last snapshot */
 	int64_t last_now_ms;         /* operation time never goes back */
+	int64_t wall0_ms, mono0_ms;  /* state_now's anchor: both clocks at open */
 	bool stopping;
 
 	struct journal *journal;

@@ -126,9 +126,13 @@ int state_dataset(const struct master *m, const char *name)
 	return -ENOENT;
 }
 
+/* The wall clock read once at open, advanced by the monotonic clock:
+ * journaled times stay comparable across restarts, while a clock stepped
+ * under a running master (NTP, an operator, a VM resumed) moves no
+ * heartbeat or shard deadline. */
 int64_t state_now(struct master *m)
 {
-	int64_t now = rv_now_ms();
+	int64_t now = m->wall0_ms ? m->wall0_ms + (rv_mono_ms() - m->mono0_ms) : rv_now_ms();
 	return now > m->last_now_ms ? now : m->last_now_ms;
 }
 
@@ -892,12 +896,35 @@ static bool watch_lost(struct master *m)
 	return n > 0;
 }
 
+/* Under the lock, from the timer: when the timer's last turn was more than
+ * half a heartbeat timeout ago (every turn waits at most tick_ms), the
+ * master itself stood still (SIGSTOP, a paused VM, a starved machine) and
+ * no node could be heard meanwhile: as after a restart, every node counts
+ * as heard from now, so its own pause is not taken for their silence. */
+static void stall_grace(struct master *m, int64_t since_ms)
+{
+	if (since_ms <= m->cfg.heartbeat_timeout_ms / 2)
+		return;
+	rv_log_warn("the master stood still: every node counts as heard from now",
+		    "still_ms=%" PRId64, since_ms);
+	struct master_op op = { .now_ms = state_now(m) };
+	struct master_result res;
+	int64_t seq = 0;
+	state_apply(m, MASTER_OP_GRACE, &op, NULL, 0, &res, &seq);
+	pthread_mutex_unlock(&m->lock);
+	state_sync(m, seq);
+	pthread_mutex_lock(&m->lock);
+}
+
 static void *timer_main(void *arg)
 {
 	struct master *m = arg;
-	int64_t last_tick = INT64_MIN;
+	int64_t last_tick = INT64_MIN, last_turn = rv_mono_ms();
 	pthread_mutex_lock(&m->lock);
 	while (!m->stopping) {
+		int64_t turn = rv_mono_ms();
+		stall_grace(m, turn - last_turn);
+		last_turn = turn;
 		master_world_poll(m); /* long-polls whose wait is over */
 		if (watch_lost(m))
 			continue;
@@ -1030,6 +1057,8 @@ int state_open(struct master *m, struct rv_err *err)
 		.commit_delay_us = (int)m->cfg.commit_delay_us,
 		.nosync = m->cfg.nosync != 0,
 	};
+	m->wall0_ms = rv_now_ms();
+	m->mono0_ms = rv_mono_ms();
 	int64_t t0 = rv_mono_ms();
 	m->journal = journal_open(&jo, on_snapshot, on_record, m, err);
 	if (!m->journal)

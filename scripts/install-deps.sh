@@ -25,7 +25,9 @@ pkgs=(build-essential pkg-config libmicrohttpd-dev libpq-dev libcjson-dev libgsl
       # whose background thread the warm interpreter must fork past
       python3-torch python3-sklearn libjemalloc2
       # the Slurm backend's tests: a private Slurm cluster (tests/slurm)
-      slurm-wlm slurmrestd slurm-client munge iproute2 util-linux)
+      slurm-wlm slurmrestd slurm-client munge iproute2 util-linux
+      # the fault suite (tests/fault): a clock stepped under one daemon
+      faketime)
 # tests/k8s: kubectl drives the Kubernetes stand-in (Debian's is 1.20); a
 # kubectl already on PATH (another package's) is used as it is.
 command -v kubectl >/dev/null || pkgs+=(kubernetes-client)

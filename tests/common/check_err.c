@@ -30,6 +30,7 @@ static const struct {
 	{ -EAGAIN, 503, "unavailable" },
 	{ -ENOTCONN, 503, "unavailable" },
 	{ -EHOSTUNREACH, 503, "unavailable" },
+	{ -EROFS, 503, "unavailable" },
 	{ -ETIMEDOUT, 504, "timeout" },
 	{ -ENOMEM, 500, "internal" },
 	{ -EIO, 500, "internal" },

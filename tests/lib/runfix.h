@@ -112,8 +112,9 @@ void rv_test_run_cleanup(struct rv_test_run *r);
 
 /* The shard log of examples/digits_rover.py --shard-log: "RANK STEP I,I,..."
  * per rank and step, "load S world=W" at each start.  A load of S drops the
- * lines of steps after S logged before it; what is left must hold each
- * index of [0, size) exactly epochs times.  *lost and *twice: indices short
+ * lines of steps after S logged before it, and the lines after it of ranks
+ * W and above (a worker of the world before, stopped late); what is left
+ * must hold each index of [0, size) exactly epochs times.  *lost and *twice: indices short
  * of it and beyond it; *ranks: a bit per rank seen training after the last
  * load; *loads: the starts. */
 void rv_test_shard_account(const char *path, long size, int epochs, long *lost, long *twice,
