@@ -419,12 +419,7 @@ static void *persister(void *arg)
 	pthread_mutex_lock(&c->mu);
 	while (!c->stop) {
 		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += CKPT_POLL_MS * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		rv_mono_timespec(&ts, rv_mono_ms() + CKPT_POLL_MS);
 		pthread_cond_timedwait(&c->cv, &c->mu, &ts);
 		if (c->stop)
 			break;
@@ -462,7 +457,7 @@ int ckpt_start(struct ckpt *c, const struct ckpt_opts *o, struct rv_err *err)
 	c->never = -1;
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_mutex_init(&c->run_mu, NULL);
-	pthread_cond_init(&c->cv, NULL);
+	rv_cond_init_mono(&c->cv);
 	c->started = true;
 	if (!c->dir[0])
 		return 0;

@@ -546,14 +546,7 @@ static void *planner_main(void *arg)
 			continue;
 		}
 		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		int64_t wait = due - now;
-		ts.tv_sec += wait / 1000;
-		ts.tv_nsec += (wait % 1000) * 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
+		rv_mono_timespec(&ts, due);
 		pthread_cond_timedwait(&b->planner_cv, &b->planner_mu, &ts);
 	}
 	pthread_mutex_unlock(&b->planner_mu);

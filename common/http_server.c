@@ -579,12 +579,7 @@ static void *reaper_main(void *arg)
 	pthread_mutex_lock(&srv->conn_mu);
 	while (!srv->reap_stop) {
 		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_nsec += (long)REAP_MS * 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
+		rv_mono_timespec(&ts, rv_mono_ms() + REAP_MS);
 		pthread_cond_timedwait(&srv->reap_wake, &srv->conn_mu, &ts);
 		int64_t now = rv_mono_ms();
 		int cut = 0;

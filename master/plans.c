@@ -801,8 +801,8 @@ int plans_oom_memory(struct master *m, const struct rv_event *ev, int64_t *memor
 			int64_t now = rv_mono_ms();
 			if (now >= until || p->stop)
 				break;
-			struct timespec ts = { .tv_sec = (time_t)(until / 1000),
-					       .tv_nsec = (long)(until % 1000) * 1000000L };
+			struct timespec ts;
+			rv_mono_timespec(&ts, until);
 			pthread_cond_timedwait(&p->cv, &p->mu, &ts);
 		}
 		pthread_mutex_unlock(&p->mu);
