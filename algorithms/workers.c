@@ -10,9 +10,9 @@
 #include "alg_internal.h"
 
 /* Upper bound on workers when the job gives none. */
-#define WORKERS_HARD_MAX 4096
+#define WORKERS_HARD_MAX  4096
 /* Upper bound on PS when the job gives none. */
-#define PS_HARD_MAX 256
+#define PS_HARD_MAX       256
 /* Share of the linear speedup a growth step must buy to pay however many
  * workers it starts from: the added workers still do half their share. */
 #define LINEAR_SHARE_PAID 0.5
@@ -133,6 +133,377 @@ int rv_alg_choose_workers(const struct rv_alg_fit *fit, const struct rv_alg_limi
 	return rv_alg_choose_workers_obs(fit, NULL, 0, lim, cur, p, out);
 }
 
+/*
+ * The model's choice of counts (rv_alg_choose_workers_obs) is a search and
+ * an ordered list of rules over its candidate, each a function below, run
+ * in the order of knee_rules[].  Why each rule exists, with the jobs that
+ * showed it: algorithms/DESIGN-LOG.md, "Worker count".
+ */
+struct knee {
+	const struct rv_alg_fit *fit;
+	const struct rv_alg_speed_obs *obs;
+	size_t nobs;
+	const struct rv_alg_limits *lim;
+	const struct rv_alg_config *cur;
+	const struct rv_alg_params *p;
+	int unit, wmin, wmax;
+	int pmin, pmax; /* the PS counts searched */
+	int async;
+	double best;            /* best speed within the limits */
+	int bw, bp;             /* where */
+	int wcap, wfloor;       /* how far one plan may move */
+	struct rv_alg_config c; /* the candidate */
+	double c_cost;          /* its cores; INFINITY before the search found one */
+	int capped, tie;        /* what the reason says about the move */
+};
+
+/* Speed of (w, ps) for the knee: PS count 0 for all-reduce fits. */
+static double knee_speed(const struct knee *k, int w, int ps)
+{
+	return speed_of(k->fit, k->obs, k->nobs, w, k->async ? ps : 0);
+}
+
+static double knee_predict(const struct knee *k, int w, int ps)
+{
+	return rv_alg_fit_predict(k->fit, w, k->async ? ps : 0);
+}
+
+/* The PS count stays unless the data holds more than one; then the model
+ * is trusted from half the fewest to twice the most measured. */
+static void knee_ps_range(struct knee *k)
+{
+	k->pmin = k->pmax = k->cur->ps.count;
+	if (!k->async || k->fit->n_ps_values <= 1)
+		return;
+	k->pmin = k->lim->min_ps > 0 ? k->lim->min_ps : 1;
+	k->pmax = k->lim->max_ps > 0 ? k->lim->max_ps : PS_HARD_MAX;
+	int lo = 0, hi = 0;
+
+	for (size_t i = 0; i < k->nobs; i++)
+		if (k->obs[i].ps > 0 && k->obs[i].speed > 0) {
+			if (!lo || k->obs[i].ps < lo)
+				lo = k->obs[i].ps;
+			if (k->obs[i].ps > hi)
+				hi = k->obs[i].ps;
+		}
+	if (lo && (lo + 1) / 2 > k->pmin)
+		k->pmin = (lo + 1) / 2;
+	if (hi && 2 * hi < k->pmax)
+		k->pmax = 2 * hi;
+}
+
+/* The best speed within the limits; false when the model predicts none. */
+static bool knee_best(struct knee *k)
+{
+	k->best = 0;
+	k->bw = k->cur->worker.count;
+	k->bp = k->cur->ps.count;
+	for (int w = k->wmin; w <= k->wmax; w += k->unit)
+		for (int ps = k->pmin; ps <= k->pmax; ps++) {
+			double f = knee_speed(k, w, ps);
+
+			if (f > k->best) {
+				k->best = f;
+				k->bw = w;
+				k->bp = ps;
+			}
+		}
+	return k->best > 0;
+}
+
+/* One plan moves at most max_jump times beyond the measured counts. */
+static void knee_jump_range(struct knee *k)
+{
+	const struct rv_alg_fit *fit = k->fit;
+	int wcap = fit->max_workers_seen > 0 ? (int)(fit->max_workers_seen * k->p->max_jump)
+					     : k->wmax;
+
+	k->wcap = rv_alg_align_down(wcap < k->wmin ? k->wmin : wcap, k->unit);
+	k->wfloor = fit->min_workers_seen > 0 ? (int)ceil(fit->min_workers_seen / k->p->max_jump)
+					      : k->wmin;
+}
+
+/* KNEE_CHEAPEST: the configuration with the fewest cores whose speed
+ * (measured mean with its reach slack, else predicted) reaches
+ * target_frac of the best, within the jump range and free capacity. */
+static bool knee_cheapest(struct knee *k, struct rv_alg_decision *out)
+{
+	(void)out;
+	for (int w = k->wmin; w <= k->wmax; w += k->unit)
+		for (int ps = k->pmin; ps <= k->pmax; ps++) {
+			struct rv_alg_config t = *k->cur;
+
+			t.worker.count = w;
+			t.ps.count = ps;
+			double f = knee_speed(k, w, ps) + reach_slack(k->obs, k->nobs, w,
+								      k->async ? ps : 0, k->bw,
+								      k->bp, k->p);
+			if (f < k->p->target_frac * k->best ||
+			    !rv_alg_fits_free(k->lim, k->cur, &t))
+				continue;
+			if (w > k->wcap || w < k->wfloor) {
+				k->capped = 1;
+				continue;
+			}
+			double cost = config_cost(&t, k->cur);
+			if (cost < k->c_cost - 1e-9) {
+				k->c = t;
+				k->c_cost = cost;
+			}
+		}
+	return false;
+}
+
+/* KNEE_TOWARDS: a knee beyond the jump range (or free capacity): as far as
+ * allowed towards it, down to the floor when the best count lies below
+ * the data, else up to the cap. */
+static bool knee_towards(struct knee *k, struct rv_alg_decision *out)
+{
+	(void)out;
+	if (isfinite(k->c_cost))
+		return false;
+	if (k->bw < k->wfloor) {
+		int w = rv_alg_align_up(k->wfloor, k->unit);
+
+		if (w > k->wmax)
+			w = k->wmax;
+		k->c.worker.count = w;
+	} else {
+		for (int w = k->wcap < k->wmax ? k->wcap : k->wmax; w >= k->wmin; w -= k->unit) {
+			struct rv_alg_config t = *k->cur;
+
+			t.worker.count = w;
+			if (rv_alg_fits_free(k->lim, k->cur, &t)) {
+				k->c = t;
+				break;
+			}
+		}
+	}
+	k->c_cost = config_cost(&k->c, k->cur);
+	return false;
+}
+
+/* KNEE_HOLD: the current configuration stays when it is within
+ * knee_hold_frac of the line (its measured mean with knee_hold_se standard
+ * errors of slack), at most knee_hold_cost times the knee's cores, no more
+ * than two bands under the knee's own speed, and not predicted under
+ * knee_hold_share of an unmeasured larger knee: refits do not flip counts
+ * by one on noise. */
+static bool knee_hold(struct knee *k, struct rv_alg_decision *out)
+{
+	const struct rv_alg_config *cur = k->cur;
+	const struct rv_alg_params *p = k->p;
+	(void)out;
+	double fcur = speed_of(k->fit, k->obs, k->nobs, cur->worker.count, cur->ps.count);
+	double fcur_hold =
+		fcur + p->knee_hold_se * mean_se(k->obs, k->nobs, cur->worker.count, cur->ps.count);
+	double bar = (p->target_frac - p->knee_hold_frac) * k->best;
+	double fc_knee = knee_speed(k, k->c.worker.count, k->c.ps.count);
+
+	if (isfinite(k->c_cost) && fc_knee - 2 * p->knee_hold_frac * k->best > bar)
+		bar = fc_knee - 2 * p->knee_hold_frac * k->best;
+	double pc = knee_predict(k, k->c.worker.count, k->c.ps.count);
+	double pcur = knee_predict(k, cur->worker.count, cur->ps.count);
+	bool short_of_knee =
+		k->c.worker.count > cur->worker.count && pc > 0 && pcur < p->knee_hold_share * pc &&
+		rv_alg_obs_count(k->obs, k->nobs, k->c.worker.count, k->c.ps.count, 2) < 2;
+
+	if (isfinite(k->c_cost) && cur->worker.count >= k->wmin && cur->worker.count <= k->wmax &&
+	    fcur_hold >= bar && config_cost(cur, cur) <= p->knee_hold_cost * k->c_cost &&
+	    !short_of_knee && rv_alg_fits_free(k->lim, cur, cur))
+		k->c = *cur;
+	return false;
+}
+
+/* KNEE_TIE_WORKERS: of two unmeasured neighbours near the line, the
+ * cheaper: when the last worker of the move buys less than knee_tie_gain
+ * and the count below is short of the line by no more than the fit's
+ * uncertainty, the model cannot tell which reaches it. */
+static bool knee_tie_workers(struct knee *k, struct rv_alg_decision *out)
+{
+	const struct rv_alg_params *p = k->p;
+	int w = k->c.worker.count, ps = k->c.ps.count;
+	(void)out;
+	if (w == k->cur->worker.count || !(p->knee_tie_gain > 0) || w - k->unit < k->wmin ||
+	    w - k->unit < k->wfloor || rv_alg_obs_count(k->obs, k->nobs, w, ps, 2) >= 2 ||
+	    rv_alg_obs_count(k->obs, k->nobs, w - k->unit, ps, 2) >= 2)
+		return false;
+	struct rv_alg_config t = k->c;
+	double tol = fit_tolerance(k->fit, k->obs, k->nobs);
+	t.worker.count -= k->unit;
+	double fc = knee_predict(k, w, ps);
+	double fl = knee_predict(k, t.worker.count, t.ps.count);
+
+	if (fl > 0 && fl >= (p->target_frac - tol) * k->best &&
+	    (fc / fl - 1) / k->unit < p->knee_tie_gain && rv_alg_fits_free(k->lim, k->cur, &t)) {
+		k->c = t;
+		k->c_cost = config_cost(&k->c, k->cur);
+		k->tie = 1;
+	}
+	return false;
+}
+
+/* KNEE_TIE_PS: likewise fewer PS above every measured PS count, where the
+ * PS term is extrapolated: the smallest PS count within the fit's
+ * uncertainty of the line whose PS beyond buy less than knee_tie_gain each. */
+static bool knee_tie_ps(struct knee *k, struct rv_alg_decision *out)
+{
+	const struct rv_alg_params *p = k->p;
+	int ps_hi = 0;
+	(void)out;
+	for (size_t i = 0; i < k->nobs; i++)
+		if (k->obs[i].speed > 0 && k->obs[i].ps > ps_hi)
+			ps_hi = k->obs[i].ps;
+	if (!k->async || k->c.ps.count == k->cur->ps.count || k->c.ps.count <= ps_hi ||
+	    k->c.ps.count <= k->pmin || !(p->knee_tie_gain > 0) ||
+	    rv_alg_obs_count(k->obs, k->nobs, k->c.worker.count, k->c.ps.count, 2) >= 2)
+		return false;
+	double tol = fit_tolerance(k->fit, k->obs, k->nobs);
+	double fc = rv_alg_fit_predict(k->fit, k->c.worker.count, k->c.ps.count);
+
+	for (int ps = k->pmin; ps < k->c.ps.count; ps++) {
+		struct rv_alg_config t = k->c;
+
+		t.ps.count = ps;
+		double fl = rv_alg_fit_predict(k->fit, k->c.worker.count, ps);
+
+		if (rv_alg_obs_count(k->obs, k->nobs, k->c.worker.count, ps, 2) < 2 && fl > 0 &&
+		    fl >= (p->target_frac - tol) * k->best &&
+		    (fc / fl - 1) / (k->c.ps.count - ps) < p->knee_tie_gain &&
+		    rv_alg_fits_free(k->lim, k->cur, &t)) {
+			k->c = t;
+			k->c_cost = config_cost(&k->c, k->cur);
+			k->tie = 2;
+			break;
+		}
+	}
+	return false;
+}
+
+/* The largest free worker count in (w, up], aligned; w when none. */
+static int knee_free_up(const struct knee *k, int w, int up)
+{
+	if (up > k->wmax)
+		up = k->wmax;
+	for (; up > w; up -= k->unit) {
+		struct rv_alg_config t = *k->cur;
+
+		t.worker.count = up;
+		if (rv_alg_fits_free(k->lim, k->cur, &t))
+			break;
+	}
+	return up;
+}
+
+/* KNEE_BRACKET: the data must bracket the knee.  A knee held at the
+ * largest measured count, with growth to it still paying and a better
+ * configuration predicted beyond it, rests on extrapolation: measure one
+ * geometric step above first (decides: explore). */
+static bool knee_bracket(struct knee *k, struct rv_alg_decision *out)
+{
+	const struct rv_alg_config *cur = k->cur;
+	int w = cur->worker.count, ps = cur->ps.count, lower = 0;
+
+	if (k->c.worker.count != w || k->c.ps.count != ps || w != k->fit->max_workers_seen ||
+	    k->bw <= w || w >= k->wmax)
+		return false;
+	for (size_t i = 0; i < k->nobs; i++)
+		if (k->obs[i].ps == ps && k->obs[i].speed > 0 && k->obs[i].workers < w &&
+		    k->obs[i].workers > lower)
+			lower = k->obs[i].workers;
+	double s_lo = lower ? mean_speed(k->obs, k->nobs, lower, ps) : 0;
+	double s_w = mean_speed(k->obs, k->nobs, w, ps);
+
+	if (!(s_lo > 0 && s_w > 0 && (s_w / s_lo - 1) / (w - lower) >= k->p->min_gain))
+		return false;
+	int up = knee_free_up(k, w,
+			      rv_alg_align_up((int)ceil(w * k->p->explore_factor - 1e-9), k->unit));
+	if (up <= w)
+		return false;
+	out->cfg = *cur;
+	out->cfg.worker.count = up;
+	out->predicted_speed = speed_of(k->fit, k->obs, k->nobs, up, ps);
+	out->fit_r2 = k->fit->r2;
+	out->fit_configs = k->fit->n_configs;
+	out->changed = true;
+	out->algorithm = "explore";
+	rv_alg_reason_add(out,
+			  "the knee is at the largest measured count (%d workers) and growth "
+			  "to it paid; measuring %d before trusting the model beyond its data",
+			  w, up);
+	return true;
+}
+
+/* The rules of the model's choice, in the order they refine the candidate;
+ * one that returns true has decided. */
+static const struct knee_rule {
+	enum knee_rule_id {
+		KNEE_CHEAPEST,
+		KNEE_TOWARDS,
+		KNEE_HOLD,
+		KNEE_TIE_WORKERS,
+		KNEE_TIE_PS,
+		KNEE_BRACKET,
+	} id;
+	bool (*apply)(struct knee *k, struct rv_alg_decision *out);
+} knee_rules[] = {
+	{ KNEE_CHEAPEST, knee_cheapest }, { KNEE_TOWARDS, knee_towards },
+	{ KNEE_HOLD, knee_hold },         { KNEE_TIE_WORKERS, knee_tie_workers },
+	{ KNEE_TIE_PS, knee_tie_ps },     { KNEE_BRACKET, knee_bracket },
+};
+
+/* The decision from the candidate the rules left, and its reason. */
+static void knee_decide(const struct knee *k, struct rv_alg_decision *out)
+{
+	const struct rv_alg_config *cur = k->cur, *c = &k->c;
+	const struct rv_alg_fit *fit = k->fit;
+
+	out->cfg = *c;
+	out->predicted_speed = speed_of(fit, k->obs, k->nobs, c->worker.count, c->ps.count);
+	out->fit_r2 = fit->r2;
+	out->fit_configs = fit->n_configs;
+	if (c->worker.count == cur->worker.count && c->ps.count == cur->ps.count) {
+		rv_alg_reason_add(out,
+				  "throughput model: %d workers%s reach %.0f%% of the best "
+				  "predicted speed (%d workers) at the least CPU; fit r2=%.2f from "
+				  "%d configs",
+				  c->worker.count, k->async ? " and current PS" : "",
+				  100 * out->predicted_speed / k->best, k->bw, fit->r2,
+				  fit->n_configs);
+		return;
+	}
+	out->changed = true;
+	out->algorithm = "worker_count_model";
+	double fcur = speed_of(fit, k->obs, k->nobs, cur->worker.count, cur->ps.count);
+	struct rv_alg_config bc = *cur;
+
+	bc.worker.count = k->bw;
+	bc.ps.count = k->bp;
+	double best_cost = config_cost(&bc, cur);
+	const char *note = k->capped     ? "; step capped at the measured range"
+			   : k->tie == 1 ? "; one worker fewer: within the fit's uncertainty of "
+					   "the line, the next buys little"
+			   : k->tie == 2 ? "; fewer PS: within the fit's uncertainty of the "
+					   "line, the PS beyond buy little"
+					 : "";
+	if (k->async)
+		rv_alg_reason_add(out,
+				  "throughput model predicts %+.0f%% samples/s with %d workers "
+				  "and %d PS (%.0f%% of the best predicted, %d workers and %d PS, "
+				  "at %.0f%% of its CPU)%s; fit r2=%.2f from %d configs",
+				  pct(out->predicted_speed, fcur), c->worker.count, c->ps.count,
+				  100 * out->predicted_speed / k->best, k->bw, k->bp,
+				  100 * k->c_cost / best_cost, note, fit->r2, fit->n_configs);
+	else
+		rv_alg_reason_add(out,
+				  "throughput model predicts %+.0f%% samples/s with %d workers "
+				  "(%.0f%% of the best predicted, %d workers)%s; fit r2=%.2f from "
+				  "%d configs",
+				  pct(out->predicted_speed, fcur), c->worker.count,
+				  100 * out->predicted_speed / k->best, k->bw, note, fit->r2,
+				  fit->n_configs);
+}
+
 int rv_alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_speed_obs *obs,
 			      size_t nobs, const struct rv_alg_limits *lim,
 			      const struct rv_alg_config *cur, const struct rv_alg_params *p,
@@ -141,301 +512,31 @@ int rv_alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_
 	if (!fit || !lim || !cur || !p || !out || (nobs && !obs))
 		return -EINVAL;
 	rv_alg_decision_init(out, cur);
+	struct knee k = {
+		.fit = fit,
+		.obs = obs,
+		.nobs = nobs,
+		.lim = lim,
+		.cur = cur,
+		.p = p,
+		.unit = unit_of(lim),
+		.wmax = max_workers_of(lim),
+		.wmin = rv_alg_clamp_workers(lim->min_workers, lim),
+		.async = fit->model == RV_ALG_MODEL_ASYNC,
+		.c = *cur,
+		.c_cost = INFINITY,
+	};
 
-	int unit = unit_of(lim), wmax = max_workers_of(lim);
-	int wmin = rv_alg_clamp_workers(lim->min_workers, lim);
-	int async = fit->model == RV_ALG_MODEL_ASYNC;
-	/* the PS count stays unless the data holds more than one */
-	int pmin = cur->ps.count;
-	int pmax = pmin;
-
-	if (async && fit->n_ps_values > 1) {
-		pmin = lim->min_ps > 0 ? lim->min_ps : 1;
-		pmax = lim->max_ps > 0 ? lim->max_ps : PS_HARD_MAX;
-		/* Nor is it trusted far from the PS counts it saw: one plan
-		 * goes at most to half the fewest or twice the most measured
-		 * (a fit from 8 and 16 PS sent a job to 1 PS, 0.31 of its
-		 * speed, and back). */
-		int lo = 0, hi = 0;
-
-		for (size_t i = 0; i < nobs; i++)
-			if (obs[i].ps > 0 && obs[i].speed > 0) {
-				if (!lo || obs[i].ps < lo)
-					lo = obs[i].ps;
-				if (obs[i].ps > hi)
-					hi = obs[i].ps;
-			}
-		if (lo && (lo + 1) / 2 > pmin)
-			pmin = (lo + 1) / 2;
-		if (hi && 2 * hi < pmax)
-			pmax = 2 * hi;
-	}
-	/* best achievable within the limits, predicted */
-	double best = 0;
-	int bw = cur->worker.count, bp = cur->ps.count;
-
-	for (int w = wmin; w <= wmax; w += unit)
-		for (int ps = pmin; ps <= pmax; ps++) {
-			double f = speed_of(fit, obs, nobs, w, async ? ps : 0);
-
-			if (f > best) {
-				best = f;
-				bw = w;
-				bp = ps;
-			}
-		}
-	if (!(best > 0)) {
+	knee_ps_range(&k);
+	if (!knee_best(&k)) {
 		rv_alg_reason_add(out, "throughput model gives no usable prediction");
 		return 0;
 	}
-	int wcap = fit->max_workers_seen > 0 ? (int)(fit->max_workers_seen * p->max_jump) : wmax;
-
-	wcap = rv_alg_align_down(wcap < wmin ? wmin : wcap, unit);
-	int wfloor = fit->min_workers_seen > 0 ? (int)ceil(fit->min_workers_seen / p->max_jump)
-					       : wmin;
-	struct rv_alg_config c = *cur;
-	double c_cost = INFINITY;
-	int capped = 0, tie = 0;
-
-	for (int w = wmin; w <= wmax; w += unit)
-		for (int ps = pmin; ps <= pmax; ps++) {
-			struct rv_alg_config t = *cur;
-
-			t.worker.count = w;
-			t.ps.count = ps;
-			double f = speed_of(fit, obs, nobs, w, async ? ps : 0) +
-				   reach_slack(obs, nobs, w, async ? ps : 0, bw, bp, p);
-			if (f < p->target_frac * best || !rv_alg_fits_free(lim, cur, &t))
-				continue;
-			if (w > wcap || w < wfloor) {
-				capped = 1;
-				continue;
-			}
-			double cost = config_cost(&t, cur);
-			if (cost < c_cost - 1e-9) {
-				c = t;
-				c_cost = cost;
-			}
-		}
-	if (!isfinite(c_cost)) {
-		/* the knee lies beyond the jump cap (or free capacity): go as far
-		 * as allowed towards it, down to the floor when the best predicted
-		 * count is below the measured range, else up to the cap */
-		if (bw < wfloor) {
-			int w = rv_alg_align_up(wfloor, unit);
-
-			if (w > wmax)
-				w = wmax;
-			c.worker.count = w;
-		} else {
-			for (int w = wcap < wmax ? wcap : wmax; w >= wmin; w -= unit) {
-				struct rv_alg_config t = *cur;
-
-				t.worker.count = w;
-				if (rv_alg_fits_free(lim, cur, &t)) {
-					c = t;
-					break;
-				}
-			}
-		}
-		c_cost = config_cost(&c, cur);
-	}
-	double fcur = speed_of(fit, obs, nobs, cur->worker.count, cur->ps.count);
-	struct rv_alg_config bc = *cur;
-
-	bc.worker.count = bw;
-	bc.ps.count = bp;
-	double best_cost = config_cost(&bc, cur);
-
-	/* Hysteresis: a current configuration already at the knee (within
-	 * p->knee_hold_frac of it and p->knee_hold_cost of its cost) stays, so
-	 * refits do not flip counts by one.  A measured current speed is judged
-	 * with its noise: it misses the knee only when it does so by more than
-	 * p->knee_hold_se standard errors of its mean (noisy jobs otherwise
-	 * creep by one worker per plan on noise alone). */
-	double fcur_hold = fcur +
-			   p->knee_hold_se * mean_se(obs, nobs, cur->worker.count, cur->ps.count);
-	/* Nor far under the knee's own speed: with few workers one step
-	 * moves the speed by more than the band, and a count inside the
-	 * band of the line can sit far below a knee well above it (3 of at
-	 * most 4 all-reduce workers at 88% of the best held, 0.88 of the
-	 * knee's speed).  Near the line the knee lies at most about a band
-	 * above it, so a count within two bands of the knee still holds. */
-	double bar = (p->target_frac - p->knee_hold_frac) * best;
-	double fc_knee = speed_of(fit, obs, nobs, c.worker.count, async ? c.ps.count : 0);
-
-	if (isfinite(c_cost) && fc_knee - 2 * p->knee_hold_frac * best > bar)
-		bar = fc_knee - 2 * p->knee_hold_frac * best;
-	/* Nor a count the model predicts under knee_hold_share of a larger
-	 * knee not measured yet: 41 of at most 48 near-linear workers under
-	 * 20% noise held at 85% of the best predicted, the knee at 90%, and
-	 * ran at 0.93 of the oracle's speed on every seed.  A measured knee is
-	 * left to the data (the model and the measured knee otherwise took
-	 * turns: 27 -> 30 -> 27 workers, a plan each). */
-	double pc = rv_alg_fit_predict(fit, c.worker.count, async ? c.ps.count : 0);
-	double pcur = rv_alg_fit_predict(fit, cur->worker.count, async ? cur->ps.count : 0);
-	bool short_of_knee = c.worker.count > cur->worker.count && pc > 0 &&
-			     pcur < p->knee_hold_share * pc &&
-			     rv_alg_obs_count(obs, nobs, c.worker.count, c.ps.count, 2) < 2;
-
-	if (isfinite(c_cost) && cur->worker.count >= wmin && cur->worker.count <= wmax &&
-	    fcur_hold >= bar && config_cost(cur, cur) <= p->knee_hold_cost * c_cost &&
-	    !short_of_knee && rv_alg_fits_free(lim, cur, cur))
-		c = *cur;
-	/* Near the line, the cheaper of two neighbours: when the model moves
-	 * to an unmeasured count whose last worker buys less than
-	 * p->knee_tie_gain relative speed, and the count below it is predicted
-	 * short of the line by no more than the fit's uncertainty (its
-	 * relative error or the noise of the observations, the larger), the
-	 * model cannot tell which of the two reaches the line: the cheaper
-	 * one is taken: a worker that buys so little adds more resources
-	 * (one in 20-25) than the speed it may add, while a count one short
-	 * of the line loses as little.  Only between unmeasured counts: once
-	 * measured, the model and the hold judge them (26 and 27 workers
-	 * predicted 89.9% and 91.7% of the best: 27 held 1.10x the oracle's
-	 * resources, 26 was the oracle's count). */
-	if (c.worker.count != cur->worker.count && p->knee_tie_gain > 0 &&
-	    c.worker.count - unit >= wmin && c.worker.count - unit >= wfloor &&
-	    rv_alg_obs_count(obs, nobs, c.worker.count, c.ps.count, 2) < 2 &&
-	    rv_alg_obs_count(obs, nobs, c.worker.count - unit, c.ps.count, 2) < 2) {
-		struct rv_alg_config t = c;
-		double tol = fit_tolerance(fit, obs, nobs);
-		t.worker.count -= unit;
-		double fc = rv_alg_fit_predict(fit, c.worker.count, async ? c.ps.count : 0);
-		double fl = rv_alg_fit_predict(fit, t.worker.count, async ? t.ps.count : 0);
-
-		if (fl > 0 && fl >= (p->target_frac - tol) * best &&
-		    (fc / fl - 1) / unit < p->knee_tie_gain && rv_alg_fits_free(lim, cur, &t)) {
-			c = t;
-			c_cost = config_cost(&c, cur);
-			tie = 1;
-		}
-	}
-	/* Likewise fewer PS beyond the data: when the model moves to a PS
-	 * count above every measured one (it extrapolates the PS term, and
-	 * a fit that cannot see the per-PS overhead, t3 = 0, has more PS
-	 * only ever help), whose PS beyond a smaller count buy less than
-	 * p->knee_tie_gain relative speed each, and that smaller count (not
-	 * measured at this worker count) is predicted short of the line by
-	 * no more than the fit's uncertainty, the model cannot tell which
-	 * reaches it: the fewer PS, each of which holds its own memory and
-	 * rounding (a fit from 1 and 2 PS sent 3 workers to 4 PS for 3%
-	 * predicted speed, 1.13x the oracle's resources; its 1 PS ran as
-	 * fast). */
-	int ps_hi = 0;
-
-	for (size_t i = 0; i < nobs; i++)
-		if (obs[i].speed > 0 && obs[i].ps > ps_hi)
-			ps_hi = obs[i].ps;
-	if (async && c.ps.count != cur->ps.count && c.ps.count > ps_hi && c.ps.count > pmin &&
-	    p->knee_tie_gain > 0 &&
-	    rv_alg_obs_count(obs, nobs, c.worker.count, c.ps.count, 2) < 2) {
-		double tol = fit_tolerance(fit, obs, nobs);
-		double fc = rv_alg_fit_predict(fit, c.worker.count, c.ps.count);
-
-		for (int ps = pmin; ps < c.ps.count; ps++) {
-			struct rv_alg_config t = c;
-
-			t.ps.count = ps;
-			double fl = rv_alg_fit_predict(fit, c.worker.count, ps);
-
-			if (rv_alg_obs_count(obs, nobs, c.worker.count, ps, 2) < 2 && fl > 0 &&
-			    fl >= (p->target_frac - tol) * best &&
-			    (fc / fl - 1) / (c.ps.count - ps) < p->knee_tie_gain &&
-			    rv_alg_fits_free(lim, cur, &t)) {
-				c = t;
-				c_cost = config_cost(&c, cur);
-				tie = 2;
-				break;
-			}
-		}
-	}
-	/* The data must bracket the knee: a knee at the largest measured
-	 * count, with growth to it still paying and a better configuration
-	 * predicted beyond it, rests on extrapolation; measure one geometric
-	 * step above first. */
-	if (c.worker.count == cur->worker.count && c.ps.count == cur->ps.count &&
-	    cur->worker.count == fit->max_workers_seen && bw > cur->worker.count &&
-	    cur->worker.count < wmax) {
-		int w = cur->worker.count, lower = 0;
-
-		for (size_t i = 0; i < nobs; i++)
-			if (obs[i].ps == cur->ps.count && obs[i].speed > 0 && obs[i].workers < w &&
-			    obs[i].workers > lower)
-				lower = obs[i].workers;
-		double s_lo = lower ? mean_speed(obs, nobs, lower, cur->ps.count) : 0;
-		double s_w = mean_speed(obs, nobs, w, cur->ps.count);
-
-		if (s_lo > 0 && s_w > 0 && (s_w / s_lo - 1) / (w - lower) >= p->min_gain) {
-			int up = rv_alg_align_up((int)ceil(w * p->explore_factor - 1e-9), unit);
-
-			if (up > wmax)
-				up = wmax;
-			for (; up > w; up -= unit) {
-				struct rv_alg_config t = *cur;
-
-				t.worker.count = up;
-				if (rv_alg_fits_free(lim, cur, &t))
-					break;
-			}
-			if (up > w) {
-				out->cfg = *cur;
-				out->cfg.worker.count = up;
-				out->predicted_speed = speed_of(fit, obs, nobs, up, cur->ps.count);
-				out->fit_r2 = fit->r2;
-				out->fit_configs = fit->n_configs;
-				out->changed = true;
-				out->algorithm = "explore";
-				rv_alg_reason_add(
-					out,
-					"the knee is at the largest measured count (%d "
-					"workers) and growth to it paid; measuring %d before "
-					"trusting the model beyond its data",
-					w, up);
-				return 0;
-			}
-		}
-	}
-	out->cfg = c;
-	out->predicted_speed = speed_of(fit, obs, nobs, c.worker.count, c.ps.count);
-	out->fit_r2 = fit->r2;
-	out->fit_configs = fit->n_configs;
-	if (c.worker.count == cur->worker.count && c.ps.count == cur->ps.count) {
-		rv_alg_reason_add(
-			out,
-			"throughput model: %d workers%s reach %.0f%% of the best "
-			"predicted speed (%d workers) at the least CPU; fit r2=%.2f from %d "
-			"configs",
-			c.worker.count, async ? " and current PS" : "",
-			100 * out->predicted_speed / best, bw, fit->r2, fit->n_configs);
-		return 0;
-	}
-	out->changed = true;
-	out->algorithm = "worker_count_model";
-	const char *note = capped     ? "; step capped at the measured range"
-			   : tie == 1 ? "; one worker fewer: within the fit's uncertainty of the "
-					"line, the next buys little"
-			   : tie == 2 ? "; fewer PS: within the fit's uncertainty of the line, "
-					"the PS beyond buy little"
-				      : "";
-
-	if (async)
-		rv_alg_reason_add(
-			out,
-			"throughput model predicts %+.0f%% samples/s with %d workers "
-			"and %d PS (%.0f%% of the best predicted, %d workers and %d PS, at "
-			"%.0f%% of its CPU)%s; fit r2=%.2f from %d configs",
-			pct(out->predicted_speed, fcur), c.worker.count, c.ps.count,
-			100 * out->predicted_speed / best, bw, bp, 100 * c_cost / best_cost, note,
-			fit->r2, fit->n_configs);
-	else
-		rv_alg_reason_add(
-			out,
-			"throughput model predicts %+.0f%% samples/s with %d workers "
-			"(%.0f%% of the best predicted, %d workers)%s; fit r2=%.2f from %d "
-			"configs",
-			pct(out->predicted_speed, fcur), c.worker.count,
-			100 * out->predicted_speed / best, bw, note, fit->r2, fit->n_configs);
+	knee_jump_range(&k);
+	for (size_t i = 0; i < sizeof(knee_rules) / sizeof(knee_rules[0]); i++)
+		if (knee_rules[i].apply(&k, out))
+			return 0;
+	knee_decide(&k, out);
 	return 0;
 }
 
