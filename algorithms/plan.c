@@ -319,304 +319,459 @@ static bool settle_measured(const struct rv_alg_job_state *st, const struct rv_a
 	return true;
 }
 
+/*
+ * The worker and PS counts of a running plan (plan_counts): a fit, the
+ * model's choice or exploration, then the guards and the PS-count rules,
+ * each a function below, in the order of count_guards[] and count_rules[].
+ * Why each exists, with the jobs that showed it: algorithms/DESIGN-LOG.md,
+ * "Counts".
+ */
+struct counts {
+	const struct rv_alg_job_state *st;
+	const struct rv_alg_params *p;
+	struct rv_alg_config *cfg; /* the plan's counts, written when one is taken */
+	struct rv_alg_decision *out;
+	enum lead_rank *rank;
+	const char **lead;
+	struct rv_alg_fit fit;
+	struct rv_alg_decision part; /* the model's choice or exploration's */
+	int rc;                      /* of the fit, then of the choice */
+	bool spent, trusted;
+};
+
+/* What a rule says: not mine (next), taken (the guards end), or the counts
+ * are decided (done). */
+enum count_step { COUNT_NEXT, COUNT_TAKEN, COUNT_DONE };
+
+static bool part_explores(const struct counts *c)
+{
+	return c->part.changed && c->part.algorithm && !strcmp(c->part.algorithm, "explore");
+}
+
+/* COUNT_TRUST: fit, and whether the fit is trusted: by its own measures, or
+ * with an error no larger than 1.5 x the noise of the observations (as good
+ * as the data allows); not when it explains the speeds no better than their
+ * noise (rv_alg_fit_explains), where a PS job measured at two PS counts
+ * returns to the best measured instead of exploring again. */
+static enum count_step count_trust(struct counts *c)
+{
+	const struct rv_alg_job_state *st = c->st;
+	const struct rv_alg_params *p = c->p;
+	enum rv_alg_model model = st->strategy == RV_ALG_PS ? RV_ALG_MODEL_ASYNC
+							    : RV_ALG_MODEL_SYNC;
+
+	c->rc = rv_alg_fit_speed(model, st->speed, st->n_speed, &c->fit);
+	c->spent = explore_spent(st, p);
+	c->trusted = c->rc == 0 &&
+		     (rv_alg_fit_trusted(&c->fit, p) ||
+		      (c->fit.n_configs >= p->min_fit_configs &&
+		       c->fit.rel_rmse <= 1.5 * rv_alg_speed_noise(st->speed, st->n_speed)));
+	double evidence = 0;
+
+	if (!c->trusted || rv_alg_fit_explains(&c->fit, st->speed, st->n_speed, p, &evidence))
+		return COUNT_NEXT;
+	rv_alg_reason_add(c->out,
+			  "the fit (r2=%.2f from %d configs) does not explain the speeds "
+			  "beyond their noise (F=%.1f < %.1f)",
+			  c->fit.r2, c->fit.n_configs, evidence, p->fit_evidence_f);
+	if (st->strategy == RV_ALG_PS && c->fit.n_ps_values > 1) {
+		return_to_best(st, p, c->cfg, c->out, c->rank, c->lead);
+		return COUNT_DONE;
+	}
+	c->trusted = false;
+	return COUNT_NEXT;
+}
+
+/* GUARD_MODEL_GUESS: a move the model cannot predict (model_guess) is
+ * exploration's step while the budget lasts. */
+static enum count_step guard_model_guess(struct counts *c)
+{
+	if (!model_guess(&c->fit, c->st, &c->part, c->p) || c->spent)
+		return COUNT_NEXT;
+	c->rc = rv_alg_explore(c->st->speed, c->st->n_speed, &c->st->lim, &c->st->cur, c->p,
+			       &c->part);
+	return COUNT_TAKEN;
+}
+
+/* GUARD_SPENT: with the budget spent, an exploration step beyond the data
+ * only settles on counts measured already, and never from counts the
+ * model chose. */
+static enum count_step guard_spent(struct counts *c)
+{
+	if (!c->spent || !part_explores(c))
+		return COUNT_NEXT;
+	if (c->st->model_counts || !settle_measured(c->st, c->p, &c->part)) {
+		keep_spent(c->st, c->p, c->out);
+		return COUNT_DONE;
+	}
+	return COUNT_TAKEN;
+}
+
+/* GUARD_MODEL_EDGE: counts the model chose are not measured a step beyond:
+ * the model already went beyond its data to them. */
+static enum count_step guard_model_edge(struct counts *c)
+{
+	if (!c->st->model_counts || !part_explores(c))
+		return COUNT_NEXT;
+	rv_alg_reason_add(c->out,
+			  "counts kept: the throughput model chose them; not measuring %d "
+			  "beyond them",
+			  c->part.cfg.worker.count);
+	return COUNT_DONE;
+}
+
+/* GUARD_SINGLE_COUNT: see single_count_move. */
+static enum count_step guard_single_count(struct counts *c)
+{
+	const struct rv_alg_job_state *st = c->st;
+
+	if (!single_count_move(&c->fit, st, &c->part, c->p))
+		return COUNT_NEXT;
+	rv_alg_reason_add(c->out,
+			  "counts kept: %d PS measured at %d workers only, and the model's "
+			  "%+.0f%% for %d workers may not reach the line within its uncertainty",
+			  st->cur.ps.count, st->cur.worker.count, move_pct(st, &c->part),
+			  c->part.cfg.worker.count);
+	return COUNT_DONE;
+}
+
+/* GUARD_NOISE_LEVEL: see noise_level_move. */
+static enum count_step guard_noise_level(struct counts *c)
+{
+	if (!noise_level_move(&c->fit, c->st, &c->part, c->p))
+		return COUNT_NEXT;
+	rv_alg_reason_add(c->out,
+			  "counts kept: the fit (r2=%.2f from %d configs) is no better than the "
+			  "noise, and its %+.0f%% for %d workers is within its uncertainty",
+			  c->fit.r2, c->fit.n_configs, move_pct(c->st, &c->part),
+			  c->part.cfg.worker.count);
+	return COUNT_DONE;
+}
+
+/* GUARD_CONFIDENCE: a move that is not confident (move_confident) ends
+ * exploration at the best measured. */
+static enum count_step guard_confidence(struct counts *c)
+{
+	if (move_confident(&c->fit, c->st, &c->part, c->p, c->out))
+		return COUNT_NEXT;
+	return_to_best(c->st, c->p, c->cfg, c->out, c->rank, c->lead);
+	return COUNT_DONE;
+}
+
+/* The guards over the model's choice, in order: the first that is not
+ * COUNT_NEXT ends them. */
+static const struct count_guard {
+	enum count_guard_id {
+		GUARD_MODEL_GUESS,
+		GUARD_SPENT,
+		GUARD_MODEL_EDGE,
+		GUARD_SINGLE_COUNT,
+		GUARD_NOISE_LEVEL,
+		GUARD_CONFIDENCE,
+	} id;
+	enum count_step (*apply)(struct counts *c);
+} count_guards[] = {
+	{ GUARD_MODEL_GUESS, guard_model_guess }, { GUARD_SPENT, guard_spent },
+	{ GUARD_MODEL_EDGE, guard_model_edge },   { GUARD_SINGLE_COUNT, guard_single_count },
+	{ GUARD_NOISE_LEVEL, guard_noise_level }, { GUARD_CONFIDENCE, guard_confidence },
+};
+
+/* The model's choice from a trusted fit.  The data overrules the model:
+ * never below the largest measured count too slow against the best
+ * measured, except the count running now when its mean is within the hold
+ * band of the line (the hold judges it then). */
+static enum count_step count_model(struct counts *c)
+{
+	const struct rv_alg_job_state *st = c->st;
+	struct rv_alg_limits lim = st->lim;
+	int too_slow = rv_alg_measured_too_slow(st->speed, st->n_speed, st->cur.ps.count, c->p);
+
+	if (too_slow == st->cur.worker.count &&
+	    rv_alg_measured_near_line(st->speed, st->n_speed, too_slow, st->cur.ps.count, c->p))
+		too_slow = 0;
+	if (too_slow + 1 > lim.min_workers)
+		lim.min_workers = too_slow + 1;
+	if (lim.max_workers > 0 && lim.min_workers > lim.max_workers)
+		lim.min_workers = lim.max_workers;
+	c->rc = rv_alg_choose_workers_obs(&c->fit, st->speed, st->n_speed, &lim, &st->cur, c->p,
+					  &c->part);
+	for (size_t i = 0; c->rc == 0 && i < sizeof(count_guards) / sizeof(count_guards[0]); i++) {
+		enum count_step s = count_guards[i].apply(c);
+
+		if (s != COUNT_NEXT)
+			return s == COUNT_DONE ? COUNT_DONE : COUNT_NEXT;
+	}
+	return COUNT_NEXT;
+}
+
+/* COUNT_CHOOSE: the model's choice from a trusted fit; counts the model
+ * chose stay when a refit lost its trust (noise); else exploration, or
+ * once the budget is spent only a settle on counts measured already. */
+static enum count_step count_choose(struct counts *c)
+{
+	const struct rv_alg_job_state *st = c->st;
+
+	if (c->trusted)
+		return count_model(c);
+	if (st->model_counts && c->rc == 0) {
+		rv_alg_reason_add(c->out,
+				  "counts kept: the throughput model chose them, and its refit "
+				  "(r2=%.2f from %d configs) is not trusted to move them",
+				  c->fit.r2, c->fit.n_configs);
+		return COUNT_DONE;
+	}
+	c->rc = c->spent ? rv_alg_settle_measured(st->speed, st->n_speed, &st->lim, &st->cur, c->p,
+						  &c->part)
+			 : rv_alg_explore(st->speed, st->n_speed, &st->lim, &st->cur, c->p,
+					  &c->part);
+	if (c->rc == 0 && c->spent && !c->part.changed) {
+		keep_spent(st, c->p, c->out);
+		return COUNT_DONE;
+	}
+	return COUNT_NEXT;
+}
+
+/* COUNT_FAILED: no choice could be made (an error): the counts stay. */
+static enum count_step count_failed(struct counts *c)
+{
+	return c->rc < 0 ? COUNT_DONE : COUNT_NEXT;
+}
+
+/* Takes workers w and PS pn for the plan, as an exploration (no predicted
+ * speed) with the fit's figures. */
+static void counts_explore_ps(struct counts *c, int w, int pn)
+{
+	c->cfg->worker.count = w;
+	c->cfg->ps.count = pn;
+	c->out->predicted_speed = 0;
+	c->out->fit_r2 = c->fit.r2;
+	c->out->fit_configs = c->fit.n_configs;
+}
+
+/* COUNT_THIRD_PS: the exploration step that would measure a third worker
+ * count of a quiet PS job (noise within min_gain) at one PS count moves
+ * the PS count too: at one PS count w/f is linear in w, and a third count
+ * there adds no term the model can separate, one at another PS count does. */
+static enum count_step count_third_ps(struct counts *c)
+{
+	const struct rv_alg_job_state *st = c->st;
+
+	if (c->spent || c->trusted || !c->part.changed || st->strategy != RV_ALG_PS ||
+	    st->cur.ps.count <= 0 || c->part.cfg.worker.count == st->cur.worker.count ||
+	    ps_measured_workers(st) != 2 ||
+	    !(rv_alg_speed_noise(st->speed, st->n_speed) <= c->p->min_gain))
+		return COUNT_NEXT;
+	int pn = ps_step(st);
+	struct rv_alg_config trial = st->cur;
+
+	trial.worker.count = c->part.cfg.worker.count;
+	trial.ps.count = pn;
+	if (pn == st->cur.ps.count || !rv_alg_fits_free(&st->lim, &st->cur, &trial))
+		return COUNT_NEXT;
+	counts_explore_ps(c, trial.worker.count, pn);
+	rv_alg_reason_add(c->out, "%s", c->part.reason);
+	rv_alg_reason_add(c->out,
+			  "with %d -> %d PS: a third worker count at one PS count cannot tell "
+			  "transfer from per-PS overhead",
+			  st->cur.ps.count, pn);
+	take_lead(c->rank, c->lead, LEAD_COUNT, "explore");
+	return COUNT_DONE;
+}
+
+/* COUNT_PS_ONE: a PS job measured at one PS count only cannot tell the
+ * transfer term (many PS pay) from the per-PS overhead (few pay): measure
+ * another PS count (fewer first, more at the minimum) with the workers the
+ * model chose, one plan for both. */
+static enum count_step count_ps_one(struct counts *c)
+{
+	const struct rv_alg_job_state *st = c->st;
+
+	if (c->spent || !c->trusted || st->strategy != RV_ALG_PS || c->fit.n_ps_values != 1 ||
+	    st->cur.ps.count <= 0)
+		return COUNT_NEXT;
+	int p0 = st->cur.ps.count, pn = ps_step(st);
+	struct rv_alg_config trial = st->cur;
+
+	trial.worker.count = c->part.cfg.worker.count;
+	trial.ps.count = pn;
+	if (pn == p0 || !rv_alg_fits_free(&st->lim, &st->cur, &trial))
+		return COUNT_NEXT;
+	counts_explore_ps(c, trial.worker.count, pn);
+	if (c->part.changed)
+		rv_alg_reason_add(c->out, "%s", c->part.reason);
+	rv_alg_reason_add(c->out,
+			  "exploring the PS count: %d -> %d PS (measured at one PS count only, "
+			  "the model cannot tell transfer from per-PS overhead)",
+			  p0, pn);
+	take_lead(c->rank, c->lead, LEAD_COUNT, "explore");
+	return COUNT_DONE;
+}
+
+/* The model's PS count against the measured ones, for COUNT_PS_EDGE. */
+struct ps_edge {
+	int lo, hi;     /* the measured PS counts' range */
+	int pc, wc, pn; /* the model's PS and workers; the step beyond pc */
+	int edge, from; /* the edge measured PS count, and its nearest measured */
+	double gain;    /* predicted for pc -> pn */
+	double paid;    /* predicted for from -> edge; 0 within the noise */
+};
+
+static void ps_edge_read(const struct counts *c, struct ps_edge *e)
+{
+	const struct rv_alg_job_state *st = c->st;
+
+	e->lo = INT32_MAX;
+	e->hi = 0;
+	for (size_t i = 0; i < st->n_speed; i++) {
+		if (st->speed[i].ps > 0 && st->speed[i].ps < e->lo)
+			e->lo = st->speed[i].ps;
+		if (st->speed[i].ps > e->hi)
+			e->hi = st->speed[i].ps;
+	}
+	e->pc = c->part.cfg.ps.count;
+	e->wc = c->part.cfg.worker.count;
+	e->pn = e->pc;
+	int pmin = st->lim.min_ps > 0 ? st->lim.min_ps : 1;
+	int pmax = st->lim.max_ps > 0 ? st->lim.max_ps : e->pc;
+	if (e->pc <= e->lo && e->pc > pmin)
+		e->pn = e->pc / 2 > pmin ? e->pc / 2 : pmin;
+	else if (e->pc >= e->hi && e->pc < pmax)
+		e->pn = 2 * e->pc < pmax ? 2 * e->pc : pmax;
+	e->gain = e->pn != e->pc ? rv_alg_fit_predict(&c->fit, e->wc, e->pn) /
+						   rv_alg_fit_predict(&c->fit, e->wc, e->pc) -
+					   1
+				 : 0;
+	e->edge = e->pc <= e->lo ? e->lo : e->hi;
+	e->from = e->edge;
+	for (size_t i = 0; i < st->n_speed; i++) {
+		int q = st->speed[i].ps;
+		if (q > 0 && q != e->edge &&
+		    (e->from == e->edge || abs(q - e->edge) < abs(e->from - e->edge)))
+			e->from = q;
+	}
+	e->paid = e->from != e->edge ? rv_alg_fit_predict(&c->fit, e->wc, e->edge) /
+						       rv_alg_fit_predict(&c->fit, e->wc, e->from) -
+					       1
+				     : 0;
+	if (e->from != e->edge && e->paid > 0 &&
+	    e->paid < 2 * ps_step_se(st, e->from, e->edge,
+				     rv_alg_speed_noise(st->speed, st->n_speed)))
+		e->paid = 0;
+}
+
+static bool ps_measured(const struct rv_alg_job_state *st, int ps)
+{
+	bool measured = false;
+
+	for (size_t i = 0; i < st->n_speed && !measured; i++)
+		measured = st->speed[i].ps == ps;
+	return measured;
+}
+
+/* The PS count running now kept against the model's beyond the data: the
+ * workers are chosen again at the kept count, where the hold judges the
+ * current workers (the model's workers go with its PS count). */
+static void ps_edge_keep(struct counts *c, const struct ps_edge *e)
+{
+	const struct rv_alg_job_state *st = c->st;
+
+	if (!ps_measured(st, st->cur.ps.count))
+		return;
+	rv_alg_reason_add(c->out,
+			  "PS count kept at %d: the model's %d lies beyond the measured ones, "
+			  "and %d -> %d PS measured %+.0f%%",
+			  st->cur.ps.count, e->pc, e->from, e->edge, 100 * e->paid);
+	struct rv_alg_limits klim = st->lim;
+	struct rv_alg_decision kept;
+
+	klim.min_ps = klim.max_ps = st->cur.ps.count;
+	if (rv_alg_choose_workers_obs(&c->fit, st->speed, st->n_speed, &klim, &st->cur, c->p,
+				      &kept) == 0) {
+		c->part.cfg.worker.count = kept.cfg.worker.count;
+		c->part.predicted_speed = kept.predicted_speed;
+	}
+	c->part.cfg.ps.count = st->cur.ps.count;
+	c->part.changed = c->part.cfg.worker.count != st->cur.worker.count;
+}
+
+/* COUNT_PS_EDGE: the model's PS count at or beyond the edge of the measured
+ * ones is measured a step further, kept, or taken (rv_alg_ps_edge_step):
+ * the model is not trusted beyond its data, and a direction whose last
+ * measured step paid beyond the noise is followed one step further. */
+static enum count_step count_ps_edge(struct counts *c)
+{
+	const struct rv_alg_job_state *st = c->st;
+	struct ps_edge e;
+
+	if (!c->trusted || st->strategy != RV_ALG_PS || c->fit.n_ps_values < 2 ||
+	    c->part.cfg.ps.count <= 0)
+		return COUNT_NEXT;
+	ps_edge_read(c, &e);
+	bool measured = ps_measured(st, e.pn);
+	struct rv_alg_config trial = st->cur;
+	trial.worker.count = e.wc;
+	trial.ps.count = e.pn;
+	int edge_step = rv_alg_ps_edge_step(e.pc, e.lo, e.hi, st->cur.ps.count, e.gain, e.paid,
+					    c->p->min_gain);
+	if (!c->spent && e.pn != e.pc && !measured && edge_step > 0 &&
+	    rv_alg_fits_free(&st->lim, &st->cur, &trial)) {
+		counts_explore_ps(c, e.wc, e.pn);
+		rv_alg_reason_add(c->out,
+				  "exploring the PS count beyond the measured ones: %d -> %d PS "
+				  "with %d workers (the model predicts %+.0f%%, but not from data "
+				  "at %d PS; %d -> %d PS measured %+.0f%%)",
+				  st->cur.ps.count, e.pn, e.wc, 100 * e.gain, e.pn, e.from, e.edge,
+				  100 * e.paid);
+		take_lead(c->rank, c->lead, LEAD_COUNT, "explore");
+		return COUNT_DONE;
+	}
+	if (edge_step < 0)
+		ps_edge_keep(c, &e);
+	return COUNT_NEXT;
+}
+
+/* The stages of plan_counts, in order; the first that says COUNT_DONE has
+ * decided the counts (or kept them). */
+static const struct count_rule {
+	enum count_rule_id {
+		COUNT_TRUST,
+		COUNT_CHOOSE,
+		COUNT_FAILED,
+		COUNT_THIRD_PS,
+		COUNT_PS_ONE,
+		COUNT_PS_EDGE,
+	} id;
+	enum count_step (*apply)(struct counts *c);
+} count_rules[] = {
+	{ COUNT_TRUST, count_trust },   { COUNT_CHOOSE, count_choose },
+	{ COUNT_FAILED, count_failed }, { COUNT_THIRD_PS, count_third_ps },
+	{ COUNT_PS_ONE, count_ps_one }, { COUNT_PS_EDGE, count_ps_edge },
+};
+
 static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
 			struct rv_alg_config *cfg, struct rv_alg_decision *out,
 			enum lead_rank *rank, const char **lead)
 {
-	enum rv_alg_model model = st->strategy == RV_ALG_PS ? RV_ALG_MODEL_ASYNC
-							   : RV_ALG_MODEL_SYNC;
-	struct rv_alg_fit fit;
-	struct rv_alg_decision part;
-	int rc = rv_alg_fit_speed(model, st->speed, st->n_speed, &fit);
-	bool spent = explore_spent(st, p);
+	struct counts c = {
+		.st = st,
+		.p = p,
+		.cfg = cfg,
+		.out = out,
+		.rank = rank,
+		.lead = lead,
+	};
 
-	/* A fit whose error is no larger than the noise of the observations
-	 * themselves (1.5 x the pooled spread of repeated measurements) is as
-	 * good as the data allows: trusted too, so a noisy job does not fall
-	 * back to exploring on measured means. */
-	bool trusted = rc == 0 &&
-		       (rv_alg_fit_trusted(&fit, p) ||
-			(fit.n_configs >= p->min_fit_configs &&
-			 fit.rel_rmse <= 1.5 * rv_alg_speed_noise(st->speed, st->n_speed)));
-	/* Nor a fit that does not explain the speeds beyond their noise: it
-	 * is no evidence for a move, whatever its r2 says (under 25-30% noise
-	 * fits of r2 0.3 or less moved counts on noise alone). */
-	double evidence = 0;
-
-	if (trusted && !rv_alg_fit_explains(&fit, st->speed, st->n_speed, p, &evidence)) {
-		rv_alg_reason_add(out,
-				  "the fit (r2=%.2f from %d configs) does not explain the speeds "
-				  "beyond their noise (F=%.1f < %.1f)",
-				  fit.r2, fit.n_configs, evidence, p->fit_evidence_f);
-		/* A PS job measured at two PS counts or more would start its
-		 * exploration over at whatever PS count it runs (13 plans of
-		 * bisection): exploration ends there, at the best measured. */
-		if (st->strategy == RV_ALG_PS && fit.n_ps_values > 1) {
-			return_to_best(st, p, cfg, out, rank, lead);
+	for (size_t i = 0; i < sizeof(count_rules) / sizeof(count_rules[0]); i++)
+		if (count_rules[i].apply(&c) == COUNT_DONE)
 			return;
-		}
-		trusted = false;
-	}
-
-	if (trusted) {
-		/* The data overrules the model: never below the largest measured
-		 * count that missed the knee (too slow against the best measured). */
-		struct rv_alg_limits lim = st->lim;
-		int too_slow =
-			rv_alg_measured_too_slow(st->speed, st->n_speed, st->cur.ps.count, p);
-
-		/* Except the count running now when its measured mean is
-		 * within the hold band of the line (knee_hold_frac): whether
-		 * it stays is the hold's to judge, as for a count the model
-		 * picked; a plan for one more worker bought 2-5% (17 workers
-		 * at 0.884 of the best measured, 0.98 of the oracle's speed,
-		 * went to 18 a plan later). */
-		if (too_slow == st->cur.worker.count &&
-		    rv_alg_measured_near_line(st->speed, st->n_speed, too_slow, st->cur.ps.count,
-					      p))
-			too_slow = 0;
-		if (too_slow + 1 > lim.min_workers)
-			lim.min_workers = too_slow + 1;
-		if (lim.max_workers > 0 && lim.min_workers > lim.max_workers)
-			lim.min_workers = lim.max_workers;
-		rc = rv_alg_choose_workers_obs(&fit, st->speed, st->n_speed, &lim, &st->cur, p,
-					       &part);
-		if (rc == 0 && model_guess(&fit, st, &part, p) && !spent)
-			rc = rv_alg_explore(st->speed, st->n_speed, &st->lim, &st->cur, p, &part);
-		else if (rc == 0 && spent && part.changed && part.algorithm &&
-			 !strcmp(part.algorithm, "explore")) {
-			if (st->model_counts || !settle_measured(st, p, &part)) {
-				keep_spent(st, p, out);
-				return;
-			}
-		} else if (rc == 0 && st->model_counts && part.changed && part.algorithm &&
-			   !strcmp(part.algorithm, "explore")) {
-			/* The model chose the counts running now, at the edge of
-			 * its data; measuring a step beyond them came back (13 ->
-			 * 16 -> 13 workers, 21 -> 24 -> 21): they stay. */
-			rv_alg_reason_add(out,
-					  "counts kept: the throughput model chose them; not "
-					  "measuring %d beyond them",
-					  part.cfg.worker.count);
-			return;
-		} else if (rc == 0 && single_count_move(&fit, st, &part, p)) {
-			rv_alg_reason_add(out,
-					  "counts kept: %d PS measured at %d workers only, and the "
-					  "model's %+.0f%% for %d workers may not reach the line "
-					  "within its uncertainty",
-					  st->cur.ps.count, st->cur.worker.count,
-					  move_pct(st, &part), part.cfg.worker.count);
-			return;
-		} else if (rc == 0 && noise_level_move(&fit, st, &part, p)) {
-			rv_alg_reason_add(out,
-					  "counts kept: the fit (r2=%.2f from %d configs) is no "
-					  "better than the noise, and its %+.0f%% for %d workers "
-					  "is within its uncertainty",
-					  fit.r2, fit.n_configs, move_pct(st, &part),
-					  part.cfg.worker.count);
-			return;
-		} else if (rc == 0 && !move_confident(&fit, st, &part, p, out)) {
-			return_to_best(st, p, cfg, out, rank, lead);
-			return;
-		}
-	} else if (st->model_counts && rc == 0) {
-		/* The model chose the counts running now; a refit that lost
-		 * its trust on the speeds measured there (noise) does not send
-		 * the job back to exploring: under 20% noise that went 25 ->
-		 * 21 -> 14 -> 9 -> 26 -> 32 -> 26 workers, a plan each. */
-		rv_alg_reason_add(out,
-				  "counts kept: the throughput model chose them, and its refit "
-				  "(r2=%.2f from %d configs) is not trusted to move them",
-				  fit.r2, fit.n_configs);
-		return;
-	} else {
-		/* Spent: only a move to counts measured already (settling at
-		 * the measured knee), none that measures new counts. */
-		rc = spent ? rv_alg_settle_measured(st->speed, st->n_speed, &st->lim, &st->cur, p,
-						    &part)
-			   : rv_alg_explore(st->speed, st->n_speed, &st->lim, &st->cur, p, &part);
-		if (rc == 0 && spent && !part.changed) {
-			keep_spent(st, p, out);
-			return;
-		}
-	}
-	if (rc < 0)
-		return;
-	/* The exploration step that measures the third config of a PS job
-	 * measured at one PS count moves the PS count too: at one PS count the
-	 * speed is linear in w (w/f = t0 + t3 p + (t1/p + t2) w), so a third
-	 * worker count there adds no term the model can separate, while one at
-	 * another PS count does.  The next plan then chooses over both PS
-	 * counts, instead of first settling the workers, then measuring the
-	 * other PS count, then returning (a plan each).  Only when a speed is
-	 * measured to within min_gain (the pooled noise per observation): the
-	 * fit then has no spare degree of freedom to average noise out, and a
-	 * job with 26% speed noise settled at half its PS on it (0.82 of the
-	 * oracle's speed). */
-	if (!spent && !trusted && part.changed && st->strategy == RV_ALG_PS &&
-	    st->cur.ps.count > 0 && part.cfg.worker.count != st->cur.worker.count &&
-	    ps_measured_workers(st) == 2 &&
-	    rv_alg_speed_noise(st->speed, st->n_speed) <= p->min_gain) {
-		int pn = ps_step(st);
-		struct rv_alg_config trial = st->cur;
-
-		trial.worker.count = part.cfg.worker.count;
-		trial.ps.count = pn;
-		if (pn != st->cur.ps.count && rv_alg_fits_free(&st->lim, &st->cur, &trial)) {
-			cfg->worker.count = trial.worker.count;
-			cfg->ps.count = pn;
-			out->predicted_speed = 0;
-			out->fit_r2 = fit.r2;
-			out->fit_configs = fit.n_configs;
-			rv_alg_reason_add(out, "%s", part.reason);
-			rv_alg_reason_add(out,
-					  "with %d -> %d PS: a third worker count at one PS "
-					  "count cannot tell transfer from per-PS overhead",
-					  st->cur.ps.count, pn);
-			take_lead(rank, lead, LEAD_COUNT, "explore");
-			return;
-		}
-	}
-	/* PS jobs measured at one PS count only: the model cannot tell the
-	 * transfer term (t1 w/p, many PS pay) from the per-PS overhead (t3 p,
-	 * few pay), so it keeps the count it was given whatever it is.  Once
-	 * the workers hold, measure another PS count: fewer first (cheaper),
-	 * more when at the minimum; the fit then chooses over both. */
-	if (!spent && trusted && st->strategy == RV_ALG_PS && fit.n_ps_values == 1 &&
-	    st->cur.ps.count > 0) {
-		int p0 = st->cur.ps.count, pn = ps_step(st);
-		struct rv_alg_config trial = st->cur;
-
-		/* with the worker count the model chose: one plan moves both */
-		trial.worker.count = part.cfg.worker.count;
-		trial.ps.count = pn;
-		if (pn != p0 && rv_alg_fits_free(&st->lim, &st->cur, &trial)) {
-			cfg->worker.count = trial.worker.count;
-			cfg->ps.count = pn;
-			out->predicted_speed = 0;
-			out->fit_r2 = fit.r2;
-			out->fit_configs = fit.n_configs;
-			if (part.changed)
-				rv_alg_reason_add(out, "%s", part.reason);
-			rv_alg_reason_add(out,
-					  "exploring the PS count: %d -> %d PS (measured at one PS "
-					  "count only, the model cannot tell transfer from per-PS "
-					  "overhead)",
-					  p0, pn);
-			take_lead(rank, lead, LEAD_COUNT, "explore");
-			return;
-		}
-	}
-	/* The chosen PS count at the edge of the measured ones, with the model
-	 * saying the next step beyond (half as many, or twice as many) pays:
-	 * the model is not trusted beyond its data, so measure it (a job whose
-	 * per-PS overhead makes one PS best otherwise settled at two, at 0.86
-	 * of the best speed). */
-	if (trusted && st->strategy == RV_ALG_PS && fit.n_ps_values >= 2 && part.cfg.ps.count > 0) {
-		int lo = INT32_MAX, hi = 0;
-		for (size_t i = 0; i < st->n_speed; i++) {
-			if (st->speed[i].ps > 0 && st->speed[i].ps < lo)
-				lo = st->speed[i].ps;
-			if (st->speed[i].ps > hi)
-				hi = st->speed[i].ps;
-		}
-		int pc = part.cfg.ps.count, wc = part.cfg.worker.count, pn = pc;
-		int pmin = st->lim.min_ps > 0 ? st->lim.min_ps : 1;
-		int pmax = st->lim.max_ps > 0 ? st->lim.max_ps : pc;
-		if (pc <= lo && pc > pmin)
-			pn = pc / 2 > pmin ? pc / 2 : pmin;
-		else if (pc >= hi && pc < pmax)
-			pn = 2 * pc < pmax ? 2 * pc : pmax;
-		bool measured = false;
-		for (size_t i = 0; i < st->n_speed && !measured; i++)
-			measured = st->speed[i].ps == pn;
-		double gain = pn != pc ? rv_alg_fit_predict(&fit, wc, pn) /
-							 rv_alg_fit_predict(&fit, wc, pc) -
-						 1
-				       : 0;
-		/* The last measured step towards this edge (from the nearest
-		 * measured PS count to the edge one, at the chosen workers): a
-		 * direction that paid is followed one step further whatever
-		 * the model extrapolates (two PS counts, one config at the
-		 * newer: the terms are not separable yet). */
-		int edge = pc <= lo ? lo : hi, from = edge;
-		for (size_t i = 0; i < st->n_speed; i++) {
-			int q = st->speed[i].ps;
-			if (q > 0 && q != edge &&
-			    (from == edge || abs(q - edge) < abs(from - edge)))
-				from = q;
-		}
-		double paid = from != edge ? rv_alg_fit_predict(&fit, wc, edge) /
-							     rv_alg_fit_predict(&fit, wc, from) -
-						     1
-					   : 0;
-		/* A step that paid within the noise of the two PS counts'
-		 * means (two standard errors of the difference) did not pay
-		 * for sure: under 25% speed noise 8 -> 4 PS measured +6%, the
-		 * step on to 2 PS ran at 0.58 of the oracle's speed. */
-		if (from != edge && paid > 0 &&
-		    paid < 2 * ps_step_se(st, from, edge,
-					  rv_alg_speed_noise(st->speed, st->n_speed)))
-			paid = 0;
-		struct rv_alg_config trial = st->cur;
-		trial.worker.count = wc;
-		trial.ps.count = pn;
-		int edge_step =
-			rv_alg_ps_edge_step(pc, lo, hi, st->cur.ps.count, gain, paid, p->min_gain);
-		if (!spent && pn != pc && !measured && edge_step > 0 &&
-		    rv_alg_fits_free(&st->lim, &st->cur, &trial)) {
-			cfg->worker.count = wc;
-			cfg->ps.count = pn;
-			out->predicted_speed = 0;
-			out->fit_r2 = fit.r2;
-			out->fit_configs = fit.n_configs;
-			rv_alg_reason_add(
-				out,
-				"exploring the PS count beyond the measured ones: %d -> %d "
-				"PS with %d workers (the model predicts %+.0f%%, but not "
-				"from data at %d PS; %d -> %d PS measured %+.0f%%)",
-				st->cur.ps.count, pn, wc, 100 * gain, pn, from, edge, 100 * paid);
-			take_lead(rank, lead, LEAD_COUNT, "explore");
-			return;
-		}
-		if (edge_step < 0) {
-			bool cur_measured = false;
-			for (size_t i = 0; i < st->n_speed && !cur_measured; i++)
-				cur_measured = st->speed[i].ps == st->cur.ps.count;
-			if (cur_measured) {
-				rv_alg_reason_add(out,
-						  "PS count kept at %d: the model's %d lies beyond "
-						  "the measured ones, and %d -> %d PS measured "
-						  "%+.0f%%",
-						  st->cur.ps.count, pc, from, edge, 100 * paid);
-				/* The workers the model chose go with its PS
-				 * count, not with the one kept: chosen again at
-				 * the kept count, where the hold judges the
-				 * current workers (a plan that moved 20 -> 21
-				 * workers with the PS question still open bought
-				 * nothing, and the next plan probed 1 PS). */
-				struct rv_alg_limits klim = st->lim;
-				struct rv_alg_decision kept;
-
-				klim.min_ps = klim.max_ps = st->cur.ps.count;
-				if (rv_alg_choose_workers_obs(&fit, st->speed, st->n_speed, &klim,
-							      &st->cur, p, &kept) == 0) {
-					part.cfg.worker.count = kept.cfg.worker.count;
-					part.predicted_speed = kept.predicted_speed;
-				}
-				part.cfg.ps.count = st->cur.ps.count;
-				part.changed = part.cfg.worker.count != st->cur.worker.count;
-			}
-		}
-	}
-	cfg->worker.count = part.cfg.worker.count;
-	cfg->ps.count = part.cfg.ps.count;
-	out->predicted_speed = part.predicted_speed;
-	out->fit_r2 = fit.r2;
-	out->fit_configs = fit.n_configs;
-	rv_alg_reason_add(out, "%s", part.reason);
-	if (part.changed)
-		take_lead(rank, lead, LEAD_COUNT, part.algorithm);
+	cfg->worker.count = c.part.cfg.worker.count;
+	cfg->ps.count = c.part.cfg.ps.count;
+	out->predicted_speed = c.part.predicted_speed;
+	out->fit_r2 = c.fit.r2;
+	out->fit_configs = c.fit.n_configs;
+	rv_alg_reason_add(out, "%s", c.part.reason);
+	if (c.part.changed)
+		take_lead(rank, lead, LEAD_COUNT, c.part.algorithm);
 }
 
 /* How much a starved role's CPU grows (rv_alg_starved_cpu, with the base
