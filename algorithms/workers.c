@@ -678,6 +678,261 @@ static bool mid_resolvable(const struct rv_alg_speed_obs *obs, size_t n, int lo,
 	       p->target_frac * best - expect > p->knee_hold_se * expect * noise / sqrt(k);
 }
 
+/* One exploration step: what its rules read, and the target they choose.
+ * The rules are the functions below, in the order of explore_moves[] (which
+ * new count to measure) and explore_settles[] (where to settle when none);
+ * why each exists: algorithms/DESIGN-LOG.md, "Exploration". */
+struct explo {
+	const struct rv_alg_speed_obs *obs;
+	size_t n;
+	const struct rv_alg_limits *lim;
+	const struct rv_alg_config *cur;
+	const struct rv_alg_params *p;
+	bool measure; /* false: only settle on counts measured already */
+	int unit, wmin, wmax;
+	int w, ps;         /* the counts running now */
+	double s_cur;      /* their mean speed */
+	int below, above;  /* the nearest measured counts at this PS count; 0 none */
+	bool paid_below;   /* growth from below to w paid (or nothing below) */
+	double gain_above; /* per added worker from w to above */
+	int up, down;      /* the geometric steps, free and within the limits */
+	int upper_half;    /* a first measurement in the upper half of the range */
+	int target;        /* the count a move rule chose */
+	const char *why;
+	double best; /* settling: the best measured mean, at bw */
+	int bw, knee;
+};
+
+/* MOVE_UP: up while growth pays, from a first measurement in the lower half
+ * too. */
+static bool explore_up(struct explo *e)
+{
+	if (e->above || e->up <= e->w || !e->paid_below || e->upper_half)
+		return false;
+	e->target = e->up;
+	e->why = e->below ? "growth paid" : "first measurement";
+	return true;
+}
+
+/* MOVE_DOWN: down when nothing was measured below and growth to the count
+ * above did not pay (or from a first measurement in the upper half: a
+ * request is more often too large); twice as far when the step down lost
+ * nothing at all. */
+static bool explore_down(struct explo *e)
+{
+	const struct rv_alg_params *p = e->p;
+
+	if (e->below || e->down >= e->w || !(e->gain_above < p->min_gain))
+		return false;
+	e->target = e->down;
+	if (e->above && e->gain_above <= 0) {
+		int d2 = rv_alg_align_down(
+			(int)floor(e->w / (p->explore_factor * p->explore_factor) + 1e-9), e->unit);
+		if (d2 < e->wmin)
+			d2 = e->wmin;
+		if (d2 < e->down)
+			e->target = d2;
+	}
+	e->why = e->above        ? "growth did not pay"
+		 : e->upper_half ? "start in the upper half"
+				 : "cannot grow";
+	return true;
+}
+
+/* MOVE_UNDER: two counts measured and growth from the smaller did not pay:
+ * the knee is at or below it, so measure under it directly. */
+static bool explore_under(struct explo *e)
+{
+	if (!e->below || e->above || e->paid_below || measured_below(e->obs, e->n, e->ps, e->below))
+		return false;
+	int d2 = rv_alg_align_down((int)floor(e->below / e->p->explore_factor + 1e-9), e->unit);
+
+	if (d2 >= e->below)
+		d2 = e->below - e->unit;
+	if (d2 < e->wmin)
+		d2 = e->wmin;
+	if (d2 < e->below) {
+		e->target = d2;
+		e->why = "growth did not pay";
+	}
+	return true;
+}
+
+/* Which new count to measure, in order: the first rule that applies ends
+ * the list. */
+static const struct explore_move {
+	enum explore_move_id { MOVE_UP, MOVE_DOWN, MOVE_UNDER } id;
+	bool (*apply)(struct explo *e);
+} explore_moves[] = {
+	{ MOVE_UP, explore_up },
+	{ MOVE_DOWN, explore_down },
+	{ MOVE_UNDER, explore_under },
+};
+
+/* The measured neighbours of the current count and the geometric steps. */
+static void explore_read(struct explo *e)
+{
+	const struct rv_alg_params *p = e->p;
+
+	for (size_t i = 0; i < e->n; i++) {
+		int wi = e->obs[i].workers;
+
+		if (e->obs[i].ps != e->ps || !(e->obs[i].speed > 0))
+			continue;
+		if (wi < e->w && wi > e->below)
+			e->below = wi;
+		if (wi > e->w && (e->above == 0 || wi < e->above))
+			e->above = wi;
+	}
+	e->paid_below = !e->below || growth_paid(mean_speed(e->obs, e->n, e->below, e->ps),
+						 e->below, e->s_cur, e->w, p);
+	e->gain_above = e->above ? (mean_speed(e->obs, e->n, e->above, e->ps) / e->s_cur - 1) /
+					   (e->above - e->w)
+				 : 0;
+	int up = (int)ceil(e->w * p->explore_factor - 1e-9);
+
+	if (up < e->w + e->unit)
+		up = e->w + e->unit;
+	e->up = rv_alg_align_up(up, e->unit);
+	if (e->up > e->wmax)
+		e->up = e->wmax;
+	for (; e->up > e->w; e->up -= e->unit) {
+		struct rv_alg_config next = *e->cur;
+
+		next.worker.count = e->up;
+		if (rv_alg_fits_free(e->lim, e->cur, &next))
+			break;
+	}
+	e->down = rv_alg_align_down((int)floor(e->w / p->explore_factor + 1e-9), e->unit);
+	if (e->down >= e->w)
+		e->down = e->w - e->unit;
+	if (e->down < e->wmin)
+		e->down = e->wmin;
+	e->upper_half = !e->above && !e->below && e->down < e->w && 2 * e->w > e->wmin + e->wmax;
+}
+
+/* The measured knee: the fewest workers at this PS count whose mean (with
+ * its reach slack) reaches target_frac of the best measured mean. */
+static void explore_knee(struct explo *e)
+{
+	e->best = 0;
+	e->bw = e->w;
+	for (size_t i = 0; i < e->n; i++)
+		if (e->obs[i].ps == e->ps && e->obs[i].workers >= e->wmin &&
+		    e->obs[i].workers <= e->wmax) {
+			double m = mean_speed(e->obs, e->n, e->obs[i].workers, e->ps);
+			if (m > e->best) {
+				e->best = m;
+				e->bw = e->obs[i].workers;
+			}
+		}
+	e->knee = 0;
+	for (size_t i = 0; i < e->n; i++) {
+		int wi = e->obs[i].workers;
+
+		if (e->obs[i].ps != e->ps || wi < e->wmin || wi > e->wmax ||
+		    (e->knee && wi >= e->knee))
+			continue;
+		if (mean_speed(e->obs, e->n, wi, e->ps) +
+			    reach_slack(e->obs, e->n, wi, e->ps, e->bw, e->ps, e->p) >=
+		    e->p->target_frac * e->best)
+			e->knee = wi;
+	}
+	if (!e->knee)
+		e->knee = e->w;
+}
+
+/* SETTLE_BISECT: the knee lies between the largest measured count below it
+ * (too slow) and it: measure the middle while the gap is wide and one visit
+ * can tell (mid_resolvable).  A middle equal to the current count notes
+ * itself in the reason and the next rule decides. */
+static bool settle_bisect(struct explo *e, struct rv_alg_decision *out)
+{
+	int lower = 0;
+
+	for (size_t i = 0; i < e->n; i++)
+		if (e->obs[i].ps == e->ps && e->obs[i].workers < e->knee &&
+		    e->obs[i].workers > lower && e->obs[i].speed > 0)
+			lower = e->obs[i].workers;
+	if (!e->measure || !lower || e->knee - lower <= e->unit)
+		return false;
+	int mid = rv_alg_align_down((lower + e->knee + 1) / 2, e->unit);
+
+	if (mid <= lower || mid >= e->knee || mean_speed(e->obs, e->n, mid, e->ps) > 0 ||
+	    !mid_resolvable(e->obs, e->n, lower, mid, e->knee, e->ps, e->best, e->p))
+		return false;
+	out->cfg.worker.count = mid;
+	out->changed = mid != e->w;
+	out->algorithm = "explore";
+	out->predicted_speed = 0;
+	rv_alg_reason_add(out,
+			  "the knee (%.0f%% of the best measured speed) lies between %d and %d "
+			  "workers; measuring %d",
+			  100 * e->p->target_frac, lower, e->knee, mid);
+	return out->changed;
+}
+
+/* SETTLE_NOISE_HOLD: up from the current count only when it is clearly too
+ * slow, beyond knee_hold_se standard errors of its mean below the line. */
+static bool settle_noise_hold(struct explo *e, struct rv_alg_decision *out)
+{
+	double cur_mean = mean_speed(e->obs, e->n, e->w, e->ps);
+
+	if (!(e->knee > e->w && cur_mean > 0 &&
+	      cur_mean + e->p->knee_hold_se * mean_se(e->obs, e->n, e->w, e->ps) >=
+		      e->p->target_frac * e->best))
+		return false;
+	rv_alg_reason_add(out,
+			  "exploration holds at %d workers: within the noise of the knee (%.0f%% "
+			  "of the best measured speed)",
+			  e->w, 100 * e->p->target_frac);
+	return true;
+}
+
+/* SETTLE_KNEE: move to the measured knee. */
+static bool settle_knee(struct explo *e, struct rv_alg_decision *out)
+{
+	if (e->knee == e->w)
+		return false;
+	out->cfg.worker.count = e->knee;
+	out->predicted_speed = mean_speed(e->obs, e->n, e->knee, e->ps);
+	out->changed = true;
+	out->algorithm = "explore";
+	rv_alg_reason_add(out,
+			  "%d workers measured %.0f%% of the best measured speed, the fewest "
+			  "that reach %.0f%%; settling there (from %d)",
+			  e->knee, 100 * out->predicted_speed / e->best, 100 * e->p->target_frac,
+			  e->w);
+	return true;
+}
+
+/* SETTLE_HOLD: the current count is the measured knee. */
+static bool settle_hold(struct explo *e, struct rv_alg_decision *out)
+{
+	rv_alg_reason_add(out,
+			  "exploration holds at %d workers: the measured knee (>= %.0f%% of the "
+			  "best measured speed)",
+			  e->w, 100 * e->p->target_frac);
+	return true;
+}
+
+/* Where to settle when there is no new count to measure, in order: the
+ * first rule that returns true has decided. */
+static const struct explore_settle {
+	enum explore_settle_id {
+		SETTLE_BISECT,
+		SETTLE_NOISE_HOLD,
+		SETTLE_KNEE,
+		SETTLE_HOLD,
+	} id;
+	bool (*apply)(struct explo *e, struct rv_alg_decision *out);
+} explore_settles[] = {
+	{ SETTLE_BISECT, settle_bisect },
+	{ SETTLE_NOISE_HOLD, settle_noise_hold },
+	{ SETTLE_KNEE, settle_knee },
+	{ SETTLE_HOLD, settle_hold },
+};
+
 /*
  * Exploration before a model can be trusted: measure distinct worker counts,
  * geometrically.  Up first while growth pays (at least min_gain relative
@@ -693,193 +948,45 @@ static int explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv
 	if ((n > 0 && !obs) || !lim || !cur || !p || !out)
 		return -EINVAL;
 	rv_alg_decision_init(out, cur);
+	struct explo e = {
+		.obs = obs,
+		.n = n,
+		.lim = lim,
+		.cur = cur,
+		.p = p,
+		.measure = measure,
+		.unit = unit_of(lim),
+		.wmax = max_workers_of(lim),
+		.wmin = rv_alg_clamp_workers(lim->min_workers, lim),
+		.w = cur->worker.count,
+		.ps = cur->ps.count,
+	};
 
-	int unit = unit_of(lim), wmax = max_workers_of(lim);
-	int wmin = rv_alg_clamp_workers(lim->min_workers, lim);
-	int w = cur->worker.count, ps = cur->ps.count;
-	double s_cur = mean_speed(obs, n, w, ps);
-
-	if (!(s_cur > 0)) {
-		rv_alg_reason_add(out, "no speed observed yet with %d workers", w);
+	e.s_cur = mean_speed(obs, n, e.w, e.ps);
+	if (!(e.s_cur > 0)) {
+		rv_alg_reason_add(out, "no speed observed yet with %d workers", e.w);
 		return 0;
 	}
-	out->predicted_speed = s_cur;
-
-	/* measured neighbours at this PS count */
-	int below = 0, above = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		int wi = obs[i].workers;
-
-		if (obs[i].ps != ps || !(obs[i].speed > 0))
-			continue;
-		if (wi < w && wi > below)
-			below = wi;
-		if (wi > w && (above == 0 || wi < above))
-			above = wi;
-	}
-	bool paid_below = !below || growth_paid(mean_speed(obs, n, below, ps), below, s_cur, w, p);
-	/* growing from here to the measured config above paid: the knee is not
-	 * below, so measuring smaller configs would only lose speed.  Read per
-	 * added worker only: the config above was the first measured, from the
-	 * upper half of the range, and a request that large is more often too
-	 * large, so a step down that bought only a share of linear still
-	 * measures under it. */
-	double gain_above = above ? (mean_speed(obs, n, above, ps) / s_cur - 1) / (above - w) : 0;
-
-	int up = (int)ceil(w * p->explore_factor - 1e-9);
-
-	if (up < w + unit)
-		up = w + unit;
-	up = rv_alg_align_up(up, unit);
-	if (up > wmax)
-		up = wmax;
-	for (; up > w; up -= unit) {
-		struct rv_alg_config next = *cur;
-
-		next.worker.count = up;
-		if (rv_alg_fits_free(lim, cur, &next))
+	out->predicted_speed = e.s_cur;
+	explore_read(&e);
+	e.target = e.w;
+	for (size_t i = 0; i < sizeof(explore_moves) / sizeof(explore_moves[0]); i++)
+		if (explore_moves[i].apply(&e))
 			break;
-	}
-	int down = rv_alg_align_down((int)floor(w / p->explore_factor + 1e-9), unit);
-
-	if (down >= w)
-		down = w - unit;
-	if (down < wmin)
-		down = wmin;
-
-	const char *why = NULL;
-	int target = w;
-
-	/* A first measurement from the upper half of the allowed range goes
-	 * down: requests are more often too large than too small. */
-	int upper_half = !above && !below && down < w && 2 * w > wmin + wmax;
-
-	if (!above && up > w && paid_below && !upper_half) {
-		target = up;
-		why = below ? "growth paid" : "first measurement";
-	} else if (!below && down < w && gain_above < p->min_gain) {
-		target = down;
-		/* the step down lost nothing at all (the smaller count measured
-		 * as fast as the larger): the knee lies well below, so the next
-		 * step goes twice as far (a pair of workers asked as 14 took
-		 * 14 -> 9 -> 6 -> 4 -> 2, a plan each) */
-		if (above && gain_above <= 0) {
-			int d2 = rv_alg_align_down(
-				(int)floor(w / (p->explore_factor * p->explore_factor) + 1e-9),
-				unit);
-			if (d2 < wmin)
-				d2 = wmin;
-			if (d2 < down)
-				target = d2;
-		}
-		why = above        ? "growth did not pay"
-		      : upper_half ? "start in the upper half"
-				   : "cannot grow";
-	} else if (below && !above && !paid_below && !measured_below(obs, n, ps, below)) {
-		/* Two counts measured and growth from the smaller did not pay:
-		 * the knee is at or below it, so measure under it directly
-		 * instead of first going back to it (one plan less). */
-		int d2 = rv_alg_align_down((int)floor(below / p->explore_factor + 1e-9), unit);
-
-		if (d2 >= below)
-			d2 = below - unit;
-		if (d2 < wmin)
-			d2 = wmin;
-		if (d2 < below) {
-			target = d2;
-			why = "growth did not pay";
-		}
-	}
-	if (target != w && measure) {
-		out->cfg.worker.count = target;
+	if (e.target != e.w && measure) {
+		out->cfg.worker.count = e.target;
 		out->changed = true;
 		out->algorithm = "explore";
 		rv_alg_reason_add(out,
-				  "exploring: %d -> %d workers to measure scaling (%s); not "
-				  "enough distinct configs for a trusted throughput model yet",
-				  w, target, why);
+				  "exploring: %d -> %d workers to measure scaling (%s); not enough "
+				  "distinct configs for a trusted throughput model yet",
+				  e.w, e.target, e.why);
 		return 0;
 	}
-	/* settle on the measured knee */
-	double best = 0;
-	int bw = w;
-
-	for (size_t i = 0; i < n; i++)
-		if (obs[i].ps == ps && obs[i].workers >= wmin && obs[i].workers <= wmax) {
-			double m = mean_speed(obs, n, obs[i].workers, ps);
-			if (m > best) {
-				best = m;
-				bw = obs[i].workers;
-			}
-		}
-	int knee = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		int wi = obs[i].workers;
-
-		if (obs[i].ps != ps || wi < wmin || wi > wmax || (knee && wi >= knee))
-			continue;
-		if (mean_speed(obs, n, wi, ps) + reach_slack(obs, n, wi, ps, bw, ps, p) >=
-		    p->target_frac * best)
-			knee = wi;
-	}
-	if (!knee)
-		knee = w;
-	/* Bisect: the knee lies between the largest measured config below it
-	 * (too slow) and it; measure the middle while the gap is wide. */
-	int lower = 0;
-
-	for (size_t i = 0; i < n; i++)
-		if (obs[i].ps == ps && obs[i].workers < knee && obs[i].workers > lower &&
-		    obs[i].speed > 0)
-			lower = obs[i].workers;
-	if (measure && lower && knee - lower > unit) {
-		int mid = rv_alg_align_down((lower + knee + 1) / 2, unit);
-
-		if (mid > lower && mid < knee && !(mean_speed(obs, n, mid, ps) > 0) &&
-		    mid_resolvable(obs, n, lower, mid, knee, ps, best, p)) {
-			out->cfg.worker.count = mid;
-			out->changed = mid != w;
-			out->algorithm = "explore";
-			out->predicted_speed = 0;
-			rv_alg_reason_add(
-				out,
-				"the knee (%.0f%% of the best measured speed) lies between "
-				"%d and %d workers; measuring %d",
-				100 * p->target_frac, lower, knee, mid);
-			if (out->changed)
-				return 0;
-		}
-	}
-	/* Up from a measured count only when it is clearly too slow (beyond
-	 * knee_hold_se standard errors of its mean below the knee's bar): at
-	 * 25-30% noise the means of neighbouring counts swap places between
-	 * rounds, and settling followed them (5 -> 6 -> 5 workers). */
-	double cur_mean = mean_speed(obs, n, w, ps);
-	if (knee > w && cur_mean > 0 &&
-	    cur_mean + p->knee_hold_se * mean_se(obs, n, w, ps) >= p->target_frac * best) {
-		rv_alg_reason_add(out,
-				  "exploration holds at %d workers: within the noise of the "
-				  "knee (%.0f%% of the best measured speed)",
-				  w, 100 * p->target_frac);
-		return 0;
-	}
-	if (knee != w) {
-		out->cfg.worker.count = knee;
-		out->predicted_speed = mean_speed(obs, n, knee, ps);
-		out->changed = true;
-		out->algorithm = "explore";
-		rv_alg_reason_add(out,
-				  "%d workers measured %.0f%% of the best measured speed, the "
-				  "fewest that reach %.0f%%; settling there (from %d)",
-				  knee, 100 * out->predicted_speed / best, 100 * p->target_frac, w);
-		return 0;
-	}
-	rv_alg_reason_add(out,
-			  "exploration holds at %d workers: the measured knee (>= %.0f%% of the "
-			  "best measured speed)",
-			  w, 100 * p->target_frac);
+	explore_knee(&e);
+	for (size_t i = 0; i < sizeof(explore_settles) / sizeof(explore_settles[0]); i++)
+		if (explore_settles[i].apply(&e, out))
+			break;
 	return 0;
 }
 
