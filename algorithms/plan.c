@@ -968,6 +968,236 @@ static bool one_config(const struct rv_alg_job_state *st)
 	return k > 0;
 }
 
+/* One running plan (rv_alg_plan_running): the parts in running_parts[]
+ * each read and refine it in turn; why each exists:
+ * algorithms/DESIGN-LOG.md, "The running plan". */
+struct running {
+	const struct rv_alg_job_state *st;
+	const struct rv_alg_params *p;
+	struct rv_alg_decision *out;
+	struct rv_alg_config cfg; /* the plan's configuration */
+	enum lead_rank rank;      /* the leading part so far, and its name */
+	const char *lead;
+	bool starved_w, starved_ps;
+	int hot, grow; /* rv_alg_hot_ps: hot PS to migrate; PS saturated */
+	struct rv_alg_decision hot_part;
+	int ns; /* stragglers found */
+};
+
+/* Whether a role is starved and could grow (not at the per-node CPU
+ * ceiling: nothing would change by waiting for it). */
+static bool run_role_starved(const struct running *r, enum rv_alg_role role,
+			     const struct rv_alg_resource *res)
+{
+	const struct rv_alg_job_state *st = r->st;
+
+	return rv_alg_role_starved(st->usage, st->n_usage, role, res, r->p) &&
+	       !(st->lim.max_cpu > 0 && res->cpu >= st->lim.max_cpu);
+}
+
+/* RUN_STARVED: which roles are starved.  Two roles that hold each other
+ * back share the throttling: both at two thirds of throttle_starved or
+ * more, one in at least half its periods, both count as starved. */
+static void run_starved(struct running *r)
+{
+	const struct rv_alg_job_state *st = r->st;
+	const struct rv_alg_params *p = r->p;
+
+	r->starved_w = run_role_starved(r, RV_ALG_WORKER, &st->cur.worker.res);
+	r->starved_ps = st->cur.ps.count > 0 &&
+			run_role_starved(r, RV_ALG_PS_ROLE, &st->cur.ps.res);
+	if (st->strategy != RV_ALG_PS || st->cur.ps.count <= 0 || r->starved_w || r->starved_ps ||
+	    !(p->throttle_starved > 0) ||
+	    (st->lim.max_cpu > 0 &&
+	     (st->cur.worker.res.cpu >= st->lim.max_cpu || st->cur.ps.res.cpu >= st->lim.max_cpu)))
+		return;
+	size_t ms = (size_t)(p->min_usage_samples > 0 ? p->min_usage_samples : 1);
+	double sw, sp;
+
+	if (rv_alg_throttled_share(st->usage, st->n_usage, RV_ALG_WORKER, -1, ms, &sw) == 0 &&
+	    rv_alg_throttled_share(st->usage, st->n_usage, RV_ALG_PS_ROLE, -1, ms, &sp) == 0 &&
+	    sw >= p->throttle_starved * 2 / 3 && sp >= p->throttle_starved * 2 / 3 &&
+	    (sw >= 0.5 || sp >= 0.5)) {
+		r->starved_w = r->starved_ps = true;
+		rv_alg_reason_add(r->out,
+				  "workers and PS both throttled (%.0f%%, %.0f%% of periods)",
+				  100 * sw, 100 * sp);
+	}
+}
+
+/* RUN_HOT_PS: hot PS to migrate and saturated PS (rv_alg_hot_ps); PS that
+ * cannot be added to (max PS, free capacity) are no reason to wait. */
+static void run_hot_ps(struct running *r)
+{
+	const struct rv_alg_job_state *st = r->st;
+
+	rv_alg_decision_init(&r->hot_part, &st->cur);
+	if (st->strategy == RV_ALG_PS && st->cur.ps.count > 0)
+		r->hot = rv_alg_hot_ps(st->usage, st->n_usage, &st->cur.ps, &st->lim, r->p,
+				       &r->grow, &r->hot_part);
+	if (!r->grow || r->hot != 0)
+		return;
+	struct rv_alg_config trial = st->cur;
+
+	trial.ps.count += 1;
+	if ((st->lim.max_ps > 0 && trial.ps.count > st->lim.max_ps) ||
+	    !rv_alg_fits_free(&st->lim, &st->cur, &trial)) {
+		r->grow = 0;
+		rv_alg_reason_add(r->out, "%s; the PS count is at its limit", r->hot_part.reason);
+	}
+}
+
+/* RUN_COUNTS: one cause per plan: a starved role or a hot PS distorts every
+ * speed, so the counts wait for it; except the first exploration step of a
+ * quiet job (noise within min_gain) measured at one configuration, which
+ * carries the starved role's growth. */
+static void run_counts(struct running *r)
+{
+	const struct rv_alg_job_state *st = r->st;
+	double noise = rv_alg_speed_noise(st->speed, st->n_speed);
+	bool starved = r->starved_w || r->starved_ps;
+
+	if (starved && r->hot <= 0 && !r->grow && st->first_counts && one_config(st) && noise > 0 &&
+	    noise <= r->p->min_gain) {
+		rv_alg_reason_add(r->out, "CPU at its limit: the role grows with the first "
+					  "exploration step");
+		plan_counts(st, r->p, &r->cfg, r->out, &r->rank, &r->lead);
+	} else if (starved || r->hot > 0 || r->grow)
+		rv_alg_reason_add(r->out, "%s first: worker and PS counts wait",
+				  starved ? "CPU at its limit" : "hot PS");
+	else
+		plan_counts(st, r->p, &r->cfg, r->out, &r->rank, &r->lead);
+}
+
+/* RUN_PS_SIDE: migrate hot PS; grow saturated PS by half (at least one) at
+ * an unchanged PS count, up to max PS and free capacity. */
+static void run_ps_side(struct running *r)
+{
+	const struct rv_alg_job_state *st = r->st;
+
+	if (st->strategy != RV_ALG_PS || st->cur.ps.count <= 0)
+		return;
+	if (r->hot > 0) {
+		r->out->n_migrate = r->hot_part.n_migrate;
+		memcpy(r->out->migrate, r->hot_part.migrate, sizeof(r->out->migrate));
+		rv_alg_reason_add(r->out, "%s", r->hot_part.reason);
+		take_lead(&r->rank, &r->lead, LEAD_HOT_PS, "hot_ps");
+	}
+	if (!r->grow || r->cfg.ps.count != st->cur.ps.count)
+		return;
+	struct rv_alg_config trial = r->cfg;
+
+	trial.ps.count += trial.ps.count / 2 > 1 ? trial.ps.count / 2 : 1;
+	if (st->lim.max_ps > 0 && trial.ps.count > st->lim.max_ps &&
+	    st->cur.ps.count < st->lim.max_ps)
+		trial.ps.count = st->lim.max_ps;
+	if ((st->lim.max_ps <= 0 || trial.ps.count <= st->lim.max_ps) &&
+	    rv_alg_fits_free(&st->lim, &st->cur, &trial)) {
+		r->cfg = trial;
+		rv_alg_reason_add(r->out, "add a PS: %d -> %d", st->cur.ps.count, r->cfg.ps.count);
+		take_lead(&r->rank, &r->lead, LEAD_HOT_PS, "hot_ps");
+	} else {
+		rv_alg_reason_add(r->out, "cannot add a PS: limit or free capacity");
+	}
+}
+
+/* RUN_PS_ON_NODE: see fit_ps_on_node. */
+static void run_ps_on_node(struct running *r)
+{
+	fit_ps_on_node(r->st, r->p, &r->cfg, r->out);
+}
+
+/* RUN_RIGHTSIZE: both roles; every starved role in one plan: a role behind
+ * the bottleneck follows its growth.  A migrated hot PS keeps the CPU its
+ * migration gave it. */
+static void run_rightsize(struct running *r)
+{
+	const struct rv_alg_job_state *st = r->st;
+	double behind_w = r->starved_ps ? starved_growth(st, r->p, RV_ALG_PS_ROLE) : 1;
+	double behind_ps = r->starved_w ? starved_growth(st, r->p, RV_ALG_WORKER) : 1;
+
+	plan_rightsize(st, r->p, RV_ALG_WORKER, 0, r->starved_ps, behind_w, &r->cfg, r->out,
+		       &r->rank, &r->lead);
+	plan_rightsize(st, r->p, RV_ALG_PS_ROLE, r->hot > 0, r->starved_w, behind_ps, &r->cfg,
+		       r->out, &r->rank, &r->lead);
+}
+
+/* RUN_RISING_MEMORY: see fold_rising_memory; only with a restart for the
+ * counts. */
+static void run_rising_memory(struct running *r)
+{
+	if (r->cfg.worker.count != r->st->cur.worker.count ||
+	    r->cfg.ps.count != r->st->cur.ps.count)
+		fold_rising_memory(r->st, r->p, &r->cfg, r->out);
+}
+
+/* RUN_STRAGGLERS: slow workers to replace (rv_alg_stragglers). */
+static void run_stragglers(struct running *r)
+{
+	const struct rv_alg_params *p = r->p;
+	struct rv_alg_decision *out = r->out;
+
+	r->ns = rv_alg_stragglers(r->st->steps, r->st->n_steps, p, out->replace, RV_ALG_MAX_NODES);
+	if (r->ns <= 0)
+		return;
+	out->n_replace = (size_t)r->ns < RV_ALG_MAX_NODES ? (size_t)r->ns : RV_ALG_MAX_NODES;
+	take_lead(&r->rank, &r->lead, LEAD_STRAGGLER, "straggler");
+	rv_alg_reason_add(out,
+			  "%d straggler%s to replace (step time >= %.1fx median, robust z > "
+			  "%.0f), first: worker %d",
+			  r->ns, r->ns > 1 ? "s" : "", p->straggler_ratio, p->straggler_z,
+			  out->replace[0]);
+}
+
+/* RUN_MIN_SAVING: a restart that only shrinks resources and saves under
+ * min_saving of the job's resources is not worth a plan. */
+static void run_min_saving(struct running *r)
+{
+	const struct rv_alg_job_state *st = r->st;
+	const struct rv_alg_params *p = r->p;
+
+	if (r->ns > 0 || r->hot > 0 || !(p->min_saving > 0) ||
+	    rv_alg_config_equal(&r->cfg, &st->cur) || !shrink_only(&st->cur, &r->cfg))
+		return;
+	double before = config_cost(&st->cur, &st->lim);
+	double saving = before > 0 ? 1 - config_cost(&r->cfg, &st->lim) / before : 0;
+
+	if (saving < p->min_saving) {
+		rv_alg_reason_add(r->out,
+				  "held: right-sizing would save %.1f%% of the job's resources "
+				  "(< %.0f%%), not worth a restart",
+				  100 * saving, 100 * p->min_saving);
+		r->cfg = st->cur;
+		r->lead = "hold";
+	}
+}
+
+/* The parts of a running plan, in order. */
+static const struct running_part {
+	enum running_part_id {
+		RUN_STARVED,
+		RUN_HOT_PS,
+		RUN_COUNTS,
+		RUN_PS_SIDE,
+		RUN_PS_ON_NODE,
+		RUN_RIGHTSIZE,
+		RUN_RISING_MEMORY,
+		RUN_STRAGGLERS,
+		RUN_MIN_SAVING,
+	} id;
+	void (*apply)(struct running *r);
+} running_parts[] = {
+	{ RUN_STARVED, run_starved },
+	{ RUN_HOT_PS, run_hot_ps },
+	{ RUN_COUNTS, run_counts },
+	{ RUN_PS_SIDE, run_ps_side },
+	{ RUN_PS_ON_NODE, run_ps_on_node },
+	{ RUN_RIGHTSIZE, run_rightsize },
+	{ RUN_RISING_MEMORY, run_rising_memory },
+	{ RUN_STRAGGLERS, run_stragglers },
+	{ RUN_MIN_SAVING, run_min_saving },
+};
+
 int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
 			struct rv_alg_decision *out)
 {
@@ -975,158 +1205,20 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 	    (st->n_steps && !st->steps) || st->cur.worker.count < 0 || st->cur.ps.count < 0)
 		return -EINVAL;
 	rv_alg_decision_init(out, &st->cur);
+	struct running r = {
+		.st = st,
+		.p = p,
+		.out = out,
+		.cfg = st->cur,
+		.rank = LEAD_NONE,
+		.lead = "hold",
+	};
 
-	struct rv_alg_config cfg = st->cur;
-	enum lead_rank rank = LEAD_NONE;
-	const char *lead = "hold";
-
-	/* One cause per plan: a starved role or a hot PS distorts every speed
-	 * measured, so counts wait until resources are fixed (not for a role
-	 * already at the per-node CPU ceiling: it cannot grow, nothing would
-	 * change by waiting). */
-	bool starved_w = rv_alg_role_starved(st->usage, st->n_usage, RV_ALG_WORKER,
-					     &st->cur.worker.res, p) &&
-			 !(st->lim.max_cpu > 0 && st->cur.worker.res.cpu >= st->lim.max_cpu);
-	bool starved_ps =
-		st->cur.ps.count > 0 &&
-		rv_alg_role_starved(st->usage, st->n_usage, RV_ALG_PS_ROLE, &st->cur.ps.res, p) &&
-		!(st->lim.max_cpu > 0 && st->cur.ps.res.cpu >= st->lim.max_cpu);
-	/* Two roles that hold each other back (workers wait on the PS, the PS
-	 * on the workers) share the throttling between them: each is throttled
-	 * in about half its periods, under the line for one role alone, and
-	 * would be seen starved one plan after the other.  Both at two thirds
-	 * of the line or more, one of them in at least half its periods (its
-	 * mean demand reaches its limit): both grow in one plan.  Two roles
-	 * right-sized to their need throttle their bursts in up to about 40%
-	 * of the periods each; neither reaches half. */
-	if (st->strategy == RV_ALG_PS && st->cur.ps.count > 0 && !starved_w && !starved_ps &&
-	    p->throttle_starved > 0 &&
-	    !(st->lim.max_cpu > 0 && (st->cur.worker.res.cpu >= st->lim.max_cpu ||
-				      st->cur.ps.res.cpu >= st->lim.max_cpu))) {
-		size_t ms = (size_t)(p->min_usage_samples > 0 ? p->min_usage_samples : 1);
-		double sw, sp;
-
-		if (rv_alg_throttled_share(st->usage, st->n_usage, RV_ALG_WORKER, -1, ms, &sw) ==
-			    0 &&
-		    rv_alg_throttled_share(st->usage, st->n_usage, RV_ALG_PS_ROLE, -1, ms, &sp) ==
-			    0 &&
-		    sw >= p->throttle_starved * 2 / 3 && sp >= p->throttle_starved * 2 / 3 &&
-		    (sw >= 0.5 || sp >= 0.5)) {
-			starved_w = starved_ps = true;
-			rv_alg_reason_add(
-				out, "workers and PS both throttled (%.0f%%, %.0f%% of periods)",
-				100 * sw, 100 * sp);
-		}
-	}
-	int hot = 0, grow = 0;
-	struct rv_alg_decision hot_part;
-
-	rv_alg_decision_init(&hot_part, &st->cur);
-	if (st->strategy == RV_ALG_PS && st->cur.ps.count > 0)
-		hot = rv_alg_hot_ps(st->usage, st->n_usage, &st->cur.ps, &st->lim, p, &grow,
-				    &hot_part);
-	/* Saturated PS that cannot be added to (at max PS or out of free
-	 * capacity) are no reason for counts to wait: nothing on the PS side
-	 * will change, and waiting would hold the workers forever. */
-	if (grow && hot == 0) {
-		struct rv_alg_config trial = st->cur;
-
-		trial.ps.count += 1;
-		if ((st->lim.max_ps > 0 && trial.ps.count > st->lim.max_ps) ||
-		    !rv_alg_fits_free(&st->lim, &st->cur, &trial)) {
-			grow = 0;
-			rv_alg_reason_add(out, "%s; the PS count is at its limit", hot_part.reason);
-		}
-	}
-	/* Only for speeds measured within min_gain: under noise the corrected
-	 * starved speed is one more noisy point the first fit leans on, and
-	 * the growth is measured alone first, as before. */
-	double noise = rv_alg_speed_noise(st->speed, st->n_speed);
-	if ((starved_w || starved_ps) && hot <= 0 && !grow && st->first_counts && one_config(st) &&
-	    noise > 0 && noise <= p->min_gain) {
-		/* The first exploration step goes by where the count lies in its
-		 * range, not by the speed measured there: it need not wait for
-		 * the starved role, whose growth it carries.  The speeds measured
-		 * starved are corrected by the need the next configuration shows
-		 * (rv_alg_correct_starved_speeds), so they still count. */
-		rv_alg_reason_add(out, "CPU at its limit: the role grows with the first "
-				       "exploration step");
-		plan_counts(st, p, &cfg, out, &rank, &lead);
-	} else if (starved_w || starved_ps || hot > 0 || grow)
-		rv_alg_reason_add(out, "%s first: worker and PS counts wait",
-				  starved_w || starved_ps ? "CPU at its limit" : "hot PS");
-	else
-		plan_counts(st, p, &cfg, out, &rank, &lead);
-
-	if (st->strategy == RV_ALG_PS && st->cur.ps.count > 0) {
-		if (hot > 0) {
-			out->n_migrate = hot_part.n_migrate;
-			memcpy(out->migrate, hot_part.migrate, sizeof(out->migrate));
-			rv_alg_reason_add(out, "%s", hot_part.reason);
-			take_lead(&rank, &lead, LEAD_HOT_PS, "hot_ps");
-		}
-		if (grow && cfg.ps.count == st->cur.ps.count) {
-			struct rv_alg_config trial = cfg;
-
-			/* by half (at least one): one PS per plan is slow */
-			trial.ps.count += trial.ps.count / 2 > 1 ? trial.ps.count / 2 : 1;
-			if (st->lim.max_ps > 0 && trial.ps.count > st->lim.max_ps &&
-			    st->cur.ps.count < st->lim.max_ps)
-				trial.ps.count = st->lim.max_ps;
-			if ((st->lim.max_ps <= 0 || trial.ps.count <= st->lim.max_ps) &&
-			    rv_alg_fits_free(&st->lim, &st->cur, &trial)) {
-				cfg = trial;
-				rv_alg_reason_add(out, "add a PS: %d -> %d", st->cur.ps.count,
-						  cfg.ps.count);
-				take_lead(&rank, &lead, LEAD_HOT_PS, "hot_ps");
-			} else {
-				rv_alg_reason_add(out, "cannot add a PS: limit or free capacity");
-			}
-		}
-	}
-	fit_ps_on_node(st, p, &cfg, out);
-	/* Every starved role in one plan: a role behind the bottleneck shows
-	 * its shortage only once the bottleneck is gone, so its demand is
-	 * taken to follow the bottleneck's growth. */
-	double behind_w = starved_ps ? starved_growth(st, p, RV_ALG_PS_ROLE) : 1;
-	double behind_ps = starved_w ? starved_growth(st, p, RV_ALG_WORKER) : 1;
-	plan_rightsize(st, p, RV_ALG_WORKER, 0, starved_ps, behind_w, &cfg, out, &rank, &lead);
-	/* a migrated hot PS already got its CPU; pooled PS CPU would undo it */
-	plan_rightsize(st, p, RV_ALG_PS_ROLE, hot > 0, starved_w, behind_ps, &cfg, out, &rank,
-		       &lead);
-	if (cfg.worker.count != st->cur.worker.count || cfg.ps.count != st->cur.ps.count)
-		fold_rising_memory(st, p, &cfg, out);
-
-	int ns = rv_alg_stragglers(st->steps, st->n_steps, p, out->replace, RV_ALG_MAX_NODES);
-
-	if (ns > 0) {
-		out->n_replace = (size_t)ns < RV_ALG_MAX_NODES ? (size_t)ns : RV_ALG_MAX_NODES;
-		take_lead(&rank, &lead, LEAD_STRAGGLER, "straggler");
-		rv_alg_reason_add(out,
-				  "%d straggler%s to replace (step time >= %.1fx median, "
-				  "robust z > %.0f), first: worker %d",
-				  ns, ns > 1 ? "s" : "", p->straggler_ratio, p->straggler_z,
-				  out->replace[0]);
-	}
-	/* A restart that saves next to nothing is not worth a plan: the trim
-	 * of a PS's memory after the PS count came back, a tenth of a core. */
-	if (ns <= 0 && hot <= 0 && p->min_saving > 0 && !rv_alg_config_equal(&cfg, &st->cur) &&
-	    shrink_only(&st->cur, &cfg)) {
-		double before = config_cost(&st->cur, &st->lim);
-		double saving = before > 0 ? 1 - config_cost(&cfg, &st->lim) / before : 0;
-
-		if (saving < p->min_saving) {
-			rv_alg_reason_add(out,
-					  "held: right-sizing would save %.1f%% of the job's "
-					  "resources (< %.0f%%), not worth a restart",
-					  100 * saving, 100 * p->min_saving);
-			cfg = st->cur;
-			lead = "hold";
-		}
-	}
-	out->cfg = cfg;
-	out->algorithm = lead;
-	out->changed = !rv_alg_config_equal(&cfg, &st->cur) || out->n_migrate > 0 ||
+	for (size_t i = 0; i < sizeof(running_parts) / sizeof(running_parts[0]); i++)
+		running_parts[i].apply(&r);
+	out->cfg = r.cfg;
+	out->algorithm = r.lead;
+	out->changed = !rv_alg_config_equal(&r.cfg, &st->cur) || out->n_migrate > 0 ||
 		       out->n_replace > 0;
 	if (!out->changed && out->reason[0] == '\0')
 		rv_alg_reason_add(out, "no change");
