@@ -987,6 +987,163 @@ bool rv_alg_model_flips(const struct rv_alg_job_history *h, const struct rv_alg_
 	return false;
 }
 
+/* Whether the newest configuration is still warming up (its speed or its
+ * nodes' CPU use still rises, or its warm-up has not passed): then *out
+ * holds and true.  Else *settled_ms is where the run settled. */
+static bool job_warming(const struct rv_alg_job_history *h, const struct rv_alg_params *p,
+			struct rv_alg_decision *out, int64_t *settled_ms)
+{
+	const struct rv_alg_applied *cur = &h->applied[0];
+	int64_t use_ms = rv_alg_usage_settled_ms(h->usage, h->n_usage, cur->applied_ts_ms, p);
+	int64_t settled = h->n_speed ? rv_alg_job_run_settled_ms(h, h->speed, h->n_speed,
+								 cur->applied_ts_ms, p)
+				     : cur->applied_ts_ms;
+
+	if (use_ms == INT64_MAX || settled == INT64_MAX) {
+		rv_alg_decision_init(out, &cur->cfg);
+		out->algorithm = "hold";
+		rv_alg_reason_add(out, "warming up: the %s since plan %" PRId64 " still rises",
+				  use_ms == INT64_MAX ? "CPU use" : "speed", cur->id);
+		return true;
+	}
+	if (use_ms > settled)
+		settled = use_ms;
+	*settled_ms = settled;
+	if (h->now_ms >= settled)
+		return false;
+	rv_alg_decision_init(out, &cur->cfg);
+	out->algorithm = "hold";
+	rv_alg_reason_add(out,
+			  "warming up: %" PRId64 " ms of the warm-up since plan %" PRId64
+			  " still to go",
+			  settled - h->now_ms, cur->id);
+	return true;
+}
+
+/* Scratch copies of a history's windows, each at least one element. */
+struct job_scratch {
+	struct rv_alg_speed_obs *obs;
+	struct rv_alg_step *steps;
+	struct rv_alg_usage *use, *mem;
+};
+
+static void job_scratch_release(struct job_scratch *s)
+{
+	free(s->obs);
+	free(s->steps);
+	free(s->use);
+	free(s->mem);
+}
+
+/* The counts' history: whether any running plan changed them, how many
+ * did, and whether the newest that did was the model's. */
+static void job_state_counts(const struct rv_alg_job_history *h, struct rv_alg_job_state *st)
+{
+	bool newest = true;
+
+	st->first_counts = true;
+	for (size_t i = 0; i + 1 < h->n_applied; i++)
+		if (h->applied[i].stage == RV_ALG_STAGE_RUNNING &&
+		    (h->applied[i].cfg.worker.count != h->applied[i + 1].cfg.worker.count ||
+		     h->applied[i].cfg.ps.count != h->applied[i + 1].cfg.ps.count)) {
+			st->first_counts = false;
+			st->count_changes++;
+			if (newest)
+				st->model_counts =
+					algorithm_is(&h->applied[i], "worker_count_model");
+			newest = false;
+		}
+}
+
+/* The state the composition sees: speeds corrected for stragglers and
+ * starvation with each run's warm-up dropped, settled step times, usage
+ * from where the run settled (usage of the ramp is not the need), the
+ * memory history, the last resizes, and the counts' history. */
+static int job_state_build(const struct rv_alg_job_history *h, const struct rv_alg_params *p,
+			   int64_t settled_ms, struct job_scratch *s, struct rv_alg_job_state *st)
+{
+	const struct rv_alg_applied *cur = &h->applied[0];
+
+	s->obs = malloc((h->n_speed ? h->n_speed : 1) * sizeof(*s->obs));
+	s->steps = malloc((h->n_steps ? h->n_steps : 1) * sizeof(*s->steps));
+	s->use = malloc((h->n_usage ? h->n_usage : 1) * sizeof(*s->use));
+	s->mem = malloc((h->n_mem_usage ? h->n_mem_usage : 1) * sizeof(*s->mem));
+	if (!s->obs || !s->steps || !s->use || !s->mem)
+		return -ENOMEM;
+	if (h->n_speed)
+		memcpy(s->obs, h->speed, h->n_speed * sizeof(*s->obs));
+	if (h->n_steps)
+		memcpy(s->steps, h->steps, h->n_steps * sizeof(*s->steps));
+	size_t nobs = rv_alg_correct_straggler_speeds(h, p, s->obs, h->n_speed);
+	nobs = rv_alg_correct_starved_speeds(h, p, s->obs, nobs);
+	nobs = rv_alg_drop_run_warmup(h, s->obs, nobs, p);
+	*st = (struct rv_alg_job_state){ .strategy = h->strategy,
+					 .lim = h->lim,
+					 .cur = cur->cfg,
+					 .now_ms = h->now_ms,
+					 .speed = s->obs,
+					 .n_speed = nobs };
+	st->steps = s->steps;
+	st->n_steps = rv_alg_settled_steps(s->steps, h->n_steps, cur->applied_ts_ms, p);
+	for (size_t i = 0; i < h->n_usage; i++)
+		if (h->usage[i].t_ms >= settled_ms ||
+		    settled_ms <= cur->applied_ts_ms + p->warmup_ms)
+			s->use[st->n_usage++] = h->usage[i];
+	st->usage = s->use;
+	if (h->mem_usage) {
+		st->mem_usage = s->mem;
+		st->n_mem_usage = mem_history(h, s->mem);
+	}
+	rv_alg_last_resizes(h->applied, h->n_applied, st->last_resize);
+	starved_resizes(h->applied, h->n_applied, p, st->last_resize);
+	/* memory that still rises says nothing of the need at another PS count */
+	st->ps_mem_fit = h->mem_usage &&
+			 !rv_alg_mem_rises(s->mem, st->n_mem_usage, RV_ALG_WORKER) &&
+			 !rv_alg_mem_rises(s->mem, st->n_mem_usage, RV_ALG_PS_ROLE) &&
+			 rv_alg_ps_mem_fit(h->mem_usage, h->n_mem_usage, h->applied, h->n_applied,
+					   p->min_usage_samples, &st->ps_mem_a, &st->ps_mem_b);
+	job_state_counts(h, st);
+	return 0;
+}
+
+/* JOB_WORSE: a configuration measured worse (and reverted) is not proposed
+ * again; the model may return to an exploration's (its speed is data). */
+static bool job_hold_worse(const struct rv_alg_job_history *h, struct rv_alg_decision *out)
+{
+	bool model = out->algorithm && !strcmp(out->algorithm, "worker_count_model");
+
+	for (size_t i = 0; i < h->n_applied; i++) {
+		if (h->applied[i].outcome == RV_ALG_OUTCOME_WORSE &&
+		    !(model && algorithm_is(&h->applied[i], "explore")) &&
+		    rv_alg_same_plan(&h->applied[i], &out->cfg, out->n_migrate, out->n_replace)) {
+			hold(out, &h->applied[0].cfg, "this configuration measured worse",
+			     h->applied[i].id);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* JOB_PENDING: the same advice not yet applied is not repeated. */
+static bool job_hold_pending(const struct rv_alg_job_history *h, struct rv_alg_decision *out)
+{
+	if (!h->pending || h->pending->applied_ts_ms != 0 ||
+	    !rv_alg_same_plan(h->pending, &out->cfg, out->n_migrate, out->n_replace) ||
+	    !algorithm_is(h->pending, out->algorithm))
+		return false;
+	hold(out, &h->applied[0].cfg, "the same advice is not applied yet", h->pending->id);
+	return true;
+}
+
+/* What holds a changing plan back, in order; the first that holds ends it. */
+static const struct job_hold {
+	enum job_hold_id { JOB_WORSE, JOB_PENDING } id;
+	bool (*apply)(const struct rv_alg_job_history *h, struct rv_alg_decision *out);
+} job_holds[] = {
+	{ JOB_WORSE, job_hold_worse },
+	{ JOB_PENDING, job_hold_pending },
+};
+
 int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_params *p,
 		    struct rv_alg_decision *out)
 {
@@ -1001,110 +1158,17 @@ int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_para
 		return 0;
 	}
 	const struct rv_alg_applied *cur = &h->applied[0];
-	/* Still warming up: neither speeds nor usage say the need yet.  The
-	 * nodes' CPU use, averaged over them, shows a ramp the job's speed
-	 * hides under noise: 25% speed noise over a 600 s ramp from 45% passed
-	 * for flat, and CPU trimmed to the ramp's use starved the job a plan
-	 * later. */
-	int64_t use_ms = rv_alg_usage_settled_ms(h->usage, h->n_usage, cur->applied_ts_ms, p);
-	int64_t settled_ms = h->n_speed ? rv_alg_job_run_settled_ms(h, h->speed, h->n_speed,
-								    cur->applied_ts_ms, p)
-					: cur->applied_ts_ms;
-	if (use_ms == INT64_MAX || settled_ms == INT64_MAX) {
-		rv_alg_decision_init(out, &cur->cfg);
-		out->algorithm = "hold";
-		rv_alg_reason_add(out, "warming up: the %s since plan %" PRId64 " still rises",
-				  use_ms == INT64_MAX ? "CPU use" : "speed", cur->id);
-		return 0;
-	}
-	if (use_ms > settled_ms)
-		settled_ms = use_ms;
-	/* Nothing measured past the warm-up yet: a job still loading its
-	 * framework uses a fraction of the memory and CPU it trains with. */
-	if (h->now_ms < settled_ms) {
-		rv_alg_decision_init(out, &cur->cfg);
-		out->algorithm = "hold";
-		rv_alg_reason_add(out,
-				  "warming up: %" PRId64 " ms of the warm-up since plan %" PRId64
-				  " still to go",
-				  settled_ms - h->now_ms, cur->id);
-		return 0;
-	}
-	/* scratch copies (at least one element: never NULL below) */
-	struct rv_alg_speed_obs *obs = malloc((h->n_speed ? h->n_speed : 1) * sizeof(*obs));
-	struct rv_alg_step *steps = malloc((h->n_steps ? h->n_steps : 1) * sizeof(*steps));
-	if (!obs || !steps) {
-		free(obs);
-		free(steps);
-		return -ENOMEM;
-	}
-	if (h->n_speed)
-		memcpy(obs, h->speed, h->n_speed * sizeof(*obs));
-	if (h->n_steps)
-		memcpy(steps, h->steps, h->n_steps * sizeof(*steps));
-	size_t nobs = rv_alg_correct_straggler_speeds(h, p, obs, h->n_speed);
-	nobs = rv_alg_correct_starved_speeds(h, p, obs, nobs);
-	nobs = rv_alg_drop_run_warmup(h, obs, nobs, p);
-	size_t nsteps = rv_alg_settled_steps(steps, h->n_steps, cur->applied_ts_ms, p);
-
+	int64_t settled_ms = 0;
+	struct job_scratch s = { 0 };
 	struct rv_alg_job_state st;
-	memset(&st, 0, sizeof(st));
-	st.strategy = h->strategy;
-	st.lim = h->lim;
-	st.cur = cur->cfg;
-	st.now_ms = h->now_ms;
-	st.speed = obs;
-	st.n_speed = nobs;
-	/* usage of the ramp is not the need: from where the speed settled (the
-	 * whole window when the ramp was shorter than its fixed part) */
-	struct rv_alg_usage *use = malloc((h->n_usage ? h->n_usage : 1) * sizeof(*use));
-	struct rv_alg_usage *mem = malloc((h->n_mem_usage ? h->n_mem_usage : 1) * sizeof(*mem));
-	if (!use || !mem) {
-		free(obs);
-		free(steps);
-		free(use);
-		free(mem);
-		return -ENOMEM;
-	}
-	size_t nuse = 0;
-	for (size_t i = 0; i < h->n_usage; i++)
-		if (h->usage[i].t_ms >= settled_ms ||
-		    settled_ms <= cur->applied_ts_ms + p->warmup_ms)
-			use[nuse++] = h->usage[i];
-	st.usage = use;
-	st.n_usage = nuse;
-	if (h->mem_usage) {
-		st.mem_usage = mem;
-		st.n_mem_usage = mem_history(h, mem);
-	}
-	st.steps = steps;
-	st.n_steps = nsteps;
-	rv_alg_last_resizes(h->applied, h->n_applied, st.last_resize);
-	starved_resizes(h->applied, h->n_applied, p, st.last_resize);
-	st.first_counts = true;
-	/* memory that still rises says nothing of the need at another PS
-	 * count: the peaks were taken at different points of the rise */
-	st.ps_mem_fit = h->mem_usage && !rv_alg_mem_rises(mem, st.n_mem_usage, RV_ALG_WORKER) &&
-			!rv_alg_mem_rises(mem, st.n_mem_usage, RV_ALG_PS_ROLE) &&
-			rv_alg_ps_mem_fit(h->mem_usage, h->n_mem_usage, h->applied, h->n_applied,
-					  p->min_usage_samples, &st.ps_mem_a, &st.ps_mem_b);
-	bool newest = true;
-	for (size_t i = 0; i + 1 < h->n_applied; i++)
-		if (h->applied[i].stage == RV_ALG_STAGE_RUNNING &&
-		    (h->applied[i].cfg.worker.count != h->applied[i + 1].cfg.worker.count ||
-		     h->applied[i].cfg.ps.count != h->applied[i + 1].cfg.ps.count)) {
-			st.first_counts = false;
-			st.count_changes++;
-			if (newest)
-				st.model_counts =
-					algorithm_is(&h->applied[i], "worker_count_model");
-			newest = false;
-		}
-	int rc = rv_alg_plan_running(&st, p, out);
-	/* The model sending the job back to the counts its own last move left
-	 * flips between two measured counts on noise (9, 10, 9, 10 workers
-	 * under 25% speed noise, a plan each): the counts stay, and the rest
-	 * of the plan is made for them. */
+
+	if (job_warming(h, p, out, &settled_ms))
+		return 0;
+	int rc = job_state_build(h, p, settled_ms, &s, &st);
+	if (rc == 0)
+		rc = rv_alg_plan_running(&st, p, out);
+	/* JOB_FLIP: see rv_alg_model_flips: the counts stay, and the rest of
+	 * the plan is made for them. */
 	if (rc == 0 && out->changed && rv_alg_model_flips(h, out)) {
 		st.lim.min_workers = st.lim.max_workers = cur->cfg.worker.count;
 		st.lim.min_ps = st.lim.max_ps = cur->cfg.ps.count;
@@ -1116,32 +1180,12 @@ int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_para
 					  ") left",
 					  cur->cfg.worker.count, cur->cfg.ps.count, cur->id);
 	}
-	free(obs);
-	free(steps);
-	free(use);
-	free(mem);
+	job_scratch_release(&s);
 	if (rc < 0 || !out->changed)
 		return rc;
-	/* A configuration measured worse (and reverted) is not proposed again:
-	 * that is how plans thrash.  An exploration measured worse was not
-	 * reverted: its speed is data the model chose from, so the model may
-	 * return to it (held, a job explored down to a count far below the
-	 * knee stayed there, at 0.75 of the oracle's speed); another
-	 * exploration may not. */
-	bool model = out->algorithm && !strcmp(out->algorithm, "worker_count_model");
-	for (size_t i = 0; i < h->n_applied; i++) {
-		if (h->applied[i].outcome == RV_ALG_OUTCOME_WORSE &&
-		    !(model && algorithm_is(&h->applied[i], "explore")) &&
-		    rv_alg_same_plan(&h->applied[i], &out->cfg, out->n_migrate, out->n_replace)) {
-			hold(out, &cur->cfg, "this configuration measured worse", h->applied[i].id);
-			return 0;
-		}
-	}
-	/* The same advice not yet applied is not repeated. */
-	if (h->pending && h->pending->applied_ts_ms == 0 &&
-	    rv_alg_same_plan(h->pending, &out->cfg, out->n_migrate, out->n_replace) &&
-	    algorithm_is(h->pending, out->algorithm))
-		hold(out, &cur->cfg, "the same advice is not applied yet", h->pending->id);
+	for (size_t i = 0; i < sizeof(job_holds) / sizeof(job_holds[0]); i++)
+		if (job_holds[i].apply(h, out))
+			break;
 	return 0;
 }
 
