@@ -212,7 +212,7 @@ static void create_default_decision(const struct rv_alg_job_features *job,
 				    const struct rv_alg_limits *lim, struct rv_alg_decision *out)
 {
 	rv_alg_create_default(job, lim, &out->cfg);
-	out->algorithm = "create_default";
+	out->algorithm = RV_ALG_ID_CREATE_DEFAULT;
 	rv_alg_reason_add(out,
 			  "no similar finished job; default from %.3g parameters: %d workers x "
 			  "%.1f CPU %lld MiB",
@@ -329,7 +329,7 @@ int rv_alg_plan_create(const struct rv_alg_job_features *job, const struct rv_al
 	} else {
 		bool state_floor =
 			create_from_neighbours(job, hist, nb, (size_t)m, lim, p, &out->cfg);
-		out->algorithm = "create_knn";
+		out->algorithm = RV_ALG_ID_CREATE_KNN;
 		create_knn_reason(job, hist, nb, (size_t)m, state_floor, out);
 	}
 	free(nb);

@@ -39,8 +39,8 @@ static double recent_cpu(const struct rv_alg_usage *u, size_t n, int node, int k
 }
 
 int rv_alg_hot_ps(const struct rv_alg_usage *u, size_t n, const struct rv_alg_group *ps,
-		  const struct rv_alg_limits *lim, const struct rv_alg_params *p,
-		  int *grow_ps, struct rv_alg_decision *out)
+		  const struct rv_alg_limits *lim, const struct rv_alg_params *p, int *grow_ps,
+		  struct rv_alg_decision *out)
 {
 	if ((n > 0 && !u) || !ps || !lim || !p || !grow_ps || !out || ps->count < 0)
 		return -EINVAL;

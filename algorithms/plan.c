@@ -15,7 +15,8 @@
 /* Leading algorithm: lower rank wins. */
 enum lead_rank { LEAD_HOT_PS, LEAD_STRAGGLER, LEAD_COUNT, LEAD_RIGHTSIZE, LEAD_NONE };
 
-static void take_lead(enum lead_rank *rank, const char **name, enum lead_rank r, const char *n)
+static void take_lead(enum lead_rank *rank, enum rv_alg_id *name, enum lead_rank r,
+		      enum rv_alg_id n)
 {
 	if (r < *rank) {
 		*rank = r;
@@ -43,8 +44,8 @@ static bool model_guess(const struct rv_alg_fit *fit, const struct rv_alg_job_st
 {
 	int w = d->cfg.worker.count, ps = d->cfg.ps.count;
 
-	if (!(p->max_pred_rse > 0) || st->strategy == RV_ALG_PS || !d->changed || !d->algorithm ||
-	    strcmp(d->algorithm, "worker_count_model") != 0 ||
+	if (!(p->max_pred_rse > 0) || st->strategy == RV_ALG_PS || !d->changed ||
+	    d->algorithm != RV_ALG_ID_WORKER_COUNT_MODEL ||
 	    rv_alg_obs_count(st->speed, st->n_speed, w, ps, 2) >= 2)
 		return false;
 	double noise = rv_alg_speed_noise(st->speed, st->n_speed);
@@ -66,8 +67,8 @@ static bool noise_level_move(const struct rv_alg_fit *fit, const struct rv_alg_j
 			     const struct rv_alg_decision *d, const struct rv_alg_params *p)
 {
 	int w = st->cur.worker.count, ps = st->cur.ps.count;
-	if (!st->model_counts || !d->changed || !d->algorithm ||
-	    strcmp(d->algorithm, "worker_count_model") != 0 || rv_alg_fit_trusted(fit, p) ||
+	if (!st->model_counts || !d->changed || d->algorithm != RV_ALG_ID_WORKER_COUNT_MODEL ||
+	    rv_alg_fit_trusted(fit, p) ||
 	    (d->cfg.worker.count > w &&
 	     !(p->explore_budget > 0 && st->count_changes >= p->explore_budget)) ||
 	    rv_alg_obs_count(st->speed, st->n_speed, w, ps, 2) < 2)
@@ -93,7 +94,7 @@ static bool move_confident(const struct rv_alg_fit *fit, const struct rv_alg_job
 {
 	struct rv_alg_confidence c;
 
-	if (!d->changed || !d->algorithm || strcmp(d->algorithm, "worker_count_model") != 0 ||
+	if (!d->changed || d->algorithm != RV_ALG_ID_WORKER_COUNT_MODEL ||
 	    rv_alg_move_confidence(fit, st->speed, st->n_speed, &st->cur, &d->cfg, p, &c) < 0)
 		return true;
 	if (c.confident && c.beyond_data) {
@@ -120,7 +121,7 @@ static bool move_confident(const struct rv_alg_fit *fit, const struct rv_alg_job
  * the counts stay and are measured longer. */
 static void return_to_best(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
 			   struct rv_alg_config *cfg, struct rv_alg_decision *out,
-			   enum lead_rank *rank, const char **lead)
+			   enum lead_rank *rank, enum rv_alg_id *lead)
 {
 	struct rv_alg_config b;
 	double share = 0;
@@ -145,7 +146,7 @@ static void return_to_best(const struct rv_alg_job_state *st, const struct rv_al
 				  "returning to the best measured: %d workers (%.0f%% of the best "
 				  "measured speed, the cheapest within its noise of %.0f%%)",
 				  b.worker.count, 100 * share, 100 * p->target_frac);
-	take_lead(rank, lead, LEAD_COUNT, "explore");
+	take_lead(rank, lead, LEAD_COUNT, RV_ALG_ID_EXPLORE);
 }
 
 /* Distinct worker counts measured at PS count ps. */
@@ -183,8 +184,8 @@ static bool single_count_move(const struct rv_alg_fit *fit, const struct rv_alg_
 {
 	int w = st->cur.worker.count, ps = st->cur.ps.count;
 
-	if (st->strategy != RV_ALG_PS || !d->changed || !d->algorithm ||
-	    strcmp(d->algorithm, "worker_count_model") != 0 || d->cfg.ps.count != ps ||
+	if (st->strategy != RV_ALG_PS || !d->changed ||
+	    d->algorithm != RV_ALG_ID_WORKER_COUNT_MODEL || d->cfg.ps.count != ps ||
 	    d->cfg.worker.count >= w || rv_alg_obs_count(st->speed, st->n_speed, w, ps, 2) < 2 ||
 	    !(d->predicted_speed > 0) || workers_measured_at(st, ps) != 1)
 		return false;
@@ -332,7 +333,7 @@ struct counts {
 	struct rv_alg_config *cfg; /* the plan's counts, written when one is taken */
 	struct rv_alg_decision *out;
 	enum lead_rank *rank;
-	const char **lead;
+	enum rv_alg_id *lead;
 	struct rv_alg_fit fit;
 	struct rv_alg_decision part; /* the model's choice or exploration's */
 	int rc;                      /* of the fit, then of the choice */
@@ -345,7 +346,7 @@ enum count_step { COUNT_NEXT, COUNT_TAKEN, COUNT_DONE };
 
 static bool part_explores(const struct counts *c)
 {
-	return c->part.changed && c->part.algorithm && !strcmp(c->part.algorithm, "explore");
+	return c->part.changed && c->part.algorithm == RV_ALG_ID_EXPLORE;
 }
 
 /* COUNT_TRUST: fit, and whether the fit is trusted: by its own measures, or
@@ -574,7 +575,7 @@ static enum count_step count_third_ps(struct counts *c)
 			  "with %d -> %d PS: a third worker count at one PS count cannot tell "
 			  "transfer from per-PS overhead",
 			  st->cur.ps.count, pn);
-	take_lead(c->rank, c->lead, LEAD_COUNT, "explore");
+	take_lead(c->rank, c->lead, LEAD_COUNT, RV_ALG_ID_EXPLORE);
 	return COUNT_DONE;
 }
 
@@ -603,7 +604,7 @@ static enum count_step count_ps_one(struct counts *c)
 			  "exploring the PS count: %d -> %d PS (measured at one PS count only, "
 			  "the model cannot tell transfer from per-PS overhead)",
 			  p0, pn);
-	take_lead(c->rank, c->lead, LEAD_COUNT, "explore");
+	take_lead(c->rank, c->lead, LEAD_COUNT, RV_ALG_ID_EXPLORE);
 	return COUNT_DONE;
 }
 
@@ -722,7 +723,7 @@ static enum count_step count_ps_edge(struct counts *c)
 				  "at %d PS; %d -> %d PS measured %+.0f%%)",
 				  st->cur.ps.count, e.pn, e.wc, 100 * e.gain, e.pn, e.from, e.edge,
 				  100 * e.paid);
-		take_lead(c->rank, c->lead, LEAD_COUNT, "explore");
+		take_lead(c->rank, c->lead, LEAD_COUNT, RV_ALG_ID_EXPLORE);
 		return COUNT_DONE;
 	}
 	if (edge_step < 0)
@@ -750,7 +751,7 @@ static const struct count_rule {
 
 static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
 			struct rv_alg_config *cfg, struct rv_alg_decision *out,
-			enum lead_rank *rank, const char **lead)
+			enum lead_rank *rank, enum rv_alg_id *lead)
 {
 	struct counts c = {
 		.st = st,
@@ -788,7 +789,7 @@ static double starved_growth(const struct rv_alg_job_state *st, const struct rv_
 static void plan_rightsize(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
 			   enum rv_alg_role role, int keep_cpu, int no_shrink, double behind,
 			   struct rv_alg_config *cfg, struct rv_alg_decision *out,
-			   enum lead_rank *rank, const char **lead)
+			   enum lead_rank *rank, enum rv_alg_id *lead)
 {
 	struct rv_alg_group *g = role == RV_ALG_PS_ROLE ? &cfg->ps : &cfg->worker;
 	struct rv_alg_resource next;
@@ -853,7 +854,7 @@ static void plan_rightsize(const struct rv_alg_job_state *st, const struct rv_al
 			  role_name(role), g->res.cpu, next.cpu, g->res.memory_mb, next.memory_mb,
 			  100 * p->usage_quantile);
 	g->res = next;
-	take_lead(rank, lead, LEAD_RIGHTSIZE, "rightsize");
+	take_lead(rank, lead, LEAD_RIGHTSIZE, RV_ALG_ID_RIGHTSIZE);
 }
 
 /* Fewer PS each hold more of the model: a PS count whose PS would need
@@ -977,7 +978,7 @@ struct running {
 	struct rv_alg_decision *out;
 	struct rv_alg_config cfg; /* the plan's configuration */
 	enum lead_rank rank;      /* the leading part so far, and its name */
-	const char *lead;
+	enum rv_alg_id lead;
 	bool starved_w, starved_ps;
 	int hot, grow; /* rv_alg_hot_ps: hot PS to migrate; PS saturated */
 	struct rv_alg_decision hot_part;
@@ -1081,7 +1082,7 @@ static void run_ps_side(struct running *r)
 		r->out->n_migrate = r->hot_part.n_migrate;
 		memcpy(r->out->migrate, r->hot_part.migrate, sizeof(r->out->migrate));
 		rv_alg_reason_add(r->out, "%s", r->hot_part.reason);
-		take_lead(&r->rank, &r->lead, LEAD_HOT_PS, "hot_ps");
+		take_lead(&r->rank, &r->lead, LEAD_HOT_PS, RV_ALG_ID_HOT_PS);
 	}
 	if (!r->grow || r->cfg.ps.count != st->cur.ps.count)
 		return;
@@ -1095,7 +1096,7 @@ static void run_ps_side(struct running *r)
 	    rv_alg_fits_free(&st->lim, &st->cur, &trial)) {
 		r->cfg = trial;
 		rv_alg_reason_add(r->out, "add a PS: %d -> %d", st->cur.ps.count, r->cfg.ps.count);
-		take_lead(&r->rank, &r->lead, LEAD_HOT_PS, "hot_ps");
+		take_lead(&r->rank, &r->lead, LEAD_HOT_PS, RV_ALG_ID_HOT_PS);
 	} else {
 		rv_alg_reason_add(r->out, "cannot add a PS: limit or free capacity");
 	}
@@ -1141,7 +1142,7 @@ static void run_stragglers(struct running *r)
 	if (r->ns <= 0)
 		return;
 	out->n_replace = (size_t)r->ns < RV_ALG_MAX_NODES ? (size_t)r->ns : RV_ALG_MAX_NODES;
-	take_lead(&r->rank, &r->lead, LEAD_STRAGGLER, "straggler");
+	take_lead(&r->rank, &r->lead, LEAD_STRAGGLER, RV_ALG_ID_STRAGGLER);
 	rv_alg_reason_add(out,
 			  "%d straggler%s to replace (step time >= %.1fx median, robust z > "
 			  "%.0f), first: worker %d",
@@ -1168,7 +1169,7 @@ static void run_min_saving(struct running *r)
 				  "(< %.0f%%), not worth a restart",
 				  100 * saving, 100 * p->min_saving);
 		r->cfg = st->cur;
-		r->lead = "hold";
+		r->lead = RV_ALG_ID_HOLD;
 	}
 }
 
@@ -1211,7 +1212,7 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 		.out = out,
 		.cfg = st->cur,
 		.rank = LEAD_NONE,
-		.lead = "hold",
+		.lead = RV_ALG_ID_HOLD,
 	};
 
 	for (size_t i = 0; i < sizeof(running_parts) / sizeof(running_parts[0]); i++)
@@ -1239,7 +1240,7 @@ int rv_alg_plan_oom(const struct rv_alg_config *cur, enum rv_alg_role role, int6
 
 	if (rc < 0)
 		return rc;
-	out->algorithm = "oom";
+	out->algorithm = RV_ALG_ID_OOM;
 	if (rc == 0) {
 		rv_alg_reason_add(out,
 				  "OOM #%d of a %s: memory %" PRId64 " MiB is already at the "

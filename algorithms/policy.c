@@ -37,9 +37,11 @@ int rv_alg_outcome_parse(const char *s)
 	return -EINVAL;
 }
 
-static bool algorithm_is(const struct rv_alg_applied *a, const char *name)
+/* Whether an applied plan was made by rule id: the name it was stored
+ * under, parsed (rv_alg_id_parse). */
+static bool algorithm_is(const struct rv_alg_applied *a, enum rv_alg_id id)
 {
-	return a->algorithm && !strcmp(a->algorithm, name);
+	return rv_alg_id_parse(a->algorithm) == id;
 }
 
 bool rv_alg_pending_stands(const struct rv_alg_job_history *h)
@@ -503,11 +505,12 @@ int rv_alg_judge_outcome(const struct rv_alg_job_history *h, const struct rv_alg
 	/* An exploration measures a configuration on purpose: a slower result
 	 * is data for the model (and the configuration is not proposed again),
 	 * not a mistake to undo. */
-	if (outcome != RV_ALG_OUTCOME_WORSE || h->n_applied < 2 || algorithm_is(cur, "explore"))
+	if (outcome != RV_ALG_OUTCOME_WORSE || h->n_applied < 2 ||
+	    algorithm_is(cur, RV_ALG_ID_EXPLORE))
 		return 0;
 	const struct rv_alg_applied *prev = &h->applied[1];
 	rv_alg_decision_init(revert, &prev->cfg);
-	revert->algorithm = "revert";
+	revert->algorithm = RV_ALG_ID_REVERT;
 	revert->changed = true;
 	revert->predicted_speed = before;
 	rv_alg_reason_add(revert,
@@ -863,7 +866,7 @@ size_t rv_alg_correct_straggler_speeds(const struct rv_alg_job_history *h,
 		}
 		/* no step time says how slow: a replacement that measured
 		 * faster leaves only the speeds after it */
-		if (algorithm_is(a, "straggler") && a->outcome == RV_ALG_OUTCOME_BETTER) {
+		if (algorithm_is(a, RV_ALG_ID_STRAGGLER) && a->outcome == RV_ALG_OUTCOME_BETTER) {
 			size_t m = 0;
 			for (size_t j = 0; j < n; j++)
 				if (o[j].t_ms > a->applied_ts_ms)
@@ -890,7 +893,7 @@ void rv_alg_last_resizes(const struct rv_alg_applied *a, size_t na, struct rv_al
 {
 	memset(last, 0, 2 * sizeof(*last));
 	for (size_t i = 0; i + 1 < na; i++) {
-		if (!algorithm_is(&a[i], "rightsize"))
+		if (!algorithm_is(&a[i], RV_ALG_ID_RIGHTSIZE))
 			continue;
 		/* A role's last resize is the last plan that resized it: one
 		 * that resized only the other role does not erase it (a PS cut
@@ -922,7 +925,7 @@ static void starved_resizes(const struct rv_alg_applied *a, size_t na,
 			    const struct rv_alg_params *p, struct rv_alg_resize last[2])
 {
 	for (size_t i = 0; i + 1 < na; i++) {
-		if (algorithm_is(&a[i], "rightsize"))
+		if (algorithm_is(&a[i], RV_ALG_ID_RIGHTSIZE))
 			continue;
 		const struct rv_alg_config *tc = &a[i].cfg, *fc = &a[i + 1].cfg;
 		/* PS CPU follows the workers/PS ratio: only growth beyond it */
@@ -960,7 +963,7 @@ static void hold(struct rv_alg_decision *d, const struct rv_alg_config *cur, con
 {
 	d->cfg = *cur;
 	d->changed = false;
-	d->algorithm = "hold";
+	d->algorithm = RV_ALG_ID_HOLD;
 	d->n_migrate = 0;
 	d->n_replace = 0;
 	rv_alg_reason_add(d, "%s (plan %" PRId64 "): not proposed again", why, plan_id);
@@ -968,9 +971,8 @@ static void hold(struct rv_alg_decision *d, const struct rv_alg_config *cur, con
 
 bool rv_alg_model_flips(const struct rv_alg_job_history *h, const struct rv_alg_decision *d)
 {
-	if (!h || !d || h->n_applied < 2 || !d->algorithm ||
-	    strcmp(d->algorithm, "worker_count_model") != 0 ||
-	    !algorithm_is(&h->applied[0], "worker_count_model"))
+	if (!h || !d || h->n_applied < 2 || d->algorithm != RV_ALG_ID_WORKER_COUNT_MODEL ||
+	    !algorithm_is(&h->applied[0], RV_ALG_ID_WORKER_COUNT_MODEL))
 		return false;
 	const struct rv_alg_config *cur = &h->applied[0].cfg, *before = &h->applied[1].cfg;
 	bool moved = cur->worker.count != before->worker.count || cur->ps.count != before->ps.count;
@@ -1001,7 +1003,7 @@ static bool job_warming(const struct rv_alg_job_history *h, const struct rv_alg_
 
 	if (use_ms == INT64_MAX || settled == INT64_MAX) {
 		rv_alg_decision_init(out, &cur->cfg);
-		out->algorithm = "hold";
+		out->algorithm = RV_ALG_ID_HOLD;
 		rv_alg_reason_add(out, "warming up: the %s since plan %" PRId64 " still rises",
 				  use_ms == INT64_MAX ? "CPU use" : "speed", cur->id);
 		return true;
@@ -1012,7 +1014,7 @@ static bool job_warming(const struct rv_alg_job_history *h, const struct rv_alg_
 	if (h->now_ms >= settled)
 		return false;
 	rv_alg_decision_init(out, &cur->cfg);
-	out->algorithm = "hold";
+	out->algorithm = RV_ALG_ID_HOLD;
 	rv_alg_reason_add(out,
 			  "warming up: %" PRId64 " ms of the warm-up since plan %" PRId64
 			  " still to go",
@@ -1050,7 +1052,7 @@ static void job_state_counts(const struct rv_alg_job_history *h, struct rv_alg_j
 			st->count_changes++;
 			if (newest)
 				st->model_counts =
-					algorithm_is(&h->applied[i], "worker_count_model");
+					algorithm_is(&h->applied[i], RV_ALG_ID_WORKER_COUNT_MODEL);
 			newest = false;
 		}
 }
@@ -1110,11 +1112,11 @@ static int job_state_build(const struct rv_alg_job_history *h, const struct rv_a
  * again; the model may return to an exploration's (its speed is data). */
 static bool job_hold_worse(const struct rv_alg_job_history *h, struct rv_alg_decision *out)
 {
-	bool model = out->algorithm && !strcmp(out->algorithm, "worker_count_model");
+	bool model = out->algorithm == RV_ALG_ID_WORKER_COUNT_MODEL;
 
 	for (size_t i = 0; i < h->n_applied; i++) {
 		if (h->applied[i].outcome == RV_ALG_OUTCOME_WORSE &&
-		    !(model && algorithm_is(&h->applied[i], "explore")) &&
+		    !(model && algorithm_is(&h->applied[i], RV_ALG_ID_EXPLORE)) &&
 		    rv_alg_same_plan(&h->applied[i], &out->cfg, out->n_migrate, out->n_replace)) {
 			hold(out, &h->applied[0].cfg, "this configuration measured worse",
 			     h->applied[i].id);
@@ -1283,7 +1285,7 @@ int rv_alg_plan_create_job(const struct rv_alg_job_features *job, const struct r
 		}
 	}
 	if (ask->worker_given && (!ask->has_ps || ask->ps_given)) {
-		out->algorithm = "user_spec";
+		out->algorithm = RV_ALG_ID_USER_SPEC;
 		out->reason[0] = '\0';
 		rv_alg_reason_add(out, "the job gave resources for every role; kept as asked (the "
 				       "running stage right-sizes them from observed usage)");

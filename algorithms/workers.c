@@ -426,7 +426,7 @@ static bool knee_bracket(struct knee *k, struct rv_alg_decision *out)
 	out->fit_r2 = k->fit->r2;
 	out->fit_configs = k->fit->n_configs;
 	out->changed = true;
-	out->algorithm = "explore";
+	out->algorithm = RV_ALG_ID_EXPLORE;
 	rv_alg_reason_add(out,
 			  "the knee is at the largest measured count (%d workers) and growth "
 			  "to it paid; measuring %d before trusting the model beyond its data",
@@ -473,7 +473,7 @@ static void knee_decide(const struct knee *k, struct rv_alg_decision *out)
 		return;
 	}
 	out->changed = true;
-	out->algorithm = "worker_count_model";
+	out->algorithm = RV_ALG_ID_WORKER_COUNT_MODEL;
 	double fcur = speed_of(fit, k->obs, k->nobs, cur->worker.count, cur->ps.count);
 	struct rv_alg_config bc = *cur;
 
@@ -863,7 +863,7 @@ static bool settle_bisect(struct explo *e, struct rv_alg_decision *out)
 		return false;
 	out->cfg.worker.count = mid;
 	out->changed = mid != e->w;
-	out->algorithm = "explore";
+	out->algorithm = RV_ALG_ID_EXPLORE;
 	out->predicted_speed = 0;
 	rv_alg_reason_add(out,
 			  "the knee (%.0f%% of the best measured speed) lies between %d and %d "
@@ -897,7 +897,7 @@ static bool settle_knee(struct explo *e, struct rv_alg_decision *out)
 	out->cfg.worker.count = e->knee;
 	out->predicted_speed = mean_speed(e->obs, e->n, e->knee, e->ps);
 	out->changed = true;
-	out->algorithm = "explore";
+	out->algorithm = RV_ALG_ID_EXPLORE;
 	rv_alg_reason_add(out,
 			  "%d workers measured %.0f%% of the best measured speed, the fewest "
 			  "that reach %.0f%%; settling there (from %d)",
@@ -976,7 +976,7 @@ static int explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv
 	if (e.target != e.w && measure) {
 		out->cfg.worker.count = e.target;
 		out->changed = true;
-		out->algorithm = "explore";
+		out->algorithm = RV_ALG_ID_EXPLORE;
 		rv_alg_reason_add(out,
 				  "exploring: %d -> %d workers to measure scaling (%s); not enough "
 				  "distinct configs for a trusted throughput model yet",
