@@ -32,13 +32,10 @@ static const char *role_name(enum rv_alg_role r)
 /* Whether the model's choice moves to a configuration the data has not
  * measured (fewer than two observations) whose predicted speed has a
  * relative standard error beyond p->max_pred_rse, the pooled noise of the
- * observations carried through the fit.  A fit from three noisy
- * configurations extrapolates a few counts away with errors of 40-200%:
- * such a jump was measured 17-20% slower and reverted, a plan each way;
- * exploration's geometric step and its settling on measured means cost no
- * more plans.  All-reduce jobs only: a PS job's exploration measures worker
- * counts at one PS count, so after a move to a new PS count it started over
- * there and bisected for up to 13 plans. */
+ * observations carried through the fit: the model cannot say, and
+ * exploration's step costs no more plans.  All-reduce jobs only (a PS job's
+ * exploration restarts at each PS count).  DESIGN-LOG.md, "Counts",
+ * GUARD_MODEL_GUESS. */
 static bool model_guess(const struct rv_alg_fit *fit, const struct rv_alg_job_state *st,
 			const struct rv_alg_decision *d, const struct rv_alg_params *p)
 {
@@ -56,13 +53,10 @@ static bool model_guess(const struct rv_alg_fit *fit, const struct rv_alg_job_st
 /* Whether the model's move away from measured counts rests on a fit
  * trusted only because its error is no larger than the noise (r2 below
  * min_r2), with a predicted change smaller than two standard errors of the
- * prediction and of the current mean: the data cannot tell the two apart,
- * and under 25-30% speed noise such moves came back a plan later (4 -> 3
- * -> 4 workers, 2 -> 3 -> 2).  Not a move up: the model puts the count
- * running now short of the line, a predicted throughput miss (16 workers
- * held where the model chose 18 ran at 0.93 of the oracle's speed), while
- * the exploration budget lasts (past it such moves crept 14 -> 21 -> 23 ->
- * 28 workers, a plan each). */
+ * prediction and of the current mean: the data cannot tell the two apart.
+ * Not a move up while the exploration budget lasts: the model then puts
+ * the count running now short of the line.  DESIGN-LOG.md, "Counts",
+ * GUARD_NOISE_LEVEL. */
 static bool noise_level_move(const struct rv_alg_fit *fit, const struct rv_alg_job_state *st,
 			     const struct rv_alg_decision *d, const struct rv_alg_params *p)
 {
@@ -170,15 +164,11 @@ static int workers_measured_at(const struct rv_alg_job_state *st, int ps)
 /* Whether a PS job's model moves to fewer workers at the PS count running
  * now, when that PS count was measured at one worker count only, and the
  * predicted speed there is on the line (target_frac of the best predicted)
- * by less than two standard errors of the prediction.  At one PS count
- * w/f = t0 + t3 p + (t1/p + t2) w: one worker count gives the curve's level
- * there, its slope in workers comes from the other PS counts, and under
- * 25-30% speed noise those split it between the terms badly: after a probe
- * to one PS, 18 workers went to 15 predicted at 91% of the best, and ran
- * 14% slower (0.86 of the oracle's speed).  The data cannot say whether
- * the cheaper count reaches the line; the measured count stays.  Only for
- * speeds noisier than min_gain per observation: a quiet job's flat curve
- * read +0% for half its workers, and the move was right. */
+ * by less than two standard errors of the prediction.  At one PS count one
+ * worker count gives the curve's level, its slope comes from the other PS
+ * counts: the data cannot say whether the cheaper count reaches the line,
+ * and the measured count stays.  Only for speeds noisier than min_gain per
+ * observation.  DESIGN-LOG.md, "Counts", GUARD_SINGLE_COUNT. */
 static bool single_count_move(const struct rv_alg_fit *fit, const struct rv_alg_job_state *st,
 			      const struct rv_alg_decision *d, const struct rv_alg_params *p)
 {
@@ -248,12 +238,12 @@ static int ps_measured_workers(const struct rv_alg_job_state *st)
  * current count (-1), or taken as it is (0); gain is what the model predicts
  * for that step, paid what the last measured step towards the edge
  * brought.  At the edge itself (pc measured), a step that paid under
- * min_gain argues against a step further, whatever the model extrapolates
- * (a +1% step had three jobs probe half the PS and come back: two plans).
+ * min_gain argues against a step further, whatever the model extrapolates.
  * Beyond the edge the model extrapolates already: measured a step further
  * when not predicted clearly worse, unless the current count lies inside
  * the measured range and the step towards the edge paid under min_gain;
- * the current (measured) count then stays. */
+ * the current (measured) count then stays.  DESIGN-LOG.md, "Counts",
+ * COUNT_PS_EDGE. */
 int rv_alg_ps_edge_step(int pc, int lo, int hi, int cur_ps, double gain, double paid,
 			double min_gain)
 {
@@ -284,9 +274,8 @@ static double ps_step_se(const struct rv_alg_job_state *st, int a, int b, double
 
 /* Whether the job has spent its exploration budget (explore_budget): that
  * many running plans have changed its counts already, and another
- * exploration step would rarely pay for its restart (under 25% speed noise
- * a PS job walked 22 -> 14 -> 9 -> 12 -> 11 -> 10 -> 11 -> 12 workers, then
- * probed half its PS, and ended at 0.58 of the best speed). */
+ * exploration step would rarely pay for its restart.  DESIGN-LOG.md,
+ * "Counts", GUARD_SPENT. */
 static bool explore_spent(const struct rv_alg_job_state *st, const struct rv_alg_params *p)
 {
 	return p->explore_budget > 0 && st->count_changes >= p->explore_budget;
@@ -303,11 +292,9 @@ static void keep_spent(const struct rv_alg_job_state *st, const struct rv_alg_pa
 
 /* Spent, and the model's choice lies beyond the data: what exploration
  * settles on over the measured counts at this PS count, when that is a
- * count measured already.  The last exploration step may have measured a
- * count well under the knee (a PS job moved to one PS at 21 workers, then
- * measured 14 there, 0.73 of 21's speed), and keeping it kept the worst
- * config measured.  Not counts the model chose: the model and the measured
- * knee would take turns (27 -> 30 -> 27 workers, a plan each). */
+ * count measured already (the last exploration step may have measured a
+ * count well under the knee).  Not counts the model chose.  DESIGN-LOG.md,
+ * "Counts", GUARD_SPENT. */
 static bool settle_measured(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
 			    struct rv_alg_decision *part)
 {
