@@ -1091,6 +1091,38 @@ START_TEST(test_names)
 }
 END_TEST
 
+/* The names plans are stored and shown under are the ids' names, and read
+ * back to the same ids; a name this library does not know is no rule. */
+START_TEST(test_algorithm_ids)
+{
+	static const char *const stored[] = {
+		"hold",           "worker_count_model", "explore", "rightsize",
+		"hot_ps",         "straggler",          "revert",  "create_knn",
+		"create_default", "user_spec",          "oom",     "oom_memory_step",
+	};
+
+	for (size_t i = 0; i < sizeof(stored) / sizeof(stored[0]); i++) {
+		enum rv_alg_id id = rv_alg_id_parse(stored[i]);
+
+		ck_assert_int_ne(id, RV_ALG_ID_UNKNOWN);
+		ck_assert_str_eq(rv_alg_id_name(id), stored[i]);
+	}
+	ck_assert_int_eq(rv_alg_id_parse("oom_bump"), RV_ALG_ID_UNKNOWN);
+	ck_assert_int_eq(rv_alg_id_parse(""), RV_ALG_ID_UNKNOWN);
+	ck_assert_int_eq(rv_alg_id_parse(NULL), RV_ALG_ID_UNKNOWN);
+	ck_assert_str_eq(rv_alg_id_name(RV_ALG_ID_UNKNOWN), "");
+	ck_assert_str_eq(rv_alg_id_name((enum rv_alg_id)99), "");
+	/* with nothing applied yet the policy holds */
+	struct rv_alg_params p;
+	struct rv_alg_job_history h = { .strategy = RV_ALG_ALLREDUCE };
+	struct rv_alg_decision d;
+	rv_alg_params_default(&p);
+	ck_assert_int_eq(rv_alg_plan_job(&h, &p, &d), 0);
+	ck_assert_int_eq(d.algorithm, RV_ALG_ID_HOLD);
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "hold");
+}
+END_TEST
+
 START_TEST(test_create_explicit_asks_win)
 {
 	struct rv_alg_job_features f = { .strategy = RV_ALG_PS,
@@ -1159,6 +1191,7 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, test_memory_history_from_ps_count_change);
 	tcase_add_test(tc, test_ps_mem_fit);
 	tcase_add_test(tc, test_names);
+	tcase_add_test(tc, test_algorithm_ids);
 	tcase_add_test(tc, test_model_flips);
 	tcase_add_test(tc, test_create_explicit_asks_win);
 	suite_add_tcase(s, tc);
