@@ -447,6 +447,43 @@ int rv_alg_speed_summarize(const struct rv_alg_speed_obs *o, size_t n, int64_t f
 	return 0;
 }
 
+/* The outcome of plan cur from the speeds after it (a) and before it (b):
+ * better at outcome_better times the speed before; worse below
+ * outcome_worse times it, below outcome_worse times its own prediction,
+ * and beyond outcome_se standard errors of the difference (noise alone
+ * never undoes a plan), where a plan that expected to run slower is
+ * measured against what it expected; else neutral.  A plan that replaced
+ * stragglers is never worse: the speed before it was held back by them.
+ * DESIGN-LOG.md, "Judging". */
+static enum rv_alg_outcome judge_compare(const struct rv_alg_applied *cur,
+					 const struct rv_alg_speed_summary *a,
+					 const struct rv_alg_speed_summary *b,
+					 const struct rv_alg_params *p)
+{
+	double after = a->mean, before = b->mean;
+	double ratio = before > 0 ? after / before : 0;
+	enum rv_alg_outcome outcome;
+
+	if (!(b->n > 0 && before > 0))
+		return RV_ALG_OUTCOME_UNKNOWN;
+	bool below_prediction = cur->predicted_speed <= 0 ||
+				after < p->outcome_worse * cur->predicted_speed;
+	double se = sqrt(a->sd * a->sd / a->n + (b->n > 0 ? b->sd * b->sd / b->n : 0));
+	double expected = before;
+	if (cur->predicted_speed > 0 && cur->predicted_speed < expected)
+		expected = cur->predicted_speed;
+	bool significant = expected - after > p->outcome_se * se;
+	if (ratio >= p->outcome_better)
+		outcome = RV_ALG_OUTCOME_BETTER;
+	else if (ratio < p->outcome_worse && below_prediction && significant)
+		outcome = RV_ALG_OUTCOME_WORSE;
+	else
+		outcome = RV_ALG_OUTCOME_NEUTRAL;
+	if (outcome == RV_ALG_OUTCOME_WORSE && cur->n_replace > 0)
+		outcome = RV_ALG_OUTCOME_NEUTRAL;
+	return outcome;
+}
+
 int rv_alg_judge_outcome(const struct rv_alg_job_history *h, const struct rv_alg_outcome_speeds *s,
 			 const struct rv_alg_params *p, struct rv_alg_verdict *v,
 			 struct rv_alg_decision *revert)
@@ -468,37 +505,7 @@ int rv_alg_judge_outcome(const struct rv_alg_job_history *h, const struct rv_alg
 		b = &s->before_all;
 	double after = s->after.mean, before = b->mean;
 	double ratio = before > 0 ? after / before : 0;
-	enum rv_alg_outcome outcome = RV_ALG_OUTCOME_UNKNOWN;
-	if (b->n > 0 && before > 0) {
-		bool below_prediction = cur->predicted_speed <= 0 ||
-					after < p->outcome_worse * cur->predicted_speed;
-		/* "Clearly" worse: also beyond outcome_se standard errors of the
-		 * difference, so noise alone does not undo a plan. */
-		double se = sqrt(s->after.sd * s->after.sd / s->after.n +
-				 (b->n > 0 ? b->sd * b->sd / b->n : 0));
-		/* A plan that expected to run slower (a move down to save
-		 * resources, predicted short of the speed before) is measured
-		 * against what it expected, not against the speed it gave up:
-		 * under 25-30% noise a move from 5 to 4 workers predicted -4%
-		 * measured -18%, 1.6 standard errors below its own expectation,
-		 * and its revert cost two plans for a count at 0.94 of the best. */
-		double expected = before;
-		if (cur->predicted_speed > 0 && cur->predicted_speed < expected)
-			expected = cur->predicted_speed;
-		bool significant = expected - after > p->outcome_se * se;
-		if (ratio >= p->outcome_better)
-			outcome = RV_ALG_OUTCOME_BETTER;
-		else if (ratio < p->outcome_worse && below_prediction && significant)
-			outcome = RV_ALG_OUTCOME_WORSE;
-		else
-			outcome = RV_ALG_OUTCOME_NEUTRAL;
-		/* The speeds before a plan that replaced stragglers are of a job
-		 * held back by them: a drop after it comes from the counts it
-		 * explored, not from the replacement, and is no reason to undo
-		 * it (the revert only lost a plan). */
-		if (outcome == RV_ALG_OUTCOME_WORSE && cur->n_replace > 0)
-			outcome = RV_ALG_OUTCOME_NEUTRAL;
-	}
+	enum rv_alg_outcome outcome = judge_compare(cur, &s->after, b, p);
 	v->outcome = outcome;
 	v->before = before;
 	v->after = after;
