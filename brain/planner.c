@@ -200,6 +200,7 @@ struct planner_pass {
 	struct rv_alg_params p;
 	struct rv_job_spec spec;
 	struct store_plan_row *rows;
+	struct store_plan_row last; /* the newest running plan: pending borrows it */
 	struct rv_alg_applied *applied, pending;
 	struct rv_alg_job_history h;
 	struct rv_alg_speed_obs *obs;
@@ -227,18 +228,18 @@ static void planner_pass_release(struct planner_pass *s)
  * oom plan the job has not applied waits), 0 to go on, < 0 on error. */
 static int planner_pass_plans(struct planner_pass *s, struct rv_err *err)
 {
-	struct store_plan_row last, oom;
+	struct store_plan_row oom;
 	int rc = store_job_spec(s->c, s->job->id, &s->spec, err);
 
 	if (rc < 0 || s->spec.optimize_mode == RV_OPT_SINGLE_JOB)
 		return rc < 0 ? rc : 1;
 	s->h.strategy = rv_plan_strategy(s->spec.strategy);
 	s->h.now_ms = s->job->last_sample_ms;
-	rc = store_plan_latest_row(s->c, s->job->id, "running", &last, err);
+	rc = store_plan_latest_row(s->c, s->job->id, "running", &s->last, err);
 	if (rc < 0)
 		return rc;
-	if (rc == 1 && last.applied_ts_ms == 0) {
-		applied_of(&last, &s->pending);
+	if (rc == 1 && s->last.applied_ts_ms == 0) {
+		applied_of(&s->last, &s->pending);
 		s->h.pending = &s->pending;
 	}
 	if (rv_alg_pending_stands(&s->h))
