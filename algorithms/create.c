@@ -17,24 +17,24 @@
 #include "alg_internal.h"
 
 /* Feature weights in the squared distance. */
-#define W_PARAMS 1.0
-#define W_BATCH 0.5
+#define W_PARAMS  1.0
+#define W_BATCH   0.5
 #define W_DATASET 0.25
-#define W_USER 0.25   /* added when the users differ */
-#define W_STEM 0.5    /* added when the name stems differ */
+#define W_USER    0.25 /* added when the users differ */
+#define W_STEM    0.5  /* added when the name stems differ */
 
-#define MIB (1024.0 * 1024.0)
+#define MIB                  (1024.0 * 1024.0)
 /* Default-stage figures: fp32 weights, gradients and two Adam moments. */
-#define BYTES_PER_PARAM 4.0
-#define STATE_COPIES 4.0
+#define BYTES_PER_PARAM      4.0
+#define STATE_COPIES         4.0
 /* A zero-config job with no history starts generous: its first minutes then
  * measure its real use, and the first running plan right-sizes it down in one
  * step.  Starting small costs more: a starved role grows by one doubling per
  * plan (and distorts every speed measured meanwhile), and too little memory
  * costs an OOM and a relaunch. */
-#define DEFAULT_CPU 8.0
+#define DEFAULT_CPU          8.0
 #define DEFAULT_MEM_FLOOR_MB 16384.0
-#define PS_TARGET_MB 8192.0
+#define PS_TARGET_MB         8192.0
 
 int rv_alg_name_stem(const char *name, char *buf, size_t size)
 {
@@ -103,7 +103,7 @@ static void fit_limits(struct rv_alg_config *c, enum rv_alg_strategy s,
 		       const struct rv_alg_limits *lim)
 {
 	static const struct rv_alg_config zero;
-	struct rv_alg_group *g[2] = {&c->worker, &c->ps};
+	struct rv_alg_group *g[2] = { &c->worker, &c->ps };
 
 	/* PS hold shares of the model: fewer PS than asked for each hold more,
 	 * so the memory follows the count after it is capped (before the
@@ -135,8 +135,8 @@ static void fit_limits(struct rv_alg_config *c, enum rv_alg_strategy s,
 		c->worker.count -= unit;
 }
 
-void rv_alg_create_default(const struct rv_alg_job_features *job,
-			   const struct rv_alg_limits *lim, struct rv_alg_config *out)
+void rv_alg_create_default(const struct rv_alg_job_features *job, const struct rv_alg_limits *lim,
+			   struct rv_alg_config *out)
 {
 	double params = job->parameters > 0 ? job->parameters : 0;
 	double model_mb = params * BYTES_PER_PARAM / MIB;
@@ -179,21 +179,16 @@ static int cmp_neighbour(const void *a, const void *b)
 	return (x->d > y->d) - (x->d < y->d);
 }
 
-int rv_alg_plan_create(const struct rv_alg_job_features *job,
-		       const struct rv_alg_history_job *hist, size_t n,
-		       const struct rv_alg_limits *lim, const struct rv_alg_params *p,
-		       struct rv_alg_decision *out)
+/* The neighbours of job in hist within knn_max_dist, nearest first, at
+ * most knn_k: their count (0 with *nbp NULL or to free), or -ENOMEM. */
+static long create_neighbours(const struct rv_alg_job_features *job,
+			      const struct rv_alg_history_job *hist, size_t n,
+			      const struct rv_alg_params *p, struct neighbour **nbp)
 {
-	static const struct rv_alg_config zero;
-
-	if (!job || (n > 0 && !hist) || !lim || !p || !out)
-		return -EINVAL;
-	rv_alg_decision_init(out, &zero);
-	out->changed = true;
-
 	struct neighbour *nb = n ? malloc(n * sizeof(*nb)) : NULL;
 	size_t m = 0;
 
+	*nbp = nb;
 	if (n && !nb)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
@@ -202,59 +197,66 @@ int rv_alg_plan_create(const struct rv_alg_job_features *job,
 		double d = distance(job, &hist[i].f);
 
 		if (d <= p->knn_max_dist)
-			nb[m++] = (struct neighbour){i, d};
+			nb[m++] = (struct neighbour){ i, d };
 	}
-	if (m == 0) {
-		free(nb);
-		rv_alg_create_default(job, lim, &out->cfg);
-		out->algorithm = "create_default";
-		rv_alg_reason_add(out,
-				  "no similar finished job; default from %.3g parameters: "
-				  "%d workers x %.1f CPU %lld MiB",
-				  job->parameters, out->cfg.worker.count, out->cfg.worker.res.cpu,
-				  (long long)out->cfg.worker.res.memory_mb);
-		if (job->strategy == RV_ALG_PS)
-			rv_alg_reason_add(out, "%d PS x %.1f CPU %lld MiB", out->cfg.ps.count,
-					  out->cfg.ps.res.cpu,
-					  (long long)out->cfg.ps.res.memory_mb);
+	if (m == 0)
 		return 0;
-	}
 	qsort(nb, m, sizeof(*nb), cmp_neighbour);
 	if (p->knn_k > 0 && m > (size_t)p->knn_k)
 		m = (size_t)p->knn_k;
+	return (long)m;
+}
 
-	/* inverse-distance weights; 0.1 keeps an exact match from taking all */
+/* CREATE_DEFAULT: no near neighbour: rv_alg_create_default. */
+static void create_default_decision(const struct rv_alg_job_features *job,
+				    const struct rv_alg_limits *lim, struct rv_alg_decision *out)
+{
+	rv_alg_create_default(job, lim, &out->cfg);
+	out->algorithm = RV_ALG_ID_CREATE_DEFAULT;
+	rv_alg_reason_add(out,
+			  "no similar finished job; default from %.3g parameters: %d workers x "
+			  "%.1f CPU %lld MiB",
+			  job->parameters, out->cfg.worker.count, out->cfg.worker.res.cpu,
+			  (long long)out->cfg.worker.res.memory_mb);
+	if (job->strategy == RV_ALG_PS)
+		rv_alg_reason_add(out, "%d PS x %.1f CPU %lld MiB", out->cfg.ps.count,
+				  out->cfg.ps.res.cpu, (long long)out->cfg.ps.res.memory_mb);
+}
+
+/* CREATE_KNN: counts and CPU weighted 1/(d + 0.1) over the neighbours (0.1
+ * keeps an exact match from taking all), memory the largest any used (too
+ * little is an OOM, too much the first running plan trims), plus
+ * create_margin; an all-reduce worker never under its own model's state
+ * (returns true when that floor raised it); the neighbours' PS CPU in all
+ * spread over the widest PS tier the job allows. */
+static bool create_from_neighbours(const struct rv_alg_job_features *job,
+				   const struct rv_alg_history_job *hist,
+				   const struct neighbour *nb, size_t m,
+				   const struct rv_alg_limits *lim, const struct rv_alg_params *p,
+				   struct rv_alg_config *c)
+{
 	double sw = 0, w_cnt = 0, w_cpu = 0, w_mem = 0, p_cnt = 0, p_cpu = 0, p_mem = 0, p_tot = 0;
+	double mg = 1 + p->create_margin;
+	bool state_floor = false;
 
 	for (size_t j = 0; j < m; j++) {
-		const struct rv_alg_config *c = &hist[nb[j].i].cfg;
+		const struct rv_alg_config *h = &hist[nb[j].i].cfg;
 		double w = 1 / (nb[j].d + 0.1);
 
 		sw += w;
-		w_cnt += w * c->worker.count;
-		w_cpu += w * c->worker.res.cpu;
-		p_cnt += w * c->ps.count;
-		p_cpu += w * c->ps.res.cpu;
-		p_tot += w * c->ps.count * c->ps.res.cpu;
-		/* Memory: the largest any neighbour used, not the mean.  Too
-		 * little is an OOM, a relaunch and a plan; too much is trimmed
-		 * by the first running plan, which changes the counts anyway. */
-		if ((double)c->worker.res.memory_mb > w_mem)
-			w_mem = (double)c->worker.res.memory_mb;
-		if ((double)c->ps.res.memory_mb > p_mem)
-			p_mem = (double)c->ps.res.memory_mb;
+		w_cnt += w * h->worker.count;
+		w_cpu += w * h->worker.res.cpu;
+		p_cnt += w * h->ps.count;
+		p_cpu += w * h->ps.res.cpu;
+		p_tot += w * h->ps.count * h->ps.res.cpu;
+		if ((double)h->worker.res.memory_mb > w_mem)
+			w_mem = (double)h->worker.res.memory_mb;
+		if ((double)h->ps.res.memory_mb > p_mem)
+			p_mem = (double)h->ps.res.memory_mb;
 	}
-	struct rv_alg_config *c = &out->cfg;
-	double mg = 1 + p->create_margin;
-
 	c->worker.count = (int)lround(w_cnt / sw);
 	c->worker.res.cpu = cpu_tenths(w_cpu / sw * mg);
 	c->worker.res.memory_mb = (int64_t)rv_alg_mb_up(w_mem * mg);
-	/* An all-reduce worker holds the whole model and its optimizer state:
-	 * a neighbour with a fraction of the parameters used a fraction of the
-	 * memory, and no worker of this job runs below its own state. */
-	bool state_floor = false;
-
 	if (job->strategy == RV_ALG_ALLREDUCE && job->parameters > 0) {
 		double state_mb = job->parameters * BYTES_PER_PARAM * STATE_COPIES / MIB;
 
@@ -267,22 +269,30 @@ int rv_alg_plan_create(const struct rv_alg_job_features *job,
 		c->ps.count = (int)lround(p_cnt / sw);
 		c->ps.res.cpu = cpu_tenths(p_cpu / sw * mg);
 		c->ps.res.memory_mb = (int64_t)rv_alg_mb_up(p_mem * mg);
-		/* the neighbours' PS CPU in all, spread over the widest tier the
-		 * job allows (see wide_ps_tier) */
 		if (lim->max_ps > c->ps.count) {
 			c->ps.count = lim->max_ps;
 			c->ps.res.cpu = cpu_tenths(p_tot / sw * mg / c->ps.count);
 		}
 	}
 	fit_limits(c, job->strategy, lim);
-	out->algorithm = "create_knn";
+	return state_floor;
+}
+
+/* The reason of a create_knn decision: up to three neighbours with their
+ * distances, then what was chosen. */
+static void create_knn_reason(const struct rv_alg_job_features *job,
+			      const struct rv_alg_history_job *hist, const struct neighbour *nb,
+			      size_t m, bool state_floor, struct rv_alg_decision *out)
+{
+	const struct rv_alg_config *c = &out->cfg;
+
 	rv_alg_reason_add(out, "%zu similar finished job%s (", m, m > 1 ? "s" : "");
 	for (size_t j = 0; j < m && j < 3; j++) {
 		const char *id = hist[nb[j].i].id ? hist[nb[j].i].id : "?";
 		size_t len = strlen(out->reason);
 
-		snprintf(out->reason + len, sizeof(out->reason) - len, "%s%s d=%.2f",
-			 j ? ", " : "", id, nb[j].d);
+		snprintf(out->reason + len, sizeof(out->reason) - len, "%s%s d=%.2f", j ? ", " : "",
+			 id, nb[j].d);
 	}
 	size_t len = strlen(out->reason);
 
@@ -294,9 +304,34 @@ int rv_alg_plan_create(const struct rv_alg_job_features *job,
 				  (long long)c->ps.res.memory_mb);
 	if (state_floor)
 		rv_alg_reason_add(out,
-				  "worker memory raised to the model and optimizer state of "
-				  "%.3g parameters",
+				  "worker memory raised to the model and optimizer state of %.3g "
+				  "parameters",
 				  job->parameters);
+}
+
+int rv_alg_plan_create(const struct rv_alg_job_features *job, const struct rv_alg_history_job *hist,
+		       size_t n, const struct rv_alg_limits *lim, const struct rv_alg_params *p,
+		       struct rv_alg_decision *out)
+{
+	static const struct rv_alg_config zero;
+	struct neighbour *nb = NULL;
+
+	if (!job || (n > 0 && !hist) || !lim || !p || !out)
+		return -EINVAL;
+	rv_alg_decision_init(out, &zero);
+	out->changed = true;
+	long m = create_neighbours(job, hist, n, p, &nb);
+
+	if (m < 0)
+		return (int)m;
+	if (m == 0) {
+		create_default_decision(job, lim, out);
+	} else {
+		bool state_floor =
+			create_from_neighbours(job, hist, nb, (size_t)m, lim, p, &out->cfg);
+		out->algorithm = RV_ALG_ID_CREATE_KNN;
+		create_knn_reason(job, hist, nb, (size_t)m, state_floor, out);
+	}
 	free(nb);
 	return 0;
 }

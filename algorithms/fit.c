@@ -91,7 +91,8 @@ static int nnls_enumerate(const gsl_matrix *A, const gsl_vector *b, double *thet
 			for (size_t i = 0; i < n; i++)
 				for (size_t j = 0; j < nc; j++)
 					gsl_matrix_set(X, i, j, gsl_matrix_get(A, i, cols[j]));
-			rc = gsl_multifit_linear(X, b, c, cov, &chisq, ws) == GSL_SUCCESS ? 0 : -EDOM;
+			rc = gsl_multifit_linear(X, b, c, cov, &chisq, ws) == GSL_SUCCESS ? 0
+											  : -EDOM;
 		}
 		if (rc == 0) {
 			int feasible = 1;
@@ -146,6 +147,69 @@ static int config_seen(const struct rv_alg_speed_obs *obs, const size_t *idx, si
 	return 0;
 }
 
+/* The range of worker counts and the distinct PS counts (at most 32) of
+ * the rows the fit used. */
+static void fit_seen(enum rv_alg_model model, const struct rv_alg_speed_obs *obs, size_t n,
+		     struct rv_alg_fit *out)
+{
+	double x[FIT_MAX_THETA], y;
+	int psv[32], k_ps = 0;
+
+	out->n_ps_values = 0;
+	out->max_workers_seen = 0;
+	out->min_workers_seen = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!fit_row(model, &obs[i], x, &y))
+			continue;
+		if (obs[i].workers > out->max_workers_seen)
+			out->max_workers_seen = obs[i].workers;
+		if (!out->min_workers_seen || obs[i].workers < out->min_workers_seen)
+			out->min_workers_seen = obs[i].workers;
+		int j = 0;
+		while (j < k_ps && psv[j] != obs[i].ps)
+			j++;
+		if (j == k_ps && k_ps < 32)
+			psv[k_ps++] = obs[i].ps;
+	}
+	out->n_ps_values = k_ps;
+}
+
+/* Goodness on speed itself: r2, the relative RMS error against the
+ * prediction, and the confidence, no better than the configs allow (one
+ * config cannot show a curve) and falling to 0 at 20% relative error. */
+static void fit_goodness(enum rv_alg_model model, const struct rv_alg_speed_obs *obs, size_t n,
+			 size_t used, size_t nconf, struct rv_alg_fit *out)
+{
+	double x[FIT_MAX_THETA], y;
+	double mean = 0, ss_tot = 0, ss_res = 0, rel = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (fit_row(model, &obs[i], x, &y))
+			mean += obs[i].speed;
+	mean /= (double)used;
+	for (size_t i = 0; i < n; i++) {
+		if (!fit_row(model, &obs[i], x, &y))
+			continue;
+		double f = obs[i].speed;
+		double pr = rv_alg_fit_predict(out, obs[i].workers, obs[i].ps);
+
+		ss_tot += (f - mean) * (f - mean);
+		ss_res += (pr - f) * (pr - f);
+		rel += pr > 0 ? (f - pr) * (f - pr) / (pr * pr) : 1;
+	}
+	out->rel_rmse = sqrt(rel / (double)used);
+	if (ss_tot > 1e-12 * mean * mean)
+		out->r2 = 1 - ss_res / ss_tot;
+	else
+		out->r2 = out->rel_rmse < 1e-6 ? 1 : 0;
+	double cfg_part = (double)(nconf - 1) / (double)out->n_theta;
+	double err_part = 1 - out->rel_rmse / 0.2;
+
+	cfg_part = cfg_part > 1 ? 1 : cfg_part;
+	err_part = err_part < 0 ? 0 : err_part;
+	out->confidence = cfg_part * err_part;
+}
+
 int rv_alg_fit_speed(enum rv_alg_model model, const struct rv_alg_speed_obs *obs, size_t n,
 		     struct rv_alg_fit *out)
 {
@@ -153,8 +217,7 @@ int rv_alg_fit_speed(enum rv_alg_model model, const struct rv_alg_speed_obs *obs
 	size_t used = 0, k;
 	int rc;
 
-	if (!out || (n > 0 && !obs) ||
-	    (model != RV_ALG_MODEL_SYNC && model != RV_ALG_MODEL_ASYNC))
+	if (!out || (n > 0 && !obs) || (model != RV_ALG_MODEL_SYNC && model != RV_ALG_MODEL_ASYNC))
 		return -EINVAL;
 	memset(out, 0, sizeof(*out));
 	out->model = model;
@@ -189,59 +252,10 @@ int rv_alg_fit_speed(enum rv_alg_model model, const struct rv_alg_speed_obs *obs
 	rc = nnls_enumerate(A, b, out->theta);
 	if (rc < 0)
 		goto out;
-
-	/* goodness on speed itself */
-	double mean = 0, ss_tot = 0, ss_res = 0, rel = 0;
-
-	for (size_t i = 0; i < n; i++)
-		if (fit_row(model, &obs[i], x, &y))
-			mean += obs[i].speed;
-	mean /= (double)used;
-	for (size_t i = 0; i < n; i++) {
-		if (!fit_row(model, &obs[i], x, &y))
-			continue;
-		double f = obs[i].speed;
-		double pr = rv_alg_fit_predict(out, obs[i].workers, obs[i].ps);
-
-		ss_tot += (f - mean) * (f - mean);
-		ss_res += (pr - f) * (pr - f);
-		rel += pr > 0 ? (f - pr) * (f - pr) / (pr * pr) : 1;
-	}
 	out->n_points = (int)used;
 	out->n_configs = (int)nconf;
-	out->n_ps_values = 0;
-	out->max_workers_seen = 0;
-	out->min_workers_seen = 0;
-	{
-		int psv[32], k_ps = 0;
-		for (size_t i = 0; i < n; i++) {
-			if (!fit_row(model, &obs[i], x, &y))
-				continue;
-			if (obs[i].workers > out->max_workers_seen)
-				out->max_workers_seen = obs[i].workers;
-			if (!out->min_workers_seen || obs[i].workers < out->min_workers_seen)
-				out->min_workers_seen = obs[i].workers;
-			int j = 0;
-			while (j < k_ps && psv[j] != obs[i].ps)
-				j++;
-			if (j == k_ps && k_ps < 32)
-				psv[k_ps++] = obs[i].ps;
-		}
-		out->n_ps_values = k_ps;
-	}
-	out->rel_rmse = sqrt(rel / (double)used);
-	if (ss_tot > 1e-12 * mean * mean)
-		out->r2 = 1 - ss_res / ss_tot;
-	else
-		out->r2 = out->rel_rmse < 1e-6 ? 1 : 0;
-	/* Confidence: no better than the configs allow (one config cannot show
-	 * a curve), falling to 0 at 20% relative error. */
-	double cfg_part = (double)(nconf - 1) / (double)k;
-	double err_part = 1 - out->rel_rmse / 0.2;
-
-	cfg_part = cfg_part > 1 ? 1 : cfg_part;
-	err_part = err_part < 0 ? 0 : err_part;
-	out->confidence = cfg_part * err_part;
+	fit_seen(model, obs, n, out);
+	fit_goodness(model, obs, n, used, nconf, out);
 	rc = 0;
 out:
 	free(first);

@@ -38,9 +38,47 @@ static double recent_cpu(const struct rv_alg_usage *u, size_t n, int node, int k
 	return got ? sum / got : NAN;
 }
 
+/* Migrate hot PS i (CPU use x, robust z over the median) to hot_cpu_factor
+ * times its use, within the node's CPU and what *budget (free CPU, < 0
+ * unknown) has left: 1 when migrated, 0 when no CPU is left to give it. */
+static int hot_ps_migrate(size_t i, double x, double z, double median,
+			  const struct rv_alg_group *ps, const struct rv_alg_limits *lim,
+			  const struct rv_alg_params *p, double *budget,
+			  struct rv_alg_decision *out)
+{
+	double limit = ps->res.cpu;
+	double want = rv_alg_cpu_up(x * p->hot_cpu_factor);
+
+	if (lim->max_cpu > 0 && want > lim->max_cpu)
+		want = lim->max_cpu;
+	if (*budget >= 0 && want - limit > *budget)
+		want = limit + floor(*budget * 10) / 10;
+	if (want <= limit) {
+		rv_alg_reason_add(out,
+				  "PS %zu is hot (%.1f of %.1f CPU, z=%.1f) but no CPU is left to "
+				  "give it",
+				  i, x, limit, z);
+		return 0;
+	}
+	if (*budget >= 0)
+		*budget -= want - limit;
+	if (out->n_migrate < RV_ALG_MAX_NODES) {
+		struct rv_alg_migration *mg = &out->migrate[out->n_migrate++];
+
+		mg->node = (int)i;
+		mg->res.cpu = want;
+		mg->res.memory_mb = ps->res.memory_mb;
+	}
+	rv_alg_reason_add(out,
+			  "PS %zu is hot: %.1f of %.1f CPU (z=%.1f over median %.1f); migrate to "
+			  "%.1f CPU",
+			  i, x, limit, z, median, want);
+	return 1;
+}
+
 int rv_alg_hot_ps(const struct rv_alg_usage *u, size_t n, const struct rv_alg_group *ps,
-		  const struct rv_alg_limits *lim, const struct rv_alg_params *p,
-		  int *grow_ps, struct rv_alg_decision *out)
+		  const struct rv_alg_limits *lim, const struct rv_alg_params *p, int *grow_ps,
+		  struct rv_alg_decision *out)
 {
 	if ((n > 0 && !u) || !ps || !lim || !p || !grow_ps || !out || ps->count < 0)
 		return -EINVAL;
@@ -90,33 +128,7 @@ int rv_alg_hot_ps(const struct rv_alg_usage *u, size_t n, const struct rv_alg_gr
 
 		if (z <= p->hot_z || x[i] < p->hot_util * limit)
 			continue;
-		double want = rv_alg_cpu_up(x[i] * p->hot_cpu_factor);
-
-		if (lim->max_cpu > 0 && want > lim->max_cpu)
-			want = lim->max_cpu;
-		if (budget >= 0 && want - limit > budget)
-			want = limit + floor(budget * 10) / 10;
-		if (want <= limit) {
-			rv_alg_reason_add(out,
-					  "PS %zu is hot (%.1f of %.1f CPU, z=%.1f) but no CPU "
-					  "is left to give it",
-					  i, x[i], limit, z);
-			continue;
-		}
-		if (budget >= 0)
-			budget -= want - limit;
-		if (out->n_migrate < RV_ALG_MAX_NODES) {
-			struct rv_alg_migration *mg = &out->migrate[out->n_migrate++];
-
-			mg->node = (int)i;
-			mg->res.cpu = want;
-			mg->res.memory_mb = ps->res.memory_mb;
-		}
-		rv_alg_reason_add(out,
-				  "PS %zu is hot: %.1f of %.1f CPU (z=%.1f over median %.1f); "
-				  "migrate to %.1f CPU",
-				  i, x[i], limit, z, median, want);
-		hot++;
+		hot += hot_ps_migrate(i, x[i], z, median, ps, lim, p, &budget, out);
 	}
 out:
 	free(tmp);

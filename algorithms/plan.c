@@ -15,7 +15,8 @@
 /* Leading algorithm: lower rank wins. */
 enum lead_rank { LEAD_HOT_PS, LEAD_STRAGGLER, LEAD_COUNT, LEAD_RIGHTSIZE, LEAD_NONE };
 
-static void take_lead(enum lead_rank *rank, const char **name, enum lead_rank r, const char *n)
+static void take_lead(enum lead_rank *rank, enum rv_alg_id *name, enum lead_rank r,
+		      enum rv_alg_id n)
 {
 	if (r < *rank) {
 		*rank = r;
@@ -31,20 +32,17 @@ static const char *role_name(enum rv_alg_role r)
 /* Whether the model's choice moves to a configuration the data has not
  * measured (fewer than two observations) whose predicted speed has a
  * relative standard error beyond p->max_pred_rse, the pooled noise of the
- * observations carried through the fit.  A fit from three noisy
- * configurations extrapolates a few counts away with errors of 40-200%:
- * such a jump was measured 17-20% slower and reverted, a plan each way;
- * exploration's geometric step and its settling on measured means cost no
- * more plans.  All-reduce jobs only: a PS job's exploration measures worker
- * counts at one PS count, so after a move to a new PS count it started over
- * there and bisected for up to 13 plans. */
+ * observations carried through the fit: the model cannot say, and
+ * exploration's step costs no more plans.  All-reduce jobs only (a PS job's
+ * exploration restarts at each PS count).  DESIGN-LOG.md, "Counts",
+ * GUARD_MODEL_GUESS. */
 static bool model_guess(const struct rv_alg_fit *fit, const struct rv_alg_job_state *st,
 			const struct rv_alg_decision *d, const struct rv_alg_params *p)
 {
 	int w = d->cfg.worker.count, ps = d->cfg.ps.count;
 
-	if (!(p->max_pred_rse > 0) || st->strategy == RV_ALG_PS || !d->changed || !d->algorithm ||
-	    strcmp(d->algorithm, "worker_count_model") != 0 ||
+	if (!(p->max_pred_rse > 0) || st->strategy == RV_ALG_PS || !d->changed ||
+	    d->algorithm != RV_ALG_ID_WORKER_COUNT_MODEL ||
 	    rv_alg_obs_count(st->speed, st->n_speed, w, ps, 2) >= 2)
 		return false;
 	double noise = rv_alg_speed_noise(st->speed, st->n_speed);
@@ -55,19 +53,16 @@ static bool model_guess(const struct rv_alg_fit *fit, const struct rv_alg_job_st
 /* Whether the model's move away from measured counts rests on a fit
  * trusted only because its error is no larger than the noise (r2 below
  * min_r2), with a predicted change smaller than two standard errors of the
- * prediction and of the current mean: the data cannot tell the two apart,
- * and under 25-30% speed noise such moves came back a plan later (4 -> 3
- * -> 4 workers, 2 -> 3 -> 2).  Not a move up: the model puts the count
- * running now short of the line, a predicted throughput miss (16 workers
- * held where the model chose 18 ran at 0.93 of the oracle's speed), while
- * the exploration budget lasts (past it such moves crept 14 -> 21 -> 23 ->
- * 28 workers, a plan each). */
+ * prediction and of the current mean: the data cannot tell the two apart.
+ * Not a move up while the exploration budget lasts: the model then puts
+ * the count running now short of the line.  DESIGN-LOG.md, "Counts",
+ * GUARD_NOISE_LEVEL. */
 static bool noise_level_move(const struct rv_alg_fit *fit, const struct rv_alg_job_state *st,
 			     const struct rv_alg_decision *d, const struct rv_alg_params *p)
 {
 	int w = st->cur.worker.count, ps = st->cur.ps.count;
-	if (!st->model_counts || !d->changed || !d->algorithm ||
-	    strcmp(d->algorithm, "worker_count_model") != 0 || rv_alg_fit_trusted(fit, p) ||
+	if (!st->model_counts || !d->changed || d->algorithm != RV_ALG_ID_WORKER_COUNT_MODEL ||
+	    rv_alg_fit_trusted(fit, p) ||
 	    (d->cfg.worker.count > w &&
 	     !(p->explore_budget > 0 && st->count_changes >= p->explore_budget)) ||
 	    rv_alg_obs_count(st->speed, st->n_speed, w, ps, 2) < 2)
@@ -93,7 +88,7 @@ static bool move_confident(const struct rv_alg_fit *fit, const struct rv_alg_job
 {
 	struct rv_alg_confidence c;
 
-	if (!d->changed || !d->algorithm || strcmp(d->algorithm, "worker_count_model") != 0 ||
+	if (!d->changed || d->algorithm != RV_ALG_ID_WORKER_COUNT_MODEL ||
 	    rv_alg_move_confidence(fit, st->speed, st->n_speed, &st->cur, &d->cfg, p, &c) < 0)
 		return true;
 	if (c.confident && c.beyond_data) {
@@ -120,7 +115,7 @@ static bool move_confident(const struct rv_alg_fit *fit, const struct rv_alg_job
  * the counts stay and are measured longer. */
 static void return_to_best(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
 			   struct rv_alg_config *cfg, struct rv_alg_decision *out,
-			   enum lead_rank *rank, const char **lead)
+			   enum lead_rank *rank, enum rv_alg_id *lead)
 {
 	struct rv_alg_config b;
 	double share = 0;
@@ -145,7 +140,7 @@ static void return_to_best(const struct rv_alg_job_state *st, const struct rv_al
 				  "returning to the best measured: %d workers (%.0f%% of the best "
 				  "measured speed, the cheapest within its noise of %.0f%%)",
 				  b.worker.count, 100 * share, 100 * p->target_frac);
-	take_lead(rank, lead, LEAD_COUNT, "explore");
+	take_lead(rank, lead, LEAD_COUNT, RV_ALG_ID_EXPLORE);
 }
 
 /* Distinct worker counts measured at PS count ps. */
@@ -169,22 +164,18 @@ static int workers_measured_at(const struct rv_alg_job_state *st, int ps)
 /* Whether a PS job's model moves to fewer workers at the PS count running
  * now, when that PS count was measured at one worker count only, and the
  * predicted speed there is on the line (target_frac of the best predicted)
- * by less than two standard errors of the prediction.  At one PS count
- * w/f = t0 + t3 p + (t1/p + t2) w: one worker count gives the curve's level
- * there, its slope in workers comes from the other PS counts, and under
- * 25-30% speed noise those split it between the terms badly: after a probe
- * to one PS, 18 workers went to 15 predicted at 91% of the best, and ran
- * 14% slower (0.86 of the oracle's speed).  The data cannot say whether
- * the cheaper count reaches the line; the measured count stays.  Only for
- * speeds noisier than min_gain per observation: a quiet job's flat curve
- * read +0% for half its workers, and the move was right. */
+ * by less than two standard errors of the prediction.  At one PS count one
+ * worker count gives the curve's level, its slope comes from the other PS
+ * counts: the data cannot say whether the cheaper count reaches the line,
+ * and the measured count stays.  Only for speeds noisier than min_gain per
+ * observation.  DESIGN-LOG.md, "Counts", GUARD_SINGLE_COUNT. */
 static bool single_count_move(const struct rv_alg_fit *fit, const struct rv_alg_job_state *st,
 			      const struct rv_alg_decision *d, const struct rv_alg_params *p)
 {
 	int w = st->cur.worker.count, ps = st->cur.ps.count;
 
-	if (st->strategy != RV_ALG_PS || !d->changed || !d->algorithm ||
-	    strcmp(d->algorithm, "worker_count_model") != 0 || d->cfg.ps.count != ps ||
+	if (st->strategy != RV_ALG_PS || !d->changed ||
+	    d->algorithm != RV_ALG_ID_WORKER_COUNT_MODEL || d->cfg.ps.count != ps ||
 	    d->cfg.worker.count >= w || rv_alg_obs_count(st->speed, st->n_speed, w, ps, 2) < 2 ||
 	    !(d->predicted_speed > 0) || workers_measured_at(st, ps) != 1)
 		return false;
@@ -247,12 +238,12 @@ static int ps_measured_workers(const struct rv_alg_job_state *st)
  * current count (-1), or taken as it is (0); gain is what the model predicts
  * for that step, paid what the last measured step towards the edge
  * brought.  At the edge itself (pc measured), a step that paid under
- * min_gain argues against a step further, whatever the model extrapolates
- * (a +1% step had three jobs probe half the PS and come back: two plans).
+ * min_gain argues against a step further, whatever the model extrapolates.
  * Beyond the edge the model extrapolates already: measured a step further
  * when not predicted clearly worse, unless the current count lies inside
  * the measured range and the step towards the edge paid under min_gain;
- * the current (measured) count then stays. */
+ * the current (measured) count then stays.  DESIGN-LOG.md, "Counts",
+ * COUNT_PS_EDGE. */
 int rv_alg_ps_edge_step(int pc, int lo, int hi, int cur_ps, double gain, double paid,
 			double min_gain)
 {
@@ -283,9 +274,8 @@ static double ps_step_se(const struct rv_alg_job_state *st, int a, int b, double
 
 /* Whether the job has spent its exploration budget (explore_budget): that
  * many running plans have changed its counts already, and another
- * exploration step would rarely pay for its restart (under 25% speed noise
- * a PS job walked 22 -> 14 -> 9 -> 12 -> 11 -> 10 -> 11 -> 12 workers, then
- * probed half its PS, and ended at 0.58 of the best speed). */
+ * exploration step would rarely pay for its restart.  DESIGN-LOG.md,
+ * "Counts", GUARD_SPENT. */
 static bool explore_spent(const struct rv_alg_job_state *st, const struct rv_alg_params *p)
 {
 	return p->explore_budget > 0 && st->count_changes >= p->explore_budget;
@@ -302,11 +292,9 @@ static void keep_spent(const struct rv_alg_job_state *st, const struct rv_alg_pa
 
 /* Spent, and the model's choice lies beyond the data: what exploration
  * settles on over the measured counts at this PS count, when that is a
- * count measured already.  The last exploration step may have measured a
- * count well under the knee (a PS job moved to one PS at 21 workers, then
- * measured 14 there, 0.73 of 21's speed), and keeping it kept the worst
- * config measured.  Not counts the model chose: the model and the measured
- * knee would take turns (27 -> 30 -> 27 workers, a plan each). */
+ * count measured already (the last exploration step may have measured a
+ * count well under the knee).  Not counts the model chose.  DESIGN-LOG.md,
+ * "Counts", GUARD_SPENT. */
 static bool settle_measured(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
 			    struct rv_alg_decision *part)
 {
@@ -319,304 +307,459 @@ static bool settle_measured(const struct rv_alg_job_state *st, const struct rv_a
 	return true;
 }
 
-static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
-			struct rv_alg_config *cfg, struct rv_alg_decision *out,
-			enum lead_rank *rank, const char **lead)
-{
-	enum rv_alg_model model = st->strategy == RV_ALG_PS ? RV_ALG_MODEL_ASYNC
-							   : RV_ALG_MODEL_SYNC;
+/*
+ * The worker and PS counts of a running plan (plan_counts): a fit, the
+ * model's choice or exploration, then the guards and the PS-count rules,
+ * each a function below, in the order of count_guards[] and count_rules[].
+ * Why each exists, with the jobs that showed it: algorithms/DESIGN-LOG.md,
+ * "Counts".
+ */
+struct counts {
+	const struct rv_alg_job_state *st;
+	const struct rv_alg_params *p;
+	struct rv_alg_config *cfg; /* the plan's counts, written when one is taken */
+	struct rv_alg_decision *out;
+	enum lead_rank *rank;
+	enum rv_alg_id *lead;
 	struct rv_alg_fit fit;
-	struct rv_alg_decision part;
-	int rc = rv_alg_fit_speed(model, st->speed, st->n_speed, &fit);
-	bool spent = explore_spent(st, p);
+	struct rv_alg_decision part; /* the model's choice or exploration's */
+	int rc;                      /* of the fit, then of the choice */
+	bool spent, trusted;
+};
 
-	/* A fit whose error is no larger than the noise of the observations
-	 * themselves (1.5 x the pooled spread of repeated measurements) is as
-	 * good as the data allows: trusted too, so a noisy job does not fall
-	 * back to exploring on measured means. */
-	bool trusted = rc == 0 &&
-		       (rv_alg_fit_trusted(&fit, p) ||
-			(fit.n_configs >= p->min_fit_configs &&
-			 fit.rel_rmse <= 1.5 * rv_alg_speed_noise(st->speed, st->n_speed)));
-	/* Nor a fit that does not explain the speeds beyond their noise: it
-	 * is no evidence for a move, whatever its r2 says (under 25-30% noise
-	 * fits of r2 0.3 or less moved counts on noise alone). */
+/* What a rule says: not mine (next), taken (the guards end), or the counts
+ * are decided (done). */
+enum count_step { COUNT_NEXT, COUNT_TAKEN, COUNT_DONE };
+
+static bool part_explores(const struct counts *c)
+{
+	return c->part.changed && c->part.algorithm == RV_ALG_ID_EXPLORE;
+}
+
+/* COUNT_TRUST: fit, and whether the fit is trusted: by its own measures, or
+ * with an error no larger than 1.5 x the noise of the observations (as good
+ * as the data allows); not when it explains the speeds no better than their
+ * noise (rv_alg_fit_explains), where a PS job measured at two PS counts
+ * returns to the best measured instead of exploring again. */
+static enum count_step count_trust(struct counts *c)
+{
+	const struct rv_alg_job_state *st = c->st;
+	const struct rv_alg_params *p = c->p;
+	enum rv_alg_model model = st->strategy == RV_ALG_PS ? RV_ALG_MODEL_ASYNC
+							    : RV_ALG_MODEL_SYNC;
+
+	c->rc = rv_alg_fit_speed(model, st->speed, st->n_speed, &c->fit);
+	c->spent = explore_spent(st, p);
+	c->trusted = c->rc == 0 &&
+		     (rv_alg_fit_trusted(&c->fit, p) ||
+		      (c->fit.n_configs >= p->min_fit_configs &&
+		       c->fit.rel_rmse <= 1.5 * rv_alg_speed_noise(st->speed, st->n_speed)));
 	double evidence = 0;
 
-	if (trusted && !rv_alg_fit_explains(&fit, st->speed, st->n_speed, p, &evidence)) {
-		rv_alg_reason_add(out,
-				  "the fit (r2=%.2f from %d configs) does not explain the speeds "
-				  "beyond their noise (F=%.1f < %.1f)",
-				  fit.r2, fit.n_configs, evidence, p->fit_evidence_f);
-		/* A PS job measured at two PS counts or more would start its
-		 * exploration over at whatever PS count it runs (13 plans of
-		 * bisection): exploration ends there, at the best measured. */
-		if (st->strategy == RV_ALG_PS && fit.n_ps_values > 1) {
-			return_to_best(st, p, cfg, out, rank, lead);
-			return;
-		}
-		trusted = false;
+	if (!c->trusted || rv_alg_fit_explains(&c->fit, st->speed, st->n_speed, p, &evidence))
+		return COUNT_NEXT;
+	rv_alg_reason_add(c->out,
+			  "the fit (r2=%.2f from %d configs) does not explain the speeds "
+			  "beyond their noise (F=%.1f < %.1f)",
+			  c->fit.r2, c->fit.n_configs, evidence, p->fit_evidence_f);
+	if (st->strategy == RV_ALG_PS && c->fit.n_ps_values > 1) {
+		return_to_best(st, p, c->cfg, c->out, c->rank, c->lead);
+		return COUNT_DONE;
 	}
+	c->trusted = false;
+	return COUNT_NEXT;
+}
 
-	if (trusted) {
-		/* The data overrules the model: never below the largest measured
-		 * count that missed the knee (too slow against the best measured). */
-		struct rv_alg_limits lim = st->lim;
-		int too_slow =
-			rv_alg_measured_too_slow(st->speed, st->n_speed, st->cur.ps.count, p);
+/* GUARD_MODEL_GUESS: a move the model cannot predict (model_guess) is
+ * exploration's step while the budget lasts. */
+static enum count_step guard_model_guess(struct counts *c)
+{
+	if (!model_guess(&c->fit, c->st, &c->part, c->p) || c->spent)
+		return COUNT_NEXT;
+	c->rc = rv_alg_explore(c->st->speed, c->st->n_speed, &c->st->lim, &c->st->cur, c->p,
+			       &c->part);
+	return COUNT_TAKEN;
+}
 
-		/* Except the count running now when its measured mean is
-		 * within the hold band of the line (knee_hold_frac): whether
-		 * it stays is the hold's to judge, as for a count the model
-		 * picked; a plan for one more worker bought 2-5% (17 workers
-		 * at 0.884 of the best measured, 0.98 of the oracle's speed,
-		 * went to 18 a plan later). */
-		if (too_slow == st->cur.worker.count &&
-		    rv_alg_measured_near_line(st->speed, st->n_speed, too_slow, st->cur.ps.count,
-					      p))
-			too_slow = 0;
-		if (too_slow + 1 > lim.min_workers)
-			lim.min_workers = too_slow + 1;
-		if (lim.max_workers > 0 && lim.min_workers > lim.max_workers)
-			lim.min_workers = lim.max_workers;
-		rc = rv_alg_choose_workers_obs(&fit, st->speed, st->n_speed, &lim, &st->cur, p,
-					       &part);
-		if (rc == 0 && model_guess(&fit, st, &part, p) && !spent)
-			rc = rv_alg_explore(st->speed, st->n_speed, &st->lim, &st->cur, p, &part);
-		else if (rc == 0 && spent && part.changed && part.algorithm &&
-			 !strcmp(part.algorithm, "explore")) {
-			if (st->model_counts || !settle_measured(st, p, &part)) {
-				keep_spent(st, p, out);
-				return;
-			}
-		} else if (rc == 0 && st->model_counts && part.changed && part.algorithm &&
-			   !strcmp(part.algorithm, "explore")) {
-			/* The model chose the counts running now, at the edge of
-			 * its data; measuring a step beyond them came back (13 ->
-			 * 16 -> 13 workers, 21 -> 24 -> 21): they stay. */
-			rv_alg_reason_add(out,
-					  "counts kept: the throughput model chose them; not "
-					  "measuring %d beyond them",
-					  part.cfg.worker.count);
-			return;
-		} else if (rc == 0 && single_count_move(&fit, st, &part, p)) {
-			rv_alg_reason_add(out,
-					  "counts kept: %d PS measured at %d workers only, and the "
-					  "model's %+.0f%% for %d workers may not reach the line "
-					  "within its uncertainty",
-					  st->cur.ps.count, st->cur.worker.count,
-					  move_pct(st, &part), part.cfg.worker.count);
-			return;
-		} else if (rc == 0 && noise_level_move(&fit, st, &part, p)) {
-			rv_alg_reason_add(out,
-					  "counts kept: the fit (r2=%.2f from %d configs) is no "
-					  "better than the noise, and its %+.0f%% for %d workers "
-					  "is within its uncertainty",
-					  fit.r2, fit.n_configs, move_pct(st, &part),
-					  part.cfg.worker.count);
-			return;
-		} else if (rc == 0 && !move_confident(&fit, st, &part, p, out)) {
-			return_to_best(st, p, cfg, out, rank, lead);
-			return;
-		}
-	} else if (st->model_counts && rc == 0) {
-		/* The model chose the counts running now; a refit that lost
-		 * its trust on the speeds measured there (noise) does not send
-		 * the job back to exploring: under 20% noise that went 25 ->
-		 * 21 -> 14 -> 9 -> 26 -> 32 -> 26 workers, a plan each. */
-		rv_alg_reason_add(out,
+/* GUARD_SPENT: with the budget spent, an exploration step beyond the data
+ * only settles on counts measured already, and never from counts the
+ * model chose. */
+static enum count_step guard_spent(struct counts *c)
+{
+	if (!c->spent || !part_explores(c))
+		return COUNT_NEXT;
+	if (c->st->model_counts || !settle_measured(c->st, c->p, &c->part)) {
+		keep_spent(c->st, c->p, c->out);
+		return COUNT_DONE;
+	}
+	return COUNT_TAKEN;
+}
+
+/* GUARD_MODEL_EDGE: counts the model chose are not measured a step beyond:
+ * the model already went beyond its data to them. */
+static enum count_step guard_model_edge(struct counts *c)
+{
+	if (!c->st->model_counts || !part_explores(c))
+		return COUNT_NEXT;
+	rv_alg_reason_add(c->out,
+			  "counts kept: the throughput model chose them; not measuring %d "
+			  "beyond them",
+			  c->part.cfg.worker.count);
+	return COUNT_DONE;
+}
+
+/* GUARD_SINGLE_COUNT: see single_count_move. */
+static enum count_step guard_single_count(struct counts *c)
+{
+	const struct rv_alg_job_state *st = c->st;
+
+	if (!single_count_move(&c->fit, st, &c->part, c->p))
+		return COUNT_NEXT;
+	rv_alg_reason_add(c->out,
+			  "counts kept: %d PS measured at %d workers only, and the model's "
+			  "%+.0f%% for %d workers may not reach the line within its uncertainty",
+			  st->cur.ps.count, st->cur.worker.count, move_pct(st, &c->part),
+			  c->part.cfg.worker.count);
+	return COUNT_DONE;
+}
+
+/* GUARD_NOISE_LEVEL: see noise_level_move. */
+static enum count_step guard_noise_level(struct counts *c)
+{
+	if (!noise_level_move(&c->fit, c->st, &c->part, c->p))
+		return COUNT_NEXT;
+	rv_alg_reason_add(c->out,
+			  "counts kept: the fit (r2=%.2f from %d configs) is no better than the "
+			  "noise, and its %+.0f%% for %d workers is within its uncertainty",
+			  c->fit.r2, c->fit.n_configs, move_pct(c->st, &c->part),
+			  c->part.cfg.worker.count);
+	return COUNT_DONE;
+}
+
+/* GUARD_CONFIDENCE: a move that is not confident (move_confident) ends
+ * exploration at the best measured. */
+static enum count_step guard_confidence(struct counts *c)
+{
+	if (move_confident(&c->fit, c->st, &c->part, c->p, c->out))
+		return COUNT_NEXT;
+	return_to_best(c->st, c->p, c->cfg, c->out, c->rank, c->lead);
+	return COUNT_DONE;
+}
+
+/* The guards over the model's choice, in order: the first that is not
+ * COUNT_NEXT ends them. */
+static const struct count_guard {
+	enum count_guard_id {
+		GUARD_MODEL_GUESS,
+		GUARD_SPENT,
+		GUARD_MODEL_EDGE,
+		GUARD_SINGLE_COUNT,
+		GUARD_NOISE_LEVEL,
+		GUARD_CONFIDENCE,
+	} id;
+	enum count_step (*apply)(struct counts *c);
+} count_guards[] = {
+	{ GUARD_MODEL_GUESS, guard_model_guess }, { GUARD_SPENT, guard_spent },
+	{ GUARD_MODEL_EDGE, guard_model_edge },   { GUARD_SINGLE_COUNT, guard_single_count },
+	{ GUARD_NOISE_LEVEL, guard_noise_level }, { GUARD_CONFIDENCE, guard_confidence },
+};
+
+/* The model's choice from a trusted fit.  The data overrules the model:
+ * never below the largest measured count too slow against the best
+ * measured, except the count running now when its mean is within the hold
+ * band of the line (the hold judges it then). */
+static enum count_step count_model(struct counts *c)
+{
+	const struct rv_alg_job_state *st = c->st;
+	struct rv_alg_limits lim = st->lim;
+	int too_slow = rv_alg_measured_too_slow(st->speed, st->n_speed, st->cur.ps.count, c->p);
+
+	if (too_slow == st->cur.worker.count &&
+	    rv_alg_measured_near_line(st->speed, st->n_speed, too_slow, st->cur.ps.count, c->p))
+		too_slow = 0;
+	if (too_slow + 1 > lim.min_workers)
+		lim.min_workers = too_slow + 1;
+	if (lim.max_workers > 0 && lim.min_workers > lim.max_workers)
+		lim.min_workers = lim.max_workers;
+	c->rc = rv_alg_choose_workers_obs(&c->fit, st->speed, st->n_speed, &lim, &st->cur, c->p,
+					  &c->part);
+	for (size_t i = 0; c->rc == 0 && i < sizeof(count_guards) / sizeof(count_guards[0]); i++) {
+		enum count_step s = count_guards[i].apply(c);
+
+		if (s != COUNT_NEXT)
+			return s == COUNT_DONE ? COUNT_DONE : COUNT_NEXT;
+	}
+	return COUNT_NEXT;
+}
+
+/* COUNT_CHOOSE: the model's choice from a trusted fit; counts the model
+ * chose stay when a refit lost its trust (noise); else exploration, or
+ * once the budget is spent only a settle on counts measured already. */
+static enum count_step count_choose(struct counts *c)
+{
+	const struct rv_alg_job_state *st = c->st;
+
+	if (c->trusted)
+		return count_model(c);
+	if (st->model_counts && c->rc == 0) {
+		rv_alg_reason_add(c->out,
 				  "counts kept: the throughput model chose them, and its refit "
 				  "(r2=%.2f from %d configs) is not trusted to move them",
-				  fit.r2, fit.n_configs);
+				  c->fit.r2, c->fit.n_configs);
+		return COUNT_DONE;
+	}
+	c->rc = c->spent ? rv_alg_settle_measured(st->speed, st->n_speed, &st->lim, &st->cur, c->p,
+						  &c->part)
+			 : rv_alg_explore(st->speed, st->n_speed, &st->lim, &st->cur, c->p,
+					  &c->part);
+	if (c->rc == 0 && c->spent && !c->part.changed) {
+		keep_spent(st, c->p, c->out);
+		return COUNT_DONE;
+	}
+	return COUNT_NEXT;
+}
+
+/* COUNT_FAILED: no choice could be made (an error): the counts stay. */
+static enum count_step count_failed(struct counts *c)
+{
+	return c->rc < 0 ? COUNT_DONE : COUNT_NEXT;
+}
+
+/* Takes workers w and PS pn for the plan, as an exploration (no predicted
+ * speed) with the fit's figures. */
+static void counts_explore_ps(struct counts *c, int w, int pn)
+{
+	c->cfg->worker.count = w;
+	c->cfg->ps.count = pn;
+	c->out->predicted_speed = 0;
+	c->out->fit_r2 = c->fit.r2;
+	c->out->fit_configs = c->fit.n_configs;
+}
+
+/* COUNT_THIRD_PS: the exploration step that would measure a third worker
+ * count of a quiet PS job (noise within min_gain) at one PS count moves
+ * the PS count too: at one PS count w/f is linear in w, and a third count
+ * there adds no term the model can separate, one at another PS count does. */
+static enum count_step count_third_ps(struct counts *c)
+{
+	const struct rv_alg_job_state *st = c->st;
+
+	if (c->spent || c->trusted || !c->part.changed || st->strategy != RV_ALG_PS ||
+	    st->cur.ps.count <= 0 || c->part.cfg.worker.count == st->cur.worker.count ||
+	    ps_measured_workers(st) != 2 ||
+	    !(rv_alg_speed_noise(st->speed, st->n_speed) <= c->p->min_gain))
+		return COUNT_NEXT;
+	int pn = ps_step(st);
+	struct rv_alg_config trial = st->cur;
+
+	trial.worker.count = c->part.cfg.worker.count;
+	trial.ps.count = pn;
+	if (pn == st->cur.ps.count || !rv_alg_fits_free(&st->lim, &st->cur, &trial))
+		return COUNT_NEXT;
+	counts_explore_ps(c, trial.worker.count, pn);
+	rv_alg_reason_add(c->out, "%s", c->part.reason);
+	rv_alg_reason_add(c->out,
+			  "with %d -> %d PS: a third worker count at one PS count cannot tell "
+			  "transfer from per-PS overhead",
+			  st->cur.ps.count, pn);
+	take_lead(c->rank, c->lead, LEAD_COUNT, RV_ALG_ID_EXPLORE);
+	return COUNT_DONE;
+}
+
+/* COUNT_PS_ONE: a PS job measured at one PS count only cannot tell the
+ * transfer term (many PS pay) from the per-PS overhead (few pay): measure
+ * another PS count (fewer first, more at the minimum) with the workers the
+ * model chose, one plan for both. */
+static enum count_step count_ps_one(struct counts *c)
+{
+	const struct rv_alg_job_state *st = c->st;
+
+	if (c->spent || !c->trusted || st->strategy != RV_ALG_PS || c->fit.n_ps_values != 1 ||
+	    st->cur.ps.count <= 0)
+		return COUNT_NEXT;
+	int p0 = st->cur.ps.count, pn = ps_step(st);
+	struct rv_alg_config trial = st->cur;
+
+	trial.worker.count = c->part.cfg.worker.count;
+	trial.ps.count = pn;
+	if (pn == p0 || !rv_alg_fits_free(&st->lim, &st->cur, &trial))
+		return COUNT_NEXT;
+	counts_explore_ps(c, trial.worker.count, pn);
+	if (c->part.changed)
+		rv_alg_reason_add(c->out, "%s", c->part.reason);
+	rv_alg_reason_add(c->out,
+			  "exploring the PS count: %d -> %d PS (measured at one PS count only, "
+			  "the model cannot tell transfer from per-PS overhead)",
+			  p0, pn);
+	take_lead(c->rank, c->lead, LEAD_COUNT, RV_ALG_ID_EXPLORE);
+	return COUNT_DONE;
+}
+
+/* The model's PS count against the measured ones, for COUNT_PS_EDGE. */
+struct ps_edge {
+	int lo, hi;     /* the measured PS counts' range */
+	int pc, wc, pn; /* the model's PS and workers; the step beyond pc */
+	int edge, from; /* the edge measured PS count, and its nearest measured */
+	double gain;    /* predicted for pc -> pn */
+	double paid;    /* predicted for from -> edge; 0 within the noise */
+};
+
+static void ps_edge_read(const struct counts *c, struct ps_edge *e)
+{
+	const struct rv_alg_job_state *st = c->st;
+
+	e->lo = INT32_MAX;
+	e->hi = 0;
+	for (size_t i = 0; i < st->n_speed; i++) {
+		if (st->speed[i].ps > 0 && st->speed[i].ps < e->lo)
+			e->lo = st->speed[i].ps;
+		if (st->speed[i].ps > e->hi)
+			e->hi = st->speed[i].ps;
+	}
+	e->pc = c->part.cfg.ps.count;
+	e->wc = c->part.cfg.worker.count;
+	e->pn = e->pc;
+	int pmin = st->lim.min_ps > 0 ? st->lim.min_ps : 1;
+	int pmax = st->lim.max_ps > 0 ? st->lim.max_ps : e->pc;
+	if (e->pc <= e->lo && e->pc > pmin)
+		e->pn = e->pc / 2 > pmin ? e->pc / 2 : pmin;
+	else if (e->pc >= e->hi && e->pc < pmax)
+		e->pn = 2 * e->pc < pmax ? 2 * e->pc : pmax;
+	e->gain = e->pn != e->pc ? rv_alg_fit_predict(&c->fit, e->wc, e->pn) /
+						   rv_alg_fit_predict(&c->fit, e->wc, e->pc) -
+					   1
+				 : 0;
+	e->edge = e->pc <= e->lo ? e->lo : e->hi;
+	e->from = e->edge;
+	for (size_t i = 0; i < st->n_speed; i++) {
+		int q = st->speed[i].ps;
+		if (q > 0 && q != e->edge &&
+		    (e->from == e->edge || abs(q - e->edge) < abs(e->from - e->edge)))
+			e->from = q;
+	}
+	e->paid = e->from != e->edge ? rv_alg_fit_predict(&c->fit, e->wc, e->edge) /
+						       rv_alg_fit_predict(&c->fit, e->wc, e->from) -
+					       1
+				     : 0;
+	if (e->from != e->edge && e->paid > 0 &&
+	    e->paid < 2 * ps_step_se(st, e->from, e->edge,
+				     rv_alg_speed_noise(st->speed, st->n_speed)))
+		e->paid = 0;
+}
+
+static bool ps_measured(const struct rv_alg_job_state *st, int ps)
+{
+	bool measured = false;
+
+	for (size_t i = 0; i < st->n_speed && !measured; i++)
+		measured = st->speed[i].ps == ps;
+	return measured;
+}
+
+/* The PS count running now kept against the model's beyond the data: the
+ * workers are chosen again at the kept count, where the hold judges the
+ * current workers (the model's workers go with its PS count). */
+static void ps_edge_keep(struct counts *c, const struct ps_edge *e)
+{
+	const struct rv_alg_job_state *st = c->st;
+
+	if (!ps_measured(st, st->cur.ps.count))
 		return;
-	} else {
-		/* Spent: only a move to counts measured already (settling at
-		 * the measured knee), none that measures new counts. */
-		rc = spent ? rv_alg_settle_measured(st->speed, st->n_speed, &st->lim, &st->cur, p,
-						    &part)
-			   : rv_alg_explore(st->speed, st->n_speed, &st->lim, &st->cur, p, &part);
-		if (rc == 0 && spent && !part.changed) {
-			keep_spent(st, p, out);
-			return;
-		}
-	}
-	if (rc < 0)
-		return;
-	/* The exploration step that measures the third config of a PS job
-	 * measured at one PS count moves the PS count too: at one PS count the
-	 * speed is linear in w (w/f = t0 + t3 p + (t1/p + t2) w), so a third
-	 * worker count there adds no term the model can separate, while one at
-	 * another PS count does.  The next plan then chooses over both PS
-	 * counts, instead of first settling the workers, then measuring the
-	 * other PS count, then returning (a plan each).  Only when a speed is
-	 * measured to within min_gain (the pooled noise per observation): the
-	 * fit then has no spare degree of freedom to average noise out, and a
-	 * job with 26% speed noise settled at half its PS on it (0.82 of the
-	 * oracle's speed). */
-	if (!spent && !trusted && part.changed && st->strategy == RV_ALG_PS &&
-	    st->cur.ps.count > 0 && part.cfg.worker.count != st->cur.worker.count &&
-	    ps_measured_workers(st) == 2 &&
-	    rv_alg_speed_noise(st->speed, st->n_speed) <= p->min_gain) {
-		int pn = ps_step(st);
-		struct rv_alg_config trial = st->cur;
+	rv_alg_reason_add(c->out,
+			  "PS count kept at %d: the model's %d lies beyond the measured ones, "
+			  "and %d -> %d PS measured %+.0f%%",
+			  st->cur.ps.count, e->pc, e->from, e->edge, 100 * e->paid);
+	struct rv_alg_limits klim = st->lim;
+	struct rv_alg_decision kept;
 
-		trial.worker.count = part.cfg.worker.count;
-		trial.ps.count = pn;
-		if (pn != st->cur.ps.count && rv_alg_fits_free(&st->lim, &st->cur, &trial)) {
-			cfg->worker.count = trial.worker.count;
-			cfg->ps.count = pn;
-			out->predicted_speed = 0;
-			out->fit_r2 = fit.r2;
-			out->fit_configs = fit.n_configs;
-			rv_alg_reason_add(out, "%s", part.reason);
-			rv_alg_reason_add(out,
-					  "with %d -> %d PS: a third worker count at one PS "
-					  "count cannot tell transfer from per-PS overhead",
-					  st->cur.ps.count, pn);
-			take_lead(rank, lead, LEAD_COUNT, "explore");
-			return;
-		}
+	klim.min_ps = klim.max_ps = st->cur.ps.count;
+	if (rv_alg_choose_workers_obs(&c->fit, st->speed, st->n_speed, &klim, &st->cur, c->p,
+				      &kept) == 0) {
+		c->part.cfg.worker.count = kept.cfg.worker.count;
+		c->part.predicted_speed = kept.predicted_speed;
 	}
-	/* PS jobs measured at one PS count only: the model cannot tell the
-	 * transfer term (t1 w/p, many PS pay) from the per-PS overhead (t3 p,
-	 * few pay), so it keeps the count it was given whatever it is.  Once
-	 * the workers hold, measure another PS count: fewer first (cheaper),
-	 * more when at the minimum; the fit then chooses over both. */
-	if (!spent && trusted && st->strategy == RV_ALG_PS && fit.n_ps_values == 1 &&
-	    st->cur.ps.count > 0) {
-		int p0 = st->cur.ps.count, pn = ps_step(st);
-		struct rv_alg_config trial = st->cur;
+	c->part.cfg.ps.count = st->cur.ps.count;
+	c->part.changed = c->part.cfg.worker.count != st->cur.worker.count;
+}
 
-		/* with the worker count the model chose: one plan moves both */
-		trial.worker.count = part.cfg.worker.count;
-		trial.ps.count = pn;
-		if (pn != p0 && rv_alg_fits_free(&st->lim, &st->cur, &trial)) {
-			cfg->worker.count = trial.worker.count;
-			cfg->ps.count = pn;
-			out->predicted_speed = 0;
-			out->fit_r2 = fit.r2;
-			out->fit_configs = fit.n_configs;
-			if (part.changed)
-				rv_alg_reason_add(out, "%s", part.reason);
-			rv_alg_reason_add(out,
-					  "exploring the PS count: %d -> %d PS (measured at one PS "
-					  "count only, the model cannot tell transfer from per-PS "
-					  "overhead)",
-					  p0, pn);
-			take_lead(rank, lead, LEAD_COUNT, "explore");
-			return;
-		}
-	}
-	/* The chosen PS count at the edge of the measured ones, with the model
-	 * saying the next step beyond (half as many, or twice as many) pays:
-	 * the model is not trusted beyond its data, so measure it (a job whose
-	 * per-PS overhead makes one PS best otherwise settled at two, at 0.86
-	 * of the best speed). */
-	if (trusted && st->strategy == RV_ALG_PS && fit.n_ps_values >= 2 && part.cfg.ps.count > 0) {
-		int lo = INT32_MAX, hi = 0;
-		for (size_t i = 0; i < st->n_speed; i++) {
-			if (st->speed[i].ps > 0 && st->speed[i].ps < lo)
-				lo = st->speed[i].ps;
-			if (st->speed[i].ps > hi)
-				hi = st->speed[i].ps;
-		}
-		int pc = part.cfg.ps.count, wc = part.cfg.worker.count, pn = pc;
-		int pmin = st->lim.min_ps > 0 ? st->lim.min_ps : 1;
-		int pmax = st->lim.max_ps > 0 ? st->lim.max_ps : pc;
-		if (pc <= lo && pc > pmin)
-			pn = pc / 2 > pmin ? pc / 2 : pmin;
-		else if (pc >= hi && pc < pmax)
-			pn = 2 * pc < pmax ? 2 * pc : pmax;
-		bool measured = false;
-		for (size_t i = 0; i < st->n_speed && !measured; i++)
-			measured = st->speed[i].ps == pn;
-		double gain = pn != pc ? rv_alg_fit_predict(&fit, wc, pn) /
-							 rv_alg_fit_predict(&fit, wc, pc) -
-						 1
-				       : 0;
-		/* The last measured step towards this edge (from the nearest
-		 * measured PS count to the edge one, at the chosen workers): a
-		 * direction that paid is followed one step further whatever
-		 * the model extrapolates (two PS counts, one config at the
-		 * newer: the terms are not separable yet). */
-		int edge = pc <= lo ? lo : hi, from = edge;
-		for (size_t i = 0; i < st->n_speed; i++) {
-			int q = st->speed[i].ps;
-			if (q > 0 && q != edge &&
-			    (from == edge || abs(q - edge) < abs(from - edge)))
-				from = q;
-		}
-		double paid = from != edge ? rv_alg_fit_predict(&fit, wc, edge) /
-							     rv_alg_fit_predict(&fit, wc, from) -
-						     1
-					   : 0;
-		/* A step that paid within the noise of the two PS counts'
-		 * means (two standard errors of the difference) did not pay
-		 * for sure: under 25% speed noise 8 -> 4 PS measured +6%, the
-		 * step on to 2 PS ran at 0.58 of the oracle's speed. */
-		if (from != edge && paid > 0 &&
-		    paid < 2 * ps_step_se(st, from, edge,
-					  rv_alg_speed_noise(st->speed, st->n_speed)))
-			paid = 0;
-		struct rv_alg_config trial = st->cur;
-		trial.worker.count = wc;
-		trial.ps.count = pn;
-		int edge_step =
-			rv_alg_ps_edge_step(pc, lo, hi, st->cur.ps.count, gain, paid, p->min_gain);
-		if (!spent && pn != pc && !measured && edge_step > 0 &&
-		    rv_alg_fits_free(&st->lim, &st->cur, &trial)) {
-			cfg->worker.count = wc;
-			cfg->ps.count = pn;
-			out->predicted_speed = 0;
-			out->fit_r2 = fit.r2;
-			out->fit_configs = fit.n_configs;
-			rv_alg_reason_add(
-				out,
-				"exploring the PS count beyond the measured ones: %d -> %d "
-				"PS with %d workers (the model predicts %+.0f%%, but not "
-				"from data at %d PS; %d -> %d PS measured %+.0f%%)",
-				st->cur.ps.count, pn, wc, 100 * gain, pn, from, edge, 100 * paid);
-			take_lead(rank, lead, LEAD_COUNT, "explore");
-			return;
-		}
-		if (edge_step < 0) {
-			bool cur_measured = false;
-			for (size_t i = 0; i < st->n_speed && !cur_measured; i++)
-				cur_measured = st->speed[i].ps == st->cur.ps.count;
-			if (cur_measured) {
-				rv_alg_reason_add(out,
-						  "PS count kept at %d: the model's %d lies beyond "
-						  "the measured ones, and %d -> %d PS measured "
-						  "%+.0f%%",
-						  st->cur.ps.count, pc, from, edge, 100 * paid);
-				/* The workers the model chose go with its PS
-				 * count, not with the one kept: chosen again at
-				 * the kept count, where the hold judges the
-				 * current workers (a plan that moved 20 -> 21
-				 * workers with the PS question still open bought
-				 * nothing, and the next plan probed 1 PS). */
-				struct rv_alg_limits klim = st->lim;
-				struct rv_alg_decision kept;
+/* COUNT_PS_EDGE: the model's PS count at or beyond the edge of the measured
+ * ones is measured a step further, kept, or taken (rv_alg_ps_edge_step):
+ * the model is not trusted beyond its data, and a direction whose last
+ * measured step paid beyond the noise is followed one step further. */
+static enum count_step count_ps_edge(struct counts *c)
+{
+	const struct rv_alg_job_state *st = c->st;
+	struct ps_edge e;
 
-				klim.min_ps = klim.max_ps = st->cur.ps.count;
-				if (rv_alg_choose_workers_obs(&fit, st->speed, st->n_speed, &klim,
-							      &st->cur, p, &kept) == 0) {
-					part.cfg.worker.count = kept.cfg.worker.count;
-					part.predicted_speed = kept.predicted_speed;
-				}
-				part.cfg.ps.count = st->cur.ps.count;
-				part.changed = part.cfg.worker.count != st->cur.worker.count;
-			}
-		}
+	if (!c->trusted || st->strategy != RV_ALG_PS || c->fit.n_ps_values < 2 ||
+	    c->part.cfg.ps.count <= 0)
+		return COUNT_NEXT;
+	ps_edge_read(c, &e);
+	bool measured = ps_measured(st, e.pn);
+	struct rv_alg_config trial = st->cur;
+	trial.worker.count = e.wc;
+	trial.ps.count = e.pn;
+	int edge_step = rv_alg_ps_edge_step(e.pc, e.lo, e.hi, st->cur.ps.count, e.gain, e.paid,
+					    c->p->min_gain);
+	if (!c->spent && e.pn != e.pc && !measured && edge_step > 0 &&
+	    rv_alg_fits_free(&st->lim, &st->cur, &trial)) {
+		counts_explore_ps(c, e.wc, e.pn);
+		rv_alg_reason_add(c->out,
+				  "exploring the PS count beyond the measured ones: %d -> %d PS "
+				  "with %d workers (the model predicts %+.0f%%, but not from data "
+				  "at %d PS; %d -> %d PS measured %+.0f%%)",
+				  st->cur.ps.count, e.pn, e.wc, 100 * e.gain, e.pn, e.from, e.edge,
+				  100 * e.paid);
+		take_lead(c->rank, c->lead, LEAD_COUNT, RV_ALG_ID_EXPLORE);
+		return COUNT_DONE;
 	}
-	cfg->worker.count = part.cfg.worker.count;
-	cfg->ps.count = part.cfg.ps.count;
-	out->predicted_speed = part.predicted_speed;
-	out->fit_r2 = fit.r2;
-	out->fit_configs = fit.n_configs;
-	rv_alg_reason_add(out, "%s", part.reason);
-	if (part.changed)
-		take_lead(rank, lead, LEAD_COUNT, part.algorithm);
+	if (edge_step < 0)
+		ps_edge_keep(c, &e);
+	return COUNT_NEXT;
+}
+
+/* The stages of plan_counts, in order; the first that says COUNT_DONE has
+ * decided the counts (or kept them). */
+static const struct count_rule {
+	enum count_rule_id {
+		COUNT_TRUST,
+		COUNT_CHOOSE,
+		COUNT_FAILED,
+		COUNT_THIRD_PS,
+		COUNT_PS_ONE,
+		COUNT_PS_EDGE,
+	} id;
+	enum count_step (*apply)(struct counts *c);
+} count_rules[] = {
+	{ COUNT_TRUST, count_trust },   { COUNT_CHOOSE, count_choose },
+	{ COUNT_FAILED, count_failed }, { COUNT_THIRD_PS, count_third_ps },
+	{ COUNT_PS_ONE, count_ps_one }, { COUNT_PS_EDGE, count_ps_edge },
+};
+
+static void plan_counts(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
+			struct rv_alg_config *cfg, struct rv_alg_decision *out,
+			enum lead_rank *rank, enum rv_alg_id *lead)
+{
+	struct counts c = {
+		.st = st,
+		.p = p,
+		.cfg = cfg,
+		.out = out,
+		.rank = rank,
+		.lead = lead,
+	};
+
+	for (size_t i = 0; i < sizeof(count_rules) / sizeof(count_rules[0]); i++)
+		if (count_rules[i].apply(&c) == COUNT_DONE)
+			return;
+	cfg->worker.count = c.part.cfg.worker.count;
+	cfg->ps.count = c.part.cfg.ps.count;
+	out->predicted_speed = c.part.predicted_speed;
+	out->fit_r2 = c.fit.r2;
+	out->fit_configs = c.fit.n_configs;
+	rv_alg_reason_add(out, "%s", c.part.reason);
+	if (c.part.changed)
+		take_lead(rank, lead, LEAD_COUNT, c.part.algorithm);
 }
 
 /* How much a starved role's CPU grows (rv_alg_starved_cpu, with the base
@@ -633,7 +776,7 @@ static double starved_growth(const struct rv_alg_job_state *st, const struct rv_
 static void plan_rightsize(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
 			   enum rv_alg_role role, int keep_cpu, int no_shrink, double behind,
 			   struct rv_alg_config *cfg, struct rv_alg_decision *out,
-			   enum lead_rank *rank, const char **lead)
+			   enum lead_rank *rank, enum rv_alg_id *lead)
 {
 	struct rv_alg_group *g = role == RV_ALG_PS_ROLE ? &cfg->ps : &cfg->worker;
 	struct rv_alg_resource next;
@@ -698,7 +841,7 @@ static void plan_rightsize(const struct rv_alg_job_state *st, const struct rv_al
 			  role_name(role), g->res.cpu, next.cpu, g->res.memory_mb, next.memory_mb,
 			  100 * p->usage_quantile);
 	g->res = next;
-	take_lead(rank, lead, LEAD_RIGHTSIZE, "rightsize");
+	take_lead(rank, lead, LEAD_RIGHTSIZE, RV_ALG_ID_RIGHTSIZE);
 }
 
 /* Fewer PS each hold more of the model: a PS count whose PS would need
@@ -813,6 +956,236 @@ static bool one_config(const struct rv_alg_job_state *st)
 	return k > 0;
 }
 
+/* One running plan (rv_alg_plan_running): the parts in running_parts[]
+ * each read and refine it in turn; why each exists:
+ * algorithms/DESIGN-LOG.md, "The running plan". */
+struct running {
+	const struct rv_alg_job_state *st;
+	const struct rv_alg_params *p;
+	struct rv_alg_decision *out;
+	struct rv_alg_config cfg; /* the plan's configuration */
+	enum lead_rank rank;      /* the leading part so far, and its name */
+	enum rv_alg_id lead;
+	bool starved_w, starved_ps;
+	int hot, grow; /* rv_alg_hot_ps: hot PS to migrate; PS saturated */
+	struct rv_alg_decision hot_part;
+	int ns; /* stragglers found */
+};
+
+/* Whether a role is starved and could grow (not at the per-node CPU
+ * ceiling: nothing would change by waiting for it). */
+static bool run_role_starved(const struct running *r, enum rv_alg_role role,
+			     const struct rv_alg_resource *res)
+{
+	const struct rv_alg_job_state *st = r->st;
+
+	return rv_alg_role_starved(st->usage, st->n_usage, role, res, r->p) &&
+	       !(st->lim.max_cpu > 0 && res->cpu >= st->lim.max_cpu);
+}
+
+/* RUN_STARVED: which roles are starved.  Two roles that hold each other
+ * back share the throttling: both at two thirds of throttle_starved or
+ * more, one in at least half its periods, both count as starved. */
+static void run_starved(struct running *r)
+{
+	const struct rv_alg_job_state *st = r->st;
+	const struct rv_alg_params *p = r->p;
+
+	r->starved_w = run_role_starved(r, RV_ALG_WORKER, &st->cur.worker.res);
+	r->starved_ps = st->cur.ps.count > 0 &&
+			run_role_starved(r, RV_ALG_PS_ROLE, &st->cur.ps.res);
+	if (st->strategy != RV_ALG_PS || st->cur.ps.count <= 0 || r->starved_w || r->starved_ps ||
+	    !(p->throttle_starved > 0) ||
+	    (st->lim.max_cpu > 0 &&
+	     (st->cur.worker.res.cpu >= st->lim.max_cpu || st->cur.ps.res.cpu >= st->lim.max_cpu)))
+		return;
+	size_t ms = (size_t)(p->min_usage_samples > 0 ? p->min_usage_samples : 1);
+	double sw, sp;
+
+	if (rv_alg_throttled_share(st->usage, st->n_usage, RV_ALG_WORKER, -1, ms, &sw) == 0 &&
+	    rv_alg_throttled_share(st->usage, st->n_usage, RV_ALG_PS_ROLE, -1, ms, &sp) == 0 &&
+	    sw >= p->throttle_starved * 2 / 3 && sp >= p->throttle_starved * 2 / 3 &&
+	    (sw >= 0.5 || sp >= 0.5)) {
+		r->starved_w = r->starved_ps = true;
+		rv_alg_reason_add(r->out,
+				  "workers and PS both throttled (%.0f%%, %.0f%% of periods)",
+				  100 * sw, 100 * sp);
+	}
+}
+
+/* RUN_HOT_PS: hot PS to migrate and saturated PS (rv_alg_hot_ps); PS that
+ * cannot be added to (max PS, free capacity) are no reason to wait. */
+static void run_hot_ps(struct running *r)
+{
+	const struct rv_alg_job_state *st = r->st;
+
+	rv_alg_decision_init(&r->hot_part, &st->cur);
+	if (st->strategy == RV_ALG_PS && st->cur.ps.count > 0)
+		r->hot = rv_alg_hot_ps(st->usage, st->n_usage, &st->cur.ps, &st->lim, r->p,
+				       &r->grow, &r->hot_part);
+	if (!r->grow || r->hot != 0)
+		return;
+	struct rv_alg_config trial = st->cur;
+
+	trial.ps.count += 1;
+	if ((st->lim.max_ps > 0 && trial.ps.count > st->lim.max_ps) ||
+	    !rv_alg_fits_free(&st->lim, &st->cur, &trial)) {
+		r->grow = 0;
+		rv_alg_reason_add(r->out, "%s; the PS count is at its limit", r->hot_part.reason);
+	}
+}
+
+/* RUN_COUNTS: one cause per plan: a starved role or a hot PS distorts every
+ * speed, so the counts wait for it; except the first exploration step of a
+ * quiet job (noise within min_gain) measured at one configuration, which
+ * carries the starved role's growth. */
+static void run_counts(struct running *r)
+{
+	const struct rv_alg_job_state *st = r->st;
+	double noise = rv_alg_speed_noise(st->speed, st->n_speed);
+	bool starved = r->starved_w || r->starved_ps;
+
+	if (starved && r->hot <= 0 && !r->grow && st->first_counts && one_config(st) && noise > 0 &&
+	    noise <= r->p->min_gain) {
+		rv_alg_reason_add(r->out, "CPU at its limit: the role grows with the first "
+					  "exploration step");
+		plan_counts(st, r->p, &r->cfg, r->out, &r->rank, &r->lead);
+	} else if (starved || r->hot > 0 || r->grow)
+		rv_alg_reason_add(r->out, "%s first: worker and PS counts wait",
+				  starved ? "CPU at its limit" : "hot PS");
+	else
+		plan_counts(st, r->p, &r->cfg, r->out, &r->rank, &r->lead);
+}
+
+/* RUN_PS_SIDE: migrate hot PS; grow saturated PS by half (at least one) at
+ * an unchanged PS count, up to max PS and free capacity. */
+static void run_ps_side(struct running *r)
+{
+	const struct rv_alg_job_state *st = r->st;
+
+	if (st->strategy != RV_ALG_PS || st->cur.ps.count <= 0)
+		return;
+	if (r->hot > 0) {
+		r->out->n_migrate = r->hot_part.n_migrate;
+		memcpy(r->out->migrate, r->hot_part.migrate, sizeof(r->out->migrate));
+		rv_alg_reason_add(r->out, "%s", r->hot_part.reason);
+		take_lead(&r->rank, &r->lead, LEAD_HOT_PS, RV_ALG_ID_HOT_PS);
+	}
+	if (!r->grow || r->cfg.ps.count != st->cur.ps.count)
+		return;
+	struct rv_alg_config trial = r->cfg;
+
+	trial.ps.count += trial.ps.count / 2 > 1 ? trial.ps.count / 2 : 1;
+	if (st->lim.max_ps > 0 && trial.ps.count > st->lim.max_ps &&
+	    st->cur.ps.count < st->lim.max_ps)
+		trial.ps.count = st->lim.max_ps;
+	if ((st->lim.max_ps <= 0 || trial.ps.count <= st->lim.max_ps) &&
+	    rv_alg_fits_free(&st->lim, &st->cur, &trial)) {
+		r->cfg = trial;
+		rv_alg_reason_add(r->out, "add a PS: %d -> %d", st->cur.ps.count, r->cfg.ps.count);
+		take_lead(&r->rank, &r->lead, LEAD_HOT_PS, RV_ALG_ID_HOT_PS);
+	} else {
+		rv_alg_reason_add(r->out, "cannot add a PS: limit or free capacity");
+	}
+}
+
+/* RUN_PS_ON_NODE: see fit_ps_on_node. */
+static void run_ps_on_node(struct running *r)
+{
+	fit_ps_on_node(r->st, r->p, &r->cfg, r->out);
+}
+
+/* RUN_RIGHTSIZE: both roles; every starved role in one plan: a role behind
+ * the bottleneck follows its growth.  A migrated hot PS keeps the CPU its
+ * migration gave it. */
+static void run_rightsize(struct running *r)
+{
+	const struct rv_alg_job_state *st = r->st;
+	double behind_w = r->starved_ps ? starved_growth(st, r->p, RV_ALG_PS_ROLE) : 1;
+	double behind_ps = r->starved_w ? starved_growth(st, r->p, RV_ALG_WORKER) : 1;
+
+	plan_rightsize(st, r->p, RV_ALG_WORKER, 0, r->starved_ps, behind_w, &r->cfg, r->out,
+		       &r->rank, &r->lead);
+	plan_rightsize(st, r->p, RV_ALG_PS_ROLE, r->hot > 0, r->starved_w, behind_ps, &r->cfg,
+		       r->out, &r->rank, &r->lead);
+}
+
+/* RUN_RISING_MEMORY: see fold_rising_memory; only with a restart for the
+ * counts. */
+static void run_rising_memory(struct running *r)
+{
+	if (r->cfg.worker.count != r->st->cur.worker.count ||
+	    r->cfg.ps.count != r->st->cur.ps.count)
+		fold_rising_memory(r->st, r->p, &r->cfg, r->out);
+}
+
+/* RUN_STRAGGLERS: slow workers to replace (rv_alg_stragglers). */
+static void run_stragglers(struct running *r)
+{
+	const struct rv_alg_params *p = r->p;
+	struct rv_alg_decision *out = r->out;
+
+	r->ns = rv_alg_stragglers(r->st->steps, r->st->n_steps, p, out->replace, RV_ALG_MAX_NODES);
+	if (r->ns <= 0)
+		return;
+	out->n_replace = (size_t)r->ns < RV_ALG_MAX_NODES ? (size_t)r->ns : RV_ALG_MAX_NODES;
+	take_lead(&r->rank, &r->lead, LEAD_STRAGGLER, RV_ALG_ID_STRAGGLER);
+	rv_alg_reason_add(out,
+			  "%d straggler%s to replace (step time >= %.1fx median, robust z > "
+			  "%.0f), first: worker %d",
+			  r->ns, r->ns > 1 ? "s" : "", p->straggler_ratio, p->straggler_z,
+			  out->replace[0]);
+}
+
+/* RUN_MIN_SAVING: a restart that only shrinks resources and saves under
+ * min_saving of the job's resources is not worth a plan. */
+static void run_min_saving(struct running *r)
+{
+	const struct rv_alg_job_state *st = r->st;
+	const struct rv_alg_params *p = r->p;
+
+	if (r->ns > 0 || r->hot > 0 || !(p->min_saving > 0) ||
+	    rv_alg_config_equal(&r->cfg, &st->cur) || !shrink_only(&st->cur, &r->cfg))
+		return;
+	double before = config_cost(&st->cur, &st->lim);
+	double saving = before > 0 ? 1 - config_cost(&r->cfg, &st->lim) / before : 0;
+
+	if (saving < p->min_saving) {
+		rv_alg_reason_add(r->out,
+				  "held: right-sizing would save %.1f%% of the job's resources "
+				  "(< %.0f%%), not worth a restart",
+				  100 * saving, 100 * p->min_saving);
+		r->cfg = st->cur;
+		r->lead = RV_ALG_ID_HOLD;
+	}
+}
+
+/* The parts of a running plan, in order. */
+static const struct running_part {
+	enum running_part_id {
+		RUN_STARVED,
+		RUN_HOT_PS,
+		RUN_COUNTS,
+		RUN_PS_SIDE,
+		RUN_PS_ON_NODE,
+		RUN_RIGHTSIZE,
+		RUN_RISING_MEMORY,
+		RUN_STRAGGLERS,
+		RUN_MIN_SAVING,
+	} id;
+	void (*apply)(struct running *r);
+} running_parts[] = {
+	{ RUN_STARVED, run_starved },
+	{ RUN_HOT_PS, run_hot_ps },
+	{ RUN_COUNTS, run_counts },
+	{ RUN_PS_SIDE, run_ps_side },
+	{ RUN_PS_ON_NODE, run_ps_on_node },
+	{ RUN_RIGHTSIZE, run_rightsize },
+	{ RUN_RISING_MEMORY, run_rising_memory },
+	{ RUN_STRAGGLERS, run_stragglers },
+	{ RUN_MIN_SAVING, run_min_saving },
+};
+
 int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
 			struct rv_alg_decision *out)
 {
@@ -820,158 +1193,20 @@ int rv_alg_plan_running(const struct rv_alg_job_state *st, const struct rv_alg_p
 	    (st->n_steps && !st->steps) || st->cur.worker.count < 0 || st->cur.ps.count < 0)
 		return -EINVAL;
 	rv_alg_decision_init(out, &st->cur);
+	struct running r = {
+		.st = st,
+		.p = p,
+		.out = out,
+		.cfg = st->cur,
+		.rank = LEAD_NONE,
+		.lead = RV_ALG_ID_HOLD,
+	};
 
-	struct rv_alg_config cfg = st->cur;
-	enum lead_rank rank = LEAD_NONE;
-	const char *lead = "hold";
-
-	/* One cause per plan: a starved role or a hot PS distorts every speed
-	 * measured, so counts wait until resources are fixed (not for a role
-	 * already at the per-node CPU ceiling: it cannot grow, nothing would
-	 * change by waiting). */
-	bool starved_w = rv_alg_role_starved(st->usage, st->n_usage, RV_ALG_WORKER,
-					     &st->cur.worker.res, p) &&
-			 !(st->lim.max_cpu > 0 && st->cur.worker.res.cpu >= st->lim.max_cpu);
-	bool starved_ps =
-		st->cur.ps.count > 0 &&
-		rv_alg_role_starved(st->usage, st->n_usage, RV_ALG_PS_ROLE, &st->cur.ps.res, p) &&
-		!(st->lim.max_cpu > 0 && st->cur.ps.res.cpu >= st->lim.max_cpu);
-	/* Two roles that hold each other back (workers wait on the PS, the PS
-	 * on the workers) share the throttling between them: each is throttled
-	 * in about half its periods, under the line for one role alone, and
-	 * would be seen starved one plan after the other.  Both at two thirds
-	 * of the line or more, one of them in at least half its periods (its
-	 * mean demand reaches its limit): both grow in one plan.  Two roles
-	 * right-sized to their need throttle their bursts in up to about 40%
-	 * of the periods each; neither reaches half. */
-	if (st->strategy == RV_ALG_PS && st->cur.ps.count > 0 && !starved_w && !starved_ps &&
-	    p->throttle_starved > 0 &&
-	    !(st->lim.max_cpu > 0 && (st->cur.worker.res.cpu >= st->lim.max_cpu ||
-				      st->cur.ps.res.cpu >= st->lim.max_cpu))) {
-		size_t ms = (size_t)(p->min_usage_samples > 0 ? p->min_usage_samples : 1);
-		double sw, sp;
-
-		if (rv_alg_throttled_share(st->usage, st->n_usage, RV_ALG_WORKER, -1, ms, &sw) ==
-			    0 &&
-		    rv_alg_throttled_share(st->usage, st->n_usage, RV_ALG_PS_ROLE, -1, ms, &sp) ==
-			    0 &&
-		    sw >= p->throttle_starved * 2 / 3 && sp >= p->throttle_starved * 2 / 3 &&
-		    (sw >= 0.5 || sp >= 0.5)) {
-			starved_w = starved_ps = true;
-			rv_alg_reason_add(
-				out, "workers and PS both throttled (%.0f%%, %.0f%% of periods)",
-				100 * sw, 100 * sp);
-		}
-	}
-	int hot = 0, grow = 0;
-	struct rv_alg_decision hot_part;
-
-	rv_alg_decision_init(&hot_part, &st->cur);
-	if (st->strategy == RV_ALG_PS && st->cur.ps.count > 0)
-		hot = rv_alg_hot_ps(st->usage, st->n_usage, &st->cur.ps, &st->lim, p, &grow,
-				    &hot_part);
-	/* Saturated PS that cannot be added to (at max PS or out of free
-	 * capacity) are no reason for counts to wait: nothing on the PS side
-	 * will change, and waiting would hold the workers forever. */
-	if (grow && hot == 0) {
-		struct rv_alg_config trial = st->cur;
-
-		trial.ps.count += 1;
-		if ((st->lim.max_ps > 0 && trial.ps.count > st->lim.max_ps) ||
-		    !rv_alg_fits_free(&st->lim, &st->cur, &trial)) {
-			grow = 0;
-			rv_alg_reason_add(out, "%s; the PS count is at its limit", hot_part.reason);
-		}
-	}
-	/* Only for speeds measured within min_gain: under noise the corrected
-	 * starved speed is one more noisy point the first fit leans on, and
-	 * the growth is measured alone first, as before. */
-	double noise = rv_alg_speed_noise(st->speed, st->n_speed);
-	if ((starved_w || starved_ps) && hot <= 0 && !grow && st->first_counts && one_config(st) &&
-	    noise > 0 && noise <= p->min_gain) {
-		/* The first exploration step goes by where the count lies in its
-		 * range, not by the speed measured there: it need not wait for
-		 * the starved role, whose growth it carries.  The speeds measured
-		 * starved are corrected by the need the next configuration shows
-		 * (rv_alg_correct_starved_speeds), so they still count. */
-		rv_alg_reason_add(out, "CPU at its limit: the role grows with the first "
-				       "exploration step");
-		plan_counts(st, p, &cfg, out, &rank, &lead);
-	} else if (starved_w || starved_ps || hot > 0 || grow)
-		rv_alg_reason_add(out, "%s first: worker and PS counts wait",
-				  starved_w || starved_ps ? "CPU at its limit" : "hot PS");
-	else
-		plan_counts(st, p, &cfg, out, &rank, &lead);
-
-	if (st->strategy == RV_ALG_PS && st->cur.ps.count > 0) {
-		if (hot > 0) {
-			out->n_migrate = hot_part.n_migrate;
-			memcpy(out->migrate, hot_part.migrate, sizeof(out->migrate));
-			rv_alg_reason_add(out, "%s", hot_part.reason);
-			take_lead(&rank, &lead, LEAD_HOT_PS, "hot_ps");
-		}
-		if (grow && cfg.ps.count == st->cur.ps.count) {
-			struct rv_alg_config trial = cfg;
-
-			/* by half (at least one): one PS per plan is slow */
-			trial.ps.count += trial.ps.count / 2 > 1 ? trial.ps.count / 2 : 1;
-			if (st->lim.max_ps > 0 && trial.ps.count > st->lim.max_ps &&
-			    st->cur.ps.count < st->lim.max_ps)
-				trial.ps.count = st->lim.max_ps;
-			if ((st->lim.max_ps <= 0 || trial.ps.count <= st->lim.max_ps) &&
-			    rv_alg_fits_free(&st->lim, &st->cur, &trial)) {
-				cfg = trial;
-				rv_alg_reason_add(out, "add a PS: %d -> %d", st->cur.ps.count,
-						  cfg.ps.count);
-				take_lead(&rank, &lead, LEAD_HOT_PS, "hot_ps");
-			} else {
-				rv_alg_reason_add(out, "cannot add a PS: limit or free capacity");
-			}
-		}
-	}
-	fit_ps_on_node(st, p, &cfg, out);
-	/* Every starved role in one plan: a role behind the bottleneck shows
-	 * its shortage only once the bottleneck is gone, so its demand is
-	 * taken to follow the bottleneck's growth. */
-	double behind_w = starved_ps ? starved_growth(st, p, RV_ALG_PS_ROLE) : 1;
-	double behind_ps = starved_w ? starved_growth(st, p, RV_ALG_WORKER) : 1;
-	plan_rightsize(st, p, RV_ALG_WORKER, 0, starved_ps, behind_w, &cfg, out, &rank, &lead);
-	/* a migrated hot PS already got its CPU; pooled PS CPU would undo it */
-	plan_rightsize(st, p, RV_ALG_PS_ROLE, hot > 0, starved_w, behind_ps, &cfg, out, &rank,
-		       &lead);
-	if (cfg.worker.count != st->cur.worker.count || cfg.ps.count != st->cur.ps.count)
-		fold_rising_memory(st, p, &cfg, out);
-
-	int ns = rv_alg_stragglers(st->steps, st->n_steps, p, out->replace, RV_ALG_MAX_NODES);
-
-	if (ns > 0) {
-		out->n_replace = (size_t)ns < RV_ALG_MAX_NODES ? (size_t)ns : RV_ALG_MAX_NODES;
-		take_lead(&rank, &lead, LEAD_STRAGGLER, "straggler");
-		rv_alg_reason_add(out,
-				  "%d straggler%s to replace (step time >= %.1fx median, "
-				  "robust z > %.0f), first: worker %d",
-				  ns, ns > 1 ? "s" : "", p->straggler_ratio, p->straggler_z,
-				  out->replace[0]);
-	}
-	/* A restart that saves next to nothing is not worth a plan: the trim
-	 * of a PS's memory after the PS count came back, a tenth of a core. */
-	if (ns <= 0 && hot <= 0 && p->min_saving > 0 && !rv_alg_config_equal(&cfg, &st->cur) &&
-	    shrink_only(&st->cur, &cfg)) {
-		double before = config_cost(&st->cur, &st->lim);
-		double saving = before > 0 ? 1 - config_cost(&cfg, &st->lim) / before : 0;
-
-		if (saving < p->min_saving) {
-			rv_alg_reason_add(out,
-					  "held: right-sizing would save %.1f%% of the job's "
-					  "resources (< %.0f%%), not worth a restart",
-					  100 * saving, 100 * p->min_saving);
-			cfg = st->cur;
-			lead = "hold";
-		}
-	}
-	out->cfg = cfg;
-	out->algorithm = lead;
-	out->changed = !rv_alg_config_equal(&cfg, &st->cur) || out->n_migrate > 0 ||
+	for (size_t i = 0; i < sizeof(running_parts) / sizeof(running_parts[0]); i++)
+		running_parts[i].apply(&r);
+	out->cfg = r.cfg;
+	out->algorithm = r.lead;
+	out->changed = !rv_alg_config_equal(&r.cfg, &st->cur) || out->n_migrate > 0 ||
 		       out->n_replace > 0;
 	if (!out->changed && out->reason[0] == '\0')
 		rv_alg_reason_add(out, "no change");
@@ -992,7 +1227,7 @@ int rv_alg_plan_oom(const struct rv_alg_config *cur, enum rv_alg_role role, int6
 
 	if (rc < 0)
 		return rc;
-	out->algorithm = "oom";
+	out->algorithm = RV_ALG_ID_OOM;
 	if (rc == 0) {
 		rv_alg_reason_add(out,
 				  "OOM #%d of a %s: memory %" PRId64 " MiB is already at the "

@@ -37,9 +37,11 @@ int rv_alg_outcome_parse(const char *s)
 	return -EINVAL;
 }
 
-static bool algorithm_is(const struct rv_alg_applied *a, const char *name)
+/* Whether an applied plan was made by rule id: the name it was stored
+ * under, parsed (rv_alg_id_parse). */
+static bool algorithm_is(const struct rv_alg_applied *a, enum rv_alg_id id)
 {
-	return a->algorithm && !strcmp(a->algorithm, name);
+	return rv_alg_id_parse(a->algorithm) == id;
 }
 
 bool rv_alg_pending_stands(const struct rv_alg_job_history *h)
@@ -445,6 +447,43 @@ int rv_alg_speed_summarize(const struct rv_alg_speed_obs *o, size_t n, int64_t f
 	return 0;
 }
 
+/* The outcome of plan cur from the speeds after it (a) and before it (b):
+ * better at outcome_better times the speed before; worse below
+ * outcome_worse times it, below outcome_worse times its own prediction,
+ * and beyond outcome_se standard errors of the difference (noise alone
+ * never undoes a plan), where a plan that expected to run slower is
+ * measured against what it expected; else neutral.  A plan that replaced
+ * stragglers is never worse: the speed before it was held back by them.
+ * DESIGN-LOG.md, "Judging". */
+static enum rv_alg_outcome judge_compare(const struct rv_alg_applied *cur,
+					 const struct rv_alg_speed_summary *a,
+					 const struct rv_alg_speed_summary *b,
+					 const struct rv_alg_params *p)
+{
+	double after = a->mean, before = b->mean;
+	double ratio = before > 0 ? after / before : 0;
+	enum rv_alg_outcome outcome;
+
+	if (!(b->n > 0 && before > 0))
+		return RV_ALG_OUTCOME_UNKNOWN;
+	bool below_prediction = cur->predicted_speed <= 0 ||
+				after < p->outcome_worse * cur->predicted_speed;
+	double se = sqrt(a->sd * a->sd / a->n + (b->n > 0 ? b->sd * b->sd / b->n : 0));
+	double expected = before;
+	if (cur->predicted_speed > 0 && cur->predicted_speed < expected)
+		expected = cur->predicted_speed;
+	bool significant = expected - after > p->outcome_se * se;
+	if (ratio >= p->outcome_better)
+		outcome = RV_ALG_OUTCOME_BETTER;
+	else if (ratio < p->outcome_worse && below_prediction && significant)
+		outcome = RV_ALG_OUTCOME_WORSE;
+	else
+		outcome = RV_ALG_OUTCOME_NEUTRAL;
+	if (outcome == RV_ALG_OUTCOME_WORSE && cur->n_replace > 0)
+		outcome = RV_ALG_OUTCOME_NEUTRAL;
+	return outcome;
+}
+
 int rv_alg_judge_outcome(const struct rv_alg_job_history *h, const struct rv_alg_outcome_speeds *s,
 			 const struct rv_alg_params *p, struct rv_alg_verdict *v,
 			 struct rv_alg_decision *revert)
@@ -466,48 +505,19 @@ int rv_alg_judge_outcome(const struct rv_alg_job_history *h, const struct rv_alg
 		b = &s->before_all;
 	double after = s->after.mean, before = b->mean;
 	double ratio = before > 0 ? after / before : 0;
-	enum rv_alg_outcome outcome = RV_ALG_OUTCOME_UNKNOWN;
-	if (b->n > 0 && before > 0) {
-		bool below_prediction = cur->predicted_speed <= 0 ||
-					after < p->outcome_worse * cur->predicted_speed;
-		/* "Clearly" worse: also beyond outcome_se standard errors of the
-		 * difference, so noise alone does not undo a plan. */
-		double se = sqrt(s->after.sd * s->after.sd / s->after.n +
-				 (b->n > 0 ? b->sd * b->sd / b->n : 0));
-		/* A plan that expected to run slower (a move down to save
-		 * resources, predicted short of the speed before) is measured
-		 * against what it expected, not against the speed it gave up:
-		 * under 25-30% noise a move from 5 to 4 workers predicted -4%
-		 * measured -18%, 1.6 standard errors below its own expectation,
-		 * and its revert cost two plans for a count at 0.94 of the best. */
-		double expected = before;
-		if (cur->predicted_speed > 0 && cur->predicted_speed < expected)
-			expected = cur->predicted_speed;
-		bool significant = expected - after > p->outcome_se * se;
-		if (ratio >= p->outcome_better)
-			outcome = RV_ALG_OUTCOME_BETTER;
-		else if (ratio < p->outcome_worse && below_prediction && significant)
-			outcome = RV_ALG_OUTCOME_WORSE;
-		else
-			outcome = RV_ALG_OUTCOME_NEUTRAL;
-		/* The speeds before a plan that replaced stragglers are of a job
-		 * held back by them: a drop after it comes from the counts it
-		 * explored, not from the replacement, and is no reason to undo
-		 * it (the revert only lost a plan). */
-		if (outcome == RV_ALG_OUTCOME_WORSE && cur->n_replace > 0)
-			outcome = RV_ALG_OUTCOME_NEUTRAL;
-	}
+	enum rv_alg_outcome outcome = judge_compare(cur, &s->after, b, p);
 	v->outcome = outcome;
 	v->before = before;
 	v->after = after;
 	/* An exploration measures a configuration on purpose: a slower result
 	 * is data for the model (and the configuration is not proposed again),
 	 * not a mistake to undo. */
-	if (outcome != RV_ALG_OUTCOME_WORSE || h->n_applied < 2 || algorithm_is(cur, "explore"))
+	if (outcome != RV_ALG_OUTCOME_WORSE || h->n_applied < 2 ||
+	    algorithm_is(cur, RV_ALG_ID_EXPLORE))
 		return 0;
 	const struct rv_alg_applied *prev = &h->applied[1];
 	rv_alg_decision_init(revert, &prev->cfg);
-	revert->algorithm = "revert";
+	revert->algorithm = RV_ALG_ID_REVERT;
 	revert->changed = true;
 	revert->predicted_speed = before;
 	rv_alg_reason_add(revert,
@@ -863,7 +873,7 @@ size_t rv_alg_correct_straggler_speeds(const struct rv_alg_job_history *h,
 		}
 		/* no step time says how slow: a replacement that measured
 		 * faster leaves only the speeds after it */
-		if (algorithm_is(a, "straggler") && a->outcome == RV_ALG_OUTCOME_BETTER) {
+		if (algorithm_is(a, RV_ALG_ID_STRAGGLER) && a->outcome == RV_ALG_OUTCOME_BETTER) {
 			size_t m = 0;
 			for (size_t j = 0; j < n; j++)
 				if (o[j].t_ms > a->applied_ts_ms)
@@ -890,7 +900,7 @@ void rv_alg_last_resizes(const struct rv_alg_applied *a, size_t na, struct rv_al
 {
 	memset(last, 0, 2 * sizeof(*last));
 	for (size_t i = 0; i + 1 < na; i++) {
-		if (!algorithm_is(&a[i], "rightsize"))
+		if (!algorithm_is(&a[i], RV_ALG_ID_RIGHTSIZE))
 			continue;
 		/* A role's last resize is the last plan that resized it: one
 		 * that resized only the other role does not erase it (a PS cut
@@ -922,7 +932,7 @@ static void starved_resizes(const struct rv_alg_applied *a, size_t na,
 			    const struct rv_alg_params *p, struct rv_alg_resize last[2])
 {
 	for (size_t i = 0; i + 1 < na; i++) {
-		if (algorithm_is(&a[i], "rightsize"))
+		if (algorithm_is(&a[i], RV_ALG_ID_RIGHTSIZE))
 			continue;
 		const struct rv_alg_config *tc = &a[i].cfg, *fc = &a[i + 1].cfg;
 		/* PS CPU follows the workers/PS ratio: only growth beyond it */
@@ -960,7 +970,7 @@ static void hold(struct rv_alg_decision *d, const struct rv_alg_config *cur, con
 {
 	d->cfg = *cur;
 	d->changed = false;
-	d->algorithm = "hold";
+	d->algorithm = RV_ALG_ID_HOLD;
 	d->n_migrate = 0;
 	d->n_replace = 0;
 	rv_alg_reason_add(d, "%s (plan %" PRId64 "): not proposed again", why, plan_id);
@@ -968,9 +978,8 @@ static void hold(struct rv_alg_decision *d, const struct rv_alg_config *cur, con
 
 bool rv_alg_model_flips(const struct rv_alg_job_history *h, const struct rv_alg_decision *d)
 {
-	if (!h || !d || h->n_applied < 2 || !d->algorithm ||
-	    strcmp(d->algorithm, "worker_count_model") != 0 ||
-	    !algorithm_is(&h->applied[0], "worker_count_model"))
+	if (!h || !d || h->n_applied < 2 || d->algorithm != RV_ALG_ID_WORKER_COUNT_MODEL ||
+	    !algorithm_is(&h->applied[0], RV_ALG_ID_WORKER_COUNT_MODEL))
 		return false;
 	const struct rv_alg_config *cur = &h->applied[0].cfg, *before = &h->applied[1].cfg;
 	bool moved = cur->worker.count != before->worker.count || cur->ps.count != before->ps.count;
@@ -987,6 +996,163 @@ bool rv_alg_model_flips(const struct rv_alg_job_history *h, const struct rv_alg_
 	return false;
 }
 
+/* Whether the newest configuration is still warming up (its speed or its
+ * nodes' CPU use still rises, or its warm-up has not passed): then *out
+ * holds and true.  Else *settled_ms is where the run settled. */
+static bool job_warming(const struct rv_alg_job_history *h, const struct rv_alg_params *p,
+			struct rv_alg_decision *out, int64_t *settled_ms)
+{
+	const struct rv_alg_applied *cur = &h->applied[0];
+	int64_t use_ms = rv_alg_usage_settled_ms(h->usage, h->n_usage, cur->applied_ts_ms, p);
+	int64_t settled = h->n_speed ? rv_alg_job_run_settled_ms(h, h->speed, h->n_speed,
+								 cur->applied_ts_ms, p)
+				     : cur->applied_ts_ms;
+
+	if (use_ms == INT64_MAX || settled == INT64_MAX) {
+		rv_alg_decision_init(out, &cur->cfg);
+		out->algorithm = RV_ALG_ID_HOLD;
+		rv_alg_reason_add(out, "warming up: the %s since plan %" PRId64 " still rises",
+				  use_ms == INT64_MAX ? "CPU use" : "speed", cur->id);
+		return true;
+	}
+	if (use_ms > settled)
+		settled = use_ms;
+	*settled_ms = settled;
+	if (h->now_ms >= settled)
+		return false;
+	rv_alg_decision_init(out, &cur->cfg);
+	out->algorithm = RV_ALG_ID_HOLD;
+	rv_alg_reason_add(out,
+			  "warming up: %" PRId64 " ms of the warm-up since plan %" PRId64
+			  " still to go",
+			  settled - h->now_ms, cur->id);
+	return true;
+}
+
+/* Scratch copies of a history's windows, each at least one element. */
+struct job_scratch {
+	struct rv_alg_speed_obs *obs;
+	struct rv_alg_step *steps;
+	struct rv_alg_usage *use, *mem;
+};
+
+static void job_scratch_release(struct job_scratch *s)
+{
+	free(s->obs);
+	free(s->steps);
+	free(s->use);
+	free(s->mem);
+}
+
+/* The counts' history: whether any running plan changed them, how many
+ * did, and whether the newest that did was the model's. */
+static void job_state_counts(const struct rv_alg_job_history *h, struct rv_alg_job_state *st)
+{
+	bool newest = true;
+
+	st->first_counts = true;
+	for (size_t i = 0; i + 1 < h->n_applied; i++)
+		if (h->applied[i].stage == RV_ALG_STAGE_RUNNING &&
+		    (h->applied[i].cfg.worker.count != h->applied[i + 1].cfg.worker.count ||
+		     h->applied[i].cfg.ps.count != h->applied[i + 1].cfg.ps.count)) {
+			st->first_counts = false;
+			st->count_changes++;
+			if (newest)
+				st->model_counts =
+					algorithm_is(&h->applied[i], RV_ALG_ID_WORKER_COUNT_MODEL);
+			newest = false;
+		}
+}
+
+/* The state the composition sees: speeds corrected for stragglers and
+ * starvation with each run's warm-up dropped, settled step times, usage
+ * from where the run settled (usage of the ramp is not the need), the
+ * memory history, the last resizes, and the counts' history. */
+static int job_state_build(const struct rv_alg_job_history *h, const struct rv_alg_params *p,
+			   int64_t settled_ms, struct job_scratch *s, struct rv_alg_job_state *st)
+{
+	const struct rv_alg_applied *cur = &h->applied[0];
+
+	s->obs = malloc((h->n_speed ? h->n_speed : 1) * sizeof(*s->obs));
+	s->steps = malloc((h->n_steps ? h->n_steps : 1) * sizeof(*s->steps));
+	s->use = malloc((h->n_usage ? h->n_usage : 1) * sizeof(*s->use));
+	s->mem = malloc((h->n_mem_usage ? h->n_mem_usage : 1) * sizeof(*s->mem));
+	if (!s->obs || !s->steps || !s->use || !s->mem)
+		return -ENOMEM;
+	if (h->n_speed)
+		memcpy(s->obs, h->speed, h->n_speed * sizeof(*s->obs));
+	if (h->n_steps)
+		memcpy(s->steps, h->steps, h->n_steps * sizeof(*s->steps));
+	size_t nobs = rv_alg_correct_straggler_speeds(h, p, s->obs, h->n_speed);
+	nobs = rv_alg_correct_starved_speeds(h, p, s->obs, nobs);
+	nobs = rv_alg_drop_run_warmup(h, s->obs, nobs, p);
+	*st = (struct rv_alg_job_state){ .strategy = h->strategy,
+					 .lim = h->lim,
+					 .cur = cur->cfg,
+					 .now_ms = h->now_ms,
+					 .speed = s->obs,
+					 .n_speed = nobs };
+	st->steps = s->steps;
+	st->n_steps = rv_alg_settled_steps(s->steps, h->n_steps, cur->applied_ts_ms, p);
+	for (size_t i = 0; i < h->n_usage; i++)
+		if (h->usage[i].t_ms >= settled_ms ||
+		    settled_ms <= cur->applied_ts_ms + p->warmup_ms)
+			s->use[st->n_usage++] = h->usage[i];
+	st->usage = s->use;
+	if (h->mem_usage) {
+		st->mem_usage = s->mem;
+		st->n_mem_usage = mem_history(h, s->mem);
+	}
+	rv_alg_last_resizes(h->applied, h->n_applied, st->last_resize);
+	starved_resizes(h->applied, h->n_applied, p, st->last_resize);
+	/* memory that still rises says nothing of the need at another PS count */
+	st->ps_mem_fit = h->mem_usage &&
+			 !rv_alg_mem_rises(s->mem, st->n_mem_usage, RV_ALG_WORKER) &&
+			 !rv_alg_mem_rises(s->mem, st->n_mem_usage, RV_ALG_PS_ROLE) &&
+			 rv_alg_ps_mem_fit(h->mem_usage, h->n_mem_usage, h->applied, h->n_applied,
+					   p->min_usage_samples, &st->ps_mem_a, &st->ps_mem_b);
+	job_state_counts(h, st);
+	return 0;
+}
+
+/* JOB_WORSE: a configuration measured worse (and reverted) is not proposed
+ * again; the model may return to an exploration's (its speed is data). */
+static bool job_hold_worse(const struct rv_alg_job_history *h, struct rv_alg_decision *out)
+{
+	bool model = out->algorithm == RV_ALG_ID_WORKER_COUNT_MODEL;
+
+	for (size_t i = 0; i < h->n_applied; i++) {
+		if (h->applied[i].outcome == RV_ALG_OUTCOME_WORSE &&
+		    !(model && algorithm_is(&h->applied[i], RV_ALG_ID_EXPLORE)) &&
+		    rv_alg_same_plan(&h->applied[i], &out->cfg, out->n_migrate, out->n_replace)) {
+			hold(out, &h->applied[0].cfg, "this configuration measured worse",
+			     h->applied[i].id);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* JOB_PENDING: the same advice not yet applied is not repeated. */
+static bool job_hold_pending(const struct rv_alg_job_history *h, struct rv_alg_decision *out)
+{
+	if (!h->pending || h->pending->applied_ts_ms != 0 ||
+	    !rv_alg_same_plan(h->pending, &out->cfg, out->n_migrate, out->n_replace) ||
+	    !algorithm_is(h->pending, out->algorithm))
+		return false;
+	hold(out, &h->applied[0].cfg, "the same advice is not applied yet", h->pending->id);
+	return true;
+}
+
+/* What holds a changing plan back, in order; the first that holds ends it. */
+static const struct job_hold {
+	enum job_hold_id { JOB_WORSE, JOB_PENDING } id;
+	bool (*apply)(const struct rv_alg_job_history *h, struct rv_alg_decision *out);
+} job_holds[] = {
+	{ JOB_WORSE, job_hold_worse },
+	{ JOB_PENDING, job_hold_pending },
+};
+
 int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_params *p,
 		    struct rv_alg_decision *out)
 {
@@ -1001,110 +1167,17 @@ int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_para
 		return 0;
 	}
 	const struct rv_alg_applied *cur = &h->applied[0];
-	/* Still warming up: neither speeds nor usage say the need yet.  The
-	 * nodes' CPU use, averaged over them, shows a ramp the job's speed
-	 * hides under noise: 25% speed noise over a 600 s ramp from 45% passed
-	 * for flat, and CPU trimmed to the ramp's use starved the job a plan
-	 * later. */
-	int64_t use_ms = rv_alg_usage_settled_ms(h->usage, h->n_usage, cur->applied_ts_ms, p);
-	int64_t settled_ms = h->n_speed ? rv_alg_job_run_settled_ms(h, h->speed, h->n_speed,
-								    cur->applied_ts_ms, p)
-					: cur->applied_ts_ms;
-	if (use_ms == INT64_MAX || settled_ms == INT64_MAX) {
-		rv_alg_decision_init(out, &cur->cfg);
-		out->algorithm = "hold";
-		rv_alg_reason_add(out, "warming up: the %s since plan %" PRId64 " still rises",
-				  use_ms == INT64_MAX ? "CPU use" : "speed", cur->id);
-		return 0;
-	}
-	if (use_ms > settled_ms)
-		settled_ms = use_ms;
-	/* Nothing measured past the warm-up yet: a job still loading its
-	 * framework uses a fraction of the memory and CPU it trains with. */
-	if (h->now_ms < settled_ms) {
-		rv_alg_decision_init(out, &cur->cfg);
-		out->algorithm = "hold";
-		rv_alg_reason_add(out,
-				  "warming up: %" PRId64 " ms of the warm-up since plan %" PRId64
-				  " still to go",
-				  settled_ms - h->now_ms, cur->id);
-		return 0;
-	}
-	/* scratch copies (at least one element: never NULL below) */
-	struct rv_alg_speed_obs *obs = malloc((h->n_speed ? h->n_speed : 1) * sizeof(*obs));
-	struct rv_alg_step *steps = malloc((h->n_steps ? h->n_steps : 1) * sizeof(*steps));
-	if (!obs || !steps) {
-		free(obs);
-		free(steps);
-		return -ENOMEM;
-	}
-	if (h->n_speed)
-		memcpy(obs, h->speed, h->n_speed * sizeof(*obs));
-	if (h->n_steps)
-		memcpy(steps, h->steps, h->n_steps * sizeof(*steps));
-	size_t nobs = rv_alg_correct_straggler_speeds(h, p, obs, h->n_speed);
-	nobs = rv_alg_correct_starved_speeds(h, p, obs, nobs);
-	nobs = rv_alg_drop_run_warmup(h, obs, nobs, p);
-	size_t nsteps = rv_alg_settled_steps(steps, h->n_steps, cur->applied_ts_ms, p);
-
+	int64_t settled_ms = 0;
+	struct job_scratch s = { 0 };
 	struct rv_alg_job_state st;
-	memset(&st, 0, sizeof(st));
-	st.strategy = h->strategy;
-	st.lim = h->lim;
-	st.cur = cur->cfg;
-	st.now_ms = h->now_ms;
-	st.speed = obs;
-	st.n_speed = nobs;
-	/* usage of the ramp is not the need: from where the speed settled (the
-	 * whole window when the ramp was shorter than its fixed part) */
-	struct rv_alg_usage *use = malloc((h->n_usage ? h->n_usage : 1) * sizeof(*use));
-	struct rv_alg_usage *mem = malloc((h->n_mem_usage ? h->n_mem_usage : 1) * sizeof(*mem));
-	if (!use || !mem) {
-		free(obs);
-		free(steps);
-		free(use);
-		free(mem);
-		return -ENOMEM;
-	}
-	size_t nuse = 0;
-	for (size_t i = 0; i < h->n_usage; i++)
-		if (h->usage[i].t_ms >= settled_ms ||
-		    settled_ms <= cur->applied_ts_ms + p->warmup_ms)
-			use[nuse++] = h->usage[i];
-	st.usage = use;
-	st.n_usage = nuse;
-	if (h->mem_usage) {
-		st.mem_usage = mem;
-		st.n_mem_usage = mem_history(h, mem);
-	}
-	st.steps = steps;
-	st.n_steps = nsteps;
-	rv_alg_last_resizes(h->applied, h->n_applied, st.last_resize);
-	starved_resizes(h->applied, h->n_applied, p, st.last_resize);
-	st.first_counts = true;
-	/* memory that still rises says nothing of the need at another PS
-	 * count: the peaks were taken at different points of the rise */
-	st.ps_mem_fit = h->mem_usage && !rv_alg_mem_rises(mem, st.n_mem_usage, RV_ALG_WORKER) &&
-			!rv_alg_mem_rises(mem, st.n_mem_usage, RV_ALG_PS_ROLE) &&
-			rv_alg_ps_mem_fit(h->mem_usage, h->n_mem_usage, h->applied, h->n_applied,
-					  p->min_usage_samples, &st.ps_mem_a, &st.ps_mem_b);
-	bool newest = true;
-	for (size_t i = 0; i + 1 < h->n_applied; i++)
-		if (h->applied[i].stage == RV_ALG_STAGE_RUNNING &&
-		    (h->applied[i].cfg.worker.count != h->applied[i + 1].cfg.worker.count ||
-		     h->applied[i].cfg.ps.count != h->applied[i + 1].cfg.ps.count)) {
-			st.first_counts = false;
-			st.count_changes++;
-			if (newest)
-				st.model_counts =
-					algorithm_is(&h->applied[i], "worker_count_model");
-			newest = false;
-		}
-	int rc = rv_alg_plan_running(&st, p, out);
-	/* The model sending the job back to the counts its own last move left
-	 * flips between two measured counts on noise (9, 10, 9, 10 workers
-	 * under 25% speed noise, a plan each): the counts stay, and the rest
-	 * of the plan is made for them. */
+
+	if (job_warming(h, p, out, &settled_ms))
+		return 0;
+	int rc = job_state_build(h, p, settled_ms, &s, &st);
+	if (rc == 0)
+		rc = rv_alg_plan_running(&st, p, out);
+	/* JOB_FLIP: see rv_alg_model_flips: the counts stay, and the rest of
+	 * the plan is made for them. */
 	if (rc == 0 && out->changed && rv_alg_model_flips(h, out)) {
 		st.lim.min_workers = st.lim.max_workers = cur->cfg.worker.count;
 		st.lim.min_ps = st.lim.max_ps = cur->cfg.ps.count;
@@ -1116,32 +1189,12 @@ int rv_alg_plan_job(const struct rv_alg_job_history *h, const struct rv_alg_para
 					  ") left",
 					  cur->cfg.worker.count, cur->cfg.ps.count, cur->id);
 	}
-	free(obs);
-	free(steps);
-	free(use);
-	free(mem);
+	job_scratch_release(&s);
 	if (rc < 0 || !out->changed)
 		return rc;
-	/* A configuration measured worse (and reverted) is not proposed again:
-	 * that is how plans thrash.  An exploration measured worse was not
-	 * reverted: its speed is data the model chose from, so the model may
-	 * return to it (held, a job explored down to a count far below the
-	 * knee stayed there, at 0.75 of the oracle's speed); another
-	 * exploration may not. */
-	bool model = out->algorithm && !strcmp(out->algorithm, "worker_count_model");
-	for (size_t i = 0; i < h->n_applied; i++) {
-		if (h->applied[i].outcome == RV_ALG_OUTCOME_WORSE &&
-		    !(model && algorithm_is(&h->applied[i], "explore")) &&
-		    rv_alg_same_plan(&h->applied[i], &out->cfg, out->n_migrate, out->n_replace)) {
-			hold(out, &cur->cfg, "this configuration measured worse", h->applied[i].id);
-			return 0;
-		}
-	}
-	/* The same advice not yet applied is not repeated. */
-	if (h->pending && h->pending->applied_ts_ms == 0 &&
-	    rv_alg_same_plan(h->pending, &out->cfg, out->n_migrate, out->n_replace) &&
-	    algorithm_is(h->pending, out->algorithm))
-		hold(out, &cur->cfg, "the same advice is not applied yet", h->pending->id);
+	for (size_t i = 0; i < sizeof(job_holds) / sizeof(job_holds[0]); i++)
+		if (job_holds[i].apply(h, out))
+			break;
 	return 0;
 }
 
@@ -1239,7 +1292,7 @@ int rv_alg_plan_create_job(const struct rv_alg_job_features *job, const struct r
 		}
 	}
 	if (ask->worker_given && (!ask->has_ps || ask->ps_given)) {
-		out->algorithm = "user_spec";
+		out->algorithm = RV_ALG_ID_USER_SPEC;
 		out->reason[0] = '\0';
 		rv_alg_reason_add(out, "the job gave resources for every role; kept as asked (the "
 				       "running stage right-sizes them from observed usage)");

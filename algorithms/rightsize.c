@@ -306,200 +306,291 @@ bool rv_alg_role_starved(const struct rv_alg_usage *u, size_t n, enum rv_alg_rol
 				 cur->cpu, 0.97, p);
 }
 
+/* One role's sizing (rv_alg_rightsize_trend): what its rules read and
+ * what they want.  The rules that let a CPU change through the hysteresis
+ * band are cpu_forces[]; why each exists: algorithms/DESIGN-LOG.md,
+ * "Right-sizing". */
+struct sizing {
+	const struct rv_alg_usage *u, *h; /* the window; the memory history */
+	size_t n, nh;
+	enum rv_alg_role role;
+	const struct rv_alg_resource *cur;
+	const struct rv_alg_resize *last; /* never NULL (a zero resize) */
+	const struct rv_alg_limits *lim;
+	const struct rv_alg_params *p;
+	double behind; /* the growth of the bottleneck this role follows */
+	int recent;    /* the last resize is within the reversal window */
+	double q_cpu, margin, want_cpu, want_mem, peak;
+	int starved, follows;
+	bool rising, rise_hold, ended; /* the memory trend */
+};
+
+static size_t sizing_min_samples(const struct rv_alg_params *p)
+{
+	return (size_t)(p->min_usage_samples > 0 ? p->min_usage_samples : 1);
+}
+
+/* The CPU need from m samples cpu[] (sorted here): the usage quantile plus a margin that
+ * follows the noise (0.6 robust spreads when larger than cpu_margin); with
+ * throttling counters the median plus two standard errors of it, since the
+ * kernel then tells a starved role from a tight one. */
+static void sizing_cpu_need(struct sizing *s, double *cpu, size_t m)
+{
+	const struct rv_alg_params *p = s->p;
+	double thr_share;
+	bool by_median = rv_alg_throttled_share(s->u, s->n, s->role, -1, sizing_min_samples(p),
+						&thr_share) == 0;
+	double *tmp = malloc(m * sizeof(*tmp)), *c2 = malloc(m * sizeof(*c2));
+
+	s->q_cpu = rv_alg_quantile(cpu, m, p->usage_quantile);
+	s->margin = p->cpu_margin;
+	if (tmp && c2) {
+		double med, mad;
+		memcpy(c2, cpu, m * sizeof(*c2));
+		rv_alg_median_mad(c2, tmp, m, &med, &mad);
+		double spread = med > 0 ? 1.4826 * mad / med : 0;
+		if (by_median && med > 0) {
+			s->q_cpu = med;
+			s->margin = p->cpu_margin + 2 * spread / sqrt((double)m);
+		} else if (0.6 * spread > s->margin) {
+			s->margin = 0.6 * spread;
+		}
+	} /* out of memory: the quantile and margin as they are */
+	free(tmp);
+	free(c2);
+}
+
+/* The CPU wanted: the need, grown when the role is starved (use pinned at
+ * the limit hides the need) or when it follows a bottleneck that grows;
+ * then in tenths of a core (the nearest tenth, never under half the margin
+ * above the need) within the node's limit. */
+static void sizing_cpu_want(struct sizing *s)
+{
+	const struct rv_alg_params *p = s->p;
+	const struct rv_alg_resource *cur = s->cur;
+
+	s->want_cpu = s->q_cpu * (1 + s->margin);
+	s->starved = rv_alg_role_starved(s->u, s->n, s->role, cur, p);
+	if (s->starved)
+		s->want_cpu = rv_alg_starved_cpu(s->u, s->n, s->role, cur->cpu, s->margin, p);
+	if (!s->starved && s->behind > 1 &&
+	    s->q_cpu * (1 + s->margin) * s->behind > cur->cpu * (1 + p->cpu_margin)) {
+		s->want_cpu = s->q_cpu * (1 + s->margin) * s->behind;
+		s->follows = 1;
+	}
+}
+
+static void sizing_cpu_round(struct sizing *s)
+{
+	if (!s->starved) {
+		double floor_cpu = rv_alg_cpu_up(s->q_cpu * (1 + s->margin / 2));
+		double nearest = round(s->want_cpu * 10) / 10;
+
+		s->want_cpu = nearest > floor_cpu ? nearest : floor_cpu;
+	}
+	s->want_cpu = rv_alg_cpu_up(s->want_cpu);
+	if (s->want_cpu < 0.1)
+		s->want_cpu = 0.1;
+	if (s->lim->max_cpu > 0 && s->want_cpu > s->lim->max_cpu)
+		s->want_cpu = s->lim->max_cpu;
+}
+
+/* The memory wanted: the usage quantile plus mem_margin, never under the
+ * peak over the memory history (memory follows the job's progress, not its
+ * configuration).  Memory that keeps rising across plans is sized for where
+ * it will be (rv_alg_mem_rise_target) once it would reach the limit soon,
+ * else held; a rise that ended is sized from the peak it stopped at. */
+static void sizing_mem_want(struct sizing *s, double *mem, size_t m)
+{
+	const struct rv_alg_params *p = s->p;
+	double soon, slope;
+	double window = p->usage_window_ms > 0 ? (double)p->usage_window_ms : 600000;
+
+	s->want_mem = rv_alg_quantile(mem, m, p->usage_quantile) * (1 + p->mem_margin);
+	for (size_t i = 0; i < s->nh; i++)
+		if (s->h[i].role == s->role && (double)s->h[i].memory_mb > s->peak)
+			s->peak = (double)s->h[i].memory_mb;
+	double target =
+		rv_alg_mem_rise_target(s->u, s->n, s->h, s->nh, s->role, p, window / 4, &soon);
+	s->rising = target > 0;
+	if (s->rising) {
+		if (soon <= (double)s->cur->memory_mb)
+			s->rise_hold = true;
+		else
+			s->want_mem = target;
+	} else if (mem_rising(s->h, s->nh, s->role, &slope) == 2) {
+		s->ended = true;
+		if (s->peak * (1 + p->mem_margin) > s->want_mem)
+			s->want_mem = s->peak * (1 + p->mem_margin);
+	}
+}
+
+static void sizing_mem_round(struct sizing *s)
+{
+	if (s->want_mem < s->peak)
+		s->want_mem = s->peak;
+	s->want_mem = rv_alg_mb_up(s->want_mem);
+	if (s->lim->max_memory_mb > 0 && s->want_mem > (double)s->lim->max_memory_mb)
+		s->want_mem = (double)s->lim->max_memory_mb;
+}
+
+/* CPU_STARVED: a starved role grows whatever the band. */
+static bool cpu_force_starved(const struct sizing *s)
+{
+	return s->starved;
+}
+
+/* CPU_NEAR_LIMIT: growth beyond the margin with use within 3% of the limit
+ * skips the band (waiting would only let the role read as starved and
+ * double); not right after the role's own recent shrink, back towards where
+ * it started (the band or the starvation test decide that). */
+static bool cpu_force_near_limit(const struct sizing *s)
+{
+	const struct rv_alg_resource *cur = s->cur;
+	const struct rv_alg_resize *last = s->last;
+	int near_limit = cur->cpu > 0 && s->want_cpu > cur->cpu * (1 + s->p->cpu_margin) + 1e-9 &&
+			 s->q_cpu >= 0.97 * cur->cpu;
+
+	if (near_limit && s->recent && last->to.cpu < last->from.cpu && cur->cpu == last->to.cpu &&
+	    s->want_cpu < last->from.cpu)
+		near_limit = 0;
+	return near_limit;
+}
+
+/* CPU_FOLLOWS: a role behind a growing bottleneck grows with it. */
+static bool cpu_force_follows(const struct sizing *s)
+{
+	return s->follows;
+}
+
+/* CPU_GUESSED: CPU the last resize set by a starvation growth was a guess,
+ * not a measure: the first smaller size from usage replaces it. */
+static bool cpu_force_guessed(const struct sizing *s)
+{
+	const struct rv_alg_resize *last = s->last;
+
+	return last->t_ms > 0 && last->from.cpu > 0 && s->cur->cpu == last->to.cpu &&
+	       fabs(last->to.cpu - rv_alg_cpu_up(last->from.cpu * s->p->starved_factor)) < 0.05 &&
+	       s->want_cpu < s->cur->cpu;
+}
+
+/* What moves CPU past the hysteresis band, read before CPU_RAMP_HOLD; any
+ * one that holds moves it. */
+static const struct cpu_force {
+	enum cpu_force_id { CPU_STARVED, CPU_NEAR_LIMIT, CPU_FOLLOWS, CPU_GUESSED } id;
+	bool (*holds)(const struct sizing *s);
+} cpu_forces[] = {
+	{ CPU_STARVED, cpu_force_starved },
+	{ CPU_NEAR_LIMIT, cpu_force_near_limit },
+	{ CPU_FOLLOWS, cpu_force_follows },
+	{ CPU_GUESSED, cpu_force_guessed },
+};
+
+/* The CPU to set: a force above, else the band (should_move).  CPU_RAMP_HOLD
+ * first: use that still rises (a warm-up ramp longer than the speed could
+ * show) is not the need, so no shrink from it. */
+static double sizing_cpu_move(struct sizing *s)
+{
+	const struct rv_alg_params *p = s->p;
+	bool forced = false;
+
+	for (size_t i = 0; i < sizeof(cpu_forces) / sizeof(cpu_forces[0]) && !forced; i++)
+		forced = cpu_forces[i].holds(s);
+	if (s->want_cpu < s->cur->cpu &&
+	    cpu_rise(s->u, s->n, s->role, p->usage_window_ms) > 2 * p->hysteresis * s->q_cpu)
+		s->want_cpu = s->cur->cpu;
+	if (forced || should_move(s->cur->cpu, s->want_cpu, s->last->from.cpu, s->last->to.cpu,
+				  s->recent, p->hysteresis))
+		return s->want_cpu;
+	return s->cur->cpu;
+}
+
+/* The memory to set: below the peak is a certain OOM and memory rising past
+ * the limit soon grows now, whatever the band; the trim of a rise that
+ * ended is no reversal of the growth before it. */
+static int64_t sizing_mem_move(const struct sizing *s)
+{
+	const struct rv_alg_resource *cur = s->cur;
+	bool grow_now = (double)cur->memory_mb < s->peak || (s->rising && !s->rise_hold);
+
+	if (grow_now ||
+	    (!s->rising &&
+	     should_move((double)cur->memory_mb, s->want_mem, (double)s->last->from.memory_mb,
+			 (double)s->last->to.memory_mb, s->recent && !s->ended, s->p->hysteresis)))
+		return (int64_t)s->want_mem;
+	return cur->memory_mb;
+}
+
+/* The role's samples in the window: cpu[] and mem[] (m of them, the caller
+ * frees both), and their memory peak. */
+static int sizing_samples(struct sizing *s, double **cpu, double **mem, size_t *m)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < s->n; i++)
+		k += s->u[i].role == s->role;
+	if (k == 0 || k < sizing_min_samples(s->p))
+		return -ENODATA;
+	*cpu = malloc(k * sizeof(**cpu));
+	*mem = malloc(k * sizeof(**mem));
+	if (!*cpu || !*mem)
+		return -ENOMEM;
+	k = 0;
+	for (size_t i = 0; i < s->n; i++) {
+		if (s->u[i].role != s->role)
+			continue;
+		(*cpu)[k] = s->u[i].cpu;
+		(*mem)[k] = (double)s->u[i].memory_mb;
+		if ((*mem)[k] > s->peak)
+			s->peak = (*mem)[k];
+		k++;
+	}
+	*m = k;
+	return 0;
+}
+
 int rv_alg_rightsize_trend(const struct rv_alg_usage *u, size_t n, const struct rv_alg_usage *h,
 			   size_t nh, enum rv_alg_role role, const struct rv_alg_resource *cur,
 			   const struct rv_alg_resize *last, int64_t now_ms,
 			   const struct rv_alg_limits *lim, const struct rv_alg_params *p,
 			   double behind, struct rv_alg_resource *out)
 {
+	static const struct rv_alg_resize none = { 0 };
+
 	if ((n > 0 && !u) || (nh > 0 && !h) || !cur || !lim || !p || !out ||
 	    p->usage_quantile < 0 || p->usage_quantile > 1)
 		return -EINVAL;
-	if (!h) {
-		h = u;
-		nh = n;
-	}
 	*out = *cur;
-
+	struct sizing s = {
+		.u = u,
+		.n = n,
+		.h = h ? h : u,
+		.nh = h ? nh : n,
+		.role = role,
+		.cur = cur,
+		.last = last ? last : &none,
+		.lim = lim,
+		.p = p,
+		.behind = behind,
+		.recent = last && last->t_ms > 0 && now_ms - last->t_ms < p->reversal_window_ms,
+	};
+	double *cpu = NULL, *mem = NULL;
 	size_t m = 0;
+	int rc = sizing_samples(&s, &cpu, &mem, &m);
 
-	for (size_t i = 0; i < n; i++)
-		m += u[i].role == role;
-	if (m == 0 || m < (size_t)(p->min_usage_samples > 0 ? p->min_usage_samples : 1))
-		return -ENODATA;
-
-	double *cpu = malloc(m * sizeof(*cpu));
-	double *mem = malloc(m * sizeof(*mem));
-	double peak = 0;
-
-	if (!cpu || !mem) {
-		free(cpu);
-		free(mem);
-		return -ENOMEM;
+	if (rc == 0) {
+		sizing_cpu_need(&s, cpu, m);
+		sizing_cpu_want(&s);
+		sizing_mem_want(&s, mem, m);
 	}
-	m = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (u[i].role != role)
-			continue;
-		cpu[m] = u[i].cpu;
-		mem[m] = (double)u[i].memory_mb;
-		if (mem[m] > peak)
-			peak = mem[m];
-		m++;
-	}
-	double q_cpu = rv_alg_quantile(cpu, m, p->usage_quantile);
-	/* The margin follows the noise: a steady role gets cpu_margin, a noisy
-	 * one 0.6 robust spreads (on top of the quantile) (1.4826 MAD / median) so its samples stay clear
-	 * of the limit, where they would read as starvation. */
-	double margin = p->cpu_margin;
-	/* With cgroup throttling counters the kernel tells a starved role
-	 * from a tight one, so the limit need not keep noisy samples clear of
-	 * it: the need is the middle of the samples (the median, with two
-	 * standard errors of it on top of the margin).  A high quantile plus a
-	 * noise margin gave a role with 14% usage noise 1.25x its need. */
-	double thr_share;
-	bool by_median =
-		rv_alg_throttled_share(u, n, role, -1,
-				       (size_t)(p->min_usage_samples > 0 ? p->min_usage_samples
-									 : 1),
-				       &thr_share) == 0;
-	{
-		double *tmp = malloc(m * sizeof(*tmp)), *c2 = malloc(m * sizeof(*c2));
-		if (tmp && c2) {
-			double med, mad;
-			memcpy(c2, cpu, m * sizeof(*c2));
-			rv_alg_median_mad(c2, tmp, m, &med, &mad);
-			double spread = med > 0 ? 1.4826 * mad / med : 0;
-			if (by_median && med > 0) {
-				q_cpu = med;
-				margin = p->cpu_margin + 2 * spread / sqrt((double)m);
-			} else if (0.6 * spread > margin) {
-				margin = 0.6 * spread;
-			}
-		} /* out of memory: the quantile and margin as they are */
-		free(tmp);
-		free(c2);
-	}
-	double want_cpu = q_cpu * (1 + margin);
-	/* Use pinned at the limit hides the need: the role is starved, grow it. */
-	int starved = rv_alg_role_starved(u, n, role, cur, p);
-
-	if (starved)
-		want_cpu = rv_alg_starved_cpu(u, n, role, cur->cpu, margin, p);
-	/* behind a bottleneck that grows: the demand follows the speed */
-	int follows = 0;
-	if (!starved && behind > 1 &&
-	    q_cpu * (1 + margin) * behind > cur->cpu * (1 + p->cpu_margin)) {
-		want_cpu = q_cpu * (1 + margin) * behind;
-		follows = 1;
-	}
-	double want_mem = rv_alg_quantile(mem, m, p->usage_quantile) * (1 + p->mem_margin);
-	/* The peak over the memory history too: memory follows the job's
-	 * progress (restored from checkpoints), not its configuration. */
-	for (size_t i = 0; i < nh; i++)
-		if (h[i].role == role && (double)h[i].memory_mb > peak)
-			peak = (double)h[i].memory_mb;
-	/* Memory that keeps rising (caches, embedding tables that grow with
-	 * the data): the trend over the history, across plans (the window of
-	 * one configuration after its warm-up is too short to see it).  While
-	 * it rises it is never trimmed, and grown only when it would reach the
-	 * limit within a quarter of a usage window (before a later plan could
-	 * act), then for where it will be two windows from now: sized for
-	 * where it was, or a window ahead at every plan, each plan chased it
-	 * (a plan each, and late OOMs). */
-	double soon, slope;
-	double window = p->usage_window_ms > 0 ? (double)p->usage_window_ms : 600000;
-	double target = rv_alg_mem_rise_target(u, n, h, nh, role, p, window / 4, &soon);
-	bool rising = target > 0, rise_hold = false, ended = false;
-	if (rising) {
-		if (soon <= (double)cur->memory_mb)
-			rise_hold = true;
-		else
-			want_mem = target;
-	} else if (mem_rising(h, nh, role, &slope) == 2) {
-		ended = true;
-		/* the rise ended: the quantile of a window that saw it rise
-		 * is below where it stopped; the peak and the margin */
-		if (peak * (1 + p->mem_margin) > want_mem)
-			want_mem = peak * (1 + p->mem_margin);
-	}
-
 	free(cpu);
 	free(mem);
-
-	/* CPU in tenths of a core, at least one tenth: the nearest tenth, but
-	 * never less than half the margin above the quantile (rounding up
-	 * always would add up to another 5% at 2 cores) */
-	if (!starved) {
-		double floor_cpu = rv_alg_cpu_up(q_cpu * (1 + margin / 2));
-		double nearest = round(want_cpu * 10) / 10;
-
-		want_cpu = nearest > floor_cpu ? nearest : floor_cpu;
-	}
-	want_cpu = rv_alg_cpu_up(want_cpu);
-	if (want_cpu < 0.1)
-		want_cpu = 0.1;
-	if (lim->max_cpu > 0 && want_cpu > lim->max_cpu)
-		want_cpu = lim->max_cpu;
-	if (want_mem < peak)
-		want_mem = peak;
-	want_mem = rv_alg_mb_up(want_mem);
-	if (lim->max_memory_mb > 0 && want_mem > (double)lim->max_memory_mb)
-		want_mem = (double)lim->max_memory_mb;
-
-	int recent = last && last->t_ms > 0 && now_ms - last->t_ms < p->reversal_window_ms;
-	struct rv_alg_resize none = {0};
-
-	if (!last)
-		last = &none;
-	/* Growth near the limit (within 3%) skips the hysteresis band: waiting
-	 * would only let the role read as starved next time (and double).  A
-	 * right-sized role sits within 5% on noise alone, and growth within
-	 * the margin is rounding (a tenth of a core per plan): those wait for
-	 * the band. */
-	int near_limit = cur->cpu > 0 && want_cpu > cur->cpu * (1 + p->cpu_margin) + 1e-9 &&
-			 q_cpu >= 0.97 * cur->cpu;
-
-	/* Except right after the role's own recent shrink, back towards where
-	 * it started: a shrink sets the limit just above the quantile, so the
-	 * quantile sits within 3% of it on noise alone; growing back is the
-	 * band's (or the starvation test's) to decide, not a plan of its own. */
-	if (near_limit && recent && last->to.cpu < last->from.cpu && cur->cpu == last->to.cpu &&
-	    want_cpu < last->from.cpu)
-		near_limit = 0;
-
-	/* CPU the last resize set by a starvation growth (x starved_factor)
-	 * was a guess, not a measure: the first size from usage after it
-	 * replaces it whatever the band (a doubling from 4.4 to 8.8 cores for
-	 * a need of 8 stayed 10% above it: the trim to 8.3 was within 7%). */
-	int guessed = last->t_ms > 0 && last->from.cpu > 0 && cur->cpu == last->to.cpu &&
-		      fabs(last->to.cpu - rv_alg_cpu_up(last->from.cpu * p->starved_factor)) <
-			      0.05 &&
-		      want_cpu < cur->cpu;
-
-	/* CPU use that still rises (a warm-up ramp longer than the speed test
-	 * could see under noise) is not the need: no shrink from it (13.5
-	 * cores cut to 3.1 for a need of 6, from the first 120 s of a 300 s
-	 * ramp; the role then starved, and every starvation growth restarted
-	 * the exploration). */
-	if (want_cpu < cur->cpu &&
-	    cpu_rise(u, n, role, p->usage_window_ms) > 2 * p->hysteresis * q_cpu)
-		want_cpu = cur->cpu;
-
-	if (starved || near_limit || follows || guessed ||
-	    should_move(cur->cpu, want_cpu, last->from.cpu, last->to.cpu, recent, p->hysteresis))
-		out->cpu = want_cpu;
-	/* below the peak is a certain OOM: no hysteresis for that; memory that
-	 * rises past the limit within a window grows now, whatever the band.
-	 * The trim of a rise that ended is no reversal of the growth before
-	 * it: that growth was sized for a rise that went on, the trim for the
-	 * peak it stopped at (held back as a reversal, a restart's growth to
-	 * two windows ahead stayed half again above the need to the end). */
-	bool grow_now = (double)cur->memory_mb < peak || (rising && !rise_hold);
-	if (grow_now ||
-	    (!rising && should_move((double)cur->memory_mb, want_mem, (double)last->from.memory_mb,
-				    (double)last->to.memory_mb, recent && !ended, p->hysteresis)))
-		out->memory_mb = (int64_t)want_mem;
+	if (rc < 0)
+		return rc;
+	sizing_cpu_round(&s);
+	sizing_mem_round(&s);
+	out->cpu = sizing_cpu_move(&s);
+	out->memory_mb = sizing_mem_move(&s);
 	return out->cpu != cur->cpu || out->memory_mb != cur->memory_mb;
 }
 

@@ -274,13 +274,36 @@ struct rv_alg_migration {
 	struct rv_alg_resource res; /* its new resources */
 };
 
+/* What made a decision: the rules branch on these ids; their names
+ * ("worker_count_model", ...) are what plans store and show, turned into
+ * ids and back only by rv_alg_id_parse and rv_alg_id_name. */
+enum rv_alg_id {
+	RV_ALG_ID_UNKNOWN = 0, /* no name, or one this library does not know */
+	RV_ALG_ID_HOLD,
+	RV_ALG_ID_WORKER_COUNT_MODEL,
+	RV_ALG_ID_EXPLORE,
+	RV_ALG_ID_RIGHTSIZE,
+	RV_ALG_ID_HOT_PS,
+	RV_ALG_ID_STRAGGLER,
+	RV_ALG_ID_REVERT,
+	RV_ALG_ID_CREATE_KNN,
+	RV_ALG_ID_CREATE_DEFAULT,
+	RV_ALG_ID_USER_SPEC,
+	RV_ALG_ID_OOM,
+	RV_ALG_ID_OOM_MEMORY_STEP,
+};
+
+/* The name of id: a static string; "" for RV_ALG_ID_UNKNOWN or an id out
+ * of range. */
+const char *rv_alg_id_name(enum rv_alg_id id);
+
+/* The id of name; RV_ALG_ID_UNKNOWN for NULL or a name not known. */
+enum rv_alg_id rv_alg_id_parse(const char *name);
+
 /* What a plan function decided.  Self-contained: holds no pointers to inputs. */
 struct rv_alg_decision {
 	struct rv_alg_config cfg;   /* new counts and per-node resources per role */
-	const char *algorithm;      /* static string: "worker_count_model", "explore",
-				     * "rightsize", "hot_ps", "straggler", "create_knn",
-				     * "create_default", "user_spec", "oom", "revert",
-				     * "hold" */
+	enum rv_alg_id algorithm;   /* the leading rule (rv_alg_id_name names it) */
 	bool changed;               /* cfg differs from the current config, or
 				     * nodes are migrated or replaced */
 	double predicted_speed;     /* samples/s for cfg; 0 when unknown */

@@ -132,11 +132,42 @@ int rv_alg_clamp_workers(int w, const struct rv_alg_limits *lim)
 	return w;
 }
 
+static const char *const alg_id_names[] = {
+	[RV_ALG_ID_UNKNOWN] = "",
+	[RV_ALG_ID_HOLD] = "hold",
+	[RV_ALG_ID_WORKER_COUNT_MODEL] = "worker_count_model",
+	[RV_ALG_ID_EXPLORE] = "explore",
+	[RV_ALG_ID_RIGHTSIZE] = "rightsize",
+	[RV_ALG_ID_HOT_PS] = "hot_ps",
+	[RV_ALG_ID_STRAGGLER] = "straggler",
+	[RV_ALG_ID_REVERT] = "revert",
+	[RV_ALG_ID_CREATE_KNN] = "create_knn",
+	[RV_ALG_ID_CREATE_DEFAULT] = "create_default",
+	[RV_ALG_ID_USER_SPEC] = "user_spec",
+	[RV_ALG_ID_OOM] = "oom",
+	[RV_ALG_ID_OOM_MEMORY_STEP] = "oom_memory_step",
+};
+
+const char *rv_alg_id_name(enum rv_alg_id id)
+{
+	if ((unsigned)id >= sizeof(alg_id_names) / sizeof(alg_id_names[0]))
+		return "";
+	return alg_id_names[id];
+}
+
+enum rv_alg_id rv_alg_id_parse(const char *name)
+{
+	for (size_t i = 1; name && i < sizeof(alg_id_names) / sizeof(alg_id_names[0]); i++)
+		if (!strcmp(name, alg_id_names[i]))
+			return (enum rv_alg_id)i;
+	return RV_ALG_ID_UNKNOWN;
+}
+
 void rv_alg_decision_init(struct rv_alg_decision *d, const struct rv_alg_config *cfg)
 {
 	memset(d, 0, sizeof(*d));
 	d->cfg = *cfg;
-	d->algorithm = "hold";
+	d->algorithm = RV_ALG_ID_HOLD;
 }
 
 void rv_alg_reason_add(struct rv_alg_decision *d, const char *fmt, ...)

@@ -10,9 +10,9 @@
 #include "alg_internal.h"
 
 /* Upper bound on workers when the job gives none. */
-#define WORKERS_HARD_MAX 4096
+#define WORKERS_HARD_MAX  4096
 /* Upper bound on PS when the job gives none. */
-#define PS_HARD_MAX 256
+#define PS_HARD_MAX       256
 /* Share of the linear speedup a growth step must buy to pay however many
  * workers it starts from: the added workers still do half their share. */
 #define LINEAR_SHARE_PAID 0.5
@@ -133,6 +133,377 @@ int rv_alg_choose_workers(const struct rv_alg_fit *fit, const struct rv_alg_limi
 	return rv_alg_choose_workers_obs(fit, NULL, 0, lim, cur, p, out);
 }
 
+/*
+ * The model's choice of counts (rv_alg_choose_workers_obs) is a search and
+ * an ordered list of rules over its candidate, each a function below, run
+ * in the order of knee_rules[].  Why each rule exists, with the jobs that
+ * showed it: algorithms/DESIGN-LOG.md, "Worker count".
+ */
+struct knee {
+	const struct rv_alg_fit *fit;
+	const struct rv_alg_speed_obs *obs;
+	size_t nobs;
+	const struct rv_alg_limits *lim;
+	const struct rv_alg_config *cur;
+	const struct rv_alg_params *p;
+	int unit, wmin, wmax;
+	int pmin, pmax; /* the PS counts searched */
+	int async;
+	double best;            /* best speed within the limits */
+	int bw, bp;             /* where */
+	int wcap, wfloor;       /* how far one plan may move */
+	struct rv_alg_config c; /* the candidate */
+	double c_cost;          /* its cores; INFINITY before the search found one */
+	int capped, tie;        /* what the reason says about the move */
+};
+
+/* Speed of (w, ps) for the knee: PS count 0 for all-reduce fits. */
+static double knee_speed(const struct knee *k, int w, int ps)
+{
+	return speed_of(k->fit, k->obs, k->nobs, w, k->async ? ps : 0);
+}
+
+static double knee_predict(const struct knee *k, int w, int ps)
+{
+	return rv_alg_fit_predict(k->fit, w, k->async ? ps : 0);
+}
+
+/* The PS count stays unless the data holds more than one; then the model
+ * is trusted from half the fewest to twice the most measured. */
+static void knee_ps_range(struct knee *k)
+{
+	k->pmin = k->pmax = k->cur->ps.count;
+	if (!k->async || k->fit->n_ps_values <= 1)
+		return;
+	k->pmin = k->lim->min_ps > 0 ? k->lim->min_ps : 1;
+	k->pmax = k->lim->max_ps > 0 ? k->lim->max_ps : PS_HARD_MAX;
+	int lo = 0, hi = 0;
+
+	for (size_t i = 0; i < k->nobs; i++)
+		if (k->obs[i].ps > 0 && k->obs[i].speed > 0) {
+			if (!lo || k->obs[i].ps < lo)
+				lo = k->obs[i].ps;
+			if (k->obs[i].ps > hi)
+				hi = k->obs[i].ps;
+		}
+	if (lo && (lo + 1) / 2 > k->pmin)
+		k->pmin = (lo + 1) / 2;
+	if (hi && 2 * hi < k->pmax)
+		k->pmax = 2 * hi;
+}
+
+/* The best speed within the limits; false when the model predicts none. */
+static bool knee_best(struct knee *k)
+{
+	k->best = 0;
+	k->bw = k->cur->worker.count;
+	k->bp = k->cur->ps.count;
+	for (int w = k->wmin; w <= k->wmax; w += k->unit)
+		for (int ps = k->pmin; ps <= k->pmax; ps++) {
+			double f = knee_speed(k, w, ps);
+
+			if (f > k->best) {
+				k->best = f;
+				k->bw = w;
+				k->bp = ps;
+			}
+		}
+	return k->best > 0;
+}
+
+/* One plan moves at most max_jump times beyond the measured counts. */
+static void knee_jump_range(struct knee *k)
+{
+	const struct rv_alg_fit *fit = k->fit;
+	int wcap = fit->max_workers_seen > 0 ? (int)(fit->max_workers_seen * k->p->max_jump)
+					     : k->wmax;
+
+	k->wcap = rv_alg_align_down(wcap < k->wmin ? k->wmin : wcap, k->unit);
+	k->wfloor = fit->min_workers_seen > 0 ? (int)ceil(fit->min_workers_seen / k->p->max_jump)
+					      : k->wmin;
+}
+
+/* KNEE_CHEAPEST: the configuration with the fewest cores whose speed
+ * (measured mean with its reach slack, else predicted) reaches
+ * target_frac of the best, within the jump range and free capacity. */
+static bool knee_cheapest(struct knee *k, struct rv_alg_decision *out)
+{
+	(void)out;
+	for (int w = k->wmin; w <= k->wmax; w += k->unit)
+		for (int ps = k->pmin; ps <= k->pmax; ps++) {
+			struct rv_alg_config t = *k->cur;
+
+			t.worker.count = w;
+			t.ps.count = ps;
+			double f = knee_speed(k, w, ps) + reach_slack(k->obs, k->nobs, w,
+								      k->async ? ps : 0, k->bw,
+								      k->bp, k->p);
+			if (f < k->p->target_frac * k->best ||
+			    !rv_alg_fits_free(k->lim, k->cur, &t))
+				continue;
+			if (w > k->wcap || w < k->wfloor) {
+				k->capped = 1;
+				continue;
+			}
+			double cost = config_cost(&t, k->cur);
+			if (cost < k->c_cost - 1e-9) {
+				k->c = t;
+				k->c_cost = cost;
+			}
+		}
+	return false;
+}
+
+/* KNEE_TOWARDS: a knee beyond the jump range (or free capacity): as far as
+ * allowed towards it, down to the floor when the best count lies below
+ * the data, else up to the cap. */
+static bool knee_towards(struct knee *k, struct rv_alg_decision *out)
+{
+	(void)out;
+	if (isfinite(k->c_cost))
+		return false;
+	if (k->bw < k->wfloor) {
+		int w = rv_alg_align_up(k->wfloor, k->unit);
+
+		if (w > k->wmax)
+			w = k->wmax;
+		k->c.worker.count = w;
+	} else {
+		for (int w = k->wcap < k->wmax ? k->wcap : k->wmax; w >= k->wmin; w -= k->unit) {
+			struct rv_alg_config t = *k->cur;
+
+			t.worker.count = w;
+			if (rv_alg_fits_free(k->lim, k->cur, &t)) {
+				k->c = t;
+				break;
+			}
+		}
+	}
+	k->c_cost = config_cost(&k->c, k->cur);
+	return false;
+}
+
+/* KNEE_HOLD: the current configuration stays when it is within
+ * knee_hold_frac of the line (its measured mean with knee_hold_se standard
+ * errors of slack), at most knee_hold_cost times the knee's cores, no more
+ * than two bands under the knee's own speed, and not predicted under
+ * knee_hold_share of an unmeasured larger knee: refits do not flip counts
+ * by one on noise. */
+static bool knee_hold(struct knee *k, struct rv_alg_decision *out)
+{
+	const struct rv_alg_config *cur = k->cur;
+	const struct rv_alg_params *p = k->p;
+	(void)out;
+	double fcur = speed_of(k->fit, k->obs, k->nobs, cur->worker.count, cur->ps.count);
+	double fcur_hold =
+		fcur + p->knee_hold_se * mean_se(k->obs, k->nobs, cur->worker.count, cur->ps.count);
+	double bar = (p->target_frac - p->knee_hold_frac) * k->best;
+	double fc_knee = knee_speed(k, k->c.worker.count, k->c.ps.count);
+
+	if (isfinite(k->c_cost) && fc_knee - 2 * p->knee_hold_frac * k->best > bar)
+		bar = fc_knee - 2 * p->knee_hold_frac * k->best;
+	double pc = knee_predict(k, k->c.worker.count, k->c.ps.count);
+	double pcur = knee_predict(k, cur->worker.count, cur->ps.count);
+	bool short_of_knee =
+		k->c.worker.count > cur->worker.count && pc > 0 && pcur < p->knee_hold_share * pc &&
+		rv_alg_obs_count(k->obs, k->nobs, k->c.worker.count, k->c.ps.count, 2) < 2;
+
+	if (isfinite(k->c_cost) && cur->worker.count >= k->wmin && cur->worker.count <= k->wmax &&
+	    fcur_hold >= bar && config_cost(cur, cur) <= p->knee_hold_cost * k->c_cost &&
+	    !short_of_knee && rv_alg_fits_free(k->lim, cur, cur))
+		k->c = *cur;
+	return false;
+}
+
+/* KNEE_TIE_WORKERS: of two unmeasured neighbours near the line, the
+ * cheaper: when the last worker of the move buys less than knee_tie_gain
+ * and the count below is short of the line by no more than the fit's
+ * uncertainty, the model cannot tell which reaches it. */
+static bool knee_tie_workers(struct knee *k, struct rv_alg_decision *out)
+{
+	const struct rv_alg_params *p = k->p;
+	int w = k->c.worker.count, ps = k->c.ps.count;
+	(void)out;
+	if (w == k->cur->worker.count || !(p->knee_tie_gain > 0) || w - k->unit < k->wmin ||
+	    w - k->unit < k->wfloor || rv_alg_obs_count(k->obs, k->nobs, w, ps, 2) >= 2 ||
+	    rv_alg_obs_count(k->obs, k->nobs, w - k->unit, ps, 2) >= 2)
+		return false;
+	struct rv_alg_config t = k->c;
+	double tol = fit_tolerance(k->fit, k->obs, k->nobs);
+	t.worker.count -= k->unit;
+	double fc = knee_predict(k, w, ps);
+	double fl = knee_predict(k, t.worker.count, t.ps.count);
+
+	if (fl > 0 && fl >= (p->target_frac - tol) * k->best &&
+	    (fc / fl - 1) / k->unit < p->knee_tie_gain && rv_alg_fits_free(k->lim, k->cur, &t)) {
+		k->c = t;
+		k->c_cost = config_cost(&k->c, k->cur);
+		k->tie = 1;
+	}
+	return false;
+}
+
+/* KNEE_TIE_PS: likewise fewer PS above every measured PS count, where the
+ * PS term is extrapolated: the smallest PS count within the fit's
+ * uncertainty of the line whose PS beyond buy less than knee_tie_gain each. */
+static bool knee_tie_ps(struct knee *k, struct rv_alg_decision *out)
+{
+	const struct rv_alg_params *p = k->p;
+	int ps_hi = 0;
+	(void)out;
+	for (size_t i = 0; i < k->nobs; i++)
+		if (k->obs[i].speed > 0 && k->obs[i].ps > ps_hi)
+			ps_hi = k->obs[i].ps;
+	if (!k->async || k->c.ps.count == k->cur->ps.count || k->c.ps.count <= ps_hi ||
+	    k->c.ps.count <= k->pmin || !(p->knee_tie_gain > 0) ||
+	    rv_alg_obs_count(k->obs, k->nobs, k->c.worker.count, k->c.ps.count, 2) >= 2)
+		return false;
+	double tol = fit_tolerance(k->fit, k->obs, k->nobs);
+	double fc = rv_alg_fit_predict(k->fit, k->c.worker.count, k->c.ps.count);
+
+	for (int ps = k->pmin; ps < k->c.ps.count; ps++) {
+		struct rv_alg_config t = k->c;
+
+		t.ps.count = ps;
+		double fl = rv_alg_fit_predict(k->fit, k->c.worker.count, ps);
+
+		if (rv_alg_obs_count(k->obs, k->nobs, k->c.worker.count, ps, 2) < 2 && fl > 0 &&
+		    fl >= (p->target_frac - tol) * k->best &&
+		    (fc / fl - 1) / (k->c.ps.count - ps) < p->knee_tie_gain &&
+		    rv_alg_fits_free(k->lim, k->cur, &t)) {
+			k->c = t;
+			k->c_cost = config_cost(&k->c, k->cur);
+			k->tie = 2;
+			break;
+		}
+	}
+	return false;
+}
+
+/* The largest free worker count in (w, up], aligned; w when none. */
+static int knee_free_up(const struct knee *k, int w, int up)
+{
+	if (up > k->wmax)
+		up = k->wmax;
+	for (; up > w; up -= k->unit) {
+		struct rv_alg_config t = *k->cur;
+
+		t.worker.count = up;
+		if (rv_alg_fits_free(k->lim, k->cur, &t))
+			break;
+	}
+	return up;
+}
+
+/* KNEE_BRACKET: the data must bracket the knee.  A knee held at the
+ * largest measured count, with growth to it still paying and a better
+ * configuration predicted beyond it, rests on extrapolation: measure one
+ * geometric step above first (decides: explore). */
+static bool knee_bracket(struct knee *k, struct rv_alg_decision *out)
+{
+	const struct rv_alg_config *cur = k->cur;
+	int w = cur->worker.count, ps = cur->ps.count, lower = 0;
+
+	if (k->c.worker.count != w || k->c.ps.count != ps || w != k->fit->max_workers_seen ||
+	    k->bw <= w || w >= k->wmax)
+		return false;
+	for (size_t i = 0; i < k->nobs; i++)
+		if (k->obs[i].ps == ps && k->obs[i].speed > 0 && k->obs[i].workers < w &&
+		    k->obs[i].workers > lower)
+			lower = k->obs[i].workers;
+	double s_lo = lower ? mean_speed(k->obs, k->nobs, lower, ps) : 0;
+	double s_w = mean_speed(k->obs, k->nobs, w, ps);
+
+	if (!(s_lo > 0 && s_w > 0 && (s_w / s_lo - 1) / (w - lower) >= k->p->min_gain))
+		return false;
+	int up = knee_free_up(k, w,
+			      rv_alg_align_up((int)ceil(w * k->p->explore_factor - 1e-9), k->unit));
+	if (up <= w)
+		return false;
+	out->cfg = *cur;
+	out->cfg.worker.count = up;
+	out->predicted_speed = speed_of(k->fit, k->obs, k->nobs, up, ps);
+	out->fit_r2 = k->fit->r2;
+	out->fit_configs = k->fit->n_configs;
+	out->changed = true;
+	out->algorithm = RV_ALG_ID_EXPLORE;
+	rv_alg_reason_add(out,
+			  "the knee is at the largest measured count (%d workers) and growth "
+			  "to it paid; measuring %d before trusting the model beyond its data",
+			  w, up);
+	return true;
+}
+
+/* The rules of the model's choice, in the order they refine the candidate;
+ * one that returns true has decided. */
+static const struct knee_rule {
+	enum knee_rule_id {
+		KNEE_CHEAPEST,
+		KNEE_TOWARDS,
+		KNEE_HOLD,
+		KNEE_TIE_WORKERS,
+		KNEE_TIE_PS,
+		KNEE_BRACKET,
+	} id;
+	bool (*apply)(struct knee *k, struct rv_alg_decision *out);
+} knee_rules[] = {
+	{ KNEE_CHEAPEST, knee_cheapest }, { KNEE_TOWARDS, knee_towards },
+	{ KNEE_HOLD, knee_hold },         { KNEE_TIE_WORKERS, knee_tie_workers },
+	{ KNEE_TIE_PS, knee_tie_ps },     { KNEE_BRACKET, knee_bracket },
+};
+
+/* The decision from the candidate the rules left, and its reason. */
+static void knee_decide(const struct knee *k, struct rv_alg_decision *out)
+{
+	const struct rv_alg_config *cur = k->cur, *c = &k->c;
+	const struct rv_alg_fit *fit = k->fit;
+
+	out->cfg = *c;
+	out->predicted_speed = speed_of(fit, k->obs, k->nobs, c->worker.count, c->ps.count);
+	out->fit_r2 = fit->r2;
+	out->fit_configs = fit->n_configs;
+	if (c->worker.count == cur->worker.count && c->ps.count == cur->ps.count) {
+		rv_alg_reason_add(out,
+				  "throughput model: %d workers%s reach %.0f%% of the best "
+				  "predicted speed (%d workers) at the least CPU; fit r2=%.2f from "
+				  "%d configs",
+				  c->worker.count, k->async ? " and current PS" : "",
+				  100 * out->predicted_speed / k->best, k->bw, fit->r2,
+				  fit->n_configs);
+		return;
+	}
+	out->changed = true;
+	out->algorithm = RV_ALG_ID_WORKER_COUNT_MODEL;
+	double fcur = speed_of(fit, k->obs, k->nobs, cur->worker.count, cur->ps.count);
+	struct rv_alg_config bc = *cur;
+
+	bc.worker.count = k->bw;
+	bc.ps.count = k->bp;
+	double best_cost = config_cost(&bc, cur);
+	const char *note = k->capped     ? "; step capped at the measured range"
+			   : k->tie == 1 ? "; one worker fewer: within the fit's uncertainty of "
+					   "the line, the next buys little"
+			   : k->tie == 2 ? "; fewer PS: within the fit's uncertainty of the "
+					   "line, the PS beyond buy little"
+					 : "";
+	if (k->async)
+		rv_alg_reason_add(out,
+				  "throughput model predicts %+.0f%% samples/s with %d workers "
+				  "and %d PS (%.0f%% of the best predicted, %d workers and %d PS, "
+				  "at %.0f%% of its CPU)%s; fit r2=%.2f from %d configs",
+				  pct(out->predicted_speed, fcur), c->worker.count, c->ps.count,
+				  100 * out->predicted_speed / k->best, k->bw, k->bp,
+				  100 * k->c_cost / best_cost, note, fit->r2, fit->n_configs);
+	else
+		rv_alg_reason_add(out,
+				  "throughput model predicts %+.0f%% samples/s with %d workers "
+				  "(%.0f%% of the best predicted, %d workers)%s; fit r2=%.2f from "
+				  "%d configs",
+				  pct(out->predicted_speed, fcur), c->worker.count,
+				  100 * out->predicted_speed / k->best, k->bw, note, fit->r2,
+				  fit->n_configs);
+}
+
 int rv_alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_speed_obs *obs,
 			      size_t nobs, const struct rv_alg_limits *lim,
 			      const struct rv_alg_config *cur, const struct rv_alg_params *p,
@@ -141,301 +512,31 @@ int rv_alg_choose_workers_obs(const struct rv_alg_fit *fit, const struct rv_alg_
 	if (!fit || !lim || !cur || !p || !out || (nobs && !obs))
 		return -EINVAL;
 	rv_alg_decision_init(out, cur);
+	struct knee k = {
+		.fit = fit,
+		.obs = obs,
+		.nobs = nobs,
+		.lim = lim,
+		.cur = cur,
+		.p = p,
+		.unit = unit_of(lim),
+		.wmax = max_workers_of(lim),
+		.wmin = rv_alg_clamp_workers(lim->min_workers, lim),
+		.async = fit->model == RV_ALG_MODEL_ASYNC,
+		.c = *cur,
+		.c_cost = INFINITY,
+	};
 
-	int unit = unit_of(lim), wmax = max_workers_of(lim);
-	int wmin = rv_alg_clamp_workers(lim->min_workers, lim);
-	int async = fit->model == RV_ALG_MODEL_ASYNC;
-	/* the PS count stays unless the data holds more than one */
-	int pmin = cur->ps.count;
-	int pmax = pmin;
-
-	if (async && fit->n_ps_values > 1) {
-		pmin = lim->min_ps > 0 ? lim->min_ps : 1;
-		pmax = lim->max_ps > 0 ? lim->max_ps : PS_HARD_MAX;
-		/* Nor is it trusted far from the PS counts it saw: one plan
-		 * goes at most to half the fewest or twice the most measured
-		 * (a fit from 8 and 16 PS sent a job to 1 PS, 0.31 of its
-		 * speed, and back). */
-		int lo = 0, hi = 0;
-
-		for (size_t i = 0; i < nobs; i++)
-			if (obs[i].ps > 0 && obs[i].speed > 0) {
-				if (!lo || obs[i].ps < lo)
-					lo = obs[i].ps;
-				if (obs[i].ps > hi)
-					hi = obs[i].ps;
-			}
-		if (lo && (lo + 1) / 2 > pmin)
-			pmin = (lo + 1) / 2;
-		if (hi && 2 * hi < pmax)
-			pmax = 2 * hi;
-	}
-	/* best achievable within the limits, predicted */
-	double best = 0;
-	int bw = cur->worker.count, bp = cur->ps.count;
-
-	for (int w = wmin; w <= wmax; w += unit)
-		for (int ps = pmin; ps <= pmax; ps++) {
-			double f = speed_of(fit, obs, nobs, w, async ? ps : 0);
-
-			if (f > best) {
-				best = f;
-				bw = w;
-				bp = ps;
-			}
-		}
-	if (!(best > 0)) {
+	knee_ps_range(&k);
+	if (!knee_best(&k)) {
 		rv_alg_reason_add(out, "throughput model gives no usable prediction");
 		return 0;
 	}
-	int wcap = fit->max_workers_seen > 0 ? (int)(fit->max_workers_seen * p->max_jump) : wmax;
-
-	wcap = rv_alg_align_down(wcap < wmin ? wmin : wcap, unit);
-	int wfloor = fit->min_workers_seen > 0 ? (int)ceil(fit->min_workers_seen / p->max_jump)
-					       : wmin;
-	struct rv_alg_config c = *cur;
-	double c_cost = INFINITY;
-	int capped = 0, tie = 0;
-
-	for (int w = wmin; w <= wmax; w += unit)
-		for (int ps = pmin; ps <= pmax; ps++) {
-			struct rv_alg_config t = *cur;
-
-			t.worker.count = w;
-			t.ps.count = ps;
-			double f = speed_of(fit, obs, nobs, w, async ? ps : 0) +
-				   reach_slack(obs, nobs, w, async ? ps : 0, bw, bp, p);
-			if (f < p->target_frac * best || !rv_alg_fits_free(lim, cur, &t))
-				continue;
-			if (w > wcap || w < wfloor) {
-				capped = 1;
-				continue;
-			}
-			double cost = config_cost(&t, cur);
-			if (cost < c_cost - 1e-9) {
-				c = t;
-				c_cost = cost;
-			}
-		}
-	if (!isfinite(c_cost)) {
-		/* the knee lies beyond the jump cap (or free capacity): go as far
-		 * as allowed towards it, down to the floor when the best predicted
-		 * count is below the measured range, else up to the cap */
-		if (bw < wfloor) {
-			int w = rv_alg_align_up(wfloor, unit);
-
-			if (w > wmax)
-				w = wmax;
-			c.worker.count = w;
-		} else {
-			for (int w = wcap < wmax ? wcap : wmax; w >= wmin; w -= unit) {
-				struct rv_alg_config t = *cur;
-
-				t.worker.count = w;
-				if (rv_alg_fits_free(lim, cur, &t)) {
-					c = t;
-					break;
-				}
-			}
-		}
-		c_cost = config_cost(&c, cur);
-	}
-	double fcur = speed_of(fit, obs, nobs, cur->worker.count, cur->ps.count);
-	struct rv_alg_config bc = *cur;
-
-	bc.worker.count = bw;
-	bc.ps.count = bp;
-	double best_cost = config_cost(&bc, cur);
-
-	/* Hysteresis: a current configuration already at the knee (within
-	 * p->knee_hold_frac of it and p->knee_hold_cost of its cost) stays, so
-	 * refits do not flip counts by one.  A measured current speed is judged
-	 * with its noise: it misses the knee only when it does so by more than
-	 * p->knee_hold_se standard errors of its mean (noisy jobs otherwise
-	 * creep by one worker per plan on noise alone). */
-	double fcur_hold = fcur +
-			   p->knee_hold_se * mean_se(obs, nobs, cur->worker.count, cur->ps.count);
-	/* Nor far under the knee's own speed: with few workers one step
-	 * moves the speed by more than the band, and a count inside the
-	 * band of the line can sit far below a knee well above it (3 of at
-	 * most 4 all-reduce workers at 88% of the best held, 0.88 of the
-	 * knee's speed).  Near the line the knee lies at most about a band
-	 * above it, so a count within two bands of the knee still holds. */
-	double bar = (p->target_frac - p->knee_hold_frac) * best;
-	double fc_knee = speed_of(fit, obs, nobs, c.worker.count, async ? c.ps.count : 0);
-
-	if (isfinite(c_cost) && fc_knee - 2 * p->knee_hold_frac * best > bar)
-		bar = fc_knee - 2 * p->knee_hold_frac * best;
-	/* Nor a count the model predicts under knee_hold_share of a larger
-	 * knee not measured yet: 41 of at most 48 near-linear workers under
-	 * 20% noise held at 85% of the best predicted, the knee at 90%, and
-	 * ran at 0.93 of the oracle's speed on every seed.  A measured knee is
-	 * left to the data (the model and the measured knee otherwise took
-	 * turns: 27 -> 30 -> 27 workers, a plan each). */
-	double pc = rv_alg_fit_predict(fit, c.worker.count, async ? c.ps.count : 0);
-	double pcur = rv_alg_fit_predict(fit, cur->worker.count, async ? cur->ps.count : 0);
-	bool short_of_knee = c.worker.count > cur->worker.count && pc > 0 &&
-			     pcur < p->knee_hold_share * pc &&
-			     rv_alg_obs_count(obs, nobs, c.worker.count, c.ps.count, 2) < 2;
-
-	if (isfinite(c_cost) && cur->worker.count >= wmin && cur->worker.count <= wmax &&
-	    fcur_hold >= bar && config_cost(cur, cur) <= p->knee_hold_cost * c_cost &&
-	    !short_of_knee && rv_alg_fits_free(lim, cur, cur))
-		c = *cur;
-	/* Near the line, the cheaper of two neighbours: when the model moves
-	 * to an unmeasured count whose last worker buys less than
-	 * p->knee_tie_gain relative speed, and the count below it is predicted
-	 * short of the line by no more than the fit's uncertainty (its
-	 * relative error or the noise of the observations, the larger), the
-	 * model cannot tell which of the two reaches the line: the cheaper
-	 * one is taken: a worker that buys so little adds more resources
-	 * (one in 20-25) than the speed it may add, while a count one short
-	 * of the line loses as little.  Only between unmeasured counts: once
-	 * measured, the model and the hold judge them (26 and 27 workers
-	 * predicted 89.9% and 91.7% of the best: 27 held 1.10x the oracle's
-	 * resources, 26 was the oracle's count). */
-	if (c.worker.count != cur->worker.count && p->knee_tie_gain > 0 &&
-	    c.worker.count - unit >= wmin && c.worker.count - unit >= wfloor &&
-	    rv_alg_obs_count(obs, nobs, c.worker.count, c.ps.count, 2) < 2 &&
-	    rv_alg_obs_count(obs, nobs, c.worker.count - unit, c.ps.count, 2) < 2) {
-		struct rv_alg_config t = c;
-		double tol = fit_tolerance(fit, obs, nobs);
-		t.worker.count -= unit;
-		double fc = rv_alg_fit_predict(fit, c.worker.count, async ? c.ps.count : 0);
-		double fl = rv_alg_fit_predict(fit, t.worker.count, async ? t.ps.count : 0);
-
-		if (fl > 0 && fl >= (p->target_frac - tol) * best &&
-		    (fc / fl - 1) / unit < p->knee_tie_gain && rv_alg_fits_free(lim, cur, &t)) {
-			c = t;
-			c_cost = config_cost(&c, cur);
-			tie = 1;
-		}
-	}
-	/* Likewise fewer PS beyond the data: when the model moves to a PS
-	 * count above every measured one (it extrapolates the PS term, and
-	 * a fit that cannot see the per-PS overhead, t3 = 0, has more PS
-	 * only ever help), whose PS beyond a smaller count buy less than
-	 * p->knee_tie_gain relative speed each, and that smaller count (not
-	 * measured at this worker count) is predicted short of the line by
-	 * no more than the fit's uncertainty, the model cannot tell which
-	 * reaches it: the fewer PS, each of which holds its own memory and
-	 * rounding (a fit from 1 and 2 PS sent 3 workers to 4 PS for 3%
-	 * predicted speed, 1.13x the oracle's resources; its 1 PS ran as
-	 * fast). */
-	int ps_hi = 0;
-
-	for (size_t i = 0; i < nobs; i++)
-		if (obs[i].speed > 0 && obs[i].ps > ps_hi)
-			ps_hi = obs[i].ps;
-	if (async && c.ps.count != cur->ps.count && c.ps.count > ps_hi && c.ps.count > pmin &&
-	    p->knee_tie_gain > 0 &&
-	    rv_alg_obs_count(obs, nobs, c.worker.count, c.ps.count, 2) < 2) {
-		double tol = fit_tolerance(fit, obs, nobs);
-		double fc = rv_alg_fit_predict(fit, c.worker.count, c.ps.count);
-
-		for (int ps = pmin; ps < c.ps.count; ps++) {
-			struct rv_alg_config t = c;
-
-			t.ps.count = ps;
-			double fl = rv_alg_fit_predict(fit, c.worker.count, ps);
-
-			if (rv_alg_obs_count(obs, nobs, c.worker.count, ps, 2) < 2 && fl > 0 &&
-			    fl >= (p->target_frac - tol) * best &&
-			    (fc / fl - 1) / (c.ps.count - ps) < p->knee_tie_gain &&
-			    rv_alg_fits_free(lim, cur, &t)) {
-				c = t;
-				c_cost = config_cost(&c, cur);
-				tie = 2;
-				break;
-			}
-		}
-	}
-	/* The data must bracket the knee: a knee at the largest measured
-	 * count, with growth to it still paying and a better configuration
-	 * predicted beyond it, rests on extrapolation; measure one geometric
-	 * step above first. */
-	if (c.worker.count == cur->worker.count && c.ps.count == cur->ps.count &&
-	    cur->worker.count == fit->max_workers_seen && bw > cur->worker.count &&
-	    cur->worker.count < wmax) {
-		int w = cur->worker.count, lower = 0;
-
-		for (size_t i = 0; i < nobs; i++)
-			if (obs[i].ps == cur->ps.count && obs[i].speed > 0 && obs[i].workers < w &&
-			    obs[i].workers > lower)
-				lower = obs[i].workers;
-		double s_lo = lower ? mean_speed(obs, nobs, lower, cur->ps.count) : 0;
-		double s_w = mean_speed(obs, nobs, w, cur->ps.count);
-
-		if (s_lo > 0 && s_w > 0 && (s_w / s_lo - 1) / (w - lower) >= p->min_gain) {
-			int up = rv_alg_align_up((int)ceil(w * p->explore_factor - 1e-9), unit);
-
-			if (up > wmax)
-				up = wmax;
-			for (; up > w; up -= unit) {
-				struct rv_alg_config t = *cur;
-
-				t.worker.count = up;
-				if (rv_alg_fits_free(lim, cur, &t))
-					break;
-			}
-			if (up > w) {
-				out->cfg = *cur;
-				out->cfg.worker.count = up;
-				out->predicted_speed = speed_of(fit, obs, nobs, up, cur->ps.count);
-				out->fit_r2 = fit->r2;
-				out->fit_configs = fit->n_configs;
-				out->changed = true;
-				out->algorithm = "explore";
-				rv_alg_reason_add(
-					out,
-					"the knee is at the largest measured count (%d "
-					"workers) and growth to it paid; measuring %d before "
-					"trusting the model beyond its data",
-					w, up);
-				return 0;
-			}
-		}
-	}
-	out->cfg = c;
-	out->predicted_speed = speed_of(fit, obs, nobs, c.worker.count, c.ps.count);
-	out->fit_r2 = fit->r2;
-	out->fit_configs = fit->n_configs;
-	if (c.worker.count == cur->worker.count && c.ps.count == cur->ps.count) {
-		rv_alg_reason_add(
-			out,
-			"throughput model: %d workers%s reach %.0f%% of the best "
-			"predicted speed (%d workers) at the least CPU; fit r2=%.2f from %d "
-			"configs",
-			c.worker.count, async ? " and current PS" : "",
-			100 * out->predicted_speed / best, bw, fit->r2, fit->n_configs);
-		return 0;
-	}
-	out->changed = true;
-	out->algorithm = "worker_count_model";
-	const char *note = capped     ? "; step capped at the measured range"
-			   : tie == 1 ? "; one worker fewer: within the fit's uncertainty of the "
-					"line, the next buys little"
-			   : tie == 2 ? "; fewer PS: within the fit's uncertainty of the line, "
-					"the PS beyond buy little"
-				      : "";
-
-	if (async)
-		rv_alg_reason_add(
-			out,
-			"throughput model predicts %+.0f%% samples/s with %d workers "
-			"and %d PS (%.0f%% of the best predicted, %d workers and %d PS, at "
-			"%.0f%% of its CPU)%s; fit r2=%.2f from %d configs",
-			pct(out->predicted_speed, fcur), c.worker.count, c.ps.count,
-			100 * out->predicted_speed / best, bw, bp, 100 * c_cost / best_cost, note,
-			fit->r2, fit->n_configs);
-	else
-		rv_alg_reason_add(
-			out,
-			"throughput model predicts %+.0f%% samples/s with %d workers "
-			"(%.0f%% of the best predicted, %d workers)%s; fit r2=%.2f from %d "
-			"configs",
-			pct(out->predicted_speed, fcur), c.worker.count,
-			100 * out->predicted_speed / best, bw, note, fit->r2, fit->n_configs);
+	knee_jump_range(&k);
+	for (size_t i = 0; i < sizeof(knee_rules) / sizeof(knee_rules[0]); i++)
+		if (knee_rules[i].apply(&k, out))
+			return 0;
+	knee_decide(&k, out);
 	return 0;
 }
 
@@ -577,6 +678,261 @@ static bool mid_resolvable(const struct rv_alg_speed_obs *obs, size_t n, int lo,
 	       p->target_frac * best - expect > p->knee_hold_se * expect * noise / sqrt(k);
 }
 
+/* One exploration step: what its rules read, and the target they choose.
+ * The rules are the functions below, in the order of explore_moves[] (which
+ * new count to measure) and explore_settles[] (where to settle when none);
+ * why each exists: algorithms/DESIGN-LOG.md, "Exploration". */
+struct explo {
+	const struct rv_alg_speed_obs *obs;
+	size_t n;
+	const struct rv_alg_limits *lim;
+	const struct rv_alg_config *cur;
+	const struct rv_alg_params *p;
+	bool measure; /* false: only settle on counts measured already */
+	int unit, wmin, wmax;
+	int w, ps;         /* the counts running now */
+	double s_cur;      /* their mean speed */
+	int below, above;  /* the nearest measured counts at this PS count; 0 none */
+	bool paid_below;   /* growth from below to w paid (or nothing below) */
+	double gain_above; /* per added worker from w to above */
+	int up, down;      /* the geometric steps, free and within the limits */
+	int upper_half;    /* a first measurement in the upper half of the range */
+	int target;        /* the count a move rule chose */
+	const char *why;
+	double best; /* settling: the best measured mean, at bw */
+	int bw, knee;
+};
+
+/* MOVE_UP: up while growth pays, from a first measurement in the lower half
+ * too. */
+static bool explore_up(struct explo *e)
+{
+	if (e->above || e->up <= e->w || !e->paid_below || e->upper_half)
+		return false;
+	e->target = e->up;
+	e->why = e->below ? "growth paid" : "first measurement";
+	return true;
+}
+
+/* MOVE_DOWN: down when nothing was measured below and growth to the count
+ * above did not pay (or from a first measurement in the upper half: a
+ * request is more often too large); twice as far when the step down lost
+ * nothing at all. */
+static bool explore_down(struct explo *e)
+{
+	const struct rv_alg_params *p = e->p;
+
+	if (e->below || e->down >= e->w || !(e->gain_above < p->min_gain))
+		return false;
+	e->target = e->down;
+	if (e->above && e->gain_above <= 0) {
+		int d2 = rv_alg_align_down(
+			(int)floor(e->w / (p->explore_factor * p->explore_factor) + 1e-9), e->unit);
+		if (d2 < e->wmin)
+			d2 = e->wmin;
+		if (d2 < e->down)
+			e->target = d2;
+	}
+	e->why = e->above        ? "growth did not pay"
+		 : e->upper_half ? "start in the upper half"
+				 : "cannot grow";
+	return true;
+}
+
+/* MOVE_UNDER: two counts measured and growth from the smaller did not pay:
+ * the knee is at or below it, so measure under it directly. */
+static bool explore_under(struct explo *e)
+{
+	if (!e->below || e->above || e->paid_below || measured_below(e->obs, e->n, e->ps, e->below))
+		return false;
+	int d2 = rv_alg_align_down((int)floor(e->below / e->p->explore_factor + 1e-9), e->unit);
+
+	if (d2 >= e->below)
+		d2 = e->below - e->unit;
+	if (d2 < e->wmin)
+		d2 = e->wmin;
+	if (d2 < e->below) {
+		e->target = d2;
+		e->why = "growth did not pay";
+	}
+	return true;
+}
+
+/* Which new count to measure, in order: the first rule that applies ends
+ * the list. */
+static const struct explore_move {
+	enum explore_move_id { MOVE_UP, MOVE_DOWN, MOVE_UNDER } id;
+	bool (*apply)(struct explo *e);
+} explore_moves[] = {
+	{ MOVE_UP, explore_up },
+	{ MOVE_DOWN, explore_down },
+	{ MOVE_UNDER, explore_under },
+};
+
+/* The measured neighbours of the current count and the geometric steps. */
+static void explore_read(struct explo *e)
+{
+	const struct rv_alg_params *p = e->p;
+
+	for (size_t i = 0; i < e->n; i++) {
+		int wi = e->obs[i].workers;
+
+		if (e->obs[i].ps != e->ps || !(e->obs[i].speed > 0))
+			continue;
+		if (wi < e->w && wi > e->below)
+			e->below = wi;
+		if (wi > e->w && (e->above == 0 || wi < e->above))
+			e->above = wi;
+	}
+	e->paid_below = !e->below || growth_paid(mean_speed(e->obs, e->n, e->below, e->ps),
+						 e->below, e->s_cur, e->w, p);
+	e->gain_above = e->above ? (mean_speed(e->obs, e->n, e->above, e->ps) / e->s_cur - 1) /
+					   (e->above - e->w)
+				 : 0;
+	int up = (int)ceil(e->w * p->explore_factor - 1e-9);
+
+	if (up < e->w + e->unit)
+		up = e->w + e->unit;
+	e->up = rv_alg_align_up(up, e->unit);
+	if (e->up > e->wmax)
+		e->up = e->wmax;
+	for (; e->up > e->w; e->up -= e->unit) {
+		struct rv_alg_config next = *e->cur;
+
+		next.worker.count = e->up;
+		if (rv_alg_fits_free(e->lim, e->cur, &next))
+			break;
+	}
+	e->down = rv_alg_align_down((int)floor(e->w / p->explore_factor + 1e-9), e->unit);
+	if (e->down >= e->w)
+		e->down = e->w - e->unit;
+	if (e->down < e->wmin)
+		e->down = e->wmin;
+	e->upper_half = !e->above && !e->below && e->down < e->w && 2 * e->w > e->wmin + e->wmax;
+}
+
+/* The measured knee: the fewest workers at this PS count whose mean (with
+ * its reach slack) reaches target_frac of the best measured mean. */
+static void explore_knee(struct explo *e)
+{
+	e->best = 0;
+	e->bw = e->w;
+	for (size_t i = 0; i < e->n; i++)
+		if (e->obs[i].ps == e->ps && e->obs[i].workers >= e->wmin &&
+		    e->obs[i].workers <= e->wmax) {
+			double m = mean_speed(e->obs, e->n, e->obs[i].workers, e->ps);
+			if (m > e->best) {
+				e->best = m;
+				e->bw = e->obs[i].workers;
+			}
+		}
+	e->knee = 0;
+	for (size_t i = 0; i < e->n; i++) {
+		int wi = e->obs[i].workers;
+
+		if (e->obs[i].ps != e->ps || wi < e->wmin || wi > e->wmax ||
+		    (e->knee && wi >= e->knee))
+			continue;
+		if (mean_speed(e->obs, e->n, wi, e->ps) +
+			    reach_slack(e->obs, e->n, wi, e->ps, e->bw, e->ps, e->p) >=
+		    e->p->target_frac * e->best)
+			e->knee = wi;
+	}
+	if (!e->knee)
+		e->knee = e->w;
+}
+
+/* SETTLE_BISECT: the knee lies between the largest measured count below it
+ * (too slow) and it: measure the middle while the gap is wide and one visit
+ * can tell (mid_resolvable).  A middle equal to the current count notes
+ * itself in the reason and the next rule decides. */
+static bool settle_bisect(struct explo *e, struct rv_alg_decision *out)
+{
+	int lower = 0;
+
+	for (size_t i = 0; i < e->n; i++)
+		if (e->obs[i].ps == e->ps && e->obs[i].workers < e->knee &&
+		    e->obs[i].workers > lower && e->obs[i].speed > 0)
+			lower = e->obs[i].workers;
+	if (!e->measure || !lower || e->knee - lower <= e->unit)
+		return false;
+	int mid = rv_alg_align_down((lower + e->knee + 1) / 2, e->unit);
+
+	if (mid <= lower || mid >= e->knee || mean_speed(e->obs, e->n, mid, e->ps) > 0 ||
+	    !mid_resolvable(e->obs, e->n, lower, mid, e->knee, e->ps, e->best, e->p))
+		return false;
+	out->cfg.worker.count = mid;
+	out->changed = mid != e->w;
+	out->algorithm = RV_ALG_ID_EXPLORE;
+	out->predicted_speed = 0;
+	rv_alg_reason_add(out,
+			  "the knee (%.0f%% of the best measured speed) lies between %d and %d "
+			  "workers; measuring %d",
+			  100 * e->p->target_frac, lower, e->knee, mid);
+	return out->changed;
+}
+
+/* SETTLE_NOISE_HOLD: up from the current count only when it is clearly too
+ * slow, beyond knee_hold_se standard errors of its mean below the line. */
+static bool settle_noise_hold(struct explo *e, struct rv_alg_decision *out)
+{
+	double cur_mean = mean_speed(e->obs, e->n, e->w, e->ps);
+
+	if (!(e->knee > e->w && cur_mean > 0 &&
+	      cur_mean + e->p->knee_hold_se * mean_se(e->obs, e->n, e->w, e->ps) >=
+		      e->p->target_frac * e->best))
+		return false;
+	rv_alg_reason_add(out,
+			  "exploration holds at %d workers: within the noise of the knee (%.0f%% "
+			  "of the best measured speed)",
+			  e->w, 100 * e->p->target_frac);
+	return true;
+}
+
+/* SETTLE_KNEE: move to the measured knee. */
+static bool settle_knee(struct explo *e, struct rv_alg_decision *out)
+{
+	if (e->knee == e->w)
+		return false;
+	out->cfg.worker.count = e->knee;
+	out->predicted_speed = mean_speed(e->obs, e->n, e->knee, e->ps);
+	out->changed = true;
+	out->algorithm = RV_ALG_ID_EXPLORE;
+	rv_alg_reason_add(out,
+			  "%d workers measured %.0f%% of the best measured speed, the fewest "
+			  "that reach %.0f%%; settling there (from %d)",
+			  e->knee, 100 * out->predicted_speed / e->best, 100 * e->p->target_frac,
+			  e->w);
+	return true;
+}
+
+/* SETTLE_HOLD: the current count is the measured knee. */
+static bool settle_hold(struct explo *e, struct rv_alg_decision *out)
+{
+	rv_alg_reason_add(out,
+			  "exploration holds at %d workers: the measured knee (>= %.0f%% of the "
+			  "best measured speed)",
+			  e->w, 100 * e->p->target_frac);
+	return true;
+}
+
+/* Where to settle when there is no new count to measure, in order: the
+ * first rule that returns true has decided. */
+static const struct explore_settle {
+	enum explore_settle_id {
+		SETTLE_BISECT,
+		SETTLE_NOISE_HOLD,
+		SETTLE_KNEE,
+		SETTLE_HOLD,
+	} id;
+	bool (*apply)(struct explo *e, struct rv_alg_decision *out);
+} explore_settles[] = {
+	{ SETTLE_BISECT, settle_bisect },
+	{ SETTLE_NOISE_HOLD, settle_noise_hold },
+	{ SETTLE_KNEE, settle_knee },
+	{ SETTLE_HOLD, settle_hold },
+};
+
 /*
  * Exploration before a model can be trusted: measure distinct worker counts,
  * geometrically.  Up first while growth pays (at least min_gain relative
@@ -592,193 +948,45 @@ static int explore(const struct rv_alg_speed_obs *obs, size_t n, const struct rv
 	if ((n > 0 && !obs) || !lim || !cur || !p || !out)
 		return -EINVAL;
 	rv_alg_decision_init(out, cur);
+	struct explo e = {
+		.obs = obs,
+		.n = n,
+		.lim = lim,
+		.cur = cur,
+		.p = p,
+		.measure = measure,
+		.unit = unit_of(lim),
+		.wmax = max_workers_of(lim),
+		.wmin = rv_alg_clamp_workers(lim->min_workers, lim),
+		.w = cur->worker.count,
+		.ps = cur->ps.count,
+	};
 
-	int unit = unit_of(lim), wmax = max_workers_of(lim);
-	int wmin = rv_alg_clamp_workers(lim->min_workers, lim);
-	int w = cur->worker.count, ps = cur->ps.count;
-	double s_cur = mean_speed(obs, n, w, ps);
-
-	if (!(s_cur > 0)) {
-		rv_alg_reason_add(out, "no speed observed yet with %d workers", w);
+	e.s_cur = mean_speed(obs, n, e.w, e.ps);
+	if (!(e.s_cur > 0)) {
+		rv_alg_reason_add(out, "no speed observed yet with %d workers", e.w);
 		return 0;
 	}
-	out->predicted_speed = s_cur;
-
-	/* measured neighbours at this PS count */
-	int below = 0, above = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		int wi = obs[i].workers;
-
-		if (obs[i].ps != ps || !(obs[i].speed > 0))
-			continue;
-		if (wi < w && wi > below)
-			below = wi;
-		if (wi > w && (above == 0 || wi < above))
-			above = wi;
-	}
-	bool paid_below = !below || growth_paid(mean_speed(obs, n, below, ps), below, s_cur, w, p);
-	/* growing from here to the measured config above paid: the knee is not
-	 * below, so measuring smaller configs would only lose speed.  Read per
-	 * added worker only: the config above was the first measured, from the
-	 * upper half of the range, and a request that large is more often too
-	 * large, so a step down that bought only a share of linear still
-	 * measures under it. */
-	double gain_above = above ? (mean_speed(obs, n, above, ps) / s_cur - 1) / (above - w) : 0;
-
-	int up = (int)ceil(w * p->explore_factor - 1e-9);
-
-	if (up < w + unit)
-		up = w + unit;
-	up = rv_alg_align_up(up, unit);
-	if (up > wmax)
-		up = wmax;
-	for (; up > w; up -= unit) {
-		struct rv_alg_config next = *cur;
-
-		next.worker.count = up;
-		if (rv_alg_fits_free(lim, cur, &next))
+	out->predicted_speed = e.s_cur;
+	explore_read(&e);
+	e.target = e.w;
+	for (size_t i = 0; i < sizeof(explore_moves) / sizeof(explore_moves[0]); i++)
+		if (explore_moves[i].apply(&e))
 			break;
-	}
-	int down = rv_alg_align_down((int)floor(w / p->explore_factor + 1e-9), unit);
-
-	if (down >= w)
-		down = w - unit;
-	if (down < wmin)
-		down = wmin;
-
-	const char *why = NULL;
-	int target = w;
-
-	/* A first measurement from the upper half of the allowed range goes
-	 * down: requests are more often too large than too small. */
-	int upper_half = !above && !below && down < w && 2 * w > wmin + wmax;
-
-	if (!above && up > w && paid_below && !upper_half) {
-		target = up;
-		why = below ? "growth paid" : "first measurement";
-	} else if (!below && down < w && gain_above < p->min_gain) {
-		target = down;
-		/* the step down lost nothing at all (the smaller count measured
-		 * as fast as the larger): the knee lies well below, so the next
-		 * step goes twice as far (a pair of workers asked as 14 took
-		 * 14 -> 9 -> 6 -> 4 -> 2, a plan each) */
-		if (above && gain_above <= 0) {
-			int d2 = rv_alg_align_down(
-				(int)floor(w / (p->explore_factor * p->explore_factor) + 1e-9),
-				unit);
-			if (d2 < wmin)
-				d2 = wmin;
-			if (d2 < down)
-				target = d2;
-		}
-		why = above        ? "growth did not pay"
-		      : upper_half ? "start in the upper half"
-				   : "cannot grow";
-	} else if (below && !above && !paid_below && !measured_below(obs, n, ps, below)) {
-		/* Two counts measured and growth from the smaller did not pay:
-		 * the knee is at or below it, so measure under it directly
-		 * instead of first going back to it (one plan less). */
-		int d2 = rv_alg_align_down((int)floor(below / p->explore_factor + 1e-9), unit);
-
-		if (d2 >= below)
-			d2 = below - unit;
-		if (d2 < wmin)
-			d2 = wmin;
-		if (d2 < below) {
-			target = d2;
-			why = "growth did not pay";
-		}
-	}
-	if (target != w && measure) {
-		out->cfg.worker.count = target;
+	if (e.target != e.w && measure) {
+		out->cfg.worker.count = e.target;
 		out->changed = true;
-		out->algorithm = "explore";
+		out->algorithm = RV_ALG_ID_EXPLORE;
 		rv_alg_reason_add(out,
-				  "exploring: %d -> %d workers to measure scaling (%s); not "
-				  "enough distinct configs for a trusted throughput model yet",
-				  w, target, why);
+				  "exploring: %d -> %d workers to measure scaling (%s); not enough "
+				  "distinct configs for a trusted throughput model yet",
+				  e.w, e.target, e.why);
 		return 0;
 	}
-	/* settle on the measured knee */
-	double best = 0;
-	int bw = w;
-
-	for (size_t i = 0; i < n; i++)
-		if (obs[i].ps == ps && obs[i].workers >= wmin && obs[i].workers <= wmax) {
-			double m = mean_speed(obs, n, obs[i].workers, ps);
-			if (m > best) {
-				best = m;
-				bw = obs[i].workers;
-			}
-		}
-	int knee = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		int wi = obs[i].workers;
-
-		if (obs[i].ps != ps || wi < wmin || wi > wmax || (knee && wi >= knee))
-			continue;
-		if (mean_speed(obs, n, wi, ps) + reach_slack(obs, n, wi, ps, bw, ps, p) >=
-		    p->target_frac * best)
-			knee = wi;
-	}
-	if (!knee)
-		knee = w;
-	/* Bisect: the knee lies between the largest measured config below it
-	 * (too slow) and it; measure the middle while the gap is wide. */
-	int lower = 0;
-
-	for (size_t i = 0; i < n; i++)
-		if (obs[i].ps == ps && obs[i].workers < knee && obs[i].workers > lower &&
-		    obs[i].speed > 0)
-			lower = obs[i].workers;
-	if (measure && lower && knee - lower > unit) {
-		int mid = rv_alg_align_down((lower + knee + 1) / 2, unit);
-
-		if (mid > lower && mid < knee && !(mean_speed(obs, n, mid, ps) > 0) &&
-		    mid_resolvable(obs, n, lower, mid, knee, ps, best, p)) {
-			out->cfg.worker.count = mid;
-			out->changed = mid != w;
-			out->algorithm = "explore";
-			out->predicted_speed = 0;
-			rv_alg_reason_add(
-				out,
-				"the knee (%.0f%% of the best measured speed) lies between "
-				"%d and %d workers; measuring %d",
-				100 * p->target_frac, lower, knee, mid);
-			if (out->changed)
-				return 0;
-		}
-	}
-	/* Up from a measured count only when it is clearly too slow (beyond
-	 * knee_hold_se standard errors of its mean below the knee's bar): at
-	 * 25-30% noise the means of neighbouring counts swap places between
-	 * rounds, and settling followed them (5 -> 6 -> 5 workers). */
-	double cur_mean = mean_speed(obs, n, w, ps);
-	if (knee > w && cur_mean > 0 &&
-	    cur_mean + p->knee_hold_se * mean_se(obs, n, w, ps) >= p->target_frac * best) {
-		rv_alg_reason_add(out,
-				  "exploration holds at %d workers: within the noise of the "
-				  "knee (%.0f%% of the best measured speed)",
-				  w, 100 * p->target_frac);
-		return 0;
-	}
-	if (knee != w) {
-		out->cfg.worker.count = knee;
-		out->predicted_speed = mean_speed(obs, n, knee, ps);
-		out->changed = true;
-		out->algorithm = "explore";
-		rv_alg_reason_add(out,
-				  "%d workers measured %.0f%% of the best measured speed, the "
-				  "fewest that reach %.0f%%; settling there (from %d)",
-				  knee, 100 * out->predicted_speed / best, 100 * p->target_frac, w);
-		return 0;
-	}
-	rv_alg_reason_add(out,
-			  "exploration holds at %d workers: the measured knee (>= %.0f%% of the "
-			  "best measured speed)",
-			  w, 100 * p->target_frac);
+	explore_knee(&e);
+	for (size_t i = 0; i < sizeof(explore_settles) / sizeof(explore_settles[0]); i++)
+		if (explore_settles[i].apply(&e, out))
+			break;
 	return 0;
 }
 

@@ -192,6 +192,150 @@ static void applied_of(const struct store_plan_row *row, struct rv_alg_applied *
 	a->predicted_speed = row->predicted_speed;
 }
 
+/* What one running-stage pass reads from the store, and owns until
+ * planner_pass_release. */
+struct planner_pass {
+	PGconn *c;
+	const struct store_job *job;
+	struct rv_alg_params p;
+	struct rv_job_spec spec;
+	struct store_plan_row *rows;
+	struct store_plan_row last; /* the newest running plan: pending borrows it */
+	struct rv_alg_applied *applied, pending;
+	struct rv_alg_job_history h;
+	struct rv_alg_speed_obs *obs;
+	struct rv_alg_usage *usage, *mem_usage, *old_usage;
+	struct rv_alg_step *steps, *mem_steps, *old_steps;
+	size_t nobs, nusage, nsteps, nmem_usage, nmem_steps, nold_usage, nold_steps;
+};
+
+static void planner_pass_release(struct planner_pass *s)
+{
+	rv_job_spec_release(&s->spec);
+	free(s->rows);
+	free(s->applied);
+	free(s->obs);
+	free(s->usage);
+	free(s->steps);
+	free(s->mem_usage);
+	free(s->mem_steps);
+	free(s->old_usage);
+	free(s->old_steps);
+}
+
+/* The job's plans and limits: 1 when there is nothing to plan (a
+ * single-job master plans in-process, an unapplied plan still stands, an
+ * oom plan the job has not applied waits), 0 to go on, < 0 on error. */
+static int planner_pass_plans(struct planner_pass *s, struct rv_err *err)
+{
+	struct store_plan_row oom;
+	int rc = store_job_spec(s->c, s->job->id, &s->spec, err);
+
+	if (rc < 0 || s->spec.optimize_mode == RV_OPT_SINGLE_JOB)
+		return rc < 0 ? rc : 1;
+	s->h.strategy = rv_plan_strategy(s->spec.strategy);
+	s->h.now_ms = s->job->last_sample_ms;
+	rc = store_plan_latest_row(s->c, s->job->id, "running", &s->last, err);
+	if (rc < 0)
+		return rc;
+	if (rc == 1 && s->last.applied_ts_ms == 0) {
+		applied_of(&s->last, &s->pending);
+		s->h.pending = &s->pending;
+	}
+	if (rv_alg_pending_stands(&s->h))
+		return 1;
+	rc = store_plan_latest_row(s->c, s->job->id, "oom", &oom, err);
+	if (rc < 0)
+		return rc;
+	if (rc == 1 && oom.applied_ts_ms == 0 &&
+	    rv_alg_oom_plan_waits(oom.plan.based_on_ts_ms, s->job->last_sample_ms, &s->p))
+		return 1;
+	rc = store_plans_applied(s->c, s->job->id, s->rows, s->p.applied_max, err);
+	if (rc < 0)
+		return rc;
+	for (int i = 0; i < rc; i++)
+		applied_of(&s->rows[i], &s->applied[i]);
+	s->h.applied = s->applied;
+	s->h.n_applied = (size_t)rc;
+	rv_plan_limits(&s->spec, &s->p, &s->h.lim);
+	rc = cluster_limits(s->c, &s->spec, &s->h.lim, err);
+	return rc < 0 ? rc : 0;
+}
+
+/* The speeds, and the newest plan judged once its outcome window is
+ * measured: 1 when this pass ends (still measuring, or *plan holds a
+ * revert), 0 to go on, < 0 on error. */
+static int planner_pass_judge(struct planner_pass *s, struct rv_scale_plan *plan, int64_t *reverts,
+			      struct rv_err *err)
+{
+	struct rv_alg_outcome_window w;
+	struct rv_alg_outcome_speeds sp;
+	struct rv_alg_verdict v;
+	struct rv_alg_decision d;
+	int rc = store_speed_obs(s->c, s->job->id, s->p.speed_obs_max, &s->obs, &s->nobs, err);
+
+	if (rc < 0)
+		return rc;
+	s->h.speed = s->obs;
+	s->h.n_speed = s->nobs;
+	if (rv_alg_outcome_window(&s->h, &s->p, &w) != 1)
+		return 0;
+	rc = store_outcome_speeds(s->c, s->job->id, &w, s->p.min_outcome_samples, &sp, err);
+	if (rc < 0)
+		return rc;
+	rc = rv_alg_judge_outcome(&s->h, &sp, &s->p, &v, &d);
+	if (rc == -EAGAIN) /* still measuring: no new plan until judged */
+		return 1;
+	if (rc < 0)
+		return rv_err_set(err, rc, "", "could not judge plan %" PRId64, s->applied[0].id);
+	int src = store_plan_set_outcome(s->c, s->applied[0].id, rv_alg_outcome_name(v.outcome),
+					 v.before, v.after, err);
+	if (src < 0)
+		return src;
+	if (rc == 1) {
+		rv_plan_from_decision(&d, &s->spec, s->job->uid, "running", plan);
+		plan->based_on_ts_ms = s->job->last_sample_ms;
+		*reverts = s->applied[0].id;
+		return 1;
+	}
+	/* the rest of this pass sees the outcome too */
+	s->applied[0].outcome = v.outcome;
+	return 0;
+}
+
+/* The usage and step-time windows the policy names: step times back to a
+ * configuration whose stragglers a plan replaced, memory a window back
+ * across plans. */
+static int planner_pass_usage(struct planner_pass *s, struct rv_err *err)
+{
+	struct rv_alg_job_history *h = &s->h;
+	int rc = store_usage(s->c, s->job->id, rv_alg_usage_since(h, &s->p), s->p.usage_max,
+			     &s->usage, &s->nusage, &s->steps, &s->nsteps, err);
+
+	if (rc < 0)
+		return rc;
+	h->usage = s->usage;
+	h->n_usage = s->nusage;
+	h->steps = s->steps;
+	h->n_steps = s->nsteps;
+	int64_t steps_since = rv_alg_steps_since(h, &s->p);
+	if (steps_since < rv_alg_usage_since(h, &s->p)) {
+		rc = store_usage(s->c, s->job->id, steps_since, s->p.usage_max, &s->old_usage,
+				 &s->nold_usage, &s->old_steps, &s->nold_steps, err);
+		if (rc < 0)
+			return rc;
+		h->steps = s->old_steps;
+		h->n_steps = s->nold_steps;
+	}
+	rc = store_usage(s->c, s->job->id, rv_alg_mem_usage_since(h, &s->p), s->p.usage_max,
+			 &s->mem_usage, &s->nmem_usage, &s->mem_steps, &s->nmem_steps, err);
+	if (rc < 0)
+		return rc;
+	h->mem_usage = s->mem_usage;
+	h->n_mem_usage = s->nmem_usage;
+	return 0;
+}
+
 /* Running-stage pass for one job, in the caller's snapshot: reads the
  * history from the store, asks the policy (algorithms/), writes a judged
  * outcome.  Leaves plan->stage empty when the job keeps its configuration;
@@ -199,166 +343,38 @@ static void applied_of(const struct store_plan_row *row, struct rv_alg_applied *
 static int planner_running_plan(struct brain *b, PGconn *c, const struct store_job *job,
 				struct rv_scale_plan *plan, int64_t *reverts, struct rv_err *err)
 {
+	struct planner_pass s = { .c = c, .job = job };
+	struct rv_alg_decision d;
+	int rc;
+
 	memset(plan, 0, sizeof(*plan));
 	*reverts = 0;
-	struct rv_alg_params p;
-	params_for(b, &p);
-	struct store_plan_row *rows = calloc((size_t)p.applied_max, sizeof(*rows));
-	struct rv_alg_applied *applied = calloc((size_t)p.applied_max, sizeof(*applied));
-	struct rv_job_spec spec;
-	memset(&spec, 0, sizeof(spec));
-	struct rv_alg_speed_obs *obs = NULL;
-	struct rv_alg_usage *usage = NULL;
-	struct rv_alg_step *steps = NULL;
-	struct rv_alg_usage *mem_usage = NULL;
-	struct rv_alg_step *mem_steps = NULL;
-	struct rv_alg_usage *old_usage = NULL;
-	struct rv_alg_step *old_steps = NULL;
-	size_t nold_usage = 0, nold_steps = 0;
-	size_t nobs = 0, nusage = 0, nsteps = 0, nmem_usage = 0, nmem_steps = 0;
-	int rc = 0;
-	if (!rows || !applied) {
+	params_for(b, &s.p);
+	s.rows = calloc((size_t)s.p.applied_max, sizeof(*s.rows));
+	s.applied = calloc((size_t)s.p.applied_max, sizeof(*s.applied));
+	if (!s.rows || !s.applied)
 		rc = rv_err_set(err, -ENOMEM, "", "out of memory for the plan history");
-		goto out;
-	}
-	rc = store_job_spec(c, job->id, &spec, err);
-	if (rc < 0)
-		goto out;
-	/* single-job mode: the job's master plans in-process. */
-	if (spec.optimize_mode == RV_OPT_SINGLE_JOB)
-		goto out;
-	struct store_plan_row last;
-	struct rv_alg_applied pending;
-	struct rv_alg_job_history h;
-	memset(&h, 0, sizeof(h));
-	h.strategy = rv_plan_strategy(spec.strategy);
-	h.now_ms = job->last_sample_ms;
-	rc = store_plan_latest_row(c, job->id, "running", &last, err);
-	if (rc < 0)
-		goto out;
-	if (rc == 1 && last.applied_ts_ms == 0) {
-		applied_of(&last, &pending);
-		h.pending = &pending;
-	}
-	if (rv_alg_pending_stands(&h)) {
-		rc = 0;
-		goto out;
-	}
-	/* An oom plan the job has not applied yet (a pass that raced its
-	 * application set the memory back) */
-	struct store_plan_row oom;
-	rc = store_plan_latest_row(c, job->id, "oom", &oom, err);
-	if (rc < 0)
-		goto out;
-	if (rc == 1 && oom.applied_ts_ms == 0 &&
-	    rv_alg_oom_plan_waits(oom.plan.based_on_ts_ms, job->last_sample_ms, &p)) {
-		rc = 0;
-		goto out;
-	}
-	rc = store_plans_applied(c, job->id, rows, p.applied_max, err);
-	if (rc < 0)
-		goto out;
-	for (int i = 0; i < rc; i++)
-		applied_of(&rows[i], &applied[i]);
-	h.applied = applied;
-	h.n_applied = (size_t)rc;
-	rv_plan_limits(&spec, &p, &h.lim);
-	rc = cluster_limits(c, &spec, &h.lim, err);
-	if (rc < 0)
-		goto out;
-
-	/* The speeds first: the outcome window starts where the new
-	 * configuration's speed settled. */
-	rc = store_speed_obs(c, job->id, p.speed_obs_max, &obs, &nobs, err);
-	if (rc < 0)
-		goto out;
-	h.speed = obs;
-	h.n_speed = nobs;
-	struct rv_alg_outcome_window w;
-	struct rv_alg_decision d;
-	if (rv_alg_outcome_window(&h, &p, &w) == 1) {
-		struct rv_alg_outcome_speeds sp;
-		struct rv_alg_verdict v;
-		rc = store_outcome_speeds(c, job->id, &w, p.min_outcome_samples, &sp, err);
+	else
+		rc = planner_pass_plans(&s, err);
+	if (rc == 0)
+		rc = planner_pass_judge(&s, plan, reverts, err);
+	if (rc == 0)
+		rc = planner_pass_usage(&s, err);
+	if (rc == 0) {
+		rc = rv_alg_plan_job(&s.h, &s.p, &d);
 		if (rc < 0)
-			goto out;
-		rc = rv_alg_judge_outcome(&h, &sp, &p, &v, &d);
-		if (rc == -EAGAIN) { /* still measuring: no new plan until judged */
-			rc = 0;
-			goto out;
-		}
-		if (rc < 0) {
-			rv_err_set(err, rc, "", "could not judge plan %" PRId64, applied[0].id);
-			goto out;
-		}
-		int src = store_plan_set_outcome(c, applied[0].id, rv_alg_outcome_name(v.outcome),
-						 v.before, v.after, err);
-		if (src < 0) {
-			rc = src;
-			goto out;
-		}
-		if (rc == 1) {
-			rv_plan_from_decision(&d, &spec, job->uid, "running", plan);
-			plan->based_on_ts_ms = job->last_sample_ms;
-			*reverts = applied[0].id;
-			rc = 0;
-			goto out;
-		}
-		/* the rest of this pass sees the outcome too */
-		applied[0].outcome = v.outcome;
+			rv_err_set(err, rc, "", "could not compute a running plan");
 	}
-	rc = store_usage(c, job->id, rv_alg_usage_since(&h, &p), p.usage_max, &usage, &nusage,
-			 &steps, &nsteps, err);
-	if (rc < 0)
-		goto out;
-	h.usage = usage;
-	h.n_usage = nusage;
-	h.steps = steps;
-	h.n_steps = nsteps;
-	/* the step times reach back to a configuration whose stragglers a
-	 * plan replaced: its speeds are corrected from them */
-	int64_t steps_since = rv_alg_steps_since(&h, &p);
-	if (steps_since < rv_alg_usage_since(&h, &p)) {
-		rc = store_usage(c, job->id, steps_since, p.usage_max, &old_usage, &nold_usage,
-				 &old_steps, &nold_steps, err);
-		if (rc < 0)
-			goto out;
-		h.steps = old_steps;
-		h.n_steps = nold_steps;
-	}
-	/* the memory trend reads across plans: a window back */
-	rc = store_usage(c, job->id, rv_alg_mem_usage_since(&h, &p), p.usage_max, &mem_usage,
-			 &nmem_usage, &mem_steps, &nmem_steps, err);
-	if (rc < 0)
-		goto out;
-	h.mem_usage = mem_usage;
-	h.n_mem_usage = nmem_usage;
-	rc = rv_alg_plan_job(&h, &p, &d);
-	if (rc < 0) {
-		rv_err_set(err, rc, "", "could not compute a running plan");
-		goto out;
-	}
-	if (d.changed) {
-		rv_plan_from_decision(&d, &spec, job->uid, "running", plan);
+	if (rc == 0 && d.changed) {
+		rv_plan_from_decision(&d, &s.spec, job->uid, "running", plan);
 		plan->based_on_ts_ms = job->last_sample_ms;
-	} else {
+	} else if (rc == 0) {
 		char q[600];
 		rv_log_debug("no new plan", "job=%s reason=%s", job->uid,
 			     rv_log_q(q, sizeof(q), d.reason));
 	}
-	rc = 0;
-out:
-	rv_job_spec_release(&spec);
-	free(rows);
-	free(applied);
-	free(obs);
-	free(usage);
-	free(steps);
-	free(mem_usage);
-	free(mem_steps);
-	free(old_usage);
-	free(old_steps);
-	return rc;
+	planner_pass_release(&s);
+	return rc < 0 ? rc : 0;
 }
 
 void planner_notify(struct brain *b)
@@ -463,8 +479,9 @@ static void plan_job(struct brain *b, int64_t job_id)
 		if (plan.stage[0]) {
 			atomic_fetch_add(&b->plans_stored, 1);
 			char q[600];
-			rv_log_info("plan stored", "job=%s plan=%" PRId64 " algorithm=%s reason=%s", job.uid,
-				    plan.id, plan.algorithm, rv_log_q(q, sizeof(q), plan.reason));
+			rv_log_info("plan stored", "job=%s plan=%" PRId64 " algorithm=%s reason=%s",
+				    job.uid, plan.id, plan.algorithm,
+				    rv_log_q(q, sizeof(q), plan.reason));
 		}
 	} else {
 		pass_failed(b, job_id, rc, &err);

@@ -140,7 +140,7 @@ void rv_plan_from_decision(const struct rv_alg_decision *d, const struct rv_job_
 	memset(plan, 0, sizeof(*plan));
 	snprintf(plan->job, sizeof(plan->job), "%s", uid);
 	snprintf(plan->stage, sizeof(plan->stage), "%s", stage);
-	snprintf(plan->algorithm, sizeof(plan->algorithm), "%s", d->algorithm);
+	snprintf(plan->algorithm, sizeof(plan->algorithm), "%s", rv_alg_id_name(d->algorithm));
 	reason_set(plan, "%s", d->reason);
 	plan->predicted_speed = d->predicted_speed;
 	config_to_groups(&d->cfg, spec, plan);
@@ -177,7 +177,7 @@ int rv_plan_oom(const struct rv_alg_config *cur, const struct rv_event *ev, int 
 				 ooms < 1 ? 1 : ooms, lim, p, &d);
 	if (rc < 0)
 		return rc;
-	d.algorithm = "oom_memory_step";
+	d.algorithm = RV_ALG_ID_OOM_MEMORY_STEP;
 	rv_plan_from_decision(&d, spec, uid, "oom", plan);
 	reason_set(plan, "node %s: %s", ev->node, d.reason);
 	plan->predicted_speed = 0;

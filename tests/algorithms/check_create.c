@@ -65,7 +65,7 @@ START_TEST(test_neighbours_picked)
 	struct rv_alg_decision d;
 
 	ck_assert_int_eq(rv_alg_plan_create(&job, h, 4, &LIM, &P, &d), 0);
-	ck_assert_str_eq(d.algorithm, "create_knn");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "create_knn");
 	ck_assert(d.changed);
 	ck_assert_int_eq(d.cfg.worker.count, 8);
 	ck_assert_double_eq_tol(d.cfg.worker.res.cpu, 6.6, 1e-9); /* +10% */
@@ -128,7 +128,7 @@ START_TEST(test_allreduce_memory_at_least_state)
 	struct rv_alg_decision d;
 
 	ck_assert_int_eq(rv_alg_plan_create(&job, h, 1, &LIM, &P, &d), 0);
-	ck_assert_str_eq(d.algorithm, "create_knn");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "create_knn");
 	/* 1.2e9 x 4 bytes x 4 copies = 18311 MiB, above 8192 + 10% */
 	ck_assert_int_eq(d.cfg.worker.res.memory_mb, 18311);
 	ck_assert_msg(strstr(d.reason, "optimizer state"), "%s", d.reason);
@@ -190,7 +190,7 @@ START_TEST(test_default_without_history)
 	struct rv_alg_decision d;
 
 	ck_assert_int_eq(rv_alg_plan_create(&job, NULL, 0, &LIM, &P, &d), 0);
-	ck_assert_str_eq(d.algorithm, "create_default");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "create_default");
 	ck_assert_int_eq(d.cfg.worker.count, 2);
 	ck_assert_int_eq(d.cfg.worker.res.memory_mb, 16384); /* floor */
 	ck_assert_int_eq(d.cfg.ps.count, 0);
@@ -226,7 +226,7 @@ START_TEST(test_default_without_history)
 	struct rv_alg_history_job h[] = {hjob("ps", "x", 1.2e6, RV_ALG_PS, 9, 9, 9000)};
 
 	ck_assert_int_eq(rv_alg_plan_create(&job, h, 1, &LIM, &P, &d), 0);
-	ck_assert_str_eq(d.algorithm, "create_default");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "create_default");
 }
 END_TEST
 

@@ -84,7 +84,7 @@ START_TEST(test_plan_oom)
 
 	ck_assert_int_eq(rv_alg_plan_oom(&cur, RV_ALG_PS_ROLE, 0, 1, &LIM, &P, &d), 0);
 	ck_assert(d.changed);
-	ck_assert_str_eq(d.algorithm, "oom");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "oom");
 	ck_assert_int_eq(d.cfg.ps.res.memory_mb, 32768);
 	ck_assert_int_eq(d.cfg.worker.res.memory_mb, 8192);
 	ck_assert_msg(strstr(d.reason, "16384 -> 32768") != NULL, "%s", d.reason);

@@ -77,7 +77,7 @@ START_TEST(test_model_grows_with_reason)
 	st.n_usage = steady_usage(u, RV_ALG_WORKER, 6, 3.4, 7447); /* ~4 CPU, 8192 MiB */
 	st.usage = u;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
-	ck_assert_str_eq(d.algorithm, "worker_count_model");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "worker_count_model");
 	ck_assert(d.changed);
 	/* the knee: fewest workers reaching 90% of the best within 1..32 */
 	ck_assert_int_eq(d.cfg.worker.count, 10);
@@ -110,7 +110,7 @@ START_TEST(test_cluster_cap)
 	st.lim.free_cpu = 0;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
 	ck_assert_int_eq(d.cfg.worker.count, 6);
-	ck_assert_str_eq(d.algorithm, "hold");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "hold");
 	ck_assert(!d.changed);
 }
 END_TEST
@@ -130,7 +130,7 @@ START_TEST(test_cluster_cap_blocks_rightsize_growth)
 	ck_assert_msg(strstr(d.reason, "free capacity") != NULL, "%s", d.reason);
 	st.lim.free_memory_mb = -1;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
-	ck_assert_str_eq(d.algorithm, "rightsize");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "rightsize");
 	ck_assert_int_eq(d.cfg.worker.res.memory_mb, 15400);
 }
 END_TEST
@@ -145,7 +145,7 @@ START_TEST(test_explore_before_model)
 	st.speed = o;
 	st.n_speed = 2;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
-	ck_assert_str_eq(d.algorithm, "explore");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "explore");
 	ck_assert_int_eq(d.cfg.worker.count, 6);
 }
 END_TEST
@@ -166,16 +166,16 @@ START_TEST(test_explore_budget_spent_keeps_counts)
 	st.n_speed = 2;
 	st.count_changes = P.explore_budget - 1;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
-	ck_assert_str_eq(d.algorithm, "explore");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "explore");
 	ck_assert_int_eq(d.cfg.worker.count, 6);
 	st.count_changes = P.explore_budget;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
-	ck_assert_msg(!d.changed, "%s: %s", d.algorithm, d.reason);
+	ck_assert_msg(!d.changed, "%s: %s", rv_alg_id_name(d.algorithm), d.reason);
 	ck_assert_int_eq(d.cfg.worker.count, 4);
 	ck_assert_msg(strstr(d.reason, "exploration budget"), "%s", d.reason);
 	q.explore_budget = 0;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &q, &d), 0);
-	ck_assert_str_eq(d.algorithm, "explore");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "explore");
 	ck_assert_int_eq(d.cfg.worker.count, 6);
 }
 END_TEST
@@ -199,7 +199,7 @@ START_TEST(test_explore_budget_spent_settles_on_measured_knee)
 	ck_assert_int_eq(d.cfg.worker.count, 18); /* bisects while it may explore */
 	st.count_changes = P.explore_budget;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
-	ck_assert_msg(d.changed, "%s: %s", d.algorithm, d.reason);
+	ck_assert_msg(d.changed, "%s: %s", rv_alg_id_name(d.algorithm), d.reason);
 	ck_assert_int_eq(d.cfg.worker.count, 21);
 	ck_assert_msg(strstr(d.reason, "21 workers measured 100% of the best measured speed"), "%s",
 		      d.reason);
@@ -220,8 +220,8 @@ START_TEST(test_model_counts_kept_on_untrusted_refit)
 	st.speed = o;
 	st.n_speed = 4;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
-	ck_assert_msg(d.changed && !strcmp(d.algorithm, "explore"), "%s: %s", d.algorithm,
-		      d.reason);
+	ck_assert_msg(d.changed && d.algorithm == RV_ALG_ID_EXPLORE, "%s: %s",
+		      rv_alg_id_name(d.algorithm), d.reason);
 	st.model_counts = true;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
 	ck_assert_msg(!d.changed, "%s", d.reason);
@@ -281,7 +281,7 @@ START_TEST(test_noise_level_move_up_taken)
 	st.model_counts = true;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
 	ck_assert_msg(d.changed && d.cfg.worker.count > 8, "%s", d.reason);
-	ck_assert_str_eq(d.algorithm, "worker_count_model");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "worker_count_model");
 	/* not once the exploration budget is spent: moves up within the
 	 * noise then crept 14 -> 21 -> 23 -> 28 workers, a plan each */
 	st.count_changes = P.explore_budget;
@@ -461,7 +461,7 @@ START_TEST(test_hold_on_flat)
 	st.speed = o;
 	st.n_speed = 4;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
-	ck_assert_str_eq(d.algorithm, "hold");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "hold");
 	ck_assert_int_eq(d.cfg.worker.count, 2);
 	ck_assert(!d.changed);
 	ck_assert_msg(strstr(d.reason, "least CPU") != NULL, "%s", d.reason);
@@ -481,7 +481,7 @@ START_TEST(test_hot_ps_leads)
 	st.usage = u;
 	st.n_usage = n;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
-	ck_assert_str_eq(d.algorithm, "hot_ps");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "hot_ps");
 	ck_assert(d.changed);
 	ck_assert_uint_eq(d.n_migrate, 1);
 	ck_assert_int_eq(d.migrate[0].node, 2);
@@ -492,7 +492,7 @@ START_TEST(test_hot_ps_leads)
 	for (size_t i = 0; i < n; i++)
 		u[i].cpu = 8.0;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
-	ck_assert_str_eq(d.algorithm, "hot_ps");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "hot_ps");
 	ck_assert_int_eq(d.cfg.ps.count, 6);
 	ck_assert_uint_eq(d.n_migrate, 0);
 
@@ -507,14 +507,14 @@ START_TEST(test_hot_ps_leads)
 	/* pinned at max PS but below the per-node CPU ceiling: the PS CPU
 	 * grows first and the counts wait */
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
-	ck_assert_str_eq(d.algorithm, "rightsize");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "rightsize");
 	ck_assert_int_eq(d.cfg.ps.count, 4);
 	ck_assert_double_eq(d.cfg.ps.res.cpu, 16);
 	ck_assert_msg(strstr(d.reason, "counts wait") != NULL, "%s", d.reason);
 	/* and at the CPU ceiling too: nothing on the PS side can change */
 	st.lim.max_cpu = 8;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
-	ck_assert_str_eq(d.algorithm, "explore");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "explore");
 	ck_assert_int_eq(d.cfg.worker.count, 6);
 	ck_assert_int_eq(d.cfg.ps.count, 4);
 	ck_assert_msg(strstr(d.reason, "counts wait") == NULL &&
@@ -537,7 +537,7 @@ START_TEST(test_straggler_leads)
 	st.steps = s;
 	st.n_steps = 4;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
-	ck_assert_str_eq(d.algorithm, "straggler");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "straggler");
 	ck_assert(d.changed);
 	ck_assert_uint_eq(d.n_replace, 1);
 	ck_assert_int_eq(d.replace[0], 3);
@@ -564,7 +564,7 @@ START_TEST(test_ps_job_model)
 	st.n_speed = n;
 	st.lim.max_ps = 4;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
-	ck_assert_str_eq(d.algorithm, "worker_count_model");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "worker_count_model");
 	ck_assert_int_gt(d.cfg.ps.count, 1);
 	ck_assert_int_le(d.cfg.ps.count, 4);
 	ck_assert_double_eq_tol(d.predicted_speed,
@@ -599,14 +599,14 @@ START_TEST(test_noisy_fit_trusted_within_noise)
 	st.n_speed = n;
 	P.fit_evidence_f = 3.0;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
-	ck_assert_str_eq(d.algorithm, "explore");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "explore");
 	ck_assert_int_eq(d.cfg.worker.count, 2);
 	ck_assert_msg(strstr(d.reason, "does not explain the speeds beyond their noise"), "%s",
 		      d.reason);
 	/* without the evidence test the model decides, as before */
 	P.fit_evidence_f = 0;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
-	ck_assert_str_eq(d.algorithm, "worker_count_model");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "worker_count_model");
 	ck_assert_int_eq(d.cfg.worker.count, 2);
 }
 END_TEST
@@ -633,14 +633,14 @@ START_TEST(test_no_jump_on_an_uncertain_prediction)
 	st.speed = o;
 	st.n_speed = n;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
-	ck_assert_str_eq(d.algorithm, "explore");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "explore");
 	ck_assert_int_eq(d.cfg.worker.count, 3);
 	/* without the bound (and the evidence test, which this fit fails
 	 * too) the model jumps */
 	P.max_pred_rse = 0;
 	P.fit_evidence_f = 0;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
-	ck_assert_str_eq(d.algorithm, "worker_count_model");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "worker_count_model");
 	ck_assert_int_ne(d.cfg.worker.count, 3);
 }
 END_TEST
@@ -672,7 +672,7 @@ START_TEST(test_unexplained_fit_returns_to_best_measured)
 	st.count_changes = 2;
 	P.fit_evidence_f = 3.0;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
-	ck_assert_msg(d.changed, "%s: %s", d.algorithm, d.reason);
+	ck_assert_msg(d.changed, "%s: %s", rv_alg_id_name(d.algorithm), d.reason);
 	ck_assert_int_eq(d.cfg.worker.count, 12);
 	ck_assert_int_eq(d.cfg.ps.count, 4);
 	ck_assert_msg(strstr(d.reason, "returning to the best measured: 12 workers and 4 PS"), "%s",
@@ -811,14 +811,14 @@ START_TEST(test_starved_first_step)
 	st.n_speed = 2;
 	st.first_counts = true;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
-	ck_assert_str_eq(d.algorithm, "explore");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "explore");
 	ck_assert_int_eq(d.cfg.worker.count, 6);
 	ck_assert_double_eq(d.cfg.worker.res.cpu, 8);
 	ck_assert_msg(strstr(d.reason, "first exploration step") != NULL, "%s", d.reason);
 	/* a plan moved the counts already */
 	st.first_counts = false;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
-	ck_assert_str_eq(d.algorithm, "rightsize");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "rightsize");
 	ck_assert_int_eq(d.cfg.worker.count, 4);
 	ck_assert_double_eq(d.cfg.worker.res.cpu, 8);
 	ck_assert_msg(strstr(d.reason, "counts wait") != NULL, "%s", d.reason);
@@ -972,7 +972,7 @@ START_TEST(test_ps_step_that_paid_is_followed)
 	st.speed = o;
 	st.n_speed = n;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
-	ck_assert_str_eq(d.algorithm, "explore");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "explore");
 	ck_assert_int_lt(d.cfg.ps.count, 3);
 	ck_assert_msg(strstr(d.reason, "8 -> 4 PS measured +") != NULL, "%s", d.reason);
 	/* the same means under 30% noise: the gain lies within two standard
@@ -1019,7 +1019,7 @@ START_TEST(test_third_config_moves_ps)
 	struct rv_alg_job_state st = two_ps_counts_measured(o, &n);
 	struct rv_alg_decision d;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
-	ck_assert_str_eq(d.algorithm, "explore");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "explore");
 	ck_assert_int_lt(d.cfg.worker.count, 16);
 	ck_assert_int_eq(d.cfg.ps.count, 4);
 	ck_assert_msg(strstr(d.reason, "8 -> 4 PS") != NULL, "%s", d.reason);
@@ -1029,14 +1029,14 @@ START_TEST(test_third_config_moves_ps)
 	for (size_t i = 0; i < n; i++)
 		o[i].speed *= i / 2 == 1 ? 1 : i / 2 == 0 ? 0.85 : 1.15;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
-	ck_assert_str_eq(d.algorithm, "explore");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "explore");
 	ck_assert_int_eq(d.cfg.ps.count, 8);
 
 	/* one worker count measured: the exploration goes on at 8 PS */
 	st.n_speed = 1;
 	st.cur.worker.count = 24;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
-	ck_assert_str_eq(d.algorithm, "explore");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "explore");
 	ck_assert_int_eq(d.cfg.ps.count, 8);
 }
 END_TEST

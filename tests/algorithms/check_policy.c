@@ -105,7 +105,7 @@ START_TEST(test_model_flips)
 	struct rv_alg_job_history h = history(a, 4);
 	struct rv_alg_decision d = { .cfg = a[0].cfg };
 	d.cfg.worker.count = 9;
-	d.algorithm = "worker_count_model";
+	d.algorithm = RV_ALG_ID_WORKER_COUNT_MODEL;
 	d.changed = true;
 	ck_assert(rv_alg_model_flips(&h, &d));
 	/* 10 first run by the model's own move: a return is learning */
@@ -116,9 +116,9 @@ START_TEST(test_model_flips)
 	d.cfg.worker.count = 8;
 	ck_assert(!rv_alg_model_flips(&h, &d));
 	d.cfg.worker.count = 9;
-	d.algorithm = "explore";
+	d.algorithm = RV_ALG_ID_EXPLORE;
 	ck_assert(!rv_alg_model_flips(&h, &d));
-	d.algorithm = "worker_count_model";
+	d.algorithm = RV_ALG_ID_WORKER_COUNT_MODEL;
 	a[0].algorithm = "explore";
 	ck_assert(!rv_alg_model_flips(&h, &d));
 	a[0].algorithm = "worker_count_model";
@@ -161,7 +161,7 @@ START_TEST(test_outcome_better_neutral_worse)
 	/* -20%, clearly: worse, and the model plan is reverted to 4 workers */
 	ck_assert_int_eq(judge(80, 2, 10, 100, 2, 10, "worker_count_model", 200, &v, &d), 1);
 	ck_assert_int_eq(v.outcome, RV_ALG_OUTCOME_WORSE);
-	ck_assert_str_eq(d.algorithm, "revert");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "revert");
 	ck_assert(d.changed);
 	ck_assert_int_eq(d.cfg.worker.count, 4);
 	ck_assert_double_eq_tol(d.predicted_speed, 100, 1e-9);
@@ -239,7 +239,7 @@ START_TEST(test_outcome_straggler_replacement_kept)
 	/* the same plan without a replacement is reverted */
 	a[0].n_replace = 0;
 	ck_assert_int_eq(rv_alg_judge_outcome(&h, &s, &P, &v, &d), 1);
-	ck_assert_str_eq(d.algorithm, "revert");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "revert");
 }
 END_TEST
 
@@ -893,9 +893,9 @@ START_TEST(test_model_may_return_to_explored_worse)
 	h.speed = o;
 	h.n_speed = n;
 	ck_assert_int_eq(rv_alg_plan_job(&h, &P, &d), 0);
-	ck_assert_msg(d.changed && d.cfg.worker.count == 10, "%s %d: %s", d.algorithm,
-		      d.cfg.worker.count, d.reason);
-	ck_assert_str_eq(d.algorithm, "worker_count_model");
+	ck_assert_msg(d.changed && d.cfg.worker.count == 10, "%s %d: %s",
+		      rv_alg_id_name(d.algorithm), d.cfg.worker.count, d.reason);
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "worker_count_model");
 }
 END_TEST
 
@@ -911,13 +911,13 @@ START_TEST(test_repeat_suppression)
 
 	ck_assert_int_eq(rv_alg_plan_job(&h, &P, &d), 0);
 	ck_assert(d.changed);
-	ck_assert_str_eq(d.algorithm, "explore");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "explore");
 	ck_assert_int_eq(d.cfg.worker.count, 3);
 	/* 3 workers were measured worse before: not proposed again */
 	h.n_applied = 2;
 	ck_assert_int_eq(rv_alg_plan_job(&h, &P, &d), 0);
 	ck_assert(!d.changed);
-	ck_assert_str_eq(d.algorithm, "hold");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "hold");
 	ck_assert_int_eq(d.cfg.worker.count, 2);
 	/* the same advice waiting to be applied is not repeated ... */
 	h.n_applied = 1;
@@ -1064,7 +1064,7 @@ START_TEST(test_plan_step_judges_then_plans)
 
 	ck_assert_int_eq(rv_alg_plan_step(&h, &P, &v, &d), 1);
 	ck_assert_int_eq(v.outcome, RV_ALG_OUTCOME_WORSE);
-	ck_assert_str_eq(d.algorithm, "revert");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "revert");
 	ck_assert_int_eq(d.cfg.worker.count, 2);
 	/* too few settled samples yet: still measuring, nothing judged */
 	h.n_speed = 14;
@@ -1091,6 +1091,38 @@ START_TEST(test_names)
 }
 END_TEST
 
+/* The names plans are stored and shown under are the ids' names, and read
+ * back to the same ids; a name this library does not know is no rule. */
+START_TEST(test_algorithm_ids)
+{
+	static const char *const stored[] = {
+		"hold",           "worker_count_model", "explore", "rightsize",
+		"hot_ps",         "straggler",          "revert",  "create_knn",
+		"create_default", "user_spec",          "oom",     "oom_memory_step",
+	};
+
+	for (size_t i = 0; i < sizeof(stored) / sizeof(stored[0]); i++) {
+		enum rv_alg_id id = rv_alg_id_parse(stored[i]);
+
+		ck_assert_int_ne(id, RV_ALG_ID_UNKNOWN);
+		ck_assert_str_eq(rv_alg_id_name(id), stored[i]);
+	}
+	ck_assert_int_eq(rv_alg_id_parse("oom_bump"), RV_ALG_ID_UNKNOWN);
+	ck_assert_int_eq(rv_alg_id_parse(""), RV_ALG_ID_UNKNOWN);
+	ck_assert_int_eq(rv_alg_id_parse(NULL), RV_ALG_ID_UNKNOWN);
+	ck_assert_str_eq(rv_alg_id_name(RV_ALG_ID_UNKNOWN), "");
+	ck_assert_str_eq(rv_alg_id_name((enum rv_alg_id)99), "");
+	/* with nothing applied yet the policy holds */
+	struct rv_alg_params p;
+	struct rv_alg_job_history h = { .strategy = RV_ALG_ALLREDUCE };
+	struct rv_alg_decision d;
+	rv_alg_params_default(&p);
+	ck_assert_int_eq(rv_alg_plan_job(&h, &p, &d), 0);
+	ck_assert_int_eq(d.algorithm, RV_ALG_ID_HOLD);
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "hold");
+}
+END_TEST
+
 START_TEST(test_create_explicit_asks_win)
 {
 	struct rv_alg_job_features f = { .strategy = RV_ALG_PS,
@@ -1108,7 +1140,7 @@ START_TEST(test_create_explicit_asks_win)
 	struct rv_alg_decision d;
 
 	ck_assert_int_eq(rv_alg_plan_create_job(&f, &ask, NULL, 0, &lim, &P, &d), 0);
-	ck_assert_str_eq(d.algorithm, "create_default");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "create_default");
 	ck_assert_int_eq(d.cfg.worker.count, 3);
 	ck_assert_double_eq_tol(d.cfg.worker.res.cpu, 2.5, 1e-9);
 	ck_assert_int_eq(d.cfg.worker.res.memory_mb, 3000);
@@ -1117,7 +1149,7 @@ START_TEST(test_create_explicit_asks_win)
 	ask.ps_given = true;
 	ask.cfg.ps = (struct rv_alg_group){ .count = 2, .res = { .cpu = 6, .memory_mb = 9000 } };
 	ck_assert_int_eq(rv_alg_plan_create_job(&f, &ask, NULL, 0, &lim, &P, &d), 0);
-	ck_assert_str_eq(d.algorithm, "user_spec");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "user_spec");
 	ck_assert_int_eq(d.cfg.ps.count, 2);
 	ck_assert_int_eq(d.cfg.ps.res.memory_mb, 9000);
 }
@@ -1159,6 +1191,7 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, test_memory_history_from_ps_count_change);
 	tcase_add_test(tc, test_ps_mem_fit);
 	tcase_add_test(tc, test_names);
+	tcase_add_test(tc, test_algorithm_ids);
 	tcase_add_test(tc, test_model_flips);
 	tcase_add_test(tc, test_create_explicit_asks_win);
 	suite_add_tcase(s, tc);

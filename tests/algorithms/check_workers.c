@@ -156,7 +156,7 @@ START_TEST(test_scaling_grows_to_diminishing_returns)
 	ck_assert_msg(d.cfg.worker.count >= 9 && d.cfg.worker.count <= 12, "chose %d",
 		      d.cfg.worker.count);
 	ck_assert(d.changed);
-	ck_assert_str_eq(d.algorithm, "worker_count_model");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "worker_count_model");
 	ck_assert_msg(strstr(d.reason, "samples/s with") != NULL, "%s", d.reason);
 	ck_assert_msg(strstr(d.reason, "from 6 configs") != NULL, "%s", d.reason);
 	/* exact data: exactly the true knee, 10 */
@@ -246,7 +246,7 @@ START_TEST(test_explore_geometric)
 
 	ck_assert_int_eq(rv_alg_explore(obs, 1, &lim, &cur, &P, &d), 0);
 	ck_assert_int_eq(d.cfg.worker.count, 6); /* x1.5 */
-	ck_assert_str_eq(d.algorithm, "explore");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "explore");
 
 	/* 1 worker grows by at least one unit; with node_unit 4, to 4+4 */
 	struct rv_alg_speed_obs o1[] = {{.workers = 1, .speed = 10}};
@@ -435,7 +435,7 @@ START_TEST(test_knee_at_data_edge_measures_above)
 
 	ck_assert_int_eq(rv_alg_choose_workers_obs(&fit, obs, 4, &lim, &cur, &P, &d), 0);
 	ck_assert_int_eq(d.cfg.worker.count, 8);
-	ck_assert_str_eq(d.algorithm, "explore");
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "explore");
 	/* growth from 3 to 5 did not pay: the knee is trusted, 5 holds */
 	obs[0].speed = obs[1].speed = 1.25;
 	ck_assert_int_eq(rv_alg_choose_workers_obs(&fit, obs, 4, &lim, &cur, &P, &d), 0);

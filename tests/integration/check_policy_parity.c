@@ -95,7 +95,7 @@ static struct rv_alg_config config_of(const cJSON *plan)
 static void assert_same_config(const cJSON *plan, const struct rv_alg_decision *d)
 {
 	struct rv_alg_config c = config_of(plan);
-	ck_assert_str_eq(rv_test_json_str(plan, "algorithm"), d->algorithm);
+	ck_assert_str_eq(rv_test_json_str(plan, "algorithm"), rv_alg_id_name(d->algorithm));
 	ck_assert_int_eq(c.worker.count, d->cfg.worker.count);
 	ck_assert_double_eq_tol(c.worker.res.cpu, d->cfg.worker.res.cpu, 1e-9);
 	ck_assert_int_eq(c.worker.res.memory_mb, d->cfg.worker.res.memory_mb);
@@ -297,7 +297,7 @@ START_TEST(create_plans_match)
 					  .name = "auto" };
 	ask = (struct rv_alg_ask){ .cfg = { .worker = { .count = 2 } } };
 	ck_assert_int_eq(rv_alg_plan_create_job(&f, &ask, NULL, 0, &lim, &P, &d), 0);
-	ck_assert_str_ne(d.algorithm, "user_spec");
+	ck_assert_str_ne(rv_alg_id_name(d.algorithm), "user_spec");
 	assert_same_config(rv_test_json_at(j, "plan"), &d);
 	cJSON_Delete(j);
 }
@@ -343,12 +343,12 @@ START_TEST(running_plans_match)
 			continue;
 		plans++;
 		assert_same_config(p, &d);
-		if (!strcmp(d.algorithm, "revert")) {
+		if (d.algorithm == RV_ALG_ID_REVERT) {
 			ck_assert_int_eq((int64_t)rv_test_json_num(p, "reverts_plan_id", 0),
 					 applied[0].id);
 			reverted = 1;
 		}
-		if (!strcmp(d.algorithm, "worker_count_model"))
+		if (d.algorithm == RV_ALG_ID_WORKER_COUNT_MODEL)
 			model = 1;
 		last = (int64_t)rv_test_json_num(p, "id", 0);
 		apply(p, RV_ALG_STAGE_RUNNING, ts + 1);
