@@ -34,14 +34,17 @@ trap cleanup EXIT
 chmod 755 "$tmp"
 
 # brain_start NAME: a fresh brain in $tmp/NAME (every run sees the same
-# empty history); sets url and brain_pid.
+# empty history); sets url and brain_pid.  rover-sim reports its cluster
+# once, so the brain keeps those nodes for the whole run (on a loaded
+# machine a play outlasts the default cluster.node_ttl_s and late jobs
+# would lose the node-size cap).
 brain_start() {
   local dir=$tmp/$1 line
   mkdir -p "$dir"
   chmod 755 "$dir"
   mkfifo "$dir/out"
   "$BIN/rover-brain" --listen 127.0.0.1:0 --data-dir "$dir/brain" --plan-debounce-ms 0 \
-    --plan-interval-s 86400 \
+    --plan-interval-s 86400 --cluster-node-ttl-s 31536000 \
     --log-level warn >"$dir/out" 2>"$dir/brain.log" &
   brain_pid=$!
   url=
