@@ -35,6 +35,7 @@ import sys
 import threading
 import time
 import urllib.request
+import warnings
 
 import torch
 
@@ -184,21 +185,36 @@ def gens_present(job):
     return sorted(gens)
 
 
-def read_part(job, gen, rank):
-    """(meta, values, counts) of the newest complete checkpoint of PS rank
-    in generation gen (copies), or None."""
-    t = rover.Trainer(master=None, job=ckpt_job(job, gen, rank), rank=0, world_size=1)
-    try:
-        got = t.load()
-        if got is None:
-            return None
+class Part:
+    """The newest complete checkpoint of PS rank's partition in generation
+    gen, mapped read-only: meta, values and counts are views into shared
+    memory, valid until close().  ok is False when there is none."""
+
+    def __init__(self, job, gen, rank):
+        self.t = rover.Trainer(master=None, job=ckpt_job(job, gen, rank), rank=0, world_size=1)
+        got = self.t.load()
+        self.ok = got is not None
+        if not self.ok:
+            return
         _, views, _ = got
-        meta = json.loads(bytes(views[0]).rstrip(b"\0"))
-        vals = torch.frombuffer(bytearray(views[1]), dtype=torch.float32)
-        cnt = torch.frombuffer(bytearray(views[2]), dtype=torch.int64)
-        return meta, vals.view(-1, meta["dim"]), cnt
+        self.meta = json.loads(bytes(views[0]).rstrip(b"\0"))
+        with warnings.catch_warnings():  # read-only on purpose: never written through
+            warnings.simplefilter("ignore")
+            self.values = torch.frombuffer(views[1], dtype=torch.float32).view(-1, self.meta["dim"])
+            self.counts = torch.frombuffer(views[2], dtype=torch.int64)
+
+    def close(self):
+        self.values = self.counts = None
+        self.t.close()
+
+
+def read_meta(job, gen, rank):
+    """The meta of PS rank's newest checkpoint in generation gen, or None."""
+    p = Part(job, gen, rank)
+    try:
+        return p.meta if p.ok else None
     finally:
-        t.close()
+        p.close()
 
 
 class PS:
@@ -244,9 +260,10 @@ class PS:
                 except FileNotFoundError:
                     pass
 
-    def adopt(self, meta, vals, cnt, gen):
+    def adopt(self, part, gen):
+        meta = part.meta
         self.gen, self.nps = gen, meta["nps"]
-        self.values, self.counts = vals.clone(), cnt.clone()
+        self.values, self.counts = part.values.clone(), part.counts.clone()
         self.dedup, self.prev = meta["dedup"], meta.get("prev", {})
         self.target = meta["target"]
         self.state = "frozen" if meta["frozen"] else "serving"
@@ -264,26 +281,28 @@ class PS:
                 return False
             return self.fresh(desired)
         g = gens[-1]
-        own = read_part(self.job, g, self.rank)
-        if own:
-            self.adopt(*own, g)
-            return True
-        other = None
+        own = Part(self.job, g, self.rank)
+        try:
+            if own.ok:
+                self.adopt(own, g)
+                return True
+        finally:
+            own.close()
+        meta = None
         for r in range(64):
-            other = read_part(self.job, g, r)
-            if other:
+            meta = read_meta(self.job, g, r)
+            if meta:
                 break
-        if other is None:
+        if meta is None:
             return False
-        meta = other[0]
         if meta["frozen"] and self.rank < meta["target"]:
             return self.build(g + 1, meta["target"], g, meta["nps"])
         if not meta["frozen"] and self.rank < meta["nps"] and g == 0:
             return self.fresh(meta["nps"])  # the first generation, started together
         if not meta["frozen"] and self.rank < meta["nps"] and g > 0:
-            old = read_part(self.job, g - 1, 0)  # a new generation being built
-            if old and old[0]["frozen"]:
-                return self.build(g, meta["nps"], g - 1, old[0]["nps"])
+            old = read_meta(self.job, g - 1, 0)  # a new generation being built
+            if old and old["frozen"]:
+                return self.build(g, meta["nps"], g - 1, old["nps"])
         return False
 
     def fresh(self, nps):
@@ -301,25 +320,28 @@ class PS:
         """This rank's partition of generation gen (nps PS) from every
         partition of old_gen, each frozen (or of a removed PS that is gone,
         its last checkpoint final)."""
-        parts = []
-        for r in range(old_nps):
-            p = read_part(self.job, old_gen, r)
-            if p is None or (not p[0]["frozen"] and not self.gone(r, nps)):
+        parts = [Part(self.job, old_gen, r) for r in range(old_nps)]
+        try:
+            # every old partition final before reading any
+            if not all(p.ok and (p.meta["frozen"] or self.gone(r, nps))
+                       for r, p in enumerate(parts)):
                 return False
-            parts.append(p)
-        t0 = time.time()
-        mine = self.lay.global_ids(self.rank, nps)
-        vals = torch.empty(len(mine), self.lay.dim)
-        cnt = torch.empty(len(mine), dtype=torch.int64)
-        prev = {}
-        for r, (meta, v, c) in enumerate(parts):
-            # the rows of old PS r that are ours: global id = r + k * old_nps
-            src = self.lay.global_ids(r, old_nps)
-            sel = (src % nps) == self.rank
-            dst = src[sel] // nps
-            vals[dst] = v[sel]
-            cnt[dst] = c[sel]
-            prev[str(r)] = meta["dedup"]
+            t0 = time.time()
+            mine = self.lay.global_ids(self.rank, nps)
+            vals = torch.empty(len(mine), self.lay.dim)
+            cnt = torch.empty(len(mine), dtype=torch.int64)
+            prev = {}
+            for r, part in enumerate(parts):
+                # the rows of old PS r that are ours: global id = r + k * old_nps
+                src = self.lay.global_ids(r, old_nps)
+                sel = ((src % nps) == self.rank).nonzero().flatten()
+                dst = src[sel] // nps
+                vals[dst] = part.values[sel]
+                cnt[dst] = part.counts[sel]
+                prev[str(r)] = part.meta["dedup"]
+        finally:
+            for p in parts:
+                p.close()
         self.gen, self.nps, self.target, self.state = gen, nps, nps, "serving"
         self.values, self.counts, self.dedup, self.prev = vals, cnt, {}, prev
         self.open_gen(gen)
@@ -439,6 +461,12 @@ class PS:
             if job is None:
                 continue
             desired = job.get("desired", {}).get("ps", {}).get("count", 0)
+            if self.term and (self.state != "serving" or self.rank < desired):
+                # stopped (a migration, the master's stop): every push it
+                # acknowledged is in its checkpoint, which a relaunch loads;
+                # a removed PS (rank >= desired) freezes first
+                log("ps", "stopped", rank=self.rank, gen=self.gen, state=self.state)
+                return 0
             if self.state in ("starting", "joining"):
                 if self.settle(desired):
                     log("ps", "ready", rank=self.rank, gen=self.gen, nps=self.nps,
@@ -446,19 +474,31 @@ class PS:
                 else:
                     self.state = "joining"
                 continue
-            if self.state == "serving" and desired > 0 and desired != self.nps:
+            if self.state == "serving" and desired > 0 and desired != self.nps and \
+                    self.peers_up(desired):
                 self.target, self.state = desired, "frozen"
                 self.save()  # final for this generation: what the next one is built from
                 log("ps", "frozen", rank=self.rank, gen=self.gen, nps=self.nps, target=desired)
             if self.state == "frozen" and self.rank < self.target:
                 if self.build(self.gen + 1, self.target, self.gen, self.nps):
                     continue
-            if self.term and self.state == "frozen":
-                log("ps", "removed", rank=self.rank, gen=self.gen)
-                return 0
             if self.state == "serving" and self.job_over(job):
                 self.dump()
                 return 0
+
+    def peers_up(self, desired):
+        """Whether every PS a grown layout adds answers already: the layout
+        moves only once they can build their partitions (their start, not
+        the handover, would otherwise hold up training)."""
+        for r in range(self.nps, desired):
+            try:
+                with socket.create_connection(("127.0.0.1", self.a.port_base + r), 1.0) as s:
+                    s.settimeout(1.0)
+                    send_msg(s, {"op": "info"})
+                    recv_msg(s)
+            except (OSError, ValueError, struct.error):
+                return False
+        return True
 
     def job_over(self, job):
         if not job.get("finished"):
@@ -477,12 +517,14 @@ class PS:
         # the job is over: its partitions go with it (a job of the same name
         # started later would resume from them)
         self.trainer.close()
+        mine = [self.rank] + (list(range(self.nps, 64)) if self.rank == 0 else [])
         for g in gens_present(self.job):
-            for f in slot_files(self.job, g, self.rank):
-                try:
-                    os.unlink(f)
-                except FileNotFoundError:
-                    pass
+            for r in mine:  # rank 0 also takes what removed PS left
+                for f in slot_files(self.job, g, r):
+                    try:
+                        os.unlink(f)
+                    except FileNotFoundError:
+                        pass
 
 
 # ---- the worker ----------------------------------------------------------
@@ -563,48 +605,62 @@ class Worker:
             self.gen = -1
             time.sleep(0.05)
 
-    def push(self, ids, delta):
-        """Apply delta to rows ids: returns once every PS acknowledged its
-        part (applied and checkpointed, or found applied before).  A part a
-        PS refused because its layout moved goes to the new owners."""
-        pending = []  # (gen, to, seq, ids, delta)
-        own = ids % self.nps
+    def parts(self, ids, delta):
+        """ids and delta cut by owner in the current layout, each a message
+        with a sequence number of its own."""
+        out, own = [], ids % self.nps
         for p in range(self.nps):
             sel = own == p
             if bool(sel.any()):
                 self.seq += 1
-                pending.append((self.gen, p, self.seq, ids[sel], delta[sel]))
+                out.append({"gen": self.gen, "to": p, "dest": p, "seq": self.seq,
+                            "ids": ids[sel], "delta": delta[sel]})
+        return out
+
+    def serving_gen(self):
+        """The generation PS 0 serves now, or -1 (not serving, no answer)."""
+        got = self.cli.call_many({0: ({"op": "info"}, b"")})[0]
+        return got[0]["gen"] if got and got[0]["state"] == "serving" else -1
+
+    def push(self, ids, delta):
+        """Apply delta to rows ids: returns once every PS acknowledged its
+        part (applied and checkpointed, or found applied before).  A part a
+        PS refused because its layout moved goes to the new owners; a part
+        whose PS no longer answers because the layout moved (a removed PS)
+        goes as it was to PS 0 of the new layout, which knows from the old
+        dedup tables whether it was applied."""
+        pending = self.parts(ids, delta)
         while pending:
             # one message per PS at a time: a PS sees each worker's in order
             now, wait, seen = [], [], set()
-            for item in pending:
-                (wait if item[1] in seen else now).append(item)
-                seen.add(item[1])
-            msgs = {to: ({"op": "push", "gen": gen, "to": to, "key": self.key, "seq": seq,
-                          "n": len(i)}, tensors_to_bytes(i, d))
-                    for gen, to, seq, i, d in now}
+            for m in pending:
+                (wait if m["dest"] in seen else now).append(m)
+                seen.add(m["dest"])
+            msgs = {m["dest"]: ({"op": "push", "gen": m["gen"], "to": m["to"], "key": self.key,
+                                 "seq": m["seq"], "n": len(m["ids"])},
+                                tensors_to_bytes(m["ids"], m["delta"])) for m in now}
             got = self.cli.call_many(msgs)
-            retry, moved = [], []
-            for item in now:
-                g = got.get(item[1])
+            retry, moved, lost = [], [], False
+            for m in now:
+                g = got.get(m["dest"])
                 if g is None or g[0]["status"] == "busy":
-                    retry.append(item)  # the same message again (dedup)
+                    retry.append(m)  # the same message again (dedup)
+                    lost = lost or g is None
                 elif g[0]["status"] == "moving":
-                    moved.append(item)  # not applied, and that PS never will
+                    moved.append(m)  # not applied, and that PS never will
                 elif g[0]["status"] not in ("ok", "dup"):
                     raise RuntimeError(f"push refused: {g[0]}")
             if moved:
                 time.sleep(0.02)
                 self.layout()
-                for _, _, _, i, d in moved:
-                    own = i % self.nps
-                    for p in range(self.nps):
-                        sel = own == p
-                        if bool(sel.any()):
-                            self.seq += 1
-                            retry.append((self.gen, p, self.seq, i[sel], d[sel]))
-            elif retry:
-                time.sleep(0.05)
+                for m in moved:
+                    retry += self.parts(m["ids"], m["delta"])
+            else:
+                if lost and self.serving_gen() > max(m["gen"] for m in retry):
+                    for m in retry:
+                        m["dest"] = 0
+                if retry:
+                    time.sleep(0.05)
             pending = retry + wait
 
     def step(self, ids_b, y_b):
@@ -634,6 +690,21 @@ class Worker:
             logit = self.lay.forward(emb[inv], dense, len(y))
             return torch.nn.functional.binary_cross_entropy_with_logits(logit, y).item()
 
+    def pace(self):
+        """Sleep --step-sleep seconds, or what --pace-file holds when it
+        exists (a test slows training while it waits for a plan's effect)."""
+        sleep = self.a.step_sleep
+        if self.term:
+            return  # removed: finish the shard it holds without delay
+        if self.a.pace_file:
+            try:
+                with open(self.a.pace_file) as f:
+                    sleep = float(f.read().strip() or 0)
+            except (OSError, ValueError):
+                pass
+        if sleep > 0:
+            time.sleep(sleep)
+
     def run(self, ids, y, eval_ids, eval_y):
         signal.signal(signal.SIGTERM, lambda *_: setattr(self, "term", True))
         t = rover.Trainer(master=os.environ["ROVER_MASTER_ADDR"],
@@ -658,8 +729,7 @@ class Worker:
                            f"{self.rank} {steps} {','.join(str(i) for i in range(a, b))}")
                 t.consumed(b - shard["start"])
                 t.report_step(steps, b - a)
-                if self.a.step_sleep:
-                    time.sleep(self.a.step_sleep)
+                self.pace()
                 if steps % self.a.log_every == 0:
                     log("worker", "step", rank=self.rank, step=steps,
                         loss=f"{sum(losses) / len(losses):.4f}",
@@ -696,7 +766,8 @@ def parse_args(argv=None):
     ap.add_argument("--poll-s", type=float, default=0.3, help="PS: how often it reads the master")
     ap.add_argument("--job", default="", help="the checkpoints' job key (default ROVER_JOB_NAME)")
     ap.add_argument("--log-every", type=int, default=50)
-    ap.add_argument("--step-sleep", type=float, default=0.0)
+    ap.add_argument("--step-sleep", type=float, default=0.0, help="seconds a worker sleeps per step")
+    ap.add_argument("--pace-file", default="", help="when it exists: its seconds per step instead")
     ap.add_argument("--shard-log", default="")
     ap.add_argument("--dump-dir", default="")
     return ap.parse_args(argv)
