@@ -26,6 +26,7 @@ counts of applied updates) when the job ends.
 import argparse
 import glob
 import json
+import math
 import os
 import queue
 import signal
@@ -330,15 +331,25 @@ class PS:
             mine = self.lay.global_ids(self.rank, nps)
             vals = torch.empty(len(mine), self.lay.dim)
             cnt = torch.empty(len(mine), dtype=torch.int64)
-            prev = {}
+            prev, filled = {}, 0
+            d = math.gcd(old_nps, nps)
             for r, part in enumerate(parts):
-                # the rows of old PS r that are ours: global id = r + k * old_nps
-                src = self.lay.global_ids(r, old_nps)
-                sel = ((src % nps) == self.rank).nonzero().flatten()
-                dst = src[sel] // nps
-                vals[dst] = part.values[sel]
-                cnt[dst] = part.counts[sel]
                 prev[str(r)] = part.meta["dedup"]
+                # old PS r holds global rows r + k * old_nps (local k); ours
+                # are those with (r + k * old_nps) % nps == rank: every
+                # nps/d-th k from the first, landing at every old_nps/d-th
+                # local index of ours, so both sides are strided slices
+                k0 = next((k for k in range(nps // d)
+                           if (r + k * old_nps) % nps == self.rank), None)
+                if k0 is None:
+                    continue
+                sv, sc = part.values[k0::nps // d], part.counts[k0::nps // d]
+                at = (r + k0 * old_nps) // nps
+                vals[at::old_nps // d][:len(sv)] = sv
+                cnt[at::old_nps // d][:len(sc)] = sc
+                filled += len(sv)
+            if filled != len(mine):
+                raise RuntimeError(f"re-partition filled {filled} of {len(mine)} rows")
         finally:
             for p in parts:
                 p.close()

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Suite for the parameter-server mode (examples/ps_rover.py, design in
-# examples/README-ps.md): tests/scripts/ps_job.py runs the example under the
+# examples/README-ps.md): tests/scripts/ps_layout.py builds every
+# re-partition from 1..5 PS to 1..5 PS and checks each PS's rows;
+# tests/scripts/ps_job.py runs the example under the
 # real rover-master with plans from a stand-in brain (2 PS / 2 workers to
 # 3 / 4 and back, ps-1 killed with SIGKILL in between, then ps-0 migrated)
 # and prints one "ok"/"not ok" line per check: the target loss, every
@@ -20,4 +22,7 @@ if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
 	echo "ok - # SKIP ps job"
 	exit 0
 fi
-exec /usr/bin/python3 tests/scripts/ps_job.py
+rc=0
+/usr/bin/python3 tests/scripts/ps_layout.py 2>/dev/null || rc=1
+/usr/bin/python3 tests/scripts/ps_job.py || rc=1
+exit $rc
