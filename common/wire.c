@@ -473,6 +473,22 @@ static int parse_template(const cJSON *rs, const char *path, struct rv_replica_s
 	return template_resources(t, f, r, err);
 }
 
+static int parse_handover(const cJSON *rs, const char *path, struct rv_replica_spec *r,
+			  struct rv_err *err)
+{
+	char v[32];
+	int rc = rv_json_get_string(rs, "stateHandover", path, false, v, sizeof(v), err);
+	if (rc <= 0)
+		return rc;
+	r->state_handover = !strcmp(v, "flashCheckpoint");
+	if (!r->state_handover && strcmp(v, "none") != 0) {
+		field_buf f;
+		rv_json_path(f, sizeof(f), path, "stateHandover");
+		return rv_err_set(err, -EINVAL, f, "%s must be \"none\" or \"flashCheckpoint\"", f);
+	}
+	return 0;
+}
+
 static int parse_replica(const cJSON *rs, const char *path, struct rv_replica_spec *r,
 			 struct rv_err *err)
 {
@@ -530,6 +546,8 @@ static int parse_replica(const cJSON *rs, const char *path, struct rv_replica_sp
 		r->resource.gpu = rc == 1 ? (int)v : 0;
 	}
 	if ((rc = parse_template(rs, path, r, err)) < 0)
+		return rc;
+	if ((rc = parse_handover(rs, path, r, err)) < 0)
 		return rc;
 	return parse_command(rs, path, r, err);
 }
@@ -873,6 +891,8 @@ static bool replica_to_json(cJSON *specs, enum rv_role role, const struct rv_rep
 		  add_num(o, "restartCount", r->restart_count);
 	if (ok && r->priority[0])
 		ok = add_str(o, "priority", r->priority);
+	if (ok && r->state_handover)
+		ok = add_str(o, "stateHandover", "flashCheckpoint");
 	if (ok && r->has_resources) {
 		char mem[32];
 		format_memory(mem, sizeof(mem), r->resource.memory_mb);
@@ -1691,6 +1711,9 @@ static const struct rv_wire_field f_replica_spec[] = {
 	F("resources", "object", false, "Resources", false, NULL,
 	  "per node; omitted: the brain decides"),
 	F("command", "array", false, "string", false, NULL, "argv, at most 64 entries"),
+	F("stateHandover", "string", false, NULL, false, "none|flashCheckpoint",
+	  "flashCheckpoint: a relaunched node reloads its state from its flash checkpoint on the "
+	  "same machine, so a migrated PS keeps its partition; default none"),
 	F("template", "object", false, NULL, false, NULL,
 	  "a Kubernetes PodTemplateSpec; its containers' resources size the node when "
 	  "resources is omitted"),

@@ -65,6 +65,11 @@ struct rv_replica_spec {
 	 * (malloc'd, NULL when none).  Its containers' resources.requests (else
 	 * limits), summed, fill resource when "resources" is not given. */
 	char *template_json;
+	/* "stateHandover": "flashCheckpoint" says a relaunched node of the role
+	 * reloads its state from its own flash checkpoint on the machine it ran
+	 * on (examples/ps_rover.py's PS), so a migration on that machine hands
+	 * its partition over; "none" (the default): it starts without it. */
+	bool state_handover;
 };
 
 /* A partition of a streaming dataset: offsets from start_offset; end_offset

@@ -369,7 +369,9 @@ void rv_plan_apply(const struct rv_scale_plan *plan, const struct rv_job_spec *s
 			t->own[k].resource = res;
 		}
 		add_action(eff, RV_PLAN_MIGRATE, n, rank, &res);
-		if (n->role == RV_ROLE_PS)
+		/* with stateHandover the relaunch reloads the partition from its
+		 * flash checkpoint: the migration is carried out in full */
+		if (n->role == RV_ROLE_PS && !spec->replicas[RV_ROLE_PS].state_handover)
 			not_applied(eff,
 				    "migrate %s: the PS data handover (relaunched with "
 				    "its resources, its state not carried over)",

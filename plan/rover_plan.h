@@ -72,7 +72,8 @@ struct rv_plan_target {
 enum rv_plan_action_kind {
 	RV_PLAN_REPLACE = 1, /* a straggler: relaunched with the same rank on another
 			      * host where there is one, its host charged like a crash host */
-	RV_PLAN_MIGRATE,     /* relaunched with resources of its own (no PS data handover) */
+	RV_PLAN_MIGRATE,     /* relaunched with resources of its own (its data handed over
+			      * only with the role's stateHandover) */
 };
 
 /* One node a plan relaunches. */

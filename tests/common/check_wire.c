@@ -381,7 +381,8 @@ START_TEST(test_spec_round_trip)
 		"\"optimizeMode\":\"single-job\",\"replicaSpecs\":{"
 		"\"worker\":{\"replicas\":0,\"minReplicas\":0,\"maxReplicas\":10000,"
 		"\"restartCount\":0,\"priority\":\"low\"},"
-		"\"ps\":{\"replicas\":3,\"resources\":{\"cpu\":\"1500m\",\"memory\":\"1536Mi\","
+		"\"ps\":{\"replicas\":3,\"stateHandover\":\"flashCheckpoint\","
+		"\"resources\":{\"cpu\":\"1500m\",\"memory\":\"1536Mi\","
 		"\"gpu\":64},\"command\":[\"\",\"--flag=\\\"quoted\\\" \\u00e9\"]},"
 		"\"chief\":{\"resources\":{\"cpu\":0.1,\"memory\":1000000}},"
 		"\"evaluator\":{\"replicas\":1}},"
@@ -513,6 +514,8 @@ static const struct bad_case {
 	  "must be at least replicas" },
 	{ WORKER("\"restartCount\":-1"), "spec.replicaSpecs.worker.restartCount", "between" },
 	{ WORKER("\"priority\":\"urgent\""), "spec.replicaSpecs.worker.priority", "high" },
+	{ WORKER("\"stateHandover\":\"disk\""), "spec.replicaSpecs.worker.stateHandover",
+	  "\"none\" or \"flashCheckpoint\"" },
 	{ WORKER("\"priority\":\"a-very-long-priority\""), "spec.replicaSpecs.worker.priority",
 	  "at most 15" },
 	{ WORKER("\"resources\":\"big\""), "spec.replicaSpecs.worker.resources",
@@ -1592,6 +1595,7 @@ static const char *const table_docs[] = {
 		  "\"brainService\":\"http://"
 		  "brain:8080\",\"replicaSpecs\":{\"worker\":{\"replicas\":2,"
 		  "\"minReplicas\":1,\"maxReplicas\":4,\"restartCount\":3,\"priority\":\"high\","
+		  "\"stateHandover\":\"flashCheckpoint\","
 		  "\"resources\":{\"cpu\":4,\"memory\":\"8Gi\",\"gpu\":0},\"command\":[\"python3\","
 		  "\"x.py\"],\"template\":{\"spec\":{\"containers\":[{\"name\":\"main\"}]}}}},"
 		  "\"datasets\":[{\"name\":\"train\",\"size\":100,\"shardSize\":10,\"epochs\":2,"

@@ -122,6 +122,28 @@ START_TEST(test_remove_replaces_migrate_relaunches)
 }
 END_TEST
 
+/* A PS role whose relaunch reloads its flash checkpoint (stateHandover):
+ * the migration is relaunched as before and reported applied in full. */
+START_TEST(test_migrate_with_handover_applied_in_full)
+{
+	struct rv_job_spec spec;
+	spec_init(&spec);
+	spec.replicas[RV_ROLE_PS].state_handover = true;
+	struct rv_plan_target t;
+	rv_plan_target_init(&t, &spec);
+	static struct rv_scale_plan p;
+	memset(&p, 0, sizeof(p));
+	node(&p.migrate[p.nmigrate++], "ps-0", RV_ROLE_PS, 3);
+	static struct rv_plan_effect eff;
+	rv_plan_apply(&p, &spec, &t, &eff);
+	ck_assert_int_eq(eff.nact, 1);
+	ck_assert_int_eq(eff.act[0].kind, RV_PLAN_MIGRATE);
+	ck_assert_str_eq(eff.act[0].node, "ps-0");
+	ck_assert(eff.act[0].resource.cpu == 3);
+	ck_assert_str_eq(eff.not_applied, "");
+}
+END_TEST
+
 static Suite *apply_suite(void)
 {
 	Suite *s = suite_create("plan_apply");
@@ -129,6 +151,7 @@ static Suite *apply_suite(void)
 	tcase_set_timeout(tc, 10);
 	tcase_add_test(tc, test_counts_clamped_and_named);
 	tcase_add_test(tc, test_remove_replaces_migrate_relaunches);
+	tcase_add_test(tc, test_migrate_with_handover_applied_in_full);
 	suite_add_tcase(s, tc);
 	return s;
 }
