@@ -543,10 +543,11 @@ static struct pending *pending_find(struct nodemgr *nm, const char *name)
 	return NULL;
 }
 
-/* Every dataset's shards are done. */
+/* Every dataset's shards are done (never, for a job with none: it ends by
+ * its nodes, as a streaming one does). */
 static bool data_finished(struct master *m)
 {
-	bool all = true;
+	bool all = m->spec.ndatasets > 0;
 	pthread_mutex_lock(&m->lock);
 	/* A streaming dataset never finishes: such a job ends by its nodes. */
 	for (int i = 0; i < m->spec.ndatasets; i++) {
