@@ -404,10 +404,12 @@ struct launch_spec {
 	char env[ENV_MAX][PATH_MAX / 4];
 	const char *envp[ENV_MAX + 1];
 	char log[PATH_MAX + SCHED_NAME_MAX + 8];
+	const char *avoid[NODES_AVOID_MAX + 1]; /* into the nodes_info given */
 	struct sched_node_spec sp;
 };
 
-/* Fill *ls for instance ni of node base; returns its replica spec. */
+/* Fill *ls for instance ni of node base (ls points into ni: keep it alive);
+ * returns its replica spec. */
 static const struct rv_replica_spec *launch_spec_fill(struct nodemgr *nm, const char *base,
 						      const struct nodes_info *ni,
 						      struct launch_spec *ls)
@@ -429,11 +431,14 @@ static const struct rv_replica_spec *launch_spec_fill(struct nodemgr *nm, const 
 		ls->envp[i] = ls->env[i];
 	ls->envp[ne] = NULL;
 	snprintf(ls->log, sizeof(ls->log), "%s/%s.log", nm->log_dir, ni->name);
+	for (int i = 0; i <= ni->navoid; i++)
+		ls->avoid[i] = i < ni->navoid ? ni->avoid[i] : NULL;
 	ls->sp = (struct sched_node_spec){
 		.name = ni->name,
 		.role = ni->role,
 		.rank = ni->rank,
 		.host = ni->host,
+		.avoid = ls->avoid,
 		.res = ni->res,
 		.argv = (const char *const *)rs->command,
 		.env = ls->envp,
