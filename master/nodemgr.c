@@ -889,10 +889,14 @@ static void restore(struct nodemgr *nm)
 		if (n->state == MASTER_NODE_SUCCEEDED || n->state == MASTER_NODE_FAILED)
 			continue;
 		/* a process by its pid and start time; a pod by its name */
-		bool adoptable = nm->k8s ? n->state == MASTER_NODE_LAUNCHED ||
-						   n->state == MASTER_NODE_RUNNING
-					 : nm->detach && n->state == MASTER_NODE_RUNNING &&
-						   n->pid > 0 && n->start_ticks > 0;
+		/* a Slurm job by its id, or by its name when the master died
+		 * before it journaled the id */
+		bool adoptable =
+			nm->k8s     ? n->state == MASTER_NODE_LAUNCHED || n->state == MASTER_NODE_RUNNING
+			: nm->slurm ? nm->detach && (n->state == MASTER_NODE_LAUNCHED ||
+						     (n->state == MASTER_NODE_RUNNING && n->pid > 0))
+				    : nm->detach && n->state == MASTER_NODE_RUNNING && n->pid > 0 &&
+					      n->start_ticks > 0;
 		if (adoptable && nodes_get(nm->nodes, n->name, &ni) == 0) {
 			struct launch_spec ls;
 			struct rv_err err = { 0 };
