@@ -891,12 +891,14 @@ static void restore(struct nodemgr *nm)
 		/* a process by its pid and start time; a pod by its name */
 		/* a Slurm job by its id, or by its name when the master died
 		 * before it journaled the id */
-		bool adoptable =
-			nm->k8s     ? n->state == MASTER_NODE_LAUNCHED || n->state == MASTER_NODE_RUNNING
-			: nm->slurm ? nm->detach && (n->state == MASTER_NODE_LAUNCHED ||
-						     (n->state == MASTER_NODE_RUNNING && n->pid > 0))
-				    : nm->detach && n->state == MASTER_NODE_RUNNING && n->pid > 0 &&
-					      n->start_ticks > 0;
+		bool adoptable = nm->k8s ? n->state == MASTER_NODE_LAUNCHED ||
+						   n->state == MASTER_NODE_RUNNING
+				 : nm->slurm
+					 ? nm->detach &&
+						   (n->state == MASTER_NODE_LAUNCHED ||
+						    (n->state == MASTER_NODE_RUNNING && n->pid > 0))
+					 : nm->detach && n->state == MASTER_NODE_RUNNING &&
+						   n->pid > 0 && n->start_ticks > 0;
 		if (adoptable && nodes_get(nm->nodes, n->name, &ni) == 0) {
 			struct launch_spec ls;
 			struct rv_err err = { 0 };

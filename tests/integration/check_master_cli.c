@@ -209,8 +209,9 @@ START_TEST(test_spec_without_datasets_runs)
 		"{\"replicas\":1,\"command\":[\"/bin/sh\",\"-c\",\"sleep 1\"]}}}}";
 	struct rv_test_master m;
 	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
-	const char *a[] = { "--scheduler", "local", "--node-limits", "none", "--linger-s", "1",
-			    NULL };
+	const char *a[] = {
+		"--scheduler", "local", "--node-limits", "none", "--linger-s", "1", NULL
+	};
 	ck_assert_int_eq(rv_test_master_start(&m, a), 0);
 	struct rv_test_brain b = { .port = m.port };
 	snprintf(b.url, sizeof(b.url), "%s", m.url);
