@@ -855,6 +855,19 @@ static void reconcile(struct nodemgr *nm)
 	free(copy);
 }
 
+/* Can a restarted master take node n back?  A process by its pid and start
+ * time, a pod by its name, a Slurm job by its id or, when the master died
+ * before it journaled the id, by its name. */
+static bool restore_adoptable(const struct nodemgr *nm, const struct master_node *n)
+{
+	bool live = n->state == MASTER_NODE_LAUNCHED || n->state == MASTER_NODE_RUNNING;
+	if (nm->k8s)
+		return live;
+	if (nm->slurm)
+		return nm->detach && live && (n->state == MASTER_NODE_LAUNCHED || n->pid > 0);
+	return nm->detach && n->state == MASTER_NODE_RUNNING && n->pid > 0 && n->start_ticks > 0;
+}
+
 /* After a restart: the journal's nodes go back into the policy; those that
  * were live are gone (they died with the master) and start again with the
  * same rank, not counted as crashes. */
@@ -888,17 +901,7 @@ static void restore(struct nodemgr *nm)
 		struct nodes_info ni;
 		if (n->state == MASTER_NODE_SUCCEEDED || n->state == MASTER_NODE_FAILED)
 			continue;
-		/* a process by its pid and start time; a pod by its name */
-		/* a Slurm job by its id, or by its name when the master died
-		 * before it journaled the id */
-		bool adoptable = nm->k8s ? n->state == MASTER_NODE_LAUNCHED ||
-						   n->state == MASTER_NODE_RUNNING
-				 : nm->slurm
-					 ? nm->detach &&
-						   (n->state == MASTER_NODE_LAUNCHED ||
-						    (n->state == MASTER_NODE_RUNNING && n->pid > 0))
-					 : nm->detach && n->state == MASTER_NODE_RUNNING &&
-						   n->pid > 0 && n->start_ticks > 0;
+		bool adoptable = restore_adoptable(nm, n);
 		if (adoptable && nodes_get(nm->nodes, n->name, &ni) == 0) {
 			struct launch_spec ls;
 			struct rv_err err = { 0 };
