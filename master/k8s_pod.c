@@ -147,6 +147,46 @@ static bool container_command(cJSON *c, const char *const *argv)
 	return arr != NULL;
 }
 
+/* The avoid list as a required node affinity "kubernetes.io/hostname NotIn
+ * [...]", added to each of the template's own node selector terms (terms
+ * are ORed, a term's expressions ANDed), or as the one term when it has
+ * none.  true when done (or nothing to do). */
+static bool pod_avoid(cJSON *spec, const char *const *avoid)
+{
+	if (!avoid || !avoid[0])
+		return true;
+	cJSON *req = object_at(object_at(object_at(spec, "affinity"), "nodeAffinity"),
+			       "requiredDuringSchedulingIgnoredDuringExecution");
+	if (!req)
+		return false;
+	cJSON *terms = cJSON_GetObjectItemCaseSensitive(req, "nodeSelectorTerms");
+	if (!terms)
+		terms = cJSON_AddArrayToObject(req, "nodeSelectorTerms");
+	if (!cJSON_IsArray(terms))
+		return false;
+	if (!terms->child && !cJSON_AddItemToArray(terms, cJSON_CreateObject()))
+		return false;
+	cJSON *term;
+	cJSON_ArrayForEach(term, terms)
+	{
+		cJSON *exprs = cJSON_GetObjectItemCaseSensitive(term, "matchExpressions");
+		if (!exprs)
+			exprs = cJSON_AddArrayToObject(term, "matchExpressions");
+		cJSON *e = cJSON_CreateObject(), *vals = cJSON_AddArrayToObject(e, "values");
+		if (!cJSON_IsArray(exprs) || !vals || !cJSON_AddItemToArray(exprs, e)) {
+			cJSON_Delete(e);
+			return false;
+		}
+		if (!cJSON_AddStringToObject(e, "key", "kubernetes.io/hostname") ||
+		    !cJSON_AddStringToObject(e, "operator", "NotIn"))
+			return false;
+		for (int i = 0; avoid[i]; i++)
+			if (!cJSON_AddItemToArray(vals, cJSON_CreateString(avoid[i])))
+				return false;
+	}
+	return true;
+}
+
 /* The first container: made when the template has none. */
 static cJSON *main_container(cJSON *spec)
 {
@@ -204,7 +244,7 @@ cJSON *k8s_pod_build(const struct k8s_pod_args *a, struct rv_err *err)
 	if (ok && !cJSON_GetObjectItemCaseSensitive(c, "image"))
 		ok = set_str(c, "image", a->image && a->image[0] ? a->image : "rover-worker");
 	ok = ok && container_command(c, a->spec->argv) && container_env(c, a->spec->env) &&
-	     container_resources(c, &a->spec->res);
+	     container_resources(c, &a->spec->res) && pod_avoid(spec, a->spec->avoid);
 	if (!ok) {
 		rv_err_set(err, -EINVAL, "template", "could not build the pod from the template");
 		return NULL;
@@ -352,11 +392,16 @@ static void ended(struct k8s_pod_track *t, const struct k8s_pod_state *st, const
 	if (oom && !ev->signal)
 		ev->signal = SIGKILL;
 	ev->removed = t->removing;
-	snprintf(ev->detail, sizeof(ev->detail), "%.60s%s%.180s",
-		 !st             ? "pod deleted"
-		 : st->reason[0] ? st->reason
-				 : "ended",
-		 st && st->message[0] ? ": " : "", st ? st->message : "");
+	if (!ev->host[0])
+		snprintf(ev->host, sizeof(ev->host), "%s", t->node_name);
+	/* deleted, not by us: the node's program did not fail (a lost node) */
+	bool deleted = !t->removing && (!st || t->deleting) && !oom;
+	ev->lost = deleted;
+	const char *what = deleted ? "pod deleted by someone else"
+			   : !st   ? "pod deleted"
+				   : (st->reason[0] ? st->reason : "ended");
+	const char *msg = !deleted && st ? st->message : "";
+	snprintf(ev->detail, sizeof(ev->detail), "%.60s%s%.180s", what, msg[0] ? ": " : "", msg);
 	t->ended = true;
 }
 
@@ -366,6 +411,10 @@ int k8s_pod_events(struct k8s_pod_track *t, const struct k8s_pod_state *st, cons
 	int n = 0;
 	if (t->ended)
 		return 0;
+	if (st && st->node_name[0])
+		snprintf(t->node_name, sizeof(t->node_name), "%s", st->node_name);
+	if (st && st->deleting)
+		t->deleting = true;
 	if (!st || st->ended) {
 		if (st && !st->ran && !t->started && !t->removing) {
 			struct sched_event *ev = event_new(out, &n, SCHED_EV_FAILED, instance, st);

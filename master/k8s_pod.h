@@ -48,8 +48,10 @@ void k8s_pod_memory_quantity(char *out, size_t size, int64_t mb);
  * fields such as schedulerName, tolerations, volumes: all kept), with
  * Rover's labels, restartPolicy Never (the master relaunches), its first
  * container given the spec's env (replacing same-named variables), the
- * spec's argv when the container has no command, and requests = limits =
- * the spec's resources.  Returns a new tree (cJSON_Delete), or NULL with
+ * spec's argv when the container has no command, requests = limits =
+ * the spec's resources, and the spec's avoid list as a required node
+ * affinity (kubernetes.io/hostname NotIn) merged into the template's.
+ * Returns a new tree (cJSON_Delete), or NULL with
  * err filled: -EINVAL a template that is no PodTemplateSpec, -ENOMEM. */
 cJSON *k8s_pod_build(const struct k8s_pod_args *a, struct rv_err *err);
 
@@ -79,8 +81,10 @@ int k8s_pod_parse(const cJSON *pod, struct k8s_pod_state *st);
 /* What the backend knows of one node between the pod's changes. */
 struct k8s_pod_track {
 	bool started, ended;
-	bool removing;            /* sched_remove asked for it */
-	int64_t unsched_since_ms; /* first seen Unschedulable, 0 not */
+	bool removing;                  /* sched_remove asked for it */
+	bool deleting;                  /* seen with a deletionTimestamp */
+	char node_name[SCHED_NAME_MAX]; /* the node it was last seen on */
+	int64_t unsched_since_ms;       /* first seen Unschedulable, 0 not */
 };
 
 /* The events a change of the node's pod means, in order, at most 2 (a
@@ -89,7 +93,10 @@ struct k8s_pod_track {
  * STARTED, EXITED, OOM and FAILED comes once per node however often the
  * same state is seen again (a re-list, a watch re-sent): *t remembers.
  * Unschedulable longer than max_pending_ms (0: forever) is FAILED with
- * -ENOSPC and the scheduler's message.  Returns the number of events. */
+ * -ENOSPC and the scheduler's message.  A pod deleted by someone else (a
+ * deletionTimestamp or its disappearance while remove was not asked) ends
+ * as EXITED with lost set: its program did not fail.  Events name the node
+ * the pod was last seen on.  Returns the number of events. */
 int k8s_pod_events(struct k8s_pod_track *t, const struct k8s_pod_state *st, const char *instance,
 		   int64_t now_ms, int64_t max_pending_ms, struct sched_event *out);
 

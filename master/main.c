@@ -208,6 +208,8 @@ static const char summary[] =
 	"(optimizeMode cluster, --brain URL), from the same policy in-process (single-job)\n"
 	"or only shown (manual) set what the job should run.  With --scheduler local it\n"
 	"also runs the job's nodes (relaunching failed ones) and exits once the job ended.\n"
+	"A spec without spec.datasets shards nothing (as roverctl and the brain accept it):\n"
+	"the workers read their own data and the job ends when its nodes do.\n"
 	"Print the full conf file with --print-conf.";
 
 /* "MIN:MAX" or "N". */
@@ -258,10 +260,6 @@ static int load_spec(struct master *m, struct rv_err *err)
 	int rc = rv_job_spec_from_json(doc, &m->spec, &jerr);
 	if (rc < 0)
 		return rv_err_set(err, rc, jerr.field, "%s: %s", m->cfg.job, jerr.msg);
-	if (m->spec.ndatasets == 0)
-		return rv_err_set(err, -EINVAL, "spec.datasets",
-				  "%s: spec.datasets must name at least one dataset to shard",
-				  m->cfg.job);
 	const struct rv_replica_spec *w = &m->spec.replicas[RV_ROLE_WORKER];
 	m->min_nodes = w->min_replicas > 0 ? w->min_replicas : 1;
 	m->max_nodes = w->max_replicas > m->min_nodes ? w->max_replicas : m->min_nodes;

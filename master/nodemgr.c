@@ -405,10 +405,12 @@ struct launch_spec {
 	char env[ENV_MAX][PATH_MAX / 4];
 	const char *envp[ENV_MAX + 1];
 	char log[PATH_MAX + SCHED_NAME_MAX + 8];
+	const char *avoid[NODES_AVOID_MAX + 1]; /* into the nodes_info given */
 	struct sched_node_spec sp;
 };
 
-/* Fill *ls for instance ni of node base; returns its replica spec. */
+/* Fill *ls for instance ni of node base (ls points into ni: keep it alive);
+ * returns its replica spec. */
 static const struct rv_replica_spec *launch_spec_fill(struct nodemgr *nm, const char *base,
 						      const struct nodes_info *ni,
 						      struct launch_spec *ls)
@@ -430,11 +432,14 @@ static const struct rv_replica_spec *launch_spec_fill(struct nodemgr *nm, const 
 		ls->envp[i] = ls->env[i];
 	ls->envp[ne] = NULL;
 	snprintf(ls->log, sizeof(ls->log), "%s/%s.log", nm->log_dir, ni->name);
+	for (int i = 0; i <= ni->navoid; i++)
+		ls->avoid[i] = i < ni->navoid ? ni->avoid[i] : NULL;
 	ls->sp = (struct sched_node_spec){
 		.name = ni->name,
 		.role = ni->role,
 		.rank = ni->rank,
 		.host = ni->host,
+		.avoid = ls->avoid,
 		.res = ni->res,
 		.argv = (const char *const *)rs->command,
 		.env = ls->envp,
@@ -544,10 +549,11 @@ static struct pending *pending_find(struct nodemgr *nm, const char *name)
 	return NULL;
 }
 
-/* Every dataset's shards are done. */
+/* Every dataset's shards are done (never, for a job with none: it ends by
+ * its nodes, as a streaming one does). */
 static bool data_finished(struct master *m)
 {
-	bool all = true;
+	bool all = m->spec.ndatasets > 0;
 	pthread_mutex_lock(&m->lock);
 	/* A streaming dataset never finishes: such a job ends by its nodes. */
 	for (int i = 0; i < m->spec.ndatasets; i++) {
@@ -850,6 +856,19 @@ static void reconcile(struct nodemgr *nm)
 	free(copy);
 }
 
+/* Can a restarted master take node n back?  A process by its pid and start
+ * time, a pod by its name, a Slurm job by its id or, when the master died
+ * before it journaled the id, by its name. */
+static bool restore_adoptable(const struct nodemgr *nm, const struct master_node *n)
+{
+	bool live = n->state == MASTER_NODE_LAUNCHED || n->state == MASTER_NODE_RUNNING;
+	if (nm->k8s)
+		return live;
+	if (nm->slurm)
+		return nm->detach && live && (n->state == MASTER_NODE_LAUNCHED || n->pid > 0);
+	return nm->detach && n->state == MASTER_NODE_RUNNING && n->pid > 0 && n->start_ticks > 0;
+}
+
 /* After a restart: the journal's nodes go back into the policy; those that
  * were live are gone (they died with the master) and start again with the
  * same rank, not counted as crashes. */
@@ -883,11 +902,7 @@ static void restore(struct nodemgr *nm)
 		struct nodes_info ni;
 		if (n->state == MASTER_NODE_SUCCEEDED || n->state == MASTER_NODE_FAILED)
 			continue;
-		/* a process by its pid and start time; a pod by its name */
-		bool adoptable = nm->k8s ? n->state == MASTER_NODE_LAUNCHED ||
-						   n->state == MASTER_NODE_RUNNING
-					 : nm->detach && n->state == MASTER_NODE_RUNNING &&
-						   n->pid > 0 && n->start_ticks > 0;
+		bool adoptable = restore_adoptable(nm, n);
 		if (adoptable && nodes_get(nm->nodes, n->name, &ni) == 0) {
 			struct launch_spec ls;
 			struct rv_err err = { 0 };

@@ -32,6 +32,7 @@ enum node_state { N_LAUNCHED = 0, N_RUNNING, N_SUCCEEDED, N_REMOVED, N_FAILED };
 struct node {
 	char base[SCHED_NAME_MAX], name[SCHED_NAME_MAX];
 	char role[SCHED_ROLE_MAX], host[SCHED_NAME_MAX];
+	char left[SCHED_NAME_MAX]; /* the host its last instance left for a fault */
 	int rank;
 	struct sched_resources res;
 	enum node_state state;
@@ -253,12 +254,14 @@ static void death_text(const struct sched_event *ev, char *buf, size_t size)
 static void on_crash(struct nodes *m, struct node *n, const struct sched_event *ev,
 		     struct nodes_action *act)
 {
-	char what[SCHED_DETAIL_MAX + 32], why[NODES_REASON_MAX];
+	char what[SCHED_DETAIL_MAX + 32], why[NODES_REASON_MAX], was[SCHED_NAME_MAX];
 	death_text(ev, what, sizeof(what));
+	fmt(was, sizeof(was), "%s", n->host);
 	if (n->host[0]) {
 		struct host *h = host_get(m, n->host, true);
 		if (h && ++h->crashes >= m->conf.host_max_crashes)
 			h->bad = true;
+		fmt(n->left, sizeof(n->left), "%s", n->host);
 	}
 	int budget = restart_count(m, n->role);
 	if (n->restarts >= budget) {
@@ -277,8 +280,10 @@ static void on_crash(struct nodes *m, struct node *n, const struct sched_event *
 	n->restarts++;
 	m->restarts++;
 	relaunch(n, host, act);
-	fmt(act->reason, sizeof(act->reason), "%s; restart %d of %d%s%s", what, n->restarts, budget,
-	    strcmp(host, ev->host) ? " on host " : "", strcmp(host, ev->host) ? host : "");
+	bool moved = host[0] && strcmp(host, was) != 0;
+	fmt(act->reason, sizeof(act->reason), "%s%s%s; restart %d of %d%s%s", what,
+	    was[0] ? " on host " : "", was, n->restarts, budget, moved ? ", now on host " : "",
+	    moved ? host : "");
 }
 
 static void on_oom(struct nodes *m, struct node *n, const struct sched_event *ev,
@@ -329,16 +334,20 @@ int nodes_on_event(struct nodes *m, const struct sched_event *ev, struct nodes_a
 	switch (ev->type) {
 	case SCHED_EV_STARTED:
 		n->state = N_RUNNING;
+		if (ev->host[0]) /* where the backend placed it */
+			fmt(n->host, sizeof(n->host), "%s", ev->host);
 		break;
 	case SCHED_EV_EXITED:
 		if (ev->removed) {
 			n->state = N_REMOVED;
 		} else if (ev->lost) {
-			/* its machine, not its program, failed */
+			/* its machine, not its program, failed: kept off it */
+			const char *gone = ev->host[0] ? ev->host : n->host;
+			fmt(n->left, sizeof(n->left), "%s", gone);
 			relaunch(n, n->host, act);
 			fmt(act->reason, sizeof(act->reason),
-			    "%s: its machine was lost; not counted as a restart",
-			    ev->detail[0] ? ev->detail : "lost");
+			    "%s%s%s: its machine was lost; not counted as a restart",
+			    ev->detail[0] ? ev->detail : "lost", gone[0] ? " on host " : "", gone);
 		} else if (ev->exit_code == 0 && !ev->signal)
 			n->state = N_SUCCEEDED;
 		else
@@ -406,6 +415,11 @@ int nodes_get(const struct nodes *m, const char *base, struct nodes_info *out)
 	out->restarts = n->restarts;
 	out->ooms = n->ooms;
 	out->res = n->res;
+	if (n->left[0])
+		fmt(out->avoid[out->navoid++], SCHED_NAME_MAX, "%s", n->left);
+	for (int i = 0; i < m->nhosts && out->navoid < NODES_AVOID_MAX; i++)
+		if (m->hosts[i].bad && strcmp(m->hosts[i].name, n->left) != 0)
+			fmt(out->avoid[out->navoid++], SCHED_NAME_MAX, "%s", m->hosts[i].name);
 	out->live = n->state == N_LAUNCHED || n->state == N_RUNNING;
 	out->succeeded = n->state == N_SUCCEEDED;
 	out->failed = n->state == N_FAILED;
@@ -461,6 +475,7 @@ int nodes_replace(struct nodes *m, const char *base, const struct sched_resource
 		struct host *h = host_get(m, slow, true);
 		if (h && ++h->crashes >= m->conf.host_max_crashes)
 			h->bad = true;
+		fmt(n->left, sizeof(n->left), "%s", slow);
 	}
 	/* another good host first: the slowness may be the host's */
 	fmt(host, sizeof(host), "%s", slow);

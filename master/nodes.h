@@ -24,6 +24,7 @@
 
 #define NODES_MAX_HOSTS  64
 #define NODES_REASON_MAX 384
+#define NODES_AVOID_MAX  8 /* hosts a launch keeps off, at most */
 
 struct nodes_conf {
 	/* Crashes of nodes on one host (OOM kills and removals not counted)
@@ -119,7 +120,12 @@ struct nodes_info {
 	char role[SCHED_ROLE_MAX], host[SCHED_NAME_MAX];
 	int rank, attempt, restarts, ooms;
 	struct sched_resources res; /* what its next launch gets */
-	bool live;                  /* launched or running */
+	/* Hosts its next launch keeps off where the backend places nodes
+	 * itself (Kubernetes, Slurm): the host its last instance left as a
+	 * straggler, a crash or a lost machine, then the bad hosts. */
+	char avoid[NODES_AVOID_MAX][SCHED_NAME_MAX];
+	int navoid;
+	bool live; /* launched or running */
 	bool succeeded, failed, removed;
 };
 

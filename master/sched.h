@@ -40,6 +40,11 @@ struct sched_node_spec {
 	const char *role; /* "worker", "ps", ... < SCHED_ROLE_MAX */
 	int rank;         /* stable across relaunches of the same node */
 	const char *host; /* where to run it: a placement label; NULL or "": anywhere */
+	/* Hosts to keep it off (a straggler's, a lost or crashed node's, bad
+	 * hosts), NULL-terminated, may be NULL: backends that place nodes
+	 * themselves honour it (k8s: a required node affinity, slurm:
+	 * exclude); the local backend runs on one host and ignores it. */
+	const char *const *avoid;
 	struct sched_resources res;
 	const char *const *argv; /* NULL-terminated command */
 	const char *const *env;  /* NULL-terminated "K=V" added to the backend's; may be NULL */

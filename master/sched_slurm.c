@@ -31,6 +31,7 @@
 #include "cleanup.h"
 #include "buf.h"
 #include "json.h"
+#include "log.h"
 
 extern char **environ;
 
@@ -42,7 +43,9 @@ struct slurm_api {
 	bool num_objects;   /* numbers with a "no value": {"set":true,"number":N} */
 	bool script_in_job; /* the script in job.script (else at the top) */
 	bool gpus_as_tres;  /* GPUs as tres_per_node "gres/gpu:N" (else gpus_per_node) */
-	bool exclude;       /* excluded_nodes exists (v0.0.38 has no way to exclude nodes) */
+	/* the key of the Slurm nodes a job keeps off: excluded_nodes (a list)
+	 * from v0.0.40, exclude_nodes ("a,b") in v0.0.38 */
+	bool exclude_list;
 };
 
 /* Newest first: the first the server offers is used.  v0.0.38: Slurm
@@ -60,7 +63,8 @@ static const struct slurm_api slurm_apis[] = {
 
 /* ---- the backend ---- */
 
-#define SL_LOST_MAX 32
+#define SL_LOST_MAX  32
+#define SL_AVOID_MAX 40 /* Slurm nodes one job excludes, at most */
 
 enum sl_state { SL_SUBMIT, SL_SUBMITTING, SL_QUEUED, SL_RUNNING, SL_DONE };
 
@@ -139,8 +143,18 @@ static size_t sl_write(char *data, size_t size, size_t nmemb, void *arg)
 /* method on path (below the url); *status the HTTP status.  Returns the
  * parsed JSON answer (the caller frees it) or NULL with *rc a negative
  * errno and detail filled. */
+static cJSON *sl_http_on(struct sched_slurm *s, CURL *c, const char *method, const char *path,
+			 const char *body, long *status, int *rc, char *detail, size_t dsize);
+
 static cJSON *sl_http(struct sched_slurm *s, const char *method, const char *path, const char *body,
 		      long *status, int *rc, char *detail, size_t dsize)
+{
+	return sl_http_on(s, s->curl, method, path, body, status, rc, detail, dsize);
+}
+
+/* sl_http on handle c (the owner thread's own, for an adoption). */
+static cJSON *sl_http_on(struct sched_slurm *s, CURL *c, const char *method, const char *path,
+			 const char *body, long *status, int *rc, char *detail, size_t dsize)
 {
 	char url[PATH_MAX + 512];
 	snprintf(url, sizeof(url), "%s%s", s->sock[0] ? "http://slurmrestd" : s->url, path);
@@ -155,7 +169,6 @@ static cJSON *sl_http(struct sched_slurm *s, const char *method, const char *pat
 		snprintf(usr, sizeof(usr), "X-SLURM-USER-NAME: %s", s->user);
 		h = curl_slist_append(h, usr);
 	}
-	CURL *c = s->curl;
 	curl_easy_reset(c);
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	if (s->sock[0])
@@ -265,6 +278,8 @@ static void host_lost(struct sched_slurm *s, const char *host)
 
 /* ---- requests (worker thread, s->mu not held) ---- */
 
+static char *exclude_fit(struct sched_slurm *s, char *body, char *note, size_t nsize);
+
 static void sl_submit(struct sched_slurm *s, int i)
 {
 	char *body = s->nodes[i].body;
@@ -273,7 +288,10 @@ static void sl_submit(struct sched_slurm *s, int i)
 	s->nodes[i].body = NULL;
 	s->nodes[i].st = SL_SUBMITTING;
 	pthread_mutex_unlock(&s->mu);
-	char path[64], detail[SCHED_DETAIL_MAX] = "";
+	char path[64], detail[SCHED_DETAIL_MAX] = "", note[SCHED_DETAIL_MAX] = "";
+	body = exclude_fit(s, body, note, sizeof(note));
+	if (note[0])
+		rv_log_warn("slurm exclusion dropped", "node=%s reason=\"%s\"", name, note);
 	snprintf(path, sizeof(path), "/slurm/%s/job/submit", s->api->version);
 	long status = 0;
 	int rc = 0;
@@ -479,30 +497,53 @@ static int sl_missing(struct sched_slurm *s, int k)
 	return 1;
 }
 
-static void sl_poll(struct sched_slurm *s)
+/* One job's state, asked for by its id (never the whole cluster's list):
+ * 1 with *out (the caller frees it), 0 when Slurm does not know the job
+ * (purged), -1 when slurmrestd did not answer.  s->mu not held. */
+static int sl_job_get(struct sched_slurm *s, int64_t id, cJSON **out)
 {
-	pthread_mutex_unlock(&s->mu);
-	char path[64], detail[SCHED_DETAIL_MAX];
-	snprintf(path, sizeof(path), "/slurm/%s/jobs", s->api->version);
+	char path[96], detail[SCHED_DETAIL_MAX];
+	snprintf(path, sizeof(path), "/slurm/%s/job/%" PRId64, s->api->version, id);
 	long status;
 	int rc;
-	RV_CLEANUP_CJSON
 	cJSON *doc = sl_http(s, "GET", path, NULL, &status, &rc, detail, sizeof(detail));
-	pthread_mutex_lock(&s->mu);
-	const cJSON *jobs = cJSON_GetObjectItemCaseSensitive(doc, "jobs");
-	if (rc < 0 || status != 200 || !cJSON_IsArray(jobs))
-		return; /* slurmrestd away: try again at the next poll */
-	for (int k = 0; k < s->nn;) {
-		struct sl_node *n = &s->nodes[k];
-		if (n->st != SL_QUEUED && n->st != SL_RUNNING) {
-			k++;
-			continue;
+	const cJSON *jobs = cJSON_GetObjectItemCaseSensitive(doc, "jobs"), *j;
+	*out = NULL;
+	cJSON_ArrayForEach(j, jobs) if (sl_num(j, "job_id", 0) == id && !*out) *out =
+		cJSON_DetachItemViaPointer((cJSON *)jobs, (cJSON *)j);
+	bool answered = rc == 0 && status > 0 && (cJSON_IsArray(jobs) || sl_error(doc));
+	cJSON_Delete(doc);
+	return *out ? 1 : answered ? 0 : -1;
+}
+
+/* Each job of ours in flight, one request each; under s->mu (dropped
+ * around each request). */
+static void sl_poll(struct sched_slurm *s)
+{
+	int n = 0;
+	int64_t *ids = malloc(sizeof(*ids) * (size_t)(s->nn ? s->nn : 1));
+	for (int k = 0; ids && k < s->nn; k++)
+		if ((s->nodes[k].st == SL_QUEUED || s->nodes[k].st == SL_RUNNING) &&
+		    s->nodes[k].job_id > 0)
+			ids[n++] = s->nodes[k].job_id;
+	for (int i = 0; i < n && !s->stop; i++) {
+		pthread_mutex_unlock(&s->mu);
+		cJSON *j = NULL;
+		int got = sl_job_get(s, ids[i], &j);
+		pthread_mutex_lock(&s->mu);
+		for (int k = 0; got >= 0 && k < s->nn; k++) {
+			struct sl_node *nd = &s->nodes[k];
+			if (nd->job_id != ids[i] || (nd->st != SL_QUEUED && nd->st != SL_RUNNING))
+				continue;
+			if (j)
+				sl_apply(s, k, j);
+			else
+				sl_missing(s, k);
+			break;
 		}
-		const cJSON *j, *found = NULL;
-		cJSON_ArrayForEach(j, jobs) if (sl_num(j, "job_id", 0) == n->job_id) found = j;
-		if (!(found ? sl_apply(s, k, found) : sl_missing(s, k)))
-			k++;
+		cJSON_Delete(j);
 	}
+	free(ids);
 }
 
 /* The next request to make (index, and whether a cancel), -1 none. */
@@ -632,16 +673,114 @@ static void res_add(const struct slurm_api *api, cJSON *job, const struct sched_
 	}
 }
 
-/* excluded_nodes: the Slurm nodes that lost one of ours so far. */
-static void exclude_add(struct sched_slurm *s, cJSON *job)
+static bool name_in(const char *const *names, int n, const char *name)
 {
-	if (!s->api->exclude)
-		return;
+	for (int i = 0; i < n; i++)
+		if (!strcmp(names[i], name))
+			return true;
+	return false;
+}
+
+/* The Slurm nodes the job keeps off (those that lost a node of ours, then
+ * the spec's avoid list: a straggler's or crashed node's host, bad hosts),
+ * at most SL_AVOID_MAX: excluded_nodes, or v0.0.38's exclude_nodes "a,b". */
+static void exclude_add(struct sched_slurm *s, cJSON *job, const char *const *avoid)
+{
+	const char *names[SL_AVOID_MAX];
+	int n = 0;
 	pthread_mutex_lock(&s->mu);
-	cJSON *x = s->nlost ? cJSON_AddArrayToObject(job, "excluded_nodes") : NULL;
-	for (int i = 0; x && i < s->nlost; i++)
-		cJSON_AddItemToArray(x, cJSON_CreateString(s->lost[i]));
+	for (int i = 0; i < s->nlost && n < SL_AVOID_MAX; i++)
+		names[n++] = s->lost[i]; /* s->lost only grows: the strings stay */
 	pthread_mutex_unlock(&s->mu);
+	for (int i = 0; avoid && avoid[i] && n < SL_AVOID_MAX; i++)
+		if (avoid[i][0] && !strchr(avoid[i], ',') && !name_in(names, n, avoid[i]))
+			names[n++] = avoid[i];
+	if (!n)
+		return;
+	if (s->api->exclude_list) {
+		cJSON *x = cJSON_AddArrayToObject(job, "excluded_nodes");
+		for (int i = 0; x && i < n; i++)
+			cJSON_AddItemToArray(x, cJSON_CreateString(names[i]));
+		return;
+	}
+	struct rv_buf b = { 0 };
+	for (int i = 0; i < n; i++)
+		rv_buf_printf(&b, "%s%s", i ? "," : "", names[i]);
+	cJSON_AddStringToObject(job, "exclude_nodes", b.data ? b.data : "");
+	rv_buf_release(&b);
+}
+
+/* The job's exclusion as a list of names in out (at most max); returns
+ * the count. */
+static int exclude_names(const cJSON *job, char out[][SCHED_NAME_MAX], int max)
+{
+	const cJSON *x = cJSON_GetObjectItemCaseSensitive(job, "excluded_nodes"), *it;
+	int n = 0;
+	if (cJSON_IsArray(x)) {
+		cJSON_ArrayForEach(it, x) if (cJSON_IsString(it) && n < max)
+			snprintf(out[n++], SCHED_NAME_MAX, "%s", it->valuestring);
+		return n;
+	}
+	x = cJSON_GetObjectItemCaseSensitive(job, "exclude_nodes");
+	const char *p = cJSON_GetStringValue(x);
+	while (p && *p && n < max) {
+		size_t k = strcspn(p, ",");
+		snprintf(out[n++], SCHED_NAME_MAX, "%.*s", (int)k, p);
+		p += k + (p[k] == ',');
+	}
+	return n;
+}
+
+/* Would the exclusion in body leave no Slurm node of the partition?  Then
+ * it goes (a job that can never run helps nobody) and the detail says so.
+ * Worker thread, s->mu not held.  Returns body, or a new one (the old
+ * freed). */
+static char *exclude_fit(struct sched_slurm *s, char *body, char *note, size_t nsize)
+{
+	RV_CLEANUP_CJSON cJSON *root = cJSON_Parse(body);
+	cJSON *job = cJSON_GetObjectItemCaseSensitive(root, "job");
+	char names[SL_AVOID_MAX][SCHED_NAME_MAX];
+	int n = exclude_names(job, names, SL_AVOID_MAX);
+	if (n == 0)
+		return body;
+	char path[64], detail[SCHED_DETAIL_MAX];
+	snprintf(path, sizeof(path), "/slurm/%s/nodes", s->api->version);
+	long status = 0;
+	int rc = 0;
+	RV_CLEANUP_CJSON cJSON *doc =
+		sl_http(s, "GET", path, NULL, &status, &rc, detail, sizeof(detail));
+	const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(doc, "nodes"), *it;
+	if (rc < 0 || !cJSON_IsArray(nodes))
+		return body; /* not known: Slurm says so itself if nothing fits */
+	int left = 0, all = 0;
+	cJSON_ArrayForEach(it, nodes)
+	{
+		const char *nm = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "name"));
+		const cJSON *parts = cJSON_GetObjectItemCaseSensitive(it, "partitions"), *p;
+		bool in = !s->partition[0];
+		cJSON_ArrayForEach(p, parts) in =
+			in || !strcmp(cJSON_GetStringValue(p) ? p->valuestring : "", s->partition);
+		if (!nm || !in)
+			continue;
+		all++;
+		bool out = false;
+		for (int i = 0; i < n; i++)
+			out = out || !strcmp(names[i], nm);
+		left += !out;
+	}
+	if (left > 0 || all == 0)
+		return body;
+	cJSON_DeleteItemFromObjectCaseSensitive(job, "excluded_nodes");
+	cJSON_DeleteItemFromObjectCaseSensitive(job, "exclude_nodes");
+	snprintf(note, nsize,
+		 "the exclusion would leave none of the %d Slurm node(s) of the partition: "
+		 "not excluded",
+		 all);
+	char *again = cJSON_PrintUnformatted(root);
+	if (!again)
+		return body;
+	free(body);
+	return again;
 }
 
 /* The submit request of spec, malloc'd; NULL out of memory. */
@@ -675,7 +814,7 @@ static char *body_build(struct sched_slurm *s, const struct sched_node_spec *sp,
 	if (s->account[0])
 		cJSON_AddStringToObject(job, "account", s->account);
 	cJSON_AddItemToObject(job, "environment", env_build(s->api, sp->env));
-	exclude_add(s, job);
+	exclude_add(s, job, sp->avoid);
 	return cJSON_PrintUnformatted(root);
 }
 
@@ -812,15 +951,55 @@ static int sl_usage(struct sched *b, const char *name, struct sched_usage *u)
 	return -EOPNOTSUPP;
 }
 
-/* Take back job pid (its Slurm job id) of a previous master: it is watched
- * from the next poll on (STARTED once it runs, or its end). */
+/* The newest job named rover-<job>-<instance>: a previous master that was
+ * killed between its submit and journaling the job id left it (the name
+ * is the instance's, so no other launch has it).  Its id, 0 when none, or
+ * a negative errno (slurmrestd did not answer).  Owner thread: a curl
+ * handle of its own. */
+static int64_t sl_find_by_name(struct sched_slurm *s, const char *instance, struct rv_err *err)
+{
+	char name[SCHED_NAME_MAX + 80], path[64], detail[SCHED_DETAIL_MAX] = "";
+	snprintf(name, sizeof(name), "rover-%s-%s", s->job, instance);
+	snprintf(path, sizeof(path), "/slurm/%s/jobs", s->api->version);
+	CURL *c = curl_easy_init();
+	if (!c)
+		return rv_err_set(err, -ENOMEM, "", "could not make a curl handle");
+	long status = 0;
+	int rc = 0;
+	RV_CLEANUP_CJSON cJSON *doc =
+		sl_http_on(s, c, "GET", path, NULL, &status, &rc, detail, sizeof(detail));
+	curl_easy_cleanup(c);
+	const cJSON *jobs = cJSON_GetObjectItemCaseSensitive(doc, "jobs"), *j;
+	if (rc < 0 || !cJSON_IsArray(jobs))
+		return rv_err_set(err, rc < 0 ? rc : -EPROTO, "slurm.url",
+				  "could not list the Slurm jobs: %s", detail);
+	int64_t id = 0;
+	cJSON_ArrayForEach(j, jobs)
+	{
+		const char *n = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "name"));
+		if (n && !strcmp(n, name) && sl_num(j, "job_id", 0) > id)
+			id = sl_num(j, "job_id", 0);
+	}
+	return id;
+}
+
+/* Take back job pid (its Slurm job id) of a previous master, or with pid
+ * 0 the job it submitted under the instance's name without journaling its
+ * id: it is watched from the next poll on (STARTED once it runs, or its
+ * end). */
 static int sl_adopt(struct sched *b, const struct sched_node_spec *sp, int pid, int64_t start_ticks,
 		    struct rv_err *err)
 {
 	(void)start_ticks;
 	struct sched_slurm *s = to_sl(b);
+	if (pid <= 0 && sp && sp->name) {
+		int64_t id = sl_find_by_name(s, sp->name, err);
+		if (id < 0)
+			return (int)id;
+		pid = (int)id;
+	}
 	if (pid <= 0)
-		return rv_err_set(err, -ESRCH, "pid", "no Slurm job id");
+		return rv_err_set(err, -ESRCH, "pid", "no Slurm job id, and no job named for it");
 	pthread_mutex_lock(&s->mu);
 	struct sl_node *n = node_new(s, sp, err);
 	if (n) {

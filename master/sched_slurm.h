@@ -14,8 +14,10 @@
  * PREEMPTED and BOOT_FAIL -> EXITED with lost set; a job pending longer than
  * pend_max_ms is cancelled and FAILED (-ETIMEDOUT) naming Slurm's reason;
  * a job Slurm requeued is taken as lost too (and killed), and the Slurm
- * nodes that lost one are excluded from later jobs (v0.0.40 on).  Jobs
- * outlive the master: adopt takes a job id back.
+ * nodes that lost one, with the spec's avoid list, are excluded from later
+ * jobs (never every node of the partition).  Each poll asks for each of
+ * its jobs by id.  Jobs outlive the master: adopt takes a job id back, or
+ * with pid 0 finds the job by its name (rover-<job>-<instance>).
  *
  * The REST API version is read from the server's /openapi at start; the
  * JSON shape of each version (v0.0.38 of Slurm 22.05, v0.0.40-44 of 24.05 to

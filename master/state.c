@@ -1002,9 +1002,6 @@ static int build_modules(struct master *m, struct rv_err *err)
 		ds[n].seed = (uint64_t)m->cfg.shard_seed;
 		m->ds_index[i] = n++;
 	}
-	if (n + ns == 0)
-		return rv_err_set(err, -EINVAL, "spec.datasets",
-				  "the job spec names no dataset to shard");
 	struct stream_conf stc = {
 		.doing_timeout_ms = m->cfg.doing_timeout_ms,
 		.max_tasks_in_flight = (int)m->cfg.max_in_flight,

@@ -70,6 +70,20 @@ void trainer_ckpt_close(struct rv_trainer *t)
 	t->loaded_slot = -1;
 }
 
+/* Own slot s's committed header h: does its payload check?  Computed once
+ * per committed save (see trainer_slot.ok_seq). */
+static bool slot_payload_ok(struct rv_trainer *t, int s, const struct rv_ckslot_hdr *h)
+{
+	struct trainer_slot *sl = &t->slot[s];
+	if (h->seq && sl->ok_seq == h->seq && sl->ok_crc == h->crc)
+		return true;
+	if (!rv_ckslot_payload_ok(h))
+		return false;
+	sl->ok_seq = h->seq;
+	sl->ok_crc = h->crc;
+	return true;
+}
+
 /* Map slot s as it is; 0, -ENOENT when it does not exist (create false). */
 static int slot_open(struct rv_trainer *t, int s, bool create, struct rv_err *err)
 {
@@ -541,7 +555,7 @@ int rv_trainer_steps(struct rv_trainer *t, int64_t *steps, int max, struct rv_er
 			if (rc < 0)
 				return trainer_fail(t, err, rc);
 			h = slot_committed(t, s);
-			if (h && !rv_ckslot_payload_ok(h))
+			if (h && !slot_payload_ok(t, s, h))
 				h = NULL;
 		} else {
 			char name[200];
@@ -620,7 +634,7 @@ int rv_trainer_load_step(struct rv_trainer *t, int64_t want, int64_t *step, int 
 			if (rc < 0)
 				return trainer_fail(t, err, rc);
 			h = slot_committed(t, s);
-			if (!h || !rv_ckslot_payload_ok(h))
+			if (!h || !slot_payload_ok(t, s, h))
 				continue; /* torn or corrupted: never loaded */
 		} else {
 			char name[200];

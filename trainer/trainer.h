@@ -19,6 +19,12 @@ struct trainer_slot {
 	int fd; /* -1 until opened */
 	unsigned char *map;
 	uint64_t mapped; /* bytes mapped (the segment's size) */
+	/* the committed save (seq, crc) whose payload was checked: only this
+	 * process writes its slots, so it is checked once, not at every look
+	 * (a restart's steps and load each read it: 2 x 256 MiB more CRC per
+	 * rank and slot cost a restart about a second on 2 cores) */
+	uint64_t ok_seq;
+	uint32_t ok_crc;
 };
 
 struct rv_trainer {

@@ -3,8 +3,9 @@
  * --help lists every key of conf/rover-master.conf (as a flag and as an
  * environment variable), --print-conf equals that file byte for byte (so it
  * never goes stale), a bad job spec exits 2 with a message naming the field,
- * a missing --job and a bad --nnodes are refused naming them, and SIGTERM
- * stops a running master cleanly (exit 0).
+ * a missing --job and a bad --nnodes are refused naming them, SIGTERM
+ * stops a running master cleanly (exit 0), and a DLRover spec without
+ * datasets runs its job to the end.
  */
 #include <ctype.h>
 #include <signal.h>
@@ -66,10 +67,6 @@ START_TEST(test_bad_spec_names_field)
 		  "\"AllreduceStrategy\",\"replicaSpecs\":{\"worker\":{\"replicas\":1}},"
 		  "\"datasets\":[{\"name\":\"train\",\"size\":100,\"shardSize\":10}]}}",
 		  "metadata.name" },
-		{ "{\"apiVersion\":\"elastic.rover.dev/v1alpha1\",\"kind\":\"ElasticJob\","
-		  "\"metadata\":{\"name\":\"j\"},\"spec\":{\"distributionStrategy\":"
-		  "\"AllreduceStrategy\",\"replicaSpecs\":{\"worker\":{\"replicas\":1}}}}",
-		  "spec.datasets" },
 		{ "{\"kind\":", "" },
 	};
 	for (size_t i = 0; i < RV_ARRAY_SIZE(bad); i++) {
@@ -200,6 +197,39 @@ START_TEST(test_sigterm_stops_cleanly)
 }
 END_TEST
 
+/* A DLRover ElasticJob without spec.datasets, which roverctl and the brain
+ * take: the master runs it too (it shards nothing) and the job ends when its
+ * node does. */
+START_TEST(test_spec_without_datasets_runs)
+{
+	static const char spec[] =
+		"{\"apiVersion\":\"elastic.iml.github.io/v1alpha1\",\"kind\":\"ElasticJob\","
+		"\"metadata\":{\"name\":\"nodata\"},\"spec\":{\"distributionStrategy\":"
+		"\"AllreduceStrategy\",\"optimizeMode\":\"manual\",\"replicaSpecs\":{\"worker\":"
+		"{\"replicas\":1,\"command\":[\"/bin/sh\",\"-c\",\"sleep 1\"]}}}}";
+	struct rv_test_master m;
+	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
+	const char *a[] = {
+		"--scheduler", "local", "--node-limits", "none", "--linger-s", "1", NULL
+	};
+	ck_assert_int_eq(rv_test_master_start(&m, a), 0);
+	struct rv_test_brain b = { .port = m.port };
+	snprintf(b.url, sizeof(b.url), "%s", m.url);
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&b, "GET", "/v1/job", NULL, NULL, &r), 0);
+	ck_assert_int_eq(r.status, 200);
+	rv_test_reply_release(&r);
+	int st = -1;
+	int rc = rv_proc_wait(&m.proc, 30000, &st);
+	ck_assert_msg(rc == 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "the job of one node that exits 0 did not end with exit 0: rc %d status %d",
+		      rc, st);
+	rv_proc_release(&m.proc);
+	m.pid = 0;
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
 static Suite *master_cli_suite(void)
 {
 	Suite *s = suite_create("master_cli");
@@ -210,6 +240,7 @@ static Suite *master_cli_suite(void)
 	tcase_add_test(tc, test_bad_spec_names_field);
 	tcase_add_test(tc, test_bad_command_line);
 	tcase_add_test(tc, test_sigterm_stops_cleanly);
+	tcase_add_test(tc, test_spec_without_datasets_runs);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -12,7 +12,9 @@
  *     adopts the running pods (no pod relaunched) and the job completes;
  *   - a pod OOM-killed under its limit comes back with more memory;
  *   - a gang that cannot be placed fails after k8s.max_pending_s, the
- *     master's reason naming the scheduler's.
+ *     master's reason naming the scheduler's;
+ *   - a pod deleted by someone is a lost node: relaunched without a
+ *     restart spent, the reason naming its node, the new pod on another.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -493,6 +495,83 @@ START_TEST(test_unplaceable_gang_fails_naming_the_reason)
 }
 END_TEST
 
+/* The node a pod runs on, from kubectl ("" when none); malloc'd. */
+static char *pod_node(const char *pod)
+{
+	const char *args[] = { "get", "pod", pod, "-o", "jsonpath={.spec.nodeName}", NULL };
+	char *out = NULL;
+	ck_assert_msg(kubectl(&out, args) == 0, "kubectl get pod %s: %s", pod, out);
+	out[strcspn(out, " \n")] = 0;
+	return out;
+}
+
+/* The one running pod of rank, waiting up to 60 s for it; malloc'd. */
+static char *running_pod(int rank)
+{
+	char *p = wait_pods(rank, "Running", 1, 60000);
+	p[strcspn(p, " ")] = 0;
+	ck_assert_msg(p[0], "no running pod of rank %d", rank);
+	return p;
+}
+
+/* A pod deleted by someone (kubectl delete) is a lost node: its
+ * relaunch spends no restart (restartCount 0 here, so a charged one would
+ * fail the job), its reason names the pod's node, and the new pod keeps
+ * off that node (three nodes: the stand-in's spreading would otherwise
+ * put it back on the same, emptiest-first then by name). */
+START_TEST(test_deleted_pod_is_lost_and_moves)
+{
+	NEED_KUBECTL();
+	const char *sargs[] = { "--nodes", "3", NULL };
+	standin_start(sargs);
+	char spec[1024];
+	snprintf(spec, sizeof(spec),
+		 "{\"apiVersion\":\"elastic.iml.github.io/v1alpha1\",\"kind\":\"ElasticJob\","
+		 "\"metadata\":{\"name\":\"del-%d\"},\"spec\":{\"distributionStrategy\":"
+		 "\"AllreduceStrategy\",\"optimizeMode\":\"manual\",\"replicaSpecs\":{\"worker\":{"
+		 "\"replicas\":2,\"restartCount\":0,\"resources\":{\"cpu\":1,\"memory\":\"64Mi\"},"
+		 "\"command\":[\"/bin/sleep\",\"600\"]}}}}",
+		 (int)getpid());
+	master_start(spec, NULL);
+	free(wait_pods(-1, "Running", 2, 60000));
+	char *old = running_pod(1);
+	char *was = pod_node(old);
+	ck_assert_msg(was[0], "pod %s has no node", old);
+	const char *del[] = { "delete", "pod", old, "--wait=false", NULL };
+	char *out = NULL;
+	ck_assert_msg(kubectl(&out, del) == 0, "kubectl delete: %s", out);
+	free(out);
+	char *now = NULL;
+	int64_t until = rv_mono_ms() + 60000;
+	do {
+		free(now);
+		usleep(200 * 1000);
+		now = pods(1, "Running");
+		now[strcspn(now, " ")] = 0;
+	} while ((!now[0] || !strcmp(now, old)) && rv_mono_ms() < until);
+	if (!now[0] || !strcmp(now, old))
+		dump();
+	ck_assert_msg(now[0] && strcmp(now, old) != 0, "rank 1 did not come back: %s", now);
+	char *host = pod_node(now);
+	ck_assert_msg(strcmp(host, was) != 0, "pod %s is back on %s, the node %s was deleted on",
+		      now, host, old);
+	char on[96];
+	snprintf(on, sizeof(on), "on host %s", was);
+	if (log_count("node relaunched", on) != 1 ||
+	    log_count("node relaunched", "not counted as a restart") != 1)
+		dump();
+	ck_assert_int_eq(log_count("node relaunched", on), 1);
+	ck_assert_int_eq(log_count("node relaunched", "not counted as a restart"), 1);
+	ck_assert_int_eq(log_count("node given up", NULL), 0);
+	int st = rv_test_master_stop(&master, SIGTERM, 30000);
+	ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "master status %d", st);
+	free(old);
+	free(was);
+	free(now);
+	free(host);
+}
+END_TEST
+
 static void add_case(Suite *s, const char *name, const TTest *t)
 {
 	TCase *tc = tcase_create(name);
@@ -509,6 +588,7 @@ static Suite *master_k8s_suite(void)
 	add_case(s, "adopt", test_master_kill9_adopts_pods);
 	add_case(s, "oom", test_oom_pod_comes_back_with_more_memory);
 	add_case(s, "gang", test_unplaceable_gang_fails_naming_the_reason);
+	add_case(s, "deleted", test_deleted_pod_is_lost_and_moves);
 	return s;
 }
 

@@ -1,7 +1,8 @@
 /*
  * sched.c: the stand-in's scheduler.  Each Pending pod without a node whose
  * schedulerName is ours goes to the Ready, schedulable node whose labels
- * match its nodeSelector and whose allocatable CPU and memory hold its
+ * match its nodeSelector and its required node affinity (matchExpressions
+ * In, NotIn, Exists, DoesNotExist) and whose allocatable CPU and memory hold its
  * requests beside those of the pods already there, the one with most CPU
  * left (the default scheduler's spreading); when none fits it gets
  * PodScheduled=False reason Unschedulable and a FailedScheduling event
@@ -68,6 +69,55 @@ static bool sched_selector_ok(const cJSON *pod, const struct obj *n)
 	return true;
 }
 
+/* One matchExpression against the node's labels: In, NotIn, Exists,
+ * DoesNotExist (Gt and Lt are not needed here: false). */
+static bool sched_expr_ok(const cJSON *e, const cJSON *labels)
+{
+	const char *op = sched_str(e, "operator", NULL);
+	const char *have =
+		cJSON_GetStringValue(cJSON_GetObjectItem(labels, sched_str(e, "key", NULL)));
+	bool in = false;
+	const cJSON *v;
+	cJSON_ArrayForEach(v, cJSON_GetObjectItem(e, "values"))
+	{
+		in = in || (have && cJSON_GetStringValue(v) && !strcmp(have, v->valuestring));
+	}
+	if (!strcmp(op, "In"))
+		return in;
+	if (!strcmp(op, "NotIn"))
+		return !in;
+	if (!strcmp(op, "Exists"))
+		return have != NULL;
+	return !strcmp(op, "DoesNotExist") && !have;
+}
+
+/* spec.affinity.nodeAffinity's required terms: any term whose expressions
+ * all hold (no terms: any node). */
+static bool sched_affinity_ok(const cJSON *pod, const struct obj *n)
+{
+	const cJSON *req = cJSON_GetObjectItem(
+		cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "spec"),
+							"affinity"),
+				    "nodeAffinity"),
+		"requiredDuringSchedulingIgnoredDuringExecution");
+	const cJSON *terms = cJSON_GetObjectItem(req, "nodeSelectorTerms");
+	const cJSON *labels = cJSON_GetObjectItem(cJSON_GetObjectItem(n->j, "metadata"), "labels");
+	if (!cJSON_GetArraySize(terms))
+		return true;
+	const cJSON *t, *e;
+	cJSON_ArrayForEach(t, terms)
+	{
+		bool all = true;
+		cJSON_ArrayForEach(e, cJSON_GetObjectItem(t, "matchExpressions"))
+		{
+			all = all && sched_expr_ok(e, labels);
+		}
+		if (all)
+			return true;
+	}
+	return false;
+}
+
 struct sched_why {
 	int nodes, not_ready, unsched, selector, cpu, mem, pods;
 };
@@ -85,7 +135,7 @@ static int64_t sched_fit(struct standin *s, const cJSON *pod, const struct obj *
 		return w->not_ready++, -1;
 	if (cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(n->j, "spec"), "unschedulable")))
 		return w->unsched++, -1;
-	if (!sched_selector_ok(pod, n))
+	if (!sched_selector_ok(pod, n) || !sched_affinity_ok(pod, n))
 		return w->selector++, -1;
 	quantity_parse(sched_str(alloc, "cpu", NULL), true, &acpu);
 	quantity_parse(sched_str(alloc, "memory", NULL), false, &amem);

@@ -2,8 +2,10 @@
  * check_k8s_pod.c: the k8s backend's pure half (master/k8s_pod.c) and its
  * credentials (master/k8s_conf.c), without a server: a pod built from a
  * DLRover-style template keeps the template and carries Rover's labels,
- * env and the plan's resources; quantities; pod JSON as a kubelet reports
- * it mapped to node events, each once however often it is seen; an
+ * env and the plan's resources, and keeps off the hosts it is told to
+ * (a required node affinity merged into the template's); quantities; pod JSON as a kubelet reports
+ * it mapped to node events, each once however often it is seen (a pod
+ * deleted by someone else is a lost node, naming its node); an
  * Unschedulable pod fails after its wait naming the reason; a kubeconfig's
  * current context with base64 data and relative paths.
  */
@@ -97,6 +99,7 @@ START_TEST(test_pod_from_template)
 	}
 	ck_assert_int_eq(rank_vars, 1);
 	ck_assert_int_eq(cJSON_GetArraySize((cJSON *)envs), 3);
+	ck_assert_ptr_null(cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "spec"), "affinity"));
 	/* what the backend reads back of it */
 	struct k8s_pod_state st;
 	ck_assert_int_eq(k8s_pod_parse(pod, &st), 0);
@@ -142,6 +145,51 @@ START_TEST(test_pod_from_command)
 	a.template_json = NULL;
 	a.job = longjob;
 	ck_assert_ptr_null(k8s_pod_build(&a, &err));
+}
+END_TEST
+
+/* Hosts to keep off: a required "kubernetes.io/hostname NotIn" added to
+ * each of the template's own node selector terms, which stay. */
+START_TEST(test_pod_avoids_hosts)
+{
+	static const char aff[] =
+		"{\"spec\":{\"affinity\":{\"nodeAffinity\":{"
+		"\"requiredDuringSchedulingIgnoredDuringExecution\":{\"nodeSelectorTerms\":["
+		"{\"matchExpressions\":[{\"key\":\"gpu\",\"operator\":\"In\",\"values\":[\"a100\"]}"
+		"]},"
+		"{\"matchExpressions\":[{\"key\":\"gpu\",\"operator\":\"In\",\"values\":[\"h100\"]}"
+		"]}"
+		"]}}},\"containers\":[{\"name\":\"main\",\"image\":\"x\"}]}}";
+	const char *avoid[] = { "node-1", "node-4", NULL };
+	struct sched_node_spec sp = { .name = "worker-0.1", .role = "worker", .avoid = avoid };
+	struct k8s_pod_args a = { .job = "j", .namespace_ = "d", .template_json = aff, .spec = &sp };
+	struct rv_err err = { 0 };
+	cJSON *pod = k8s_pod_build(&a, &err);
+	ck_assert_msg(pod, "%s", err.msg);
+	const char *base =
+		"spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+		".nodeSelectorTerms";
+	char p[300];
+	for (int t = 0; t < 2; t++) {
+		snprintf(p, sizeof(p), "%s.%d.matchExpressions.0.values.0", base, t);
+		ck_assert_str_eq(str_at(pod, p), t ? "h100" : "a100");
+		snprintf(p, sizeof(p), "%s.%d.matchExpressions.1.key", base, t);
+		ck_assert_str_eq(str_at(pod, p), "kubernetes.io/hostname");
+		snprintf(p, sizeof(p), "%s.%d.matchExpressions.1.operator", base, t);
+		ck_assert_str_eq(str_at(pod, p), "NotIn");
+		snprintf(p, sizeof(p), "%s.%d.matchExpressions.1.values.1", base, t);
+		ck_assert_str_eq(str_at(pod, p), "node-4");
+	}
+	cJSON_Delete(pod);
+	/* no affinity of its own: one term */
+	a.template_json = NULL;
+	pod = k8s_pod_build(&a, &err);
+	ck_assert_msg(pod, "%s", err.msg);
+	snprintf(p, sizeof(p), "%s.0.matchExpressions.0.values.0", base);
+	ck_assert_str_eq(str_at(pod, p), "node-1");
+	snprintf(p, sizeof(p), "%s.1.matchExpressions.0.key", base);
+	ck_assert_ptr_null(str_at(pod, p));
+	cJSON_Delete(pod);
 }
 END_TEST
 
@@ -224,13 +272,22 @@ START_TEST(test_events_from_pods)
 	ck_assert_int_eq(ev[0].type, SCHED_EV_EXITED);
 	ck_assert_int_eq(ev[0].signal, SIGTERM);
 	ck_assert(!ev[0].removed);
+	/* not by the master: a lost node (no restart spent), naming its node */
+	ck_assert(ev[0].lost);
+	ck_assert_str_eq(ev[0].host, "node-1");
+	/* gone at once, unseen terminating: lost too, on the node last seen */
+	memset(&t, 0, sizeof(t));
+	ck_assert_int_eq(k8s_pod_events(&t, &run, "worker-0", 1000, 0, ev), 1);
+	ck_assert_int_eq(k8s_pod_events(&t, NULL, "worker-0", 2000, 0, ev), 1);
+	ck_assert(ev[0].lost && !ev[0].removed);
+	ck_assert_str_eq(ev[0].host, "node-1");
 	/* gone without a last word: killed; removed when the master asked */
 	memset(&t, 0, sizeof(t));
 	ck_assert_int_eq(k8s_pod_events(&t, &run, "worker-0", 1000, 0, ev), 1);
 	t.removing = true;
 	ck_assert_int_eq(k8s_pod_events(&t, NULL, "worker-0", 2000, 0, ev), 1);
 	ck_assert_int_eq(ev[0].type, SCHED_EV_EXITED);
-	ck_assert(ev[0].removed);
+	ck_assert(ev[0].removed && !ev[0].lost);
 	ck_assert_int_eq(ev[0].signal, SIGKILL);
 	/* never ran (an image that cannot be pulled, evicted while pending) */
 	memset(&t, 0, sizeof(t));
@@ -328,6 +385,7 @@ static Suite *k8s_pod_suite(void)
 	tcase_set_timeout(tc, 10);
 	tcase_add_test(tc, test_pod_from_template);
 	tcase_add_test(tc, test_pod_from_command);
+	tcase_add_test(tc, test_pod_avoids_hosts);
 	tcase_add_test(tc, test_quantities);
 	tcase_add_test(tc, test_events_from_pods);
 	tcase_add_test(tc, test_unschedulable_fails_after_wait);

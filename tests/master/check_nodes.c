@@ -250,6 +250,61 @@ START_TEST(test_straggler_replaced_on_another_host)
 }
 END_TEST
 
+/* Where the backend places nodes itself (no host list: Kubernetes,
+ * Slurm), the host a node ran on is the one its STARTED event names; a
+ * straggler's, a crashed or a lost node's next launch is told to keep off
+ * that host, and every launch off the bad hosts; a crash's reason names
+ * the host it happened on. */
+START_TEST(test_avoid_where_the_backend_places)
+{
+	struct nodes_conf c = { .host_max_crashes = 2, .default_restart_count = 5 };
+	struct nodes *m = nodes_new(&c, NULL, NULL, NULL);
+	ck_assert_int_eq(nodes_add(m, "worker-0", "worker", 0, NULL, &res64), 0);
+	ck_assert_int_eq(nodes_add(m, "worker-1", "worker", 1, NULL, &res64), 0);
+	struct nodes_info ni;
+	ck_assert_int_eq(nodes_get(m, "worker-0", &ni), 0);
+	ck_assert_int_eq(ni.navoid, 0);
+	feed(m, ev_of(SCHED_EV_STARTED, "worker-0", "n1", 0, 0));
+	feed(m, ev_of(SCHED_EV_STARTED, "worker-1", "n2", 0, 0));
+	/* a straggler on n1 replaced: kept off n1 */
+	struct sched_event ev = ev_of(SCHED_EV_EXITED, "worker-0", "n1", -1, 15);
+	ev.removed = true;
+	feed(m, ev);
+	struct nodes_action a;
+	ck_assert_int_eq(nodes_replace(m, "worker-0", NULL, &a), 0);
+	ck_assert_msg(strstr(a.reason, "host n1 charged"), "%s", a.reason);
+	ck_assert_int_eq(nodes_get(m, "worker-0", &ni), 0);
+	ck_assert_int_eq(ni.navoid, 1);
+	ck_assert_str_eq(ni.avoid[0], "n1");
+	/* it runs on n3 now and crashes there: kept off n3, reason names it */
+	feed(m, ev_of(SCHED_EV_STARTED, "worker-0.1", "n3", 0, 0));
+	a = feed(m, ev_of(SCHED_EV_EXITED, "worker-0.1", "n3", 1, 0));
+	ck_assert_int_eq(a.type, NODES_RELAUNCH);
+	ck_assert_msg(strstr(a.reason, "exited with code 1 on host n3;"), "%s", a.reason);
+	ck_assert_int_eq(nodes_get(m, "worker-0", &ni), 0);
+	ck_assert_str_eq(ni.avoid[0], "n3");
+	/* worker-1's machine is lost: not a restart, kept off n2, named */
+	ev = ev_of(SCHED_EV_EXITED, "worker-1", "n2", -1, 9);
+	ev.lost = true;
+	a = feed(m, ev);
+	ck_assert_int_eq(a.type, NODES_RELAUNCH);
+	ck_assert_msg(strstr(a.reason, "on host n2: its machine was lost"), "%s", a.reason);
+	ck_assert_int_eq(nodes_get(m, "worker-1", &ni), 0);
+	ck_assert_int_eq(ni.restarts, 0);
+	ck_assert_int_eq(ni.navoid, 1);
+	ck_assert_str_eq(ni.avoid[0], "n2");
+	/* n1 (charged once) crashes again: bad, so every launch keeps off it */
+	feed(m, ev_of(SCHED_EV_STARTED, "worker-1.1", "n1", 0, 0));
+	feed(m, ev_of(SCHED_EV_EXITED, "worker-1.1", "n1", 1, 0));
+	ck_assert(nodes_host_bad(m, "n1"));
+	ck_assert_int_eq(nodes_get(m, "worker-0", &ni), 0);
+	ck_assert_int_eq(ni.navoid, 2);
+	ck_assert_str_eq(ni.avoid[0], "n3");
+	ck_assert_str_eq(ni.avoid[1], "n1");
+	nodes_free(m);
+}
+END_TEST
+
 static Suite *nodes_suite(void)
 {
 	Suite *s = suite_create("nodes");
@@ -261,6 +316,7 @@ static Suite *nodes_suite(void)
 	tcase_add_test(tc, test_oom_memory_step);
 	tcase_add_test(tc, test_bad_host_exclusion);
 	tcase_add_test(tc, test_straggler_replaced_on_another_host);
+	tcase_add_test(tc, test_avoid_where_the_backend_places);
 	suite_add_tcase(s, tc);
 	return s;
 }

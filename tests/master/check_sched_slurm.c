@@ -5,9 +5,11 @@
  * JSON shapes: what the backend submits (script, environment, resources),
  * how it reads job states and exit codes into events (RUNNING, FAILED,
  * NODE_FAIL, OUT_OF_MEMORY, a requeue), a job left pending past its wait
- * (cancelled, FAILED with Slurm's reason), a failed Slurm node excluded
- * from later jobs (v0.0.40 on), a removal (SIGTERM, then SIGKILL
- * after the grace) and a server offering no known version.  The real
+ * (cancelled, FAILED with Slurm's reason), a failed Slurm node and the
+ * hosts the node manager names excluded from later jobs (never every node
+ * of the partition), a removal (SIGTERM, then SIGKILL after the grace), a
+ * server offering no known version, and never a list of every job on the
+ * cluster (each job is asked for by its id).  The real
  * slurmrestd runs in tests/scripts/check_slurm.sh.
  */
 #include <errno.h>
@@ -19,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "cleanup.h"
 #include "http.h"
 #include "json.h"
@@ -36,6 +39,8 @@ struct fake {
 	int restarts;
 	char signals[128]; /* the DELETEs' signals, space-separated */
 	int64_t job_id;
+	int lists; /* GETs of every job on the cluster */
+	int nodes; /* the cluster's nodes (n1..nN) GET /nodes lists */
 };
 
 static struct fake fk = { .mu = PTHREAD_MUTEX_INITIALIZER };
@@ -108,9 +113,41 @@ static int h_jobs(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 	(void)req;
 	(void)ctx;
 	pthread_mutex_lock(&fk.mu);
+	fk.lists++;
 	char *b = job_json();
 	pthread_mutex_unlock(&fk.mu);
 	rv_http_resp_json(resp, 200, b);
+	return 0;
+}
+
+/* One job by its id; another id is Slurm's 500 "Invalid job id specified". */
+static int h_job(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	(void)ctx;
+	pthread_mutex_lock(&fk.mu);
+	bool ours = req->nparams == 2 && atoll(req->params[1]) == fk.job_id;
+	char *b = ours ? job_json()
+		       : strdup("{\"errors\":[{\"error_number\":2017,\"error\":"
+				"\"Invalid job id specified\"}],\"jobs\":[]}");
+	pthread_mutex_unlock(&fk.mu);
+	rv_http_resp_json(resp, ours ? 200 : 500, b);
+	return 0;
+}
+
+/* The cluster's nodes n1..n<fk.nodes>, all in partition "p". */
+static int h_nodes(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	(void)req;
+	(void)ctx;
+	struct rv_buf b = { 0 };
+	rv_buf_printf(&b, "{\"nodes\":[");
+	pthread_mutex_lock(&fk.mu);
+	for (int i = 1; i <= fk.nodes; i++)
+		rv_buf_printf(&b, "%s{\"name\":\"n%d\",\"partitions\":[\"p\"]}", i > 1 ? "," : "",
+			      i);
+	pthread_mutex_unlock(&fk.mu);
+	rv_buf_printf(&b, "]}");
+	rv_http_resp_json(resp, 200, b.data);
 	return 0;
 }
 
@@ -132,6 +169,8 @@ static const struct rv_http_route routes[] = {
 	{ "GET", "/openapi/v3", h_openapi, 0, "" },
 	{ "POST", "/slurm/{v}/job/submit", h_submit, RV_HTTP_WRITE, "" },
 	{ "GET", "/slurm/{v}/jobs", h_jobs, 0, "" },
+	{ "GET", "/slurm/{v}/job/{id}", h_job, 0, "" },
+	{ "GET", "/slurm/{v}/nodes", h_nodes, 0, "" },
 	{ "DELETE", "/slurm/{v}/job/{id}", h_delete, RV_HTTP_WRITE, "" },
 };
 
@@ -144,6 +183,8 @@ static struct sched *start(const char *v, int64_t pend_max_ms, struct rv_err *er
 	fk.signals[0] = 0;
 	fk.reason[0] = 0;
 	fk.restarts = 0;
+	fk.lists = 0;
+	fk.nodes = 8;
 	struct rv_http_server_opts o = { .host = "127.0.0.1",
 					 .max_body = 1 << 20,
 					 .conn_timeout_s = 10,
@@ -174,7 +215,7 @@ static struct sched_event next(struct sched *s, int ms)
 	return ev;
 }
 
-static void launch(struct sched *s, const char *name)
+static void launch_avoiding(struct sched *s, const char *name, const char *const *avoid)
 {
 	static const char *const argv[] = { "/bin/prog", "a b", "it's", NULL };
 	static const char *const env[] = { "ROVER_NODE_RANK=3", NULL };
@@ -186,7 +227,8 @@ static void launch(struct sched *s, const char *name)
 				      .res = { .cpu = 1.5, .memory_mb = 512, .gpu = 1 },
 				      .argv = argv,
 				      .env = env,
-				      .log_path = log };
+				      .log_path = log,
+				      .avoid = avoid };
 	struct rv_err err = { 0 };
 	pthread_mutex_lock(&fk.mu);
 	int64_t was = fk.job_id;
@@ -203,6 +245,11 @@ static void launch(struct sched *s, const char *name)
 	}
 	ck_assert_msg(in, "%s was not submitted", name);
 	unlink(log);
+}
+
+static void launch(struct sched *s, const char *name)
+{
+	launch_avoiding(s, name, NULL);
 }
 
 /* The submitted body, parsed (the caller frees it). */
@@ -222,10 +269,13 @@ static cJSON *submitted(void)
 	return NULL;
 }
 
+/* Stop; the backend asked for its own jobs only, never for the list of
+ * every job on the cluster. */
 static void stop(struct sched *s)
 {
 	sched_free(s);
 	rv_http_server_stop(srv);
+	ck_assert_int_eq(fk.lists, 0);
 }
 
 START_TEST(test_v42_shapes)
@@ -325,6 +375,32 @@ START_TEST(test_v38_shapes_and_lost_nodes)
 	ev = next(s, 3000);
 	ck_assert_int_eq(ev.type, SCHED_EV_EXITED);
 	ck_assert_msg(ev.lost && strstr(ev.detail, "NODE_FAIL on n7"), "%s", ev.detail);
+	/* v0.0.38 excludes too (exclude_nodes "a,b"): the lost Slurm node and
+	 * the hosts the node manager names (a straggler's, a crash's) */
+	const char *avoid[] = { "n2", "n7", NULL };
+	launch_avoiding(s, "w0.x", avoid);
+	doc = submitted();
+	const cJSON *x = cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "job"), "exclude_nodes");
+	ck_assert_msg(cJSON_IsString(x) && !strcmp(x->valuestring, "n7,n2"), "%s",
+		      cJSON_PrintUnformatted(doc));
+	cJSON_Delete(doc);
+	sched_remove(s, "w0.x", 0);
+	ck_assert_int_eq(next(s, 3000).type, SCHED_EV_EXITED);
+	/* never every node of the partition: then no exclusion at all */
+	pthread_mutex_lock(&fk.mu);
+	fk.nodes = 2;
+	pthread_mutex_unlock(&fk.mu);
+	const char *all[] = { "n1", "n2", NULL };
+	launch_avoiding(s, "w0.y", all);
+	doc = submitted();
+	x = cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "job"), "exclude_nodes");
+	ck_assert_msg(!x, "%s", cJSON_PrintUnformatted(doc));
+	cJSON_Delete(doc);
+	sched_remove(s, "w0.y", 0);
+	ck_assert_int_eq(next(s, 3000).type, SCHED_EV_EXITED);
+	pthread_mutex_lock(&fk.mu);
+	fk.signals[0] = 0;
+	pthread_mutex_unlock(&fk.mu);
 
 	/* requeued by Slurm (22.05 ignores requeue:false): lost, and killed */
 	launch(s, "w0.2");

@@ -11,6 +11,10 @@
 #     counting as a restart;
 #   - the master killed with -9 mid-run: a new one on the same state folder
 #     adopts both running Slurm jobs and the job finishes;
+#   - a node whose Slurm job was cancelled (a crash, charged to its Slurm
+#     node) is relaunched on another Slurm node (exclude);
+#   - the master killed while its node's Slurm job is still pending: the
+#     next one finds that job by its name and adopts it (no duplicate);
 #   - a job asking for more than the cluster has fails after its gang wait,
 #     naming Slurm's reason;
 #   - examples/slurm-digits.sbatch (no Slurm backend: the master in the
@@ -214,6 +218,86 @@ case_sbatch() {
   fi
 }
 
+# sleeper NAME: a job of one node holding a whole Slurm node, sleeping
+sleeper() {
+  local d=$TMP/$1
+  mkdir -p "$d/state" "$d/out"
+  chmod 777 "$d/out"
+  cat >"$d/job.json" <<JOB
+{"apiVersion":"elastic.rover.dev/v1alpha1","kind":"ElasticJob","metadata":{"name":"$1"},
+ "spec":{"distributionStrategy":"AllreduceStrategy","optimizeMode":"manual",
+ "replicaSpecs":{"worker":{"replicas":1,"restartCount":3,"resources":{"cpu":2,"memory":"256Mi"},
+  "command":["/bin/sh","-c","sleep \${SLEEP_S:-600}"]}},
+ "datasets":[{"name":"d","size":10,"shardSize":10}]}}
+JOB
+}
+
+# wait_node NAME INSTANCE SECONDS: the Slurm node it runs on, once it runs
+wait_node() {
+  local n=
+  for _ in $(seq $(($3 * 10))); do
+    n=$(slurm_node "$1" "$2")
+    [ -n "$n" ] && break
+    sleep 0.1
+  done
+  echo "$n"
+}
+
+# ---- a crashed node's relaunch keeps off the Slurm node it crashed on ----
+case_moved() {
+sleeper moved
+master moved "$(free_port)"
+a=$(wait_node moved worker-0 60)
+if [ -z "$a" ]; then
+  notok "a sleeping node runs through the Slurm backend"
+  show moved
+  wait_master 1
+  return
+fi
+scancel -n rover-moved-worker-0
+b=$(wait_node moved worker-0.1 60)
+kill -TERM "$MPID"
+wait_master 60
+log=$TMP/moved/master.log
+if [ -n "$b" ] && [ "$b" != "$a" ] && grep -q "msg=\"node relaunched\" node=worker-0 instance=worker-0.1 .* on host $a;" "$log"; then
+  ok "a node whose Slurm job was cancelled (a crash, charged to $a) is relaunched on another Slurm node ($b)"
+else
+  notok "a node whose Slurm job was cancelled is relaunched on another Slurm node (ran on '$a', then '$b')"
+  show moved
+fi
+}
+
+# ---- a master killed between a submit and the job running ----
+case_unrecorded() {
+# every Slurm node busy: the node's job stays pending
+for _ in 1 2 3; do
+  sbatch -N1 -c 2 -J blocker -o /dev/null --wrap 'sleep 300' >/dev/null
+done
+sleeper unrec
+port=$(free_port)
+SLEEP_S=3 master unrec "$port"
+for _ in $(seq 200); do
+  squeue -h -n rover-unrec-worker-0 -t PD -o %i | grep -q . && break
+  sleep 0.1
+done
+kill -KILL "$MPID"
+wait "$MPID" 2>/dev/null
+SLEEP_S=3 master unrec "$port"
+sleep 3
+jobs=$(squeue -h -o %j | grep -c '^rover-unrec-')
+scancel -n blocker
+wait_master 120
+rc=$?
+log=$TMP/unrec/master.log
+if [ $rc = 0 ] && [ "$jobs" = 1 ] && grep -q 'node adopted after a master restart.* rc=0 ' "$log" &&
+  ! grep -q 'node relaunched' "$log"; then
+  ok "a master killed before its node's Slurm job ran: the next one adopts that job by its name (no duplicate) and the job succeeds"
+else
+  notok "a master killed before its node's Slurm job ran: adopted by name (master exit $rc, $jobs Slurm jobs of the node)"
+  show unrec
+fi
+}
+
 # ---- a Slurm node dies ----
 case_nodefail() {
 job nodefail 2 2 0.1
@@ -292,7 +376,7 @@ fi
 }
 
 # SLURM_CASES picks some (in this order: toobig counts on nodefail's dead node)
-for c in ${SLURM_CASES:-cancel sbatch nodefail adopt toobig}; do
+for c in ${SLURM_CASES:-cancel sbatch moved unrecorded nodefail adopt toobig}; do
   "case_$c"
 done
 left=$(squeue -h -o '%i %j %T' | grep rover- || true)

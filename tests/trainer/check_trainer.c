@@ -316,6 +316,53 @@ START_TEST(test_save_load)
 }
 END_TEST
 
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A restart (a new process) lists its steps, then loads: each slot's
+ * payload is checked (CRC) once, at the listing; the load of what the
+ * listing checked reads no payload again.  With 2 x 128 MiB the check takes
+ * a while, so a load that checks again costs about as much as the listing:
+ * the fastest of five loads must stay under a third of the listing. */
+START_TEST(test_restart_checks_each_slot_once)
+{
+	enum { BIG = 128 << 20 };
+	char job[64];
+	job_name(job, sizeof(job), "crconce");
+	struct rv_trainer *t = open_local(job, 1);
+	unsigned char *a = malloc(BIG);
+	ck_assert_ptr_nonnull(a);
+	fill(a, BIG, 5);
+	save1(t, 1, a, BIG);
+	save1(t, 2, a, BIG);
+	rv_trainer_close(t);
+	t = open_local(job, 1);
+	struct rv_err err = { 0 };
+	int64_t steps[8], step;
+	int nbufs;
+	double t0 = now_s();
+	ck_assert_int_eq(rv_trainer_steps(t, steps, 8, &err), 2);
+	double list_s = now_s() - t0, load_s = 1e9;
+	for (int i = 0; i < 5; i++) {
+		t0 = now_s();
+		ck_assert_int_eq(rv_trainer_load(t, &step, &nbufs, &err), 1);
+		double d = now_s() - t0;
+		load_s = d < load_s ? d : load_s;
+		ck_assert_int_eq(step, 2);
+	}
+	ck_assert_msg(load_s < list_s / 3, "a load took %.1f ms after a listing of %.1f ms",
+		      load_s * 1e3, list_s * 1e3);
+	expect_loaded(t, 2, a, BIG);
+	rv_trainer_close(t);
+	rv_trainer_unlink(job, 1);
+	free(a);
+}
+END_TEST
+
 static unsigned char *map_slot(const char *job, int rank, int s, size_t *len)
 {
 	char path[200];
@@ -801,6 +848,7 @@ static Suite *trainer_suite(void)
 	tcase_add_test(tc, test_open_needs_rover_run);
 	tcase_add_test(tc, test_shards_exactly_once);
 	tcase_add_test(tc, test_save_load);
+	tcase_add_test(tc, test_restart_checks_each_slot_once);
 	tcase_add_test(tc, test_save_without_master);
 	tcase_add_test(tc, test_kill_during_save);
 	tcase_add_test(tc, test_corrupted_refused);
