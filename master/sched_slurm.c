@@ -594,10 +594,7 @@ static void *sl_main(void *arg)
 			continue;
 		}
 		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		int64_t ns = ts.tv_nsec + (wake - now) * 1000000;
-		ts.tv_sec += ns / 1000000000;
-		ts.tv_nsec = ns % 1000000000;
+		rv_mono_timespec(&ts, rv_mono_ms() + (wake - now));
 		pthread_cond_timedwait(&s->cond, &s->mu, &ts);
 	}
 	pthread_mutex_unlock(&s->mu);
@@ -1130,7 +1127,7 @@ struct sched *sched_slurm_new(const struct sched_slurm_opts *o, struct rv_err *e
 	s->base.ops = &slurm_ops;
 	s->efd = -1;
 	pthread_mutex_init(&s->mu, NULL);
-	pthread_cond_init(&s->cond, NULL);
+	rv_cond_init_mono(&s->cond);
 	int rc = sl_opts(s, o, err);
 	if (rc == 0 && !(s->nodes = calloc((size_t)s->max_nodes, sizeof(*s->nodes))))
 		rc = rv_err_set(err, -ENOMEM, "", "out of memory");
