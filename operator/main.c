@@ -86,7 +86,7 @@ static bool operator_signalled(const sigset_t *sigs)
 	return sigtimedwait(sigs, NULL, &zero) > 0;
 }
 
-static int operator_watch(struct operator* op, struct rv_err *err)
+static int operator_watch(struct operator_state *op, struct rv_err *err)
 {
 	char p[4][400], ns[100] = "";
 	if (op->cfg.namespace_[0])
@@ -105,7 +105,7 @@ static int operator_watch(struct operator* op, struct rv_err *err)
 	return 0;
 }
 
-static void operator_loop(struct operator* op, const sigset_t *sigs)
+static void operator_loop(struct operator_state *op, const sigset_t *sigs)
 {
 	uint64_t seen = 0;
 	int64_t next_lease = 0;
@@ -125,7 +125,7 @@ static void operator_loop(struct operator* op, const sigset_t *sigs)
 
 static int run(int argc, char **argv)
 {
-	struct operator* op = calloc(1, sizeof(*op));
+	struct operator_state *op = calloc(1, sizeof(*op));
 	if (!op)
 		return -ENOMEM;
 	static const struct rv_daemon d = {

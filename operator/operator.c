@@ -52,6 +52,28 @@ static cJSON *op_owned_meta(const cJSON *job, const char *name)
 	return md;
 }
 
+/* Each replica's pod template gets the label OPERATOR_LABEL_OWNER: the
+ * master copies a template's labels (never its ownerReferences) onto the
+ * worker pods, and the pass deletes worker pods whose job is gone. */
+static void op_mark_templates(cJSON *spec, const char *job)
+{
+	cJSON *rs;
+	cJSON_ArrayForEach(rs, cJSON_GetObjectItem(spec, "replicaSpecs"))
+	{
+		cJSON *t = cJSON_GetObjectItem(rs, "template");
+		if (!cJSON_IsObject(t))
+			continue;
+		cJSON *md = cJSON_GetObjectItem(t, "metadata");
+		if (!cJSON_IsObject(md))
+			md = cJSON_AddObjectToObject(t, "metadata");
+		cJSON *labels = cJSON_GetObjectItem(md, "labels");
+		if (!cJSON_IsObject(labels))
+			labels = cJSON_AddObjectToObject(md, "labels");
+		cJSON_DeleteItemFromObjectCaseSensitive(labels, OPERATOR_LABEL_OWNER);
+		cJSON_AddStringToObject(labels, OPERATOR_LABEL_OWNER, job);
+	}
+}
+
 /* The job as the master reads it: apiVersion, kind, name, namespace,
  * labels and spec (no status, no annotations: they change on their own). */
 static char *op_job_spec(const cJSON *job)
@@ -65,7 +87,9 @@ static char *op_job_spec(const cJSON *job)
 	const cJSON *labels = cJSON_GetObjectItem(cJSON_GetObjectItem(job, "metadata"), "labels");
 	if (labels)
 		cJSON_AddItemToObject(md, "labels", cJSON_Duplicate(labels, true));
-	cJSON_AddItemToObject(j, "spec", cJSON_Duplicate(cJSON_GetObjectItem(job, "spec"), true));
+	cJSON *spec = cJSON_Duplicate(cJSON_GetObjectItem(job, "spec"), true);
+	cJSON_AddItemToObject(j, "spec", spec);
+	op_mark_templates(spec, op_str(job, "metadata", "name"));
 	return cJSON_PrintUnformatted(j);
 }
 
@@ -174,7 +198,8 @@ cJSON *operator_service(const struct operator_cfg *cfg, const cJSON *job)
 }
 
 /* POST obj to path: true when created or already there (409). */
-static bool op_create(struct operator* op, const char *path, const cJSON *obj, const char *what)
+static bool op_create(struct operator_state *op, const char *path, const cJSON *obj,
+		      const char *what)
 {
 	RV_CLEANUP_FREE char *body = cJSON_PrintUnformatted(obj);
 	long code = 0;
@@ -197,7 +222,7 @@ static bool op_create(struct operator* op, const char *path, const cJSON *obj, c
 	return false;
 }
 
-static void op_delete(struct operator* op, const char *path, const char *what)
+static void op_delete(struct operator_state *op, const char *path, const char *what)
 {
 	long code = 0;
 	RV_CLEANUP_CJSON cJSON *out = NULL;
@@ -208,7 +233,7 @@ static void op_delete(struct operator* op, const char *path, const char *what)
 }
 
 /* An Event about the job (as `kubectl describe ej` shows them). */
-static void op_event(struct operator* op, const cJSON *job, const struct reconcile_out *out)
+static void op_event(struct operator_state *op, const cJSON *job, const struct reconcile_out *out)
 {
 	char now[32], path[200], name[300];
 	op_now(now, sizeof(now));
@@ -243,7 +268,7 @@ static void op_event(struct operator* op, const cJSON *job, const struct reconci
 	kube_call(&op->k, "POST", path, body, NULL, &code, &reply, &err);
 }
 
-static void op_status(struct operator* op, const cJSON *job, const cJSON *status)
+static void op_status(struct operator_state *op, const cJSON *job, const cJSON *status)
 {
 	char path[600];
 	snprintf(path, sizeof(path),
@@ -265,7 +290,7 @@ static void op_status(struct operator* op, const cJSON *job, const cJSON *status
 }
 
 /* Apply one job's decisions. */
-static void op_apply(struct operator* op, const cJSON *job, const struct reconcile_out *out)
+static void op_apply(struct operator_state *op, const cJSON *job, const struct reconcile_out *out)
 {
 	const char *ns = op_str(job, "metadata", "namespace");
 	const char *name = op_str(job, "metadata", "name");
@@ -316,7 +341,33 @@ static cJSON *op_workers_of(const cJSON *workers, const char *ns, const char *na
 	return arr;
 }
 
-void operator_pass(struct operator* op)
+/* Worker pods made for a job of ours that is gone (deleted while they ran:
+ * they name no owner the garbage collector knows). */
+static void op_sweep(struct operator_state *op, const cJSON *jobs, const cJSON *workers)
+{
+	const cJSON *p;
+	cJSON_ArrayForEach(p, workers)
+	{
+		const cJSON *md = cJSON_GetObjectItem(p, "metadata");
+		const char *owner =
+			cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(md, "labels"),
+								 OPERATOR_LABEL_OWNER));
+		const char *ns = op_str(p, "metadata", "namespace");
+		char key[400], path[600];
+		if (!owner || cJSON_GetObjectItem(md, "deletionTimestamp"))
+			continue;
+		snprintf(key, sizeof(key), "%s/%s", ns, owner);
+		if (cJSON_GetObjectItem(jobs, key))
+			continue;
+		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns,
+			 op_str(p, "metadata", "name"));
+		rv_log_info("deleting a worker pod of a job that is gone", "pod=%s/%s job=%s", ns,
+			    op_str(p, "metadata", "name"), owner);
+		op_delete(op, path, "worker pod");
+	}
+}
+
+void operator_pass(struct operator_state *op)
 {
 	RV_CLEANUP_CJSON cJSON *jobs = kube_snapshot(op->jobs);
 	RV_CLEANUP_CJSON cJSON *masters = kube_snapshot(op->masters);
@@ -348,4 +399,5 @@ void operator_pass(struct operator* op)
 		op_apply(op, job, &out);
 		reconcile_out_release(&out);
 	}
+	op_sweep(op, jobs, workers);
 }

@@ -13,6 +13,9 @@
 #include "lease.h"
 #include "reconcile.h"
 
+/* On the worker pods (through the job's pod templates): the job they are for. */
+#define OPERATOR_LABEL_OWNER "elastic.rover.dev/owner"
+
 struct operator_cfg {
 	char kubeconfig[PATH_MAX];
 	char namespace_[64]; /* "" every namespace */
@@ -28,8 +31,7 @@ struct operator_cfg {
 	char log_level[16];
 };
 
-struct operator
-{
+struct operator_state {
 	struct operator_cfg cfg;
 	struct kube k;
 	struct lease lease;
@@ -44,6 +46,6 @@ cJSON *operator_master_pod(const struct operator_cfg *cfg, const cJSON *job);
 cJSON *operator_service(const struct operator_cfg *cfg, const cJSON *job);
 
 /* One pass over every job seen (the leader only). */
-void operator_pass(struct operator* op);
+void operator_pass(struct operator_state *op);
 
 #endif

@@ -86,6 +86,13 @@ static bool reconcile_pod_ready(const cJSON *pod)
 	return !strcmp(reconcile_str(pod, "status", "phase"), "Running");
 }
 
+static void reconcile_count(cJSON *r, const char *key)
+{
+	cJSON *n = cJSON_GetObjectItem(r, key);
+	if (cJSON_IsNumber(n))
+		cJSON_SetNumberHelper(n, n->valuedouble + 1);
+}
+
 /* status.replicas: per role (label rover.dev/role), pods active, ready,
  * succeeded and failed. */
 static void reconcile_replicas(cJSON *st, const cJSON *workers)
@@ -110,12 +117,9 @@ static void reconcile_replicas(cJSON *st, const cJSON *workers)
 		const char *key = !strcmp(phase, "Succeeded") ? "succeeded"
 				  : !strcmp(phase, "Failed")  ? "failed"
 							      : "active";
-		cJSON *n = cJSON_GetObjectItem(r, key);
-		cJSON_SetNumberValue(n, n->valuedouble + 1);
-		if (!strcmp(phase, "Running") && reconcile_pod_ready(pod)) {
-			n = cJSON_GetObjectItem(r, "ready");
-			cJSON_SetNumberValue(n, n->valuedouble + 1);
-		}
+		reconcile_count(r, key);
+		if (!strcmp(phase, "Running") && reconcile_pod_ready(pod))
+			reconcile_count(r, "ready");
 	}
 	cJSON_DeleteItemFromObjectCaseSensitive(st, "replicas");
 	cJSON_AddItemToObject(st, "replicas", reps);
