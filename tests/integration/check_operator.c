@@ -13,7 +13,10 @@
  *   - two operators: one leads (the Lease names it), the other takes over
  *     when the leader is killed -9 and carries the job on; a bad
  *     ElasticJob is refused naming the field; `roverctl submit
- *     --kubeconfig` creates one (a second time: exit 5).
+ *     --kubeconfig` creates one (a second time: exit 5);
+ *   - the operator's watches cut mid-event, answered 410, the API server
+ *     restarted: it carries on; spec.suspend stops the pods, a resume
+ *     makes a new master.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -72,18 +75,18 @@ static int free_port(void)
 	return ntohs(sa.sin_port);
 }
 
-/* The stand-in, its port, a kubeconfig for it, the CRD applied. */
-static void standin_start(void)
+/* The stand-in process on port (0: a free one, read back). */
+static void standin_spawn(int port)
 {
-	snprintf(sti.dir, sizeof(sti.dir), "/tmp/rover-op-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(sti.dir));
-	char exe[PATH_MAX], port_file[320], dir[320], log[320];
+	char exe[PATH_MAX], port_file[320], dir[320], log[320], pstr[16];
 	snprintf(exe, sizeof(exe), "%s/../tests/k8s/k8s-standin", bin_dir());
 	snprintf(port_file, sizeof(port_file), "%s/port", sti.dir);
 	snprintf(dir, sizeof(dir), "%s/pods", sti.dir);
 	snprintf(log, sizeof(log), "%s/standin.log", sti.dir);
-	const char *argv[] = { exe,          "--port-file", port_file,       "--dir", dir,
-			       "--node-cpu", "4",           "--node-memory", "16Gi",  NULL };
+	snprintf(pstr, sizeof(pstr), "%d", port);
+	unlink(port_file);
+	const char *argv[] = { exe, "--port-file",   port_file, "--dir",  dir,  "--node-cpu",
+			       "4", "--node-memory", "16Gi",    "--port", pstr, NULL };
 	int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	ck_assert_int_ge(fd, 0);
 	struct rv_proc_opts o = { .argv = argv, .pdeathsig = SIGKILL };
@@ -92,7 +95,7 @@ static void standin_start(void)
 	ck_assert_int_eq(rv_proc_spawn(&sti.proc, &o), 0);
 	close(fd);
 	char *p = NULL;
-	for (int i = 0; i < 100 && !(p && *p); i++) {
+	for (int i = 0; i < 200 && !(p && *p); i++) {
 		usleep(50 * 1000);
 		free(p);
 		p = rv_test_read_file(port_file);
@@ -100,6 +103,28 @@ static void standin_start(void)
 	ck_assert_msg(p && *p, "the stand-in did not start");
 	sti.api.port = atoi(p);
 	free(p);
+}
+
+static void standin_stop(void)
+{
+	if (sti.proc.pid <= 0)
+		return;
+	rv_proc_kill(&sti.proc, SIGTERM);
+	int st;
+	if (rv_proc_wait(&sti.proc, 10000, &st) == -ETIMEDOUT) {
+		rv_proc_kill(&sti.proc, SIGKILL);
+		rv_proc_wait(&sti.proc, -1, &st);
+	}
+	rv_proc_release(&sti.proc);
+	memset(&sti.proc, 0, sizeof(sti.proc));
+}
+
+/* The stand-in, its port, a kubeconfig for it. */
+static void standin_start(void)
+{
+	snprintf(sti.dir, sizeof(sti.dir), "/tmp/rover-op-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(sti.dir));
+	standin_spawn(0);
 	snprintf(sti.api.url, sizeof(sti.api.url), "http://127.0.0.1:%d", sti.api.port);
 	snprintf(sti.kubeconfig, sizeof(sti.kubeconfig), "%s/kubeconfig", sti.dir);
 	char kc[512];
@@ -131,15 +156,7 @@ static void teardown(void)
 {
 	for (int i = 0; i < MAX_OPS; i++)
 		op_stop(i, SIGTERM);
-	if (sti.proc.pid > 0) {
-		rv_proc_kill(&sti.proc, SIGTERM);
-		int st;
-		if (rv_proc_wait(&sti.proc, 10000, &st) == -ETIMEDOUT) {
-			rv_proc_kill(&sti.proc, SIGKILL);
-			rv_proc_wait(&sti.proc, -1, &st);
-		}
-		rv_proc_release(&sti.proc);
-	}
+	standin_stop();
 	if (sti.dir[0] && !getenv("ROVER_TEST_KEEP")) {
 		const char *argv[] = { "rm", "-rf", sti.dir, NULL };
 		struct rv_proc_opts o = { .argv = argv };
@@ -679,6 +696,77 @@ START_TEST(test_two_operators_one_leader)
 }
 END_TEST
 
+/* The operator's watches cut mid-event, then 410 Gone, then the API server
+ * stopped and started again (empty, on the same port): each time it goes
+ * on acting.  spec.suspend stops the job's pods and a resume makes a new
+ * master. */
+START_TEST(test_watch_faults_restart_suspend)
+{
+	NEED_KUBECTL();
+	standin_start();
+	apply_crd();
+	op_start(0);
+	char name[64], sel[128], wsel[128], patch[200];
+	snprintf(name, sizeof(name), "cut-%d", (int)getpid());
+	snprintf(sel, sizeof(sel), "elastic.rover.dev/job=%s", name);
+	snprintf(wsel, sizeof(wsel), "rover.dev/job=%s", name);
+	char *spec = job_json(name, "", 1, "/bin/sleep\",\"600");
+	apply_file("job.json", spec);
+	free(spec);
+	free(wait_pods(sel, ":Running:", 1, 60000));
+	free(wait_pods(wsel, ":Running:", 2, 60000));
+	admin("/standin/watches/cut?mid=true");
+	admin("/standin/watches/expire?count=4");
+	admin("/standin/watches/cut");
+	usleep(1000 * 1000);
+	/* it still sees and acts: a master killed is made again */
+	ck_assert_int_eq(kill_master(), 0);
+	ck_assert_msg(wait_job_field(name, ".status.restarts", "1", 60000),
+		      "no new master after the watch faults");
+	ck_assert_msg(log_count(op_log_path(0), "watch expired, listing again") >= 1,
+		      "no re-list after 410");
+	/* suspend: the master and the worker pods go; resume: a new master */
+	snprintf(patch, sizeof(patch), "{\"spec\":{\"suspend\":true}}");
+	const char *sus[] = { "patch", "ej", name, "--type", "merge", "-p", patch, NULL };
+	ck_assert_int_eq(kubectl(NULL, sus), 0);
+	ck_assert_msg(wait_job_field(name, ".status.phase", "Suspended", 30000), "not Suspended");
+	int64_t until = rv_mono_ms() + 30000;
+	char *left = NULL;
+	do {
+		free(left);
+		usleep(200 * 1000);
+		char *a = pods(sel), *b = pods(wsel);
+		ck_assert_int_ge(asprintf(&left, "%s%s", a, b), 0);
+		free(a);
+		free(b);
+	} while (left[0] && rv_mono_ms() < until);
+	ck_assert_msg(!left[0], "pods left while suspended: %s", left);
+	free(left);
+	snprintf(patch, sizeof(patch), "{\"spec\":{\"suspend\":false}}");
+	ck_assert_int_eq(kubectl(NULL, sus), 0);
+	ck_assert_msg(wait_job_field(name, ".status.phase", "Running", 60000), "not resumed");
+	free(wait_pods(wsel, ":Running:", 2, 60000));
+	/* the API server restarted, empty: the operator lists again and acts */
+	int port = sti.api.port;
+	standin_stop();
+	usleep(1500 * 1000);
+	standin_spawn(port);
+	apply_crd();
+	char name2[64], sel2[128];
+	snprintf(name2, sizeof(name2), "again-%d", (int)getpid());
+	snprintf(sel2, sizeof(sel2), "elastic.rover.dev/job=%s", name2);
+	spec = job_json(name2, "", 1, "/bin/sleep\",\"600");
+	apply_file("job2.json", spec);
+	free(spec);
+	char *m = wait_pods(sel2, ":Running:", 1, 60000);
+	if (count_words(m, ":Running:") != 1)
+		dump();
+	ck_assert_msg(count_words(m, ":Running:") == 1, "no master after the restart: %s", m);
+	free(m);
+	ck_assert_int_eq(rv_proc_wait(&ops[0], 0, NULL), -ETIMEDOUT); /* still running */
+}
+END_TEST
+
 static void add(Suite *s, const char *name, const TTest *t)
 {
 	TCase *tc = tcase_create(name);
@@ -694,6 +782,7 @@ static Suite *operator_suite(void)
 	add(s, "digits", test_digits_elasticjob);
 	add(s, "kill9_create", test_kill9_during_create);
 	add(s, "leader", test_two_operators_one_leader);
+	add(s, "faults", test_watch_faults_restart_suspend);
 	return s;
 }
 
