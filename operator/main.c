@@ -68,6 +68,10 @@ static const struct rv_cfg_opt operator_opts[] = {
 	    0, 1000, 0,
 	    "master pods that ended without a verdict made again before the job "
 	    "fails"),
+	OPT("master", "poll_ms", "master-poll-ms", RV_CFG_INT, master_poll_ms, "10000", 0, 3600000,
+	    0,
+	    "how often a running job's master is asked for its newest plan (status.lastPlan, an "
+	    "Event), ms; 0: never"),
 	OPT("log", "level", "log-level", RV_CFG_STR, log_level, "info", 0, 0, 0,
 	    "debug, info, warn or error"),
 };
@@ -178,6 +182,7 @@ static int run(int argc, char **argv)
 		rv_log_error("could not start", "reason=%s", rv_log_q(q, sizeof(q), err.msg));
 	}
 	kube_release(&op->k);
+	cJSON_Delete(op->polled);
 	free(op);
 	return rc;
 }

@@ -16,6 +16,8 @@
 #include "cleanup.h"
 #include "json.h"
 #include "log.h"
+#include "master_client.h"
+#include "parse.h"
 
 static const char *op_str(const cJSON *j, const char *a, const char *b)
 {
@@ -367,6 +369,48 @@ static void op_sweep(struct operator_state *op, const cJSON *jobs, const cJSON *
 	}
 }
 
+/* The master's newest plan into *pl, asked of its API (a short timeout,
+ * no retry) at most every master.poll_ms per job: true when asked and
+ * answered. */
+static bool op_master_plan(struct operator_state *op, const cJSON *job, const char *key,
+			   struct rv_plan_state *pl)
+{
+	if (op->cfg.master_poll_ms <= 0 || strcmp(op_str(job, "status", "phase"), "Running") != 0)
+		return false;
+	if (!op->polled)
+		op->polled = cJSON_CreateObject();
+	int64_t now = rv_mono_ms();
+	const cJSON *at = cJSON_GetObjectItem(op->polled, key);
+	if (cJSON_IsNumber(at) && now - (int64_t)at->valuedouble < op->cfg.master_poll_ms)
+		return false;
+	cJSON_DeleteItemFromObjectCaseSensitive(op->polled, key);
+	cJSON_AddNumberToObject(op->polled, key, (double)now);
+	char url[400];
+	const char *ns = op_str(job, "metadata", "namespace");
+	if (op->cfg.master_addr_host[0])
+		snprintf(url, sizeof(url), "http://%s:%lld", op->cfg.master_addr_host,
+			 op->cfg.master_port);
+	else
+		snprintf(url, sizeof(url), "http://%s%s.%s.svc:%lld",
+			 op_str(job, "metadata", "name"), RECONCILE_MASTER_SUFFIX, ns,
+			 op->cfg.master_port);
+	struct rv_master_opts mo = {
+		.url = url, .connect_timeout_ms = 1000, .timeout_ms = 2000, .max_attempts = 1
+	};
+	struct rv_err err = { 0 };
+	struct rv_master_client *mc = rv_master_client_new(&mo, &err);
+	struct rv_job_status *js = calloc(1, sizeof(*js));
+	bool ok = mc && js && rv_master_job(mc, js, &err) == 0 && js->has_plan;
+	if (ok)
+		*pl = js->plan;
+	else if (mc && js)
+		rv_log_debug("could not ask the master for its plan", "job=%s reason=%s", key,
+			     err.msg);
+	free(js);
+	rv_master_client_free(mc);
+	return ok;
+}
+
 void operator_pass(struct operator_state *op)
 {
 	RV_CLEANUP_CJSON cJSON *jobs = kube_snapshot(op->jobs);
@@ -394,6 +438,11 @@ void operator_pass(struct operator_state *op)
 			.max_restarts = (int)op->cfg.master_max_restarts,
 			.now = now,
 		};
+		struct rv_plan_state plan;
+		char jkey[400];
+		snprintf(jkey, sizeof(jkey), "%s/%s", ns, name);
+		if (op_master_plan(op, job, jkey, &plan))
+			in.plan = &plan;
 		struct reconcile_out out;
 		reconcile_job(&in, &out);
 		op_apply(op, job, &out);

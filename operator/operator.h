@@ -27,7 +27,7 @@ struct operator_cfg {
 	char master_state_root[PATH_MAX]; /* "" the master's default */
 	char master_addr_host[256];       /* "" the Service's DNS name */
 	char master_args[1024];           /* extra flags, space separated */
-	long long master_port, master_max_restarts;
+	long long master_port, master_max_restarts, master_poll_ms;
 	char log_level[16];
 };
 
@@ -37,6 +37,7 @@ struct operator_state {
 	struct lease lease;
 	struct kube_watcher *jobs, *masters, *services, *workers;
 	int64_t passes, creates, conflicts; /* counts, for the log */
+	cJSON *polled; /* "ns/name" -> when its master was last asked for its plan (ms) */
 };
 
 /* The master pod of job (ownerReferences naming it, labels, the job spec in

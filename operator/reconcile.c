@@ -53,6 +53,15 @@ static void reconcile_condition(cJSON *st, const char *type, const char *status,
 	reconcile_set_str(c, "message", msg);
 }
 
+static bool reconcile_has_condition(const cJSON *st, const char *type)
+{
+	const cJSON *c;
+	cJSON_ArrayForEach(c, cJSON_GetObjectItem(
+				      st, "conditions")) if (!strcmp(reconcile_str(c, "type", NULL),
+								     type)) return true;
+	return false;
+}
+
 static void reconcile_phase(cJSON *st, const char *phase, const char *now)
 {
 	if (!strcmp(phase, "Running") && !cJSON_GetObjectItem(st, "startTime"))
@@ -200,6 +209,32 @@ static void reconcile_master(const struct reconcile_in *in, struct reconcile_out
 				    "the master runs the job", in->now);
 }
 
+/* A new plan of the master's: status.lastPlan and an Event (unless the
+ * pass has one already: the next pass tells no more, the status keeps it). */
+static void reconcile_plan(const struct reconcile_in *in, struct reconcile_out *out, cJSON *st)
+{
+	const struct rv_plan_state *pl = in->plan;
+	if (!pl || pl->id <= 0 || (!pl->applied && !pl->proposed))
+		return;
+	char id[32];
+	snprintf(id, sizeof(id), "%lld", (long long)pl->id);
+	if (!strcmp(reconcile_str(st, "lastPlan", "id"), id))
+		return;
+	cJSON *lp = cJSON_CreateObject();
+	cJSON_AddStringToObject(lp, "id", id);
+	cJSON_AddStringToObject(lp, "stage", pl->stage);
+	cJSON_AddStringToObject(lp, "reason", pl->reason);
+	cJSON_AddBoolToObject(lp, "applied", pl->applied);
+	if (pl->groups[RV_ROLE_WORKER].present)
+		cJSON_AddNumberToObject(lp, "workers", pl->groups[RV_ROLE_WORKER].count);
+	cJSON_AddStringToObject(lp, "time", in->now);
+	cJSON_DeleteItemFromObjectCaseSensitive(st, "lastPlan");
+	cJSON_AddItemToObject(st, "lastPlan", lp);
+	if (!out->event_reason[0])
+		reconcile_event(out, "Normal", pl->applied ? "PlanApplied" : "PlanProposed",
+				pl->reason);
+}
+
 static bool reconcile_ended(const cJSON *st)
 {
 	const char *p = reconcile_str(st, "phase", NULL);
@@ -229,11 +264,12 @@ void reconcile_job(const struct reconcile_in *in, struct reconcile_out *out)
 				    in->now);
 		return;
 	}
-	if (cJSON_GetObjectItem(st, "conditions"))
+	if (reconcile_has_condition(st, "Suspended")) /* said only once it was suspended */
 		reconcile_condition(st, "Suspended", "False", "Resumed", "", in->now);
 	out->create_service = !in->service;
 	if (in->master) {
 		reconcile_master(in, out, st);
+		reconcile_plan(in, out, st);
 		return;
 	}
 	const cJSON *rs = cJSON_GetObjectItem(st, "restarts");

@@ -14,7 +14,9 @@
  * OOM, its node lost) deletes the pod and a new one is made, which adopts
  * the worker pods, until master.max_restarts.  A master pod seen with a new
  * uid counts one restart in status.restarts, so the count survives the
- * operator's own restarts.
+ * operator's own restarts.  The master's newest plan, when it is a new one,
+ * becomes status.lastPlan (id, stage, reason, workers, applied, time) and an
+ * Event (PlanApplied, or PlanProposed in manual mode).
  */
 #ifndef RECONCILE_H
 #define RECONCILE_H
@@ -22,6 +24,8 @@
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stdint.h>
+
+#include "wire.h"
 
 #define RECONCILE_MASTER_SUFFIX "-master"
 #define RECONCILE_LABEL_JOB     "elastic.rover.dev/job"
@@ -34,14 +38,15 @@ struct reconcile_in {
 	bool service;         /* its Service exists */
 	const cJSON *workers; /* its worker pods (label rover.dev/job): an array or object */
 	int max_restarts;
-	const char *now; /* RFC 3339, for condition times */
+	const char *now;                  /* RFC 3339, for condition times */
+	const struct rv_plan_state *plan; /* the master's newest plan, NULL when not asked */
 };
 
 struct reconcile_out {
 	bool create_master, create_service;
 	bool delete_master, delete_workers;
 	cJSON *status; /* the status wanted; the caller patches it when it differs */
-	char event_type[16], event_reason[64], event_msg[256]; /* "" when none */
+	char event_type[16], event_reason[64], event_msg[600]; /* "" when none */
 };
 
 /* Decide.  out->status is allocated (free with reconcile_out_release). */

@@ -5,8 +5,9 @@
  * is the job's; exit 1 fails the job, any other end makes a new master and
  * a new uid counts one restart; past max_restarts the job fails; suspend
  * deletes the master and the worker pods; a deleted or ended job is left
- * alone; replicas are counted per role; the master pod is owned by the
- * job and carries only the job in its env.
+ * alone; replicas are counted per role; the master's new plan becomes
+ * status.lastPlan and one Event; the master pod is owned by the job and
+ * carries only the job in its env.
  */
 #include <check.h>
 #include <stdio.h>
@@ -199,6 +200,45 @@ START_TEST(test_suspend_deleted_ended)
 }
 END_TEST
 
+START_TEST(test_plan_recorded_once)
+{
+	cJSON *j = job("{\"phase\":\"Running\",\"masterUID\":\"m1\"}", false, false);
+	cJSON *w = cJSON_CreateArray(), *m = pod("m1", "Running", -1, false);
+	struct rv_plan_state pl = { .id = 7, .applied = true };
+	snprintf(pl.stage, sizeof(pl.stage), "running");
+	snprintf(pl.reason, sizeof(pl.reason), "speed flat: 3 workers");
+	pl.groups[RV_ROLE_WORKER] = (struct rv_role_target){ .present = true, .count = 3 };
+	struct reconcile_in in = { .job = j,
+				   .master = m,
+				   .service = true,
+				   .workers = w,
+				   .max_restarts = 2,
+				   .now = "2026-11-29T00:00:00Z",
+				   .plan = &pl };
+	struct reconcile_out o;
+	reconcile_job(&in, &o);
+	const cJSON *lp = cJSON_GetObjectItem(o.status, "lastPlan");
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(lp, "id")), "7");
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(lp, "reason")),
+			 "speed flat: 3 workers");
+	ck_assert_int_eq(cJSON_GetObjectItem(lp, "workers")->valueint, 3);
+	ck_assert_str_eq(o.event_reason, "PlanApplied");
+	/* the same plan seen again: no second Event */
+	cJSON *j2 = cJSON_Duplicate(j, true);
+	cJSON_ReplaceItemInObject(j2, "status", cJSON_Duplicate(o.status, true));
+	reconcile_out_release(&o);
+	in.job = j2;
+	reconcile_job(&in, &o);
+	ck_assert_str_eq(o.event_reason, "");
+	ck_assert(!reconcile_status_differs(cJSON_GetObjectItem(j2, "status"), o.status));
+	reconcile_out_release(&o);
+	cJSON_Delete(j2);
+	cJSON_Delete(j);
+	cJSON_Delete(m);
+	cJSON_Delete(w);
+}
+END_TEST
+
 START_TEST(test_master_pod)
 {
 	struct operator_cfg cfg = { .master_port = 50001 };
@@ -235,6 +275,7 @@ static Suite *reconcile_suite(void)
 	tcase_add_test(tc, test_master_phases);
 	tcase_add_test(tc, test_master_killed_is_made_again);
 	tcase_add_test(tc, test_suspend_deleted_ended);
+	tcase_add_test(tc, test_plan_recorded_once);
 	tcase_add_test(tc, test_master_pod);
 	suite_add_tcase(s, tc);
 	return s;
