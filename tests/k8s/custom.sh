@@ -100,3 +100,18 @@ out=$("${K[@]}" get svc good-master 2>&1; "${K[@]}" get lease good-lease 2>&1)
 out=$("${K[@]}" get --raw /apis/elastic.rover.dev/v1alpha1/namespaces/default/elasticjobs/good 2>&1)
 echo "$out" | grep -q 'NotFound\|not found' && ! "${K[@]}" api-resources 2>/dev/null | grep -q elasticjobs &&
   ok "a deleted CRD's kind and objects are gone" || notok "after deleting the CRD: $out"
+
+# limit and continue: pages of one, kubectl's --chunk-size follows them.
+"${K[@]}" apply -f "$top/docker/k8s/base/crd-elasticjob.yaml" >/dev/null 2>&1
+for n in p1 p2 p3; do ej_yaml $n 1 AllreduceStrategy | "${K[@]}" apply -f - >/dev/null 2>&1; done
+out=$("${K[@]}" get --raw '/apis/elastic.rover.dev/v1alpha1/namespaces/default/elasticjobs?limit=1')
+next=$(printf '%s' "$out" | jq -r '.metadata.continue // empty')
+out2=$("${K[@]}" get --raw "/apis/elastic.rover.dev/v1alpha1/namespaces/default/elasticjobs?limit=5&continue=$next")
+names=$("${K[@]}" get ej --chunk-size=1 -o name 2>&1 | tr '\n' ' ')
+if jqok "$out" '(.items | length) == 1 and .items[0].metadata.name == "p1"' && [ -n "$next" ] &&
+  jqok "$out2" '(.items | length) == 2 and (.metadata.continue == null)' &&
+  [ "$names" = "elasticjob.elastic.rover.dev/p1 elasticjob.elastic.rover.dev/p2 elasticjob.elastic.rover.dev/p3 " ]; then
+  ok "lists page with limit and continue (kubectl --chunk-size=1 reads all three)"
+else
+  notok "pages: $out / $out2 / $names"
+fi

@@ -330,6 +330,26 @@ static bool objects_in_scope(const struct call *c, const struct obj *o, const ch
 	       select_labels(ls, o->j) && select_fields(fs, o->j);
 }
 
+/* limit and continue: items[0..*n) cut to the page asked for (the token is
+ * the offset of the next page), the rest freed; cont set when more follow.
+ * Each page is read from the state now, not from the first page's version,
+ * as a real server does once that version is compacted. */
+static void objects_page(const struct call *c, cJSON **items, int *n, char *cont, size_t size)
+{
+	const char *l = api_query(c, "limit"), *k = api_query(c, "continue");
+	long limit = l ? strtol(l, NULL, 10) : 0, from = k ? strtol(k, NULL, 10) : 0;
+	if (from < 0 || from > *n)
+		from = *n;
+	long end = limit > 0 && from + limit < *n ? from + limit : *n;
+	for (long i = 0; i < *n; i++)
+		if (i < from || i >= end)
+			cJSON_Delete(items[i]);
+	memmove(items, items + from, sizeof(*items) * (size_t)(end - from));
+	if (end < *n)
+		snprintf(cont, size, "%ld", end);
+	*n = (int)(end - from);
+}
+
 static void objects_list(const struct call *c, struct reply *r)
 {
 	struct standin *s = c->s;
@@ -359,8 +379,9 @@ static void objects_list(const struct call *c, struct reply *r)
 		items[i] = items[n - 1 - i];
 		items[n - 1 - i] = t;
 	}
-	char v[24];
+	char v[24], cont[48] = "";
 	snprintf(v, sizeof(v), "%lld", (long long)s->rv);
+	objects_page(c, items, &n, cont, sizeof(cont));
 	cJSON *out;
 	if (c->table) {
 		out = table_of(c->kind, items, n, true, c->table_object);
@@ -381,6 +402,8 @@ static void objects_list(const struct call *c, struct reply *r)
 	if (!md)
 		md = cJSON_AddObjectToObject(out, "metadata");
 	cJSON_AddStringToObject(md, "resourceVersion", v);
+	if (cont[0])
+		cJSON_AddStringToObject(md, "continue", cont);
 	api_json(r, 200, out);
 }
 
