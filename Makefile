@@ -27,8 +27,8 @@ CC ?= cc
 pkg_cflags = $(shell pkg-config --cflags $(1) 2>/dev/null)
 pkg_libs = $(shell pkg-config --libs $(1) 2>/dev/null)
 # System packages by the layer that uses them.
-SYS_CFLAGS := $(call pkg_cflags,libmicrohttpd libpq libcjson libcurl inih)
-SYS_LIBS := $(call pkg_libs,libmicrohttpd libpq libcjson libcurl inih) -lpthread -lm
+SYS_CFLAGS := $(call pkg_cflags,libmicrohttpd libpq libcjson libcurl inih yaml-0.1)
+SYS_LIBS := $(call pkg_libs,libmicrohttpd libpq libcjson libcurl inih yaml-0.1) -lpthread -lm
 GSL_CFLAGS := $(call pkg_cflags,gsl)
 GSL_LIBS := $(call pkg_libs,gsl) -lm
 CHECK_CFLAGS := $(call pkg_cflags,check)
@@ -140,6 +140,8 @@ $(eval $(call daemon,monitor))
 # roverctl: the command-line client (its binary named as people type it).
 ctl_LIBS := $(call pkg_libs,yaml-0.1)
 $(eval $(call daemon,ctl,,roverctl))
+# rover-operator: the ElasticJob controller (Kubernetes).
+$(eval $(call daemon,operator))
 # rover-gpuinfo: the one program that loads the CUDA runtime (common/gpu.h runs
 # it in a child).  Built against libcudart when the toolkit is found at
 # CUDA_HOME (only the runtime API; never -lcuda), else it reports no GPU.

@@ -25,7 +25,7 @@
 struct args {
 	const char *pos[2];
 	int npos;
-	const char *limit, *status, *ns, *interval;
+	const char *limit, *status, *ns, *interval, *kubeconfig;
 	bool help;
 };
 
@@ -58,6 +58,8 @@ static int parse_args(struct ctl *c, int argc, char **argv, const char *known, i
 			slot = &a->ns;
 		else if (!strcmp(s, "--interval") && strstr(known, "interval"))
 			slot = &a->interval;
+		else if (!strcmp(s, "--kubeconfig") && strstr(known, "kubeconfig"))
+			slot = &a->kubeconfig;
 		else if (s[0] == '-' && s[1]) {
 			fprintf(stderr, "roverctl %s: unknown option %s (see roverctl %s --help)\n",
 				argv[0], s, argv[0]);
@@ -194,13 +196,17 @@ static char *read_spec(const char *path, size_t *len)
 int cmd_submit(struct ctl *c, int argc, char **argv)
 {
 	struct args a;
-	int rc = parse_args(c, argc, argv, "", 1, &a);
+	int rc = parse_args(c, argc, argv, "kubeconfig namespace", 1, &a);
 	if (a.help) {
-		printf("usage: roverctl submit SPEC [--json]\n\n"
+		printf("usage: roverctl submit SPEC [--json] [--kubeconfig FILE [--namespace "
+		       "NS]]\n\n"
 		       "Register a job with rover-brain from an ElasticJob spec: a JSON or YAML\n"
 		       "file (.yaml/.yml, or any text not starting with '{'), or - for stdin.\n"
 		       "The spec is checked here first, naming the bad field.  Prints the job's\n"
 		       "uid and its create-stage plan; --json prints the brain's reply.\n"
+		       "With --kubeconfig the job is created as an ElasticJob in that cluster\n"
+		       "instead (elastic.rover.dev/v1alpha1; rover-operator runs it), in\n"
+		       "--namespace, else the spec's, else the kubeconfig's, else default.\n"
 		       "exit: 0 registered, 5 a running job has that name, 6 invalid spec.\n");
 		return CTL_OK;
 	}
@@ -231,6 +237,11 @@ int cmd_submit(struct ctl *c, int argc, char **argv)
 		return CTL_INVALID;
 	}
 	rv_job_spec_release(&spec);
+	if (a.kubeconfig) {
+		rc = k8s_submit(c, doc, a.kubeconfig, a.ns);
+		cJSON_Delete(doc);
+		return rc;
+	}
 	char *body = cJSON_PrintUnformatted(doc);
 	cJSON_Delete(doc);
 	cJSON *reply = NULL;

@@ -48,6 +48,12 @@ int ctl_call(struct ctl *c, const char *method, const char *path, const char *bo
  * the request's timeout is the client's plus that wait. */
 int ctl_call_wait(struct ctl *c, const char *path, int wait_s, cJSON **doc);
 
+/* k8s.c: doc (a checked ElasticJob spec, changed in place) created as an
+ * ElasticJob through kubeconfig in ns (NULL: the spec's, the kubeconfig's,
+ * default); prints what was created.  A CTL_* code (409 CTL_CONFLICT, 422
+ * CTL_INVALID, ...), the API server's message on stderr. */
+int k8s_submit(struct ctl *c, cJSON *doc, const char *kubeconfig, const char *ns);
+
 /* cmd.c: each returns a CTL_* code; argv[0] is the command's name. */
 int cmd_submit(struct ctl *c, int argc, char **argv);
 int cmd_jobs(struct ctl *c, int argc, char **argv);
