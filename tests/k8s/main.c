@@ -45,7 +45,10 @@ static const char main_usage[] =
 	"  --max-events N      Event objects kept (default 1000)\n"
 	"  --scheduler-name S  the schedulerName placed here (default default-scheduler)\n"
 	"  --no-resize         serve no pods/resize subresource (as servers before 1.33)\n"
-	"  --no-cgroups        run pods without memory cgroups\n";
+	"  --no-cgroups        run pods without memory cgroups\n"
+	"  --cgroup-driver D   name pod cgroups as the kubelet's cgroupfs driver does\n"
+	"                      (kubepods/pod<uid>, the default) or systemd's\n"
+	"                      (kubepods.slice/kubepods-pod<uid_with_underscores>.slice)\n";
 
 static const struct option main_longopts[] = {
 	{ "port", required_argument, NULL, 'p' },
@@ -61,6 +64,7 @@ static const struct option main_longopts[] = {
 	{ "scheduler-name", required_argument, NULL, 's' },
 	{ "no-resize", no_argument, NULL, 'R' },
 	{ "no-cgroups", no_argument, NULL, 'C' },
+	{ "cgroup-driver", required_argument, NULL, 'D' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -108,6 +112,11 @@ static int main_opt(struct standin_opts *o, int c, const char *v)
 		return 0;
 	case 'C':
 		o->cgroups = false;
+		return 0;
+	case 'D':
+		if (strcmp(v, "systemd") != 0 && strcmp(v, "cgroupfs") != 0)
+			return -EINVAL;
+		o->cgroup_systemd = strcmp(v, "systemd") == 0;
 		return 0;
 	default:
 		return -EINVAL;

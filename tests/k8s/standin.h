@@ -75,6 +75,7 @@ struct standin_opts {
 	int bookmark_ms;
 	bool resize;           /* serve pods/resize */
 	bool cgroups;          /* memory cgroups for pods */
+	bool cgroup_systemd;   /* name them as the systemd cgroup driver does */
 	const char *scheduler; /* the schedulerName this scheduler serves */
 	int max_events;        /* Event objects kept */
 };
@@ -96,6 +97,7 @@ struct standin {
 	bool fault_cut_mid; /* the cut leaves half an event */
 	int fault_delay_ms; /* every reply waits this long */
 	char cg_base[400];  /* our memory cgroup folder for pods, "" when none */
+	char cg_pods[420];  /* cg_base/kubepods (.slice with systemd), where pods go */
 	double started_s;   /* monotonic start */
 	volatile sig_atomic_t stop;
 	int kick; /* the loop has work (guarded by mu) */
