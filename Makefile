@@ -26,8 +26,8 @@ CC ?= cc
 pkg_cflags = $(shell pkg-config --cflags $(1) 2>/dev/null)
 pkg_libs = $(shell pkg-config --libs $(1) 2>/dev/null)
 # System packages by the layer that uses them.
-SYS_CFLAGS := $(call pkg_cflags,libmicrohttpd libpq libcjson libcurl inih)
-SYS_LIBS := $(call pkg_libs,libmicrohttpd libpq libcjson libcurl inih) -lpthread -lm
+SYS_CFLAGS := $(call pkg_cflags,libmicrohttpd libpq libcjson libcurl inih yaml-0.1)
+SYS_LIBS := $(call pkg_libs,libmicrohttpd libpq libcjson libcurl inih yaml-0.1) -lpthread -lm
 GSL_CFLAGS := $(call pkg_cflags,gsl)
 GSL_LIBS := $(call pkg_libs,gsl) -lm
 CHECK_CFLAGS := $(call pkg_cflags,check)

@@ -27,14 +27,13 @@
 #include "buf.h"
 #include "cleanup.h"
 #include "json.h"
-#include "k8s_conf.h"
+#include "k8s_client.h"
 #include "k8s_pod.h"
 #include "log.h"
 #include "parse.h"
 
 #define MAX_INFLIGHT 64
 #define WATCH_S      50 /* the server ends a watch after this */
-#define RESP_MAX     (64 << 20)
 #define BACKOFF_MAX  5000
 #define TOKEN_EVERY  60000 /* re-read a token file this often, ms */
 
@@ -82,7 +81,7 @@ struct cmd {
 
 struct sched_k8s {
 	struct sched base;
-	struct k8s_conf conf;
+	struct rv_k8s_conf conf;
 	char job[64], ns[64], image[256], sched_name[128];
 	char *tmpl_role[SCHED_K8S_MAX_TEMPLATES], *tmpl_json[SCHED_K8S_MAX_TEMPLATES];
 	int ntmpl;
@@ -124,127 +123,28 @@ static struct sched_k8s *k8s(struct sched *s)
 
 /* ---- requests ---- */
 
-static size_t on_body(char *p, size_t size, size_t n, void *arg)
-{
-	struct rv_buf *b = arg;
-	if (b->len + size * n > RESP_MAX)
-		return 0;
-	rv_buf_append(b, p, size * n);
-	return rv_buf_failed(b) ? 0 : size * n;
-}
-
-/* A configured easy handle: url, method, body (borrowed until done),
- * credentials, timeouts.  NULL when curl ran out of memory. */
+/* A configured easy handle (k8s_client.h) with the token read under the
+ * lock: the owner reloads a rotated one. */
 static CURL *easy_new(struct sched_k8s *s, const char *method, const char *url, const char *body,
 		      const char *ctype, struct curl_slist **hdrs, long timeout_ms)
 {
-	CURL *h = curl_easy_init();
-	if (!h)
-		return NULL;
-	char auth[sizeof(s->conf.token) + 32] = "", ct[96];
+	char token[sizeof(s->conf.token)];
 	pthread_mutex_lock(&s->lock);
-	if (s->conf.token[0])
-		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", s->conf.token);
+	snprintf(token, sizeof(token), "%s", s->conf.token);
 	pthread_mutex_unlock(&s->lock);
-	snprintf(ct, sizeof(ct), "Content-Type: %s", ctype ? ctype : "application/json");
-	*hdrs = curl_slist_append(*hdrs, "Accept: application/json");
-	if (body)
-		*hdrs = curl_slist_append(*hdrs, ct);
-	if (auth[0])
-		*hdrs = curl_slist_append(*hdrs, auth);
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms < 5000 ? timeout_ms : 5000L);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, *hdrs);
-	if (body) {
-		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
-		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-	}
-	if (strcmp(method, body ? "POST" : "GET") != 0)
-		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-	const struct k8s_conf *c = &s->conf;
-	if (c->ca_file[0])
-		curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
-	if (c->ca_pem) {
-		struct curl_blob b = { c->ca_pem, c->ca_len, CURL_BLOB_COPY };
-		curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &b);
-	}
-	if (c->cert_file[0])
-		curl_easy_setopt(h, CURLOPT_SSLCERT, c->cert_file);
-	if (c->key_file[0])
-		curl_easy_setopt(h, CURLOPT_SSLKEY, c->key_file);
-	if (c->cert_pem) {
-		struct curl_blob b = { c->cert_pem, c->cert_len, CURL_BLOB_COPY };
-		curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &b);
-	}
-	if (c->key_pem) {
-		struct curl_blob b = { c->key_pem, c->key_len, CURL_BLOB_COPY };
-		curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &b);
-	}
-	if (c->insecure) {
-		curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
-		curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
-	}
-	return h;
+	return rv_k8s_easy_new(&s->conf, token, method, url, body, ctype, hdrs, timeout_ms);
 }
 
 /* The owner's (or new()'s) blocking call: status, body in *out. */
 static int call_sync(struct sched_k8s *s, const char *method, const char *path, const char *body,
 		     const char *ctype, long *status, struct rv_buf *out, struct rv_err *err)
 {
-	char url[1024];
-	snprintf(url, sizeof(url), "%s%s", s->conf.server, path);
-	struct curl_slist *hdrs = NULL;
-	CURL *h = easy_new(s, method, url, body, ctype, &hdrs, s->timeout_ms);
-	if (!h) {
-		curl_slist_free_all(hdrs);
-		return rv_err_set(err, -ENOMEM, "", "out of memory");
-	}
-	char ebuf[CURL_ERROR_SIZE] = "";
-	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, ebuf);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
-	CURLcode rc = curl_easy_perform(h);
-	*status = 0;
-	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
-	curl_easy_cleanup(h);
-	curl_slist_free_all(hdrs);
-	if (rc != CURLE_OK)
-		return rv_err_set(err, rc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -ECONNREFUSED,
-				  "k8s", "could not reach the API server %s: %s", s->conf.server,
-				  ebuf[0] ? ebuf : curl_easy_strerror(rc));
-	return 0;
-}
-
-/* The Status message of an error reply, or its first bytes. */
-static void status_message(const char *body, long code, char *out, size_t size)
-{
-	cJSON *j = body ? cJSON_Parse(body) : NULL;
-	const char *m = cJSON_GetStringValue(cJSON_GetObjectItem(j, "message"));
-	snprintf(out, size, "HTTP %ld: %.200s", code, m ? m : body ? body : "");
-	cJSON_Delete(j);
-}
-
-static int status_errno(long code)
-{
-	switch (code) {
-	case 400:
-	case 422:
-		return -EINVAL;
-	case 401:
-	case 403:
-		return -EACCES;
-	case 404:
-		return -ENOENT;
-	case 409:
-		return -EEXIST;
-	case 410:
-		return -ESTALE;
-	default:
-		return -EIO;
-	}
+	char token[sizeof(s->conf.token)];
+	pthread_mutex_lock(&s->lock);
+	snprintf(token, sizeof(token), "%s", s->conf.token);
+	pthread_mutex_unlock(&s->lock);
+	return rv_k8s_call(&s->conf, token, method, path, body, ctype, s->timeout_ms, status, out,
+			   err);
 }
 
 /* ---- the node table and the event queue (s->lock held) ---- */
@@ -410,7 +310,7 @@ static struct req *req_start(struct sched_k8s *s, enum req_kind kind, const char
 		return NULL;
 	}
 	curl_easy_setopt(r->h, CURLOPT_PRIVATE, r);
-	curl_easy_setopt(r->h, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(r->h, CURLOPT_WRITEFUNCTION, rv_k8s_on_body);
 	curl_easy_setopt(r->h, CURLOPT_WRITEDATA, &r->resp);
 	r->next = s->reqs;
 	s->reqs = r;
@@ -436,19 +336,20 @@ static void selector_path(struct sched_k8s *s, char *out, size_t size, const cha
 		 s->ns, s->job, extra);
 }
 
-static void watch_line(struct req *r, const char *line, size_t len)
+static bool watch_line(void *arg, const char *line, size_t len)
 {
+	struct req *r = arg;
 	struct sched_k8s *s = r->s;
 	RV_CLEANUP_CJSON cJSON *j = cJSON_ParseWithLength(line, len);
 	const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(j, "type"));
 	const cJSON *obj = cJSON_GetObjectItem(j, "object");
 	if (!type || !obj)
-		return;
+		return true;
 	if (!strcmp(type, "ERROR")) {
 		const cJSON *code = cJSON_GetObjectItem(obj, "code");
 		if (cJSON_IsNumber(code) && code->valueint == 410)
 			r->gone = true;
-		return;
+		return !r->gone; /* a 410 ends the transfer: re-list */
 	}
 	const char *rv = cJSON_GetStringValue(
 		cJSON_GetObjectItem(cJSON_GetObjectItem(obj, "metadata"), "resourceVersion"));
@@ -461,30 +362,14 @@ static void watch_line(struct req *r, const char *line, size_t len)
 	 * from the version before it, and the change comes again. */
 	if (rv)
 		snprintf(s->rv, sizeof(s->rv), "%s", rv);
+	return true;
 }
 
 /* Watch bytes: whole lines are events; a line cut short is never parsed. */
 static size_t on_watch(char *p, size_t size, size_t n, void *arg)
 {
 	struct req *r = arg;
-	size_t len = size * n;
-	if (r->resp.len + len > RESP_MAX)
-		return 0;
-	rv_buf_append(&r->resp, p, len);
-	if (rv_buf_failed(&r->resp))
-		return 0;
-	size_t start = 0;
-	for (size_t i = 0; i < r->resp.len; i++)
-		if (r->resp.data[i] == '\n') {
-			if (i > start)
-				watch_line(r, r->resp.data + start, i - start);
-			start = i + 1;
-			if (r->gone)
-				return 0; /* ends the transfer: re-list */
-		}
-	memmove(r->resp.data, r->resp.data + start, r->resp.len - start);
-	rv_buf_truncate(&r->resp, r->resp.len - start);
-	return len;
+	return rv_k8s_lines(&r->resp, p, size * n, watch_line, r) == 0 ? size * n : 0;
 }
 
 static void watch_start(struct sched_k8s *s)
@@ -522,7 +407,7 @@ static void list_done(struct sched_k8s *s, struct req *r, long code)
 		cJSON_GetObjectItem(cJSON_GetObjectItem(j, "metadata"), "resourceVersion"));
 	if (!rv) {
 		char m[256];
-		status_message(r->resp.data, code, m, sizeof(m));
+		rv_k8s_status_message(r->resp.data, code, m, sizeof(m));
 		rv_log_warn("could not list the job's pods", "reason=\"%s\"", m);
 		s->need_list = true;
 		return;
@@ -564,9 +449,9 @@ static void create_done(struct sched_k8s *s, struct req *r, long code)
 		struct sched_event ev = { .type = SCHED_EV_FAILED, .rank = n->rank };
 		snprintf(ev.name, sizeof(ev.name), "%s", n->name);
 		snprintf(ev.role, sizeof(ev.role), "%s", n->role);
-		ev.err = code ? status_errno(code) : -ECONNREFUSED;
+		ev.err = code ? rv_k8s_status_errno(code) : -ECONNREFUSED;
 		if (code)
-			status_message(r->resp.data, code, ev.detail, sizeof(ev.detail));
+			rv_k8s_status_message(r->resp.data, code, ev.detail, sizeof(ev.detail));
 		else
 			snprintf(ev.detail, sizeof(ev.detail), "could not reach the API server");
 		if (n->t.removing) {
@@ -592,7 +477,7 @@ static void delete_done(struct sched_k8s *s, struct req *r, long code)
 		} else {
 			n->delete_sent = false; /* asked again by the next remove */
 			char m[256];
-			status_message(r->resp.data, code, m, sizeof(m));
+			rv_k8s_status_message(r->resp.data, code, m, sizeof(m));
 			rv_log_warn("could not delete a pod", "pod=%s reason=\"%s\"", r->pod, m);
 		}
 	}
@@ -687,7 +572,7 @@ static void check_pending(struct sched_k8s *s, int64_t now)
 		}
 	}
 	if (s->conf.token_file[0] && now - s->token_at > TOKEN_EVERY) {
-		k8s_conf_token_reload(&s->conf);
+		rv_k8s_conf_token_reload(&s->conf);
 		s->token_at = now;
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -837,7 +722,7 @@ static int k8s_resize(struct sched *b, const char *name, const struct sched_reso
 			   &out, err);
 	if (rc == 0 && code != 200) {
 		char m[256];
-		status_message(out.data, code, m, sizeof(m));
+		rv_k8s_status_message(out.data, code, m, sizeof(m));
 		rc = rv_err_set(err, code == 404 ? -ENOENT : -EOPNOTSUPP, "",
 				"pod %s refused the resize: %s", pod, m);
 	} else if (rc < 0) {
@@ -960,7 +845,7 @@ static void k8s_free(struct sched *b)
 		close(s->efd);
 	if (s->wfd >= 0)
 		close(s->wfd);
-	k8s_conf_release(&s->conf);
+	rv_k8s_conf_release(&s->conf);
 	pthread_mutex_destroy(&s->lock);
 	free(s->nodes);
 	free(s->evq);
@@ -990,8 +875,8 @@ static int discover(struct sched_k8s *s, struct rv_err *err)
 	int rc = call_sync(s, "GET", "/api/v1", NULL, NULL, &code, &out, err);
 	if (rc == 0 && code != 200) {
 		char m[256];
-		status_message(out.data, code, m, sizeof(m));
-		rc = rv_err_set(err, status_errno(code), "k8s",
+		rv_k8s_status_message(out.data, code, m, sizeof(m));
+		rc = rv_err_set(err, rv_k8s_status_errno(code), "k8s",
 				"the API server %s refused /api/v1: %s", s->conf.server, m);
 	}
 	cJSON *j = rc == 0 ? cJSON_Parse(out.data) : NULL;
@@ -1020,8 +905,8 @@ static int first_list(struct sched_k8s *s, struct rv_err *err)
 		cJSON_GetObjectItem(cJSON_GetObjectItem(j, "metadata"), "resourceVersion"));
 	if (rc == 0 && !rv) {
 		char m[256];
-		status_message(out.data, code, m, sizeof(m));
-		rc = rv_err_set(err, code ? status_errno(code) : -EIO, "k8s",
+		rv_k8s_status_message(out.data, code, m, sizeof(m));
+		rc = rv_err_set(err, code ? rv_k8s_status_errno(code) : -EIO, "k8s",
 				"could not list the pods of job %s in namespace %s: %s", s->job,
 				s->ns, m);
 	}
@@ -1044,7 +929,7 @@ static int first_list(struct sched_k8s *s, struct rv_err *err)
 
 static int k8s_open(struct sched_k8s *s, const struct sched_k8s_opts *o, struct rv_err *err)
 {
-	int rc = k8s_conf_load(o->kubeconfig, &s->conf, err);
+	int rc = rv_k8s_conf_load(o->kubeconfig, &s->conf, err);
 	if (rc < 0)
 		return rc;
 	const char *ns = o->namespace_ && o->namespace_[0] ? o->namespace_

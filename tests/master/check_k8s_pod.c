@@ -297,9 +297,9 @@ START_TEST(test_kubeconfig)
 	      "- name: u2\n  user:\n    tokenFile: token\n    client-key: keys/k.pem\n",
 	      f);
 	fclose(f);
-	struct k8s_conf c;
+	struct rv_k8s_conf c;
 	struct rv_err err = { 0 };
-	ck_assert_msg(k8s_conf_load(path, &c, &err) == 0, "%s", err.msg);
+	ck_assert_msg(rv_k8s_conf_load(path, &c, &err) == 0, "%s", err.msg);
 	ck_assert_str_eq(c.server, "http://127.0.0.1:8001");
 	ck_assert_str_eq(c.namespace_, "team");
 	ck_assert_str_eq(c.token, "tok-from-file");
@@ -308,12 +308,12 @@ START_TEST(test_kubeconfig)
 	char want[300];
 	snprintf(want, sizeof(want), "%s/keys/k.pem", dir);
 	ck_assert_str_eq(c.key_file, want);
-	k8s_conf_release(&c);
+	rv_k8s_conf_release(&c);
 	/* no current context: named */
 	f = fopen(path, "w");
 	fputs("apiVersion: v1\nclusters: []\n", f);
 	fclose(f);
-	ck_assert_int_eq(k8s_conf_load(path, &c, &err), -EINVAL);
+	ck_assert_int_eq(rv_k8s_conf_load(path, &c, &err), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err.msg, "no current context"));
 	unlink(tok);
 	unlink(path);

@@ -35,7 +35,7 @@ static char *slurp(const char *path, size_t *len)
 	return buf;
 }
 
-char *k8s_conf_base64(const char *in, size_t *out_len)
+char *rv_k8s_base64(const char *in, size_t *out_len)
 {
 	size_t n = strlen(in);
 	unsigned char *out = malloc(n / 4 * 3 + 4);
@@ -119,13 +119,13 @@ static int data_field(const char *v, char **out, size_t *len, const char *what, 
 {
 	if (!v)
 		return 0;
-	*out = k8s_conf_base64(v, len);
+	*out = rv_k8s_base64(v, len);
 	return *out ? 0
 		    : rv_err_set(err, -EINVAL, "k8s.kubeconfig", "%s: %s is not base64", file,
 				 what);
 }
 
-static int from_doc(yaml_document_t *d, const char *file, struct k8s_conf *c, struct rv_err *err)
+static int from_doc(yaml_document_t *d, const char *file, struct rv_k8s_conf *c, struct rv_err *err)
 {
 	yaml_node_t *root = yaml_document_get_root_node(d);
 	const char *ctx_name = str(get(d, root, "current-context"));
@@ -162,13 +162,13 @@ static int from_doc(yaml_document_t *d, const char *file, struct k8s_conf *c, st
 	if (rc == 0)
 		rc = data_field(str(get(d, us, "client-key-data")), &c->key_pem, &c->key_len,
 				"client-key-data", file, err);
-	if (rc == 0 && c->token_file[0] && k8s_conf_token_reload(c) < 0)
+	if (rc == 0 && c->token_file[0] && rv_k8s_conf_token_reload(c) < 0)
 		rc = rv_err_set(err, -errno ? -errno : -EIO, "k8s.kubeconfig",
 				"%s: could not read tokenFile %s", file, c->token_file);
 	return rc;
 }
 
-static int kubeconfig(const char *file, struct k8s_conf *c, struct rv_err *err)
+static int kubeconfig(const char *file, struct rv_k8s_conf *c, struct rv_err *err)
 {
 	size_t len = 0;
 	RV_CLEANUP_FREE char *text = slurp(file, &len);
@@ -192,25 +192,25 @@ static int kubeconfig(const char *file, struct k8s_conf *c, struct rv_err *err)
 	return rc;
 }
 
-static int in_cluster(const char *host, struct k8s_conf *c, struct rv_err *err)
+static int in_cluster(const char *host, struct rv_k8s_conf *c, struct rv_err *err)
 {
 	const char *port = getenv("KUBERNETES_SERVICE_PORT");
 	bool v6 = strchr(host, ':') != NULL;
 	snprintf(c->server, sizeof(c->server), "https://%s%s%s:%s", v6 ? "[" : "", host,
 		 v6 ? "]" : "", port && port[0] ? port : "443");
-	snprintf(c->token_file, sizeof(c->token_file), "%s/token", K8S_SA_DIR);
-	snprintf(c->ca_file, sizeof(c->ca_file), "%s/ca.crt", K8S_SA_DIR);
-	if (k8s_conf_token_reload(c) < 0)
+	snprintf(c->token_file, sizeof(c->token_file), "%s/token", RV_K8S_SA_DIR);
+	snprintf(c->ca_file, sizeof(c->ca_file), "%s/ca.crt", RV_K8S_SA_DIR);
+	if (rv_k8s_conf_token_reload(c) < 0)
 		return rv_err_set(err, -errno ? -errno : -EIO, "k8s.kubeconfig",
 				  "in a cluster but could not read %s", c->token_file);
-	RV_CLEANUP_FREE char *ns = slurp(K8S_SA_DIR "/namespace", NULL);
+	RV_CLEANUP_FREE char *ns = slurp(RV_K8S_SA_DIR "/namespace", NULL);
 	if (ns)
 		snprintf(c->namespace_, sizeof(c->namespace_), "%.*s", (int)strcspn(ns, "\r\n"),
 			 ns);
 	return 0;
 }
 
-int k8s_conf_load(const char *path, struct k8s_conf *c, struct rv_err *err)
+int rv_k8s_conf_load(const char *path, struct rv_k8s_conf *c, struct rv_err *err)
 {
 	memset(c, 0, sizeof(*c));
 	int rc;
@@ -234,11 +234,11 @@ int k8s_conf_load(const char *path, struct k8s_conf *c, struct rv_err *err)
 		rc = rv_err_set(err, -EINVAL, "k8s.kubeconfig",
 				"server \"%.200s\" must be an http:// or https:// url", c->server);
 	if (rc < 0)
-		k8s_conf_release(c);
+		rv_k8s_conf_release(c);
 	return rc;
 }
 
-int k8s_conf_token_reload(struct k8s_conf *c)
+int rv_k8s_conf_token_reload(struct rv_k8s_conf *c)
 {
 	if (!c->token_file[0])
 		return 0;
@@ -249,7 +249,7 @@ int k8s_conf_token_reload(struct k8s_conf *c)
 	return 0;
 }
 
-void k8s_conf_release(struct k8s_conf *c)
+void rv_k8s_conf_release(struct rv_k8s_conf *c)
 {
 	if (!c)
 		return;
