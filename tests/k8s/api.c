@@ -183,7 +183,77 @@ static cJSON *api_v1_doc(const struct standin *s)
 	if (s->o.resize)
 		api_resource(l, "pods/resize", "Pod", true, "get patch update", NULL);
 	api_resource(l, "pods/status", "Pod", true, "get patch update", NULL);
+	api_resource(l, "services", "Service", true, API_VERBS_ALL, "svc");
+	api_resource(l, "services/status", "Service", true, "get patch update", NULL);
 	return j;
+}
+
+/* The kinds served in group/version (not core v1); true when any. */
+static bool api_group_resources(const char *group, const char *version, cJSON *list)
+{
+	bool any = false;
+	for (int k = KIND_NAMESPACE + 1; k < store_nkinds(); k++) {
+		if (!store_kind_served(k) || strcmp(store_kind_group(k), group) != 0 ||
+		    strcmp(store_kind_version(k), version) != 0)
+			continue;
+		any = true;
+		if (!list)
+			continue;
+		api_resource(list, store_kind_resource(k), store_kind_name(k),
+			     store_kind_namespaced(k), API_VERBS_ALL, store_kind_short(k));
+		if (store_kind_status_sub(k)) {
+			char sub[96];
+			snprintf(sub, sizeof(sub), "%s/status", store_kind_resource(k));
+			api_resource(list, sub, store_kind_name(k), store_kind_namespaced(k),
+				     "get patch update", NULL);
+		}
+	}
+	return any;
+}
+
+/* /apis/GROUP/VERSION */
+static cJSON *api_group_version_doc(const char *group, const char *version)
+{
+	cJSON *j = cJSON_CreateObject();
+	char gv[200];
+	snprintf(gv, sizeof(gv), "%s/%s", group, version);
+	cJSON_AddStringToObject(j, "kind", "APIResourceList");
+	cJSON_AddStringToObject(j, "apiVersion", "v1");
+	cJSON_AddStringToObject(j, "groupVersion", gv);
+	api_group_resources(group, version, cJSON_AddArrayToObject(j, "resources"));
+	return j;
+}
+
+/* One APIGroup of /apis: its one version (a group serves one here). */
+static cJSON *api_group(int k)
+{
+	cJSON *g = cJSON_CreateObject();
+	char gv[200];
+	snprintf(gv, sizeof(gv), "%s/%s", store_kind_group(k), store_kind_version(k));
+	cJSON_AddStringToObject(g, "name", store_kind_group(k));
+	cJSON *vs = cJSON_AddArrayToObject(g, "versions");
+	cJSON *v = cJSON_CreateObject();
+	cJSON_AddStringToObject(v, "groupVersion", gv);
+	cJSON_AddStringToObject(v, "version", store_kind_version(k));
+	cJSON_AddItemToArray(vs, v);
+	cJSON_AddItemToObject(g, "preferredVersion", cJSON_Duplicate(v, true));
+	return g;
+}
+
+/* The first served kind of each group (in kind order), -1 past the end. */
+static int api_next_group(int from)
+{
+	for (int k = from; k < store_nkinds(); k++) {
+		if (!store_kind_served(k) || !store_kind_group(k)[0])
+			continue;
+		bool first = true;
+		for (int e = 0; e < k && first; e++)
+			first = !(store_kind_served(e) &&
+				  strcmp(store_kind_group(e), store_kind_group(k)) == 0);
+		if (first)
+			return k;
+	}
+	return -1;
 }
 
 static cJSON *api_groups_doc(void)
@@ -191,7 +261,9 @@ static cJSON *api_groups_doc(void)
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "kind", "APIGroupList");
 	cJSON_AddStringToObject(j, "apiVersion", "v1");
-	cJSON_AddArrayToObject(j, "groups");
+	cJSON *groups = cJSON_AddArrayToObject(j, "groups");
+	for (int k = api_next_group(0); k >= 0; k = api_next_group(k + 1))
+		cJSON_AddItemToArray(groups, api_group(k));
 	return j;
 }
 
@@ -202,6 +274,14 @@ static cJSON *api_openapi_root(void)
 	cJSON *paths = cJSON_AddObjectToObject(j, "paths");
 	cJSON *v1 = cJSON_AddObjectToObject(paths, "api/v1");
 	cJSON_AddStringToObject(v1, "serverRelativeURL", "/openapi/v3/api/v1?hash=standin1");
+	for (int k = api_next_group(0); k >= 0; k = api_next_group(k + 1)) {
+		char key[200], url[260];
+		snprintf(key, sizeof(key), "apis/%s/%s", store_kind_group(k),
+			 store_kind_version(k));
+		snprintf(url, sizeof(url), "/openapi/v3/%s?hash=standin%d", key, store_nkinds());
+		cJSON_AddStringToObject(cJSON_AddObjectToObject(paths, key), "serverRelativeURL",
+					url);
+	}
 	return j;
 }
 
@@ -211,7 +291,7 @@ static cJSON *api_openapi_root(void)
  * it stores, not unknown fields) and needs no schema of its own.  No
  * schemas: kubectl's apply then builds strategic merge patches from its
  * built-in types. */
-static cJSON *api_openapi_v1(void)
+static cJSON *api_openapi_v1(const char *group, const char *version)
 {
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "openapi", "3.0.0");
@@ -219,17 +299,22 @@ static cJSON *api_openapi_v1(void)
 	cJSON_AddStringToObject(info, "title", "Kubernetes");
 	cJSON_AddStringToObject(info, "version", "v1.32.0-standin");
 	cJSON *paths = cJSON_AddObjectToObject(j, "paths");
-	for (int k = 0; k < KIND_COUNT; k++) {
-		char path[128];
-		snprintf(path, sizeof(path), "/api/v1/%s%s/{name}",
+	for (int k = 0; k < store_nkinds(); k++) {
+		if (!store_kind_served(k) || strcmp(store_kind_group(k), group) != 0 ||
+		    strcmp(store_kind_version(k), version) != 0)
+			continue;
+		char path[400], prefix[200] = "/api/v1";
+		if (group[0])
+			snprintf(prefix, sizeof(prefix), "/apis/%s/%s", group, version);
+		snprintf(path, sizeof(path), "%s/%s%s/{name}", prefix,
 			 store_kind_namespaced((enum kind)k) ? "namespaces/{namespace}/" : "",
 			 store_kind_resource((enum kind)k));
 		cJSON *patch =
 			cJSON_AddObjectToObject(cJSON_AddObjectToObject(paths, path), "patch");
 		cJSON *gvk = cJSON_AddObjectToObject(patch, "x-kubernetes-group-version-kind");
-		cJSON_AddStringToObject(gvk, "group", "");
+		cJSON_AddStringToObject(gvk, "group", group);
 		cJSON_AddStringToObject(gvk, "kind", store_kind_name((enum kind)k));
-		cJSON_AddStringToObject(gvk, "version", "v1");
+		cJSON_AddStringToObject(gvk, "version", version);
 		cJSON *params = cJSON_AddArrayToObject(patch, "parameters");
 		cJSON *fv = cJSON_CreateObject();
 		cJSON_AddStringToObject(fv, "name", "fieldValidation");
@@ -269,7 +354,10 @@ static bool api_openapi(struct MHD_Connection *conn, char **seg, int n, struct r
 		api_json(r, 200, api_openapi_root());
 	else if (n == 4 && strcmp(seg[1], "v3") == 0 && strcmp(seg[2], "api") == 0 &&
 		 strcmp(seg[3], "v1") == 0)
-		api_json(r, 200, api_openapi_v1());
+		api_json(r, 200, api_openapi_v1("", "v1"));
+	else if (n == 5 && strcmp(seg[1], "v3") == 0 && strcmp(seg[2], "apis") == 0 &&
+		 api_group_resources(seg[3], seg[4], NULL))
+		api_json(r, 200, api_openapi_v1(seg[3], seg[4]));
 	else
 		api_status(r, 404, NULL, NULL, "the server could not find the requested resource");
 	return true;
@@ -286,6 +374,8 @@ static bool api_discovery(struct standin *s, char **seg, int n, struct reply *r)
 		api_json(r, 200, api_v1_doc(s));
 	else if (n == 1 && strcmp(seg[0], "apis") == 0)
 		api_json(r, 200, api_groups_doc());
+	else if (n == 3 && strcmp(seg[0], "apis") == 0 && api_group_resources(seg[1], seg[2], NULL))
+		api_json(r, 200, api_group_version_doc(seg[1], seg[2]));
 	else if (n == 1 && (strcmp(seg[0], "healthz") == 0 || strcmp(seg[0], "readyz") == 0 ||
 			    strcmp(seg[0], "livez") == 0)) {
 		r->status = 200;
@@ -312,14 +402,22 @@ static int api_split(char *buf, char **seg)
 /* Fill c's kind, ns, name and sub from /api/v1/...: 0, or -ENOENT. */
 static int api_parse_path(struct call *c, char **seg, int n)
 {
-	if (n < 3 || strcmp(seg[0], "api") != 0 || strcmp(seg[1], "v1") != 0)
-		return -ENOENT;
+	const char *group = "", *version = "v1";
 	int i = 2;
-	if (strcmp(seg[2], "namespaces") == 0 && n >= 5) {
-		c->ns = seg[3];
-		i = 4;
+	if (n >= 3 && strcmp(seg[0], "api") == 0 && strcmp(seg[1], "v1") == 0) {
+		i = 2;
+	} else if (n >= 4 && strcmp(seg[0], "apis") == 0) {
+		group = seg[1];
+		version = seg[2];
+		i = 3;
+	} else {
+		return -ENOENT;
 	}
-	int k = store_kind_from_resource(seg[i]);
+	if (strcmp(seg[i], "namespaces") == 0 && n >= i + 3) {
+		c->ns = seg[i + 1];
+		i += 2;
+	}
+	int k = store_kind_from_resource(group, version, seg[i]);
 	if (k < 0 || (c->ns && !store_kind_namespaced(k)))
 		return -ENOENT;
 	c->kind = (enum kind)k;

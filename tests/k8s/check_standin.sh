@@ -358,4 +358,5 @@ kc=${kubectls[0]}
 K=("$kc" --server "$SERVER" --namespace default --request-timeout=30s)
 mkdir -p "$TMP/x"
 . "$top/tests/k8s/faults.sh"
+. "$top/tests/k8s/custom.sh"
 exit $failed

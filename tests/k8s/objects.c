@@ -31,6 +31,14 @@ static bool objects_name_ok(const char *n)
 	return true;
 }
 
+/* j[a][b] (j[b] when a is NULL) as a string, "" when absent. */
+static const char *objects_str(const cJSON *j, const char *a, const char *b)
+{
+	const cJSON *o = a ? cJSON_GetObjectItem(j, a) : j;
+	const char *v = cJSON_GetStringValue(cJSON_GetObjectItem(o, b));
+	return v ? v : "";
+}
+
 static cJSON *objects_md(cJSON *j)
 {
 	cJSON *md = cJSON_GetObjectItem(j, "metadata");
@@ -183,6 +191,75 @@ static int objects_create_name(const struct call *c, cJSON *j, char *name, size_
 	return 0;
 }
 
+/* A custom object against its CRD's schema, a CRD against what the
+ * stand-in needs of one (and then served): 0, or -EINVAL with a 422 in r
+ * naming the field, as the API server words it. */
+static int objects_validate_custom(const struct call *c, const char *name, const cJSON *j,
+				   struct reply *r)
+{
+	char field[256] = "", why[700] = "";
+	const char *crd_why = NULL;
+	if (c->kind == KIND_CRD) {
+		if (schema_crd_ok(j, &crd_why) == 0)
+			return 0;
+		api_status(r, 422, "Invalid", c,
+			   "CustomResourceDefinition.apiextensions.k8s.io \"%s\" is invalid: %s",
+			   name, crd_why);
+		return -EINVAL;
+	}
+	if (c->kind < KIND_BUILTIN || schema_check(store_kind_schema(c->kind), j, field,
+						   sizeof(field), why, sizeof(why)) == 0)
+		return 0;
+	struct call named = *c;
+	named.name = name;
+	api_status(r, 422, "Invalid", &named, "%s.%s \"%s\" is invalid: %s: %s",
+		   store_kind_name(c->kind), store_kind_group(c->kind), name, field, why);
+	return -EINVAL;
+}
+
+/* A Service's cluster IP, as the API server allocates one. */
+static void objects_default_service(struct standin *s, cJSON *j)
+{
+	cJSON *spec = cJSON_GetObjectItem(j, "spec");
+	if (!cJSON_IsObject(spec))
+		spec = cJSON_AddObjectToObject(j, "spec");
+	if (cJSON_GetObjectItem(spec, "clusterIP"))
+		return;
+	char ip[32];
+	snprintf(ip, sizeof(ip), "10.96.%d.%d", (int)((s->rv / 250) % 250), (int)(s->rv % 250 + 1));
+	cJSON_AddStringToObject(spec, "clusterIP", ip);
+	cJSON *ips = cJSON_AddArrayToObject(spec, "clusterIPs");
+	cJSON_AddItemToArray(ips, cJSON_CreateString(ip));
+	if (!cJSON_GetObjectItem(spec, "type"))
+		cJSON_AddStringToObject(spec, "type", "ClusterIP");
+}
+
+/* A CRD is Established at once (no controller here) and its kind served. */
+static void objects_crd_established(cJSON *j)
+{
+	const char *why = NULL;
+	store_kind_register(j, &why);
+	cJSON *st = cJSON_CreateObject();
+	cJSON *conds = cJSON_AddArrayToObject(st, "conditions");
+	const char *types[] = { "NamesAccepted", "Established" };
+	char ts[32];
+	store_now_rfc3339(ts, sizeof(ts));
+	for (int i = 0; i < 2; i++) {
+		cJSON *c = cJSON_CreateObject();
+		cJSON_AddStringToObject(c, "type", types[i]);
+		cJSON_AddStringToObject(c, "status", "True");
+		cJSON_AddStringToObject(c, "reason", i ? "InitialNamesAccepted" : "NoConflicts");
+		cJSON_AddStringToObject(c, "lastTransitionTime", ts);
+		cJSON_AddItemToArray(conds, c);
+	}
+	cJSON_AddItemToObject(st, "acceptedNames",
+			      cJSON_Duplicate(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "spec"),
+								  "names"),
+					      true));
+	cJSON_DeleteItemFromObject(j, "status");
+	cJSON_AddItemToObject(j, "status", st);
+}
+
 static bool objects_dry_run(const struct call *c)
 {
 	const char *d = api_query(c, "dryRun");
@@ -202,7 +279,8 @@ static void objects_create(const struct call *c, struct reply *r)
 	}
 	const char *ns = c->ns ? c->ns : "";
 	if (objects_create_name(c, j, name, sizeof(name), r) < 0 ||
-	    (c->kind == KIND_POD && objects_validate_pod(c, j, r) < 0)) {
+	    (c->kind == KIND_POD && objects_validate_pod(c, j, r) < 0) ||
+	    objects_validate_custom(c, name, j, r) < 0) {
 		cJSON_Delete(j);
 		return;
 	}
@@ -221,10 +299,14 @@ static void objects_create(const struct call *c, struct reply *r)
 	}
 	if (c->kind == KIND_POD)
 		objects_default_pod(s, j);
+	if (c->kind == KIND_SERVICE)
+		objects_default_service(s, j);
 	if (objects_dry_run(c)) {
 		api_json(r, 201, j);
 		return;
 	}
+	if (c->kind == KIND_CRD)
+		objects_crd_established(j);
 	struct obj *o = store_add(s, c->kind, ns, name, j);
 	api_json(r, 201, store_served(o));
 }
@@ -289,7 +371,7 @@ static void objects_list(const struct call *c, struct reply *r)
 		snprintf(kind, sizeof(kind), "%sList", store_kind_name(c->kind));
 		out = cJSON_CreateObject();
 		cJSON_AddStringToObject(out, "kind", kind);
-		cJSON_AddStringToObject(out, "apiVersion", "v1");
+		cJSON_AddStringToObject(out, "apiVersion", store_kind_api_version(c->kind));
 		cJSON *arr = cJSON_AddArrayToObject(out, "items");
 		for (int i = 0; i < n; i++)
 			cJSON_AddItemToArray(arr, items[i]);
@@ -358,8 +440,10 @@ static void objects_keep_fixed(const struct call *c, const cJSON *old, cJSON *nw
 			cJSON_AddItemToObject(nmd, md_fixed[i], cJSON_Duplicate(v, true));
 	}
 	bool status = c->sub && strcmp(c->sub, "status") == 0;
-	const char *keep[] = { status ? "spec" : "status", "kind", "apiVersion" };
-	for (size_t i = 0; i < 3; i++) {
+	const char *keep[] = { "kind", "apiVersion", status ? "spec" : "status" };
+	/* without a status subresource the main path changes status too */
+	size_t nkeep = status || store_kind_status_sub(c->kind) ? 3 : 2;
+	for (size_t i = 0; i < nkeep; i++) {
 		cJSON_DeleteItemFromObject(nw, keep[i]);
 		const cJSON *v = cJSON_GetObjectItem(old, keep[i]);
 		if (v)
@@ -415,12 +499,18 @@ static void objects_commit(const struct call *c, struct obj *o, cJSON *nw, struc
 			o->name);
 		return;
 	}
+	if (objects_validate_custom(c, o->name, nw, r) < 0) {
+		cJSON_Delete(nw);
+		return;
+	}
 	cJSON *old = o->j;
 	bool spec_changed = !cJSON_Compare(cJSON_GetObjectItem(old, "spec"),
 					   cJSON_GetObjectItem(nw, "spec"), true);
 	o->j = nw;
-	if (spec_changed && o->kind == KIND_POD)
+	if (spec_changed && (o->kind == KIND_POD || o->kind >= KIND_BUILTIN))
 		objects_bump_generation(o);
+	if (o->kind == KIND_CRD)
+		objects_crd_established(o->j);
 	if (resize)
 		kubelet_resize(c->s, o);
 	cJSON_Delete(old);
@@ -515,6 +605,22 @@ static void objects_delete_one(const struct call *c, struct obj *o, int64_t grac
 	if (o->kind == KIND_POD && o->running && grace != 0) {
 		kubelet_mark_deleting(s, o, grace);
 		return;
+	}
+	if (o->kind == KIND_CRD) { /* its objects go with it */
+		int k = store_kind_from_resource(
+			objects_str(o->j, "spec", "group"),
+			objects_str(cJSON_GetArrayItem(
+					    cJSON_GetObjectItem(cJSON_GetObjectItem(o->j, "spec"),
+								"versions"),
+					    0),
+				    NULL, "name"),
+			objects_str(cJSON_GetObjectItem(o->j, "spec"), "names", "plural"));
+		for (struct obj *p = s->objs, *nx; k >= 0 && p; p = nx) {
+			nx = p->next;
+			if ((int)p->kind == k)
+				store_remove(s, p);
+		}
+		store_kind_unregister(o->name);
 	}
 	if (o->kind == KIND_NAMESPACE) {
 		for (struct obj *p = s->objs, *nx; p; p = nx) {

@@ -25,7 +25,19 @@
 
 #include "proc.h"
 
-enum kind { KIND_POD, KIND_EVENT, KIND_NODE, KIND_NAMESPACE, KIND_COUNT };
+/* The built-in kinds; a CustomResourceDefinition adds one after them (up to
+ * KIND_MAX in all, store_kind_register). */
+enum kind {
+	KIND_POD,
+	KIND_EVENT,
+	KIND_NODE,
+	KIND_NAMESPACE,
+	KIND_SERVICE,
+	KIND_LEASE,
+	KIND_CRD,
+	KIND_BUILTIN
+};
+#define KIND_MAX 24
 
 /* A stored object.  Pods carry the kubelet's state of their process. */
 struct obj {
@@ -88,9 +100,9 @@ struct standin {
 	struct obj *objs; /* every object, newest first */
 	/* One ring of o.history changes per kind, as the API server keeps a
 	 * watch cache per resource: Events do not push pods out. */
-	struct hist *hist[KIND_COUNT];
-	int hist_n[KIND_COUNT], hist_head[KIND_COUNT]; /* count, index of the oldest */
-	int64_t hist_floor[KIND_COUNT];                /* a watch from below this gets 410 */
+	struct hist *hist[KIND_MAX];
+	int hist_n[KIND_MAX], hist_head[KIND_MAX]; /* count, index of the oldest */
+	int64_t hist_floor[KIND_MAX];              /* a watch from below this gets 410 */
 	/* faults */
 	int fault_expire;   /* the next N watches get 410 */
 	int fault_cut;      /* generation: watches opened before it end */
@@ -104,10 +116,27 @@ struct standin {
 };
 
 /* ---- store.c (callers hold s->mu unless said) ---- */
-const char *store_kind_name(enum kind k);      /* "Pod" */
-const char *store_kind_resource(enum kind k);  /* "pods" */
-int store_kind_from_resource(const char *res); /* -1 when unknown */
+const char *store_kind_name(enum kind k);        /* "Pod" */
+const char *store_kind_resource(enum kind k);    /* "pods" */
+const char *store_kind_group(enum kind k);       /* "" (core), "coordination.k8s.io" */
+const char *store_kind_version(enum kind k);     /* "v1", "v1alpha1" */
+const char *store_kind_api_version(enum kind k); /* "v1", "elastic.rover.dev/v1alpha1" */
+const char *store_kind_short(enum kind k);       /* "po", NULL when none */
+/* The kind served at group/version/resource; -1 when none (or no longer). */
+int store_kind_from_resource(const char *group, const char *version, const char *res);
 bool store_kind_namespaced(enum kind k);
+bool store_kind_status_sub(enum kind k); /* a status subresource: the main path keeps status */
+int store_nkinds(void);                  /* kinds so far (built-in ones first) */
+bool store_kind_served(enum kind k);
+/* A CustomResourceDefinition's schema (its served version's openAPIV3Schema)
+ * and printer columns, borrowed while s->mu is held; NULL when none. */
+const cJSON *store_kind_schema(enum kind k);
+const cJSON *store_kind_columns(enum kind k);
+/* Serve (or serve again, with a new schema) the kind a stored
+ * CustomResourceDefinition describes; unserve it (stored = NULL, name).
+ * Returns the kind, or -EINVAL with *why naming the bad field. */
+int store_kind_register(const cJSON *crd, const char **why);
+void store_kind_unregister(const char *crd_name);
 void store_init(struct standin *s);
 void store_release(struct standin *s);
 struct obj *store_find(struct standin *s, enum kind k, const char *ns, const char *name);
@@ -162,6 +191,14 @@ int patch_json(cJSON *target, const cJSON *ops, const char **why);
 /* Strategic merge patch for the fields clients patch: maps merge as in a
  * merge patch; lists of containers merge by name; other lists replace. */
 void patch_strategic(cJSON *target, const cJSON *patch);
+
+/* ---- schema.c: a custom object checked against its CRD's schema (pure) ---- */
+/* 0, or -EINVAL with the field path ("spec.replicaSpecs.worker.replicas")
+ * in field and the reason in why, as the API server words them. */
+int schema_check(const cJSON *schema, const cJSON *obj, char *field, size_t fsize, char *why,
+		 size_t wsize);
+/* The subset of a CRD the stand-in needs: 0 or -EINVAL with *why. */
+int schema_crd_ok(const cJSON *crd, const char **why);
 
 /* ---- table.c: the Table kubectl asks for ---- */
 /* A meta.k8s.io/v1 Table of items (served objects, borrowed); columns when

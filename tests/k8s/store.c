@@ -16,15 +16,40 @@
 
 #include "standin.h"
 
-static const struct {
-	const char *kind, *resource;
-	bool namespaced;
-} store_kinds[KIND_COUNT] = {
-	[KIND_POD] = { "Pod", "pods", true },
-	[KIND_EVENT] = { "Event", "events", true },
-	[KIND_NODE] = { "Node", "nodes", false },
-	[KIND_NAMESPACE] = { "Namespace", "namespaces", false },
+/* The kinds served: the built-in ones, then one per CustomResourceDefinition
+ * (appended under s->mu, never removed: a deleted CRD's kind is unserved).
+ * Process-wide, as one stand-in runs per process; store_nkinds is read
+ * without the lock, so an entry is whole before the count covers it. */
+struct kinddef {
+	char kind[64], resource[64], singular[64], shortname[16], group[128], version[32];
+	char api_version[160];
+	char crd[200]; /* the CustomResourceDefinition's name, "" built-in */
+	bool namespaced, status_sub, served;
+	cJSON *schema, *columns; /* a CRD's, owned here */
 };
+
+static struct kinddef store_kinds[KIND_MAX] = {
+	[KIND_POD] = { "Pod", "pods", "pod", "po", "", "v1", "v1", "", true, true, true, 0, 0 },
+	[KIND_EVENT] = { "Event", "events", "event", "ev", "", "v1", "v1", "", true, false, true, 0,
+			 0 },
+	[KIND_NODE] = { "Node", "nodes", "node", "no", "", "v1", "v1", "", false, true, true, 0,
+			0 },
+	[KIND_NAMESPACE] = { "Namespace", "namespaces", "namespace", "ns", "", "v1", "v1", "",
+			     false, true, true, 0, 0 },
+	[KIND_SERVICE] = { "Service", "services", "service", "svc", "", "v1", "v1", "", true, true,
+			   true, 0, 0 },
+	[KIND_LEASE] = { "Lease", "leases", "lease", "", "coordination.k8s.io", "v1",
+			 "coordination.k8s.io/v1", "", true, false, true, 0, 0 },
+	[KIND_CRD] = { "CustomResourceDefinition", "customresourcedefinitions",
+		       "customresourcedefinition", "crd", "apiextensions.k8s.io", "v1",
+		       "apiextensions.k8s.io/v1", "", false, true, true, 0, 0 },
+};
+static _Atomic int store_kinds_n = KIND_BUILTIN;
+
+int store_nkinds(void)
+{
+	return store_kinds_n;
+}
 
 const char *store_kind_name(enum kind k)
 {
@@ -36,17 +61,124 @@ const char *store_kind_resource(enum kind k)
 	return store_kinds[k].resource;
 }
 
+const char *store_kind_group(enum kind k)
+{
+	return store_kinds[k].group;
+}
+
+const char *store_kind_version(enum kind k)
+{
+	return store_kinds[k].version;
+}
+
+const char *store_kind_api_version(enum kind k)
+{
+	return store_kinds[k].api_version;
+}
+
+const char *store_kind_short(enum kind k)
+{
+	return store_kinds[k].shortname[0] ? store_kinds[k].shortname : NULL;
+}
+
 bool store_kind_namespaced(enum kind k)
 {
 	return store_kinds[k].namespaced;
 }
 
-int store_kind_from_resource(const char *res)
+bool store_kind_status_sub(enum kind k)
 {
-	for (int k = 0; k < KIND_COUNT; k++)
-		if (strcmp(res, store_kinds[k].resource) == 0)
+	return store_kinds[k].status_sub;
+}
+
+bool store_kind_served(enum kind k)
+{
+	return store_kinds[k].served;
+}
+
+const cJSON *store_kind_schema(enum kind k)
+{
+	return store_kinds[k].schema;
+}
+
+const cJSON *store_kind_columns(enum kind k)
+{
+	return store_kinds[k].columns;
+}
+
+int store_kind_from_resource(const char *group, const char *version, const char *res)
+{
+	int n = store_kinds_n;
+	for (int k = 0; k < n; k++) {
+		const struct kinddef *d = &store_kinds[k];
+		if (d->served && strcmp(res, d->resource) == 0 && strcmp(group, d->group) == 0 &&
+		    strcmp(version, d->version) == 0)
 			return k;
+	}
 	return -1;
+}
+
+static void store_copy(char *out, size_t size, const cJSON *o, const char *key)
+{
+	const char *v = cJSON_GetStringValue(cJSON_GetObjectItem(o, key));
+	snprintf(out, size, "%s", v ? v : "");
+}
+
+/* Fill d from crd (already checked by schema_crd_ok). */
+static void store_kind_fill(struct kinddef *d, const cJSON *crd)
+{
+	const cJSON *spec = cJSON_GetObjectItem(crd, "spec");
+	const cJSON *names = cJSON_GetObjectItem(spec, "names");
+	const cJSON *ver = cJSON_GetArrayItem(cJSON_GetObjectItem(spec, "versions"), 0);
+	store_copy(d->kind, sizeof(d->kind), names, "kind");
+	store_copy(d->resource, sizeof(d->resource), names, "plural");
+	store_copy(d->singular, sizeof(d->singular), names, "singular");
+	const cJSON *sn = cJSON_GetArrayItem(cJSON_GetObjectItem(names, "shortNames"), 0);
+	snprintf(d->shortname, sizeof(d->shortname), "%s",
+		 sn && sn->valuestring ? sn->valuestring : "");
+	store_copy(d->group, sizeof(d->group), spec, "group");
+	store_copy(d->version, sizeof(d->version), ver, "name");
+	snprintf(d->api_version, sizeof(d->api_version), "%s/%s", d->group, d->version);
+	store_copy(d->crd, sizeof(d->crd), cJSON_GetObjectItem(crd, "metadata"), "name");
+	const char *scope = cJSON_GetStringValue(cJSON_GetObjectItem(spec, "scope"));
+	d->namespaced = !scope || strcmp(scope, "Cluster") != 0;
+	d->status_sub = cJSON_GetObjectItem(cJSON_GetObjectItem(ver, "subresources"), "status");
+	cJSON_Delete(d->schema);
+	cJSON_Delete(d->columns);
+	d->schema = cJSON_Duplicate(cJSON_GetObjectItem(cJSON_GetObjectItem(ver, "schema"),
+							"openAPIV3Schema"),
+				    true);
+	d->columns = cJSON_Duplicate(cJSON_GetObjectItem(ver, "additionalPrinterColumns"), true);
+	d->served = true;
+}
+
+int store_kind_register(const cJSON *crd, const char **why)
+{
+	if (schema_crd_ok(crd, why) < 0)
+		return -EINVAL;
+	char name[200];
+	store_copy(name, sizeof(name), cJSON_GetObjectItem(crd, "metadata"), "name");
+	int n = store_kinds_n;
+	for (int k = KIND_BUILTIN; k < n; k++)
+		if (strcmp(store_kinds[k].crd, name) == 0) {
+			store_kind_fill(&store_kinds[k], crd);
+			return k;
+		}
+	if (n == KIND_MAX) {
+		*why = "spec: Forbidden: the stand-in serves no more custom resources";
+		return -EINVAL;
+	}
+	store_kind_fill(&store_kinds[n], crd);
+	store_kinds_n = n + 1;
+	return n;
+}
+
+void store_kind_unregister(const char *crd_name)
+{
+	int n = store_kinds_n;
+	for (int k = KIND_BUILTIN; k < n; k++)
+		if (strcmp(store_kinds[k].crd, crd_name) == 0)
+			store_kinds[k].served = false;
 }
 
 double store_mono_s(void)
@@ -84,7 +216,7 @@ void store_init(struct standin *s)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&s->changed, &ca);
 	pthread_condattr_destroy(&ca);
-	for (int k = 0; k < KIND_COUNT; k++)
+	for (int k = 0; k < KIND_MAX; k++)
 		s->hist[k] = calloc((size_t)s->o.history, sizeof(*s->hist[k]));
 	s->started_s = store_mono_s();
 }
@@ -104,7 +236,7 @@ void store_release(struct standin *s)
 		store_obj_free(o);
 	}
 	store_compact(s);
-	for (int k = 0; k < KIND_COUNT; k++)
+	for (int k = 0; k < KIND_MAX; k++)
 		free(s->hist[k]);
 	pthread_cond_destroy(&s->changed);
 	pthread_mutex_destroy(&s->mu);
@@ -175,7 +307,7 @@ struct obj *store_add(struct standin *s, enum kind k, const char *ns, const char
 	rv_proc_init(&o->proc);
 	o->j = j;
 	store_set_str(j, "kind", store_kind_name(k));
-	store_set_str(j, "apiVersion", "v1");
+	store_set_str(j, "apiVersion", store_kind_api_version(k));
 	cJSON *md = cJSON_GetObjectItem(j, "metadata");
 	if (!cJSON_IsObject(md)) {
 		cJSON_DeleteItemFromObject(j, "metadata");
@@ -189,7 +321,7 @@ struct obj *store_add(struct standin *s, enum kind k, const char *ns, const char
 	store_set_str(md, "creationTimestamp", ts);
 	cJSON_DeleteItemFromObject(md, "deletionTimestamp");
 	cJSON_DeleteItemFromObject(md, "generation");
-	if (k == KIND_POD)
+	if (k == KIND_POD || k >= KIND_BUILTIN)
 		cJSON_AddNumberToObject(md, "generation", 1);
 	o->next = s->objs;
 	s->objs = o;
@@ -295,7 +427,7 @@ const struct hist *store_hist_at(struct standin *s, enum kind k, int i)
 
 void store_compact(struct standin *s)
 {
-	for (int k = 0; k < KIND_COUNT; k++) {
+	for (int k = 0; k < KIND_MAX; k++) {
 		for (int i = 0; i < s->hist_n[k]; i++)
 			cJSON_Delete(s->hist[k][(s->hist_head[k] + i) % s->o.history].obj);
 		s->hist_n[k] = 0;
@@ -331,7 +463,7 @@ static cJSON *store_involved(const struct obj *about)
 		cJSON_AddStringToObject(io, "namespace", about->ns);
 	cJSON_AddStringToObject(io, "name", about->name);
 	cJSON_AddStringToObject(io, "uid", about->uid);
-	cJSON_AddStringToObject(io, "apiVersion", "v1");
+	cJSON_AddStringToObject(io, "apiVersion", store_kind_api_version(about->kind));
 	char v[24];
 	snprintf(v, sizeof(v), "%lld", (long long)about->rv);
 	cJSON_AddStringToObject(io, "resourceVersion", v);

@@ -186,6 +186,45 @@ static void table_ns_cells(const cJSON *ns, cJSON *cells)
 	cJSON_AddItemToArray(cells, cJSON_CreateString(age));
 }
 
+/* A printer column's simple JSONPath (".status.phase"), as the column's
+ * type wants it ("" when absent; a date as an age). */
+static cJSON *table_path(const cJSON *item, const cJSON *col)
+{
+	const char *path = cJSON_GetStringValue(cJSON_GetObjectItem(col, "jsonPath"));
+	const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(col, "type"));
+	char buf[256], age[32];
+	snprintf(buf, sizeof(buf), "%s", path ? path : "");
+	const cJSON *v = item;
+	char *save = NULL;
+	for (char *t = strtok_r(buf, ".", &save); t && v; t = strtok_r(NULL, ".", &save))
+		v = cJSON_GetObjectItem(v, t);
+	if (cJSON_IsNumber(v))
+		return cJSON_CreateNumber(v->valuedouble);
+	if (cJSON_IsBool(v))
+		return cJSON_CreateString(cJSON_IsTrue(v) ? "true" : "false");
+	if (!cJSON_IsString(v))
+		return cJSON_CreateString("");
+	if (type && strcmp(type, "date") == 0) {
+		table_age(v->valuestring, age, sizeof(age));
+		return cJSON_CreateString(age);
+	}
+	return cJSON_CreateString(v->valuestring);
+}
+
+/* Any other kind: Name and its CRD's printer columns, else Name and Age. */
+static void table_generic_cells(enum kind k, const cJSON *item, cJSON *cells)
+{
+	char age[32];
+	const cJSON *col;
+	cJSON_AddItemToArray(cells, cJSON_CreateString(table_str(item, "metadata", "name")));
+	cJSON_ArrayForEach(col, store_kind_columns(k))
+		cJSON_AddItemToArray(cells, table_path(item, col));
+	if (store_kind_columns(k)) /* a CRD's columns are all there is */
+		return;
+	table_age(table_str(item, "metadata", "creationTimestamp"), age, sizeof(age));
+	cJSON_AddItemToArray(cells, cJSON_CreateString(age));
+}
+
 static cJSON *table_row(enum kind k, const cJSON *item, bool include_object)
 {
 	cJSON *row = cJSON_CreateObject();
@@ -196,8 +235,10 @@ static cJSON *table_row(enum kind k, const cJSON *item, bool include_object)
 		table_event_cells(item, cells);
 	else if (k == KIND_NODE)
 		table_node_cells(item, cells);
-	else
+	else if (k == KIND_NAMESPACE)
 		table_ns_cells(item, cells);
+	else
+		table_generic_cells(k, item, cells);
 	cJSON *o;
 	if (include_object) {
 		o = cJSON_Duplicate(item, true);
@@ -212,25 +253,45 @@ static cJSON *table_row(enum kind k, const cJSON *item, bool include_object)
 	return row;
 }
 
+static void table_coldef(cJSON *defs, const char *name, const char *type, const char *format,
+			 int priority)
+{
+	cJSON *d = cJSON_CreateObject();
+	cJSON_AddStringToObject(d, "name", name ? name : "");
+	cJSON_AddStringToObject(d, "type", type);
+	cJSON_AddStringToObject(d, "format", format);
+	cJSON_AddStringToObject(d, "description", "");
+	cJSON_AddNumberToObject(d, "priority", priority);
+	cJSON_AddItemToArray(defs, d);
+}
+
 cJSON *table_of(enum kind k, cJSON *const *items, int n, bool with_columns, bool include_object)
 {
-	const struct table_col *cols = k == KIND_POD     ? table_pod
-				       : k == KIND_EVENT ? table_event
-				       : k == KIND_NODE  ? table_node
-							 : table_ns;
+	const struct table_col *cols = k == KIND_POD         ? table_pod
+				       : k == KIND_EVENT     ? table_event
+				       : k == KIND_NODE      ? table_node
+				       : k == KIND_NAMESPACE ? table_ns
+							     : NULL;
 	cJSON *t = cJSON_CreateObject();
 	cJSON_AddStringToObject(t, "kind", "Table");
 	cJSON_AddStringToObject(t, "apiVersion", "meta.k8s.io/v1");
 	cJSON_AddObjectToObject(t, "metadata");
 	cJSON *defs = cJSON_AddArrayToObject(t, "columnDefinitions");
-	for (int i = 0; with_columns && cols[i].name; i++) {
-		cJSON *d = cJSON_CreateObject();
-		cJSON_AddStringToObject(d, "name", cols[i].name);
-		cJSON_AddStringToObject(d, "type", cols[i].type);
-		cJSON_AddStringToObject(d, "format", cols[i].format);
-		cJSON_AddStringToObject(d, "description", "");
-		cJSON_AddNumberToObject(d, "priority", cols[i].priority);
-		cJSON_AddItemToArray(defs, d);
+	for (int i = 0; with_columns && cols && cols[i].name; i++)
+		table_coldef(defs, cols[i].name, cols[i].type, cols[i].format, cols[i].priority);
+	if (with_columns && !cols) {
+		const cJSON *col;
+		table_coldef(defs, "Name", "string", "name", 0);
+		cJSON_ArrayForEach(col, store_kind_columns(k))
+		{
+			const char *ty = cJSON_GetStringValue(cJSON_GetObjectItem(col, "type"));
+			const cJSON *pr = cJSON_GetObjectItem(col, "priority");
+			table_coldef(defs, cJSON_GetStringValue(cJSON_GetObjectItem(col, "name")),
+				     ty && strcmp(ty, "date") != 0 ? ty : "string", "",
+				     cJSON_IsNumber(pr) ? pr->valueint : 0);
+		}
+		if (!store_kind_columns(k))
+			table_coldef(defs, "Age", "string", "", 0);
 	}
 	cJSON *rows = cJSON_AddArrayToObject(t, "rows");
 	for (int i = 0; i < n; i++)

@@ -116,7 +116,8 @@ static void watch_bookmark(struct watch *w)
 	cJSON *o = cJSON_CreateObject();
 	char v[24];
 	cJSON_AddStringToObject(o, "kind", w->table ? "Table" : store_kind_name(w->kind));
-	cJSON_AddStringToObject(o, "apiVersion", w->table ? "meta.k8s.io/v1" : "v1");
+	cJSON_AddStringToObject(o, "apiVersion",
+				w->table ? "meta.k8s.io/v1" : store_kind_api_version(w->kind));
 	cJSON *md = cJSON_AddObjectToObject(o, "metadata");
 	snprintf(v, sizeof(v), "%lld", (long long)w->cursor);
 	cJSON_AddStringToObject(md, "resourceVersion", v);
