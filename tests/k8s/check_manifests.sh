@@ -91,10 +91,12 @@ standin api "" || {
 }
 
 # ---- every kubectl: render, then a client-side dry run of each object ----
-vfirst=
+# the newest kubectl does the rest: before 1.27 kubectl reads dry-run
+# support from OpenAPI v2, which the stand-in serves empty
+knew= vnew= mnew=-1
 for k in "${kubectls[@]}"; do
 	v=$("$k" version --client 2>/dev/null | grep -o 'v1\.[0-9]*' | head -1)
-	vfirst=${vfirst:-$v}
+	[ "${v#v1.}" -gt "$mnew" ] 2>/dev/null && knew=$k vnew=$v mnew=${v#v1.}
 	for o in "${overlays[@]}"; do
 		y="$TMP/$o-$v.yaml"
 		if ! "$k" kustomize "docker/k8s/overlays/$o" >"$y" 2>"$TMP/err"; then
@@ -114,15 +116,19 @@ for k in "${kubectls[@]}"; do
 	done
 done
 
-# ---- the first kubectl: server dry run, a real apply, read back ----
-k=${kubectls[0]}
+# ---- the newest kubectl: server dry run, a real apply, read back ----
+k=${knew:-${kubectls[0]}}
 kc=(--kubeconfig "$TMP/api.kubeconfig")
 # (kubectl create namespace sends protobuf, which the stand-in does not read)
 echo '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"rover"}}' |
 	"$k" "${kc[@]}" apply -f - >/dev/null || notok "the namespace rover could not be made"
 for o in "${overlays[@]}"; do
-	y="$TMP/$o-$vfirst.yaml"
+	y="$TMP/$o-$vnew.yaml"
 	[ -s "$y" ] || continue
+	if [ "$mnew" -lt 27 ]; then
+		echo "ok - # SKIP apply --dry-run=server of overlays/$o: kubectl $vnew reads dry-run support from OpenAPI v2, which the stand-in serves empty"
+		continue
+	fi
 	n=$(grep -c '^kind:' "$y")
 	out=$("$k" "${kc[@]}" apply --dry-run=server -f "$y" 2>&1)
 	got=$(grep -Ec '(created|configured|unchanged) \(server dry run\)' <<<"$out")
@@ -133,7 +139,7 @@ for o in "${overlays[@]}"; do
 		grep -v 'server dry run' <<<"$out" | head -5 | sed 's/^/    /'
 	fi
 done
-y="$TMP/embedded-db-$vfirst.yaml"
+y="$TMP/embedded-db-$vnew.yaml"
 if out=$("$k" "${kc[@]}" apply -f "$y" 2>&1); then
 	ok "overlays/embedded-db applied: $(grep -c created <<<"$out") objects created"
 else
@@ -151,7 +157,8 @@ else
 	notok "the controller's Deployment: $out"
 fi
 for ex in docker/k8s/examples/*.yaml; do
-	if out=$("$k" "${kc[@]}" apply --dry-run=server -f "$ex" 2>&1) &&
+	out=
+	if { [ "$mnew" -lt 27 ] || out=$("$k" "${kc[@]}" apply --dry-run=server -f "$ex" 2>&1); } &&
 		out2=$("$k" "${kc[@]}" apply -f "$ex" 2>&1); then
 		ok "$ex is accepted by the ElasticJob CRD's schema: $out2"
 	else

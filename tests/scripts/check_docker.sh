@@ -5,7 +5,9 @@
 # tree otherwise) and checked there:
 #   - each file taken from the build stage is a target of its `make` line,
 #     and that make line finds a rule for everything from only the folders
-#     the build stage copies (make -n in a copy of just those);
+#     the build stage copies (make -n in a copy of just those), and
+#     pkg-config every module the Makefile names from only the packages the
+#     build stage installs (one missing empties the flags of all);
 #   - each shared library the image's programs load belongs to a Debian
 #     package the image installs (or one they depend on, or one every
 #     Debian image has);
@@ -89,21 +91,54 @@ words_of() {
 		'$1 == s { split($2, a, " "); if (toupper(a[1]) == w) print $2 }'
 }
 
-# The Debian packages apt-get installs in the final stage.
+# The Debian packages apt-get installs in stage $2 (default: the final one).
 apt_packages() {
-	words_of "$1" RUN last | tr ' ' '\n' | awk '
+	words_of "$1" RUN "${2:-last}" | tr ' ' '\n' | awk '
 	/^apt-get$/ { apt = 1; next }
 	apt && $0 == "install" { inst = 1; next }
 	inst && /^(&&|;|\|\|)$/ { inst = 0; apt = 0; next }
 	inst && !/^-/ && $0 != "" { print }'
 }
 
-# Every package the listed ones pull in (Depends, Pre-Depends), with them.
+# Every package the listed ones pull in (Depends, Pre-Depends), with them,
+# from dpkg's own records (the packages are installed here: the build and
+# the tests need them), so no apt lists are needed.
 closure() {
-	apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
-		--no-replaces --no-enhances "$@" 2>/dev/null |
-		sed -n 's/^\([a-z0-9][^ :<>]*\).*/\1/p; s/^ *[A-Za-z-]*Depends: \([^<>]*\)$/\1/p' |
-		sed 's/:.*//' | sort -u
+	dpkg-query -W -f='${Package}\t${Provides}\t${Depends}, ${Pre-Depends}\n' 2>/dev/null |
+		awk -F'\t' -v want="$*" '
+		function deps(s, out,   n, a, i, alt, m, b, j, name) {
+			n = split(s, a, ",")
+			for (i = 1; i <= n; i++) {
+				m = split(a[i], b, "|")
+				for (j = 1; j <= m; j++) {
+					name = b[j]
+					sub(/^ +/, "", name)
+					sub(/[ :(].*/, "", name)
+					if (name != "") out[name] = 1
+				}
+			}
+		}
+		{
+			dep[$1] = $3
+			np = split($2, p, ",")
+			for (i = 1; i <= np; i++) {
+				v = p[i]; sub(/^ +/, "", v); sub(/[ :(].*/, "", v)
+				if (v != "") prov[v] = prov[v] " " $1
+			}
+		}
+		END {
+			n = split(want, q, " ")
+			for (i = 1; i <= n; i++) seen[q[i]] = 1
+			while (n > 0) {
+				name = q[n--]
+				split(prov[name], pv, " ")
+				for (k in pv) if (!(pv[k] in seen)) { seen[pv[k]] = 1; q[++n] = pv[k] }
+				delete d
+				deps(dep[name], d)
+				for (x in d) if (!(x in seen)) { seen[x] = 1; q[++n] = x }
+			}
+			for (x in seen) print x
+		}' | sort -u
 }
 
 check_build_stage() { # df
@@ -113,6 +148,19 @@ check_build_stage() { # df
 		if grep -qx "$want" <<<"$targets"; then ok "$df: $want is made by the build stage"; else
 			notok "$df: $want is copied from the build stage, which does not make it"; fi
 	done
+	# the Makefile asks pkg-config for every module at once: one missing
+	# (its -dev package not installed) empties the flags of them all
+	local pcdir="$TMP/pc" mod pkg missing=
+	rm -rf "$pcdir" && mkdir -p "$pcdir"
+	# shellcheck disable=SC2046
+	for pkg in $(closure $(apt_packages "$df" 1)); do
+		dpkg -L "$pkg" 2>/dev/null | grep '\.pc$' | xargs -r ln -sf -t "$pcdir"
+	done
+	for mod in $(grep -o 'pkg_\(cflags\|libs\),[^)]*' Makefile | sed 's/pkg_[a-z]*,//' | tr ' ' '\n' | sort -u); do
+		PKG_CONFIG_LIBDIR=$pcdir pkg-config --exists "$mod" || missing="$missing $mod"
+	done
+	if [ -z "$missing" ]; then ok "$df: its build stage installs the -dev package of every pkg-config module the Makefile names"; else
+		notok "$df: its build stage installs no package with pkg-config's$missing"; fi
 	dirs=$(words_of "$df" COPY 1 | awk '{ for (i = 2; i < NF; i++) print $i }')
 	rm -rf "$TMP/ctx" && mkdir -p "$TMP/ctx"
 	for d in $dirs; do cp -r "$d" "$TMP/ctx/"; done
@@ -131,8 +179,7 @@ check_libraries() { # df root
 	pkgs=$(apt_packages "$df")
 	# shellcheck disable=SC2086
 	have=$( (closure $pkgs; dpkg-query -W -f='${Package} ${Priority}\n' | awk '$2 == "required" { print $1 }') | sort -u)
-	libs=$(find "$root" -type f \( -perm -u+x -o -name '*.so' \) -exec sh -c \
-		'file -b "$1" | grep -q ^ELF && ldd "$1"' _ {} \; 2>/dev/null |
+	libs=$(find "$root" -type f \( -perm -u+x -o -name '*.so' \) -exec ldd {} \; 2>/dev/null |
 		sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p' | sort -u)
 	# dpkg knows a library by the path its package installed (/lib or
 	# /usr/lib, the same file since the /usr merge): ask for both at once
