@@ -139,6 +139,8 @@ $(eval $(call daemon,monitor))
 # roverctl: the command-line client (its binary named as people type it).
 ctl_LIBS := $(call pkg_libs,yaml-0.1)
 $(eval $(call daemon,ctl,,roverctl))
+# rover-operator: the ElasticJob controller (Kubernetes).
+$(eval $(call daemon,operator))
 # rover-gpuinfo: the one program that loads the CUDA runtime (common/gpu.h runs
 # it in a child).  Built against libcudart when the toolkit is found at
 # CUDA_HOME (only the runtime API; never -lcuda), else it reports no GPU.

@@ -1,0 +1,49 @@
+/*
+ * operator.h: rover-operator's state and configuration (one struct, the
+ * main thread's), and the actions of one reconcile pass (operator.c):
+ * the master pod and Service made for a job, the calls that apply a
+ * reconcile_out.
+ */
+#ifndef OPERATOR_H
+#define OPERATOR_H
+
+#include <limits.h>
+
+#include "kube.h"
+#include "lease.h"
+#include "reconcile.h"
+
+struct operator_cfg {
+	char kubeconfig[PATH_MAX];
+	char namespace_[64]; /* "" every namespace */
+	long long timeout_ms;
+	char lease_name[128], lease_namespace[64], lease_id[128];
+	long long lease_duration_s, lease_renew_ms;
+	char master_image[256], master_command[PATH_MAX], master_service_account[128];
+	char master_kubeconfig[PATH_MAX]; /* "" in-cluster (its service account) */
+	char master_state_root[PATH_MAX]; /* "" the master's default */
+	char master_addr_host[256];       /* "" the Service's DNS name */
+	char master_args[1024];           /* extra flags, space separated */
+	long long master_port, master_max_restarts;
+	char log_level[16];
+};
+
+struct operator
+{
+	struct operator_cfg cfg;
+	struct kube k;
+	struct lease lease;
+	struct kube_watcher *jobs, *masters, *services, *workers;
+	int64_t passes, creates, conflicts; /* counts, for the log */
+};
+
+/* The master pod of job (ownerReferences naming it, labels, the job spec in
+ * its env, --scheduler k8s); the caller cJSON_Deletes it. */
+cJSON *operator_master_pod(const struct operator_cfg *cfg, const cJSON *job);
+/* The master's Service (port master_port, selecting the master pod). */
+cJSON *operator_service(const struct operator_cfg *cfg, const cJSON *job);
+
+/* One pass over every job seen (the leader only). */
+void operator_pass(struct operator* op);
+
+#endif
