@@ -8,11 +8,12 @@
 # namespace made first, as on a real server), then applied for real and
 # read back, a second apply changing nothing; the digits ElasticJob
 # (docker/k8s/examples/) is accepted by the CRD's schema.  RBAC: the verbs
-# of the master's Role and the monitor's ClusterRole are exactly those the
-# code calls, read from the stand-in's audit log of real runs (the master's
-# k8s backend through tests/master/check_sched_k8s, rover-monitor --k8s
-# here), each request attributed by its bearer token as an API server's
-# audit log would.  Prints one "ok"/"not ok" line per check and exits 1 if
+# of the master's Role, the monitor's ClusterRole and the operator's
+# ClusterRole and Role are exactly those the code calls, read from the
+# stand-in's audit log of real runs (the master's k8s backend through
+# tests/master/check_sched_k8s; rover-monitor --k8s and rover-operator
+# through a job's life here), each request attributed by its bearer token
+# as an API server's audit log would.  Prints one "ok"/"not ok" line per check and exits 1 if
 # any failed.  No kubectl: a skip (a failure under CI=true).
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -65,6 +66,8 @@ standin() { # name token
 	for _ in $(seq 100); do [ -s "$TMP/$1.port" ] && break; sleep 0.1; done
 	local user="{}"
 	[ -n "$2" ] && user="{token: $2}"
+	# kubectl's own requests go in as no one ("-" in the audit log)
+	local admin="$TMP/$1.admin.kubeconfig"
 	cat >"$TMP/$1.kubeconfig" <<EOF
 apiVersion: v1
 kind: Config
@@ -79,6 +82,7 @@ users:
   user: $user
 current-context: s
 EOF
+	sed 's/^  user: {token: .*}$/  user: {}/' "$TMP/$1.kubeconfig" >"$admin"
 	[ -s "$TMP/$1.port" ]
 }
 
@@ -167,6 +171,12 @@ for ex in docker/k8s/examples/*.yaml; do
 done
 
 # ---- RBAC: the verbs granted against the requests the code makes ----
+# A pod of job $2 that sleeps, as JSON (kubectl run sends protobuf, which
+# the stand-in does not read).
+pod() { # name job
+	printf '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"%s","labels":{"rover.dev/job":"%s"}},' "$1" "$2"
+	printf '"spec":{"restartPolicy":"Never","containers":[{"name":"main","image":"x","command":["sleep","300"]}]}}\n'
+}
 # "GROUP RESOURCE VERB" lines, sorted, of the rules of a Role/ClusterRole.
 granted() { # kind name [namespace]
 	"$k" "${kc[@]}" ${3:+-n "$3"} get "$1" "$2" -o json | jq -r '.rules[] |
@@ -196,8 +206,7 @@ fi
 
 # rover-monitor --k8s on the stand-in's node, its token rover-monitor, for a few samples
 standin mon rover-monitor || notok "the monitor's stand-in did not start"
-"$k" --kubeconfig "$TMP/mon.kubeconfig" run w --image x --restart Never \
-	--labels rover.dev/job=j --command -- sleep 60 >/dev/null 2>&1
+pod w j | "$k" --kubeconfig "$TMP/mon.admin.kubeconfig" apply -f - >/dev/null
 "$B/bin/rover-monitor" --k8s --kubeconfig "$TMP/mon.kubeconfig" --node node-0 \
 	--brain http://127.0.0.1:1 --listen 127.0.0.1:0 --interval-ms 200 \
 	--sample-gpu-interval-s 0 >"$TMP/monitor.log" 2>&1 &
@@ -208,4 +217,37 @@ sleep 1
 kill -TERM $mpid 2>/dev/null
 compare "the monitor's ClusterRole" "$(granted clusterrole rover-monitor)" \
 	"$(used "$TMP/mon.audit" rover-monitor)"
+
+# rover-operator, its token rover-operator, through a job's life: the digits
+# ElasticJob gets its master pod (a stand-in that sleeps) and Service, a
+# worker pod appears, the job is suspended (the master and the workers
+# deleted); SIGTERM gives the Lease up
+if [ -x "$B/bin/rover-operator" ] && standin op rover-operator; then
+	ka=("$k" --kubeconfig "$TMP/op.admin.kubeconfig")
+	"${ka[@]}" apply -f docker/k8s/base/crd-elasticjob.yaml >/dev/null
+	echo '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"rover"}}' |
+		"${ka[@]}" apply -f - >/dev/null
+	"${ka[@]}" apply -f docker/k8s/examples/digits.yaml >/dev/null
+	printf '#!/bin/sh\nexec sleep 300\n' >"$TMP/fake-master" && chmod +x "$TMP/fake-master"
+	"$B/bin/rover-operator" --kubeconfig "$TMP/op.kubeconfig" --lease-namespace rover \
+		--lease-renew-ms 200 --master-command "$TMP/fake-master" >"$TMP/operator.log" 2>&1 &
+	opid=$!
+	PIDS+=($opid)
+	phase() { "${ka[@]}" -n rover get elasticjob digits -o jsonpath='{.status.phase}' 2>/dev/null; }
+	for _ in $(seq 150); do [ "$(phase)" = Running ] && break; sleep 0.2; done
+	# a worker pod, as the master would have made it
+	pod digits-worker-0 digits | "${ka[@]}" -n rover apply -f - >/dev/null
+	sleep 1
+	"${ka[@]}" -n rover patch elasticjob digits --type merge -p '{"spec":{"suspend":true}}' >/dev/null
+	for _ in $(seq 150); do [ "$(phase)" = Suspended ] && break; sleep 0.2; done
+	[ "$(phase)" = Suspended ] ||
+		notok "the operator never suspended the digits job: $(tail -3 "$TMP/operator.log")"
+	kill -TERM $opid 2>/dev/null
+	for _ in $(seq 50); do kill -0 $opid 2>/dev/null || break; sleep 0.1; done
+	compare "the operator's ClusterRole and Role" \
+		"$( (granted clusterrole rover-operator; granted role rover-operator-leader rover) | sort -u)" \
+		"$(used "$TMP/op.audit" rover-operator)"
+else
+	notok "no $B/bin/rover-operator, or its stand-in did not start"
+fi
 exit $failed
