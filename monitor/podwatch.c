@@ -19,6 +19,7 @@
 #include "json.h"
 #include "k8s_client.h"
 #include "log.h"
+#include "parse.h"
 
 #define PODWATCH_WATCH_S     50  /* the server ends a watch after this */
 #define PODWATCH_BACKOFF_MS  500 /* after a failed list or watch, doubling */
@@ -86,7 +87,8 @@ static int podwatch_parse(const cJSON *pod, struct podwatch_pod *p)
 	if (job && strlen(job) < sizeof(p->job))
 		snprintf(p->job, sizeof(p->job), "%s", job);
 	snprintf(p->role, sizeof(p->role), "%s", role ? role : "");
-	p->rank = rank ? atoi(rank) : -1;
+	int64_t r = -1;
+	p->rank = rank && rv_parse_i64(rank, 0, 1 << 30, &r) == 0 ? (int)r : -1;
 	return 0;
 }
 
