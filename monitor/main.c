@@ -1,8 +1,8 @@
 /*
  * main.c: rover-monitor's entry point: configuration, wiring, signals.
  *
- * run() loads the config, opens the source (the host; --k8s names a
- * Kubernetes source not built yet: exit 2), starts the sampler and sender
+ * run() loads the config, opens the source (the host, or with --k8s the
+ * node a DaemonSet pod runs on: source_k8s.c), starts the sampler and sender
  * (report.c) and the /metrics and /healthz server (serve.c), then waits for
  * SIGINT/SIGTERM, stops the server, and gives the sender one last try at
  * the backlog.
@@ -48,14 +48,23 @@ static const struct rv_cfg_opt monitor_opts[] = {
 	OPT("report", "buffer_max", "buffer-max", RV_CFG_INT, buffer_max, "8640", 1, 1000000, 0,
 	    "samples kept while the brain is down; beyond it the oldest are dropped and counted"),
 	OPT("source", "kubernetes", "k8s", RV_CFG_BOOL, k8s, "false", 0, 0, 0,
-	    "read nodes, pods and events from the Kubernetes API instead of this host (not built "
-	    "yet: exits 2)"),
+	    "run as a DaemonSet: capacity from this node's Node object, per-job usage from its "
+	    "pods' cgroups mapped to pods through the Kubernetes API (needs sample.node: the "
+	    "Node's name)"),
+	OPT("source", "kubeconfig", "kubeconfig", RV_CFG_STR, kubeconfig, "", 0, 0, 0,
+	    "with --k8s: the kubeconfig file (empty: $KUBECONFIG, else in-cluster, else "
+	    "~/.kube/config)"),
+	OPT("source", "cgroup_root", "cgroup-root", RV_CFG_STR, cgroup_root, "/sys/fs/cgroup", 0, 0,
+	    0,
+	    "with --k8s: where the node's pod cgroups are (the cgroup v2 mount, the v1 mount, or "
+	    "a folder of v1's memory controller; in a DaemonSet the host's, mounted)"),
 	OPT("log", "level", "log-level", RV_CFG_STR, log_level, "info", 0, 0, 0,
 	    "debug, info, warn or error"),
 };
 
 static const char usage[] = "rover-monitor [--brain URL] [--token T] [--node NAME] "
-			    "[--interval-ms MS] [--listen HOST:PORT] [--config FILE]";
+			    "[--interval-ms MS] [--listen HOST:PORT] [--config FILE] "
+			    "[--k8s [--kubeconfig FILE] [--cgroup-root DIR]]";
 static const char summary[] =
 	"Rover's node monitor: samples this host (CPU, memory, PSI pressure, CPU\n"
 	"throttling of job cgroups, the processes of Rover jobs, GPUs) and reports\n"
@@ -97,12 +106,6 @@ static int run(int argc, char **argv)
 		free(m);
 		return rc < 0 ? 1 : 0;
 	}
-	if (m->cfg.k8s) {
-		fprintf(stderr, "rover-monitor: --k8s: the Kubernetes source is not built yet "
-				"(this build samples the host it runs on)\n");
-		free(m);
-		return 2;
-	}
 	if (!m->cfg.node[0])
 		default_node(m->cfg.node, sizeof(m->cfg.node));
 	RV_CLEANUP_FREE char *effective =
@@ -116,7 +119,7 @@ static int run(int argc, char **argv)
 
 	char q[600];
 	int code = 1;
-	m->src = &source_host;
+	m->src = m->cfg.k8s ? &source_k8s : &source_host;
 	rc = m->src->open(&m->cfg, &m->src_state, &err);
 	if (rc < 0) {
 		rv_log_error("could not open the source", "source=%s reason=%s", m->src->name,

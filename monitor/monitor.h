@@ -32,6 +32,8 @@ struct monitor_cfg {
 	long long timeout_ms;
 	long long gpu_interval_s;
 	int k8s;
+	char kubeconfig[4096];
+	char cgroup_root[512];
 	char log_level[16];
 };
 

@@ -2,9 +2,9 @@
  * source.h: where rover-monitor's samples come from.  A source fills node
  * samples (the wire's struct rv_cluster_node) on each tick; the monitor
  * buffers and reports them.  source_host.c samples the host the monitor runs
- * on (procfs, cgroups, GPUs through rover-gpuinfo); a Kubernetes source
- * (nodes, pods and events from the API server) is one more file with the
- * same four functions, chosen in main.c.
+ * on (procfs, cgroups, GPUs through rover-gpuinfo); source_k8s.c samples
+ * the node a DaemonSet pod runs on, its pods' cgroups mapped to jobs
+ * through the API server.  main.c chooses (--k8s).
  *
  * A source belongs to the sampler thread: open, sample and close are called
  * from it only.  sample() may be slow (a GPU probe) but must return within
@@ -43,5 +43,6 @@ struct source_ops {
 };
 
 extern const struct source_ops source_host;
+extern const struct source_ops source_k8s;
 
 #endif

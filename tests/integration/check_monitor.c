@@ -1,16 +1,22 @@
 /*
  * check_monitor.c: the real rover-monitor against the real rover-brain on a
  * private PostgreSQL.  The command line keeps its promises (--help and the
- * conf file agree, --k8s says it is not built and exits 2); samples of this
+ * conf file agree, --k8s without a cluster says why and exits 1); samples of this
  * host reach GET /v1/cluster with the processes of a job found by
  * ROVER_JOB_NAME; a brain stopped and started again loses nothing the buffer
  * held and stores nothing twice; a full buffer drops the oldest and says
  * so; a resent report_id is stored once; a node whose monitor went silent
  * stops counting as free capacity; a monitor killed with -9 mid-report and
  * started again stores nothing twice and its node is fresh again.
+ * With --k8s against the Kubernetes stand-in (its kubelet runs each pod in
+ * a memory cgroup named as a real kubelet names it, with the cgroupfs or
+ * the systemd driver): the node's capacity is its Node object's, each pod
+ * of a Rover job is reported under the job's name from its cgroup, a pod
+ * without the job label is not, and a pod deleted stops being reported.
  */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <libpq-fe.h>
 #include <poll.h>
 #include <signal.h>
@@ -23,6 +29,7 @@
 
 #include "brainfix.h"
 #include "clifix.h"
+#include "masterfix.h"
 #include "parse.h"
 #include "testutil.h"
 #include "usage.h"
@@ -169,6 +176,8 @@ static void start_brain(void)
 			 0);
 }
 
+static void standin_stop(void);
+
 static void teardown(void)
 {
 	if (mon.proc.pid > 0) {
@@ -178,6 +187,7 @@ static void teardown(void)
 	}
 	if (brain.pid > 0)
 		rv_test_brain_stop(&brain, SIGTERM, 20);
+	standin_stop();
 }
 
 START_TEST(test_cli)
@@ -191,9 +201,9 @@ START_TEST(test_cli)
 	free(err);
 	rv_test_cli_print_conf_matches("monitor");
 
-	const char *k8s[] = { "--k8s", NULL };
-	ck_assert_int_eq(rv_test_cli_run("monitor", k8s, &out, &err), 2);
-	ck_assert_msg(strstr(err, "not built yet") != NULL, "stderr: %s", err);
+	const char *k8s[] = { "--k8s", "--kubeconfig", "/nonexistent/kubeconfig", NULL };
+	ck_assert_int_eq(rv_test_cli_run("monitor", k8s, &out, &err), 1);
+	ck_assert_msg(strstr(err, "/nonexistent/kubeconfig") != NULL, "stderr: %s", err);
 	free(out);
 	free(err);
 	const char *bad[] = { "--interval-ms", "5", NULL };
@@ -578,6 +588,204 @@ START_TEST(test_resent_report_stored_once)
 }
 END_TEST
 
+/* ---- --k8s against the Kubernetes stand-in ---- */
+
+static struct {
+	struct rv_proc proc;
+	char dir[64];
+	char kubeconfig[128];
+	struct rv_test_brain api; /* url, for rv_test_http */
+} sti;
+
+static void standin_stop(void)
+{
+	if (sti.proc.pid > 0) {
+		rv_proc_kill(&sti.proc, SIGTERM);
+		if (rv_proc_wait(&sti.proc, 10000, NULL) == -ETIMEDOUT) {
+			rv_proc_kill(&sti.proc, SIGKILL);
+			rv_proc_wait(&sti.proc, -1, NULL);
+		}
+		rv_proc_release(&sti.proc);
+	}
+	if (sti.dir[0]) {
+		const char *argv[] = { "rm", "-rf", sti.dir, NULL };
+		struct rv_proc_opts o = { .argv = argv };
+		rv_proc_run(&o, 20000, NULL, NULL);
+	}
+	memset(&sti, 0, sizeof(sti));
+}
+
+/* One node of 3 CPUs and 5 GiB (not this host's), pod cgroups named as
+ * the given driver names them; a kubeconfig for it. */
+static void standin_start(const char *driver)
+{
+	snprintf(sti.dir, sizeof(sti.dir), "/tmp/rover-monk8s-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(sti.dir));
+	char exe[512], port_file[128], pods[128], log[128];
+	snprintf(exe, sizeof(exe), "%s/../tests/k8s/k8s-standin", bin_dir());
+	snprintf(port_file, sizeof(port_file), "%s/port", sti.dir);
+	snprintf(pods, sizeof(pods), "%s/pods", sti.dir);
+	snprintf(log, sizeof(log), "%s/standin.log", sti.dir);
+	const char *argv[] = {
+		exe,    "--port-file", port_file, "--dir",         pods,  "--nodes",
+		"1",    "--node-cpu",  "3",       "--node-memory", "5Gi", "--cgroup-driver",
+		driver, NULL
+	};
+	int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	ck_assert_int_ge(fd, 0);
+	struct rv_proc_opts o = { .argv = argv, .pdeathsig = SIGKILL };
+	o.io[1] = (struct rv_proc_io){ RV_PROC_FD, fd };
+	o.io[2] = (struct rv_proc_io){ RV_PROC_FD, fd };
+	ck_assert_int_eq(rv_proc_spawn(&sti.proc, &o), 0);
+	close(fd);
+	char *p = NULL;
+	for (int i = 0; i < 100 && !(p && *p); i++) {
+		usleep(50 * 1000);
+		free(p);
+		p = rv_test_read_file(port_file);
+	}
+	ck_assert_msg(p && *p, "the stand-in did not start");
+	snprintf(sti.api.url, sizeof(sti.api.url), "http://127.0.0.1:%d", atoi(p));
+	free(p);
+	snprintf(sti.kubeconfig, sizeof(sti.kubeconfig), "%s/kubeconfig", sti.dir);
+	FILE *f = fopen(sti.kubeconfig, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f,
+		"apiVersion: v1\nkind: Config\ncurrent-context: s\n"
+		"clusters:\n- name: s\n  cluster:\n    server: %s\n"
+		"contexts:\n- name: s\n  context: {cluster: s, user: u}\n"
+		"users:\n- name: u\n  user: {}\n",
+		sti.api.url);
+	fclose(f);
+}
+
+/* A pod running sh -c script, of job (NULL: no Rover labels). */
+static void pod_create(const char *name, const char *job, const char *script)
+{
+	char labels[256] = "{}", body[1024];
+	if (job)
+		snprintf(labels, sizeof(labels),
+			 "{\"rover.dev/job\":\"%s\",\"rover.dev/role\":\"worker\","
+			 "\"rover.dev/rank\":\"0\"}",
+			 job);
+	snprintf(body, sizeof(body),
+		 "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"%s\","
+		 "\"labels\":%s},\"spec\":{\"restartPolicy\":\"Never\",\"containers\":[{"
+		 "\"name\":\"main\",\"image\":\"x\",\"command\":[\"sh\",\"-c\",\"%s\"],"
+		 "\"resources\":{\"limits\":{\"memory\":\"256Mi\"}}}]}}",
+		 name, labels, script);
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&sti.api, "POST", "/api/v1/namespaces/default/pods", body,
+				      NULL, &r),
+			 0);
+	ck_assert_msg(r.status == 201, "create %s: %ld %s", name, r.status, r.body);
+	rv_test_reply_release(&r);
+}
+
+/* The cgroup root the monitor is pointed at: 0 the stand-in's own folder
+ * (where its kubepods folder is), 1 the mount itself (the whole tree). */
+static void cgroup_root_of_standin(int which, char *out, size_t size)
+{
+	char mnt[256], own[512];
+	enum rv_cgroup_mode mode = rv_usage_cgroup_mode(mnt, sizeof(mnt));
+	if (mode == RV_CGROUP_V1 ||
+	    access("/sys/fs/cgroup/memory/memory.limit_in_bytes", F_OK) == 0) {
+		if (which == 1) {
+			snprintf(out, size, "/sys/fs/cgroup");
+			return;
+		}
+		ck_assert_int_eq(rv_usage_pid_cgroup(sti.proc.pid, RV_CGROUP_V1, "", "memory", own,
+						     sizeof(own)),
+				 0);
+	} else {
+		if (which == 1) {
+			snprintf(out, size, "%s", mnt);
+			return;
+		}
+		ck_assert_int_eq(rv_usage_pid_cgroup(sti.proc.pid, RV_CGROUP_V2, mnt, "memory", own,
+						     sizeof(own)),
+				 0);
+	}
+	snprintf(out, size, "%s/k8s-standin-%d", own, (int)sti.proc.pid);
+}
+
+/* node-0 in the brain's /v1/cluster once pred holds (20 s at most). */
+static cJSON *cluster_until(bool (*pred)(const cJSON *node), const char *what)
+{
+	for (int i = 0; i < 200; i++) {
+		cJSON *cl = get_json(&brain, "/v1/cluster");
+		const cJSON *node = cl ? find_node(cl, "node-0") : NULL;
+		if (node && pred(node))
+			return cl;
+		cJSON_Delete(cl);
+		usleep(100 * 1000);
+	}
+	cJSON *cl = get_json(&brain, "/v1/cluster");
+	char *txt = cl ? cJSON_PrintUnformatted(cl) : NULL;
+	ck_abort_msg("the brain never had %s: %s; monitor log: %s", what, txt ? txt : "none",
+		     rv_test_read_file(mon.log));
+	return NULL;
+}
+
+static bool both_jobs(const cJSON *node)
+{
+	const cJSON *a = find_job(node, "kjob-a");
+	return a && find_job(node, "kjob-b") && rv_test_json_num(a, "cpu_used", 0) > 0.1;
+}
+
+static bool b_gone(const cJSON *node)
+{
+	return find_job(node, "kjob-a") && !find_job(node, "kjob-b");
+}
+
+/* The loop's i: 0 the cgroupfs driver and the stand-in's own folder as the
+ * root, 1 the systemd driver and the whole cgroup mount. */
+START_TEST(test_k8s_jobs_from_pod_cgroups)
+{
+	const char *why = NULL;
+	if (!rv_test_cgroup_memory_usable(&why)) {
+		RV_TEST_SKIP(true, "no memory cgroup for the stand-in's kubelet: %s", why);
+		return;
+	}
+	start_brain();
+	standin_start(_i == 0 ? "cgroupfs" : "systemd");
+	pod_create("other", NULL, "sleep 300");
+	char root[640];
+	cgroup_root_of_standin(_i, root, sizeof(root));
+	const char *args[] = { "--k8s",        "--kubeconfig",
+			       sti.kubeconfig, "--node",
+			       "node-0",       "--cgroup-root",
+			       root,           "--brain",
+			       brain.url,      "--interval-ms",
+			       "200",          "--report-interval-ms",
+			       "200",          NULL };
+	mon_start(args);
+	/* created after the monitor's first list: seen through its watch */
+	pod_create("busy", "kjob-a", "while :; do :; done");
+	pod_create("idle", "kjob-b", "exec sleep 300");
+
+	cJSON *cl = cluster_until(both_jobs, "jobs kjob-a (busy) and kjob-b");
+	const cJSON *node = find_node(cl, "node-0");
+	ck_assert_int_eq((int)rv_test_json_num(node, "cpu", 0), 3);
+	ck_assert_int_eq((long long)rv_test_json_num(node, "memory_mb", 0), 5120);
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(node, "jobs")), 2);
+	ck_assert_int_eq((int)rv_test_json_num(find_job(node, "kjob-b"), "procs", 0), 1);
+	ck_assert_int_ge((int)rv_test_json_num(find_job(node, "kjob-a"), "procs", 0), 1);
+	ck_assert(rv_test_json_num(find_job(node, "kjob-b"), "cpu_used", -1) < 0.1);
+	cJSON_Delete(cl);
+
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&sti.api, "DELETE",
+				      "/api/v1/namespaces/default/pods/idle?gracePeriodSeconds=0",
+				      NULL, NULL, &r),
+			 0);
+	ck_assert_msg(r.status == 200, "delete: %ld %s", r.status, r.body);
+	rv_test_reply_release(&r);
+	cJSON_Delete(cluster_until(b_gone, "kjob-a without kjob-b after its pod was deleted"));
+	ck_assert_int_eq(mon_stop(NULL), 0);
+}
+END_TEST
+
 static Suite *monitor_suite(void)
 {
 	Suite *s = suite_create("monitor");
@@ -591,6 +799,7 @@ static Suite *monitor_suite(void)
 	tcase_add_test(tc, test_buffer_is_bounded);
 	tcase_add_test(tc, test_resent_report_stored_once);
 	tcase_add_test(tc, test_kill9_mid_report_and_restart);
+	tcase_add_loop_test(tc, test_k8s_jobs_from_pod_cgroups, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -76,13 +76,44 @@ int kubelet_init(struct standin *s, char *why, size_t wsize)
 		s->cg_base[0] = 0;
 		return -EOPNOTSUPP;
 	}
+	/* the pods go one level down, in the kubelet's kubepods folder */
+	snprintf(s->cg_pods, sizeof(s->cg_pods), "%s/%s", s->cg_base,
+		 s->o.cgroup_systemd ? "kubepods.slice" : "kubepods");
+	if ((mkdir(s->cg_pods, 0755) < 0 && errno != EEXIST) ||
+	    (!v1 && kubelet_cg_write(s->cg_pods, "cgroup.subtree_control", "+memory") < 0)) {
+		snprintf(why, wsize, "could not make cgroup %s: %s", s->cg_pods, strerror(errno));
+		rmdir(s->cg_pods);
+		rmdir(s->cg_base);
+		s->cg_base[0] = 0;
+		return -EOPNOTSUPP;
+	}
 	return 0;
 }
 
 void kubelet_release(struct standin *s)
 {
-	if (s->cg_base[0])
+	if (s->cg_base[0]) {
+		rmdir(s->cg_pods);
 		rmdir(s->cg_base);
+	}
+}
+
+/* The pod's cgroup folder as the kubelet names it: cgroupfs
+ * "kubepods/pod<uid>", systemd "kubepods.slice/kubepods-pod<uid with
+ * underscores for dashes>.slice" (a Guaranteed pod's; Burstable and
+ * BestEffort pods sit one level further down on a real node). */
+static void kubelet_cg_name(const struct standin *s, const struct obj *pod, char *out, size_t size)
+{
+	char uid[sizeof(pod->uid)];
+	snprintf(uid, sizeof(uid), "%s", pod->uid);
+	if (!s->o.cgroup_systemd) {
+		snprintf(out, size, "%.420s/pod%s", s->cg_pods, uid);
+		return;
+	}
+	for (char *p = uid; *p; p++)
+		if (*p == '-')
+			*p = '_';
+	snprintf(out, size, "%.420s/kubepods-pod%s.slice", s->cg_pods, uid);
 }
 
 static const char *kubelet_str(const cJSON *j, const char *a, const char *b)
@@ -346,7 +377,7 @@ static int kubelet_cgroup(struct standin *s, struct obj *pod, int *fd)
 	*fd = -1;
 	if (!s->cg_base[0])
 		return 0;
-	snprintf(pod->cg, sizeof(pod->cg), "%.400s/%s", s->cg_base, pod->uid);
+	kubelet_cg_name(s, pod, pod->cg, sizeof(pod->cg));
 	if (mkdir(pod->cg, 0755) < 0 && errno != EEXIST)
 		return -errno;
 	int64_t lim = quantity_pod_mem_limit(pod->j);

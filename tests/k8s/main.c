@@ -10,6 +10,7 @@
  * SIGUSR1 cuts every open watch, SIGUSR2 makes the next watch get 410.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -45,7 +46,13 @@ static const char main_usage[] =
 	"  --max-events N      Event objects kept (default 1000)\n"
 	"  --scheduler-name S  the schedulerName placed here (default default-scheduler)\n"
 	"  --no-resize         serve no pods/resize subresource (as servers before 1.33)\n"
-	"  --no-cgroups        run pods without memory cgroups\n";
+	"  --no-cgroups        run pods without memory cgroups\n"
+	"  --audit-log F       append \"USER VERB GROUP RESOURCE NAMESPACE\" for each API\n"
+	"                      request (USER: the bearer token; default\n"
+	"                      $K8S_STANDIN_AUDIT_LOG)\n"
+	"  --cgroup-driver D   name pod cgroups as the kubelet's cgroupfs driver does\n"
+	"                      (kubepods/pod<uid>, the default) or systemd's\n"
+	"                      (kubepods.slice/kubepods-pod<uid_with_underscores>.slice)\n";
 
 static const struct option main_longopts[] = {
 	{ "port", required_argument, NULL, 'p' },
@@ -61,6 +68,8 @@ static const struct option main_longopts[] = {
 	{ "scheduler-name", required_argument, NULL, 's' },
 	{ "no-resize", no_argument, NULL, 'R' },
 	{ "no-cgroups", no_argument, NULL, 'C' },
+	{ "cgroup-driver", required_argument, NULL, 'D' },
+	{ "audit-log", required_argument, NULL, 'A' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -108,6 +117,14 @@ static int main_opt(struct standin_opts *o, int c, const char *v)
 		return 0;
 	case 'C':
 		o->cgroups = false;
+		return 0;
+	case 'A':
+		o->audit_log = v;
+		return 0;
+	case 'D':
+		if (strcmp(v, "systemd") != 0 && strcmp(v, "cgroupfs") != 0)
+			return -EINVAL;
+		o->cgroup_systemd = strcmp(v, "systemd") == 0;
 		return 0;
 	default:
 		return -EINVAL;
@@ -268,6 +285,11 @@ static int run(int argc, char **argv)
 	if (main_parse(argc, argv, &s.o) < 0)
 		return -EINVAL;
 	store_init(&s);
+	if (!s.o.audit_log)
+		s.o.audit_log = getenv("K8S_STANDIN_AUDIT_LOG");
+	s.audit_fd = s.o.audit_log && *s.o.audit_log
+			     ? open(s.o.audit_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)
+			     : -1;
 	if (kubelet_init(&s, why, sizeof(why)) < 0)
 		fprintf(stderr,
 			"level=warn comp=k8s-standin msg=\"pods run without memory cgroups\" "

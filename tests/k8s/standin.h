@@ -35,6 +35,18 @@ enum kind {
 	KIND_SERVICE,
 	KIND_LEASE,
 	KIND_CRD,
+	/* stored as they are, nothing acts on them: what Rover's manifests
+	 * (docker/k8s/) hold besides the kinds above */
+	KIND_SERVICEACCOUNT,
+	KIND_SECRET,
+	KIND_CONFIGMAP,
+	KIND_DEPLOYMENT,
+	KIND_STATEFULSET,
+	KIND_DAEMONSET,
+	KIND_ROLE,
+	KIND_ROLEBINDING,
+	KIND_CLUSTERROLE,
+	KIND_CLUSTERROLEBINDING,
 	KIND_BUILTIN
 };
 #define KIND_MAX 24
@@ -87,7 +99,9 @@ struct standin_opts {
 	int bookmark_ms;
 	bool resize;           /* serve pods/resize */
 	bool cgroups;          /* memory cgroups for pods */
+	bool cgroup_systemd;   /* name them as the systemd cgroup driver does */
 	const char *scheduler; /* the schedulerName this scheduler serves */
+	const char *audit_log; /* each API request appended there, NULL none */
 	int max_events;        /* Event objects kept */
 };
 
@@ -107,7 +121,9 @@ struct standin {
 	int fault_cut;      /* generation: watches opened before it end */
 	bool fault_cut_mid; /* the cut leaves half an event */
 	int fault_delay_ms; /* every reply waits this long */
+	int audit_fd;       /* o.audit_log open for appending, -1 none */
 	char cg_base[400];  /* our memory cgroup folder for pods, "" when none */
+	char cg_pods[420];  /* cg_base/kubepods (.slice with systemd), where pods go */
 	double started_s;   /* monotonic start */
 	volatile sig_atomic_t stop;
 	int kick; /* the loop has work (guarded by mu) */

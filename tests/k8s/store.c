@@ -44,6 +44,30 @@ static struct kinddef store_kinds[KIND_MAX] = {
 	[KIND_CRD] = { "CustomResourceDefinition", "customresourcedefinitions",
 		       "customresourcedefinition", "crd", "apiextensions.k8s.io", "v1",
 		       "apiextensions.k8s.io/v1", "", false, true, true, 0, 0 },
+#define STORE_APPS "apps", "v1", "apps/v1", ""
+#define STORE_RBAC "rbac.authorization.k8s.io", "v1", "rbac.authorization.k8s.io/v1", ""
+	[KIND_SERVICEACCOUNT] = { "ServiceAccount", "serviceaccounts", "serviceaccount", "sa", "",
+				  "v1", "v1", "", true, false, true, 0, 0 },
+	[KIND_SECRET] = { "Secret", "secrets", "secret", "", "", "v1", "v1", "", true, false, true,
+			  0, 0 },
+	[KIND_CONFIGMAP] = { "ConfigMap", "configmaps", "configmap", "cm", "", "v1", "v1", "", true,
+			     false, true, 0, 0 },
+	[KIND_DEPLOYMENT] = { "Deployment", "deployments", "deployment", "deploy", STORE_APPS, true,
+			      true, true, 0, 0 },
+	[KIND_STATEFULSET] = { "StatefulSet", "statefulsets", "statefulset", "sts", STORE_APPS,
+			       true, true, true, 0, 0 },
+	[KIND_DAEMONSET] = { "DaemonSet", "daemonsets", "daemonset", "ds", STORE_APPS, true, true,
+			     true, 0, 0 },
+	[KIND_ROLE] = { "Role", "roles", "role", "", STORE_RBAC, true, false, true, 0, 0 },
+	[KIND_ROLEBINDING] = { "RoleBinding", "rolebindings", "rolebinding", "", STORE_RBAC, true,
+			       false, true, 0, 0 },
+	[KIND_CLUSTERROLE] = { "ClusterRole", "clusterroles", "clusterrole", "", STORE_RBAC, false,
+			       false, true, 0, 0 },
+	[KIND_CLUSTERROLEBINDING] = { "ClusterRoleBinding", "clusterrolebindings",
+				      "clusterrolebinding", "", STORE_RBAC, false, false, true, 0,
+				      0 },
+#undef STORE_APPS
+#undef STORE_RBAC
 };
 static _Atomic int store_kinds_n = KIND_BUILTIN;
 

@@ -1,0 +1,253 @@
+#!/usr/bin/env bash
+# Suite for docker/k8s/: the manifests a platform team deploys, judged by
+# kubectl against the Kubernetes stand-in.  With every kubectl found
+# (`command -v kubectl` and each path in KUBECTL_EXTRA; Debian's is 1.20,
+# whose kustomize is 2.0): each overlay renders with `kubectl kustomize`
+# and every object it renders is accepted by `kubectl apply
+# --dry-run=client`.  With the first: by `--dry-run=server` too (the
+# namespace made first, as on a real server), then applied for real and
+# read back, a second apply changing nothing; the digits ElasticJob
+# (docker/k8s/examples/) is accepted by the CRD's schema.  RBAC: the verbs
+# of the master's Role, the monitor's ClusterRole and the operator's
+# ClusterRole and Role are exactly those the code calls, read from the
+# stand-in's audit log of real runs (the master's k8s backend through
+# tests/master/check_sched_k8s; rover-monitor --k8s and rover-operator
+# through a job's life here), each request attributed by its bearer token
+# as an API server's audit log would.  Prints one "ok"/"not ok" line per check and exits 1 if
+# any failed.  No kubectl: a skip (a failure under CI=true).
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top" || exit 1
+B=${B:-build}
+STANDIN="$top/$B/tests/k8s/k8s-standin"
+failed=0
+ok() { echo "ok - $*"; }
+notok() {
+	echo "not ok - $*"
+	failed=1
+}
+skip() {
+	if [ "${CI:-}" = true ]; then
+		echo "not ok - CI=true installs it, but: $*"
+		exit 1
+	fi
+	echo "SKIP: $*"
+	echo "ok - # SKIP $*"
+	exit 0
+}
+[ -x "$STANDIN" ] || {
+	echo "not ok - no $STANDIN: build first"
+	exit 1
+}
+kubectls=()
+command -v kubectl >/dev/null && kubectls+=("$(command -v kubectl)")
+for k in ${KUBECTL_EXTRA:-}; do [ -x "$k" ] && kubectls+=("$k"); done
+[ ${#kubectls[@]} -gt 0 ] || skip "kubectl: not installed (Debian: kubernetes-client)"
+
+TMP=$(mktemp -d /tmp/rover-manifests-test.XXXXXX)
+PIDS=()
+cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+	for p in "${PIDS[@]}"; do
+		for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL "$p" 2>/dev/null
+	done
+	if [ -n "${K8S_KEEP:-}" ]; then echo "kept $TMP" >&2; else rm -rf "$TMP"; fi
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+# A stand-in of one node; its kubeconfig (token $2, "" none) in $1.kubeconfig.
+standin() { # name token
+	"$STANDIN" --port-file "$TMP/$1.port" --dir "$TMP/$1.pods" --nodes 1 \
+		--audit-log "$TMP/$1.audit" >"$TMP/$1.log" 2>&1 &
+	PIDS+=($!)
+	for _ in $(seq 100); do [ -s "$TMP/$1.port" ] && break; sleep 0.1; done
+	local user="{}"
+	[ -n "$2" ] && user="{token: $2}"
+	# kubectl's own requests go in as no one ("-" in the audit log)
+	local admin="$TMP/$1.admin.kubeconfig"
+	cat >"$TMP/$1.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: s
+  cluster: {server: "http://127.0.0.1:$(cat "$TMP/$1.port" 2>/dev/null)"}
+contexts:
+- name: s
+  context: {cluster: s, namespace: default, user: u}
+users:
+- name: u
+  user: $user
+current-context: s
+EOF
+	sed 's/^  user: {token: .*}$/  user: {}/' "$TMP/$1.kubeconfig" >"$admin"
+	[ -s "$TMP/$1.port" ]
+}
+
+overlays=()
+for d in docker/k8s/overlays/*/; do overlays+=("$(basename "$d")"); done
+standin api "" || {
+	notok "the stand-in did not start"
+	cat "$TMP/api.log"
+	exit 1
+}
+
+# ---- every kubectl: render, then a client-side dry run of each object ----
+# the newest kubectl does the rest: before 1.27 kubectl reads dry-run
+# support from OpenAPI v2, which the stand-in serves empty
+knew= vnew= mnew=-1
+for k in "${kubectls[@]}"; do
+	v=$("$k" version --client 2>/dev/null | grep -o 'v1\.[0-9]*' | head -1)
+	[ "${v#v1.}" -gt "$mnew" ] 2>/dev/null && knew=$k vnew=$v mnew=${v#v1.}
+	for o in "${overlays[@]}"; do
+		y="$TMP/$o-$v.yaml"
+		if ! "$k" kustomize "docker/k8s/overlays/$o" >"$y" 2>"$TMP/err"; then
+			notok "kubectl $v kustomize overlays/$o: $(head -3 "$TMP/err")"
+			continue
+		fi
+		n=$(grep -c '^kind:' "$y")
+		ok "kubectl $v kustomize overlays/$o renders $n objects"
+		out=$("$k" --kubeconfig "$TMP/api.kubeconfig" apply --dry-run=client -f "$y" 2>&1)
+		got=$(grep -c 'created (dry run)' <<<"$out")
+		if [ "$got" = "$n" ]; then
+			ok "kubectl $v apply --dry-run=client accepts each of the $n objects of overlays/$o"
+		else
+			notok "kubectl $v apply --dry-run=client: $got of $n objects of overlays/$o accepted"
+			grep -v 'created (dry run)' <<<"$out" | head -5 | sed 's/^/    /'
+		fi
+	done
+done
+
+# ---- the newest kubectl: server dry run, a real apply, read back ----
+k=${knew:-${kubectls[0]}}
+kc=(--kubeconfig "$TMP/api.kubeconfig")
+# (kubectl create namespace sends protobuf, which the stand-in does not read)
+echo '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"rover"}}' |
+	"$k" "${kc[@]}" apply -f - >/dev/null || notok "the namespace rover could not be made"
+for o in "${overlays[@]}"; do
+	y="$TMP/$o-$vnew.yaml"
+	[ -s "$y" ] || continue
+	if [ "$mnew" -lt 27 ]; then
+		echo "ok - # SKIP apply --dry-run=server of overlays/$o: kubectl $vnew reads dry-run support from OpenAPI v2, which the stand-in serves empty"
+		continue
+	fi
+	n=$(grep -c '^kind:' "$y")
+	out=$("$k" "${kc[@]}" apply --dry-run=server -f "$y" 2>&1)
+	got=$(grep -Ec '(created|configured|unchanged) \(server dry run\)' <<<"$out")
+	if [ "$got" = "$n" ]; then
+		ok "apply --dry-run=server accepts each of the $n objects of overlays/$o"
+	else
+		notok "apply --dry-run=server: $got of $n objects of overlays/$o accepted"
+		grep -v 'server dry run' <<<"$out" | head -5 | sed 's/^/    /'
+	fi
+done
+y="$TMP/embedded-db-$vnew.yaml"
+if out=$("$k" "${kc[@]}" apply -f "$y" 2>&1); then
+	ok "overlays/embedded-db applied: $(grep -c created <<<"$out") objects created"
+else
+	notok "overlays/embedded-db applied: $out"
+fi
+if out=$("$k" "${kc[@]}" apply -f "$y" 2>&1) && ! grep -qv unchanged <<<"$out"; then
+	ok "applied again, every object of overlays/embedded-db is unchanged"
+else
+	notok "applied again, overlays/embedded-db changed: $(grep -v unchanged <<<"$out" | head -3)"
+fi
+if out=$("$k" "${kc[@]}" -n rover get deployment rover-operator -o json 2>&1) &&
+	[ "$(jq -r .spec.replicas <<<"$out")" = 2 ]; then
+	ok "the controller's Deployment reads back with 2 replicas"
+else
+	notok "the controller's Deployment: $out"
+fi
+for ex in docker/k8s/examples/*.yaml; do
+	out=
+	if { [ "$mnew" -lt 27 ] || out=$("$k" "${kc[@]}" apply --dry-run=server -f "$ex" 2>&1); } &&
+		out2=$("$k" "${kc[@]}" apply -f "$ex" 2>&1); then
+		ok "$ex is accepted by the ElasticJob CRD's schema: $out2"
+	else
+		notok "$ex: $out ${out2:-}"
+	fi
+done
+
+# ---- RBAC: the verbs granted against the requests the code makes ----
+# A pod of job $2 that sleeps, as JSON (kubectl run sends protobuf, which
+# the stand-in does not read).
+pod() { # name job
+	printf '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"%s","labels":{"rover.dev/job":"%s"}},' "$1" "$2"
+	printf '"spec":{"restartPolicy":"Never","containers":[{"name":"main","image":"x","command":["sleep","300"]}]}}\n'
+}
+# "GROUP RESOURCE VERB" lines, sorted, of the rules of a Role/ClusterRole.
+granted() { # kind name [namespace]
+	"$k" "${kc[@]}" ${3:+-n "$3"} get "$1" "$2" -o json | jq -r '.rules[] |
+		.apiGroups[] as $g | .resources[] as $r | .verbs[] as $v |
+		"\(if $g == "" then "-" else $g end) \($r) \($v)"' | sort -u
+}
+# The same from an audit log, for one user.
+used() { # log user
+	awk -v u="$2" '$1 == u { print $3, $4, $2 }' "$1" | sort -u
+}
+compare() { # what granted used
+	if [ "$2" = "$3" ]; then
+		ok "$1: the rules grant exactly what the code calls: $(echo $3 | tr '\n' ' ')"
+	else
+		notok "$1: the rules and the code differ"
+		diff <(echo "$2") <(echo "$3") | sed 's/^</    granted, not called:/; s/^>/    called, not granted:/' | grep called
+	fi
+}
+
+# the master's k8s backend, in a real run of its suite (its kubeconfig's token: t0k)
+if out=$(K8S_STANDIN_AUDIT_LOG="$TMP/master.audit" "$B/tests/master/check_sched_k8s" 2>&1); then
+	compare "the master's Role" "$(granted role rover-master rover)" "$(used "$TMP/master.audit" t0k)"
+else
+	notok "tests/master/check_sched_k8s failed, so the master's calls are unknown"
+	tail -5 <<<"$out" | sed 's/^/    /'
+fi
+
+# rover-monitor --k8s on the stand-in's node, its token rover-monitor, for a few samples
+standin mon rover-monitor || notok "the monitor's stand-in did not start"
+pod w j | "$k" --kubeconfig "$TMP/mon.admin.kubeconfig" apply -f - >/dev/null
+"$B/bin/rover-monitor" --k8s --kubeconfig "$TMP/mon.kubeconfig" --node node-0 \
+	--brain http://127.0.0.1:1 --listen 127.0.0.1:0 --interval-ms 200 \
+	--sample-gpu-interval-s 0 >"$TMP/monitor.log" 2>&1 &
+mpid=$!
+PIDS+=($mpid)
+for _ in $(seq 50); do grep -q ' watch - pods' "$TMP/mon.audit" 2>/dev/null && break; sleep 0.1; done
+sleep 1
+kill -TERM $mpid 2>/dev/null
+compare "the monitor's ClusterRole" "$(granted clusterrole rover-monitor)" \
+	"$(used "$TMP/mon.audit" rover-monitor)"
+
+# rover-operator, its token rover-operator, through a job's life: the digits
+# ElasticJob gets its master pod (a stand-in that sleeps) and Service, a
+# worker pod appears, the job is suspended (the master and the workers
+# deleted); SIGTERM gives the Lease up
+if [ -x "$B/bin/rover-operator" ] && standin op rover-operator; then
+	ka=("$k" --kubeconfig "$TMP/op.admin.kubeconfig")
+	"${ka[@]}" apply -f docker/k8s/base/crd-elasticjob.yaml >/dev/null
+	echo '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"rover"}}' |
+		"${ka[@]}" apply -f - >/dev/null
+	"${ka[@]}" apply -f docker/k8s/examples/digits.yaml >/dev/null
+	printf '#!/bin/sh\nexec sleep 300\n' >"$TMP/fake-master" && chmod +x "$TMP/fake-master"
+	"$B/bin/rover-operator" --kubeconfig "$TMP/op.kubeconfig" --lease-namespace rover \
+		--lease-renew-ms 200 --master-command "$TMP/fake-master" >"$TMP/operator.log" 2>&1 &
+	opid=$!
+	PIDS+=($opid)
+	phase() { "${ka[@]}" -n rover get elasticjob digits -o jsonpath='{.status.phase}' 2>/dev/null; }
+	for _ in $(seq 150); do [ "$(phase)" = Running ] && break; sleep 0.2; done
+	# a worker pod, as the master would have made it
+	pod digits-worker-0 digits | "${ka[@]}" -n rover apply -f - >/dev/null
+	sleep 1
+	"${ka[@]}" -n rover patch elasticjob digits --type merge -p '{"spec":{"suspend":true}}' >/dev/null
+	for _ in $(seq 150); do [ "$(phase)" = Suspended ] && break; sleep 0.2; done
+	[ "$(phase)" = Suspended ] ||
+		notok "the operator never suspended the digits job: $(tail -3 "$TMP/operator.log")"
+	kill -TERM $opid 2>/dev/null
+	for _ in $(seq 50); do kill -0 $opid 2>/dev/null || break; sleep 0.1; done
+	compare "the operator's ClusterRole and Role" \
+		"$( (granted clusterrole rover-operator; granted role rover-operator-leader rover) | sort -u)" \
+		"$(used "$TMP/op.audit" rover-operator)"
+else
+	notok "no $B/bin/rover-operator, or its stand-in did not start"
+fi
+exit $failed
