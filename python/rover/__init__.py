@@ -47,7 +47,7 @@ class _Opts(ctypes.Structure):
 
 class _Shard(ctypes.Structure):
     _fields_ = [("dataset", ctypes.c_char * 64), ("id", ctypes.c_int64), ("start", ctypes.c_int64),
-                ("end", ctypes.c_int64), ("epoch", ctypes.c_int32)]
+                ("end", ctypes.c_int64), ("epoch", ctypes.c_int32), ("partition", ctypes.c_char * 64)]
 
 
 class _Stats(ctypes.Structure):
@@ -181,7 +181,7 @@ class Trainer:
         if rc != SHARD:
             return rc, None
         return rc, {"dataset": s.dataset.decode(), "id": s.id, "start": s.start, "end": s.end,
-                    "epoch": s.epoch}
+                    "epoch": s.epoch, "partition": s.partition.decode()}
 
     def consumed(self, n):
         self._check(self._lib.rv_trainer_consumed(self._h, n))
