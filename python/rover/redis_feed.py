@@ -120,7 +120,8 @@ class Feed:
         return True
 
     def trim(self):
-        """Entries and chunks wholly below each committed offset go."""
+        """Entries and chunks wholly below each committed offset go, but
+        never the newest chunk: a restarted bridge resumes after it."""
         st = self.m.stream(self.a.dataset)
         for p in st["partitions"]:
             v = self.parts.get(p["name"])
@@ -128,18 +129,14 @@ class Feed:
             if v is None or c <= 0:
                 continue
             ck = chunk_key(self.a.dataset, p["name"])
+            newest = self.r.zrevrange(ck, 0, 0)
             below = self.r.zrangebyscore(ck, "-inf", c)
-            done = [m for m in below if sum(chunk_parse(m)[:2]) <= c]
-            keep = [m for m in below if sum(chunk_parse(m)[:2]) > c]
+            done = [m for m in below if sum(chunk_parse(m)[:2]) <= c and m not in newest]
             if not done:
                 continue
-            # the oldest entry still needed: the first of the chunk holding c
-            first = chunk_parse(keep[0])[2] if keep else None
-            if first is None:
-                nxt = self.r.zrangebyscore(ck, "(%d" % c, "+inf", start=0, num=1)
-                first = chunk_parse(nxt[0])[2] if nxt else None
-            if first is not None:
-                self.r.xtrim(v["key"], minid=first, approximate=False)
+            # the oldest entry still kept: the first of the chunk after the last done
+            nxt = self.r.zrangebyscore(ck, "(%d" % chunk_parse(done[-1])[0], "+inf", start=0, num=1)
+            self.r.xtrim(v["key"], minid=chunk_parse(nxt[0])[2], approximate=False)
             self.r.zrem(ck, *done)
 
     def run(self):
