@@ -877,6 +877,7 @@ static void stream_metrics(struct master *m, struct rv_buf *out)
 		"(end_offset - committed_offset)\n"
 		"# TYPE rover_master_stream_lag gauge\n"
 	};
+	static const char *const name[2] = { "committed_offset", "lag" };
 	pthread_mutex_lock(&m->lock);
 	for (int k = 0; k < 2; k++) {
 		rv_buf_puts(out, help[k]);
@@ -887,10 +888,10 @@ static void stream_metrics(struct master *m, struct rv_buf *out)
 				stream_part_stats(m->streams, ix, p, &ps);
 				if (k == 1 && ps.end < 0)
 					continue;
-				rv_buf_printf(out, "rover_master_stream_%s{dataset=\"%s\",partition=\"%s\"} %lld\n",
-					      k ? "lag" : "committed_offset", m->spec.datasets[i].name,
-					      ps.name,
-					      (long long)(k ? ps.end - ps.committed : ps.committed));
+				long long v = k ? ps.end - ps.committed : ps.committed;
+				rv_buf_printf(out, "rover_master_stream_%s{dataset=\"%s\",",
+					      name[k], m->spec.datasets[i].name);
+				rv_buf_printf(out, "partition=\"%s\"} %lld\n", ps.name, v);
 			}
 		}
 	}

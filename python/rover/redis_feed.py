@@ -73,6 +73,7 @@ class Feed:
         self.r = connect(args.redis)
         self.m = Master(args.master, args.token)
         self.parts = {}  # partition -> {"key", "next", "last", "posted"}
+        self.failed = 0  # posts failed in a row (the master away)
 
     def resume(self):
         """The partitions from the master, each after its last chunk."""
@@ -114,9 +115,12 @@ class Feed:
                 self.m.post_end(self.a.dataset, name, v["next"])
                 v["posted"] = v["next"]
             except (OSError, urllib.error.URLError, ValueError) as e:
-                log("warn", "could not post a partition's end", partition=name,
-                    end_offset=v["next"], error=str(e))
+                self.failed += 1
+                if self.failed in (1, 10) or self.failed % 100 == 0:  # the first, then fewer
+                    log("warn", "could not post a partition's end", partition=name,
+                        end_offset=v["next"], failures=self.failed, error=str(e))
                 return False
+            self.failed = 0
         return True
 
     def trim(self):
@@ -179,7 +183,9 @@ def main(argv=None):
     ap.add_argument("--dataset", required=True, help="the streaming dataset of the job")
     ap.add_argument("--key-format", default=KEY_FORMAT,
                     help="each partition's stream key (default %(default)s)")
-    ap.add_argument("--chunk", type=int, default=1000, help="entries per XREAD and chunk at most")
+    ap.add_argument("--chunk", type=int, default=256,
+                    help="entries per XREAD and chunk at most (a reader may read a chunk's "
+                    "entries before its range)")
     ap.add_argument("--block-ms", type=int, default=200, help="XREAD BLOCK timeout")
     ap.add_argument("--repost-s", type=float, default=1.0,
                     help="every partition's end is posted again this often (a restarted master)")

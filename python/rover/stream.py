@@ -76,6 +76,10 @@ class RedisStream:
         self.r = client or connect(url or os.environ.get("ROVER_REDIS_URL", ""))
         self.dataset = dataset or os.environ.get("ROVER_DATASET", "")
         self.key_format = key_format or os.environ.get("ROVER_STREAM_KEY", KEY_FORMAT)
+        # (dataset, partition) -> (offset, id of the entry before it): a task
+        # that starts where the last one read ended reads from there, not
+        # from its chunk's first entry
+        self._after = {}
 
     def chunks(self, dataset, partition, start, end):
         """The chunks covering offsets [start, end), in order."""
@@ -91,24 +95,57 @@ class RedisStream:
         """Records of offsets [start, end) of partition, in offset order.
         OSError (ENODATA) when a chunk or an entry is missing: the bridge has
         not recorded them, or they were trimmed."""
-        key = stream_key(dataset, partition, self.key_format)
-        cs = self.chunks(dataset, partition, start, end)
-        p = self.r.pipeline(transaction=False)
-        for a, n, first, last in cs:
-            p.xrange(key, first, last, count=min(end, a + n) - a)
-        out, want = [], start
-        for (a, n, first, last), entries in zip(cs, p.execute() if cs else []):
-            hi = min(end, a + n)
-            if a > want or len(entries) != hi - a:
-                break
-            for k in range(want - a, hi - a):
-                eid, fields = entries[k]
-                out.append(Record(partition, a + k, eid.decode() if isinstance(eid, bytes) else eid,
-                                  fields))
-            want = hi
-        if want != end:
-            raise OSError(61, "records %d..%d of %s/%s are not in redis (chunks %s)"
-                          % (want, end, dataset, partition, cs))
+        c = self.cursor(dataset, partition, start, end)
+        out = []
+        while c.offset < end:
+            out += c.read(end - c.offset)
+        return out
+
+    def cursor(self, dataset, partition, start, end):
+        """A reader of offsets [start, end): read(n) gives the next n."""
+        return _Cursor(self, dataset, partition, start, end)
+
+
+class _Cursor:
+    """Reads a task's records a batch at a time (one XRANGE a batch, as a
+    consumer of the stream reads it: large replies cost more than their
+    size in redis-py), from the chunks that cover them."""
+
+    def __init__(self, src, dataset, partition, start, end):
+        self.src, self.dataset, self.partition = src, dataset, partition
+        self.key = stream_key(dataset, partition, src.key_format)
+        self.offset, self.end = start, end
+        self.chunks = src.chunks(dataset, partition, start, end)
+        cached = src._after.get((dataset, partition))
+        self._after = cached[1] if cached and cached[0] == start else None
+
+    def _missing(self):
+        return OSError(61, "records %d..%d of %s/%s are not in redis (chunks %s)"
+                       % (self.offset, self.end, self.dataset, self.partition, self.chunks))
+
+    def read(self, n):
+        """The next up to n records (never past a chunk's end)."""
+        while self.chunks and self.chunks[0][0] + self.chunks[0][1] <= self.offset:
+            self.chunks.pop(0)
+        if not self.chunks or self.chunks[0][0] > self.offset:
+            raise self._missing()
+        a, m, first, last = self.chunks[0]
+        hi = min(self.end, a + m, self.offset + n)
+        if self._after is not None:
+            lo, entries = self.offset, self.src.r.xrange(self.key, "(" + self._after, last,
+                                                         count=hi - self.offset)
+        else:  # the chunk's first entries up to the offset are read and dropped
+            lo, entries = a, self.src.r.xrange(self.key, first, last, count=hi - a)
+        if len(entries) != hi - lo:
+            raise self._missing()
+        out = []
+        for k in range(self.offset - lo, hi - lo):
+            eid, fields = entries[k]
+            out.append(Record(self.partition, lo + k,
+                              eid.decode() if isinstance(eid, bytes) else eid, fields))
+        self.offset = hi
+        self._after = out[-1].id
+        self.src._after[(self.dataset, self.partition)] = (hi, self._after)
         return out
 
 
@@ -120,8 +157,7 @@ class StreamSampler:
     def __init__(self, source, trainer_=None, wait_s=0.01):
         self.src, self._t, self.wait_s = source, trainer_, wait_s
         self.task = None      # the master's task dict (with "partition")
-        self._recs = []       # its records not skipped
-        self._k = 0           # how many of them were handed out
+        self._cur = None      # its cursor: offsets below _cur.offset handed out
         self._skip = []       # (partition, a, b): trained before a restart
         self.skipped = 0      # records skipped so far
 
@@ -132,35 +168,23 @@ class StreamSampler:
         return self._t
 
     def _finish(self):
-        if self.task is not None and self._k == len(self._recs):
-            t = self._trainer()
-            t.consumed(self.task["end"] - self.task["start"])
-            t.done()
-            p, a, b = self.task["partition"], self.task["start"], self.task["end"]
-            left = []
-            for q, x, y in self._skip:  # what the master counts now needs no skip
-                if q != p or y <= a or x >= b:
-                    left.append((q, x, y))
-                    continue
-                left += [(q, x, a)] if x < a else []
-                left += [(q, b, y)] if y > b else []
-            self._skip = left
-            self.task, self._recs, self._k = None, [], 0
-
-    def _fetch(self):
-        """Take the next task and read its records (not those to skip)."""
-        from rover import SHARD
+        """The current task is done when every record of it was handed out
+        (and, by the contract, trained and saved)."""
+        if self.task is None or self._cur.offset < self.task["end"]:
+            return
         t = self._trainer()
-        while self.task is None:
-            status, task = t.next_shard()
-            if status != SHARD:
-                return False
-            recs = self.src.records(task["dataset"], task["partition"], task["start"], task["end"])
-            keep = [r for r in recs if not self._skipped(r)]
-            self.skipped += len(recs) - len(keep)
-            self.task, self._recs, self._k = task, keep, 0
-            self._finish()  # every record skipped: done at once
-        return True
+        t.consumed(self.task["end"] - self.task["start"])
+        t.done()
+        p, a, b = self.task["partition"], self.task["start"], self.task["end"]
+        left = []
+        for q, x, y in self._skip:  # what the master counts now needs no skip
+            if q != p or y <= a or x >= b:
+                left.append((q, x, y))
+                continue
+            left += [(q, x, a)] if x < a else []
+            left += [(q, b, y)] if y > b else []
+        self._skip = left
+        self.task, self._cur = None, None
 
     def _skipped(self, r):
         return any(p == r.partition and a <= r.offset < b for p, a, b in self._skip)
@@ -168,16 +192,25 @@ class StreamSampler:
     def take(self, n):
         """Up to n records of the current task (never of two tasks: the
         previous task is reported done first, its step saved)."""
-        self._finish()
-        if self.task is None and not self._fetch():
-            return []
-        out = self._recs[self._k:self._k + n]
-        self._k += len(out)
-        # a checkpoint after this batch's step resumes after its records
-        handed = out[-1].offset + 1 - self.task["start"] if out else 0
-        if handed:
-            self._trainer().consumed(handed)
-        return out
+        from rover import SHARD
+        t = self._trainer()
+        while True:
+            self._finish()
+            if self.task is None:
+                status, task = t.next_shard()
+                if status != SHARD:
+                    return []
+                self.task = task
+                self._cur = self.src.cursor(task["dataset"], task["partition"], task["start"],
+                                            task["end"])
+                continue
+            got = self._cur.read(n)
+            out = [r for r in got if not self._skipped(r)]
+            self.skipped += len(got) - len(out)
+            # a checkpoint after this batch's step resumes after its records
+            t.consumed(self._cur.offset - self.task["start"])
+            if out:
+                return out
 
     def __iter__(self):
         while True:
@@ -191,9 +224,8 @@ class StreamSampler:
         """What a checkpoint keeps: the ranges handed out and not yet done
         (the current task's first records, and older skips not passed yet)."""
         skip = list(self._skip)
-        if self.task is not None and self._k:
-            skip.append((self.task["partition"], self.task["start"],
-                         self._recs[self._k - 1].offset + 1))
+        if self.task is not None and self._cur.offset > self.task["start"]:
+            skip.append((self.task["partition"], self.task["start"], self._cur.offset))
         return {"skip": skip}
 
     def load_state_dict(self, st):

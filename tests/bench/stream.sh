@@ -9,8 +9,9 @@
 # (XADD *), waits until the bridge told the master their end, then times
 # the two consumers on that stream one after the other (which one first
 # alternates), both taking BENCH_STREAM_BATCH (default 32) records a call;
-# no model: the cost of the data path alone.  The figures are the medians of
-# the pairs.  Last line:
+# no model: the cost of the data path alone.  The tasks are
+# BENCH_STREAM_SHARD (default 2048) records.  rps and raw_rps are the
+# medians of the pairs, ratio the median of the pairs' ratios.  Last line:
 #   bench=stream rps=N raw_rps=N ratio=R
 set -euo pipefail
 B=${B:-build}

@@ -18,7 +18,7 @@ from rover.stream import stream_key
 
 bin_dir, records, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 PAIRS = 3
-SHARD = 512
+SHARD = int(os.environ.get("BENCH_STREAM_SHARD", "2048"))
 
 
 def say(*a):
@@ -136,7 +136,8 @@ def main():
             say("pair %d: trainer %.0f records/s, raw %.0f records/s" % (i + 1, rps[-1],
                                                                           raw_rps[-1]))
         a, b = statistics.median(rps), statistics.median(raw_rps)
-        print("bench=stream rps=%.0f raw_rps=%.0f ratio=%.2f" % (a, b, a / b), flush=True)
+        ratio = statistics.median(x / y for x, y in zip(rps, raw_rps))
+        print("bench=stream rps=%.0f raw_rps=%.0f ratio=%.2f" % (a, b, ratio), flush=True)
     finally:
         for p in reversed(procs):
             p.send_signal(signal.SIGTERM)

@@ -45,10 +45,12 @@ static void spawn_logged(struct rv_proc *p, const char *const *argv, const char 
 {
 	int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	ck_assert_int_ge(fd, 0);
-	struct rv_proc_opts o = { .argv = argv,
-				  .env = env,
-				  .io = { { RV_PROC_NULL, 0 }, { RV_PROC_FD, fd }, { RV_PROC_STDOUT, 0 } },
-				  .pdeathsig = SIGKILL };
+	struct rv_proc_opts o = {
+		.argv = argv,
+		.env = env,
+		.io = { { RV_PROC_NULL, 0 }, { RV_PROC_FD, fd }, { RV_PROC_STDOUT, 0 } },
+		.pdeathsig = SIGKILL
+	};
 	int rc = rv_proc_spawn(p, &o);
 	close(fd);
 	ck_assert_msg(rc == 0, "could not start %s: %s", argv[0], strerror(-rc));
@@ -68,9 +70,11 @@ static void redis_start(struct redis *r)
 	snprintf(r->url, sizeof(r->url), "unix://%s", r->sock);
 	char log[128];
 	snprintf(log, sizeof(log), "%s/redis.log", r->dir);
-	const char *argv[] = { "redis-server", "--port", "0", "--unixsocket", r->sock,
-			       "--unixsocketperm", "700", "--save", "", "--appendonly",
-			       "no", "--dir", r->dir, NULL };
+	const char *argv[] = { "redis-server", "--port", "0",
+			       "--unixsocket", r->sock,  "--unixsocketperm",
+			       "700",          "--save", "",
+			       "--appendonly", "no",     "--dir",
+			       r->dir,         NULL };
 	spawn_logged(&r->proc, argv, NULL, log);
 	for (int i = 0; i < 1000 && access(r->sock, F_OK) != 0; i++)
 		usleep(10000);
@@ -104,9 +108,10 @@ static long redis_num(const struct redis *r, const char *cmd, const char *key)
 static void bridge_start(struct rv_proc *p, const struct redis *r, const struct rv_test_master *m,
 			 const char *log)
 {
-	const char *argv[] = { PYTHON,	  "-m",	  "rover.redis_feed", "--redis", r->url, "--master",
-			       m->addr,	  "--dataset", "clicks",	    "--trim",  "--trim-s",
-			       "0.5",	  NULL };
+	const char *argv[] = {
+		PYTHON,      "-m",     "rover.redis_feed", "--redis",  r->url, "--master", m->addr,
+		"--dataset", "clicks", "--trim",           "--trim-s", "0.5",  NULL
+	};
 	const char *env[] = { "PYTHONPATH=python", NULL };
 	spawn_logged(p, argv, env, log);
 }
@@ -163,8 +168,8 @@ START_TEST(test_kill9_each_part_exactly_once)
 
 	struct rv_proc bridge, producer;
 	bridge_start(&bridge, &rd, &m, blog);
-	const char *pargv[] = { PYTHON,	 EXAMPLE, "produce", "--redis", rd.url, "--records",
-				total,	 "--rate", "100",	"--batch", "10",     NULL };
+	const char *pargv[] = { PYTHON, EXAMPLE,  "produce", "--redis", rd.url, "--records",
+				total,  "--rate", "100",     "--batch", "10",   NULL };
 	spawn_logged(&producer, pargv, NULL, plog);
 	const char *env[] = { redis_env, job, NULL };
 	const char *args[] = { "--rdzv-endpoint",
@@ -237,12 +242,10 @@ START_TEST(test_kill9_each_part_exactly_once)
 	ck_assert_msg(lost == 0 && twice == 0, "%ld records lost, %ld trained twice", lost, twice);
 	for (int p = 0; p < 2; p++) {
 		char s[128];
-		snprintf(s, sizeof(s), "rover_master_stream_lag{dataset=\"clicks\",partition=\"p%d\"}",
-			 p);
+		const char *labels = "{dataset=\"clicks\",partition=\"p";
+		snprintf(s, sizeof(s), "rover_master_stream_lag%s%d\"}", labels, p);
 		ck_assert_int_eq(master_metric(&m, s), 0);
-		snprintf(s, sizeof(s),
-			 "rover_master_stream_committed_offset{dataset=\"clicks\",partition=\"p%d\"}",
-			 p);
+		snprintf(s, sizeof(s), "rover_master_stream_committed_offset%s%d\"}", labels, p);
 		ck_assert_int_eq(master_metric(&m, s), TOTAL / 2);
 	}
 	/* what was committed went from redis (the newest chunk stays) */
