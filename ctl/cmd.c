@@ -598,6 +598,12 @@ static void print_status(struct ctl *c, const cJSON *job, const cJSON *plans)
 		if (cJSON_GetArraySize(prog) < 2 && num(d, "shards_total", 0) > 0)
 			break;
 		fprintf(c->out, "  %-8s ", str(d, "dataset"));
+		if (num(d, "shards_total", 0) <= 0) { /* a stream: what is not committed yet */
+			fprintf(c->out, "stream, %.0f records committed, lag %.0f\n",
+				num(d, "samples_done", 0),
+				num(d, "samples_total", 0) - num(d, "samples_done", 0));
+			continue;
+		}
 		out_bar(c, num(d, "samples_done", 0), num(d, "samples_total", 0), 20);
 		fprintf(c->out, "  %.0f of %.0f samples, epoch %.0f%s\n", num(d, "samples_done", 0),
 			num(d, "samples_total", 0), num(d, "epoch", 0),

@@ -885,6 +885,39 @@ static int api_healthz(struct rv_http_req *req, struct rv_http_resp *resp, void 
 	return rv_rest_reply(resp, ok ? 200 : 503, doc);
 }
 
+/* Per partition of each streaming dataset: the committed offset and the
+ * consumer lag, the records known available and not yet committed (end -
+ * committed; none for an unbounded partition, whose end is not known). */
+static void stream_metrics(struct master *m, struct rv_buf *out)
+{
+	static const char *const help[2] = {
+		"# HELP rover_master_stream_committed_offset Lowest offset not yet done\n"
+		"# TYPE rover_master_stream_committed_offset gauge\n",
+		"# HELP rover_master_stream_lag Records known available and not yet committed "
+		"(end_offset - committed_offset)\n"
+		"# TYPE rover_master_stream_lag gauge\n"
+	};
+	static const char *const name[2] = { "committed_offset", "lag" };
+	pthread_mutex_lock(&m->lock);
+	for (int k = 0; k < 2; k++) {
+		rv_buf_puts(out, help[k]);
+		for (int i = 0; i < m->spec.ndatasets; i++) {
+			int ix = m->spec.datasets[i].streaming ? m->ds_index[i] : -1;
+			for (int p = 0; p < stream_nparts(m->streams, ix); p++) {
+				struct stream_part_stats ps;
+				stream_part_stats(m->streams, ix, p, &ps);
+				if (k == 1 && ps.end < 0)
+					continue;
+				long long v = k ? ps.end - ps.committed : ps.committed;
+				rv_buf_printf(out, "rover_master_stream_%s{dataset=\"%s\",",
+					      name[k], m->spec.datasets[i].name);
+				rv_buf_printf(out, "partition=\"%s\"} %lld\n", ps.name, v);
+			}
+		}
+	}
+	pthread_mutex_unlock(&m->lock);
+}
+
 static int api_metrics(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 {
 	(void)req;
@@ -937,21 +970,7 @@ static int api_metrics(struct rv_http_req *req, struct rv_http_resp *resp, void 
 		rv_buf_printf(&out, "rover_master_samples_done{dataset=\"%s\"} %lld\n",
 			      st.datasets[i].name, (long long)st.datasets[i].samples_done);
 	plans_metrics(m, &out);
-	rv_buf_puts(&out, "# HELP rover_master_stream_committed_offset Lowest offset not yet done\n"
-			  "# TYPE rover_master_stream_committed_offset gauge\n");
-	pthread_mutex_lock(&m->lock);
-	for (int i = 0; i < m->spec.ndatasets; i++) {
-		int ix = m->spec.datasets[i].streaming ? m->ds_index[i] : -1;
-		for (int p = 0; p < stream_nparts(m->streams, ix); p++) {
-			struct stream_part_stats ps;
-			stream_part_stats(m->streams, ix, p, &ps);
-			rv_buf_printf(&out,
-				      "rover_master_stream_committed_offset{dataset=\"%s\","
-				      "partition=\"%s\"} %lld\n",
-				      m->spec.datasets[i].name, ps.name, (long long)ps.committed);
-		}
-	}
-	pthread_mutex_unlock(&m->lock);
+	stream_metrics(m, &out);
 	return rv_rest_reply_metrics(resp, &out);
 }
 

@@ -427,7 +427,9 @@ int plans_snapshot_load(struct master *m, const cJSON *extra, struct rv_err *err
 
 /* Dataset i of the spec as a progress sample (state lock held).  A stream
  * has no shards_total (0: its end is not known); its shards done are the
- * tasks done, its shards doing the tasks handed out.  Shards of
+ * tasks done, its shards doing the tasks handed out; its samples done are
+ * the records below the committed offsets (done ranges held above a gap
+ * are not), so samples_total - samples_done is the consumer lag.  Shards of
  * a batch dataset: ceil(size / shard_size) an epoch; one counts done once
  * all of it is (the epoch's samples done fill whole shards first: the
  * count is exact at an epoch's end, and never above the truth by more
@@ -444,7 +446,7 @@ static void progress_of(const struct master *m, int i, int64_t now, struct rv_sa
 			struct stream_part_stats ps;
 			stream_part_stats(m->streams, m->ds_index[i], p, &ps);
 			x->samples_total += (ps.end >= 0 ? ps.end : ps.handed) - ps.start;
-			x->samples_done += ps.done;
+			x->samples_done += ps.committed - ps.start;
 			x->shards_done += ps.tasks_done;
 			x->shards_doing += ps.doing;
 		}

@@ -27,7 +27,10 @@ pkgs=(build-essential pkg-config libmicrohttpd-dev libpq-dev libcjson-dev libgsl
       # the Slurm backend's tests: a private Slurm cluster (tests/slurm)
       slurm-wlm slurmrestd slurm-client munge iproute2 util-linux
       # the fault suite (tests/fault): a clock stepped under one daemon
-      faketime)
+      faketime
+      # streaming datasets from Redis Streams (rover.redis_feed, tests/integration
+      # check_run_stream): a private redis-server on a unix socket per test
+      redis-server python3-redis)
 # tests/k8s: kubectl drives the Kubernetes stand-in (Debian's is 1.20); a
 # kubectl already on PATH (another package's) is used as it is.
 command -v kubectl >/dev/null || pkgs+=(kubernetes-client)

@@ -93,8 +93,12 @@ enum rv_trainer_status {
 struct rv_trainer_shard {
 	char dataset[64];
 	int64_t id;
-	int64_t start, end; /* sample indices [start, end) */
-	int32_t epoch;
+	int64_t start, end; /* sample indices [start, end); of a stream: offsets */
+	int32_t epoch;      /* 0 for a stream */
+	/* "" for a batch dataset; of a streaming dataset, the partition whose
+	 * offsets [start, end) the task names.  Added last: a caller built
+	 * against the older, shorter struct must pass one of this size. */
+	char partition[64];
 };
 /* The next shard: a status >= 0 or a negative errno.  -EBUSY while the
  * current shard is not done yet. */

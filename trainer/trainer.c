@@ -184,6 +184,7 @@ int rv_trainer_next(struct rv_trainer *t, struct rv_trainer_shard *out, struct r
 	out->start = task.start;
 	out->end = task.end;
 	out->epoch = task.epoch;
+	snprintf(out->partition, sizeof(out->partition), "%s", task.partition);
 	t->cur = *out;
 	t->consumed = 0;
 	return RV_TRAINER_SHARD;

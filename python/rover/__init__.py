@@ -26,7 +26,8 @@ import time
 import types
 import weakref
 
-__all__ = ["Error", "Trainer", "ShardSampler", "Checkpointer", "report_step", "trainer"]
+__all__ = ["Error", "Trainer", "ShardSampler", "Checkpointer", "report_step", "trainer",
+           "RedisStream", "StreamSampler", "Record"]
 
 SHARD, WAIT, FINISHED = 0, 1, 2
 
@@ -47,7 +48,7 @@ class _Opts(ctypes.Structure):
 
 class _Shard(ctypes.Structure):
     _fields_ = [("dataset", ctypes.c_char * 64), ("id", ctypes.c_int64), ("start", ctypes.c_int64),
-                ("end", ctypes.c_int64), ("epoch", ctypes.c_int32)]
+                ("end", ctypes.c_int64), ("epoch", ctypes.c_int32), ("partition", ctypes.c_char * 64)]
 
 
 class _Stats(ctypes.Structure):
@@ -181,7 +182,7 @@ class Trainer:
         if rc != SHARD:
             return rc, None
         return rc, {"dataset": s.dataset.decode(), "id": s.id, "start": s.start, "end": s.end,
-                    "epoch": s.epoch}
+                    "epoch": s.epoch, "partition": s.partition.decode()}
 
     def consumed(self, n):
         self._check(self._lib.rv_trainer_consumed(self._h, n))
@@ -419,10 +420,11 @@ class Checkpointer:
     are copied in save() itself.  Nothing but the optimizer may write the
     parameters between save() and the next optimizer.step() or wait()."""
 
-    def __init__(self, model, optimizer=None, trainer_=None, overlap=False):
+    def __init__(self, model, optimizer=None, trainer_=None, overlap=False, extra=None):
         if _torch is None:
             raise Error(_errno.ENOSYS, "rover.Checkpointer needs torch")
         self.model, self.optimizer, self._t = model, optimizer, trainer_
+        self.extra = extra  # saved and loaded too: its state_dict(), load_state_dict()
         self.overlap = bool(overlap) and optimizer is not None
         self.last = None  # the stats of the last save
         self.source = None  # ("memory" or "storage", rank) of the last load
@@ -444,6 +446,8 @@ class Checkpointer:
         st = {"model": self.model.state_dict()}
         if self.optimizer is not None:
             st["optimizer"] = self.optimizer.state_dict()
+        if self.extra is not None:
+            st["extra"] = self.extra.state_dict()
         return st
 
     def _read_later(self):
@@ -668,4 +672,9 @@ class Checkpointer:
         self.model.load_state_dict(tree["model"])
         if self.optimizer is not None and "optimizer" in tree:
             self.optimizer.load_state_dict(tree["optimizer"])
+        if self.extra is not None and "extra" in tree:
+            self.extra.load_state_dict(tree["extra"])
         return step
+
+
+from rover.stream import Record, RedisStream, StreamSampler  # noqa: E402  (redis on first use)

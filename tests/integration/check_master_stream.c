@@ -240,6 +240,23 @@ START_TEST(test_unknown_stream_or_partition)
 	ck_assert_ptr_nonnull(strstr(
 		r.body,
 		"rover_master_stream_committed_offset{dataset=\"clicks\",partition=\"p2\"} 0"));
+	/* and the consumer lag, end - committed, per partition */
+	const char *lag0 = "rover_master_stream_lag{dataset=\"clicks\",partition=\"p0\"} 10\n";
+	ck_assert_msg(strstr(r.body, lag0), "no line %s in /metrics", lag0);
+	rv_test_reply_release(&r);
+	struct rv_shard_next req = { .node = "n", .worker = 1, .dataset = "clicks" };
+	struct rv_shard_task t;
+	ck_assert_int_eq(rv_master_shard_next(c, &req, &t, &err), 0);
+	ck_assert_int_eq(t.status, RV_SHARD_TASK);
+	ck_assert_str_eq(t.partition, "p0");
+	struct rv_shard_done d = { .node = "n", .worker = 1, .id = t.id };
+	ck_assert_int_eq(rv_master_shard_done(c, &d, NULL, &err), 0);
+	char want[128];
+	snprintf(want, sizeof(want),
+		 "rover_master_stream_lag{dataset=\"clicks\",partition=\"p0\"} %d\n",
+		 (int)(10 - (t.end - t.start)));
+	ck_assert_int_eq(rv_test_http(&b, "GET", "/metrics", NULL, NULL, &r), 0);
+	ck_assert_msg(strstr(r.body, want), "no line %s in /metrics", want);
 	rv_test_reply_release(&r);
 	rv_master_client_free(c);
 	rv_test_master_cleanup(&m);

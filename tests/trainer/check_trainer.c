@@ -235,6 +235,57 @@ START_TEST(test_shards_exactly_once)
 }
 END_TEST
 
+/* A streaming dataset: each task names its partition and offsets, and the
+ * partitions' offsets all come out once. */
+START_TEST(test_stream_task_names_partition)
+{
+	static const char spec[] =
+		"{\"apiVersion\":\"elastic.rover.dev/v1alpha1\",\"kind\":\"ElasticJob\","
+		"\"metadata\":{\"name\":\"online\"},"
+		"\"spec\":{\"distributionStrategy\":\"AllreduceStrategy\","
+		"\"replicaSpecs\":{\"worker\":{\"replicas\":1}},"
+		"\"datasets\":[{\"name\":\"clicks\",\"streaming\":true,\"shardSize\":4,"
+		"\"partitions\":[{\"name\":\"east\",\"end_offset\":10},"
+		"{\"name\":\"west\",\"end_offset\":6}]}]}}";
+	struct rv_test_master m;
+	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
+	ck_assert_int_eq(rv_test_master_start(&m, NULL), 0);
+	char job[64];
+	job_name(job, sizeof(job), "stream");
+	struct rv_trainer_opts o = { .master = m.url, .node = "n0", .job = job, .world_size = 1 };
+	struct rv_err err = { 0 };
+	struct rv_trainer *t = rv_trainer_open_opts(&o, &err);
+	ck_assert_msg(t != NULL, "%s", err.msg);
+	int seen[2][10] = { { 0 } };
+	for (int guard = 0; guard < 100; guard++) {
+		struct rv_trainer_shard s;
+		int rc = rv_trainer_next(t, &s, &err);
+		ck_assert_msg(rc >= 0, "next: %s", err.msg);
+		ck_assert_int_ne(rc, RV_TRAINER_FINISHED); /* a stream never finishes */
+		if (rc == RV_TRAINER_WAIT)
+			break;
+		ck_assert_str_eq(s.dataset, "clicks");
+		int p = -1;
+		if (strcmp(s.partition, "east") == 0 || strcmp(s.partition, "west") == 0)
+			p = s.partition[0] == 'w';
+		ck_assert_msg(p >= 0, "task %lld names partition \"%s\"", (long long)s.id,
+			      s.partition);
+		ck_assert_int_le(s.end, p == 0 ? 10 : 6);
+		for (int64_t i = s.start; i < s.end; i++)
+			seen[p][i]++;
+		ck_assert_int_eq(rv_trainer_consumed(t, s.end - s.start), 0);
+		ck_assert_int_eq(rv_trainer_done(t, &err), 0);
+	}
+	for (int i = 0; i < 10; i++) {
+		ck_assert_int_eq(seen[0][i], 1);
+		ck_assert_int_eq(seen[1][i], i < 6 ? 1 : 0);
+	}
+	rv_trainer_close(t);
+	rv_trainer_unlink(job, 0);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
 /* The master is gone: a save still keeps its copy, and does not wait for
  * the master's retries (about a second at most). */
 START_TEST(test_save_without_master)
@@ -847,6 +898,7 @@ static Suite *trainer_suite(void)
 	tcase_add_test(tc, test_crc32c);
 	tcase_add_test(tc, test_open_needs_rover_run);
 	tcase_add_test(tc, test_shards_exactly_once);
+	tcase_add_test(tc, test_stream_task_names_partition);
 	tcase_add_test(tc, test_save_load);
 	tcase_add_test(tc, test_restart_checks_each_slot_once);
 	tcase_add_test(tc, test_save_without_master);
