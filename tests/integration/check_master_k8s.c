@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "brainfix.h"
+#include "k8sfix.h"
 #include "masterfix.h"
 #include "parse.h"
 #include "proc.h"
@@ -48,54 +49,16 @@ static const char *bin_dir(void)
 	return getenv("ROVER_BIN_DIR") ? getenv("ROVER_BIN_DIR") : "build/bin";
 }
 
-static void write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-	ck_assert_msg(f, "could not write %s", path);
-	fputs(text, f);
-	fclose(f);
-}
-
 /* The stand-in with extra args, its port, a kubeconfig for it. */
 static void standin_start(const char *const *extra)
 {
 	snprintf(sti.dir, sizeof(sti.dir), "/tmp/rover-k8s-XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(sti.dir));
-	char exe[PATH_MAX], port_file[320], dir[320], log[320];
-	snprintf(exe, sizeof(exe), "%s/../tests/k8s/k8s-standin", bin_dir());
-	snprintf(port_file, sizeof(port_file), "%s/port", sti.dir);
-	snprintf(dir, sizeof(dir), "%s/pods", sti.dir);
-	snprintf(log, sizeof(log), "%s/standin.log", sti.dir);
-	const char *argv[24] = { exe, "--port-file", port_file, "--dir", dir };
-	int n = 5;
-	for (int i = 0; extra && extra[i] && n < 23; i++)
-		argv[n++] = extra[i];
-	int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-	ck_assert_int_ge(fd, 0);
-	struct rv_proc_opts o = { .argv = argv, .pdeathsig = SIGKILL };
-	o.io[1] = (struct rv_proc_io){ RV_PROC_FD, fd };
-	o.io[2] = (struct rv_proc_io){ RV_PROC_FD, fd };
-	ck_assert_int_eq(rv_proc_spawn(&sti.proc, &o), 0);
-	close(fd);
-	char *p = NULL;
-	for (int i = 0; i < 100 && !(p && *p); i++) {
-		usleep(50 * 1000);
-		free(p);
-		p = rv_test_read_file(port_file);
-	}
-	ck_assert_msg(p && *p, "the stand-in did not start");
-	sti.api.port = atoi(p);
-	free(p);
+	sti.api.port = rv_test_standin_spawn(&sti.proc, sti.dir, extra);
+	ck_assert_msg(sti.api.port > 0, "the stand-in did not start");
 	snprintf(sti.api.url, sizeof(sti.api.url), "http://127.0.0.1:%d", sti.api.port);
 	snprintf(sti.kubeconfig, sizeof(sti.kubeconfig), "%s/kubeconfig", sti.dir);
-	char kc[512];
-	snprintf(kc, sizeof(kc),
-		 "apiVersion: v1\nkind: Config\ncurrent-context: standin\n"
-		 "clusters:\n- name: standin\n  cluster:\n    server: %s\n"
-		 "contexts:\n- name: standin\n  context: {cluster: standin, user: tester}\n"
-		 "users:\n- name: tester\n  user: {}\n",
-		 sti.api.url);
-	write_file(sti.kubeconfig, kc);
+	ck_assert_int_eq(rv_test_kubeconfig_write(sti.kubeconfig, sti.api.url, NULL, NULL), 0);
 }
 
 static void teardown(void)

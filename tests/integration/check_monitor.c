@@ -29,6 +29,7 @@
 
 #include "brainfix.h"
 #include "clifix.h"
+#include "k8sfix.h"
 #include "masterfix.h"
 #include "parse.h"
 #include "testutil.h"
@@ -621,42 +622,15 @@ static void standin_start(const char *driver)
 {
 	snprintf(sti.dir, sizeof(sti.dir), "/tmp/rover-monk8s-XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(sti.dir));
-	char exe[512], port_file[128], pods[128], log[128];
-	snprintf(exe, sizeof(exe), "%s/../tests/k8s/k8s-standin", bin_dir());
-	snprintf(port_file, sizeof(port_file), "%s/port", sti.dir);
-	snprintf(pods, sizeof(pods), "%s/pods", sti.dir);
-	snprintf(log, sizeof(log), "%s/standin.log", sti.dir);
-	const char *argv[] = {
-		exe,    "--port-file", port_file, "--dir",         pods,  "--nodes",
-		"1",    "--node-cpu",  "3",       "--node-memory", "5Gi", "--cgroup-driver",
-		driver, NULL
+	const char *const extra[] = {
+		"--nodes",         "1",    "--node-cpu", "3", "--node-memory", "5Gi",
+		"--cgroup-driver", driver, NULL
 	};
-	int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-	ck_assert_int_ge(fd, 0);
-	struct rv_proc_opts o = { .argv = argv, .pdeathsig = SIGKILL };
-	o.io[1] = (struct rv_proc_io){ RV_PROC_FD, fd };
-	o.io[2] = (struct rv_proc_io){ RV_PROC_FD, fd };
-	ck_assert_int_eq(rv_proc_spawn(&sti.proc, &o), 0);
-	close(fd);
-	char *p = NULL;
-	for (int i = 0; i < 100 && !(p && *p); i++) {
-		usleep(50 * 1000);
-		free(p);
-		p = rv_test_read_file(port_file);
-	}
-	ck_assert_msg(p && *p, "the stand-in did not start");
-	snprintf(sti.api.url, sizeof(sti.api.url), "http://127.0.0.1:%d", atoi(p));
-	free(p);
+	int port = rv_test_standin_spawn(&sti.proc, sti.dir, extra);
+	ck_assert_msg(port > 0, "the stand-in did not start");
+	snprintf(sti.api.url, sizeof(sti.api.url), "http://127.0.0.1:%d", port);
 	snprintf(sti.kubeconfig, sizeof(sti.kubeconfig), "%s/kubeconfig", sti.dir);
-	FILE *f = fopen(sti.kubeconfig, "w");
-	ck_assert_ptr_nonnull(f);
-	fprintf(f,
-		"apiVersion: v1\nkind: Config\ncurrent-context: s\n"
-		"clusters:\n- name: s\n  cluster:\n    server: %s\n"
-		"contexts:\n- name: s\n  context: {cluster: s, user: u}\n"
-		"users:\n- name: u\n  user: {}\n",
-		sti.api.url);
-	fclose(f);
+	ck_assert_int_eq(rv_test_kubeconfig_write(sti.kubeconfig, sti.api.url, NULL, NULL), 0);
 }
 
 /* A pod running sh -c script, of job (NULL: no Rover labels). */

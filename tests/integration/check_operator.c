@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "brainfix.h"
+#include "k8sfix.h"
 #include "parse.h"
 #include "proc.h"
 #include "runfix.h"
@@ -78,31 +79,12 @@ static int free_port(void)
 /* The stand-in process on port (0: a free one, read back). */
 static void standin_spawn(int port)
 {
-	char exe[PATH_MAX], port_file[320], dir[320], log[320], pstr[16];
-	snprintf(exe, sizeof(exe), "%s/../tests/k8s/k8s-standin", bin_dir());
-	snprintf(port_file, sizeof(port_file), "%s/port", sti.dir);
-	snprintf(dir, sizeof(dir), "%s/pods", sti.dir);
-	snprintf(log, sizeof(log), "%s/standin.log", sti.dir);
+	char pstr[16];
 	snprintf(pstr, sizeof(pstr), "%d", port);
-	unlink(port_file);
-	const char *argv[] = { exe, "--port-file",   port_file, "--dir",  dir,  "--node-cpu",
-			       "4", "--node-memory", "16Gi",    "--port", pstr, NULL };
-	int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-	ck_assert_int_ge(fd, 0);
-	struct rv_proc_opts o = { .argv = argv, .pdeathsig = SIGKILL };
-	o.io[1] = (struct rv_proc_io){ RV_PROC_FD, fd };
-	o.io[2] = (struct rv_proc_io){ RV_PROC_FD, fd };
-	ck_assert_int_eq(rv_proc_spawn(&sti.proc, &o), 0);
-	close(fd);
-	char *p = NULL;
-	for (int i = 0; i < 200 && !(p && *p); i++) {
-		usleep(50 * 1000);
-		free(p);
-		p = rv_test_read_file(port_file);
-	}
-	ck_assert_msg(p && *p, "the stand-in did not start");
-	sti.api.port = atoi(p);
-	free(p);
+	const char *const extra[] = { "--node-cpu", "4", "--node-memory", "16Gi", "--port",
+				      pstr,         NULL };
+	sti.api.port = rv_test_standin_spawn(&sti.proc, sti.dir, extra);
+	ck_assert_msg(sti.api.port > 0, "the stand-in did not start");
 }
 
 static void standin_stop(void)
@@ -127,14 +109,7 @@ static void standin_start(void)
 	standin_spawn(0);
 	snprintf(sti.api.url, sizeof(sti.api.url), "http://127.0.0.1:%d", sti.api.port);
 	snprintf(sti.kubeconfig, sizeof(sti.kubeconfig), "%s/kubeconfig", sti.dir);
-	char kc[512];
-	snprintf(kc, sizeof(kc),
-		 "apiVersion: v1\nkind: Config\ncurrent-context: standin\n"
-		 "clusters:\n- name: standin\n  cluster:\n    server: %s\n"
-		 "contexts:\n- name: standin\n  context: {cluster: standin, user: tester}\n"
-		 "users:\n- name: tester\n  user: {}\n",
-		 sti.api.url);
-	write_file(sti.kubeconfig, kc);
+	ck_assert_int_eq(rv_test_kubeconfig_write(sti.kubeconfig, sti.api.url, NULL, NULL), 0);
 	master_port = free_port();
 }
 

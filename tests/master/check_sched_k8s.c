@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "brainfix.h"
+#include "k8sfix.h"
 #include "parse.h"
 #include "proc.h"
 #include "sched_k8s.h"
@@ -32,39 +33,12 @@ static void standin_start(const char *extra)
 {
 	snprintf(dir, sizeof(dir), "/tmp/rover-schedk8s-XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(dir));
-	const char *bin = getenv("ROVER_BIN_DIR") ? getenv("ROVER_BIN_DIR") : "build/bin";
-	char exe[512], port_file[128], pods[128], log[128];
-	snprintf(exe, sizeof(exe), "%s/../tests/k8s/k8s-standin", bin);
-	snprintf(port_file, sizeof(port_file), "%s/port", dir);
-	snprintf(pods, sizeof(pods), "%s/pods", dir);
-	snprintf(log, sizeof(log), "%s/standin.log", dir);
-	const char *argv[] = { exe,  "--port-file",  port_file, "--dir",
-			       pods, "--no-cgroups", extra,     NULL };
-	int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-	struct rv_proc_opts o = { .argv = argv, .pdeathsig = SIGKILL };
-	o.io[1] = (struct rv_proc_io){ RV_PROC_FD, fd };
-	o.io[2] = (struct rv_proc_io){ RV_PROC_FD, fd };
-	ck_assert_int_eq(rv_proc_spawn(&standin, &o), 0);
-	close(fd);
-	char *p = NULL;
-	for (int i = 0; i < 100 && !(p && *p); i++) {
-		usleep(50 * 1000);
-		free(p);
-		p = rv_test_read_file(port_file);
-	}
-	ck_assert_msg(p && *p, "the stand-in did not start");
-	api.port = (int)strtol(p, NULL, 10);
-	free(p);
+	const char *const args[] = { "--no-cgroups", extra, NULL };
+	api.port = rv_test_standin_spawn(&standin, dir, args);
+	ck_assert_msg(api.port > 0, "the stand-in did not start");
 	snprintf(api.url, sizeof(api.url), "http://127.0.0.1:%d", api.port);
 	snprintf(kubeconfig, sizeof(kubeconfig), "%s/kubeconfig", dir);
-	FILE *f = fopen(kubeconfig, "w");
-	ck_assert_ptr_nonnull(f);
-	fprintf(f,
-		"apiVersion: v1\nkind: Config\ncurrent-context: s\nclusters:\n- name: s\n"
-		"  cluster: {server: \"%s\"}\ncontexts:\n- name: s\n  context: {cluster: s, "
-		"user: u, namespace: team}\nusers:\n- name: u\n  user: {token: t0k}\n",
-		api.url);
-	fclose(f);
+	ck_assert_int_eq(rv_test_kubeconfig_write(kubeconfig, api.url, "team", "t0k"), 0);
 	/* the kubeconfig's namespace, as an administrator would have made it */
 	struct rv_test_reply r;
 	ck_assert_int_eq(rv_test_http(&api, "POST", "/api/v1/namespaces",

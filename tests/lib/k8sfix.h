@@ -1,0 +1,25 @@
+/*
+ * k8sfix.h: the Kubernetes stand-in (tests/k8s, k8s-standin) for
+ * integration tests, and kubeconfigs that point at it.
+ *
+ * rv_test_standin_spawn() starts the stand-in found beside ROVER_BIN_DIR
+ * (default build/bin) with "--port-file DIR/port --dir DIR/pods" and the
+ * extra arguments, its output appended to DIR/standin.log, killed when the
+ * test process dies, and waits up to 10 s for the port it listens on.
+ * rv_test_kubeconfig_write() writes a kubeconfig for an API server.
+ */
+#ifndef RV_K8SFIX_H
+#define RV_K8SFIX_H
+
+#include "proc.h"
+
+/* dir: an existing folder of the test's; extra: NULL-terminated or NULL.
+ * The port, or a negative errno (the stand-in then stopped). */
+int rv_test_standin_spawn(struct rv_proc *p, const char *dir, const char *const *extra);
+
+/* A kubeconfig at path for the server at url (http://HOST:PORT), whose
+ * context names namespace ns and whose user sends bearer token (either
+ * may be NULL).  0 or a negative errno. */
+int rv_test_kubeconfig_write(const char *path, const char *url, const char *ns, const char *token);
+
+#endif
