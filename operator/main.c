@@ -17,11 +17,11 @@
 #include "cleanup.h"
 #include "json.h"
 #include "daemon.h"
+#include "http.h"
 #include "log.h"
 #include "operator.h"
 #include "parse.h"
-
-#define ROVER_VERSION "0.1.0"
+#include "version.h"
 
 #define OPT(...) RV_CFG_OPT(struct operator_cfg, __VA_ARGS__)
 
@@ -72,6 +72,8 @@ static const struct rv_cfg_opt operator_opts[] = {
 	    0,
 	    "how often a running job's master is asked for its newest plan (status.lastPlan, an "
 	    "Event), ms; 0: never"),
+	OPT("server", "listen", "listen", RV_CFG_STR, listen, "127.0.0.1:9103", 0, 0, 0,
+	    "HOST:PORT of /healthz and /metrics (port 0: any free one, printed)"),
 	OPT("log", "level", "log-level", RV_CFG_STR, log_level, "info", 0, 0, 0,
 	    "debug, info, warn or error"),
 };
@@ -118,6 +120,7 @@ static void operator_loop(struct operator_state *op, const sigset_t *sigs)
 		int64_t now = rv_mono_ms();
 		if (now >= next_lease) {
 			leader = lease_tick(&op->lease, now) == 1;
+			atomic_store(&op->leader, leader);
 			next_lease = now + op->cfg.lease_renew_ms;
 		}
 		if (leader)
@@ -170,7 +173,10 @@ static int run(int argc, char **argv)
 	lease_init(&op->lease, &op->k, op->cfg.lease_namespace, op->cfg.lease_name,
 		   op->cfg.lease_id, (int)op->cfg.lease_duration_s);
 	rc = operator_watch(op, &err);
+	if (rc == 0)
+		rc = serve_start(op, &err);
 	if (rc == 0) {
+		rv_daemon_print_listening(op->cfg.listen, rv_http_server_port(op->http));
 		rv_log_info("rover-operator ready", "server=%s id=%s version=%s", op->k.conf.server,
 			    op->cfg.lease_id, ROVER_VERSION);
 		operator_loop(op, &sigs);
@@ -178,6 +184,7 @@ static int run(int argc, char **argv)
 			    (long long)op->passes, (long long)op->creates,
 			    (long long)op->conflicts);
 		lease_release(&op->lease);
+		serve_stop(op);
 	} else {
 		rv_log_error("could not start", "reason=%s", rv_log_q(q, sizeof(q), err.msg));
 	}

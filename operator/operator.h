@@ -8,6 +8,7 @@
 #define OPERATOR_H
 
 #include <limits.h>
+#include <stdatomic.h>
 
 #include "kube.h"
 #include "lease.h"
@@ -28,6 +29,7 @@ struct operator_cfg {
 	char master_addr_host[256];       /* "" the Service's DNS name */
 	char master_args[1024];           /* extra flags, space separated */
 	long long master_port, master_max_restarts, master_poll_ms;
+	char listen[128]; /* /healthz and /metrics */
 	char log_level[16];
 };
 
@@ -36,7 +38,9 @@ struct operator_state {
 	struct kube k;
 	struct lease lease;
 	struct kube_watcher *jobs, *masters, *services, *workers;
-	int64_t passes, creates, conflicts; /* counts, for the log */
+	struct rv_http_server *http;
+	atomic_uint_least64_t passes, creates, conflicts; /* for the log and /metrics */
+	atomic_bool leader;
 	cJSON *polled; /* "ns/name" -> when its master was last asked for its plan (ms) */
 };
 
@@ -48,5 +52,9 @@ cJSON *operator_service(const struct operator_cfg *cfg, const cJSON *job);
 
 /* One pass over every job seen (the leader only). */
 void operator_pass(struct operator_state *op);
+
+/* serve.c: /healthz and /metrics on cfg.listen.  0 or a negative errno. */
+int serve_start(struct operator_state *op, struct rv_err *err);
+void serve_stop(struct operator_state *op);
 
 #endif

@@ -272,6 +272,8 @@ static void op_start(int i)
 	snprintf(port, sizeof(port), "%d", master_port);
 	snprintf(id, sizeof(id), "op%d", i);
 	const char *argv[] = { exe,
+			       "--listen",
+			       "127.0.0.1:0",
 			       "--kubeconfig",
 			       sti.kubeconfig,
 			       "--lease-id",
@@ -603,6 +605,22 @@ static void submit(const char *spec, int want)
 
 /* Two operators: one leads; killed -9, the other takes over and carries the
  * job on.  A bad ElasticJob is refused at apply, naming the field. */
+/* Operator i's /healthz or /metrics (the port its log says it listens on). */
+static struct rv_test_reply op_get(int i, const char *path)
+{
+	struct rv_test_brain api = { 0 };
+	char *log = rv_test_read_file(op_log_path(i));
+	const char *l = log ? strstr(log, "listening on http://127.0.0.1:") : NULL;
+	ck_assert_msg(l, "operator %d never said where it listens", i);
+	api.port = atoi(l + strlen("listening on http://127.0.0.1:"));
+	free(log);
+	snprintf(api.url, sizeof(api.url), "http://127.0.0.1:%d", api.port);
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&api, "GET", path, NULL, NULL, &r), 0);
+	ck_assert_msg(r.status == 200, "%s: %ld %s", path, r.status, r.body);
+	return r;
+}
+
 START_TEST(test_two_operators_one_leader)
 {
 	NEED_KUBECTL();
@@ -631,6 +649,19 @@ START_TEST(test_two_operators_one_leader)
 	snprintf(want, sizeof(want), "op%d", leader);
 	ck_assert_str_eq(holder, want);
 	free(holder);
+	/* each says on /healthz and /metrics whether it leads */
+	for (int i = 0; i < 2; i++) {
+		struct rv_test_reply h = op_get(i, "/healthz");
+		ck_assert_msg(cJSON_IsTrue(cJSON_GetObjectItem(h.json, "leader")) == (i == leader),
+			      "operator %d: %s", i, h.body);
+		rv_test_reply_release(&h);
+		struct rv_test_reply m = op_get(i, "/metrics");
+		ck_assert_msg(strstr(m.body, i == leader ? "rover_operator_leader 1"
+							 : "rover_operator_leader 0"),
+			      "operator %d: %s", i, m.body);
+		ck_assert_msg(strstr(m.body, "rover_operator_passes_total "), "%s", m.body);
+		rv_test_reply_release(&m);
+	}
 	/* a bad ElasticJob is refused naming the field */
 	char path[400];
 	snprintf(path, sizeof(path), "%s/bad.yaml", sti.dir);

@@ -1,0 +1,75 @@
+/*
+ * serve.c: rover-operator's HTTP face: /healthz (alive, whether this
+ * replica leads, the API server it watches) and /metrics (Prometheus: the
+ * passes, creates and conflicts, leadership).  Handlers run on the HTTP
+ * server's threads and read only atomics and the configuration.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "cleanup.h"
+#include "operator.h"
+#include "rest_server.h"
+
+static int serve_healthz(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	(void)req;
+	struct operator_state *op = ctx;
+	cJSON *doc = cJSON_CreateObject();
+	cJSON_AddStringToObject(doc, "status", "ok");
+	cJSON_AddBoolToObject(doc, "leader", atomic_load(&op->leader));
+	cJSON_AddStringToObject(doc, "id", op->cfg.lease_id);
+	cJSON_AddStringToObject(doc, "server", op->k.conf.server);
+	cJSON_AddNumberToObject(doc, "passes", (double)atomic_load(&op->passes));
+	return rv_rest_reply(resp, 200, doc);
+}
+
+static int serve_metrics(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	(void)req;
+	struct operator_state *op = ctx;
+	struct rv_buf out;
+	rv_buf_init(&out);
+	static const struct rv_rest_counter counters[] = {
+		{ "rover_operator_passes_total", "Reconcile passes made as the leader",
+		  offsetof(struct operator_state, passes) },
+		{ "rover_operator_creates_total", "Master pods and Services created",
+		  offsetof(struct operator_state, creates) },
+		{ "rover_operator_conflicts_total",
+		  "Creates answered 409 (the object was there: never a second master)",
+		  offsetof(struct operator_state, conflicts) },
+	};
+	rv_rest_metrics_counters(&out, op->http, op, counters, RV_ARRAY_SIZE(counters));
+	rv_buf_printf(&out,
+		      "# HELP rover_operator_leader 1 while this replica holds the Lease\n"
+		      "# TYPE rover_operator_leader gauge\nrover_operator_leader %d\n",
+		      atomic_load(&op->leader) ? 1 : 0);
+	return rv_rest_reply_metrics(resp, &out);
+}
+
+static const struct rv_http_route routes[] = {
+	{ "GET", "/healthz", serve_healthz, 0, "Liveness and whether this replica leads" },
+	{ "GET", "/metrics", serve_metrics, 0, "Prometheus metrics" },
+};
+
+int serve_start(struct operator_state *op, struct rv_err *err)
+{
+	struct rv_http_server_opts o = {
+		.max_body = 4096,
+		.conn_timeout_s = 30,
+		.max_conns = 32,
+		.threads = 1,
+		.routes = routes,
+		.nroutes = (int)RV_ARRAY_SIZE(routes),
+		.ctx = op,
+	};
+	op->http = rv_rest_server_start(op->cfg.listen, &o, err);
+	return op->http ? 0 : (err && err->code ? err->code : -EIO);
+}
+
+void serve_stop(struct operator_state *op)
+{
+	rv_http_server_stop(op->http);
+	op->http = NULL;
+}
