@@ -86,20 +86,7 @@ static void teardown(void)
  * (malloc'd) when out is not NULL. */
 static int kubectl(char **out, const char *const *args)
 {
-	const char *argv[32] = { "kubectl", "--kubeconfig", sti.kubeconfig, "--request-timeout",
-				 "20s" };
-	int n = 5;
-	for (int i = 0; args[i] && n < 31; i++)
-		argv[n++] = args[i];
-	struct rv_buf b;
-	rv_buf_init(&b);
-	struct rv_proc_opts o = { .argv = argv };
-	int st = -1;
-	int rc = rv_proc_run(&o, 30000, &st, &b);
-	if (out)
-		*out = strdup(b.data ? b.data : "");
-	rv_buf_release(&b);
-	return rc < 0 ? rc : WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	return rv_test_kubectl(sti.kubeconfig, out, args);
 }
 
 /* The names of the pods of rank (or all: rank < 0) in phase ("" any),
@@ -149,24 +136,6 @@ static char *wait_pods(int rank, const char *phase, int n, int timeout_ms)
 		usleep(200 * 1000);
 	}
 }
-
-/* kubectl judges the pods: without it a test is skipped (a failure under
- * CI=true: install-deps.sh installs it). */
-static bool no_kubectl(void)
-{
-	const char *argv[] = { "sh", "-c", "command -v kubectl >/dev/null", NULL };
-	struct rv_proc_opts o = { .argv = argv };
-	int st = -1;
-	return rv_proc_run(&o, 10000, &st, NULL) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0;
-}
-
-#define NEED_KUBECTL()                                                                             \
-	do {                                                                                       \
-		if (no_kubectl()) {                                                                \
-			RV_TEST_SKIP(true, "kubectl is not installed");                            \
-			return;                                                                    \
-		}                                                                                  \
-	} while (0)
 
 static void admin(const char *path)
 {
@@ -310,7 +279,7 @@ static double accuracy(void)
 
 START_TEST(test_digits_pods_survive_watch_faults_and_a_delete)
 {
-	NEED_KUBECTL();
+	RV_TEST_NEED_KUBECTL();
 	const char *sargs[] = { "--node-cpu", "4", "--node-memory", "16Gi", NULL };
 	standin_start(sargs);
 	char log[400], name[64];
@@ -373,7 +342,7 @@ END_TEST
 
 START_TEST(test_master_kill9_adopts_pods)
 {
-	NEED_KUBECTL();
+	RV_TEST_NEED_KUBECTL();
 	const char *sargs[] = { "--node-cpu", "4", "--node-memory", "16Gi", NULL };
 	standin_start(sargs);
 	char log[400], name[64];
@@ -434,7 +403,7 @@ END_TEST
 
 START_TEST(test_unplaceable_gang_fails_naming_the_reason)
 {
-	NEED_KUBECTL();
+	RV_TEST_NEED_KUBECTL();
 	standin_start(NULL);
 	char spec[1024];
 	snprintf(spec, sizeof(spec),
@@ -484,7 +453,7 @@ static char *running_pod(int rank)
  * put it back on the same, emptiest-first then by name). */
 START_TEST(test_deleted_pod_is_lost_and_moves)
 {
-	NEED_KUBECTL();
+	RV_TEST_NEED_KUBECTL();
 	const char *sargs[] = { "--nodes", "3", NULL };
 	standin_start(sargs);
 	char spec[1024];

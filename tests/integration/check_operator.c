@@ -144,20 +144,7 @@ static void teardown(void)
  * (malloc'd) when out is not NULL. */
 static int kubectl(char **out, const char *const *args)
 {
-	const char *argv[32] = { "kubectl", "--kubeconfig", sti.kubeconfig, "--request-timeout",
-				 "20s" };
-	int n = 5;
-	for (int i = 0; args[i] && n < 31; i++)
-		argv[n++] = args[i];
-	struct rv_buf b;
-	rv_buf_init(&b);
-	struct rv_proc_opts o = { .argv = argv };
-	int st = -1;
-	int rc = rv_proc_run(&o, 30000, &st, &b);
-	if (out)
-		*out = strdup(b.data ? b.data : "");
-	rv_buf_release(&b);
-	return rc < 0 ? rc : WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	return rv_test_kubectl(sti.kubeconfig, out, args);
 }
 
 /* kubectl's output (trimmed), malloc'd; "" on failure. */
@@ -229,22 +216,6 @@ static char *wait_pods(const char *selector, const char *needle, int n, int time
 		usleep(200 * 1000);
 	}
 }
-
-static bool no_kubectl(void)
-{
-	const char *argv[] = { "sh", "-c", "command -v kubectl >/dev/null", NULL };
-	struct rv_proc_opts o = { .argv = argv };
-	int st = -1;
-	return rv_proc_run(&o, 10000, &st, NULL) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0;
-}
-
-#define NEED_KUBECTL()                                                                             \
-	do {                                                                                       \
-		if (no_kubectl()) {                                                                \
-			RV_TEST_SKIP(true, "kubectl is not installed");                            \
-			return;                                                                    \
-		}                                                                                  \
-	} while (0)
 
 static void admin(const char *path)
 {
@@ -420,7 +391,7 @@ static int kill_master(void)
 
 START_TEST(test_digits_elasticjob)
 {
-	NEED_KUBECTL();
+	RV_TEST_NEED_KUBECTL();
 	standin_start();
 	apply_crd();
 	op_start(0);
@@ -536,7 +507,7 @@ END_TEST
  * reply slowed down), then started again: one master pod, never two. */
 START_TEST(test_kill9_during_create)
 {
-	NEED_KUBECTL();
+	RV_TEST_NEED_KUBECTL();
 	standin_start();
 	apply_crd();
 	char name[64], sel[128], svc_name[100];
@@ -623,7 +594,7 @@ static struct rv_test_reply op_get(int i, const char *path)
 
 START_TEST(test_two_operators_one_leader)
 {
-	NEED_KUBECTL();
+	RV_TEST_NEED_KUBECTL();
 	standin_start();
 	apply_crd();
 	op_start(0);
@@ -708,7 +679,7 @@ END_TEST
  * master. */
 START_TEST(test_watch_faults_restart_suspend)
 {
-	NEED_KUBECTL();
+	RV_TEST_NEED_KUBECTL();
 	standin_start();
 	apply_crd();
 	op_start(0);

@@ -9,9 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "brainfix.h"
+#include "buf.h"
 #include "parse.h"
 
 #define STANDIN_START_MS 10000
@@ -80,4 +82,30 @@ int rv_test_kubeconfig_write(const char *path, const char *url, const char *ns, 
 	fprintf(f, "users:\n- name: tester\n  user:%s%s\n", token ? "\n    token: " : " {}",
 		token ? token : "");
 	return fclose(f) == 0 ? 0 : -EIO;
+}
+
+int rv_test_kubectl(const char *kubeconfig, char **out, const char *const *args)
+{
+	const char *argv[32] = { "kubectl", "--kubeconfig", kubeconfig, "--request-timeout",
+				 "20s" };
+	int n = 5;
+	for (int i = 0; args[i] && n < 31; i++)
+		argv[n++] = args[i];
+	struct rv_buf b;
+	rv_buf_init(&b);
+	struct rv_proc_opts o = { .argv = argv };
+	int st = -1;
+	int rc = rv_proc_run(&o, 30000, &st, &b);
+	if (out)
+		*out = strdup(b.data ? b.data : "");
+	rv_buf_release(&b);
+	return rc < 0 ? rc : WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+bool rv_test_no_kubectl(void)
+{
+	const char *argv[] = { "sh", "-c", "command -v kubectl >/dev/null", NULL };
+	struct rv_proc_opts o = { .argv = argv };
+	int st = -1;
+	return rv_proc_run(&o, 10000, &st, NULL) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0;
 }
