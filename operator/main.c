@@ -174,7 +174,7 @@ static int run(int argc, char **argv)
 		   op->cfg.lease_id, (int)op->cfg.lease_duration_s);
 	rc = operator_watch(op, &err);
 	if (rc == 0)
-		rc = serve_start(op, &err);
+		rc = operator_serve_start(op, &err);
 	if (rc == 0) {
 		rv_daemon_print_listening(op->cfg.listen, rv_http_server_port(op->http));
 		rv_log_info("rover-operator ready", "server=%s id=%s version=%s", op->k.conf.server,
@@ -184,7 +184,7 @@ static int run(int argc, char **argv)
 			    (long long)op->passes, (long long)op->creates,
 			    (long long)op->conflicts);
 		lease_release(&op->lease);
-		serve_stop(op);
+		operator_serve_stop(op);
 	} else {
 		rv_log_error("could not start", "reason=%s", rv_log_q(q, sizeof(q), err.msg));
 	}

@@ -54,7 +54,7 @@ cJSON *operator_service(const struct operator_cfg *cfg, const cJSON *job);
 void operator_pass(struct operator_state *op);
 
 /* serve.c: /healthz and /metrics on cfg.listen.  0 or a negative errno. */
-int serve_start(struct operator_state *op, struct rv_err *err);
-void serve_stop(struct operator_state *op);
+int operator_serve_start(struct operator_state *op, struct rv_err *err);
+void operator_serve_stop(struct operator_state *op);
 
 #endif

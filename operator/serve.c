@@ -53,7 +53,7 @@ static const struct rv_http_route routes[] = {
 	{ "GET", "/metrics", serve_metrics, 0, "Prometheus metrics" },
 };
 
-int serve_start(struct operator_state *op, struct rv_err *err)
+int operator_serve_start(struct operator_state *op, struct rv_err *err)
 {
 	struct rv_http_server_opts o = {
 		.max_body = 4096,
@@ -68,7 +68,7 @@ int serve_start(struct operator_state *op, struct rv_err *err)
 	return op->http ? 0 : (err && err->code ? err->code : -EIO);
 }
 
-void serve_stop(struct operator_state *op)
+void operator_serve_stop(struct operator_state *op)
 {
 	rv_http_server_stop(op->http);
 	op->http = NULL;
