@@ -338,6 +338,10 @@ int nodes_on_event(struct nodes *m, const struct sched_event *ev, struct nodes_a
 			fmt(n->host, sizeof(n->host), "%s", ev->host);
 		break;
 	case SCHED_EV_EXITED:
+		/* an end seen before its start (a Slurm job cancelled between
+		 * two polls) still names where it ran: charged there */
+		if (ev->host[0] && !ev->removed)
+			fmt(n->host, sizeof(n->host), "%s", ev->host);
 		if (ev->removed) {
 			n->state = N_REMOVED;
 		} else if (ev->lost) {

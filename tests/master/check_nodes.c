@@ -305,6 +305,25 @@ START_TEST(test_avoid_where_the_backend_places)
 }
 END_TEST
 
+/* A node whose end is the first the backend tells of it (its Slurm job
+ * started and was cancelled between two polls) is charged to the host the
+ * end names, and its relaunch keeps off that host. */
+START_TEST(test_crash_before_start_charges_its_host)
+{
+	struct nodes_conf c = { .host_max_crashes = 3, .default_restart_count = 5 };
+	struct nodes *m = nodes_new(&c, NULL, NULL, NULL);
+	ck_assert_int_eq(nodes_add(m, "worker-0", "worker", 0, NULL, &res64), 0);
+	struct nodes_action a = feed(m, ev_of(SCHED_EV_EXITED, "worker-0", "rvn1", -1, 15));
+	ck_assert_int_eq(a.type, NODES_RELAUNCH);
+	ck_assert_msg(strstr(a.reason, "killed by signal 15 on host rvn1;"), "%s", a.reason);
+	struct nodes_info ni;
+	ck_assert_int_eq(nodes_get(m, "worker-0", &ni), 0);
+	ck_assert_int_eq(ni.navoid, 1);
+	ck_assert_str_eq(ni.avoid[0], "rvn1");
+	nodes_free(m);
+}
+END_TEST
+
 static Suite *nodes_suite(void)
 {
 	Suite *s = suite_create("nodes");
@@ -317,6 +336,7 @@ static Suite *nodes_suite(void)
 	tcase_add_test(tc, test_bad_host_exclusion);
 	tcase_add_test(tc, test_straggler_replaced_on_another_host);
 	tcase_add_test(tc, test_avoid_where_the_backend_places);
+	tcase_add_test(tc, test_crash_before_start_charges_its_host);
 	suite_add_tcase(s, tc);
 	return s;
 }
