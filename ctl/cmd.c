@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "ctl.h"
 #include "parse.h"
 #include "wire.h"
@@ -193,52 +194,36 @@ static char *read_spec(const char *path, size_t *len)
 	return buf;
 }
 
-int cmd_submit(struct ctl *c, int argc, char **argv)
+static int do_submit(struct ctl *c, const struct args *a)
 {
-	struct args a;
-	int rc = parse_args(c, argc, argv, "kubeconfig namespace", 1, &a);
-	if (a.help) {
-		printf("usage: roverctl submit SPEC [--json] [--kubeconfig FILE [--namespace "
-		       "NS]]\n\n"
-		       "Register a job with rover-brain from an ElasticJob spec: a JSON or YAML\n"
-		       "file (.yaml/.yml, or any text not starting with '{'), or - for stdin.\n"
-		       "The spec is checked here first, naming the bad field.  Prints the job's\n"
-		       "uid and its create-stage plan; --json prints the brain's reply.\n"
-		       "With --kubeconfig the job is created as an ElasticJob in that cluster\n"
-		       "instead (elastic.rover.dev/v1alpha1; rover-operator runs it), in\n"
-		       "--namespace, else the spec's, else the kubeconfig's, else default.\n"
-		       "exit: 0 registered, 5 a running job has that name, 6 invalid spec.\n");
-		return CTL_OK;
-	}
-	if (rc)
-		return rc;
+	int rc;
 	size_t len = 0;
-	char *text = read_spec(a.pos[0], &len);
+	char *text = read_spec(a->pos[0], &len);
 	if (!text) {
-		fprintf(stderr, "roverctl submit: could not read %s: %s\n", a.pos[0],
+		fprintf(stderr, "roverctl submit: could not read %s: %s\n", a->pos[0],
 			errno == EFBIG ? "larger than 1 MiB" : strerror(errno));
 		return CTL_INVALID;
 	}
 	const char *t = text + strspn(text, " \t\r\n");
-	const char *ext = strrchr(a.pos[0], '.');
+	const char *ext = strrchr(a->pos[0], '.');
 	bool yaml = (ext && (!strcmp(ext, ".yaml") || !strcmp(ext, ".yml"))) || *t != '{';
 	struct rv_err err = { 0 };
 	cJSON *doc = yaml ? ctl_yaml_to_json(text, len, &err) : rv_json_parse(text, len, &err);
 	free(text);
 	if (!doc) {
-		fprintf(stderr, "roverctl submit: %s: %s\n", a.pos[0], err.msg);
+		fprintf(stderr, "roverctl submit: %s: %s\n", a->pos[0], err.msg);
 		return CTL_INVALID;
 	}
 	struct rv_job_spec spec;
 	if (rv_job_spec_from_json(doc, &spec, &err) < 0) {
-		fprintf(stderr, "roverctl submit: %s: %s%s%s%s\n", a.pos[0], err.msg,
+		fprintf(stderr, "roverctl submit: %s: %s%s%s%s\n", a->pos[0], err.msg,
 			err.field[0] ? " (field " : "", err.field, err.field[0] ? ")" : "");
 		cJSON_Delete(doc);
 		return CTL_INVALID;
 	}
 	rv_job_spec_release(&spec);
-	if (a.kubeconfig) {
-		rc = k8s_submit(c, doc, a.kubeconfig, a.ns);
+	if (a->kubeconfig) {
+		rc = k8s_submit(c, doc, a->kubeconfig, a->ns);
 		cJSON_Delete(doc);
 		return rc;
 	}
@@ -266,32 +251,22 @@ int cmd_submit(struct ctl *c, int argc, char **argv)
 
 /* ---- jobs ---- */
 
-int cmd_jobs(struct ctl *c, int argc, char **argv)
+static int do_jobs(struct ctl *c, const struct args *a)
 {
-	struct args a;
-	int rc = parse_args(c, argc, argv, "limit status namespace", 0, &a);
-	if (a.help) {
-		printf("usage: roverctl jobs [--status running|finished|failed] [--namespace NS]\n"
-		       "                     [--limit N] [--json]\n\n"
-		       "Jobs, newest first: uid, name, namespace, status, mode, latest speed\n"
-		       "(samples/s), when registered.\n");
-		return CTL_OK;
-	}
-	if (rc)
-		return rc;
-	if (a.status && strcmp(a.status, "running") != 0 && strcmp(a.status, "finished") != 0 &&
-	    strcmp(a.status, "failed") != 0) {
+	int rc;
+	if (a->status && strcmp(a->status, "running") != 0 && strcmp(a->status, "finished") != 0 &&
+	    strcmp(a->status, "failed") != 0) {
 		fprintf(stderr, "roverctl jobs: --status must be running, finished or failed\n");
 		return CTL_USAGE;
 	}
-	if (a.ns && strspn(a.ns, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(a.ns)) {
+	if (a->ns && strspn(a->ns, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(a->ns)) {
 		fprintf(stderr, "roverctl jobs: --namespace must be a DNS label\n");
 		return CTL_USAGE;
 	}
 	char path[256];
-	snprintf(path, sizeof(path), "/v1/jobs?limit=%s%s%s%s%s", a.limit ? a.limit : "100",
-		 a.status ? "&status=" : "", a.status ? a.status : "", a.ns ? "&namespace=" : "",
-		 a.ns ? a.ns : "");
+	snprintf(path, sizeof(path), "/v1/jobs?limit=%s%s%s%s%s", a->limit ? a->limit : "100",
+		 a->status ? "&status=" : "", a->status ? a->status : "",
+		 a->ns ? "&namespace=" : "", a->ns ? a->ns : "");
 	cJSON *doc = NULL;
 	if ((rc = ctl_call(c, "GET", path, NULL, &doc)))
 		return rc;
@@ -387,25 +362,14 @@ static void print_plans(struct ctl *c, const cJSON *plans, int last_n)
 	out_table_free(t);
 }
 
-int cmd_plans(struct ctl *c, int argc, char **argv)
+static int do_plans(struct ctl *c, const struct args *a)
 {
-	struct args a;
-	int rc = parse_args(c, argc, argv, "limit", 1, &a);
-	if (a.help) {
-		printf("usage: roverctl plans JOB [--limit N] [--json]\n\n"
-		       "A job's plans, oldest first: stage (create, running, oom), the algorithm\n"
-		       "and its reason, the worker count and resources asked, whether the master\n"
-		       "applied it, and its outcome (speed before > after: better, neutral, "
-		       "worse;\n"
-		       "pending until judged, unjudged when the job ended first).\n");
-		return CTL_OK;
-	}
-	if (rc)
-		return rc;
+	int rc;
 	char uid[128], path[256];
-	if ((rc = resolve(c, a.pos[0], uid, sizeof(uid))))
+	if ((rc = resolve(c, a->pos[0], uid, sizeof(uid))))
 		return rc;
-	snprintf(path, sizeof(path), "/v1/jobs/%s/plans?limit=%s", uid, a.limit ? a.limit : "100");
+	snprintf(path, sizeof(path), "/v1/jobs/%s/plans?limit=%s", uid,
+		 a->limit ? a->limit : "100");
 	cJSON *doc = NULL;
 	if ((rc = ctl_call(c, "GET", path, NULL, &doc)))
 		return rc;
@@ -419,22 +383,14 @@ int cmd_plans(struct ctl *c, int argc, char **argv)
 
 /* ---- events ---- */
 
-int cmd_events(struct ctl *c, int argc, char **argv)
+static int do_events(struct ctl *c, const struct args *a)
 {
-	struct args a;
-	int rc = parse_args(c, argc, argv, "limit", 1, &a);
-	if (a.help) {
-		printf("usage: roverctl events JOB [--limit N] [--json]\n\n"
-		       "A job's newest events, oldest first: node failures, OOMs, relaunches,\n"
-		       "plans applied, the job's end.\n");
-		return CTL_OK;
-	}
-	if (rc)
-		return rc;
+	int rc;
 	char uid[128], path[256];
-	if ((rc = resolve(c, a.pos[0], uid, sizeof(uid))))
+	if ((rc = resolve(c, a->pos[0], uid, sizeof(uid))))
 		return rc;
-	snprintf(path, sizeof(path), "/v1/jobs/%s/events?limit=%s", uid, a.limit ? a.limit : "100");
+	snprintf(path, sizeof(path), "/v1/jobs/%s/events?limit=%s", uid,
+		 a->limit ? a->limit : "100");
 	cJSON *doc = NULL;
 	if ((rc = ctl_call(c, "GET", path, NULL, &doc)))
 		return rc;
@@ -482,20 +438,10 @@ int cmd_events(struct ctl *c, int argc, char **argv)
 
 /* ---- cluster ---- */
 
-int cmd_cluster(struct ctl *c, int argc, char **argv)
+static int do_cluster(struct ctl *c, const struct args *a)
 {
-	struct args a;
-	int rc = parse_args(c, argc, argv, "", 0, &a);
-	if (a.help) {
-		printf("usage: roverctl cluster [--json]\n\n"
-		       "The nodes rover-monitor reports: CPU and memory capacity and use, GPUs,\n"
-		       "pressure (PSI some avg10: cpu/memory/io), state (ready; stale when its\n"
-		       "monitor went silent: it no longer counts), the jobs on it; then the\n"
-		       "cluster's capacity and what is free for plans.\n");
-		return CTL_OK;
-	}
-	if (rc)
-		return rc;
+	(void)a; /* no options of its own */
+	int rc;
 	cJSON *doc = NULL;
 	if ((rc = ctl_call(c, "GET", "/v1/cluster", NULL, &doc)))
 		return rc;
@@ -662,24 +608,11 @@ static int fetch_job(struct ctl *c, const char *uid, cJSON **job, cJSON **plans)
 	return rc;
 }
 
-int cmd_status(struct ctl *c, int argc, char **argv)
+static int do_status(struct ctl *c, const struct args *a)
 {
-	struct args a;
-	int rc = parse_args(c, argc, argv, "", 1, &a);
-	if (a.help) {
-		printf("usage: roverctl status JOB [--json]\n\n"
-		       "A job: its status, latest speed, shards done and left (a progress bar "
-		       "once\n"
-		       "the master reports them), its nodes, and its last plans with their "
-		       "reasons\n"
-		       "and outcomes.  --json prints {\"job\":...,\"plans\":[...]}.\n"
-		       "exit: 0, or 4 when there is no such job.\n");
-		return CTL_OK;
-	}
-	if (rc)
-		return rc;
+	int rc;
 	char uid[128];
-	if ((rc = resolve(c, a.pos[0], uid, sizeof(uid))))
+	if ((rc = resolve(c, a->pos[0], uid, sizeof(uid))))
 		return rc;
 	cJSON *job = NULL, *plans = NULL;
 	if ((rc = fetch_job(c, uid, &job, &plans)))
@@ -759,31 +692,17 @@ static int wait_plan(struct ctl *c, const char *uid, int64_t after, double inter
 	return 0;
 }
 
-int cmd_watch(struct ctl *c, int argc, char **argv)
+static int do_watch(struct ctl *c, const struct args *a)
 {
-	struct args a;
-	int rc = parse_args(c, argc, argv, "interval", 1, &a);
-	if (a.help) {
-		printf("usage: roverctl watch JOB [--interval S] [--json]\n\n"
-		       "Follow a job live: its speed (with a sparkline of what was seen) and its\n"
-		       "plans.  A plan shows the moment the brain makes it (its plan long-poll);\n"
-		       "the speed and the rest are refreshed every S seconds (default 2; under\n"
-		       "1 s each refresh reads the plans instead).  On a terminal the view is\n"
-		       "redrawn; otherwise one line per new speed sample or plan (with --json,\n"
-		       "one JSON object per line).  Ends when the job ends or on Ctrl-C.\n"
-		       "exit: 0 the job finished (or Ctrl-C), 8 it failed, 4 no such job.\n");
-		return CTL_OK;
-	}
-	if (rc)
-		return rc;
+	int rc;
 	double interval = 2;
-	if (a.interval && rv_parse_double(a.interval, 0.1, 3600, &interval) < 0) {
+	if (a->interval && rv_parse_double(a->interval, 0.1, 3600, &interval) < 0) {
 		fprintf(stderr,
 			"roverctl watch: --interval must be between 0.1 and 3600 seconds\n");
 		return CTL_USAGE;
 	}
 	char uid[128];
-	if ((rc = resolve(c, a.pos[0], uid, sizeof(uid))))
+	if ((rc = resolve(c, a->pos[0], uid, sizeof(uid))))
 		return rc;
 	struct sigaction sa = { .sa_handler = on_int };
 	sigaction(SIGINT, &sa, NULL);
@@ -884,4 +803,94 @@ int cmd_watch(struct ctl *c, int argc, char **argv)
 	}
 	fflush(c->out);
 	return rc;
+}
+
+/* ---- the command table ---- */
+
+struct cmd_def {
+	const char *name;
+	const char *known; /* its options, of parse_args' */
+	int npos;          /* how many arguments it takes */
+	int (*fn)(struct ctl *c, const struct args *a);
+	const char *usage; /* --help */
+};
+
+static const struct cmd_def cmd_defs[] = {
+	{ "submit", "kubeconfig namespace", 1, do_submit,
+	  "usage: roverctl submit SPEC [--json] [--kubeconfig FILE [--namespace "
+	  "NS]]\n\n"
+	  "Register a job with rover-brain from an ElasticJob spec: a JSON or YAML\n"
+	  "file (.yaml/.yml, or any text not starting with '{'), or - for stdin.\n"
+	  "The spec is checked here first, naming the bad field.  Prints the job's\n"
+	  "uid and its create-stage plan; --json prints the brain's reply.\n"
+	  "With --kubeconfig the job is created as an ElasticJob in that cluster\n"
+	  "instead (elastic.rover.dev/v1alpha1; rover-operator runs it), in\n"
+	  "--namespace, else the spec's, else the kubeconfig's, else default.\n"
+	  "exit: 0 registered, 5 a running job has that name, 6 invalid spec.\n" },
+	{ "jobs", "limit status namespace", 0, do_jobs,
+	  "usage: roverctl jobs [--status running|finished|failed] [--namespace NS]\n"
+	  "                     [--limit N] [--json]\n\n"
+	  "Jobs, newest first: uid, name, namespace, status, mode, latest speed\n"
+	  "(samples/s), when registered.\n" },
+	{ "plans", "limit", 1, do_plans,
+	  "usage: roverctl plans JOB [--limit N] [--json]\n\n"
+	  "A job's plans, oldest first: stage (create, running, oom), the algorithm\n"
+	  "and its reason, the worker count and resources asked, whether the master\n"
+	  "applied it, and its outcome (speed before > after: better, neutral, "
+	  "worse;\n"
+	  "pending until judged, unjudged when the job ended first).\n" },
+	{ "events", "limit", 1, do_events,
+	  "usage: roverctl events JOB [--limit N] [--json]\n\n"
+	  "A job's newest events, oldest first: node failures, OOMs, relaunches,\n"
+	  "plans applied, the job's end.\n" },
+	{ "cluster", "", 0, do_cluster,
+	  "usage: roverctl cluster [--json]\n\n"
+	  "The nodes rover-monitor reports: CPU and memory capacity and use, GPUs,\n"
+	  "pressure (PSI some avg10: cpu/memory/io), state (ready; stale when its\n"
+	  "monitor went silent: it no longer counts), the jobs on it; then the\n"
+	  "cluster's capacity and what is free for plans.\n" },
+	{ "status", "", 1, do_status,
+	  "usage: roverctl status JOB [--json]\n\n"
+	  "A job: its status, latest speed, shards done and left (a progress bar "
+	  "once\n"
+	  "the master reports them), its nodes, and its last plans with their "
+	  "reasons\n"
+	  "and outcomes.  --json prints {\"job\":...,\"plans\":[...]}.\n"
+	  "exit: 0, or 4 when there is no such job.\n" },
+	{ "watch", "interval", 1, do_watch,
+	  "usage: roverctl watch JOB [--interval S] [--json]\n\n"
+	  "Follow a job live: its speed (with a sparkline of what was seen) and its\n"
+	  "plans.  A plan shows the moment the brain makes it (its plan long-poll);\n"
+	  "the speed and the rest are refreshed every S seconds (default 2; under\n"
+	  "1 s each refresh reads the plans instead).  On a terminal the view is\n"
+	  "redrawn; otherwise one line per new speed sample or plan (with --json,\n"
+	  "one JSON object per line).  Ends when the job ends or on Ctrl-C.\n"
+	  "exit: 0 the job finished (or Ctrl-C), 8 it failed, 4 no such job.\n" },
+};
+
+static const struct cmd_def *cmd_def_of(const char *name)
+{
+	for (size_t k = 0; name && k < RV_ARRAY_SIZE(cmd_defs); k++)
+		if (!strcmp(cmd_defs[k].name, name))
+			return &cmd_defs[k];
+	return NULL;
+}
+
+bool cmd_exists(const char *name)
+{
+	return cmd_def_of(name) != NULL;
+}
+
+int cmd_run(struct ctl *c, int argc, char **argv)
+{
+	const struct cmd_def *d = cmd_def_of(argc > 0 ? argv[0] : NULL);
+	if (!d)
+		return CTL_USAGE;
+	struct args a;
+	int rc = parse_args(c, argc, argv, d->known, d->npos, &a);
+	if (a.help) {
+		fputs(d->usage, stdout);
+		return CTL_OK;
+	}
+	return rc ? rc : d->fn(c, &a);
 }

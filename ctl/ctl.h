@@ -54,14 +54,11 @@ int ctl_call_wait(struct ctl *c, const char *path, int wait_s, cJSON **doc);
  * CTL_INVALID, ...), the API server's message on stderr. */
 int k8s_submit(struct ctl *c, cJSON *doc, const char *kubeconfig, const char *ns);
 
-/* cmd.c: each returns a CTL_* code; argv[0] is the command's name. */
-int cmd_submit(struct ctl *c, int argc, char **argv);
-int cmd_jobs(struct ctl *c, int argc, char **argv);
-int cmd_status(struct ctl *c, int argc, char **argv);
-int cmd_plans(struct ctl *c, int argc, char **argv);
-int cmd_events(struct ctl *c, int argc, char **argv);
-int cmd_cluster(struct ctl *c, int argc, char **argv);
-int cmd_watch(struct ctl *c, int argc, char **argv);
+/* cmd.c: the commands, one table: whether name is one of them; run the
+ * one argv[0] names with its options and arguments (argv[1..]), --help
+ * printing its usage.  A CTL_* code. */
+bool cmd_exists(const char *name);
+int cmd_run(struct ctl *c, int argc, char **argv);
 
 /* out.c: a table of ncols columns, rows added as strings, printed aligned
  * with a header; the last column is cut to the terminal's width. */

@@ -171,17 +171,6 @@ int ctl_call_wait(struct ctl *c, const char *path, int wait_s, cJSON **doc)
 	return call(c, "GET", path, NULL, c->timeout_ms + wait_s * 1000, doc);
 }
 
-struct command {
-	const char *name;
-	int (*fn)(struct ctl *, int, char **);
-};
-
-static const struct command commands[] = {
-	{ "submit", cmd_submit }, { "jobs", cmd_jobs },     { "status", cmd_status },
-	{ "plans", cmd_plans },   { "events", cmd_events }, { "cluster", cmd_cluster },
-	{ "watch", cmd_watch },
-};
-
 static int run(int argc, char **argv)
 {
 	struct ctl c = { .timeout_ms = 10000, .out = stdout };
@@ -269,30 +258,27 @@ static int run(int argc, char **argv)
 			/* a command's help: run it with --help */
 			static char help_flag[] = "--help";
 			char *sub[] = { argv[i + 1], help_flag, NULL };
-			for (size_t k = 0; k < RV_ARRAY_SIZE(commands); k++)
-				if (!strcmp(commands[k].name, argv[i + 1]))
-					return commands[k].fn(&c, 2, sub);
+			if (cmd_exists(argv[i + 1]))
+				return cmd_run(&c, 2, sub);
 			fprintf(stderr, "roverctl: no command %s\n", argv[i + 1]);
 			return CTL_USAGE;
 		}
 		fputs(help_text, stdout);
 		return CTL_OK;
 	}
-	for (size_t k = 0; k < RV_ARRAY_SIZE(commands); k++)
-		if (!strcmp(commands[k].name, name)) {
-			c.http = rv_http_client_new(c.token,
-						    c.timeout_ms < 3000 ? c.timeout_ms : 3000,
-						    c.timeout_ms);
-			if (!c.http) {
-				fprintf(stderr, "roverctl: could not make an HTTP client\n");
-				return CTL_FAIL;
-			}
-			int rc = commands[k].fn(&c, argc - i, argv + i);
-			rv_http_client_free(c.http);
-			return rc;
-		}
-	fprintf(stderr, "roverctl: no command %s (see roverctl --help)\n", name);
-	return CTL_USAGE;
+	if (!cmd_exists(name)) {
+		fprintf(stderr, "roverctl: no command %s (see roverctl --help)\n", name);
+		return CTL_USAGE;
+	}
+	c.http = rv_http_client_new(c.token, c.timeout_ms < 3000 ? c.timeout_ms : 3000,
+				    c.timeout_ms);
+	if (!c.http) {
+		fprintf(stderr, "roverctl: could not make an HTTP client\n");
+		return CTL_FAIL;
+	}
+	int rc = cmd_run(&c, argc - i, argv + i);
+	rv_http_client_free(c.http);
+	return rc;
 }
 
 int main(int argc, char **argv)
