@@ -235,10 +235,15 @@ START_TEST(test_cpu_quota_throttles)
 	const char *argv[] = { "sh", "-c", "while :; do :; done", NULL };
 	launch(s, "spin", 0, (struct sched_resources){ 0.2, 64, 0 }, argv);
 	expect_started(s);
+	/* A second at least; on a busy machine the loop may get its first
+	 * 0.2 s of CPU (and so its first throttled period) later: up to 10 s. */
 	int64_t t0 = rv_mono_ms();
-	usleep(1000000);
 	struct sched_usage u;
-	ck_assert_int_eq(sched_usage(s, "spin", &u), 0);
+	do {
+		usleep(200000);
+		ck_assert_int_eq(sched_usage(s, "spin", &u), 0);
+	} while (rv_mono_ms() - t0 < 10000 && (rv_mono_ms() - t0 < 1000 || u.nr_throttled == 0 ||
+					       (u.cpu_seconds >= 0 && u.cpu_seconds <= 0.05)));
 	double secs = (double)(rv_mono_ms() - t0) / 1000;
 	ck_assert_msg(u.nr_throttled > 0 && u.throttled_usec > 0 && u.nr_periods >= u.nr_throttled,
 		      "periods %lld throttled %lld for %lld us", (long long)u.nr_periods,
