@@ -27,8 +27,11 @@ CC ?= cc
 pkg_cflags = $(shell pkg-config --cflags $(1) 2>/dev/null)
 pkg_libs = $(shell pkg-config --libs $(1) 2>/dev/null)
 # System packages by the layer that uses them.
-SYS_CFLAGS := $(call pkg_cflags,libmicrohttpd libpq libcjson libcurl inih yaml-0.1)
-SYS_LIBS := $(call pkg_libs,libmicrohttpd libpq libcjson libcurl inih yaml-0.1) -lpthread -lm
+SYS_CFLAGS := $(call pkg_cflags,libmicrohttpd libcjson libcurl inih yaml-0.1)
+SYS_LIBS := $(call pkg_libs,libmicrohttpd libcjson libcurl inih yaml-0.1) -lpthread -lm
+# libpq: only pg/ (so only rover-brain and the tests link it).
+PG_CFLAGS := $(call pkg_cflags,libpq)
+PG_LIBS := $(call pkg_libs,libpq)
 GSL_CFLAGS := $(call pkg_cflags,gsl)
 GSL_LIBS := $(call pkg_libs,gsl) -lm
 CHECK_CFLAGS := $(call pkg_cflags,check)
@@ -76,6 +79,8 @@ endef
 # same rules on the #include lines themselves (make check-layers).
 #   algorithms/  itself and GSL
 #   common/      itself and the system libraries
+#   pg/          itself, common/ and libpq: PostgreSQL (pool, migrations, a
+#                private server), for rover-brain and the tests only
 #   plan/        itself, common/, algorithms/: the glue between wire messages
 #                and the policy, shared by the daemons that plan
 #   <daemon>/    itself, plan/, common/, algorithms/ (never another daemon,
@@ -87,6 +92,8 @@ $(B)/obj/algorithms/%.o: INC := $(INC_ALG)
 $(B)/obj/common/%.o: INC := $(INC_COMMON)
 INC_PLAN   := -iquote plan $(INC_COMMON) $(INC_ALG)
 $(B)/obj/plan/%.o: INC := $(INC_PLAN)
+INC_PG     := -iquote pg $(INC_COMMON) $(PG_CFLAGS)
+$(B)/obj/pg/%.o: INC := $(INC_PG)
 
 COMMON_SRC := $(wildcard common/*.c)
 ALG_SRC    := $(wildcard algorithms/*.c)
@@ -97,6 +104,9 @@ $(LIB_ALG): $(call obj,$(ALG_SRC))
 PLAN_SRC   := $(wildcard plan/*.c)
 LIB_PLAN   := $(B)/lib/librover-plan.a
 $(LIB_PLAN): $(call obj,$(PLAN_SRC))
+PG_SRC     := $(wildcard pg/*.c)
+LIB_PG     := $(B)/lib/librover-pg.a
+$(LIB_PG): $(call obj,$(PG_SRC))
 # What a daemon links below its own library, in link order.
 LIBS_BELOW := $(LIB_PLAN) $(LIB_ALG) $(LIB_COMMON)
 TESTLIB_SRC := $(wildcard tests/lib/*.c)
@@ -108,8 +118,10 @@ $(LIB_TEST): $(call obj,$(TESTLIB_SRC))
 # library, its binary (rover-BIN, BIN defaulting to NAME; none until NAME/main.c
 # exists), its include path, its unit tests (tests/NAME/check_*.c, linked with
 # its library) and its place in lint and the name checks.
-# A daemon's extra system libraries go in NAME_LIBS before the call; BIN (the
-# second argument) names rover-BIN, a third argument the whole binary name.
+# A daemon's extra system libraries go in NAME_LIBS before the call, a layer it
+# may use beyond the usual ones in NAME_DEPS (the library) and NAME_INC (its
+# include path); BIN (the second argument) names rover-BIN, a third argument
+# the whole binary name.
 DAEMONS :=
 define daemon
 DAEMONS += $(1)
@@ -117,21 +129,25 @@ $(1)_SRC := $$(filter-out $(1)/main.c,$$(wildcard $(1)/*.c))
 LIB_$(1) := $$(B)/lib/librover-$(1).a
 $$(LIB_$(1)): $$(call obj,$$($(1)_SRC))
 INC_$(1) := -iquote $(1) -iquote plan -iquote common -iquote algorithms $$(SYS_CFLAGS) \
-        $$(GSL_CFLAGS)
+        $$(GSL_CFLAGS) $$($(1)_INC)
 $$(B)/obj/$(1)/%.o: INC := $$(INC_$(1))
 BIN_$(1) := $$(if $$(wildcard $(1)/main.c),$$(B)/bin/$$(or $(3),rover-$$(or $(2),$(1))))
 BINS += $$(BIN_$(1))
-$$(BIN_$(1)): $$(call obj,$(1)/main.c) $$(LIB_$(1)) $$(LIBS_BELOW)
+$$(BIN_$(1)): $$(call obj,$(1)/main.c) $$(LIB_$(1)) $$($(1)_DEPS) $$(LIBS_BELOW)
 	$$(call link,$$($(1)_LIBS) $$(SYS_LIBS) $$(GSL_LIBS))
 TEST_SRC += $$(wildcard tests/$(1)/check_*.c)
 $$(B)/obj/tests/$(1)/%.o: INC := $$(INC_$(1)) -iquote tests/lib $$(CHECK_CFLAGS)
-$$(B)/tests/$(1)/%: $$(B)/obj/tests/$(1)/%.o $$(LIB_TEST) $$(LIB_$(1)) $$(LIBS_BELOW)
-	$$(call link,$$($(1)_LIBS) $$(SYS_LIBS) $$(GSL_LIBS) $$(CHECK_LIBS))
+$$(B)/tests/$(1)/%: $$(B)/obj/tests/$(1)/%.o $$(LIB_TEST) $$(LIB_$(1)) $$(LIB_PG) $$(LIBS_BELOW)
+	$$(call link,$$($(1)_LIBS) $$(PG_LIBS) $$(SYS_LIBS) $$(GSL_LIBS) $$(CHECK_LIBS))
 endef
 
 BINS :=
 TEST_SRC :=
 # The daemons, one line each (rover-master: $(eval $(call daemon,master))).
+# rover-brain: the one daemon on PostgreSQL (pg/).
+brain_DEPS := $(LIB_PG)
+brain_INC := -iquote pg $(PG_CFLAGS)
+brain_LIBS := $(PG_LIBS)
 $(eval $(call daemon,brain))
 master_LIBS := $(call pkg_libs,yaml-0.1)
 $(eval $(call daemon,master))
@@ -192,14 +208,15 @@ $(SO_TRAINER): $(patsubst %.c,$(B)/pic/%.o,$(TRAINER_SRC) $(TRAINER_COMMON)) tra
 BINS += $(SO_TRAINER) $(LIB_TRAINER)
 TEST_SRC += $(wildcard tests/trainer/check_*.c)
 $(B)/obj/tests/trainer/%.o: INC = -iquote trainer $(INC_TESTLIB)
-$(B)/tests/trainer/%: $(B)/obj/tests/trainer/%.o $(LIB_TEST) $(LIB_TRAINER) $(LIB_COMMON)
-	$(call link,$(SYS_LIBS) $(CHECK_LIBS))
+$(B)/tests/trainer/%: $(B)/obj/tests/trainer/%.o $(LIB_TEST) $(LIB_TRAINER) $(LIB_PG) $(LIB_COMMON)
+	$(call link,$(PG_LIBS) $(SYS_LIBS) $(CHECK_LIBS))
 
 # ---- test code: fixtures, simulator, suites, benchmarks ----
 # Production code never sees tests/lib; tests link only the layers they test
 # (a suite that needs a daemon at run time finds its binary in ROVER_BIN_DIR).
 SIM_SRC    := $(wildcard tests/sim/*.c)
-INC_TESTLIB := -iquote tests/lib -iquote common $(SYS_CFLAGS) $(CHECK_CFLAGS)
+INC_TESTLIB := -iquote tests/lib -iquote pg -iquote common $(SYS_CFLAGS) $(PG_CFLAGS) \
+        $(CHECK_CFLAGS)
 $(B)/obj/tests/lib/%.o: INC := $(INC_TESTLIB)
 $(B)/obj/tests/common/%.o: INC := $(INC_TESTLIB)
 $(B)/obj/tests/algorithms/%.o: INC := -iquote tests/lib $(INC_ALG) $(CHECK_CFLAGS)
@@ -218,7 +235,8 @@ $(B)/lib/%.a:
 
 # Rebuild everything when the flags change.
 FLAGS_STAMP := $(B)/.flags
-FLAGS_ALL := $(ALL_CFLAGS) $(ALL_LDFLAGS) $(INC_ALG) $(INC_COMMON) $(INC_PLAN) $(INC_TESTLIB) \
+FLAGS_ALL := $(ALL_CFLAGS) $(ALL_LDFLAGS) $(INC_ALG) $(INC_COMMON) $(INC_PLAN) $(INC_PG) \
+        $(INC_TESTLIB) \
         $(foreach d,$(DAEMONS),$(INC_$(d)))
 $(shell mkdir -p $(B) && echo '$(FLAGS_ALL)' | cmp -s - $(FLAGS_STAMP) || \
         echo '$(FLAGS_ALL)' > $(FLAGS_STAMP))
@@ -240,12 +258,12 @@ TEST_SRC += $(wildcard tests/common/check_*.c tests/algorithms/check_*.c \
 TEST_BINS := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 # Shell suites (tests/scripts/check_*.sh) print one "ok"/"not ok" line per check.
 TEST_SCRIPTS := $(wildcard tests/scripts/check_*.sh)
-$(B)/tests/common/%: $(B)/obj/tests/common/%.o $(LIB_TEST) $(LIB_COMMON)
-	$(call link,$(SYS_LIBS) $(CHECK_LIBS))
+$(B)/tests/common/%: $(B)/obj/tests/common/%.o $(LIB_TEST) $(LIB_PG) $(LIB_COMMON)
+	$(call link,$(PG_LIBS) $(SYS_LIBS) $(CHECK_LIBS))
 $(B)/tests/algorithms/%: $(B)/obj/tests/algorithms/%.o $(LIB_ALG)
 	$(call link,$(GSL_LIBS) $(CHECK_LIBS))
-$(B)/tests/integration/%: $(B)/obj/tests/integration/%.o $(LIB_TEST) $(LIB_ALG) $(LIB_COMMON)
-	$(call link,$(SYS_LIBS) $(GSL_LIBS) $(CHECK_LIBS))
+$(B)/tests/integration/%: $(B)/obj/tests/integration/%.o $(LIB_TEST) $(LIB_PG) $(LIB_ALG) $(LIB_COMMON)
+	$(call link,$(PG_LIBS) $(SYS_LIBS) $(GSL_LIBS) $(CHECK_LIBS))
 # plan/: its suites link the layers below it only.
 $(B)/obj/tests/plan/%.o: INC := $(INC_PLAN) -iquote tests/lib $(CHECK_CFLAGS)
 $(B)/tests/plan/%: $(B)/obj/tests/plan/%.o $(LIB_PLAN) $(LIB_ALG) $(LIB_COMMON)
@@ -265,16 +283,17 @@ FAULT_SRC := $(wildcard tests/fault/check_*.c)
 FAULT_BINS := $(patsubst tests/%.c,$(B)/tests/%,$(FAULT_SRC))
 TEST_BINS += $(FAULT_BINS)
 $(B)/obj/tests/fault/%.o: INC := $(INC_TESTLIB) $(INC_ALG)
-$(B)/tests/fault/%: $(B)/obj/tests/fault/%.o $(LIB_TEST) $(LIB_ALG) $(LIB_COMMON)
-	$(call link,$(SYS_LIBS) $(GSL_LIBS) $(CHECK_LIBS))
+$(B)/tests/fault/%: $(B)/obj/tests/fault/%.o $(LIB_TEST) $(LIB_PG) $(LIB_ALG) $(LIB_COMMON)
+	$(call link,$(PG_LIBS) $(SYS_LIBS) $(GSL_LIBS) $(CHECK_LIBS))
 # Suites start the daemons' binaries (and rover-sim): build those first.
 $(TEST_BINS): | $(BINS)
 
 # ---- benchmarks: tests/bench/<name>.c or tests/bench/<name>.sh ----
 BENCH_C := $(wildcard tests/bench/*.c)
 BENCH_BINS := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_C))
-$(B)/bench/%: $(B)/obj/tests/bench/%.o $(LIB_TEST) $(DAEMON_LIBS) $(LIB_TRAINER) $(LIBS_BELOW)
-	$(call link,$(SYS_LIBS) $(GSL_LIBS))
+$(B)/bench/%: $(B)/obj/tests/bench/%.o $(LIB_TEST) $(DAEMON_LIBS) $(LIB_TRAINER) $(LIB_PG) \
+        $(LIBS_BELOW)
+	$(call link,$(PG_LIBS) $(SYS_LIBS) $(GSL_LIBS))
 
 # ---- fuzzing: libFuzzer harnesses tests/fuzz/fuzz_<name>.c (clang) ----
 # Each is built with clang -fsanitize=fuzzer,address,undefined together with
@@ -330,7 +349,8 @@ check-layers:
 # Every global symbol of each library carries its prefix (rv_ for the shared
 # libraries, rv_plan_ for plan/, the file's or the daemon's name inside a
 # daemon) and no two libraries define the same symbol.
-check-names: $(LIB_COMMON) $(LIB_ALG) $(LIB_PLAN) $(LIB_TEST) $(DAEMON_LIBS) $(LIB_TRAINER)
+check-names: $(LIB_COMMON) $(LIB_ALG) $(LIB_PLAN) $(LIB_PG) $(LIB_TEST) $(DAEMON_LIBS) \
+        $(LIB_TRAINER)
 	@ROVER_DAEMONS='$(DAEMONS)' scripts/check-names.sh $^
 
 # Every source file in its folder's README file list, every name a README
@@ -362,16 +382,17 @@ demo-stop:
 
 # lint: cppcheck, then clang-tidy with .clang-tidy, each folder with its own
 # include path (two processes at a time).
-LINT_DIRS := common algorithms plan $(DAEMONS) trainer
+LINT_DIRS := common algorithms plan pg $(DAEMONS) trainer
 INC_algorithms := $(INC_ALG)
 INC_common := $(INC_COMMON)
 INC_plan := $(INC_PLAN)
+INC_pg := $(INC_PG)
 INC_trainer := $(INC_TRAINER)
 lint: lint-deps
 	@echo "lint: cppcheck"
 	@cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 	        --inline-suppr --suppress=missingIncludeSystem --suppressions-list=.cppcheck-suppressions \
-	        -I common -I algorithms -I plan $(foreach d,$(LINT_DIRS),$(wildcard $(d)/*.c))
+	        -I common -I algorithms -I plan -I pg $(foreach d,$(LINT_DIRS),$(wildcard $(d)/*.c))
 	@$(foreach d,$(LINT_DIRS),echo "lint: clang-tidy $(d)/" && printf '%s\n' $(wildcard $(d)/*.c) | \
 	        xargs -r -P 2 -n 4 sh -c 'clang-tidy --quiet "$$@" -- \
 	        $(filter-out -MMD -MP,$(CFLAGS_BASE)) $(INC_$(d)) 2>/dev/null' sh &&) true

@@ -9,8 +9,8 @@
  * the destructors for library handles live beside their wrappers, so code
  * that links neither libpq nor cJSON can use the rest.  Include the wrapper's
  * header where you use one:
- *   RV_CLEANUP_PGCONN PGconn *c       PQfinish   (rv_db_finishp, db.h)
- *   RV_CLEANUP_PGRESULT PGresult *r   PQclear    (rv_db_clearp, db.h)
+ *   RV_CLEANUP_PGCONN PGconn *c       PQfinish   (rv_db_finishp, pg/db.h)
+ *   RV_CLEANUP_PGRESULT PGresult *r   PQclear    (rv_db_clearp, pg/db.h)
  *   RV_CLEANUP_CJSON cJSON *root      cJSON_Delete (rv_json_deletep, json.h)
  */
 #ifndef RV_CLEANUP_H

@@ -3,10 +3,12 @@
 # forbidden edge between Rover's layers (make check-layers; make test runs it).
 #   algorithms/   only algorithms/ (and system headers)
 #   common/       only common/
+#   pg/           itself and common/ (PostgreSQL: only rover-brain and tests)
 #   plan/         itself, common/, algorithms/ (the glue between the two)
 #   trainer/      itself and common/ (librover-trainer, loaded by training
 #                 processes: no daemon code, no algorithms)
-#   a daemon      itself, plan/, common/, algorithms/; never another daemon
+#   a daemon      itself, plan/, common/, algorithms/; never another daemon;
+#                 rover-brain also pg/
 #   any of those  never tests/
 #   tests/        anything
 # Daemons: brain, master, agent, monitor and the names in ROVER_DAEMONS.
@@ -35,8 +37,10 @@ search_path() {
 	case $1 in
 	algorithms | common) echo "$1" ;;
 	trainer) echo "trainer common" ;;
-	tests) echo ". tests/lib plan common algorithms trainer $daemons" ;;
+	pg) echo "pg common" ;;
+	tests) echo ". tests/lib plan pg common algorithms trainer $daemons" ;;
 	plan) echo "plan common algorithms" ;;
+	brain) echo "brain plan pg common algorithms" ;;
 	*) echo "$1 plan common algorithms" ;;
 	esac
 }
@@ -47,7 +51,9 @@ rule_of() {
 	algorithms | common) echo "$1/ may include only $1/ and system headers" ;;
 	plan) echo "plan/ may include only plan/, common/ and algorithms/" ;;
 	trainer) echo "trainer/ may include only trainer/ and common/" ;;
-	*) is_daemon "$1" && echo "$1/ is a daemon: it may include only $1/, plan/, common/ and algorithms/, never another daemon" ||
+	pg) echo "pg/ may include only pg/ and common/" ;;
+	brain) echo "brain/ may include only brain/, plan/, pg/, common/ and algorithms/" ;;
+	*) is_daemon "$1" && echo "$1/ is a daemon: it may include only $1/, plan/, common/ and algorithms/, never another daemon (pg/ is the brain's alone)" ||
 		echo "$1/ may include only $1/, common/ and algorithms/" ;;
 	esac
 }
@@ -58,8 +64,9 @@ allowed() { # from to
 	case $from in
 	algorithms | common) return 1 ;;
 	plan) [ "$to" = common ] || [ "$to" = algorithms ] ;;
-	trainer) [ "$to" = common ] ;;
-	*) is_daemon "$from" && [ "$to" = plan ] && return 0
+	trainer | pg) [ "$to" = common ] ;;
+	*) [ "$from" = brain ] && [ "$to" = pg ] && return 0
+		is_daemon "$from" && [ "$to" = plan ] && return 0
 		[ "$to" = common ] || [ "$to" = algorithms ] ;;
 	esac
 }

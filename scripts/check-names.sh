@@ -2,7 +2,7 @@
 # check-names.sh LIB.a...: fail when a global symbol of a Rover library lacks
 # its prefix, or when two libraries define the same symbol (make check-names;
 # make test runs it), so that any two libraries link together.
-#   librover-common.a, librover-alg.a   rv_
+#   librover-common.a, -alg.a, -pg.a    rv_
 #   librover-plan.a                     rv_plan_
 #   librover-testlib.a                  rv_test_
 #   librover-trainer.a                  rv_trainer_ (its interface) or
@@ -33,7 +33,7 @@ for lib in "$@"; do
 	base=$(basename -- "$lib")
 	[ -f "$lib" ] || { echo "check-names: no $lib" >&2; exit 2; }
 	case $base in
-	librover-common.a | librover-alg.a) kind=shared ;;
+	librover-common.a | librover-alg.a | librover-pg.a) kind=shared ;;
 	librover-plan.a) kind=plan ;;
 	librover-testlib.a) kind=test ;;
 	librover-trainer.a) kind=trainer ;;

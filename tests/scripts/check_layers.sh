@@ -29,6 +29,11 @@ good_tree() {
 	printf '#include "log.h"\n' >tests/lib/testutil.h
 	printf '#include "testutil.h"\n#include "log.h"\n' >tests/common/check_log.c
 	printf '#include "brain/brain.h"\n#include "testutil.h"\n' >tests/bench/b.c
+	mkdir -p pg
+	printf '#include "log.h"\n' >pg/db.h
+	printf '#include "db.h"\n#include "log.h"\n' >pg/db.c
+	printf '#include "db.h"\n' >brain/api.c
+	printf '#include "db.h"\n' >tests/common/check_db.c
 	mkdir -p trainer tests/trainer
 	printf '#include "log.h"\n' >trainer/rover_trainer.h
 	printf '#include "rover_trainer.h"\n' >trainer/ckpt.c
@@ -77,6 +82,10 @@ expect_fail "trainer -> algorithms" trainer/ckpt.c '#include "rover_alg.h"'
 expect_fail "trainer -> plan" trainer/ckpt.c '#include "rover_plan.h"'
 expect_fail "trainer -> daemon" trainer/ckpt.c '#include "../brain/brain.h"'
 expect_fail "common -> trainer" common/log.c '#include "../trainer/rover_trainer.h"'
+expect_fail "a daemon but the brain -> pg" master/main.c '#include "db.h"'
+expect_fail "pg -> algorithms" pg/db.c '#include "rover_alg.h"'
+expect_fail "common -> pg" common/log.c '#include "../pg/db.h"'
+expect_fail "plan -> pg" plan/plan.c '#include "../pg/db.h"'
 ROVER_DAEMONS=gateway expect_fail "a daemon named in ROVER_DAEMONS -> brain" gateway/main.c '#include "brain.h"'
 
 # The message says what the header is and what the layer may include.
