@@ -1,24 +1,33 @@
 /*
- * check_fault_brain.c: the real rover-brain when its PostgreSQL turns
- * read-only under it (default_transaction_read_only set for the whole
- * server and reloaded: what a standby promoted the wrong way round, a full
- * disk's emergency or an operator does): every metrics batch it cannot
- * store is refused with 503 naming the cause, the brain stays up, and it
- * stores again by itself once the server is writable; at the end the job
- * holds exactly the samples of the batches answered 200 (none of the
- * refused ones, none twice).  The time from the server writable again to
- * the first batch stored is printed.
+ * check_fault_brain.c: the real rover-brain when its PostgreSQL cannot
+ * write: turned read-only under it (default_transaction_read_only set for
+ * the whole server and reloaded: what a standby promoted the wrong way
+ * round, a full disk's emergency or an operator does), or out of disk (its
+ * own server's data folder on a small tmpfs, filled by another file).
+ * Every metrics batch it cannot store is refused with 503 naming the
+ * cause, the brain stays up, and it stores again by itself once the
+ * server can write; at the end the job holds exactly the samples of the
+ * batches answered 200 (none of the refused ones, none twice).  The time
+ * from the server writable again to the first batch stored is printed.
+ * The full disk needs root (a tmpfs mount): otherwise a counted skip, a
+ * failure under CI=true.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <libpq-fe.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "brainfix.h"
 #include "faultfix.h"
 #include "parse.h"
+#include "pgfix.h"
 #include "testutil.h"
 
 static struct rv_test_brain brain;
@@ -73,21 +82,27 @@ static long speed_samples(const char *uid)
 	return n;
 }
 
-START_TEST(test_brain_postgres_read_only)
+/* Register examples/job.json: its uid into uid. */
+static void register_job(char *uid, size_t size)
 {
-	char conninfo[512];
-	ck_assert_int_eq(rv_test_pg_fresh_db(0, conninfo, sizeof(conninfo)), 0);
-	const char *args[] = { "--db", conninfo, NULL };
-	ck_assert_int_eq(rv_test_brain_start(&brain, args), 0);
 	char *doc = rv_test_read_file("examples/job.json");
 	ck_assert_ptr_nonnull(doc);
 	struct rv_test_reply r;
 	ck_assert_int_eq(rv_test_http(&brain, "POST", "/v1/jobs", doc, NULL, &r), 0);
 	free(doc);
 	ck_assert_msg(r.status == 201, "status %ld body %s", r.status, r.body);
-	char uid[64];
-	snprintf(uid, sizeof(uid), "%s", rv_test_json_str(r.json, "uid"));
+	snprintf(uid, size, "%s", rv_test_json_str(r.json, "uid"));
 	rv_test_reply_release(&r);
+}
+
+START_TEST(test_brain_postgres_read_only)
+{
+	char conninfo[512];
+	ck_assert_int_eq(rv_test_pg_fresh_db(0, conninfo, sizeof(conninfo)), 0);
+	const char *args[] = { "--db", conninfo, NULL };
+	ck_assert_int_eq(rv_test_brain_start(&brain, args), 0);
+	char uid[64];
+	register_job(uid, sizeof(uid));
 
 	int i = 0, stored = 0;
 	for (; i < 10; i++, stored++)
@@ -116,10 +131,87 @@ START_TEST(test_brain_postgres_read_only)
 }
 END_TEST
 
+/* POST batches to uid until one is refused (at most max): how many were
+ * answered 200, added to *stored; the refusal's status and body. */
+static long post_until_refused(const char *uid, int *i, int max, int *stored, char *body,
+			       size_t size)
+{
+	long st = 200;
+	for (int k = 0; k < max && st == 200; k++, (*i)++) {
+		st = post_batch(uid, *i, body, size);
+		*stored += st == 200;
+	}
+	return st;
+}
+
+/* The brain's own PostgreSQL (--data-dir on a 96 MiB tmpfs) out of disk:
+ * the tmpfs filled by another file while metrics batches come in.  Each
+ * batch it cannot store is refused with 503 naming the cause, the brain
+ * (and its server) stays up, and once space returns it stores again by
+ * itself; the job holds exactly the samples of the batches answered 200. */
+START_TEST(test_brain_postgres_full)
+{
+	if (geteuid() != 0) {
+		RV_TEST_SKIP(true, "mounting a small tmpfs for PostgreSQL's data needs root");
+		return;
+	}
+	char dir[] = "/tmp/rover-fault-pgfull-XXXXXX", data[64], filler[96];
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(data, sizeof(data), "%s/data", dir);
+	snprintf(filler, sizeof(filler), "%s/filler", data);
+	ck_assert_int_eq(mkdir(data, 0755), 0);
+	/* a mount namespace of this test's own: a failing run leaves no mount */
+	ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
+	ck_assert_int_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+	ck_assert_msg(mount("tmpfs", data, "tmpfs", 0, "size=96m,mode=0755") == 0,
+		      "could not mount a tmpfs on %s: %s", data, strerror(errno));
+	ck_assert_int_eq(rv_test_pg_reaper(data, dir), 0);
+	const char *args[] = { "--data-dir", data, NULL };
+	ck_assert_int_eq(rv_test_brain_start(&brain, args), 0);
+	char uid[64];
+	register_job(uid, sizeof(uid));
+
+	int i = 0, stored = 0;
+	for (; i < 10; i++, stored++)
+		ck_assert_int_eq(post_batch(uid, i, NULL, 0), 200);
+	int fd = open(filler, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	ck_assert_int_ge(fd, 0);
+	static const char block[4096];
+	while (write(fd, block, sizeof(block)) > 0)
+		;
+	ck_assert_int_eq(errno, ENOSPC);
+	close(fd);
+	char body[1024];
+	long st = post_until_refused(uid, &i, 2000, &stored, body, sizeof(body));
+	ck_assert_msg(st == 503 && strstr(body, "No space left on device"),
+		      "a batch on a full disk: %ld %s", st, body);
+	for (int k = 0; k < 5; k++, i++) {
+		st = post_batch(uid, i, body, sizeof(body));
+		ck_assert_msg(st == 200 || (st == 503 && strstr(body, "No space left on device")),
+			      "a batch on a full disk: %ld %s", st, body);
+		stored += st == 200;
+	}
+	ck_assert_msg(kill(brain.pid, 0) == 0, "the brain died");
+	ck_assert_int_eq(unlink(filler), 0);
+	int64_t t0 = rv_mono_ms();
+	while ((st = post_batch(uid, i, body, sizeof(body))) != 200 && rv_mono_ms() - t0 < 10000)
+		usleep(20 * 1000);
+	ck_assert_msg(st == 200, "not back 10 s after space returned: %ld %s", st, body);
+	rv_test_fault_report("brain_postgres_space_back", rv_mono_ms() - t0);
+	stored++;
+	for (int k = 0; k < 10; k++, stored++)
+		ck_assert_int_eq(post_batch(uid, ++i, NULL, 0), 200);
+	ck_assert_int_eq(speed_samples(uid), 2L * stored);
+	rv_test_brain_stop(&brain, SIGTERM, 30);
+	ck_assert_int_eq(umount2(data, MNT_DETACH), 0);
+}
+END_TEST
+
 static Suite *fault_brain_suite(void)
 {
 	Suite *s = suite_create("fault_brain");
 	rv_test_fault_add(s, "brain_read_only", test_brain_postgres_read_only, true);
+	rv_test_fault_add(s, "brain_postgres_full", test_brain_postgres_full, true);
 	return s;
 }
 
