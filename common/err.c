@@ -68,6 +68,7 @@ int rv_errno_to_http(int neg_errno)
 	case -ENOTCONN:
 	case -EHOSTUNREACH:
 	case -EROFS:
+	case -ENOSPC:
 		return 503;
 	case -ETIMEDOUT:
 		return 504;

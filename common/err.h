@@ -30,7 +30,7 @@ void rv_utf8_trim_cut(char *s);
 void rv_err_clear(struct rv_err *e);
 
 /* -EINVAL 400, -EACCES/-EPERM 401, -EDQUOT 403 (a quota), -ENOENT 404, -EEXIST/-EBUSY 409, -EMSGSIZE/-E2BIG 413,
- * -EDOM 422, -ECONNREFUSED/-ECONNRESET/-EAGAIN/-ENOTCONN/-EROFS 503, -ETIMEDOUT 504,
+ * -EDOM 422, -ECONNREFUSED/-ECONNRESET/-EAGAIN/-ENOTCONN/-EROFS/-ENOSPC 503, -ETIMEDOUT 504,
  * else 500. */
 int rv_errno_to_http(int neg_errno);
 

@@ -110,7 +110,7 @@ static int run_op(struct master *m, int type, struct master_op *op, const void *
 		: rc >= 0 ? journal_sync(m->journal, 0, (int)m->cfg.sync_timeout_ms)
 			  : 0;
 	if (rc >= 0 && s < 0) {
-		res->rc = rv_err_set(&res->err, -EIO, "", "could not make the operation durable");
+		res->rc = state_sync_err(m, s, &res->err);
 		return res->rc;
 	}
 	return rc;

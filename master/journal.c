@@ -703,16 +703,12 @@ static int journal_replay(struct journal *j, journal_apply_fn on_snapshot,
 	 * old journal, all of it covered: finish that compaction. */
 	if (have_snap && j->journal_base < snap_seq && sc.last_seq <= snap_seq)
 		rc = journal_start_fresh(j, snap_seq, err);
-	/* A journal of an older version, or one cut by a failed write. */
-	if (rc == 0 && j->prewrite && j->zero_end - j->good_off < (off_t)j->prewrite / 2) {
-		rc = journal_extend(j, j->fd, j->zero_end, j->good_off + (off_t)j->prewrite);
-		if (rc < 0) {
-			rv_err_set(err, rc, NULL, "could not prewrite %s/journal: %s", j->dir,
-				   strerror(-rc));
-			goto out;
-		}
+	/* A journal of an older version, or one cut by a failed write.  The
+	 * room only makes commits cheaper: a full folder (what filled up while
+	 * the last process ran) still opens, and its commits append. */
+	if (rc == 0 && j->prewrite && j->zero_end - j->good_off < (off_t)j->prewrite / 2 &&
+	    journal_extend(j, j->fd, j->zero_end, j->good_off + (off_t)j->prewrite) == 0)
 		j->zero_end = j->good_off + (off_t)j->prewrite;
-	}
 out:
 	journal_unmap(&jm);
 	journal_unmap(&snap);

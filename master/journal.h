@@ -57,7 +57,8 @@ typedef int (*journal_apply_fn)(void *ctx, int type, const void *data, size_t le
  * fdatasync: short, or a bad checksum, as a crash mid-write leaves) is a torn
  * tail: that batch is overwritten with zeros (up to its last non-zero byte)
  * and counted (torn_records, torn_bytes_truncated); the next record goes
- * where it was.  Returns the journal (free with journal_close) or NULL with
+ * where it was.  The prewritten room is made when there is space for it: a
+ * full folder still opens.  Returns the journal (free with journal_close) or NULL with
  * err filled: -EUCLEAN a damaged record with a later batch after it, a
  * damaged snapshot or a gap in the sequence numbers (err->msg names the file
  * and the byte offset; nothing applied, nothing changed on disk); -EMSGSIZE

@@ -85,6 +85,9 @@ static const struct rv_cfg_opt master_opts[] = {
 	    0, "take a snapshot (and start a fresh journal) after this many records"),
 	OPT("journal", "sync_timeout_ms", NULL, RV_CFG_INT, sync_timeout_ms, "10000", 10, 600000, 0,
 	    "a request waits this long for its record to be durable, then fails (503), ms"),
+	OPT("journal", "prewrite_kb", NULL, RV_CFG_INT, prewrite_kb, "16384", 4, 1048576, 0,
+	    "the journal file is kept written with zeros this far ahead of its records, so "
+	    "that a commit need not grow it; also the room the journal needs to start, KiB"),
 	OPT("journal", "nosync", NULL, RV_CFG_BOOL, nosync, "false", 0, 0, 0,
 	    "never fsync (tests and benchmarks only: a crash of the machine loses records)"),
 	OPT("netcheck", "timeout_ms", NULL, RV_CFG_INT, netcheck_timeout_ms, "30000", 1000, 3600000,

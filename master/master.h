@@ -41,7 +41,7 @@ struct master_cfg {
 	char nnodes[32];
 	long long node_unit, last_call_ms, max_wait_s, heartbeat_timeout_ms, world_wait_max_ms;
 	long long doing_timeout_ms, max_todo_ranges, max_in_flight, shard_seed;
-	long long commit_delay_us, snapshot_every, sync_timeout_ms;
+	long long commit_delay_us, snapshot_every, sync_timeout_ms, prewrite_kb;
 	long long netcheck_timeout_ms;
 	double netcheck_straggler_ratio;
 	int nosync;
@@ -252,10 +252,16 @@ int state_apply(struct master *m, int type, const struct master_op *op, const vo
 		size_t doc_len, struct master_result *res, int64_t *seq);
 /* After unlocking: wait until seq is durable; a snapshot when due. */
 int state_sync(struct master *m, int64_t seq);
+/* What a failed state_sync (rc) tells the client, in err: -ENOSPC when the
+ * state folder is full or over quota (the records stay buffered and the
+ * next sync writes them once there is room; err names the folder), else
+ * -EIO with the cause.  Returns that code. */
+int state_sync_err(const struct master *m, int rc, struct rv_err *err);
 /* Reply resp (filled by the handler) once every record up to seq (0: every
  * record appended so far) is durable: on a pooled server the reply is
  * deferred to the completer thread, else this waits.  must_sync: a failed
- * sync replaces the reply with a 500.  Returns 0 (resp is the reply or was
+ * sync replaces the reply with state_sync_err's (503 for a full folder, else
+ * 500).  Returns 0 (resp is the reply or was
  * deferred). */
 int state_reply_durable(struct master *m, struct rv_http_resp *resp, int64_t seq, bool must_sync);
 /* Append the data checkpoint of step to *out (under the lock): the shard

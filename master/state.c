@@ -752,15 +752,41 @@ static int take_snapshot(struct master *m)
 	return rc;
 }
 
+/* A journal sync failed: counted and logged, with its cause and folder. */
+static void sync_failed(struct master *m, int64_t seq, int rc)
+{
+	char q[600];
+	atomic_fetch_add(&m->sync_errors, 1);
+	rv_log_error("could not make an operation durable",
+		     "seq=%" PRId64 " errno=%d reason=%s dir=%s", seq, -rc,
+		     rv_log_q(q, sizeof(q), strerror(-rc)), m->cfg.state_dir);
+}
+
+int state_sync_err(const struct master *m, int rc, struct rv_err *err)
+{
+	if (rc == -ENOSPC || rc == -EDQUOT)
+		return rv_err_set(err, -ENOSPC, "", "could not write the journal in %s: %s",
+				  m->cfg.state_dir, strerror(-rc));
+	return rv_err_set(err, -EIO, "", "could not make the operation durable: %s", strerror(-rc));
+}
+
+/* The reply to a write whose record could not be made durable. */
+static void durable_fail(const struct master *m, struct rv_http_resp *resp, int rc)
+{
+	struct rv_err err = { 0 };
+	if (state_sync_err(m, rc, &err) == -ENOSPC)
+		rv_http_resp_error_text(resp, 503, "unavailable", err.msg, "");
+	else
+		rv_http_resp_error(resp, -EIO, &err);
+}
+
 int state_sync(struct master *m, int64_t seq)
 {
 	if (seq <= 0)
 		return 0;
 	int rc = journal_sync(m->journal, seq, (int)m->cfg.sync_timeout_ms);
 	if (rc < 0) {
-		atomic_fetch_add(&m->sync_errors, 1);
-		rv_log_error("could not make an operation durable", "seq=%" PRId64 " errno=%d", seq,
-			     -rc);
+		sync_failed(m, seq, rc);
 		return rc;
 	}
 	if (m->since_snapshot >= m->cfg.snapshot_every) {
@@ -808,17 +834,17 @@ static void *completer_main(void *arg)
 			any |= w->seq <= 0;
 		}
 		int rc = any ? journal_sync(m->journal, 0, (int)m->cfg.sync_timeout_ms) : 0;
+		if (rc < 0)
+			sync_failed(m, 0, rc);
 		if (rc >= 0 && top > 0)
 			rc = state_sync(m, top);
 		while (list) {
 			struct durable_wait *w = list;
 			list = w->next;
 			if (rc < 0 && w->must_sync) {
-				struct rv_err err = { 0 };
 				struct rv_http_resp r = { 0 };
 				free(w->body);
-				rv_err_set(&err, -EIO, "", "could not make the operation durable");
-				rv_http_resp_error(&r, -EIO, &err);
+				durable_fail(m, &r, rc);
 				w->status = r.status;
 				w->body = r.body;
 			}
@@ -854,11 +880,8 @@ int state_reply_durable(struct master *m, struct rv_http_resp *resp, int64_t seq
 	}
 	int s = seq > 0 ? state_sync(m, seq)
 			: journal_sync(m->journal, 0, (int)m->cfg.sync_timeout_ms);
-	if (must_sync && s < 0) {
-		struct rv_err err = { 0 };
-		rv_err_set(&err, -EIO, "", "could not make the operation durable");
-		rv_http_resp_error(resp, -EIO, &err);
-	}
+	if (must_sync && s < 0)
+		durable_fail(m, resp, s);
 	return 0;
 }
 
@@ -1053,6 +1076,7 @@ int state_open(struct master *m, struct rv_err *err)
 		.max_record = (size_t)RV_MAX_CKPT_DOC + 4096,
 		.commit_delay_us = (int)m->cfg.commit_delay_us,
 		.nosync = m->cfg.nosync != 0,
+		.prewrite = (size_t)m->cfg.prewrite_kb * 1024,
 	};
 	m->wall0_ms = rv_now_ms();
 	m->mono0_ms = rv_mono_ms();

@@ -131,6 +131,9 @@ int rv_db_sqlstate_errno(const char *s)
 	/* 25006: a write on a server (or session) that is read-only now */
 	if (!strcmp(s, "25006"))
 		return -EROFS;
+	/* 53100: disk full (a relation or a temp file could not grow) */
+	if (!strcmp(s, "53100"))
+		return -ENOSPC;
 	/* 08: connection exception; 57P01-57P03: admin/crash shutdown, cannot connect now */
 	if (!strncmp(s, "08", 2) || !strcmp(s, "57P01") || !strcmp(s, "57P02") ||
 	    !strcmp(s, "57P03"))

@@ -6,7 +6,8 @@
  * (rv_db_exec), never built with sprintf.  SQLSTATE maps to errno in one place:
  * 23505 -> -EEXIST, 23503 -> -ENOENT, 22xxx/23xxx other -> -EINVAL,
  * 40001/40P01 -> -EAGAIN, lost connection / server down -> -ECONNRESET,
- * statement timeout 57014 -> -ETIMEDOUT, read-only 25006 -> -EROFS.
+ * statement timeout 57014 -> -ETIMEDOUT, read-only 25006 -> -EROFS, disk full
+ * 53100 -> -ENOSPC.
  * Thread-safe: the pool has its own mutex; connections are never shared.
  */
 #ifndef RV_DB_H

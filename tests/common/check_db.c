@@ -148,6 +148,7 @@ START_TEST(sqlstate_mapping)
 	ck_assert_int_eq(rv_db_sqlstate_errno("23505"), -EEXIST);
 	ck_assert_int_eq(rv_db_sqlstate_errno("23503"), -ENOENT);
 	ck_assert_int_eq(rv_db_sqlstate_errno("25006"), -EROFS);
+	ck_assert_int_eq(rv_db_sqlstate_errno("53100"), -ENOSPC);
 	ck_assert_int_eq(rv_db_sqlstate_errno("23502"), -EINVAL);
 	ck_assert_int_eq(rv_db_sqlstate_errno("22P02"), -EINVAL);
 	ck_assert_int_eq(rv_db_sqlstate_errno("40001"), -EAGAIN);

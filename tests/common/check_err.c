@@ -31,6 +31,7 @@ static const struct {
 	{ -ENOTCONN, 503, "unavailable" },
 	{ -EHOSTUNREACH, 503, "unavailable" },
 	{ -EROFS, 503, "unavailable" },
+	{ -ENOSPC, 503, "unavailable" },
 	{ -ETIMEDOUT, 504, "timeout" },
 	{ -ENOMEM, 500, "internal" },
 	{ -EIO, 500, "internal" },

@@ -5,16 +5,19 @@
  *     bytes zeroed in place (the prewritten room after them), then a
  *     restart on each copy: it starts, and holds exactly the samples
  *     acknowledged before the batch, or the batch too when it is whole;
- *   - the state folder full (a 4 MiB tmpfs, filled by another file): the
- *     writes it cannot journal are refused with a clear error, nothing
- *     acknowledged is lost (a kill -9 and restart afterwards keeps every
- *     acknowledged done), and once space returns it carries on by itself:
+ *   - the state folder full (a 1 MiB tmpfs, filled by another file, the
+ *     journal's prewritten room 16 KiB) while a worker takes shards: once
+ *     the room is used up the writes it cannot journal are refused with a
+ *     503 naming the folder and the cause, the master stays up, and once
+ *     space returns it carries on by itself; killed (-9) while full, it
+ *     restarts on the full folder holding exactly the acknowledged dones;
  *     every sample processed exactly once.
  * make test cuts at every 7th offset (and the first and last 8); make
  * fault (ROVER_FAULT_ALL=1) at every one.  The full folder needs root (a
  * tmpfs mount): otherwise a counted skip, a failure under CI=true.
  */
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -171,10 +174,195 @@ START_TEST(test_torn_journal_tail)
 }
 END_TEST
 
+/* ---- the state folder full ---- */
+
+#define FULL_SIZE   1200
+#define FULL_EPOCHS 2
+
+/* One worker of the full-folder scenario: the task it holds, the request
+ * id of its shard request (kept until a reply came, as the client's own
+ * retries keep it), and what was acknowledged. */
+struct full_worker {
+	struct rv_master_client *c;
+	int64_t req;
+	bool have;
+	struct rv_shard_task t;
+	atomic_int counts[FULL_SIZE * FULL_EPOCHS];
+	int64_t acked; /* samples whose done was answered 200 */
+	char err[512]; /* the last refusal */
+	int refusals;  /* 503s answered */
+};
+
+/* A client that never retries: each refusal is seen. */
+static void full_connect(struct full_worker *w, const struct rv_test_master *m)
+{
+	rv_master_client_free(w->c);
+	struct rv_master_opts o = { .url = m->url, .timeout_ms = 10000, .max_attempts = 1 };
+	w->c = rv_master_client_new(&o, NULL);
+	ck_assert_ptr_nonnull(w->c);
+}
+
+/* One call: a shard request, or the done of the task held.  1 when a done
+ * was answered, 0 another call answered, -EAGAIN a refusal (w->err), 2 the
+ * dataset finished. */
+static int full_step(struct full_worker *w)
+{
+	struct rv_err err = { 0 };
+	int rc;
+	if (!w->have) {
+		struct rv_shard_next req = {
+			.node = "n0", .worker = 0, .dataset = "train", .req = w->req
+		};
+		rc = rv_master_shard_next(w->c, &req, &w->t, &err);
+		if (rc == 0 && w->t.status == RV_SHARD_FINISHED)
+			return 2;
+		if (rc == 0 && w->t.status == RV_SHARD_TASK) {
+			w->have = true;
+			w->req++;
+		}
+	} else {
+		struct rv_shard_done d = { .node = "n0", .worker = 0, .id = w->t.id };
+		bool counted = false;
+		/* a done refused (503) was applied in memory all the same: its
+		 * repeat is answered "not counted", and it is this worker's */
+		rc = rv_master_shard_done(w->c, &d, &counted, &err);
+		if (rc == 0) {
+			for (int64_t i = w->t.start; i < w->t.end; i++)
+				atomic_fetch_add(&w->counts[w->t.epoch * FULL_SIZE + i], 1);
+			w->acked += w->t.end - w->t.start;
+			w->have = false;
+			return 1;
+		}
+	}
+	if (rc == -EAGAIN) {
+		snprintf(w->err, sizeof(w->err), "%s", err.msg);
+		w->refusals++;
+		return -EAGAIN;
+	}
+	ck_assert_msg(rc == 0, "a shard call failed: %d %s", rc, err.msg);
+	return 0;
+}
+
+/* Fill the file system of dir with dir/filler until it refuses. */
+static void full_fill(const char *dir)
+{
+	char path[400];
+	snprintf(path, sizeof(path), "%s/filler", dir);
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	ck_assert_int_ge(fd, 0);
+	static const char block[4096];
+	while (write(fd, block, sizeof(block)) > 0)
+		;
+	ck_assert_int_eq(errno, ENOSPC);
+	close(fd);
+}
+
+static void full_free(const char *dir)
+{
+	char path[400];
+	snprintf(path, sizeof(path), "%s/filler", dir);
+	ck_assert_int_eq(unlink(path), 0);
+}
+
+/* Calls until one is refused; each refusal names the cause. */
+static void full_until_refused(struct full_worker *w, const struct rv_test_master *m)
+{
+	int rc = 0;
+	int i = 0;
+	for (; i < 2000 && rc != -EAGAIN; i++) {
+		rc = full_step(w);
+		ck_assert_int_ne(rc, 2);
+	}
+	ck_assert_msg(rc == -EAGAIN, "no call refused with the state folder full");
+	printf("diag: refused after %d calls\n", i);
+	ck_assert_msg(strstr(w->err, "No space left on device") && strstr(w->err, m->state),
+		      "the refusal does not name the full state folder: %s", w->err);
+}
+
+/* The state folder full while a worker takes and finishes shards, twice:
+ * once space returns the master carries on by itself (the time from the
+ * space freed to the first call answered is the recovery); killed (-9)
+ * while full, it restarts on the full folder holding exactly what was
+ * acknowledged.  At the end every sample was processed exactly once. */
+START_TEST(test_state_full)
+{
+	if (geteuid() != 0) {
+		RV_TEST_SKIP(true, "mounting a small tmpfs as the state folder needs root");
+		return;
+	}
+	struct rv_test_master m;
+	char *spec = rv_test_master_spec(FULL_SIZE, 10, FULL_EPOCHS, 1, 1);
+	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
+	free(spec);
+	ck_assert_int_eq(mkdir(m.state, 0700), 0);
+	/* a mount namespace of this test's own: a failing run leaves no mount */
+	ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
+	ck_assert_int_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+	ck_assert_msg(mount("tmpfs", m.state, "tmpfs", 0, "size=1m,mode=0700") == 0,
+		      "could not mount a tmpfs on %s: %s", m.state, strerror(errno));
+	const char *args[] = { "--journal-prewrite-kb", "16", "--journal-snapshot-every", "40",
+			       NULL };
+	ck_assert_int_eq(rv_test_master_start(&m, args), 0);
+	struct full_worker *w = calloc(1, sizeof(*w));
+	w->req = 1000;
+	full_connect(w, &m);
+	for (int n = 0; n < 8;)
+		n += full_step(w) == 1;
+
+	/* full: refused, naming the cause; the master up, reads answered */
+	full_fill(m.state);
+	full_until_refused(w, &m);
+	for (int i = 0; i < 5; i++)
+		ck_assert_int_eq(full_step(w), -EAGAIN);
+	ck_assert_msg(kill(m.pid, 0) == 0, "the master died of a full state folder");
+	ck_assert_int_ge(samples_done(&m), w->acked);
+	full_free(m.state);
+	int64_t t0 = rv_mono_ms();
+	int rc;
+	while ((rc = full_step(w)) == -EAGAIN && rv_mono_ms() - t0 < 10000)
+		usleep(20 * 1000);
+	ck_assert_msg(rc >= 0, "not back 10 s after space returned: %s", w->err);
+	rv_test_fault_report("state_full_space_back", rv_mono_ms() - t0);
+	for (int n = 0; n < 4;)
+		n += full_step(w) == 1;
+
+	/* full again, then killed and restarted on the full folder: exactly
+	 * the acknowledged samples */
+	full_fill(m.state);
+	full_until_refused(w, &m);
+	ck_assert_int_ge(rv_test_master_stop(&m, SIGKILL, 5000), 0);
+	ck_assert_msg(rv_test_master_restart(&m) == 0, "the master did not start on a full folder");
+	ck_assert_int_eq(samples_done(&m), w->acked);
+	full_connect(w, &m);
+	full_free(m.state);
+	int64_t t1 = rv_mono_ms();
+	while ((rc = full_step(w)) != 2 && rv_mono_ms() - t1 < 60000)
+		;
+	ck_assert_msg(rc == 2, "the dataset did not finish once space returned");
+	long lost, twice;
+	rv_test_count_once(w->counts, FULL_SIZE * FULL_EPOCHS, &lost, &twice);
+	printf("diag: state full: %d refusals, last: %s\n", w->refusals, w->err);
+	ck_assert_msg(lost == 0 && twice == 0, "%ld samples lost, %ld processed twice", lost,
+		      twice);
+	ck_assert_int_eq(samples_done(&m), (int64_t)FULL_SIZE * FULL_EPOCHS);
+	char *log = rv_test_read_file(m.log);
+	ck_assert_msg(log && strstr(log, "msg=\"could not make an operation durable\"") &&
+			      strstr(log, "reason=\"No space left on device\""),
+		      "the master's log does not name the full folder");
+	free(log);
+	rv_master_client_free(w->c);
+	free(w);
+	ck_assert_int_ge(rv_test_master_stop(&m, SIGKILL, 5000), 0);
+	ck_assert_int_eq(umount(m.state), 0);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
 static Suite *fault_storage_suite(void)
 {
 	Suite *s = suite_create("fault_storage");
 	rv_test_fault_add(s, "torn_journal", test_torn_journal_tail, true);
+	rv_test_fault_add(s, "state_full", test_state_full, true);
 	return s;
 }
 
