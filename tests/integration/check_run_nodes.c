@@ -23,6 +23,7 @@
 
 #include "brainfix.h"
 #include "masterfix.h"
+#include "netnsfix.h"
 #include "parse.h"
 #include "runfix.h"
 #include "testutil.h"
@@ -134,38 +135,62 @@ struct rec {
 	bool agent;    /* kill -9 of the victim's rover-run, not its worker */
 	bool netcheck; /* --network-check on every node */
 	bool relaunch; /* start a new rover-run in the victim's place */
+	bool netns;    /* node i in namespace i of net, the master on its bridge */
+	int delay_ms;  /* with netns: the victim's link delays each packet so long */
 };
 
 struct rec_run {
 	struct rv_test_master m;
 	struct rv_test_run r[4];
 	char dir[32], path[128], ckpt[128];
+	const char *margs[4];
 	double kill_t; /* wall-clock seconds */
 };
 
+static struct rv_test_netns net; /* the netns cases' hosts */
+
 static void rec_start(const struct rec *c, struct rec_run *x, int i)
 {
-	char nn[16], steps[16];
+	char nn[16], steps[16], gloo_if[48];
 	snprintf(nn, sizeof(nn), "%d:%d", c->min, c->max);
 	snprintf(steps, sizeof(steps), "%d", c->steps);
-	const char *env[] = { "TORCH_CPP_LOG_LEVEL=INFO", "TORCH_DISTRIBUTED_DEBUG=DETAIL", NULL };
-	const char *args[] = { "--nnodes",
-			       nn,
-			       "--nproc-per-node",
-			       "1",
-			       "--max-restarts",
-			       "2",
-			       "--rdzv-endpoint",
-			       x->m.addr,
-			       c->netcheck ? "--network-check" : "--monitor-interval",
-			       c->netcheck ? "--monitor-interval" : "5",
-			       c->netcheck ? "5" : x->path,
-			       c->netcheck ? x->path : x->ckpt,
-			       c->netcheck ? x->ckpt : steps,
-			       c->netcheck ? steps : NULL,
-			       NULL };
+	snprintf(gloo_if, sizeof(gloo_if), "GLOO_SOCKET_IFNAME=%s", net.veth_ns[i]);
+	const char *env[] = { "TORCH_CPP_LOG_LEVEL=INFO", "TORCH_DISTRIBUTED_DEBUG=DETAIL",
+			      c->netns ? gloo_if : NULL, NULL };
+	const char *args[24] = { "--nnodes", nn, "--nproc-per-node", "1", "--max-restarts", "2",
+				 "--rdzv-endpoint", x->m.addr, "--monitor-interval", "5" };
+	int n = 10;
+	if (c->netcheck)
+		args[n++] = "--network-check";
+	if (c->netns) {
+		args[n++] = "--local-addr";
+		args[n++] = net.addr[i];
+	}
+	args[n++] = x->path;
+	args[n++] = x->ckpt;
+	args[n++] = steps;
+	args[n] = NULL;
 	ck_assert_int_eq(rv_test_run_init(&x->r[i]), 0);
+	if (c->netns)
+		x->r[i].wrap = net.wrap[i];
 	ck_assert_int_eq(rv_test_run_start_joined(&x->r[i], args, env, 60000), 0);
+}
+
+/* The master: on loopback, or for the netns cases on the bridge, where
+ * every node's namespace reaches it. */
+static void rec_master(const struct rec *c, struct rec_run *x)
+{
+	if (!c->netns) {
+		ck_assert_int_eq(rv_test_master_start(&x->m, NULL), 0);
+		return;
+	}
+	int k = snprintf(x->m.addr, sizeof(x->m.addr), "%s:%d", net.addr_root, x->m.port);
+	ck_assert_int_lt(k, (int)sizeof(x->m.addr));
+	snprintf(x->m.url, sizeof(x->m.url), "http://%s", x->m.addr);
+	x->margs[0] = "--listen";
+	x->margs[1] = x->m.addr;
+	x->margs[2] = NULL;
+	ck_assert_int_eq(rv_test_master_start(&x->m, x->margs), 0);
 }
 
 /* Start the job and kill the victim mid-run, warm: false when skipped. */
@@ -173,6 +198,15 @@ static bool rec_begin(const struct rec *c, struct rec_run *x)
 {
 	if (system("/usr/bin/python3 -c 'import torch.distributed' >/dev/null 2>&1") != 0) {
 		RV_TEST_SKIP(true, "/usr/bin/python3 cannot import torch");
+		return false;
+	}
+	if (c->netns && net.skip[0]) {
+		RV_TEST_SKIP(true, "%s", net.skip);
+		return false;
+	}
+	/* netem is the kernel's (sch_netem), not a package CI installs */
+	if (c->delay_ms > 0 && rv_test_netns_delay(&net, c->victim, c->delay_ms) < 0) {
+		RV_TEST_SKIP(false, "no tc netem delay here (a kernel without sch_netem)");
 		return false;
 	}
 	snprintf(x->dir, sizeof(x->dir), "/tmp/rv-nodes-XXXXXX");
@@ -190,7 +224,7 @@ static bool rec_begin(const struct rec *c, struct rec_run *x)
 	char *spec = rv_test_master_spec(1000, 10, 1, c->min, c->max);
 	ck_assert_int_eq(rv_test_master_init(&x->m, spec), 0);
 	free(spec);
-	ck_assert_int_eq(rv_test_master_start(&x->m, NULL), 0);
+	rec_master(c, x);
 	for (int i = 0; i < c->agents; i++)
 		rec_start(c, x, i);
 	/* mid-run, warm: the restarted workers fork from the warm interpreter */
@@ -243,6 +277,27 @@ static double step_after(const char *out, int rank, double t)
 	return 0;
 }
 
+/* Seconds from the kill to the first step of the new world: the first
+ * step rank 0 logs after the last "pg" line (a process group of the new
+ * world) of the nodes' outputs outs[0..n); -1 when there is none. */
+static double next_step_s(char *const *outs, int n, double kill_t)
+{
+	double pg = 0;
+	for (int i = 0; i < n; i++)
+		for (const char *p = strstr(outs[i], "pg rank="); p; p = strstr(p + 1, "pg rank=")) {
+			const char *t = strstr(p, " t=");
+			double ts = t ? strtod(t + 3, NULL) : 0;
+			if (ts > kill_t && ts > pg)
+				pg = ts;
+		}
+	for (int i = 0; pg > 0 && i < n; i++) {
+		double t = step_after(outs[i], 0, pg);
+		if (t > 0)
+			return t - kill_t;
+	}
+	return -1;
+}
+
 /* A worker killed: the job ends with the model a run without failures
  * reaches, as the file's header says. */
 static void recover(const struct rec *c)
@@ -257,7 +312,8 @@ static void recover(const struct rec *c)
 	double want[64], got[64];
 	int nw = reference(x.path, n, c->steps, want, 64);
 	ck_assert_int_eq(nw, 36); /* Linear(8, 4): 32 weights, 4 biases */
-	int ng = 0, watched = 0, restarted = 0;
+	int ng = 0, watched = 0, restarted = 0, nouts = 0;
+	char *outs[4];
 	for (int i = 0; i < c->agents; i++) {
 		if (c->agent && i == c->victim)
 			continue;
@@ -288,9 +344,17 @@ static void recover(const struct rec *c)
 		if (c->netcheck && i > 0)
 			ck_assert_msg(strstr(err, "msg=\"node 0's store answers\""),
 				      "node %d started its workers without node 0's store", i);
-		free(out);
+		outs[nouts++] = out;
 		free(err);
 	}
+	double next = next_step_s(outs, nouts, x.kill_t);
+	printf("check_run_nodes: %s nodes=%d victim=%d%s delay_ms=%d: kill -9 to the next "
+	       "step %.3f s\n",
+	       c->netns ? "netns" : "loopback", n, c->victim, c->agent ? " (rover-run)" : "",
+	       c->delay_ms, next);
+	ck_assert_msg(next > 0, "no step of the new world");
+	for (int i = 0; i < nouts; i++)
+		free(outs[i]);
 	ck_assert_int_eq(ng, nw);
 	for (int i = 0; i < nw; i++)
 		ck_assert_msg(got[i] - want[i] < 1e-4 && want[i] - got[i] < 1e-4,
@@ -406,6 +470,69 @@ START_TEST(test_network_check_store_ready)
 }
 END_TEST
 
+/* ---- the same across network namespaces: node i in namespace i of net,
+ * its own address (--local-addr), the master on the bridge: the store,
+ * the world watch and the spare's join cross the veths. ---- */
+
+START_TEST(test_netns_two_nodes_kill_on_node1)
+{
+	recover(&(struct rec){
+		.agents = 2, .min = 2, .max = 2, .victim = 1, .steps = STEPS, .netns = true });
+}
+END_TEST
+
+START_TEST(test_netns_two_nodes_kill_on_store_host)
+{
+	recover(&(struct rec){
+		.agents = 2, .min = 2, .max = 2, .victim = 0, .steps = STEPS, .netns = true });
+}
+END_TEST
+
+START_TEST(test_netns_three_nodes_kill_on_store_host)
+{
+	recover(&(struct rec){
+		.agents = 3, .min = 3, .max = 3, .victim = 0, .steps = STEPS, .netns = true });
+}
+END_TEST
+
+START_TEST(test_netns_spare_replaces_lost_node)
+{
+	recover(&(struct rec){ .agents = 3,
+			       .min = 2,
+			       .max = 2,
+			       .victim = 1,
+			       .steps = 200,
+			       .agent = true,
+			       .netns = true });
+}
+END_TEST
+
+/* node 1's link delays every packet 20 ms each way (tc netem): the
+ * recovery still needs no connect retry, and its time is printed */
+START_TEST(test_netns_delay_kill_on_node1)
+{
+	recover(&(struct rec){ .agents = 2,
+			       .min = 2,
+			       .max = 2,
+			       .victim = 1,
+			       .steps = STEPS,
+			       .netns = true,
+			       .delay_ms = 20 });
+}
+END_TEST
+
+/* Parent, before the netns cases fork: three hosts on a bridge. */
+static void nodes_netns_up(void)
+{
+	rv_test_netns_up(&net, "rover-nodes", 3);
+}
+
+/* Parent, after them, whatever they did. */
+static void nodes_netns_down(void)
+{
+	rv_test_netns_down(&net);
+}
+
 static Suite *run_nodes_suite(void)
 {
 	Suite *s = suite_create("run_nodes");
@@ -422,6 +549,15 @@ static Suite *run_nodes_suite(void)
 	tcase_add_test(ts, test_network_check_store_ready);
 	tcase_add_test(ts, test_no_spare_shrinks_and_grows);
 	suite_add_tcase(s, ts);
+	TCase *tn = tcase_create("netns");
+	tcase_set_timeout(tn, 300);
+	tcase_add_unchecked_fixture(tn, nodes_netns_up, nodes_netns_down);
+	tcase_add_test(tn, test_netns_two_nodes_kill_on_node1);
+	tcase_add_test(tn, test_netns_two_nodes_kill_on_store_host);
+	tcase_add_test(tn, test_netns_three_nodes_kill_on_store_host);
+	tcase_add_test(tn, test_netns_spare_replaces_lost_node);
+	tcase_add_test(tn, test_netns_delay_kill_on_node1);
+	suite_add_tcase(s, tn);
 	return s;
 }
 
