@@ -173,7 +173,10 @@ static void rec_start(const struct rec *c, struct rec_run *x, int i)
 	ck_assert_int_eq(rv_test_run_init(&x->r[i]), 0);
 	if (c->netns)
 		x->r[i].wrap = net.wrap[i];
-	ck_assert_int_eq(rv_test_run_start_joined(&x->r[i], args, env, 60000), 0);
+	int rc = rv_test_run_start_joined(&x->r[i], args, env, 60000);
+	if (rc < 0)
+		rv_test_run_dump(x->r, i + 1, x->m.log);
+	ck_assert_msg(rc == 0, "node %d did not join: %s", i, strerror(-rc));
 }
 
 /* The master: on loopback, or for the netns cases on the bridge, where
@@ -556,8 +559,13 @@ static Suite *run_nodes_suite(void)
 	tcase_add_test(tn, test_netns_two_nodes_kill_on_store_host);
 	tcase_add_test(tn, test_netns_three_nodes_kill_on_store_host);
 	tcase_add_test(tn, test_netns_spare_replaces_lost_node);
-	tcase_add_test(tn, test_netns_delay_kill_on_node1);
 	suite_add_tcase(s, tn);
+	/* its own case: a relayed link (no sch_netem) goes with the test */
+	TCase *td = tcase_create("netns_delay");
+	tcase_set_timeout(td, 300);
+	tcase_add_unchecked_fixture(td, nodes_netns_up, nodes_netns_down);
+	tcase_add_test(td, test_netns_delay_kill_on_node1);
+	suite_add_tcase(s, td);
 	return s;
 }
 

@@ -39,6 +39,7 @@ struct rv_test_netns {
 	char veth_host[RV_TEST_NETNS_MAX][16]; /* on the bridge */
 	char veth_ns[RV_TEST_NETNS_MAX][16];   /* inside ns[i] */
 	char addr[RV_TEST_NETNS_MAX][32];      /* veth_ns[i]'s */
+	char mac[RV_TEST_NETNS_MAX][20];       /* veth_ns[i]'s, fixed: peers' caches hold */
 	/* "ip netns exec NS", NULL-terminated: struct rv_test_run's wrap */
 	const char *wrap[RV_TEST_NETNS_MAX][5];
 	char skip[256]; /* why the hosts could not be made, or "" */
@@ -50,8 +51,12 @@ struct rv_test_netns {
 int rv_test_netns_up(struct rv_test_netns *net, const char *prefix, int n);
 /* Remove whatever rv_test_netns_up made (also after it failed). */
 void rv_test_netns_down(struct rv_test_netns *net);
-/* Delay every packet that leaves either end of namespace i's link by ms
- * (tc netem), 0 to take the delay off.  0 or a negative errno. */
+/* Delay every packet that crosses namespace i's link by ms, each way:
+ * tc netem on both ends of the veth pair, else (a kernel without
+ * sch_netem) a thread of this process relaying the frames between two TAP
+ * devices that take the pair's place, names and addresses; they go with
+ * this process, leaving namespace i without a link.  0 takes netem's delay
+ * off or stops the relay.  0 or a negative errno. */
 int rv_test_netns_delay(struct rv_test_netns *net, int i, int ms);
 
 #endif
