@@ -118,7 +118,8 @@ static void start_job(struct job *j, const char *const *margs, const char *const
 		ck_assert_int_eq(rv_test_run_file(r, "ddp.py", ddp_script, script, sizeof(script)),
 				 0);
 		r->wrap = net.wrap[i];
-		snprintf(j->gloo_if[i], sizeof(j->gloo_if[i]), "GLOO_SOCKET_IFNAME=%s", net.veth_ns[i]);
+		snprintf(j->gloo_if[i], sizeof(j->gloo_if[i]), "GLOO_SOCKET_IFNAME=%s",
+			 net.veth_ns[i]);
 		j->env[i][0] = j->gloo_if[i];
 		j->env[i][1] = NULL;
 		const char *argv[40] = { "--nnodes",        "2",   "--nproc-per-node", "1",

@@ -157,8 +157,9 @@ static void rec_start(const struct rec *c, struct rec_run *x, int i)
 	snprintf(gloo_if, sizeof(gloo_if), "GLOO_SOCKET_IFNAME=%s", net.veth_ns[i]);
 	const char *env[] = { "TORCH_CPP_LOG_LEVEL=INFO", "TORCH_DISTRIBUTED_DEBUG=DETAIL",
 			      c->netns ? gloo_if : NULL, NULL };
-	const char *args[24] = { "--nnodes", nn, "--nproc-per-node", "1", "--max-restarts", "2",
-				 "--rdzv-endpoint", x->m.addr, "--monitor-interval", "5" };
+	const char *args[24] = { "--nnodes",           nn,  "--nproc-per-node", "1",
+				 "--max-restarts",     "2", "--rdzv-endpoint",  x->m.addr,
+				 "--monitor-interval", "5" };
 	int n = 10;
 	if (c->netcheck)
 		args[n++] = "--network-check";
@@ -287,7 +288,8 @@ static double next_step_s(char *const *outs, int n, double kill_t)
 {
 	double pg = 0;
 	for (int i = 0; i < n; i++)
-		for (const char *p = strstr(outs[i], "pg rank="); p; p = strstr(p + 1, "pg rank=")) {
+		for (const char *p = strstr(outs[i], "pg rank="); p;
+		     p = strstr(p + 1, "pg rank=")) {
 			const char *t = strstr(p, " t=");
 			double ts = t ? strtod(t + 3, NULL) : 0;
 			if (ts > kill_t && ts > pg)
