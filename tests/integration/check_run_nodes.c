@@ -475,6 +475,74 @@ START_TEST(test_network_check_store_ready)
 }
 END_TEST
 
+/* Rank 0 prints all along (from before it imports torch), rank 1 only
+ * once: a script that logs on rank 0 alone.  argv: STEPS. */
+static const char quiet_script[] =
+	"import os, subprocess, sys, time\n"
+	"rank = int(os.environ['RANK'])\n"
+	"if rank == 0:  # a process of its own: not held by the import's GIL\n"
+	"    ticker = subprocess.Popen(['sh', '-c', 'while :; do echo alive; sleep 0.2; done'])\n"
+	"else:\n"
+	"    print('rank 1 up', flush=True)\n"
+	"import torch, torch.distributed as dist\n"
+	"dist.init_process_group('gloo')\n"
+	"t = torch.ones(1)\n"
+	"for step in range(int(sys.argv[1])):\n"
+	"    dist.all_reduce(t)\n"
+	"    time.sleep(0.1)\n"
+	"dist.destroy_process_group()\n"
+	"if rank == 0:\n"
+	"    ticker.kill()\n";
+
+/* --hang-timeout 4 on both nodes, rank 1 silent past it while the world
+ * trains: no node calls that a hang (node 1's did, and stopped the job). */
+START_TEST(test_hang_check_quiet_node)
+{
+	if (system("/usr/bin/python3 -c 'import torch.distributed' >/dev/null 2>&1") != 0) {
+		RV_TEST_SKIP(true, "/usr/bin/python3 cannot import torch");
+		return;
+	}
+	struct rv_test_master m;
+	struct rv_test_run r[2];
+	char *spec = rv_test_master_spec(1000, 10, 1, 2, 2);
+	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
+	free(spec);
+	ck_assert_int_eq(rv_test_master_start(&m, NULL), 0);
+	for (int i = 0; i < 2; i++) {
+		char path[400];
+		ck_assert_int_eq(rv_test_run_init(&r[i]), 0);
+		ck_assert_int_eq(rv_test_run_file(&r[i], "quiet.py", quiet_script, path,
+						  sizeof(path)),
+				 0);
+		const char *args[] = { "--nnodes",
+				       "2",
+				       "--nproc-per-node",
+				       "1",
+				       "--max-restarts",
+				       "0",
+				       "--hang-timeout",
+				       "4",
+				       "--rdzv-endpoint",
+				       m.addr,
+				       path,
+				       "100",
+				       NULL };
+		ck_assert_int_eq(rv_test_run_start_joined(&r[i], args, NULL, 60000), 0);
+	}
+	for (int i = 1; i >= 0; i--) { /* node 1 first: it is the one that stopped */
+		char *err = rv_test_run_expect_exit(&r[i], 0, 180000);
+		ck_assert_msg(!strstr(err, "worker hangs"), "node %d:\n%s", i, err);
+		free(err);
+	}
+	char *out = rv_test_run_output(&r[1], 1);
+	ck_assert_msg(!strstr(out, "alive"), "%s", out); /* rank 1 said nothing more */
+	free(out);
+	for (int i = 0; i < 2; i++)
+		rv_test_run_end(&r[i]);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
 /* ---- the same across network namespaces: node i in namespace i of net,
  * its own address (--local-addr), the master on the bridge: the store,
  * the world watch and the spare's join cross the veths. ---- */
@@ -554,6 +622,10 @@ static Suite *run_nodes_suite(void)
 	tcase_add_test(ts, test_network_check_store_ready);
 	tcase_add_test(ts, test_no_spare_shrinks_and_grows);
 	suite_add_tcase(s, ts);
+	TCase *th = tcase_create("hang");
+	tcase_set_timeout(th, 300);
+	tcase_add_test(th, test_hang_check_quiet_node);
+	suite_add_tcase(s, th);
 	TCase *tn = tcase_create("netns");
 	tcase_set_timeout(tn, 300);
 	tcase_add_unchecked_fixture(tn, nodes_netns_up, nodes_netns_down);
