@@ -13,7 +13,12 @@
  * collective.  A spare (a rover-run beyond the world's size) takes the
  * place of a node whose rover-run was killed, forked from its warm
  * interpreter; with --network-check the other nodes' workers wait for node
- * 0's store.  Needs /usr/bin/python3 with torch.
+ * 0's store.  The netns cases run the same with each node in its own
+ * network namespace and address, the master on a bridge (netnsfix.h), so
+ * the store, the world watch and the spare's join cross a link; netns_delay
+ * delays node 1's link by 20 ms each way and prints the recovery time.
+ * hang: a node whose rank prints nothing is not called hung.  Needs
+ * /usr/bin/python3 with torch (and for the netns cases root and iproute2).
  */
 #include <signal.h>
 #include <stdio.h>
