@@ -213,9 +213,9 @@ static bool rec_begin(const struct rec *c, struct rec_run *x)
 		RV_TEST_SKIP(true, "%s", net.skip);
 		return false;
 	}
-	/* netem is the kernel's (sch_netem), not a package CI installs */
+	/* sch_netem and /dev/net/tun are the kernel's, not packages CI installs */
 	if (c->delay_ms > 0 && rv_test_netns_delay(&net, c->victim, c->delay_ms) < 0) {
-		RV_TEST_SKIP(false, "no tc netem delay here (a kernel without sch_netem)");
+		RV_TEST_SKIP(false, "could not delay a link here (no sch_netem, no TAP devices)");
 		return false;
 	}
 	snprintf(x->dir, sizeof(x->dir), "/tmp/rv-nodes-XXXXXX");
