@@ -383,7 +383,8 @@ static const struct flags_opt flags_table[] = {
 	  "in a child (rover-gpuinfo), for this node's GPUs; anything else counts none" },
 	{ "hang-timeout", 0, FN(p_hang, "SECONDS"),
 	  "no output from any worker this long is a hang: each rank's Python stack is logged "
-	  "and the group restarts (default 300, 0 off)" },
+	  "and the group restarts; with several nodes group rank 0's node alone judges "
+	  "(default 300, 0 off)" },
 };
 
 #define NOPTS (sizeof(flags_table) / sizeof(flags_table[0]))

@@ -775,7 +775,11 @@ static int on_timer(struct run *r, enum run_outcome *out)
 	warm_check(r, 0);
 	if (r->hb_ok_ms == now) /* a master that did not answer is not asked twice */
 		report_usage(r, now);
-	if (r->f->hang_timeout_s <= 0)
+	/* several nodes: only group rank 0's judges by output.  Scripts often
+	 * print on rank 0 alone, so another node's silence says nothing (its
+	 * check stopped a world that trained), while a hang anywhere stalls
+	 * rank 0 at its next collective and node 0's report re-forms them all */
+	if (r->f->hang_timeout_s <= 0 || (r->group_world_size > 1 && r->group_rank != 0))
 		return 0;
 	int64_t newest = 0;
 	for (int i = 0; i < r->nproc; i++)

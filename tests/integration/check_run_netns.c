@@ -40,81 +40,20 @@
 #define HB_TIMEOUT_MS 2000 /* the master's; rover-run heartbeats every 1 s */
 #define SLACK_MS      1000
 
-static char ns[2][40], veth_host[2][16], veth_ns[2][16], addr_ns[2][32];
-static char bridge[16], addr_master[32];
-static char skip_reason[256];
+static struct rv_test_netns net;
 
-#define RUN       RV_TEST_CMD
-#define RUN_QUIET RV_TEST_CMD_QUIET
+#define RUN RV_TEST_CMD
 
 /* Parent, before the tests fork: the bridge, the namespaces, the veths. */
 static void netns_setup(void)
 {
-	const char *why = rv_test_netns_skip();
-	if (why) {
-		snprintf(skip_reason, sizeof(skip_reason), "%s", why);
-		return;
-	}
-	int pid = (int)getpid();
-	int a = 200 + pid % 50, b = (pid / 50) % 250;
-	snprintf(bridge, sizeof(bridge), "rvb%d", pid % 1000000);
-	snprintf(addr_master, sizeof(addr_master), "10.%d.%d.1", a, b);
-	char cidr[40];
-	snprintf(cidr, sizeof(cidr), "%s/24", addr_master);
-	if (RUN("ip", "link", "add", bridge, "type", "bridge") < 0) {
-		snprintf(skip_reason, sizeof(skip_reason),
-			 "could not add a bridge (no permission?)");
-		bridge[0] = '\0';
-		return;
-	}
-	if (RUN("ip", "addr", "add", cidr, "dev", bridge) < 0 ||
-	    RUN("ip", "link", "set", bridge, "up") < 0) {
-		snprintf(skip_reason, sizeof(skip_reason), "could not set up the bridge");
-		return;
-	}
-	for (int i = 0; i < 2; i++) {
-		snprintf(addr_ns[i], sizeof(addr_ns[i]), "10.%d.%d.%d", a, b, 2 + i);
-		snprintf(cidr, sizeof(cidr), "%s/24", addr_ns[i]);
-		snprintf(ns[i], sizeof(ns[i]), "rover-run-%d-%d", pid, i);
-		if (RUN("ip", "netns", "add", ns[i]) < 0) {
-			ns[i][0] = '\0';
-			snprintf(skip_reason, sizeof(skip_reason), "ip netns add failed");
-			return;
-		}
-		snprintf(veth_host[i], sizeof(veth_host[i]), "rvh%c%d", i ? 'b' : 'a',
-			 pid % 1000000);
-		snprintf(veth_ns[i], sizeof(veth_ns[i]), "rvn%c%d", i ? 'b' : 'a', pid % 1000000);
-		if (RUN("ip", "link", "add", veth_host[i], "type", "veth", "peer", "name",
-			veth_ns[i]) < 0) {
-			veth_host[i][0] = '\0';
-			snprintf(skip_reason, sizeof(skip_reason), "could not add a veth pair");
-			return;
-		}
-		if (RUN("ip", "link", "set", veth_ns[i], "netns", ns[i]) < 0 ||
-		    RUN("ip", "link", "set", veth_host[i], "master", bridge) < 0 ||
-		    RUN("ip", "link", "set", veth_host[i], "up") < 0 ||
-		    RUN("ip", "netns", "exec", ns[i], "ip", "addr", "add", cidr, "dev",
-			veth_ns[i]) < 0 ||
-		    RUN("ip", "netns", "exec", ns[i], "ip", "link", "set", veth_ns[i], "up") < 0 ||
-		    RUN("ip", "netns", "exec", ns[i], "ip", "link", "set", "lo", "up") < 0) {
-			snprintf(skip_reason, sizeof(skip_reason),
-				 "could not set up the veth pairs");
-			return;
-		}
-	}
+	rv_test_netns_up(&net, "rover-run", 2);
 }
 
 /* Parent, after the tests, whatever they did. */
 static void netns_teardown(void)
 {
-	for (int i = 0; i < 2; i++) {
-		if (veth_host[i][0])
-			RUN_QUIET("ip", "link", "del", veth_host[i]);
-		if (ns[i][0])
-			RUN_QUIET("ip", "netns", "del", ns[i]);
-	}
-	if (bridge[0])
-		RUN_QUIET("ip", "link", "del", bridge);
+	rv_test_netns_down(&net);
 }
 
 /* A small DDP job: a linear model on fixed data; every step prints its
@@ -147,7 +86,6 @@ static const char ddp_script[] =
 struct job {
 	struct rv_test_master m;
 	struct rv_test_run r[2];
-	const char *wrap[2][5];
 	char ep[64];
 	char gloo_if[2][48];
 	const char *env[2][2];
@@ -163,7 +101,7 @@ static void start_job(struct job *j, const char *const *margs, const char *const
 	ck_assert_int_eq(rv_test_master_init(&j->m, spec), 0);
 	free(spec);
 	char listen[48];
-	snprintf(listen, sizeof(listen), "%s:%d", addr_master, j->m.port);
+	snprintf(listen, sizeof(listen), "%s:%d", net.addr_root, j->m.port);
 	snprintf(j->m.url, sizeof(j->m.url), "http://%s", listen);
 	snprintf(j->ep, sizeof(j->ep), "%s", listen);
 	const char *args[24] = { "--listen", listen, "--timer-tick-ms", "20" };
@@ -179,17 +117,13 @@ static void start_job(struct job *j, const char *const *margs, const char *const
 		char script[400];
 		ck_assert_int_eq(rv_test_run_file(r, "ddp.py", ddp_script, script, sizeof(script)),
 				 0);
-		j->wrap[i][0] = "ip";
-		j->wrap[i][1] = "netns";
-		j->wrap[i][2] = "exec";
-		j->wrap[i][3] = ns[i];
-		j->wrap[i][4] = NULL;
-		r->wrap = j->wrap[i];
-		snprintf(j->gloo_if[i], sizeof(j->gloo_if[i]), "GLOO_SOCKET_IFNAME=%s", veth_ns[i]);
+		r->wrap = net.wrap[i];
+		snprintf(j->gloo_if[i], sizeof(j->gloo_if[i]), "GLOO_SOCKET_IFNAME=%s",
+			 net.veth_ns[i]);
 		j->env[i][0] = j->gloo_if[i];
 		j->env[i][1] = NULL;
 		const char *argv[40] = { "--nnodes",        "2",   "--nproc-per-node", "1",
-					 "--rdzv-endpoint", j->ep, "--local-addr",     addr_ns[i] };
+					 "--rdzv-endpoint", j->ep, "--local-addr",     net.addr[i] };
 		int k = 8;
 		for (const char *const *a = rargs; a && *a && k < 36; a++)
 			argv[k++] = *a;
@@ -221,14 +155,14 @@ static const char *after(const char *s, const char *key)
 
 START_TEST(test_ddp_across_namespaces)
 {
-	if (skip_reason[0]) {
-		RV_TEST_SKIP(true, "%s", skip_reason);
+	if (net.skip[0]) {
+		RV_TEST_SKIP(true, "%s", net.skip);
 		return;
 	}
 	struct job j;
 	start_job(&j, NULL, NULL, "30", "0");
 	char *out[2], master_addr[64];
-	snprintf(master_addr, sizeof(master_addr), "world=2 master_addr=%s\n", addr_ns[0]);
+	snprintf(master_addr, sizeof(master_addr), "world=2 master_addr=%s\n", net.addr[0]);
 	for (int i = 0; i < 2; i++) {
 		free(rv_test_run_expect_exit(&j.r[i], 0, 90000));
 		out[i] = rv_test_run_output(&j.r[i], 1);
@@ -274,8 +208,8 @@ static void node_name(const struct rv_test_run *r, char *out, size_t size)
 
 START_TEST(test_link_cut_mid_run)
 {
-	if (skip_reason[0]) {
-		RV_TEST_SKIP(true, "%s", skip_reason);
+	if (net.skip[0]) {
+		RV_TEST_SKIP(true, "%s", net.skip);
 		return;
 	}
 	char hb[16];
@@ -298,7 +232,7 @@ START_TEST(test_link_cut_mid_run)
 	ck_assert_int_eq(world_of(c, node1, round), RV_RDZV_COMPLETE);
 
 	int64_t cut = rv_mono_ms();
-	ck_assert_int_eq(RUN("ip", "link", "set", veth_host[1], "down"), 0);
+	ck_assert_int_eq(RUN("ip", "link", "set", net.veth_host[1], "down"), 0);
 
 	/* the master: node 1 dead within its heartbeat timeout */
 	int64_t dead_ms = -1;

@@ -13,7 +13,12 @@
  * collective.  A spare (a rover-run beyond the world's size) takes the
  * place of a node whose rover-run was killed, forked from its warm
  * interpreter; with --network-check the other nodes' workers wait for node
- * 0's store.  Needs /usr/bin/python3 with torch.
+ * 0's store.  The netns cases run the same with each node in its own
+ * network namespace and address, the master on a bridge (netnsfix.h), so
+ * the store, the world watch and the spare's join cross a link; netns_delay
+ * delays node 1's link by 20 ms each way and prints the recovery time.
+ * hang: a node whose rank prints nothing is not called hung.  Needs
+ * /usr/bin/python3 with torch (and for the netns cases root and iproute2).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -23,6 +28,7 @@
 
 #include "brainfix.h"
 #include "masterfix.h"
+#include "netnsfix.h"
 #include "parse.h"
 #include "runfix.h"
 #include "testutil.h"
@@ -134,38 +140,66 @@ struct rec {
 	bool agent;    /* kill -9 of the victim's rover-run, not its worker */
 	bool netcheck; /* --network-check on every node */
 	bool relaunch; /* start a new rover-run in the victim's place */
+	bool netns;    /* node i in namespace i of net, the master on its bridge */
+	int delay_ms;  /* with netns: the victim's link delays each packet so long */
 };
 
 struct rec_run {
 	struct rv_test_master m;
 	struct rv_test_run r[4];
 	char dir[32], path[128], ckpt[128];
+	const char *margs[4];
 	double kill_t; /* wall-clock seconds */
 };
 
+static struct rv_test_netns net; /* the netns cases' hosts */
+
 static void rec_start(const struct rec *c, struct rec_run *x, int i)
 {
-	char nn[16], steps[16];
+	char nn[16], steps[16], gloo_if[48];
 	snprintf(nn, sizeof(nn), "%d:%d", c->min, c->max);
 	snprintf(steps, sizeof(steps), "%d", c->steps);
-	const char *env[] = { "TORCH_CPP_LOG_LEVEL=INFO", "TORCH_DISTRIBUTED_DEBUG=DETAIL", NULL };
-	const char *args[] = { "--nnodes",
-			       nn,
-			       "--nproc-per-node",
-			       "1",
-			       "--max-restarts",
-			       "2",
-			       "--rdzv-endpoint",
-			       x->m.addr,
-			       c->netcheck ? "--network-check" : "--monitor-interval",
-			       c->netcheck ? "--monitor-interval" : "5",
-			       c->netcheck ? "5" : x->path,
-			       c->netcheck ? x->path : x->ckpt,
-			       c->netcheck ? x->ckpt : steps,
-			       c->netcheck ? steps : NULL,
-			       NULL };
+	snprintf(gloo_if, sizeof(gloo_if), "GLOO_SOCKET_IFNAME=%s", net.veth_ns[i]);
+	const char *env[] = { "TORCH_CPP_LOG_LEVEL=INFO", "TORCH_DISTRIBUTED_DEBUG=DETAIL",
+			      c->netns ? gloo_if : NULL, NULL };
+	const char *args[24] = { "--nnodes",           nn,  "--nproc-per-node", "1",
+				 "--max-restarts",     "2", "--rdzv-endpoint",  x->m.addr,
+				 "--monitor-interval", "5" };
+	int n = 10;
+	if (c->netcheck)
+		args[n++] = "--network-check";
+	if (c->netns) {
+		args[n++] = "--local-addr";
+		args[n++] = net.addr[i];
+	}
+	args[n++] = x->path;
+	args[n++] = x->ckpt;
+	args[n++] = steps;
+	args[n] = NULL;
 	ck_assert_int_eq(rv_test_run_init(&x->r[i]), 0);
-	ck_assert_int_eq(rv_test_run_start_joined(&x->r[i], args, env, 60000), 0);
+	if (c->netns)
+		x->r[i].wrap = net.wrap[i];
+	int rc = rv_test_run_start_joined(&x->r[i], args, env, 60000);
+	if (rc < 0)
+		rv_test_run_dump(x->r, i + 1, x->m.log);
+	ck_assert_msg(rc == 0, "node %d did not join: %s", i, strerror(-rc));
+}
+
+/* The master: on loopback, or for the netns cases on the bridge, where
+ * every node's namespace reaches it. */
+static void rec_master(const struct rec *c, struct rec_run *x)
+{
+	if (!c->netns) {
+		ck_assert_int_eq(rv_test_master_start(&x->m, NULL), 0);
+		return;
+	}
+	int k = snprintf(x->m.addr, sizeof(x->m.addr), "%s:%d", net.addr_root, x->m.port);
+	ck_assert_int_lt(k, (int)sizeof(x->m.addr));
+	snprintf(x->m.url, sizeof(x->m.url), "http://%s", x->m.addr);
+	x->margs[0] = "--listen";
+	x->margs[1] = x->m.addr;
+	x->margs[2] = NULL;
+	ck_assert_int_eq(rv_test_master_start(&x->m, x->margs), 0);
 }
 
 /* Start the job and kill the victim mid-run, warm: false when skipped. */
@@ -173,6 +207,15 @@ static bool rec_begin(const struct rec *c, struct rec_run *x)
 {
 	if (system("/usr/bin/python3 -c 'import torch.distributed' >/dev/null 2>&1") != 0) {
 		RV_TEST_SKIP(true, "/usr/bin/python3 cannot import torch");
+		return false;
+	}
+	if (c->netns && net.skip[0]) {
+		RV_TEST_SKIP(true, "%s", net.skip);
+		return false;
+	}
+	/* sch_netem and /dev/net/tun are the kernel's, not packages CI installs */
+	if (c->delay_ms > 0 && rv_test_netns_delay(&net, c->victim, c->delay_ms) < 0) {
+		RV_TEST_SKIP(false, "could not delay a link here (no sch_netem, no TAP devices)");
 		return false;
 	}
 	snprintf(x->dir, sizeof(x->dir), "/tmp/rv-nodes-XXXXXX");
@@ -190,7 +233,7 @@ static bool rec_begin(const struct rec *c, struct rec_run *x)
 	char *spec = rv_test_master_spec(1000, 10, 1, c->min, c->max);
 	ck_assert_int_eq(rv_test_master_init(&x->m, spec), 0);
 	free(spec);
-	ck_assert_int_eq(rv_test_master_start(&x->m, NULL), 0);
+	rec_master(c, x);
 	for (int i = 0; i < c->agents; i++)
 		rec_start(c, x, i);
 	/* mid-run, warm: the restarted workers fork from the warm interpreter */
@@ -243,6 +286,28 @@ static double step_after(const char *out, int rank, double t)
 	return 0;
 }
 
+/* Seconds from the kill to the first step of the new world: the first
+ * step rank 0 logs after the last "pg" line (a process group of the new
+ * world) of the nodes' outputs outs[0..n); -1 when there is none. */
+static double next_step_s(char *const *outs, int n, double kill_t)
+{
+	double pg = 0;
+	for (int i = 0; i < n; i++)
+		for (const char *p = strstr(outs[i], "pg rank="); p;
+		     p = strstr(p + 1, "pg rank=")) {
+			const char *t = strstr(p, " t=");
+			double ts = t ? strtod(t + 3, NULL) : 0;
+			if (ts > kill_t && ts > pg)
+				pg = ts;
+		}
+	for (int i = 0; pg > 0 && i < n; i++) {
+		double t = step_after(outs[i], 0, pg);
+		if (t > 0)
+			return t - kill_t;
+	}
+	return -1;
+}
+
 /* A worker killed: the job ends with the model a run without failures
  * reaches, as the file's header says. */
 static void recover(const struct rec *c)
@@ -257,7 +322,8 @@ static void recover(const struct rec *c)
 	double want[64], got[64];
 	int nw = reference(x.path, n, c->steps, want, 64);
 	ck_assert_int_eq(nw, 36); /* Linear(8, 4): 32 weights, 4 biases */
-	int ng = 0, watched = 0, restarted = 0;
+	int ng = 0, watched = 0, restarted = 0, nouts = 0;
+	char *outs[4];
 	for (int i = 0; i < c->agents; i++) {
 		if (c->agent && i == c->victim)
 			continue;
@@ -288,9 +354,17 @@ static void recover(const struct rec *c)
 		if (c->netcheck && i > 0)
 			ck_assert_msg(strstr(err, "msg=\"node 0's store answers\""),
 				      "node %d started its workers without node 0's store", i);
-		free(out);
+		outs[nouts++] = out;
 		free(err);
 	}
+	double next = next_step_s(outs, nouts, x.kill_t);
+	printf("check_run_nodes: %s nodes=%d victim=%d%s delay_ms=%d: kill -9 to the next "
+	       "step %.3f s\n",
+	       c->netns ? "netns" : "loopback", n, c->victim, c->agent ? " (rover-run)" : "",
+	       c->delay_ms, next);
+	ck_assert_msg(next > 0, "no step of the new world");
+	for (int i = 0; i < nouts; i++)
+		free(outs[i]);
 	ck_assert_int_eq(ng, nw);
 	for (int i = 0; i < nw; i++)
 		ck_assert_msg(got[i] - want[i] < 1e-4 && want[i] - got[i] < 1e-4,
@@ -406,6 +480,137 @@ START_TEST(test_network_check_store_ready)
 }
 END_TEST
 
+/* Rank 0 prints all along (from before it imports torch), rank 1 only
+ * once: a script that logs on rank 0 alone.  argv: STEPS. */
+static const char quiet_script[] =
+	"import os, subprocess, sys, time\n"
+	"rank = int(os.environ['RANK'])\n"
+	"if rank == 0:  # a process of its own: not held by the import's GIL\n"
+	"    ticker = subprocess.Popen(['sh', '-c', 'while :; do echo alive; sleep 0.2; done'])\n"
+	"else:\n"
+	"    print('rank 1 up', flush=True)\n"
+	"import torch, torch.distributed as dist\n"
+	"dist.init_process_group('gloo')\n"
+	"t = torch.ones(1)\n"
+	"for step in range(int(sys.argv[1])):\n"
+	"    dist.all_reduce(t)\n"
+	"    time.sleep(0.1)\n"
+	"dist.destroy_process_group()\n"
+	"if rank == 0:\n"
+	"    ticker.kill()\n";
+
+/* --hang-timeout 4 on both nodes, rank 1 silent past it while the world
+ * trains: no node calls that a hang (node 1's did, and stopped the job). */
+START_TEST(test_hang_check_quiet_node)
+{
+	if (system("/usr/bin/python3 -c 'import torch.distributed' >/dev/null 2>&1") != 0) {
+		RV_TEST_SKIP(true, "/usr/bin/python3 cannot import torch");
+		return;
+	}
+	struct rv_test_master m;
+	struct rv_test_run r[2];
+	char *spec = rv_test_master_spec(1000, 10, 1, 2, 2);
+	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
+	free(spec);
+	ck_assert_int_eq(rv_test_master_start(&m, NULL), 0);
+	for (int i = 0; i < 2; i++) {
+		char path[400];
+		ck_assert_int_eq(rv_test_run_init(&r[i]), 0);
+		ck_assert_int_eq(rv_test_run_file(&r[i], "quiet.py", quiet_script, path,
+						  sizeof(path)),
+				 0);
+		const char *args[] = { "--nnodes",
+				       "2",
+				       "--nproc-per-node",
+				       "1",
+				       "--max-restarts",
+				       "0",
+				       "--hang-timeout",
+				       "4",
+				       "--rdzv-endpoint",
+				       m.addr,
+				       path,
+				       "100",
+				       NULL };
+		ck_assert_int_eq(rv_test_run_start_joined(&r[i], args, NULL, 60000), 0);
+	}
+	for (int i = 1; i >= 0; i--) { /* node 1 first: it is the one that stopped */
+		char *err = rv_test_run_expect_exit(&r[i], 0, 180000);
+		ck_assert_msg(!strstr(err, "worker hangs"), "node %d:\n%s", i, err);
+		free(err);
+	}
+	char *out = rv_test_run_output(&r[1], 1);
+	ck_assert_msg(!strstr(out, "alive"), "%s", out); /* rank 1 said nothing more */
+	free(out);
+	for (int i = 0; i < 2; i++)
+		rv_test_run_end(&r[i]);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
+/* ---- the same across network namespaces: node i in namespace i of net,
+ * its own address (--local-addr), the master on the bridge: the store,
+ * the world watch and the spare's join cross the veths. ---- */
+
+START_TEST(test_netns_two_nodes_kill_on_node1)
+{
+	recover(&(struct rec){
+		.agents = 2, .min = 2, .max = 2, .victim = 1, .steps = STEPS, .netns = true });
+}
+END_TEST
+
+START_TEST(test_netns_two_nodes_kill_on_store_host)
+{
+	recover(&(struct rec){
+		.agents = 2, .min = 2, .max = 2, .victim = 0, .steps = STEPS, .netns = true });
+}
+END_TEST
+
+START_TEST(test_netns_three_nodes_kill_on_store_host)
+{
+	recover(&(struct rec){
+		.agents = 3, .min = 3, .max = 3, .victim = 0, .steps = STEPS, .netns = true });
+}
+END_TEST
+
+START_TEST(test_netns_spare_replaces_lost_node)
+{
+	recover(&(struct rec){ .agents = 3,
+			       .min = 2,
+			       .max = 2,
+			       .victim = 1,
+			       .steps = 200,
+			       .agent = true,
+			       .netns = true });
+}
+END_TEST
+
+/* node 1's link delays every packet 20 ms each way (tc netem): the
+ * recovery still needs no connect retry, and its time is printed */
+START_TEST(test_netns_delay_kill_on_node1)
+{
+	recover(&(struct rec){ .agents = 2,
+			       .min = 2,
+			       .max = 2,
+			       .victim = 1,
+			       .steps = STEPS,
+			       .netns = true,
+			       .delay_ms = 20 });
+}
+END_TEST
+
+/* Parent, before the netns cases fork: three hosts on a bridge. */
+static void nodes_netns_up(void)
+{
+	rv_test_netns_up(&net, "rover-nodes", 3);
+}
+
+/* Parent, after them, whatever they did. */
+static void nodes_netns_down(void)
+{
+	rv_test_netns_down(&net);
+}
+
 static Suite *run_nodes_suite(void)
 {
 	Suite *s = suite_create("run_nodes");
@@ -422,6 +627,24 @@ static Suite *run_nodes_suite(void)
 	tcase_add_test(ts, test_network_check_store_ready);
 	tcase_add_test(ts, test_no_spare_shrinks_and_grows);
 	suite_add_tcase(s, ts);
+	TCase *th = tcase_create("hang");
+	tcase_set_timeout(th, 300);
+	tcase_add_test(th, test_hang_check_quiet_node);
+	suite_add_tcase(s, th);
+	TCase *tn = tcase_create("netns");
+	tcase_set_timeout(tn, 300);
+	tcase_add_unchecked_fixture(tn, nodes_netns_up, nodes_netns_down);
+	tcase_add_test(tn, test_netns_two_nodes_kill_on_node1);
+	tcase_add_test(tn, test_netns_two_nodes_kill_on_store_host);
+	tcase_add_test(tn, test_netns_three_nodes_kill_on_store_host);
+	tcase_add_test(tn, test_netns_spare_replaces_lost_node);
+	suite_add_tcase(s, tn);
+	/* its own case: a relayed link (no sch_netem) goes with the test */
+	TCase *td = tcase_create("netns_delay");
+	tcase_set_timeout(td, 300);
+	tcase_add_unchecked_fixture(td, nodes_netns_up, nodes_netns_down);
+	tcase_add_test(td, test_netns_delay_kill_on_node1);
+	suite_add_tcase(s, td);
 	return s;
 }
 
