@@ -1235,6 +1235,7 @@ int nodemgr_start(struct master *m, const char *master_addr, struct rv_err *err)
 		.host_max_crashes = (int)m->cfg.node_host_max_crashes,
 		.max_oom_relaunches = (int)m->cfg.node_max_oom_relaunches,
 		.default_restart_count = -1,
+		.backend_places = nm->k8s || nm->slurm,
 	};
 	nm->nodes = m->oom_plan ? nodes_new(&nc, m->oom_plan, m->oom_ctx, err)
 				: nodes_new(&nc, nodes_alg_oom_plan, &nm->alg, err);

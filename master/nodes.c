@@ -198,7 +198,8 @@ int nodes_host_failed(struct nodes *m, const char *host)
 }
 
 /* Where a relaunch of n goes: its own host unless bad, else the first good
- * candidate.  false when none is left. */
+ * candidate, else (conf.backend_places) where the backend puts it.  false
+ * when none is left. */
 static bool pick_host(const struct nodes *m, const struct node *n, char *out)
 {
 	if (!nodes_host_bad(m, n->host)) {
@@ -210,6 +211,10 @@ static bool pick_host(const struct nodes *m, const struct node *n, char *out)
 			fmt(out, SCHED_NAME_MAX, "%s", m->cand[i]);
 			return true;
 		}
+	if (m->conf.backend_places) {
+		out[0] = '\0'; /* wherever the backend finds room off the bad hosts */
+		return true;
+	}
 	return false;
 }
 

@@ -39,6 +39,11 @@ struct nodes_conf {
 	 * relaunch stays on its node's host and fails the job once that host
 	 * is bad. */
 	const char *const *hosts;
+	/* The backend places each node itself (Kubernetes, Slurm): a relaunch
+	 * off a bad host that hosts has no replacement for is left to it
+	 * (host "", kept off the bad hosts by nodes_info.avoid) instead of
+	 * failing the job. */
+	bool backend_places;
 };
 
 /* What an OOM plan is asked. */

@@ -257,7 +257,9 @@ END_TEST
  * the host it happened on. */
 START_TEST(test_avoid_where_the_backend_places)
 {
-	struct nodes_conf c = { .host_max_crashes = 2, .default_restart_count = 5 };
+	struct nodes_conf c = { .host_max_crashes = 2,
+				.default_restart_count = 5,
+				.backend_places = true };
 	struct nodes *m = nodes_new(&c, NULL, NULL, NULL);
 	ck_assert_int_eq(nodes_add(m, "worker-0", "worker", 0, NULL, &res64), 0);
 	ck_assert_int_eq(nodes_add(m, "worker-1", "worker", 1, NULL, &res64), 0);
@@ -295,8 +297,13 @@ START_TEST(test_avoid_where_the_backend_places)
 	ck_assert_str_eq(ni.avoid[0], "n2");
 	/* n1 (charged once) crashes again: bad, so every launch keeps off it */
 	feed(m, ev_of(SCHED_EV_STARTED, "worker-1.1", "n1", 0, 0));
-	feed(m, ev_of(SCHED_EV_EXITED, "worker-1.1", "n1", 1, 0));
+	a = feed(m, ev_of(SCHED_EV_EXITED, "worker-1.1", "n1", 1, 0));
 	ck_assert(nodes_host_bad(m, "n1"));
+	/* its own host bad and no host list: the backend places it, off n1 */
+	ck_assert_int_eq(a.type, NODES_RELAUNCH);
+	ck_assert_str_eq(a.host, "");
+	ck_assert_int_eq(nodes_get(m, "worker-1", &ni), 0);
+	ck_assert_str_eq(ni.avoid[0], "n1");
 	ck_assert_int_eq(nodes_get(m, "worker-0", &ni), 0);
 	ck_assert_int_eq(ni.navoid, 2);
 	ck_assert_str_eq(ni.avoid[0], "n3");
