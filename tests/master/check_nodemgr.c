@@ -3,8 +3,9 @@
  * processes (`sleep`) with the desired state through the local backend:
  * more ranks are launched, the highest ranks go when the count drops, and
  * new resources relaunch a node (rlimits cannot resize in place)
- * without counting a crash.  A master state (journal in a temp folder) is
- * built as main.c does, without the API.
+ * without counting a crash; the hosts crashes were charged to, and the
+ * host a node left, outlive a master restart.  A master state (journal in a
+ * temp folder) is built as main.c does, without the API.
  */
 #include <errno.h>
 #include <signal.h>
