@@ -22,9 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,7 +37,6 @@
 #define CKPT_POLL_MS 100
 #define CKPT_DATA_WAIT_MS 5000 /* for the other ranks' reports of a step */
 #define CKPT_QUIET_MS     10000 /* a new group's start held back from, at most */
-#define CKPT_NICE         10    /* the persister's: below the workers' 0 */
 
 /* One local rank's slots mapped read-only. */
 struct rank_slots {
@@ -464,10 +461,6 @@ out:
 static void *persister(void *arg)
 {
 	struct ckpt *c = arg;
-	/* this thread only (Linux: a thread's nice value is its own) */
-	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), CKPT_NICE) < 0)
-		rv_log_debug("could not lower the checkpoint thread's priority", "reason=\"%s\"",
-			     strerror(errno));
 	pthread_mutex_lock(&c->mu);
 	while (!c->stop) {
 		struct timespec ts;
