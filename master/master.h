@@ -226,6 +226,10 @@ struct master {
 	int nnodes, capnodes;
 	enum master_job_state job_state;
 	char job_reason[NODES_REASON_MAX];
+	/* the hosts crashes were charged to (journaled with node changes), so a
+	 * restarted master keeps off the bad ones */
+	struct nodes_host hosts[NODES_MAX_HOSTS];
+	int nhosts;
 	bool desired_restored; /* desired came from the journal or snapshot */
 	nodes_oom_plan_fn oom_plan;
 	void *oom_ctx;

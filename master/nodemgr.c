@@ -177,6 +177,8 @@ static cJSON *node_to_json(const struct master_node *n)
 	cJSON_AddStringToObject(o, "instance", n->instance);
 	cJSON_AddStringToObject(o, "role", n->role);
 	cJSON_AddStringToObject(o, "host", n->host);
+	if (n->left[0])
+		cJSON_AddStringToObject(o, "left", n->left);
 	cJSON_AddNumberToObject(o, "rank", n->rank);
 	cJSON_AddNumberToObject(o, "attempt", n->attempt);
 	cJSON_AddNumberToObject(o, "restarts", n->restarts);
@@ -210,6 +212,8 @@ static int node_from_json(const cJSON *o, struct master_node *n, struct rv_err *
 	    (rc = rv_json_get_string(o, "role", "node", true, n->role, sizeof(n->role), err)) < 0 ||
 	    (rc = rv_json_get_string(o, "host", "node", false, n->host, sizeof(n->host), err)) <
 		    0 ||
+	    (rc = rv_json_get_string(o, "left", "node", false, n->left, sizeof(n->left), err)) <
+		    0 ||
 	    (rc = rv_json_get_int(o, "rank", "node", true, 0, INT_MAX, &rank, err)) < 0 ||
 	    (rc = rv_json_get_int(o, "attempt", "node", true, 0, INT_MAX, &attempt, err)) < 0 ||
 	    (rc = rv_json_get_int(o, "restarts", "node", true, 0, INT_MAX, &restarts, err)) < 0 ||
@@ -242,6 +246,51 @@ static int node_from_json(const cJSON *o, struct master_node *n, struct rv_err *
 	return 0;
 }
 
+/* The charged hosts as a "hosts" member of doc: [{name, crashes, bad}]. */
+static void hosts_to_json(const struct nodes_host *h, int n, cJSON *doc)
+{
+	cJSON *arr = doc ? cJSON_AddArrayToObject(doc, "hosts") : NULL;
+	for (int i = 0; arr && i < n; i++) {
+		cJSON *o = cJSON_CreateObject();
+		if (!o)
+			return;
+		cJSON_AddStringToObject(o, "name", h[i].name);
+		cJSON_AddNumberToObject(o, "crashes", h[i].crashes);
+		cJSON_AddBoolToObject(o, "bad", h[i].bad);
+		cJSON_AddItemToArray(arr, o);
+	}
+}
+
+/* doc's "hosts" member, when there is one, replaces m->hosts. */
+static int hosts_from_json(struct master *m, const cJSON *doc, struct rv_err *err)
+{
+	const cJSON *arr = cJSON_GetObjectItem(doc, "hosts");
+	if (!arr)
+		return 0;
+	if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) > NODES_MAX_HOSTS)
+		return rv_err_set(err, -EINVAL, "hosts", "hosts must be an array of at most %d",
+				  NODES_MAX_HOSTS);
+	struct nodes_host v[NODES_MAX_HOSTS];
+	int n = 0, rc;
+	const cJSON *it;
+	cJSON_ArrayForEach(it, arr)
+	{
+		int64_t crashes;
+		struct nodes_host *h = &v[n++];
+		memset(h, 0, sizeof(*h));
+		if ((rc = rv_json_get_string(it, "name", "hosts", true, h->name, sizeof(h->name),
+					     err)) < 0 ||
+		    (rc = rv_json_get_int(it, "crashes", "hosts", true, 0, INT_MAX, &crashes,
+					  err)) < 0 ||
+		    (rc = rv_json_get_bool(it, "bad", "hosts", false, &h->bad, err)) < 0)
+			return rc;
+		h->crashes = (int)crashes;
+	}
+	memcpy(m->hosts, v, sizeof(v[0]) * (size_t)n);
+	m->nhosts = n;
+	return 0;
+}
+
 static int apply_job(struct master *m, const cJSON *doc, struct rv_err *err)
 {
 	char job[16] = "";
@@ -266,6 +315,8 @@ int nodemgr_apply(struct master *m, int type, const void *data, size_t len, stru
 		int rc = node_from_json(doc, &v, err);
 		if (rc < 0)
 			return rc;
+		if ((rc = hosts_from_json(m, doc, err)) < 0)
+			return rc;
 		struct master_node *n = table_get(m, v.name);
 		if (!n)
 			return rv_err_set(err, -ENOMEM, "", "out of memory");
@@ -281,7 +332,8 @@ int nodemgr_apply(struct master *m, int type, const void *data, size_t len, stru
 	    (rc = rv_json_get_string(doc, "state", "", false, state, sizeof(state), err)) < 0 ||
 	    (rc = rv_json_get_bool(doc, "removed", "", false, &removed, err)) < 0 ||
 	    (rc = rv_json_get_int(doc, "exit_code", "", false, INT_MIN, INT_MAX, &code, err)) < 0 ||
-	    (rc = rv_json_get_int(doc, "signal", "", false, 0, INT_MAX, &sig, err)) < 0)
+	    (rc = rv_json_get_int(doc, "signal", "", false, 0, INT_MAX, &sig, err)) < 0 ||
+	    (rc = hosts_from_json(m, doc, err)) < 0)
 		return rc;
 	struct master_node *n = table_find(m, name);
 	if (n && !strcmp(n->instance, inst)) {
@@ -315,6 +367,7 @@ void nodemgr_snapshot_save(const struct master *m, struct rv_buf *out)
 	cJSON *nodes = cJSON_AddArrayToObject(o, "nodes");
 	for (int i = 0; i < m->nnodes; i++)
 		cJSON_AddItemToArray(nodes, node_to_json(&m->nodes[i]));
+	hosts_to_json(m->hosts, m->nhosts, o);
 	cJSON_AddStringToObject(o, "job", nodemgr_job_state_name(m->job_state));
 	cJSON_AddStringToObject(o, "reason", m->job_reason);
 	RV_CLEANUP_FREE char *s = rv_json_print(o);
@@ -338,6 +391,9 @@ int nodemgr_snapshot_load(struct master *m, const cJSON *o, struct rv_err *err)
 			return rv_err_set(err, -ENOMEM, "", "out of memory");
 		*n = v;
 	}
+	m->nhosts = 0;
+	if (hosts_from_json(m, o, err) < 0)
+		return -EUCLEAN;
 	return apply_job(m, o, err) < 0 ? -EUCLEAN : 0;
 }
 
@@ -360,6 +416,17 @@ int nodemgr_usage_each(struct master *m, void (*fn)(void *ctx, const struct mast
 }
 
 /* ---- the node thread ---- */
+
+/* The policy's charged hosts into doc (none: no member), so the journal
+ * keeps them for a restarted master. */
+static cJSON *doc_add_hosts(struct nodemgr *nm, cJSON *doc)
+{
+	struct nodes_host h[NODES_MAX_HOSTS];
+	int n = nodes_hosts(nm->nodes, h, NODES_MAX_HOSTS);
+	if (n > 0)
+		hosts_to_json(h, n < NODES_MAX_HOSTS ? n : NODES_MAX_HOSTS, doc);
+	return doc;
+}
 
 /* Journal a document (type NODE_LAUNCHED or NODE_ENDED) and wait until it
  * is durable. */
@@ -468,7 +535,8 @@ static void launch(struct nodemgr *nm, const char *base, const struct nodes_info
 	snprintf(v.instance, sizeof(v.instance), "%s", ni->name);
 	snprintf(v.role, sizeof(v.role), "%s", ni->role);
 	snprintf(v.host, sizeof(v.host), "%s", ni->host);
-	if (journal_doc(m, MASTER_OP_NODE_LAUNCHED, node_to_json(&v)) < 0)
+	snprintf(v.left, sizeof(v.left), "%s", ni->left);
+	if (journal_doc(m, MASTER_OP_NODE_LAUNCHED, doc_add_hosts(nm, node_to_json(&v))) < 0)
 		return; /* the journal failed: the master cannot carry on safely */
 
 	struct launch_spec ls;
@@ -655,7 +723,7 @@ static void on_event(struct nodemgr *nm, const struct sched_event *ev)
 	cJSON_AddBoolToObject(doc, "removed", forget);
 	cJSON_AddNumberToObject(doc, "exit_code", ev->exit_code);
 	cJSON_AddNumberToObject(doc, "signal", ev->signal);
-	journal_doc(m, MASTER_OP_NODE_ENDED, doc);
+	journal_doc(m, MASTER_OP_NODE_ENDED, doc_add_hosts(nm, doc));
 	/* A node that succeeded leaves through the heartbeat timeout: its peers
 	 * are finishing too, and a new round now would stop their workers in
 	 * their last moments. */
@@ -869,6 +937,23 @@ static bool restore_adoptable(const struct nodemgr *nm, const struct master_node
 	return nm->detach && n->state == MASTER_NODE_RUNNING && n->pid > 0 && n->start_ticks > 0;
 }
 
+/* After a restart: the journal's charged hosts go back into the policy, so
+ * no relaunch goes to a host that went bad before it. */
+static void restore_hosts(struct nodemgr *nm)
+{
+	struct master *m = nm->m;
+	struct nodes_host h[NODES_MAX_HOSTS];
+	pthread_mutex_lock(&m->lock);
+	int n = m->nhosts;
+	memcpy(h, m->hosts, sizeof(h[0]) * (size_t)n);
+	pthread_mutex_unlock(&m->lock);
+	for (int i = 0; i < n; i++) {
+		nodes_host_restore(nm->nodes, h[i].name, h[i].crashes, h[i].bad);
+		rv_log_info("charged host restored", "host=%s crashes=%d bad=%d", h[i].name,
+			    h[i].crashes, (int)nodes_host_bad(nm->nodes, h[i].name));
+	}
+}
+
 /* After a restart: the journal's nodes go back into the policy; those that
  * were live are gone (they died with the master) and start again with the
  * same rank, not counted as crashes. */
@@ -886,8 +971,9 @@ static void restore(struct nodemgr *nm)
 		if (nodes_add(nm->nodes, n->name, n->role, n->rank, n->host, &n->res) < 0)
 			continue;
 		nodes_restore(nm->nodes, n->name, n->attempt, n->restarts, n->ooms,
-			      n->state == MASTER_NODE_SUCCEEDED);
+			      n->state == MASTER_NODE_SUCCEEDED, n->left);
 	}
+	restore_hosts(nm);
 	if (js != MASTER_JOB_RUNNING) {
 		char q[600];
 		rv_log_info("job already finished", "state=%s reason=%s",
@@ -1149,6 +1235,7 @@ int nodemgr_start(struct master *m, const char *master_addr, struct rv_err *err)
 		.host_max_crashes = (int)m->cfg.node_host_max_crashes,
 		.max_oom_relaunches = (int)m->cfg.node_max_oom_relaunches,
 		.default_restart_count = -1,
+		.backend_places = nm->k8s || nm->slurm,
 	};
 	nm->nodes = m->oom_plan ? nodes_new(&nc, m->oom_plan, m->oom_ctx, err)
 				: nodes_new(&nc, nodes_alg_oom_plan, &nm->alg, err);

@@ -50,6 +50,7 @@ struct master_node {
 	char instance[SCHED_NAME_MAX]; /* this launch: name, then name.<attempt> */
 	char role[SCHED_ROLE_MAX];
 	char host[SCHED_NAME_MAX];
+	char left[SCHED_NAME_MAX]; /* the host its last instance left for a fault, "" none */
 	int rank, attempt, restarts, ooms;
 	enum master_node_state state;
 	int pid;             /* RUNNING on the local backend, else 0 */

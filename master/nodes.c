@@ -198,7 +198,8 @@ int nodes_host_failed(struct nodes *m, const char *host)
 }
 
 /* Where a relaunch of n goes: its own host unless bad, else the first good
- * candidate.  false when none is left. */
+ * candidate, else (conf.backend_places) where the backend puts it.  false
+ * when none is left. */
 static bool pick_host(const struct nodes *m, const struct node *n, char *out)
 {
 	if (!nodes_host_bad(m, n->host)) {
@@ -210,6 +211,10 @@ static bool pick_host(const struct nodes *m, const struct node *n, char *out)
 			fmt(out, SCHED_NAME_MAX, "%s", m->cand[i]);
 			return true;
 		}
+	if (m->conf.backend_places) {
+		out[0] = '\0'; /* wherever the backend finds room off the bad hosts */
+		return true;
+	}
 	return false;
 }
 
@@ -419,6 +424,7 @@ int nodes_get(const struct nodes *m, const char *base, struct nodes_info *out)
 	out->restarts = n->restarts;
 	out->ooms = n->ooms;
 	out->res = n->res;
+	fmt(out->left, sizeof(out->left), "%s", n->left);
 	if (n->left[0])
 		fmt(out->avoid[out->navoid++], SCHED_NAME_MAX, "%s", n->left);
 	for (int i = 0; i < m->nhosts && out->navoid < NODES_AVOID_MAX; i++)
@@ -432,11 +438,13 @@ int nodes_get(const struct nodes *m, const char *base, struct nodes_info *out)
 }
 
 int nodes_restore(struct nodes *m, const char *base, int attempt, int restarts, int ooms,
-		  bool succeeded)
+		  bool succeeded, const char *left)
 {
 	struct node *n = by_base(m, base);
-	if (!n || attempt < 0 || restarts < 0 || ooms < 0)
+	if (!n || attempt < 0 || restarts < 0 || ooms < 0 ||
+	    (left && strlen(left) >= SCHED_NAME_MAX))
 		return n ? -EINVAL : -ENOENT;
+	fmt(n->left, sizeof(n->left), "%s", left ? left : "");
 	n->attempt = attempt;
 	n->restarts = restarts;
 	n->ooms = ooms;
@@ -446,6 +454,35 @@ int nodes_restore(struct nodes *m, const char *base, int attempt, int restarts, 
 		fmt(n->name, sizeof(n->name), "%s.%d", n->base, attempt);
 	if (succeeded)
 		n->state = N_SUCCEEDED;
+	return 0;
+}
+
+int nodes_hosts(const struct nodes *m, struct nodes_host *out, int max)
+{
+	int k = 0;
+	for (int i = 0; i < m->nhosts; i++) {
+		const struct host *h = &m->hosts[i];
+		if (!h->crashes && !h->bad)
+			continue;
+		if (out && k < max) {
+			fmt(out[k].name, sizeof(out[k].name), "%s", h->name);
+			out[k].crashes = h->crashes;
+			out[k].bad = h->bad;
+		}
+		k++;
+	}
+	return k;
+}
+
+int nodes_host_restore(struct nodes *m, const char *host, int crashes, bool bad)
+{
+	if (!host || !host[0] || strlen(host) >= SCHED_NAME_MAX || crashes < 0)
+		return -EINVAL;
+	struct host *h = host_get(m, host, true);
+	if (!h)
+		return -ENOSPC;
+	h->crashes = crashes;
+	h->bad = bad || crashes >= m->conf.host_max_crashes;
 	return 0;
 }
 

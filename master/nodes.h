@@ -39,6 +39,11 @@ struct nodes_conf {
 	 * relaunch stays on its node's host and fails the job once that host
 	 * is bad. */
 	const char *const *hosts;
+	/* The backend places each node itself (Kubernetes, Slurm): a relaunch
+	 * off a bad host that hosts has no replacement for is left to it
+	 * (host "", kept off the bad hosts by nodes_info.avoid) instead of
+	 * failing the job. */
+	bool backend_places;
 };
 
 /* What an OOM plan is asked. */
@@ -125,6 +130,7 @@ struct nodes_info {
 	 * straggler, a crash or a lost machine, then the bad hosts. */
 	char avoid[NODES_AVOID_MAX][SCHED_NAME_MAX];
 	int navoid;
+	char left[SCHED_NAME_MAX]; /* the host its last instance left for a fault, "" none */
 	bool live; /* launched or running */
 	bool succeeded, failed, removed;
 };
@@ -134,9 +140,26 @@ int nodes_get(const struct nodes *m, const char *base, struct nodes_info *out);
 
 /* After a master restart: put back what the journal knew of a node added
  * again with nodes_add (attempt, restarts, OOM relaunches; succeeded: it
- * finished).  0 or -ENOENT. */
+ * finished; left: the host its last instance left for a fault, NULL or ""
+ * none).  0 or -ENOENT. */
 int nodes_restore(struct nodes *m, const char *base, int attempt, int restarts, int ooms,
-		  bool succeeded);
+		  bool succeeded, const char *left);
+
+/* A host crashes were charged to, as the journal keeps it. */
+struct nodes_host {
+	char name[SCHED_NAME_MAX];
+	int crashes;
+	bool bad; /* not used again */
+};
+
+/* The hosts with a charge or marked bad, up to max into out (may be NULL
+ * with max 0).  Returns how many there are. */
+int nodes_hosts(const struct nodes *m, struct nodes_host *out, int max);
+
+/* After a master restart: a host's charges as journaled (bad also when
+ * crashes reach host_max_crashes).  0, -EINVAL, or -ENOSPC when the host
+ * table is full. */
+int nodes_host_restore(struct nodes *m, const char *host, int crashes, bool bad);
 
 /* A relaunch that no failure caused (the master restarted and the node is
  * gone, or its resources changed and could not be resized in place): a new

@@ -50,7 +50,7 @@ def lines(tlog):
 
 
 def worker(d, rank, root):
-    with open(d + "/err") as f:
+    with open(d + "/err", errors="replace") as f:  # workers may print any bytes
         pids = [int(m.group(2)) for m in STARTED.finditer(f.read()) if int(m.group(1)) == rank]
     return host_pid(root, pids[-1]) if pids else None
 

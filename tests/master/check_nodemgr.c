@@ -3,8 +3,9 @@
  * processes (`sleep`) with the desired state through the local backend:
  * more ranks are launched, the highest ranks go when the count drops, and
  * new resources relaunch a node (rlimits cannot resize in place)
- * without counting a crash.  A master state (journal in a temp folder) is
- * built as main.c does, without the API.
+ * without counting a crash; the hosts crashes were charged to, and the
+ * host a node left, outlive a master restart.  A master state (journal in a
+ * temp folder) is built as main.c does, without the API.
  */
 #include <errno.h>
 #include <signal.h>
@@ -28,13 +29,13 @@ static const char spec_json[] =
 
 static char dir[64];
 
-static struct master *master_new_spec(const char *spec)
+/* A master on dir's state folder (made by the caller); with nodes, its
+ * node thread started. */
+static struct master *master_open(const char *spec, bool nodes)
 {
 	rv_log_setup("master", RV_LOG_WARN);
 	struct master *m = calloc(1, sizeof(*m));
 	ck_assert_ptr_nonnull(m);
-	snprintf(dir, sizeof(dir), "/tmp/rover-nodemgr-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
 	struct master_cfg *c = &m->cfg;
 	snprintf(c->state_dir, sizeof(c->state_dir), "%s/state", dir);
 	snprintf(c->scheduler, sizeof(c->scheduler), "local");
@@ -60,8 +61,16 @@ static struct master *master_new_spec(const char *spec)
 	plans_init(m);
 	ck_assert_int_eq(nodemgr_wanted(c, &m->spec, &err), 1);
 	ck_assert_msg(state_open(m, &err) == 0, "%s", err.msg);
-	ck_assert_msg(nodemgr_start(m, "127.0.0.1:1", &err) == 0, "%s", err.msg);
+	if (nodes)
+		ck_assert_msg(nodemgr_start(m, "127.0.0.1:1", &err) == 0, "%s", err.msg);
 	return m;
+}
+
+static struct master *master_new_spec(const char *spec)
+{
+	snprintf(dir, sizeof(dir), "/tmp/rover-nodemgr-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	return master_open(spec, true);
 }
 
 static struct master *master_new(void)
@@ -366,6 +375,96 @@ START_TEST(test_plan_remove_and_migrate_carried_out)
 }
 END_TEST
 
+/* A node document journaled as the node thread does. */
+static void journal_node(struct master *m, int type, const char *doc)
+{
+	struct master_result res;
+	int64_t seq = 0;
+	pthread_mutex_lock(&m->lock);
+	int rc = state_apply(m, type, NULL, doc, strlen(doc), &res, &seq);
+	pthread_mutex_unlock(&m->lock);
+	ck_assert_msg(rc >= 0, "%s", res.err.msg);
+	ck_assert_int_eq(state_sync(m, seq), 0);
+}
+
+/* The table's left host of name, and whether host is charged (crashes)
+ * and bad; -1 crashes: not in the table. */
+static int charged(struct master *m, const char *name, char *left, const char *host, bool *bad)
+{
+	int crashes = -1;
+	pthread_mutex_lock(&m->lock);
+	for (int i = 0; i < m->nnodes; i++)
+		if (!strcmp(m->nodes[i].name, name))
+			snprintf(left, SCHED_NAME_MAX, "%s", m->nodes[i].left);
+	for (int i = 0; i < m->nhosts; i++)
+		if (!strcmp(m->hosts[i].name, host)) {
+			crashes = m->hosts[i].crashes;
+			*bad = m->hosts[i].bad;
+		}
+	pthread_mutex_unlock(&m->lock);
+	return crashes;
+}
+
+/* The hosts crashes were charged to, and the host a node left, survive a
+ * master restart: a master killed while worker-0 was being relaunched off
+ * the bad host h1 is followed by one whose relaunch of worker-0 still
+ * keeps off h1 (its own journal says so again), and so does a third
+ * master that starts from a snapshot. */
+START_TEST(test_charged_hosts_survive_a_restart)
+{
+	snprintf(dir, sizeof(dir), "/tmp/rover-nodemgr-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	struct master *m = master_open(spec_json, false);
+	journal_node(m, MASTER_OP_NODE_LAUNCHED,
+		     "{\"name\":\"worker-0\",\"instance\":\"worker-0.1\",\"role\":\"worker\","
+		     "\"host\":\"\",\"left\":\"h1\",\"rank\":0,\"attempt\":1,\"restarts\":1,"
+		     "\"ooms\":0,\"state\":\"launched\",\"hosts\":[{\"name\":\"h1\","
+		     "\"crashes\":2,\"bad\":true},{\"name\":\"h2\",\"crashes\":1}]}");
+	journal_node(m, MASTER_OP_NODE_LAUNCHED,
+		     "{\"name\":\"worker-1\",\"instance\":\"worker-1\",\"role\":\"worker\","
+		     "\"host\":\"\",\"rank\":1,\"attempt\":0,\"restarts\":0,\"ooms\":0,"
+		     "\"state\":\"launched\"}");
+	state_close(m);
+	rv_job_spec_release(&m->spec);
+	free(m);
+
+	/* the restarted master relaunches worker-0 (gone with the master) */
+	m = master_open(spec_json, false);
+	m->cfg.snapshot_every = 1; /* the next record brings a snapshot */
+	struct rv_err err = { 0 };
+	ck_assert_msg(nodemgr_start(m, "127.0.0.1:1", &err) == 0, "%s", err.msg);
+	struct view v;
+	for (int i = 0; i < 200; i++) {
+		look(m, "worker-0", &v);
+		if (!strcmp(v.instance, "worker-0.2") && v.pid > 0)
+			break;
+		usleep(25 * 1000);
+	}
+	ck_assert_str_eq(v.instance, "worker-0.2");
+	ck_assert_int_eq(v.restarts, 1); /* a master restart charges nothing */
+	char left[SCHED_NAME_MAX] = "";
+	bool bad = false;
+	ck_assert_int_eq(charged(m, "worker-0", left, "h1", &bad), 2);
+	ck_assert_str_eq(left, "h1");
+	ck_assert(bad);
+	ck_assert_int_eq(charged(m, "worker-0", left, "h2", &bad), 1);
+	ck_assert(!bad);
+	ck_assert_uint_gt(atomic_load(&m->snapshots), 0);
+	nodemgr_stop(m);
+	state_close(m);
+	rv_job_spec_release(&m->spec);
+	free(m);
+
+	/* from the snapshot (and the records after it) */
+	m = master_open(spec_json, false);
+	memset(left, 0, sizeof(left));
+	ck_assert_int_eq(charged(m, "worker-0", left, "h1", &bad), 2);
+	ck_assert_str_eq(left, "h1");
+	ck_assert(bad);
+	master_free(m);
+}
+END_TEST
+
 START_TEST(test_local_without_command_is_refused)
 {
 	static const char bad[] =
@@ -409,6 +508,7 @@ static Suite *nodemgr_suite(void)
 	tcase_add_test(tc, test_local_without_command_is_refused);
 	tcase_add_test(tc, test_plan_remove_and_migrate_carried_out);
 	tcase_add_test(tc, test_succeeded_node_silence_is_no_death);
+	tcase_add_test(tc, test_charged_hosts_survive_a_restart);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -257,7 +257,9 @@ END_TEST
  * the host it happened on. */
 START_TEST(test_avoid_where_the_backend_places)
 {
-	struct nodes_conf c = { .host_max_crashes = 2, .default_restart_count = 5 };
+	struct nodes_conf c = { .host_max_crashes = 2,
+				.default_restart_count = 5,
+				.backend_places = true };
 	struct nodes *m = nodes_new(&c, NULL, NULL, NULL);
 	ck_assert_int_eq(nodes_add(m, "worker-0", "worker", 0, NULL, &res64), 0);
 	ck_assert_int_eq(nodes_add(m, "worker-1", "worker", 1, NULL, &res64), 0);
@@ -295,8 +297,13 @@ START_TEST(test_avoid_where_the_backend_places)
 	ck_assert_str_eq(ni.avoid[0], "n2");
 	/* n1 (charged once) crashes again: bad, so every launch keeps off it */
 	feed(m, ev_of(SCHED_EV_STARTED, "worker-1.1", "n1", 0, 0));
-	feed(m, ev_of(SCHED_EV_EXITED, "worker-1.1", "n1", 1, 0));
+	a = feed(m, ev_of(SCHED_EV_EXITED, "worker-1.1", "n1", 1, 0));
 	ck_assert(nodes_host_bad(m, "n1"));
+	/* its own host bad and no host list: the backend places it, off n1 */
+	ck_assert_int_eq(a.type, NODES_RELAUNCH);
+	ck_assert_str_eq(a.host, "");
+	ck_assert_int_eq(nodes_get(m, "worker-1", &ni), 0);
+	ck_assert_str_eq(ni.avoid[0], "n1");
 	ck_assert_int_eq(nodes_get(m, "worker-0", &ni), 0);
 	ck_assert_int_eq(ni.navoid, 2);
 	ck_assert_str_eq(ni.avoid[0], "n3");
@@ -324,6 +331,47 @@ START_TEST(test_crash_before_start_charges_its_host)
 }
 END_TEST
 
+/* What a restarted master puts back from its journal (the charged hosts,
+ * the host a node left) gives the same placement as the policy that
+ * charged them: the bad host and the left one stay avoided. */
+START_TEST(test_charged_hosts_restored)
+{
+	const char *hosts[] = { "h1", "h2", "h3", NULL };
+	struct nodes_conf c = { .host_max_crashes = 1, .hosts = hosts, .default_restart_count = 5 };
+	struct nodes *m = nodes_new(&c, NULL, NULL, NULL);
+	ck_assert_int_eq(nodes_add(m, "a", "worker", 0, "h1", &res64), 0);
+	ck_assert_int_eq(nodes_hosts(m, NULL, 0), 0);
+	struct nodes_action x = feed(m, ev_of(SCHED_EV_EXITED, "a", "h1", 1, 0));
+	ck_assert_str_eq(x.host, "h2");
+	struct nodes_host h[4];
+	ck_assert_int_eq(nodes_hosts(m, h, 4), 1);
+	ck_assert_str_eq(h[0].name, "h1");
+	ck_assert_int_eq(h[0].crashes, 1);
+	ck_assert(h[0].bad);
+	struct nodes_info ni;
+	ck_assert_int_eq(nodes_get(m, "a", &ni), 0);
+	ck_assert_str_eq(ni.left, "h1");
+
+	/* the next master: the node as journaled, then its hosts */
+	struct nodes *r = nodes_new(&c, NULL, NULL, NULL);
+	ck_assert_int_eq(nodes_add(r, "a", "worker", 0, ni.host, &res64), 0);
+	ck_assert_int_eq(nodes_restore(r, "a", ni.attempt, ni.restarts, ni.ooms, false, ni.left),
+			 0);
+	ck_assert_int_eq(nodes_host_restore(r, h[0].name, h[0].crashes, h[0].bad), 0);
+	ck_assert_int_eq(nodes_host_restore(r, "", 1, false), -EINVAL);
+	struct nodes_info ri;
+	ck_assert_int_eq(nodes_get(r, "a", &ri), 0);
+	ck_assert_int_eq(ri.navoid, 1);
+	ck_assert_str_eq(ri.avoid[0], "h1");
+	/* its crash on h2 makes h2 bad too: h3, never h1 */
+	x = feed(r, ev_of(SCHED_EV_EXITED, "a.1", "h2", 1, 0));
+	ck_assert_int_eq(x.type, NODES_RELAUNCH);
+	ck_assert_str_eq(x.host, "h3");
+	nodes_free(r);
+	nodes_free(m);
+}
+END_TEST
+
 static Suite *nodes_suite(void)
 {
 	Suite *s = suite_create("nodes");
@@ -337,6 +385,7 @@ static Suite *nodes_suite(void)
 	tcase_add_test(tc, test_straggler_replaced_on_another_host);
 	tcase_add_test(tc, test_avoid_where_the_backend_places);
 	tcase_add_test(tc, test_crash_before_start_charges_its_host);
+	tcase_add_test(tc, test_charged_hosts_restored);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -13,6 +13,8 @@
 #     adopts both running Slurm jobs and the job finishes;
 #   - a node whose Slurm job was cancelled (a crash, charged to its Slurm
 #     node) is relaunched on another Slurm node (exclude);
+#   - a master killed with -9 after a Slurm node went bad: the next one
+#     keeps off it (the charged hosts come back from the journal);
 #   - the master killed while its node's Slurm job is still pending: the
 #     next one finds that job by its name and adopts it (no duplicate);
 #   - a job asking for more than the cluster has fails after its gang wait,
@@ -267,6 +269,44 @@ else
 fi
 }
 
+# ---- a master restarted after a host went bad still keeps off it ----
+case_badhost() {
+sleeper badhost
+port=$(free_port)
+# one crash makes a host bad
+ROVER_NODE_HOST_MAX_CRASHES=1 master badhost "$port"
+a=$(wait_node badhost worker-0 60)
+if [ -z "$a" ]; then
+  notok "a sleeping node runs through the Slurm backend (bad host run)"
+  show badhost
+  wait_master 1
+  return
+fi
+scancel -n rover-badhost-worker-0
+b=$(wait_node badhost worker-0.1 60)
+kill -KILL "$MPID"
+wait "$MPID" 2>/dev/null
+log=$TMP/badhost/master.log
+ROVER_NODE_HOST_MAX_CRASHES=1 master badhost "$port"
+for _ in $(seq 300); do
+  grep -q 'node adopted after a master restart.* rc=0 ' "$log" && break
+  sleep 0.1
+done
+# the node crashes on b too: its relaunch keeps off b (it left it) and
+# off a (bad since before this master started)
+scancel -n rover-badhost-worker-0.1
+c=$(wait_node badhost worker-0.2 60)
+kill -TERM "$MPID"
+wait_master 60
+if [ -n "$b" ] && [ "$b" != "$a" ] && [ -n "$c" ] && [ "$c" != "$a" ] && [ "$c" != "$b" ] &&
+  grep -q "msg=\"charged host restored\" host=$a crashes=1 bad=1" "$log"; then
+  ok "a master restarted after Slurm node $a went bad keeps off it: the next relaunch goes to $c, not $a or $b"
+else
+  notok "a master restarted after a Slurm node went bad keeps off it (ran on '$a', then '$b', then '$c')"
+  show badhost
+fi
+}
+
 # ---- a master killed between a submit and the job running ----
 case_unrecorded() {
 # every Slurm node busy: the node's job stays pending
@@ -376,7 +416,7 @@ fi
 }
 
 # SLURM_CASES picks some (in this order: toobig counts on nodefail's dead node)
-for c in ${SLURM_CASES:-cancel sbatch moved unrecorded nodefail adopt toobig}; do
+for c in ${SLURM_CASES:-cancel sbatch moved badhost unrecorded nodefail adopt toobig}; do
   "case_$c"
 done
 left=$(squeue -h -o '%i %j %T' | grep rover- || true)
