@@ -58,20 +58,20 @@ static void net_teardown(void)
 }
 
 /* Fail under CI=true (iproute2 is installed there), else pass saying why. */
-#define NET_SKIP_UNLESS_READY()                                      \
-	do {                                                         \
-		if (skip_reason[0]) {                                \
-			RV_TEST_SKIP(true, "%s", skip_reason);       \
-			return;                                      \
-		}                                                    \
+#define NET_SKIP_UNLESS_READY()                                                                    \
+	do {                                                                                       \
+		if (skip_reason[0]) {                                                              \
+			RV_TEST_SKIP(true, "%s", skip_reason);                                     \
+			return;                                                                    \
+		}                                                                                  \
 	} while (0)
 
-/* A master for the digits job (two nodes at most, one at least) listening
- * on the bridge's address, with extra args margs (NULL-terminated, at most
- * 16). */
-static void master_on_bridge(struct rv_test_master *m, const char *const *margs)
+/* A master for the digits job of epochs epochs (two nodes at most, one at
+ * least) listening on the bridge's address, with extra args margs
+ * (NULL-terminated, at most 16). */
+static void master_on_bridge(struct rv_test_master *m, int epochs, const char *const *margs)
 {
-	char *spec = rv_test_master_spec(SIZE, 16, EPOCHS, 1, 2);
+	char *spec = rv_test_master_spec(SIZE, 16, epochs, 1, 2);
 	ck_assert_int_eq(rv_test_master_init(m, spec), 0);
 	free(spec);
 	/* kept by pointer for a restart */
@@ -119,11 +119,11 @@ static void nodes_start(struct nodes *x, const struct rv_test_master *m, const c
 	ck_assert_msg(rv_test_wait_lines(x->log, 40, 0), "no 40 steps trained by the world of 2");
 }
 
-static void nodes_finish(struct nodes *x, struct rv_test_master *m)
+static void nodes_finish(struct nodes *x, struct rv_test_master *m, int epochs)
 {
 	for (int i = 0; i < 2; i++)
-		free(rv_test_run_expect_exit(&x->r[i], 0, 240000));
-	rv_test_fault_expect_trained(x->r, 2, x->log, SIZE, EPOCHS, 3);
+		free(rv_test_run_expect_exit(&x->r[i], 0, 300000));
+	rv_test_fault_expect_trained(x->r, 2, x->log, SIZE, epochs, 3);
 	for (int i = 0; i < 2; i++)
 		rv_test_run_end(&x->r[i]);
 	rv_test_master_cleanup(m);
@@ -140,7 +140,7 @@ START_TEST(test_node_cut_and_back)
 	NET_SKIP_UNLESS_READY();
 	const char *margs[] = { "--rdzv-heartbeat-timeout-ms", "2000", NULL };
 	struct rv_test_master m;
-	master_on_bridge(&m, margs);
+	master_on_bridge(&m, EPOCHS, margs);
 	struct nodes x;
 	nodes_start(&x, &m, "ncut");
 
@@ -169,7 +169,7 @@ START_TEST(test_node_cut_and_back)
 	rv_test_fault_report("node_cut_rejoin", back - t1);
 	/* one copy of rank 1: the worker of the old world is gone */
 	ck_assert_msg(kill(old[0], 0) < 0, "node 1's old worker %d still runs", (int)old[0]);
-	nodes_finish(&x, &m);
+	nodes_finish(&x, &m, EPOCHS);
 }
 END_TEST
 
@@ -195,12 +195,20 @@ static void slow_link(bool on, const char **kind)
 	const char *tbf[] = { "tbf", "rate", "512kbit", "burst", "4kb", "latency", "30ms", NULL };
 	const char *const *w = !on ? NULL : !strcmp(*kind, "tbf") ? tbf : netem;
 	for (int side = 0; side < 2; side++) {
-		const char *argv[24] = { "tc", "qdisc", w ? "replace" : "del", "dev",
-					 net.veth_host[1], "root" };
+		const char *argv[24] = { "tc",  "qdisc",          w ? "replace" : "del",
+					 "dev", net.veth_host[1], "root" };
 		int n = 6;
 		if (side) {
-			const char *ns[] = { "ip", "netns", "exec", net.ns[1], "tc", "qdisc",
-					     w ? "replace" : "del", "dev", net.veth_ns[1], "root" };
+			const char *ns[] = { "ip",
+					     "netns",
+					     "exec",
+					     net.ns[1],
+					     "tc",
+					     "qdisc",
+					     w ? "replace" : "del",
+					     "dev",
+					     net.veth_ns[1],
+					     "root" };
 			memcpy(argv, ns, sizeof(ns));
 			n = 10;
 		}
@@ -217,14 +225,15 @@ static void slow_link(bool on, const char **kind)
 	}
 }
 
-/* A slow link to node 1 for 20 s under training: the job goes on, nobody
- * declared dead (the master's default heartbeat timeout), no restart;
- * the step rate before and during it printed; every sample once. */
+/* A slow link to node 1 for 20 s under training (a job of 5 epochs, long
+ * enough to go on after it): the job goes on, nobody declared dead (the
+ * master's default heartbeat timeout), no restart; the step rate before
+ * and during it printed; every sample once. */
 START_TEST(test_slow_link)
 {
 	NET_SKIP_UNLESS_READY();
 	struct rv_test_master m;
-	master_on_bridge(&m, NULL);
+	master_on_bridge(&m, 5, NULL);
 	struct nodes x;
 	nodes_start(&x, &m, "slow");
 
@@ -243,6 +252,7 @@ START_TEST(test_slow_link)
 	printf("diag: slow link (%s) steps_per_s before=%.2f during=%.2f\n", kind, before, during);
 	printf("slow_link=%s steps_per_s_before=%.2f steps_per_s_during=%.2f\n", kind, before,
 	       during);
+	fflush(stdout);
 	ck_assert_msg(during > 0, "no step trained over the slow link");
 	int64_t back = rv_test_fault_wait_steps(x.log, rv_test_count_lines(x.log), 2, 60000);
 	ck_assert_msg(back >= 0, "no step of both ranks after the link was fast again");
@@ -255,7 +265,7 @@ START_TEST(test_slow_link)
 	if (loads)
 		rv_test_run_dump(x.r, 2, m.log);
 	ck_assert_msg(loads == 0, "the group restarted %d time(s) on a slow link", loads);
-	nodes_finish(&x, &m);
+	nodes_finish(&x, &m, 5);
 }
 END_TEST
 
@@ -317,9 +327,17 @@ START_TEST(test_brain_partition)
 	char *spec = rv_test_master_spec(1000, 10, 1, 1, 1);
 	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
 	free(spec);
-	const char *margs[] = { "--brain", b.url, "--brain-batch-delay-ms", "20",
-				"--brain-backoff-max-ms", "500", "--brain-timeout-ms", "1000",
-				"--brain-connect-timeout-ms", "300", NULL };
+	const char *margs[] = { "--brain",
+				b.url,
+				"--brain-batch-delay-ms",
+				"20",
+				"--brain-backoff-max-ms",
+				"500",
+				"--brain-timeout-ms",
+				"1000",
+				"--brain-connect-timeout-ms",
+				"300",
+				NULL };
 	ck_assert_int_eq(rv_test_master_start(&m, margs), 0);
 	struct rv_master_client *c = rv_test_master_client(&m);
 	struct rv_test_fault_node n = { .m = &m, .name = "node-0" };

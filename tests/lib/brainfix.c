@@ -29,8 +29,7 @@ static const char *bin_dir(void)
 	return d && *d ? d : "build/bin";
 }
 
-static int start_brain(struct rv_test_brain *b, const char *const *wrap,
-		       const char *const *args);
+static int start_brain(struct rv_test_brain *b, const char *const *wrap, const char *const *args);
 
 /* Start; when the brain does not come up, its log goes to stderr so the test
  * output says why. */
@@ -69,8 +68,7 @@ int rv_test_brain_start_fresh(struct rv_test_brain *b, int migrate, char *connin
 	return rv_test_brain_start(b, argv);
 }
 
-static int start_brain(struct rv_test_brain *b, const char *const *wrap,
-		       const char *const *args)
+static int start_brain(struct rv_test_brain *b, const char *const *wrap, const char *const *args)
 {
 	memset(b, 0, sizeof(*b));
 	b->proc.pidfd = -1;

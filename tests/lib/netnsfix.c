@@ -61,7 +61,8 @@ static int net_host(struct rv_test_net *net, int i, int a, int b, const char *ta
 	    RV_TEST_CMD("ip", "link", "set", net->veth_host[i], "up") < 0 ||
 	    RV_TEST_CMD("ip", "netns", "exec", ns, "ip", "addr", "add", cidr, "dev",
 			net->veth_ns[i]) < 0 ||
-	    RV_TEST_CMD("ip", "netns", "exec", ns, "ip", "link", "set", net->veth_ns[i], "up") < 0 ||
+	    RV_TEST_CMD("ip", "netns", "exec", ns, "ip", "link", "set", net->veth_ns[i], "up") <
+		    0 ||
 	    RV_TEST_CMD("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up") < 0)
 		return -EIO;
 	const char *w[] = { "ip", "netns", "exec", net->ns[i], NULL };
@@ -124,8 +125,8 @@ int rv_test_net_link(const struct rv_test_net *net, int i, bool up)
 
 int rv_test_net_qdisc(const struct rv_test_net *net, int i, const char *const *words)
 {
-	const char *argv[32] = { "tc", "qdisc", words ? "replace" : "del", "dev",
-				 net->veth_host[i], "root" };
+	const char *argv[32] = { "tc",  "qdisc",           words ? "replace" : "del",
+				 "dev", net->veth_host[i], "root" };
 	int n = 6;
 	for (; words && *words && n < 31; words++)
 		argv[n++] = *words;

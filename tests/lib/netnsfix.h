@@ -35,9 +35,9 @@ struct rv_test_net {
 	char bridge[16];
 	char addr_root[32]; /* the bridge's address */
 	char ns[RV_TEST_NET_MAX][40];
-	char veth_host[RV_TEST_NET_MAX][16]; /* the bridge's end: down cuts host i off */
-	char veth_ns[RV_TEST_NET_MAX][16];   /* the end inside ns[i] */
-	char addr[RV_TEST_NET_MAX][32];      /* host i's address in ns[i] */
+	char veth_host[RV_TEST_NET_MAX][16];  /* the bridge's end: down cuts host i off */
+	char veth_ns[RV_TEST_NET_MAX][16];    /* the end inside ns[i] */
+	char addr[RV_TEST_NET_MAX][32];       /* host i's address in ns[i] */
 	const char *wrap[RV_TEST_NET_MAX][5]; /* "ip netns exec NS": runs a command there */
 };
 
