@@ -194,28 +194,8 @@ static void slow_link(bool on, const char **kind)
 	const char *netem[] = { "netem", "delay", "100ms", "20ms", "loss", "1%", NULL };
 	const char *tbf[] = { "tbf", "rate", "512kbit", "burst", "4kb", "latency", "30ms", NULL };
 	const char *const *w = !on ? NULL : !strcmp(*kind, "tbf") ? tbf : netem;
-	for (int side = 0; side < 2; side++) {
-		const char *argv[24] = { "tc",  "qdisc",          w ? "replace" : "del",
-					 "dev", net.veth_host[1], "root" };
-		int n = 6;
-		if (side) {
-			const char *ns[] = { "ip",
-					     "netns",
-					     "exec",
-					     net.ns[1],
-					     "tc",
-					     "qdisc",
-					     w ? "replace" : "del",
-					     "dev",
-					     net.veth_ns[1],
-					     "root" };
-			memcpy(argv, ns, sizeof(ns));
-			n = 10;
-		}
-		for (const char *const *p = w; p && *p; p++)
-			argv[n++] = *p;
-		argv[n] = NULL;
-		int rc = rv_test_cmd(argv, true);
+	for (int inside = 0; inside < 2; inside++) {
+		int rc = rv_test_net_qdisc(&net, 1, inside, w);
 		if (rc < 0 && on && w == netem) {
 			*kind = "tbf"; /* no netem here: say so and slow it the other way */
 			slow_link(on, kind);
@@ -308,12 +288,30 @@ static struct rv_job_status job_status(struct rv_master_client *c)
 	return js;
 }
 
+/* One unlabelled value of m's /metrics, -1 when absent. */
+static long long master_metric(const struct rv_test_master *m, const char *name)
+{
+	struct rv_test_brain as = { .port = m->port };
+	snprintf(as.url, sizeof(as.url), "%s", m->url);
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&as, "GET", "/metrics", NULL, NULL, &r), 0);
+	char key[128];
+	snprintf(key, sizeof(key), "\n%s ", name);
+	const char *at = r.body ? strstr(r.body, key) : NULL;
+	long long v = at ? strtoll(at + strlen(key), NULL, 10) : -1;
+	rv_test_reply_release(&r);
+	return v;
+}
+
 /* The brain in namespace 0, the master in the root namespace reaching it
  * over the veth; steps reported all along (every 50 ms, each acknowledged
- * by the master); the link down for partition_s() seconds, cut while
- * batches are in flight (their replies lost: resent with the same id).
- * Healed, the master delivers what it buffered: every acknowledged step is
- * one row of job_speed, none twice, none dropped. */
+ * by the master).  First the brain's replies are lost for 2 s (a tbf
+ * inside its namespace whose bucket no packet but a bare ACK fits: the
+ * requests arrive and are stored, the answers never leave), then the
+ * link goes down for partition_s() seconds.  Healed, the master resends
+ * what was stored unanswered with the same ids and delivers what it
+ * buffered: every acknowledged step is one row of job_speed, none twice,
+ * none dropped. */
 START_TEST(test_brain_partition)
 {
 	NET_SKIP_UNLESS_READY();
@@ -350,6 +348,11 @@ START_TEST(test_brain_partition)
 	int64_t step = 0;
 	for (int i = 0; i < 20; i++, usleep(50 * 1000))
 		report_step(c, ++step);
+	const char *mute[] = { "tbf", "rate", "1mbit", "burst", "100", "latency", "1s", NULL };
+	ck_assert_int_eq(rv_test_net_qdisc(&net, 0, true, mute), 0);
+	for (int i = 0; i < 40; i++, usleep(50 * 1000))
+		report_step(c, ++step);
+	long long stored_unanswered = sql_num(conninfo, "SELECT count(*) FROM job_speed");
 	ck_assert_int_eq(rv_test_net_link(&net, 0, false), 0);
 	int64_t cut = rv_mono_ms();
 	bool seen_down = false;
@@ -361,6 +364,7 @@ START_TEST(test_brain_partition)
 		ck_assert_int_eq(js.brain.dropped, 0);
 	}
 	ck_assert_msg(seen_down, "the master never saw the brain unreachable");
+	ck_assert_int_eq(rv_test_net_qdisc(&net, 0, true, NULL), 0);
 	ck_assert_int_eq(rv_test_net_link(&net, 0, true), 0);
 	int64_t healed = rv_mono_ms();
 	for (int i = 0; i < 20; i++, usleep(50 * 1000))
@@ -373,9 +377,15 @@ START_TEST(test_brain_partition)
 	rv_test_fault_report("brain_partition_delivered", rv_mono_ms() - healed);
 	usleep(1000 * 1000); /* nothing more comes: none stored twice */
 	struct rv_job_status js = job_status(c);
-	printf("diag: partition_s=%d steps=%lld rows=%lld queued=%lld dropped=%lld\n",
+	long long resends = master_metric(&m, "rover_master_brain_resends_total");
+	printf("diag: partition_s=%d steps=%lld rows=%lld queued=%lld dropped=%lld "
+	       "stored_unanswered=%lld resends=%lld\n",
 	       partition_s(), (long long)step, sql_num(conninfo, q), (long long)js.brain.queued,
-	       (long long)js.brain.dropped);
+	       (long long)js.brain.dropped, stored_unanswered, resends);
+	fflush(stdout);
+	ck_assert_msg(stored_unanswered > 20 && resends > 0,
+		      "no batch stored with its reply lost (rows %lld, resends %lld)",
+		      stored_unanswered, resends);
 	ck_assert_int_eq(sql_num(conninfo, q), step);
 	ck_assert_int_eq(sql_num(conninfo, "SELECT count(DISTINCT step) FROM job_speed"), step);
 	ck_assert_int_eq(sql_num(conninfo, "SELECT count(*) FROM jobs"), 1);

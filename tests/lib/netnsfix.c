@@ -123,12 +123,19 @@ int rv_test_net_link(const struct rv_test_net *net, int i, bool up)
 	return RV_TEST_CMD("ip", "link", "set", net->veth_host[i], up ? "up" : "down");
 }
 
-int rv_test_net_qdisc(const struct rv_test_net *net, int i, const char *const *words)
+int rv_test_net_qdisc(const struct rv_test_net *net, int i, bool inside, const char *const *words)
 {
-	const char *argv[32] = { "tc",  "qdisc",           words ? "replace" : "del",
-				 "dev", net->veth_host[i], "root" };
-	int n = 6;
-	for (; words && *words && n < 31; words++)
+	const char *argv[40] = { "ip", "netns", "exec", net->ns[i] };
+	int n = inside ? 4 : 0;
+	const char *tc[] = { "tc",
+			     "qdisc",
+			     words ? "replace" : "del",
+			     "dev",
+			     inside ? net->veth_ns[i] : net->veth_host[i],
+			     "root" };
+	for (size_t k = 0; k < sizeof(tc) / sizeof(tc[0]); k++)
+		argv[n++] = tc[k];
+	for (; words && *words && n < 39; words++)
 		argv[n++] = *words;
 	argv[n] = NULL;
 	return rv_test_cmd(argv, true);

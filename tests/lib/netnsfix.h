@@ -50,9 +50,10 @@ int rv_test_net_setup(struct rv_test_net *net, int n, const char *tag, char *why
 void rv_test_net_teardown(struct rv_test_net *net);
 /* Host i's link (its bridge end) up or down: 0 or a negative errno. */
 int rv_test_net_link(const struct rv_test_net *net, int i, bool up);
-/* A qdisc on host i's bridge end (what the bridge sends to host i):
- * `tc qdisc replace dev VETH root` followed by words (NULL-terminated);
- * words NULL removes it.  Quiet: 0 or a negative errno. */
-int rv_test_net_qdisc(const struct rv_test_net *net, int i, const char *const *words);
+/* A qdisc on host i's link: on its bridge end (what host i receives), or
+ * inside (its namespace's end: what host i sends).  `tc qdisc replace dev
+ * VETH root` followed by words (NULL-terminated); words NULL removes it.
+ * Quiet: 0 or a negative errno. */
+int rv_test_net_qdisc(const struct rv_test_net *net, int i, bool inside, const char *const *words);
 
 #endif
