@@ -266,8 +266,7 @@ START_TEST(test_postgres_down_while_master_restarts)
 	ck_assert_msg(kill(x.b.pid, 0) == 0, "the brain died with its PostgreSQL");
 	ck_assert_int_eq(rv_test_pg_start_server(), 0);
 	int64_t t1 = rv_mono_ms();
-	long long rows;
-	while ((rows = speed_rows(&x)) <= rows0 && rv_mono_ms() - t1 < 60000)
+	while (speed_rows(&x) <= rows0 && rv_mono_ms() - t1 < 60000)
 		usleep(100 * 1000);
 	rv_test_fault_report("postgres_back_reports_stored", rv_mono_ms() - t1);
 	stack_finish(&x);
