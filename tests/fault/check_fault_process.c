@@ -34,38 +34,6 @@
 #define SIZE   1200
 #define EPOCHS 2
 
-/* rover-run's arguments for one node of the digits job at endpoint ep,
- * nproc workers, nnodes ("1", "1:2"), --hang-timeout hang (0: off, for a
- * node whose only worker is not rank 0, the one that prints), shard log
- * log; into a (24 slots). */
-static void node_args(const char **a, const char *nnodes, const char *nproc, const char *ep,
-		      const char *hang, const char *log)
-{
-	const char *v[] = { "--nnodes",
-			    nnodes,
-			    "--nproc-per-node",
-			    nproc,
-			    "--rdzv-endpoint",
-			    ep,
-			    "--max-restarts",
-			    "3",
-			    "--hang-timeout",
-			    hang,
-			    RV_TEST_FAULT_EXAMPLE,
-			    "--batch-size",
-			    "8",
-			    "--step-sleep",
-			    "0.05",
-			    "--log-every",
-			    "2",
-			    "--target",
-			    RV_TEST_FAULT_TARGET,
-			    "--shard-log",
-			    log,
-			    NULL };
-	memcpy(a, v, sizeof(v));
-}
-
 /* A worker stopped mid-epoch is a hang: found within --hang-timeout,
  * named with its Python stack (rover-run continues it so that the
  * SIGABRT it sent can dump the stack), the group restarted from the last
@@ -83,7 +51,7 @@ START_TEST(test_worker_sigstop)
 	const char *a[24];
 	/* 60 s: longer than the workers' first start (importing torch on a
 	 * busy 2-core machine takes 40 s, with no output yet) */
-	node_args(a, "1", "2", m.addr, "60", log);
+	rv_test_fault_node_args(a, "1", "2", m.addr, "60", log);
 	ck_assert_int_eq(rv_test_run_start(&r, a, env), 0);
 	if (!rv_test_wait_lines(log, 40, 120000))
 		rv_test_run_dump(&r, 1, m.log);
@@ -134,7 +102,7 @@ START_TEST(test_run_sigstop_past_heartbeat)
 	rv_test_fault_job_env(job, sizeof(job), "rstop");
 	const char *env[] = { job, NULL };
 	const char *a[24];
-	node_args(a, "1:2", "1", m.addr, "0", log);
+	rv_test_fault_node_args(a, "1:2", "1", m.addr, "0", log);
 	for (int i = 0; i < 2; i++)
 		ck_assert_int_eq(rv_test_run_start_joined(&r[i], a, env, 60000), 0);
 	if (!rv_test_wait_lines(log, 40, 120000))
@@ -194,7 +162,7 @@ START_TEST(test_master_sigstop)
 	rv_test_fault_job_env(job, sizeof(job), "mstop");
 	const char *env[] = { job, NULL };
 	const char *a[24];
-	node_args(a, "1:2", "1", m.addr, "0", log);
+	rv_test_fault_node_args(a, "1:2", "1", m.addr, "0", log);
 	for (int i = 0; i < 2; i++)
 		ck_assert_int_eq(rv_test_run_start_joined(&r[i], a, env, 60000), 0);
 	if (!rv_test_wait_lines(log, 40, 120000))

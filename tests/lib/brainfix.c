@@ -29,13 +29,19 @@ static const char *bin_dir(void)
 	return d && *d ? d : "build/bin";
 }
 
-static int start_brain(struct rv_test_brain *b, const char *const *args);
+static int start_brain(struct rv_test_brain *b, const char *const *wrap, const char *const *args);
 
 /* Start; when the brain does not come up, its log goes to stderr so the test
  * output says why. */
 int rv_test_brain_start(struct rv_test_brain *b, const char *const *args)
 {
-	int rc = start_brain(b, args);
+	return rv_test_brain_start_wrapped(b, NULL, args);
+}
+
+int rv_test_brain_start_wrapped(struct rv_test_brain *b, const char *const *wrap,
+				const char *const *args)
+{
+	int rc = start_brain(b, wrap, args);
 	if (rc < 0) {
 		char *log = rv_test_read_file(b->log);
 		fprintf(stderr, "rover-brain did not start (%s); its log:\n%s\n", strerror(-rc),
@@ -62,7 +68,7 @@ int rv_test_brain_start_fresh(struct rv_test_brain *b, int migrate, char *connin
 	return rv_test_brain_start(b, argv);
 }
 
-static int start_brain(struct rv_test_brain *b, const char *const *args)
+static int start_brain(struct rv_test_brain *b, const char *const *wrap, const char *const *args)
 {
 	memset(b, 0, sizeof(*b));
 	b->proc.pidfd = -1;
@@ -73,15 +79,21 @@ static int start_brain(struct rv_test_brain *b, const char *const *args)
 	snprintf(b->log, sizeof(b->log), "%s", tmpl);
 	char exe[512];
 	snprintf(exe, sizeof(exe), "%s/rover-brain", bin_dir());
-	const char *argv[64] = { exe, "--listen", "127.0.0.1:0" };
-	int n = 3;
+	const char *argv[80];
+	int n = 0;
+	for (; wrap && *wrap && n < 16; wrap++)
+		argv[n++] = *wrap;
+	argv[n++] = exe;
+	argv[n++] = "--listen";
+	argv[n++] = "127.0.0.1:0";
 	if (getenv("ROVER_SQL_DIR")) {
 		argv[n++] = "--sql-dir";
 		argv[n++] = getenv("ROVER_SQL_DIR");
 	}
-	for (int i = 0; args && args[i] && n < 62; i++)
+	for (int i = 0; args && args[i] && n < 78; i++)
 		argv[n++] = args[i];
 	argv[n] = NULL;
+	bool wrapped = argv[0] != exe;
 	struct rv_proc_opts o = {
 		.argv = argv,
 		.io = { { RV_PROC_NULL }, { RV_PROC_PIPE }, { RV_PROC_FD, lfd } },
@@ -124,9 +136,14 @@ static int start_brain(struct rv_test_brain *b, const char *const *args)
 			buf[len] = 0;
 			char *l = strstr(buf, "listening on http://");
 			if (l && strchr(l, '\n')) {
-				char *colon = strrchr(strtok(l + strlen("listening on http://"), "\n"), ':');
+				char *host = strtok(l + strlen("listening on http://"), "\n");
+				char *colon = strrchr(host, ':');
 				b->port = colon ? atoi(colon + 1) : 0;
-				snprintf(b->url, sizeof(b->url), "http://127.0.0.1:%d", b->port);
+				/* wrapped (another network namespace): the address it
+				 * was told to listen on, not loopback */
+				snprintf(b->url, sizeof(b->url), "http://%.*s:%d",
+					 wrapped && colon ? (int)(colon - host) : 9,
+					 wrapped && colon ? host : "127.0.0.1", b->port);
 				rv_proc_close_fd(&b->proc, 1);
 				return b->port > 0 ? 0 : -EPROTO;
 			}

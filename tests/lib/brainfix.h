@@ -30,6 +30,12 @@ struct rv_test_brain {
 /* args: NULL-terminated extra arguments.  Returns 0 or a negative errno
  * (and then prints the brain's log on stderr). */
 int rv_test_brain_start(struct rv_test_brain *b, const char *const *args);
+/* The same under a command that execs it (wrap, NULL-terminated: say
+ * `ip netns exec NS`, so that the pid stays the brain's); the URL then
+ * takes the host of its "listening on" line (give --listen ADDR:0 in
+ * args), not loopback.  wrap borrowed for the call. */
+int rv_test_brain_start_wrapped(struct rv_test_brain *b, const char *const *wrap,
+				const char *const *args);
 /* A fresh database (rv_test_pg_fresh_db(migrate, conninfo, size)) and a
  * brain on it: "--db" conninfo, then args, then extra (either may be NULL).
  * 0 or a negative errno. */

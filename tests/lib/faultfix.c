@@ -30,6 +30,34 @@ void rv_test_fault_add(Suite *s, const char *name, const TTest *test, bool quick
 	suite_add_tcase(s, tc);
 }
 
+void rv_test_fault_node_args(const char **a, const char *nnodes, const char *nproc, const char *ep,
+			     const char *hang, const char *log)
+{
+	const char *v[] = { "--nnodes",
+			    nnodes,
+			    "--nproc-per-node",
+			    nproc,
+			    "--rdzv-endpoint",
+			    ep,
+			    "--max-restarts",
+			    "3",
+			    "--hang-timeout",
+			    hang,
+			    RV_TEST_FAULT_EXAMPLE,
+			    "--batch-size",
+			    "8",
+			    "--step-sleep",
+			    "0.05",
+			    "--log-every",
+			    "2",
+			    "--target",
+			    RV_TEST_FAULT_TARGET,
+			    "--shard-log",
+			    log,
+			    NULL };
+	memcpy(a, v, sizeof(v));
+}
+
 void rv_test_fault_job_env(char *out, size_t size, const char *what)
 {
 	snprintf(out, size, "ROVER_JOB_NAME=flt-%d-%s", (int)getpid(), what);

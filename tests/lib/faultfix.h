@@ -24,6 +24,12 @@
 #define RV_TEST_FAULT_EXAMPLE "examples/digits_rover.py"
 #define RV_TEST_FAULT_TARGET  "0.85"
 
+/* rover-run's arguments for one node of the digits job at endpoint ep,
+ * nproc workers, nnodes ("1", "1:2"), --hang-timeout hang (0: off, for a
+ * node whose only worker is not rank 0, the one that prints), shard log
+ * log; into a (24 slots, NULL-terminated; the strings borrowed). */
+void rv_test_fault_node_args(const char **a, const char *nnodes, const char *nproc, const char *ep,
+			     const char *hang, const char *log);
 /* Whether every scenario runs (ROVER_FAULT_ALL=1, make fault) or only the
  * short ones make test runs. */
 bool rv_test_fault_all(void);

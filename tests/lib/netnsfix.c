@@ -318,3 +318,27 @@ int rv_test_netns_delay(struct rv_test_netns *net, int i, int ms)
 	return RV_TEST_CMD("ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", vn, "root",
 			   "netem", "delay", delay);
 }
+
+int rv_test_netns_link(const struct rv_test_netns *net, int i, bool up)
+{
+	return RV_TEST_CMD("ip", "link", "set", net->veth_host[i], up ? "up" : "down");
+}
+
+int rv_test_netns_qdisc(const struct rv_test_netns *net, int i, bool inside,
+			const char *const *words)
+{
+	const char *argv[40] = { "ip", "netns", "exec", net->ns[i] };
+	int n = inside ? 4 : 0;
+	const char *tc[] = { "tc",
+			     "qdisc",
+			     words ? "replace" : "del",
+			     "dev",
+			     inside ? net->veth_ns[i] : net->veth_host[i],
+			     "root" };
+	for (size_t k = 0; k < sizeof(tc) / sizeof(tc[0]); k++)
+		argv[n++] = tc[k];
+	for (; words && *words && n < 39; words++)
+		argv[n++] = *words;
+	argv[n] = NULL;
+	return rv_test_cmd(argv, true);
+}

@@ -58,5 +58,14 @@ void rv_test_netns_down(struct rv_test_netns *net);
  * this process, leaving namespace i without a link.  0 takes netem's delay
  * off or stops the relay.  0 or a negative errno. */
 int rv_test_netns_delay(struct rv_test_netns *net, int i, int ms);
+/* Namespace i's link (its bridge end) up or down: down cuts it off.  0 or
+ * a negative errno. */
+int rv_test_netns_link(const struct rv_test_netns *net, int i, bool up);
+/* A qdisc on namespace i's link: on its bridge end (what i receives), or
+ * inside (its own end: what i sends).  `tc qdisc replace dev VETH root`
+ * followed by words (NULL-terminated); words NULL removes it.  Quiet: 0 or
+ * a negative errno. */
+int rv_test_netns_qdisc(const struct rv_test_netns *net, int i, bool inside,
+			const char *const *words);
 
 #endif

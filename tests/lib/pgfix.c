@@ -294,6 +294,14 @@ int rv_test_pg_stop_server(void)
 	return rv_pgserver_stop(&pg_srv);
 }
 
+int rv_test_pg_kill_server(void)
+{
+	if (pg_external)
+		return -ENOTSUP;
+	pg_srv.started = 1;
+	return rv_pgserver_kill(&pg_srv);
+}
+
 int rv_test_pg_start_server(void)
 {
 	if (pg_external)

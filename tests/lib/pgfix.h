@@ -41,5 +41,8 @@ int rv_test_pg_reaper(const char *pgdata, const char *remove_dir);
 /* Stop/start the server (to test outages); start waits until it is ready. */
 int rv_test_pg_stop_server(void);
 int rv_test_pg_start_server(void);
+/* Stop it as a crash would (pg_ctl stop -m immediate: no checkpoint, the
+ * next start recovers from the WAL). */
+int rv_test_pg_kill_server(void);
 
 #endif
