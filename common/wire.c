@@ -12,6 +12,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include "cleanup.h"
 #include "json.h"
 #include "parse.h"
+#include "wire_codec.h"
 
 #define API_PREFIX "elastic.rover.dev/"
 #define API_VERSION API_PREFIX "v1alpha1"
@@ -1670,9 +1672,10 @@ void rv_cluster_report_release(struct rv_cluster_report *r)
  * One row per JSON key the code above reads or writes; check_wire.c fails
  * when a key is added to the code and not here, or here and not in the code. */
 
-#define F(name, type, req, ref, map, enums, desc)                                                  \
+#define F(nm, ty, req, rf, mp, en, desc)                                                           \
 	{                                                                                          \
-		name, type, req, ref, map, enums, desc                                             \
+		.name = nm, .type = ty, .required = req, .ref = rf, .map = mp, .enums = en,        \
+		.description = desc                                                                \
 	}
 
 static const struct rv_wire_field f_elastic_job[] = {
@@ -1882,9 +1885,9 @@ static const struct rv_wire_field f_cluster_node[] = {
 };
 #undef F
 
-#define M(name, desc, f)                                                                           \
+#define M(nm, desc, f)                                                                             \
 	{                                                                                          \
-		name, desc, f, (int)RV_ARRAY_SIZE(f)                                               \
+		.name = nm, .description = desc, .fields = f, .nfields = (int)RV_ARRAY_SIZE(f)     \
 	}
 static const struct rv_wire_message messages[] = {
 	M("ElasticJob", "a job spec, shaped like DLRover's ElasticJob resource", f_elastic_job),
@@ -1931,26 +1934,11 @@ const struct rv_wire_message *rv_wire_message(const char *name)
 #define MAX_SAMPLE_INDEX (INT64_C(1) << 52)
 #define MAX_LOCAL_WORLD  1024
 
-static const char *const rdzv_status_names[] = {
-	[RV_RDZV_COMPLETE] = "complete", [RV_RDZV_GATHERING] = "gathering",
-	[RV_RDZV_STALE] = "stale",       [RV_RDZV_SPARE] = "spare",
-	[RV_RDZV_FAILED] = "failed",     [RV_RDZV_UNKNOWN] = "unknown",
-};
 static const char *const shard_status_names[] = {
 	[RV_SHARD_TASK] = "task",
 	[RV_SHARD_WAIT] = "wait",
 	[RV_SHARD_FINISHED] = "finished",
 };
-
-const char *rv_rdzv_status_name(enum rv_rdzv_status s)
-{
-	return name_of(rdzv_status_names, RV_ARRAY_SIZE(rdzv_status_names), (int)s);
-}
-
-int rv_rdzv_status_parse(const char *s)
-{
-	return parse_of(rdzv_status_names, RV_ARRAY_SIZE(rdzv_status_names), s);
-}
 
 const char *rv_shard_status_name(enum rv_shard_status s)
 {
@@ -1992,205 +1980,6 @@ static int must_object(const cJSON *root, const char *what, struct rv_err *err)
 			memset(out, 0, sizeof(*out));                                              \
 		return rc < 0 ? rc : 0;                                                            \
 	}
-
-static int rdzv_join_parse(const cJSON *r, struct rv_rdzv_join *m, struct rv_err *err)
-{
-	int rc;
-	if ((rc = must_object(r, "rendezvous join", err)) < 0 ||
-	    (rc = get_node(r, "node", "", true, m->node, err)) < 0 ||
-	    (rc = rv_json_get_string(r, "addr", "", false, m->addr, sizeof(m->addr), err)) < 0)
-		return rc;
-	m->local_world_size = 1;
-	return get_int32(r, "local_world_size", "", false, 1, MAX_LOCAL_WORLD, &m->local_world_size,
-			 err);
-}
-FLAT_FROM_JSON(rv_rdzv_join_from_json, struct rv_rdzv_join, rdzv_join_parse)
-
-cJSON *rv_rdzv_join_to_json(const struct rv_rdzv_join *m)
-{
-	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
-	bool ok = o && add_str(o, "node", m->node) && add_str(o, "addr", m->addr) &&
-		  add_num(o, "local_world_size", m->local_world_size);
-	return ok ? RV_TAKE_PTR(o) : NULL;
-}
-
-static int rdzv_joined_parse(const cJSON *r, struct rv_rdzv_joined *m, struct rv_err *err)
-{
-	int rc;
-	if ((rc = must_object(r, "rendezvous join reply", err)) < 0)
-		return rc;
-	return rv_json_get_int(r, "round", "", true, 1, INT64_MAX, &m->round, err);
-}
-FLAT_FROM_JSON(rv_rdzv_joined_from_json, struct rv_rdzv_joined, rdzv_joined_parse)
-
-cJSON *rv_rdzv_joined_to_json(const struct rv_rdzv_joined *m)
-{
-	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
-	bool ok = o && add_num(o, "round", (double)m->round);
-	return ok ? RV_TAKE_PTR(o) : NULL;
-}
-
-static int rdzv_member_parse(const cJSON *o, const char *p, struct rv_rdzv_member *m,
-			     struct rv_err *err)
-{
-	int rc;
-	if (!cJSON_IsObject(o))
-		return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
-	if ((rc = get_node(o, "node", p, true, m->node, err)) < 0 ||
-	    (rc = rv_json_get_string(o, "addr", p, false, m->addr, sizeof(m->addr), err)) < 0 ||
-	    (rc = get_int32(o, "local_world_size", p, true, 1, MAX_LOCAL_WORLD,
-			    &m->local_world_size, err)) < 0 ||
-	    (rc = get_int32(o, "group_rank", p, true, 0, RV_MAX_WORLD_NODES - 1, &m->group_rank,
-			    err)) < 0 ||
-	    (rc = get_int32(o, "rank_offset", p, true, 0, RV_MAX_WORLD_NODES * MAX_LOCAL_WORLD,
-			    &m->rank_offset, err)) < 0)
-		return rc;
-	return 0;
-}
-
-static int rdzv_world_parse(const cJSON *r, struct rv_rdzv_world_reply *m, struct rv_err *err)
-{
-	int rc, st = 0;
-	if ((rc = must_object(r, "rendezvous world", err)) < 0 ||
-	    (rc = get_enum(r, "status", "", true, rdzv_status_names,
-			   RV_ARRAY_SIZE(rdzv_status_names),
-			   "one of complete, gathering, stale, spare, failed, unknown", &st, err)) <
-		    0)
-		return rc;
-	m->status = (enum rv_rdzv_status)st;
-	m->group_rank = -1;
-	if ((rc = rv_json_get_int(r, "round", "", true, 0, INT64_MAX, &m->round, err)) < 0 ||
-	    (rc = get_int32(r, "group_rank", "", false, -1, RV_MAX_WORLD_NODES - 1, &m->group_rank,
-			    err)) < 0 ||
-	    (rc = get_int32(r, "nnodes", "", false, 0, RV_MAX_WORLD_NODES, &m->nnodes, err)) < 0 ||
-	    (rc = get_int32(r, "world_size", "", false, 0, RV_MAX_WORLD_NODES * MAX_LOCAL_WORLD,
-			    &m->world_size, err)) < 0 ||
-	    (rc = get_int32(r, "waiting", "", false, 0, INT32_MAX, &m->waiting, err)) < 0)
-		return rc;
-	const cJSON *arr = rv_json_get_array(r, "members", "", false, &rc, err);
-	if (!arr)
-		return rc;
-	int n = array_count(arr, RV_MAX_WORLD_NODES);
-	if (n > RV_MAX_WORLD_NODES)
-		return rv_err_set(err, -E2BIG, "members", "members must have at most %d entries",
-				  RV_MAX_WORLD_NODES);
-	if (n == 0)
-		return 0;
-	m->members = calloc((size_t)n, sizeof(*m->members));
-	if (!m->members)
-		return rv_err_set(err, -ENOMEM, "members", "could not allocate %d members", n);
-	int i = 0;
-	for (const cJSON *it = arr->child; it; it = it->next, i++) {
-		field_buf p;
-		rv_json_path_index(p, sizeof(p), "members", i);
-		if ((rc = rdzv_member_parse(it, p, &m->members[i], err)) < 0)
-			return rc;
-	}
-	m->nmembers = n;
-	return 0;
-}
-
-int rv_rdzv_world_reply_from_json(const cJSON *root, struct rv_rdzv_world_reply *out,
-				  struct rv_err *err)
-{
-	memset(out, 0, sizeof(*out));
-	int rc = rdzv_world_parse(root, out, err);
-	if (rc < 0)
-		rv_rdzv_world_reply_release(out);
-	return rc < 0 ? rc : 0;
-}
-
-cJSON *rv_rdzv_world_reply_to_json(const struct rv_rdzv_world_reply *m)
-{
-	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
-	bool ok = o && add_str(o, "status", rv_rdzv_status_name(m->status)) &&
-		  add_num(o, "round", (double)m->round) &&
-		  add_num(o, "group_rank", m->group_rank) && add_num(o, "nnodes", m->nnodes) &&
-		  add_num(o, "world_size", m->world_size) && add_num(o, "waiting", m->waiting);
-	cJSON *arr = ok ? cJSON_AddArrayToObject(o, "members") : NULL;
-	if (!arr)
-		return NULL;
-	for (int i = 0; i < m->nmembers; i++) {
-		const struct rv_rdzv_member *mb = &m->members[i];
-		cJSON *e = cJSON_CreateObject();
-		if (!e || !cJSON_AddItemToArray(arr, e)) {
-			cJSON_Delete(e);
-			return NULL;
-		}
-		if (!add_str(e, "node", mb->node) || !add_str(e, "addr", mb->addr) ||
-		    !add_num(e, "local_world_size", mb->local_world_size) ||
-		    !add_num(e, "group_rank", mb->group_rank) ||
-		    !add_num(e, "rank_offset", mb->rank_offset))
-			return NULL;
-	}
-	return RV_TAKE_PTR(o);
-}
-
-void rv_rdzv_world_reply_release(struct rv_rdzv_world_reply *m)
-{
-	if (!m)
-		return;
-	free(m->members);
-	m->members = NULL;
-	m->nmembers = 0;
-}
-
-static int heartbeat_parse(const cJSON *r, struct rv_heartbeat *m, struct rv_err *err)
-{
-	int rc;
-	if ((rc = must_object(r, "heartbeat", err)) < 0 ||
-	    (rc = get_node(r, "node", "", true, m->node, err)) < 0)
-		return rc;
-	return rv_json_get_bool(r, "done", "", false, &m->done, err);
-}
-FLAT_FROM_JSON(rv_heartbeat_from_json, struct rv_heartbeat, heartbeat_parse)
-
-cJSON *rv_heartbeat_to_json(const struct rv_heartbeat *m)
-{
-	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
-	bool ok = o && add_str(o, "node", m->node) && (!m->done || add_bool(o, "done", true));
-	return ok ? RV_TAKE_PTR(o) : NULL;
-}
-
-static int heartbeat_reply_parse(const cJSON *r, struct rv_heartbeat_reply *m, struct rv_err *err)
-{
-	int rc;
-	if ((rc = must_object(r, "heartbeat reply", err)) < 0 ||
-	    (rc = rv_json_get_int(r, "round", "", true, 0, INT64_MAX, &m->round, err)) < 0 ||
-	    (rc = get_int32(r, "waiting", "", false, 0, INT32_MAX, &m->waiting, err)) < 0)
-		return rc;
-	return rv_json_get_bool(r, "rejoin", "", false, &m->rejoin, err);
-}
-FLAT_FROM_JSON(rv_heartbeat_reply_from_json, struct rv_heartbeat_reply, heartbeat_reply_parse)
-
-cJSON *rv_heartbeat_reply_to_json(const struct rv_heartbeat_reply *m)
-{
-	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
-	bool ok = o && add_num(o, "round", (double)m->round) && add_num(o, "waiting", m->waiting) &&
-		  add_bool(o, "rejoin", m->rejoin);
-	return ok ? RV_TAKE_PTR(o) : NULL;
-}
-
-static int failure_parse(const cJSON *r, struct rv_failure_report *m, struct rv_err *err)
-{
-	int rc;
-	if ((rc = must_object(r, "failure report", err)) < 0 ||
-	    (rc = get_node(r, "node", "", true, m->node, err)) < 0 ||
-	    (rc = rv_json_get_string(r, "reason", "", false, m->reason, sizeof(m->reason), err)) <
-		    0)
-		return rc;
-	m->exit_code = -1;
-	return get_int32(r, "exit_code", "", false, -255, 255, &m->exit_code, err);
-}
-FLAT_FROM_JSON(rv_failure_report_from_json, struct rv_failure_report, failure_parse)
-
-cJSON *rv_failure_report_to_json(const struct rv_failure_report *m)
-{
-	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
-	bool ok = o && add_str(o, "node", m->node) && add_str(o, "reason", m->reason) &&
-		  add_num(o, "exit_code", m->exit_code);
-	return ok ? RV_TAKE_PTR(o) : NULL;
-}
 
 static int shard_next_parse(const cJSON *r, struct rv_shard_next *m, struct rv_err *err)
 {
@@ -2358,75 +2147,6 @@ void rv_data_ckpt_release(struct rv_data_ckpt *m)
 	free(m->checkpoint);
 	m->checkpoint = NULL;
 	m->len = 0;
-}
-
-static int step_report_parse(const cJSON *r, struct rv_step_report *m, struct rv_err *err)
-{
-	int rc;
-	if ((rc = must_object(r, "step report", err)) < 0 ||
-	    (rc = get_node(r, "node", "", true, m->node, err)) < 0 ||
-	    (rc = rv_json_get_int(r, "step", "", true, 0, INT64_MAX, &m->step, err)) < 0 ||
-	    (rc = rv_json_get_double(r, "speed", "", false, 0, MAX_SPEED, &m->speed, err)) < 0)
-		return rc;
-	return rv_json_get_int(r, "ts", "", false, 1, INT64_MAX, &m->ts_ms, err);
-}
-FLAT_FROM_JSON(rv_step_report_from_json, struct rv_step_report, step_report_parse)
-
-cJSON *rv_step_report_to_json(const struct rv_step_report *m)
-{
-	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
-	bool ok = o && add_str(o, "node", m->node) && add_num(o, "step", (double)m->step) &&
-		  add_num(o, "speed", m->speed);
-	if (ok && m->ts_ms > 0)
-		ok = add_num(o, "ts", (double)m->ts_ms);
-	return ok ? RV_TAKE_PTR(o) : NULL;
-}
-
-static int node_usage_parse(const cJSON *r, struct rv_node_usage *m, struct rv_err *err)
-{
-	int rc;
-	if ((rc = must_object(r, "usage report", err)) < 0 ||
-	    (rc = get_node(r, "node", "", true, m->node, err)) < 0)
-		return rc;
-	m->rank = -1;
-	if ((rc = get_int32(r, "rank", "", false, -1, 1 << 20, &m->rank, err)) < 0 ||
-	    (rc = rv_json_get_double(r, "cpu", "", true, 0, 1e6, &m->cpu, err)) < 0 ||
-	    (rc = rv_json_get_double(r, "cpu_limit", "", false, 0, 1e6, &m->cpu_limit, err)) < 0 ||
-	    (rc = rv_json_get_int(r, "memory_mb", "", true, 0, INT64_MAX / 2, &m->memory_mb, err)) <
-		    0 ||
-	    (rc = rv_json_get_double(r, "throttled", "", false, 0, 1, &m->throttled, err)) < 0 ||
-	    (rc = rv_json_get_int(r, "nr_periods", "", false, 0, INT64_MAX, &m->nr_periods, err)) <
-		    0 ||
-	    (rc = rv_json_get_int(r, "nr_throttled", "", false, 0, INT64_MAX, &m->nr_throttled,
-				  err)) < 0 ||
-	    (rc = rv_json_get_int(r, "throttled_us", "", false, 0, INT64_MAX, &m->throttled_us,
-				  err)) < 0 ||
-	    (rc = get_int32(r, "gpus", "", false, 0, 1024, &m->gpus, err)) < 0 ||
-	    (rc = rv_json_get_int(r, "gpu_memory_mb", "", false, 0, INT64_MAX / 2,
-				  &m->gpu_memory_mb, err)) < 0 ||
-	    (rc = rv_json_get_int(r, "gpu_memory_total_mb", "", false, 0, INT64_MAX / 2,
-				  &m->gpu_memory_total_mb, err)) < 0)
-		return rc;
-	return rv_json_get_int(r, "ts", "", false, 1, INT64_MAX, &m->ts_ms, err);
-}
-FLAT_FROM_JSON(rv_node_usage_from_json, struct rv_node_usage, node_usage_parse)
-
-cJSON *rv_node_usage_to_json(const struct rv_node_usage *m)
-{
-	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
-	bool ok = o && add_str(o, "node", m->node) && add_num(o, "rank", m->rank) &&
-		  add_num(o, "cpu", m->cpu) && add_num(o, "cpu_limit", m->cpu_limit) &&
-		  add_num(o, "memory_mb", (double)m->memory_mb) &&
-		  add_num(o, "throttled", m->throttled) &&
-		  add_num(o, "nr_periods", (double)m->nr_periods) &&
-		  add_num(o, "nr_throttled", (double)m->nr_throttled) &&
-		  add_num(o, "throttled_us", (double)m->throttled_us) &&
-		  add_num(o, "gpus", m->gpus) &&
-		  add_num(o, "gpu_memory_mb", (double)m->gpu_memory_mb) &&
-		  add_num(o, "gpu_memory_total_mb", (double)m->gpu_memory_total_mb);
-	if (ok && m->ts_ms > 0)
-		ok = add_num(o, "ts", (double)m->ts_ms);
-	return ok ? RV_TAKE_PTR(o) : NULL;
 }
 
 static const char *const netcheck_state_names[] = {
@@ -2652,8 +2372,8 @@ static int job_status_parse(const cJSON *r, struct rv_job_status *m, struct rv_e
 	int rc, st = 0;
 	if ((rc = must_object(r, "job status", err)) < 0 ||
 	    (rc = rv_json_get_string(r, "job", "", true, m->job, sizeof(m->job), err)) < 0 ||
-	    (rc = get_enum(r, "state", "", true, rdzv_status_names,
-			   RV_ARRAY_SIZE(rdzv_status_names),
+	    (rc = get_enum(r, "state", "", true, rv_wire_rdzv_status_names,
+			   RV_ARRAY_SIZE(rv_wire_rdzv_status_names),
 			   "one of complete, gathering, stale, spare, failed, unknown", &st, err)) <
 		    0)
 		return rc;
@@ -3084,59 +2804,11 @@ cJSON *rv_netcheck_status_to_json(const struct rv_netcheck_status *m)
 	return arr ? RV_TAKE_PTR(o) : NULL;
 }
 
-#define F(name, type, req, ref, map, enums, desc)                                                  \
+#define F(nm, ty, req, rf, mp, en, desc)                                                           \
 	{                                                                                          \
-		name, type, req, ref, map, enums, desc                                             \
+		.name = nm, .type = ty, .required = req, .ref = rf, .map = mp, .enums = en,        \
+		.description = desc                                                                \
 	}
-static const struct rv_wire_field f_rdzv_join[] = {
-	F("node", "string", true, NULL, false, NULL,
-	  "node name, 1..63 of [A-Za-z0-9._-], unique in the job"),
-	F("addr", "string", false, NULL, false, NULL, "host:port the node is reached at"),
-	F("local_world_size", "integer", false, NULL, false, NULL,
-	  "workers on the node, 1..1024, default 1"),
-};
-static const struct rv_wire_field f_rdzv_joined[] = {
-	F("round", "integer", true, NULL, false, NULL, "the round the node waits for"),
-};
-static const struct rv_wire_field f_rdzv_world[] = {
-	F("status", "string", true, NULL, false, "complete|gathering|stale|spare|failed|unknown",
-	  "complete: the world is in members; gathering: not yet (ask again); stale or "
-	  "unknown: join again; spare: complete without this node; failed: min nodes not "
-	  "reached within the max wait"),
-	F("round", "integer", true, NULL, false, NULL, "the round asked about"),
-	F("group_rank", "integer", false, NULL, false, NULL,
-	  "this node's rank, -1 unless complete"),
-	F("nnodes", "integer", false, NULL, false, NULL, "nodes in the world"),
-	F("world_size", "integer", false, NULL, false, NULL, "workers in the world"),
-	F("waiting", "integer", false, NULL, false, NULL,
-	  "nodes waiting that would change the world"),
-	F("members", "array", false, "RdzvMember", false, NULL, "the world, by group rank"),
-};
-static const struct rv_wire_field f_rdzv_member[] = {
-	F("node", "string", true, NULL, false, NULL, "node name"),
-	F("addr", "string", false, NULL, false, NULL, "host:port it joined with"),
-	F("local_world_size", "integer", true, NULL, false, NULL, "its workers"),
-	F("group_rank", "integer", true, NULL, false, NULL, "its rank among the nodes"),
-	F("rank_offset", "integer", true, NULL, false, NULL,
-	  "global rank of its local rank 0: the sum of local_world_size below it"),
-};
-static const struct rv_wire_field f_heartbeat[] = {
-	F("node", "string", true, NULL, false, NULL, "node name as joined"),
-	F("done", "boolean", false, NULL, false, NULL,
-	  "every worker of the node finished: its silence from now on is no death"),
-};
-static const struct rv_wire_field f_heartbeat_reply[] = {
-	F("round", "integer", true, NULL, false, NULL, "the current round"),
-	F("waiting", "integer", false, NULL, false, NULL,
-	  "nodes waiting that would change the world"),
-	F("rejoin", "boolean", false, NULL, false, NULL,
-	  "true: rendezvous again (the world changed or can grow)"),
-};
-static const struct rv_wire_field f_failure[] = {
-	F("node", "string", true, NULL, false, NULL, "the node that failed or left"),
-	F("reason", "string", false, NULL, false, NULL, "free text"),
-	F("exit_code", "integer", false, NULL, false, NULL, "-255..255, negative: signal; -1 none"),
-};
 static const struct rv_wire_field f_shard_next[] = {
 	F("node", "string", true, NULL, false, NULL, "the worker's node"),
 	F("worker", "integer", true, NULL, false, NULL, "worker id (global rank), >= 0"),
@@ -3177,29 +2849,6 @@ static const struct rv_wire_field f_data_ckpt[] = {
 	F("step", "integer", false, NULL, false, NULL, "model step the position belongs to"),
 	F("checkpoint", "object", true, NULL, false, NULL,
 	  "the data position: per dataset a cursor and the ranges left (opaque)"),
-};
-static const struct rv_wire_field f_step_report[] = {
-	F("node", "string", true, NULL, false, NULL, "reporting node"),
-	F("step", "integer", true, NULL, false, NULL, "global step"),
-	F("speed", "number", false, NULL, false, NULL, "samples/s"),
-	F("ts", "integer", false, NULL, false, NULL, "ms since the epoch; default now"),
-};
-static const struct rv_wire_field f_node_usage[] = {
-	F("node", "string", true, NULL, false, NULL, "reporting node"),
-	F("rank", "integer", false, NULL, false, NULL, "the node's group rank, -1 unknown"),
-	F("cpu", "number", true, NULL, false, NULL,
-	  "cores used by the node's workers since the previous report"),
-	F("cpu_limit", "number", false, NULL, false, NULL, "the node's CPU quota in cores, 0 none"),
-	F("memory_mb", "integer", true, NULL, false, NULL, "resident memory of the node's workers"),
-	F("throttled", "number", false, NULL, false, NULL,
-	  "share of CPU quota periods throttled since the previous report, 0..1"),
-	F("nr_periods", "integer", false, NULL, false, NULL, "quota periods (cgroup cpu.stat)"),
-	F("nr_throttled", "integer", false, NULL, false, NULL, "periods throttled"),
-	F("throttled_us", "integer", false, NULL, false, NULL, "time held by the quota, us"),
-	F("gpus", "integer", false, NULL, false, NULL, "GPUs on the node"),
-	F("gpu_memory_mb", "integer", false, NULL, false, NULL, "GPU memory in use"),
-	F("gpu_memory_total_mb", "integer", false, NULL, false, NULL, "GPU memory in all"),
-	F("ts", "integer", false, NULL, false, NULL, "ms since the epoch; default now"),
 };
 static const struct rv_wire_field f_job_status[] = {
 	F("job", "string", true, NULL, false, NULL, "job name"),
@@ -3356,55 +3005,113 @@ static const struct rv_wire_field f_netcheck_result[] = {
 };
 #undef F
 
-#define M(name, desc, f)                                                                           \
+#define M(nm, desc, f)                                                                             \
 	{                                                                                          \
-		name, desc, f, (int)RV_ARRAY_SIZE(f)                                               \
+		.name = nm, .description = desc, .fields = f, .nfields = (int)RV_ARRAY_SIZE(f)     \
 	}
-static const struct rv_wire_message master_messages[] = {
-	M("RdzvJoin", "a node joins the rendezvous", f_rdzv_join),
-	M("RdzvJoined", "the round a joined node waits for", f_rdzv_joined),
-	M("RdzvWorld", "a round's world as one node sees it", f_rdzv_world),
-	M("Heartbeat", "a node is alive", f_heartbeat),
-	M("HeartbeatReply", "whether the node should rendezvous again", f_heartbeat_reply),
-	M("FailureReport", "a node failed or left", f_failure),
-	M("ShardNext", "a worker asks for its next shard", f_shard_next),
-	M("ShardTask", "a shard to process, or why there is none", f_shard_task),
-	M("ShardDone", "a worker finished a shard", f_shard_done),
-	M("ShardDoneReply", "whether the done counted", f_shard_done_reply),
-	M("CkptReport", "where a worker was in its data at a model step", f_ckpt_report),
-	M("DataCheckpoint", "the data position at a model step", f_data_ckpt),
-	M("StepReport", "training progress", f_step_report),
-	M("NodeUsage", "a node's resource usage", f_node_usage),
-	M("JobStatus", "rendezvous and shard progress of the job", f_job_status),
-	M("RdzvMember", "one node of a world", f_rdzv_member),
-	M("DatasetStatus", "one dataset's progress", f_dataset_status),
-	M("BrainLink", "the master's link to the planner", f_brain_link),
-	M("PlanState", "the newest plan handed to the master", f_plan_state),
-	M("RoleTarget", "one role's node count and per-node resources", f_role_target),
-	M("StreamEnd", "a producer says how far a partition's data is available", f_stream_end),
-	M("StreamStatus", "committed and end offsets of a streaming dataset", f_stream_status),
-	M("StreamPartition", "one partition's offsets", f_stream_partition),
-	M("NetcheckJoin", "a node is ready for the network check", f_netcheck_join),
-	M("NetcheckJoined", "the check a node takes part in", f_netcheck_joined),
-	M("NetcheckGroup", "a node's group in a check round", f_netcheck_group),
-	M("NetcheckPeer", "one member of a check group", f_netcheck_peer),
-	M("NetcheckReport", "a node's result of a check round", f_netcheck_report),
-	M("NetcheckStatus", "the last network check and its verdicts", f_netcheck_status),
-	M("NetcheckResult", "one member's results and verdict", f_netcheck_result),
-	M("NodeStatus", "one node the master runs", f_node_status),
+static const struct rv_wire_message m_shard_next =
+	M("ShardNext", "a worker asks for its next shard", f_shard_next);
+static const struct rv_wire_message m_shard_task =
+	M("ShardTask", "a shard to process, or why there is none", f_shard_task);
+static const struct rv_wire_message m_shard_done =
+	M("ShardDone", "a worker finished a shard", f_shard_done);
+static const struct rv_wire_message m_shard_done_reply =
+	M("ShardDoneReply", "whether the done counted", f_shard_done_reply);
+static const struct rv_wire_message m_ckpt_report =
+	M("CkptReport", "where a worker was in its data at a model step", f_ckpt_report);
+static const struct rv_wire_message m_data_ckpt =
+	M("DataCheckpoint", "the data position at a model step", f_data_ckpt);
+static const struct rv_wire_message m_job_status =
+	M("JobStatus", "rendezvous and shard progress of the job", f_job_status);
+static const struct rv_wire_message m_dataset_status =
+	M("DatasetStatus", "one dataset's progress", f_dataset_status);
+static const struct rv_wire_message m_brain_link =
+	M("BrainLink", "the master's link to the planner", f_brain_link);
+static const struct rv_wire_message m_plan_state =
+	M("PlanState", "the newest plan handed to the master", f_plan_state);
+static const struct rv_wire_message m_role_target =
+	M("RoleTarget", "one role's node count and per-node resources", f_role_target);
+static const struct rv_wire_message m_stream_end =
+	M("StreamEnd", "a producer says how far a partition's data is available", f_stream_end);
+static const struct rv_wire_message m_stream_status =
+	M("StreamStatus", "committed and end offsets of a streaming dataset", f_stream_status);
+static const struct rv_wire_message m_stream_partition =
+	M("StreamPartition", "one partition's offsets", f_stream_partition);
+static const struct rv_wire_message m_netcheck_join =
+	M("NetcheckJoin", "a node is ready for the network check", f_netcheck_join);
+static const struct rv_wire_message m_netcheck_joined =
+	M("NetcheckJoined", "the check a node takes part in", f_netcheck_joined);
+static const struct rv_wire_message m_netcheck_group =
+	M("NetcheckGroup", "a node's group in a check round", f_netcheck_group);
+static const struct rv_wire_message m_netcheck_peer =
+	M("NetcheckPeer", "one member of a check group", f_netcheck_peer);
+static const struct rv_wire_message m_netcheck_report =
+	M("NetcheckReport", "a node's result of a check round", f_netcheck_report);
+static const struct rv_wire_message m_netcheck_status =
+	M("NetcheckStatus", "the last network check and its verdicts", f_netcheck_status);
+static const struct rv_wire_message m_netcheck_result =
+	M("NetcheckResult", "one member's results and verdict", f_netcheck_result);
+static const struct rv_wire_message m_node_status =
+	M("NodeStatus", "one node the master runs", f_node_status);
+
+static const struct rv_wire_message *const master_list[] = {
+	&rv_wire_rdzv_join_msg,
+	&rv_wire_rdzv_joined_msg,
+	&rv_wire_rdzv_world_msg,
+	&rv_wire_heartbeat_msg,
+	&rv_wire_heartbeat_reply_msg,
+	&rv_wire_failure_msg,
+	&m_shard_next,
+	&m_shard_task,
+	&m_shard_done,
+	&m_shard_done_reply,
+	&m_ckpt_report,
+	&m_data_ckpt,
+	&rv_wire_step_report_msg,
+	&rv_wire_node_usage_msg,
+	&m_job_status,
+	&rv_wire_rdzv_member_msg,
+	&m_dataset_status,
+	&m_brain_link,
+	&m_plan_state,
+	&m_role_target,
+	&m_stream_end,
+	&m_stream_status,
+	&m_stream_partition,
+	&m_netcheck_join,
+	&m_netcheck_joined,
+	&m_netcheck_group,
+	&m_netcheck_peer,
+	&m_netcheck_report,
+	&m_netcheck_status,
+	&m_netcheck_result,
+	&m_node_status,
 };
 #undef M
 
+/* The list as one array, made once: the tables live with their families. */
+static struct rv_wire_message master_messages[RV_ARRAY_SIZE(master_list)];
+static pthread_once_t master_once = PTHREAD_ONCE_INIT;
+
+static void master_messages_fill(void)
+{
+	for (size_t i = 0; i < RV_ARRAY_SIZE(master_list); i++)
+		master_messages[i] = *master_list[i];
+}
+
 const struct rv_wire_message *rv_wire_master_messages(int *n)
 {
+	pthread_once(&master_once, master_messages_fill);
 	*n = (int)RV_ARRAY_SIZE(master_messages);
 	return master_messages;
 }
 
 const struct rv_wire_message *rv_wire_master_message(const char *name)
 {
-	for (size_t i = 0; name && i < RV_ARRAY_SIZE(master_messages); i++)
-		if (strcmp(master_messages[i].name, name) == 0)
-			return &master_messages[i];
+	int n;
+	const struct rv_wire_message *m = rv_wire_master_messages(&n);
+	for (int i = 0; name && i < n; i++)
+		if (strcmp(m[i].name, name) == 0)
+			return &m[i];
 	return NULL;
 }
