@@ -1934,33 +1934,7 @@ const struct rv_wire_message *rv_wire_message(const char *name)
 #define MAX_SAMPLE_INDEX (INT64_C(1) << 52)
 #define MAX_LOCAL_WORLD  1024
 
-static const char *const shard_status_names[] = {
-	[RV_SHARD_TASK] = "task",
-	[RV_SHARD_WAIT] = "wait",
-	[RV_SHARD_FINISHED] = "finished",
-};
-
-const char *rv_shard_status_name(enum rv_shard_status s)
-{
-	return name_of(shard_status_names, RV_ARRAY_SIZE(shard_status_names), (int)s);
-}
-
-int rv_shard_status_parse(const char *s)
-{
-	return parse_of(shard_status_names, RV_ARRAY_SIZE(shard_status_names), s);
-}
-
 /* A node name at key (path p), checked. */
-static int get_node(const cJSON *o, const char *key, const char *p, bool required, char *out,
-		    struct rv_err *err)
-{
-	field_buf f;
-	int rc = rv_json_get_string(o, key, p, required, out, RV_NAME_MAX, err);
-	if (rc == 1 &&
-	    (rc = check_name(out, RV_NAME_MAX - 1, rv_json_path(f, sizeof(f), p, key), err)) < 0)
-		out[0] = '\0';
-	return rc;
-}
 
 static int must_object(const cJSON *root, const char *what, struct rv_err *err)
 {
@@ -1980,211 +1954,6 @@ static int must_object(const cJSON *root, const char *what, struct rv_err *err)
 			memset(out, 0, sizeof(*out));                                              \
 		return rc < 0 ? rc : 0;                                                            \
 	}
-
-static int shard_next_parse(const cJSON *r, struct rv_shard_next *m, struct rv_err *err)
-{
-	int rc;
-	field_buf f = "dataset";
-	if ((rc = must_object(r, "shard request", err)) < 0 ||
-	    (rc = get_node(r, "node", "", true, m->node, err)) < 0 ||
-	    (rc = rv_json_get_int(r, "worker", "", true, 0, MAX_WORKER_ID, &m->worker, err)) < 0 ||
-	    (rc = rv_json_get_string(r, "dataset", "", false, m->dataset, sizeof(m->dataset),
-				     err)) < 0)
-		return rc;
-	if (rc == 1 && (rc = check_name(m->dataset, RV_NAME_MAX - 1, f, err)) < 0)
-		return rc;
-	return rv_json_get_int(r, "req", "", false, 0, MAX_WORKER_ID, &m->req, err);
-}
-FLAT_FROM_JSON(rv_shard_next_from_json, struct rv_shard_next, shard_next_parse)
-
-cJSON *rv_shard_next_to_json(const struct rv_shard_next *m)
-{
-	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
-	bool ok = o && add_str(o, "node", m->node) && add_num(o, "worker", (double)m->worker) &&
-		  add_num(o, "req", (double)m->req);
-	if (ok && m->dataset[0])
-		ok = add_str(o, "dataset", m->dataset);
-	return ok ? RV_TAKE_PTR(o) : NULL;
-}
-
-static int shard_task_parse(const cJSON *r, struct rv_shard_task *m, struct rv_err *err)
-{
-	int rc, st = 0;
-	if ((rc = must_object(r, "shard task", err)) < 0 ||
-	    (rc = get_enum(r, "status", "", true, shard_status_names,
-			   RV_ARRAY_SIZE(shard_status_names), "one of task, wait, finished", &st,
-			   err)) < 0)
-		return rc;
-	m->status = (enum rv_shard_status)st;
-	bool task = m->status == RV_SHARD_TASK;
-	if ((rc = rv_json_get_int(r, "id", "", task, task ? 1 : 0, INT64_MAX, &m->id, err)) < 0 ||
-	    (rc = rv_json_get_string(r, "dataset", "", task, m->dataset, sizeof(m->dataset), err)) <
-		    0 ||
-	    (rc = rv_json_get_string(r, "partition", "", false, m->partition, sizeof(m->partition),
-				     err)) < 0 ||
-	    (rc = get_int32(r, "epoch", "", task, 0, MAX_EPOCHS, &m->epoch, err)) < 0 ||
-	    (rc = rv_json_get_int(r, "start", "", task, 0, MAX_SAMPLE_INDEX, &m->start, err)) < 0 ||
-	    (rc = rv_json_get_int(r, "end", "", task, 0, MAX_SAMPLE_INDEX, &m->end, err)) < 0)
-		return rc;
-	if (m->end < m->start)
-		return rv_err_set(err, -EINVAL, "end", "end must not be below start");
-	return 0;
-}
-FLAT_FROM_JSON(rv_shard_task_from_json, struct rv_shard_task, shard_task_parse)
-
-cJSON *rv_shard_task_to_json(const struct rv_shard_task *m)
-{
-	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
-	bool ok = o && add_str(o, "status", rv_shard_status_name(m->status)) &&
-		  add_num(o, "id", (double)m->id) && add_str(o, "dataset", m->dataset) &&
-		  add_num(o, "epoch", m->epoch) && add_num(o, "start", (double)m->start) &&
-		  add_num(o, "end", (double)m->end);
-	if (ok && m->partition[0])
-		ok = add_str(o, "partition", m->partition);
-	return ok ? RV_TAKE_PTR(o) : NULL;
-}
-
-static int shard_done_parse(const cJSON *r, struct rv_shard_done *m, struct rv_err *err)
-{
-	int rc;
-	if ((rc = must_object(r, "shard done", err)) < 0 ||
-	    (rc = get_node(r, "node", "", true, m->node, err)) < 0 ||
-	    (rc = rv_json_get_int(r, "worker", "", true, 0, MAX_WORKER_ID, &m->worker, err)) < 0)
-		return rc;
-	return rv_json_get_int(r, "id", "", true, 1, INT64_MAX, &m->id, err);
-}
-FLAT_FROM_JSON(rv_shard_done_from_json, struct rv_shard_done, shard_done_parse)
-
-cJSON *rv_shard_done_to_json(const struct rv_shard_done *m)
-{
-	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
-	bool ok = o && add_str(o, "node", m->node) && add_num(o, "worker", (double)m->worker) &&
-		  add_num(o, "id", (double)m->id);
-	return ok ? RV_TAKE_PTR(o) : NULL;
-}
-
-static int shard_done_reply_parse(const cJSON *r, struct rv_shard_done_reply *m, struct rv_err *err)
-{
-	int rc;
-	if ((rc = must_object(r, "shard done reply", err)) < 0)
-		return rc;
-	return rv_json_get_bool(r, "counted", "", true, &m->counted, err);
-}
-FLAT_FROM_JSON(rv_shard_done_reply_from_json, struct rv_shard_done_reply, shard_done_reply_parse)
-
-cJSON *rv_shard_done_reply_to_json(const struct rv_shard_done_reply *m)
-{
-	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
-	bool ok = o && add_bool(o, "counted", m->counted);
-	return ok ? RV_TAKE_PTR(o) : NULL;
-}
-
-static int ckpt_report_parse(const cJSON *r, struct rv_ckpt_report *m, struct rv_err *err)
-{
-	int rc;
-	if ((rc = must_object(r, "checkpoint report", err)) < 0 ||
-	    (rc = rv_json_get_int(r, "step", "", true, 0, INT64_MAX, &m->step, err)) < 0 ||
-	    (rc = rv_json_get_int(r, "worker", "", true, 0, MAX_WORKER_ID, &m->worker, err)) < 0 ||
-	    (rc = rv_json_get_int(r, "task_id", "", false, 0, INT64_MAX, &m->task_id, err)) < 0)
-		return rc;
-	return rv_json_get_int(r, "consumed", "", false, 0, MAX_SAMPLE_INDEX, &m->consumed, err);
-}
-FLAT_FROM_JSON(rv_ckpt_report_from_json, struct rv_ckpt_report, ckpt_report_parse)
-
-cJSON *rv_ckpt_report_to_json(const struct rv_ckpt_report *m)
-{
-	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
-	bool ok = o && add_num(o, "step", (double)m->step) &&
-		  add_num(o, "worker", (double)m->worker) &&
-		  add_num(o, "task_id", (double)m->task_id) &&
-		  add_num(o, "consumed", (double)m->consumed);
-	return ok ? RV_TAKE_PTR(o) : NULL;
-}
-
-int rv_data_ckpt_from_json(const cJSON *root, struct rv_data_ckpt *out, struct rv_err *err)
-{
-	int rc;
-	memset(out, 0, sizeof(*out));
-	if ((rc = must_object(root, "data checkpoint", err)) < 0 ||
-	    (rc = rv_json_get_int(root, "step", "", false, 0, INT64_MAX, &out->step, err)) < 0)
-		return rc;
-	const cJSON *doc = rv_json_get_object(root, "checkpoint", "", true, &rc, err);
-	if (!doc) {
-		out->step = 0;
-		return rc;
-	}
-	out->checkpoint = rv_json_print(doc);
-	if (!out->checkpoint) {
-		out->step = 0;
-		return rv_err_set(err, -ENOMEM, "checkpoint", "could not print the checkpoint");
-	}
-	out->len = strlen(out->checkpoint);
-	if (out->len > RV_MAX_CKPT_DOC) {
-		rv_data_ckpt_release(out);
-		return rv_err_set(err, -E2BIG, "checkpoint", "checkpoint must be at most %d bytes",
-				  RV_MAX_CKPT_DOC);
-	}
-	return 0;
-}
-
-cJSON *rv_data_ckpt_to_json(const struct rv_data_ckpt *m)
-{
-	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
-	cJSON *doc = m->checkpoint ? rv_json_parse(m->checkpoint, m->len, NULL)
-				   : cJSON_CreateObject();
-	if (!o || !doc || !add_num(o, "step", (double)m->step) ||
-	    !cJSON_AddItemToObject(o, "checkpoint", doc)) {
-		cJSON_Delete(doc);
-		return NULL;
-	}
-	return RV_TAKE_PTR(o);
-}
-
-void rv_data_ckpt_release(struct rv_data_ckpt *m)
-{
-	if (!m)
-		return;
-	free(m->checkpoint);
-	m->checkpoint = NULL;
-	m->len = 0;
-}
-
-static const char *const netcheck_state_names[] = {
-	[RV_NETCHECK_NONE] = "none",
-	[RV_NETCHECK_RUNNING] = "running",
-	[RV_NETCHECK_DONE] = "done",
-};
-static const char *const netcheck_verdict_names[] = {
-	[RV_VERDICT_PENDING] = "pending",
-	[RV_VERDICT_OK] = "ok",
-	[RV_VERDICT_FAULTY] = "faulty",
-	[RV_VERDICT_STRAGGLER] = "straggler",
-};
-static const char *const netcheck_group_status_names[] = {
-	[RV_NETCHECK_READY] = "ready",
-	[RV_NETCHECK_WAIT] = "wait",
-};
-
-const char *rv_netcheck_state_name(enum rv_netcheck_state s)
-{
-	return name_of(netcheck_state_names, RV_ARRAY_SIZE(netcheck_state_names), (int)s);
-}
-
-const char *rv_netcheck_verdict_name(enum rv_netcheck_verdict v)
-{
-	return name_of(netcheck_verdict_names, RV_ARRAY_SIZE(netcheck_verdict_names), (int)v);
-}
-
-const char *rv_netcheck_group_status_name(enum rv_netcheck_group_status s)
-{
-	return name_of(netcheck_group_status_names, RV_ARRAY_SIZE(netcheck_group_status_names),
-		       (int)s);
-}
-
-int rv_netcheck_group_status_parse(const char *s)
-{
-	return parse_of(netcheck_group_status_names, RV_ARRAY_SIZE(netcheck_group_status_names), s);
-}
 
 /* An optional array of node names at key, at most RV_MAX_VERDICT_NAMES. */
 static int get_names(const cJSON *r, const char *key, char (*out)[RV_NAME_MAX], int *n,
@@ -2387,9 +2156,9 @@ static int job_status_parse(const cJSON *r, struct rv_job_status *m, struct rv_e
 	    (rc = rv_json_get_bool(r, "finished", "", false, &m->finished, err)) < 0)
 		return rc;
 	st = RV_NETCHECK_NONE;
-	if ((rc = get_enum(r, "netcheck", "", false, netcheck_state_names,
-			   RV_ARRAY_SIZE(netcheck_state_names), "one of none, running, done", &st,
-			   err)) < 0 ||
+	if ((rc = get_enum(r, "netcheck", "", false, rv_wire_netcheck_state_names,
+			   RV_ARRAY_SIZE(rv_wire_netcheck_state_names),
+			   "one of none, running, done", &st, err)) < 0 ||
 	    (rc = get_names(r, "faulty", m->faulty, &m->nfaulty, err)) < 0 ||
 	    (rc = get_names(r, "stragglers", m->stragglers, &m->nstragglers, err)) < 0)
 		return rc;
@@ -2523,333 +2292,13 @@ cJSON *rv_job_status_to_json(const struct rv_job_status *m)
 
 /* ---- streams ---- */
 
-static int stream_end_parse(const cJSON *r, struct rv_stream_end *m, struct rv_err *err)
-{
-	int rc;
-	if ((rc = must_object(r, "stream end", err)) < 0 ||
-	    (rc = get_node(r, "partition", "", true, m->partition, err)) < 0)
-		return rc;
-	return rv_json_get_int(r, "end_offset", "", true, 0, MAX_OFFSET, &m->end_offset, err);
-}
-FLAT_FROM_JSON(rv_stream_end_from_json, struct rv_stream_end, stream_end_parse)
-
-cJSON *rv_stream_end_to_json(const struct rv_stream_end *m)
-{
-	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
-	bool ok = o && add_str(o, "partition", m->partition) &&
-		  add_num(o, "end_offset", (double)m->end_offset);
-	return ok ? RV_TAKE_PTR(o) : NULL;
-}
-
-static int stream_status_parse(const cJSON *r, struct rv_stream_status *m, struct rv_err *err)
-{
-	int rc;
-	if ((rc = must_object(r, "stream status", err)) < 0 ||
-	    (rc = get_node(r, "dataset", "", true, m->dataset, err)) < 0)
-		return rc;
-	const cJSON *arr = rv_json_get_array(r, "partitions", "", true, &rc, err);
-	if (!arr)
-		return rc;
-	if (array_count(arr, RV_MAX_PARTITIONS) > RV_MAX_PARTITIONS)
-		return rv_err_set(err, -E2BIG, "partitions",
-				  "partitions must have at most %d entries", RV_MAX_PARTITIONS);
-	for (const cJSON *it = arr->child; it; it = it->next) {
-		struct rv_stream_partition_status *pt = &m->partitions[m->npartitions];
-		field_buf p;
-		rv_json_path_index(p, sizeof(p), "partitions", m->npartitions);
-		if (!cJSON_IsObject(it))
-			return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
-		if ((rc = get_node(it, "name", p, true, pt->name, err)) < 0 ||
-		    (rc = rv_json_get_int(it, "start_offset", p, true, 0, MAX_OFFSET,
-					  &pt->start_offset, err)) < 0 ||
-		    (rc = rv_json_get_int(it, "committed_offset", p, true, 0, MAX_OFFSET,
-					  &pt->committed_offset, err)) < 0 ||
-		    (rc = rv_json_get_int(it, "end_offset", p, true, -1, MAX_OFFSET,
-					  &pt->end_offset, err)) < 0 ||
-		    (rc = rv_json_get_int(it, "doing", p, false, 0, INT64_MAX, &pt->doing, err)) <
-			    0)
-			return rc;
-		m->npartitions++;
-	}
-	return 0;
-}
-FLAT_FROM_JSON(rv_stream_status_from_json, struct rv_stream_status, stream_status_parse)
-
-cJSON *rv_stream_status_to_json(const struct rv_stream_status *m)
-{
-	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
-	cJSON *arr = o && add_str(o, "dataset", m->dataset)
-			     ? cJSON_AddArrayToObject(o, "partitions")
-			     : NULL;
-	if (!arr)
-		return NULL;
-	for (int i = 0; i < m->npartitions; i++) {
-		const struct rv_stream_partition_status *pt = &m->partitions[i];
-		cJSON *e = cJSON_CreateObject();
-		if (!e || !cJSON_AddItemToArray(arr, e)) {
-			cJSON_Delete(e);
-			return NULL;
-		}
-		if (!add_str(e, "name", pt->name) ||
-		    !add_num(e, "start_offset", (double)pt->start_offset) ||
-		    !add_num(e, "committed_offset", (double)pt->committed_offset) ||
-		    !add_num(e, "end_offset", (double)pt->end_offset) ||
-		    !add_num(e, "doing", (double)pt->doing))
-			return NULL;
-	}
-	return RV_TAKE_PTR(o);
-}
-
 /* ---- network check ---- */
-
-static int netcheck_join_parse(const cJSON *r, struct rv_netcheck_join *m, struct rv_err *err)
-{
-	int rc = must_object(r, "network check join", err);
-	return rc < 0 ? rc : get_node(r, "node", "", true, m->node, err);
-}
-FLAT_FROM_JSON(rv_netcheck_join_from_json, struct rv_netcheck_join, netcheck_join_parse)
-
-cJSON *rv_netcheck_join_to_json(const struct rv_netcheck_join *m)
-{
-	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
-	bool ok = o && add_str(o, "node", m->node);
-	return ok ? RV_TAKE_PTR(o) : NULL;
-}
-
-static int netcheck_joined_parse(const cJSON *r, struct rv_netcheck_joined *m, struct rv_err *err)
-{
-	int rc;
-	if ((rc = must_object(r, "network check joined", err)) < 0 ||
-	    (rc = rv_json_get_int(r, "check", "", true, 1, INT64_MAX, &m->check, err)) < 0 ||
-	    (rc = rv_json_get_int(r, "world", "", true, 0, INT64_MAX, &m->world, err)) < 0)
-		return rc;
-	return get_int32(r, "nodes", "", true, 2, RV_MAX_WORLD_NODES, &m->nodes, err);
-}
-FLAT_FROM_JSON(rv_netcheck_joined_from_json, struct rv_netcheck_joined, netcheck_joined_parse)
-
-cJSON *rv_netcheck_joined_to_json(const struct rv_netcheck_joined *m)
-{
-	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
-	bool ok = o && add_num(o, "check", (double)m->check) &&
-		  add_num(o, "world", (double)m->world) && add_num(o, "nodes", m->nodes);
-	return ok ? RV_TAKE_PTR(o) : NULL;
-}
-
-static int netcheck_group_parse(const cJSON *r, struct rv_netcheck_group_reply *m,
-				struct rv_err *err)
-{
-	int rc, st = 0;
-	if ((rc = must_object(r, "network check group", err)) < 0 ||
-	    (rc = rv_json_get_int(r, "check", "", true, 1, INT64_MAX, &m->check, err)) < 0 ||
-	    (rc = get_int32(r, "round", "", true, 0, 1, &m->round, err)) < 0 ||
-	    (rc = get_enum(r, "status", "", true, netcheck_group_status_names,
-			   RV_ARRAY_SIZE(netcheck_group_status_names), "one of ready, wait", &st,
-			   err)) < 0)
-		return rc;
-	m->status = (enum rv_netcheck_group_status)st;
-	bool ready = m->status == RV_NETCHECK_READY;
-	const cJSON *arr = rv_json_get_array(r, "peers", "", ready, &rc, err);
-	if (!arr)
-		return rc;
-	int n = array_count(arr, 3);
-	if (n > 3 || (ready && n < 2))
-		return rv_err_set(err, -EINVAL, "peers", "peers must have 2 or 3 entries");
-	for (const cJSON *it = arr->child; it; it = it->next, m->npeers++) {
-		struct rv_netcheck_peer *pe = &m->peers[m->npeers];
-		field_buf p;
-		rv_json_path_index(p, sizeof(p), "peers", m->npeers);
-		if (!cJSON_IsObject(it))
-			return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
-		if ((rc = get_node(it, "node", p, true, pe->node, err)) < 0 ||
-		    (rc = rv_json_get_string(it, "addr", p, false, pe->addr, sizeof(pe->addr),
-					     err)) < 0)
-			return rc;
-	}
-	return 0;
-}
-FLAT_FROM_JSON(rv_netcheck_group_reply_from_json, struct rv_netcheck_group_reply,
-	       netcheck_group_parse)
-
-cJSON *rv_netcheck_group_reply_to_json(const struct rv_netcheck_group_reply *m)
-{
-	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
-	bool ok = o && add_num(o, "check", (double)m->check) && add_num(o, "round", m->round) &&
-		  add_str(o, "status", rv_netcheck_group_status_name(m->status));
-	cJSON *arr = ok ? cJSON_AddArrayToObject(o, "peers") : NULL;
-	for (int i = 0; arr && i < m->npeers; i++) {
-		cJSON *e = cJSON_CreateObject();
-		if (!e || !cJSON_AddItemToArray(arr, e)) {
-			cJSON_Delete(e);
-			return NULL;
-		}
-		if (!add_str(e, "node", m->peers[i].node) || !add_str(e, "addr", m->peers[i].addr))
-			return NULL;
-	}
-	return arr ? RV_TAKE_PTR(o) : NULL;
-}
-
-static int netcheck_report_parse(const cJSON *r, struct rv_netcheck_report *m, struct rv_err *err)
-{
-	int rc;
-	if ((rc = must_object(r, "network check report", err)) < 0 ||
-	    (rc = get_node(r, "node", "", true, m->node, err)) < 0 ||
-	    (rc = rv_json_get_int(r, "check", "", true, 1, INT64_MAX, &m->check, err)) < 0 ||
-	    (rc = get_int32(r, "round", "", true, 0, 1, &m->round, err)) < 0 ||
-	    (rc = rv_json_get_bool(r, "ok", "", true, &m->ok, err)) < 0)
-		return rc;
-	return rv_json_get_double(r, "time_s", "", m->ok, 0, 86400, &m->time_s, err);
-}
-FLAT_FROM_JSON(rv_netcheck_report_from_json, struct rv_netcheck_report, netcheck_report_parse)
-
-cJSON *rv_netcheck_report_to_json(const struct rv_netcheck_report *m)
-{
-	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
-	bool ok = o && add_str(o, "node", m->node) && add_num(o, "check", (double)m->check) &&
-		  add_num(o, "round", m->round) && add_bool(o, "ok", m->ok) &&
-		  add_num(o, "time_s", m->time_s);
-	return ok ? RV_TAKE_PTR(o) : NULL;
-}
-
-static int netcheck_result_parse(const cJSON *o, const char *p, struct rv_netcheck_result *n,
-				 struct rv_err *err)
-{
-	int rc, v = 0;
-	if (!cJSON_IsObject(o))
-		return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
-	if ((rc = get_node(o, "node", p, true, n->node, err)) < 0 ||
-	    (rc = get_enum(o, "verdict", p, true, netcheck_verdict_names,
-			   RV_ARRAY_SIZE(netcheck_verdict_names),
-			   "one of pending, ok, faulty, straggler", &v, err)) < 0 ||
-	    (rc = rv_json_get_bool(o, "silent", p, false, &n->silent, err)) < 0 ||
-	    (rc = rv_json_get_bool(o, "ok0", p, false, &n->ok0, err)) < 0 ||
-	    (rc = rv_json_get_bool(o, "ok1", p, false, &n->ok1, err)) < 0 ||
-	    (rc = rv_json_get_double(o, "time0_s", p, false, 0, 86400, &n->time0_s, err)) < 0 ||
-	    (rc = rv_json_get_double(o, "time1_s", p, false, 0, 86400, &n->time1_s, err)) < 0)
-		return rc;
-	n->verdict = (enum rv_netcheck_verdict)v;
-	return 0;
-}
-
-static int netcheck_status_parse(const cJSON *r, struct rv_netcheck_status *m, struct rv_err *err)
-{
-	int rc, st = 0;
-	if ((rc = must_object(r, "network check status", err)) < 0 ||
-	    (rc = rv_json_get_int(r, "check", "", true, 0, INT64_MAX, &m->check, err)) < 0 ||
-	    (rc = rv_json_get_int(r, "world", "", false, 0, INT64_MAX, &m->world, err)) < 0 ||
-	    (rc = get_enum(r, "state", "", true, netcheck_state_names,
-			   RV_ARRAY_SIZE(netcheck_state_names), "one of none, running, done", &st,
-			   err)) < 0 ||
-	    (rc = get_int32(r, "round", "", false, 0, 1, &m->round, err)) < 0)
-		return rc;
-	m->state = (enum rv_netcheck_state)st;
-	const cJSON *arr = rv_json_get_array(r, "nodes", "", false, &rc, err);
-	if (!arr)
-		return rc;
-	int n = array_count(arr, RV_MAX_WORLD_NODES);
-	if (n > RV_MAX_WORLD_NODES)
-		return rv_err_set(err, -E2BIG, "nodes", "nodes must have at most %d entries",
-				  RV_MAX_WORLD_NODES);
-	if (n == 0)
-		return 0;
-	if (!(m->nodes = calloc((size_t)n, sizeof(*m->nodes))))
-		return rv_err_set(err, -ENOMEM, "nodes", "could not allocate %d nodes", n);
-	for (const cJSON *it = arr->child; it; it = it->next, m->nnodes++) {
-		field_buf p;
-		rv_json_path_index(p, sizeof(p), "nodes", m->nnodes);
-		if ((rc = netcheck_result_parse(it, p, &m->nodes[m->nnodes], err)) < 0)
-			return rc;
-	}
-	return 0;
-}
-
-int rv_netcheck_status_from_json(const cJSON *root, struct rv_netcheck_status *out,
-				 struct rv_err *err)
-{
-	memset(out, 0, sizeof(*out));
-	int rc = netcheck_status_parse(root, out, err);
-	if (rc < 0)
-		rv_netcheck_status_release(out);
-	return rc < 0 ? rc : 0;
-}
-
-void rv_netcheck_status_release(struct rv_netcheck_status *m)
-{
-	free(m->nodes);
-	m->nodes = NULL;
-	m->nnodes = 0;
-}
-
-cJSON *rv_netcheck_status_to_json(const struct rv_netcheck_status *m)
-{
-	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
-	bool ok = o && add_num(o, "check", (double)m->check) &&
-		  add_num(o, "world", (double)m->world) &&
-		  add_str(o, "state", rv_netcheck_state_name(m->state)) &&
-		  add_num(o, "round", m->round);
-	cJSON *arr = ok ? cJSON_AddArrayToObject(o, "nodes") : NULL;
-	for (int i = 0; arr && i < m->nnodes; i++) {
-		const struct rv_netcheck_result *n = &m->nodes[i];
-		cJSON *e = cJSON_CreateObject();
-		if (!e || !cJSON_AddItemToArray(arr, e)) {
-			cJSON_Delete(e);
-			return NULL;
-		}
-		if (!add_str(e, "node", n->node) ||
-		    !add_str(e, "verdict", rv_netcheck_verdict_name(n->verdict)) ||
-		    !add_bool(e, "silent", n->silent) || !add_bool(e, "ok0", n->ok0) ||
-		    !add_bool(e, "ok1", n->ok1) || !add_num(e, "time0_s", n->time0_s) ||
-		    !add_num(e, "time1_s", n->time1_s))
-			return NULL;
-	}
-	return arr ? RV_TAKE_PTR(o) : NULL;
-}
 
 #define F(nm, ty, req, rf, mp, en, desc)                                                           \
 	{                                                                                          \
 		.name = nm, .type = ty, .required = req, .ref = rf, .map = mp, .enums = en,        \
 		.description = desc                                                                \
 	}
-static const struct rv_wire_field f_shard_next[] = {
-	F("node", "string", true, NULL, false, NULL, "the worker's node"),
-	F("worker", "integer", true, NULL, false, NULL, "worker id (global rank), >= 0"),
-	F("dataset", "string", false, NULL, false, NULL, "dataset name; default the first"),
-	F("req", "integer", false, NULL, false, NULL,
-	  "request id chosen by the sender (> 0): the worker's last req repeated gets the "
-	  "same task again"),
-};
-static const struct rv_wire_field f_shard_task[] = {
-	F("status", "string", true, NULL, false, "task|wait|finished",
-	  "task: process samples [start,end); wait: everything is in flight, ask again; "
-	  "finished: every epoch is done"),
-	F("id", "integer", false, NULL, false, NULL, "task id (required for task)"),
-	F("dataset", "string", false, NULL, false, NULL, "dataset (required for task)"),
-	F("partition", "string", false, NULL, false, NULL,
-	  "streaming datasets: the partition; start and end are its offsets"),
-	F("epoch", "integer", false, NULL, false, NULL, "epoch, from 0 (required for task)"),
-	F("start", "integer", false, NULL, false, NULL, "first sample index (required for task)"),
-	F("end", "integer", false, NULL, false, NULL, "one past the last (required for task)"),
-};
-static const struct rv_wire_field f_shard_done[] = {
-	F("node", "string", true, NULL, false, NULL, "the worker's node"),
-	F("worker", "integer", true, NULL, false, NULL, "worker id the task was handed to"),
-	F("id", "integer", true, NULL, false, NULL, "task id"),
-};
-static const struct rv_wire_field f_shard_done_reply[] = {
-	F("counted", "boolean", true, NULL, false, NULL,
-	  "false: already counted or unknown (a late or repeated done)"),
-};
-static const struct rv_wire_field f_ckpt_report[] = {
-	F("step", "integer", true, NULL, false, NULL, "model step being checkpointed"),
-	F("worker", "integer", true, NULL, false, NULL, "worker id"),
-	F("task_id", "integer", false, NULL, false, NULL,
-	  "task the worker was in at step, 0: none"),
-	F("consumed", "integer", false, NULL, false, NULL, "samples of that task consumed at step"),
-};
-static const struct rv_wire_field f_data_ckpt[] = {
-	F("step", "integer", false, NULL, false, NULL, "model step the position belongs to"),
-	F("checkpoint", "object", true, NULL, false, NULL,
-	  "the data position: per dataset a cursor and the ranges left (opaque)"),
-};
 static const struct rv_wire_field f_job_status[] = {
 	F("job", "string", true, NULL, false, NULL, "job name"),
 	F("state", "string", true, NULL, false, "complete|gathering|stale|spare|failed|unknown",
@@ -2939,88 +2388,12 @@ static const struct rv_wire_field f_dataset_status[] = {
 	F("epoch", "integer", false, NULL, false, NULL, "current epoch"),
 	F("finished", "boolean", false, NULL, false, NULL, "every epoch done"),
 };
-static const struct rv_wire_field f_stream_end[] = {
-	F("partition", "string", true, NULL, false, NULL, "partition name"),
-	F("end_offset", "integer", true, NULL, false, NULL,
-	  "offsets below it are available; a lower one than known changes nothing"),
-};
-static const struct rv_wire_field f_stream_status[] = {
-	F("dataset", "string", true, NULL, false, NULL, "the streaming dataset"),
-	F("partitions", "array", true, "StreamPartition", false, NULL, "its partitions"),
-};
-static const struct rv_wire_field f_stream_partition[] = {
-	F("name", "string", true, NULL, false, NULL, "partition"),
-	F("start_offset", "integer", true, NULL, false, NULL,
-	  "where the job started (or resumed from a checkpoint)"),
-	F("committed_offset", "integer", true, NULL, false, NULL,
-	  "the lowest offset not yet done: resume here"),
-	F("end_offset", "integer", true, NULL, false, NULL, "known available end; -1: unbounded"),
-	F("doing", "integer", false, NULL, false, NULL, "tasks in flight"),
-};
-static const struct rv_wire_field f_netcheck_join[] = {
-	F("node", "string", true, NULL, false, NULL, "node name as joined to the rendezvous"),
-};
-static const struct rv_wire_field f_netcheck_joined[] = {
-	F("check", "integer", true, NULL, false, NULL, "check id: report with it"),
-	F("world", "integer", true, NULL, false, NULL, "the rendezvous round being checked"),
-	F("nodes", "integer", true, NULL, false, NULL, "members of the check"),
-};
-static const struct rv_wire_field f_netcheck_group[] = {
-	F("check", "integer", true, NULL, false, NULL, "check id"),
-	F("round", "integer", true, NULL, false, NULL, "0 or 1"),
-	F("status", "string", true, NULL, false, "ready|wait",
-	  "ready: run the collective with peers; wait: the round is not open yet, ask again"),
-	F("peers", "array", false, "NetcheckPeer", false, NULL,
-	  "the group, this node included (required for ready)"),
-};
-static const struct rv_wire_field f_netcheck_peer[] = {
-	F("node", "string", true, NULL, false, NULL, "node name"),
-	F("addr", "string", false, NULL, false, NULL, "host:port it joined the rendezvous with"),
-};
-static const struct rv_wire_field f_netcheck_report[] = {
-	F("node", "string", true, NULL, false, NULL, "reporting node"),
-	F("check", "integer", true, NULL, false, NULL, "check id from join"),
-	F("round", "integer", true, NULL, false, NULL, "0 or 1"),
-	F("ok", "boolean", true, NULL, false, NULL, "whether the group's collective succeeded"),
-	F("time_s", "number", false, NULL, false, NULL,
-	  "how long it took, seconds (required for an ok report)"),
-};
-static const struct rv_wire_field f_netcheck_status[] = {
-	F("check", "integer", true, NULL, false, NULL, "check id, 0: none yet"),
-	F("world", "integer", false, NULL, false, NULL, "the rendezvous round it checks"),
-	F("state", "string", true, NULL, false, "none|running|done", "where the check is"),
-	F("round", "integer", false, NULL, false, NULL, "the open round while running"),
-	F("nodes", "array", false, "NetcheckResult", false, NULL, "one entry per member"),
-};
-static const struct rv_wire_field f_netcheck_result[] = {
-	F("node", "string", true, NULL, false, NULL, "member"),
-	F("verdict", "string", true, NULL, false, "pending|ok|faulty|straggler",
-	  "faulty: failed both rounds; straggler: slower than the ratio to the median"),
-	F("silent", "boolean", false, NULL, false, NULL,
-	  "missed a round's report deadline (netcheck.timeout_ms): counted as failed"),
-	F("ok0", "boolean", false, NULL, false, NULL, "round 0 succeeded"),
-	F("ok1", "boolean", false, NULL, false, NULL, "round 1 succeeded"),
-	F("time0_s", "number", false, NULL, false, NULL, "round 0 time, seconds"),
-	F("time1_s", "number", false, NULL, false, NULL, "round 1 time, seconds"),
-};
 #undef F
 
 #define M(nm, desc, f)                                                                             \
 	{                                                                                          \
 		.name = nm, .description = desc, .fields = f, .nfields = (int)RV_ARRAY_SIZE(f)     \
 	}
-static const struct rv_wire_message m_shard_next =
-	M("ShardNext", "a worker asks for its next shard", f_shard_next);
-static const struct rv_wire_message m_shard_task =
-	M("ShardTask", "a shard to process, or why there is none", f_shard_task);
-static const struct rv_wire_message m_shard_done =
-	M("ShardDone", "a worker finished a shard", f_shard_done);
-static const struct rv_wire_message m_shard_done_reply =
-	M("ShardDoneReply", "whether the done counted", f_shard_done_reply);
-static const struct rv_wire_message m_ckpt_report =
-	M("CkptReport", "where a worker was in its data at a model step", f_ckpt_report);
-static const struct rv_wire_message m_data_ckpt =
-	M("DataCheckpoint", "the data position at a model step", f_data_ckpt);
 static const struct rv_wire_message m_job_status =
 	M("JobStatus", "rendezvous and shard progress of the job", f_job_status);
 static const struct rv_wire_message m_dataset_status =
@@ -3031,26 +2404,6 @@ static const struct rv_wire_message m_plan_state =
 	M("PlanState", "the newest plan handed to the master", f_plan_state);
 static const struct rv_wire_message m_role_target =
 	M("RoleTarget", "one role's node count and per-node resources", f_role_target);
-static const struct rv_wire_message m_stream_end =
-	M("StreamEnd", "a producer says how far a partition's data is available", f_stream_end);
-static const struct rv_wire_message m_stream_status =
-	M("StreamStatus", "committed and end offsets of a streaming dataset", f_stream_status);
-static const struct rv_wire_message m_stream_partition =
-	M("StreamPartition", "one partition's offsets", f_stream_partition);
-static const struct rv_wire_message m_netcheck_join =
-	M("NetcheckJoin", "a node is ready for the network check", f_netcheck_join);
-static const struct rv_wire_message m_netcheck_joined =
-	M("NetcheckJoined", "the check a node takes part in", f_netcheck_joined);
-static const struct rv_wire_message m_netcheck_group =
-	M("NetcheckGroup", "a node's group in a check round", f_netcheck_group);
-static const struct rv_wire_message m_netcheck_peer =
-	M("NetcheckPeer", "one member of a check group", f_netcheck_peer);
-static const struct rv_wire_message m_netcheck_report =
-	M("NetcheckReport", "a node's result of a check round", f_netcheck_report);
-static const struct rv_wire_message m_netcheck_status =
-	M("NetcheckStatus", "the last network check and its verdicts", f_netcheck_status);
-static const struct rv_wire_message m_netcheck_result =
-	M("NetcheckResult", "one member's results and verdict", f_netcheck_result);
 static const struct rv_wire_message m_node_status =
 	M("NodeStatus", "one node the master runs", f_node_status);
 
@@ -3061,12 +2414,12 @@ static const struct rv_wire_message *const master_list[] = {
 	&rv_wire_heartbeat_msg,
 	&rv_wire_heartbeat_reply_msg,
 	&rv_wire_failure_msg,
-	&m_shard_next,
-	&m_shard_task,
-	&m_shard_done,
-	&m_shard_done_reply,
-	&m_ckpt_report,
-	&m_data_ckpt,
+	&rv_wire_shard_next_msg,
+	&rv_wire_shard_task_msg,
+	&rv_wire_shard_done_msg,
+	&rv_wire_shard_done_reply_msg,
+	&rv_wire_ckpt_report_msg,
+	&rv_wire_data_ckpt_msg,
 	&rv_wire_step_report_msg,
 	&rv_wire_node_usage_msg,
 	&m_job_status,
@@ -3075,16 +2428,16 @@ static const struct rv_wire_message *const master_list[] = {
 	&m_brain_link,
 	&m_plan_state,
 	&m_role_target,
-	&m_stream_end,
-	&m_stream_status,
-	&m_stream_partition,
-	&m_netcheck_join,
-	&m_netcheck_joined,
-	&m_netcheck_group,
-	&m_netcheck_peer,
-	&m_netcheck_report,
-	&m_netcheck_status,
-	&m_netcheck_result,
+	&rv_wire_stream_end_msg,
+	&rv_wire_stream_status_msg,
+	&rv_wire_stream_partition_msg,
+	&rv_wire_netcheck_join_msg,
+	&rv_wire_netcheck_joined_msg,
+	&rv_wire_netcheck_group_msg,
+	&rv_wire_netcheck_peer_msg,
+	&rv_wire_netcheck_report_msg,
+	&rv_wire_netcheck_status_msg,
+	&rv_wire_netcheck_result_msg,
 	&m_node_status,
 };
 #undef M

@@ -340,8 +340,8 @@ struct rv_wire_field {
 	int nnames;
 	const struct rv_wire_message *elem; /* RV_WIRE_ARRAY, RV_WIRE_OBJECT */
 	size_t count_off;
-	rv_wire_parse_fn parse; /* RV_WIRE_HOOK */
-	rv_wire_emit_fn emit;
+	rv_wire_parse_fn parse; /* RV_WIRE_HOOK; set on another kind, they replace */
+	rv_wire_emit_fn emit;   /* its reading or writing */
 };
 
 struct rv_wire_message {
@@ -352,9 +352,8 @@ struct rv_wire_message {
 	/* the codec */
 	const char *what; /* top level: "<what> must be a json object" */
 	size_t size;      /* of its struct */
-	/* Rules across fields, after every field was read; seen has bit i set
-	 * when fields[i] was given. */
-	int (*check)(void *m, const char *path, uint64_t seen, struct rv_err *err);
+	/* Rules across fields, after every field of o (at path) was read into m. */
+	int (*check)(const cJSON *o, const char *path, void *m, struct rv_err *err);
 };
 
 /* The messages, top-level ones first; *n gets the count. */

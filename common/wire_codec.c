@@ -246,6 +246,8 @@ static int decode_field(const cJSON *o, const char *path, const struct rv_wire_f
 	int rc, v;
 	if (f->flags & RV_WIRE_DEF)
 		set_default(f, m);
+	if (f->parse)
+		return f->parse(o, path, f, m, err);
 	switch (f->kind) {
 	case RV_WIRE_STRING:
 	case RV_WIRE_NAME:
@@ -267,7 +269,6 @@ static int decode_field(const cJSON *o, const char *path, const struct rv_wire_f
 	case RV_WIRE_OBJECT:
 		return decode_object(o, path, f, m, err);
 	case RV_WIRE_HOOK:
-		return f->parse(o, path, f, m, err);
 	case RV_WIRE_DOC:
 		break;
 	}
@@ -277,15 +278,28 @@ static int decode_field(const cJSON *o, const char *path, const struct rv_wire_f
 int rv_wire_decode_fields(const struct rv_wire_message *msg, const cJSON *o, const char *path,
 			  void *m, struct rv_err *err)
 {
-	uint64_t seen = 0;
 	for (int i = 0; i < msg->nfields; i++) {
 		int rc = decode_field(o, path, &msg->fields[i], m, err);
 		if (rc < 0)
 			return rc;
-		if (rc > 0 && i < 64)
-			seen |= UINT64_C(1) << i;
 	}
-	return msg->check ? msg->check(m, path, seen, err) : 0;
+	return msg->check ? msg->check(o, path, m, err) : 0;
+}
+
+int rv_wire_decode_required(const struct rv_wire_message *msg, const cJSON *o, const char *path,
+			    void *m, const char *const *keys, struct rv_err *err)
+{
+	for (; *keys; keys++)
+		for (int i = 0; i < msg->nfields; i++) {
+			if (strcmp(msg->fields[i].name, *keys) != 0)
+				continue;
+			struct rv_wire_field f = msg->fields[i];
+			f.flags |= RV_WIRE_REQ;
+			int rc = decode_field(o, path, &f, m, err);
+			if (rc < 0)
+				return rc;
+		}
+	return 0;
 }
 
 int rv_wire_decode_items(const struct rv_wire_message *msg, const cJSON *arr, const char *path,
@@ -385,6 +399,8 @@ static bool encode_array(cJSON *o, const struct rv_wire_field *f, const void *m)
 static bool encode_field(cJSON *o, const struct rv_wire_field *f, const void *m)
 {
 	cJSON *e;
+	if (f->emit)
+		return f->emit(o, f, m);
 	switch (f->kind) {
 	case RV_WIRE_STRING:
 	case RV_WIRE_NAME:
@@ -408,7 +424,6 @@ static bool encode_field(cJSON *o, const struct rv_wire_field *f, const void *m)
 		e = cJSON_AddObjectToObject(o, f->name);
 		return e && rv_wire_encode_fields(f->elem, e, CAT(m, f));
 	case RV_WIRE_HOOK:
-		return f->emit(o, f, m);
 	case RV_WIRE_DOC:
 		break;
 	}

@@ -24,6 +24,10 @@ int rv_wire_decode(const struct rv_wire_message *msg, const cJSON *root, void *o
 /* The fields of msg from object o (at path) into m, then msg->check. */
 int rv_wire_decode_fields(const struct rv_wire_message *msg, const cJSON *o, const char *path,
 			  void *m, struct rv_err *err);
+/* Again the fields of msg named in keys (NULL-terminated), each now
+ * required: the rule "required when" of a check. */
+int rv_wire_decode_required(const struct rv_wire_message *msg, const cJSON *o, const char *path,
+			    void *m, const char *const *keys, struct rv_err *err);
 /* Items of array arr (its key at path: "members") into n structs of msg at
  * base, each an object; *count gets how many were read. */
 int rv_wire_decode_items(const struct rv_wire_message *msg, const cJSON *arr, const char *path,
@@ -107,6 +111,13 @@ extern const char *const rv_wire_role_names[RV_ROLE_COUNT];
 						      .ref = rf, .max = (hi), .elem = el,          \
 						      .count_off = offsetof(T, cnt)                \
 	}
+/* The same, read by hook p (a rule on the count, say). */
+#define WARRAYP(key, mem, cnt, fl, hi, el, rf, p, desc)                                            \
+	{                                                                                          \
+		RV_WIRE_DOC_(key, "array", fl, desc), .kind = RV_WIRE_ARRAY, RV_WIRE_MEMBER_(mem), \
+						      .ref = rf, .max = (hi), .elem = el,          \
+						      .count_off = offsetof(T, cnt), .parse = p    \
+	}
 /* An object of message el in member mem; bool member given says it was. */
 #define WOBJ(key, mem, given, fl, el, rf, desc)                                                    \
 	{                                                                                          \
@@ -114,7 +125,8 @@ extern const char *const rv_wire_role_names[RV_ROLE_COUNT];
 			.kind = RV_WIRE_OBJECT, RV_WIRE_MEMBER_(mem), .ref = rf, .elem = el,       \
 			.count_off = offsetof(T, given)                                            \
 	}
-/* Read and written by hooks p and e. */
+/* Read and written by hooks p and e (a row of another kind may name
+ * either, in place of the codec's own). */
 #define WHOOK(key, ty, fl, p, e, desc)                                                             \
 	{                                                                                          \
 		RV_WIRE_DOC_(key, ty, fl, desc), .kind = RV_WIRE_HOOK, .parse = p, .emit = e       \
@@ -149,6 +161,15 @@ extern const struct rv_wire_message rv_wire_rdzv_join_msg, rv_wire_rdzv_joined_m
 	rv_wire_rdzv_world_msg, rv_wire_rdzv_member_msg, rv_wire_heartbeat_msg,
 	rv_wire_heartbeat_reply_msg, rv_wire_failure_msg, rv_wire_step_report_msg,
 	rv_wire_node_usage_msg;
+/* wire_shard.c */
+extern const struct rv_wire_message rv_wire_shard_next_msg, rv_wire_shard_task_msg,
+	rv_wire_shard_done_msg, rv_wire_shard_done_reply_msg, rv_wire_ckpt_report_msg,
+	rv_wire_data_ckpt_msg, rv_wire_stream_end_msg, rv_wire_stream_status_msg,
+	rv_wire_stream_partition_msg;
+/* wire_netcheck.c */
+extern const struct rv_wire_message rv_wire_netcheck_join_msg, rv_wire_netcheck_joined_msg,
+	rv_wire_netcheck_group_msg, rv_wire_netcheck_peer_msg, rv_wire_netcheck_report_msg,
+	rv_wire_netcheck_status_msg, rv_wire_netcheck_result_msg;
 
 /* rv_<fn>_from_json and rv_<fn>_to_json of a message whose table is msg. */
 #define RV_WIRE_CODEC(fn, msg, type)                                                               \
