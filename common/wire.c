@@ -44,17 +44,6 @@ static const char *const strategy_names[] = {
 	[RV_STRATEGY_ALLREDUCE] = "AllreduceStrategy",
 	[RV_STRATEGY_PS] = "ParameterServerStrategy",
 };
-static const char *const optimize_names[] = {
-	[RV_OPT_MANUAL] = "manual",
-	[RV_OPT_SINGLE_JOB] = "single-job",
-	[RV_OPT_CLUSTER] = "cluster",
-};
-static const char *const role_names[] = {
-	[RV_ROLE_WORKER] = "worker",
-	[RV_ROLE_PS] = "ps",
-	[RV_ROLE_CHIEF] = "chief",
-	[RV_ROLE_EVALUATOR] = "evaluator",
-};
 static const char *const event_names[] = {
 	[RV_EVENT_NODE_FAILED] = "node_failed",
 	[RV_EVENT_NODE_OOM] = "node_oom",
@@ -99,22 +88,22 @@ int rv_strategy_parse(const char *s)
 
 const char *rv_optimize_mode_name(enum rv_optimize_mode m)
 {
-	return name_of(optimize_names, RV_ARRAY_SIZE(optimize_names), (int)m);
+	return name_of(rv_wire_optimize_names, RV_ARRAY_SIZE(rv_wire_optimize_names), (int)m);
 }
 
 int rv_optimize_mode_parse(const char *s)
 {
-	return parse_of(optimize_names, RV_ARRAY_SIZE(optimize_names), s);
+	return parse_of(rv_wire_optimize_names, RV_ARRAY_SIZE(rv_wire_optimize_names), s);
 }
 
 const char *rv_role_name(enum rv_role r)
 {
-	return name_of(role_names, RV_ARRAY_SIZE(role_names), (int)r);
+	return name_of(rv_wire_role_names, RV_ARRAY_SIZE(rv_wire_role_names), (int)r);
 }
 
 int rv_role_parse(const char *s)
 {
-	return parse_of(role_names, RV_ARRAY_SIZE(role_names), s);
+	return parse_of(rv_wire_role_names, RV_ARRAY_SIZE(rv_wire_role_names), s);
 }
 
 const char *rv_event_type_name(enum rv_event_type t)
@@ -209,8 +198,9 @@ static int get_role(const cJSON *o, const char *key, const char *path, bool requ
 		    enum rv_role *out, struct rv_err *err)
 {
 	int v = 0;
-	int rc = get_enum(o, key, path, required, role_names, RV_ARRAY_SIZE(role_names),
-			  "one of worker, ps, chief, evaluator", &v, err);
+	int rc = get_enum(o, key, path, required, rv_wire_role_names,
+			  RV_ARRAY_SIZE(rv_wire_role_names), "one of worker, ps, chief, evaluator",
+			  &v, err);
 	if (rc == 1)
 		*out = (enum rv_role)v;
 	return rc;
@@ -803,9 +793,9 @@ static int job_spec_parse(const cJSON *root, struct rv_job_spec *out, struct rv_
 		return rc;
 	out->strategy = (enum rv_strategy)v;
 	out->optimize_mode = RV_OPT_CLUSTER;
-	if ((rc = get_enum(spec, "optimizeMode", "spec", false, optimize_names,
-			   RV_ARRAY_SIZE(optimize_names), "one of manual, single-job, cluster", &v,
-			   err)) < 0)
+	if ((rc = get_enum(spec, "optimizeMode", "spec", false, rv_wire_optimize_names,
+			   RV_ARRAY_SIZE(rv_wire_optimize_names),
+			   "one of manual, single-job, cluster", &v, err)) < 0)
 		return rc;
 	if (rc == 1) {
 		out->optimize_mode = (enum rv_optimize_mode)v;
@@ -1926,521 +1916,21 @@ const struct rv_wire_message *rv_wire_message(const char *name)
 	return NULL;
 }
 
-/* ---- master control API ----
- * Flat messages, one parse function each; the tables below list their keys
- * for the master's OpenAPI document and check_wire_master.c. */
-
-#define MAX_WORKER_ID    (INT64_C(1) << 52) /* exact in a JSON number */
-#define MAX_SAMPLE_INDEX (INT64_C(1) << 52)
-#define MAX_LOCAL_WORLD  1024
-
-/* A node name at key (path p), checked. */
-
-static int must_object(const cJSON *root, const char *what, struct rv_err *err)
-{
-	return cJSON_IsObject(root)
-		       ? 0
-		       : rv_err_set(err, -EINVAL, "", "%s must be a json object", what);
-}
-
-/* Run parse into a zeroed *out; on failure zero it again (nothing allocated). */
-#define FLAT_FROM_JSON(fn, type, parse)                                                            \
-	/* a type name cannot be parenthesised */                                                  \
-	int fn(const cJSON *root, type *out, struct rv_err *err) /* NOLINT */                      \
-	{                                                                                          \
-		memset(out, 0, sizeof(*out));                                                      \
-		int rc = parse(root, out, err);                                                    \
-		if (rc < 0)                                                                        \
-			memset(out, 0, sizeof(*out));                                              \
-		return rc < 0 ? rc : 0;                                                            \
-	}
-
-/* An optional array of node names at key, at most RV_MAX_VERDICT_NAMES. */
-static int get_names(const cJSON *r, const char *key, char (*out)[RV_NAME_MAX], int *n,
-		     struct rv_err *err)
-{
-	int rc;
-	const cJSON *arr = rv_json_get_array(r, key, "", false, &rc, err);
-	if (!arr)
-		return rc;
-	if (array_count(arr, RV_MAX_VERDICT_NAMES) > RV_MAX_VERDICT_NAMES)
-		return rv_err_set(err, -EINVAL, key, "%s must have at most %d entries", key,
-				  RV_MAX_VERDICT_NAMES);
-	for (const cJSON *it = arr->child; it; it = it->next) {
-		field_buf f;
-		rv_json_path_index(f, sizeof(f), key, *n);
-		const char *v = cJSON_GetStringValue(it);
-		if (!v)
-			return rv_err_set(err, -EINVAL, f, "%s must be a string", f);
-		snprintf(out[*n], RV_NAME_MAX, "%s", v);
-		if ((rc = check_name(out[*n], RV_NAME_MAX - 1, f, err)) < 0)
-			return rc;
-		(*n)++;
-	}
-	return 0;
-}
-
-static bool add_names(cJSON *o, const char *key, const char (*names)[RV_NAME_MAX], int n)
-{
-	cJSON *arr = cJSON_AddArrayToObject(o, key);
-	for (int i = 0; arr && i < n; i++) {
-		cJSON *v = cJSON_CreateString(names[i]);
-		if (!v || !cJSON_AddItemToArray(arr, v)) {
-			cJSON_Delete(v);
-			return false;
-		}
-	}
-	return arr != NULL;
-}
-
-static int dataset_status_parse(const cJSON *o, const char *p, struct rv_dataset_status *d,
-				struct rv_err *err)
-{
-	int rc;
-	if (!cJSON_IsObject(o))
-		return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
-	if ((rc = rv_json_get_string(o, "name", p, true, d->name, sizeof(d->name), err)) < 0 ||
-	    (rc = rv_json_get_int(o, "samples_total", p, true, 0, INT64_MAX, &d->samples_total,
-				  err)) < 0 ||
-	    (rc = rv_json_get_int(o, "samples_done", p, true, 0, INT64_MAX, &d->samples_done,
-				  err)) < 0 ||
-	    (rc = get_int32(o, "epoch", p, false, 0, MAX_EPOCHS, &d->epoch, err)) < 0 ||
-	    (rc = rv_json_get_bool(o, "finished", p, false, &d->finished, err)) < 0)
-		return rc;
-	return 0;
-}
-
-/* A map of role -> {"count","cpu","memory_mb","gpu"} at key (optional). */
-static int role_targets_parse(const cJSON *r, const char *key, const char *path,
-			      struct rv_role_target *out, struct rv_err *err)
-{
-	int rc;
-	field_buf p0;
-	rv_json_path(p0, sizeof(p0), path, key);
-	const cJSON *o = rv_json_get_object(r, key, path, false, &rc, err);
-	if (!o)
-		return rc;
-	for (const cJSON *it = o->child; it; it = it->next) {
-		field_buf p;
-		const char *k = it->string ? it->string : "";
-		rv_json_path(p, sizeof(p), p0, k);
-		int role = rv_role_parse(k);
-		if (role < 0)
-			return rv_err_set(err, -EINVAL, p,
-					  "unknown role \"%.32s\" (expected worker, ps, chief or "
-					  "evaluator)",
-					  k);
-		if (!cJSON_IsObject(it))
-			return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
-		struct rv_role_target *t = &out[role];
-		t->present = true;
-		if ((rc = get_int32(it, "count", p, true, 0, RV_MAX_REPLICAS, &t->count, err)) <
-			    0 ||
-		    (rc = rv_json_get_double(it, "cpu", p, false, 0, RV_MAX_CPU, &t->cpu, err)) <
-			    0 ||
-		    (rc = rv_json_get_int(it, "memory_mb", p, false, 0, RV_MAX_MEMORY_MB,
-					  &t->memory_mb, err)) < 0 ||
-		    (rc = get_int32(it, "gpu", p, false, 0, RV_MAX_GPU, &t->gpu, err)) < 0)
-			return rc;
-	}
-	return 1;
-}
-
-static bool add_role_targets(cJSON *o, const char *key, const struct rv_role_target *t)
-{
-	cJSON *map = cJSON_AddObjectToObject(o, key);
-	if (!map)
-		return false;
-	for (int r = 0; r < RV_ROLE_COUNT; r++) {
-		if (!t[r].present)
-			continue;
-		cJSON *g = cJSON_AddObjectToObject(map, rv_role_name((enum rv_role)r));
-		if (!g || !add_num(g, "count", t[r].count) || !add_num(g, "cpu", t[r].cpu) ||
-		    !add_num(g, "memory_mb", (double)t[r].memory_mb) ||
-		    !add_num(g, "gpu", t[r].gpu))
-			return false;
-	}
-	return true;
-}
-
-static int brain_link_parse(const cJSON *r, struct rv_brain_link *b, struct rv_err *err)
-{
-	int rc, mode = 0;
-	const cJSON *o = rv_json_get_object(r, "brain", "", false, &rc, err);
-	if (!o)
-		return rc;
-	if ((rc = get_enum(o, "mode", "brain", true, optimize_names, RV_ARRAY_SIZE(optimize_names),
-			   "one of manual, single-job, cluster", &mode, err)) < 0)
-		return rc;
-	b->mode = (enum rv_optimize_mode)mode;
-	if ((rc = rv_json_get_string(o, "uid", "brain", false, b->uid, sizeof(b->uid), err)) < 0 ||
-	    (rc = rv_json_get_bool(o, "reachable", "brain", false, &b->reachable, err)) < 0 ||
-	    (rc = rv_json_get_int(o, "queued", "brain", false, 0, INT64_MAX, &b->queued, err)) <
-		    0 ||
-	    (rc = rv_json_get_int(o, "sent", "brain", false, 0, INT64_MAX, &b->sent, err)) < 0 ||
-	    (rc = rv_json_get_int(o, "dropped", "brain", false, 0, INT64_MAX, &b->dropped, err)) <
-		    0 ||
-	    (rc = rv_json_get_string(o, "last_error", "brain", false, b->last_error,
-				     sizeof(b->last_error), err)) < 0)
-		return rc;
-	return 1;
-}
-
-static int plan_state_parse(const cJSON *r, struct rv_plan_state *pl, struct rv_err *err)
-{
-	int rc;
-	const cJSON *o = rv_json_get_object(r, "plan", "", false, &rc, err);
-	if (!o)
-		return rc;
-	if ((rc = rv_json_get_int(o, "id", "plan", true, 0, INT64_MAX, &pl->id, err)) < 0 ||
-	    (rc = rv_json_get_string(o, "stage", "plan", false, pl->stage, sizeof(pl->stage),
-				     err)) < 0 ||
-	    (rc = rv_json_get_string(o, "reason", "plan", false, pl->reason, sizeof(pl->reason),
-				     err)) < 0 ||
-	    (rc = rv_json_get_bool(o, "applied", "plan", false, &pl->applied, err)) < 0 ||
-	    (rc = rv_json_get_bool(o, "proposed", "plan", false, &pl->proposed, err)) < 0 ||
-	    (rc = role_targets_parse(o, "groups", "plan", pl->groups, err)) < 0 ||
-	    (rc = rv_json_get_string(o, "not_applied", "plan", false, pl->not_applied,
-				     sizeof(pl->not_applied), err)) < 0)
-		return rc;
-	return 1;
-}
-
-static int node_status_parse(const cJSON *o, const char *p, struct rv_node_status *n,
-			     struct rv_err *err)
-{
-	int rc;
-	if (!cJSON_IsObject(o))
-		return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
-	if ((rc = rv_json_get_string(o, "name", p, true, n->name, sizeof(n->name), err)) < 0 ||
-	    (rc = rv_json_get_string(o, "instance", p, false, n->instance, sizeof(n->instance),
-				     err)) < 0 ||
-	    (rc = rv_json_get_string(o, "role", p, true, n->role, sizeof(n->role), err)) < 0 ||
-	    (rc = rv_json_get_string(o, "host", p, false, n->host, sizeof(n->host), err)) < 0 ||
-	    (rc = rv_json_get_string(o, "state", p, true, n->state, sizeof(n->state), err)) < 0 ||
-	    (rc = get_int32(o, "rank", p, true, 0, INT32_MAX, &n->rank, err)) < 0 ||
-	    (rc = get_int32(o, "pid", p, false, 0, INT32_MAX, &n->pid, err)) < 0 ||
-	    (rc = get_int32(o, "restarts", p, false, 0, INT32_MAX, &n->restarts, err)) < 0 ||
-	    (rc = get_int32(o, "oom_relaunches", p, false, 0, INT32_MAX, &n->oom_relaunches, err)) <
-		    0 ||
-	    (rc = rv_json_get_int(o, "memory_limit_mb", p, false, 0, INT64_MAX, &n->memory_limit_mb,
-				  err)) < 0)
-		return rc;
-	n->cpu_seconds = -1;
-	n->memory_mb = n->throttled_usec = -1;
-	if ((rc = rv_json_get_double(o, "cpu_seconds", p, false, -1, 1e15, &n->cpu_seconds, err)) <
-		    0 ||
-	    (rc = rv_json_get_int(o, "memory_mb", p, false, -1, INT64_MAX, &n->memory_mb, err)) < 0)
-		return rc;
-	return rv_json_get_int(o, "throttled_usec", p, false, -1, INT64_MAX, &n->throttled_usec,
-			       err);
-}
-
-static int job_status_parse(const cJSON *r, struct rv_job_status *m, struct rv_err *err)
-{
-	int rc, st = 0;
-	if ((rc = must_object(r, "job status", err)) < 0 ||
-	    (rc = rv_json_get_string(r, "job", "", true, m->job, sizeof(m->job), err)) < 0 ||
-	    (rc = get_enum(r, "state", "", true, rv_wire_rdzv_status_names,
-			   RV_ARRAY_SIZE(rv_wire_rdzv_status_names),
-			   "one of complete, gathering, stale, spare, failed, unknown", &st, err)) <
-		    0)
-		return rc;
-	m->state = (enum rv_rdzv_status)st;
-	if ((rc = rv_json_get_int(r, "round", "", false, 0, INT64_MAX, &m->round, err)) < 0 ||
-	    (rc = get_int32(r, "nnodes", "", false, 0, RV_MAX_WORLD_NODES, &m->nnodes, err)) < 0 ||
-	    (rc = get_int32(r, "world_size", "", false, 0, INT32_MAX, &m->world_size, err)) < 0 ||
-	    (rc = get_int32(r, "waiting", "", false, 0, INT32_MAX, &m->waiting, err)) < 0 ||
-	    (rc = rv_json_get_int(r, "step", "", false, 0, INT64_MAX, &m->step, err)) < 0 ||
-	    (rc = rv_json_get_double(r, "speed", "", false, 0, MAX_SPEED, &m->speed, err)) < 0 ||
-	    (rc = rv_json_get_bool(r, "finished", "", false, &m->finished, err)) < 0)
-		return rc;
-	st = RV_NETCHECK_NONE;
-	if ((rc = get_enum(r, "netcheck", "", false, rv_wire_netcheck_state_names,
-			   RV_ARRAY_SIZE(rv_wire_netcheck_state_names),
-			   "one of none, running, done", &st, err)) < 0 ||
-	    (rc = get_names(r, "faulty", m->faulty, &m->nfaulty, err)) < 0 ||
-	    (rc = get_names(r, "stragglers", m->stragglers, &m->nstragglers, err)) < 0)
-		return rc;
-	m->netcheck = (enum rv_netcheck_state)st;
-	const cJSON *arr = rv_json_get_array(r, "datasets", "", false, &rc, err);
-	if (!arr)
-		return rc;
-	int n = array_count(arr, RV_MAX_DATASETS);
-	if (n > RV_MAX_DATASETS)
-		return rv_err_set(err, -E2BIG, "datasets", "datasets must have at most %d entries",
-				  RV_MAX_DATASETS);
-	int i = 0;
-	for (const cJSON *it = arr->child; it; it = it->next, i++) {
-		field_buf p;
-		rv_json_path_index(p, sizeof(p), "datasets", i);
-		if ((rc = dataset_status_parse(it, p, &m->datasets[i], err)) < 0)
-			return rc;
-	}
-	m->ndatasets = n;
-	if ((rc = brain_link_parse(r, &m->brain, err)) < 0)
-		return rc;
-	m->has_brain = rc == 1;
-	if ((rc = plan_state_parse(r, &m->plan, err)) < 0)
-		return rc;
-	m->has_plan = rc == 1;
-	if ((rc = role_targets_parse(r, "desired", "", m->desired, err)) < 0)
-		return rc;
-	m->has_desired = rc == 1;
-	if ((rc = rv_json_get_string(r, "job_state", "", false, m->job_state, sizeof(m->job_state),
-				     err)) < 0 ||
-	    (rc = rv_json_get_string(r, "job_reason", "", false, m->job_reason,
-				     sizeof(m->job_reason), err)) < 0)
-		return rc;
-	arr = rv_json_get_array(r, "nodes", "", false, &rc, err);
-	if (!arr)
-		return rc;
-	n = array_count(arr, RV_MAX_STATUS_NODES);
-	if (n > RV_MAX_STATUS_NODES)
-		return rv_err_set(err, -E2BIG, "nodes", "nodes must have at most %d entries",
-				  RV_MAX_STATUS_NODES);
-	i = 0;
-	for (const cJSON *it = arr->child; it; it = it->next, i++) {
-		field_buf p;
-		rv_json_path_index(p, sizeof(p), "nodes", i);
-		if ((rc = node_status_parse(it, p, &m->node_list[i], err)) < 0)
-			return rc;
-	}
-	m->nnode_list = n;
-	return 0;
-}
-FLAT_FROM_JSON(rv_job_status_from_json, struct rv_job_status, job_status_parse)
-
-cJSON *rv_job_status_to_json(const struct rv_job_status *m)
-{
-	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
-	bool ok = o && add_str(o, "job", m->job) &&
-		  add_str(o, "state", rv_rdzv_status_name(m->state)) &&
-		  add_num(o, "round", (double)m->round) && add_num(o, "nnodes", m->nnodes) &&
-		  add_num(o, "world_size", m->world_size) && add_num(o, "waiting", m->waiting) &&
-		  add_num(o, "step", (double)m->step) && add_num(o, "speed", m->speed) &&
-		  add_bool(o, "finished", m->finished) &&
-		  add_str(o, "netcheck", rv_netcheck_state_name(m->netcheck)) &&
-		  add_names(o, "faulty", m->faulty, m->nfaulty) &&
-		  add_names(o, "stragglers", m->stragglers, m->nstragglers);
-	cJSON *arr = ok ? cJSON_AddArrayToObject(o, "datasets") : NULL;
-	if (!arr)
-		return NULL;
-	for (int i = 0; i < m->ndatasets; i++) {
-		const struct rv_dataset_status *d = &m->datasets[i];
-		cJSON *e = cJSON_CreateObject();
-		if (!e || !cJSON_AddItemToArray(arr, e)) {
-			cJSON_Delete(e);
-			return NULL;
-		}
-		if (!add_str(e, "name", d->name) ||
-		    !add_num(e, "samples_total", (double)d->samples_total) ||
-		    !add_num(e, "samples_done", (double)d->samples_done) ||
-		    !add_num(e, "epoch", d->epoch) || !add_bool(e, "finished", d->finished))
-			return NULL;
-	}
-	if (m->has_brain) {
-		const struct rv_brain_link *b = &m->brain;
-		cJSON *e = cJSON_AddObjectToObject(o, "brain");
-		if (!e || !add_str(e, "mode", rv_optimize_mode_name(b->mode)) ||
-		    !add_str(e, "uid", b->uid) || !add_bool(e, "reachable", b->reachable) ||
-		    !add_num(e, "queued", (double)b->queued) ||
-		    !add_num(e, "sent", (double)b->sent) ||
-		    !add_num(e, "dropped", (double)b->dropped) ||
-		    !add_str(e, "last_error", b->last_error))
-			return NULL;
-	}
-	if (m->has_plan) {
-		const struct rv_plan_state *pl = &m->plan;
-		cJSON *e = cJSON_AddObjectToObject(o, "plan");
-		if (!e || !add_num(e, "id", (double)pl->id) || !add_str(e, "stage", pl->stage) ||
-		    !add_str(e, "reason", pl->reason) || !add_bool(e, "applied", pl->applied) ||
-		    !add_bool(e, "proposed", pl->proposed) ||
-		    !add_role_targets(e, "groups", pl->groups) ||
-		    (pl->not_applied[0] && !add_str(e, "not_applied", pl->not_applied)))
-			return NULL;
-	}
-	if (m->has_desired && !add_role_targets(o, "desired", m->desired))
-		return NULL;
-	if (!m->job_state[0])
-		return RV_TAKE_PTR(o); /* the master runs no nodes */
-	arr = add_str(o, "job_state", m->job_state) && add_str(o, "job_reason", m->job_reason)
-		      ? cJSON_AddArrayToObject(o, "nodes")
-		      : NULL;
-	if (!arr)
-		return NULL;
-	for (int i = 0; i < m->nnode_list && i < RV_MAX_STATUS_NODES; i++) {
-		const struct rv_node_status *n = &m->node_list[i];
-		cJSON *e = cJSON_CreateObject();
-		if (!e || !cJSON_AddItemToArray(arr, e)) {
-			cJSON_Delete(e);
-			return NULL;
-		}
-		if (!add_str(e, "name", n->name) || !add_str(e, "instance", n->instance) ||
-		    !add_str(e, "role", n->role) || !add_num(e, "rank", n->rank) ||
-		    !add_str(e, "host", n->host) || !add_str(e, "state", n->state) ||
-		    !add_num(e, "pid", n->pid) || !add_num(e, "restarts", n->restarts) ||
-		    !add_num(e, "oom_relaunches", n->oom_relaunches) ||
-		    !add_num(e, "memory_limit_mb", (double)n->memory_limit_mb) ||
-		    !add_num(e, "cpu_seconds", n->cpu_seconds) ||
-		    !add_num(e, "memory_mb", (double)n->memory_mb) ||
-		    !add_num(e, "throttled_usec", (double)n->throttled_usec))
-			return NULL;
-	}
-	return RV_TAKE_PTR(o);
-}
-
-/* ---- streams ---- */
-
-/* ---- network check ---- */
-
-#define F(nm, ty, req, rf, mp, en, desc)                                                           \
-	{                                                                                          \
-		.name = nm, .type = ty, .required = req, .ref = rf, .map = mp, .enums = en,        \
-		.description = desc                                                                \
-	}
-static const struct rv_wire_field f_job_status[] = {
-	F("job", "string", true, NULL, false, NULL, "job name"),
-	F("state", "string", true, NULL, false, "complete|gathering|stale|spare|failed|unknown",
-	  "rendezvous state: complete, gathering or failed"),
-	F("round", "integer", false, NULL, false, NULL, "current round"),
-	F("nnodes", "integer", false, NULL, false, NULL, "nodes in the world"),
-	F("world_size", "integer", false, NULL, false, NULL, "workers in the world"),
-	F("waiting", "integer", false, NULL, false, NULL, "nodes waiting"),
-	F("step", "integer", false, NULL, false, NULL, "latest step reported"),
-	F("speed", "number", false, NULL, false, NULL, "latest speed reported, samples/s"),
-	F("finished", "boolean", false, NULL, false, NULL, "every dataset done"),
-	F("datasets", "array", false, "DatasetStatus", false, NULL, "shard progress per dataset"),
-	F("netcheck", "string", false, NULL, false, "none|running|done",
-	  "state of the last network check"),
-	F("faulty", "array", false, "string", false, NULL,
-	  "nodes the last network check found faulty (at most 32)"),
-	F("stragglers", "array", false, "string", false, NULL,
-	  "nodes the last network check found slow (at most 32)"),
-	F("brain", "object", false, "BrainLink", false, NULL, "the link to the planner"),
-	F("plan", "object", false, "PlanState", false, NULL,
-	  "the newest plan handed to the master (absent before the first)"),
-	F("desired", "object", false, "RoleTarget", true, NULL,
-	  "by role: what the job should run, from the spec and each applied plan"),
-	F("job_state", "string", false, NULL, false, "running|succeeded|failed",
-	  "the job's end: succeeded once every node the master runs exited 0, failed once one "
-	  "was given up (absent: the master runs no nodes)"),
-	F("job_reason", "string", false, NULL, false, NULL, "why it failed, naming the node"),
-	F("nodes", "array", false, "NodeStatus", false, NULL,
-	  "the nodes the master runs (scheduler local), at most 64"),
-};
-static const struct rv_wire_field f_node_status[] = {
-	F("name", "string", true, NULL, false, NULL, "<role>-<rank>: its rendezvous name"),
-	F("instance", "string", false, NULL, false, NULL,
-	  "the current launch: name, then name.<attempt> after each relaunch"),
-	F("role", "string", true, NULL, false, NULL, "worker, ps, chief or evaluator"),
-	F("rank", "integer", true, NULL, false, NULL, "stable across relaunches"),
-	F("host", "string", false, NULL, false, NULL, "where it runs (\"\": this machine)"),
-	F("state", "string", true, NULL, false, "launched|running|exited|succeeded|failed",
-	  "exited: ended by a failure, a relaunch follows"),
-	F("pid", "integer", false, NULL, false, NULL, "its process (local scheduler), 0 if none"),
-	F("restarts", "integer", false, NULL, false, NULL, "relaunches after crashes"),
-	F("oom_relaunches", "integer", false, NULL, false, NULL,
-	  "relaunches with more memory after an OOM kill"),
-	F("memory_limit_mb", "integer", false, NULL, false, NULL, "its memory limit, 0: none"),
-	F("cpu_seconds", "number", false, NULL, false, NULL, "CPU used, -1: not measured yet"),
-	F("memory_mb", "integer", false, NULL, false, NULL, "memory used, -1: not measured yet"),
-	F("throttled_usec", "integer", false, NULL, false, NULL,
-	  "time held by its CPU quota, -1: not measured"),
-};
-static const struct rv_wire_field f_brain_link[] = {
-	F("mode", "string", true, NULL, false, "manual|single-job|cluster",
-	  "cluster: rover-brain plans; single-job: the same policy in the master; manual: "
-	  "plans are only proposed"),
-	F("uid", "string", false, NULL, false, NULL,
-	  "the job's uid at the brain, \"\" until registered"),
-	F("reachable", "boolean", false, NULL, false, NULL,
-	  "the last call to the brain got an answer"),
-	F("queued", "integer", false, NULL, false, NULL, "reports waiting to be sent"),
-	F("sent", "integer", false, NULL, false, NULL, "reports the brain acknowledged"),
-	F("dropped", "integer", false, NULL, false, NULL,
-	  "reports dropped, oldest first, from a full queue"),
-	F("last_error", "string", false, NULL, false, NULL, "the last failed call, \"\" when none"),
-};
-static const struct rv_wire_field f_plan_state[] = {
-	F("id", "integer", true, NULL, false, NULL,
-	  "the plan's id (the brain's, or the master's own)"),
-	F("stage", "string", false, NULL, false, NULL, "create, running or oom"),
-	F("reason", "string", false, NULL, false, NULL, "why the planner made it"),
-	F("applied", "boolean", false, NULL, false, NULL, "in force: desired follows it"),
-	F("proposed", "boolean", false, NULL, false, NULL,
-	  "manual mode: shown only, nothing was changed"),
-	F("groups", "object", false, "RoleTarget", true, NULL, "by role: what the plan asks for"),
-	F("not_applied", "string", false, NULL, false, NULL,
-	  "applied: the parts of the plan the master did not apply, \"; \"-separated "
-	  "(absent: applied in full)"),
-};
-static const struct rv_wire_field f_role_target[] = {
-	F("count", "integer", true, NULL, false, NULL, "nodes of the role"),
-	F("cpu", "number", false, NULL, false, NULL, "cores per node, 0: no limit"),
-	F("memory_mb", "integer", false, NULL, false, NULL, "memory per node, MiB, 0: no limit"),
-	F("gpu", "integer", false, NULL, false, NULL, "GPUs per node"),
-};
-static const struct rv_wire_field f_dataset_status[] = {
-	F("name", "string", true, NULL, false, NULL, "dataset"),
-	F("samples_total", "integer", true, NULL, false, NULL, "size times epochs"),
-	F("samples_done", "integer", true, NULL, false, NULL, "samples counted done"),
-	F("epoch", "integer", false, NULL, false, NULL, "current epoch"),
-	F("finished", "boolean", false, NULL, false, NULL, "every epoch done"),
-};
-#undef F
-
-#define M(nm, desc, f)                                                                             \
-	{                                                                                          \
-		.name = nm, .description = desc, .fields = f, .nfields = (int)RV_ARRAY_SIZE(f)     \
-	}
-static const struct rv_wire_message m_job_status =
-	M("JobStatus", "rendezvous and shard progress of the job", f_job_status);
-static const struct rv_wire_message m_dataset_status =
-	M("DatasetStatus", "one dataset's progress", f_dataset_status);
-static const struct rv_wire_message m_brain_link =
-	M("BrainLink", "the master's link to the planner", f_brain_link);
-static const struct rv_wire_message m_plan_state =
-	M("PlanState", "the newest plan handed to the master", f_plan_state);
-static const struct rv_wire_message m_role_target =
-	M("RoleTarget", "one role's node count and per-node resources", f_role_target);
-static const struct rv_wire_message m_node_status =
-	M("NodeStatus", "one node the master runs", f_node_status);
+/* ---- the master's messages, for its OpenAPI document ---- */
 
 static const struct rv_wire_message *const master_list[] = {
-	&rv_wire_rdzv_join_msg,
-	&rv_wire_rdzv_joined_msg,
-	&rv_wire_rdzv_world_msg,
-	&rv_wire_heartbeat_msg,
-	&rv_wire_heartbeat_reply_msg,
-	&rv_wire_failure_msg,
-	&rv_wire_shard_next_msg,
-	&rv_wire_shard_task_msg,
-	&rv_wire_shard_done_msg,
-	&rv_wire_shard_done_reply_msg,
-	&rv_wire_ckpt_report_msg,
-	&rv_wire_data_ckpt_msg,
-	&rv_wire_step_report_msg,
-	&rv_wire_node_usage_msg,
-	&m_job_status,
-	&rv_wire_rdzv_member_msg,
-	&m_dataset_status,
-	&m_brain_link,
-	&m_plan_state,
-	&m_role_target,
-	&rv_wire_stream_end_msg,
-	&rv_wire_stream_status_msg,
-	&rv_wire_stream_partition_msg,
-	&rv_wire_netcheck_join_msg,
-	&rv_wire_netcheck_joined_msg,
-	&rv_wire_netcheck_group_msg,
-	&rv_wire_netcheck_peer_msg,
-	&rv_wire_netcheck_report_msg,
-	&rv_wire_netcheck_status_msg,
-	&rv_wire_netcheck_result_msg,
-	&m_node_status,
+	&rv_wire_rdzv_join_msg,        &rv_wire_rdzv_joined_msg,      &rv_wire_rdzv_world_msg,
+	&rv_wire_heartbeat_msg,        &rv_wire_heartbeat_reply_msg,  &rv_wire_failure_msg,
+	&rv_wire_shard_next_msg,       &rv_wire_shard_task_msg,       &rv_wire_shard_done_msg,
+	&rv_wire_shard_done_reply_msg, &rv_wire_ckpt_report_msg,      &rv_wire_data_ckpt_msg,
+	&rv_wire_step_report_msg,      &rv_wire_node_usage_msg,       &rv_wire_job_status_msg,
+	&rv_wire_rdzv_member_msg,      &rv_wire_dataset_status_msg,   &rv_wire_brain_link_msg,
+	&rv_wire_plan_state_msg,       &rv_wire_role_target_msg,      &rv_wire_stream_end_msg,
+	&rv_wire_stream_status_msg,    &rv_wire_stream_partition_msg, &rv_wire_netcheck_join_msg,
+	&rv_wire_netcheck_joined_msg,  &rv_wire_netcheck_group_msg,   &rv_wire_netcheck_peer_msg,
+	&rv_wire_netcheck_report_msg,  &rv_wire_netcheck_status_msg,  &rv_wire_netcheck_result_msg,
+	&rv_wire_node_status_msg,
 };
-#undef M
 
 /* The list as one array, made once: the tables live with their families. */
 static struct rv_wire_message master_messages[RV_ARRAY_SIZE(master_list)];

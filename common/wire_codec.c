@@ -23,6 +23,12 @@ const char *const rv_wire_role_names[RV_ROLE_COUNT] = {
 	[RV_ROLE_EVALUATOR] = "evaluator",
 };
 
+const char *const rv_wire_optimize_names[3] = {
+	[RV_OPT_MANUAL] = "manual",
+	[RV_OPT_SINGLE_JOB] = "single-job",
+	[RV_OPT_CLUSTER] = "cluster",
+};
+
 const char *rv_wire_name_of(const char *const *names, size_t n, int v)
 {
 	return v >= 0 && (size_t)v < n ? names[v] : "unknown";
@@ -379,7 +385,7 @@ static bool omitted(const struct rv_wire_field *f, const void *m)
 	}
 }
 
-static bool encode_array(cJSON *o, const struct rv_wire_field *f, const void *m)
+bool rv_wire_encode_items(cJSON *o, const struct rv_wire_field *f, const void *m)
 {
 	cJSON *arr = cJSON_AddArrayToObject(o, f->name);
 	int n = *(const int *)((const char *)m + f->count_off);
@@ -419,7 +425,7 @@ static bool encode_field(cJSON *o, const struct rv_wire_field *f, const void *m)
 				       rv_wire_name_of(f->names, (size_t)f->nnames,
 						       *(const int *)CAT(m, f)));
 	case RV_WIRE_ARRAY:
-		return encode_array(o, f, m);
+		return rv_wire_encode_items(o, f, m);
 	case RV_WIRE_OBJECT:
 		e = cJSON_AddObjectToObject(o, f->name);
 		return e && rv_wire_encode_fields(f->elem, e, CAT(m, f));

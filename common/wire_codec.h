@@ -35,6 +35,9 @@ int rv_wire_decode_items(const struct rv_wire_message *msg, const cJSON *arr, co
 /* A new object of m's fields, NULL when out of memory. */
 cJSON *rv_wire_encode(const struct rv_wire_message *msg, const void *m);
 bool rv_wire_encode_fields(const struct rv_wire_message *msg, cJSON *o, const void *m);
+/* Array row f of m as the codec writes it (for a hook that writes it only
+ * sometimes). */
+bool rv_wire_encode_items(cJSON *o, const struct rv_wire_field *f, const void *m);
 /* Frees what decode allocated (RV_WIRE_ALLOC arrays, nested too). */
 void rv_wire_release(const struct rv_wire_message *msg, void *m);
 
@@ -118,6 +121,14 @@ extern const char *const rv_wire_role_names[RV_ROLE_COUNT];
 						      .ref = rf, .max = (hi), .elem = el,          \
 						      .count_off = offsetof(T, cnt), .parse = p    \
 	}
+/* Up to hi entries at member mem, their count in cnt, read and written by
+ * hooks p and e. */
+#define WLIST(key, ty, mem, cnt, fl, hi, rf, p, e, desc)                                           \
+	{                                                                                          \
+		RV_WIRE_DOC_(key, ty, fl, desc),                                                   \
+			.kind = RV_WIRE_HOOK, RV_WIRE_MEMBER_(mem), .ref = rf, .max = (hi),        \
+			.count_off = offsetof(T, cnt), .parse = p, .emit = e                       \
+	}
 /* An object of message el in member mem; bool member given says it was. */
 #define WOBJ(key, mem, given, fl, el, rf, desc)                                                    \
 	{                                                                                          \
@@ -166,6 +177,10 @@ extern const struct rv_wire_message rv_wire_shard_next_msg, rv_wire_shard_task_m
 	rv_wire_shard_done_msg, rv_wire_shard_done_reply_msg, rv_wire_ckpt_report_msg,
 	rv_wire_data_ckpt_msg, rv_wire_stream_end_msg, rv_wire_stream_status_msg,
 	rv_wire_stream_partition_msg;
+/* wire_status.c */
+extern const struct rv_wire_message rv_wire_job_status_msg, rv_wire_dataset_status_msg,
+	rv_wire_brain_link_msg, rv_wire_plan_state_msg, rv_wire_role_target_msg,
+	rv_wire_node_status_msg;
 /* wire_netcheck.c */
 extern const struct rv_wire_message rv_wire_netcheck_join_msg, rv_wire_netcheck_joined_msg,
 	rv_wire_netcheck_group_msg, rv_wire_netcheck_peer_msg, rv_wire_netcheck_report_msg,
