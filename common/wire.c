@@ -44,21 +44,6 @@ static const char *const strategy_names[] = {
 	[RV_STRATEGY_ALLREDUCE] = "AllreduceStrategy",
 	[RV_STRATEGY_PS] = "ParameterServerStrategy",
 };
-static const char *const event_names[] = {
-	[RV_EVENT_NODE_FAILED] = "node_failed",
-	[RV_EVENT_NODE_OOM] = "node_oom",
-	[RV_EVENT_NODE_RELAUNCHED] = "node_relaunched",
-	[RV_EVENT_NODE_FINISHED] = "node_finished",
-	[RV_EVENT_JOB_FINISHED] = "job_finished",
-	[RV_EVENT_JOB_FAILED] = "job_failed",
-	[RV_EVENT_PLAN_APPLIED] = "plan_applied",
-};
-static const char *const sample_names[] = {
-	[RV_SAMPLE_SPEED] = "speed",
-	[RV_SAMPLE_NODE] = "node",
-	[RV_SAMPLE_MODEL] = "model",
-	[RV_SAMPLE_PROGRESS] = "progress",
-};
 static const char *const stage_names[] = { "create", "running", "oom" };
 
 static const char *name_of(const char *const *names, size_t n, int v)
@@ -104,16 +89,6 @@ const char *rv_role_name(enum rv_role r)
 int rv_role_parse(const char *s)
 {
 	return parse_of(rv_wire_role_names, RV_ARRAY_SIZE(rv_wire_role_names), s);
-}
-
-const char *rv_event_type_name(enum rv_event_type t)
-{
-	return name_of(event_names, RV_ARRAY_SIZE(event_names), (int)t);
-}
-
-int rv_event_type_parse(const char *s)
-{
-	return parse_of(event_names, RV_ARRAY_SIZE(event_names), s);
 }
 
 /* ---- shared validation helpers ---- */
@@ -207,13 +182,6 @@ static int get_role(const cJSON *o, const char *key, const char *path, bool requ
 }
 
 /* An optional client-chosen id ("batch_id", "event_id"); "" when absent. */
-static int get_id(const cJSON *o, const char *key, char *out, struct rv_err *err)
-{
-	int rc = rv_json_get_string(o, key, "", false, out, RV_ID_MAX, err);
-	if (rc == 1 && (rc = check_name(out, RV_ID_MAX - 1, key, err)) < 0)
-		out[0] = '\0';
-	return rc;
-}
 
 /* Count an array's items, stopping early once past limit. */
 static int array_count(const cJSON *arr, int limit)
@@ -967,309 +935,7 @@ cJSON *rv_job_spec_to_json(const struct rv_job_spec *spec)
 
 /* ---- metrics batch ---- */
 
-static int parse_sample(const cJSON *o, const char *p, struct rv_sample *s, struct rv_err *err)
-{
-	int rc;
-	field_buf f;
-
-	if (!cJSON_IsObject(o))
-		return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
-	int k = 0;
-	if ((rc = get_enum(o, "kind", p, true, sample_names, RV_ARRAY_SIZE(sample_names),
-			   "one of speed, node, model, progress", &k, err)) < 0)
-		return rc;
-	s->kind = (enum rv_sample_kind)k;
-	if ((rc = rv_json_get_int(o, "ts", p, true, 1, INT64_MAX, &s->ts_ms, err)) < 0)
-		return rc;
-
-	switch (s->kind) {
-	case RV_SAMPLE_SPEED:
-		if ((rc = rv_json_get_double(o, "speed", p, true, 0, MAX_SPEED, &s->speed, err)) <
-		    0)
-			return rc;
-		if ((rc = rv_json_get_int(o, "step", p, false, 0, INT64_MAX, &s->step, err)) < 0)
-			return rc;
-		if ((rc = get_int32(o, "workers", p, false, 0, RV_MAX_REPLICAS, &s->workers,
-				    err)) < 0)
-			return rc;
-		if ((rc = get_int32(o, "ps", p, false, 0, RV_MAX_REPLICAS, &s->ps, err)) < 0)
-			return rc;
-		break;
-	case RV_SAMPLE_NODE:
-		if ((rc = rv_json_get_string(o, "node", p, true, s->node, sizeof(s->node), err)) <
-		    0)
-			return rc;
-		rv_json_path(f, sizeof(f), p, "node");
-		if ((rc = check_name(s->node, RV_NAME_MAX - 1, f, err)) < 0)
-			return rc;
-		s->role = RV_ROLE_WORKER;
-		if ((rc = get_role(o, "role", p, false, &s->role, err)) < 0)
-			return rc;
-		s->rank = -1;
-		if ((rc = get_int32(o, "rank", p, false, -1, MAX_RANK, &s->rank, err)) < 0)
-			return rc;
-		if ((rc = rv_json_get_double(o, "cpu", p, true, 0, RV_MAX_CPU, &s->cpu, err)) < 0)
-			return rc;
-		if ((rc = rv_json_get_int(o, "memory_mb", p, true, 0, RV_MAX_MEMORY_MB,
-					  &s->memory_mb, err)) < 0)
-			return rc;
-		if ((rc = rv_json_get_double(o, "cpu_limit", p, false, 0, RV_MAX_CPU,
-					     &s->cpu_limit, err)) < 0)
-			return rc;
-		if ((rc = rv_json_get_int(o, "memory_limit_mb", p, false, 0, RV_MAX_MEMORY_MB,
-					  &s->memory_limit_mb, err)) < 0)
-			return rc;
-		s->step_time = -1;
-		if ((rc = rv_json_get_double(o, "step_time", p, false, 0, MAX_STEP_TIME,
-					     &s->step_time, err)) < 0)
-			return rc;
-		if ((rc = rv_json_get_int(o, "nr_periods", p, false, 0, INT64_MAX, &s->nr_periods,
-					  err)) < 0)
-			return rc;
-		if ((rc = rv_json_get_int(o, "nr_throttled", p, false, 0, s->nr_periods,
-					  &s->nr_throttled, err)) < 0)
-			return rc;
-		if ((rc = rv_json_get_int(o, "throttled_usec", p, false, 0, INT64_MAX,
-					  &s->throttled_usec, err)) < 0)
-			return rc;
-		break;
-	case RV_SAMPLE_MODEL:
-		if ((rc = rv_json_get_int(o, "parameters", p, true, 0, INT64_MAX, &s->parameters,
-					  err)) < 0)
-			return rc;
-		if ((rc = get_int32(o, "batch_size", p, false, 0, MAX_BATCH, &s->batch_size,
-				    err)) < 0)
-			return rc;
-		if ((rc = rv_json_get_double(o, "flops", p, false, 0, MAX_FLOPS, &s->flops, err)) <
-		    0)
-			return rc;
-		break;
-	case RV_SAMPLE_PROGRESS:
-		if ((rc = rv_json_get_string(o, "dataset", p, true, s->dataset, sizeof(s->dataset),
-					     err)) < 0)
-			return rc;
-		rv_json_path(f, sizeof(f), p, "dataset");
-		if ((rc = check_name(s->dataset, RV_NAME_MAX - 1, f, err)) < 0)
-			return rc;
-		if ((rc = get_int32(o, "epoch", p, false, 0, MAX_EPOCHS, &s->epoch, err)) < 0)
-			return rc;
-		if ((rc = rv_json_get_int(o, "samples_total", p, true, 0, INT64_MAX,
-					  &s->samples_total, err)) < 0)
-			return rc;
-		if ((rc = rv_json_get_int(o, "samples_done", p, true, 0, s->samples_total,
-					  &s->samples_done, err)) < 0)
-			return rc;
-		if ((rc = rv_json_get_int(o, "shards_total", p, false, 0, INT64_MAX,
-					  &s->shards_total, err)) < 0)
-			return rc;
-		if ((rc = rv_json_get_int(o, "shards_done", p, false, 0,
-					  s->shards_total > 0 ? s->shards_total : INT64_MAX,
-					  &s->shards_done, err)) < 0)
-			return rc;
-		if ((rc = rv_json_get_int(o, "shards_doing", p, false, 0, INT64_MAX,
-					  &s->shards_doing, err)) < 0)
-			return rc;
-		if ((rc = rv_json_get_bool(o, "finished", p, false, &s->finished, err)) < 0)
-			return rc;
-		break;
-	}
-	return 0;
-}
-
-static int metrics_batch_parse(const cJSON *root, struct rv_metrics_batch *out, struct rv_err *err)
-{
-	int rc;
-	if (!cJSON_IsObject(root))
-		return rv_err_set(err, -EINVAL, "", "metrics batch must be a json object");
-	if ((rc = get_id(root, "batch_id", out->batch_id, err)) < 0)
-		return rc;
-	const cJSON *arr = rv_json_get_array(root, "samples", "", true, &rc, err);
-	if (!arr)
-		return rc;
-	int n = array_count(arr, RV_MAX_SAMPLES);
-	if (n == 0)
-		return rv_err_set(err, -EINVAL, "samples", "samples must not be empty");
-	if (n > RV_MAX_SAMPLES)
-		return rv_err_set(err, -E2BIG, "samples", "samples must have at most %d entries",
-				  RV_MAX_SAMPLES);
-	out->samples = calloc((size_t)n, sizeof(*out->samples));
-	if (!out->samples)
-		return rv_err_set(err, -ENOMEM, "samples", "could not allocate %d samples", n);
-	int i = 0;
-	for (const cJSON *it = arr->child; it; it = it->next, i++) {
-		field_buf p;
-		rv_json_path_index(p, sizeof(p), "samples", i);
-		if ((rc = parse_sample(it, p, &out->samples[i], err)) < 0) {
-			rv_metrics_batch_release(out);
-			return rc;
-		}
-	}
-	out->n = n;
-	return 0;
-}
-
-int rv_metrics_batch_from_json(const cJSON *root, struct rv_metrics_batch *out, struct rv_err *err)
-{
-	memset(out, 0, sizeof(*out));
-	int rc = metrics_batch_parse(root, out, err);
-	if (rc < 0)
-		rv_metrics_batch_release(out);
-	return rc < 0 ? rc : 0;
-}
-
-static cJSON *sample_to_json(const struct rv_sample *s)
-{
-	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
-	if (!o)
-		return NULL;
-	bool ok = add_str(o, "kind", name_of(sample_names, RV_ARRAY_SIZE(sample_names),
-					     (int)s->kind)) &&
-		  add_num(o, "ts", (double)s->ts_ms);
-	switch (s->kind) {
-	case RV_SAMPLE_SPEED:
-		ok = ok && add_num(o, "speed", s->speed) && add_num(o, "step", (double)s->step) &&
-		     add_num(o, "workers", s->workers) && add_num(o, "ps", s->ps);
-		break;
-	case RV_SAMPLE_NODE:
-		ok = ok && add_str(o, "node", s->node) && add_str(o, "role", rv_role_name(s->role)) &&
-		     add_num(o, "rank", s->rank) && add_num(o, "cpu", s->cpu) &&
-		     add_num(o, "memory_mb", (double)s->memory_mb) &&
-		     add_num(o, "cpu_limit", s->cpu_limit) &&
-		     add_num(o, "memory_limit_mb", (double)s->memory_limit_mb);
-		if (ok && s->step_time >= 0)
-			ok = add_num(o, "step_time", s->step_time);
-		if (ok && s->nr_periods > 0)
-			ok = add_num(o, "nr_periods", (double)s->nr_periods) &&
-			     add_num(o, "nr_throttled", (double)s->nr_throttled) &&
-			     add_num(o, "throttled_usec", (double)s->throttled_usec);
-		break;
-	case RV_SAMPLE_MODEL:
-		ok = ok && add_num(o, "parameters", (double)s->parameters) &&
-		     add_num(o, "batch_size", s->batch_size) && add_num(o, "flops", s->flops);
-		break;
-	case RV_SAMPLE_PROGRESS:
-		ok = ok && add_str(o, "dataset", s->dataset) && add_num(o, "epoch", s->epoch) &&
-		     add_num(o, "samples_total", (double)s->samples_total) &&
-		     add_num(o, "samples_done", (double)s->samples_done) &&
-		     add_num(o, "shards_total", (double)s->shards_total) &&
-		     add_num(o, "shards_done", (double)s->shards_done) &&
-		     add_num(o, "shards_doing", (double)s->shards_doing) &&
-		     add_bool(o, "finished", s->finished);
-		break;
-	}
-	return ok ? RV_TAKE_PTR(o) : NULL;
-}
-
-cJSON *rv_metrics_batch_to_json(const struct rv_metrics_batch *b)
-{
-	RV_CLEANUP_CJSON cJSON *root = cJSON_CreateObject();
-	if (root && b->batch_id[0] && !add_str(root, "batch_id", b->batch_id))
-		return NULL;
-	cJSON *arr = root ? cJSON_AddArrayToObject(root, "samples") : NULL;
-	if (!arr)
-		return NULL;
-	for (int i = 0; i < b->n; i++) {
-		cJSON *o = sample_to_json(&b->samples[i]);
-		if (!o || !cJSON_AddItemToArray(arr, o)) {
-			cJSON_Delete(o);
-			return NULL;
-		}
-	}
-	return RV_TAKE_PTR(root);
-}
-
-void rv_metrics_batch_release(struct rv_metrics_batch *b)
-{
-	if (!b)
-		return;
-	free(b->samples);
-	b->samples = NULL;
-	b->n = 0;
-	b->batch_id[0] = '\0';
-}
-
 /* ---- events ---- */
-
-static int event_parse(const cJSON *root, struct rv_event *ev, struct rv_err *err)
-{
-	int rc;
-
-	if (!cJSON_IsObject(root))
-		return rv_err_set(err, -EINVAL, "", "event must be a json object");
-	if ((rc = get_id(root, "event_id", ev->event_id, err)) < 0)
-		return rc;
-	int t = 0;
-	if ((rc = get_enum(root, "type", "", true, event_names, RV_ARRAY_SIZE(event_names),
-			   "one of node_failed, node_oom, node_relaunched, node_finished, "
-			   "job_finished, job_failed, plan_applied",
-			   &t, err)) < 0)
-		return rc;
-	ev->type = (enum rv_event_type)t;
-	if ((rc = rv_json_get_int(root, "ts", "", true, 1, INT64_MAX, &ev->ts_ms, err)) < 0)
-		return rc;
-	bool node_event = ev->type <= RV_EVENT_NODE_FINISHED;
-	if ((rc = rv_json_get_string(root, "node", "", node_event, ev->node, sizeof(ev->node),
-				     err)) < 0)
-		return rc;
-	if (rc == 1 && (rc = check_name(ev->node, RV_NAME_MAX - 1, "node", err)) < 0)
-		return rc;
-	ev->role = RV_ROLE_WORKER;
-	if ((rc = get_role(root, "role", "", false, &ev->role, err)) < 0)
-		return rc;
-	ev->rank = -1;
-	if ((rc = get_int32(root, "rank", "", false, -1, MAX_RANK, &ev->rank, err)) < 0)
-		return rc;
-	/* Negative codes are signals as torch reports them (-9); -1 stays "none". */
-	ev->exit_code = -1;
-	if ((rc = get_int32(root, "exit_code", "", false, -255, 255, &ev->exit_code, err)) < 0)
-		return rc;
-	if ((rc = rv_json_get_string(root, "reason", "", false, ev->reason, sizeof(ev->reason),
-				     err)) < 0)
-		return rc;
-	if ((rc = rv_json_get_int(root, "memory_mb", "", false, 0, RV_MAX_MEMORY_MB,
-				  &ev->memory_mb, err)) < 0)
-		return rc;
-	if ((rc = rv_json_get_int(root, "peak_memory_mb", "", false, 0, RV_MAX_MEMORY_MB,
-				  &ev->peak_memory_mb, err)) < 0)
-		return rc;
-	bool plan = ev->type == RV_EVENT_PLAN_APPLIED;
-	if ((rc = rv_json_get_int(root, "plan_id", "", plan, plan ? 1 : 0, INT64_MAX,
-				  &ev->plan_id, err)) < 0)
-		return rc;
-	if ((rc = rv_json_get_string(root, "not_applied", "", false, ev->not_applied,
-				     sizeof(ev->not_applied), err)) < 0)
-		return rc;
-	return 0;
-}
-
-int rv_event_from_json(const cJSON *root, struct rv_event *out, struct rv_err *err)
-{
-	memset(out, 0, sizeof(*out));
-	int rc = event_parse(root, out, err);
-	if (rc < 0)
-		memset(out, 0, sizeof(*out));
-	return rc < 0 ? rc : 0;
-}
-
-cJSON *rv_event_to_json(const struct rv_event *ev)
-{
-	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
-	if (!o)
-		return NULL;
-	bool ok = !ev->event_id[0] || add_str(o, "event_id", ev->event_id);
-	ok = ok && add_str(o, "type", rv_event_type_name(ev->type)) &&
-	     add_num(o, "ts", (double)ev->ts_ms);
-	if (ok && ev->node[0])
-		ok = add_str(o, "node", ev->node);
-	ok = ok && add_str(o, "role", rv_role_name(ev->role)) && add_num(o, "rank", ev->rank) &&
-	     add_num(o, "exit_code", ev->exit_code) && add_str(o, "reason", ev->reason) &&
-	     add_num(o, "memory_mb", (double)ev->memory_mb) &&
-	     add_num(o, "peak_memory_mb", (double)ev->peak_memory_mb) &&
-	     add_num(o, "plan_id", (double)ev->plan_id);
-	if (ok && ev->not_applied[0])
-		ok = add_str(o, "not_applied", ev->not_applied);
-	return ok ? RV_TAKE_PTR(o) : NULL;
-}
 
 /* ---- ScalePlan ---- */
 
@@ -1447,216 +1113,7 @@ cJSON *rv_scale_plan_to_json(const struct rv_scale_plan *plan)
 
 /* ---- cluster report ---- */
 
-static int parse_cluster_job(const cJSON *o, const char *p, struct rv_cluster_job *j,
-			     struct rv_err *err)
-{
-	int rc;
-	field_buf f;
-	if (!cJSON_IsObject(o))
-		return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
-	if ((rc = rv_json_get_string(o, "name", p, true, j->name, sizeof(j->name), err)) < 0)
-		return rc;
-	rv_json_path(f, sizeof(f), p, "name");
-	if ((rc = check_name(j->name, sizeof(j->name) - 1, f, err)) < 0)
-		return rc;
-	if ((rc = get_int32(o, "procs", p, true, 1, 1 << 22, &j->procs, err)) < 0)
-		return rc;
-	if ((rc = rv_json_get_double(o, "cpu_used", p, false, 0, RV_MAX_CPU, &j->cpu_used, err)) <
-	    0)
-		return rc;
-	if ((rc = rv_json_get_int(o, "memory_used_mb", p, false, 0, RV_MAX_MEMORY_MB,
-				  &j->memory_used_mb, err)) < 0)
-		return rc;
-	if ((rc = rv_json_get_int(o, "throttled", p, false, 0, INT64_MAX, &j->throttled, err)) < 0)
-		return rc;
-	return 0;
-}
-
 /* An optional percentage; -1 when absent. */
-static int get_pct(const cJSON *o, const char *key, const char *p, double *out, struct rv_err *err)
-{
-	*out = -1;
-	int rc = rv_json_get_double(o, key, p, false, 0, 100, out, err);
-	if (rc == 0)
-		*out = -1;
-	return rc;
-}
-
-static int parse_cluster_node(const cJSON *o, const char *p, struct rv_cluster_node *n,
-			      struct rv_err *err)
-{
-	int rc;
-	field_buf f;
-	if (!cJSON_IsObject(o))
-		return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
-	if ((rc = rv_json_get_string(o, "name", p, true, n->name, sizeof(n->name), err)) < 0)
-		return rc;
-	rv_json_path(f, sizeof(f), p, "name");
-	if ((rc = check_name(n->name, sizeof(n->name) - 1, f, err)) < 0)
-		return rc;
-	if ((rc = rv_json_get_int(o, "ts", p, true, 1, INT64_MAX, &n->ts_ms, err)) < 0)
-		return rc;
-	if ((rc = rv_json_get_double(o, "cpu", p, true, 0, RV_MAX_CPU, &n->cpu, err)) < 0)
-		return rc;
-	if ((rc = rv_json_get_int(o, "memory_mb", p, true, 0, RV_MAX_MEMORY_MB, &n->memory_mb,
-				  err)) < 0)
-		return rc;
-	if ((rc = get_int32(o, "gpu", p, false, 0, RV_MAX_GPU, &n->gpu, err)) < 0)
-		return rc;
-	if ((rc = rv_json_get_double(o, "cpu_used", p, false, 0, RV_MAX_CPU, &n->cpu_used,
-				     err)) < 0)
-		return rc;
-	if ((rc = rv_json_get_int(o, "memory_used_mb", p, false, 0, RV_MAX_MEMORY_MB,
-				  &n->memory_used_mb, err)) < 0)
-		return rc;
-	n->ready = true;
-	if ((rc = rv_json_get_bool(o, "ready", p, false, &n->ready, err)) < 0)
-		return rc;
-	if ((rc = get_pct(o, "cpu_pressure", p, &n->cpu_pressure, err)) < 0 ||
-	    (rc = get_pct(o, "memory_pressure", p, &n->memory_pressure, err)) < 0 ||
-	    (rc = get_pct(o, "io_pressure", p, &n->io_pressure, err)) < 0)
-		return rc;
-	n->gpu_memory_used_mb = -1;
-	if ((rc = rv_json_get_int(o, "gpu_memory_used_mb", p, false, 0, RV_MAX_MEMORY_MB,
-				  &n->gpu_memory_used_mb, err)) < 0)
-		return rc;
-	if (rc == 0)
-		n->gpu_memory_used_mb = -1;
-	if ((rc = get_pct(o, "gpu_util_pct", p, &n->gpu_util_pct, err)) < 0)
-		return rc;
-	rv_json_path(f, sizeof(f), p, "jobs");
-	const cJSON *arr = rv_json_get_array(o, "jobs", p, false, &rc, err);
-	if (rc < 0)
-		return rc;
-	int nj = array_count(arr, RV_MAX_CLUSTER_JOBS);
-	if (nj > RV_MAX_CLUSTER_JOBS)
-		return rv_err_set(err, -E2BIG, f, "%s must have at most %d entries", f,
-				  RV_MAX_CLUSTER_JOBS);
-	if (nj == 0)
-		return 0;
-	n->jobs = calloc((size_t)nj, sizeof(*n->jobs));
-	if (!n->jobs)
-		return rv_err_set(err, -ENOMEM, f, "could not allocate %d jobs", nj);
-	int i = 0;
-	for (const cJSON *it = arr->child; it; it = it->next, i++) {
-		field_buf jp;
-		rv_json_path_index(jp, sizeof(jp), f, i);
-		if ((rc = parse_cluster_job(it, jp, &n->jobs[i], err)) < 0)
-			return rc;
-		n->njobs = i + 1;
-	}
-	return 0;
-}
-
-int rv_cluster_report_from_json(const cJSON *root, struct rv_cluster_report *out,
-				struct rv_err *err)
-{
-	int rc;
-	memset(out, 0, sizeof(*out));
-	if (!cJSON_IsObject(root))
-		return rv_err_set(err, -EINVAL, "", "cluster report must be a json object");
-	if ((rc = get_id(root, "report_id", out->report_id, err)) < 0)
-		return rc;
-	const cJSON *arr = rv_json_get_array(root, "nodes", "", true, &rc, err);
-	if (!arr)
-		return rc;
-	int n = array_count(arr, RV_MAX_CLUSTER_NODES);
-	if (n == 0)
-		return rv_err_set(err, -EINVAL, "nodes", "nodes must not be empty");
-	if (n > RV_MAX_CLUSTER_NODES)
-		return rv_err_set(err, -E2BIG, "nodes", "nodes must have at most %d entries",
-				  RV_MAX_CLUSTER_NODES);
-	out->nodes = calloc((size_t)n, sizeof(*out->nodes));
-	if (!out->nodes)
-		return rv_err_set(err, -ENOMEM, "nodes", "could not allocate %d nodes", n);
-	out->n = n;
-	int i = 0;
-	for (const cJSON *it = arr->child; it; it = it->next, i++) {
-		field_buf p;
-		rv_json_path_index(p, sizeof(p), "nodes", i);
-		if ((rc = parse_cluster_node(it, p, &out->nodes[i], err)) < 0) {
-			rv_cluster_report_release(out);
-			return rc;
-		}
-	}
-	return 0;
-}
-
-cJSON *rv_cluster_jobs_to_json(const struct rv_cluster_node *n)
-{
-	RV_CLEANUP_CJSON cJSON *arr = cJSON_CreateArray();
-	if (!arr)
-		return NULL;
-	for (int k = 0; k < n->njobs; k++) {
-		const struct rv_cluster_job *j = &n->jobs[k];
-		cJSON *jo = cJSON_CreateObject();
-		if (!jo || !cJSON_AddItemToArray(arr, jo)) {
-			cJSON_Delete(jo);
-			return NULL;
-		}
-		if (!add_str(jo, "name", j->name) || !add_num(jo, "procs", j->procs) ||
-		    !add_num(jo, "cpu_used", j->cpu_used) ||
-		    !add_num(jo, "memory_used_mb", (double)j->memory_used_mb) ||
-		    !add_num(jo, "throttled", (double)j->throttled))
-			return NULL;
-	}
-	return RV_TAKE_PTR(arr);
-}
-
-cJSON *rv_cluster_report_to_json(const struct rv_cluster_report *r)
-{
-	RV_CLEANUP_CJSON cJSON *root = cJSON_CreateObject();
-	if (root && r->report_id[0] && !add_str(root, "report_id", r->report_id))
-		return NULL;
-	cJSON *arr = root ? cJSON_AddArrayToObject(root, "nodes") : NULL;
-	if (!arr)
-		return NULL;
-	for (int i = 0; i < r->n; i++) {
-		const struct rv_cluster_node *n = &r->nodes[i];
-		cJSON *o = cJSON_CreateObject();
-		if (!o || !cJSON_AddItemToArray(arr, o)) {
-			cJSON_Delete(o);
-			return NULL;
-		}
-		if (!add_str(o, "name", n->name) || !add_num(o, "ts", (double)n->ts_ms) ||
-		    !add_num(o, "cpu", n->cpu) || !add_num(o, "memory_mb", (double)n->memory_mb) ||
-		    !add_num(o, "gpu", n->gpu) || !add_num(o, "cpu_used", n->cpu_used) ||
-		    !add_num(o, "memory_used_mb", (double)n->memory_used_mb) ||
-		    !add_bool(o, "ready", n->ready))
-			return NULL;
-		if ((n->cpu_pressure >= 0 && !add_num(o, "cpu_pressure", n->cpu_pressure)) ||
-		    (n->memory_pressure >= 0 &&
-		     !add_num(o, "memory_pressure", n->memory_pressure)) ||
-		    (n->io_pressure >= 0 && !add_num(o, "io_pressure", n->io_pressure)) ||
-		    (n->gpu_memory_used_mb >= 0 &&
-		     !add_num(o, "gpu_memory_used_mb", (double)n->gpu_memory_used_mb)) ||
-		    (n->gpu_util_pct >= 0 && !add_num(o, "gpu_util_pct", n->gpu_util_pct)))
-			return NULL;
-		if (n->njobs > 0) {
-			cJSON *jobs = rv_cluster_jobs_to_json(n);
-			if (!jobs || !cJSON_AddItemToObject(o, "jobs", jobs)) {
-				cJSON_Delete(jobs);
-				return NULL;
-			}
-		}
-	}
-	return RV_TAKE_PTR(root);
-}
-
-void rv_cluster_report_release(struct rv_cluster_report *r)
-{
-	if (!r)
-		return;
-	for (int i = 0; i < r->n && r->nodes; i++) {
-		free(r->nodes[i].jobs);
-		r->nodes[i].jobs = NULL;
-		r->nodes[i].njobs = 0;
-	}
-	free(r->nodes);
-	r->nodes = NULL;
-	r->n = 0;
-	r->report_id[0] = '\0';
-}
 
 /* ---- field tables (see wire.h) ----
  * One row per JSON key the code above reads or writes; check_wire.c fails
@@ -1739,79 +1196,6 @@ static const struct rv_wire_field f_model[] = {
 	F("parameters", "integer", false, NULL, false, NULL, "parameter count, 0 = unknown"),
 	F("batchSize", "integer", false, NULL, false, NULL, "per-worker batch, 0 = unknown"),
 };
-static const struct rv_wire_field f_metrics_batch[] = {
-	F("batch_id", "string", false, NULL, false, NULL,
-	  "chosen by the sender, 1..64 of [A-Za-z0-9._-]: a batch resent with the same id "
-	  "is acknowledged again and stored once"),
-	F("samples", "array", true, "Sample", false, NULL,
-	  "1..10000 samples; one bad sample rejects the batch"),
-};
-static const struct rv_wire_field f_sample[] = {
-	F("kind", "string", true, NULL, false, "speed|node|model|progress", "which fields follow"),
-	F("ts", "integer", true, NULL, false, NULL, "sample time, ms since the epoch (job time)"),
-	F("speed", "number", false, NULL, false, NULL, "speed: samples/s (required for speed)"),
-	F("step", "integer", false, NULL, false, NULL, "speed: global step"),
-	F("workers", "integer", false, NULL, false, NULL, "speed: workers measured"),
-	F("ps", "integer", false, NULL, false, NULL, "speed: parameter servers measured"),
-	F("node", "string", false, NULL, false, NULL, "node: node name (required for node)"),
-	F("role", "string", false, NULL, false, "worker|ps|chief|evaluator",
-	  "node: the node's role, default worker"),
-	F("rank", "integer", false, NULL, false, NULL, "node: rank, -1 unknown"),
-	F("cpu", "number", false, NULL, false, NULL, "node: cores used (required for node)"),
-	F("memory_mb", "integer", false, NULL, false, NULL,
-	  "node: memory used, MiB (required for node)"),
-	F("cpu_limit", "number", false, NULL, false, NULL, "node: cores allowed"),
-	F("memory_limit_mb", "integer", false, NULL, false, NULL, "node: memory allowed, MiB"),
-	F("step_time", "number", false, NULL, false, NULL, "node: seconds per step"),
-	F("nr_periods", "integer", false, NULL, false, NULL,
-	  "node: CPU quota periods elapsed (cgroup cpu.stat, cumulative), 0 or absent: none"),
-	F("nr_throttled", "integer", false, NULL, false, NULL,
-	  "node: periods in which the node was throttled (cumulative), <= nr_periods"),
-	F("throttled_usec", "integer", false, NULL, false, NULL,
-	  "node: time the node was held by its CPU limit, us (cumulative)"),
-	F("parameters", "integer", false, NULL, false, NULL,
-	  "model: parameter count (required for model)"),
-	F("batch_size", "integer", false, NULL, false, NULL, "model: per-worker batch"),
-	F("flops", "number", false, NULL, false, NULL, "model: floating-point operations per step"),
-	F("dataset", "string", false, NULL, false, NULL,
-	  "progress: a dataset of the job's spec (required for progress)"),
-	F("epoch", "integer", false, NULL, false, NULL, "progress: the epoch being handed out"),
-	F("samples_total", "integer", false, NULL, false, NULL,
-	  "progress: samples of every epoch (a stream: offsets known so far; required for "
-	  "progress)"),
-	F("samples_done", "integer", false, NULL, false, NULL,
-	  "progress: samples done, <= samples_total (required for progress)"),
-	F("shards_total", "integer", false, NULL, false, NULL,
-	  "progress: shards of every epoch, 0: not known (a stream has no total)"),
-	F("shards_done", "integer", false, NULL, false, NULL,
-	  "progress: shards every sample of which is done (a stream: its tasks done), "
-	  "<= shards_total when known"),
-	F("shards_doing", "integer", false, NULL, false, NULL,
-	  "progress: tasks handed out and not done yet"),
-	F("finished", "boolean", false, NULL, false, NULL,
-	  "progress: every epoch of the dataset is done"),
-};
-static const struct rv_wire_field f_event[] = {
-	F("event_id", "string", false, NULL, false, NULL,
-	  "chosen by the sender, 1..64 of [A-Za-z0-9._-]: an event resent with the same id "
-	  "gets the first reply again and is stored (and counted) once"),
-	F("type", "string", true, NULL, false,
-	  "node_failed|node_oom|node_relaunched|node_finished|job_finished|job_failed|plan_applied",
-	  "what happened"),
-	F("ts", "integer", true, NULL, false, NULL, "ms since the epoch (job time)"),
-	F("node", "string", false, NULL, false, NULL, "the node (required for node_* events)"),
-	F("role", "string", false, NULL, false, "worker|ps|chief|evaluator", "default worker"),
-	F("rank", "integer", false, NULL, false, NULL, "-1 unknown"),
-	F("exit_code", "integer", false, NULL, false, NULL, "-255..255, negative: signal; -1 none"),
-	F("reason", "string", false, NULL, false, NULL, "free text"),
-	F("memory_mb", "integer", false, NULL, false, NULL, "node_oom: the limit in force, MiB"),
-	F("peak_memory_mb", "integer", false, NULL, false, NULL, "node_oom: observed peak, MiB"),
-	F("plan_id", "integer", false, NULL, false, NULL,
-	  "plan_applied: the plan applied (required for plan_applied)"),
-	F("not_applied", "string", false, NULL, false, NULL,
-	  "plan_applied: the parts of the plan not applied, \"; \"-separated (absent: "
-	  "applied in full)"),
-};
 static const struct rv_wire_field f_scale_plan[] = {
 	F("job", "string", false, NULL, false, NULL, "job uid"),
 	F("id", "integer", false, NULL, false, NULL, "plan id, grows with every plan stored"),
@@ -1841,82 +1225,57 @@ static const struct rv_wire_field f_plan_resource[] = {
 	F("memory_mb", "integer", false, NULL, false, NULL, "MiB, 0: unchanged"),
 	F("gpu", "integer", false, NULL, false, NULL, "GPUs"),
 };
-static const struct rv_wire_field f_cluster_report[] = {
-	F("report_id", "string", false, NULL, false, NULL,
-	  "the sender's id (1..64 of [A-Za-z0-9._-]): a report resent with it is stored once"),
-	F("nodes", "array", true, "ClusterNode", false, NULL, "1..4096 nodes"),
-};
-static const struct rv_wire_field f_cluster_job[] = {
-	F("name", "string", true, NULL, false, NULL, "the job's name"),
-	F("procs", "integer", true, NULL, false, NULL, "its processes on the node"),
-	F("cpu_used", "number", false, NULL, false, NULL, "cores in use"),
-	F("memory_used_mb", "integer", false, NULL, false, NULL, "resident MiB"),
-	F("throttled", "integer", false, NULL, false, NULL,
-	  "CPU periods throttled in its cgroup since the previous sample"),
-};
-static const struct rv_wire_field f_cluster_node[] = {
-	F("name", "string", true, NULL, false, NULL, "host name, 1..127 of [A-Za-z0-9._-]"),
-	F("ts", "integer", true, NULL, false, NULL, "report time, ms since the epoch"),
-	F("cpu", "number", true, NULL, false, NULL, "capacity, cores"),
-	F("memory_mb", "integer", true, NULL, false, NULL, "capacity, MiB"),
-	F("gpu", "integer", false, NULL, false, NULL, "GPUs"),
-	F("cpu_used", "number", false, NULL, false, NULL, "cores in use"),
-	F("memory_used_mb", "integer", false, NULL, false, NULL, "MiB in use"),
-	F("ready", "boolean", false, NULL, false, NULL, "takes work; default true"),
-	F("cpu_pressure", "number", false, NULL, false, NULL,
-	  "PSI cpu some avg10, percent of time a task waited for a CPU"),
-	F("memory_pressure", "number", false, NULL, false, NULL, "PSI memory some avg10, percent"),
-	F("io_pressure", "number", false, NULL, false, NULL, "PSI io some avg10, percent"),
-	F("gpu_memory_used_mb", "integer", false, NULL, false, NULL, "GPU memory in use, MiB"),
-	F("gpu_util_pct", "number", false, NULL, false, NULL,
-	  "mean share of time a kernel ran on the node's GPUs (NVML), percent"),
-	F("jobs", "array", false, "ClusterJob", false, NULL,
-	  "what each Rover job's processes use on the node (0..64)"),
-};
 #undef F
 
 #define M(nm, desc, f)                                                                             \
 	{                                                                                          \
 		.name = nm, .description = desc, .fields = f, .nfields = (int)RV_ARRAY_SIZE(f)     \
 	}
-static const struct rv_wire_message messages[] = {
-	M("ElasticJob", "a job spec, shaped like DLRover's ElasticJob resource", f_elastic_job),
-	M("MetricsBatch", "samples from a job, stored all or nothing", f_metrics_batch),
-	M("Event", "a node or job event", f_event),
-	M("ScalePlan", "what the brain proposes for a job", f_scale_plan),
-	M("ClusterReport", "node capacity and usage from the cluster monitor", f_cluster_report),
-	M("JobMetadata", "the job's name, namespace and labels", f_job_metadata),
-	M("JobSpec", "what to run and within which limits", f_job_spec),
-	M("ReplicaSpec", "one role's nodes", f_replica_spec),
-	M("Resources", "per-node resources requested", f_resources),
-	M("Dataset", "a dataset the job reads in shards", f_dataset),
-	M("Partition", "a partition of a streaming dataset", f_partition),
-	M("Model", "model features", f_model),
-	M("Sample", "one sample: speed, node usage, model features or data progress (by kind)",
-	  f_sample),
-	M("PlanGroup", "a role's node count and per-node resources", f_plan_group),
-	M("PlanNode", "one node a plan names", f_plan_node),
-	M("PlanResource", "per-node resources of a plan", f_plan_resource),
-	M("ClusterNode", "one cluster node", f_cluster_node),
-	M("ClusterJob", "a job's processes on a cluster node", f_cluster_job),
+static const struct rv_wire_message m_elastic_job =
+	M("ElasticJob", "a job spec, shaped like DLRover's ElasticJob resource", f_elastic_job);
+static const struct rv_wire_message m_scale_plan =
+	M("ScalePlan", "what the brain proposes for a job", f_scale_plan);
+static const struct rv_wire_message m_job_metadata =
+	M("JobMetadata", "the job's name, namespace and labels", f_job_metadata);
+static const struct rv_wire_message m_job_spec =
+	M("JobSpec", "what to run and within which limits", f_job_spec);
+static const struct rv_wire_message m_replica_spec =
+	M("ReplicaSpec", "one role's nodes", f_replica_spec);
+static const struct rv_wire_message m_resources =
+	M("Resources", "per-node resources requested", f_resources);
+static const struct rv_wire_message m_dataset =
+	M("Dataset", "a dataset the job reads in shards", f_dataset);
+static const struct rv_wire_message m_partition =
+	M("Partition", "a partition of a streaming dataset", f_partition);
+static const struct rv_wire_message m_model = M("Model", "model features", f_model);
+static const struct rv_wire_message m_plan_group =
+	M("PlanGroup", "a role's node count and per-node resources", f_plan_group);
+static const struct rv_wire_message m_plan_node =
+	M("PlanNode", "one node a plan names", f_plan_node);
+static const struct rv_wire_message m_plan_resource =
+	M("PlanResource", "per-node resources of a plan", f_plan_resource);
+
+static const struct rv_wire_message *const brain_list[] = {
+	&m_elastic_job,
+	&rv_wire_metrics_batch_msg,
+	&rv_wire_event_msg,
+	&m_scale_plan,
+	&rv_wire_cluster_report_msg,
+	&m_job_metadata,
+	&m_job_spec,
+	&m_replica_spec,
+	&m_resources,
+	&m_dataset,
+	&m_partition,
+	&m_model,
+	&rv_wire_sample_msg,
+	&m_plan_group,
+	&m_plan_node,
+	&m_plan_resource,
+	&rv_wire_cluster_node_msg,
+	&rv_wire_cluster_job_msg,
 };
 #undef M
-
-const struct rv_wire_message *rv_wire_messages(int *n)
-{
-	*n = (int)RV_ARRAY_SIZE(messages);
-	return messages;
-}
-
-const struct rv_wire_message *rv_wire_message(const char *name)
-{
-	for (size_t i = 0; name && i < RV_ARRAY_SIZE(messages); i++)
-		if (strcmp(messages[i].name, name) == 0)
-			return &messages[i];
-	return NULL;
-}
-
-/* ---- the master's messages, for its OpenAPI document ---- */
 
 static const struct rv_wire_message *const master_list[] = {
 	&rv_wire_rdzv_join_msg,        &rv_wire_rdzv_joined_msg,      &rv_wire_rdzv_world_msg,
@@ -1932,19 +1291,44 @@ static const struct rv_wire_message *const master_list[] = {
 	&rv_wire_node_status_msg,
 };
 
-/* The list as one array, made once: the tables live with their families. */
+/* The lists as arrays, made once: the tables live with their families. */
+static struct rv_wire_message brain_messages[RV_ARRAY_SIZE(brain_list)];
 static struct rv_wire_message master_messages[RV_ARRAY_SIZE(master_list)];
-static pthread_once_t master_once = PTHREAD_ONCE_INIT;
+static pthread_once_t lists_once = PTHREAD_ONCE_INIT;
 
-static void master_messages_fill(void)
+static void lists_fill(void)
 {
+	for (size_t i = 0; i < RV_ARRAY_SIZE(brain_list); i++)
+		brain_messages[i] = *brain_list[i];
 	for (size_t i = 0; i < RV_ARRAY_SIZE(master_list); i++)
 		master_messages[i] = *master_list[i];
 }
 
+static const struct rv_wire_message *find(const struct rv_wire_message *m, int n, const char *name)
+{
+	for (int i = 0; name && i < n; i++)
+		if (strcmp(m[i].name, name) == 0)
+			return &m[i];
+	return NULL;
+}
+
+const struct rv_wire_message *rv_wire_messages(int *n)
+{
+	pthread_once(&lists_once, lists_fill);
+	*n = (int)RV_ARRAY_SIZE(brain_messages);
+	return brain_messages;
+}
+
+const struct rv_wire_message *rv_wire_message(const char *name)
+{
+	int n;
+	const struct rv_wire_message *m = rv_wire_messages(&n);
+	return find(m, n, name);
+}
+
 const struct rv_wire_message *rv_wire_master_messages(int *n)
 {
-	pthread_once(&master_once, master_messages_fill);
+	pthread_once(&lists_once, lists_fill);
 	*n = (int)RV_ARRAY_SIZE(master_messages);
 	return master_messages;
 }
@@ -1953,8 +1337,5 @@ const struct rv_wire_message *rv_wire_master_message(const char *name)
 {
 	int n;
 	const struct rv_wire_message *m = rv_wire_master_messages(&n);
-	for (int i = 0; name && i < n; i++)
-		if (strcmp(m[i].name, name) == 0)
-			return &m[i];
-	return NULL;
+	return find(m, n, name);
 }

@@ -306,10 +306,13 @@ enum rv_wire_kind {
 	RV_WIRE_HOOK,   /* parse and emit below */
 };
 /* flags */
-#define RV_WIRE_REQ   1u /* required */
-#define RV_WIRE_DEF   2u /* absent: def */
-#define RV_WIRE_OMIT  4u /* emitted only when not "", > 0 or true */
-#define RV_WIRE_ALLOC 8u /* array: a malloc'd pointer at off, not storage in place */
+#define RV_WIRE_REQ         1u  /* required */
+#define RV_WIRE_DEF         2u  /* absent: def */
+#define RV_WIRE_OMIT        4u  /* emitted only when not "", > 0 or true */
+#define RV_WIRE_ALLOC       8u  /* array: a malloc'd pointer at off, not storage in place */
+#define RV_WIRE_REQ_VARIANT 16u /* required in its variant; the documents say which */
+#define RV_WIRE_OMIT_NEG    32u /* emitted only when >= 0 (-1: not measured) */
+#define RV_WIRE_NONEMPTY    64u /* array: at least one entry */
 struct rv_wire_message;
 struct rv_wire_field;
 /* A hook reads key f->name of o (path: where o is) into the message m; it
@@ -340,6 +343,9 @@ struct rv_wire_field {
 	int nnames;
 	const struct rv_wire_message *elem; /* RV_WIRE_ARRAY, RV_WIRE_OBJECT */
 	size_t count_off;
+	/* > 0: the row is read and written only when the message's first
+	 * field (an enum) is variant - 1: a sample's kind, say */
+	int variant;
 	rv_wire_parse_fn parse; /* RV_WIRE_HOOK; set on another kind, they replace */
 	rv_wire_emit_fn emit;   /* its reading or writing */
 };

@@ -165,9 +165,23 @@ bool rv_wire_add_bool(cJSON *o, const char *k, bool v)
 #define AT(m, f)  ((char *)(m) + (f)->off)
 #define CAT(m, f) ((const char *)(m) + (f)->off)
 
+static bool required(const struct rv_wire_field *f)
+{
+	return (f->flags & (RV_WIRE_REQ | RV_WIRE_REQ_VARIANT)) != 0;
+}
+
+/* Whether row f applies to m (its variant, when it has one). */
+static bool applies(const struct rv_wire_message *msg, const struct rv_wire_field *f, const void *m)
+{
+	return f->variant == 0 ||
+	       *(const int *)((const char *)m + msg->fields[0].off) == f->variant - 1;
+}
+
 static void set_default(const struct rv_wire_field *f, void *m)
 {
-	if (f->kind == RV_WIRE_NUMBER)
+	if (f->kind == RV_WIRE_BOOL)
+		*(bool *)AT(m, f) = f->def != 0;
+	else if (f->kind == RV_WIRE_NUMBER)
 		*(double *)AT(m, f) = f->def;
 	else if (f->size == sizeof(int64_t))
 		*(int64_t *)AT(m, f) = (int64_t)f->def;
@@ -179,7 +193,7 @@ static int decode_string(const cJSON *o, const char *path, const struct rv_wire_
 			 struct rv_err *err)
 {
 	char *s = AT(m, f);
-	int rc = rv_json_get_string(o, f->name, path, f->flags & RV_WIRE_REQ, s, f->size, err);
+	int rc = rv_json_get_string(o, f->name, path, required(f), s, f->size, err);
 	if (rc == 1 && f->kind == RV_WIRE_NAME) {
 		rv_wire_path p;
 		rv_json_path(p, sizeof(p), path, f->name);
@@ -195,7 +209,7 @@ static int decode_int(const cJSON *o, const char *path, const struct rv_wire_fie
 		      struct rv_err *err)
 {
 	int64_t v;
-	int rc = rv_json_get_int(o, f->name, path, f->flags & RV_WIRE_REQ, f->min, f->max, &v, err);
+	int rc = rv_json_get_int(o, f->name, path, required(f), f->min, f->max, &v, err);
 	if (rc == 1 && f->size == sizeof(int64_t))
 		*(int64_t *)AT(m, f) = v;
 	else if (rc == 1)
@@ -209,11 +223,13 @@ static int decode_array(const cJSON *o, const char *path, const struct rv_wire_f
 {
 	rv_wire_path p;
 	int rc;
-	const cJSON *arr = rv_json_get_array(o, f->name, path, f->flags & RV_WIRE_REQ, &rc, err);
+	const cJSON *arr = rv_json_get_array(o, f->name, path, required(f), &rc, err);
 	if (!arr)
 		return rc;
 	rv_json_path(p, sizeof(p), path, f->name);
 	int n = rv_wire_count(arr, (int)f->max);
+	if (n == 0 && (f->flags & RV_WIRE_NONEMPTY))
+		return rv_err_set(err, -EINVAL, p, "%s must not be empty", p);
 	if (n > f->max)
 		return rv_err_set(err, -E2BIG, p, "%s must have at most %d entries", p,
 				  (int)f->max);
@@ -223,7 +239,7 @@ static int decode_array(const cJSON *o, const char *path, const struct rv_wire_f
 			return 1;
 		void *items = calloc((size_t)n, f->elem->size);
 		if (!items)
-			return rv_err_set(err, -ENOMEM, p, "could not allocate %d %s", n, p);
+			return rv_err_set(err, -ENOMEM, p, "could not allocate %d %s", n, f->name);
 		*(void **)base = items;
 		base = items;
 	}
@@ -236,7 +252,7 @@ static int decode_object(const cJSON *o, const char *path, const struct rv_wire_
 {
 	rv_wire_path p;
 	int rc;
-	const cJSON *it = rv_json_get_object(o, f->name, path, f->flags & RV_WIRE_REQ, &rc, err);
+	const cJSON *it = rv_json_get_object(o, f->name, path, required(f), &rc, err);
 	if (!it)
 		return rc;
 	rv_json_path(p, sizeof(p), path, f->name);
@@ -248,7 +264,7 @@ static int decode_object(const cJSON *o, const char *path, const struct rv_wire_
 static int decode_field(const cJSON *o, const char *path, const struct rv_wire_field *f, void *m,
 			struct rv_err *err)
 {
-	bool req = f->flags & RV_WIRE_REQ;
+	bool req = required(f);
 	int rc, v;
 	if (f->flags & RV_WIRE_DEF)
 		set_default(f, m);
@@ -285,6 +301,8 @@ int rv_wire_decode_fields(const struct rv_wire_message *msg, const cJSON *o, con
 			  void *m, struct rv_err *err)
 {
 	for (int i = 0; i < msg->nfields; i++) {
+		if (!applies(msg, &msg->fields[i], m))
+			continue;
 		int rc = decode_field(o, path, &msg->fields[i], m, err);
 		if (rc < 0)
 			return rc;
@@ -365,6 +383,10 @@ void rv_wire_release(const struct rv_wire_message *msg, void *m)
 
 static bool omitted(const struct rv_wire_field *f, const void *m)
 {
+	if (f->flags & RV_WIRE_OMIT_NEG)
+		return f->kind == RV_WIRE_NUMBER    ? *(const double *)CAT(m, f) < 0
+		       : f->size == sizeof(int64_t) ? *(const int64_t *)CAT(m, f) < 0
+						    : *(const int *)CAT(m, f) < 0;
 	if (!(f->flags & RV_WIRE_OMIT))
 		return false;
 	switch (f->kind) {
@@ -380,12 +402,14 @@ static bool omitted(const struct rv_wire_field *f, const void *m)
 		return !*(const bool *)CAT(m, f);
 	case RV_WIRE_OBJECT:
 		return !*(const bool *)((const char *)m + f->count_off);
+	case RV_WIRE_ARRAY:
+		return *(const int *)((const char *)m + f->count_off) <= 0;
 	default:
 		return false;
 	}
 }
 
-bool rv_wire_encode_items(cJSON *o, const struct rv_wire_field *f, const void *m)
+static bool encode_items(cJSON *o, const struct rv_wire_field *f, const void *m)
 {
 	cJSON *arr = cJSON_AddArrayToObject(o, f->name);
 	int n = *(const int *)((const char *)m + f->count_off);
@@ -404,9 +428,12 @@ bool rv_wire_encode_items(cJSON *o, const struct rv_wire_field *f, const void *m
 
 static bool encode_field(cJSON *o, const struct rv_wire_field *f, const void *m)
 {
+	return f->emit ? f->emit(o, f, m) : rv_wire_encode_row(o, f, m);
+}
+
+bool rv_wire_encode_row(cJSON *o, const struct rv_wire_field *f, const void *m)
+{
 	cJSON *e;
-	if (f->emit)
-		return f->emit(o, f, m);
 	switch (f->kind) {
 	case RV_WIRE_STRING:
 	case RV_WIRE_NAME:
@@ -425,7 +452,7 @@ static bool encode_field(cJSON *o, const struct rv_wire_field *f, const void *m)
 				       rv_wire_name_of(f->names, (size_t)f->nnames,
 						       *(const int *)CAT(m, f)));
 	case RV_WIRE_ARRAY:
-		return rv_wire_encode_items(o, f, m);
+		return encode_items(o, f, m);
 	case RV_WIRE_OBJECT:
 		e = cJSON_AddObjectToObject(o, f->name);
 		return e && rv_wire_encode_fields(f->elem, e, CAT(m, f));
@@ -438,9 +465,11 @@ static bool encode_field(cJSON *o, const struct rv_wire_field *f, const void *m)
 
 bool rv_wire_encode_fields(const struct rv_wire_message *msg, cJSON *o, const void *m)
 {
-	for (int i = 0; i < msg->nfields; i++)
-		if (!omitted(&msg->fields[i], m) && !encode_field(o, &msg->fields[i], m))
+	for (int i = 0; i < msg->nfields; i++) {
+		const struct rv_wire_field *f = &msg->fields[i];
+		if (applies(msg, f, m) && !omitted(f, m) && !encode_field(o, f, m))
 			return false;
+	}
 	return true;
 }
 

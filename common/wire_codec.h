@@ -35,9 +35,9 @@ int rv_wire_decode_items(const struct rv_wire_message *msg, const cJSON *arr, co
 /* A new object of m's fields, NULL when out of memory. */
 cJSON *rv_wire_encode(const struct rv_wire_message *msg, const void *m);
 bool rv_wire_encode_fields(const struct rv_wire_message *msg, cJSON *o, const void *m);
-/* Array row f of m as the codec writes it (for a hook that writes it only
- * sometimes). */
-bool rv_wire_encode_items(cJSON *o, const struct rv_wire_field *f, const void *m);
+/* Row f of m as the codec writes it, its emit hook aside (for a hook that
+ * writes it only sometimes). */
+bool rv_wire_encode_row(cJSON *o, const struct rv_wire_field *f, const void *m);
 /* Frees what decode allocated (RV_WIRE_ALLOC arrays, nested too). */
 void rv_wire_release(const struct rv_wire_message *msg, void *m);
 
@@ -57,92 +57,91 @@ bool rv_wire_add_bool(cJSON *o, const char *k, bool v);
 
 extern const char *const rv_wire_role_names[RV_ROLE_COUNT];
 
-/* ---- table rows; T is the message's struct ---- */
+/* ---- table rows; T is the message's struct ----
+ * Each row macro takes trailing designators for the rarer members
+ * (.variant = RV_SAMPLE_NODE + 1, .parse = hook). */
 #define RV_WIRE_MEMBER_(mem) .off = offsetof(T, mem), .size = sizeof(((T *)0)->mem)
 #define RV_WIRE_DOC_(key, ty, fl, desc)                                                            \
 	.name = key, .type = ty, .required = ((fl)&RV_WIRE_REQ) != 0, .description = desc,         \
-	.flags = fl
+	.flags = (fl)
 /* A string, or a name checked like a node's. */
-#define WSTR(key, mem, fl, desc)                                                                   \
+#define WSTR(key, mem, fl, desc, ...)                                                              \
 	{                                                                                          \
 		RV_WIRE_DOC_(key, "string", fl, desc), .kind = RV_WIRE_STRING,                     \
-						       RV_WIRE_MEMBER_(mem)                        \
+						       RV_WIRE_MEMBER_(mem), __VA_ARGS__           \
 	}
-#define WNAME(key, mem, fl, desc)                                                                  \
+#define WNAME(key, mem, fl, desc, ...)                                                             \
 	{                                                                                          \
-		RV_WIRE_DOC_(key, "string", fl, desc), .kind = RV_WIRE_NAME, RV_WIRE_MEMBER_(mem)  \
+		RV_WIRE_DOC_(key, "string", fl, desc), .kind = RV_WIRE_NAME, RV_WIRE_MEMBER_(mem), \
+						       __VA_ARGS__                                 \
 	}
 /* An integer in lo..hi (int or int64_t member); WINTD: d when absent. */
-#define WINT(key, mem, fl, lo, hi, desc)                                                           \
+#define WINT(key, mem, fl, lo, hi, desc, ...)                                                      \
 	{                                                                                          \
 		RV_WIRE_DOC_(key, "integer", fl, desc), .kind = RV_WIRE_INT, RV_WIRE_MEMBER_(mem), \
-							.min = (lo), .max = (hi)                   \
+							.min = (lo), .max = (hi), __VA_ARGS__      \
 	}
-#define WINTD(key, mem, d, lo, hi, desc)                                                           \
+#define WINTD(key, mem, fl, d, lo, hi, desc, ...)                                                  \
 	{                                                                                          \
-		RV_WIRE_DOC_(key, "integer", RV_WIRE_DEF, desc),                                   \
+		RV_WIRE_DOC_(key, "integer", RV_WIRE_DEF | (fl), desc),                            \
 			.kind = RV_WIRE_INT, RV_WIRE_MEMBER_(mem), .min = (lo), .max = (hi),       \
-			.def = (d)                                                                 \
+			.def = (d), __VA_ARGS__                                                    \
 	}
-#define WNUM(key, mem, fl, lo, hi, desc)                                                           \
+#define WNUM(key, mem, fl, lo, hi, desc, ...)                                                      \
 	{                                                                                          \
 		RV_WIRE_DOC_(key, "number", fl, desc),                                             \
-			.kind = RV_WIRE_NUMBER, RV_WIRE_MEMBER_(mem), .dmin = (lo), .dmax = (hi)   \
-	}
-#define WNUMD(key, mem, d, lo, hi, desc)                                                           \
-	{                                                                                          \
-		RV_WIRE_DOC_(key, "number", RV_WIRE_DEF, desc),                                    \
 			.kind = RV_WIRE_NUMBER, RV_WIRE_MEMBER_(mem), .dmin = (lo), .dmax = (hi),  \
-			.def = (d)                                                                 \
+			__VA_ARGS__                                                                \
 	}
-#define WBOOL(key, mem, fl, desc)                                                                  \
+#define WNUMD(key, mem, fl, d, lo, hi, desc, ...)                                                  \
 	{                                                                                          \
-		RV_WIRE_DOC_(key, "boolean", fl, desc), .kind = RV_WIRE_BOOL, RV_WIRE_MEMBER_(mem) \
+		RV_WIRE_DOC_(key, "number", RV_WIRE_DEF | (fl), desc),                             \
+			.kind = RV_WIRE_NUMBER, RV_WIRE_MEMBER_(mem), .dmin = (lo), .dmax = (hi),  \
+			.def = (d), __VA_ARGS__                                                    \
+	}
+#define WBOOL(key, mem, fl, desc, ...)                                                             \
+	{                                                                                          \
+		RV_WIRE_DOC_(key, "boolean", fl, desc), .kind = RV_WIRE_BOOL,                      \
+							RV_WIRE_MEMBER_(mem), __VA_ARGS__          \
 	}
 /* One of nm (a names array; en its "a|b|c" for the documents). */
-#define WENUM(key, mem, fl, nm, en, desc)                                                          \
+#define WENUM(key, mem, fl, nm, en, desc, ...)                                                     \
 	{                                                                                          \
-		RV_WIRE_DOC_(key, "string", fl, desc), .kind = RV_WIRE_ENUM, RV_WIRE_MEMBER_(mem), \
-						       .enums = en, .names = nm,                   \
-						       .nnames = (int)RV_ARRAY_SIZE(nm)            \
+		RV_WIRE_DOC_(key, "string", fl, desc),                                             \
+			.kind = RV_WIRE_ENUM, RV_WIRE_MEMBER_(mem), .enums = en, .names = nm,      \
+			.nnames = (int)RV_ARRAY_SIZE(nm), __VA_ARGS__                              \
 	}
 /* At most hi objects of message el (schema name rf) in array member mem,
  * their count in member cnt. */
-#define WARRAY(key, mem, cnt, fl, hi, el, rf, desc)                                                \
+#define WARRAY(key, mem, cnt, fl, hi, el, rf, desc, ...)                                           \
 	{                                                                                          \
 		RV_WIRE_DOC_(key, "array", fl, desc), .kind = RV_WIRE_ARRAY, RV_WIRE_MEMBER_(mem), \
 						      .ref = rf, .max = (hi), .elem = el,          \
-						      .count_off = offsetof(T, cnt)                \
-	}
-/* The same, read by hook p (a rule on the count, say). */
-#define WARRAYP(key, mem, cnt, fl, hi, el, rf, p, desc)                                            \
-	{                                                                                          \
-		RV_WIRE_DOC_(key, "array", fl, desc), .kind = RV_WIRE_ARRAY, RV_WIRE_MEMBER_(mem), \
-						      .ref = rf, .max = (hi), .elem = el,          \
-						      .count_off = offsetof(T, cnt), .parse = p    \
+						      .count_off = offsetof(T, cnt), __VA_ARGS__   \
 	}
 /* Up to hi entries at member mem, their count in cnt, read and written by
  * hooks p and e. */
-#define WLIST(key, ty, mem, cnt, fl, hi, rf, p, e, desc)                                           \
+#define WLIST(key, ty, mem, cnt, fl, hi, rf, p, e, desc, ...)                                      \
 	{                                                                                          \
 		RV_WIRE_DOC_(key, ty, fl, desc),                                                   \
 			.kind = RV_WIRE_HOOK, RV_WIRE_MEMBER_(mem), .ref = rf, .max = (hi),        \
-			.count_off = offsetof(T, cnt), .parse = p, .emit = e                       \
+			.count_off = offsetof(T, cnt), .parse = p, .emit = e, __VA_ARGS__          \
 	}
 /* An object of message el in member mem; bool member given says it was. */
-#define WOBJ(key, mem, given, fl, el, rf, desc)                                                    \
+#define WOBJ(key, mem, given, fl, el, rf, desc, ...)                                               \
 	{                                                                                          \
 		RV_WIRE_DOC_(key, "object", fl, desc),                                             \
 			.kind = RV_WIRE_OBJECT, RV_WIRE_MEMBER_(mem), .ref = rf, .elem = el,       \
-			.count_off = offsetof(T, given)                                            \
+			.count_off = offsetof(T, given), __VA_ARGS__                               \
 	}
 /* Read and written by hooks p and e (a row of another kind may name
  * either, in place of the codec's own). */
-#define WHOOK(key, ty, fl, p, e, desc)                                                             \
+#define WHOOK(key, ty, fl, p, e, desc, ...)                                                        \
 	{                                                                                          \
-		RV_WIRE_DOC_(key, ty, fl, desc), .kind = RV_WIRE_HOOK, .parse = p, .emit = e       \
+		RV_WIRE_DOC_(key, ty, fl, desc), .kind = RV_WIRE_HOOK, .parse = p, .emit = e,      \
+						 __VA_ARGS__                                       \
 	}
-/* Described only (the pre-table style), for messages read by their own code. */
+/* Described only, for messages read by their own code. */
 #define WDOC(key, ty, fl, rf, mp, en, desc)                                                        \
 	{                                                                                          \
 		RV_WIRE_DOC_(key, ty, fl, desc), .kind = RV_WIRE_DOC, .ref = rf, .map = mp,        \
@@ -181,6 +180,10 @@ extern const struct rv_wire_message rv_wire_shard_next_msg, rv_wire_shard_task_m
 extern const struct rv_wire_message rv_wire_job_status_msg, rv_wire_dataset_status_msg,
 	rv_wire_brain_link_msg, rv_wire_plan_state_msg, rv_wire_role_target_msg,
 	rv_wire_node_status_msg;
+/* wire_metrics.c */
+extern const struct rv_wire_message rv_wire_metrics_batch_msg, rv_wire_sample_msg,
+	rv_wire_event_msg, rv_wire_cluster_report_msg, rv_wire_cluster_node_msg,
+	rv_wire_cluster_job_msg;
 /* wire_netcheck.c */
 extern const struct rv_wire_message rv_wire_netcheck_join_msg, rv_wire_netcheck_joined_msg,
 	rv_wire_netcheck_group_msg, rv_wire_netcheck_peer_msg, rv_wire_netcheck_report_msg,

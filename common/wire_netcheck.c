@@ -102,8 +102,8 @@ static const struct rv_wire_field f_netcheck_group[] = {
 	WINT("round", round, REQ, 0, 1, "0 or 1"),
 	WENUM("status", status, REQ, group_status_names, "ready|wait",
 	      "ready: run the collective with peers; wait: the round is not open yet, ask again"),
-	WARRAYP("peers", peers, npeers, 0, 3, &rv_wire_netcheck_peer_msg, "NetcheckPeer",
-		peers_parse, "the group, this node included (required for ready)"),
+	WARRAY("peers", peers, npeers, 0, 3, &rv_wire_netcheck_peer_msg, "NetcheckPeer",
+	       "the group, this node included (required for ready)", .parse = peers_parse),
 };
 const struct rv_wire_message rv_wire_netcheck_group_msg =
 	RV_WIRE_MSG("NetcheckGroup", "a node's group in a check round", f_netcheck_group,

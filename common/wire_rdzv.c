@@ -33,7 +33,7 @@ int rv_rdzv_status_parse(const char *s)
 static const struct rv_wire_field f_rdzv_join[] = {
 	WNAME("node", node, REQ, "node name, 1..63 of [A-Za-z0-9._-], unique in the job"),
 	WSTR("addr", addr, 0, "host:port the node is reached at"),
-	WINTD("local_world_size", local_world_size, 1, 1, LOCAL_WORLD,
+	WINTD("local_world_size", local_world_size, 0, 1, 1, LOCAL_WORLD,
 	      "workers on the node, 1..1024, default 1"),
 };
 const struct rv_wire_message rv_wire_rdzv_join_msg =
@@ -71,7 +71,7 @@ static const struct rv_wire_field f_rdzv_world[] = {
 	      "unknown: join again; spare: complete without this node; failed: min nodes not "
 	      "reached within the max wait"),
 	WINT("round", round, REQ, 0, INT64_MAX, "the round asked about"),
-	WINTD("group_rank", group_rank, -1, -1, RV_MAX_WORLD_NODES - 1,
+	WINTD("group_rank", group_rank, 0, -1, -1, RV_MAX_WORLD_NODES - 1,
 	      "this node's rank, -1 unless complete"),
 	WINT("nnodes", nnodes, 0, 0, RV_MAX_WORLD_NODES, "nodes in the world"),
 	WINT("world_size", world_size, 0, 0, RV_MAX_WORLD_NODES *LOCAL_WORLD,
@@ -110,7 +110,7 @@ const struct rv_wire_message rv_wire_heartbeat_reply_msg =
 static const struct rv_wire_field f_failure[] = {
 	WNAME("node", node, REQ, "the node that failed or left"),
 	WSTR("reason", reason, 0, "free text"),
-	WINTD("exit_code", exit_code, -1, -255, 255, "-255..255, negative: signal; -1 none"),
+	WINTD("exit_code", exit_code, 0, -1, -255, 255, "-255..255, negative: signal; -1 none"),
 };
 const struct rv_wire_message rv_wire_failure_msg =
 	RV_WIRE_MSG("FailureReport", "a node failed or left", f_failure, "failure report", NULL);
@@ -130,7 +130,7 @@ const struct rv_wire_message rv_wire_step_report_msg =
 #define T struct rv_node_usage
 static const struct rv_wire_field f_node_usage[] = {
 	WNAME("node", node, REQ, "reporting node"),
-	WINTD("rank", rank, -1, -1, 1 << 20, "the node's group rank, -1 unknown"),
+	WINTD("rank", rank, 0, -1, -1, 1 << 20, "the node's group rank, -1 unknown"),
 	WNUM("cpu", cpu, REQ, 0, 1e6, "cores used by the node's workers since the previous report"),
 	WNUM("cpu_limit", cpu_limit, 0, 0, 1e6, "the node's CPU quota in cores, 0 none"),
 	WINT("memory_mb", memory_mb, REQ, 0, INT64_MAX / 2,

@@ -150,9 +150,9 @@ static const struct rv_wire_field f_node_status[] = {
 	WINT("oom_relaunches", oom_relaunches, 0, 0, INT32_MAX,
 	     "relaunches with more memory after an OOM kill"),
 	WINT("memory_limit_mb", memory_limit_mb, 0, 0, INT64_MAX, "its memory limit, 0: none"),
-	WNUMD("cpu_seconds", cpu_seconds, -1, -1, 1e15, "CPU used, -1: not measured yet"),
-	WINTD("memory_mb", memory_mb, -1, -1, INT64_MAX, "memory used, -1: not measured yet"),
-	WINTD("throttled_usec", throttled_usec, -1, -1, INT64_MAX,
+	WNUMD("cpu_seconds", cpu_seconds, 0, -1, -1, 1e15, "CPU used, -1: not measured yet"),
+	WINTD("memory_mb", memory_mb, 0, -1, -1, INT64_MAX, "memory used, -1: not measured yet"),
+	WINTD("throttled_usec", throttled_usec, 0, -1, -1, INT64_MAX,
 	      "time held by its CPU quota, -1: not measured"),
 };
 const struct rv_wire_message rv_wire_node_status_msg =
@@ -208,7 +208,7 @@ static bool with_job_state(cJSON *o, const struct rv_wire_field *f, const void *
 	if (!m->job_state[0])
 		return true;
 	if (f->kind == RV_WIRE_ARRAY)
-		return rv_wire_encode_items(o, f, m);
+		return rv_wire_encode_row(o, f, m);
 	return rv_wire_add_str(o, f->name, m->job_reason);
 }
 
