@@ -44,7 +44,6 @@ static const char *const strategy_names[] = {
 	[RV_STRATEGY_ALLREDUCE] = "AllreduceStrategy",
 	[RV_STRATEGY_PS] = "ParameterServerStrategy",
 };
-static const char *const stage_names[] = { "create", "running", "oom" };
 
 static const char *name_of(const char *const *names, size_t n, int v)
 {
@@ -167,18 +166,6 @@ static int get_enum(const cJSON *o, const char *key, const char *path, bool requ
 		return rv_err_set(err, -EINVAL, f, "%s must be %s", f, expect);
 	*out = v;
 	return 1;
-}
-
-static int get_role(const cJSON *o, const char *key, const char *path, bool required,
-		    enum rv_role *out, struct rv_err *err)
-{
-	int v = 0;
-	int rc = get_enum(o, key, path, required, rv_wire_role_names,
-			  RV_ARRAY_SIZE(rv_wire_role_names), "one of worker, ps, chief, evaluator",
-			  &v, err);
-	if (rc == 1)
-		*out = (enum rv_role)v;
-	return rc;
 }
 
 /* An optional client-chosen id ("batch_id", "event_id"); "" when absent. */
@@ -940,176 +927,6 @@ cJSON *rv_job_spec_to_json(const struct rv_job_spec *spec)
 /* ---- ScalePlan ---- */
 
 /* Plan resources: every field optional, 0 meaning "unchanged / not set". */
-static int parse_plan_resource(const cJSON *o, const char *path, struct rv_resource *res,
-			       struct rv_err *err)
-{
-	int rc;
-	const cJSON *r = rv_json_get_object(o, "resource", path, false, &rc, err);
-	if (!r)
-		return rc;
-	field_buf p;
-	rv_json_path(p, sizeof(p), path, "resource");
-	if ((rc = rv_json_get_double(r, "cpu", p, false, 0, RV_MAX_CPU, &res->cpu, err)) < 0)
-		return rc;
-	if ((rc = rv_json_get_int(r, "memory_mb", p, false, 0, RV_MAX_MEMORY_MB, &res->memory_mb,
-				  err)) < 0)
-		return rc;
-	if ((rc = get_int32(r, "gpu", p, false, 0, RV_MAX_GPU, &res->gpu, err)) < 0)
-		return rc;
-	return 0;
-}
-
-static int parse_plan_nodes(const cJSON *root, const char *key, struct rv_plan_node *nodes,
-			    int *count, struct rv_err *err)
-{
-	int rc;
-	const cJSON *arr = rv_json_get_array(root, key, "", false, &rc, err);
-	if (!arr)
-		return rc;
-	if (array_count(arr, RV_MAX_PLAN_NODES) > RV_MAX_PLAN_NODES)
-		return rv_err_set(err, -EINVAL, key, "%s must have at most %d entries", key,
-				  RV_MAX_PLAN_NODES);
-	int i = 0;
-	for (const cJSON *it = arr->child; it; it = it->next, i++) {
-		struct rv_plan_node *n = &nodes[i];
-		field_buf p, f;
-		rv_json_path_index(p, sizeof(p), key, i);
-		if (!cJSON_IsObject(it))
-			return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
-		if ((rc = rv_json_get_string(it, "node", p, true, n->node, sizeof(n->node), err)) <
-		    0)
-			return rc;
-		rv_json_path(f, sizeof(f), p, "node");
-		if ((rc = check_name(n->node, RV_NAME_MAX - 1, f, err)) < 0)
-			return rc;
-		n->role = RV_ROLE_WORKER;
-		if ((rc = get_role(it, "role", p, false, &n->role, err)) < 0)
-			return rc;
-		if ((rc = parse_plan_resource(it, p, &n->resource, err)) < 0)
-			return rc;
-		*count = i + 1;
-	}
-	return 0;
-}
-
-static int scale_plan_parse(const cJSON *root, struct rv_scale_plan *pl, struct rv_err *err)
-{
-	int rc;
-	if (!cJSON_IsObject(root))
-		return rv_err_set(err, -EINVAL, "", "scale plan must be a json object");
-	if ((rc = rv_json_get_string(root, "job", "", false, pl->job, sizeof(pl->job), err)) < 0)
-		return rc;
-	if ((rc = rv_json_get_int(root, "id", "", false, 0, INT64_MAX, &pl->id, err)) < 0)
-		return rc;
-	int stage = 0;
-	if ((rc = get_enum(root, "stage", "", true, stage_names, RV_ARRAY_SIZE(stage_names),
-			   "one of create, running, oom", &stage, err)) < 0)
-		return rc;
-	snprintf(pl->stage, sizeof(pl->stage), "%s", stage_names[stage]);
-	if ((rc = rv_json_get_string(root, "algorithm", "", false, pl->algorithm,
-				     sizeof(pl->algorithm), err)) < 0)
-		return rc;
-	if ((rc = rv_json_get_string(root, "reason", "", false, pl->reason, sizeof(pl->reason),
-				     err)) < 0)
-		return rc;
-	if ((rc = rv_json_get_double(root, "predicted_speed", "", false, 0, MAX_SPEED,
-				     &pl->predicted_speed, err)) < 0)
-		return rc;
-	if ((rc = rv_json_get_int(root, "based_on_ts", "", false, 0, INT64_MAX,
-				  &pl->based_on_ts_ms, err)) < 0)
-		return rc;
-
-	const cJSON *groups = rv_json_get_object(root, "groups", "", false, &rc, err);
-	if (rc < 0)
-		return rc;
-	for (const cJSON *it = groups ? groups->child : NULL; it; it = it->next) {
-		field_buf p;
-		const char *key = it->string ? it->string : "";
-		rv_json_path(p, sizeof(p), "groups", key);
-		int role = rv_role_parse(key);
-		if (role < 0)
-			return rv_err_set(err, -EINVAL, p,
-					  "unknown group \"%.32s\" (expected worker, ps, chief or "
-					  "evaluator)",
-					  key);
-		struct rv_plan_group *g = &pl->groups[role];
-		if (g->present)
-			return rv_err_set(err, -EINVAL, p, "%s is given twice", p);
-		if (!cJSON_IsObject(it))
-			return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
-		g->present = true;
-		if ((rc = get_int32(it, "count", p, true, 0, RV_MAX_REPLICAS, &g->count, err)) < 0)
-			return rc;
-		if ((rc = parse_plan_resource(it, p, &g->resource, err)) < 0)
-			return rc;
-	}
-	if ((rc = parse_plan_nodes(root, "launch", pl->launch, &pl->nlaunch, err)) < 0)
-		return rc;
-	if ((rc = parse_plan_nodes(root, "remove", pl->remove, &pl->nremove, err)) < 0)
-		return rc;
-	return parse_plan_nodes(root, "migrate", pl->migrate, &pl->nmigrate, err);
-}
-
-int rv_scale_plan_from_json(const cJSON *root, struct rv_scale_plan *out, struct rv_err *err)
-{
-	memset(out, 0, sizeof(*out));
-	int rc = scale_plan_parse(root, out, err);
-	if (rc < 0)
-		memset(out, 0, sizeof(*out));
-	return rc < 0 ? rc : 0;
-}
-
-static bool resource_to_json(cJSON *o, const struct rv_resource *r)
-{
-	cJSON *res = cJSON_AddObjectToObject(o, "resource");
-	return res && add_num(res, "cpu", r->cpu) &&
-	       add_num(res, "memory_mb", (double)r->memory_mb) && add_num(res, "gpu", r->gpu);
-}
-
-static bool plan_nodes_to_json(cJSON *root, const char *key, const struct rv_plan_node *nodes,
-			       int n)
-{
-	cJSON *arr = cJSON_AddArrayToObject(root, key);
-	if (!arr)
-		return false;
-	for (int i = 0; i < n; i++) {
-		cJSON *o = cJSON_CreateObject();
-		if (!o || !cJSON_AddItemToArray(arr, o)) {
-			cJSON_Delete(o);
-			return false;
-		}
-		if (!add_str(o, "node", nodes[i].node) ||
-		    !add_str(o, "role", rv_role_name(nodes[i].role)) ||
-		    !resource_to_json(o, &nodes[i].resource))
-			return false;
-	}
-	return true;
-}
-
-cJSON *rv_scale_plan_to_json(const struct rv_scale_plan *plan)
-{
-	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
-	if (!o)
-		return NULL;
-	bool ok = add_str(o, "job", plan->job) && add_num(o, "id", (double)plan->id) &&
-		  add_str(o, "stage", plan->stage) && add_str(o, "algorithm", plan->algorithm) &&
-		  add_str(o, "reason", plan->reason) &&
-		  add_num(o, "predicted_speed", plan->predicted_speed) &&
-		  add_num(o, "based_on_ts", (double)plan->based_on_ts_ms);
-	cJSON *groups = ok ? cJSON_AddObjectToObject(o, "groups") : NULL;
-	ok = groups != NULL;
-	for (int r = 0; ok && r < RV_ROLE_COUNT; r++) {
-		const struct rv_plan_group *g = &plan->groups[r];
-		if (!g->present)
-			continue;
-		cJSON *go = cJSON_AddObjectToObject(groups, rv_role_name((enum rv_role)r));
-		ok = go && add_num(go, "count", g->count) && resource_to_json(go, &g->resource);
-	}
-	ok = ok && plan_nodes_to_json(o, "launch", plan->launch, plan->nlaunch) &&
-	     plan_nodes_to_json(o, "remove", plan->remove, plan->nremove) &&
-	     plan_nodes_to_json(o, "migrate", plan->migrate, plan->nmigrate);
-	return ok ? RV_TAKE_PTR(o) : NULL;
-}
 
 /* ---- cluster report ---- */
 
@@ -1196,35 +1013,6 @@ static const struct rv_wire_field f_model[] = {
 	F("parameters", "integer", false, NULL, false, NULL, "parameter count, 0 = unknown"),
 	F("batchSize", "integer", false, NULL, false, NULL, "per-worker batch, 0 = unknown"),
 };
-static const struct rv_wire_field f_scale_plan[] = {
-	F("job", "string", false, NULL, false, NULL, "job uid"),
-	F("id", "integer", false, NULL, false, NULL, "plan id, grows with every plan stored"),
-	F("stage", "string", true, NULL, false, "create|running|oom", "which stage made it"),
-	F("algorithm", "string", false, NULL, false, NULL, "the algorithm that decided"),
-	F("reason", "string", false, NULL, false, NULL, "why, in words"),
-	F("predicted_speed", "number", false, NULL, false, NULL, "samples/s, 0: no prediction"),
-	F("based_on_ts", "integer", false, NULL, false, NULL,
-	  "newest sample time the plan saw, ms (job time)"),
-	F("groups", "object", false, "PlanGroup", true, NULL, "by role: count and resource"),
-	F("launch", "array", false, "PlanNode", false, NULL,
-	  "nodes to relaunch with new resources"),
-	F("remove", "array", false, "PlanNode", false, NULL, "nodes to remove"),
-	F("migrate", "array", false, "PlanNode", false, NULL, "nodes to move to new resources"),
-};
-static const struct rv_wire_field f_plan_group[] = {
-	F("count", "integer", true, NULL, false, NULL, "nodes of the role"),
-	F("resource", "object", false, "PlanResource", false, NULL, "per node"),
-};
-static const struct rv_wire_field f_plan_node[] = {
-	F("node", "string", true, NULL, false, NULL, "node name"),
-	F("role", "string", false, NULL, false, "worker|ps|chief|evaluator", "default worker"),
-	F("resource", "object", false, "PlanResource", false, NULL, "its new resources"),
-};
-static const struct rv_wire_field f_plan_resource[] = {
-	F("cpu", "number", false, NULL, false, NULL, "cores, 0: unchanged"),
-	F("memory_mb", "integer", false, NULL, false, NULL, "MiB, 0: unchanged"),
-	F("gpu", "integer", false, NULL, false, NULL, "GPUs"),
-};
 #undef F
 
 #define M(nm, desc, f)                                                                             \
@@ -1233,8 +1021,6 @@ static const struct rv_wire_field f_plan_resource[] = {
 	}
 static const struct rv_wire_message m_elastic_job =
 	M("ElasticJob", "a job spec, shaped like DLRover's ElasticJob resource", f_elastic_job);
-static const struct rv_wire_message m_scale_plan =
-	M("ScalePlan", "what the brain proposes for a job", f_scale_plan);
 static const struct rv_wire_message m_job_metadata =
 	M("JobMetadata", "the job's name, namespace and labels", f_job_metadata);
 static const struct rv_wire_message m_job_spec =
@@ -1248,18 +1034,12 @@ static const struct rv_wire_message m_dataset =
 static const struct rv_wire_message m_partition =
 	M("Partition", "a partition of a streaming dataset", f_partition);
 static const struct rv_wire_message m_model = M("Model", "model features", f_model);
-static const struct rv_wire_message m_plan_group =
-	M("PlanGroup", "a role's node count and per-node resources", f_plan_group);
-static const struct rv_wire_message m_plan_node =
-	M("PlanNode", "one node a plan names", f_plan_node);
-static const struct rv_wire_message m_plan_resource =
-	M("PlanResource", "per-node resources of a plan", f_plan_resource);
 
 static const struct rv_wire_message *const brain_list[] = {
 	&m_elastic_job,
 	&rv_wire_metrics_batch_msg,
 	&rv_wire_event_msg,
-	&m_scale_plan,
+	&rv_wire_scale_plan_msg,
 	&rv_wire_cluster_report_msg,
 	&m_job_metadata,
 	&m_job_spec,
@@ -1269,9 +1049,9 @@ static const struct rv_wire_message *const brain_list[] = {
 	&m_partition,
 	&m_model,
 	&rv_wire_sample_msg,
-	&m_plan_group,
-	&m_plan_node,
-	&m_plan_resource,
+	&rv_wire_plan_group_msg,
+	&rv_wire_plan_node_msg,
+	&rv_wire_plan_resource_msg,
 	&rv_wire_cluster_node_msg,
 	&rv_wire_cluster_job_msg,
 };

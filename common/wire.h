@@ -306,13 +306,14 @@ enum rv_wire_kind {
 	RV_WIRE_HOOK,   /* parse and emit below */
 };
 /* flags */
-#define RV_WIRE_REQ         1u  /* required */
-#define RV_WIRE_DEF         2u  /* absent: def */
-#define RV_WIRE_OMIT        4u  /* emitted only when not "", > 0 or true */
-#define RV_WIRE_ALLOC       8u  /* array: a malloc'd pointer at off, not storage in place */
-#define RV_WIRE_REQ_VARIANT 16u /* required in its variant; the documents say which */
-#define RV_WIRE_OMIT_NEG    32u /* emitted only when >= 0 (-1: not measured) */
-#define RV_WIRE_NONEMPTY    64u /* array: at least one entry */
+#define RV_WIRE_REQ         1u   /* required */
+#define RV_WIRE_DEF         2u   /* absent: def */
+#define RV_WIRE_OMIT        4u   /* emitted only when not "", > 0 or true */
+#define RV_WIRE_ALLOC       8u   /* array: a malloc'd pointer at off, not storage in place */
+#define RV_WIRE_REQ_VARIANT 16u  /* required in its variant; the documents say which */
+#define RV_WIRE_OMIT_NEG    32u  /* emitted only when >= 0 (-1: not measured) */
+#define RV_WIRE_NONEMPTY    64u  /* array: at least one entry */
+#define RV_WIRE_MAX_EINVAL  128u /* array: too many is -EINVAL, not -E2BIG (the plan's) */
 struct rv_wire_message;
 struct rv_wire_field;
 /* A hook reads key f->name of o (path: where o is) into the message m; it
@@ -342,7 +343,7 @@ struct rv_wire_field {
 	const char *const *names; /* RV_WIRE_ENUM, nnames of them */
 	int nnames;
 	const struct rv_wire_message *elem; /* RV_WIRE_ARRAY, RV_WIRE_OBJECT */
-	size_t count_off;
+	size_t count_off; /* the count, or the bool "given"; 0: an object without one */
 	/* > 0: the row is read and written only when the message's first
 	 * field (an enum) is variant - 1: a sample's kind, say */
 	int variant;

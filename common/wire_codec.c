@@ -231,8 +231,8 @@ static int decode_array(const cJSON *o, const char *path, const struct rv_wire_f
 	if (n == 0 && (f->flags & RV_WIRE_NONEMPTY))
 		return rv_err_set(err, -EINVAL, p, "%s must not be empty", p);
 	if (n > f->max)
-		return rv_err_set(err, -E2BIG, p, "%s must have at most %d entries", p,
-				  (int)f->max);
+		return rv_err_set(err, f->flags & RV_WIRE_MAX_EINVAL ? -EINVAL : -E2BIG, p,
+				  "%s must have at most %d entries", p, (int)f->max);
 	void *base = AT(m, f);
 	if (f->flags & RV_WIRE_ALLOC) {
 		if (n == 0)
@@ -256,7 +256,8 @@ static int decode_object(const cJSON *o, const char *path, const struct rv_wire_
 	if (!it)
 		return rc;
 	rv_json_path(p, sizeof(p), path, f->name);
-	*(bool *)((char *)m + f->count_off) = true;
+	if (f->count_off)
+		*(bool *)((char *)m + f->count_off) = true;
 	rc = rv_wire_decode_fields(f->elem, it, p, AT(m, f), err);
 	return rc < 0 ? rc : 1;
 }
@@ -401,7 +402,7 @@ static bool omitted(const struct rv_wire_field *f, const void *m)
 	case RV_WIRE_BOOL:
 		return !*(const bool *)CAT(m, f);
 	case RV_WIRE_OBJECT:
-		return !*(const bool *)((const char *)m + f->count_off);
+		return f->count_off && !*(const bool *)((const char *)m + f->count_off);
 	case RV_WIRE_ARRAY:
 		return *(const int *)((const char *)m + f->count_off) <= 0;
 	default:

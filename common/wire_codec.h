@@ -134,6 +134,13 @@ extern const char *const rv_wire_role_names[RV_ROLE_COUNT];
 			.kind = RV_WIRE_OBJECT, RV_WIRE_MEMBER_(mem), .ref = rf, .elem = el,       \
 			.count_off = offsetof(T, given), __VA_ARGS__                               \
 	}
+/* The same without the bool: always written. */
+#define WOBJ0(key, mem, fl, el, rf, desc, ...)                                                     \
+	{                                                                                          \
+		RV_WIRE_DOC_(key, "object", fl, desc),                                             \
+			.kind = RV_WIRE_OBJECT, RV_WIRE_MEMBER_(mem), .ref = rf, .elem = el,       \
+			__VA_ARGS__                                                                \
+	}
 /* Read and written by hooks p and e (a row of another kind may name
  * either, in place of the codec's own). */
 #define WHOOK(key, ty, fl, p, e, desc, ...)                                                        \
@@ -184,6 +191,9 @@ extern const struct rv_wire_message rv_wire_job_status_msg, rv_wire_dataset_stat
 extern const struct rv_wire_message rv_wire_metrics_batch_msg, rv_wire_sample_msg,
 	rv_wire_event_msg, rv_wire_cluster_report_msg, rv_wire_cluster_node_msg,
 	rv_wire_cluster_job_msg;
+/* wire_plan.c */
+extern const struct rv_wire_message rv_wire_scale_plan_msg, rv_wire_plan_group_msg,
+	rv_wire_plan_node_msg, rv_wire_plan_resource_msg;
 /* wire_netcheck.c */
 extern const struct rv_wire_message rv_wire_netcheck_join_msg, rv_wire_netcheck_joined_msg,
 	rv_wire_netcheck_group_msg, rv_wire_netcheck_peer_msg, rv_wire_netcheck_report_msg,
