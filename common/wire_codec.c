@@ -112,7 +112,8 @@ static void enum_expect(char *buf, size_t size, const char *const *names, int n)
  * rather than a length one.
  */
 int rv_wire_get_enum(const cJSON *o, const char *key, const char *path, bool required,
-		     const char *const *names, int n, int *out, struct rv_err *err)
+		     const char *const *names, int n, const char *expect, int *out,
+		     struct rv_err *err)
 {
 	rv_wire_path f;
 	const cJSON *it = cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
@@ -127,9 +128,9 @@ int rv_wire_get_enum(const cJSON *o, const char *key, const char *path, bool req
 		return rv_err_set(err, -EINVAL, f, "%s must be a string", f);
 	int v = rv_wire_parse_of(names, (size_t)n, it->valuestring);
 	if (v < 0) {
-		char expect[256];
-		enum_expect(expect, sizeof(expect), names, n);
-		return rv_err_set(err, -EINVAL, f, "%s must be %s", f, expect);
+		char one_of[256];
+		enum_expect(one_of, sizeof(one_of), names, n);
+		return rv_err_set(err, -EINVAL, f, "%s must be %s", f, expect ? expect : one_of);
 	}
 	*out = v;
 	return 1;
@@ -283,7 +284,7 @@ static int decode_field(const cJSON *o, const char *path, const struct rv_wire_f
 	case RV_WIRE_BOOL:
 		return rv_json_get_bool(o, f->name, path, req, (bool *)AT(m, f), err);
 	case RV_WIRE_ENUM:
-		rc = rv_wire_get_enum(o, f->name, path, req, f->names, f->nnames, &v, err);
+		rc = rv_wire_get_enum(o, f->name, path, req, f->names, f->nnames, NULL, &v, err);
 		if (rc == 1)
 			*(int *)AT(m, f) = v;
 		return rc;

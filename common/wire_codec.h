@@ -46,8 +46,10 @@ int rv_wire_check_dns_label(const char *s, const char *field, struct rv_err *err
 int rv_wire_check_name(const char *s, size_t max, const char *field, struct rv_err *err);
 int rv_wire_get_int32(const cJSON *o, const char *key, const char *path, bool required, int64_t min,
 		      int64_t max, int *out, struct rv_err *err);
+/* One of names ("<key> must be <expect>", by default "one of a, b, c"). */
 int rv_wire_get_enum(const cJSON *o, const char *key, const char *path, bool required,
-		     const char *const *names, int n, int *out, struct rv_err *err);
+		     const char *const *names, int n, const char *expect, int *out,
+		     struct rv_err *err);
 int rv_wire_count(const cJSON *arr, int limit);
 const char *rv_wire_name_of(const char *const *names, size_t n, int v);
 int rv_wire_parse_of(const char *const *names, size_t n, const char *s);
@@ -191,6 +193,10 @@ extern const struct rv_wire_message rv_wire_job_status_msg, rv_wire_dataset_stat
 extern const struct rv_wire_message rv_wire_metrics_batch_msg, rv_wire_sample_msg,
 	rv_wire_event_msg, rv_wire_cluster_report_msg, rv_wire_cluster_node_msg,
 	rv_wire_cluster_job_msg;
+/* wire_job.c */
+extern const struct rv_wire_message rv_wire_elastic_job_msg, rv_wire_job_metadata_msg,
+	rv_wire_job_spec_msg, rv_wire_replica_spec_msg, rv_wire_resources_msg, rv_wire_dataset_msg,
+	rv_wire_partition_msg, rv_wire_model_msg;
 /* wire_plan.c */
 extern const struct rv_wire_message rv_wire_scale_plan_msg, rv_wire_plan_group_msg,
 	rv_wire_plan_node_msg, rv_wire_plan_resource_msg;

@@ -51,7 +51,7 @@ static int stage_parse(const cJSON *o, const char *path, const struct rv_wire_fi
 {
 	int stage = 0;
 	int rc = rv_wire_get_enum(o, f->name, path, true, stage_names,
-				  (int)RV_ARRAY_SIZE(stage_names), &stage, err);
+				  (int)RV_ARRAY_SIZE(stage_names), NULL, &stage, err);
 	if (rc == 1)
 		snprintf((char *)m + f->off, f->size, "%s", stage_names[stage]);
 	return rc;
