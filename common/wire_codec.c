@@ -163,8 +163,9 @@ bool rv_wire_add_bool(cJSON *o, const char *k, bool v)
 
 /* ---- decode ---- */
 
-#define AT(m, f)  ((char *)(m) + (f)->off)
-#define CAT(m, f) ((const char *)(m) + (f)->off)
+/* The member row f describes, in m. */
+#define AT(m, f)  ((void *)((char *)(m) + (f)->off))
+#define CAT(m, f) ((const void *)((const char *)(m) + (f)->off))
 
 static bool required(const struct rv_wire_field *f)
 {
@@ -267,7 +268,7 @@ static int decode_field(const cJSON *o, const char *path, const struct rv_wire_f
 			struct rv_err *err)
 {
 	bool req = required(f);
-	int rc, v;
+	int rc, v = 0;
 	if (f->flags & RV_WIRE_DEF)
 		set_default(f, m);
 	if (f->parse)
@@ -361,6 +362,16 @@ int rv_wire_decode(const struct rv_wire_message *msg, const cJSON *root, void *o
 	return rc < 0 ? rc : 0;
 }
 
+/* Whether a message holds anything a release frees (asked once an array,
+ * not once an item: a batch has 10000 samples). */
+static bool holds_allocations(const struct rv_wire_message *msg)
+{
+	for (int i = 0; i < msg->nfields; i++)
+		if (msg->fields[i].kind == RV_WIRE_ARRAY || msg->fields[i].kind == RV_WIRE_OBJECT)
+			return true;
+	return false;
+}
+
 void rv_wire_release(const struct rv_wire_message *msg, void *m)
 {
 	for (int i = 0; m && i < msg->nfields; i++) {
@@ -370,8 +381,9 @@ void rv_wire_release(const struct rv_wire_message *msg, void *m)
 		if (f->kind != RV_WIRE_ARRAY)
 			continue;
 		int *n = (int *)((char *)m + f->count_off);
-		char *items = f->flags & RV_WIRE_ALLOC ? *(char **)AT(m, f) : AT(m, f);
-		for (int k = 0; items && k < *n; k++)
+		char *items = f->flags & RV_WIRE_ALLOC ? *(char **)AT(m, f) : (char *)AT(m, f);
+		int held = items && holds_allocations(f->elem) ? *n : 0;
+		for (int k = 0; k < held; k++)
 			rv_wire_release(f->elem, items + (size_t)k * f->elem->size);
 		if (f->flags & RV_WIRE_ALLOC) {
 			free(items);
@@ -394,7 +406,7 @@ static bool omitted(const struct rv_wire_field *f, const void *m)
 	switch (f->kind) {
 	case RV_WIRE_STRING:
 	case RV_WIRE_NAME:
-		return CAT(m, f)[0] == '\0';
+		return ((const char *)CAT(m, f))[0] == '\0';
 	case RV_WIRE_INT:
 		return f->size == sizeof(int64_t) ? *(const int64_t *)CAT(m, f) <= 0
 						  : *(const int *)CAT(m, f) <= 0;
@@ -415,7 +427,8 @@ static bool encode_items(cJSON *o, const struct rv_wire_field *f, const void *m)
 {
 	cJSON *arr = cJSON_AddArrayToObject(o, f->name);
 	int n = *(const int *)((const char *)m + f->count_off);
-	const char *items = f->flags & RV_WIRE_ALLOC ? *(char *const *)CAT(m, f) : CAT(m, f);
+	const char *items = f->flags & RV_WIRE_ALLOC ? *(char *const *)CAT(m, f)
+						     : (const char *)CAT(m, f);
 	for (int i = 0; arr && items && i < n && i < f->max; i++) {
 		cJSON *e = cJSON_CreateObject();
 		if (!e || !cJSON_AddItemToArray(arr, e)) {

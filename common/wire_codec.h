@@ -64,7 +64,7 @@ extern const char *const rv_wire_role_names[RV_ROLE_COUNT];
  * (.variant = RV_SAMPLE_NODE + 1, .parse = hook). */
 #define RV_WIRE_MEMBER_(mem) .off = offsetof(T, mem), .size = sizeof(((T *)0)->mem)
 #define RV_WIRE_DOC_(key, ty, fl, desc)                                                            \
-	.name = key, .type = ty, .required = ((fl)&RV_WIRE_REQ) != 0, .description = desc,         \
+	.name = (key), .type = (ty), .required = ((fl)&RV_WIRE_REQ) != 0, .description = (desc),   \
 	.flags = (fl)
 /* A string, or a name checked like a node's. */
 #define WSTR(key, mem, fl, desc, ...)                                                              \
@@ -110,7 +110,7 @@ extern const char *const rv_wire_role_names[RV_ROLE_COUNT];
 #define WENUM(key, mem, fl, nm, en, desc, ...)                                                     \
 	{                                                                                          \
 		RV_WIRE_DOC_(key, "string", fl, desc),                                             \
-			.kind = RV_WIRE_ENUM, RV_WIRE_MEMBER_(mem), .enums = en, .names = nm,      \
+			.kind = RV_WIRE_ENUM, RV_WIRE_MEMBER_(mem), .enums = (en), .names = (nm),  \
 			.nnames = (int)RV_ARRAY_SIZE(nm), __VA_ARGS__                              \
 	}
 /* At most hi objects of message el (schema name rf) in array member mem,
@@ -118,7 +118,7 @@ extern const char *const rv_wire_role_names[RV_ROLE_COUNT];
 #define WARRAY(key, mem, cnt, fl, hi, el, rf, desc, ...)                                           \
 	{                                                                                          \
 		RV_WIRE_DOC_(key, "array", fl, desc), .kind = RV_WIRE_ARRAY, RV_WIRE_MEMBER_(mem), \
-						      .ref = rf, .max = (hi), .elem = el,          \
+						      .ref = (rf), .max = (hi), .elem = (el),      \
 						      .count_off = offsetof(T, cnt), __VA_ARGS__   \
 	}
 /* Up to hi entries at member mem, their count in cnt, read and written by
@@ -126,41 +126,41 @@ extern const char *const rv_wire_role_names[RV_ROLE_COUNT];
 #define WLIST(key, ty, mem, cnt, fl, hi, rf, p, e, desc, ...)                                      \
 	{                                                                                          \
 		RV_WIRE_DOC_(key, ty, fl, desc),                                                   \
-			.kind = RV_WIRE_HOOK, RV_WIRE_MEMBER_(mem), .ref = rf, .max = (hi),        \
-			.count_off = offsetof(T, cnt), .parse = p, .emit = e, __VA_ARGS__          \
+			.kind = RV_WIRE_HOOK, RV_WIRE_MEMBER_(mem), .ref = (rf), .max = (hi),      \
+			.count_off = offsetof(T, cnt), .parse = (p), .emit = (e), __VA_ARGS__      \
 	}
 /* An object of message el in member mem; bool member given says it was. */
 #define WOBJ(key, mem, given, fl, el, rf, desc, ...)                                               \
 	{                                                                                          \
 		RV_WIRE_DOC_(key, "object", fl, desc),                                             \
-			.kind = RV_WIRE_OBJECT, RV_WIRE_MEMBER_(mem), .ref = rf, .elem = el,       \
+			.kind = RV_WIRE_OBJECT, RV_WIRE_MEMBER_(mem), .ref = (rf), .elem = (el),   \
 			.count_off = offsetof(T, given), __VA_ARGS__                               \
 	}
 /* The same without the bool: always written. */
 #define WOBJ0(key, mem, fl, el, rf, desc, ...)                                                     \
 	{                                                                                          \
 		RV_WIRE_DOC_(key, "object", fl, desc),                                             \
-			.kind = RV_WIRE_OBJECT, RV_WIRE_MEMBER_(mem), .ref = rf, .elem = el,       \
+			.kind = RV_WIRE_OBJECT, RV_WIRE_MEMBER_(mem), .ref = (rf), .elem = (el),   \
 			__VA_ARGS__                                                                \
 	}
 /* Read and written by hooks p and e (a row of another kind may name
  * either, in place of the codec's own). */
 #define WHOOK(key, ty, fl, p, e, desc, ...)                                                        \
 	{                                                                                          \
-		RV_WIRE_DOC_(key, ty, fl, desc), .kind = RV_WIRE_HOOK, .parse = p, .emit = e,      \
+		RV_WIRE_DOC_(key, ty, fl, desc), .kind = RV_WIRE_HOOK, .parse = (p), .emit = (e),  \
 						 __VA_ARGS__                                       \
 	}
 /* Described only, for messages read by their own code. */
 #define WDOC(key, ty, fl, rf, mp, en, desc)                                                        \
 	{                                                                                          \
-		RV_WIRE_DOC_(key, ty, fl, desc), .kind = RV_WIRE_DOC, .ref = rf, .map = mp,        \
-						 .enums = en                                       \
+		RV_WIRE_DOC_(key, ty, fl, desc), .kind = RV_WIRE_DOC, .ref = (rf), .map = (mp),    \
+						 .enums = (en)                                     \
 	}
 
 #define RV_WIRE_MSG(nm, desc, f, wh, chk)                                                          \
 	{                                                                                          \
-		.name = nm, .description = desc, .fields = f, .nfields = (int)RV_ARRAY_SIZE(f),    \
-		.what = wh, .size = sizeof(T), .check = chk                                        \
+		.name = (nm), .description = (desc), .fields = (f),                                \
+		.nfields = (int)RV_ARRAY_SIZE(f), .what = (wh), .size = sizeof(T), .check = (chk)  \
 	}
 
 /* ---- limits shared by the families ---- */
@@ -207,11 +207,12 @@ extern const struct rv_wire_message rv_wire_netcheck_join_msg, rv_wire_netcheck_
 
 /* rv_<fn>_from_json and rv_<fn>_to_json of a message whose table is msg. */
 #define RV_WIRE_CODEC(fn, msg, type)                                                               \
-	int rv_##fn##_from_json(const cJSON *root, type *out, struct rv_err *err)                  \
+	/* a type name cannot be parenthesised */                                                  \
+	int rv_##fn##_from_json(const cJSON *root, type *out, struct rv_err *err) /* NOLINT */     \
 	{                                                                                          \
 		return rv_wire_decode(&(msg), root, out, err);                                     \
 	}                                                                                          \
-	cJSON *rv_##fn##_to_json(const type *m)                                                    \
+	cJSON *rv_##fn##_to_json(const type *m) /* NOLINT */                                       \
 	{                                                                                          \
 		return rv_wire_encode(&(msg), m);                                                  \
 	}

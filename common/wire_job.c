@@ -816,11 +816,7 @@ cJSON *rv_job_spec_to_json(const struct rv_job_spec *spec)
  * One row per JSON key the code above reads or writes; check_wire.c fails
  * when a key is added to the code and not here, or here and not in the code. */
 
-#define F(nm, ty, req, rf, mp, en, desc)                                                           \
-	{                                                                                          \
-		.name = nm, .type = ty, .required = req, .ref = rf, .map = mp, .enums = en,        \
-		.description = desc                                                                \
-	}
+#define F(nm, ty, req, rf, mp, en, desc) WDOC(nm, ty, (req) ? RV_WIRE_REQ : 0u, rf, mp, en, desc)
 
 static const struct rv_wire_field f_elastic_job[] = {
 	F("apiVersion", "string", false, NULL, false, NULL,
@@ -897,7 +893,8 @@ static const struct rv_wire_field f_model[] = {
 
 #define M(nm, desc, f)                                                                             \
 	{                                                                                          \
-		.name = nm, .description = desc, .fields = f, .nfields = (int)RV_ARRAY_SIZE(f)     \
+		.name = (nm), .description = (desc), .fields = (f),                                \
+		.nfields = (int)RV_ARRAY_SIZE(f)                                                   \
 	}
 const struct rv_wire_message rv_wire_elastic_job_msg =
 	M("ElasticJob", "a job spec, shaped like DLRover's ElasticJob resource", f_elastic_job);
