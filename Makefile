@@ -187,8 +187,8 @@ BINS += $(WARM_PY)
 # and benchmarks link the static librover-trainer.a (the same sources).
 TRAINER_SRC := $(wildcard trainer/*.c)
 TRAINER_COMMON := common/master_client.c common/rest_client.c common/http_client.c \
-        common/wire.c common/json.c common/buf.c common/parse.c common/clock.c common/err.c \
-        common/crc32c.c common/ckslot.c
+        $(wildcard common/wire*.c) common/json.c common/buf.c common/parse.c common/clock.c \
+        common/err.c common/crc32c.c common/ckslot.c
 INC_TRAINER := -iquote trainer -iquote common $(SYS_CFLAGS)
 $(B)/obj/trainer/%.o: INC := $(INC_TRAINER)
 $(B)/pic/trainer/%.o: INC := $(INC_TRAINER)
@@ -305,7 +305,7 @@ FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 300
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(FUZZ_SRC))
-FUZZ_COMMON := common/json.c common/wire.c common/buf.c common/parse.c common/clock.c common/err.c
+FUZZ_COMMON := common/json.c $(wildcard common/wire*.c) common/buf.c common/parse.c common/clock.c common/err.c
 FUZZ_CFLAGS := -std=gnu11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
         -Wall -Wextra -Werror -iquote common $(call pkg_cflags,libcjson)

@@ -288,10 +288,40 @@ cJSON *rv_cluster_jobs_to_json(const struct rv_cluster_node *n);
 void rv_cluster_report_release(struct rv_cluster_report *r);
 
 /* ---- field tables ----
- * Every JSON key of every message above, in one table per message: what the
- * brain's OpenAPI document publishes (components/schemas, generated from
- * these tables) and what tests/common/check_wire.c holds equal to the
- * from_json/to_json code, key by key.  Static storage, read-only. */
+ * Every JSON key of every message above, in one table per message.  The
+ * table is the codec: from_json and to_json walk it (wire_codec.c), the
+ * brain's and the master's OpenAPI documents publish it (components/schemas)
+ * and tests/common/check_wire.c holds it against the documents, key by key.
+ * Static storage, read-only. */
+enum rv_wire_kind {
+	RV_WIRE_DOC,    /* described only: the message's own code reads it */
+	RV_WIRE_STRING, /* char[size] */
+	RV_WIRE_NAME,   /* char[size]: 1..size-1 of [A-Za-z0-9._-] */
+	RV_WIRE_INT,    /* int or int64_t (by size), min..max */
+	RV_WIRE_NUMBER, /* double, dmin..dmax */
+	RV_WIRE_BOOL,
+	RV_WIRE_ENUM,   /* an enum stored as int: one of names */
+	RV_WIRE_ARRAY,  /* objects of message elem; their count an int at count_off */
+	RV_WIRE_OBJECT, /* one object of message elem; a bool at count_off says it was given */
+	RV_WIRE_HOOK,   /* parse and emit below */
+};
+/* flags */
+#define RV_WIRE_REQ         1u   /* required */
+#define RV_WIRE_DEF         2u   /* absent: def */
+#define RV_WIRE_OMIT        4u   /* emitted only when not "", > 0 or true */
+#define RV_WIRE_ALLOC       8u   /* array: a malloc'd pointer at off, not storage in place */
+#define RV_WIRE_REQ_VARIANT 16u  /* required in its variant; the documents say which */
+#define RV_WIRE_OMIT_NEG    32u  /* emitted only when >= 0 (-1: not measured) */
+#define RV_WIRE_NONEMPTY    64u  /* array: at least one entry */
+#define RV_WIRE_MAX_EINVAL  128u /* array: too many is -EINVAL, not -E2BIG (the plan's) */
+struct rv_wire_message;
+struct rv_wire_field;
+/* A hook reads key f->name of o (path: where o is) into the message m; it
+ * returns like json.h's getters.  Its emit adds the key to o, false when out
+ * of memory. */
+typedef int (*rv_wire_parse_fn)(const cJSON *o, const char *path, const struct rv_wire_field *f,
+				void *m, struct rv_err *err);
+typedef bool (*rv_wire_emit_fn)(cJSON *o, const struct rv_wire_field *f, const void *m);
 struct rv_wire_field {
 	const char *name;  /* JSON key */
 	const char *type;  /* JSON Schema type: "string", "integer", "number",
@@ -303,6 +333,22 @@ struct rv_wire_field {
 				   * are ref */
 	const char *enums; /* "a|b|c": the only values accepted; NULL: any */
 	const char *description;
+	/* the codec */
+	enum rv_wire_kind kind;
+	unsigned flags;
+	size_t off, size;         /* the member: offsetof, sizeof */
+	int64_t min, max;         /* RV_WIRE_INT; RV_WIRE_ARRAY: max entries */
+	double dmin, dmax;        /* RV_WIRE_NUMBER */
+	double def;               /* RV_WIRE_DEF */
+	const char *const *names; /* RV_WIRE_ENUM, nnames of them */
+	int nnames;
+	const struct rv_wire_message *elem; /* RV_WIRE_ARRAY, RV_WIRE_OBJECT */
+	size_t count_off; /* the count, or the bool "given"; 0: an object without one */
+	/* > 0: the row is read and written only when the message's first
+	 * field (an enum) is variant - 1: a sample's kind, say */
+	int variant;
+	rv_wire_parse_fn parse; /* RV_WIRE_HOOK; set on another kind, they replace */
+	rv_wire_emit_fn emit;   /* its reading or writing */
 };
 
 struct rv_wire_message {
@@ -310,6 +356,11 @@ struct rv_wire_message {
 	const char *description;
 	const struct rv_wire_field *fields;
 	int nfields;
+	/* the codec */
+	const char *what; /* top level: "<what> must be a json object" */
+	size_t size;      /* of its struct */
+	/* Rules across fields, after every field of o (at path) was read into m. */
+	int (*check)(const cJSON *o, const char *path, void *m, struct rv_err *err);
 };
 
 /* The messages, top-level ones first; *n gets the count. */

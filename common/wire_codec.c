@@ -1,0 +1,495 @@
+/*
+ * wire_codec.c: the table-driven codec of the wire messages (wire_codec.h)
+ * and the checks, getters and builders its hooks share.
+ *
+ * Decoding walks a message's table in order: the first bad field wins and
+ * names itself ("members[2].node"); unknown keys are ignored (newer
+ * senders).  Encoding writes the table's keys in the same order, so a
+ * table's order is its JSON's.  Pure and thread-safe.
+ */
+#include "wire_codec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cleanup.h"
+#include "json.h"
+
+const char *const rv_wire_role_names[RV_ROLE_COUNT] = {
+	[RV_ROLE_WORKER] = "worker",
+	[RV_ROLE_PS] = "ps",
+	[RV_ROLE_CHIEF] = "chief",
+	[RV_ROLE_EVALUATOR] = "evaluator",
+};
+
+const char *const rv_wire_optimize_names[3] = {
+	[RV_OPT_MANUAL] = "manual",
+	[RV_OPT_SINGLE_JOB] = "single-job",
+	[RV_OPT_CLUSTER] = "cluster",
+};
+
+const char *rv_wire_name_of(const char *const *names, size_t n, int v)
+{
+	return v >= 0 && (size_t)v < n ? names[v] : "unknown";
+}
+
+int rv_wire_parse_of(const char *const *names, size_t n, const char *s)
+{
+	if (!s)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(names[i], s) == 0)
+			return (int)i;
+	return -EINVAL;
+}
+
+/* ---- checks and getters ---- */
+
+static bool is_lower_alnum(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+static bool is_alnum(char c)
+{
+	return is_lower_alnum(c) || (c >= 'A' && c <= 'Z');
+}
+
+/* DNS-1123 label: 1..63 of [a-z0-9-], starting and ending alphanumeric. */
+int rv_wire_check_dns_label(const char *s, const char *field, struct rv_err *err)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > 63)
+		return rv_err_set(err, -EINVAL, field, "%s must be 1 to 63 characters", field);
+	for (size_t i = 0; i < n; i++)
+		if (!is_lower_alnum(s[i]) && s[i] != '-')
+			return rv_err_set(err, -EINVAL, field,
+					  "%s must hold only lowercase letters, digits and '-'",
+					  field);
+	if (!is_lower_alnum(s[0]) || !is_lower_alnum(s[n - 1]))
+		return rv_err_set(err, -EINVAL, field,
+				  "%s must start and end with a letter or digit", field);
+	return 0;
+}
+
+/* Node, dataset and host names: 1..max of [A-Za-z0-9._-]. */
+int rv_wire_check_name(const char *s, size_t max, const char *field, struct rv_err *err)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > max)
+		return rv_err_set(err, -EINVAL, field, "%s must be 1 to %zu characters", field,
+				  max);
+	for (size_t i = 0; i < n; i++)
+		if (!is_alnum(s[i]) && s[i] != '.' && s[i] != '_' && s[i] != '-')
+			return rv_err_set(err, -EINVAL, field,
+					  "%s must hold only letters, digits, '.', '_' and '-'",
+					  field);
+	return 0;
+}
+
+int rv_wire_get_int32(const cJSON *o, const char *key, const char *path, bool required, int64_t min,
+		      int64_t max, int *out, struct rv_err *err)
+{
+	int64_t v;
+	int rc = rv_json_get_int(o, key, path, required, min, max, &v, err);
+	if (rc == 1)
+		*out = (int)v;
+	return rc;
+}
+
+/* "one of a, b, c" */
+static void enum_expect(char *buf, size_t size, const char *const *names, int n)
+{
+	size_t at = (size_t)snprintf(buf, size, "one of ");
+	for (int i = 0; i < n && at < size; i++)
+		at += (size_t)snprintf(buf + at, size - at, "%s%s", i ? ", " : "", names[i]);
+}
+
+/*
+ * A string that must be one of names; *out gets its index.  Reads the cJSON
+ * string directly so an over-long value gets the "must be one of" message
+ * rather than a length one.
+ */
+int rv_wire_get_enum(const cJSON *o, const char *key, const char *path, bool required,
+		     const char *const *names, int n, const char *expect, int *out,
+		     struct rv_err *err)
+{
+	rv_wire_path f;
+	const cJSON *it = cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+	if (!it || cJSON_IsNull(it)) {
+		if (!required)
+			return 0;
+		rv_json_path(f, sizeof(f), path, key);
+		return rv_err_set(err, -EINVAL, f, "%s is required", f);
+	}
+	rv_json_path(f, sizeof(f), path, key);
+	if (!cJSON_IsString(it))
+		return rv_err_set(err, -EINVAL, f, "%s must be a string", f);
+	int v = rv_wire_parse_of(names, (size_t)n, it->valuestring);
+	if (v < 0) {
+		char one_of[256];
+		enum_expect(one_of, sizeof(one_of), names, n);
+		return rv_err_set(err, -EINVAL, f, "%s must be %s", f, expect ? expect : one_of);
+	}
+	*out = v;
+	return 1;
+}
+
+/* Count an array's items, stopping early once past limit. */
+int rv_wire_count(const cJSON *arr, int limit)
+{
+	int n = 0;
+	for (const cJSON *it = arr ? arr->child : NULL; it && n <= limit; it = it->next)
+		n++;
+	return n;
+}
+
+/* ok-chained builders: each returns false when cJSON ran out of memory. */
+bool rv_wire_add_num(cJSON *o, const char *k, double v)
+{
+	return cJSON_AddNumberToObject(o, k, v) != NULL;
+}
+
+bool rv_wire_add_str(cJSON *o, const char *k, const char *v)
+{
+	return cJSON_AddStringToObject(o, k, v) != NULL;
+}
+
+bool rv_wire_add_bool(cJSON *o, const char *k, bool v)
+{
+	return cJSON_AddBoolToObject(o, k, v) != NULL;
+}
+
+/* ---- decode ---- */
+
+/* The member row f describes, in m. */
+#define AT(m, f)  ((void *)((char *)(m) + (f)->off))
+#define CAT(m, f) ((const void *)((const char *)(m) + (f)->off))
+
+static bool required(const struct rv_wire_field *f)
+{
+	return (f->flags & (RV_WIRE_REQ | RV_WIRE_REQ_VARIANT)) != 0;
+}
+
+/* Whether row f applies to m (its variant, when it has one). */
+static bool applies(const struct rv_wire_message *msg, const struct rv_wire_field *f, const void *m)
+{
+	return f->variant == 0 ||
+	       *(const int *)((const char *)m + msg->fields[0].off) == f->variant - 1;
+}
+
+static void set_default(const struct rv_wire_field *f, void *m)
+{
+	if (f->kind == RV_WIRE_BOOL)
+		*(bool *)AT(m, f) = f->def != 0;
+	else if (f->kind == RV_WIRE_NUMBER)
+		*(double *)AT(m, f) = f->def;
+	else if (f->size == sizeof(int64_t))
+		*(int64_t *)AT(m, f) = (int64_t)f->def;
+	else
+		*(int *)AT(m, f) = (int)f->def;
+}
+
+static int decode_string(const cJSON *o, const char *path, const struct rv_wire_field *f, void *m,
+			 struct rv_err *err)
+{
+	char *s = AT(m, f);
+	int rc = rv_json_get_string(o, f->name, path, required(f), s, f->size, err);
+	if (rc == 1 && f->kind == RV_WIRE_NAME) {
+		rv_wire_path p;
+		rv_json_path(p, sizeof(p), path, f->name);
+		if ((rc = rv_wire_check_name(s, f->size - 1, p, err)) < 0)
+			s[0] = '\0';
+		else
+			rc = 1;
+	}
+	return rc;
+}
+
+static int decode_int(const cJSON *o, const char *path, const struct rv_wire_field *f, void *m,
+		      struct rv_err *err)
+{
+	int64_t v;
+	int rc = rv_json_get_int(o, f->name, path, required(f), f->min, f->max, &v, err);
+	if (rc == 1 && f->size == sizeof(int64_t))
+		*(int64_t *)AT(m, f) = v;
+	else if (rc == 1)
+		*(int *)AT(m, f) = (int)v;
+	return rc;
+}
+
+/* The array at f->name: its items into place, or into a new allocation. */
+static int decode_array(const cJSON *o, const char *path, const struct rv_wire_field *f, void *m,
+			struct rv_err *err)
+{
+	rv_wire_path p;
+	int rc;
+	const cJSON *arr = rv_json_get_array(o, f->name, path, required(f), &rc, err);
+	if (!arr)
+		return rc;
+	rv_json_path(p, sizeof(p), path, f->name);
+	int n = rv_wire_count(arr, (int)f->max);
+	if (n == 0 && (f->flags & RV_WIRE_NONEMPTY))
+		return rv_err_set(err, -EINVAL, p, "%s must not be empty", p);
+	if (n > f->max)
+		return rv_err_set(err, f->flags & RV_WIRE_MAX_EINVAL ? -EINVAL : -E2BIG, p,
+				  "%s must have at most %d entries", p, (int)f->max);
+	void *base = AT(m, f);
+	if (f->flags & RV_WIRE_ALLOC) {
+		if (n == 0)
+			return 1;
+		void *items = calloc((size_t)n, f->elem->size);
+		if (!items)
+			return rv_err_set(err, -ENOMEM, p, "could not allocate %d %s", n, f->name);
+		*(void **)base = items;
+		base = items;
+	}
+	rc = rv_wire_decode_items(f->elem, arr, p, base, (int *)((char *)m + f->count_off), err);
+	return rc < 0 ? rc : 1;
+}
+
+static int decode_object(const cJSON *o, const char *path, const struct rv_wire_field *f, void *m,
+			 struct rv_err *err)
+{
+	rv_wire_path p;
+	int rc;
+	const cJSON *it = rv_json_get_object(o, f->name, path, required(f), &rc, err);
+	if (!it)
+		return rc;
+	rv_json_path(p, sizeof(p), path, f->name);
+	if (f->count_off)
+		*(bool *)((char *)m + f->count_off) = true;
+	rc = rv_wire_decode_fields(f->elem, it, p, AT(m, f), err);
+	return rc < 0 ? rc : 1;
+}
+
+static int decode_field(const cJSON *o, const char *path, const struct rv_wire_field *f, void *m,
+			struct rv_err *err)
+{
+	bool req = required(f);
+	int rc, v = 0;
+	if (f->flags & RV_WIRE_DEF)
+		set_default(f, m);
+	if (f->parse)
+		return f->parse(o, path, f, m, err);
+	switch (f->kind) {
+	case RV_WIRE_STRING:
+	case RV_WIRE_NAME:
+		return decode_string(o, path, f, m, err);
+	case RV_WIRE_INT:
+		return decode_int(o, path, f, m, err);
+	case RV_WIRE_NUMBER:
+		return rv_json_get_double(o, f->name, path, req, f->dmin, f->dmax,
+					  (double *)AT(m, f), err);
+	case RV_WIRE_BOOL:
+		return rv_json_get_bool(o, f->name, path, req, (bool *)AT(m, f), err);
+	case RV_WIRE_ENUM:
+		rc = rv_wire_get_enum(o, f->name, path, req, f->names, f->nnames, NULL, &v, err);
+		if (rc == 1)
+			*(int *)AT(m, f) = v;
+		return rc;
+	case RV_WIRE_ARRAY:
+		return decode_array(o, path, f, m, err);
+	case RV_WIRE_OBJECT:
+		return decode_object(o, path, f, m, err);
+	case RV_WIRE_HOOK:
+	case RV_WIRE_DOC:
+		break;
+	}
+	return 0;
+}
+
+int rv_wire_decode_fields(const struct rv_wire_message *msg, const cJSON *o, const char *path,
+			  void *m, struct rv_err *err)
+{
+	for (int i = 0; i < msg->nfields; i++) {
+		if (!applies(msg, &msg->fields[i], m))
+			continue;
+		int rc = decode_field(o, path, &msg->fields[i], m, err);
+		if (rc < 0)
+			return rc;
+	}
+	return msg->check ? msg->check(o, path, m, err) : 0;
+}
+
+int rv_wire_decode_required(const struct rv_wire_message *msg, const cJSON *o, const char *path,
+			    void *m, const char *const *keys, struct rv_err *err)
+{
+	for (; *keys; keys++)
+		for (int i = 0; i < msg->nfields; i++) {
+			if (strcmp(msg->fields[i].name, *keys) != 0)
+				continue;
+			struct rv_wire_field f = msg->fields[i];
+			f.flags |= RV_WIRE_REQ;
+			int rc = decode_field(o, path, &f, m, err);
+			if (rc < 0)
+				return rc;
+		}
+	return 0;
+}
+
+int rv_wire_decode_items(const struct rv_wire_message *msg, const cJSON *arr, const char *path,
+			 void *base, int *count, struct rv_err *err)
+{
+	int i = 0;
+	for (const cJSON *it = arr->child; it; it = it->next, i++) {
+		rv_wire_path p;
+		rv_json_path_index(p, sizeof(p), path, i);
+		*count = i + 1; /* so that a release frees what the item holds */
+		if (!cJSON_IsObject(it))
+			return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
+		int rc = rv_wire_decode_fields(msg, it, p, (char *)base + (size_t)i * msg->size,
+					       err);
+		if (rc < 0)
+			return rc;
+	}
+	*count = i;
+	return 0;
+}
+
+int rv_wire_decode(const struct rv_wire_message *msg, const cJSON *root, void *out,
+		   struct rv_err *err)
+{
+	memset(out, 0, msg->size);
+	int rc = cJSON_IsObject(root)
+			 ? rv_wire_decode_fields(msg, root, "", out, err)
+			 : rv_err_set(err, -EINVAL, "", "%s must be a json object", msg->what);
+	if (rc < 0) {
+		rv_wire_release(msg, out);
+		memset(out, 0, msg->size);
+	}
+	return rc < 0 ? rc : 0;
+}
+
+/* Whether a message holds anything a release frees (asked once an array,
+ * not once an item: a batch has 10000 samples). */
+static bool holds_allocations(const struct rv_wire_message *msg)
+{
+	for (int i = 0; i < msg->nfields; i++)
+		if (msg->fields[i].kind == RV_WIRE_ARRAY || msg->fields[i].kind == RV_WIRE_OBJECT)
+			return true;
+	return false;
+}
+
+void rv_wire_release(const struct rv_wire_message *msg, void *m)
+{
+	for (int i = 0; m && i < msg->nfields; i++) {
+		const struct rv_wire_field *f = &msg->fields[i];
+		if (f->kind == RV_WIRE_OBJECT)
+			rv_wire_release(f->elem, AT(m, f));
+		if (f->kind != RV_WIRE_ARRAY)
+			continue;
+		int *n = (int *)((char *)m + f->count_off);
+		char *items = f->flags & RV_WIRE_ALLOC ? *(char **)AT(m, f) : (char *)AT(m, f);
+		int held = items && holds_allocations(f->elem) ? *n : 0;
+		for (int k = 0; k < held; k++)
+			rv_wire_release(f->elem, items + (size_t)k * f->elem->size);
+		if (f->flags & RV_WIRE_ALLOC) {
+			free(items);
+			*(void **)AT(m, f) = NULL;
+			*n = 0;
+		}
+	}
+}
+
+/* ---- encode ---- */
+
+static bool omitted(const struct rv_wire_field *f, const void *m)
+{
+	if (f->flags & RV_WIRE_OMIT_NEG)
+		return f->kind == RV_WIRE_NUMBER    ? *(const double *)CAT(m, f) < 0
+		       : f->size == sizeof(int64_t) ? *(const int64_t *)CAT(m, f) < 0
+						    : *(const int *)CAT(m, f) < 0;
+	if (!(f->flags & RV_WIRE_OMIT))
+		return false;
+	switch (f->kind) {
+	case RV_WIRE_STRING:
+	case RV_WIRE_NAME:
+		return ((const char *)CAT(m, f))[0] == '\0';
+	case RV_WIRE_INT:
+		return f->size == sizeof(int64_t) ? *(const int64_t *)CAT(m, f) <= 0
+						  : *(const int *)CAT(m, f) <= 0;
+	case RV_WIRE_NUMBER:
+		return !(*(const double *)CAT(m, f) > 0);
+	case RV_WIRE_BOOL:
+		return !*(const bool *)CAT(m, f);
+	case RV_WIRE_OBJECT:
+		return f->count_off && !*(const bool *)((const char *)m + f->count_off);
+	case RV_WIRE_ARRAY:
+		return *(const int *)((const char *)m + f->count_off) <= 0;
+	default:
+		return false;
+	}
+}
+
+static bool encode_items(cJSON *o, const struct rv_wire_field *f, const void *m)
+{
+	cJSON *arr = cJSON_AddArrayToObject(o, f->name);
+	int n = *(const int *)((const char *)m + f->count_off);
+	const char *items = f->flags & RV_WIRE_ALLOC ? *(char *const *)CAT(m, f)
+						     : (const char *)CAT(m, f);
+	for (int i = 0; arr && items && i < n && i < f->max; i++) {
+		cJSON *e = cJSON_CreateObject();
+		if (!e || !cJSON_AddItemToArray(arr, e)) {
+			cJSON_Delete(e);
+			return false;
+		}
+		if (!rv_wire_encode_fields(f->elem, e, items + (size_t)i * f->elem->size))
+			return false;
+	}
+	return arr != NULL;
+}
+
+static bool encode_field(cJSON *o, const struct rv_wire_field *f, const void *m)
+{
+	return f->emit ? f->emit(o, f, m) : rv_wire_encode_row(o, f, m);
+}
+
+bool rv_wire_encode_row(cJSON *o, const struct rv_wire_field *f, const void *m)
+{
+	cJSON *e;
+	switch (f->kind) {
+	case RV_WIRE_STRING:
+	case RV_WIRE_NAME:
+		return rv_wire_add_str(o, f->name, CAT(m, f));
+	case RV_WIRE_INT:
+		return rv_wire_add_num(o, f->name,
+				       f->size == sizeof(int64_t)
+					       ? (double)*(const int64_t *)CAT(m, f)
+					       : *(const int *)CAT(m, f));
+	case RV_WIRE_NUMBER:
+		return rv_wire_add_num(o, f->name, *(const double *)CAT(m, f));
+	case RV_WIRE_BOOL:
+		return rv_wire_add_bool(o, f->name, *(const bool *)CAT(m, f));
+	case RV_WIRE_ENUM:
+		return rv_wire_add_str(o, f->name,
+				       rv_wire_name_of(f->names, (size_t)f->nnames,
+						       *(const int *)CAT(m, f)));
+	case RV_WIRE_ARRAY:
+		return encode_items(o, f, m);
+	case RV_WIRE_OBJECT:
+		e = cJSON_AddObjectToObject(o, f->name);
+		return e && rv_wire_encode_fields(f->elem, e, CAT(m, f));
+	case RV_WIRE_HOOK:
+	case RV_WIRE_DOC:
+		break;
+	}
+	return true;
+}
+
+bool rv_wire_encode_fields(const struct rv_wire_message *msg, cJSON *o, const void *m)
+{
+	for (int i = 0; i < msg->nfields; i++) {
+		const struct rv_wire_field *f = &msg->fields[i];
+		if (applies(msg, f, m) && !omitted(f, m) && !encode_field(o, f, m))
+			return false;
+	}
+	return true;
+}
+
+cJSON *rv_wire_encode(const struct rv_wire_message *msg, const void *m)
+{
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	return o && rv_wire_encode_fields(msg, o, m) ? RV_TAKE_PTR(o) : NULL;
+}

@@ -1,0 +1,173 @@
+/*
+ * check_wire_codec.c: the table-driven codec behind the wire messages
+ * (common/wire_codec.c) on a table of its own: bounds, required rows,
+ * defaults, unknown keys, wrong types, variants, rows written only when
+ * set, arrays (in place and allocated, their limits) and release.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "testutil.h"
+#include "wire_codec.h"
+
+struct item {
+	char name[8];
+	int64_t n;
+};
+
+struct msg {
+	int kind; /* 0 "a", 1 "b" */
+	char name[8];
+	int small;
+	int64_t big;
+	double ratio;
+	bool flag;
+	int only_a;   /* kind a only */
+	int64_t seen; /* omitted when 0 */
+	struct item fixed[2];
+	int nfixed;
+	struct item *items;
+	int nitems;
+};
+
+static const char *const kinds[] = { "a", "b" };
+
+#define T struct item
+static const struct rv_wire_field f_item[] = {
+	WNAME("name", name, RV_WIRE_REQ, "a name"),
+	WINT("n", n, 0, 0, 9, "0..9"),
+};
+static const struct rv_wire_message m_item = RV_WIRE_MSG("Item", "one item", f_item, NULL, NULL);
+#undef T
+
+#define T struct msg
+static const struct rv_wire_field f_msg[] = {
+	WENUM("kind", kind, RV_WIRE_REQ, kinds, "a|b", "which"),
+	WNAME("name", name, RV_WIRE_REQ, "1..7 of [A-Za-z0-9._-]"),
+	WINTD("small", small, 0, 5, -3, 100, "-3..100, default 5"),
+	WINT("big", big, 0, 0, INT64_MAX, "anything >= 0"),
+	WNUMD("ratio", ratio, RV_WIRE_OMIT_NEG, -1, 0, 1, "0..1, -1 when absent"),
+	WBOOL("flag", flag, RV_WIRE_OMIT, "written when true"),
+	WINT("only_a", only_a, RV_WIRE_REQ_VARIANT, 1, 2, "kind a: required", .variant = 1),
+	WINT("seen", seen, RV_WIRE_OMIT, 0, 100, "written when > 0"),
+	WARRAY("fixed", fixed, nfixed, 0, 2, &m_item, "Item", "at most 2, in place"),
+	WARRAY("items", items, nitems, RV_WIRE_ALLOC | RV_WIRE_OMIT, 3, &m_item, "Item",
+	       "at most 3, allocated"),
+};
+static const struct rv_wire_message m_msg =
+	RV_WIRE_MSG("Msg", "the test message", f_msg, "test message", NULL);
+#undef T
+
+/* Decode text; on success *out holds it. */
+static int decode(const char *text, struct msg *out, struct rv_err *err)
+{
+	cJSON *doc = cJSON_Parse(text);
+	ck_assert_msg(doc, "bad test json %s", text);
+	int rc = rv_wire_decode(&m_msg, doc, out, err);
+	cJSON_Delete(doc);
+	return rc;
+}
+
+static void refused(const char *text, const char *field, const char *msg, int code)
+{
+	struct msg m;
+	struct rv_err err = { 0 };
+	ck_assert_int_eq(decode(text, &m, &err), code);
+	ck_assert_str_eq(err.field, field);
+	if (msg)
+		ck_assert_str_eq(err.msg, msg);
+	ck_assert_ptr_null(m.items); /* released and zeroed */
+	ck_assert_int_eq(m.nitems, 0);
+}
+
+START_TEST(test_values_and_defaults)
+{
+	struct msg m;
+	struct rv_err err = { 0 };
+	ck_assert_int_eq(decode("{\"kind\":\"b\",\"name\":\"x.y\",\"unknown\":[1,{}]}", &m, &err),
+			 0);
+	ck_assert_int_eq(m.kind, 1);
+	ck_assert_str_eq(m.name, "x.y");
+	ck_assert_int_eq(m.small, 5);
+	ck_assert_double_eq(m.ratio, -1);
+	ck_assert(!m.flag);
+	ck_assert_ptr_null(m.items);
+	/* defaults, omitted rows and the other variant's row stay out */
+	cJSON *o = rv_wire_encode(&m_msg, &m);
+	char *text = cJSON_PrintUnformatted(o);
+	ck_assert_str_eq(text,
+			 "{\"kind\":\"b\",\"name\":\"x.y\",\"small\":5,\"big\":0,\"fixed\":[]}");
+	free(text);
+	cJSON_Delete(o);
+	rv_wire_release(&m_msg, &m);
+}
+END_TEST
+
+START_TEST(test_round_trip)
+{
+	const char *doc = "{\"kind\":\"a\",\"name\":\"n\",\"small\":-3,\"big\":123456789,"
+			  "\"ratio\":0.5,\"flag\":true,\"only_a\":2,\"seen\":7,"
+			  "\"fixed\":[{\"name\":\"f\",\"n\":1}],"
+			  "\"items\":[{\"name\":\"i\",\"n\":0},{\"name\":\"j\",\"n\":9}]}";
+	struct msg m;
+	struct rv_err err = { 0 };
+	ck_assert_int_eq(decode(doc, &m, &err), 0);
+	ck_assert_int_eq(m.nitems, 2);
+	ck_assert_str_eq(m.items[1].name, "j");
+	cJSON *o = rv_wire_encode(&m_msg, &m);
+	char *text = cJSON_PrintUnformatted(o);
+	ck_assert_str_eq(text, doc); /* table order is the JSON's */
+	free(text);
+	cJSON_Delete(o);
+	rv_wire_release(&m_msg, &m);
+	ck_assert_ptr_null(m.items);
+	ck_assert_int_eq(m.nitems, 0);
+}
+END_TEST
+
+START_TEST(test_refused)
+{
+	refused("[1]", "", "test message must be a json object", -EINVAL);
+	refused("{\"name\":\"n\"}", "kind", "kind is required", -EINVAL);
+	refused("{\"kind\":\"c\",\"name\":\"n\"}", "kind", "kind must be one of a, b", -EINVAL);
+	refused("{\"kind\":1,\"name\":\"n\"}", "kind", "kind must be a string", -EINVAL);
+	refused("{\"kind\":\"b\",\"name\":\"a b\"}", "name", NULL, -EINVAL);
+	refused("{\"kind\":\"b\",\"name\":\"12345678\"}", "name",
+		"name must be at most 7 characters", -EINVAL);
+	refused("{\"kind\":\"b\",\"name\":\"n\",\"small\":101}", "small",
+		"small must be between -3 and 100", -EINVAL);
+	refused("{\"kind\":\"b\",\"name\":\"n\",\"small\":1.5}", "small",
+		"small must be an integer", -EINVAL);
+	refused("{\"kind\":\"b\",\"name\":\"n\",\"ratio\":\"1\"}", "ratio",
+		"ratio must be a finite number", -EINVAL);
+	refused("{\"kind\":\"b\",\"name\":\"n\",\"flag\":1}", "flag", NULL, -EINVAL);
+	/* a variant's required row is required in it only */
+	refused("{\"kind\":\"a\",\"name\":\"n\"}", "only_a", "only_a is required", -EINVAL);
+	refused("{\"kind\":\"b\",\"name\":\"n\",\"fixed\":[{\"name\":\"a\"},{\"name\":\"b\"},"
+		"{\"name\":\"c\"}]}",
+		"fixed", "fixed must have at most 2 entries", -E2BIG);
+	refused("{\"kind\":\"b\",\"name\":\"n\",\"fixed\":[1]}", "fixed[0]",
+		"fixed[0] must be an object", -EINVAL);
+	refused("{\"kind\":\"b\",\"name\":\"n\",\"fixed\":{}}", "fixed", "fixed must be an array",
+		-EINVAL);
+	/* an allocated array is released when a later item is bad */
+	refused("{\"kind\":\"b\",\"name\":\"n\",\"items\":[{\"name\":\"i\"},{\"name\":\"j\","
+		"\"n\":10}]}",
+		"items[1].n", "items[1].n must be between 0 and 9", -EINVAL);
+	refused("{\"kind\":\"b\",\"name\":\"n\",\"items\":[{},{},{},{}]}", "items", NULL, -E2BIG);
+}
+END_TEST
+
+static Suite *wire_codec_suite(void)
+{
+	Suite *s = suite_create("wire_codec");
+	TCase *tc = tcase_create("codec");
+	tcase_add_test(tc, test_values_and_defaults);
+	tcase_add_test(tc, test_round_trip);
+	tcase_add_test(tc, test_refused);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+RV_TEST_MAIN(wire_codec_suite)
