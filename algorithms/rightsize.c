@@ -397,24 +397,34 @@ static void sizing_cpu_round(struct sizing *s)
 
 /*
  * The memory a role's usage needs from m samples mem[] (sorted here): its
- * peak plus what the samples say lies beyond it.  How far usage wanders at
- * the top is the spread of the top tenth of the samples (at least 4 of
- * them): bounded usage (a working set sampled at 90-100% of it) packs its
- * top tightly under the bound, so the peak is nearly the need; a long tail
- * spreads it, and the next windows will reach beyond the peak by about as
- * much again.  Twice that spread covers a run many windows long.  At most
- * twice the robust standard deviation of all the samples: a lone spike is
- * its own peak, already covered, not a spread to add again.  Never under
- * the quantile plus mem_margin_min.  A constant margin instead (10% over
- * the 80th percentile) held steady roles at 1.08 of their need, and small
- * jobs at 1.10-1.11 of the oracle's resources with the CPU margin on top.
+ * peak plus what the samples say lies beyond it, never under the quantile
+ * plus mem_margin_min.  Two things lie beyond it:
+ * - How far usage wanders at the top: the spread of the top tenth of the
+ *   samples (at least 4 of them).  Bounded usage (a working set sampled at
+ *   90-100% of it) packs its top tightly under the bound, so the peak is
+ *   nearly the need; a long tail spreads it, and the next windows reach
+ *   beyond the peak by about as much again.  Twice that spread, at most
+ *   twice the robust standard deviation of all the samples: a lone spike
+ *   is its own peak, already covered, not a spread to add again.
+ * - Where the usage goes: its trend over the window, at two standard
+ *   errors above the fitted slope, carried as far again as the window
+ *   spans.  A rise too slow for the window to show (20% over 30 minutes,
+ *   1.3% in a 120 s round) is within it; a steady role's slope is zero
+ *   within a small error.  Without it a 96 GiB worker rising so sized at
+ *   its first 90 s OOMed in the next round, twice.
+ * A constant margin instead (10% over the 80th percentile) held steady
+ * roles at 1.08 of their need, and small jobs at 1.10-1.11 of the oracle's
+ * resources with the CPU margin on top.
  */
-static double sizing_mem_need(double *mem, size_t m, const struct rv_alg_params *p)
+static double sizing_mem_need(const struct sizing *s, double *mem, size_t m)
 {
+	const struct rv_alg_params *p = s->p;
 	double q = rv_alg_quantile(mem, m, p->usage_quantile); /* sorts mem */
 	double peak = mem[m - 1], want = peak * (1 + p->mem_margin);
 	size_t k = m / 10 > 4 ? m / 10 : 4;
 	double *tmp = m >= 2 ? malloc(m * sizeof(*tmp)) : NULL;
+	double b, se;
+	int64_t span;
 
 	if (k > m - 1)
 		k = m - 1;
@@ -425,6 +435,9 @@ static double sizing_mem_need(double *mem, size_t m, const struct rv_alg_params 
 		double top = mem[m - 1] - mem[m - 1 - k], sd = ALG_MAD_SCALE * mad;
 
 		want = peak + 2 * (top < sd ? top : sd);
+		if (usage_slope(s->u, s->n, s->role, INT64_MIN, false, &b, &se, &span) == 0 &&
+		    b + 2 * se > 0)
+			want += (b + 2 * se) * (double)span;
 	}
 	free(tmp);
 	if (want < q * (1 + p->mem_margin_min))
@@ -443,7 +456,7 @@ static void sizing_mem_want(struct sizing *s, double *mem, size_t m)
 	double soon, slope;
 	double window = p->usage_window_ms > 0 ? (double)p->usage_window_ms : 600000;
 
-	s->want_mem = sizing_mem_need(mem, m, p);
+	s->want_mem = sizing_mem_need(s, mem, m);
 	for (size_t i = 0; i < s->nh; i++)
 		if (s->h[i].role == s->role && (double)s->h[i].memory_mb > s->peak)
 			s->peak = (double)s->h[i].memory_mb;

@@ -304,13 +304,43 @@ START_TEST(test_mem_margin_follows_spread)
 	int64_t mb = mem_sized(r, 0.99, 1.0, 0, &peak);
 	ck_assert_msg(mb >= peak && mb <= 1.03 * peak, "steady %lld, peak %.0f", (long long)mb,
 		      peak);
-	/* 90-100% of a 10000 MiB need: never under the need, within 4% of it */
+	/* 90-100% of a 10000 MiB need: never under the need, within 5% of it */
 	mb = mem_sized(r, 0.9, 1.0, 0, &peak);
-	ck_assert_msg(mb >= 10000 && mb <= 10400, "bounded %lld", (long long)mb);
+	ck_assert_msg(mb >= 10000 && mb <= 10500, "bounded %lld", (long long)mb);
 	/* a Gaussian tail of 5%: beyond the peak by more than a deviation */
 	mb = mem_sized(r, 0, 0, 0.05, &peak);
 	ck_assert_msg(mb >= peak + 0.05 * 10000 && mb >= 12000, "tail %lld, peak %.0f",
 		      (long long)mb, peak);
+	gsl_rng_free(r);
+}
+END_TEST
+
+/* A rise too slow for one window to show beyond its noise (20% over 30
+ * minutes, sampled at 90-100% of the need over 90 s) is sized for where it
+ * will be a window later, not only for the peak seen (or, where the rise
+ * reads as one, held by the rising-memory rule). */
+START_TEST(test_mem_margin_covers_slow_rise)
+{
+	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+	struct rv_alg_usage u[37];
+	struct rv_alg_resource cur = {.cpu = 4, .memory_mb = 20000}, out;
+	int short_of_it = 0;
+
+	for (unsigned long seed = 1; seed <= 20; seed++) {
+		gsl_rng_set(r, seed);
+		for (int i = 0; i < 37; i++) {
+			double t = 2.5 * i, need = 10000 * (1 + 0.2 * t / 1800);
+
+			u[i] = (struct rv_alg_usage){
+				.role = RV_ALG_WORKER, .node = i % 4, .t_ms = (int64_t)(t * 1000),
+				.cpu = 3.5, .memory_mb = (int64_t)(need * (0.9 + 0.1 * gsl_rng_uniform(r)))};
+		}
+		ck_assert_int_eq(rv_alg_rightsize(u, 37, RV_ALG_WORKER, &cur, NULL, 0, &LIM, &P, &out),
+				 1);
+		/* the need 90 s after the last sample: 10200 MiB */
+		short_of_it += out.memory_mb < 10000 * (1 + 0.2 * 180 / 1800);
+	}
+	ck_assert_int_le(short_of_it, 1);
 	gsl_rng_free(r);
 }
 END_TEST
@@ -648,6 +678,7 @@ static Suite *rightsize_suite(void)
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, test_shrinks_overprovisioned);
 	tcase_add_test(tc, test_mem_margin_follows_spread);
+	tcase_add_test(tc, test_mem_margin_covers_slow_rise);
 	tcase_add_test(tc, test_throttling_decides_starvation);
 	tcase_add_test(tc, test_usage_throttling_from_counters);
 	tcase_add_test(tc, test_starved_grows_to_throttled_need);
