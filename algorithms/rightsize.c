@@ -411,12 +411,15 @@ static void sizing_cpu_round(struct sizing *s)
  *   spans.  A rise too slow for the window to show (20% over 30 minutes,
  *   1.3% in a 120 s round) is within it; a steady role's slope is zero
  *   within a small error.  Without it a 96 GiB worker rising so sized at
- *   its first 90 s OOMed in the next round, twice.
+ *   its first 90 s OOMed in the next round, twice.  Not when the history
+ *   reads a rise as ended (trend false): the window's slope is then the
+ *   end of that rise, not where usage goes (with it the trim after a rise
+ *   came in two plans, one more than the targets allow).
  * A constant margin instead (10% over the 80th percentile) held steady
  * roles at 1.08 of their need, and small jobs at 1.10-1.11 of the oracle's
  * resources with the CPU margin on top.
  */
-static double sizing_mem_need(const struct sizing *s, double *mem, size_t m)
+static double sizing_mem_need(const struct sizing *s, double *mem, size_t m, bool trend)
 {
 	const struct rv_alg_params *p = s->p;
 	double q = rv_alg_quantile(mem, m, p->usage_quantile); /* sorts mem */
@@ -435,7 +438,8 @@ static double sizing_mem_need(const struct sizing *s, double *mem, size_t m)
 		double top = mem[m - 1] - mem[m - 1 - k], sd = ALG_MAD_SCALE * mad;
 
 		want = peak + 2 * (top < sd ? top : sd);
-		if (usage_slope(s->u, s->n, s->role, INT64_MIN, false, &b, &se, &span) == 0 &&
+		if (trend &&
+		    usage_slope(s->u, s->n, s->role, INT64_MIN, false, &b, &se, &span) == 0 &&
 		    b + 2 * se > 0)
 			want += (b + 2 * se) * (double)span;
 	}
@@ -456,7 +460,9 @@ static void sizing_mem_want(struct sizing *s, double *mem, size_t m)
 	double soon, slope;
 	double window = p->usage_window_ms > 0 ? (double)p->usage_window_ms : 600000;
 
-	s->want_mem = sizing_mem_need(s, mem, m);
+	int rise = mem_rising(s->h, s->nh, s->role, &slope);
+
+	s->want_mem = sizing_mem_need(s, mem, m, rise != 2);
 	for (size_t i = 0; i < s->nh; i++)
 		if (s->h[i].role == s->role && (double)s->h[i].memory_mb > s->peak)
 			s->peak = (double)s->h[i].memory_mb;
@@ -468,7 +474,7 @@ static void sizing_mem_want(struct sizing *s, double *mem, size_t m)
 			s->rise_hold = true;
 		else
 			s->want_mem = target;
-	} else if (mem_rising(s->h, s->nh, s->role, &slope) == 2) {
+	} else if (rise == 2) {
 		s->ended = true;
 		if (s->peak * (1 + p->mem_margin) > s->want_mem)
 			s->want_mem = s->peak * (1 + p->mem_margin);
