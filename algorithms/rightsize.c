@@ -475,9 +475,12 @@ static void sizing_mem_want(struct sizing *s, double *mem, size_t m)
 		else
 			s->want_mem = target;
 	} else if (rise == 2) {
+		/* the margin the usage measures, over the peak the rise stopped
+		 * at: the constant one (10%) trimmed a second time a plan later,
+		 * once the rise had left the history's view */
 		s->ended = true;
-		if (s->peak * (1 + p->mem_margin) > s->want_mem)
-			s->want_mem = s->peak * (1 + p->mem_margin);
+		if (s->peak * (1 + p->mem_margin_min) > s->want_mem)
+			s->want_mem = s->peak * (1 + p->mem_margin_min);
 	}
 }
 

@@ -503,6 +503,37 @@ START_TEST(test_rising_memory_trimmed_when_flat)
 }
 END_TEST
 
+/* The trim after a rise ended is the one a flat role gets: once the rise
+ * has left the history's view, the next plans find nothing to trim (with
+ * 10% over the peak at the end, the flat history trimmed again, a plan
+ * more). */
+START_TEST(test_ended_rise_trimmed_once)
+{
+	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+	struct rv_alg_usage h[600], u[100];
+	struct rv_alg_resource cur = { .cpu = 3.1, .memory_mb = 15400 }, out;
+
+	gsl_rng_set(r, 5);
+	size_t nh = mem_ramp(h, 8000, 2000.0 / 300, 300, 0, 600, r);
+	size_t n = mem_ramp(u, 8000, 2000.0 / 300, 300, 540, 600, r);
+
+	ck_assert_int_eq(rv_alg_rightsize_trend(u, n, h, nh, RV_ALG_WORKER, &cur, NULL, 600000,
+						&LIM, &P, 1, &out),
+			 1);
+	struct rv_alg_resize last = { .t_ms = 600000, .from = cur, .to = out };
+
+	cur = out;
+	/* later: the history flat at 10000 MiB, the rise out of its view */
+	nh = mem_ramp(h, 10000, 0, 0, 900, 1500, r);
+	n = mem_ramp(u, 10000, 0, 0, 1440, 1500, r);
+	ck_assert_int_eq(rv_alg_rightsize_trend(u, n, h, nh, RV_ALG_WORKER, &cur, &last, 1500000,
+						&LIM, &P, 1, &out),
+			 0);
+	ck_assert_int_eq(out.memory_mb, cur.memory_mb);
+	gsl_rng_free(r);
+}
+END_TEST
+
 /* A rise that ended soon after a recent growth (sized for a rise that went
  * on): the trim to the peak plus the margin goes below where that growth
  * started, yet it is no reversal of it: the trim follows the peak the rise
@@ -679,6 +710,7 @@ static Suite *rightsize_suite(void)
 	tcase_add_test(tc, test_shrinks_overprovisioned);
 	tcase_add_test(tc, test_mem_margin_follows_spread);
 	tcase_add_test(tc, test_mem_margin_covers_slow_rise);
+	tcase_add_test(tc, test_ended_rise_trimmed_once);
 	tcase_add_test(tc, test_throttling_decides_starvation);
 	tcase_add_test(tc, test_usage_throttling_from_counters);
 	tcase_add_test(tc, test_starved_grows_to_throttled_need);
