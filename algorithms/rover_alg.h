@@ -137,8 +137,8 @@ struct rv_alg_params {
 	 * limit that is tight but enough throttles bursts only, in fewer than
 	 * half of the periods; a need above the limit in most).  0: usage only. */
 	double throttle_starved;
-	double mem_margin;      /* added to the level a rising memory reaches a
-				 * usage window ahead: 0.1 */
+	/* Added to the level a rising memory reaches a usage window ahead: 0.1. */
+	double mem_margin;
 	/* Memory of a role whose usage is not rising: its peak in the window
 	 * plus twice how far its usage wanders at the top (the spread of the
 	 * window's top tenth, at most its robust standard deviation), never

@@ -277,16 +277,18 @@ END_TEST
 static int64_t mem_sized(gsl_rng *r, double lo, double hi, double sd, double *peak)
 {
 	struct rv_alg_usage u[200];
-	struct rv_alg_resource cur = {.cpu = 4, .memory_mb = 40000}, out;
+	struct rv_alg_resource cur = { .cpu = 4, .memory_mb = 40000 }, out;
 
 	*peak = 0;
 	for (int i = 0; i < 200; i++) {
 		double mb = 10000 * (sd > 0 ? 1 + gsl_ran_gaussian(r, sd)
 					    : lo + (hi - lo) * gsl_rng_uniform(r));
 
-		u[i] = (struct rv_alg_usage){.role = RV_ALG_WORKER, .node = i % 4,
-					     .t_ms = (int64_t)i * 1000, .cpu = 3.5,
-					     .memory_mb = (int64_t)mb};
+		u[i] = (struct rv_alg_usage){ .role = RV_ALG_WORKER,
+					      .node = i % 4,
+					      .t_ms = (int64_t)i * 1000,
+					      .cpu = 3.5,
+					      .memory_mb = (int64_t)mb };
 		if (mb > *peak)
 			*peak = mb;
 	}
@@ -323,7 +325,7 @@ START_TEST(test_mem_margin_covers_slow_rise)
 {
 	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
 	struct rv_alg_usage u[37];
-	struct rv_alg_resource cur = {.cpu = 4, .memory_mb = 20000}, out;
+	struct rv_alg_resource cur = { .cpu = 4, .memory_mb = 20000 }, out;
 	int short_of_it = 0;
 
 	for (unsigned long seed = 1; seed <= 20; seed++) {
@@ -332,10 +334,15 @@ START_TEST(test_mem_margin_covers_slow_rise)
 			double t = 2.5 * i, need = 10000 * (1 + 0.2 * t / 1800);
 
 			u[i] = (struct rv_alg_usage){
-				.role = RV_ALG_WORKER, .node = i % 4, .t_ms = (int64_t)(t * 1000),
-				.cpu = 3.5, .memory_mb = (int64_t)(need * (0.9 + 0.1 * gsl_rng_uniform(r)))};
+				.role = RV_ALG_WORKER,
+				.node = i % 4,
+				.t_ms = (int64_t)(t * 1000),
+				.cpu = 3.5,
+				.memory_mb = (int64_t)(need * (0.9 + 0.1 * gsl_rng_uniform(r)))
+			};
 		}
-		ck_assert_int_eq(rv_alg_rightsize(u, 37, RV_ALG_WORKER, &cur, NULL, 0, &LIM, &P, &out),
+		ck_assert_int_eq(rv_alg_rightsize(u, 37, RV_ALG_WORKER, &cur, NULL, 0, &LIM, &P,
+						  &out),
 				 1);
 		/* the need 90 s after the last sample: 10200 MiB */
 		short_of_it += out.memory_mb < 10000 * (1 + 0.2 * 180 / 1800);
