@@ -118,8 +118,8 @@ struct rv_alg_params {
 	/* The confidence rule (confidence.c): the throughput model moves the
 	 * counts only when its fit beats a flat speed by fit_evidence_f times
 	 * what the measured noise alone would give (an F ratio; 0, the
-	 * default: no such test, since at 3.0 noisy PS jobs sent back to
-	 * exploring lost more than the test won), and only when the move's
+	 * default: no such test, since at 3.0 jobs sent back to exploring
+	 * lost more than the test won), and only when the move's
 	 * predicted gain exceeds
 	 * move_confidence_z standard errors of the current mean and of the
 	 * prediction (1.0; a move to fewer nodes saves for sure and needs
