@@ -13,13 +13,36 @@
 #include "alg_internal.h"
 
 /*
+ * The terms of the fit the data can tell apart: no more than its distinct
+ * configurations, and at one PS count the PS model w/f = t0 + t3 p +
+ * (t1/p + t2) w is a line in w: two.  Noise lets a fit win only by the
+ * terms it can move independently.  Counted as n_theta (four) a PS job at
+ * one PS count needed three times the evidence of an all-reduce job: fits
+ * the data showed clearly (F 6-7 per term) read as 2.1-2.5, the job went
+ * back to bisecting workers at that PS count instead of measuring another,
+ * and stayed at two PS where one was best (h8-ps-few-noise-0, 0.84 of the
+ * oracle's speed) or settled low on noisy means (h9-ps-many-noise, 0.89).
+ */
+static int fit_terms(const struct rv_alg_fit *fit)
+{
+	int k = fit->n_theta;
+
+	if (fit->n_configs < k)
+		k = fit->n_configs;
+	if (fit->model == RV_ALG_MODEL_ASYNC && fit->n_ps_values == 1 && k > 2)
+		k = 2;
+	return k;
+}
+
+/*
  * How far the fit beats a flat speed, in units of the noise: the F ratio
- * (SS_flat - SS_fit) / (n_theta - 1) / noise^2 over relative errors, where
- * SS_flat is the spread of the observations around their mean and SS_fit
- * around the fit.  Noise alone lets a fit with n_theta - 1 more terms than
- * a constant win by about noise^2 per term; a curve the data shows wins by
- * many times that.  INFINITY when no noise is measured (a quiet job, one
- * observation per configuration).
+ * (SS_flat - SS_fit) / (terms - 1) / noise^2 over relative errors, where
+ * SS_flat is the spread of the observations around their mean, SS_fit
+ * around the fit, and terms those the data can tell apart (fit_terms).
+ * Noise alone lets a fit with terms - 1 more than a constant win by about
+ * noise^2 per term; a curve the data shows wins by many times that.
+ * INFINITY when no noise is measured (a quiet job, one observation per
+ * configuration).
  */
 static double fit_evidence(const struct rv_alg_fit *fit, const struct rv_alg_speed_obs *obs,
 			   size_t n, double noise)
@@ -34,7 +57,7 @@ static double fit_evidence(const struct rv_alg_fit *fit, const struct rv_alg_spe
 			sum += obs[i].speed;
 			k++;
 		}
-	if (k < 2 || fit->n_theta < 2)
+	if (k < 2 || fit_terms(fit) < 2)
 		return 0;
 	double mean = sum / k;
 
@@ -47,7 +70,7 @@ static double fit_evidence(const struct rv_alg_fit *fit, const struct rv_alg_spe
 		ss_flat += (obs[i].speed / mean - 1) * (obs[i].speed / mean - 1);
 		ss_fit += (obs[i].speed / f - 1) * (obs[i].speed / f - 1);
 	}
-	return (ss_flat - ss_fit) / (fit->n_theta - 1) / (noise * noise);
+	return (ss_flat - ss_fit) / (fit_terms(fit) - 1) / (noise * noise);
 }
 
 /* Relative standard error of the speed at (w, ps): of its measured mean

@@ -118,8 +118,8 @@ struct rv_alg_params {
 	/* The confidence rule (confidence.c): the throughput model moves the
 	 * counts only when its fit beats a flat speed by fit_evidence_f times
 	 * what the measured noise alone would give (an F ratio; 0, the
-	 * default: no such test, since at 3.0 noisy PS jobs sent back to
-	 * exploring lost more than the test won), and only when the move's
+	 * default: no such test, since at 3.0 jobs sent back to exploring
+	 * lost more than the test won), and only when the move's
 	 * predicted gain exceeds
 	 * move_confidence_z standard errors of the current mean and of the
 	 * prediction (1.0; a move to fewer nodes saves for sure and needs
@@ -137,8 +137,13 @@ struct rv_alg_params {
 	 * limit that is tight but enough throttles bursts only, in fewer than
 	 * half of the periods; a need above the limit in most).  0: usage only. */
 	double throttle_starved;
-	double mem_margin;      /* added to the memory quantile (and to the level a
-				 * rising memory reaches a usage window ahead): 0.1 */
+	/* Added to the level a rising memory reaches a usage window ahead: 0.1. */
+	double mem_margin;
+	/* Memory of a role whose usage is not rising: its peak in the window
+	 * plus twice how far its usage wanders at the top (the spread of the
+	 * window's top tenth, at most its robust standard deviation), never
+	 * under its quantile plus this: 0.02 (steady usage sits tight). */
+	double mem_margin_min;
 	double hysteresis;      /* relative change needed to resize: 0.07 */
 	/* A plan that only shrinks resources (counts kept, nothing migrated or
 	 * replaced) is made only when it saves at least this share of the
@@ -384,7 +389,8 @@ struct rv_alg_resize {
 
 /*
  * Right-size one role from its usage samples: CPU = quantile * (1 + cpu_margin),
- * memory = max(quantile * (1 + mem_margin), observed peak), each bounded by
+ * memory = the window's peak plus what its top spread says lies beyond it
+ * (see mem_margin_min), never under the observed peak, each bounded by
  * the per-node limits.  A value changes only when it differs from cur by more
  * than p->hysteresis and does not reverse `last` within the reversal window
  * (now_ms - last->t_ms; last may be NULL).  Memory never drops below the

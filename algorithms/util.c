@@ -29,6 +29,7 @@ void rv_alg_params_default(struct rv_alg_params *p)
 		.starved_factor = 2.0,
 		.throttle_starved = 0.6,
 		.mem_margin = 0.1,
+		.mem_margin_min = 0.02,
 		.hysteresis = 0.07,
 		.min_saving = 0.03,
 		.ps_mem_fixed = 0.1,

@@ -90,6 +90,45 @@ START_TEST(test_flat_fit_explains_nothing)
 }
 END_TEST
 
+/* w / (t0 + t1 w/p + t2 w + t3 p) at 2 PS, the truth of a PS job whose
+ * per-PS overhead makes one PS best */
+static double ps_curve(int w)
+{
+	return w / (0.08093 + 0.0025 * w / 2 + 0.0006 * w + 0.04878 * 2);
+}
+
+/* At one PS count the PS model is a line in the workers: its evidence is
+ * counted over the two terms the data can tell apart, not its four.  Under
+ * 25% noise a curve measured at 13, 17 and 20 workers and one PS count
+ * (+26% and +15% a step) is explained on most draws (on 7 of 20 counted
+ * over four terms); a flat speed still is not. */
+START_TEST(test_one_ps_count_fit_terms)
+{
+	static const int ws[] = { 13, 17, 20 };
+	struct rv_alg_speed_obs o[24];
+	struct rv_alg_fit fit;
+	int explained_flat = 0, explained_curve = 0;
+
+	for (unsigned long seed = 1; seed <= 20; seed++) {
+		size_t n = observe(ps_curve, ws, 3, 5, 0.25, seed, o);
+		double f;
+
+		for (size_t i = 0; i < n; i++)
+			o[i].ps = 2;
+		ck_assert_int_eq(rv_alg_fit_speed(RV_ALG_MODEL_ASYNC, o, n, &fit), 0);
+		ck_assert_int_eq(fit.n_ps_values, 1);
+		explained_curve += rv_alg_fit_explains(&fit, o, n, &P, &f);
+		n = observe(flat, ws, 3, 5, 0.25, seed, o);
+		for (size_t i = 0; i < n; i++)
+			o[i].ps = 2;
+		ck_assert_int_eq(rv_alg_fit_speed(RV_ALG_MODEL_ASYNC, o, n, &fit), 0);
+		explained_flat += rv_alg_fit_explains(&fit, o, n, &P, &f);
+	}
+	ck_assert_int_le(explained_flat, 4);
+	ck_assert_int_ge(explained_curve, 14);
+}
+END_TEST
+
 /* One worker more on a quiet curve near its knee buys a few percent,
  * measured to within a percent: confident.  The same move under 20% noise
  * buys the same few percent within a much larger uncertainty: not. */
@@ -179,6 +218,7 @@ static Suite *confidence_suite(void)
 	tcase_set_timeout(tc, 20);
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, test_flat_fit_explains_nothing);
+	tcase_add_test(tc, test_one_ps_count_fit_terms);
 	tcase_add_test(tc, test_small_gain_within_noise_not_confident);
 	tcase_add_test(tc, test_large_moves_confident);
 	tcase_add_test(tc, test_best_measured_is_cheapest_on_line);
