@@ -27,28 +27,28 @@
 
 #include "cleanup.h"
 
-#define DB_DEFAULT_CONNECT_TIMEOUT_S 5
+#define DB_DEFAULT_CONNECT_TIMEOUT_S  5
 #define DB_DEFAULT_ACQUIRE_TIMEOUT_MS 5000
 #define DB_DEFAULT_BACKOFF_MS         50
 #define DB_DEFAULT_BACKOFF_MAX_MS     2000
 /* pg_advisory_lock key serialising migrations: "rover" in ASCII. */
-#define DB_MIGRATE_LOCK_KEY "495874155890"
-#define DB_MIGRATE_MAX_FILES 4096
-#define DB_MIGRATE_MAX_BYTES (16 << 20)
+#define DB_MIGRATE_LOCK_KEY           "495874155890"
+#define DB_MIGRATE_MAX_FILES          4096
+#define DB_MIGRATE_MAX_BYTES          (16 << 20)
 
 struct db_slot {
-	PGconn *conn;  /* NULL until first use or after a broken connection */
+	PGconn *conn; /* NULL until first use or after a broken connection */
 	int in_use;
 };
 
 struct rv_db_pool {
 	pthread_mutex_t mu;
-	pthread_cond_t cv;  /* signalled when a slot is released */
+	pthread_cond_t cv; /* signalled when a slot is released */
 	char *conninfo;
 	int size, connect_timeout_s, statement_timeout_ms, acquire_timeout_ms;
 	struct db_slot *slots;
 	uint64_t acquires, acquire_failures;
-	uint64_t exec_errors;  /* atomic: rv_db_exec has no lock to take */
+	uint64_t exec_errors; /* atomic: rv_db_exec has no lock to take */
 	/* Reconnect back-off, under mu: no connect is tried before retry_at_ms
 	 * (monotonic); backoff_ms is the current pause, 0 while connects work. */
 	int backoff_min_ms, backoff_max_ms, backoff_ms;
@@ -218,8 +218,8 @@ static PGconn *db_connect(struct rv_db_pool *pool, struct rv_err *err)
 				     NULL, params, NULL, NULL, 0);
 		if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 			one_line(why, sizeof(why), PQerrorMessage(c));
-			rv_err_set(err, -ECONNRESET, NULL,
-				   "could not set statement_timeout: %s", why);
+			rv_err_set(err, -ECONNRESET, NULL, "could not set statement_timeout: %s",
+				   why);
 			return NULL;
 		}
 	}
@@ -284,9 +284,10 @@ PGconn *rv_db_acquire(struct rv_db_pool *pool, struct rv_err *err)
 		if (r == ETIMEDOUT) {
 			pool->acquire_failures++;
 			pthread_mutex_unlock(&pool->mu);
-			rv_err_set(err, -ETIMEDOUT, NULL,
-				   "could not acquire a database connection: all %d in use for %d ms",
-				   pool->size, pool->acquire_timeout_ms);
+			rv_err_set(
+				err, -ETIMEDOUT, NULL,
+				"could not acquire a database connection: all %d in use for %d ms",
+				pool->size, pool->acquire_timeout_ms);
 			return NULL;
 		}
 	}
@@ -635,8 +636,9 @@ int rv_db_commit(PGconn *conn, struct rv_err *err)
 		return r;
 	/* COMMIT of a failed transaction "succeeds" with the tag ROLLBACK. */
 	if (!strcmp(PQcmdStatus(res), "ROLLBACK"))
-		return rv_err_set(err, -EIO, NULL,
-				  "could not commit: the transaction had failed and was rolled back");
+		return rv_err_set(
+			err, -EIO, NULL,
+			"could not commit: the transaction had failed and was rolled back");
 	return 0;
 }
 
@@ -688,15 +690,18 @@ static int mig_list(const char *dir, struct mig_file **out, size_t *count, struc
 		if (v < 0)
 			continue;
 		if (strlen(de->d_name) >= sizeof(files->name) || n >= DB_MIGRATE_MAX_FILES) {
-			r = rv_err_set(err, -E2BIG, NULL, "could not list migrations in \"%s\": "
-					   "too many files or name too long (\"%s\")", dir, de->d_name);
+			r = rv_err_set(err, -E2BIG, NULL,
+				       "could not list migrations in \"%s\": "
+				       "too many files or name too long (\"%s\")",
+				       dir, de->d_name);
 			break;
 		}
 		if (n == cap) {
 			cap = cap ? cap * 2 : 16;
 			struct mig_file *nf = realloc(files, cap * sizeof(*files));
 			if (!nf) {
-				r = rv_err_set(err, -ENOMEM, NULL, "could not list migrations: out of memory");
+				r = rv_err_set(err, -ENOMEM, NULL,
+					       "could not list migrations: out of memory");
 				break;
 			}
 			files = nf;
@@ -712,9 +717,10 @@ static int mig_list(const char *dir, struct mig_file **out, size_t *count, struc
 		qsort(files, n, sizeof(*files), mig_cmp);
 	for (size_t i = 1; i < n; i++)
 		if (files[i].version == files[i - 1].version)
-			return rv_err_set(err, -EINVAL, NULL,
-					  "could not migrate: \"%s\" and \"%s\" have the same version",
-					  files[i - 1].name, files[i].name);
+			return rv_err_set(
+				err, -EINVAL, NULL,
+				"could not migrate: \"%s\" and \"%s\" have the same version",
+				files[i - 1].name, files[i].name);
 	*out = RV_TAKE_PTR(files);
 	*count = n;
 	return 0;
@@ -733,13 +739,15 @@ static char *mig_read(const char *dir, const char *name, struct rv_err *err)
 		return NULL;
 	}
 	if (st.st_size > DB_MIGRATE_MAX_BYTES) {
-		rv_err_set(err, -EFBIG, NULL, "could not read migration \"%s\": larger than %d bytes",
-			   name, DB_MIGRATE_MAX_BYTES);
+		rv_err_set(err, -EFBIG, NULL,
+			   "could not read migration \"%s\": larger than %d bytes", name,
+			   DB_MIGRATE_MAX_BYTES);
 		return NULL;
 	}
 	RV_CLEANUP_FREE char *buf = malloc((size_t)st.st_size + 1);
 	if (!buf) {
-		rv_err_set(err, -ENOMEM, NULL, "could not read migration \"%s\": out of memory", name);
+		rv_err_set(err, -ENOMEM, NULL, "could not read migration \"%s\": out of memory",
+			   name);
 		return NULL;
 	}
 	size_t got = 0;
@@ -757,16 +765,16 @@ static char *mig_read(const char *dir, const char *name, struct rv_err *err)
 	}
 	buf[got] = '\0';
 	if (strlen(buf) != got) {
-		rv_err_set(err, -EINVAL, NULL, "could not read migration \"%s\": contains a NUL byte",
-			   name);
+		rv_err_set(err, -EINVAL, NULL,
+			   "could not read migration \"%s\": contains a NUL byte", name);
 		return NULL;
 	}
 	return RV_TAKE_PTR(buf);
 }
 
 /* Apply one file in its own transaction and record it. */
-static int mig_apply(PGconn *conn, const struct mig_file *f, const char *sql,
-		     const char *checksum, struct rv_err *err)
+static int mig_apply(PGconn *conn, const struct mig_file *f, const char *sql, const char *checksum,
+		     struct rv_err *err)
 {
 	char why[400];
 	RV_CLEANUP_PGRESULT PGresult *res = NULL;
@@ -796,7 +804,8 @@ static int mig_apply(PGconn *conn, const struct mig_file *f, const char *sql,
 	if (PQtransactionStatus(conn) != PQTRANS_INTRANS) {
 		r = rv_err_set(err, -EINVAL, NULL,
 			       "could not apply migration \"%s\": it must not end the transaction "
-			       "itself (no COMMIT/ROLLBACK in migration files)", f->name);
+			       "itself (no COMMIT/ROLLBACK in migration files)",
+			       f->name);
 		goto fail;
 	}
 	char ver[24];
@@ -829,12 +838,12 @@ static int mig_locked(PGconn *conn, const char *dir, const struct mig_file *file
 		return r;
 	if (strcmp(PQgetvalue(exists, 0, 0), "t") != 0)
 		r = rv_db_exec(conn,
-			   "CREATE TABLE rover_schema_version ("
-			   " version int PRIMARY KEY,"
-			   " name text NOT NULL,"
-			   " checksum text NOT NULL,"
-			   " applied_at timestamptz NOT NULL DEFAULT now())",
-			   0, NULL, NULL, err);
+			       "CREATE TABLE rover_schema_version ("
+			       " version int PRIMARY KEY,"
+			       " name text NOT NULL,"
+			       " checksum text NOT NULL,"
+			       " applied_at timestamptz NOT NULL DEFAULT now())",
+			       0, NULL, NULL, err);
 	if (r < 0)
 		return r;
 	int applied = 0;
@@ -853,18 +862,20 @@ static int mig_locked(PGconn *conn, const char *dir, const struct mig_file *file
 		snprintf(ver, sizeof(ver), "%ld", f->version);
 		const char *vp[] = { ver };
 		RV_CLEANUP_PGRESULT PGresult *row = NULL;
-		r = rv_db_exec(conn, "SELECT name, checksum FROM rover_schema_version WHERE version = $1",
+		r = rv_db_exec(conn,
+			       "SELECT name, checksum FROM rover_schema_version WHERE version = $1",
 			       1, vp, &row, err);
 		if (r < 0)
 			return r;
 		const char *checksum = PQgetvalue(sum, 0, 0);
 		if (r > 0) {
 			if (strcmp(PQgetvalue(row, 0, 1), checksum) != 0)
-				return rv_err_set(err, -EINVAL, f->name,
-						  "could not migrate: \"%s\" changed after it was applied "
-						  "as \"%s\" (checksum %s, recorded %s)",
-						  f->name, PQgetvalue(row, 0, 0), checksum,
-						  PQgetvalue(row, 0, 1));
+				return rv_err_set(
+					err, -EINVAL, f->name,
+					"could not migrate: \"%s\" changed after it was applied "
+					"as \"%s\" (checksum %s, recorded %s)",
+					f->name, PQgetvalue(row, 0, 0), checksum,
+					PQgetvalue(row, 0, 1));
 			continue;
 		}
 		r = mig_apply(conn, f, sql, checksum, err);
@@ -878,8 +889,9 @@ static int mig_locked(PGconn *conn, const char *dir, const struct mig_file *file
 int rv_db_migrate(PGconn *conn, const char *dir, struct rv_err *err)
 {
 	if (PQtransactionStatus(conn) != PQTRANS_IDLE)
-		return rv_err_set(err, -EINVAL, NULL,
-				  "could not migrate: the connection is busy or inside a transaction");
+		return rv_err_set(
+			err, -EINVAL, NULL,
+			"could not migrate: the connection is busy or inside a transaction");
 	RV_CLEANUP_FREE struct mig_file *files = NULL;
 	size_t n = 0;
 	int r = mig_list(dir, &files, &n, err);

@@ -22,11 +22,11 @@
 struct rv_db_pool;
 
 struct rv_db_pool_opts {
-	const char *conninfo;       /* libpq conninfo string */
-	int size;                   /* connections, >= 1 */
-	int connect_timeout_s;      /* per connection attempt (default 5) */
-	int statement_timeout_ms;   /* SET statement_timeout on each connection (0: none) */
-	int acquire_timeout_ms;     /* how long rv_db_acquire waits for a free slot */
+	const char *conninfo;     /* libpq conninfo string */
+	int size;                 /* connections, >= 1 */
+	int connect_timeout_s;    /* per connection attempt (default 5) */
+	int statement_timeout_ms; /* SET statement_timeout on each connection (0: none) */
+	int acquire_timeout_ms;   /* how long rv_db_acquire waits for a free slot */
 	/* After a failed connect, acquires that would connect fail at once
 	 * (with the last reason) for a back-off that starts here and doubles
 	 * on each failure up to the max; a good connect resets it (defaults

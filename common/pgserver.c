@@ -33,15 +33,15 @@
 #include "cleanup.h"
 #include "proc.h"
 
-#define PGSERVER_PORT 5432
+#define PGSERVER_PORT      5432
 #define PGSERVER_USER_ROOT "postgres"
-#define OUT_TAIL 1024
+#define OUT_TAIL           1024
 
 /* Everything a command run needs; filled once per start/stop. */
 struct pgctx {
 	char bindir[PATH_MAX];
-	bool drop;         /* root: commands run as postgres (pg_uid, pg_gid) */
-	char user[64];     /* database superuser name (= OS user running the server) */
+	bool drop;     /* root: commands run as postgres (pg_uid, pg_gid) */
+	char user[64]; /* database superuser name (= OS user running the server) */
 	char home[PATH_MAX];
 	uid_t pg_uid;
 	gid_t pg_gid;
@@ -95,7 +95,8 @@ static int find_bindir(char *out, size_t size, struct rv_err *err)
 		snprintf(path, sizeof(path), "%s/pg_ctl", env);
 		if (access(path, X_OK) < 0)
 			return rv_err_set(err, -ENOENT, "ROVER_PG_BINDIR",
-					  "could not find pg_ctl in \"%s\": %s", env, strerror(errno));
+					  "could not find pg_ctl in \"%s\": %s", env,
+					  strerror(errno));
 		snprintf(out, size, "%s", env);
 		return 0;
 	}
@@ -109,16 +110,18 @@ static int find_bindir(char *out, size_t size, struct rv_err *err)
 			long v = strtol(de->d_name, &end, 10);
 			if (errno || end == de->d_name || *end || v <= best)
 				continue;
-			snprintf(path, sizeof(path), "/usr/lib/postgresql/%s/bin/pg_ctl", de->d_name);
+			snprintf(path, sizeof(path), "/usr/lib/postgresql/%s/bin/pg_ctl",
+				 de->d_name);
 			if (access(path, X_OK) == 0)
 				best = v;
 		}
 		closedir(d);
 	}
 	if (best < 0)
-		return rv_err_set(err, -ENOENT, NULL,
-				  "could not find postgresql: no /usr/lib/postgresql/<version>/bin/pg_ctl "
-				  "(install postgresql or set ROVER_PG_BINDIR)");
+		return rv_err_set(
+			err, -ENOENT, NULL,
+			"could not find postgresql: no /usr/lib/postgresql/<version>/bin/pg_ctl "
+			"(install postgresql or set ROVER_PG_BINDIR)");
 	snprintf(out, size, "/usr/lib/postgresql/%ld/bin", best);
 	return 0;
 }
@@ -132,8 +135,9 @@ static int ctx_init(struct pgctx *ctx, struct rv_err *err)
 	if (geteuid() == 0) {
 		struct passwd *pw = getpwnam(PGSERVER_USER_ROOT);
 		if (!pw)
-			return rv_err_set(err, -ENOENT, NULL,
-					  "could not find user \"postgres\": running as root needs it");
+			return rv_err_set(
+				err, -ENOENT, NULL,
+				"could not find user \"postgres\": running as root needs it");
 		ctx->drop = true;
 		ctx->pg_uid = pw->pw_uid;
 		ctx->pg_gid = pw->pw_gid;
@@ -168,8 +172,8 @@ static const char *out_tail(struct rv_buf *out)
  * from "/" (postgres cannot read our cwd), stdin on /dev/null.  On failure
  * err->msg says what failed with the command's output.
  */
-static int pg_run(const struct pgctx *ctx, const char *prog, const char *const *args,
-		  int timeout_s, struct rv_err *err)
+static int pg_run(const struct pgctx *ctx, const char *prog, const char *const *args, int timeout_s,
+		  struct rv_err *err)
 {
 	char path[PATH_MAX + 32];
 	snprintf(path, sizeof(path), "%s/%s", ctx->bindir, prog);
@@ -330,8 +334,9 @@ static int write_conf(const struct rv_pgserver *srv, int nosync, struct rv_err *
 		   "listen_addresses = ''\nunix_socket_directories = '");
 	for (const char *p = srv->sockdir; *p; p++)
 		fprintf(f, *p == '\'' ? "''" : "%c", *p);
-	fprintf(f, "'\nport = %d\nmax_connections = 100\nshared_buffers = 128MB\n"
-		   "fsync = %s\n",
+	fprintf(f,
+		"'\nport = %d\nmax_connections = 100\nshared_buffers = 128MB\n"
+		"fsync = %s\n",
 		srv->port, nosync ? "off" : "on");
 	if (fclose(f) != 0)
 		return rv_err_set(err, -EIO, NULL, "could not write \"%s\"", path);
@@ -356,9 +361,10 @@ static int wait_ready(const struct rv_pgserver *srv, const char *user, int timeo
 		if (rv_mono_ms() >= deadline) {
 			char tail[400];
 			log_tail(srv, tail, sizeof(tail));
-			return rv_err_set(err, -ETIMEDOUT, NULL,
-					  "could not connect to postgresql in \"%s\" within %d s: %s",
-					  srv->dir, timeout_s, tail);
+			return rv_err_set(
+				err, -ETIMEDOUT, NULL,
+				"could not connect to postgresql in \"%s\" within %d s: %s",
+				srv->dir, timeout_s, tail);
 		}
 		usleep(50000);
 	}
@@ -374,7 +380,8 @@ static int create_rover_db(const struct rv_pgserver *srv, const char *user, stru
 		char msg[400];
 		snprintf(msg, sizeof(msg), "%s", PQerrorMessage(c));
 		flatten(msg);
-		r = rv_err_set(err, -ECONNREFUSED, NULL, "could not connect to postgresql: %s", msg);
+		r = rv_err_set(err, -ECONNREFUSED, NULL, "could not connect to postgresql: %s",
+			       msg);
 		goto out;
 	}
 	const char *params[] = { "rover" };
@@ -420,8 +427,7 @@ static int srv_paths(struct rv_pgserver *srv, const char *dir, struct rv_err *er
 	return 0;
 }
 
-int rv_pgserver_start(struct rv_pgserver *srv, const char *dir, int timeout_s,
-		      struct rv_err *err)
+int rv_pgserver_start(struct rv_pgserver *srv, const char *dir, int timeout_s, struct rv_err *err)
 {
 	struct pgctx ctx;
 	memset(srv, 0, sizeof(*srv));
@@ -450,8 +456,11 @@ int rv_pgserver_start(struct rv_pgserver *srv, const char *dir, int timeout_s,
 	snprintf(ver, sizeof(ver), "%s/PG_VERSION", srv->datadir);
 	int nosync = nosync_requested();
 	if (access(ver, F_OK) < 0) {
-		const char *args[] = { "-D", srv->datadir, "-A", "trust", "-E", "UTF8",
-				       "--locale=C", nosync ? "--no-sync" : NULL, NULL };
+		const char *args[] = { "-D",         srv->datadir,
+				       "-A",         "trust",
+				       "-E",         "UTF8",
+				       "--locale=C", nosync ? "--no-sync" : NULL,
+				       NULL };
 		r = pg_run(&ctx, "initdb", args, timeout_s, err);
 		if (r < 0)
 			return r;
@@ -465,9 +474,12 @@ int rv_pgserver_start(struct rv_pgserver *srv, const char *dir, int timeout_s,
 		snprintf(tout, sizeof(tout), "%d", timeout_s);
 		/* Constant option text: pg_ctl hands -o to a shell.  The socket folder
 		 * (any characters) lives in postgresql.conf instead. */
-		const char *args[] = { "-D", srv->datadir, "-l", srv->logfile, "-w", "-t", tout,
-				       "-o", nosync ? "-c fsync=off" : "-c fsync=on", "start",
-				       NULL };
+		const char *args[] = {
+			"-D",         srv->datadir, "-l",
+			srv->logfile, "-w",         "-t",
+			tout,         "-o",         nosync ? "-c fsync=off" : "-c fsync=on",
+			"start",      NULL
+		};
 		r = pg_run(&ctx, "pg_ctl", args, timeout_s + 5, err);
 		if (r < 0) {
 			/* pg_ctl only says "examine the log": the reason is in the log. */

@@ -18,21 +18,20 @@
 #include "err.h"
 
 struct rv_pgserver {
-	char dir[512];        /* the folder given: holds pgdata/, the socket and log */
-	char datadir[600];    /* dir/pgdata */
-	char sockdir[600];    /* dir (socket lives here) */
-	char logfile[600];    /* dir/postgres.log */
-	char conninfo[1024];  /* "host=<sockdir> port=<port> dbname=rover user=<user>" */
-	int port;             /* port number used for the socket name (no TCP) */
-	int started;          /* 1 when this process started it (and so must stop it) */
+	char dir[512];       /* the folder given: holds pgdata/, the socket and log */
+	char datadir[600];   /* dir/pgdata */
+	char sockdir[600];   /* dir (socket lives here) */
+	char logfile[600];   /* dir/postgres.log */
+	char conninfo[1024]; /* "host=<sockdir> port=<port> dbname=rover user=<user>" */
+	int port;            /* port number used for the socket name (no TCP) */
+	int started;         /* 1 when this process started it (and so must stop it) */
 };
 
 /* Create dir if needed, initdb if no cluster is there, start the server if not
  * already running, wait until it accepts connections (timeout_s), create the
  * database "rover" if missing.  Fills *srv.  Returns 0 or a negative errno
  * with the reason (including the tail of the server log) in *err. */
-int rv_pgserver_start(struct rv_pgserver *srv, const char *dir, int timeout_s,
-		      struct rv_err *err);
+int rv_pgserver_start(struct rv_pgserver *srv, const char *dir, int timeout_s, struct rv_err *err);
 
 /* The live postmaster's pid (read from postmaster.pid, checked with
  * kill(pid, 0)), or 0 when none runs.  It is not our child (pg_ctl
