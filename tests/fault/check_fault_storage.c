@@ -11,7 +11,9 @@
  *     503 naming the folder and the cause, the master stays up, and once
  *     space returns it carries on by itself; killed (-9) while full, it
  *     restarts on the full folder holding exactly the acknowledged dones;
- *     every sample processed exactly once.
+ *     every sample processed exactly once; and the same under real
+ *     training (make fault only): the job trains through it, every sample
+ *     once, at its accuracy.
  * make test cuts at every 7th offset (and the first and last 8); make
  * fault (ROVER_FAULT_ALL=1) at every one.  The full folder needs root (a
  * tmpfs mount): otherwise a counted skip, a failure under CI=true.
@@ -35,6 +37,7 @@
 #include "faultfix.h"
 #include "masterfix.h"
 #include "netnsfix.h"
+#include "runfix.h"
 #include "parse.h"
 #include "testutil.h"
 
@@ -358,11 +361,99 @@ START_TEST(test_state_full)
 }
 END_TEST
 
+/* The state folder full under real training (make fault): rover-run's
+ * heartbeats and the workers' shard calls are refused (503) while it is,
+ * and retried; held full for 8 s after the first refusal (under the
+ * clients' retry budget and rover-run's master timeout of 30 s), then
+ * freed.  The master stays up, the job trains on and ends at its accuracy
+ * with every sample of both epochs trained exactly once. */
+START_TEST(test_state_full_training)
+{
+	if (geteuid() != 0) {
+		RV_TEST_SKIP(true, "mounting a small tmpfs as the state folder needs root");
+		return;
+	}
+	struct rv_test_master m;
+	char *spec = rv_test_master_spec(1200, 16, 2, 1, 1);
+	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
+	free(spec);
+	ck_assert_int_eq(mkdir(m.state, 0700), 0);
+	ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
+	ck_assert_int_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+	ck_assert_int_eq(mount("tmpfs", m.state, "tmpfs", 0, "size=1m,mode=0700"), 0);
+	const char *margs[] = { "--journal-prewrite-kb", "16", NULL };
+	ck_assert_int_eq(rv_test_master_start(&m, margs), 0);
+	struct rv_test_run r;
+	ck_assert_int_eq(rv_test_run_init(&r), 0);
+	char log[400], job[96];
+	snprintf(log, sizeof(log), "%s/shards.log", r.dir);
+	rv_test_fault_job_env(job, sizeof(job), "full");
+	const char *env[] = { job, NULL };
+	const char *a[] = { "--nnodes",
+			    "1",
+			    "--nproc-per-node",
+			    "2",
+			    "--rdzv-endpoint",
+			    m.addr,
+			    "--max-restarts",
+			    "3",
+			    "--hang-timeout",
+			    "60",
+			    RV_TEST_FAULT_EXAMPLE,
+			    "--batch-size",
+			    "8",
+			    "--step-sleep",
+			    "0.05",
+			    "--log-every",
+			    "2",
+			    "--target",
+			    RV_TEST_FAULT_TARGET,
+			    "--shard-log",
+			    log,
+			    NULL };
+	ck_assert_int_eq(rv_test_run_start(&r, a, env), 0);
+	if (!rv_test_wait_lines(log, 40, 120000))
+		rv_test_run_dump(&r, 1, m.log);
+	ck_assert_msg(rv_test_wait_lines(log, 40, 0), "no 40 steps trained");
+
+	full_fill(m.state);
+	int64_t until = rv_mono_ms() + 60000;
+	char *mlog = NULL;
+	while (rv_mono_ms() < until) {
+		free(mlog);
+		mlog = rv_test_read_file(m.log);
+		if (mlog && strstr(mlog, "reason=\"No space left on device\""))
+			break;
+		usleep(50 * 1000);
+	}
+	ck_assert_msg(mlog && strstr(mlog, "reason=\"No space left on device\""),
+		      "no write refused within 60 s of the state folder full");
+	free(mlog);
+	usleep(8000 * 1000);
+	ck_assert_msg(kill(m.pid, 0) == 0, "the master died of a full state folder");
+	int at = rv_test_count_lines(log);
+	full_free(m.state);
+	int64_t t0 = rv_mono_ms();
+	int64_t rec = rv_test_fault_wait_steps(log, at, 2, 60000);
+	if (rec < 0)
+		rv_test_run_dump(&r, 1, m.log);
+	ck_assert_msg(rec >= 0, "no step of both ranks after space returned");
+	rv_test_fault_report("state_full_training", rec - t0);
+	free(rv_test_run_expect_exit(&r, 0, 240000));
+	rv_test_fault_expect_trained(&r, 1, log, 1200, 2, 3);
+	rv_test_run_end(&r);
+	ck_assert_int_ge(rv_test_master_stop(&m, SIGKILL, 5000), 0);
+	ck_assert_int_eq(umount(m.state), 0);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
 static Suite *fault_storage_suite(void)
 {
 	Suite *s = suite_create("fault_storage");
 	rv_test_fault_add(s, "torn_journal", test_torn_journal_tail, true);
 	rv_test_fault_add(s, "state_full", test_state_full, true);
+	rv_test_fault_add(s, "state_full_training", test_state_full_training, false);
 	return s;
 }
 
