@@ -42,7 +42,21 @@
 #define NP_START_MS 30000 /* a cold python's import of torch, on top of a round */
 #define NP_MAX_ENV  512   /* our environment's entries passed on to the check */
 
+#define NP_BEAT_MS 1000 /* heartbeats while the check runs */
+
 extern char **environ;
+
+/* The master declares a node dead after rdzv.heartbeat_timeout_ms without a
+ * heartbeat (5 s by default), and a check can take longer: beat every
+ * NP_BEAT_MS while it runs.  The reply is not needed: a new world shows
+ * as a newer check. */
+static void beat(struct rv_master_client *mc, const char *node, int64_t *last)
+{
+	if (rv_mono_ms() - *last < NP_BEAT_MS)
+		return;
+	rv_master_heartbeat(mc, node, NULL, NULL);
+	*last = rv_mono_ms();
+}
 
 struct listener {
 	int fd;
@@ -285,7 +299,9 @@ static int wait_group(struct rv_master_client *mc, const struct netprobe_opts *o
 		      int round, int64_t until, struct rv_netcheck_group_reply *g,
 		      struct rv_err *err)
 {
+	int64_t last = 0;
 	for (;;) {
+		beat(mc, o->node, &last);
 		int rc = rv_master_netcheck_group(mc, o->node, round, g, err);
 		if (rc < 0)
 			return rc;
@@ -420,8 +436,9 @@ static int coll_result(const char *path, struct netprobe_result *out, int round)
 
 /* The collective: rover_netcheck.py with the group; whether it completed,
  * *secs its compute and collective time. */
-static bool coll_round(const struct netprobe_opts *o, const struct rv_netcheck_group_reply *g,
-		       int round, int64_t until, struct netprobe_result *out, double *secs)
+static bool coll_round(struct rv_master_client *mc, const struct netprobe_opts *o,
+		       const struct rv_netcheck_group_reply *g, int round, int64_t until,
+		       struct netprobe_result *out, double *secs)
 {
 	int rank = -1;
 	for (int i = 0; i < g->npeers; i++)
@@ -461,10 +478,18 @@ static bool coll_round(const struct netprobe_opts *o, const struct rv_netcheck_g
 	rv_proc_init(&p);
 	if (coll_env(env, NP_MAX_ENV, add) == 0 &&
 	    coll_spawn(o, script, env, &p, &warm, &err) == 0) {
-		int64_t left = until - rv_mono_ms(), bound = o->round_timeout_ms + NP_START_MS;
-		int status = 0;
-		int rc = rv_proc_wait(&p, (int)(left < bound ? (left > 0 ? left : 0) : bound),
-				      &status);
+		int64_t end = rv_mono_ms() + o->round_timeout_ms + NP_START_MS, last = 0;
+		if (end > until)
+			end = until;
+		int status = 0, rc;
+		do {
+			beat(mc, o->node, &last);
+			int64_t left = end - rv_mono_ms();
+			rc = rv_proc_wait(&p,
+					  (int)(left < NP_BEAT_MS ? (left > 0 ? left : 0)
+								  : NP_BEAT_MS),
+					  &status);
+		} while (rc == -ETIMEDOUT && rv_mono_ms() < end);
 		if (rc == -ETIMEDOUT)
 			rv_proc_stop(&p, 0, NULL);
 		ok = rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
@@ -498,7 +523,7 @@ static int one_round(struct rv_master_client *mc, const struct netprobe_opts *o,
 	if (rc < 0)
 		return rc;
 	double secs = 0;
-	bool ok = o->collective ? coll_round(o, &g, round, until, out, &secs)
+	bool ok = o->collective ? coll_round(mc, o, &g, round, until, out, &secs)
 				: tcp_round(o, l, &g, round, &secs);
 	out->ok[round] = ok;
 	out->time_s[round] = secs;
@@ -536,13 +561,13 @@ static int cmp_double(const void *a, const void *b)
 static void take_verdicts(const struct rv_netcheck_status *st, const char *node,
 			  struct netprobe_result *out)
 {
-	double t[64];
+	RV_CLEANUP_FREE double *t = calloc((size_t)st->nnodes + 1, sizeof(*t));
 	int nt = 0;
 	for (int i = 0; i < st->nnodes; i++) {
 		const struct rv_netcheck_result *n = &st->nodes[i];
 		if (!strcmp(n->node, node))
 			out->verdict = n->verdict;
-		if (best_time(n) >= 0 && nt < 64)
+		if (t && best_time(n) >= 0)
 			t[nt++] = best_time(n);
 		if (n->verdict == RV_VERDICT_FAULTY) {
 			out->nfaulty++;
@@ -552,7 +577,8 @@ static void take_verdicts(const struct rv_netcheck_status *st, const char *node,
 			append(out->stragglers, sizeof(out->stragglers), n);
 		}
 	}
-	qsort(t, (size_t)nt, sizeof(t[0]), cmp_double);
+	if (nt > 0)
+		qsort(t, (size_t)nt, sizeof(t[0]), cmp_double);
 	out->median_s = nt == 0 ? 0 : nt % 2 ? t[nt / 2] : (t[nt / 2 - 1] + t[nt / 2]) / 2;
 }
 
@@ -581,7 +607,8 @@ int netprobe_run(struct rv_master_client *mc, const struct netprobe_opts *o,
 	out->check = j.check;
 	/* the verdicts come once every member reported round 1 or its deadline
 	 * passed */
-	for (;;) {
+	for (int64_t last = 0;;) {
+		beat(mc, o->node, &last);
 		struct rv_netcheck_status st = { 0 };
 		if ((rc = rv_master_netcheck(mc, &st, err)) < 0)
 			return rc;

@@ -415,8 +415,11 @@ static int net_check(struct run *r)
 	 * no slower to wait for than a cold start (--no-python: TCP) */
 	bool coll = !r->f->no_python;
 	int64_t t0 = rv_mono_ms();
-	if (coll)
-		warm_check(r, r->f->netcheck_round_timeout_s * 1000);
+	int64_t wend = t0 + r->f->netcheck_round_timeout_s * 1000;
+	while (coll && r->warm.started && !r->warm.ready && rv_mono_ms() < wend) {
+		warm_check(r, 1000);
+		rv_master_heartbeat(r->mc, r->node, NULL, NULL); /* as the check does */
+	}
 	int64_t t1 = rv_mono_ms();
 	struct netprobe_opts o = { .node = r->node,
 				   .port = r->join_port,
