@@ -307,25 +307,17 @@ static void warm_check(struct run *r, int wait_ms);
  * interpreter's own start timeout. */
 static void join_when_warm(struct run *r)
 {
-	if (!r->warm.started || r->warm.ready || r->f->nnodes_max < 2)
-		return;
-	/* --network-check: the check runs the collective in the warm
-	 * interpreter as soon as the world completes, so every start joins once
-	 * it is ready (the import overlaps the wait for the others, not the
-	 * check) */
-	bool check = r->f->network_check && !r->f->no_python;
-	if (r->attempt > 0 && !check)
+	if (r->attempt > 0 || !r->warm.started || r->warm.ready || r->f->nnodes_max < 2)
 		return;
 	struct rv_job_status *js = calloc(1, sizeof(*js));
 	struct rv_err err = { 0 };
 	bool trains = js && rv_master_job(r->mc, js, &err) == 0 && js->state == RV_RDZV_COMPLETE &&
 		      js->nnodes > 0 && js->nnodes < r->f->nnodes_max;
 	free(js);
-	if (!trains && !check)
+	if (!trains)
 		return;
-	rv_log_info(check ? "network check: joining once the warm interpreter is ready"
-			  : "a world trains: joining once the warm interpreter is ready",
-		    "node=%s", r->node);
+	rv_log_info("a world trains: joining once the warm interpreter is ready", "node=%s",
+		    r->node);
 	struct pollfd sig = { .fd = r->sigfd, .events = POLLIN };
 	while (!r->warm.ready && r->warm.started && poll(&sig, 1, 0) == 0)
 		warm_check(r, 200); /* a signal is the rendezvous loop's to take */

@@ -4,9 +4,9 @@
 # slowed: a rover-master (--scheduler none) and 8 `rover-run --nnodes 8
 # --network-check`, the slow one (BENCH_SLOW, default the 6th, n5) in a
 # cgroup v1 CPU quota of BENCH_QUOTA_US (1000 of 100000: 1 % of a core)
-# set once its warm interpreter is ready, then the 7 others.  Each joins
-# once its own warm interpreter is ready, so the check forks its
-# collective from it (no import of torch in the check).  seconds: the
+# set once its warm interpreter is ready, then the 7 others.  The check
+# waits for each node's warm interpreter and forks its collective from it
+# (the 7 import torch meanwhile, in the seconds counted).  seconds: the
 # longest check on a node, from the world's completion (the check's join)
 # to its verdicts, waits for a warm interpreter included (warm_wait_ms +
 # check_ms of "network check done"); found: the stragglers the nodes name;
