@@ -171,13 +171,15 @@ gpu_LIBS := $(CUDA_LIBS)
 $(eval $(call daemon,gpu,gpuinfo))
 $(B)/obj/gpu/%.o: INC += $(CUDA_CFLAGS)
 DAEMON_LIBS := $(foreach d,$(DAEMONS),$(LIB_$(d)))
-# rover-run's warm interpreter, where the binary looks for it (<bin>/../lib/rover/).
+# rover-run's warm interpreter and its network check's collective, where the
+# binary looks for them (<bin>/../lib/rover/).
 WARM_PY := $(B)/lib/rover/rover_warm.py
-$(WARM_PY): agent/rover_warm.py
+NETCHECK_PY := $(B)/lib/rover/rover_netcheck.py
+$(B)/lib/rover/%.py: agent/%.py
 	@mkdir -p $(dir $@)
 	$(call say,CP,$@)
 	$(Q)cp $< $@
-BINS += $(WARM_PY)
+BINS += $(WARM_PY) $(NETCHECK_PY)
 
 # ---- the trainer library: librover-trainer.so for training processes ----
 # Loaded by Python (python/rover/, ctypes) and linked by C training loops.
@@ -421,6 +423,7 @@ lint-deps:
 #   $(PREFIX)/lib/librover-trainer.so          ROVER_TRAINER_LIB for the workers
 #   $(PREFIX)/lib/python/rover/                the Python package (on the workers' PYTHONPATH)
 #   $(PREFIX)/lib/rover/rover_warm.py          rover-run's warm interpreter
+#   $(PREFIX)/lib/rover/rover_netcheck.py      rover-run's network check
 #   $(PREFIX)/include/rover/rover_trainer.h    with err.h, which it includes
 #   $(PREFIX)/share/rover/sql/                 rover-brain's migrations
 #   $(SYSCONFDIR)/rover/*.conf                 every daemon's keys with their defaults
@@ -434,7 +437,7 @@ install: $(BINS)
 	$(INSTALL) -m 755 $(filter $(B)/bin/%,$(BINS)) $(DESTDIR)$(PREFIX)/bin/
 	$(INSTALL) -m 755 $(SO_TRAINER) $(DESTDIR)$(PREFIX)/lib/
 	$(INSTALL) -m 644 python/rover/*.py $(DESTDIR)$(PREFIX)/lib/python/rover/
-	$(INSTALL) -m 644 $(WARM_PY) $(DESTDIR)$(PREFIX)/lib/rover/
+	$(INSTALL) -m 644 $(WARM_PY) $(NETCHECK_PY) $(DESTDIR)$(PREFIX)/lib/rover/
 	$(INSTALL) -m 644 trainer/rover_trainer.h common/err.h $(DESTDIR)$(PREFIX)/include/rover/
 	$(INSTALL) -m 644 sql/*.sql $(DESTDIR)$(PREFIX)/share/rover/sql/
 	$(INSTALL) -m 644 conf/*.conf $(DESTDIR)$(SYSCONFDIR)/rover/

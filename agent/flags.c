@@ -124,6 +124,15 @@ static int p_rdzv_id(struct flags *f, const char *v, struct rv_err *err, const c
 	return copy_str(f->rdzv_id, sizeof(f->rdzv_id), v, err, name);
 }
 
+static int p_int(const char *v, int64_t lo, int64_t hi, int *out)
+{
+	int64_t n;
+	if (rv_parse_i64(v, lo, hi, &n) < 0)
+		return -EINVAL;
+	*out = (int)n;
+	return 0;
+}
+
 static int p_rdzv_conf(struct flags *f, const char *v, struct rv_err *err, const char *name)
 {
 	const char *msg = "must be KEY=VALUE pairs separated by commas";
@@ -160,15 +169,12 @@ static int p_rdzv_conf(struct flags *f, const char *v, struct rv_err *err, const
 			return bad(err, name, "netcheck_mb must be MiB from 1 to 1024", v);
 		f->netcheck_mb = (int)mb;
 	}
-	return 0;
-}
-
-static int p_int(const char *v, int64_t lo, int64_t hi, int *out)
-{
-	int64_t n;
-	if (rv_parse_i64(v, lo, hi, &n) < 0)
-		return -EINVAL;
-	*out = (int)n;
+	if (flags_rdzv_conf_get(f, "netcheck_timeout", t, sizeof(t)) &&
+	    p_int(t, 1, 86400, &f->netcheck_timeout_s) < 0)
+		return bad(err, name, "netcheck_timeout must be seconds from 1 to 86400", v);
+	if (flags_rdzv_conf_get(f, "netcheck_round_timeout", t, sizeof(t)) &&
+	    p_int(t, 1, 3600, &f->netcheck_round_timeout_s) < 0)
+		return bad(err, name, "netcheck_round_timeout must be seconds from 1 to 3600", v);
 	return 0;
 }
 
@@ -301,7 +307,10 @@ static const struct flags_opt flags_table[] = {
 	  "rendezvous settings; join_timeout=SECONDS bounds the wait for a world (default 600); "
 	  "master_timeout=SECONDS: heartbeats unanswered this long mean the master has declared "
 	  "this node dead (a network cut): stop the workers and rendezvous again (default 30); "
-	  "netcheck_mb=MIB: what --network-check sends each peer per round (default 4)" },
+	  "netcheck_mb=MIB: what --network-check sends each peer per round (default 4); "
+	  "netcheck_round_timeout=SECONDS: one round's collective, its connects included "
+	  "(default 30); netcheck_timeout=SECONDS: the whole check, the verdicts included "
+	  "(default 120)" },
 	{ "standalone", 0, SWITCH(standalone),
 	  "one node: start a private rover-master on a free loopback port (a "
 	  "--rdzv-endpoint given too is ignored, with a warning, as torchrun does)" },
@@ -400,6 +409,8 @@ void flags_init(struct flags *f)
 	f->rdzv_join_timeout_s = 600;
 	f->rdzv_master_timeout_s = 30;
 	f->netcheck_mb = 4;
+	f->netcheck_timeout_s = 120;
+	f->netcheck_round_timeout_s = 30;
 	f->monitor_interval = 5;
 	snprintf(f->start_method, sizeof(f->start_method), "spawn");
 	snprintf(f->role, sizeof(f->role), "default");

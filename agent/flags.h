@@ -55,6 +55,8 @@ struct flags {
 	int rdzv_join_timeout_s;     /* join_timeout of --rdzv-conf; default 600 */
 	int rdzv_master_timeout_s;   /* master_timeout of --rdzv-conf; default 30 */
 	int netcheck_mb;             /* netcheck_mb of --rdzv-conf; default 4 */
+	int netcheck_timeout_s;      /* netcheck_timeout of --rdzv-conf; default 120 */
+	int netcheck_round_timeout_s; /* netcheck_round_timeout; default 30 */
 	bool standalone;
 	bool standalone_dropped_endpoint; /* --standalone ignored --rdzv-endpoint */
 	/* not a flag: rover-run's pid as its caller knows it (main sets it; in

@@ -1,9 +1,14 @@
 /*
  * netprobe.c: see netprobe.h.
  *
- * The wire between nodes: a transfer is "RVNC", the round (1 byte), the
- * MiB that follow (4 bytes, big-endian), the data; the receiver answers one
- * byte 'k' once it has all of it.  The listener (a thread, on the
+ * The collective: each round runs rover_netcheck.py once on every member
+ * of a group, rank = the node's place in the master's group, the store on
+ * the first member's rendezvous address (nothing else listens there during
+ * the check); its result comes back in a file.
+ *
+ * TCP, without the collective: a transfer is "RVNC", the round (1 byte),
+ * the MiB that follow (4 bytes, big-endian), the data; the receiver answers
+ * one byte 'k' once it has all of it.  The listener (a thread, on the
  * rendezvous port, for both rounds) counts complete transfers per round.
  */
 #include <arpa/inet.h>
@@ -17,23 +22,45 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "cleanup.h"
+#include "json.h"
 #include "log.h"
 #include "netprobe.h"
 #include "parse.h"
 
 #define NP_CHUNK      65536
 #define NP_MIB        (1024 * 1024)
-#define NP_IO_MS      10000 /* one transfer's socket timeout */
 #define NP_CONNECT_MS 3000  /* one connect attempt */
 #define NP_POLL_MS    100   /* asking the master again */
 
 #define NP_CONNS 8 /* transfers served at once (a group has at most 2 peers) */
+#define NP_START_MS 30000 /* a cold python's import of torch, on top of a round */
+#define NP_MAX_ENV  512   /* our environment's entries passed on to the check */
+
+#define NP_BEAT_MS 1000 /* heartbeats while the check runs */
+
+extern char **environ;
+
+/* The master declares a node dead after rdzv.heartbeat_timeout_ms without a
+ * heartbeat (5 s by default), and a check can take longer: beat every
+ * NP_BEAT_MS while it runs.  The reply is not needed: a new world shows
+ * as a newer check. */
+static void beat(struct rv_master_client *mc, const char *node, int64_t *last)
+{
+	if (rv_mono_ms() - *last < NP_BEAT_MS)
+		return;
+	rv_master_heartbeat(mc, node, NULL, NULL);
+	*last = rv_mono_ms();
+}
 
 struct listener {
 	int fd;
+	int io_ms; /* one transfer's socket timeout */
 	atomic_int served[2];
 	atomic_bool stop;
 	pthread_t th;
@@ -91,7 +118,7 @@ static void serve_one(struct listener *l, int c)
 	char *sink = malloc(NP_CHUNK);
 	if (!sink)
 		return;
-	set_timeouts(c, NP_IO_MS);
+	set_timeouts(c, l->io_ms);
 	if (read_full(c, h, sizeof(h)) < 0 || memcmp(h, "RVNC", 4) != 0 || h[4] > 1)
 		goto out;
 	uint32_t mb = ((uint32_t)h[5] << 24) | ((uint32_t)h[6] << 16) | ((uint32_t)h[7] << 8) |
@@ -158,9 +185,10 @@ static void *listen_loop(void *arg)
 	return NULL;
 }
 
-static int listener_start(struct listener *l, int port, struct rv_err *err)
+static int listener_start(struct listener *l, int port, int io_ms, struct rv_err *err)
 {
 	memset(l, 0, sizeof(*l));
+	l->io_ms = io_ms;
 	l->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (l->fd < 0)
 		return rv_err_set(err, -errno, "", "network check: socket: %s", strerror(errno));
@@ -238,7 +266,7 @@ static int dial(const char *hostport)
 
 /* Send mb MiB to the peer at addr for round; retried while it refuses (it
  * may not listen yet) until until_ms.  0 or -errno. */
-static int send_to(const char *addr, int round, int mb, int64_t until_ms)
+static int send_to(const char *addr, int round, int mb, int io_ms, int64_t until_ms)
 {
 	static char chunk[NP_CHUNK];
 	int fd;
@@ -246,7 +274,7 @@ static int send_to(const char *addr, int round, int mb, int64_t until_ms)
 		usleep(NP_POLL_MS * 1000);
 	if (fd < 0)
 		return fd;
-	set_timeouts(fd, NP_IO_MS);
+	set_timeouts(fd, io_ms);
 	unsigned char h[9] = { 'R',
 			       'V',
 			       'N',
@@ -266,45 +294,52 @@ static int send_to(const char *addr, int round, int mb, int64_t until_ms)
 	return rc;
 }
 
-/* One round: our sends (timed), then our peers' transfers to us. */
-static int one_round(struct rv_master_client *mc, const struct netprobe_opts *o, struct listener *l,
-		     int64_t check, int round, int64_t until, struct netprobe_result *out,
-		     struct rv_err *err)
+/* This round's group of o->node, once the master has opened the round. */
+static int wait_group(struct rv_master_client *mc, const struct netprobe_opts *o, int64_t check,
+		      int round, int64_t until, struct rv_netcheck_group_reply *g,
+		      struct rv_err *err)
 {
-	struct rv_netcheck_group_reply g;
+	int64_t last = 0;
 	for (;;) {
-		int rc = rv_master_netcheck_group(mc, o->node, round, &g, err);
+		beat(mc, o->node, &last);
+		int rc = rv_master_netcheck_group(mc, o->node, round, g, err);
 		if (rc < 0)
 			return rc;
-		if (g.check != check)
+		if (g->check != check)
 			return rv_err_set(err, -ESTALE, "", "network check %lld replaced by %lld",
-					  (long long)check, (long long)g.check);
-		if (g.status == RV_NETCHECK_READY)
-			break;
+					  (long long)check, (long long)g->check);
+		if (g->status == RV_NETCHECK_READY)
+			return 0;
 		if (rv_mono_ms() >= until)
 			return rv_err_set(err, -ETIMEDOUT, "",
 					  "network check: round %d did not open in time", round);
 		usleep(NP_POLL_MS * 1000);
 	}
-	int64_t t0 = rv_mono_ms(), io_until = t0 + NP_IO_MS;
+}
+
+/* TCP: our sends (timed), then our peers' transfers to us.  Whether every
+ * transfer both ways completed; *secs the sends' time. */
+static bool tcp_round(const struct netprobe_opts *o, struct listener *l,
+		      const struct rv_netcheck_group_reply *g, int round, double *secs)
+{
+	int64_t t0 = rv_mono_ms(), io_until = t0 + o->round_timeout_ms;
 	bool ok = true;
 	int npeers = 0;
 	char q[200];
-	for (int i = 0; i < g.npeers; i++) {
-		if (!strcmp(g.peers[i].node, o->node))
+	for (int i = 0; i < g->npeers; i++) {
+		if (!strcmp(g->peers[i].node, o->node))
 			continue;
 		npeers++;
-		int rc = send_to(g.peers[i].addr, round, o->mb, io_until);
+		int rc = send_to(g->peers[i].addr, round, o->mb, o->round_timeout_ms, io_until);
 		if (rc < 0) {
 			ok = false;
 			snprintf(q, sizeof(q), "%s", strerror(-rc));
 			rv_log_warn("network check: cannot reach a peer",
-				    "round=%d peer=%s addr=%s "
-				    "reason=\"%s\"",
-				    round, g.peers[i].node, g.peers[i].addr, q);
+				    "round=%d peer=%s addr=%s reason=\"%s\"", round,
+				    g->peers[i].node, g->peers[i].addr, q);
 		}
 	}
-	double secs = (double)(rv_mono_ms() - t0) / 1000.0;
+	*secs = (double)(rv_mono_ms() - t0) / 1000.0;
 	while (atomic_load(&l->served[round]) < npeers && rv_mono_ms() < io_until)
 		usleep(10 * 1000);
 	if (atomic_load(&l->served[round]) < npeers) {
@@ -312,28 +347,249 @@ static int one_round(struct rv_master_client *mc, const struct netprobe_opts *o,
 		rv_log_warn("network check: peers did not reach this node", "round=%d got=%d of=%d",
 			    round, atomic_load(&l->served[round]), npeers);
 	}
+	return ok;
+}
+
+int netprobe_script_path(char *buf, size_t size)
+{
+	const char *env = getenv("ROVER_NETCHECK_SCRIPT");
+	if (!env || !*env) {
+		static const char *const rel[] = { "../lib/rover/rover_netcheck.py", NULL };
+		return rv_proc_exe_relative(buf, size, rel, R_OK);
+	}
+	int n = snprintf(buf, size, "%s", env);
+	if (n < 0 || (size_t)n >= size)
+		return -ENAMETOOLONG;
+	return access(buf, R_OK) == 0 ? 0 : -ENOENT;
+}
+
+/* The check's environment: ours, less any ROVER_NETCHECK_*, plus kv[]
+ * (NULL-terminated), into env (max entries with the NULL).  -ENOSPC. */
+static int coll_env(const char **env, int max, const char *const *kv)
+{
+	int n = 0;
+	for (char **e = environ; e && *e; e++)
+		if (strncmp(*e, "ROVER_NETCHECK_", 15) != 0 && n < max - 1)
+			env[n++] = *e;
+	for (; *kv; kv++) {
+		if (n >= max - 1)
+			return -ENOSPC;
+		env[n++] = *kv;
+	}
+	env[n] = NULL;
+	return 0;
+}
+
+/* Start rover_netcheck.py with env: forked from the warm interpreter when
+ * it is ready, else python.  *warm says which. */
+static int coll_spawn(const struct netprobe_opts *o, const char *script, const char *const *env,
+		      struct rv_proc *p, bool *warm, struct rv_err *err)
+{
+	const char *argv[] = { o->python, "-u", script, NULL };
+	char why[sizeof(((struct rv_err *)0)->msg)] = "no warm interpreter";
+	*warm = false;
+	if (o->warm && o->warm->ready) {
+		struct warm_req rq = { .argv = argv + 2,
+				       .unbuffered = true,
+				       .envp = env,
+				       .fd = { -1, STDERR_FILENO, STDERR_FILENO } };
+		struct rv_err e = { 0 };
+		if (warm_spawn(o->warm, &rq, p, &e) == 0) {
+			*warm = true;
+			return 0;
+		}
+		snprintf(why, sizeof(why), "%s", e.msg);
+	}
+	rv_log_debug("network check starts cold", "reason=\"%s\"", why);
+	struct rv_proc_opts po = {
+		.argv = argv,
+		.envp = env,
+		.io = { { RV_PROC_NULL, 0 }, { RV_PROC_FD, STDERR_FILENO }, { RV_PROC_INHERIT, 0 } },
+		.pdeathsig = SIGKILL,
+	};
+	int rc = rv_proc_spawn(p, &po);
+	if (rc < 0)
+		return rv_err_set(err, rc, "", "network check: could not start %s: %s", o->python,
+				  strerror(-rc));
+	return 0;
+}
+
+/* The result file of a check that exited 0: compute_s, comm_s, backend. */
+static int coll_result(const char *path, struct netprobe_result *out, int round)
+{
+	char buf[512];
+	FILE *f = fopen(path, "r");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	if (f)
+		fclose(f);
+	buf[n] = '\0';
+	RV_CLEANUP_CJSON cJSON *root = rv_json_parse(buf, n, NULL);
+	if (!root ||
+	    rv_json_get_double(root, "compute_s", "", true, 0, 1e6, &out->compute_s[round], NULL) <
+		    0 ||
+	    rv_json_get_double(root, "comm_s", "", true, 0, 1e6, &out->comm_s[round], NULL) < 0 ||
+	    rv_json_get_string(root, "backend", "", true, out->backend, sizeof(out->backend),
+			       NULL) < 0)
+		return -EPROTO;
+	return 0;
+}
+
+/* The collective: rover_netcheck.py with the group; whether it completed,
+ * *secs its compute and collective time. */
+static bool coll_round(struct rv_master_client *mc, const struct netprobe_opts *o,
+		       const struct rv_netcheck_group_reply *g, int round, int64_t until,
+		       struct netprobe_result *out, double *secs)
+{
+	int rank = -1;
+	for (int i = 0; i < g->npeers; i++)
+		if (!strcmp(g->peers[i].node, o->node))
+			rank = i;
+	char script[1024], file[64], kv[8][RV_ADDR_MAX + 40];
+	struct rv_err err = { 0 };
+	const char *dir = getenv("TMPDIR");
+	snprintf(file, sizeof(file), "%s/rover-netcheck-XXXXXX", dir && *dir ? dir : "/tmp");
+	int fd = rank < 0 ? -1 : mkstemp(file);
+	if (fd < 0 || netprobe_script_path(script, sizeof(script)) < 0) {
+		rv_log_warn("network check: cannot run the collective", "round=%d reason=\"%s\"",
+			    round,
+			    rank < 0 ? "not in its group"
+			    : fd < 0 ? "no temp file"
+				     : "no rover_netcheck.py");
+		if (fd >= 0) {
+			close(fd);
+			unlink(file);
+		}
+		return false;
+	}
+	close(fd);
+	snprintf(kv[0], sizeof(kv[0]), "ROVER_NETCHECK_RANK=%d", rank);
+	snprintf(kv[1], sizeof(kv[1]), "ROVER_NETCHECK_SIZE=%d", g->npeers);
+	snprintf(kv[2], sizeof(kv[2]), "ROVER_NETCHECK_STORE=%s", g->peers[0].addr);
+	snprintf(kv[3], sizeof(kv[3]), "ROVER_NETCHECK_ADDR=%s", o->addr);
+	snprintf(kv[4], sizeof(kv[4]), "ROVER_NETCHECK_MB=%d", o->mb);
+	snprintf(kv[5], sizeof(kv[5]), "ROVER_NETCHECK_TIMEOUT_S=%.3f",
+		 (double)o->round_timeout_ms / 1000.0);
+	snprintf(kv[6], sizeof(kv[6]), "ROVER_NETCHECK_GPU=%d", o->gpu ? 1 : 0);
+	snprintf(kv[7], sizeof(kv[7]), "ROVER_NETCHECK_OUT=%s", file);
+	const char *const add[] = { kv[0], kv[1], kv[2], kv[3], kv[4], kv[5], kv[6], kv[7], NULL };
+	const char *env[NP_MAX_ENV];
+	struct rv_proc p;
+	bool warm = false, ok = false;
+	rv_proc_init(&p);
+	if (coll_env(env, NP_MAX_ENV, add) == 0 &&
+	    coll_spawn(o, script, env, &p, &warm, &err) == 0) {
+		int64_t end = rv_mono_ms() + o->round_timeout_ms + NP_START_MS, last = 0;
+		if (end > until)
+			end = until;
+		int status = 0, rc;
+		do {
+			beat(mc, o->node, &last);
+			int64_t left = end - rv_mono_ms();
+			rc = rv_proc_wait(&p,
+					  (int)(left < NP_BEAT_MS ? (left > 0 ? left : 0)
+								  : NP_BEAT_MS),
+					  &status);
+		} while (rc == -ETIMEDOUT && rv_mono_ms() < end);
+		if (rc == -ETIMEDOUT)
+			rv_proc_stop(&p, 0, NULL);
+		ok = rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
+		     coll_result(file, out, round) == 0;
+		if (!ok)
+			rv_log_warn("network check: the collective failed",
+				    "round=%d rank=%d size=%d store=%s timed_out=%s", round, rank,
+				    g->npeers, g->peers[0].addr,
+				    rc == -ETIMEDOUT ? "true" : "false");
+	} else {
+		rv_log_warn("network check: cannot run the collective", "round=%d reason=\"%s\"",
+			    round, err.msg[0] ? err.msg : "environment too large");
+	}
+	rv_proc_release(&p);
+	unlink(file);
+	*secs = ok ? out->compute_s[round] + out->comm_s[round] : 0;
+	rv_log_info("network check collective",
+		    "round=%d rank=%d size=%d start=%s ok=%s backend=%s compute_s=%.3f comm_s=%.3f",
+		    round, rank, g->npeers, warm ? "warm" : "cold", ok ? "true" : "false",
+		    ok ? out->backend : "none", out->compute_s[round], out->comm_s[round]);
+	return ok;
+}
+
+/* One round: wait for its group, run it, report it. */
+static int one_round(struct rv_master_client *mc, const struct netprobe_opts *o, struct listener *l,
+		     int64_t check, int round, int64_t until, struct netprobe_result *out,
+		     struct rv_err *err)
+{
+	struct rv_netcheck_group_reply g;
+	int rc = wait_group(mc, o, check, round, until, &g, err);
+	if (rc < 0)
+		return rc;
+	double secs = 0;
+	bool ok = o->collective ? coll_round(mc, o, &g, round, until, out, &secs)
+				: tcp_round(o, l, &g, round, &secs);
 	out->ok[round] = ok;
 	out->time_s[round] = secs;
 	struct rv_netcheck_report rep = { .check = check, .round = round, .ok = ok, .time_s = secs };
 	snprintf(rep.node, sizeof(rep.node), "%s", o->node);
 	rv_log_info("network check round", "check=%lld round=%d ok=%s time_s=%.3f peers=%d",
-		    (long long)check, round, ok ? "true" : "false", secs, npeers);
+		    (long long)check, round, ok ? "true" : "false", secs, g.npeers - 1);
 	return rv_master_netcheck_report(mc, &rep, err);
 }
 
-static void append(char *list, size_t size, const char *name)
+/* A node's best time of the two rounds; -1 when it has none. */
+static double best_time(const struct rv_netcheck_result *n)
 {
-	size_t n = strlen(list);
-	snprintf(list + n, size - n, "%s%s", n ? "," : "", name);
+	double b = -1;
+	if (n->ok0)
+		b = n->time0_s;
+	if (n->ok1 && (b < 0 || n->time1_s < b))
+		b = n->time1_s;
+	return b;
+}
+
+static void append(char *list, size_t size, const struct rv_netcheck_result *n)
+{
+	size_t k = strlen(list);
+	snprintf(list + k, size - k, "%s%s:%.3f", k ? "," : "", n->node, best_time(n));
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* The verdicts of a finished check into out. */
+static void take_verdicts(const struct rv_netcheck_status *st, const char *node,
+			  struct netprobe_result *out)
+{
+	RV_CLEANUP_FREE double *t = calloc((size_t)st->nnodes + 1, sizeof(*t));
+	int nt = 0;
+	for (int i = 0; i < st->nnodes; i++) {
+		const struct rv_netcheck_result *n = &st->nodes[i];
+		if (!strcmp(n->node, node))
+			out->verdict = n->verdict;
+		if (t && best_time(n) >= 0)
+			t[nt++] = best_time(n);
+		if (n->verdict == RV_VERDICT_FAULTY) {
+			out->nfaulty++;
+			append(out->faulty, sizeof(out->faulty), n);
+		} else if (n->verdict == RV_VERDICT_STRAGGLER) {
+			out->nstragglers++;
+			append(out->stragglers, sizeof(out->stragglers), n);
+		}
+	}
+	if (nt > 0)
+		qsort(t, (size_t)nt, sizeof(t[0]), cmp_double);
+	out->median_s = nt == 0 ? 0 : nt % 2 ? t[nt / 2] : (t[nt / 2 - 1] + t[nt / 2]) / 2;
 }
 
 int netprobe_run(struct rv_master_client *mc, const struct netprobe_opts *o,
 		 struct netprobe_result *out, struct rv_err *err)
 {
 	memset(out, 0, sizeof(*out));
+	snprintf(out->backend, sizeof(out->backend), "%s", o->collective ? "none" : "tcp");
 	int64_t until = rv_mono_ms() + o->timeout_ms;
-	struct listener l;
-	int rc = listener_start(&l, o->port, err);
+	struct listener l = { .fd = -1 };
+	int rc = o->collective ? 0 : listener_start(&l, o->port, o->round_timeout_ms, err);
 	if (rc < 0)
 		return rc;
 	struct rv_netcheck_joined j;
@@ -351,7 +607,8 @@ int netprobe_run(struct rv_master_client *mc, const struct netprobe_opts *o,
 	out->check = j.check;
 	/* the verdicts come once every member reported round 1 or its deadline
 	 * passed */
-	for (;;) {
+	for (int64_t last = 0;;) {
+		beat(mc, o->node, &last);
 		struct rv_netcheck_status st = { 0 };
 		if ((rc = rv_master_netcheck(mc, &st, err)) < 0)
 			return rc;
@@ -361,18 +618,8 @@ int netprobe_run(struct rv_master_client *mc, const struct netprobe_opts *o,
 					  (long long)j.check);
 		}
 		bool done = st.state == RV_NETCHECK_DONE;
-		for (int i = 0; done && i < st.nnodes; i++) {
-			const struct rv_netcheck_result *n = &st.nodes[i];
-			if (!strcmp(n->node, o->node))
-				out->verdict = n->verdict;
-			if (n->verdict == RV_VERDICT_FAULTY) {
-				out->nfaulty++;
-				append(out->faulty, sizeof(out->faulty), n->node);
-			} else if (n->verdict == RV_VERDICT_STRAGGLER) {
-				out->nstragglers++;
-				append(out->stragglers, sizeof(out->stragglers), n->node);
-			}
-		}
+		if (done)
+			take_verdicts(&st, o->node, out);
 		rv_netcheck_status_release(&st);
 		if (done)
 			return 0;

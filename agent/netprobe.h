@@ -3,12 +3,17 @@
  * (--network-check; master/README.md, the /v1/netcheck calls).
  *
  * Every node of a complete world joins the check, then in each of its two
- * rounds sends mb MiB over TCP to each peer of its group (the master pairs
- * them) while serving its peers' transfers on its rendezvous port, and
- * reports whether every transfer both ways completed and how long its own
- * sends took.  The master's verdicts (faulty: failed both rounds with two
- * partners; straggler: much slower than the median) come back once both
- * rounds closed.  One thread (plus the listener's, inside the call).
+ * rounds runs a short job with the peers of its group (the master pairs
+ * them): with collective set, rover_netcheck.py (forked from the warm
+ * interpreter when there is one, else python) forms a process group of the
+ * group (gloo, NCCL when every member has a GPU), times a matmul and an
+ * all-gather of mb MiB; without it (a job that is not Python) the node
+ * sends mb MiB over TCP to each peer while serving its peers' transfers on
+ * its rendezvous port.  It reports whether the round completed and its
+ * time (compute plus collective, or its own sends).  The master's verdicts
+ * (faulty: failed both rounds with two partners; straggler: much slower
+ * than the median) come back once both rounds closed.  One thread (plus
+ * the listener's, inside the call, for TCP).
  */
 #ifndef AGENT_NETPROBE_H
 #define AGENT_NETPROBE_H
@@ -17,6 +22,7 @@
 
 #include "err.h"
 #include "master_client.h"
+#include "warm.h"
 
 struct netprobe_opts {
 	const char *node; /* this node's name in the world */
@@ -24,6 +30,16 @@ struct netprobe_opts {
 	int64_t world;    /* the round of the world being checked */
 	int mb;           /* MiB sent to each peer per round (1..1024) */
 	int timeout_ms;   /* bound on the whole check */
+	int round_timeout_ms; /* bound on one round's transfers or collective */
+	/* the collective check: rover_netcheck.py under python (borrowed), forked
+	 * from warm when it is ready (borrowed, NULL: cold); gloo binds to addr
+	 * (this node's address, as peers reach it); gpu: NCCL when every member
+	 * of the group has one */
+	bool collective;
+	const char *python;
+	struct warm *warm;
+	const char *addr;
+	bool gpu;
 };
 
 struct netprobe_result {
@@ -31,9 +47,18 @@ struct netprobe_result {
 	enum rv_netcheck_verdict verdict; /* this node's */
 	bool ok[2];                       /* this node's rounds as reported */
 	double time_s[2];
-	int nfaulty, nstragglers;          /* over the world */
-	char faulty[160], stragglers[160]; /* their names, comma-separated */
+	double compute_s[2], comm_s[2]; /* the collective's parts of time_s */
+	char backend[8];                /* "gloo", "nccl", "tcp" */
+	double median_s;                /* of the nodes' best times */
+	int nfaulty, nstragglers;       /* over the world */
+	/* their names, comma-separated, each with its best time ("n3:1.234") */
+	char faulty[256], stragglers[256];
 };
+
+/* Where rover_netcheck.py is: $ROVER_NETCHECK_SCRIPT when set, else
+ * <folder of this executable>/../lib/rover/rover_netcheck.py.  0, -ENOENT,
+ * -ENAMETOOLONG. */
+int netprobe_script_path(char *buf, size_t size);
 
 /* Run the check of world o->world with the master behind mc.  0 with *out
  * filled; 1 when the master's check is of a newer world (this node must

@@ -392,8 +392,6 @@ static int rendezvous(struct run *r, struct rv_err *err)
 			  r->f->rdzv_join_timeout_s);
 }
 
-#define RUN_NETCHECK_MS 180000
-
 static void report_failure(struct run *r, const char *reason, int code);
 
 /* --network-check: check this world's links before training (netprobe.h).
@@ -405,11 +403,27 @@ static int net_check(struct run *r)
 {
 	if (!r->f->network_check || r->group_world_size < 2)
 		return 0;
+	/* the collective needs torch: a warm interpreter still importing it is
+	 * no slower to wait for than a cold start (--no-python: TCP) */
+	bool coll = !r->f->no_python;
+	int64_t t0 = rv_mono_ms();
+	int64_t wend = t0 + r->f->netcheck_round_timeout_s * 1000;
+	while (coll && r->warm.started && !r->warm.ready && rv_mono_ms() < wend) {
+		warm_check(r, 1000);
+		rv_master_heartbeat(r->mc, r->node, NULL, NULL); /* as the check does */
+	}
+	int64_t t1 = rv_mono_ms();
 	struct netprobe_opts o = { .node = r->node,
 				   .port = r->join_port,
 				   .world = r->round,
 				   .mb = r->f->netcheck_mb,
-				   .timeout_ms = RUN_NETCHECK_MS };
+				   .timeout_ms = r->f->netcheck_timeout_s * 1000,
+				   .round_timeout_ms = r->f->netcheck_round_timeout_s * 1000,
+				   .collective = coll,
+				   .python = r->python,
+				   .warm = r->warm.started ? &r->warm : NULL,
+				   .addr = r->local_addr,
+				   .gpu = r->gpu.count > 0 };
 	struct netprobe_result res;
 	struct rv_err err = { 0 };
 	char q[300];
@@ -424,19 +438,28 @@ static int net_check(struct run *r)
 	bool out = res.verdict == RV_VERDICT_FAULTY ||
 		   (r->f->exclude_straggler && res.verdict == RV_VERDICT_STRAGGLER);
 	rv_log_info("network check done",
-		    "check=%lld verdict=%s faulty=\"%s\" stragglers=\"%s\" time0_s=%.3f "
-		    "time1_s=%.3f",
+		    "check=%lld verdict=%s faulty=\"%s\" stragglers=\"%s\" median_s=%.3f "
+		    "time0_s=%.3f time1_s=%.3f compute0_s=%.3f comm0_s=%.3f compute1_s=%.3f "
+		    "comm1_s=%.3f backend=%s warm_wait_ms=%lld check_ms=%lld",
 		    (long long)res.check, rv_netcheck_verdict_name(res.verdict), res.faulty,
-		    res.stragglers, res.time_s[0], res.time_s[1]);
+		    res.stragglers, res.median_s, res.time_s[0], res.time_s[1], res.compute_s[0],
+		    res.comm_s[0], res.compute_s[1], res.comm_s[1], res.backend,
+		    (long long)(t1 - t0), (long long)(rv_mono_ms() - t1));
 	if (!out)
 		return 0;
 	char reason[200];
 	snprintf(reason, sizeof(reason), "network check %lld: this node is %s",
 		 (long long)res.check, res.verdict == RV_VERDICT_FAULTY ? "faulty" : "a straggler");
 	report_failure(r, reason, -1);
-	fprintf(stderr, "rover-run: %s: leaving the job (%s)\n", reason,
-		res.verdict == RV_VERDICT_FAULTY ? "it failed both check rounds"
-						 : "--exclude-straggler");
+	if (res.verdict == RV_VERDICT_FAULTY)
+		fprintf(stderr, "rover-run: %s: leaving the job (it failed both check rounds)\n",
+			reason);
+	else
+		fprintf(stderr,
+			"rover-run: %s: leaving the job (--exclude-straggler; its rounds took "
+			"%.3f s and %.3f s, compute %.3f s and %.3f s; the median node %.3f s)\n",
+			reason, res.time_s[0], res.time_s[1], res.compute_s[0], res.compute_s[1],
+			res.median_s);
 	return -EHOSTUNREACH;
 }
 

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# netcheck: rover-run --network-check (the collective: gloo all-gather and a
+# matmul in pairs, two rounds) with 8 nodes on this machine, one of them
+# slowed: a rover-master (--scheduler none) and 8 `rover-run --nnodes 8
+# --network-check`, the slow one (BENCH_SLOW, default the 6th, n5) in a
+# cgroup v1 CPU quota of BENCH_QUOTA_US (1000 of 100000: 1 % of a core)
+# set once its warm interpreter is ready, then the 7 others.  The check
+# waits for each node's warm interpreter and forks its collective from it
+# (the 7 import torch meanwhile, in the seconds counted).  seconds: the
+# longest check on a node, from the world's completion (the check's join)
+# to its verdicts, waits for a warm interpreter included (warm_wait_ms +
+# check_ms of "network check done"); found: the stragglers the nodes name;
+# rounds: the master's rounds (GET /v1/netcheck).  Needs root and a
+# writable /sys/fs/cgroup/cpu; without them it says so and prints
+# found=skipped.  Last line:
+# bench=netcheck nodes=8 found=NODE truth=NODE rounds=N seconds=N
+set -euo pipefail
+B=${B:-build}
+BIN=${ROVER_BIN_DIR:-$(cd "$B/bin" && pwd)}
+export PYTHON_EXEC=${PYTHON_EXEC:-/usr/bin/python3}
+N=8
+SLOW=${BENCH_SLOW:-5}
+QUOTA=${BENCH_QUOTA_US:-1000}
+if [ "$(id -u)" != 0 ] || [ ! -w /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; then
+	echo "netcheck: no writable cgroup v1 cpu hierarchy (root needed)" >&2
+	echo "bench=netcheck nodes=$N found=skipped truth=n$SLOW rounds=0 seconds=0"
+	exit 0
+fi
+D=$(mktemp -d /tmp/rover-bench-netcheck.XXXXXX)
+CG=/sys/fs/cgroup/cpu/rover-bench-netcheck-$$
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	for _ in $(seq 50); do rmdir "$CG" 2>/dev/null && break; sleep 0.1; done
+	rm -rf "$D"
+}
+trap cleanup EXIT
+cat >"$D/job.json" <<EOF
+{"apiVersion":"elastic.rover.dev/v1alpha1","kind":"ElasticJob","metadata":{"name":"bench-netcheck"},
+ "spec":{"distributionStrategy":"AllreduceStrategy","optimizeMode":"manual",
+ "replicaSpecs":{"worker":{"replicas":$N,"minReplicas":$N,"maxReplicas":$N}},
+ "datasets":[{"name":"train","size":1000,"shardSize":10,"epochs":1}]}}
+EOF
+echo 'import os; print("W=" + os.environ["WORLD_SIZE"], flush=True)' >"$D/w.py"
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$BIN/rover-master" --job "$D/job.json" --state-dir "$D/state" --listen "127.0.0.1:$PORT" \
+	--scheduler none --journal-nosync --log-level warn >"$D/master.out" 2>"$D/master.log" &
+pids+=($!)
+for _ in $(seq 100); do
+	curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break
+	sleep 0.1
+done
+node() { # node I [wrapper...]
+	local i=$1
+	shift
+	ROVER_NODE_NAME=n$i "$@" "$BIN/rover-run" --nnodes "$N" --nproc-per-node 1 \
+		--rdzv-endpoint "127.0.0.1:$PORT" --network-check "$D/w.py" \
+		>"$D/out$i" 2>"$D/err$i" &
+	pids+=($!)
+}
+mkdir -p "$CG"
+node "$SLOW" sh -c "echo \$\$ > $CG/cgroup.procs && exec \"\$@\"" sh
+for _ in $(seq 1200); do
+	grep -q 'warm interpreter ready' "$D/err$SLOW" 2>/dev/null && break
+	sleep 0.1
+done
+echo 100000 >"$CG/cpu.cfs_period_us"
+echo "$QUOTA" >"$CG/cpu.cfs_quota_us"
+echo "netcheck: n$SLOW slowed to $QUOTA/100000 of a core; starting the others" >&2
+for i in $(seq 0 $((N - 1))); do
+	[ "$i" = "$SLOW" ] || node "$i"
+done
+for _ in $(seq 3000); do
+	done_n=$({ grep -l 'msg="network check done"' "$D"/err* 2>/dev/null || true; } | wc -l)
+	[ "$done_n" -ge "$N" ] && break
+	sleep 0.1
+done
+rounds=$(curl -sf "http://127.0.0.1:$PORT/v1/netcheck" |
+	python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["round"] + 1 if d["state"] != "running" else 0)' ||
+	echo 0)
+lines=$(grep -h 'msg="network check done"' "$D"/err* || true)
+echo "$lines" | sed 's/.*check=/check=/' | cut -c1-400 >&2
+found=$(echo "$lines" | head -1 | sed -n 's/.*stragglers="\([^"]*\)".*/\1/p' | sed 's/:[0-9.-]*//g')
+seconds=$(echo "$lines" |
+	sed -n 's/.*warm_wait_ms=\([0-9]*\) check_ms=\([0-9]*\).*/\1 \2/p' |
+	awk '{ t = ($1 + $2) / 1000; if (t > m) m = t } END { printf "%.3f", m }')
+echo "bench=netcheck nodes=$N found=${found:-none} truth=n$SLOW rounds=$rounds seconds=$seconds"
