@@ -18,6 +18,7 @@ one failed or timed out.
 import datetime
 import json
 import os
+import socket
 import sys
 import time
 
@@ -74,11 +75,26 @@ def gather(pg, size, mb, dev):
     return time.monotonic() - t0
 
 
+def wait_listening(host, port, timeout_s):
+    """Until host:port accepts a connection (10 ms apart, timeout_s at most):
+    a TCPStore client that finds no listener waits torch's own retry of a
+    second, longer than the whole check on a quiet link."""
+    until = time.monotonic() + timeout_s
+    while time.monotonic() < until:
+        try:
+            socket.create_connection((host, port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.01)
+
+
 def main():
     torch.set_num_threads(1)
     rank, size = int(env("RANK")), int(env("SIZE"))
     host, port = env("STORE").rsplit(":", 1)
     timeout = datetime.timedelta(seconds=float(env("TIMEOUT_S", "30")))
+    if rank != 0:
+        wait_listening(host.strip("[]"), int(port), timeout.total_seconds())
     store = dist.TCPStore(host.strip("[]"), int(port), size, rank == 0, timeout)
     pg, backend, dev = make_group(store, rank, size, env("ADDR"), timeout, env("GPU", "0") == "1")
     torch.matmul(torch.rand(64, 64, device=dev), torch.rand(64, 64, device=dev))  # lazy init

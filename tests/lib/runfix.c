@@ -280,6 +280,22 @@ int rv_test_run_workers(const struct rv_test_run *r, pid_t parent, int rank, pid
 	return scan(r, parent, rank, pids, max);
 }
 
+pid_t rv_test_run_last_worker(const struct rv_test_run *r)
+{
+	char *out = rv_test_run_output(r, 2);
+	const char *p = out, *last = NULL;
+	while (p && (p = strstr(p, "msg=\"worker started\""))) {
+		last = p;
+		p++;
+	}
+	const char *at = last ? strstr(last, " pid=") : NULL;
+	long ns_pid = at ? strtol(at + 5, NULL, 10) : 0;
+	free(out);
+	/* the pid in rover-run's own PID namespace, as it logs it */
+	pid_t pid = ns_pid > 0 ? rv_test_run_host_pid(r, (pid_t)ns_pid) : 0;
+	return pid > 0 && kill(pid, 0) == 0 ? pid : 0;
+}
+
 /* Field 22 of /proc/pid/stat (start time, clock ticks after boot) and the
  * session (field 6); -1 when gone or a zombie. */
 static int64_t proc_start(pid_t pid, pid_t *sid, pid_t *ppid)

@@ -78,6 +78,11 @@ pid_t rv_test_run_host_pid(const struct rv_test_run *r, pid_t ns_pid);
  * the warm interpreter and its standby workers, which have none), up to max;
  * the count. */
 int rv_test_run_workers(const struct rv_test_run *r, pid_t parent, int rank, pid_t *pids, int max);
+/* The pid (as this process sees it) of the worker rover-run said it
+ * started last ("worker started" on its stderr), while it lives; else 0.
+ * Finds a worker forked from the warm interpreter, whose /proc environ is
+ * the interpreter's (no RANK). */
+pid_t rv_test_run_last_worker(const struct rv_test_run *r);
 /* A process by its pid and start time (a reused pid is another one). */
 struct rv_test_pid {
 	pid_t pid;
