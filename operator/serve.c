@@ -45,6 +45,10 @@ static int serve_metrics(struct rv_http_req *req, struct rv_http_resp *resp, voi
 		      "# HELP rover_operator_leader 1 while this replica holds the Lease\n"
 		      "# TYPE rover_operator_leader gauge\nrover_operator_leader %d\n",
 		      atomic_load(&op->leader) ? 1 : 0);
+	rv_buf_printf(&out,
+		      "# HELP rover_operator_polled_jobs Jobs whose master's plan is being polled\n"
+		      "# TYPE rover_operator_polled_jobs gauge\nrover_operator_polled_jobs %d\n",
+		      atomic_load(&op->polled_n));
 	return rv_rest_reply_metrics(resp, &out);
 }
 

@@ -339,19 +339,18 @@ START_TEST(test_evicted_is_lost)
 	 * taint) with the container ended by SIGTERM */
 	memset(&t, 0, sizeof(t));
 	ck_assert_int_eq(k8s_pod_events(&t, &run, "worker-0", 1000, 0, ev), 1);
-	struct k8s_pod_state ev2 = pod_status(
-		"{\"phase\":\"Failed\",\"conditions\":[{\"type\":\"DisruptionTarget\","
-		"\"status\":\"True\",\"reason\":\"PreemptionByScheduler\"}],"
-		"\"containerStatuses\":[{\"name\":\"main\",\"state\":{\"terminated\":{"
-		"\"exitCode\":143,\"reason\":\"Error\"}}}]}");
+	struct k8s_pod_state ev2 =
+		pod_status("{\"phase\":\"Failed\",\"conditions\":[{\"type\":\"DisruptionTarget\","
+			   "\"status\":\"True\",\"reason\":\"PreemptionByScheduler\"}],"
+			   "\"containerStatuses\":[{\"name\":\"main\",\"state\":{\"terminated\":{"
+			   "\"exitCode\":143,\"reason\":\"Error\"}}}]}");
 	ck_assert(ev2.evicted);
 	ck_assert_int_eq(k8s_pod_events(&t, &ev2, "worker-0", 2000, 0, ev), 1);
 	ck_assert_int_eq(ev[0].type, SCHED_EV_EXITED);
 	ck_assert(ev[0].lost);
 	/* evicted before it ever ran: relaunched as lost, not FAILED */
 	memset(&t, 0, sizeof(t));
-	struct k8s_pod_state ev3 =
-		pod_status("{\"phase\":\"Failed\",\"reason\":\"Preempting\"}");
+	struct k8s_pod_state ev3 = pod_status("{\"phase\":\"Failed\",\"reason\":\"Preempting\"}");
 	ck_assert_int_eq(k8s_pod_events(&t, &ev3, "worker-0", 1000, 0, ev), 1);
 	ck_assert_int_eq(ev[0].type, SCHED_EV_EXITED);
 	ck_assert(ev[0].lost);
