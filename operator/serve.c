@@ -34,7 +34,9 @@ static int serve_metrics(struct rv_http_req *req, struct rv_http_resp *resp, voi
 	static const struct rv_rest_counter counters[] = {
 		{ "rover_operator_passes_total", "Reconcile passes made as the leader",
 		  offsetof(struct operator_state, passes) },
-		{ "rover_operator_creates_total", "Master pods and Services created",
+		{ "rover_operator_creates_total",
+		  "Objects created: master pods, Services, service accounts, role bindings, state "
+		  "claims",
 		  offsetof(struct operator_state, creates) },
 		{ "rover_operator_conflicts_total",
 		  "Creates answered 409 (the object was there: never a second master)",
