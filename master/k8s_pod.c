@@ -347,6 +347,21 @@ int k8s_pod_parse(const cJSON *pod, struct k8s_pod_state *st)
 			st->unschedulable = true;
 			copy_str(st->message, sizeof(st->message), at(it, "message"));
 		}
+		/* set by the Eviction API, the kubelet under pressure, the
+		 * scheduler's preemption, the taint manager (1.26+) */
+		if (type && s && !strcmp(type, "DisruptionTarget") && !strcmp(s, "True"))
+			st->evicted = true;
+	}
+	const char *preason = cJSON_GetStringValue(at(status, "reason"));
+	if (preason && (!strcmp(preason, "Evicted") || !strcmp(preason, "Preempting") ||
+			!strcmp(preason, "NodeLost")))
+		st->evicted = true;
+	if (st->evicted && st->ended) {
+		copy_str(st->reason, sizeof(st->reason), at(status, "reason"));
+		if (!st->reason[0])
+			snprintf(st->reason, sizeof(st->reason), "Evicted");
+		if (cJSON_GetStringValue(at(status, "message")))
+			copy_str(st->message, sizeof(st->message), at(status, "message"));
 	}
 	return 0;
 }
@@ -394,12 +409,15 @@ static void ended(struct k8s_pod_track *t, const struct k8s_pod_state *st, const
 	ev->removed = t->removing;
 	if (!ev->host[0])
 		snprintf(ev->host, sizeof(ev->host), "%s", t->node_name);
-	/* deleted, not by us: the node's program did not fail (a lost node) */
-	bool deleted = !t->removing && (!st || t->deleting) && !oom;
-	ev->lost = deleted;
-	const char *what = deleted ? "pod deleted by someone else"
-			   : !st   ? "pod deleted"
-				   : (st->reason[0] ? st->reason : "ended");
+	/* deleted or evicted, not by us: the node's program did not fail (a
+	 * lost node); an eviction names its cause */
+	bool evicted = st && st->evicted && !t->removing;
+	bool deleted = !t->removing && (!st || t->deleting) && !oom && !evicted;
+	ev->lost = deleted || evicted;
+	const char *what = evicted   ? "pod evicted"
+			   : deleted ? "pod deleted by someone else"
+			   : !st     ? "pod deleted"
+				     : (st->reason[0] ? st->reason : "ended");
 	const char *msg = !deleted && st ? st->message : "";
 	snprintf(ev->detail, sizeof(ev->detail), "%.60s%s%.180s", what, msg[0] ? ": " : "", msg);
 	t->ended = true;
@@ -416,7 +434,7 @@ int k8s_pod_events(struct k8s_pod_track *t, const struct k8s_pod_state *st, cons
 	if (st && st->deleting)
 		t->deleting = true;
 	if (!st || st->ended) {
-		if (st && !st->ran && !t->started && !t->removing) {
+		if (st && !st->ran && !t->started && !t->removing && !st->evicted) {
 			struct sched_event *ev = event_new(out, &n, SCHED_EV_FAILED, instance, st);
 			ev->err = -EIO;
 			snprintf(ev->detail, sizeof(ev->detail), "pod %.80s: %.60s%s%.100s",

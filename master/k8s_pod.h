@@ -70,6 +70,7 @@ struct k8s_pod_state {
 	int exit_code;                  /* ended: the first container's, -1 unknown */
 	char reason[64];                /* ended: "OOMKilled", "Error", "Evicted", ... */
 	bool unschedulable;             /* PodScheduled False, reason Unschedulable */
+	bool evicted; /* status.reason Evicted, Preempting or NodeLost, or a DisruptionTarget */
 	char message[SCHED_DETAIL_MAX]; /* the scheduler's or the kubelet's words */
 	int64_t memory_limit_mb;        /* the first container's limit, 0 none */
 };
@@ -95,7 +96,9 @@ struct k8s_pod_track {
  * Unschedulable longer than max_pending_ms (0: forever) is FAILED with
  * -ENOSPC and the scheduler's message.  A pod deleted by someone else (a
  * deletionTimestamp or its disappearance while remove was not asked) ends
- * as EXITED with lost set: its program did not fail.  Events name the node
+ * as EXITED with lost set: its program did not fail.  So does an evicted
+ * pod (a node under pressure, the Eviction API, a preemption, a taint),
+ * even one evicted before it ran.  Events name the node
  * the pod was last seen on.  Returns the number of events. */
 int k8s_pod_events(struct k8s_pod_track *t, const struct k8s_pod_state *st, const char *instance,
 		   int64_t now_ms, int64_t max_pending_ms, struct sched_event *out);

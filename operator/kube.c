@@ -201,6 +201,16 @@ static int kube_watch_once(struct kube_watcher *w)
 	return 0; /* the server's timeout, or a cut: resume from rv */
 }
 
+/* The cache no longer counts as listed: no pass reads it until a LIST
+ * succeeds again (a server restarted empty, or a resource gone, must not
+ * leave jobs in it that a pass would act on). */
+static void kube_unsync(struct kube_watcher *w)
+{
+	pthread_mutex_lock(&w->k->lock);
+	w->synced = false;
+	pthread_mutex_unlock(&w->k->lock);
+}
+
 static void *kube_watcher_main(void *arg)
 {
 	struct kube_watcher *w = arg;
@@ -219,13 +229,17 @@ static void *kube_watcher_main(void *arg)
 			continue;
 		}
 		/* unreachable: back off, then resume (a failed resume lists) */
+		if (need_list)
+			kube_unsync(w);
 		backoff = backoff ? backoff * 2 : 100;
 		if (backoff > KUBE_BACKOFF_MAX)
 			backoff = KUBE_BACKOFF_MAX;
 		for (int t = 0; t < backoff && !atomic_load(&w->k->stop); t += 50)
 			usleep(50 * 1000);
-		if (!need_list && backoff >= 400)
+		if (!need_list && backoff >= 400) {
 			need_list = true;
+			kube_unsync(w);
+		}
 	}
 	return NULL;
 }

@@ -50,13 +50,26 @@ static const struct rv_cfg_opt operator_opts[] = {
 	OPT("master", "command", "master-command", RV_CFG_STR, master_command, "rover-master", 0, 0,
 	    0, "rover-master's path in that image"),
 	OPT("master", "service_account", "master-service-account", RV_CFG_STR,
-	    master_service_account, "rover-master", 0, 0, 0,
-	    "the master pod's service account (RBAC: its job's pods only); empty: none set"),
+	    master_service_account, "", 0, 0, 0,
+	    "one service account for every master pod; empty: each job its own, "
+	    "rover-master-JOB, bound to master.cluster_role in the job's namespace (the "
+	    "admission policy of docker/k8s lets it touch only its job's pods)"),
+	OPT("master", "cluster_role", "master-cluster-role", RV_CFG_STR, master_cluster_role,
+	    "rover-master", 0, 0, 0, "the ClusterRole a job's own service account is bound to"),
 	OPT("master", "kubeconfig", "master-kubeconfig", RV_CFG_STR, master_kubeconfig, "", 0, 0, 0,
 	    "a kubeconfig path the master reads; empty: in-cluster (its service account)"),
 	OPT("master", "state_root", "master-state-root", RV_CFG_STR, master_state_root, "", 0, 0, 0,
-	    "the master's --state-dir is ROOT/NAMESPACE/JOB (a volume that outlives the pod, "
-	    "so a new master restores the job); empty: the master's default"),
+	    "the master's --state-dir is ROOT/NAMESPACE/JOB (a folder every master pod sees); "
+	    "empty: a PersistentVolumeClaim per job, JOB-master-state, owned by the job"),
+	OPT("master", "state_mount", "master-state-mount", RV_CFG_STR, master_state_mount,
+	    "/var/lib/rover-master", 0, 0, 0,
+	    "where the master pod mounts its job's claim: its --state-dir"),
+	OPT("master", "state_size", "master-state-size", RV_CFG_STR, master_state_size, "1Gi", 0, 0,
+	    0, "the claim's size unless spec.masterState.size says"),
+	OPT("master", "state_class", "master-state-class", RV_CFG_STR, master_state_class, "", 0, 0,
+	    0,
+	    "the claim's storage class unless spec.masterState.storageClassName says; empty: "
+	    "the cluster's default"),
 	OPT("master", "addr_host", "master-addr-host", RV_CFG_STR, master_addr_host, "", 0, 0, 0,
 	    "host the worker pods reach the master at; empty: the job's Service, "
 	    "JOB-master.NAMESPACE.svc"),

@@ -57,7 +57,7 @@ static cJSON *op_owned_meta(const cJSON *job, const char *name)
 /* Each replica's pod template gets the label OPERATOR_LABEL_OWNER: the
  * master copies a template's labels (never its ownerReferences) onto the
  * worker pods, and the pass deletes worker pods whose job is gone. */
-static void op_mark_templates(cJSON *spec, const char *job)
+static void op_mark_templates(cJSON *spec, const char *job, const char *uid)
 {
 	cJSON *rs;
 	cJSON_ArrayForEach(rs, cJSON_GetObjectItem(spec, "replicaSpecs"))
@@ -73,6 +73,8 @@ static void op_mark_templates(cJSON *spec, const char *job)
 			labels = cJSON_AddObjectToObject(md, "labels");
 		cJSON_DeleteItemFromObjectCaseSensitive(labels, OPERATOR_LABEL_OWNER);
 		cJSON_AddStringToObject(labels, OPERATOR_LABEL_OWNER, job);
+		cJSON_DeleteItemFromObjectCaseSensitive(labels, OPERATOR_LABEL_OWNER_UID);
+		cJSON_AddStringToObject(labels, OPERATOR_LABEL_OWNER_UID, uid);
 	}
 }
 
@@ -91,7 +93,7 @@ static char *op_job_spec(const cJSON *job)
 		cJSON_AddItemToObject(md, "labels", cJSON_Duplicate(labels, true));
 	cJSON *spec = cJSON_Duplicate(cJSON_GetObjectItem(job, "spec"), true);
 	cJSON_AddItemToObject(j, "spec", spec);
-	op_mark_templates(spec, op_str(job, "metadata", "name"));
+	op_mark_templates(spec, op_str(job, "metadata", "name"), op_str(job, "metadata", "uid"));
 	return cJSON_PrintUnformatted(j);
 }
 
@@ -144,6 +146,35 @@ static cJSON *op_master_command(const struct operator_cfg *cfg, const cJSON *job
 	return cmd;
 }
 
+/* The service account the master pod runs under, into out. */
+static void op_sa_name(const struct operator_cfg *cfg, const cJSON *job, char *out, size_t size)
+{
+	if (cfg->master_service_account[0])
+		snprintf(out, size, "%s", cfg->master_service_account);
+	else
+		snprintf(out, size, "%s%s", OPERATOR_SA_PREFIX, op_str(job, "metadata", "name"));
+}
+
+/* The job's claim as the pod's volume, mounted at master_state_mount; the
+ * group the master's image runs as (65532, Dockerfile.master) may write it. */
+static void op_state_mount(const struct operator_cfg *cfg, const cJSON *job, cJSON *spec,
+			   cJSON *container)
+{
+	char claim[300];
+	snprintf(claim, sizeof(claim), "%s%s", op_str(job, "metadata", "name"),
+		 OPERATOR_STATE_SUFFIX);
+	cJSON *v = cJSON_CreateObject();
+	cJSON_AddStringToObject(v, "name", OPERATOR_STATE_VOLUME);
+	cJSON_AddStringToObject(cJSON_AddObjectToObject(v, "persistentVolumeClaim"), "claimName",
+				claim);
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(spec, "volumes"), v);
+	cJSON *m = cJSON_CreateObject();
+	cJSON_AddStringToObject(m, "name", OPERATOR_STATE_VOLUME);
+	cJSON_AddStringToObject(m, "mountPath", cfg->master_state_mount);
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(container, "volumeMounts"), m);
+	cJSON_AddNumberToObject(cJSON_AddObjectToObject(spec, "securityContext"), "fsGroup", 65532);
+}
+
 cJSON *operator_master_pod(const struct operator_cfg *cfg, const cJSON *job)
 {
 	char name[300];
@@ -155,8 +186,9 @@ cJSON *operator_master_pod(const struct operator_cfg *cfg, const cJSON *job)
 	cJSON_AddItemToObject(pod, "metadata", op_owned_meta(job, name));
 	cJSON *spec = cJSON_AddObjectToObject(pod, "spec");
 	cJSON_AddStringToObject(spec, "restartPolicy", "Never");
-	if (cfg->master_service_account[0])
-		cJSON_AddStringToObject(spec, "serviceAccountName", cfg->master_service_account);
+	char sa[300];
+	op_sa_name(cfg, job, sa, sizeof(sa));
+	cJSON_AddStringToObject(spec, "serviceAccountName", sa);
 	cJSON *c = cJSON_CreateObject();
 	cJSON_AddStringToObject(c, "name", "master");
 	cJSON_AddStringToObject(c, "image", cfg->master_image);
@@ -169,6 +201,9 @@ cJSON *operator_master_pod(const struct operator_cfg *cfg, const cJSON *job)
 		snprintf(dir, sizeof(dir), "%s/%s/%s", cfg->master_state_root,
 			 op_str(job, "metadata", "namespace"), op_str(job, "metadata", "name"));
 		op_env(env, "ROVER_STATE_DIR", dir);
+	} else {
+		op_env(env, "ROVER_STATE_DIR", cfg->master_state_mount);
+		op_state_mount(cfg, job, spec, c);
 	}
 	cJSON *port = cJSON_CreateObject();
 	cJSON_AddStringToObject(port, "name", "api");
@@ -197,6 +232,61 @@ cJSON *operator_service(const struct operator_cfg *cfg, const cJSON *job)
 	cJSON_AddNumberToObject(port, "targetPort", (double)cfg->master_port);
 	cJSON_AddItemToArray(cJSON_AddArrayToObject(spec, "ports"), port);
 	return svc;
+}
+
+cJSON *operator_service_account(const struct operator_cfg *cfg, const cJSON *job)
+{
+	char name[300];
+	op_sa_name(cfg, job, name, sizeof(name));
+	cJSON *sa = cJSON_CreateObject();
+	cJSON_AddStringToObject(sa, "apiVersion", "v1");
+	cJSON_AddStringToObject(sa, "kind", "ServiceAccount");
+	cJSON_AddItemToObject(sa, "metadata", op_owned_meta(job, name));
+	return sa;
+}
+
+cJSON *operator_role_binding(const struct operator_cfg *cfg, const cJSON *job)
+{
+	char name[300];
+	op_sa_name(cfg, job, name, sizeof(name));
+	cJSON *rb = cJSON_CreateObject();
+	cJSON_AddStringToObject(rb, "apiVersion", "rbac.authorization.k8s.io/v1");
+	cJSON_AddStringToObject(rb, "kind", "RoleBinding");
+	cJSON_AddItemToObject(rb, "metadata", op_owned_meta(job, name));
+	cJSON *ref = cJSON_AddObjectToObject(rb, "roleRef");
+	cJSON_AddStringToObject(ref, "apiGroup", "rbac.authorization.k8s.io");
+	cJSON_AddStringToObject(ref, "kind", "ClusterRole");
+	cJSON_AddStringToObject(ref, "name", cfg->master_cluster_role);
+	cJSON *sub = cJSON_CreateObject();
+	cJSON_AddStringToObject(sub, "kind", "ServiceAccount");
+	cJSON_AddStringToObject(sub, "name", name);
+	cJSON_AddStringToObject(sub, "namespace", op_str(job, "metadata", "namespace"));
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(rb, "subjects"), sub);
+	return rb;
+}
+
+cJSON *operator_state_claim(const struct operator_cfg *cfg, const cJSON *job)
+{
+	char name[300];
+	snprintf(name, sizeof(name), "%s%s", op_str(job, "metadata", "name"),
+		 OPERATOR_STATE_SUFFIX);
+	const cJSON *ms = cJSON_GetObjectItem(cJSON_GetObjectItem(job, "spec"), "masterState");
+	const char *cls = cJSON_GetStringValue(cJSON_GetObjectItem(ms, "storageClassName"));
+	const char *size = cJSON_GetStringValue(cJSON_GetObjectItem(ms, "size"));
+	cls = cls ? cls : cfg->master_state_class;
+	cJSON *pvc = cJSON_CreateObject();
+	cJSON_AddStringToObject(pvc, "apiVersion", "v1");
+	cJSON_AddStringToObject(pvc, "kind", "PersistentVolumeClaim");
+	cJSON_AddItemToObject(pvc, "metadata", op_owned_meta(job, name));
+	cJSON *spec = cJSON_AddObjectToObject(pvc, "spec");
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(spec, "accessModes"),
+			     cJSON_CreateString("ReadWriteOnce"));
+	if (cls[0]) /* else the cluster's default class */
+		cJSON_AddStringToObject(spec, "storageClassName", cls);
+	cJSON *req =
+		cJSON_AddObjectToObject(cJSON_AddObjectToObject(spec, "resources"), "requests");
+	cJSON_AddStringToObject(req, "storage", size && size[0] ? size : cfg->master_state_size);
+	return pvc;
 }
 
 /* POST obj to path: true when created or already there (409). */
@@ -291,6 +381,28 @@ static void op_status(struct operator_state *op, const cJSON *job, const cJSON *
 	}
 }
 
+/* What the master pod needs before it is made (each a 409 when there): the
+ * job's own service account and its binding, the state volume. */
+static void op_create_master_parts(struct operator_state *op, const cJSON *job)
+{
+	const char *ns = op_str(job, "metadata", "namespace");
+	char path[600];
+	if (!op->cfg.master_service_account[0]) {
+		RV_CLEANUP_CJSON cJSON *sa = operator_service_account(&op->cfg, job);
+		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/serviceaccounts", ns);
+		op_create(op, path, sa, "service account");
+		RV_CLEANUP_CJSON cJSON *rb = operator_role_binding(&op->cfg, job);
+		snprintf(path, sizeof(path),
+			 "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/rolebindings", ns);
+		op_create(op, path, rb, "role binding");
+	}
+	if (!op->cfg.master_state_root[0]) {
+		RV_CLEANUP_CJSON cJSON *pvc = operator_state_claim(&op->cfg, job);
+		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/persistentvolumeclaims", ns);
+		op_create(op, path, pvc, "state volume");
+	}
+}
+
 /* Apply one job's decisions. */
 static void op_apply(struct operator_state *op, const cJSON *job, const struct reconcile_out *out)
 {
@@ -302,6 +414,8 @@ static void op_apply(struct operator_state *op, const cJSON *job, const struct r
 		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/services", ns);
 		op_create(op, path, svc, "service");
 	}
+	if (out->create_master)
+		op_create_master_parts(op, job);
 	if (out->create_master) {
 		RV_CLEANUP_CJSON cJSON *pod = operator_master_pod(&op->cfg, job);
 		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", ns);
@@ -327,9 +441,13 @@ static void op_apply(struct operator_state *op, const cJSON *job, const struct r
 	}
 }
 
-/* The worker pods of job among every worker pod (label rover.dev/job). */
-static cJSON *op_workers_of(const cJSON *workers, const char *ns, const char *name)
+/* The worker pods of job among every worker pod (label rover.dev/job), but
+ * those of an earlier job of the same name (another owner uid). */
+static cJSON *op_workers_of(const cJSON *workers, const cJSON *job)
 {
+	const char *ns = op_str(job, "metadata", "namespace");
+	const char *name = op_str(job, "metadata", "name");
+	const char *uid = op_str(job, "metadata", "uid");
 	cJSON *arr = cJSON_CreateArray();
 	const cJSON *p;
 	cJSON_ArrayForEach(p, workers)
@@ -337,29 +455,46 @@ static cJSON *op_workers_of(const cJSON *workers, const char *ns, const char *na
 		const cJSON *labels =
 			cJSON_GetObjectItem(cJSON_GetObjectItem(p, "metadata"), "labels");
 		const char *j = cJSON_GetStringValue(cJSON_GetObjectItem(labels, "rover.dev/job"));
-		if (j && !strcmp(j, name) && !strcmp(op_str(p, "metadata", "namespace"), ns))
+		const char *u =
+			cJSON_GetStringValue(cJSON_GetObjectItem(labels, OPERATOR_LABEL_OWNER_UID));
+		if (j && !strcmp(j, name) && !strcmp(op_str(p, "metadata", "namespace"), ns) &&
+		    (!u || !strcmp(u, uid)))
 			cJSON_AddItemReferenceToArray(arr, (cJSON *)p);
 	}
 	return arr;
 }
 
+/* true when the job a worker pod names (by uid, else by name for a pod
+ * made before the uid label) is among jobs. */
+static bool op_owner_here(const cJSON *jobs, const char *ns, const char *owner, const char *uid)
+{
+	char key[400];
+	snprintf(key, sizeof(key), "%s/%s", ns, owner);
+	const cJSON *job = cJSON_GetObjectItem(jobs, key);
+	if (uid && job)
+		return strcmp(op_str(job, "metadata", "uid"), uid) == 0;
+	return job != NULL;
+}
+
 /* Worker pods made for a job of ours that is gone (deleted while they ran:
- * they name no owner the garbage collector knows). */
+ * they name no owner the garbage collector knows), by the job's uid: a job
+ * made again under the same name keeps its own pods and loses the old. */
 static void op_sweep(struct operator_state *op, const cJSON *jobs, const cJSON *workers)
 {
 	const cJSON *p;
 	cJSON_ArrayForEach(p, workers)
 	{
 		const cJSON *md = cJSON_GetObjectItem(p, "metadata");
+		const cJSON *labels = cJSON_GetObjectItem(md, "labels");
 		const char *owner =
-			cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(md, "labels"),
-								 OPERATOR_LABEL_OWNER));
+			cJSON_GetStringValue(cJSON_GetObjectItem(labels, OPERATOR_LABEL_OWNER));
+		const char *uid =
+			cJSON_GetStringValue(cJSON_GetObjectItem(labels, OPERATOR_LABEL_OWNER_UID));
 		const char *ns = op_str(p, "metadata", "namespace");
-		char key[400], path[600];
+		char path[600];
 		if (!owner || cJSON_GetObjectItem(md, "deletionTimestamp"))
 			continue;
-		snprintf(key, sizeof(key), "%s/%s", ns, owner);
-		if (cJSON_GetObjectItem(jobs, key))
+		if (op_owner_here(jobs, ns, owner, uid))
 			continue;
 		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns,
 			 op_str(p, "metadata", "name"));
@@ -411,6 +546,20 @@ static bool op_master_plan(struct operator_state *op, const cJSON *job, const ch
 	return ok;
 }
 
+/* Forget when the masters of jobs that are gone were asked. */
+static void op_prune_polled(struct operator_state *op, const cJSON *jobs)
+{
+	int n = 0;
+	for (cJSON *e = op->polled ? op->polled->child : NULL, *next; e; e = next) {
+		next = e->next;
+		if (cJSON_GetObjectItem(jobs, e->string))
+			n++;
+		else
+			cJSON_Delete(cJSON_DetachItemViaPointer(op->polled, e));
+	}
+	op->polled_n = n;
+}
+
 void operator_pass(struct operator_state *op)
 {
 	RV_CLEANUP_CJSON cJSON *jobs = kube_snapshot(op->jobs);
@@ -429,7 +578,7 @@ void operator_pass(struct operator_state *op)
 		const char *name = op_str(job, "metadata", "name");
 		char key[400];
 		snprintf(key, sizeof(key), "%s/%s%s", ns, name, RECONCILE_MASTER_SUFFIX);
-		RV_CLEANUP_CJSON cJSON *mine = op_workers_of(workers, ns, name);
+		RV_CLEANUP_CJSON cJSON *mine = op_workers_of(workers, job);
 		struct reconcile_in in = {
 			.job = job,
 			.master = cJSON_GetObjectItem(masters, key),
@@ -449,4 +598,5 @@ void operator_pass(struct operator_state *op)
 		reconcile_out_release(&out);
 	}
 	op_sweep(op, jobs, workers);
+	op_prune_polled(op, jobs);
 }

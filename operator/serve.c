@@ -34,7 +34,9 @@ static int serve_metrics(struct rv_http_req *req, struct rv_http_resp *resp, voi
 	static const struct rv_rest_counter counters[] = {
 		{ "rover_operator_passes_total", "Reconcile passes made as the leader",
 		  offsetof(struct operator_state, passes) },
-		{ "rover_operator_creates_total", "Master pods and Services created",
+		{ "rover_operator_creates_total",
+		  "Objects created: master pods, Services, service accounts, role bindings, state "
+		  "claims",
 		  offsetof(struct operator_state, creates) },
 		{ "rover_operator_conflicts_total",
 		  "Creates answered 409 (the object was there: never a second master)",
@@ -45,6 +47,10 @@ static int serve_metrics(struct rv_http_req *req, struct rv_http_resp *resp, voi
 		      "# HELP rover_operator_leader 1 while this replica holds the Lease\n"
 		      "# TYPE rover_operator_leader gauge\nrover_operator_leader %d\n",
 		      atomic_load(&op->leader) ? 1 : 0);
+	rv_buf_printf(&out,
+		      "# HELP rover_operator_polled_jobs Jobs whose master's plan is being polled\n"
+		      "# TYPE rover_operator_polled_jobs gauge\nrover_operator_polled_jobs %d\n",
+		      atomic_load(&op->polled_n));
 	return rv_rest_reply_metrics(resp, &out);
 }
 

@@ -13,7 +13,7 @@
  *   - a pod OOM-killed under its limit comes back with more memory;
  *   - a gang that cannot be placed fails after k8s.max_pending_s, the
  *     master's reason naming the scheduler's;
- *   - a pod deleted by someone is a lost node: relaunched without a
+ *   - a pod deleted by someone, or evicted, is a lost node: relaunched without a
  *     restart spent, the reason naming its node, the new pod on another.
  */
 #include <errno.h>
@@ -446,12 +446,13 @@ static char *running_pod(int rank)
 	return p;
 }
 
-/* A pod deleted by someone (kubectl delete) is a lost node: its
+/* A pod deleted by someone (kubectl delete), or evicted by its node's
+ * kubelet (Failed, reason Evicted, killed: exit 137), is a lost node: its
  * relaunch spends no restart (restartCount 0 here, so a charged one would
  * fail the job), its reason names the pod's node, and the new pod keeps
  * off that node (three nodes: the stand-in's spreading would otherwise
  * put it back on the same, emptiest-first then by name). */
-START_TEST(test_deleted_pod_is_lost_and_moves)
+static void lost_pod_moves(bool evict)
 {
 	RV_TEST_NEED_KUBECTL();
 	const char *sargs[] = { "--nodes", "3", NULL };
@@ -469,10 +470,16 @@ START_TEST(test_deleted_pod_is_lost_and_moves)
 	char *old = running_pod(1);
 	char *was = pod_node(old);
 	ck_assert_msg(was[0], "pod %s has no node", old);
-	const char *del[] = { "delete", "pod", old, "--wait=false", NULL };
-	char *out = NULL;
-	ck_assert_msg(kubectl(&out, del) == 0, "kubectl delete: %s", out);
-	free(out);
+	if (evict) {
+		char path[300];
+		snprintf(path, sizeof(path), "/standin/pods/default/%s/evict", old);
+		admin(path);
+	} else {
+		const char *del[] = { "delete", "pod", old, "--wait=false", NULL };
+		char *out = NULL;
+		ck_assert_msg(kubectl(&out, del) == 0, "kubectl delete: %s", out);
+		free(out);
+	}
 	char *now = NULL;
 	int64_t until = rv_mono_ms() + 60000;
 	do {
@@ -494,6 +501,8 @@ START_TEST(test_deleted_pod_is_lost_and_moves)
 		dump();
 	ck_assert_int_eq(log_count("node relaunched", on), 1);
 	ck_assert_int_eq(log_count("node relaunched", "not counted as a restart"), 1);
+	if (evict)
+		ck_assert_int_eq(log_count("node relaunched", "pod evicted"), 1);
 	ck_assert_int_eq(log_count("node given up", NULL), 0);
 	int st = rv_test_master_stop(&master, SIGTERM, 30000);
 	ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "master status %d", st);
@@ -501,6 +510,17 @@ START_TEST(test_deleted_pod_is_lost_and_moves)
 	free(was);
 	free(now);
 	free(host);
+}
+
+START_TEST(test_deleted_pod_is_lost_and_moves)
+{
+	lost_pod_moves(false);
+}
+END_TEST
+
+START_TEST(test_evicted_pod_is_lost_and_moves)
+{
+	lost_pod_moves(true);
 }
 END_TEST
 
@@ -521,6 +541,7 @@ static Suite *master_k8s_suite(void)
 	add_case(s, "oom", test_oom_pod_comes_back_with_more_memory);
 	add_case(s, "gang", test_unplaceable_gang_fails_naming_the_reason);
 	add_case(s, "deleted", test_deleted_pod_is_lost_and_moves);
+	add_case(s, "evicted", test_evicted_pod_is_lost_and_moves);
 	return s;
 }
 

@@ -16,7 +16,12 @@
  *     --kubeconfig` creates one (a second time: exit 5);
  *   - the operator's watches cut mid-event, answered 410, the API server
  *     restarted: it carries on; spec.suspend stops the pods, a resume
- *     makes a new master.
+ *     makes a new master;
+ *   - each job's master under its own service account (bound to the
+ *     master's ClusterRole), its state on a claim the job owns (the new
+ *     master of the digits job replays its journal from it); a job made
+ *     again under a deleted one's name: the old worker pods swept by uid;
+ *     the table of polled masters back to empty once the jobs are gone.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -28,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -232,14 +238,17 @@ static char *op_log_path(int i)
 	return p[i];
 }
 
-/* Operator i (lease id op<i>) with the master pods running here. */
-static void op_start(int i)
+/* Operator i (lease id op<i>) with the master pods running master_cmd
+ * here (NULL: rover-master); each job's state on a claim of its own, each
+ * master under a service account of its own (the defaults). */
+static void op_start_with(int i, const char *master_cmd)
 {
-	char exe[PATH_MAX], bin[PATH_MAX], master[PATH_MAX + 20], state[320], port[16], id[16];
+	char exe[PATH_MAX], bin[PATH_MAX], master[PATH_MAX + 20], port[16], id[16];
 	snprintf(exe, sizeof(exe), "%s/rover-operator", bin_dir());
 	ck_assert_ptr_nonnull(realpath(bin_dir(), bin));
-	snprintf(master, sizeof(master), "%s/rover-master", bin);
-	snprintf(state, sizeof(state), "%s/state", sti.dir);
+	snprintf(master, sizeof(master), "%s", master_cmd ? master_cmd : "");
+	if (!master_cmd)
+		snprintf(master, sizeof(master), "%s/rover-master", bin);
 	snprintf(port, sizeof(port), "%d", master_port);
 	snprintf(id, sizeof(id), "op%d", i);
 	const char *argv[] = { exe,
@@ -261,10 +270,6 @@ static void op_start(int i)
 			       "127.0.0.1",
 			       "--master-port",
 			       port,
-			       "--master-state-root",
-			       state,
-			       "--master-service-account",
-			       "",
 			       "--master-args",
 			       "--linger-s 1 --rdzv-last-call-ms 1000",
 			       NULL };
@@ -275,6 +280,11 @@ static void op_start(int i)
 	o.io[2] = (struct rv_proc_io){ RV_PROC_FD, fd };
 	ck_assert_int_eq(rv_proc_spawn(&ops[i], &o), 0);
 	close(fd);
+}
+
+static void op_start(int i)
+{
+	op_start_with(i, NULL);
 }
 
 static int log_count(const char *path, const char *a)
@@ -463,7 +473,23 @@ START_TEST(test_digits_elasticjob)
 	char *mlog = kget(logs);
 	ck_assert_msg(count_words(mlog, "node adopted after a master restart") == 2,
 		      "the new master did not adopt both pods: %s", mlog);
+	/* it went on from the journal on the job's claim, not from zero */
+	const char *rs = strstr(mlog, "msg=\"state restored\"");
+	const char *rp = rs ? strstr(rs, "replayed=") : NULL;
+	ck_assert_msg(rp && atol(rp + strlen("replayed=")) > 0,
+		      "the new master did not replay the journal: %s", mlog);
 	free(mlog);
+	const char *mp[] = { "get",
+			     "pod",
+			     mpod,
+			     "-o",
+			     "jsonpath={.spec.serviceAccountName} "
+			     "{.spec.volumes[0].persistentVolumeClaim.claimName}",
+			     NULL };
+	char *mspec = kget(mp), want_spec[300];
+	snprintf(want_spec, sizeof(want_spec), "rover-master-%s %s-master-state", name, name);
+	ck_assert_str_eq(mspec, want_spec);
+	free(mspec);
 	/* no worker pod was made again by the new master */
 	char *after_names = pods(wsel);
 	free(after_names);
@@ -500,6 +526,19 @@ START_TEST(test_digits_elasticjob)
 	ck_assert_int_ne(kubectl(&out, gs), 0);
 	ck_assert_msg(strstr(out, "not found"), "%s", out);
 	free(out);
+	/* and the state volume, the service account and its binding */
+	char pvc[120], sa[120], rb[140];
+	snprintf(pvc, sizeof(pvc), "%s-master-state", name);
+	snprintf(sa, sizeof(sa), "sa/rover-master-%s", name);
+	snprintf(rb, sizeof(rb), "rolebinding/rover-master-%s", name);
+	const char *gp[] = { "get", "pvc", pvc, NULL };
+	ck_assert_int_ne(kubectl(&out, gp), 0);
+	ck_assert_msg(strstr(out, "not found"), "%s", out);
+	free(out);
+	const char *gsa[] = { "get", sa, rb, NULL };
+	ck_assert_int_ne(kubectl(&out, gsa), 0);
+	ck_assert_msg(count_words(out, "not found") == 2, "%s", out);
+	free(out);
 }
 END_TEST
 
@@ -521,12 +560,13 @@ START_TEST(test_kill9_during_create)
 	admin("/standin/delay?ms=1500");
 	op_start(0);
 	int64_t until;
-	/* the Service's create was answered (the operator logs it), and the
+	/* the state volume's create was answered (the operator logs it; the
+	 * Service, service account and role binding went before), and the
 	 * master pod's create goes out at once: kill -9 with it in flight */
 	until = rv_mono_ms() + 60000;
-	while (log_count(op_log_path(0), "what=service") == 0 && rv_mono_ms() < until)
+	while (log_count(op_log_path(0), "what=state volume") == 0 && rv_mono_ms() < until)
 		usleep(5 * 1000);
-	ck_assert_msg(log_count(op_log_path(0), "what=service") == 1, "no Service made");
+	ck_assert_msg(log_count(op_log_path(0), "what=state volume") == 1, "no state volume made");
 	usleep(100 * 1000);
 	op_stop(0, SIGKILL);
 	ck_assert_int_eq(log_count(op_log_path(0), "what=master pod"), 0);
@@ -744,6 +784,151 @@ START_TEST(test_watch_faults_restart_suspend)
 }
 END_TEST
 
+/* The metric rover_operator_polled_jobs of operator i. */
+static int polled_jobs(int i)
+{
+	struct rv_test_reply m = op_get(i, "/metrics");
+	const char *v = strstr(m.body, "\nrover_operator_polled_jobs ");
+	int n = v ? atoi(v + strlen("\nrover_operator_polled_jobs ")) : -1;
+	rv_test_reply_release(&m);
+	return n;
+}
+
+static bool wait_polled_jobs(int i, int want, int timeout_ms)
+{
+	int64_t until = rv_mono_ms() + timeout_ms;
+	while (polled_jobs(i) != want && rv_mono_ms() < until)
+		usleep(200 * 1000);
+	return polled_jobs(i) == want;
+}
+
+/* A job's own service account (owned by it, bound to the master's
+ * ClusterRole) runs its master pod; its state claim is owned by it too.
+ * Then, the job deleted while no operator ran and made again under the
+ * same name: the old job's worker pods are swept (they name the old uid)
+ * though a job of that name is there.  And the operator's table of masters
+ * it polls grows with running jobs and shrinks back to nothing once they
+ * are deleted. */
+START_TEST(test_same_name_sweep_and_prune)
+{
+	RV_TEST_NEED_KUBECTL();
+	standin_start();
+	apply_crd();
+	op_start(0);
+	char name[64], sel[128], wsel[128], sa[120], path[400];
+	snprintf(name, sizeof(name), "same-%d", (int)getpid());
+	snprintf(sel, sizeof(sel), "elastic.rover.dev/job=%s", name);
+	snprintf(wsel, sizeof(wsel), "rover.dev/job=%s", name);
+	snprintf(sa, sizeof(sa), "rover-master-%s", name);
+	char *spec = job_json(name, "", 1, "/bin/sleep\",\"600");
+	/* a state volume of 2Gi, the spec's own (the operator's default: 1Gi) */
+	char *ds = strstr(spec, "\"datasets\":"), *spec2 = NULL;
+	ck_assert_ptr_nonnull(ds);
+	ck_assert_int_ge(asprintf(&spec2, "%.*s\"masterState\":{\"size\":\"2Gi\"},%s",
+				  (int)(ds - spec), spec, ds),
+			 0);
+	apply_file("job.json", spec2);
+	free(spec2);
+	free(spec);
+	free(wait_pods(sel, ":Running:", 1, 60000));
+	char *old = wait_pods(wsel, ":Running:", 2, 60000);
+	ck_assert_msg(count_words(old, ":Running:") == 2, "worker pods: %s", old);
+	char *uid = job_field(name, ".metadata.uid");
+	const char *gsa[] = { "get", "sa", sa, "-o", "jsonpath={.metadata.ownerReferences[0].uid}",
+			      NULL };
+	char *sa_owner = kget(gsa);
+	ck_assert_str_eq(sa_owner, uid);
+	free(sa_owner);
+	const char *grb[] = { "get",
+			      "rolebinding",
+			      sa,
+			      "-o",
+			      "jsonpath={.roleRef.kind}/{.roleRef.name} {.subjects[0].name} "
+			      "{.metadata.ownerReferences[0].uid}",
+			      NULL };
+	char *rb = kget(grb), want[300];
+	snprintf(want, sizeof(want), "ClusterRole/rover-master %s %s", sa, uid);
+	ck_assert_str_eq(rb, want);
+	free(rb);
+	char mpod[100], pvc[100];
+	snprintf(mpod, sizeof(mpod), "%s-master", name);
+	snprintf(pvc, sizeof(pvc), "%s-master-state", name);
+	const char *gm[] = { "get", "pod", mpod, "-o", "jsonpath={.spec.serviceAccountName}", NULL };
+	char *msa = kget(gm);
+	ck_assert_str_eq(msa, sa);
+	free(msa);
+	const char *gp[] = { "get",
+			     "pvc",
+			     pvc,
+			     "-o",
+			     "jsonpath={.status.phase} {.spec.resources.requests.storage} "
+			     "{.metadata.ownerReferences[0].uid}",
+			     NULL };
+	char *pv = kget(gp);
+	snprintf(want, sizeof(want), "Bound 2Gi %s", uid);
+	ck_assert_str_eq(pv, want);
+	free(pv);
+	ck_assert_msg(wait_polled_jobs(0, 1, 30000), "polled jobs: %d", polled_jobs(0));
+	/* no operator, the master killed -9 (a master stopped by SIGTERM
+	 * deletes its pods itself): the job deleted, its master pod goes, its
+	 * worker pods stay */
+	op_stop(0, SIGKILL);
+	ck_assert_int_eq(kill_master(), 0);
+	const char *delj[] = { "delete", "ej", name, "--timeout=30s", NULL };
+	ck_assert_int_eq(kubectl(NULL, delj), 0);
+	int64_t until = rv_mono_ms() + 30000;
+	char *left = NULL;
+	do {
+		free(left);
+		usleep(200 * 1000);
+		left = pods(sel);
+	} while (left[0] && rv_mono_ms() < until);
+	ck_assert_msg(!left[0], "master pod left: %s", left);
+	free(left);
+	left = pods(wsel);
+	ck_assert_msg(count_words(left, ":") == 4, "the worker pods did not stay: %s", left);
+	free(left);
+	/* made again under the same name, and four more, with masters that
+	 * only sleep (they touch no pod: whatever goes is the operator's doing) */
+	snprintf(path, sizeof(path), "%s/idle-master", sti.dir);
+	write_file(path, "#!/bin/sh\nexec sleep 600\n");
+	ck_assert_int_eq(chmod(path, 0755), 0);
+	spec = job_json(name, "", 1, "/bin/sleep\",\"600");
+	apply_file("job.json", spec);
+	free(spec);
+	for (int i = 0; i < 4; i++) {
+		char n[64], f[32];
+		snprintf(n, sizeof(n), "more%d-%d", i, (int)getpid());
+		snprintf(f, sizeof(f), "more%d.json", i);
+		spec = job_json(n, "", 1, "/bin/sleep\",\"600");
+		apply_file(f, spec);
+		free(spec);
+	}
+	char *uid2 = job_field(name, ".metadata.uid");
+	ck_assert_str_ne(uid2, uid);
+	op_start_with(1, path);
+	until = rv_mono_ms() + 30000;
+	char *now = NULL;
+	do {
+		free(now);
+		usleep(200 * 1000);
+		now = pods(wsel);
+	} while (now[0] && rv_mono_ms() < until);
+	if (now[0])
+		dump();
+	ck_assert_msg(!now[0], "the old job's worker pods are left: %s (were %s)", now, old);
+	free(now);
+	free(old);
+	ck_assert_msg(wait_polled_jobs(1, 5, 60000), "polled jobs: %d", polled_jobs(1));
+	/* every job deleted: the table is empty again */
+	const char *dela[] = { "delete", "ej", "--all", "--timeout=60s", NULL };
+	ck_assert_int_eq(kubectl(NULL, dela), 0);
+	ck_assert_msg(wait_polled_jobs(1, 0, 30000), "polled jobs: %d", polled_jobs(1));
+	free(uid);
+	free(uid2);
+}
+END_TEST
+
 static void add(Suite *s, const char *name, const TTest *t)
 {
 	TCase *tc = tcase_create(name);
@@ -760,6 +945,7 @@ static Suite *operator_suite(void)
 	add(s, "kill9_create", test_kill9_during_create);
 	add(s, "leader", test_two_operators_one_leader);
 	add(s, "faults", test_watch_faults_restart_suspend);
+	add(s, "same_name", test_same_name_sweep_and_prune);
 	return s;
 }
 

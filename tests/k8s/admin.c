@@ -9,6 +9,8 @@
  *   POST /standin/delay?ms=N               every reply waits N ms (0: off)
  *   POST /standin/nodes/NAME/notready      the node goes NotReady and its pods
  *        Failed (their processes killed); /ready brings it back
+ *   POST /standin/pods/NS/NAME/evict       the pod evicted as a kubelet under
+ *        memory pressure evicts it (Failed, reason Evicted, DisruptionTarget)
  *   GET  /standin/state                    resource version, history, counts
  */
 #include <stdio.h>
@@ -34,6 +36,19 @@ static void admin_node(struct standin *s, const char *name, bool ready, struct r
 	if (!ready)
 		kubelet_node_down(s, name);
 	api_json(r, 200, store_served(n));
+}
+
+static void admin_evict(struct standin *s, const char *ns, const char *name, struct reply *r)
+{
+	struct obj *p = store_find(s, KIND_POD, ns, name);
+	if (!p) {
+		api_status(r, 404, "NotFound", NULL, "pods \"%s\" not found", name);
+		return;
+	}
+	kubelet_evict(s, p,
+		      "The node was low on resource: memory. Threshold quantity: 100Mi, available: "
+		      "42Mi.");
+	api_json(r, 200, store_served(p));
 }
 
 static cJSON *admin_state(struct standin *s)
@@ -90,6 +105,8 @@ static void admin_locked(struct standin *s, const struct call *c, char **seg, in
 	} else if (post && n == 4 && strcmp(seg[1], "nodes") == 0 &&
 		   (strcmp(seg[3], "notready") == 0 || strcmp(seg[3], "ready") == 0)) {
 		admin_node(s, seg[2], strcmp(seg[3], "ready") == 0, r);
+	} else if (post && n == 5 && strcmp(seg[1], "pods") == 0 && strcmp(seg[4], "evict") == 0) {
+		admin_evict(s, seg[2], seg[3], r);
 	} else {
 		api_status(r, 404, "NotFound", NULL,
 			   "the server could not find the requested resource");

@@ -188,6 +188,10 @@ static cJSON *api_v1_doc(const struct standin *s)
 	api_resource(l, "serviceaccounts", "ServiceAccount", true, API_VERBS_ALL, "sa");
 	api_resource(l, "secrets", "Secret", true, API_VERBS_ALL, NULL);
 	api_resource(l, "configmaps", "ConfigMap", true, API_VERBS_ALL, "cm");
+	api_resource(l, "persistentvolumeclaims", "PersistentVolumeClaim", true, API_VERBS_ALL,
+		     "pvc");
+	api_resource(l, "persistentvolumeclaims/status", "PersistentVolumeClaim", true,
+		     "get patch update", NULL);
 	return j;
 }
 

@@ -8,7 +8,7 @@
 # namespace made first, as on a real server), then applied for real and
 # read back, a second apply changing nothing; the digits ElasticJob
 # (docker/k8s/examples/) is accepted by the CRD's schema.  RBAC: the verbs
-# of the master's Role, the monitor's ClusterRole and the operator's
+# of the master's ClusterRole, the monitor's ClusterRole and the operator's
 # ClusterRole and Role are exactly those the code calls, read from the
 # stand-in's audit log of real runs (the master's k8s backend through
 # tests/master/check_sched_k8s; rover-monitor --k8s and rover-operator
@@ -120,6 +120,21 @@ for k in "${kubectls[@]}"; do
 	done
 done
 
+# the admission policy that keeps a master to its own job's pods, and its
+# binding, as rendered (the stand-in stores them; it evaluates no CEL)
+y="$TMP/external-db-$vnew.yaml"
+pol=$(yq_kind() { awk -v k="$1" '/^---/{p=0} $0 == "kind: " k {p=1} p' "$y"; }
+	yq_kind ValidatingAdmissionPolicy)
+if grep -q '^apiVersion: admissionregistration.k8s.io/v1$' "$y" &&
+	grep -q "split(':')\[3\].startsWith('rover-master-')" <<<"$pol" &&
+	grep -q "labels\['rover.dev/job'\] == variables.job" <<<"$pol" &&
+	grep -q '^kind: ValidatingAdmissionPolicyBinding$' "$y" &&
+	grep -q 'policyName: rover-master-own-job' "$y"; then
+	ok "the rendered manifests hold the master's admission policy (its own job's pods only) and its binding"
+else
+	notok "no admission policy for the masters in the rendered overlays/external-db"
+fi
+
 # ---- the newest kubectl: server dry run, a real apply, read back ----
 k=${knew:-${kubectls[0]}}
 kc=(--kubeconfig "$TMP/api.kubeconfig")
@@ -198,7 +213,7 @@ compare() { # what granted used
 
 # the master's k8s backend, in a real run of its suite (its kubeconfig's token: t0k)
 if out=$(K8S_STANDIN_AUDIT_LOG="$TMP/master.audit" "$B/tests/master/check_sched_k8s" 2>&1); then
-	compare "the master's Role" "$(granted role rover-master rover)" "$(used "$TMP/master.audit" t0k)"
+	compare "the master's ClusterRole" "$(granted clusterrole rover-master)" "$(used "$TMP/master.audit" t0k)"
 else
 	notok "tests/master/check_sched_k8s failed, so the master's calls are unknown"
 	tail -5 <<<"$out" | sed 's/^/    /'
@@ -244,9 +259,28 @@ if [ -x "$B/bin/rover-operator" ] && standin op rover-operator; then
 		notok "the operator never suspended the digits job: $(tail -3 "$TMP/operator.log")"
 	kill -TERM $opid 2>/dev/null
 	for _ in $(seq 50); do kill -0 $opid 2>/dev/null || break; sleep 0.1; done
+	# bind is no request: the API server asks it of a RoleBinding's creator
+	bind=$(granted clusterrole rover-operator | grep ' clusterroles bind$')
+	names=$("$k" "${kc[@]}" get clusterrole rover-operator -o json |
+		jq -c '[.rules[] | select(.verbs == ["bind"]) | .resourceNames]')
+	if [ -n "$bind" ] && [ "$names" = '[["rover-master"]]' ]; then
+		ok "the operator may bind the ClusterRole rover-master, and no other"
+	else
+		notok "the operator's bind: $bind $names"
+	fi
 	compare "the operator's ClusterRole and Role" \
-		"$( (granted clusterrole rover-operator; granted role rover-operator-leader rover) | sort -u)" \
+		"$( (granted clusterrole rover-operator | grep -v ' clusterroles bind$'
+			granted role rover-operator-leader rover) | sort -u)" \
 		"$(used "$TMP/op.audit" rover-operator)"
+	# the job's own service account and binding, and its state claim
+	sa=$("${ka[@]}" -n rover get sa rover-master-digits -o jsonpath='{.metadata.ownerReferences[0].kind}' 2>&1)
+	rb=$("${ka[@]}" -n rover get rolebinding rover-master-digits -o jsonpath='{.roleRef.name}' 2>&1)
+	pvc=$("${ka[@]}" -n rover get pvc digits-master-state -o jsonpath='{.status.phase}' 2>&1)
+	if [ "$sa" = ElasticJob ] && [ "$rb" = rover-master ] && [ "$pvc" = Bound ]; then
+		ok "the digits job got its own service account, bound to rover-master, and its state claim"
+	else
+		notok "the digits job's service account ($sa), binding ($rb), claim ($pvc)"
+	fi
 else
 	notok "no $B/bin/rover-operator, or its stand-in did not start"
 fi

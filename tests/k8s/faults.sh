@@ -3,7 +3,8 @@
 # are its).  The parts of the stand-in that clients of the API rely on
 # and kubectl's commands do not show: bookmarks, watch timeouts, the fault
 # injection endpoints, pods/resize (and its absence), a node going
-# NotReady, restartPolicy Always, logs -f.
+# NotReady, an eviction, a PersistentVolumeClaim, restartPolicy Always,
+# logs -f.
 d="$TMP/x"
 curl_s() { curl -s --max-time 10 "$@"; }
 watch_url="$SERVER/api/v1/namespaces/default/pods?watch=true"
@@ -138,6 +139,59 @@ else
   notok "node NotReady: $(echo "$js" | jq -c .status) $("${K[@]}" get nodes 2>&1)"
 fi
 curl_s -X POST "$SERVER/standin/nodes/node-1/ready" >/dev/null
+
+# An eviction (a kubelet under memory pressure): Failed, reason Evicted,
+# DisruptionTarget, an Evicted event, the process gone.
+pod_yaml x-evict 'echo $$ > '"$d"'/evict.pid; sleep 300' >"$d/evict.yaml"
+"${K[@]}" apply -f "$d/evict.yaml" >/dev/null 2>&1
+wait_for 10 test -s "$d/evict.pid"
+curl_s -X POST "$SERVER/standin/pods/default/x-evict/evict" >/dev/null
+js=$("${K[@]}" get pod x-evict -o json)
+if jqok "$js" '.status.phase == "Failed" and .status.reason == "Evicted" and
+    (.status.conditions[] | select(.type == "DisruptionTarget") | .status == "True")' &&
+  ! kill -0 "$(cat "$d/evict.pid")" 2>/dev/null &&
+  "${K[@]}" describe pod x-evict | grep -q 'Evicted'; then
+  ok "POST /standin/pods/NS/NAME/evict evicts a pod (Failed, Evicted, DisruptionTarget, process gone)"
+else
+  notok "evict: $(echo "$js" | jq -c .status)"
+fi
+
+# A PersistentVolumeClaim: Bound; a pod mounting it writes through its
+# mountPath (played by path rewriting), a second pod reads it back; a pod
+# naming a missing claim stays Pending; the claim's folder goes with it.
+printf 'apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: x-data}\nspec:\n  accessModes: [ReadWriteOnce]\n  resources: {requests: {storage: 1Gi}}\n' >"$d/pvc.yaml"
+"${K[@]}" apply -f "$d/pvc.yaml" >/dev/null 2>&1
+vols='  volumes:
+  - {name: data, persistentVolumeClaim: {claimName: x-data}}'
+mnt='    volumeMounts:
+    - {name: data, mountPath: /var/lib/x-data}
+    env:
+    - {name: DATA, value: /var/lib/x-data}'
+pod_yaml x-write 'echo kept > $DATA/f' "$vols" "$mnt" >"$d/pw.yaml"
+"${K[@]}" apply -f "$d/pw.yaml" >/dev/null 2>&1
+wait_for 10 sh -c "\"\${0}\" --server $SERVER get pod x-write -o jsonpath='{.status.phase}' | grep -q Succeeded" "$kc"
+pod_yaml x-read 'cat $DATA/f' "$vols" "$mnt" >"$d/pr.yaml"
+"${K[@]}" apply -f "$d/pr.yaml" >/dev/null 2>&1
+wait_for 10 sh -c "\"\${0}\" --server $SERVER get pod x-read -o jsonpath='{.status.phase}' | grep -q Succeeded" "$kc"
+pod_yaml x-noclaim 'true' '  volumes:
+  - {name: data, persistentVolumeClaim: {claimName: x-none}}' >"$d/pn.yaml"
+"${K[@]}" apply -f "$d/pn.yaml" >/dev/null 2>&1
+sleep 1.5
+uid=$("${K[@]}" get pvc x-data -o jsonpath='{.metadata.uid}')
+phase=$("${K[@]}" get pvc x-data -o jsonpath='{.status.phase}')
+read_out=$("${K[@]}" logs x-read 2>&1)
+pend=$("${K[@]}" get pod x-noclaim -o json)
+had=$(test -f "$TMP/pods/volumes/$uid/f" && echo yes)
+"${K[@]}" delete pod x-write x-read x-noclaim --grace-period=0 --force >/dev/null 2>&1
+"${K[@]}" delete pvc x-data >/dev/null 2>&1
+if [ "$phase" = Bound ] && [ "$read_out" = kept ] && [ "$had" = yes ] &&
+  [ ! -e "$TMP/pods/volumes/$uid" ] &&
+  jqok "$pend" '.status.phase == "Pending" and
+    (.status.conditions[] | select(.type == "PodScheduled") | .message | test("persistentvolumeclaim \"x-none\" not found"))'; then
+  ok "a PersistentVolumeClaim is Bound; what one pod writes at its mountPath the next reads; a missing claim keeps a pod Pending; the data goes with the claim"
+else
+  notok "pvc: phase $phase, read '$read_out', file $had, left $(ls "$TMP/pods/volumes" 2>&1), pending: $(echo "$pend" | jq -c .status)"
+fi
 
 # --no-resize: no pods/resize in discovery, a 404 for it.
 "$STANDIN" --port-file "$TMP/port2" --dir "$TMP/pods2" --no-resize --no-cgroups \

@@ -494,6 +494,7 @@ static int kubelet_spawn(struct standin *s, struct obj *pod, int logfd, int cgfd
 	kubelet_build_env(s, pod, &e);
 	e.kv[e.n] = NULL;
 	int argc = kubelet_argv(pod, &e, argv);
+	volume_map(s, pod, kubelet_container(pod), e.kv, argv);
 	kubelet_pod_dir(s, pod, dir, sizeof(dir));
 	const char *wd = kubelet_str(kubelet_container(pod), "workingDir", NULL);
 	struct rv_proc_opts o = {
@@ -762,6 +763,23 @@ static void kubelet_lost(struct standin *s, struct obj *pod, const char *node)
 	cJSON *t = kubelet_terminated(pod, SIGKILL, false);
 	kubelet_cstatus(pod, "terminated", t, false);
 	store_event(s, pod, "Warning", "NodeNotReady", "node-controller", "%s", msg);
+	store_touch(s, pod, "MODIFIED");
+}
+
+void kubelet_evict(struct standin *s, struct obj *pod, const char *msg)
+{
+	kubelet_kill_now(s, pod);
+	pod->restart_at = 0;
+	pod->started = true;
+	cJSON *st = kubelet_status(pod);
+	kubelet_set(st, "phase", cJSON_CreateString("Failed"));
+	kubelet_set(st, "reason", cJSON_CreateString("Evicted"));
+	kubelet_set(st, "message", cJSON_CreateString(msg));
+	kubelet_condition(pod, "DisruptionTarget", "True", "TerminationByKubelet", msg);
+	kubelet_condition(pod, "Ready", "False", "PodFailed", NULL);
+	cJSON *t = kubelet_terminated(pod, SIGKILL, false);
+	kubelet_cstatus(pod, "terminated", t, false);
+	store_event(s, pod, "Warning", "Evicted", "kubelet", "%s", msg);
 	store_touch(s, pod, "MODIFIED");
 }
 

@@ -301,6 +301,8 @@ static void objects_create(const struct call *c, struct reply *r)
 		objects_default_pod(s, j);
 	if (c->kind == KIND_SERVICE)
 		objects_default_service(s, j);
+	if (c->kind == KIND_PVC)
+		volume_claim_defaults(j);
 	if (objects_dry_run(c)) {
 		api_json(r, 201, j);
 		return;
@@ -308,6 +310,8 @@ static void objects_create(const struct call *c, struct reply *r)
 	if (c->kind == KIND_CRD)
 		objects_crd_established(j);
 	struct obj *o = store_add(s, c->kind, ns, name, j);
+	if (c->kind == KIND_PVC)
+		volume_claim_bound(s, o);
 	api_json(r, 201, store_served(o));
 }
 

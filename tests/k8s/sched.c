@@ -195,6 +195,9 @@ static void sched_one(struct standin *s, struct obj *pod)
 	struct sched_why w = { 0 };
 	struct obj *best = NULL;
 	int64_t best_free = -1;
+	char msg[256];
+	if (volume_missing_claim(s, pod, msg, sizeof(msg)) < 0)
+		goto unschedulable; /* as the volume binding plugin says it */
 	for (struct obj *n = s->objs; n; n = n->next) {
 		if (n->kind != KIND_NODE)
 			continue;
@@ -209,8 +212,8 @@ static void sched_one(struct standin *s, struct obj *pod)
 		sched_bind(s, pod, best);
 		return;
 	}
-	char msg[256];
 	sched_why_text(&w, msg, sizeof(msg));
+unschedulable:
 	if (strcmp(msg, pod->sched_msg) == 0)
 		return;
 	snprintf(pod->sched_msg, sizeof(pod->sched_msg), "%s", msg);

@@ -47,9 +47,13 @@ enum kind {
 	KIND_ROLEBINDING,
 	KIND_CLUSTERROLE,
 	KIND_CLUSTERROLEBINDING,
+	KIND_VAP,  /* ValidatingAdmissionPolicy: stored, not evaluated */
+	KIND_VAPB, /* ValidatingAdmissionPolicyBinding */
+	/* claims are Bound at once to a host folder (volume.c) */
+	KIND_PVC,
 	KIND_BUILTIN
 };
-#define KIND_MAX 24
+#define KIND_MAX 32
 
 /* A stored object.  Pods carry the kubelet's state of their process. */
 struct obj {
@@ -228,6 +232,10 @@ void sched_node_load(struct standin *s, const char *node, struct node_load *out)
 int kubelet_init(struct standin *s, char *why, size_t wsize);
 void kubelet_run(struct standin *s);                         /* start, watch, stop pod processes */
 void kubelet_node_down(struct standin *s, const char *node); /* its pods Failed */
+/* The pod evicted as a kubelet under node pressure does it: its process
+ * killed, phase Failed, reason Evicted, message msg, the condition
+ * DisruptionTarget (TerminationByKubelet), an Evicted event. */
+void kubelet_evict(struct standin *s, struct obj *pod, const char *msg);
 void kubelet_stop_all(struct standin *s);
 /* Start a pod's graceful deletion: deletionTimestamp now + grace_s (< 0:
  * the pod's terminationGracePeriodSeconds), SIGTERM, SIGKILL at the end;
@@ -246,6 +254,22 @@ void kubelet_kill_now(struct standin *s, struct obj *pod);
 /* Set the pod condition type to status ("True"), reason and msg optional. */
 void kubelet_condition(struct obj *pod, const char *type, const char *status, const char *reason,
 		       const char *msg);
+
+/* ---- volume.c: PersistentVolumeClaims ---- */
+/* A new claim's defaults and status: Bound, its capacity the request. */
+void volume_claim_defaults(cJSON *pvc);
+/* The claim stored: its host folder made (DIR/volumes/<uid>). */
+void volume_claim_bound(struct standin *s, struct obj *pvc);
+/* The claim deleted: its folder and everything in it removed. */
+void volume_claim_release(struct standin *s, const struct obj *pvc);
+/* -ENOENT (why filled) when a volume of pod names a claim that is not
+ * there, else 0. */
+int volume_missing_claim(struct standin *s, const struct obj *pod, char *why, size_t wsize);
+/* Each env value ("K=V", NULL ended) and argument starting with the
+ * mountPath of a claim the container mounts starts with the claim's
+ * folder instead (the stand-in has no mount namespace). */
+void volume_map(struct standin *s, const struct obj *pod, const cJSON *container, char **env,
+		char **argv);
 
 /* ---- api.c: HTTP, routing, discovery, errors, the admin endpoints ---- */
 struct MHD_Daemon;

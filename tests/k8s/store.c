@@ -66,8 +66,17 @@ static struct kinddef store_kinds[KIND_MAX] = {
 	[KIND_CLUSTERROLEBINDING] = { "ClusterRoleBinding", "clusterrolebindings",
 				      "clusterrolebinding", "", STORE_RBAC, false, false, true, 0,
 				      0 },
+#define STORE_ADM "admissionregistration.k8s.io", "v1", "admissionregistration.k8s.io/v1", ""
+	[KIND_VAP] = { "ValidatingAdmissionPolicy", "validatingadmissionpolicies",
+		       "validatingadmissionpolicy", "", STORE_ADM, false, true, true, 0, 0 },
+	[KIND_VAPB] = { "ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings",
+			"validatingadmissionpolicybinding", "", STORE_ADM, false, false, true, 0,
+			0 },
+	[KIND_PVC] = { "PersistentVolumeClaim", "persistentvolumeclaims", "persistentvolumeclaim",
+		       "pvc", "", "v1", "v1", "", true, true, true, 0, 0 },
 #undef STORE_APPS
 #undef STORE_RBAC
+#undef STORE_ADM
 };
 static _Atomic int store_kinds_n = KIND_BUILTIN;
 
@@ -360,6 +369,8 @@ void store_remove(struct standin *s, struct obj *o)
 	*pp = o->next;
 	char uid[40];
 	snprintf(uid, sizeof(uid), "%s", o->uid);
+	if (o->kind == KIND_PVC)
+		volume_claim_release(s, o);
 	store_touch(s, o, "DELETED");
 	store_obj_free(o);
 	store_cascade(s, uid, false);

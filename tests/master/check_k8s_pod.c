@@ -5,7 +5,7 @@
  * env and the plan's resources, and keeps off the hosts it is told to
  * (a required node affinity merged into the template's); quantities; pod JSON as a kubelet reports
  * it mapped to node events, each once however often it is seen (a pod
- * deleted by someone else is a lost node, naming its node); an
+ * deleted by someone else, or evicted, is a lost node, naming its node); an
  * Unschedulable pod fails after its wait naming the reason; a kubeconfig's
  * current context with base64 data and relative paths.
  */
@@ -297,6 +297,83 @@ START_TEST(test_events_from_pods)
 }
 END_TEST
 
+/* A pod whose status is status_json (the object after "status":). */
+static struct k8s_pod_state pod_status(const char *status_json)
+{
+	char doc[2048];
+	snprintf(doc, sizeof(doc),
+		 "{\"metadata\":{\"name\":\"j-worker-0\",\"labels\":{\"rover.dev/instance\":"
+		 "\"worker-0\",\"rover.dev/role\":\"worker\",\"rover.dev/rank\":\"0\"}},"
+		 "\"spec\":{\"nodeName\":\"node-1\",\"containers\":[{\"name\":\"main\"}]},"
+		 "\"status\":%s}",
+		 status_json);
+	cJSON *j = cJSON_Parse(doc);
+	ck_assert_msg(j, "bad test doc %s", doc);
+	struct k8s_pod_state st;
+	ck_assert_int_eq(k8s_pod_parse(j, &st), 0);
+	cJSON_Delete(j);
+	return st;
+}
+
+/* Evicted pods are lost nodes, not crashes: no restart spent, the node
+ * named (kept off), whatever exit code the kill left. */
+START_TEST(test_evicted_is_lost)
+{
+	struct k8s_pod_track t = { 0 };
+	struct sched_event ev[2];
+	struct k8s_pod_state run = pod_state("Running", "{\"running\":{}}", "");
+	/* the kubelet under memory pressure: Failed, reason Evicted, 137 */
+	ck_assert_int_eq(k8s_pod_events(&t, &run, "worker-0", 1000, 0, ev), 1);
+	struct k8s_pod_state ev1 = pod_status(
+		"{\"phase\":\"Failed\",\"reason\":\"Evicted\",\"message\":\"The node was low "
+		"on resource: memory.\",\"containerStatuses\":[{\"name\":\"main\",\"state\":{"
+		"\"terminated\":{\"exitCode\":137,\"reason\":\"Error\"}}}]}");
+	ck_assert(ev1.evicted);
+	ck_assert_int_eq(k8s_pod_events(&t, &ev1, "worker-0", 2000, 0, ev), 1);
+	ck_assert_int_eq(ev[0].type, SCHED_EV_EXITED);
+	ck_assert(ev[0].lost && !ev[0].removed);
+	ck_assert_str_eq(ev[0].host, "node-1");
+	ck_assert_msg(strstr(ev[0].detail, "evicted") && strstr(ev[0].detail, "low on resource"),
+		      "%s", ev[0].detail);
+	/* a DisruptionTarget condition (preemption, the Eviction API, a
+	 * taint) with the container ended by SIGTERM */
+	memset(&t, 0, sizeof(t));
+	ck_assert_int_eq(k8s_pod_events(&t, &run, "worker-0", 1000, 0, ev), 1);
+	struct k8s_pod_state ev2 =
+		pod_status("{\"phase\":\"Failed\",\"conditions\":[{\"type\":\"DisruptionTarget\","
+			   "\"status\":\"True\",\"reason\":\"PreemptionByScheduler\"}],"
+			   "\"containerStatuses\":[{\"name\":\"main\",\"state\":{\"terminated\":{"
+			   "\"exitCode\":143,\"reason\":\"Error\"}}}]}");
+	ck_assert(ev2.evicted);
+	ck_assert_int_eq(k8s_pod_events(&t, &ev2, "worker-0", 2000, 0, ev), 1);
+	ck_assert_int_eq(ev[0].type, SCHED_EV_EXITED);
+	ck_assert(ev[0].lost);
+	/* evicted before it ever ran: relaunched as lost, not FAILED */
+	memset(&t, 0, sizeof(t));
+	struct k8s_pod_state ev3 = pod_status("{\"phase\":\"Failed\",\"reason\":\"Preempting\"}");
+	ck_assert_int_eq(k8s_pod_events(&t, &ev3, "worker-0", 1000, 0, ev), 1);
+	ck_assert_int_eq(ev[0].type, SCHED_EV_EXITED);
+	ck_assert(ev[0].lost);
+	/* a DisruptionTarget that is False is no eviction: a crash stays one */
+	struct k8s_pod_state crash = pod_status(
+		"{\"phase\":\"Failed\",\"conditions\":[{\"type\":\"DisruptionTarget\","
+		"\"status\":\"False\"}],\"containerStatuses\":[{\"name\":\"main\",\"state\":"
+		"{\"terminated\":{\"exitCode\":1,\"reason\":\"Error\"}}}]}");
+	ck_assert(!crash.evicted);
+	memset(&t, 0, sizeof(t));
+	ck_assert_int_eq(k8s_pod_events(&t, &run, "worker-0", 1000, 0, ev), 1);
+	ck_assert_int_eq(k8s_pod_events(&t, &crash, "worker-0", 2000, 0, ev), 1);
+	ck_assert(!ev[0].lost);
+	ck_assert_int_eq(ev[0].exit_code, 1);
+	/* evicted while the master removes it: removed, not lost */
+	memset(&t, 0, sizeof(t));
+	ck_assert_int_eq(k8s_pod_events(&t, &run, "worker-0", 1000, 0, ev), 1);
+	t.removing = true;
+	ck_assert_int_eq(k8s_pod_events(&t, &ev1, "worker-0", 2000, 0, ev), 1);
+	ck_assert(ev[0].removed && !ev[0].lost);
+}
+END_TEST
+
 START_TEST(test_unschedulable_fails_after_wait)
 {
 	const char *cond = ",\"conditions\":[{\"type\":\"PodScheduled\",\"status\":\"False\","
@@ -388,6 +465,7 @@ static Suite *k8s_pod_suite(void)
 	tcase_add_test(tc, test_pod_avoids_hosts);
 	tcase_add_test(tc, test_quantities);
 	tcase_add_test(tc, test_events_from_pods);
+	tcase_add_test(tc, test_evicted_is_lost);
 	tcase_add_test(tc, test_unschedulable_fails_after_wait);
 	tcase_add_test(tc, test_kubeconfig);
 	suite_add_tcase(s, tc);

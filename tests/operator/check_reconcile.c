@@ -245,6 +245,7 @@ START_TEST(test_master_pod)
 	snprintf(cfg.master_image, sizeof(cfg.master_image), "rover-master:1");
 	snprintf(cfg.master_command, sizeof(cfg.master_command), "rover-master");
 	snprintf(cfg.master_service_account, sizeof(cfg.master_service_account), "rover-master");
+	snprintf(cfg.master_state_mount, sizeof(cfg.master_state_mount), "/var/lib/rover-master");
 	cJSON *j = job(NULL, false, false);
 	cJSON *p = operator_master_pod(&cfg, j);
 	char *s = cJSON_PrintUnformatted(p);
@@ -253,15 +254,85 @@ START_TEST(test_master_pod)
 	ck_assert_ptr_nonnull(strstr(s, "\"serviceAccountName\":\"rover-master\""));
 	ck_assert_ptr_nonnull(strstr(s, "\"--scheduler\",\"k8s\""));
 	ck_assert_ptr_nonnull(strstr(s, "\"j-master.ns.svc:50001\""));
-	/* the worker templates carry the owner label; no kubeconfig, one env */
-	ck_assert_ptr_nonnull(strstr(s, "elastic.rover.dev/owner"));
+	/* the worker templates carry the owner's name and uid; no kubeconfig;
+	 * the env: the spec and the state folder, the claim's mount */
+	/* (inside ROVER_JOB_SPEC, a JSON string: its quotes escaped) */
+	ck_assert_ptr_nonnull(strstr(s, "\\\"elastic.rover.dev/owner\\\":\\\"j\\\""));
+	ck_assert_ptr_nonnull(strstr(s, "\\\"elastic.rover.dev/owner-uid\\\":\\\"u-job\\\""));
 	ck_assert_ptr_null(strstr(s, "--kubeconfig"));
 	const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(p, "spec"),
 								"containers"),
 					    0);
-	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(c, "env")), 1);
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(c, "env")), 2);
+	ck_assert_ptr_nonnull(
+		strstr(s, "{\"name\":\"ROVER_STATE_DIR\",\"value\":\"/var/lib/rover-master\"}"));
+	ck_assert_ptr_nonnull(
+		strstr(s, "\"persistentVolumeClaim\":{\"claimName\":\"j-master-state\"}"));
+	ck_assert_ptr_nonnull(
+		strstr(s, "{\"name\":\"state\",\"mountPath\":\"/var/lib/rover-master\"}"));
 	cJSON_free(s);
 	cJSON_Delete(p);
+	/* with a state root: no claim, the folder ROOT/NS/JOB */
+	snprintf(cfg.master_state_root, sizeof(cfg.master_state_root), "/srv/rover");
+	p = operator_master_pod(&cfg, j);
+	s = cJSON_PrintUnformatted(p);
+	ck_assert_ptr_null(strstr(s, "persistentVolumeClaim"));
+	ck_assert_ptr_nonnull(strstr(s, "\"value\":\"/srv/rover/ns/j\""));
+	cJSON_free(s);
+	cJSON_Delete(p);
+	cJSON_Delete(j);
+}
+END_TEST
+
+/* master_service_account "": the job's own account, bound to the master's
+ * ClusterRole in its namespace; the state claim from the spec, else the
+ * operator's defaults; each owned by the job. */
+START_TEST(test_master_own_account_and_claim)
+{
+	struct operator_cfg cfg = { .master_port = 50001 };
+	snprintf(cfg.master_cluster_role, sizeof(cfg.master_cluster_role), "rover-master");
+	snprintf(cfg.master_state_mount, sizeof(cfg.master_state_mount), "/var/lib/rover-master");
+	snprintf(cfg.master_state_size, sizeof(cfg.master_state_size), "1Gi");
+	cJSON *j = job(NULL, false, false);
+	cJSON *p = operator_master_pod(&cfg, j);
+	char *s = cJSON_PrintUnformatted(p);
+	ck_assert_ptr_nonnull(strstr(s, "\"serviceAccountName\":\"rover-master-j\""));
+	cJSON_free(s);
+	cJSON_Delete(p);
+	cJSON *sa = operator_service_account(&cfg, j);
+	s = cJSON_PrintUnformatted(sa);
+	ck_assert_ptr_nonnull(strstr(s, "\"kind\":\"ServiceAccount\""));
+	ck_assert_ptr_nonnull(strstr(s, "\"name\":\"rover-master-j\",\"namespace\":\"ns\""));
+	ck_assert_ptr_nonnull(strstr(s, "\"uid\":\"u-job\",\"controller\":true"));
+	cJSON_free(s);
+	cJSON_Delete(sa);
+	cJSON *rb = operator_role_binding(&cfg, j);
+	s = cJSON_PrintUnformatted(rb);
+	ck_assert_ptr_nonnull(strstr(s, "\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\","
+					"\"kind\":\"ClusterRole\",\"name\":\"rover-master\"}"));
+	ck_assert_ptr_nonnull(strstr(s, "\"subjects\":[{\"kind\":\"ServiceAccount\",\"name\":"
+					"\"rover-master-j\",\"namespace\":\"ns\"}]"));
+	ck_assert_ptr_nonnull(strstr(s, "\"uid\":\"u-job\",\"controller\":true"));
+	cJSON_free(s);
+	cJSON_Delete(rb);
+	cJSON *pvc = operator_state_claim(&cfg, j);
+	s = cJSON_PrintUnformatted(pvc);
+	ck_assert_ptr_nonnull(strstr(s, "\"name\":\"j-master-state\""));
+	ck_assert_ptr_nonnull(strstr(s, "\"requests\":{\"storage\":\"1Gi\"}"));
+	ck_assert_ptr_null(strstr(s, "storageClassName")); /* the cluster's default */
+	ck_assert_ptr_nonnull(strstr(s, "\"uid\":\"u-job\",\"controller\":true"));
+	cJSON_free(s);
+	cJSON_Delete(pvc);
+	/* the spec's own size and class */
+	cJSON *ms = cJSON_AddObjectToObject(cJSON_GetObjectItem(j, "spec"), "masterState");
+	cJSON_AddStringToObject(ms, "size", "5Gi");
+	cJSON_AddStringToObject(ms, "storageClassName", "fast");
+	pvc = operator_state_claim(&cfg, j);
+	s = cJSON_PrintUnformatted(pvc);
+	ck_assert_ptr_nonnull(strstr(s, "\"storageClassName\":\"fast\""));
+	ck_assert_ptr_nonnull(strstr(s, "\"requests\":{\"storage\":\"5Gi\"}"));
+	cJSON_free(s);
+	cJSON_Delete(pvc);
 	cJSON_Delete(j);
 }
 END_TEST
@@ -277,6 +348,7 @@ static Suite *reconcile_suite(void)
 	tcase_add_test(tc, test_suspend_deleted_ended);
 	tcase_add_test(tc, test_plan_recorded_once);
 	tcase_add_test(tc, test_master_pod);
+	tcase_add_test(tc, test_master_own_account_and_claim);
 	suite_add_tcase(s, tc);
 	return s;
 }
