@@ -36,7 +36,6 @@
 
 #define CKPT_POLL_MS 100
 #define CKPT_DATA_WAIT_MS 5000 /* for the other ranks' reports of a step */
-#define CKPT_QUIET_MS     10000 /* a new group's start held back from, at most */
 
 /* One local rank's slots mapped read-only. */
 struct rank_slots {
@@ -316,45 +315,10 @@ static int settle_data(struct ckpt *c, int64_t step, int rank0, int n)
 	return 0;
 }
 
-/* Whether a round in the background holds back: a new group of workers
- * (gen) starts, imports, loads its step from the slots and saves its first
- * step of its own; a copy of hundreds of MiB to storage meanwhile would
- * take CPU, memory bandwidth and the disk from that restart, which is lost
- * time, for a step already in memory.  So until a group that follows
- * another (a restart, a new world) saves a step
- * newer than the newest it found (or CKPT_QUIET_MS passed) nothing is
- * copied; then the newest step is, and the ones it supersedes never are. */
-static bool quiet(struct ckpt *c, int64_t gen, int64_t step)
-{
-	int64_t now = rv_mono_ms();
-	if (gen != c->quiet_gen) { /* the first round of this group */
-		c->quiet_gen = gen;
-		c->quiet_step = gen < 2 ? -1 : step; /* the first group follows none */
-		c->quiet_since = now;
-	}
-	if (c->quiet_step < 0 || step > c->quiet_step || now - c->quiet_since >= CKPT_QUIET_MS) {
-		c->quiet_step = -1; /* over for this group */
-		return false;
-	}
-	return true;
-}
-
-/* A new group since gen: a copy under way is of a step that group is
- * about to supersede, and it competes with the group's start. */
-static bool group_moved_on(struct ckpt *c, int64_t gen)
-{
-	pthread_mutex_lock(&c->mu);
-	bool moved = c->group_gen != gen;
-	pthread_mutex_unlock(&c->mu);
-	return moved;
-}
-
 /* One round: the newest step every local rank holds, when newer than the
- * last persisted, to storage.  background: the thread's own round (it may
- * hold back for a new group, see quiet); a flush's round never does.  1
- * written, 0 nothing to do (or a slot moved on during its copy: the next
- * round tries again), or a negative errno. */
-static int persist_round(struct ckpt *c, bool background)
+ * last persisted, to storage.  1 written, 0 nothing to do (or a slot moved
+ * on during its copy: the next round tries again), or a negative errno. */
+static int persist_round(struct ckpt *c)
 {
 	pthread_mutex_lock(&c->mu);
 	int rank0 = c->rank0, n = c->nranks;
@@ -376,7 +340,6 @@ static int persist_round(struct ckpt *c, bool background)
 	}
 	int rc = 0;
 	c->group_gen_seen = gen;
-	bool hold = quiet(c, gen, step);
 	if (c->pending >= 0 && c->pending_gen != gen) {
 		/* another group since (its slots started again): the step's
 		 * world is gone, its missing reports will not come */
@@ -393,10 +356,6 @@ static int persist_round(struct ckpt *c, bool background)
 	}
 	if (step < 0 || step <= c->persisted || step == c->never)
 		goto out;
-	if (background && hold) {
-		c->rounds_quiet++;
-		goto out;
-	}
 	int64_t t0 = rv_mono_ms();
 	char sdir[1100];
 	rv_ckslot_step_dir(sdir, sizeof(sdir), c->dir, step);
@@ -411,10 +370,6 @@ static int persist_round(struct ckpt *c, bool background)
 		int s = slots_find(&rs[i], step, NULL);
 		if (s < 0)
 			goto out; /* that rank moved two steps on meanwhile */
-		if (background && group_moved_on(c, gen)) {
-			c->copies_cut++;
-			goto out;
-		}
 		char path[1200], tmp[1300];
 		rv_ckslot_file(path, sizeof(path), c->dir, step, rank0 + i);
 		snprintf(tmp, sizeof(tmp), "%s.tmp", path);
@@ -470,7 +425,7 @@ static void *persister(void *arg)
 			break;
 		pthread_mutex_unlock(&c->mu);
 		pthread_mutex_lock(&c->run_mu);
-		persist_round(c, true);
+		persist_round(c);
 		pthread_mutex_unlock(&c->run_mu);
 		pthread_mutex_lock(&c->mu);
 	}
@@ -498,7 +453,6 @@ int ckpt_start(struct ckpt *c, const struct ckpt_opts *o, struct rv_err *err)
 	snprintf(c->dir, sizeof(c->dir), "%s", o->dir ? o->dir : "");
 	c->keep = o->keep > 0 ? o->keep : 1;
 	c->persisted = -1;
-	c->quiet_step = -1;
 	c->pending = -1;
 	c->never = -1;
 	pthread_mutex_init(&c->mu, NULL);
@@ -589,7 +543,7 @@ static int flush(struct ckpt *c, int timeout_ms, bool wait_pending)
 	do {
 		pthread_mutex_lock(&c->run_mu);
 		int64_t before = c->persisted;
-		rc = persist_round(c, false);
+		rc = persist_round(c);
 		bool newer = c->persisted > before, pending = c->pending >= 0;
 		pthread_mutex_unlock(&c->run_mu);
 		wrote |= rc > 0;

@@ -18,13 +18,9 @@
  * so that the step stored on each node is one whose data position is
  * exact wherever the restore reads it; a step the master says can never
  * be whole (410: its missing ranks died or reported a later step) is
- * dropped at once.  The thread holds back while a new group of workers
- * starts and loads (until it saved a step of its own, CKPT_QUIET_MS at
- * most), and leaves a copy a new group made stale: the workers' restart
- * never waits behind a copy of their state to storage.  ckpt_flush
- * persists at once (--save-at-breakpoint: after a worker failed, before
- * the restart); ckpt_stop flushes, stops the thread and removes the
- * segments of every rank this node ran.
+ * dropped at once.  ckpt_flush persists at once (--save-at-breakpoint:
+ * after a worker failed, before the restart); ckpt_stop flushes, stops the
+ * thread and removes the segments of every rank this node ran.
  * Layout and checks: common/ckslot.h.  The supervisor's thread calls every
  * function; the persister thread is private.
  */
@@ -79,10 +75,6 @@ struct ckpt {
 	bool data_seen;                      /* the master gave a data checkpoint once */
 	struct rv_master_client *mc;         /* for the data checkpoints; NULL none */
 	int64_t rounds, steps_written, steps_dropped; /* counters, for tests and logs */
-	/* a new group's start (see persist_round): its gen, the newest step
-	 * every rank held then, and when */
-	int64_t quiet_gen, quiet_step, quiet_since;
-	int64_t rounds_quiet, copies_cut; /* rounds held back, copies cut by a new group */
 };
 
 struct flags;

@@ -17,7 +17,6 @@
 #include "json.h"
 
 #define COPY_CHUNK (4u << 20) /* written and checksummed per write() */
-#define FLUSH_AFTER (16u << 20) /* bytes written between two writebacks */
 
 uint64_t rv_ckslot_align(uint64_t n)
 {
@@ -93,30 +92,6 @@ static int write_all(int fd, const void *p, size_t n, off_t off)
 	return 0;
 }
 
-/*
- * What a copy wrote before *flushed + FLUSH_AFTER, up to off, goes to the
- * disk now, and the range before that, once on disk, leaves the page cache.
- * A copy of hundreds of MiB thus never holds more than about two ranges
- * dirty: the final fsync is short, and so is every other process's fsync
- * on the same filesystem (ext4 in ordered mode commits other files' dirty
- * data with it), and the copy does not push other programs' files (a
- * restarting worker's libraries) out of the cache.  Best effort: an fd
- * that is not a regular file ignores it.
- */
-static void flush_behind(int fd, off_t off, off_t fl[2])
-{
-	if (off - fl[1] < (off_t)FLUSH_AFTER)
-		return;
-	/* fl[0]..fl[1]: the range last sent to the disk */
-	if (fl[1] > fl[0] && sync_file_range(fd, fl[0], fl[1] - fl[0],
-					     SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
-						     SYNC_FILE_RANGE_WAIT_AFTER) == 0)
-		posix_fadvise(fd, fl[0], fl[1] - fl[0], POSIX_FADV_DONTNEED);
-	sync_file_range(fd, fl[1], off - fl[1], SYNC_FILE_RANGE_WRITE);
-	fl[0] = fl[1];
-	fl[1] = off;
-}
-
 /* rv_ckslot_copy with h (a header's room) and chunk (COPY_CHUNK bytes)
  * the caller's. */
 static int copy_with(int fd, const void *map, uint64_t size, struct rv_ckslot_hdr *h,
@@ -138,7 +113,7 @@ static int copy_with(int fd, const void *map, uint64_t size, struct rv_ckslot_hd
 	/* the payload, buffer by buffer (the CRC skips the padding), through a
 	 * private copy so what is checked is what was written */
 	const unsigned char *src = (const unsigned char *)map + RV_CKSLOT_HEADER;
-	off_t off = RV_CKSLOT_HEADER, flushed[2] = { 0, 0 };
+	off_t off = RV_CKSLOT_HEADER;
 	uint32_t crc = 0;
 	for (uint32_t i = 0; i < h->nbufs; i++) {
 		uint64_t n = rv_ckslot_align(h->sizes[i]);
@@ -154,7 +129,6 @@ static int copy_with(int fd, const void *map, uint64_t size, struct rv_ckslot_hd
 						  strerror(-rc));
 			done += len;
 			off += (off_t)len;
-			flush_behind(fd, off, flushed);
 		}
 		src += n;
 	}

@@ -4,9 +4,7 @@
  * held for the other rank's data report is let go as soon as the master
  * knows that report will never come (the other rank reported a later
  * step: ranks that save at different steps), not after the 5 s bound;
- * while the other rank may still report, the step is held.  Workers that
- * restart get the machine to themselves: the step they load is not copied
- * to storage meanwhile.
+ * while the other rank may still report, the step is held.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -150,72 +148,12 @@ START_TEST(test_step_let_go_once_the_missing_rank_moved_on)
 }
 END_TEST
 
-static int64_t persisted(struct ckpt *c, int64_t *written)
-{
-	pthread_mutex_lock(&c->run_mu);
-	int64_t p = c->persisted;
-	*written = c->steps_written;
-	pthread_mutex_unlock(&c->run_mu);
-	return p;
-}
-
-/* Workers restarted (a new group): the step the old group left is not
- * copied to storage while the new group starts and loads it from memory;
- * once the new group saved a step of its own, that one is, and the held
- * one never. */
-START_TEST(test_restart_not_slowed_by_a_copy)
-{
-	char job[64], dir[] = "/tmp/rover-ckpt-XXXXXX";
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(job, sizeof(job), "ck-quiet-%d", (int)getpid());
-	static struct ckpt c;
-	memset(&c, 0, sizeof(c));
-	struct ckpt_opts o = { .job = job, .dir = dir, .keep = 3 };
-	struct rv_err err = { 0 };
-	ck_assert_msg(ckpt_start(&c, &o, &err) == 0, "ckpt_start: %s", err.msg);
-	ckpt_group(&c, 0, 1);
-	slot_write(job, 0, 5);
-	int64_t written = 0, until = rv_mono_ms() + 5000;
-	while (rv_mono_ms() < until && persisted(&c, &written) != 5)
-		usleep(20 * 1000);
-	ck_assert_int_eq(persisted(&c, &written), 5);
-	ck_assert_int_eq(written, 1);
-
-	/* the group saved step 6 and died; the next one starts (no round
-	 * between the two) */
-	pthread_mutex_lock(&c.run_mu);
-	slot_write(job, 0, 6);
-	ckpt_group(&c, 0, 1);
-	pthread_mutex_unlock(&c.run_mu);
-	usleep(1000 * 1000); /* ten rounds */
-	ck_assert_int_eq(persisted(&c, &written), 5);
-	ck_assert_int_eq(written, 1);
-
-	/* it loaded 6 and saved 7: 7 goes to storage, 6 never did */
-	slot_write(job, 0, 7);
-	until = rv_mono_ms() + 5000;
-	while (rv_mono_ms() < until && persisted(&c, &written) != 7)
-		usleep(20 * 1000);
-	ck_assert_int_eq(persisted(&c, &written), 7);
-	ck_assert_int_eq(written, 2);
-	char sdir[400];
-	rv_ckslot_step_dir(sdir, sizeof(sdir), dir, 6);
-	struct stat st;
-	ck_assert_int_ne(stat(sdir, &st), 0);
-	ckpt_stop(&c, true);
-	char cmd[100];
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	ck_assert_int_eq(system(cmd), 0);
-}
-END_TEST
-
 static Suite *ckpt_suite(void)
 {
 	Suite *s = suite_create("ckpt");
 	TCase *tc = tcase_create("persister");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_step_let_go_once_the_missing_rank_moved_on);
-	tcase_add_test(tc, test_restart_not_slowed_by_a_copy);
 	suite_add_tcase(s, tc);
 	return s;
 }
