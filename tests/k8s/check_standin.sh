@@ -10,32 +10,8 @@
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top" || exit 1
-B=${B:-build}
-STANDIN="$top/$B/tests/k8s/k8s-standin"
-failed=0
-ok() { echo "ok - $*"; }
-notok() {
-  echo "not ok - $*"
-  failed=1
-}
-skip() {
-  if [ "${CI:-}" = true ]; then
-    echo "not ok - CI=true installs it, but: $*"
-    exit 1
-  fi
-  echo "SKIP: $*"
-  echo "ok - # SKIP $*"
-  exit 0
-}
-
-[ -x "$STANDIN" ] || {
-  echo "not ok - no $STANDIN: build first"
-  exit 1
-}
-kubectls=()
-command -v kubectl >/dev/null && kubectls+=("$(command -v kubectl)")
-for k in ${KUBECTL_EXTRA:-}; do [ -x "$k" ] && kubectls+=("$k"); done
-[ ${#kubectls[@]} -gt 0 ] || skip "kubectl: not installed (Debian: kubernetes-client)"
+# shellcheck source=tests/k8s/suite.sh
+. "$top/tests/k8s/suite.sh"
 
 TMP=$(mktemp -d /tmp/rover-k8s-test.XXXXXX)
 PID=
