@@ -38,6 +38,7 @@
 #include "ckpt.h"
 #include "log.h"
 #include "master_client.h"
+#include "netif.h"
 #include "netprobe.h"
 #include "parse.h"
 #include "run.h"
@@ -81,6 +82,7 @@ struct run {
 	struct rv_gpu_info gpu; /* this node's GPUs (count 0: none, why says so) */
 	char node[RV_NAME_MAX];
 	char local_addr[256];
+	char sock_if[64];      /* the interface of --local-addr, "" none */
 	int join_port;         /* the port of our last join's addr */
 	char master_addr[300]; /* host:port of the rover-master */
 	struct standalone sa;
@@ -568,6 +570,7 @@ static int group_start(struct run *r, struct rv_err *err)
 		.warm = r->warm.started ? &r->warm : NULL,
 		.gpus = r->gpu.count,
 		.agent_store = r->store != NULL,
+		.sock_ifname = r->sock_if,
 	};
 	r->attempt++;
 	if (r->watch)
@@ -1043,6 +1046,25 @@ static int after_failure(struct run *r, enum run_outcome o)
 
 /* ---- setup ---- */
 
+/* The interface holding --local-addr, for the workers' collectives
+ * (worker.h sock_ifname); an address no interface here holds (behind a
+ * NAT, say) leaves gloo's own choice, and says so. */
+static void local_ifname(struct run *r)
+{
+	int rc = netif_of_addr(r->local_addr, r->sock_if, sizeof(r->sock_if));
+	if (rc == 0)
+		rv_log_info("workers' sockets", "interface=%s local_addr=%s%s", r->sock_if,
+			    r->local_addr,
+			    getenv("GLOO_SOCKET_IFNAME") ? " (GLOO_SOCKET_IFNAME set: kept)" : "");
+	else
+		rv_log_warn("workers' sockets",
+			    "no interface of this machine holds --local-addr %s (%s): gloo picks "
+			    "the host name's address unless GLOO_SOCKET_IFNAME is set",
+			    r->local_addr, strerror(-rc));
+	if (rc < 0)
+		r->sock_if[0] = 0;
+}
+
 static int find_master(struct run *r, struct rv_err *err)
 {
 	const char *env = getenv("ROVER_MASTER_ADDR");
@@ -1216,9 +1238,10 @@ static int setup(struct run *r, struct rv_err *err)
 	rc = find_master(r, err);
 	if (rc < 0)
 		return rc;
-	if (f->local_addr[0])
+	if (f->local_addr[0]) {
 		snprintf(r->local_addr, sizeof(r->local_addr), "%s", f->local_addr);
-	else
+		local_ifname(r);
+	} else
 		snprintf(r->local_addr, sizeof(r->local_addr), "%s",
 			 is_loopback(r->master_addr) ? "127.0.0.1" : host);
 

@@ -97,6 +97,12 @@ int worker_env(const struct worker_group *g, int lr, const char **env, int max, 
 	}
 	if (g->flags->save_at_breakpoint)
 		PUT("ROVER_SAVE_AT_BREAKPOINT=1");
+	/* the collectives on the address the other nodes reach (gloo's own
+	 * choice is the host name's address: loopback on many machines) */
+	if (g->sock_ifname && *g->sock_ifname && !getenv("GLOO_SOCKET_IFNAME"))
+		PUT("GLOO_SOCKET_IFNAME=%s", g->sock_ifname);
+	if (g->sock_ifname && *g->sock_ifname && !getenv("NCCL_SOCKET_IFNAME"))
+		PUT("NCCL_SOCKET_IFNAME=%s", g->sock_ifname);
 	PUT("ROVER_MASTER_ADDR=%s", g->rover_master);
 	PUT("ROVER_NODE_NAME=%s", g->node_name);
 	PUT("ROVER_NODE_RANK=%d", g->group_rank);

@@ -49,6 +49,9 @@ struct worker_group {
 	/* rover-run hosts the c10d store at MASTER_ADDR:MASTER_PORT
 	 * (TORCHELASTIC_USE_AGENT_STORE=True: every rank is a client) */
 	bool agent_store;
+	/* the interface of --local-addr ("" or NULL: none): the workers'
+	 * GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME, each unless set */
+	const char *sock_ifname;
 };
 
 struct worker_stream {
@@ -94,7 +97,8 @@ int worker_launch(struct worker *w, const struct worker_group *g, int lr, struct
  * Python workers while the hang check is on, unless set; with GPUs
  * TORCH_NCCL_ASYNC_ERROR_HANDLING=1 and NCCL_ASYNC_ERROR_HANDLING=1 unless
  * set, ROVER_DEVICE=cuda:N; ROVER_SAVE_AT_BREAKPOINT=1 with
- * --save-at-breakpoint) as "K=V" strings into env
+ * --save-at-breakpoint; GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME, each
+ * unless set, naming the interface of --local-addr) as "K=V" strings into env
  * (NULL-terminated, at most max - 1 entries) with their text in store
  * (size bytes).  Returns the count, or -ENOSPC. */
 int worker_env(const struct worker_group *g, int lr, const char **env, int max, char *store,

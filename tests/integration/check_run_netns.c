@@ -6,7 +6,9 @@
  * exec NS rover-run --nnodes 2 --nproc-per-node 1 --rdzv-endpoint
  * MASTER:PORT --local-addr NODE_IP`.  The workers' gloo traffic goes from
  * one namespace to the other over the veths (MASTER_ADDR is node 0's
- * namespace address, GLOO_SOCKET_IFNAME its veth).
+ * namespace address; no GLOO_SOCKET_IFNAME is given: rover-run names the
+ * veth that holds --local-addr to its workers, and the host name resolves
+ * to a loopback address here).
  *
  *   - a small DDP job finishes on both nodes and both ranks end with the
  *     same parameters;
@@ -87,7 +89,6 @@ struct job {
 	struct rv_test_master m;
 	struct rv_test_run r[2];
 	char ep[64];
-	char gloo_if[2][48];
 	const char *env[2][2];
 };
 
@@ -118,9 +119,7 @@ static void start_job(struct job *j, const char *const *margs, const char *const
 		ck_assert_int_eq(rv_test_run_file(r, "ddp.py", ddp_script, script, sizeof(script)),
 				 0);
 		r->wrap = net.wrap[i];
-		snprintf(j->gloo_if[i], sizeof(j->gloo_if[i]), "GLOO_SOCKET_IFNAME=%s",
-			 net.veth_ns[i]);
-		j->env[i][0] = j->gloo_if[i];
+		j->env[i][0] = "GLOO_SOCKET_IFNAME"; /* unset: rover-run's to name */
 		j->env[i][1] = NULL;
 		const char *argv[40] = { "--nnodes",        "2",   "--nproc-per-node", "1",
 					 "--rdzv-endpoint", j->ep, "--local-addr",     net.addr[i] };
@@ -168,6 +167,13 @@ START_TEST(test_ddp_across_namespaces)
 		out[i] = rv_test_run_output(&j.r[i], 1);
 		/* the store and gloo ran on node 0's namespace address */
 		ck_assert_msg(strstr(out[i], master_addr), "%s", out[i]);
+		/* through the veth holding --local-addr, which rover-run named */
+		char named[96];
+		snprintf(named, sizeof(named), "interface=%s local_addr=%s\n", net.veth_ns[i],
+			 net.addr[i]);
+		char *log = rv_test_run_output(&j.r[i], 2);
+		ck_assert_msg(strstr(log, named), "no \"%s\" in:\n%s", named, log);
+		free(log);
 	}
 	ck_assert_msg(strstr(out[0], "[rank0]:done rank=0 world=2 params="), "%s", out[0]);
 	ck_assert_msg(strstr(out[1], "[rank1]:done rank=1 world=2 params="), "%s", out[1]);
