@@ -538,6 +538,55 @@ static int view_open(struct rv_trainer *t, const char *name, bool shm,
 	return 1;
 }
 
+/* The steps of this rank's own committed slots into found: the newest
+ * only once its CRC matches (a restart loads it, so that read is not
+ * wasted), the older one as its header says (checked when it is loaded:
+ * reading the whole of a slot nobody loads would cost a restart its time).
+ * The count, or a negative errno. */
+static int own_steps(struct rv_trainer *t, int64_t *found, struct rv_err *err)
+{
+	const struct rv_ckslot_hdr *h[2] = { NULL, NULL };
+	for (int s = 0; s < 2; s++) {
+		int rc = slot_open(t, s, false, err);
+		if (rc < 0 && rc != -ENOENT)
+			return rc;
+		h[s] = rc < 0 ? NULL : slot_committed(t, s);
+	}
+	int newest = h[0] && (!h[1] || h[0]->seq > h[1]->seq) ? 0 : h[1] ? 1 : -1;
+	if (newest >= 0 && !slot_payload_ok(t, newest, h[newest])) {
+		h[newest] = NULL; /* torn or corrupted: never listed */
+		newest = 1 - newest;
+		if (h[newest] && !slot_payload_ok(t, newest, h[newest]))
+			h[newest] = NULL;
+	}
+	int n = 0;
+	for (int s = 0; s < 2; s++)
+		if (h[s])
+			found[n++] = h[s]->step;
+	return n;
+}
+
+/* The steps of rank src's committed slots (read through the view), which
+ * is then unmapped.  The count, or a negative errno. */
+static int peer_steps(struct rv_trainer *t, int src, int64_t *found, struct rv_err *err)
+{
+	int n = 0;
+	for (int s = 0; s < 2; s++) {
+		const struct rv_ckslot_hdr *h = NULL;
+		char name[200];
+		rv_ckslot_name(name, sizeof(name), t->job, src, s);
+		int rc = view_open(t, name, true, &h, err);
+		if (rc < 0)
+			return rc;
+		if (h)
+			found[n++] = h->step;
+	}
+	if (t->loaded_slot == VIEW)
+		t->loaded_slot = -1;
+	slot_unmap(&t->slot[VIEW]);
+	return n;
+}
+
 int rv_trainer_steps(struct rv_trainer *t, int64_t *steps, int max, struct rv_err *err)
 {
 	rv_trainer_save_wait(t, NULL);
@@ -545,33 +594,9 @@ int rv_trainer_steps(struct rv_trainer *t, int64_t *steps, int max, struct rv_er
 	int nman = manifest_steps(man, RV_CKSLOT_MAX_STEPS);
 	int src = source_rank(t, man, nman);
 	int64_t found[2 + RV_CKSLOT_MAX_STEPS];
-	int n = 0;
-	for (int s = 0; s < 2; s++) {
-		const struct rv_ckslot_hdr *h = NULL;
-		if (src == t->rank) {
-			int rc = slot_open(t, s, false, err);
-			if (rc == -ENOENT)
-				continue;
-			if (rc < 0)
-				return trainer_fail(t, err, rc);
-			h = slot_committed(t, s);
-			if (h && !slot_payload_ok(t, s, h))
-				h = NULL;
-		} else {
-			char name[200];
-			rv_ckslot_name(name, sizeof(name), t->job, src, s);
-			int rc = view_open(t, name, true, &h, err);
-			if (rc < 0)
-				return trainer_fail(t, err, rc);
-		}
-		if (h)
-			found[n++] = h->step;
-	}
-	if (src != t->rank) {
-		if (t->loaded_slot == VIEW)
-			t->loaded_slot = -1;
-		slot_unmap(&t->slot[VIEW]);
-	}
+	int n = src == t->rank ? own_steps(t, found, err) : peer_steps(t, src, found, err);
+	if (n < 0)
+		return trainer_fail(t, err, n);
 	const char *dir = ckpt_dir();
 	for (int i = 0; dir && i < nman; i++) {
 		char path[1100];
@@ -634,7 +659,9 @@ int rv_trainer_load_step(struct rv_trainer *t, int64_t want, int64_t *step, int 
 			if (rc < 0)
 				return trainer_fail(t, err, rc);
 			h = slot_committed(t, s);
-			if (!h || !slot_payload_ok(t, s, h))
+			if (!h || (want >= 0 && h->step != want))
+				continue; /* read no slot that is not wanted */
+			if (!slot_payload_ok(t, s, h))
 				continue; /* torn or corrupted: never loaded */
 		} else {
 			char name[200];

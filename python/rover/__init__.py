@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 import types
+import warnings as _warnings
 import weakref
 
 __all__ = ["Error", "Trainer", "ShardSampler", "Checkpointer", "report_step", "trainer",
@@ -649,32 +650,46 @@ class Checkpointer:
         self.source = t.loaded_from() if here else ("peer", src)
         step, views, self.position = got
         head = pickle.loads(bytes(views[0]))
-        tensors = []
-        for (dtype, shape), view in zip(head["tensors"], views[1:]):
-            t = _torch.empty(shape, dtype=getattr(_torch, dtype))
-            n = t.numel() * t.element_size()
-            if n != len(view):
-                raise Error(_errno.EINVAL, "checkpoint tensor of %d bytes, expected %d" % (len(view), n))
-            if n:
-                ctypes.memmove(t.data_ptr(), ctypes.addressof(ctypes.c_char.from_buffer(view)), n)
-            tensors.append(t)
+        tensors = [_tensor_on(dtype, shape, view)
+                   for (dtype, shape), view in zip(head["tensors"], views[1:])]
 
-        def fill(v):
+        def fill(v, own):
             if isinstance(v, tuple) and len(v) == 2 and v[0] == _TENSOR:
-                return tensors[v[1]]
+                return tensors[v[1]].clone() if own else tensors[v[1]]
             if isinstance(v, dict):
-                return type(v)((k, fill(x)) for k, x in v.items())
+                return type(v)((k, fill(x, own)) for k, x in v.items())
             if isinstance(v, (list, tuple)):
-                return type(v)(fill(x) for x in v)
+                return type(v)(fill(x, own) for x in v)
             return v
 
-        tree = fill(head["tree"])
-        self.model.load_state_dict(tree["model"])
+        # The tensors lie on the checkpoint's memory, which a later save
+        # overwrites: a torch module copies them into its own (as an
+        # optimizer deep-copies them), anything else gets copies of its own.
+        # Fresh pages cost a fault each, more than the copy, so a restart
+        # copies the state once, not twice.
+        tree = head["tree"]
+        self.model.load_state_dict(fill(tree["model"], not isinstance(self.model, _torch.nn.Module)))
         if self.optimizer is not None and "optimizer" in tree:
-            self.optimizer.load_state_dict(tree["optimizer"])
+            own = not isinstance(self.optimizer, _torch.optim.Optimizer)
+            self.optimizer.load_state_dict(fill(tree["optimizer"], own))
         if self.extra is not None and "extra" in tree:
-            self.extra.load_state_dict(tree["extra"])
+            self.extra.load_state_dict(fill(tree["extra"], True))
         return step
+
+
+def _tensor_on(dtype, shape, view):
+    """A tensor of dtype and shape on view's bytes (no copy)."""
+    dt = getattr(_torch, dtype)
+    n = _torch.empty(0, dtype=dt).element_size()
+    for d in shape:
+        n *= d
+    if n != len(view):
+        raise Error(_errno.EINVAL, "checkpoint tensor of %d bytes, expected %d" % (len(view), n))
+    if not n:
+        return _torch.empty(shape, dtype=dt)
+    with _warnings.catch_warnings():  # a read-only mapping: never written through
+        _warnings.simplefilter("ignore")
+        return _torch.frombuffer(view, dtype=_torch.uint8).view(dt).reshape(shape)
 
 
 from rover.stream import Record, RedisStream, StreamSampler  # noqa: E402  (redis on first use)

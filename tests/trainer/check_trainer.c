@@ -740,6 +740,42 @@ START_TEST(test_corrupted_refused)
 }
 END_TEST
 
+/* A restart lists the older slot by its header and reads the whole of the
+ * newest only (the one it loads): the older is checked if it is loaded. */
+START_TEST(test_older_slot_checked_when_loaded)
+{
+	char job[64];
+	job_name(job, sizeof(job), "olderslot");
+	struct rv_trainer *t = open_local(job, 0);
+	enum { N = 65536 };
+	unsigned char *a = malloc(N), *b = malloc(N);
+	fill(a, N, 1);
+	fill(b, N, 2);
+	save1(t, 5, a, N);
+	save1(t, 6, b, N);
+	rv_trainer_close(t);
+	size_t len;
+	unsigned char *s0 = map_slot(job, 0, 0, &len); /* step 5's */
+	ck_assert_ptr_nonnull(s0);
+	s0[RV_TRAINER_SLOT_HEADER + 4321] ^= 0x04;
+	t = open_local(job, 0);
+	struct rv_err err = { 0 };
+	int64_t steps[8], step;
+	int nbufs;
+	ck_assert_int_eq(rv_trainer_steps(t, steps, 8, &err), 2);
+	ck_assert_int_eq(steps[0], 6);
+	ck_assert_int_eq(steps[1], 5);
+	/* step 5 asked for: its CRC fails now, and nothing else holds it */
+	ck_assert_int_eq(rv_trainer_load_step(t, 5, &step, &nbufs, &err), 0);
+	expect_loaded(t, 6, b, N);
+	rv_trainer_close(t);
+	munmap(s0, len);
+	rv_trainer_unlink(job, 0);
+	free(a);
+	free(b);
+}
+END_TEST
+
 START_TEST(test_crc32c)
 {
 	/* the standard check value, and the same in pieces of every length */
@@ -846,6 +882,17 @@ START_TEST(test_torch_kill_after_save)
 	ck_assert_str_eq(got, want); /* "5 <sha256 of weights and optimizer state>" */
 	ck_assert_msg(strncmp(want, "5 ", 2) == 0, "%s", want);
 
+	/* what a load gives the model, the optimizer and an extra state stays
+	 * theirs while later saves overwrite both slots */
+	char alias[400];
+	snprintf(alias, sizeof(alias), "%s/alias", m.dir);
+	pid = spawn_torch("alias", alias, m.url, job);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the aliasing process: %d",
+		      status);
+	ck_assert(read_line(alias, got, sizeof(got)));
+	ck_assert_str_eq(got, "1 True\n");
+
 	/* rover.ShardSampler in a DataLoader takes each sample once */
 	char shards[400];
 	snprintf(shards, sizeof(shards), "%s/shards", m.dir);
@@ -904,6 +951,7 @@ static Suite *trainer_suite(void)
 	tcase_add_test(tc, test_save_without_master);
 	tcase_add_test(tc, test_kill_during_save);
 	tcase_add_test(tc, test_corrupted_refused);
+	tcase_add_test(tc, test_older_slot_checked_when_loaded);
 	tcase_add_test(tc, test_save_odd_sizes);
 	tcase_add_test(tc, test_overlap_saves_step);
 	tcase_add_test(tc, test_overlap_crash_keeps_previous);

@@ -12,6 +12,11 @@ with rover-run's variables set.
                               whose optimizer.step() waits for the copy; a second
                               Checkpointer loads each saved step: write
                               "<steps> <steps equal to the state saved>"
+  torch_ckpt.py alias OUT     save a model, Adam and an extra object that keeps
+                              the tensors it is given; load them into fresh
+                              ones; save twice more with other values (both
+                              slots overwritten): write "<step loaded>
+                              <loaded state unchanged>"
   torch_ckpt.py shards OUT    take every sample through rover.ShardSampler
                               in a DataLoader, report a step per batch, write
                               "<samples> <distinct indices>" (one epoch)
@@ -79,6 +84,38 @@ def train_step(model, opt):
     model.counter += 1
 
 
+class Keep:
+    """An extra state that keeps the very tensor load_state_dict gives it."""
+
+    def __init__(self, v):
+        self.t = torch.full((4096,), float(v))
+
+    def state_dict(self):
+        return {"t": self.t}
+
+    def load_state_dict(self, sd):
+        self.t = sd["t"]
+
+
+def alias():
+    """(step loaded, whether what was loaded stayed as loaded while later
+    saves overwrote both checkpoint slots)."""
+    model, opt = build(5)
+    keep = Keep(7)
+    ck = rover.Checkpointer(model, opt, extra=keep)
+    train_step(model, opt)
+    ck.save(1)
+    model2, opt2 = build(6)
+    keep2 = Keep(0)
+    step = rover.Checkpointer(model2, opt2, extra=keep2).load()
+    want = digest(model2, opt2)
+    keep.t.fill_(99)
+    for s in (2, 3):
+        train_step(model, opt)
+        ck.save(s)
+    return step, bool(keep2.t.eq(7).all()) and digest(model2, opt2) == want
+
+
 def main():
     mode, out = sys.argv[1], sys.argv[2]
     if mode == "save":
@@ -109,6 +146,10 @@ def main():
             equal += in_flight and got == step and digest(other, other_opt) == want
         with open(out, "w") as f:
             f.write("%d %d\n" % (step, equal))
+        return
+    if mode == "alias":
+        with open(out, "w") as f:
+            f.write("%s %s\n" % alias())
         return
     if mode == "shards":
         sampler = rover.ShardSampler()
