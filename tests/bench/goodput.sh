@@ -10,8 +10,9 @@
 # (--time-log).  goodput: the time of the steps that were kept (a step's time
 # runs from the previous step's end, or from the load, to its own end; the
 # steps after the one a restart loaded are not kept) over the wall time from
-# the first load to the end, so the one cold start is left out and every
-# restart is in; a step's time holds its (blocking) save.  save_share: the
+# the first load to the end of the window (when rover-run is stopped, not
+# its last step: a restart still loading then is lost time), so the one cold
+# start is left out and every restart is in; a step's time holds its (blocking) save.  save_share: the
 # kept steps' save time (rank 0's) over the same wall time, so goodput -
 # save_share is the share with saving counted as lost.  steps_lost_max: the
 # most steps a fault cost (last step logged before it - step loaded after).
@@ -88,6 +89,7 @@ def run(pad_mib):
                 except ProcessLookupError:
                     pass
             nxt += every
+    stop_t = time.time()  # the window's end: a stall before it is lost time too
     os.killpg(proc.pid, signal.SIGTERM)
     proc.wait(timeout=60)
 
@@ -110,7 +112,7 @@ def run(pad_mib):
             kept[s] = t - prev
             saves[s] = float(f[2]) if len(f) > 2 else 0.0
             prev, last, end_t = t, s, t
-    wall = end_t - first_t
+    wall = max(end_t, stop_t) - first_t
     good = sum(kept.values()) / wall
     save = sum(saves[k] for k in kept) / wall
     say("pad %d MiB: wall %.1f s, %d steps kept, %d loads" % (pad_mib, wall, len(kept), loads))
