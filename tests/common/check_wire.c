@@ -830,7 +830,10 @@ static int batch_parse(const char *doc, struct rv_metrics_batch *out, struct rv_
 }
 
 #define SPEED_OK "{\"kind\":\"speed\",\"ts\":1700000000000,\"speed\":120.5,\"step\":10,\"workers\":4,\"ps\":1}"
-#define NODE_OK "{\"kind\":\"node\",\"ts\":1700000000001,\"node\":\"worker-0\",\"role\":\"worker\",\"rank\":0,\"cpu\":3.5,\"memory_mb\":4096,\"cpu_limit\":4,\"memory_limit_mb\":8192,\"step_time\":0.25,\"compute_time\":0.125}"
+#define NODE_OK                                                                                    \
+	"{\"kind\":\"node\",\"ts\":1700000000001,\"node\":\"worker-0\",\"role\":\"worker\","       \
+	"\"rank\":0,\"cpu\":3.5,\"memory_mb\":4096,\"cpu_limit\":4,\"memory_limit_mb\":8192,"      \
+	"\"step_time\":0.25,\"compute_time\":0.125}"
 #define MODEL_OK "{\"kind\":\"model\",\"ts\":1700000000002,\"parameters\":1200000,\"batch_size\":64,\"flops\":1.5e9}"
 
 START_TEST(test_metrics_valid)

@@ -881,8 +881,7 @@ START_TEST(test_torch_compute_time)
 	pid_t pid = spawn_torch("compute", out, m.url, job);
 	int status;
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the DDP process: %d",
-		      status);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the DDP process: %d", status);
 	ck_assert(read_line(out, got, sizeof(got)));
 	char before[16], after[16];
 	double mean = 0;
