@@ -597,7 +597,7 @@ static double step_time_take(struct plans *p, const char *node, double *compute)
 	pthread_mutex_lock(&p->mu);
 	for (int i = 0; i < p->nsteps; i++) {
 		struct step_seen *e = &p->steps[i];
-		if (strcmp(e->node, node))
+		if (strcmp(e->node, node) != 0)
 			continue;
 		if (e->fresh) {
 			t = e->step_s;
