@@ -457,15 +457,19 @@ bool rv_alg_role_starved(const struct rv_alg_usage *u, size_t n, enum rv_alg_rol
 
 /* ---- stragglers (straggler.c) ---- */
 
-/* One step-time sample of one worker. */
+/* One step-time sample of one worker.  compute_s: the part of a step that
+ * is the worker's own work, not waiting on its peers (<= 0: unknown); in a
+ * synchronous job every worker's step_s is the slowest's, compute_s is not. */
 struct rv_alg_step {
 	int node;
 	int64_t t_ms;
 	double step_s;
+	double compute_s;
 };
 
 /*
- * Stragglers: per worker the median step time; a worker whose robust z
+ * Stragglers: per worker the median step time (the median compute time
+ * instead when every worker measured reports one); a worker whose robust z
  * exceeds p->straggler_z and whose time is at least p->straggler_ratio times
  * the median over workers is named.  Writes up to max node ids into nodes.
  * Returns how many were found (may exceed max), or a negative errno.

@@ -2,7 +2,10 @@
  * straggler.c: workers whose step time stands far above their peers'.  Each
  * worker is summarised by its median step time (robust to a single slow step
  * such as a checkpoint); a straggler has a robust z over the workers above
- * p->straggler_z and is at least p->straggler_ratio times the median.
+ * p->straggler_z and is at least p->straggler_ratio times the median.  When
+ * every worker reports its compute time (its own work per step, without the
+ * wait for its peers), that is the measure instead: in a synchronous job
+ * every worker's step time is the slowest's and singles no one out.
  * Used by plan.c; pure.
  */
 #include <errno.h>
@@ -11,6 +14,7 @@
 
 #include "alg_internal.h"
 
+/* By node, then by the measure kept in step_s (straggler_measure). */
 static int cmp_step(const void *a, const void *b)
 {
 	const struct rv_alg_step *x = a, *y = b;
@@ -18,6 +22,42 @@ static int cmp_step(const void *a, const void *b)
 	if (x->node != y->node)
 		return (x->node > y->node) - (x->node < y->node);
 	return (x->step_s > y->step_s) - (x->step_s < y->step_s);
+}
+
+/* Copy into c the samples of s[0..n) with a measure, that measure in
+ * step_s: the compute time when every worker with a sample has one, else
+ * the step time.  Returns how many were copied. */
+static size_t straggler_measure(const struct rv_alg_step *s, size_t n, struct rv_alg_step *c)
+{
+	size_t m = 0;
+	bool compute = true;
+
+	for (size_t i = 0; i < n; i++)
+		if (s[i].step_s > 0 || s[i].compute_s > 0)
+			c[m++] = s[i];
+	qsort(c, m, sizeof(*c), cmp_step);
+	/* every worker: some sample with a compute time */
+	for (size_t i = 0; i < m && compute;) {
+		bool has = false;
+		size_t j = i;
+
+		for (; j < m && c[j].node == c[i].node; j++)
+			has = has || c[j].compute_s > 0;
+		compute = has;
+		i = j;
+	}
+	n = m;
+	m = 0;
+	for (size_t i = 0; i < n; i++) {
+		double v = compute ? c[i].compute_s : c[i].step_s;
+
+		if (v > 0) {
+			c[m] = c[i];
+			c[m++].step_s = v;
+		}
+	}
+	qsort(c, m, sizeof(*c), cmp_step);
+	return m;
 }
 
 /* Per worker (m of them) its median step time, its node and whether it
@@ -58,11 +98,7 @@ static int straggler_medians(const struct rv_alg_step *s, size_t n, const struct
 		found = -ENOMEM;
 		goto out;
 	}
-	for (size_t i = 0; i < n; i++)
-		if (s[i].step_s > 0)
-			c[m++] = s[i];
-	n = m;
-	qsort(c, n, sizeof(*c), cmp_step);
+	n = straggler_measure(s, n, c);
 	/* per node: the median of its (sorted) step times */
 	m = 0;
 	for (size_t i = 0; i < n;) {

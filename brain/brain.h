@@ -292,7 +292,7 @@ struct store_batch_in {
 	int64_t job_id;
 	const struct rv_metrics_batch *batch;
 };
-enum { SS_SPEED_COLS = 6, SS_NODE_COLS = 13, SS_AGG_COLS = 8, SS_JOB_COLS = 4, SS_STMTS = 6 };
+enum { SS_SPEED_COLS = 6, SS_NODE_COLS = 14, SS_AGG_COLS = 8, SS_JOB_COLS = 4, SS_STMTS = 6 };
 struct store_samples {
 	union {
 		struct {

@@ -301,6 +301,12 @@ static void arr_f64(struct rv_buf *b, double v)
 	rv_buf_printf(b, "%.15g", v);
 }
 
+static void arr_null(struct rv_buf *b)
+{
+	arr_sep(b);
+	rv_buf_puts(b, "NULL");
+}
+
 static void arr_str(struct rv_buf *b, const char *v)
 {
 	arr_sep(b);
@@ -365,7 +371,7 @@ static void bin_text(struct rv_buf *b, const char *v)
 }
 
 /* One node_usage row, the columns of the INSERT's unnest (NULL throttling
- * counters when the sample had none); the first row starts the stream with
+ * counters and compute time when the sample had none); the first row starts the stream with
  * the format's header, store_samples_build ends it. */
 static void copy_node(struct rv_buf *b, int64_t job, const struct rv_sample *s)
 {
@@ -373,7 +379,7 @@ static void copy_node(struct rv_buf *b, int64_t job, const struct rv_sample *s)
 	static const char nulls[12] = "\377\377\377\377\377\377\377\377\377\377\377\377";
 	if (!b->len)
 		rv_buf_append(b, header, sizeof(header));
-	rv_buf_append(b, "\0\15", 2); /* 13 fields */
+	rv_buf_append(b, "\0\16", 2); /* 14 fields */
 	bin_i64(b, job);
 	bin_i64(b, s->ts_ms);
 	bin_text(b, s->node);
@@ -391,6 +397,10 @@ static void copy_node(struct rv_buf *b, int64_t job, const struct rv_sample *s)
 	} else {
 		rv_buf_append(b, nulls, sizeof(nulls));
 	}
+	if (s->compute_time > 0)
+		bin_f64(b, s->compute_time);
+	else
+		rv_buf_append(b, nulls, 4);
 }
 
 /*
@@ -468,6 +478,10 @@ int store_samples_build(struct store_samples *ss, struct store_batch_in *in, int
 						for (int c = 10; c < 13; c++)
 							rv_buf_puts(&nu[c], "NULL");
 					}
+					if (s->compute_time > 0)
+						arr_f64(&nu[13], s->compute_time);
+					else
+						arr_null(&nu[13]);
 				} else {
 					params = s->parameters;
 					batch = s->batch_size;
@@ -536,10 +550,11 @@ int store_samples_build(struct store_samples *ss, struct store_batch_in *in, int
 		ss_add(ss,
 		       "INSERT INTO node_usage (job_id, ts_ms, node, role, rank, cpu,"
 		       " memory_mb, cpu_limit, memory_limit_mb, step_time,"
-		       " nr_periods, nr_throttled, throttled_usec)"
+		       " nr_periods, nr_throttled, throttled_usec, compute_time)"
 		       " SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[],"
 		       " $5::int[], $6::float8[], $7::bigint[], $8::float8[], $9::bigint[],"
-		       " $10::float8[], $11::bigint[], $12::bigint[], $13::bigint[])",
+		       " $10::float8[], $11::bigint[], $12::bigint[], $13::bigint[],"
+		       " $14::float8[])",
 		       SS_NODE_COLS, ss->p_node, nnode);
 	if (nnode)
 		ss_add(ss,
@@ -582,7 +597,7 @@ int store_samples_exec(PGconn *c, const struct store_samples *ss, struct rv_db_s
 			c,
 			"COPY node_usage (job_id, ts_ms, node, role, rank, cpu, memory_mb,"
 			" cpu_limit, memory_limit_mb, step_time, nr_periods, nr_throttled,"
-			" throttled_usec) FROM STDIN (FORMAT binary)",
+			" throttled_usec, compute_time) FROM STDIN (FORMAT binary)",
 			ss->copy.data, ss->copy.len, err);
 		if (rc >= 0 && rc != ss->copy_rows)
 			rc = rv_err_set(err, -EIO, "", "stored %d of %d rows", rc, ss->copy_rows);
@@ -1716,7 +1731,7 @@ int store_usage(PGconn *c, int64_t job_id, int64_t since_ts, int limit,
 			     * (rv_alg_usage_throttling, which drops a counter
 			     * reset: a relaunched node). */
 		" nr_periods - d_periods, nr_throttled - d_throttled,"
-		" throttled_usec - d_usec, ts_ms - d_ts"
+		" throttled_usec - d_usec, ts_ms - d_ts, coalesce(compute_time, 0)"
 		" FROM (SELECT *, lag(nr_periods) OVER w AS d_periods,"
 		"  lag(nr_throttled) OVER w AS d_throttled,"
 		"  lag(throttled_usec) OVER w AS d_usec, lag(ts_ms) OVER w AS d_ts"
@@ -1755,11 +1770,13 @@ int store_usage(PGconn *c, int64_t job_id, int64_t since_ts, int limit,
 					       : strtoll(PQgetvalue(r, i, 7 + k), NULL, 10);
 			rv_alg_usage_throttling(u, d[0], d[1], d[2], d[3]);
 			double st = strtod(PQgetvalue(r, i, 5), NULL);
-			if (!ps && st >= 0) {
+			double ct = strtod(PQgetvalue(r, i, 11), NULL);
+			if (!ps && (st >= 0 || ct > 0)) {
 				struct rv_alg_step *s = &(*steps)[(*nsteps)++];
 				s->node = u->node;
 				s->t_ms = u->t_ms;
 				s->step_s = st;
+				s->compute_s = ct;
 			}
 		}
 	}

@@ -136,6 +136,8 @@ struct rv_sample {
 	/* node: {"node":"worker-0", "role":"worker", "rank":0, "cpu":cores used,
 	 *        "memory_mb":used, "cpu_limit":cores, "memory_limit_mb":limit,
 	 *        "step_time":seconds per step (optional, -1 when absent),
+	 *        "compute_time":seconds per step of the node's own work, without
+	 *        the wait for its peers (optional, 0 when absent),
 	 *        "nr_periods", "nr_throttled", "throttled_usec": the node's cgroup
 	 *        CPU throttling counters as cpu.stat has them (cumulative since the
 	 *        node's cgroup was made; v1's throttled_time in ns / 1000), all
@@ -148,6 +150,7 @@ struct rv_sample {
 	double cpu_limit;
 	int64_t memory_limit_mb;
 	double step_time;
+	double compute_time;
 	int64_t nr_periods, nr_throttled, throttled_usec;
 	/* model: {"parameters":n, "batch_size":n, "flops":x (optional)} */
 	int64_t parameters;
@@ -531,12 +534,14 @@ int rv_data_ckpt_from_json(const cJSON *root, struct rv_data_ckpt *out, struct r
 cJSON *rv_data_ckpt_to_json(const struct rv_data_ckpt *m);
 void rv_data_ckpt_release(struct rv_data_ckpt *m);
 
-/* POST /v1/steps: {"node","step","speed","ts"}: the global step and samples/s. */
+/* POST /v1/steps: {"node","step","speed","ts","compute_time"}: the global
+ * step and samples/s. */
 struct rv_step_report {
 	char node[RV_NAME_MAX];
 	int64_t step;
 	double speed;
-	int64_t ts_ms; /* "ts", 0 when absent (the master's clock) */
+	int64_t ts_ms;       /* "ts", 0 when absent (the master's clock) */
+	double compute_time; /* s of the node's own work in this step, 0: unknown */
 };
 int rv_step_report_from_json(const cJSON *root, struct rv_step_report *out, struct rv_err *err);
 cJSON *rv_step_report_to_json(const struct rv_step_report *m);

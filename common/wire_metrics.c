@@ -85,6 +85,10 @@ static const struct rv_wire_field f_sample[] = {
 	     "node: memory allowed, MiB", .variant = NODE),
 	WNUMD("step_time", step_time, RV_WIRE_OMIT_NEG, -1, 0, 1e7, /* over 100 days: no measure */
 	      "node: seconds per step", .variant = NODE),
+	WNUM("compute_time", compute_time, RV_WIRE_OMIT, 0, 1e7,
+	     "node: seconds per step of the node's own work, without the wait for its peers "
+	     "(a synchronous job's step times are all the slowest's), 0 or absent: unknown",
+	     .variant = NODE),
 	WINT("nr_periods", nr_periods, RV_WIRE_OMIT, 0, INT64_MAX,
 	     "node: CPU quota periods elapsed (cgroup cpu.stat, cumulative), 0 or absent: none",
 	     .variant = NODE),

@@ -122,6 +122,9 @@ static const struct rv_wire_field f_step_report[] = {
 	WINT("step", step, REQ, 0, INT64_MAX, "global step"),
 	WNUM("speed", speed, 0, 0, RV_WIRE_MAX_SPEED, "samples/s"),
 	WINT("ts", ts_ms, RV_WIRE_OMIT, 1, INT64_MAX, "ms since the epoch; default now"),
+	WNUM("compute_time", compute_time, RV_WIRE_OMIT, 0, 1e7,
+	     "seconds of the node's own work in the step, without the wait for its peers; "
+	     "0 or absent: unknown"),
 };
 const struct rv_wire_message rv_wire_step_report_msg =
 	RV_WIRE_MSG("StepReport", "training progress", f_step_report, "step report", NULL);

@@ -69,6 +69,10 @@ def main():
     ap.add_argument("--target", type=float, default=0.0, help="test accuracy to reach (exit 1 below)")
     ap.add_argument("--log-every", type=int, default=20)
     ap.add_argument("--step-sleep", type=float, default=0.0, help="seconds to sleep per step")
+    ap.add_argument("--hidden", type=int, default=128, help="width of the hidden layer")
+    ap.add_argument("--compute-time", action="store_true",
+                    help="report each step's compute time (rover.ComputeTimer): what tells a "
+                    "slow node when every step waits for the slowest")
     ap.add_argument("--pad-mib", type=int, default=0, help="MiB of extra state saved each step")
     ap.add_argument("--overlap", action="store_true",
                     help="overlap each save with the next step (rover.Checkpointer overlap=True)")
@@ -104,7 +108,7 @@ def main():
     n = x_train.shape[0]
 
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10)).to(dev)
+    model = nn.Sequential(nn.Linear(64, args.hidden), nn.ReLU(), nn.Linear(args.hidden, 10)).to(dev)
     state = model  # what is checkpointed
     if args.pad_mib:  # a larger state, for the tests that kill during a save
         # beside the model, not in it: DDP would broadcast it at every start
@@ -124,6 +128,7 @@ def main():
     if args.time_log and rank == 0:
         append(args.time_log, f"load {step} {time.time():.6f}")
     ddp = nn.parallel.DistributedDataParallel(model) if world > 1 else model
+    timer = rover.ComputeTimer(ddp) if args.compute_time and world > 1 else None
     loss_fn = nn.CrossEntropyLoss()
 
     sampler = rover.ShardSampler()
@@ -158,7 +163,7 @@ def main():
         # the restart repeats (the check drops it), never a sample unlogged
         if args.shard_log:
             append(args.shard_log, f"{rank} {step} {','.join(str(i) for i in idx)}")
-        rover.report_step(step, len(idx))
+        rover.report_step(step, len(idx), timer.take() if timer else None)
         if save_delay:
             time.sleep(save_delay)
         t_save = time.time()

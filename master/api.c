@@ -533,6 +533,7 @@ static int api_steps(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 	snprintf(op.node, sizeof(op.node), "%s", s.node);
 	op.step = s.step;
 	op.speed = s.speed;
+	op.compute_time = s.compute_time;
 	return accept_op(m, resp, MASTER_OP_STEP, &op);
 }
 

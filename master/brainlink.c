@@ -46,7 +46,8 @@ struct unit {
 /* A usage sample as the brain stores it (node_usage row). */
 struct usage_row {
 	struct rv_alg_usage u;
-	double step_time; /* < 0: none */
+	double step_time;    /* < 0: none */
+	double compute_time; /* <= 0: none */
 };
 
 /* A plan of the policy's history with its algorithm name held here. */
@@ -319,6 +320,7 @@ static void local_sample_locked(struct brainlink *l, const struct rv_sample *s)
 					      .cpu = s->cpu,
 					      .memory_mb = s->memory_mb };
 		r->step_time = role == RV_ALG_WORKER ? s->step_time : -1;
+		r->compute_time = role == RV_ALG_WORKER ? s->compute_time : 0;
 		throttled_share_locked(l, s, &r->u);
 	}
 }
@@ -428,10 +430,12 @@ int brainlink_plan_local(struct brainlink *l, struct brainlink_plan *out, struct
 		/* the memory trend reads across plans */
 		if (r->u.t_ms >= mem_since)
 			mem_usage[nm++] = r->u;
-		if (r->u.role == RV_ALG_WORKER && r->step_time >= 0 && r->u.t_ms >= steps_since)
+		if (r->u.role == RV_ALG_WORKER && (r->step_time >= 0 || r->compute_time > 0) &&
+		    r->u.t_ms >= steps_since)
 			steps[ns++] = (struct rv_alg_step){ .node = r->u.node,
 							    .t_ms = r->u.t_ms,
-							    .step_s = r->step_time };
+							    .step_s = r->step_time,
+							    .compute_s = r->compute_time };
 		if (r->u.t_ms >= since)
 			usage[nu++] = r->u;
 	}

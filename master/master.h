@@ -153,6 +153,7 @@ struct master_op {
 	int64_t now_ms;
 	int64_t worker, id, req, step, consumed;
 	double speed;
+	double compute_time; /* STEP: the node's own work in the step, s (0: unknown) */
 	int32_t ds, local_world_size;
 	int32_t world_size; /* CKPT_REPORT: ranks of the world training then (0: none) */
 	char node[RV_NAME_MAX];

@@ -265,12 +265,19 @@ int nodelink_agent_usage(struct master *m, const struct rv_node_usage *u)
 		m->nagent_usage++;
 	}
 	m->agent_usage[i] = kept;
+	/* The planner knows a node by the rank in its name (<role>-<rank>, the
+	 * name a plan's remove gives back); rover-run reports its rank in the
+	 * rendezvous, which follows the order the nodes joined. */
+	int rank = u->rank;
+	for (int k = 0; k < m->nnodes; k++)
+		if (!strcmp(m->nodes[k].name, u->node))
+			rank = m->nodes[k].rank;
 	pthread_mutex_unlock(&m->lock);
 	/* to the planner as the node manager's samples go (the brain's sample
 	 * has no GPU field: GPU memory stays in GET /v1/usage) */
 	struct plans_usage pu = {
 		.role = RV_ROLE_WORKER,
-		.rank = u->rank,
+		.rank = rank,
 		.ts_ms = kept.ts_ms,
 		.cpu = u->cpu,
 		.cpu_limit = u->cpu_limit,

@@ -24,7 +24,9 @@ int nodelink_usage_report(struct master *m, struct nodelink_usage *u);
 
 /* A node's own usage report (POST /v1/usage from its rover-run; u
  * borrowed): kept as the node's last (GET /v1/usage) and queued for the
- * planner as a node usage sample.  Takes the state lock.  0; -ENOSPC when
+ * planner as a node usage sample, under the rank of the node manager's
+ * node of that name (the planner names nodes by it) when there is one.
+ * Takes the state lock.  0; -ENOSPC when
  * MASTER_USAGE_MAX other nodes already reported; -ENOMEM. */
 int nodelink_agent_usage(struct master *m, const struct rv_node_usage *u);
 

@@ -56,6 +56,9 @@ struct step_seen {
 	int64_t step, ts_ms;
 	double step_s; /* > 0 and fresh: not yet in a usage sample */
 	bool fresh;
+	/* the compute times reported since the last usage sample */
+	double compute_sum;
+	int compute_n;
 };
 
 /* An oom plan's memory for one node, for plans_oom_memory. */
@@ -548,8 +551,9 @@ static bool node_managed(const struct master *m, const char *node)
 	return false;
 }
 
-/* A step report of node: the time per step since its previous report. */
-static void step_seen(struct plans *p, const char *node, int64_t step, int64_t now)
+/* A step report of node: the time per step since its previous report, and
+ * the node's compute time in the step (0: unknown). */
+static void step_seen(struct plans *p, const char *node, int64_t step, double compute, int64_t now)
 {
 	if (!node[0])
 		return;
@@ -570,24 +574,39 @@ static void step_seen(struct plans *p, const char *node, int64_t step, int64_t n
 			e->step_s = (double)(now - e->ts_ms) / 1000.0 / (double)(step - e->step);
 			e->fresh = true;
 		}
+		if (e->step >= 0 && step < e->step)
+			e->compute_sum = e->compute_n = 0; /* the host before it */
 		if (step != e->step) {
 			e->step = step;
 			e->ts_ms = now;
+		}
+		if (compute > 0) {
+			e->compute_sum += compute;
+			e->compute_n++;
 		}
 	}
 	pthread_mutex_unlock(&p->mu);
 }
 
-/* node's step time for one usage sample: fresh, else -1. */
-static double step_time_take(struct plans *p, const char *node)
+/* node's step time for one usage sample: fresh, else -1; *compute: the
+ * mean compute time reported since the last sample, else 0. */
+static double step_time_take(struct plans *p, const char *node, double *compute)
 {
 	double t = -1;
+	*compute = 0;
 	pthread_mutex_lock(&p->mu);
-	for (int i = 0; i < p->nsteps; i++)
-		if (!strcmp(p->steps[i].node, node) && p->steps[i].fresh) {
-			t = p->steps[i].step_s;
-			p->steps[i].fresh = false;
+	for (int i = 0; i < p->nsteps; i++) {
+		struct step_seen *e = &p->steps[i];
+		if (strcmp(e->node, node) != 0)
+			continue;
+		if (e->fresh) {
+			t = e->step_s;
+			e->fresh = false;
 		}
+		if (e->compute_n > 0)
+			*compute = e->compute_sum / e->compute_n;
+		e->compute_sum = e->compute_n = 0;
+	}
 	pthread_mutex_unlock(&p->mu);
 	return t;
 }
@@ -599,7 +618,7 @@ void plans_after_op(struct master *m, int type, const struct master_op *op)
 		return;
 	switch (type) {
 	case MASTER_OP_STEP: {
-		step_seen(p, op->node, op->step, op->now_ms);
+		step_seen(p, op->node, op->step, op->compute_time, op->now_ms);
 		int64_t round = 0;
 		int nn = 0;
 		if (rdzv_state(m->rdzv, &round, &nn) != RDZV_COMPLETE || nn <= 0)
@@ -661,6 +680,7 @@ int plans_node_sample(struct master *m, const struct plans_usage *u)
 		return 0;
 	if (!u->node[0])
 		return -EINVAL;
+	double compute = 0;
 	struct rv_sample s = {
 		.kind = RV_SAMPLE_NODE,
 		.ts_ms = u->ts_ms > 0 ? u->ts_ms : rv_now_ms(),
@@ -672,11 +692,12 @@ int plans_node_sample(struct master *m, const struct plans_usage *u)
 		.memory_limit_mb = u->memory_limit_mb,
 		.step_time = u->step_time >= 0 || u->role != RV_ROLE_WORKER
 				     ? u->step_time
-				     : step_time_take(p, u->node),
+				     : step_time_take(p, u->node, &compute),
 		.nr_periods = u->nr_periods,
 		.nr_throttled = u->nr_throttled,
 		.throttled_usec = u->throttled_usec,
 	};
+	s.compute_time = compute;
 	snprintf(s.node, sizeof(s.node), "%s", u->node);
 	if (u->throttled > 0)
 		atomic_fetch_add(&p->throttled, 1);

@@ -113,6 +113,13 @@ int rv_trainer_done(struct rv_trainer *t, struct rv_err *err);
 /* Global step step was reached; samples were trained since the last report
  * (the master derives the speed from them). */
 int rv_trainer_report_step(struct rv_trainer *t, int64_t step, int64_t samples, struct rv_err *err);
+/* The same with compute_s: the seconds of this node's own work in the step,
+ * without the wait for its peers (in DDP: from the forward's start to its
+ * gradients being ready to reduce); 0: unknown.  In a synchronous job every
+ * node's step takes the slowest's time; this tells the slow one (the
+ * brain's straggler rule reads it).  -EINVAL when negative. */
+int rv_trainer_report_step_compute(struct rv_trainer *t, int64_t step, int64_t samples,
+				   double compute_s, struct rv_err *err);
 
 /* ---- flash checkpoint ---- */
 struct rv_trainer_save_stats {

@@ -220,12 +220,24 @@ int rv_trainer_done(struct rv_trainer *t, struct rv_err *err)
 
 int rv_trainer_report_step(struct rv_trainer *t, int64_t step, int64_t samples, struct rv_err *err)
 {
+	return rv_trainer_report_step_compute(t, step, samples, 0, err);
+}
+
+int rv_trainer_report_step_compute(struct rv_trainer *t, int64_t step, int64_t samples,
+				   double compute_s, struct rv_err *err)
+{
 	int rc = need_master(t, err);
 	if (rc < 0)
 		return rc;
+	if (!(compute_s >= 0 && compute_s <= 1e7))
+		return trainer_fail(t, err,
+				    rv_err_set(err, -EINVAL, "compute_time",
+					       "compute_time must be between 0 and 1e7 s"));
 	int64_t now = trainer_now_ns();
 	double dt = (double)(now - t->last_step_ns) / 1e9;
-	struct rv_step_report s = { .step = step, .speed = dt > 0 ? (double)samples / dt : 0 };
+	struct rv_step_report s = { .step = step,
+				    .speed = dt > 0 ? (double)samples / dt : 0,
+				    .compute_time = compute_s };
 	snprintf(s.node, sizeof(s.node), "%s", t->node);
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);

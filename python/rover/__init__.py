@@ -27,7 +27,7 @@ import types
 import warnings as _warnings
 import weakref
 
-__all__ = ["Error", "Trainer", "ShardSampler", "Checkpointer", "report_step", "trainer",
+__all__ = ["Error", "Trainer", "ShardSampler", "Checkpointer", "ComputeTimer", "report_step", "trainer",
            "RedisStream", "StreamSampler", "Record"]
 
 SHARD, WAIT, FINISHED = 0, 1, 2
@@ -98,6 +98,7 @@ def _load():
         "rv_trainer_consumed": (I, [P, I64]),
         "rv_trainer_done": (I, [P, E]),
         "rv_trainer_report_step": (I, [P, I64, I64, E]),
+        "rv_trainer_report_step_compute": (I, [P, I64, I64, ctypes.c_double, E]),
         "rv_trainer_reserve": (I, [P, U64, E]),
         "rv_trainer_save": (I, [P, I64, ctypes.POINTER(P), ctypes.POINTER(U64), I,
                                 ctypes.POINTER(_Stats), E]),
@@ -192,9 +193,10 @@ class Trainer:
         err = _Err()
         self._check(self._lib.rv_trainer_done(self._h, ctypes.byref(err)), err)
 
-    def report_step(self, step, samples):
+    def report_step(self, step, samples, compute_time=None):
         err = _Err()
-        self._check(self._lib.rv_trainer_report_step(self._h, step, samples, ctypes.byref(err)), err)
+        self._check(self._lib.rv_trainer_report_step_compute(
+            self._h, step, samples, float(compute_time or 0), ctypes.byref(err)), err)
 
     def position(self):
         """The shard position a save would record now: (task_id, consumed)."""
@@ -304,10 +306,49 @@ def trainer():
     return _default
 
 
-def report_step(step, samples):
+def report_step(step, samples, compute_time=None):
     """Tell the master that global step step was reached, samples trained since
-    the last report."""
-    trainer().report_step(step, samples)
+    the last report; compute_time: seconds of this node's own work per step
+    (ComputeTimer.take()), None when unknown."""
+    trainer().report_step(step, samples, compute_time)
+
+
+class ComputeTimer:
+    """This node's own work per step under DistributedDataParallel: from the
+    start of the wrapped module's forward to the moment its last gradient
+    bucket is ready to be reduced.  DDP reduces buckets in order, so the last
+    one is ready once backward has produced every gradient here; the
+    all-reduces of the earlier buckets run in the background meanwhile and
+    their waits on peers fall after that moment, as does DDP's own wait at
+    the end of backward.  A comm hook marks it and then reduces the bucket
+    as DDP does by default (allreduce, divided by the world size)."""
+
+    def __init__(self, ddp, process_group=None):
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        self._reduce = default_hooks.allreduce_hook
+        self._t0 = None
+        self._sum, self._n = 0.0, 0
+        ddp.module.register_forward_pre_hook(self._start)
+        ddp.register_comm_hook(process_group, self._hook)
+
+    def _start(self, module, inputs):
+        if self._t0 is None:  # the first forward of the step (accumulation)
+            self._t0 = time.perf_counter()
+
+    def _hook(self, state, bucket):
+        if bucket.is_last() and self._t0 is not None:
+            self._sum += time.perf_counter() - self._t0
+            self._n += 1
+            self._t0 = None
+        return self._reduce(state, bucket)
+
+    def take(self):
+        """The mean compute time of the steps since the last take, None if none."""
+        if not self._n:
+            return None
+        mean = self._sum / self._n
+        self._sum, self._n = 0.0, 0
+        return mean
 
 
 try:

@@ -1,6 +1,7 @@
 /*
  * check_straggler.c: slow workers named by robust z and ratio to the median;
- * none in uniform (noisy) data; one slow step does not make a straggler.
+ * none in uniform (noisy) data; one slow step does not make a straggler;
+ * in a synchronous job (equal step times) the compute times single one out.
  */
 #include <errno.h>
 
@@ -145,6 +146,79 @@ START_TEST(test_share)
 }
 END_TEST
 
+/* A synchronous job: every worker's step waits for the slowest, so step
+ * times are equal (5% noise); compute[w] is worker w's own work per step. */
+static size_t sync_steps(struct rv_alg_step *s, int nw, const double *compute, gsl_rng *r)
+{
+	size_t n = 0;
+
+	for (int t = 0; t < 10; t++) {
+		double step = 0;
+
+		for (int w = 0; w < nw; w++)
+			step = compute[w] > step ? compute[w] : step;
+		for (int w = 0; w < nw; w++)
+			s[n++] = (struct rv_alg_step){
+				.node = w,
+				.t_ms = t * 1000,
+				.step_s = (step + 0.05) * (1 + gsl_ran_gaussian(r, 0.01)),
+				.compute_s = compute[w] * (1 + gsl_ran_gaussian(r, 0.05)),
+			};
+	}
+	return n;
+}
+
+START_TEST(test_sync_compute_named)
+{
+	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+	double compute[3] = { 0.4, 0.8, 0.4 };
+	struct rv_alg_step s[30];
+	int nodes[3] = { -1, -1, -1 };
+	double share = 0;
+
+	gsl_rng_set(r, 5);
+	size_t n = sync_steps(s, 3, compute, r);
+
+	ck_assert_int_eq(rv_alg_stragglers(s, n, &P, nodes, 3), 1);
+	ck_assert_int_eq(nodes[0], 1);
+	/* the pace kept without it: the slowest compute of the rest */
+	ck_assert_int_eq(rv_alg_straggler_share(s, n, RV_ALG_ALLREDUCE, &P, &share), 1);
+	ck_assert(share > 0.4 && share < 0.65);
+	/* one worker without a compute time: back to the step times, equal */
+	for (size_t i = 0; i < n; i++)
+		if (s[i].node == 2)
+			s[i].compute_s = 0;
+	ck_assert_int_eq(rv_alg_stragglers(s, n, &P, nodes, 3), 0);
+	/* a compute time in one of a worker's samples is enough */
+	s[2].compute_s = 0.4;
+	ck_assert_int_eq(rv_alg_stragglers(s, n, &P, nodes, 3), 1);
+	ck_assert_int_eq(nodes[0], 1);
+	gsl_rng_free(r);
+}
+END_TEST
+
+START_TEST(test_sync_compute_equal_none)
+{
+	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+	double compute[4] = { 0.5, 0.5, 0.5, 0.5 };
+	struct rv_alg_step s[40];
+	int nodes[4];
+
+	for (unsigned long seed = 1; seed <= 20; seed++) {
+		gsl_rng_set(r, seed);
+		size_t n = sync_steps(s, 4, compute, r);
+
+		/* a worker whose step times read slow (a checkpoint) but whose
+		 * compute is its peers': nobody */
+		for (size_t i = 0; i < n; i++)
+			if (s[i].node == 3)
+				s[i].step_s *= 3;
+		ck_assert_int_eq(rv_alg_stragglers(s, n, &P, nodes, 4), 0);
+	}
+	gsl_rng_free(r);
+}
+END_TEST
+
 static Suite *straggler_suite(void)
 {
 	Suite *s = suite_create("straggler");
@@ -158,6 +232,8 @@ static Suite *straggler_suite(void)
 	tcase_add_test(tc, test_single_slow_step_ignored);
 	tcase_add_test(tc, test_ratio_required);
 	tcase_add_test(tc, test_share);
+	tcase_add_test(tc, test_sync_compute_named);
+	tcase_add_test(tc, test_sync_compute_equal_none);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -830,7 +830,10 @@ static int batch_parse(const char *doc, struct rv_metrics_batch *out, struct rv_
 }
 
 #define SPEED_OK "{\"kind\":\"speed\",\"ts\":1700000000000,\"speed\":120.5,\"step\":10,\"workers\":4,\"ps\":1}"
-#define NODE_OK "{\"kind\":\"node\",\"ts\":1700000000001,\"node\":\"worker-0\",\"role\":\"worker\",\"rank\":0,\"cpu\":3.5,\"memory_mb\":4096,\"cpu_limit\":4,\"memory_limit_mb\":8192,\"step_time\":0.25}"
+#define NODE_OK                                                                                    \
+	"{\"kind\":\"node\",\"ts\":1700000000001,\"node\":\"worker-0\",\"role\":\"worker\","       \
+	"\"rank\":0,\"cpu\":3.5,\"memory_mb\":4096,\"cpu_limit\":4,\"memory_limit_mb\":8192,"      \
+	"\"step_time\":0.25,\"compute_time\":0.125}"
 #define MODEL_OK "{\"kind\":\"model\",\"ts\":1700000000002,\"parameters\":1200000,\"batch_size\":64,\"flops\":1.5e9}"
 
 START_TEST(test_metrics_valid)
@@ -860,6 +863,7 @@ START_TEST(test_metrics_valid)
 	ck_assert(s[1].cpu_limit == 4.0);
 	ck_assert_int_eq(s[1].memory_limit_mb, 8192);
 	ck_assert(s[1].step_time == 0.25);
+	ck_assert(s[1].compute_time == 0.125);
 
 	ck_assert_int_eq(s[2].kind, RV_SAMPLE_MODEL);
 	ck_assert_int_eq(s[2].parameters, 1200000);
@@ -869,6 +873,7 @@ START_TEST(test_metrics_valid)
 	/* defaults: step_time -1 when absent, rank -1, role worker, no
 	 * throttling counters */
 	ck_assert(s[3].step_time == -1.0);
+	ck_assert(s[3].compute_time == 0.0);
 	ck_assert(s[3].nr_periods == 0 && s[3].nr_throttled == 0 && s[3].throttled_usec == 0);
 	ck_assert_int_eq(s[3].rank, -1);
 	ck_assert_int_eq(s[3].role, RV_ROLE_WORKER);
@@ -905,6 +910,7 @@ START_TEST(test_metrics_round_trip)
 	ck_assert_int_eq(memcmp(a.samples, b.samples, sizeof(*a.samples) * (size_t)a.n), 0);
 	ck_assert(b.samples[3].step_time == 0.0);
 	ck_assert(b.samples[4].step_time == -1.0);
+	ck_assert(b.samples[1].compute_time == 0.125 && b.samples[4].compute_time == 0.0);
 	rv_metrics_batch_release(&a);
 	rv_metrics_batch_release(&b);
 }
@@ -975,6 +981,9 @@ static const struct bad_case bad_batches[] = {
 	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"cpu\":1,\"memory_mb\":1,"
 	  "\"step_time\":-0.5}]}",
 	  "samples[0].step_time", "between 0" },
+	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"cpu\":1,\"memory_mb\":1,"
+	  "\"compute_time\":-0.5}]}",
+	  "samples[0].compute_time", "between 0" },
 	{ "{\"samples\":[{\"kind\":\"node\",\"ts\":1,\"node\":\"n\",\"cpu\":1,\"memory_mb\":1,"
 	  "\"rank\":-2}]}",
 	  "samples[0].rank", "between -1" },
@@ -1607,7 +1616,8 @@ static const char *const table_docs[] = {
 		    "\"workers\":1,\"ps\":0},{\"kind\":\"node\",\"ts\":1,\"node\":\"w-0\",\"role\":"
 		    "\"worker\","
 		    "\"rank\":0,\"cpu\":1,\"memory_mb\":1,\"cpu_limit\":2,\"memory_limit_mb\":2,"
-		    "\"step_time\":0.5,\"nr_periods\":4,\"nr_throttled\":0,\"throttled_usec\":7},"
+		    "\"step_time\":0.5,\"compute_time\":0.25,\"nr_periods\":4,\"nr_throttled\":0,"
+		    "\"throttled_usec\":7},"
 		    "{\"kind\":\"model\",\"ts\":1,\"parameters\":10,\"batch_"
 		    "size\":2,"
 		    "\"flops\":1e9},{\"kind\":\"progress\",\"ts\":1,\"dataset\":\"train\","

@@ -282,7 +282,7 @@ START_TEST(throttling_counters_stored)
 		"\"throttled_usec\":50000},"
 		"{\"kind\":\"node\",\"ts\":2000,\"node\":\"worker-0\",\"cpu\":2,\"memory_mb\":900,"
 		"\"cpu_limit\":2,\"memory_limit_mb\":2048,\"nr_periods\":200,\"nr_throttled\":70,"
-		"\"throttled_usec\":950000},"
+		"\"throttled_usec\":950000,\"compute_time\":0.375},"
 		"{\"kind\":\"node\",\"ts\":2000,\"node\":\"worker-1\",\"cpu\":1,\"memory_mb\":900}]"
 		"}";
 	struct rv_test_reply r;
@@ -294,6 +294,12 @@ START_TEST(throttling_counters_stored)
 	ck_assert_int_eq(count_rows("SELECT count(*) FROM node_usage WHERE nr_periods IS NULL"
 				    " AND node = 'worker-1'"),
 			 1);
+	/* the compute time too, NULL where the sample had none */
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM node_usage WHERE compute_time = 0.375"
+				    " AND ts_ms = 2000 AND node = 'worker-0'"),
+			 1);
+	ck_assert_int_eq(count_rows("SELECT count(*) FROM node_usage WHERE compute_time IS NULL"),
+			 2);
 	const char *over = "{\"samples\":[{\"kind\":\"node\",\"ts\":3000,\"node\":\"worker-0\","
 			   "\"cpu\":1,\"memory_mb\":9,\"nr_periods\":5,\"nr_throttled\":6}]}";
 	expect_error("POST", path, over, 400, "samples[0].nr_throttled");
@@ -310,8 +316,8 @@ static void post_ok(const char *path, const char *body)
 
 /* A batch of many node samples (enough for the brain to store them with
  * COPY rather than its multi-row INSERT) is stored exactly as a small one:
- * every row, each value as sent, the throttling counters NULL where a
- * sample had none, the per-node summary, the job's last sample time. */
+ * every row, each value as sent, the throttling counters and the compute
+ * time NULL where a sample had none, the per-node summary, the job's last sample time. */
 START_TEST(many_node_samples_stored_exactly)
 {
 	start_brain(NULL);
@@ -333,6 +339,8 @@ START_TEST(many_node_samples_stored_exactly)
 				      ",\"nr_periods\":%d,\"nr_throttled\":%d,"
 				      "\"throttled_usec\":%lld",
 				      i, i / 2, 5000000000LL + i);
+		if (i % 3 == 0)
+			rv_buf_printf(&b, ",\"compute_time\":0.%03d", i / 2 + 1);
 		rv_buf_puts(&b, "}");
 	}
 	rv_buf_puts(&b, "]}");
@@ -355,7 +363,10 @@ START_TEST(many_node_samples_stored_exactly)
 			   " AND coalesce(u.nr_periods, u.ts_ms - 1000) = u.ts_ms - 1000"
 			   " AND coalesce(u.nr_throttled * 2 + 1, u.ts_ms - 1000) = u.ts_ms - 1000"
 			   " AND coalesce(u.throttled_usec, 5000000000 + u.ts_ms - 1000) ="
-			   " 5000000000 + u.ts_ms - 1000"),
+			   " 5000000000 + u.ts_ms - 1000"
+			   " AND CASE WHEN (u.ts_ms - 1000) % 3 = 0"
+			   "  THEN u.compute_time = ((u.ts_ms - 1000) / 2 + 1) / 1000.0"
+			   "  ELSE u.compute_time IS NULL END"),
 		200);
 	ck_assert_int_eq(count_rows("SELECT count(*) FROM job_nodes"), 20);
 	ck_assert_int_eq(count_rows("SELECT peak_memory_mb FROM job_nodes"

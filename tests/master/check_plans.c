@@ -22,6 +22,8 @@
 #include "buf.h"
 #include "json.h"
 #include "parse.h"
+#include "nodelink.h"
+#include "nodemgr.h"
 #include "plans.h"
 #include "testutil.h"
 
@@ -242,6 +244,86 @@ START_TEST(test_node_reports_reach_the_brain)
 }
 END_TEST
 
+/* The first number the query answers (psql, as the master links no libpq),
+ * -1 on none. */
+static long query_long(const char *sql)
+{
+	char cmd[2048];
+	snprintf(cmd, sizeof(cmd), "psql '%s' -Atc \"%s\"", conninfo, sql);
+	FILE *f = popen(cmd, "r");
+	ck_assert_ptr_nonnull(f);
+	long n = -1;
+	if (fscanf(f, "%ld", &n) != 1)
+		n = -1;
+	pclose(f);
+	return n;
+}
+
+/* A node's compute times from its step reports reach the brain in its next
+ * usage sample: their mean since the sample before, none when none came. */
+START_TEST(test_compute_time_reaches_the_brain)
+{
+	char uid[RV_BRAIN_UID_MAX];
+	struct master *m = cluster_master(uid);
+	const double compute[] = { 0.2, 0.4, 0 }; /* the last step's unknown */
+	for (int i = 0; i < 3; i++) {
+		struct master_op op = { .now_ms = 1000 + 500 * i,
+					.step = i + 1,
+					.compute_time = compute[i] };
+		snprintf(op.node, sizeof(op.node), "worker-0");
+		plans_after_op(m, MASTER_OP_STEP, &op);
+	}
+	struct plans_usage u = { .node = "worker-0",
+				 .role = RV_ROLE_WORKER,
+				 .ts_ms = 3000,
+				 .cpu = 1,
+				 .memory_mb = 100,
+				 .step_time = -1 };
+	ck_assert_int_eq(plans_node_sample(m, &u), 0);
+	u.ts_ms = 4000;
+	ck_assert_int_eq(plans_node_sample(m, &u), 0);
+	for (int i = 0; i < 250 && query_long("SELECT count(*) FROM node_usage") < 2; i++)
+		usleep(20 * 1000);
+	ck_assert_int_eq(query_long("SELECT count(*) FROM node_usage WHERE ts_ms = 3000"
+				    " AND abs(compute_time - 0.3) < 1e-9"
+				    " AND abs(step_time - 0.5) < 1e-9"),
+			 1);
+	ck_assert_int_eq(query_long("SELECT count(*) FROM node_usage WHERE ts_ms = 4000"
+				    " AND compute_time IS NULL AND step_time = -1"),
+			 1);
+	master_free(m);
+}
+END_TEST
+
+/* A node's own usage report goes to the planner under the rank of its name
+ * (worker-1: 1), whatever rank the rendezvous gave its rover-run: the
+ * brain names the node of a plan's remove from it. */
+START_TEST(test_agent_usage_ranked_by_name)
+{
+	char uid[RV_BRAIN_UID_MAX];
+	struct master *m = cluster_master(uid);
+	struct master_node node = { .name = "worker-1", .rank = 1 };
+	pthread_mutex_lock(&m->lock);
+	m->nodes = &node;
+	m->nnodes = 1;
+	pthread_mutex_unlock(&m->lock);
+	struct rv_node_usage u = { .node = "worker-1", .rank = 0, .ts_ms = 5000, .cpu = 1 };
+	ck_assert_int_eq(nodelink_agent_usage(m, &u), 0);
+	/* a node the node manager does not run keeps the rank it reported */
+	struct rv_node_usage v = { .node = "worker-9", .rank = 3, .ts_ms = 5000, .cpu = 1 };
+	ck_assert_int_eq(nodelink_agent_usage(m, &v), 0);
+	for (int i = 0; i < 250 && query_long("SELECT count(*) FROM node_usage") < 2; i++)
+		usleep(20 * 1000);
+	ck_assert_int_eq(query_long("SELECT rank FROM node_usage WHERE node = 'worker-1'"), 1);
+	ck_assert_int_eq(query_long("SELECT rank FROM node_usage WHERE node = 'worker-9'"), 3);
+	pthread_mutex_lock(&m->lock);
+	m->nodes = NULL;
+	m->nnodes = 0;
+	pthread_mutex_unlock(&m->lock);
+	master_free(m);
+}
+END_TEST
+
 /* The node manager's end of the job (no dataset finished: the script
  * never asked for shards) reaches the brain once, so it no longer holds
  * the job as running and the job's name is free again. */
@@ -403,6 +485,8 @@ static Suite *plans_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_node_reports_reach_the_brain);
+	tcase_add_test(tc, test_compute_time_reaches_the_brain);
+	tcase_add_test(tc, test_agent_usage_ranked_by_name);
 	tcase_add_test(tc, test_job_end_reaches_the_brain);
 	tcase_add_test(tc, test_oom_memory_without_a_brain);
 	tcase_add_test(tc, test_template_resources_desired);

@@ -914,6 +914,41 @@ START_TEST(test_torch_kill_after_save)
 }
 END_TEST
 
+/* PyTorch, rover.ComputeTimer under DDP: a step's compute is its forward
+ * and backward (50 ms of sleep in the forward), not the 500 ms the loop
+ * spends elsewhere; the gradients are those of DDP's own reduce, and the
+ * step report with the compute time is taken. */
+START_TEST(test_torch_compute_time)
+{
+	struct rv_test_master m;
+	start_master(&m, 1000, 10, 1, 1);
+	char job[64], out[400], got[200] = "";
+	job_name(job, sizeof(job), "torchcompute");
+	snprintf(out, sizeof(out), "%s/compute", m.dir);
+	pid_t pid = spawn_torch("compute", out, m.url, job);
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the DDP process: %d", status);
+	ck_assert(read_line(out, got, sizeof(got)));
+	char before[16], after[16];
+	double mean = 0;
+	int equal = 0;
+	ck_assert_int_eq(sscanf(got, "%15s %lf %d %15s", before, &mean, &equal, after), 4);
+	ck_assert_str_eq(before, "None");
+	ck_assert_msg(mean >= 0.05 && mean < 0.5, "compute %.3f s", mean);
+	ck_assert_int_eq(equal, 1);
+	ck_assert_str_eq(after, "None");
+	struct rv_master_client *c = rv_test_master_client(&m);
+	struct rv_job_status js;
+	struct rv_err err = { 0 };
+	ck_assert_int_eq(rv_master_job(c, &js, &err), 0);
+	ck_assert_int_eq(js.step, 4);
+	rv_master_client_free(c);
+	rv_trainer_unlink(job, 0);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
 /* PyTorch, rover.Checkpointer's overlapped save: each step's save is still
  * copying when the next step begins, whose optimizer.step() waits for it;
  * every step loads back as the state saved, bit for bit. */
@@ -958,6 +993,7 @@ static Suite *trainer_suite(void)
 	tcase_add_test(tc, test_overlap_reports_before_next_task);
 	tcase_add_test(tc, test_torch_kill_after_save);
 	tcase_add_test(tc, test_torch_overlap);
+	tcase_add_test(tc, test_torch_compute_time);
 	suite_add_tcase(s, tc);
 	return s;
 }

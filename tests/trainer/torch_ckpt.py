@@ -20,6 +20,12 @@ with rover-run's variables set.
   torch_ckpt.py shards OUT    take every sample through rover.ShardSampler
                               in a DataLoader, report a step per batch, write
                               "<samples> <distinct indices>" (one epoch)
+  torch_ckpt.py compute OUT   DDP over gloo in a world of one, a forward of
+                              50 ms (a sleep) and 500 ms outside forward and
+                              backward each step, rover.ComputeTimer on it:
+                              write "<take() before a step> <mean of 4 steps>
+                              <grads equal to DDP's own reduce> <take() again>",
+                              reporting each step with its compute time
 """
 import hashlib
 import sys
@@ -116,6 +122,42 @@ def alias():
     return step, bool(keep2.t.eq(7).all()) and digest(model2, opt2) == want
 
 
+class SlowLinear(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        time.sleep(0.05)
+        return self.lin(x)
+
+
+def compute(out):
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method="file://%s.store" % out, rank=0, world_size=1)
+    torch.manual_seed(0)
+    model, ref = SlowLinear(), SlowLinear()
+    ref.load_state_dict(model.state_dict())
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    ref_ddp = torch.nn.parallel.DistributedDataParallel(ref)
+    timer = rover.ComputeTimer(ddp)
+    before, equal = timer.take(), True
+    for step in range(1, 5):
+        x = torch.randn(4, 8)
+        ddp(x).sum().backward()
+        ref_ddp(x).sum().backward()
+        equal = equal and all(torch.equal(a.grad, b.grad)
+                              for a, b in zip(model.parameters(), ref.parameters()))
+        time.sleep(0.5)  # not the node's compute: the timer must leave it out
+        if step < 4:
+            rover.report_step(step, 4, None)
+    mean = timer.take()
+    rover.report_step(4, 4, mean)
+    with open(out, "w") as f:
+        f.write("%s %.3f %d %s\n" % (before, mean, equal, timer.take()))
+    dist.destroy_process_group()
+
+
 def main():
     mode, out = sys.argv[1], sys.argv[2]
     if mode == "save":
@@ -150,6 +192,9 @@ def main():
     if mode == "alias":
         with open(out, "w") as f:
             f.write("%s %s\n" % alias())
+        return
+    if mode == "compute":
+        compute(out)
         return
     if mode == "shards":
         sampler = rover.ShardSampler()
