@@ -79,6 +79,12 @@ struct rv_alg_params {
 	double max_jump;        /* never more than this times the largest measured
 				 * worker count in one plan, nor less than the smallest
 				 * measured divided by it (extrapolation guard): 3.0 */
+	/* A job still climbing (growth to its largest measured count paid)
+	 * whose model chose more workers goes towards the count the model
+	 * predicts fastest, at most this times the largest measured count
+	 * (and where the prediction keeps within max_pred_rse): 2.0; 0: the
+	 * model's knee as it is. */
+	double grow_factor;
 	/* Hysteresis at the knee (workers.c): a current configuration stays
 	 * when its speed is within knee_hold_frac (points of the best speed)
 	 * of the knee and it costs at most knee_hold_cost times the knee's

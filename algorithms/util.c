@@ -23,6 +23,7 @@ void rv_alg_params_default(struct rv_alg_params *p)
 		.explore_factor = 1.5,
 		.target_frac = 0.9,
 		.max_jump = 3.0,
+		.grow_factor = 2.0,
 		.usage_quantile = 0.8,
 		.cpu_margin = 0.03,
 		.cpu_pinned = 0.99,
