@@ -135,6 +135,10 @@ struct rv_alg_params {
 	/* right-sizing */
 	double usage_quantile;  /* quantile of usage samples: 0.8 */
 	double cpu_margin;      /* added to the CPU quantile: 0.03 (3%) */
+	/* With throttling counters the CPU is the usage median plus two
+	 * standard errors of it (its measured variability), never less than
+	 * this: 0.01. */
+	double cpu_margin_min;
 	double cpu_pinned;      /* usage at this share of the limit means starved: 0.99 */
 	double starved_factor;  /* a starved role's CPU grows by this factor: 2.0 */
 	/* When usage samples carry cgroup throttling (has_throttled), a role
