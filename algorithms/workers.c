@@ -557,9 +557,9 @@ static void knee_decide(const struct knee *k, struct rv_alg_decision *out)
 	bc.worker.count = k->bw;
 	bc.ps.count = k->bp;
 	double best_cost = config_cost(&bc, cur);
-	const char *note = k->grown	 ? "; growing towards the best predicted count, within "
+	const char *note = k->grown      ? "; growing towards the best predicted count, within "
 					   "the fit's range"
-			   : k->capped	 ? "; step capped at the measured range"
+			   : k->capped   ? "; step capped at the measured range"
 			   : k->tie == 1 ? "; one worker fewer: within the fit's uncertainty of "
 					   "the line, the next buys little"
 			   : k->tie == 2 ? "; fewer PS: within the fit's uncertainty of the "

@@ -541,8 +541,14 @@ START_TEST(test_climb_grows_to_best_predicted)
 	 * best predicted, 12 (twice the largest measured), so that the next
 	 * fit brackets the knee */
 	struct rv_alg_fit fit = {
-		.model = RV_ALG_MODEL_SYNC, .theta = {1, 0, 1.0 / 144}, .n_theta = 3, .r2 = 0.99,
-		.n_configs = 3, .n_ps_values = 1, .max_workers_seen = 6, .min_workers_seen = 2,
+		.model = RV_ALG_MODEL_SYNC,
+		.theta = { 1, 0, 1.0 / 144 },
+		.n_theta = 3,
+		.r2 = 0.99,
+		.n_configs = 3,
+		.n_ps_values = 1,
+		.max_workers_seen = 6,
+		.min_workers_seen = 2,
 	};
 	static const int ws[] = { 2, 4, 6 };
 	double means[] = { 2 / (1 + 4.0 / 144), 4 / (1 + 16.0 / 144), 6 / (1 + 36.0 / 144) };
