@@ -137,7 +137,9 @@ struct rv_alg_params {
 	double cpu_margin;      /* added to the CPU quantile: 0.03 (3%) */
 	/* With throttling counters the CPU is the usage median plus two
 	 * standard errors of it (its measured variability), never less than
-	 * this: 0.01. */
+	 * this: 0.03 (at 0.01 a PS sized for 21 workers from its use at 10,
+	 * scaled by the load, sat at its need, throttled in half its periods
+	 * beside the workers, and both roles doubled). */
 	double cpu_margin_min;
 	double cpu_pinned;      /* usage at this share of the limit means starved: 0.99 */
 	double starved_factor;  /* a starved role's CPU grows by this factor: 2.0 */

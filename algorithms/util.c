@@ -26,7 +26,7 @@ void rv_alg_params_default(struct rv_alg_params *p)
 		.grow_factor = 2.0,
 		.usage_quantile = 0.8,
 		.cpu_margin = 0.03,
-		.cpu_margin_min = 0.01,
+		.cpu_margin_min = 0.03,
 		.cpu_pinned = 0.99,
 		.starved_factor = 2.0,
 		.throttle_starved = 0.6,

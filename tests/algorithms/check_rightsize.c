@@ -147,10 +147,10 @@ START_TEST(test_noisy_usage_median_with_throttling)
 END_TEST
 
 /* With throttling counters the CPU margin is the measured variability
- * alone: steady usage of 6 cores sits a tenth of a core above it (a
- * constant 3% on top made it 6.2); the same usage varying by 14% over 20
- * samples gets two standard errors of its median, 9% (6.6; 6.7 with the
- * constant stacked on it). */
+ * alone, never under cpu_margin_min: steady usage of 6 cores gets the
+ * floor (6.2); the same usage varying by 14% over 20 samples gets two
+ * standard errors of its median, 9% (6.6; 6.7 with cpu_margin stacked on
+ * them). */
 START_TEST(test_cpu_margin_from_variability)
 {
 	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
@@ -164,7 +164,7 @@ START_TEST(test_cpu_margin_from_variability)
 		u[i].throttled = 0.1;
 	}
 	ck_assert_int_eq(rv_alg_rightsize(u, n, RV_ALG_WORKER, &cur, NULL, 0, &LIM, &P, &out), 1);
-	ck_assert_msg(out.cpu == 6.1, "steady: %.2f", out.cpu);
+	ck_assert_msg(out.cpu == 6.2, "steady: %.2f", out.cpu);
 	n = 20;
 	for (size_t i = 0; i < n; i++)
 		u[i].cpu = 6.0 * (i % 2 ? 1.14 : 0.86);
