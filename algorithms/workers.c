@@ -477,13 +477,15 @@ static int knee_best_at(const struct knee *k, int ps)
  * No further than grow_factor times the largest measured count (the range
  * the fit supports), the free capacity, and the farthest count whose
  * prediction keeps within max_pred_rse; never short of the geometric step
- * or of the model's own knee.  DESIGN-LOG.md, "Worker count", KNEE_GROW. */
+ * or of the model's own knee.  All-reduce jobs only: a PS job's knee moves
+ * with its PS count, and near-linear PS jobs grown to their bound stayed
+ * there.  DESIGN-LOG.md, "Worker count", KNEE_GROW. */
 static bool knee_grow(struct knee *k, struct rv_alg_decision *out)
 {
 	const struct rv_alg_params *p = k->p;
 	int w = k->cur->worker.count, ps = k->cur->ps.count;
 	(void)out;
-	if (!(p->grow_factor > 0) || k->c.ps.count != ps || k->c.worker.count <= w ||
+	if (!(p->grow_factor > 0) || k->async || k->c.worker.count <= w ||
 	    !knee_climbing(k, w, ps))
 		return false;
 	int cap = rv_alg_align_down((int)floor(w * p->grow_factor + 1e-9), k->unit);
