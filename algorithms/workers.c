@@ -485,8 +485,7 @@ static bool knee_grow(struct knee *k, struct rv_alg_decision *out)
 	const struct rv_alg_params *p = k->p;
 	int w = k->cur->worker.count, ps = k->cur->ps.count;
 	(void)out;
-	if (!(p->grow_factor > 0) || k->async || k->c.worker.count <= w ||
-	    !knee_climbing(k, w, ps))
+	if (!(p->grow_factor > 0) || k->async || k->c.worker.count <= w || !knee_climbing(k, w, ps))
 		return false;
 	int cap = rv_alg_align_down((int)floor(w * p->grow_factor + 1e-9), k->unit);
 	int best = knee_best_at(k, ps);

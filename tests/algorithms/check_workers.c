@@ -588,25 +588,6 @@ START_TEST(test_climb_grows_to_best_predicted)
 	n = spread(obs, ws, means, 3, 4, 0.08);
 	ck_assert_int_eq(rv_alg_choose_workers_obs(&fit, obs, n, &lim, &cur, &P, &d), 0);
 	ck_assert_msg(d.cfg.worker.count == 8, "chose %d: %s", d.cfg.worker.count, d.reason);
-	/* a PS job climbing alike keeps the model's knee: w/f = 1 + 0.05 w
-	 * at one PS, saturating at 20 per second, measured at 2, 4 and 6 */
-	struct rv_alg_fit pf = {
-		.model = RV_ALG_MODEL_ASYNC, .theta = {1, 0.05, 0, 0}, .n_theta = 4, .r2 = 0.99,
-		.n_configs = 3, .n_ps_values = 1, .max_workers_seen = 6, .min_workers_seen = 2,
-	};
-	for (size_t i = 0; i < 3; i++)
-		means[i] = ws[i] / (1 + 0.05 * ws[i]);
-	n = spread(obs, ws, means, 3, 4, 0.08);
-	for (size_t i = 0; i < n; i++)
-		obs[i].ps = 1;
-	cur = config(6, 1);
-	ck_assert_int_eq(rv_alg_choose_workers_obs(&pf, obs, n, &lim, &cur, &P, &d), 0);
-	int with_rule = d.cfg.worker.count;
-	P.grow_factor = 0;
-	ck_assert_int_eq(rv_alg_choose_workers_obs(&pf, obs, n, &lim, &cur, &P, &d), 0);
-	ck_assert_msg(with_rule == d.cfg.worker.count, "PS: %d with the rule, %d without",
-		      with_rule, d.cfg.worker.count);
-	ck_assert_int_gt(with_rule, 6);
 }
 END_TEST
 
