@@ -773,6 +773,30 @@ static double starved_growth(const struct rv_alg_job_state *st, const struct rv_
 		       : p->starved_factor;
 }
 
+/* The factor over the fitted peak a PS's memory at a new PS count gets:
+ * the one its usage at the current count asks over the fitted peak there
+ * (the window's peak plus its measured spread and trend, as right-sizing
+ * reads it, free of the hysteresis band), at least mem_margin_min; a flat
+ * mem_margin when usage says nothing.  A flat 10% held steady PS memory a
+ * tenth over its need and was trimmed a plan later.  DESIGN-LOG.md,
+ * "Right-sizing", PS memory at a new count. */
+static double ps_mem_margin(const struct rv_alg_job_state *st, const struct rv_alg_params *p)
+{
+	struct rv_alg_resource from = st->cur.ps.res, want;
+	double at_cur = st->ps_mem_a / st->cur.ps.count + st->ps_mem_b;
+
+	from.memory_mb = 0; /* below the peak: raised to the need at once */
+	if (!(at_cur > 0) ||
+	    rv_alg_rightsize_trend(st->usage, st->n_usage, st->mem_usage, st->n_mem_usage,
+				   RV_ALG_PS_ROLE, &from, NULL, st->now_ms, &st->lim, p, 0,
+				   &want) < 0 ||
+	    want.memory_mb <= 0)
+		return 1 + p->mem_margin;
+	double f = (double)want.memory_mb / at_cur;
+
+	return f > 1 + p->mem_margin_min ? f : 1 + p->mem_margin_min;
+}
+
 static void plan_rightsize(const struct rv_alg_job_state *st, const struct rv_alg_params *p,
 			   enum rv_alg_role role, int keep_cpu, int no_shrink, double behind,
 			   struct rv_alg_config *cfg, struct rv_alg_decision *out,
@@ -809,7 +833,7 @@ static void plan_rightsize(const struct rv_alg_job_state *st, const struct rv_al
 		if (st->ps_mem_fit && fabs(share - 1) > 1e-9)
 			next.memory_mb = (int64_t)rv_alg_mb_up(
 				(st->ps_mem_a / cfg->ps.count + st->ps_mem_b) *
-				(1 + p->mem_margin));
+				ps_mem_margin(st, p));
 		else if (share > 1 + 1e-9)
 			next.memory_mb = (int64_t)rv_alg_mb_up((double)next.memory_mb * share);
 		/* more PS: each holds less of the model, but a fixed part of a

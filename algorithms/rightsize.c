@@ -332,8 +332,12 @@ static size_t sizing_min_samples(const struct rv_alg_params *p)
 
 /* The CPU need from m samples cpu[] (sorted here): the usage quantile plus a margin that
  * follows the noise (0.6 robust spreads when larger than cpu_margin); with
- * throttling counters the median plus two standard errors of it, since the
- * kernel then tells a starved role from a tight one. */
+ * throttling counters the median plus a margin from the measured
+ * variability alone, two standard errors of the median (at least
+ * cpu_margin_min), since the kernel then tells a starved role from a tight
+ * one: tight when usage is steady, wider when it varies.  A constant margin
+ * stacked on it held small roles 5-10% over their need (4 cores sized 4.2
+ * to 4.4).  DESIGN-LOG.md, "Right-sizing", CPU need. */
 static void sizing_cpu_need(struct sizing *s, double *cpu, size_t m)
 {
 	const struct rv_alg_params *p = s->p;
@@ -351,7 +355,9 @@ static void sizing_cpu_need(struct sizing *s, double *cpu, size_t m)
 		double spread = med > 0 ? 1.4826 * mad / med : 0;
 		if (by_median && med > 0) {
 			s->q_cpu = med;
-			s->margin = p->cpu_margin + 2 * spread / sqrt((double)m);
+			s->margin = 2 * spread / sqrt((double)m);
+			if (s->margin < p->cpu_margin_min)
+				s->margin = p->cpu_margin_min;
 		} else if (0.6 * spread > s->margin) {
 			s->margin = 0.6 * spread;
 		}

@@ -79,6 +79,12 @@ struct rv_alg_params {
 	double max_jump;        /* never more than this times the largest measured
 				 * worker count in one plan, nor less than the smallest
 				 * measured divided by it (extrapolation guard): 3.0 */
+	/* A job still climbing (growth to its largest measured count paid)
+	 * whose model chose more workers goes towards the count the model
+	 * predicts fastest, at most this times the largest measured count
+	 * (and where the prediction keeps within max_pred_rse): 2.0; 0: the
+	 * model's knee as it is. */
+	double grow_factor;
 	/* Hysteresis at the knee (workers.c): a current configuration stays
 	 * when its speed is within knee_hold_frac (points of the best speed)
 	 * of the knee and it costs at most knee_hold_cost times the knee's
@@ -129,6 +135,12 @@ struct rv_alg_params {
 	/* right-sizing */
 	double usage_quantile;  /* quantile of usage samples: 0.8 */
 	double cpu_margin;      /* added to the CPU quantile: 0.03 (3%) */
+	/* With throttling counters the CPU is the usage median plus two
+	 * standard errors of it (its measured variability), never less than
+	 * this: 0.03 (at 0.01 a PS sized for 21 workers from its use at 10,
+	 * scaled by the load, sat at its need, throttled in half its periods
+	 * beside the workers, and both roles doubled). */
+	double cpu_margin_min;
 	double cpu_pinned;      /* usage at this share of the limit means starved: 0.99 */
 	double starved_factor;  /* a starved role's CPU grows by this factor: 2.0 */
 	/* When usage samples carry cgroup throttling (has_throttled), a role

@@ -155,6 +155,7 @@ struct knee {
 	struct rv_alg_config c; /* the candidate */
 	double c_cost;          /* its cores; INFINITY before the search found one */
 	int capped, tie;        /* what the reason says about the move */
+	int grown;              /* KNEE_GROW set the candidate */
 };
 
 /* Speed of (w, ps) for the knee: PS count 0 for all-reduce fits. */
@@ -434,6 +435,81 @@ static bool knee_bracket(struct knee *k, struct rv_alg_decision *out)
 	return true;
 }
 
+/* Whether the job climbs at PS count ps: w is the largest measured count
+ * there and growth to it from the next measured count below paid. */
+static bool knee_climbing(const struct knee *k, int w, int ps)
+{
+	int lower = 0;
+
+	if (w != k->fit->max_workers_seen)
+		return false;
+	for (size_t i = 0; i < k->nobs; i++)
+		if (k->obs[i].ps == ps && k->obs[i].speed > 0 && k->obs[i].workers < w &&
+		    k->obs[i].workers > lower)
+			lower = k->obs[i].workers;
+	return lower && growth_paid(mean_speed(k->obs, k->nobs, lower, ps), lower,
+				    mean_speed(k->obs, k->nobs, w, ps), w, k->p);
+}
+
+/* The worker count the model predicts fastest at PS count ps. */
+static int knee_best_at(const struct knee *k, int ps)
+{
+	int bw = k->wmin;
+	double best = 0;
+
+	for (int w = k->wmin; w <= k->wmax; w += k->unit) {
+		double f = knee_predict(k, w, ps);
+
+		if (f > best) {
+			best = f;
+			bw = w;
+		}
+	}
+	return bw;
+}
+
+/* KNEE_GROW: growth by the model.  A climbing job whose model chose more
+ * workers, but cannot tell the speed it predicts beyond them from the
+ * knee's (its relative standard error there exceeds the knee's band,
+ * 1 - target_frac), goes to the count the model predicts fastest, past the
+ * knee, so that the next fit interpolates the knee instead of
+ * extrapolating it: a curve fitted from small counts flattens too early.
+ * No further than grow_factor times the largest measured count (the range
+ * the fit supports), the free capacity, and the farthest count whose
+ * prediction keeps within max_pred_rse; never short of the geometric step
+ * or of the model's own knee.  All-reduce jobs only: a PS job's knee moves
+ * with its PS count, and near-linear PS jobs grown to their bound stayed
+ * there.  DESIGN-LOG.md, "Worker count", KNEE_GROW. */
+static bool knee_grow(struct knee *k, struct rv_alg_decision *out)
+{
+	const struct rv_alg_params *p = k->p;
+	int w = k->cur->worker.count, ps = k->cur->ps.count;
+	(void)out;
+	if (!(p->grow_factor > 0) || k->async || k->c.worker.count <= w || !knee_climbing(k, w, ps))
+		return false;
+	int cap = rv_alg_align_down((int)floor(w * p->grow_factor + 1e-9), k->unit);
+	int best = knee_best_at(k, ps);
+	int target = knee_free_up(k, w, best < cap ? best : cap);
+	int geo = rv_alg_align_up((int)ceil(w * p->explore_factor - 1e-9), k->unit);
+	int lo = k->c.worker.count > geo ? k->c.worker.count : geo;
+	double noise = rv_alg_speed_noise(k->obs, k->nobs);
+
+	if (target <= lo || rv_alg_fit_predict_rse(k->fit, k->obs, k->nobs, target,
+						   k->async ? ps : 0, noise) <= 1 - p->target_frac)
+		return false;
+	while (target > lo && p->max_pred_rse > 0 &&
+	       rv_alg_fit_predict_rse(k->fit, k->obs, k->nobs, target, k->async ? ps : 0, noise) >
+		       p->max_pred_rse)
+		target -= k->unit;
+	if (target == k->c.worker.count)
+		return false;
+	k->c.worker.count = target;
+	k->c_cost = config_cost(&k->c, k->cur);
+	k->grown = 1;
+	k->capped = 0;
+	return false;
+}
+
 /* The rules of the model's choice, in the order they refine the candidate;
  * one that returns true has decided. */
 static const struct knee_rule {
@@ -443,13 +519,15 @@ static const struct knee_rule {
 		KNEE_HOLD,
 		KNEE_TIE_WORKERS,
 		KNEE_TIE_PS,
+		KNEE_GROW,
 		KNEE_BRACKET,
 	} id;
 	bool (*apply)(struct knee *k, struct rv_alg_decision *out);
 } knee_rules[] = {
 	{ KNEE_CHEAPEST, knee_cheapest }, { KNEE_TOWARDS, knee_towards },
 	{ KNEE_HOLD, knee_hold },         { KNEE_TIE_WORKERS, knee_tie_workers },
-	{ KNEE_TIE_PS, knee_tie_ps },     { KNEE_BRACKET, knee_bracket },
+	{ KNEE_TIE_PS, knee_tie_ps },     { KNEE_GROW, knee_grow },
+	{ KNEE_BRACKET, knee_bracket },
 };
 
 /* The decision from the candidate the rules left, and its reason. */
@@ -480,7 +558,9 @@ static void knee_decide(const struct knee *k, struct rv_alg_decision *out)
 	bc.worker.count = k->bw;
 	bc.ps.count = k->bp;
 	double best_cost = config_cost(&bc, cur);
-	const char *note = k->capped     ? "; step capped at the measured range"
+	const char *note = k->grown      ? "; growing towards the best predicted count, within "
+					   "the fit's range"
+			   : k->capped   ? "; step capped at the measured range"
 			   : k->tie == 1 ? "; one worker fewer: within the fit's uncertainty of "
 					   "the line, the next buys little"
 			   : k->tie == 2 ? "; fewer PS: within the fit's uncertainty of the "

@@ -146,6 +146,34 @@ START_TEST(test_noisy_usage_median_with_throttling)
 }
 END_TEST
 
+/* With throttling counters the CPU margin is the measured variability
+ * alone, never under cpu_margin_min: steady usage of 6 cores gets the
+ * floor (6.2); the same usage varying by 14% over 20 samples gets two
+ * standard errors of its median, 9% (6.6; 6.7 with cpu_margin stacked on
+ * them). */
+START_TEST(test_cpu_margin_from_variability)
+{
+	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+	struct rv_alg_usage u[200];
+	struct rv_alg_resource cur = { .cpu = 12, .memory_mb = 16384 }, out;
+
+	gsl_rng_set(r, 3);
+	size_t n = samples(u, 200, 6.0, 8000, 0.005, r);
+	for (size_t i = 0; i < n; i++) {
+		u[i].has_throttled = true;
+		u[i].throttled = 0.1;
+	}
+	ck_assert_int_eq(rv_alg_rightsize(u, n, RV_ALG_WORKER, &cur, NULL, 0, &LIM, &P, &out), 1);
+	ck_assert_msg(out.cpu == 6.2, "steady: %.2f", out.cpu);
+	n = 20;
+	for (size_t i = 0; i < n; i++)
+		u[i].cpu = 6.0 * (i % 2 ? 1.14 : 0.86);
+	ck_assert_int_eq(rv_alg_rightsize(u, n, RV_ALG_WORKER, &cur, NULL, 0, &LIM, &P, &out), 1);
+	ck_assert_msg(out.cpu == 6.6, "varying: %.2f", out.cpu);
+	gsl_rng_free(r);
+}
+END_TEST
+
 START_TEST(test_shrinks_overprovisioned)
 {
 	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
@@ -722,6 +750,7 @@ static Suite *rightsize_suite(void)
 	tcase_add_test(tc, test_usage_throttling_from_counters);
 	tcase_add_test(tc, test_starved_grows_to_throttled_need);
 	tcase_add_test(tc, test_noisy_usage_median_with_throttling);
+	tcase_add_test(tc, test_cpu_margin_from_variability);
 	tcase_add_test(tc, test_no_flap_near_threshold);
 	tcase_add_test(tc, test_near_limit_small_growth_waits);
 	tcase_add_test(tc, test_no_regrow_after_own_shrink);

@@ -532,6 +532,65 @@ START_TEST(test_knee_within_noise_goes_cheaper)
 }
 END_TEST
 
+START_TEST(test_climb_grows_to_best_predicted)
+{
+	/* f(w) = w / (1 + w^2 / 144): the best is 12 workers, the knee 8
+	 * (90% of it).  Measured at 2, 4 and 6 under 8% noise with growth
+	 * still paying, the model cannot tell the speed at 12 from the knee's
+	 * (its standard error there exceeds the 10% band): the job goes to the
+	 * best predicted, 12 (twice the largest measured), so that the next
+	 * fit brackets the knee */
+	struct rv_alg_fit fit = {
+		.model = RV_ALG_MODEL_SYNC,
+		.theta = { 1, 0, 1.0 / 144 },
+		.n_theta = 3,
+		.r2 = 0.99,
+		.n_configs = 3,
+		.n_ps_values = 1,
+		.max_workers_seen = 6,
+		.min_workers_seen = 2,
+	};
+	static const int ws[] = { 2, 4, 6 };
+	double means[] = { 2 / (1 + 4.0 / 144), 4 / (1 + 16.0 / 144), 6 / (1 + 36.0 / 144) };
+	struct rv_alg_speed_obs obs[12];
+	size_t n = spread(obs, ws, means, 3, 4, 0.08);
+	struct rv_alg_limits lim = limits(1, 32, 1);
+	struct rv_alg_config cur = config(6, 0);
+	struct rv_alg_decision d;
+
+	ck_assert_int_eq(rv_alg_choose_workers_obs(&fit, obs, n, &lim, &cur, &P, &d), 0);
+	ck_assert_msg(d.cfg.worker.count == 9, "chose %d: %s", d.cfg.worker.count, d.reason);
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "worker_count_model");
+	ck_assert_msg(strstr(d.reason, "growing towards the best") != NULL, "%s", d.reason);
+	/* ...as far as its prediction keeps within max_pred_rse: 9; without
+	 * that bound the best predicted, 12 (twice the largest measured) */
+	P.max_pred_rse = 0;
+	ck_assert_int_eq(rv_alg_choose_workers_obs(&fit, obs, n, &lim, &cur, &P, &d), 0);
+	ck_assert_msg(d.cfg.worker.count == 12, "chose %d: %s", d.cfg.worker.count, d.reason);
+	/* the cluster's room caps it: 4 more workers' cores free */
+	lim.free_cpu = 4 * 4;
+	lim.free_memory_mb = 1 << 30;
+	ck_assert_int_eq(rv_alg_choose_workers_obs(&fit, obs, n, &lim, &cur, &P, &d), 0);
+	ck_assert_msg(d.cfg.worker.count == 10, "chose %d: %s", d.cfg.worker.count, d.reason);
+	/* off: the model's knee as it is */
+	lim = limits(1, 32, 1);
+	P.max_pred_rse = 0.25;
+	P.grow_factor = 0;
+	ck_assert_int_eq(rv_alg_choose_workers_obs(&fit, obs, n, &lim, &cur, &P, &d), 0);
+	ck_assert_msg(d.cfg.worker.count == 8, "chose %d: %s", d.cfg.worker.count, d.reason);
+	/* quiet speeds (1%): the model tells 12 from the knee, 8 */
+	P.grow_factor = 2;
+	n = spread(obs, ws, means, 3, 4, 0.01);
+	ck_assert_int_eq(rv_alg_choose_workers_obs(&fit, obs, n, &lim, &cur, &P, &d), 0);
+	ck_assert_msg(d.cfg.worker.count == 8, "chose %d: %s", d.cfg.worker.count, d.reason);
+	/* growth from 4 to 6 did not pay: not climbing, the knee */
+	means[0] = means[1] = means[2];
+	n = spread(obs, ws, means, 3, 4, 0.08);
+	ck_assert_int_eq(rv_alg_choose_workers_obs(&fit, obs, n, &lim, &cur, &P, &d), 0);
+	ck_assert_msg(d.cfg.worker.count == 8, "chose %d: %s", d.cfg.worker.count, d.reason);
+}
+END_TEST
+
 START_TEST(test_knee_bisection_stops_at_noise)
 {
 	/* 24% speed noise, an all-reduce job explored down to 2 workers: 4
@@ -781,6 +840,7 @@ static Suite *workers_suite(void)
 	tcase_add_test(tc, test_prediction_se_grows_away_from_data);
 	tcase_add_test(tc, test_knee_tie_takes_cheaper);
 	tcase_add_test(tc, test_knee_bisection_stops_at_noise);
+	tcase_add_test(tc, test_climb_grows_to_best_predicted);
 	tcase_add_test(tc, test_ps_count_not_far_from_data);
 	tcase_add_test(tc, test_hold_band_from_knee_speed);
 	tcase_add_test(tc, test_hold_not_short_of_unmeasured_knee);
