@@ -956,8 +956,13 @@ static void wait_metrics(struct master *m, const struct journal_stats *js, struc
 	for (int i = 0; i <= JOURNAL_SYNC_BUCKETS; i++)
 		b[i] = atomic_load(&m->lock_wait.bucket[i]);
 	histo_metrics(out, "rover_master_state_lock_wait",
-		      "Waits for the state lock (the timer's turns, heartbeats, GET /v1/job)", b,
+		      "Waits for the state lock (heartbeats, GET /v1/job)", b,
 		      atomic_load(&m->lock_wait.sum_us), atomic_load(&m->lock_wait.max_us));
+	for (int i = 0; i <= JOURNAL_SYNC_BUCKETS; i++)
+		b[i] = atomic_load(&m->timer_late.bucket[i]);
+	histo_metrics(out, "rover_master_timer_late",
+		      "The timer's turns late: the state lock held, or the master not running", b,
+		      atomic_load(&m->timer_late.sum_us), atomic_load(&m->timer_late.max_us));
 	rv_buf_printf(
 		out,
 		"# HELP rover_master_journal_prewrite_max_seconds The longest prewrite of "

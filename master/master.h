@@ -256,9 +256,10 @@ struct master {
 
 	atomic_uint_least64_t ops_applied, ops_replayed, shards_handed, shards_counted, nodes_dead,
 		tasks_requeued, snapshots, sync_errors;
-	/* Waits for the state lock (timer turns, heartbeats, status) and the
-	 * master's own stalls (stall_grace), for /metrics. */
-	struct master_histo lock_wait;
+	/* Waits for the state lock (heartbeats, status), the timer's turns
+	 * late (the lock, or the master not running) and the master's own
+	 * stalls (stall_grace), for /metrics. */
+	struct master_histo lock_wait, timer_late;
 	atomic_uint_least64_t stalls, stall_ms_max;
 };
 

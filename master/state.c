@@ -1085,14 +1085,11 @@ static void stall_grace(struct master *m, int64_t since_ms)
 	sync_later(m, seq);
 }
 
-/* A timed wait's return this late (ms) is a wait for the state lock. */
+/* A timed wait's return this late (ms): a wait for the state lock, or the
+ * master not running (stall_grace logs a long one). */
 static void timer_late(struct master *m, int64_t ms)
 {
-	if (ms < 0)
-		ms = 0;
-	state_histo_add(&m->lock_wait, ms * 1000);
-	if (ms >= JOURNAL_SLOW_MS)
-		rv_log_warn("the state lock was waited for long", "ms=%" PRId64 " who=timer", ms);
+	state_histo_add(&m->timer_late, (ms < 0 ? 0 : ms) * 1000);
 }
 
 static void *timer_main(void *arg)
@@ -1130,7 +1127,7 @@ static void *timer_main(void *arg)
 		int64_t wake = rv_mono_ms() + wait;
 		rv_mono_timespec(&ts, wake);
 		/* Woken at its time, the turn waits for the lock: how long
-		 * whoever held it kept it (or the machine kept this thread). */
+		 * whoever held it kept it (or the master did not run). */
 		if (pthread_cond_timedwait(&m->timer_wake, &m->lock, &ts) == ETIMEDOUT)
 			timer_late(m, rv_mono_ms() - wake);
 	}
