@@ -41,8 +41,12 @@
  * overwrite blocks already written), so the file is kept written with zeros
  * (real writes: fallocate's unwritten extents would need their conversion
  * committed) prewrite bytes ahead of good_off.  A leader that leaves less
- * than half of it extends it by prewrite after its commit (`extending`: the
- * zeros go past zero_end while later commits write below it), then fsyncs.
+ * than half of it extends it after its commit by at most JOURNAL_EXTEND_STEP
+ * (`extending`: the zeros go past zero_end while later commits write below
+ * it), then fsyncs: a step, not the whole room, because the leader answers
+ * its waiters only after, and every fdatasync meanwhile flushes the zeros
+ * too (16 MiB of them held every reply up to 0.1 s here, more on a busy
+ * disk).
  * Zeros never parse as a record (their checksum is wrong), so the log ends
  * at them; a torn tail is overwritten with zeros at open, never left for a
  * later, shorter batch to land in front of.
@@ -76,6 +80,7 @@
 #define JOURNAL_IO_WAIT_MS   60000
 #define JOURNAL_LEAD_POLL_MS 20
 #define JOURNAL_LEN_MAX      ((size_t)UINT32_MAX - 64)
+#define JOURNAL_EXTEND_STEP  ((off_t)1 << 20)
 
 static const char journal_magic[8] = { 'R', 'V', 'J', 'R', 'N', 'L', '0', '1' };
 static const char journal_snap_magic[8] = { 'R', 'V', 'S', 'N', 'A', 'P', '0', '1' };
@@ -866,14 +871,16 @@ static void journal_recycle(struct journal *j, struct journal_buf *b)
 	*b = (struct journal_buf){ 0 };
 }
 
-/* Add prewrite bytes of zeros after zero_end while commits go on below it.
+/* Add a step of zeros after zero_end while commits go on below it.
  * Caller holds mu and saw !extending; mu is released during the I/O. */
 static void journal_extend_locked(struct journal *j)
 {
 	j->extending = true;
 	int fd = j->fd;
 	uint64_t gen = j->zero_gen;
-	off_t from = j->zero_end, to = from + (off_t)j->prewrite;
+	off_t step = (off_t)j->prewrite < JOURNAL_EXTEND_STEP ? (off_t)j->prewrite
+							      : JOURNAL_EXTEND_STEP;
+	off_t from = j->zero_end, to = from + step;
 	pthread_mutex_unlock(&j->mu);
 	int64_t t0 = journal_mono_us();
 	int rc = journal_extend(j, fd, from, to);
