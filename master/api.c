@@ -922,25 +922,25 @@ static void stream_metrics(struct master *m, struct rv_buf *out)
 	pthread_mutex_unlock(&m->lock);
 }
 
-/* One histogram in seconds: n+1 bucket counts (journal_sync_le_ms's
- * bounds, the last unbounded), their sum (us), and a _max gauge. */
-static void histo_metrics(struct rv_buf *out, const char *name, const char *help, const uint64_t *b,
-			  uint64_t sum_us, uint64_t max_us)
+/* One histogram in seconds, name (..._seconds): n+1 bucket counts
+ * (journal_sync_le_ms's bounds, the last unbounded), their sum (us), and
+ * the longest as the gauge max_name. */
+static void histo_metrics(struct rv_buf *out, const char *name, const char *max_name,
+			  const char *help, const uint64_t *b, uint64_t sum_us, uint64_t max_us)
 {
-	rv_buf_printf(out, "# HELP %s_seconds %s\n# TYPE %s_seconds histogram\n", name, help, name);
+	rv_buf_printf(out, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
 	uint64_t cum = 0;
 	for (int i = 0; i < JOURNAL_SYNC_BUCKETS; i++) {
 		cum += b[i];
-		rv_buf_printf(out, "%s_seconds_bucket{le=\"%g\"} %llu\n", name,
+		rv_buf_printf(out, "%s_bucket{le=\"%g\"} %llu\n", name,
 			      journal_sync_le_ms[i] / 1000.0, (unsigned long long)cum);
 	}
 	cum += b[JOURNAL_SYNC_BUCKETS];
 	rv_buf_printf(out,
-		      "%s_seconds_bucket{le=\"+Inf\"} %llu\n%s_seconds_sum %.6f\n"
-		      "%s_seconds_count %llu\n# HELP %s_max_seconds The longest of them\n"
-		      "# TYPE %s_max_seconds gauge\n%s_max_seconds %.6f\n",
+		      "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n"
+		      "# HELP %s The longest of them\n# TYPE %s gauge\n%s %.6f\n",
 		      name, (unsigned long long)cum, name, (double)sum_us / 1e6, name,
-		      (unsigned long long)cum, name, name, name, (double)max_us / 1e6);
+		      (unsigned long long)cum, max_name, max_name, max_name, (double)max_us / 1e6);
 }
 
 /* The disk's and the state lock's share of a reply's time, and the
@@ -950,17 +950,19 @@ static void wait_metrics(struct master *m, const struct journal_stats *js, struc
 	uint64_t b[JOURNAL_SYNC_BUCKETS + 1];
 	for (int i = 0; i <= JOURNAL_SYNC_BUCKETS; i++)
 		b[i] = (uint64_t)js->sync_hist[i];
-	histo_metrics(out, "rover_master_journal_sync",
+	histo_metrics(out, "rover_master_journal_sync_seconds",
+		      "rover_master_journal_sync_max_seconds",
 		      "Journal commits: write and fdatasync, what every durable reply waits for", b,
 		      (uint64_t)js->sync_us_sum, (uint64_t)js->sync_us_max);
 	for (int i = 0; i <= JOURNAL_SYNC_BUCKETS; i++)
 		b[i] = atomic_load(&m->lock_wait.bucket[i]);
-	histo_metrics(out, "rover_master_state_lock_wait",
+	histo_metrics(out, "rover_master_state_lock_wait_seconds",
+		      "rover_master_state_lock_wait_max_seconds",
 		      "Waits for the state lock (heartbeats, GET /v1/job)", b,
 		      atomic_load(&m->lock_wait.sum_us), atomic_load(&m->lock_wait.max_us));
 	for (int i = 0; i <= JOURNAL_SYNC_BUCKETS; i++)
 		b[i] = atomic_load(&m->timer_late.bucket[i]);
-	histo_metrics(out, "rover_master_timer_late",
+	histo_metrics(out, "rover_master_timer_late_seconds", "rover_master_timer_late_max_seconds",
 		      "The timer's turns late: the state lock held, or the master not running", b,
 		      atomic_load(&m->timer_late.sum_us), atomic_load(&m->timer_late.max_us));
 	rv_buf_printf(
