@@ -353,13 +353,17 @@ static int api_heartbeat(struct rv_http_req *req, struct rv_http_resp *resp, voi
 	struct master_result res;
 	int64_t seq = 0;
 	struct rv_heartbeat_reply out = { 0 };
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "heartbeat");
 	op.now_ms = state_now(m);
 	rc = state_apply(m, hb.done ? MASTER_OP_NODE_FINISHED : MASTER_OP_HEARTBEAT, &op, NULL, 0,
 			 &res, &seq);
 	int st = rdzv_state(m->rdzv, &out.round, NULL);
 	out.waiting = rdzv_waiting(m->rdzv);
 	out.rejoin = rc == -ENOENT || st == RDZV_GATHERING;
+	/* A plain heartbeat has no record to wait for: only what its reply
+	 * says must be durable. */
+	if (seq == 0)
+		seq = state_heartbeat_seq(m);
 	pthread_mutex_unlock(&m->lock);
 	if (rc < 0 && rc != -ENOENT)
 		return api_fail(resp, rc, &res.err);
@@ -863,7 +867,7 @@ static int api_job(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx
 	RV_CLEANUP_FREE struct rdzv_world *w = malloc(sizeof(*w));
 	if (!w)
 		return -ENOMEM;
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "status");
 	job_status(m, &js);
 	if (rdzv_current(m->rdzv, w) == RDZV_COMPLETE)
 		js.world_size = w->world_size;
@@ -919,6 +923,64 @@ static void stream_metrics(struct master *m, struct rv_buf *out)
 	pthread_mutex_unlock(&m->lock);
 }
 
+/* One histogram in seconds, name (..._seconds): n+1 bucket counts
+ * (journal_sync_le_ms's bounds, the last unbounded), their sum (us), and
+ * the longest as the gauge max_name. */
+static void histo_metrics(struct rv_buf *out, const char *name, const char *max_name,
+			  const char *help, const uint64_t *b, uint64_t sum_us, uint64_t max_us)
+{
+	rv_buf_printf(out, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+	uint64_t cum = 0;
+	for (int i = 0; i < JOURNAL_SYNC_BUCKETS; i++) {
+		cum += b[i];
+		rv_buf_printf(out, "%s_bucket{le=\"%g\"} %llu\n", name,
+			      journal_sync_le_ms[i] / 1000.0, (unsigned long long)cum);
+	}
+	cum += b[JOURNAL_SYNC_BUCKETS];
+	rv_buf_printf(out,
+		      "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n"
+		      "# HELP %s The longest of them\n# TYPE %s gauge\n%s %.6f\n",
+		      name, (unsigned long long)cum, name, (double)sum_us / 1e6, name,
+		      (unsigned long long)cum, max_name, max_name, max_name, (double)max_us / 1e6);
+}
+
+/* The disk's and the state lock's share of a reply's time, and the
+ * master's own stalls. */
+static void wait_metrics(struct master *m, const struct journal_stats *js, struct rv_buf *out)
+{
+	uint64_t b[JOURNAL_SYNC_BUCKETS + 1];
+	for (int i = 0; i <= JOURNAL_SYNC_BUCKETS; i++)
+		b[i] = (uint64_t)js->sync_hist[i];
+	histo_metrics(out, "rover_master_journal_sync_seconds",
+		      "rover_master_journal_sync_max_seconds",
+		      "Journal commits: write and fdatasync, what every durable reply waits for", b,
+		      (uint64_t)js->sync_us_sum, (uint64_t)js->sync_us_max);
+	for (int i = 0; i <= JOURNAL_SYNC_BUCKETS; i++)
+		b[i] = atomic_load(&m->lock_wait.bucket[i]);
+	histo_metrics(out, "rover_master_state_lock_wait_seconds",
+		      "rover_master_state_lock_wait_max_seconds",
+		      "Waits for the state lock (heartbeats, GET /v1/job)", b,
+		      atomic_load(&m->lock_wait.sum_us), atomic_load(&m->lock_wait.max_us));
+	for (int i = 0; i <= JOURNAL_SYNC_BUCKETS; i++)
+		b[i] = atomic_load(&m->timer_late.bucket[i]);
+	histo_metrics(out, "rover_master_timer_late_seconds", "rover_master_timer_late_max_seconds",
+		      "The timer's turns late: the state lock held, or the master not running", b,
+		      atomic_load(&m->timer_late.sum_us), atomic_load(&m->timer_late.max_us));
+	rv_buf_printf(
+		out,
+		"# HELP rover_master_journal_prewrite_max_seconds The longest prewrite of "
+		"the journal's zeros\n# TYPE rover_master_journal_prewrite_max_seconds gauge\n"
+		"rover_master_journal_prewrite_max_seconds %.6f\n"
+		"# HELP rover_master_stalls_total Times the master stood still (its timer "
+		"late by half a heartbeat timeout)\n# TYPE rover_master_stalls_total counter\n"
+		"rover_master_stalls_total %llu\n"
+		"# HELP rover_master_stall_max_seconds The longest of them\n"
+		"# TYPE rover_master_stall_max_seconds gauge\n"
+		"rover_master_stall_max_seconds %.3f\n",
+		(double)js->extend_us_max / 1e6, (unsigned long long)atomic_load(&m->stalls),
+		(double)atomic_load(&m->stall_ms_max) / 1e3);
+}
+
 static int api_metrics(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 {
 	(void)req;
@@ -955,6 +1017,7 @@ static int api_metrics(struct rv_http_req *req, struct rv_http_resp *resp, void 
 		      "# TYPE rover_master_journal_records_total counter\n"
 		      "rover_master_journal_records_total %lld\n",
 		      (long long)js.fsyncs, (long long)js.records);
+	wait_metrics(m, &js, &out);
 	struct rv_job_status st;
 	pthread_mutex_lock(&m->lock);
 	job_status(m, &st);

@@ -41,8 +41,12 @@
  * overwrite blocks already written), so the file is kept written with zeros
  * (real writes: fallocate's unwritten extents would need their conversion
  * committed) prewrite bytes ahead of good_off.  A leader that leaves less
- * than half of it extends it by prewrite after its commit (`extending`: the
- * zeros go past zero_end while later commits write below it), then fsyncs.
+ * than half of it extends it after its commit by at most JOURNAL_EXTEND_STEP
+ * (`extending`: the zeros go past zero_end while later commits write below
+ * it), then fsyncs: a step, not the whole room, because the leader answers
+ * its waiters only after, and every fdatasync meanwhile flushes the zeros
+ * too (16 MiB of them held every reply up to 0.1 s here, more on a busy
+ * disk).
  * Zeros never parse as a record (their checksum is wrong), so the log ends
  * at them; a torn tail is overwritten with zeros at open, never left for a
  * later, shorter batch to land in front of.
@@ -67,6 +71,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "log.h"
 
 #define JOURNAL_HDR          24
 #define JOURNAL_REC_HDR      20
@@ -75,10 +80,14 @@
 #define JOURNAL_IO_WAIT_MS   60000
 #define JOURNAL_LEAD_POLL_MS 20
 #define JOURNAL_LEN_MAX      ((size_t)UINT32_MAX - 64)
+#define JOURNAL_EXTEND_STEP  ((off_t)1 << 20)
 
 static const char journal_magic[8] = { 'R', 'V', 'J', 'R', 'N', 'L', '0', '1' };
 static const char journal_snap_magic[8] = { 'R', 'V', 'S', 'N', 'A', 'P', '0', '1' };
 static const uint8_t journal_zeros16[16];
+
+const double journal_sync_le_ms[JOURNAL_SYNC_BUCKETS] = { 1,   2,   5,    10,   50,
+							  100, 500, 1000, 2500, 5000 };
 
 /* ---- CRC32C (Castagnoli), reflected, table-driven ---- */
 
@@ -268,6 +277,13 @@ static int journal_wait_on(struct journal *j, pthread_cond_t *cv, int64_t deadli
 static int journal_wait(struct journal *j, int64_t deadline_ms)
 {
 	return journal_wait_on(j, &j->cv, deadline_ms);
+}
+
+static int64_t journal_mono_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 /* Wake every thread waiting in the journal. */
@@ -855,22 +871,43 @@ static void journal_recycle(struct journal *j, struct journal_buf *b)
 	*b = (struct journal_buf){ 0 };
 }
 
-/* Add prewrite bytes of zeros after zero_end while commits go on below it.
+/* Add a step of zeros after zero_end while commits go on below it.
  * Caller holds mu and saw !extending; mu is released during the I/O. */
 static void journal_extend_locked(struct journal *j)
 {
 	j->extending = true;
 	int fd = j->fd;
 	uint64_t gen = j->zero_gen;
-	off_t from = j->zero_end, to = from + (off_t)j->prewrite;
+	off_t step = (off_t)j->prewrite < JOURNAL_EXTEND_STEP ? (off_t)j->prewrite
+							      : JOURNAL_EXTEND_STEP;
+	off_t from = j->zero_end, to = from + step;
 	pthread_mutex_unlock(&j->mu);
+	int64_t t0 = journal_mono_us();
 	int rc = journal_extend(j, fd, from, to);
+	int64_t us = journal_mono_us() - t0;
+	if (us >= JOURNAL_SLOW_MS * 1000)
+		rv_log_warn("a journal prewrite was slow", "ms=%" PRId64 " bytes=%lld", us / 1000,
+			    (long long)(to - from));
 	pthread_mutex_lock(&j->mu);
+	if (us > j->st.extend_us_max)
+		j->st.extend_us_max = us;
 	/* A failure leaves the room as it was: the next leader tries again. */
 	if (rc == 0 && gen == j->zero_gen && to > j->zero_end)
 		j->zero_end = to;
 	j->extending = false;
 	pthread_cond_broadcast(&j->cv);
+}
+
+/* Count a commit's I/O time (us) in the stats.  Caller holds mu. */
+static void journal_time_sync(struct journal *j, int64_t us)
+{
+	int b = 0;
+	while (b < JOURNAL_SYNC_BUCKETS && (double)us > journal_sync_le_ms[b] * 1000.0)
+		b++;
+	j->st.sync_hist[b]++;
+	j->st.sync_us_sum += us;
+	if (us > j->st.sync_us_max)
+		j->st.sync_us_max = us;
 }
 
 /* Lead one commit: write and fdatasync everything buffered.  Caller holds mu
@@ -904,6 +941,7 @@ static int journal_commit_locked(struct journal *j)
 
 	bool fatal = false;
 	int rc = 0;
+	int64_t t0 = journal_mono_us(), t_write = t0;
 	if (grow_to && journal_extend(j, fd, grow_from, grow_to) < 0)
 		grow_to = 0; /* appending still works, slower */
 	if (taken.len > JOURNAL_BATCH) {
@@ -913,6 +951,7 @@ static int journal_commit_locked(struct journal *j)
 		journal_rec_format(taken.data, first, JOURNAL_TYPE_BATCH, n, sizeof(n));
 		memcpy(taken.data + JOURNAL_REC_HDR, n, sizeof(n));
 		rc = journal_pwrite_all(fd, taken.data, taken.len, off);
+		t_write = journal_mono_us();
 	} else {
 		taken.len = 0; /* nothing pending: just the fdatasync */
 	}
@@ -927,8 +966,16 @@ static int journal_commit_locked(struct journal *j)
 		rc = -errno;
 		fatal = true;
 	}
+	int64_t t1 = journal_mono_us();
+	if (t1 - t0 >= JOURNAL_SLOW_MS * 1000)
+		rv_log_warn("a journal commit was slow: every reply waiting for it waited as long",
+			    "ms=%" PRId64 " write_ms=%" PRId64 " sync_ms=%" PRId64
+			    " bytes=%zu grew=%d",
+			    (t1 - t0) / 1000, (t_write - t0) / 1000, (t1 - t_write) / 1000,
+			    taken.len, grow_to != 0);
 
 	pthread_mutex_lock(&j->mu);
+	journal_time_sync(j, t1 - t0);
 	if (grow_to > j->zero_end)
 		j->zero_end = grow_to;
 	if (rc < 0) { /* cut at off, or failed */
@@ -1076,6 +1123,15 @@ void journal_stats(const struct journal *j, struct journal_stats *st)
 	pthread_mutex_lock(&mj->mu);
 	*st = j->st;
 	pthread_mutex_unlock(&mj->mu);
+}
+
+int64_t journal_durable_seq(const struct journal *j)
+{
+	struct journal *mj = (struct journal *)j; /* the lock only */
+	pthread_mutex_lock(&mj->mu);
+	int64_t s = j->st.durable_seq;
+	pthread_mutex_unlock(&mj->mu);
+	return s;
 }
 
 void journal_close(struct journal *j)

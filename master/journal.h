@@ -29,6 +29,8 @@ enum {
 	JOURNAL_COMMIT_DELAY_MAX_US = 100000,   /* commit_delay_us bound */
 	JOURNAL_PREWRITE_DEFAULT = 16 << 20,    /* 16 MiB of zeros ahead */
 	JOURNAL_PREWRITE_MAX = 1 << 30,
+	JOURNAL_SYNC_BUCKETS = 10, /* sync time histogram, journal_stats */
+	JOURNAL_SLOW_MS = 1000,    /* a commit or prewrite this long is logged */
 };
 
 struct journal_opts {
@@ -110,8 +112,18 @@ struct journal_stats {
 	int64_t replayed;             /* records replayed at open */
 	int64_t seq;                  /* last appended sequence number */
 	int64_t durable_seq;          /* last durable sequence number */
+	/* Each commit's write and fdatasync (the time its waiters waited for
+	 * the disk, not for the lock): a histogram, upper bounds
+	 * journal_sync_le_ms, the last bucket unbounded. */
+	int64_t sync_hist[JOURNAL_SYNC_BUCKETS + 1];
+	int64_t sync_us_sum, sync_us_max;
+	int64_t extend_us_max; /* the longest prewrite of zeros (and its fsync) */
 };
+/* The histogram's bucket bounds (ms), ascending. */
+extern const double journal_sync_le_ms[JOURNAL_SYNC_BUCKETS];
 void journal_stats(const struct journal *j, struct journal_stats *st);
+/* The last durable sequence number (stats.durable_seq), cheaply. */
+int64_t journal_durable_seq(const struct journal *j);
 
 /* Sync what was appended (at most 60 s), close the files, free.  No other
  * call on j may run during or after it.  NULL ok. */

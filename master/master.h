@@ -80,6 +80,21 @@ struct master_worker {
 	struct rv_shard_task last_task;
 };
 
+/* A heartbeat applied but not journaled yet (state.c): its record goes in
+ * before the next record of any other kind, the only ones that can read
+ * what it changed (a node's last heartbeat). */
+struct master_heard {
+	char node[RV_NAME_MAX];
+	int64_t now_ms;
+};
+
+/* A time histogram for /metrics, any thread (atomics): the buckets are
+ * journal_sync_le_ms's, the last one unbounded. */
+struct master_histo {
+	atomic_uint_least64_t bucket[JOURNAL_SYNC_BUCKETS + 1];
+	atomic_uint_least64_t sum_us, max_us;
+};
+
 /* Operation types: the journal record types (0 is the snapshot). */
 enum master_op_type {
 	MASTER_OP_JOIN = 1,
@@ -196,6 +211,9 @@ struct master {
 	struct rv_plan_state plan;   /* the newest plan handed over (plan.id 0: none) */
 	struct plans *plans;         /* the brain link: set while it runs (plans.c) */
 	int64_t since_snapshot;      /* records since the last snapshot */
+	struct master_heard *heard;  /* heartbeats not journaled yet (nheard) */
+	int nheard, capheard;
+	int64_t rdzv_seq;            /* the last record that changed a heartbeat's reply */
 	int64_t last_now_ms;         /* operation time never goes back */
 	int64_t wall0_ms, mono0_ms;  /* state_now's anchor: both clocks at open */
 	bool stopping;
@@ -239,6 +257,11 @@ struct master {
 
 	atomic_uint_least64_t ops_applied, ops_replayed, shards_handed, shards_counted, nodes_dead,
 		tasks_requeued, snapshots, sync_errors;
+	/* Waits for the state lock (heartbeats, status), the timer's turns
+	 * late (the lock, or the master not running) and the master's own
+	 * stalls (stall_grace), for /metrics. */
+	struct master_histo lock_wait, timer_late;
+	atomic_uint_least64_t stalls, stall_ms_max;
 };
 
 /* state.c */
@@ -269,6 +292,15 @@ int state_sync_err(const struct master *m, int rc, struct rv_err *err);
  * 500).  Returns 0 (resp is the reply or was
  * deferred). */
 int state_reply_durable(struct master *m, struct rv_http_resp *resp, int64_t seq, bool must_sync);
+/* Lock the state, timing the wait (m->lock_wait; a wait of a second or
+ * more is logged, naming who waited). */
+void state_lock(struct master *m, const char *who);
+/* Count us in h. */
+void state_histo_add(struct master_histo *h, int64_t us);
+/* Under the lock: the sequence number a heartbeat's reply must be durable
+ * up to (the last record that changed the round, its state, the nodes
+ * waiting or known); 0 when that is durable already. */
+int64_t state_heartbeat_seq(struct master *m);
 /* Append the data checkpoint of step to *out (under the lock): the shard
  * module's document, with the streaming datasets' committed offsets under
  * "streams".  0; -ENOENT no report of step; -ERANGE; -ENOMEM. */

@@ -569,6 +569,11 @@ int rdzv_state(const struct rdzv *r, int64_t *round, int *nnodes)
 	return r->state;
 }
 
+int rdzv_nknown(const struct rdzv *r)
+{
+	return r->n;
+}
+
 int rdzv_last_world_size(const struct rdzv *r)
 {
 	return r->last_world_size;

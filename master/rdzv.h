@@ -155,6 +155,9 @@ int rdzv_waiting(const struct rdzv *r);
  * pointer may be NULL). */
 int rdzv_state(const struct rdzv *r, int64_t *round, int *nnodes);
 
+/* Nodes known (joined, neither left nor declared dead). */
+int rdzv_nknown(const struct rdzv *r);
+
 /* Ranks (the sum of local_world_size) of the last world that completed: it
  * may still train while the next round gathers.  0 before the first. */
 int rdzv_last_world_size(const struct rdzv *r);

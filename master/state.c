@@ -524,20 +524,97 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 
 /* Operations journaled as their document rather than a struct master_op. */
 
+/* What a heartbeat's reply says: the round, its state, the nodes waiting
+ * and known (a node not known is told to join again). */
+static uint64_t rdzv_print(const struct master *m)
+{
+	int64_t round = 0;
+	int st = rdzv_state(m->rdzv, &round, NULL);
+	return (uint64_t)round * 1000003u ^ (uint64_t)st * 7919u ^
+	       (uint64_t)rdzv_waiting(m->rdzv) * 104729u ^ (uint64_t)rdzv_nknown(m->rdzv);
+}
+
+/* Remember a heartbeat applied without a record (the node's latest). */
+static int heard_add(struct master *m, const struct master_op *op)
+{
+	for (int i = 0; i < m->nheard; i++)
+		if (strcmp(m->heard[i].node, op->node) == 0) {
+			if (op->now_ms > m->heard[i].now_ms)
+				m->heard[i].now_ms = op->now_ms;
+			return 0;
+		}
+	if (m->nheard == m->capheard) {
+		int cap = m->capheard ? m->capheard * 2 : 16;
+		struct master_heard *h = realloc(m->heard, (size_t)cap * sizeof(*h));
+		if (!h)
+			return -ENOMEM;
+		m->heard = h;
+		m->capheard = cap;
+	}
+	struct master_heard *h = &m->heard[m->nheard++];
+	memcpy(h->node, op->node, sizeof(h->node));
+	h->now_ms = op->now_ms;
+	return 0;
+}
+
+/* Journal the heartbeats applied since the last record, before a record
+ * of another kind: a replay applies them where they could first matter
+ * (a heartbeat only moves its node's last heartbeat forward, and only
+ * other heartbeats came between).  0 or journal_append's error. */
+static int64_t heard_flush(struct master *m)
+{
+	for (int i = 0; i < m->nheard; i++) {
+		struct master_op op = { .now_ms = m->heard[i].now_ms };
+		memcpy(op.node, m->heard[i].node, sizeof(op.node));
+		int64_t s = journal_append(m->journal, MASTER_OP_HEARTBEAT, &op, sizeof(op));
+		if (s < 0)
+			return s;
+		m->since_snapshot++;
+	}
+	m->nheard = 0;
+	return 0;
+}
+
+/* A heartbeat: applied now, journaled with the next record of another kind
+ * (heard_flush); its reply waits only for what it says (state_heartbeat_seq),
+ * not for a sync of its own.  A master killed before that record was
+ * durable lost nothing: a restart counts every node as heard from. */
+static int apply_heartbeat(struct master *m, const struct master_op *op, struct master_result *res)
+{
+	if (!apply(m, MASTER_OP_HEARTBEAT, op, NULL, 0, res))
+		return res->rc;
+	atomic_fetch_add(&m->ops_applied, 1);
+	if (heard_add(m, op) < 0) {
+		res->rc = rv_err_set(&res->err, -ENOMEM, "", "could not note a heartbeat");
+		return res->rc;
+	}
+	pthread_cond_broadcast(&m->changed);
+	master_world_poll(m);
+	return res->rc;
+}
+
 int state_apply(struct master *m, int type, const struct master_op *op, const void *doc,
 		size_t doc_len, struct master_result *res, int64_t *seq)
 {
 	if (seq)
 		*seq = 0;
 	memset(res, 0, sizeof(*res));
+	if (type == MASTER_OP_HEARTBEAT)
+		return apply_heartbeat(m, op, res);
+	int64_t s = heard_flush(m);
 	int64_t version = m->desired.version;
-	if (!apply(m, type, op, doc, doc_len, res))
+	uint64_t print = rdzv_print(m);
+	if (s < 0 || !apply(m, type, op, doc, doc_len, res)) {
+		if (s < 0) /* the journal failed: so would this record */
+			res->rc =
+				rv_err_set(&res->err, -EIO, "", "could not journal the operation");
 		return res->rc;
+	}
 	if (m->desired.version != version)
 		nodemgr_wake(m);
 	atomic_fetch_add(&m->ops_applied, 1);
-	int64_t s = doc_record(type) ? journal_append(m->journal, type, doc, doc_len)
-				     : journal_append(m->journal, type, op, sizeof(*op));
+	s = doc_record(type) ? journal_append(m->journal, type, doc, doc_len)
+			     : journal_append(m->journal, type, op, sizeof(*op));
 	if (s < 0) {
 		/* Applied but not journaled: the state is ahead of the journal.  A
 		 * restart replays what is journaled; refuse to answer as if durable. */
@@ -547,12 +624,41 @@ int state_apply(struct master *m, int type, const struct master_op *op, const vo
 		return res->rc;
 	}
 	m->since_snapshot++;
+	if (rdzv_print(m) != print)
+		m->rdzv_seq = s;
 	if (seq)
 		*seq = s;
 	plans_after_op(m, type, op);
 	pthread_cond_broadcast(&m->changed);
 	master_world_poll(m);
 	return res->rc;
+}
+
+int64_t state_heartbeat_seq(struct master *m)
+{
+	return m->rdzv_seq > journal_durable_seq(m->journal) ? m->rdzv_seq : 0;
+}
+
+void state_histo_add(struct master_histo *h, int64_t us)
+{
+	int b = 0;
+	while (b < JOURNAL_SYNC_BUCKETS && (double)us > journal_sync_le_ms[b] * 1000.0)
+		b++;
+	atomic_fetch_add(&h->bucket[b], 1);
+	atomic_fetch_add(&h->sum_us, (uint64_t)us);
+	uint64_t max = atomic_load(&h->max_us);
+	while ((uint64_t)us > max && !atomic_compare_exchange_weak(&h->max_us, &max, (uint64_t)us))
+		;
+}
+
+void state_lock(struct master *m, const char *who)
+{
+	int64_t t0 = rv_mono_ms();
+	pthread_mutex_lock(&m->lock);
+	int64_t ms = rv_mono_ms() - t0;
+	state_histo_add(&m->lock_wait, ms * 1000);
+	if (ms >= JOURNAL_SLOW_MS)
+		rv_log_warn("the state lock was waited for long", "ms=%" PRId64 " who=%s", ms, who);
 }
 
 /* ---- snapshots ---- */
@@ -802,7 +908,7 @@ int state_sync(struct master *m, int64_t seq)
 
 /* One deferred reply waiting for the journal. */
 struct durable_wait {
-	struct rv_http_defer *d;
+	struct rv_http_defer *d; /* NULL: a sync nobody waits for (the timer's) */
 	int64_t seq; /* 0: whatever was appended before it */
 	bool must_sync;
 	int status;
@@ -848,7 +954,10 @@ static void *completer_main(void *arg)
 				w->status = r.status;
 				w->body = r.body;
 			}
-			rv_http_complete(w->d, w->status, w->body);
+			if (w->d)
+				rv_http_complete(w->d, w->status, w->body);
+			else
+				free(w->body); /* the timer's: nobody to answer */
 			free(w);
 		}
 		pthread_mutex_lock(&m->durable_mu);
@@ -857,8 +966,24 @@ static void *completer_main(void *arg)
 	return NULL;
 }
 
+/* Queue w for the completer; false once it stopped. */
+static bool durable_queue(struct master *m, struct durable_wait *w)
+{
+	pthread_mutex_lock(&m->durable_mu);
+	bool ok = !m->durable_stop;
+	if (ok) {
+		*m->durable_tail = w;
+		m->durable_tail = &w->next;
+		pthread_cond_signal(&m->durable_wake);
+	}
+	pthread_mutex_unlock(&m->durable_mu);
+	return ok;
+}
+
 int state_reply_durable(struct master *m, struct rv_http_resp *resp, int64_t seq, bool must_sync)
 {
+	if (seq > 0 && journal_durable_seq(m->journal) >= seq)
+		return 0; /* durable already (a heartbeat's reply, mostly) */
 	struct durable_wait *w = m->completer_started ? malloc(sizeof(*w)) : NULL;
 	if (w) {
 		*w = (struct durable_wait){ .seq = seq,
@@ -868,11 +993,11 @@ int state_reply_durable(struct master *m, struct rv_http_resp *resp, int64_t seq
 		resp->body = NULL;
 		w->d = rv_http_resp_defer(resp);
 		if (w->d) {
-			pthread_mutex_lock(&m->durable_mu);
-			*m->durable_tail = w;
-			m->durable_tail = &w->next;
-			pthread_cond_signal(&m->durable_wake);
-			pthread_mutex_unlock(&m->durable_mu);
+			/* The server stops before the completer: it still runs. */
+			if (!durable_queue(m, w)) {
+				rv_http_complete(w->d, 503, w->body);
+				free(w);
+			}
 			return 0;
 		}
 		resp->body = w->body; /* not a pooled server: wait here */
@@ -883,6 +1008,27 @@ int state_reply_durable(struct master *m, struct rv_http_resp *resp, int64_t seq
 	if (must_sync && s < 0)
 		durable_fail(m, resp, s);
 	return 0;
+}
+
+/* Under the lock, from the timer: make seq durable without waiting for
+ * it (the completer syncs it, or this thread once the completer is gone),
+ * so that the timer's turns never stand behind the disk.  Nobody is
+ * answered from the timer's records (a parked world long-poll reads the
+ * state, as any read does). */
+static void sync_later(struct master *m, int64_t seq)
+{
+	if (seq <= 0)
+		return;
+	struct durable_wait *w = m->completer_started ? calloc(1, sizeof(*w)) : NULL;
+	if (w) {
+		w->seq = seq;
+		if (durable_queue(m, w))
+			return;
+		free(w);
+	}
+	pthread_mutex_unlock(&m->lock);
+	state_sync(m, seq);
+	state_lock(m, "timer");
 }
 
 /* ---- timer ---- */
@@ -898,8 +1044,8 @@ static int64_t next_deadline(struct master *m)
 
 /* A rover-run gone while its world trained (master_world_lost): it leaves
  * now, as a reported failure would, so the others re-form (a spare takes its
- * place) without the heartbeat timeout.  Under m->lock, released around
- * the journal's sync.  Returns whether one left. */
+ * place) without the heartbeat timeout.  Under m->lock.  Returns whether
+ * one left. */
 static bool watch_lost(struct master *m)
 {
 	char lost[8][RV_NAME_MAX];
@@ -912,9 +1058,7 @@ static bool watch_lost(struct master *m)
 		op.node[sizeof(op.node) - 1] = 0;
 		rv_log_warn("node lost: its world watch closed", "node=%s", lost[i]);
 		state_apply(m, MASTER_OP_LEAVE, &op, NULL, 0, &res, &seq);
-		pthread_mutex_unlock(&m->lock);
-		state_sync(m, seq);
-		pthread_mutex_lock(&m->lock);
+		sync_later(m, seq);
 	}
 	return n > 0;
 }
@@ -930,13 +1074,22 @@ static void stall_grace(struct master *m, int64_t since_ms)
 		return;
 	rv_log_warn("the master stood still: every node counts as heard from now",
 		    "still_ms=%" PRId64, since_ms);
+	atomic_fetch_add(&m->stalls, 1);
+	uint64_t max = atomic_load(&m->stall_ms_max);
+	if ((uint64_t)since_ms > max)
+		atomic_store(&m->stall_ms_max, (uint64_t)since_ms);
 	struct master_op op = { .now_ms = state_now(m) };
 	struct master_result res;
 	int64_t seq = 0;
 	state_apply(m, MASTER_OP_GRACE, &op, NULL, 0, &res, &seq);
-	pthread_mutex_unlock(&m->lock);
-	state_sync(m, seq);
-	pthread_mutex_lock(&m->lock);
+	sync_later(m, seq);
+}
+
+/* A timed wait's return this late (ms): a wait for the state lock, or the
+ * master not running (stall_grace logs a long one). */
+static void timer_late(struct master *m, int64_t ms)
+{
+	state_histo_add(&m->timer_late, (ms < 0 ? 0 : ms) * 1000);
 }
 
 static void *timer_main(void *arg)
@@ -961,9 +1114,7 @@ static void *timer_main(void *arg)
 			struct master_result res;
 			int64_t seq = 0;
 			state_apply(m, MASTER_OP_TICK, &op, NULL, 0, &res, &seq);
-			pthread_mutex_unlock(&m->lock);
-			state_sync(m, seq);
-			pthread_mutex_lock(&m->lock);
+			sync_later(m, seq);
 			continue;
 		}
 		int64_t wait = dl > now ? dl - now : m->cfg.tick_ms;
@@ -973,8 +1124,12 @@ static void *timer_main(void *arg)
 		if (wdl != INT64_MAX && wdl - mono < wait)
 			wait = wdl > mono ? wdl - mono : 0;
 		struct timespec ts;
-		rv_mono_timespec(&ts, rv_mono_ms() + wait);
-		pthread_cond_timedwait(&m->timer_wake, &m->lock, &ts);
+		int64_t wake = rv_mono_ms() + wait;
+		rv_mono_timespec(&ts, wake);
+		/* Woken at its time, the turn waits for the lock: how long
+		 * whoever held it kept it (or the master did not run). */
+		if (pthread_cond_timedwait(&m->timer_wake, &m->lock, &ts) == ETIMEDOUT)
+			timer_late(m, rv_mono_ms() - wake);
 	}
 	pthread_mutex_unlock(&m->lock);
 	return NULL;
@@ -1135,6 +1290,9 @@ void state_close(struct master *m)
 	m->nagent_usage = 0;
 	free(m->workers);
 	m->workers = NULL;
+	free(m->heard);
+	m->heard = NULL;
+	m->nheard = m->capheard = 0;
 	nodemgr_release(m);
 	m->capworkers = m->nworkers = 0;
 }

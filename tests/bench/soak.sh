@@ -15,11 +15,15 @@
 # (epochs of 1200 samples at the speed measured in its first 20 s); faults
 # stop when the time is up and the job then finishes.  Last line:
 #   bench=soak minutes=N faults=N lost=N duplicated=N goodput=P
-#   rss_growth_mb=N fds_growth=N seed=S
+#   held_s=N goodput_ex_held=P rss_growth_mb=N fds_growth=N seed=S
 # lost, duplicated: samples of the shard log short of or beyond once per
 # epoch (the rule of tests/lib/runfix.c rv_test_shard_account); goodput: the
 # kept steps at the median step time over the wall time from the first
-# load to the end; rss_growth_mb, fds_growth: the most any daemon process
+# load to the end; held_s: the seconds a fault itself held every rank
+# still (the master stopped: every shard comes from it; a worker stopped:
+# its peers wait in its allreduce, --hang-timeout 0), which no recovery can
+# win back; goodput_ex_held: goodput with those seconds left out of the
+# wall time, Rover's own share; rss_growth_mb, fds_growth: the most any daemon process
 # (master, rover-run) grew between its first sample, 30 s in, and its
 # last (a restarted master counts from its restart).  BENCH_KEEP=1 keeps
 # the folder (logs) and says where.
@@ -125,6 +129,9 @@ def usage(pid):
         return None
 
 
+HELD = {"worker_stop": 20, "master_stop": 12}
+
+
 def fault(st, name):
     node = random.randrange(2)
     if name in ("worker_kill", "worker_master", "worker_stop"):
@@ -133,7 +140,7 @@ def fault(st, name):
             return False
         if name == "worker_stop":
             os.kill(pid, signal.SIGSTOP)
-            time.sleep(20)
+            time.sleep(HELD[name])
             os.kill(pid, signal.SIGCONT)
             return True
         os.kill(pid, signal.SIGKILL)
@@ -144,7 +151,7 @@ def fault(st, name):
         st.start_master()
     elif name == "master_stop":
         st.master.send_signal(signal.SIGSTOP)
-        time.sleep(12)
+        time.sleep(HELD[name])
         st.master.send_signal(signal.SIGCONT)
     elif name == "run_stop":
         pids = st.stages(node)
@@ -203,7 +210,7 @@ def main():
     while not read(tlog):
         time.sleep(0.2)
     t0 = time.time()
-    first, last, faults, nxt = {}, {}, 0, t0 + every
+    first, last, faults, nxt, held = {}, {}, 0, t0 + every, 0
     while any(p.poll() is None for p in st.nodes):
         now = time.time()
         if now - t0 >= 30:
@@ -216,6 +223,7 @@ def main():
             name = random.choice(FAULTS)
             if fault(st, name):
                 faults += 1
+                held += HELD.get(name, 0)
                 say("%.0f s: fault %d %s" % (time.time() - t0, faults, name))
             nxt += every
         time.sleep(1)
@@ -244,7 +252,9 @@ def main():
             kept[s] = t
             prev = t
     med = statistics.median(intervals) if intervals else 0
-    goodput = len(kept) * med / (max(kept.values()) - t_first) if kept else 0
+    wall = max(kept.values()) - t_first if kept else 0
+    goodput = len(kept) * med / wall if kept else 0
+    ex_held = len(kept) * med / (wall - held) if kept and wall > held else 0
     rss = max([last[p][0] - first[p][0] for p in first] or [0])
     fds = max([last[p][1] - first[p][1] for p in first] or [0])
     say("nodes exited %s; wall %.1f min" % (codes, (end - t0) / 60))
@@ -255,9 +265,9 @@ def main():
     for f in os.listdir("/dev/shm"):
         if f.startswith("rover-soak-%d-" % os.getpid()):
             os.unlink("/dev/shm/" + f)
-    print("bench=soak minutes=%.1f faults=%d lost=%d duplicated=%d goodput=%.3f "
-          "rss_growth_mb=%.1f fds_growth=%d seed=%d" % ((end - t0) / 60, faults, lost, dup,
-                                                        goodput, rss, fds, seed))
+    print("bench=soak minutes=%.1f faults=%d lost=%d duplicated=%d goodput=%.3f held_s=%d "
+          "goodput_ex_held=%.3f rss_growth_mb=%.1f fds_growth=%d seed=%d"
+          % ((end - t0) / 60, faults, lost, dup, goodput, held, ex_held, rss, fds, seed))
     return 0 if codes == [0, 0] and lost == 0 and dup == 0 else 1
 
 

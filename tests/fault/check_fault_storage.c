@@ -28,6 +28,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -361,8 +363,8 @@ START_TEST(test_state_full)
 }
 END_TEST
 
-/* The state folder full under real training (make fault): rover-run's
- * heartbeats and the workers' shard calls are refused (503) while it is,
+/* The state folder full under real training (make fault): the workers'
+ * shard calls are refused (503) while it is,
  * and retried; held full for 8 s after the first refusal (under the
  * clients' retry budget and rover-run's master timeout of 30 s), then
  * freed.  The master stays up, the job trains on and ends at its accuracy
@@ -448,12 +450,181 @@ START_TEST(test_state_full_training)
 }
 END_TEST
 
+/* ---- a disk that stands still ---- */
+
+#define SLOW_FREEZE_MS 3000
+#define SLOW_REPLY_MS  500 /* what a heartbeat or GET /v1/job may take meanwhile */
+
+/* A shard's done and the next task, journaled: its replies wait for the
+ * disk. */
+struct slow_call {
+	const struct rv_test_master *m;
+	struct rv_shard_task t;
+	int64_t answered_ms; /* monotonic, once both were answered */
+	int rc;
+	char err[600];
+};
+
+static void *slow_call_main(void *arg)
+{
+	struct slow_call *a = arg;
+	struct rv_master_client *c = rv_test_master_client(a->m);
+	struct rv_shard_done d = { .node = "n0", .worker = 0, .id = a->t.id };
+	struct rv_shard_next req = { .node = "n0", .worker = 0, .dataset = "train", .req = 2 };
+	struct rv_err err = { 0 };
+	bool counted = false;
+	a->rc = rv_master_shard_done(c, &d, &counted, &err);
+	if (a->rc == 0)
+		a->rc = counted ? rv_master_shard_next(c, &req, &a->t, &err) : -EPROTO;
+	snprintf(a->err, sizeof(a->err), "%s", err.msg);
+	a->answered_ms = rv_mono_ms();
+	rv_master_client_free(c);
+	return NULL;
+}
+
+/* An ext4 image of 32 MiB on a free loop device (which goes once it is
+ * unmounted), mounted on dir; the device's path into dev. */
+static void slow_mount(const char *dir, const char *img, char *dev, size_t size)
+{
+	char cmd[1200];
+	snprintf(cmd, sizeof(cmd), "truncate -s 32M %s && mkfs.ext4 -q -F %s", img, img);
+	ck_assert_msg(system(cmd) == 0, "could not make an ext4 image: %s", cmd);
+	snprintf(cmd, sizeof(cmd), "losetup -f --show %s", img);
+	FILE *p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	ck_assert_ptr_nonnull(fgets(dev, (int)size, p));
+	pclose(p);
+	dev[strcspn(dev, "\n")] = 0;
+	int rc = mount(dev, dir, "ext4", 0, NULL);
+	int e = errno;
+	/* detached once unmounted: by the end of this test's mount namespace
+	 * when a check fails */
+	snprintf(cmd, sizeof(cmd), "losetup -d %s", dev);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_msg(rc == 0, "could not mount %s on %s: %s", dev, dir, strerror(e));
+	ck_assert_int_eq(chmod(dir, 0700), 0);
+}
+
+/* One unlabelled value of m's /metrics as a double, -1 when absent. */
+static double slow_metric(const struct rv_test_master *m, const char *name)
+{
+	struct rv_test_brain as = { .port = m->port };
+	snprintf(as.url, sizeof(as.url), "%s", m->url);
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(&as, "GET", "/metrics", NULL, NULL, &r), 0);
+	char key[128];
+	snprintf(key, sizeof(key), "\n%s ", name);
+	const char *at = r.body ? strstr(r.body, key) : NULL;
+	double v = at ? strtod(at + strlen(key), NULL) : -1;
+	rv_test_reply_release(&r);
+	return v;
+}
+
+/* While the state folder's file system is frozen (FIFREEZE: every write
+ * and fdatasync waits, a disk that stands still) for 3 s: a journaled
+ * call is answered only once the disk is back (nothing acknowledged
+ * before it is durable), while the node's heartbeats and GET /v1/job are
+ * answered within 500 ms all along and the timer's journaled ticks (a
+ * shard's doing timeout, 300 ms) never make the master stand still.  The
+ * sync is measured (/metrics, the log) and, killed -9 after, the
+ * restarted master holds exactly what was acknowledged. */
+START_TEST(test_slow_disk)
+{
+	if (geteuid() != 0) {
+		RV_TEST_SKIP(true, "a loop-mounted ext4 state folder needs root");
+		return;
+	}
+	struct rv_test_master m;
+	char *spec = rv_test_master_spec(FULL_SIZE, 10, 1, 1, 1);
+	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
+	free(spec);
+	ck_assert_int_eq(mkdir(m.state, 0700), 0);
+	ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
+	ck_assert_int_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+	char img[400], dev[64];
+	snprintf(img, sizeof(img), "%s/ext4.img", m.dir);
+	slow_mount(m.state, img, dev, sizeof(dev));
+	const char *args[] = { "--journal-prewrite-kb",
+			       "1024",
+			       "--rdzv-heartbeat-timeout-ms",
+			       "2000",
+			       "--shard-doing-timeout-ms",
+			       "300",
+			       NULL };
+	ck_assert_int_eq(rv_test_master_start(&m, args), 0);
+	struct rv_master_client *c = rv_test_master_client(&m);
+	struct rv_rdzv_join j = { .node = "n0", .local_world_size = 1 };
+	struct rv_rdzv_world_reply w;
+	ck_assert_int_eq(rv_master_rendezvous(c, &j, 20000, &w, NULL), 0);
+	int64_t acked = one_task(c);
+	struct slow_call a = { .m = &m };
+	struct rv_shard_next req = { .node = "n0", .worker = 0, .dataset = "train", .req = 1 };
+	struct rv_err err = { 0 };
+	ck_assert_msg(rv_master_shard_next(c, &req, &a.t, &err) == 0, "%s", err.msg);
+
+	int fd = open(m.state, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_msg(ioctl(fd, FIFREEZE, 0) == 0, "could not freeze %s: %s", m.state,
+		      strerror(errno));
+	int64_t t0 = rv_mono_ms(), worst = 0;
+	char failed[700] = "";
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, slow_call_main, &a), 0);
+	while (rv_mono_ms() - t0 < SLOW_FREEZE_MS) {
+		struct rv_heartbeat_reply hb;
+		struct rv_job_status js;
+		int64_t c0 = rv_mono_ms();
+		int rc = rv_master_heartbeat(c, "n0", &hb, &err);
+		int64_t c1 = rv_mono_ms();
+		int rj = rv_master_job(c, &js, &err);
+		int64_t c2 = rv_mono_ms();
+		if ((rc < 0 || rj < 0 || hb.rejoin) && !failed[0])
+			snprintf(failed, sizeof(failed), "heartbeat %d rejoin %d, job %d: %s", rc,
+				 hb.rejoin, rj, err.msg);
+		worst = c1 - c0 > worst ? c1 - c0 : worst;
+		worst = c2 - c1 > worst ? c2 - c1 : worst;
+		usleep(100 * 1000);
+	}
+	int64_t thaw = rv_mono_ms(), early = a.answered_ms;
+	ck_assert_msg(ioctl(fd, FITHAW, 0) == 0, "could not thaw: %s", strerror(errno));
+	close(fd);
+	pthread_join(th, NULL);
+	ck_assert_msg(early == 0, "a journaled call answered with the disk frozen");
+	ck_assert_msg(!failed[0], "a call failed with the disk frozen: %s", failed);
+	printf("diag: slow disk: slowest heartbeat or status %lld ms, the journaled call "
+	       "answered %lld ms after the thaw\n",
+	       (long long)worst, (long long)(a.answered_ms - thaw));
+	ck_assert_msg(worst < SLOW_REPLY_MS, "a heartbeat or GET /v1/job took %lld ms",
+		      (long long)worst);
+	ck_assert_msg(a.rc == 0 && a.t.status == RV_SHARD_TASK, "%d %s", a.rc, a.err);
+	acked += 10;
+	/* the sync is measured, and no stall */
+	ck_assert(slow_metric(&m, "rover_master_journal_sync_max_seconds") >=
+		  (SLOW_FREEZE_MS - 500) / 1000.0);
+	ck_assert(slow_metric(&m, "rover_master_stalls_total") == 0);
+	char *log = rv_test_read_file(m.log);
+	ck_assert_msg(log && strstr(log, "msg=\"a journal commit was slow") &&
+			      !strstr(log, "stood still"),
+		      "the master's log does not show the slow commit, or shows a stall");
+	free(log);
+
+	ck_assert_int_ge(rv_test_master_stop(&m, SIGKILL, 5000), 0);
+	ck_assert_int_eq(rv_test_master_restart(&m), 0);
+	ck_assert_int_eq(samples_done(&m), acked);
+	rv_master_client_free(c);
+	ck_assert_int_ge(rv_test_master_stop(&m, SIGKILL, 5000), 0);
+	ck_assert_int_eq(umount(m.state), 0);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
 static Suite *fault_storage_suite(void)
 {
 	Suite *s = suite_create("fault_storage");
 	rv_test_fault_add(s, "torn_journal", test_torn_journal_tail, true);
 	rv_test_fault_add(s, "state_full", test_state_full, true);
 	rv_test_fault_add(s, "state_full_training", test_state_full_training, false);
+	rv_test_fault_add(s, "slow_disk", test_slow_disk, true);
 	return s;
 }
 

@@ -822,6 +822,44 @@ START_TEST(test_room_reopen_and_append)
 }
 END_TEST
 
+/* The default room (16 MiB) is made again a step (1 MiB) at a time once
+ * half of it is used: a commit that made it all at once wrote 16 MiB of
+ * zeros and fsynced them before its waiters were answered, and every
+ * fdatasync meanwhile flushed them too. */
+START_TEST(test_room_grows_in_steps)
+{
+	enum { PREWRITE = 16 << 20, STEP = 1 << 20, REC = 60 << 10 };
+	struct journal_opts o = { .dir = tmp, .prewrite = PREWRITE };
+	struct rv_err err = { 0 };
+	struct journal *j = journal_open(&o, NULL, NULL, NULL, &err);
+	ck_assert_msg(j != NULL, "journal_open: %d %s", err.code, err.msg);
+	char *rec = malloc(REC);
+	memset(rec, 'r', REC);
+	off_t most = 0;
+	for (int i = 0; i < 12 * 17; i++) { /* 12 MiB of records, 1 MiB a commit */
+		int64_t seq = journal_append(j, 1, rec, REC);
+		ck_assert_int_gt(seq, 0);
+		if (i % 17 == 16) {
+			ck_assert_int_eq(journal_sync(j, seq, 10000), 0);
+			off_t used = (off_t)(seq * (REC + REC_HDR) + (i / 17 + 1) * BATCH_HDR);
+			off_t room = file_size(path_in("journal")) - FILE_HDR - used;
+			ck_assert_msg(room >= PREWRITE / 2 - 2 * STEP,
+				      "the room fell to %lld bytes", (long long)room);
+			if (used > PREWRITE / 2 + STEP) /* made again since */
+				most = room > most ? room : most;
+		}
+	}
+	printf("diag: the room at most %lld bytes\n", (long long)most);
+	ck_assert_msg(most > 0 && most <= PREWRITE / 2 + 2 * STEP,
+		      "the room grew to %lld bytes at once", (long long)most);
+	struct journal_stats st;
+	journal_stats(j, &st);
+	ck_assert_int_gt(st.extend_us_max, 0);
+	free(rec);
+	journal_close(j);
+}
+END_TEST
+
 /* A batch torn inside the room (zeros after it, as a crash mid-write leaves
  * a prewritten file): cut at every byte, the records before it come back
  * and the next record takes its place. */
@@ -1069,6 +1107,7 @@ static Suite *journal_suite(void)
 	tcase_add_test(tc, test_short_write);
 	tcase_add_test(tc, test_room_reopen_and_append);
 	tcase_add_test(tc, test_room_torn_tail);
+	tcase_add_test(tc, test_room_grows_in_steps);
 	tcase_add_test(tc, test_room_torn_batch_overwritten);
 	tcase_add_test(tc, test_room_corrupt_middle);
 	tcase_add_test(tc, test_room_snapshot);
