@@ -43,6 +43,7 @@
 #define NP_MAX_ENV  512   /* our environment's entries passed on to the check */
 
 #define NP_BEAT_MS 1000 /* heartbeats while the check runs */
+#define NP_CLOSED_MS 200 /* asking whether the round closed without us */
 
 extern char **environ;
 
@@ -434,11 +435,47 @@ static int coll_result(const char *path, struct netprobe_result *out, int round)
 	return 0;
 }
 
+/* Whether the master closed round of check (it judged this node late, or
+ * failed), so its collective need not go on. */
+static bool round_closed(struct rv_master_client *mc, int64_t check, int round)
+{
+	struct rv_netcheck_status st = { 0 };
+	if (rv_master_netcheck(mc, &st, NULL) < 0)
+		return false;
+	bool closed = st.check != check || st.state != RV_NETCHECK_RUNNING || st.round > round;
+	rv_netcheck_status_release(&st);
+	return closed;
+}
+
+/* Wait for the collective p until end, beating, and asking the master every
+ * NP_CLOSED_MS whether the round closed without us.  rv_proc_wait's
+ * result; *closed when the master closed the round (p still runs). */
+static int coll_wait(struct rv_master_client *mc, const struct netprobe_opts *o, int64_t check,
+		     int round, struct rv_proc *p, int64_t end, int *status, bool *closed)
+{
+	int64_t last = 0, asked = rv_mono_ms();
+	int rc;
+	*closed = false;
+	do {
+		beat(mc, o->node, &last);
+		if (rv_mono_ms() - asked >= NP_CLOSED_MS) {
+			asked = rv_mono_ms();
+			if ((*closed = round_closed(mc, check, round)))
+				return -ETIMEDOUT;
+		}
+		int64_t left = end - rv_mono_ms();
+		rc = rv_proc_wait(p, (int)(left < NP_CLOSED_MS ? (left > 0 ? left : 0) : NP_CLOSED_MS),
+				  status);
+	} while (rc == -ETIMEDOUT && rv_mono_ms() < end);
+	return rc;
+}
+
 /* The collective: rover_netcheck.py with the group; whether it completed,
- * *secs its compute and collective time. */
-static bool coll_round(struct rv_master_client *mc, const struct netprobe_opts *o,
+ * *secs its compute and collective time; *closed when the master closed
+ * the round before it did (nothing to report). */
+static bool coll_round(struct rv_master_client *mc, const struct netprobe_opts *o, int64_t check,
 		       const struct rv_netcheck_group_reply *g, int round, int64_t until,
-		       struct netprobe_result *out, double *secs)
+		       struct netprobe_result *out, double *secs, bool *closed)
 {
 	int rank = -1;
 	for (int i = 0; i < g->npeers; i++)
@@ -478,23 +515,19 @@ static bool coll_round(struct rv_master_client *mc, const struct netprobe_opts *
 	rv_proc_init(&p);
 	if (coll_env(env, NP_MAX_ENV, add) == 0 &&
 	    coll_spawn(o, script, env, &p, &warm, &err) == 0) {
-		int64_t end = rv_mono_ms() + o->round_timeout_ms + NP_START_MS, last = 0;
+		int64_t end = rv_mono_ms() + o->round_timeout_ms + NP_START_MS;
 		if (end > until)
 			end = until;
-		int status = 0, rc;
-		do {
-			beat(mc, o->node, &last);
-			int64_t left = end - rv_mono_ms();
-			rc = rv_proc_wait(&p,
-					  (int)(left < NP_BEAT_MS ? (left > 0 ? left : 0)
-								  : NP_BEAT_MS),
-					  &status);
-		} while (rc == -ETIMEDOUT && rv_mono_ms() < end);
+		int status = 0;
+		int rc = coll_wait(mc, o, check, round, &p, end, &status, closed);
 		if (rc == -ETIMEDOUT)
 			rv_proc_stop(&p, 0, NULL);
 		ok = rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
 		     coll_result(file, out, round) == 0;
-		if (!ok)
+		if (*closed)
+			rv_log_warn("network check: the round closed before this node finished",
+				    "round=%d rank=%d size=%d", round, rank, g->npeers);
+		else if (!ok)
 			rv_log_warn("network check: the collective failed",
 				    "round=%d rank=%d size=%d store=%s timed_out=%s", round, rank,
 				    g->npeers, g->peers[0].addr,
@@ -523,10 +556,13 @@ static int one_round(struct rv_master_client *mc, const struct netprobe_opts *o,
 	if (rc < 0)
 		return rc;
 	double secs = 0;
-	bool ok = o->collective ? coll_round(mc, o, &g, round, until, out, &secs)
+	bool closed = false;
+	bool ok = o->collective ? coll_round(mc, o, check, &g, round, until, out, &secs, &closed)
 				: tcp_round(o, l, &g, round, &secs);
 	out->ok[round] = ok;
 	out->time_s[round] = secs;
+	if (closed)
+		return 0; /* the master judged this round without us */
 	struct rv_netcheck_report rep = { .check = check, .round = round, .ok = ok, .time_s = secs };
 	snprintf(rep.node, sizeof(rep.node), "%s", o->node);
 	rv_log_info("network check round", "check=%lld round=%d ok=%s time_s=%.3f peers=%d",

@@ -408,6 +408,12 @@ int netcheck_run_join(struct netcheck_run *r, const char *node, int64_t now_ms)
 	if (r->m[i].joined)
 		return 0;
 	r->m[i].joined = true;
+	/* a member whose interpreter was slow to import has its full round:
+	 * its partner waits for it, and neither is silent */
+	if (r->round == 0 && !r->m[i].reported[0] && r->deadline_ms < now_ms + r->timeout_ms) {
+		r->deadline_ms = now_ms + r->timeout_ms;
+		r->opened_ms = now_ms; /* the round's age counts from here */
+	}
 	straggler_deadline(r, now_ms);
 	return 1;
 }
