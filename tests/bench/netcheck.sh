@@ -21,7 +21,7 @@ set -euo pipefail
 B=${B:-build}
 BIN=${ROVER_BIN_DIR:-$(cd "$B/bin" && pwd)}
 export PYTHON_EXEC=${PYTHON_EXEC:-/usr/bin/python3}
-N=8
+N=${BENCH_NODES:-8}
 SLOW=${BENCH_SLOW:-5}
 QUOTA=${BENCH_QUOTA_US:-1000}
 if [ "$(id -u)" != 0 ] || [ ! -w /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; then
