@@ -43,7 +43,7 @@
 #define NP_MAX_ENV  512   /* our environment's entries passed on to the check */
 
 #define NP_BEAT_MS 1000 /* heartbeats while the check runs */
-#define NP_CLOSED_MS 200 /* asking whether the round closed without us */
+#define NP_CLOSED_MS 200  /* asking whether the round closed without us */
 
 extern char **environ;
 
@@ -464,7 +464,8 @@ static int coll_wait(struct rv_master_client *mc, const struct netprobe_opts *o,
 				return -ETIMEDOUT;
 		}
 		int64_t left = end - rv_mono_ms();
-		rc = rv_proc_wait(p, (int)(left < NP_CLOSED_MS ? (left > 0 ? left : 0) : NP_CLOSED_MS),
+		rc = rv_proc_wait(p,
+				  (int)(left < NP_CLOSED_MS ? (left > 0 ? left : 0) : NP_CLOSED_MS),
 				  status);
 	} while (rc == -ETIMEDOUT && rv_mono_ms() < end);
 	return rc;

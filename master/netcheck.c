@@ -133,7 +133,8 @@ static void clear_explained(const struct netcheck_group *const groups[2], const 
 			bool explained = false;
 			for (int j = 0; bad[i][r] && g && j < g->n; j++) {
 				int p = g->nodes[j];
-				explained |= p != i && verdict[p] != NETCHECK_OK && nbad[p] > nbad[i];
+				explained |= p != i && verdict[p] != NETCHECK_OK &&
+					     nbad[p] > nbad[i];
 			}
 			all = !bad[i][r] || explained;
 		}
@@ -187,9 +188,9 @@ int netcheck_verdict(const struct netcheck_node *nodes, int n,
 		}
 		if (!paired_ok && failed)
 			verdict[i] = NETCHECK_FAULTY;
-		else if (n >= 3 && ((nt >= 3 && isfinite(best[i]) &&
-				     best[i] > straggler_ratio * median) ||
-				    (timed && !on_time)))
+		else if (n >= 3 &&
+			 ((nt >= 3 && isfinite(best[i]) && best[i] > straggler_ratio * median) ||
+			  (timed && !on_time)))
 			verdict[i] = NETCHECK_STRAGGLER;
 		else
 			verdict[i] = NETCHECK_OK;
@@ -323,8 +324,8 @@ static int decide(struct netcheck_run *r)
 	for (int i = 0; rc == 0 && i < r->n; i++)
 		nodes[i] = r->m[i].res;
 	const struct netcheck_group *const gs[2] = { r->groups[0], r->groups[1] };
-	if (rc == 0 &&
-	    (rc = netcheck_verdict(nodes, r->n, gs, r->ngroups, r->straggler_ratio, verdict)) >= 0) {
+	if (rc == 0 && (rc = netcheck_verdict(nodes, r->n, gs, r->ngroups, r->straggler_ratio,
+					      verdict)) >= 0) {
 		for (int i = 0; i < r->n; i++)
 			r->m[i].verdict = verdict[i];
 		r->state = NETCHECK_DONE;

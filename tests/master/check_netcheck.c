@@ -52,8 +52,9 @@ END_TEST
 START_TEST(test_round1_fastest_with_slowest)
 {
 	struct netcheck_node nd[5] = {
-		{ { true }, { 3.0 }, { false } }, { { true }, { 1.0 }, { false } }, { { false }, { 0.1 }, { false } },
-		{ { true }, { 2.0 }, { false } }, { { true }, { 1.5 }, { false } },
+		{ { true }, { 3.0 }, { false } },  { { true }, { 1.0 }, { false } },
+		{ { false }, { 0.1 }, { false } }, { { true }, { 2.0 }, { false } },
+		{ { true }, { 1.5 }, { false } },
 	};
 	struct netcheck_group g[3];
 
@@ -77,7 +78,8 @@ START_TEST(test_round1_fastest_with_slowest)
 	assert_group(&g[1], 2, 4, 0, -1);
 	/* three: never alone twice; node 2 was alone in round 0 */
 	struct netcheck_node three[3] = {
-		{ { true }, { 0.1 }, { true } }, { { true }, { 0.1 }, { true } },
+		{ { true }, { 0.1 }, { true } },
+		{ { true }, { 0.1 }, { true } },
 		{ { true }, { 0.02 }, { false } },
 	};
 	ck_assert_int_eq(netcheck_groups(1, three, 3, g, 2), 2);
@@ -113,8 +115,10 @@ START_TEST(test_straggler_ratio)
 {
 	/* best time of each node counts: node 1 was slow only beside node 4 */
 	struct netcheck_node nd[5] = {
-		{ { true, true }, { 1.0, 1.1 }, { false } }, { { true, true }, { 5.0, 1.0 }, { false } },
-		{ { true, true }, { 1.2, 0.9 }, { false } }, { { true, true }, { 1.0, 1.9 }, { false } },
+		{ { true, true }, { 1.0, 1.1 }, { false } },
+		{ { true, true }, { 5.0, 1.0 }, { false } },
+		{ { true, true }, { 1.2, 0.9 }, { false } },
+		{ { true, true }, { 1.0, 1.9 }, { false } },
 		{ { true, true }, { 5.0, 4.8 }, { false } },
 	};
 	int v[5];

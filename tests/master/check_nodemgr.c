@@ -532,8 +532,7 @@ START_TEST(test_netcheck_verdict_charges_the_host)
 	bool bad = false;
 	kill(v1.pid, SIGKILL);
 	struct view v;
-	for (int i = 0; i < 200 && (look(m, "worker-1", &v), !strcmp(v.instance, v1.instance));
-	     i++)
+	for (int i = 0; i < 200 && (look(m, "worker-1", &v), !strcmp(v.instance, v1.instance)); i++)
 		usleep(25 * 1000);
 	ck_assert_str_ne(v.instance, v1.instance); /* relaunched */
 	ck_assert_int_eq(charged(m, "worker-1", left, "h2", &bad), 1);
