@@ -35,7 +35,9 @@
 
 #define NP_CHUNK      65536
 #define NP_MIB        (1024 * 1024)
-#define NP_CONNECT_MS 3000  /* one connect attempt */
+#define NP_CONNECT_MS 500 /* one connect attempt: a link that answers no SYN in this is
+                             * broken (a failure the master hears within its
+                             * straggler wait, not a late node) */
 #define NP_POLL_MS    100   /* asking the master again */
 
 #define NP_CONNS 8 /* transfers served at once (a group has at most 2 peers) */
@@ -318,10 +320,15 @@ static int wait_group(struct rv_master_client *mc, const struct netprobe_opts *o
 	}
 }
 
+static bool round_closed(struct rv_master_client *mc, int64_t check, int round);
+
 /* TCP: our sends (timed), then our peers' transfers to us.  Whether every
- * transfer both ways completed; *secs the sends' time. */
-static bool tcp_round(const struct netprobe_opts *o, struct listener *l,
-		      const struct rv_netcheck_group_reply *g, int round, double *secs)
+ * transfer both ways completed; *secs the sends' time; *closed when the
+ * master closed the round while we waited for our peers. */
+
+static bool tcp_round(struct rv_master_client *mc, const struct netprobe_opts *o,
+		      struct listener *l, int64_t check, const struct rv_netcheck_group_reply *g,
+		      int round, double *secs, bool *closed)
 {
 	int64_t t0 = rv_mono_ms(), io_until = t0 + o->round_timeout_ms;
 	bool ok = true;
@@ -341,8 +348,15 @@ static bool tcp_round(const struct netprobe_opts *o, struct listener *l,
 		}
 	}
 	*secs = (double)(rv_mono_ms() - t0) / 1000.0;
-	while (atomic_load(&l->served[round]) < npeers && rv_mono_ms() < io_until)
+	for (int64_t asked = rv_mono_ms();
+	     atomic_load(&l->served[round]) < npeers && rv_mono_ms() < io_until;) {
 		usleep(10 * 1000);
+		if (rv_mono_ms() - asked >= NP_CLOSED_MS) {
+			asked = rv_mono_ms();
+			if ((*closed = round_closed(mc, check, round)))
+				return false; /* judged without us: nothing to report */
+		}
+	}
 	if (atomic_load(&l->served[round]) < npeers) {
 		ok = false;
 		rv_log_warn("network check: peers did not reach this node", "round=%d got=%d of=%d",
@@ -559,7 +573,7 @@ static int one_round(struct rv_master_client *mc, const struct netprobe_opts *o,
 	double secs = 0;
 	bool closed = false;
 	bool ok = o->collective ? coll_round(mc, o, check, &g, round, until, out, &secs, &closed)
-				: tcp_round(o, l, &g, round, &secs);
+				: tcp_round(mc, o, l, check, &g, round, &secs, &closed);
 	out->ok[round] = ok;
 	out->time_s[round] = secs;
 	if (closed)
