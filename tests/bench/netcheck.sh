@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # netcheck: rover-run --network-check (the collective: gloo all-gather and a
-# matmul in pairs, two rounds) with 8 nodes on this machine, one of them
+# matmul in pairs, two rounds) with BENCH_NODES (default 8) nodes on this
+# machine, one of them
 # slowed: a rover-master (--scheduler none) and 8 `rover-run --nnodes 8
 # --network-check`, the slow one (BENCH_SLOW, default the 6th, n5) in a
 # cgroup v1 CPU quota of BENCH_QUOTA_US (1000 of 100000: 1 % of a core)
@@ -13,7 +14,10 @@
 # check done"); world_to_verdict_s: from the world's completion to the same
 # verdict, the 7 imports of torch on this 2-core machine included (on real
 # machines each node imports on its own cores, during the rendezvous);
-# found: the stragglers the nodes name; rounds: the master's rounds (GET
+# the nodes wait up to 120 s for their interpreters (netcheck_round_timeout)
+# and the master as long for a member's round (netcheck.timeout_ms): a
+# loaded machine imports slowly; found: the stragglers the nodes name;
+# rounds: the master's rounds (GET
 # /v1/netcheck).  Needs root and a writable /sys/fs/cgroup/cpu; without
 # them it says so and prints found=skipped.  Last line:
 # bench=netcheck nodes=8 found=NODE truth=NODE rounds=N seconds=N world_to_verdict_s=N
@@ -47,7 +51,7 @@ cat >"$D/job.json" <<EOF
 EOF
 echo 'import os; print("W=" + os.environ["WORLD_SIZE"], flush=True)' >"$D/w.py"
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$BIN/rover-master" --job "$D/job.json" --state-dir "$D/state" --listen "127.0.0.1:$PORT" \
+ROVER_NETCHECK_TIMEOUT_MS=120000 "$BIN/rover-master" --job "$D/job.json" --state-dir "$D/state" --listen "127.0.0.1:$PORT" \
 	--scheduler none --journal-nosync --log-level warn >"$D/master.out" 2>"$D/master.log" &
 pids+=($!)
 for _ in $(seq 100); do
@@ -58,7 +62,8 @@ node() { # node I [wrapper...]
 	local i=$1
 	shift
 	ROVER_NODE_NAME=n$i "$@" "$BIN/rover-run" --nnodes "$N" --nproc-per-node 1 \
-		--rdzv-endpoint "127.0.0.1:$PORT" --network-check "$D/w.py" \
+		--rdzv-endpoint "127.0.0.1:$PORT" --network-check \
+		--rdzv-conf netcheck_round_timeout=120,netcheck_timeout=600 "$D/w.py" \
 		>"$D/out$i" 2>"$D/err$i" &
 	pids+=($!)
 }
