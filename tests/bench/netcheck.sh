@@ -116,5 +116,5 @@ start = max([world] + [r for r in ready if r is not None])
 end = max(done)
 print("%.3f %.3f %.3f" % (end - start, min(done) - start, end - world))
 PY
-)
+) || true
 echo "bench=netcheck nodes=$N found=${found:-none} truth=n$SLOW rounds=$rounds seconds=$seconds first_verdict_s=$first world_to_verdict_s=$w2v"
