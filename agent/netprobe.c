@@ -35,9 +35,9 @@
 
 #define NP_CHUNK      65536
 #define NP_MIB        (1024 * 1024)
-#define NP_CONNECT_MS 500 /* one connect attempt: a link that answers no SYN in this is
-                             * broken (a failure the master hears within its
-                             * straggler wait, not a late node) */
+/* One connect attempt: a link that answers no SYN in this is broken (a
+ * failure the master hears within its straggler wait, not a late node). */
+#define NP_CONNECT_MS 500
 #define NP_POLL_MS    100   /* asking the master again */
 
 #define NP_CONNS 8 /* transfers served at once (a group has at most 2 peers) */
