@@ -166,15 +166,15 @@ int netcheck_verdict(const struct netcheck_node *nodes, int n,
 	for (int i = 0; i < n; i++) {
 		best[i] = INFINITY;
 		for (int r = 0; r < 2; r++)
-			if (timed_ok(&nodes[i], r) && !alone_in(groups, ngroups, r, i) &&
-			    nodes[i].time_s[r] < best[i])
+			if (timed_ok(&nodes[i], r) && !nodes[i].late[r] &&
+			    !alone_in(groups, ngroups, r, i) && nodes[i].time_s[r] < best[i])
 				best[i] = nodes[i].time_s[r];
 		if (isfinite(best[i]))
 			t[nt++] = (struct timed){ best[i], i };
 	}
 	double median = median_of(t, nt);
 	for (int i = 0; i < n; i++) {
-		bool paired_ok = false, failed = false, on_time = false, timed = false;
+		bool paired_ok = false, failed = false;
 		for (int r = 0; r < 2; r++) {
 			const struct netcheck_node *nd = &nodes[i];
 			bool alone = alone_in(groups, ngroups, r, i);
@@ -182,15 +182,13 @@ int netcheck_verdict(const struct netcheck_node *nodes, int n,
 				    nd->time_s[r] > straggler_ratio * median;
 			failed |= !nd->ok[r];
 			paired_ok |= nd->ok[r] && !alone;
-			timed |= timed_ok(nd, r) && !alone;
-			on_time |= timed_ok(nd, r) && !alone && !nd->late[r];
 			bad[i][r] = !nd->ok[r] || (n >= 3 && (nd->late[r] || slow));
 		}
 		if (!paired_ok && failed)
 			verdict[i] = NETCHECK_FAULTY;
 		else if (n >= 3 &&
 			 ((nt >= 3 && isfinite(best[i]) && best[i] > straggler_ratio * median) ||
-			  (timed && !on_time)))
+			  (nodes[i].late[0] && nodes[i].late[1])))
 			verdict[i] = NETCHECK_STRAGGLER;
 		else
 			verdict[i] = NETCHECK_OK;

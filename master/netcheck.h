@@ -9,7 +9,7 @@
  * compute only, so it clears nobody and counts against nobody), never the
  * same one twice.  A node with no successful round beside a partner is
  * faulty; one whose time is above ratio x the median, or that was late in
- * every round it was timed in, is a straggler; a node flagged only beside
+ * both rounds, is a straggler; a node flagged only beside
  * a worse one (in more bad rounds) is cleared, which is how three nodes
  * place a fault (with two nodes a fault cannot be placed: both fail both
  * rounds).  Thread-safe; borrows all.
@@ -56,9 +56,10 @@ int netcheck_groups(int round, const struct netcheck_node *nodes, int n, struct 
  * them) are round r's groups; groups may be NULL (no node alone, nothing
  * cleared).  NETCHECK_FAULTY: no round passed beside a partner (a round
  * alone does not count), at least one failed; NETCHECK_STRAGGLER (at least
- * 3 nodes): its best time over the rounds it was timed in (not alone) is
- * above straggler_ratio x the median best time (at least 3 nodes timed), or
- * it was late in every round it was timed in.  Then a flagged node whose
+ * 3 nodes): its best time over the rounds it was timed in (not alone, not
+ * late) is above straggler_ratio x the median best time (at least 3 nodes
+ * timed), or it was late in both rounds (alone or not: a node late once,
+ * beside a slow partner or behind a slow start, is not).  Then a flagged node whose
  * every bad round (failed, late, or above the ratio) had a partner flagged
  * with more bad rounds is cleared: the partner explains it.  Returns the
  * number of nodes not OK, -EINVAL on n < 1 or a ratio <= 1. */
