@@ -99,15 +99,15 @@ d, n = sys.argv[1], int(sys.argv[2])
 def ts(line):
     t = re.search(r"ts=(\S+)Z", line).group(1)
     return datetime.datetime.fromisoformat(t).timestamp()
-def last(path, msg):
+def first(path, msg):  # the first: a node joins again after the check
     hits = [ts(l) for l in open(path) if 'msg="%s"' % msg in l]
-    return max(hits) if hits else None
+    return min(hits) if hits else None
 ready, joined, done = [], [], []
 for i in range(n):
     p = "%s/err%d" % (d, i)
-    ready.append(last(p, "warm interpreter ready"))
-    joined.append(last(p, "joined the rendezvous"))
-    done.append(last(p, "network check done"))
+    ready.append(first(p, "warm interpreter ready"))
+    joined.append(first(p, "joined the rendezvous"))
+    done.append(first(p, "network check done"))
 if None in joined or None in done:
     print("0 0 0")
     sys.exit()
