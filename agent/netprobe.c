@@ -35,7 +35,9 @@
 
 #define NP_CHUNK      65536
 #define NP_MIB        (1024 * 1024)
-#define NP_CONNECT_MS 3000  /* one connect attempt */
+/* One connect attempt: a link that answers no SYN in this is broken (a
+ * failure the master hears within its straggler wait, not a late node). */
+#define NP_CONNECT_MS 500
 #define NP_POLL_MS    100   /* asking the master again */
 
 #define NP_CONNS 8 /* transfers served at once (a group has at most 2 peers) */
@@ -43,6 +45,7 @@
 #define NP_MAX_ENV  512   /* our environment's entries passed on to the check */
 
 #define NP_BEAT_MS 1000 /* heartbeats while the check runs */
+#define NP_CLOSED_MS 200  /* asking whether the round closed without us */
 
 extern char **environ;
 
@@ -317,10 +320,15 @@ static int wait_group(struct rv_master_client *mc, const struct netprobe_opts *o
 	}
 }
 
+static bool round_closed(struct rv_master_client *mc, int64_t check, int round);
+
 /* TCP: our sends (timed), then our peers' transfers to us.  Whether every
- * transfer both ways completed; *secs the sends' time. */
-static bool tcp_round(const struct netprobe_opts *o, struct listener *l,
-		      const struct rv_netcheck_group_reply *g, int round, double *secs)
+ * transfer both ways completed; *secs the sends' time; *closed when the
+ * master closed the round while we waited for our peers. */
+
+static bool tcp_round(struct rv_master_client *mc, const struct netprobe_opts *o,
+		      struct listener *l, int64_t check, const struct rv_netcheck_group_reply *g,
+		      int round, double *secs, bool *closed)
 {
 	int64_t t0 = rv_mono_ms(), io_until = t0 + o->round_timeout_ms;
 	bool ok = true;
@@ -340,8 +348,15 @@ static bool tcp_round(const struct netprobe_opts *o, struct listener *l,
 		}
 	}
 	*secs = (double)(rv_mono_ms() - t0) / 1000.0;
-	while (atomic_load(&l->served[round]) < npeers && rv_mono_ms() < io_until)
+	for (int64_t asked = rv_mono_ms();
+	     atomic_load(&l->served[round]) < npeers && rv_mono_ms() < io_until;) {
 		usleep(10 * 1000);
+		if (rv_mono_ms() - asked >= NP_CLOSED_MS) {
+			asked = rv_mono_ms();
+			if ((*closed = round_closed(mc, check, round)))
+				return false; /* judged without us: nothing to report */
+		}
+	}
 	if (atomic_load(&l->served[round]) < npeers) {
 		ok = false;
 		rv_log_warn("network check: peers did not reach this node", "round=%d got=%d of=%d",
@@ -434,11 +449,48 @@ static int coll_result(const char *path, struct netprobe_result *out, int round)
 	return 0;
 }
 
+/* Whether the master closed round of check (it judged this node late, or
+ * failed), so its collective need not go on. */
+static bool round_closed(struct rv_master_client *mc, int64_t check, int round)
+{
+	struct rv_netcheck_status st = { 0 };
+	if (rv_master_netcheck(mc, &st, NULL) < 0)
+		return false;
+	bool closed = st.check != check || st.state != RV_NETCHECK_RUNNING || st.round > round;
+	rv_netcheck_status_release(&st);
+	return closed;
+}
+
+/* Wait for the collective p until end, beating, and asking the master every
+ * NP_CLOSED_MS whether the round closed without us.  rv_proc_wait's
+ * result; *closed when the master closed the round (p still runs). */
+static int coll_wait(struct rv_master_client *mc, const struct netprobe_opts *o, int64_t check,
+		     int round, struct rv_proc *p, int64_t end, int *status, bool *closed)
+{
+	int64_t last = 0, asked = rv_mono_ms();
+	int rc;
+	*closed = false;
+	do {
+		beat(mc, o->node, &last);
+		if (rv_mono_ms() - asked >= NP_CLOSED_MS) {
+			asked = rv_mono_ms();
+			if ((*closed = round_closed(mc, check, round)))
+				return -ETIMEDOUT;
+		}
+		int64_t left = end - rv_mono_ms();
+		rc = rv_proc_wait(p,
+				  (int)(left < NP_CLOSED_MS ? (left > 0 ? left : 0) : NP_CLOSED_MS),
+				  status);
+	} while (rc == -ETIMEDOUT && rv_mono_ms() < end);
+	return rc;
+}
+
 /* The collective: rover_netcheck.py with the group; whether it completed,
- * *secs its compute and collective time. */
-static bool coll_round(struct rv_master_client *mc, const struct netprobe_opts *o,
+ * *secs its compute and collective time; *closed when the master closed
+ * the round before it did (nothing to report). */
+static bool coll_round(struct rv_master_client *mc, const struct netprobe_opts *o, int64_t check,
 		       const struct rv_netcheck_group_reply *g, int round, int64_t until,
-		       struct netprobe_result *out, double *secs)
+		       struct netprobe_result *out, double *secs, bool *closed)
 {
 	int rank = -1;
 	for (int i = 0; i < g->npeers; i++)
@@ -478,23 +530,19 @@ static bool coll_round(struct rv_master_client *mc, const struct netprobe_opts *
 	rv_proc_init(&p);
 	if (coll_env(env, NP_MAX_ENV, add) == 0 &&
 	    coll_spawn(o, script, env, &p, &warm, &err) == 0) {
-		int64_t end = rv_mono_ms() + o->round_timeout_ms + NP_START_MS, last = 0;
+		int64_t end = rv_mono_ms() + o->round_timeout_ms + NP_START_MS;
 		if (end > until)
 			end = until;
-		int status = 0, rc;
-		do {
-			beat(mc, o->node, &last);
-			int64_t left = end - rv_mono_ms();
-			rc = rv_proc_wait(&p,
-					  (int)(left < NP_BEAT_MS ? (left > 0 ? left : 0)
-								  : NP_BEAT_MS),
-					  &status);
-		} while (rc == -ETIMEDOUT && rv_mono_ms() < end);
+		int status = 0;
+		int rc = coll_wait(mc, o, check, round, &p, end, &status, closed);
 		if (rc == -ETIMEDOUT)
 			rv_proc_stop(&p, 0, NULL);
 		ok = rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
 		     coll_result(file, out, round) == 0;
-		if (!ok)
+		if (*closed)
+			rv_log_warn("network check: the round closed before this node finished",
+				    "round=%d rank=%d size=%d", round, rank, g->npeers);
+		else if (!ok)
 			rv_log_warn("network check: the collective failed",
 				    "round=%d rank=%d size=%d store=%s timed_out=%s", round, rank,
 				    g->npeers, g->peers[0].addr,
@@ -523,10 +571,13 @@ static int one_round(struct rv_master_client *mc, const struct netprobe_opts *o,
 	if (rc < 0)
 		return rc;
 	double secs = 0;
-	bool ok = o->collective ? coll_round(mc, o, &g, round, until, out, &secs)
-				: tcp_round(o, l, &g, round, &secs);
+	bool closed = false;
+	bool ok = o->collective ? coll_round(mc, o, check, &g, round, until, out, &secs, &closed)
+				: tcp_round(mc, o, l, check, &g, round, &secs, &closed);
 	out->ok[round] = ok;
 	out->time_s[round] = secs;
+	if (closed)
+		return 0; /* the master judged this round without us */
 	struct rv_netcheck_report rep = { .check = check, .round = round, .ok = ok, .time_s = secs };
 	snprintf(rep.node, sizeof(rep.node), "%s", o->node);
 	rv_log_info("network check round", "check=%lld round=%d ok=%s time_s=%.3f peers=%d",

@@ -1,8 +1,8 @@
 """rover_netcheck.py: one round of rover-run's network check on one node
 (agent/netprobe.c runs it, forked from the warm interpreter when there is one).
 
-The nodes of a group (two, three for an odd world) form a process group of
-their own: gloo on CPU, NCCL when every member has a GPU.  Each times a
+The nodes of a group (two; one alone in each round of an odd world) form a
+process group of their own: gloo on CPU, NCCL when every member has a GPU.  Each times a
 matmul (the node's compute) and then all-gathers ROVER_NETCHECK_MB MiB a few
 times (the links); a slow node delays its partner's all-gather too, which is
 why the master pairs again in a second round.  The store is a TCPStore on

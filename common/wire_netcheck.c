@@ -77,7 +77,8 @@ const struct rv_wire_message rv_wire_netcheck_peer_msg =
 	RV_WIRE_MSG("NetcheckPeer", "one member of a check group", f_netcheck_peer, NULL, NULL);
 #undef T
 
-/* A ready group has 2 or 3 peers; one that waits has none to list. */
+/* A ready group has 1 to 3 peers (one: a node alone in a round of an odd
+ * count); one that waits has none to list. */
 static int peers_parse(const cJSON *o, const char *path, const struct rv_wire_field *f, void *mp,
 		       struct rv_err *err)
 {
@@ -90,8 +91,8 @@ static int peers_parse(const cJSON *o, const char *path, const struct rv_wire_fi
 		return rc;
 	rv_json_path(p, sizeof(p), path, f->name);
 	int n = rv_wire_count(arr, 3);
-	if (n > 3 || (ready && n < 2))
-		return rv_err_set(err, -EINVAL, p, "%s must have 2 or 3 entries", p);
+	if (n > 3 || (ready && n < 1))
+		return rv_err_set(err, -EINVAL, p, "%s must have 1 to 3 entries", p);
 	rc = rv_wire_decode_items(f->elem, arr, p, m->peers, &m->npeers, err);
 	return rc < 0 ? rc : 1;
 }

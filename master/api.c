@@ -69,7 +69,7 @@ static int apply_op(struct master *m, int type, struct master_op *op, const void
 	if (type == MASTER_OP_CKPT_REPORT) /* taken here, so that replay sees the same */
 		op->world_size = rdzv_last_world_size(m->rdzv);
 	int rc = state_apply(m, type, op, doc, len, res, seq);
-	if (type == MASTER_OP_JOIN || type == MASTER_OP_LEAVE)
+	if (type == MASTER_OP_JOIN || type == MASTER_OP_LEAVE || type == MASTER_OP_NETCHECK)
 		pthread_cond_signal(&m->timer_wake); /* deadlines moved */
 	pthread_mutex_unlock(&m->lock);
 	return rc;

@@ -94,6 +94,12 @@ static const struct rv_cfg_opt master_opts[] = {
 	    0, "a check member silent this long in a round counts as failed in it, ms"),
 	OPT("netcheck", "straggler_ratio", NULL, RV_CFG_DOUBLE, netcheck_straggler_ratio, "2.0",
 	    1.01, 100, 0, "a node slower than this times the median check time is a straggler"),
+	OPT("netcheck", "straggler_wait", NULL, RV_CFG_DOUBLE, netcheck_straggler_wait, "2.0", 0.1,
+	    1000, 0,
+	    "once half the others reported a round, the rest get this times the median "
+	    "reported time more (at least straggler_wait_min_ms); then they are late"),
+	OPT("netcheck", "straggler_wait_min_ms", NULL, RV_CFG_INT, netcheck_straggler_wait_min_ms,
+	    "1000", 0, 3600000, 0, "the least a round waits for its last members, ms"),
 	OPT("timer", "tick_ms", NULL, RV_CFG_INT, tick_ms, "100", 1, 10000, 0,
 	    "longest sleep of the timer thread between deadline checks, ms"),
 	OPT("node", "scheduler", "scheduler", RV_CFG_STR, scheduler, "auto", 0, 0, 0,

@@ -42,8 +42,8 @@ struct master_cfg {
 	long long node_unit, last_call_ms, max_wait_s, heartbeat_timeout_ms, world_wait_max_ms;
 	long long doing_timeout_ms, max_todo_ranges, max_in_flight, shard_seed;
 	long long commit_delay_us, snapshot_every, sync_timeout_ms, prewrite_kb;
-	long long netcheck_timeout_ms;
-	double netcheck_straggler_ratio;
+	long long netcheck_timeout_ms, netcheck_straggler_wait_min_ms;
+	double netcheck_straggler_ratio, netcheck_straggler_wait;
 	int nosync;
 	long long tick_ms;
 	char log_level[16];

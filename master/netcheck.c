@@ -29,11 +29,15 @@ static int timed_cmp(const void *a, const void *b)
 	return (x->i > y->i) - (x->i < y->i);
 }
 
-/* Round-0 time used to order nodes: failed or nonsense times sort last. */
-static double order_time(const struct netcheck_node *nd)
+/* Round-0 key used to order nodes: on time by their time, then the one
+ * alone (untimed), then the late, then the failed or nonsense. */
+static double order_time(const struct netcheck_node *nd, bool alone)
 {
-	return nd->ok[0] && isfinite(nd->time_s[0]) && nd->time_s[0] >= 0 ? nd->time_s[0]
-									  : INFINITY;
+	if (!nd->ok[0] || !isfinite(nd->time_s[0]) || nd->time_s[0] < 0)
+		return INFINITY;
+	if (nd->late[0])
+		return 2e9 + nd->time_s[0];
+	return alone ? 1e9 : nd->time_s[0];
 }
 
 int netcheck_groups(int round, const struct netcheck_node *nodes, int n, struct netcheck_group *g,
@@ -41,74 +45,162 @@ int netcheck_groups(int round, const struct netcheck_node *nodes, int n, struct 
 {
 	if ((round != 0 && round != 1) || n < 2 || (round == 1 && !nodes))
 		return -EINVAL;
-	int ng = n / 2;
+	int ng = (n + 1) / 2;
 	if (max_groups < ng)
 		return -ENOSPC;
-
+	if (round == 0) {
+		for (int k = 0; k < ng; k++) {
+			g[k].n = 2 * k + 1 < n ? 2 : 1;
+			g[k].nodes[0] = 2 * k;
+			g[k].nodes[1] = 2 * k + 1 < n ? 2 * k + 1 : -1;
+		}
+		return ng;
+	}
 	struct timed *o = malloc((size_t)n * sizeof(*o));
 	if (!o)
 		return -ENOMEM;
 	for (int i = 0; i < n; i++)
-		o[i] = (struct timed){ round == 1 ? order_time(&nodes[i]) : 0, i };
-	if (round == 1)
-		qsort(o, (size_t)n, sizeof(*o), timed_cmp);
-	for (int k = 0; k < ng; k++) {
-		g[k].n = 2;
-		if (round == 0) {
-			g[k].nodes[0] = o[2 * k].i;
-			g[k].nodes[1] = o[2 * k + 1].i;
-		} else {
-			g[k].nodes[0] = o[k].i;         /* k-th fastest */
-			g[k].nodes[1] = o[n - 1 - k].i; /* k-th slowest */
-		}
-	}
+		o[i] = (struct timed){ order_time(&nodes[i], n % 2 && i == n - 1), i };
+	qsort(o, (size_t)n, sizeof(*o), timed_cmp);
+	int m = n;
 	if (n % 2) {
-		/* round 0: the last index; round 1: the median node */
-		g[ng - 1].nodes[g[ng - 1].n++] = o[round == 0 ? n - 1 : ng].i;
+		/* alone: the fastest that was not alone in round 0 (node n-1) */
+		int a = o[0].i == n - 1 ? 1 : 0;
+		struct timed t = o[a];
+		memmove(&o[a], &o[a + 1], (size_t)(n - 1 - a) * sizeof(*o));
+		o[--m] = t;
+		g[ng - 1] = (struct netcheck_group){ .n = 1, .nodes = { t.i, -1 } };
+	}
+	for (int k = 0; k < m / 2; k++) {
+		g[k].n = 2;
+		g[k].nodes[0] = o[k].i;         /* k-th fastest */
+		g[k].nodes[1] = o[m - 1 - k].i; /* k-th slowest */
 	}
 	free(o);
 	return ng;
 }
 
-int netcheck_verdict(const struct netcheck_node *nodes, int n, double straggler_ratio, int *verdict)
+/* Whether node i was alone in round r (groups known). */
+static bool alone_in(const struct netcheck_group *const groups[2], const int ngroups[2], int r,
+		     int i)
+{
+	for (int k = 0; groups && groups[r] && k < ngroups[r]; k++)
+		if (groups[r][k].n == 1 && groups[r][k].nodes[0] == i)
+			return true;
+	return false;
+}
+
+/* The group of node i in round r, NULL when not known. */
+static const struct netcheck_group *group_of(const struct netcheck_group *const groups[2],
+					     const int ngroups[2], int r, int i)
+{
+	for (int k = 0; groups && groups[r] && k < ngroups[r]; k++)
+		for (int j = 0; j < groups[r][k].n; j++)
+			if (groups[r][k].nodes[j] == i)
+				return &groups[r][k];
+	return NULL;
+}
+
+static bool timed_ok(const struct netcheck_node *nd, int r)
+{
+	return nd->ok[r] && isfinite(nd->time_s[r]) && nd->time_s[r] >= 0;
+}
+
+/* Median of the nt times in t (sorted here); 0 when nt == 0. */
+static double median_of(struct timed *t, int nt)
+{
+	if (nt == 0)
+		return 0;
+	qsort(t, (size_t)nt, sizeof(*t), timed_cmp);
+	return nt % 2 ? t[nt / 2].t : (t[nt / 2 - 1].t + t[nt / 2].t) / 2;
+}
+
+/* A flagged node whose every bad round had a partner flagged with more bad
+ * rounds is cleared: the partner explains its rounds. */
+static void clear_explained(const struct netcheck_group *const groups[2], const int ngroups[2],
+			    int n, const unsigned char (*bad)[2], int *verdict)
+{
+	int *nbad = calloc((size_t)n, sizeof(*nbad));
+	bool *clear = calloc((size_t)n, sizeof(*clear));
+	for (int i = 0; nbad && i < n; i++)
+		nbad[i] = bad[i][0] + bad[i][1];
+	for (int i = 0; nbad && clear && i < n; i++) {
+		if (verdict[i] == NETCHECK_OK)
+			continue;
+		bool all = true;
+		for (int r = 0; r < 2 && all; r++) {
+			const struct netcheck_group *g = group_of(groups, ngroups, r, i);
+			bool explained = false;
+			for (int j = 0; bad[i][r] && g && j < g->n; j++) {
+				int p = g->nodes[j];
+				explained |= p != i && verdict[p] != NETCHECK_OK &&
+					     nbad[p] > nbad[i];
+			}
+			all = !bad[i][r] || explained;
+		}
+		clear[i] = all;
+	}
+	for (int i = 0; nbad && clear && i < n; i++)
+		if (clear[i])
+			verdict[i] = NETCHECK_OK;
+	free(nbad);
+	free(clear);
+}
+
+int netcheck_verdict(const struct netcheck_node *nodes, int n,
+		     const struct netcheck_group *const groups[2], const int ngroups[2],
+		     double straggler_ratio, int *verdict)
 {
 	if (n < 1 || !(straggler_ratio > 1.0))
 		return -EINVAL;
-
 	struct timed *t = malloc((size_t)n * sizeof(*t));
 	double *best = malloc((size_t)n * sizeof(*best));
-	int nt = 0, bad = 0;
-	if (!t || !best) {
+	unsigned char(*bad)[2] = calloc((size_t)n, sizeof(*bad));
+	int nt = 0, nbad = 0;
+	if (!t || !best || !bad) {
 		free(t);
 		free(best);
+		free(bad);
 		return -ENOMEM;
 	}
 	for (int i = 0; i < n; i++) {
 		best[i] = INFINITY;
 		for (int r = 0; r < 2; r++)
-			if (nodes[i].ok[r] && isfinite(nodes[i].time_s[r]) &&
-			    nodes[i].time_s[r] >= 0 && nodes[i].time_s[r] < best[i])
+			if (timed_ok(&nodes[i], r) && !nodes[i].late[r] &&
+			    !alone_in(groups, ngroups, r, i) && nodes[i].time_s[r] < best[i])
 				best[i] = nodes[i].time_s[r];
 		if (isfinite(best[i]))
 			t[nt++] = (struct timed){ best[i], i };
 	}
-	double median = 0;
-	if (nt >= 3) {
-		qsort(t, (size_t)nt, sizeof(*t), timed_cmp);
-		median = nt % 2 ? t[nt / 2].t : (t[nt / 2 - 1].t + t[nt / 2].t) / 2;
-	}
+	double median = median_of(t, nt);
 	for (int i = 0; i < n; i++) {
-		if (!nodes[i].ok[0] && !nodes[i].ok[1])
+		bool paired_ok = false, failed = false;
+		for (int r = 0; r < 2; r++) {
+			const struct netcheck_node *nd = &nodes[i];
+			bool alone = alone_in(groups, ngroups, r, i);
+			bool slow = nt >= 3 && timed_ok(nd, r) &&
+				    nd->time_s[r] > straggler_ratio * median;
+			failed |= !nd->ok[r];
+			paired_ok |= nd->ok[r] && !alone;
+			bad[i][r] = !nd->ok[r] || (n >= 3 && (nd->late[r] || slow));
+		}
+		if (!paired_ok && failed)
 			verdict[i] = NETCHECK_FAULTY;
-		else if (nt >= 3 && isfinite(best[i]) && best[i] > straggler_ratio * median)
+		else if (n >= 3 &&
+			 ((nt >= 3 && isfinite(best[i]) && best[i] > straggler_ratio * median) ||
+			  (nodes[i].late[0] && nodes[i].late[1])))
 			verdict[i] = NETCHECK_STRAGGLER;
 		else
 			verdict[i] = NETCHECK_OK;
-		bad += verdict[i] != NETCHECK_OK;
 	}
+	if (groups)
+		clear_explained(groups, ngroups, n, (const unsigned char(*)[2])bad, verdict);
+	for (int i = 0; i < n; i++)
+		nbad += verdict[i] != NETCHECK_OK;
 	free(t);
 	free(best);
-	return bad;
+	free(bad);
+	return nbad;
 }
 
 /* ---- the run ---- */
@@ -126,8 +218,9 @@ static int open_round(struct netcheck_run *r, int round)
 {
 	if (r->n < 2)
 		return -EINVAL;
+	int max = (r->n + 1) / 2;
 	struct netcheck_node *nodes = malloc((size_t)r->n * sizeof(*nodes));
-	struct netcheck_group *g = malloc((size_t)(r->n / 2) * sizeof(*g));
+	struct netcheck_group *g = malloc((size_t)max * sizeof(*g));
 	if (!nodes || !g) {
 		free(nodes);
 		free(g);
@@ -135,7 +228,7 @@ static int open_round(struct netcheck_run *r, int round)
 	}
 	for (int i = 0; i < r->n; i++)
 		nodes[i] = r->m[i].res;
-	int ng = netcheck_groups(round, nodes, r->n, g, r->n / 2);
+	int ng = netcheck_groups(round, nodes, r->n, g, max);
 	free(nodes);
 	if (ng < 0) {
 		free(g);
@@ -148,17 +241,22 @@ static int open_round(struct netcheck_run *r, int round)
 }
 
 int netcheck_run_start(struct netcheck_run *r, int64_t world, const char (*nodes)[64],
-		       const char (*addrs)[64], int n, int64_t now_ms, int64_t timeout_ms,
-		       double straggler_ratio)
+		       const char (*addrs)[64], int n, int64_t now_ms,
+		       const struct netcheck_limits *lim)
 {
-	if (n < 2 || n > NETCHECK_MAX_NODES || timeout_ms <= 0 || !(straggler_ratio > 1.0))
+	if (n < 2 || n > NETCHECK_MAX_NODES || lim->timeout_ms <= 0 ||
+	    !(lim->straggler_ratio > 1.0) || !(lim->wait > 0) || lim->wait_min_ms < 0)
 		return -EINVAL;
 	struct netcheck_run nr = { .id = r->id + 1,
 				   .world = world,
 				   .state = NETCHECK_RUNNING,
-				   .deadline_ms = now_ms + timeout_ms,
-				   .timeout_ms = timeout_ms,
-				   .straggler_ratio = straggler_ratio,
+				   .deadline_ms = now_ms + lim->timeout_ms,
+				   .opened_ms = now_ms,
+				   .half_ms = -1,
+				   .timeout_ms = lim->timeout_ms,
+				   .straggler_ratio = lim->straggler_ratio,
+				   .wait = lim->wait,
+				   .wait_min_ms = lim->wait_min_ms,
 				   .n = n };
 	nr.m = calloc((size_t)n, sizeof(*nr.m));
 	if (!nr.m)
@@ -204,28 +302,28 @@ int netcheck_run_group(const struct netcheck_run *r, const char *node, int round
 	return -ENOENT;
 }
 
-/* Close the open round: the silent fail it; open the next or decide. */
-static int close_round(struct netcheck_run *r, int64_t now_ms)
+/* Whether a member of i's group in round reported a failure. */
+static bool group_failed(const struct netcheck_run *r, int round, int i)
 {
-	for (int i = 0; i < r->n; i++)
-		if (!r->m[i].reported[r->round]) {
-			r->m[i].res.ok[r->round] = false;
-			r->m[i].silent = true;
-		}
-	if (r->round == 0) {
-		int rc = open_round(r, 1);
-		if (rc < 0)
-			return rc;
-		r->round = 1;
-		r->deadline_ms = now_ms + r->timeout_ms;
-		return 0;
-	}
+	const struct netcheck_group *const gs[2] = { r->groups[0], r->groups[1] };
+	const struct netcheck_group *g = group_of(gs, r->ngroups, round, i);
+	for (int j = 0; g && j < g->n; j++)
+		if (r->m[g->nodes[j]].reported[round] && !r->m[g->nodes[j]].res.ok[round])
+			return true;
+	return false;
+}
+
+/* The verdicts, once round 1 closed. */
+static int decide(struct netcheck_run *r)
+{
 	struct netcheck_node *nodes = malloc((size_t)r->n * sizeof(*nodes));
 	int *verdict = malloc((size_t)r->n * sizeof(*verdict));
 	int rc = nodes && verdict ? 0 : -ENOMEM;
 	for (int i = 0; rc == 0 && i < r->n; i++)
 		nodes[i] = r->m[i].res;
-	if (rc == 0 && (rc = netcheck_verdict(nodes, r->n, r->straggler_ratio, verdict)) >= 0) {
+	const struct netcheck_group *const gs[2] = { r->groups[0], r->groups[1] };
+	if (rc == 0 && (rc = netcheck_verdict(nodes, r->n, gs, r->ngroups, r->straggler_ratio,
+					      verdict)) >= 0) {
 		for (int i = 0; i < r->n; i++)
 			r->m[i].verdict = verdict[i];
 		r->state = NETCHECK_DONE;
@@ -235,6 +333,88 @@ static int close_round(struct netcheck_run *r, int64_t now_ms)
 	free(nodes);
 	free(verdict);
 	return rc;
+}
+
+/* Close the open round: a member that has not reported is late when the
+ * round closed before its timeout, it had joined and no one of its group
+ * reported a failure (its time: how long the round was open); else failed
+ * and silent.  Then open the next round or decide. */
+static int close_round(struct netcheck_run *r, int64_t now_ms)
+{
+	int k = r->round;
+	bool early = now_ms < r->opened_ms + r->timeout_ms;
+	for (int i = 0; i < r->n; i++) {
+		struct netcheck_member *mb = &r->m[i];
+		if (mb->reported[k])
+			continue;
+		if (early && mb->joined && !group_failed(r, k, i)) {
+			mb->res.ok[k] = true;
+			mb->res.late[k] = true;
+			mb->res.time_s[k] = (double)(now_ms - r->opened_ms) / 1000.0;
+		} else {
+			mb->res.ok[k] = false;
+			mb->silent = true;
+		}
+	}
+	if (k == 1)
+		return decide(r);
+	int rc = open_round(r, 1);
+	if (rc < 0)
+		return rc;
+	r->round = 1;
+	r->opened_ms = now_ms;
+	r->half_ms = -1;
+	r->deadline_ms = now_ms + r->timeout_ms;
+	return 0;
+}
+
+/* The straggler wait: once every member joined and half of the others
+ * reported the open round (one of three), the others have wait x the median reported time (at least
+ * wait_min_ms) from then. */
+static void straggler_deadline(struct netcheck_run *r, int64_t now_ms)
+{
+	int k = r->round, nrep = 0, nt = 0;
+	bool all = true;
+	for (int i = 0; i < r->n; i++) {
+		all &= r->m[i].joined;
+		nrep += r->m[i].reported[k];
+	}
+	if (!all || nrep == 0 || 2 * nrep < r->n - 1)
+		return;
+	if (r->half_ms < 0)
+		r->half_ms = now_ms;
+	struct timed *t = malloc((size_t)r->n * sizeof(*t));
+	for (int i = 0; t && i < r->n; i++)
+		if (r->m[i].reported[k] && timed_ok(&r->m[i].res, k))
+			t[nt++] = (struct timed){ r->m[i].res.time_s[k], i };
+	double med = t ? median_of(t, nt) : 0;
+	free(t);
+	double w = r->wait * med * 1000.0;
+	if (!(w < (double)r->timeout_ms))
+		w = (double)r->timeout_ms;
+	int64_t until = r->half_ms + (w > (double)r->wait_min_ms ? (int64_t)w : r->wait_min_ms);
+	if (until < r->deadline_ms)
+		r->deadline_ms = until;
+}
+
+int netcheck_run_join(struct netcheck_run *r, const char *node, int64_t now_ms)
+{
+	if (r->state != NETCHECK_RUNNING)
+		return 0;
+	int i = netcheck_run_member(r, node);
+	if (i < 0)
+		return i;
+	if (r->m[i].joined)
+		return 0;
+	r->m[i].joined = true;
+	/* a member whose interpreter was slow to import has its full round:
+	 * its partner waits for it, and neither is silent */
+	if (r->round == 0 && !r->m[i].reported[0] && r->deadline_ms < now_ms + r->timeout_ms) {
+		r->deadline_ms = now_ms + r->timeout_ms;
+		r->opened_ms = now_ms; /* the round's age counts from here */
+	}
+	straggler_deadline(r, now_ms);
+	return 1;
 }
 
 int netcheck_run_report(struct netcheck_run *r, const char *node, int round, bool ok, double time_s,
@@ -253,15 +433,18 @@ int netcheck_run_report(struct netcheck_run *r, const char *node, int round, boo
 		return same ? 0 : -EEXIST;
 	}
 	if (r->state == NETCHECK_DONE || round < r->round)
-		return 0; /* after its round closed: it counted as failed */
+		return 0; /* after its round closed: it counted as failed or late */
 	if (round > r->round)
 		return -EAGAIN;
 	mb->reported[round] = true;
+	mb->joined = true;
 	mb->res.ok[round] = ok;
 	mb->res.time_s[round] = ok ? time_s : 0;
 	for (int k = 0; k < r->n; k++)
-		if (!r->m[k].reported[round])
+		if (!r->m[k].reported[round]) {
+			straggler_deadline(r, now_ms);
 			return 1;
+		}
 	int rc = close_round(r, now_ms);
 	return rc < 0 ? rc : 1;
 }
@@ -303,10 +486,11 @@ int netcheck_run_save(const struct netcheck_run *r, struct rv_buf *out)
 	rv_buf_printf(out,
 		      "{\"id\":%" PRId64 ",\"world\":%" PRId64 ",\"state\":%d,\"round\":%d,"
 		      "\"deadline\":%" PRId64 ",\"timeout\":%" PRId64 ",\"ratio\":%.17g,"
-		      "\"members\":[",
+		      "\"opened\":%" PRId64 ",\"half\":%" PRId64 ",\"wait\":%.17g,"
+		      "\"wait_min\":%" PRId64 ",\"members\":[",
 		      r->id, r->world, (int)r->state, r->round,
 		      r->deadline_ms == INT64_MAX ? (int64_t)-1 : r->deadline_ms, r->timeout_ms,
-		      r->straggler_ratio);
+		      r->straggler_ratio, r->opened_ms, r->half_ms, r->wait, r->wait_min_ms);
 	for (int i = 0; i < r->n; i++) {
 		const struct netcheck_member *mb = &r->m[i];
 		rv_buf_puts(out, i ? ",{\"node\":" : "{\"node\":");
@@ -315,9 +499,10 @@ int netcheck_run_save(const struct netcheck_run *r, struct rv_buf *out)
 		put_str(out, mb->addr);
 		rv_buf_printf(out,
 			      ",\"ok\":[%d,%d],\"time\":[%.17g,%.17g],\"reported\":[%d,%d],"
-			      "\"silent\":%d,\"verdict\":%d}",
+			      "\"late\":[%d,%d],\"joined\":%d,\"silent\":%d,\"verdict\":%d}",
 			      mb->res.ok[0], mb->res.ok[1], mb->res.time_s[0], mb->res.time_s[1],
-			      mb->reported[0], mb->reported[1], mb->silent, mb->verdict);
+			      mb->reported[0], mb->reported[1], mb->res.late[0], mb->res.late[1],
+			      mb->joined, mb->silent, mb->verdict);
 	}
 	rv_buf_puts(out, "]}");
 	return rv_buf_failed(out) ? -ENOMEM : 0;
@@ -330,6 +515,35 @@ static int pair_item(const cJSON *o, const char *key, int k, double *out)
 		return -EINVAL;
 	*out = cJSON_GetNumberValue(v);
 	return 0;
+}
+
+/* The straggler wait's state (absent from an older master's snapshot: no
+ * early close for that run). */
+static int load_wait(const cJSON *root, struct netcheck_run *nr, struct rv_err *err)
+{
+	nr->half_ms = -1;
+	nr->wait = 1e9;
+	int rc;
+	if ((rc = rv_json_get_int(root, "opened", "", false, 0, INT64_MAX, &nr->opened_ms, err)) <
+		    0 ||
+	    (rc = rv_json_get_int(root, "half", "", false, -1, INT64_MAX, &nr->half_ms, err)) < 0 ||
+	    (rc = rv_json_get_double(root, "wait", "", false, 0, 1e9, &nr->wait, err)) < 0 ||
+	    (rc = rv_json_get_int(root, "wait_min", "", false, 0, INT64_MAX, &nr->wait_min_ms,
+				  err)) < 0)
+		return rc;
+	return 0;
+}
+
+/* A member's late rounds and joined flag (absent from an older snapshot). */
+static void load_member_extra(const cJSON *o, struct netcheck_member *mb)
+{
+	double l0 = 0, l1 = 0;
+	const cJSON *j = cJSON_GetObjectItem(o, "joined");
+	if (pair_item(o, "late", 0, &l0) == 0 && pair_item(o, "late", 1, &l1) == 0) {
+		mb->res.late[0] = l0 != 0;
+		mb->res.late[1] = l1 != 0;
+	}
+	mb->joined = cJSON_IsNumber(j) && cJSON_GetNumberValue(j) != 0;
 }
 
 int netcheck_run_load(struct netcheck_run *r, const char *doc, size_t len, struct rv_err *err)
@@ -348,7 +562,8 @@ int netcheck_run_load(struct netcheck_run *r, const char *doc, size_t len, struc
 	    (rc = rv_json_get_int(root, "timeout", "", true, 0, INT64_MAX, &nr.timeout_ms, err)) <
 		    0 ||
 	    (rc = rv_json_get_double(root, "ratio", "", true, 0, 1e9, &nr.straggler_ratio, err)) <
-		    0)
+		    0 ||
+	    (rc = load_wait(root, &nr, err)) < 0)
 		return rc;
 	nr.state = (enum netcheck_state)state;
 	nr.round = (int)round;
@@ -391,6 +606,7 @@ int netcheck_run_load(struct netcheck_run *r, const char *doc, size_t len, struc
 		mb->reported[1] = v[5] != 0;
 		mb->silent = silent != 0;
 		mb->verdict = (int)verdict;
+		load_member_extra(o, mb);
 	}
 	for (int k = 0; nr.state != NETCHECK_NONE && k <= nr.round + (nr.state == NETCHECK_DONE);
 	     k++)

@@ -65,6 +65,10 @@ struct nodemgr {
 		int64_t plan; /* the plan that relaunches it, 0: a resize */
 	} pend[64];
 	int npend;
+	/* the nodes of network check nc_check whose host was charged */
+	int64_t nc_check;
+	char nc_named[64][SCHED_NAME_MAX];
+	int nc_nnamed;
 };
 
 static const char *const job_state_names[] = { "running", "succeeded", "failed" };
@@ -661,6 +665,45 @@ static void relaunch_pending(struct nodemgr *nm, const char *base, const struct 
 	launch(nm, base, &ni);
 }
 
+/* A node the last network check found faulty or a straggler failed (it
+ * left the job over the verdict, or died since): its host is charged as
+ * bad before the policy relaunches it, so the relaunch keeps off it; once
+ * per node and check (a relaunch that fails again elsewhere is not the
+ * check's).  The charge is journaled with the node's end. */
+static void netcheck_charge(struct nodemgr *nm, const char *base, const struct sched_event *ev)
+{
+	struct master *m = nm->m;
+	struct nodes_info ni;
+	if (ev->type != SCHED_EV_EXITED || ev->removed || ev->lost ||
+	    (ev->exit_code == 0 && !ev->signal) || nodes_get(nm->nodes, base, &ni) < 0)
+		return;
+	pthread_mutex_lock(&m->lock);
+	const struct netcheck_run *r = &m->netcheck;
+	int i = r->state == NETCHECK_DONE ? netcheck_run_member(r, base) : -ENOENT;
+	int verdict = i >= 0 ? r->m[i].verdict : NETCHECK_OK;
+	int64_t check = r->id;
+	pthread_mutex_unlock(&m->lock);
+	if (verdict == NETCHECK_OK)
+		return;
+	if (nm->nc_check != check)
+		nm->nc_nnamed = 0;
+	nm->nc_check = check;
+	for (int k = 0; k < nm->nc_nnamed; k++)
+		if (!strcmp(nm->nc_named[k], base))
+			return;
+	if (nm->nc_nnamed < (int)RV_ARRAY_SIZE(nm->nc_named))
+		snprintf(nm->nc_named[nm->nc_nnamed++], SCHED_NAME_MAX, "%s", base);
+	const char *host = ev->host[0] ? ev->host : ni.host;
+	const char *what = verdict == NETCHECK_FAULTY ? "faulty" : "straggler";
+	if (!host[0] || nodes_host_failed(nm->nodes, host) < 0) {
+		rv_log_info("network check: no host to charge", "node=%s verdict=%s check=%" PRId64,
+			    base, what, check);
+		return;
+	}
+	rv_log_warn("network check: host charged", "node=%s host=%s verdict=%s check=%" PRId64,
+		    base, host, what, check);
+}
+
 static void on_event(struct nodemgr *nm, const struct sched_event *ev)
 {
 	struct master *m = nm->m;
@@ -697,6 +740,8 @@ static void on_event(struct nodemgr *nm, const struct sched_event *ev)
 		ev = &adopted;
 	}
 
+	if (current && (was == MASTER_NODE_LAUNCHED || was == MASTER_NODE_RUNNING))
+		netcheck_charge(nm, base, ev);
 	struct nodes_action act;
 	nodes_on_event(nm->nodes, ev, &act);
 	char q[600];

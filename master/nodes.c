@@ -232,9 +232,11 @@ static void give_up(struct nodes *m, struct node *n, struct nodes_action *act, c
 
 static void relaunch(struct node *n, const char *host, struct nodes_action *act)
 {
+	char h[SCHED_NAME_MAX];
+	fmt(h, sizeof(h), "%s", host); /* host may be n->host itself */
 	n->attempt++;
 	n->state = N_LAUNCHED;
-	fmt(n->host, sizeof(n->host), "%s", host);
+	fmt(n->host, sizeof(n->host), "%s", h);
 	fmt(n->name, sizeof(n->name), "%s.%d", n->base, n->attempt);
 	act->type = NODES_RELAUNCH;
 	fmt(act->name, sizeof(act->name), "%s", n->name);

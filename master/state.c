@@ -332,7 +332,7 @@ static bool apply_netcheck(struct master *m, const struct master_op *op, struct 
 		return false;
 	}
 	if (r->state != NETCHECK_NONE && r->world == w->round)
-		return false;
+		return netcheck_run_join(r, op->node, op->now_ms) > 0;
 	RV_CLEANUP_FREE char(*names)[64] = malloc((size_t)w->nnodes * sizeof(*names));
 	RV_CLEANUP_FREE char(*addrs)[64] = malloc((size_t)w->nnodes * sizeof(*addrs));
 	if (!names || !addrs) {
@@ -343,9 +343,14 @@ static bool apply_netcheck(struct master *m, const struct master_op *op, struct 
 		snprintf(names[k], sizeof(names[k]), "%s", w->members[k].node.name);
 		snprintf(addrs[k], sizeof(addrs[k]), "%s", w->members[k].node.addr);
 	}
+	const struct netcheck_limits lim = { m->cfg.netcheck_timeout_ms,
+					     m->cfg.netcheck_straggler_ratio,
+					     m->cfg.netcheck_straggler_wait,
+					     m->cfg.netcheck_straggler_wait_min_ms };
 	int rc = netcheck_run_start(r, w->round, (const char(*)[64])names, (const char(*)[64])addrs,
-				    w->nnodes, op->now_ms, m->cfg.netcheck_timeout_ms,
-				    m->cfg.netcheck_straggler_ratio);
+				    w->nnodes, op->now_ms, &lim);
+	if (rc == 0)
+		netcheck_run_join(r, op->node, op->now_ms);
 	if (rc < 0) {
 		res->rc = rv_err_set(&res->err, rc, "", "could not start a network check");
 		return false;

@@ -1,29 +1,38 @@
 #!/usr/bin/env bash
 # netcheck: rover-run --network-check (the collective: gloo all-gather and a
-# matmul in pairs, two rounds) with 8 nodes on this machine, one of them
+# matmul in pairs, two rounds) with BENCH_NODES (default 8) nodes on this
+# machine, one of them
 # slowed: a rover-master (--scheduler none) and 8 `rover-run --nnodes 8
 # --network-check`, the slow one (BENCH_SLOW, default the 6th, n5) in a
 # cgroup v1 CPU quota of BENCH_QUOTA_US (1000 of 100000: 1 % of a core)
-# set once its warm interpreter is ready, then the 7 others.  The check
-# waits for each node's warm interpreter and forks its collective from it
-# (the 7 import torch meanwhile, in the seconds counted).  seconds: the
-# longest check on a node, from the world's completion (the check's join)
-# to its verdicts, waits for a warm interpreter included (warm_wait_ms +
-# check_ms of "network check done"); found: the stragglers the nodes name;
-# rounds: the master's rounds (GET /v1/netcheck).  Needs root and a
-# writable /sys/fs/cgroup/cpu; without them it says so and prints
-# found=skipped.  Last line:
-# bench=netcheck nodes=8 found=NODE truth=NODE rounds=N seconds=N
+# set once its warm interpreter is ready, then the 7 others.  Each node's
+# warm interpreter starts with rover-run (its import of torch overlaps the
+# rendezvous) and the check forks its collective from it.  seconds: the
+# check's own time, from the moment every member's interpreter is ready and
+# the world is complete (the latest "warm interpreter ready" and "joined
+# the rendezvous" of the 8) to the last node's verdict (the latest "network
+# check done", the slowed node's own at its 1 %); first_verdict_s: the same
+# to the first node's verdict; world_to_verdict_s: from the world's
+# completion to the last verdict, the 7 imports of torch on this 2-core machine included (on real
+# machines each node imports on its own cores, during the rendezvous);
+# the nodes wait up to 120 s for their interpreters (netcheck_round_timeout)
+# and the master as long for a member's round (netcheck.timeout_ms): a
+# loaded machine imports slowly; found: the stragglers the nodes name;
+# rounds: the master's rounds (GET
+# /v1/netcheck).  Needs root and a writable /sys/fs/cgroup/cpu; without
+# them it says so and prints found=skipped.  Last line:
+# bench=netcheck nodes=8 found=NODE truth=NODE rounds=N seconds=N first_verdict_s=N
+#   world_to_verdict_s=N
 set -euo pipefail
 B=${B:-build}
 BIN=${ROVER_BIN_DIR:-$(cd "$B/bin" && pwd)}
 export PYTHON_EXEC=${PYTHON_EXEC:-/usr/bin/python3}
-N=8
+N=${BENCH_NODES:-8}
 SLOW=${BENCH_SLOW:-5}
 QUOTA=${BENCH_QUOTA_US:-1000}
 if [ "$(id -u)" != 0 ] || [ ! -w /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; then
 	echo "netcheck: no writable cgroup v1 cpu hierarchy (root needed)" >&2
-	echo "bench=netcheck nodes=$N found=skipped truth=n$SLOW rounds=0 seconds=0"
+	echo "bench=netcheck nodes=$N found=skipped truth=n$SLOW rounds=0 seconds=0 first_verdict_s=0 world_to_verdict_s=0"
 	exit 0
 fi
 D=$(mktemp -d /tmp/rover-bench-netcheck.XXXXXX)
@@ -44,7 +53,7 @@ cat >"$D/job.json" <<EOF
 EOF
 echo 'import os; print("W=" + os.environ["WORLD_SIZE"], flush=True)' >"$D/w.py"
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$BIN/rover-master" --job "$D/job.json" --state-dir "$D/state" --listen "127.0.0.1:$PORT" \
+ROVER_NETCHECK_TIMEOUT_MS=120000 "$BIN/rover-master" --job "$D/job.json" --state-dir "$D/state" --listen "127.0.0.1:$PORT" \
 	--scheduler none --journal-nosync --log-level warn >"$D/master.out" 2>"$D/master.log" &
 pids+=($!)
 for _ in $(seq 100); do
@@ -55,7 +64,8 @@ node() { # node I [wrapper...]
 	local i=$1
 	shift
 	ROVER_NODE_NAME=n$i "$@" "$BIN/rover-run" --nnodes "$N" --nproc-per-node 1 \
-		--rdzv-endpoint "127.0.0.1:$PORT" --network-check "$D/w.py" \
+		--rdzv-endpoint "127.0.0.1:$PORT" --network-check \
+		--rdzv-conf netcheck_round_timeout=120,netcheck_timeout=600 "$D/w.py" \
 		>"$D/out$i" 2>"$D/err$i" &
 	pids+=($!)
 }
@@ -82,7 +92,29 @@ rounds=$(curl -sf "http://127.0.0.1:$PORT/v1/netcheck" |
 lines=$(grep -h 'msg="network check done"' "$D"/err* || true)
 echo "$lines" | sed 's/.*check=/check=/' | cut -c1-400 >&2
 found=$(echo "$lines" | head -1 | sed -n 's/.*stragglers="\([^"]*\)".*/\1/p' | sed 's/:[0-9.-]*//g')
-seconds=$(echo "$lines" |
-	sed -n 's/.*warm_wait_ms=\([0-9]*\) check_ms=\([0-9]*\).*/\1 \2/p' |
-	awk '{ t = ($1 + $2) / 1000; if (t > m) m = t } END { printf "%.3f", m }')
-echo "bench=netcheck nodes=$N found=${found:-none} truth=n$SLOW rounds=$rounds seconds=$seconds"
+# the times, from the nodes' log lines (ts=...Z, one clock)
+read -r seconds first w2v < <(python3 - "$D" "$N" <<'PY'
+import datetime, re, sys
+d, n = sys.argv[1], int(sys.argv[2])
+def ts(line):
+    t = re.search(r"ts=(\S+)Z", line).group(1)
+    return datetime.datetime.fromisoformat(t).timestamp()
+def first(path, msg):  # the first: a node joins again after the check
+    hits = [ts(l) for l in open(path) if 'msg="%s"' % msg in l]
+    return min(hits) if hits else None
+ready, joined, done = [], [], []
+for i in range(n):
+    p = "%s/err%d" % (d, i)
+    ready.append(first(p, "warm interpreter ready"))
+    joined.append(first(p, "joined the rendezvous"))
+    done.append(first(p, "network check done"))
+if None in joined or None in done:
+    print("0 0 0")
+    sys.exit()
+world = max(joined)
+start = max([world] + [r for r in ready if r is not None])
+end = max(done)
+print("%.3f %.3f %.3f" % (end - start, min(done) - start, end - world))
+PY
+) || true
+echo "bench=netcheck nodes=$N found=${found:-none} truth=n$SLOW rounds=$rounds seconds=$seconds first_verdict_s=$first world_to_verdict_s=$w2v"

@@ -313,6 +313,8 @@ START_TEST(test_bad)
 		{ K_NC_REPORT, "{\"node\":\"n\",\"check\":1,\"round\":2,\"ok\":false}", "round" },
 		{ K_NC_REPORT, "{\"node\":\"n\",\"check\":1,\"round\":0,\"ok\":true}", "time_s" },
 		{ K_NC_GROUP, "{\"check\":1,\"round\":0,\"status\":\"ready\"}", "peers" },
+		{ K_NC_GROUP, "{\"check\":1,\"round\":0,\"status\":\"ready\",\"peers\":[]}",
+		  "peers" },
 		{ K_JOB, "{\"job\":\"j\",\"state\":\"complete\",\"faulty\":[\"a b\"]}",
 		  "faulty[0]" },
 	};
@@ -326,6 +328,20 @@ START_TEST(test_bad)
 			      bad[i].field, err.msg);
 		cJSON_Delete(doc);
 	}
+}
+END_TEST
+
+/* A node alone in a round (an odd count) is a ready group of one. */
+START_TEST(test_netcheck_group_of_one)
+{
+	cJSON *doc = rv_test_json_must_parse("{\"check\":1,\"round\":1,\"status\":\"ready\","
+					     "\"peers\":[{\"node\":\"n2\",\"addr\":\"a:1\"}]}");
+	struct rv_netcheck_group_reply g;
+	struct rv_err err = { 0 };
+	ck_assert_msg(rv_netcheck_group_reply_from_json(doc, &g, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(g.npeers, 1);
+	ck_assert_str_eq(g.peers[0].node, "n2");
+	cJSON_Delete(doc);
 }
 END_TEST
 
@@ -400,6 +416,7 @@ static Suite *wire_master_suite(void)
 	tcase_add_test(tc, test_round_trip);
 	tcase_add_test(tc, test_values);
 	tcase_add_test(tc, test_bad);
+	tcase_add_test(tc, test_netcheck_group_of_one);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("tables");
 	tcase_add_test(tc, test_table_fields_are_parsed);

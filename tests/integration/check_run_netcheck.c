@@ -14,6 +14,8 @@
  * Each in three placements (which node is slowed): the slowed node, and
  * only it, is found, leaves the job (exit 1, its times in the message),
  * and the three others train in a world of three, naming it with its time.
+ * And three nodes, one slowed by the quota (in round 0's pair, and the one
+ * alone in round 0): the same, the two others training in a world of two.
  * Needs root, a writable cgroup v1 cpu hierarchy, iproute2 and tc; without
  * them a test says why and passes.  The parent makes and removes the
  * namespaces, the links and the bridge.
@@ -114,6 +116,7 @@ static void netns_teardown(void)
 }
 
 struct job {
+	int n; /* nodes */
 	struct rv_test_master m;
 	struct rv_test_run r[NODES];
 	char ep[64], name[NODES][32], script[NODES][400];
@@ -125,7 +128,7 @@ struct job {
  * join (and for the three's after it left). */
 static void start_master(struct job *j, bool netns)
 {
-	char *spec = rv_test_master_spec(1000, 10, 1, 3, NODES);
+	char *spec = rv_test_master_spec(1000, 10, 1, j->n - 1, j->n);
 	ck_assert_int_eq(rv_test_master_init(&j->m, spec), 0);
 	free(spec);
 	if (!netns) {
@@ -154,8 +157,10 @@ static void start_node(struct job *j, int i, const char *const *wrap, const char
 	j->env[i][0] = j->name[i];
 	j->env[i][1] = NULL;
 	r->wrap = wrap;
+	static char nn[16];
+	snprintf(nn, sizeof(nn), "%d:%d", j->n - 1, j->n);
 	const char *argv[24] = {
-		"--nnodes",         "3:4",
+		"--nnodes",         nn,
 		"--nproc-per-node", "1",
 		"--rdzv-endpoint",  j->ep,
 		"--network-check",  "--exclude-straggler",
@@ -172,7 +177,7 @@ static void start_node(struct job *j, int i, const char *const *wrap, const char
 }
 
 /* The slowed node leaves as the straggler; the others train in a world of
- * three and name it with its time. */
+ * n - 1 and name it with its time. */
 static void expect_found(struct job *j, int slow)
 {
 	char *err = rv_test_run_expect_exit(&j->r[slow], 1, 240000);
@@ -180,9 +185,11 @@ static void expect_found(struct job *j, int slow)
 		      err);
 	ck_assert_msg(strstr(err, "its rounds took"), "node %d: %s", slow, err);
 	free(err);
-	char named[48];
+	char named[48], world[16], bigger[16];
 	snprintf(named, sizeof(named), "stragglers=\"n%d:", slow);
-	for (int i = 0; i < NODES; i++) {
+	snprintf(world, sizeof(world), "W=%d\n", j->n - 1);
+	snprintf(bigger, sizeof(bigger), "W=%d", j->n);
+	for (int i = 0; i < j->n; i++) {
 		if (i == slow)
 			continue;
 		err = rv_test_run_expect_exit(&j->r[i], 0, 120000);
@@ -190,14 +197,14 @@ static void expect_found(struct job *j, int slow)
 		ck_assert_msg(strstr(err, "backend=gloo"), "node %d: %s", i, err);
 		free(err);
 		char *out = rv_test_run_output(&j->r[i], 1);
-		ck_assert_msg(strstr(out, "W=3\n") && !strstr(out, "W=4"), "node %d: %s", i, out);
+		ck_assert_msg(strstr(out, world) && !strstr(out, bigger), "node %d: %s", i, out);
 		free(out);
 	}
 }
 
 static void job_cleanup(struct job *j)
 {
-	for (int i = 0; i < NODES; i++)
+	for (int i = 0; i < j->n; i++)
 		rv_test_run_cleanup(&j->r[i]);
 	rv_test_master_cleanup(&j->m);
 }
@@ -223,7 +230,7 @@ static void write_to(const char *dir, const char *file, const char *text)
 	ck_assert_int_eq(fclose(f), 0);
 }
 
-static void slow_node(int slow)
+static void slow_node(int n, int slow)
 {
 	const char *why = cgroup_skip();
 	if (why) {
@@ -235,7 +242,7 @@ static void slow_node(int slow)
 	ck_assert_msg(mkdir(cg, 0755) == 0 || errno == EEXIST, "mkdir %s: %s", cg, strerror(errno));
 	snprintf(cmd, sizeof(cmd), "echo $$ > %s/cgroup.procs && exec \"$@\"", cg);
 	const char *const wrap[] = { "/bin/sh", "-c", cmd, "sh", NULL };
-	struct job j;
+	struct job j = { .n = n };
 	start_master(&j, false);
 	/* the slow node first: its warm interpreter imports torch at full
 	 * speed, then its quota drops to 2 % and the others come */
@@ -244,7 +251,7 @@ static void slow_node(int slow)
 		      "node %d's warm interpreter is not ready", slow);
 	write_to(cg, "cpu.cfs_period_us", "100000");
 	write_to(cg, "cpu.cfs_quota_us", "2000");
-	for (int i = 0; i < NODES; i++)
+	for (int i = 0; i < n; i++)
 		if (i != slow)
 			start_node(&j, i, NULL, NULL);
 	expect_found(&j, slow);
@@ -255,7 +262,16 @@ static void slow_node(int slow)
 
 START_TEST(test_slow_node_found)
 {
-	slow_node(placement[_i]);
+	slow_node(NODES, placement[_i]);
+}
+END_TEST
+
+/* Three nodes: the first of round 0's pair, and the one alone in round 0. */
+static const int placement3[2] = { 0, 2 };
+
+START_TEST(test_three_nodes_slow_node_found)
+{
+	slow_node(3, placement3[_i]);
 }
 END_TEST
 
@@ -286,7 +302,7 @@ static void slow_link(int slow)
 	 * node's link, a fraction of one over the others' */
 	slow_dev(NULL, veth_host[slow]);
 	slow_dev(ns[slow], veth_ns[slow]);
-	struct job j;
+	struct job j = { .n = NODES };
 	const char *wrap[NODES][5];
 	start_master(&j, true);
 	for (int i = 0; i < NODES; i++) {
@@ -311,7 +327,8 @@ END_TEST
 
 int main(void)
 {
-	/* ROVER_TEST_ONLY=node|link:N runs one placement (while debugging) */
+	/* ROVER_TEST_ONLY=node|link|three:N runs one placement (while
+	 * debugging) */
 	const char *only = getenv("ROVER_TEST_ONLY");
 	int from = only && strchr(only, ':') ? atoi(strchr(only, ':') + 1) : 0;
 	int to = only && strchr(only, ':') ? from + 1 : 3;
@@ -323,6 +340,8 @@ int main(void)
 		tcase_add_loop_test(tc, test_slow_node_found, from, to);
 	if (!only || !strncmp(only, "link", 4))
 		tcase_add_loop_test(tc, test_slow_link_found, from, to);
+	if (!only || !strncmp(only, "three", 5))
+		tcase_add_loop_test(tc, test_three_nodes_slow_node_found, from, to < 2 ? to : 2);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -4,7 +4,8 @@
  * more ranks are launched, the highest ranks go when the count drops, and
  * new resources relaunch a node (rlimits cannot resize in place)
  * without counting a crash; the hosts crashes were charged to, and the
- * host a node left, outlive a master restart.  A master state (journal in a
+ * host a node left, outlive a master restart; a node the network check
+ * named that fails has its host charged as bad, journaled.  A master state (journal in a
  * temp folder) is built as main.c does, without the API.
  */
 #include <errno.h>
@@ -465,6 +466,96 @@ START_TEST(test_charged_hosts_survive_a_restart)
 }
 END_TEST
 
+/* worker-0's instance as the table has it, once it runs. */
+static struct view wait_running(struct master *m, const char *name)
+{
+	struct view v;
+	for (int i = 0; i < 200; i++) {
+		look(m, name, &v);
+		if (v.pid > 0)
+			return v;
+		usleep(25 * 1000);
+	}
+	ck_abort_msg("%s never ran", name);
+	return v;
+}
+
+/* The last network check found worker-0 a straggler (three members, it
+ * late in both rounds) and its agent left the job over it (exit 1; here
+ * a kill): its host h1 is charged as bad before the relaunch, so the
+ * relaunch does not go back there (no other host: it gives up naming
+ * h1); the charge is journaled and a restarted master still has it.
+ * worker-1, found OK, fails too: its host is charged only as a crash. */
+START_TEST(test_netcheck_verdict_charges_the_host)
+{
+	snprintf(dir, sizeof(dir), "/tmp/rover-nodemgr-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	struct master *m = master_open(spec_json, false);
+	journal_node(m, MASTER_OP_NODE_LAUNCHED,
+		     "{\"name\":\"worker-0\",\"instance\":\"worker-0\",\"role\":\"worker\","
+		     "\"host\":\"h1\",\"rank\":0,\"attempt\":0,\"restarts\":0,\"ooms\":0,"
+		     "\"state\":\"launched\"}");
+	journal_node(m, MASTER_OP_NODE_LAUNCHED,
+		     "{\"name\":\"worker-1\",\"instance\":\"worker-1\",\"role\":\"worker\","
+		     "\"host\":\"h2\",\"rank\":1,\"attempt\":0,\"restarts\":0,\"ooms\":0,"
+		     "\"state\":\"launched\"}");
+	state_close(m);
+	rv_job_spec_release(&m->spec);
+	free(m);
+
+	m = master_open(spec_json, true); /* relaunches both, on h1 and h2 */
+	struct view v0 = wait_running(m, "worker-0"), v1 = wait_running(m, "worker-1");
+	static const char names[3][64] = { "worker-0", "worker-1", "worker-2" };
+	static const char addrs[3][64] = { "a:1", "b:1", "c:1" };
+	const struct netcheck_limits lim = { 30000, 2.0, 4.0, 100 };
+	pthread_mutex_lock(&m->lock);
+	struct netcheck_run *r = &m->netcheck;
+	ck_assert_int_eq(netcheck_run_start(r, 1, names, addrs, 3, 0, &lim), 0);
+	for (int i = 0; i < 3; i++)
+		netcheck_run_join(r, names[i], 0);
+	for (int round = 0; round < 2; round++) {
+		for (int i = 1; i < 3; i++) {
+			struct netcheck_group g;
+			ck_assert_int_eq(netcheck_run_group(r, names[i], round, &g), 1);
+			bool with0 = g.nodes[0] == 0 || (g.n > 1 && g.nodes[1] == 0);
+			if (!with0)
+				netcheck_run_report(r, names[i], round, true, 0.1, 10);
+		}
+		ck_assert_int_eq(netcheck_run_tick(r, netcheck_run_deadline(r)), 1);
+	}
+	ck_assert_int_eq(r->state, NETCHECK_DONE);
+	ck_assert_int_eq(r->m[0].verdict, NETCHECK_STRAGGLER);
+	ck_assert_int_eq(r->m[1].verdict, NETCHECK_OK);
+	pthread_mutex_unlock(&m->lock);
+
+	char left[SCHED_NAME_MAX] = "";
+	bool bad = false;
+	kill(v1.pid, SIGKILL);
+	struct view v;
+	for (int i = 0; i < 200 && (look(m, "worker-1", &v), !strcmp(v.instance, v1.instance)); i++)
+		usleep(25 * 1000);
+	ck_assert_str_ne(v.instance, v1.instance); /* relaunched */
+	ck_assert_int_eq(charged(m, "worker-1", left, "h2", &bad), 1);
+	ck_assert(!bad);
+	kill(v0.pid, SIGKILL);
+	int crashes = -1;
+	for (int i = 0; i < 200 && (crashes = charged(m, "worker-0", left, "h1", &bad)) < 1; i++)
+		usleep(25 * 1000);
+	ck_assert_int_eq(crashes, 1);
+	ck_assert_msg(bad, "h1 not charged as bad for the verdict");
+	nodemgr_stop(m);
+	state_close(m);
+	rv_job_spec_release(&m->spec);
+	free(m);
+
+	m = master_open(spec_json, false);
+	bad = false;
+	ck_assert_int_eq(charged(m, "worker-0", left, "h1", &bad), 1);
+	ck_assert(bad);
+	master_free(m);
+}
+END_TEST
+
 START_TEST(test_local_without_command_is_refused)
 {
 	static const char bad[] =
@@ -509,6 +600,7 @@ static Suite *nodemgr_suite(void)
 	tcase_add_test(tc, test_plan_remove_and_migrate_carried_out);
 	tcase_add_test(tc, test_succeeded_node_silence_is_no_death);
 	tcase_add_test(tc, test_charged_hosts_survive_a_restart);
+	tcase_add_test(tc, test_netcheck_verdict_charges_the_host);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -68,6 +68,29 @@ START_TEST(test_relaunch_same_rank)
 }
 END_TEST
 
+/* A relaunch that stays on its host (a master restart, a lost machine's
+ * node, an OOM) keeps the host's name: the new instance is placed, and its
+ * next crash charged, there. */
+START_TEST(test_relaunch_in_place_keeps_the_host)
+{
+	struct nodes_conf c = { .host_max_crashes = 5, .default_restart_count = -1 };
+	struct nodes *m = nodes_new(&c, NULL, NULL, NULL);
+	ck_assert_int_eq(nodes_add(m, "a", "worker", 0, "h1", &res64), 0);
+	struct nodes_action a;
+	ck_assert_int_eq(nodes_relaunch(m, "a", NULL, &a), 0);
+	ck_assert_str_eq(a.host, "h1");
+	struct nodes_info ni;
+	ck_assert_int_eq(nodes_get(m, "a", &ni), 0);
+	ck_assert_str_eq(ni.host, "h1");
+	struct sched_event ev = ev_of(SCHED_EV_EXITED, "a.1", "", -1, 0);
+	ev.lost = true;
+	a = feed(m, ev);
+	ck_assert_int_eq(a.type, NODES_RELAUNCH);
+	ck_assert_str_eq(a.host, "h1");
+	nodes_free(m);
+}
+END_TEST
+
 START_TEST(test_restart_budget_gives_up)
 {
 	struct nodes *m = nodes_new(NULL, NULL, NULL, NULL);
@@ -386,6 +409,7 @@ static Suite *nodes_suite(void)
 	tcase_add_test(tc, test_avoid_where_the_backend_places);
 	tcase_add_test(tc, test_crash_before_start_charges_its_host);
 	tcase_add_test(tc, test_charged_hosts_restored);
+	tcase_add_test(tc, test_relaunch_in_place_keeps_the_host);
 	suite_add_tcase(s, tc);
 	return s;
 }
