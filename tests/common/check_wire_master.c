@@ -59,7 +59,7 @@ static const char *const docs[K_COUNT] = {
 	[K_DONE_REPLY] = "{\"counted\":true}",
 	[K_CKPT_REPORT] = "{\"step\":100,\"worker\":3,\"task_id\":5,\"consumed\":64}",
 	[K_DATA_CKPT] = "{\"step\":100,\"checkpoint\":{\"datasets\":[{\"cursor\":3}]}}",
-	[K_STEP] = "{\"node\":\"n-0\",\"step\":100,\"speed\":512.5,\"ts\":1700000000000}",
+	[K_STEP] = "{\"node\":\"n-0\",\"step\":100,\"speed\":512.5,\"ts\":1700000000000,\"compute_time\":0.25}",
 	[K_USAGE] = "{\"node\":\"n-0\",\"rank\":1,\"cpu\":1.5,\"cpu_limit\":2,\"memory_mb\":900,"
 		    "\"throttled\":0.25,\"nr_periods\":40,\"nr_throttled\":10,\"throttled_us\":"
 		    "25000,\"gpus\":2,\"gpu_memory_mb\":3000,\"gpu_memory_total_mb\":160000,"
