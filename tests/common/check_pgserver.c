@@ -159,17 +159,11 @@ END_TEST
 
 static Suite *pgserver_suite(void)
 {
-	Suite *s = suite_create("pgserver");
-	TCase *tc = tcase_create("cluster");
-	tcase_set_timeout(tc, 60);
+	TCase *tc = RV_TEST_TCASE("cluster", 60, start_fresh_folder_creates_cluster,
+				  restart_keeps_data, start_on_running_folder_reuses_it,
+				  failed_start_reports_server_log, bad_bindir_is_a_clear_error);
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, start_fresh_folder_creates_cluster);
-	tcase_add_test(tc, restart_keeps_data);
-	tcase_add_test(tc, start_on_running_folder_reuses_it);
-	tcase_add_test(tc, failed_start_reports_server_log);
-	tcase_add_test(tc, bad_bindir_is_a_clear_error);
-	suite_add_tcase(s, tc);
-	return s;
+	return rv_test_suite_new("pgserver", tc, NULL);
 }
 
 RV_TEST_MAIN(pgserver_suite)

@@ -286,26 +286,14 @@ END_TEST
 
 static Suite *brain_cli_suite(void)
 {
-	Suite *s = suite_create("brain_cli");
-	TCase *tc = tcase_create("cli");
-	tcase_set_timeout(tc, 30);
-	tcase_add_checked_fixture(tc, mk_tmpdir, rm_tmpdir);
-	tcase_add_test(tc, test_help);
-	tcase_add_test(tc, test_print_conf_matches_file);
-	tcase_add_test(tc, test_readme_lists_every_key);
-	tcase_add_test(tc, test_readme_names_server_keys);
-	tcase_add_test(tc, test_version);
-	tcase_add_test(tc, test_unknown_flag);
-	tcase_add_test(tc, test_bad_config_key);
-	tcase_add_test(tc, test_logs_effective_config);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("precedence");
-	tcase_set_timeout(tc, 90);
-	tcase_add_checked_fixture(tc, mk_tmpdir, rm_tmpdir);
-	tcase_add_test(tc, test_listen_precedence);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc_cli = RV_TEST_TCASE("cli", 30, test_help, test_print_conf_matches_file,
+				      test_readme_lists_every_key, test_readme_names_server_keys,
+				      test_version, test_unknown_flag, test_bad_config_key,
+				      test_logs_effective_config);
+	tcase_add_checked_fixture(tc_cli, mk_tmpdir, rm_tmpdir);
+	TCase *tc_precedence = RV_TEST_TCASE("precedence", 90, test_listen_precedence);
+	tcase_add_checked_fixture(tc_precedence, mk_tmpdir, rm_tmpdir);
+	return rv_test_suite_new("brain_cli", tc_cli, tc_precedence, NULL);
 }
 
 RV_TEST_MAIN_PG(brain_cli_suite)

@@ -634,19 +634,13 @@ END_TEST
 
 static Suite *brain_limits_suite(void)
 {
-	Suite *s = suite_create("brain_limits");
-	TCase *tc = tcase_create("limits");
+	TCase *tc = RV_TEST_TCASE("limits", 60, test_good_client_served_under_abuse,
+				  test_too_many_long_polls, test_body_memory_budget,
+				  test_chunked_too_large, test_body_framed_two_ways,
+				  test_concurrent_batches_share_commits,
+				  test_twin_batches_of_many_jobs_stored_once);
 	tcase_add_checked_fixture(tc, NULL, teardown);
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, test_good_client_served_under_abuse);
-	tcase_add_test(tc, test_too_many_long_polls);
-	tcase_add_test(tc, test_body_memory_budget);
-	tcase_add_test(tc, test_chunked_too_large);
-	tcase_add_test(tc, test_body_framed_two_ways);
-	tcase_add_test(tc, test_concurrent_batches_share_commits);
-	tcase_add_test(tc, test_twin_batches_of_many_jobs_stored_once);
-	suite_add_tcase(s, tc);
-	return s;
+	return rv_test_suite_new("brain_limits", tc, NULL);
 }
 
 RV_TEST_MAIN_PG(brain_limits_suite)

@@ -328,15 +328,11 @@ END_TEST
 
 static Suite *brain_restart_suite(void)
 {
-	Suite *s = suite_create("brain_restart");
-	TCase *tc = tcase_create("restart");
+	TCase *tc = RV_TEST_TCASE("restart", 120, sigterm_stops_cluster_and_restart_keeps_data,
+				  sigkill_mid_ingest_loses_no_acknowledged_write,
+				  postgres_killed_mid_ingest_is_restarted_and_loses_nothing);
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, sigterm_stops_cluster_and_restart_keeps_data);
-	tcase_add_test(tc, sigkill_mid_ingest_loses_no_acknowledged_write);
-	tcase_add_test(tc, postgres_killed_mid_ingest_is_restarted_and_loses_nothing);
-	suite_add_tcase(s, tc);
-	return s;
+	return rv_test_suite_new("brain_restart", tc, NULL);
 }
 
 RV_TEST_MAIN(brain_restart_suite)

@@ -413,16 +413,11 @@ END_TEST
 
 static Suite *master_nodereport_suite(void)
 {
-	Suite *s = suite_create("master_nodereport");
-	TCase *tc = tcase_create("core");
-	tcase_set_timeout(tc, 90);
+	TCase *tc = RV_TEST_TCASE("core", 90, test_usage_reaches_the_brain,
+				  test_usage_without_cgroups, test_kill9_reaches_the_brain,
+				  test_oom_reaches_the_brain);
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, test_usage_reaches_the_brain);
-	tcase_add_test(tc, test_usage_without_cgroups);
-	tcase_add_test(tc, test_kill9_reaches_the_brain);
-	tcase_add_test(tc, test_oom_reaches_the_brain);
-	suite_add_tcase(s, tc);
-	return s;
+	return rv_test_suite_new("master_nodereport", tc, NULL);
 }
 
 int main(int argc, char **argv)

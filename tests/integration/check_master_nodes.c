@@ -533,16 +533,11 @@ END_TEST
 
 static Suite *master_nodes_suite(void)
 {
-	Suite *s = suite_create("master_nodes");
-	TCase *tc = tcase_create("nodes");
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_node_kill9_relaunched_same_rank);
-	tcase_add_test(tc, test_node_always_fails);
-	tcase_add_test(tc, test_node_oom_relaunched_with_more_memory);
-	tcase_add_test(tc, test_master_kill9_nodes_relaunched);
-	tcase_add_test(tc, test_master_kill9_nodes_adopted);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("nodes", 120, test_node_kill9_relaunched_same_rank,
+				  test_node_always_fails, test_node_oom_relaunched_with_more_memory,
+				  test_master_kill9_nodes_relaunched,
+				  test_master_kill9_nodes_adopted);
+	return rv_test_suite_new("master_nodes", tc, NULL);
 }
 
 int main(int argc, char **argv)

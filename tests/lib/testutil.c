@@ -1,6 +1,7 @@
 /*
  * testutil.c: what the check suites share beyond RV_TEST_MAIN (testutil.h):
- * a test that cannot run here says so in one line tests/run.sh counts.
+ * a Suite built from a list of tests, and a test that cannot run here says
+ * so in one line tests/run.sh counts.
  *
  * Called from a test (check's forked child), never from a suite's parent
  * before the tests fork: under CI=true it fails the test.
@@ -38,4 +39,25 @@ void rv_test_skip(const char *fn, bool ci_installs, const char *fmt, ...)
 	fflush(stderr);
 	if (write(STDOUT_FILENO, line, (size_t)len) < 0)
 		perror("rv_test_skip");
+}
+
+TCase *rv_test_tcase_new(const char *name, double timeout_s, const TTest *const *tests, size_t n)
+{
+	TCase *tc = tcase_create(name);
+	if (timeout_s > 0)
+		tcase_set_timeout(tc, timeout_s);
+	for (size_t i = 0; i < n; i++)
+		tcase_add_test(tc, tests[i]);
+	return tc;
+}
+
+Suite *rv_test_suite_new(const char *name, TCase *tc, ...)
+{
+	Suite *s = suite_create(name);
+	va_list ap;
+	va_start(ap, tc);
+	for (; tc; tc = va_arg(ap, TCase *))
+		suite_add_tcase(s, tc);
+	va_end(ap);
+	return s;
 }

@@ -203,18 +203,11 @@ END_TEST
 
 static Suite *netcheck_suite(void)
 {
-	Suite *s = suite_create("netcheck");
-	TCase *tc = tcase_create("core");
-
-	tcase_set_timeout(tc, 10);
-	tcase_add_test(tc, test_round0_neighbours);
-	tcase_add_test(tc, test_round1_fastest_with_slowest);
-	tcase_add_test(tc, test_faulty_needs_two_failures);
-	tcase_add_test(tc, test_straggler_ratio);
-	tcase_add_test(tc, test_run_verdicts);
-	tcase_add_test(tc, test_run_silent_node_times_out);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("core", 10, test_round0_neighbours,
+				  test_round1_fastest_with_slowest, test_faulty_needs_two_failures,
+				  test_straggler_ratio, test_run_verdicts,
+				  test_run_silent_node_times_out);
+	return rv_test_suite_new("netcheck", tc, NULL);
 }
 
 RV_TEST_MAIN(netcheck_suite)
