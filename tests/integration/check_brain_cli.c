@@ -228,26 +228,15 @@ static int listening_port(const char *const *args)
 {
 	struct rv_proc p;
 	rv_test_cli_start(&p, "brain", args);
-	char buf[512];
-	size_t len = 0;
-	int port = -1;
-	int64_t until = rv_mono_ms() + 30000;
-	while (port < 0 && rv_mono_ms() < until && len < sizeof(buf) - 1) {
-		struct pollfd pf = { .fd = p.fd[1], .events = POLLIN };
-		if (poll(&pf, 1, 200) <= 0)
-			continue;
-		ssize_t k = read(p.fd[1], buf + len, sizeof(buf) - len - 1);
-		if (k <= 0)
-			break;
-		len += (size_t)k;
-		buf[len] = 0;
-		const char *l = strstr(buf, "listening on http://127.0.0.1:");
-		if (l && strchr(l, '\n'))
-			port = atoi(l + strlen("listening on http://127.0.0.1:"));
+	char addr[256];
+	int port = -1, st = -1;
+	int rc = rv_test_proc_listening(&p, 30000, addr, sizeof(addr), &st);
+	if (rc == 0 && !strncmp(addr, "127.0.0.1:", 10))
+		port = atoi(addr + 10);
+	if (rc != -ECHILD) {
+		rv_proc_kill(&p, SIGTERM);
+		ck_assert_int_eq(rv_proc_wait(&p, 20000, &st), 0);
 	}
-	int st = -1;
-	rv_proc_kill(&p, SIGTERM);
-	ck_assert_int_eq(rv_proc_wait(&p, 20000, &st), 0);
 	if (port < 0) {
 		char *e = rv_test_read_fd(p.fd[2]);
 		fprintf(stderr, "brain stderr:\n%s\n", e);

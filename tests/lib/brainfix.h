@@ -44,6 +44,12 @@ int rv_test_brain_start_fresh(struct rv_test_brain *b, int migrate, char *connin
 /* SIGTERM (or sig) then wait up to timeout_s, then SIGKILL; returns the wait
  * status, -ETIMEDOUT when it had to be killed, or -ESRCH when not running. */
 int rv_test_brain_stop(struct rv_test_brain *b, int sig, int timeout_s);
+/* Read the stdout pipe (fd[1]) of p, a daemon just spawned, for at most
+ * timeout_ms until its "listening on http://HOST:PORT" line: 0 with HOST:PORT
+ * in addr (that pipe then closed), -ECHILD once p exited first (reaped,
+ * *status its wait status; status may be NULL) or -ETIMEDOUT (p left
+ * running).  The brain, the master and the monitor print that line. */
+int rv_test_proc_listening(struct rv_proc *p, int timeout_ms, char *addr, size_t size, int *status);
 
 struct rv_test_reply {
 	long status;
