@@ -847,8 +847,18 @@ static Suite *warm_suite(void)
 	setenv("OMP_NUM_THREADS", "1", 1);
 	torch_missing = no_torch();
 	if (torch_missing)
-		return rv_test_suite_new("warm", RV_TEST_TCASE("warm", 120, test_warm_needs_torch), NULL);
-	TCase *tc = RV_TEST_TCASE("warm", 120, test_start_failures_say_why, test_pool_stopped_by_fork_handler, test_jemalloc_background_thread, test_worker_sees_its_argv_env_cwd_path, test_same_as_a_fresh_python, test_output_whole_even_when_killed, test_exit_codes_signals_tracebacks, test_random_state_differs, test_twenty_spawns_one_thread, test_refusals_keep_it_usable, test_dead_interpreter_fails_cleanly, test_silent_interpreter_times_out, test_workers_die_with_the_agent, test_gloo_all_reduce_between_warm_workers);
+		return rv_test_suite_new("warm", RV_TEST_TCASE("warm", 120, test_warm_needs_torch),
+					 NULL);
+	TCase *tc =
+		RV_TEST_TCASE("warm", 120, test_start_failures_say_why,
+			      test_pool_stopped_by_fork_handler, test_jemalloc_background_thread,
+			      test_worker_sees_its_argv_env_cwd_path, test_same_as_a_fresh_python,
+			      test_output_whole_even_when_killed,
+			      test_exit_codes_signals_tracebacks, test_random_state_differs,
+			      test_twenty_spawns_one_thread, test_refusals_keep_it_usable,
+			      test_dead_interpreter_fails_cleanly,
+			      test_silent_interpreter_times_out, test_workers_die_with_the_agent,
+			      test_gloo_all_reduce_between_warm_workers);
 	tcase_add_checked_fixture(tc, setup, teardown);
 	return rv_test_suite_new("warm", tc, NULL);
 }

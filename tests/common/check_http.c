@@ -1040,10 +1040,22 @@ END_TEST
 
 static Suite *http_suite(void)
 {
-	TCase *tc = RV_TEST_TCASE("server+client", 20, test_route_params, test_query_and_header, test_not_found_and_method, test_body_limit, test_endless_chunked_body, test_auth, test_handler_errno, test_keepalive, test_concurrent, test_long_poll_does_not_block, test_client_timeout, test_connection_refused, test_metrics, test_garbage, test_head_limits_json, test_connection_limit, test_address_in_use, test_ipv6, test_stop_while_handler_blocks, test_defer_needs_pool);
+	TCase *tc = RV_TEST_TCASE("server+client", 20, test_route_params, test_query_and_header,
+				  test_not_found_and_method, test_body_limit,
+				  test_endless_chunked_body, test_auth, test_handler_errno,
+				  test_keepalive, test_concurrent, test_long_poll_does_not_block,
+				  test_client_timeout, test_connection_refused, test_metrics,
+				  test_garbage, test_head_limits_json, test_connection_limit,
+				  test_address_in_use, test_ipv6, test_stop_while_handler_blocks,
+				  test_defer_needs_pool);
 	tcase_add_checked_fixture(tc, setup, teardown);
 	/* The same server on a pool of epoll threads. */
-	TCase *tp = RV_TEST_TCASE("pool", 20, test_route_params, test_query_and_header, test_not_found_and_method, test_body_limit, test_endless_chunked_body, test_auth, test_handler_errno, test_keepalive, test_concurrent, test_metrics, test_garbage, test_head_limits_json, test_pool_deferred_do_not_block, test_pool_complete_at_once, test_stop_while_handler_blocks);
+	TCase *tp = RV_TEST_TCASE("pool", 20, test_route_params, test_query_and_header,
+				  test_not_found_and_method, test_body_limit,
+				  test_endless_chunked_body, test_auth, test_handler_errno,
+				  test_keepalive, test_concurrent, test_metrics, test_garbage,
+				  test_head_limits_json, test_pool_deferred_do_not_block,
+				  test_pool_complete_at_once, test_stop_while_handler_blocks);
 	tcase_add_checked_fixture(tp, setup_pool, teardown);
 	return rv_test_suite_new("http", tc, tp, NULL);
 }

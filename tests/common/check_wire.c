@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "cleanup.h"
 #include "json.h"
 #include "brainfix.h"
 #include "testutil.h"
@@ -1823,18 +1824,31 @@ END_TEST
 
 static Suite *wire_suite(void)
 {
-	TCase *tc_spec = RV_TEST_TCASE("spec", 20, test_enum_names, test_spec_design_example, test_spec_defaults, test_spec_resource_forms, test_spec_round_trip, test_spec_template_resources, test_spec_template_bad, test_spec_to_json_shape, test_spec_release_on_late_error, test_spec_duplicate_role, test_spec_labels_verbatim, test_spec_huge_strings, test_spec_limits);
+	TCase *tc_spec = RV_TEST_TCASE("spec", 20, test_enum_names, test_spec_design_example,
+				       test_spec_defaults, test_spec_resource_forms,
+				       test_spec_round_trip, test_spec_template_resources,
+				       test_spec_template_bad, test_spec_to_json_shape,
+				       test_spec_release_on_late_error, test_spec_duplicate_role,
+				       test_spec_labels_verbatim, test_spec_huge_strings,
+				       test_spec_limits);
 	tcase_add_loop_test(tc_spec, test_spec_bad, 0, (int)RV_ARRAY_SIZE(bad_specs));
-	TCase *tc_metrics = RV_TEST_TCASE("metrics", 30, test_metrics_valid, test_metrics_round_trip, test_metrics_bad_sample_in_middle, test_metrics_batch_size);
+	TCase *tc_metrics =
+		RV_TEST_TCASE("metrics", 30, test_metrics_valid, test_metrics_round_trip,
+			      test_metrics_bad_sample_in_middle, test_metrics_batch_size);
 	tcase_add_loop_test(tc_metrics, test_metrics_bad, 0, (int)RV_ARRAY_SIZE(bad_batches));
 	TCase *tc_event = RV_TEST_TCASE("event", 20, test_event_valid, test_event_long_reason);
 	tcase_add_loop_test(tc_event, test_event_bad, 0, (int)RV_ARRAY_SIZE(bad_events));
-	TCase *tc_plan = RV_TEST_TCASE("plan", 20, test_plan_design_example, test_plan_round_trip_and_shape, test_plan_too_many_nodes);
+	TCase *tc_plan = RV_TEST_TCASE("plan", 20, test_plan_design_example,
+				       test_plan_round_trip_and_shape, test_plan_too_many_nodes);
 	tcase_add_loop_test(tc_plan, test_plan_bad, 0, (int)RV_ARRAY_SIZE(bad_plans));
-	TCase *tc_cluster = RV_TEST_TCASE("cluster", 30, test_cluster_valid_round_trip, test_cluster_limits, test_hostile_text, test_to_json_out_of_memory);
+	TCase *tc_cluster = RV_TEST_TCASE("cluster", 30, test_cluster_valid_round_trip,
+					  test_cluster_limits, test_hostile_text,
+					  test_to_json_out_of_memory);
 	tcase_add_loop_test(tc_cluster, test_cluster_bad, 0, (int)RV_ARRAY_SIZE(bad_reports));
-	TCase *tc_tables = RV_TEST_TCASE("tables", 20, test_table_fields_are_parsed, test_table_fields_are_written, test_ids);
-	return rv_test_suite_new("wire", tc_spec, tc_metrics, tc_event, tc_plan, tc_cluster, tc_tables, NULL);
+	TCase *tc_tables = RV_TEST_TCASE("tables", 20, test_table_fields_are_parsed,
+					 test_table_fields_are_written, test_ids);
+	return rv_test_suite_new("wire", tc_spec, tc_metrics, tc_event, tc_plan, tc_cluster,
+				 tc_tables, NULL);
 }
 
 RV_TEST_MAIN(wire_suite)

@@ -745,7 +745,10 @@ END_TEST
 
 static Suite *monitor_suite(void)
 {
-	TCase *tc = RV_TEST_TCASE("monitor", 90, test_cli, test_reports_this_host, test_gpus_from_gpuinfo, test_brain_down_then_up, test_buffer_is_bounded, test_resent_report_stored_once, test_kill9_mid_report_and_restart);
+	TCase *tc = RV_TEST_TCASE("monitor", 90, test_cli, test_reports_this_host,
+				  test_gpus_from_gpuinfo, test_brain_down_then_up,
+				  test_buffer_is_bounded, test_resent_report_stored_once,
+				  test_kill9_mid_report_and_restart);
 	tcase_add_loop_test(tc, test_k8s_jobs_from_pod_cgroups, 0, 2);
 	tcase_add_checked_fixture(tc, NULL, teardown);
 	return rv_test_suite_new("monitor", tc, NULL);

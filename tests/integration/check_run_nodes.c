@@ -615,10 +615,16 @@ static void nodes_netns_down(void)
 
 static Suite *run_nodes_suite(void)
 {
-	TCase *tc = RV_TEST_TCASE("core", 300, test_two_nodes_kill_on_node1, test_two_nodes_kill_on_store_host, test_three_nodes_kill_on_node2, test_three_nodes_kill_on_store_host);
-	TCase *ts = RV_TEST_TCASE("spares", 300, test_spare_replaces_lost_node, test_network_check_store_ready, test_no_spare_shrinks_and_grows);
+	TCase *tc = RV_TEST_TCASE("core", 300, test_two_nodes_kill_on_node1,
+				  test_two_nodes_kill_on_store_host, test_three_nodes_kill_on_node2,
+				  test_three_nodes_kill_on_store_host);
+	TCase *ts = RV_TEST_TCASE("spares", 300, test_spare_replaces_lost_node,
+				  test_network_check_store_ready, test_no_spare_shrinks_and_grows);
 	TCase *th = RV_TEST_TCASE("hang", 300, test_hang_check_quiet_node);
-	TCase *tn = RV_TEST_TCASE("netns", 300, test_netns_two_nodes_kill_on_node1, test_netns_two_nodes_kill_on_store_host, test_netns_three_nodes_kill_on_store_host, test_netns_spare_replaces_lost_node);
+	TCase *tn = RV_TEST_TCASE("netns", 300, test_netns_two_nodes_kill_on_node1,
+				  test_netns_two_nodes_kill_on_store_host,
+				  test_netns_three_nodes_kill_on_store_host,
+				  test_netns_spare_replaces_lost_node);
 	tcase_add_unchecked_fixture(tn, nodes_netns_up, nodes_netns_down);
 	/* its own case: a relayed link (no sch_netem) goes with the test */
 	TCase *td = RV_TEST_TCASE("netns_delay", 300, test_netns_delay_kill_on_node1);

@@ -1048,7 +1048,16 @@ END_TEST
 
 static Suite *journal_suite(void)
 {
-	TCase *tc = RV_TEST_TCASE("journal", 60, test_replay_in_order, test_bad_calls, test_sync_timeout, test_snapshot_then_records, test_crash_before_snapshot_rename, test_crash_after_snapshot_rename, test_snapshot_missing, test_snapshot_without_fresh_journal, test_torn_tail_every_offset, test_torn_tail_flipped_byte, test_corrupt_middle, test_damage_in_last_batch, test_callback_error, test_short_write, test_room_reopen_and_append, test_room_torn_tail, test_room_torn_batch_overwritten, test_room_corrupt_middle, test_room_snapshot, test_kill9_acknowledged_durable);
+	TCase *tc = RV_TEST_TCASE("journal", 60, test_replay_in_order, test_bad_calls,
+				  test_sync_timeout, test_snapshot_then_records,
+				  test_crash_before_snapshot_rename,
+				  test_crash_after_snapshot_rename, test_snapshot_missing,
+				  test_snapshot_without_fresh_journal, test_torn_tail_every_offset,
+				  test_torn_tail_flipped_byte, test_corrupt_middle,
+				  test_damage_in_last_batch, test_callback_error, test_short_write,
+				  test_room_reopen_and_append, test_room_torn_tail,
+				  test_room_torn_batch_overwritten, test_room_corrupt_middle,
+				  test_room_snapshot, test_kill9_acknowledged_durable);
 	tcase_add_loop_test(tc, test_group_commit, 0, 2);
 	tcase_add_checked_fixture(tc, setup, teardown);
 	return rv_test_suite_new("journal", tc, NULL);
