@@ -583,19 +583,7 @@ static struct {
 
 static void standin_stop(void)
 {
-	if (sti.proc.pid > 0) {
-		rv_proc_kill(&sti.proc, SIGTERM);
-		if (rv_proc_wait(&sti.proc, 10000, NULL) == -ETIMEDOUT) {
-			rv_proc_kill(&sti.proc, SIGKILL);
-			rv_proc_wait(&sti.proc, -1, NULL);
-		}
-		rv_proc_release(&sti.proc);
-	}
-	if (sti.dir[0]) {
-		const char *argv[] = { "rm", "-rf", sti.dir, NULL };
-		struct rv_proc_opts o = { .argv = argv };
-		rv_proc_run(&o, 20000, NULL, NULL);
-	}
+	rv_test_standin_stop(&sti.proc, sti.dir);
 	memset(&sti, 0, sizeof(sti));
 }
 
