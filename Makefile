@@ -295,7 +295,7 @@ BENCH_C := $(wildcard tests/bench/*.c)
 BENCH_BINS := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_C))
 $(B)/bench/%: $(B)/obj/tests/bench/%.o $(LIB_TEST) $(DAEMON_LIBS) $(LIB_TRAINER) $(LIB_PG) \
         $(LIBS_BELOW)
-	$(call link,$(PG_LIBS) $(SYS_LIBS) $(GSL_LIBS))
+	$(call link,$(PG_LIBS) $(SYS_LIBS) $(GSL_LIBS) $(CHECK_LIBS))
 
 # ---- fuzzing: libFuzzer harnesses tests/fuzz/fuzz_<name>.c (clang) ----
 # Each is built with clang -fsanitize=fuzzer,address,undefined together with

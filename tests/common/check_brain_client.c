@@ -70,15 +70,8 @@ static void teardown(void)
 
 static long sql_count(const char *sql)
 {
-	PGconn *c = PQconnectdb(conninfo);
-	ck_assert_int_eq(PQstatus(c), CONNECTION_OK);
-	PGresult *r = PQexecParams(c, sql, 0, NULL, NULL, NULL, NULL, 0);
-	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK || PQresultStatus(r) == PGRES_COMMAND_OK,
-		      "%s: %s", sql, PQerrorMessage(c));
-	long n = PQntuples(r) > 0 ? atol(PQgetvalue(r, 0, 0)) : 0;
-	PQclear(r);
-	PQfinish(c);
-	return n;
+	char v[64];
+	return atol(rv_test_sql_value(conninfo, sql, v, sizeof(v)));
 }
 
 static void spec_of(struct rv_job_spec *spec)

@@ -40,17 +40,7 @@ static void teardown(void)
 static const char *query1(const char *conninfo, const char *sql)
 {
 	static char val[256];
-	PGconn *c = PQconnectdb(conninfo);
-	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "connect: %s", PQerrorMessage(c));
-	PGresult *r = PQexecParams(c, sql, 0, NULL, NULL, NULL, NULL, 0);
-	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK || PQresultStatus(r) == PGRES_COMMAND_OK,
-		      "%s: %s", sql, PQerrorMessage(c));
-	val[0] = '\0';
-	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0)
-		snprintf(val, sizeof(val), "%s", PQgetvalue(r, 0, 0));
-	PQclear(r);
-	PQfinish(c);
-	return val;
+	return rv_test_sql_value(conninfo, sql, val, sizeof(val));
 }
 
 START_TEST(start_fresh_folder_creates_cluster)

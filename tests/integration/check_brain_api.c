@@ -40,14 +40,8 @@ static void teardown(void)
 
 static long count_rows(const char *sql)
 {
-	PGconn *c = PQconnectdb(conninfo);
-	ck_assert_int_eq(PQstatus(c), CONNECTION_OK);
-	PGresult *r = PQexecParams(c, sql, 0, NULL, NULL, NULL, NULL, 0);
-	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
-	long n = atol(PQgetvalue(r, 0, 0));
-	PQclear(r);
-	PQfinish(c);
-	return n;
+	char v[64];
+	return atol(rv_test_sql_value(conninfo, sql, v, sizeof(v)));
 }
 
 static char *job_doc(const char *name, const char *extra_spec)
@@ -68,12 +62,8 @@ static const char *register_job(const char *name)
 {
 	static char uid[64];
 	char *doc = job_doc(name, NULL);
-	struct rv_test_reply r;
-	ck_assert_int_eq(rv_test_http(&brain, "POST", "/v1/jobs", doc, NULL, &r), 0);
+	rv_test_brain_register(&brain, doc, uid, sizeof(uid));
 	free(doc);
-	ck_assert_msg(r.status == 201, "status %ld body %s", r.status, r.body);
-	snprintf(uid, sizeof(uid), "%s", rv_test_json_str(r.json, "uid"));
-	rv_test_reply_release(&r);
 	return uid;
 }
 

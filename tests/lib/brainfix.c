@@ -5,6 +5,7 @@
  */
 #include "brainfix.h"
 
+#include <check.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <fcntl.h>
@@ -304,6 +305,27 @@ long rv_test_brain_running_plan(const struct rv_test_brain *b, const char *uid, 
 	}
 	rv_test_reply_release(&r);
 	return status;
+}
+
+void rv_test_brain_register(const struct rv_test_brain *b, const char *doc, char *uid, size_t size)
+{
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(b, "POST", "/v1/jobs", doc, NULL, &r), 0);
+	ck_assert_msg(r.status == 201, "status %ld body %s", r.status, r.body);
+	snprintf(uid, size, "%s", rv_test_json_str(r.json, "uid"));
+	rv_test_reply_release(&r);
+}
+
+double rv_test_brain_job_num(const struct rv_test_brain *b, const char *uid, const char *key)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/jobs/%s", uid);
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(b, "GET", path, NULL, NULL, &r), 0);
+	ck_assert_msg(r.status == 200, "status %ld body %s", r.status, r.body);
+	double n = rv_test_json_num(r.json, key, -1);
+	rv_test_reply_release(&r);
+	return n;
 }
 
 long rv_test_brain_post_batch(const struct rv_test_brain *b, const char *uid, struct rv_buf *batch)

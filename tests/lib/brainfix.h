@@ -61,6 +61,12 @@ struct rv_test_reply {
 int rv_test_http(const struct rv_test_brain *b, const char *method, const char *path,
 		 const char *body, const char *token, struct rv_test_reply *out);
 void rv_test_reply_release(struct rv_test_reply *r);
+/* POST the job document doc to /v1/jobs; its uid into uid.  Called from a
+ * test: a status other than 201 fails it. */
+void rv_test_brain_register(const struct rv_test_brain *b, const char *doc, char *uid, size_t size);
+/* The number at the dotted path key of GET /v1/jobs/<uid> (-1 when none).
+ * Called from a test: a status other than 200 fails it. */
+double rv_test_brain_job_num(const struct rv_test_brain *b, const char *uid, const char *key);
 struct rv_buf;
 /* Close a metrics batch begun with {"samples":[ and post it to job uid;
  * batch is released.  The HTTP status (a body other than 200's is printed
