@@ -104,14 +104,7 @@ static int simulated_agent_main(const struct sim_opts *o)
 	int oom = rv_test_sim_oom(o->oom_below);
 	if (oom)
 		return oom;
-	char url[200];
-	snprintf(url, sizeof(url), "http://%s", addr);
-	struct rv_master_opts co = { .url = url,
-				     .max_attempts = 400,
-				     .backoff_ms = 10,
-				     .backoff_max_ms = 200,
-				     .retry_budget_ms = 60000 };
-	struct rv_master_client *c = rv_master_client_new(&co, NULL);
+	struct rv_master_client *c = rv_test_agent_client(addr, 400, 60000);
 	if (!c)
 		return 2;
 	int64_t worker = sim_join(c, name, o);

@@ -210,6 +210,18 @@ struct rv_master_client *rv_test_master_client(const struct rv_test_master *m)
 	return rv_master_client_new(&o, NULL);
 }
 
+struct rv_master_client *rv_test_agent_client(const char *addr, int max_attempts, int budget_ms)
+{
+	char url[200];
+	snprintf(url, sizeof(url), "http://%s", addr);
+	struct rv_master_opts o = { .url = url,
+				    .max_attempts = max_attempts,
+				    .backoff_ms = 10,
+				    .backoff_max_ms = 200,
+				    .retry_budget_ms = budget_ms };
+	return rv_master_client_new(&o, NULL);
+}
+
 void *rv_test_shard_worker_main(void *arg)
 {
 	struct rv_test_shard_worker *w = arg;
