@@ -544,14 +544,6 @@ static void write_file(const char *name, const char *text)
 	fclose(f);
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static void mig_setup(void)
 {
 	snprintf(migdir, sizeof(migdir), "/tmp/rover-check-mig-XXXXXX");
@@ -568,7 +560,7 @@ static void mig_setup(void)
 
 static void mig_teardown(void)
 {
-	nftw(migdir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+	rv_test_rm_rf(migdir);
 }
 
 static PGconn *connect_db(void)

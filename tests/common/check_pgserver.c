@@ -16,14 +16,6 @@
 
 static char tmpdir[64];
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static void setup(void)
 {
 	setenv("ROVER_PG_NOSYNC", "1", 1);
@@ -33,7 +25,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	rv_test_rm_rf(tmpdir);
 }
 
 /* Run sql on conninfo, return the first value of the first row (static buffer). */

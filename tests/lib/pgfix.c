@@ -24,6 +24,7 @@
 #include "db.h"
 #include "pgserver.h"
 #include "proc.h"
+#include "testutil.h"
 
 static struct rv_pgserver pg_srv;
 static char pg_tmpdir[64];
@@ -65,19 +66,10 @@ static int conninfo_with_db(const char *base, const char *dbname, char *out, siz
 	return 0;
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
 static void remove_tmpdir(void)
 {
 	if (pg_tmpdir[0])
-		nftw(pg_tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+		rv_test_rm_rf(pg_tmpdir);
 	pg_tmpdir[0] = '\0';
 }
 

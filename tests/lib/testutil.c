@@ -1,11 +1,13 @@
 /*
  * testutil.c: what the check suites share beyond RV_TEST_MAIN (testutil.h):
- * a Suite built from a list of tests, and a test that cannot run here says
- * so in one line tests/run.sh counts.
+ * a Suite built from a list of tests, a test that cannot run here saying
+ * so in one line tests/run.sh counts, and the small tools of tests and
+ * benchmarks alike (rm -rf, a median).
  *
  * Called from a test (check's forked child), never from a suite's parent
  * before the tests fork: under CI=true it fails the test.
  */
+#include <ftw.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,4 +62,36 @@ Suite *rv_test_suite_new(const char *name, TCase *tc, ...)
 		suite_add_tcase(s, tc);
 	va_end(ap);
 	return s;
+}
+
+static int testutil_rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+void rv_test_rm_rf(const char *dir)
+{
+	nftw(dir, testutil_rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static int testutil_cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+double rv_test_median(const double *v, int n)
+{
+	double *s = n > 0 ? malloc((size_t)n * sizeof(*s)) : NULL;
+	if (!s)
+		return 0;
+	memcpy(s, v, (size_t)n * sizeof(*s));
+	qsort(s, (size_t)n, sizeof(*s), testutil_cmp_double);
+	double m = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+	free(s);
+	return m;
 }

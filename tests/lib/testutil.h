@@ -30,6 +30,12 @@ void rv_test_skip(const char *fn, bool ci_installs, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 #define RV_TEST_SKIP(ci_installs, ...) rv_test_skip(__func__, ci_installs, __VA_ARGS__)
 
+/* Remove dir and all below it, as much of it as can be (rm -rf). */
+void rv_test_rm_rf(const char *dir);
+
+/* The median of the n values of v (v is left as it was). */
+double rv_test_median(const double *v, int n);
+
 /* A new TCase named name, its timeout timeout_s seconds (check's default
  * when 0), holding the n tests of tests in order.  Owned by the Suite it is
  * added to.  RV_TEST_TCASE(name, timeout_s, test, ...) lists them inline. */

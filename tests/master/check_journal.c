@@ -33,15 +33,6 @@
 
 static char tmp[64];
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
-{
-	(void)sb;
-	(void)flag;
-	(void)f;
-	remove(p);
-	return 0;
-}
-
 static void setup(void)
 {
 	snprintf(tmp, sizeof(tmp), "/tmp/rv-journal-XXXXXX");
@@ -50,7 +41,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	nftw(tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	rv_test_rm_rf(tmp);
 }
 
 static char *path_in(const char *name)
