@@ -151,7 +151,7 @@ END_TEST
 static Suite *ckpt_suite(void)
 {
 	TCase *tc = RV_TEST_TCASE("persister", 60, test_step_let_go_once_the_missing_rank_moved_on);
-	return rv_test_suite_new("ckpt", tc, NULL);
+	return RV_TEST_SUITE("ckpt", tc);
 }
 
 RV_TEST_MAIN(ckpt_suite)

@@ -365,7 +365,7 @@ static Suite *flags_suite(void)
 				  test_unique_prefixes, test_pet_environment,
 				  test_standalone_drops_endpoint, test_local_ranks_filter,
 				  test_help_names_every_flag);
-	return rv_test_suite_new("flags", tc, NULL);
+	return RV_TEST_SUITE("flags", tc);
 }
 
 RV_TEST_MAIN(flags_suite)

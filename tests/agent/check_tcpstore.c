@@ -314,7 +314,7 @@ static Suite *tcpstore_suite(void)
 {
 	TCase *tc = RV_TEST_TCASE("core", 600, test_torch113_queries, test_env_init_agent_store,
 				  test_torch2_protocol, test_rounds_do_not_share_keys);
-	return rv_test_suite_new("tcpstore", tc, NULL);
+	return RV_TEST_SUITE("tcpstore", tc);
 }
 
 RV_TEST_MAIN(tcpstore_suite)

@@ -130,7 +130,7 @@ static Suite *usage_suite(void)
 {
 	TCase *tc = RV_TEST_TCASE("core", 20, test_tree_counts_a_busy_child,
 				  test_cgroup_v2_quota_on_a_parent, test_cgroup_v1_cpu_hierarchy);
-	return rv_test_suite_new("usage", tc, NULL);
+	return RV_TEST_SUITE("usage", tc);
 }
 
 RV_TEST_MAIN(usage_suite)

@@ -847,8 +847,7 @@ static Suite *warm_suite(void)
 	setenv("OMP_NUM_THREADS", "1", 1);
 	torch_missing = no_torch();
 	if (torch_missing)
-		return rv_test_suite_new("warm", RV_TEST_TCASE("warm", 120, test_warm_needs_torch),
-					 NULL);
+		return RV_TEST_SUITE("warm", RV_TEST_TCASE("warm", 120, test_warm_needs_torch));
 	TCase *tc =
 		RV_TEST_TCASE("warm", 120, test_start_failures_say_why,
 			      test_pool_stopped_by_fork_handler, test_jemalloc_background_thread,
@@ -860,7 +859,7 @@ static Suite *warm_suite(void)
 			      test_silent_interpreter_times_out, test_workers_die_with_the_agent,
 			      test_gloo_all_reduce_between_warm_workers);
 	tcase_add_checked_fixture(tc, setup, teardown);
-	return rv_test_suite_new("warm", tc, NULL);
+	return RV_TEST_SUITE("warm", tc);
 }
 
 RV_TEST_MAIN(warm_suite)

@@ -218,7 +218,7 @@ static Suite *confidence_suite(void)
 				  test_large_moves_confident,
 				  test_best_measured_is_cheapest_on_line);
 	tcase_add_checked_fixture(tc, setup, NULL);
-	return rv_test_suite_new("confidence", tc, NULL);
+	return RV_TEST_SUITE("confidence", tc);
 }
 
 RV_TEST_MAIN(confidence_suite)

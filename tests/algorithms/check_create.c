@@ -261,7 +261,7 @@ static Suite *create_suite(void)
 				  test_allreduce_memory_at_least_state,
 				  test_default_without_history, test_limits_and_free_capacity);
 	tcase_add_checked_fixture(tc, setup, NULL);
-	return rv_test_suite_new("create", tc, NULL);
+	return RV_TEST_SUITE("create", tc);
 }
 
 RV_TEST_MAIN(create_suite)

@@ -187,7 +187,7 @@ static Suite *fit_suite(void)
 				  test_nonnegative_when_unconstrained_goes_negative,
 				  test_rel_err_is_relative_to_prediction, test_bad_input,
 				  test_single_config_not_trusted);
-	return rv_test_suite_new("fit", tc, NULL);
+	return RV_TEST_SUITE("fit", tc);
 }
 
 RV_TEST_MAIN(fit_suite)

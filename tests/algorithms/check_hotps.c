@@ -148,7 +148,7 @@ static Suite *hotps_suite(void)
 				  test_outlier_below_util_not_hot, test_all_saturated_grow,
 				  test_uses_latest_samples, test_free_capacity_bounds_migration);
 	tcase_add_checked_fixture(tc, setup, NULL);
-	return rv_test_suite_new("hotps", tc, NULL);
+	return RV_TEST_SUITE("hotps", tc);
 }
 
 RV_TEST_MAIN(hotps_suite)

@@ -100,7 +100,7 @@ static Suite *oom_suite(void)
 	gsl_set_error_handler_off();
 	TCase *tc = RV_TEST_TCASE("core", 10, test_steps_grow, test_peak_and_cap, test_plan_oom);
 	tcase_add_checked_fixture(tc, setup, NULL);
-	return rv_test_suite_new("oom", tc, NULL);
+	return RV_TEST_SUITE("oom", tc);
 }
 
 RV_TEST_MAIN(oom_suite)

@@ -1164,7 +1164,7 @@ static Suite *plan_suite(void)
 		test_uncertain_ps_move_kept, test_unexplained_fit_returns_to_best_measured,
 		test_third_config_moves_ps, test_ps_mem_follows_fit, test_fewer_ps_fit_a_node);
 	tcase_add_checked_fixture(tc, setup, NULL);
-	return rv_test_suite_new("plan", tc, NULL);
+	return RV_TEST_SUITE("plan", tc);
 }
 
 RV_TEST_MAIN(plan_suite)

@@ -1173,7 +1173,7 @@ static Suite *policy_suite(void)
 		test_ps_mem_fit, test_names, test_algorithm_ids, test_model_flips,
 		test_create_explicit_asks_win);
 	tcase_add_checked_fixture(tc, setup, NULL);
-	return rv_test_suite_new("policy", tc, NULL);
+	return RV_TEST_SUITE("policy", tc);
 }
 
 RV_TEST_MAIN(policy_suite)

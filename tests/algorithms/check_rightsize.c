@@ -722,7 +722,7 @@ static Suite *rightsize_suite(void)
 		test_ended_rise_trimmed_after_recent_growth, test_slowing_rise_not_trimmed,
 		test_paused_rise_not_ended, test_short_history_rise_not_ended);
 	tcase_add_checked_fixture(tc, setup, NULL);
-	return rv_test_suite_new("rightsize", tc, NULL);
+	return RV_TEST_SUITE("rightsize", tc);
 }
 
 RV_TEST_MAIN(rightsize_suite)

@@ -151,7 +151,7 @@ static Suite *straggler_suite(void)
 	TCase *tc = RV_TEST_TCASE("core", 10, test_named, test_uniform_none,
 				  test_single_slow_step_ignored, test_ratio_required, test_share);
 	tcase_add_checked_fixture(tc, setup, NULL);
-	return rv_test_suite_new("straggler", tc, NULL);
+	return RV_TEST_SUITE("straggler", tc);
 }
 
 RV_TEST_MAIN(straggler_suite)

@@ -771,7 +771,7 @@ static Suite *workers_suite(void)
 		test_hold_band_from_knee_speed, test_hold_not_short_of_unmeasured_knee,
 		test_ps_beyond_data_within_uncertainty_fewer);
 	tcase_add_checked_fixture(tc, setup, NULL);
-	return rv_test_suite_new("workers", tc, NULL);
+	return RV_TEST_SUITE("workers", tc);
 }
 
 RV_TEST_MAIN(workers_suite)

@@ -167,7 +167,7 @@ static Suite *store_suite(void)
 {
 	TCase *tc = RV_TEST_TCASE("planner", 60, pass_commits_over_a_batch_stored_meanwhile,
 				  planned_time_starts_at_zero_and_never_goes_back);
-	return rv_test_suite_new("brain_store", tc, NULL);
+	return RV_TEST_SUITE("brain_store", tc);
 }
 
 RV_TEST_MAIN_PG(store_suite)

@@ -485,7 +485,7 @@ static Suite *brain_client_suite(void)
 				  retry_across_a_brain_restart);
 	tcase_add_checked_fixture(tc, setup, teardown);
 	TCase *tn = RV_TEST_TCASE("silent", 30, timeout_against_a_socket_that_never_answers);
-	return rv_test_suite_new("brain_client", tc, tn, NULL);
+	return RV_TEST_SUITE("brain_client", tc, tn);
 }
 
 RV_TEST_MAIN_PG(brain_client_suite)

@@ -216,7 +216,7 @@ static Suite *buf_suite(void)
 				  test_append_binary_and_empty, test_printf, test_printf_large,
 				  test_pg_array_escaping, test_steal, test_failed_buffer,
 				  test_truncate_to_mark, test_reserve);
-	return rv_test_suite_new("buf", tc, NULL);
+	return RV_TEST_SUITE("buf", tc);
 }
 
 RV_TEST_MAIN(buf_suite)

@@ -424,7 +424,7 @@ static Suite *cfg_suite(void)
 		RV_TEST_TCASE("output", 10, test_help_and_conf_text, test_effective_masks_secret,
 			      test_effective_empty_secret_shown_empty, test_effective_logs_nothing);
 	tcase_add_checked_fixture(tc_output, NULL, teardown);
-	return rv_test_suite_new("cfg", tc_load, tc_output, NULL);
+	return RV_TEST_SUITE("cfg", tc_load, tc_output);
 }
 
 RV_TEST_MAIN(cfg_suite)

@@ -203,7 +203,7 @@ static Suite *ckslot_suite(void)
 {
 	TCase *tc = RV_TEST_TCASE("core", 0, test_crc32c_check_value, test_copy_committed,
 				  test_refused, test_overwritten_during_copy, test_manifest);
-	return rv_test_suite_new("ckslot", tc, NULL);
+	return RV_TEST_SUITE("ckslot", tc);
 }
 
 RV_TEST_MAIN(ckslot_suite)

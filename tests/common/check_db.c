@@ -728,7 +728,7 @@ static Suite *db_suite(void)
 			      migrate_changed_file_is_an_error, migrate_failing_file_is_rolled_back,
 			      migrate_concurrent_applies_once, fresh_db_isolated_and_migrated);
 	tcase_add_checked_fixture(tc_migrate, mig_setup, mig_teardown);
-	return rv_test_suite_new("db", tc_exec, tc_pool, tc_migrate, NULL);
+	return RV_TEST_SUITE("db", tc_exec, tc_pool, tc_migrate);
 }
 
 RV_TEST_MAIN_PG(db_suite)

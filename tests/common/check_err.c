@@ -95,7 +95,7 @@ END_TEST
 static Suite *err_suite(void)
 {
 	TCase *tc = RV_TEST_TCASE("err", 10, test_errno_to_http, test_err_set, test_err_truncates);
-	return rv_test_suite_new("err", tc, NULL);
+	return RV_TEST_SUITE("err", tc);
 }
 
 RV_TEST_MAIN(err_suite)

@@ -124,7 +124,7 @@ static Suite *gpu_suite(void)
 {
 	TCase *tc = RV_TEST_TCASE("probe", 30, test_probe_real_binary, test_parse_gpu_host,
 				  test_parse_refuses_garbage, test_probe_hang_times_out);
-	return rv_test_suite_new("gpu", tc, NULL);
+	return RV_TEST_SUITE("gpu", tc);
 }
 
 int main(void)

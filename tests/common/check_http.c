@@ -1057,7 +1057,7 @@ static Suite *http_suite(void)
 				  test_head_limits_json, test_pool_deferred_do_not_block,
 				  test_pool_complete_at_once, test_stop_while_handler_blocks);
 	tcase_add_checked_fixture(tp, setup_pool, teardown);
-	return rv_test_suite_new("http", tc, tp, NULL);
+	return RV_TEST_SUITE("http", tc, tp);
 }
 
 RV_TEST_MAIN(http_suite)

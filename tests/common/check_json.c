@@ -592,7 +592,7 @@ static Suite *json_suite(void)
 	TCase *tc_getters = RV_TEST_TCASE("getters", 10, test_path, test_get_string, test_get_int,
 					  test_get_nan_inf, test_get_double, test_get_bool,
 					  test_get_object_array);
-	return rv_test_suite_new("json", tc_parse, tc_getters, NULL);
+	return RV_TEST_SUITE("json", tc_parse, tc_getters);
 }
 
 RV_TEST_MAIN(json_suite)

@@ -260,7 +260,7 @@ static Suite *log_suite(void)
 				  test_level_parse, test_quote, test_quote_truncates,
 				  test_quoted_value_in_line, test_long_line,
 				  test_one_write_per_line);
-	return rv_test_suite_new("log", tc, NULL);
+	return RV_TEST_SUITE("log", tc);
 }
 
 RV_TEST_MAIN(log_suite)

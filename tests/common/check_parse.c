@@ -190,7 +190,7 @@ static Suite *parse_suite(void)
 					  test_double_bounds_and_garbage, test_bool);
 	TCase *tc_memory = RV_TEST_TCASE("memory", 10, test_memory_units, test_memory_garbage);
 	TCase *tc_clocks = RV_TEST_TCASE("clocks", 10, test_clocks);
-	return rv_test_suite_new("parse", tc_numbers, tc_memory, tc_clocks, NULL);
+	return RV_TEST_SUITE("parse", tc_numbers, tc_memory, tc_clocks);
 }
 
 RV_TEST_MAIN(parse_suite)

@@ -73,7 +73,7 @@ END_TEST
 static Suite *pgfix_suite(void)
 {
 	TCase *tc = RV_TEST_TCASE("reaper", 30, test_reaper_removes_the_folder_of_a_killed_test);
-	return rv_test_suite_new("pgfix", tc, NULL);
+	return RV_TEST_SUITE("pgfix", tc);
 }
 
 RV_TEST_MAIN(pgfix_suite)

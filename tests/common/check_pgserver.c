@@ -145,7 +145,7 @@ static Suite *pgserver_suite(void)
 				  restart_keeps_data, start_on_running_folder_reuses_it,
 				  failed_start_reports_server_log, bad_bindir_is_a_clear_error);
 	tcase_add_checked_fixture(tc, setup, teardown);
-	return rv_test_suite_new("pgserver", tc, NULL);
+	return RV_TEST_SUITE("pgserver", tc);
 }
 
 RV_TEST_MAIN(pgserver_suite)

@@ -682,7 +682,7 @@ static Suite *proc_suite(void)
 				  test_drop_ids, test_cgroup_join_and_rlimit,
 				  test_adopt_reparented_orphan, test_reap_strays_spares_the_kept,
 				  test_kill_strays, test_exe_relative);
-	return rv_test_suite_new("proc", tc, NULL);
+	return RV_TEST_SUITE("proc", tc);
 }
 
 /* Helper mode: spawn `sleep 30` with death signal argv[2], print its pid, exit. */

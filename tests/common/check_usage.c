@@ -496,7 +496,7 @@ static Suite *usage_suite(void)
 				  test_parse_proc_stat, test_read_this_host,
 				  test_scanner_finds_jobs, test_scanner_bad_root, test_proc_tree,
 				  test_cgroup_folders);
-	return rv_test_suite_new("usage", tc, NULL);
+	return RV_TEST_SUITE("usage", tc);
 }
 
 int main(void)

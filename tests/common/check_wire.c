@@ -1847,8 +1847,7 @@ static Suite *wire_suite(void)
 	tcase_add_loop_test(tc_cluster, test_cluster_bad, 0, (int)RV_ARRAY_SIZE(bad_reports));
 	TCase *tc_tables = RV_TEST_TCASE("tables", 20, test_table_fields_are_parsed,
 					 test_table_fields_are_written, test_ids);
-	return rv_test_suite_new("wire", tc_spec, tc_metrics, tc_event, tc_plan, tc_cluster,
-				 tc_tables, NULL);
+	return RV_TEST_SUITE("wire", tc_spec, tc_metrics, tc_event, tc_plan, tc_cluster, tc_tables);
 }
 
 RV_TEST_MAIN(wire_suite)

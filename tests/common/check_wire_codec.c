@@ -163,7 +163,7 @@ static Suite *wire_codec_suite(void)
 {
 	TCase *tc =
 		RV_TEST_TCASE("codec", 0, test_values_and_defaults, test_round_trip, test_refused);
-	return rv_test_suite_new("wire_codec", tc, NULL);
+	return RV_TEST_SUITE("wire_codec", tc);
 }
 
 RV_TEST_MAIN(wire_codec_suite)

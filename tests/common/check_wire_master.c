@@ -398,7 +398,7 @@ static Suite *wire_master_suite(void)
 	TCase *tc_messages = RV_TEST_TCASE("messages", 0, test_round_trip, test_values, test_bad);
 	TCase *tc_tables = RV_TEST_TCASE("tables", 0, test_table_fields_are_parsed,
 					 test_table_fields_are_written, test_table_refs_resolve);
-	return rv_test_suite_new("wire_master", tc_messages, tc_tables, NULL);
+	return RV_TEST_SUITE("wire_master", tc_messages, tc_tables);
 }
 
 RV_TEST_MAIN(wire_master_suite)

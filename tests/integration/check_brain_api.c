@@ -1134,7 +1134,7 @@ static Suite *brain_api_suite(void)
 			      status_page_series_usage_dashboards,
 			      status_page_series_aligns_nodes_and_shows_gaps);
 	tcase_add_checked_fixture(tc, NULL, teardown);
-	return rv_test_suite_new("brain_api", tc, NULL);
+	return RV_TEST_SUITE("brain_api", tc);
 }
 
 RV_TEST_MAIN_PG(brain_api_suite)

@@ -443,7 +443,7 @@ static Suite *brain_bounds_suite(void)
 				  token_file_missing_or_empty_fails_start);
 	tcase_add_unchecked_fixture(tc, suite_setup, suite_teardown);
 	tcase_add_checked_fixture(tc, setup, teardown);
-	return rv_test_suite_new("brain_bounds", tc, NULL);
+	return RV_TEST_SUITE("brain_bounds", tc);
 }
 
 RV_TEST_MAIN(brain_bounds_suite)

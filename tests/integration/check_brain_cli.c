@@ -282,7 +282,7 @@ static Suite *brain_cli_suite(void)
 	tcase_add_checked_fixture(tc_cli, mk_tmpdir, rm_tmpdir);
 	TCase *tc_precedence = RV_TEST_TCASE("precedence", 90, test_listen_precedence);
 	tcase_add_checked_fixture(tc_precedence, mk_tmpdir, rm_tmpdir);
-	return rv_test_suite_new("brain_cli", tc_cli, tc_precedence, NULL);
+	return RV_TEST_SUITE("brain_cli", tc_cli, tc_precedence);
 }
 
 RV_TEST_MAIN_PG(brain_cli_suite)

@@ -630,7 +630,7 @@ static Suite *brain_limits_suite(void)
 				  test_concurrent_batches_share_commits,
 				  test_twin_batches_of_many_jobs_stored_once);
 	tcase_add_checked_fixture(tc, NULL, teardown);
-	return rv_test_suite_new("brain_limits", tc, NULL);
+	return RV_TEST_SUITE("brain_limits", tc);
 }
 
 RV_TEST_MAIN_PG(brain_limits_suite)

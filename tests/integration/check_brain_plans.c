@@ -718,7 +718,7 @@ static Suite *brain_plans_suite(void)
 		second_oom_keeps_the_first_oom_plan, pass_survives_batches_stored_meanwhile,
 		pass_after_a_serialization_failure_is_retried, partly_applied_plan_is_recorded);
 	tcase_add_checked_fixture(tc, NULL, teardown);
-	return rv_test_suite_new("brain_plans", tc, NULL);
+	return RV_TEST_SUITE("brain_plans", tc);
 }
 
 RV_TEST_MAIN_PG(brain_plans_suite)

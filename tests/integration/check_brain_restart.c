@@ -321,7 +321,7 @@ static Suite *brain_restart_suite(void)
 				  sigkill_mid_ingest_loses_no_acknowledged_write,
 				  postgres_killed_mid_ingest_is_restarted_and_loses_nothing);
 	tcase_add_checked_fixture(tc, setup, teardown);
-	return rv_test_suite_new("brain_restart", tc, NULL);
+	return RV_TEST_SUITE("brain_restart", tc);
 }
 
 RV_TEST_MAIN(brain_restart_suite)

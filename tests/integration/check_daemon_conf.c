@@ -141,7 +141,7 @@ END_TEST
 static Suite *daemon_conf_suite(void)
 {
 	TCase *tc = RV_TEST_TCASE("conf", 60, every_daemon_conf_help_agree);
-	return rv_test_suite_new("daemon_conf", tc, NULL);
+	return RV_TEST_SUITE("daemon_conf", tc);
 }
 
 RV_TEST_MAIN(daemon_conf_suite)

@@ -114,7 +114,7 @@ END_TEST
 static Suite *fixtures_suite(void)
 {
 	TCase *tc = RV_TEST_TCASE("fixtures", 120, test_killed_suite_leaves_no_postgres);
-	return rv_test_suite_new("fixtures", tc, NULL);
+	return RV_TEST_SUITE("fixtures", tc);
 }
 
 int main(void)

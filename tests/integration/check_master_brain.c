@@ -1006,7 +1006,7 @@ static Suite *master_brain_suite(void)
 	TCase *train =
 		RV_TEST_TCASE("training", 150, test_training_job_is_planned_while_metrics_stream);
 	tcase_add_checked_fixture(train, setup, teardown);
-	return rv_test_suite_new("master_brain", tc, train, NULL);
+	return RV_TEST_SUITE("master_brain", tc, train);
 }
 
 RV_TEST_MAIN_PG(master_brain_suite)

@@ -236,7 +236,7 @@ static Suite *master_cli_suite(void)
 				  test_print_conf_matches_file, test_bad_spec_names_field,
 				  test_bad_command_line, test_sigterm_stops_cleanly,
 				  test_spec_without_datasets_runs);
-	return rv_test_suite_new("master_cli", tc, NULL);
+	return RV_TEST_SUITE("master_cli", tc);
 }
 
 RV_TEST_MAIN(master_cli_suite)

@@ -218,7 +218,7 @@ static Suite *master_netcheck_suite(void)
 {
 	TCase *tc = RV_TEST_TCASE("core", 60, test_faulty_and_straggler,
 				  test_silent_node_fails_after_the_timeout);
-	return rv_test_suite_new("master_netcheck", tc, NULL);
+	return RV_TEST_SUITE("master_netcheck", tc);
 }
 
 RV_TEST_MAIN(master_netcheck_suite)

@@ -231,7 +231,7 @@ static Suite *master_netns_suite(void)
 {
 	TCase *tc = RV_TEST_TCASE("core", 60, test_cut_agent_declared_dead);
 	tcase_add_unchecked_fixture(tc, netns_setup, netns_teardown);
-	return rv_test_suite_new("master_netns", tc, NULL);
+	return RV_TEST_SUITE("master_netns", tc);
 }
 
 int main(int argc, char **argv)

@@ -410,7 +410,7 @@ static Suite *master_nodereport_suite(void)
 				  test_usage_without_cgroups, test_kill9_reaches_the_brain,
 				  test_oom_reaches_the_brain);
 	tcase_add_checked_fixture(tc, setup, teardown);
-	return rv_test_suite_new("master_nodereport", tc, NULL);
+	return RV_TEST_SUITE("master_nodereport", tc);
 }
 
 int main(int argc, char **argv)

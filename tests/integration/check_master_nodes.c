@@ -530,7 +530,7 @@ static Suite *master_nodes_suite(void)
 				  test_node_always_fails, test_node_oom_relaunched_with_more_memory,
 				  test_master_kill9_nodes_relaunched,
 				  test_master_kill9_nodes_adopted);
-	return rv_test_suite_new("master_nodes", tc, NULL);
+	return RV_TEST_SUITE("master_nodes", tc);
 }
 
 int main(int argc, char **argv)

@@ -505,7 +505,7 @@ static Suite *master_rdzv_suite(void)
 				  test_silent_agent_declared_dead, test_gang_wait_fails_the_round,
 				  test_failure_report_requeues_at_once, test_world_watch,
 				  test_token, test_token_file, test_query_checked);
-	return rv_test_suite_new("master_rdzv", tc, NULL);
+	return RV_TEST_SUITE("master_rdzv", tc);
 }
 
 RV_TEST_MAIN(master_rdzv_suite)

@@ -177,7 +177,7 @@ static Suite *master_restart_suite(void)
 {
 	TCase *tc = RV_TEST_TCASE("restart", 120, test_kill9_mid_epoch_fsync, test_kill9_many_times,
 				  test_client_waits_for_restart);
-	return rv_test_suite_new("master_restart", tc, NULL);
+	return RV_TEST_SUITE("master_restart", tc);
 }
 
 RV_TEST_MAIN(master_restart_suite)

@@ -272,7 +272,7 @@ static Suite *master_shards_suite(void)
 				  test_repeated_done_and_retried_next,
 				  test_checkpoint_world_size_change,
 				  test_live_node_keeps_its_tasks);
-	return rv_test_suite_new("master_shards", tc, NULL);
+	return RV_TEST_SUITE("master_shards", tc);
 }
 
 RV_TEST_MAIN(master_shards_suite)

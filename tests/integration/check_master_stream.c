@@ -267,7 +267,7 @@ static Suite *master_stream_suite(void)
 {
 	TCase *tc = RV_TEST_TCASE("core", 120, test_kill9_exactly_once_and_resume,
 				  test_unknown_stream_or_partition);
-	return rv_test_suite_new("master_stream", tc, NULL);
+	return RV_TEST_SUITE("master_stream", tc);
 }
 
 RV_TEST_MAIN(master_stream_suite)

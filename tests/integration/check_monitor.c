@@ -739,7 +739,7 @@ static Suite *monitor_suite(void)
 				  test_kill9_mid_report_and_restart);
 	tcase_add_loop_test(tc, test_k8s_jobs_from_pod_cgroups, 0, 2);
 	tcase_add_checked_fixture(tc, NULL, teardown);
-	return rv_test_suite_new("monitor", tc, NULL);
+	return RV_TEST_SUITE("monitor", tc);
 }
 
 RV_TEST_MAIN_PG(monitor_suite)

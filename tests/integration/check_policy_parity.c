@@ -368,7 +368,7 @@ static Suite *parity_suite(void)
 	gsl_set_error_handler_off();
 	TCase *tc = RV_TEST_TCASE("parity", 120, create_plans_match, running_plans_match);
 	tcase_add_checked_fixture(tc, NULL, teardown);
-	return rv_test_suite_new("policy_parity", tc, NULL);
+	return RV_TEST_SUITE("policy_parity", tc);
 }
 
 RV_TEST_MAIN_PG(parity_suite)

@@ -638,7 +638,7 @@ static Suite *roverctl_suite(void)
 				  test_submit_dlrover_elasticjob, test_ended_job_status,
 				  test_terminal_tables, test_terminal_watch);
 	tcase_add_checked_fixture(tc, NULL, teardown);
-	return rv_test_suite_new("roverctl", tc, NULL);
+	return RV_TEST_SUITE("roverctl", tc);
 }
 
 RV_TEST_MAIN_PG(roverctl_suite)

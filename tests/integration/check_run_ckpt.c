@@ -663,7 +663,7 @@ static Suite *run_ckpt_suite(void)
 				  test_run_killed_loads_storage, test_world_two_to_three);
 	TCase *tn = RV_TEST_TCASE("nodes", 300, test_two_nodes_restore_storage);
 	TCase *tp = RV_TEST_TCASE("preempt", 300, test_preempted_node_leaves_and_returns);
-	return rv_test_suite_new("run_ckpt", tc, tn, tp, NULL);
+	return RV_TEST_SUITE("run_ckpt", tc, tn, tp);
 }
 
 RV_TEST_MAIN(run_ckpt_suite)

@@ -358,7 +358,7 @@ static Suite *run_elastic_suite(void)
 				  test_agent_kill9_relaunched_same_rank,
 				  test_agent_kill9_leaves_no_process,
 				  test_finished_node_silence_keeps_the_world);
-	return rv_test_suite_new("run_elastic", tc, NULL);
+	return RV_TEST_SUITE("run_elastic", tc);
 }
 
 RV_TEST_MAIN(run_elastic_suite)

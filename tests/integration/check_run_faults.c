@@ -458,7 +458,7 @@ static Suite *run_faults_suite(void)
 				  test_hang_restarts_then_fails, test_log_dir_and_redirects,
 				  test_torchrun_environment_and_filter, test_error_file,
 				  test_bad_flag_exit_2, test_pid_namespace_and_its_opt_out);
-	return rv_test_suite_new("run_faults", tc, NULL);
+	return RV_TEST_SUITE("run_faults", tc);
 }
 
 RV_TEST_MAIN(run_faults_suite)

@@ -274,7 +274,7 @@ static Suite *run_netns_suite(void)
 {
 	TCase *tc = RV_TEST_TCASE("core", 180, test_ddp_across_namespaces, test_link_cut_mid_run);
 	tcase_add_unchecked_fixture(tc, netns_setup, netns_teardown);
-	return rv_test_suite_new("run_netns", tc, NULL);
+	return RV_TEST_SUITE("run_netns", tc);
 }
 
 RV_TEST_MAIN(run_netns_suite)

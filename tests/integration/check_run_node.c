@@ -451,7 +451,7 @@ static Suite *run_node_suite(void)
 				  test_static_node_rank_and_store, test_auto_config,
 				  test_network_check_excludes_a_faulty_node, test_exclude_straggler,
 				  test_warm_import);
-	return rv_test_suite_new("run_node", tc, NULL);
+	return RV_TEST_SUITE("run_node", tc);
 }
 
 RV_TEST_MAIN(run_node_suite)

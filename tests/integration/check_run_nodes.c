@@ -629,7 +629,7 @@ static Suite *run_nodes_suite(void)
 	/* its own case: a relayed link (no sch_netem) goes with the test */
 	TCase *td = RV_TEST_TCASE("netns_delay", 300, test_netns_delay_kill_on_node1);
 	tcase_add_unchecked_fixture(td, nodes_netns_up, nodes_netns_down);
-	return rv_test_suite_new("run_nodes", tc, ts, th, tn, td, NULL);
+	return RV_TEST_SUITE("run_nodes", tc, ts, th, tn, td);
 }
 
 RV_TEST_MAIN(run_nodes_suite)

@@ -265,7 +265,7 @@ END_TEST
 static Suite *run_stream_suite(void)
 {
 	TCase *tc = RV_TEST_TCASE("core", 900, test_kill9_each_part_exactly_once);
-	return rv_test_suite_new("run_stream", tc, NULL);
+	return RV_TEST_SUITE("run_stream", tc);
 }
 
 RV_TEST_MAIN(run_stream_suite)

@@ -503,7 +503,7 @@ static Suite *run_train_suite(void)
 				  test_two_nodes_one_master, test_two_nodes_worker_killed,
 				  test_late_node_grows_the_world);
 	TCase *shards = RV_TEST_TCASE("shards", 120, test_stopped_worker_keeps_its_shard);
-	return rv_test_suite_new("run_train", tc, shards, NULL);
+	return RV_TEST_SUITE("run_train", tc, shards);
 }
 
 RV_TEST_MAIN(run_train_suite)

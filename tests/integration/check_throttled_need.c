@@ -227,7 +227,7 @@ END_TEST
 static Suite *throttled_suite(void)
 {
 	TCase *tc = RV_TEST_TCASE("throttled_need", 30, test_throttled_time_is_the_cpu_held_back);
-	return rv_test_suite_new("throttled_need", tc, NULL);
+	return RV_TEST_SUITE("throttled_need", tc);
 }
 
 RV_TEST_MAIN(throttled_suite)

@@ -53,14 +53,11 @@ TCase *rv_test_tcase_new(const char *name, double timeout_s, const TTest *const 
 	return tc;
 }
 
-Suite *rv_test_suite_new(const char *name, TCase *tc, ...)
+Suite *rv_test_suite_new(const char *name, TCase *const *tcs, size_t n)
 {
 	Suite *s = suite_create(name);
-	va_list ap;
-	va_start(ap, tc);
-	for (; tc; tc = va_arg(ap, TCase *))
-		suite_add_tcase(s, tc);
-	va_end(ap);
+	for (size_t i = 0; i < n; i++)
+		suite_add_tcase(s, tcs[i]);
 	return s;
 }
 

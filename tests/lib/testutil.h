@@ -2,7 +2,7 @@
  * testutil.h: shared helpers for the check suites.
  *
  * Each tests/<component>/check_<module>.c defines a Suite, most of them as
- * rv_test_suite_new(name, RV_TEST_TCASE(...), NULL), and ends with
+ * RV_TEST_SUITE(name, RV_TEST_TCASE(...)), and ends with
  * RV_TEST_MAIN(suite_fn), or RV_TEST_MAIN_PG(suite_fn) when its tests need a
  * PostgreSQL: that variant starts one private cluster in the parent before
  * check forks the tests (tests/lib/pgfix.h) and stops it at the end.
@@ -44,9 +44,13 @@ TCase *rv_test_tcase_new(const char *name, double timeout_s, const TTest *const 
 	rv_test_tcase_new(name, timeout_s, (const TTest *const[]){ __VA_ARGS__ },                  \
 			  sizeof((const TTest *const[]){ __VA_ARGS__ }) / sizeof(TTest *))
 
-/* A new Suite named name holding tc and the TCases after it, up to NULL.
- * The caller hands it to srunner_create (RV_TEST_MAIN). */
-Suite *rv_test_suite_new(const char *name, TCase *tc, ...) __attribute__((sentinel));
+/* A new Suite named name holding the n TCases of tcs in order.  The caller
+ * hands it to srunner_create (RV_TEST_MAIN).  RV_TEST_SUITE(name, tc, ...)
+ * lists them inline. */
+Suite *rv_test_suite_new(const char *name, TCase *const *tcs, size_t n);
+#define RV_TEST_SUITE(name, ...)                                                                   \
+	rv_test_suite_new(name, (TCase *const[]){ __VA_ARGS__ },                                   \
+			  sizeof((TCase *const[]){ __VA_ARGS__ }) / sizeof(TCase *))
 
 #define RV_TEST_MAIN(suite_fn)                                   \
 	int main(void)                                           \

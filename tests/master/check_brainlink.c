@@ -656,7 +656,7 @@ static Suite *brainlink_suite(void)
 				  single_job_waits_for_the_oom_plan,
 				  single_job_reads_throttling_as_the_brain);
 	tcase_add_checked_fixture(tc, setup, teardown);
-	return rv_test_suite_new("brainlink", tc, NULL);
+	return RV_TEST_SUITE("brainlink", tc);
 }
 
 RV_TEST_MAIN_PG(brainlink_suite)

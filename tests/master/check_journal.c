@@ -1051,7 +1051,7 @@ static Suite *journal_suite(void)
 				  test_room_snapshot, test_kill9_acknowledged_durable);
 	tcase_add_loop_test(tc, test_group_commit, 0, 2);
 	tcase_add_checked_fixture(tc, setup, teardown);
-	return rv_test_suite_new("journal", tc, NULL);
+	return RV_TEST_SUITE("journal", tc);
 }
 
 RV_TEST_MAIN(journal_suite)

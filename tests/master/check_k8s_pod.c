@@ -461,7 +461,7 @@ static Suite *k8s_pod_suite(void)
 				  test_pod_avoids_hosts, test_quantities, test_events_from_pods,
 				  test_evicted_is_lost, test_unschedulable_fails_after_wait,
 				  test_kubeconfig);
-	return rv_test_suite_new("k8s_pod", tc, NULL);
+	return RV_TEST_SUITE("k8s_pod", tc);
 }
 
 RV_TEST_MAIN(k8s_pod_suite)

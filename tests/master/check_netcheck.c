@@ -207,7 +207,7 @@ static Suite *netcheck_suite(void)
 				  test_round1_fastest_with_slowest, test_faulty_needs_two_failures,
 				  test_straggler_ratio, test_run_verdicts,
 				  test_run_silent_node_times_out);
-	return rv_test_suite_new("netcheck", tc, NULL);
+	return RV_TEST_SUITE("netcheck", tc);
 }
 
 RV_TEST_MAIN(netcheck_suite)

@@ -506,7 +506,7 @@ static Suite *nodemgr_suite(void)
 				  test_plan_remove_and_migrate_carried_out,
 				  test_succeeded_node_silence_is_no_death,
 				  test_charged_hosts_survive_a_restart);
-	return rv_test_suite_new("nodemgr", tc, NULL);
+	return RV_TEST_SUITE("nodemgr", tc);
 }
 
 RV_TEST_MAIN(nodemgr_suite)

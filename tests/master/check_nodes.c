@@ -381,7 +381,7 @@ static Suite *nodes_suite(void)
 				  test_avoid_where_the_backend_places,
 				  test_crash_before_start_charges_its_host,
 				  test_charged_hosts_restored);
-	return rv_test_suite_new("nodes", tc, NULL);
+	return RV_TEST_SUITE("nodes", tc);
 }
 
 RV_TEST_MAIN(nodes_suite)

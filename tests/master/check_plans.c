@@ -402,7 +402,7 @@ static Suite *plans_suite(void)
 				  test_job_end_reaches_the_brain, test_oom_memory_without_a_brain,
 				  test_template_resources_desired, test_plan_clamped_and_replayed);
 	tcase_add_checked_fixture(tc, setup, teardown);
-	return rv_test_suite_new("plans", tc, NULL);
+	return RV_TEST_SUITE("plans", tc);
 }
 
 RV_TEST_MAIN_PG(plans_suite)

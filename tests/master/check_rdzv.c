@@ -1059,7 +1059,7 @@ static Suite *rdzv_suite(void)
 				  test_spares_at_max, test_snapshot_round_trip, test_snapshot_bad,
 				  test_256_one_world, test_1024_cost);
 	TCase *tp = RV_TEST_TCASE("property", 120, test_property);
-	return rv_test_suite_new("rdzv", tc, tp, NULL);
+	return RV_TEST_SUITE("rdzv", tc, tp);
 }
 
 RV_TEST_MAIN(rdzv_suite)

@@ -262,7 +262,7 @@ static Suite *sched_k8s_suite(void)
 	TCase *tc = RV_TEST_TCASE("sched_k8s", 90, test_launch_exit_remove, test_resize,
 				  test_adopt_after_restart, test_no_server);
 	tcase_add_checked_fixture(tc, NULL, teardown);
-	return rv_test_suite_new("sched_k8s", tc, NULL);
+	return RV_TEST_SUITE("sched_k8s", tc);
 }
 
 RV_TEST_MAIN(sched_k8s_suite)

@@ -442,7 +442,7 @@ static Suite *sched_local_suite(void)
 				  test_oom_relaunched_with_more_memory, test_cpu_quota_throttles,
 				  test_remove_with_grace_stops_group, test_detection_and_fallback,
 				  test_resize_without_limits);
-	return rv_test_suite_new("sched_local", tc, NULL);
+	return RV_TEST_SUITE("sched_local", tc);
 }
 
 RV_TEST_MAIN(sched_local_suite)

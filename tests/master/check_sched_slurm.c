@@ -494,7 +494,7 @@ static Suite *sched_slurm_suite(void)
 				  test_v38_shapes_and_lost_nodes,
 				  test_pending_past_wait_fails_with_reason,
 				  test_remove_term_then_kill, test_unknown_version_refused);
-	return rv_test_suite_new("sched_slurm", tc, NULL);
+	return RV_TEST_SUITE("sched_slurm", tc);
 }
 
 RV_TEST_MAIN(sched_slurm_suite)

@@ -1504,7 +1504,7 @@ static Suite *shard_suite(void)
 			      test_ckpt_steps_kept, test_ckpt_whole_world, test_ckpt_never_whole);
 	TCase *big =
 		RV_TEST_TCASE("scale", 120, test_big_dataset_memory, test_property_exactly_once);
-	return rv_test_suite_new("shard", tc, big, NULL);
+	return RV_TEST_SUITE("shard", tc, big);
 }
 
 RV_TEST_MAIN(shard_suite)

@@ -353,7 +353,7 @@ static Suite *stream_suite(void)
 				  test_committed_waits_for_the_gap, test_dead_and_stalled_go_back,
 				  test_held_task_stays, test_offsets_carry_to_a_new_manager,
 				  test_bad_datasets_named, test_property_exactly_once);
-	return rv_test_suite_new("stream", tc, NULL);
+	return RV_TEST_SUITE("stream", tc);
 }
 
 RV_TEST_MAIN(stream_suite)

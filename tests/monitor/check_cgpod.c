@@ -216,7 +216,7 @@ static Suite *cgpod_suite(void)
 {
 	TCase *tc = RV_TEST_TCASE("cgpod", 10, test_uid_from_paths, test_scan_v2_systemd,
 				  test_scan_v1_cgroupfs);
-	return rv_test_suite_new("cgpod", tc, NULL);
+	return RV_TEST_SUITE("cgpod", tc);
 }
 
 RV_TEST_MAIN(cgpod_suite)

@@ -343,7 +343,7 @@ static Suite *reconcile_suite(void)
 				  test_master_killed_is_made_again, test_suspend_deleted_ended,
 				  test_plan_recorded_once, test_master_pod,
 				  test_master_own_account_and_claim);
-	return rv_test_suite_new("reconcile", tc, NULL);
+	return RV_TEST_SUITE("reconcile", tc);
 }
 
 RV_TEST_MAIN(reconcile_suite)

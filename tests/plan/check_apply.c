@@ -149,7 +149,7 @@ static Suite *apply_suite(void)
 	TCase *tc = RV_TEST_TCASE("apply", 10, test_counts_clamped_and_named,
 				  test_remove_replaces_migrate_relaunches,
 				  test_migrate_with_handover_applied_in_full);
-	return rv_test_suite_new("plan_apply", tc, NULL);
+	return RV_TEST_SUITE("plan_apply", tc);
 }
 
 RV_TEST_MAIN(apply_suite)

@@ -900,7 +900,7 @@ static Suite *trainer_suite(void)
 				  test_overlap_reports_before_next_task, test_torch_kill_after_save,
 				  test_torch_overlap);
 	tcase_add_unchecked_fixture(tc, record_runner, remove_segments);
-	return rv_test_suite_new("trainer", tc, NULL);
+	return RV_TEST_SUITE("trainer", tc);
 }
 
 RV_TEST_MAIN(trainer_suite)
