@@ -262,13 +262,13 @@ TEST_BINS := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 TEST_SCRIPTS := $(wildcard tests/scripts/check_*.sh)
 $(B)/tests/common/%: $(B)/obj/tests/common/%.o $(LIB_TEST) $(LIB_PG) $(LIB_COMMON)
 	$(call link,$(PG_LIBS) $(SYS_LIBS) $(CHECK_LIBS))
-$(B)/tests/algorithms/%: $(B)/obj/tests/algorithms/%.o $(LIB_ALG)
+$(B)/tests/algorithms/%: $(B)/obj/tests/algorithms/%.o $(LIB_TEST) $(LIB_ALG)
 	$(call link,$(GSL_LIBS) $(CHECK_LIBS))
 $(B)/tests/integration/%: $(B)/obj/tests/integration/%.o $(LIB_TEST) $(LIB_PG) $(LIB_ALG) $(LIB_COMMON)
 	$(call link,$(PG_LIBS) $(SYS_LIBS) $(GSL_LIBS) $(CHECK_LIBS))
 # plan/: its suites link the layers below it only.
 $(B)/obj/tests/plan/%.o: INC := $(INC_PLAN) -iquote tests/lib $(CHECK_CFLAGS)
-$(B)/tests/plan/%: $(B)/obj/tests/plan/%.o $(LIB_PLAN) $(LIB_ALG) $(LIB_COMMON)
+$(B)/tests/plan/%: $(B)/obj/tests/plan/%.o $(LIB_TEST) $(LIB_PLAN) $(LIB_ALG) $(LIB_COMMON)
 	$(call link,$(SYS_LIBS) $(GSL_LIBS) $(CHECK_LIBS))
 # tests/k8s: the Kubernetes stand-in API server (k8s-standin) and its
 # kubectl suite.  A test program: it links only librover-common.a.
@@ -295,7 +295,7 @@ BENCH_C := $(wildcard tests/bench/*.c)
 BENCH_BINS := $(patsubst tests/bench/%.c,$(B)/bench/%,$(BENCH_C))
 $(B)/bench/%: $(B)/obj/tests/bench/%.o $(LIB_TEST) $(DAEMON_LIBS) $(LIB_TRAINER) $(LIB_PG) \
         $(LIBS_BELOW)
-	$(call link,$(PG_LIBS) $(SYS_LIBS) $(GSL_LIBS))
+	$(call link,$(PG_LIBS) $(SYS_LIBS) $(GSL_LIBS) $(CHECK_LIBS))
 
 # ---- fuzzing: libFuzzer harnesses tests/fuzz/fuzz_<name>.c (clang) ----
 # Each is built with clang -fsanitize=fuzzer,address,undefined together with

@@ -150,12 +150,8 @@ END_TEST
 
 static Suite *ckpt_suite(void)
 {
-	Suite *s = suite_create("ckpt");
-	TCase *tc = tcase_create("persister");
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, test_step_let_go_once_the_missing_rank_moved_on);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("persister", 60, test_step_let_go_once_the_missing_rank_moved_on);
+	return RV_TEST_SUITE("ckpt", tc);
 }
 
 RV_TEST_MAIN(ckpt_suite)

@@ -360,22 +360,12 @@ END_TEST
 
 static Suite *flags_suite(void)
 {
-	Suite *s = suite_create("flags");
-	TCase *tc = tcase_create("core");
-	tcase_set_timeout(tc, 10);
-	tcase_add_test(tc, test_defaults);
-	tcase_add_test(tc, test_both_spellings);
-	tcase_add_test(tc, test_every_flag);
-	tcase_add_test(tc, test_script_and_module);
-	tcase_add_test(tc, test_bad_values);
-	tcase_add_test(tc, test_bad_command_lines);
-	tcase_add_test(tc, test_unique_prefixes);
-	tcase_add_test(tc, test_pet_environment);
-	tcase_add_test(tc, test_standalone_drops_endpoint);
-	tcase_add_test(tc, test_local_ranks_filter);
-	tcase_add_test(tc, test_help_names_every_flag);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("core", 10, test_defaults, test_both_spellings, test_every_flag,
+				  test_script_and_module, test_bad_values, test_bad_command_lines,
+				  test_unique_prefixes, test_pet_environment,
+				  test_standalone_drops_endpoint, test_local_ranks_filter,
+				  test_help_names_every_flag);
+	return RV_TEST_SUITE("flags", tc);
 }
 
 RV_TEST_MAIN(flags_suite)

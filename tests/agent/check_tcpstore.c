@@ -312,15 +312,9 @@ END_TEST
 
 static Suite *tcpstore_suite(void)
 {
-	Suite *s = suite_create("tcpstore");
-	TCase *tc = tcase_create("core");
-	tcase_set_timeout(tc, 600);
-	tcase_add_test(tc, test_torch113_queries);
-	tcase_add_test(tc, test_env_init_agent_store);
-	tcase_add_test(tc, test_torch2_protocol);
-	tcase_add_test(tc, test_rounds_do_not_share_keys);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("core", 600, test_torch113_queries, test_env_init_agent_store,
+				  test_torch2_protocol, test_rounds_do_not_share_keys);
+	return RV_TEST_SUITE("tcpstore", tc);
 }
 
 RV_TEST_MAIN(tcpstore_suite)

@@ -128,14 +128,9 @@ END_TEST
 
 static Suite *usage_suite(void)
 {
-	Suite *s = suite_create("usage");
-	TCase *tc = tcase_create("core");
-	tcase_set_timeout(tc, 20);
-	tcase_add_test(tc, test_tree_counts_a_busy_child);
-	tcase_add_test(tc, test_cgroup_v2_quota_on_a_parent);
-	tcase_add_test(tc, test_cgroup_v1_cpu_hierarchy);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("core", 20, test_tree_counts_a_busy_child,
+				  test_cgroup_v2_quota_on_a_parent, test_cgroup_v1_cpu_hierarchy);
+	return RV_TEST_SUITE("usage", tc);
 }
 
 RV_TEST_MAIN(usage_suite)

@@ -842,35 +842,24 @@ END_TEST
 
 static Suite *warm_suite(void)
 {
-	Suite *s = suite_create("warm");
-	TCase *tc = tcase_create("warm");
-	tcase_set_timeout(tc, 120);
 	/* As rover-run starts it for several workers: a threaded BLAS build
 	 * (OpenBLAS's pthread one) would otherwise start a pool at import. */
 	setenv("OMP_NUM_THREADS", "1", 1);
 	torch_missing = no_torch();
-	if (torch_missing) {
-		tcase_add_test(tc, test_warm_needs_torch);
-		suite_add_tcase(s, tc);
-		return s;
-	}
+	if (torch_missing)
+		return RV_TEST_SUITE("warm", RV_TEST_TCASE("warm", 120, test_warm_needs_torch));
+	TCase *tc =
+		RV_TEST_TCASE("warm", 120, test_start_failures_say_why,
+			      test_pool_stopped_by_fork_handler, test_jemalloc_background_thread,
+			      test_worker_sees_its_argv_env_cwd_path, test_same_as_a_fresh_python,
+			      test_output_whole_even_when_killed,
+			      test_exit_codes_signals_tracebacks, test_random_state_differs,
+			      test_twenty_spawns_one_thread, test_refusals_keep_it_usable,
+			      test_dead_interpreter_fails_cleanly,
+			      test_silent_interpreter_times_out, test_workers_die_with_the_agent,
+			      test_gloo_all_reduce_between_warm_workers);
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, test_start_failures_say_why);
-	tcase_add_test(tc, test_pool_stopped_by_fork_handler);
-	tcase_add_test(tc, test_jemalloc_background_thread);
-	tcase_add_test(tc, test_worker_sees_its_argv_env_cwd_path);
-	tcase_add_test(tc, test_same_as_a_fresh_python);
-	tcase_add_test(tc, test_output_whole_even_when_killed);
-	tcase_add_test(tc, test_exit_codes_signals_tracebacks);
-	tcase_add_test(tc, test_random_state_differs);
-	tcase_add_test(tc, test_twenty_spawns_one_thread);
-	tcase_add_test(tc, test_refusals_keep_it_usable);
-	tcase_add_test(tc, test_dead_interpreter_fails_cleanly);
-	tcase_add_test(tc, test_silent_interpreter_times_out);
-	tcase_add_test(tc, test_workers_die_with_the_agent);
-	tcase_add_test(tc, test_gloo_all_reduce_between_warm_workers);
-	suite_add_tcase(s, tc);
-	return s;
+	return RV_TEST_SUITE("warm", tc);
 }
 
 RV_TEST_MAIN(warm_suite)

@@ -211,19 +211,14 @@ END_TEST
 
 static Suite *confidence_suite(void)
 {
-	Suite *s = suite_create("confidence");
-	TCase *tc = tcase_create("core");
-
 	gsl_set_error_handler_off();
-	tcase_set_timeout(tc, 20);
+	TCase *tc = RV_TEST_TCASE("core", 20, test_flat_fit_explains_nothing,
+				  test_one_ps_count_fit_terms,
+				  test_small_gain_within_noise_not_confident,
+				  test_large_moves_confident,
+				  test_best_measured_is_cheapest_on_line);
 	tcase_add_checked_fixture(tc, setup, NULL);
-	tcase_add_test(tc, test_flat_fit_explains_nothing);
-	tcase_add_test(tc, test_one_ps_count_fit_terms);
-	tcase_add_test(tc, test_small_gain_within_noise_not_confident);
-	tcase_add_test(tc, test_large_moves_confident);
-	tcase_add_test(tc, test_best_measured_is_cheapest_on_line);
-	suite_add_tcase(s, tc);
-	return s;
+	return RV_TEST_SUITE("confidence", tc);
 }
 
 RV_TEST_MAIN(confidence_suite)

@@ -255,21 +255,13 @@ END_TEST
 
 static Suite *create_suite(void)
 {
-	Suite *s = suite_create("create");
-	TCase *tc = tcase_create("core");
-
 	gsl_set_error_handler_off();
-	tcase_set_timeout(tc, 10);
+	TCase *tc = RV_TEST_TCASE("core", 10, test_name_stem, test_neighbours_picked,
+				  test_nearest_dominates, test_memory_from_largest_neighbour,
+				  test_allreduce_memory_at_least_state,
+				  test_default_without_history, test_limits_and_free_capacity);
 	tcase_add_checked_fixture(tc, setup, NULL);
-	tcase_add_test(tc, test_name_stem);
-	tcase_add_test(tc, test_neighbours_picked);
-	tcase_add_test(tc, test_nearest_dominates);
-	tcase_add_test(tc, test_memory_from_largest_neighbour);
-	tcase_add_test(tc, test_allreduce_memory_at_least_state);
-	tcase_add_test(tc, test_default_without_history);
-	tcase_add_test(tc, test_limits_and_free_capacity);
-	suite_add_tcase(s, tc);
-	return s;
+	return RV_TEST_SUITE("create", tc);
 }
 
 RV_TEST_MAIN(create_suite)

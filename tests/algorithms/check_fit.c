@@ -181,20 +181,13 @@ END_TEST
 
 static Suite *fit_suite(void)
 {
-	Suite *s = suite_create("fit");
-	TCase *tc = tcase_create("core");
-
 	gsl_set_error_handler_off();
-	tcase_set_timeout(tc, 20);
-	tcase_add_test(tc, test_sync_recovers_curve);
-	tcase_add_test(tc, test_async_recovers_curve);
-	tcase_add_test(tc, test_exact_data_exact_params);
-	tcase_add_test(tc, test_nonnegative_when_unconstrained_goes_negative);
-	tcase_add_test(tc, test_rel_err_is_relative_to_prediction);
-	tcase_add_test(tc, test_bad_input);
-	tcase_add_test(tc, test_single_config_not_trusted);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("core", 20, test_sync_recovers_curve, test_async_recovers_curve,
+				  test_exact_data_exact_params,
+				  test_nonnegative_when_unconstrained_goes_negative,
+				  test_rel_err_is_relative_to_prediction, test_bad_input,
+				  test_single_config_not_trusted);
+	return RV_TEST_SUITE("fit", tc);
 }
 
 RV_TEST_MAIN(fit_suite)

@@ -143,20 +143,12 @@ END_TEST
 
 static Suite *hotps_suite(void)
 {
-	Suite *s = suite_create("hotps");
-	TCase *tc = tcase_create("core");
-
 	gsl_set_error_handler_off();
-	tcase_set_timeout(tc, 10);
+	TCase *tc = RV_TEST_TCASE("core", 10, test_hot_found, test_equal_not_flagged,
+				  test_outlier_below_util_not_hot, test_all_saturated_grow,
+				  test_uses_latest_samples, test_free_capacity_bounds_migration);
 	tcase_add_checked_fixture(tc, setup, NULL);
-	tcase_add_test(tc, test_hot_found);
-	tcase_add_test(tc, test_equal_not_flagged);
-	tcase_add_test(tc, test_outlier_below_util_not_hot);
-	tcase_add_test(tc, test_all_saturated_grow);
-	tcase_add_test(tc, test_uses_latest_samples);
-	tcase_add_test(tc, test_free_capacity_bounds_migration);
-	suite_add_tcase(s, tc);
-	return s;
+	return RV_TEST_SUITE("hotps", tc);
 }
 
 RV_TEST_MAIN(hotps_suite)

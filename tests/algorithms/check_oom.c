@@ -97,17 +97,10 @@ END_TEST
 
 static Suite *oom_suite(void)
 {
-	Suite *s = suite_create("oom");
-	TCase *tc = tcase_create("core");
-
 	gsl_set_error_handler_off();
-	tcase_set_timeout(tc, 10);
+	TCase *tc = RV_TEST_TCASE("core", 10, test_steps_grow, test_peak_and_cap, test_plan_oom);
 	tcase_add_checked_fixture(tc, setup, NULL);
-	tcase_add_test(tc, test_steps_grow);
-	tcase_add_test(tc, test_peak_and_cap);
-	tcase_add_test(tc, test_plan_oom);
-	suite_add_tcase(s, tc);
-	return s;
+	return RV_TEST_SUITE("oom", tc);
 }
 
 RV_TEST_MAIN(oom_suite)

@@ -1156,47 +1156,25 @@ END_TEST
 
 static Suite *plan_suite(void)
 {
-	Suite *s = suite_create("plan");
-	TCase *tc = tcase_create("core");
-
 	gsl_set_error_handler_off();
-	tcase_set_timeout(tc, 10);
+	TCase *tc = RV_TEST_TCASE(
+		"core", 10, test_model_grows_with_reason, test_ps_edge_step,
+		test_kept_ps_count_keeps_its_workers, test_cluster_cap,
+		test_cluster_cap_blocks_rightsize_growth, test_explore_before_model,
+		test_model_counts_kept_on_untrusted_refit, test_explore_budget_spent_keeps_counts,
+		test_explore_budget_spent_settles_on_measured_knee, test_noise_level_move_held,
+		test_noise_level_move_up_taken, test_single_count_move_held,
+		test_model_counts_not_bracketed, test_hold_on_flat, test_measured_near_line_holds,
+		test_rising_memory_folded_into_count_change,
+		test_rising_memory_folded_within_two_windows, test_hot_ps_leads,
+		test_straggler_leads, test_ps_job_model, test_noisy_fit_trusted_within_noise,
+		test_bad_input, test_small_trim_held, test_every_starved_role_in_one_plan,
+		test_starved_first_step, test_roles_holding_each_other_back_grow_together,
+		test_ps_step_that_paid_is_followed, test_no_jump_on_an_uncertain_prediction,
+		test_uncertain_ps_move_kept, test_unexplained_fit_returns_to_best_measured,
+		test_third_config_moves_ps, test_ps_mem_follows_fit, test_fewer_ps_fit_a_node);
 	tcase_add_checked_fixture(tc, setup, NULL);
-	tcase_add_test(tc, test_model_grows_with_reason);
-	tcase_add_test(tc, test_ps_edge_step);
-	tcase_add_test(tc, test_kept_ps_count_keeps_its_workers);
-	tcase_add_test(tc, test_cluster_cap);
-	tcase_add_test(tc, test_cluster_cap_blocks_rightsize_growth);
-	tcase_add_test(tc, test_explore_before_model);
-	tcase_add_test(tc, test_model_counts_kept_on_untrusted_refit);
-	tcase_add_test(tc, test_explore_budget_spent_keeps_counts);
-	tcase_add_test(tc, test_explore_budget_spent_settles_on_measured_knee);
-	tcase_add_test(tc, test_noise_level_move_held);
-	tcase_add_test(tc, test_noise_level_move_up_taken);
-	tcase_add_test(tc, test_single_count_move_held);
-	tcase_add_test(tc, test_model_counts_not_bracketed);
-	tcase_add_test(tc, test_hold_on_flat);
-	tcase_add_test(tc, test_measured_near_line_holds);
-	tcase_add_test(tc, test_rising_memory_folded_into_count_change);
-	tcase_add_test(tc, test_rising_memory_folded_within_two_windows);
-	tcase_add_test(tc, test_hot_ps_leads);
-	tcase_add_test(tc, test_straggler_leads);
-	tcase_add_test(tc, test_ps_job_model);
-	tcase_add_test(tc, test_noisy_fit_trusted_within_noise);
-	tcase_add_test(tc, test_bad_input);
-	tcase_add_test(tc, test_small_trim_held);
-	tcase_add_test(tc, test_every_starved_role_in_one_plan);
-	tcase_add_test(tc, test_starved_first_step);
-	tcase_add_test(tc, test_roles_holding_each_other_back_grow_together);
-	tcase_add_test(tc, test_ps_step_that_paid_is_followed);
-	tcase_add_test(tc, test_no_jump_on_an_uncertain_prediction);
-	tcase_add_test(tc, test_uncertain_ps_move_kept);
-	tcase_add_test(tc, test_unexplained_fit_returns_to_best_measured);
-	tcase_add_test(tc, test_third_config_moves_ps);
-	tcase_add_test(tc, test_ps_mem_follows_fit);
-	tcase_add_test(tc, test_fewer_ps_fit_a_node);
-	suite_add_tcase(s, tc);
-	return s;
+	return RV_TEST_SUITE("plan", tc);
 }
 
 RV_TEST_MAIN(plan_suite)

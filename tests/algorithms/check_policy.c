@@ -1157,45 +1157,23 @@ END_TEST
 
 static Suite *policy_suite(void)
 {
-	Suite *s = suite_create("policy");
-	TCase *tc = tcase_create("core");
-
 	gsl_set_error_handler_off();
-	tcase_set_timeout(tc, 10);
+	TCase *tc = RV_TEST_TCASE(
+		"core", 10, test_outcome_window, test_outcome_better_neutral_worse,
+		test_outcome_not_significant, test_outcome_expected_drop,
+		test_outcome_exploration_kept, test_outcome_straggler_replacement_kept,
+		test_outcome_measuring_and_unknown, test_outcome_before_fallback,
+		test_speed_summarize, test_settle_noisy_ramp, test_drop_warmup,
+		test_settle_detection, test_settle_job_warmup, test_settle_restart_same_counts,
+		test_starvation_filter, test_starved_speeds_corrected, test_starved_ps_lighter_load,
+		test_usage_ramp_holds, test_early_usage_holds, test_starved_step_resize_guess,
+		test_straggler_speeds_corrected, test_settled_steps_and_resizes,
+		test_repeat_suppression, test_model_may_return_to_explored_worse,
+		test_plan_step_judges_then_plans, test_memory_history_from_ps_count_change,
+		test_ps_mem_fit, test_names, test_algorithm_ids, test_model_flips,
+		test_create_explicit_asks_win);
 	tcase_add_checked_fixture(tc, setup, NULL);
-	tcase_add_test(tc, test_outcome_window);
-	tcase_add_test(tc, test_outcome_better_neutral_worse);
-	tcase_add_test(tc, test_outcome_not_significant);
-	tcase_add_test(tc, test_outcome_expected_drop);
-	tcase_add_test(tc, test_outcome_exploration_kept);
-	tcase_add_test(tc, test_outcome_straggler_replacement_kept);
-	tcase_add_test(tc, test_outcome_measuring_and_unknown);
-	tcase_add_test(tc, test_outcome_before_fallback);
-	tcase_add_test(tc, test_speed_summarize);
-	tcase_add_test(tc, test_settle_noisy_ramp);
-	tcase_add_test(tc, test_drop_warmup);
-	tcase_add_test(tc, test_settle_detection);
-	tcase_add_test(tc, test_settle_job_warmup);
-	tcase_add_test(tc, test_settle_restart_same_counts);
-	tcase_add_test(tc, test_starvation_filter);
-	tcase_add_test(tc, test_starved_speeds_corrected);
-	tcase_add_test(tc, test_starved_ps_lighter_load);
-	tcase_add_test(tc, test_usage_ramp_holds);
-	tcase_add_test(tc, test_early_usage_holds);
-	tcase_add_test(tc, test_starved_step_resize_guess);
-	tcase_add_test(tc, test_straggler_speeds_corrected);
-	tcase_add_test(tc, test_settled_steps_and_resizes);
-	tcase_add_test(tc, test_repeat_suppression);
-	tcase_add_test(tc, test_model_may_return_to_explored_worse);
-	tcase_add_test(tc, test_plan_step_judges_then_plans);
-	tcase_add_test(tc, test_memory_history_from_ps_count_change);
-	tcase_add_test(tc, test_ps_mem_fit);
-	tcase_add_test(tc, test_names);
-	tcase_add_test(tc, test_algorithm_ids);
-	tcase_add_test(tc, test_model_flips);
-	tcase_add_test(tc, test_create_explicit_asks_win);
-	suite_add_tcase(s, tc);
-	return s;
+	return RV_TEST_SUITE("policy", tc);
 }
 
 RV_TEST_MAIN(policy_suite)

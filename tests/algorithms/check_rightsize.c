@@ -736,38 +736,24 @@ END_TEST
 
 static Suite *rightsize_suite(void)
 {
-	Suite *s = suite_create("rightsize");
-	TCase *tc = tcase_create("core");
-
 	gsl_set_error_handler_off();
-	tcase_set_timeout(tc, 20);
+	TCase *tc =
+		RV_TEST_TCASE("core", 20, test_shrinks_overprovisioned,
+			      test_mem_margin_follows_spread, test_mem_margin_covers_slow_rise,
+			      test_ended_rise_trimmed_once, test_throttling_decides_starvation,
+			      test_usage_throttling_from_counters,
+			      test_starved_grows_to_throttled_need,
+			      test_noisy_usage_median_with_throttling, test_no_flap_near_threshold,
+			      test_near_limit_small_growth_waits, test_no_regrow_after_own_shrink,
+			      test_hysteresis_band, test_starvation_guess_trimmed,
+			      test_rising_cpu_not_shrunk, test_no_reversal_within_window,
+			      test_memory_never_below_peak, test_limits_bound,
+			      test_rising_memory_grows_once, test_rising_memory_trimmed_when_flat,
+			      test_ended_rise_trimmed_after_recent_growth,
+			      test_slowing_rise_not_trimmed, test_paused_rise_not_ended,
+			      test_short_history_rise_not_ended, test_cpu_margin_from_variability);
 	tcase_add_checked_fixture(tc, setup, NULL);
-	tcase_add_test(tc, test_shrinks_overprovisioned);
-	tcase_add_test(tc, test_mem_margin_follows_spread);
-	tcase_add_test(tc, test_mem_margin_covers_slow_rise);
-	tcase_add_test(tc, test_ended_rise_trimmed_once);
-	tcase_add_test(tc, test_throttling_decides_starvation);
-	tcase_add_test(tc, test_usage_throttling_from_counters);
-	tcase_add_test(tc, test_starved_grows_to_throttled_need);
-	tcase_add_test(tc, test_noisy_usage_median_with_throttling);
-	tcase_add_test(tc, test_cpu_margin_from_variability);
-	tcase_add_test(tc, test_no_flap_near_threshold);
-	tcase_add_test(tc, test_near_limit_small_growth_waits);
-	tcase_add_test(tc, test_no_regrow_after_own_shrink);
-	tcase_add_test(tc, test_hysteresis_band);
-	tcase_add_test(tc, test_starvation_guess_trimmed);
-	tcase_add_test(tc, test_rising_cpu_not_shrunk);
-	tcase_add_test(tc, test_no_reversal_within_window);
-	tcase_add_test(tc, test_memory_never_below_peak);
-	tcase_add_test(tc, test_limits_bound);
-	tcase_add_test(tc, test_rising_memory_grows_once);
-	tcase_add_test(tc, test_rising_memory_trimmed_when_flat);
-	tcase_add_test(tc, test_ended_rise_trimmed_after_recent_growth);
-	tcase_add_test(tc, test_slowing_rise_not_trimmed);
-	tcase_add_test(tc, test_paused_rise_not_ended);
-	tcase_add_test(tc, test_short_history_rise_not_ended);
-	suite_add_tcase(s, tc);
-	return s;
+	return RV_TEST_SUITE("rightsize", tc);
 }
 
 RV_TEST_MAIN(rightsize_suite)

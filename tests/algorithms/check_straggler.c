@@ -221,21 +221,12 @@ END_TEST
 
 static Suite *straggler_suite(void)
 {
-	Suite *s = suite_create("straggler");
-	TCase *tc = tcase_create("core");
-
 	gsl_set_error_handler_off();
-	tcase_set_timeout(tc, 10);
+	TCase *tc = RV_TEST_TCASE("core", 10, test_named, test_uniform_none,
+				  test_single_slow_step_ignored, test_ratio_required, test_share,
+				  test_sync_compute_named, test_sync_compute_equal_none);
 	tcase_add_checked_fixture(tc, setup, NULL);
-	tcase_add_test(tc, test_named);
-	tcase_add_test(tc, test_uniform_none);
-	tcase_add_test(tc, test_single_slow_step_ignored);
-	tcase_add_test(tc, test_ratio_required);
-	tcase_add_test(tc, test_share);
-	tcase_add_test(tc, test_sync_compute_named);
-	tcase_add_test(tc, test_sync_compute_equal_none);
-	suite_add_tcase(s, tc);
-	return s;
+	return RV_TEST_SUITE("straggler", tc);
 }
 
 RV_TEST_MAIN(straggler_suite)

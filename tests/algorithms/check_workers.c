@@ -815,38 +815,22 @@ END_TEST
 
 static Suite *workers_suite(void)
 {
-	Suite *s = suite_create("workers");
-	TCase *tc = tcase_create("core");
-
 	gsl_set_error_handler_off();
-	tcase_set_timeout(tc, 20);
+	TCase *tc = RV_TEST_TCASE(
+		"core", 20, test_flat_model_never_grows, test_flat_explore_never_grows,
+		test_scaling_grows_to_diminishing_returns, test_linear_respects_max_and_unit,
+		test_cluster_free_capacity_caps_growth, test_async_adds_ps_when_transfer_bound,
+		test_explore_geometric, test_explore_growth_share_of_linear,
+		test_explore_down_doubles_when_nothing_lost, test_explore_sequence_no_thrash,
+		test_explore_free_capacity, test_explore_down_past_measured_smaller,
+		test_noisy_count_not_too_slow, test_knee_at_data_edge_measures_above,
+		test_knee_below_measured_range_goes_down, test_knee_within_noise_goes_cheaper,
+		test_prediction_se_grows_away_from_data, test_knee_tie_takes_cheaper,
+		test_knee_bisection_stops_at_noise, test_ps_count_not_far_from_data,
+		test_hold_band_from_knee_speed, test_hold_not_short_of_unmeasured_knee,
+		test_ps_beyond_data_within_uncertainty_fewer, test_climb_grows_to_best_predicted);
 	tcase_add_checked_fixture(tc, setup, NULL);
-	tcase_add_test(tc, test_flat_model_never_grows);
-	tcase_add_test(tc, test_flat_explore_never_grows);
-	tcase_add_test(tc, test_scaling_grows_to_diminishing_returns);
-	tcase_add_test(tc, test_linear_respects_max_and_unit);
-	tcase_add_test(tc, test_cluster_free_capacity_caps_growth);
-	tcase_add_test(tc, test_async_adds_ps_when_transfer_bound);
-	tcase_add_test(tc, test_explore_geometric);
-	tcase_add_test(tc, test_explore_growth_share_of_linear);
-	tcase_add_test(tc, test_explore_down_doubles_when_nothing_lost);
-	tcase_add_test(tc, test_explore_sequence_no_thrash);
-	tcase_add_test(tc, test_explore_free_capacity);
-	tcase_add_test(tc, test_explore_down_past_measured_smaller);
-	tcase_add_test(tc, test_noisy_count_not_too_slow);
-	tcase_add_test(tc, test_knee_at_data_edge_measures_above);
-	tcase_add_test(tc, test_knee_below_measured_range_goes_down);
-	tcase_add_test(tc, test_knee_within_noise_goes_cheaper);
-	tcase_add_test(tc, test_prediction_se_grows_away_from_data);
-	tcase_add_test(tc, test_knee_tie_takes_cheaper);
-	tcase_add_test(tc, test_knee_bisection_stops_at_noise);
-	tcase_add_test(tc, test_climb_grows_to_best_predicted);
-	tcase_add_test(tc, test_ps_count_not_far_from_data);
-	tcase_add_test(tc, test_hold_band_from_knee_speed);
-	tcase_add_test(tc, test_hold_not_short_of_unmeasured_knee);
-	tcase_add_test(tc, test_ps_beyond_data_within_uncertainty_fewer);
-	suite_add_tcase(s, tc);
-	return s;
+	return RV_TEST_SUITE("workers", tc);
 }
 
 RV_TEST_MAIN(workers_suite)

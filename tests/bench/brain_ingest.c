@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "testutil.h"
 #include "brainfix.h"
 #include "buf.h"
 #include "http.h"
@@ -151,21 +152,6 @@ static long count(const char *sql)
 	return n;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-/* The median of the ROUNDS values of v (v is left as it was). */
-static double median(const double *v)
-{
-	double s[ROUNDS];
-	memcpy(s, v, sizeof(s));
-	qsort(s, ROUNDS, sizeof(s[0]), cmp_double);
-	return ROUNDS % 2 ? s[ROUNDS / 2] : (s[ROUNDS / 2 - 1] + s[ROUNDS / 2]) / 2;
-}
-
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -249,6 +235,7 @@ int main(int argc, char **argv)
 	if (rest_fails || copy_fails || after_rest != want || total != 2 * want)
 		return 1;
 	printf("bench=brain_ingest fsync=%s rest_sps=%.0f copy_sps=%.0f ratio=%.2f rounds=%d\n",
-	       nosync ? "off" : "on", median(rest), median(copy), median(ratio), ROUNDS);
+	       nosync ? "off" : "on", rv_test_median(rest, ROUNDS), rv_test_median(copy, ROUNDS),
+	       rv_test_median(ratio, ROUNDS), ROUNDS);
 	return 0;
 }

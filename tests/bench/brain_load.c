@@ -30,6 +30,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "testutil.h"
 #include "brainfix.h"
 #include "buf.h"
 #include "proc.h"
@@ -135,21 +136,6 @@ static int run_wrk(const char *name, const char *url, const char *script, int se
 	}
 	rv_buf_release(&text);
 	return out->rps > 0 ? 0 : -1;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-/* The median of the ROUNDS values of v (v is left as it was). */
-static double median(const double *v)
-{
-	double s[ROUNDS];
-	memcpy(s, v, sizeof(s));
-	qsort(s, ROUNDS, sizeof(s[0]), cmp_double);
-	return ROUNDS % 2 ? s[ROUNDS / 2] : (s[ROUNDS / 2 - 1] + s[ROUNDS / 2]) / 2;
 }
 
 /* The bare handler on its own loopback socket, served like the brain
@@ -316,9 +302,11 @@ int main(void)
 	printf("bench=brain_load bare_rps=%.0f get_rps=%.0f get_p99_ms=%.1f post_rps=%.0f "
 	       "post_p99_ms=%.1f post_ratio=%.3f post_noplan_rps=%.0f post_noplan_p99_ms=%.1f "
 	       "post_noplan_ratio=%.3f fsync=on rounds=%d errors=%ld\n",
-	       median(rps[K_BARE]), median(rps[K_GET]), median(p99[K_GET]), median(rps[K_POST]),
-	       median(p99[K_POST]), median(ratio[K_POST]), median(rps[K_NOPLAN]),
-	       median(p99[K_NOPLAN]), median(ratio[K_NOPLAN]), ROUNDS, errors);
+	       rv_test_median(rps[K_BARE], ROUNDS), rv_test_median(rps[K_GET], ROUNDS),
+	       rv_test_median(p99[K_GET], ROUNDS), rv_test_median(rps[K_POST], ROUNDS),
+	       rv_test_median(p99[K_POST], ROUNDS), rv_test_median(ratio[K_POST], ROUNDS),
+	       rv_test_median(rps[K_NOPLAN], ROUNDS), rv_test_median(p99[K_NOPLAN], ROUNDS),
+	       rv_test_median(ratio[K_NOPLAN], ROUNDS), ROUNDS, errors);
 	fflush(stdout);
 	status = 0;
 out:

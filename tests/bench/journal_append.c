@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "testutil.h"
 #include "journal.h"
 #include "parse.h"
 
@@ -29,15 +30,6 @@ static double now_s(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
-{
-	(void)sb;
-	(void)flag;
-	(void)f;
-	remove(p);
-	return 0;
 }
 
 struct worker {
@@ -94,7 +86,7 @@ static int run_side(const char *dir, int nthreads, double secs, double *rps, dou
 	struct journal_stats st;
 	journal_stats(j, &st);
 	journal_close(j);
-	nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+	rv_test_rm_rf(dir);
 	if (rc < 0) {
 		fprintf(stderr, "journal_append: a sync failed: %s\n", strerror(-rc));
 		return rc;
@@ -130,7 +122,7 @@ int main(int argc, char **argv)
 	snprintf(sub, sizeof(sub), "%s/serial", dir);
 	if (run_side(sub, 1, (double)secs, &s_rps, &s_fps) < 0)
 		return 1;
-	nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+	rv_test_rm_rf(dir);
 	printf("bench=journal_append threads=%" PRId64 " records_per_s=%.0f fsyncs_per_s=%.0f "
 	       "ratio=%.2f\n",
 	       threads, g_rps, g_fps, s_rps > 0 ? g_rps / s_rps : 0.0);

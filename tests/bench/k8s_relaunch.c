@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "brainfix.h"
+#include "k8sfix.h"
 #include "masterfix.h"
 #include "parse.h"
 #include "proc.h"
@@ -34,45 +35,14 @@ static int standin_start(void)
 {
 	if (!mkdtemp(dir))
 		return -errno;
-	const char *bin = getenv("ROVER_BIN_DIR") ? getenv("ROVER_BIN_DIR") : "build/bin";
-	char exe[512], port_file[128], pods[128], log[128];
-	snprintf(exe, sizeof(exe), "%s/../tests/k8s/k8s-standin", bin);
-	snprintf(port_file, sizeof(port_file), "%s/port", dir);
-	snprintf(pods, sizeof(pods), "%s/pods", dir);
-	snprintf(log, sizeof(log), "%s/standin.log", dir);
-	const char *argv[] = { exe,         "--port-file", port_file,    "--dir", pods,
-			       "--nodes",   "8",           "--node-cpu", "32",    "--no-cgroups",
-			       "--history", "10000",       NULL };
-	int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-	struct rv_proc_opts o = { .argv = argv, .pdeathsig = SIGKILL };
-	o.io[1] = (struct rv_proc_io){ RV_PROC_FD, fd };
-	o.io[2] = (struct rv_proc_io){ RV_PROC_FD, fd };
-	int rc = rv_proc_spawn(&standin, &o);
-	close(fd);
-	if (rc < 0)
-		return rc;
-	char *p = NULL;
-	for (int i = 0; i < 100 && !(p && *p); i++) {
-		usleep(50 * 1000);
-		free(p);
-		p = rv_test_read_file(port_file);
-	}
-	if (!p || !*p)
-		return -ETIMEDOUT;
-	api.port = atoi(p);
-	free(p);
+	static const char *const extra[] = { "--nodes",      "8",         "--node-cpu", "32",
+					     "--no-cgroups", "--history", "10000",      NULL };
+	api.port = rv_test_standin_spawn(&standin, dir, extra);
+	if (api.port < 0)
+		return api.port;
 	snprintf(api.url, sizeof(api.url), "http://127.0.0.1:%d", api.port);
 	snprintf(kubeconfig, sizeof(kubeconfig), "%s/kubeconfig", dir);
-	FILE *f = fopen(kubeconfig, "w");
-	if (!f)
-		return -errno;
-	fprintf(f,
-		"apiVersion: v1\nkind: Config\ncurrent-context: s\nclusters:\n- name: s\n"
-		"  cluster: {server: \"%s\"}\ncontexts:\n- name: s\n  context: {cluster: s, user: "
-		"u}\nusers:\n- name: u\n  user: {}\n",
-		api.url);
-	fclose(f);
-	return 0;
+	return rv_test_kubeconfig_write(kubeconfig, api.url, NULL, NULL);
 }
 
 /* One request of a burst sent at once, each from its own thread. */
@@ -213,16 +183,7 @@ int main(void)
 			fprintf(stderr, "k8s_relaunch: could not copy the log\n");
 	}
 	rv_test_master_cleanup(&m);
-	rv_proc_kill(&standin, SIGTERM);
-	int st;
-	if (rv_proc_wait(&standin, 10000, &st) == -ETIMEDOUT) {
-		rv_proc_kill(&standin, SIGKILL);
-		rv_proc_wait(&standin, -1, &st);
-	}
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "k8s_relaunch: could not remove %s\n", dir);
+	rv_test_standin_stop(&standin, dir);
 	printf("bench=k8s_relaunch pods=%d deleted=%d seconds=%.2f standin_start_s=%.2f "
 	       "rover_s=%.2f\n",
 	       PODS, DELETED, secs, base, secs >= 0 && base >= 0 ? secs - base : -1);

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "testutil.h"
 #include "http.h"
 #include "json.h"
 #include "masterfix.h"
@@ -152,21 +153,6 @@ static double run(void *(*fn)(void *), const char *url, double *p99)
 	return (double)ops / secs;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-/* The median of the PAIRS values of v (v is left as it was). */
-static double median(const double *v)
-{
-	double s[PAIRS];
-	memcpy(s, v, sizeof(s));
-	qsort(s, PAIRS, sizeof(s[0]), cmp_double);
-	return PAIRS % 2 ? s[PAIRS / 2] : (s[PAIRS / 2 - 1] + s[PAIRS / 2]) / 2;
-}
-
 /* How well the journal grouped its commits, on stderr. */
 static void journal_note(const char *base)
 {
@@ -237,7 +223,8 @@ int main(void)
 	free(spec);
 	printf("bench=master_shards ops_per_s=%.0f bare_ops_per_s=%.0f ratio=%.2f p99_ms=%.2f "
 	       "bare_p99_ms=%.2f threads=%d pairs=%d\n",
-	       median(ops), median(bare), median(ratio), median(p99), median(bare_p99), THREADS,
-	       PAIRS);
+	       rv_test_median(ops, PAIRS), rv_test_median(bare, PAIRS),
+	       rv_test_median(ratio, PAIRS), rv_test_median(p99, PAIRS),
+	       rv_test_median(bare_p99, PAIRS), THREADS, PAIRS);
 	return 0;
 }

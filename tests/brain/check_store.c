@@ -165,13 +165,9 @@ END_TEST
 
 static Suite *store_suite(void)
 {
-	Suite *s = suite_create("brain_store");
-	TCase *tc = tcase_create("planner");
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, pass_commits_over_a_batch_stored_meanwhile);
-	tcase_add_test(tc, planned_time_starts_at_zero_and_never_goes_back);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("planner", 60, pass_commits_over_a_batch_stored_meanwhile,
+				  planned_time_starts_at_zero_and_never_goes_back);
+	return RV_TEST_SUITE("brain_store", tc);
 }
 
 RV_TEST_MAIN_PG(store_suite)

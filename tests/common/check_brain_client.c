@@ -70,15 +70,8 @@ static void teardown(void)
 
 static long sql_count(const char *sql)
 {
-	PGconn *c = PQconnectdb(conninfo);
-	ck_assert_int_eq(PQstatus(c), CONNECTION_OK);
-	PGresult *r = PQexecParams(c, sql, 0, NULL, NULL, NULL, NULL, 0);
-	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK || PQresultStatus(r) == PGRES_COMMAND_OK,
-		      "%s: %s", sql, PQerrorMessage(c));
-	long n = PQntuples(r) > 0 ? atol(PQgetvalue(r, 0, 0)) : 0;
-	PQclear(r);
-	PQfinish(c);
-	return n;
+	char v[64];
+	return atol(rv_test_sql_value(conninfo, sql, v, sizeof(v)));
 }
 
 static void spec_of(struct rv_job_spec *spec)
@@ -484,23 +477,15 @@ END_TEST
 
 static Suite *brain_client_suite(void)
 {
-	Suite *s = suite_create("brain_client");
-	TCase *tc = tcase_create("brain");
+	TCase *tc = RV_TEST_TCASE("brain", 60, every_call_round_trips,
+				  errors_name_status_and_brain_text, token_sent_and_refusal_named,
+				  same_batch_twice_is_stored_once,
+				  same_oom_event_twice_counts_one_oom_and_one_plan,
+				  oom_event_and_its_plan_commit_together,
+				  retry_across_a_brain_restart);
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, every_call_round_trips);
-	tcase_add_test(tc, errors_name_status_and_brain_text);
-	tcase_add_test(tc, token_sent_and_refusal_named);
-	tcase_add_test(tc, same_batch_twice_is_stored_once);
-	tcase_add_test(tc, same_oom_event_twice_counts_one_oom_and_one_plan);
-	tcase_add_test(tc, oom_event_and_its_plan_commit_together);
-	tcase_add_test(tc, retry_across_a_brain_restart);
-	suite_add_tcase(s, tc);
-	TCase *tn = tcase_create("silent");
-	tcase_set_timeout(tn, 30);
-	tcase_add_test(tn, timeout_against_a_socket_that_never_answers);
-	suite_add_tcase(s, tn);
-	return s;
+	TCase *tn = RV_TEST_TCASE("silent", 30, timeout_against_a_socket_that_never_answers);
+	return RV_TEST_SUITE("brain_client", tc, tn);
 }
 
 RV_TEST_MAIN_PG(brain_client_suite)

@@ -212,21 +212,11 @@ END_TEST
 
 static Suite *buf_suite(void)
 {
-	Suite *s = suite_create("buf");
-	TCase *tc = tcase_create("buf");
-	tcase_set_timeout(tc, 10);
-	tcase_add_test(tc, test_init_empty);
-	tcase_add_test(tc, test_append_growth);
-	tcase_add_test(tc, test_append_binary_and_empty);
-	tcase_add_test(tc, test_printf);
-	tcase_add_test(tc, test_printf_large);
-	tcase_add_test(tc, test_pg_array_escaping);
-	tcase_add_test(tc, test_steal);
-	tcase_add_test(tc, test_failed_buffer);
-	tcase_add_test(tc, test_truncate_to_mark);
-	tcase_add_test(tc, test_reserve);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("buf", 10, test_init_empty, test_append_growth,
+				  test_append_binary_and_empty, test_printf, test_printf_large,
+				  test_pg_array_escaping, test_steal, test_failed_buffer,
+				  test_truncate_to_mark, test_reserve);
+	return RV_TEST_SUITE("buf", tc);
 }
 
 RV_TEST_MAIN(buf_suite)

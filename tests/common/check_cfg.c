@@ -414,33 +414,17 @@ END_TEST
 
 static Suite *cfg_suite(void)
 {
-	Suite *s = suite_create("cfg");
-	TCase *tc = tcase_create("load");
-	tcase_set_timeout(tc, 10);
-	tcase_add_checked_fixture(tc, NULL, teardown);
-	tcase_add_test(tc, test_defaults);
-	tcase_add_test(tc, test_precedence);
-	tcase_add_test(tc, test_config_equals_form);
-	tcase_add_test(tc, test_config_from_env);
-	tcase_add_test(tc, test_bool_flag);
-	tcase_add_test(tc, test_bounds);
-	tcase_add_test(tc, test_bad_values);
-	tcase_add_test(tc, test_unknown_key_line);
-	tcase_add_test(tc, test_syntax_error_line);
-	tcase_add_test(tc, test_missing_file);
-	tcase_add_test(tc, test_unknown_flag);
-	tcase_add_test(tc, test_help_version);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("output");
-	tcase_set_timeout(tc, 10);
-	tcase_add_checked_fixture(tc, NULL, teardown);
-	tcase_add_test(tc, test_help_and_conf_text);
-	tcase_add_test(tc, test_effective_masks_secret);
-	tcase_add_test(tc, test_effective_empty_secret_shown_empty);
-	tcase_add_test(tc, test_effective_logs_nothing);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc_load = RV_TEST_TCASE("load", 10, test_defaults, test_precedence,
+				       test_config_equals_form, test_config_from_env,
+				       test_bool_flag, test_bounds, test_bad_values,
+				       test_unknown_key_line, test_syntax_error_line,
+				       test_missing_file, test_unknown_flag, test_help_version);
+	tcase_add_checked_fixture(tc_load, NULL, teardown);
+	TCase *tc_output =
+		RV_TEST_TCASE("output", 10, test_help_and_conf_text, test_effective_masks_secret,
+			      test_effective_empty_secret_shown_empty, test_effective_logs_nothing);
+	tcase_add_checked_fixture(tc_output, NULL, teardown);
+	return RV_TEST_SUITE("cfg", tc_load, tc_output);
 }
 
 RV_TEST_MAIN(cfg_suite)

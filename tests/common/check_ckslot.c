@@ -201,15 +201,9 @@ END_TEST
 
 static Suite *ckslot_suite(void)
 {
-	Suite *s = suite_create("ckslot");
-	TCase *tc = tcase_create("core");
-	tcase_add_test(tc, test_crc32c_check_value);
-	tcase_add_test(tc, test_copy_committed);
-	tcase_add_test(tc, test_refused);
-	tcase_add_test(tc, test_overwritten_during_copy);
-	tcase_add_test(tc, test_manifest);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("core", 0, test_crc32c_check_value, test_copy_committed,
+				  test_refused, test_overwritten_during_copy, test_manifest);
+	return RV_TEST_SUITE("ckslot", tc);
 }
 
 RV_TEST_MAIN(ckslot_suite)

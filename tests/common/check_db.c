@@ -544,14 +544,6 @@ static void write_file(const char *name, const char *text)
 	fclose(f);
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static void mig_setup(void)
 {
 	snprintf(migdir, sizeof(migdir), "/tmp/rover-check-mig-XXXXXX");
@@ -568,7 +560,7 @@ static void mig_setup(void)
 
 static void mig_teardown(void)
 {
-	nftw(migdir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+	rv_test_rm_rf(migdir);
 }
 
 static PGconn *connect_db(void)
@@ -723,36 +715,20 @@ END_TEST
 
 static Suite *db_suite(void)
 {
-	Suite *s = suite_create("db");
-	TCase *tc = tcase_create("exec");
-	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, params_round_trip_verbatim);
-	tcase_add_test(tc, unique_violation_is_eexist);
-	tcase_add_test(tc, syntax_error_has_message);
-	tcase_add_test(tc, sqlstate_mapping);
-	tcase_add_test(tc, statement_timeout_is_etimedout);
-	tcase_add_test(tc, transactions_commit_and_rollback);
-	tcase_add_test(tc, pipeline_runs_in_order_and_stops_at_failure);
-	tcase_add_test(tc, pipeline_prepares_once_per_connection);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("pool");
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, pool_concurrent_threads);
-	tcase_add_test(tc, pool_limit_and_acquire_timeout);
-	tcase_add_test(tc, pool_survives_server_outage);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("migrate");
-	tcase_set_timeout(tc, 60);
-	tcase_add_checked_fixture(tc, mig_setup, mig_teardown);
-	tcase_add_test(tc, migrate_numeric_order_once);
-	tcase_add_test(tc, migrate_changed_file_is_an_error);
-	tcase_add_test(tc, migrate_failing_file_is_rolled_back);
-	tcase_add_test(tc, migrate_concurrent_applies_once);
-	tcase_add_test(tc, fresh_db_isolated_and_migrated);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc_exec = RV_TEST_TCASE("exec", 30, params_round_trip_verbatim,
+				       unique_violation_is_eexist, syntax_error_has_message,
+				       sqlstate_mapping, statement_timeout_is_etimedout,
+				       transactions_commit_and_rollback,
+				       pipeline_runs_in_order_and_stops_at_failure,
+				       pipeline_prepares_once_per_connection);
+	TCase *tc_pool = RV_TEST_TCASE("pool", 60, pool_concurrent_threads,
+				       pool_limit_and_acquire_timeout, pool_survives_server_outage);
+	TCase *tc_migrate =
+		RV_TEST_TCASE("migrate", 60, migrate_numeric_order_once,
+			      migrate_changed_file_is_an_error, migrate_failing_file_is_rolled_back,
+			      migrate_concurrent_applies_once, fresh_db_isolated_and_migrated);
+	tcase_add_checked_fixture(tc_migrate, mig_setup, mig_teardown);
+	return RV_TEST_SUITE("db", tc_exec, tc_pool, tc_migrate);
 }
 
 RV_TEST_MAIN_PG(db_suite)

@@ -94,14 +94,8 @@ END_TEST
 
 static Suite *err_suite(void)
 {
-	Suite *s = suite_create("err");
-	TCase *tc = tcase_create("err");
-	tcase_set_timeout(tc, 10);
-	tcase_add_test(tc, test_errno_to_http);
-	tcase_add_test(tc, test_err_set);
-	tcase_add_test(tc, test_err_truncates);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("err", 10, test_errno_to_http, test_err_set, test_err_truncates);
+	return RV_TEST_SUITE("err", tc);
 }
 
 RV_TEST_MAIN(err_suite)

@@ -122,15 +122,9 @@ END_TEST
 
 static Suite *gpu_suite(void)
 {
-	Suite *s = suite_create("gpu");
-	TCase *tc = tcase_create("probe");
-	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, test_probe_real_binary);
-	tcase_add_test(tc, test_parse_gpu_host);
-	tcase_add_test(tc, test_parse_refuses_garbage);
-	tcase_add_test(tc, test_probe_hang_times_out);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("probe", 30, test_probe_real_binary, test_parse_gpu_host,
+				  test_parse_refuses_garbage, test_probe_hang_times_out);
+	return RV_TEST_SUITE("gpu", tc);
 }
 
 int main(void)

@@ -1040,53 +1040,24 @@ END_TEST
 
 static Suite *http_suite(void)
 {
-	Suite *s = suite_create("http");
-	TCase *tc = tcase_create("server+client");
+	TCase *tc = RV_TEST_TCASE("server+client", 20, test_route_params, test_query_and_header,
+				  test_not_found_and_method, test_body_limit,
+				  test_endless_chunked_body, test_auth, test_handler_errno,
+				  test_keepalive, test_concurrent, test_long_poll_does_not_block,
+				  test_client_timeout, test_connection_refused, test_metrics,
+				  test_garbage, test_head_limits_json, test_connection_limit,
+				  test_address_in_use, test_ipv6, test_stop_while_handler_blocks,
+				  test_defer_needs_pool);
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 20);
-	tcase_add_test(tc, test_route_params);
-	tcase_add_test(tc, test_query_and_header);
-	tcase_add_test(tc, test_not_found_and_method);
-	tcase_add_test(tc, test_body_limit);
-	tcase_add_test(tc, test_endless_chunked_body);
-	tcase_add_test(tc, test_auth);
-	tcase_add_test(tc, test_handler_errno);
-	tcase_add_test(tc, test_keepalive);
-	tcase_add_test(tc, test_concurrent);
-	tcase_add_test(tc, test_long_poll_does_not_block);
-	tcase_add_test(tc, test_client_timeout);
-	tcase_add_test(tc, test_connection_refused);
-	tcase_add_test(tc, test_metrics);
-	tcase_add_test(tc, test_garbage);
-	tcase_add_test(tc, test_head_limits_json);
-	tcase_add_test(tc, test_connection_limit);
-	tcase_add_test(tc, test_address_in_use);
-	tcase_add_test(tc, test_ipv6);
-	tcase_add_test(tc, test_stop_while_handler_blocks);
-	tcase_add_test(tc, test_defer_needs_pool);
-	suite_add_tcase(s, tc);
-
 	/* The same server on a pool of epoll threads. */
-	TCase *tp = tcase_create("pool");
+	TCase *tp = RV_TEST_TCASE("pool", 20, test_route_params, test_query_and_header,
+				  test_not_found_and_method, test_body_limit,
+				  test_endless_chunked_body, test_auth, test_handler_errno,
+				  test_keepalive, test_concurrent, test_metrics, test_garbage,
+				  test_head_limits_json, test_pool_deferred_do_not_block,
+				  test_pool_complete_at_once, test_stop_while_handler_blocks);
 	tcase_add_checked_fixture(tp, setup_pool, teardown);
-	tcase_set_timeout(tp, 20);
-	tcase_add_test(tp, test_route_params);
-	tcase_add_test(tp, test_query_and_header);
-	tcase_add_test(tp, test_not_found_and_method);
-	tcase_add_test(tp, test_body_limit);
-	tcase_add_test(tp, test_endless_chunked_body);
-	tcase_add_test(tp, test_auth);
-	tcase_add_test(tp, test_handler_errno);
-	tcase_add_test(tp, test_keepalive);
-	tcase_add_test(tp, test_concurrent);
-	tcase_add_test(tp, test_metrics);
-	tcase_add_test(tp, test_garbage);
-	tcase_add_test(tp, test_head_limits_json);
-	tcase_add_test(tp, test_pool_deferred_do_not_block);
-	tcase_add_test(tp, test_pool_complete_at_once);
-	tcase_add_test(tp, test_stop_while_handler_blocks);
-	suite_add_tcase(s, tp);
-	return s;
+	return RV_TEST_SUITE("http", tc, tp);
 }
 
 RV_TEST_MAIN(http_suite)

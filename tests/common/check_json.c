@@ -581,38 +581,18 @@ END_TEST
 
 static Suite *json_suite(void)
 {
-	Suite *s = suite_create("json");
-	TCase *tc = tcase_create("parse");
-	tcase_set_timeout(tc, 10);
-	tcase_add_test(tc, test_parse_valid);
-	tcase_add_test(tc, test_parse_not_nul_terminated);
-	tcase_add_test(tc, test_parse_syntax_error_offset);
-	tcase_add_test(tc, test_parse_trailing_data);
-	tcase_add_test(tc, test_parse_empty);
-	tcase_add_test(tc, test_parse_depth_limit);
-	tcase_add_test(tc, test_parse_hostile_depth);
-	tcase_add_test(tc, test_parse_brackets_in_strings);
-	tcase_add_test(tc, test_parse_nul);
-	tcase_add_test(tc, test_print);
-	tcase_add_test(tc, test_print_numbers);
-	tcase_add_test(tc, test_print_strings);
-	tcase_add_test(tc, test_parse_duplicate_keys);
-	tcase_add_test(tc, test_parse_big_integers);
-	tcase_add_test(tc, test_parse_invalid_utf8);
-	tcase_add_test(tc, test_parse_long_path_utf8);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("getters");
-	tcase_set_timeout(tc, 10);
-	tcase_add_test(tc, test_path);
-	tcase_add_test(tc, test_get_string);
-	tcase_add_test(tc, test_get_int);
-	tcase_add_test(tc, test_get_nan_inf);
-	tcase_add_test(tc, test_get_double);
-	tcase_add_test(tc, test_get_bool);
-	tcase_add_test(tc, test_get_object_array);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc_parse =
+		RV_TEST_TCASE("parse", 10, test_parse_valid, test_parse_not_nul_terminated,
+			      test_parse_syntax_error_offset, test_parse_trailing_data,
+			      test_parse_empty, test_parse_depth_limit, test_parse_hostile_depth,
+			      test_parse_brackets_in_strings, test_parse_nul, test_print,
+			      test_print_numbers, test_print_strings, test_parse_duplicate_keys,
+			      test_parse_big_integers, test_parse_invalid_utf8,
+			      test_parse_long_path_utf8);
+	TCase *tc_getters = RV_TEST_TCASE("getters", 10, test_path, test_get_string, test_get_int,
+					  test_get_nan_inf, test_get_double, test_get_bool,
+					  test_get_object_array);
+	return RV_TEST_SUITE("json", tc_parse, tc_getters);
 }
 
 RV_TEST_MAIN(json_suite)

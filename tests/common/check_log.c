@@ -256,20 +256,11 @@ END_TEST
 
 static Suite *log_suite(void)
 {
-	Suite *s = suite_create("log");
-	TCase *tc = tcase_create("log");
-	tcase_set_timeout(tc, 20);
-	tcase_add_test(tc, test_line_shape);
-	tcase_add_test(tc, test_no_keys);
-	tcase_add_test(tc, test_level_filter);
-	tcase_add_test(tc, test_level_parse);
-	tcase_add_test(tc, test_quote);
-	tcase_add_test(tc, test_quote_truncates);
-	tcase_add_test(tc, test_quoted_value_in_line);
-	tcase_add_test(tc, test_long_line);
-	tcase_add_test(tc, test_one_write_per_line);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("log", 20, test_line_shape, test_no_keys, test_level_filter,
+				  test_level_parse, test_quote, test_quote_truncates,
+				  test_quoted_value_in_line, test_long_line,
+				  test_one_write_per_line);
+	return RV_TEST_SUITE("log", tc);
 }
 
 RV_TEST_MAIN(log_suite)

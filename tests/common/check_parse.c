@@ -185,28 +185,12 @@ END_TEST
 
 static Suite *parse_suite(void)
 {
-	Suite *s = suite_create("parse");
-	TCase *tc = tcase_create("numbers");
-	tcase_set_timeout(tc, 10);
-	tcase_add_test(tc, test_i64_valid);
-	tcase_add_test(tc, test_i64_bounds);
-	tcase_add_test(tc, test_i64_garbage);
-	tcase_add_test(tc, test_double_valid);
-	tcase_add_test(tc, test_double_bounds_and_garbage);
-	tcase_add_test(tc, test_bool);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("memory");
-	tcase_set_timeout(tc, 10);
-	tcase_add_test(tc, test_memory_units);
-	tcase_add_test(tc, test_memory_garbage);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("clocks");
-	tcase_set_timeout(tc, 10);
-	tcase_add_test(tc, test_clocks);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc_numbers = RV_TEST_TCASE("numbers", 10, test_i64_valid, test_i64_bounds,
+					  test_i64_garbage, test_double_valid,
+					  test_double_bounds_and_garbage, test_bool);
+	TCase *tc_memory = RV_TEST_TCASE("memory", 10, test_memory_units, test_memory_garbage);
+	TCase *tc_clocks = RV_TEST_TCASE("clocks", 10, test_clocks);
+	return RV_TEST_SUITE("parse", tc_numbers, tc_memory, tc_clocks);
 }
 
 RV_TEST_MAIN(parse_suite)

@@ -72,12 +72,8 @@ END_TEST
 
 static Suite *pgfix_suite(void)
 {
-	Suite *s = suite_create("pgfix");
-	TCase *tc = tcase_create("reaper");
-	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, test_reaper_removes_the_folder_of_a_killed_test);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("reaper", 30, test_reaper_removes_the_folder_of_a_killed_test);
+	return RV_TEST_SUITE("pgfix", tc);
 }
 
 RV_TEST_MAIN(pgfix_suite)

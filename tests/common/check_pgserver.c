@@ -16,14 +16,6 @@
 
 static char tmpdir[64];
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static void setup(void)
 {
 	setenv("ROVER_PG_NOSYNC", "1", 1);
@@ -33,24 +25,14 @@ static void setup(void)
 
 static void teardown(void)
 {
-	nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	rv_test_rm_rf(tmpdir);
 }
 
 /* Run sql on conninfo, return the first value of the first row (static buffer). */
 static const char *query1(const char *conninfo, const char *sql)
 {
 	static char val[256];
-	PGconn *c = PQconnectdb(conninfo);
-	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "connect: %s", PQerrorMessage(c));
-	PGresult *r = PQexecParams(c, sql, 0, NULL, NULL, NULL, NULL, 0);
-	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK || PQresultStatus(r) == PGRES_COMMAND_OK,
-		      "%s: %s", sql, PQerrorMessage(c));
-	val[0] = '\0';
-	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0)
-		snprintf(val, sizeof(val), "%s", PQgetvalue(r, 0, 0));
-	PQclear(r);
-	PQfinish(c);
-	return val;
+	return rv_test_sql_value(conninfo, sql, val, sizeof(val));
 }
 
 START_TEST(start_fresh_folder_creates_cluster)
@@ -159,17 +141,11 @@ END_TEST
 
 static Suite *pgserver_suite(void)
 {
-	Suite *s = suite_create("pgserver");
-	TCase *tc = tcase_create("cluster");
-	tcase_set_timeout(tc, 60);
+	TCase *tc = RV_TEST_TCASE("cluster", 60, start_fresh_folder_creates_cluster,
+				  restart_keeps_data, start_on_running_folder_reuses_it,
+				  failed_start_reports_server_log, bad_bindir_is_a_clear_error);
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, start_fresh_folder_creates_cluster);
-	tcase_add_test(tc, restart_keeps_data);
-	tcase_add_test(tc, start_on_running_folder_reuses_it);
-	tcase_add_test(tc, failed_start_reports_server_log);
-	tcase_add_test(tc, bad_bindir_is_a_clear_error);
-	suite_add_tcase(s, tc);
-	return s;
+	return RV_TEST_SUITE("pgserver", tc);
 }
 
 RV_TEST_MAIN(pgserver_suite)

@@ -673,31 +673,16 @@ END_TEST
 
 static Suite *proc_suite(void)
 {
-	Suite *s = suite_create("proc");
-	TCase *tc = tcase_create("proc");
-	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, test_exit_codes);
-	tcase_add_test(tc, test_reaped_elsewhere);
-	tcase_add_test(tc, test_signal_status);
-	tcase_add_test(tc, test_exec_failure_errno);
-	tcase_add_test(tc, test_timeout_kills);
-	tcase_add_test(tc, test_stop_escalates_to_kill);
-	tcase_add_test(tc, test_group_kill_reaches_grandchild);
-	tcase_add_test(tc, test_same_group_kill_spares_grandchild);
-	tcase_add_test(tc, test_pdeathsig);
-	tcase_add_test(tc, test_pdeathsig_pid1_of_a_new_namespace);
-	tcase_add_test(tc, test_no_fd_leaks);
-	tcase_add_test(tc, test_child_signal_state_reset);
-	tcase_add_test(tc, test_output_capture);
-	tcase_add_test(tc, test_env_cwd);
-	tcase_add_test(tc, test_drop_ids);
-	tcase_add_test(tc, test_cgroup_join_and_rlimit);
-	tcase_add_test(tc, test_adopt_reparented_orphan);
-	tcase_add_test(tc, test_reap_strays_spares_the_kept);
-	tcase_add_test(tc, test_kill_strays);
-	tcase_add_test(tc, test_exe_relative);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("proc", 30, test_exit_codes, test_reaped_elsewhere,
+				  test_signal_status, test_exec_failure_errno, test_timeout_kills,
+				  test_stop_escalates_to_kill, test_group_kill_reaches_grandchild,
+				  test_same_group_kill_spares_grandchild, test_pdeathsig,
+				  test_pdeathsig_pid1_of_a_new_namespace, test_no_fd_leaks,
+				  test_child_signal_state_reset, test_output_capture, test_env_cwd,
+				  test_drop_ids, test_cgroup_join_and_rlimit,
+				  test_adopt_reparented_orphan, test_reap_strays_spares_the_kept,
+				  test_kill_strays, test_exe_relative);
+	return RV_TEST_SUITE("proc", tc);
 }
 
 /* Helper mode: spawn `sleep 30` with death signal argv[2], print its pid, exit. */

@@ -491,21 +491,12 @@ END_TEST
 
 static Suite *usage_suite(void)
 {
-	Suite *s = suite_create("usage");
-	TCase *tc = tcase_create("usage");
-	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, test_parse_cpu_times);
-	tcase_add_test(tc, test_parse_meminfo_and_psi);
-	tcase_add_test(tc, test_parse_cgroup_files);
-	tcase_add_test(tc, test_read_cgroup_cpu_fixtures);
-	tcase_add_test(tc, test_parse_proc_stat);
-	tcase_add_test(tc, test_read_this_host);
-	tcase_add_test(tc, test_scanner_finds_jobs);
-	tcase_add_test(tc, test_scanner_bad_root);
-	tcase_add_test(tc, test_proc_tree);
-	tcase_add_test(tc, test_cgroup_folders);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("usage", 30, test_parse_cpu_times, test_parse_meminfo_and_psi,
+				  test_parse_cgroup_files, test_read_cgroup_cpu_fixtures,
+				  test_parse_proc_stat, test_read_this_host,
+				  test_scanner_finds_jobs, test_scanner_bad_root, test_proc_tree,
+				  test_cgroup_folders);
+	return RV_TEST_SUITE("usage", tc);
 }
 
 int main(void)

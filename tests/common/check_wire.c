@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "cleanup.h"
 #include "json.h"
 #include "brainfix.h"
 #include "testutil.h"
@@ -1833,67 +1834,30 @@ END_TEST
 
 static Suite *wire_suite(void)
 {
-	Suite *s = suite_create("wire");
-	TCase *tc = tcase_create("spec");
-	tcase_set_timeout(tc, 20);
-	tcase_add_test(tc, test_enum_names);
-	tcase_add_test(tc, test_spec_design_example);
-	tcase_add_test(tc, test_spec_defaults);
-	tcase_add_test(tc, test_spec_resource_forms);
-	tcase_add_test(tc, test_spec_round_trip);
-	tcase_add_test(tc, test_spec_template_resources);
-	tcase_add_test(tc, test_spec_template_bad);
-	tcase_add_test(tc, test_spec_to_json_shape);
-	tcase_add_loop_test(tc, test_spec_bad, 0, (int)(sizeof(bad_specs) / sizeof(bad_specs[0])));
-	tcase_add_test(tc, test_spec_release_on_late_error);
-	tcase_add_test(tc, test_spec_duplicate_role);
-	tcase_add_test(tc, test_spec_labels_verbatim);
-	tcase_add_test(tc, test_spec_huge_strings);
-	tcase_add_test(tc, test_spec_limits);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("metrics");
-	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, test_metrics_valid);
-	tcase_add_test(tc, test_metrics_round_trip);
-	tcase_add_test(tc, test_metrics_bad_sample_in_middle);
-	tcase_add_loop_test(tc, test_metrics_bad, 0,
-			    (int)(sizeof(bad_batches) / sizeof(bad_batches[0])));
-	tcase_add_test(tc, test_metrics_batch_size);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("event");
-	tcase_set_timeout(tc, 20);
-	tcase_add_test(tc, test_event_valid);
-	tcase_add_loop_test(tc, test_event_bad, 0,
-			    (int)(sizeof(bad_events) / sizeof(bad_events[0])));
-	tcase_add_test(tc, test_event_long_reason);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("plan");
-	tcase_set_timeout(tc, 20);
-	tcase_add_test(tc, test_plan_design_example);
-	tcase_add_test(tc, test_plan_round_trip_and_shape);
-	tcase_add_loop_test(tc, test_plan_bad, 0, (int)(sizeof(bad_plans) / sizeof(bad_plans[0])));
-	tcase_add_test(tc, test_plan_too_many_nodes);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("cluster");
-	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, test_cluster_valid_round_trip);
-	tcase_add_loop_test(tc, test_cluster_bad, 0,
-			    (int)(sizeof(bad_reports) / sizeof(bad_reports[0])));
-	tcase_add_test(tc, test_cluster_limits);
-	tcase_add_test(tc, test_hostile_text);
-	tcase_add_test(tc, test_to_json_out_of_memory);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("tables");
-	tcase_set_timeout(tc, 20);
-	tcase_add_test(tc, test_table_fields_are_parsed);
-	tcase_add_test(tc, test_table_fields_are_written);
-	tcase_add_test(tc, test_ids);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc_spec = RV_TEST_TCASE("spec", 20, test_enum_names, test_spec_design_example,
+				       test_spec_defaults, test_spec_resource_forms,
+				       test_spec_round_trip, test_spec_template_resources,
+				       test_spec_template_bad, test_spec_to_json_shape,
+				       test_spec_release_on_late_error, test_spec_duplicate_role,
+				       test_spec_labels_verbatim, test_spec_huge_strings,
+				       test_spec_limits);
+	tcase_add_loop_test(tc_spec, test_spec_bad, 0, (int)RV_ARRAY_SIZE(bad_specs));
+	TCase *tc_metrics =
+		RV_TEST_TCASE("metrics", 30, test_metrics_valid, test_metrics_round_trip,
+			      test_metrics_bad_sample_in_middle, test_metrics_batch_size);
+	tcase_add_loop_test(tc_metrics, test_metrics_bad, 0, (int)RV_ARRAY_SIZE(bad_batches));
+	TCase *tc_event = RV_TEST_TCASE("event", 20, test_event_valid, test_event_long_reason);
+	tcase_add_loop_test(tc_event, test_event_bad, 0, (int)RV_ARRAY_SIZE(bad_events));
+	TCase *tc_plan = RV_TEST_TCASE("plan", 20, test_plan_design_example,
+				       test_plan_round_trip_and_shape, test_plan_too_many_nodes);
+	tcase_add_loop_test(tc_plan, test_plan_bad, 0, (int)RV_ARRAY_SIZE(bad_plans));
+	TCase *tc_cluster = RV_TEST_TCASE("cluster", 30, test_cluster_valid_round_trip,
+					  test_cluster_limits, test_hostile_text,
+					  test_to_json_out_of_memory);
+	tcase_add_loop_test(tc_cluster, test_cluster_bad, 0, (int)RV_ARRAY_SIZE(bad_reports));
+	TCase *tc_tables = RV_TEST_TCASE("tables", 20, test_table_fields_are_parsed,
+					 test_table_fields_are_written, test_ids);
+	return RV_TEST_SUITE("wire", tc_spec, tc_metrics, tc_event, tc_plan, tc_cluster, tc_tables);
 }
 
 RV_TEST_MAIN(wire_suite)

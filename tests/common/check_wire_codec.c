@@ -161,13 +161,9 @@ END_TEST
 
 static Suite *wire_codec_suite(void)
 {
-	Suite *s = suite_create("wire_codec");
-	TCase *tc = tcase_create("codec");
-	tcase_add_test(tc, test_values_and_defaults);
-	tcase_add_test(tc, test_round_trip);
-	tcase_add_test(tc, test_refused);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc =
+		RV_TEST_TCASE("codec", 0, test_values_and_defaults, test_round_trip, test_refused);
+	return RV_TEST_SUITE("wire_codec", tc);
 }
 
 RV_TEST_MAIN(wire_codec_suite)

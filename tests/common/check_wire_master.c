@@ -411,19 +411,11 @@ END_TEST
 
 static Suite *wire_master_suite(void)
 {
-	Suite *s = suite_create("wire_master");
-	TCase *tc = tcase_create("messages");
-	tcase_add_test(tc, test_round_trip);
-	tcase_add_test(tc, test_values);
-	tcase_add_test(tc, test_bad);
-	tcase_add_test(tc, test_netcheck_group_of_one);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("tables");
-	tcase_add_test(tc, test_table_fields_are_parsed);
-	tcase_add_test(tc, test_table_fields_are_written);
-	tcase_add_test(tc, test_table_refs_resolve);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc_messages = RV_TEST_TCASE("messages", 0, test_round_trip, test_values, test_bad,
+					   test_netcheck_group_of_one);
+	TCase *tc_tables = RV_TEST_TCASE("tables", 0, test_table_fields_are_parsed,
+					 test_table_fields_are_written, test_table_refs_resolve);
+	return RV_TEST_SUITE("wire_master", tc_messages, tc_tables);
 }
 
 RV_TEST_MAIN(wire_master_suite)

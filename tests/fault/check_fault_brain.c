@@ -76,14 +76,7 @@ static long post_batch(const char *uid, int i, char *body, size_t size)
 
 static long speed_samples(const char *uid)
 {
-	char path[128];
-	snprintf(path, sizeof(path), "/v1/jobs/%s", uid);
-	struct rv_test_reply r;
-	ck_assert_int_eq(rv_test_http(&brain, "GET", path, NULL, NULL, &r), 0);
-	ck_assert_msg(r.status == 200, "status %ld body %s", r.status, r.body);
-	long n = (long)rv_test_json_num(r.json, "speed_samples", -1);
-	rv_test_reply_release(&r);
-	return n;
+	return (long)rv_test_brain_job_num(&brain, uid, "speed_samples");
 }
 
 /* Register examples/job.json: its uid into uid. */
@@ -91,12 +84,8 @@ static void register_job(char *uid, size_t size)
 {
 	char *doc = rv_test_read_file("examples/job.json");
 	ck_assert_ptr_nonnull(doc);
-	struct rv_test_reply r;
-	ck_assert_int_eq(rv_test_http(&brain, "POST", "/v1/jobs", doc, NULL, &r), 0);
+	rv_test_brain_register(&brain, doc, uid, size);
 	free(doc);
-	ck_assert_msg(r.status == 201, "status %ld body %s", r.status, r.body);
-	snprintf(uid, size, "%s", rv_test_json_str(r.json, "uid"));
-	rv_test_reply_release(&r);
 }
 
 START_TEST(test_brain_postgres_read_only)

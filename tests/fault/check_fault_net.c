@@ -179,12 +179,7 @@ END_TEST
  * and the end, over ms. */
 static double step_rate(const char *path, int from, int64_t ms)
 {
-	char *s = rv_test_read_file(path);
-	int line = 0, steps = 0;
-	char *save = NULL;
-	for (char *l = s ? strtok_r(s, "\n", &save) : NULL; l; l = strtok_r(NULL, "\n", &save))
-		steps += line++ >= from && !strncmp(l, "0 ", 2);
-	free(s);
+	int steps = rv_test_fault_lines_after(path, from, "0 ");
 	return ms > 0 ? steps * 1000.0 / (double)ms : 0;
 }
 
@@ -243,7 +238,7 @@ START_TEST(test_slow_link)
 	ck_assert_msg(!strstr(mlog, "node declared dead"), "declared dead on a slow link: %s",
 		      mlog);
 	free(mlog);
-	int loads = rv_test_fault_loads_after(x.log, at);
+	int loads = rv_test_fault_lines_after(x.log, at, "load ");
 	if (loads)
 		rv_test_run_dump(x.r, 2, m.log);
 	ck_assert_msg(loads == 0, "the group restarted %d time(s) on a slow link", loads);

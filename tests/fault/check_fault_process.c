@@ -184,7 +184,7 @@ START_TEST(test_master_sigstop)
 	free(mlog);
 	for (int i = 0; i < 2; i++)
 		free(rv_test_run_expect_exit(&r[i], 0, 180000));
-	int loads = rv_test_fault_loads_after(log, at);
+	int loads = rv_test_fault_lines_after(log, at, "load ");
 	if (loads)
 		rv_test_run_dump(r, 2, m.log);
 	ck_assert_msg(loads == 0, "the group restarted %d time(s) after the master continued",

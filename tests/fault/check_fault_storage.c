@@ -391,28 +391,8 @@ START_TEST(test_state_full_training)
 	snprintf(log, sizeof(log), "%s/shards.log", r.dir);
 	rv_test_fault_job_env(job, sizeof(job), "full");
 	const char *env[] = { job, NULL };
-	const char *a[] = { "--nnodes",
-			    "1",
-			    "--nproc-per-node",
-			    "2",
-			    "--rdzv-endpoint",
-			    m.addr,
-			    "--max-restarts",
-			    "3",
-			    "--hang-timeout",
-			    "60",
-			    RV_TEST_FAULT_EXAMPLE,
-			    "--batch-size",
-			    "8",
-			    "--step-sleep",
-			    "0.05",
-			    "--log-every",
-			    "2",
-			    "--target",
-			    RV_TEST_FAULT_TARGET,
-			    "--shard-log",
-			    log,
-			    NULL };
+	const char *a[24];
+	rv_test_fault_node_args(a, "1", "2", m.addr, "60", log);
 	ck_assert_int_eq(rv_test_run_start(&r, a, env), 0);
 	if (!rv_test_wait_lines(log, 40, 120000))
 		rv_test_run_dump(&r, 1, m.log);

@@ -40,14 +40,8 @@ static void teardown(void)
 
 static long count_rows(const char *sql)
 {
-	PGconn *c = PQconnectdb(conninfo);
-	ck_assert_int_eq(PQstatus(c), CONNECTION_OK);
-	PGresult *r = PQexecParams(c, sql, 0, NULL, NULL, NULL, NULL, 0);
-	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
-	long n = atol(PQgetvalue(r, 0, 0));
-	PQclear(r);
-	PQfinish(c);
-	return n;
+	char v[64];
+	return atol(rv_test_sql_value(conninfo, sql, v, sizeof(v)));
 }
 
 static char *job_doc(const char *name, const char *extra_spec)
@@ -68,12 +62,8 @@ static const char *register_job(const char *name)
 {
 	static char uid[64];
 	char *doc = job_doc(name, NULL);
-	struct rv_test_reply r;
-	ck_assert_int_eq(rv_test_http(&brain, "POST", "/v1/jobs", doc, NULL, &r), 0);
+	rv_test_brain_register(&brain, doc, uid, sizeof(uid));
 	free(doc);
-	ck_assert_msg(r.status == 201, "status %ld body %s", r.status, r.body);
-	snprintf(uid, sizeof(uid), "%s", rv_test_json_str(r.json, "uid"));
-	rv_test_reply_release(&r);
 	return uid;
 }
 
@@ -1143,31 +1133,19 @@ END_TEST
 
 static Suite *brain_api_suite(void)
 {
-	Suite *s = suite_create("brain_api");
-	TCase *tc = tcase_create("api");
+	TCase *tc =
+		RV_TEST_TCASE("api", 60, register_get_list, duplicate_name_conflicts_until_finished,
+			      bad_job_documents, unknown_job_is_404, body_over_limit_is_413,
+			      batch_with_one_bad_sample_is_rejected_whole,
+			      throttling_counters_stored, many_node_samples_stored_exactly,
+			      progress_newest_kept_history_bounded, progress_history_served,
+			      retention_deletes_old_rows_only, injection_strings_stored_verbatim,
+			      token_guards_writes, database_down_is_503_then_recovers,
+			      long_poll_wakes_on_oom_plan, cluster_reports, health_metrics_openapi,
+			      status_page_series_usage_dashboards,
+			      status_page_series_aligns_nodes_and_shows_gaps);
 	tcase_add_checked_fixture(tc, NULL, teardown);
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, register_get_list);
-	tcase_add_test(tc, duplicate_name_conflicts_until_finished);
-	tcase_add_test(tc, bad_job_documents);
-	tcase_add_test(tc, unknown_job_is_404);
-	tcase_add_test(tc, body_over_limit_is_413);
-	tcase_add_test(tc, batch_with_one_bad_sample_is_rejected_whole);
-	tcase_add_test(tc, throttling_counters_stored);
-	tcase_add_test(tc, many_node_samples_stored_exactly);
-	tcase_add_test(tc, progress_newest_kept_history_bounded);
-	tcase_add_test(tc, progress_history_served);
-	tcase_add_test(tc, retention_deletes_old_rows_only);
-	tcase_add_test(tc, injection_strings_stored_verbatim);
-	tcase_add_test(tc, token_guards_writes);
-	tcase_add_test(tc, database_down_is_503_then_recovers);
-	tcase_add_test(tc, long_poll_wakes_on_oom_plan);
-	tcase_add_test(tc, cluster_reports);
-	tcase_add_test(tc, health_metrics_openapi);
-	tcase_add_test(tc, status_page_series_usage_dashboards);
-	tcase_add_test(tc, status_page_series_aligns_nodes_and_shows_gaps);
-	suite_add_tcase(s, tc);
-	return s;
+	return RV_TEST_SUITE("brain_api", tc);
 }
 
 RV_TEST_MAIN_PG(brain_api_suite)

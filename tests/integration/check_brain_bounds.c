@@ -436,19 +436,14 @@ END_TEST
 
 static Suite *brain_bounds_suite(void)
 {
-	Suite *s = suite_create("brain_bounds");
-	TCase *tc = tcase_create("bounds");
+	TCase *tc = RV_TEST_TCASE("bounds", 120, cluster_reports_are_bounded_and_listed_in_pages,
+				  cluster_nodes_expire_and_totals_follow, namespace_quotas,
+				  bodies_with_duplicate_keys_big_integers_or_bad_utf8_are_refused,
+				  token_from_file_and_bearer_in_any_case,
+				  token_file_missing_or_empty_fails_start);
 	tcase_add_unchecked_fixture(tc, suite_setup, suite_teardown);
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, cluster_reports_are_bounded_and_listed_in_pages);
-	tcase_add_test(tc, cluster_nodes_expire_and_totals_follow);
-	tcase_add_test(tc, namespace_quotas);
-	tcase_add_test(tc, bodies_with_duplicate_keys_big_integers_or_bad_utf8_are_refused);
-	tcase_add_test(tc, token_from_file_and_bearer_in_any_case);
-	tcase_add_test(tc, token_file_missing_or_empty_fails_start);
-	suite_add_tcase(s, tc);
-	return s;
+	return RV_TEST_SUITE("brain_bounds", tc);
 }
 
 RV_TEST_MAIN(brain_bounds_suite)

@@ -228,26 +228,15 @@ static int listening_port(const char *const *args)
 {
 	struct rv_proc p;
 	rv_test_cli_start(&p, "brain", args);
-	char buf[512];
-	size_t len = 0;
-	int port = -1;
-	int64_t until = rv_mono_ms() + 30000;
-	while (port < 0 && rv_mono_ms() < until && len < sizeof(buf) - 1) {
-		struct pollfd pf = { .fd = p.fd[1], .events = POLLIN };
-		if (poll(&pf, 1, 200) <= 0)
-			continue;
-		ssize_t k = read(p.fd[1], buf + len, sizeof(buf) - len - 1);
-		if (k <= 0)
-			break;
-		len += (size_t)k;
-		buf[len] = 0;
-		const char *l = strstr(buf, "listening on http://127.0.0.1:");
-		if (l && strchr(l, '\n'))
-			port = atoi(l + strlen("listening on http://127.0.0.1:"));
+	char addr[256];
+	int port = -1, st = -1;
+	int rc = rv_test_proc_listening(&p, 30000, addr, sizeof(addr), &st);
+	if (rc == 0 && !strncmp(addr, "127.0.0.1:", 10))
+		port = atoi(addr + 10);
+	if (rc != -ECHILD) {
+		rv_proc_kill(&p, SIGTERM);
+		ck_assert_int_eq(rv_proc_wait(&p, 20000, &st), 0);
 	}
-	int st = -1;
-	rv_proc_kill(&p, SIGTERM);
-	ck_assert_int_eq(rv_proc_wait(&p, 20000, &st), 0);
 	if (port < 0) {
 		char *e = rv_test_read_fd(p.fd[2]);
 		fprintf(stderr, "brain stderr:\n%s\n", e);
@@ -286,26 +275,14 @@ END_TEST
 
 static Suite *brain_cli_suite(void)
 {
-	Suite *s = suite_create("brain_cli");
-	TCase *tc = tcase_create("cli");
-	tcase_set_timeout(tc, 30);
-	tcase_add_checked_fixture(tc, mk_tmpdir, rm_tmpdir);
-	tcase_add_test(tc, test_help);
-	tcase_add_test(tc, test_print_conf_matches_file);
-	tcase_add_test(tc, test_readme_lists_every_key);
-	tcase_add_test(tc, test_readme_names_server_keys);
-	tcase_add_test(tc, test_version);
-	tcase_add_test(tc, test_unknown_flag);
-	tcase_add_test(tc, test_bad_config_key);
-	tcase_add_test(tc, test_logs_effective_config);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("precedence");
-	tcase_set_timeout(tc, 90);
-	tcase_add_checked_fixture(tc, mk_tmpdir, rm_tmpdir);
-	tcase_add_test(tc, test_listen_precedence);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc_cli = RV_TEST_TCASE("cli", 30, test_help, test_print_conf_matches_file,
+				      test_readme_lists_every_key, test_readme_names_server_keys,
+				      test_version, test_unknown_flag, test_bad_config_key,
+				      test_logs_effective_config);
+	tcase_add_checked_fixture(tc_cli, mk_tmpdir, rm_tmpdir);
+	TCase *tc_precedence = RV_TEST_TCASE("precedence", 90, test_listen_precedence);
+	tcase_add_checked_fixture(tc_precedence, mk_tmpdir, rm_tmpdir);
+	return RV_TEST_SUITE("brain_cli", tc_cli, tc_precedence);
 }
 
 RV_TEST_MAIN_PG(brain_cli_suite)

@@ -78,11 +78,7 @@ static const char *register_job(const char *name)
 		 "},"
 		 "\"model\":{\"parameters\":1000000,\"batchSize\":32}}}",
 		 name);
-	struct rv_test_reply r;
-	ck_assert_int_eq(rv_test_http(&brain, "POST", "/v1/jobs", doc, NULL, &r), 0);
-	ck_assert_msg(r.status == 201, "status %ld body %s", r.status, r.body);
-	snprintf(uid, sizeof(uid), "%s", rv_test_json_str(r.json, "uid"));
-	rv_test_reply_release(&r);
+	rv_test_brain_register(&brain, doc, uid, sizeof(uid));
 	return uid;
 }
 
@@ -453,14 +449,8 @@ END_TEST
 
 static long count_rows(const char *sql)
 {
-	PGconn *c = PQconnectdb(conninfo);
-	ck_assert_int_eq(PQstatus(c), CONNECTION_OK);
-	PGresult *r = PQexecParams(c, sql, 0, NULL, NULL, NULL, NULL, 0);
-	ck_assert_int_eq(PQresultStatus(r), PGRES_TUPLES_OK);
-	long n = atol(PQgetvalue(r, 0, 0));
-	PQclear(r);
-	PQfinish(c);
-	return n;
+	char v[64];
+	return atol(rv_test_sql_value(conninfo, sql, v, sizeof(v)));
 }
 
 #define POSTERS 16
@@ -634,19 +624,13 @@ END_TEST
 
 static Suite *brain_limits_suite(void)
 {
-	Suite *s = suite_create("brain_limits");
-	TCase *tc = tcase_create("limits");
+	TCase *tc = RV_TEST_TCASE("limits", 60, test_good_client_served_under_abuse,
+				  test_too_many_long_polls, test_body_memory_budget,
+				  test_chunked_too_large, test_body_framed_two_ways,
+				  test_concurrent_batches_share_commits,
+				  test_twin_batches_of_many_jobs_stored_once);
 	tcase_add_checked_fixture(tc, NULL, teardown);
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, test_good_client_served_under_abuse);
-	tcase_add_test(tc, test_too_many_long_polls);
-	tcase_add_test(tc, test_body_memory_budget);
-	tcase_add_test(tc, test_chunked_too_large);
-	tcase_add_test(tc, test_body_framed_two_ways);
-	tcase_add_test(tc, test_concurrent_batches_share_commits);
-	tcase_add_test(tc, test_twin_batches_of_many_jobs_stored_once);
-	suite_add_tcase(s, tc);
-	return s;
+	return RV_TEST_SUITE("brain_limits", tc);
 }
 
 RV_TEST_MAIN_PG(brain_limits_suite)

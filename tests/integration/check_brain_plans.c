@@ -709,25 +709,16 @@ END_TEST
 
 static Suite *brain_plans_suite(void)
 {
-	Suite *s = suite_create("brain_plans");
-	TCase *tc = tcase_create("running");
+	TCase *tc = RV_TEST_TCASE(
+		"running", 90, scaling_job_gets_more_workers, worse_plan_is_reverted,
+		slower_exploration_is_kept_as_data, cluster_free_capacity_caps_plans,
+		false_starvation_keeps_history, real_starvation_drops_history,
+		oom_plan_not_undone_by_a_running_pass, oom_waits_for_a_pass_in_progress,
+		running_plan_older_than_an_oom_plan_is_not_served,
+		second_oom_keeps_the_first_oom_plan, pass_survives_batches_stored_meanwhile,
+		pass_after_a_serialization_failure_is_retried, partly_applied_plan_is_recorded);
 	tcase_add_checked_fixture(tc, NULL, teardown);
-	tcase_set_timeout(tc, 90);
-	tcase_add_test(tc, scaling_job_gets_more_workers);
-	tcase_add_test(tc, worse_plan_is_reverted);
-	tcase_add_test(tc, slower_exploration_is_kept_as_data);
-	tcase_add_test(tc, cluster_free_capacity_caps_plans);
-	tcase_add_test(tc, false_starvation_keeps_history);
-	tcase_add_test(tc, real_starvation_drops_history);
-	tcase_add_test(tc, oom_plan_not_undone_by_a_running_pass);
-	tcase_add_test(tc, oom_waits_for_a_pass_in_progress);
-	tcase_add_test(tc, running_plan_older_than_an_oom_plan_is_not_served);
-	tcase_add_test(tc, second_oom_keeps_the_first_oom_plan);
-	tcase_add_test(tc, pass_survives_batches_stored_meanwhile);
-	tcase_add_test(tc, pass_after_a_serialization_failure_is_retried);
-	tcase_add_test(tc, partly_applied_plan_is_recorded);
-	suite_add_tcase(s, tc);
-	return s;
+	return RV_TEST_SUITE("brain_plans", tc);
 }
 
 RV_TEST_MAIN_PG(brain_plans_suite)

@@ -74,25 +74,14 @@ static const char *register_job(void)
 	static char uid[64];
 	char *doc = rv_test_read_file("examples/job.json");
 	ck_assert_ptr_nonnull(doc);
-	struct rv_test_reply r;
-	ck_assert_int_eq(rv_test_http(&brain, "POST", "/v1/jobs", doc, NULL, &r), 0);
+	rv_test_brain_register(&brain, doc, uid, sizeof(uid));
 	free(doc);
-	ck_assert_msg(r.status == 201, "status %ld body %s", r.status, r.body);
-	snprintf(uid, sizeof(uid), "%s", rv_test_json_str(r.json, "uid"));
-	rv_test_reply_release(&r);
 	return uid;
 }
 
 static long speed_samples(const char *uid)
 {
-	char path[128];
-	snprintf(path, sizeof(path), "/v1/jobs/%s", uid);
-	struct rv_test_reply r;
-	ck_assert_int_eq(rv_test_http(&brain, "GET", path, NULL, NULL, &r), 0);
-	ck_assert_msg(r.status == 200, "status %ld body %s", r.status, r.body);
-	long n = (long)rv_test_json_num(r.json, "speed_samples", -1);
-	rv_test_reply_release(&r);
-	return n;
+	return (long)rv_test_brain_job_num(&brain, uid, "speed_samples");
 }
 
 static int post_batch(const char *uid, int i)
@@ -328,15 +317,11 @@ END_TEST
 
 static Suite *brain_restart_suite(void)
 {
-	Suite *s = suite_create("brain_restart");
-	TCase *tc = tcase_create("restart");
+	TCase *tc = RV_TEST_TCASE("restart", 120, sigterm_stops_cluster_and_restart_keeps_data,
+				  sigkill_mid_ingest_loses_no_acknowledged_write,
+				  postgres_killed_mid_ingest_is_restarted_and_loses_nothing);
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, sigterm_stops_cluster_and_restart_keeps_data);
-	tcase_add_test(tc, sigkill_mid_ingest_loses_no_acknowledged_write);
-	tcase_add_test(tc, postgres_killed_mid_ingest_is_restarted_and_loses_nothing);
-	suite_add_tcase(s, tc);
-	return s;
+	return RV_TEST_SUITE("brain_restart", tc);
 }
 
 RV_TEST_MAIN(brain_restart_suite)

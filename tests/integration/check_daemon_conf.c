@@ -140,12 +140,8 @@ END_TEST
 
 static Suite *daemon_conf_suite(void)
 {
-	Suite *s = suite_create("daemon_conf");
-	TCase *tc = tcase_create("conf");
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, every_daemon_conf_help_agree);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("conf", 60, every_daemon_conf_help_agree);
+	return RV_TEST_SUITE("daemon_conf", tc);
 }
 
 RV_TEST_MAIN(daemon_conf_suite)

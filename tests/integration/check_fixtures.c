@@ -113,12 +113,8 @@ END_TEST
 
 static Suite *fixtures_suite(void)
 {
-	Suite *s = suite_create("fixtures");
-	TCase *tc = tcase_create("fixtures");
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_killed_suite_leaves_no_postgres);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("fixtures", 120, test_killed_suite_leaves_no_postgres);
+	return RV_TEST_SUITE("fixtures", tc);
 }
 
 int main(void)

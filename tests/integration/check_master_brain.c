@@ -995,27 +995,18 @@ END_TEST
 
 static Suite *master_brain_suite(void)
 {
-	Suite *s = suite_create("master_brain");
-	TCase *tc = tcase_create("brain");
-	tcase_set_timeout(tc, 120);
+	TCase *tc = RV_TEST_TCASE("brain", 120, test_registers_once_across_kill9,
+				  test_brain_plan_changes_desired, test_brain_down_reports_buffered,
+				  test_node_failure_and_job_end_reach_the_brain,
+				  test_agent_usage_reaches_the_brain,
+				  test_single_job_plans_in_process, test_manual_only_proposes,
+				  test_cluster_without_url_exits_2, test_progress_reaches_the_brain,
+				  test_stream_progress_reaches_the_brain);
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, test_registers_once_across_kill9);
-	tcase_add_test(tc, test_brain_plan_changes_desired);
-	tcase_add_test(tc, test_brain_down_reports_buffered);
-	tcase_add_test(tc, test_node_failure_and_job_end_reach_the_brain);
-	tcase_add_test(tc, test_agent_usage_reaches_the_brain);
-	tcase_add_test(tc, test_single_job_plans_in_process);
-	tcase_add_test(tc, test_manual_only_proposes);
-	tcase_add_test(tc, test_cluster_without_url_exits_2);
-	tcase_add_test(tc, test_progress_reaches_the_brain);
-	tcase_add_test(tc, test_stream_progress_reaches_the_brain);
-	suite_add_tcase(s, tc);
-	TCase *train = tcase_create("training");
-	tcase_set_timeout(train, 150);
+	TCase *train =
+		RV_TEST_TCASE("training", 150, test_training_job_is_planned_while_metrics_stream);
 	tcase_add_checked_fixture(train, setup, teardown);
-	tcase_add_test(train, test_training_job_is_planned_while_metrics_stream);
-	suite_add_tcase(s, train);
-	return s;
+	return RV_TEST_SUITE("master_brain", tc, train);
 }
 
 RV_TEST_MAIN_PG(master_brain_suite)

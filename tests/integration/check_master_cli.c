@@ -232,17 +232,11 @@ END_TEST
 
 static Suite *master_cli_suite(void)
 {
-	Suite *s = suite_create("master_cli");
-	TCase *tc = tcase_create("cli");
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, test_help_lists_every_key);
-	tcase_add_test(tc, test_print_conf_matches_file);
-	tcase_add_test(tc, test_bad_spec_names_field);
-	tcase_add_test(tc, test_bad_command_line);
-	tcase_add_test(tc, test_sigterm_stops_cleanly);
-	tcase_add_test(tc, test_spec_without_datasets_runs);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("cli", 60, test_help_lists_every_key,
+				  test_print_conf_matches_file, test_bad_spec_names_field,
+				  test_bad_command_line, test_sigterm_stops_cleanly,
+				  test_spec_without_datasets_runs);
+	return RV_TEST_SUITE("master_cli", tc);
 }
 
 RV_TEST_MAIN(master_cli_suite)

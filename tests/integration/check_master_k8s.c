@@ -65,20 +65,7 @@ static void teardown(void)
 {
 	rv_test_master_cleanup(&master);
 	memset(&master, 0, sizeof(master));
-	if (sti.proc.pid > 0) {
-		rv_proc_kill(&sti.proc, SIGTERM);
-		int st;
-		if (rv_proc_wait(&sti.proc, 10000, &st) == -ETIMEDOUT) {
-			rv_proc_kill(&sti.proc, SIGKILL);
-			rv_proc_wait(&sti.proc, -1, &st);
-		}
-		rv_proc_release(&sti.proc);
-	}
-	if (sti.dir[0]) {
-		const char *argv[] = { "rm", "-rf", sti.dir, NULL };
-		struct rv_proc_opts o = { .argv = argv };
-		rv_proc_run(&o, 20000, NULL, NULL);
-	}
+	rv_test_standin_stop(&sti.proc, sti.dir);
 	memset(&sti, 0, sizeof(sti));
 }
 

@@ -216,13 +216,9 @@ END_TEST
 
 static Suite *master_netcheck_suite(void)
 {
-	Suite *s = suite_create("master_netcheck");
-	TCase *tc = tcase_create("core");
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, test_faulty_and_straggler);
-	tcase_add_test(tc, test_silent_node_fails_after_the_timeout);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("core", 60, test_faulty_and_straggler,
+				  test_silent_node_fails_after_the_timeout);
+	return RV_TEST_SUITE("master_netcheck", tc);
 }
 
 RV_TEST_MAIN(master_netcheck_suite)

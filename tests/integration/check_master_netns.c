@@ -229,13 +229,9 @@ END_TEST
 
 static Suite *master_netns_suite(void)
 {
-	Suite *s = suite_create("master_netns");
-	TCase *tc = tcase_create("core");
-	tcase_set_timeout(tc, 60);
+	TCase *tc = RV_TEST_TCASE("core", 60, test_cut_agent_declared_dead);
 	tcase_add_unchecked_fixture(tc, netns_setup, netns_teardown);
-	tcase_add_test(tc, test_cut_agent_declared_dead);
-	suite_add_tcase(s, tc);
-	return s;
+	return RV_TEST_SUITE("master_netns", tc);
 }
 
 int main(int argc, char **argv)

@@ -48,14 +48,7 @@ static int simulated_agent_main(int burn_s, int64_t oom_below)
 	int oom = rv_test_sim_oom(oom_below);
 	if (oom)
 		return oom;
-	char url[200];
-	snprintf(url, sizeof(url), "http://%s", addr);
-	struct rv_master_opts co = { .url = url,
-				     .max_attempts = 100,
-				     .backoff_ms = 10,
-				     .backoff_max_ms = 200,
-				     .retry_budget_ms = 20000 };
-	struct rv_master_client *c = rv_master_client_new(&co, NULL);
+	struct rv_master_client *c = rv_test_agent_client(addr, 100, 20000);
 	if (!c)
 		return 2;
 	struct rv_rdzv_join j = { .local_world_size = 1 };
@@ -413,16 +406,11 @@ END_TEST
 
 static Suite *master_nodereport_suite(void)
 {
-	Suite *s = suite_create("master_nodereport");
-	TCase *tc = tcase_create("core");
-	tcase_set_timeout(tc, 90);
+	TCase *tc = RV_TEST_TCASE("core", 90, test_usage_reaches_the_brain,
+				  test_usage_without_cgroups, test_kill9_reaches_the_brain,
+				  test_oom_reaches_the_brain);
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, test_usage_reaches_the_brain);
-	tcase_add_test(tc, test_usage_without_cgroups);
-	tcase_add_test(tc, test_kill9_reaches_the_brain);
-	tcase_add_test(tc, test_oom_reaches_the_brain);
-	suite_add_tcase(s, tc);
-	return s;
+	return RV_TEST_SUITE("master_nodereport", tc);
 }
 
 int main(int argc, char **argv)

@@ -104,14 +104,7 @@ static int simulated_agent_main(const struct sim_opts *o)
 	int oom = rv_test_sim_oom(o->oom_below);
 	if (oom)
 		return oom;
-	char url[200];
-	snprintf(url, sizeof(url), "http://%s", addr);
-	struct rv_master_opts co = { .url = url,
-				     .max_attempts = 400,
-				     .backoff_ms = 10,
-				     .backoff_max_ms = 200,
-				     .retry_budget_ms = 60000 };
-	struct rv_master_client *c = rv_master_client_new(&co, NULL);
+	struct rv_master_client *c = rv_test_agent_client(addr, 400, 60000);
 	if (!c)
 		return 2;
 	int64_t worker = sim_join(c, name, o);
@@ -533,16 +526,11 @@ END_TEST
 
 static Suite *master_nodes_suite(void)
 {
-	Suite *s = suite_create("master_nodes");
-	TCase *tc = tcase_create("nodes");
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_node_kill9_relaunched_same_rank);
-	tcase_add_test(tc, test_node_always_fails);
-	tcase_add_test(tc, test_node_oom_relaunched_with_more_memory);
-	tcase_add_test(tc, test_master_kill9_nodes_relaunched);
-	tcase_add_test(tc, test_master_kill9_nodes_adopted);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("nodes", 120, test_node_kill9_relaunched_same_rank,
+				  test_node_always_fails, test_node_oom_relaunched_with_more_memory,
+				  test_master_kill9_nodes_relaunched,
+				  test_master_kill9_nodes_adopted);
+	return RV_TEST_SUITE("master_nodes", tc);
 }
 
 int main(int argc, char **argv)

@@ -501,20 +501,11 @@ END_TEST
 
 static Suite *master_rdzv_suite(void)
 {
-	Suite *s = suite_create("master_rdzv");
-	TCase *tc = tcase_create("rdzv");
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, test_world_of_n_agents);
-	tcase_add_test(tc, test_between_min_and_max);
-	tcase_add_test(tc, test_silent_agent_declared_dead);
-	tcase_add_test(tc, test_gang_wait_fails_the_round);
-	tcase_add_test(tc, test_failure_report_requeues_at_once);
-	tcase_add_test(tc, test_world_watch);
-	tcase_add_test(tc, test_token);
-	tcase_add_test(tc, test_token_file);
-	tcase_add_test(tc, test_query_checked);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("rdzv", 60, test_world_of_n_agents, test_between_min_and_max,
+				  test_silent_agent_declared_dead, test_gang_wait_fails_the_round,
+				  test_failure_report_requeues_at_once, test_world_watch,
+				  test_token, test_token_file, test_query_checked);
+	return RV_TEST_SUITE("master_rdzv", tc);
 }
 
 RV_TEST_MAIN(master_rdzv_suite)

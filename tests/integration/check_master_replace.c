@@ -62,14 +62,7 @@ static int step_agent_main(void)
 	const char *addr = getenv("ROVER_MASTER_ADDR"), *name = getenv("ROVER_NODE_NAME");
 	if (!addr || !name)
 		return 2;
-	char url[200];
-	snprintf(url, sizeof(url), "http://%s", addr);
-	struct rv_master_opts co = { .url = url,
-				     .max_attempts = 400,
-				     .backoff_ms = 10,
-				     .backoff_max_ms = 200,
-				     .retry_budget_ms = 60000 };
-	struct rv_master_client *c = rv_master_client_new(&co, NULL);
+	struct rv_master_client *c = rv_test_agent_client(addr, 400, 60000);
 	if (!c || step_join(c, name) < 0)
 		return 3;
 	/* some memory in use, so a right-sized limit leaves room for the rest */

@@ -175,14 +175,9 @@ END_TEST
 
 static Suite *master_restart_suite(void)
 {
-	Suite *s = suite_create("master_restart");
-	TCase *tc = tcase_create("restart");
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_kill9_mid_epoch_fsync);
-	tcase_add_test(tc, test_kill9_many_times);
-	tcase_add_test(tc, test_client_waits_for_restart);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("restart", 120, test_kill9_mid_epoch_fsync, test_kill9_many_times,
+				  test_client_waits_for_restart);
+	return RV_TEST_SUITE("master_restart", tc);
 }
 
 RV_TEST_MAIN(master_restart_suite)

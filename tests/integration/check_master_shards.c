@@ -268,15 +268,11 @@ END_TEST
 
 static Suite *master_shards_suite(void)
 {
-	Suite *s = suite_create("master_shards");
-	TCase *tc = tcase_create("shards");
-	tcase_set_timeout(tc, 90);
-	tcase_add_test(tc, test_every_sample_once);
-	tcase_add_test(tc, test_repeated_done_and_retried_next);
-	tcase_add_test(tc, test_checkpoint_world_size_change);
-	tcase_add_test(tc, test_live_node_keeps_its_tasks);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("shards", 90, test_every_sample_once,
+				  test_repeated_done_and_retried_next,
+				  test_checkpoint_world_size_change,
+				  test_live_node_keeps_its_tasks);
+	return RV_TEST_SUITE("master_shards", tc);
 }
 
 RV_TEST_MAIN(master_shards_suite)

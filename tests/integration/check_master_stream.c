@@ -265,13 +265,9 @@ END_TEST
 
 static Suite *master_stream_suite(void)
 {
-	Suite *s = suite_create("master_stream");
-	TCase *tc = tcase_create("core");
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_kill9_exactly_once_and_resume);
-	tcase_add_test(tc, test_unknown_stream_or_partition);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("core", 120, test_kill9_exactly_once_and_resume,
+				  test_unknown_stream_or_partition);
+	return RV_TEST_SUITE("master_stream", tc);
 }
 
 RV_TEST_MAIN(master_stream_suite)

@@ -76,27 +76,10 @@ static void mon_start(const char *const *args)
 	};
 	ck_assert_int_eq(rv_proc_spawn(&mon.proc, &o), 0);
 	close(lfd);
-	char buf[512];
-	size_t len = 0;
-	int64_t until = rv_mono_ms() + 20000;
-	while (rv_mono_ms() < until && len < sizeof(buf) - 1) {
-		struct pollfd p = { .fd = mon.proc.fd[1], .events = POLLIN };
-		if (poll(&p, 1, 200) <= 0)
-			continue;
-		ssize_t k = read(mon.proc.fd[1], buf + len, sizeof(buf) - len - 1);
-		if (k <= 0)
-			break;
-		len += (size_t)k;
-		buf[len] = 0;
-		char *l = strstr(buf, "listening on http://");
-		if (l && strchr(l, '\n')) {
-			*strchr(l, '\n') = 0;
-			snprintf(mon.http.url, sizeof(mon.http.url), "http://%s",
-				 l + strlen("listening on http://"));
-			return;
-		}
-	}
-	ck_abort_msg("rover-monitor did not start: %s", rv_test_read_file(mon.log));
+	char addr[256];
+	ck_assert_msg(rv_test_proc_listening(&mon.proc, 20000, addr, sizeof(addr), NULL) == 0,
+		      "rover-monitor did not start: %s", rv_test_read_file(mon.log));
+	snprintf(mon.http.url, sizeof(mon.http.url), "http://%.56s", addr);
 }
 
 /* SIGTERM and wait: the exit status; *log (may be NULL) gets its log. */
@@ -600,19 +583,7 @@ static struct {
 
 static void standin_stop(void)
 {
-	if (sti.proc.pid > 0) {
-		rv_proc_kill(&sti.proc, SIGTERM);
-		if (rv_proc_wait(&sti.proc, 10000, NULL) == -ETIMEDOUT) {
-			rv_proc_kill(&sti.proc, SIGKILL);
-			rv_proc_wait(&sti.proc, -1, NULL);
-		}
-		rv_proc_release(&sti.proc);
-	}
-	if (sti.dir[0]) {
-		const char *argv[] = { "rm", "-rf", sti.dir, NULL };
-		struct rv_proc_opts o = { .argv = argv };
-		rv_proc_run(&o, 20000, NULL, NULL);
-	}
+	rv_test_standin_stop(&sti.proc, sti.dir);
 	memset(&sti, 0, sizeof(sti));
 }
 
@@ -762,20 +733,13 @@ END_TEST
 
 static Suite *monitor_suite(void)
 {
-	Suite *s = suite_create("monitor");
-	TCase *tc = tcase_create("monitor");
-	tcase_add_checked_fixture(tc, NULL, teardown);
-	tcase_set_timeout(tc, 90);
-	tcase_add_test(tc, test_cli);
-	tcase_add_test(tc, test_reports_this_host);
-	tcase_add_test(tc, test_gpus_from_gpuinfo);
-	tcase_add_test(tc, test_brain_down_then_up);
-	tcase_add_test(tc, test_buffer_is_bounded);
-	tcase_add_test(tc, test_resent_report_stored_once);
-	tcase_add_test(tc, test_kill9_mid_report_and_restart);
+	TCase *tc = RV_TEST_TCASE("monitor", 90, test_cli, test_reports_this_host,
+				  test_gpus_from_gpuinfo, test_brain_down_then_up,
+				  test_buffer_is_bounded, test_resent_report_stored_once,
+				  test_kill9_mid_report_and_restart);
 	tcase_add_loop_test(tc, test_k8s_jobs_from_pod_cgroups, 0, 2);
-	suite_add_tcase(s, tc);
-	return s;
+	tcase_add_checked_fixture(tc, NULL, teardown);
+	return RV_TEST_SUITE("monitor", tc);
 }
 
 RV_TEST_MAIN_PG(monitor_suite)

@@ -365,15 +365,10 @@ END_TEST
 
 static Suite *parity_suite(void)
 {
-	Suite *s = suite_create("policy_parity");
-	TCase *tc = tcase_create("parity");
 	gsl_set_error_handler_off();
+	TCase *tc = RV_TEST_TCASE("parity", 120, create_plans_match, running_plans_match);
 	tcase_add_checked_fixture(tc, NULL, teardown);
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, create_plans_match);
-	tcase_add_test(tc, running_plans_match);
-	suite_add_tcase(s, tc);
-	return s;
+	return RV_TEST_SUITE("policy_parity", tc);
 }
 
 RV_TEST_MAIN_PG(parity_suite)

@@ -634,17 +634,11 @@ END_TEST
 
 static Suite *roverctl_suite(void)
 {
-	Suite *s = suite_create("roverctl");
-	TCase *tc = tcase_create("roverctl");
+	TCase *tc = RV_TEST_TCASE("roverctl", 120, test_exit_codes_and_json,
+				  test_submit_dlrover_elasticjob, test_ended_job_status,
+				  test_terminal_tables, test_terminal_watch);
 	tcase_add_checked_fixture(tc, NULL, teardown);
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_exit_codes_and_json);
-	tcase_add_test(tc, test_submit_dlrover_elasticjob);
-	tcase_add_test(tc, test_ended_job_status);
-	tcase_add_test(tc, test_terminal_tables);
-	tcase_add_test(tc, test_terminal_watch);
-	suite_add_tcase(s, tc);
-	return s;
+	return RV_TEST_SUITE("roverctl", tc);
 }
 
 RV_TEST_MAIN_PG(roverctl_suite)

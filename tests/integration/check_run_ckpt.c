@@ -658,23 +658,12 @@ END_TEST
 
 static Suite *run_ckpt_suite(void)
 {
-	Suite *s = suite_create("run_ckpt");
-	TCase *tc = tcase_create("core");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_kill_after_save_loads_memory);
-	tcase_add_test(tc, test_kill_during_save_loads_previous);
-	tcase_add_test(tc, test_run_killed_loads_storage);
-	tcase_add_test(tc, test_world_two_to_three);
-	suite_add_tcase(s, tc);
-	TCase *tn = tcase_create("nodes");
-	tcase_set_timeout(tn, 300);
-	tcase_add_test(tn, test_two_nodes_restore_storage);
-	suite_add_tcase(s, tn);
-	TCase *tp = tcase_create("preempt");
-	tcase_set_timeout(tp, 300);
-	tcase_add_test(tp, test_preempted_node_leaves_and_returns);
-	suite_add_tcase(s, tp);
-	return s;
+	TCase *tc = RV_TEST_TCASE("core", 300, test_kill_after_save_loads_memory,
+				  test_kill_during_save_loads_previous,
+				  test_run_killed_loads_storage, test_world_two_to_three);
+	TCase *tn = RV_TEST_TCASE("nodes", 300, test_two_nodes_restore_storage);
+	TCase *tp = RV_TEST_TCASE("preempt", 300, test_preempted_node_leaves_and_returns);
+	return RV_TEST_SUITE("run_ckpt", tc, tn, tp);
 }
 
 RV_TEST_MAIN(run_ckpt_suite)

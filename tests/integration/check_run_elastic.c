@@ -354,15 +354,11 @@ END_TEST
 
 static Suite *run_elastic_suite(void)
 {
-	Suite *s = suite_create("run_elastic");
-	TCase *tc = tcase_create("elastic");
-	tcase_set_timeout(tc, 360);
-	tcase_add_test(tc, test_nnodes_1_3_join_late_and_leave);
-	tcase_add_test(tc, test_agent_kill9_relaunched_same_rank);
-	tcase_add_test(tc, test_agent_kill9_leaves_no_process);
-	tcase_add_test(tc, test_finished_node_silence_keeps_the_world);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("elastic", 360, test_nnodes_1_3_join_late_and_leave,
+				  test_agent_kill9_relaunched_same_rank,
+				  test_agent_kill9_leaves_no_process,
+				  test_finished_node_silence_keeps_the_world);
+	return RV_TEST_SUITE("run_elastic", tc);
 }
 
 RV_TEST_MAIN(run_elastic_suite)

@@ -278,14 +278,9 @@ END_TEST
 
 static Suite *run_netns_suite(void)
 {
-	Suite *s = suite_create("run_netns");
-	TCase *tc = tcase_create("core");
-	tcase_set_timeout(tc, 180);
+	TCase *tc = RV_TEST_TCASE("core", 180, test_ddp_across_namespaces, test_link_cut_mid_run);
 	tcase_add_unchecked_fixture(tc, netns_setup, netns_teardown);
-	tcase_add_test(tc, test_ddp_across_namespaces);
-	tcase_add_test(tc, test_link_cut_mid_run);
-	suite_add_tcase(s, tc);
-	return s;
+	return RV_TEST_SUITE("run_netns", tc);
 }
 
 RV_TEST_MAIN(run_netns_suite)

@@ -446,19 +446,12 @@ END_TEST
 
 static Suite *run_node_suite(void)
 {
-	Suite *s = suite_create("run_node");
-	TCase *tc = tcase_create("core");
-	tcase_set_timeout(tc, 180);
-	tcase_add_test(tc, test_gpus_through_stand_in_gpuinfo);
-	tcase_add_test(tc, test_no_gpu_auto_is_cpus);
-	tcase_add_test(tc, test_usage_reaches_the_master);
-	tcase_add_test(tc, test_static_node_rank_and_store);
-	tcase_add_test(tc, test_auto_config);
-	tcase_add_test(tc, test_network_check_excludes_a_faulty_node);
-	tcase_add_test(tc, test_exclude_straggler);
-	tcase_add_test(tc, test_warm_import);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("core", 180, test_gpus_through_stand_in_gpuinfo,
+				  test_no_gpu_auto_is_cpus, test_usage_reaches_the_master,
+				  test_static_node_rank_and_store, test_auto_config,
+				  test_network_check_excludes_a_faulty_node, test_exclude_straggler,
+				  test_warm_import);
+	return RV_TEST_SUITE("run_node", tc);
 }
 
 RV_TEST_MAIN(run_node_suite)

@@ -615,39 +615,21 @@ static void nodes_netns_down(void)
 
 static Suite *run_nodes_suite(void)
 {
-	Suite *s = suite_create("run_nodes");
-	TCase *tc = tcase_create("core");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_two_nodes_kill_on_node1);
-	tcase_add_test(tc, test_two_nodes_kill_on_store_host);
-	tcase_add_test(tc, test_three_nodes_kill_on_node2);
-	tcase_add_test(tc, test_three_nodes_kill_on_store_host);
-	suite_add_tcase(s, tc);
-	TCase *ts = tcase_create("spares");
-	tcase_set_timeout(ts, 300);
-	tcase_add_test(ts, test_spare_replaces_lost_node);
-	tcase_add_test(ts, test_network_check_store_ready);
-	tcase_add_test(ts, test_no_spare_shrinks_and_grows);
-	suite_add_tcase(s, ts);
-	TCase *th = tcase_create("hang");
-	tcase_set_timeout(th, 300);
-	tcase_add_test(th, test_hang_check_quiet_node);
-	suite_add_tcase(s, th);
-	TCase *tn = tcase_create("netns");
-	tcase_set_timeout(tn, 300);
+	TCase *tc = RV_TEST_TCASE("core", 300, test_two_nodes_kill_on_node1,
+				  test_two_nodes_kill_on_store_host, test_three_nodes_kill_on_node2,
+				  test_three_nodes_kill_on_store_host);
+	TCase *ts = RV_TEST_TCASE("spares", 300, test_spare_replaces_lost_node,
+				  test_network_check_store_ready, test_no_spare_shrinks_and_grows);
+	TCase *th = RV_TEST_TCASE("hang", 300, test_hang_check_quiet_node);
+	TCase *tn = RV_TEST_TCASE("netns", 300, test_netns_two_nodes_kill_on_node1,
+				  test_netns_two_nodes_kill_on_store_host,
+				  test_netns_three_nodes_kill_on_store_host,
+				  test_netns_spare_replaces_lost_node);
 	tcase_add_unchecked_fixture(tn, nodes_netns_up, nodes_netns_down);
-	tcase_add_test(tn, test_netns_two_nodes_kill_on_node1);
-	tcase_add_test(tn, test_netns_two_nodes_kill_on_store_host);
-	tcase_add_test(tn, test_netns_three_nodes_kill_on_store_host);
-	tcase_add_test(tn, test_netns_spare_replaces_lost_node);
-	suite_add_tcase(s, tn);
 	/* its own case: a relayed link (no sch_netem) goes with the test */
-	TCase *td = tcase_create("netns_delay");
-	tcase_set_timeout(td, 300);
+	TCase *td = RV_TEST_TCASE("netns_delay", 300, test_netns_delay_kill_on_node1);
 	tcase_add_unchecked_fixture(td, nodes_netns_up, nodes_netns_down);
-	tcase_add_test(td, test_netns_delay_kill_on_node1);
-	suite_add_tcase(s, td);
-	return s;
+	return RV_TEST_SUITE("run_nodes", tc, ts, th, tn, td);
 }
 
 RV_TEST_MAIN(run_nodes_suite)

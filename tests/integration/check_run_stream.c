@@ -264,12 +264,8 @@ END_TEST
 
 static Suite *run_stream_suite(void)
 {
-	Suite *s = suite_create("run_stream");
-	TCase *tc = tcase_create("core");
-	tcase_set_timeout(tc, 900);
-	tcase_add_test(tc, test_kill9_each_part_exactly_once);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("core", 900, test_kill9_each_part_exactly_once);
+	return RV_TEST_SUITE("run_stream", tc);
 }
 
 RV_TEST_MAIN(run_stream_suite)

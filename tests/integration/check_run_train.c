@@ -497,23 +497,13 @@ END_TEST
 
 static Suite *run_train_suite(void)
 {
-	Suite *s = suite_create("run_train");
-	TCase *tc = tcase_create("core");
-	tcase_set_timeout(tc, 180);
-	tcase_add_test(tc, test_standalone_reaches_accuracy);
-	tcase_add_test(tc, test_kill9_worker_restarts);
-	tcase_add_test(tc, test_kill9_worker_restarts_warm);
-	tcase_add_test(tc, test_torchrun_script_unmodified);
-	tcase_add_test(tc, test_trainer_package_reachable);
-	tcase_add_test(tc, test_two_nodes_one_master);
-	tcase_add_test(tc, test_two_nodes_worker_killed);
-	tcase_add_test(tc, test_late_node_grows_the_world);
-	suite_add_tcase(s, tc);
-	TCase *shards = tcase_create("shards");
-	tcase_set_timeout(shards, 120);
-	tcase_add_test(shards, test_stopped_worker_keeps_its_shard);
-	suite_add_tcase(s, shards);
-	return s;
+	TCase *tc = RV_TEST_TCASE("core", 180, test_standalone_reaches_accuracy,
+				  test_kill9_worker_restarts, test_kill9_worker_restarts_warm,
+				  test_torchrun_script_unmodified, test_trainer_package_reachable,
+				  test_two_nodes_one_master, test_two_nodes_worker_killed,
+				  test_late_node_grows_the_world);
+	TCase *shards = RV_TEST_TCASE("shards", 120, test_stopped_worker_keeps_its_shard);
+	return RV_TEST_SUITE("run_train", tc, shards);
 }
 
 RV_TEST_MAIN(run_train_suite)

@@ -237,15 +237,10 @@ END_TEST
 
 static Suite *sim_suite(void)
 {
-	Suite *s = suite_create("sim");
-	TCase *tc = tcase_create("sim");
+	TCase *tc = RV_TEST_TCASE("sim", 120, sim_plays_small_trace,
+				  sim_is_deterministic_and_honest, sim_fails_without_brain);
 	tcase_add_checked_fixture(tc, NULL, teardown);
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, sim_plays_small_trace);
-	tcase_add_test(tc, sim_is_deterministic_and_honest);
-	tcase_add_test(tc, sim_fails_without_brain);
-	suite_add_tcase(s, tc);
-	return s;
+	return RV_TEST_SUITE("sim", tc);
 }
 
 RV_TEST_MAIN_PG(sim_suite)

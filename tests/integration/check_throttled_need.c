@@ -226,12 +226,8 @@ END_TEST
 
 static Suite *throttled_suite(void)
 {
-	Suite *s = suite_create("throttled_need");
-	TCase *tc = tcase_create("throttled_need");
-	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, test_throttled_time_is_the_cpu_held_back);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("throttled_need", 30, test_throttled_time_is_the_cpu_held_back);
+	return RV_TEST_SUITE("throttled_need", tc);
 }
 
 RV_TEST_MAIN(throttled_suite)

@@ -5,6 +5,7 @@
  */
 #include "brainfix.h"
 
+#include <check.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <fcntl.h>
@@ -121,43 +122,58 @@ static int start_brain(struct rv_test_brain *b, const char *const *wrap, const c
 		snprintf(pgdata, sizeof(pgdata), "%s/pgdata", data_dir);
 		rv_test_pg_reaper(pgdata, NULL);
 	}
-	int out = b->proc.fd[1];
-	char buf[512];
-	size_t len = 0;
-	int64_t until = rv_mono_ms() + 30000;
-	while (rv_mono_ms() < until) {
-		struct pollfd p = { .fd = out, .events = POLLIN };
-		int r = poll(&p, 1, 200);
-		if (r > 0) {
-			ssize_t k = read(out, buf + len, sizeof(buf) - len - 1);
-			if (k <= 0)
-				break;
-			len += (size_t)k;
-			buf[len] = 0;
-			char *l = strstr(buf, "listening on http://");
-			if (l && strchr(l, '\n')) {
-				char *host = strtok(l + strlen("listening on http://"), "\n");
-				char *colon = strrchr(host, ':');
-				b->port = colon ? atoi(colon + 1) : 0;
-				/* wrapped (another network namespace): the address it
-				 * was told to listen on, not loopback */
-				snprintf(b->url, sizeof(b->url), "http://%.*s:%d",
-					 wrapped && colon ? (int)(colon - host) : 9,
-					 wrapped && colon ? host : "127.0.0.1", b->port);
-				rv_proc_close_fd(&b->proc, 1);
-				return b->port > 0 ? 0 : -EPROTO;
-			}
-		}
-		if (rv_proc_wait(&b->proc, 0, NULL) != -ETIMEDOUT) {
-			b->pid = 0;
-			rv_proc_release(&b->proc);
-			return -ECHILD;
-		}
+	char addr[256];
+	rc = rv_test_proc_listening(&b->proc, 30000, addr, sizeof(addr), NULL);
+	if (rc == 0) {
+		char *colon = strrchr(addr, ':');
+		b->port = colon ? atoi(colon + 1) : 0;
+		/* wrapped (another network namespace): the address it was told
+		 * to listen on, not loopback */
+		snprintf(b->url, sizeof(b->url), "http://%.*s:%d",
+			 wrapped && colon ? (int)(colon - addr) : 9,
+			 wrapped && colon ? addr : "127.0.0.1", b->port);
+		return b->port > 0 ? 0 : -EPROTO;
+	}
+	if (rc == -ECHILD) {
+		b->pid = 0;
+		rv_proc_release(&b->proc);
+		return -ECHILD;
 	}
 	rv_proc_kill(&b->proc, SIGKILL);
 	rv_proc_wait(&b->proc, -1, NULL);
 	rv_proc_release(&b->proc);
 	b->pid = 0;
+	return -ETIMEDOUT;
+}
+
+int rv_test_proc_listening(struct rv_proc *p, int timeout_ms, char *addr, size_t size, int *status)
+{
+	static const char mark[] = "listening on http://";
+	char buf[512];
+	size_t len = 0;
+	int64_t until = rv_mono_ms() + timeout_ms;
+	while (rv_mono_ms() < until) {
+		if (len == sizeof(buf) - 1)
+			len = 0; /* a line this long is not the one */
+		struct pollfd pf = { .fd = p->fd[1], .events = POLLIN };
+		bool ready = poll(&pf, 1, 100) > 0;
+		ssize_t k = ready ? read(p->fd[1], buf + len, sizeof(buf) - len - 1) : -1;
+		if (k > 0) {
+			len += (size_t)k;
+			buf[len] = 0;
+			const char *l = strstr(buf, mark);
+			const char *nl = l ? strchr(l, '\n') : NULL;
+			if (nl) {
+				l += strlen(mark);
+				snprintf(addr, size, "%.*s", (int)(nl - l), l);
+				rv_proc_close_fd(p, 1);
+				return 0;
+			}
+		}
+		/* at end of file its exit is due: wait for that a while */
+		if (rv_proc_wait(p, ready && k == 0 ? 1000 : 0, status) != -ETIMEDOUT)
+			return -ECHILD;
+	}
 	return -ETIMEDOUT;
 }
 
@@ -289,6 +305,27 @@ long rv_test_brain_running_plan(const struct rv_test_brain *b, const char *uid, 
 	}
 	rv_test_reply_release(&r);
 	return status;
+}
+
+void rv_test_brain_register(const struct rv_test_brain *b, const char *doc, char *uid, size_t size)
+{
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(b, "POST", "/v1/jobs", doc, NULL, &r), 0);
+	ck_assert_msg(r.status == 201, "status %ld body %s", r.status, r.body);
+	snprintf(uid, size, "%s", rv_test_json_str(r.json, "uid"));
+	rv_test_reply_release(&r);
+}
+
+double rv_test_brain_job_num(const struct rv_test_brain *b, const char *uid, const char *key)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/jobs/%s", uid);
+	struct rv_test_reply r;
+	ck_assert_int_eq(rv_test_http(b, "GET", path, NULL, NULL, &r), 0);
+	ck_assert_msg(r.status == 200, "status %ld body %s", r.status, r.body);
+	double n = rv_test_json_num(r.json, key, -1);
+	rv_test_reply_release(&r);
+	return n;
 }
 
 long rv_test_brain_post_batch(const struct rv_test_brain *b, const char *uid, struct rv_buf *batch)

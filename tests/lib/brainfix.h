@@ -44,6 +44,12 @@ int rv_test_brain_start_fresh(struct rv_test_brain *b, int migrate, char *connin
 /* SIGTERM (or sig) then wait up to timeout_s, then SIGKILL; returns the wait
  * status, -ETIMEDOUT when it had to be killed, or -ESRCH when not running. */
 int rv_test_brain_stop(struct rv_test_brain *b, int sig, int timeout_s);
+/* Read the stdout pipe (fd[1]) of p, a daemon just spawned, for at most
+ * timeout_ms until its "listening on http://HOST:PORT" line: 0 with HOST:PORT
+ * in addr (that pipe then closed), -ECHILD once p exited first (reaped,
+ * *status its wait status; status may be NULL) or -ETIMEDOUT (p left
+ * running).  The brain, the master and the monitor print that line. */
+int rv_test_proc_listening(struct rv_proc *p, int timeout_ms, char *addr, size_t size, int *status);
 
 struct rv_test_reply {
 	long status;
@@ -55,6 +61,12 @@ struct rv_test_reply {
 int rv_test_http(const struct rv_test_brain *b, const char *method, const char *path,
 		 const char *body, const char *token, struct rv_test_reply *out);
 void rv_test_reply_release(struct rv_test_reply *r);
+/* POST the job document doc to /v1/jobs; its uid into uid.  Called from a
+ * test: a status other than 201 fails it. */
+void rv_test_brain_register(const struct rv_test_brain *b, const char *doc, char *uid, size_t size);
+/* The number at the dotted path key of GET /v1/jobs/<uid> (-1 when none).
+ * Called from a test: a status other than 200 fails it. */
+double rv_test_brain_job_num(const struct rv_test_brain *b, const char *uid, const char *key);
 struct rv_buf;
 /* Close a metrics batch begun with {"samples":[ and post it to job uid;
  * batch is released.  The HTTP status (a body other than 200's is printed

@@ -121,13 +121,13 @@ int64_t rv_test_fault_wait_steps(const char *path, int at, int nranks, int timeo
 	return wait_log(path, at, 0, nranks, timeout_ms);
 }
 
-int rv_test_fault_loads_after(const char *path, int at)
+int rv_test_fault_lines_after(const char *path, int at, const char *prefix)
 {
 	char *s = rv_test_read_file(path);
 	int line = 0, n = 0;
 	char *save = NULL;
 	for (char *l = s ? strtok_r(s, "\n", &save) : NULL; l; l = strtok_r(NULL, "\n", &save))
-		n += line++ >= at && !strncmp(l, "load ", 5);
+		n += line++ >= at && !strncmp(l, prefix, strlen(prefix));
 	free(s);
 	return n;
 }

@@ -48,9 +48,9 @@ int64_t rv_test_fault_wait_world(const char *path, int at, int world, int timeou
  * were logged (no load needed: the world carried on).  The time, or
  * -ETIMEDOUT. */
 int64_t rv_test_fault_wait_steps(const char *path, int at, int nranks, int timeout_ms);
-/* How many "load" lines (group starts) the log holds after its first
- * `at` lines. */
-int rv_test_fault_loads_after(const char *path, int at);
+/* How many lines starting with prefix the log holds after its first `at`
+ * lines: "load " ones are group starts, "0 " ones rank 0's steps. */
+int rv_test_fault_lines_after(const char *path, int at, const char *prefix);
 /* Print "fault=NAME recovery_ms=MS" on stdout and as a "diag:" line. */
 void rv_test_fault_report(const char *name, int64_t ms);
 /* Fail the test (check) unless the shard log at path holds every index of

@@ -67,6 +67,23 @@ int rv_test_standin_spawn(struct rv_proc *p, const char *dir, const char *const 
 	return port;
 }
 
+void rv_test_standin_stop(struct rv_proc *p, const char *dir)
+{
+	if (p->pid > 0) {
+		rv_proc_kill(p, SIGTERM);
+		if (rv_proc_wait(p, 10000, NULL) == -ETIMEDOUT) {
+			rv_proc_kill(p, SIGKILL);
+			rv_proc_wait(p, -1, NULL);
+		}
+		rv_proc_release(p);
+	}
+	if (dir[0]) {
+		const char *argv[] = { "rm", "-rf", dir, NULL };
+		struct rv_proc_opts o = { .argv = argv };
+		rv_proc_run(&o, 20000, NULL, NULL);
+	}
+}
+
 int rv_test_kubeconfig_write(const char *path, const char *url, const char *ns, const char *token)
 {
 	FILE *f = fopen(path, "w");

@@ -5,7 +5,8 @@
  * rv_test_standin_spawn() starts the stand-in found beside ROVER_BIN_DIR
  * (default build/bin) with "--port-file DIR/port --dir DIR/pods" and the
  * extra arguments, its output appended to DIR/standin.log, killed when the
- * test process dies, and waits up to 10 s for the port it listens on.
+ * test process dies, and waits up to 10 s for the port it listens on;
+ * rv_test_standin_stop() stops it and removes DIR.
  * rv_test_kubeconfig_write() writes a kubeconfig for an API server;
  * rv_test_kubectl() runs kubectl with one.  A test that needs kubectl
  * starts with RV_TEST_NEED_KUBECTL(): without it the test is a skip (a
@@ -21,6 +22,9 @@
 /* dir: an existing folder of the test's; extra: NULL-terminated or NULL.
  * The port, or a negative errno (the stand-in then stopped). */
 int rv_test_standin_spawn(struct rv_proc *p, const char *dir, const char *const *extra);
+/* SIGTERM to the stand-in p (SIGKILL after 10 s) and its reaping, when it
+ * runs; then dir removed, when not empty.  p is released. */
+void rv_test_standin_stop(struct rv_proc *p, const char *dir);
 
 /* A kubeconfig at path for the server at url (http://HOST:PORT), whose
  * context names namespace ns and whose user sends bearer token (either

@@ -121,30 +121,16 @@ static int start(struct rv_test_master *m)
 	if (rc < 0)
 		return rc;
 	m->pid = m->proc.pid;
-	int out = m->proc.fd[1];
-	char buf[512];
-	size_t len = 0;
-	int64_t until = rv_mono_ms() + 30000;
-	while (rv_mono_ms() < until) {
-		struct pollfd p = { .fd = out, .events = POLLIN };
-		if (poll(&p, 1, 100) > 0) {
-			ssize_t k = read(out, buf + len, sizeof(buf) - len - 1);
-			if (k > 0) {
-				len += (size_t)k;
-				buf[len] = 0;
-				if (strstr(buf, "listening on http://") && strchr(buf, '\n')) {
-					rv_proc_close_fd(&m->proc, 1);
-					return 0;
-				}
-			}
-		}
-		int st;
-		if (rv_proc_wait(&m->proc, 0, &st) != -ETIMEDOUT) {
-			m->exit_status = st;
-			m->pid = 0;
-			rv_proc_release(&m->proc);
-			return -ECHILD;
-		}
+	char addr[256];
+	int st = -1;
+	rc = rv_test_proc_listening(&m->proc, 30000, addr, sizeof(addr), &st);
+	if (rc == 0)
+		return 0;
+	if (rc == -ECHILD) {
+		m->exit_status = st;
+		m->pid = 0;
+		rv_proc_release(&m->proc);
+		return -ECHILD;
 	}
 	rv_proc_kill(&m->proc, SIGKILL);
 	rv_proc_wait(&m->proc, -1, NULL);
@@ -221,6 +207,18 @@ struct rv_master_client *rv_test_master_client(const struct rv_test_master *m)
 		.backoff_max_ms = 200,
 		.retry_budget_ms = 30000,
 	};
+	return rv_master_client_new(&o, NULL);
+}
+
+struct rv_master_client *rv_test_agent_client(const char *addr, int max_attempts, int budget_ms)
+{
+	char url[200];
+	snprintf(url, sizeof(url), "http://%s", addr);
+	struct rv_master_opts o = { .url = url,
+				    .max_attempts = max_attempts,
+				    .backoff_ms = 10,
+				    .backoff_max_ms = 200,
+				    .retry_budget_ms = budget_ms };
 	return rv_master_client_new(&o, NULL);
 }
 

@@ -65,6 +65,10 @@ void rv_test_master_cleanup(struct rv_test_master *m);
 
 /* A client of m's URL with short retries suited to tests (NULL on error). */
 struct rv_master_client *rv_test_master_client(const struct rv_test_master *m);
+/* A simulated agent's client of the master at addr (ROVER_MASTER_ADDR,
+ * HOST:PORT): max_attempts tries 10 to 200 ms apart within budget_ms
+ * (NULL on error). */
+struct rv_master_client *rv_test_agent_client(const char *addr, int max_attempts, int budget_ms);
 
 /*
  * A simulated worker: takes shards of dataset "train" until the master says

@@ -9,6 +9,7 @@
  */
 #include "pgfix.h"
 
+#include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -23,6 +24,7 @@
 #include "db.h"
 #include "pgserver.h"
 #include "proc.h"
+#include "testutil.h"
 
 static struct rv_pgserver pg_srv;
 static char pg_tmpdir[64];
@@ -64,19 +66,10 @@ static int conninfo_with_db(const char *base, const char *dbname, char *out, siz
 	return 0;
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
 static void remove_tmpdir(void)
 {
 	if (pg_tmpdir[0])
-		nftw(pg_tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+		rv_test_rm_rf(pg_tmpdir);
 	pg_tmpdir[0] = '\0';
 }
 
@@ -311,4 +304,19 @@ int rv_test_pg_start_server(void)
 	if (r < 0)
 		fprintf(stderr, "pgfix: could not restart postgresql: %s\n", err.msg);
 	return r;
+}
+
+const char *rv_test_sql_value(const char *conninfo, const char *sql, char *out, size_t size)
+{
+	PGconn *c = PQconnectdb(conninfo);
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "connect: %s", PQerrorMessage(c));
+	PGresult *r = PQexecParams(c, sql, 0, NULL, NULL, NULL, NULL, 0);
+	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK || PQresultStatus(r) == PGRES_COMMAND_OK,
+		      "%s: %s", sql, PQerrorMessage(c));
+	out[0] = '\0';
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0)
+		snprintf(out, size, "%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	PQfinish(c);
+	return out;
 }

@@ -28,6 +28,10 @@ void rv_test_pg_global_stop(void);
 const char *rv_test_pg_admin_conninfo(void);
 /* Create a new database (migrated when migrate != 0); write its conninfo. */
 int rv_test_pg_fresh_db(int migrate, char *conninfo, size_t size);
+/* The first value of sql's first row in the database at conninfo into
+ * out ("" when no row); out.  Called from a test: a failed connect or
+ * statement fails it. */
+const char *rv_test_sql_value(const char *conninfo, const char *sql, char *out, size_t size);
 /* The sql/ folder (ROVER_SQL_DIR or ./sql). */
 const char *rv_test_sql_dir(void);
 /* The private cluster's data folder ("" with ROVER_TEST_PG). */

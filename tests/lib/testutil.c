@@ -1,10 +1,13 @@
 /*
  * testutil.c: what the check suites share beyond RV_TEST_MAIN (testutil.h):
- * a test that cannot run here says so in one line tests/run.sh counts.
+ * a Suite built from a list of tests, a test that cannot run here saying
+ * so in one line tests/run.sh counts, and the small tools of tests and
+ * benchmarks alike (rm -rf, a median).
  *
  * Called from a test (check's forked child), never from a suite's parent
  * before the tests fork: under CI=true it fails the test.
  */
+#include <ftw.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,4 +41,54 @@ void rv_test_skip(const char *fn, bool ci_installs, const char *fmt, ...)
 	fflush(stderr);
 	if (write(STDOUT_FILENO, line, (size_t)len) < 0)
 		perror("rv_test_skip");
+}
+
+TCase *rv_test_tcase_new(const char *name, double timeout_s, const TTest *const *tests, size_t n)
+{
+	TCase *tc = tcase_create(name);
+	if (timeout_s > 0)
+		tcase_set_timeout(tc, timeout_s);
+	for (size_t i = 0; i < n; i++)
+		tcase_add_test(tc, tests[i]);
+	return tc;
+}
+
+Suite *rv_test_suite_new(const char *name, TCase *const *tcs, size_t n)
+{
+	Suite *s = suite_create(name);
+	for (size_t i = 0; i < n; i++)
+		suite_add_tcase(s, tcs[i]);
+	return s;
+}
+
+static int testutil_rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+void rv_test_rm_rf(const char *dir)
+{
+	nftw(dir, testutil_rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static int testutil_cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+double rv_test_median(const double *v, int n)
+{
+	double *s = n > 0 ? malloc((size_t)n * sizeof(*s)) : NULL;
+	if (!s)
+		return 0;
+	memcpy(s, v, (size_t)n * sizeof(*s));
+	qsort(s, (size_t)n, sizeof(*s), testutil_cmp_double);
+	double m = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+	free(s);
+	return m;
 }

@@ -1,7 +1,8 @@
 /*
  * testutil.h: shared helpers for the check suites.
  *
- * Each tests/<component>/check_<module>.c defines a Suite and ends with
+ * Each tests/<component>/check_<module>.c defines a Suite, most of them as
+ * RV_TEST_SUITE(name, RV_TEST_TCASE(...)), and ends with
  * RV_TEST_MAIN(suite_fn), or RV_TEST_MAIN_PG(suite_fn) when its tests need a
  * PostgreSQL: that variant starts one private cluster in the parent before
  * check forks the tests (tests/lib/pgfix.h) and stops it at the end.
@@ -28,6 +29,28 @@
 void rv_test_skip(const char *fn, bool ci_installs, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 #define RV_TEST_SKIP(ci_installs, ...) rv_test_skip(__func__, ci_installs, __VA_ARGS__)
+
+/* Remove dir and all below it, as much of it as can be (rm -rf). */
+void rv_test_rm_rf(const char *dir);
+
+/* The median of the n values of v (v is left as it was). */
+double rv_test_median(const double *v, int n);
+
+/* A new TCase named name, its timeout timeout_s seconds (check's default
+ * when 0), holding the n tests of tests in order.  Owned by the Suite it is
+ * added to.  RV_TEST_TCASE(name, timeout_s, test, ...) lists them inline. */
+TCase *rv_test_tcase_new(const char *name, double timeout_s, const TTest *const *tests, size_t n);
+#define RV_TEST_TCASE(name, timeout_s, ...)                                                        \
+	rv_test_tcase_new(name, timeout_s, (const TTest *const[]){ __VA_ARGS__ },                  \
+			  sizeof((const TTest *const[]){ __VA_ARGS__ }) / sizeof(TTest *))
+
+/* A new Suite named name holding the n TCases of tcs in order.  The caller
+ * hands it to srunner_create (RV_TEST_MAIN).  RV_TEST_SUITE(name, tc, ...)
+ * lists them inline. */
+Suite *rv_test_suite_new(const char *name, TCase *const *tcs, size_t n);
+#define RV_TEST_SUITE(name, ...)                                                                   \
+	rv_test_suite_new(name, (TCase *const[]){ __VA_ARGS__ },                                   \
+			  sizeof((TCase *const[]){ __VA_ARGS__ }) / sizeof(TCase *))
 
 #define RV_TEST_MAIN(suite_fn)                                   \
 	int main(void)                                           \

@@ -646,23 +646,17 @@ END_TEST
 
 static Suite *brainlink_suite(void)
 {
-	Suite *s = suite_create("brainlink");
-	TCase *tc = tcase_create("brainlink");
 	gsl_set_error_handler_off();
+	TCase *tc = RV_TEST_TCASE("brainlink", 120, register_samples_and_a_plan_arrive,
+				  oom_event_brings_an_oom_plan,
+				  refused_reports_are_dropped_not_retried,
+				  brain_down_never_blocks_and_restart_delivers_once,
+				  queue_bounded_by_bytes, resend_after_reply_timeout_stored_once,
+				  single_job_plans_as_the_brain, single_job_oom_and_manual,
+				  single_job_waits_for_the_oom_plan,
+				  single_job_reads_throttling_as_the_brain);
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, register_samples_and_a_plan_arrive);
-	tcase_add_test(tc, oom_event_brings_an_oom_plan);
-	tcase_add_test(tc, refused_reports_are_dropped_not_retried);
-	tcase_add_test(tc, brain_down_never_blocks_and_restart_delivers_once);
-	tcase_add_test(tc, queue_bounded_by_bytes);
-	tcase_add_test(tc, resend_after_reply_timeout_stored_once);
-	tcase_add_test(tc, single_job_plans_as_the_brain);
-	tcase_add_test(tc, single_job_oom_and_manual);
-	tcase_add_test(tc, single_job_waits_for_the_oom_plan);
-	tcase_add_test(tc, single_job_reads_throttling_as_the_brain);
-	suite_add_tcase(s, tc);
-	return s;
+	return RV_TEST_SUITE("brainlink", tc);
 }
 
 RV_TEST_MAIN_PG(brainlink_suite)

@@ -33,15 +33,6 @@
 
 static char tmp[64];
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
-{
-	(void)sb;
-	(void)flag;
-	(void)f;
-	remove(p);
-	return 0;
-}
-
 static void setup(void)
 {
 	snprintf(tmp, sizeof(tmp), "/tmp/rv-journal-XXXXXX");
@@ -50,7 +41,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	nftw(tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	rv_test_rm_rf(tmp);
 }
 
 static char *path_in(const char *name)
@@ -1086,34 +1077,20 @@ END_TEST
 
 static Suite *journal_suite(void)
 {
-	Suite *su = suite_create("journal");
-	TCase *tc = tcase_create("journal");
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, test_replay_in_order);
-	tcase_add_test(tc, test_bad_calls);
+	TCase *tc = RV_TEST_TCASE("journal", 60, test_replay_in_order, test_bad_calls,
+				  test_sync_timeout, test_snapshot_then_records,
+				  test_crash_before_snapshot_rename,
+				  test_crash_after_snapshot_rename, test_snapshot_missing,
+				  test_snapshot_without_fresh_journal, test_torn_tail_every_offset,
+				  test_torn_tail_flipped_byte, test_corrupt_middle,
+				  test_damage_in_last_batch, test_callback_error, test_short_write,
+				  test_room_reopen_and_append, test_room_torn_tail,
+				  test_room_torn_batch_overwritten, test_room_corrupt_middle,
+				  test_room_snapshot, test_kill9_acknowledged_durable,
+				  test_room_grows_in_steps);
 	tcase_add_loop_test(tc, test_group_commit, 0, 2);
-	tcase_add_test(tc, test_sync_timeout);
-	tcase_add_test(tc, test_snapshot_then_records);
-	tcase_add_test(tc, test_crash_before_snapshot_rename);
-	tcase_add_test(tc, test_crash_after_snapshot_rename);
-	tcase_add_test(tc, test_snapshot_missing);
-	tcase_add_test(tc, test_snapshot_without_fresh_journal);
-	tcase_add_test(tc, test_torn_tail_every_offset);
-	tcase_add_test(tc, test_torn_tail_flipped_byte);
-	tcase_add_test(tc, test_corrupt_middle);
-	tcase_add_test(tc, test_damage_in_last_batch);
-	tcase_add_test(tc, test_callback_error);
-	tcase_add_test(tc, test_short_write);
-	tcase_add_test(tc, test_room_reopen_and_append);
-	tcase_add_test(tc, test_room_torn_tail);
-	tcase_add_test(tc, test_room_grows_in_steps);
-	tcase_add_test(tc, test_room_torn_batch_overwritten);
-	tcase_add_test(tc, test_room_corrupt_middle);
-	tcase_add_test(tc, test_room_snapshot);
-	tcase_add_test(tc, test_kill9_acknowledged_durable);
-	suite_add_tcase(su, tc);
-	return su;
+	tcase_add_checked_fixture(tc, setup, teardown);
+	return RV_TEST_SUITE("journal", tc);
 }
 
 RV_TEST_MAIN(journal_suite)

@@ -457,19 +457,11 @@ END_TEST
 
 static Suite *k8s_pod_suite(void)
 {
-	Suite *s = suite_create("k8s_pod");
-	TCase *tc = tcase_create("k8s_pod");
-	tcase_set_timeout(tc, 10);
-	tcase_add_test(tc, test_pod_from_template);
-	tcase_add_test(tc, test_pod_from_command);
-	tcase_add_test(tc, test_pod_avoids_hosts);
-	tcase_add_test(tc, test_quantities);
-	tcase_add_test(tc, test_events_from_pods);
-	tcase_add_test(tc, test_evicted_is_lost);
-	tcase_add_test(tc, test_unschedulable_fails_after_wait);
-	tcase_add_test(tc, test_kubeconfig);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("k8s_pod", 10, test_pod_from_template, test_pod_from_command,
+				  test_pod_avoids_hosts, test_quantities, test_events_from_pods,
+				  test_evicted_is_lost, test_unschedulable_fails_after_wait,
+				  test_kubeconfig);
+	return RV_TEST_SUITE("k8s_pod", tc);
 }
 
 RV_TEST_MAIN(k8s_pod_suite)

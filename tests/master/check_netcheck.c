@@ -397,21 +397,13 @@ END_TEST
 
 static Suite *netcheck_suite(void)
 {
-	Suite *s = suite_create("netcheck");
-	TCase *tc = tcase_create("core");
-
-	tcase_set_timeout(tc, 10);
-	tcase_add_test(tc, test_round0_neighbours);
-	tcase_add_test(tc, test_round1_fastest_with_slowest);
-	tcase_add_test(tc, test_faulty_needs_two_failures);
-	tcase_add_test(tc, test_straggler_ratio);
-	tcase_add_test(tc, test_run_verdicts);
-	tcase_add_test(tc, test_run_silent_node_times_out);
-	tcase_add_test(tc, test_worlds_name_only_the_bad_node);
-	tcase_add_test(tc, test_three_nodes_cleared_by_a_worse_partner);
-	tcase_add_test(tc, test_run_straggler_wait);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc =
+		RV_TEST_TCASE("core", 10, test_round0_neighbours, test_round1_fastest_with_slowest,
+			      test_faulty_needs_two_failures, test_straggler_ratio,
+			      test_run_verdicts, test_run_silent_node_times_out,
+			      test_worlds_name_only_the_bad_node,
+			      test_three_nodes_cleared_by_a_worse_partner, test_run_straggler_wait);
+	return RV_TEST_SUITE("netcheck", tc);
 }
 
 RV_TEST_MAIN(netcheck_suite)

@@ -592,17 +592,13 @@ END_TEST
 
 static Suite *nodemgr_suite(void)
 {
-	Suite *s = suite_create("nodemgr");
-	TCase *tc = tcase_create("reconcile");
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, test_reconcile_count_and_resources);
-	tcase_add_test(tc, test_local_without_command_is_refused);
-	tcase_add_test(tc, test_plan_remove_and_migrate_carried_out);
-	tcase_add_test(tc, test_succeeded_node_silence_is_no_death);
-	tcase_add_test(tc, test_charged_hosts_survive_a_restart);
-	tcase_add_test(tc, test_netcheck_verdict_charges_the_host);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("reconcile", 60, test_reconcile_count_and_resources,
+				  test_local_without_command_is_refused,
+				  test_plan_remove_and_migrate_carried_out,
+				  test_succeeded_node_silence_is_no_death,
+				  test_charged_hosts_survive_a_restart,
+				  test_netcheck_verdict_charges_the_host);
+	return RV_TEST_SUITE("nodemgr", tc);
 }
 
 RV_TEST_MAIN(nodemgr_suite)

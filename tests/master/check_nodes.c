@@ -397,21 +397,14 @@ END_TEST
 
 static Suite *nodes_suite(void)
 {
-	Suite *s = suite_create("nodes");
-	TCase *tc = tcase_create("nodes");
-	tcase_set_timeout(tc, 10);
-	tcase_add_test(tc, test_relaunch_same_rank);
-	tcase_add_test(tc, test_restart_budget_gives_up);
-	tcase_add_test(tc, test_lost_not_charged_pending_gives_up);
-	tcase_add_test(tc, test_oom_memory_step);
-	tcase_add_test(tc, test_bad_host_exclusion);
-	tcase_add_test(tc, test_straggler_replaced_on_another_host);
-	tcase_add_test(tc, test_avoid_where_the_backend_places);
-	tcase_add_test(tc, test_crash_before_start_charges_its_host);
-	tcase_add_test(tc, test_charged_hosts_restored);
-	tcase_add_test(tc, test_relaunch_in_place_keeps_the_host);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc =
+		RV_TEST_TCASE("nodes", 10, test_relaunch_same_rank, test_restart_budget_gives_up,
+			      test_lost_not_charged_pending_gives_up, test_oom_memory_step,
+			      test_bad_host_exclusion, test_straggler_replaced_on_another_host,
+			      test_avoid_where_the_backend_places,
+			      test_crash_before_start_charges_its_host, test_charged_hosts_restored,
+			      test_relaunch_in_place_keeps_the_host);
+	return RV_TEST_SUITE("nodes", tc);
 }
 
 RV_TEST_MAIN(nodes_suite)

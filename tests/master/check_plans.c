@@ -480,19 +480,13 @@ END_TEST
 
 static Suite *plans_suite(void)
 {
-	Suite *s = suite_create("plans");
-	TCase *tc = tcase_create("plans");
-	tcase_set_timeout(tc, 60);
+	TCase *tc = RV_TEST_TCASE("plans", 60, test_node_reports_reach_the_brain,
+				  test_job_end_reaches_the_brain, test_oom_memory_without_a_brain,
+				  test_template_resources_desired, test_plan_clamped_and_replayed,
+				  test_compute_time_reaches_the_brain,
+				  test_agent_usage_ranked_by_name);
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, test_node_reports_reach_the_brain);
-	tcase_add_test(tc, test_compute_time_reaches_the_brain);
-	tcase_add_test(tc, test_agent_usage_ranked_by_name);
-	tcase_add_test(tc, test_job_end_reaches_the_brain);
-	tcase_add_test(tc, test_oom_memory_without_a_brain);
-	tcase_add_test(tc, test_template_resources_desired);
-	tcase_add_test(tc, test_plan_clamped_and_replayed);
-	suite_add_tcase(s, tc);
-	return s;
+	return RV_TEST_SUITE("plans", tc);
 }
 
 RV_TEST_MAIN_PG(plans_suite)

@@ -1048,40 +1048,18 @@ END_TEST
 
 static Suite *rdzv_suite(void)
 {
-	Suite *s = suite_create("rdzv");
-	TCase *tc = tcase_create("core");
-	TCase *tp = tcase_create("property");
-
-	tcase_set_timeout(tc, 20);
-	tcase_add_test(tc, test_config_errors);
-	tcase_add_test(tc, test_alive);
-	tcase_add_test(tc, test_bad_nodes);
-	tcase_add_test(tc, test_last_call);
-	tcase_add_test(tc, test_at_once_at_max);
-	tcase_add_test(tc, test_never_stuck_above_min);
-	tcase_add_test(tc, test_node_unit_and_spares);
-	tcase_add_test(tc, test_late_node_next_round);
-	tcase_add_test(tc, test_no_last_call_waits_for_members);
-	tcase_add_test(tc, test_gang_wait_fails);
-	tcase_add_test(tc, test_gang_wait_met);
-	tcase_add_test(tc, test_leave_and_rejoin_open_rounds);
-	tcase_add_test(tc, test_lost_shrinks_at_once);
-	tcase_add_test(tc, test_ranks_stable);
-	tcase_add_test(tc, test_rank_offsets);
-	tcase_add_test(tc, test_heartbeat_timeout);
-	tcase_add_test(tc, test_done_node_silence);
-	tcase_add_test(tc, test_dead_more_than_room);
-	tcase_add_test(tc, test_grace_after_restart);
-	tcase_add_test(tc, test_spares_at_max);
-	tcase_add_test(tc, test_snapshot_round_trip);
-	tcase_add_test(tc, test_snapshot_bad);
-	tcase_add_test(tc, test_256_one_world);
-	tcase_add_test(tc, test_1024_cost);
-	suite_add_tcase(s, tc);
-	tcase_set_timeout(tp, 120);
-	tcase_add_test(tp, test_property);
-	suite_add_tcase(s, tp);
-	return s;
+	TCase *tc = RV_TEST_TCASE("core", 20, test_config_errors, test_alive, test_bad_nodes,
+				  test_last_call, test_at_once_at_max, test_never_stuck_above_min,
+				  test_node_unit_and_spares, test_late_node_next_round,
+				  test_no_last_call_waits_for_members, test_gang_wait_fails,
+				  test_gang_wait_met, test_leave_and_rejoin_open_rounds,
+				  test_lost_shrinks_at_once, test_ranks_stable, test_rank_offsets,
+				  test_heartbeat_timeout, test_done_node_silence,
+				  test_dead_more_than_room, test_grace_after_restart,
+				  test_spares_at_max, test_snapshot_round_trip, test_snapshot_bad,
+				  test_256_one_world, test_1024_cost);
+	TCase *tp = RV_TEST_TCASE("property", 120, test_property);
+	return RV_TEST_SUITE("rdzv", tc, tp);
 }
 
 RV_TEST_MAIN(rdzv_suite)

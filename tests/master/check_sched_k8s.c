@@ -259,16 +259,10 @@ END_TEST
 
 static Suite *sched_k8s_suite(void)
 {
-	Suite *s = suite_create("sched_k8s");
-	TCase *tc = tcase_create("sched_k8s");
+	TCase *tc = RV_TEST_TCASE("sched_k8s", 90, test_launch_exit_remove, test_resize,
+				  test_adopt_after_restart, test_no_server);
 	tcase_add_checked_fixture(tc, NULL, teardown);
-	tcase_set_timeout(tc, 90);
-	tcase_add_test(tc, test_launch_exit_remove);
-	tcase_add_test(tc, test_resize);
-	tcase_add_test(tc, test_adopt_after_restart);
-	tcase_add_test(tc, test_no_server);
-	suite_add_tcase(s, tc);
-	return s;
+	return RV_TEST_SUITE("sched_k8s", tc);
 }
 
 RV_TEST_MAIN(sched_k8s_suite)

@@ -438,17 +438,11 @@ END_TEST
 
 static Suite *sched_local_suite(void)
 {
-	Suite *s = suite_create("sched_local");
-	TCase *tc = tcase_create("sched_local");
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, test_exit_codes_and_signals);
-	tcase_add_test(tc, test_oom_relaunched_with_more_memory);
-	tcase_add_test(tc, test_cpu_quota_throttles);
-	tcase_add_test(tc, test_remove_with_grace_stops_group);
-	tcase_add_test(tc, test_detection_and_fallback);
-	tcase_add_test(tc, test_resize_without_limits);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("sched_local", 60, test_exit_codes_and_signals,
+				  test_oom_relaunched_with_more_memory, test_cpu_quota_throttles,
+				  test_remove_with_grace_stops_group, test_detection_and_fallback,
+				  test_resize_without_limits);
+	return RV_TEST_SUITE("sched_local", tc);
 }
 
 RV_TEST_MAIN(sched_local_suite)

@@ -490,16 +490,11 @@ END_TEST
 
 static Suite *sched_slurm_suite(void)
 {
-	Suite *s = suite_create("sched_slurm");
-	TCase *tc = tcase_create("sched_slurm");
-	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, test_v42_shapes);
-	tcase_add_test(tc, test_v38_shapes_and_lost_nodes);
-	tcase_add_test(tc, test_pending_past_wait_fails_with_reason);
-	tcase_add_test(tc, test_remove_term_then_kill);
-	tcase_add_test(tc, test_unknown_version_refused);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("sched_slurm", 30, test_v42_shapes,
+				  test_v38_shapes_and_lost_nodes,
+				  test_pending_past_wait_fails_with_reason,
+				  test_remove_term_then_kill, test_unknown_version_refused);
+	return RV_TEST_SUITE("sched_slurm", tc);
 }
 
 RV_TEST_MAIN(sched_slurm_suite)

@@ -1494,33 +1494,17 @@ END_TEST
 
 static Suite *shard_suite(void)
 {
-	Suite *s = suite_create("shard");
-	TCase *tc = tcase_create("shard");
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, test_new_validation);
-	tcase_add_test(tc, test_sizes_epochs_in_order);
-	tcase_add_test(tc, test_shuffle_permutation);
-	tcase_add_test(tc, test_pull_fast_worker_gets_more);
-	tcase_add_test(tc, test_dead_worker_back_at_once);
-	tcase_add_test(tc, test_stall_timeout);
-	tcase_add_test(tc, test_stall_held);
-	tcase_add_test(tc, test_late_repeated_foreign_done);
-	tcase_add_test(tc, test_in_flight_cap);
-	tcase_add_test(tc, test_snapshot_round_trip);
-	tcase_add_test(tc, test_snapshot_load_errors);
-	tcase_add_test(tc, test_ckpt_rules);
-	tcase_add_test(tc, test_ckpt_ahead_of_cursor);
-	tcase_add_test(tc, test_ckpt_import_errors);
-	tcase_add_test(tc, test_ckpt_steps_kept);
-	tcase_add_test(tc, test_ckpt_whole_world);
-	tcase_add_test(tc, test_ckpt_never_whole);
-	suite_add_tcase(s, tc);
-	TCase *big = tcase_create("scale");
-	tcase_set_timeout(big, 120);
-	tcase_add_test(big, test_big_dataset_memory);
-	tcase_add_test(big, test_property_exactly_once);
-	suite_add_tcase(s, big);
-	return s;
+	TCase *tc =
+		RV_TEST_TCASE("shard", 60, test_new_validation, test_sizes_epochs_in_order,
+			      test_shuffle_permutation, test_pull_fast_worker_gets_more,
+			      test_dead_worker_back_at_once, test_stall_timeout, test_stall_held,
+			      test_late_repeated_foreign_done, test_in_flight_cap,
+			      test_snapshot_round_trip, test_snapshot_load_errors, test_ckpt_rules,
+			      test_ckpt_ahead_of_cursor, test_ckpt_import_errors,
+			      test_ckpt_steps_kept, test_ckpt_whole_world, test_ckpt_never_whole);
+	TCase *big =
+		RV_TEST_TCASE("scale", 120, test_big_dataset_memory, test_property_exactly_once);
+	return RV_TEST_SUITE("shard", tc, big);
 }
 
 RV_TEST_MAIN(shard_suite)

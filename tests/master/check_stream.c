@@ -349,18 +349,11 @@ END_TEST
 
 static Suite *stream_suite(void)
 {
-	Suite *s = suite_create("stream");
-	TCase *tc = tcase_create("core");
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, test_tasks_up_to_the_known_end);
-	tcase_add_test(tc, test_committed_waits_for_the_gap);
-	tcase_add_test(tc, test_dead_and_stalled_go_back);
-	tcase_add_test(tc, test_held_task_stays);
-	tcase_add_test(tc, test_offsets_carry_to_a_new_manager);
-	tcase_add_test(tc, test_bad_datasets_named);
-	tcase_add_test(tc, test_property_exactly_once);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("core", 60, test_tasks_up_to_the_known_end,
+				  test_committed_waits_for_the_gap, test_dead_and_stalled_go_back,
+				  test_held_task_stays, test_offsets_carry_to_a_new_manager,
+				  test_bad_datasets_named, test_property_exactly_once);
+	return RV_TEST_SUITE("stream", tc);
 }
 
 RV_TEST_MAIN(stream_suite)

@@ -214,14 +214,9 @@ END_TEST
 
 static Suite *cgpod_suite(void)
 {
-	Suite *s = suite_create("cgpod");
-	TCase *tc = tcase_create("cgpod");
-	tcase_set_timeout(tc, 10);
-	tcase_add_test(tc, test_uid_from_paths);
-	tcase_add_test(tc, test_scan_v2_systemd);
-	tcase_add_test(tc, test_scan_v1_cgroupfs);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("cgpod", 10, test_uid_from_paths, test_scan_v2_systemd,
+				  test_scan_v1_cgroupfs);
+	return RV_TEST_SUITE("cgpod", tc);
 }
 
 RV_TEST_MAIN(cgpod_suite)

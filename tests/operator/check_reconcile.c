@@ -339,18 +339,11 @@ END_TEST
 
 static Suite *reconcile_suite(void)
 {
-	Suite *s = suite_create("reconcile");
-	TCase *tc = tcase_create("rules");
-	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, test_new_job);
-	tcase_add_test(tc, test_master_phases);
-	tcase_add_test(tc, test_master_killed_is_made_again);
-	tcase_add_test(tc, test_suspend_deleted_ended);
-	tcase_add_test(tc, test_plan_recorded_once);
-	tcase_add_test(tc, test_master_pod);
-	tcase_add_test(tc, test_master_own_account_and_claim);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("rules", 30, test_new_job, test_master_phases,
+				  test_master_killed_is_made_again, test_suspend_deleted_ended,
+				  test_plan_recorded_once, test_master_pod,
+				  test_master_own_account_and_claim);
+	return RV_TEST_SUITE("reconcile", tc);
 }
 
 RV_TEST_MAIN(reconcile_suite)

@@ -146,14 +146,10 @@ END_TEST
 
 static Suite *apply_suite(void)
 {
-	Suite *s = suite_create("plan_apply");
-	TCase *tc = tcase_create("apply");
-	tcase_set_timeout(tc, 10);
-	tcase_add_test(tc, test_counts_clamped_and_named);
-	tcase_add_test(tc, test_remove_replaces_migrate_relaunches);
-	tcase_add_test(tc, test_migrate_with_handover_applied_in_full);
-	suite_add_tcase(s, tc);
-	return s;
+	TCase *tc = RV_TEST_TCASE("apply", 10, test_counts_clamped_and_named,
+				  test_remove_replaces_migrate_relaunches,
+				  test_migrate_with_handover_applied_in_full);
+	return RV_TEST_SUITE("plan_apply", tc);
 }
 
 RV_TEST_MAIN(apply_suite)

@@ -6,17 +6,13 @@ committed; this script only documents how they were made and lets them be
 regenerated after a format change.  The oracle here mirrors tests/sim/model.c
 and is used only to size each user's over-sized request and the job's work.
 """
-import json, math, random
+import json, math, os, random, sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "holdout"))
+from holdgen import speed  # noqa: E402  (the truth tests/sim/model.c plays)
 
 rng = random.Random(20261122)
 arrival = [0.0]
-
-
-def speed(j, w, p):
-    t = j["t"]
-    if j["strategy"] == "allreduce":
-        return 1.0 / (t[0] / w + t[1] + t[2] * w)
-    return w / (t[0] + t[1] * w / p + t[2] * w + t[3] * p)
 
 
 def oracle(j):

@@ -973,29 +973,17 @@ END_TEST
 
 static Suite *trainer_suite(void)
 {
-	Suite *s = suite_create("trainer");
-	TCase *tc = tcase_create("trainer");
-	tcase_set_timeout(tc, 120);
+	TCase *tc = RV_TEST_TCASE("trainer", 120, test_crc32c, test_open_needs_rover_run,
+				  test_shards_exactly_once, test_stream_task_names_partition,
+				  test_save_load, test_restart_checks_each_slot_once,
+				  test_save_without_master, test_kill_during_save,
+				  test_corrupted_refused, test_save_odd_sizes,
+				  test_overlap_saves_step, test_overlap_crash_keeps_previous,
+				  test_overlap_reports_before_next_task, test_torch_kill_after_save,
+				  test_torch_overlap, test_older_slot_checked_when_loaded,
+				  test_torch_compute_time);
 	tcase_add_unchecked_fixture(tc, record_runner, remove_segments);
-	tcase_add_test(tc, test_crc32c);
-	tcase_add_test(tc, test_open_needs_rover_run);
-	tcase_add_test(tc, test_shards_exactly_once);
-	tcase_add_test(tc, test_stream_task_names_partition);
-	tcase_add_test(tc, test_save_load);
-	tcase_add_test(tc, test_restart_checks_each_slot_once);
-	tcase_add_test(tc, test_save_without_master);
-	tcase_add_test(tc, test_kill_during_save);
-	tcase_add_test(tc, test_corrupted_refused);
-	tcase_add_test(tc, test_older_slot_checked_when_loaded);
-	tcase_add_test(tc, test_save_odd_sizes);
-	tcase_add_test(tc, test_overlap_saves_step);
-	tcase_add_test(tc, test_overlap_crash_keeps_previous);
-	tcase_add_test(tc, test_overlap_reports_before_next_task);
-	tcase_add_test(tc, test_torch_kill_after_save);
-	tcase_add_test(tc, test_torch_overlap);
-	tcase_add_test(tc, test_torch_compute_time);
-	suite_add_tcase(s, tc);
-	return s;
+	return RV_TEST_SUITE("trainer", tc);
 }
 
 RV_TEST_MAIN(trainer_suite)

@@ -1,7 +1,8 @@
 """What the held-out set generators h11 and h12 share: the truth (speed,
 resources), the oracle over configurations that fit on one node, and the
 job, curve and PS-need builders, drawing from one seeded generator.
-setup() first."""
+setup() first.  speed() alone, the truth tests/sim/model.c plays, serves
+every generator (gen_traces.py too)."""
 import json
 import math
 import random

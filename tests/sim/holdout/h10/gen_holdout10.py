@@ -1,15 +1,12 @@
 #!/usr/bin/env python3
 """Held-out set h10: 18 jobs on 24 nodes x 48 cores x 384 GiB (fixed seed)."""
-import json, math, os, random
+import json, math, os, random, sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from holdgen import speed  # noqa: E402  (the truth tests/sim/model.c plays)
 rng = random.Random(1010)
 NODE_CPU, NODE_GB = 48, 384
 GBPC = NODE_GB / NODE_CPU
-
-def speed(j, w, p):
-    t = j["t"]
-    if j["strategy"] == "allreduce":
-        return 1.0 / (t[0] / w + t[1] + t[2] * w)
-    return w / (t[0] + t[1] * w / p + t[2] * w + t[3] * p)
 
 def res(j, w, p):
     c = w * math.ceil(j["worker_cpu"] * 10 - 1e-9) / 10 + w * j["worker_mem_mb"] / 1024 / GBPC

@@ -2,19 +2,15 @@
 """Write holdout5.trace: a fifth held-out set of simulated training jobs for
 rover-sim (format: tests/sim/README.md).  Deterministic: fixed seed.  Written
 from the families first; not tuned on any algorithm's results."""
-import json, math, os, random
+import json, math, os, random, sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from holdgen import speed  # noqa: E402  (the truth tests/sim/model.c plays)
 
 rng = random.Random(55829)
 NODE_CPU, NODE_MEM_MB = 32, 128 * 1024
 GB_PER_CORE = NODE_MEM_MB / 1024 / NODE_CPU
 arrival = [0.0]
-
-
-def speed(j, w, p):
-    t = j["t"]
-    if j["strategy"] == "allreduce":
-        return 1.0 / (t[0] / w + t[1] + t[2] * w)
-    return w / (t[0] + t[1] * w / p + t[2] * w + t[3] * p)
 
 
 def tenths(x):

@@ -10,7 +10,10 @@ node-fit check) and is used only to size each user's over-sized request and
 the job's work.
 Run: /usr/bin/python3 gen_h6.py  (writes holdout6.trace next to it).
 """
-import json, math, os, random
+import json, math, os, random, sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from holdgen import speed  # noqa: E402  (the truth tests/sim/model.c plays)
 
 rng = random.Random(60613)
 NODE_CPU, NODE_MEM = 16, 64 * 1024
@@ -20,13 +23,6 @@ arrival = [0.0]
 
 def tenths_up(x):
     return math.ceil(x * 10 - 1e-9) / 10
-
-
-def speed(j, w, p):
-    t = j["t"]
-    if j["strategy"] == "allreduce":
-        return 1.0 / (t[0] / w + t[1] + t[2] * w)
-    return w / (t[0] + t[1] * w / p + t[2] * w + t[3] * p)
 
 
 def ps_mem_need(j, p):

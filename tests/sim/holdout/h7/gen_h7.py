@@ -7,20 +7,16 @@ mirrors model.c's (cost = cores + GiB / GiB-per-core, 90% of the best speed,
 each node fitting one cluster node) and is used only to size each user's
 request and the job's work.
 """
-import json, math, random
+import json, math, os, random, sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from holdgen import speed  # noqa: E402  (the truth tests/sim/model.c plays)
 
 rng = random.Random(7707319)
 
 NODES, NODE_CPU, NODE_MEM_GB = 24, 48, 192
 GB_PER_CORE = NODE_MEM_GB / NODE_CPU
 arrival = [0.0]
-
-
-def speed(j, w, p):
-    t = j["t"]
-    if j["strategy"] == "allreduce":
-        return 1.0 / (t[0] / w + t[1] + t[2] * w)
-    return w / (t[0] + t[1] * w / p + t[2] * w + t[3] * p)
 
 
 def tenths_up(x):

@@ -7,7 +7,10 @@ Cluster: 28 nodes of 64 cores and 512 GiB (8 GiB per core, so memory costs
 half as much per GiB as on the default 4 GiB-per-core nodes).
 Run: /usr/bin/python3 gen_holdout8.py  (writes holdout8.trace next to it)
 """
-import json, math, os, random
+import json, math, os, random, sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from holdgen import speed  # noqa: E402  (the truth tests/sim/model.c plays)
 
 rng = random.Random(880815)
 NODES, NODE_CPU, NODE_GB = 28, 64, 512
@@ -17,13 +20,6 @@ arrival = [0.0]
 
 def tenths_up(x):
     return math.ceil(x * 10 - 1e-9) / 10
-
-
-def speed(j, w, p):
-    t = j["t"]
-    if j["strategy"] == "allreduce":
-        return 1.0 / (t[0] / w + t[1] + t[2] * w)
-    return w / (t[0] + t[1] * w / p + t[2] * w + t[3] * p)
 
 
 def oracle(j):

@@ -11,20 +11,16 @@ job's work, and to confirm each family's truth is what its comment says.
 
 Cluster: 20 nodes of 64 cores and 320 GiB (5 GiB per core).
 """
-import json, math, os, random
+import json, math, os, random, sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from holdgen import speed  # noqa: E402  (the truth tests/sim/model.c plays)
 
 rng = random.Random(88017)
 NODE_CPU, NODE_MEM_GB, NODES = 64, 320, 20
 GB_PER_CORE = NODE_MEM_GB / NODE_CPU
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "holdout9.trace")
 arrival = [0.0]
-
-
-def speed(j, w, p):
-    t = j["t"]
-    if j["strategy"] == "allreduce":
-        return 1.0 / (t[0] / w + t[1] + t[2] * w)
-    return w / (t[0] + t[1] * w / p + t[2] * w + t[3] * p)
 
 
 def tenths_up(x):
