@@ -196,10 +196,13 @@ cJSON *operator_master_pod(const struct operator_cfg *cfg, const cJSON *job)
 	cJSON *env = cJSON_AddArrayToObject(c, "env");
 	RV_CLEANUP_FREE char *js = op_job_spec(job);
 	op_env(env, "ROVER_JOB_SPEC", js ? js : "{}");
+	/* the master refuses a state folder another job (uid) wrote */
+	op_env(env, "ROVER_JOB_UID", op_str(job, "metadata", "uid"));
 	if (cfg->master_state_root[0]) { /* the master's state.dir, made by the command */
-		char dir[PATH_MAX + 200];
-		snprintf(dir, sizeof(dir), "%s/%s/%s", cfg->master_state_root,
-			 op_str(job, "metadata", "namespace"), op_str(job, "metadata", "name"));
+		char dir[PATH_MAX + 300];
+		snprintf(dir, sizeof(dir), "%s/%s/%s-%s", cfg->master_state_root,
+			 op_str(job, "metadata", "namespace"), op_str(job, "metadata", "name"),
+			 op_str(job, "metadata", "uid"));
 		op_env(env, "ROVER_STATE_DIR", dir);
 	} else {
 		op_env(env, "ROVER_STATE_DIR", cfg->master_state_mount);
@@ -289,8 +292,9 @@ cJSON *operator_state_claim(const struct operator_cfg *cfg, const cJSON *job)
 	return pvc;
 }
 
-/* POST obj to path: true when created or already there (409). */
-static bool op_create(struct operator_state *op, const char *path, const cJSON *obj,
+/* POST obj to path: the HTTP code (201 created, 409 already there; 0 no
+ * answer), the failures logged. */
+static long op_create(struct operator_state *op, const char *path, const cJSON *obj,
 		      const char *what)
 {
 	RV_CLEANUP_FREE char *body = cJSON_PrintUnformatted(obj);
@@ -302,16 +306,72 @@ static bool op_create(struct operator_state *op, const char *path, const cJSON *
 	if (code == 201 || code == 200) {
 		op->creates++;
 		rv_log_info("created", "what=%s name=%s", what, name);
-		return true;
+		return code;
 	}
 	if (code == 409) {
 		op->conflicts++;
-		return true;
+		return code;
 	}
 	char q[300];
 	rv_log_warn("could not create", "what=%s name=%s code=%ld reason=%s", what, name, code,
 		    rv_log_q(q, sizeof(q), rc < 0 ? err.msg : op_str(out, "message", NULL)));
-	return false;
+	return code;
+}
+
+/* The uid of the owner obj names as its controller ("" none). */
+static const char *op_owner_uid(const cJSON *obj)
+{
+	const cJSON *refs =
+		cJSON_GetObjectItem(cJSON_GetObjectItem(obj, "metadata"), "ownerReferences");
+	const cJSON *r;
+	cJSON_ArrayForEach(r, refs)
+	{
+		if (cJSON_IsTrue(cJSON_GetObjectItem(r, "controller")))
+			return op_str(r, "uid", NULL);
+	}
+	return "";
+}
+
+/* The job's state claim, JOB-master-state, made when absent: 0 it is the
+ * job's own (owned by its uid, not being deleted), 1 it is not (an earlier
+ * job's of the same name, which garbage collection takes in its own time;
+ * why in msg), -1 not known.  A claim not the job's own is never mounted:
+ * its journal is another job's. */
+static int op_claim(struct operator_state *op, const cJSON *job, char *msg, size_t size)
+{
+	const char *ns = op_str(job, "metadata", "namespace");
+	char path[600], name[300];
+	snprintf(name, sizeof(name), "%s%s", op_str(job, "metadata", "name"),
+		 OPERATOR_STATE_SUFFIX);
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/persistentvolumeclaims/%s", ns, name);
+	long code = 0;
+	RV_CLEANUP_CJSON cJSON *got = NULL;
+	struct rv_err err = { 0 };
+	kube_call(&op->k, "GET", path, NULL, NULL, &code, &got, &err);
+	if (code == 404) {
+		RV_CLEANUP_CJSON cJSON *pvc = operator_state_claim(&op->cfg, job);
+		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/persistentvolumeclaims", ns);
+		code = op_create(op, path, pvc, "state volume");
+		snprintf(msg, size,
+			 "the state claim %s was made meanwhile: its owner is read again", name);
+		return code == 201 || code == 200 ? 0 : code == 409 ? 1 : -1;
+	}
+	if (code != 200)
+		return -1;
+	const char *owner = op_owner_uid(got);
+	if (cJSON_GetObjectItem(cJSON_GetObjectItem(got, "metadata"), "deletionTimestamp"))
+		snprintf(msg, size,
+			 "the state claim %s is being deleted (owner uid %s): a new one once it is "
+			 "gone",
+			 name, owner[0] ? owner : "none");
+	else if (strcmp(owner, op_str(job, "metadata", "uid")) != 0)
+		snprintf(msg, size,
+			 "the state claim %s belongs to another job (uid %s), not mounted: a new "
+			 "one once it is gone",
+			 name, owner[0] ? owner : "none");
+	else
+		return 0;
+	return 1;
 }
 
 static void op_delete(struct operator_state *op, const char *path, const char *what)
@@ -382,7 +442,7 @@ static void op_status(struct operator_state *op, const cJSON *job, const cJSON *
 }
 
 /* What the master pod needs before it is made (each a 409 when there): the
- * job's own service account and its binding, the state volume. */
+ * job's own service account and its binding (the state volume: op_claim). */
 static void op_create_master_parts(struct operator_state *op, const cJSON *job)
 {
 	const char *ns = op_str(job, "metadata", "namespace");
@@ -395,11 +455,6 @@ static void op_create_master_parts(struct operator_state *op, const cJSON *job)
 		snprintf(path, sizeof(path),
 			 "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/rolebindings", ns);
 		op_create(op, path, rb, "role binding");
-	}
-	if (!op->cfg.master_state_root[0]) {
-		RV_CLEANUP_CJSON cJSON *pvc = operator_state_claim(&op->cfg, job);
-		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/persistentvolumeclaims", ns);
-		op_create(op, path, pvc, "state volume");
 	}
 }
 
@@ -560,6 +615,36 @@ static void op_prune_polled(struct operator_state *op, const cJSON *jobs)
 	op->polled_n = n;
 }
 
+/* Decide for one job: a master pod of another uid (an earlier job of the
+ * same name, going) is not the job's; a master is made only on a state
+ * claim of the job's own. */
+static void op_decide(struct operator_state *op, struct reconcile_in *in, struct reconcile_out *out)
+{
+	const char *uid = op_str(in->job, "metadata", "uid");
+	char msg[600];
+	if (in->master && strcmp(op_owner_uid(in->master), uid) != 0) {
+		snprintf(msg, sizeof(msg),
+			 "the master pod %s belongs to another job (uid %s): a new one once it is "
+			 "gone",
+			 op_str(in->master, "metadata", "name"), op_owner_uid(in->master));
+		in->master = NULL;
+		in->busy_reason = "MasterPodBusy";
+		in->busy_msg = msg;
+	}
+	reconcile_job(in, out);
+	if (!out->create_master || op->cfg.master_state_root[0])
+		return;
+	int c = op_claim(op, in->job, msg, sizeof(msg));
+	if (c > 0) {
+		reconcile_out_release(out);
+		in->busy_reason = "StateClaimBusy";
+		in->busy_msg = msg;
+		reconcile_job(in, out);
+	} else if (c < 0) {
+		out->create_master = false; /* the next pass asks again */
+	}
+}
+
 void operator_pass(struct operator_state *op)
 {
 	RV_CLEANUP_CJSON cJSON *jobs = kube_snapshot(op->jobs);
@@ -593,7 +678,7 @@ void operator_pass(struct operator_state *op)
 		if (op_master_plan(op, job, jkey, &plan))
 			in.plan = &plan;
 		struct reconcile_out out;
-		reconcile_job(&in, &out);
+		op_decide(op, &in, &out);
 		op_apply(op, job, &out);
 		reconcile_out_release(&out);
 	}

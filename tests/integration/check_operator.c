@@ -929,6 +929,99 @@ START_TEST(test_same_name_sweep_and_prune)
 }
 END_TEST
 
+/* The MasterReady condition's reason of job. */
+static char *ready_reason(const char *job)
+{
+	return job_field(job, ".status.conditions[?(@.type==\"MasterReady\")].reason");
+}
+
+/* A job deleted while its state claim is held (a finalizer: on a cluster
+ * the garbage collector and pvc-protection take it in their own time) and
+ * made again under its name: the new job's master is not made on the old
+ * claim (StateClaimBusy, in the status and an Event) until the claim is
+ * gone; then a claim of its own, a master starting fresh (replayed=0). */
+START_TEST(test_same_name_waits_for_old_claim)
+{
+	RV_TEST_NEED_KUBECTL();
+	standin_start();
+	apply_crd();
+	op_start(0);
+	char name[64], sel[128], mpod[100], pvc[100];
+	snprintf(name, sizeof(name), "claim-%d", (int)getpid());
+	snprintf(sel, sizeof(sel), "elastic.rover.dev/job=%s", name);
+	snprintf(mpod, sizeof(mpod), "%s-master", name);
+	snprintf(pvc, sizeof(pvc), "%s-master-state", name);
+	char *spec = job_json(name, "", 1, "/bin/sleep\",\"600");
+	apply_file("job.json", spec);
+	ck_assert_msg(wait_job_field(name, ".status.phase", "Running", 60000), "not Running");
+	char *uid = job_field(name, ".metadata.uid");
+	const char *hold[] = { "patch",
+			       "pvc",
+			       pvc,
+			       "--type",
+			       "merge",
+			       "-p",
+			       "{\"metadata\":{\"finalizers\":[\"test.rover.dev/hold\"]}}",
+			       NULL };
+	ck_assert_int_eq(kubectl(NULL, hold), 0);
+	const char *delj[] = { "delete", "ej", name, "--timeout=30s", NULL };
+	ck_assert_int_eq(kubectl(NULL, delj), 0);
+	apply_file("job.json", spec);
+	free(spec);
+	char *uid2 = job_field(name, ".metadata.uid");
+	ck_assert_str_ne(uid2, uid);
+	/* the old master pod goes (MasterPodBusy meanwhile); the claim stays */
+	ck_assert_msg(wait_job_field(name, ".status.conditions[?(@.type==\"MasterReady\")].reason",
+				     "StateClaimBusy", 60000),
+		      "no StateClaimBusy: %s", ready_reason(name));
+	sleep(3);
+	char *left = pods(sel), *why = ready_reason(name);
+	if (left[0])
+		dump();
+	ck_assert_msg(!left[0], "a master pod on another job's claim: %s", left);
+	ck_assert_str_eq(why, "StateClaimBusy");
+	free(left);
+	free(why);
+	const char *gp[] = { "get", "pvc", pvc, "-o", "jsonpath={.metadata.ownerReferences[0].uid}",
+			     NULL };
+	char *owner = kget(gp);
+	ck_assert_str_eq(owner, uid); /* still the old job's */
+	free(owner);
+	const char *gev[] = { "get",
+			      "events",
+			      "--field-selector",
+			      "reason=StateClaimBusy",
+			      "-o",
+			      "jsonpath={.items[*].involvedObject.uid}",
+			      NULL };
+	char *ev = kget(gev);
+	ck_assert_msg(strstr(ev, uid2), "no StateClaimBusy Event for the new job: %s", ev);
+	free(ev);
+	/* the claim let go: the new job gets its own and a fresh master */
+	const char *unhold[] = { "patch",
+				 "pvc",
+				 pvc,
+				 "--type",
+				 "merge",
+				 "-p",
+				 "{\"metadata\":{\"finalizers\":null}}",
+				 NULL };
+	ck_assert_int_eq(kubectl(NULL, unhold), 0);
+	ck_assert_msg(wait_job_field(name, ".status.phase", "Running", 60000), "not Running: %s",
+		      ready_reason(name));
+	owner = kget(gp);
+	ck_assert_str_eq(owner, uid2);
+	free(owner);
+	const char *logs[] = { "logs", mpod, NULL };
+	char *log = kget(logs);
+	ck_assert_msg(strstr(log, "state restored") && strstr(log, "replayed=0 "),
+		      "the new master did not start fresh: %s", log);
+	free(log);
+	free(uid);
+	free(uid2);
+}
+END_TEST
+
 static void add(Suite *s, const char *name, const TTest *t)
 {
 	TCase *tc = tcase_create(name);
@@ -946,6 +1039,7 @@ static Suite *operator_suite(void)
 	add(s, "leader", test_two_operators_one_leader);
 	add(s, "faults", test_watch_faults_restart_suspend);
 	add(s, "same_name", test_same_name_sweep_and_prune);
+	add(s, "same_name_claim", test_same_name_waits_for_old_claim);
 	return s;
 }
 
