@@ -332,12 +332,15 @@ static const char *op_owner_uid(const cJSON *obj)
 	return "";
 }
 
-/* The job's state claim, JOB-master-state, made when absent: 0 it is the
- * job's own (owned by its uid, not being deleted), 1 it is not (an earlier
- * job's of the same name, which garbage collection takes in its own time;
- * why in msg), -1 not known.  A claim not the job's own is never mounted:
- * its journal is another job's. */
-static int op_claim(struct operator_state *op, const cJSON *job, char *msg, size_t size)
+enum op_claim_seen { OP_CLAIM_UNKNOWN = -1, OP_CLAIM_OURS, OP_CLAIM_BUSY, OP_CLAIM_ABSENT };
+
+/* The job's state claim, JOB-master-state: the job's own (owned by its
+ * uid, not being deleted), absent (op_create_master_parts makes it), busy
+ * (an earlier job's of the same name, which garbage collection takes in
+ * its own time; why in msg) or not known.  A claim not the job's own is
+ * never mounted: its journal is another job's. */
+static enum op_claim_seen op_claim(struct operator_state *op, const cJSON *job, char *msg,
+				   size_t size)
 {
 	const char *ns = op_str(job, "metadata", "namespace");
 	char path[600], name[300];
@@ -348,16 +351,10 @@ static int op_claim(struct operator_state *op, const cJSON *job, char *msg, size
 	RV_CLEANUP_CJSON cJSON *got = NULL;
 	struct rv_err err = { 0 };
 	kube_call(&op->k, "GET", path, NULL, NULL, &code, &got, &err);
-	if (code == 404) {
-		RV_CLEANUP_CJSON cJSON *pvc = operator_state_claim(&op->cfg, job);
-		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/persistentvolumeclaims", ns);
-		code = op_create(op, path, pvc, "state volume");
-		snprintf(msg, size,
-			 "the state claim %s was made meanwhile: its owner is read again", name);
-		return code == 201 || code == 200 ? 0 : code == 409 ? 1 : -1;
-	}
+	if (code == 404)
+		return OP_CLAIM_ABSENT;
 	if (code != 200)
-		return -1;
+		return OP_CLAIM_UNKNOWN;
 	const char *owner = op_owner_uid(got);
 	if (cJSON_GetObjectItem(cJSON_GetObjectItem(got, "metadata"), "deletionTimestamp"))
 		snprintf(msg, size,
@@ -370,8 +367,8 @@ static int op_claim(struct operator_state *op, const cJSON *job, char *msg, size
 			 "one once it is gone",
 			 name, owner[0] ? owner : "none");
 	else
-		return 0;
-	return 1;
+		return OP_CLAIM_OURS;
+	return OP_CLAIM_BUSY;
 }
 
 static void op_delete(struct operator_state *op, const char *path, const char *what)
@@ -442,8 +439,10 @@ static void op_status(struct operator_state *op, const cJSON *job, const cJSON *
 }
 
 /* What the master pod needs before it is made (each a 409 when there): the
- * job's own service account and its binding (the state volume: op_claim). */
-static void op_create_master_parts(struct operator_state *op, const cJSON *job)
+ * job's own service account and its binding, the state claim when op_claim
+ * found none (false when it could not be made: one made meanwhile is not
+ * known to be the job's, so no master this pass). */
+static bool op_create_master_parts(struct operator_state *op, const cJSON *job, bool new_claim)
 {
 	const char *ns = op_str(job, "metadata", "namespace");
 	char path[600];
@@ -456,10 +455,17 @@ static void op_create_master_parts(struct operator_state *op, const cJSON *job)
 			 "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/rolebindings", ns);
 		op_create(op, path, rb, "role binding");
 	}
+	if (!new_claim)
+		return true;
+	RV_CLEANUP_CJSON cJSON *pvc = operator_state_claim(&op->cfg, job);
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/persistentvolumeclaims", ns);
+	long code = op_create(op, path, pvc, "state volume");
+	return code == 201 || code == 200;
 }
 
-/* Apply one job's decisions. */
-static void op_apply(struct operator_state *op, const cJSON *job, const struct reconcile_out *out)
+/* Apply one job's decisions (new_claim: its state claim is to be made). */
+static void op_apply(struct operator_state *op, const cJSON *job, const struct reconcile_out *out,
+		     bool new_claim)
 {
 	const char *ns = op_str(job, "metadata", "namespace");
 	const char *name = op_str(job, "metadata", "name");
@@ -469,9 +475,7 @@ static void op_apply(struct operator_state *op, const cJSON *job, const struct r
 		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/services", ns);
 		op_create(op, path, svc, "service");
 	}
-	if (out->create_master)
-		op_create_master_parts(op, job);
-	if (out->create_master) {
+	if (out->create_master && op_create_master_parts(op, job, new_claim)) {
 		RV_CLEANUP_CJSON cJSON *pod = operator_master_pod(&op->cfg, job);
 		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", ns);
 		op_create(op, path, pod, "master pod");
@@ -617,8 +621,8 @@ static void op_prune_polled(struct operator_state *op, const cJSON *jobs)
 
 /* Decide for one job: a master pod of another uid (an earlier job of the
  * same name, going) is not the job's; a master is made only on a state
- * claim of the job's own. */
-static void op_decide(struct operator_state *op, struct reconcile_in *in, struct reconcile_out *out)
+ * claim of the job's own (true: that claim is still to be made). */
+static bool op_decide(struct operator_state *op, struct reconcile_in *in, struct reconcile_out *out)
 {
 	const char *uid = op_str(in->job, "metadata", "uid");
 	char msg[600];
@@ -633,16 +637,17 @@ static void op_decide(struct operator_state *op, struct reconcile_in *in, struct
 	}
 	reconcile_job(in, out);
 	if (!out->create_master || op->cfg.master_state_root[0])
-		return;
-	int c = op_claim(op, in->job, msg, sizeof(msg));
-	if (c > 0) {
+		return false;
+	enum op_claim_seen c = op_claim(op, in->job, msg, sizeof(msg));
+	if (c == OP_CLAIM_BUSY) {
 		reconcile_out_release(out);
 		in->busy_reason = "StateClaimBusy";
 		in->busy_msg = msg;
 		reconcile_job(in, out);
-	} else if (c < 0) {
+	} else if (c == OP_CLAIM_UNKNOWN) {
 		out->create_master = false; /* the next pass asks again */
 	}
+	return c == OP_CLAIM_ABSENT;
 }
 
 void operator_pass(struct operator_state *op)
@@ -678,8 +683,8 @@ void operator_pass(struct operator_state *op)
 		if (op_master_plan(op, job, jkey, &plan))
 			in.plan = &plan;
 		struct reconcile_out out;
-		op_decide(op, &in, &out);
-		op_apply(op, job, &out);
+		bool new_claim = op_decide(op, &in, &out);
+		op_apply(op, job, &out, new_claim);
 		reconcile_out_release(&out);
 	}
 	op_sweep(op, jobs, workers);

@@ -21,7 +21,12 @@
  *     master's ClusterRole), its state on a claim the job owns (the new
  *     master of the digits job replays its journal from it); a job made
  *     again under a deleted one's name: the old worker pods swept by uid;
- *     the table of polled masters back to empty once the jobs are gone.
+ *     the table of polled masters back to empty once the jobs are gone;
+ *   - a job made again while the deleted one's state claim is held (a
+ *     finalizer): StateClaimBusy and no master pod until the claim is
+ *     gone, then its own claim and a master with replayed=0;
+ *   - a master's newest plan in status.lastPlan and a PlanApplied Event;
+ *     `kubectl get elasticjobs -o wide` printing the live status's columns.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -1022,6 +1027,96 @@ START_TEST(test_same_name_waits_for_old_claim)
 }
 END_TEST
 
+/* A master that only answers GET /v1/job with a plan (its --listen port). */
+static const char fake_master_py[] =
+	"import http.server, json, sys\n"
+	"port = int(sys.argv[sys.argv.index('--listen') + 1].rsplit(':', 1)[1])\n"
+	"body = json.dumps({'job': 'x', 'state': 'complete', 'round': 1, 'plan': {\n"
+	"    'id': 7, 'stage': 'running', 'reason': 'speed-scales-with-workers',\n"
+	"    'applied': True}}).encode()\n"
+	"class H(http.server.BaseHTTPRequestHandler):\n"
+	"    def do_GET(self):\n"
+	"        self.send_response(200 if self.path.startswith('/v1/job') else 404)\n"
+	"        self.send_header('Content-Type', 'application/json')\n"
+	"        self.send_header('Content-Length', str(len(body)))\n"
+	"        self.end_headers()\n"
+	"        self.wfile.write(body)\n"
+	"    def log_message(self, *a):\n"
+	"        pass\n"
+	"http.server.HTTPServer(('127.0.0.1', port), H).serve_forever()\n";
+
+/* The master's newest plan in the job's status (status.lastPlan) and one
+ * PlanApplied Event saying why; `kubectl get elasticjobs` prints the
+ * CRD's columns from the live status: phase, ready workers (per role in
+ * status.replicas), restarts, and with -o wide the plan's reason. */
+START_TEST(test_plan_status_events_columns)
+{
+	RV_TEST_NEED_KUBECTL();
+	standin_start();
+	apply_crd();
+	char path[400], script[400], name[64], buf[1200];
+	snprintf(script, sizeof(script), "%s/fake_master.py", sti.dir);
+	write_file(script, fake_master_py);
+	snprintf(path, sizeof(path), "%s/fake-master", sti.dir);
+	snprintf(buf, sizeof(buf), "#!/bin/sh\nexec /usr/bin/python3 %s \"$@\"\n", script);
+	write_file(path, buf);
+	ck_assert_int_eq(chmod(path, 0755), 0);
+	setenv("ROVER_MASTER_POLL_MS", "300", 1);
+	op_start_with(0, path);
+	unsetenv("ROVER_MASTER_POLL_MS");
+	snprintf(name, sizeof(name), "plan-%d", (int)getpid());
+	char *spec = job_json(name, "", 1, "/bin/sleep\",\"600");
+	apply_file("job.json", spec);
+	free(spec);
+	/* a worker pod of the job, as its master would make it */
+	snprintf(buf, sizeof(buf),
+		 "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"%s-worker-0\","
+		 "\"labels\":{\"rover.dev/job\":\"%s\",\"rover.dev/role\":\"worker\"}},"
+		 "\"spec\":{\"restartPolicy\":\"Never\",\"containers\":[{\"name\":\"main\","
+		 "\"image\":\"x\",\"command\":[\"sleep\",\"600\"]}]}}",
+		 name, name);
+	apply_file("worker.json", buf);
+	ck_assert_msg(wait_job_field(name, ".status.lastPlan.reason", "speed-scales-with-workers",
+				     60000),
+		      "no lastPlan: %s", job_field(name, ".status"));
+	char *lp = job_field(name, ".status.lastPlan.id} {.status.lastPlan.applied} "
+				   "{.status.lastPlan.stage");
+	ck_assert_str_eq(lp, "7 true running");
+	free(lp);
+	ck_assert_msg(wait_job_field(name, ".status.replicas.worker.ready", "1", 30000),
+		      "replicas: %s", job_field(name, ".status.replicas"));
+	const char *gev[] = { "get",
+			      "events",
+			      "--field-selector",
+			      "reason=PlanApplied",
+			      "-o",
+			      "jsonpath={range .items[*]}{.involvedObject.name}:{.message} {end}",
+			      NULL };
+	char *ev = kget(gev), want[200];
+	snprintf(want, sizeof(want), "%s:speed-scales-with-workers", name);
+	ck_assert_msg(count_words(ev, want) == 1, "PlanApplied events: %s", ev);
+	free(ev);
+	const char *gej[] = { "get", "elasticjobs", name, "-o", "wide", NULL };
+	char *tab = kget(gej);
+	ck_assert_msg(strstr(tab, "PHASE") && strstr(tab, "WORKERS") && strstr(tab, "RESTARTS") &&
+			      strstr(tab, "PLAN"),
+		      "%s", tab);
+	const char *row = strstr(tab, "\n");
+	ck_assert_ptr_nonnull(row);
+	char *toks[8] = { 0 }, *save = NULL;
+	char *line = strdup(row + 1);
+	int n = 0;
+	for (char *t = strtok_r(line, " \t", &save); t && n < 8; t = strtok_r(NULL, " \t", &save))
+		toks[n++] = t;
+	ck_assert_msg(n >= 6 && !strcmp(toks[0], name) && !strcmp(toks[1], "Running") &&
+			      !strcmp(toks[2], "1") && !strcmp(toks[3], "0") &&
+			      !strcmp(toks[4], "speed-scales-with-workers"),
+		      "kubectl get elasticjobs -o wide: %s", tab);
+	free(line);
+	free(tab);
+}
+END_TEST
+
 static void add(Suite *s, const char *name, const TTest *t)
 {
 	TCase *tc = tcase_create(name);
@@ -1040,6 +1135,7 @@ static Suite *operator_suite(void)
 	add(s, "faults", test_watch_faults_restart_suspend);
 	add(s, "same_name", test_same_name_sweep_and_prune);
 	add(s, "same_name_claim", test_same_name_waits_for_old_claim);
+	add(s, "plan_columns", test_plan_status_events_columns);
 	return s;
 }
 
