@@ -621,13 +621,14 @@ static void op_prune_polled(struct operator_state *op, const cJSON *jobs)
 
 /* Decide for one job: a master pod of another uid (an earlier job of the
  * same name, going) is not the job's; a master is made only on a state
- * claim of the job's own (true: that claim is still to be made). */
-static bool op_decide(struct operator_state *op, struct reconcile_in *in, struct reconcile_out *out)
+ * claim of the job's own (true: that claim is still to be made).  msg
+ * holds in->busy_msg. */
+static bool op_decide(struct operator_state *op, struct reconcile_in *in, struct reconcile_out *out,
+		      char *msg, size_t size)
 {
 	const char *uid = op_str(in->job, "metadata", "uid");
-	char msg[600];
 	if (in->master && strcmp(op_owner_uid(in->master), uid) != 0) {
-		snprintf(msg, sizeof(msg),
+		snprintf(msg, size,
 			 "the master pod %s belongs to another job (uid %s): a new one once it is "
 			 "gone",
 			 op_str(in->master, "metadata", "name"), op_owner_uid(in->master));
@@ -638,7 +639,7 @@ static bool op_decide(struct operator_state *op, struct reconcile_in *in, struct
 	reconcile_job(in, out);
 	if (!out->create_master || op->cfg.master_state_root[0])
 		return false;
-	enum op_claim_seen c = op_claim(op, in->job, msg, sizeof(msg));
+	enum op_claim_seen c = op_claim(op, in->job, msg, size);
 	if (c == OP_CLAIM_BUSY) {
 		reconcile_out_release(out);
 		in->busy_reason = "StateClaimBusy";
@@ -683,7 +684,8 @@ void operator_pass(struct operator_state *op)
 		if (op_master_plan(op, job, jkey, &plan))
 			in.plan = &plan;
 		struct reconcile_out out;
-		bool new_claim = op_decide(op, &in, &out);
+		char busy[600]; /* in.busy_msg */
+		bool new_claim = op_decide(op, &in, &out, busy, sizeof(busy));
 		op_apply(op, job, &out, new_claim);
 		reconcile_out_release(&out);
 	}
