@@ -25,6 +25,8 @@
  *   - a job made again while the deleted one's state claim is held (a
  *     finalizer): StateClaimBusy and no master pod until the claim is
  *     gone, then its own claim and a master with replayed=0;
+ *   - with master.state_root, a job made again under a deleted one's name
+ *     in a folder of its own (ROOT/NS/NAME-UID), starting fresh;
  *   - a master's newest plan in status.lastPlan and a PlanApplied Event;
  *     `kubectl get elasticjobs -o wide` printing the live status's columns.
  */
@@ -1027,6 +1029,69 @@ START_TEST(test_same_name_waits_for_old_claim)
 }
 END_TEST
 
+/* The job uid kept in root/NS/NAME-UID/job-uid ("" none); malloc'd. */
+static char *kept_uid(const char *root, const char *ns, const char *name, const char *uid)
+{
+	char path[700];
+	snprintf(path, sizeof(path), "%s/%s/%s-%s/job-uid", root, ns, name, uid);
+	char *t = rv_test_read_file(path);
+	if (!t)
+		return strdup("");
+	t[strcspn(t, "\n")] = 0;
+	return t;
+}
+
+/* master.state_root: each job's folder is ROOT/NS/NAME-UID, so a job made
+ * again under a deleted one's name starts in a folder of its own
+ * (replayed=0), the old one's left as it was. */
+START_TEST(test_state_root_by_uid)
+{
+	RV_TEST_NEED_KUBECTL();
+	standin_start();
+	apply_crd();
+	char root[400], name[64], sel[128], mpod[100];
+	snprintf(root, sizeof(root), "%s/state-root", sti.dir);
+	setenv("ROVER_MASTER_STATE_ROOT", root, 1);
+	op_start(0);
+	unsetenv("ROVER_MASTER_STATE_ROOT");
+	snprintf(name, sizeof(name), "root-%d", (int)getpid());
+	snprintf(sel, sizeof(sel), "elastic.rover.dev/job=%s", name);
+	snprintf(mpod, sizeof(mpod), "%s-master", name);
+	char *spec = job_json(name, "", 1, "/bin/sleep\",\"600");
+	apply_file("job.json", spec);
+	ck_assert_msg(wait_job_field(name, ".status.phase", "Running", 60000), "not Running");
+	char *uid = job_field(name, ".metadata.uid"), *ns = job_field(name, ".metadata.namespace");
+	const char *delj[] = { "delete", "ej", name, "--timeout=30s", NULL };
+	ck_assert_int_eq(kubectl(NULL, delj), 0);
+	int64_t until = rv_mono_ms() + 30000;
+	char *left = pods(sel);
+	while (left[0] && rv_mono_ms() < until) {
+		free(left);
+		usleep(200 * 1000);
+		left = pods(sel);
+	}
+	ck_assert_msg(!left[0], "the old master pod is left: %s", left);
+	free(left);
+	apply_file("job.json", spec);
+	free(spec);
+	ck_assert_msg(wait_job_field(name, ".status.phase", "Running", 60000), "not Running again");
+	char *uid2 = job_field(name, ".metadata.uid");
+	ck_assert_str_ne(uid2, uid);
+	char *k1 = kept_uid(root, ns, name, uid), *k2 = kept_uid(root, ns, name, uid2);
+	ck_assert_str_eq(k1, uid);
+	ck_assert_str_eq(k2, uid2);
+	const char *logs[] = { "logs", mpod, NULL };
+	char *log = kget(logs);
+	ck_assert_msg(strstr(log, "replayed=0 "), "the new master did not start fresh: %s", log);
+	free(log);
+	free(k1);
+	free(k2);
+	free(uid);
+	free(uid2);
+	free(ns);
+}
+END_TEST
+
 /* A master that only answers GET /v1/job with a plan (its --listen port). */
 static const char fake_master_py[] =
 	"import http.server, json, sys\n"
@@ -1136,6 +1201,7 @@ static Suite *operator_suite(void)
 	add(s, "same_name", test_same_name_sweep_and_prune);
 	add(s, "same_name_claim", test_same_name_waits_for_old_claim);
 	add(s, "plan_columns", test_plan_status_events_columns);
+	add(s, "state_root", test_state_root_by_uid);
 	return s;
 }
 
