@@ -34,6 +34,9 @@
 static const struct rv_cfg_opt master_opts[] = {
 	OPT("job", "spec", "job", RV_CFG_STR, job, "", 0, 0, 0,
 	    "the job spec (ElasticJob JSON file); required"),
+	OPT("job", "uid", "job-uid", RV_CFG_STR, job_uid, "", 0, 0, 0,
+	    "the job's uid (rover-operator sets the ElasticJob's): kept in state.dir, and a "
+	    "folder kept for another uid is refused, its journal not replayed"),
 	OPT("job", "linger_s", "linger-s", RV_CFG_INT, job_linger_s, "5", 0, 86400, 0,
 	    "once the job ended (every node exited 0, or a node was given up) the master "
 	    "answers this long more, then exits 0 (succeeded) or 1 (failed), seconds"),

@@ -37,6 +37,7 @@ struct master_cfg {
 	char token_file[512];
 	long long max_body_kb, conn_timeout_s, max_conns, threads;
 	char job[PATH_MAX];
+	char job_uid[128]; /* "" not known: the state folder is not checked */
 	char state_dir[PATH_MAX];
 	char nnodes[32];
 	long long node_unit, last_call_ms, max_wait_s, heartbeat_timeout_ms, world_wait_max_ms;

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "buf.h"
 #include "cleanup.h"
@@ -1218,6 +1219,60 @@ static void grace(struct master *m)
 	state_sync(m, seq);
 }
 
+#define STATE_UID_FILE "job-uid"
+
+/* The job uid kept in the state folder into out ("" none kept). */
+static void state_read_uid(const struct master *m, char *out, size_t size)
+{
+	char path[PATH_MAX + 16];
+	snprintf(path, sizeof(path), "%s/" STATE_UID_FILE, m->cfg.state_dir);
+	out[0] = 0;
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return;
+	if (fgets(out, (int)size, f))
+		out[strcspn(out, "\r\n")] = 0;
+	fclose(f);
+}
+
+/* Before the journal is opened: a folder kept for another job uid is
+ * refused (its journal is another job's: nothing is replayed or changed). */
+static int state_check_uid(const struct master *m, struct rv_err *err)
+{
+	char kept[160];
+	if (!m->cfg.job_uid[0])
+		return 0;
+	state_read_uid(m, kept, sizeof(kept));
+	if (kept[0] && strcmp(kept, m->cfg.job_uid) != 0)
+		return rv_err_set(
+			err, -EEXIST, "job.uid",
+			"the state folder %s holds the journal of job uid %s, not of this "
+			"job (uid %s): not replayed; give this job a folder of its own",
+			m->cfg.state_dir, kept, m->cfg.job_uid);
+	return 0;
+}
+
+/* After the journal is opened (the folder exists): the job's uid kept
+ * there, written once (a temporary file renamed over it). */
+static int state_keep_uid(const struct master *m, struct rv_err *err)
+{
+	char kept[160], path[PATH_MAX + 16], tmp[PATH_MAX + 32];
+	state_read_uid(m, kept, sizeof(kept));
+	if (!m->cfg.job_uid[0] || kept[0])
+		return 0;
+	snprintf(path, sizeof(path), "%s/" STATE_UID_FILE, m->cfg.state_dir);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	FILE *f = fopen(tmp, "we");
+	bool ok = f && fprintf(f, "%s\n", m->cfg.job_uid) > 0 && fflush(f) == 0 &&
+		  fsync(fileno(f)) == 0;
+	if (f && fclose(f) != 0)
+		ok = false;
+	if (!ok || rename(tmp, path) != 0)
+		return rv_err_set(err, -errno ? -errno : -EIO, "job.uid",
+				  "could not keep the job's uid in %s: %s", path, strerror(errno));
+	return 0;
+}
+
 int state_open(struct master *m, struct rv_err *err)
 {
 	pthread_mutex_init(&m->lock, NULL);
@@ -1228,6 +1283,8 @@ int state_open(struct master *m, struct rv_err *err)
 	m->durable_head = NULL;
 	m->durable_tail = &m->durable_head;
 	int rc = build_modules(m, err);
+	if (rc == 0)
+		rc = state_check_uid(m, err);
 	if (rc < 0)
 		return rc;
 	struct journal_opts jo = {
@@ -1244,6 +1301,9 @@ int state_open(struct master *m, struct rv_err *err)
 	m->journal = journal_open(&jo, on_snapshot, on_record, m, err);
 	if (!m->journal)
 		return err->code ? err->code : -EIO;
+	rc = state_keep_uid(m, err);
+	if (rc < 0)
+		return rc;
 	struct journal_stats js;
 	journal_stats(m->journal, &js);
 	rv_log_info("state restored",

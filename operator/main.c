@@ -59,7 +59,7 @@ static const struct rv_cfg_opt operator_opts[] = {
 	OPT("master", "kubeconfig", "master-kubeconfig", RV_CFG_STR, master_kubeconfig, "", 0, 0, 0,
 	    "a kubeconfig path the master reads; empty: in-cluster (its service account)"),
 	OPT("master", "state_root", "master-state-root", RV_CFG_STR, master_state_root, "", 0, 0, 0,
-	    "the master's --state-dir is ROOT/NAMESPACE/JOB (a folder every master pod sees); "
+	    "the master's --state-dir is ROOT/NAMESPACE/JOB-UID (a folder every master pod sees); "
 	    "empty: a PersistentVolumeClaim per job, JOB-master-state, owned by the job"),
 	OPT("master", "state_mount", "master-state-mount", RV_CFG_STR, master_state_mount,
 	    "/var/lib/rover-master", 0, 0, 0,

@@ -196,10 +196,13 @@ cJSON *operator_master_pod(const struct operator_cfg *cfg, const cJSON *job)
 	cJSON *env = cJSON_AddArrayToObject(c, "env");
 	RV_CLEANUP_FREE char *js = op_job_spec(job);
 	op_env(env, "ROVER_JOB_SPEC", js ? js : "{}");
+	/* the master refuses a state folder another job (uid) wrote */
+	op_env(env, "ROVER_JOB_UID", op_str(job, "metadata", "uid"));
 	if (cfg->master_state_root[0]) { /* the master's state.dir, made by the command */
-		char dir[PATH_MAX + 200];
-		snprintf(dir, sizeof(dir), "%s/%s/%s", cfg->master_state_root,
-			 op_str(job, "metadata", "namespace"), op_str(job, "metadata", "name"));
+		char dir[PATH_MAX + 300];
+		snprintf(dir, sizeof(dir), "%s/%s/%s-%s", cfg->master_state_root,
+			 op_str(job, "metadata", "namespace"), op_str(job, "metadata", "name"),
+			 op_str(job, "metadata", "uid"));
 		op_env(env, "ROVER_STATE_DIR", dir);
 	} else {
 		op_env(env, "ROVER_STATE_DIR", cfg->master_state_mount);
@@ -289,8 +292,9 @@ cJSON *operator_state_claim(const struct operator_cfg *cfg, const cJSON *job)
 	return pvc;
 }
 
-/* POST obj to path: true when created or already there (409). */
-static bool op_create(struct operator_state *op, const char *path, const cJSON *obj,
+/* POST obj to path: the HTTP code (201 created, 409 already there; 0 no
+ * answer), the failures logged. */
+static long op_create(struct operator_state *op, const char *path, const cJSON *obj,
 		      const char *what)
 {
 	RV_CLEANUP_FREE char *body = cJSON_PrintUnformatted(obj);
@@ -302,16 +306,69 @@ static bool op_create(struct operator_state *op, const char *path, const cJSON *
 	if (code == 201 || code == 200) {
 		op->creates++;
 		rv_log_info("created", "what=%s name=%s", what, name);
-		return true;
+		return code;
 	}
 	if (code == 409) {
 		op->conflicts++;
-		return true;
+		return code;
 	}
 	char q[300];
 	rv_log_warn("could not create", "what=%s name=%s code=%ld reason=%s", what, name, code,
 		    rv_log_q(q, sizeof(q), rc < 0 ? err.msg : op_str(out, "message", NULL)));
-	return false;
+	return code;
+}
+
+/* The uid of the owner obj names as its controller ("" none). */
+static const char *op_owner_uid(const cJSON *obj)
+{
+	const cJSON *refs =
+		cJSON_GetObjectItem(cJSON_GetObjectItem(obj, "metadata"), "ownerReferences");
+	const cJSON *r;
+	cJSON_ArrayForEach(r, refs)
+	{
+		if (cJSON_IsTrue(cJSON_GetObjectItem(r, "controller")))
+			return op_str(r, "uid", NULL);
+	}
+	return "";
+}
+
+enum op_claim_seen { OP_CLAIM_UNKNOWN = -1, OP_CLAIM_OURS, OP_CLAIM_BUSY, OP_CLAIM_ABSENT };
+
+/* The job's state claim, JOB-master-state: the job's own (owned by its
+ * uid, not being deleted), absent (op_create_master_parts makes it), busy
+ * (an earlier job's of the same name, which garbage collection takes in
+ * its own time; why in msg) or not known.  A claim not the job's own is
+ * never mounted: its journal is another job's. */
+static enum op_claim_seen op_claim(struct operator_state *op, const cJSON *job, char *msg,
+				   size_t size)
+{
+	const char *ns = op_str(job, "metadata", "namespace");
+	char path[600], name[300];
+	snprintf(name, sizeof(name), "%s%s", op_str(job, "metadata", "name"),
+		 OPERATOR_STATE_SUFFIX);
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/persistentvolumeclaims/%s", ns, name);
+	long code = 0;
+	RV_CLEANUP_CJSON cJSON *got = NULL;
+	struct rv_err err = { 0 };
+	kube_call(&op->k, "GET", path, NULL, NULL, &code, &got, &err);
+	if (code == 404)
+		return OP_CLAIM_ABSENT;
+	if (code != 200)
+		return OP_CLAIM_UNKNOWN;
+	const char *owner = op_owner_uid(got);
+	if (cJSON_GetObjectItem(cJSON_GetObjectItem(got, "metadata"), "deletionTimestamp"))
+		snprintf(msg, size,
+			 "the state claim %s is being deleted (owner uid %s): a new one once it is "
+			 "gone",
+			 name, owner[0] ? owner : "none");
+	else if (strcmp(owner, op_str(job, "metadata", "uid")) != 0)
+		snprintf(msg, size,
+			 "the state claim %s belongs to another job (uid %s), not mounted: a new "
+			 "one once it is gone",
+			 name, owner[0] ? owner : "none");
+	else
+		return OP_CLAIM_OURS;
+	return OP_CLAIM_BUSY;
 }
 
 static void op_delete(struct operator_state *op, const char *path, const char *what)
@@ -382,8 +439,10 @@ static void op_status(struct operator_state *op, const cJSON *job, const cJSON *
 }
 
 /* What the master pod needs before it is made (each a 409 when there): the
- * job's own service account and its binding, the state volume. */
-static void op_create_master_parts(struct operator_state *op, const cJSON *job)
+ * job's own service account and its binding, the state claim when op_claim
+ * found none (false when it could not be made: one made meanwhile is not
+ * known to be the job's, so no master this pass). */
+static bool op_create_master_parts(struct operator_state *op, const cJSON *job, bool new_claim)
 {
 	const char *ns = op_str(job, "metadata", "namespace");
 	char path[600];
@@ -396,15 +455,17 @@ static void op_create_master_parts(struct operator_state *op, const cJSON *job)
 			 "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/rolebindings", ns);
 		op_create(op, path, rb, "role binding");
 	}
-	if (!op->cfg.master_state_root[0]) {
-		RV_CLEANUP_CJSON cJSON *pvc = operator_state_claim(&op->cfg, job);
-		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/persistentvolumeclaims", ns);
-		op_create(op, path, pvc, "state volume");
-	}
+	if (!new_claim)
+		return true;
+	RV_CLEANUP_CJSON cJSON *pvc = operator_state_claim(&op->cfg, job);
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/persistentvolumeclaims", ns);
+	long code = op_create(op, path, pvc, "state volume");
+	return code == 201 || code == 200;
 }
 
-/* Apply one job's decisions. */
-static void op_apply(struct operator_state *op, const cJSON *job, const struct reconcile_out *out)
+/* Apply one job's decisions (new_claim: its state claim is to be made). */
+static void op_apply(struct operator_state *op, const cJSON *job, const struct reconcile_out *out,
+		     bool new_claim)
 {
 	const char *ns = op_str(job, "metadata", "namespace");
 	const char *name = op_str(job, "metadata", "name");
@@ -414,9 +475,7 @@ static void op_apply(struct operator_state *op, const cJSON *job, const struct r
 		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/services", ns);
 		op_create(op, path, svc, "service");
 	}
-	if (out->create_master)
-		op_create_master_parts(op, job);
-	if (out->create_master) {
+	if (out->create_master && op_create_master_parts(op, job, new_claim)) {
 		RV_CLEANUP_CJSON cJSON *pod = operator_master_pod(&op->cfg, job);
 		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", ns);
 		op_create(op, path, pod, "master pod");
@@ -560,6 +619,38 @@ static void op_prune_polled(struct operator_state *op, const cJSON *jobs)
 	op->polled_n = n;
 }
 
+/* Decide for one job: a master pod of another uid (an earlier job of the
+ * same name, going) is not the job's; a master is made only on a state
+ * claim of the job's own (true: that claim is still to be made).  msg
+ * holds in->busy_msg. */
+static bool op_decide(struct operator_state *op, struct reconcile_in *in, struct reconcile_out *out,
+		      char *msg, size_t size)
+{
+	const char *uid = op_str(in->job, "metadata", "uid");
+	if (in->master && strcmp(op_owner_uid(in->master), uid) != 0) {
+		snprintf(msg, size,
+			 "the master pod %s belongs to another job (uid %s): a new one once it is "
+			 "gone",
+			 op_str(in->master, "metadata", "name"), op_owner_uid(in->master));
+		in->master = NULL;
+		in->busy_reason = "MasterPodBusy";
+		in->busy_msg = msg;
+	}
+	reconcile_job(in, out);
+	if (!out->create_master || op->cfg.master_state_root[0])
+		return false;
+	enum op_claim_seen c = op_claim(op, in->job, msg, size);
+	if (c == OP_CLAIM_BUSY) {
+		reconcile_out_release(out);
+		in->busy_reason = "StateClaimBusy";
+		in->busy_msg = msg;
+		reconcile_job(in, out);
+	} else if (c == OP_CLAIM_UNKNOWN) {
+		out->create_master = false; /* the next pass asks again */
+	}
+	return c == OP_CLAIM_ABSENT;
+}
+
 void operator_pass(struct operator_state *op)
 {
 	RV_CLEANUP_CJSON cJSON *jobs = kube_snapshot(op->jobs);
@@ -593,8 +684,9 @@ void operator_pass(struct operator_state *op)
 		if (op_master_plan(op, job, jkey, &plan))
 			in.plan = &plan;
 		struct reconcile_out out;
-		reconcile_job(&in, &out);
-		op_apply(op, job, &out);
+		char busy[600]; /* in.busy_msg */
+		bool new_claim = op_decide(op, &in, &out, busy, sizeof(busy));
+		op_apply(op, job, &out, new_claim);
 		reconcile_out_release(&out);
 	}
 	op_sweep(op, jobs, workers);

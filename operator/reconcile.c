@@ -283,10 +283,16 @@ void reconcile_job(const struct reconcile_in *in, struct reconcile_out *out)
 				"the master pod ended more often than master.max_restarts");
 		return;
 	}
-	out->create_master = true;
 	if (!cJSON_GetObjectItem(st, "phase") ||
 	    !strcmp(reconcile_str(st, "phase", NULL), "Suspended"))
 		reconcile_phase(st, "Pending", in->now);
+	if (in->busy_reason) { /* not made: another job's claim or pod is still there */
+		const char *msg = in->busy_msg ? in->busy_msg : "";
+		reconcile_condition(st, "MasterReady", "False", in->busy_reason, msg, in->now);
+		reconcile_event(out, "Warning", in->busy_reason, msg);
+		return;
+	}
+	out->create_master = true;
 }
 
 void reconcile_out_release(struct reconcile_out *out)

@@ -16,7 +16,8 @@
  * uid counts one restart in status.restarts, so the count survives the
  * operator's own restarts.  The master's newest plan, when it is a new one,
  * becomes status.lastPlan (id, stage, reason, workers, applied, time) and an
- * Event (PlanApplied, or PlanProposed in manual mode).
+ * Event (PlanApplied, or PlanProposed in manual mode).  A master the caller
+ * says is busy (busy_reason) is not made: the job waits, saying why.
  */
 #ifndef RECONCILE_H
 #define RECONCILE_H
@@ -40,6 +41,11 @@ struct reconcile_in {
 	int max_restarts;
 	const char *now;                  /* RFC 3339, for condition times */
 	const struct rv_plan_state *plan; /* the master's newest plan, NULL when not asked */
+	/* Set when the master pod may not be made yet (an earlier job of the
+	 * same name still holds its state claim or master pod): the reason
+	 * (StateClaimBusy, MasterPodBusy) and message of MasterReady False and
+	 * of a Warning Event; NULL none. */
+	const char *busy_reason, *busy_msg;
 };
 
 struct reconcile_out {

@@ -8,12 +8,14 @@
  */
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "brainfix.h" /* rv_test_read_file */
 #include "masterfix.h"
 #include "parse.h"
 #include "testutil.h"
@@ -173,10 +175,60 @@ START_TEST(test_client_waits_for_restart)
 }
 END_TEST
 
+/* The journal's size in the state folder, -1 none. */
+static long journal_size(const struct rv_test_master *m)
+{
+	char path[400];
+	snprintf(path, sizeof(path), "%s/journal", m->state);
+	struct stat st;
+	return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+/* --job-uid: the folder keeps the uid of the job that wrote it; a master
+ * of another uid on it exits 1 saying so, replaying and changing nothing;
+ * the job's own master replays it as before. */
+START_TEST(test_job_uid_guards_state)
+{
+	char *spec = rv_test_master_spec(100, 10, 1, 2, 2);
+	struct rv_test_master m;
+	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
+	free(spec);
+	char uid[32] = "uid-first";
+	const char *args[] = { "--job-uid", uid, NULL };
+	ck_assert_int_eq(rv_test_master_start(&m, args), 0);
+	struct rv_master_client *c = rv_test_master_client(&m);
+	struct rv_rdzv_join j = { .node = "first", .local_world_size = 1 };
+	int64_t round;
+	ck_assert_int_eq(rv_master_join(c, &j, &round, NULL), 0);
+	int st = rv_test_master_stop(&m, SIGTERM, 10000);
+	ck_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	long size = journal_size(&m);
+	ck_assert_int_gt(size, 0);
+	snprintf(uid, sizeof(uid), "uid-second");
+	ck_assert_int_ne(rv_test_master_restart(&m), 0);
+	ck_assert(WIFEXITED(m.exit_status) && WEXITSTATUS(m.exit_status) == 1);
+	char *log = rv_test_read_file(m.log);
+	ck_assert_ptr_nonnull(log);
+	ck_assert_msg(strstr(log, "holds the journal of job uid uid-first, not of this job (uid "
+				  "uid-second)"),
+		      "%s", log);
+	free(log);
+	ck_assert_int_eq(journal_size(&m), size);
+	snprintf(uid, sizeof(uid), "uid-first");
+	ck_assert_int_eq(rv_test_master_restart(&m), 0);
+	struct rv_job_status js;
+	ck_assert_int_eq(rv_master_job(c, &js, NULL), 0);
+	ck_assert_int_eq(js.round, round); /* "first" still waits: the journal replayed */
+	ck_assert_int_eq(js.waiting, 1);
+	rv_master_client_free(c);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
 static Suite *master_restart_suite(void)
 {
 	TCase *tc = RV_TEST_TCASE("restart", 120, test_kill9_mid_epoch_fsync, test_kill9_many_times,
-				  test_client_waits_for_restart);
+				  test_client_waits_for_restart, test_job_uid_guards_state);
 	return RV_TEST_SUITE("master_restart", tc);
 }
 

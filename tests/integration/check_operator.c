@@ -21,7 +21,14 @@
  *     master's ClusterRole), its state on a claim the job owns (the new
  *     master of the digits job replays its journal from it); a job made
  *     again under a deleted one's name: the old worker pods swept by uid;
- *     the table of polled masters back to empty once the jobs are gone.
+ *     the table of polled masters back to empty once the jobs are gone;
+ *   - a job made again while the deleted one's state claim is held (a
+ *     finalizer): StateClaimBusy and no master pod until the claim is
+ *     gone, then its own claim and a master with replayed=0;
+ *   - with master.state_root, a job made again under a deleted one's name
+ *     in a folder of its own (ROOT/NS/NAME-UID), starting fresh;
+ *   - a master's newest plan in status.lastPlan and a PlanApplied Event;
+ *     `kubectl get elasticjobs -o wide` printing the live status's columns.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -929,6 +936,252 @@ START_TEST(test_same_name_sweep_and_prune)
 }
 END_TEST
 
+/* The MasterReady condition's reason of job. */
+static char *ready_reason(const char *job)
+{
+	return job_field(job, ".status.conditions[?(@.type==\"MasterReady\")].reason");
+}
+
+/* A job deleted while its state claim is held (a finalizer: on a cluster
+ * the garbage collector and pvc-protection take it in their own time) and
+ * made again under its name: the new job's master is not made on the old
+ * claim (StateClaimBusy, in the status and an Event) until the claim is
+ * gone; then a claim of its own, a master starting fresh (replayed=0). */
+START_TEST(test_same_name_waits_for_old_claim)
+{
+	RV_TEST_NEED_KUBECTL();
+	standin_start();
+	apply_crd();
+	op_start(0);
+	char name[64], sel[128], mpod[100], pvc[100];
+	snprintf(name, sizeof(name), "claim-%d", (int)getpid());
+	snprintf(sel, sizeof(sel), "elastic.rover.dev/job=%s", name);
+	snprintf(mpod, sizeof(mpod), "%s-master", name);
+	snprintf(pvc, sizeof(pvc), "%s-master-state", name);
+	char *spec = job_json(name, "", 1, "/bin/sleep\",\"600");
+	apply_file("job.json", spec);
+	ck_assert_msg(wait_job_field(name, ".status.phase", "Running", 60000), "not Running");
+	char *uid = job_field(name, ".metadata.uid");
+	const char *hold[] = { "patch",
+			       "pvc",
+			       pvc,
+			       "--type",
+			       "merge",
+			       "-p",
+			       "{\"metadata\":{\"finalizers\":[\"test.rover.dev/hold\"]}}",
+			       NULL };
+	ck_assert_int_eq(kubectl(NULL, hold), 0);
+	const char *delj[] = { "delete", "ej", name, "--timeout=30s", NULL };
+	ck_assert_int_eq(kubectl(NULL, delj), 0);
+	apply_file("job.json", spec);
+	free(spec);
+	char *uid2 = job_field(name, ".metadata.uid");
+	ck_assert_str_ne(uid2, uid);
+	/* the old master pod goes (MasterPodBusy meanwhile); the claim stays */
+	ck_assert_msg(wait_job_field(name, ".status.conditions[?(@.type==\"MasterReady\")].reason",
+				     "StateClaimBusy", 60000),
+		      "no StateClaimBusy: %s", ready_reason(name));
+	sleep(3);
+	char *left = pods(sel), *why = ready_reason(name);
+	if (left[0])
+		dump();
+	ck_assert_msg(!left[0], "a master pod on another job's claim: %s", left);
+	ck_assert_str_eq(why, "StateClaimBusy");
+	free(left);
+	free(why);
+	const char *gp[] = { "get", "pvc", pvc, "-o", "jsonpath={.metadata.ownerReferences[0].uid}",
+			     NULL };
+	char *owner = kget(gp);
+	ck_assert_str_eq(owner, uid); /* still the old job's */
+	free(owner);
+	const char *gev[] = { "get",
+			      "events",
+			      "--field-selector",
+			      "reason=StateClaimBusy",
+			      "-o",
+			      "jsonpath={.items[*].involvedObject.uid}",
+			      NULL };
+	char *ev = kget(gev);
+	ck_assert_msg(strstr(ev, uid2), "no StateClaimBusy Event for the new job: %s", ev);
+	free(ev);
+	/* the claim let go: the new job gets its own and a fresh master */
+	const char *unhold[] = { "patch",
+				 "pvc",
+				 pvc,
+				 "--type",
+				 "merge",
+				 "-p",
+				 "{\"metadata\":{\"finalizers\":null}}",
+				 NULL };
+	ck_assert_int_eq(kubectl(NULL, unhold), 0);
+	ck_assert_msg(wait_job_field(name, ".status.phase", "Running", 60000), "not Running: %s",
+		      ready_reason(name));
+	owner = kget(gp);
+	ck_assert_str_eq(owner, uid2);
+	free(owner);
+	const char *logs[] = { "logs", mpod, NULL };
+	char *log = kget(logs);
+	ck_assert_msg(strstr(log, "state restored") && strstr(log, "replayed=0 "),
+		      "the new master did not start fresh: %s", log);
+	free(log);
+	free(uid);
+	free(uid2);
+}
+END_TEST
+
+/* The job uid kept in root/NS/NAME-UID/job-uid ("" none); malloc'd. */
+static char *kept_uid(const char *root, const char *ns, const char *name, const char *uid)
+{
+	char path[700];
+	snprintf(path, sizeof(path), "%s/%s/%s-%s/job-uid", root, ns, name, uid);
+	char *t = rv_test_read_file(path);
+	if (!t)
+		return strdup("");
+	t[strcspn(t, "\n")] = 0;
+	return t;
+}
+
+/* master.state_root: each job's folder is ROOT/NS/NAME-UID, so a job made
+ * again under a deleted one's name starts in a folder of its own
+ * (replayed=0), the old one's left as it was. */
+START_TEST(test_state_root_by_uid)
+{
+	RV_TEST_NEED_KUBECTL();
+	standin_start();
+	apply_crd();
+	char root[400], name[64], sel[128], mpod[100];
+	snprintf(root, sizeof(root), "%s/state-root", sti.dir);
+	setenv("ROVER_MASTER_STATE_ROOT", root, 1);
+	op_start(0);
+	unsetenv("ROVER_MASTER_STATE_ROOT");
+	snprintf(name, sizeof(name), "root-%d", (int)getpid());
+	snprintf(sel, sizeof(sel), "elastic.rover.dev/job=%s", name);
+	snprintf(mpod, sizeof(mpod), "%s-master", name);
+	char *spec = job_json(name, "", 1, "/bin/sleep\",\"600");
+	apply_file("job.json", spec);
+	ck_assert_msg(wait_job_field(name, ".status.phase", "Running", 60000), "not Running");
+	char *uid = job_field(name, ".metadata.uid"), *ns = job_field(name, ".metadata.namespace");
+	const char *delj[] = { "delete", "ej", name, "--timeout=30s", NULL };
+	ck_assert_int_eq(kubectl(NULL, delj), 0);
+	int64_t until = rv_mono_ms() + 30000;
+	char *left = pods(sel);
+	while (left[0] && rv_mono_ms() < until) {
+		free(left);
+		usleep(200 * 1000);
+		left = pods(sel);
+	}
+	ck_assert_msg(!left[0], "the old master pod is left: %s", left);
+	free(left);
+	apply_file("job.json", spec);
+	free(spec);
+	ck_assert_msg(wait_job_field(name, ".status.phase", "Running", 60000), "not Running again");
+	char *uid2 = job_field(name, ".metadata.uid");
+	ck_assert_str_ne(uid2, uid);
+	char *k1 = kept_uid(root, ns, name, uid), *k2 = kept_uid(root, ns, name, uid2);
+	ck_assert_str_eq(k1, uid);
+	ck_assert_str_eq(k2, uid2);
+	const char *logs[] = { "logs", mpod, NULL };
+	char *log = kget(logs);
+	ck_assert_msg(strstr(log, "replayed=0 "), "the new master did not start fresh: %s", log);
+	free(log);
+	free(k1);
+	free(k2);
+	free(uid);
+	free(uid2);
+	free(ns);
+}
+END_TEST
+
+/* A master that only answers GET /v1/job with a plan (its --listen port). */
+static const char fake_master_py[] =
+	"import http.server, json, sys\n"
+	"port = int(sys.argv[sys.argv.index('--listen') + 1].rsplit(':', 1)[1])\n"
+	"body = json.dumps({'job': 'x', 'state': 'complete', 'round': 1, 'plan': {\n"
+	"    'id': 7, 'stage': 'running', 'reason': 'speed-scales-with-workers',\n"
+	"    'applied': True}}).encode()\n"
+	"class H(http.server.BaseHTTPRequestHandler):\n"
+	"    def do_GET(self):\n"
+	"        self.send_response(200 if self.path.startswith('/v1/job') else 404)\n"
+	"        self.send_header('Content-Type', 'application/json')\n"
+	"        self.send_header('Content-Length', str(len(body)))\n"
+	"        self.end_headers()\n"
+	"        self.wfile.write(body)\n"
+	"    def log_message(self, *a):\n"
+	"        pass\n"
+	"http.server.HTTPServer(('127.0.0.1', port), H).serve_forever()\n";
+
+/* The master's newest plan in the job's status (status.lastPlan) and one
+ * PlanApplied Event saying why; `kubectl get elasticjobs` prints the
+ * CRD's columns from the live status: phase, ready workers (per role in
+ * status.replicas), restarts, and with -o wide the plan's reason. */
+START_TEST(test_plan_status_events_columns)
+{
+	RV_TEST_NEED_KUBECTL();
+	standin_start();
+	apply_crd();
+	char path[400], script[400], name[64], buf[1200];
+	snprintf(script, sizeof(script), "%s/fake_master.py", sti.dir);
+	write_file(script, fake_master_py);
+	snprintf(path, sizeof(path), "%s/fake-master", sti.dir);
+	snprintf(buf, sizeof(buf), "#!/bin/sh\nexec /usr/bin/python3 %s \"$@\"\n", script);
+	write_file(path, buf);
+	ck_assert_int_eq(chmod(path, 0755), 0);
+	setenv("ROVER_MASTER_POLL_MS", "300", 1);
+	op_start_with(0, path);
+	unsetenv("ROVER_MASTER_POLL_MS");
+	snprintf(name, sizeof(name), "plan-%d", (int)getpid());
+	char *spec = job_json(name, "", 1, "/bin/sleep\",\"600");
+	apply_file("job.json", spec);
+	free(spec);
+	/* a worker pod of the job, as its master would make it */
+	snprintf(buf, sizeof(buf),
+		 "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"%s-worker-0\","
+		 "\"labels\":{\"rover.dev/job\":\"%s\",\"rover.dev/role\":\"worker\"}},"
+		 "\"spec\":{\"restartPolicy\":\"Never\",\"containers\":[{\"name\":\"main\","
+		 "\"image\":\"x\",\"command\":[\"sleep\",\"600\"]}]}}",
+		 name, name);
+	apply_file("worker.json", buf);
+	ck_assert_msg(wait_job_field(name, ".status.lastPlan.reason", "speed-scales-with-workers",
+				     60000),
+		      "no lastPlan: %s", job_field(name, ".status"));
+	char *lp = job_field(name, ".status.lastPlan.id} {.status.lastPlan.applied} "
+				   "{.status.lastPlan.stage");
+	ck_assert_str_eq(lp, "7 true running");
+	free(lp);
+	ck_assert_msg(wait_job_field(name, ".status.replicas.worker.ready", "1", 30000),
+		      "replicas: %s", job_field(name, ".status.replicas"));
+	const char *gev[] = { "get",
+			      "events",
+			      "--field-selector",
+			      "reason=PlanApplied",
+			      "-o",
+			      "jsonpath={range .items[*]}{.involvedObject.name}:{.message} {end}",
+			      NULL };
+	char *ev = kget(gev), want[200];
+	snprintf(want, sizeof(want), "%s:speed-scales-with-workers", name);
+	ck_assert_msg(count_words(ev, want) == 1, "PlanApplied events: %s", ev);
+	free(ev);
+	const char *gej[] = { "get", "elasticjobs", name, "-o", "wide", NULL };
+	char *tab = kget(gej);
+	ck_assert_msg(strstr(tab, "PHASE") && strstr(tab, "WORKERS") && strstr(tab, "RESTARTS") &&
+			      strstr(tab, "PLAN"),
+		      "%s", tab);
+	const char *row = strstr(tab, "\n");
+	ck_assert_ptr_nonnull(row);
+	char *toks[8] = { 0 }, *save = NULL;
+	char *line = strdup(row + 1);
+	int n = 0;
+	for (char *t = strtok_r(line, " \t", &save); t && n < 8; t = strtok_r(NULL, " \t", &save))
+		toks[n++] = t;
+	ck_assert_msg(n >= 6 && !strcmp(toks[0], name) && !strcmp(toks[1], "Running") &&
+			      !strcmp(toks[2], "1") && !strcmp(toks[3], "0") &&
+			      !strcmp(toks[4], "speed-scales-with-workers"),
+		      "kubectl get elasticjobs -o wide: %s", tab);
+	free(line);
+	free(tab);
+}
+END_TEST
+
 static void add(Suite *s, const char *name, const TTest *t)
 {
 	TCase *tc = tcase_create(name);
@@ -946,6 +1199,9 @@ static Suite *operator_suite(void)
 	add(s, "leader", test_two_operators_one_leader);
 	add(s, "faults", test_watch_faults_restart_suspend);
 	add(s, "same_name", test_same_name_sweep_and_prune);
+	add(s, "same_name_claim", test_same_name_waits_for_old_claim);
+	add(s, "plan_columns", test_plan_status_events_columns);
+	add(s, "state_root", test_state_root_by_uid);
 	return s;
 }
 

@@ -2,9 +2,9 @@
 # Suite for docker/k8s/: the manifests a platform team deploys, judged by
 # kubectl against the Kubernetes stand-in.  With every kubectl found
 # (`command -v kubectl` and each path in KUBECTL_EXTRA; Debian's is 1.20,
-# whose kustomize is 2.0): each overlay renders with `kubectl kustomize`
-# and every object it renders is accepted by `kubectl apply
-# --dry-run=client`.  With the first: by `--dry-run=server` too (the
+# whose kustomize is 2.0): each overlay renders with `kubectl kustomize`,
+# no cluster-scoped object with a namespace and every other in rover, and
+# every object it renders is accepted by `kubectl apply --dry-run=client`.  With the first: by `--dry-run=server` too (the
 # namespace made first, as on a real server), then applied for real and
 # read back, a second apply changing nothing; the digits ElasticJob
 # (docker/k8s/examples/) is accepted by the CRD's schema.  RBAC: the verbs
@@ -63,6 +63,16 @@ EOF
 	[ -s "$TMP/$1.port" ]
 }
 
+# "KIND NAMESPACE" of each object of a rendered file ("-" none).
+namespaces() {
+	awk 'function out() { if (k != "") print k, n; k = ""; n = "-"; md = 0 }
+		BEGIN { n = "-" } /^---/ { out(); next } /^kind: / { k = $2 }
+		/^metadata:/ { md = 1; next } /^[^ #]/ { md = 0 }
+		md && /^  namespace: / { n = $2 } END { out() }' "$1"
+}
+# The kinds docker/k8s/ renders that an API server keeps outside namespaces.
+cluster_kinds='^(Namespace|CustomResourceDefinition|ClusterRole|ClusterRoleBinding|ValidatingAdmissionPolicy|ValidatingAdmissionPolicyBinding)$'
+
 overlays=()
 for d in docker/k8s/overlays/*/; do overlays+=("$(basename "$d")"); done
 standin api "" || {
@@ -86,6 +96,13 @@ for k in "${kubectls[@]}"; do
 		fi
 		n=$(grep -c '^kind:' "$y")
 		ok "kubectl $v kustomize overlays/$o renders $n objects"
+		bad=$(namespaces "$y" | awk -v c="$cluster_kinds" '$1 ~ c ? $2 != "-" : $2 != "rover"')
+		nc=$(namespaces "$y" | awk -v c="$cluster_kinds" '$1 ~ c' | wc -l)
+		if [ -z "$bad" ] && [ "$nc" -ge 8 ]; then
+			ok "kubectl $v kustomize overlays/$o: the $nc cluster-scoped objects carry no namespace, every other one is in rover"
+		else
+			notok "kubectl $v kustomize overlays/$o: namespaces wrong ($nc cluster-scoped): $(echo $bad)"
+		fi
 		out=$("$k" --kubeconfig "$TMP/api.kubeconfig" apply --dry-run=client -f "$y" 2>&1)
 		got=$(grep -c 'created (dry run)' <<<"$out")
 		if [ "$got" = "$n" ]; then

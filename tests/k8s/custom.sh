@@ -95,6 +95,22 @@ out=$("${K[@]}" get svc good-master 2>&1; "${K[@]}" get lease good-lease 2>&1)
 [ "$(echo "$out" | grep -c 'not found')" = 2 ] &&
   ok "deleting the ElasticJob deletes the Service and Lease it owns" || notok "owned objects: $out"
 
+# metadata.finalizers hold a deletion, garbage collection's too, until the last is taken off
+"${K[@]}" apply -f "$d/good.yaml" >/dev/null 2>&1
+uid=$("${K[@]}" get ej good -o jsonpath='{.metadata.uid}')
+printf '{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"held","finalizers":["test.rover.dev/hold"],"ownerReferences":[{"apiVersion":"elastic.rover.dev/v1alpha1","kind":"ElasticJob","name":"good","uid":"%s"}]},"spec":{"accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"1Gi"}}}}\n' "$uid" |
+  "${K[@]}" apply -f - >/dev/null 2>&1
+"${K[@]}" delete ej good --timeout=20s >/dev/null 2>&1
+sleep 0.5
+held=$("${K[@]}" get pvc held -o jsonpath='{.metadata.deletionTimestamp}' 2>/dev/null)
+"${K[@]}" patch pvc held --type merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1
+gone=$("${K[@]}" get pvc held 2>&1)
+if [[ $held =~ ^20[0-9-]+T ]] && echo "$gone" | grep -q "not found"; then
+  ok "a finalizer keeps an owned claim after its owner's deletion (deletionTimestamp set) until it is taken off"
+else
+  notok "finalizers: held '$held', then: $gone"
+fi
+
 "${K[@]}" apply -f "$d/good.yaml" >/dev/null 2>&1
 "${K[@]}" delete crd elasticjobs.elastic.rover.dev >/dev/null 2>&1
 out=$("${K[@]}" get --raw /apis/elastic.rover.dev/v1alpha1/namespaces/default/elasticjobs/good 2>&1)

@@ -543,6 +543,7 @@ static void objects_commit(const struct call *c, struct obj *o, cJSON *nw, struc
 	cJSON_Delete(old);
 	store_touch(c->s, o, "MODIFIED");
 	api_json(r, 200, store_served(o));
+	store_finalized(c->s, o); /* the last finalizer taken off a deleted object */
 }
 
 static void objects_update(const struct call *c, struct obj *o, struct reply *r)
@@ -629,6 +630,8 @@ static void objects_delete_one(const struct call *c, struct obj *o, int64_t grac
 	struct standin *s = c->s;
 	if (orphan)
 		store_cascade(s, o->uid, true);
+	if (store_finalizing(s, o))
+		return;
 	if (o->kind == KIND_POD && o->running && grace != 0) {
 		kubelet_mark_deleting(s, o, grace);
 		return;

@@ -179,6 +179,13 @@ int store_hist_after(struct standin *s, enum kind k, int64_t rv);
 /* i from store_hist_after; NULL past the end. */
 const struct hist *store_hist_at(struct standin *s, enum kind k, int i);
 void store_compact(struct standin *s); /* forget the history */
+/* A deletion of o held by metadata.finalizers (any kind but a pod): true
+ * when it has some, o then marked with deletionTimestamp and kept until an
+ * update empties them (store_finalized). */
+bool store_finalizing(struct standin *s, struct obj *o);
+/* After an update of o: a deleted o whose finalizers are all gone goes
+ * (true: o was freed). */
+bool store_finalized(struct standin *s, struct obj *o);
 /* Cascade: delete (or orphan) what names uid in its ownerReferences. */
 void store_cascade(struct standin *s, const char *uid, bool orphan);
 void store_now_rfc3339(char *out, size_t size);

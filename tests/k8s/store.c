@@ -407,6 +407,30 @@ static void store_drop_owner(struct standin *s, struct obj *o, const char *uid)
 	store_touch(s, o, "MODIFIED");
 }
 
+bool store_finalizing(struct standin *s, struct obj *o)
+{
+	cJSON *md = cJSON_GetObjectItem(o->j, "metadata");
+	if (o->kind == KIND_POD || cJSON_GetArraySize(cJSON_GetObjectItem(md, "finalizers")) == 0)
+		return false;
+	if (!cJSON_GetObjectItem(md, "deletionTimestamp")) {
+		char ts[40];
+		store_now_rfc3339(ts, sizeof(ts));
+		cJSON_AddStringToObject(md, "deletionTimestamp", ts);
+		store_touch(s, o, "MODIFIED");
+	}
+	return true;
+}
+
+bool store_finalized(struct standin *s, struct obj *o)
+{
+	cJSON *md = cJSON_GetObjectItem(o->j, "metadata");
+	if (o->kind == KIND_POD || !cJSON_GetObjectItem(md, "deletionTimestamp") ||
+	    cJSON_GetArraySize(cJSON_GetObjectItem(md, "finalizers")) > 0)
+		return false;
+	store_remove(s, o);
+	return true;
+}
+
 /* The garbage collector's part: dependents of a deleted owner go too (a
  * running pod through its grace period, as any deletion), or lose the
  * reference when the owner was deleted with propagationPolicy Orphan. */
@@ -427,6 +451,8 @@ void store_cascade(struct standin *s, const char *uid, bool orphan)
 					kubelet_mark_deleting(s, o, -1);
 				continue;
 			}
+			if (store_finalizing(s, o))
+				continue;
 			store_remove(s, o);
 			again = true;
 			break;

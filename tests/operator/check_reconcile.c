@@ -263,21 +263,24 @@ START_TEST(test_master_pod)
 	const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(p, "spec"),
 								"containers"),
 					    0);
-	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(c, "env")), 2);
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(c, "env")), 3);
 	ck_assert_ptr_nonnull(
 		strstr(s, "{\"name\":\"ROVER_STATE_DIR\",\"value\":\"/var/lib/rover-master\"}"));
+	/* the master keeps the job's uid in its state folder, refuses another's */
+	ck_assert_ptr_nonnull(strstr(s, "{\"name\":\"ROVER_JOB_UID\",\"value\":\"u-job\"}"));
 	ck_assert_ptr_nonnull(
 		strstr(s, "\"persistentVolumeClaim\":{\"claimName\":\"j-master-state\"}"));
 	ck_assert_ptr_nonnull(
 		strstr(s, "{\"name\":\"state\",\"mountPath\":\"/var/lib/rover-master\"}"));
 	cJSON_free(s);
 	cJSON_Delete(p);
-	/* with a state root: no claim, the folder ROOT/NS/JOB */
+	/* with a state root: no claim, the folder ROOT/NS/JOB-UID (a job made
+	 * again under the name gets another) */
 	snprintf(cfg.master_state_root, sizeof(cfg.master_state_root), "/srv/rover");
 	p = operator_master_pod(&cfg, j);
 	s = cJSON_PrintUnformatted(p);
 	ck_assert_ptr_null(strstr(s, "persistentVolumeClaim"));
-	ck_assert_ptr_nonnull(strstr(s, "\"value\":\"/srv/rover/ns/j\""));
+	ck_assert_ptr_nonnull(strstr(s, "\"value\":\"/srv/rover/ns/j-u-job\""));
 	cJSON_free(s);
 	cJSON_Delete(p);
 	cJSON_Delete(j);
@@ -337,12 +340,46 @@ START_TEST(test_master_own_account_and_claim)
 }
 END_TEST
 
+/* A master the caller says is busy (an earlier job's claim or pod still
+ * there) is not made: Pending, MasterReady False with the reason, one
+ * Warning Event; once free, made. */
+START_TEST(test_busy_master_waits)
+{
+	cJSON *j = job(NULL, false, false), *w = cJSON_CreateArray();
+	struct reconcile_in in = {
+		.job = j,
+		.workers = w,
+		.max_restarts = 2,
+		.now = "2026-11-29T00:00:00Z",
+		.busy_reason = "StateClaimBusy",
+		.busy_msg = "the state claim j-master-state belongs to another job"
+	};
+	struct reconcile_out o;
+	reconcile_job(&in, &o);
+	ck_assert(!o.create_master && o.create_service);
+	ck_assert_str_eq(st(&o, "phase"), "Pending");
+	const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(o.status, "conditions"), 0);
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(c, "type")), "MasterReady");
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(c, "status")), "False");
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(c, "reason")), "StateClaimBusy");
+	ck_assert_str_eq(o.event_type, "Warning");
+	ck_assert_str_eq(o.event_reason, "StateClaimBusy");
+	reconcile_out_release(&o);
+	in.busy_reason = in.busy_msg = NULL;
+	reconcile_job(&in, &o);
+	ck_assert(o.create_master);
+	reconcile_out_release(&o);
+	cJSON_Delete(j);
+	cJSON_Delete(w);
+}
+END_TEST
+
 static Suite *reconcile_suite(void)
 {
 	TCase *tc = RV_TEST_TCASE("rules", 30, test_new_job, test_master_phases,
 				  test_master_killed_is_made_again, test_suspend_deleted_ended,
 				  test_plan_recorded_once, test_master_pod,
-				  test_master_own_account_and_claim);
+				  test_master_own_account_and_claim, test_busy_master_waits);
 	return RV_TEST_SUITE("reconcile", tc);
 }
 
