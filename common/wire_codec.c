@@ -314,12 +314,19 @@ static int decode_object(const cJSON *o, const char *path, const struct rv_wire_
 static int decode_field(const cJSON *o, const char *path, const struct rv_wire_field *f, void *m,
 			struct rv_err *err)
 {
-	bool req = required(f);
-	int rc, v = 0;
 	if (f->flags & RV_WIRE_DEF)
 		set_default(f, m);
-	if (f->parse)
-		return f->parse(o, path, f, m, err);
+	int rc = f->parse ? f->parse(o, path, f, m, err) : rv_wire_decode_row(o, path, f, m, err);
+	if (rc == 1 && (f->flags & RV_WIRE_GIVEN))
+		*(bool *)((char *)m + f->count_off) = true;
+	return rc;
+}
+
+int rv_wire_decode_row(const cJSON *o, const char *path, const struct rv_wire_field *f, void *m,
+		       struct rv_err *err)
+{
+	bool req = required(f);
+	int rc, v = 0;
 	switch (f->kind) {
 	case RV_WIRE_STRING:
 	case RV_WIRE_NAME:
@@ -459,6 +466,8 @@ void rv_wire_release(const struct rv_wire_message *msg, void *m)
 
 static bool omitted(const struct rv_wire_field *f, const void *m)
 {
+	if (f->flags & RV_WIRE_GIVEN)
+		return !*(const bool *)((const char *)m + f->count_off);
 	if (f->flags & RV_WIRE_OMIT_NEG)
 		return f->kind == RV_WIRE_NUMBER    ? *(const double *)CAT(m, f) < 0
 		       : f->size == sizeof(int64_t) ? *(const int64_t *)CAT(m, f) < 0

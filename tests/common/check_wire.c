@@ -1750,6 +1750,23 @@ START_TEST(test_table_fields_are_parsed)
 }
 END_TEST
 
+/* One descriptor per message: every row of every table, the brain's and
+ * the master's, is what the codec reads and writes, none a description
+ * beside code of its own. */
+START_TEST(test_tables_are_the_codec)
+{
+	int n[2];
+	const struct rv_wire_message *all[2] = { rv_wire_messages(&n[0]),
+						 rv_wire_master_messages(&n[1]) };
+	for (int a = 0; a < 2; a++)
+		for (int i = 0; i < n[a]; i++)
+			for (int f = 0; f < all[a][i].nfields; f++)
+				ck_assert_msg(all[a][i].fields[f].kind != RV_WIRE_DOC,
+					      "%s.%s is described only", all[a][i].name,
+					      all[a][i].fields[f].name);
+}
+END_TEST
+
 /* Code -> table: to_json writes every field of the table and none besides. */
 START_TEST(test_table_fields_are_written)
 {
@@ -1881,6 +1898,7 @@ static Suite *wire_suite(void)
 	tcase_set_timeout(tc, 20);
 	tcase_add_test(tc, test_table_fields_are_parsed);
 	tcase_add_test(tc, test_table_fields_are_written);
+	tcase_add_test(tc, test_tables_are_the_codec);
 	tcase_add_test(tc, test_ids);
 	suite_add_tcase(s, tc);
 	return s;
