@@ -1,8 +1,9 @@
 /*
  * wire_codec.h: the engine behind wire.h's messages, for common/wire_*.c
- * only.  A message is its table (struct rv_wire_message): rv_wire_decode
- * reads a JSON object into the message's struct field by field, naming the
- * first bad field, and rv_wire_encode writes the struct back in table order.
+ * and the master's snapshot tables.  A message is its table (struct
+ * rv_wire_message): rv_wire_decode reads a JSON object into the message's
+ * struct field by field, naming the first bad field, and rv_wire_encode
+ * writes the struct back in table order.
  * The W* macros below write table rows; each expects T defined as the
  * message's struct type.  Also the checks and getters the hand-written hooks
  * share.  Pure and thread-safe.

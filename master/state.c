@@ -28,6 +28,7 @@
 #include "master.h"
 #include "parse.h"
 #include "plans.h"
+#include "wire_codec.h"
 
 #define SNAP_MAGIC    "rover-master-snapshot-1\n"
 #define TICK_MAX_DEAD 64
@@ -557,6 +558,42 @@ int state_apply(struct master *m, int type, const struct master_op *op, const vo
 
 /* ---- snapshots ---- */
 
+/* A worker's entry in the snapshot, by name: {"id","node","last_req",
+ * "task"}; snapshots before it held [id, node, last_req, status, id,
+ * dataset, epoch, start, end(, partition)] (snap_worker_positional). */
+#define T struct master_worker
+static const struct rv_wire_field snap_worker_fields[] = {
+	WINT("id", id, RV_WIRE_REQ, 0, RV_WIRE_MAX_WORKER_ID, "worker id"),
+	WSTR("node", node, 0, "the node it last asked from"),
+	WINT("last_req", last_req, 0, 0, RV_WIRE_MAX_WORKER_ID, "its last request id, 0: none"),
+	WOBJ0("task", last_task, RV_WIRE_REQ, &rv_wire_shard_task_msg, "ShardTask",
+	      "the answer to it, repeated to a retry"),
+};
+static const struct rv_wire_message snap_worker_msg =
+	RV_WIRE_MSG("SnapshotWorker", "a worker's last shard request and answer",
+		    snap_worker_fields, "worker entry", NULL);
+#undef T
+
+/* The workers' entries, as "workers":[...]; -ENOMEM when out of memory. */
+static int snap_workers_save(const struct master *m, struct rv_buf *part)
+{
+	rv_buf_puts(part, "\"workers\":[");
+	bool first = true;
+	for (int i = 0; i < m->capworkers; i++) {
+		const struct master_worker *w = &m->workers[i];
+		if (w->id < 0)
+			continue;
+		RV_CLEANUP_CJSON cJSON *o = rv_wire_encode(&snap_worker_msg, w);
+		RV_CLEANUP_FREE char *text = o ? cJSON_PrintUnformatted(o) : NULL;
+		if (!text)
+			return -ENOMEM;
+		rv_buf_printf(part, "%s%s", first ? "" : ",", text);
+		first = false;
+	}
+	rv_buf_puts(part, "]");
+	return 0;
+}
+
 static int snapshot_build(struct master *m, struct rv_buf *out)
 {
 	struct rv_buf part;
@@ -575,24 +612,11 @@ static int snapshot_build(struct master *m, struct rv_buf *out)
 		rv_buf_truncate(&part, 0);
 		rv_buf_printf(&part,
 			      "{\"step\":%" PRId64 ",\"step_ts\":%" PRId64 ",\"speed\":%.17g,"
-			      "\"last_now\":%" PRId64 ",\"workers\":[",
+			      "\"last_now\":%" PRId64 ",",
 			      m->step, m->step_ts_ms, m->speed, m->last_now_ms);
-		bool first = true;
-		for (int i = 0; i < m->capworkers; i++) {
-			const struct master_worker *w = &m->workers[i];
-			if (w->id < 0)
-				continue;
-			const struct rv_shard_task *t = &w->last_task;
-			/* a tenth entry: the partition of a streaming task */
-			rv_buf_printf(&part,
-				      "%s[%" PRId64 ",\"%s\",%" PRId64 ",%d,%" PRId64
-				      ",\"%s\",%d,%" PRId64 ",%" PRId64 ",\"%s\"]",
-				      first ? "" : ",", w->id, w->node, w->last_req, (int)t->status,
-				      t->id, t->dataset, t->epoch, t->start, t->end, t->partition);
-			first = false;
-		}
-		rv_buf_puts(&part, "]");
-		rc = plans_snapshot_save(m, &part);
+		rc = snap_workers_save(m, &part);
+		if (rc == 0)
+			rc = plans_snapshot_save(m, &part);
 		nodemgr_snapshot_save(m, &part);
 		rv_buf_puts(&part, "}");
 		rv_buf_printf(out, "%zu\n", part.len);
@@ -637,6 +661,31 @@ static const char *snap_section(const char **p, const char *end, size_t *len)
 	return s;
 }
 
+/* A worker's entry as snapshots before the named form held it. */
+static int snap_worker_positional(const cJSON *it, struct master_worker *w)
+{
+	int nf = cJSON_GetArraySize(it);
+	if (nf != 9 && nf != 10)
+		return -EUCLEAN;
+	memset(w, 0, sizeof(*w));
+	w->id = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 0));
+	const char *node = cJSON_GetStringValue(cJSON_GetArrayItem(it, 1));
+	const char *ds = cJSON_GetStringValue(cJSON_GetArrayItem(it, 5));
+	snprintf(w->node, sizeof(w->node), "%s", node ? node : "");
+	w->last_req = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 2));
+	w->last_task.status =
+		(enum rv_shard_status)(int)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 3));
+	w->last_task.id = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 4));
+	snprintf(w->last_task.dataset, sizeof(w->last_task.dataset), "%s", ds ? ds : "");
+	w->last_task.epoch = (int)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 6));
+	w->last_task.start = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 7));
+	w->last_task.end = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 8));
+	/* a tenth entry: the partition of a streaming task */
+	const char *part = nf == 10 ? cJSON_GetStringValue(cJSON_GetArrayItem(it, 9)) : NULL;
+	snprintf(w->last_task.partition, sizeof(w->last_task.partition), "%s", part ? part : "");
+	return 0;
+}
+
 static int load_extra(struct master *m, const char *s, size_t len, struct rv_err *err)
 {
 	RV_CLEANUP_CJSON cJSON *doc = rv_json_parse(s, len, err);
@@ -649,29 +698,16 @@ static int load_extra(struct master *m, const char *s, size_t len, struct rv_err
 	const cJSON *it;
 	cJSON_ArrayForEach(it, cJSON_GetObjectItem(doc, "workers"))
 	{
-		int nf = cJSON_GetArraySize(it);
-		if (nf != 9 && nf != 10)
+		struct master_worker e;
+		int rc = cJSON_IsArray(it) ? snap_worker_positional(it, &e)
+					   : rv_wire_decode(&snap_worker_msg, it, &e, NULL);
+		if (rc < 0)
 			return rv_err_set(err, -EUCLEAN, "workers",
 					  "bad worker entry in the snapshot");
-		struct master_worker *w =
-			worker_get(m, (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 0)));
+		struct master_worker *w = worker_get(m, e.id);
 		if (!w)
 			return -ENOMEM;
-		const char *node = cJSON_GetStringValue(cJSON_GetArrayItem(it, 1));
-		const char *ds = cJSON_GetStringValue(cJSON_GetArrayItem(it, 5));
-		snprintf(w->node, sizeof(w->node), "%s", node ? node : "");
-		w->last_req = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 2));
-		w->last_task.status =
-			(enum rv_shard_status)(int)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 3));
-		w->last_task.id = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 4));
-		snprintf(w->last_task.dataset, sizeof(w->last_task.dataset), "%s", ds ? ds : "");
-		w->last_task.epoch = (int)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 6));
-		w->last_task.start = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 7));
-		w->last_task.end = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 8));
-		const char *part = nf == 10 ? cJSON_GetStringValue(cJSON_GetArrayItem(it, 9))
-					    : NULL;
-		snprintf(w->last_task.partition, sizeof(w->last_task.partition), "%s",
-			 part ? part : "");
+		*w = e;
 	}
 	int rc = plans_snapshot_load(m, doc, err);
 	if (rc < 0)
