@@ -74,6 +74,8 @@ static void check_restored(struct rv_test_master *m, const struct rv_shard_task 
 	ck_assert_msg(rv_master_job(c, &js, &err) == 0, "%s", err.msg);
 	ck_assert_int_eq(js.ndatasets, 1);
 	ck_assert_int_eq(js.datasets[0].samples_done, 10);
+	ck_assert(js.desired[RV_ROLE_WORKER].present);
+	ck_assert_int_eq(js.desired[RV_ROLE_WORKER].count, 1);
 	struct rv_shard_task again, fresh;
 	next(c, "node-1", 1, 9, &again);
 	ck_assert_int_eq(again.id, held->id);
@@ -166,6 +168,8 @@ START_TEST(test_restores_its_snapshot)
 	/* named, not positional: worker 1's entry says what each number is */
 	static const char named[] = "{\"id\":1,\"node\":\"node-1\",\"last_req\":9,\"task\":{";
 	ck_assert_msg(memmem(buf, n, named, strlen(named)), "no %s in the snapshot", named);
+	static const char group[] = "\"groups\":[{\"count\":1,\"has_resources\":false,";
+	ck_assert_msg(memmem(buf, n, group, strlen(group)), "no %s in the snapshot", group);
 	ck_assert_int_eq(rv_test_master_restart(&m), 0);
 	check_restored(&m, &held);
 	rv_test_master_cleanup(&m);
