@@ -30,7 +30,8 @@
 #include "plans.h"
 #include "wire_codec.h"
 
-#define SNAP_MAGIC    "rover-master-snapshot-1\n"
+#define SNAP_MAGIC    "rover-master-snapshot-1\n" /* sections by position */
+#define SNAP_MAGIC2   "rover-master-snapshot-2\n" /* sections by name */
 #define TICK_MAX_DEAD 64
 
 /* ---- workers: open addressing by id ---- */
@@ -594,46 +595,55 @@ static int snap_workers_save(const struct master *m, struct rv_buf *part)
 	return 0;
 }
 
+/* Section name of part: "<name> <bytes>\n" then the bytes. */
+static void snap_put(struct rv_buf *out, const char *name, struct rv_buf *part)
+{
+	rv_buf_printf(out, "%s %zu\n", name, part->len);
+	rv_buf_append(out, part->data ? part->data : "", part->len);
+	rv_buf_truncate(part, 0);
+}
+
+/* The master's own section: step, speed, workers, plans, nodes. */
+static int snap_master_save(struct master *m, struct rv_buf *part)
+{
+	rv_buf_printf(part,
+		      "{\"step\":%" PRId64 ",\"step_ts\":%" PRId64 ",\"speed\":%.17g,"
+		      "\"last_now\":%" PRId64 ",",
+		      m->step, m->step_ts_ms, m->speed, m->last_now_ms);
+	int rc = snap_workers_save(m, part);
+	if (rc == 0)
+		rc = plans_snapshot_save(m, part);
+	nodemgr_snapshot_save(m, part);
+	rv_buf_puts(part, "}");
+	return rc;
+}
+
+/* SNAP_MAGIC2 then named sections, each a module's JSON (shards: empty
+ * when the job has no sharded dataset). */
 static int snapshot_build(struct master *m, struct rv_buf *out)
 {
 	struct rv_buf part;
 	rv_buf_init(&part);
-	rv_buf_puts(out, SNAP_MAGIC);
+	rv_buf_puts(out, SNAP_MAGIC2);
 	int rc = rdzv_snapshot_save(m->rdzv, &part);
 	if (rc == 0) {
-		rv_buf_printf(out, "%zu\n", part.len);
-		rv_buf_append(out, part.data ? part.data : "", part.len);
-		rv_buf_truncate(&part, 0);
+		snap_put(out, "rdzv", &part);
 		rc = m->shards ? shard_snapshot_save(m->shards, &part) : 0;
 	}
 	if (rc == 0) {
-		rv_buf_printf(out, "%zu\n", part.len);
-		rv_buf_append(out, part.data ? part.data : "", part.len);
-		rv_buf_truncate(&part, 0);
-		rv_buf_printf(&part,
-			      "{\"step\":%" PRId64 ",\"step_ts\":%" PRId64 ",\"speed\":%.17g,"
-			      "\"last_now\":%" PRId64 ",",
-			      m->step, m->step_ts_ms, m->speed, m->last_now_ms);
-		rc = snap_workers_save(m, &part);
-		if (rc == 0)
-			rc = plans_snapshot_save(m, &part);
-		nodemgr_snapshot_save(m, &part);
-		rv_buf_puts(&part, "}");
-		rv_buf_printf(out, "%zu\n", part.len);
-		rv_buf_append(out, part.data, part.len);
-		/* streams: a fourth section (a snapshot without it has none) */
-		rv_buf_truncate(&part, 0);
-		if (rc == 0)
-			rc = stream_snapshot_save(m->streams, &part);
-		rv_buf_printf(out, "%zu\n", part.len);
-		rv_buf_append(out, part.data, part.len);
-		/* the network check: a fifth */
-		rv_buf_truncate(&part, 0);
-		if (rc == 0)
-			rc = netcheck_run_save(&m->netcheck, &part);
-		rv_buf_printf(out, "%zu\n", part.len);
-		rv_buf_append(out, part.data, part.len);
+		snap_put(out, "shards", &part);
+		rc = snap_master_save(m, &part);
 	}
+	if (rc == 0) {
+		snap_put(out, "master", &part);
+		rc = stream_snapshot_save(m->streams, &part);
+	}
+	if (rc == 0) {
+		snap_put(out, "streams", &part);
+		rc = netcheck_run_save(&m->netcheck, &part);
+	}
+	if (rc == 0)
+		snap_put(out, "netcheck", &part);
 	rv_buf_release(&part);
 	if (rc == 0 && rv_buf_failed(out))
 		rc = -ENOMEM;
@@ -715,33 +725,80 @@ static int load_extra(struct master *m, const char *s, size_t len, struct rv_err
 	return nodemgr_snapshot_load(m, cJSON_GetObjectItem(doc, "nodemgr"), err);
 }
 
+/* The sections of a snapshot, by name; NULL: not in it. */
+struct snap_parts {
+	const char *rdzv, *shards, *master, *streams, *netcheck;
+	size_t rdzv_len, shards_len, master_len, streams_len, netcheck_len;
+};
+
+/* Version 1: rdzv, shards, master, then streams (a fourth section, absent
+ * before streams) and the network check (a fifth), by position. */
+static int snap_parts_v1(const char *p, const char *end, struct snap_parts *sp)
+{
+	sp->rdzv = snap_section(&p, end, &sp->rdzv_len);
+	sp->shards = sp->rdzv ? snap_section(&p, end, &sp->shards_len) : NULL;
+	sp->master = sp->shards ? snap_section(&p, end, &sp->master_len) : NULL;
+	if (!sp->master)
+		return -EUCLEAN;
+	sp->streams = p < end ? snap_section(&p, end, &sp->streams_len) : NULL;
+	sp->netcheck = sp->streams && p < end ? snap_section(&p, end, &sp->netcheck_len) : NULL;
+	return 0;
+}
+
+/* Version 2: "<name> <bytes>\n<bytes>" each; a name not known here (a
+ * newer master's) is skipped. */
+static int snap_parts_v2(const char *p, const char *end, struct snap_parts *sp)
+{
+	while (p < end) {
+		const char *sp_at = memchr(p, ' ', (size_t)(end - p));
+		if (!sp_at)
+			return -EUCLEAN;
+		size_t nl = (size_t)(sp_at - p), len;
+		const char *name = p;
+		p = sp_at + 1;
+		const char *body = snap_section(&p, end, &len);
+		if (!body)
+			return -EUCLEAN;
+#define SNAP_PART(key)                                                                             \
+	if (nl == strlen(#key) && memcmp(name, #key, nl) == 0) {                                   \
+		sp->key = body;                                                                    \
+		sp->key##_len = len;                                                               \
+	}
+		SNAP_PART(rdzv)
+		SNAP_PART(shards)
+		SNAP_PART(master)
+		SNAP_PART(streams)
+		SNAP_PART(netcheck)
+#undef SNAP_PART
+	}
+	return sp->rdzv && sp->shards && sp->master ? 0 : -EUCLEAN;
+}
+
 static int on_snapshot(void *ctx, int type, const void *data, size_t len, struct rv_err *err)
 {
 	struct master *m = ctx;
 	(void)type;
 	const char *p = data, *end = p + len;
-	size_t ml = strlen(SNAP_MAGIC), rl, sl, xl;
-	if (len < ml || memcmp(p, SNAP_MAGIC, ml) != 0)
+	size_t ml = strlen(SNAP_MAGIC);
+	struct snap_parts sp = { 0 };
+	int rc;
+	if (len >= ml && memcmp(p, SNAP_MAGIC, ml) == 0)
+		rc = snap_parts_v1(p + ml, end, &sp);
+	else if (len >= ml && memcmp(p, SNAP_MAGIC2, ml) == 0)
+		rc = snap_parts_v2(p + ml, end, &sp);
+	else
 		return rv_err_set(err, -EUCLEAN, "", "the snapshot is not a rover-master snapshot");
-	p += ml;
-	const char *r = snap_section(&p, end, &rl);
-	const char *s = r ? snap_section(&p, end, &sl) : NULL;
-	const char *x = s ? snap_section(&p, end, &xl) : NULL;
-	if (!x)
+	if (rc < 0)
 		return rv_err_set(err, -EUCLEAN, "", "the snapshot is cut short");
-	int rc = rdzv_snapshot_load(m->rdzv, r, rl, err);
+	rc = rdzv_snapshot_load(m->rdzv, sp.rdzv, sp.rdzv_len, err);
 	if (rc == 0 && m->shards)
-		rc = shard_snapshot_load(m->shards, s, sl, err);
+		rc = shard_snapshot_load(m->shards, sp.shards, sp.shards_len, err);
 	if (rc == 0)
-		rc = load_extra(m, x, xl, err);
-	size_t tl;
-	const char *t = p < end ? snap_section(&p, end, &tl) : NULL;
-	if (rc == 0 && t)
-		rc = stream_snapshot_load(m->streams, t, tl, err);
-	size_t nl;
-	const char *nc = t && p < end ? snap_section(&p, end, &nl) : NULL;
-	if (rc == 0 && nc)
-		rc = netcheck_run_load(&m->netcheck, nc, nl, err);
+		rc = load_extra(m, sp.master, sp.master_len, err);
+	if (rc == 0 && sp.streams)
+		rc = stream_snapshot_load(m->streams, sp.streams, sp.streams_len, err);
+	if (rc == 0 && sp.netcheck)
+		rc = netcheck_run_load(&m->netcheck, sp.netcheck, sp.netcheck_len, err);
 	return rc < 0 ? rc : 0;
 }
 

@@ -168,6 +168,8 @@ START_TEST(test_restores_its_snapshot)
 	/* named, not positional: worker 1's entry says what each number is */
 	static const char named[] = "{\"id\":1,\"node\":\"node-1\",\"last_req\":9,\"task\":{";
 	ck_assert_msg(memmem(buf, n, named, strlen(named)), "no %s in the snapshot", named);
+	static const char section[] = "rover-master-snapshot-2\nrdzv ";
+	ck_assert_msg(memmem(buf, n, section, strlen(section)), "no %s in the snapshot", section);
 	static const char group[] = "\"groups\":[{\"count\":1,\"has_resources\":false,";
 	ck_assert_msg(memmem(buf, n, group, strlen(group)), "no %s in the snapshot", group);
 	ck_assert_int_eq(rv_test_master_restart(&m), 0);
