@@ -132,19 +132,31 @@ static int copy(const char *from, const char *to)
 	return rc == 0 ? 0 : -EIO;
 }
 
+/* A master for the job, fresh (run: the job above, then kill -9) or on
+ * a state folder copied from fixture. */
+static void master_for_job(struct rv_test_master *m, bool run, struct rv_shard_task *held)
+{
+	char *spec = rv_test_master_spec(100, 10, 1, 1, 2);
+	ck_assert_int_eq(rv_test_master_init(m, spec), 0);
+	free(spec);
+	if (!run) {
+		fixture_task(held);
+		ck_assert_int_eq(copy(FIXTURE, m->state), 0);
+	}
+	ck_assert_int_eq(rv_test_master_start(m, snap_args), 0);
+	if (!run)
+		return;
+	scenario(m, held);
+	int st = rv_test_master_stop(m, SIGKILL, 5000);
+	ck_assert(st >= 0 && WIFSIGNALED(st));
+}
+
 START_TEST(test_make_fixture)
 {
-	const char *out = getenv("ROVER_SNAPSHOT_FIXTURE");
-	char *spec = rv_test_master_spec(100, 10, 1, 1, 2);
 	struct rv_test_master m;
-	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
-	free(spec);
-	ck_assert_int_eq(rv_test_master_start(&m, snap_args), 0);
 	struct rv_shard_task held;
-	scenario(&m, &held);
-	int st = rv_test_master_stop(&m, SIGKILL, 5000);
-	ck_assert(st >= 0 && WIFSIGNALED(st));
-	ck_assert_int_eq(copy(m.state, out), 0);
+	master_for_job(&m, true, &held);
+	ck_assert_int_eq(copy(m.state, getenv("ROVER_SNAPSHOT_FIXTURE")), 0);
 	rv_test_master_cleanup(&m);
 }
 END_TEST
@@ -152,15 +164,9 @@ END_TEST
 /* Written now, read back after a kill -9. */
 START_TEST(test_restores_its_snapshot)
 {
-	char *spec = rv_test_master_spec(100, 10, 1, 1, 2);
 	struct rv_test_master m;
-	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
-	free(spec);
-	ck_assert_int_eq(rv_test_master_start(&m, snap_args), 0);
 	struct rv_shard_task held;
-	scenario(&m, &held);
-	int st = rv_test_master_stop(&m, SIGKILL, 5000);
-	ck_assert(st >= 0 && WIFSIGNALED(st));
+	master_for_job(&m, true, &held);
 	char path[400];
 	snprintf(path, sizeof(path), "%s/snapshot", m.state);
 	static char buf[1 << 16];
@@ -181,14 +187,9 @@ END_TEST
 /* Written by a master before the named form (a user upgrading mid-job). */
 START_TEST(test_restores_an_old_snapshot)
 {
-	char *spec = rv_test_master_spec(100, 10, 1, 1, 2);
 	struct rv_test_master m;
-	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
-	free(spec);
 	struct rv_shard_task held;
-	fixture_task(&held);
-	ck_assert_int_eq(copy(FIXTURE, m.state), 0);
-	ck_assert_int_eq(rv_test_master_start(&m, snap_args), 0);
+	master_for_job(&m, false, &held);
 	check_restored(&m, &held);
 	rv_test_master_cleanup(&m);
 }
