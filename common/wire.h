@@ -317,6 +317,7 @@ enum rv_wire_kind {
 #define RV_WIRE_OMIT_NEG    32u  /* emitted only when >= 0 (-1: not measured) */
 #define RV_WIRE_NONEMPTY    64u  /* array: at least one entry */
 #define RV_WIRE_MAX_EINVAL  128u /* array: too many is -EINVAL, not -E2BIG (the plan's) */
+#define RV_WIRE_GIVEN       256u /* the bool at count_off says it was read; emitted if so */
 struct rv_wire_message;
 struct rv_wire_field;
 /* A hook reads key f->name of o (path: where o is) into the message m; it

@@ -123,17 +123,17 @@ int rv_wire_get_enum(const cJSON *o, const char *key, const char *path, bool req
 		rv_json_path(f, sizeof(f), path, key);
 		return rv_err_set(err, -EINVAL, f, "%s is required", f);
 	}
-	rv_json_path(f, sizeof(f), path, key);
+	int v = cJSON_IsString(it) ? rv_wire_parse_of(names, (size_t)n, it->valuestring) : -1;
+	if (v >= 0) {
+		*out = v;
+		return 1;
+	}
+	rv_json_path(f, sizeof(f), path, key); /* only now: a path costs a snprintf */
 	if (!cJSON_IsString(it))
 		return rv_err_set(err, -EINVAL, f, "%s must be a string", f);
-	int v = rv_wire_parse_of(names, (size_t)n, it->valuestring);
-	if (v < 0) {
-		char one_of[256];
-		enum_expect(one_of, sizeof(one_of), names, n);
-		return rv_err_set(err, -EINVAL, f, "%s must be %s", f, expect ? expect : one_of);
-	}
-	*out = v;
-	return 1;
+	char one_of[256];
+	enum_expect(one_of, sizeof(one_of), names, n);
+	return rv_err_set(err, -EINVAL, f, "%s must be %s", f, expect ? expect : one_of);
 }
 
 /* Count an array's items, stopping early once past limit. */
@@ -177,6 +177,53 @@ static bool applies(const struct rv_wire_message *msg, const struct rv_wire_fiel
 {
 	return f->variant == 0 ||
 	       *(const int *)((const char *)m + msg->fields[0].off) == f->variant - 1;
+}
+
+/*
+ * The rows of each variant, worked out once per array rather than per item:
+ * walking a sample's 30 rows to find its 8 cost more than reading them (a
+ * batch is 10000 samples).  row[v] lists, in table order, the rows after
+ * the first (the variant's own field) that apply when it is v.  A message
+ * without variant rows, or beyond the limits, has nvar 0: every row is
+ * walked as rv_wire_decode_fields does.
+ */
+#define PLAN_VARIANTS 8
+#define PLAN_ROWS     64
+struct plan {
+	int nvar;
+	unsigned char n[PLAN_VARIANTS];
+	unsigned char row[PLAN_VARIANTS][PLAN_ROWS];
+};
+
+static void plan_init(struct plan *pl, const struct rv_wire_message *msg)
+{
+	pl->nvar = 0;
+	for (int i = 0; i < msg->nfields; i++)
+		if (msg->fields[i].variant > pl->nvar)
+			pl->nvar = msg->fields[i].variant;
+	if (pl->nvar > PLAN_VARIANTS || msg->nfields > PLAN_ROWS || msg->fields[0].variant) {
+		pl->nvar = 0;
+		return;
+	}
+	for (int v = 0; v < pl->nvar; v++) {
+		pl->n[v] = 0;
+		for (int i = 1; i < msg->nfields; i++)
+			if (msg->fields[i].variant == 0 || msg->fields[i].variant == v + 1)
+				pl->row[v][pl->n[v]++] = (unsigned char)i;
+	}
+}
+
+/* The rows after the first that apply to m, or NULL: walk them all. */
+static const unsigned char *plan_rows(const struct plan *pl, const struct rv_wire_message *msg,
+				      const void *m, int *n)
+{
+	if (!pl || pl->nvar == 0)
+		return NULL;
+	int v = *(const int *)((const char *)m + msg->fields[0].off);
+	if (v < 0 || v >= pl->nvar)
+		return NULL;
+	*n = pl->n[v];
+	return pl->row[v];
 }
 
 static void set_default(const struct rv_wire_field *f, void *m)
@@ -267,12 +314,19 @@ static int decode_object(const cJSON *o, const char *path, const struct rv_wire_
 static int decode_field(const cJSON *o, const char *path, const struct rv_wire_field *f, void *m,
 			struct rv_err *err)
 {
-	bool req = required(f);
-	int rc, v = 0;
 	if (f->flags & RV_WIRE_DEF)
 		set_default(f, m);
-	if (f->parse)
-		return f->parse(o, path, f, m, err);
+	int rc = f->parse ? f->parse(o, path, f, m, err) : rv_wire_decode_row(o, path, f, m, err);
+	if (rc == 1 && (f->flags & RV_WIRE_GIVEN))
+		*(bool *)((char *)m + f->count_off) = true;
+	return rc;
+}
+
+int rv_wire_decode_row(const cJSON *o, const char *path, const struct rv_wire_field *f, void *m,
+		       struct rv_err *err)
+{
+	bool req = required(f);
+	int rc, v = 0;
 	switch (f->kind) {
 	case RV_WIRE_STRING:
 	case RV_WIRE_NAME:
@@ -300,17 +354,31 @@ static int decode_field(const cJSON *o, const char *path, const struct rv_wire_f
 	return 0;
 }
 
+/* The fields of msg, by plan pl when it has one for m's variant. */
+static int decode_planned(const struct rv_wire_message *msg, const struct plan *pl, const cJSON *o,
+			  const char *path, void *m, struct rv_err *err)
+{
+	int rc = 0, n = 0;
+	if (msg->nfields > 0 && (rc = decode_field(o, path, &msg->fields[0], m, err)) < 0)
+		return rc;
+	const unsigned char *rows = plan_rows(pl, msg, m, &n);
+	if (rows) {
+		for (int k = 0; k < n; k++)
+			if ((rc = decode_field(o, path, &msg->fields[rows[k]], m, err)) < 0)
+				return rc;
+	} else {
+		for (int i = 1; i < msg->nfields; i++)
+			if (applies(msg, &msg->fields[i], m) &&
+			    (rc = decode_field(o, path, &msg->fields[i], m, err)) < 0)
+				return rc;
+	}
+	return msg->check ? msg->check(o, path, m, err) : 0;
+}
+
 int rv_wire_decode_fields(const struct rv_wire_message *msg, const cJSON *o, const char *path,
 			  void *m, struct rv_err *err)
 {
-	for (int i = 0; i < msg->nfields; i++) {
-		if (!applies(msg, &msg->fields[i], m))
-			continue;
-		int rc = decode_field(o, path, &msg->fields[i], m, err);
-		if (rc < 0)
-			return rc;
-	}
-	return msg->check ? msg->check(o, path, m, err) : 0;
+	return decode_planned(msg, NULL, o, path, m, err);
 }
 
 int rv_wire_decode_required(const struct rv_wire_message *msg, const cJSON *o, const char *path,
@@ -333,14 +401,15 @@ int rv_wire_decode_items(const struct rv_wire_message *msg, const cJSON *arr, co
 			 void *base, int *count, struct rv_err *err)
 {
 	int i = 0;
+	struct plan pl;
+	plan_init(&pl, msg);
 	for (const cJSON *it = arr->child; it; it = it->next, i++) {
 		rv_wire_path p;
 		rv_json_path_index(p, sizeof(p), path, i);
 		*count = i + 1; /* so that a release frees what the item holds */
 		if (!cJSON_IsObject(it))
 			return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
-		int rc = rv_wire_decode_fields(msg, it, p, (char *)base + (size_t)i * msg->size,
-					       err);
+		int rc = decode_planned(msg, &pl, it, p, (char *)base + (size_t)i * msg->size, err);
 		if (rc < 0)
 			return rc;
 	}
@@ -397,6 +466,8 @@ void rv_wire_release(const struct rv_wire_message *msg, void *m)
 
 static bool omitted(const struct rv_wire_field *f, const void *m)
 {
+	if (f->flags & RV_WIRE_GIVEN)
+		return !*(const bool *)((const char *)m + f->count_off);
 	if (f->flags & RV_WIRE_OMIT_NEG)
 		return f->kind == RV_WIRE_NUMBER    ? *(const double *)CAT(m, f) < 0
 		       : f->size == sizeof(int64_t) ? *(const int64_t *)CAT(m, f) < 0
@@ -423,19 +494,39 @@ static bool omitted(const struct rv_wire_field *f, const void *m)
 	}
 }
 
+/*
+ * Item v under key k, a row's name: tables are static, so the key is
+ * borrowed (cJSON_StringIsConst) rather than copied, one allocation less a
+ * member.  False when out of memory (v NULL, or not added: then freed).
+ */
+static bool add_row_item(cJSON *o, const char *k, cJSON *v)
+{
+	if (v && cJSON_AddItemToObjectCS(o, k, v))
+		return true;
+	cJSON_Delete(v);
+	return false;
+}
+
+static bool encode_planned(const struct rv_wire_message *msg, const struct plan *pl, cJSON *o,
+			   const void *m);
+
 static bool encode_items(cJSON *o, const struct rv_wire_field *f, const void *m)
 {
-	cJSON *arr = cJSON_AddArrayToObject(o, f->name);
+	cJSON *arr = cJSON_CreateArray();
+	if (!add_row_item(o, f->name, arr))
+		return false;
 	int n = *(const int *)((const char *)m + f->count_off);
 	const char *items = f->flags & RV_WIRE_ALLOC ? *(char *const *)CAT(m, f)
 						     : (const char *)CAT(m, f);
+	struct plan pl;
+	plan_init(&pl, f->elem);
 	for (int i = 0; arr && items && i < n && i < f->max; i++) {
 		cJSON *e = cJSON_CreateObject();
 		if (!e || !cJSON_AddItemToArray(arr, e)) {
 			cJSON_Delete(e);
 			return false;
 		}
-		if (!rv_wire_encode_fields(f->elem, e, items + (size_t)i * f->elem->size))
+		if (!encode_planned(f->elem, &pl, e, items + (size_t)i * f->elem->size))
 			return false;
 	}
 	return arr != NULL;
@@ -452,25 +543,25 @@ bool rv_wire_encode_row(cJSON *o, const struct rv_wire_field *f, const void *m)
 	switch (f->kind) {
 	case RV_WIRE_STRING:
 	case RV_WIRE_NAME:
-		return rv_wire_add_str(o, f->name, CAT(m, f));
+		return add_row_item(o, f->name, cJSON_CreateString(CAT(m, f)));
 	case RV_WIRE_INT:
-		return rv_wire_add_num(o, f->name,
-				       f->size == sizeof(int64_t)
-					       ? (double)*(const int64_t *)CAT(m, f)
-					       : *(const int *)CAT(m, f));
+		return add_row_item(o, f->name,
+				    cJSON_CreateNumber(f->size == sizeof(int64_t)
+							       ? (double)*(const int64_t *)CAT(m, f)
+							       : *(const int *)CAT(m, f)));
 	case RV_WIRE_NUMBER:
-		return rv_wire_add_num(o, f->name, *(const double *)CAT(m, f));
+		return add_row_item(o, f->name, cJSON_CreateNumber(*(const double *)CAT(m, f)));
 	case RV_WIRE_BOOL:
-		return rv_wire_add_bool(o, f->name, *(const bool *)CAT(m, f));
+		return add_row_item(o, f->name, cJSON_CreateBool(*(const bool *)CAT(m, f)));
 	case RV_WIRE_ENUM:
-		return rv_wire_add_str(o, f->name,
-				       rv_wire_name_of(f->names, (size_t)f->nnames,
-						       *(const int *)CAT(m, f)));
+		return add_row_item(o, f->name,
+				    cJSON_CreateString(rv_wire_name_of(f->names, (size_t)f->nnames,
+								       *(const int *)CAT(m, f))));
 	case RV_WIRE_ARRAY:
 		return encode_items(o, f, m);
 	case RV_WIRE_OBJECT:
-		e = cJSON_AddObjectToObject(o, f->name);
-		return e && rv_wire_encode_fields(f->elem, e, CAT(m, f));
+		e = cJSON_CreateObject();
+		return add_row_item(o, f->name, e) && rv_wire_encode_fields(f->elem, e, CAT(m, f));
 	case RV_WIRE_HOOK:
 	case RV_WIRE_DOC:
 		break;
@@ -478,14 +569,33 @@ bool rv_wire_encode_row(cJSON *o, const struct rv_wire_field *f, const void *m)
 	return true;
 }
 
-bool rv_wire_encode_fields(const struct rv_wire_message *msg, cJSON *o, const void *m)
+/* The rows of msg that apply to m, by plan pl when it has one. */
+static bool encode_planned(const struct rv_wire_message *msg, const struct plan *pl, cJSON *o,
+			   const void *m)
 {
-	for (int i = 0; i < msg->nfields; i++) {
-		const struct rv_wire_field *f = &msg->fields[i];
-		if (applies(msg, f, m) && !omitted(f, m) && !encode_field(o, f, m))
+	int n = 0;
+	const unsigned char *rows = plan_rows(pl, msg, m, &n);
+	if (!rows) {
+		for (int i = 0; i < msg->nfields; i++) {
+			const struct rv_wire_field *f = &msg->fields[i];
+			if (applies(msg, f, m) && !omitted(f, m) && !encode_field(o, f, m))
+				return false;
+		}
+		return true;
+	}
+	if (!omitted(&msg->fields[0], m) && !encode_field(o, &msg->fields[0], m))
+		return false;
+	for (int k = 0; k < n; k++) {
+		const struct rv_wire_field *f = &msg->fields[rows[k]];
+		if (!omitted(f, m) && !encode_field(o, f, m))
 			return false;
 	}
 	return true;
+}
+
+bool rv_wire_encode_fields(const struct rv_wire_message *msg, cJSON *o, const void *m)
+{
+	return encode_planned(msg, NULL, o, m);
 }
 
 cJSON *rv_wire_encode(const struct rv_wire_message *msg, const void *m)

@@ -1,8 +1,9 @@
 /*
  * wire_codec.h: the engine behind wire.h's messages, for common/wire_*.c
- * only.  A message is its table (struct rv_wire_message): rv_wire_decode
- * reads a JSON object into the message's struct field by field, naming the
- * first bad field, and rv_wire_encode writes the struct back in table order.
+ * and the master's snapshot tables.  A message is its table (struct
+ * rv_wire_message): rv_wire_decode reads a JSON object into the message's
+ * struct field by field, naming the first bad field, and rv_wire_encode
+ * writes the struct back in table order.
  * The W* macros below write table rows; each expects T defined as the
  * message's struct type.  Also the checks and getters the hand-written hooks
  * share.  Pure and thread-safe.
@@ -28,6 +29,11 @@ int rv_wire_decode_fields(const struct rv_wire_message *msg, const cJSON *o, con
  * required: the rule "required when" of a check. */
 int rv_wire_decode_required(const struct rv_wire_message *msg, const cJSON *o, const char *path,
 			    void *m, const char *const *keys, struct rv_err *err);
+/* Row f of o into m as the codec reads it, its default and parse hook
+ * aside (for a hook that adds a rule to the row's reading): 1 read, 0
+ * absent and not required, or a negative errno naming the field. */
+int rv_wire_decode_row(const cJSON *o, const char *path, const struct rv_wire_field *f, void *m,
+		       struct rv_err *err);
 /* Items of array arr (its key at path: "members") into n structs of msg at
  * base, each an object; *count gets how many were read. */
 int rv_wire_decode_items(const struct rv_wire_message *msg, const cJSON *arr, const char *path,
@@ -143,6 +149,14 @@ extern const char *const rv_wire_role_names[RV_ROLE_COUNT];
 			.kind = RV_WIRE_OBJECT, RV_WIRE_MEMBER_(mem), .ref = (rf), .elem = (el),   \
 			__VA_ARGS__                                                                \
 	}
+/* An object whose keys are members of T itself (a nested JSON object over
+ * a flat struct: ElasticJob's metadata); el's T is this T too. */
+#define WFLAT(key, fl, el, rf, desc)                                                               \
+	{                                                                                          \
+		RV_WIRE_DOC_(key, "object", fl, desc), .kind = RV_WIRE_OBJECT, .off = 0,           \
+						       .size = sizeof(T), .ref = (rf),             \
+						       .elem = (el)                                \
+	}
 /* Read and written by hooks p and e (a row of another kind may name
  * either, in place of the codec's own). */
 #define WHOOK(key, ty, fl, p, e, desc, ...)                                                        \
@@ -150,13 +164,6 @@ extern const char *const rv_wire_role_names[RV_ROLE_COUNT];
 		RV_WIRE_DOC_(key, ty, fl, desc), .kind = RV_WIRE_HOOK, .parse = (p), .emit = (e),  \
 						 __VA_ARGS__                                       \
 	}
-/* Described only, for messages read by their own code. */
-#define WDOC(key, ty, fl, rf, mp, en, desc)                                                        \
-	{                                                                                          \
-		RV_WIRE_DOC_(key, ty, fl, desc), .kind = RV_WIRE_DOC, .ref = (rf), .map = (mp),    \
-						 .enums = (en)                                     \
-	}
-
 #define RV_WIRE_MSG(nm, desc, f, wh, chk)                                                          \
 	{                                                                                          \
 		.name = (nm), .description = (desc), .fields = (f),                                \

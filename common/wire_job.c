@@ -2,14 +2,16 @@
  * wire_job.c: the job spec (wire.h struct rv_job_spec: an ElasticJob,
  * Rover's or DLRover's) to and from JSON, and the enums it names.
  *
- * Still read and written by its own code, not the codec: CPU and memory
- * quantities, the pod template, replica specs keyed by role.  Its tables
- * (RV_WIRE_DOC rows) describe it for the OpenAPI document and check_wire.
- * from_json validates every field through the json.c getters, so an error
- * always names the field; the first error wins and the output is released.
- * Unknown keys are ignored (newer senders), except replica keys, which are
- * role names and must be known.  to_json emits what from_json reads back to
- * an equal struct.  Pure and thread-safe.
+ * Each JSON object is its table (the bottom of the file), read and written
+ * by wire_codec.c; metadata, spec and model are objects over the one flat
+ * struct.  Hooks only for CPU and memory quantities, the pod template (kept
+ * whole, sizing the replica), replica specs keyed by role, labels, and the
+ * rules across fields (min <= replicas <= max, ps with its strategy, what a
+ * stream refuses, names given twice).  The first bad field wins and names
+ * itself; the output is released.  Unknown keys are ignored (newer
+ * senders), except replica keys, which are role names and must be known.
+ * to_json emits what from_json reads back to an equal struct.  Pure and
+ * thread-safe.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -29,7 +31,6 @@
 #define MAX_ARG_LEN      4096
 #define MAX_RESTARTS     1000
 #define DEFAULT_RESTARTS 3
-#define MAX_EPOCHS       1000000
 #define MAX_BATCH        (1 << 30)
 /* ---- enum names ---- */
 
@@ -69,7 +70,7 @@ int rv_role_parse(const char *s)
 	return rv_wire_parse_of(rv_wire_role_names, RV_ARRAY_SIZE(rv_wire_role_names), s);
 }
 
-/* ---- job spec ---- */
+/* ---- job spec: quantities ---- */
 
 /* cpu: a number of cores, or a Kubernetes quantity string ("500m", "4", "1.5"). */
 static int get_cpu(const cJSON *res, const char *path, double *out, struct rv_err *err)
@@ -156,40 +157,15 @@ static int get_memory(const cJSON *res, const char *path, int64_t *out, struct r
 	return 1;
 }
 
-static int parse_command(const cJSON *rs, const char *path, struct rv_replica_spec *r,
-			 struct rv_err *err)
+/* Whole MiB as the largest exact binary unit: 8192 -> "8Gi", 1536 -> "1536Mi". */
+static void format_memory(char *buf, size_t size, int64_t mb)
 {
-	rv_wire_path f;
-	int rc;
-	const cJSON *arr = rv_json_get_array(rs, "command", path, false, &rc, err);
-	if (!arr)
-		return rc;
-	rv_json_path(f, sizeof(f), path, "command");
-	int n = rv_wire_count(arr, RV_MAX_COMMAND);
-	if (n > RV_MAX_COMMAND)
-		return rv_err_set(err, -EINVAL, f, "%s must have at most %d entries", f,
-				  RV_MAX_COMMAND);
-	if (n == 0)
-		return 1;
-	/* NULL-terminated so it can go straight to execvp. */
-	r->command = calloc((size_t)n + 1, sizeof(char *));
-	if (!r->command)
-		return rv_err_set(err, -ENOMEM, f, "could not allocate %s", f);
-	int i = 0;
-	for (const cJSON *it = arr->child; it; it = it->next, i++) {
-		rv_wire_path fi;
-		rv_json_path_index(fi, sizeof(fi), f, i);
-		if (!cJSON_IsString(it))
-			return rv_err_set(err, -EINVAL, fi, "%s must be a string", fi);
-		if (strlen(it->valuestring) > MAX_ARG_LEN)
-			return rv_err_set(err, -EINVAL, fi, "%s must be at most %d characters", fi,
-					  MAX_ARG_LEN);
-		r->command[i] = strdup(it->valuestring);
-		if (!r->command[i])
-			return rv_err_set(err, -ENOMEM, fi, "could not allocate %s", fi);
-		r->ncommand = i + 1;
-	}
-	return 1;
+	if (mb > 0 && mb % (1024 * 1024) == 0)
+		snprintf(buf, size, "%" PRId64 "Ti", mb / (1024 * 1024));
+	else if (mb > 0 && mb % 1024 == 0)
+		snprintf(buf, size, "%" PRId64 "Gi", mb / 1024);
+	else
+		snprintf(buf, size, "%" PRId64 "Mi", mb);
 }
 
 /* One container's cpu or memory (key): its request, else its limit, as
@@ -270,119 +246,193 @@ static int template_resources(const cJSON *tmpl, const char *path, struct rv_rep
 	return 1;
 }
 
+/* ---- hooks: quantities and the rules across fields ---- */
+
+#define REQ          RV_WIRE_REQ
+/* The member row f describes, in m. */
+#define MEMBER(m, f) ((void *)((char *)(m) + (f)->off))
+
+static int cpu_parse(const cJSON *o, const char *path, const struct rv_wire_field *f, void *m,
+		     struct rv_err *err)
+{
+	return get_cpu(o, path, MEMBER(m, f), err);
+}
+
+static int memory_parse(const cJSON *o, const char *path, const struct rv_wire_field *f, void *m,
+			struct rv_err *err)
+{
+	return get_memory(o, path, MEMBER(m, f), err);
+}
+
+static bool memory_emit(cJSON *o, const struct rv_wire_field *f, const void *m)
+{
+	char mem[32];
+	format_memory(mem, sizeof(mem), *(const int64_t *)((const char *)m + f->off));
+	return rv_wire_add_str(o, f->name, mem);
+}
+
 /* replicaSpecs.<role>.template: a Kubernetes PodTemplateSpec, kept whole
  * (the k8s backend makes its pods from it).  Its containers' resources size
- * the replica unless the replica's own "resources" does. */
-static int parse_template(const cJSON *rs, const char *path, struct rv_replica_spec *r,
+ * the replica unless the replica's own "resources" does (read before it). */
+static int template_parse(const cJSON *o, const char *path, const struct rv_wire_field *f, void *m,
 			  struct rv_err *err)
 {
+	struct rv_replica_spec *r = m;
 	int rc;
-	rv_wire_path f;
-	const cJSON *t = rv_json_get_object(rs, "template", path, false, &rc, err);
+	rv_wire_path p;
+	const cJSON *t = rv_json_get_object(o, f->name, path, false, &rc, err);
 	if (!t)
 		return rc;
-	rv_json_path(f, sizeof(f), path, "template");
+	rv_json_path(p, sizeof(p), path, f->name);
 	r->template_json = cJSON_PrintUnformatted(t);
 	if (!r->template_json)
-		return rv_err_set(err, -ENOMEM, f, "could not allocate %s", f);
+		return rv_err_set(err, -ENOMEM, p, "could not allocate %s", p);
 	if (strlen(r->template_json) > RV_MAX_TEMPLATE)
-		return rv_err_set(err, -EINVAL, f, "%s must be at most %d bytes of JSON", f,
+		return rv_err_set(err, -EINVAL, p, "%s must be at most %d bytes of JSON", p,
 				  RV_MAX_TEMPLATE);
 	if (r->has_resources)
 		return 1;
-	return template_resources(t, f, r, err);
+	return template_resources(t, p, r, err);
 }
 
-static int parse_handover(const cJSON *rs, const char *path, struct rv_replica_spec *r,
+static bool template_emit(cJSON *o, const struct rv_wire_field *f, const void *m)
+{
+	const struct rv_replica_spec *r = m;
+	if (!r->template_json)
+		return true;
+	cJSON *t = cJSON_Parse(r->template_json);
+	if (t && cJSON_AddItemToObject(o, f->name, t))
+		return true;
+	cJSON_Delete(t);
+	return false;
+}
+
+/* "command": argv, NULL-terminated so it can go straight to execvp. */
+static int command_parse(const cJSON *o, const char *path, const struct rv_wire_field *f, void *m,
+			 struct rv_err *err)
+{
+	struct rv_replica_spec *r = m;
+	rv_wire_path p;
+	int rc;
+	const cJSON *arr = rv_json_get_array(o, f->name, path, false, &rc, err);
+	if (!arr)
+		return rc;
+	rv_json_path(p, sizeof(p), path, f->name);
+	int n = rv_wire_count(arr, (int)f->max);
+	if (n > f->max)
+		return rv_err_set(err, -EINVAL, p, "%s must have at most %d entries", p,
+				  (int)f->max);
+	if (n == 0)
+		return 1;
+	r->command = calloc((size_t)n + 1, sizeof(char *));
+	if (!r->command)
+		return rv_err_set(err, -ENOMEM, p, "could not allocate %s", p);
+	int i = 0;
+	for (const cJSON *it = arr->child; it; it = it->next, i++) {
+		rv_wire_path pi;
+		rv_json_path_index(pi, sizeof(pi), p, i);
+		if (!cJSON_IsString(it))
+			return rv_err_set(err, -EINVAL, pi, "%s must be a string", pi);
+		if (strlen(it->valuestring) > MAX_ARG_LEN)
+			return rv_err_set(err, -EINVAL, pi, "%s must be at most %d characters", pi,
+					  MAX_ARG_LEN);
+		r->command[i] = strdup(it->valuestring);
+		if (!r->command[i])
+			return rv_err_set(err, -ENOMEM, pi, "could not allocate %s", pi);
+		r->ncommand = i + 1;
+	}
+	return 1;
+}
+
+static bool command_emit(cJSON *o, const struct rv_wire_field *f, const void *m)
+{
+	const struct rv_replica_spec *r = m;
+	if (r->ncommand <= 0)
+		return true;
+	cJSON *cmd = cJSON_AddArrayToObject(o, f->name);
+	bool ok = cmd != NULL;
+	for (int i = 0; ok && i < r->ncommand; i++) {
+		cJSON *s = cJSON_CreateString(r->command[i]);
+		ok = s && cJSON_AddItemToArray(cmd, s);
+		if (!ok)
+			cJSON_Delete(s);
+	}
+	return ok;
+}
+
+static int handover_parse(const cJSON *o, const char *path, const struct rv_wire_field *f, void *m,
 			  struct rv_err *err)
 {
+	struct rv_replica_spec *r = m;
 	char v[32];
-	int rc = rv_json_get_string(rs, "stateHandover", path, false, v, sizeof(v), err);
+	int rc = rv_json_get_string(o, f->name, path, false, v, sizeof(v), err);
 	if (rc <= 0)
 		return rc;
 	r->state_handover = !strcmp(v, "flashCheckpoint");
 	if (!r->state_handover && strcmp(v, "none") != 0) {
-		rv_wire_path f;
-		rv_json_path(f, sizeof(f), path, "stateHandover");
-		return rv_err_set(err, -EINVAL, f, "%s must be \"none\" or \"flashCheckpoint\"", f);
+		rv_wire_path p;
+		rv_json_path(p, sizeof(p), path, f->name);
+		return rv_err_set(err, -EINVAL, p, "%s must be \"none\" or \"flashCheckpoint\"", p);
 	}
-	return 0;
+	return 1;
 }
 
-static int parse_replica(const cJSON *rs, const char *path, struct rv_replica_spec *r,
-			 struct rv_err *err)
+static bool handover_emit(cJSON *o, const struct rv_wire_field *f, const void *m)
 {
-	int rc;
-	int64_t v;
-	rv_wire_path f;
-
-	r->present = true;
-	r->replicas = 1;
-	r->restart_count = DEFAULT_RESTARTS;
-	if ((rc = rv_wire_get_int32(rs, "replicas", path, false, 0, RV_MAX_REPLICAS, &r->replicas,
-				    err)) < 0)
-		return rc;
-	r->min_replicas = r->max_replicas = r->replicas;
-	if ((rc = rv_wire_get_int32(rs, "minReplicas", path, false, 0, RV_MAX_REPLICAS,
-				    &r->min_replicas, err)) < 0)
-		return rc;
-	if ((rc = rv_wire_get_int32(rs, "maxReplicas", path, false, 0, RV_MAX_REPLICAS,
-				    &r->max_replicas, err)) < 0)
-		return rc;
-	if (r->min_replicas > r->replicas) {
-		rv_json_path(f, sizeof(f), path, "minReplicas");
-		return rv_err_set(err, -EINVAL, f, "%s (%d) must not exceed replicas (%d)", f,
-				  r->min_replicas, r->replicas);
-	}
-	if (r->max_replicas < r->replicas) {
-		rv_json_path(f, sizeof(f), path, "maxReplicas");
-		return rv_err_set(err, -EINVAL, f, "%s (%d) must be at least replicas (%d)", f,
-				  r->max_replicas, r->replicas);
-	}
-	if ((rc = rv_wire_get_int32(rs, "restartCount", path, false, 0, MAX_RESTARTS,
-				    &r->restart_count, err)) < 0)
-		return rc;
-	if ((rc = rv_json_get_string(rs, "priority", path, false, r->priority, sizeof(r->priority),
-				     err)) < 0)
-		return rc;
-	if (rc == 1 && strcmp(r->priority, "high") != 0 && strcmp(r->priority, "low") != 0) {
-		rv_json_path(f, sizeof(f), path, "priority");
-		return rv_err_set(err, -EINVAL, f, "%s must be \"high\" or \"low\"", f);
-	}
-
-	const cJSON *res = rv_json_get_object(rs, "resources", path, false, &rc, err);
-	if (rc < 0)
-		return rc;
-	if (res) {
-		rv_wire_path rp;
-		rv_json_path(rp, sizeof(rp), path, "resources");
-		r->has_resources = true;
-		if ((rc = get_cpu(res, rp, &r->resource.cpu, err)) < 0)
-			return rc;
-		if ((rc = get_memory(res, rp, &r->resource.memory_mb, err)) < 0)
-			return rc;
-		if ((rc = rv_json_get_int(res, "gpu", rp, false, 0, RV_MAX_GPU, &v, err)) < 0)
-			return rc;
-		r->resource.gpu = rc == 1 ? (int)v : 0;
-	}
-	if ((rc = parse_template(rs, path, r, err)) < 0)
-		return rc;
-	if ((rc = parse_handover(rs, path, r, err)) < 0)
-		return rc;
-	return parse_command(rs, path, r, err);
+	return !((const struct rv_replica_spec *)m)->state_handover ||
+	       rv_wire_add_str(o, f->name, "flashCheckpoint");
 }
 
-static int parse_replica_specs(const cJSON *spec, struct rv_job_spec *out, struct rv_err *err)
+static int priority_parse(const cJSON *o, const char *path, const struct rv_wire_field *f, void *m,
+			  struct rv_err *err)
 {
+	const char *v = MEMBER(m, f);
+	int rc = rv_wire_decode_row(o, path, f, m, err);
+	if (rc == 1 && strcmp(v, "high") != 0 && strcmp(v, "low") != 0) {
+		rv_wire_path p;
+		rv_json_path(p, sizeof(p), path, f->name);
+		return rv_err_set(err, -EINVAL, p, "%s must be \"high\" or \"low\"", p);
+	}
+	return rc;
+}
+
+/* minReplicas and maxReplicas: replicas when absent; once both are read,
+ * min <= replicas <= max. */
+static int range_parse(const cJSON *o, const char *path, const struct rv_wire_field *f, void *m,
+		       struct rv_err *err)
+{
+	struct rv_replica_spec *r = m;
+	rv_wire_path p;
+	*(int *)MEMBER(m, f) = r->replicas;
+	int rc = rv_wire_decode_row(o, path, f, m, err);
+	if (rc < 0 || f->off != offsetof(struct rv_replica_spec, max_replicas))
+		return rc;
+	if (r->min_replicas > r->replicas)
+		return rv_err_set(err, -EINVAL, rv_json_path(p, sizeof(p), path, "minReplicas"),
+				  "%s (%d) must not exceed replicas (%d)", p, r->min_replicas,
+				  r->replicas);
+	if (r->max_replicas < r->replicas)
+		return rv_err_set(err, -EINVAL, rv_json_path(p, sizeof(p), path, "maxReplicas"),
+				  "%s (%d) must be at least replicas (%d)", p, r->max_replicas,
+				  r->replicas);
+	return rc;
+}
+
+/* replicaSpecs: ReplicaSpecs keyed by role; worker always, ps with the
+ * ParameterServerStrategy only (read before). */
+static int replicas_parse(const cJSON *o, const char *path, const struct rv_wire_field *f, void *m,
+			  struct rv_err *err)
+{
+	struct rv_job_spec *out = m;
+	rv_wire_path at, p;
 	int rc;
-	rv_wire_path f;
-	const cJSON *specs = rv_json_get_object(spec, "replicaSpecs", "spec", true, &rc, err);
+	const cJSON *specs = rv_json_get_object(o, f->name, path, true, &rc, err);
 	if (!specs)
 		return rc;
+	rv_json_path(at, sizeof(at), path, f->name);
 	for (const cJSON *it = specs->child; it; it = it->next) {
-		rv_wire_path p;
 		const char *key = it->string ? it->string : "";
-		rv_json_path(p, sizeof(p), "spec.replicaSpecs", key);
+		rv_json_path(p, sizeof(p), at, key);
 		/* DLRover's template for its own master pod: the master here is
 		 * started by whoever runs the job, not by this spec. */
 		if (!strcmp(key, "dlrover-master"))
@@ -393,279 +443,451 @@ static int parse_replica_specs(const cJSON *spec, struct rv_job_spec *out, struc
 					  "unknown replica type \"%.32s\" (expected worker, ps, "
 					  "chief or evaluator)",
 					  key);
-		if (out->replicas[role].present)
+		struct rv_replica_spec *r = &out->replicas[role];
+		if (r->present)
 			return rv_err_set(err, -EINVAL, p, "%s is given twice", p);
 		if (!cJSON_IsObject(it))
 			return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
-		if ((rc = parse_replica(it, p, &out->replicas[role], err)) < 0)
+		r->present = true;
+		if ((rc = rv_wire_decode_fields(&rv_wire_replica_spec_msg, it, p, r, err)) < 0)
 			return rc;
 	}
 	if (!out->replicas[RV_ROLE_WORKER].present)
-		return rv_err_set(err, -EINVAL, "spec.replicaSpecs.worker",
-				  "spec.replicaSpecs.worker is required");
+		return rv_err_set(err, -EINVAL, rv_json_path(p, sizeof(p), at, "worker"),
+				  "%s is required", p);
 	bool ps = out->strategy == RV_STRATEGY_PS;
-	rv_json_path(f, sizeof(f), "spec.replicaSpecs", "ps");
+	rv_json_path(p, sizeof(p), at, "ps");
 	if (ps && !out->replicas[RV_ROLE_PS].present)
-		return rv_err_set(err, -EINVAL, f, "%s is required for ParameterServerStrategy", f);
+		return rv_err_set(err, -EINVAL, p, "%s is required for ParameterServerStrategy", p);
 	if (!ps && out->replicas[RV_ROLE_PS].present)
-		return rv_err_set(err, -EINVAL, f,
-				  "%s is only allowed with ParameterServerStrategy", f);
-	return 0;
+		return rv_err_set(err, -EINVAL, p,
+				  "%s is only allowed with ParameterServerStrategy", p);
+	return 1;
 }
 
-static int parse_labels(const cJSON *meta, struct rv_job_spec *out, struct rv_err *err)
+static bool replicas_emit(cJSON *o, const struct rv_wire_field *f, const void *m)
 {
+	const struct rv_job_spec *spec = m;
+	cJSON *specs = cJSON_AddObjectToObject(o, f->name);
+	bool ok = specs != NULL;
+	for (int r = 0; ok && r < RV_ROLE_COUNT; r++) {
+		if (!spec->replicas[r].present)
+			continue;
+		cJSON *e = cJSON_AddObjectToObject(specs, rv_role_name((enum rv_role)r));
+		ok = e && rv_wire_encode_fields(&rv_wire_replica_spec_msg, e, &spec->replicas[r]);
+	}
+	return ok;
+}
+
+/* Label keys are identifiers (Kubernetes label keys); values are data and
+ * kept verbatim whatever they hold. */
+static bool label_key_ok(const char *key, size_t max)
+{
+	size_t n = strlen(key);
+	bool ok = n > 0 && n <= max;
+	for (size_t i = 0; ok && i < n; i++)
+		ok = (key[i] >= 'a' && key[i] <= 'z') || (key[i] >= 'A' && key[i] <= 'Z') ||
+		     (key[i] >= '0' && key[i] <= '9') || strchr("._-/", key[i]);
+	return ok;
+}
+
+/* metadata.labels: at most RV_MAX_LABELS strings; labels.user is the user. */
+static int labels_parse(const cJSON *o, const char *path, const struct rv_wire_field *f, void *m,
+			struct rv_err *err)
+{
+	struct rv_job_spec *out = m;
+	rv_wire_path at, p;
 	int rc;
-	const cJSON *labels = rv_json_get_object(meta, "labels", "metadata", false, &rc, err);
+	const cJSON *labels = rv_json_get_object(o, f->name, path, false, &rc, err);
 	if (!labels)
 		return rc;
+	rv_json_path(at, sizeof(at), path, f->name);
 	if (rv_wire_count(labels, RV_MAX_LABELS) > RV_MAX_LABELS)
-		return rv_err_set(err, -EINVAL, "metadata.labels",
-				  "metadata.labels must have at most %d entries", RV_MAX_LABELS);
+		return rv_err_set(err, -EINVAL, at, "%s must have at most %d entries", at,
+				  RV_MAX_LABELS);
 	for (const cJSON *it = labels->child; it; it = it->next) {
 		struct rv_label *l = &out->labels[out->nlabels];
 		const char *key = it->string ? it->string : "";
-		rv_wire_path f;
-		rv_json_path(f, sizeof(f), "metadata.labels", key);
-		/* Keys are identifiers (Kubernetes label keys); values are data and
-		 * kept verbatim whatever they hold. */
-		size_t n = strlen(key);
-		bool ok = n > 0 && n < sizeof(l->key);
-		for (size_t i = 0; ok && i < n; i++)
-			ok = (key[i] >= 'a' && key[i] <= 'z') || (key[i] >= 'A' && key[i] <= 'Z') ||
-			     (key[i] >= '0' && key[i] <= '9') || strchr("._-/", key[i]);
-		if (!ok)
-			return rv_err_set(err, -EINVAL, "metadata.labels",
-					  "metadata.labels keys must be 1 to %zu characters of "
+		rv_json_path(p, sizeof(p), at, key);
+		if (!label_key_ok(key, sizeof(l->key) - 1))
+			return rv_err_set(err, -EINVAL, at,
+					  "%s keys must be 1 to %zu characters of "
 					  "letters, digits, '.', '_', '-' and '/'",
-					  sizeof(l->key) - 1);
+					  at, sizeof(l->key) - 1);
 		for (int j = 0; j < out->nlabels; j++)
 			if (strcmp(out->labels[j].key, key) == 0)
-				return rv_err_set(err, -EINVAL, f, "%s is given twice", f);
-		if ((rc = rv_json_get_string(labels, key, "metadata.labels", true, l->value,
-					     sizeof(l->value), err)) < 0)
+				return rv_err_set(err, -EINVAL, p, "%s is given twice", p);
+		if ((rc = rv_json_get_string(labels, key, at, true, l->value, sizeof(l->value),
+					     err)) < 0)
 			return rc;
-		memcpy(l->key, key, n + 1);
+		snprintf(l->key, sizeof(l->key), "%s", key);
 		if (strcmp(key, "user") == 0)
 			snprintf(out->user, sizeof(out->user), "%s", l->value);
 		out->nlabels++;
 	}
-	return 0;
+	return 1;
 }
 
-#define MAX_OFFSET (INT64_C(1) << 52)
-
-/* spec.datasets[i].partitions: required of a streaming dataset, refused
- * of another. */
-static int parse_partitions(const cJSON *it, const char *p, struct rv_dataset *d,
-			    struct rv_err *err)
+static bool labels_emit(cJSON *o, const struct rv_wire_field *f, const void *m)
 {
-	int rc;
-	rv_wire_path ap, f;
-	rv_json_path(ap, sizeof(ap), p, "partitions");
-	const cJSON *arr = rv_json_get_array(it, "partitions", p, d->streaming, &rc, err);
-	if (!arr)
+	const struct rv_job_spec *spec = m;
+	cJSON *labels = cJSON_AddObjectToObject(o, f->name);
+	bool ok = labels != NULL, user_label = false;
+	for (int i = 0; ok && i < spec->nlabels; i++) {
+		ok = rv_wire_add_str(labels, spec->labels[i].key, spec->labels[i].value);
+		user_label |= strcmp(spec->labels[i].key, "user") == 0;
+	}
+	/* user comes from labels.user; keep it when a caller set only the field. */
+	return ok && (user_label || !spec->user[0] || rv_wire_add_str(labels, "user", spec->user));
+}
+
+/* metadata.name and namespace: DNS labels, read through a bigger buffer so
+ * an over-long one gets the DNS rule's message rather than the buffer's;
+ * an absent namespace is "default". */
+static int dns_parse(const cJSON *o, const char *path, const struct rv_wire_field *f, void *m,
+		     struct rv_err *err)
+{
+	char buf[128] = "default";
+	rv_wire_path p;
+	int rc = rv_json_get_string(o, f->name, path, f->required, buf, sizeof(buf), err);
+	if (rc < 0 || (rc == 0 && f->required))
 		return rc;
-	if (!d->streaming)
-		return rv_err_set(err, -EINVAL, ap, "%s needs \"streaming\": true", ap);
-	int n = rv_wire_count(arr, RV_MAX_PARTITIONS);
-	if (n < 1 || n > RV_MAX_PARTITIONS)
-		return rv_err_set(err, -EINVAL, ap, "%s must have 1 to %d entries", ap,
-				  RV_MAX_PARTITIONS);
-	int j = 0;
-	for (const cJSON *pj = arr->child; pj; pj = pj->next, j++) {
-		struct rv_partition *pt = &d->partitions[j];
-		rv_wire_path q;
-		rv_json_path_index(q, sizeof(q), ap, j);
-		if (!cJSON_IsObject(pj))
-			return rv_err_set(err, -EINVAL, q, "%s must be an object", q);
-		if ((rc = rv_json_get_string(pj, "name", q, true, pt->name, sizeof(pt->name),
-					     err)) < 0 ||
-		    (rc = rv_wire_check_name(pt->name, RV_NAME_MAX - 1,
-					     rv_json_path(f, sizeof(f), q, "name"), err)) < 0)
-			return rc;
-		for (int k = 0; k < j; k++)
-			if (strcmp(d->partitions[k].name, pt->name) == 0)
-				return rv_err_set(err, -EINVAL, f, "%s \"%s\" is given twice", f,
-						  pt->name);
-		pt->end_offset = -1;
-		if ((rc = rv_json_get_int(pj, "start_offset", q, false, 0, MAX_OFFSET,
-					  &pt->start_offset, err)) < 0 ||
-		    (rc = rv_json_get_int(pj, "end_offset", q, false, 0, MAX_OFFSET,
-					  &pt->end_offset, err)) < 0)
-			return rc;
-		if (rc == 1 && pt->end_offset < pt->start_offset)
-			return rv_err_set(err, -EINVAL, rv_json_path(f, sizeof(f), q, "end_offset"),
-					  "%s must not be below start_offset", f);
-		d->npartitions = j + 1;
-	}
-	return 0;
-}
-
-static int parse_datasets(const cJSON *spec, struct rv_job_spec *out, struct rv_err *err)
-{
-	int rc;
-	int64_t v;
-	const cJSON *arr = rv_json_get_array(spec, "datasets", "spec", false, &rc, err);
-	if (!arr)
+	if ((rc = rv_wire_check_dns_label(buf, rv_json_path(p, sizeof(p), path, f->name), err)) < 0)
 		return rc;
-	if (rv_wire_count(arr, RV_MAX_DATASETS) > RV_MAX_DATASETS)
-		return rv_err_set(err, -EINVAL, "spec.datasets",
-				  "spec.datasets must have at most %d entries", RV_MAX_DATASETS);
-	int i = 0;
-	for (const cJSON *it = arr->child; it; it = it->next, i++) {
-		struct rv_dataset *d = &out->datasets[i];
-		rv_wire_path p, f;
-		rv_json_path_index(p, sizeof(p), "spec.datasets", i);
-		if (!cJSON_IsObject(it))
-			return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
-		if ((rc = rv_json_get_string(it, "name", p, true, d->name, sizeof(d->name), err)) <
-		    0)
-			return rc;
-		rv_json_path(f, sizeof(f), p, "name");
-		if ((rc = rv_wire_check_name(d->name, RV_NAME_MAX - 1, f, err)) < 0)
-			return rc;
-		for (int j = 0; j < i; j++)
-			if (strcmp(out->datasets[j].name, d->name) == 0)
-				return rv_err_set(err, -EINVAL, f, "%s \"%s\" is given twice", f,
-						  d->name);
-		if ((rc = rv_json_get_bool(it, "streaming", p, false, &d->streaming, err)) < 0 ||
-		    (rc = rv_json_get_int(it, "size", p, !d->streaming, 0, INT64_MAX, &d->size,
-					  err)) < 0)
-			return rc;
-		if ((rc = rv_json_get_int(it, "shardSize", p, true, 1, INT64_MAX, &d->shard_size,
-					  err)) < 0)
-			return rc;
-		d->epochs = 1;
-		if ((rc = rv_json_get_int(it, "epochs", p, false, 1, d->streaming ? 1 : MAX_EPOCHS,
-					  &v, err)) < 0)
-			return rc;
-		if (rc == 1)
-			d->epochs = (int)v;
-		if ((rc = rv_json_get_bool(it, "shuffle", p, false, &d->shuffle, err)) < 0)
-			return rc;
-		if (d->streaming && d->shuffle)
-			return rv_err_set(err, -EINVAL, rv_json_path(f, sizeof(f), p, "shuffle"),
-					  "%s must be false: a stream is read in offset order", f);
-		if ((rc = parse_partitions(it, p, d, err)) < 0)
-			return rc;
-		out->ndatasets = i + 1;
-	}
-	return 0;
+	snprintf(MEMBER(m, f), f->size, "%s", buf);
+	return 1;
 }
 
-static bool partitions_to_json(cJSON *o, const struct rv_dataset *d)
+static bool namespace_emit(cJSON *o, const struct rv_wire_field *f, const void *m)
 {
-	cJSON *arr = cJSON_AddArrayToObject(o, "partitions");
-	for (int j = 0; arr && j < d->npartitions; j++) {
-		const struct rv_partition *pt = &d->partitions[j];
-		cJSON *e = cJSON_CreateObject();
-		if (!e || !cJSON_AddItemToArray(arr, e)) {
-			cJSON_Delete(e);
-			return false;
-		}
-		if (!rv_wire_add_str(e, "name", pt->name) ||
-		    !rv_wire_add_num(e, "start_offset", (double)pt->start_offset) ||
-		    (pt->end_offset >= 0 &&
-		     !rv_wire_add_num(e, "end_offset", (double)pt->end_offset)))
-			return false;
-	}
-	return arr != NULL;
+	const char *ns = (const char *)m + f->off;
+	return rv_wire_add_str(o, f->name, ns[0] ? ns : "default");
 }
 
-static int job_spec_parse(const cJSON *root, struct rv_job_spec *out, struct rv_err *err)
+static int api_version_parse(const cJSON *o, const char *path, const struct rv_wire_field *f,
+			     void *m, struct rv_err *err)
 {
-	int rc;
+	(void)m;
 	char buf[128];
-
-	if (!cJSON_IsObject(root))
-		return rv_err_set(err, -EINVAL, "", "job spec must be a json object");
-	if ((rc = rv_json_get_string(root, "apiVersion", "", false, buf, sizeof(buf), err)) < 0)
-		return rc;
+	int rc = rv_json_get_string(o, f->name, path, false, buf, sizeof(buf), err);
 	if (rc == 1 && strcmp(buf, API_DLROVER) != 0 &&
 	    (strncmp(buf, API_PREFIX, strlen(API_PREFIX)) != 0 ||
 	     strlen(buf) == strlen(API_PREFIX)))
 		return rv_err_set(err, -EINVAL, "apiVersion",
 				  "apiVersion must start with \"" API_PREFIX
 				  "\" (or be DLRover's \"" API_DLROVER "\")");
-	if ((rc = rv_json_get_string(root, "kind", "", true, buf, sizeof(buf), err)) < 0)
-		return rc;
-	if (strcmp(buf, "ElasticJob") != 0)
-		return rv_err_set(err, -EINVAL, "kind", "kind must be \"ElasticJob\"");
+	return rc;
+}
 
-	const cJSON *meta = rv_json_get_object(root, "metadata", "", true, &rc, err);
-	if (!meta)
-		return rc;
-	/* Read through a bigger buffer so an over-long name gets the DNS rule's
-	 * message rather than the buffer's. */
-	if ((rc = rv_json_get_string(meta, "name", "metadata", true, buf, sizeof(buf), err)) < 0)
-		return rc;
-	if ((rc = rv_wire_check_dns_label(buf, "metadata.name", err)) < 0)
-		return rc;
-	memcpy(out->name, buf, strlen(buf) + 1);
-	strcpy(buf, "default");
-	if ((rc = rv_json_get_string(meta, "namespace", "metadata", false, buf, sizeof(buf), err)) <
-	    0)
-		return rc;
-	if ((rc = rv_wire_check_dns_label(buf, "metadata.namespace", err)) < 0)
-		return rc;
-	memcpy(out->namespace_, buf, strlen(buf) + 1);
-	if ((rc = parse_labels(meta, out, err)) < 0)
-		return rc;
+static bool api_version_emit(cJSON *o, const struct rv_wire_field *f, const void *m)
+{
+	(void)m;
+	return rv_wire_add_str(o, f->name, API_VERSION);
+}
 
-	const cJSON *spec = rv_json_get_object(root, "spec", "", true, &rc, err);
-	if (!spec)
+static int kind_parse(const cJSON *o, const char *path, const struct rv_wire_field *f, void *m,
+		      struct rv_err *err)
+{
+	(void)m;
+	char buf[128];
+	int rc = rv_json_get_string(o, f->name, path, true, buf, sizeof(buf), err);
+	if (rc == 1 && strcmp(buf, f->enums) != 0)
+		return rv_err_set(err, -EINVAL, "kind", "kind must be \"%s\"", f->enums);
+	return rc;
+}
+
+static bool kind_emit(cJSON *o, const struct rv_wire_field *f, const void *m)
+{
+	(void)m;
+	return rv_wire_add_str(o, f->name, f->enums);
+}
+
+static int strategy_parse(const cJSON *o, const char *path, const struct rv_wire_field *f, void *m,
+			  struct rv_err *err)
+{
+	return rv_wire_get_enum(o, f->name, path, f->required, f->names, f->nnames,
+				"AllreduceStrategy or ParameterServerStrategy", MEMBER(m, f), err);
+}
+
+static int brain_parse(const cJSON *o, const char *path, const struct rv_wire_field *f, void *m,
+		       struct rv_err *err)
+{
+	const char *u = MEMBER(m, f);
+	int rc = rv_wire_decode_row(o, path, f, m, err);
+	if (rc != 1)
 		return rc;
-	int v = 0;
-	if ((rc = rv_wire_get_enum(spec, "distributionStrategy", "spec", true, strategy_names,
-				   (int)RV_ARRAY_SIZE(strategy_names),
-				   "AllreduceStrategy or ParameterServerStrategy", &v, err)) < 0)
-		return rc;
-	out->strategy = (enum rv_strategy)v;
-	out->optimize_mode = RV_OPT_CLUSTER;
-	if ((rc = rv_wire_get_enum(spec, "optimizeMode", "spec", false, rv_wire_optimize_names,
-				   (int)RV_ARRAY_SIZE(rv_wire_optimize_names),
-				   "one of manual, single-job, cluster", &v, err)) < 0)
-		return rc;
-	if (rc == 1) {
-		out->optimize_mode = (enum rv_optimize_mode)v;
-		out->optimize_mode_given = true;
+	bool ok = strncmp(u, "http://", 7) == 0 || strncmp(u, "https://", 8) == 0;
+	for (const char *c = u; ok && *c; c++)
+		ok = (unsigned char)*c > ' ' && *c != 0x7f;
+	if (!ok || strlen(u) <= 8) {
+		rv_wire_path p;
+		rv_json_path(p, sizeof(p), path, f->name);
+		return rv_err_set(err, -EINVAL, p, "%s must be an http:// or https:// url", p);
 	}
-	if ((rc = rv_json_get_string(spec, "brainService", "spec", false, out->brain_service,
-				     sizeof(out->brain_service), err)) < 0)
-		return rc;
-	if (rc == 1) {
-		const char *u = out->brain_service;
-		bool ok = strncmp(u, "http://", 7) == 0 || strncmp(u, "https://", 8) == 0;
-		for (const char *c = u; ok && *c; c++)
-			ok = (unsigned char)*c > ' ' && *c != 0x7f;
-		if (!ok || strlen(u) <= 8)
-			return rv_err_set(err, -EINVAL, "spec.brainService",
-					  "spec.brainService must be an http:// or https:// url");
-	}
-	if ((rc = parse_replica_specs(spec, out, err)) < 0)
-		return rc;
-	if ((rc = parse_datasets(spec, out, err)) < 0)
-		return rc;
+	return rc;
+}
 
-	const cJSON *model = rv_json_get_object(spec, "model", "spec", false, &rc, err);
-	if (rc < 0)
-		return rc;
-	if (model) {
-		if ((rc = rv_json_get_int(model, "parameters", "spec.model", false, 0, INT64_MAX,
-					  &out->model_parameters, err)) < 0)
+/* Items of arr (at path at) into base, each a msg whose first row is its
+ * "name" and whose first member holds it: a name given twice is refused
+ * once read, before the item's other fields, as an item is read in order. */
+static int decode_unique(const struct rv_wire_message *msg, const cJSON *arr, const char *at,
+			 void *base, int *count, struct rv_err *err)
+{
+	int i = 0, rc;
+	for (const cJSON *it = arr->child; it; it = it->next, i++) {
+		char *item = (char *)base + (size_t)i * msg->size;
+		rv_wire_path p, f;
+		rv_json_path_index(p, sizeof(p), at, i);
+		if (!cJSON_IsObject(it))
+			return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
+		if ((rc = rv_wire_decode_row(it, p, &msg->fields[0], item, err)) < 0)
 			return rc;
-		if ((rc = rv_wire_get_int32(model, "batchSize", "spec.model", false, 0, MAX_BATCH,
-					    &out->batch_size, err)) < 0)
+		for (int j = 0; j < i; j++)
+			if (strcmp((char *)base + (size_t)j * msg->size, item) == 0)
+				return rv_err_set(err, -EINVAL,
+						  rv_json_path(f, sizeof(f), p, "name"),
+						  "%s \"%s\" is given twice", f, item);
+		if ((rc = rv_wire_decode_fields(msg, it, p, item, err)) < 0)
 			return rc;
+		*count = i + 1;
 	}
+	return 1;
+}
+
+static int datasets_parse(const cJSON *o, const char *path, const struct rv_wire_field *f, void *m,
+			  struct rv_err *err)
+{
+	struct rv_job_spec *out = m;
+	rv_wire_path at;
+	int rc;
+	const cJSON *arr = rv_json_get_array(o, f->name, path, false, &rc, err);
+	if (!arr)
+		return rc;
+	rv_json_path(at, sizeof(at), path, f->name);
+	if (rv_wire_count(arr, (int)f->max) > f->max)
+		return rv_err_set(err, -EINVAL, at, "%s must have at most %d entries", at,
+				  (int)f->max);
+	return decode_unique(f->elem, arr, at, out->datasets, &out->ndatasets, err);
+}
+
+/* spec.datasets[i].partitions: required of a streaming dataset (its
+ * "streaming" read before), refused of another. */
+static int partitions_parse(const cJSON *o, const char *path, const struct rv_wire_field *f,
+			    void *m, struct rv_err *err)
+{
+	struct rv_dataset *d = m;
+	rv_wire_path at;
+	int rc;
+	const cJSON *arr = rv_json_get_array(o, f->name, path, d->streaming, &rc, err);
+	if (!arr)
+		return rc;
+	rv_json_path(at, sizeof(at), path, f->name);
+	if (!d->streaming)
+		return rv_err_set(err, -EINVAL, at, "%s needs \"streaming\": true", at);
+	int n = rv_wire_count(arr, (int)f->max);
+	if (n < 1 || n > f->max)
+		return rv_err_set(err, -EINVAL, at, "%s must have 1 to %d entries", at,
+				  (int)f->max);
+	return decode_unique(f->elem, arr, at, d->partitions, &d->npartitions, err);
+}
+
+static bool partitions_emit(cJSON *o, const struct rv_wire_field *f, const void *m)
+{
+	return !((const struct rv_dataset *)m)->streaming || rv_wire_encode_row(o, f, m);
+}
+
+static int partition_check(const cJSON *o, const char *path, void *m, struct rv_err *err)
+{
+	(void)o;
+	const struct rv_partition *pt = m;
+	rv_wire_path p;
+	if (pt->end_offset >= 0 && pt->end_offset < pt->start_offset)
+		return rv_err_set(err, -EINVAL, rv_json_path(p, sizeof(p), path, "end_offset"),
+				  "%s must not be below start_offset", p);
 	return 0;
 }
 
+/* A dataset's size is required unless it is streaming; its "streaming"
+ * is read here, before the rows it rules (and again in its own row). */
+static int size_parse(const cJSON *o, const char *path, const struct rv_wire_field *f, void *m,
+		      struct rv_err *err)
+{
+	struct rv_dataset *d = m;
+	struct rv_wire_field row = *f;
+	int rc = rv_json_get_bool(o, "streaming", path, false, &d->streaming, err);
+	if (rc < 0)
+		return rc;
+	row.flags |= d->streaming ? 0 : RV_WIRE_REQ;
+	return rv_wire_decode_row(o, path, &row, m, err);
+}
+
+/* A stream is read once, in offset order: one epoch, no shuffle. */
+static int epochs_parse(const cJSON *o, const char *path, const struct rv_wire_field *f, void *m,
+			struct rv_err *err)
+{
+	struct rv_wire_field row = *f;
+	if (((struct rv_dataset *)m)->streaming)
+		row.max = 1;
+	return rv_wire_decode_row(o, path, &row, m, err);
+}
+
+static int shuffle_parse(const cJSON *o, const char *path, const struct rv_wire_field *f, void *m,
+			 struct rv_err *err)
+{
+	const struct rv_dataset *d = m;
+	rv_wire_path p;
+	int rc = rv_wire_decode_row(o, path, f, m, err);
+	if (rc == 1 && d->streaming && d->shuffle)
+		return rv_err_set(err, -EINVAL, rv_json_path(p, sizeof(p), path, f->name),
+				  "%s must be false: a stream is read in offset order", p);
+	return rc;
+}
+
+/* ---- the tables: one per JSON object, in the order written ---- */
+
+/* A row of kind k read (and written, with e) by hooks, its documents'
+ * type ty ("number|string" for a quantity). */
+#define WAS(k, key, ty, mem, fl, p, e, desc)                                                       \
+	{                                                                                          \
+		RV_WIRE_DOC_(key, ty, fl, desc), .kind = (k), RV_WIRE_MEMBER_(mem), .parse = (p),  \
+						 .emit = (e)                                       \
+	}
+
+#define T struct rv_resource
+static const struct rv_wire_field f_resources[] = {
+	WAS(RV_WIRE_NUMBER, "cpu", "number|string", cpu, REQ, cpu_parse, NULL,
+	    "cores: 4, \"4\" or \"500m\""),
+	WAS(RV_WIRE_INT, "memory", "string|integer", memory_mb, REQ, memory_parse, memory_emit,
+	    "quantity (\"8Gi\") or bytes"),
+	WINT("gpu", gpu, 0, 0, RV_MAX_GPU, "GPUs per node, default 0"),
+};
+const struct rv_wire_message rv_wire_resources_msg =
+	RV_WIRE_MSG("Resources", "per-node resources requested", f_resources, NULL, NULL);
+#undef T
+
+#define T struct rv_replica_spec
+static const struct rv_wire_field f_replica_spec[] = {
+	WINTD("replicas", replicas, 0, 1, 0, RV_MAX_REPLICAS, "nodes to start with, default 1"),
+	WINT("minReplicas", min_replicas, 0, 0, RV_MAX_REPLICAS,
+	     "at most replicas; default replicas", .parse = range_parse),
+	WINT("maxReplicas", max_replicas, 0, 0, RV_MAX_REPLICAS,
+	     "at least replicas; default replicas", .parse = range_parse),
+	WINTD("restartCount", restart_count, 0, DEFAULT_RESTARTS, 0, MAX_RESTARTS,
+	      "restarts per node, default 3"),
+	WSTR("priority", priority, RV_WIRE_OMIT, "scheduling priority", .enums = "high|low",
+	     .parse = priority_parse),
+	WHOOK("stateHandover", "string", 0, handover_parse, handover_emit,
+	      "flashCheckpoint: a relaunched node reloads its state from its flash checkpoint on "
+	      "the same machine, so a migrated PS keeps its partition; default none",
+	      .enums = "none|flashCheckpoint"),
+	WOBJ("resources", resource, has_resources, RV_WIRE_OMIT, &rv_wire_resources_msg,
+	     "Resources", "per node; omitted: the brain decides"),
+	WHOOK("template", "object", 0, template_parse, template_emit,
+	      "a Kubernetes PodTemplateSpec; its containers' resources size the node when "
+	      "resources is omitted"),
+	WHOOK("command", "array", 0, command_parse, command_emit, "argv, at most 64 entries",
+	      .ref = "string", .max = RV_MAX_COMMAND),
+};
+const struct rv_wire_message rv_wire_replica_spec_msg =
+	RV_WIRE_MSG("ReplicaSpec", "one role's nodes", f_replica_spec, NULL, NULL);
+#undef T
+
+#define T struct rv_partition
+static const struct rv_wire_field f_partition[] = {
+	WNAME("name", name, REQ, "unique within the dataset"),
+	WINT("start_offset", start_offset, 0, 0, RV_WIRE_MAX_OFFSET, "first offset, default 0"),
+	WINTD("end_offset", end_offset, RV_WIRE_OMIT_NEG, -1, 0, RV_WIRE_MAX_OFFSET,
+	      "offsets known available now end here; absent: unbounded"),
+};
+const struct rv_wire_message rv_wire_partition_msg =
+	RV_WIRE_MSG("Partition", "a partition of a streaming dataset", f_partition, NULL,
+		    partition_check);
+#undef T
+
+#define T struct rv_dataset
+static const struct rv_wire_field f_dataset[] = {
+	WNAME("name", name, REQ, "unique within the job"),
+	WINT("size", size, 0, 0, INT64_MAX, "records; required for a dataset that is not streaming",
+	     .parse = size_parse),
+	WINT("shardSize", shard_size, REQ, 1, INT64_MAX, "records per shard, > 0"),
+	WINTD("epochs", epochs, 0, 1, 1, RV_WIRE_MAX_EPOCHS, "default 1 (1 when streaming)",
+	      .parse = epochs_parse),
+	WBOOL("shuffle", shuffle, 0, "default false (false when streaming)",
+	      .parse = shuffle_parse),
+	WBOOL("streaming", streaming, RV_WIRE_OMIT,
+	      "true (required for a dataset with partitions): shards are offset ranges of the "
+	      "partitions (online learning)"),
+	WARRAY("partitions", partitions, npartitions, 0, RV_MAX_PARTITIONS, &rv_wire_partition_msg,
+	       "Partition",
+	       "1..64 partitions; required for a streaming dataset, refused of another",
+	       .parse = partitions_parse, .emit = partitions_emit),
+};
+const struct rv_wire_message rv_wire_dataset_msg =
+	RV_WIRE_MSG("Dataset", "a dataset the job reads in shards", f_dataset, NULL, NULL);
+#undef T
+
+/* The rest are objects over struct rv_job_spec itself. */
+#define T struct rv_job_spec
+static const struct rv_wire_field f_model[] = {
+	WINT("parameters", model_parameters, 0, 0, INT64_MAX, "parameter count, 0 = unknown"),
+	WINT("batchSize", batch_size, 0, 0, MAX_BATCH, "per-worker batch, 0 = unknown"),
+};
+const struct rv_wire_message rv_wire_model_msg =
+	RV_WIRE_MSG("Model", "model features", f_model, NULL, NULL);
+
+static const struct rv_wire_field f_job_spec[] = {
+	WENUM("distributionStrategy", strategy, REQ, strategy_names,
+	      "AllreduceStrategy|ParameterServerStrategy", "how workers share the model",
+	      .parse = strategy_parse),
+	WENUM("optimizeMode", optimize_mode, RV_WIRE_DEF | RV_WIRE_GIVEN, rv_wire_optimize_names,
+	      "manual|single-job|cluster", "who plans resources; default cluster",
+	      .def = RV_OPT_CLUSTER, .count_off = offsetof(T, optimize_mode_given)),
+	WSTR("brainService", brain_service, RV_WIRE_OMIT, "http:// or https:// URL of the brain",
+	     .parse = brain_parse),
+	WHOOK("replicaSpecs", "object", REQ, replicas_parse, replicas_emit,
+	      "by role: worker (required), ps (ParameterServerStrategy only), chief, evaluator",
+	      .ref = "ReplicaSpec", .map = true),
+	WARRAY("datasets", datasets, ndatasets, RV_WIRE_OMIT | RV_WIRE_MAX_EINVAL, RV_MAX_DATASETS,
+	       &rv_wire_dataset_msg, "Dataset", "at most 8 datasets", .parse = datasets_parse),
+	WFLAT("model", 0, &rv_wire_model_msg, "Model", "model features the brain plans from"),
+};
+const struct rv_wire_message rv_wire_job_spec_msg =
+	RV_WIRE_MSG("JobSpec", "what to run and within which limits", f_job_spec, NULL, NULL);
+
+static const struct rv_wire_field f_job_metadata[] = {
+	WSTR("name", name, REQ,
+	     "DNS-1123 label: 1..63 of [a-z0-9-]; one running job per name in a namespace",
+	     .parse = dns_parse),
+	WSTR("namespace", namespace_, 0, "DNS-1123 label, default \"default\"", .parse = dns_parse,
+	     .emit = namespace_emit),
+	WHOOK("labels", "object", 0, labels_parse, labels_emit,
+	      "at most 16 string labels; labels.user names the job's owner", .ref = "string",
+	      .map = true),
+};
+const struct rv_wire_message rv_wire_job_metadata_msg =
+	RV_WIRE_MSG("JobMetadata", "the job's name, namespace and labels", f_job_metadata, NULL,
+		    NULL);
+
+static const struct rv_wire_field f_elastic_job[] = {
+	WHOOK("apiVersion", "string", 0, api_version_parse, api_version_emit,
+	      "\"elastic.rover.dev/<version>\"; default elastic.rover.dev/v1alpha1"),
+	WHOOK("kind", "string", REQ, kind_parse, kind_emit, "always ElasticJob",
+	      .enums = "ElasticJob"),
+	WFLAT("metadata", REQ, &rv_wire_job_metadata_msg, "JobMetadata", "name, namespace, labels"),
+	WFLAT("spec", REQ, &rv_wire_job_spec_msg, "JobSpec", "what to run and within which limits"),
+};
+const struct rv_wire_message rv_wire_elastic_job_msg =
+	RV_WIRE_MSG("ElasticJob", "a job spec, shaped like DLRover's ElasticJob resource",
+		    f_elastic_job, "job spec", NULL);
+#undef T
+
+/* root is the whole document; on failure *out is released and zeroed. */
 int rv_job_spec_from_json(const cJSON *root, struct rv_job_spec *out, struct rv_err *err)
 {
 	memset(out, 0, sizeof(*out));
-	int rc = job_spec_parse(root, out, err);
+	int rc = cJSON_IsObject(root)
+			 ? rv_wire_decode_fields(&rv_wire_elastic_job_msg, root, "", out, err)
+			 : rv_err_set(err, -EINVAL, "", "job spec must be a json object");
 	if (rc < 0) {
 		rv_job_spec_release(out);
 		return rc;
@@ -673,6 +895,12 @@ int rv_job_spec_from_json(const cJSON *root, struct rv_job_spec *out, struct rv_
 	return 0;
 }
 
+cJSON *rv_job_spec_to_json(const struct rv_job_spec *spec)
+{
+	return rv_wire_encode(&rv_wire_elastic_job_msg, spec);
+}
+
+/* The hooks own the command and the template: the codec frees neither. */
 void rv_job_spec_release(struct rv_job_spec *spec)
 {
 	if (!spec)
@@ -684,231 +912,6 @@ void rv_job_spec_release(struct rv_job_spec *spec)
 				free(rs->command[i]);
 		free(rs->command);
 		free(rs->template_json);
-		rs->template_json = NULL;
-		rs->command = NULL;
-		rs->ncommand = 0;
 	}
 	memset(spec, 0, sizeof(*spec));
 }
-
-/* Whole MiB as the largest exact binary unit: 8192 -> "8Gi", 1536 -> "1536Mi". */
-static void format_memory(char *buf, size_t size, int64_t mb)
-{
-	if (mb > 0 && mb % (1024 * 1024) == 0)
-		snprintf(buf, size, "%" PRId64 "Ti", mb / (1024 * 1024));
-	else if (mb > 0 && mb % 1024 == 0)
-		snprintf(buf, size, "%" PRId64 "Gi", mb / 1024);
-	else
-		snprintf(buf, size, "%" PRId64 "Mi", mb);
-}
-
-static bool replica_to_json(cJSON *specs, enum rv_role role, const struct rv_replica_spec *r)
-{
-	cJSON *o = cJSON_AddObjectToObject(specs, rv_role_name(role));
-	if (!o)
-		return false;
-	bool ok = rv_wire_add_num(o, "replicas", r->replicas) &&
-		  rv_wire_add_num(o, "minReplicas", r->min_replicas) &&
-		  rv_wire_add_num(o, "maxReplicas", r->max_replicas) &&
-		  rv_wire_add_num(o, "restartCount", r->restart_count);
-	if (ok && r->priority[0])
-		ok = rv_wire_add_str(o, "priority", r->priority);
-	if (ok && r->state_handover)
-		ok = rv_wire_add_str(o, "stateHandover", "flashCheckpoint");
-	if (ok && r->has_resources) {
-		char mem[32];
-		format_memory(mem, sizeof(mem), r->resource.memory_mb);
-		cJSON *res = cJSON_AddObjectToObject(o, "resources");
-		ok = res && rv_wire_add_num(res, "cpu", r->resource.cpu) &&
-		     rv_wire_add_str(res, "memory", mem) &&
-		     rv_wire_add_num(res, "gpu", r->resource.gpu);
-	}
-	if (ok && r->template_json) {
-		cJSON *t = cJSON_Parse(r->template_json);
-		ok = t && cJSON_AddItemToObject(o, "template", t);
-		if (!ok)
-			cJSON_Delete(t);
-	}
-	if (ok && r->ncommand > 0) {
-		cJSON *cmd = cJSON_AddArrayToObject(o, "command");
-		ok = cmd != NULL;
-		for (int i = 0; ok && i < r->ncommand; i++) {
-			cJSON *s = cJSON_CreateString(r->command[i]);
-			ok = s && cJSON_AddItemToArray(cmd, s);
-		}
-	}
-	return ok;
-}
-
-cJSON *rv_job_spec_to_json(const struct rv_job_spec *spec)
-{
-	RV_CLEANUP_CJSON cJSON *root = cJSON_CreateObject();
-	if (!root)
-		return NULL;
-	bool ok = rv_wire_add_str(root, "apiVersion", API_VERSION) &&
-		  rv_wire_add_str(root, "kind", "ElasticJob");
-	cJSON *meta = ok ? cJSON_AddObjectToObject(root, "metadata") : NULL;
-	ok = meta && rv_wire_add_str(meta, "name", spec->name) &&
-	     rv_wire_add_str(meta, "namespace", spec->namespace_[0] ? spec->namespace_ : "default");
-	cJSON *labels = ok ? cJSON_AddObjectToObject(meta, "labels") : NULL;
-	ok = labels != NULL;
-	bool user_label = false;
-	for (int i = 0; ok && i < spec->nlabels; i++) {
-		ok = rv_wire_add_str(labels, spec->labels[i].key, spec->labels[i].value);
-		user_label |= strcmp(spec->labels[i].key, "user") == 0;
-	}
-	/* user comes from labels.user; keep it when a caller set only the field. */
-	if (ok && !user_label && spec->user[0])
-		ok = rv_wire_add_str(labels, "user", spec->user);
-
-	cJSON *s = ok ? cJSON_AddObjectToObject(root, "spec") : NULL;
-	ok = s && rv_wire_add_str(s, "distributionStrategy", rv_strategy_name(spec->strategy));
-	/* An unnamed mode stays unnamed: the reader applies its own default. */
-	if (ok && spec->optimize_mode_given)
-		ok = rv_wire_add_str(s, "optimizeMode", rv_optimize_mode_name(spec->optimize_mode));
-	if (ok && spec->brain_service[0])
-		ok = rv_wire_add_str(s, "brainService", spec->brain_service);
-	cJSON *specs = ok ? cJSON_AddObjectToObject(s, "replicaSpecs") : NULL;
-	ok = specs != NULL;
-	for (int r = 0; ok && r < RV_ROLE_COUNT; r++)
-		if (spec->replicas[r].present)
-			ok = replica_to_json(specs, (enum rv_role)r, &spec->replicas[r]);
-	if (ok && spec->ndatasets > 0) {
-		cJSON *ds = cJSON_AddArrayToObject(s, "datasets");
-		ok = ds != NULL;
-		for (int i = 0; ok && i < spec->ndatasets; i++) {
-			const struct rv_dataset *d = &spec->datasets[i];
-			cJSON *o = cJSON_CreateObject();
-			ok = o && cJSON_AddItemToArray(ds, o);
-			if (!ok) {
-				cJSON_Delete(o);
-				break;
-			}
-			ok = rv_wire_add_str(o, "name", d->name) &&
-			     rv_wire_add_num(o, "size", (double)d->size) &&
-			     rv_wire_add_num(o, "shardSize", (double)d->shard_size) &&
-			     rv_wire_add_num(o, "epochs", d->epochs) &&
-			     rv_wire_add_bool(o, "shuffle", d->shuffle);
-			if (ok && d->streaming)
-				ok = rv_wire_add_bool(o, "streaming", true) &&
-				     partitions_to_json(o, d);
-		}
-	}
-	cJSON *model = ok ? cJSON_AddObjectToObject(s, "model") : NULL;
-	ok = model && rv_wire_add_num(model, "parameters", (double)spec->model_parameters) &&
-	     rv_wire_add_num(model, "batchSize", spec->batch_size);
-	return ok ? RV_TAKE_PTR(root) : NULL;
-}
-
-/* ---- metrics batch ---- */
-
-/* ---- events ---- */
-
-/* ---- ScalePlan ---- */
-
-/* Plan resources: every field optional, 0 meaning "unchanged / not set". */
-
-/* ---- cluster report ---- */
-
-/* An optional percentage; -1 when absent. */
-
-/* ---- field tables (see wire.h) ----
- * One row per JSON key the code above reads or writes; check_wire.c fails
- * when a key is added to the code and not here, or here and not in the code. */
-
-#define F(nm, ty, req, rf, mp, en, desc) WDOC(nm, ty, (req) ? RV_WIRE_REQ : 0u, rf, mp, en, desc)
-
-static const struct rv_wire_field f_elastic_job[] = {
-	F("apiVersion", "string", false, NULL, false, NULL,
-	  "\"elastic.rover.dev/<version>\"; default elastic.rover.dev/v1alpha1"),
-	F("kind", "string", true, NULL, false, "ElasticJob", "always ElasticJob"),
-	F("metadata", "object", true, "JobMetadata", false, NULL, "name, namespace, labels"),
-	F("spec", "object", true, "JobSpec", false, NULL, "what to run and within which limits"),
-};
-static const struct rv_wire_field f_job_metadata[] = {
-	F("name", "string", true, NULL, false, NULL,
-	  "DNS-1123 label: 1..63 of [a-z0-9-]; one running job per name in a namespace"),
-	F("namespace", "string", false, NULL, false, NULL, "DNS-1123 label, default \"default\""),
-	F("labels", "object", false, "string", true, NULL,
-	  "at most 16 string labels; labels.user names the job's owner"),
-};
-static const struct rv_wire_field f_job_spec[] = {
-	F("distributionStrategy", "string", true, NULL, false,
-	  "AllreduceStrategy|ParameterServerStrategy", "how workers share the model"),
-	F("optimizeMode", "string", false, NULL, false, "manual|single-job|cluster",
-	  "who plans resources; default cluster"),
-	F("brainService", "string", false, NULL, false, NULL,
-	  "http:// or https:// URL of the brain"),
-	F("replicaSpecs", "object", true, "ReplicaSpec", true, NULL,
-	  "by role: worker (required), ps (ParameterServerStrategy only), chief, evaluator"),
-	F("datasets", "array", false, "Dataset", false, NULL, "at most 8 datasets"),
-	F("model", "object", false, "Model", false, NULL, "model features the brain plans from"),
-};
-static const struct rv_wire_field f_replica_spec[] = {
-	F("replicas", "integer", false, NULL, false, NULL, "nodes to start with, default 1"),
-	F("minReplicas", "integer", false, NULL, false, NULL, "at most replicas; default replicas"),
-	F("maxReplicas", "integer", false, NULL, false, NULL,
-	  "at least replicas; default replicas"),
-	F("restartCount", "integer", false, NULL, false, NULL, "restarts per node, default 3"),
-	F("priority", "string", false, NULL, false, "high|low", "scheduling priority"),
-	F("resources", "object", false, "Resources", false, NULL,
-	  "per node; omitted: the brain decides"),
-	F("command", "array", false, "string", false, NULL, "argv, at most 64 entries"),
-	F("stateHandover", "string", false, NULL, false, "none|flashCheckpoint",
-	  "flashCheckpoint: a relaunched node reloads its state from its flash checkpoint on the "
-	  "same machine, so a migrated PS keeps its partition; default none"),
-	F("template", "object", false, NULL, false, NULL,
-	  "a Kubernetes PodTemplateSpec; its containers' resources size the node when "
-	  "resources is omitted"),
-};
-static const struct rv_wire_field f_resources[] = {
-	F("cpu", "number|string", true, NULL, false, NULL, "cores: 4, \"4\" or \"500m\""),
-	F("memory", "string|integer", true, NULL, false, NULL, "quantity (\"8Gi\") or bytes"),
-	F("gpu", "integer", false, NULL, false, NULL, "GPUs per node, default 0"),
-};
-static const struct rv_wire_field f_dataset[] = {
-	F("name", "string", true, NULL, false, NULL, "unique within the job"),
-	F("size", "integer", false, NULL, false, NULL,
-	  "records; required for a dataset that is not streaming"),
-	F("shardSize", "integer", true, NULL, false, NULL, "records per shard, > 0"),
-	F("epochs", "integer", false, NULL, false, NULL, "default 1 (1 when streaming)"),
-	F("shuffle", "boolean", false, NULL, false, NULL, "default false (false when streaming)"),
-	F("streaming", "boolean", false, NULL, false, NULL,
-	  "true (required for a dataset with partitions): shards are offset ranges of the "
-	  "partitions (online learning)"),
-	F("partitions", "array", false, "Partition", false, NULL,
-	  "1..64 partitions; required for a streaming dataset, refused of another"),
-};
-static const struct rv_wire_field f_partition[] = {
-	F("name", "string", true, NULL, false, NULL, "unique within the dataset"),
-	F("start_offset", "integer", false, NULL, false, NULL, "first offset, default 0"),
-	F("end_offset", "integer", false, NULL, false, NULL,
-	  "offsets known available now end here; absent: unbounded"),
-};
-static const struct rv_wire_field f_model[] = {
-	F("parameters", "integer", false, NULL, false, NULL, "parameter count, 0 = unknown"),
-	F("batchSize", "integer", false, NULL, false, NULL, "per-worker batch, 0 = unknown"),
-};
-#undef F
-
-#define M(nm, desc, f)                                                                             \
-	{                                                                                          \
-		.name = (nm), .description = (desc), .fields = (f),                                \
-		.nfields = (int)RV_ARRAY_SIZE(f)                                                   \
-	}
-const struct rv_wire_message rv_wire_elastic_job_msg =
-	M("ElasticJob", "a job spec, shaped like DLRover's ElasticJob resource", f_elastic_job);
-const struct rv_wire_message rv_wire_job_metadata_msg =
-	M("JobMetadata", "the job's name, namespace and labels", f_job_metadata);
-const struct rv_wire_message rv_wire_job_spec_msg =
-	M("JobSpec", "what to run and within which limits", f_job_spec);
-const struct rv_wire_message rv_wire_replica_spec_msg =
-	M("ReplicaSpec", "one role's nodes", f_replica_spec);
-const struct rv_wire_message rv_wire_resources_msg =
-	M("Resources", "per-node resources requested", f_resources);
-const struct rv_wire_message rv_wire_dataset_msg =
-	M("Dataset", "a dataset the job reads in shards", f_dataset);
-const struct rv_wire_message rv_wire_partition_msg =
-	M("Partition", "a partition of a streaming dataset", f_partition);
-const struct rv_wire_message rv_wire_model_msg = M("Model", "model features", f_model);
-#undef M

@@ -29,6 +29,7 @@
 #include "plans.h"
 
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdatomic.h>
@@ -44,6 +45,7 @@
 #include "log.h"
 #include "parse.h"
 #include "rover_plan.h"
+#include "wire_codec.h"
 
 #define OOM_SLOTS    16
 #define PLAN_POLL_MS 200
@@ -343,6 +345,35 @@ static int nodes_load(const cJSON *o, struct master_desired *d, struct rv_err *e
 	return 0;
 }
 
+#define SNAP_INT_MAX ((INT64_C(1) << 53) - 1) /* json.h's integer bound */
+/* A role's desired group in the snapshot, by name; snapshots before it
+ * held [count, has_resources, cpu, memory_mb, gpu] (group_positional). */
+#define T            struct master_group
+static const struct rv_wire_field snap_group_fields[] = {
+	/* bounds no wider than the members: what was saved loads */
+	WINT("count", count, RV_WIRE_REQ, INT_MIN, INT_MAX, "nodes wanted"),
+	WBOOL("has_resources", has_resources, 0, "false: no limits known"),
+	WNUM("cpu", cpu, 0, -DBL_MAX, DBL_MAX, "cores, 0: no limit"),
+	WINT("memory_mb", memory_mb, 0, -SNAP_INT_MAX, SNAP_INT_MAX, "0: no limit"),
+	WINT("gpu", gpu, 0, INT_MIN, INT_MAX, "GPUs"),
+};
+static const struct rv_wire_message snap_group_msg =
+	RV_WIRE_MSG("SnapshotGroup", "a role's desired group", snap_group_fields, "desired group",
+		    NULL);
+#undef T
+
+static int group_positional(const cJSON *a, struct master_group *g)
+{
+	if (cJSON_GetArraySize(a) != 5)
+		return -EUCLEAN;
+	g->count = (int)cJSON_GetNumberValue(cJSON_GetArrayItem(a, 0));
+	g->has_resources = cJSON_GetNumberValue(cJSON_GetArrayItem(a, 1)) != 0;
+	g->cpu = cJSON_GetNumberValue(cJSON_GetArrayItem(a, 2));
+	g->memory_mb = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(a, 3));
+	g->gpu = (int)cJSON_GetNumberValue(cJSON_GetArrayItem(a, 4));
+	return 0;
+}
+
 int plans_snapshot_save(const struct master *m, struct rv_buf *out)
 {
 	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
@@ -350,12 +381,9 @@ int plans_snapshot_save(const struct master *m, struct rv_buf *out)
 	if (!groups)
 		return -ENOMEM;
 	for (int r = 0; r < RV_ROLE_COUNT; r++) {
-		const struct master_group *g = &m->desired.groups[r];
-		const double v[] = { g->count, g->has_resources, g->cpu, (double)g->memory_mb,
-				     g->gpu };
-		cJSON *a = cJSON_CreateDoubleArray(v, (int)RV_ARRAY_SIZE(v));
-		if (!a || !cJSON_AddItemToArray(groups, a)) {
-			cJSON_Delete(a);
+		cJSON *g = rv_wire_encode(&snap_group_msg, &m->desired.groups[r]);
+		if (!g || !cJSON_AddItemToArray(groups, g)) {
+			cJSON_Delete(g);
 			return -ENOMEM;
 		}
 	}
@@ -387,15 +415,11 @@ int plans_snapshot_load(struct master *m, const cJSON *extra, struct rv_err *err
 		return rv_err_set(err, -EUCLEAN, "plans", "bad desired state in the snapshot");
 	for (int r = 0; r < RV_ROLE_COUNT; r++) {
 		const cJSON *a = cJSON_GetArrayItem(groups, r);
-		if (cJSON_GetArraySize(a) != 5)
+		struct master_group *g = &m->desired.groups[r];
+		if ((cJSON_IsArray(a) ? group_positional(a, g)
+				      : rv_wire_decode(&snap_group_msg, a, g, NULL)) < 0)
 			return rv_err_set(err, -EUCLEAN, "plans",
 					  "bad desired group in the snapshot");
-		struct master_group *g = &m->desired.groups[r];
-		g->count = (int)cJSON_GetNumberValue(cJSON_GetArrayItem(a, 0));
-		g->has_resources = cJSON_GetNumberValue(cJSON_GetArrayItem(a, 1)) != 0;
-		g->cpu = cJSON_GetNumberValue(cJSON_GetArrayItem(a, 2));
-		g->memory_mb = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(a, 3));
-		g->gpu = (int)cJSON_GetNumberValue(cJSON_GetArrayItem(a, 4));
 	}
 	m->desired.plan_id = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "plan_id"));
 	m->desired.version = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "version"));

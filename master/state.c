@@ -29,8 +29,10 @@
 #include "master.h"
 #include "parse.h"
 #include "plans.h"
+#include "wire_codec.h"
 
-#define SNAP_MAGIC    "rover-master-snapshot-1\n"
+#define SNAP_MAGIC    "rover-master-snapshot-1\n" /* sections by position */
+#define SNAP_MAGIC2   "rover-master-snapshot-2\n" /* sections by name */
 #define TICK_MAX_DEAD 64
 
 /* ---- workers: open addressing by id ---- */
@@ -669,59 +671,91 @@ void state_lock(struct master *m, const char *who)
 
 /* ---- snapshots ---- */
 
+/* A worker's entry in the snapshot, by name: {"id","node","last_req",
+ * "task"}; snapshots before it held [id, node, last_req, status, id,
+ * dataset, epoch, start, end(, partition)] (snap_worker_positional). */
+#define T struct master_worker
+static const struct rv_wire_field snap_worker_fields[] = {
+	WINT("id", id, RV_WIRE_REQ, 0, RV_WIRE_MAX_WORKER_ID, "worker id"),
+	WSTR("node", node, 0, "the node it last asked from"),
+	WINT("last_req", last_req, 0, 0, RV_WIRE_MAX_WORKER_ID, "its last request id, 0: none"),
+	WOBJ0("task", last_task, RV_WIRE_REQ, &rv_wire_shard_task_msg, "ShardTask",
+	      "the answer to it, repeated to a retry"),
+};
+static const struct rv_wire_message snap_worker_msg =
+	RV_WIRE_MSG("SnapshotWorker", "a worker's last shard request and answer",
+		    snap_worker_fields, "worker entry", NULL);
+#undef T
+
+/* The workers' entries, as "workers":[...]; -ENOMEM when out of memory. */
+static int snap_workers_save(const struct master *m, struct rv_buf *part)
+{
+	rv_buf_puts(part, "\"workers\":[");
+	bool first = true;
+	for (int i = 0; i < m->capworkers; i++) {
+		const struct master_worker *w = &m->workers[i];
+		if (w->id < 0)
+			continue;
+		RV_CLEANUP_CJSON cJSON *o = rv_wire_encode(&snap_worker_msg, w);
+		RV_CLEANUP_FREE char *text = o ? cJSON_PrintUnformatted(o) : NULL;
+		if (!text)
+			return -ENOMEM;
+		rv_buf_printf(part, "%s%s", first ? "" : ",", text);
+		first = false;
+	}
+	rv_buf_puts(part, "]");
+	return 0;
+}
+
+/* Section name of part: "<name> <bytes>\n" then the bytes. */
+static void snap_put(struct rv_buf *out, const char *name, struct rv_buf *part)
+{
+	rv_buf_printf(out, "%s %zu\n", name, part->len);
+	rv_buf_append(out, part->data ? part->data : "", part->len);
+	rv_buf_truncate(part, 0);
+}
+
+/* The master's own section: step, speed, workers, plans, nodes. */
+static int snap_master_save(struct master *m, struct rv_buf *part)
+{
+	rv_buf_printf(part,
+		      "{\"step\":%" PRId64 ",\"step_ts\":%" PRId64 ",\"speed\":%.17g,"
+		      "\"last_now\":%" PRId64 ",",
+		      m->step, m->step_ts_ms, m->speed, m->last_now_ms);
+	int rc = snap_workers_save(m, part);
+	if (rc == 0)
+		rc = plans_snapshot_save(m, part);
+	nodemgr_snapshot_save(m, part);
+	rv_buf_puts(part, "}");
+	return rc;
+}
+
+/* SNAP_MAGIC2 then named sections, each a module's JSON (shards: empty
+ * when the job has no sharded dataset). */
 static int snapshot_build(struct master *m, struct rv_buf *out)
 {
 	struct rv_buf part;
 	rv_buf_init(&part);
-	rv_buf_puts(out, SNAP_MAGIC);
+	rv_buf_puts(out, SNAP_MAGIC2);
 	int rc = rdzv_snapshot_save(m->rdzv, &part);
 	if (rc == 0) {
-		rv_buf_printf(out, "%zu\n", part.len);
-		rv_buf_append(out, part.data ? part.data : "", part.len);
-		rv_buf_truncate(&part, 0);
+		snap_put(out, "rdzv", &part);
 		rc = m->shards ? shard_snapshot_save(m->shards, &part) : 0;
 	}
 	if (rc == 0) {
-		rv_buf_printf(out, "%zu\n", part.len);
-		rv_buf_append(out, part.data ? part.data : "", part.len);
-		rv_buf_truncate(&part, 0);
-		rv_buf_printf(&part,
-			      "{\"step\":%" PRId64 ",\"step_ts\":%" PRId64 ",\"speed\":%.17g,"
-			      "\"last_now\":%" PRId64 ",\"workers\":[",
-			      m->step, m->step_ts_ms, m->speed, m->last_now_ms);
-		bool first = true;
-		for (int i = 0; i < m->capworkers; i++) {
-			const struct master_worker *w = &m->workers[i];
-			if (w->id < 0)
-				continue;
-			const struct rv_shard_task *t = &w->last_task;
-			/* a tenth entry: the partition of a streaming task */
-			rv_buf_printf(&part,
-				      "%s[%" PRId64 ",\"%s\",%" PRId64 ",%d,%" PRId64
-				      ",\"%s\",%d,%" PRId64 ",%" PRId64 ",\"%s\"]",
-				      first ? "" : ",", w->id, w->node, w->last_req, (int)t->status,
-				      t->id, t->dataset, t->epoch, t->start, t->end, t->partition);
-			first = false;
-		}
-		rv_buf_puts(&part, "]");
-		rc = plans_snapshot_save(m, &part);
-		nodemgr_snapshot_save(m, &part);
-		rv_buf_puts(&part, "}");
-		rv_buf_printf(out, "%zu\n", part.len);
-		rv_buf_append(out, part.data, part.len);
-		/* streams: a fourth section (a snapshot without it has none) */
-		rv_buf_truncate(&part, 0);
-		if (rc == 0)
-			rc = stream_snapshot_save(m->streams, &part);
-		rv_buf_printf(out, "%zu\n", part.len);
-		rv_buf_append(out, part.data, part.len);
-		/* the network check: a fifth */
-		rv_buf_truncate(&part, 0);
-		if (rc == 0)
-			rc = netcheck_run_save(&m->netcheck, &part);
-		rv_buf_printf(out, "%zu\n", part.len);
-		rv_buf_append(out, part.data, part.len);
+		snap_put(out, "shards", &part);
+		rc = snap_master_save(m, &part);
 	}
+	if (rc == 0) {
+		snap_put(out, "master", &part);
+		rc = stream_snapshot_save(m->streams, &part);
+	}
+	if (rc == 0) {
+		snap_put(out, "streams", &part);
+		rc = netcheck_run_save(&m->netcheck, &part);
+	}
+	if (rc == 0)
+		snap_put(out, "netcheck", &part);
 	rv_buf_release(&part);
 	if (rc == 0 && rv_buf_failed(out))
 		rc = -ENOMEM;
@@ -749,6 +783,31 @@ static const char *snap_section(const char **p, const char *end, size_t *len)
 	return s;
 }
 
+/* A worker's entry as snapshots before the named form held it. */
+static int snap_worker_positional(const cJSON *it, struct master_worker *w)
+{
+	int nf = cJSON_GetArraySize(it);
+	if (nf != 9 && nf != 10)
+		return -EUCLEAN;
+	memset(w, 0, sizeof(*w));
+	w->id = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 0));
+	const char *node = cJSON_GetStringValue(cJSON_GetArrayItem(it, 1));
+	const char *ds = cJSON_GetStringValue(cJSON_GetArrayItem(it, 5));
+	snprintf(w->node, sizeof(w->node), "%s", node ? node : "");
+	w->last_req = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 2));
+	w->last_task.status =
+		(enum rv_shard_status)(int)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 3));
+	w->last_task.id = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 4));
+	snprintf(w->last_task.dataset, sizeof(w->last_task.dataset), "%s", ds ? ds : "");
+	w->last_task.epoch = (int)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 6));
+	w->last_task.start = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 7));
+	w->last_task.end = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 8));
+	/* a tenth entry: the partition of a streaming task */
+	const char *part = nf == 10 ? cJSON_GetStringValue(cJSON_GetArrayItem(it, 9)) : NULL;
+	snprintf(w->last_task.partition, sizeof(w->last_task.partition), "%s", part ? part : "");
+	return 0;
+}
+
 static int load_extra(struct master *m, const char *s, size_t len, struct rv_err *err)
 {
 	RV_CLEANUP_CJSON cJSON *doc = rv_json_parse(s, len, err);
@@ -761,29 +820,16 @@ static int load_extra(struct master *m, const char *s, size_t len, struct rv_err
 	const cJSON *it;
 	cJSON_ArrayForEach(it, cJSON_GetObjectItem(doc, "workers"))
 	{
-		int nf = cJSON_GetArraySize(it);
-		if (nf != 9 && nf != 10)
+		struct master_worker e;
+		int rc = cJSON_IsArray(it) ? snap_worker_positional(it, &e)
+					   : rv_wire_decode(&snap_worker_msg, it, &e, NULL);
+		if (rc < 0)
 			return rv_err_set(err, -EUCLEAN, "workers",
 					  "bad worker entry in the snapshot");
-		struct master_worker *w =
-			worker_get(m, (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 0)));
+		struct master_worker *w = worker_get(m, e.id);
 		if (!w)
 			return -ENOMEM;
-		const char *node = cJSON_GetStringValue(cJSON_GetArrayItem(it, 1));
-		const char *ds = cJSON_GetStringValue(cJSON_GetArrayItem(it, 5));
-		snprintf(w->node, sizeof(w->node), "%s", node ? node : "");
-		w->last_req = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 2));
-		w->last_task.status =
-			(enum rv_shard_status)(int)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 3));
-		w->last_task.id = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 4));
-		snprintf(w->last_task.dataset, sizeof(w->last_task.dataset), "%s", ds ? ds : "");
-		w->last_task.epoch = (int)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 6));
-		w->last_task.start = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 7));
-		w->last_task.end = (int64_t)cJSON_GetNumberValue(cJSON_GetArrayItem(it, 8));
-		const char *part = nf == 10 ? cJSON_GetStringValue(cJSON_GetArrayItem(it, 9))
-					    : NULL;
-		snprintf(w->last_task.partition, sizeof(w->last_task.partition), "%s",
-			 part ? part : "");
+		*w = e;
 	}
 	int rc = plans_snapshot_load(m, doc, err);
 	if (rc < 0)
@@ -791,33 +837,80 @@ static int load_extra(struct master *m, const char *s, size_t len, struct rv_err
 	return nodemgr_snapshot_load(m, cJSON_GetObjectItem(doc, "nodemgr"), err);
 }
 
+/* The sections of a snapshot, by name; NULL: not in it. */
+struct snap_parts {
+	const char *rdzv, *shards, *master, *streams, *netcheck;
+	size_t rdzv_len, shards_len, master_len, streams_len, netcheck_len;
+};
+
+/* Version 1: rdzv, shards, master, then streams (a fourth section, absent
+ * before streams) and the network check (a fifth), by position. */
+static int snap_parts_v1(const char *p, const char *end, struct snap_parts *sp)
+{
+	sp->rdzv = snap_section(&p, end, &sp->rdzv_len);
+	sp->shards = sp->rdzv ? snap_section(&p, end, &sp->shards_len) : NULL;
+	sp->master = sp->shards ? snap_section(&p, end, &sp->master_len) : NULL;
+	if (!sp->master)
+		return -EUCLEAN;
+	sp->streams = p < end ? snap_section(&p, end, &sp->streams_len) : NULL;
+	sp->netcheck = sp->streams && p < end ? snap_section(&p, end, &sp->netcheck_len) : NULL;
+	return 0;
+}
+
+/* Version 2: "<name> <bytes>\n<bytes>" each; a name not known here (a
+ * newer master's) is skipped. */
+static int snap_parts_v2(const char *p, const char *end, struct snap_parts *sp)
+{
+	while (p < end) {
+		const char *sp_at = memchr(p, ' ', (size_t)(end - p));
+		if (!sp_at)
+			return -EUCLEAN;
+		size_t nl = (size_t)(sp_at - p), len;
+		const char *name = p;
+		p = sp_at + 1;
+		const char *body = snap_section(&p, end, &len);
+		if (!body)
+			return -EUCLEAN;
+#define SNAP_PART(key)                                                                             \
+	if (nl == strlen(#key) && memcmp(name, #key, nl) == 0) {                                   \
+		sp->key = body;                                                                    \
+		sp->key##_len = len;                                                               \
+	}
+		SNAP_PART(rdzv)
+		SNAP_PART(shards)
+		SNAP_PART(master)
+		SNAP_PART(streams)
+		SNAP_PART(netcheck)
+#undef SNAP_PART
+	}
+	return sp->rdzv && sp->shards && sp->master ? 0 : -EUCLEAN;
+}
+
 static int on_snapshot(void *ctx, int type, const void *data, size_t len, struct rv_err *err)
 {
 	struct master *m = ctx;
 	(void)type;
 	const char *p = data, *end = p + len;
-	size_t ml = strlen(SNAP_MAGIC), rl, sl, xl;
-	if (len < ml || memcmp(p, SNAP_MAGIC, ml) != 0)
+	size_t ml = strlen(SNAP_MAGIC);
+	struct snap_parts sp = { 0 };
+	int rc;
+	if (len >= ml && memcmp(p, SNAP_MAGIC, ml) == 0)
+		rc = snap_parts_v1(p + ml, end, &sp);
+	else if (len >= ml && memcmp(p, SNAP_MAGIC2, ml) == 0)
+		rc = snap_parts_v2(p + ml, end, &sp);
+	else
 		return rv_err_set(err, -EUCLEAN, "", "the snapshot is not a rover-master snapshot");
-	p += ml;
-	const char *r = snap_section(&p, end, &rl);
-	const char *s = r ? snap_section(&p, end, &sl) : NULL;
-	const char *x = s ? snap_section(&p, end, &xl) : NULL;
-	if (!x)
+	if (rc < 0)
 		return rv_err_set(err, -EUCLEAN, "", "the snapshot is cut short");
-	int rc = rdzv_snapshot_load(m->rdzv, r, rl, err);
+	rc = rdzv_snapshot_load(m->rdzv, sp.rdzv, sp.rdzv_len, err);
 	if (rc == 0 && m->shards)
-		rc = shard_snapshot_load(m->shards, s, sl, err);
+		rc = shard_snapshot_load(m->shards, sp.shards, sp.shards_len, err);
 	if (rc == 0)
-		rc = load_extra(m, x, xl, err);
-	size_t tl;
-	const char *t = p < end ? snap_section(&p, end, &tl) : NULL;
-	if (rc == 0 && t)
-		rc = stream_snapshot_load(m->streams, t, tl, err);
-	size_t nl;
-	const char *nc = t && p < end ? snap_section(&p, end, &nl) : NULL;
-	if (rc == 0 && nc)
-		rc = netcheck_run_load(&m->netcheck, nc, nl, err);
+		rc = load_extra(m, sp.master, sp.master_len, err);
+	if (rc == 0 && sp.streams)
+		rc = stream_snapshot_load(m->streams, sp.streams, sp.streams_len, err);
+	if (rc == 0 && sp.netcheck)
+		rc = netcheck_run_load(&m->netcheck, sp.netcheck, sp.netcheck_len, err);
 	return rc < 0 ? rc : 0;
 }
 

@@ -1761,6 +1761,23 @@ START_TEST(test_table_fields_are_parsed)
 }
 END_TEST
 
+/* One descriptor per message: every row of every table, the brain's and
+ * the master's, is what the codec reads and writes, none a description
+ * beside code of its own. */
+START_TEST(test_tables_are_the_codec)
+{
+	int n[2];
+	const struct rv_wire_message *all[2] = { rv_wire_messages(&n[0]),
+						 rv_wire_master_messages(&n[1]) };
+	for (int a = 0; a < 2; a++)
+		for (int i = 0; i < n[a]; i++)
+			for (int f = 0; f < all[a][i].nfields; f++)
+				ck_assert_msg(all[a][i].fields[f].kind != RV_WIRE_DOC,
+					      "%s.%s is described only", all[a][i].name,
+					      all[a][i].fields[f].name);
+}
+END_TEST
+
 /* Code -> table: to_json writes every field of the table and none besides. */
 START_TEST(test_table_fields_are_written)
 {
@@ -1856,7 +1873,8 @@ static Suite *wire_suite(void)
 					  test_to_json_out_of_memory);
 	tcase_add_loop_test(tc_cluster, test_cluster_bad, 0, (int)RV_ARRAY_SIZE(bad_reports));
 	TCase *tc_tables = RV_TEST_TCASE("tables", 20, test_table_fields_are_parsed,
-					 test_table_fields_are_written, test_ids);
+					 test_table_fields_are_written, test_tables_are_the_codec,
+					 test_ids);
 	return RV_TEST_SUITE("wire", tc_spec, tc_metrics, tc_event, tc_plan, tc_cluster, tc_tables);
 }
 

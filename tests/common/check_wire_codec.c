@@ -59,6 +59,20 @@ static const struct rv_wire_message m_msg =
 	RV_WIRE_MSG("Msg", "the test message", f_msg, "test message", NULL);
 #undef T
 
+/* An array of the variant message: its rows are worked out once per array. */
+struct outer {
+	struct msg *msgs;
+	int nmsgs;
+};
+
+#define T struct outer
+static const struct rv_wire_field f_outer[] = {
+	WARRAY("msgs", msgs, nmsgs, RV_WIRE_REQ | RV_WIRE_ALLOC, 4, &m_msg, "Msg", "1..4"),
+};
+static const struct rv_wire_message m_outer =
+	RV_WIRE_MSG("Outer", "messages of both kinds", f_outer, "outer", NULL);
+#undef T
+
 /* Decode text; on success *out holds it. */
 static int decode(const char *text, struct msg *out, struct rv_err *err)
 {
@@ -159,10 +173,63 @@ START_TEST(test_refused)
 }
 END_TEST
 
+/* Items of either kind in one array: each gets its own kind's rows, in
+ * table order, read and written alike; an item's errors name it. */
+START_TEST(test_variant_items)
+{
+	const char *doc = "{\"msgs\":[{\"kind\":\"a\",\"name\":\"p\",\"small\":1,\"big\":2,"
+			  "\"only_a\":1,\"seen\":3,\"fixed\":[]},"
+			  "{\"kind\":\"b\",\"name\":\"q\",\"small\":5,\"big\":0,"
+			  "\"seen\":4,\"fixed\":[]},"
+			  "{\"kind\":\"a\",\"name\":\"r\",\"small\":5,\"big\":0,"
+			  "\"ratio\":1,\"only_a\":2,\"fixed\":[{\"name\":\"f\",\"n\":0}]}]}";
+	struct outer m;
+	struct rv_err err = { 0 };
+	cJSON *in = cJSON_Parse(doc);
+	ck_assert_int_eq(rv_wire_decode(&m_outer, in, &m, &err), 0);
+	ck_assert_int_eq(m.nmsgs, 3);
+	ck_assert_int_eq(m.msgs[0].only_a, 1);
+	ck_assert_int_eq(m.msgs[1].only_a, 0);
+	ck_assert_int_eq(m.msgs[2].only_a, 2);
+	cJSON *o = rv_wire_encode(&m_outer, &m);
+	char *text = cJSON_PrintUnformatted(o);
+	ck_assert_str_eq(text, doc);
+	free(text);
+	/* the tree is the caller's to change: keys can go, copies print alike */
+	cJSON *copy = cJSON_Duplicate(o, true);
+	cJSON *first = cJSON_GetArrayItem(cJSON_GetObjectItem(o, "msgs"), 0);
+	cJSON_DeleteItemFromObject(first, "name");
+	cJSON_ReplaceItemInObject(first, "kind", cJSON_CreateString("b"));
+	text = cJSON_PrintUnformatted(first);
+	ck_assert_str_eq(text, "{\"kind\":\"b\",\"small\":1,\"big\":2,\"only_a\":1,\"seen\":3,"
+			       "\"fixed\":[]}");
+	free(text);
+	text = cJSON_PrintUnformatted(copy);
+	ck_assert_str_eq(text, doc);
+	free(text);
+	cJSON_Delete(copy);
+	cJSON_Delete(o);
+	rv_wire_release(&m_outer, &m);
+	ck_assert_ptr_null(m.msgs);
+
+	cJSON_ReplaceItemInObject(cJSON_GetArrayItem(cJSON_GetObjectItem(in, "msgs"), 2), "only_a",
+				  cJSON_CreateNull());
+	ck_assert_int_eq(rv_wire_decode(&m_outer, in, &m, &err), -EINVAL);
+	ck_assert_str_eq(err.msg, "msgs[2].only_a is required");
+	ck_assert_ptr_null(m.msgs);
+	cJSON_ReplaceItemInObject(cJSON_GetArrayItem(cJSON_GetObjectItem(in, "msgs"), 1), "kind",
+				  cJSON_CreateNumber(1));
+	ck_assert_int_eq(rv_wire_decode(&m_outer, in, &m, &err), -EINVAL);
+	ck_assert_str_eq(err.msg, "msgs[1].kind must be a string");
+	ck_assert_str_eq(err.field, "msgs[1].kind");
+	cJSON_Delete(in);
+}
+END_TEST
+
 static Suite *wire_codec_suite(void)
 {
-	TCase *tc =
-		RV_TEST_TCASE("codec", 0, test_values_and_defaults, test_round_trip, test_refused);
+	TCase *tc = RV_TEST_TCASE("codec", 0, test_values_and_defaults, test_round_trip,
+				  test_refused, test_variant_items);
 	return RV_TEST_SUITE("wire_codec", tc);
 }
 
