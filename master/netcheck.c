@@ -106,6 +106,27 @@ static bool timed_ok(const struct netcheck_node *nd, int r)
 	return nd->ok[r] && isfinite(nd->time_s[r]) && nd->time_s[r] >= 0;
 }
 
+/* Whether node i's slowness rests on one paired round against a round it
+ * ran alone within limit: alone, its own work was as fast as the others',
+ * so the one slow round (noise on a loaded machine, or its partner: a
+ * node of an odd count sits out once) is no evidence to name it. */
+static bool one_slow_pair_fast_alone(const struct netcheck_node *nd,
+				     const struct netcheck_group *const groups[2],
+				     const int ngroups[2], int i, double limit)
+{
+	int paired = 0;
+	bool fast_alone = false;
+	for (int r = 0; r < 2; r++) {
+		if (!timed_ok(nd, r) || nd->late[r])
+			continue;
+		if (alone_in(groups, ngroups, r, i))
+			fast_alone |= nd->time_s[r] <= limit;
+		else
+			paired++;
+	}
+	return paired == 1 && fast_alone;
+}
+
 /* Median of the nt times in t (sorted here); 0 when nt == 0. */
 static double median_of(struct timed *t, int nt)
 {
@@ -187,7 +208,9 @@ int netcheck_verdict(const struct netcheck_node *nodes, int n,
 		if (!paired_ok && failed)
 			verdict[i] = NETCHECK_FAULTY;
 		else if (n >= 3 &&
-			 ((nt >= 3 && isfinite(best[i]) && best[i] > straggler_ratio * median) ||
+			 ((nt >= 3 && isfinite(best[i]) && best[i] > straggler_ratio * median &&
+			   !one_slow_pair_fast_alone(&nodes[i], groups, ngroups, i,
+						     straggler_ratio * median)) ||
 			  (nodes[i].late[0] && nodes[i].late[1])))
 			verdict[i] = NETCHECK_STRAGGLER;
 		else

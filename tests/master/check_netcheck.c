@@ -339,6 +339,30 @@ START_TEST(test_three_nodes_cleared_by_a_worse_partner)
 }
 END_TEST
 
+/* Three nodes on a loaded machine: node 0's only paired round was slow
+ * (its partner was fast beside node 2 after), but alone in round 1 it was
+ * as fast as the others: one slow round against a fast one names nobody;
+ * as slow alone as paired, it is named. */
+START_TEST(test_three_nodes_one_slow_pair_fast_alone)
+{
+	struct netcheck_node nd[3] = {
+		{ { true, true }, { 0.245, 0.085 }, { false, false } },
+		{ { true, true }, { 0.245, 0.09 }, { false, false } },
+		{ { true, true }, { 0.09, 0.09 }, { false, false } },
+	};
+	const struct netcheck_group g0[2] = { { 2, { 0, 1 } }, { 1, { 2, -1 } } };
+	const struct netcheck_group g1[2] = { { 2, { 1, 2 } }, { 1, { 0, -1 } } };
+	const struct netcheck_group *const gs[2] = { g0, g1 };
+	const int ng[2] = { 2, 2 };
+	int v[3];
+
+	ck_assert_int_eq(netcheck_verdict(nd, 3, gs, ng, 2.0, v), 0);
+	nd[0].time_s[1] = 0.3;
+	ck_assert_int_eq(netcheck_verdict(nd, 3, gs, ng, 2.0, v), 1);
+	ck_assert_int_eq(v[0], NETCHECK_STRAGGLER);
+}
+END_TEST
+
 /* The straggler wait: it starts once every member joined and half of the
  * others reported; a member not reported by then is late, with the time
  * the round was open since the last join; a restarted master keeps it
@@ -402,7 +426,8 @@ static Suite *netcheck_suite(void)
 			      test_faulty_needs_two_failures, test_straggler_ratio,
 			      test_run_verdicts, test_run_silent_node_times_out,
 			      test_worlds_name_only_the_bad_node,
-			      test_three_nodes_cleared_by_a_worse_partner, test_run_straggler_wait);
+			      test_three_nodes_cleared_by_a_worse_partner,
+				  test_three_nodes_one_slow_pair_fast_alone, test_run_straggler_wait);
 	return RV_TEST_SUITE("netcheck", tc);
 }
 
