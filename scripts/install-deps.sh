@@ -25,7 +25,7 @@ pkgs=(build-essential pkg-config libmicrohttpd-dev libpq-dev libcjson-dev libgsl
       # whose background thread the warm interpreter must fork past
       python3-torch python3-sklearn libjemalloc2
       # the Slurm backend's tests: a private Slurm cluster (tests/slurm)
-      slurm-wlm slurmrestd slurm-client munge iproute2 util-linux
+      slurm-wlm slurmrestd slurm-client munge iproute2 util-linux e2fsprogs
       # the fault suite (tests/fault): a clock stepped under one daemon
       faketime
       # streaming datasets from Redis Streams (rover.redis_feed, tests/integration

@@ -700,18 +700,31 @@ START_TEST(test_overlap_crash_keeps_previous)
 }
 END_TEST
 
+#define TWO_SAVES_N 65536
+
+/* Rank 0 of job saves step 5 (*a, filled with 1s) and step 6 (*b, 2s) of
+ * TWO_SAVES_N bytes each, one per slot, and closes. */
+static void two_saves(const char *job, unsigned char **a, unsigned char **b)
+{
+	struct rv_trainer *t = open_local(job, 0);
+	*a = malloc(TWO_SAVES_N);
+	*b = malloc(TWO_SAVES_N);
+	ck_assert(*a && *b);
+	fill(*a, TWO_SAVES_N, 1);
+	fill(*b, TWO_SAVES_N, 2);
+	save1(t, 5, *a, TWO_SAVES_N);
+	save1(t, 6, *b, TWO_SAVES_N);
+	rv_trainer_close(t);
+}
+
 START_TEST(test_corrupted_refused)
 {
 	char job[64];
 	job_name(job, sizeof(job), "corrupt");
-	struct rv_trainer *t = open_local(job, 0);
-	enum { N = 65536 };
-	unsigned char *a = malloc(N), *b = malloc(N);
-	fill(a, N, 1);
-	fill(b, N, 2);
-	save1(t, 5, a, N);
-	save1(t, 6, b, N);
-	rv_trainer_close(t);
+	enum { N = TWO_SAVES_N };
+	unsigned char *a, *b;
+	two_saves(job, &a, &b);
+	struct rv_trainer *t;
 	/* one bit of step 6's payload flips: step 5 is loaded */
 	size_t len;
 	unsigned char *s1 = map_slot(job, 0, 1, &len);
@@ -746,14 +759,10 @@ START_TEST(test_older_slot_checked_when_loaded)
 {
 	char job[64];
 	job_name(job, sizeof(job), "olderslot");
-	struct rv_trainer *t = open_local(job, 0);
-	enum { N = 65536 };
-	unsigned char *a = malloc(N), *b = malloc(N);
-	fill(a, N, 1);
-	fill(b, N, 2);
-	save1(t, 5, a, N);
-	save1(t, 6, b, N);
-	rv_trainer_close(t);
+	enum { N = TWO_SAVES_N };
+	unsigned char *a, *b;
+	two_saves(job, &a, &b);
+	struct rv_trainer *t;
 	size_t len;
 	unsigned char *s0 = map_slot(job, 0, 0, &len); /* step 5's */
 	ck_assert_ptr_nonnull(s0);
