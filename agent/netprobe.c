@@ -578,7 +578,12 @@ static int one_round(struct rv_master_client *mc, const struct netprobe_opts *o,
 	out->time_s[round] = secs;
 	if (closed)
 		return 0; /* the master judged this round without us */
-	struct rv_netcheck_report rep = { .check = check, .round = round, .ok = ok, .time_s = secs };
+	struct rv_netcheck_report rep = { .check = check,
+					  .round = round,
+					  .ok = ok,
+					  .time_s = secs,
+					  .compute_s = ok && o->collective ? out->compute_s[round]
+									   : 0 };
 	snprintf(rep.node, sizeof(rep.node), "%s", o->node);
 	rv_log_info("network check round", "check=%lld round=%d ok=%s time_s=%.3f peers=%d",
 		    (long long)check, round, ok ? "true" : "false", secs, g.npeers - 1);

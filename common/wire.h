@@ -737,6 +737,7 @@ struct rv_netcheck_report {
 	int round; /* 0 or 1 */
 	bool ok;
 	double time_s; /* the collective's time, >= 0; ignored when !ok */
+	double compute_s; /* the part of it that was the node's own work (0: not measured) */
 };
 int rv_netcheck_report_from_json(const cJSON *root, struct rv_netcheck_report *out,
 				 struct rv_err *err);

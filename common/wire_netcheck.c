@@ -129,6 +129,9 @@ static const struct rv_wire_field f_netcheck_report[] = {
 	WBOOL("ok", ok, REQ, "whether the group's collective succeeded"),
 	WNUM("time_s", time_s, 0, 0, 86400,
 	     "how long it took, seconds (required for an ok report)"),
+	WNUM("compute_s", compute_s, RV_WIRE_OMIT, 0, 86400,
+	     "the part of time_s that was the node's own work, seconds (0 or absent: not "
+	     "measured)"),
 };
 const struct rv_wire_message rv_wire_netcheck_report_msg =
 	RV_WIRE_MSG("NetcheckReport", "a node's result of a check round", f_netcheck_report,

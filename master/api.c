@@ -667,6 +667,7 @@ static int api_netcheck_report(struct rv_http_req *req, struct rv_http_resp *res
 	op.step = r.round;
 	op.id = r.ok;
 	op.speed = r.ok ? r.time_s : 0;
+	op.compute_time = r.ok ? r.compute_s : 0;
 	return accept_op(m, resp, MASTER_OP_NETCHECK, &op);
 }
 

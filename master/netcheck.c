@@ -106,25 +106,33 @@ static bool timed_ok(const struct netcheck_node *nd, int r)
 	return nd->ok[r] && isfinite(nd->time_s[r]) && nd->time_s[r] >= 0;
 }
 
-/* Whether node i's slowness rests on one paired round against a round it
- * ran alone within limit: alone, its own work was as fast as the others',
- * so the one slow round (noise on a loaded machine, or its partner: a
- * node of an odd count sits out once) is no evidence to name it. */
-static bool one_slow_pair_fast_alone(const struct netcheck_node *nd,
-				     const struct netcheck_group *const groups[2],
-				     const int ngroups[2], int i, double limit)
+/* Whether node i's slowness rests on one paired round that its own work
+ * explains, against a round it ran alone within limit: the paired round's
+ * compute above the compute it showed alone (noise on a loaded machine) is
+ * taken off that round's time, and what is left is within limit.  A slow
+ * link shows in the paired round's communication, which a round alone
+ * does not measure, so without compute times (the TCP check) nothing is
+ * cleared. */
+static bool noisy_pair_fast_alone(const struct netcheck_node *nd,
+				  const struct netcheck_group *const groups[2],
+				  const int ngroups[2], int i, double limit)
 {
-	int paired = 0;
-	bool fast_alone = false;
+	int paired = -1, alone = -1, npaired = 0;
 	for (int r = 0; r < 2; r++) {
 		if (!timed_ok(nd, r) || nd->late[r])
 			continue;
-		if (alone_in(groups, ngroups, r, i))
-			fast_alone |= nd->time_s[r] <= limit;
-		else
-			paired++;
+		if (alone_in(groups, ngroups, r, i)) {
+			alone = r;
+		} else {
+			paired = r;
+			npaired++;
+		}
 	}
-	return paired == 1 && fast_alone;
+	if (npaired != 1 || alone < 0 || nd->time_s[alone] > limit || !(nd->compute_s[alone] > 0) ||
+	    !(nd->compute_s[paired] > 0))
+		return false;
+	double noise = fmax(0, nd->compute_s[paired] - nd->compute_s[alone]);
+	return nd->time_s[paired] - noise <= limit;
 }
 
 /* Median of the nt times in t (sorted here); 0 when nt == 0. */
@@ -209,8 +217,8 @@ int netcheck_verdict(const struct netcheck_node *nodes, int n,
 			verdict[i] = NETCHECK_FAULTY;
 		else if (n >= 3 &&
 			 ((nt >= 3 && isfinite(best[i]) && best[i] > straggler_ratio * median &&
-			   !one_slow_pair_fast_alone(&nodes[i], groups, ngroups, i,
-						     straggler_ratio * median)) ||
+			   !noisy_pair_fast_alone(&nodes[i], groups, ngroups, i,
+						  straggler_ratio * median)) ||
 			  (nodes[i].late[0] && nodes[i].late[1])))
 			verdict[i] = NETCHECK_STRAGGLER;
 		else
@@ -441,11 +449,11 @@ int netcheck_run_join(struct netcheck_run *r, const char *node, int64_t now_ms)
 }
 
 int netcheck_run_report(struct netcheck_run *r, const char *node, int round, bool ok, double time_s,
-			int64_t now_ms)
+			double compute_s, int64_t now_ms)
 {
 	if (round != 0 && round != 1)
 		return -EINVAL;
-	if (ok && !(isfinite(time_s) && time_s >= 0))
+	if (ok && !(isfinite(time_s) && time_s >= 0 && isfinite(compute_s) && compute_s >= 0))
 		return -EINVAL;
 	int i = r->state == NETCHECK_NONE ? -ENOENT : netcheck_run_member(r, node);
 	if (i < 0)
@@ -463,6 +471,7 @@ int netcheck_run_report(struct netcheck_run *r, const char *node, int round, boo
 	mb->joined = true;
 	mb->res.ok[round] = ok;
 	mb->res.time_s[round] = ok ? time_s : 0;
+	mb->res.compute_s[round] = ok ? fmin(compute_s, time_s) : 0;
 	for (int k = 0; k < r->n; k++)
 		if (!r->m[k].reported[round]) {
 			straggler_deadline(r, now_ms);
@@ -521,11 +530,13 @@ int netcheck_run_save(const struct netcheck_run *r, struct rv_buf *out)
 		rv_buf_puts(out, ",\"addr\":");
 		put_str(out, mb->addr);
 		rv_buf_printf(out,
-			      ",\"ok\":[%d,%d],\"time\":[%.17g,%.17g],\"reported\":[%d,%d],"
-			      "\"late\":[%d,%d],\"joined\":%d,\"silent\":%d,\"verdict\":%d}",
+			      ",\"ok\":[%d,%d],\"time\":[%.17g,%.17g],\"compute\":[%.17g,%.17g],"
+			      "\"reported\":[%d,%d],\"late\":[%d,%d],\"joined\":%d,\"silent\":%d,"
+			      "\"verdict\":%d}",
 			      mb->res.ok[0], mb->res.ok[1], mb->res.time_s[0], mb->res.time_s[1],
-			      mb->reported[0], mb->reported[1], mb->res.late[0], mb->res.late[1],
-			      mb->joined, mb->silent, mb->verdict);
+			      mb->res.compute_s[0], mb->res.compute_s[1], mb->reported[0],
+			      mb->reported[1], mb->res.late[0], mb->res.late[1], mb->joined,
+			      mb->silent, mb->verdict);
 	}
 	rv_buf_puts(out, "]}");
 	return rv_buf_failed(out) ? -ENOMEM : 0;
@@ -557,14 +568,20 @@ static int load_wait(const cJSON *root, struct netcheck_run *nr, struct rv_err *
 	return 0;
 }
 
-/* A member's late rounds and joined flag (absent from an older snapshot). */
+/* A member's late rounds, compute times and joined flag (absent from an
+ * older snapshot). */
 static void load_member_extra(const cJSON *o, struct netcheck_member *mb)
 {
-	double l0 = 0, l1 = 0;
+	double l0 = 0, l1 = 0, c0 = 0, c1 = 0;
 	const cJSON *j = cJSON_GetObjectItem(o, "joined");
 	if (pair_item(o, "late", 0, &l0) == 0 && pair_item(o, "late", 1, &l1) == 0) {
 		mb->res.late[0] = l0 != 0;
 		mb->res.late[1] = l1 != 0;
+	}
+	if (pair_item(o, "compute", 0, &c0) == 0 && pair_item(o, "compute", 1, &c1) == 0 &&
+	    c0 >= 0 && c1 >= 0) {
+		mb->res.compute_s[0] = c0;
+		mb->res.compute_s[1] = c1;
 	}
 	mb->joined = cJSON_IsNumber(j) && cJSON_GetNumberValue(j) != 0;
 }

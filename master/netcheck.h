@@ -29,11 +29,14 @@ enum { NETCHECK_OK = 0, NETCHECK_FAULTY = 1, NETCHECK_STRAGGLER = 2 };
 /* One node's results: ok[r] and time_s[r] of round r (time_s ignored when
  * !ok[r]); late[r]: it had not reported when the round closed early (the
  * others were done and the straggler wait was over): ok, and time_s[r] is
- * how long the round had been open (its time is more). */
+ * how long the round had been open (its time is more); compute_s[r]: the
+ * part of time_s[r] that was the node's own work (0: not measured, as in
+ * the TCP check). */
 struct netcheck_node {
 	bool ok[2];
 	double time_s[2];
 	bool late[2];
+	double compute_s[2];
 };
 
 struct netcheck_group {
@@ -142,13 +145,14 @@ int netcheck_run_member(const struct netcheck_run *r, const char *node);
  * -ENOENT not a member or no check; -EINVAL bad round. */
 int netcheck_run_group(const struct netcheck_run *r, const char *node, int round,
 		       struct netcheck_group *out);
-/* node's result of round.  1 recorded (and maybe the round closed); 0 the
+/* node's result of round (compute_s: the part of time_s that was its own
+ * work, 0 when not measured).  1 recorded (and maybe the round closed); 0 the
  * same report again, or a report of a round already closed (ignored: it came
  * after the deadline); -ENOENT not a member or no check running; -EINVAL bad
  * round or time; -EEXIST a different result for a round already reported;
  * -EAGAIN round 1 before it opened; -ENOMEM. */
 int netcheck_run_report(struct netcheck_run *r, const char *node, int round, bool ok, double time_s,
-			int64_t now_ms);
+			double compute_s, int64_t now_ms);
 /* Close the open round when its deadline (the timeout, or the straggler
  * wait) is due: the silent count as failed, the late as late.  1 something changed, 0 not; -ENOMEM. */
 int netcheck_run_tick(struct netcheck_run *r, int64_t now_ms);

@@ -303,7 +303,7 @@ static bool apply_netcheck(struct master *m, const struct master_op *op, struct 
 			return false;
 		}
 		int rc = netcheck_run_report(r, op->node, (int)op->step, op->id != 0, op->speed,
-					     op->now_ms);
+					     op->compute_time, op->now_ms);
 		if (rc < 0)
 			res->rc = rv_err_set(&res->err, rc == -EAGAIN ? -EEXIST : rc,
 					     rc == -ENOENT ? "node" : "round",

@@ -59,7 +59,8 @@ static const char *const docs[K_COUNT] = {
 	[K_DONE_REPLY] = "{\"counted\":true}",
 	[K_CKPT_REPORT] = "{\"step\":100,\"worker\":3,\"task_id\":5,\"consumed\":64}",
 	[K_DATA_CKPT] = "{\"step\":100,\"checkpoint\":{\"datasets\":[{\"cursor\":3}]}}",
-	[K_STEP] = "{\"node\":\"n-0\",\"step\":100,\"speed\":512.5,\"ts\":1700000000000,\"compute_time\":0.25}",
+	[K_STEP] = "{\"node\":\"n-0\",\"step\":100,\"speed\":512.5,\"ts\":1700000000000,\"compute_"
+		   "time\":0.25}",
 	[K_USAGE] = "{\"node\":\"n-0\",\"rank\":1,\"cpu\":1.5,\"cpu_limit\":2,\"memory_mb\":900,"
 		    "\"throttled\":0.25,\"nr_periods\":40,\"nr_throttled\":10,\"throttled_us\":"
 		    "25000,\"gpus\":2,\"gpu_memory_mb\":3000,\"gpu_memory_total_mb\":160000,"
@@ -90,7 +91,8 @@ static const char *const docs[K_COUNT] = {
 	[K_NC_JOINED] = "{\"check\":2,\"world\":5,\"nodes\":4}",
 	[K_NC_GROUP] = "{\"check\":2,\"round\":1,\"status\":\"ready\",\"peers\":[{\"node\":\"n-0\","
 		       "\"addr\":\"a:1\"},{\"node\":\"n-3\",\"addr\":\"b:1\"}]}",
-	[K_NC_REPORT] = "{\"node\":\"n-0\",\"check\":2,\"round\":0,\"ok\":true,\"time_s\":0.25}",
+	[K_NC_REPORT] = "{\"node\":\"n-0\",\"check\":2,\"round\":0,\"ok\":true,\"time_s\":0.25,"
+			"\"compute_s\":0.2}",
 	[K_NC_STATUS] = "{\"check\":2,\"world\":5,\"state\":\"done\",\"round\":1,\"nodes\":[{"
 			"\"node\":\"n-0\",\"verdict\":\"straggler\",\"silent\":false,\"ok0\":true,"
 			"\"ok1\":false,\"time0_s\":1.5,\"time1_s\":0}]}",
@@ -312,6 +314,10 @@ START_TEST(test_bad)
 		{ K_STREAM_END, "{\"end_offset\":1}", "partition" },
 		{ K_NC_REPORT, "{\"node\":\"n\",\"check\":1,\"round\":2,\"ok\":false}", "round" },
 		{ K_NC_REPORT, "{\"node\":\"n\",\"check\":1,\"round\":0,\"ok\":true}", "time_s" },
+		{ K_NC_REPORT,
+		  "{\"node\":\"n\",\"check\":1,\"round\":0,\"ok\":true,\"time_s\":1,\"compute_s\":-"
+		  "1}",
+		  "compute_s" },
 		{ K_NC_GROUP, "{\"check\":1,\"round\":0,\"status\":\"ready\"}", "peers" },
 		{ K_NC_GROUP, "{\"check\":1,\"round\":0,\"status\":\"ready\",\"peers\":[]}",
 		  "peers" },

@@ -52,9 +52,11 @@ END_TEST
 START_TEST(test_round1_fastest_with_slowest)
 {
 	struct netcheck_node nd[5] = {
-		{ { true }, { 3.0 }, { false } },  { { true }, { 1.0 }, { false } },
-		{ { false }, { 0.1 }, { false } }, { { true }, { 2.0 }, { false } },
-		{ { true }, { 1.5 }, { false } },
+		{ { true }, { 3.0 }, { false }, { 0, 0 } },
+		{ { true }, { 1.0 }, { false }, { 0, 0 } },
+		{ { false }, { 0.1 }, { false }, { 0, 0 } },
+		{ { true }, { 2.0 }, { false }, { 0, 0 } },
+		{ { true }, { 1.5 }, { false }, { 0, 0 } },
 	};
 	struct netcheck_group g[3];
 
@@ -78,9 +80,9 @@ START_TEST(test_round1_fastest_with_slowest)
 	assert_group(&g[1], 2, 4, 0, -1);
 	/* three: never alone twice; node 2 was alone in round 0 */
 	struct netcheck_node three[3] = {
-		{ { true }, { 0.1 }, { true } },
-		{ { true }, { 0.1 }, { true } },
-		{ { true }, { 0.02 }, { false } },
+		{ { true }, { 0.1 }, { true }, { 0, 0 } },
+		{ { true }, { 0.1 }, { true }, { 0, 0 } },
+		{ { true }, { 0.02 }, { false }, { 0, 0 } },
 	};
 	ck_assert_int_eq(netcheck_groups(1, three, 3, g, 2), 2);
 	assert_group(&g[0], 2, 2, 1, -1); /* 2 (alone) with 1, 0 (late) sits out */
@@ -94,10 +96,10 @@ START_TEST(test_faulty_needs_two_failures)
 	/* node 2 is broken: round 0 fails it and its neighbour 3; round 1
 	 * pairs 3 with a healthy node and it passes */
 	struct netcheck_node nd[4] = {
-		{ { true, true }, { 1.0, 1.0 }, { false } },
-		{ { true, true }, { 1.1, 1.0 }, { false } },
-		{ { false, false }, { 0, 0 }, { false } },
-		{ { false, true }, { 0, 1.2 }, { false } },
+		{ { true, true }, { 1.0, 1.0 }, { false }, { 0, 0 } },
+		{ { true, true }, { 1.1, 1.0 }, { false }, { 0, 0 } },
+		{ { false, false }, { 0, 0 }, { false }, { 0, 0 } },
+		{ { false, true }, { 0, 1.2 }, { false }, { 0, 0 } },
 	};
 	int v[4];
 
@@ -115,11 +117,11 @@ START_TEST(test_straggler_ratio)
 {
 	/* best time of each node counts: node 1 was slow only beside node 4 */
 	struct netcheck_node nd[5] = {
-		{ { true, true }, { 1.0, 1.1 }, { false } },
-		{ { true, true }, { 5.0, 1.0 }, { false } },
-		{ { true, true }, { 1.2, 0.9 }, { false } },
-		{ { true, true }, { 1.0, 1.9 }, { false } },
-		{ { true, true }, { 5.0, 4.8 }, { false } },
+		{ { true, true }, { 1.0, 1.1 }, { false }, { 0, 0 } },
+		{ { true, true }, { 5.0, 1.0 }, { false }, { 0, 0 } },
+		{ { true, true }, { 1.2, 0.9 }, { false }, { 0, 0 } },
+		{ { true, true }, { 1.0, 1.9 }, { false }, { 0, 0 } },
+		{ { true, true }, { 5.0, 4.8 }, { false }, { 0, 0 } },
 	};
 	int v[5];
 
@@ -157,7 +159,7 @@ static void report_round(struct netcheck_run *r, int round, int faulty, int slow
 		double t = i == slow ? 1.0 : 0.1;
 		for (int k = 0; k < g.n; k++)
 			ok = ok && g.nodes[k] != faulty && g.nodes[k] != silent;
-		ck_assert_int_ge(netcheck_run_report(r, names4[i], round, ok, t, now), 0);
+		ck_assert_int_ge(netcheck_run_report(r, names4[i], round, ok, t, t / 2, now), 0);
 	}
 }
 
@@ -168,16 +170,16 @@ START_TEST(test_run_verdicts)
 	ck_assert_int_eq(r.id, 1);
 	struct netcheck_group g;
 	ck_assert_int_eq(netcheck_run_group(&r, "a", 1, &g), 0); /* round 1 not open */
-	ck_assert_int_eq(netcheck_run_report(&r, "a", 1, true, 0.1, 1000), -EAGAIN);
-	ck_assert_int_eq(netcheck_run_report(&r, "zz", 0, true, 0.1, 1000), -ENOENT);
-	ck_assert_int_eq(netcheck_run_report(&r, "a", 0, true, -1, 1000), -EINVAL);
+	ck_assert_int_eq(netcheck_run_report(&r, "a", 1, true, 0.1, 0, 1000), -EAGAIN);
+	ck_assert_int_eq(netcheck_run_report(&r, "zz", 0, true, 0.1, 0, 1000), -ENOENT);
+	ck_assert_int_eq(netcheck_run_report(&r, "a", 0, true, -1, 0, 1000), -EINVAL);
 	ck_assert_int_eq(netcheck_run_deadline(&r), 1500);
 	report_round(&r, 0, 0, 2, -1, 1100);
 	ck_assert_int_eq(r.state, NETCHECK_RUNNING);
 	ck_assert_int_eq(r.round, 1); /* everyone reported: round 1 opened at once */
 	ck_assert_int_eq(netcheck_run_deadline(&r), 1600);
-	ck_assert_int_eq(netcheck_run_report(&r, "a", 0, false, 0, 1100), 0); /* the same */
-	ck_assert_int_eq(netcheck_run_report(&r, "a", 0, true, 0.1, 1100), -EEXIST);
+	ck_assert_int_eq(netcheck_run_report(&r, "a", 0, false, 0, 0, 1100), 0); /* the same */
+	ck_assert_int_eq(netcheck_run_report(&r, "a", 0, true, 0.1, 0, 1100), -EEXIST);
 	report_round(&r, 1, 0, 2, -1, 1200);
 	ck_assert_int_eq(r.state, NETCHECK_DONE);
 	ck_assert_int_eq(r.m[0].verdict, NETCHECK_FAULTY);
@@ -199,7 +201,7 @@ START_TEST(test_run_silent_node_times_out)
 	ck_assert_int_eq(r.round, 1);
 	ck_assert(r.m[3].silent);
 	/* its late report changes nothing */
-	ck_assert_int_eq(netcheck_run_report(&r, "d", 0, true, 0.1, 600), 0);
+	ck_assert_int_eq(netcheck_run_report(&r, "d", 0, true, 0.1, 0, 600), 0);
 	ck_assert(!r.m[3].res.ok[0]);
 
 	/* a restarted master: save, load, same answers */
@@ -211,6 +213,8 @@ START_TEST(test_run_silent_node_times_out)
 	ck_assert_msg(netcheck_run_load(&r2, b.data, b.len, &err) == 0, "%s", err.msg);
 	ck_assert_int_eq(netcheck_run_deadline(&r2), 1000);
 	ck_assert_str_eq(r2.m[2].addr, addrs4[2]);
+	ck_assert(r.m[0].res.compute_s[0] > 0); /* the compute part too */
+	ck_assert(r2.m[0].res.compute_s[0] == r.m[0].res.compute_s[0]);
 	/* a master back after downtime gives the round its timeout again */
 	ck_assert_int_eq(netcheck_run_grace(&r2, 400), 0);
 	ck_assert_int_eq(netcheck_run_grace(&r2, 900), 1);
@@ -262,7 +266,7 @@ static void world_round(struct netcheck_run *r, int n, int round, enum world_fau
 		bool ok = !(f == W_BROKEN && with_bad && g.n > 1);
 		double t = f == W_SLOW && with_bad ? 5.0 : g.n > 1 ? 0.10 : 0.02;
 		*now += 10;
-		ck_assert_int_ge(netcheck_run_report(r, names8[i], round, ok, t, *now), 0);
+		ck_assert_int_ge(netcheck_run_report(r, names8[i], round, ok, t, 0, *now), 0);
 	}
 	if (r->state == NETCHECK_RUNNING && r->round == round) {
 		int64_t dl = netcheck_run_deadline(r);
@@ -315,9 +319,9 @@ END_TEST
 START_TEST(test_three_nodes_cleared_by_a_worse_partner)
 {
 	struct netcheck_node nd[3] = {
-		{ { true, true }, { 1.0, 1.2 }, { true, true } },
-		{ { true, true }, { 1.0, 0.02 }, { true, false } },
-		{ { true, true }, { 0.02, 1.2 }, { false, true } },
+		{ { true, true }, { 1.0, 1.2 }, { true, true }, { 0, 0 } },
+		{ { true, true }, { 1.0, 0.02 }, { true, false }, { 0, 0 } },
+		{ { true, true }, { 0.02, 1.2 }, { false, true }, { 0, 0 } },
 	};
 	const struct netcheck_group g0[2] = { { 2, { 0, 1 } }, { 1, { 2, -1 } } };
 	const struct netcheck_group g1[2] = { { 2, { 2, 0 } }, { 1, { 1, -1 } } };
@@ -345,10 +349,11 @@ END_TEST
  * as slow alone as paired, it is named. */
 START_TEST(test_three_nodes_one_slow_pair_fast_alone)
 {
+	/* node 0's paired round 0 was slow, its round 1 alone fast */
 	struct netcheck_node nd[3] = {
-		{ { true, true }, { 0.245, 0.085 }, { false, false } },
-		{ { true, true }, { 0.245, 0.09 }, { false, false } },
-		{ { true, true }, { 0.09, 0.09 }, { false, false } },
+		{ { true, true }, { 0.245, 0.085 }, { false, false }, { 0.194, 0.08 } },
+		{ { true, true }, { 0.245, 0.09 }, { false, false }, { 0.08, 0.08 } },
+		{ { true, true }, { 0.09, 0.09 }, { false, false }, { 0.08, 0.08 } },
 	};
 	const struct netcheck_group g0[2] = { { 2, { 0, 1 } }, { 1, { 2, -1 } } };
 	const struct netcheck_group g1[2] = { { 2, { 1, 2 } }, { 1, { 0, -1 } } };
@@ -356,8 +361,20 @@ START_TEST(test_three_nodes_one_slow_pair_fast_alone)
 	const int ng[2] = { 2, 2 };
 	int v[3];
 
+	/* its own compute was slow then (noise): without it the round is fast */
 	ck_assert_int_eq(netcheck_verdict(nd, 3, gs, ng, 2.0, v), 0);
-	nd[0].time_s[1] = 0.3;
+	/* slower than that noise explains */
+	nd[0].time_s[0] = nd[1].time_s[0] = 0.3;
+	ck_assert_int_eq(netcheck_verdict(nd, 3, gs, ng, 2.0, v), 1);
+	ck_assert_int_eq(v[0], NETCHECK_STRAGGLER);
+	/* its compute as fast as alone: the link was slow, which a round alone
+	 * does not measure */
+	nd[0].time_s[0] = nd[1].time_s[0] = 0.245;
+	nd[0].compute_s[0] = 0.08;
+	ck_assert_int_eq(netcheck_verdict(nd, 3, gs, ng, 2.0, v), 1);
+	ck_assert_int_eq(v[0], NETCHECK_STRAGGLER);
+	/* no compute measured (the TCP check): a round alone sent nothing */
+	nd[0].compute_s[0] = nd[0].compute_s[1] = 0;
 	ck_assert_int_eq(netcheck_verdict(nd, 3, gs, ng, 2.0, v), 1);
 	ck_assert_int_eq(v[0], NETCHECK_STRAGGLER);
 }
@@ -375,8 +392,8 @@ START_TEST(test_run_straggler_wait)
 	ck_assert_int_eq(netcheck_run_join(&r, "a", 0), 1);
 	ck_assert_int_eq(netcheck_run_join(&r, "a", 0), 0);
 	ck_assert_int_eq(netcheck_run_join(&r, "zz", 0), -ENOENT);
-	ck_assert_int_eq(netcheck_run_report(&r, "a", 0, true, 0.1, 200), 1);
-	ck_assert_int_eq(netcheck_run_report(&r, "b", 0, true, 0.1, 200), 1);
+	ck_assert_int_eq(netcheck_run_report(&r, "a", 0, true, 0.1, 0, 200), 1);
+	ck_assert_int_eq(netcheck_run_report(&r, "b", 0, true, 0.1, 0, 200), 1);
 	/* c has not joined yet (its interpreter imports): no wait */
 	ck_assert_int_eq(netcheck_run_deadline(&r), 30000);
 	ck_assert_int_eq(netcheck_run_join(&r, "d", 250), 1);
@@ -390,16 +407,17 @@ START_TEST(test_run_straggler_wait)
 	ck_assert_int_eq(r.round, 1);
 	ck_assert(r.m[2].res.late[0] && r.m[2].res.ok[0] && !r.m[2].silent);
 	ck_assert(r.m[2].res.time_s[0] == 0.4); /* open since the last join */
-	ck_assert_int_eq(netcheck_run_report(&r, "c", 0, true, 5.0, 800), 0); /* too late */
+	ck_assert_int_eq(netcheck_run_report(&r, "c", 0, true, 5.0, 0, 800), 0); /* too late */
 
 	/* round 1: b fails with its partner, which is failed then, not late */
 	struct netcheck_group g;
 	ck_assert_int_eq(netcheck_run_group(&r, "b", 1, &g), 1);
 	int partner = g.nodes[0] == 1 ? g.nodes[1] : g.nodes[0];
-	ck_assert_int_eq(netcheck_run_report(&r, "b", 1, false, 0, 800), 1);
+	ck_assert_int_eq(netcheck_run_report(&r, "b", 1, false, 0, 0, 800), 1);
 	for (int i = 0; i < 4; i++)
 		if (i != 1 && i != partner)
-			ck_assert_int_eq(netcheck_run_report(&r, names4[i], 1, true, 0.1, 810), 1);
+			ck_assert_int_eq(netcheck_run_report(&r, names4[i], 1, true, 0.1, 0, 810),
+					 1);
 	ck_assert_int_eq(netcheck_run_deadline(&r), 810 + 400);
 
 	struct rv_buf b;

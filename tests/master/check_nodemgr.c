@@ -519,7 +519,7 @@ START_TEST(test_netcheck_verdict_charges_the_host)
 			ck_assert_int_eq(netcheck_run_group(r, names[i], round, &g), 1);
 			bool with0 = g.nodes[0] == 0 || (g.n > 1 && g.nodes[1] == 0);
 			if (!with0)
-				netcheck_run_report(r, names[i], round, true, 0.1, 10);
+				netcheck_run_report(r, names[i], round, true, 0.1, 0, 10);
 		}
 		ck_assert_int_eq(netcheck_run_tick(r, netcheck_run_deadline(r)), 1);
 	}
