@@ -69,6 +69,7 @@ struct nodemgr {
 	int64_t nc_check;
 	char nc_named[64][SCHED_NAME_MAX];
 	int nc_nnamed;
+	struct sched_resources shape; /* the backend's largest node, 0s: not known */
 };
 
 static const char *const job_state_names[] = { "running", "succeeded", "failed" };
@@ -484,6 +485,7 @@ struct launch_spec {
  * returns its replica spec. */
 static const struct rv_replica_spec *launch_spec_fill(struct nodemgr *nm, const char *base,
 						      const struct nodes_info *ni,
+						      const struct sched_resources *res,
 						      struct launch_spec *ls)
 {
 	struct master *m = nm->m;
@@ -498,7 +500,7 @@ static const struct rv_replica_spec *launch_spec_fill(struct nodemgr *nm, const 
 	snprintf(ls->env[ne++], sz, "ROVER_JOB_NAME=%s", m->spec.name);
 	snprintf(ls->env[ne++], sz, "ROVER_NODE_INSTANCE=%s", ni->name);
 	snprintf(ls->env[ne++], sz, "ROVER_NODE_ATTEMPT=%d", ni->attempt);
-	snprintf(ls->env[ne++], sz, "ROVER_NODE_MEMORY_MB=%" PRId64, ni->res.memory_mb);
+	snprintf(ls->env[ne++], sz, "ROVER_NODE_MEMORY_MB=%" PRId64, res->memory_mb);
 	for (int i = 0; i < ne; i++)
 		ls->envp[i] = ls->env[i];
 	ls->envp[ne] = NULL;
@@ -511,7 +513,7 @@ static const struct rv_replica_spec *launch_spec_fill(struct nodemgr *nm, const 
 		.rank = ni->rank,
 		.host = ni->host,
 		.avoid = ls->avoid,
-		.res = ni->res,
+		.res = *res,
 		.argv = (const char *const *)rs->command,
 		.env = ls->envp,
 		.log_path = ls->log,
@@ -519,16 +521,50 @@ static const struct rv_replica_spec *launch_spec_fill(struct nodemgr *nm, const 
 	return rs;
 }
 
+/* A plan's resources above the backend's largest node would never start
+ * (Slurm refuses the job): cap them there, but never below what the job
+ * spec itself asked (that ask fails with the scheduler's own reason). */
+static bool shape_cap(const struct nodemgr *nm, const char *role, struct sched_resources *r)
+{
+	const struct sched_resources *s = &nm->shape;
+	int ri = rv_role_parse(role);
+	const struct rv_replica_spec *rs = ri >= 0 ? &nm->m->spec.replicas[ri] : NULL;
+	struct rv_resource ask = rs && rs->has_resources ? rs->resource : (struct rv_resource){ 0 };
+	int64_t mem = s->memory_mb > ask.memory_mb ? s->memory_mb : ask.memory_mb;
+	double cpu = s->cpu > ask.cpu ? s->cpu : ask.cpu;
+	bool over_mem = s->memory_mb > 0 && r->memory_mb > mem;
+	bool over_cpu = s->cpu > 0 && r->cpu > cpu;
+	if (over_mem)
+		r->memory_mb = mem;
+	if (over_cpu)
+		r->cpu = cpu;
+	return over_mem || over_cpu;
+}
+
+/* The launch or resize of node with r capped (shape_cap), in the log. */
+static void shape_said(const char *node, const struct sched_resources *asked,
+		       const struct sched_resources *r)
+{
+	rv_log_warn("node resources capped at the largest node",
+		    "node=%s memory_mb=%" PRId64 " cpu=%g asked_memory_mb=%" PRId64 " asked_cpu=%g",
+		    node, r->memory_mb, r->cpu, asked->memory_mb, asked->cpu);
+}
+
 /* Journal the launch of instance ni of node base, then ask the backend; a
  * launch it refuses is fed back as a FAILED event. */
 static void launch(struct nodemgr *nm, const char *base, const struct nodes_info *ni)
 {
 	struct master *m = nm->m;
+	struct sched_resources res = ni->res;
+	if (shape_cap(nm, ni->role, &res)) {
+		shape_said(base, &ni->res, &res);
+		nodes_set_resources(nm->nodes, base, &res);
+	}
 	struct master_node v = { .rank = ni->rank,
 				 .attempt = ni->attempt,
 				 .restarts = ni->restarts,
 				 .ooms = ni->ooms,
-				 .res = ni->res,
+				 .res = res,
 				 .state = MASTER_NODE_LAUNCHED };
 	/* the plan that last relaunched the node stays with it */
 	pthread_mutex_lock(&m->lock);
@@ -544,7 +580,7 @@ static void launch(struct nodemgr *nm, const char *base, const struct nodes_info
 		return; /* the journal failed: the master cannot carry on safely */
 
 	struct launch_spec ls;
-	const struct rv_replica_spec *rs = launch_spec_fill(nm, base, ni, &ls);
+	const struct rv_replica_spec *rs = launch_spec_fill(nm, base, ni, &res, &ls);
 	struct rv_err err = { 0 };
 	int rc = rs->ncommand > 0 || (nm->k8s && rs->template_json)
 			 ? sched_launch(nm->sched, &ls.sp, &err)
@@ -552,7 +588,7 @@ static void launch(struct nodemgr *nm, const char *base, const struct nodes_info
 	char q[600];
 	rv_log_info("node launched",
 		    "node=%s instance=%s role=%s rank=%d memory_mb=%" PRId64 " cpu=%g rc=%d", base,
-		    ni->name, ni->role, ni->rank, ni->res.memory_mb, ni->res.cpu, rc);
+		    ni->name, ni->role, ni->rank, res.memory_mb, res.cpu, rc);
 	if (rc < 0) {
 		/* Never started: the policy hears it as a FAILED event. */
 		rv_log_warn("could not launch a node", "instance=%s reason=%s", ni->name,
@@ -933,6 +969,12 @@ static void reconcile(struct nodemgr *nm)
 			     n->res.gpu == want.gpu))
 				continue;
 			res = want;
+			if (shape_cap(nm, n->role, &res)) {
+				if (n->res.cpu == res.cpu && n->res.memory_mb == res.memory_mb &&
+				    n->res.gpu == res.gpu)
+					continue; /* already at the cap */
+				shape_said(n->name, &want, &res);
+			}
 			struct rv_err err = { 0 };
 			int rc = sched_resize(nm->sched, n->instance, &res, &err);
 			rv_log_info("node resized", "node=%s memory_mb=%" PRId64 " cpu=%g rc=%d",
@@ -1037,7 +1079,7 @@ static void restore(struct nodemgr *nm)
 		if (adoptable && nodes_get(nm->nodes, n->name, &ni) == 0) {
 			struct launch_spec ls;
 			struct rv_err err = { 0 };
-			launch_spec_fill(nm, n->name, &ni, &ls);
+			launch_spec_fill(nm, n->name, &ni, &ni.res, &ls);
 			int rc = sched_adopt(nm->sched, &ls.sp, n->pid, n->start_ticks, &err);
 			char q[600];
 			rv_log_info("node adopted after a master restart",
@@ -1274,6 +1316,8 @@ int nodemgr_start(struct master *m, const char *master_addr, struct rv_err *err)
 	}
 	rv_alg_params_default(&nm->alg.p);
 	nm->alg.lim.max_memory_mb = total_memory_mb();
+	if (sched_shape(nm->sched, &nm->shape) == 0 && nm->shape.memory_mb > 0)
+		nm->alg.lim.max_memory_mb = nm->shape.memory_mb; /* an OOM's ask too */
 	nm->alg.lim.free_memory_mb = -1;
 	nm->alg.lim.free_cpu = -1;
 	struct nodes_conf nc = {
@@ -1304,9 +1348,12 @@ int nodemgr_start(struct master *m, const char *master_addr, struct rv_err *err)
 	enum sched_local_mode mode = nm->slurm ? SCHED_LOCAL_NONE
 					       : sched_local_mode(nm->sched, &why);
 	rv_log_info("node manager started",
-		    "scheduler=%s limits=%s log_dir=%s master_addr=%s why=%s", m->cfg.scheduler,
+		    "scheduler=%s limits=%s log_dir=%s master_addr=%s largest_memory_mb=%" PRId64
+		    " largest_cpu=%g why=%s",
+		    m->cfg.scheduler,
 		    nm->slurm ? sched_slurm_version(nm->sched) : sched_local_mode_name(mode),
-		    nm->log_dir, nm->addr, rv_log_q(q, sizeof(q), why ? why : ""));
+		    nm->log_dir, nm->addr, nm->shape.memory_mb, nm->shape.cpu,
+		    rv_log_q(q, sizeof(q), why ? why : ""));
 started:
 	pthread_mutex_lock(&m->lock);
 	m->nodemgr = nm;

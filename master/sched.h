@@ -17,6 +17,7 @@
 #ifndef SCHED_H
 #define SCHED_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -105,6 +106,8 @@ struct sched_ops {
 	int (*adopt)(struct sched *s, const struct sched_node_spec *spec, int pid,
 		     int64_t start_ticks, struct rv_err *err);
 	void (*free)(struct sched *s);
+	/* may be NULL: the backend does not know its nodes' size */
+	int (*shape)(struct sched *s, struct sched_resources *out);
 };
 
 /* Every backend's state begins with this. */
@@ -149,6 +152,16 @@ static inline int sched_fd(struct sched *s)
 static inline int sched_next_event(struct sched *s, struct sched_event *ev)
 {
 	return s->ops->next_event(s, ev);
+}
+
+/* The largest node a launch can get (cpu and memory_mb each the largest
+ * of the nodes it places on; gpu 0): local, this machine; Slurm, the
+ * partition's largest node as slurmrestd listed it at start.  Returns 0,
+ * or -EOPNOTSUPP when the backend does not know (Kubernetes today). */
+static inline int sched_shape(struct sched *s, struct sched_resources *out)
+{
+	*out = (struct sched_resources){ 0 };
+	return s->ops->shape ? s->ops->shape(s, out) : -EOPNOTSUPP;
 }
 
 /* A live node's usage.  Returns 0, -ENOENT unknown node, -EOPNOTSUPP when

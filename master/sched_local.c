@@ -1001,6 +1001,19 @@ static void local_free(struct sched *base)
 	free(s);
 }
 
+/* This machine: its online CPUs and its memory. */
+static int local_shape(struct sched *base, struct sched_resources *out)
+{
+	(void)base;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+	if (cpus <= 0 || pages <= 0 || size <= 0)
+		return -EOPNOTSUPP;
+	out->cpu = (double)cpus;
+	out->memory_mb = (int64_t)pages * size / (1024 * 1024);
+	return 0;
+}
+
 static const struct sched_ops local_ops = {
 	.name = "local",
 	.launch = local_launch,
@@ -1011,6 +1024,7 @@ static const struct sched_ops local_ops = {
 	.usage = local_usage,
 	.adopt = local_adopt,
 	.free = local_free,
+	.shape = local_shape,
 };
 
 static void why_add(char *why, size_t size, const char *a)

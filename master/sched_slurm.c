@@ -105,6 +105,7 @@ struct sched_slurm {
 	pthread_cond_t cond;
 	struct sl_node *nodes;
 	int nn;
+	struct sched_resources shape; /* the partition's largest node, set before the thread */
 	/* Slurm nodes that lost a node of ours: new jobs exclude them (from
 	 * v0.0.40; Slurm itself keeps off a node while it is DOWN) */
 	char lost[SL_LOST_MAX][SCHED_NAME_MAX];
@@ -732,6 +733,33 @@ static int exclude_names(const cJSON *job, char out[][SCHED_NAME_MAX], int max)
  * it goes (a job that can never run helps nobody) and the detail says so.
  * Worker thread, s->mu not held.  Returns body, or a new one (the old
  * freed). */
+/* GET /nodes: the cluster's nodes (the caller frees the answer), NULL when
+ * Slurm did not say. */
+static cJSON *sl_nodes_get(struct sched_slurm *s)
+{
+	char path[64], detail[SCHED_DETAIL_MAX];
+	snprintf(path, sizeof(path), "/slurm/%s/nodes", s->api->version);
+	long status = 0;
+	int rc = 0;
+	cJSON *doc = sl_http(s, "GET", path, NULL, &status, &rc, detail, sizeof(detail));
+	if (rc < 0 || !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(doc, "nodes"))) {
+		cJSON_Delete(doc);
+		return NULL;
+	}
+	return doc;
+}
+
+/* A node's name when it is in our partition (any without one), else NULL. */
+static const char *sl_node_ours(const struct sched_slurm *s, const cJSON *it)
+{
+	const char *nm = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "name"));
+	const cJSON *parts = cJSON_GetObjectItemCaseSensitive(it, "partitions"), *p;
+	bool in = !s->partition[0];
+	cJSON_ArrayForEach(p, parts)
+		in = in || !strcmp(cJSON_GetStringValue(p) ? p->valuestring : "", s->partition);
+	return in ? nm : NULL;
+}
+
 static char *exclude_fit(struct sched_slurm *s, char *body, char *note, size_t nsize)
 {
 	RV_CLEANUP_CJSON cJSON *root = cJSON_Parse(body);
@@ -740,24 +768,15 @@ static char *exclude_fit(struct sched_slurm *s, char *body, char *note, size_t n
 	int n = exclude_names(job, names, SL_AVOID_MAX);
 	if (n == 0)
 		return body;
-	char path[64], detail[SCHED_DETAIL_MAX];
-	snprintf(path, sizeof(path), "/slurm/%s/nodes", s->api->version);
-	long status = 0;
-	int rc = 0;
-	RV_CLEANUP_CJSON cJSON *doc =
-		sl_http(s, "GET", path, NULL, &status, &rc, detail, sizeof(detail));
-	const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(doc, "nodes"), *it;
-	if (rc < 0 || !cJSON_IsArray(nodes))
+	RV_CLEANUP_CJSON cJSON *doc = sl_nodes_get(s);
+	const cJSON *it;
+	if (!doc)
 		return body; /* not known: Slurm says so itself if nothing fits */
 	int left = 0, all = 0;
-	cJSON_ArrayForEach(it, nodes)
+	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(doc, "nodes"))
 	{
-		const char *nm = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "name"));
-		const cJSON *parts = cJSON_GetObjectItemCaseSensitive(it, "partitions"), *p;
-		bool in = !s->partition[0];
-		cJSON_ArrayForEach(p, parts) in =
-			in || !strcmp(cJSON_GetStringValue(p) ? p->valuestring : "", s->partition);
-		if (!nm || !in)
+		const char *nm = sl_node_ours(s, it);
+		if (!nm)
 			continue;
 		all++;
 		bool out = false;
@@ -1041,6 +1060,31 @@ static void sl_free(struct sched *b)
 	free(s);
 }
 
+/* The largest node of the partition (at start: Slurm's nodes rarely grow
+ * while a job runs); left 0 when Slurm does not say. */
+static void sl_shape_learn(struct sched_slurm *s)
+{
+	RV_CLEANUP_CJSON cJSON *doc = sl_nodes_get(s);
+	const cJSON *it;
+	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(doc, "nodes"))
+	{
+		if (!sl_node_ours(s, it))
+			continue;
+		int64_t mem = sl_num(it, "real_memory", 0), cpus = sl_num(it, "cpus", 0);
+		if (mem > s->shape.memory_mb)
+			s->shape.memory_mb = mem;
+		if ((double)cpus > s->shape.cpu)
+			s->shape.cpu = (double)cpus;
+	}
+}
+
+static int sl_shape(struct sched *b, struct sched_resources *out)
+{
+	struct sched_slurm *s = to_sl(b);
+	*out = s->shape;
+	return s->shape.memory_mb > 0 || s->shape.cpu > 0 ? 0 : -EOPNOTSUPP;
+}
+
 static const struct sched_ops slurm_ops = {
 	.name = "slurm",
 	.launch = sl_launch,
@@ -1051,6 +1095,7 @@ static const struct sched_ops slurm_ops = {
 	.usage = sl_usage,
 	.adopt = sl_adopt,
 	.free = sl_free,
+	.shape = sl_shape,
 };
 
 /* ---- start ---- */
@@ -1137,6 +1182,8 @@ struct sched *sched_slurm_new(const struct sched_slurm_opts *o, struct rv_err *e
 		rc = rv_err_set(err, -ENOMEM, "", "could not make a curl handle");
 	if (rc == 0)
 		rc = sl_probe(s, err);
+	if (rc == 0)
+		sl_shape_learn(s);
 	if (rc == 0 && pthread_create(&s->thread, NULL, sl_main, s) != 0)
 		rc = rv_err_set(err, -EAGAIN, "", "could not start the slurm thread");
 	if (rc < 0) {

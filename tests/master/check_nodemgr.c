@@ -197,6 +197,33 @@ START_TEST(test_reconcile_count_and_resources)
 }
 END_TEST
 
+/* A plan asking more memory than the largest node has (here: this
+ * machine) would never start where the scheduler refuses it: the node is
+ * launched with the largest node's memory instead. */
+START_TEST(test_plan_above_the_largest_node_capped)
+{
+	struct master *m = master_new();
+	wait_for(m, 2, 2);
+	long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+	int64_t machine = (int64_t)pages * size / (1024 * 1024);
+	set_desired(m, 1, machine * 4);
+	struct view v;
+	for (int i = 0; i < 200; i++) {
+		look(m, "worker-0", &v);
+		if (!strcmp(v.instance, "worker-0.1") && v.pid > 0)
+			break;
+		usleep(25 * 1000);
+	}
+	ck_assert_str_eq(v.instance, "worker-0.1");
+	ck_assert_int_eq(v.memory_mb, machine);
+	/* at the cap already: no relaunch after relaunch */
+	usleep(500 * 1000);
+	look(m, "worker-0", &v);
+	ck_assert_str_eq(v.instance, "worker-0.1");
+	master_free(m);
+}
+END_TEST
+
 /* Apply one operation as the API would, under the lock. */
 static struct master_result apply_op(struct master *m, int type, const char *node, int64_t now)
 {
@@ -593,6 +620,7 @@ END_TEST
 static Suite *nodemgr_suite(void)
 {
 	TCase *tc = RV_TEST_TCASE("reconcile", 60, test_reconcile_count_and_resources,
+				  test_plan_above_the_largest_node_capped,
 				  test_local_without_command_is_refused,
 				  test_plan_remove_and_migrate_carried_out,
 				  test_succeeded_node_silence_is_no_death,

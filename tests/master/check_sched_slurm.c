@@ -134,7 +134,8 @@ static int h_job(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 	return 0;
 }
 
-/* The cluster's nodes n1..n<fk.nodes>, all in partition "p". */
+/* The cluster's nodes n1..n<fk.nodes>, all in partition "p"; node i has i
+ * CPUs and 1000 x i MiB. */
 static int h_nodes(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 {
 	(void)req;
@@ -143,8 +144,10 @@ static int h_nodes(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx
 	rv_buf_printf(&b, "{\"nodes\":[");
 	pthread_mutex_lock(&fk.mu);
 	for (int i = 1; i <= fk.nodes; i++)
-		rv_buf_printf(&b, "%s{\"name\":\"n%d\",\"partitions\":[\"p\"]}", i > 1 ? "," : "",
-			      i);
+		rv_buf_printf(&b,
+			      "%s{\"name\":\"n%d\",\"partitions\":[\"p\"],\"cpus\":%d,"
+			      "\"real_memory\":%d}",
+			      i > 1 ? "," : "", i, i, 1000 * i);
 	pthread_mutex_unlock(&fk.mu);
 	rv_buf_printf(&b, "]}");
 	rv_http_resp_json(resp, 200, b.data);
@@ -350,6 +353,11 @@ START_TEST(test_v38_shapes_and_lost_nodes)
 	struct rv_err err = { 0 };
 	struct sched *s = start("v0.0.38", 0, &err);
 	ck_assert_msg(s, "%s", err.msg);
+	/* the largest node, as the node manager caps a plan's resources */
+	struct sched_resources shape;
+	ck_assert_int_eq(sched_shape(s, &shape), 0);
+	ck_assert_int_eq(shape.memory_mb, 8000);
+	ck_assert(shape.cpu == 8);
 	launch(s, "w0");
 	cJSON *doc = submitted();
 	const cJSON *job = cJSON_GetObjectItem(doc, "job");

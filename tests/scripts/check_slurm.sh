@@ -184,6 +184,14 @@ case_cancel() {
 job cancel 2 2 0.1
 master cancel "$(free_port)"
 if wait_steps cancel 30 180; then
+  # what a plan's resources are capped at: no node larger than this starts
+  if grep -q 'msg="node manager started" scheduler=slurm .* largest_memory_mb=4096 largest_cpu=2 ' \
+    "$TMP/cancel/master.log"; then
+    ok "the master knows the partition's largest node from slurmrestd (4096 MiB, 2 CPUs)"
+  else
+    notok "the master knows the partition's largest node from slurmrestd"
+    grep 'node manager started' "$TMP/cancel/master.log" >&2
+  fi
   a=$(slurm_node cancel worker-0)
   b=$(slurm_node cancel worker-1)
   if [ -n "$a" ] && [ -n "$b" ] && [ "$a" != "$b" ]; then
