@@ -242,6 +242,9 @@ struct master {
 	 * node_event (may be NULL): told every scheduler event and the action
 	 * taken, from the node thread, without the lock. */
 	struct nodemgr *nodemgr;
+	/* the backend's largest node (sched_shape), 0s: not known; set once
+	 * by nodemgr_start before the plans start */
+	struct sched_resources node_shape;
 	struct master_node *nodes;
 	int nnodes, capnodes;
 	enum master_job_state job_state;

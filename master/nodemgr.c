@@ -522,23 +522,17 @@ static const struct rv_replica_spec *launch_spec_fill(struct nodemgr *nm, const 
 }
 
 /* A plan's resources above the backend's largest node would never start
- * (Slurm refuses the job): cap them there, but never below what the job
- * spec itself asked (that ask fails with the scheduler's own reason). */
+ * (Slurm refuses the job): sched_fit caps them there, never below what
+ * the job spec of role asked. */
 static bool shape_cap(const struct nodemgr *nm, const char *role, struct sched_resources *r)
 {
-	const struct sched_resources *s = &nm->shape;
 	int ri = rv_role_parse(role);
 	const struct rv_replica_spec *rs = ri >= 0 ? &nm->m->spec.replicas[ri] : NULL;
-	struct rv_resource ask = rs && rs->has_resources ? rs->resource : (struct rv_resource){ 0 };
-	int64_t mem = s->memory_mb > ask.memory_mb ? s->memory_mb : ask.memory_mb;
-	double cpu = s->cpu > ask.cpu ? s->cpu : ask.cpu;
-	bool over_mem = s->memory_mb > 0 && r->memory_mb > mem;
-	bool over_cpu = s->cpu > 0 && r->cpu > cpu;
-	if (over_mem)
-		r->memory_mb = mem;
-	if (over_cpu)
-		r->cpu = cpu;
-	return over_mem || over_cpu;
+	struct sched_resources ask = { 0 };
+	if (rs && rs->has_resources)
+		ask = (struct sched_resources){ .cpu = rs->resource.cpu,
+						.memory_mb = rs->resource.memory_mb };
+	return sched_fit(&nm->shape, &ask, r);
 }
 
 /* The launch or resize of node with r capped (shape_cap), in the log. */
@@ -1318,6 +1312,9 @@ int nodemgr_start(struct master *m, const char *master_addr, struct rv_err *err)
 	nm->alg.lim.max_memory_mb = total_memory_mb();
 	if (sched_shape(nm->sched, &nm->shape) == 0 && nm->shape.memory_mb > 0)
 		nm->alg.lim.max_memory_mb = nm->shape.memory_mb; /* an OOM's ask too */
+	pthread_mutex_lock(&m->lock);
+	m->node_shape = nm->shape;
+	pthread_mutex_unlock(&m->lock);
 	nm->alg.lim.free_memory_mb = -1;
 	nm->alg.lim.free_cpu = -1;
 	struct nodes_conf nc = {

@@ -213,6 +213,31 @@ static void target_to(struct master *m, const struct rv_plan_target *t)
 	m->desired.nown = t->nown;
 }
 
+/* The plan's group resources the node manager will cap at the largest
+ * node (sched_fit, as nodemgr.c launches them), told as parts not applied
+ * so the brain and `roverctl status` see them. */
+static void caps_note(const struct master *m, const struct rv_scale_plan *pl, char *na, size_t size)
+{
+	for (int r = 0; r < RV_ROLE_COUNT; r++) {
+		const struct rv_plan_group *g = &pl->groups[r];
+		const struct rv_replica_spec *rs = &m->spec.replicas[r];
+		struct sched_resources ask = { 0 };
+		if (rs->has_resources)
+			ask = (struct sched_resources){ .cpu = rs->resource.cpu,
+							.memory_mb = rs->resource.memory_mb };
+		struct sched_resources res = { .cpu = g->resource.cpu,
+					       .memory_mb = g->resource.memory_mb };
+		if (!g->present || !sched_fit(&m->node_shape, &ask, &res))
+			continue;
+		size_t len = strlen(na);
+		snprintf(na + len, size - len,
+			 "%s%s resources cpu %g, memory %" PRId64
+			 " MiB: capped at cpu %g, memory %" PRId64 " MiB (the largest node)",
+			 len ? "; " : "", rv_role_name((enum rv_role)r), g->resource.cpu,
+			 g->resource.memory_mb, res.cpu, res.memory_mb);
+	}
+}
+
 int plans_apply(struct master *m, const void *doc, size_t len, struct rv_err *err)
 {
 	RV_CLEANUP_CJSON cJSON *j = rv_json_parse(doc, len, err);
@@ -260,6 +285,7 @@ int plans_apply(struct master *m, const void *doc, size_t len, struct rv_err *er
 		if (m->plan.groups[r].present)
 			m->plan.groups[r].count = t->groups[r].count;
 	snprintf(m->plan.not_applied, sizeof(m->plan.not_applied), "%s", eff->not_applied);
+	caps_note(m, pl, m->plan.not_applied, sizeof(m->plan.not_applied));
 	m->plan.applied = true;
 	return 1;
 }

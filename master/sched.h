@@ -164,6 +164,23 @@ static inline int sched_shape(struct sched *s, struct sched_resources *out)
 	return s->ops->shape ? s->ops->shape(s, out) : -EOPNOTSUPP;
 }
 
+/* r capped at shape (the largest node, 0s: not known) but never below ask
+ * (what the job spec itself asked: an ask too big for every node fails
+ * with the scheduler's own reason).  true when r changed. */
+static inline bool sched_fit(const struct sched_resources *shape, const struct sched_resources *ask,
+			     struct sched_resources *r)
+{
+	int64_t mem = shape->memory_mb > ask->memory_mb ? shape->memory_mb : ask->memory_mb;
+	double cpu = shape->cpu > ask->cpu ? shape->cpu : ask->cpu;
+	bool over_mem = shape->memory_mb > 0 && r->memory_mb > mem;
+	bool over_cpu = shape->cpu > 0 && r->cpu > cpu;
+	if (over_mem)
+		r->memory_mb = mem;
+	if (over_cpu)
+		r->cpu = cpu;
+	return over_mem || over_cpu;
+}
+
 /* A live node's usage.  Returns 0, -ENOENT unknown node, -EOPNOTSUPP when
  * the backend measures nothing. */
 static inline int sched_usage(struct sched *s, const char *name, struct sched_usage *u)

@@ -9,6 +9,7 @@
  * temp folder) is built as main.c does, without the API.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,33 +198,6 @@ START_TEST(test_reconcile_count_and_resources)
 }
 END_TEST
 
-/* A plan asking more memory than the largest node has (here: this
- * machine) would never start where the scheduler refuses it: the node is
- * launched with the largest node's memory instead. */
-START_TEST(test_plan_above_the_largest_node_capped)
-{
-	struct master *m = master_new();
-	wait_for(m, 2, 2);
-	long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
-	int64_t machine = (int64_t)pages * size / (1024 * 1024);
-	set_desired(m, 1, machine * 4);
-	struct view v;
-	for (int i = 0; i < 200; i++) {
-		look(m, "worker-0", &v);
-		if (!strcmp(v.instance, "worker-0.1") && v.pid > 0)
-			break;
-		usleep(25 * 1000);
-	}
-	ck_assert_str_eq(v.instance, "worker-0.1");
-	ck_assert_int_eq(v.memory_mb, machine);
-	/* at the cap already: no relaunch after relaunch */
-	usleep(500 * 1000);
-	look(m, "worker-0", &v);
-	ck_assert_str_eq(v.instance, "worker-0.1");
-	master_free(m);
-}
-END_TEST
-
 /* Apply one operation as the API would, under the lock. */
 static struct master_result apply_op(struct master *m, int type, const char *node, int64_t now)
 {
@@ -399,6 +373,41 @@ START_TEST(test_plan_remove_and_migrate_carried_out)
 	free(pl);
 	free(t);
 	free(eff);
+	master_free(m);
+}
+END_TEST
+
+/* A plan asking more memory than the largest node has (here: this
+ * machine) would never start where the scheduler refuses it: the node is
+ * launched with the largest node's memory instead, and the plan says so
+ * in its parts not applied. */
+START_TEST(test_plan_above_the_largest_node_capped)
+{
+	struct master *m = master_new();
+	wait_for(m, 2, 2);
+	long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+	int64_t machine = (int64_t)pages * size / (1024 * 1024);
+	char plan[512];
+	snprintf(plan, sizeof(plan),
+		 "{\"job\":\"u\",\"id\":3,\"stage\":\"running\",\"algorithm\":\"a\","
+		 "\"reason\":\"r\",\"groups\":{\"worker\":{\"count\":1,\"resource\":{"
+		 "\"cpu\":1,\"memory_mb\":%" PRId64 "}}}}",
+		 machine * 4);
+	ck_assert_int_eq(apply_plan(m, plan), 0);
+	pthread_mutex_lock(&m->lock);
+	char na[RV_NOT_APPLIED_MAX];
+	snprintf(na, sizeof(na), "%s", m->plan.not_applied);
+	pthread_mutex_unlock(&m->lock);
+	char want[128];
+	snprintf(want, sizeof(want), "capped at cpu 1, memory %" PRId64 " MiB (the largest node)",
+		 machine);
+	ck_assert_msg(strstr(na, "worker resources cpu 1, memory") && strstr(na, want), "%s", na);
+	struct view v = wait_instance(m, "worker-0", "worker-0.1");
+	ck_assert_int_eq(v.memory_mb, machine);
+	/* at the cap already: no relaunch after relaunch */
+	usleep(500 * 1000);
+	look(m, "worker-0", &v);
+	ck_assert_str_eq(v.instance, "worker-0.1");
 	master_free(m);
 }
 END_TEST
