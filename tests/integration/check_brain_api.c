@@ -34,8 +34,7 @@ static void start_brain(const char *const *extra)
 
 static void teardown(void)
 {
-	if (brain.pid > 0)
-		rv_test_brain_stop(&brain, SIGTERM, 10);
+	rv_test_brain_stop(&brain, SIGTERM, 10);
 }
 
 static long count_rows(const char *sql)

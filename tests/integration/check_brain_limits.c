@@ -61,8 +61,7 @@ static void start_brain(const char *const *extra)
 
 static void teardown(void)
 {
-	if (brain.pid > 0)
-		rv_test_brain_stop(&brain, SIGTERM, 10);
+	rv_test_brain_stop(&brain, SIGTERM, 10);
 }
 
 /* A job to post to and long-poll on; its uid in a static buffer. */

@@ -56,8 +56,7 @@ static void start(void)
 
 static void teardown(void)
 {
-	if (brain.pid > 0)
-		rv_test_brain_stop(&brain, SIGTERM, 10);
+	rv_test_brain_stop(&brain, SIGTERM, 10);
 }
 
 /* Close a metrics batch begun with {"samples":[ and post it. */

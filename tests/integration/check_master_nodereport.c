@@ -100,8 +100,7 @@ static void teardown(void)
 {
 	if (master.dir[0])
 		rv_test_master_cleanup(&master);
-	if (brain.pid > 0)
-		rv_test_brain_stop(&brain, SIGTERM, 10);
+	rv_test_brain_stop(&brain, SIGTERM, 10);
 }
 
 /* The master for two nodes of this binary (burning burn_s seconds; the

@@ -246,8 +246,7 @@ static void teardown(void)
 {
 	if (master.dir[0])
 		rv_test_master_cleanup(&master);
-	if (brain.pid > 0)
-		rv_test_brain_stop(&brain, SIGTERM, 10);
+	rv_test_brain_stop(&brain, SIGTERM, 10);
 }
 
 /* The newest plan of the brain's history naming node in `remove`: its id,

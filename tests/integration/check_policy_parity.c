@@ -67,8 +67,7 @@ static struct rv_alg_limits limits(void)
 
 static void teardown(void)
 {
-	if (brain.pid > 0)
-		rv_test_brain_stop(&brain, SIGTERM, 10);
+	rv_test_brain_stop(&brain, SIGTERM, 10);
 }
 
 static cJSON *post_job(const char *doc)

@@ -34,8 +34,7 @@ static void start_brain(void)
 
 static void teardown(void)
 {
-	if (brain.pid > 0)
-		rv_test_brain_stop(&brain, SIGTERM, 10);
+	rv_test_brain_stop(&brain, SIGTERM, 10);
 }
 
 /* Run rover-sim with args; stdout into out (may be NULL).  Returns the exit
