@@ -83,17 +83,13 @@ static void post_speed(int w, double speed, int n)
 /* Wait until the planner has seen our newest sample. */
 static void wait_planned(void)
 {
-	int rc = rv_test_brain_wait_planned(&brain, uid, ts, 200);
-	ck_assert_msg(rc == 0, "planned_ts never reached %" PRId64 ": %s", ts, strerror(-rc));
+	rv_test_brain_expect_planned(&brain, uid, ts, 200);
 }
 
 /* Newest running plan after id `after`, or NULL (204). */
 static cJSON *running_plan(int64_t after)
 {
-	cJSON *p;
-	long st = rv_test_brain_running_plan(&brain, uid, after, &p);
-	ck_assert_msg(st == 200 || st == 204, "plan: %ld", st);
-	return p;
+	return rv_test_brain_expect_running_plan(&brain, uid, after);
 }
 
 static void applied(int64_t plan_id)

@@ -19,6 +19,7 @@
 
 #include <check.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -35,6 +36,10 @@ void rv_test_rm_rf(const char *dir);
 
 /* The median of the n values of v (v is left as it was). */
 double rv_test_median(const double *v, int n);
+
+/* This test binary's path (/proc/self/exe) into out; fails the test when
+ * it cannot be read. */
+void rv_test_self_exe(char *out, size_t size);
 
 /* A new TCase named name, its timeout timeout_s seconds (check's default
  * when 0), holding the n tests of tests in order.  Owned by the Suite it is
