@@ -5,7 +5,10 @@
  * RV_TEST_SUITE(name, RV_TEST_TCASE(...)), and ends with
  * RV_TEST_MAIN(suite_fn), or RV_TEST_MAIN_PG(suite_fn) when its tests need a
  * PostgreSQL: that variant starts one private cluster in the parent before
- * check forks the tests (tests/lib/pgfix.h) and stops it at the end.
+ * check forks the tests (tests/lib/pgfix.h) and stops it at the end.  A
+ * file whose tests are one TCase with no fixture ends with
+ * RV_TEST_MAIN_TCASE (or RV_TEST_MAIN_PG_TCASE) instead, suite and main in
+ * one.
  *
  * A test that cannot run here (no root, no torch, no writable cgroup)
  * calls RV_TEST_SKIP(ci_installs, "why ...") and returns: the line
@@ -79,5 +82,23 @@ Suite *rv_test_suite_new(const char *name, TCase *const *tcs, size_t n);
 		rv_test_pg_global_stop();                        \
 		return nf ? EXIT_FAILURE : EXIT_SUCCESS;         \
 	}
+
+/* The suite of a file whose tests are one TCase, and its main (the _PG one
+ * with a PostgreSQL): RV_TEST_MAIN_TCASE("suite", "tcase", timeout_s,
+ * test, ...) stands for a suite function returning
+ * RV_TEST_SUITE("suite", RV_TEST_TCASE("tcase", timeout_s, test, ...)) and
+ * RV_TEST_MAIN of it. */
+#define RV_TEST_MAIN_TCASE(suite_name, ...)                                                        \
+	static Suite *rv_test_one_tcase_suite(void)                                                \
+	{                                                                                          \
+		return RV_TEST_SUITE(suite_name, RV_TEST_TCASE(__VA_ARGS__));                      \
+	}                                                                                          \
+	RV_TEST_MAIN(rv_test_one_tcase_suite)
+#define RV_TEST_MAIN_PG_TCASE(suite_name, ...)                                                     \
+	static Suite *rv_test_one_tcase_suite(void)                                                \
+	{                                                                                          \
+		return RV_TEST_SUITE(suite_name, RV_TEST_TCASE(__VA_ARGS__));                      \
+	}                                                                                          \
+	RV_TEST_MAIN_PG(rv_test_one_tcase_suite)
 
 #endif
