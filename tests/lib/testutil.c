@@ -88,6 +88,13 @@ void rv_test_self_exe(char *out, size_t size)
 	out[k] = 0;
 }
 
+TCase *rv_test_tcase_fixture(TCase *tc, void (*setup)(void), void (*teardown)(void))
+{
+	if (setup || teardown)
+		tcase_add_checked_fixture(tc, setup, teardown);
+	return tc;
+}
+
 double rv_test_median(const double *v, int n)
 {
 	double *s = n > 0 ? malloc((size_t)n * sizeof(*s)) : NULL;

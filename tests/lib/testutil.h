@@ -6,9 +6,8 @@
  * RV_TEST_MAIN(suite_fn), or RV_TEST_MAIN_PG(suite_fn) when its tests need a
  * PostgreSQL: that variant starts one private cluster in the parent before
  * check forks the tests (tests/lib/pgfix.h) and stops it at the end.  A
- * file whose tests are one TCase with no fixture ends with
- * RV_TEST_MAIN_TCASE (or RV_TEST_MAIN_PG_TCASE) instead, suite and main in
- * one.
+ * file whose tests are one TCase (with a checked fixture at most) ends with
+ * RV_TEST_MAIN_TCASE or a variant of it instead, suite and main in one.
  *
  * A test that cannot run here (no root, no torch, no writable cgroup)
  * calls RV_TEST_SKIP(ci_installs, "why ...") and returns: the line
@@ -83,22 +82,33 @@ Suite *rv_test_suite_new(const char *name, TCase *const *tcs, size_t n);
 		return nf ? EXIT_FAILURE : EXIT_SUCCESS;         \
 	}
 
-/* The suite of a file whose tests are one TCase, and its main (the _PG one
+/* tc with the checked fixture setup, teardown added (either may be NULL;
+ * none when both are). */
+TCase *rv_test_tcase_fixture(TCase *tc, void (*setup)(void), void (*teardown)(void));
+
+/* The suite of a file whose tests are one TCase, and its main (the _PG ones
  * with a PostgreSQL): RV_TEST_MAIN_TCASE("suite", "tcase", timeout_s,
  * test, ...) stands for a suite function returning
  * RV_TEST_SUITE("suite", RV_TEST_TCASE("tcase", timeout_s, test, ...)) and
- * RV_TEST_MAIN of it. */
-#define RV_TEST_MAIN_TCASE(suite_name, ...)                                                        \
+ * RV_TEST_MAIN of it; the _FIXTURE_ ones add the checked fixture setup,
+ * teardown given after the suite's name. */
+#define RV_TEST_ONE_TCASE_SUITE(suite_name, setup, teardown, ...)                                  \
 	static Suite *rv_test_one_tcase_suite(void)                                                \
 	{                                                                                          \
-		return RV_TEST_SUITE(suite_name, RV_TEST_TCASE(__VA_ARGS__));                      \
-	}                                                                                          \
+		return RV_TEST_SUITE(suite_name, rv_test_tcase_fixture(RV_TEST_TCASE(__VA_ARGS__), \
+								       setup, teardown));          \
+	}
+#define RV_TEST_MAIN_TCASE(suite_name, ...)                                                        \
+	RV_TEST_ONE_TCASE_SUITE(suite_name, NULL, NULL, __VA_ARGS__)                               \
 	RV_TEST_MAIN(rv_test_one_tcase_suite)
 #define RV_TEST_MAIN_PG_TCASE(suite_name, ...)                                                     \
-	static Suite *rv_test_one_tcase_suite(void)                                                \
-	{                                                                                          \
-		return RV_TEST_SUITE(suite_name, RV_TEST_TCASE(__VA_ARGS__));                      \
-	}                                                                                          \
+	RV_TEST_ONE_TCASE_SUITE(suite_name, NULL, NULL, __VA_ARGS__)                               \
+	RV_TEST_MAIN_PG(rv_test_one_tcase_suite)
+#define RV_TEST_MAIN_FIXTURE_TCASE(suite_name, setup, teardown, ...)                               \
+	RV_TEST_ONE_TCASE_SUITE(suite_name, setup, teardown, __VA_ARGS__)                          \
+	RV_TEST_MAIN(rv_test_one_tcase_suite)
+#define RV_TEST_MAIN_PG_FIXTURE_TCASE(suite_name, setup, teardown, ...)                            \
+	RV_TEST_ONE_TCASE_SUITE(suite_name, setup, teardown, __VA_ARGS__)                          \
 	RV_TEST_MAIN_PG(rv_test_one_tcase_suite)
 
 #endif
