@@ -211,28 +211,16 @@ static int open_database(struct brain *b, struct rv_err *err)
 
 static int run(int argc, char **argv)
 {
-	struct brain *b = calloc(1, sizeof(*b));
+	static const struct rv_daemon d =
+		RV_DAEMON_INIT("rover-brain", "brain", brain_opts, usage, summary);
 	struct rv_err err = { 0 };
+	int rc;
+	struct brain *b =
+		rv_daemon_new(&d, sizeof(*b), offsetof(struct brain, cfg), argc, argv, &rc);
 	if (!b)
-		return -ENOMEM;
-	static const struct rv_daemon d = {
-		.name = "rover-brain",
-		.comp = "brain",
-		.version = ROVER_VERSION,
-		.opts = brain_opts,
-		.nopts = (int)RV_ARRAY_SIZE(brain_opts),
-		.usage = usage,
-		.summary = summary,
-	};
-	int rc = rv_daemon_configure(&d, &b->cfg, argc, argv);
-	if (rc <= 0) {
-		free(b);
 		return rc;
-	}
 	gsl_set_error_handler_off();
-	RV_CLEANUP_FREE char *effective =
-		rv_cfg_effective(brain_opts, (int)RV_ARRAY_SIZE(brain_opts), &b->cfg);
-	rv_log_info("effective config", "%s", effective ? effective : "");
+	rv_daemon_log_config(&d, &b->cfg);
 	if (!b->cfg.sql_dir[0] && find_sql_dir(b->cfg.sql_dir, sizeof(b->cfg.sql_dir)) < 0) {
 		rv_log_error("could not find the sql migrations", "hint=\"set --sql-dir\"");
 		free(b);

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
@@ -53,6 +54,29 @@ int rv_daemon_configure(const struct rv_daemon *d, void *cfg, int argc, char **a
 	}
 	rv_log_setup(d->comp, level);
 	return 1;
+}
+
+void *rv_daemon_new(const struct rv_daemon *d, size_t size, size_t cfg_off, int argc, char **argv,
+		    int *rc)
+{
+	char *state = calloc(1, size);
+	if (!state) {
+		*rc = -ENOMEM;
+		return NULL;
+	}
+	*rc = rv_daemon_configure(d, state + cfg_off, argc, argv);
+	if (*rc <= 0) {
+		free(state);
+		return NULL;
+	}
+	return state;
+}
+
+void rv_daemon_log_config(const struct rv_daemon *d, const void *cfg)
+{
+	char *effective = rv_cfg_effective(d->opts, d->nopts, cfg);
+	rv_log_info("effective config", "%s", effective ? effective : "");
+	free(effective);
 }
 
 void rv_daemon_block_signals(sigset_t *sigs)

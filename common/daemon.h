@@ -12,9 +12,12 @@
 #define RV_DAEMON_H
 
 #include <signal.h>
+#include <stddef.h>
 
 #include "cfg.h"
+#include "cleanup.h"
 #include "err.h"
+#include "version.h"
 
 struct rv_daemon {
 	const char *name;    /* "rover-brain": --version, messages, NAME.conf */
@@ -33,6 +36,28 @@ struct rv_daemon {
  * stderr.
  */
 int rv_daemon_configure(const struct rv_daemon *d, void *cfg, int argc, char **argv);
+
+/* The rv_daemon of the program name ("rover-brain") that logs as comp
+ * ("brain"), its options the array opts; the version is ROVER_VERSION
+ * (version.h, included here). */
+#define RV_DAEMON_INIT(name_, comp_, opts_, usage_, summary_)                                      \
+	{                                                                                          \
+		.name = (name_), .comp = (comp_), .version = ROVER_VERSION, .opts = (opts_),       \
+		.nopts = (int)RV_ARRAY_SIZE(opts_), .usage = (usage_), .summary = (summary_)       \
+	}
+
+/*
+ * A daemon's state: size zeroed bytes holding at cfg_off the config struct
+ * rv_daemon_configure fills.  The caller frees it.  NULL with *rc set when
+ * the daemon is not to run: -ENOMEM, 0 (--help, --version or --print-conf
+ * answered) or the negative errno of a bad command line or config.
+ */
+void *rv_daemon_new(const struct rv_daemon *d, size_t size, size_t cfg_off, int argc, char **argv,
+		    int *rc);
+
+/* Log the effective config (every key of d->opts in cfg, secrets masked)
+ * once, at info. */
+void rv_daemon_log_config(const struct rv_daemon *d, const void *cfg);
 
 /* Block SIGINT and SIGTERM (into *sigs, for rv_daemon_wait) in this thread
  * and the threads it starts after; ignore SIGPIPE. */

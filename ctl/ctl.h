@@ -40,6 +40,9 @@ struct ctl {
 	FILE *out;
 };
 
+/* The CTL_* exit code of an HTTP status that was not 2xx (the brain's or
+ * the Kubernetes API server's). */
+int ctl_exit_code(long status);
 /* GET or POST path (body may be NULL) on the brain: 0 with *doc (the reply,
  * the caller's) when the status was 2xx (*doc NULL for 204), else a CTL_*
  * exit code with the reason printed on stderr. */

@@ -18,24 +18,6 @@ static const char *k8s_str(const cJSON *o, const char *a, const char *b)
 	return v && *v ? v : NULL;
 }
 
-static int k8s_code(long code)
-{
-	switch (code) {
-	case 409:
-		return CTL_CONFLICT;
-	case 400:
-	case 422:
-		return CTL_INVALID;
-	case 401:
-	case 403:
-		return CTL_DENIED;
-	case 404:
-		return CTL_NOT_FOUND;
-	default:
-		return CTL_FAIL;
-	}
-}
-
 int k8s_submit(struct ctl *c, cJSON *doc, const char *kubeconfig, const char *ns)
 {
 	struct rv_k8s_conf conf;
@@ -78,7 +60,7 @@ int k8s_submit(struct ctl *c, cJSON *doc, const char *kubeconfig, const char *ns
 		rv_k8s_status_message(out.data, code, msg, sizeof(msg));
 		fprintf(stderr, "roverctl submit: the API server refused the ElasticJob: %s\n",
 			msg);
-		rc = k8s_code(code);
+		rc = ctl_exit_code(code);
 	}
 	rv_buf_release(&out);
 	rv_k8s_conf_release(&conf);

@@ -103,8 +103,7 @@ static int load_config(struct ctl *c, const char *path)
 	return -EINVAL;
 }
 
-/* Status -> exit code, for a reply that was not 2xx. */
-static int code_of_status(long st)
+int ctl_exit_code(long st)
 {
 	switch (st) {
 	case 400:
@@ -158,7 +157,7 @@ static int call(struct ctl *c, const char *method, const char *path, const char 
 	long status = r.status;
 	cJSON_Delete(j);
 	rv_http_result_release(&r);
-	return code_of_status(status);
+	return ctl_exit_code(status);
 }
 
 int ctl_call(struct ctl *c, const char *method, const char *path, const char *body, cJSON **doc)

@@ -88,29 +88,17 @@ static void default_node(char *out, size_t size)
 
 static int run(int argc, char **argv)
 {
-	struct monitor *m = calloc(1, sizeof(*m));
+	static const struct rv_daemon d =
+		RV_DAEMON_INIT("rover-monitor", "monitor", monitor_opts, usage, summary);
 	struct rv_err err = { 0 };
+	int rc;
+	struct monitor *m =
+		rv_daemon_new(&d, sizeof(*m), offsetof(struct monitor, cfg), argc, argv, &rc);
 	if (!m)
-		return -ENOMEM;
-	static const struct rv_daemon d = {
-		.name = "rover-monitor",
-		.comp = "monitor",
-		.version = ROVER_VERSION,
-		.opts = monitor_opts,
-		.nopts = (int)RV_ARRAY_SIZE(monitor_opts),
-		.usage = usage,
-		.summary = summary,
-	};
-	int rc = rv_daemon_configure(&d, &m->cfg, argc, argv);
-	if (rc <= 0) {
-		free(m);
 		return rc < 0 ? 1 : 0;
-	}
 	if (!m->cfg.node[0])
 		default_node(m->cfg.node, sizeof(m->cfg.node));
-	RV_CLEANUP_FREE char *effective =
-		rv_cfg_effective(monitor_opts, (int)RV_ARRAY_SIZE(monitor_opts), &m->cfg);
-	rv_log_info("effective config", "%s", effective ? effective : "");
+	rv_daemon_log_config(&d, &m->cfg);
 
 	sigset_t sigs;
 	rv_daemon_block_signals(&sigs);

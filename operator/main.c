@@ -145,23 +145,14 @@ static void operator_loop(struct operator_state *op, const sigset_t *sigs)
 
 static int run(int argc, char **argv)
 {
-	struct operator_state *op = calloc(1, sizeof(*op));
+	static const struct rv_daemon d =
+		RV_DAEMON_INIT("rover-operator", "operator", operator_opts, usage, summary);
+	int rc;
+	struct operator_state *op = rv_daemon_new(&d, sizeof(*op),
+						  offsetof(struct operator_state, cfg), argc, argv,
+						  &rc);
 	if (!op)
-		return -ENOMEM;
-	static const struct rv_daemon d = {
-		.name = "rover-operator",
-		.comp = "operator",
-		.version = ROVER_VERSION,
-		.opts = operator_opts,
-		.nopts = (int)RV_ARRAY_SIZE(operator_opts),
-		.usage = usage,
-		.summary = summary,
-	};
-	int rc = rv_daemon_configure(&d, &op->cfg, argc, argv);
-	if (rc <= 0) {
-		free(op);
 		return rc;
-	}
 	gsl_set_error_handler_off();
 	if (!op->cfg.lease_id[0]) {
 		char host[64] = "";
@@ -169,9 +160,7 @@ static int run(int argc, char **argv)
 		snprintf(op->cfg.lease_id, sizeof(op->cfg.lease_id), "%.64s_%d", host,
 			 (int)getpid());
 	}
-	RV_CLEANUP_FREE char *effective =
-		rv_cfg_effective(operator_opts, (int)RV_ARRAY_SIZE(operator_opts), &op->cfg);
-	rv_log_info("effective config", "%s", effective ? effective : "");
+	rv_daemon_log_config(&d, &op->cfg);
 	sigset_t sigs;
 	rv_daemon_block_signals(&sigs);
 	struct rv_err err = { 0 };

@@ -148,10 +148,4 @@ START_TEST(test_step_let_go_once_the_missing_rank_moved_on)
 }
 END_TEST
 
-static Suite *ckpt_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("persister", 60, test_step_let_go_once_the_missing_rank_moved_on);
-	return RV_TEST_SUITE("ckpt", tc);
-}
-
-RV_TEST_MAIN(ckpt_suite)
+RV_TEST_MAIN_TCASE("ckpt", "persister", 60, test_step_let_go_once_the_missing_rank_moved_on)

@@ -358,14 +358,7 @@ START_TEST(test_help_names_every_flag)
 }
 END_TEST
 
-static Suite *flags_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("core", 10, test_defaults, test_both_spellings, test_every_flag,
-				  test_script_and_module, test_bad_values, test_bad_command_lines,
-				  test_unique_prefixes, test_pet_environment,
-				  test_standalone_drops_endpoint, test_local_ranks_filter,
-				  test_help_names_every_flag);
-	return RV_TEST_SUITE("flags", tc);
-}
-
-RV_TEST_MAIN(flags_suite)
+RV_TEST_MAIN_TCASE("flags", "core", 10, test_defaults, test_both_spellings, test_every_flag,
+		   test_script_and_module, test_bad_values, test_bad_command_lines,
+		   test_unique_prefixes, test_pet_environment, test_standalone_drops_endpoint,
+		   test_local_ranks_filter, test_help_names_every_flag)

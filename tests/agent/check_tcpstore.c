@@ -310,11 +310,5 @@ START_TEST(test_rounds_do_not_share_keys)
 }
 END_TEST
 
-static Suite *tcpstore_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("core", 600, test_torch113_queries, test_env_init_agent_store,
-				  test_torch2_protocol, test_rounds_do_not_share_keys);
-	return RV_TEST_SUITE("tcpstore", tc);
-}
-
-RV_TEST_MAIN(tcpstore_suite)
+RV_TEST_MAIN_TCASE("tcpstore", "core", 600, test_torch113_queries, test_env_init_agent_store,
+		   test_torch2_protocol, test_rounds_do_not_share_keys)

@@ -126,11 +126,5 @@ START_TEST(test_cgroup_v1_cpu_hierarchy)
 }
 END_TEST
 
-static Suite *usage_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("core", 20, test_tree_counts_a_busy_child,
-				  test_cgroup_v2_quota_on_a_parent, test_cgroup_v1_cpu_hierarchy);
-	return RV_TEST_SUITE("usage", tc);
-}
-
-RV_TEST_MAIN(usage_suite)
+RV_TEST_MAIN_TCASE("usage", "core", 20, test_tree_counts_a_busy_child,
+		   test_cgroup_v2_quota_on_a_parent, test_cgroup_v1_cpu_hierarchy)

@@ -206,6 +206,22 @@ static const char *text(struct rv_buf *b)
 	return b->data ? b->data : "";
 }
 
+/* Run script alone in a worker of w, env added to the kept environment: it
+ * exits 0 and prints want. */
+static void run_script_ok(struct warm *w, const char *script, const char *const *env,
+			  const char *want)
+{
+	const char *argv[] = { script, NULL };
+	const char *buf[32];
+	struct warm_req rq = { .argv = argv, .envp = mkenv(buf, env) };
+	struct run res;
+	run_warm(w, &rq, &res);
+	ck_assert_msg(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "status %d %s",
+		      res.status, text(&res.err));
+	ck_assert_str_eq(text(&res.out), want);
+	run_release(&res);
+}
+
 static int count_of(const char *hay, const char *needle)
 {
 	int n = 0;
@@ -672,16 +688,8 @@ START_TEST(test_pool_stopped_by_fork_handler)
 			   &e);
 	ck_assert_msg(r == 0, "warm_start: %d %s", r, e.msg);
 	ck_assert_int_eq(threads_of(w.proc.pid), 1);
-	const char *argv[] = { s, NULL };
-	const char *buf[32];
-	struct warm_req rq = { .argv = argv, .envp = mkenv(buf, env) };
-	struct run res;
-	run_warm(&w, &rq, &res);
-	ck_assert_msg(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "status %d %s",
-		      res.status, text(&res.err));
-	ck_assert_str_eq(text(&res.out), "pool 3 4\n");
+	run_script_ok(&w, s, env, "pool 3 4\n");
 	ck_assert_int_eq(w.spawns, 1);
-	run_release(&res);
 	ck_assert_int_eq(threads_of(w.proc.pid), 1);
 	warm_stop(&w);
 }
@@ -705,16 +713,8 @@ START_TEST(test_jemalloc_background_thread)
 			    "import os\n"
 			    "x = [bytes(1 << 16) for _ in range(4096)]\n"
 			    "print('ok', len(x), 'jemalloc' in open('/proc/self/maps').read())\n");
-	const char *argv[] = { s, NULL };
-	const char *buf[32];
-	struct warm_req rq = { .argv = argv, .envp = mkenv(buf, env) };
-	struct run res;
-	run_warm(&w, &rq, &res);
-	ck_assert_msg(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0, "status %d %s",
-		      res.status, text(&res.err));
-	ck_assert_str_eq(text(&res.out), "ok 4096 True\n");
+	run_script_ok(&w, s, env, "ok 4096 True\n");
 	ck_assert_int_eq(w.spawns, 1);
-	run_release(&res);
 	warm_stop(&w);
 }
 END_TEST

@@ -163,11 +163,5 @@ START_TEST(planned_time_starts_at_zero_and_never_goes_back)
 }
 END_TEST
 
-static Suite *store_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("planner", 60, pass_commits_over_a_batch_stored_meanwhile,
-				  planned_time_starts_at_zero_and_never_goes_back);
-	return RV_TEST_SUITE("brain_store", tc);
-}
-
-RV_TEST_MAIN_PG(store_suite)
+RV_TEST_MAIN_PG_TCASE("brain_store", "planner", 60, pass_commits_over_a_batch_stored_meanwhile,
+		      planned_time_starts_at_zero_and_never_goes_back)

@@ -64,8 +64,7 @@ static void setup(void)
 static void teardown(void)
 {
 	bc = rv_brain_client_free(bc);
-	if (brain.pid > 0)
-		rv_test_brain_stop(&brain, SIGTERM, 10);
+	rv_test_brain_stop(&brain, SIGTERM, 10);
 }
 
 static long sql_count(const char *sql)

@@ -210,13 +210,7 @@ START_TEST(test_reserve)
 }
 END_TEST
 
-static Suite *buf_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("buf", 10, test_init_empty, test_append_growth,
-				  test_append_binary_and_empty, test_printf, test_printf_large,
-				  test_pg_array_escaping, test_steal, test_failed_buffer,
-				  test_truncate_to_mark, test_reserve);
-	return RV_TEST_SUITE("buf", tc);
-}
-
-RV_TEST_MAIN(buf_suite)
+RV_TEST_MAIN_TCASE("buf", "buf", 10, test_init_empty, test_append_growth,
+		   test_append_binary_and_empty, test_printf, test_printf_large,
+		   test_pg_array_escaping, test_steal, test_failed_buffer, test_truncate_to_mark,
+		   test_reserve)

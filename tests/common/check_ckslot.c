@@ -199,11 +199,5 @@ START_TEST(test_manifest)
 }
 END_TEST
 
-static Suite *ckslot_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("core", 0, test_crc32c_check_value, test_copy_committed,
-				  test_refused, test_overwritten_during_copy, test_manifest);
-	return RV_TEST_SUITE("ckslot", tc);
-}
-
-RV_TEST_MAIN(ckslot_suite)
+RV_TEST_MAIN_TCASE("ckslot", "core", 0, test_crc32c_check_value, test_copy_committed, test_refused,
+		   test_overwritten_during_copy, test_manifest)

@@ -92,10 +92,4 @@ START_TEST(test_err_truncates)
 }
 END_TEST
 
-static Suite *err_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("err", 10, test_errno_to_http, test_err_set, test_err_truncates);
-	return RV_TEST_SUITE("err", tc);
-}
-
-RV_TEST_MAIN(err_suite)
+RV_TEST_MAIN_TCASE("err", "err", 10, test_errno_to_http, test_err_set, test_err_truncates)

@@ -254,13 +254,6 @@ START_TEST(test_one_write_per_line)
 }
 END_TEST
 
-static Suite *log_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("log", 20, test_line_shape, test_no_keys, test_level_filter,
-				  test_level_parse, test_quote, test_quote_truncates,
-				  test_quoted_value_in_line, test_long_line,
-				  test_one_write_per_line);
-	return RV_TEST_SUITE("log", tc);
-}
-
-RV_TEST_MAIN(log_suite)
+RV_TEST_MAIN_TCASE("log", "log", 20, test_line_shape, test_no_keys, test_level_filter,
+		   test_level_parse, test_quote, test_quote_truncates, test_quoted_value_in_line,
+		   test_long_line, test_one_write_per_line)

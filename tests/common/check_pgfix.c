@@ -70,10 +70,4 @@ START_TEST(test_reaper_removes_the_folder_of_a_killed_test)
 }
 END_TEST
 
-static Suite *pgfix_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("reaper", 30, test_reaper_removes_the_folder_of_a_killed_test);
-	return RV_TEST_SUITE("pgfix", tc);
-}
-
-RV_TEST_MAIN(pgfix_suite)
+RV_TEST_MAIN_TCASE("pgfix", "reaper", 30, test_reaper_removes_the_folder_of_a_killed_test)

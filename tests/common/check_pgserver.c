@@ -139,13 +139,7 @@ START_TEST(bad_bindir_is_a_clear_error)
 }
 END_TEST
 
-static Suite *pgserver_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("cluster", 60, start_fresh_folder_creates_cluster,
-				  restart_keeps_data, start_on_running_folder_reuses_it,
-				  failed_start_reports_server_log, bad_bindir_is_a_clear_error);
-	tcase_add_checked_fixture(tc, setup, teardown);
-	return RV_TEST_SUITE("pgserver", tc);
-}
-
-RV_TEST_MAIN(pgserver_suite)
+RV_TEST_MAIN_FIXTURE_TCASE("pgserver", setup, teardown, "cluster", 60,
+			   start_fresh_folder_creates_cluster, restart_keeps_data,
+			   start_on_running_folder_reuses_it, failed_start_reports_server_log,
+			   bad_bindir_is_a_clear_error)

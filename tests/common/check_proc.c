@@ -658,9 +658,7 @@ END_TEST
 START_TEST(test_exe_relative)
 {
 	char self[PATH_MAX], out[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	ck_assert_int_gt(n, 0);
-	self[n] = 0;
+	rv_test_self_exe(self, sizeof(self));
 	const char *name = strrchr(self, '/') + 1;
 	const char *const rel[] = { "no-such-file", name, NULL };
 	ck_assert_int_eq(rv_proc_exe_relative(out, sizeof(out), rel, X_OK), 0);

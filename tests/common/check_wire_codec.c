@@ -226,11 +226,5 @@ START_TEST(test_variant_items)
 }
 END_TEST
 
-static Suite *wire_codec_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("codec", 0, test_values_and_defaults, test_round_trip,
-				  test_refused, test_variant_items);
-	return RV_TEST_SUITE("wire_codec", tc);
-}
-
-RV_TEST_MAIN(wire_codec_suite)
+RV_TEST_MAIN_TCASE("wire_codec", "codec", 0, test_values_and_defaults, test_round_trip,
+		   test_refused, test_variant_items)

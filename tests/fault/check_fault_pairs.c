@@ -133,6 +133,20 @@ static int64_t master_hears_steps(struct stack *x, int timeout_ms)
 	return t;
 }
 
+/* After the master's restart (the fault began at t0, the shard log had at
+ * lines): the restarted master hears a step and both ranks step again;
+ * report the time to the first as name. */
+static void expect_steps_after_restart(struct stack *x, int at, int64_t t0, const char *name)
+{
+	int64_t heard = master_hears_steps(x, 60000);
+	int64_t back = rv_test_fault_wait_steps(x->log, at, 2, 90000);
+	if (back < 0 || heard < 0)
+		rv_test_run_dump(x->r, 2, x->m.log);
+	ck_assert_msg(heard >= 0, "the restarted master heard no step");
+	ck_assert_msg(back >= 0, "no step of both ranks after the master restarted");
+	rv_test_fault_report(name, heard - t0);
+}
+
 /* One query's single number, -1 when the database does not answer. */
 static long long sql_num(const char *conninfo, const char *q)
 {
@@ -202,13 +216,7 @@ START_TEST(test_master_and_brain_kill9)
 	usleep(1000 * 1000);
 	brain_up(&x);
 	ck_assert_int_eq(rv_test_master_restart(&x.m), 0);
-	int64_t heard = master_hears_steps(&x, 60000);
-	int64_t back = rv_test_fault_wait_steps(x.log, at, 2, 90000);
-	if (back < 0 || heard < 0)
-		rv_test_run_dump(x.r, 2, x.m.log);
-	ck_assert_msg(heard >= 0, "the restarted master heard no step");
-	ck_assert_msg(back >= 0, "no step of both ranks after the restarts");
-	rv_test_fault_report("master_brain_kill9", heard - t0);
+	expect_steps_after_restart(&x, at, t0, "master_brain_kill9");
 	stack_finish(&x);
 	expect_brain_once(&x, rows0);
 }
@@ -255,13 +263,7 @@ START_TEST(test_postgres_down_while_master_restarts)
 	ck_assert_int_ge(rv_test_master_stop(&x.m, SIGKILL, 10000), 0);
 	ck_assert_int_eq(rv_test_pg_kill_server(), 0);
 	ck_assert_int_eq(rv_test_master_restart(&x.m), 0);
-	int64_t heard = master_hears_steps(&x, 60000);
-	int64_t back = rv_test_fault_wait_steps(x.log, at, 2, 90000);
-	if (back < 0 || heard < 0)
-		rv_test_run_dump(x.r, 2, x.m.log);
-	ck_assert_msg(heard >= 0, "the restarted master heard no step");
-	ck_assert_msg(back >= 0, "no step of both ranks after the master restarted");
-	rv_test_fault_report("postgres_down_master_restart", heard - t0);
+	expect_steps_after_restart(&x, at, t0, "postgres_down_master_restart");
 	usleep(2000 * 1000);
 	ck_assert_msg(kill(x.b.pid, 0) == 0, "the brain died with its PostgreSQL");
 	ck_assert_int_eq(rv_test_pg_start_server(), 0);

@@ -84,6 +84,39 @@ START_TEST(test_worker_sigstop)
 }
 END_TEST
 
+/* A master (heartbeat timeout 2 s) and two rover-runs r[0], r[1] of one
+ * worker each, the job named after tag, trained 40 steps in a world of 2;
+ * the shard log's path into log. */
+static void start_two_nodes(struct rv_test_master *m, struct rv_test_run *r, char *log,
+			    size_t lsize, const char *tag)
+{
+	const char *margs[] = { "--rdzv-heartbeat-timeout-ms", "2000", NULL };
+	ck_assert_int_eq(rv_test_master_start_job(m, SIZE, 16, EPOCHS, 1, 2, margs), 0);
+	char job[96];
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(rv_test_run_init(&r[i]), 0);
+	snprintf(log, lsize, "%s/shards.log", r[0].dir);
+	rv_test_fault_job_env(job, sizeof(job), tag);
+	const char *env[] = { job, NULL };
+	const char *a[24];
+	rv_test_fault_node_args(a, "1:2", "1", m->addr, "0", log);
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(rv_test_run_start_joined(&r[i], a, env, 60000), 0);
+	if (!rv_test_wait_lines(log, 40, 120000))
+		rv_test_run_dump(r, 2, m->log);
+	ck_assert_msg(rv_test_wait_lines(log, 40, 0), "no 40 steps trained by the world of 2");
+}
+
+/* Every sample trained exactly once, both ranks at the end; then the runs
+ * and the master are cleaned up. */
+static void finish_two_nodes(struct rv_test_master *m, struct rv_test_run *r, const char *log)
+{
+	rv_test_fault_expect_trained(r, 2, log, SIZE, EPOCHS, 3);
+	for (int i = 0; i < 2; i++)
+		rv_test_run_end(&r[i]);
+	rv_test_master_cleanup(m);
+}
+
 /* One node's rover-run (every stage of it: the workers keep running)
  * stopped for three heartbeat timeouts, then continued.  Meanwhile the
  * master declares it dead and the other node trains alone; continued, it
@@ -91,23 +124,10 @@ END_TEST
  * of its rank), the world is two again, and no sample counts twice. */
 START_TEST(test_run_sigstop_past_heartbeat)
 {
-	const char *margs[] = { "--rdzv-heartbeat-timeout-ms", "2000", NULL };
 	struct rv_test_master m;
-	ck_assert_int_eq(rv_test_master_start_job(&m, SIZE, 16, EPOCHS, 1, 2, margs), 0);
 	struct rv_test_run r[2];
-	char log[400], job[96];
-	for (int i = 0; i < 2; i++)
-		ck_assert_int_eq(rv_test_run_init(&r[i]), 0);
-	snprintf(log, sizeof(log), "%s/shards.log", r[0].dir);
-	rv_test_fault_job_env(job, sizeof(job), "rstop");
-	const char *env[] = { job, NULL };
-	const char *a[24];
-	rv_test_fault_node_args(a, "1:2", "1", m.addr, "0", log);
-	for (int i = 0; i < 2; i++)
-		ck_assert_int_eq(rv_test_run_start_joined(&r[i], a, env, 60000), 0);
-	if (!rv_test_wait_lines(log, 40, 120000))
-		rv_test_run_dump(r, 2, m.log);
-	ck_assert_msg(rv_test_wait_lines(log, 40, 0), "no 40 steps trained by the world of 2");
+	char log[400];
+	start_two_nodes(&m, r, log, sizeof(log), "rstop");
 
 	pid_t stages[4];
 	int ns = rv_test_fault_run_stages(&r[1], stages, 4);
@@ -136,10 +156,7 @@ START_TEST(test_run_sigstop_past_heartbeat)
 	rv_test_fault_report("run_sigstop_rejoin", back - t1);
 	for (int i = 0; i < 2; i++)
 		free(rv_test_run_expect_exit(&r[i], 0, 180000));
-	rv_test_fault_expect_trained(r, 2, log, SIZE, EPOCHS, 3);
-	for (int i = 0; i < 2; i++)
-		rv_test_run_end(&r[i]);
-	rv_test_master_cleanup(&m);
+	finish_two_nodes(&m, r, log);
 }
 END_TEST
 
@@ -151,23 +168,10 @@ END_TEST
  * nothing is lost or trained twice. */
 START_TEST(test_master_sigstop)
 {
-	const char *margs[] = { "--rdzv-heartbeat-timeout-ms", "2000", NULL };
 	struct rv_test_master m;
-	ck_assert_int_eq(rv_test_master_start_job(&m, SIZE, 16, EPOCHS, 1, 2, margs), 0);
 	struct rv_test_run r[2];
-	char log[400], job[96];
-	for (int i = 0; i < 2; i++)
-		ck_assert_int_eq(rv_test_run_init(&r[i]), 0);
-	snprintf(log, sizeof(log), "%s/shards.log", r[0].dir);
-	rv_test_fault_job_env(job, sizeof(job), "mstop");
-	const char *env[] = { job, NULL };
-	const char *a[24];
-	rv_test_fault_node_args(a, "1:2", "1", m.addr, "0", log);
-	for (int i = 0; i < 2; i++)
-		ck_assert_int_eq(rv_test_run_start_joined(&r[i], a, env, 60000), 0);
-	if (!rv_test_wait_lines(log, 40, 120000))
-		rv_test_run_dump(r, 2, m.log);
-	ck_assert_msg(rv_test_wait_lines(log, 40, 0), "no 40 steps trained by the world of 2");
+	char log[400];
+	start_two_nodes(&m, r, log, sizeof(log), "mstop");
 
 	ck_assert_int_eq(kill(m.pid, SIGSTOP), 0);
 	usleep(12000 * 1000);
@@ -189,10 +193,7 @@ START_TEST(test_master_sigstop)
 		rv_test_run_dump(r, 2, m.log);
 	ck_assert_msg(loads == 0, "the group restarted %d time(s) after the master continued",
 		      loads);
-	rv_test_fault_expect_trained(r, 2, log, SIZE, EPOCHS, 3);
-	for (int i = 0; i < 2; i++)
-		rv_test_run_end(&r[i]);
-	rv_test_master_cleanup(&m);
+	finish_two_nodes(&m, r, log);
 }
 END_TEST
 
@@ -213,18 +214,7 @@ START_TEST(test_master_stall_no_death)
 	ck_assert_int_eq(rv_test_master_start(&m, margs), 0);
 	struct rv_test_fault_node n[2];
 	pthread_t t[2];
-	for (int i = 0; i < 2; i++) {
-		memset(&n[i], 0, sizeof(n[i]));
-		n[i].m = &m;
-		snprintf(n[i].name, sizeof(n[i].name), "node-%d", i);
-		ck_assert_int_eq(pthread_create(&t[i], NULL, rv_test_fault_node_main, &n[i]), 0);
-	}
-	int64_t until = rv_mono_ms() + 30000;
-	while ((!atomic_load(&n[0].round) || !atomic_load(&n[1].round)) && rv_mono_ms() < until)
-		usleep(20 * 1000);
-	ck_assert_msg(atomic_load(&n[0].round) && atomic_load(&n[1].round), "no world of 2");
-	usleep(1000 * 1000);
-	long long round = atomic_load(&n[0].round);
+	long long round = rv_test_fault_nodes_start(&m, n, t, 2);
 
 	for (int i = 0; i < 2; i++)
 		atomic_store(&n[i].pause, 1);

@@ -62,19 +62,7 @@ START_TEST(test_master_clock_stepped)
 
 	struct rv_test_fault_node n[2];
 	pthread_t t[2];
-	for (int i = 0; i < 2; i++) {
-		memset(&n[i], 0, sizeof(n[i]));
-		n[i].m = &m;
-		snprintf(n[i].name, sizeof(n[i].name), "node-%d", i);
-		ck_assert_int_eq(pthread_create(&t[i], NULL, rv_test_fault_node_main, &n[i]), 0);
-	}
-	int64_t until = rv_mono_ms() + 30000;
-	while ((atomic_load(&n[0].round) == 0 || atomic_load(&n[1].round) == 0) &&
-	       rv_mono_ms() < until)
-		usleep(20 * 1000);
-	ck_assert_msg(atomic_load(&n[0].round) && atomic_load(&n[1].round), "no world of 2");
-	usleep(1000 * 1000);
-	long long round = atomic_load(&n[0].round);
+	long long round = rv_test_fault_nodes_start(&m, n, t, 2);
 
 	/* ten minutes forward: nobody died */
 	set_offset(file, "+600");
@@ -91,7 +79,7 @@ START_TEST(test_master_clock_stepped)
 	usleep(500 * 1000);
 	atomic_store(&n[1].stop, 1);
 	int64_t t0 = rv_mono_ms();
-	until = t0 + TIMEOUT_MS + 3000;
+	int64_t until = t0 + TIMEOUT_MS + 3000;
 	while (atomic_load(&n[0].round) == round && rv_mono_ms() < until)
 		usleep(20 * 1000);
 	int64_t found = rv_mono_ms() - t0;

@@ -34,8 +34,7 @@ static void start_brain(const char *const *extra)
 
 static void teardown(void)
 {
-	if (brain.pid > 0)
-		rv_test_brain_stop(&brain, SIGTERM, 10);
+	rv_test_brain_stop(&brain, SIGTERM, 10);
 }
 
 static long count_rows(const char *sql)
@@ -1131,11 +1130,9 @@ START_TEST(status_page_series_aligns_nodes_and_shows_gaps)
 }
 END_TEST
 
-static Suite *brain_api_suite(void)
-{
-	TCase *tc =
-		RV_TEST_TCASE("api", 60, register_get_list, duplicate_name_conflicts_until_finished,
-			      bad_job_documents, unknown_job_is_404, body_over_limit_is_413,
+RV_TEST_MAIN_PG_FIXTURE_TCASE("brain_api", NULL, teardown, "api", 60, register_get_list,
+			      duplicate_name_conflicts_until_finished, bad_job_documents,
+			      unknown_job_is_404, body_over_limit_is_413,
 			      batch_with_one_bad_sample_is_rejected_whole,
 			      throttling_counters_stored, many_node_samples_stored_exactly,
 			      progress_newest_kept_history_bounded, progress_history_served,
@@ -1143,9 +1140,4 @@ static Suite *brain_api_suite(void)
 			      token_guards_writes, database_down_is_503_then_recovers,
 			      long_poll_wakes_on_oom_plan, cluster_reports, health_metrics_openapi,
 			      status_page_series_usage_dashboards,
-			      status_page_series_aligns_nodes_and_shows_gaps);
-	tcase_add_checked_fixture(tc, NULL, teardown);
-	return RV_TEST_SUITE("brain_api", tc);
-}
-
-RV_TEST_MAIN_PG(brain_api_suite)
+			      status_page_series_aligns_nodes_and_shows_gaps)

@@ -61,8 +61,7 @@ static void start_brain(const char *const *extra)
 
 static void teardown(void)
 {
-	if (brain.pid > 0)
-		rv_test_brain_stop(&brain, SIGTERM, 10);
+	rv_test_brain_stop(&brain, SIGTERM, 10);
 }
 
 /* A job to post to and long-poll on; its uid in a static buffer. */
@@ -622,15 +621,8 @@ START_TEST(test_twin_batches_of_many_jobs_stored_once)
 }
 END_TEST
 
-static Suite *brain_limits_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("limits", 60, test_good_client_served_under_abuse,
-				  test_too_many_long_polls, test_body_memory_budget,
-				  test_chunked_too_large, test_body_framed_two_ways,
-				  test_concurrent_batches_share_commits,
-				  test_twin_batches_of_many_jobs_stored_once);
-	tcase_add_checked_fixture(tc, NULL, teardown);
-	return RV_TEST_SUITE("brain_limits", tc);
-}
-
-RV_TEST_MAIN_PG(brain_limits_suite)
+RV_TEST_MAIN_PG_FIXTURE_TCASE("brain_limits", NULL, teardown, "limits", 60,
+			      test_good_client_served_under_abuse, test_too_many_long_polls,
+			      test_body_memory_budget, test_chunked_too_large,
+			      test_body_framed_two_ways, test_concurrent_batches_share_commits,
+			      test_twin_batches_of_many_jobs_stored_once)

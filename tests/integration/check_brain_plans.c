@@ -56,8 +56,7 @@ static void start(void)
 
 static void teardown(void)
 {
-	if (brain.pid > 0)
-		rv_test_brain_stop(&brain, SIGTERM, 10);
+	rv_test_brain_stop(&brain, SIGTERM, 10);
 }
 
 /* Close a metrics batch begun with {"samples":[ and post it. */
@@ -84,17 +83,13 @@ static void post_speed(int w, double speed, int n)
 /* Wait until the planner has seen our newest sample. */
 static void wait_planned(void)
 {
-	int rc = rv_test_brain_wait_planned(&brain, uid, ts, 200);
-	ck_assert_msg(rc == 0, "planned_ts never reached %" PRId64 ": %s", ts, strerror(-rc));
+	rv_test_brain_expect_planned(&brain, uid, ts, 200);
 }
 
 /* Newest running plan after id `after`, or NULL (204). */
 static cJSON *running_plan(int64_t after)
 {
-	cJSON *p;
-	long st = rv_test_brain_running_plan(&brain, uid, after, &p);
-	ck_assert_msg(st == 200 || st == 204, "plan: %ld", st);
-	return p;
+	return rv_test_brain_expect_running_plan(&brain, uid, after);
 }
 
 static void applied(int64_t plan_id)
@@ -707,18 +702,11 @@ START_TEST(partly_applied_plan_is_recorded)
 }
 END_TEST
 
-static Suite *brain_plans_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE(
-		"running", 90, scaling_job_gets_more_workers, worse_plan_is_reverted,
-		slower_exploration_is_kept_as_data, cluster_free_capacity_caps_plans,
-		false_starvation_keeps_history, real_starvation_drops_history,
-		oom_plan_not_undone_by_a_running_pass, oom_waits_for_a_pass_in_progress,
-		running_plan_older_than_an_oom_plan_is_not_served,
-		second_oom_keeps_the_first_oom_plan, pass_survives_batches_stored_meanwhile,
-		pass_after_a_serialization_failure_is_retried, partly_applied_plan_is_recorded);
-	tcase_add_checked_fixture(tc, NULL, teardown);
-	return RV_TEST_SUITE("brain_plans", tc);
-}
-
-RV_TEST_MAIN_PG(brain_plans_suite)
+RV_TEST_MAIN_PG_FIXTURE_TCASE(
+	"brain_plans", NULL, teardown, "running", 90, scaling_job_gets_more_workers,
+	worse_plan_is_reverted, slower_exploration_is_kept_as_data,
+	cluster_free_capacity_caps_plans, false_starvation_keeps_history,
+	real_starvation_drops_history, oom_plan_not_undone_by_a_running_pass,
+	oom_waits_for_a_pass_in_progress, running_plan_older_than_an_oom_plan_is_not_served,
+	second_oom_keeps_the_first_oom_plan, pass_survives_batches_stored_meanwhile,
+	pass_after_a_serialization_failure_is_retried, partly_applied_plan_is_recorded)

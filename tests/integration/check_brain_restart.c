@@ -315,13 +315,7 @@ START_TEST(postgres_killed_mid_ingest_is_restarted_and_loses_nothing)
 }
 END_TEST
 
-static Suite *brain_restart_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("restart", 120, sigterm_stops_cluster_and_restart_keeps_data,
-				  sigkill_mid_ingest_loses_no_acknowledged_write,
-				  postgres_killed_mid_ingest_is_restarted_and_loses_nothing);
-	tcase_add_checked_fixture(tc, setup, teardown);
-	return RV_TEST_SUITE("brain_restart", tc);
-}
-
-RV_TEST_MAIN(brain_restart_suite)
+RV_TEST_MAIN_FIXTURE_TCASE("brain_restart", setup, teardown, "restart", 120,
+			   sigterm_stops_cluster_and_restart_keeps_data,
+			   sigkill_mid_ingest_loses_no_acknowledged_write,
+			   postgres_killed_mid_ingest_is_restarted_and_loses_nothing)

@@ -138,10 +138,4 @@ START_TEST(every_daemon_conf_help_agree)
 }
 END_TEST
 
-static Suite *daemon_conf_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("conf", 60, every_daemon_conf_help_agree);
-	return RV_TEST_SUITE("daemon_conf", tc);
-}
-
-RV_TEST_MAIN(daemon_conf_suite)
+RV_TEST_MAIN_TCASE("daemon_conf", "conf", 60, every_daemon_conf_help_agree)

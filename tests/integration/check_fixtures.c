@@ -69,9 +69,7 @@ static bool gone_within(pid_t pid, int timeout_ms)
 START_TEST(test_killed_suite_leaves_no_postgres)
 {
 	char self[512];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	ck_assert_int_gt(n, 0);
-	self[n] = '\0';
+	rv_test_self_exe(self, sizeof(self));
 	const char *argv[] = { self, NULL };
 	const char *env[] = { "ROVER_FIXTURE_CHILD=1", "CK_FORK=no", NULL };
 	struct rv_proc_opts o = { .argv = argv,

@@ -80,8 +80,7 @@ static void teardown(void)
 	mc = NULL;
 	if (master.dir[0])
 		rv_test_master_cleanup(&master);
-	if (brain.pid > 0)
-		rv_test_brain_stop(&brain, SIGTERM, 10);
+	rv_test_brain_stop(&brain, SIGTERM, 10);
 }
 
 /* A spec in mode with workers 1..16 (replicas given), 4 cores and 8 GiB each. */
@@ -528,8 +527,7 @@ END_TEST
 /* No brain at all: a master in mode for 3 workers, its status once it shows u. */
 static struct rv_job_status start_without_brain(const char *mode, enum until u)
 {
-	if (brain.pid > 0)
-		rv_test_brain_stop(&brain, SIGTERM, 10);
+	rv_test_brain_stop(&brain, SIGTERM, 10);
 	char *spec = spec_json(mode, 3);
 	master_start(spec, false);
 	free(spec);

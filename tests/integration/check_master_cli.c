@@ -230,13 +230,6 @@ START_TEST(test_spec_without_datasets_runs)
 }
 END_TEST
 
-static Suite *master_cli_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("cli", 60, test_help_lists_every_key,
-				  test_print_conf_matches_file, test_bad_spec_names_field,
-				  test_bad_command_line, test_sigterm_stops_cleanly,
-				  test_spec_without_datasets_runs);
-	return RV_TEST_SUITE("master_cli", tc);
-}
-
-RV_TEST_MAIN(master_cli_suite)
+RV_TEST_MAIN_TCASE("master_cli", "cli", 60, test_help_lists_every_key, test_print_conf_matches_file,
+		   test_bad_spec_names_field, test_bad_command_line, test_sigterm_stops_cleanly,
+		   test_spec_without_datasets_runs)

@@ -225,6 +225,19 @@ static char *digits_spec(const char *name, const char *shard_log, int epochs)
 	return spec;
 }
 
+/* The stand-in (nodes of 4 CPUs and 16Gi) and a master running the digits
+ * job k8s-PID (its name into name) for epochs, its shard log at log. */
+static void digits_start(int epochs, char *name, size_t nsize, char *log, size_t lsize)
+{
+	const char *sargs[] = { "--node-cpu", "4", "--node-memory", "16Gi", NULL };
+	standin_start(sargs);
+	snprintf(log, lsize, "%s/shards.log", sti.dir);
+	snprintf(name, nsize, "k8s-%d", (int)getpid());
+	char *spec = digits_spec(name, log, epochs);
+	master_start(spec, NULL);
+	free(spec);
+}
+
 /* Every sample of size x epochs in the shard log exactly once, counting
  * only the steps before each load (those after are trained again). */
 static void assert_exactly_once(const char *path, long size, int epochs)
@@ -267,14 +280,8 @@ static double accuracy(void)
 START_TEST(test_digits_pods_survive_watch_faults_and_a_delete)
 {
 	RV_TEST_NEED_KUBECTL();
-	const char *sargs[] = { "--node-cpu", "4", "--node-memory", "16Gi", NULL };
-	standin_start(sargs);
 	char log[400], name[64];
-	snprintf(log, sizeof(log), "%s/shards.log", sti.dir);
-	snprintf(name, sizeof(name), "k8s-%d", (int)getpid());
-	char *spec = digits_spec(name, log, 6);
-	master_start(spec, NULL);
-	free(spec);
+	digits_start(6, name, sizeof(name), log, sizeof(log));
 	free(wait_pods(-1, "Running", 2, 60000));
 	ck_assert_msg(rv_test_wait_lines(log, 10, 120000), "no 10 steps trained");
 	/* the watch cut mid-event, then 410 Gone on the resumed watch */
@@ -330,14 +337,8 @@ END_TEST
 START_TEST(test_master_kill9_adopts_pods)
 {
 	RV_TEST_NEED_KUBECTL();
-	const char *sargs[] = { "--node-cpu", "4", "--node-memory", "16Gi", NULL };
-	standin_start(sargs);
 	char log[400], name[64];
-	snprintf(log, sizeof(log), "%s/shards.log", sti.dir);
-	snprintf(name, sizeof(name), "k8s-%d", (int)getpid());
-	char *spec = digits_spec(name, log, 2);
-	master_start(spec, NULL);
-	free(spec);
+	digits_start(2, name, sizeof(name), log, sizeof(log));
 	char *before = wait_pods(-1, "Running", 2, 60000);
 	ck_assert_msg(rv_test_wait_lines(log, 5, 120000), "no 5 steps trained");
 	ck_assert_int_eq(rv_test_master_stop(&master, SIGKILL, 5000) >= 0, 1);

@@ -214,11 +214,5 @@ START_TEST(test_silent_node_fails_after_the_timeout)
 }
 END_TEST
 
-static Suite *master_netcheck_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("core", 60, test_faulty_and_straggler,
-				  test_silent_node_fails_after_the_timeout);
-	return RV_TEST_SUITE("master_netcheck", tc);
-}
-
-RV_TEST_MAIN(master_netcheck_suite)
+RV_TEST_MAIN_TCASE("master_netcheck", "core", 60, test_faulty_and_straggler,
+		   test_silent_node_fails_after_the_timeout)

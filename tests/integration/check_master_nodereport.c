@@ -100,8 +100,7 @@ static void teardown(void)
 {
 	if (master.dir[0])
 		rv_test_master_cleanup(&master);
-	if (brain.pid > 0)
-		rv_test_brain_stop(&brain, SIGTERM, 10);
+	rv_test_brain_stop(&brain, SIGTERM, 10);
 }
 
 /* The master for two nodes of this binary (burning burn_s seconds; the
@@ -111,9 +110,7 @@ static struct rv_master_client *start_master(int burn_s, const char *memory, con
 					     const char *limits)
 {
 	char exe[PATH_MAX];
-	ssize_t k = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	ck_assert_int_gt(k, 0);
-	exe[k] = 0;
+	rv_test_self_exe(exe, sizeof(exe));
 	char *spec = NULL;
 	ck_assert_int_ge(
 		asprintf(&spec,

@@ -168,9 +168,7 @@ static void job_init(struct job *j, long size, int epochs, int restarts, const c
 		     const char *extra)
 {
 	char exe[PATH_MAX];
-	ssize_t k = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	ck_assert_int_gt(k, 0);
-	exe[k] = 0;
+	rv_test_self_exe(exe, sizeof(exe));
 	j->size = size;
 	j->epochs = epochs;
 	char *spec = NULL;

@@ -499,13 +499,7 @@ START_TEST(test_query_checked)
 }
 END_TEST
 
-static Suite *master_rdzv_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("rdzv", 60, test_world_of_n_agents, test_between_min_and_max,
-				  test_silent_agent_declared_dead, test_gang_wait_fails_the_round,
-				  test_failure_report_requeues_at_once, test_world_watch,
-				  test_token, test_token_file, test_query_checked);
-	return RV_TEST_SUITE("master_rdzv", tc);
-}
-
-RV_TEST_MAIN(master_rdzv_suite)
+RV_TEST_MAIN_TCASE("master_rdzv", "rdzv", 60, test_world_of_n_agents, test_between_min_and_max,
+		   test_silent_agent_declared_dead, test_gang_wait_fails_the_round,
+		   test_failure_report_requeues_at_once, test_world_watch, test_token,
+		   test_token_file, test_query_checked)

@@ -194,9 +194,7 @@ static int running(const struct rv_job_status *js)
 static void job_start(void)
 {
 	char exe[PATH_MAX];
-	ssize_t k = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	ck_assert_int_gt(k, 0);
-	exe[k] = 0;
+	rv_test_self_exe(exe, sizeof(exe));
 	char *spec = NULL;
 	ck_assert_int_ge(
 		asprintf(&spec,
@@ -246,8 +244,7 @@ static void teardown(void)
 {
 	if (master.dir[0])
 		rv_test_master_cleanup(&master);
-	if (brain.pid > 0)
-		rv_test_brain_stop(&brain, SIGTERM, 10);
+	rv_test_brain_stop(&brain, SIGTERM, 10);
 }
 
 /* The newest plan of the brain's history naming node in `remove`: its id,

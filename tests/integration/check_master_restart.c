@@ -225,11 +225,5 @@ START_TEST(test_job_uid_guards_state)
 }
 END_TEST
 
-static Suite *master_restart_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("restart", 120, test_kill9_mid_epoch_fsync, test_kill9_many_times,
-				  test_client_waits_for_restart, test_job_uid_guards_state);
-	return RV_TEST_SUITE("master_restart", tc);
-}
-
-RV_TEST_MAIN(master_restart_suite)
+RV_TEST_MAIN_TCASE("master_restart", "restart", 120, test_kill9_mid_epoch_fsync,
+		   test_kill9_many_times, test_client_waits_for_restart, test_job_uid_guards_state)

@@ -266,13 +266,6 @@ START_TEST(test_live_node_keeps_its_tasks)
 }
 END_TEST
 
-static Suite *master_shards_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("shards", 90, test_every_sample_once,
-				  test_repeated_done_and_retried_next,
-				  test_checkpoint_world_size_change,
-				  test_live_node_keeps_its_tasks);
-	return RV_TEST_SUITE("master_shards", tc);
-}
-
-RV_TEST_MAIN(master_shards_suite)
+RV_TEST_MAIN_TCASE("master_shards", "shards", 90, test_every_sample_once,
+		   test_repeated_done_and_retried_next, test_checkpoint_world_size_change,
+		   test_live_node_keeps_its_tasks)

@@ -263,11 +263,5 @@ START_TEST(test_unknown_stream_or_partition)
 }
 END_TEST
 
-static Suite *master_stream_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("core", 120, test_kill9_exactly_once_and_resume,
-				  test_unknown_stream_or_partition);
-	return RV_TEST_SUITE("master_stream", tc);
-}
-
-RV_TEST_MAIN(master_stream_suite)
+RV_TEST_MAIN_TCASE("master_stream", "core", 120, test_kill9_exactly_once_and_resume,
+		   test_unknown_stream_or_partition)

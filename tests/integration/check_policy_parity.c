@@ -67,8 +67,7 @@ static struct rv_alg_limits limits(void)
 
 static void teardown(void)
 {
-	if (brain.pid > 0)
-		rv_test_brain_stop(&brain, SIGTERM, 10);
+	rv_test_brain_stop(&brain, SIGTERM, 10);
 }
 
 static cJSON *post_job(const char *doc)
@@ -158,16 +157,12 @@ static void post_batch(double speed, int n)
 
 static void wait_planned(void)
 {
-	int rc = rv_test_brain_wait_planned(&brain, uid, ts, 300);
-	ck_assert_msg(rc == 0, "planned_ts never reached %" PRId64 ": %s", ts, strerror(-rc));
+	rv_test_brain_expect_planned(&brain, uid, ts, 300);
 }
 
 static cJSON *running_plan(int64_t after)
 {
-	cJSON *p;
-	long st = rv_test_brain_running_plan(&brain, uid, after, &p);
-	ck_assert_msg(st == 200 || st == 204, "plan: %ld", st);
-	return p;
+	return rv_test_brain_expect_running_plan(&brain, uid, after);
 }
 
 /* The outcome the brain recorded for a plan. */

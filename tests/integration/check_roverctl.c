@@ -632,13 +632,6 @@ START_TEST(test_submit_dlrover_elasticjob)
 }
 END_TEST
 
-static Suite *roverctl_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("roverctl", 120, test_exit_codes_and_json,
-				  test_submit_dlrover_elasticjob, test_ended_job_status,
-				  test_terminal_tables, test_terminal_watch);
-	tcase_add_checked_fixture(tc, NULL, teardown);
-	return RV_TEST_SUITE("roverctl", tc);
-}
-
-RV_TEST_MAIN_PG(roverctl_suite)
+RV_TEST_MAIN_PG_FIXTURE_TCASE("roverctl", NULL, teardown, "roverctl", 120, test_exit_codes_and_json,
+			      test_submit_dlrover_elasticjob, test_ended_job_status,
+			      test_terminal_tables, test_terminal_watch)

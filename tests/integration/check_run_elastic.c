@@ -352,13 +352,6 @@ START_TEST(test_agent_kill9_leaves_no_process)
 }
 END_TEST
 
-static Suite *run_elastic_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("elastic", 360, test_nnodes_1_3_join_late_and_leave,
-				  test_agent_kill9_relaunched_same_rank,
-				  test_agent_kill9_leaves_no_process,
-				  test_finished_node_silence_keeps_the_world);
-	return RV_TEST_SUITE("run_elastic", tc);
-}
-
-RV_TEST_MAIN(run_elastic_suite)
+RV_TEST_MAIN_TCASE("run_elastic", "elastic", 360, test_nnodes_1_3_join_late_and_leave,
+		   test_agent_kill9_relaunched_same_rank, test_agent_kill9_leaves_no_process,
+		   test_finished_node_silence_keeps_the_world)

@@ -448,17 +448,10 @@ START_TEST(test_bad_flag_exit_2)
 }
 END_TEST
 
-static Suite *run_faults_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("core", 120, test_user_error_stops_after_two_tracebacks,
-				  test_final_failure_summary, test_sigint_leaves_no_process,
-				  test_sigterm_leaves_no_process,
-				  test_sigterm_without_pid_namespace_leaves_no_process,
-				  test_kill9_of_rover_run_leaves_no_process,
-				  test_hang_restarts_then_fails, test_log_dir_and_redirects,
-				  test_torchrun_environment_and_filter, test_error_file,
-				  test_bad_flag_exit_2, test_pid_namespace_and_its_opt_out);
-	return RV_TEST_SUITE("run_faults", tc);
-}
-
-RV_TEST_MAIN(run_faults_suite)
+RV_TEST_MAIN_TCASE("run_faults", "core", 120, test_user_error_stops_after_two_tracebacks,
+		   test_final_failure_summary, test_sigint_leaves_no_process,
+		   test_sigterm_leaves_no_process,
+		   test_sigterm_without_pid_namespace_leaves_no_process,
+		   test_kill9_of_rover_run_leaves_no_process, test_hang_restarts_then_fails,
+		   test_log_dir_and_redirects, test_torchrun_environment_and_filter,
+		   test_error_file, test_bad_flag_exit_2, test_pid_namespace_and_its_opt_out)

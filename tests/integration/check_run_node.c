@@ -444,14 +444,8 @@ START_TEST(test_warm_import)
 }
 END_TEST
 
-static Suite *run_node_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("core", 180, test_gpus_through_stand_in_gpuinfo,
-				  test_no_gpu_auto_is_cpus, test_usage_reaches_the_master,
-				  test_static_node_rank_and_store, test_auto_config,
-				  test_network_check_excludes_a_faulty_node, test_exclude_straggler,
-				  test_warm_import);
-	return RV_TEST_SUITE("run_node", tc);
-}
-
-RV_TEST_MAIN(run_node_suite)
+RV_TEST_MAIN_TCASE("run_node", "core", 180, test_gpus_through_stand_in_gpuinfo,
+		   test_no_gpu_auto_is_cpus, test_usage_reaches_the_master,
+		   test_static_node_rank_and_store, test_auto_config,
+		   test_network_check_excludes_a_faulty_node, test_exclude_straggler,
+		   test_warm_import)

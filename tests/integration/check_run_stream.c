@@ -262,10 +262,4 @@ START_TEST(test_kill9_each_part_exactly_once)
 }
 END_TEST
 
-static Suite *run_stream_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("core", 900, test_kill9_each_part_exactly_once);
-	return RV_TEST_SUITE("run_stream", tc);
-}
-
-RV_TEST_MAIN(run_stream_suite)
+RV_TEST_MAIN_TCASE("run_stream", "core", 900, test_kill9_each_part_exactly_once)

@@ -34,8 +34,7 @@ static void start_brain(void)
 
 static void teardown(void)
 {
-	if (brain.pid > 0)
-		rv_test_brain_stop(&brain, SIGTERM, 10);
+	rv_test_brain_stop(&brain, SIGTERM, 10);
 }
 
 /* Run rover-sim with args; stdout into out (may be NULL).  Returns the exit
@@ -235,12 +234,5 @@ START_TEST(sim_fails_without_brain)
 }
 END_TEST
 
-static Suite *sim_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("sim", 120, sim_plays_small_trace,
-				  sim_is_deterministic_and_honest, sim_fails_without_brain);
-	tcase_add_checked_fixture(tc, NULL, teardown);
-	return RV_TEST_SUITE("sim", tc);
-}
-
-RV_TEST_MAIN_PG(sim_suite)
+RV_TEST_MAIN_PG_FIXTURE_TCASE("sim", NULL, teardown, "sim", 120, sim_plays_small_trace,
+			      sim_is_deterministic_and_honest, sim_fails_without_brain)

@@ -224,10 +224,4 @@ START_TEST(test_throttled_time_is_the_cpu_held_back)
 }
 END_TEST
 
-static Suite *throttled_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("throttled_need", 30, test_throttled_time_is_the_cpu_held_back);
-	return RV_TEST_SUITE("throttled_need", tc);
-}
-
-RV_TEST_MAIN(throttled_suite)
+RV_TEST_MAIN_TCASE("throttled_need", "throttled_need", 30, test_throttled_time_is_the_cpu_held_back)

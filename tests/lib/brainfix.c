@@ -307,6 +307,22 @@ long rv_test_brain_running_plan(const struct rv_test_brain *b, const char *uid, 
 	return status;
 }
 
+void rv_test_brain_expect_planned(const struct rv_test_brain *b, const char *uid, int64_t ts,
+				  int tries)
+{
+	int rc = rv_test_brain_wait_planned(b, uid, ts, tries);
+	ck_assert_msg(rc == 0, "planned_ts never reached %" PRId64 ": %s", ts, strerror(-rc));
+}
+
+cJSON *rv_test_brain_expect_running_plan(const struct rv_test_brain *b, const char *uid,
+					 int64_t after)
+{
+	cJSON *p;
+	long st = rv_test_brain_running_plan(b, uid, after, &p);
+	ck_assert_msg(st == 200 || st == 204, "plan: %ld", st);
+	return p;
+}
+
 void rv_test_brain_register(const struct rv_test_brain *b, const char *doc, char *uid, size_t size)
 {
 	struct rv_test_reply r;

@@ -90,6 +90,13 @@ int rv_test_brain_wait_planned(const struct rv_test_brain *b, const char *uid, i
  * or a negative errno. */
 long rv_test_brain_running_plan(const struct rv_test_brain *b, const char *uid, int64_t after,
 				cJSON **plan);
+/* Fail the test unless rv_test_brain_wait_planned gets to ts. */
+void rv_test_brain_expect_planned(const struct rv_test_brain *b, const char *uid, int64_t ts,
+				  int tries);
+/* rv_test_brain_running_plan failing the test on a status other than 200
+ * and 204: the plan (the caller's, cJSON_Delete) or NULL. */
+cJSON *rv_test_brain_expect_running_plan(const struct rv_test_brain *b, const char *uid,
+					 int64_t after);
 /* The value of one series of the brain's /metrics (its whole name with
  * labels, as printed: "rover_brain_plan_passes_failed_total{reason=
  * \"serialization\"}"): 0 or more, -ENOENT when /metrics has no such

@@ -221,3 +221,30 @@ void *rv_test_fault_node_main(void *arg)
 	rv_master_client_free(c);
 	return NULL;
 }
+
+/* Whether every one of the n nodes is in a round. */
+static bool fault_nodes_joined(struct rv_test_fault_node *nodes, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (!atomic_load(&nodes[i].round))
+			return false;
+	return true;
+}
+
+long long rv_test_fault_nodes_start(const struct rv_test_master *m,
+				    struct rv_test_fault_node *nodes, pthread_t *t, int n)
+{
+	for (int i = 0; i < n; i++) {
+		memset(&nodes[i], 0, sizeof(nodes[i]));
+		nodes[i].m = m;
+		snprintf(nodes[i].name, sizeof(nodes[i].name), "node-%d", i);
+		ck_assert_int_eq(pthread_create(&t[i], NULL, rv_test_fault_node_main, &nodes[i]),
+				 0);
+	}
+	int64_t until = rv_mono_ms() + 30000;
+	while (!fault_nodes_joined(nodes, n) && rv_mono_ms() < until)
+		usleep(20 * 1000);
+	ck_assert_msg(fault_nodes_joined(nodes, n), "no world of %d", n);
+	usleep(1000 * 1000);
+	return atomic_load(&nodes[0].round);
+}

@@ -11,6 +11,7 @@
 #define RV_FAULTFIX_H
 
 #include <check.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -73,6 +74,11 @@ struct rv_test_fault_node {
 	int rc;
 };
 void *rv_test_fault_node_main(void *arg);
+/* Start the n simulated nodes nodes[i] ("node-i") of m, each in its thread
+ * t[i]; fail the test unless all are in a world within 30 s.  A second
+ * later (heartbeats answered), the round node 0 is in. */
+long long rv_test_fault_nodes_start(const struct rv_test_master *m,
+				    struct rv_test_fault_node *nodes, pthread_t *t, int n);
 /* The rover-run processes of r (the one started and its stages below),
  * top first, up to max; the count. */
 int rv_test_fault_run_stages(const struct rv_test_run *r, pid_t *out, int max);

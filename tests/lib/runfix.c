@@ -148,21 +148,29 @@ void rv_test_proc_env(pid_t pid, const char *key, char *out, size_t size)
 		}
 }
 
-/* State, parent and command name of pid from /proc/pid/stat; 0 or -1. */
-static int proc_stat_comm(pid_t pid, char *state, pid_t *ppid, char *comm, size_t size)
+/* /proc/pid/stat into buf (size bytes, NUL-ended); the ')' closing the
+ * command name, or NULL when pid is gone. */
+static char *proc_stat_read(pid_t pid, char *buf, size_t size)
 {
-	char path[64], buf[512];
+	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return -1;
-	ssize_t k = read(fd, buf, sizeof(buf) - 1);
+		return NULL;
+	ssize_t k = read(fd, buf, size - 1);
 	close(fd);
 	if (k <= 0)
-		return -1;
+		return NULL;
 	buf[k] = 0;
-	char *rp = strrchr(buf, ')');
-	char *lp = strchr(buf, '(');
+	return strrchr(buf, ')');
+}
+
+/* State, parent and command name of pid from /proc/pid/stat; 0 or -1. */
+static int proc_stat_comm(pid_t pid, char *state, pid_t *ppid, char *comm, size_t size)
+{
+	char buf[512];
+	char *rp = proc_stat_read(pid, buf, sizeof(buf));
+	char *lp = rp ? strchr(buf, '(') : NULL;
 	int pp;
 	if (!rp || !lp || lp > rp || sscanf(rp + 2, "%c %d", state, &pp) != 2)
 		return -1;
@@ -300,17 +308,8 @@ pid_t rv_test_run_last_worker(const struct rv_test_run *r)
  * session (field 6); -1 when gone or a zombie. */
 static int64_t proc_start(pid_t pid, pid_t *sid, pid_t *ppid)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t k = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (k <= 0)
-		return -1;
-	buf[k] = 0;
-	char *rp = strrchr(buf, ')');
+	char buf[1024];
+	char *rp = proc_stat_read(pid, buf, sizeof(buf));
 	char state;
 	int pp, pg, se;
 	long long start;

@@ -81,6 +81,20 @@ static int testutil_cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+void rv_test_self_exe(char *out, size_t size)
+{
+	ssize_t k = readlink("/proc/self/exe", out, size - 1);
+	ck_assert_int_gt(k, 0);
+	out[k] = 0;
+}
+
+TCase *rv_test_tcase_fixture(TCase *tc, void (*setup)(void), void (*teardown)(void))
+{
+	if (setup || teardown)
+		tcase_add_checked_fixture(tc, setup, teardown);
+	return tc;
+}
+
 double rv_test_median(const double *v, int n)
 {
 	double *s = n > 0 ? malloc((size_t)n * sizeof(*s)) : NULL;

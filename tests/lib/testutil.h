@@ -5,7 +5,9 @@
  * RV_TEST_SUITE(name, RV_TEST_TCASE(...)), and ends with
  * RV_TEST_MAIN(suite_fn), or RV_TEST_MAIN_PG(suite_fn) when its tests need a
  * PostgreSQL: that variant starts one private cluster in the parent before
- * check forks the tests (tests/lib/pgfix.h) and stops it at the end.
+ * check forks the tests (tests/lib/pgfix.h) and stops it at the end.  A
+ * file whose tests are one TCase (with a checked fixture at most) ends with
+ * RV_TEST_MAIN_TCASE or a variant of it instead, suite and main in one.
  *
  * A test that cannot run here (no root, no torch, no writable cgroup)
  * calls RV_TEST_SKIP(ci_installs, "why ...") and returns: the line
@@ -19,6 +21,7 @@
 
 #include <check.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -35,6 +38,10 @@ void rv_test_rm_rf(const char *dir);
 
 /* The median of the n values of v (v is left as it was). */
 double rv_test_median(const double *v, int n);
+
+/* This test binary's path (/proc/self/exe) into out; fails the test when
+ * it cannot be read. */
+void rv_test_self_exe(char *out, size_t size);
 
 /* A new TCase named name, its timeout timeout_s seconds (check's default
  * when 0), holding the n tests of tests in order.  Owned by the Suite it is
@@ -74,5 +81,34 @@ Suite *rv_test_suite_new(const char *name, TCase *const *tcs, size_t n);
 		rv_test_pg_global_stop();                        \
 		return nf ? EXIT_FAILURE : EXIT_SUCCESS;         \
 	}
+
+/* tc with the checked fixture setup, teardown added (either may be NULL;
+ * none when both are). */
+TCase *rv_test_tcase_fixture(TCase *tc, void (*setup)(void), void (*teardown)(void));
+
+/* The suite of a file whose tests are one TCase, and its main (the _PG ones
+ * with a PostgreSQL): RV_TEST_MAIN_TCASE("suite", "tcase", timeout_s,
+ * test, ...) stands for a suite function returning
+ * RV_TEST_SUITE("suite", RV_TEST_TCASE("tcase", timeout_s, test, ...)) and
+ * RV_TEST_MAIN of it; the _FIXTURE_ ones add the checked fixture setup,
+ * teardown given after the suite's name. */
+#define RV_TEST_ONE_TCASE_SUITE(suite_name, setup, teardown, ...)                                  \
+	static Suite *rv_test_one_tcase_suite(void)                                                \
+	{                                                                                          \
+		return RV_TEST_SUITE(suite_name, rv_test_tcase_fixture(RV_TEST_TCASE(__VA_ARGS__), \
+								       setup, teardown));          \
+	}
+#define RV_TEST_MAIN_TCASE(suite_name, ...)                                                        \
+	RV_TEST_ONE_TCASE_SUITE(suite_name, NULL, NULL, __VA_ARGS__)                               \
+	RV_TEST_MAIN(rv_test_one_tcase_suite)
+#define RV_TEST_MAIN_PG_TCASE(suite_name, ...)                                                     \
+	RV_TEST_ONE_TCASE_SUITE(suite_name, NULL, NULL, __VA_ARGS__)                               \
+	RV_TEST_MAIN_PG(rv_test_one_tcase_suite)
+#define RV_TEST_MAIN_FIXTURE_TCASE(suite_name, setup, teardown, ...)                               \
+	RV_TEST_ONE_TCASE_SUITE(suite_name, setup, teardown, __VA_ARGS__)                          \
+	RV_TEST_MAIN(rv_test_one_tcase_suite)
+#define RV_TEST_MAIN_PG_FIXTURE_TCASE(suite_name, setup, teardown, ...)                            \
+	RV_TEST_ONE_TCASE_SUITE(suite_name, setup, teardown, __VA_ARGS__)                          \
+	RV_TEST_MAIN_PG(rv_test_one_tcase_suite)
 
 #endif

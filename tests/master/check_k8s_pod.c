@@ -455,13 +455,6 @@ START_TEST(test_kubeconfig)
 }
 END_TEST
 
-static Suite *k8s_pod_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("k8s_pod", 10, test_pod_from_template, test_pod_from_command,
-				  test_pod_avoids_hosts, test_quantities, test_events_from_pods,
-				  test_evicted_is_lost, test_unschedulable_fails_after_wait,
-				  test_kubeconfig);
-	return RV_TEST_SUITE("k8s_pod", tc);
-}
-
-RV_TEST_MAIN(k8s_pod_suite)
+RV_TEST_MAIN_TCASE("k8s_pod", "k8s_pod", 10, test_pod_from_template, test_pod_from_command,
+		   test_pod_avoids_hosts, test_quantities, test_events_from_pods,
+		   test_evicted_is_lost, test_unschedulable_fails_after_wait, test_kubeconfig)

@@ -437,16 +437,8 @@ START_TEST(test_run_straggler_wait)
 }
 END_TEST
 
-static Suite *netcheck_suite(void)
-{
-	TCase *tc =
-		RV_TEST_TCASE("core", 10, test_round0_neighbours, test_round1_fastest_with_slowest,
-			      test_faulty_needs_two_failures, test_straggler_ratio,
-			      test_run_verdicts, test_run_silent_node_times_out,
-			      test_worlds_name_only_the_bad_node,
-			      test_three_nodes_cleared_by_a_worse_partner,
-				  test_three_nodes_one_slow_pair_fast_alone, test_run_straggler_wait);
-	return RV_TEST_SUITE("netcheck", tc);
-}
-
-RV_TEST_MAIN(netcheck_suite)
+RV_TEST_MAIN_TCASE("netcheck", "core", 10, test_round0_neighbours, test_round1_fastest_with_slowest,
+		   test_faulty_needs_two_failures, test_straggler_ratio, test_run_verdicts,
+		   test_run_silent_node_times_out, test_worlds_name_only_the_bad_node,
+		   test_three_nodes_cleared_by_a_worse_partner,
+		   test_three_nodes_one_slow_pair_fast_alone, test_run_straggler_wait)

@@ -626,16 +626,7 @@ START_TEST(test_local_without_command_is_refused)
 }
 END_TEST
 
-static Suite *nodemgr_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("reconcile", 60, test_reconcile_count_and_resources,
-				  test_plan_above_the_largest_node_capped,
-				  test_local_without_command_is_refused,
-				  test_plan_remove_and_migrate_carried_out,
-				  test_succeeded_node_silence_is_no_death,
-				  test_charged_hosts_survive_a_restart,
-				  test_netcheck_verdict_charges_the_host);
-	return RV_TEST_SUITE("nodemgr", tc);
-}
-
-RV_TEST_MAIN(nodemgr_suite)
+RV_TEST_MAIN_TCASE("nodemgr", "reconcile", 60, test_reconcile_count_and_resources,
+		   test_plan_above_the_largest_node_capped, test_local_without_command_is_refused,
+		   test_plan_remove_and_migrate_carried_out, test_succeeded_node_silence_is_no_death,
+		   test_charged_hosts_survive_a_restart, test_netcheck_verdict_charges_the_host)

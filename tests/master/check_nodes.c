@@ -395,16 +395,8 @@ START_TEST(test_charged_hosts_restored)
 }
 END_TEST
 
-static Suite *nodes_suite(void)
-{
-	TCase *tc =
-		RV_TEST_TCASE("nodes", 10, test_relaunch_same_rank, test_restart_budget_gives_up,
-			      test_lost_not_charged_pending_gives_up, test_oom_memory_step,
-			      test_bad_host_exclusion, test_straggler_replaced_on_another_host,
-			      test_avoid_where_the_backend_places,
-			      test_crash_before_start_charges_its_host, test_charged_hosts_restored,
-			      test_relaunch_in_place_keeps_the_host);
-	return RV_TEST_SUITE("nodes", tc);
-}
-
-RV_TEST_MAIN(nodes_suite)
+RV_TEST_MAIN_TCASE("nodes", "nodes", 10, test_relaunch_same_rank, test_restart_budget_gives_up,
+		   test_lost_not_charged_pending_gives_up, test_oom_memory_step,
+		   test_bad_host_exclusion, test_straggler_replaced_on_another_host,
+		   test_avoid_where_the_backend_places, test_crash_before_start_charges_its_host,
+		   test_charged_hosts_restored, test_relaunch_in_place_keeps_the_host)

@@ -104,8 +104,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	if (brain.pid > 0)
-		rv_test_brain_stop(&brain, SIGTERM, 10);
+	rv_test_brain_stop(&brain, SIGTERM, 10);
 	char cmd[128];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	ck_assert_int_eq(system(cmd), 0);
@@ -478,15 +477,8 @@ START_TEST(test_plan_clamped_and_replayed)
 }
 END_TEST
 
-static Suite *plans_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("plans", 60, test_node_reports_reach_the_brain,
-				  test_job_end_reaches_the_brain, test_oom_memory_without_a_brain,
-				  test_template_resources_desired, test_plan_clamped_and_replayed,
-				  test_compute_time_reaches_the_brain,
-				  test_agent_usage_ranked_by_name);
-	tcase_add_checked_fixture(tc, setup, teardown);
-	return RV_TEST_SUITE("plans", tc);
-}
-
-RV_TEST_MAIN_PG(plans_suite)
+RV_TEST_MAIN_PG_FIXTURE_TCASE("plans", setup, teardown, "plans", 60,
+			      test_node_reports_reach_the_brain, test_job_end_reaches_the_brain,
+			      test_oom_memory_without_a_brain, test_template_resources_desired,
+			      test_plan_clamped_and_replayed, test_compute_time_reaches_the_brain,
+			      test_agent_usage_ranked_by_name)

@@ -257,12 +257,5 @@ START_TEST(test_no_server)
 }
 END_TEST
 
-static Suite *sched_k8s_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("sched_k8s", 90, test_launch_exit_remove, test_resize,
-				  test_adopt_after_restart, test_no_server);
-	tcase_add_checked_fixture(tc, NULL, teardown);
-	return RV_TEST_SUITE("sched_k8s", tc);
-}
-
-RV_TEST_MAIN(sched_k8s_suite)
+RV_TEST_MAIN_FIXTURE_TCASE("sched_k8s", NULL, teardown, "sched_k8s", 90, test_launch_exit_remove,
+			   test_resize, test_adopt_after_restart, test_no_server)

@@ -436,13 +436,7 @@ START_TEST(test_resize_without_limits)
 }
 END_TEST
 
-static Suite *sched_local_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("sched_local", 60, test_exit_codes_and_signals,
-				  test_oom_relaunched_with_more_memory, test_cpu_quota_throttles,
-				  test_remove_with_grace_stops_group, test_detection_and_fallback,
-				  test_resize_without_limits);
-	return RV_TEST_SUITE("sched_local", tc);
-}
-
-RV_TEST_MAIN(sched_local_suite)
+RV_TEST_MAIN_TCASE("sched_local", "sched_local", 60, test_exit_codes_and_signals,
+		   test_oom_relaunched_with_more_memory, test_cpu_quota_throttles,
+		   test_remove_with_grace_stops_group, test_detection_and_fallback,
+		   test_resize_without_limits)

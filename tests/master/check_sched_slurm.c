@@ -496,13 +496,6 @@ START_TEST(test_unknown_version_refused)
 }
 END_TEST
 
-static Suite *sched_slurm_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("sched_slurm", 30, test_v42_shapes,
-				  test_v38_shapes_and_lost_nodes,
-				  test_pending_past_wait_fails_with_reason,
-				  test_remove_term_then_kill, test_unknown_version_refused);
-	return RV_TEST_SUITE("sched_slurm", tc);
-}
-
-RV_TEST_MAIN(sched_slurm_suite)
+RV_TEST_MAIN_TCASE("sched_slurm", "sched_slurm", 30, test_v42_shapes,
+		   test_v38_shapes_and_lost_nodes, test_pending_past_wait_fails_with_reason,
+		   test_remove_term_then_kill, test_unknown_version_refused)

@@ -347,13 +347,7 @@ START_TEST(test_property_exactly_once)
 }
 END_TEST
 
-static Suite *stream_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("core", 60, test_tasks_up_to_the_known_end,
-				  test_committed_waits_for_the_gap, test_dead_and_stalled_go_back,
-				  test_held_task_stays, test_offsets_carry_to_a_new_manager,
-				  test_bad_datasets_named, test_property_exactly_once);
-	return RV_TEST_SUITE("stream", tc);
-}
-
-RV_TEST_MAIN(stream_suite)
+RV_TEST_MAIN_TCASE("stream", "core", 60, test_tasks_up_to_the_known_end,
+		   test_committed_waits_for_the_gap, test_dead_and_stalled_go_back,
+		   test_held_task_stays, test_offsets_carry_to_a_new_manager,
+		   test_bad_datasets_named, test_property_exactly_once)

@@ -212,11 +212,5 @@ START_TEST(test_scan_v1_cgroupfs)
 }
 END_TEST
 
-static Suite *cgpod_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("cgpod", 10, test_uid_from_paths, test_scan_v2_systemd,
-				  test_scan_v1_cgroupfs);
-	return RV_TEST_SUITE("cgpod", tc);
-}
-
-RV_TEST_MAIN(cgpod_suite)
+RV_TEST_MAIN_TCASE("cgpod", "cgpod", 10, test_uid_from_paths, test_scan_v2_systemd,
+		   test_scan_v1_cgroupfs)

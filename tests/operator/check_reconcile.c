@@ -374,13 +374,7 @@ START_TEST(test_busy_master_waits)
 }
 END_TEST
 
-static Suite *reconcile_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("rules", 30, test_new_job, test_master_phases,
-				  test_master_killed_is_made_again, test_suspend_deleted_ended,
-				  test_plan_recorded_once, test_master_pod,
-				  test_master_own_account_and_claim, test_busy_master_waits);
-	return RV_TEST_SUITE("reconcile", tc);
-}
-
-RV_TEST_MAIN(reconcile_suite)
+RV_TEST_MAIN_TCASE("reconcile", "rules", 30, test_new_job, test_master_phases,
+		   test_master_killed_is_made_again, test_suspend_deleted_ended,
+		   test_plan_recorded_once, test_master_pod, test_master_own_account_and_claim,
+		   test_busy_master_waits)

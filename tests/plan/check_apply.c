@@ -144,12 +144,6 @@ START_TEST(test_migrate_with_handover_applied_in_full)
 }
 END_TEST
 
-static Suite *apply_suite(void)
-{
-	TCase *tc = RV_TEST_TCASE("apply", 10, test_counts_clamped_and_named,
-				  test_remove_replaces_migrate_relaunches,
-				  test_migrate_with_handover_applied_in_full);
-	return RV_TEST_SUITE("plan_apply", tc);
-}
-
-RV_TEST_MAIN(apply_suite)
+RV_TEST_MAIN_TCASE("plan_apply", "apply", 10, test_counts_clamped_and_named,
+		   test_remove_replaces_migrate_relaunches,
+		   test_migrate_with_handover_applied_in_full)

@@ -87,15 +87,8 @@ static void *rover_thread(void *arg)
 /* Tell the brain the cluster's nodes (all free), so plans know the node size. */
 static int report_cluster(const struct sim *s)
 {
-	struct rv_brain_opts bo = { .url = s->o.brain,
-				    .token = s->o.token,
-				    .connect_timeout_ms = 3000,
-				    .timeout_ms = 30000,
-				    .max_attempts = 3,
-				    .backoff_ms = 100,
-				    .backoff_max_ms = 200 };
 	struct rv_err err = { 0 };
-	struct rv_brain_client *bc = rv_brain_client_new(&bo, &err);
+	struct rv_brain_client *bc = rover_brain_client_new(&s->o, &err);
 	if (!bc)
 		return -EIO;
 	int n = s->o.cluster.nodes < RV_MAX_CLUSTER_NODES ? s->o.cluster.nodes

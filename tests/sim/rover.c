@@ -575,6 +575,18 @@ static int play(struct run *s)
 	return post_simple_event(s, RV_EVENT_JOB_FINISHED, 0);
 }
 
+struct rv_brain_client *rover_brain_client_new(const struct sim_opts *o, struct rv_err *err)
+{
+	struct rv_brain_opts bo = { .url = o->brain,
+				    .token = o->token,
+				    .connect_timeout_ms = 3000,
+				    .timeout_ms = 30000,
+				    .max_attempts = 3,
+				    .backoff_ms = 100,
+				    .backoff_max_ms = 200 };
+	return rv_brain_client_new(&bo, err);
+}
+
 void rover_run(const struct sim_job *j, const struct sim_opts *o, struct sim_result *r)
 {
 	memset(r, 0, sizeof(*r));
@@ -589,16 +601,8 @@ void rover_run(const struct sim_job *j, const struct sim_opts *o, struct sim_res
 	rng_seed(&s->rng, j->name, o->seed);
 	for (int i = 0; i < j->stragglers && i < 256; i++)
 		s->slow[i] = true;
-	/* As before the client: three tries 100 ms apart when the brain is busy. */
-	struct rv_brain_opts bo = { .url = o->brain,
-				    .token = o->token,
-				    .connect_timeout_ms = 3000,
-				    .timeout_ms = 30000,
-				    .max_attempts = 3,
-				    .backoff_ms = 100,
-				    .backoff_max_ms = 200 };
 	struct rv_err err = { 0 };
-	s->bc = rv_brain_client_new(&bo, &err);
+	s->bc = rover_brain_client_new(o, &err);
 	if (!s->bc) {
 		snprintf(r->error, sizeof(r->error), "could not create brain client: %.100s",
 			 err.msg);

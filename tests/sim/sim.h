@@ -14,6 +14,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+struct rv_brain_client;
+struct rv_err;
+
 #define SIM_NAME_MAX 48
 #define SIM_MAX_EVENTS 64
 
@@ -160,6 +163,9 @@ struct sim_opts {
 void baseline_run(const struct sim_job *j, const struct sim_opts *o, struct sim_result *r);
 /* Against the brain (rover.c).  Thread-safe; creates its own HTTP client. */
 void rover_run(const struct sim_job *j, const struct sim_opts *o, struct sim_result *r);
+/* A brain client for o->brain: three tries 100 ms apart when the brain is
+ * busy.  NULL (err says why) on a bad url; free with rv_brain_client_free. */
+struct rv_brain_client *rover_brain_client_new(const struct sim_opts *o, struct rv_err *err);
 
 /* ---- cluster (cluster.c) ---- */
 struct sim_cluster_result {
