@@ -610,7 +610,8 @@ int rv_wire_encode_text(const struct rv_wire_message *msg, const void *m, bool c
 			struct rv_buf *out)
 {
 	RV_CLEANUP_CJSON cJSON *o = rv_wire_encode(msg, m);
-	RV_CLEANUP_FREE char *text = o ? cJSON_PrintUnformatted(o) : NULL;
+	/* json.h's printer: cJSON's own rounds integers above 2^50 or so */
+	RV_CLEANUP_FREE char *text = o ? rv_json_print(o) : NULL;
 	if (!text)
 		return -ENOMEM;
 	rv_buf_printf(out, "%s%s", comma ? "," : "", text);
