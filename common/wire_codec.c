@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -658,8 +659,9 @@ static int entry_positional(const struct rv_wire_message *msg, const cJSON *it, 
 		rv_wire_path f;
 		rv_json_path_index(f, sizeof(f), p, i);
 		double v = x->valuedouble;
-		/* Bounds first: every bound is within +-2^63, the cast then defined. */
-		if (!cJSON_IsNumber(x) || !(v >= -0x1p63 && v < 0x1p63) || v != (double)(int64_t)v)
+		/* Within +-2^53 (exact in JSON) first: the cast is then defined. */
+		if (!cJSON_IsNumber(x) || !(fabs(v) <= (double)(INT64_C(1) << 53)) ||
+		    v != (double)(int64_t)v)
 			return rv_err_set(err, -EINVAL, f, "%s must be an integer", f);
 		int rc = entry_check(&msg->fields[i], (int64_t)v, lo[i], hi[i], f, err);
 		if (rc < 0)
