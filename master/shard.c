@@ -35,7 +35,8 @@
 #define SHARD_MAX_EPOCHS  1000000
 #define SHARD_ROUNDS      6
 #define SHARD_DOC_VERSION 1
-#define JSON_INT_MAX      (INT64_C(1) << 53)
+#define JSON_INT_MAX       (INT64_C(1) << 53)
+#define SHARD_REPORT_NOMEM "could not record the checkpoint report: out of memory"
 
 struct shard_cur {
 	int32_t epoch;
@@ -943,6 +944,155 @@ static int add_interval(struct rangevec *iv, int32_t ds, int32_t epoch, int64_t 
 	return 0;
 }
 
+/* A report of step (first reported at base_seq) is exact only if its
+ * worker neither died nor pushed a done out of its ring since. */
+static int report_check_worker(const struct shard_worker *w, int64_t step, int64_t worker,
+			       int64_t base_seq, struct rv_err *err)
+{
+	if (w && w->lost_seq > base_seq)
+		return rv_err_set(err, -ERANGE, "worker",
+				  "worker %" PRId64 " died after the first report of step %" PRId64,
+				  worker, step);
+	if (w && w->evicted_seq > base_seq)
+		return rv_err_set(err, -ERANGE, "worker",
+				  "worker %" PRId64
+				  " finished more than %d tasks since the first report of "
+				  "step %" PRId64,
+				  worker, SHARD_RING, step);
+	return 0;
+}
+
+/* The reported task still DOING: what the worker consumed of it. */
+static int report_task_doing(const struct shard_doing *d, int64_t worker, int64_t consumed,
+			     struct rangevec *iv, struct rv_err *err)
+{
+	if (d->worker != worker)
+		return rv_err_set(err, -ERANGE, "task_id",
+				  "task %" PRId64 " is worker %" PRId64 "'s, not worker %" PRId64
+				  "'s",
+				  d->id, d->worker, worker);
+	if (consumed > d->end - d->start)
+		return rv_err_set(err, -EINVAL, "consumed",
+				  "consumed must be at most the task's %" PRId64 " samples",
+				  d->end - d->start);
+	return add_interval(iv, d->ds, d->epoch, d->start, d->start + consumed);
+}
+
+/* The reported task done and in the worker's ring: all of it DONE already
+ * when done before the step's first report, else what it consumed. */
+static int report_task_done(const struct shard_recent *rc, int64_t step, int64_t consumed,
+			    int64_t base_seq, struct rangevec *iv, struct rv_err *err)
+{
+	if (consumed > rc->end - rc->start)
+		return rv_err_set(err, -EINVAL, "consumed",
+				  "consumed must be at most the task's %" PRId64 " samples",
+				  rc->end - rc->start);
+	if (rc->seq > base_seq)
+		return add_interval(iv, rc->ds, rc->epoch, rc->start, rc->start + consumed);
+	if (consumed != rc->end - rc->start)
+		return rv_err_set(err, -ERANGE, "consumed",
+				  "task %" PRId64 " was done before step %" PRId64
+				  "'s first report but is reported %" PRId64 " of %" PRId64
+				  " consumed",
+				  rc->id, step, consumed, rc->end - rc->start);
+	return 0;
+}
+
+/* The reported task (0: none): its dataset into *ds (-1 for none) and what
+ * the worker consumed of it into iv. */
+static int report_task(const struct shard_mgr *m, const struct shard_worker *w, int64_t step,
+		       int64_t worker, int64_t task_id, int64_t consumed, int64_t base_seq,
+		       struct rangevec *iv, int32_t *ds, struct rv_err *err)
+{
+	const struct shard_state *s = &m->st;
+	*ds = -1;
+	if (task_id == 0)
+		return 0;
+	int i = doing_find(s, task_id);
+	const struct shard_recent *rc = i < 0 ? worker_ring_find(w, task_id) : NULL;
+	if (i >= 0) {
+		*ds = s->doing.v[i].ds;
+		return report_task_doing(&s->doing.v[i], worker, consumed, iv, err);
+	}
+	if (rc) {
+		*ds = rc->ds;
+		return report_task_done(rc, step, consumed, base_seq, iv, err);
+	}
+	/* Done long before, or taken back from this worker (then what it
+	 * consumed of it counts for nothing): either way nothing of it to
+	 * carve; its predecessors still are. */
+	if (task_id < 0 || task_id >= s->next_id)
+		return rv_err_set(err, -ERANGE, "task_id", "task %" PRId64 " was never handed out",
+				  task_id);
+	if (m->nds > 1)
+		return rv_err_set(err, -ERANGE, "task_id",
+				  "task %" PRId64 " is no longer known: its dataset is unknown",
+				  task_id);
+	*ds = 0;
+	return 0;
+}
+
+/* The worker's earlier tasks of dataset ds, DOING or done since base_seq:
+ * consumed before the step. */
+static int report_earlier(const struct shard_state *s, const struct shard_worker *w, int64_t worker,
+			  int32_t ds, int64_t task_id, int64_t base_seq, struct rangevec *iv)
+{
+	for (int i = s->doing.head; i < s->doing.n; i++) {
+		const struct shard_doing *d = &s->doing.v[i];
+		if (d->live && d->worker == worker && d->ds == ds && d->id < task_id &&
+		    add_interval(iv, ds, d->epoch, d->start, d->end) < 0)
+			return -ENOMEM;
+	}
+	for (int i = 0; w && i < w->nring; i++) {
+		const struct shard_recent *r = &w->ring[(w->ring_head + i) % SHARD_RING];
+		if (r->seq > base_seq && r->ds == ds && r->id < task_id &&
+		    add_interval(iv, ds, r->epoch, r->start, r->end) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Every interval (sorted here) was TODO at the first report, and no other
+ * report claimed it: otherwise the checkpoint could not be exact. */
+static int report_check_claims(const struct shard_mgr *m, const struct shard_step *st,
+			       struct rangevec *iv, int64_t step, struct rv_err *err)
+{
+	if (iv->n > 1)
+		qsort(iv->v, (size_t)iv->n, sizeof(*iv->v), range_qcmp);
+	for (int i = 0; i < iv->n; i++) {
+		const struct shard_range *r = &iv->v[i];
+		if (!step_was_todo(m, st, r) || range_overlaps(&st->carved, r) ||
+		    (i > 0 && iv->v[i - 1].ds == r->ds && iv->v[i - 1].epoch == r->epoch &&
+		     iv->v[i - 1].end > r->start))
+			return rv_err_set(err, -ERANGE, "task_id",
+					  "samples [%" PRId64 ",%" PRId64
+					  ") of epoch %d reported consumed "
+					  "at step %" PRId64
+					  " were not TODO at its first report or are "
+					  "claimed twice",
+					  r->start, r->end, r->epoch, step);
+	}
+	return 0;
+}
+
+/* Carve iv out of step st (fresh: a new step, installed here) and record
+ * the report. */
+static int report_record(struct shard_mgr *m, struct shard_step *st, struct shard_step *fresh,
+			 const struct rangevec *iv, const struct shard_report *rep)
+{
+	if (rangevec_reserve(&st->carved, iv->n) < 0 ||
+	    grow((void **)&st->rep, &st->caprep, st->nrep + 1, sizeof(*st->rep)) < 0) {
+		step_free(fresh);
+		return -ENOMEM;
+	}
+	for (int i = 0; i < iv->n; i++)
+		range_insert(m, &st->carved, &iv->v[i]);
+	st->rep[st->nrep++] = *rep;
+	if (fresh)
+		step_install(&m->st, fresh);
+	return 0;
+}
+
 int shard_ckpt_report(struct shard_mgr *m, int64_t step, int64_t worker, int64_t task_id,
 		      int64_t consumed, struct rv_err *err)
 {
@@ -964,139 +1114,35 @@ int shard_ckpt_report(struct shard_mgr *m, int64_t step, int64_t worker, int64_t
 	/* The base seq: the first report's, or now for this one. */
 	int64_t base_seq = st ? st->seq : s->seq;
 	const struct shard_worker *w = worker_find(s, worker);
-	if (w && w->lost_seq > base_seq)
-		return rv_err_set(err, -ERANGE, "worker",
-				  "worker %" PRId64 " died after the first report of step %" PRId64,
-				  worker, step);
-	if (w && w->evicted_seq > base_seq)
-		return rv_err_set(err, -ERANGE, "worker",
-				  "worker %" PRId64
-				  " finished more than %d tasks since the first report of "
-				  "step %" PRId64,
-				  worker, SHARD_RING, step);
-
+	int rc = report_check_worker(w, step, worker, base_seq, err);
+	if (rc < 0)
+		return rc;
 	RV_CLEANUP_RANGEVEC struct rangevec iv = { 0 };
-	int32_t ds = -1;
-	if (task_id != 0) {
-		int i = doing_find(s, task_id);
-		const struct shard_recent *rc = i < 0 ? worker_ring_find(w, task_id) : NULL;
-		if (i >= 0) {
-			const struct shard_doing *d = &s->doing.v[i];
-			if (d->worker != worker)
-				return rv_err_set(err, -ERANGE, "task_id",
-						  "task %" PRId64 " is worker %" PRId64
-						  "'s, not worker %" PRId64 "'s",
-						  task_id, d->worker, worker);
-			if (consumed > d->end - d->start)
-				return rv_err_set(err, -EINVAL, "consumed",
-						  "consumed must be at most the task's %" PRId64
-						  " samples",
-						  d->end - d->start);
-			ds = d->ds;
-			if (add_interval(&iv, ds, d->epoch, d->start, d->start + consumed) < 0)
-				goto nomem;
-		} else if (rc) {
-			if (consumed > rc->end - rc->start)
-				return rv_err_set(err, -EINVAL, "consumed",
-						  "consumed must be at most the task's %" PRId64
-						  " samples",
-						  rc->end - rc->start);
-			ds = rc->ds;
-			if (rc->seq <= base_seq) {
-				/* Done before the first report: DONE already, all of it. */
-				if (consumed != rc->end - rc->start)
-					return rv_err_set(err, -ERANGE, "consumed",
-							  "task %" PRId64
-							  " was done before step %" PRId64
-							  "'s first report but is reported %" PRId64
-							  " of %" PRId64 " consumed",
-							  task_id, step, consumed,
-							  rc->end - rc->start);
-			} else if (add_interval(&iv, ds, rc->epoch, rc->start,
-						rc->start + consumed) < 0) {
-				goto nomem;
-			}
-		} else {
-			/* Done long before, or taken back from this worker (then what it
-			 * consumed of it counts for nothing): either way nothing of it
-			 * to carve; its predecessors still are. */
-			if (task_id < 0 || task_id >= s->next_id)
-				return rv_err_set(err, -ERANGE, "task_id",
-						  "task %" PRId64 " was never handed out", task_id);
-			if (m->nds > 1)
-				return rv_err_set(err, -ERANGE, "task_id",
-						  "task %" PRId64
-						  " is no longer known: its dataset is unknown",
-						  task_id);
-			ds = 0;
-		}
-	}
-
+	int32_t ds;
+	rc = report_task(m, w, step, worker, task_id, consumed, base_seq, &iv, &ds, err);
+	if (rc < 0)
+		return rc == -ENOMEM ? rv_err_set(err, -ENOMEM, "", SHARD_REPORT_NOMEM) : rc;
 	for (int i = 0; st && i < st->nrep; i++) {
 		const struct shard_report *r = &st->rep[i];
-		if (r->worker != worker || r->ds != ds)
-			continue;
-		return rv_err_set(err, -EEXIST, "task_id",
-				  "worker %" PRId64 " already reported task %" PRId64 " at %" PRId64
-				  " for step %" PRId64,
-				  worker, r->task, r->consumed, step);
+		if (r->worker == worker && r->ds == ds)
+			return rv_err_set(err, -EEXIST, "task_id",
+					  "worker %" PRId64 " already reported task %" PRId64
+					  " at %" PRId64 " for step %" PRId64,
+					  worker, r->task, r->consumed, step);
 	}
-
-	if (ds >= 0) {
-		/* Its earlier tasks of that dataset: consumed before S. */
-		for (int i = s->doing.head; i < s->doing.n; i++) {
-			const struct shard_doing *d = &s->doing.v[i];
-			if (d->live && d->worker == worker && d->ds == ds && d->id < task_id &&
-			    add_interval(&iv, ds, d->epoch, d->start, d->end) < 0)
-				goto nomem;
-		}
-		for (int i = 0; w && i < w->nring; i++) {
-			const struct shard_recent *r = &w->ring[(w->ring_head + i) % SHARD_RING];
-			if (r->seq > base_seq && r->ds == ds && r->id < task_id &&
-			    add_interval(&iv, ds, r->epoch, r->start, r->end) < 0)
-				goto nomem;
-		}
-	}
-
+	if (ds >= 0 && report_earlier(s, w, worker, ds, task_id, base_seq, &iv) < 0)
+		return rv_err_set(err, -ENOMEM, "", SHARD_REPORT_NOMEM);
 	struct shard_step *fresh = NULL;
-	if (!st) {
-		st = fresh = step_new(m, step);
-		if (!st)
-			goto nomem;
-	}
-	/* Every interval was TODO at the first report, and no other report
-	 * claimed it: otherwise the checkpoint could not be exact. */
-	if (iv.n > 1)
-		qsort(iv.v, (size_t)iv.n, sizeof(*iv.v), range_qcmp);
-	for (int i = 0; i < iv.n; i++) {
-		const struct shard_range *r = &iv.v[i];
-		if (!step_was_todo(m, st, r) || range_overlaps(&st->carved, r) ||
-		    (i > 0 && iv.v[i - 1].ds == r->ds && iv.v[i - 1].epoch == r->epoch &&
-		     iv.v[i - 1].end > r->start)) {
-			step_free(fresh);
-			return rv_err_set(err, -ERANGE, "task_id",
-					  "samples [%" PRId64 ",%" PRId64
-					  ") of epoch %d reported consumed "
-					  "at step %" PRId64
-					  " were not TODO at its first report or are "
-					  "claimed twice",
-					  r->start, r->end, r->epoch, step);
-		}
-	}
-	if (rangevec_reserve(&st->carved, iv.n) < 0 ||
-	    grow((void **)&st->rep, &st->caprep, st->nrep + 1, sizeof(*st->rep)) < 0) {
+	if (!st && !(st = fresh = step_new(m, step)))
+		return rv_err_set(err, -ENOMEM, "", SHARD_REPORT_NOMEM);
+	if ((rc = report_check_claims(m, st, &iv, step, err)) < 0) {
 		step_free(fresh);
-		goto nomem;
+		return rc;
 	}
-	for (int i = 0; i < iv.n; i++)
-		range_insert(m, &st->carved, &iv.v[i]);
-	st->rep[st->nrep++] = (struct shard_report){ worker, task_id, consumed, ds };
-	if (fresh)
-		step_install(s, fresh);
+	const struct shard_report rep = { worker, task_id, consumed, ds };
+	if (report_record(m, st, fresh, &iv, &rep) < 0)
+		return rv_err_set(err, -ENOMEM, "", SHARD_REPORT_NOMEM);
 	return 0;
-nomem:
-	return rv_err_set(err, -ENOMEM, "",
-			  "could not record the checkpoint report: out of memory");
 }
 
 int shard_ckpt_expect(struct shard_mgr *m, int64_t step, int ranks)
