@@ -5,6 +5,7 @@
 #                        suite (installs missing packages first, and the web
 #                        suites' chromium and npm tools: make web-deps)
 #   make check-layers    no #include across a forbidden edge between layers
+#   make check-length    no function of master/ or algorithms/ over 100 lines
 #   make check-names     every library symbol has its prefix, none defined twice
 #   make check-readmes   READMEs list their folder's files and name what exists
 #   make asan            the same tests under AddressSanitizer + UBSan
@@ -339,6 +340,7 @@ NPROC := $(shell nproc 2>/dev/null || echo 2)
 # check-layers first: a forbidden include is named before it fails to compile.
 test: deps web-deps
 	@$(MAKE) --no-print-directory check-layers
+	@$(MAKE) --no-print-directory check-length
 	@$(MAKE) --no-print-directory -j$(NPROC) all
 	@$(MAKE) --no-print-directory check-names
 	@$(MAKE) --no-print-directory check-readmes
@@ -347,6 +349,11 @@ test: deps web-deps
 # Every #include across a forbidden edge, with file and line (no build needed).
 check-layers:
 	@ROVER_DAEMONS='$(DAEMONS)' scripts/check-layers.sh
+
+# Every function of master/ and algorithms/ a reader can hold in mind: at
+# most 100 lines, but those scripts/check-length.sh lists (no build needed).
+check-length:
+	@scripts/check-length.sh
 
 # Every global symbol of each library carries its prefix (rv_ for the shared
 # libraries, rv_plan_ for plan/, the file's or the daemon's name inside a
@@ -446,7 +453,7 @@ clean:
 	rm -rf build
 
 .PHONY: fuzz fuzz-build
-.PHONY: all deps web-deps test fault check-layers check-names check-readmes asan valgrind bench demo demo-stop lint install \
+.PHONY: all deps web-deps test fault check-layers check-length check-names check-readmes asan valgrind bench demo demo-stop lint install \
         lint-deps format-check clean
 .SECONDARY:
 -include $(shell find $(B)/obj $(B)/pic -name '*.d' 2>/dev/null)

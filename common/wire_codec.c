@@ -9,6 +9,9 @@
  */
 #include "wire_codec.h"
 
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -602,4 +605,145 @@ cJSON *rv_wire_encode(const struct rv_wire_message *msg, const void *m)
 {
 	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
 	return o && rv_wire_encode_fields(msg, o, m) ? RV_TAKE_PTR(o) : NULL;
+}
+
+static int64_t entry_get(const struct rv_wire_field *f, const void *m);
+
+/* v in decimal at p (room for 20 characters); its length. */
+static size_t put_int(char *p, int64_t v)
+{
+	char t[24];
+	int n = 0;
+	uint64_t u = v < 0 ? -(uint64_t)v : (uint64_t)v;
+	do
+		t[n++] = (char)('0' + u % 10);
+	while (u /= 10);
+	size_t k = 0;
+	if (v < 0)
+		p[k++] = '-';
+	while (n > 0)
+		p[k++] = t[--n];
+	return k;
+}
+
+/* Whether msg's rows are all plain integers (no hook, no variant, keys
+ * that need no escaping): printed straight, no tree built (a snapshot
+ * writes 10^5 such entries). */
+static bool all_ints(const struct rv_wire_message *msg)
+{
+	for (int i = 0; i < msg->nfields; i++) {
+		const struct rv_wire_field *f = &msg->fields[i];
+		if (f->kind != RV_WIRE_INT || f->emit || f->variant || strpbrk(f->name, "\"\\") ||
+		    strlen(f->name) > 64)
+			return false;
+	}
+	return msg->nfields <= 8; /* then an entry fits encode_text's line */
+}
+
+int rv_wire_encode_text(const struct rv_wire_message *msg, const void *m, bool comma,
+			struct rv_buf *out)
+{
+	char line[1024];
+	size_t n = 0;
+	if (all_ints(msg)) {
+		line[n++] = comma ? ',' : '{';
+		if (comma)
+			line[n++] = '{';
+		for (int i = 0; i < msg->nfields; i++) {
+			const struct rv_wire_field *f = &msg->fields[i];
+			size_t k = strlen(f->name);
+			if (omitted(f, m))
+				continue;
+			if (line[n - 1] != '{')
+				line[n++] = ',';
+			line[n++] = '"';
+			memcpy(line + n, f->name, k);
+			n += k;
+			line[n++] = '"';
+			line[n++] = ':';
+			n += put_int(line + n, entry_get(f, m));
+		}
+		line[n++] = '}';
+		rv_buf_append(out, line, n);
+		return rv_buf_failed(out) ? -ENOMEM : 0;
+	}
+	RV_CLEANUP_CJSON cJSON *o = rv_wire_encode(msg, m);
+	/* json.h's printer: cJSON's own rounds integers above 2^50 or so */
+	RV_CLEANUP_FREE char *text = o ? rv_json_print(o) : NULL;
+	if (!text)
+		return -ENOMEM;
+	rv_buf_printf(out, "%s%s", comma ? "," : "", text);
+	return rv_buf_failed(out) ? -ENOMEM : 0;
+}
+
+static int64_t entry_get(const struct rv_wire_field *f, const void *m)
+{
+	return f->size == sizeof(int64_t) ? *(const int64_t *)CAT(m, f) : *(const int *)CAT(m, f);
+}
+
+static void entry_set(const struct rv_wire_field *f, void *m, int64_t v)
+{
+	if (f->size == sizeof(int64_t))
+		*(int64_t *)AT(m, f) = v;
+	else
+		*(int *)AT(m, f) = (int)v;
+}
+
+/* Row i's value v must lie in both the row's bounds and the caller's. */
+static int entry_check(const struct rv_wire_field *f, int64_t v, int64_t lo, int64_t hi,
+		       const char *field, struct rv_err *err)
+{
+	if (lo < f->min)
+		lo = f->min;
+	if (hi > f->max)
+		hi = f->max;
+	if (v < lo || v > hi)
+		return rv_err_set(err, -EINVAL, field,
+				  "%s must be an integer between %" PRId64 " and %" PRId64, field,
+				  lo, hi);
+	return 0;
+}
+
+/* The positional form: exactly nfields integers, each checked as its row. */
+static int entry_positional(const struct rv_wire_message *msg, const cJSON *it, const char *p,
+			    const int64_t *lo, const int64_t *hi, void *m, struct rv_err *err)
+{
+	if (cJSON_GetArraySize(it) != msg->nfields)
+		return rv_err_set(err, -EINVAL, p, "%s must be an array of %d integers", p,
+				  msg->nfields);
+	int i = 0;
+	for (const cJSON *x = it->child; x; x = x->next, i++) {
+		rv_wire_path f;
+		rv_json_path_index(f, sizeof(f), p, i);
+		double v = x->valuedouble;
+		/* Within +-2^53 (exact in JSON) first: the cast is then defined. */
+		if (!cJSON_IsNumber(x) || !(fabs(v) <= (double)(INT64_C(1) << 53)) ||
+		    v != (double)(int64_t)v)
+			return rv_err_set(err, -EINVAL, f, "%s must be an integer", f);
+		int rc = entry_check(&msg->fields[i], (int64_t)v, lo[i], hi[i], f, err);
+		if (rc < 0)
+			return rc;
+		entry_set(&msg->fields[i], m, (int64_t)v);
+	}
+	return 0;
+}
+
+int rv_wire_decode_entry(const struct rv_wire_message *msg, const cJSON *it, const char *p,
+			 const int64_t *lo, const int64_t *hi, void *m, struct rv_err *err)
+{
+	if (cJSON_IsArray(it))
+		return entry_positional(msg, it, p, lo, hi, m, err);
+	if (!cJSON_IsObject(it))
+		return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
+	int rc = rv_wire_decode_fields(msg, it, p, m, err);
+	if (rc < 0)
+		return rc;
+	for (int i = 0; i < msg->nfields; i++) {
+		rv_wire_path f;
+		rv_json_path(f, sizeof(f), p, msg->fields[i].name);
+		if ((rc = entry_check(&msg->fields[i], entry_get(&msg->fields[i], m), lo[i], hi[i],
+				      f, err)) < 0)
+			return rc;
+	}
+	return 0;
 }

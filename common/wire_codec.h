@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 
+#include "buf.h"
 #include "cleanup.h"
 #include "wire.h"
 
@@ -44,6 +45,18 @@ bool rv_wire_encode_fields(const struct rv_wire_message *msg, cJSON *o, const vo
 /* Row f of m as the codec writes it, its emit hook aside (for a hook that
  * writes it only sometimes). */
 bool rv_wire_encode_row(cJSON *o, const struct rv_wire_field *f, const void *m);
+/* Entry it of an array (p: its path, "doing[3]") of message msg, whose
+ * rows are all RV_WIRE_INT: an object read by the codec, or an array of
+ * nfields integers in row order (the positional form snapshots held
+ * before their entries were named).  lo and hi (nfields each) narrow the
+ * rows' bounds to what the caller knows (a dataset count), in either form.
+ * 0, or -EINVAL naming the bad field. */
+int rv_wire_decode_entry(const struct rv_wire_message *msg, const cJSON *it, const char *p,
+			 const int64_t *lo, const int64_t *hi, void *m, struct rv_err *err);
+/* m's object as JSON text appended to out, after a comma when comma; -ENOMEM
+ * when out of memory (out is then failed, as rv_buf_failed says). */
+int rv_wire_encode_text(const struct rv_wire_message *msg, const void *m, bool comma,
+			struct rv_buf *out);
 /* Frees what decode allocated (RV_WIRE_ALLOC arrays, nested too). */
 void rv_wire_release(const struct rv_wire_message *msg, void *m);
 

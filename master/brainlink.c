@@ -918,6 +918,52 @@ static struct brainlink *link_free(struct brainlink *l)
 	return NULL;
 }
 
+/* Whether the link talks to a brain (remote) and applies plans, by mode. */
+static int link_mode(struct brainlink *l, enum rv_optimize_mode mode, const char *url,
+		     struct rv_err *err)
+{
+	switch (mode) {
+	case RV_OPT_CLUSTER:
+		if (!url[0])
+			return rv_err_set(err, -EINVAL, "brain.url",
+					  "cluster mode needs the brain's url");
+		l->remote = true;
+		l->apply = true;
+		return 0;
+	case RV_OPT_MANUAL:
+		l->remote = url[0] != 0;
+		return 0;
+	case RV_OPT_SINGLE_JOB:
+		l->apply = true;
+		return 0;
+	default:
+		return rv_err_set(err, -EINVAL, "mode", "unknown optimize mode %d", (int)mode);
+	}
+}
+
+/* The sender and poller threads of a remote link, once a client can be
+ * made; on failure none runs. */
+static int link_threads_start(struct brainlink *l, struct rv_err *err)
+{
+	struct rv_brain_client *probe = client_new(l, err);
+	if (!probe)
+		return -EINVAL;
+	rv_brain_client_free(probe);
+	if (pthread_create(&l->sender, NULL, sender_main, l) != 0)
+		return rv_err_set(err, -EAGAIN, "", "could not start the brain sender thread");
+	if (pthread_create(&l->poller, NULL, poller_main, l) != 0) {
+		pthread_mutex_lock(&l->mu);
+		l->stopping = true;
+		l->deadline_ms = 0;
+		pthread_cond_broadcast(&l->cv);
+		pthread_mutex_unlock(&l->mu);
+		pthread_join(l->sender, NULL);
+		return rv_err_set(err, -EAGAIN, "", "could not start the brain poller thread");
+	}
+	l->threads = true;
+	return 0;
+}
+
 struct brainlink *brainlink_start(const struct brainlink_opts *opts, struct rv_err *err)
 {
 	if (!opts->spec) {
@@ -937,25 +983,8 @@ struct brainlink *brainlink_start(const struct brainlink_opts *opts, struct rv_e
 	rv_cond_init_mono(&l->cv);
 	rv_cond_init_mono(&l->plan_cv);
 	const char *url = opts->brain.url ? opts->brain.url : "";
-	switch (opts->mode) {
-	case RV_OPT_CLUSTER:
-		if (!url[0]) {
-			rv_err_set(err, -EINVAL, "brain.url", "cluster mode needs the brain's url");
-			return link_free(l);
-		}
-		l->remote = true;
-		l->apply = true;
-		break;
-	case RV_OPT_MANUAL:
-		l->remote = url[0] != 0;
-		break;
-	case RV_OPT_SINGLE_JOB:
-		l->apply = true;
-		break;
-	default:
-		rv_err_set(err, -EINVAL, "mode", "unknown optimize mode %d", (int)opts->mode);
+	if (link_mode(l, opts->mode, url, err) < 0)
 		return link_free(l);
-	}
 	if (snprintf(l->url, sizeof(l->url), "%s", url) >= (int)sizeof(l->url) ||
 	    snprintf(l->token, sizeof(l->token), "%s",
 		     opts->brain.token ? opts->brain.token : "") >= (int)sizeof(l->token)) {
@@ -998,25 +1027,8 @@ struct brainlink *brainlink_start(const struct brainlink_opts *opts, struct rv_e
 			return link_free(l);
 		return l;
 	}
-	struct rv_brain_client *probe = client_new(l, err);
-	if (!probe)
+	if (link_threads_start(l, err) < 0)
 		return link_free(l);
-	rv_brain_client_free(probe);
-	if (pthread_create(&l->sender, NULL, sender_main, l) != 0) {
-		rv_err_set(err, -EAGAIN, "", "could not start the brain sender thread");
-		return link_free(l);
-	}
-	if (pthread_create(&l->poller, NULL, poller_main, l) != 0) {
-		pthread_mutex_lock(&l->mu);
-		l->stopping = true;
-		l->deadline_ms = 0;
-		pthread_cond_broadcast(&l->cv);
-		pthread_mutex_unlock(&l->mu);
-		pthread_join(l->sender, NULL);
-		rv_err_set(err, -EAGAIN, "", "could not start the brain poller thread");
-		return link_free(l);
-	}
-	l->threads = true;
 	return l;
 }
 

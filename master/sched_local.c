@@ -565,29 +565,21 @@ static int64_t start_ticks(int pid)
 	return rv_usage_proc_sample(pid, &ps) == 0 ? (int64_t)ps.starttime : -1;
 }
 
-static int local_launch(struct sched *base, const struct sched_node_spec *sp, struct rv_err *err)
+/* The node's cgroup in each hierarchy we have, and an fd on its
+ * cgroup.procs (>= 3) in cgfd[] for the spawn; detail says why on failure. */
+static int launch_cgroups(const struct local *s, struct lnode *n, int cgfd[NHIER], char *detail,
+			  size_t size)
 {
-	struct local *s = (struct local *)base;
-	int slot = 0;
-	struct lnode *n = NULL;
-	int rc = slot_take(s, sp, &n, &slot, err);
-	if (rc < 0)
-		return rc;
-
-	struct sched_event ev;
-	char detail[SCHED_DETAIL_MAX] = "";
-	int r = 0;
-	int cgfd[NHIER] = { -1, -1, -1 }, logfd = -1;
-	for (int h = 0; h < NHIER && r == 0; h++) {
+	for (int h = 0; h < NHIER; h++) {
 		if (!s->parent[h][0])
 			continue;
 		join_path(n->cg[h], CG_PATH, s->parent[h], n->name);
-		r = make_dir(n->cg[h]);
+		int r = make_dir(n->cg[h]);
 		if (r < 0) {
-			snprintf(detail, sizeof(detail), "could not make cgroup %.180s: %s",
-				 n->cg[h], strerror(-r));
+			snprintf(detail, size, "could not make cgroup %.180s: %s", n->cg[h],
+				 strerror(-r));
 			n->cg[h][0] = 0;
-			break;
+			return r;
 		}
 		char procs[CG_PATH + 16];
 		join_path(procs, sizeof(procs), n->cg[h], "cgroup.procs");
@@ -599,29 +591,38 @@ static int local_launch(struct sched *base, const struct sched_node_spec *sp, st
 		}
 		if (cgfd[h] < 0) {
 			r = -errno;
-			snprintf(detail, sizeof(detail), "could not open %.200s: %s", procs,
-				 strerror(errno));
+			snprintf(detail, size, "could not open %.200s: %s", procs, strerror(errno));
+			return r;
 		}
 	}
-	if (r == 0 && (r = apply_limits(s, n, &sp->res)) < 0)
-		snprintf(detail, sizeof(detail), "could not set the limits of cgroup %.160s: %s",
-			 n->cg[0], strerror(-r));
+	return 0;
+}
 
+/* The node's log (the spec's, else <log_dir>/<name>.log, else none) open
+ * for appending into *logfd. */
+static int launch_log(const struct local *s, const struct sched_node_spec *sp,
+		      const struct lnode *n, int *logfd, char *detail, size_t size)
+{
 	char logp[CG_PATH + SCHED_NAME_MAX + 8];
 	const char *log = sp->log_path;
 	if (!log && s->log_dir[0]) {
 		snprintf(logp, sizeof(logp), "%s/%s.log", s->log_dir, n->name);
 		log = logp;
 	}
-	if (r == 0 && log) {
-		logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-		if (logfd < 0) {
-			r = -errno;
-			snprintf(detail, sizeof(detail), "could not open log %.160s: %s", log,
-				 strerror(errno));
-		}
-	}
+	if (!log)
+		return 0;
+	*logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (*logfd >= 0)
+		return 0;
+	int r = -errno;
+	snprintf(detail, size, "could not open log %.160s: %s", log, strerror(-r));
+	return r;
+}
 
+/* Start the node's command in its cgroups, its output to logfd. */
+static int launch_spawn(const struct local *s, const struct sched_node_spec *sp, struct lnode *n,
+			const int cgfd[NHIER], int logfd, char *detail, size_t size)
+{
 	/* Who the node is, then the spec's env, which may say otherwise (the
 	 * node manager names a relaunched instance by its stable base name). */
 	char e_name[SCHED_NAME_MAX + 16], e_rank[32], e_role[SCHED_ROLE_MAX + 16], e_gpu[32];
@@ -633,53 +634,79 @@ static int local_launch(struct sched *base, const struct sched_node_spec *sp, st
 	while (sp->env && sp->env[ne])
 		ne++;
 	RV_CLEANUP_FREE const char **env = calloc(ne + 5, sizeof(*env));
-	if (r == 0 && !env)
-		r = -ENOMEM;
-	if (r == 0) {
-		env[0] = e_name;
-		env[1] = e_rank;
-		env[2] = e_role;
-		env[3] = e_gpu;
-		for (size_t i = 0; i < ne; i++)
-			env[4 + i] = sp->env[i];
-		struct rv_proc_opts o = {
-			.argv = sp->argv,
-			.env = env,
-			.io = { { RV_PROC_NULL, -1 } },
-			.group = s->detach ? RV_PROC_NEW_SESSION : RV_PROC_NEW_GROUP,
-			.pdeathsig = s->detach ? 0 : SIGKILL,
-		};
-		if (logfd >= 0) {
-			o.io[1] = (struct rv_proc_io){ RV_PROC_FD, logfd };
-			o.io[2] = (struct rv_proc_io){ RV_PROC_STDOUT, -1 };
-		}
-		for (int h = 0; h < NHIER; h++)
-			if (cgfd[h] >= 0)
-				o.cgroup_fds[o.ncgroup++] = cgfd[h];
-		if (s->mode == SCHED_LOCAL_RLIMIT && sp->res.memory_mb > 0) {
-			rlim_t b = (rlim_t)sp->res.memory_mb << 20;
-			o.rlimits[o.nrlimit++] = (struct rv_proc_rlimit){ RLIMIT_AS, { b, b } };
-		}
-		r = rv_proc_spawn(&n->p, &o);
-		if (r < 0)
-			snprintf(detail, sizeof(detail), "could not start %s: %s", sp->argv[0],
-				 strerror(-r));
+	if (!env)
+		return -ENOMEM;
+	env[0] = e_name;
+	env[1] = e_rank;
+	env[2] = e_role;
+	env[3] = e_gpu;
+	for (size_t i = 0; i < ne; i++)
+		env[4 + i] = sp->env[i];
+	struct rv_proc_opts o = {
+		.argv = sp->argv,
+		.env = env,
+		.io = { { RV_PROC_NULL, -1 } },
+		.group = s->detach ? RV_PROC_NEW_SESSION : RV_PROC_NEW_GROUP,
+		.pdeathsig = s->detach ? 0 : SIGKILL,
+	};
+	if (logfd >= 0) {
+		o.io[1] = (struct rv_proc_io){ RV_PROC_FD, logfd };
+		o.io[2] = (struct rv_proc_io){ RV_PROC_STDOUT, -1 };
 	}
+	for (int h = 0; h < NHIER; h++)
+		if (cgfd[h] >= 0)
+			o.cgroup_fds[o.ncgroup++] = cgfd[h];
+	if (s->mode == SCHED_LOCAL_RLIMIT && sp->res.memory_mb > 0) {
+		rlim_t b = (rlim_t)sp->res.memory_mb << 20;
+		o.rlimits[o.nrlimit++] = (struct rv_proc_rlimit){ RLIMIT_AS, { b, b } };
+	}
+	int r = rv_proc_spawn(&n->p, &o);
+	if (r < 0)
+		snprintf(detail, size, "could not start %s: %s", sp->argv[0], strerror(-r));
+	return r;
+}
+
+/* The node's pidfd on the scheduler's epoll, or the node stopped again. */
+static int launch_watch(const struct local *s, struct lnode *n, int slot, char *detail, size_t size)
+{
+	if (n->p.pidfd < 0)
+		return 0;
+	struct epoll_event ee = { .events = EPOLLIN, .data.u64 = (uint64_t)slot + EP_NODE0 };
+	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, n->p.pidfd, &ee) == 0)
+		return 0;
+	int r = -errno;
+	snprintf(detail, size, "could not watch node %s: %s", n->name, strerror(errno));
+	rv_proc_stop(&n->p, 0, NULL);
+	return r;
+}
+
+static int local_launch(struct sched *base, const struct sched_node_spec *sp, struct rv_err *err)
+{
+	struct local *s = (struct local *)base;
+	int slot = 0;
+	struct lnode *n = NULL;
+	int rc = slot_take(s, sp, &n, &slot, err);
+	if (rc < 0)
+		return rc;
+
+	struct sched_event ev;
+	char detail[SCHED_DETAIL_MAX] = "";
+	int cgfd[NHIER] = { -1, -1, -1 }, logfd = -1;
+	int r = launch_cgroups(s, n, cgfd, detail, sizeof(detail));
+	if (r == 0 && (r = apply_limits(s, n, &sp->res)) < 0)
+		snprintf(detail, sizeof(detail), "could not set the limits of cgroup %.160s: %s",
+			 n->cg[0], strerror(-r));
+	if (r == 0)
+		r = launch_log(s, sp, n, &logfd, detail, sizeof(detail));
+	if (r == 0)
+		r = launch_spawn(s, sp, n, cgfd, logfd, detail, sizeof(detail));
 	for (int h = 0; h < NHIER; h++)
 		if (cgfd[h] >= 0)
 			close(cgfd[h]);
 	if (logfd >= 0)
 		close(logfd);
-	if (r == 0 && n->p.pidfd >= 0) {
-		struct epoll_event ee = { .events = EPOLLIN,
-					  .data.u64 = (uint64_t)slot + EP_NODE0 };
-		if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, n->p.pidfd, &ee) < 0) {
-			r = -errno;
-			snprintf(detail, sizeof(detail), "could not watch node %s: %s", n->name,
-				 strerror(errno));
-			rv_proc_stop(&n->p, 0, NULL);
-		}
-	}
+	if (r == 0)
+		r = launch_watch(s, n, slot, detail, sizeof(detail));
 	event_of(n, r == 0 ? SCHED_EV_STARTED : SCHED_EV_FAILED, &ev);
 	if (r < 0) {
 		ev.err = r;

@@ -29,11 +29,14 @@
 
 #include "cleanup.h"
 #include "json.h"
+#include "wire_codec.h"
 
 #define SHARD_MAX_SAMPLES (INT64_C(1) << 53) /* exact in JSON numbers */
 #define SHARD_MAX_EPOCHS  1000000
 #define SHARD_ROUNDS      6
 #define SHARD_DOC_VERSION 1
+#define JSON_INT_MAX       (INT64_C(1) << 53)
+#define SHARD_REPORT_NOMEM "could not record the checkpoint report: out of memory"
 
 struct shard_cur {
 	int32_t epoch;
@@ -941,6 +944,155 @@ static int add_interval(struct rangevec *iv, int32_t ds, int32_t epoch, int64_t 
 	return 0;
 }
 
+/* A report of step (first reported at base_seq) is exact only if its
+ * worker neither died nor pushed a done out of its ring since. */
+static int report_check_worker(const struct shard_worker *w, int64_t step, int64_t worker,
+			       int64_t base_seq, struct rv_err *err)
+{
+	if (w && w->lost_seq > base_seq)
+		return rv_err_set(err, -ERANGE, "worker",
+				  "worker %" PRId64 " died after the first report of step %" PRId64,
+				  worker, step);
+	if (w && w->evicted_seq > base_seq)
+		return rv_err_set(err, -ERANGE, "worker",
+				  "worker %" PRId64
+				  " finished more than %d tasks since the first report of "
+				  "step %" PRId64,
+				  worker, SHARD_RING, step);
+	return 0;
+}
+
+/* The reported task still DOING: what the worker consumed of it. */
+static int report_task_doing(const struct shard_doing *d, int64_t worker, int64_t consumed,
+			     struct rangevec *iv, struct rv_err *err)
+{
+	if (d->worker != worker)
+		return rv_err_set(err, -ERANGE, "task_id",
+				  "task %" PRId64 " is worker %" PRId64 "'s, not worker %" PRId64
+				  "'s",
+				  d->id, d->worker, worker);
+	if (consumed > d->end - d->start)
+		return rv_err_set(err, -EINVAL, "consumed",
+				  "consumed must be at most the task's %" PRId64 " samples",
+				  d->end - d->start);
+	return add_interval(iv, d->ds, d->epoch, d->start, d->start + consumed);
+}
+
+/* The reported task done and in the worker's ring: all of it DONE already
+ * when done before the step's first report, else what it consumed. */
+static int report_task_done(const struct shard_recent *rc, int64_t step, int64_t consumed,
+			    int64_t base_seq, struct rangevec *iv, struct rv_err *err)
+{
+	if (consumed > rc->end - rc->start)
+		return rv_err_set(err, -EINVAL, "consumed",
+				  "consumed must be at most the task's %" PRId64 " samples",
+				  rc->end - rc->start);
+	if (rc->seq > base_seq)
+		return add_interval(iv, rc->ds, rc->epoch, rc->start, rc->start + consumed);
+	if (consumed != rc->end - rc->start)
+		return rv_err_set(err, -ERANGE, "consumed",
+				  "task %" PRId64 " was done before step %" PRId64
+				  "'s first report but is reported %" PRId64 " of %" PRId64
+				  " consumed",
+				  rc->id, step, consumed, rc->end - rc->start);
+	return 0;
+}
+
+/* The reported task (0: none): its dataset into *ds (-1 for none) and what
+ * the worker consumed of it into iv. */
+static int report_task(const struct shard_mgr *m, const struct shard_worker *w, int64_t step,
+		       int64_t worker, int64_t task_id, int64_t consumed, int64_t base_seq,
+		       struct rangevec *iv, int32_t *ds, struct rv_err *err)
+{
+	const struct shard_state *s = &m->st;
+	*ds = -1;
+	if (task_id == 0)
+		return 0;
+	int i = doing_find(s, task_id);
+	const struct shard_recent *rc = i < 0 ? worker_ring_find(w, task_id) : NULL;
+	if (i >= 0) {
+		*ds = s->doing.v[i].ds;
+		return report_task_doing(&s->doing.v[i], worker, consumed, iv, err);
+	}
+	if (rc) {
+		*ds = rc->ds;
+		return report_task_done(rc, step, consumed, base_seq, iv, err);
+	}
+	/* Done long before, or taken back from this worker (then what it
+	 * consumed of it counts for nothing): either way nothing of it to
+	 * carve; its predecessors still are. */
+	if (task_id < 0 || task_id >= s->next_id)
+		return rv_err_set(err, -ERANGE, "task_id", "task %" PRId64 " was never handed out",
+				  task_id);
+	if (m->nds > 1)
+		return rv_err_set(err, -ERANGE, "task_id",
+				  "task %" PRId64 " is no longer known: its dataset is unknown",
+				  task_id);
+	*ds = 0;
+	return 0;
+}
+
+/* The worker's earlier tasks of dataset ds, DOING or done since base_seq:
+ * consumed before the step. */
+static int report_earlier(const struct shard_state *s, const struct shard_worker *w, int64_t worker,
+			  int32_t ds, int64_t task_id, int64_t base_seq, struct rangevec *iv)
+{
+	for (int i = s->doing.head; i < s->doing.n; i++) {
+		const struct shard_doing *d = &s->doing.v[i];
+		if (d->live && d->worker == worker && d->ds == ds && d->id < task_id &&
+		    add_interval(iv, ds, d->epoch, d->start, d->end) < 0)
+			return -ENOMEM;
+	}
+	for (int i = 0; w && i < w->nring; i++) {
+		const struct shard_recent *r = &w->ring[(w->ring_head + i) % SHARD_RING];
+		if (r->seq > base_seq && r->ds == ds && r->id < task_id &&
+		    add_interval(iv, ds, r->epoch, r->start, r->end) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Every interval (sorted here) was TODO at the first report, and no other
+ * report claimed it: otherwise the checkpoint could not be exact. */
+static int report_check_claims(const struct shard_mgr *m, const struct shard_step *st,
+			       struct rangevec *iv, int64_t step, struct rv_err *err)
+{
+	if (iv->n > 1)
+		qsort(iv->v, (size_t)iv->n, sizeof(*iv->v), range_qcmp);
+	for (int i = 0; i < iv->n; i++) {
+		const struct shard_range *r = &iv->v[i];
+		if (!step_was_todo(m, st, r) || range_overlaps(&st->carved, r) ||
+		    (i > 0 && iv->v[i - 1].ds == r->ds && iv->v[i - 1].epoch == r->epoch &&
+		     iv->v[i - 1].end > r->start))
+			return rv_err_set(err, -ERANGE, "task_id",
+					  "samples [%" PRId64 ",%" PRId64
+					  ") of epoch %d reported consumed "
+					  "at step %" PRId64
+					  " were not TODO at its first report or are "
+					  "claimed twice",
+					  r->start, r->end, r->epoch, step);
+	}
+	return 0;
+}
+
+/* Carve iv out of step st (fresh: a new step, installed here) and record
+ * the report. */
+static int report_record(struct shard_mgr *m, struct shard_step *st, struct shard_step *fresh,
+			 const struct rangevec *iv, const struct shard_report *rep)
+{
+	if (rangevec_reserve(&st->carved, iv->n) < 0 ||
+	    grow((void **)&st->rep, &st->caprep, st->nrep + 1, sizeof(*st->rep)) < 0) {
+		step_free(fresh);
+		return -ENOMEM;
+	}
+	for (int i = 0; i < iv->n; i++)
+		range_insert(m, &st->carved, &iv->v[i]);
+	st->rep[st->nrep++] = *rep;
+	if (fresh)
+		step_install(&m->st, fresh);
+	return 0;
+}
+
 int shard_ckpt_report(struct shard_mgr *m, int64_t step, int64_t worker, int64_t task_id,
 		      int64_t consumed, struct rv_err *err)
 {
@@ -962,139 +1114,35 @@ int shard_ckpt_report(struct shard_mgr *m, int64_t step, int64_t worker, int64_t
 	/* The base seq: the first report's, or now for this one. */
 	int64_t base_seq = st ? st->seq : s->seq;
 	const struct shard_worker *w = worker_find(s, worker);
-	if (w && w->lost_seq > base_seq)
-		return rv_err_set(err, -ERANGE, "worker",
-				  "worker %" PRId64 " died after the first report of step %" PRId64,
-				  worker, step);
-	if (w && w->evicted_seq > base_seq)
-		return rv_err_set(err, -ERANGE, "worker",
-				  "worker %" PRId64
-				  " finished more than %d tasks since the first report of "
-				  "step %" PRId64,
-				  worker, SHARD_RING, step);
-
+	int rc = report_check_worker(w, step, worker, base_seq, err);
+	if (rc < 0)
+		return rc;
 	RV_CLEANUP_RANGEVEC struct rangevec iv = { 0 };
-	int32_t ds = -1;
-	if (task_id != 0) {
-		int i = doing_find(s, task_id);
-		const struct shard_recent *rc = i < 0 ? worker_ring_find(w, task_id) : NULL;
-		if (i >= 0) {
-			const struct shard_doing *d = &s->doing.v[i];
-			if (d->worker != worker)
-				return rv_err_set(err, -ERANGE, "task_id",
-						  "task %" PRId64 " is worker %" PRId64
-						  "'s, not worker %" PRId64 "'s",
-						  task_id, d->worker, worker);
-			if (consumed > d->end - d->start)
-				return rv_err_set(err, -EINVAL, "consumed",
-						  "consumed must be at most the task's %" PRId64
-						  " samples",
-						  d->end - d->start);
-			ds = d->ds;
-			if (add_interval(&iv, ds, d->epoch, d->start, d->start + consumed) < 0)
-				goto nomem;
-		} else if (rc) {
-			if (consumed > rc->end - rc->start)
-				return rv_err_set(err, -EINVAL, "consumed",
-						  "consumed must be at most the task's %" PRId64
-						  " samples",
-						  rc->end - rc->start);
-			ds = rc->ds;
-			if (rc->seq <= base_seq) {
-				/* Done before the first report: DONE already, all of it. */
-				if (consumed != rc->end - rc->start)
-					return rv_err_set(err, -ERANGE, "consumed",
-							  "task %" PRId64
-							  " was done before step %" PRId64
-							  "'s first report but is reported %" PRId64
-							  " of %" PRId64 " consumed",
-							  task_id, step, consumed,
-							  rc->end - rc->start);
-			} else if (add_interval(&iv, ds, rc->epoch, rc->start,
-						rc->start + consumed) < 0) {
-				goto nomem;
-			}
-		} else {
-			/* Done long before, or taken back from this worker (then what it
-			 * consumed of it counts for nothing): either way nothing of it
-			 * to carve; its predecessors still are. */
-			if (task_id < 0 || task_id >= s->next_id)
-				return rv_err_set(err, -ERANGE, "task_id",
-						  "task %" PRId64 " was never handed out", task_id);
-			if (m->nds > 1)
-				return rv_err_set(err, -ERANGE, "task_id",
-						  "task %" PRId64
-						  " is no longer known: its dataset is unknown",
-						  task_id);
-			ds = 0;
-		}
-	}
-
+	int32_t ds;
+	rc = report_task(m, w, step, worker, task_id, consumed, base_seq, &iv, &ds, err);
+	if (rc < 0)
+		return rc == -ENOMEM ? rv_err_set(err, -ENOMEM, "", SHARD_REPORT_NOMEM) : rc;
 	for (int i = 0; st && i < st->nrep; i++) {
 		const struct shard_report *r = &st->rep[i];
-		if (r->worker != worker || r->ds != ds)
-			continue;
-		return rv_err_set(err, -EEXIST, "task_id",
-				  "worker %" PRId64 " already reported task %" PRId64 " at %" PRId64
-				  " for step %" PRId64,
-				  worker, r->task, r->consumed, step);
+		if (r->worker == worker && r->ds == ds)
+			return rv_err_set(err, -EEXIST, "task_id",
+					  "worker %" PRId64 " already reported task %" PRId64
+					  " at %" PRId64 " for step %" PRId64,
+					  worker, r->task, r->consumed, step);
 	}
-
-	if (ds >= 0) {
-		/* Its earlier tasks of that dataset: consumed before S. */
-		for (int i = s->doing.head; i < s->doing.n; i++) {
-			const struct shard_doing *d = &s->doing.v[i];
-			if (d->live && d->worker == worker && d->ds == ds && d->id < task_id &&
-			    add_interval(&iv, ds, d->epoch, d->start, d->end) < 0)
-				goto nomem;
-		}
-		for (int i = 0; w && i < w->nring; i++) {
-			const struct shard_recent *r = &w->ring[(w->ring_head + i) % SHARD_RING];
-			if (r->seq > base_seq && r->ds == ds && r->id < task_id &&
-			    add_interval(&iv, ds, r->epoch, r->start, r->end) < 0)
-				goto nomem;
-		}
-	}
-
+	if (ds >= 0 && report_earlier(s, w, worker, ds, task_id, base_seq, &iv) < 0)
+		return rv_err_set(err, -ENOMEM, "", SHARD_REPORT_NOMEM);
 	struct shard_step *fresh = NULL;
-	if (!st) {
-		st = fresh = step_new(m, step);
-		if (!st)
-			goto nomem;
-	}
-	/* Every interval was TODO at the first report, and no other report
-	 * claimed it: otherwise the checkpoint could not be exact. */
-	if (iv.n > 1)
-		qsort(iv.v, (size_t)iv.n, sizeof(*iv.v), range_qcmp);
-	for (int i = 0; i < iv.n; i++) {
-		const struct shard_range *r = &iv.v[i];
-		if (!step_was_todo(m, st, r) || range_overlaps(&st->carved, r) ||
-		    (i > 0 && iv.v[i - 1].ds == r->ds && iv.v[i - 1].epoch == r->epoch &&
-		     iv.v[i - 1].end > r->start)) {
-			step_free(fresh);
-			return rv_err_set(err, -ERANGE, "task_id",
-					  "samples [%" PRId64 ",%" PRId64
-					  ") of epoch %d reported consumed "
-					  "at step %" PRId64
-					  " were not TODO at its first report or are "
-					  "claimed twice",
-					  r->start, r->end, r->epoch, step);
-		}
-	}
-	if (rangevec_reserve(&st->carved, iv.n) < 0 ||
-	    grow((void **)&st->rep, &st->caprep, st->nrep + 1, sizeof(*st->rep)) < 0) {
+	if (!st && !(st = fresh = step_new(m, step)))
+		return rv_err_set(err, -ENOMEM, "", SHARD_REPORT_NOMEM);
+	if ((rc = report_check_claims(m, st, &iv, step, err)) < 0) {
 		step_free(fresh);
-		goto nomem;
+		return rc;
 	}
-	for (int i = 0; i < iv.n; i++)
-		range_insert(m, &st->carved, &iv.v[i]);
-	st->rep[st->nrep++] = (struct shard_report){ worker, task_id, consumed, ds };
-	if (fresh)
-		step_install(s, fresh);
+	const struct shard_report rep = { worker, task_id, consumed, ds };
+	if (report_record(m, st, fresh, &iv, &rep) < 0)
+		return rv_err_set(err, -ENOMEM, "", SHARD_REPORT_NOMEM);
 	return 0;
-nomem:
-	return rv_err_set(err, -ENOMEM, "",
-			  "could not record the checkpoint report: out of memory");
 }
 
 int shard_ckpt_expect(struct shard_mgr *m, int64_t step, int ranks)
@@ -1261,13 +1309,6 @@ static void put_ranges_of(struct rv_buf *b, const struct rangevec *rv, int ds)
 	}
 }
 
-static void put_ranges(struct rv_buf *b, const struct rangevec *rv)
-{
-	for (int i = 0; i < rv->n; i++)
-		rv_buf_printf(b, "%s[%d,%d,%" PRId64 ",%" PRId64 "]", i ? "," : "", rv->v[i].ds,
-			      rv->v[i].epoch, rv->v[i].start, rv->v[i].end);
-}
-
 int shard_ckpt_export(const struct shard_mgr *m, int64_t step, struct rv_buf *out,
 		      struct rv_err *err)
 {
@@ -1330,6 +1371,157 @@ static int worker_qcmp(const void *a, const void *b)
 	return x->id < y->id ? -1 : x->id > y->id;
 }
 
+/* ---- the snapshot's entries, by name ----
+ * Snapshots before the names held each entry as an array of its rows'
+ * values in table order ([id,ds,epoch,start,end,worker,deadline] for a
+ * task DOING); rv_wire_decode_entry still reads that form.  The bounds
+ * here are the widest; the loaders narrow them to the manager's. */
+#define T struct shard_range
+static const struct rv_wire_field snap_range_fields[] = {
+	WINT("ds", ds, RV_WIRE_REQ, 0, INT_MAX, "dataset index"),
+	WINT("epoch", epoch, RV_WIRE_REQ, 0, SHARD_MAX_EPOCHS, "epoch"),
+	WINT("start", start, RV_WIRE_REQ, 0, JSON_INT_MAX, "first sample"),
+	WINT("end", end, RV_WIRE_REQ, 1, JSON_INT_MAX, "sample after the last"),
+};
+/* A TODO range inside its dataset's entry: the dataset is implied. */
+static const struct rv_wire_field snap_todo_fields[] = {
+	WINT("epoch", epoch, RV_WIRE_REQ, 0, SHARD_MAX_EPOCHS, "epoch"),
+	WINT("start", start, RV_WIRE_REQ, 0, JSON_INT_MAX, "first sample"),
+	WINT("end", end, RV_WIRE_REQ, 1, JSON_INT_MAX, "sample after the last"),
+};
+static const struct rv_wire_message snap_range_msg =
+	RV_WIRE_MSG("SnapshotRange", "samples [start, end) of a dataset's epoch", snap_range_fields,
+		    "range", NULL);
+static const struct rv_wire_message snap_todo_msg =
+	RV_WIRE_MSG("SnapshotTodo", "a range returned to TODO", snap_todo_fields, "range", NULL);
+#undef T
+#define T struct shard_doing
+static const struct rv_wire_field snap_doing_fields[] = {
+	WINT("id", id, RV_WIRE_REQ, 1, JSON_INT_MAX, "task id"),
+	WINT("ds", ds, RV_WIRE_REQ, 0, INT_MAX, "dataset index"),
+	WINT("epoch", epoch, RV_WIRE_REQ, 0, SHARD_MAX_EPOCHS, "epoch"),
+	WINT("start", start, RV_WIRE_REQ, 0, JSON_INT_MAX, "first sample"),
+	WINT("end", end, RV_WIRE_REQ, 1, JSON_INT_MAX, "sample after the last"),
+	WINT("worker", worker, RV_WIRE_REQ, -JSON_INT_MAX, JSON_INT_MAX, "worker holding it"),
+	WINT("deadline", deadline, RV_WIRE_REQ, -1, JSON_INT_MAX, "ms since the epoch, -1: none"),
+};
+static const struct rv_wire_message snap_doing_msg =
+	RV_WIRE_MSG("SnapshotDoing", "a task handed out and not yet done", snap_doing_fields,
+		    "task", NULL);
+#undef T
+#define T struct shard_recent
+static const struct rv_wire_field snap_recent_fields[] = {
+	WINT("id", id, RV_WIRE_REQ, 1, JSON_INT_MAX, "task id"),
+	WINT("seq", seq, RV_WIRE_REQ, 1, JSON_INT_MAX, "the manager's seq when it was counted"),
+	WINT("ds", ds, RV_WIRE_REQ, 0, INT_MAX, "dataset index"),
+	WINT("epoch", epoch, RV_WIRE_REQ, 0, SHARD_MAX_EPOCHS, "epoch"),
+	WINT("start", start, RV_WIRE_REQ, 0, JSON_INT_MAX, "first sample"),
+	WINT("end", end, RV_WIRE_REQ, 1, JSON_INT_MAX, "sample after the last"),
+};
+static const struct rv_wire_message snap_recent_msg =
+	RV_WIRE_MSG("SnapshotRecent", "a done in a worker's ring", snap_recent_fields, "ring entry",
+		    NULL);
+#undef T
+#define T struct shard_cur
+static const struct rv_wire_field snap_cursor_fields[] = {
+	WINT("epoch", epoch, RV_WIRE_REQ, 0, SHARD_MAX_EPOCHS, "epoch"),
+	WINT("pos", pos, RV_WIRE_REQ, 0, JSON_INT_MAX, "next position in the epoch's order"),
+};
+static const struct rv_wire_message snap_cursor_msg =
+	RV_WIRE_MSG("SnapshotCursor", "a dataset's cursor at a step", snap_cursor_fields, "cursor",
+		    NULL);
+#undef T
+#define T struct shard_report
+static const struct rv_wire_field snap_report_fields[] = {
+	WINT("worker", worker, RV_WIRE_REQ, -JSON_INT_MAX, JSON_INT_MAX, "reporting worker"),
+	WINT("ds", ds, RV_WIRE_REQ, -1, INT_MAX, "dataset index, -1: no task"),
+	WINT("task", task, RV_WIRE_REQ, 0, JSON_INT_MAX, "task it held, 0: none"),
+	WINT("consumed", consumed, RV_WIRE_REQ, 0, JSON_INT_MAX, "samples of it consumed"),
+};
+static const struct rv_wire_message snap_report_msg =
+	RV_WIRE_MSG("SnapshotReport", "a worker's checkpoint report", snap_report_fields, "report",
+		    NULL);
+#undef T
+
+/* Ranges of dataset ds as TODO entries, or (ds < 0) all of them with
+ * their dataset. */
+static int save_ranges(struct rv_buf *b, const struct rangevec *rv, int ds)
+{
+	struct shard_range key = { ds, INT32_MIN, INT64_MIN, 0 };
+	int i = ds < 0 ? 0 : range_lower(rv, &key), rc = 0;
+	for (int k = 0; rc == 0 && i < rv->n && (ds < 0 || rv->v[i].ds == ds); i++, k++)
+		rc = rv_wire_encode_text(ds < 0 ? &snap_range_msg : &snap_todo_msg, &rv->v[i],
+					 k > 0, b);
+	return rc;
+}
+
+static int save_doing(const struct shard_state *s, struct rv_buf *out)
+{
+	bool first = true;
+	for (int i = s->doing.head; i < s->doing.n; i++) {
+		struct shard_doing d = s->doing.v[i];
+		if (!d.live)
+			continue;
+		if (d.deadline == INT64_MAX)
+			d.deadline = -1;
+		if (rv_wire_encode_text(&snap_doing_msg, &d, !first, out) < 0)
+			return -ENOMEM;
+		first = false;
+	}
+	return 0;
+}
+
+/* By id, so that a loaded state saves to the same text. */
+static int save_workers(const struct shard_state *s, struct rv_buf *out)
+{
+	RV_CLEANUP_FREE const struct shard_worker **ws =
+		malloc((size_t)(s->workers.n + 1) * sizeof(*ws));
+	if (!ws)
+		return -ENOMEM;
+	int nw = 0;
+	for (int i = 0; i < s->workers.cap; i++)
+		if (s->workers.v[i].used)
+			ws[nw++] = &s->workers.v[i];
+	if (nw > 1)
+		qsort(ws, (size_t)nw, sizeof(*ws), worker_qcmp);
+	for (int i = 0; i < nw; i++) {
+		const struct shard_worker *w = ws[i];
+		rv_buf_printf(out,
+			      "%s{\"id\":%" PRId64 ",\"lost_seq\":%" PRId64
+			      ",\"evicted_seq\":%" PRId64 ",\"ring\":[",
+			      i ? "," : "", w->id, w->lost_seq, w->evicted_seq);
+		for (int k = 0; k < w->nring; k++)
+			if (rv_wire_encode_text(&snap_recent_msg,
+						&w->ring[(w->ring_head + k) % SHARD_RING], k > 0,
+						out) < 0)
+				return -ENOMEM;
+		rv_buf_puts(out, "]}");
+	}
+	return 0;
+}
+
+static int save_step(const struct shard_mgr *m, const struct shard_step *st, bool comma,
+		     struct rv_buf *out)
+{
+	rv_buf_printf(out,
+		      "%s{\"step\":%" PRId64 ",\"seq\":%" PRId64 ",\"expect\":%d,\"cursors\":[",
+		      comma ? "," : "", st->step, st->seq, st->expect);
+	int rc = 0;
+	for (int ds = 0; rc == 0 && ds < m->nds; ds++)
+		rc = rv_wire_encode_text(&snap_cursor_msg, &st->cur[ds], ds > 0, out);
+	rv_buf_puts(out, "],\"todo\":[");
+	if (rc == 0)
+		rc = save_ranges(out, &st->todo, -1);
+	rv_buf_puts(out, "],\"carved\":[");
+	if (rc == 0)
+		rc = save_ranges(out, &st->carved, -1);
+	rv_buf_puts(out, "],\"reports\":[");
+	for (int k = 0; rc == 0 && k < st->nrep; k++)
+		rc = rv_wire_encode_text(&snap_report_msg, &st->rep[k], k > 0, out);
+	rv_buf_puts(out, "]}");
+	return rc;
+}
+
 int shard_snapshot_save(const struct shard_mgr *m, struct rv_buf *out)
 {
 	const struct shard_state *s = &m->st;
@@ -1338,80 +1530,25 @@ int shard_snapshot_save(const struct shard_mgr *m, struct rv_buf *out)
 		      "{\"version\":%d,\"kind\":\"rover-shard-snapshot\",\"next_id\":%" PRId64
 		      ",\"seq\":%" PRId64 ",\"dropped_step\":%" PRId64 ",\"datasets\":[",
 		      SHARD_DOC_VERSION, s->next_id, s->seq, s->dropped_step);
-	for (int ds = 0; ds < m->nds; ds++) {
+	int rc = 0;
+	for (int ds = 0; rc == 0 && ds < m->nds; ds++) {
 		if (ds)
 			rv_buf_puts(out, ",");
 		put_dataset(out, &m->ds[ds], s->ds[ds].cur, s->ds[ds].samples_done);
-		put_ranges_of(out, &s->ranges, ds);
+		rc = save_ranges(out, &s->ranges, ds);
 		rv_buf_puts(out, "]}");
 	}
 	rv_buf_puts(out, "],\"doing\":[");
-	bool first = true;
-	for (int i = s->doing.head; i < s->doing.n; i++) {
-		const struct shard_doing *d = &s->doing.v[i];
-		if (!d->live)
-			continue;
-		rv_buf_printf(out,
-			      "%s[%" PRId64 ",%d,%d,%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64
-			      "]",
-			      first ? "" : ",", d->id, d->ds, d->epoch, d->start, d->end, d->worker,
-			      d->deadline == INT64_MAX ? -1 : d->deadline);
-		first = false;
-	}
+	if (rc == 0)
+		rc = save_doing(s, out);
 	rv_buf_puts(out, "],\"workers\":[");
-	/* By id, so that a loaded state saves to the same text. */
-	RV_CLEANUP_FREE const struct shard_worker **ws =
-		malloc((size_t)(s->workers.n + 1) * sizeof(*ws));
-	if (!ws) {
-		rv_buf_truncate(out, mark);
-		return -ENOMEM;
-	}
-	int nw = 0;
-	for (int i = 0; i < s->workers.cap; i++)
-		if (s->workers.v[i].used)
-			ws[nw++] = &s->workers.v[i];
-	if (nw > 1)
-		qsort(ws, (size_t)nw, sizeof(*ws), worker_qcmp);
-	first = true;
-	for (int i = 0; i < nw; i++) {
-		const struct shard_worker *w = ws[i];
-		rv_buf_printf(out,
-			      "%s{\"id\":%" PRId64 ",\"lost_seq\":%" PRId64
-			      ",\"evicted_seq\":%" PRId64 ",\"ring\":[",
-			      first ? "" : ",", w->id, w->lost_seq, w->evicted_seq);
-		for (int k = 0; k < w->nring; k++) {
-			const struct shard_recent *r = &w->ring[(w->ring_head + k) % SHARD_RING];
-			rv_buf_printf(out,
-				      "%s[%" PRId64 ",%" PRId64 ",%d,%d,%" PRId64 ",%" PRId64 "]",
-				      k ? "," : "", r->id, r->seq, r->ds, r->epoch, r->start,
-				      r->end);
-		}
-		rv_buf_puts(out, "]}");
-		first = false;
-	}
+	if (rc == 0)
+		rc = save_workers(s, out);
 	rv_buf_puts(out, "],\"steps\":[");
-	for (int i = 0; i < s->nsteps; i++) {
-		const struct shard_step *st = s->steps[i];
-		rv_buf_printf(out,
-			      "%s{\"step\":%" PRId64 ",\"seq\":%" PRId64
-			      ",\"expect\":%d,\"cursors\":[",
-			      i ? "," : "", st->step, st->seq, st->expect);
-		for (int ds = 0; ds < m->nds; ds++)
-			rv_buf_printf(out, "%s[%d,%" PRId64 "]", ds ? "," : "", st->cur[ds].epoch,
-				      st->cur[ds].pos);
-		rv_buf_puts(out, "],\"todo\":[");
-		put_ranges(out, &st->todo);
-		rv_buf_puts(out, "],\"carved\":[");
-		put_ranges(out, &st->carved);
-		rv_buf_puts(out, "],\"reports\":[");
-		for (int k = 0; k < st->nrep; k++)
-			rv_buf_printf(out, "%s[%" PRId64 ",%d,%" PRId64 ",%" PRId64 "]",
-				      k ? "," : "", st->rep[k].worker, st->rep[k].ds,
-				      st->rep[k].task, st->rep[k].consumed);
-		rv_buf_puts(out, "]}");
-	}
+	for (int i = 0; rc == 0 && i < s->nsteps; i++)
+		rc = save_step(m, s->steps[i], i > 0, out);
 	rv_buf_puts(out, "]}");
-	if (rv_buf_failed(out)) {
+	if (rc < 0 || rv_buf_failed(out)) {
 		rv_buf_truncate(out, mark);
 		return -ENOMEM;
 	}
@@ -1419,35 +1556,6 @@ int shard_snapshot_save(const struct shard_mgr *m, struct rv_buf *out)
 }
 
 /* ---- loading ---- */
-
-#define JSON_INT_MAX (INT64_C(1) << 53)
-
-/* Array item it must be an array of n integers within [lo[i], hi[i]]. */
-static int get_tuple(const cJSON *it, const char *path, int idx, int n, const int64_t *lo,
-		     const int64_t *hi, int64_t *out, struct rv_err *err)
-{
-	char f[128];
-	snprintf(f, sizeof(f), "%s[%d]", path, idx);
-	if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) != n)
-		return rv_err_set(err, -EINVAL, f, "%s must be an array of %d integers", f, n);
-	int i = 0;
-	const cJSON *x;
-	cJSON_ArrayForEach(x, it)
-	{
-		double v = x->valuedouble;
-		/* Bounds first: every bound is within +-2^53, so the cast is exact. */
-		if (!cJSON_IsNumber(x) || !(v >= (double)lo[i] && v <= (double)hi[i]) ||
-		    v != (double)(int64_t)v)
-			return rv_err_set(err, -EINVAL, f,
-					  "%s[%d] must be an integer between %" PRId64
-					  " and %" PRId64,
-					  f, i, lo[i], hi[i]);
-		out[i++] = (int64_t)v;
-		if (i == n)
-			break;
-	}
-	return 0;
-}
 
 /* Range r must lie in one shard of its dataset. */
 static int check_range(const struct shard_mgr *m, const struct shard_range *r, const char *f,
@@ -1462,8 +1570,8 @@ static int check_range(const struct shard_mgr *m, const struct shard_range *r, c
 	return 0;
 }
 
-/* A sorted, disjoint range array: ranges [ds,epoch,start,end] (ds_fixed < 0)
- * or [epoch,start,end] of dataset ds_fixed, appended to rv. */
+/* A sorted, disjoint range array: ranges with their dataset (ds_fixed < 0)
+ * or TODO entries of dataset ds_fixed, appended to rv. */
 static int load_ranges(const struct shard_mgr *m, const cJSON *arr, const char *path, int ds_fixed,
 		       struct rangevec *rv, struct rv_err *err)
 {
@@ -1472,26 +1580,18 @@ static int load_ranges(const struct shard_mgr *m, const cJSON *arr, const char *
 	int n = cJSON_GetArraySize(arr), idx = 0;
 	if (rangevec_reserve(rv, n) < 0)
 		return rv_err_set(err, -ENOMEM, "", "could not load the ranges: out of memory");
+	const int64_t lo[4] = { 0, 0, 0, 1 },
+		      hi[4] = { m->nds - 1, SHARD_MAX_EPOCHS, JSON_INT_MAX, JSON_INT_MAX };
 	const cJSON *it;
 	cJSON_ArrayForEach(it, arr)
 	{
-		int64_t v[4] = { 0 };
 		char f[128];
-		if (ds_fixed < 0) {
-			const int64_t lo[4] = { 0, 0, 0, 1 },
-				      hi[4] = { m->nds - 1, SHARD_MAX_EPOCHS, JSON_INT_MAX,
-						JSON_INT_MAX };
-			if (get_tuple(it, path, idx, 4, lo, hi, v, err) < 0)
-				return -EINVAL;
-		} else {
-			const int64_t lo[3] = { 0, 0, 1 },
-				      hi[3] = { SHARD_MAX_EPOCHS, JSON_INT_MAX, JSON_INT_MAX };
-			v[0] = ds_fixed;
-			if (get_tuple(it, path, idx, 3, lo, hi, v + 1, err) < 0)
-				return -EINVAL;
-		}
 		snprintf(f, sizeof(f), "%s[%d]", path, idx);
-		struct shard_range r = { (int32_t)v[0], (int32_t)v[1], v[2], v[3] };
+		struct shard_range r = { .ds = ds_fixed };
+		if (ds_fixed < 0 ? rv_wire_decode_entry(&snap_range_msg, it, f, lo, hi, &r, err) < 0
+				 : rv_wire_decode_entry(&snap_todo_msg, it, f, lo + 1, hi + 1, &r,
+							err) < 0)
+			return -EINVAL;
 		if (check_range(m, &r, f, err) < 0)
 			return -EINVAL;
 		if (rv->n > 0) {
@@ -1687,29 +1787,22 @@ static int load_doing(const struct shard_mgr *m, const cJSON *root, struct shard
 		const int64_t lo[7] = { 1, 0, 0, 0, 1, -JSON_INT_MAX, -1 },
 			      hi[7] = { JSON_INT_MAX, m->nds - 1,   SHARD_MAX_EPOCHS, JSON_INT_MAX,
 					JSON_INT_MAX, JSON_INT_MAX, JSON_INT_MAX };
-		int64_t v[7] = { 0 };
+		struct shard_doing d = { 0 };
 		char f[64];
-		if (get_tuple(it, "doing", idx, 7, lo, hi, v, err) < 0)
-			return -EINVAL;
 		snprintf(f, sizeof(f), "doing[%d]", idx);
-		struct shard_range r = { (int32_t)v[1], (int32_t)v[2], v[3], v[4] };
+		if (rv_wire_decode_entry(&snap_doing_msg, it, f, lo, hi, &d, err) < 0)
+			return -EINVAL;
+		struct shard_range r = { d.ds, d.epoch, d.start, d.end };
 		if ((rc = check_range(m, &r, f, err)) < 0)
 			return rc;
-		if (v[0] >= s->next_id || (idx > 0 && v[0] <= s->doing.v[idx - 1].id))
+		if (d.id >= s->next_id || (idx > 0 && d.id <= s->doing.v[idx - 1].id))
 			return rv_err_set(err, -EINVAL, f,
 					  "%s must have an id above the one before it and "
 					  "below next_id",
 					  f);
-		s->doing.v[idx] = (struct shard_doing){
-			.id = v[0],
-			.worker = v[5],
-			.deadline = v[6] < 0 ? INT64_MAX : v[6],
-			.ds = r.ds,
-			.epoch = r.epoch,
-			.start = r.start,
-			.end = r.end,
-			.live = true,
-		};
+		d.deadline = d.deadline < 0 ? INT64_MAX : d.deadline;
+		d.live = true;
+		s->doing.v[idx] = d;
 		s->ds[r.ds].ndoing++;
 		idx++;
 	}
@@ -1763,16 +1856,15 @@ static int load_workers(const struct shard_mgr *m, const cJSON *root, struct sha
 			const int64_t lo[6] = { 1, 1, 0, 0, 0, 1 },
 				      hi[6] = { s->next_id - 1,   s->seq,       m->nds - 1,
 						SHARD_MAX_EPOCHS, JSON_INT_MAX, JSON_INT_MAX };
-			int64_t v[6] = { 0 };
+			struct shard_recent e1;
 			char fe[128];
-			if (get_tuple(e, f, k, 6, lo, hi, v, err) < 0)
-				return -EINVAL;
 			snprintf(fe, sizeof(fe), "%s[%d]", f, k);
-			struct shard_range r = { (int32_t)v[2], (int32_t)v[3], v[4], v[5] };
+			if (rv_wire_decode_entry(&snap_recent_msg, e, fe, lo, hi, &e1, err) < 0)
+				return -EINVAL;
+			struct shard_range r = { e1.ds, e1.epoch, e1.start, e1.end };
 			if ((rc = check_range(m, &r, fe, err)) < 0)
 				return rc;
-			worker_ring_push(w, &(struct shard_recent){ v[0], v[1], r.ds, r.epoch,
-								    r.start, r.end });
+			worker_ring_push(w, &e1);
 			k++;
 		}
 		idx++;
@@ -1825,9 +1917,11 @@ static int load_steps(const struct shard_mgr *m, const cJSON *root, struct shard
 		cJSON_ArrayForEach(c, cur)
 		{
 			const int64_t lo[2] = { 0, 0 }, hi[2] = { SHARD_MAX_EPOCHS, JSON_INT_MAX };
-			int64_t v[2] = { 0 };
-			if (get_tuple(c, f, ds, 2, lo, hi, v, err) < 0 ||
-			    load_cursor(m, ds, v[0], v[1], &st->cur[ds], f, err) < 0)
+			struct shard_cur v;
+			char fc[128];
+			snprintf(fc, sizeof(fc), "%s[%d]", f, ds);
+			if (rv_wire_decode_entry(&snap_cursor_msg, c, fc, lo, hi, &v, err) < 0 ||
+			    load_cursor(m, ds, v.epoch, v.pos, &st->cur[ds], f, err) < 0)
 				return -EINVAL;
 			ds++;
 		}
@@ -1852,10 +1946,12 @@ static int load_steps(const struct shard_mgr *m, const cJSON *root, struct shard
 			const int64_t lo[4] = { -JSON_INT_MAX, -1, 0, 0 },
 				      hi[4] = { JSON_INT_MAX, m->nds - 1, JSON_INT_MAX,
 						JSON_INT_MAX };
-			int64_t v[4] = { 0 };
-			if (get_tuple(c, f, k, 4, lo, hi, v, err) < 0)
+			char fr[128];
+			snprintf(fr, sizeof(fr), "%s[%d]", f, k);
+			if (rv_wire_decode_entry(&snap_report_msg, c, fr, lo, hi, &st->rep[k],
+						 err) < 0)
 				return -EINVAL;
-			st->rep[k++] = (struct shard_report){ v[0], v[2], v[3], (int32_t)v[1] };
+			k++;
 		}
 		st->nrep = n;
 		idx++;

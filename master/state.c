@@ -363,6 +363,105 @@ static bool apply_netcheck(struct master *m, const struct master_op *op, struct 
 	return true;
 }
 
+/* A node joins the rendezvous. */
+static bool apply_join(struct master *m, const struct master_op *op, struct master_result *res)
+{
+	struct rdzv_node n = { .local_world_size = op->local_world_size };
+	snprintf(n.name, sizeof(n.name), "%s", op->node);
+	snprintf(n.addr, sizeof(n.addr), "%s", op->addr);
+	int64_t r = rdzv_join(m->rdzv, &n, op->now_ms);
+	if (r < 0) {
+		res->rc = (int)r;
+		rv_err_set(&res->err, (int)r, r == -ECANCELED ? "" : "node",
+			   r == -ECANCELED ? "the rendezvous failed: %s"
+					   : "could not join node \"%s\"",
+			   r == -ECANCELED ? rdzv_reason(m->rdzv) : op->node);
+		return false;
+	}
+	res->round = r;
+	/* An agent joins with none of its workers running (rover-run
+	 * stops them first): what they held is free again. */
+	int freed = node_dead(m, op->node);
+	if (freed > 0)
+		rv_log_info("node joined again: its tasks requeued", "node=%s tasks=%d", op->node,
+			    freed);
+	return true;
+}
+
+/* A worker asks for its next task: the same answer to a retry. */
+static bool apply_next(struct master *m, const struct master_op *op, struct master_result *res)
+{
+	struct master_worker *w = worker_find(m, op->worker);
+	if (w && op->req > 0 && w->last_req == op->req) {
+		res->task = w->last_task; /* a retry: the same answer */
+		return false;
+	}
+	struct shard_task t;
+	struct stream_task st;
+	bool streaming = op->ds >= 0 && op->ds < m->spec.ndatasets &&
+			 m->spec.datasets[op->ds].streaming;
+	int ix = op->ds >= 0 && op->ds < m->spec.ndatasets ? m->ds_index[op->ds] : -1;
+	int rc = streaming   ? stream_next(m->streams, ix, op->worker, op->now_ms, &st)
+		 : m->shards ? shard_next(m->shards, ix, op->worker, op->now_ms, &t)
+			     : -EINVAL;
+	if (rc < 0) {
+		res->rc = rc;
+		rv_err_set(&res->err, rc, rc == -EINVAL ? "dataset" : "",
+			   rc == -ENOSPC ? "too many shards in flight, ask again later"
+					 : "could not hand out a shard");
+		return false;
+	}
+	if (streaming)
+		stream_task_reply(m, op->ds, rc, &st, &res->task);
+	else
+		task_reply(m, rc, &t, &res->task);
+	if (rc == 0)
+		return false;
+	w = worker_get(m, op->worker);
+	if (w) {
+		snprintf(w->node, sizeof(w->node), "%s", op->node);
+		w->last_req = op->req;
+		w->last_task = res->task;
+	}
+	atomic_fetch_add(&m->shards_handed, 1);
+	return true;
+}
+
+/* A worker says a task is done. */
+static bool apply_done(struct master *m, const struct master_op *op, struct master_result *res)
+{
+	int rc = op->id >= STREAM_ID_BASE ? stream_done(m->streams, op->id, op->worker)
+		 : m->shards              ? shard_done(m->shards, op->id, op->worker, op->now_ms)
+					  : 0;
+	if (rc < 0) {
+		res->rc = rc;
+		rv_err_set(&res->err, rc, "id", "task %" PRId64 " is another worker's", op->id);
+		return false;
+	}
+	res->counted = rc == 1;
+	if (rc == 1)
+		atomic_fetch_add(&m->shards_counted, 1);
+	return rc == 1;
+}
+
+/* A producer says how far a partition is known. */
+static bool apply_offset_commit(struct master *m, const struct master_op *op,
+				struct master_result *res)
+{
+	int ix = op->ds >= 0 && op->ds < m->spec.ndatasets && m->spec.datasets[op->ds].streaming
+			 ? m->ds_index[op->ds]
+			 : -1;
+	int rc = stream_extend(m->streams, ix, op->node, op->id);
+	if (rc < 0) {
+		res->rc = rv_err_set(&res->err, rc, rc == -ENOENT ? "partition" : "dataset",
+				     rc == -ENOENT ? "partition \"%s\" is not in the dataset"
+						   : "not a streaming dataset of the job",
+				     op->node);
+		return false;
+	}
+	return rc == 1;
+}
+
 /*
  * The one place an operation changes the state.  Returns whether it changed
  * anything (and so must be journaled); res gets what the reply says.
@@ -378,28 +477,8 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 	if (op->now_ms > m->last_now_ms)
 		m->last_now_ms = op->now_ms;
 	switch (type) {
-	case MASTER_OP_JOIN: {
-		struct rdzv_node n = { .local_world_size = op->local_world_size };
-		snprintf(n.name, sizeof(n.name), "%s", op->node);
-		snprintf(n.addr, sizeof(n.addr), "%s", op->addr);
-		int64_t r = rdzv_join(m->rdzv, &n, op->now_ms);
-		if (r < 0) {
-			res->rc = (int)r;
-			rv_err_set(&res->err, (int)r, r == -ECANCELED ? "" : "node",
-				   r == -ECANCELED ? "the rendezvous failed: %s"
-						   : "could not join node \"%s\"",
-				   r == -ECANCELED ? rdzv_reason(m->rdzv) : op->node);
-			return false;
-		}
-		res->round = r;
-		/* An agent joins with none of its workers running (rover-run
-		 * stops them first): what they held is free again. */
-		int freed = node_dead(m, op->node);
-		if (freed > 0)
-			rv_log_info("node joined again: its tasks requeued", "node=%s tasks=%d",
-				    op->node, freed);
-		return true;
-	}
+	case MASTER_OP_JOIN:
+		return apply_join(m, op, res);
 	case MASTER_OP_LEAVE: {
 		int rc = op->id == MASTER_LEAVE_LOST ? rdzv_lost(m->rdzv, op->node, op->now_ms)
 						     : rdzv_leave(m->rdzv, op->node, op->now_ms);
@@ -417,57 +496,10 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 	case MASTER_OP_TICK:
 		apply_tick(m, op->now_ms);
 		return true;
-	case MASTER_OP_NEXT: {
-		struct master_worker *w = worker_find(m, op->worker);
-		if (w && op->req > 0 && w->last_req == op->req) {
-			res->task = w->last_task; /* a retry: the same answer */
-			return false;
-		}
-		struct shard_task t;
-		struct stream_task st;
-		bool streaming = op->ds >= 0 && op->ds < m->spec.ndatasets &&
-				 m->spec.datasets[op->ds].streaming;
-		int ix = op->ds >= 0 && op->ds < m->spec.ndatasets ? m->ds_index[op->ds] : -1;
-		int rc = streaming   ? stream_next(m->streams, ix, op->worker, op->now_ms, &st)
-			 : m->shards ? shard_next(m->shards, ix, op->worker, op->now_ms, &t)
-				     : -EINVAL;
-		if (rc < 0) {
-			res->rc = rc;
-			rv_err_set(&res->err, rc, rc == -EINVAL ? "dataset" : "",
-				   rc == -ENOSPC ? "too many shards in flight, ask again later"
-						 : "could not hand out a shard");
-			return false;
-		}
-		if (streaming)
-			stream_task_reply(m, op->ds, rc, &st, &res->task);
-		else
-			task_reply(m, rc, &t, &res->task);
-		if (rc == 0)
-			return false;
-		w = worker_get(m, op->worker);
-		if (w) {
-			snprintf(w->node, sizeof(w->node), "%s", op->node);
-			w->last_req = op->req;
-			w->last_task = res->task;
-		}
-		atomic_fetch_add(&m->shards_handed, 1);
-		return true;
-	}
-	case MASTER_OP_DONE: {
-		int rc = op->id >= STREAM_ID_BASE ? stream_done(m->streams, op->id, op->worker)
-			 : m->shards ? shard_done(m->shards, op->id, op->worker, op->now_ms)
-				     : 0;
-		if (rc < 0) {
-			res->rc = rc;
-			rv_err_set(&res->err, rc, "id", "task %" PRId64 " is another worker's",
-				   op->id);
-			return false;
-		}
-		res->counted = rc == 1;
-		if (rc == 1)
-			atomic_fetch_add(&m->shards_counted, 1);
-		return rc == 1;
-	}
+	case MASTER_OP_NEXT:
+		return apply_next(m, op, res);
+	case MASTER_OP_DONE:
+		return apply_done(m, op, res);
 	case MASTER_OP_CKPT_REPORT:
 		if (!m->shards) /* streams resume from their committed offsets */
 			return false;
@@ -487,22 +519,8 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 		int moved = netcheck_run_grace(&m->netcheck, op->now_ms);
 		return (rdzv_grace(m->rdzv, op->now_ms) > 0) | moved;
 	}
-	case MASTER_OP_OFFSET_COMMIT: {
-		int ix = op->ds >= 0 && op->ds < m->spec.ndatasets &&
-					 m->spec.datasets[op->ds].streaming
-				 ? m->ds_index[op->ds]
-				 : -1;
-		int rc = stream_extend(m->streams, ix, op->node, op->id);
-		if (rc < 0) {
-			res->rc = rv_err_set(&res->err, rc, rc == -ENOENT ? "partition" : "dataset",
-					     rc == -ENOENT
-						     ? "partition \"%s\" is not in the dataset"
-						     : "not a streaming dataset of the job",
-					     op->node);
-			return false;
-		}
-		return rc == 1;
-	}
+	case MASTER_OP_OFFSET_COMMIT:
+		return apply_offset_commit(m, op, res);
 	case MASTER_OP_NETCHECK:
 		return apply_netcheck(m, op, res);
 	case MASTER_OP_NODE_LAUNCHED:

@@ -12,12 +12,14 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cleanup.h"
 #include "json.h"
+#include "wire_codec.h"
 
 #define JSON_INT_MAX       (INT64_C(1) << 53)
 #define STREAM_DOC_VERSION 1
@@ -534,12 +536,58 @@ int stream_offsets_load(struct stream_mgr *m, const char *doc, size_t len, struc
 
 /* ---- snapshots ---- */
 
-static void ranges_save(const struct ranges *rs, struct rv_buf *out)
+/* The snapshot's entries, by name: a task DOING and a range of offsets.
+ * Snapshots before the names held a task as [id,worker,deadline,ds,part,
+ * start,end] and a partition's ranges as one flat array [a,b,a,b,...];
+ * both still load. */
+#define T struct task
+static const struct rv_wire_field snap_task_fields[] = {
+	WINT("id", id, RV_WIRE_REQ, STREAM_ID_BASE, JSON_INT_MAX, "task id"),
+	WINT("worker", worker, RV_WIRE_REQ, -JSON_INT_MAX, JSON_INT_MAX, "worker holding it"),
+	WINT("deadline", deadline, RV_WIRE_REQ, -1, JSON_INT_MAX, "ms since the epoch, -1: none"),
+	WINT("ds", ds, RV_WIRE_REQ, 0, INT_MAX, "streaming dataset index"),
+	WINT("part", part, RV_WIRE_REQ, 0, STREAM_MAX_PARTITIONS, "partition index"),
+	WINT("start", a, RV_WIRE_REQ, 0, JSON_INT_MAX, "first offset"),
+	WINT("end", b, RV_WIRE_REQ, 0, JSON_INT_MAX, "offset after the last"),
+};
+static const struct rv_wire_message snap_task_msg =
+	RV_WIRE_MSG("SnapshotStreamTask", "a task of offsets handed out and not yet done",
+		    snap_task_fields, "task", NULL);
+#undef T
+#define T struct range
+static const struct rv_wire_field snap_offsets_fields[] = {
+	WINT("start", a, RV_WIRE_REQ, 0, JSON_INT_MAX, "first offset"),
+	WINT("end", b, RV_WIRE_REQ, 0, JSON_INT_MAX, "offset after the last"),
+};
+static const struct rv_wire_message snap_offsets_msg =
+	RV_WIRE_MSG("SnapshotOffsets", "offsets [start, end) of a partition", snap_offsets_fields,
+		    "range", NULL);
+#undef T
+
+static int ranges_save(const struct ranges *rs, struct rv_buf *out)
 {
+	int rc = 0;
 	rv_buf_puts(out, "[");
-	for (int i = 0; i < rs->n; i++)
-		rv_buf_printf(out, "%s%" PRId64 ",%" PRId64, i ? "," : "", rs->r[i].a, rs->r[i].b);
+	for (int i = 0; rc == 0 && i < rs->n; i++)
+		rc = rv_wire_encode_text(&snap_offsets_msg, &rs->r[i], i > 0, out);
 	rv_buf_puts(out, "]");
+	return rc;
+}
+
+static int save_part(const struct part *pt, bool comma, struct rv_buf *out)
+{
+	rv_buf_printf(out,
+		      "%s{\"name\":\"%s\",\"start\":%" PRId64 ",\"committed\":%" PRId64
+		      ",\"handed\":%" PRId64 ",\"end\":%" PRId64 ",\"done\":%" PRId64
+		      ",\"tasks_done\":%" PRId64 ",\"returned\":",
+		      comma ? "," : "", pt->name, pt->start, pt->committed, pt->handed, pt->end,
+		      pt->done, pt->tasks_done);
+	int rc = ranges_save(&pt->returned, out);
+	rv_buf_puts(out, ",\"held\":");
+	if (rc == 0)
+		rc = ranges_save(&pt->held, out);
+	rv_buf_puts(out, "}");
+	return rc;
 }
 
 int stream_snapshot_save(const struct stream_mgr *m, struct rv_buf *out)
@@ -548,38 +596,24 @@ int stream_snapshot_save(const struct stream_mgr *m, struct rv_buf *out)
 		      "{\"version\":%d,\"kind\":\"rover-stream-snapshot\",\"next_id\":%" PRId64
 		      ",\"datasets\":[",
 		      STREAM_DOC_VERSION, m->next_id);
-	for (int i = 0; i < m->nds; i++) {
+	int rc = 0;
+	for (int i = 0; rc == 0 && i < m->nds; i++) {
 		const struct sds *d = &m->ds[i];
 		rv_buf_printf(out, "%s{\"name\":\"%s\",\"turn\":%d,\"partitions\":[", i ? "," : "",
 			      d->name, d->turn);
-		for (int p = 0; p < d->nparts; p++) {
-			const struct part *pt = &d->parts[p];
-			rv_buf_printf(out,
-				      "%s{\"name\":\"%s\",\"start\":%" PRId64
-				      ",\"committed\":%" PRId64 ",\"handed\":%" PRId64
-				      ",\"end\":%" PRId64 ",\"done\":%" PRId64
-				      ",\"tasks_done\":%" PRId64 ",\"returned\":",
-				      p ? "," : "", pt->name, pt->start, pt->committed, pt->handed,
-				      pt->end, pt->done, pt->tasks_done);
-			ranges_save(&pt->returned, out);
-			rv_buf_puts(out, ",\"held\":");
-			ranges_save(&pt->held, out);
-			rv_buf_puts(out, "}");
-		}
+		for (int p = 0; rc == 0 && p < d->nparts; p++)
+			rc = save_part(&d->parts[p], p > 0, out);
 		rv_buf_puts(out, "]}");
 	}
 	rv_buf_puts(out, "],\"tasks\":[");
-	for (int i = 0; i < m->ntasks; i++) {
-		const struct task *t = &m->tasks[i];
-		rv_buf_printf(out,
-			      "%s[%" PRId64 ",%" PRId64 ",%" PRId64 ",%d,%d,%" PRId64 ",%" PRId64
-			      "]",
-			      i ? "," : "", t->id, t->worker,
-			      t->deadline == INT64_MAX ? (int64_t)-1 : t->deadline, t->ds, t->part,
-			      t->a, t->b);
+	for (int i = 0; rc == 0 && i < m->ntasks; i++) {
+		struct task t = m->tasks[i];
+		if (t.deadline == INT64_MAX)
+			t.deadline = -1;
+		rc = rv_wire_encode_text(&snap_task_msg, &t, i > 0, out);
 	}
 	rv_buf_puts(out, "]}");
-	return rv_buf_failed(out) ? -ENOMEM : 0;
+	return rc < 0 || rv_buf_failed(out) ? -ENOMEM : 0;
 }
 
 /* Integer i of a JSON array, or -EINVAL when it is not an integer in range. */
@@ -595,20 +629,33 @@ static int arr_int(const cJSON *a, int i, int64_t lo, int64_t hi, int64_t *out)
 	return 0;
 }
 
+/* Range k of arr: a named entry, or pair k of a flat array of pairs. */
+static int range_get(const cJSON *arr, int k, bool named, struct range *r)
+{
+	static const int64_t lo[2] = { 0, 0 }, hi[2] = { JSON_INT_MAX, JSON_INT_MAX };
+	if (named)
+		return rv_wire_decode_entry(&snap_offsets_msg, cJSON_GetArrayItem(arr, k), "", lo,
+					    hi, r, NULL);
+	if (arr_int(arr, 2 * k, 0, JSON_INT_MAX, &r->a) < 0 ||
+	    arr_int(arr, 2 * k + 1, 0, JSON_INT_MAX, &r->b) < 0)
+		return -EINVAL;
+	return 0;
+}
+
 static int ranges_load(const cJSON *arr, struct ranges *rs)
 {
 	int n = cJSON_GetArraySize(arr);
-	if (!cJSON_IsArray(arr) || n % 2)
+	bool named = n > 0 && cJSON_IsObject(cJSON_GetArrayItem(arr, 0));
+	if (!cJSON_IsArray(arr) || (!named && n % 2))
 		return -EINVAL;
 	int64_t prev = -1;
-	for (int i = 0; i < n; i += 2) {
-		int64_t a, b;
-		if (arr_int(arr, i, 0, JSON_INT_MAX, &a) < 0 ||
-		    arr_int(arr, i + 1, 0, JSON_INT_MAX, &b) < 0 || b <= a || a < prev)
+	for (int k = 0; k < (named ? n : n / 2); k++) {
+		struct range r;
+		if (range_get(arr, k, named, &r) < 0 || r.b <= r.a || r.a < prev)
 			return -EINVAL;
-		if (ranges_add(rs, a, b) < 0)
+		if (ranges_add(rs, r.a, r.b) < 0)
 			return -ENOMEM;
-		prev = b;
+		prev = r.b;
 	}
 	return 0;
 }
@@ -650,24 +697,18 @@ static int load_tasks(const cJSON *root, struct stream_mgr *n, struct rv_err *er
 		return rv_err_set(err, -ENOMEM, "", "out of memory");
 	n->captasks = cnt;
 	int64_t prev = 0;
-	for (const cJSON *it = arr->child; it; it = it->next) {
+	int k = 0;
+	for (const cJSON *it = arr->child; it; it = it->next, k++) {
 		struct task t;
-		int64_t v[7];
+		rv_wire_path p;
+		rv_json_path_index(p, sizeof(p), "tasks", k);
 		const int64_t lo[7] = { STREAM_ID_BASE, -JSON_INT_MAX, -1, 0, 0, 0, 0 };
 		const int64_t hi[7] = { JSON_INT_MAX, JSON_INT_MAX,          INT64_MAX,
 					n->nds - 1,   STREAM_MAX_PARTITIONS, JSON_INT_MAX,
 					JSON_INT_MAX };
-		for (int k = 0; k < 7; k++)
-			if (cJSON_GetArraySize(it) != 7 || arr_int(it, k, lo[k], hi[k], &v[k]) < 0)
-				return rv_err_set(err, -EINVAL, "tasks",
-						  "bad task in the snapshot");
-		t = (struct task){ .id = v[0],
-				   .worker = v[1],
-				   .deadline = v[2] < 0 ? INT64_MAX : v[2],
-				   .ds = (int)v[3],
-				   .part = (int)v[4],
-				   .a = v[5],
-				   .b = v[6] };
+		if ((rc = rv_wire_decode_entry(&snap_task_msg, it, p, lo, hi, &t, err)) < 0)
+			return rc;
+		t.deadline = t.deadline < 0 ? INT64_MAX : t.deadline;
 		if (t.id <= prev || t.part >= n->ds[t.ds].nparts || t.b <= t.a)
 			return rv_err_set(err, -EINVAL, "tasks", "bad task in the snapshot");
 		prev = t.id;

@@ -11,6 +11,7 @@
 #                 rover-brain also pg/
 #   any of those  never tests/
 #   tests/        anything
+#   and inside master/, its files' order (master_tier below).
 # Daemons: brain, master, agent, monitor and the names in ROVER_DAEMONS.
 # Each #include "x" is resolved the way the compiler does it: first next to
 # the including file, then in the folders the Makefile gives that layer
@@ -71,6 +72,41 @@ allowed() { # from to
 	esac
 }
 
+# Inside master/, the files' own order: a file includes master headers of
+# its tier or one below, never one above (the state machines know nothing
+# of the master that journals them; a backend nothing of the node manager).
+#   0  pure state machines and interfaces: rdzv shard stream netcheck
+#      journal nodes sched k8s_pod
+#   1  backends and the brain link: sched_local sched_k8s sched_slurm
+#      brainlink
+#   2  the job state (struct master) and its threads: master state plans
+#      nodemgr nodelink
+#   3  the edges: api main
+# A new file of master/ takes a tier here first.
+master_tier() { # stem -> tier, or nothing
+	case $1 in
+	rdzv | shard | stream | netcheck | journal | nodes | sched | k8s_pod) echo 0 ;;
+	sched_local | sched_k8s | sched_slurm | brainlink) echo 1 ;;
+	master | state | plans | nodemgr | nodelink) echo 2 ;;
+	api | main) echo 3 ;;
+	esac
+}
+
+# Empty when file (of master/) may include master header target, else why not.
+master_order() { # file target
+	local a b ta tb
+	a=$(basename -- "$1") b=$(basename -- "$2")
+	a=${a%.*} b=${b%.*}
+	ta=$(master_tier "$a") tb=$(master_tier "$b")
+	if [ -z "$ta" ]; then
+		echo "master/$a has no tier: give it one in scripts/check-layers.sh (master_tier)"
+	elif [ -z "$tb" ]; then
+		echo "master/$b has no tier: give it one in scripts/check-layers.sh (master_tier)"
+	elif [ "$tb" -gt "$ta" ]; then
+		echo "master/$a (tier $ta) may not include master/$b (tier $tb): a call back up the master's order (master/README.md)"
+	fi
+}
+
 # Normalise a path relative to the root; fails for paths outside it.
 norm() {
 	local p
@@ -128,6 +164,10 @@ for file in "${files[@]}"; do
 			bad=$((bad + 1))
 		elif ! allowed "$from" "$to"; then
 			echo "$file:$line: #include \"$inc\" is $target: $(rule_of "$from")" >&2
+			bad=$((bad + 1))
+		elif [ "$from" = master ] && [ "$to" = master ] &&
+			why=$(master_order "$file" "$target") && [ -n "$why" ]; then
+			echo "$file:$line: #include \"$inc\": $why" >&2
 			bad=$((bad + 1))
 		fi
 	done < <(grep -n -E '^[[:space:]]*#[[:space:]]*include[[:space:]]*"[^"]+"' -- "$file" || true)

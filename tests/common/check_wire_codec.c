@@ -4,9 +4,11 @@
  * defaults, unknown keys, wrong types, variants, rows written only when
  * set, arrays (in place and allocated, their limits) and release.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cleanup.h"
 #include "json.h"
 #include "testutil.h"
 #include "wire_codec.h"
@@ -226,5 +228,58 @@ START_TEST(test_variant_items)
 }
 END_TEST
 
+/* An entry of plain integers: written straight as the tree would print,
+ * read back by name or by position, its bounds narrowed by the caller. */
+struct entry {
+	int64_t id;
+	int small;
+	int64_t opt;
+};
+#define T struct entry
+static const struct rv_wire_field entry_fields[] = {
+	WINT("id", id, RV_WIRE_REQ, -(INT64_C(1) << 53), INT64_C(1) << 53, "id"),
+	WINT("small", small, RV_WIRE_REQ, -5, 100, "small"),
+	WINT("opt", opt, RV_WIRE_OMIT, 0, 1000, "omitted at 0"),
+};
+static const struct rv_wire_message entry_msg =
+	RV_WIRE_MSG("Entry", "an entry", entry_fields, "entry", NULL);
+#undef T
+
+START_TEST(test_entries)
+{
+	const struct entry es[] = { { (INT64_C(1) << 52) + 3, -5, 0 }, { -7, 100, 9 } };
+	struct rv_buf b = { 0 };
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(rv_wire_encode_text(&entry_msg, &es[i], i > 0, &b), 0);
+		RV_CLEANUP_CJSON cJSON *o = rv_wire_encode(&entry_msg, &es[i]);
+		RV_CLEANUP_FREE char *tree = rv_json_print(o);
+		ck_assert_ptr_nonnull(strstr(b.data, tree));
+	}
+	ck_assert_str_eq(b.data, "{\"id\":4503599627370499,\"small\":-5},"
+				 "{\"id\":-7,\"small\":100,\"opt\":9}");
+	const int64_t lo[3] = { 0, -5, 0 }, hi[3] = { INT64_C(1) << 53, 10, 1000 };
+	struct rv_err err = { 0 };
+	struct entry e = { 0 };
+	RV_CLEANUP_CJSON cJSON *named = cJSON_Parse("{\"id\":4503599627370499,\"small\":3}");
+	ck_assert_int_eq(rv_wire_decode_entry(&entry_msg, named, "e[0]", lo, hi, &e, &err), 0);
+	ck_assert(e.id == (INT64_C(1) << 52) + 3 && e.small == 3 && e.opt == 0);
+	RV_CLEANUP_CJSON cJSON *pos = cJSON_Parse("[7,4,9]");
+	ck_assert_int_eq(rv_wire_decode_entry(&entry_msg, pos, "e[1]", lo, hi, &e, &err), 0);
+	ck_assert(e.id == 7 && e.small == 4 && e.opt == 9);
+	/* the caller's bound, in either form */
+	RV_CLEANUP_CJSON cJSON *big = cJSON_Parse("{\"id\":1,\"small\":11}");
+	ck_assert_int_eq(rv_wire_decode_entry(&entry_msg, big, "e[2]", lo, hi, &e, &err), -EINVAL);
+	ck_assert_str_eq(err.field, "e[2].small");
+	RV_CLEANUP_CJSON cJSON *bigp = cJSON_Parse("[1,11,0]");
+	ck_assert_int_eq(rv_wire_decode_entry(&entry_msg, bigp, "e[3]", lo, hi, &e, &err), -EINVAL);
+	ck_assert_str_eq(err.field, "e[3][1]");
+	RV_CLEANUP_CJSON cJSON *shortp = cJSON_Parse("[1,2]");
+	ck_assert_int_eq(rv_wire_decode_entry(&entry_msg, shortp, "e[4]", lo, hi, &e, &err),
+			 -EINVAL);
+	ck_assert_str_eq(err.field, "e[4]");
+	rv_buf_release(&b);
+}
+END_TEST
+
 RV_TEST_MAIN_TCASE("wire_codec", "codec", 0, test_values_and_defaults, test_round_trip,
-		   test_refused, test_variant_items)
+		   test_entries, test_refused, test_variant_items)

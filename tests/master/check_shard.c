@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "cleanup.h"
+#include "json.h"
 #include "shard.h"
 #include "testutil.h"
 
@@ -520,6 +521,103 @@ START_TEST(test_snapshot_round_trip)
 	rv_buf_release(&b);
 	shard_free(m);
 	shard_free(n);
+}
+END_TEST
+
+/* Entries of arr back in the positional form snapshots held before their
+ * entries were named: each object its values in order. */
+static void to_positional(cJSON *arr)
+{
+	cJSON *it;
+	cJSON_ArrayForEach(it, arr)
+	{
+		ck_assert(cJSON_IsObject(it));
+		it->type = cJSON_Array; /* an array of the same values, keys ignored */
+	}
+}
+
+/* The state a snapshot holds with every kind of entry: TODO ranges, tasks
+ * DOING, dones in workers' rings, a pending step's cursors, ranges and
+ * reports. */
+static struct shard_mgr *busy_mgr(const struct shard_dataset *d, const struct shard_conf *c)
+{
+	struct shard_mgr *m = shard_new(d, 2, c, NULL);
+	struct shard_task t[6];
+	for (int w = 0; w < 6; w++)
+		t[w] = next_ok(m, w % 2, w, 0);
+	ck_assert_int_eq(shard_done(m, t[0].id, 0, 1), 1);
+	ck_assert_int_eq(shard_ckpt_report(m, 5, 2, t[2].id, 3, NULL), 0);
+	ck_assert_int_eq(shard_ckpt_report(m, 5, 0, 0, 0, NULL), 0);
+	ck_assert_int_eq(shard_done(m, t[2].id, 2, 2), 1);
+	ck_assert_int_eq(shard_worker_dead(m, 5), 1);
+	next_ok(m, 0, 0, 3);
+	return m;
+}
+
+/* A snapshot names each entry's fields, loads to the state it was taken
+ * from, and one in the positional form of older snapshots loads to that
+ * same state. */
+START_TEST(test_snapshot_named_and_positional)
+{
+	struct shard_dataset d[2] = { dset("a", 500, 10, 2, true, 3),
+				      dset("b", 90, 7, 1, false, 0) };
+	struct shard_conf c = { .doing_timeout_ms = 50 };
+	struct shard_mgr *m = busy_mgr(d, &c);
+	struct rv_buf a = { 0 }, b = { 0 };
+	struct rv_err err = { 0 };
+	ck_assert_int_eq(shard_snapshot_save(m, &a), 0);
+	static const char *const named[] = {
+		"\"todo\":[{\"epoch\":0,\"start\":",
+		"\"doing\":[{\"id\":",
+		"\"ring\":[{\"id\":1,\"seq\":",
+		"\"cursors\":[{\"epoch\":0,\"pos\":",
+		"\"carved\":[{\"ds\":",
+		"\"reports\":[{\"worker\":",
+	};
+	for (size_t i = 0; i < sizeof(named) / sizeof(named[0]); i++)
+		ck_assert_msg(strstr(a.data, named[i]), "no %s in %s", named[i], a.data);
+	ck_assert_ptr_null(strstr(a.data, "[["));
+	/* round trip */
+	struct shard_mgr *n = shard_new(d, 2, &c, NULL);
+	int rc = shard_snapshot_load(n, a.data, a.len, &err);
+	ck_assert_msg(rc == 0, "load: %s (%s)", err.msg, err.field);
+	ck_assert_int_eq(shard_snapshot_save(n, &b), 0);
+	ck_assert_str_eq(a.data, b.data);
+	rv_buf_release(&b);
+	shard_free(n);
+	/* the same snapshot, positional */
+	RV_CLEANUP_CJSON cJSON *doc = cJSON_Parse(a.data);
+	cJSON *it, *ds;
+	cJSON_ArrayForEach(ds, cJSON_GetObjectItem(doc, "datasets"))
+		to_positional(cJSON_GetObjectItem(ds, "todo"));
+	to_positional(cJSON_GetObjectItem(doc, "doing"));
+	cJSON_ArrayForEach(it, cJSON_GetObjectItem(doc, "workers"))
+		to_positional(cJSON_GetObjectItem(it, "ring"));
+	cJSON_ArrayForEach(it, cJSON_GetObjectItem(doc, "steps"))
+	{
+		to_positional(cJSON_GetObjectItem(it, "cursors"));
+		to_positional(cJSON_GetObjectItem(it, "todo"));
+		to_positional(cJSON_GetObjectItem(it, "carved"));
+		to_positional(cJSON_GetObjectItem(it, "reports"));
+	}
+	RV_CLEANUP_FREE char *old = cJSON_PrintUnformatted(doc);
+	ck_assert_ptr_nonnull(strstr(old, "\"doing\":[[")); /* as dcde0f9 wrote it */
+	n = shard_new(d, 2, &c, NULL);
+	rc = shard_snapshot_load(n, old, strlen(old), &err);
+	ck_assert_msg(rc == 0, "load of the positional form: %s (%s)", err.msg, err.field);
+	ck_assert_int_eq(shard_snapshot_save(n, &b), 0);
+	ck_assert_str_eq(a.data, b.data);
+	/* and it behaves the same from then on */
+	struct shard_task t1, t2;
+	for (int i = 0; i < 40; i++) {
+		ck_assert_int_eq(shard_next(m, i % 2, i % 7, 10 + i, &t1),
+				 shard_next(n, i % 2, i % 7, 10 + i, &t2));
+		ck_assert_mem_eq(&t1, &t2, sizeof(t1));
+	}
+	rv_buf_release(&a);
+	rv_buf_release(&b);
+	shard_free(n);
+	shard_free(m);
 }
 END_TEST
 
@@ -1494,14 +1592,15 @@ END_TEST
 
 static Suite *shard_suite(void)
 {
-	TCase *tc =
-		RV_TEST_TCASE("shard", 60, test_new_validation, test_sizes_epochs_in_order,
-			      test_shuffle_permutation, test_pull_fast_worker_gets_more,
-			      test_dead_worker_back_at_once, test_stall_timeout, test_stall_held,
-			      test_late_repeated_foreign_done, test_in_flight_cap,
-			      test_snapshot_round_trip, test_snapshot_load_errors, test_ckpt_rules,
-			      test_ckpt_ahead_of_cursor, test_ckpt_import_errors,
-			      test_ckpt_steps_kept, test_ckpt_whole_world, test_ckpt_never_whole);
+	TCase *tc = RV_TEST_TCASE("shard", 60, test_new_validation, test_sizes_epochs_in_order,
+				  test_shuffle_permutation, test_pull_fast_worker_gets_more,
+				  test_dead_worker_back_at_once, test_stall_timeout,
+				  test_stall_held, test_late_repeated_foreign_done,
+				  test_in_flight_cap, test_snapshot_round_trip,
+				  test_snapshot_named_and_positional, test_snapshot_load_errors,
+				  test_ckpt_rules, test_ckpt_ahead_of_cursor,
+				  test_ckpt_import_errors, test_ckpt_steps_kept,
+				  test_ckpt_whole_world, test_ckpt_never_whole);
 	TCase *big =
 		RV_TEST_TCASE("scale", 120, test_big_dataset_memory, test_property_exactly_once);
 	return RV_TEST_SUITE("shard", tc, big);

@@ -8,10 +8,13 @@
  * exactly once and the committed offset only moved up, never past an
  * offset not done.  STREAM_SEEDS=N (default 200) runs more seeds.
  */
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cleanup.h"
+#include "json.h"
 #include "stream.h"
 #include "testutil.h"
 
@@ -347,7 +350,78 @@ START_TEST(test_property_exactly_once)
 }
 END_TEST
 
+/* A partition's ranges as snapshots before the names held them: one
+ * flat array [a,b,a,b,...]. */
+static void ranges_flat(cJSON *part, const char *key)
+{
+	cJSON *flat = cJSON_CreateArray(), *r;
+	cJSON_ArrayForEach(r, cJSON_GetObjectItem(part, key))
+	{
+		cJSON_AddItemToArray(flat, cJSON_CreateNumber(cJSON_GetNumberValue(
+						   cJSON_GetObjectItem(r, "start"))));
+		cJSON_AddItemToArray(flat, cJSON_CreateNumber(cJSON_GetNumberValue(
+						   cJSON_GetObjectItem(r, "end"))));
+	}
+	ck_assert(cJSON_ReplaceItemInObject(part, key, flat));
+}
+
+/* A snapshot names its tasks' and ranges' fields, keeps task ids above
+ * 2^52 exact, loads to the state it was taken from, and one in the
+ * positional form of older snapshots loads to that same state. */
+START_TEST(test_snapshot_named_and_positional)
+{
+	int64_t ends[] = { 100 };
+	struct stream_mgr *m = mgr(10, 1, ends, 50);
+	struct stream_task t[4];
+	for (int w = 0; w < 4; w++)
+		ck_assert_int_eq(stream_next(m, 0, w, 0, &t[w]), 1);
+	ck_assert_int_eq(stream_done(m, t[2].id, 2), 1); /* held: above the gap */
+	ck_assert_int_eq(stream_worker_dead(m, 1), 1);   /* returned */
+	struct rv_buf a = { 0 }, b = { 0 };
+	struct rv_err err = { 0 };
+	ck_assert_int_eq(stream_snapshot_save(m, &a), 0);
+	char want[128];
+	snprintf(want, sizeof(want), "\"tasks\":[{\"id\":%" PRId64 ",\"worker\":0,", t[0].id);
+	ck_assert_msg(strstr(a.data, want), "no %s in %s", want, a.data);
+	ck_assert_ptr_nonnull(strstr(a.data, "\"returned\":[{\"start\":10,\"end\":20}]"));
+	ck_assert_ptr_nonnull(strstr(a.data, "\"held\":[{\"start\":20,\"end\":30}]"));
+	struct stream_mgr *n = mgr(10, 1, ends, 50);
+	ck_assert_msg(stream_snapshot_load(n, a.data, a.len, &err) == 0, "load: %s", err.msg);
+	ck_assert_int_eq(stream_snapshot_save(n, &b), 0);
+	ck_assert_str_eq(a.data, b.data);
+	rv_buf_release(&b);
+	stream_free(n);
+	/* positional */
+	RV_CLEANUP_CJSON cJSON *doc = cJSON_Parse(a.data);
+	cJSON *it, *ds, *pt;
+	cJSON_ArrayForEach(it, cJSON_GetObjectItem(doc, "tasks"))
+		it->type = cJSON_Array; /* its values in order, keys ignored */
+	cJSON_ArrayForEach(ds, cJSON_GetObjectItem(doc, "datasets"))
+		cJSON_ArrayForEach(pt, cJSON_GetObjectItem(ds, "partitions"))
+	{
+		ranges_flat(pt, "returned");
+		ranges_flat(pt, "held");
+	}
+	RV_CLEANUP_FREE char *old = rv_json_print(doc);
+	ck_assert_ptr_nonnull(strstr(old, "\"returned\":[10,20]"));
+	n = mgr(10, 1, ends, 50);
+	ck_assert_msg(stream_snapshot_load(n, old, strlen(old), &err) == 0, "load: %s", err.msg);
+	ck_assert_int_eq(stream_snapshot_save(n, &b), 0);
+	ck_assert_str_eq(a.data, b.data);
+	struct stream_task t1, t2;
+	for (int i = 0; i < 8; i++) {
+		ck_assert_int_eq(stream_next(m, 0, 9, 100, &t1), stream_next(n, 0, 9, 100, &t2));
+		ck_assert_mem_eq(&t1, &t2, sizeof(t1));
+	}
+	rv_buf_release(&a);
+	rv_buf_release(&b);
+	stream_free(n);
+	stream_free(m);
+}
+END_TEST
+
 RV_TEST_MAIN_TCASE("stream", "core", 60, test_tasks_up_to_the_known_end,
 		   test_committed_waits_for_the_gap, test_dead_and_stalled_go_back,
 		   test_held_task_stays, test_offsets_carry_to_a_new_manager,
-		   test_bad_datasets_named, test_property_exactly_once)
+		   test_bad_datasets_named, test_property_exactly_once,
+		   test_snapshot_named_and_positional)
