@@ -44,6 +44,8 @@
 #define NP_START_MS 30000 /* a cold python's import of torch, on top of a round */
 #define NP_MAX_ENV  512   /* our environment's entries passed on to the check */
 
+#define NP_PROBE_TRIES 3 /* connect attempts before a peer is unreachable */
+
 #define NP_BEAT_MS 1000 /* heartbeats while the check runs */
 #define NP_CLOSED_MS 200  /* asking whether the round closed without us */
 
@@ -461,15 +463,54 @@ static bool round_closed(struct rv_master_client *mc, int64_t check, int round)
 	return closed;
 }
 
+/* Whether the peer at addr ("host:port") answers a TCP connect: accepted
+ * or refused (its host is there, the port maybe not yet open) within
+ * NP_PROBE_TRIES attempts; no answer (a dropped or blackholed link), an
+ * unreachable host or net is no answer.  A slow peer's kernel still
+ * answers, so this tells a cut link from a slow node. */
+static bool peer_answers(const char *addr)
+{
+	for (int k = 0; k < NP_PROBE_TRIES; k++) {
+		if (k)
+			usleep(NP_POLL_MS * 1000);
+		int fd = dial(addr);
+		if (fd >= 0)
+			close(fd);
+		if (fd >= 0 || fd == -ECONNREFUSED)
+			return true;
+	}
+	return false;
+}
+
+/* The first peer of g (not o->node) that does not answer, or NULL. */
+static const struct rv_netcheck_peer *peer_cut(const struct netprobe_opts *o,
+					       const struct rv_netcheck_group_reply *g)
+{
+	for (int i = 0; i < g->npeers; i++)
+		if (strcmp(g->peers[i].node, o->node) != 0 && !peer_answers(g->peers[i].addr))
+			return &g->peers[i];
+	return NULL;
+}
+
 /* Wait for the collective p until end, beating, and asking the master every
  * NP_CLOSED_MS whether the round closed without us.  rv_proc_wait's
- * result; *closed when the master closed the round (p still runs). */
+ * result, or -EHOSTUNREACH when a peer of g does not answer (the round
+ * failed: a cut link hangs the collective, it does not slow it); *closed
+ * when the master closed the round (p still runs). */
 static int coll_wait(struct rv_master_client *mc, const struct netprobe_opts *o, int64_t check,
-		     int round, struct rv_proc *p, int64_t end, int *status, bool *closed)
+		     const struct rv_netcheck_group_reply *g, struct rv_proc *p, int64_t end,
+		     int *status, bool *closed)
 {
 	int64_t last = 0, asked = rv_mono_ms();
-	int rc;
+	int rc, round = g->round;
 	*closed = false;
+	const struct rv_netcheck_peer *cut = peer_cut(o, g);
+	if (cut) {
+		rv_log_warn("network check: cannot reach a peer",
+			    "round=%d peer=%s addr=%s reason=\"no answer to a connect\"", round,
+			    cut->node, cut->addr);
+		return -EHOSTUNREACH;
+	}
 	do {
 		beat(mc, o->node, &last);
 		if (rv_mono_ms() - asked >= NP_CLOSED_MS) {
@@ -534,8 +575,8 @@ static bool coll_round(struct rv_master_client *mc, const struct netprobe_opts *
 		if (end > until)
 			end = until;
 		int status = 0;
-		int rc = coll_wait(mc, o, check, round, &p, end, &status, closed);
-		if (rc == -ETIMEDOUT)
+		int rc = coll_wait(mc, o, check, g, &p, end, &status, closed);
+		if (rc == -ETIMEDOUT || rc == -EHOSTUNREACH)
 			rv_proc_stop(&p, 0, NULL);
 		ok = rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
 		     coll_result(file, out, round) == 0;
