@@ -463,6 +463,23 @@ static bool round_closed(struct rv_master_client *mc, int64_t check, int round)
 	return closed;
 }
 
+/* Set the collective p aside once the master judged its round without it:
+ * stopped (SIGSTOP), not killed, into out->stopped (p is then empty),
+ * since a process holding torch takes long to die on a node whose CPU is
+ * short (its exit is charged to that CPU, ahead of this node's calls to
+ * the master); netprobe_result_release ends it.  Killed and waited for
+ * when out has no room. */
+static void coll_abandon(struct rv_proc *p, struct netprobe_result *out)
+{
+	if (out->nstopped >= NETPROBE_STOPPED_MAX) {
+		rv_proc_stop(p, 0, NULL);
+		return;
+	}
+	rv_proc_kill(p, SIGSTOP);
+	out->stopped[out->nstopped++] = *p;
+	rv_proc_init(p);
+}
+
 /* Whether the peer at addr ("host:port") answers a TCP connect: accepted
  * or refused (its host is there, the port maybe not yet open) within
  * NP_PROBE_TRIES attempts; no answer (a dropped or blackholed link), an
@@ -569,6 +586,8 @@ static bool coll_round(struct rv_master_client *mc, const struct netprobe_opts *
 	struct rv_proc p;
 	bool warm = false, ok = false;
 	rv_proc_init(&p);
+	if (rank == 0)
+		netprobe_result_release(out); /* a stopped store on our port */
 	if (coll_env(env, NP_MAX_ENV, add) == 0 &&
 	    coll_spawn(o, script, env, &p, &warm, &err) == 0) {
 		int64_t end = rv_mono_ms() + o->round_timeout_ms + NP_START_MS;
@@ -577,7 +596,7 @@ static bool coll_round(struct rv_master_client *mc, const struct netprobe_opts *
 		int status = 0;
 		int rc = coll_wait(mc, o, check, g, &p, end, &status, closed);
 		if (rc == -ETIMEDOUT || rc == -EHOSTUNREACH)
-			rv_proc_stop(&p, 0, NULL);
+			coll_abandon(&p, out);
 		ok = rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
 		     coll_result(file, out, round) == 0;
 		if (*closed)
@@ -600,6 +619,15 @@ static bool coll_round(struct rv_master_client *mc, const struct netprobe_opts *
 		    round, rank, g->npeers, warm ? "warm" : "cold", ok ? "true" : "false",
 		    ok ? out->backend : "none", out->compute_s[round], out->comm_s[round]);
 	return ok;
+}
+
+void netprobe_result_release(struct netprobe_result *out)
+{
+	for (int i = 0; i < out->nstopped; i++) {
+		rv_proc_stop(&out->stopped[i], 0, NULL);
+		rv_proc_release(&out->stopped[i]);
+	}
+	out->nstopped = 0;
 }
 
 /* One round: wait for its group, run it, report it. */
