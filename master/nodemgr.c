@@ -290,16 +290,17 @@ static int charged_from_json(struct master *m, const cJSON *doc, struct rv_err *
 		return rv_err_set(err, -EINVAL, "netcheck_charged.nodes",
 				  "netcheck_charged.nodes must be an array of at most %d names",
 				  (int)RV_ARRAY_SIZE(m->nc_named));
+	char v[RV_ARRAY_SIZE(m->nc_named)][SCHED_NAME_MAX];
+	int n = 0;
 	const cJSON *it;
 	cJSON_ArrayForEach(it, arr)
 	{
 		if (!cJSON_IsString(it) || strlen(it->valuestring) >= SCHED_NAME_MAX)
 			return rv_err_set(err, -EINVAL, "netcheck_charged.nodes",
 					  "netcheck_charged.nodes must hold node names");
+		snprintf(v[n++], SCHED_NAME_MAX, "%s", it->valuestring);
 	}
-	int n = 0;
-	cJSON_ArrayForEach(it, arr)
-		snprintf(m->nc_named[n++], SCHED_NAME_MAX, "%s", it->valuestring);
+	memcpy(m->nc_named, v, sizeof(v[0]) * (size_t)n);
 	m->nc_nnamed = n;
 	m->nc_check = check;
 	return 0;
