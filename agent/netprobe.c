@@ -44,6 +44,8 @@
 #define NP_START_MS 30000 /* a cold python's import of torch, on top of a round */
 #define NP_MAX_ENV  512   /* our environment's entries passed on to the check */
 
+#define NP_PROBE_TRIES 3 /* connect attempts before a peer is unreachable */
+
 #define NP_BEAT_MS 1000 /* heartbeats while the check runs */
 #define NP_CLOSED_MS 200  /* asking whether the round closed without us */
 
@@ -461,15 +463,71 @@ static bool round_closed(struct rv_master_client *mc, int64_t check, int round)
 	return closed;
 }
 
+/* Set the collective p aside once the master judged its round without it:
+ * stopped (SIGSTOP), not killed, into out->stopped (p is then empty),
+ * since a process holding torch takes long to die on a node whose CPU is
+ * short (its exit is charged to that CPU, ahead of this node's calls to
+ * the master); netprobe_result_release ends it.  Killed and waited for
+ * when out has no room. */
+static void coll_abandon(struct rv_proc *p, struct netprobe_result *out)
+{
+	if (out->nstopped >= NETPROBE_STOPPED_MAX) {
+		rv_proc_stop(p, 0, NULL);
+		return;
+	}
+	rv_proc_kill(p, SIGSTOP);
+	out->stopped[out->nstopped++] = *p;
+	rv_proc_init(p);
+}
+
+/* Whether the peer at addr ("host:port") answers a TCP connect: accepted
+ * or refused (its host is there, the port maybe not yet open) within
+ * NP_PROBE_TRIES attempts; no answer (a dropped or blackholed link), an
+ * unreachable host or net is no answer.  A slow peer's kernel still
+ * answers, so this tells a cut link from a slow node. */
+static bool peer_answers(const char *addr)
+{
+	for (int k = 0; k < NP_PROBE_TRIES; k++) {
+		if (k)
+			usleep(NP_POLL_MS * 1000);
+		int fd = dial(addr);
+		if (fd >= 0)
+			close(fd);
+		if (fd >= 0 || fd == -ECONNREFUSED)
+			return true;
+	}
+	return false;
+}
+
+/* The first peer of g (not o->node) that does not answer, or NULL. */
+static const struct rv_netcheck_peer *peer_cut(const struct netprobe_opts *o,
+					       const struct rv_netcheck_group_reply *g)
+{
+	for (int i = 0; i < g->npeers; i++)
+		if (strcmp(g->peers[i].node, o->node) != 0 && !peer_answers(g->peers[i].addr))
+			return &g->peers[i];
+	return NULL;
+}
+
 /* Wait for the collective p until end, beating, and asking the master every
  * NP_CLOSED_MS whether the round closed without us.  rv_proc_wait's
- * result; *closed when the master closed the round (p still runs). */
+ * result, or -EHOSTUNREACH when a peer of g does not answer (the round
+ * failed: a cut link hangs the collective, it does not slow it); *closed
+ * when the master closed the round (p still runs). */
 static int coll_wait(struct rv_master_client *mc, const struct netprobe_opts *o, int64_t check,
-		     int round, struct rv_proc *p, int64_t end, int *status, bool *closed)
+		     const struct rv_netcheck_group_reply *g, struct rv_proc *p, int64_t end,
+		     int *status, bool *closed)
 {
 	int64_t last = 0, asked = rv_mono_ms();
-	int rc;
+	int rc, round = g->round;
 	*closed = false;
+	const struct rv_netcheck_peer *cut = peer_cut(o, g);
+	if (cut) {
+		rv_log_warn("network check: cannot reach a peer",
+			    "round=%d peer=%s addr=%s reason=\"no answer to a connect\"", round,
+			    cut->node, cut->addr);
+		return -EHOSTUNREACH;
+	}
 	do {
 		beat(mc, o->node, &last);
 		if (rv_mono_ms() - asked >= NP_CLOSED_MS) {
@@ -528,15 +586,17 @@ static bool coll_round(struct rv_master_client *mc, const struct netprobe_opts *
 	struct rv_proc p;
 	bool warm = false, ok = false;
 	rv_proc_init(&p);
+	if (rank == 0)
+		netprobe_result_release(out); /* a stopped store on our port */
 	if (coll_env(env, NP_MAX_ENV, add) == 0 &&
 	    coll_spawn(o, script, env, &p, &warm, &err) == 0) {
 		int64_t end = rv_mono_ms() + o->round_timeout_ms + NP_START_MS;
 		if (end > until)
 			end = until;
 		int status = 0;
-		int rc = coll_wait(mc, o, check, round, &p, end, &status, closed);
-		if (rc == -ETIMEDOUT)
-			rv_proc_stop(&p, 0, NULL);
+		int rc = coll_wait(mc, o, check, g, &p, end, &status, closed);
+		if (rc == -ETIMEDOUT || rc == -EHOSTUNREACH)
+			coll_abandon(&p, out);
 		ok = rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
 		     coll_result(file, out, round) == 0;
 		if (*closed)
@@ -559,6 +619,15 @@ static bool coll_round(struct rv_master_client *mc, const struct netprobe_opts *
 		    round, rank, g->npeers, warm ? "warm" : "cold", ok ? "true" : "false",
 		    ok ? out->backend : "none", out->compute_s[round], out->comm_s[round]);
 	return ok;
+}
+
+void netprobe_result_release(struct netprobe_result *out)
+{
+	for (int i = 0; i < out->nstopped; i++) {
+		rv_proc_stop(&out->stopped[i], 0, NULL);
+		rv_proc_release(&out->stopped[i]);
+	}
+	out->nstopped = 0;
 }
 
 /* One round: wait for its group, run it, report it. */

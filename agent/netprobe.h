@@ -42,6 +42,8 @@ struct netprobe_opts {
 	bool gpu;
 };
 
+enum { NETPROBE_STOPPED_MAX = 2 }; /* one per round */
+
 struct netprobe_result {
 	int64_t check;                    /* the master's check id */
 	enum rv_netcheck_verdict verdict; /* this node's */
@@ -53,6 +55,10 @@ struct netprobe_result {
 	int nfaulty, nstragglers;       /* over the world */
 	/* their names, comma-separated, each with its best time ("n3:1.234") */
 	char faulty[256], stragglers[256];
+	/* the collectives of rounds the master closed without this node:
+	 * stopped, not yet ended (see netprobe_result_release) */
+	struct rv_proc stopped[NETPROBE_STOPPED_MAX];
+	int nstopped;
 };
 
 /* Where rover_netcheck.py is: $ROVER_NETCHECK_SCRIPT when set, else
@@ -66,5 +72,11 @@ int netprobe_script_path(char *buf, size_t size);
  * (fewer than two nodes); -ETIMEDOUT; another negative errno with err. */
 int netprobe_run(struct rv_master_client *mc, const struct netprobe_opts *o,
 		 struct netprobe_result *out, struct rv_err *err);
+/* End (kill and reap) the collectives netprobe_run left stopped: after the
+ * node acted on its verdict, whatever netprobe_run returned.  A collective
+ * whose process holds torch takes long to die on a node short of CPU, so
+ * the verdict does not wait for it; the store's port it may hold is free
+ * once this returns. */
+void netprobe_result_release(struct netprobe_result *out);
 
 #endif

@@ -430,6 +430,8 @@ static int net_check(struct run *r)
 	struct rv_err err = { 0 };
 	char q[300];
 	int rc = netprobe_run(r->mc, &o, &res, &err);
+	if (rc != 0)
+		netprobe_result_release(&res);
 	if (rc == 1)
 		return 1;
 	if (rc < 0) {
@@ -447,12 +449,15 @@ static int net_check(struct run *r)
 		    res.stragglers, res.median_s, res.time_s[0], res.time_s[1], res.compute_s[0],
 		    res.comm_s[0], res.compute_s[1], res.comm_s[1], res.backend,
 		    (long long)(t1 - t0), (long long)(rv_mono_ms() - t1));
-	if (!out)
+	if (!out) {
+		netprobe_result_release(&res);
 		return 0;
+	}
 	char reason[200];
 	snprintf(reason, sizeof(reason), "network check %lld: this node is %s",
 		 (long long)res.check, res.verdict == RV_VERDICT_FAULTY ? "faulty" : "a straggler");
 	report_failure(r, reason, -1);
+	netprobe_result_release(&res); /* once the others can go on without it */
 	if (res.verdict == RV_VERDICT_FAULTY)
 		fprintf(stderr, "rover-run: %s: leaving the job (it failed both check rounds)\n",
 			reason);

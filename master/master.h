@@ -253,6 +253,12 @@ struct master {
 	 * restarted master keeps off the bad ones */
 	struct nodes_host hosts[NODES_MAX_HOSTS];
 	int nhosts;
+	/* the nodes of network check nc_check whose host was charged for its
+	 * verdict (journaled with the hosts), so a restarted master does not
+	 * charge the host of a relaunch that fails again */
+	int64_t nc_check;
+	char nc_named[64][SCHED_NAME_MAX];
+	int nc_nnamed;
 	bool desired_restored; /* desired came from the journal or snapshot */
 	nodes_oom_plan_fn oom_plan;
 	void *oom_ctx;

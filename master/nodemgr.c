@@ -65,10 +65,6 @@ struct nodemgr {
 		int64_t plan; /* the plan that relaunches it, 0: a resize */
 	} pend[64];
 	int npend;
-	/* the nodes of network check nc_check whose host was charged */
-	int64_t nc_check;
-	char nc_named[64][SCHED_NAME_MAX];
-	int nc_nnamed;
 	struct sched_resources shape; /* the backend's largest node, 0s: not known */
 };
 
@@ -266,9 +262,58 @@ static void hosts_to_json(const struct nodes_host *h, int n, cJSON *doc)
 	}
 }
 
-/* doc's "hosts" member, when there is one, replaces m->hosts. */
+/* The nodes charged for network check m->nc_check as a "netcheck_charged"
+ * member of doc: {check, nodes: [names]} (none charged: no member). */
+static void charged_to_json(const struct master *m, cJSON *doc)
+{
+	cJSON *o = doc && m->nc_nnamed > 0 ? cJSON_AddObjectToObject(doc, "netcheck_charged")
+					   : NULL;
+	cJSON *arr = o ? cJSON_AddArrayToObject(o, "nodes") : NULL;
+	if (!arr)
+		return;
+	cJSON_AddNumberToObject(o, "check", (double)m->nc_check);
+	for (int i = 0; i < m->nc_nnamed; i++)
+		cJSON_AddItemToArray(arr, cJSON_CreateString(m->nc_named[i]));
+}
+
+/* doc's "netcheck_charged" member, when there is one, replaces m's. */
+static int charged_from_json(struct master *m, const cJSON *doc, struct rv_err *err)
+{
+	const cJSON *o = cJSON_GetObjectItem(doc, "netcheck_charged");
+	if (!o)
+		return 0;
+	int64_t check;
+	int rc = rv_json_get_int(o, "check", "netcheck_charged", true, 0, INT64_MAX, &check, err);
+	const cJSON *arr = rc < 0 ? NULL : cJSON_GetObjectItem(o, "nodes");
+	if (rc < 0)
+		return rc;
+	if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) > (int)RV_ARRAY_SIZE(m->nc_named))
+		return rv_err_set(err, -EINVAL, "netcheck_charged.nodes",
+				  "netcheck_charged.nodes must be an array of at most %d names",
+				  (int)RV_ARRAY_SIZE(m->nc_named));
+	char v[RV_ARRAY_SIZE(m->nc_named)][SCHED_NAME_MAX];
+	int n = 0;
+	const cJSON *it;
+	cJSON_ArrayForEach(it, arr)
+	{
+		if (!cJSON_IsString(it) || strlen(it->valuestring) >= SCHED_NAME_MAX)
+			return rv_err_set(err, -EINVAL, "netcheck_charged.nodes",
+					  "netcheck_charged.nodes must hold node names");
+		snprintf(v[n++], SCHED_NAME_MAX, "%s", it->valuestring);
+	}
+	memcpy(m->nc_named, v, sizeof(v[0]) * (size_t)n);
+	m->nc_nnamed = n;
+	m->nc_check = check;
+	return 0;
+}
+
+/* doc's "hosts" member, when there is one, replaces m->hosts (and its
+ * "netcheck_charged", m's nodes charged for a check). */
 static int hosts_from_json(struct master *m, const cJSON *doc, struct rv_err *err)
 {
+	int crc = charged_from_json(m, doc, err);
+	if (crc < 0)
+		return crc;
 	const cJSON *arr = cJSON_GetObjectItem(doc, "hosts");
 	if (!arr)
 		return 0;
@@ -373,6 +418,7 @@ void nodemgr_snapshot_save(const struct master *m, struct rv_buf *out)
 	for (int i = 0; i < m->nnodes; i++)
 		cJSON_AddItemToArray(nodes, node_to_json(&m->nodes[i]));
 	hosts_to_json(m->hosts, m->nhosts, o);
+	charged_to_json(m, o);
 	cJSON_AddStringToObject(o, "job", nodemgr_job_state_name(m->job_state));
 	cJSON_AddStringToObject(o, "reason", m->job_reason);
 	RV_CLEANUP_FREE char *s = rv_json_print(o);
@@ -397,6 +443,8 @@ int nodemgr_snapshot_load(struct master *m, const cJSON *o, struct rv_err *err)
 		*n = v;
 	}
 	m->nhosts = 0;
+	m->nc_check = 0;
+	m->nc_nnamed = 0;
 	if (hosts_from_json(m, o, err) < 0)
 		return -EUCLEAN;
 	return apply_job(m, o, err) < 0 ? -EUCLEAN : 0;
@@ -430,6 +478,9 @@ static cJSON *doc_add_hosts(struct nodemgr *nm, cJSON *doc)
 	int n = nodes_hosts(nm->nodes, h, NODES_MAX_HOSTS);
 	if (n > 0)
 		hosts_to_json(h, n < NODES_MAX_HOSTS ? n : NODES_MAX_HOSTS, doc);
+	pthread_mutex_lock(&nm->m->lock);
+	charged_to_json(nm->m, doc);
+	pthread_mutex_unlock(&nm->m->lock);
 	return doc;
 }
 
@@ -712,17 +763,19 @@ static void netcheck_charge(struct nodemgr *nm, const char *base, const struct s
 	int i = r->state == NETCHECK_DONE ? netcheck_run_member(r, base) : -ENOENT;
 	int verdict = i >= 0 ? r->m[i].verdict : NETCHECK_OK;
 	int64_t check = r->id;
+	bool again = false;
+	if (verdict != NETCHECK_OK) {
+		if (m->nc_check != check)
+			m->nc_nnamed = 0;
+		m->nc_check = check;
+		for (int k = 0; k < m->nc_nnamed; k++)
+			again |= !strcmp(m->nc_named[k], base);
+		if (!again && m->nc_nnamed < (int)RV_ARRAY_SIZE(m->nc_named))
+			snprintf(m->nc_named[m->nc_nnamed++], SCHED_NAME_MAX, "%s", base);
+	}
 	pthread_mutex_unlock(&m->lock);
-	if (verdict == NETCHECK_OK)
+	if (verdict == NETCHECK_OK || again)
 		return;
-	if (nm->nc_check != check)
-		nm->nc_nnamed = 0;
-	nm->nc_check = check;
-	for (int k = 0; k < nm->nc_nnamed; k++)
-		if (!strcmp(nm->nc_named[k], base))
-			return;
-	if (nm->nc_nnamed < (int)RV_ARRAY_SIZE(nm->nc_named))
-		snprintf(nm->nc_named[nm->nc_nnamed++], SCHED_NAME_MAX, "%s", base);
 	const char *host = ev->host[0] ? ev->host : ni.host;
 	const char *what = verdict == NETCHECK_FAULTY ? "faulty" : "straggler";
 	if (!host[0] || nodes_host_failed(nm->nodes, host) < 0) {

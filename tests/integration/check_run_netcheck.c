@@ -11,6 +11,9 @@
  *     on a bridge, one node's veth pair delayed and rate-limited by tc
  *     netem both ways (tbf's rate alone where the kernel has no netem).
  *
+ * And a cut link: one node's namespace routes its peers into a blackhole
+ * (the master it still reaches); it is found faulty, not a straggler.
+ *
  * Each in three placements (which node is slowed): the slowed node, and
  * only it, is found, leaves the job (exit 1, its times in the message),
  * and the three others train in a world of three, naming it with its time.
@@ -325,9 +328,73 @@ START_TEST(test_slow_link_found)
 }
 END_TEST
 
+/* ---- a cut link: blackholed routes ---- */
+
+/* Node cut's namespace routes its peers' addresses into a blackhole (the
+ * master's stays): its peers' connects get no answer and its own fail, so
+ * its collective cannot form in either round.  It is faulty, not a
+ * straggler (its collectives would hang until the straggler wait): it
+ * leaves, and the three others train in a world of three, naming it. */
+static void cut_link(int cut)
+{
+	if (netns_skip[0]) {
+		fprintf(stderr, "check_run_netcheck: skipped: %s\n", netns_skip);
+		return;
+	}
+	char route[NODES][160];
+	for (int i = 0; i < NODES; i++) {
+		snprintf(route[i], sizeof(route[i]), "%s/32", addr_ns[i]);
+		if (i != cut)
+			ck_assert_int_eq(RUN("ip", "netns", "exec", ns[cut], "ip", "route", "add",
+					     "blackhole", route[i]),
+					 0);
+	}
+	struct job j = { .n = NODES };
+	const char *wrap[NODES][5];
+	start_master(&j, true);
+	for (int i = 0; i < NODES; i++) {
+		wrap[i][0] = "ip";
+		wrap[i][1] = "netns";
+		wrap[i][2] = "exec";
+		wrap[i][3] = ns[i];
+		wrap[i][4] = NULL;
+		start_node(&j, i, wrap[i], addr_ns[i]);
+	}
+	char *err = rv_test_run_expect_exit(&j.r[cut], 1, 240000);
+	ck_assert_msg(strstr(err, "this node is faulty: leaving the job"), "node %d: %s", cut, err);
+	free(err);
+	char named[64];
+	snprintf(named, sizeof(named), "faulty=\"n%d:", cut);
+	for (int i = 0; i < NODES; i++) {
+		if (i == cut)
+			continue;
+		err = rv_test_run_expect_exit(&j.r[i], 0, 120000);
+		ck_assert_msg(strstr(err, named), "node %d does not name n%d: %s", i, cut, err);
+		ck_assert_msg(strstr(err, "stragglers=\"\""), "node %d: %s", i, err);
+		free(err);
+		char *out = rv_test_run_output(&j.r[i], 1);
+		ck_assert_msg(strstr(out, "W=3\n") && !strstr(out, "W=4"), "node %d: %s", i, out);
+		free(out);
+	}
+	job_cleanup(&j);
+	for (int i = 0; i < NODES; i++)
+		if (i != cut)
+			QUIET("ip", "netns", "exec", ns[cut], "ip", "route", "del", "blackhole",
+			      route[i]);
+}
+
+/* The store's host of round 0's first pair, and the second of its last. */
+static const int placement_cut[2] = { 0, 3 };
+
+START_TEST(test_cut_link_faulty)
+{
+	cut_link(placement_cut[_i]);
+}
+END_TEST
+
 int main(void)
 {
-	/* ROVER_TEST_ONLY=node|link|three:N runs one placement (while
+	/* ROVER_TEST_ONLY=node|link|cut|three:N runs one placement (while
 	 * debugging) */
 	const char *only = getenv("ROVER_TEST_ONLY");
 	int from = only && strchr(only, ':') ? atoi(strchr(only, ':') + 1) : 0;
@@ -340,6 +407,8 @@ int main(void)
 		tcase_add_loop_test(tc, test_slow_node_found, from, to);
 	if (!only || !strncmp(only, "link", 4))
 		tcase_add_loop_test(tc, test_slow_link_found, from, to);
+	if (!only || !strncmp(only, "cut", 3))
+		tcase_add_loop_test(tc, test_cut_link_faulty, from, to < 2 ? to : 2);
 	if (!only || !strncmp(only, "three", 5))
 		tcase_add_loop_test(tc, test_three_nodes_slow_node_found, from, to < 2 ? to : 2);
 	suite_add_tcase(s, tc);

@@ -242,7 +242,7 @@ END_TEST
 
 /* ---- a whole world through the run: every size, every placement ---- */
 
-enum world_fault { W_NONE, W_SLOW, W_BROKEN };
+enum world_fault { W_NONE, W_SLOW, W_BROKEN, W_CUT };
 
 static const char names8[8][64] = { "n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7" };
 static const char addrs8[8][64] = { "a0", "a1", "a2", "a3", "a4", "a5", "a6", "a7" };
@@ -250,8 +250,10 @@ static const char addrs8[8][64] = { "a0", "a1", "a2", "a3", "a4", "a5", "a6", "a
 /* One round as the agents would play it: a group with the slow node never
  * finishes in time (its members do not report; with two nodes there is
  * nobody to compare with: they report 5 s), a group with the broken node
- * fails (a broken node alone still passes: it has no link to use), the
- * others report 0.10 s (0.02 s alone).  Then the straggler wait. */
+ * fails (a broken node alone still passes: it has no link to use), a
+ * group with the cut node hears only its failure (its partner's
+ * collective hangs: it does not report), the others report 0.10 s (0.02 s
+ * alone).  Then the straggler wait. */
 static void world_round(struct netcheck_run *r, int n, int round, enum world_fault f, int bad,
 			int64_t *now)
 {
@@ -261,9 +263,9 @@ static void world_round(struct netcheck_run *r, int n, int round, enum world_fau
 		bool with_bad = false;
 		for (int k = 0; k < g.n; k++)
 			with_bad |= g.nodes[k] == bad;
-		if (f == W_SLOW && with_bad && n > 2)
+		if ((f == W_SLOW && with_bad && n > 2) || (f == W_CUT && with_bad && i != bad))
 			continue;
-		bool ok = !(f == W_BROKEN && with_bad && g.n > 1);
+		bool ok = !((f == W_BROKEN || f == W_CUT) && with_bad && g.n > 1);
 		double t = f == W_SLOW && with_bad ? 5.0 : g.n > 1 ? 0.10 : 0.02;
 		*now += 10;
 		ck_assert_int_ge(netcheck_run_report(r, names8[i], round, ok, t, 0, *now), 0);
@@ -289,7 +291,7 @@ static void check_world(int n, enum world_fault f, int bad)
 	ck_assert_int_eq(r.state, NETCHECK_DONE);
 	for (int i = 0; i < n; i++) {
 		int want = NETCHECK_OK;
-		if (f == W_BROKEN && (i == bad || n == 2))
+		if ((f == W_BROKEN || f == W_CUT) && (i == bad || n == 2))
 			want = NETCHECK_FAULTY; /* two nodes: both fail both rounds */
 		else if (f == W_SLOW && i == bad && n >= 3)
 			want = NETCHECK_STRAGGLER;
@@ -308,6 +310,7 @@ START_TEST(test_worlds_name_only_the_bad_node)
 		for (int bad = 0; bad < n; bad++) {
 			check_world(n, W_SLOW, bad);
 			check_world(n, W_BROKEN, bad);
+			check_world(n, W_CUT, bad);
 		}
 	}
 }

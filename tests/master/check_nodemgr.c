@@ -5,7 +5,8 @@
  * new resources relaunch a node (rlimits cannot resize in place)
  * without counting a crash; the hosts crashes were charged to, and the
  * host a node left, outlive a master restart; a node the network check
- * named that fails has its host charged as bad, journaled.  A master state (journal in a
+ * named that fails has its host charged as bad, journaled, once per node
+ * and check, across a restart too.  A master state (journal in a
  * temp folder) is built as main.c does, without the API.
  */
 #include <errno.h>
@@ -592,6 +593,97 @@ START_TEST(test_netcheck_verdict_charges_the_host)
 }
 END_TEST
 
+/* The last network check of m (check 1, three members) as the master
+ * serves it: worker-0 late in both rounds, a straggler; the others OK. */
+static void worker0_straggler(struct master *m)
+{
+	static const char names[3][64] = { "worker-0", "worker-1", "worker-2" };
+	static const char addrs[3][64] = { "a:1", "b:1", "c:1" };
+	const struct netcheck_limits lim = { 30000, 2.0, 4.0, 100 };
+	pthread_mutex_lock(&m->lock);
+	struct netcheck_run *r = &m->netcheck;
+	ck_assert_int_eq(netcheck_run_start(r, 1, names, addrs, 3, 0, &lim), 0);
+	for (int i = 0; i < 3; i++)
+		netcheck_run_join(r, names[i], 0);
+	for (int round = 0; round < 2; round++) {
+		for (int i = 1; i < 3; i++) {
+			struct netcheck_group g;
+			ck_assert_int_eq(netcheck_run_group(r, names[i], round, &g), 1);
+			if (g.nodes[0] != 0 && (g.n < 2 || g.nodes[1] != 0))
+				netcheck_run_report(r, names[i], round, true, 0.1, 0, 10);
+		}
+		ck_assert_int_eq(netcheck_run_tick(r, netcheck_run_deadline(r)), 1);
+	}
+	ck_assert_int_eq(r->id, 1);
+	ck_assert_int_eq(r->m[0].verdict, NETCHECK_STRAGGLER);
+	pthread_mutex_unlock(&m->lock);
+}
+
+/* worker-0 killed; until host has a crash charged.  Whether it is bad. */
+static bool kill_charged(struct master *m, const char *host)
+{
+	struct view v = wait_running(m, "worker-0");
+	char left[SCHED_NAME_MAX] = "";
+	bool bad = false;
+	int crashes = -1;
+	kill(v.pid, SIGKILL);
+	for (int i = 0; i < 200 && (crashes = charged(m, "worker-0", left, host, &bad)) < 1; i++)
+		usleep(25 * 1000);
+	ck_assert_int_eq(crashes, 1);
+	return bad;
+}
+
+/* A verdict charges a node's host once per check, and a restarted master
+ * remembers it (the journal, then a snapshot): worker-0, a straggler,
+ * fails on h1 (charged as bad); after a restart it runs on h3, as a
+ * relaunch elsewhere does, and fails again under the same verdict: h3
+ * takes the crash, not the verdict. */
+START_TEST(test_netcheck_charge_remembered_across_a_restart)
+{
+	snprintf(dir, sizeof(dir), "/tmp/rover-nodemgr-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	struct master *m = master_open(spec_json, false);
+	journal_node(m, MASTER_OP_NODE_LAUNCHED,
+		     "{\"name\":\"worker-0\",\"instance\":\"worker-0\",\"role\":\"worker\","
+		     "\"host\":\"h1\",\"rank\":0,\"attempt\":0,\"restarts\":0,\"ooms\":0,"
+		     "\"state\":\"launched\"}");
+	state_close(m);
+	rv_job_spec_release(&m->spec);
+	free(m);
+	m = master_open(spec_json, true);
+	worker0_straggler(m);
+	ck_assert(kill_charged(m, "h1"));
+	nodemgr_stop(m);
+	journal_node(m, MASTER_OP_NODE_LAUNCHED,
+		     "{\"name\":\"worker-0\",\"instance\":\"worker-0.7\",\"role\":\"worker\","
+		     "\"host\":\"h3\",\"rank\":0,\"attempt\":7,\"restarts\":1,\"ooms\":0,"
+		     "\"state\":\"launched\"}");
+	state_close(m);
+	rv_job_spec_release(&m->spec);
+	free(m);
+
+	m = master_open(spec_json, false);
+	m->cfg.snapshot_every = 1; /* the next record brings a snapshot */
+	struct rv_err err = { 0 };
+	ck_assert_msg(nodemgr_start(m, "127.0.0.1:1", &err) == 0, "%s", err.msg);
+	worker0_straggler(m); /* the same check and verdict, as the journal has it */
+	ck_assert_msg(!kill_charged(m, "h3"), "h3 charged again for check 1's verdict");
+	ck_assert_uint_gt(atomic_load(&m->snapshots), 0);
+	nodemgr_stop(m);
+	state_close(m);
+	rv_job_spec_release(&m->spec);
+	free(m);
+
+	m = master_open(spec_json, false); /* from the snapshot */
+	pthread_mutex_lock(&m->lock);
+	ck_assert_int_eq(m->nc_check, 1);
+	ck_assert_int_eq(m->nc_nnamed, 1);
+	ck_assert_str_eq(m->nc_named[0], "worker-0");
+	pthread_mutex_unlock(&m->lock);
+	master_free(m);
+}
+END_TEST
+
 START_TEST(test_local_without_command_is_refused)
 {
 	static const char bad[] =
@@ -629,4 +721,5 @@ END_TEST
 RV_TEST_MAIN_TCASE("nodemgr", "reconcile", 60, test_reconcile_count_and_resources,
 		   test_plan_above_the_largest_node_capped, test_local_without_command_is_refused,
 		   test_plan_remove_and_migrate_carried_out, test_succeeded_node_silence_is_no_death,
-		   test_charged_hosts_survive_a_restart, test_netcheck_verdict_charges_the_host)
+		   test_charged_hosts_survive_a_restart, test_netcheck_verdict_charges_the_host,
+		   test_netcheck_charge_remembered_across_a_restart)
