@@ -12,11 +12,6 @@
 
 #include "alg_internal.h"
 
-/* The standard error of a median over m samples of spread sigma is
- * sqrt(pi/2) sigma / sqrt(m) (normal samples): a quarter more than a
- * mean's. */
-#define RIGHTSIZE_MEDIAN_SE 1.2533
-
 static int sign_of(double x)
 {
 	return (x > 0) - (x < 0);
@@ -340,7 +335,7 @@ static size_t sizing_min_samples(const struct rv_alg_params *p)
  * follows the noise (0.6 robust spreads when larger than cpu_margin); with
  * throttling counters the median plus a margin from the measured
  * variability alone, two standard errors of the median (at least
- * cpu_margin_min; a median's error is RIGHTSIZE_MEDIAN_SE times a mean's:
+ * cpu_margin_min; a median's error is ALG_MEDIAN_SE times a mean's:
  * taken as a mean's, the margin was 1.6 of them), since the kernel then tells a starved role from a tight
  * one: tight when usage is steady, wider when it varies.  A constant margin
  * stacked on it held small roles 5-10% over their need (4 cores sized 4.2
@@ -362,7 +357,7 @@ static void sizing_cpu_need(struct sizing *s, double *cpu, size_t m)
 		double spread = med > 0 ? 1.4826 * mad / med : 0;
 		if (by_median && med > 0) {
 			s->q_cpu = med;
-			s->need_se = RIGHTSIZE_MEDIAN_SE * spread / sqrt((double)m);
+			s->need_se = ALG_MEDIAN_SE * spread / sqrt((double)m);
 			s->margin = 2 * s->need_se;
 			if (s->margin < p->cpu_margin_min)
 				s->margin = p->cpu_margin_min;

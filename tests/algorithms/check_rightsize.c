@@ -187,13 +187,16 @@ START_TEST(test_cpu_rounding_keeps_median_error)
 
 	for (size_t i = 0; i < 117; i++)
 		u[i] = (struct rv_alg_usage){
-			.role = RV_ALG_WORKER, .node = (int)(i % 13), .t_ms = (int64_t)i * 1000,
-			.cpu = 3.82 * (1 + 0.13 * gsl_cdf_ugaussian_Pinv(((double)(i * 47 % 117) + 0.5) /
-								  117.0)),
-			.memory_mb = 8000, .has_throttled = true, .throttled = 0.1,
+			.role = RV_ALG_WORKER,
+			.node = (int)(i % 13),
+			.t_ms = (int64_t)i * 1000,
+			.cpu = 3.82 * (1 + 0.13 * gsl_cdf_ugaussian_Pinv(
+							  ((double)(i * 47 % 117) + 0.5) / 117.0)),
+			.memory_mb = 8000,
+			.has_throttled = true,
+			.throttled = 0.1,
 		};
-	ck_assert_int_eq(rv_alg_rightsize(u, 117, RV_ALG_WORKER, &cur, NULL, 0, &LIM, &P, &out),
-			 1);
+	ck_assert_int_eq(rv_alg_rightsize(u, 117, RV_ALG_WORKER, &cur, NULL, 0, &LIM, &P, &out), 1);
 	ck_assert_msg(out.cpu == 4.0, "cpu %.2f", out.cpu);
 }
 END_TEST
@@ -761,22 +764,19 @@ END_TEST
 static Suite *rightsize_suite(void)
 {
 	gsl_set_error_handler_off();
-	TCase *tc =
-		RV_TEST_TCASE("core", 20, test_shrinks_overprovisioned,
-			      test_mem_margin_follows_spread, test_mem_margin_covers_slow_rise,
-			      test_ended_rise_trimmed_once, test_throttling_decides_starvation,
-			      test_usage_throttling_from_counters,
-			      test_starved_grows_to_throttled_need,
-			      test_noisy_usage_median_with_throttling, test_no_flap_near_threshold,
-			      test_near_limit_small_growth_waits, test_no_regrow_after_own_shrink,
-			      test_hysteresis_band, test_starvation_guess_trimmed,
-			      test_rising_cpu_not_shrunk, test_no_reversal_within_window,
-			      test_memory_never_below_peak, test_limits_bound,
-			      test_rising_memory_grows_once, test_rising_memory_trimmed_when_flat,
-			      test_ended_rise_trimmed_after_recent_growth,
-			      test_slowing_rise_not_trimmed, test_paused_rise_not_ended,
-			      test_short_history_rise_not_ended, test_cpu_margin_from_variability,
-			      test_cpu_rounding_keeps_median_error);
+	TCase *tc = RV_TEST_TCASE(
+		"core", 20, test_shrinks_overprovisioned, test_mem_margin_follows_spread,
+		test_mem_margin_covers_slow_rise, test_ended_rise_trimmed_once,
+		test_throttling_decides_starvation, test_usage_throttling_from_counters,
+		test_starved_grows_to_throttled_need, test_noisy_usage_median_with_throttling,
+		test_no_flap_near_threshold, test_near_limit_small_growth_waits,
+		test_no_regrow_after_own_shrink, test_hysteresis_band,
+		test_starvation_guess_trimmed, test_rising_cpu_not_shrunk,
+		test_no_reversal_within_window, test_memory_never_below_peak, test_limits_bound,
+		test_rising_memory_grows_once, test_rising_memory_trimmed_when_flat,
+		test_ended_rise_trimmed_after_recent_growth, test_slowing_rise_not_trimmed,
+		test_paused_rise_not_ended, test_short_history_rise_not_ended,
+		test_cpu_margin_from_variability, test_cpu_rounding_keeps_median_error);
 	tcase_add_checked_fixture(tc, setup, NULL);
 	return RV_TEST_SUITE("rightsize", tc);
 }
