@@ -12,6 +12,10 @@
 
 /* 1.4826 * MAD estimates the standard deviation of normal data. */
 #define ALG_MAD_SCALE 1.4826
+/* The standard error of a median over m samples of spread sigma is this
+ * times sigma / sqrt(m) (sqrt(pi/2), normal samples): a quarter more than
+ * a mean's. */
+#define ALG_MEDIAN_SE 1.2533
 
 /*
  * Median and median absolute deviation of x[0..n) (n >= 1).  Sorts x in

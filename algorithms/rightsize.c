@@ -321,6 +321,7 @@ struct sizing {
 	double behind; /* the growth of the bottleneck this role follows */
 	int recent;    /* the last resize is within the reversal window */
 	double q_cpu, margin, want_cpu, want_mem, peak;
+	double need_se; /* the relative standard error of q_cpu (0: none) */
 	int starved, follows;
 	bool rising, rise_hold, ended; /* the memory trend */
 };
@@ -334,7 +335,8 @@ static size_t sizing_min_samples(const struct rv_alg_params *p)
  * follows the noise (0.6 robust spreads when larger than cpu_margin); with
  * throttling counters the median plus a margin from the measured
  * variability alone, two standard errors of the median (at least
- * cpu_margin_min), since the kernel then tells a starved role from a tight
+ * cpu_margin_min; a median's error is ALG_MEDIAN_SE times a mean's:
+ * taken as a mean's, the margin was 1.6 of them), since the kernel then tells a starved role from a tight
  * one: tight when usage is steady, wider when it varies.  A constant margin
  * stacked on it held small roles 5-10% over their need (4 cores sized 4.2
  * to 4.4).  DESIGN-LOG.md, "Right-sizing", CPU need. */
@@ -355,7 +357,8 @@ static void sizing_cpu_need(struct sizing *s, double *cpu, size_t m)
 		double spread = med > 0 ? 1.4826 * mad / med : 0;
 		if (by_median && med > 0) {
 			s->q_cpu = med;
-			s->margin = 2 * spread / sqrt((double)m);
+			s->need_se = ALG_MEDIAN_SE * spread / sqrt((double)m);
+			s->margin = 2 * s->need_se;
 			if (s->margin < p->cpu_margin_min)
 				s->margin = p->cpu_margin_min;
 		} else if (0.6 * spread > s->margin) {
@@ -386,10 +389,25 @@ static void sizing_cpu_want(struct sizing *s)
 	}
 }
 
+/* How far above the need the rounding to a tenth of a core may go down
+ * to: half the margin, never into two standard errors of the median the
+ * need was read from.  The rounding may take what the margin's floor
+ * adds over the sampling error, not the sampling error itself: a 4-core
+ * worker's median read 3.82 over 117 samples under 13% usage noise, the
+ * margin's floor (3%) wanted 3.93, the nearest tenth gave 3.9, the
+ * workers starved and doubled (h5-max-ps-noise-0, seed 7, a plan more).
+ * DESIGN-LOG.md, "Right-sizing", Rounding. */
+static double cpu_round_floor(const struct sizing *s)
+{
+	double se2 = 2 * s->need_se;
+
+	return se2 > s->margin / 2 ? se2 : s->margin / 2;
+}
+
 static void sizing_cpu_round(struct sizing *s)
 {
 	if (!s->starved) {
-		double floor_cpu = rv_alg_cpu_up(s->q_cpu * (1 + s->margin / 2));
+		double floor_cpu = rv_alg_cpu_up(s->q_cpu * (1 + cpu_round_floor(s)));
 		double nearest = round(s->want_cpu * 10) / 10;
 
 		s->want_cpu = nearest > floor_cpu ? nearest : floor_cpu;

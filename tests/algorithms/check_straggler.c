@@ -53,6 +53,36 @@ START_TEST(test_named)
 }
 END_TEST
 
+/* The ratio test gives a worker's median two of its standard errors: one
+ * of four workers slowed by the ratio itself measures just under it by
+ * noise (1.50 against 1.5 x 1.01) and is named; one at 1.45 is not. */
+START_TEST(test_ratio_within_noise_named)
+{
+	static const double q[10] = { -1.5, -1, -0.6, -0.3, -0.1, 0.1, 0.3, 0.6, 1, 1.5 };
+	double base[4] = { 0.98, 1.0, 1.02, 1.5 };
+	struct rv_alg_step s[40];
+	int nodes[4];
+
+	for (int run = 0; run < 2; run++) {
+		size_t n = 0;
+
+		for (int t = 0; t < 10; t++)
+			for (int w = 0; w < 4; w++)
+				s[n++] = (struct rv_alg_step){
+					.node = w,
+					.t_ms = t * 1000,
+					.step_s = base[w] * (1 + 0.02 * q[(t * 3 + w) % 10]),
+				};
+		int found = rv_alg_stragglers(s, n, &P, nodes, 4);
+
+		ck_assert_int_eq(found, run == 0 ? 1 : 0);
+		if (run == 0)
+			ck_assert_int_eq(nodes[0], 3);
+		base[3] = 1.45;
+	}
+}
+END_TEST
+
 START_TEST(test_uniform_none)
 {
 	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
@@ -224,7 +254,8 @@ static Suite *straggler_suite(void)
 	gsl_set_error_handler_off();
 	TCase *tc = RV_TEST_TCASE("core", 10, test_named, test_uniform_none,
 				  test_single_slow_step_ignored, test_ratio_required, test_share,
-				  test_sync_compute_named, test_sync_compute_equal_none);
+				  test_sync_compute_named, test_sync_compute_equal_none,
+				  test_ratio_within_noise_named);
 	tcase_add_checked_fixture(tc, setup, NULL);
 	return RV_TEST_SUITE("straggler", tc);
 }
