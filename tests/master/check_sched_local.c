@@ -236,14 +236,17 @@ START_TEST(test_cpu_quota_throttles)
 	launch(s, "spin", 0, (struct sched_resources){ 0.2, 64, 0 }, argv);
 	expect_started(s);
 	/* A second at least; on a busy machine the loop may get its first
-	 * 0.2 s of CPU (and so its first throttled period) later: up to 10 s. */
+	 * 0.2 s of CPU (and so its first throttled period) later: up to 10 s.
+	 * The throttled count can be read a moment before the throttled time
+	 * (still 0), so both are waited for. */
 	int64_t t0 = rv_mono_ms();
 	struct sched_usage u;
 	do {
 		usleep(200000);
 		ck_assert_int_eq(sched_usage(s, "spin", &u), 0);
-	} while (rv_mono_ms() - t0 < 10000 && (rv_mono_ms() - t0 < 1000 || u.nr_throttled == 0 ||
-					       (u.cpu_seconds >= 0 && u.cpu_seconds <= 0.05)));
+	} while (rv_mono_ms() - t0 < 10000 &&
+		 (rv_mono_ms() - t0 < 1000 || u.nr_throttled == 0 || u.throttled_usec == 0 ||
+		  (u.cpu_seconds >= 0 && u.cpu_seconds <= 0.05)));
 	double secs = (double)(rv_mono_ms() - t0) / 1000;
 	ck_assert_msg(u.nr_throttled > 0 && u.throttled_usec > 0 && u.nr_periods >= u.nr_throttled,
 		      "periods %lld throttled %lld for %lld us", (long long)u.nr_periods,
