@@ -1155,10 +1155,12 @@ static void run_stragglers(struct running *r)
 	out->n_replace = (size_t)r->ns < RV_ALG_MAX_NODES ? (size_t)r->ns : RV_ALG_MAX_NODES;
 	take_lead(&r->rank, &r->lead, LEAD_STRAGGLER, RV_ALG_ID_STRAGGLER);
 	rv_alg_reason_add(out,
-			  "%d straggler%s to replace (step time >= %.1fx median, robust z > "
+			  "%d straggler%s to replace (%s time >= %.1fx median, robust z > "
 			  "%.0f), first: worker %d",
-			  r->ns, r->ns > 1 ? "s" : "", p->straggler_ratio, p->straggler_z,
-			  out->replace[0]);
+			  r->ns, r->ns > 1 ? "s" : "",
+			  rv_alg_stragglers_by_compute(r->st->steps, r->st->n_steps) ? "compute"
+										     : "step",
+			  p->straggler_ratio, p->straggler_z, out->replace[0]);
 }
 
 /* RUN_MIN_SAVING: a restart that only shrinks resources and saves under

@@ -488,6 +488,10 @@ struct rv_alg_step {
  */
 int rv_alg_stragglers(const struct rv_alg_step *s, size_t n, const struct rv_alg_params *p,
 		      int *nodes, size_t max);
+/* Whether rv_alg_stragglers judges s[0..n) by compute time (every worker
+ * measured reports one) rather than step time; false also when out of
+ * memory. */
+bool rv_alg_stragglers_by_compute(const struct rv_alg_step *s, size_t n);
 
 /*
  * The share of its speed a job kept with the stragglers rv_alg_stragglers

@@ -25,19 +25,25 @@ static int cmp_step(const void *a, const void *b)
 	return (x->step_s > y->step_s) - (x->step_s < y->step_s);
 }
 
-/* Copy into c the samples of s[0..n) with a measure, that measure in
- * step_s: the compute time when every worker with a sample has one, else
- * the step time.  Returns how many were copied. */
-static size_t straggler_measure(const struct rv_alg_step *s, size_t n, struct rv_alg_step *c)
+/* Copy into c the samples of s[0..n) with a measure, sorted by node.
+ * Returns how many were copied. */
+static size_t measured_copy(const struct rv_alg_step *s, size_t n, struct rv_alg_step *c)
 {
 	size_t m = 0;
-	bool compute = true;
 
 	for (size_t i = 0; i < n; i++)
 		if (s[i].step_s > 0 || s[i].compute_s > 0)
 			c[m++] = s[i];
 	qsort(c, m, sizeof(*c), cmp_step);
-	/* every worker: some sample with a compute time */
+	return m;
+}
+
+/* Whether every worker of c[0..m) (sorted by node) has some sample with a
+ * compute time. */
+static bool all_computed(const struct rv_alg_step *c, size_t m)
+{
+	bool compute = true;
+
 	for (size_t i = 0; i < m && compute;) {
 		bool has = false;
 		size_t j = i;
@@ -47,6 +53,28 @@ static size_t straggler_measure(const struct rv_alg_step *s, size_t n, struct rv
 		compute = has;
 		i = j;
 	}
+	return compute;
+}
+
+bool rv_alg_stragglers_by_compute(const struct rv_alg_step *s, size_t n)
+{
+	struct rv_alg_step *c = n ? malloc(n * sizeof(*c)) : NULL;
+	if (!c)
+		return false;
+	size_t m = measured_copy(s, n, c);
+	bool compute = m > 0 && all_computed(c, m);
+	free(c);
+	return compute;
+}
+
+/* Copy into c the samples of s[0..n) with a measure, that measure in
+ * step_s: the compute time when every worker with a sample has one, else
+ * the step time.  Returns how many were copied. */
+static size_t straggler_measure(const struct rv_alg_step *s, size_t n, struct rv_alg_step *c)
+{
+	size_t m = measured_copy(s, n, c);
+	bool compute = all_computed(c, m);
+
 	n = m;
 	m = 0;
 	for (size_t i = 0; i < n; i++) {

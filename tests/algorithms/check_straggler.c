@@ -211,6 +211,7 @@ START_TEST(test_sync_compute_named)
 
 	ck_assert_int_eq(rv_alg_stragglers(s, n, &P, nodes, 3), 1);
 	ck_assert_int_eq(nodes[0], 1);
+	ck_assert(rv_alg_stragglers_by_compute(s, n)); /* what a plan's reason names */
 	/* the pace kept without it: the slowest compute of the rest */
 	ck_assert_int_eq(rv_alg_straggler_share(s, n, RV_ALG_ALLREDUCE, &P, &share), 1);
 	ck_assert(share > 0.4 && share < 0.65);
@@ -219,6 +220,7 @@ START_TEST(test_sync_compute_named)
 		if (s[i].node == 2)
 			s[i].compute_s = 0;
 	ck_assert_int_eq(rv_alg_stragglers(s, n, &P, nodes, 3), 0);
+	ck_assert(!rv_alg_stragglers_by_compute(s, n));
 	/* a compute time in one of a worker's samples is enough */
 	s[2].compute_s = 0.4;
 	ck_assert_int_eq(rv_alg_stragglers(s, n, &P, nodes, 3), 1);
