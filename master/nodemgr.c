@@ -1262,6 +1262,21 @@ static int64_t total_memory_mb(void)
 	return pages > 0 && size > 0 ? (int64_t)pages * size / (1024 * 1024) : 1 << 20;
 }
 
+/* The backend's largest node (kept in m for the plans) and what the OOM
+ * policy may ask: at most that node's memory, else this machine's. */
+static void limits_init(struct nodemgr *nm)
+{
+	rv_alg_params_default(&nm->alg.p);
+	nm->alg.lim.max_memory_mb = total_memory_mb();
+	if (sched_shape(nm->sched, &nm->shape) == 0 && nm->shape.memory_mb > 0)
+		nm->alg.lim.max_memory_mb = nm->shape.memory_mb;
+	nm->alg.lim.free_memory_mb = -1;
+	nm->alg.lim.free_cpu = -1;
+	pthread_mutex_lock(&nm->m->lock);
+	nm->m->node_shape = nm->shape;
+	pthread_mutex_unlock(&nm->m->lock);
+}
+
 static void nodemgr_free(struct nodemgr *nm)
 {
 	if (!nm)
@@ -1361,15 +1376,7 @@ int nodemgr_start(struct master *m, const char *master_addr, struct rv_err *err)
 		nodemgr_free(nm);
 		return err->code ? err->code : -ENOMEM;
 	}
-	rv_alg_params_default(&nm->alg.p);
-	nm->alg.lim.max_memory_mb = total_memory_mb();
-	if (sched_shape(nm->sched, &nm->shape) == 0 && nm->shape.memory_mb > 0)
-		nm->alg.lim.max_memory_mb = nm->shape.memory_mb; /* an OOM's ask too */
-	pthread_mutex_lock(&m->lock);
-	m->node_shape = nm->shape;
-	pthread_mutex_unlock(&m->lock);
-	nm->alg.lim.free_memory_mb = -1;
-	nm->alg.lim.free_cpu = -1;
+	limits_init(nm);
 	struct nodes_conf nc = {
 		.host_max_crashes = (int)m->cfg.node_host_max_crashes,
 		.max_oom_relaunches = (int)m->cfg.node_max_oom_relaunches,
