@@ -935,26 +935,50 @@ static int on_record(void *ctx, int type, const void *data, size_t len, struct r
 	return 0;
 }
 
+/*
+ * Take a snapshot when one is due.  Under the state lock only what must be
+ * (the state serialised, and the journal told which records it covers);
+ * the write, its fsync, the rename and the fresh journal run without it, so
+ * requests are applied and answered meanwhile (their records go to the old
+ * journal, and from it to the fresh one).  One at a time (snap_busy).
+ */
 static int take_snapshot(struct master *m)
 {
+	state_lock(m, "snapshot");
+	if (m->snap_busy || m->since_snapshot < m->cfg.snapshot_every) {
+		pthread_mutex_unlock(&m->lock);
+		return 0;
+	}
 	struct rv_buf b;
 	rv_buf_init(&b);
 	struct rv_err err = { 0 };
 	int64_t t0 = rv_mono_ms();
-	int rc = snapshot_build(m, &b);
+	int64_t covered = m->since_snapshot;
+	int64_t rc = snapshot_build(m, &b);
 	if (rc == 0)
-		rc = journal_snapshot(m->journal, b.data, b.len, &err);
+		rc = journal_snapshot_begin(m->journal);
+	m->snap_busy = rc >= 0;
+	pthread_mutex_unlock(&m->lock);
+	int64_t t1 = rv_mono_ms();
+	if (rc >= 0)
+		rc = journal_snapshot_write(m->journal, b.data, b.len, &err);
+	pthread_mutex_lock(&m->lock);
+	m->snap_busy = false;
+	if (rc == 0)
+		m->since_snapshot -= covered; /* those after it count to the next */
+	pthread_mutex_unlock(&m->lock);
 	if (rc == 0) {
-		m->since_snapshot = 0;
 		atomic_fetch_add(&m->snapshots, 1);
-		rv_log_info("snapshot taken", "bytes=%zu ms=%" PRId64, b.len, rv_mono_ms() - t0);
+		state_histo_add(&m->snapshot_hold, (t1 - t0) * 1000);
+		rv_log_info("snapshot taken", "bytes=%zu ms=%" PRId64 " locked_ms=%" PRId64, b.len,
+			    rv_mono_ms() - t0, t1 - t0);
 	} else {
 		char q[600];
-		rv_log_error("could not take a snapshot", "errno=%d reason=%s", -rc,
+		rv_log_error("could not take a snapshot", "errno=%d reason=%s", (int)-rc,
 			     rv_log_q(q, sizeof(q), err.msg));
 	}
 	rv_buf_release(&b);
-	return rc;
+	return (int)rc;
 }
 
 /* A journal sync failed: counted and logged, with its cause and folder. */
@@ -994,12 +1018,8 @@ int state_sync(struct master *m, int64_t seq)
 		sync_failed(m, seq, rc);
 		return rc;
 	}
-	if (m->since_snapshot >= m->cfg.snapshot_every) {
-		pthread_mutex_lock(&m->lock);
-		if (m->since_snapshot >= m->cfg.snapshot_every)
-			take_snapshot(m);
-		pthread_mutex_unlock(&m->lock);
-	}
+	if (m->since_snapshot >= m->cfg.snapshot_every)
+		take_snapshot(m); /* looked at again under the lock */
 	return 0;
 }
 
@@ -1387,6 +1407,8 @@ int state_open(struct master *m, struct rv_err *err)
 		.commit_delay_us = (int)m->cfg.commit_delay_us,
 		.nosync = m->cfg.nosync != 0,
 		.prewrite = (size_t)m->cfg.prewrite_kb * 1024,
+		.snapshot_step = m->snapshot_step,
+		.snapshot_step_ctx = m->snapshot_step_ctx,
 	};
 	m->wall0_ms = rv_now_ms();
 	m->mono0_ms = rv_mono_ms();
