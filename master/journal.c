@@ -1157,8 +1157,8 @@ static int journal_fresh_recs(struct journal *j, off_t tail, int64_t s, struct j
 {
 	size_t n = tail >= 0 ? (size_t)(j->good_off - tail) : 0;
 	size_t more = taken->len > JOURNAL_BATCH ? taken->len : 0;
-	*out = (struct journal_buf){ 0 };
-	if (journal_buf_reserve(out, n + more + 1) < 0)
+	*out = (struct journal_buf){ .data = malloc(n + more + 1), .cap = n + more + 1 };
+	if (!out->data)
 		return rv_err_set(err, -ENOMEM, NULL, "could not take a snapshot: out of memory");
 	int rc = 0;
 	ssize_t r = n ? pread(j->fd, out->data, n, tail) : 0;
