@@ -944,7 +944,7 @@ static int on_record(void *ctx, int type, const void *data, size_t len, struct r
  */
 static int take_snapshot(struct master *m)
 {
-	state_lock(m, "snapshot");
+	pthread_mutex_lock(&m->lock);
 	if (m->snap_busy || m->since_snapshot < m->cfg.snapshot_every) {
 		pthread_mutex_unlock(&m->lock);
 		return 0;
