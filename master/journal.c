@@ -1110,6 +1110,13 @@ int64_t journal_snapshot_begin(struct journal *j)
 	return s;
 }
 
+void journal_snapshot_abort(struct journal *j)
+{
+	pthread_mutex_lock(&j->mu);
+	j->snap_active = false;
+	pthread_mutex_unlock(&j->mu);
+}
+
 static void journal_snap_step(struct journal *j, int step)
 {
 	if (j->snap_step)

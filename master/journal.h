@@ -130,6 +130,10 @@ int64_t journal_snapshot_begin(struct journal *j);
  */
 int journal_snapshot_write(struct journal *j, const void *state, size_t len, struct rv_err *err);
 
+/* End a snapshot begun without writing it (its state could not be made):
+ * nothing changes on disk. */
+void journal_snapshot_abort(struct journal *j);
+
 /* journal_snapshot_begin then journal_snapshot_write: the snapshot covers
  * every record appended before the call. */
 int journal_snapshot(struct journal *j, const void *state, size_t len, struct rv_err *err);
