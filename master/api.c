@@ -967,6 +967,12 @@ static void wait_metrics(struct master *m, const struct journal_stats *js, struc
 	histo_metrics(out, "rover_master_timer_late_seconds", "rover_master_timer_late_max_seconds",
 		      "The timer's turns late: the state lock held, or the master not running", b,
 		      atomic_load(&m->timer_late.sum_us), atomic_load(&m->timer_late.max_us));
+	for (int i = 0; i <= JOURNAL_SYNC_BUCKETS; i++)
+		b[i] = atomic_load(&m->snapshot_hold.bucket[i]);
+	histo_metrics(
+		out, "rover_master_snapshot_lock_seconds", "rover_master_snapshot_lock_max_seconds",
+		"Each snapshot's hold of the state lock (the state serialised; written after)", b,
+		atomic_load(&m->snapshot_hold.sum_us), atomic_load(&m->snapshot_hold.max_us));
 	rv_buf_printf(
 		out,
 		"# HELP rover_master_journal_prewrite_max_seconds The longest prewrite of "

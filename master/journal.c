@@ -261,6 +261,14 @@ struct journal {
 	int failed;               /* 0, or -EIO once an fsync failed: nothing more goes in */
 	off_t good_off;           /* end of the last record known written */
 	int64_t journal_base;     /* the base seq in the journal file's header */
+	/* A snapshot begun and not yet written covers up to snap_seq; the
+	 * first batch made durable after it with a record past snap_seq starts
+	 * at snap_tail of fd (-1: none yet): the fresh journal copies from it. */
+	bool snap_active;
+	int64_t snap_seq;
+	off_t snap_tail;
+	void (*snap_step)(void *ctx, int step);
+	void *snap_step_ctx;
 	struct journal_stats st;  /* st.seq, st.durable_seq are the live counters */
 };
 
@@ -356,12 +364,12 @@ static int journal_extend(struct journal *j, int fd, off_t from, off_t to)
 	return rc;
 }
 
-/* Write a whole file atomically: name.tmp, fsync, rename over name, fsync
- * the folder.  *fdout (when not NULL) receives an O_RDWR fd of the new file.
- * -errno with err naming the step; on failure nothing replaced name. */
-static int journal_file_replace(struct journal *j, const char *name, const uint8_t *a, size_t alen,
-				const uint8_t *b, size_t blen, size_t zeros, int *fdout,
-				struct rv_err *err)
+/* Write name.tmp whole (a, then b, then zeros bytes of zeros) and fsync it;
+ * *fdout gets its O_RDWR fd.  -errno with err naming the step; on failure
+ * the temp file is gone. */
+static int journal_tmp_write(struct journal *j, const char *name, const uint8_t *a, size_t alen,
+			     const uint8_t *b, size_t blen, size_t zeros, int *fdout,
+			     struct rv_err *err)
 {
 	char tmp[64];
 	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
@@ -376,49 +384,77 @@ static int journal_file_replace(struct journal *j, const char *name, const uint8
 		rc = journal_write_zeros(fd, (off_t)(alen + blen), (off_t)(alen + blen + zeros));
 	if (rc < 0) {
 		rv_err_set(err, rc, NULL, "could not write %s/%s: %s", j->dir, tmp, strerror(-rc));
-		goto fail;
-	}
-	if (!j->nosync && fsync(fd) < 0) {
+	} else if (!j->nosync && fsync(fd) < 0) {
 		rc = rv_err_set(err, -errno, NULL, "could not fsync %s/%s: %s", j->dir, tmp,
 				strerror(errno));
-		goto fail;
 	}
+	if (rc < 0) {
+		close(fd);
+		unlinkat(j->dirfd, tmp, 0);
+		return rc;
+	}
+	*fdout = fd;
+	return 0;
+}
+
+/* Rename name.tmp (written by journal_tmp_write, fd) over name and fsync the
+ * folder.  *fdout (when not NULL) keeps fd, else it is closed.  -errno with
+ * err naming the step: before the rename nothing replaced name (the temp
+ * file is gone); a failed folder fsync comes after it. */
+static int journal_tmp_commit(struct journal *j, const char *name, int fd, int *fdout,
+			      struct rv_err *err)
+{
+	char tmp[64];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
 	if (renameat(j->dirfd, tmp, j->dirfd, name) < 0) {
-		rc = rv_err_set(err, -errno, NULL, "could not rename %s/%s: %s", j->dir, tmp,
-				strerror(errno));
-		goto fail;
+		int rc = rv_err_set(err, -errno, NULL, "could not rename %s/%s: %s", j->dir, tmp,
+				    strerror(errno));
+		close(fd);
+		unlinkat(j->dirfd, tmp, 0);
+		return rc;
 	}
 	if (fdout)
 		*fdout = fd;
 	else
 		close(fd);
-	rc = journal_fsync_dir(j);
+	int rc = journal_fsync_dir(j);
 	if (rc < 0)
 		return rv_err_set(err, rc, NULL, "could not fsync folder %s: %s", j->dir,
 				  strerror(-rc));
 	return 0;
-fail:
-	close(fd);
-	unlinkat(j->dirfd, tmp, 0);
-	return rc;
 }
 
-/* Start an empty journal file whose records follow base; the journal writes
- * to it from now on.  Caller owns the writer slot (or is journal_open).
- * -errno: before the rename nothing changed; -EIO after it (the folder's
- * fsync failed: the caller fails the journal). */
-static int journal_start_fresh(struct journal *j, int64_t base, struct rv_err *err)
+/* Write a whole file atomically: name.tmp, fsync, rename over name, fsync
+ * the folder.  *fdout (when not NULL) receives an O_RDWR fd of the new file.
+ * -errno with err naming the step; on failure nothing replaced name, but for
+ * a failed folder fsync after the rename (*fdout set). */
+static int journal_file_replace(struct journal *j, const char *name, const uint8_t *a, size_t alen,
+				const uint8_t *b, size_t blen, size_t zeros, int *fdout,
+				struct rv_err *err)
+{
+	int fd = -1;
+	int rc = journal_tmp_write(j, name, a, alen, b, blen, zeros, &fd, err);
+	return rc < 0 ? rc : journal_tmp_commit(j, name, fd, fdout, err);
+}
+
+/* Start a journal file whose records follow base, holding n bytes of whole
+ * batches (recs, may be NULL when n is 0): the journal writes after them
+ * from now on.  Caller owns the writer slot (or is journal_open).  -errno:
+ * before the rename nothing changed; -EIO after it (the folder's fsync
+ * failed: the caller fails the journal). */
+static int journal_start_fresh(struct journal *j, int64_t base, const uint8_t *recs, size_t n,
+			       struct rv_err *err)
 {
 	uint8_t h[JOURNAL_HDR];
 	journal_hdr_format(h, journal_magic, base);
 	int fd = -1;
-	int rc = journal_file_replace(j, "journal", h, sizeof(h), NULL, 0, j->prewrite, &fd, err);
+	int rc = journal_file_replace(j, "journal", h, sizeof(h), recs, n, j->prewrite, &fd, err);
 	if (fd >= 0) { /* renamed: the new file is the journal whatever came after */
 		if (j->fd >= 0)
 			close(j->fd);
 		j->fd = fd;
-		j->good_off = JOURNAL_HDR;
-		j->zero_end = JOURNAL_HDR + (off_t)j->prewrite;
+		j->good_off = JOURNAL_HDR + (off_t)n;
+		j->zero_end = j->good_off + (off_t)j->prewrite;
 		j->zero_gen++;
 		j->journal_base = base;
 	}
@@ -634,7 +670,7 @@ static int journal_replay(struct journal *j, journal_apply_fn on_snapshot,
 					j->dir, snap_seq);
 			goto out;
 		}
-		rc = journal_start_fresh(j, 0, err);
+		rc = journal_start_fresh(j, 0, NULL, 0, err);
 		j->st.seq = j->st.durable_seq = 0;
 		goto out;
 	}
@@ -718,7 +754,7 @@ static int journal_replay(struct journal *j, journal_apply_fn on_snapshot,
 	/* A crash between the snapshot's rename and the fresh journal left the
 	 * old journal, all of it covered: finish that compaction. */
 	if (have_snap && j->journal_base < snap_seq && sc.last_seq <= snap_seq)
-		rc = journal_start_fresh(j, snap_seq, err);
+		rc = journal_start_fresh(j, snap_seq, NULL, 0, err);
 	/* A journal of an older version, or one cut by a failed write.  The
 	 * room only makes commits cheaper: a full folder (what filled up while
 	 * the last process ran) still opens, and its commits append. */
@@ -755,6 +791,8 @@ struct journal *journal_open(const struct journal_opts *o, journal_apply_fn on_s
 	j->commit_delay_us = o->commit_delay_us;
 	j->nosync = o->nosync;
 	j->prewrite = o->nosync ? 0 : o->prewrite ? o->prewrite : JOURNAL_PREWRITE_DEFAULT;
+	j->snap_step = o->snapshot_step;
+	j->snap_step_ctx = o->snapshot_step_ctx;
 	pthread_mutex_init(&j->mu, NULL);
 	rv_cond_init_mono(&j->cv);
 	rv_cond_init_mono(&j->done_cv[0]);
@@ -991,6 +1029,8 @@ static int journal_commit_locked(struct journal *j)
 		j->st.bytes += (int64_t)taken.len;
 		if (!j->nosync)
 			j->st.fsyncs++;
+		if (j->snap_active && j->snap_tail < 0 && taken.len && upto > j->snap_seq)
+			j->snap_tail = off;
 		journal_recycle(j, &taken);
 	} else if (fatal || journal_untake(j, &taken) < 0) {
 		j->failed = -EIO;
@@ -1057,51 +1097,177 @@ int journal_sync(struct journal *j, int64_t seq, int timeout_ms)
 
 /* ---- snapshot ---- */
 
-int journal_snapshot(struct journal *j, const void *state, size_t len, struct rv_err *err)
+int64_t journal_snapshot_begin(struct journal *j)
 {
-	if (!state && len)
-		return rv_err_set(err, -EINVAL, NULL, "could not take a snapshot: no state");
-	if (len > j->max_snapshot)
-		return rv_err_set(err, -EMSGSIZE, NULL,
-				  "could not take a snapshot: %zu bytes, above max_snapshot %zu",
-				  len, j->max_snapshot);
-	int64_t deadline = rv_mono_ms() + JOURNAL_IO_WAIT_MS;
 	pthread_mutex_lock(&j->mu);
+	int64_t s = j->failed ? j->failed : j->snap_active ? -EBUSY : j->st.seq;
+	if (s >= 0) {
+		j->snap_active = true;
+		j->snap_seq = s;
+		j->snap_tail = -1;
+	}
+	pthread_mutex_unlock(&j->mu);
+	return s;
+}
+
+void journal_snapshot_abort(struct journal *j)
+{
+	pthread_mutex_lock(&j->mu);
+	j->snap_active = false;
+	pthread_mutex_unlock(&j->mu);
+}
+
+static void journal_snap_step(struct journal *j, int step)
+{
+	if (j->snap_step)
+		j->snap_step(j->snap_step_ctx, step);
+}
+
+/* Take the writer slot for a snapshot (mu held): 0, or -errno with err. */
+static int journal_snap_slot(struct journal *j, struct rv_err *err)
+{
+	int64_t deadline = rv_mono_ms() + JOURNAL_IO_WAIT_MS;
 	while ((j->writing || j->extending) && !j->failed) {
-		if (journal_wait(j, deadline) == ETIMEDOUT && (j->writing || j->extending)) {
-			pthread_mutex_unlock(&j->mu);
+		if (journal_wait(j, deadline) == ETIMEDOUT && (j->writing || j->extending))
 			return rv_err_set(
 				err, -ETIMEDOUT, NULL,
 				"could not take a snapshot: a journal write is still running");
-		}
 	}
-	if (j->failed) {
-		pthread_mutex_unlock(&j->mu);
+	if (j->failed)
 		return rv_err_set(err, j->failed, NULL,
 				  "could not take a snapshot: the journal failed");
-	}
 	j->writing = true;
-	int64_t s = j->st.seq;
+	return 0;
+}
+
+/* Drop the records up to s from the front of a taken batch: the snapshot
+ * covers them. */
+static void journal_drop_upto(struct journal_buf *b, int64_t s)
+{
+	if (b->len <= JOURNAL_BATCH)
+		return;
+	size_t off = JOURNAL_BATCH;
+	while (off + JOURNAL_REC_HDR <= b->len && (int64_t)journal_get64(b->data + off + 8) <= s)
+		off += JOURNAL_REC_HDR + journal_get32(b->data + off + 4);
+	if (off > b->len)
+		off = b->len;
+	memmove(b->data + JOURNAL_BATCH, b->data + off, b->len - off);
+	b->len = JOURNAL_BATCH + (b->len - off);
+}
+
+/* The fresh journal's records (after its header) in *out: the batches made
+ * durable in the old journal from tail (-1: none) to good_off, then the
+ * taken batch, formatted; *base its header's base.  Writer slot held.
+ * 0 or -errno with err. */
+static int journal_fresh_recs(struct journal *j, off_t tail, int64_t s, struct journal_buf *taken,
+			      struct journal_buf *out, int64_t *base, struct rv_err *err)
+{
+	size_t n = tail >= 0 ? (size_t)(j->good_off - tail) : 0;
+	size_t more = taken->len > JOURNAL_BATCH ? taken->len : 0;
+	*out = (struct journal_buf){ .data = malloc(n + more + 1), .cap = n + more + 1 };
+	if (!out->data)
+		return rv_err_set(err, -ENOMEM, NULL, "could not take a snapshot: out of memory");
+	int rc = 0;
+	ssize_t r = n ? pread(j->fd, out->data, n, tail) : 0;
+	if (r != (ssize_t)n)
+		rc = r < 0 ? -errno : -EIO;
+	if (rc < 0)
+		return rv_err_set(err, rc, NULL, "could not read %s/journal: %s", j->dir,
+				  strerror(-rc));
+	/* The copied batches follow one another from the first's seq on; a
+	 * replay skips their records up to the snapshot's. */
+	*base = n ? (int64_t)journal_get64(out->data + 8) - 1 : s;
+	if (more) {
+		uint8_t c[8];
+		journal_put64(c, taken->len - JOURNAL_BATCH);
+		int64_t first = (int64_t)journal_get64(taken->data + JOURNAL_BATCH + 8);
+		journal_rec_format(taken->data, first, JOURNAL_TYPE_BATCH, c, sizeof(c));
+		memcpy(taken->data + JOURNAL_REC_HDR, c, sizeof(c));
+		memcpy(out->data + n, taken->data, more);
+	}
+	out->len = n + more;
+	return 0;
+}
+
+/* The snapshot's rename and the fresh journal, the writer slot held.
+ * *renamed: the snapshot is in place.  0 or -errno with err. */
+static int journal_snap_replace(struct journal *j, int tmpfd, int64_t s, off_t tail,
+				struct journal_buf *taken, bool *renamed, struct rv_err *err)
+{
+	int rc = journal_tmp_commit(j, "snapshot", tmpfd, NULL, err);
+	*renamed = rc == 0;
+	if (rc < 0)
+		return rc;
+	journal_snap_step(j, JOURNAL_SNAP_RENAMED);
+	/* Buffered records the snapshot covers are never written. */
+	journal_drop_upto(taken, s);
+	struct journal_buf recs;
+	int64_t base = s;
+	rc = journal_fresh_recs(j, tail, s, taken, &recs, &base, err);
+	if (rc == 0)
+		rc = journal_start_fresh(j, base, recs.data, recs.len, err);
+	free(recs.data);
+	if (rc == 0)
+		journal_snap_step(j, JOURNAL_SNAP_DONE);
+	/* Without a fresh journal the old one goes on: the records after s
+	 * follow the ones it holds, and a replay skips those <= s. */
+	return rc;
+}
+
+int journal_snapshot_write(struct journal *j, const void *state, size_t len, struct rv_err *err)
+{
+	int rc = 0;
+	if (!state && len)
+		rc = rv_err_set(err, -EINVAL, NULL, "could not take a snapshot: no state");
+	else if (len > j->max_snapshot)
+		rc = rv_err_set(err, -EMSGSIZE, NULL,
+				"could not take a snapshot: %zu bytes, above max_snapshot %zu", len,
+				j->max_snapshot);
+	pthread_mutex_lock(&j->mu);
+	int64_t s = j->snap_seq;
+	if (rc == 0 && !j->snap_active)
+		rc = rv_err_set(err, -EINVAL, NULL, "could not take a snapshot: none begun");
+	pthread_mutex_unlock(&j->mu);
+	uint8_t h[JOURNAL_HDR + JOURNAL_REC_HDR];
+	journal_hdr_format(h, journal_snap_magic, s);
+	journal_rec_format(h + JOURNAL_HDR, s, 0, state, len);
+	int tmpfd = -1;
+	/* The slow part, with commits going on in the old journal. */
+	if (rc == 0)
+		rc = journal_tmp_write(j, "snapshot", h, sizeof(h), state, len, 0, &tmpfd, err);
+	if (rc == 0)
+		journal_snap_step(j, JOURNAL_SNAP_WRITTEN);
+
+	pthread_mutex_lock(&j->mu);
+	if (rc == 0)
+		rc = journal_snap_slot(j, err);
+	if (rc < 0) {
+		j->snap_active = false;
+		pthread_mutex_unlock(&j->mu);
+		if (tmpfd >= 0) {
+			close(tmpfd);
+			unlinkat(j->dirfd, "snapshot.tmp", 0);
+		}
+		return rc;
+	}
+	off_t tail = j->snap_tail;
+	int64_t upto = j->st.seq;
 	struct journal_buf taken;
 	journal_take(j, &taken);
 	pthread_mutex_unlock(&j->mu);
 
-	/* The records taken are covered by the snapshot: never written. */
-	uint8_t h[JOURNAL_HDR + JOURNAL_REC_HDR];
-	journal_hdr_format(h, journal_snap_magic, s);
-	journal_rec_format(h + JOURNAL_HDR, s, 0, state, len);
-	int rc = journal_file_replace(j, "snapshot", h, sizeof(h), state, len, 0, NULL, err);
-	bool renamed = rc == 0;
-	if (rc == 0)
-		rc = journal_start_fresh(j, s, err);
-	/* Without a fresh journal the old one goes on: the records after s
-	 * follow the ones it holds, and a replay skips those <= s. */
+	bool renamed;
+	rc = journal_snap_replace(j, tmpfd, s, tail, &taken, &renamed, err);
 
 	pthread_mutex_lock(&j->mu);
 	if (renamed) {
 		if (s > j->st.durable_seq)
 			j->st.durable_seq = s;
 		j->st.snapshots++;
+	}
+	if (rc == 0) {
+		if (upto > j->st.durable_seq)
+			j->st.durable_seq = upto;
 		journal_recycle(j, &taken);
 	} else if (journal_untake(j, &taken) < 0) {
 		free(taken.data);
@@ -1111,10 +1277,20 @@ int journal_snapshot(struct journal *j, const void *state, size_t len, struct rv
 	}
 	if (rc == -EIO && renamed)
 		j->failed = -EIO;
+	j->snap_active = false;
 	j->writing = false;
 	journal_wake_all(j); /* durable_seq jumped; the waiters need a leader */
 	pthread_mutex_unlock(&j->mu);
 	return rc;
+}
+
+int journal_snapshot(struct journal *j, const void *state, size_t len, struct rv_err *err)
+{
+	int64_t s = journal_snapshot_begin(j);
+	if (s < 0)
+		return rv_err_set(err, (int)s, NULL, "could not take a snapshot: %s",
+				  s == -EBUSY ? "one is being taken" : "the journal failed");
+	return journal_snapshot_write(j, state, len, err);
 }
 
 void journal_stats(const struct journal *j, struct journal_stats *st)

@@ -11,8 +11,11 @@
  *              then zeros written ahead of them (see journal_opts.prewrite)
  *   lock       held with flock() while open: one process per folder
  * Thread-safe: any thread may append, sync or snapshot.  Records are ordered
- * by journal_append; a snapshot covers every record appended before the call
- * (take it under the lock that orders the appends, with the state it saves).
+ * by journal_append; a snapshot covers every record appended before
+ * journal_snapshot_begin (call it under the lock that orders the appends,
+ * with the state it saves serialised) and is written by
+ * journal_snapshot_write without that lock: records go on being appended
+ * and made durable meanwhile.
  */
 #ifndef MASTER_JOURNAL_H
 #define MASTER_JOURNAL_H
@@ -44,6 +47,17 @@ struct journal_opts {
 	 * already allocated and its fdatasync need not commit the file's size:
 	 * 0: JOURNAL_PREWRITE_DEFAULT; at most JOURNAL_PREWRITE_MAX. */
 	size_t prewrite;
+	/* Tests only (NULL: none): called by journal_snapshot_write at each of
+	 * its steps, on its thread, holding no lock of the journal's. */
+	void (*snapshot_step)(void *ctx, int step);
+	void *snapshot_step_ctx;
+};
+
+/* The steps of journal_snapshot_write told to journal_opts.snapshot_step. */
+enum {
+	JOURNAL_SNAP_WRITTEN = 1, /* snapshot.tmp written and fsynced */
+	JOURNAL_SNAP_RENAMED,     /* the snapshot in place, the old journal still read */
+	JOURNAL_SNAP_DONE,        /* the fresh journal in place */
 };
 
 /* Replay callback: data (len bytes) is valid only during the call.  Return 0,
@@ -91,15 +105,37 @@ int64_t journal_append(struct journal *j, int type, const void *data, size_t len
 int journal_sync(struct journal *j, int64_t seq, int timeout_ms);
 
 /*
- * Replace the snapshot with state (len bytes, copied out before return) and
- * start a fresh journal: the snapshot covers every record appended before the
- * call, which are durable once it returns 0.  -EMSGSIZE len above
- * max_snapshot; -ETIMEDOUT a write did not finish within 60 s; -EIO the
- * journal failed (a folder fsync failed after a rename); another -errno (err
- * names the file and the step): either the snapshot was not replaced, or it
- * was (stats.durable_seq says so) but the fresh journal could not be started.
- * Either way the journal goes on, in the old journal file.
+ * Start a snapshot: it covers every record appended before this call.
+ * Call it under the lock that orders the appends, with the state it saves
+ * serialised under the same hold, then journal_snapshot_write (without that
+ * lock).  Returns the last sequence number covered (>= 0); -EBUSY a
+ * snapshot is already started; -EIO the journal failed.
  */
+int64_t journal_snapshot_begin(struct journal *j);
+
+/*
+ * Write the snapshot journal_snapshot_begin started: state (len bytes,
+ * copied out before return) to snapshot.tmp and fsync it while records are
+ * appended and synced to the old journal, then (the writer slot held, for a
+ * rename, a folder fsync and the fresh journal's write) rename it over the
+ * snapshot and start a fresh journal holding the records after the
+ * snapshot's: the ones made durable meanwhile (copied) and the ones still
+ * buffered (written).  Once it returns 0 every record appended before it
+ * is durable.  -EMSGSIZE len above max_snapshot; -ETIMEDOUT a write did not
+ * finish within 60 s; -EIO the journal failed (a folder fsync failed after
+ * a rename); another -errno (err names the file and the step): either the
+ * snapshot was not replaced, or it was (stats.durable_seq says so) but the
+ * fresh journal could not be started.  Either way the journal goes on, in
+ * the old journal file, and the snapshot is over.
+ */
+int journal_snapshot_write(struct journal *j, const void *state, size_t len, struct rv_err *err);
+
+/* End a snapshot begun without writing it (its state could not be made):
+ * nothing changes on disk. */
+void journal_snapshot_abort(struct journal *j);
+
+/* journal_snapshot_begin then journal_snapshot_write: the snapshot covers
+ * every record appended before the call. */
 int journal_snapshot(struct journal *j, const void *state, size_t len, struct rv_err *err);
 
 struct journal_stats {

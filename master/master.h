@@ -271,6 +271,12 @@ struct master {
 	 * late (the lock, or the master not running) and the master's own
 	 * stalls (stall_grace), for /metrics. */
 	struct master_histo lock_wait, timer_late;
+	/* Each snapshot's hold of the state lock (serialising the state). */
+	struct master_histo snapshot_hold;
+	bool snap_busy; /* under lock: a snapshot is being written */
+	/* Tests only: journal_opts.snapshot_step, set before state_open. */
+	void (*snapshot_step)(void *ctx, int step);
+	void *snapshot_step_ctx;
 	atomic_uint_least64_t stalls, stall_ms_max;
 };
 

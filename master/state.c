@@ -705,21 +705,17 @@ static const struct rv_wire_message snap_worker_msg =
 		    snap_worker_fields, "worker entry", NULL);
 #undef T
 
-/* The workers' entries, as "workers":[...]; -ENOMEM when out of memory. */
-static int snap_workers_save(const struct master *m, struct rv_buf *part)
+/* The workers' entries (n, copied out of the table), as "workers":[...];
+ * -ENOMEM when out of memory.  Without the state lock: a copy. */
+static int snap_workers_save(const struct master_worker *ws, int n, struct rv_buf *part)
 {
 	rv_buf_puts(part, "\"workers\":[");
-	bool first = true;
-	for (int i = 0; i < m->capworkers; i++) {
-		const struct master_worker *w = &m->workers[i];
-		if (w->id < 0)
-			continue;
-		RV_CLEANUP_CJSON cJSON *o = rv_wire_encode(&snap_worker_msg, w);
+	for (int i = 0; i < n; i++) {
+		RV_CLEANUP_CJSON cJSON *o = rv_wire_encode(&snap_worker_msg, &ws[i]);
 		RV_CLEANUP_FREE char *text = o ? cJSON_PrintUnformatted(o) : NULL;
 		if (!text)
 			return -ENOMEM;
-		rv_buf_printf(part, "%s%s", first ? "" : ",", text);
-		first = false;
+		rv_buf_printf(part, "%s%s", i ? "," : "", text);
 	}
 	rv_buf_puts(part, "]");
 	return 0;
@@ -733,51 +729,91 @@ static void snap_put(struct rv_buf *out, const char *name, struct rv_buf *part)
 	rv_buf_truncate(part, 0);
 }
 
-/* The master's own section: step, speed, workers, plans, nodes. */
-static int snap_master_save(struct master *m, struct rv_buf *part)
+/* A snapshot as taken under the state lock: its text but for the workers'
+ * entries, copied, which are encoded after (most of the encoding's time
+ * with thousands of workers). */
+struct snap_taken {
+	struct rv_buf pre;  /* the sections before master's */
+	struct rv_buf head; /* master's section up to its workers */
+	struct master_worker *workers;
+	int nworkers;
+	struct rv_buf tail; /* master's section after its workers */
+	struct rv_buf post; /* the sections after master's */
+};
+
+static void snap_taken_release(struct snap_taken *t)
 {
-	rv_buf_printf(part,
+	rv_buf_release(&t->pre);
+	rv_buf_release(&t->head);
+	rv_buf_release(&t->tail);
+	rv_buf_release(&t->post);
+	free(t->workers);
+	t->workers = NULL;
+}
+
+/* The master's own section: step, speed, workers (copied), plans, nodes. */
+static int snap_master_save(struct master *m, struct snap_taken *t)
+{
+	rv_buf_printf(&t->head,
 		      "{\"step\":%" PRId64 ",\"step_ts\":%" PRId64 ",\"speed\":%.17g,"
 		      "\"last_now\":%" PRId64 ",",
 		      m->step, m->step_ts_ms, m->speed, m->last_now_ms);
-	int rc = snap_workers_save(m, part);
-	if (rc == 0)
-		rc = plans_snapshot_save(m, part);
-	nodemgr_snapshot_save(m, part);
-	rv_buf_puts(part, "}");
+	t->workers = malloc(((size_t)m->nworkers + 1) * sizeof(*t->workers));
+	if (!t->workers)
+		return -ENOMEM;
+	for (int i = 0; i < m->capworkers; i++)
+		if (m->workers[i].id >= 0)
+			t->workers[t->nworkers++] = m->workers[i];
+	int rc = plans_snapshot_save(m, &t->tail);
+	nodemgr_snapshot_save(m, &t->tail);
+	rv_buf_puts(&t->tail, "}");
 	return rc;
 }
 
-/* SNAP_MAGIC2 then named sections, each a module's JSON (shards: empty
- * when the job has no sharded dataset). */
-static int snapshot_build(struct master *m, struct rv_buf *out)
+/* Under the state lock: SNAP_MAGIC2 then named sections, each a module's
+ * JSON (shards: empty when the job has no sharded dataset), but for the
+ * workers' entries (snapshot_finish). */
+static int snapshot_build(struct master *m, struct snap_taken *t)
 {
 	struct rv_buf part;
 	rv_buf_init(&part);
-	rv_buf_puts(out, SNAP_MAGIC2);
+	rv_buf_puts(&t->pre, SNAP_MAGIC2);
 	int rc = rdzv_snapshot_save(m->rdzv, &part);
 	if (rc == 0) {
-		snap_put(out, "rdzv", &part);
+		snap_put(&t->pre, "rdzv", &part);
 		rc = m->shards ? shard_snapshot_save(m->shards, &part) : 0;
 	}
 	if (rc == 0) {
-		snap_put(out, "shards", &part);
-		rc = snap_master_save(m, &part);
+		snap_put(&t->pre, "shards", &part);
+		rc = snap_master_save(m, t);
 	}
-	if (rc == 0) {
-		snap_put(out, "master", &part);
+	if (rc == 0)
 		rc = stream_snapshot_save(m->streams, &part);
-	}
 	if (rc == 0) {
-		snap_put(out, "streams", &part);
+		snap_put(&t->post, "streams", &part);
 		rc = netcheck_run_save(&m->netcheck, &part);
 	}
 	if (rc == 0)
-		snap_put(out, "netcheck", &part);
+		snap_put(&t->post, "netcheck", &part);
 	rv_buf_release(&part);
-	if (rc == 0 && rv_buf_failed(out))
-		rc = -ENOMEM;
 	return rc;
+}
+
+/* Without the lock: the snapshot's text in out, the workers encoded. */
+static int snapshot_finish(struct snap_taken *t, struct rv_buf *out)
+{
+	struct rv_buf part;
+	rv_buf_init(&part);
+	rv_buf_append(&part, t->head.data ? t->head.data : "", t->head.len);
+	int rc = snap_workers_save(t->workers, t->nworkers, &part);
+	rv_buf_append(&part, t->tail.data ? t->tail.data : "", t->tail.len);
+	rv_buf_append(out, t->pre.data ? t->pre.data : "", t->pre.len);
+	snap_put(out, "master", &part);
+	rv_buf_append(out, t->post.data ? t->post.data : "", t->post.len);
+	rv_buf_release(&part);
+	bool failed = rv_buf_failed(out) || rv_buf_failed(&t->pre) || rv_buf_failed(&t->head) ||
+		      rv_buf_failed(&t->tail) || rv_buf_failed(&t->post);
+	return rc == 0 && failed ? -ENOMEM : rc;
 }
 
 /* Next length-prefixed section of a snapshot. */
@@ -953,26 +989,57 @@ static int on_record(void *ctx, int type, const void *data, size_t len, struct r
 	return 0;
 }
 
+/*
+ * Take a snapshot when one is due.  Under the state lock only what must be
+ * (the state serialised, and the journal told which records it covers);
+ * the write, its fsync, the rename and the fresh journal run without it, so
+ * requests are applied and answered meanwhile (their records go to the old
+ * journal, and from it to the fresh one).  One at a time (snap_busy).
+ */
 static int take_snapshot(struct master *m)
 {
+	pthread_mutex_lock(&m->lock);
+	if (m->snap_busy || m->since_snapshot < m->cfg.snapshot_every) {
+		pthread_mutex_unlock(&m->lock);
+		return 0;
+	}
+	struct snap_taken t = { 0 };
 	struct rv_buf b;
 	rv_buf_init(&b);
 	struct rv_err err = { 0 };
 	int64_t t0 = rv_mono_ms();
-	int rc = snapshot_build(m, &b);
+	int64_t covered = m->since_snapshot;
+	int64_t rc = snapshot_build(m, &t);
 	if (rc == 0)
-		rc = journal_snapshot(m->journal, b.data, b.len, &err);
+		rc = journal_snapshot_begin(m->journal);
+	bool begun = rc >= 0;
+	m->snap_busy = begun;
+	pthread_mutex_unlock(&m->lock);
+	int64_t t1 = rv_mono_ms();
+	if (rc >= 0)
+		rc = snapshot_finish(&t, &b);
+	snap_taken_release(&t);
+	if (rc >= 0)
+		rc = journal_snapshot_write(m->journal, b.data, b.len, &err);
+	else if (begun)
+		journal_snapshot_abort(m->journal);
+	pthread_mutex_lock(&m->lock);
+	m->snap_busy = false;
+	if (rc == 0)
+		m->since_snapshot -= covered; /* those after it count to the next */
+	pthread_mutex_unlock(&m->lock);
 	if (rc == 0) {
-		m->since_snapshot = 0;
 		atomic_fetch_add(&m->snapshots, 1);
-		rv_log_info("snapshot taken", "bytes=%zu ms=%" PRId64, b.len, rv_mono_ms() - t0);
+		state_histo_add(&m->snapshot_hold, (t1 - t0) * 1000);
+		rv_log_info("snapshot taken", "bytes=%zu ms=%" PRId64 " locked_ms=%" PRId64, b.len,
+			    rv_mono_ms() - t0, t1 - t0);
 	} else {
 		char q[600];
-		rv_log_error("could not take a snapshot", "errno=%d reason=%s", -rc,
+		rv_log_error("could not take a snapshot", "errno=%d reason=%s", (int)-rc,
 			     rv_log_q(q, sizeof(q), err.msg));
 	}
 	rv_buf_release(&b);
-	return rc;
+	return (int)rc;
 }
 
 /* A journal sync failed: counted and logged, with its cause and folder. */
@@ -1012,12 +1079,8 @@ int state_sync(struct master *m, int64_t seq)
 		sync_failed(m, seq, rc);
 		return rc;
 	}
-	if (m->since_snapshot >= m->cfg.snapshot_every) {
-		pthread_mutex_lock(&m->lock);
-		if (m->since_snapshot >= m->cfg.snapshot_every)
-			take_snapshot(m);
-		pthread_mutex_unlock(&m->lock);
-	}
+	if (m->since_snapshot >= m->cfg.snapshot_every)
+		take_snapshot(m); /* looked at again under the lock */
 	return 0;
 }
 
@@ -1405,6 +1468,8 @@ int state_open(struct master *m, struct rv_err *err)
 		.commit_delay_us = (int)m->cfg.commit_delay_us,
 		.nosync = m->cfg.nosync != 0,
 		.prewrite = (size_t)m->cfg.prewrite_kb * 1024,
+		.snapshot_step = m->snapshot_step,
+		.snapshot_step_ctx = m->snapshot_step_ctx,
 	};
 	m->wall0_ms = rv_now_ms();
 	m->mono0_ms = rv_mono_ms();

@@ -25,7 +25,11 @@
 # win back; goodput_ex_held: goodput with those seconds left out of the
 # wall time, Rover's own share; rss_growth_mb, fds_growth: the most any daemon process
 # (master, rover-run) grew between its first sample, 30 s in, and its
-# last (a restarted master counts from its restart).  BENCH_KEEP=1 keeps
+# last (a restarted master counts from its restart).  Before it, one line
+# per fault (and one for the time before the first): the seconds of its
+# window (to the next fault) not covered by kept steps at the median step
+# time, and those beyond its hold (the first line's: the spread of the step
+# times alone).  BENCH_KEEP=1 keeps
 # the folder (logs) and says where.
 set -euo pipefail
 B=${B:-build}
@@ -181,6 +185,22 @@ def account(path):
     return entries
 
 
+def recovery(started, kept, t_first, med):
+    """Per fault, from its start to the next one's (the first line: the
+    load to the first fault, none): the seconds not covered by kept steps
+    at the median step time, and of those the ones beyond its hold."""
+    if not kept:
+        return
+    times, end = sorted(kept.values()), max(kept.values())
+    marks = [(t_first, "none")] + started + [(end, None)]
+    for (a, name), (b, _) in zip(marks, marks[1:]):
+        n = sum(1 for t in times if a <= t < b)
+        lost = (b - a) - n * med
+        say("recovery %-13s at %4.0f s: window %5.1f s, %4d steps kept, lost %5.1f s, "
+            "beyond its hold %5.1f s" % (name, a - t_first, b - a, n, lost,
+                                         lost - HELD.get(name, 0)))
+
+
 def main():
     random.seed(seed)
     d = tempfile.mkdtemp(prefix="rover-soak-")
@@ -210,7 +230,7 @@ def main():
     while not read(tlog):
         time.sleep(0.2)
     t0 = time.time()
-    first, last, faults, nxt, held = {}, {}, 0, t0 + every, 0
+    first, last, faults, nxt, held, started = {}, {}, 0, t0 + every, 0, []
     while any(p.poll() is None for p in st.nodes):
         now = time.time()
         if now - t0 >= 30:
@@ -224,6 +244,7 @@ def main():
             if fault(st, name):
                 faults += 1
                 held += HELD.get(name, 0)
+                started.append((now, name))
                 say("%.0f s: fault %d %s" % (time.time() - t0, faults, name))
             nxt += every
         time.sleep(1)
@@ -255,6 +276,7 @@ def main():
     wall = max(kept.values()) - t_first if kept else 0
     goodput = len(kept) * med / wall if kept else 0
     ex_held = len(kept) * med / (wall - held) if kept and wall > held else 0
+    recovery(started, kept, t_first, med)
     rss = max([last[p][0] - first[p][0] for p in first] or [0])
     fds = max([last[p][1] - first[p][1] for p in first] or [0])
     say("nodes exited %s; wall %.1f min" % (codes, (end - t0) / 60))

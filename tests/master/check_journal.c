@@ -5,7 +5,9 @@
  * tail is cut (at every byte of the last record), a damaged record in the
  * middle is an error naming its offset, a crash at either point of a snapshot
  * replays correctly, a short write is cut back, and a process killed with
- * SIGKILL loses no record whose sync had returned.
+ * SIGKILL loses no record whose sync had returned; records appended and
+ * synced while a snapshot is written survive it, and a kill -9 at each of
+ * its steps.
  */
 #include <fcntl.h>
 #include <ftw.h>
@@ -484,6 +486,138 @@ START_TEST(test_snapshot_without_fresh_journal)
 	struct journal_opts o = { .dir = tmp };
 	ck_assert_ptr_null(journal_open(&o, on_snap, on_rec, &s, &err));
 	ck_assert_int_eq(err.code, -EUCLEAN);
+}
+END_TEST
+
+/* What the snapshot steps do: at WRITTEN (snapshot.tmp synced, nothing
+ * held) op-11..op-13 are appended and synced, op-14 appended; at RENAMED
+ * (the writer slot held) op-15 appended; kill_at: SIGKILL at that step,
+ * after its records. */
+struct step_ctx {
+	struct journal *j;
+	int kill_at;
+	int synced; /* journal_sync of op-13 returned 0 during the write */
+};
+
+static void step_records(void *arg, int step)
+{
+	struct step_ctx *c = arg;
+	char buf[32];
+	if (step == JOURNAL_SNAP_WRITTEN) {
+		int64_t seq = 0;
+		for (int i = 11; i <= 13; i++) {
+			snprintf(buf, sizeof(buf), "op-%d", i);
+			seq = journal_append(c->j, 1, buf, strlen(buf));
+		}
+		c->synced = seq == 13 && journal_sync(c->j, seq, 5000) == 0;
+		journal_append(c->j, 1, "op-14", 5);
+	} else if (step == JOURNAL_SNAP_RENAMED) {
+		journal_append(c->j, 1, "op-15", 5);
+	}
+	if (step == c->kill_at)
+		raise(SIGKILL);
+}
+
+/* op-1..op-5 synced, op-6..op-10 buffered, then a snapshot of state@10
+ * begun; its steps as step_records. */
+static struct journal *snapshot_during_records(struct seen *s, struct step_ctx *c, int kill_at)
+{
+	struct journal_opts o = { .dir = tmp,
+				  .snapshot_step = step_records,
+				  .snapshot_step_ctx = c };
+	struct rv_err err = { 0 };
+	memset(s, 0, sizeof(*s));
+	*c = (struct step_ctx){ .kill_at = kill_at };
+	c->j = journal_open(&o, on_snap, on_rec, s, &err);
+	ck_assert_msg(c->j != NULL, "journal_open: %s", err.msg);
+	char buf[32];
+	for (int i = 1; i <= 10; i++) {
+		snprintf(buf, sizeof(buf), "op-%d", i);
+		int64_t seq = append_str(c->j, 1, buf);
+		if (i == 5)
+			ck_assert_int_eq(journal_sync(c->j, seq, 5000), 0);
+	}
+	ck_assert_int_eq(journal_snapshot_begin(c->j), 10);
+	ck_assert_int_eq(journal_snapshot_begin(c->j), -EBUSY);
+	return c->j;
+}
+
+/* The replay is the ops in order from op-1 (the snapshot standing for
+ * op-1..op-10): returns the last op. */
+static int replayed_upto(const struct seen *s)
+{
+	int upto = 0;
+	if (s->nsnap) {
+		ck_assert_str_eq(s->snap, "state@10");
+		upto = 10;
+	}
+	char buf[32];
+	for (int i = 0; i < s->n; i++) {
+		snprintf(buf, sizeof(buf), "op-%d", ++upto);
+		ck_assert_str_eq(s->data[i], buf);
+	}
+	return upto;
+}
+
+/* Records are appended and made durable while the snapshot is written: the
+ * sync does not wait for it, and the fresh journal holds them (copied from
+ * the old one, whose batch began before the snapshot's point) and the ones
+ * still buffered, never the buffered ones the snapshot covers. */
+START_TEST(test_snapshot_records_during_write)
+{
+	struct seen s;
+	struct step_ctx c;
+	struct journal *j = snapshot_during_records(&s, &c, 0);
+	struct rv_err err = { 0 };
+	ck_assert_msg(journal_snapshot_write(j, "state@10", 8, &err) == 0, "%s", err.msg);
+	ck_assert(c.synced);
+	struct journal_stats st;
+	journal_stats(j, &st);
+	ck_assert_int_eq(st.durable_seq, 14); /* op-15 came after the take */
+	ck_assert_int_eq(st.snapshots, 1);
+	ck_assert(!file_has(path_in("journal"), "op-5"));
+	ck_assert(file_has(path_in("journal"), "op-14"));
+	ck_assert_int_eq(journal_sync(j, 0, 5000), 0);
+	journal_close(j);
+	j = open_ok(&s, false);
+	ck_assert_int_eq(s.nsnap, 1);
+	ck_assert_int_eq(replayed_upto(&s), 15);
+	ck_assert_int_eq(append_str(j, 1, "op-16"), 16);
+	journal_close(j);
+}
+END_TEST
+
+/* kill -9 at each step of a snapshot written while records go on (loop:
+ * WRITTEN, RENAMED, DONE): a reopen replays every op from op-1 in order,
+ * through op-13 at least (synced during the write), and goes on after. */
+START_TEST(test_snapshot_kill9_each_step)
+{
+	int step = JOURNAL_SNAP_WRITTEN + _i;
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct seen s;
+		struct step_ctx c;
+		struct journal *j = snapshot_during_records(&s, &c, step);
+		struct rv_err err = { 0 };
+		journal_snapshot_write(j, "state@10", 8, &err);
+		_exit(3); /* not reached: killed at the step */
+	}
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "step %d: status %d", step, st);
+	struct seen s;
+	struct journal *j = open_ok(&s, false);
+	ck_assert_int_eq(s.nsnap, step >= JOURNAL_SNAP_RENAMED);
+	int upto = replayed_upto(&s);
+	ck_assert_int_ge(upto, 13);
+	ck_assert_int_le(upto, 14);
+	ck_assert_int_eq(append_str(j, 1, "op-next"), upto + 1);
+	journal_close(j);
+	j = open_ok(&s, false);
+	ck_assert_int_eq(s.nsnap, step >= JOURNAL_SNAP_RENAMED);
+	ck_assert_str_eq(s.data[s.n - 1], "op-next");
+	journal_close(j);
 }
 END_TEST
 
@@ -1089,6 +1223,8 @@ static Suite *journal_suite(void)
 				  test_room_snapshot, test_kill9_acknowledged_durable,
 				  test_room_grows_in_steps);
 	tcase_add_loop_test(tc, test_group_commit, 0, 2);
+	tcase_add_test(tc, test_snapshot_records_during_write);
+	tcase_add_loop_test(tc, test_snapshot_kill9_each_step, 0, 3);
 	tcase_add_checked_fixture(tc, setup, teardown);
 	return RV_TEST_SUITE("journal", tc);
 }
