@@ -712,7 +712,7 @@ static int snap_workers_save(const struct master_worker *ws, int n, struct rv_bu
 	rv_buf_puts(part, "\"workers\":[");
 	for (int i = 0; i < n; i++) {
 		RV_CLEANUP_CJSON cJSON *o = rv_wire_encode(&snap_worker_msg, &ws[i]);
-		RV_CLEANUP_FREE char *text = o ? cJSON_PrintUnformatted(o) : NULL;
+		RV_CLEANUP_FREE char *text = o ? rv_json_print(o) : NULL;
 		if (!text)
 			return -ENOMEM;
 		rv_buf_printf(part, "%s%s", i ? "," : "", text);
