@@ -754,12 +754,24 @@ int shard_worker_dead(struct shard_mgr *m, int64_t worker)
 		return -ENOMEM;
 	/* Its recent dones go with it: a report for a step whose first report
 	 * came before this death can no longer be reconciled (lost_seq). */
-	free(w->ring);
-	w->ring = NULL;
+	if (n == 0) {
+		free(w->ring);
+		w->ring = NULL;
+	} else if (worker_ring_alloc(w) < 0) {
+		return -ENOMEM;
+	}
 	w->nring = w->ring_head = 0;
 	w->lost_seq = ++s->seq;
 	for (int i = s->doing.head; i < s->doing.n; i++) {
-		if (s->doing.v[i].live && s->doing.v[i].worker == worker) {
+		const struct shard_doing *d = &s->doing.v[i];
+		if (d->live && d->worker == worker) {
+			/* in its ring at its death's seq: a step report of the
+			 * worker still on its way (a node leaves before its
+			 * workers stopped) places what it consumed of it */
+			if (w->ring)
+				worker_ring_push(w, &(struct shard_recent){ d->id, w->lost_seq,
+									    d->ds, d->epoch,
+									    d->start, d->end });
 			doing_return(m, s, i);
 			doing_remove(s, i);
 		}
@@ -1013,6 +1025,18 @@ static int report_task(const struct shard_mgr *m, const struct shard_worker *w, 
 	if (i >= 0) {
 		*ds = s->doing.v[i].ds;
 		return report_task_doing(&s->doing.v[i], worker, consumed, iv, err);
+	}
+	if (rc && rc->seq == w->lost_seq) {
+		/* Taken back at the worker's death, after what it consumed of it
+		 * went into this step: those samples were TODO again at the
+		 * step's first report (report_check_claims), so the step counts
+		 * them consumed, else its data checkpoint hands them out again. */
+		*ds = rc->ds;
+		if (consumed > rc->end - rc->start)
+			return rv_err_set(err, -EINVAL, "consumed",
+					  "consumed must be at most the task's %" PRId64 " samples",
+					  rc->end - rc->start);
+		return add_interval(iv, rc->ds, rc->epoch, rc->start, rc->start + consumed);
 	}
 	if (rc) {
 		*ds = rc->ds;

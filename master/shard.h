@@ -101,7 +101,10 @@ int shard_next(struct shard_mgr *m, int ds, int64_t worker, int64_t now_ms, stru
 int shard_done(struct shard_mgr *m, int64_t task_id, int64_t worker, int64_t now_ms);
 
 /* Every DOING task of worker back to TODO at once; returns how many, or
- * -ENOMEM (nothing changed). */
+ * -ENOMEM (nothing changed).  The tasks stay known to the worker's ring
+ * (at its death's seq), so a step report it sent before it stopped and
+ * that lands after this still places what it consumed of them
+ * (shard_ckpt_report). */
 int shard_worker_dead(struct shard_mgr *m, int64_t worker);
 
 /* Whether worker still holds its tasks: its process is known to be alive
