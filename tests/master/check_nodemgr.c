@@ -720,6 +720,7 @@ END_TEST
 
 RV_TEST_MAIN_TCASE("nodemgr", "reconcile", 60, test_reconcile_count_and_resources,
 		   test_plan_above_the_largest_node_capped, test_local_without_command_is_refused,
-		   test_plan_remove_and_migrate_carried_out, test_succeeded_node_silence_is_no_death,
-		   test_charged_hosts_survive_a_restart, test_netcheck_verdict_charges_the_host,
+		   test_plan_remove_and_migrate_carried_out,
+		   test_succeeded_node_silence_is_no_death, test_charged_hosts_survive_a_restart,
+		   test_netcheck_verdict_charges_the_host,
 		   test_netcheck_charge_remembered_across_a_restart)
