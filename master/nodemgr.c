@@ -572,18 +572,20 @@ static const struct rv_replica_spec *launch_spec_fill(struct nodemgr *nm, const 
 	return rs;
 }
 
-/* A plan's resources above the backend's largest node would never start
- * (Slurm refuses the job): sched_fit caps them there, never below what
- * the job spec of role asked. */
-static bool shape_cap(const struct nodemgr *nm, const char *role, struct sched_resources *r)
+bool nodemgr_fit(const struct master *m, int role, struct sched_resources *r)
 {
-	int ri = rv_role_parse(role);
-	const struct rv_replica_spec *rs = ri >= 0 ? &nm->m->spec.replicas[ri] : NULL;
+	const struct rv_replica_spec *rs =
+		role >= 0 && role < RV_ROLE_COUNT ? &m->spec.replicas[role] : NULL;
 	struct sched_resources ask = { 0 };
 	if (rs && rs->has_resources)
 		ask = (struct sched_resources){ .cpu = rs->resource.cpu,
 						.memory_mb = rs->resource.memory_mb };
-	return sched_fit(&nm->shape, &ask, r);
+	return sched_fit(&m->node_shape, &ask, r);
+}
+
+static bool shape_cap(const struct nodemgr *nm, const char *role, struct sched_resources *r)
+{
+	return nodemgr_fit(nm->m, rv_role_parse(role), r);
 }
 
 /* The launch or resize of node with r capped (shape_cap), in the log. */

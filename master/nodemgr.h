@@ -98,6 +98,11 @@ int nodemgr_usage_each(struct master *m, void (*fn)(void *ctx, const struct mast
 /* Apply a journaled MASTER_OP_NODE_LAUNCHED/ENDED document.  0 or -EINVAL
  * (err: what is wrong with it). */
 int nodemgr_apply(struct master *m, int type, const void *doc, size_t len, struct rv_err *err);
+/* A plan's resources above the backend's largest node (m->node_shape)
+ * would never start (Slurm refuses the job): r capped there by sched_fit,
+ * never below what the job spec asked for role (an enum rv_role).  true
+ * when r changed.  The node manager launches with it; plans.c reports it. */
+bool nodemgr_fit(const struct master *m, int role, struct sched_resources *r);
 /* Append ,"nodemgr":{...} (the node table, the job's end; the desired state
  * is the brain link's, plans.c) to the
  * snapshot's extra object; load it back (o may be NULL: an older snapshot). */

@@ -214,20 +214,15 @@ static void target_to(struct master *m, const struct rv_plan_target *t)
 }
 
 /* The plan's group resources the node manager will cap at the largest
- * node (sched_fit, as nodemgr.c launches them), told as parts not applied
- * so the brain and `roverctl status` see them. */
+ * node (nodemgr_fit, as it launches them), told as parts not applied so
+ * the brain and `roverctl status` see them. */
 static void caps_note(const struct master *m, const struct rv_scale_plan *pl, char *na, size_t size)
 {
 	for (int r = 0; r < RV_ROLE_COUNT; r++) {
 		const struct rv_plan_group *g = &pl->groups[r];
-		const struct rv_replica_spec *rs = &m->spec.replicas[r];
-		struct sched_resources ask = { 0 };
-		if (rs->has_resources)
-			ask = (struct sched_resources){ .cpu = rs->resource.cpu,
-							.memory_mb = rs->resource.memory_mb };
 		struct sched_resources res = { .cpu = g->resource.cpu,
 					       .memory_mb = g->resource.memory_mb };
-		if (!g->present || !sched_fit(&m->node_shape, &ask, &res))
+		if (!g->present || !nodemgr_fit(m, r, &res))
 			continue;
 		size_t len = strlen(na);
 		snprintf(na + len, size - len,
