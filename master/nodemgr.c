@@ -572,20 +572,28 @@ static const struct rv_replica_spec *launch_spec_fill(struct nodemgr *nm, const 
 	return rs;
 }
 
-bool nodemgr_fit(const struct master *m, int role, struct sched_resources *r)
+/* r capped at shape, never below what spec asked for role. */
+static bool spec_fit(const struct sched_resources *shape, const struct rv_job_spec *spec, int role,
+		     struct sched_resources *r)
 {
-	const struct rv_replica_spec *rs =
-		role >= 0 && role < RV_ROLE_COUNT ? &m->spec.replicas[role] : NULL;
+	const struct rv_replica_spec *rs = role >= 0 && role < RV_ROLE_COUNT ? &spec->replicas[role]
+									     : NULL;
 	struct sched_resources ask = { 0 };
 	if (rs && rs->has_resources)
 		ask = (struct sched_resources){ .cpu = rs->resource.cpu,
 						.memory_mb = rs->resource.memory_mb };
-	return sched_fit(&m->node_shape, &ask, r);
+	return sched_fit(shape, &ask, r);
 }
 
+bool nodemgr_fit(const struct master *m, int role, struct sched_resources *r)
+{
+	return spec_fit(&m->node_shape, &m->spec, role, r);
+}
+
+/* nodemgr_fit on the node thread, with its own copy of the shape. */
 static bool shape_cap(const struct nodemgr *nm, const char *role, struct sched_resources *r)
 {
-	return nodemgr_fit(nm->m, rv_role_parse(role), r);
+	return spec_fit(&nm->shape, &nm->m->spec, rv_role_parse(role), r);
 }
 
 /* The launch or resize of node with r capped (shape_cap), in the log. */
