@@ -517,81 +517,30 @@ static struct view wait_running(struct master *m, const char *name)
 	return v;
 }
 
-/* The last network check found worker-0 a straggler (three members, it
- * late in both rounds) and its agent left the job over it (exit 1; here
- * a kill): its host h1 is charged as bad before the relaunch, so the
- * relaunch does not go back there (no other host: it gives up naming
- * h1); the charge is journaled and a restarted master still has it.
- * worker-1, found OK, fails too: its host is charged only as a crash. */
-START_TEST(test_netcheck_verdict_charges_the_host)
+/* Close m and open its state folder again (the node thread with nodes). */
+static struct master *master_reopen(struct master *m, bool nodes)
 {
-	snprintf(dir, sizeof(dir), "/tmp/rover-nodemgr-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	struct master *m = master_open(spec_json, false);
-	journal_node(m, MASTER_OP_NODE_LAUNCHED,
-		     "{\"name\":\"worker-0\",\"instance\":\"worker-0\",\"role\":\"worker\","
-		     "\"host\":\"h1\",\"rank\":0,\"attempt\":0,\"restarts\":0,\"ooms\":0,"
-		     "\"state\":\"launched\"}");
-	journal_node(m, MASTER_OP_NODE_LAUNCHED,
-		     "{\"name\":\"worker-1\",\"instance\":\"worker-1\",\"role\":\"worker\","
-		     "\"host\":\"h2\",\"rank\":1,\"attempt\":0,\"restarts\":0,\"ooms\":0,"
-		     "\"state\":\"launched\"}");
 	state_close(m);
 	rv_job_spec_release(&m->spec);
 	free(m);
-
-	m = master_open(spec_json, true); /* relaunches both, on h1 and h2 */
-	struct view v0 = wait_running(m, "worker-0"), v1 = wait_running(m, "worker-1");
-	static const char names[3][64] = { "worker-0", "worker-1", "worker-2" };
-	static const char addrs[3][64] = { "a:1", "b:1", "c:1" };
-	const struct netcheck_limits lim = { 30000, 2.0, 4.0, 100 };
-	pthread_mutex_lock(&m->lock);
-	struct netcheck_run *r = &m->netcheck;
-	ck_assert_int_eq(netcheck_run_start(r, 1, names, addrs, 3, 0, &lim), 0);
-	for (int i = 0; i < 3; i++)
-		netcheck_run_join(r, names[i], 0);
-	for (int round = 0; round < 2; round++) {
-		for (int i = 1; i < 3; i++) {
-			struct netcheck_group g;
-			ck_assert_int_eq(netcheck_run_group(r, names[i], round, &g), 1);
-			bool with0 = g.nodes[0] == 0 || (g.n > 1 && g.nodes[1] == 0);
-			if (!with0)
-				netcheck_run_report(r, names[i], round, true, 0.1, 0, 10);
-		}
-		ck_assert_int_eq(netcheck_run_tick(r, netcheck_run_deadline(r)), 1);
-	}
-	ck_assert_int_eq(r->state, NETCHECK_DONE);
-	ck_assert_int_eq(r->m[0].verdict, NETCHECK_STRAGGLER);
-	ck_assert_int_eq(r->m[1].verdict, NETCHECK_OK);
-	pthread_mutex_unlock(&m->lock);
-
-	char left[SCHED_NAME_MAX] = "";
-	bool bad = false;
-	kill(v1.pid, SIGKILL);
-	struct view v;
-	for (int i = 0; i < 200 && (look(m, "worker-1", &v), !strcmp(v.instance, v1.instance)); i++)
-		usleep(25 * 1000);
-	ck_assert_str_ne(v.instance, v1.instance); /* relaunched */
-	ck_assert_int_eq(charged(m, "worker-1", left, "h2", &bad), 1);
-	ck_assert(!bad);
-	kill(v0.pid, SIGKILL);
-	int crashes = -1;
-	for (int i = 0; i < 200 && (crashes = charged(m, "worker-0", left, "h1", &bad)) < 1; i++)
-		usleep(25 * 1000);
-	ck_assert_int_eq(crashes, 1);
-	ck_assert_msg(bad, "h1 not charged as bad for the verdict");
-	nodemgr_stop(m);
-	state_close(m);
-	rv_job_spec_release(&m->spec);
-	free(m);
-
-	m = master_open(spec_json, false);
-	bad = false;
-	ck_assert_int_eq(charged(m, "worker-0", left, "h1", &bad), 1);
-	ck_assert(bad);
-	master_free(m);
+	return master_open(spec_json, nodes);
 }
-END_TEST
+
+/* Journal the launch of worker-RANK's instance (attempt) on host. */
+static void launched_on(struct master *m, int rank, int attempt, int restarts, const char *host)
+{
+	char doc[400], inst[32];
+	if (attempt)
+		snprintf(inst, sizeof(inst), "worker-%d.%d", rank, attempt);
+	else
+		snprintf(inst, sizeof(inst), "worker-%d", rank);
+	snprintf(doc, sizeof(doc),
+		 "{\"name\":\"worker-%d\",\"instance\":\"%s\",\"role\":\"worker\","
+		 "\"host\":\"%s\",\"rank\":%d,\"attempt\":%d,\"restarts\":%d,\"ooms\":0,"
+		 "\"state\":\"launched\"}",
+		 rank, inst, host, rank, attempt, restarts);
+	journal_node(m, MASTER_OP_NODE_LAUNCHED, doc);
+}
 
 /* The last network check of m (check 1, three members) as the master
  * serves it: worker-0 late in both rounds, a straggler; the others OK. */
@@ -633,6 +582,50 @@ static bool kill_charged(struct master *m, const char *host)
 	return bad;
 }
 
+/* The last network check found worker-0 a straggler (three members, it
+ * late in both rounds) and its agent left the job over it (exit 1; here
+ * a kill): its host h1 is charged as bad before the relaunch, so the
+ * relaunch does not go back there (no other host: it gives up naming
+ * h1); the charge is journaled and a restarted master still has it.
+ * worker-1, found OK, fails too: its host is charged only as a crash. */
+START_TEST(test_netcheck_verdict_charges_the_host)
+{
+	snprintf(dir, sizeof(dir), "/tmp/rover-nodemgr-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	struct master *m = master_open(spec_json, false);
+	launched_on(m, 0, 0, 0, "h1");
+	launched_on(m, 1, 0, 0, "h2");
+	m = master_reopen(m, true); /* relaunches both, on h1 and h2 */
+	struct view v1 = wait_running(m, "worker-1");
+	worker0_straggler(m);
+	pthread_mutex_lock(&m->lock);
+	ck_assert_int_eq(m->netcheck.state, NETCHECK_DONE);
+	ck_assert_int_eq(m->netcheck.m[1].verdict, NETCHECK_OK);
+	pthread_mutex_unlock(&m->lock);
+
+	char left[SCHED_NAME_MAX] = "";
+	bool bad = false;
+	kill(v1.pid, SIGKILL);
+	struct view v;
+	for (int i = 0; i < 200 && (look(m, "worker-1", &v), !strcmp(v.instance, v1.instance)); i++)
+		usleep(25 * 1000);
+	ck_assert_str_ne(v.instance, v1.instance); /* relaunched */
+	ck_assert_int_eq(charged(m, "worker-1", left, "h2", &bad), 1);
+	ck_assert(!bad);
+	ck_assert_msg(kill_charged(m, "h1"), "h1 not charged as bad for the verdict");
+	nodemgr_stop(m);
+	state_close(m);
+	rv_job_spec_release(&m->spec);
+	free(m);
+
+	m = master_open(spec_json, false);
+	bad = false;
+	ck_assert_int_eq(charged(m, "worker-0", left, "h1", &bad), 1);
+	ck_assert(bad);
+	master_free(m);
+}
+END_TEST
+
 /* A verdict charges a node's host once per check, and a restarted master
  * remembers it (the journal, then a snapshot): worker-0, a straggler,
  * fails on h1 (charged as bad); after a restart it runs on h3, as a
@@ -643,26 +636,13 @@ START_TEST(test_netcheck_charge_remembered_across_a_restart)
 	snprintf(dir, sizeof(dir), "/tmp/rover-nodemgr-XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	struct master *m = master_open(spec_json, false);
-	journal_node(m, MASTER_OP_NODE_LAUNCHED,
-		     "{\"name\":\"worker-0\",\"instance\":\"worker-0\",\"role\":\"worker\","
-		     "\"host\":\"h1\",\"rank\":0,\"attempt\":0,\"restarts\":0,\"ooms\":0,"
-		     "\"state\":\"launched\"}");
-	state_close(m);
-	rv_job_spec_release(&m->spec);
-	free(m);
-	m = master_open(spec_json, true);
+	launched_on(m, 0, 0, 0, "h1");
+	m = master_reopen(m, true);
 	worker0_straggler(m);
 	ck_assert(kill_charged(m, "h1"));
 	nodemgr_stop(m);
-	journal_node(m, MASTER_OP_NODE_LAUNCHED,
-		     "{\"name\":\"worker-0\",\"instance\":\"worker-0.7\",\"role\":\"worker\","
-		     "\"host\":\"h3\",\"rank\":0,\"attempt\":7,\"restarts\":1,\"ooms\":0,"
-		     "\"state\":\"launched\"}");
-	state_close(m);
-	rv_job_spec_release(&m->spec);
-	free(m);
-
-	m = master_open(spec_json, false);
+	launched_on(m, 0, 7, 1, "h3");
+	m = master_reopen(m, false);
 	m->cfg.snapshot_every = 1; /* the next record brings a snapshot */
 	struct rv_err err = { 0 };
 	ck_assert_msg(nodemgr_start(m, "127.0.0.1:1", &err) == 0, "%s", err.msg);
@@ -670,11 +650,7 @@ START_TEST(test_netcheck_charge_remembered_across_a_restart)
 	ck_assert_msg(!kill_charged(m, "h3"), "h3 charged again for check 1's verdict");
 	ck_assert_uint_gt(atomic_load(&m->snapshots), 0);
 	nodemgr_stop(m);
-	state_close(m);
-	rv_job_spec_release(&m->spec);
-	free(m);
-
-	m = master_open(spec_json, false); /* from the snapshot */
+	m = master_reopen(m, false); /* from the snapshot */
 	pthread_mutex_lock(&m->lock);
 	ck_assert_int_eq(m->nc_check, 1);
 	ck_assert_int_eq(m->nc_nnamed, 1);
