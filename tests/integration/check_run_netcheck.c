@@ -237,7 +237,7 @@ static void slow_node(int n, int slow)
 {
 	const char *why = cgroup_skip();
 	if (why) {
-		fprintf(stderr, "check_run_netcheck: skipped: %s\n", why);
+		RV_TEST_SKIP(true, "no cgroup CPU quota to slow a node with: %s", why);
 		return;
 	}
 	char cg[200], cmd[300];
@@ -298,7 +298,7 @@ static void slow_dev(const char *nsname, const char *dev)
 static void slow_link(int slow)
 {
 	if (netns_skip[0]) {
-		fprintf(stderr, "check_run_netcheck: skipped: %s\n", netns_skip);
+		RV_TEST_SKIP(true, "no network namespaces: %s", netns_skip);
 		return;
 	}
 	/* 10 Mbit/s both ways: the 4 MiB all-gathers take seconds over this
@@ -338,7 +338,7 @@ END_TEST
 static void cut_link(int cut)
 {
 	if (netns_skip[0]) {
-		fprintf(stderr, "check_run_netcheck: skipped: %s\n", netns_skip);
+		RV_TEST_SKIP(true, "no network namespaces: %s", netns_skip);
 		return;
 	}
 	char route[NODES][160];
