@@ -302,11 +302,10 @@ static int send_to(const char *addr, int round, int mb, int io_ms, int64_t until
 /* This round's group of o->node, once the master has opened the round. */
 static int wait_group(struct rv_master_client *mc, const struct netprobe_opts *o, int64_t check,
 		      int round, int64_t until, struct rv_netcheck_group_reply *g,
-		      struct rv_err *err)
+		      int64_t *beat_ms, struct rv_err *err)
 {
-	int64_t last = 0;
 	for (;;) {
-		beat(mc, o->node, &last);
+		beat(mc, o->node, beat_ms);
 		int rc = rv_master_netcheck_group(mc, o->node, round, g, err);
 		if (rc < 0)
 			return rc;
@@ -322,7 +321,8 @@ static int wait_group(struct rv_master_client *mc, const struct netprobe_opts *o
 	}
 }
 
-static bool round_closed(struct rv_master_client *mc, int64_t check, int round);
+static bool round_closed(struct rv_master_client *mc, const char *node, int64_t check, int round,
+			 struct netprobe_result *out);
 
 /* TCP: our sends (timed), then our peers' transfers to us.  Whether every
  * transfer both ways completed; *secs the sends' time; *closed when the
@@ -330,7 +330,7 @@ static bool round_closed(struct rv_master_client *mc, int64_t check, int round);
 
 static bool tcp_round(struct rv_master_client *mc, const struct netprobe_opts *o,
 		      struct listener *l, int64_t check, const struct rv_netcheck_group_reply *g,
-		      int round, double *secs, bool *closed)
+		      int round, struct netprobe_result *out, double *secs, bool *closed)
 {
 	int64_t t0 = rv_mono_ms(), io_until = t0 + o->round_timeout_ms;
 	bool ok = true;
@@ -355,7 +355,7 @@ static bool tcp_round(struct rv_master_client *mc, const struct netprobe_opts *o
 		usleep(10 * 1000);
 		if (rv_mono_ms() - asked >= NP_CLOSED_MS) {
 			asked = rv_mono_ms();
-			if ((*closed = round_closed(mc, check, round)))
+			if ((*closed = round_closed(mc, o->node, check, round, out)))
 				return false; /* judged without us: nothing to report */
 		}
 	}
@@ -408,6 +408,7 @@ static int coll_spawn(const struct netprobe_opts *o, const char *script, const c
 	if (o->warm && o->warm->ready) {
 		struct warm_req rq = { .argv = argv + 2,
 				       .unbuffered = true,
+				       .hold_standbys = true,
 				       .envp = env,
 				       .fd = { -1, STDERR_FILENO, STDERR_FILENO } };
 		struct rv_err e = { 0 };
@@ -451,14 +452,23 @@ static int coll_result(const char *path, struct netprobe_result *out, int round)
 	return 0;
 }
 
+static void take_verdicts(const struct rv_netcheck_status *st, const char *node,
+			  struct netprobe_result *out);
+
 /* Whether the master closed round of check (it judged this node late, or
- * failed), so its collective need not go on. */
-static bool round_closed(struct rv_master_client *mc, int64_t check, int round)
+ * failed), so its collective need not go on.  The verdicts, when that close
+ * decided the check, go into out: a node short of CPU asks no more. */
+static bool round_closed(struct rv_master_client *mc, const char *node, int64_t check, int round,
+			 struct netprobe_result *out)
 {
 	struct rv_netcheck_status st = { 0 };
 	if (rv_master_netcheck(mc, &st, NULL) < 0)
 		return false;
 	bool closed = st.check != check || st.state != RV_NETCHECK_RUNNING || st.round > round;
+	if (st.check == check && st.state == RV_NETCHECK_DONE && !out->decided) {
+		take_verdicts(&st, node, out);
+		out->decided = true;
+	}
 	rv_netcheck_status_release(&st);
 	return closed;
 }
@@ -516,9 +526,9 @@ static const struct rv_netcheck_peer *peer_cut(const struct netprobe_opts *o,
  * when the master closed the round (p still runs). */
 static int coll_wait(struct rv_master_client *mc, const struct netprobe_opts *o, int64_t check,
 		     const struct rv_netcheck_group_reply *g, struct rv_proc *p, int64_t end,
-		     int *status, bool *closed)
+		     struct netprobe_result *out, int *status, bool *closed)
 {
-	int64_t last = 0, asked = rv_mono_ms();
+	int64_t asked = rv_mono_ms();
 	int rc, round = g->round;
 	*closed = false;
 	const struct rv_netcheck_peer *cut = peer_cut(o, g);
@@ -529,10 +539,10 @@ static int coll_wait(struct rv_master_client *mc, const struct netprobe_opts *o,
 		return -EHOSTUNREACH;
 	}
 	do {
-		beat(mc, o->node, &last);
+		beat(mc, o->node, &out->beat_ms);
 		if (rv_mono_ms() - asked >= NP_CLOSED_MS) {
 			asked = rv_mono_ms();
-			if ((*closed = round_closed(mc, check, round)))
+			if ((*closed = round_closed(mc, o->node, check, round, out)))
 				return -ETIMEDOUT;
 		}
 		int64_t left = end - rv_mono_ms();
@@ -594,7 +604,7 @@ static bool coll_round(struct rv_master_client *mc, const struct netprobe_opts *
 		if (end > until)
 			end = until;
 		int status = 0;
-		int rc = coll_wait(mc, o, check, g, &p, end, &status, closed);
+		int rc = coll_wait(mc, o, check, g, &p, end, out, &status, closed);
 		if (rc == -ETIMEDOUT || rc == -EHOSTUNREACH)
 			coll_abandon(&p, out);
 		ok = rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
@@ -636,13 +646,13 @@ static int one_round(struct rv_master_client *mc, const struct netprobe_opts *o,
 		     struct rv_err *err)
 {
 	struct rv_netcheck_group_reply g;
-	int rc = wait_group(mc, o, check, round, until, &g, err);
+	int rc = wait_group(mc, o, check, round, until, &g, &out->beat_ms, err);
 	if (rc < 0)
 		return rc;
 	double secs = 0;
 	bool closed = false;
 	bool ok = o->collective ? coll_round(mc, o, check, &g, round, until, out, &secs, &closed)
-				: tcp_round(mc, o, l, check, &g, round, &secs, &closed);
+				: tcp_round(mc, o, l, check, &g, round, out, &secs, &closed);
 	out->ok[round] = ok;
 	out->time_s[round] = secs;
 	if (closed)
@@ -730,10 +740,12 @@ int netprobe_run(struct rv_master_client *mc, const struct netprobe_opts *o,
 	if (rc != 0)
 		return rc;
 	out->check = j.check;
+	if (out->decided)
+		return 0; /* the verdicts came with round 1's close */
 	/* the verdicts come once every member reported round 1 or its deadline
 	 * passed */
-	for (int64_t last = 0;;) {
-		beat(mc, o->node, &last);
+	for (;;) {
+		beat(mc, o->node, &out->beat_ms);
 		struct rv_netcheck_status st = { 0 };
 		if ((rc = rv_master_netcheck(mc, &st, err)) < 0)
 			return rc;

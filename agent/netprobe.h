@@ -59,6 +59,10 @@ struct netprobe_result {
 	 * stopped, not yet ended (see netprobe_result_release) */
 	struct rv_proc stopped[NETPROBE_STOPPED_MAX];
 	int nstopped;
+	/* the check's own bookkeeping: the verdicts came with the close of a
+	 * round (no call more to ask for them), and when it last beat */
+	bool decided;
+	int64_t beat_ms;
 };
 
 /* Where rover_netcheck.py is: $ROVER_NETCHECK_SCRIPT when set, else

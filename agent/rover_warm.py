@@ -7,8 +7,8 @@ skips the ~1.5 s import and starts in milliseconds.
 Protocol, on the unix stream socket passed as --fd: every message is a native
 uint32 length and that many bytes of JSON.  First the server says
 {"ready": true, ...} or {"error": "...", "detail": "..."} (then exits 1).  Each
-request {"argv": [...], "module": bool, "unbuffered": bool, "env": {...},
-"cwd": "..."} carries the worker's stdin, stdout and stderr as three fds
+request {"argv": [...], "module": bool, "unbuffered": bool, "refill": bool,
+"env": {...}, "cwd": "..."} carries the worker's stdin, stdout and stderr as three fds
 (SCM_RIGHTS); the answer is {"pid": N} or {"error": "...", "refused": bool}
 ("refused": the request cannot be served warm, run it cold).  Notices may come
 between answers: {"standby": pid} (a worker forked in advance, now the
@@ -27,7 +27,11 @@ Those two forks and an exit cost ~20 ms, so --standby N workers are forked in
 advance, once the server has been idle for REFILL_IDLE_S: each waits, already
 the agent's child, for its request on a socketpair of its own; a request
 handed to one is running within a millisecond.  A standby is a copy of the
-same warm state: nothing in this process changes after the imports.
+same warm state: nothing in this process changes after the imports.  A
+request with "refill": false is served without forking its replacement, and
+so is every one after it until a request without it: the network check's
+collectives, on a node whose CPU may be short, take the standbys kept for
+them and leave that CPU to the check.
 
 Single-threaded on purpose: OpenMP's pool and most threads do not survive
 fork(), so a thread in this process would hang every worker; a request that
@@ -566,8 +570,10 @@ def serve(sock, imports, standby):
     send(sock, {"ready": True, "pid": os.getpid(), "threads": 1,
                 "import_ms": int((time.monotonic() - start) * 1000),
                 "python": sys.version.split()[0]})
+    hold = False  # the last request said "refill": false
     while True:
-        refill(sock, standby, agent)
+        if not hold:
+            refill(sock, standby, agent)
         try:
             req, fds = recv(sock)
         except (ValueError, EOFError, OSError) as e:
@@ -575,6 +581,7 @@ def serve(sock, imports, standby):
             continue
         if req is None:
             return 0
+        hold = isinstance(req, dict) and req.get("refill") is False
         try:
             if not isinstance(req.get("argv"), list) or not req["argv"] or len(fds) != 3:
                 reply = {"error": "bad request: no argv or not 3 fds", "refused": True}

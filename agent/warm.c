@@ -435,6 +435,7 @@ static char *request_json(const struct warm_req *rq, const char *cwd)
 	cJSON *env = cJSON_AddObjectToObject(root, "env");
 	if (!argv || !env || !cJSON_AddBoolToObject(root, "module", rq->module) ||
 	    !cJSON_AddBoolToObject(root, "unbuffered", rq->unbuffered) ||
+	    !cJSON_AddBoolToObject(root, "refill", !rq->hold_standbys) ||
 	    !cJSON_AddStringToObject(root, "cwd", cwd))
 		return NULL;
 	for (size_t i = 0; rq->argv[i]; i++) {

@@ -135,6 +135,11 @@ struct warm_req {
 	/* python -u, as torchrun runs workers: stdout unbuffered; otherwise
 	 * line-buffered (so a SIGKILL loses no whole line either way). */
 	bool unbuffered;
+	/* Fork no standby to replace the one this takes, until a request
+	 * without it: the network check's collectives, on a node whose CPU may
+	 * be short (each fork of an interpreter holding torch costs it tens of
+	 * ms), take the standbys kept for them and leave that CPU to the check. */
+	bool hold_standbys;
 	/* The worker's complete environment, "K=V", NULL-terminated; NULL: ours. */
 	const char *const *envp;
 	const char *cwd; /* NULL: ours */

@@ -519,6 +519,46 @@ START_TEST(test_twenty_spawns_one_thread)
 }
 END_TEST
 
+/* children() once it is n, or what it is after ms. */
+static int children_reach(int n, int ms)
+{
+	int c = children();
+	for (int64_t end = rv_mono_ms() + ms; c != n && rv_mono_ms() < end; c = children())
+		usleep(20 * 1000);
+	return c;
+}
+
+START_TEST(test_held_standbys_are_not_replaced)
+{
+	struct warm w;
+	start_with(&w, 2);
+	ck_assert_int_eq(children_reach(3, 20000), 3); /* it and its 2 standbys */
+	const char *s = put("hi.py", "print('hi')\n");
+	const char *argv[] = { s, NULL };
+	struct run res;
+	/* As the network check asks: each takes a standby and, for as long as
+	 * requests say so, none is forked in its place (a fork costs a node
+	 * short of CPU the time its check is judged by). */
+	for (int i = 0; i < 2; i++) {
+		struct warm_req held = { .argv = argv, .hold_standbys = true };
+		run_warm(&w, &held, &res);
+		ck_assert_str_eq(text(&res.out), "hi\n");
+		run_release(&res);
+		usleep(1000 * 1000); /* a refill starts 50 ms after a request */
+		ck_assert_int_eq(children(), 2 - i);
+	}
+	/* The next request without it is forked (no standby left) and the
+	 * standbys are forked again. */
+	struct warm_req rq = { .argv = argv };
+	run_warm(&w, &rq, &res);
+	ck_assert_str_eq(text(&res.out), "hi\n");
+	run_release(&res);
+	ck_assert_int_eq(children_reach(3, 20000), 3);
+	ck_assert_int_eq(w.spawns, 3);
+	warm_stop(&w);
+}
+END_TEST
+
 START_TEST(test_refusals_keep_it_usable)
 {
 	struct warm w;
@@ -854,7 +894,8 @@ static Suite *warm_suite(void)
 			      test_worker_sees_its_argv_env_cwd_path, test_same_as_a_fresh_python,
 			      test_output_whole_even_when_killed,
 			      test_exit_codes_signals_tracebacks, test_random_state_differs,
-			      test_twenty_spawns_one_thread, test_refusals_keep_it_usable,
+			      test_twenty_spawns_one_thread, test_held_standbys_are_not_replaced,
+			      test_refusals_keep_it_usable,
 			      test_dead_interpreter_fails_cleanly,
 			      test_silent_interpreter_times_out, test_workers_die_with_the_agent,
 			      test_gloo_all_reduce_between_warm_workers);

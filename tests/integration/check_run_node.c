@@ -388,8 +388,9 @@ END_TEST
 /* --warm-import: the warm interpreter imports the named module once, and a
  * restarted worker forked from it does not import it again.  The module
  * logs the pid of every process that imports it; the first worker starts
- * cold (the interpreter still imports torch), fails after a while, and the
- * restarted one starts warm. */
+ * cold (the interpreter still imports torch), fails once the interpreter
+ * has imported the module too (a loaded machine imports torch slowly), and
+ * the restarted one starts warm. */
 START_TEST(test_warm_import)
 {
 	struct rv_test_run r;
@@ -408,8 +409,15 @@ START_TEST(test_warm_import)
 					  "import rvslowmod\n"
 					  "n = os.environ['TORCHELASTIC_RESTART_COUNT']\n"
 					  "print('worker', os.getpid(), n, flush=True)\n"
+					  "log = os.path.join(os.path.dirname(rvslowmod.__file__), "
+					  "'imports.log')\n"
+					  "end = time.time() + 80\n"
+					  "while n == '0' and time.time() < end:\n"
+					  "    if len(open(log).read().split()) >= 2:\n"
+					  "        time.sleep(2)\n"
+					  "        break\n"
+					  "    time.sleep(0.2)\n"
 					  "if n == '0':\n"
-					  "    time.sleep(8)\n"
 					  "    sys.exit(1)\n",
 					  script, sizeof(script)),
 			 0);
