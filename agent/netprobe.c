@@ -301,8 +301,8 @@ static int send_to(const char *addr, int round, int mb, int io_ms, int64_t until
 
 /* This round's group of o->node, once the master has opened the round. */
 static int wait_group(struct rv_master_client *mc, const struct netprobe_opts *o, int64_t check,
-		      int round, int64_t until, struct rv_netcheck_group_reply *g,
-		      int64_t *beat_ms, struct rv_err *err)
+		      int round, int64_t until, struct rv_netcheck_group_reply *g, int64_t *beat_ms,
+		      struct rv_err *err)
 {
 	for (;;) {
 		beat(mc, o->node, beat_ms);

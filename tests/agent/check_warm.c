@@ -895,8 +895,7 @@ static Suite *warm_suite(void)
 			      test_output_whole_even_when_killed,
 			      test_exit_codes_signals_tracebacks, test_random_state_differs,
 			      test_twenty_spawns_one_thread, test_held_standbys_are_not_replaced,
-			      test_refusals_keep_it_usable,
-			      test_dead_interpreter_fails_cleanly,
+			      test_refusals_keep_it_usable, test_dead_interpreter_fails_cleanly,
 			      test_silent_interpreter_times_out, test_workers_die_with_the_agent,
 			      test_gloo_all_reduce_between_warm_workers);
 	tcase_add_checked_fixture(tc, setup, teardown);
