@@ -124,13 +124,42 @@ class Stack:
         return out
 
 
+def fd_kind(pid, fd):
+    """What fd of pid is, without its number: "socket", "pipe",
+    "anon_inode:[pidfd]", a file's path; "" once it is gone."""
+    try:
+        t = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+    except OSError:
+        return ""
+    return re.sub(r":\[\d+\]$", "", t)
+
+
 def usage(pid):
-    """RSS (MiB) and open fds of pid, or None once it is gone."""
+    """RSS (MiB), open fds, their kinds (a count each) and the name of pid,
+    or None once it is gone."""
     try:
         rss = [int(l.split()[1]) for l in open("/proc/%d/status" % pid) if l.startswith("VmRSS:")]
-        return rss[0] / 1024.0, len(os.listdir("/proc/%d/fd" % pid))
+        fds = os.listdir("/proc/%d/fd" % pid)
     except (OSError, IndexError):
         return None
+    kinds = {}
+    for fd in fds:
+        k = fd_kind(pid, fd)
+        kinds[k] = kinds.get(k, 0) + 1
+    return rss[0] / 1024.0, len(fds), kinds, read("/proc/%d/comm" % pid).strip()
+
+
+def fds_grown(first, last):
+    """A line naming the fds that the daemon with the most growth gained,
+    by kind ("" when none grew)."""
+    grown = {p: last[p][1] - first[p][1] for p in first}
+    p = max(grown, key=grown.get) if grown else None
+    if p is None or grown[p] <= 0:
+        return ""
+    a, b = first[p][2], last[p][2]
+    more = ["%+d %s" % (b.get(k, 0) - a.get(k, 0), k or "?") for k in sorted(set(a) | set(b))
+            if b.get(k, 0) != a.get(k, 0)]
+    return "fds of %s (pid %d) grew by %d: %s" % (first[p][3], p, grown[p], ", ".join(more))
 
 
 HELD = {"worker_stop": 20, "master_stop": 12}
@@ -279,6 +308,8 @@ def main():
     recovery(started, kept, t_first, med)
     rss = max([last[p][0] - first[p][0] for p in first] or [0])
     fds = max([last[p][1] - first[p][1] for p in first] or [0])
+    if fds_grown(first, last):
+        say(fds_grown(first, last))
     say("nodes exited %s; wall %.1f min" % (codes, (end - t0) / 60))
     if os.environ.get("BENCH_KEEP") == "1":
         say("kept " + d)
