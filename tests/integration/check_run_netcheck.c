@@ -316,6 +316,22 @@ static void slow_dev(const char *nsname, const char *dev)
 	ck_assert_int_eq(rv_test_cmd(tbf + skip, false), 0);
 }
 
+/* The master (on every address) and the NODES nodes, each in its
+ * namespace. */
+static void start_in_namespaces(struct job *j)
+{
+	static const char *wrap[NODES][5];
+	start_master(j, true);
+	for (int i = 0; i < NODES; i++) {
+		wrap[i][0] = "ip";
+		wrap[i][1] = "netns";
+		wrap[i][2] = "exec";
+		wrap[i][3] = ns[i];
+		wrap[i][4] = NULL;
+		start_node(j, i, wrap[i], addr_ns[i]);
+	}
+}
+
 static void slow_link(int slow)
 {
 	if (netns_skip[0]) {
@@ -327,16 +343,7 @@ static void slow_link(int slow)
 	slow_dev(NULL, veth_host[slow]);
 	slow_dev(ns[slow], veth_ns[slow]);
 	struct job j = { .n = NODES };
-	const char *wrap[NODES][5];
-	start_master(&j, true);
-	for (int i = 0; i < NODES; i++) {
-		wrap[i][0] = "ip";
-		wrap[i][1] = "netns";
-		wrap[i][2] = "exec";
-		wrap[i][3] = ns[i];
-		wrap[i][4] = NULL;
-		start_node(&j, i, wrap[i], addr_ns[i]);
-	}
+	start_in_namespaces(&j);
 	expect_found(&j, slow);
 	job_cleanup(&j);
 	QUIET("tc", "qdisc", "del", "dev", veth_host[slow], "root");
@@ -371,16 +378,7 @@ static void cut_link(int cut)
 					 0);
 	}
 	struct job j = { .n = NODES };
-	const char *wrap[NODES][5];
-	start_master(&j, true);
-	for (int i = 0; i < NODES; i++) {
-		wrap[i][0] = "ip";
-		wrap[i][1] = "netns";
-		wrap[i][2] = "exec";
-		wrap[i][3] = ns[i];
-		wrap[i][4] = NULL;
-		start_node(&j, i, wrap[i], addr_ns[i]);
-	}
+	start_in_namespaces(&j);
 	char *err = rv_test_run_expect_exit(&j.r[cut], 1, 240000);
 	ck_assert_msg(strstr(err, "this node is faulty: leaving the job"), "node %d: %s", cut, err);
 	free(err);

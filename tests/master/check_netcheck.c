@@ -316,6 +316,16 @@ START_TEST(test_worlds_name_only_the_bad_node)
 }
 END_TEST
 
+/* The verdicts v of three nodes nd placed in a pair and one alone in each
+ * round (g0, g1), at a straggler ratio of 2: how many are not OK. */
+static int verdict3(const struct netcheck_node nd[3], const struct netcheck_group g0[2],
+		    const struct netcheck_group g1[2], int v[3])
+{
+	const struct netcheck_group *const gs[2] = { g0, g1 };
+	const int ng[2] = { 2, 2 };
+	return netcheck_verdict(nd, 3, gs, ng, 2.0, v);
+}
+
 /* Three nodes, the slow one in round 0's pair and then with the node that
  * was alone: every timed round of all three was late, and only the slow
  * node's partner in both explains the others'. */
@@ -328,11 +338,9 @@ START_TEST(test_three_nodes_cleared_by_a_worse_partner)
 	};
 	const struct netcheck_group g0[2] = { { 2, { 0, 1 } }, { 1, { 2, -1 } } };
 	const struct netcheck_group g1[2] = { { 2, { 2, 0 } }, { 1, { 1, -1 } } };
-	const struct netcheck_group *const gs[2] = { g0, g1 };
-	const int ng[2] = { 2, 2 };
 	int v[3];
 
-	ck_assert_int_eq(netcheck_verdict(nd, 3, gs, ng, 2.0, v), 1);
+	ck_assert_int_eq(verdict3(nd, g0, g1, v), 1);
 	ck_assert_int_eq(v[0], NETCHECK_STRAGGLER);
 	ck_assert_int_eq(v[1], NETCHECK_OK);
 	ck_assert_int_eq(v[2], NETCHECK_OK);
@@ -342,7 +350,7 @@ START_TEST(test_three_nodes_cleared_by_a_worse_partner)
 	nd[0].time_s[1] = 0.1;
 	nd[2].late[1] = false;
 	nd[2].time_s[1] = 0.1;
-	ck_assert_int_eq(netcheck_verdict(nd, 3, gs, ng, 2.0, v), 0); /* late once: no one */
+	ck_assert_int_eq(verdict3(nd, g0, g1, v), 0); /* late once: no one */
 }
 END_TEST
 
@@ -360,25 +368,23 @@ START_TEST(test_three_nodes_one_slow_pair_fast_alone)
 	};
 	const struct netcheck_group g0[2] = { { 2, { 0, 1 } }, { 1, { 2, -1 } } };
 	const struct netcheck_group g1[2] = { { 2, { 1, 2 } }, { 1, { 0, -1 } } };
-	const struct netcheck_group *const gs[2] = { g0, g1 };
-	const int ng[2] = { 2, 2 };
 	int v[3];
 
 	/* its own compute was slow then (noise): without it the round is fast */
-	ck_assert_int_eq(netcheck_verdict(nd, 3, gs, ng, 2.0, v), 0);
+	ck_assert_int_eq(verdict3(nd, g0, g1, v), 0);
 	/* slower than that noise explains */
 	nd[0].time_s[0] = nd[1].time_s[0] = 0.3;
-	ck_assert_int_eq(netcheck_verdict(nd, 3, gs, ng, 2.0, v), 1);
+	ck_assert_int_eq(verdict3(nd, g0, g1, v), 1);
 	ck_assert_int_eq(v[0], NETCHECK_STRAGGLER);
 	/* its compute as fast as alone: the link was slow, which a round alone
 	 * does not measure */
 	nd[0].time_s[0] = nd[1].time_s[0] = 0.245;
 	nd[0].compute_s[0] = 0.08;
-	ck_assert_int_eq(netcheck_verdict(nd, 3, gs, ng, 2.0, v), 1);
+	ck_assert_int_eq(verdict3(nd, g0, g1, v), 1);
 	ck_assert_int_eq(v[0], NETCHECK_STRAGGLER);
 	/* no compute measured (the TCP check): a round alone sent nothing */
 	nd[0].compute_s[0] = nd[0].compute_s[1] = 0;
-	ck_assert_int_eq(netcheck_verdict(nd, 3, gs, ng, 2.0, v), 1);
+	ck_assert_int_eq(verdict3(nd, g0, g1, v), 1);
 	ck_assert_int_eq(v[0], NETCHECK_STRAGGLER);
 }
 END_TEST
