@@ -18,7 +18,11 @@
 #               (the digest logged at that save), and finishes
 #   ckpt        tests/gpu/ckpt_gpu.py: a 1 GiB GPU state saved and loaded
 #               exactly; its bench= line is the GPU checkpoint figure
-# Exit 0 when every check passed.
+#   netcheck    two rover-run nodes, one GPU each, --network-check: both
+#               verdicts come from the collective on NCCL (backend=nccl,
+#               verdict=ok); needs two GPUs (NCCL takes one per rank), else
+#               printed "skip" with why
+# Exit 0 when every check passed (a skip is not a failure).
 set -u
 BIN=${ROVER_BIN_DIR:-build/bin}
 OUT=${1:-/tmp/rover-gpu}
@@ -121,4 +125,37 @@ rc=$?
 grep -E 'loaded|bench=' "$OUT/ckpt.log"
 [ $rc = 0 ] && grep -q 'exact=1' "$OUT/ckpt.log"
 result ckpt $? "exit $rc, see $OUT/ckpt.log"
+# netcheck: the network check's collective on NCCL, a node per GPU
+netcheck() {
+	local d="$OUT/netcheck" port master i nodes rc=0
+	rm -rf "$d" && mkdir -p "$d"
+	echo '{"apiVersion":"elastic.rover.dev/v1alpha1","kind":"ElasticJob",
+ "metadata":{"name":"gpu-netcheck"},"spec":{"distributionStrategy":"AllreduceStrategy",
+ "optimizeMode":"manual","replicaSpecs":{"worker":{"replicas":2,"minReplicas":2,"maxReplicas":2}},
+ "datasets":[{"name":"train","size":100,"shardSize":10,"epochs":1}]}}' >"$d/job.json"
+	echo 'import os; print("W=" + os.environ["WORLD_SIZE"], flush=True)' >"$d/w.py"
+	port=$("$PYTHON_EXEC" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+	"$BIN/rover-master" --job "$d/job.json" --state-dir "$d/state" --listen "127.0.0.1:$port" \
+		--scheduler none --log-level warn >"$d/master.log" 2>&1 &
+	master=$!
+	nodes=""
+	for i in 0 1; do
+		CUDA_VISIBLE_DEVICES=$i ROVER_NODE_NAME=g$i timeout 300 "$BIN/rover-run" --nnodes 2 \
+			--nproc-per-node 1 --rdzv-endpoint "127.0.0.1:$port" --network-check "$d/w.py" \
+			>"$d/out$i" 2>"$d/err$i" &
+		nodes="$nodes $!"
+	done
+	for i in $nodes; do wait "$i" || rc=$?; done
+	kill $master 2>/dev/null
+	wait $master 2>/dev/null
+	grep -h 'network check done' "$d"/err0 "$d"/err1 | sed 's/.*check=/check=/'
+	[ $rc = 0 ] && [ "$(grep -h 'network check done' "$d"/err0 "$d"/err1 |
+		grep -c 'verdict=ok.*backend=nccl')" = 2 ]
+}
+if [ "${want:-0}" -ge 2 ]; then
+	netcheck
+	result netcheck $? "see $OUT/netcheck"
+else
+	say "skip netcheck (${want:-0} GPU: NCCL pairs need a GPU per node, two at least)"
+fi
 exit $fail
