@@ -1135,7 +1135,7 @@ static void warm_setup(struct run *r)
 			    rv_log_q(q, sizeof(q), e.msg));
 	else
 		rv_log_info("warm interpreter starting", "pid=%d python=%s standby=%d",
-			    (int)r->warm.proc.pid, r->python, r->nproc);
+			    (int)r->warm.proc.pid, r->python, o.standby);
 }
 
 /* The workers' c10d store in rover-run (tcpstore.h), as torchrun's

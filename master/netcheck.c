@@ -135,6 +135,36 @@ static bool noisy_pair_fast_alone(const struct netcheck_node *nd,
 	return nd->time_s[paired] - noise <= limit;
 }
 
+/* Whether node i's slowness rests on one paired round, its other round
+ * untimed (failed beside a cut partner, or late), that its partner shows
+ * was slow for both: the partner's compute in that round above its
+ * compute in its own other round (noise on a loaded machine, which slowed
+ * the pair alike) is taken off i's time, and what is left is within limit.
+ * A slow node's own compute does not slow its partner's, and a slow link
+ * shows in communication, so neither is cleared this way. */
+static bool noisy_round_shared(const struct netcheck_node *nodes,
+			       const struct netcheck_group *const groups[2], const int ngroups[2],
+			       int i, double limit)
+{
+	const struct netcheck_node *nd = &nodes[i];
+	int r = -1, ntimed = 0;
+	for (int k = 0; k < 2; k++)
+		if (timed_ok(nd, k) && !nd->late[k]) {
+			ntimed++;
+			r = k;
+		}
+	const struct netcheck_group *g = ntimed == 1 ? group_of(groups, ngroups, r, i) : NULL;
+	if (!g || g->n != 2)
+		return false;
+	const struct netcheck_node *p = &nodes[g->nodes[0] == i ? g->nodes[1] : g->nodes[0]];
+	int o = 1 - r;
+	if (!timed_ok(p, r) || !timed_ok(p, o) || p->late[o] || !(p->compute_s[r] > 0) ||
+	    !(p->compute_s[o] > 0))
+		return false;
+	double noise = fmax(0, p->compute_s[r] - p->compute_s[o]);
+	return nd->time_s[r] - noise <= limit;
+}
+
 /* Median of the nt times in t (sorted here); 0 when nt == 0. */
 static double median_of(struct timed *t, int nt)
 {
@@ -218,7 +248,9 @@ int netcheck_verdict(const struct netcheck_node *nodes, int n,
 		else if (n >= 3 &&
 			 ((nt >= 3 && isfinite(best[i]) && best[i] > straggler_ratio * median &&
 			   !noisy_pair_fast_alone(&nodes[i], groups, ngroups, i,
-						  straggler_ratio * median)) ||
+						  straggler_ratio * median) &&
+			   !noisy_round_shared(nodes, groups, ngroups, i,
+					       straggler_ratio * median)) ||
 			  (nodes[i].late[0] && nodes[i].late[1])))
 			verdict[i] = NETCHECK_STRAGGLER;
 		else

@@ -118,6 +118,25 @@ static void netns_teardown(void)
 		QUIET("ip", "link", "del", bridge);
 }
 
+/* The links as netns_setup made them: no qdisc on either end of a veth and
+ * no blackhole route, whatever a case that failed half-way left (a failed
+ * assertion ends its case before the case's own cleanup). */
+static void links_reset(void)
+{
+	for (int i = 0; i < NODES; i++) {
+		QUIET("tc", "qdisc", "del", "dev", veth_host[i], "root");
+		QUIET("ip", "netns", "exec", ns[i], "tc", "qdisc", "del", "dev", veth_ns[i],
+		      "root");
+		for (int k = 0; k < NODES; k++) {
+			char route[160];
+			snprintf(route, sizeof(route), "%s/32", addr_ns[k]);
+			if (k != i)
+				QUIET("ip", "netns", "exec", ns[i], "ip", "route", "del",
+				      "blackhole", route);
+		}
+	}
+}
+
 struct job {
 	int n; /* nodes */
 	struct rv_test_master m;
@@ -338,6 +357,7 @@ static void slow_link(int slow)
 		RV_TEST_SKIP(true, "no network namespaces: %s", netns_skip);
 		return;
 	}
+	links_reset();
 	/* 10 Mbit/s both ways: the 4 MiB all-gathers take seconds over this
 	 * node's link, a fraction of one over the others' */
 	slow_dev(NULL, veth_host[slow]);
@@ -369,6 +389,7 @@ static void cut_link(int cut)
 		RV_TEST_SKIP(true, "no network namespaces: %s", netns_skip);
 		return;
 	}
+	links_reset();
 	char route[NODES][160];
 	for (int i = 0; i < NODES; i++) {
 		snprintf(route[i], sizeof(route[i]), "%s/32", addr_ns[i]);

@@ -389,6 +389,40 @@ START_TEST(test_three_nodes_one_slow_pair_fast_alone)
 }
 END_TEST
 
+/* Four nodes on a loaded machine, node 3 cut off (both rounds failed):
+ * node 2's only timed round was beside node 0, slow for both, and node 0's
+ * own compute then was three times its compute in its other round, so
+ * the round was slow for the pair, not for node 2; slow beside a partner
+ * whose compute was as in its other round, node 2 is named. */
+START_TEST(test_shared_slow_round_names_nobody)
+{
+	struct netcheck_node nd[4] = {
+		{ { true, true }, { 1.275, 0.46 }, { false, false }, { 0.764, 0.235 } },
+		{ { false, true }, { 0, 0.46 }, { false, false }, { 0, 0.22 } },
+		{ { true, false }, { 1.278, 0 }, { false, false }, { 0.70, 0 } },
+		{ { false, false }, { 0, 0 }, { false, false }, { 0, 0 } },
+	};
+	const struct netcheck_group g0[2] = { { 2, { 0, 2 } }, { 2, { 1, 3 } } };
+	const struct netcheck_group g1[2] = { { 2, { 0, 1 } }, { 2, { 2, 3 } } };
+	const struct netcheck_group *const gs[2] = { g0, g1 };
+	const int ng[2] = { 2, 2 };
+	int v[4];
+
+	ck_assert_int_eq(netcheck_verdict(nd, 4, gs, ng, 2.0, v), 1);
+	ck_assert_int_eq(v[2], NETCHECK_OK);
+	ck_assert_int_eq(v[3], NETCHECK_FAULTY);
+	/* node 0's compute as in round 1: the slow round was node 2's */
+	nd[0].compute_s[0] = 0.24;
+	ck_assert_int_eq(netcheck_verdict(nd, 4, gs, ng, 2.0, v), 2);
+	ck_assert_int_eq(v[2], NETCHECK_STRAGGLER);
+	/* slower than the pair's noise explains */
+	nd[0].compute_s[0] = 0.764;
+	nd[0].time_s[0] = nd[2].time_s[0] = 2.5;
+	ck_assert_int_eq(netcheck_verdict(nd, 4, gs, ng, 2.0, v), 2);
+	ck_assert_int_eq(v[2], NETCHECK_STRAGGLER);
+}
+END_TEST
+
 /* The straggler wait: it starts once every member joined and half of the
  * others reported; a member not reported by then is late, with the time
  * the round was open since the last join; a restarted master keeps it
@@ -450,4 +484,5 @@ RV_TEST_MAIN_TCASE("netcheck", "core", 10, test_round0_neighbours, test_round1_f
 		   test_faulty_needs_two_failures, test_straggler_ratio, test_run_verdicts,
 		   test_run_silent_node_times_out, test_worlds_name_only_the_bad_node,
 		   test_three_nodes_cleared_by_a_worse_partner,
-		   test_three_nodes_one_slow_pair_fast_alone, test_run_straggler_wait)
+		   test_three_nodes_one_slow_pair_fast_alone, test_shared_slow_round_names_nobody,
+		   test_run_straggler_wait)
