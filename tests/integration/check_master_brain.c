@@ -113,16 +113,7 @@ static void master_start(const char *spec, bool with_brain)
 		args[n++] = "--brain";
 		args[n++] = brain.url;
 	}
-	const char *more[] = { "--brain-batch-delay-ms",
-			       "20",
-			       "--brain-backoff-max-ms",
-			       "200",
-			       "--brain-poll-wait-s",
-			       "1",
-			       "--plan-interval-ms",
-			       "200",
-			       "--brain-progress-interval-ms",
-			       "100",
+	const char *more[] = { RV_TEST_MASTER_BRAIN_SOON, "--brain-progress-interval-ms", "100",
 			       NULL };
 	for (int i = 0; more[i]; i++)
 		args[n++] = more[i];

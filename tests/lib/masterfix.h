@@ -47,6 +47,12 @@ char *rv_test_master_spec(long size, long shard_size, int epochs, int min, int m
 /* Start with extra args (NULL-terminated, copied by pointer: keep them
  * alive).  0, or a negative errno (the log is printed on stderr). */
 int rv_test_master_start(struct rv_test_master *m, const char *const *args);
+/* Extra args for a master whose test waits on what reaches the brain: a
+ * batch after 20 ms, back-off up to 200 ms, plan polls of 1 s and a plan
+ * every 200 ms (string literals, for inside an argument list). */
+#define RV_TEST_MASTER_BRAIN_SOON                                                                  \
+	"--brain-batch-delay-ms", "20", "--brain-backoff-max-ms", "200", "--brain-poll-wait-s",    \
+		"1", "--plan-interval-ms", "200"
 /* init with rv_test_master_spec(size, shard_size, epochs, min, max), then
  * start with args (may be NULL).  0, or a negative errno. */
 int rv_test_master_start_job(struct rv_test_master *m, long size, long shard_size, int epochs,
