@@ -488,8 +488,10 @@ int nodes_host_restore(struct nodes *m, const char *host, int crashes, bool bad)
 	return 0;
 }
 
-int nodes_relaunch(struct nodes *m, const char *base, const struct sched_resources *res,
-		   struct nodes_action *act)
+/* The node of base, still to run or running, into *out, act cleared for
+ * its relaunch: 0, -ENOENT when none, -EALREADY when it has ended. */
+static int relaunchable(struct nodes *m, const char *base, struct nodes_action *act,
+			struct node **out)
 {
 	struct node *n = by_base(m, base);
 	if (!n)
@@ -497,6 +499,17 @@ int nodes_relaunch(struct nodes *m, const char *base, const struct sched_resourc
 	if (n->state == N_FAILED || n->state == N_SUCCEEDED)
 		return -EALREADY;
 	memset(act, 0, sizeof(*act));
+	*out = n;
+	return 0;
+}
+
+int nodes_relaunch(struct nodes *m, const char *base, const struct sched_resources *res,
+		   struct nodes_action *act)
+{
+	struct node *n;
+	int rc = relaunchable(m, base, act, &n);
+	if (rc < 0)
+		return rc;
 	if (res)
 		n->res = *res;
 	relaunch(n, n->host, act);
@@ -506,12 +519,10 @@ int nodes_relaunch(struct nodes *m, const char *base, const struct sched_resourc
 int nodes_replace(struct nodes *m, const char *base, const struct sched_resources *res,
 		  struct nodes_action *act)
 {
-	struct node *n = by_base(m, base);
-	if (!n)
-		return -ENOENT;
-	if (n->state == N_FAILED || n->state == N_SUCCEEDED)
-		return -EALREADY;
-	memset(act, 0, sizeof(*act));
+	struct node *n;
+	int rc = relaunchable(m, base, act, &n);
+	if (rc < 0)
+		return rc;
 	char slow[SCHED_NAME_MAX], host[SCHED_NAME_MAX];
 	fmt(slow, sizeof(slow), "%s", n->host);
 	if (slow[0]) {
