@@ -488,10 +488,11 @@ int nodes_host_restore(struct nodes *m, const char *host, int crashes, bool bad)
 	return 0;
 }
 
-/* The node of base, still to run or running, into *out, act cleared for
- * its relaunch: 0, -ENOENT when none, -EALREADY when it has ended. */
-static int relaunchable(struct nodes *m, const char *base, struct nodes_action *act,
-			struct node **out)
+/* The node of base, still to run or running, into *out, with res (when
+ * not NULL) and act cleared for its relaunch: 0, -ENOENT when none,
+ * -EALREADY when it has ended. */
+static int relaunchable(struct nodes *m, const char *base, const struct sched_resources *res,
+			struct nodes_action *act, struct node **out)
 {
 	struct node *n = by_base(m, base);
 	if (!n)
@@ -499,6 +500,8 @@ static int relaunchable(struct nodes *m, const char *base, struct nodes_action *
 	if (n->state == N_FAILED || n->state == N_SUCCEEDED)
 		return -EALREADY;
 	memset(act, 0, sizeof(*act));
+	if (res)
+		n->res = *res;
 	*out = n;
 	return 0;
 }
@@ -507,20 +510,17 @@ int nodes_relaunch(struct nodes *m, const char *base, const struct sched_resourc
 		   struct nodes_action *act)
 {
 	struct node *n;
-	int rc = relaunchable(m, base, act, &n);
-	if (rc < 0)
-		return rc;
-	if (res)
-		n->res = *res;
-	relaunch(n, n->host, act);
-	return 0;
+	int rc = relaunchable(m, base, res, act, &n);
+	if (rc == 0)
+		relaunch(n, n->host, act);
+	return rc;
 }
 
 int nodes_replace(struct nodes *m, const char *base, const struct sched_resources *res,
 		  struct nodes_action *act)
 {
 	struct node *n;
-	int rc = relaunchable(m, base, act, &n);
+	int rc = relaunchable(m, base, res, act, &n);
 	if (rc < 0)
 		return rc;
 	char slow[SCHED_NAME_MAX], host[SCHED_NAME_MAX];
@@ -538,8 +538,6 @@ int nodes_replace(struct nodes *m, const char *base, const struct sched_resource
 			fmt(host, sizeof(host), "%s", m->cand[i]);
 			break;
 		}
-	if (res)
-		n->res = *res;
 	relaunch(n, host, act);
 	fmt(act->reason, sizeof(act->reason), "straggler replaced%s%s%s%s",
 	    slow[0] ? " (host " : "", slow, slow[0] ? " charged)" : "",
