@@ -199,10 +199,11 @@ START_TEST(test_cli)
 }
 END_TEST
 
-static const cJSON *find_node(const cJSON *cluster, const char *name)
+/* The item of the array at key in parent whose "name" is name, or NULL. */
+static const cJSON *find_named(const cJSON *parent, const char *key, const char *name)
 {
 	const cJSON *it;
-	cJSON_ArrayForEach(it, cJSON_GetObjectItem(cluster, "nodes"))
+	cJSON_ArrayForEach(it, cJSON_GetObjectItem(parent, key))
 	{
 		const char *n = rv_test_json_str(it, "name");
 		if (n && !strcmp(n, name))
@@ -211,16 +212,14 @@ static const cJSON *find_node(const cJSON *cluster, const char *name)
 	return NULL;
 }
 
+static const cJSON *find_node(const cJSON *cluster, const char *name)
+{
+	return find_named(cluster, "nodes", name);
+}
+
 static const cJSON *find_job(const cJSON *node, const char *name)
 {
-	const cJSON *it;
-	cJSON_ArrayForEach(it, cJSON_GetObjectItem(node, "jobs"))
-	{
-		const char *n = rv_test_json_str(it, "name");
-		if (n && !strcmp(n, name))
-			return it;
-	}
-	return NULL;
+	return find_named(node, "jobs", name);
 }
 
 START_TEST(test_reports_this_host)
