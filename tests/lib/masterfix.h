@@ -75,6 +75,15 @@ struct rv_master_client *rv_test_master_client(const struct rv_test_master *m);
  * HOST:PORT): max_attempts tries 10 to 200 ms apart within budget_ms
  * (NULL on error). */
 struct rv_master_client *rv_test_agent_client(const char *addr, int max_attempts, int budget_ms);
+/* Where node stands in round (0: not asked) at c's master.  Called from a
+ * test: a failed call fails it. */
+enum rv_rdzv_status rv_test_master_world_of(struct rv_master_client *c, const char *node,
+					    int64_t round);
+/* The ms from since (rv_mono_ms) until node is out of round (its status
+ * unknown: declared dead), asked every 10 ms up to within_ms after since;
+ * -1 when it never was. */
+int64_t rv_test_master_wait_dead(struct rv_master_client *c, const char *node, int64_t round,
+				 int64_t since, int64_t within_ms);
 
 /*
  * A simulated worker: takes shards of dataset "train" until the master says
