@@ -35,10 +35,7 @@ static int py(const char *code, int port, const char *env, char *out, size_t siz
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	char path[128], cmd[512];
 	snprintf(path, sizeof(path), "%s/t.py", dir);
-	FILE *f = fopen(path, "w");
-	ck_assert_ptr_nonnull(f);
-	fputs(code, f);
-	fclose(f);
+	rv_test_write_file(path, code);
 	snprintf(cmd, sizeof(cmd), "cd %s && PORT=%d %s timeout 240 /usr/bin/python3 t.py 2>&1",
 		 dir, port, env ? env : "");
 	FILE *p = popen(cmd, "r");

@@ -322,15 +322,12 @@ START_TEST(test_gpus_from_gpuinfo)
 	snprintf(cmd, sizeof(cmd), "cp '%s/rover-monitor' '%s/'", bin_dir(), dir);
 	ck_assert_int_eq(system(cmd), 0);
 	snprintf(path, sizeof(path), "%s/rover-gpuinfo", dir);
-	FILE *f = fopen(path, "w");
-	ck_assert_ptr_nonnull(f);
-	fputs("#!/bin/sh\n"
-	      "# stand-in rover-gpuinfo: two GPUs, as on a machine with a driver\n"
-	      "printf 'count 2\\n'\n"
-	      "printf 'gpu 0 81559 61559 9 0 NVIDIA H100 80GB HBM3\\nutil 0 90 40\\n'\n"
-	      "printf 'gpu 1 81559 71559 9 0 NVIDIA H100 80GB HBM3\\nutil 1 30 10\\n'\n",
-	      f);
-	ck_assert_int_eq(fclose(f), 0);
+	rv_test_write_file(
+		path, "#!/bin/sh\n"
+		      "# stand-in rover-gpuinfo: two GPUs, as on a machine with a driver\n"
+		      "printf 'count 2\\n'\n"
+		      "printf 'gpu 0 81559 61559 9 0 NVIDIA H100 80GB HBM3\\nutil 0 90 40\\n'\n"
+		      "printf 'gpu 1 81559 71559 9 0 NVIDIA H100 80GB HBM3\\nutil 1 30 10\\n'\n");
 	ck_assert_int_eq(chmod(path, 0755), 0);
 	mon_dir = dir;
 	const char *args[] = { "--brain",
