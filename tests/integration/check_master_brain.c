@@ -580,10 +580,13 @@ START_TEST(test_cluster_without_url_exits_2)
 }
 END_TEST
 
-/* GET /v1/jobs/{uid} once its shards say done and doing (10 s at most). */
-static cJSON *brain_job_shards(const char *uid, int done, int doing)
+/* GET /v1/jobs/{uid} once the shards counted at done_key and doing_key
+ * (dotted paths) are done and doing (10 s at most): the job (the caller's,
+ * cJSON_Delete); never showing them fails the test. */
+static cJSON *brain_job_until(const char *uid, const char *done_key, int done,
+			      const char *doing_key, int doing)
 {
-	char path[128];
+	char path[160];
 	snprintf(path, sizeof(path), "/v1/jobs/%s", uid);
 	cJSON *j = NULL;
 	for (int i = 0; i < 500; i++) {
@@ -594,14 +597,20 @@ static cJSON *brain_job_shards(const char *uid, int done, int doing)
 		j = r.json;
 		r.json = NULL;
 		rv_test_reply_release(&r);
-		if (rv_test_json_num(j, "shards.done", -1) == done &&
-		    rv_test_json_num(j, "shards.doing", -1) == doing)
+		if (rv_test_json_num(j, done_key, -1) == done &&
+		    rv_test_json_num(j, doing_key, -1) == doing)
 			return j;
 		usleep(20 * 1000);
 	}
 	ck_abort_msg("the brain never showed %d shards done and %d doing: %s", done, doing,
 		     cJSON_PrintUnformatted(j));
 	return NULL;
+}
+
+/* The job once its shards say done and doing. */
+static cJSON *brain_job_shards(const char *uid, int done, int doing)
+{
+	return brain_job_until(uid, "shards.done", done, "shards.doing", doing);
 }
 
 /* roverctl ARGS against the test brain: its exit code; *out its stdout. */
@@ -739,26 +748,7 @@ START_TEST(test_stream_progress_reaches_the_brain)
 			      err.msg);
 		ck_assert(counted);
 	}
-	char path[160];
-	snprintf(path, sizeof(path), "/v1/jobs/%s", uid);
-	cJSON *j = NULL;
-	for (int i = 0; i < 500; i++) {
-		struct rv_test_reply r;
-		ck_assert_int_eq(rv_test_http(&brain, "GET", path, NULL, NULL, &r), 0);
-		ck_assert_int_eq(r.status, 200);
-		cJSON_Delete(j);
-		j = r.json;
-		r.json = NULL;
-		rv_test_reply_release(&r);
-		if (rv_test_json_num(j, "progress.0.shards_done", -1) == 3 &&
-		    rv_test_json_num(j, "progress.0.shards_doing", -1) == 2)
-			break;
-		usleep(20 * 1000);
-	}
-	ck_assert_msg(rv_test_json_num(j, "progress.0.shards_done", -1) == 3 &&
-			      rv_test_json_num(j, "progress.0.shards_doing", -1) == 2,
-		      "the brain never showed 3 shards done and 2 doing: %s",
-		      cJSON_PrintUnformatted(j));
+	cJSON *j = brain_job_until(uid, "progress.0.shards_done", 3, "progress.0.shards_doing", 2);
 	ck_assert_str_eq(rv_test_json_str(j, "progress.0.dataset"), "clicks");
 	ck_assert_int_eq((int)rv_test_json_num(j, "progress.0.shards_total", -1), 0);
 	/* a stream has no total: nothing is "left" to count */
@@ -777,6 +767,7 @@ START_TEST(test_stream_progress_reaches_the_brain)
 		      "roverctl status:\n%s", out);
 	free(out);
 
+	char path[160];
 	snprintf(path, sizeof(path), "/v1/jobs/%s/progress", uid);
 	struct rv_test_reply r;
 	ck_assert_int_eq(rv_test_http(&brain, "GET", path, NULL, NULL, &r), 0);
