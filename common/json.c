@@ -400,7 +400,7 @@ static void print_string(struct rv_buf *b, const char *s)
 	/* the short escapes; any other control character as \u00XX */
 	static const char *const short_esc[0x60] = {
 		['"'] = "\\\"", ['\\'] = "\\\\", ['\n'] = "\\n", ['\r'] = "\\r",
-		['\t'] = "\\t", ['\b'] = "\\b",   ['\f'] = "\\f",
+		['\t'] = "\\t", ['\b'] = "\\b",  ['\f'] = "\\f",
 	};
 	rv_buf_append(b, "\"", 1);
 	const char *run = s;
@@ -647,8 +647,8 @@ static const cJSON *get_typed(const cJSON *obj, const char *key, const char *pat
 	return it;
 }
 
-const cJSON *rv_json_get_object(const cJSON *obj, const char *key, const char *path,
-				bool required, int *rc, struct rv_err *err)
+const cJSON *rv_json_get_object(const cJSON *obj, const char *key, const char *path, bool required,
+				int *rc, struct rv_err *err)
 {
 	return get_typed(obj, key, path, required, rc, err, cJSON_IsObject, "an object");
 }
