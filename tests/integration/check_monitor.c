@@ -373,16 +373,23 @@ START_TEST(test_gpus_from_gpuinfo)
 }
 END_TEST
 
-/* "samples=N sent=N dropped=N unsent=N" from the monitor's stop line. */
-static void stop_counts(const char *log, long long *samples, long long *sent, long long *dropped,
-			long long *unsent)
+/* Stop the monitor, which must have dropped nothing and left nothing
+ * unsent: samples and sent from its stop line ("samples=N sent=N dropped=N
+ * unsent=N"). */
+static void stop_drained(long long *samples, long long *sent)
 {
+	char *log = NULL;
+	ck_assert_int_eq(mon_stop(&log), 0);
+	long long dropped, unsent;
 	const char *l = strstr(log, "msg=\"stopped\"");
 	ck_assert_msg(l != NULL, "no stop line in: %s", log);
 	ck_assert_int_eq(sscanf(strstr(l, "samples="),
 				"samples=%lld sent=%lld dropped=%lld unsent=%lld", samples, sent,
-				dropped, unsent),
+				&dropped, &unsent),
 			 4);
+	free(log);
+	ck_assert_int_eq(dropped, 0);
+	ck_assert_int_eq(unsent, 0);
 }
 
 START_TEST(test_brain_down_then_up)
@@ -420,13 +427,8 @@ START_TEST(test_brain_down_then_up)
 	ck_assert_int_eq(rv_test_brain_start(&brain, again), 0);
 	cJSON_Delete(health_until(brain_ok_drained, "the backlog sent"));
 
-	char *log = NULL;
-	ck_assert_int_eq(mon_stop(&log), 0);
-	long long samples, sent, dropped, unsent;
-	stop_counts(log, &samples, &sent, &dropped, &unsent);
-	free(log);
-	ck_assert_int_eq(dropped, 0);
-	ck_assert_int_eq(unsent, 0);
+	long long samples, sent;
+	stop_drained(&samples, &sent);
 	ck_assert_int_eq(sent, samples);
 	ck_assert_int_ge(samples, 30);
 	/* every sample stored, each once */
@@ -489,13 +491,8 @@ START_TEST(test_kill9_mid_report_and_restart)
 	mon_start(args);
 	cJSON_Delete(health_until(brain_ok_drained, "the brain again"));
 	ck_assert(!stale_of("node-k"));
-	char *log = NULL;
-	ck_assert_int_eq(mon_stop(&log), 0);
-	long long samples, sent, dropped, unsent;
-	stop_counts(log, &samples, &sent, &dropped, &unsent);
-	free(log);
-	ck_assert_int_eq(dropped, 0);
-	ck_assert_int_eq(unsent, 0);
+	long long samples, sent;
+	stop_drained(&samples, &sent);
 	long long rows = sql_num("SELECT count(*) FROM cluster_node_samples WHERE name = 'node-k'");
 	ck_assert_int_eq(rows, rows1 + sent);
 	ck_assert_int_eq(sql_num("SELECT count(DISTINCT ts_ms) FROM cluster_node_samples"
