@@ -397,6 +397,11 @@ cJSON *rv_json_parse(const char *buf, size_t len, struct rv_err *err)
  */
 static void print_string(struct rv_buf *b, const char *s)
 {
+	/* the short escapes; any other control character as \u00XX */
+	static const char *const short_esc[0x60] = {
+		['"'] = "\\\"", ['\\'] = "\\\\", ['\n'] = "\\n", ['\r'] = "\\r",
+		['\t'] = "\\t", ['\b'] = "\\b",  ['\f'] = "\\f",
+	};
 	rv_buf_append(b, "\"", 1);
 	const char *run = s;
 	for (; *s; s++) {
@@ -406,33 +411,9 @@ static void print_string(struct rv_buf *b, const char *s)
 		rv_buf_append(b, run, (size_t)(s - run));
 		run = s + 1;
 		char esc[8];
-		switch (c) {
-		case '"':
-			rv_buf_puts(b, "\\\"");
-			break;
-		case '\\':
-			rv_buf_puts(b, "\\\\");
-			break;
-		case '\n':
-			rv_buf_puts(b, "\\n");
-			break;
-		case '\r':
-			rv_buf_puts(b, "\\r");
-			break;
-		case '\t':
-			rv_buf_puts(b, "\\t");
-			break;
-		case '\b':
-			rv_buf_puts(b, "\\b");
-			break;
-		case '\f':
-			rv_buf_puts(b, "\\f");
-			break;
-		default:
+		if (!short_esc[c])
 			snprintf(esc, sizeof(esc), "\\u%04x", c);
-			rv_buf_puts(b, esc);
-			break;
-		}
+		rv_buf_puts(b, short_esc[c] ? short_esc[c] : esc);
 	}
 	rv_buf_append(b, run, (size_t)(s - run));
 	rv_buf_append(b, "\"", 1);
@@ -645,8 +626,12 @@ int rv_json_get_bool(const cJSON *obj, const char *key, const char *path, bool r
 	return 1;
 }
 
-const cJSON *rv_json_get_object(const cJSON *obj, const char *key, const char *path,
-				bool required, int *rc, struct rv_err *err)
+/* The member key of obj (path names it in errors) when is() holds for it;
+ * else NULL with *rc (rc may be NULL) as lookup left it, or -EINVAL and
+ * "<field> must be <what>" in err. */
+static const cJSON *get_typed(const cJSON *obj, const char *key, const char *path, bool required,
+			      int *rc, struct rv_err *err, cJSON_bool (*is)(const cJSON *),
+			      const char *what)
 {
 	char field[128];
 	int dummy;
@@ -655,26 +640,21 @@ const cJSON *rv_json_get_object(const cJSON *obj, const char *key, const char *p
 	const cJSON *it = lookup(obj, key, path, required, rc, field, sizeof(field), err);
 	if (!it)
 		return NULL;
-	if (!cJSON_IsObject(it)) {
-		*rc = FIELD_ERR("%s must be an object");
+	if (!is(it)) {
+		*rc = FIELD_ERR("%s must be %s", what);
 		return NULL;
 	}
 	return it;
 }
 
+const cJSON *rv_json_get_object(const cJSON *obj, const char *key, const char *path, bool required,
+				int *rc, struct rv_err *err)
+{
+	return get_typed(obj, key, path, required, rc, err, cJSON_IsObject, "an object");
+}
+
 const cJSON *rv_json_get_array(const cJSON *obj, const char *key, const char *path,
 			       bool required, int *rc, struct rv_err *err)
 {
-	char field[128];
-	int dummy;
-	if (!rc)
-		rc = &dummy;
-	const cJSON *it = lookup(obj, key, path, required, rc, field, sizeof(field), err);
-	if (!it)
-		return NULL;
-	if (!cJSON_IsArray(it)) {
-		*rc = FIELD_ERR("%s must be an array");
-		return NULL;
-	}
-	return it;
+	return get_typed(obj, key, path, required, rc, err, cJSON_IsArray, "an array");
 }

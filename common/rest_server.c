@@ -71,6 +71,23 @@ struct rv_http_server *rv_rest_server_start(const char *listen, const struct rv_
 	return rv_http_server_start(&at, err);
 }
 
+struct rv_http_server *rv_rest_small_server_start(const char *listen, const char *token,
+						  const struct rv_http_route *routes, int nroutes,
+						  void *ctx, struct rv_err *err)
+{
+	struct rv_http_server_opts o = {
+		.token = token,
+		.max_body = 4096,
+		.conn_timeout_s = 30,
+		.max_conns = 32,
+		.threads = 1,
+		.routes = routes,
+		.nroutes = nroutes,
+		.ctx = ctx,
+	};
+	return rv_rest_server_start(listen, &o, err);
+}
+
 void rv_rest_metrics_counters(struct rv_buf *out, struct rv_http_server *srv, const void *base,
 			      const struct rv_rest_counter *c, size_t n)
 {

@@ -32,6 +32,13 @@ int rv_rest_split_listen(const char *listen, char *host, size_t hsize, int *port
 struct rv_http_server *rv_rest_server_start(const char *listen, const struct rv_http_server_opts *o,
 					    struct rv_err *err);
 
+/* rv_rest_server_start for a daemon's small server (its /healthz and
+ * /metrics): bodies up to 4 KiB, 30 s a connection, 32 connections, one
+ * thread; token NULL or "" for none.  NULL with err set. */
+struct rv_http_server *rv_rest_small_server_start(const char *listen, const char *token,
+						  const struct rv_http_route *routes, int nroutes,
+						  void *ctx, struct rv_err *err);
+
 /* One counter of a /metrics page: an atomic_uint_least64_t at off in the
  * daemon's state. */
 struct rv_rest_counter {

@@ -362,16 +362,25 @@ static void print_plans(struct ctl *c, const cJSON *plans, int last_n)
 	out_table_free(t);
 }
 
-static int do_plans(struct ctl *c, const struct args *a)
+/* GET /v1/jobs/<the job a->pos[0] names>/<what>?limit=<--limit, 100>:
+ * CTL_OK and the document into *doc (the caller's, cJSON_Delete), or the
+ * failure's exit code (said already). */
+static int get_list(struct ctl *c, const struct args *a, const char *what, cJSON **doc)
 {
 	int rc;
 	char uid[128], path[256];
 	if ((rc = resolve(c, a->pos[0], uid, sizeof(uid))))
 		return rc;
-	snprintf(path, sizeof(path), "/v1/jobs/%s/plans?limit=%s", uid,
+	snprintf(path, sizeof(path), "/v1/jobs/%s/%s?limit=%s", uid, what,
 		 a->limit ? a->limit : "100");
+	return ctl_call(c, "GET", path, NULL, doc);
+}
+
+static int do_plans(struct ctl *c, const struct args *a)
+{
 	cJSON *doc = NULL;
-	if ((rc = ctl_call(c, "GET", path, NULL, &doc)))
+	int rc = get_list(c, a, "plans", &doc);
+	if (rc)
 		return rc;
 	if (c->json)
 		out_json(c, doc);
@@ -385,14 +394,9 @@ static int do_plans(struct ctl *c, const struct args *a)
 
 static int do_events(struct ctl *c, const struct args *a)
 {
-	int rc;
-	char uid[128], path[256];
-	if ((rc = resolve(c, a->pos[0], uid, sizeof(uid))))
-		return rc;
-	snprintf(path, sizeof(path), "/v1/jobs/%s/events?limit=%s", uid,
-		 a->limit ? a->limit : "100");
 	cJSON *doc = NULL;
-	if ((rc = ctl_call(c, "GET", path, NULL, &doc)))
+	int rc = get_list(c, a, "events", &doc);
+	if (rc)
 		return rc;
 	if (c->json) {
 		out_json(c, doc);
@@ -692,6 +696,18 @@ static int wait_plan(struct ctl *c, const char *uid, int64_t after, double inter
 	return 0;
 }
 
+/* One line of watch --json: {"kind":kind,"<kind>":<a copy of item>}. */
+static void watch_json_line(struct ctl *c, const char *kind, const cJSON *item)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "kind", kind);
+	cJSON_AddItemToObject(o, kind, cJSON_Duplicate(item, 1));
+	char *s = cJSON_PrintUnformatted(o);
+	fprintf(c->out, "%s\n", s ? s : "{}");
+	free(s);
+	cJSON_Delete(o);
+}
+
 static int do_watch(struct ctl *c, const struct args *a)
 {
 	int rc;
@@ -740,13 +756,7 @@ static int do_watch(struct ctl *c, const struct args *a)
 		} else {
 			if (new_speed) {
 				if (c->json) {
-					cJSON *o = cJSON_CreateObject();
-					cJSON_AddStringToObject(o, "kind", "speed");
-					cJSON_AddItemToObject(o, "speed", cJSON_Duplicate(sp, 1));
-					char *s = cJSON_PrintUnformatted(o);
-					fprintf(c->out, "%s\n", s ? s : "{}");
-					free(s);
-					cJSON_Delete(o);
+					watch_json_line(c, "speed", sp);
 				} else {
 					char t[32];
 					out_time_ms(t, sizeof(t), ts);
@@ -763,13 +773,7 @@ static int do_watch(struct ctl *c, const struct args *a)
 				if (num(p, "id", 0) <= last_plan)
 					continue;
 				if (c->json) {
-					cJSON *o = cJSON_CreateObject();
-					cJSON_AddStringToObject(o, "kind", "plan");
-					cJSON_AddItemToObject(o, "plan", cJSON_Duplicate(p, 1));
-					char *s = cJSON_PrintUnformatted(o);
-					fprintf(c->out, "%s\n", s ? s : "{}");
-					free(s);
-					cJSON_Delete(o);
+					watch_json_line(c, "plan", p);
 				} else {
 					char t[32];
 					short_time(t, sizeof(t), str(p, "created_at"));

@@ -45,6 +45,46 @@ def load_digits():
     return sk_load_digits(return_X_y=True)
 
 
+def setup_dist():
+    """This process in the job, from torchrun's environment: the world size
+    and the device, the process group joined when the world has more than
+    one rank (NCCL on a GPU, else gloo)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    gpu = torch.cuda.is_available()
+    if world > 1:
+        dist.init_process_group("nccl" if gpu else "gloo")
+    dev = torch.device(f"cuda:{local_rank}" if gpu else "cpu")
+    if gpu:
+        torch.cuda.set_device(dev)
+    return world, dev
+
+
+def split_digits():
+    """The same split on every rank: 360 images (20%) drawn with a fixed
+    seed are the test set.  x_train, y_train, x_test, y_test."""
+    x, y = load_digits()
+    x = torch.tensor(x / 16.0, dtype=torch.float32)
+    y = torch.tensor(y, dtype=torch.long)
+    order = torch.randperm(x.shape[0], generator=torch.Generator().manual_seed(1234))
+    x, y = x[order], y[order]
+    return x[:-360], y[:-360], x[-360:], y[-360:]
+
+
+def finish(model, x_test, y_test, dev, rank, world, target, more=""):
+    """The test accuracy, printed by rank 0 (more after it); the process
+    group left; exit 1 below target."""
+    with torch.no_grad():
+        acc = (model(x_test.to(dev)).argmax(1).cpu() == y_test).float().mean().item()
+    if rank == 0:
+        print(f"test_accuracy={acc:.4f} target={target:.2f}{more}", flush=True)
+    if world > 1:
+        dist.destroy_process_group()
+    if acc < target:
+        print(f"test accuracy {acc:.4f} is below the target {target:.2f}", flush=True)
+        raise SystemExit(1)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=300, help="optimizer steps in all")
@@ -59,24 +99,9 @@ def main():
                     help="seconds to sleep per step (tests that must catch a run midway)")
     args = ap.parse_args()
 
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    world, dev = setup_dist()
     rank = int(os.environ.get("RANK", "0"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    gpu = torch.cuda.is_available()
-    if world > 1:
-        dist.init_process_group("nccl" if gpu else "gloo")
-    dev = torch.device(f"cuda:{local_rank}" if gpu else "cpu")
-    if gpu:
-        torch.cuda.set_device(dev)
-
-    # The same split on every rank: 360 images (20%) drawn with a fixed seed
-    # are the test set.
-    x, y = load_digits()
-    x = torch.tensor(x / 16.0, dtype=torch.float32)
-    y = torch.tensor(y, dtype=torch.long)
-    order = torch.randperm(x.shape[0], generator=torch.Generator().manual_seed(1234))
-    x, y = x[order], y[order]
-    x_train, y_train, x_test, y_test = x[:-360], y[:-360], x[-360:], y[-360:]
+    x_train, y_train, x_test, y_test = split_digits()
 
     torch.manual_seed(0)  # the same initial model everywhere
     model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10)).to(dev)
@@ -120,15 +145,7 @@ def main():
                        tmp)
             os.replace(tmp, ckpt)
 
-    with torch.no_grad():
-        acc = (model(x_test.to(dev)).argmax(1).cpu() == y_test).float().mean().item()
-    if rank == 0:
-        print(f"test_accuracy={acc:.4f} target={args.target:.2f}", flush=True)
-    if world > 1:
-        dist.destroy_process_group()
-    if acc < args.target:
-        print(f"test accuracy {acc:.4f} is below the target {args.target:.2f}", flush=True)
-        raise SystemExit(1)
+    finish(model, x_test, y_test, dev, rank, world, args.target)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ import torch.distributed as dist
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from digits_ddp import load_digits  # noqa: E402
+from digits_ddp import finish, setup_dist, split_digits  # noqa: E402
 
 import rover  # noqa: E402  (rover-run puts it on PYTHONPATH)
 
@@ -85,26 +85,13 @@ def main():
                     "per save and \"load STEP TIME\" per load (the goodput bench)")
     args = ap.parse_args()
 
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    world, dev = setup_dist()
     rank = int(os.environ.get("RANK", "0"))
     save_delay = 0.0
     if args.save_delay:
         r, s = args.save_delay.split(":")
         save_delay = float(s) if int(r) == rank else 0.0
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    gpu = torch.cuda.is_available()
-    if world > 1:
-        dist.init_process_group("nccl" if gpu else "gloo")
-    dev = torch.device(f"cuda:{local_rank}" if gpu else "cpu")
-    if gpu:
-        torch.cuda.set_device(dev)
-
-    x, y = load_digits()
-    x = torch.tensor(x / 16.0, dtype=torch.float32)
-    y = torch.tensor(y, dtype=torch.long)
-    order = torch.randperm(x.shape[0], generator=torch.Generator().manual_seed(1234))
-    x, y = x[order], y[order]
-    x_train, y_train, x_test, y_test = x[:-360], y[:-360], x[-360:], y[-360:]
+    x_train, y_train, x_test, y_test = split_digits()
     n = x_train.shape[0]
 
     torch.manual_seed(0)
@@ -180,15 +167,7 @@ def main():
             t0, seen = time.time(), 0
     ckpt.wait()
 
-    with torch.no_grad():
-        acc = (model(x_test.to(dev)).argmax(1).cpu() == y_test).float().mean().item()
-    if rank == 0:
-        print(f"test_accuracy={acc:.4f} target={args.target:.2f} steps={step}", flush=True)
-    if world > 1:
-        dist.destroy_process_group()
-    if acc < args.target:
-        print(f"test accuracy {acc:.4f} is below the target {args.target:.2f}", flush=True)
-        raise SystemExit(1)
+    finish(model, x_test, y_test, dev, rank, world, args.target, f" steps={step}")
 
 
 if __name__ == "__main__":

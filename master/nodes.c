@@ -488,8 +488,11 @@ int nodes_host_restore(struct nodes *m, const char *host, int crashes, bool bad)
 	return 0;
 }
 
-int nodes_relaunch(struct nodes *m, const char *base, const struct sched_resources *res,
-		   struct nodes_action *act)
+/* The node of base, still to run or running, into *out, with res (when
+ * not NULL) and act cleared for its relaunch: 0, -ENOENT when none,
+ * -EALREADY when it has ended. */
+static int relaunchable(struct nodes *m, const char *base, const struct sched_resources *res,
+			struct nodes_action *act, struct node **out)
 {
 	struct node *n = by_base(m, base);
 	if (!n)
@@ -499,19 +502,27 @@ int nodes_relaunch(struct nodes *m, const char *base, const struct sched_resourc
 	memset(act, 0, sizeof(*act));
 	if (res)
 		n->res = *res;
-	relaunch(n, n->host, act);
+	*out = n;
 	return 0;
+}
+
+int nodes_relaunch(struct nodes *m, const char *base, const struct sched_resources *res,
+		   struct nodes_action *act)
+{
+	struct node *n;
+	int rc = relaunchable(m, base, res, act, &n);
+	if (rc == 0)
+		relaunch(n, n->host, act);
+	return rc;
 }
 
 int nodes_replace(struct nodes *m, const char *base, const struct sched_resources *res,
 		  struct nodes_action *act)
 {
-	struct node *n = by_base(m, base);
-	if (!n)
-		return -ENOENT;
-	if (n->state == N_FAILED || n->state == N_SUCCEEDED)
-		return -EALREADY;
-	memset(act, 0, sizeof(*act));
+	struct node *n;
+	int rc = relaunchable(m, base, res, act, &n);
+	if (rc < 0)
+		return rc;
 	char slow[SCHED_NAME_MAX], host[SCHED_NAME_MAX];
 	fmt(slow, sizeof(slow), "%s", n->host);
 	if (slow[0]) {
@@ -527,8 +538,6 @@ int nodes_replace(struct nodes *m, const char *base, const struct sched_resource
 			fmt(host, sizeof(host), "%s", m->cand[i]);
 			break;
 		}
-	if (res)
-		n->res = *res;
 	relaunch(n, host, act);
 	fmt(act->reason, sizeof(act->reason), "straggler replaced%s%s%s%s",
 	    slow[0] ? " (host " : "", slow, slow[0] ? " charged)" : "",

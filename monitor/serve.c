@@ -110,17 +110,8 @@ static const struct rv_http_route routes[] = {
 
 int serve_start(struct monitor *m, struct rv_err *err)
 {
-	struct rv_http_server_opts o = {
-		.token = m->cfg.token,
-		.max_body = 4096,
-		.conn_timeout_s = 30,
-		.max_conns = 32,
-		.threads = 1,
-		.routes = routes,
-		.nroutes = (int)RV_ARRAY_SIZE(routes),
-		.ctx = m,
-	};
-	m->http = rv_rest_server_start(m->cfg.listen, &o, err);
+	m->http = rv_rest_small_server_start(m->cfg.listen, m->cfg.token, routes,
+					     (int)RV_ARRAY_SIZE(routes), m, err);
 	return m->http ? 0 : (err && err->code ? err->code : -EIO);
 }
 

@@ -73,6 +73,19 @@ static long lease_write(struct lease *l, const char *rv, const char *holder, int
 	return code;
 }
 
+/* GET the lease: the HTTP status (0 when the server could not be reached)
+ * and the object into *cur (the caller's, cJSON_Delete; NULL when none). */
+static long lease_get(struct lease *l, cJSON **cur)
+{
+	char path[320];
+	snprintf(path, sizeof(path), "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", l->ns,
+		 l->name);
+	long code = 0;
+	struct rv_err err = { 0 };
+	kube_call(l->k, "GET", path, NULL, NULL, &code, cur, &err);
+	return code;
+}
+
 static int lease_lead(struct lease *l, bool now_leader, int64_t now_ms, const char *why)
 {
 	if (now_leader) {
@@ -92,13 +105,8 @@ static int lease_lead(struct lease *l, bool now_leader, int64_t now_ms, const ch
 
 int lease_tick(struct lease *l, int64_t now_ms)
 {
-	char path[320];
-	snprintf(path, sizeof(path), "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", l->ns,
-		 l->name);
-	long code = 0;
 	RV_CLEANUP_CJSON cJSON *cur = NULL;
-	struct rv_err err = { 0 };
-	kube_call(l->k, "GET", path, NULL, NULL, &code, &cur, &err);
+	long code = lease_get(l, &cur);
 	if (code == 404)
 		return lease_lead(l, lease_write(l, NULL, l->id, 0, true) == 201, now_ms,
 				  "created");
@@ -134,13 +142,8 @@ void lease_release(struct lease *l)
 {
 	if (!l->leader)
 		return;
-	char path[320];
-	snprintf(path, sizeof(path), "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", l->ns,
-		 l->name);
-	long code = 0;
 	RV_CLEANUP_CJSON cJSON *cur = NULL;
-	struct rv_err err = { 0 };
-	kube_call(l->k, "GET", path, NULL, NULL, &code, &cur, &err);
+	long code = lease_get(l, &cur);
 	const char *rv = cJSON_GetStringValue(
 		cJSON_GetObjectItem(cJSON_GetObjectItem(cur, "metadata"), "resourceVersion"));
 	const char *holder = cJSON_GetStringValue(

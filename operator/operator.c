@@ -54,6 +54,27 @@ static cJSON *op_owned_meta(const cJSON *job, const char *name)
 	return md;
 }
 
+/* A new object of apiVersion and kind named name, owned by the job (the
+ * caller's, cJSON_Delete). */
+static cJSON *op_owned_object(const cJSON *job, const char *api_version, const char *kind,
+			      const char *name)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "apiVersion", api_version);
+	cJSON_AddStringToObject(o, "kind", kind);
+	cJSON_AddItemToObject(o, "metadata", op_owned_meta(job, name));
+	return o;
+}
+
+/* A new v1 object of kind named <the job's name><suffix>, owned by the job
+ * (the caller's, cJSON_Delete). */
+static cJSON *op_v1_object(const cJSON *job, const char *kind, const char *suffix)
+{
+	char name[300];
+	snprintf(name, sizeof(name), "%s%s", op_str(job, "metadata", "name"), suffix);
+	return op_owned_object(job, "v1", kind, name);
+}
+
 /* Each replica's pod template gets the label OPERATOR_LABEL_OWNER: the
  * master copies a template's labels (never its ownerReferences) onto the
  * worker pods, and the pass deletes worker pods whose job is gone. */
@@ -177,13 +198,7 @@ static void op_state_mount(const struct operator_cfg *cfg, const cJSON *job, cJS
 
 cJSON *operator_master_pod(const struct operator_cfg *cfg, const cJSON *job)
 {
-	char name[300];
-	snprintf(name, sizeof(name), "%s%s", op_str(job, "metadata", "name"),
-		 RECONCILE_MASTER_SUFFIX);
-	cJSON *pod = cJSON_CreateObject();
-	cJSON_AddStringToObject(pod, "apiVersion", "v1");
-	cJSON_AddStringToObject(pod, "kind", "Pod");
-	cJSON_AddItemToObject(pod, "metadata", op_owned_meta(job, name));
+	cJSON *pod = op_v1_object(job, "Pod", RECONCILE_MASTER_SUFFIX);
 	cJSON *spec = cJSON_AddObjectToObject(pod, "spec");
 	cJSON_AddStringToObject(spec, "restartPolicy", "Never");
 	char sa[300];
@@ -218,13 +233,7 @@ cJSON *operator_master_pod(const struct operator_cfg *cfg, const cJSON *job)
 
 cJSON *operator_service(const struct operator_cfg *cfg, const cJSON *job)
 {
-	char name[300];
-	snprintf(name, sizeof(name), "%s%s", op_str(job, "metadata", "name"),
-		 RECONCILE_MASTER_SUFFIX);
-	cJSON *svc = cJSON_CreateObject();
-	cJSON_AddStringToObject(svc, "apiVersion", "v1");
-	cJSON_AddStringToObject(svc, "kind", "Service");
-	cJSON_AddItemToObject(svc, "metadata", op_owned_meta(job, name));
+	cJSON *svc = op_v1_object(job, "Service", RECONCILE_MASTER_SUFFIX);
 	cJSON *spec = cJSON_AddObjectToObject(svc, "spec");
 	cJSON *sel = cJSON_AddObjectToObject(spec, "selector");
 	cJSON_AddStringToObject(sel, RECONCILE_LABEL_JOB, op_str(job, "metadata", "name"));
@@ -241,21 +250,14 @@ cJSON *operator_service_account(const struct operator_cfg *cfg, const cJSON *job
 {
 	char name[300];
 	op_sa_name(cfg, job, name, sizeof(name));
-	cJSON *sa = cJSON_CreateObject();
-	cJSON_AddStringToObject(sa, "apiVersion", "v1");
-	cJSON_AddStringToObject(sa, "kind", "ServiceAccount");
-	cJSON_AddItemToObject(sa, "metadata", op_owned_meta(job, name));
-	return sa;
+	return op_owned_object(job, "v1", "ServiceAccount", name);
 }
 
 cJSON *operator_role_binding(const struct operator_cfg *cfg, const cJSON *job)
 {
 	char name[300];
 	op_sa_name(cfg, job, name, sizeof(name));
-	cJSON *rb = cJSON_CreateObject();
-	cJSON_AddStringToObject(rb, "apiVersion", "rbac.authorization.k8s.io/v1");
-	cJSON_AddStringToObject(rb, "kind", "RoleBinding");
-	cJSON_AddItemToObject(rb, "metadata", op_owned_meta(job, name));
+	cJSON *rb = op_owned_object(job, "rbac.authorization.k8s.io/v1", "RoleBinding", name);
 	cJSON *ref = cJSON_AddObjectToObject(rb, "roleRef");
 	cJSON_AddStringToObject(ref, "apiGroup", "rbac.authorization.k8s.io");
 	cJSON_AddStringToObject(ref, "kind", "ClusterRole");
@@ -270,17 +272,11 @@ cJSON *operator_role_binding(const struct operator_cfg *cfg, const cJSON *job)
 
 cJSON *operator_state_claim(const struct operator_cfg *cfg, const cJSON *job)
 {
-	char name[300];
-	snprintf(name, sizeof(name), "%s%s", op_str(job, "metadata", "name"),
-		 OPERATOR_STATE_SUFFIX);
 	const cJSON *ms = cJSON_GetObjectItem(cJSON_GetObjectItem(job, "spec"), "masterState");
 	const char *cls = cJSON_GetStringValue(cJSON_GetObjectItem(ms, "storageClassName"));
 	const char *size = cJSON_GetStringValue(cJSON_GetObjectItem(ms, "size"));
 	cls = cls ? cls : cfg->master_state_class;
-	cJSON *pvc = cJSON_CreateObject();
-	cJSON_AddStringToObject(pvc, "apiVersion", "v1");
-	cJSON_AddStringToObject(pvc, "kind", "PersistentVolumeClaim");
-	cJSON_AddItemToObject(pvc, "metadata", op_owned_meta(job, name));
+	cJSON *pvc = op_v1_object(job, "PersistentVolumeClaim", OPERATOR_STATE_SUFFIX);
 	cJSON *spec = cJSON_AddObjectToObject(pvc, "spec");
 	cJSON_AddItemToArray(cJSON_AddArrayToObject(spec, "accessModes"),
 			     cJSON_CreateString("ReadWriteOnce"));

@@ -61,16 +61,8 @@ static const struct rv_http_route routes[] = {
 
 int operator_serve_start(struct operator_state *op, struct rv_err *err)
 {
-	struct rv_http_server_opts o = {
-		.max_body = 4096,
-		.conn_timeout_s = 30,
-		.max_conns = 32,
-		.threads = 1,
-		.routes = routes,
-		.nroutes = (int)RV_ARRAY_SIZE(routes),
-		.ctx = op,
-	};
-	op->http = rv_rest_server_start(op->cfg.listen, &o, err);
+	op->http = rv_rest_small_server_start(op->cfg.listen, NULL, routes,
+					      (int)RV_ARRAY_SIZE(routes), op, err);
 	return op->http ? 0 : (err && err->code ? err->code : -EIO);
 }
 

@@ -35,10 +35,7 @@ static int py(const char *code, int port, const char *env, char *out, size_t siz
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	char path[128], cmd[512];
 	snprintf(path, sizeof(path), "%s/t.py", dir);
-	FILE *f = fopen(path, "w");
-	ck_assert_ptr_nonnull(f);
-	fputs(code, f);
-	fclose(f);
+	rv_test_write_file(path, code);
 	snprintf(cmd, sizeof(cmd), "cd %s && PORT=%d %s timeout 240 /usr/bin/python3 t.py 2>&1",
 		 dir, port, env ? env : "");
 	FILE *p = popen(cmd, "r");
@@ -52,17 +49,26 @@ static int py(const char *code, int port, const char *env, char *out, size_t siz
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
+/* A new store listening for round 0 (the caller's, tcpstore_free); its
+ * port into *port. */
+static struct tcpstore *store_open(int *port)
+{
+	struct rv_err err = { 0 };
+	struct tcpstore *s = tcpstore_new(&err);
+	ck_assert_msg(s, "%s", err.msg);
+	*port = tcpstore_round(s, 0, &err);
+	ck_assert_msg(*port > 0, "%s", err.msg);
+	return s;
+}
+
 START_TEST(test_torch113_queries)
 {
 	if (!have_torch()) {
 		RV_TEST_SKIP(true, "/usr/bin/python3 cannot import torch");
 		return;
 	}
-	struct rv_err err = { 0 };
-	struct tcpstore *s = tcpstore_new(&err);
-	ck_assert_ptr_nonnull(s);
-	int port = tcpstore_round(s, 0, &err);
-	ck_assert_int_gt(port, 0);
+	int port;
+	struct tcpstore *s = store_open(&port);
 	char out[8192];
 	int rc = py("import os, datetime, torch.distributed as d\n"
 		    "t = datetime.timedelta(seconds=5)\n"
@@ -104,11 +110,8 @@ START_TEST(test_env_init_agent_store)
 		RV_TEST_SKIP(true, "/usr/bin/python3 cannot import torch");
 		return;
 	}
-	struct rv_err err = { 0 };
-	struct tcpstore *s = tcpstore_new(&err);
-	ck_assert_ptr_nonnull(s);
-	int port = tcpstore_round(s, 0, &err);
-	ck_assert_int_gt(port, 0);
+	int port;
+	struct tcpstore *s = store_open(&port);
 	char out[8192];
 	/* both ranks through env://, then both through explicit client stores
 	 * handed to init_process_group */
@@ -202,11 +205,8 @@ static void q(int fd, uint8_t t)
 /* torch 2.x's protocol, by its query numbers. */
 START_TEST(test_torch2_protocol)
 {
-	struct rv_err err = { 0 };
-	struct tcpstore *s = tcpstore_new(&err);
-	ck_assert_ptr_nonnull(s);
-	int port = tcpstore_round(s, 0, &err);
-	ck_assert_int_gt(port, 0);
+	int port;
+	struct tcpstore *s = store_open(&port);
 	int a = dial(port), b = dial(port);
 	ck_assert_int_ge(a, 0);
 	ck_assert_int_ge(b, 0);

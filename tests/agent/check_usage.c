@@ -21,10 +21,7 @@ static void put(const char *dir, const char *name, const char *text)
 {
 	char path[600];
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	FILE *f = fopen(path, "w");
-	ck_assert_ptr_nonnull(f);
-	fputs(text, f);
-	fclose(f);
+	rv_test_write_file(path, text);
 }
 
 static void mkdirs(const char *path)

@@ -62,10 +62,7 @@ static const char *put(const char *name, const char *text)
 		mkdir(path, 0755);
 		*s = '/';
 	}
-	FILE *f = fopen(path, "w");
-	ck_assert_ptr_nonnull(f);
-	fputs(text, f);
-	fclose(f);
+	rv_test_write_file(path, text);
 	return path;
 }
 

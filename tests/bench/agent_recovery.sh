@@ -24,15 +24,11 @@ exec "$PY" - "$BIN" "${BENCH_RUNS:-5}" "$TORCHRUN" < <(cat <<'EOF'
 import glob, os, signal, statistics, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.abspath("tests/bench"))
-from benchlib import PG, START, STEP, TS, host_pid, session_kill, ts_of  # noqa: E402
+from benchlib import PG, START, STEP, TS, host_pid, say, session_kill, ts_of  # noqa: E402
 
 bin_dir, runs, torchrun = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
 SCRIPT = os.path.abspath("tests/bench/recovery_ddp.py")
 WARM_STEPS = 20
-
-
-def say(*a):
-    print(*a, file=sys.stderr, flush=True)
 
 
 def cmd_of(kind, logs):

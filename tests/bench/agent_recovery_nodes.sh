@@ -32,7 +32,7 @@ exec "$PY" - "$BIN" "${BENCH_RUNS:-3}" "$TORCHRUN" < <(cat <<'EOF'
 import glob, json, os, signal, socket, statistics, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.abspath("tests/bench"))
-from benchlib import PG, START, STEP, TS, host_pid, session_kill, ts_of  # noqa: E402
+from benchlib import PG, START, STEP, TS, free_port, host_pid, say, session_kill, ts_of  # noqa: E402
 
 bin_dir, runs, torchrun = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
 SCRIPT = os.path.abspath("tests/bench/recovery_ddp.py")
@@ -43,18 +43,6 @@ SPEC = {"apiVersion": "elastic.rover.dev/v1alpha1", "kind": "ElasticJob",
                  "replicaSpecs": {"worker": {"replicas": 2, "minReplicas": 2,
                                              "maxReplicas": 2}},
                  "datasets": [{"name": "train", "size": 1000, "shardSize": 10, "epochs": 1}]}}
-
-
-def say(*a):
-    print(*a, file=sys.stderr, flush=True)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def text(d):

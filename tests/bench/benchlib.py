@@ -1,16 +1,30 @@
 """What the benchmarks written in Python share: finding a worker's pid from
-the one its launcher logs, stopping what a launcher left, log times, and
-the lines recovery_ddp.py prints."""
+the one its launcher logs, stopping what a launcher left, log times, the
+lines recovery_ddp.py prints, a free loopback port and a line on stderr."""
 import datetime
 import glob
 import os
 import re
 import signal
+import socket
+import sys
 
 STEP = re.compile(r"step=(\d+) rank=(\d+) restart=(\d+) \S+ t=([\d.]+)")
 START = re.compile(r"start rank=(\d+) pid=(\d+) restart=(\d+) t=([\d.]+)")
 PG = re.compile(r"pg rank=(\d+) restart=(\d+) t=([\d.]+)")
 TS = re.compile(r"^ts=(\S+) .*?msg=\"([^\"]+)\"(.*)$")
+
+
+def say(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
 
 
 def host_pid(root, pid):

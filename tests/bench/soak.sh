@@ -36,10 +36,10 @@ B=${B:-build}
 BIN=${ROVER_BIN_DIR:-$(cd "$B/bin" && pwd)}
 exec /usr/bin/python3 - "$BIN" "${BENCH_SOAK_MIN:-30}" "${BENCH_SOAK_EVERY_S:-60}" \
   "${BENCH_SOAK_SEED:-$(date +%s)}" < <(cat <<'PYEOF'
-import json, os, random, re, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
+import json, os, random, re, shutil, signal, statistics, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.abspath("tests/bench"))
-from benchlib import host_pid, session_kill  # noqa: E402
+from benchlib import free_port, host_pid, session_kill  # noqa: E402
 
 bin_dir, minutes, every, seed = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
 STARTED = re.compile(r'msg="worker started" rank=(\d+) local_rank=\d+ pid=(\d+)')
@@ -57,14 +57,6 @@ def read(path):
             return f.read()
     except OSError:
         return ""
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 class Stack:

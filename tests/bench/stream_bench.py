@@ -3,7 +3,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -16,21 +15,11 @@ import redis
 import rover
 from rover.stream import stream_key
 
+from benchlib import free_port, say
+
 bin_dir, records, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 PAIRS = 3
 SHARD = int(os.environ.get("BENCH_STREAM_SHARD", "2048"))
-
-
-def say(*a):
-    print(*a, file=sys.stderr, flush=True)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def wait_for(what, cond, timeout=60.0):

@@ -176,17 +176,13 @@ START_TEST(test_manifest)
 	ck_assert_int_eq(rv_ckslot_manifest_read(dir, steps, 4, NULL), 0); /* none yet */
 	char path[128];
 	snprintf(path, sizeof(path), "%s/%s", dir, RV_CKSLOT_MANIFEST);
-	FILE *f = fopen(path, "w");
-	fputs("{\"version\":1,\"steps\":[{\"step\":30,\"ranks\":[0,1]},{\"step\":29},"
-	      "{\"step\":28}]}",
-	      f);
-	fclose(f);
+	rv_test_write_file(path,
+			   "{\"version\":1,\"steps\":[{\"step\":30,\"ranks\":[0,1]},{\"step\":29},"
+			   "{\"step\":28}]}");
 	ck_assert_int_eq(rv_ckslot_manifest_read(dir, steps, 2, NULL), 2);
 	ck_assert_int_eq(steps[0], 30);
 	ck_assert_int_eq(steps[1], 29);
-	f = fopen(path, "w");
-	fputs("{\"steps\":[{\"step\":\"x\"}]}", f);
-	fclose(f);
+	rv_test_write_file(path, "{\"steps\":[{\"step\":\"x\"}]}");
 	struct rv_err err = { 0 };
 	ck_assert_int_eq(rv_ckslot_manifest_read(dir, steps, 2, &err), -EINVAL);
 	unlink(path);

@@ -538,10 +538,7 @@ static void write_file(const char *name, const char *text)
 {
 	char path[256];
 	snprintf(path, sizeof(path), "%s/%s", migdir, name);
-	FILE *f = fopen(path, "w");
-	ck_assert_ptr_nonnull(f);
-	fputs(text, f);
-	fclose(f);
+	rv_test_write_file(path, text);
 }
 
 static void mig_setup(void)

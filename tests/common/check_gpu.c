@@ -101,10 +101,7 @@ START_TEST(test_probe_hang_times_out)
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	char script[256];
 	snprintf(script, sizeof(script), "%s/rover-gpuinfo", dir);
-	FILE *f = fopen(script, "w");
-	ck_assert_ptr_nonnull(f);
-	fputs("#!/bin/sh\nexec /bin/sleep 30\n", f);
-	fclose(f);
+	rv_test_write_file(script, "#!/bin/sh\nexec /bin/sleep 30\n");
 	chmod(script, 0755);
 	setenv("PATH", dir, 1);
 	struct timespec a, b;

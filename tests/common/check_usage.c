@@ -134,10 +134,7 @@ static void put_text(const char *dir, const char *as, const char *text)
 {
 	char dst[512];
 	snprintf(dst, sizeof(dst), "%s/%s", dir, as);
-	FILE *out = fopen(dst, "w");
-	ck_assert_ptr_nonnull(out);
-	fputs(text, out);
-	fclose(out);
+	rv_test_write_file(dst, text);
 }
 
 /* The cgroup readers over folders holding the files as the kernel writes
@@ -330,10 +327,7 @@ static void put(const char *dir, const char *name, const char *text)
 	ck_assert_int_eq(system(cmd), 0);
 	char path[1100];
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	FILE *f = fopen(path, "w");
-	ck_assert_ptr_nonnull(f);
-	fputs(text, f);
-	fclose(f);
+	rv_test_write_file(path, text);
 }
 
 /* /proc/<pid>/stat of a made-up process in root. */

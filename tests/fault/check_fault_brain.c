@@ -88,18 +88,25 @@ static void register_job(char *uid, size_t size)
 	free(doc);
 }
 
+/* Start the brain with args, register examples/job.json (its uid into uid)
+ * and store FILLED batches (0 to FILLED-1), each answered 200. */
+#define FILLED 10
+static void start_filled(const char *const *args, char *uid, size_t size)
+{
+	ck_assert_int_eq(rv_test_brain_start(&brain, args), 0);
+	register_job(uid, size);
+	for (int i = 0; i < FILLED; i++)
+		ck_assert_int_eq(post_batch(uid, i, NULL, 0), 200);
+}
+
 START_TEST(test_brain_postgres_read_only)
 {
 	char conninfo[512];
 	ck_assert_int_eq(rv_test_pg_fresh_db(0, conninfo, sizeof(conninfo)), 0);
 	const char *args[] = { "--db", conninfo, NULL };
-	ck_assert_int_eq(rv_test_brain_start(&brain, args), 0);
 	char uid[64];
-	register_job(uid, sizeof(uid));
-
-	int i = 0, stored = 0;
-	for (; i < 10; i++, stored++)
-		ck_assert_int_eq(post_batch(uid, i, NULL, 0), 200);
+	start_filled(args, uid, sizeof(uid));
+	int i = FILLED, stored = FILLED;
 	server_read_only(true);
 	usleep(300 * 1000); /* the reload reaches every backend */
 	char body[1024];
@@ -160,13 +167,9 @@ START_TEST(test_brain_postgres_full)
 		      "could not mount a tmpfs on %s: %s", data, strerror(errno));
 	ck_assert_int_eq(rv_test_pg_reaper(data, dir), 0);
 	const char *args[] = { "--data-dir", data, NULL };
-	ck_assert_int_eq(rv_test_brain_start(&brain, args), 0);
 	char uid[64];
-	register_job(uid, sizeof(uid));
-
-	int i = 0, stored = 0;
-	for (; i < 10; i++, stored++)
-		ck_assert_int_eq(post_batch(uid, i, NULL, 0), 200);
+	start_filled(args, uid, sizeof(uid));
+	int i = FILLED, stored = FILLED;
 	int fd = open(filler, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	ck_assert_int_ge(fd, 0);
 	static const char block[4096];

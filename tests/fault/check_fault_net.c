@@ -290,14 +290,7 @@ static long long master_metric(const struct rv_test_master *m, const char *name)
 {
 	struct rv_test_brain as = { .port = m->port };
 	snprintf(as.url, sizeof(as.url), "%s", m->url);
-	struct rv_test_reply r;
-	ck_assert_int_eq(rv_test_http(&as, "GET", "/metrics", NULL, NULL, &r), 0);
-	char key[128];
-	snprintf(key, sizeof(key), "\n%s ", name);
-	const char *at = r.body ? strstr(r.body, key) : NULL;
-	long long v = at ? strtoll(at + strlen(key), NULL, 10) : -1;
-	rv_test_reply_release(&r);
-	return v;
+	return (long long)rv_test_metric(&as, name);
 }
 
 /* The brain in namespace 0, the master in the root namespace reaching it

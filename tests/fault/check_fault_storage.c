@@ -494,14 +494,7 @@ static double slow_metric(const struct rv_test_master *m, const char *name)
 {
 	struct rv_test_brain as = { .port = m->port };
 	snprintf(as.url, sizeof(as.url), "%s", m->url);
-	struct rv_test_reply r;
-	ck_assert_int_eq(rv_test_http(&as, "GET", "/metrics", NULL, NULL, &r), 0);
-	char key[128];
-	snprintf(key, sizeof(key), "\n%s ", name);
-	const char *at = r.body ? strstr(r.body, key) : NULL;
-	double v = at ? strtod(at + strlen(key), NULL) : -1;
-	rv_test_reply_release(&r);
-	return v;
+	return rv_test_metric(&as, name);
 }
 
 /* While the state folder's file system is frozen (FIFREEZE: every write

@@ -389,10 +389,7 @@ START_TEST(token_from_file_and_bearer_in_any_case)
 {
 	char path[300];
 	snprintf(path, sizeof(path), "%s/token", dir);
-	FILE *f = fopen(path, "we");
-	ck_assert_ptr_nonnull(f);
-	fputs("s3cret-from-file\n", f);
-	fclose(f);
+	rv_test_write_file(path, "s3cret-from-file\n");
 	const char *flags[] = { "--token-file", path, NULL };
 	start(flags);
 	ck_assert_int_eq(post_with_auth("Bearer wrong"), 401);
@@ -402,7 +399,7 @@ START_TEST(token_from_file_and_bearer_in_any_case)
 	/* The token is not on the brain's command line. */
 	char cmdline[4096] = "";
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)brain.pid);
-	f = fopen(path, "re");
+	FILE *f = fopen(path, "re");
 	ck_assert_ptr_nonnull(f);
 	size_t n = fread(cmdline, 1, sizeof(cmdline) - 1, f);
 	fclose(f);

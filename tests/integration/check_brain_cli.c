@@ -180,19 +180,12 @@ static void rm_tmpdir(void)
 		fprintf(stderr, "could not remove %s\n", tmpdir);
 }
 
-static void write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-	ck_assert_ptr_nonnull(f);
-	fputs(text, f);
-	fclose(f);
-}
-
 START_TEST(test_bad_config_key)
 {
 	char path[128], want[256];
 	snprintf(path, sizeof(path), "%s/brain.conf", tmpdir);
-	write_file(path, "[server]\nlisten = 127.0.0.1:0\n\n[db]\npool = 4\npool_size = 4\n");
+	rv_test_write_file(path,
+			   "[server]\nlisten = 127.0.0.1:0\n\n[db]\npool = 4\npool_size = 4\n");
 	char *out, *err;
 	const char *a[] = { "--config", path, NULL };
 	ck_assert_int_ne(rv_test_cli_run("brain", a, &out, &err), 0);
@@ -201,7 +194,7 @@ START_TEST(test_bad_config_key)
 	free(out);
 	free(err);
 
-	write_file(path, "[server]\nmax_body_kb = lots\n");
+	rv_test_write_file(path, "[server]\nmax_body_kb = lots\n");
 	ck_assert_int_ne(rv_test_cli_run("brain", a, &out, &err), 0);
 	snprintf(want, sizeof(want), "%s:2: server.max_body_kb: not an integer", path);
 	ck_assert_msg(strstr(err, want), "stderr: %s", err);
@@ -255,7 +248,7 @@ START_TEST(test_listen_precedence)
 	snprintf(path, sizeof(path), "%s/brain.conf", tmpdir);
 	char text[256];
 	snprintf(text, sizeof(text), "[server]\nlisten = 127.0.0.1:%d\n", p_file);
-	write_file(path, text);
+	rv_test_write_file(path, text);
 	const char *a[] = { "--config", path, "--db", db, "--sql-dir", rv_test_sql_dir(), NULL };
 
 	ck_assert_int_eq(listening_port(a), p_file);

@@ -592,19 +592,29 @@ static void release_plans(PGconn *pg)
 	PQfinish(pg);
 }
 
-/* A pass slower than the gap between the job's metrics batches (here
- * held at its first read of the plans while two batches are stored) must
- * still store what it planned: the batches update the job's row, the pass
- * must not fail for it.  Its successor plans the batches it did not see. */
-START_TEST(pass_survives_batches_stored_meanwhile)
+/* A job planned once, then a pass held at its first read of the plans
+ * after another batch: the connection that holds it (release_plans); the
+ * time of that batch into *seen. */
+static PGconn *pass_held(int64_t *seen)
 {
 	start();
 	post_speed(2, truth(2) * 100, 8);
 	wait_planned();
 	PGconn *pg = hold_plans();
 	post_speed(2, truth(2) * 100, 8);
-	int64_t seen = ts;
+	*seen = ts;
 	wait_pass_held(pg);
+	return pg;
+}
+
+/* A pass slower than the gap between the job's metrics batches (here
+ * held at its first read of the plans while two batches are stored) must
+ * still store what it planned: the batches update the job's row, the pass
+ * must not fail for it.  Its successor plans the batches it did not see. */
+START_TEST(pass_survives_batches_stored_meanwhile)
+{
+	int64_t seen;
+	PGconn *pg = pass_held(&seen);
 	post_speed(2, truth(2) * 100, 8);
 	post_speed(2, truth(2) * 100, 8);
 	release_plans(pg);
@@ -629,12 +639,8 @@ END_TEST
  * at the timer pass (30 s). */
 START_TEST(pass_after_a_serialization_failure_is_retried)
 {
-	start();
-	post_speed(2, truth(2) * 100, 8);
-	wait_planned();
-	PGconn *pg = hold_plans();
-	post_speed(2, truth(2) * 100, 8);
-	wait_pass_held(pg);
+	int64_t seen;
+	PGconn *pg = pass_held(&seen);
 	const char *p1[] = { uid };
 	PGresult *r = PQexecParams(pg,
 				   "UPDATE job_planned SET planned_ts_ms = planned_ts_ms"
@@ -644,7 +650,7 @@ START_TEST(pass_after_a_serialization_failure_is_retried)
 		      PQerrorMessage(pg));
 	PQclear(r);
 	release_plans(pg);
-	int rc = rv_test_brain_wait_planned(&brain, uid, ts, 50);
+	int rc = rv_test_brain_wait_planned(&brain, uid, seen, 50);
 	ck_assert_msg(rc == 0, "the pass that failed was not made again within a second");
 	ck_assert_int_eq(rv_test_brain_metric(&brain, FAILED_SERIALIZATION), 1);
 }

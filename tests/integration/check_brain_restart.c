@@ -238,19 +238,6 @@ static int log_count(const char *what)
 	return n;
 }
 
-static double metric(const char *name)
-{
-	struct rv_test_reply r;
-	ck_assert_int_eq(rv_test_http(&brain, "GET", "/metrics", NULL, NULL, &r), 0);
-	ck_assert_int_eq(r.status, 200);
-	char key[128];
-	snprintf(key, sizeof(key), "\n%s ", name);
-	const char *at = r.body ? strstr(r.body, key) : NULL;
-	double v = at ? strtod(at + strlen(key), NULL) : -1;
-	rv_test_reply_release(&r);
-	return v;
-}
-
 START_TEST(postgres_killed_mid_ingest_is_restarted_and_loses_nothing)
 {
 	start();
@@ -299,7 +286,7 @@ START_TEST(postgres_killed_mid_ingest_is_restarted_and_loses_nothing)
 
 	/* One log line per restart, counted on /metrics; the 503s in the
 	 * meantime did not each get a line. */
-	ck_assert_int_eq(metric("rover_brain_pg_restarts_total"), 1);
+	ck_assert_int_eq(rv_test_metric(&brain, "rover_brain_pg_restarts_total"), 1);
 	ck_assert_int_eq(log_count("msg=\"embedded postgresql restarted\""), 1);
 	ck_assert_int_eq(log_count("msg=\"embedded postgresql exited\""), 1);
 	int lines = log_count("msg=\"database unavailable\"");

@@ -113,16 +113,7 @@ static void master_start(const char *spec, bool with_brain)
 		args[n++] = "--brain";
 		args[n++] = brain.url;
 	}
-	const char *more[] = { "--brain-batch-delay-ms",
-			       "20",
-			       "--brain-backoff-max-ms",
-			       "200",
-			       "--brain-poll-wait-s",
-			       "1",
-			       "--plan-interval-ms",
-			       "200",
-			       "--brain-progress-interval-ms",
-			       "100",
+	const char *more[] = { RV_TEST_MASTER_BRAIN_SOON, "--brain-progress-interval-ms", "100",
 			       NULL };
 	for (int i = 0; more[i]; i++)
 		args[n++] = more[i];
@@ -589,10 +580,24 @@ START_TEST(test_cluster_without_url_exits_2)
 }
 END_TEST
 
-/* GET /v1/jobs/{uid} once its shards say done and doing (10 s at most). */
-static cJSON *brain_job_shards(const char *uid, int done, int doing)
+/* node-0's worker 0 reports shard id done; with counted, the master must
+ * count it (not a repeat). */
+static void shard_done(int64_t id, bool counted)
 {
-	char path[128];
+	struct rv_shard_done d = { .node = "node-0", .worker = 0, .id = id };
+	bool was = false;
+	struct rv_err err = { 0 };
+	ck_assert_msg(rv_master_shard_done(mc, &d, &was, &err) == 0, "done: %s", err.msg);
+	ck_assert(was || !counted);
+}
+
+/* GET /v1/jobs/{uid} once the shards counted at done_key and doing_key
+ * (dotted paths) are done and doing (10 s at most): the job (the caller's,
+ * cJSON_Delete); never showing them fails the test. */
+static cJSON *brain_job_until(const char *uid, const char *done_key, int done,
+			      const char *doing_key, int doing)
+{
+	char path[160];
 	snprintf(path, sizeof(path), "/v1/jobs/%s", uid);
 	cJSON *j = NULL;
 	for (int i = 0; i < 500; i++) {
@@ -603,14 +608,20 @@ static cJSON *brain_job_shards(const char *uid, int done, int doing)
 		j = r.json;
 		r.json = NULL;
 		rv_test_reply_release(&r);
-		if (rv_test_json_num(j, "shards.done", -1) == done &&
-		    rv_test_json_num(j, "shards.doing", -1) == doing)
+		if (rv_test_json_num(j, done_key, -1) == done &&
+		    rv_test_json_num(j, doing_key, -1) == doing)
 			return j;
 		usleep(20 * 1000);
 	}
 	ck_abort_msg("the brain never showed %d shards done and %d doing: %s", done, doing,
 		     cJSON_PrintUnformatted(j));
 	return NULL;
+}
+
+/* The job once its shards say done and doing. */
+static cJSON *brain_job_shards(const char *uid, int done, int doing)
+{
+	return brain_job_until(uid, "shards.done", done, "shards.doing", doing);
 }
 
 /* roverctl ARGS against the test brain: its exit code; *out its stdout. */
@@ -644,12 +655,7 @@ static void take_shards(int n, int ndone, int64_t *ids)
 		ids[i] = t.id;
 	}
 	for (int i = 0; i < ndone; i++) {
-		struct rv_shard_done d = { .node = "node-0", .worker = 0, .id = ids[i] };
-		bool counted = false;
-		struct rv_err err = { 0 };
-		ck_assert_msg(rv_master_shard_done(mc, &d, &counted, &err) == 0, "done: %s",
-			      err.msg);
-		ck_assert(counted);
+		shard_done(ids[i], true);
 	}
 }
 
@@ -693,10 +699,7 @@ START_TEST(test_progress_reaches_the_brain)
 	/* every shard done: the job finishes and its progress says so */
 	take_shards(70, 70, ids + 30);
 	for (int i = 25; i < 30; i++) {
-		struct rv_shard_done d = { .node = "node-0", .worker = 0, .id = ids[i] };
-		bool counted = false;
-		struct rv_err err = { 0 };
-		ck_assert_int_eq(rv_master_shard_done(mc, &d, &counted, &err), 0);
+		shard_done(ids[i], false);
 	}
 	j = brain_job_shards(uid, 100, 0);
 	ck_assert_int_eq((int)rv_test_json_num(j, "shards.left", -1), 0);
@@ -741,33 +744,9 @@ START_TEST(test_stream_progress_reaches_the_brain)
 	for (int i = 0; i < 4; i++) {
 		if (i == 2)
 			continue;
-		struct rv_shard_done d = { .node = "node-0", .worker = 0, .id = ids[i] };
-		bool counted = false;
-		struct rv_err err = { 0 };
-		ck_assert_msg(rv_master_shard_done(mc, &d, &counted, &err) == 0, "done: %s",
-			      err.msg);
-		ck_assert(counted);
+		shard_done(ids[i], true);
 	}
-	char path[160];
-	snprintf(path, sizeof(path), "/v1/jobs/%s", uid);
-	cJSON *j = NULL;
-	for (int i = 0; i < 500; i++) {
-		struct rv_test_reply r;
-		ck_assert_int_eq(rv_test_http(&brain, "GET", path, NULL, NULL, &r), 0);
-		ck_assert_int_eq(r.status, 200);
-		cJSON_Delete(j);
-		j = r.json;
-		r.json = NULL;
-		rv_test_reply_release(&r);
-		if (rv_test_json_num(j, "progress.0.shards_done", -1) == 3 &&
-		    rv_test_json_num(j, "progress.0.shards_doing", -1) == 2)
-			break;
-		usleep(20 * 1000);
-	}
-	ck_assert_msg(rv_test_json_num(j, "progress.0.shards_done", -1) == 3 &&
-			      rv_test_json_num(j, "progress.0.shards_doing", -1) == 2,
-		      "the brain never showed 3 shards done and 2 doing: %s",
-		      cJSON_PrintUnformatted(j));
+	cJSON *j = brain_job_until(uid, "progress.0.shards_done", 3, "progress.0.shards_doing", 2);
 	ck_assert_str_eq(rv_test_json_str(j, "progress.0.dataset"), "clicks");
 	ck_assert_int_eq((int)rv_test_json_num(j, "progress.0.shards_total", -1), 0);
 	/* a stream has no total: nothing is "left" to count */
@@ -786,6 +765,7 @@ START_TEST(test_stream_progress_reaches_the_brain)
 		      "roverctl status:\n%s", out);
 	free(out);
 
+	char path[160];
 	snprintf(path, sizeof(path), "/v1/jobs/%s/progress", uid);
 	struct rv_test_reply r;
 	ck_assert_int_eq(rv_test_http(&brain, "GET", path, NULL, NULL, &r), 0);

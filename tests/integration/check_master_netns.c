@@ -122,17 +122,6 @@ static int start_agent(struct rv_proc *p, const char *url, const char *node, con
 	return rv_proc_spawn(p, &o);
 }
 
-/* Where node stands in round (0: not asked), and the job. */
-static enum rv_rdzv_status world_of(struct rv_master_client *c, const char *node, int64_t round)
-{
-	struct rv_rdzv_world_reply w;
-	struct rv_err err = { 0 };
-	ck_assert_msg(rv_master_world(c, node, round, 0, &w, &err) == 0, "%s", err.msg);
-	enum rv_rdzv_status s = w.status;
-	rv_rdzv_world_reply_release(&w);
-	return s;
-}
-
 START_TEST(test_cut_agent_declared_dead)
 {
 	if (skip_reason[0]) {
@@ -178,22 +167,15 @@ START_TEST(test_cut_agent_declared_dead)
 		usleep(20000);
 	}
 	int64_t round = js.round;
-	ck_assert_int_eq(world_of(c, "node-cut", round), RV_RDZV_COMPLETE);
+	ck_assert_int_eq(rv_test_master_world_of(c, "node-cut", round), RV_RDZV_COMPLETE);
 	usleep(3 * TIMEOUT_MS * 1000); /* heartbeats keep it alive meanwhile */
-	ck_assert_int_eq(world_of(c, "node-cut", round), RV_RDZV_COMPLETE);
+	ck_assert_int_eq(rv_test_master_world_of(c, "node-cut", round), RV_RDZV_COMPLETE);
 
 	/* cut */
 	int64_t cut = rv_mono_ms();
 	ck_assert_int_eq(RUN("ip", "link", "set", veth_host, "down"), 0);
-	int64_t dead_ms = -1;
-	until = cut + TIMEOUT_MS + SLACK_MS + 2000;
-	while (rv_mono_ms() < until) {
-		if (world_of(c, "node-cut", round) == RV_RDZV_UNKNOWN) {
-			dead_ms = rv_mono_ms() - cut;
-			break;
-		}
-		usleep(10000);
-	}
+	int64_t dead_ms =
+		rv_test_master_wait_dead(c, "node-cut", round, cut, TIMEOUT_MS + SLACK_MS + 2000);
 	printf("check_master_netns: cut-off node declared dead after %ld ms "
 	       "(heartbeat_timeout_ms=%d)\n",
 	       (long)dead_ms, TIMEOUT_MS);
@@ -214,7 +196,7 @@ START_TEST(test_cut_agent_declared_dead)
 		usleep(20000);
 	}
 	ck_assert_int_eq(js.nnodes, 1);
-	ck_assert_int_eq(world_of(c, "node-root", js.round), RV_RDZV_COMPLETE);
+	ck_assert_int_eq(rv_test_master_world_of(c, "node-root", js.round), RV_RDZV_COMPLETE);
 
 	rv_proc_kill(&a_ns, SIGKILL);
 	rv_proc_kill(&a_root, SIGKILL);

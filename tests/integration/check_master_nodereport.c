@@ -140,14 +140,7 @@ static struct rv_master_client *start_master(int burn_s, const char *memory, con
 			    "1000",
 			    "--rdzv-last-call-ms",
 			    "0",
-			    "--brain-batch-delay-ms",
-			    "20",
-			    "--brain-backoff-max-ms",
-			    "200",
-			    "--brain-poll-wait-s",
-			    "1",
-			    "--plan-interval-ms",
-			    "200",
+			    RV_TEST_MASTER_BRAIN_SOON,
 			    NULL };
 	for (int i = 0; a[i]; i++)
 		args[i] = a[i];

@@ -417,10 +417,7 @@ START_TEST(test_token_file)
 	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
 	char path[400];
 	snprintf(path, sizeof(path), "%s/token", m.dir);
-	FILE *f = fopen(path, "w");
-	ck_assert_ptr_nonnull(f);
-	fputs("s3cret-from-file  \n", f);
-	fclose(f);
+	rv_test_write_file(path, "s3cret-from-file  \n");
 	const char *args[] = { "--token-file", path, NULL };
 	ck_assert_int_eq(rv_test_master_start(&m, args), 0);
 	struct rv_err err = { 0 };
@@ -436,10 +433,7 @@ START_TEST(test_token_file)
 	rv_master_client_free(anon);
 	rv_test_master_stop(&m, SIGTERM, 10000);
 
-	f = fopen(path, "w");
-	ck_assert_ptr_nonnull(f);
-	fputs(" \n", f);
-	fclose(f);
+	rv_test_write_file(path, " \n");
 	ck_assert_int_lt(rv_test_master_start(&m, args), 0);
 	char *log = rv_test_read_file(m.log);
 	ck_assert_msg(log && strstr(log, "no token in") && strstr(log, "server.token_file"),

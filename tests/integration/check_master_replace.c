@@ -169,10 +169,7 @@ static void write_file(const char *dir, const char *file, const char *text)
 {
 	char path[PATH_MAX + 64];
 	snprintf(path, sizeof(path), "%s/%s", dir, file);
-	FILE *f = fopen(path, "w");
-	ck_assert_msg(f != NULL, "could not open %s", path);
-	ck_assert_int_ge(fputs(text, f), 0);
-	ck_assert_int_eq(fclose(f), 0);
+	rv_test_write_file(path, text);
 }
 
 static const struct rv_node_status *node_of(const struct rv_job_status *js, const char *name)

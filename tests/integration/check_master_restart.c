@@ -141,23 +141,35 @@ static void *late_join(void *arg)
 	return NULL;
 }
 
+/* Start m (a job of 2 nodes) with args, join "first" and stop it with
+ * SIGTERM, a clean exit: the round it joined; the client into *c (the
+ * caller's, rv_master_client_free). */
+static int64_t join_first_and_stop(struct rv_test_master *m, const char *const *args,
+				   struct rv_master_client **c)
+{
+	char *spec = rv_test_master_spec(100, 10, 1, 2, 2);
+	ck_assert_int_eq(rv_test_master_init(m, spec), 0);
+	free(spec);
+	ck_assert_int_eq(rv_test_master_start(m, args), 0);
+	struct rv_master_client *mc = rv_test_master_client(m);
+	struct rv_rdzv_join j = { .node = "first", .local_world_size = 1 };
+	int64_t round;
+	ck_assert_int_eq(rv_master_join(mc, &j, &round, NULL), 0);
+	int st = rv_test_master_stop(m, SIGTERM, 10000);
+	ck_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	*c = mc;
+	return round;
+}
+
 /* A call made while the master is down waits for it with back-off (a join
  * is retried only while the connection is refused: nothing reached the
  * master), and a SIGTERM'd master restarts on its state with the round it
  * had. */
 START_TEST(test_client_waits_for_restart)
 {
-	char *spec = rv_test_master_spec(100, 10, 1, 2, 2);
 	struct rv_test_master m;
-	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
-	free(spec);
-	ck_assert_int_eq(rv_test_master_start(&m, NULL), 0);
-	struct rv_master_client *c = rv_test_master_client(&m);
-	struct rv_rdzv_join j = { .node = "first", .local_world_size = 1 };
-	int64_t round;
-	ck_assert_int_eq(rv_master_join(c, &j, &round, NULL), 0);
-	int st = rv_test_master_stop(&m, SIGTERM, 10000);
-	ck_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	struct rv_master_client *c;
+	int64_t round = join_first_and_stop(&m, NULL, &c);
 	struct late_call l = { .c = c };
 	pthread_t t;
 	ck_assert_int_eq(pthread_create(&t, NULL, late_join, &l), 0);
@@ -189,19 +201,11 @@ static long journal_size(const struct rv_test_master *m)
  * the job's own master replays it as before. */
 START_TEST(test_job_uid_guards_state)
 {
-	char *spec = rv_test_master_spec(100, 10, 1, 2, 2);
 	struct rv_test_master m;
-	ck_assert_int_eq(rv_test_master_init(&m, spec), 0);
-	free(spec);
 	char uid[32] = "uid-first";
 	const char *args[] = { "--job-uid", uid, NULL };
-	ck_assert_int_eq(rv_test_master_start(&m, args), 0);
-	struct rv_master_client *c = rv_test_master_client(&m);
-	struct rv_rdzv_join j = { .node = "first", .local_world_size = 1 };
-	int64_t round;
-	ck_assert_int_eq(rv_master_join(c, &j, &round, NULL), 0);
-	int st = rv_test_master_stop(&m, SIGTERM, 10000);
-	ck_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	struct rv_master_client *c;
+	int64_t round = join_first_and_stop(&m, args, &c);
 	long size = journal_size(&m);
 	ck_assert_int_gt(size, 0);
 	snprintf(uid, sizeof(uid), "uid-second");

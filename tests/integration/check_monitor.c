@@ -199,10 +199,11 @@ START_TEST(test_cli)
 }
 END_TEST
 
-static const cJSON *find_node(const cJSON *cluster, const char *name)
+/* The item of the array at key in parent whose "name" is name, or NULL. */
+static const cJSON *find_named(const cJSON *parent, const char *key, const char *name)
 {
 	const cJSON *it;
-	cJSON_ArrayForEach(it, cJSON_GetObjectItem(cluster, "nodes"))
+	cJSON_ArrayForEach(it, cJSON_GetObjectItem(parent, key))
 	{
 		const char *n = rv_test_json_str(it, "name");
 		if (n && !strcmp(n, name))
@@ -211,16 +212,14 @@ static const cJSON *find_node(const cJSON *cluster, const char *name)
 	return NULL;
 }
 
+static const cJSON *find_node(const cJSON *cluster, const char *name)
+{
+	return find_named(cluster, "nodes", name);
+}
+
 static const cJSON *find_job(const cJSON *node, const char *name)
 {
-	const cJSON *it;
-	cJSON_ArrayForEach(it, cJSON_GetObjectItem(node, "jobs"))
-	{
-		const char *n = rv_test_json_str(it, "name");
-		if (n && !strcmp(n, name))
-			return it;
-	}
-	return NULL;
+	return find_named(node, "jobs", name);
 }
 
 START_TEST(test_reports_this_host)
@@ -323,15 +322,12 @@ START_TEST(test_gpus_from_gpuinfo)
 	snprintf(cmd, sizeof(cmd), "cp '%s/rover-monitor' '%s/'", bin_dir(), dir);
 	ck_assert_int_eq(system(cmd), 0);
 	snprintf(path, sizeof(path), "%s/rover-gpuinfo", dir);
-	FILE *f = fopen(path, "w");
-	ck_assert_ptr_nonnull(f);
-	fputs("#!/bin/sh\n"
-	      "# stand-in rover-gpuinfo: two GPUs, as on a machine with a driver\n"
-	      "printf 'count 2\\n'\n"
-	      "printf 'gpu 0 81559 61559 9 0 NVIDIA H100 80GB HBM3\\nutil 0 90 40\\n'\n"
-	      "printf 'gpu 1 81559 71559 9 0 NVIDIA H100 80GB HBM3\\nutil 1 30 10\\n'\n",
-	      f);
-	ck_assert_int_eq(fclose(f), 0);
+	rv_test_write_file(
+		path, "#!/bin/sh\n"
+		      "# stand-in rover-gpuinfo: two GPUs, as on a machine with a driver\n"
+		      "printf 'count 2\\n'\n"
+		      "printf 'gpu 0 81559 61559 9 0 NVIDIA H100 80GB HBM3\\nutil 0 90 40\\n'\n"
+		      "printf 'gpu 1 81559 71559 9 0 NVIDIA H100 80GB HBM3\\nutil 1 30 10\\n'\n");
 	ck_assert_int_eq(chmod(path, 0755), 0);
 	mon_dir = dir;
 	const char *args[] = { "--brain",
@@ -377,16 +373,23 @@ START_TEST(test_gpus_from_gpuinfo)
 }
 END_TEST
 
-/* "samples=N sent=N dropped=N unsent=N" from the monitor's stop line. */
-static void stop_counts(const char *log, long long *samples, long long *sent, long long *dropped,
-			long long *unsent)
+/* Stop the monitor, which must have dropped nothing and left nothing
+ * unsent: samples and sent from its stop line ("samples=N sent=N dropped=N
+ * unsent=N"). */
+static void stop_drained(long long *samples, long long *sent)
 {
+	char *log = NULL;
+	ck_assert_int_eq(mon_stop(&log), 0);
+	long long dropped, unsent;
 	const char *l = strstr(log, "msg=\"stopped\"");
 	ck_assert_msg(l != NULL, "no stop line in: %s", log);
 	ck_assert_int_eq(sscanf(strstr(l, "samples="),
 				"samples=%lld sent=%lld dropped=%lld unsent=%lld", samples, sent,
-				dropped, unsent),
+				&dropped, &unsent),
 			 4);
+	free(log);
+	ck_assert_int_eq(dropped, 0);
+	ck_assert_int_eq(unsent, 0);
 }
 
 START_TEST(test_brain_down_then_up)
@@ -424,13 +427,8 @@ START_TEST(test_brain_down_then_up)
 	ck_assert_int_eq(rv_test_brain_start(&brain, again), 0);
 	cJSON_Delete(health_until(brain_ok_drained, "the backlog sent"));
 
-	char *log = NULL;
-	ck_assert_int_eq(mon_stop(&log), 0);
-	long long samples, sent, dropped, unsent;
-	stop_counts(log, &samples, &sent, &dropped, &unsent);
-	free(log);
-	ck_assert_int_eq(dropped, 0);
-	ck_assert_int_eq(unsent, 0);
+	long long samples, sent;
+	stop_drained(&samples, &sent);
 	ck_assert_int_eq(sent, samples);
 	ck_assert_int_ge(samples, 30);
 	/* every sample stored, each once */
@@ -493,13 +491,8 @@ START_TEST(test_kill9_mid_report_and_restart)
 	mon_start(args);
 	cJSON_Delete(health_until(brain_ok_drained, "the brain again"));
 	ck_assert(!stale_of("node-k"));
-	char *log = NULL;
-	ck_assert_int_eq(mon_stop(&log), 0);
-	long long samples, sent, dropped, unsent;
-	stop_counts(log, &samples, &sent, &dropped, &unsent);
-	free(log);
-	ck_assert_int_eq(dropped, 0);
-	ck_assert_int_eq(unsent, 0);
+	long long samples, sent;
+	stop_drained(&samples, &sent);
 	long long rows = sql_num("SELECT count(*) FROM cluster_node_samples WHERE name = 'node-k'");
 	ck_assert_int_eq(rows, rows1 + sent);
 	ck_assert_int_eq(sql_num("SELECT count(DISTINCT ts_ms) FROM cluster_node_samples"

@@ -69,14 +69,6 @@ static const char *bin_dir(void)
 	return getenv("ROVER_BIN_DIR") ? getenv("ROVER_BIN_DIR") : "build/bin";
 }
 
-static void write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-	ck_assert_msg(f, "could not write %s", path);
-	fputs(text, f);
-	fclose(f);
-}
-
 static int free_port(void)
 {
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -318,7 +310,7 @@ static void apply_file(const char *name, const char *text)
 {
 	char path[400];
 	snprintf(path, sizeof(path), "%s/%s", sti.dir, name);
-	write_file(path, text);
+	rv_test_write_file(path, text);
 	const char *args[] = { "apply", "-f", path, NULL };
 	char *out = NULL;
 	int rc = kubectl(&out, args);
@@ -606,7 +598,7 @@ static void submit(const char *spec, int want)
 {
 	char path[400], exe[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/submit.json", sti.dir);
-	write_file(path, spec);
+	rv_test_write_file(path, spec);
 	snprintf(exe, sizeof(exe), "%s/roverctl", bin_dir());
 	const char *argv[] = { exe, "submit", path, "--kubeconfig", sti.kubeconfig, NULL };
 	struct rv_buf b;
@@ -683,9 +675,10 @@ START_TEST(test_two_operators_one_leader)
 	/* a bad ElasticJob is refused naming the field */
 	char path[400];
 	snprintf(path, sizeof(path), "%s/bad.yaml", sti.dir);
-	write_file(path, "apiVersion: elastic.rover.dev/v1alpha1\nkind: ElasticJob\n"
-			 "metadata: {name: bad}\nspec:\n  distributionStrategy: AllreduceStrategy\n"
-			 "  replicaSpecs:\n    worker: {replicas: 2, maxReplicas: -3}\n");
+	rv_test_write_file(
+		path, "apiVersion: elastic.rover.dev/v1alpha1\nkind: ElasticJob\n"
+		      "metadata: {name: bad}\nspec:\n  distributionStrategy: AllreduceStrategy\n"
+		      "  replicaSpecs:\n    worker: {replicas: 2, maxReplicas: -3}\n");
 	const char *ab[] = { "apply", "-f", path, NULL };
 	char *out = NULL;
 	ck_assert_int_ne(kubectl(&out, ab), 0);
@@ -898,7 +891,7 @@ START_TEST(test_same_name_sweep_and_prune)
 	/* made again under the same name, and four more, with masters that
 	 * only sleep (they touch no pod: whatever goes is the operator's doing) */
 	snprintf(path, sizeof(path), "%s/idle-master", sti.dir);
-	write_file(path, "#!/bin/sh\nexec sleep 600\n");
+	rv_test_write_file(path, "#!/bin/sh\nexec sleep 600\n");
 	ck_assert_int_eq(chmod(path, 0755), 0);
 	spec = job_json(name, "", 1, "/bin/sleep\",\"600");
 	apply_file("job.json", spec);
@@ -1121,10 +1114,10 @@ START_TEST(test_plan_status_events_columns)
 	apply_crd();
 	char path[400], script[400], name[64], buf[1200];
 	snprintf(script, sizeof(script), "%s/fake_master.py", sti.dir);
-	write_file(script, fake_master_py);
+	rv_test_write_file(script, fake_master_py);
 	snprintf(path, sizeof(path), "%s/fake-master", sti.dir);
 	snprintf(buf, sizeof(buf), "#!/bin/sh\nexec /usr/bin/python3 %s \"$@\"\n", script);
-	write_file(path, buf);
+	rv_test_write_file(path, buf);
 	ck_assert_int_eq(chmod(path, 0755), 0);
 	setenv("ROVER_MASTER_POLL_MS", "300", 1);
 	op_start_with(0, path);

@@ -190,17 +190,6 @@ START_TEST(test_ddp_across_namespaces)
 }
 END_TEST
 
-/* Where node stands in round (0: not asked). */
-static enum rv_rdzv_status world_of(struct rv_master_client *c, const char *node, int64_t round)
-{
-	struct rv_rdzv_world_reply w;
-	struct rv_err err = { 0 };
-	ck_assert_msg(rv_master_world(c, node, round, 0, &w, &err) == 0, "%s", err.msg);
-	enum rv_rdzv_status s = w.status;
-	rv_rdzv_world_reply_release(&w);
-	return s;
-}
-
 /* The node name rover-run joined under, from its log. */
 static void node_name(const struct rv_test_run *r, char *out, size_t size)
 {
@@ -235,20 +224,14 @@ START_TEST(test_link_cut_mid_run)
 	ck_assert_msg(rv_master_job(c, &js, &err) == 0, "%s", err.msg);
 	ck_assert_int_eq(js.nnodes, 2);
 	int64_t round = js.round;
-	ck_assert_int_eq(world_of(c, node1, round), RV_RDZV_COMPLETE);
+	ck_assert_int_eq(rv_test_master_world_of(c, node1, round), RV_RDZV_COMPLETE);
 
 	int64_t cut = rv_mono_ms();
 	ck_assert_int_eq(RUN("ip", "link", "set", net.veth_host[1], "down"), 0);
 
 	/* the master: node 1 dead within its heartbeat timeout */
-	int64_t dead_ms = -1;
-	while (rv_mono_ms() < cut + HB_TIMEOUT_MS + SLACK_MS + 3000) {
-		if (world_of(c, node1, round) == RV_RDZV_UNKNOWN) {
-			dead_ms = rv_mono_ms() - cut;
-			break;
-		}
-		usleep(10000);
-	}
+	int64_t dead_ms =
+		rv_test_master_wait_dead(c, node1, round, cut, HB_TIMEOUT_MS + SLACK_MS + 3000);
 	printf("check_run_netns: cut-off node declared dead after %ld ms "
 	       "(heartbeat_timeout_ms=%d)\n",
 	       (long)dead_ms, HB_TIMEOUT_MS);

@@ -24,10 +24,7 @@
 
 static void write_exec(const char *path, const char *text)
 {
-	FILE *f = fopen(path, "w");
-	ck_assert_ptr_nonnull(f);
-	fputs(text, f);
-	fclose(f);
+	rv_test_write_file(path, text);
 	ck_assert_int_eq(chmod(path, 0755), 0);
 }
 

@@ -81,6 +81,19 @@ static const cJSON *job_named(const cJSON *root, const char *name)
 	return NULL;
 }
 
+/* The JSON document rover-sim wrote at path, which is removed: the
+ * caller's (cJSON_Delete). */
+static cJSON *take_json(const char *path)
+{
+	char *txt = rv_test_read_file(path);
+	unlink(path);
+	ck_assert_ptr_nonnull(txt);
+	cJSON *root = cJSON_Parse(txt);
+	free(txt);
+	ck_assert_ptr_nonnull(root);
+	return root;
+}
+
 START_TEST(sim_plays_small_trace)
 {
 	start_brain();
@@ -95,12 +108,7 @@ START_TEST(sim_plays_small_trace)
 	ck_assert_msg(rc == 0, "rover-sim exit %d: %s", rc, line);
 	ck_assert_msg(strstr(line, "sim jobs=3 ") == line, "summary line: %s", line);
 	ck_assert_ptr_nonnull(strstr(line, "util_user="));
-	char *txt = rv_test_read_file(json);
-	unlink(json);
-	ck_assert_ptr_nonnull(txt);
-	cJSON *root = cJSON_Parse(txt);
-	free(txt);
-	ck_assert_ptr_nonnull(root);
+	cJSON *root = take_json(json);
 	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(root, "jobs")), 3);
 
 	/* The oracle: within the 90% band of the best, never above it, and no
@@ -202,12 +210,7 @@ START_TEST(sim_is_deterministic_and_honest)
 	unlink(trace);
 	ck_assert_str_eq(line1, line2);
 	ck_assert_ptr_nonnull(strstr(line1, " jobs_meeting_all="));
-	char *txt = rv_test_read_file(json);
-	unlink(json);
-	ck_assert_ptr_nonnull(txt);
-	cJSON *root = cJSON_Parse(txt);
-	free(txt);
-	ck_assert_ptr_nonnull(root);
+	cJSON *root = take_json(json);
 	const cJSON *big = job_named(root, "big-ask");
 	ck_assert(cJSON_IsTrue(rv_test_json_at(big, "baseline.infeasible")));
 	ck_assert(!cJSON_IsTrue(rv_test_json_at(big, "baseline.meets_targets")));

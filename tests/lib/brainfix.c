@@ -362,22 +362,47 @@ long rv_test_brain_post_batch(const struct rv_test_brain *b, const char *uid, st
 	return status;
 }
 
-long long rv_test_brain_metric(const struct rv_test_brain *b, const char *series)
+/* The text after "series " in GET /metrics of b into *out: 0, -ENOENT when
+ * /metrics (a status other than 200 included) has no such series, or the
+ * request's negative errno; *status gets the reply's status. */
+static int brainfix_metric_find(const struct rv_test_brain *b, const char *series, double *out,
+				long *status)
 {
 	struct rv_test_reply r;
 	int rc = rv_test_http(b, "GET", "/metrics", NULL, NULL, &r);
 	if (rc < 0)
 		return rc;
-	long long v = -ENOENT;
+	*status = r.status;
+	rc = -ENOENT;
 	size_t n = strlen(series);
 	for (const char *l = r.status == 200 ? r.body : NULL; l && *l;) {
 		if (!strncmp(l, series, n) && l[n] == ' ') {
-			v = strtoll(l + n + 1, NULL, 10);
+			*out = strtod(l + n + 1, NULL);
+			rc = 0;
 			break;
 		}
 		l = strchr(l, '\n');
 		l = l ? l + 1 : NULL;
 	}
 	rv_test_reply_release(&r);
-	return v;
+	return rc;
+}
+
+long long rv_test_brain_metric(const struct rv_test_brain *b, const char *series)
+{
+	double v;
+	long status;
+	int rc = brainfix_metric_find(b, series, &v, &status);
+	return rc < 0 ? rc : (long long)v;
+}
+
+double rv_test_metric(const struct rv_test_brain *b, const char *series)
+{
+	double v;
+	long status = 0;
+	int rc = brainfix_metric_find(b, series, &v, &status);
+	ck_assert_msg(rc == 0 || rc == -ENOENT, "could not get %s/metrics: %s", b->url,
+		      strerror(-rc));
+	ck_assert_int_eq(status, 200);
+	return rc == 0 ? v : -1;
 }

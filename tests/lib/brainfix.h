@@ -102,5 +102,9 @@ cJSON *rv_test_brain_expect_running_plan(const struct rv_test_brain *b, const ch
  * \"serialization\"}"): 0 or more, -ENOENT when /metrics has no such
  * series, or the request's negative errno. */
 long long rv_test_brain_metric(const struct rv_test_brain *b, const char *series);
+/* The same series as a double, -1 when absent, from any daemon's /metrics
+ * at b's url (a master's too).  Called from a test: a failed request or a
+ * status other than 200 fails it. */
+double rv_test_metric(const struct rv_test_brain *b, const char *series);
 
 #endif

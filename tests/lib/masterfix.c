@@ -6,6 +6,7 @@
 #include "masterfix.h"
 
 #include <arpa/inet.h>
+#include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "brainfix.h"
+#include "clock.h"
 #include "parse.h"
 
 static const char *bin_dir(void)
@@ -208,6 +210,28 @@ struct rv_master_client *rv_test_master_client(const struct rv_test_master *m)
 		.retry_budget_ms = 30000,
 	};
 	return rv_master_client_new(&o, NULL);
+}
+
+enum rv_rdzv_status rv_test_master_world_of(struct rv_master_client *c, const char *node,
+					    int64_t round)
+{
+	struct rv_rdzv_world_reply w;
+	struct rv_err err = { 0 };
+	ck_assert_msg(rv_master_world(c, node, round, 0, &w, &err) == 0, "%s", err.msg);
+	enum rv_rdzv_status s = w.status;
+	rv_rdzv_world_reply_release(&w);
+	return s;
+}
+
+int64_t rv_test_master_wait_dead(struct rv_master_client *c, const char *node, int64_t round,
+				 int64_t since, int64_t within_ms)
+{
+	while (rv_mono_ms() < since + within_ms) {
+		if (rv_test_master_world_of(c, node, round) == RV_RDZV_UNKNOWN)
+			return rv_mono_ms() - since;
+		usleep(10000);
+	}
+	return -1;
 }
 
 struct rv_master_client *rv_test_agent_client(const char *addr, int max_attempts, int budget_ms)

@@ -47,6 +47,12 @@ char *rv_test_master_spec(long size, long shard_size, int epochs, int min, int m
 /* Start with extra args (NULL-terminated, copied by pointer: keep them
  * alive).  0, or a negative errno (the log is printed on stderr). */
 int rv_test_master_start(struct rv_test_master *m, const char *const *args);
+/* Extra args for a master whose test waits on what reaches the brain: a
+ * batch after 20 ms, back-off up to 200 ms, plan polls of 1 s and a plan
+ * every 200 ms (string literals, for inside an argument list). */
+#define RV_TEST_MASTER_BRAIN_SOON                                                                  \
+	"--brain-batch-delay-ms", "20", "--brain-backoff-max-ms", "200", "--brain-poll-wait-s",    \
+		"1", "--plan-interval-ms", "200"
 /* init with rv_test_master_spec(size, shard_size, epochs, min, max), then
  * start with args (may be NULL).  0, or a negative errno. */
 int rv_test_master_start_job(struct rv_test_master *m, long size, long shard_size, int epochs,
@@ -69,6 +75,15 @@ struct rv_master_client *rv_test_master_client(const struct rv_test_master *m);
  * HOST:PORT): max_attempts tries 10 to 200 ms apart within budget_ms
  * (NULL on error). */
 struct rv_master_client *rv_test_agent_client(const char *addr, int max_attempts, int budget_ms);
+/* Where node stands in round (0: not asked) at c's master.  Called from a
+ * test: a failed call fails it. */
+enum rv_rdzv_status rv_test_master_world_of(struct rv_master_client *c, const char *node,
+					    int64_t round);
+/* The ms from since (rv_mono_ms) until node is out of round (its status
+ * unknown: declared dead), asked every 10 ms up to within_ms after since;
+ * -1 when it never was. */
+int64_t rv_test_master_wait_dead(struct rv_master_client *c, const char *node, int64_t round,
+				 int64_t since, int64_t within_ms);
 
 /*
  * A simulated worker: takes shards of dataset "train" until the master says

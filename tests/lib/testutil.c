@@ -81,6 +81,14 @@ static int testutil_cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+void rv_test_write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	ck_assert_msg(f, "could not write %s", path);
+	fputs(text, f);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
 void rv_test_self_exe(char *out, size_t size)
 {
 	ssize_t k = readlink("/proc/self/exe", out, size - 1);

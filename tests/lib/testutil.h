@@ -33,6 +33,10 @@ void rv_test_skip(const char *fn, bool ci_installs, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 #define RV_TEST_SKIP(ci_installs, ...) rv_test_skip(__func__, ci_installs, __VA_ARGS__)
 
+/* Write text to path (created, or emptied first).  Called from a test: a
+ * failure fails it. */
+void rv_test_write_file(const char *path, const char *text);
+
 /* Remove dir and all below it, as much of it as can be (rm -rf). */
 void rv_test_rm_rf(const char *dir);
 

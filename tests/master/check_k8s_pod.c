@@ -414,23 +414,17 @@ START_TEST(test_kubeconfig)
 	char path[256], tok[256];
 	snprintf(path, sizeof(path), "%s/config", dir);
 	snprintf(tok, sizeof(tok), "%s/token", dir);
-	FILE *f = fopen(tok, "w");
-	ck_assert_ptr_nonnull(f);
-	fputs("tok-from-file\n", f);
-	fclose(f);
-	f = fopen(path, "w");
-	ck_assert_ptr_nonnull(f);
+	rv_test_write_file(tok, "tok-from-file\n");
 	/* "UEVNIGRhdGE=" is "PEM data" */
-	fputs("apiVersion: v1\nkind: Config\ncurrent-context: b\n"
-	      "clusters:\n- name: one\n  cluster:\n    server: https://one:6443\n"
-	      "- name: two\n  cluster:\n    server: http://127.0.0.1:8001/\n"
-	      "    certificate-authority-data: UEVNIGRhdGE=\n"
-	      "contexts:\n- name: a\n  context: {cluster: one, user: u1}\n"
-	      "- name: b\n  context:\n    cluster: two\n    user: u2\n    namespace: team\n"
-	      "users:\n- name: u1\n  user: {token: nope}\n"
-	      "- name: u2\n  user:\n    tokenFile: token\n    client-key: keys/k.pem\n",
-	      f);
-	fclose(f);
+	rv_test_write_file(
+		path, "apiVersion: v1\nkind: Config\ncurrent-context: b\n"
+		      "clusters:\n- name: one\n  cluster:\n    server: https://one:6443\n"
+		      "- name: two\n  cluster:\n    server: http://127.0.0.1:8001/\n"
+		      "    certificate-authority-data: UEVNIGRhdGE=\n"
+		      "contexts:\n- name: a\n  context: {cluster: one, user: u1}\n"
+		      "- name: b\n  context:\n    cluster: two\n    user: u2\n    namespace: team\n"
+		      "users:\n- name: u1\n  user: {token: nope}\n"
+		      "- name: u2\n  user:\n    tokenFile: token\n    client-key: keys/k.pem\n");
 	struct rv_k8s_conf c;
 	struct rv_err err = { 0 };
 	ck_assert_msg(rv_k8s_conf_load(path, &c, &err) == 0, "%s", err.msg);
@@ -444,9 +438,7 @@ START_TEST(test_kubeconfig)
 	ck_assert_str_eq(c.key_file, want);
 	rv_k8s_conf_release(&c);
 	/* no current context: named */
-	f = fopen(path, "w");
-	fputs("apiVersion: v1\nclusters: []\n", f);
-	fclose(f);
+	rv_test_write_file(path, "apiVersion: v1\nclusters: []\n");
 	ck_assert_int_eq(rv_k8s_conf_load(path, &c, &err), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err.msg, "no current context"));
 	unlink(tok);

@@ -22,6 +22,7 @@
 #include "master.h"
 #include "parse.h"
 #include "testutil.h"
+#include "unitmaster.h"
 
 static const char spec_json[] =
 	"{\"apiVersion\":\"elastic.rover.dev/v1alpha1\",\"kind\":\"ElasticJob\","
@@ -37,30 +38,18 @@ static char dir[64];
 static struct master *master_open(const char *spec, bool nodes)
 {
 	rv_log_setup("master", RV_LOG_WARN);
-	struct master *m = calloc(1, sizeof(*m));
-	ck_assert_ptr_nonnull(m);
+	char state[96];
+	snprintf(state, sizeof(state), "%s/state", dir);
+	struct master *m = unitmaster_new(spec, state, 1, 4);
 	struct master_cfg *c = &m->cfg;
-	snprintf(c->state_dir, sizeof(c->state_dir), "%s/state", dir);
 	snprintf(c->scheduler, sizeof(c->scheduler), "local");
 	snprintf(c->node_limits, sizeof(c->node_limits), "rlimit");
-	c->node_unit = 1;
 	c->last_call_ms = 0;
-	c->heartbeat_timeout_ms = 5000;
-	c->max_todo_ranges = c->max_in_flight = 1024;
-	c->snapshot_every = 100000;
-	c->sync_timeout_ms = 10000;
 	c->nosync = 1;
-	c->tick_ms = 100;
 	c->node_stop_grace_ms = 500;
 	c->node_usage_interval_ms = 100;
 	c->job_linger_s = 60;
 	struct rv_err err = { 0 };
-	cJSON *doc = rv_json_parse(spec, strlen(spec), &err);
-	ck_assert_ptr_nonnull(doc);
-	ck_assert_int_eq(rv_job_spec_from_json(doc, &m->spec, &err), 0);
-	cJSON_Delete(doc);
-	m->min_nodes = 1;
-	m->max_nodes = 4;
 	plans_init(m);
 	ck_assert_int_eq(nodemgr_wanted(c, &m->spec, &err), 1);
 	ck_assert_msg(state_open(m, &err) == 0, "%s", err.msg);

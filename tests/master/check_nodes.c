@@ -91,12 +91,20 @@ START_TEST(test_relaunch_in_place_keeps_the_host)
 }
 END_TEST
 
-START_TEST(test_restart_budget_gives_up)
+/* A node table of two workers, w0 and w1 (ranks 0 and 1), of restarts
+ * restarts each (the caller's, nodes_free). */
+static struct nodes *two_workers(int restarts)
 {
 	struct nodes *m = nodes_new(NULL, NULL, NULL, NULL);
-	ck_assert_int_eq(nodes_set_restart_count(m, "worker", 2), 0);
+	ck_assert_int_eq(nodes_set_restart_count(m, "worker", restarts), 0);
 	ck_assert_int_eq(nodes_add(m, "w0", "worker", 0, NULL, &res64), 0);
 	ck_assert_int_eq(nodes_add(m, "w1", "worker", 1, NULL, &res64), 0);
+	return m;
+}
+
+START_TEST(test_restart_budget_gives_up)
+{
+	struct nodes *m = two_workers(2);
 	ck_assert_int_eq(feed(m, ev_of(SCHED_EV_EXITED, "w0", "", 2, 0)).type, NODES_RELAUNCH);
 	/* A start failure is a failure like any other. */
 	struct sched_event f = ev_of(SCHED_EV_FAILED, "w0.1", "", 0, 0);
@@ -129,10 +137,7 @@ END_TEST
  * with the scheduler's reason. */
 START_TEST(test_lost_not_charged_pending_gives_up)
 {
-	struct nodes *m = nodes_new(NULL, NULL, NULL, NULL);
-	ck_assert_int_eq(nodes_set_restart_count(m, "worker", 1), 0);
-	ck_assert_int_eq(nodes_add(m, "w0", "worker", 0, NULL, &res64), 0);
-	ck_assert_int_eq(nodes_add(m, "w1", "worker", 1, NULL, &res64), 0);
+	struct nodes *m = two_workers(1);
 	char name[SCHED_NAME_MAX] = "w0";
 	for (int i = 1; i <= 3; i++) {
 		struct sched_event l = ev_of(SCHED_EV_EXITED, name, "rvn2", -1, 9);

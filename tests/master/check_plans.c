@@ -26,6 +26,7 @@
 #include "nodemgr.h"
 #include "plans.h"
 #include "testutil.h"
+#include "unitmaster.h"
 
 static char conninfo[1024];
 static struct rv_test_brain brain;
@@ -43,22 +44,10 @@ static const char job_json[] =
  * opened. */
 static struct master *master_new_doc(const char *doc, const char *url)
 {
-	struct master *m = calloc(1, sizeof(*m));
-	ck_assert_ptr_nonnull(m);
-	cJSON *j = cJSON_Parse(doc);
-	struct rv_err err = { 0 };
-	ck_assert_int_eq(rv_job_spec_from_json(j, &m->spec, &err), 0);
-	cJSON_Delete(j);
+	struct master *m = unitmaster_new(doc, dir, 1, 16);
 	struct master_cfg *c = &m->cfg;
-	snprintf(c->state_dir, sizeof(c->state_dir), "%s", dir);
 	snprintf(c->brain_url, sizeof(c->brain_url), "%s", url);
-	c->node_unit = 1;
-	c->heartbeat_timeout_ms = 5000;
-	c->max_todo_ranges = c->max_in_flight = 1024;
-	c->snapshot_every = 100000;
-	c->sync_timeout_ms = 10000;
 	c->nosync = 1;
-	c->tick_ms = 100;
 	c->brain_connect_timeout_ms = 1000;
 	c->brain_timeout_ms = 5000;
 	c->brain_max_queue = 1000;
@@ -72,9 +61,8 @@ static struct master *master_new_doc(const char *doc, const char *url)
 	c->plan_interval_ms = 100000;
 	c->plan_min_samples = 3;
 	c->plan_oom_wait_ms = 5000;
-	m->min_nodes = 1;
-	m->max_nodes = 16;
 	plans_init(m);
+	struct rv_err err = { 0 };
 	ck_assert_int_eq(state_open(m, &err), 0);
 	return m;
 }

@@ -243,12 +243,12 @@ START_TEST(test_no_server)
 	snprintf(dir, sizeof(dir), "/tmp/rover-schedk8s-XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	snprintf(kubeconfig, sizeof(kubeconfig), "%s/kubeconfig", dir);
-	FILE *f = fopen(kubeconfig, "w");
-	fputs("current-context: s\nclusters: [{name: s, cluster: {server: 'http://127.0.0.1:1'}}]\n"
-	      "contexts: [{name: s, context: {cluster: s, user: u}}]\nusers: [{name: u, user: "
-	      "{}}]\n",
-	      f);
-	fclose(f);
+	rv_test_write_file(
+		kubeconfig,
+		"current-context: s\nclusters: [{name: s, cluster: {server: "
+		"'http://127.0.0.1:1'}}]\n"
+		"contexts: [{name: s, context: {cluster: s, user: u}}]\nusers: [{name: u, user: "
+		"{}}]\n");
 	struct sched_k8s_opts o = { .job = "j", .kubeconfig = kubeconfig, .timeout_ms = 2000 };
 	struct rv_err err = { 0 };
 	ck_assert_ptr_null(sched_k8s_new(&o, &err));

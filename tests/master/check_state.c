@@ -22,6 +22,7 @@
 #include "log.h"
 #include "master.h"
 #include "testutil.h"
+#include "unitmaster.h"
 
 static const char spec_json[] =
 	"{\"apiVersion\":\"elastic.rover.dev/v1alpha1\",\"kind\":\"ElasticJob\","
@@ -92,29 +93,17 @@ static void step_apply(void *arg, int step)
 static struct master *master_open(struct step_ctx *c)
 {
 	rv_log_setup("master", RV_LOG_WARN);
-	struct master *m = calloc(1, sizeof(*m));
-	ck_assert_ptr_nonnull(m);
-	struct master_cfg *cfg = &m->cfg;
-	snprintf(cfg->state_dir, sizeof(cfg->state_dir), "%s/state", dir);
-	cfg->node_unit = 1;
-	cfg->heartbeat_timeout_ms = 5000;
-	cfg->max_todo_ranges = cfg->max_in_flight = 1024;
-	cfg->snapshot_every = 1;
-	cfg->sync_timeout_ms = 10000;
-	cfg->tick_ms = 100;
-	struct rv_err err = { 0 };
-	cJSON *doc = rv_json_parse(spec_json, strlen(spec_json), &err);
-	ck_assert_ptr_nonnull(doc);
-	ck_assert_int_eq(rv_job_spec_from_json(doc, &m->spec, &err), 0);
-	cJSON_Delete(doc);
-	m->min_nodes = 1;
-	m->max_nodes = 2;
+	char state[96];
+	snprintf(state, sizeof(state), "%s/state", dir);
+	struct master *m = unitmaster_new(spec_json, state, 1, 2);
+	m->cfg.snapshot_every = 1;
 	plans_init(m);
 	if (c) {
 		c->m = m;
 		m->snapshot_step = step_apply;
 		m->snapshot_step_ctx = c;
 	}
+	struct rv_err err = { 0 };
 	ck_assert_msg(state_open(m, &err) == 0, "%s", err.msg);
 	return m;
 }

@@ -81,10 +81,7 @@ static void put(const char *rel, const char *text)
 {
 	char p[512];
 	snprintf(p, sizeof(p), "%s/%s", tmp, rel);
-	FILE *f = fopen(p, "w");
-	ck_assert_msg(f != NULL, "write %s", p);
-	fputs(text, f);
-	fclose(f);
+	rv_test_write_file(p, text);
 }
 
 static void rm_tmp(void)

@@ -4,11 +4,8 @@
 # line named.  Prints one "ok"/"not ok" line per check (tests/run.sh counts
 # them) and exits 1 if any failed.
 set -u
-top=$(cd "$(dirname "$0")/../.." && pwd)
-check=$top/scripts/check-layers.sh
-tmp=$(mktemp -d /tmp/rover-layers-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-failed=0
+. "$(dirname "$0")/suite.sh"
+suite_init layers
 
 # A tree that keeps the layers: every kind of allowed edge once.
 good_tree() {

@@ -5,11 +5,8 @@
 # is no longer long fails.  Prints one "ok"/"not ok" line per check
 # (tests/run.sh counts them) and exits 1 if any failed.
 set -u
-top=$(cd "$(dirname "$0")/../.." && pwd)
-check=$top/scripts/check-length.sh
-tmp=$(mktemp -d /tmp/rover-length-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-failed=0
+. "$(dirname "$0")/suite.sh"
+suite_init length
 
 # fn NAME LINES: a function of that many lines, signature to brace.
 fn() {

@@ -4,11 +4,8 @@
 # libraries, fails with the library, the object and the symbol named.  Prints
 # one "ok"/"not ok" line per check and exits 1 if any failed.
 set -u
-top=$(cd "$(dirname "$0")/../.." && pwd)
-check=$top/scripts/check-names.sh
-tmp=$(mktemp -d /tmp/rover-names-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-failed=0
+. "$(dirname "$0")/suite.sh"
+suite_init names
 cd "$tmp" || exit 1
 
 # lib NAME FILE=SOURCE...: build NAME from the sources given inline.
@@ -24,20 +21,6 @@ lib() {
 	mv "$name" "lib-$name"
 }
 run() { out=$("$check" "$@" 2>&1); }
-pass() { if run "${@:2}"; then echo "ok - $1"; else echo "not ok - $1: $out"; failed=1; fi; }
-fail() { # NAME WANT LIB...
-	local name=$1 want=$2
-	shift 2
-	if run "$@"; then
-		echo "not ok - $name: passed"
-		failed=1
-	elif ! grep -qF -- "$want" <<<"$out"; then
-		echo "not ok - $name: no \"$want\" in: $out"
-		failed=1
-	else
-		echo "ok - $name"
-	fi
-}
 mv_lib() { mkdir -p "$2" && cp "lib-$1" "$2/$1"; }
 
 lib librover-common.a 'log=int rv_log_level(void) { return 1; } static int helper(void) { return 2; } int rv_log_x(void) { return helper(); }'

@@ -5,11 +5,8 @@
 # README and the file or name.  Then this tree itself.  Prints one
 # "ok"/"not ok" line per check and exits 1 if any failed.
 set -u
-top=$(cd "$(dirname "$0")/../.." && pwd)
-check=$top/scripts/check-readmes.sh
-tmp=$(mktemp -d /tmp/rover-readmes-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-failed=0
+. "$(dirname "$0")/suite.sh"
+suite_init readmes
 
 # tree NAME: a folder d/ with two files and a README listing both.
 tree() {
@@ -22,41 +19,29 @@ tree() {
 	printf 'heartbeat_ms = 5\n' >"$tmp/$1/d/conf"
 }
 run() { out=$("$check" "$tmp/$1" 2>&1); }
-pass() { if run "$2"; then echo "ok - $1"; else echo "not ok - $1: $out"; failed=1; fi; }
-fail() { # NAME TREE WANT
-	if run "$2"; then
-		echo "not ok - $1: passed"
-		failed=1
-	elif ! grep -qF -- "$3" <<<"$out"; then
-		echo "not ok - $1: no \"$3\" in: $out"
-		failed=1
-	else
-		echo "ok - $1"
-	fi
-}
 
 tree ok
 pass "a README naming its files and existing names passes" ok
 
 tree unlisted
 printf 'int nodelink_attach(void) { return 0; }\n' >"$tmp/unlisted/d/nodelink.c"
-fail "a source file out of its folder's file list" unlisted \
-	"d/README.md: does not name d/nodelink.c"
+fail "a source file out of its folder's file list" \
+	"d/README.md: does not name d/nodelink.c" unlisted
 
 tree elsewhere
 printf 'int nodelink_attach(void) { return 0; }\n' >"$tmp/elsewhere/d/nodelink.c"
 sed -i 's/^# d$/# d: nodelink.c tells the planner/' "$tmp/elsewhere/d/README.md"
-fail "a file named above the file list is still out of it" elsewhere \
-	"d/README.md: does not name d/nodelink.c"
+fail "a file named above the file list is still out of it" \
+	"d/README.md: does not name d/nodelink.c" elsewhere
 
 tree gone
 printf '\nThen `decision_to_plan` builds the plan.\n' >>"$tmp/gone/d/README.md"
-fail "a backticked name that is gone" gone \
-	"d/README.md:12: names \`decision_to_plan\`, which is nowhere in the code"
+fail "a backticked name that is gone" \
+	"d/README.md:12: names \`decision_to_plan\`, which is nowhere in the code" gone
 
 tree gonecall
 printf '\n`store_gone()` does it.\n' >>"$tmp/gonecall/d/README.md"
-fail "a name with () that is gone" gonecall "names \`store_gone()\`"
+fail "a name with () that is gone" "names \`store_gone()\`" gonecall
 
 tree words
 printf '\n`struct rdzv_none`, `d/none_here.c`, `ROVER_NO_SUCH` and `word` are not names.\n' \

@@ -35,18 +35,8 @@ set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top" || exit 1
 BIN=$(cd "${ROVER_BIN_DIR:-build/bin}" && pwd)
-failed=0
-ok() { echo "ok - $*"; }
-notok() { echo "not ok - $*"; failed=1; }
-skip() {
-  if [ "${CI:-}" = true ]; then
-    echo "not ok - CI=true installs it, but: $*"
-    exit 1
-  fi
-  echo "SKIP: $*"
-  echo "ok - # SKIP $*"
-  exit 0
-}
+# shellcheck source=tests/scripts/suite.sh
+. "$top/tests/scripts/suite.sh"
 [ "$(id -u)" = 0 ] || skip "not root: the Slurm cluster needs munge's key and network namespaces; the slurm scheduler NOT TESTED"
 for c in slurmctld slurmd slurmrestd munged scancel squeue ip nsenter; do
   command -v "$c" >/dev/null || skip "no $c (scripts/install-deps.sh): the slurm scheduler NOT TESTED"
