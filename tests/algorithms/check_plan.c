@@ -306,10 +306,10 @@ static size_t noisy_knee5_obs(struct rv_alg_speed_obs *o, const int *ws, int nw)
 	for (int i = 0; i < nw; i++)
 		for (int k = 0; k < 8; k++) {
 			double f = 1 / (0.03688 / ws[i] + 0.001803 + 0.00057626 * ws[i]);
-			o[n++] =
-				(struct rv_alg_speed_obs){ .workers = ws[i],
-							   .speed = f * (1 + 0.24 * z[(k + i) % 8]),
-							   .t_ms = (int64_t)n * 10000 };
+			o[n] = (struct rv_alg_speed_obs){ .workers = ws[i],
+							  .speed = f * (1 + 0.24 * z[(k + i) % 8]),
+							  .t_ms = (int64_t)n * 10000 };
+			n++;
 		}
 	return n;
 }
