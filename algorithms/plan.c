@@ -50,6 +50,33 @@ static bool model_guess(const struct rv_alg_fit *fit, const struct rv_alg_job_st
 	return rv_alg_fit_predict_rse(fit, st->speed, st->n_speed, w, ps, noise) > p->max_pred_rse;
 }
 
+/* Whether the model's move is one step down (node_unit workers) that
+ * saves at least the share of the workers the knee gives up in speed
+ * (1 - target_frac), to a count not measured yet within the measured
+ * counts (one under it was measured at that PS count): there the model
+ * interpolates, and the move measures the cheaper neighbour.  A worker
+ * over the knee of a small job holds more resources than the speed noise
+ * hides (6 workers for 5: 1.26x), while a move that measures short of its
+ * own prediction is judged against it and reverted.  Of many workers one
+ * is within the resources a knee may hold, and one short may miss the
+ * speed (17 -> 16 workers for 18).  Below the data the model extrapolates:
+ * such moves walked down a worker a plan.  DESIGN-LOG.md, "Counts",
+ * GUARD_NOISE_LEVEL. */
+static bool step_down_within_data(const struct rv_alg_job_state *st,
+				  const struct rv_alg_decision *d, const struct rv_alg_params *p)
+{
+	int w = d->cfg.worker.count, ps = d->cfg.ps.count, cur = st->cur.worker.count;
+	int unit = st->lim.node_unit > 1 ? st->lim.node_unit : 1;
+
+	if (w != cur - unit || (double)unit / cur < 1 - p->target_frac - 1e-9 ||
+	    rv_alg_obs_count(st->speed, st->n_speed, w, ps, 1) > 0)
+		return false;
+	for (size_t i = 0; i < st->n_speed; i++)
+		if (st->speed[i].ps == ps && st->speed[i].workers < w && st->speed[i].speed > 0)
+			return true;
+	return false;
+}
+
 /* Whether the model's move away from measured counts rests on a fit
  * trusted only because its error is no larger than the noise (r2 below
  * min_r2), with a predicted change smaller than two standard errors of the
@@ -65,7 +92,8 @@ static bool noise_level_move(const struct rv_alg_fit *fit, const struct rv_alg_j
 	    rv_alg_fit_trusted(fit, p) ||
 	    (d->cfg.worker.count > w &&
 	     !(p->explore_budget > 0 && st->count_changes >= p->explore_budget)) ||
-	    rv_alg_obs_count(st->speed, st->n_speed, w, ps, 2) < 2)
+	    rv_alg_obs_count(st->speed, st->n_speed, w, ps, 2) < 2 ||
+	    step_down_within_data(st, d, p))
 		return false;
 	double cur = rv_alg_mean_speed(st->speed, st->n_speed, w, ps);
 	if (!(cur > 0) || !(d->predicted_speed > 0))

@@ -296,6 +296,51 @@ START_TEST(test_noise_level_move_up_taken)
 }
 END_TEST
 
+/* An all-reduce job whose knee is 5 workers (91% of the best, at 8), eight
+ * speeds each at the counts in ws[] under 24% noise (fixed draws), into o;
+ * returns how many. */
+static size_t noisy_knee5_obs(struct rv_alg_speed_obs *o, const int *ws, int nw)
+{
+	static const double z[] = { 0.9, -1.1, 0.3, -0.4, 1.2, -0.9, 0.1, -0.2 };
+	size_t n = 0;
+	for (int i = 0; i < nw; i++)
+		for (int k = 0; k < 8; k++) {
+			double f = 1 / (0.03688 / ws[i] + 0.001803 + 0.00057626 * ws[i]);
+			o[n] = (struct rv_alg_speed_obs){ .workers = ws[i],
+							  .speed = f * (1 + 0.24 * z[(k + i) % 8]),
+							  .t_ms = (int64_t)n * 10000 };
+			n++;
+		}
+	return n;
+}
+
+/* A model-chosen count one worker over the knee of a small job under 24%
+ * speed noise, measured at 3, 6 and 8 workers: the refit's move down to 5,
+ * a count between measured ones, is taken though its predicted loss is
+ * within the noise (held, 6 workers for 5 held 1.26x the oracle's
+ * resources, h6-min3-noise-ar-0).  Below every measured count the model
+ * extrapolates: the same move from counts measured at 5 and up is held. */
+START_TEST(test_noise_level_step_down_within_data)
+{
+	static const int within[] = { 3, 6, 8 }, above[] = { 6, 8, 11 };
+	struct rv_alg_speed_obs o[24];
+	struct rv_alg_job_state st = state(RV_ALG_ALLREDUCE, 6, 0);
+	struct rv_alg_decision d;
+
+	st.lim.min_workers = 3;
+	st.speed = o;
+	st.n_speed = noisy_knee5_obs(o, within, 3);
+	st.model_counts = true;
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_msg(d.changed && d.cfg.worker.count == 5, "%d: %s", d.cfg.worker.count, d.reason);
+	ck_assert_str_eq(rv_alg_id_name(d.algorithm), "worker_count_model");
+	st.n_speed = noisy_knee5_obs(o, above, 3);
+	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
+	ck_assert_msg(!d.changed && strstr(d.reason, "no better than the noise"), "%d: %s",
+		      d.cfg.worker.count, d.reason);
+}
+END_TEST
+
 /* A PS job under 28% speed noise, just moved to one PS and measured there
  * at 18 workers only: the model's move to 15 workers for a predicted -4%
  * rests on a slope in workers taken from the other PS counts, within the
@@ -1163,9 +1208,9 @@ static Suite *plan_suite(void)
 		test_cluster_cap_blocks_rightsize_growth, test_explore_before_model,
 		test_model_counts_kept_on_untrusted_refit, test_explore_budget_spent_keeps_counts,
 		test_explore_budget_spent_settles_on_measured_knee, test_noise_level_move_held,
-		test_noise_level_move_up_taken, test_single_count_move_held,
-		test_model_counts_not_bracketed, test_hold_on_flat, test_measured_near_line_holds,
-		test_rising_memory_folded_into_count_change,
+		test_noise_level_move_up_taken, test_noise_level_step_down_within_data,
+		test_single_count_move_held, test_model_counts_not_bracketed, test_hold_on_flat,
+		test_measured_near_line_holds, test_rising_memory_folded_into_count_change,
 		test_rising_memory_folded_within_two_windows, test_hot_ps_leads,
 		test_straggler_leads, test_ps_job_model, test_noisy_fit_trusted_within_noise,
 		test_bad_input, test_small_trim_held, test_every_starved_role_in_one_plan,
