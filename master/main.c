@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api.h"
 #include "cfg.h"
 #include "cleanup.h"
 #include "daemon.h"
@@ -24,7 +25,9 @@
 #include "log.h"
 #include "master.h"
 #include "nodelink.h"
+#include "nodemgr.h"
 #include "parse.h"
+#include "plans.h"
 #include "version.h"
 
 #define EXIT_BAD_SPEC 2
@@ -345,6 +348,7 @@ static int run_load_spec(struct master *m, int *run_nodes)
 		return -EXIT_BAD_SPEC - 1000;
 	}
 	plans_init(m);
+	nodemgr_register(m);
 	if (plans_check(m, &err) < 0) {
 		fprintf(stderr, "rover-master: %s (field %s)\n", err.msg, err.field);
 		return -EXIT_BAD_SPEC - 1000;

@@ -20,7 +20,9 @@
 #include "json.h"
 #include "log.h"
 #include "master.h"
+#include "nodemgr.h"
 #include "parse.h"
+#include "plans.h"
 #include "testutil.h"
 
 static const char spec_json[] =
@@ -62,6 +64,7 @@ static struct master *master_open(const char *spec, bool nodes)
 	m->min_nodes = 1;
 	m->max_nodes = 4;
 	plans_init(m);
+	nodemgr_register(m);
 	ck_assert_int_eq(nodemgr_wanted(c, &m->spec, &err), 1);
 	ck_assert_msg(state_open(m, &err) == 0, "%s", err.msg);
 	if (nodes)

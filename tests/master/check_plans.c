@@ -75,6 +75,7 @@ static struct master *master_new_doc(const char *doc, const char *url)
 	m->min_nodes = 1;
 	m->max_nodes = 16;
 	plans_init(m);
+	nodemgr_register(m);
 	ck_assert_int_eq(state_open(m, &err), 0);
 	return m;
 }

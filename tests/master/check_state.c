@@ -21,6 +21,8 @@
 #include "json.h"
 #include "log.h"
 #include "master.h"
+#include "nodemgr.h"
+#include "plans.h"
 #include "testutil.h"
 
 static const char spec_json[] =
@@ -110,6 +112,7 @@ static struct master *master_open(struct step_ctx *c)
 	m->min_nodes = 1;
 	m->max_nodes = 2;
 	plans_init(m);
+	nodemgr_register(m);
 	if (c) {
 		c->m = m;
 		m->snapshot_step = step_apply;
