@@ -17,14 +17,17 @@
 #include <string.h>
 #include <time.h>
 
+#include "api.h"
 #include "buf.h"
 #include "cleanup.h"
 #include "json.h"
 #include "log.h"
 #include "master.h"
 #include "nodelink.h"
+#include "nodemgr.h"
 #include "openapi.h"
 #include "parse.h"
+#include "plans.h"
 #include "rest_server.h"
 
 /* Error reply: the shard module's codes get the statuses that fit them. */
@@ -1205,6 +1208,13 @@ int master_api_start(struct master *m, struct rv_err *err)
 		.nroutes = (int)RV_ARRAY_SIZE(routes),
 		.ctx = m,
 	};
+	/* Before the first long-poll can park: the state and its timer reach
+	 * the parked ones only through these. */
+	pthread_mutex_lock(&m->lock);
+	m->svc.world_poll = master_world_poll;
+	m->svc.world_deadline = master_world_deadline;
+	m->svc.world_lost = master_world_lost;
+	pthread_mutex_unlock(&m->lock);
 	m->http = rv_rest_server_start(m->cfg.listen, &o, err);
 	return m->http ? 0 : (err && err->code ? err->code : -EIO);
 }

@@ -650,107 +650,125 @@ static int journal_load_snapshot(struct journal *j, struct journal_map *m, bool 
 	return 0;
 }
 
+/* Open and map the journal beside a snapshot of seq snap_seq and read its
+ * header.  1 when there was none and a fresh one was started (nothing to
+ * replay), 0 with *jm mapped, else a negative errno with err filled. */
+static int journal_replay_open(struct journal *j, bool have_snap, int64_t snap_seq,
+			       struct journal_map *jm, struct rv_err *err)
+{
+	j->fd = openat(j->dirfd, "journal", O_RDWR | O_CLOEXEC);
+	if (j->fd < 0 && errno == ENOENT) {
+		if (have_snap) /* never left by a crash: the journal is replaced by rename */
+			return rv_err_set(err, -EUCLEAN, NULL,
+					  "%s/journal is missing beside a snapshot of seq %" PRId64,
+					  j->dir, snap_seq);
+		int rc = journal_start_fresh(j, 0, NULL, 0, err);
+		j->st.seq = j->st.durable_seq = 0;
+		return rc < 0 ? rc : 1;
+	}
+	if (j->fd < 0)
+		return rv_err_set(err, -errno, NULL, "could not open %s/journal: %s", j->dir,
+				  strerror(errno));
+	int rc = journal_map_fd(j->fd, jm);
+	if (rc < 0)
+		return rv_err_set(err, rc, NULL, "could not read %s/journal: %s", j->dir,
+				  strerror(-rc));
+	if (journal_hdr_parse(jm->p, jm->n, journal_magic, &j->journal_base) < 0)
+		return rv_err_set(err, -EUCLEAN, NULL, "%s/journal: damaged header at offset 0",
+				  j->dir);
+	if (j->journal_base > snap_seq)
+		return rv_err_set(err, -EUCLEAN, NULL,
+				  "%s/journal: starts after seq %" PRId64
+				  " but the snapshot covers "
+				  "only up to seq %" PRId64 " (%s)",
+				  j->dir, j->journal_base, snap_seq,
+				  have_snap ? "snapshot too old" : "snapshot missing");
+	return 0;
+}
+
+/* Hand the snapshot (srec, when there is one) and the records after it, up
+ * to the scan's last whole batch, to the callbacks. */
+static int journal_replay_apply(const struct journal_map *jm, const struct journal_scan *sc,
+				const struct journal_rec *srec, journal_apply_fn on_snapshot,
+				journal_apply_fn on_record, void *ctx, struct rv_err *err)
+{
+	int64_t snap_seq = srec ? srec->seq : 0;
+	if (srec && on_snapshot) {
+		rv_err_clear(err);
+		int rc = on_snapshot(ctx, 0, srec->data, srec->len, err);
+		if (rc < 0)
+			return journal_callback_failed(err, rc, "snapshot", snap_seq);
+	}
+	for (size_t off = JOURNAL_HDR; off < sc->good_end;) {
+		struct journal_rec r;
+		journal_rec_parse(jm->p + off, jm->n - off, 0, INT64_MAX, &r);
+		off += r.total;
+		if (r.batch || r.seq <= snap_seq || !on_record)
+			continue;
+		rv_err_clear(err);
+		int rc = on_record(ctx, r.type, r.data, r.len, err);
+		if (rc < 0)
+			return journal_callback_failed(err, rc, "record", r.seq);
+	}
+	return 0;
+}
+
+/* Past the log: zeros (prewritten room), or a torn batch then zeros.  Take
+ * the scanned positions, unmap *jm and write zeros over a torn batch. */
+static int journal_replay_tail(struct journal *j, struct journal_map *jm,
+			       const struct journal_scan *sc, struct rv_err *err)
+{
+	j->good_off = (off_t)sc->good_end;
+	j->zero_end = (off_t)jm->n;
+	size_t dirty_end = sc->good_end;
+	for (size_t z = journal_nonzero(jm->p, sc->good_end, jm->n); z < jm->n;
+	     z = journal_nonzero(jm->p, z + 1, jm->n))
+		dirty_end = z + 1;
+	journal_unmap(jm);
+	if (dirty_end <= sc->good_end)
+		return 0;
+	/* Zeros, not a cut: the room stays, and no piece of the torn batch
+	 * can follow a later, shorter one. */
+	int rc = journal_write_zeros(j->fd, (off_t)sc->good_end, (off_t)dirty_end);
+	if (rc == 0 && !j->nosync && fdatasync(j->fd) < 0)
+		rc = -errno;
+	if (rc < 0)
+		return rv_err_set(err, rc, NULL, "could not clear the torn tail of %s/journal: %s",
+				  j->dir, strerror(-rc));
+	j->st.torn_bytes_truncated = (int64_t)(dirty_end - sc->good_end);
+	j->st.torn_records = 1;
+	return 0;
+}
+
 static int journal_replay(struct journal *j, journal_apply_fn on_snapshot,
 			  journal_apply_fn on_record, void *ctx, struct rv_err *err)
 {
 	struct journal_map snap = { 0 }, jm = { 0 };
 	struct journal_rec srec = { 0 };
+	struct journal_scan sc;
 	bool have_snap;
 	int rc = journal_load_snapshot(j, &snap, &have_snap, &srec, err);
 	if (rc < 0)
 		goto out;
 	int64_t snap_seq = have_snap ? srec.seq : 0;
-
-	j->fd = openat(j->dirfd, "journal", O_RDWR | O_CLOEXEC);
-	if (j->fd < 0 && errno == ENOENT) {
-		if (have_snap) {
-			/* Never left by a crash: the journal is replaced by rename. */
-			rc = rv_err_set(err, -EUCLEAN, NULL,
-					"%s/journal is missing beside a snapshot of seq %" PRId64,
-					j->dir, snap_seq);
-			goto out;
-		}
-		rc = journal_start_fresh(j, 0, NULL, 0, err);
-		j->st.seq = j->st.durable_seq = 0;
+	rc = journal_replay_open(j, have_snap, snap_seq, &jm, err);
+	if (rc != 0) {
+		rc = rc < 0 ? rc : 0;
 		goto out;
 	}
-	if (j->fd < 0) {
-		rc = rv_err_set(err, -errno, NULL, "could not open %s/journal: %s", j->dir,
-				strerror(errno));
-		goto out;
-	}
-	rc = journal_map_fd(j->fd, &jm);
-	if (rc < 0) {
-		rv_err_set(err, rc, NULL, "could not read %s/journal: %s", j->dir, strerror(-rc));
-		goto out;
-	}
-	if (journal_hdr_parse(jm.p, jm.n, journal_magic, &j->journal_base) < 0) {
-		rc = rv_err_set(err, -EUCLEAN, NULL, "%s/journal: damaged header at offset 0",
-				j->dir);
-		goto out;
-	}
-	if (j->journal_base > snap_seq) {
-		rc = rv_err_set(err, -EUCLEAN, NULL,
-				"%s/journal: starts after seq %" PRId64 " but the snapshot covers "
-				"only up to seq %" PRId64 " (%s)",
-				j->dir, j->journal_base, snap_seq,
-				have_snap ? "snapshot too old" : "snapshot missing");
-		goto out;
-	}
-	struct journal_scan sc;
 	rc = journal_scan_file(j, &jm, j->journal_base, snap_seq, &sc, err);
 	if (rc < 0)
 		goto out;
-
 	/* Everything checked: apply, then touch the files. */
-	if (have_snap && on_snapshot) {
-		rv_err_clear(err);
-		rc = on_snapshot(ctx, 0, srec.data, srec.len, err);
-		if (rc < 0) {
-			rc = journal_callback_failed(err, rc, "snapshot", snap_seq);
-			goto out;
-		}
-	}
-	for (size_t off = JOURNAL_HDR; off < sc.good_end;) {
-		struct journal_rec r;
-		journal_rec_parse(jm.p + off, jm.n - off, 0, INT64_MAX, &r);
-		off += r.total;
-		if (r.batch || r.seq <= snap_seq)
-			continue;
-		if (on_record) {
-			rv_err_clear(err);
-			rc = on_record(ctx, r.type, r.data, r.len, err);
-			if (rc < 0) {
-				rc = journal_callback_failed(err, rc, "record", r.seq);
-				goto out;
-			}
-		}
-	}
+	rc = journal_replay_apply(&jm, &sc, have_snap ? &srec : NULL, on_snapshot, on_record, ctx,
+				  err);
+	if (rc < 0)
+		goto out;
 	j->st.replayed = sc.nrecords;
 	j->st.seq = j->st.durable_seq = sc.last_seq > snap_seq ? sc.last_seq : snap_seq;
-	j->good_off = (off_t)sc.good_end;
-	j->zero_end = (off_t)jm.n;
-	/* Past the log: zeros (prewritten room), or a torn batch then zeros. */
-	size_t dirty_end = sc.good_end;
-	for (size_t z = journal_nonzero(jm.p, sc.good_end, jm.n); z < jm.n;
-	     z = journal_nonzero(jm.p, z + 1, jm.n))
-		dirty_end = z + 1;
-	journal_unmap(&jm);
-
-	if (dirty_end > sc.good_end) {
-		/* Zeros, not a cut: the room stays, and no piece of the torn
-		 * batch can follow a later, shorter one. */
-		rc = journal_write_zeros(j->fd, (off_t)sc.good_end, (off_t)dirty_end);
-		if (rc == 0 && !j->nosync && fdatasync(j->fd) < 0)
-			rc = -errno;
-		if (rc < 0) {
-			rv_err_set(err, rc, NULL, "could not clear the torn tail of %s/journal: %s",
-				   j->dir, strerror(-rc));
-			goto out;
-		}
-		j->st.torn_bytes_truncated = (int64_t)(dirty_end - sc.good_end);
-		j->st.torn_records = 1;
-	}
+	rc = journal_replay_tail(j, &jm, &sc, err);
+	if (rc < 0)
+		goto out;
 	/* A crash between the snapshot's rename and the fresh journal left the
 	 * old journal, all of it covered: finish that compaction. */
 	if (have_snap && j->journal_base < snap_seq && sc.last_seq <= snap_seq)
@@ -948,9 +966,21 @@ static void journal_time_sync(struct journal *j, int64_t us)
 		j->st.sync_us_max = us;
 }
 
-/* Lead one commit: write and fdatasync everything buffered.  Caller holds mu
- * and saw !writing; mu is released during the I/O. */
-static int journal_commit_locked(struct journal *j)
+/* One commit's batch and where it goes, fixed under mu before the I/O. */
+struct journal_commit {
+	struct journal_buf taken; /* the records from durable+1 */
+	int64_t upto;             /* the seq it makes durable */
+	uint64_t gen;             /* commit_gen of this commit */
+	off_t off;                /* where the batch is written */
+	int fd;
+	off_t grow_from, grow_to; /* zeros to add first (grow_to 0: none) */
+	bool fatal;               /* the disk's state is unknown: fail the journal */
+	int64_t us;               /* the I/O's time */
+};
+
+/* Take what is buffered for one commit.  Caller holds mu and saw !writing;
+ * mu is released during the commit delay and the wait for a prewrite. */
+static void journal_commit_take(struct journal *j, struct journal_commit *c)
 {
 	j->writing = true;
 	if (j->commit_delay_us > 0) {
@@ -960,91 +990,114 @@ static int journal_commit_locked(struct journal *j)
 		nanosleep(&d, NULL);
 		pthread_mutex_lock(&j->mu);
 	}
-	struct journal_buf taken;
-	journal_take(j, &taken);
-	int64_t upto = j->st.seq;
-	uint64_t gen = ++j->commit_gen;
-	j->inflight_upto = upto;
-	off_t off = j->good_off;
-	int fd = j->fd;
-	off_t end = off + (off_t)(taken.len > JOURNAL_BATCH ? taken.len : 0);
+	*c = (struct journal_commit){ 0 };
+	journal_take(j, &c->taken);
+	c->upto = j->st.seq;
+	c->gen = ++j->commit_gen;
+	j->inflight_upto = c->upto;
+	c->off = j->good_off;
+	c->fd = j->fd;
+	off_t end = c->off + (off_t)(c->taken.len > JOURNAL_BATCH ? c->taken.len : 0);
 	/* Zeros being written at zero_end must not land on this batch. */
 	while (j->extending && end > j->zero_end)
 		pthread_cond_wait(&j->cv, &j->mu);
 	/* No room left (a cut after a failed write, a batch above prewrite):
 	 * make it now, else this fdatasync commits the size anyway. */
-	off_t grow_to = j->prewrite && end > j->zero_end ? end + (off_t)j->prewrite : 0;
-	off_t grow_from = j->zero_end;
-	pthread_mutex_unlock(&j->mu);
+	c->grow_to = j->prewrite && end > j->zero_end ? end + (off_t)j->prewrite : 0;
+	c->grow_from = j->zero_end;
+}
 
-	bool fatal = false;
+/* Write the batch and fdatasync, without mu.  0, or -errno with c->fatal
+ * set when what the disk holds is unknown. */
+static int journal_commit_io(struct journal *j, struct journal_commit *c)
+{
+	struct journal_buf *t = &c->taken;
 	int rc = 0;
 	int64_t t0 = journal_mono_us(), t_write = t0;
-	if (grow_to && journal_extend(j, fd, grow_from, grow_to) < 0)
-		grow_to = 0; /* appending still works, slower */
-	if (taken.len > JOURNAL_BATCH) {
+	if (c->grow_to && journal_extend(j, c->fd, c->grow_from, c->grow_to) < 0)
+		c->grow_to = 0; /* appending still works, slower */
+	if (t->len > JOURNAL_BATCH) {
 		uint8_t n[8];
-		journal_put64(n, taken.len - JOURNAL_BATCH);
-		int64_t first = (int64_t)journal_get64(taken.data + JOURNAL_BATCH + 8);
-		journal_rec_format(taken.data, first, JOURNAL_TYPE_BATCH, n, sizeof(n));
-		memcpy(taken.data + JOURNAL_REC_HDR, n, sizeof(n));
-		rc = journal_pwrite_all(fd, taken.data, taken.len, off);
+		journal_put64(n, t->len - JOURNAL_BATCH);
+		int64_t first = (int64_t)journal_get64(t->data + JOURNAL_BATCH + 8);
+		journal_rec_format(t->data, first, JOURNAL_TYPE_BATCH, n, sizeof(n));
+		memcpy(t->data + JOURNAL_REC_HDR, n, sizeof(n));
+		rc = journal_pwrite_all(c->fd, t->data, t->len, c->off);
 		t_write = journal_mono_us();
 	} else {
-		taken.len = 0; /* nothing pending: just the fdatasync */
+		t->len = 0; /* nothing pending: just the fdatasync */
 	}
 	if (rc < 0) {
 		/* Cut a partial record off so the next write starts clean; the
 		 * records stay buffered for the next sync. */
-		if (ftruncate(fd, off) < 0)
-			fatal = true;
-	} else if (!j->nosync && fdatasync(fd) < 0) {
+		if (ftruncate(c->fd, c->off) < 0)
+			c->fatal = true;
+	} else if (!j->nosync && fdatasync(c->fd) < 0) {
 		/* After a failed fsync the page cache may have dropped the
 		 * pages: what the disk holds is unknown until a replay. */
 		rc = -errno;
-		fatal = true;
+		c->fatal = true;
 	}
 	int64_t t1 = journal_mono_us();
-	if (t1 - t0 >= JOURNAL_SLOW_MS * 1000)
+	c->us = t1 - t0;
+	if (c->us >= JOURNAL_SLOW_MS * 1000)
 		rv_log_warn("a journal commit was slow: every reply waiting for it waited as long",
 			    "ms=%" PRId64 " write_ms=%" PRId64 " sync_ms=%" PRId64
 			    " bytes=%zu grew=%d",
-			    (t1 - t0) / 1000, (t_write - t0) / 1000, (t1 - t_write) / 1000,
-			    taken.len, grow_to != 0);
+			    c->us / 1000, (t_write - t0) / 1000, (t1 - t_write) / 1000, t->len,
+			    c->grow_to != 0);
+	return rc;
+}
 
-	pthread_mutex_lock(&j->mu);
-	journal_time_sync(j, t1 - t0);
-	if (grow_to > j->zero_end)
-		j->zero_end = grow_to;
+/* Account a commit that wrote rc and give its batch back.  Caller holds mu.
+ * 0, or -EIO when the journal failed. */
+static int journal_commit_settle(struct journal *j, struct journal_commit *c, int rc)
+{
+	journal_time_sync(j, c->us);
+	if (c->grow_to > j->zero_end)
+		j->zero_end = c->grow_to;
 	if (rc < 0) { /* cut at off, or failed */
-		j->zero_end = off;
+		j->zero_end = c->off;
 		j->zero_gen++;
 	}
 	if (rc == 0) {
-		j->good_off = off + (off_t)taken.len;
+		j->good_off = c->off + (off_t)c->taken.len;
 		if (j->zero_end < j->good_off)
 			j->zero_end = j->good_off;
-		if (upto > j->st.durable_seq)
-			j->st.durable_seq = upto;
-		j->st.bytes += (int64_t)taken.len;
+		if (c->upto > j->st.durable_seq)
+			j->st.durable_seq = c->upto;
+		j->st.bytes += (int64_t)c->taken.len;
 		if (!j->nosync)
 			j->st.fsyncs++;
-		if (j->snap_active && j->snap_tail < 0 && taken.len && upto > j->snap_seq)
-			j->snap_tail = off;
-		journal_recycle(j, &taken);
-	} else if (fatal || journal_untake(j, &taken) < 0) {
+		if (j->snap_active && j->snap_tail < 0 && c->taken.len && c->upto > j->snap_seq)
+			j->snap_tail = c->off;
+		journal_recycle(j, &c->taken);
+	} else if (c->fatal || journal_untake(j, &c->taken) < 0) {
 		j->failed = -EIO;
 		rc = -EIO;
-		free(taken.data);
+		free(c->taken.data);
 	} else {
-		journal_recycle(j, &taken);
+		journal_recycle(j, &c->taken);
 	}
+	return rc;
+}
+
+/* Lead one commit: write and fdatasync everything buffered.  Caller holds mu
+ * and saw !writing; mu is released during the I/O. */
+static int journal_commit_locked(struct journal *j)
+{
+	struct journal_commit c;
+	journal_commit_take(j, &c);
+	pthread_mutex_unlock(&j->mu);
+	int rc = journal_commit_io(j, &c);
+	pthread_mutex_lock(&j->mu);
+	rc = journal_commit_settle(j, &c, rc);
 	j->writing = false;
 	pthread_cond_broadcast(&j->cv);
 	if (rc == 0) {
-		pthread_cond_broadcast(&j->done_cv[gen & 1]);
+		pthread_cond_broadcast(&j->done_cv[c.gen & 1]);
 		if (j->buf.len > JOURNAL_BATCH) /* one of them leads the next */
-			pthread_cond_signal(&j->done_cv[(gen + 1) & 1]);
+			pthread_cond_signal(&j->done_cv[(c.gen + 1) & 1]);
 	} else {
 		journal_wake_all(j);
 	}

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api.h"
 #include "cfg.h"
 #include "cleanup.h"
 #include "daemon.h"
@@ -24,7 +25,9 @@
 #include "log.h"
 #include "master.h"
 #include "nodelink.h"
+#include "nodemgr.h"
 #include "parse.h"
+#include "plans.h"
 #include "version.h"
 
 #define EXIT_BAD_SPEC 2
@@ -298,12 +301,10 @@ static void master_addr(const struct master *m, char *out, size_t size)
 	snprintf(out, size, "%s:%d", host, rv_http_server_port(m->http));
 }
 
-static int run(int argc, char **argv)
+/* Read the configuration and the token files into m->cfg.  1 to go on,
+ * else what run returns (0 after --help or --print-conf). */
+static int run_configure(struct master *m, int argc, char **argv)
 {
-	struct master *m = calloc(1, sizeof(*m));
-	struct rv_err err = { 0 };
-	if (!m)
-		return -ENOMEM;
 	static const struct rv_daemon d = {
 		.name = "rover-master",
 		.comp = "master",
@@ -313,11 +314,10 @@ static int run(int argc, char **argv)
 		.usage = usage,
 		.summary = summary,
 	};
+	struct rv_err err = { 0 };
 	int rc = rv_daemon_configure(&d, &m->cfg, argc, argv);
-	if (rc <= 0) {
-		free(m);
+	if (rc <= 0)
 		return rc;
-	}
 	/* Tokens kept in files win over the ones given as values. */
 	if ((m->cfg.token_file[0] &&
 	     (rc = rv_daemon_read_token(m->cfg.token_file, "server.token_file", m->cfg.token,
@@ -327,88 +327,89 @@ static int run(int argc, char **argv)
 					m->cfg.brain_token, sizeof(m->cfg.brain_token), &err)) <
 		     0)) {
 		fprintf(stderr, "rover-master: %s (key %s)\n", err.msg, err.field);
-		free(m);
 		return rc;
 	}
-	gsl_set_error_handler_off();
+	return 1;
+}
+
+/* Load and check the job spec, the plan's mode and the node manager's
+ * needs; *run_nodes 1 when the master runs the job's nodes.  0, or
+ * -EXIT_BAD_SPEC - 1000 with the reason printed (the caller releases the
+ * spec). */
+static int run_load_spec(struct master *m, int *run_nodes)
+{
+	struct rv_err err = { 0 };
 	if (load_spec(m, &err) < 0) {
 		if (err.field[0])
 			fprintf(stderr, "rover-master: invalid job spec: %s (field %s)\n", err.msg,
 				err.field);
 		else
 			fprintf(stderr, "rover-master: invalid job spec: %s\n", err.msg);
-		rv_job_spec_release(&m->spec);
-		free(m);
 		return -EXIT_BAD_SPEC - 1000;
 	}
 	plans_init(m);
+	nodemgr_register(m);
 	if (plans_check(m, &err) < 0) {
 		fprintf(stderr, "rover-master: %s (field %s)\n", err.msg, err.field);
-		rv_job_spec_release(&m->spec);
-		free(m);
 		return -EXIT_BAD_SPEC - 1000;
 	}
-	int run_nodes = nodemgr_wanted(&m->cfg, &m->spec, &err);
-	if (run_nodes < 0) {
+	*run_nodes = nodemgr_wanted(&m->cfg, &m->spec, &err);
+	if (*run_nodes < 0) {
 		fprintf(stderr, "rover-master: %s (%s %s)\n", err.msg,
 			strchr(err.field, '.') && !strncmp(err.field, "spec.", 5) ? "field" : "key",
 			err.field);
-		rv_job_spec_release(&m->spec);
-		free(m);
 		return -EXIT_BAD_SPEC - 1000;
 	}
 	RV_CLEANUP_FREE char *effective =
 		rv_cfg_effective(master_opts, (int)RV_ARRAY_SIZE(master_opts), &m->cfg);
 	rv_log_info("effective config", "%s job=%s nnodes=%d:%d", effective ? effective : "",
 		    m->spec.name, m->min_nodes, m->max_nodes);
+	return 0;
+}
 
-	sigset_t sigs;
-	rv_daemon_block_signals(&sigs);
-
+/* Start the services in order: the job state (journal replay), the brain
+ * link, the control API, the node manager when run_nodes.  0, or -errno
+ * with the failure logged (run_stop stops what started). */
+static int run_start(struct master *m, int run_nodes)
+{
+	struct rv_err err = { 0 };
 	char q[600];
-	rc = state_open(m, &err);
+	int rc = state_open(m, &err);
 	if (rc < 0) {
 		rv_log_error("could not restore the job state", "dir=%s reason=%s",
 			     m->cfg.state_dir, rv_log_q(q, sizeof(q), err.msg));
-		goto out;
+		return rc;
 	}
 	rc = plans_start(m, &err);
 	if (rc < 0) {
 		rv_log_error("could not start the brain link", "reason=%s",
 			     rv_log_q(q, sizeof(q), err.msg));
-		goto out;
+		return rc;
 	}
 	rc = master_api_start(m, &err);
 	if (rc < 0) {
 		rv_log_error("could not start the control API", "reason=%s",
 			     rv_log_q(q, sizeof(q), err.msg));
-		goto out;
+		return rc;
 	}
-	if (run_nodes) {
-		char addr[160];
-		master_addr(m, addr, sizeof(addr));
-		if (!strcmp(m->cfg.scheduler, "k8s") && m->cfg.k8s_master_addr[0])
-			snprintf(addr, sizeof(addr), "%s", m->cfg.k8s_master_addr);
-		nodelink_attach(m);
-		rc = nodemgr_start(m, addr, &err);
-		if (rc < 0) {
-			rv_log_error("could not start the node manager", "reason=%s",
-				     rv_log_q(q, sizeof(q), err.msg));
-			goto out;
-		}
-	}
-	rv_log_info("rover-master ready", "listen=%s port=%d auth=%s version=%s", m->cfg.listen,
-		    rv_http_server_port(m->http), m->cfg.token[0] ? "bearer" : "none",
-		    ROVER_VERSION);
-	/* Scripts and tests read this line from stdout to learn the port. */
-	rv_daemon_print_listening(m->cfg.listen, rv_http_server_port(m->http));
+	if (!run_nodes)
+		return 0;
+	char addr[160];
+	master_addr(m, addr, sizeof(addr));
+	if (!strcmp(m->cfg.scheduler, "k8s") && m->cfg.k8s_master_addr[0])
+		snprintf(addr, sizeof(addr), "%s", m->cfg.k8s_master_addr);
+	nodelink_attach(m);
+	rc = nodemgr_start(m, addr, &err);
+	if (rc < 0)
+		rv_log_error("could not start the node manager", "reason=%s",
+			     rv_log_q(q, sizeof(q), err.msg));
+	return rc;
+}
 
-	int sig = rv_daemon_wait(&sigs);
-	rv_log_info("shutting down", "signal=%d", sig);
-	pthread_mutex_lock(&m->lock);
-	rc = m->job_state == MASTER_JOB_FAILED ? -ECANCELED : 0;
-	pthread_mutex_unlock(&m->lock);
-out:
+/* Stop everything run_start started (each stop copes with a service that
+ * never started) and free m. */
+static void run_stop(struct master *m)
+{
 	/* Wake the long-polls first so the server's stop does not wait for them. */
 	pthread_mutex_lock(&m->lock);
 	m->stopping = true;
@@ -421,6 +422,42 @@ out:
 	state_close(m);
 	rv_job_spec_release(&m->spec);
 	free(m);
+}
+
+static int run(int argc, char **argv)
+{
+	struct master *m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	int rc = run_configure(m, argc, argv);
+	if (rc <= 0) {
+		free(m);
+		return rc;
+	}
+	gsl_set_error_handler_off();
+	int run_nodes = 0;
+	rc = run_load_spec(m, &run_nodes);
+	if (rc < 0) {
+		rv_job_spec_release(&m->spec);
+		free(m);
+		return rc;
+	}
+	sigset_t sigs;
+	rv_daemon_block_signals(&sigs);
+	rc = run_start(m, run_nodes);
+	if (rc == 0) {
+		rv_log_info("rover-master ready", "listen=%s port=%d auth=%s version=%s",
+			    m->cfg.listen, rv_http_server_port(m->http),
+			    m->cfg.token[0] ? "bearer" : "none", ROVER_VERSION);
+		/* Scripts and tests read this line from stdout to learn the port. */
+		rv_daemon_print_listening(m->cfg.listen, rv_http_server_port(m->http));
+		int sig = rv_daemon_wait(&sigs);
+		rv_log_info("shutting down", "signal=%d", sig);
+		pthread_mutex_lock(&m->lock);
+		rc = m->job_state == MASTER_JOB_FAILED ? -ECANCELED : 0;
+		pthread_mutex_unlock(&m->lock);
+	}
+	run_stop(m);
 	return rc;
 }
 

@@ -20,10 +20,12 @@
 
 #include "http.h"
 #include "journal.h"
+#include "json.h"
 #include "netcheck.h"
-#include "nodemgr.h"
+#include "nodes.h"
 #include "rdzv.h"
 #include "rover_plan.h"
+#include "sched.h"
 #include "shard.h"
 #include "stream.h"
 #include "wire.h"
@@ -71,6 +73,14 @@ struct master_cfg {
 	char slurm_account[64], slurm_workdir[PATH_MAX];
 	long long slurm_poll_ms, slurm_timeout_ms;
 };
+
+/* The job's end as the node manager sees it (nodemgr.c), journaled with
+ * the node table. */
+enum master_job_state { MASTER_JOB_RUNNING = 0, MASTER_JOB_SUCCEEDED, MASTER_JOB_FAILED };
+
+struct master;
+struct master_node; /* the node table's entries (nodemgr.h) */
+struct rv_buf;
 
 /* A worker that took shards: its node (for a node's death) and its last
  * shard request (a retried request gets the same answer). */
@@ -185,10 +195,67 @@ struct master_result {
 	bool counted;
 };
 
+/*
+ * What an applied operation did that the services above the job state act
+ * on (the planner, the node manager, the API's long-polls).  apply records
+ * it and calls nobody; state_apply hands it to the services (m->svc) once
+ * the operation is journaled.
+ */
+struct master_effects {
+	bool changed;              /* the state moved: long-polls look again */
+	bool desired;              /* m->desired.version moved: reconcile the nodes */
+	char (*lost)[RV_NAME_MAX]; /* nodes the timer declared dead (nlost; heap) */
+	int nlost, caplost;
+};
+
+/* A service's part of the snapshot's extra document: save appends
+ * `,"name":{...}`, load reads it back from the whole document (its member
+ * may be absent: an older snapshot), release frees what load or the
+ * service's operations kept in struct master. */
+struct master_part {
+	int (*save)(const struct master *m, struct rv_buf *out);
+	int (*load)(struct master *m, const cJSON *extra, struct rv_err *err);
+	void (*release)(struct master *m);
+};
+enum { MASTER_PART_PLANS, MASTER_PART_NODES, MASTER_NPARTS }; /* the snapshot's order */
+
+/*
+ * The services above the job state, as they registered (plans_init,
+ * nodemgr_register, master_api_start; NULL: none), so that state.c calls
+ * nobody above it.  Every entry runs under m->lock: the services read the
+ * state they react to, and state_apply's callers hold the lock.  The
+ * operations' own (apply_nodes, apply_plan) and the snapshot's parts are
+ * needed by the journal's replay: registered before state_open; the rest
+ * may come later, under m->lock (the timer thread reads them).
+ */
+struct master_services {
+	/* MASTER_OP_NODE_LAUNCHED/ENDED's document into the node table: 0 or
+	 * a negative errno with err */
+	int (*apply_nodes)(struct master *m, int type, const void *doc, size_t len,
+			   struct rv_err *err);
+	/* MASTER_OP_PLAN's document into m->desired: 1 changed, 0 not, or a
+	 * negative errno with err */
+	int (*apply_plan)(struct master *m, const void *doc, size_t len, struct rv_err *err);
+	struct master_part parts[MASTER_NPARTS];
+	/* an operation was journaled (not on replay) */
+	void (*after_op)(struct master *m, int type, const struct master_op *op);
+	/* the timer declared node dead for silence */
+	void (*node_lost)(struct master *m, const char *node);
+	/* m->desired.version moved */
+	void (*desired_changed)(struct master *m);
+	/* the timer's and every change's look at parked world long-polls, the
+	 * earliest of their deadlines, the world watches found closed
+	 * (master_world_poll, master_world_deadline, master_world_lost) */
+	void (*world_poll)(struct master *m);
+	int64_t (*world_deadline)(const struct master *m);
+	int (*world_lost)(struct master *m, char (*lost)[RV_NAME_MAX], int max);
+};
+
 struct master {
 	struct master_cfg cfg;
 	struct rv_job_spec spec;
 	int min_nodes, max_nodes;
+	struct master_services svc; /* the services' entries: see there */
 
 	/* job state, under lock */
 	pthread_mutex_t lock;
@@ -323,58 +390,5 @@ int64_t state_heartbeat_seq(struct master *m);
 int state_ckpt_export(const struct master *m, int64_t step, struct rv_buf *out, struct rv_err *err);
 /* Dataset index by name ("" = 0); -ENOENT. */
 int state_dataset(const struct master *m, const char *name);
-
-/* api.c.  Under m->lock: answer every parked world long-poll whose world is
- * decided, whose wait is over, or all of them once m->stopping. */
-void master_world_poll(struct master *m);
-/* Under m->lock: the earliest parked long-poll deadline (monotonic ms), or
- * INT64_MAX; at most MASTER_WATCH_LOOK_MS away while a world watch is
- * parked, for master_world_lost. */
-int64_t master_world_deadline(const struct master *m);
-#define MASTER_WATCH_LOOK_MS 20
-/* Under m->lock: the members of the complete world whose world watch (a
- * long-poll held by their rover-run while it trains) found its connection
- * closed: that rover-run is gone (killed, its host's network down on its
- * side), which the heartbeat timeout would tell only seconds later.  Their
- * watches are dropped and up to max names copied to lost; returns how
- * many.  The caller makes each leave (MASTER_OP_LEAVE). */
-int master_world_lost(struct master *m, char (*lost)[RV_NAME_MAX], int max);
-
-/* plans.c: the brain link inside the daemon and the plans it hands over;
- * see plans.h for the node manager's calls. */
-struct rv_buf;
-/* Before state_open: the desired state from the spec. */
-void plans_init(struct master *m);
-/* Before state_open: the mode and brain url make sense (cluster mode has a
- * url); 0 or -EINVAL with err naming the field. */
-int plans_check(const struct master *m, struct rv_err *err);
-/* After state_open (the journalled uid is known), before the API: start the
- * link and the plan thread.  0 or a negative errno with err. */
-int plans_start(struct master *m, struct rv_err *err);
-/* After the API and the node manager stopped, before state_close: stop the
- * plan thread, send what is queued for up to cfg.brain_stop_ms.
- * Idempotent. */
-void plans_stop(struct master *m);
-/* Under m->lock, from state_apply: an operation was journaled (not replay):
- * report it (steps, leaves, the job's end). */
-void plans_after_op(struct master *m, int type, const struct master_op *op);
-/* Under m->lock: the timer declared node dead for silence. */
-void plans_node_lost(struct master *m, const char *node);
-/* Under m->lock, from apply (live and replay): MASTER_OP_PLAN with the
- * plan's JSON: the desired state follows it.  1 when it changed, 0 when
- * not, or a negative errno with err. */
-int plans_apply(struct master *m, const void *doc, size_t len, struct rv_err *err);
-/* Under m->lock: the snapshot's part, appended as `,"plans":{...}`, and
- * its load from the snapshot's extra document (absent: nothing). */
-int plans_snapshot_save(const struct master *m, struct rv_buf *out);
-int plans_snapshot_load(struct master *m, const cJSON *extra, struct rv_err *err);
-/* Under m->lock: the brain, plan and desired parts of GET /v1/job. */
-void plans_status(struct master *m, struct rv_job_status *js);
-/* The link's counters for /metrics (takes no state lock). */
-void plans_metrics(struct master *m, struct rv_buf *out);
-
-/* api.c */
-int master_api_start(struct master *m, struct rv_err *err);
-void master_api_stop(struct master *m);
 
 #endif

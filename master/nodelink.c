@@ -18,6 +18,7 @@
 #include "log.h"
 #include "master.h"
 #include "nodelink.h"
+#include "nodemgr.h"
 #include "parse.h"
 #include "plans.h"
 

@@ -457,6 +457,28 @@ void nodemgr_release(struct master *m)
 	m->nnodes = m->capnodes = 0;
 }
 
+static int nodemgr_part_save(const struct master *m, struct rv_buf *out)
+{
+	nodemgr_snapshot_save(m, out);
+	return 0;
+}
+
+static int nodemgr_part_load(struct master *m, const cJSON *extra, struct rv_err *err)
+{
+	return nodemgr_snapshot_load(m, cJSON_GetObjectItem(extra, "nodemgr"), err);
+}
+
+void nodemgr_register(struct master *m)
+{
+	m->svc.apply_nodes = nodemgr_apply;
+	m->svc.parts[MASTER_PART_NODES] = (struct master_part){
+		.save = nodemgr_part_save,
+		.load = nodemgr_part_load,
+		.release = nodemgr_release,
+	};
+	m->svc.desired_changed = nodemgr_wake;
+}
+
 int nodemgr_usage_each(struct master *m, void (*fn)(void *ctx, const struct master_node *n),
 		       void *ctx)
 {

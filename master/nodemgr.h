@@ -27,14 +27,9 @@
 #include "buf.h"
 #include "err.h"
 #include "json.h"
+#include "master.h"
 #include "nodes.h"
 #include "sched.h"
-
-struct master;
-struct master_cfg;
-struct rv_job_spec;
-
-enum master_job_state { MASTER_JOB_RUNNING = 0, MASTER_JOB_SUCCEEDED, MASTER_JOB_FAILED };
 
 enum master_node_state {
 	MASTER_NODE_LAUNCHED = 0, /* asked of the backend */
@@ -94,9 +89,13 @@ void nodemgr_wake(struct master *m);
  * sample here (has_usage, usage, res).  Returns the count of nodes. */
 int nodemgr_usage_each(struct master *m, void (*fn)(void *ctx, const struct master_node *n),
 		       void *ctx);
-/* state.c, under m->lock. */
-/* Apply a journaled MASTER_OP_NODE_LAUNCHED/ENDED document.  0 or -EINVAL
- * (err: what is wrong with it). */
+/* Before state_open: register the node table's entries in m->svc (its
+ * operations, its snapshot part and release) and nodemgr_wake for a moved
+ * desired state.  The master and every test that opens a state call it. */
+void nodemgr_register(struct master *m);
+/* Under m->lock, from state.c's apply (m->svc.apply_nodes; live and
+ * replay): a journaled MASTER_OP_NODE_LAUNCHED/ENDED document.  0 or
+ * -EINVAL (err: what is wrong with it). */
 int nodemgr_apply(struct master *m, int type, const void *doc, size_t len, struct rv_err *err);
 /* A plan's resources above the backend's largest node (m->node_shape)
  * would never start (Slurm refuses the job): r capped there by sched_fit,

@@ -43,6 +43,7 @@
 #include "cleanup.h"
 #include "json.h"
 #include "log.h"
+#include "nodemgr.h"
 #include "parse.h"
 #include "rover_plan.h"
 #include "wire_codec.h"
@@ -126,6 +127,13 @@ void plans_init(struct master *m)
 		}
 	}
 	m->desired.version = 1;
+	m->svc.apply_plan = plans_apply;
+	m->svc.parts[MASTER_PART_PLANS] = (struct master_part){
+		.save = plans_snapshot_save,
+		.load = plans_snapshot_load,
+	};
+	m->svc.after_op = plans_after_op;
+	m->svc.node_lost = plans_node_lost;
 }
 
 int plans_check(const struct master *m, struct rv_err *err)

@@ -10,6 +10,8 @@
  * Threading: any thread, with or without the state lock, except
  * plans_oom_memory, which waits and must be called without it.  Before
  * plans_start and after plans_stop the calls do nothing (return 0).
+ * Below them, the daemon's own calls (start, stop, status) and what the
+ * job state reaches through m->svc.
  */
 #ifndef MASTER_PLANS_H
 #define MASTER_PLANS_H
@@ -67,5 +69,41 @@ void plans_job_end(struct master *m, bool succeeded, const char *reason);
  * in-process policy, or a negative errno.  Never under the state lock.
  */
 int plans_oom_memory(struct master *m, const struct rv_event *ev, int64_t *memory_mb);
+
+/* ---- the daemon's own calls: main.c, api.c, and the job state through
+ * the entries plans_init registers in m->svc ---- */
+
+/* Before state_open: the desired state from the spec, and the planner's
+ * entries in m->svc (MASTER_OP_PLAN, its snapshot part, the operations and
+ * deaths it reports). */
+void plans_init(struct master *m);
+/* Before state_open: the mode and brain url make sense (cluster mode has a
+ * url); 0 or -EINVAL with err naming the field. */
+int plans_check(const struct master *m, struct rv_err *err);
+/* After state_open (the journalled uid is known), before the API: start the
+ * link and the plan thread.  0 or a negative errno with err. */
+int plans_start(struct master *m, struct rv_err *err);
+/* After the API and the node manager stopped, before state_close: stop the
+ * plan thread, send what is queued for up to cfg.brain_stop_ms.
+ * Idempotent. */
+void plans_stop(struct master *m);
+/* Under m->lock, from state_apply (m->svc.after_op): an operation was
+ * journaled (not replay): report it (steps, leaves, the job's end). */
+void plans_after_op(struct master *m, int type, const struct master_op *op);
+/* Under m->lock (m->svc.node_lost): the timer declared node dead for
+ * silence. */
+void plans_node_lost(struct master *m, const char *node);
+/* Under m->lock, from apply (m->svc.apply_plan; live and replay):
+ * MASTER_OP_PLAN with the plan's JSON: the desired state follows it.  1
+ * when it changed, 0 when not, or a negative errno with err. */
+int plans_apply(struct master *m, const void *doc, size_t len, struct rv_err *err);
+/* Under m->lock: the snapshot's part, appended as `,"plans":{...}`, and
+ * its load from the snapshot's extra document (absent: nothing). */
+int plans_snapshot_save(const struct master *m, struct rv_buf *out);
+int plans_snapshot_load(struct master *m, const cJSON *extra, struct rv_err *err);
+/* Under m->lock: the brain, plan and desired parts of GET /v1/job. */
+void plans_status(struct master *m, struct rv_job_status *js);
+/* The link's counters for /metrics (takes no state lock). */
+void plans_metrics(struct master *m, struct rv_buf *out);
 
 #endif

@@ -12,7 +12,10 @@
  * taken every cfg.snapshot_every records.  The timer thread applies TICK
  * operations when a deadline is due: a round's last call or gang wait, a
  * silent node (declared dead: its workers' shards go back to TODO at once)
- * and stalled shards.
+ * and stalled shards.  Applying calls nothing above the job state: what an
+ * operation did for the planner, the node manager and the API's long-polls
+ * (struct master_effects) is handed to the entries they registered
+ * (m->svc) once its record is appended (effects_deliver).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -28,7 +31,6 @@
 #include "log.h"
 #include "master.h"
 #include "parse.h"
-#include "plans.h"
 #include "wire_codec.h"
 
 #define SNAP_MAGIC    "rover-master-snapshot-1\n" /* sections by position */
@@ -198,7 +200,68 @@ static bool worker_held(const void *arg, int64_t worker)
 	return w && rdzv_alive(h->m->rdzv, w->node, h->now);
 }
 
-static int apply_tick(struct master *m, int64_t now)
+/* ---- effects: what an operation did, for the services above ---- */
+
+/* Note node as declared dead.  Out of memory: the planner is not told of
+ * it (logged); the state itself is whole. */
+static void effects_lost(struct master_effects *fx, const char *node)
+{
+	if (fx->nlost == fx->caplost) {
+		int cap = fx->caplost ? fx->caplost * 2 : 8;
+		char(*v)[RV_NAME_MAX] = realloc(fx->lost, (size_t)cap * sizeof(*v));
+		if (!v) {
+			rv_log_warn("could not note a dead node for the planner", "node=%s", node);
+			return;
+		}
+		fx->lost = v;
+		fx->caplost = cap;
+	}
+	snprintf(fx->lost[fx->nlost++], RV_NAME_MAX, "%.*s", RV_NAME_MAX - 1, node);
+}
+
+static void effects_release(struct master_effects *fx)
+{
+	free(fx->lost);
+	*fx = (struct master_effects){ 0 };
+}
+
+/* How far an operation got when its effects are handed over: applied only
+ * (its record could not be appended), heard (a heartbeat: journaled with
+ * the next record of another kind), or journaled. */
+enum effects_stage { EFFECTS_APPLIED, EFFECTS_HEARD, EFFECTS_JOURNALED };
+
+static void effects_world_poll(struct master *m)
+{
+	if (m->svc.world_poll)
+		m->svc.world_poll(m);
+}
+
+/*
+ * Hand what an operation did to the services that registered (m->svc) and
+ * release fx.  Under the state lock, as state_apply's callers hold it: the
+ * planner reads the world it reports on and the long-polls the world they
+ * answer with, so neither may run after the lock was dropped.  Deaths and
+ * a moved desired state are told even when the record could not be
+ * appended (the state moved all the same); the planner's report and the
+ * long-polls wait for the record.
+ */
+static void effects_deliver(struct master *m, int type, const struct master_op *op,
+			    struct master_effects *fx, enum effects_stage stage)
+{
+	for (int i = 0; i < fx->nlost && m->svc.node_lost; i++)
+		m->svc.node_lost(m, fx->lost[i]);
+	if (fx->desired && m->svc.desired_changed)
+		m->svc.desired_changed(m);
+	if (stage == EFFECTS_JOURNALED && m->svc.after_op)
+		m->svc.after_op(m, type, op);
+	if (stage != EFFECTS_APPLIED && fx->changed) {
+		pthread_cond_broadcast(&m->changed);
+		effects_world_poll(m);
+	}
+	effects_release(fx);
+}
+
+static int apply_tick(struct master *m, int64_t now, struct master_effects *fx)
 {
 	char dead[TICK_MAX_DEAD][64];
 	int ndead;
@@ -210,7 +273,7 @@ static int apply_tick(struct master *m, int64_t now)
 			atomic_fetch_add(&m->nodes_dead, 1);
 			int n = node_dead(m, dead[i]);
 			rv_log_info("node declared dead", "node=%s tasks_requeued=%d", dead[i], n);
-			plans_node_lost(m, dead[i]);
+			effects_lost(fx, dead[i]);
 		}
 	} while (ndead == TICK_MAX_DEAD);
 	if (netcheck_run_tick(&m->netcheck, now) > 0 && m->netcheck.state == NETCHECK_DONE)
@@ -462,12 +525,31 @@ static bool apply_offset_commit(struct master *m, const struct master_op *op,
 	return rc == 1;
 }
 
+/* A service's operation (MASTER_OP_NODE_*, MASTER_OP_PLAN): its document
+ * applied by the entry the service registered (m->svc). */
+static bool apply_service(struct master *m, int type, const void *doc, size_t doc_len,
+			  struct master_result *res)
+{
+	if (type == MASTER_OP_PLAN && m->svc.apply_plan) {
+		int rc = m->svc.apply_plan(m, doc, doc_len, &res->err);
+		res->rc = rc < 0 ? rc : 0;
+		return rc > 0;
+	}
+	if (type != MASTER_OP_PLAN && m->svc.apply_nodes) {
+		res->rc = m->svc.apply_nodes(m, type, doc, doc_len, &res->err);
+		return res->rc == 0;
+	}
+	res->rc = rv_err_set(&res->err, -ENOTSUP, "", "no service applies operation %d", type);
+	return false;
+}
+
 /*
  * The one place an operation changes the state.  Returns whether it changed
- * anything (and so must be journaled); res gets what the reply says.
+ * anything (and so must be journaled); res gets what the reply says, fx
+ * (apply) what the services above are told.
  */
-static bool apply(struct master *m, int type, const struct master_op *op, const void *doc,
-		  size_t doc_len, struct master_result *res)
+static bool apply_op(struct master *m, int type, const struct master_op *op, const void *doc,
+		     size_t doc_len, struct master_result *res, struct master_effects *fx)
 {
 	/* Document operations (doc_record) come without an op. */
 	static const struct master_op no_op;
@@ -494,7 +576,7 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 			res->rc = rdzv_done(m->rdzv, op->node);
 		return res->rc == 0;
 	case MASTER_OP_TICK:
-		apply_tick(m, op->now_ms);
+		apply_tick(m, op->now_ms, fx);
 		return true;
 	case MASTER_OP_NEXT:
 		return apply_next(m, op, res);
@@ -525,8 +607,8 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 		return apply_netcheck(m, op, res);
 	case MASTER_OP_NODE_LAUNCHED:
 	case MASTER_OP_NODE_ENDED:
-		res->rc = nodemgr_apply(m, type, doc, doc_len, &res->err);
-		return res->rc == 0;
+	case MASTER_OP_PLAN:
+		return apply_service(m, type, doc, doc_len, res);
 	case MASTER_OP_STEP:
 		m->step = op->step;
 		m->speed = op->speed;
@@ -537,15 +619,23 @@ static bool apply(struct master *m, int type, const struct master_op *op, const 
 			return false;
 		snprintf(m->brain_uid, sizeof(m->brain_uid), "%s", op->node);
 		return true;
-	case MASTER_OP_PLAN: {
-		int rc = plans_apply(m, doc, doc_len, &res->err);
-		res->rc = rc < 0 ? rc : 0;
-		return rc > 0;
-	}
 	default:
 		res->rc = rv_err_set(&res->err, -EINVAL, "", "unknown operation %d", type);
 		return false;
 	}
+}
+
+/* apply_op, and in fx whether it changed the state and moved the desired
+ * state.  fx starts empty; the caller releases it (effects_deliver,
+ * effects_release). */
+static bool apply(struct master *m, int type, const struct master_op *op, const void *doc,
+		  size_t doc_len, struct master_result *res, struct master_effects *fx)
+{
+	int64_t version = m->desired.version;
+	*fx = (struct master_effects){ 0 };
+	fx->changed = apply_op(m, type, op, doc, doc_len, res, fx);
+	fx->desired = fx->changed && m->desired.version != version;
+	return fx->changed;
 }
 
 /* Operations journaled as their document rather than a struct master_op. */
@@ -607,15 +697,19 @@ static int64_t heard_flush(struct master *m)
  * durable lost nothing: a restart counts every node as heard from. */
 static int apply_heartbeat(struct master *m, const struct master_op *op, struct master_result *res)
 {
-	if (!apply(m, MASTER_OP_HEARTBEAT, op, NULL, 0, res))
+	struct master_effects fx;
+	bool changed = apply(m, MASTER_OP_HEARTBEAT, op, NULL, 0, res, &fx);
+	if (!changed) {
+		effects_release(&fx);
 		return res->rc;
+	}
 	atomic_fetch_add(&m->ops_applied, 1);
 	if (heard_add(m, op) < 0) {
+		effects_release(&fx);
 		res->rc = rv_err_set(&res->err, -ENOMEM, "", "could not note a heartbeat");
 		return res->rc;
 	}
-	pthread_cond_broadcast(&m->changed);
-	master_world_poll(m);
+	effects_deliver(m, MASTER_OP_HEARTBEAT, op, &fx, EFFECTS_HEARD);
 	return res->rc;
 }
 
@@ -628,16 +722,14 @@ int state_apply(struct master *m, int type, const struct master_op *op, const vo
 	if (type == MASTER_OP_HEARTBEAT)
 		return apply_heartbeat(m, op, res);
 	int64_t s = heard_flush(m);
-	int64_t version = m->desired.version;
 	uint64_t print = rdzv_print(m);
-	if (s < 0 || !apply(m, type, op, doc, doc_len, res)) {
-		if (s < 0) /* the journal failed: so would this record */
-			res->rc =
-				rv_err_set(&res->err, -EIO, "", "could not journal the operation");
+	if (s < 0) /* the journal failed: so would this record */
+		return res->rc = rv_err_set(&res->err, -EIO, "", "could not journal the operation");
+	struct master_effects fx;
+	if (!apply(m, type, op, doc, doc_len, res, &fx)) {
+		effects_release(&fx);
 		return res->rc;
 	}
-	if (m->desired.version != version)
-		nodemgr_wake(m);
 	atomic_fetch_add(&m->ops_applied, 1);
 	s = doc_record(type) ? journal_append(m->journal, type, doc, doc_len)
 			     : journal_append(m->journal, type, op, sizeof(*op));
@@ -647,6 +739,7 @@ int state_apply(struct master *m, int type, const struct master_op *op, const vo
 		atomic_fetch_add(&m->sync_errors, 1);
 		rv_log_error("could not journal an operation", "type=%d errno=%d", type, (int)-s);
 		res->rc = rv_err_set(&res->err, -EIO, "", "could not journal the operation");
+		effects_deliver(m, type, op, &fx, EFFECTS_APPLIED);
 		return res->rc;
 	}
 	m->since_snapshot++;
@@ -654,9 +747,7 @@ int state_apply(struct master *m, int type, const struct master_op *op, const vo
 		m->rdzv_seq = s;
 	if (seq)
 		*seq = s;
-	plans_after_op(m, type, op);
-	pthread_cond_broadcast(&m->changed);
-	master_world_poll(m);
+	effects_deliver(m, type, op, &fx, EFFECTS_JOURNALED);
 	return res->rc;
 }
 
@@ -764,8 +855,13 @@ static int snap_master_save(struct master *m, struct snap_taken *t)
 	for (int i = 0; i < m->capworkers; i++)
 		if (m->workers[i].id >= 0)
 			t->workers[t->nworkers++] = m->workers[i];
-	int rc = plans_snapshot_save(m, &t->tail);
-	nodemgr_snapshot_save(m, &t->tail);
+	int rc = 0;
+	for (int i = 0; i < MASTER_NPARTS; i++) {
+		const struct master_part *p = &m->svc.parts[i];
+		int prc = p->save ? p->save(m, &t->tail) : 0;
+		if (prc < 0 && rc == 0)
+			rc = prc;
+	}
 	rv_buf_puts(&t->tail, "}");
 	return rc;
 }
@@ -885,10 +981,13 @@ static int load_extra(struct master *m, const char *s, size_t len, struct rv_err
 			return -ENOMEM;
 		*w = e;
 	}
-	int rc = plans_snapshot_load(m, doc, err);
-	if (rc < 0)
-		return rc;
-	return nodemgr_snapshot_load(m, cJSON_GetObjectItem(doc, "nodemgr"), err);
+	for (int i = 0; i < MASTER_NPARTS; i++) {
+		const struct master_part *p = &m->svc.parts[i];
+		int rc = p->load ? p->load(m, doc, err) : 0;
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
 }
 
 /* The sections of a snapshot, by name; NULL: not in it. */
@@ -983,7 +1082,11 @@ static int on_record(void *ctx, int type, const void *data, size_t len, struct r
 		opp = &op;
 	}
 	memset(&res, 0, sizeof(res));
-	apply(m, type, opp, data, len, &res);
+	/* Replay tells the services nothing: they start after it, from the
+	 * state it left. */
+	struct master_effects fx;
+	apply(m, type, opp, data, len, &res, &fx);
+	effects_release(&fx);
 	m->since_snapshot++;
 	atomic_fetch_add(&m->ops_replayed, 1);
 	return 0;
@@ -1229,7 +1332,7 @@ static int64_t next_deadline(struct master *m)
 static bool watch_lost(struct master *m)
 {
 	char lost[8][RV_NAME_MAX];
-	int n = master_world_lost(m, lost, 8);
+	int n = m->svc.world_lost ? m->svc.world_lost(m, lost, 8) : 0;
 	for (int i = 0; i < n; i++) {
 		struct master_op op = { .now_ms = state_now(m), .id = MASTER_LEAVE_LOST };
 		struct master_result res;
@@ -1281,7 +1384,7 @@ static void *timer_main(void *arg)
 		int64_t turn = rv_mono_ms();
 		stall_grace(m, turn - last_turn);
 		last_turn = turn;
-		master_world_poll(m); /* long-polls whose wait is over */
+		effects_world_poll(m); /* long-polls whose wait is over */
 		if (watch_lost(m))
 			continue;
 		int64_t now = state_now(m);
@@ -1300,7 +1403,8 @@ static void *timer_main(void *arg)
 		int64_t wait = dl > now ? dl - now : m->cfg.tick_ms;
 		if (wait > m->cfg.tick_ms)
 			wait = m->cfg.tick_ms;
-		int64_t wdl = master_world_deadline(m), mono = rv_mono_ms();
+		int64_t wdl = m->svc.world_deadline ? m->svc.world_deadline(m) : INT64_MAX;
+		int64_t mono = rv_mono_ms();
 		if (wdl != INT64_MAX && wdl - mono < wait)
 			wait = wdl > mono ? wdl - mono : 0;
 		struct timespec ts;
@@ -1534,6 +1638,8 @@ void state_close(struct master *m)
 	free(m->heard);
 	m->heard = NULL;
 	m->nheard = m->capheard = 0;
-	nodemgr_release(m);
+	for (int i = 0; i < MASTER_NPARTS; i++)
+		if (m->svc.parts[i].release)
+			m->svc.parts[i].release(m);
 	m->capworkers = m->nworkers = 0;
 }

@@ -79,16 +79,18 @@ allowed() { # from to
 #      journal nodes sched k8s_pod
 #   1  backends and the brain link: sched_local sched_k8s sched_slurm
 #      brainlink
-#   2  the job state (struct master) and its threads: master state plans
+#   2  the job state (struct master) and its threads: master state
+#   3  the services it hands an operation's effects to (m->svc): plans
 #      nodemgr nodelink
-#   3  the edges: api main
+#   4  the edges: api main
 # A new file of master/ takes a tier here first.
 master_tier() { # stem -> tier, or nothing
 	case $1 in
 	rdzv | shard | stream | netcheck | journal | nodes | sched | k8s_pod) echo 0 ;;
 	sched_local | sched_k8s | sched_slurm | brainlink) echo 1 ;;
-	master | state | plans | nodemgr | nodelink) echo 2 ;;
-	api | main) echo 3 ;;
+	master | state) echo 2 ;;
+	plans | nodemgr | nodelink) echo 3 ;;
+	api | main) echo 4 ;;
 	esac
 }
 

@@ -14,9 +14,6 @@ max=${ROVER_FN_MAX:-100}
 dirs=(master algorithms)
 
 LONG=(
-	master/journal.c:journal_replay
-	master/journal.c:journal_commit_locked
-	master/main.c:run
 )
 # ROVER_FN_LONG="FILE:NAME ..." replaces the list (tests/scripts/check_length.sh).
 if [ -n "${ROVER_FN_LONG+set}" ]; then

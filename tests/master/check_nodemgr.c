@@ -20,7 +20,9 @@
 #include "json.h"
 #include "log.h"
 #include "master.h"
+#include "nodemgr.h"
 #include "parse.h"
+#include "plans.h"
 #include "testutil.h"
 #include "unitmaster.h"
 
@@ -51,6 +53,7 @@ static struct master *master_open(const char *spec, bool nodes)
 	c->job_linger_s = 60;
 	struct rv_err err = { 0 };
 	plans_init(m);
+	nodemgr_register(m);
 	ck_assert_int_eq(nodemgr_wanted(c, &m->spec, &err), 1);
 	ck_assert_msg(state_open(m, &err) == 0, "%s", err.msg);
 	if (nodes)

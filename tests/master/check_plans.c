@@ -62,6 +62,7 @@ static struct master *master_new_doc(const char *doc, const char *url)
 	c->plan_min_samples = 3;
 	c->plan_oom_wait_ms = 5000;
 	plans_init(m);
+	nodemgr_register(m);
 	struct rv_err err = { 0 };
 	ck_assert_int_eq(state_open(m, &err), 0);
 	return m;

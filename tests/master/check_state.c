@@ -21,6 +21,8 @@
 #include "json.h"
 #include "log.h"
 #include "master.h"
+#include "nodemgr.h"
+#include "plans.h"
 #include "testutil.h"
 #include "unitmaster.h"
 
@@ -98,6 +100,7 @@ static struct master *master_open(struct step_ctx *c)
 	struct master *m = unitmaster_new(spec_json, state, 1, 2);
 	m->cfg.snapshot_every = 1;
 	plans_init(m);
+	nodemgr_register(m);
 	if (c) {
 		c->m = m;
 		m->snapshot_step = step_apply;

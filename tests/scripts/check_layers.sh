@@ -26,6 +26,8 @@ good_tree() {
 	printf '#include "log.h"\n' >master/rdzv.h
 	printf '#include "rdzv.h"\n' >master/master.h
 	printf '#include "master.h"\n#include "rdzv.h"\n' >master/state.c
+	printf '#include "master.h"\n' >master/plans.h
+	printf '#include "plans.h"\n' >master/api.h
 	printf '#include "log.h"\n' >tests/lib/testutil.h
 	printf '#include "testutil.h"\n#include "log.h"\n' >tests/common/check_log.c
 	printf '#include "brain/brain.h"\n#include "testutil.h"\n' >tests/bench/b.c
@@ -87,6 +89,8 @@ expect_fail "pg -> algorithms" pg/db.c '#include "rover_alg.h"'
 expect_fail "common -> pg" common/log.c '#include "../pg/db.h"'
 expect_fail "plan -> pg" plan/plan.c '#include "../pg/db.h"'
 expect_fail "master: a state machine -> the job state" master/rdzv.c '#include "master.h"'
+expect_fail "master: the job state -> the planner" master/state.c '#include "plans.h"'
+expect_fail "master: the job state -> the API" master/state.c '#include "api.h"'
 expect_fail "master: a file without a tier" master/extra.c '#include "rdzv.h"'
 ROVER_DAEMONS=gateway expect_fail "a daemon named in ROVER_DAEMONS -> brain" gateway/main.c '#include "brain.h"'
 
