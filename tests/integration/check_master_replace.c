@@ -290,7 +290,7 @@ START_TEST(test_slow_node_replaced_within_the_plan)
 	snprintf(uid, sizeof(uid), "%s", js.brain.uid);
 	int pids[WORKERS];
 	for (int r = 0; r < WORKERS; r++) {
-		char name[16];
+		char name[32];
 		snprintf(name, sizeof(name), "worker-%d", r);
 		const struct rv_node_status *n = node_of(&js, name);
 		ck_assert_ptr_nonnull(n);

@@ -49,7 +49,7 @@ static const char worker_script[] = "import os, time\n"
  * first pair, the last node. */
 static const int placement[3] = { 0, 1, 3 };
 
-static char ns[NODES][40], veth_host[NODES][16], veth_ns[NODES][16], addr_ns[NODES][32];
+static char ns[NODES][40], veth_host[NODES][24], veth_ns[NODES][24], addr_ns[NODES][32];
 static char bridge[16], addr_master[32];
 static char netns_skip[256];
 
