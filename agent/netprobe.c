@@ -734,7 +734,7 @@ int netprobe_run(struct rv_master_client *mc, const struct netprobe_opts *o,
 	else if (rc == 0 && j.world < o->world)
 		rc = rv_err_set(err, -EPROTO, "", "network check of world %lld, not %lld",
 				(long long)j.world, (long long)o->world);
-	for (int round = 0; rc == 0 && round < 2; round++)
+	for (int round = 0; rc == 0 && round < NETPROBE_ROUNDS; round++)
 		rc = one_round(mc, o, &l, j.check, round, until, out, err);
 	listener_stop(&l);
 	if (rc != 0)

@@ -42,7 +42,9 @@ struct netprobe_opts {
 	bool gpu;
 };
 
-enum { NETPROBE_STOPPED_MAX = 2 }; /* one per round */
+/* The check's rounds (DLRover's two), and the collectives left stopped:
+ * one per round. */
+enum { NETPROBE_ROUNDS = 2, NETPROBE_STOPPED_MAX = NETPROBE_ROUNDS };
 
 struct netprobe_result {
 	int64_t check;                    /* the master's check id */

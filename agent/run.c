@@ -1118,11 +1118,12 @@ static void warm_setup(struct run *r)
 	struct rv_err e = { 0 };
 	/* the workers' own interpreter, so that warm and cold run alike; one
 	 * standby more for each round of --network-check's collective, which
-	 * forks none in their place (netprobe.c) */
+	 * forks none in their place (netprobe.c); they stay, idle, for the
+	 * job's life (a standby is a fork sharing the interpreter's pages) */
 	bool coll = r->f->network_check && !r->f->no_python;
 	struct warm_opts o = { .python = r->python,
 			       .log_fd = STDERR_FILENO,
-			       .standby = r->nproc + (coll ? 2 : 0) };
+			       .standby = r->nproc + (coll ? NETPROBE_ROUNDS : 0) };
 	char imports[600];
 	const char *more = r->f->warm_import[0] ? r->f->warm_import : getenv("ROVER_WARM_IMPORT");
 	if (more && more[0]) {
