@@ -41,6 +41,33 @@ static pid_t busy_child(void)
 	return p;
 }
 
+/* The child's own CPU seconds (utime + stime of /proc/PID/stat). */
+static double child_cpu_seconds(pid_t kid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)kid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')');
+	unsigned long ut = 0, st = 0;
+	if (!p ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+		return -1;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* Waits until the busy child has had CPU_S seconds of a core (up to 30 s
+ * of wall time: on a loaded machine 1.5 s of wall can give it less). */
+static void wait_child_cpu(pid_t kid, double cpu_s)
+{
+	for (int i = 0; i < 300 && child_cpu_seconds(kid) < cpu_s; i++)
+		usleep(100 * 1000);
+}
+
 START_TEST(test_tree_counts_a_busy_child)
 {
 	struct node_usage_sample a = { 0 }, b = { 0 }, c = { 0 };
@@ -48,7 +75,7 @@ START_TEST(test_tree_counts_a_busy_child)
 	ck_assert_int_ge(a.nprocs, 1);
 	ck_assert(a.rss_bytes > 1024 * 1024);
 	pid_t kid = busy_child();
-	usleep(1500 * 1000);
+	wait_child_cpu(kid, 0.4);
 	ck_assert_int_eq(node_usage_tree(getpid(), 0, &b), 0);
 	ck_assert_int_eq(b.nprocs, a.nprocs + 1);
 	/* a busy loop on a shared machine: a part of a core at least */
