@@ -130,7 +130,9 @@ int rv_k8s_status_errno(long code)
 		return -ENOENT;
 	case 409:
 		return -EEXIST;
-	case 410:
+	case 410: /* the API server's Gone: the resourceVersion asked for has
+		   been compacted away, list again (not rest_client's 410, a
+		   master's "stopped for good", which is -ECANCELED) */
 		return -ESTALE;
 	default:
 		return -EIO;
