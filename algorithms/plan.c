@@ -77,6 +77,26 @@ static bool step_down_within_data(const struct rv_alg_job_state *st,
 	return false;
 }
 
+/* Whether the change the model predicts for decision d, against the mean
+ * measured at the current counts, is smaller than two standard errors of
+ * the two (the mean's and the prediction's): the data cannot tell them
+ * apart. */
+static bool move_within_noise(const struct rv_alg_fit *fit, const struct rv_alg_job_state *st,
+			      const struct rv_alg_decision *d)
+{
+	int w = st->cur.worker.count, ps = st->cur.ps.count;
+	double cur = rv_alg_mean_speed(st->speed, st->n_speed, w, ps);
+
+	if (!(cur > 0) || !(d->predicted_speed > 0))
+		return false;
+	double noise = rv_alg_speed_noise(st->speed, st->n_speed);
+	int k = rv_alg_obs_count(st->speed, st->n_speed, w, ps, 0);
+	double se_cur = noise / sqrt((double)k);
+	double se_new = rv_alg_fit_predict_rse(fit, st->speed, st->n_speed, d->cfg.worker.count,
+					       d->cfg.ps.count, noise);
+	return fabs(d->predicted_speed / cur - 1) < 2 * sqrt(se_cur * se_cur + se_new * se_new);
+}
+
 /* Whether the model's move away from measured counts rests on a fit
  * trusted only because its error is no larger than the noise (r2 below
  * min_r2), with a predicted change smaller than two standard errors of the
@@ -95,15 +115,7 @@ static bool noise_level_move(const struct rv_alg_fit *fit, const struct rv_alg_j
 	    rv_alg_obs_count(st->speed, st->n_speed, w, ps, 2) < 2 ||
 	    step_down_within_data(st, d, p))
 		return false;
-	double cur = rv_alg_mean_speed(st->speed, st->n_speed, w, ps);
-	if (!(cur > 0) || !(d->predicted_speed > 0))
-		return false;
-	double noise = rv_alg_speed_noise(st->speed, st->n_speed);
-	int k = rv_alg_obs_count(st->speed, st->n_speed, w, ps, 0);
-	double se_cur = noise / sqrt((double)k);
-	double se_new = rv_alg_fit_predict_rse(fit, st->speed, st->n_speed, d->cfg.worker.count,
-					       d->cfg.ps.count, noise);
-	return fabs(d->predicted_speed / cur - 1) < 2 * sqrt(se_cur * se_cur + se_new * se_new);
+	return move_within_noise(fit, st, d);
 }
 
 /* Whether an all-reduce job's model moves up to a count within the
@@ -112,13 +124,16 @@ static bool noise_level_move(const struct rv_alg_fit *fit, const struct rv_alg_j
  * min_r2), while the measured mean of the count running now is within
  * knee_hold_frac of the line drawn by the best measured mean
  * (rv_alg_measured_near_line): the data brackets the knee and puts the
- * count on it, the model's curve through noisy means does not outweigh
- * it.  Such fits put the knee one
- * worker over the lowest measured count after a step down from an
- * oversized request (6 -> 2 -> 3 workers for 2, 1.57x the oracle's
- * resources; 12 -> 5 -> 6 for 5).  A count measured short of the line
- * moves up (8 workers at 0.82 of the best under 30% noise: no count the
- * noise hides is held below it, see GUARD_NOISE_LEVEL).  DESIGN-LOG.md, "Counts", GUARD_MEASURED_LINE. */
+ * count on it, and the model's gain is within two standard errors
+ * (move_within_noise): its curve through noisy means does not outweigh
+ * the data.  Such fits put the knee one worker over the lowest measured
+ * count after a step down from an oversized request (12 -> 5 -> 6 workers
+ * for 5, 1.23x the oracle's resources).  A gain beyond two standard errors
+ * is taken: a peak between two counts that measured alike (1 and 4
+ * workers, the best at 2, 1 at 0.81 of it) puts no measured mean on the
+ * line.  So is a move from a count measured short of the line (8 workers
+ * at 0.82 of the best under 30% noise, see GUARD_NOISE_LEVEL).
+ * DESIGN-LOG.md, "Counts", GUARD_MEASURED_LINE. */
 static bool measured_line_move(const struct rv_alg_fit *fit, const struct rv_alg_job_state *st,
 			       const struct rv_alg_decision *d, const struct rv_alg_params *p)
 {
@@ -133,7 +148,8 @@ static bool measured_line_move(const struct rv_alg_fit *fit, const struct rv_alg
 	for (size_t i = 0; i < st->n_speed && !within; i++)
 		within = st->speed[i].ps == ps && st->speed[i].workers >= d->cfg.worker.count &&
 			 rv_alg_obs_count(st->speed, st->n_speed, st->speed[i].workers, ps, 2) >= 2;
-	return within && rv_alg_measured_near_line(st->speed, st->n_speed, w, ps, p);
+	return within && rv_alg_measured_near_line(st->speed, st->n_speed, w, ps, p) &&
+	       move_within_noise(fit, st, d);
 }
 
 /* The confidence rule (rv_alg_move_confidence) on a throughput-model move

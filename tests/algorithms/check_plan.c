@@ -364,10 +364,10 @@ static size_t noisy_knee2_obs(struct rv_alg_speed_obs *o, double low)
 /* A small job under 26% speed noise stepped down from an oversized
  * request to its knee, 2 workers, measured at 6, 4 and 2, its rounds at 2
  * reading 7% low: the fit through the noisy means (r2 near 0) puts the
- * knee at 3, but the measured means do not put 2 short of the line beyond
- * their noise; the counts stay (taken, 3 workers for 2 held 1.57x the
- * oracle's resources, h14-ar-small-noise26).  Measured short of the line
- * (20% low), the count moves up. */
+ * knee at 3, but the measured means put 2 on the line and the model's
+ * gain for 3 is within two standard errors; the counts stay (taken, a job
+ * of this shape held 3 workers for 2, 1.57x the oracle's resources).
+ * Measured short of the line (20% low), the count moves up. */
 START_TEST(test_measured_line_holds_bracketed_knee)
 {
 	struct rv_alg_speed_obs o[24];
