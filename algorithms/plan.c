@@ -77,26 +77,6 @@ static bool step_down_within_data(const struct rv_alg_job_state *st,
 	return false;
 }
 
-/* Whether the change the model predicts for decision d, against the mean
- * measured at the current counts, is smaller than two standard errors of
- * the two (the mean's and the prediction's): the data cannot tell them
- * apart. */
-static bool move_within_noise(const struct rv_alg_fit *fit, const struct rv_alg_job_state *st,
-			      const struct rv_alg_decision *d)
-{
-	int w = st->cur.worker.count, ps = st->cur.ps.count;
-	double cur = rv_alg_mean_speed(st->speed, st->n_speed, w, ps);
-
-	if (!(cur > 0) || !(d->predicted_speed > 0))
-		return false;
-	double noise = rv_alg_speed_noise(st->speed, st->n_speed);
-	int k = rv_alg_obs_count(st->speed, st->n_speed, w, ps, 0);
-	double se_cur = noise / sqrt((double)k);
-	double se_new = rv_alg_fit_predict_rse(fit, st->speed, st->n_speed, d->cfg.worker.count,
-					       d->cfg.ps.count, noise);
-	return fabs(d->predicted_speed / cur - 1) < 2 * sqrt(se_cur * se_cur + se_new * se_new);
-}
-
 /* Whether the model's move away from measured counts rests on a fit
  * trusted only because its error is no larger than the noise (r2 below
  * min_r2), with a predicted change smaller than two standard errors of the
@@ -115,41 +95,15 @@ static bool noise_level_move(const struct rv_alg_fit *fit, const struct rv_alg_j
 	    rv_alg_obs_count(st->speed, st->n_speed, w, ps, 2) < 2 ||
 	    step_down_within_data(st, d, p))
 		return false;
-	return move_within_noise(fit, st, d);
-}
-
-/* Whether an all-reduce job's model moves up to a count within the
- * measured ones (a count at least as large measured twice) on a fit
- * trusted only because its error is no larger than the noise (r2 below
- * min_r2), while the measured mean of the count running now is within
- * knee_hold_frac of the line drawn by the best measured mean
- * (rv_alg_measured_near_line): the data brackets the knee and puts the
- * count on it, and the model's gain is within two standard errors
- * (move_within_noise): its curve through noisy means does not outweigh
- * the data.  Such fits put the knee one worker over the lowest measured
- * count after a step down from an oversized request (12 -> 5 -> 6 workers
- * for 5, 1.23x the oracle's resources).  A gain beyond two standard errors
- * is taken: a peak between two counts that measured alike (1 and 4
- * workers, the best at 2, 1 at 0.81 of it) puts no measured mean on the
- * line.  So is a move from a count measured short of the line (8 workers
- * at 0.82 of the best under 30% noise, see GUARD_NOISE_LEVEL).
- * DESIGN-LOG.md, "Counts", GUARD_MEASURED_LINE. */
-static bool measured_line_move(const struct rv_alg_fit *fit, const struct rv_alg_job_state *st,
-			       const struct rv_alg_decision *d, const struct rv_alg_params *p)
-{
-	int w = st->cur.worker.count, ps = st->cur.ps.count;
-	bool within = false;
-
-	if (st->strategy == RV_ALG_PS || !d->changed ||
-	    d->algorithm != RV_ALG_ID_WORKER_COUNT_MODEL || d->cfg.ps.count != ps ||
-	    d->cfg.worker.count <= w || rv_alg_fit_trusted(fit, p) ||
-	    rv_alg_obs_count(st->speed, st->n_speed, w, ps, 2) < 2)
+	double cur = rv_alg_mean_speed(st->speed, st->n_speed, w, ps);
+	if (!(cur > 0) || !(d->predicted_speed > 0))
 		return false;
-	for (size_t i = 0; i < st->n_speed && !within; i++)
-		within = st->speed[i].ps == ps && st->speed[i].workers >= d->cfg.worker.count &&
-			 rv_alg_obs_count(st->speed, st->n_speed, st->speed[i].workers, ps, 2) >= 2;
-	return within && rv_alg_measured_near_line(st->speed, st->n_speed, w, ps, p) &&
-	       move_within_noise(fit, st, d);
+	double noise = rv_alg_speed_noise(st->speed, st->n_speed);
+	int k = rv_alg_obs_count(st->speed, st->n_speed, w, ps, 0);
+	double se_cur = noise / sqrt((double)k);
+	double se_new = rv_alg_fit_predict_rse(fit, st->speed, st->n_speed, d->cfg.worker.count,
+					       d->cfg.ps.count, noise);
+	return fabs(d->predicted_speed / cur - 1) < 2 * sqrt(se_cur * se_cur + se_new * se_new);
 }
 
 /* The confidence rule (rv_alg_move_confidence) on a throughput-model move
@@ -510,20 +464,6 @@ static enum count_step guard_noise_level(struct counts *c)
 	return COUNT_DONE;
 }
 
-/* GUARD_MEASURED_LINE: see measured_line_move. */
-static enum count_step guard_measured_line(struct counts *c)
-{
-	if (!measured_line_move(&c->fit, c->st, &c->part, c->p))
-		return COUNT_NEXT;
-	rv_alg_reason_add(c->out,
-			  "counts kept: the fit (r2=%.2f from %d configs) is no better than the "
-			  "noise, and the measured speeds do not put %d workers short of the line "
-			  "(the model's %+.0f%% for %d workers)",
-			  c->fit.r2, c->fit.n_configs, c->st->cur.worker.count,
-			  move_pct(c->st, &c->part), c->part.cfg.worker.count);
-	return COUNT_DONE;
-}
-
 /* GUARD_CONFIDENCE: a move that is not confident (move_confident) ends
  * exploration at the best measured. */
 static enum count_step guard_confidence(struct counts *c)
@@ -543,15 +483,13 @@ static const struct count_guard {
 		GUARD_MODEL_EDGE,
 		GUARD_SINGLE_COUNT,
 		GUARD_NOISE_LEVEL,
-		GUARD_MEASURED_LINE,
 		GUARD_CONFIDENCE,
 	} id;
 	enum count_step (*apply)(struct counts *c);
 } count_guards[] = {
 	{ GUARD_MODEL_GUESS, guard_model_guess }, { GUARD_SPENT, guard_spent },
 	{ GUARD_MODEL_EDGE, guard_model_edge },   { GUARD_SINGLE_COUNT, guard_single_count },
-	{ GUARD_NOISE_LEVEL, guard_noise_level }, { GUARD_MEASURED_LINE, guard_measured_line },
-	{ GUARD_CONFIDENCE, guard_confidence },
+	{ GUARD_NOISE_LEVEL, guard_noise_level }, { GUARD_CONFIDENCE, guard_confidence },
 };
 
 /* The model's choice from a trusted fit.  The data overrules the model:
