@@ -17,6 +17,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "http.h"
 #include "journal.h"
@@ -104,6 +105,14 @@ struct master_heard {
 struct master_histo {
 	atomic_uint_least64_t bucket[JOURNAL_SYNC_BUCKETS + 1];
 	atomic_uint_least64_t sum_us, max_us;
+};
+
+/* The state lock's holds by holder (state_lock's who), for /metrics: at
+ * most MASTER_HOLDERS names, the rest counted under the last. */
+#define MASTER_HOLDERS 32
+struct master_holder {
+	const char *who; /* a string literal; NULL: free slot */
+	uint64_t n, sum_us, max_us;
 };
 
 /* Operation types: the journal record types (0 is the snapshot). */
@@ -340,6 +349,16 @@ struct master {
 	struct master_histo lock_wait, timer_late;
 	/* Each snapshot's hold of the state lock (serialising the state). */
 	struct master_histo snapshot_hold;
+	/* The state lock's holder, from state_lock to state_unlock (or a wait
+	 * on a condition, which releases it): its name (read by a waiter to
+	 * name who it waited for, hence atomic) and since when.  Every hold is
+	 * counted in lock_hold and per holder (holders, under lock); one of
+	 * STATE_LOCK_SLOW_MS or more is logged with its holder's name. */
+	_Atomic(const char *) lock_who;
+	int64_t lock_t0_us;
+	struct master_histo lock_hold;
+	struct master_holder holders[MASTER_HOLDERS];
+	atomic_uint_least64_t lock_holds_long;
 	bool snap_busy; /* under lock: a snapshot is being written */
 	/* Tests only: journal_opts.snapshot_step, set before state_open. */
 	void (*snapshot_step)(void *ctx, int step);
@@ -375,9 +394,27 @@ int state_sync_err(const struct master *m, int rc, struct rv_err *err);
  * 500).  Returns 0 (resp is the reply or was
  * deferred). */
 int state_reply_durable(struct master *m, struct rv_http_resp *resp, int64_t seq, bool must_sync);
-/* Lock the state, timing the wait (m->lock_wait; a wait of a second or
- * more is logged, naming who waited). */
+/* A hold of the state lock this long or longer is logged (state_unlock). */
+#define STATE_LOCK_SLOW_MS 500
+/* Lock the state as who (a string literal naming the holder), timing the
+ * wait (m->lock_wait; a wait of a second or more is logged, naming who
+ * waited and who held the lock then).  Every m->lock goes through
+ * state_lock, state_unlock and state_wait, so the holder is always known. */
 void state_lock(struct master *m, const char *who);
+/* Unlock the state: the hold is counted under its holder's name
+ * (m->lock_hold, m->holders; one of STATE_LOCK_SLOW_MS or more is logged
+ * with the name and ms). */
+void state_unlock(struct master *m);
+/* pthread_cond_timedwait on m->lock (abstime NULL: pthread_cond_wait): the
+ * wait releases the lock, so the hold ends before it and a new one of the
+ * same holder starts after.  Returns pthread_cond_timedwait's code. */
+int state_wait(struct master *m, pthread_cond_t *cond, const struct timespec *abstime);
+/* The operation type's name (a string literal; "op" when unknown), for a
+ * holder of the lock that applies one. */
+const char *state_op_name(int type);
+/* Copy the per-holder counts out (under the lock: takes it as "metrics");
+ * returns how many. */
+int state_holders(struct master *m, struct master_holder *out, int max);
 /* Count us in h. */
 void state_histo_add(struct master_histo *h, int64_t us);
 /* Under the lock: the sequence number a heartbeat's reply must be durable

@@ -482,11 +482,11 @@ void nodemgr_register(struct master *m)
 int nodemgr_usage_each(struct master *m, void (*fn)(void *ctx, const struct master_node *n),
 		       void *ctx)
 {
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "nodemgr_usage_each");
 	int n = m->nnodes;
 	for (int i = 0; i < n; i++)
 		fn(ctx, &m->nodes[i]);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	return n;
 }
 
@@ -500,9 +500,9 @@ static cJSON *doc_add_hosts(struct nodemgr *nm, cJSON *doc)
 	int n = nodes_hosts(nm->nodes, h, NODES_MAX_HOSTS);
 	if (n > 0)
 		hosts_to_json(h, n < NODES_MAX_HOSTS ? n : NODES_MAX_HOSTS, doc);
-	pthread_mutex_lock(&nm->m->lock);
+	state_lock(nm->m, "doc_add_hosts");
 	charged_to_json(nm->m, doc);
-	pthread_mutex_unlock(&nm->m->lock);
+	state_unlock(nm->m);
 	return doc;
 }
 
@@ -516,9 +516,9 @@ static int journal_doc(struct master *m, int type, cJSON *doc)
 		return -ENOMEM;
 	struct master_result res;
 	int64_t seq = 0;
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, state_op_name(type));
 	int rc = state_apply(m, type, NULL, s, strlen(s), &res, &seq);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	if (rc < 0) {
 		char q[600];
 		rv_log_error("could not journal a node change", "type=%d reason=%s", type,
@@ -536,10 +536,10 @@ static void node_leave(struct master *m, const char *name)
 	struct master_result res;
 	int64_t seq = 0;
 	snprintf(op.node, sizeof(op.node), "%s", name);
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "node_leave");
 	op.now_ms = state_now(m);
 	state_apply(m, MASTER_OP_LEAVE, &op, NULL, 0, &res, &seq);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	state_sync(m, seq);
 }
 
@@ -644,10 +644,10 @@ static void launch(struct nodemgr *nm, const char *base, const struct nodes_info
 				 .res = res,
 				 .state = MASTER_NODE_LAUNCHED };
 	/* the plan that last relaunched the node stays with it */
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "launch");
 	const struct master_node *was = table_find(m, base);
 	v.plan = was ? was->plan : 0;
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	snprintf(v.name, sizeof(v.name), "%s", base);
 	snprintf(v.instance, sizeof(v.instance), "%s", ni->name);
 	snprintf(v.role, sizeof(v.role), "%s", ni->role);
@@ -683,13 +683,13 @@ static void launch(struct nodemgr *nm, const char *base, const struct nodes_info
 static void remove_all(struct nodemgr *nm)
 {
 	struct master *m = nm->m;
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "remove_all");
 	for (int i = 0; i < m->nnodes; i++) {
 		const struct master_node *n = &m->nodes[i];
 		if (n->state == MASTER_NODE_LAUNCHED || n->state == MASTER_NODE_RUNNING)
 			sched_remove(nm->sched, n->instance, (int)m->cfg.node_stop_grace_ms);
 	}
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 }
 
 static void job_end(struct nodemgr *nm, enum master_job_state st, const char *reason)
@@ -739,7 +739,7 @@ static struct pending *pending_find(struct nodemgr *nm, const char *name)
 static bool data_finished(struct master *m)
 {
 	bool all = m->spec.ndatasets > 0;
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "data_finished");
 	/* A streaming dataset never finishes: such a job ends by its nodes. */
 	for (int i = 0; i < m->spec.ndatasets; i++) {
 		struct shard_stats ss = { .finished = false };
@@ -747,7 +747,7 @@ static bool data_finished(struct master *m)
 			shard_stats(m->shards, m->ds_index[i], &ss);
 		all = all && ss.finished;
 	}
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	return all;
 }
 
@@ -765,11 +765,11 @@ static void relaunch_pending(struct nodemgr *nm, const char *base, const struct 
 	if (rc < 0 || nodes_get(nm->nodes, base, &ni) < 0)
 		return;
 	if (pd->plan > 0) {
-		pthread_mutex_lock(&m->lock);
+		state_lock(m, "relaunch_pending");
 		struct master_node *t = table_find(m, base);
 		if (t && t->plan < pd->plan)
 			t->plan = pd->plan;
-		pthread_mutex_unlock(&m->lock);
+		state_unlock(m);
 	}
 	char q[600];
 	rv_log_info(pd->replace ? "node replaced" : "node relaunched with new resources",
@@ -790,7 +790,7 @@ static void netcheck_charge(struct nodemgr *nm, const char *base, const struct s
 	if (ev->type != SCHED_EV_EXITED || ev->removed || ev->lost ||
 	    (ev->exit_code == 0 && !ev->signal) || nodes_get(nm->nodes, base, &ni) < 0)
 		return;
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "netcheck_charge");
 	const struct netcheck_run *r = &m->netcheck;
 	int i = r->state == NETCHECK_DONE ? netcheck_run_member(r, base) : -ENOENT;
 	int verdict = i >= 0 ? r->m[i].verdict : NETCHECK_OK;
@@ -805,7 +805,7 @@ static void netcheck_charge(struct nodemgr *nm, const char *base, const struct s
 		if (!again && m->nc_nnamed < (int)RV_ARRAY_SIZE(m->nc_named))
 			snprintf(m->nc_named[m->nc_nnamed++], SCHED_NAME_MAX, "%s", base);
 	}
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	if (verdict == NETCHECK_OK || again)
 		return;
 	const char *host = ev->host[0] ? ev->host : ni.host;
@@ -826,7 +826,7 @@ static void on_event(struct nodemgr *nm, const struct sched_event *ev)
 	bool current = false;
 	enum master_node_state was = MASTER_NODE_LAUNCHED;
 	struct master_node started = { .pid = 0 };
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "on_event");
 	for (int i = 0; i < m->nnodes; i++) {
 		struct master_node *n = &m->nodes[i];
 		if (strcmp(n->instance, ev->name) != 0)
@@ -841,7 +841,7 @@ static void on_event(struct nodemgr *nm, const struct sched_event *ev)
 			started = *n;
 		}
 	}
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	/* A node that outlives us is adopted by the next master: journal its
 	 * pid and start time. */
 	if (nm->detach && started.pid > 0 && started.start_ticks > 0)
@@ -931,14 +931,14 @@ struct table_view {
 /* Take the view under the lock.  0 or -ENOMEM. */
 static int table_copy(struct master *m, struct table_view *v)
 {
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "table_copy");
 	v->nn = m->nnodes;
 	v->d = m->desired;
 	v->js = m->job_state;
 	v->nodes = malloc(sizeof(*v->nodes) * (size_t)(v->nn ? v->nn : 1));
 	if (v->nodes && v->nn)
 		memcpy(v->nodes, m->nodes, sizeof(*v->nodes) * (size_t)v->nn);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	return v->nodes ? 0 : -ENOMEM;
 }
 
@@ -983,11 +983,11 @@ static bool plan_relaunch(struct nodemgr *nm, const struct master_desired *d,
 	p->plan = d->act_plan;
 	/* asked once per plan, also when this view is taken again before the
 	 * node exited */
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "plan_relaunch");
 	struct master_node *t = table_find(m, n->name);
 	if (t && t->plan < d->act_plan)
 		t->plan = d->act_plan;
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	rv_log_info(p->replace ? "node to be replaced" : "node to be migrated",
 		    "node=%s instance=%s plan=%" PRId64 " memory_mb=%" PRId64 " cpu=%g", n->name,
 		    n->instance, d->act_plan, p->res.memory_mb, p->res.cpu);
@@ -1060,11 +1060,11 @@ static void reconcile(struct nodemgr *nm)
 				    n->name, res.memory_mb, res.cpu, rc);
 			if (rc == 0) {
 				nodes_set_resources(nm->nodes, n->name, &res);
-				pthread_mutex_lock(&m->lock);
+				state_lock(m, "reconcile");
 				struct master_node *t = table_find(m, n->name);
 				if (t)
 					t->res = res;
-				pthread_mutex_unlock(&m->lock);
+				state_unlock(m);
 			} else if ((rc == -EOPNOTSUPP || rc == -EBUSY) &&
 				   nm->npend < (int)RV_ARRAY_SIZE(nm->pend)) {
 				struct pending *p = &nm->pend[nm->npend++];
@@ -1109,10 +1109,10 @@ static void restore_hosts(struct nodemgr *nm)
 {
 	struct master *m = nm->m;
 	struct nodes_host h[NODES_MAX_HOSTS];
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "restore_hosts");
 	int n = m->nhosts;
 	memcpy(h, m->hosts, sizeof(h[0]) * (size_t)n);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	for (int i = 0; i < n; i++) {
 		nodes_host_restore(nm->nodes, h[i].name, h[i].crashes, h[i].bad);
 		rv_log_info("charged host restored", "host=%s crashes=%d bad=%d", h[i].name,
@@ -1181,26 +1181,26 @@ static void restore(struct nodemgr *nm)
 static void sample_usage(struct nodemgr *nm)
 {
 	struct master *m = nm->m;
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "sample_usage");
 	int nn = m->nnodes;
 	char(*names)[SCHED_NAME_MAX] = malloc(SCHED_NAME_MAX * (size_t)(nn ? nn : 1));
 	int k = 0;
 	for (int i = 0; names && i < nn; i++)
 		if (m->nodes[i].state == MASTER_NODE_RUNNING)
 			memcpy(names[k++], m->nodes[i].instance, SCHED_NAME_MAX);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	for (int i = 0; i < k; i++) {
 		struct sched_usage u;
 		if (sched_usage(nm->sched, names[i], &u) < 0)
 			continue;
-		pthread_mutex_lock(&m->lock);
+		state_lock(m, "sample_usage");
 		for (int j = 0; j < m->nnodes; j++)
 			if (!strcmp(m->nodes[j].instance, names[i])) {
 				m->nodes[j].usage = u;
 				m->nodes[j].has_usage = true;
 				m->nodes[j].usage_ms = rv_now_ms();
 			}
-		pthread_mutex_unlock(&m->lock);
+		state_unlock(m);
 	}
 	free(names);
 }
@@ -1220,11 +1220,11 @@ static void shutdown_nodes(struct nodemgr *nm)
 	int64_t until = rv_mono_ms() + m->cfg.node_stop_grace_ms + 2000;
 	for (;;) {
 		int live = 0;
-		pthread_mutex_lock(&m->lock);
+		state_lock(m, "shutdown_nodes");
 		for (int i = 0; i < m->nnodes; i++)
 			live += m->nodes[i].state == MASTER_NODE_RUNNING ||
 				m->nodes[i].state == MASTER_NODE_LAUNCHED;
-		pthread_mutex_unlock(&m->lock);
+		state_unlock(m);
 		if (live == 0 || rv_mono_ms() >= until)
 			break;
 		struct pollfd p = { .fd = sched_fd(nm->sched), .events = POLLIN };
@@ -1234,11 +1234,11 @@ static void shutdown_nodes(struct nodemgr *nm)
 			if (ev.type == SCHED_EV_STARTED)
 				continue;
 			/* not journaled: a restart relaunches them */
-			pthread_mutex_lock(&m->lock);
+			state_lock(m, "shutdown_nodes");
 			for (int i = 0; i < m->nnodes; i++)
 				if (!strcmp(m->nodes[i].instance, ev.name))
 					m->nodes[i].state = MASTER_NODE_EXITED;
-			pthread_mutex_unlock(&m->lock);
+			state_unlock(m);
 		}
 	}
 }
@@ -1267,9 +1267,9 @@ static void *nodemgr_main(void *arg)
 		if (atomic_load(&nm->stop))
 			break;
 		drain(nm);
-		pthread_mutex_lock(&m->lock);
+		state_lock(m, "nodemgr_main");
 		bool changed = m->desired.version != nm->version;
-		pthread_mutex_unlock(&m->lock);
+		state_unlock(m);
 		if (changed)
 			reconcile(nm);
 		now = rv_mono_ms();
@@ -1304,9 +1304,9 @@ static void limits_init(struct nodemgr *nm)
 		nm->alg.lim.max_memory_mb = nm->shape.memory_mb;
 	nm->alg.lim.free_memory_mb = -1;
 	nm->alg.lim.free_cpu = -1;
-	pthread_mutex_lock(&nm->m->lock);
+	state_lock(nm->m, "limits_init");
 	nm->m->node_shape = nm->shape;
-	pthread_mutex_unlock(&nm->m->lock);
+	state_unlock(nm->m);
 }
 
 static void nodemgr_free(struct nodemgr *nm)
@@ -1444,13 +1444,13 @@ int nodemgr_start(struct master *m, const char *master_addr, struct rv_err *err)
 		    nm->log_dir, nm->addr, nm->shape.memory_mb, nm->shape.cpu,
 		    rv_log_q(q, sizeof(q), why ? why : ""));
 started:
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "nodemgr_start");
 	m->nodemgr = nm;
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	if (pthread_create(&nm->thread, NULL, nodemgr_main, nm) != 0) {
-		pthread_mutex_lock(&m->lock);
+		state_lock(m, "nodemgr_start");
 		m->nodemgr = NULL;
-		pthread_mutex_unlock(&m->lock);
+		state_unlock(m);
 		nodemgr_free(nm);
 		return rv_err_set(err, -EAGAIN, "", "could not start the node thread");
 	}
@@ -1478,8 +1478,8 @@ void nodemgr_stop(struct master *m)
 	nodemgr_wake(m);
 	if (nm->started)
 		pthread_join(nm->thread, NULL);
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "nodemgr_stop");
 	m->nodemgr = NULL;
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	nodemgr_free(nm);
 }

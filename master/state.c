@@ -768,14 +768,125 @@ void state_histo_add(struct master_histo *h, int64_t us)
 		;
 }
 
+/* ---- the state lock: its holder named, each hold counted ---- */
+
+const char *state_op_name(int type)
+{
+	static const char *const names[] = {
+		[MASTER_OP_JOIN] = "join",
+		[MASTER_OP_LEAVE] = "leave",
+		[MASTER_OP_HEARTBEAT] = "heartbeat",
+		[MASTER_OP_TICK] = "tick",
+		[MASTER_OP_NEXT] = "shard_next",
+		[MASTER_OP_DONE] = "shard_done",
+		[MASTER_OP_CKPT_REPORT] = "ckpt_report",
+		[MASTER_OP_CKPT_IMPORT] = "ckpt_import",
+		[MASTER_OP_STEP] = "step",
+		[MASTER_OP_GRACE] = "grace",
+		[MASTER_OP_NODE_LAUNCHED] = "node_launched",
+		[MASTER_OP_NODE_ENDED] = "node_ended",
+		[MASTER_OP_BRAIN_UID] = "brain_uid",
+		[MASTER_OP_PLAN] = "plan",
+		[MASTER_OP_OFFSET_COMMIT] = "offset_commit",
+		[MASTER_OP_NETCHECK] = "netcheck",
+		[MASTER_OP_NODE_FINISHED] = "node_finished",
+	};
+	if (type <= 0 || (size_t)type >= RV_ARRAY_SIZE(names) || !names[type])
+		return "op";
+	return names[type];
+}
+
+static int64_t lock_now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* The lock was just taken by who. */
+static void hold_begin(struct master *m, const char *who)
+{
+	m->lock_t0_us = lock_now_us();
+	atomic_store(&m->lock_who, who);
+}
+
+/* who's slot in m->holders (the last one when they are all taken). */
+static struct master_holder *holder_get(struct master *m, const char *who)
+{
+	for (int i = 0; i < MASTER_HOLDERS - 1; i++) {
+		struct master_holder *h = &m->holders[i];
+		if (!h->who)
+			h->who = who;
+		if (h->who == who || !strcmp(h->who, who))
+			return h;
+	}
+	struct master_holder *h = &m->holders[MASTER_HOLDERS - 1];
+	if (!h->who)
+		h->who = "other";
+	return h;
+}
+
+/* The lock is about to be released (an unlock or a wait): count the hold. */
+static void hold_end(struct master *m)
+{
+	const char *who = atomic_load(&m->lock_who);
+	if (!who)
+		who = "unnamed";
+	int64_t us = lock_now_us() - m->lock_t0_us;
+	if (us < 0)
+		us = 0;
+	state_histo_add(&m->lock_hold, us);
+	struct master_holder *h = holder_get(m, who);
+	h->n++;
+	h->sum_us += (uint64_t)us;
+	if ((uint64_t)us > h->max_us)
+		h->max_us = (uint64_t)us;
+	atomic_store(&m->lock_who, NULL);
+	if (us >= STATE_LOCK_SLOW_MS * 1000) {
+		atomic_fetch_add(&m->lock_holds_long, 1);
+		rv_log_warn("the state lock was held long", "ms=%" PRId64 " who=%s", us / 1000,
+			    who);
+	}
+}
+
 void state_lock(struct master *m, const char *who)
 {
 	int64_t t0 = rv_mono_ms();
+	const char *held = atomic_load(&m->lock_who); /* the holder we queue behind */
 	pthread_mutex_lock(&m->lock);
 	int64_t ms = rv_mono_ms() - t0;
 	state_histo_add(&m->lock_wait, ms * 1000);
+	hold_begin(m, who);
 	if (ms >= JOURNAL_SLOW_MS)
-		rv_log_warn("the state lock was waited for long", "ms=%" PRId64 " who=%s", ms, who);
+		rv_log_warn("the state lock was waited for long",
+			    "ms=%" PRId64 " who=%s held_by=%s", ms, who, held ? held : "none");
+}
+
+void state_unlock(struct master *m)
+{
+	hold_end(m);
+	pthread_mutex_unlock(&m->lock);
+}
+
+int state_wait(struct master *m, pthread_cond_t *cond, const struct timespec *abstime)
+{
+	const char *who = atomic_load(&m->lock_who);
+	hold_end(m);
+	int rc = abstime ? pthread_cond_timedwait(cond, &m->lock, abstime)
+			 : pthread_cond_wait(cond, &m->lock);
+	hold_begin(m, who);
+	return rc;
+}
+
+int state_holders(struct master *m, struct master_holder *out, int max)
+{
+	int n = 0;
+	state_lock(m, "metrics");
+	for (int i = 0; i < MASTER_HOLDERS && n < max; i++)
+		if (m->holders[i].who)
+			out[n++] = m->holders[i];
+	state_unlock(m);
+	return n;
 }
 
 /* ---- snapshots ---- */
@@ -1101,9 +1212,9 @@ static int on_record(void *ctx, int type, const void *data, size_t len, struct r
  */
 static int take_snapshot(struct master *m)
 {
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "take_snapshot");
 	if (m->snap_busy || m->since_snapshot < m->cfg.snapshot_every) {
-		pthread_mutex_unlock(&m->lock);
+		state_unlock(m);
 		return 0;
 	}
 	struct snap_taken t = { 0 };
@@ -1117,7 +1228,7 @@ static int take_snapshot(struct master *m)
 		rc = journal_snapshot_begin(m->journal);
 	bool begun = rc >= 0;
 	m->snap_busy = begun;
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	int64_t t1 = rv_mono_ms();
 	if (rc >= 0)
 		rc = snapshot_finish(&t, &b);
@@ -1126,11 +1237,11 @@ static int take_snapshot(struct master *m)
 		rc = journal_snapshot_write(m->journal, b.data, b.len, &err);
 	else if (begun)
 		journal_snapshot_abort(m->journal);
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "take_snapshot");
 	m->snap_busy = false;
 	if (rc == 0)
 		m->since_snapshot -= covered; /* those after it count to the next */
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	if (rc == 0) {
 		atomic_fetch_add(&m->snapshots, 1);
 		state_histo_add(&m->snapshot_hold, (t1 - t0) * 1000);
@@ -1309,7 +1420,7 @@ static void sync_later(struct master *m, int64_t seq)
 			return;
 		free(w);
 	}
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	state_sync(m, seq);
 	state_lock(m, "timer");
 }
@@ -1379,7 +1490,7 @@ static void *timer_main(void *arg)
 {
 	struct master *m = arg;
 	int64_t last_tick = INT64_MIN, last_turn = rv_mono_ms();
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "timer");
 	while (!m->stopping) {
 		int64_t turn = rv_mono_ms();
 		stall_grace(m, turn - last_turn);
@@ -1412,10 +1523,10 @@ static void *timer_main(void *arg)
 		rv_mono_timespec(&ts, wake);
 		/* Woken at its time, the turn waits for the lock: how long
 		 * whoever held it kept it (or the master did not run). */
-		if (pthread_cond_timedwait(&m->timer_wake, &m->lock, &ts) == ETIMEDOUT)
+		if (state_wait(m, &m->timer_wake, &ts) == ETIMEDOUT)
 			timer_late(m, rv_mono_ms() - wake);
 	}
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	return NULL;
 }
 
@@ -1488,12 +1599,12 @@ static int build_modules(struct master *m, struct rv_err *err)
  * master's own downtime is not taken for silence. */
 static void grace(struct master *m)
 {
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "grace");
 	struct master_op op = { .now_ms = state_now(m) };
 	struct master_result res;
 	int64_t seq = 0;
 	state_apply(m, MASTER_OP_GRACE, &op, NULL, 0, &res, &seq);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	state_sync(m, seq);
 }
 
@@ -1613,11 +1724,11 @@ void state_close(struct master *m)
 		m->completer_started = false;
 	}
 	if (m->timer_started) {
-		pthread_mutex_lock(&m->lock);
+		state_lock(m, "state_close");
 		m->stopping = true;
 		pthread_cond_broadcast(&m->timer_wake);
 		pthread_cond_broadcast(&m->changed);
-		pthread_mutex_unlock(&m->lock);
+		state_unlock(m);
 		pthread_join(m->timer, NULL);
 		m->timer_started = false;
 	}
