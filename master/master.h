@@ -208,7 +208,8 @@ struct master_result {
  * What an applied operation did that the services above the job state act
  * on (the planner, the node manager, the API's long-polls).  apply records
  * it and calls nobody; state_apply hands it to the services (m->svc) once
- * the operation is journaled.
+ * the operation is journaled: the planner and the parked long-polls under
+ * the lock, the wakes (desired_changed, m->changed) after state_unlock.
  */
 struct master_effects {
 	bool changed;              /* the state moved: long-polls look again */
@@ -231,8 +232,10 @@ enum { MASTER_PART_PLANS, MASTER_PART_NODES, MASTER_NPARTS }; /* the snapshot's 
 /*
  * The services above the job state, as they registered (plans_init,
  * nodemgr_register, master_api_start; NULL: none), so that state.c calls
- * nobody above it.  Every entry runs under m->lock: the services read the
- * state they react to, and state_apply's callers hold the lock.  The
+ * nobody above it.  Every entry runs under m->lock (the services read the
+ * state they react to, and state_apply's callers hold the lock) but
+ * desired_changed, which runs after state_unlock (or before a state_wait)
+ * and must not take the lock nor wait.  The
  * operations' own (apply_nodes, apply_plan) and the snapshot's parts are
  * needed by the journal's replay: registered before state_open; the rest
  * may come later, under m->lock (the timer thread reads them).
@@ -250,7 +253,8 @@ struct master_services {
 	void (*after_op)(struct master *m, int type, const struct master_op *op);
 	/* the timer declared node dead for silence */
 	void (*node_lost)(struct master *m, const char *node);
-	/* m->desired.version moved */
+	/* m->desired.version moved: after the unlock, any thread (a stopping
+	 * service calls state_quiesce before freeing what this reaches) */
 	void (*desired_changed)(struct master *m);
 	/* the timer's and every change's look at parked world long-polls, the
 	 * earliest of their deadlines, the world watches found closed
@@ -359,6 +363,11 @@ struct master {
 	struct master_histo lock_hold;
 	struct master_holder holders[MASTER_HOLDERS];
 	atomic_uint_least64_t lock_holds_long;
+	/* Under lock: effects left for after the unlock (effects_deliver):
+	 * m->changed to broadcast, desired_changed to call; fx_out counts the
+	 * unlocks delivering them now (state_quiesce). */
+	bool fx_changed, fx_desired;
+	atomic_int fx_out;
 	bool snap_busy; /* under lock: a snapshot is being written */
 	/* Tests only: journal_opts.snapshot_step, set before state_open. */
 	void (*snapshot_step)(void *ctx, int step);
@@ -377,7 +386,9 @@ void state_close(struct master *m);
 int64_t state_now(struct master *m);
 /* Apply op of type under the lock; journal it when it changed the state.
  * *seq (may be NULL) gets the record's sequence number (0: nothing
- * journaled).  Returns the operation's result code (res->rc). */
+ * journaled).  The services are told what it did (struct master_effects):
+ * some now, the wakes at the caller's state_unlock.  Returns the
+ * operation's result code (res->rc). */
 int state_apply(struct master *m, int type, const struct master_op *op, const void *doc,
 		size_t doc_len, struct master_result *res, int64_t *seq);
 /* After unlocking: wait until seq is durable; a snapshot when due. */
@@ -409,6 +420,10 @@ void state_unlock(struct master *m);
  * wait releases the lock, so the hold ends before it and a new one of the
  * same holder starts after.  Returns pthread_cond_timedwait's code. */
 int state_wait(struct master *m, pthread_cond_t *cond, const struct timespec *abstime);
+/* Wait until no unlock is delivering effects (desired_changed) any more:
+ * a service that stopped taking them (its entry made a no-op under the
+ * lock) calls it before freeing what its entry reached. */
+void state_quiesce(struct master *m);
 /* The operation type's name (a string literal; "op" when unknown), for a
  * holder of the lock that applies one. */
 const char *state_op_name(int type);

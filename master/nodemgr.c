@@ -1451,6 +1451,7 @@ started:
 		state_lock(m, "nodemgr_start");
 		m->nodemgr = NULL;
 		state_unlock(m);
+		state_quiesce(m);
 		nodemgr_free(nm);
 		return rv_err_set(err, -EAGAIN, "", "could not start the node thread");
 	}
@@ -1459,7 +1460,8 @@ started:
 }
 
 /* Any thread; with m->lock held or not (m->nodemgr changes only while
- * the node thread does not run, and state_apply calls this under it). */
+ * the node thread does not run; state_unlock calls this after the unlock,
+ * and nodemgr_stop's state_quiesce waits for such calls before the free). */
 void nodemgr_wake(struct master *m)
 {
 	struct nodemgr *nm = m->nodemgr;
@@ -1481,5 +1483,6 @@ void nodemgr_stop(struct master *m)
 	state_lock(m, "nodemgr_stop");
 	m->nodemgr = NULL;
 	state_unlock(m);
+	state_quiesce(m); /* a nodemgr_wake after another unlock may still read nm */
 	nodemgr_free(nm);
 }

@@ -238,27 +238,69 @@ static void effects_world_poll(struct master *m)
 
 /*
  * Hand what an operation did to the services that registered (m->svc) and
- * release fx.  Under the state lock, as state_apply's callers hold it: the
- * planner reads the world it reports on and the long-polls the world they
- * answer with, so neither may run after the lock was dropped.  Deaths and
- * a moved desired state are told even when the record could not be
- * appended (the state moved all the same); the planner's report and the
- * long-polls wait for the record.
+ * release fx.  Called under the state lock, as state_apply's callers hold
+ * it.  Told here, under the lock: the planner's reports and deaths
+ * (after_op, node_lost: the planner reads the world, the step and the
+ * node table the operation left, which the next operation may move, and
+ * its events must reach the brain in the order the state moved: a node
+ * declared dead before the job_failed of the same tick) and the parked
+ * long-polls (world_poll: answered with the world the change made).  Left
+ * for after the unlock (state_unlock, effects_after): the wake of the
+ * threads that look at the state again themselves, under the lock (the
+ * node manager's reconcile of the desired state; the world long-polls
+ * waiting on m->changed), so they do not wake into a lock still held.
+ * Deaths and a moved desired state are told even when the record could
+ * not be appended (the state moved all the same); the planner's report
+ * and the long-polls wait for the record.
  */
 static void effects_deliver(struct master *m, int type, const struct master_op *op,
 			    struct master_effects *fx, enum effects_stage stage)
 {
 	for (int i = 0; i < fx->nlost && m->svc.node_lost; i++)
 		m->svc.node_lost(m, fx->lost[i]);
-	if (fx->desired && m->svc.desired_changed)
-		m->svc.desired_changed(m);
+	if (fx->desired)
+		m->fx_desired = true;
 	if (stage == EFFECTS_JOURNALED && m->svc.after_op)
 		m->svc.after_op(m, type, op);
 	if (stage != EFFECTS_APPLIED && fx->changed) {
-		pthread_cond_broadcast(&m->changed);
+		m->fx_changed = true;
 		effects_world_poll(m);
 	}
 	effects_release(fx);
+}
+
+/* What effects_deliver left for after the unlock, taken under the lock. */
+struct effects_later {
+	bool changed, desired;
+	void (*desired_changed)(struct master *m);
+};
+
+static struct effects_later effects_take(struct master *m)
+{
+	struct effects_later l = { m->fx_changed, m->fx_desired, m->svc.desired_changed };
+	m->fx_changed = m->fx_desired = false;
+	if (l.changed || l.desired)
+		atomic_fetch_add(&m->fx_out, 1); /* state_quiesce waits for it */
+	return l;
+}
+
+/* Deliver l, with the lock held or not: a broadcast and an eventfd write,
+ * neither of which waits. */
+static void effects_after(struct master *m, const struct effects_later *l)
+{
+	if (!l->changed && !l->desired)
+		return;
+	if (l->changed)
+		pthread_cond_broadcast(&m->changed);
+	if (l->desired && l->desired_changed)
+		l->desired_changed(m);
+	atomic_fetch_sub(&m->fx_out, 1);
+}
+
+void state_quiesce(struct master *m)
+{
+	while (atomic_load(&m->fx_out) > 0)
+		usleep(1000);
 }
 
 static int apply_tick(struct master *m, int64_t now, struct master_effects *fx)
@@ -864,12 +906,18 @@ void state_lock(struct master *m, const char *who)
 
 void state_unlock(struct master *m)
 {
+	struct effects_later l = effects_take(m);
 	hold_end(m);
 	pthread_mutex_unlock(&m->lock);
+	effects_after(m, &l);
 }
 
 int state_wait(struct master *m, pthread_cond_t *cond, const struct timespec *abstime)
 {
+	/* The lock is released inside the wait, not before: what is left for
+	 * after the unlock goes now (it does not wait either). */
+	struct effects_later l = effects_take(m);
+	effects_after(m, &l);
 	const char *who = atomic_load(&m->lock_who);
 	hold_end(m);
 	int rc = abstime ? pthread_cond_timedwait(cond, &m->lock, abstime)

@@ -8,7 +8,8 @@
  * has it made durable; a kill -9 at each step loses nothing that was
  * durable.  The state lock's holds: a long one is logged with its
  * holder's name, a wait on a condition ends the hold, a long wait names
- * the holder it waited for.
+ * the holder it waited for.  The node manager's wake is told after the
+ * unlock.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -328,6 +329,56 @@ START_TEST(test_long_wait_names_the_holder)
 }
 END_TEST
 
+/* ---- effects after the unlock ---- */
+
+static struct {
+	int calls;
+	int trylock; /* pthread_mutex_trylock's code in the last call */
+	const char *holder;
+} probe;
+
+/* desired_changed: is the state lock held while it is told? */
+static void probe_desired(struct master *m)
+{
+	probe.calls++;
+	probe.holder = atomic_load(&m->lock_who);
+	probe.trylock = pthread_mutex_trylock(&m->lock);
+	if (probe.trylock == 0)
+		pthread_mutex_unlock(&m->lock);
+}
+
+/* A plan that moves the desired state wakes the node manager's entry once,
+ * after the state lock was dropped: the lock is free and nobody holds it
+ * when it is called. */
+START_TEST(test_desired_changed_told_after_unlock)
+{
+	struct master *m = master_open(NULL);
+	memset(&probe, 0, sizeof(probe));
+	probe.trylock = -1;
+	state_lock(m, "test");
+	m->svc.desired_changed = probe_desired;
+	state_unlock(m);
+	const char *plan = "{\"job\":\"j\",\"id\":7,\"stage\":\"running\",\"algorithm\":\"x\","
+			   "\"reason\":\"grow\",\"groups\":{\"worker\":{\"count\":2}}}";
+	struct master_op op = { 0 };
+	struct master_result res;
+	int64_t seq = 0;
+	state_lock(m, "plan_test");
+	int64_t v0 = m->desired.version;
+	op.now_ms = state_now(m);
+	ck_assert_int_eq(state_apply(m, MASTER_OP_PLAN, &op, plan, strlen(plan), &res, &seq), 0);
+	ck_assert_int_gt(m->desired.version, v0);
+	ck_assert_int_eq(probe.calls, 0); /* not while the lock is held */
+	state_unlock(m);
+	ck_assert_int_eq(probe.calls, 1);
+	ck_assert_msg(probe.trylock == 0, "desired_changed ran with the state lock held (%d)",
+		      probe.trylock);
+	ck_assert_ptr_null(probe.holder);
+	ck_assert_int_eq(state_sync(m, seq), 0);
+	master_free(m);
+}
+END_TEST
+
 static Suite *state_suite(void)
 {
 	TCase *tc = RV_TEST_TCASE("snapshot", 60, test_requests_answered_during_snapshot_write);
@@ -336,7 +387,9 @@ static Suite *state_suite(void)
 	TCase *lock = RV_TEST_TCASE("lock", 30, test_long_hold_logged_with_holder,
 				    test_wait_ends_the_hold, test_long_wait_names_the_holder);
 	tcase_add_checked_fixture(lock, setup, teardown);
-	return RV_TEST_SUITE("state", tc, lock);
+	TCase *fx = RV_TEST_TCASE("effects", 30, test_desired_changed_told_after_unlock);
+	tcase_add_checked_fixture(fx, setup, teardown);
+	return RV_TEST_SUITE("state", tc, lock, fx);
 }
 
 RV_TEST_MAIN(state_suite)
