@@ -785,7 +785,7 @@ static void node_status(struct master *m, struct rv_job_status *out)
 	if (!m->nodemgr && m->nnodes == 0)
 		return; /* agents are started by someone else */
 	snprintf(out->job_state, sizeof(out->job_state), "%s",
-		 nodemgr_job_state_name(m->job_state));
+		 nodetable_job_state_name(m->job_state));
 	snprintf(out->job_reason, sizeof(out->job_reason), "%s", m->job_reason);
 	for (int i = 0; i < m->nnodes && out->nnode_list < RV_MAX_STATUS_NODES; i++) {
 		const struct master_node *n = &m->nodes[i];
@@ -794,7 +794,7 @@ static void node_status(struct master *m, struct rv_job_status *out)
 		snprintf(o->instance, sizeof(o->instance), "%s", n->instance);
 		snprintf(o->role, sizeof(o->role), "%s", n->role);
 		snprintf(o->host, sizeof(o->host), "%s", n->host);
-		snprintf(o->state, sizeof(o->state), "%s", nodemgr_node_state_name(n->state));
+		snprintf(o->state, sizeof(o->state), "%s", nodetable_node_state_name(n->state));
 		o->rank = n->rank;
 		o->pid = n->pid;
 		o->restarts = n->restarts;

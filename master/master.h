@@ -236,15 +236,12 @@ enum { MASTER_PART_PLANS, MASTER_PART_NODES, MASTER_NPARTS }; /* the snapshot's 
  * state they react to, and state_apply's callers hold the lock) but
  * desired_changed, which runs after state_unlock (or before a state_wait)
  * and must not take the lock nor wait.  The
- * operations' own (apply_nodes, apply_plan) and the snapshot's parts are
- * needed by the journal's replay: registered before state_open; the rest
- * may come later, under m->lock (the timer thread reads them).
+ * planner's own operation (apply_plan) and its snapshot part are needed by
+ * the journal's replay: registered before state_open (plans_init); the
+ * node table's part is the state's own (nodetable.c, set by state_open);
+ * the rest may come later, under m->lock (the timer thread reads them).
  */
 struct master_services {
-	/* MASTER_OP_NODE_LAUNCHED/ENDED's document into the node table: 0 or
-	 * a negative errno with err */
-	int (*apply_nodes)(struct master *m, int type, const void *doc, size_t len,
-			   struct rv_err *err);
 	/* MASTER_OP_PLAN's document into m->desired: 1 changed, 0 not, or a
 	 * negative errno with err */
 	int (*apply_plan)(struct master *m, const void *doc, size_t len, struct rv_err *err);
@@ -316,8 +313,8 @@ struct master {
 	struct world_wait *world_waits;
 
 	/* Node manager (nodemgr.c).  Under lock: the job's nodes as journaled
-	 * (MASTER_OP_NODE_LAUNCHED/ENDED) with their last usage, and the job's
-	 * end.  oom_plan/oom_ctx: the OOM plan (nodes.h), nodes_alg_oom_plan
+	 * (MASTER_OP_NODE_LAUNCHED/ENDED, applied by nodetable.c) with their
+	 * last usage, and the job's end.  oom_plan/oom_ctx: the OOM plan (nodes.h), nodes_alg_oom_plan
 	 * when NULL; the brain link sets its own before nodemgr_start.
 	 * node_event (may be NULL): told every scheduler event and the action
 	 * taken, from the node thread, without the lock. */

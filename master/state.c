@@ -30,6 +30,7 @@
 #include "json.h"
 #include "log.h"
 #include "master.h"
+#include "nodetable.h"
 #include "parse.h"
 #include "wire_codec.h"
 
@@ -567,8 +568,9 @@ static bool apply_offset_commit(struct master *m, const struct master_op *op,
 	return rc == 1;
 }
 
-/* A service's operation (MASTER_OP_NODE_*, MASTER_OP_PLAN): its document
- * applied by the entry the service registered (m->svc). */
+/* A document operation: MASTER_OP_NODE_* into the node table (nodetable.c,
+ * the job state's own), MASTER_OP_PLAN by the entry the planner registered
+ * (m->svc). */
 static bool apply_service(struct master *m, int type, const void *doc, size_t doc_len,
 			  struct master_result *res)
 {
@@ -577,12 +579,13 @@ static bool apply_service(struct master *m, int type, const void *doc, size_t do
 		res->rc = rc < 0 ? rc : 0;
 		return rc > 0;
 	}
-	if (type != MASTER_OP_PLAN && m->svc.apply_nodes) {
-		res->rc = m->svc.apply_nodes(m, type, doc, doc_len, &res->err);
-		return res->rc == 0;
+	if (type == MASTER_OP_PLAN) {
+		res->rc = rv_err_set(&res->err, -ENOTSUP, "", "no service applies operation %d",
+				     type);
+		return false;
 	}
-	res->rc = rv_err_set(&res->err, -ENOTSUP, "", "no service applies operation %d", type);
-	return false;
+	res->rc = nodetable_apply(m, type, doc, doc_len, &res->err);
+	return res->rc == 0;
 }
 
 /*
@@ -1719,6 +1722,9 @@ int state_open(struct master *m, struct rv_err *err)
 	pthread_cond_init(&m->durable_wake, NULL);
 	m->durable_head = NULL;
 	m->durable_tail = &m->durable_head;
+	/* the node table is the state's own: replayed with or without a node
+	 * manager */
+	m->svc.parts[MASTER_PART_NODES] = nodetable_part;
 	int rc = build_modules(m, err);
 	if (rc == 0)
 		rc = state_check_uid(m, err);

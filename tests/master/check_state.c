@@ -9,7 +9,8 @@
  * durable.  The state lock's holds: a long one is logged with its
  * holder's name, a wait on a condition ends the hold, a long wait names
  * the holder it waited for.  The node manager's wake is told after the
- * unlock.
+ * unlock.  A state opened without the node manager applies, journals and
+ * restores the node table.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +29,7 @@
 #include "log.h"
 #include "master.h"
 #include "nodemgr.h"
+#include "nodetable.h"
 #include "plans.h"
 #include "testutil.h"
 #include "unitmaster.h"
@@ -379,6 +381,68 @@ START_TEST(test_desired_changed_told_after_unlock)
 }
 END_TEST
 
+/* ---- the node table, the state's own ---- */
+
+/* A state opened by hand with plans_init only (no nodemgr_register). */
+static struct master *open_bare(int64_t snapshot_every)
+{
+	char state[96];
+	snprintf(state, sizeof(state), "%s/state", dir);
+	struct master *m = unitmaster_new(spec_json, state, 1, 2);
+	m->cfg.snapshot_every = snapshot_every;
+	plans_init(m);
+	struct rv_err err = { 0 };
+	ck_assert_msg(state_open(m, &err) == 0, "%s", err.msg);
+	return m;
+}
+
+/* Apply a node document and make it durable: its result code. */
+static int apply_node_doc(struct master *m, int type, const char *doc)
+{
+	struct master_result res;
+	int64_t seq = 0;
+	state_lock(m, "test");
+	int rc = state_apply(m, type, NULL, doc, strlen(doc), &res, &seq);
+	state_unlock(m);
+	ck_assert_msg(rc == 0, "node document refused: %d %s", rc, res.err.msg);
+	return state_sync(m, seq);
+}
+
+/* Without the node manager registered, a launch and an end are applied
+ * and journaled, and a reopened state (replay, or the snapshot with
+ * snapshot_every 1) has the node table back. */
+START_TEST(test_node_table_without_node_manager)
+{
+	int64_t every = _i == 0 ? 100000 : 1;
+	struct master *m = open_bare(every);
+	const char *launched =
+		"{\"name\":\"worker-0\",\"instance\":\"worker-0.1\",\"role\":\"worker\","
+		"\"host\":\"h1\",\"rank\":0,\"attempt\":1,\"restarts\":1,\"ooms\":0,"
+		"\"state\":\"launched\",\"hosts\":[{\"name\":\"h0\",\"crashes\":2,\"bad\":true}]}";
+	const char *ended = "{\"name\":\"worker-0\",\"instance\":\"worker-0.1\",\"state\":"
+			    "\"exited\",\"exit_code\":3}";
+	ck_assert_int_eq(apply_node_doc(m, MASTER_OP_NODE_LAUNCHED, launched), 0);
+	ck_assert_int_eq(apply_node_doc(m, MASTER_OP_NODE_ENDED, ended), 0);
+	if (every == 1) /* the reopened state loads it from the snapshot */
+		ck_assert_uint_ge(atomic_load(&m->snapshots), 1);
+	master_free(m);
+	m = open_bare(100000);
+	state_lock(m, "test");
+	ck_assert_int_eq(m->nnodes, 1);
+	const struct master_node *n = nodetable_find(m, "worker-0");
+	ck_assert_ptr_nonnull(n);
+	ck_assert_str_eq(n->instance, "worker-0.1");
+	ck_assert_int_eq(n->state, MASTER_NODE_EXITED);
+	ck_assert_int_eq(n->exit_code, 3);
+	ck_assert_int_eq(n->restarts, 1);
+	ck_assert_int_eq(m->nhosts, 1);
+	ck_assert_str_eq(m->hosts[0].name, "h0");
+	ck_assert(m->hosts[0].bad);
+	state_unlock(m);
+	master_free(m);
+}
+END_TEST
+
 static Suite *state_suite(void)
 {
 	TCase *tc = RV_TEST_TCASE("snapshot", 60, test_requests_answered_during_snapshot_write);
@@ -389,7 +453,11 @@ static Suite *state_suite(void)
 	tcase_add_checked_fixture(lock, setup, teardown);
 	TCase *fx = RV_TEST_TCASE("effects", 30, test_desired_changed_told_after_unlock);
 	tcase_add_checked_fixture(fx, setup, teardown);
-	return RV_TEST_SUITE("state", tc, lock, fx);
+	TCase *nt = tcase_create("nodetable");
+	tcase_set_timeout(nt, 30);
+	tcase_add_loop_test(nt, test_node_table_without_node_manager, 0, 2);
+	tcase_add_checked_fixture(nt, setup, teardown);
+	return RV_TEST_SUITE("state", tc, lock, fx, nt);
 }
 
 RV_TEST_MAIN(state_suite)
