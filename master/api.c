@@ -67,14 +67,14 @@ static int api_fail(struct rv_http_resp *resp, int rc, const struct rv_err *err)
 static int apply_op(struct master *m, int type, struct master_op *op, const void *doc, size_t len,
 		    struct master_result *res, int64_t *seq)
 {
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, state_op_name(type));
 	op->now_ms = state_now(m);
 	if (type == MASTER_OP_CKPT_REPORT) /* taken here, so that replay sees the same */
 		op->world_size = rdzv_last_world_size(m->rdzv);
 	int rc = state_apply(m, type, op, doc, len, res, seq);
 	if (type == MASTER_OP_JOIN || type == MASTER_OP_LEAVE || type == MASTER_OP_NETCHECK)
 		pthread_cond_signal(&m->timer_wake); /* deadlines moved */
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	return rc;
 }
 
@@ -300,7 +300,7 @@ static int api_world(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 	struct timespec ts;
 	rv_mono_timespec(&ts, until);
 	int grank = -1;
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "world");
 	for (;;) {
 		rc = rdzv_world(m->rdzv, node, round, w, &grank);
 		if (!world_parked(rc, watch) || m->stopping || wait == 0)
@@ -320,19 +320,19 @@ static int api_world(struct rv_http_req *req, struct rv_http_resp *resp, void *c
 				ww->next = m->world_waits;
 				m->world_waits = ww;
 				pthread_cond_signal(&m->timer_wake); /* an earlier deadline */
-				pthread_mutex_unlock(&m->lock);
+				state_unlock(m);
 				return 0;
 			}
 			resp->body = body;
 			free(ww);
 		}
-		if (pthread_cond_timedwait(&m->changed, &m->lock, &ts) == ETIMEDOUT) {
+		if (state_wait(m, &m->changed, &ts) == ETIMEDOUT) {
 			rc = rdzv_world(m->rdzv, node, round, w, &grank);
 			break;
 		}
 	}
 	char *json = world_reply(m, rc, round, w, grank);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	if (!json)
 		return -ENOMEM;
 	rv_http_resp_json(resp, 200, json);
@@ -367,7 +367,7 @@ static int api_heartbeat(struct rv_http_req *req, struct rv_http_resp *resp, voi
 	 * says must be durable. */
 	if (seq == 0)
 		seq = state_heartbeat_seq(m);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	if (rc < 0 && rc != -ENOENT)
 		return api_fail(resp, rc, &res.err);
 	if (rv_rest_reply(resp, 200, rv_heartbeat_reply_to_json(&out)) < 0)
@@ -485,9 +485,9 @@ static int api_ckpt_export(struct rv_http_req *req, struct rv_http_resp *resp, v
 		return api_fail(resp, rc, &err);
 	struct rv_buf b;
 	rv_buf_init(&b);
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "ckpt_export");
 	rc = state_ckpt_export(m, step, &b, &err);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	if (rc == 0 && rv_buf_failed(&b))
 		rc = -ENOMEM;
 	if (rc < 0) {
@@ -572,12 +572,12 @@ static int api_usage_list(struct rv_http_req *req, struct rv_http_resp *resp, vo
 	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
 	cJSON *arr = o ? cJSON_AddArrayToObject(o, "nodes") : NULL;
 	bool ok = arr != NULL;
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "usage_list");
 	for (int i = 0; ok && i < m->nagent_usage; i++) {
 		cJSON *it = rv_node_usage_to_json(&m->agent_usage[i]);
 		ok = it && cJSON_AddItemToArray(arr, it);
 	}
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	if (!ok || rv_rest_reply(resp, 200, RV_TAKE_PTR(o)) < 0)
 		rv_http_resp_error(resp, -ENOMEM, NULL);
 	return 0;
@@ -602,7 +602,7 @@ static int api_netcheck_join(struct rv_http_req *req, struct rv_http_resp *resp,
 	snprintf(op.node, sizeof(op.node), "%s", j.node);
 	struct master_result res;
 	int64_t seq = 0;
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "netcheck_join");
 	op.now_ms = state_now(m);
 	rc = state_apply(m, MASTER_OP_NETCHECK, &op, NULL, 0, &res, &seq);
 	struct rv_netcheck_joined out = { .check = m->netcheck.id,
@@ -610,7 +610,7 @@ static int api_netcheck_join(struct rv_http_req *req, struct rv_http_resp *resp,
 					  .nodes = m->netcheck.n };
 	if (seq > 0)
 		pthread_cond_signal(&m->timer_wake); /* a new deadline */
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	if (rc < 0)
 		api_fail(resp, rc, &res.err);
 	else if (rv_rest_reply(resp, 200, rv_netcheck_joined_to_json(&out)) < 0)
@@ -632,7 +632,7 @@ static int api_netcheck_group(struct rv_http_req *req, struct rv_http_resp *resp
 		return api_fail(resp, rc, &err);
 	struct rv_netcheck_group_reply out = { .round = (int)round, .status = RV_NETCHECK_WAIT };
 	struct netcheck_group g;
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "netcheck_group");
 	const struct netcheck_run *r = &m->netcheck;
 	out.check = r->id;
 	rc = netcheck_run_group(r, node, (int)round, &g);
@@ -642,7 +642,7 @@ static int api_netcheck_group(struct rv_http_req *req, struct rv_http_resp *resp
 		out.npeers++;
 		out.status = RV_NETCHECK_READY;
 	}
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	if (rc < 0)
 		return api_fail(resp,
 				rv_err_set(&err, -ENOENT, "node",
@@ -685,7 +685,7 @@ static int api_netcheck(struct rv_http_req *req, struct rv_http_resp *resp, void
 	(void)req;
 	struct master *m = ctx;
 	struct rv_netcheck_status st = { 0 };
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "netcheck");
 	const struct netcheck_run *r = &m->netcheck;
 	st.check = r->id;
 	st.world = r->world;
@@ -707,7 +707,7 @@ static int api_netcheck(struct rv_http_req *req, struct rv_http_resp *resp, void
 		o->time1_s = mb->res.ok[1] ? mb->res.time_s[1] : 0;
 	}
 	bool oom = r->n && !st.nodes;
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	if (oom)
 		return -ENOMEM;
 	cJSON *doc = rv_netcheck_status_to_json(&st);
@@ -759,7 +759,7 @@ static int api_stream(struct rv_http_req *req, struct rv_http_resp *resp, void *
 	if (!st)
 		return -ENOMEM;
 	snprintf(st->dataset, sizeof(st->dataset), "%s", m->spec.datasets[ds].name);
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "stream");
 	int ix = m->ds_index[ds];
 	for (int p = 0; p < stream_nparts(m->streams, ix) && p < RV_MAX_PARTITIONS; p++) {
 		struct stream_part_stats ps;
@@ -771,7 +771,7 @@ static int api_stream(struct rv_http_req *req, struct rv_http_resp *resp, void *
 		o->end_offset = ps.end;
 		o->doing = ps.doing;
 	}
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	if (rv_rest_reply(resp, 200, rv_stream_status_to_json(st)) < 0)
 		rv_http_resp_error(resp, -ENOMEM, NULL);
 	/* A producer may drop what is below a committed offset: say only what a
@@ -785,7 +785,7 @@ static void node_status(struct master *m, struct rv_job_status *out)
 	if (!m->nodemgr && m->nnodes == 0)
 		return; /* agents are started by someone else */
 	snprintf(out->job_state, sizeof(out->job_state), "%s",
-		 nodemgr_job_state_name(m->job_state));
+		 nodetable_job_state_name(m->job_state));
 	snprintf(out->job_reason, sizeof(out->job_reason), "%s", m->job_reason);
 	for (int i = 0; i < m->nnodes && out->nnode_list < RV_MAX_STATUS_NODES; i++) {
 		const struct master_node *n = &m->nodes[i];
@@ -794,7 +794,7 @@ static void node_status(struct master *m, struct rv_job_status *out)
 		snprintf(o->instance, sizeof(o->instance), "%s", n->instance);
 		snprintf(o->role, sizeof(o->role), "%s", n->role);
 		snprintf(o->host, sizeof(o->host), "%s", n->host);
-		snprintf(o->state, sizeof(o->state), "%s", nodemgr_node_state_name(n->state));
+		snprintf(o->state, sizeof(o->state), "%s", nodetable_node_state_name(n->state));
 		o->rank = n->rank;
 		o->pid = n->pid;
 		o->restarts = n->restarts;
@@ -875,7 +875,7 @@ static int api_job(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx
 	job_status(m, &js);
 	if (rdzv_current(m->rdzv, w) == RDZV_COMPLETE)
 		js.world_size = w->world_size;
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	return rv_rest_reply(resp, 200, rv_job_status_to_json(&js));
 }
 
@@ -907,7 +907,7 @@ static void stream_metrics(struct master *m, struct rv_buf *out)
 		"# TYPE rover_master_stream_lag gauge\n"
 	};
 	static const char *const name[2] = { "committed_offset", "lag" };
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "stream_metrics");
 	for (int k = 0; k < 2; k++) {
 		rv_buf_puts(out, help[k]);
 		for (int i = 0; i < m->spec.ndatasets; i++) {
@@ -924,7 +924,7 @@ static void stream_metrics(struct master *m, struct rv_buf *out)
 			}
 		}
 	}
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 }
 
 /* One histogram in seconds, name (..._seconds): n+1 bucket counts
@@ -948,6 +948,39 @@ static void histo_metrics(struct rv_buf *out, const char *name, const char *max_
 		      (unsigned long long)cum, max_name, max_name, max_name, (double)max_us / 1e6);
 }
 
+/* The state lock's holds by holder (state_lock's who): how many, their
+ * time and the longest, and the holds of STATE_LOCK_SLOW_MS or more. */
+static void holder_metrics(struct master *m, struct rv_buf *out)
+{
+	struct master_holder h[MASTER_HOLDERS];
+	int n = state_holders(m, h, MASTER_HOLDERS);
+	rv_buf_printf(out, "# HELP rover_master_state_lock_holder_holds_total Holds of the "
+			   "state lock by holder\n"
+			   "# TYPE rover_master_state_lock_holder_holds_total counter\n");
+	for (int i = 0; i < n; i++)
+		rv_buf_printf(out, "rover_master_state_lock_holder_holds_total{who=\"%s\"} %llu\n",
+			      h[i].who, (unsigned long long)h[i].n);
+	rv_buf_printf(out, "# HELP rover_master_state_lock_holder_seconds_total Time the "
+			   "state lock was held, by holder\n"
+			   "# TYPE rover_master_state_lock_holder_seconds_total counter\n");
+	for (int i = 0; i < n; i++)
+		rv_buf_printf(out,
+			      "rover_master_state_lock_holder_seconds_total{who=\"%s\"} %.6f\n",
+			      h[i].who, (double)h[i].sum_us / 1e6);
+	rv_buf_printf(out, "# HELP rover_master_state_lock_holder_max_seconds The longest "
+			   "hold of the state lock, by holder\n"
+			   "# TYPE rover_master_state_lock_holder_max_seconds gauge\n");
+	for (int i = 0; i < n; i++)
+		rv_buf_printf(out, "rover_master_state_lock_holder_max_seconds{who=\"%s\"} %.6f\n",
+			      h[i].who, (double)h[i].max_us / 1e6);
+	rv_buf_printf(out,
+		      "# HELP rover_master_state_lock_held_long_total Holds of the state lock "
+		      "of %d ms or more (each logged with its holder)\n"
+		      "# TYPE rover_master_state_lock_held_long_total counter\n"
+		      "rover_master_state_lock_held_long_total %llu\n",
+		      STATE_LOCK_SLOW_MS, (unsigned long long)atomic_load(&m->lock_holds_long));
+}
+
 /* The disk's and the state lock's share of a reply's time, and the
  * master's own stalls. */
 static void wait_metrics(struct master *m, const struct journal_stats *js, struct rv_buf *out)
@@ -965,6 +998,14 @@ static void wait_metrics(struct master *m, const struct journal_stats *js, struc
 		      "rover_master_state_lock_wait_max_seconds",
 		      "Waits for the state lock (heartbeats, GET /v1/job)", b,
 		      atomic_load(&m->lock_wait.sum_us), atomic_load(&m->lock_wait.max_us));
+	for (int i = 0; i <= JOURNAL_SYNC_BUCKETS; i++)
+		b[i] = atomic_load(&m->lock_hold.bucket[i]);
+	histo_metrics(out, "rover_master_state_lock_hold_seconds",
+		      "rover_master_state_lock_hold_max_seconds",
+		      "Holds of the state lock, by anyone (by holder: "
+		      "rover_master_state_lock_holder_*)",
+		      b, atomic_load(&m->lock_hold.sum_us), atomic_load(&m->lock_hold.max_us));
+	holder_metrics(m, out);
 	for (int i = 0; i <= JOURNAL_SYNC_BUCKETS; i++)
 		b[i] = atomic_load(&m->timer_late.bucket[i]);
 	histo_metrics(out, "rover_master_timer_late_seconds", "rover_master_timer_late_max_seconds",
@@ -1029,9 +1070,9 @@ static int api_metrics(struct rv_http_req *req, struct rv_http_resp *resp, void 
 		      (long long)js.fsyncs, (long long)js.records);
 	wait_metrics(m, &js, &out);
 	struct rv_job_status st;
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "metrics");
 	job_status(m, &st);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	rv_buf_printf(&out,
 		      "# HELP rover_master_round Current rendezvous round\n"
 		      "# TYPE rover_master_round gauge\nrover_master_round %lld\n"
@@ -1210,11 +1251,11 @@ int master_api_start(struct master *m, struct rv_err *err)
 	};
 	/* Before the first long-poll can park: the state and its timer reach
 	 * the parked ones only through these. */
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "master_api_start");
 	m->svc.world_poll = master_world_poll;
 	m->svc.world_deadline = master_world_deadline;
 	m->svc.world_lost = master_world_lost;
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	m->http = rv_rest_server_start(m->cfg.listen, &o, err);
 	return m->http ? 0 : (err && err->code ? err->code : -EIO);
 }

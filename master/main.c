@@ -411,11 +411,11 @@ static int run_start(struct master *m, int run_nodes)
 static void run_stop(struct master *m)
 {
 	/* Wake the long-polls first so the server's stop does not wait for them. */
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "run_stop");
 	m->stopping = true;
 	pthread_cond_broadcast(&m->changed);
 	master_world_poll(m);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	master_api_stop(m);
 	nodemgr_stop(m);
 	plans_stop(m);
@@ -453,9 +453,9 @@ static int run(int argc, char **argv)
 		rv_daemon_print_listening(m->cfg.listen, rv_http_server_port(m->http));
 		int sig = rv_daemon_wait(&sigs);
 		rv_log_info("shutting down", "signal=%d", sig);
-		pthread_mutex_lock(&m->lock);
+		state_lock(m, "run");
 		rc = m->job_state == MASTER_JOB_FAILED ? -ECANCELED : 0;
-		pthread_mutex_unlock(&m->lock);
+		state_unlock(m);
 	}
 	run_stop(m);
 	return rc;

@@ -17,6 +17,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "http.h"
 #include "journal.h"
@@ -104,6 +105,14 @@ struct master_heard {
 struct master_histo {
 	atomic_uint_least64_t bucket[JOURNAL_SYNC_BUCKETS + 1];
 	atomic_uint_least64_t sum_us, max_us;
+};
+
+/* The state lock's holds by holder (state_lock's who), for /metrics: at
+ * most MASTER_HOLDERS names, the rest counted under the last. */
+#define MASTER_HOLDERS 32
+struct master_holder {
+	const char *who; /* a string literal; NULL: free slot */
+	uint64_t n, sum_us, max_us;
 };
 
 /* Operation types: the journal record types (0 is the snapshot). */
@@ -199,7 +208,8 @@ struct master_result {
  * What an applied operation did that the services above the job state act
  * on (the planner, the node manager, the API's long-polls).  apply records
  * it and calls nobody; state_apply hands it to the services (m->svc) once
- * the operation is journaled.
+ * the operation is journaled: the planner and the parked long-polls under
+ * the lock, the wakes (desired_changed, m->changed) after state_unlock.
  */
 struct master_effects {
 	bool changed;              /* the state moved: long-polls look again */
@@ -222,17 +232,16 @@ enum { MASTER_PART_PLANS, MASTER_PART_NODES, MASTER_NPARTS }; /* the snapshot's 
 /*
  * The services above the job state, as they registered (plans_init,
  * nodemgr_register, master_api_start; NULL: none), so that state.c calls
- * nobody above it.  Every entry runs under m->lock: the services read the
- * state they react to, and state_apply's callers hold the lock.  The
- * operations' own (apply_nodes, apply_plan) and the snapshot's parts are
- * needed by the journal's replay: registered before state_open; the rest
- * may come later, under m->lock (the timer thread reads them).
+ * nobody above it.  Every entry runs under m->lock (the services read the
+ * state they react to, and state_apply's callers hold the lock) but
+ * desired_changed, which runs after state_unlock (or before a state_wait)
+ * and must not take the lock nor wait.  The
+ * planner's own operation (apply_plan) and its snapshot part are needed by
+ * the journal's replay: registered before state_open (plans_init); the
+ * node table's part is the state's own (nodetable.c, set by state_open);
+ * the rest may come later, under m->lock (the timer thread reads them).
  */
 struct master_services {
-	/* MASTER_OP_NODE_LAUNCHED/ENDED's document into the node table: 0 or
-	 * a negative errno with err */
-	int (*apply_nodes)(struct master *m, int type, const void *doc, size_t len,
-			   struct rv_err *err);
 	/* MASTER_OP_PLAN's document into m->desired: 1 changed, 0 not, or a
 	 * negative errno with err */
 	int (*apply_plan)(struct master *m, const void *doc, size_t len, struct rv_err *err);
@@ -241,7 +250,8 @@ struct master_services {
 	void (*after_op)(struct master *m, int type, const struct master_op *op);
 	/* the timer declared node dead for silence */
 	void (*node_lost)(struct master *m, const char *node);
-	/* m->desired.version moved */
+	/* m->desired.version moved: after the unlock, any thread (a stopping
+	 * service calls state_quiesce before freeing what this reaches) */
 	void (*desired_changed)(struct master *m);
 	/* the timer's and every change's look at parked world long-polls, the
 	 * earliest of their deadlines, the world watches found closed
@@ -303,8 +313,8 @@ struct master {
 	struct world_wait *world_waits;
 
 	/* Node manager (nodemgr.c).  Under lock: the job's nodes as journaled
-	 * (MASTER_OP_NODE_LAUNCHED/ENDED) with their last usage, and the job's
-	 * end.  oom_plan/oom_ctx: the OOM plan (nodes.h), nodes_alg_oom_plan
+	 * (MASTER_OP_NODE_LAUNCHED/ENDED, applied by nodetable.c) with their
+	 * last usage, and the job's end.  oom_plan/oom_ctx: the OOM plan (nodes.h), nodes_alg_oom_plan
 	 * when NULL; the brain link sets its own before nodemgr_start.
 	 * node_event (may be NULL): told every scheduler event and the action
 	 * taken, from the node thread, without the lock. */
@@ -340,6 +350,21 @@ struct master {
 	struct master_histo lock_wait, timer_late;
 	/* Each snapshot's hold of the state lock (serialising the state). */
 	struct master_histo snapshot_hold;
+	/* The state lock's holder, from state_lock to state_unlock (or a wait
+	 * on a condition, which releases it): its name (read by a waiter to
+	 * name who it waited for, hence atomic) and since when.  Every hold is
+	 * counted in lock_hold and per holder (holders, under lock); one of
+	 * STATE_LOCK_SLOW_MS or more is logged with its holder's name. */
+	_Atomic(const char *) lock_who;
+	int64_t lock_t0_us;
+	struct master_histo lock_hold;
+	struct master_holder holders[MASTER_HOLDERS];
+	atomic_uint_least64_t lock_holds_long;
+	/* Under lock: effects left for after the unlock (effects_deliver):
+	 * m->changed to broadcast, desired_changed to call; fx_out counts the
+	 * unlocks delivering them now (state_quiesce). */
+	bool fx_changed, fx_desired;
+	atomic_int fx_out;
 	bool snap_busy; /* under lock: a snapshot is being written */
 	/* Tests only: journal_opts.snapshot_step, set before state_open. */
 	void (*snapshot_step)(void *ctx, int step);
@@ -358,7 +383,9 @@ void state_close(struct master *m);
 int64_t state_now(struct master *m);
 /* Apply op of type under the lock; journal it when it changed the state.
  * *seq (may be NULL) gets the record's sequence number (0: nothing
- * journaled).  Returns the operation's result code (res->rc). */
+ * journaled).  The services are told what it did (struct master_effects):
+ * some now, the wakes at the caller's state_unlock.  Returns the
+ * operation's result code (res->rc). */
 int state_apply(struct master *m, int type, const struct master_op *op, const void *doc,
 		size_t doc_len, struct master_result *res, int64_t *seq);
 /* After unlocking: wait until seq is durable; a snapshot when due. */
@@ -375,9 +402,31 @@ int state_sync_err(const struct master *m, int rc, struct rv_err *err);
  * 500).  Returns 0 (resp is the reply or was
  * deferred). */
 int state_reply_durable(struct master *m, struct rv_http_resp *resp, int64_t seq, bool must_sync);
-/* Lock the state, timing the wait (m->lock_wait; a wait of a second or
- * more is logged, naming who waited). */
+/* A hold of the state lock this long or longer is logged (state_unlock). */
+#define STATE_LOCK_SLOW_MS 500
+/* Lock the state as who (a string literal naming the holder), timing the
+ * wait (m->lock_wait; a wait of a second or more is logged, naming who
+ * waited and who held the lock then).  Every m->lock goes through
+ * state_lock, state_unlock and state_wait, so the holder is always known. */
 void state_lock(struct master *m, const char *who);
+/* Unlock the state: the hold is counted under its holder's name
+ * (m->lock_hold, m->holders; one of STATE_LOCK_SLOW_MS or more is logged
+ * with the name and ms). */
+void state_unlock(struct master *m);
+/* pthread_cond_timedwait on m->lock (abstime NULL: pthread_cond_wait): the
+ * wait releases the lock, so the hold ends before it and a new one of the
+ * same holder starts after.  Returns pthread_cond_timedwait's code. */
+int state_wait(struct master *m, pthread_cond_t *cond, const struct timespec *abstime);
+/* Wait until no unlock is delivering effects (desired_changed) any more:
+ * a service that stopped taking them (its entry made a no-op under the
+ * lock) calls it before freeing what its entry reached. */
+void state_quiesce(struct master *m);
+/* The operation type's name (a string literal; "op" when unknown), for a
+ * holder of the lock that applies one. */
+const char *state_op_name(int type);
+/* Copy the per-holder counts out (under the lock: takes it as "metrics");
+ * returns how many. */
+int state_holders(struct master *m, struct master_holder *out, int max);
 /* Count us in h. */
 void state_histo_add(struct master_histo *h, int64_t us);
 /* Under the lock: the sequence number a heartbeat's reply must be durable

@@ -186,9 +186,9 @@ static struct prev *prev_get(struct nodelink_usage *t, const char *instance)
 
 int nodelink_usage_report(struct master *m, struct nodelink_usage *t)
 {
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "nodelink_usage_report");
 	int cap = m->nnodes;
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	if (cap <= 0)
 		return 0;
 	struct sweep s = { .cap = cap };
@@ -247,19 +247,19 @@ int nodelink_agent_usage(struct master *m, const struct rv_node_usage *u)
 	struct rv_node_usage kept = *u;
 	if (kept.ts_ms <= 0)
 		kept.ts_ms = rv_now_ms();
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "nodelink_agent_usage");
 	int i = 0;
 	while (i < m->nagent_usage && strcmp(m->agent_usage[i].node, u->node) != 0)
 		i++;
 	if (i == m->nagent_usage) {
 		if (i >= MASTER_USAGE_MAX) {
-			pthread_mutex_unlock(&m->lock);
+			state_unlock(m);
 			return -ENOSPC;
 		}
 		struct rv_node_usage *v =
 			realloc(m->agent_usage, (size_t)(i + 1) * sizeof(*m->agent_usage));
 		if (!v) {
-			pthread_mutex_unlock(&m->lock);
+			state_unlock(m);
 			return -ENOMEM;
 		}
 		m->agent_usage = v;
@@ -273,7 +273,7 @@ int nodelink_agent_usage(struct master *m, const struct rv_node_usage *u)
 	for (int k = 0; k < m->nnodes; k++)
 		if (!strcmp(m->nodes[k].name, u->node))
 			rank = m->nodes[k].rank;
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	/* to the planner as the node manager's samples go (the brain's sample
 	 * has no GPU field: GPU memory stays in GET /v1/usage) */
 	struct plans_usage pu = {

@@ -6,7 +6,7 @@
  * changed, stop) with a timeout for the next usage sample or the job's end.
  * The node table m->nodes mirrors the policy for readers and the journal:
  * it changes only through journaled documents applied under m->lock
- * (nodemgr_apply), except pid, state RUNNING and usage, which a restart
+ * (nodetable_apply, nodetable.c), except pid, state RUNNING and usage, which a restart
  * does not need.  Order on a node's end: journal the end, then LEAVE its
  * name unless it succeeded (its shards go back to TODO and the rendezvous
  * re-forms at once), then the relaunch, journaled before it is asked of
@@ -68,20 +68,6 @@ struct nodemgr {
 	struct sched_resources shape; /* the backend's largest node, 0s: not known */
 };
 
-static const char *const job_state_names[] = { "running", "succeeded", "failed" };
-static const char *const node_state_names[] = { "launched", "running", "exited", "succeeded",
-						"failed" };
-
-const char *nodemgr_job_state_name(enum master_job_state s)
-{
-	return (unsigned)s < RV_ARRAY_SIZE(job_state_names) ? job_state_names[s] : "?";
-}
-
-const char *nodemgr_node_state_name(enum master_node_state s)
-{
-	return (unsigned)s < RV_ARRAY_SIZE(node_state_names) ? node_state_names[s] : "?";
-}
-
 static int name_index(const char *const *names, size_t n, const char *s)
 {
 	for (size_t i = 0; s && i < n; i++)
@@ -140,353 +126,19 @@ int nodemgr_wanted(const struct master_cfg *cfg, const struct rv_job_spec *spec,
 	return 1;
 }
 
-/* ---- the table: journaled documents, under m->lock ---- */
-
-static struct master_node *table_find(struct master *m, const char *name)
-{
-	for (int i = 0; name && i < m->nnodes; i++)
-		if (!strcmp(m->nodes[i].name, name))
-			return &m->nodes[i];
-	return NULL;
-}
-
-static struct master_node *table_get(struct master *m, const char *name)
-{
-	struct master_node *n = table_find(m, name);
-	if (n)
-		return n;
-	if (m->nnodes == m->capnodes) {
-		int cap = m->capnodes ? m->capnodes * 2 : 16;
-		struct master_node *v = realloc(m->nodes, (size_t)cap * sizeof(*v));
-		if (!v)
-			return NULL;
-		m->nodes = v;
-		m->capnodes = cap;
-	}
-	n = &m->nodes[m->nnodes++];
-	memset(n, 0, sizeof(*n));
-	snprintf(n->name, sizeof(n->name), "%s", name);
-	return n;
-}
-
-static cJSON *node_to_json(const struct master_node *n)
-{
-	cJSON *o = cJSON_CreateObject();
-	if (!o)
-		return NULL;
-	cJSON_AddStringToObject(o, "name", n->name);
-	cJSON_AddStringToObject(o, "instance", n->instance);
-	cJSON_AddStringToObject(o, "role", n->role);
-	cJSON_AddStringToObject(o, "host", n->host);
-	if (n->left[0])
-		cJSON_AddStringToObject(o, "left", n->left);
-	cJSON_AddNumberToObject(o, "rank", n->rank);
-	cJSON_AddNumberToObject(o, "attempt", n->attempt);
-	cJSON_AddNumberToObject(o, "restarts", n->restarts);
-	cJSON_AddNumberToObject(o, "ooms", n->ooms);
-	cJSON_AddStringToObject(o, "state", nodemgr_node_state_name(n->state));
-	cJSON_AddNumberToObject(o, "cpu", n->res.cpu);
-	cJSON_AddNumberToObject(o, "memory_mb", (double)n->res.memory_mb);
-	cJSON_AddNumberToObject(o, "gpu", n->res.gpu);
-	cJSON_AddNumberToObject(o, "exit_code", n->exit_code);
-	cJSON_AddNumberToObject(o, "signal", n->signal);
-	if (n->plan > 0)
-		cJSON_AddNumberToObject(o, "plan", (double)n->plan);
-	if (n->pid > 0) {
-		cJSON_AddNumberToObject(o, "pid", n->pid);
-		cJSON_AddNumberToObject(o, "start", (double)n->start_ticks);
-	}
-	return o;
-}
-
-static int node_from_json(const cJSON *o, struct master_node *n, struct rv_err *err)
-{
-	char state[16] = "";
-	int64_t rank, attempt, restarts, ooms, mem = 0, gpu = 0, code = 0, sig = 0;
-	int64_t pid = 0, start = 0, plan = 0;
-	double cpu = 0;
-	int rc;
-	memset(n, 0, sizeof(*n));
-	if ((rc = rv_json_get_string(o, "name", "node", true, n->name, sizeof(n->name), err)) < 0 ||
-	    (rc = rv_json_get_string(o, "instance", "node", true, n->instance, sizeof(n->instance),
-				     err)) < 0 ||
-	    (rc = rv_json_get_string(o, "role", "node", true, n->role, sizeof(n->role), err)) < 0 ||
-	    (rc = rv_json_get_string(o, "host", "node", false, n->host, sizeof(n->host), err)) <
-		    0 ||
-	    (rc = rv_json_get_string(o, "left", "node", false, n->left, sizeof(n->left), err)) <
-		    0 ||
-	    (rc = rv_json_get_int(o, "rank", "node", true, 0, INT_MAX, &rank, err)) < 0 ||
-	    (rc = rv_json_get_int(o, "attempt", "node", true, 0, INT_MAX, &attempt, err)) < 0 ||
-	    (rc = rv_json_get_int(o, "restarts", "node", true, 0, INT_MAX, &restarts, err)) < 0 ||
-	    (rc = rv_json_get_int(o, "ooms", "node", true, 0, INT_MAX, &ooms, err)) < 0 ||
-	    (rc = rv_json_get_string(o, "state", "node", true, state, sizeof(state), err)) < 0 ||
-	    (rc = rv_json_get_double(o, "cpu", "node", false, 0, 1e6, &cpu, err)) < 0 ||
-	    (rc = rv_json_get_int(o, "memory_mb", "node", false, 0, INT64_MAX, &mem, err)) < 0 ||
-	    (rc = rv_json_get_int(o, "gpu", "node", false, 0, INT_MAX, &gpu, err)) < 0 ||
-	    (rc = rv_json_get_int(o, "exit_code", "node", false, INT_MIN, INT_MAX, &code, err)) <
-		    0 ||
-	    (rc = rv_json_get_int(o, "signal", "node", false, 0, INT_MAX, &sig, err)) < 0 ||
-	    (rc = rv_json_get_int(o, "pid", "node", false, 0, INT_MAX, &pid, err)) < 0 ||
-	    (rc = rv_json_get_int(o, "start", "node", false, 0, INT64_MAX, &start, err)) < 0 ||
-	    (rc = rv_json_get_int(o, "plan", "node", false, 0, INT64_MAX, &plan, err)) < 0)
-		return rc;
-	int st = name_index(node_state_names, RV_ARRAY_SIZE(node_state_names), state);
-	if (st < 0)
-		return rv_err_set(err, -EINVAL, "node.state", "unknown node state \"%s\"", state);
-	n->rank = (int)rank;
-	n->attempt = (int)attempt;
-	n->restarts = (int)restarts;
-	n->ooms = (int)ooms;
-	n->state = (enum master_node_state)st;
-	n->res = (struct sched_resources){ .cpu = cpu, .memory_mb = mem, .gpu = (int)gpu };
-	n->exit_code = (int)code;
-	n->signal = (int)sig;
-	n->pid = (int)pid;
-	n->start_ticks = start;
-	n->plan = plan;
-	return 0;
-}
-
-/* The charged hosts as a "hosts" member of doc: [{name, crashes, bad}]. */
-static void hosts_to_json(const struct nodes_host *h, int n, cJSON *doc)
-{
-	cJSON *arr = doc ? cJSON_AddArrayToObject(doc, "hosts") : NULL;
-	for (int i = 0; arr && i < n; i++) {
-		cJSON *o = cJSON_CreateObject();
-		if (!o)
-			return;
-		cJSON_AddStringToObject(o, "name", h[i].name);
-		cJSON_AddNumberToObject(o, "crashes", h[i].crashes);
-		cJSON_AddBoolToObject(o, "bad", h[i].bad);
-		cJSON_AddItemToArray(arr, o);
-	}
-}
-
-/* The nodes charged for network check m->nc_check as a "netcheck_charged"
- * member of doc: {check, nodes: [names]} (none charged: no member). */
-static void charged_to_json(const struct master *m, cJSON *doc)
-{
-	cJSON *o = doc && m->nc_nnamed > 0 ? cJSON_AddObjectToObject(doc, "netcheck_charged")
-					   : NULL;
-	cJSON *arr = o ? cJSON_AddArrayToObject(o, "nodes") : NULL;
-	if (!arr)
-		return;
-	cJSON_AddNumberToObject(o, "check", (double)m->nc_check);
-	for (int i = 0; i < m->nc_nnamed; i++)
-		cJSON_AddItemToArray(arr, cJSON_CreateString(m->nc_named[i]));
-}
-
-/* doc's "netcheck_charged" member, when there is one, replaces m's. */
-static int charged_from_json(struct master *m, const cJSON *doc, struct rv_err *err)
-{
-	const cJSON *o = cJSON_GetObjectItem(doc, "netcheck_charged");
-	if (!o)
-		return 0;
-	int64_t check;
-	int rc = rv_json_get_int(o, "check", "netcheck_charged", true, 0, INT64_MAX, &check, err);
-	const cJSON *arr = rc < 0 ? NULL : cJSON_GetObjectItem(o, "nodes");
-	if (rc < 0)
-		return rc;
-	if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) > (int)RV_ARRAY_SIZE(m->nc_named))
-		return rv_err_set(err, -EINVAL, "netcheck_charged.nodes",
-				  "netcheck_charged.nodes must be an array of at most %d names",
-				  (int)RV_ARRAY_SIZE(m->nc_named));
-	char v[RV_ARRAY_SIZE(m->nc_named)][SCHED_NAME_MAX];
-	int n = 0;
-	const cJSON *it;
-	cJSON_ArrayForEach(it, arr)
-	{
-		if (!cJSON_IsString(it) || strlen(it->valuestring) >= SCHED_NAME_MAX)
-			return rv_err_set(err, -EINVAL, "netcheck_charged.nodes",
-					  "netcheck_charged.nodes must hold node names");
-		snprintf(v[n++], SCHED_NAME_MAX, "%s", it->valuestring);
-	}
-	memcpy(m->nc_named, v, sizeof(v[0]) * (size_t)n);
-	m->nc_nnamed = n;
-	m->nc_check = check;
-	return 0;
-}
-
-/* doc's "hosts" member, when there is one, replaces m->hosts (and its
- * "netcheck_charged", m's nodes charged for a check). */
-static int hosts_from_json(struct master *m, const cJSON *doc, struct rv_err *err)
-{
-	int crc = charged_from_json(m, doc, err);
-	if (crc < 0)
-		return crc;
-	const cJSON *arr = cJSON_GetObjectItem(doc, "hosts");
-	if (!arr)
-		return 0;
-	if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) > NODES_MAX_HOSTS)
-		return rv_err_set(err, -EINVAL, "hosts", "hosts must be an array of at most %d",
-				  NODES_MAX_HOSTS);
-	struct nodes_host v[NODES_MAX_HOSTS];
-	int n = 0, rc;
-	const cJSON *it;
-	cJSON_ArrayForEach(it, arr)
-	{
-		int64_t crashes;
-		struct nodes_host *h = &v[n++];
-		memset(h, 0, sizeof(*h));
-		if ((rc = rv_json_get_string(it, "name", "hosts", true, h->name, sizeof(h->name),
-					     err)) < 0 ||
-		    (rc = rv_json_get_int(it, "crashes", "hosts", true, 0, INT_MAX, &crashes,
-					  err)) < 0 ||
-		    (rc = rv_json_get_bool(it, "bad", "hosts", false, &h->bad, err)) < 0)
-			return rc;
-		h->crashes = (int)crashes;
-	}
-	memcpy(m->hosts, v, sizeof(v[0]) * (size_t)n);
-	m->nhosts = n;
-	return 0;
-}
-
-static int apply_job(struct master *m, const cJSON *doc, struct rv_err *err)
-{
-	char job[16] = "";
-	int rc = rv_json_get_string(doc, "job", "", false, job, sizeof(job), err);
-	if (rc < 0 || !job[0])
-		return rc;
-	int st = name_index(job_state_names, RV_ARRAY_SIZE(job_state_names), job);
-	if (st < 0)
-		return rv_err_set(err, -EINVAL, "job", "unknown job state \"%s\"", job);
-	m->job_state = (enum master_job_state)st;
-	return rv_json_get_string(doc, "reason", "", false, m->job_reason, sizeof(m->job_reason),
-				  err);
-}
-
-int nodemgr_apply(struct master *m, int type, const void *data, size_t len, struct rv_err *err)
-{
-	RV_CLEANUP_CJSON cJSON *doc = rv_json_parse(data, len, err);
-	if (!doc)
-		return -EINVAL;
-	if (type == MASTER_OP_NODE_LAUNCHED) {
-		struct master_node v;
-		int rc = node_from_json(doc, &v, err);
-		if (rc < 0)
-			return rc;
-		if ((rc = hosts_from_json(m, doc, err)) < 0)
-			return rc;
-		struct master_node *n = table_get(m, v.name);
-		if (!n)
-			return rv_err_set(err, -ENOMEM, "", "out of memory");
-		*n = v;
-		return 0;
-	}
-	char name[SCHED_NAME_MAX] = "", inst[SCHED_NAME_MAX] = "", state[16] = "";
-	int64_t code = 0, sig = 0;
-	bool removed = false;
-	int rc;
-	if ((rc = rv_json_get_string(doc, "name", "", false, name, sizeof(name), err)) < 0 ||
-	    (rc = rv_json_get_string(doc, "instance", "", false, inst, sizeof(inst), err)) < 0 ||
-	    (rc = rv_json_get_string(doc, "state", "", false, state, sizeof(state), err)) < 0 ||
-	    (rc = rv_json_get_bool(doc, "removed", "", false, &removed, err)) < 0 ||
-	    (rc = rv_json_get_int(doc, "exit_code", "", false, INT_MIN, INT_MAX, &code, err)) < 0 ||
-	    (rc = rv_json_get_int(doc, "signal", "", false, 0, INT_MAX, &sig, err)) < 0 ||
-	    (rc = hosts_from_json(m, doc, err)) < 0)
-		return rc;
-	struct master_node *n = table_find(m, name);
-	if (n && !strcmp(n->instance, inst)) {
-		if (removed) {
-			*n = m->nodes[--m->nnodes];
-		} else {
-			int st = name_index(node_state_names, RV_ARRAY_SIZE(node_state_names),
-					    state);
-			if (st < 0)
-				return rv_err_set(err, -EINVAL, "state",
-						  "unknown node state \"%s\"", state);
-			n->state = (enum master_node_state)st;
-			n->exit_code = (int)code;
-			n->signal = (int)sig;
-			n->pid = 0;
-			/* its heartbeats end with it; its peers finish too */
-			if (n->state == MASTER_NODE_SUCCEEDED)
-				rdzv_done(m->rdzv, name);
-		}
-	}
-	return apply_job(m, doc, err);
-}
-
-void nodemgr_snapshot_save(const struct master *m, struct rv_buf *out)
-{
-	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
-	if (!o) {
-		rv_buf_puts(out, ",\"nodemgr\":null");
-		return;
-	}
-	cJSON *nodes = cJSON_AddArrayToObject(o, "nodes");
-	for (int i = 0; i < m->nnodes; i++)
-		cJSON_AddItemToArray(nodes, node_to_json(&m->nodes[i]));
-	hosts_to_json(m->hosts, m->nhosts, o);
-	charged_to_json(m, o);
-	cJSON_AddStringToObject(o, "job", nodemgr_job_state_name(m->job_state));
-	cJSON_AddStringToObject(o, "reason", m->job_reason);
-	RV_CLEANUP_FREE char *s = rv_json_print(o);
-	rv_buf_printf(out, ",\"nodemgr\":%s", s ? s : "null");
-}
-
-int nodemgr_snapshot_load(struct master *m, const cJSON *o, struct rv_err *err)
-{
-	if (!o || !cJSON_IsObject(o))
-		return 0;
-	m->nnodes = 0;
-	const cJSON *it;
-	cJSON_ArrayForEach(it, cJSON_GetObjectItem(o, "nodes"))
-	{
-		struct master_node v;
-		int rc = node_from_json(it, &v, err);
-		if (rc < 0)
-			return -EUCLEAN;
-		struct master_node *n = table_get(m, v.name);
-		if (!n)
-			return rv_err_set(err, -ENOMEM, "", "out of memory");
-		*n = v;
-	}
-	m->nhosts = 0;
-	m->nc_check = 0;
-	m->nc_nnamed = 0;
-	if (hosts_from_json(m, o, err) < 0)
-		return -EUCLEAN;
-	return apply_job(m, o, err) < 0 ? -EUCLEAN : 0;
-}
-
-void nodemgr_release(struct master *m)
-{
-	free(m->nodes);
-	m->nodes = NULL;
-	m->nnodes = m->capnodes = 0;
-}
-
-static int nodemgr_part_save(const struct master *m, struct rv_buf *out)
-{
-	nodemgr_snapshot_save(m, out);
-	return 0;
-}
-
-static int nodemgr_part_load(struct master *m, const cJSON *extra, struct rv_err *err)
-{
-	return nodemgr_snapshot_load(m, cJSON_GetObjectItem(extra, "nodemgr"), err);
-}
-
 void nodemgr_register(struct master *m)
 {
-	m->svc.apply_nodes = nodemgr_apply;
-	m->svc.parts[MASTER_PART_NODES] = (struct master_part){
-		.save = nodemgr_part_save,
-		.load = nodemgr_part_load,
-		.release = nodemgr_release,
-	};
 	m->svc.desired_changed = nodemgr_wake;
 }
 
 int nodemgr_usage_each(struct master *m, void (*fn)(void *ctx, const struct master_node *n),
 		       void *ctx)
 {
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "nodemgr_usage_each");
 	int n = m->nnodes;
 	for (int i = 0; i < n; i++)
 		fn(ctx, &m->nodes[i]);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	return n;
 }
 
@@ -499,10 +151,10 @@ static cJSON *doc_add_hosts(struct nodemgr *nm, cJSON *doc)
 	struct nodes_host h[NODES_MAX_HOSTS];
 	int n = nodes_hosts(nm->nodes, h, NODES_MAX_HOSTS);
 	if (n > 0)
-		hosts_to_json(h, n < NODES_MAX_HOSTS ? n : NODES_MAX_HOSTS, doc);
-	pthread_mutex_lock(&nm->m->lock);
-	charged_to_json(nm->m, doc);
-	pthread_mutex_unlock(&nm->m->lock);
+		nodetable_hosts_to_json(h, n < NODES_MAX_HOSTS ? n : NODES_MAX_HOSTS, doc);
+	state_lock(nm->m, "doc_add_hosts");
+	nodetable_charged_to_json(nm->m, doc);
+	state_unlock(nm->m);
 	return doc;
 }
 
@@ -516,9 +168,9 @@ static int journal_doc(struct master *m, int type, cJSON *doc)
 		return -ENOMEM;
 	struct master_result res;
 	int64_t seq = 0;
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, state_op_name(type));
 	int rc = state_apply(m, type, NULL, s, strlen(s), &res, &seq);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	if (rc < 0) {
 		char q[600];
 		rv_log_error("could not journal a node change", "type=%d reason=%s", type,
@@ -536,10 +188,10 @@ static void node_leave(struct master *m, const char *name)
 	struct master_result res;
 	int64_t seq = 0;
 	snprintf(op.node, sizeof(op.node), "%s", name);
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "node_leave");
 	op.now_ms = state_now(m);
 	state_apply(m, MASTER_OP_LEAVE, &op, NULL, 0, &res, &seq);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	state_sync(m, seq);
 }
 
@@ -644,16 +296,17 @@ static void launch(struct nodemgr *nm, const char *base, const struct nodes_info
 				 .res = res,
 				 .state = MASTER_NODE_LAUNCHED };
 	/* the plan that last relaunched the node stays with it */
-	pthread_mutex_lock(&m->lock);
-	const struct master_node *was = table_find(m, base);
+	state_lock(m, "launch");
+	const struct master_node *was = nodetable_find(m, base);
 	v.plan = was ? was->plan : 0;
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	snprintf(v.name, sizeof(v.name), "%s", base);
 	snprintf(v.instance, sizeof(v.instance), "%s", ni->name);
 	snprintf(v.role, sizeof(v.role), "%s", ni->role);
 	snprintf(v.host, sizeof(v.host), "%s", ni->host);
 	snprintf(v.left, sizeof(v.left), "%s", ni->left);
-	if (journal_doc(m, MASTER_OP_NODE_LAUNCHED, doc_add_hosts(nm, node_to_json(&v))) < 0)
+	if (journal_doc(m, MASTER_OP_NODE_LAUNCHED, doc_add_hosts(nm, nodetable_node_to_json(&v))) <
+	    0)
 		return; /* the journal failed: the master cannot carry on safely */
 
 	struct launch_spec ls;
@@ -683,20 +336,20 @@ static void launch(struct nodemgr *nm, const char *base, const struct nodes_info
 static void remove_all(struct nodemgr *nm)
 {
 	struct master *m = nm->m;
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "remove_all");
 	for (int i = 0; i < m->nnodes; i++) {
 		const struct master_node *n = &m->nodes[i];
 		if (n->state == MASTER_NODE_LAUNCHED || n->state == MASTER_NODE_RUNNING)
 			sched_remove(nm->sched, n->instance, (int)m->cfg.node_stop_grace_ms);
 	}
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 }
 
 static void job_end(struct nodemgr *nm, enum master_job_state st, const char *reason)
 {
 	struct master *m = nm->m;
 	cJSON *doc = cJSON_CreateObject();
-	cJSON_AddStringToObject(doc, "job", nodemgr_job_state_name(st));
+	cJSON_AddStringToObject(doc, "job", nodetable_job_state_name(st));
 	cJSON_AddStringToObject(doc, "reason", reason ? reason : "");
 	journal_doc(m, MASTER_OP_NODE_ENDED, doc);
 	struct nodes_status ns;
@@ -705,7 +358,7 @@ static void job_end(struct nodemgr *nm, enum master_job_state st, const char *re
 	rv_log_info("job finished",
 		    "state=%s nodes=%d succeeded=%d restarts=%d oom_relaunches=%d bad_hosts=%d "
 		    "linger_s=%lld reason=%s",
-		    nodemgr_job_state_name(st), ns.nodes, ns.succeeded, ns.restarts,
+		    nodetable_job_state_name(st), ns.nodes, ns.succeeded, ns.restarts,
 		    ns.oom_relaunches, ns.bad_hosts, m->cfg.job_linger_s,
 		    rv_log_q(q, sizeof(q), reason ? reason : ""));
 	plans_job_end(m, st == MASTER_JOB_SUCCEEDED, reason);
@@ -739,7 +392,7 @@ static struct pending *pending_find(struct nodemgr *nm, const char *name)
 static bool data_finished(struct master *m)
 {
 	bool all = m->spec.ndatasets > 0;
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "data_finished");
 	/* A streaming dataset never finishes: such a job ends by its nodes. */
 	for (int i = 0; i < m->spec.ndatasets; i++) {
 		struct shard_stats ss = { .finished = false };
@@ -747,7 +400,7 @@ static bool data_finished(struct master *m)
 			shard_stats(m->shards, m->ds_index[i], &ss);
 		all = all && ss.finished;
 	}
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	return all;
 }
 
@@ -765,11 +418,11 @@ static void relaunch_pending(struct nodemgr *nm, const char *base, const struct 
 	if (rc < 0 || nodes_get(nm->nodes, base, &ni) < 0)
 		return;
 	if (pd->plan > 0) {
-		pthread_mutex_lock(&m->lock);
-		struct master_node *t = table_find(m, base);
+		state_lock(m, "relaunch_pending");
+		struct master_node *t = nodetable_find(m, base);
 		if (t && t->plan < pd->plan)
 			t->plan = pd->plan;
-		pthread_mutex_unlock(&m->lock);
+		state_unlock(m);
 	}
 	char q[600];
 	rv_log_info(pd->replace ? "node replaced" : "node relaunched with new resources",
@@ -790,7 +443,7 @@ static void netcheck_charge(struct nodemgr *nm, const char *base, const struct s
 	if (ev->type != SCHED_EV_EXITED || ev->removed || ev->lost ||
 	    (ev->exit_code == 0 && !ev->signal) || nodes_get(nm->nodes, base, &ni) < 0)
 		return;
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "netcheck_charge");
 	const struct netcheck_run *r = &m->netcheck;
 	int i = r->state == NETCHECK_DONE ? netcheck_run_member(r, base) : -ENOENT;
 	int verdict = i >= 0 ? r->m[i].verdict : NETCHECK_OK;
@@ -805,7 +458,7 @@ static void netcheck_charge(struct nodemgr *nm, const char *base, const struct s
 		if (!again && m->nc_nnamed < (int)RV_ARRAY_SIZE(m->nc_named))
 			snprintf(m->nc_named[m->nc_nnamed++], SCHED_NAME_MAX, "%s", base);
 	}
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	if (verdict == NETCHECK_OK || again)
 		return;
 	const char *host = ev->host[0] ? ev->host : ni.host;
@@ -826,7 +479,7 @@ static void on_event(struct nodemgr *nm, const struct sched_event *ev)
 	bool current = false;
 	enum master_node_state was = MASTER_NODE_LAUNCHED;
 	struct master_node started = { .pid = 0 };
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "on_event");
 	for (int i = 0; i < m->nnodes; i++) {
 		struct master_node *n = &m->nodes[i];
 		if (strcmp(n->instance, ev->name) != 0)
@@ -841,11 +494,11 @@ static void on_event(struct nodemgr *nm, const struct sched_event *ev)
 			started = *n;
 		}
 	}
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	/* A node that outlives us is adopted by the next master: journal its
 	 * pid and start time. */
 	if (nm->detach && started.pid > 0 && started.start_ticks > 0)
-		journal_doc(m, MASTER_OP_NODE_LAUNCHED, node_to_json(&started));
+		journal_doc(m, MASTER_OP_NODE_LAUNCHED, nodetable_node_to_json(&started));
 
 	/* An adopted node's status is lost: it finished when the data did. */
 	struct sched_event adopted;
@@ -879,7 +532,7 @@ static void on_event(struct nodemgr *nm, const struct sched_event *ev)
 	cJSON *doc = cJSON_CreateObject();
 	cJSON_AddStringToObject(doc, "name", base);
 	cJSON_AddStringToObject(doc, "instance", ev->name);
-	cJSON_AddStringToObject(doc, "state", nodemgr_node_state_name(st));
+	cJSON_AddStringToObject(doc, "state", nodetable_node_state_name(st));
 	cJSON_AddBoolToObject(doc, "removed", forget);
 	cJSON_AddNumberToObject(doc, "exit_code", ev->exit_code);
 	cJSON_AddNumberToObject(doc, "signal", ev->signal);
@@ -931,14 +584,14 @@ struct table_view {
 /* Take the view under the lock.  0 or -ENOMEM. */
 static int table_copy(struct master *m, struct table_view *v)
 {
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "table_copy");
 	v->nn = m->nnodes;
 	v->d = m->desired;
 	v->js = m->job_state;
 	v->nodes = malloc(sizeof(*v->nodes) * (size_t)(v->nn ? v->nn : 1));
 	if (v->nodes && v->nn)
 		memcpy(v->nodes, m->nodes, sizeof(*v->nodes) * (size_t)v->nn);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	return v->nodes ? 0 : -ENOMEM;
 }
 
@@ -983,11 +636,11 @@ static bool plan_relaunch(struct nodemgr *nm, const struct master_desired *d,
 	p->plan = d->act_plan;
 	/* asked once per plan, also when this view is taken again before the
 	 * node exited */
-	pthread_mutex_lock(&m->lock);
-	struct master_node *t = table_find(m, n->name);
+	state_lock(m, "plan_relaunch");
+	struct master_node *t = nodetable_find(m, n->name);
 	if (t && t->plan < d->act_plan)
 		t->plan = d->act_plan;
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	rv_log_info(p->replace ? "node to be replaced" : "node to be migrated",
 		    "node=%s instance=%s plan=%" PRId64 " memory_mb=%" PRId64 " cpu=%g", n->name,
 		    n->instance, d->act_plan, p->res.memory_mb, p->res.cpu);
@@ -1060,11 +713,11 @@ static void reconcile(struct nodemgr *nm)
 				    n->name, res.memory_mb, res.cpu, rc);
 			if (rc == 0) {
 				nodes_set_resources(nm->nodes, n->name, &res);
-				pthread_mutex_lock(&m->lock);
-				struct master_node *t = table_find(m, n->name);
+				state_lock(m, "reconcile");
+				struct master_node *t = nodetable_find(m, n->name);
 				if (t)
 					t->res = res;
-				pthread_mutex_unlock(&m->lock);
+				state_unlock(m);
 			} else if ((rc == -EOPNOTSUPP || rc == -EBUSY) &&
 				   nm->npend < (int)RV_ARRAY_SIZE(nm->pend)) {
 				struct pending *p = &nm->pend[nm->npend++];
@@ -1109,10 +762,10 @@ static void restore_hosts(struct nodemgr *nm)
 {
 	struct master *m = nm->m;
 	struct nodes_host h[NODES_MAX_HOSTS];
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "restore_hosts");
 	int n = m->nhosts;
 	memcpy(h, m->hosts, sizeof(h[0]) * (size_t)n);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	for (int i = 0; i < n; i++) {
 		nodes_host_restore(nm->nodes, h[i].name, h[i].crashes, h[i].bad);
 		rv_log_info("charged host restored", "host=%s crashes=%d bad=%d", h[i].name,
@@ -1143,7 +796,7 @@ static void restore(struct nodemgr *nm)
 	if (js != MASTER_JOB_RUNNING) {
 		char q[600];
 		rv_log_info("job already finished", "state=%s reason=%s",
-			    nodemgr_job_state_name(js), rv_log_q(q, sizeof(q), m->job_reason));
+			    nodetable_job_state_name(js), rv_log_q(q, sizeof(q), m->job_reason));
 		nm->exit_at = rv_mono_ms() + m->cfg.job_linger_s * 1000;
 		free(copy);
 		return;
@@ -1181,26 +834,26 @@ static void restore(struct nodemgr *nm)
 static void sample_usage(struct nodemgr *nm)
 {
 	struct master *m = nm->m;
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "sample_usage");
 	int nn = m->nnodes;
 	char(*names)[SCHED_NAME_MAX] = malloc(SCHED_NAME_MAX * (size_t)(nn ? nn : 1));
 	int k = 0;
 	for (int i = 0; names && i < nn; i++)
 		if (m->nodes[i].state == MASTER_NODE_RUNNING)
 			memcpy(names[k++], m->nodes[i].instance, SCHED_NAME_MAX);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	for (int i = 0; i < k; i++) {
 		struct sched_usage u;
 		if (sched_usage(nm->sched, names[i], &u) < 0)
 			continue;
-		pthread_mutex_lock(&m->lock);
+		state_lock(m, "sample_usage");
 		for (int j = 0; j < m->nnodes; j++)
 			if (!strcmp(m->nodes[j].instance, names[i])) {
 				m->nodes[j].usage = u;
 				m->nodes[j].has_usage = true;
 				m->nodes[j].usage_ms = rv_now_ms();
 			}
-		pthread_mutex_unlock(&m->lock);
+		state_unlock(m);
 	}
 	free(names);
 }
@@ -1220,11 +873,11 @@ static void shutdown_nodes(struct nodemgr *nm)
 	int64_t until = rv_mono_ms() + m->cfg.node_stop_grace_ms + 2000;
 	for (;;) {
 		int live = 0;
-		pthread_mutex_lock(&m->lock);
+		state_lock(m, "shutdown_nodes");
 		for (int i = 0; i < m->nnodes; i++)
 			live += m->nodes[i].state == MASTER_NODE_RUNNING ||
 				m->nodes[i].state == MASTER_NODE_LAUNCHED;
-		pthread_mutex_unlock(&m->lock);
+		state_unlock(m);
 		if (live == 0 || rv_mono_ms() >= until)
 			break;
 		struct pollfd p = { .fd = sched_fd(nm->sched), .events = POLLIN };
@@ -1234,11 +887,11 @@ static void shutdown_nodes(struct nodemgr *nm)
 			if (ev.type == SCHED_EV_STARTED)
 				continue;
 			/* not journaled: a restart relaunches them */
-			pthread_mutex_lock(&m->lock);
+			state_lock(m, "shutdown_nodes");
 			for (int i = 0; i < m->nnodes; i++)
 				if (!strcmp(m->nodes[i].instance, ev.name))
 					m->nodes[i].state = MASTER_NODE_EXITED;
-			pthread_mutex_unlock(&m->lock);
+			state_unlock(m);
 		}
 	}
 }
@@ -1267,9 +920,9 @@ static void *nodemgr_main(void *arg)
 		if (atomic_load(&nm->stop))
 			break;
 		drain(nm);
-		pthread_mutex_lock(&m->lock);
+		state_lock(m, "nodemgr_main");
 		bool changed = m->desired.version != nm->version;
-		pthread_mutex_unlock(&m->lock);
+		state_unlock(m);
 		if (changed)
 			reconcile(nm);
 		now = rv_mono_ms();
@@ -1280,7 +933,7 @@ static void *nodemgr_main(void *arg)
 		if (nm->exit_at && !nm->exit_sent && now >= nm->exit_at) {
 			nm->exit_sent = true;
 			rv_log_info("master exits: the job ended", "state=%s",
-				    nodemgr_job_state_name(m->job_state));
+				    nodetable_job_state_name(m->job_state));
 			kill(getpid(), SIGTERM); /* main's sigwait stops the daemon */
 		}
 	}
@@ -1304,9 +957,9 @@ static void limits_init(struct nodemgr *nm)
 		nm->alg.lim.max_memory_mb = nm->shape.memory_mb;
 	nm->alg.lim.free_memory_mb = -1;
 	nm->alg.lim.free_cpu = -1;
-	pthread_mutex_lock(&nm->m->lock);
+	state_lock(nm->m, "limits_init");
 	nm->m->node_shape = nm->shape;
-	pthread_mutex_unlock(&nm->m->lock);
+	state_unlock(nm->m);
 }
 
 static void nodemgr_free(struct nodemgr *nm)
@@ -1444,13 +1097,14 @@ int nodemgr_start(struct master *m, const char *master_addr, struct rv_err *err)
 		    nm->log_dir, nm->addr, nm->shape.memory_mb, nm->shape.cpu,
 		    rv_log_q(q, sizeof(q), why ? why : ""));
 started:
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "nodemgr_start");
 	m->nodemgr = nm;
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	if (pthread_create(&nm->thread, NULL, nodemgr_main, nm) != 0) {
-		pthread_mutex_lock(&m->lock);
+		state_lock(m, "nodemgr_start");
 		m->nodemgr = NULL;
-		pthread_mutex_unlock(&m->lock);
+		state_unlock(m);
+		state_quiesce(m);
 		nodemgr_free(nm);
 		return rv_err_set(err, -EAGAIN, "", "could not start the node thread");
 	}
@@ -1459,7 +1113,8 @@ started:
 }
 
 /* Any thread; with m->lock held or not (m->nodemgr changes only while
- * the node thread does not run, and state_apply calls this under it). */
+ * the node thread does not run; state_unlock calls this after the unlock,
+ * and nodemgr_stop's state_quiesce waits for such calls before the free). */
 void nodemgr_wake(struct master *m)
 {
 	struct nodemgr *nm = m->nodemgr;
@@ -1478,8 +1133,9 @@ void nodemgr_stop(struct master *m)
 	nodemgr_wake(m);
 	if (nm->started)
 		pthread_join(nm->thread, NULL);
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "nodemgr_stop");
 	m->nodemgr = NULL;
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
+	state_quiesce(m); /* a nodemgr_wake after another unlock may still read nm */
 	nodemgr_free(nm);
 }

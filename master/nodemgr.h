@@ -11,12 +11,12 @@
  * changes, samples each node's usage, and ends the job: every node exited 0
  * is SUCCEEDED; then, job.linger_s later, the master stops (exit 0, or 1
  * when FAILED).  Every launch and end is journaled (MASTER_OP_NODE_LAUNCHED
- * / ENDED, JSON documents applied by nodemgr_apply under the state lock), so
+ * / ENDED, JSON documents applied by nodetable_apply under the state lock), so
  * a restarted master relaunches the nodes that were live, with their rank
  * and counters, without charging a crash.
  *
- * The table m->nodes (struct master_node) is under m->lock: /v1/job and the
- * brain link read it there (nodemgr_usage_each).
+ * The table m->nodes (struct master_node, nodetable.h) is under m->lock:
+ * /v1/job and the brain link read it there (nodemgr_usage_each).
  */
 #ifndef NODEMGR_H
 #define NODEMGR_H
@@ -29,38 +29,8 @@
 #include "json.h"
 #include "master.h"
 #include "nodes.h"
+#include "nodetable.h"
 #include "sched.h"
-
-enum master_node_state {
-	MASTER_NODE_LAUNCHED = 0, /* asked of the backend */
-	MASTER_NODE_RUNNING,      /* the backend said it started */
-	MASTER_NODE_EXITED,       /* ended by a failure; a relaunch follows */
-	MASTER_NODE_SUCCEEDED,    /* exited 0 */
-	MASTER_NODE_FAILED,       /* ended and given up: the job failed */
-};
-
-/* One node (a role and rank) and its current instance. */
-struct master_node {
-	char name[SCHED_NAME_MAX];     /* <role>-<rank>: the name it joins the rendezvous with */
-	char instance[SCHED_NAME_MAX]; /* this launch: name, then name.<attempt> */
-	char role[SCHED_ROLE_MAX];
-	char host[SCHED_NAME_MAX];
-	char left[SCHED_NAME_MAX]; /* the host its last instance left for a fault, "" none */
-	int rank, attempt, restarts, ooms;
-	enum master_node_state state;
-	int pid;             /* RUNNING on the local backend, else 0 */
-	int64_t start_ticks; /* the pid's start time: a restarted master adopts the pid */
-	int exit_code, signal;
-	struct sched_resources res; /* the limits of this launch */
-	int64_t plan; /* the newest plan that relaunched it (desired.act_plan), 0 none */
-	bool has_usage;
-	struct sched_usage usage; /* last sample (node.usage_interval_ms) */
-	int64_t usage_ms;         /* when, ms since the epoch */
-};
-
-/* "running", "succeeded", "failed"; "launched", "running", "exited", ... */
-const char *nodemgr_job_state_name(enum master_job_state s);
-const char *nodemgr_node_state_name(enum master_node_state s);
 
 /* Whether the master runs the nodes itself: 1 (scheduler local, or auto
  * with a command in a replica spec), 0 (none: agents are started by someone
@@ -89,25 +59,12 @@ void nodemgr_wake(struct master *m);
  * sample here (has_usage, usage, res).  Returns the count of nodes. */
 int nodemgr_usage_each(struct master *m, void (*fn)(void *ctx, const struct master_node *n),
 		       void *ctx);
-/* Before state_open: register the node table's entries in m->svc (its
- * operations, its snapshot part and release) and nodemgr_wake for a moved
- * desired state.  The master and every test that opens a state call it. */
+/* Register nodemgr_wake for a moved desired state (m->svc), before or
+ * after state_open (under m->lock when the timer runs). */
 void nodemgr_register(struct master *m);
-/* Under m->lock, from state.c's apply (m->svc.apply_nodes; live and
- * replay): a journaled MASTER_OP_NODE_LAUNCHED/ENDED document.  0 or
- * -EINVAL (err: what is wrong with it). */
-int nodemgr_apply(struct master *m, int type, const void *doc, size_t len, struct rv_err *err);
 /* A plan's resources above the backend's largest node (m->node_shape)
  * would never start (Slurm refuses the job): r capped there by sched_fit,
  * never below what the job spec asked for role (an enum rv_role).  true
  * when r changed.  The node manager launches with it; plans.c reports it. */
 bool nodemgr_fit(const struct master *m, int role, struct sched_resources *r);
-/* Append ,"nodemgr":{...} (the node table, the job's end; the desired state
- * is the brain link's, plans.c) to the
- * snapshot's extra object; load it back (o may be NULL: an older snapshot). */
-void nodemgr_snapshot_save(const struct master *m, struct rv_buf *out);
-int nodemgr_snapshot_load(struct master *m, const cJSON *o, struct rv_err *err);
-/* Free the table. */
-void nodemgr_release(struct master *m);
-
 #endif

@@ -561,9 +561,9 @@ static void progress_report_locked(struct plans *p, int64_t now)
 
 static void progress_report(struct plans *p)
 {
-	pthread_mutex_lock(&p->m->lock);
+	state_lock(p->m, "progress_report");
 	progress_report_locked(p, rv_now_ms());
-	pthread_mutex_unlock(&p->m->lock);
+	state_unlock(p->m);
 }
 
 /* ---- reports ---- */
@@ -762,12 +762,12 @@ void plans_job_end(struct master *m, bool succeeded, const char *reason)
 	struct plans *p = m->plans;
 	if (!p)
 		return;
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "plans_job_end");
 	if (!p->job_ended)
 		job_event(p, succeeded ? RV_EVENT_JOB_FINISHED : RV_EVENT_JOB_FAILED,
 			  succeeded ? "job-finished" : "job-failed", reason ? reason : "",
 			  rv_now_ms());
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 }
 
 int plans_node_event(struct master *m, const struct rv_event *ev)
@@ -822,10 +822,10 @@ static int oom_local(struct master *m, const struct rv_event *ev, int64_t *memor
 	if (!cur || !out)
 		return -ENOMEM;
 	char uid[RV_NAME_MAX];
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "oom_local");
 	desired_plan(m, cur);
 	snprintf(uid, sizeof(uid), "%s", m->brain_uid);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	struct rv_alg_params P;
 	struct rv_alg_limits lim;
 	struct rv_alg_config cfg;
@@ -894,9 +894,9 @@ int plans_oom_memory(struct master *m, const struct rv_event *ev, int64_t *memor
 static void journal_uid(struct plans *p, const char *uid)
 {
 	struct master *m = p->m;
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "journal_uid");
 	if (!strcmp(m->brain_uid, uid)) {
-		pthread_mutex_unlock(&m->lock);
+		state_unlock(m);
 		return;
 	}
 	struct master_op op;
@@ -906,7 +906,7 @@ static void journal_uid(struct plans *p, const char *uid)
 	struct master_result res;
 	int64_t seq = 0;
 	int rc = state_apply(m, MASTER_OP_BRAIN_UID, &op, NULL, 0, &res, &seq);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	if (rc == 0)
 		rc = state_sync(m, seq);
 	if (rc < 0)
@@ -954,10 +954,10 @@ static void take_plan(struct plans *p, struct brainlink_plan *bp)
 		pl->id += p->id_base;
 	}
 	if (!bp->apply) {
-		pthread_mutex_lock(&m->lock);
+		state_lock(m, "take_plan");
 		plan_state_from(&m->plan, pl);
 		m->plan.proposed = true;
-		pthread_mutex_unlock(&m->lock);
+		state_unlock(m);
 		atomic_fetch_add(&p->proposed, 1);
 		log_plan("plan proposed, not applied (manual mode)", pl);
 		return;
@@ -969,13 +969,13 @@ static void take_plan(struct plans *p, struct brainlink_plan *bp)
 			     pl->id);
 		return;
 	}
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "take_plan");
 	if (pl->id <= m->desired.plan_id) {
 		bool same = pl->id == m->desired.plan_id;
 		int64_t now = state_now(m);
 		char na[RV_NOT_APPLIED_MAX];
 		snprintf(na, sizeof(na), "%s", m->plan.not_applied);
-		pthread_mutex_unlock(&m->lock);
+		state_unlock(m);
 		atomic_fetch_add(&p->skipped, 1);
 		rv_log_debug("plan skipped: not newer than the applied one", "plan=%" PRId64,
 			     pl->id);
@@ -991,7 +991,7 @@ static void take_plan(struct plans *p, struct brainlink_plan *bp)
 	int rc = state_apply(m, MASTER_OP_PLAN, &op, txt, strlen(txt), &res, &seq);
 	char na[RV_NOT_APPLIED_MAX];
 	snprintf(na, sizeof(na), "%s", m->plan.not_applied);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	if (rc == 0)
 		rc = state_sync(m, seq);
 	if (rc < 0) {
@@ -1079,10 +1079,10 @@ int plans_start(struct master *m, struct rv_err *err)
 	const char *url = p->mode == RV_OPT_SINGLE_JOB ? "" : brain_url(m);
 	p->local = !url[0];
 	char uid[RV_NAME_MAX];
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "plans_start");
 	snprintf(uid, sizeof(uid), "%s", m->brain_uid);
 	p->id_base = p->local ? m->desired.plan_id : 0;
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	const struct master_cfg *c = &m->cfg;
 	struct brainlink_opts o = {
 		.mode = p->mode,
@@ -1108,13 +1108,13 @@ int plans_start(struct master *m, struct rv_err *err)
 	}
 	pthread_mutex_init(&p->mu, NULL);
 	rv_cond_init_mono(&p->cv);
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "plans_start");
 	m->plans = p;
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	if (pthread_create(&p->thread, NULL, plans_main, p) != 0) {
-		pthread_mutex_lock(&m->lock);
+		state_lock(m, "plans_start");
 		m->plans = NULL;
-		pthread_mutex_unlock(&m->lock);
+		state_unlock(m);
 		brainlink_stop(p->link, 0);
 		pthread_cond_destroy(&p->cv);
 		pthread_mutex_destroy(&p->mu);
@@ -1131,10 +1131,10 @@ int plans_start(struct master *m, struct rv_err *err)
 
 void plans_stop(struct master *m)
 {
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "plans_stop");
 	struct plans *p = m->plans;
 	m->plans = NULL;
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	if (!p)
 		return;
 	pthread_mutex_lock(&p->mu);
@@ -1226,9 +1226,9 @@ void plans_metrics(struct master *m, struct rv_buf *out)
 	for (size_t i = 0; i < RV_ARRAY_SIZE(rows); i++)
 		rv_buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n%s %lld\n", rows[i].name,
 			      rows[i].help, rows[i].name, rows[i].type, rows[i].name, rows[i].v);
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "plans_metrics");
 	long long version = (long long)m->desired.version, plan_id = (long long)m->desired.plan_id;
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	rv_buf_printf(
 		out,
 		"# HELP rover_master_desired_version Changes of the desired state\n"

@@ -30,6 +30,7 @@
 #include "json.h"
 #include "log.h"
 #include "master.h"
+#include "nodetable.h"
 #include "parse.h"
 #include "wire_codec.h"
 
@@ -238,27 +239,69 @@ static void effects_world_poll(struct master *m)
 
 /*
  * Hand what an operation did to the services that registered (m->svc) and
- * release fx.  Under the state lock, as state_apply's callers hold it: the
- * planner reads the world it reports on and the long-polls the world they
- * answer with, so neither may run after the lock was dropped.  Deaths and
- * a moved desired state are told even when the record could not be
- * appended (the state moved all the same); the planner's report and the
- * long-polls wait for the record.
+ * release fx.  Called under the state lock, as state_apply's callers hold
+ * it.  Told here, under the lock: the planner's reports and deaths
+ * (after_op, node_lost: the planner reads the world, the step and the
+ * node table the operation left, which the next operation may move, and
+ * its events must reach the brain in the order the state moved: a node
+ * declared dead before the job_failed of the same tick) and the parked
+ * long-polls (world_poll: answered with the world the change made).  Left
+ * for after the unlock (state_unlock, effects_after): the wake of the
+ * threads that look at the state again themselves, under the lock (the
+ * node manager's reconcile of the desired state; the world long-polls
+ * waiting on m->changed), so they do not wake into a lock still held.
+ * Deaths and a moved desired state are told even when the record could
+ * not be appended (the state moved all the same); the planner's report
+ * and the long-polls wait for the record.
  */
 static void effects_deliver(struct master *m, int type, const struct master_op *op,
 			    struct master_effects *fx, enum effects_stage stage)
 {
 	for (int i = 0; i < fx->nlost && m->svc.node_lost; i++)
 		m->svc.node_lost(m, fx->lost[i]);
-	if (fx->desired && m->svc.desired_changed)
-		m->svc.desired_changed(m);
+	if (fx->desired)
+		m->fx_desired = true;
 	if (stage == EFFECTS_JOURNALED && m->svc.after_op)
 		m->svc.after_op(m, type, op);
 	if (stage != EFFECTS_APPLIED && fx->changed) {
-		pthread_cond_broadcast(&m->changed);
+		m->fx_changed = true;
 		effects_world_poll(m);
 	}
 	effects_release(fx);
+}
+
+/* What effects_deliver left for after the unlock, taken under the lock. */
+struct effects_later {
+	bool changed, desired;
+	void (*desired_changed)(struct master *m);
+};
+
+static struct effects_later effects_take(struct master *m)
+{
+	struct effects_later l = { m->fx_changed, m->fx_desired, m->svc.desired_changed };
+	m->fx_changed = m->fx_desired = false;
+	if (l.changed || l.desired)
+		atomic_fetch_add(&m->fx_out, 1); /* state_quiesce waits for it */
+	return l;
+}
+
+/* Deliver l, with the lock held or not: a broadcast and an eventfd write,
+ * neither of which waits. */
+static void effects_after(struct master *m, const struct effects_later *l)
+{
+	if (!l->changed && !l->desired)
+		return;
+	if (l->changed)
+		pthread_cond_broadcast(&m->changed);
+	if (l->desired && l->desired_changed)
+		l->desired_changed(m);
+	atomic_fetch_sub(&m->fx_out, 1);
+}
+
+void state_quiesce(struct master *m)
+{
+	while (atomic_load(&m->fx_out) > 0)
+		usleep(1000);
 }
 
 static int apply_tick(struct master *m, int64_t now, struct master_effects *fx)
@@ -525,8 +568,9 @@ static bool apply_offset_commit(struct master *m, const struct master_op *op,
 	return rc == 1;
 }
 
-/* A service's operation (MASTER_OP_NODE_*, MASTER_OP_PLAN): its document
- * applied by the entry the service registered (m->svc). */
+/* A document operation: MASTER_OP_NODE_* into the node table (nodetable.c,
+ * the job state's own), MASTER_OP_PLAN by the entry the planner registered
+ * (m->svc). */
 static bool apply_service(struct master *m, int type, const void *doc, size_t doc_len,
 			  struct master_result *res)
 {
@@ -535,12 +579,13 @@ static bool apply_service(struct master *m, int type, const void *doc, size_t do
 		res->rc = rc < 0 ? rc : 0;
 		return rc > 0;
 	}
-	if (type != MASTER_OP_PLAN && m->svc.apply_nodes) {
-		res->rc = m->svc.apply_nodes(m, type, doc, doc_len, &res->err);
-		return res->rc == 0;
+	if (type == MASTER_OP_PLAN) {
+		res->rc = rv_err_set(&res->err, -ENOTSUP, "", "no service applies operation %d",
+				     type);
+		return false;
 	}
-	res->rc = rv_err_set(&res->err, -ENOTSUP, "", "no service applies operation %d", type);
-	return false;
+	res->rc = nodetable_apply(m, type, doc, doc_len, &res->err);
+	return res->rc == 0;
 }
 
 /*
@@ -768,14 +813,131 @@ void state_histo_add(struct master_histo *h, int64_t us)
 		;
 }
 
+/* ---- the state lock: its holder named, each hold counted ---- */
+
+const char *state_op_name(int type)
+{
+	static const char *const names[] = {
+		[MASTER_OP_JOIN] = "join",
+		[MASTER_OP_LEAVE] = "leave",
+		[MASTER_OP_HEARTBEAT] = "heartbeat",
+		[MASTER_OP_TICK] = "tick",
+		[MASTER_OP_NEXT] = "shard_next",
+		[MASTER_OP_DONE] = "shard_done",
+		[MASTER_OP_CKPT_REPORT] = "ckpt_report",
+		[MASTER_OP_CKPT_IMPORT] = "ckpt_import",
+		[MASTER_OP_STEP] = "step",
+		[MASTER_OP_GRACE] = "grace",
+		[MASTER_OP_NODE_LAUNCHED] = "node_launched",
+		[MASTER_OP_NODE_ENDED] = "node_ended",
+		[MASTER_OP_BRAIN_UID] = "brain_uid",
+		[MASTER_OP_PLAN] = "plan",
+		[MASTER_OP_OFFSET_COMMIT] = "offset_commit",
+		[MASTER_OP_NETCHECK] = "netcheck",
+		[MASTER_OP_NODE_FINISHED] = "node_finished",
+	};
+	if (type <= 0 || (size_t)type >= RV_ARRAY_SIZE(names) || !names[type])
+		return "op";
+	return names[type];
+}
+
+static int64_t lock_now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* The lock was just taken by who. */
+static void hold_begin(struct master *m, const char *who)
+{
+	m->lock_t0_us = lock_now_us();
+	atomic_store(&m->lock_who, who);
+}
+
+/* who's slot in m->holders (the last one when they are all taken). */
+static struct master_holder *holder_get(struct master *m, const char *who)
+{
+	for (int i = 0; i < MASTER_HOLDERS - 1; i++) {
+		struct master_holder *h = &m->holders[i];
+		if (!h->who)
+			h->who = who;
+		if (h->who == who || !strcmp(h->who, who))
+			return h;
+	}
+	struct master_holder *h = &m->holders[MASTER_HOLDERS - 1];
+	if (!h->who)
+		h->who = "other";
+	return h;
+}
+
+/* The lock is about to be released (an unlock or a wait): count the hold. */
+static void hold_end(struct master *m)
+{
+	const char *who = atomic_load(&m->lock_who);
+	if (!who)
+		who = "unnamed";
+	int64_t us = lock_now_us() - m->lock_t0_us;
+	if (us < 0)
+		us = 0;
+	state_histo_add(&m->lock_hold, us);
+	struct master_holder *h = holder_get(m, who);
+	h->n++;
+	h->sum_us += (uint64_t)us;
+	if ((uint64_t)us > h->max_us)
+		h->max_us = (uint64_t)us;
+	atomic_store(&m->lock_who, NULL);
+	if (us >= STATE_LOCK_SLOW_MS * 1000) {
+		atomic_fetch_add(&m->lock_holds_long, 1);
+		rv_log_warn("the state lock was held long", "ms=%" PRId64 " who=%s", us / 1000,
+			    who);
+	}
+}
+
 void state_lock(struct master *m, const char *who)
 {
 	int64_t t0 = rv_mono_ms();
+	const char *held = atomic_load(&m->lock_who); /* the holder we queue behind */
 	pthread_mutex_lock(&m->lock);
 	int64_t ms = rv_mono_ms() - t0;
 	state_histo_add(&m->lock_wait, ms * 1000);
+	hold_begin(m, who);
 	if (ms >= JOURNAL_SLOW_MS)
-		rv_log_warn("the state lock was waited for long", "ms=%" PRId64 " who=%s", ms, who);
+		rv_log_warn("the state lock was waited for long",
+			    "ms=%" PRId64 " who=%s held_by=%s", ms, who, held ? held : "none");
+}
+
+void state_unlock(struct master *m)
+{
+	struct effects_later l = effects_take(m);
+	hold_end(m);
+	pthread_mutex_unlock(&m->lock);
+	effects_after(m, &l);
+}
+
+int state_wait(struct master *m, pthread_cond_t *cond, const struct timespec *abstime)
+{
+	/* The lock is released inside the wait, not before: what is left for
+	 * after the unlock goes now (it does not wait either). */
+	struct effects_later l = effects_take(m);
+	effects_after(m, &l);
+	const char *who = atomic_load(&m->lock_who);
+	hold_end(m);
+	int rc = abstime ? pthread_cond_timedwait(cond, &m->lock, abstime)
+			 : pthread_cond_wait(cond, &m->lock);
+	hold_begin(m, who);
+	return rc;
+}
+
+int state_holders(struct master *m, struct master_holder *out, int max)
+{
+	int n = 0;
+	state_lock(m, "metrics");
+	for (int i = 0; i < MASTER_HOLDERS && n < max; i++)
+		if (m->holders[i].who)
+			out[n++] = m->holders[i];
+	state_unlock(m);
+	return n;
 }
 
 /* ---- snapshots ---- */
@@ -1101,9 +1263,9 @@ static int on_record(void *ctx, int type, const void *data, size_t len, struct r
  */
 static int take_snapshot(struct master *m)
 {
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "take_snapshot");
 	if (m->snap_busy || m->since_snapshot < m->cfg.snapshot_every) {
-		pthread_mutex_unlock(&m->lock);
+		state_unlock(m);
 		return 0;
 	}
 	struct snap_taken t = { 0 };
@@ -1117,7 +1279,7 @@ static int take_snapshot(struct master *m)
 		rc = journal_snapshot_begin(m->journal);
 	bool begun = rc >= 0;
 	m->snap_busy = begun;
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	int64_t t1 = rv_mono_ms();
 	if (rc >= 0)
 		rc = snapshot_finish(&t, &b);
@@ -1126,11 +1288,11 @@ static int take_snapshot(struct master *m)
 		rc = journal_snapshot_write(m->journal, b.data, b.len, &err);
 	else if (begun)
 		journal_snapshot_abort(m->journal);
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "take_snapshot");
 	m->snap_busy = false;
 	if (rc == 0)
 		m->since_snapshot -= covered; /* those after it count to the next */
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	if (rc == 0) {
 		atomic_fetch_add(&m->snapshots, 1);
 		state_histo_add(&m->snapshot_hold, (t1 - t0) * 1000);
@@ -1309,7 +1471,7 @@ static void sync_later(struct master *m, int64_t seq)
 			return;
 		free(w);
 	}
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	state_sync(m, seq);
 	state_lock(m, "timer");
 }
@@ -1379,7 +1541,7 @@ static void *timer_main(void *arg)
 {
 	struct master *m = arg;
 	int64_t last_tick = INT64_MIN, last_turn = rv_mono_ms();
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "timer");
 	while (!m->stopping) {
 		int64_t turn = rv_mono_ms();
 		stall_grace(m, turn - last_turn);
@@ -1412,10 +1574,10 @@ static void *timer_main(void *arg)
 		rv_mono_timespec(&ts, wake);
 		/* Woken at its time, the turn waits for the lock: how long
 		 * whoever held it kept it (or the master did not run). */
-		if (pthread_cond_timedwait(&m->timer_wake, &m->lock, &ts) == ETIMEDOUT)
+		if (state_wait(m, &m->timer_wake, &ts) == ETIMEDOUT)
 			timer_late(m, rv_mono_ms() - wake);
 	}
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	return NULL;
 }
 
@@ -1488,12 +1650,12 @@ static int build_modules(struct master *m, struct rv_err *err)
  * master's own downtime is not taken for silence. */
 static void grace(struct master *m)
 {
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "grace");
 	struct master_op op = { .now_ms = state_now(m) };
 	struct master_result res;
 	int64_t seq = 0;
 	state_apply(m, MASTER_OP_GRACE, &op, NULL, 0, &res, &seq);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	state_sync(m, seq);
 }
 
@@ -1560,6 +1722,9 @@ int state_open(struct master *m, struct rv_err *err)
 	pthread_cond_init(&m->durable_wake, NULL);
 	m->durable_head = NULL;
 	m->durable_tail = &m->durable_head;
+	/* the node table is the state's own: replayed with or without a node
+	 * manager */
+	m->svc.parts[MASTER_PART_NODES] = nodetable_part;
 	int rc = build_modules(m, err);
 	if (rc == 0)
 		rc = state_check_uid(m, err);
@@ -1613,11 +1778,11 @@ void state_close(struct master *m)
 		m->completer_started = false;
 	}
 	if (m->timer_started) {
-		pthread_mutex_lock(&m->lock);
+		state_lock(m, "state_close");
 		m->stopping = true;
 		pthread_cond_broadcast(&m->timer_wake);
 		pthread_cond_broadcast(&m->changed);
-		pthread_mutex_unlock(&m->lock);
+		state_unlock(m);
 		pthread_join(m->timer, NULL);
 		m->timer_started = false;
 	}

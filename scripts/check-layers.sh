@@ -88,7 +88,7 @@ master_tier() { # stem -> tier, or nothing
 	case $1 in
 	rdzv | shard | stream | netcheck | journal | nodes | sched | k8s_pod) echo 0 ;;
 	sched_local | sched_k8s | sched_slurm | brainlink) echo 1 ;;
-	master | state) echo 2 ;;
+	master | state | nodetable) echo 2 ;;
 	plans | nodemgr | nodelink) echo 3 ;;
 	api | main) echo 4 ;;
 	esac

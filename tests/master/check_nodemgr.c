@@ -97,7 +97,7 @@ struct view {
 static void look(struct master *m, const char *name, struct view *v)
 {
 	memset(v, 0, sizeof(*v));
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "test");
 	for (int i = 0; i < m->nnodes; i++) {
 		const struct master_node *n = &m->nodes[i];
 		v->total++;
@@ -110,7 +110,7 @@ static void look(struct master *m, const char *name, struct view *v)
 			v->has_usage = n->has_usage;
 		}
 	}
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 }
 
 /* Wait until the table has `running` running nodes out of `total`. */
@@ -128,7 +128,7 @@ static void wait_for(struct master *m, int running, int total)
 
 static void set_desired(struct master *m, int count, int64_t memory_mb)
 {
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "test");
 	struct master_group *g = &m->desired.groups[RV_ROLE_WORKER];
 	g->count = count;
 	if (memory_mb) {
@@ -137,7 +137,7 @@ static void set_desired(struct master *m, int count, int64_t memory_mb)
 		g->memory_mb = memory_mb;
 	}
 	m->desired.version++;
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	nodemgr_wake(m);
 }
 
@@ -184,9 +184,9 @@ START_TEST(test_reconcile_count_and_resources)
 	look(m, "worker-1", &v);
 	ck_assert_str_eq(v.instance, "worker-1");
 	ck_assert_int_eq(v.memory_mb, 128);
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "test");
 	ck_assert_int_eq(m->job_state, MASTER_JOB_RUNNING);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	master_free(m);
 }
 END_TEST
@@ -198,9 +198,9 @@ static struct master_result apply_op(struct master *m, int type, const char *nod
 	struct master_result res;
 	snprintf(op.node, sizeof(op.node), "%s", node);
 	snprintf(op.addr, sizeof(op.addr), "127.0.0.1:29500");
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "test");
 	state_apply(m, type, &op, NULL, 0, &res, NULL);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	return res;
 }
 
@@ -216,29 +216,29 @@ START_TEST(test_succeeded_node_silence_is_no_death)
 		"\"minReplicas\":1,\"maxReplicas\":4,\"command\":[\"sleep\",\"1\"]}},"
 		"\"datasets\":[{\"name\":\"train\",\"size\":100,\"shardSize\":10}]}}";
 	struct master *m = master_new_spec(spec);
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "test");
 	int64_t t0 = state_now(m);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	ck_assert_int_eq(apply_op(m, MASTER_OP_JOIN, "worker-0", t0).rc, 0);
 	ck_assert_int_eq(apply_op(m, MASTER_OP_JOIN, "worker-1", t0).rc, 0);
 	int succeeded = 0;
 	for (int i = 0; i < 200 && succeeded < 2; i++) {
 		usleep(25 * 1000);
-		pthread_mutex_lock(&m->lock);
+		state_lock(m, "test");
 		succeeded = 0;
 		for (int k = 0; k < m->nnodes; k++)
 			succeeded += m->nodes[k].state == MASTER_NODE_SUCCEEDED;
-		pthread_mutex_unlock(&m->lock);
+		state_unlock(m);
 	}
 	ck_assert_int_eq(succeeded, 2);
 	int64_t before, after;
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "test");
 	rdzv_state(m->rdzv, &before, NULL);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	apply_op(m, MASTER_OP_TICK, "", t0 + 60000);
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "test");
 	rdzv_state(m->rdzv, &after, NULL);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	unsigned long long dead = (unsigned long long)atomic_load(&m->nodes_dead);
 	ck_assert_msg(dead == 0, "%llu succeeded nodes declared dead for their silence", dead);
 	ck_assert_int_eq(after, before);
@@ -252,10 +252,10 @@ static int apply_plan(struct master *m, const char *plan)
 	struct master_op op = { .now_ms = 1 };
 	struct master_result res;
 	int64_t seq = 0;
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "test");
 	op.now_ms = state_now(m);
 	state_apply(m, MASTER_OP_PLAN, &op, plan, strlen(plan), &res, &seq);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	nodemgr_wake(m);
 	return res.rc;
 }
@@ -334,9 +334,9 @@ START_TEST(test_plan_remove_and_migrate_carried_out)
 	ck_assert_int_eq(v.memory_mb, 128);
 	v = wait_instance(m, "ps-1", "ps-1.1");
 	ck_assert_int_eq(v.memory_mb, 192);
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "test");
 	ck_assert_str_eq(m->plan.not_applied, eff->not_applied);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	ck_assert_msg(strstr(eff->not_applied, "remove worker-9") &&
 			      strstr(eff->not_applied, "migrate ps-1"),
 		      "%s", eff->not_applied);
@@ -387,10 +387,10 @@ START_TEST(test_plan_above_the_largest_node_capped)
 		 "\"cpu\":1,\"memory_mb\":%" PRId64 "}}}}",
 		 machine * 4);
 	ck_assert_int_eq(apply_plan(m, plan), 0);
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "test");
 	char na[RV_NOT_APPLIED_MAX];
 	snprintf(na, sizeof(na), "%s", m->plan.not_applied);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	char want[128];
 	snprintf(want, sizeof(want), "capped at cpu 1, memory %" PRId64 " MiB (the largest node)",
 		 machine);
@@ -410,9 +410,9 @@ static void journal_node(struct master *m, int type, const char *doc)
 {
 	struct master_result res;
 	int64_t seq = 0;
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "test");
 	int rc = state_apply(m, type, NULL, doc, strlen(doc), &res, &seq);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	ck_assert_msg(rc >= 0, "%s", res.err.msg);
 	ck_assert_int_eq(state_sync(m, seq), 0);
 }
@@ -422,7 +422,7 @@ static void journal_node(struct master *m, int type, const char *doc)
 static int charged(struct master *m, const char *name, char *left, const char *host, bool *bad)
 {
 	int crashes = -1;
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "test");
 	for (int i = 0; i < m->nnodes; i++)
 		if (!strcmp(m->nodes[i].name, name))
 			snprintf(left, SCHED_NAME_MAX, "%s", m->nodes[i].left);
@@ -431,7 +431,7 @@ static int charged(struct master *m, const char *name, char *left, const char *h
 			crashes = m->hosts[i].crashes;
 			*bad = m->hosts[i].bad;
 		}
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	return crashes;
 }
 
@@ -541,7 +541,7 @@ static void worker0_straggler(struct master *m)
 	static const char names[3][64] = { "worker-0", "worker-1", "worker-2" };
 	static const char addrs[3][64] = { "a:1", "b:1", "c:1" };
 	const struct netcheck_limits lim = { 30000, 2.0, 4.0, 100 };
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "test");
 	struct netcheck_run *r = &m->netcheck;
 	ck_assert_int_eq(netcheck_run_start(r, 1, names, addrs, 3, 0, &lim), 0);
 	for (int i = 0; i < 3; i++)
@@ -557,7 +557,7 @@ static void worker0_straggler(struct master *m)
 	}
 	ck_assert_int_eq(r->id, 1);
 	ck_assert_int_eq(r->m[0].verdict, NETCHECK_STRAGGLER);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 }
 
 /* worker-0 killed; until host has a crash charged.  Whether it is bad. */
@@ -590,10 +590,10 @@ START_TEST(test_netcheck_verdict_charges_the_host)
 	m = master_reopen(m, true); /* relaunches both, on h1 and h2 */
 	struct view v1 = wait_running(m, "worker-1");
 	worker0_straggler(m);
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "test");
 	ck_assert_int_eq(m->netcheck.state, NETCHECK_DONE);
 	ck_assert_int_eq(m->netcheck.m[1].verdict, NETCHECK_OK);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 
 	char left[SCHED_NAME_MAX] = "";
 	bool bad = false;
@@ -643,11 +643,11 @@ START_TEST(test_netcheck_charge_remembered_across_a_restart)
 	ck_assert_uint_gt(atomic_load(&m->snapshots), 0);
 	nodemgr_stop(m);
 	m = master_reopen(m, false); /* from the snapshot */
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "test");
 	ck_assert_int_eq(m->nc_check, 1);
 	ck_assert_int_eq(m->nc_nnamed, 1);
 	ck_assert_str_eq(m->nc_named[0], "worker-0");
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	master_free(m);
 }
 END_TEST

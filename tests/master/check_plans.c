@@ -109,9 +109,9 @@ static void brain_start(void)
 static void wait_uid(struct master *m, char uid[RV_BRAIN_UID_MAX])
 {
 	for (int i = 0; i < 500; i++) {
-		pthread_mutex_lock(&m->lock);
+		state_lock(m, "test");
 		snprintf(uid, RV_BRAIN_UID_MAX, "%s", m->brain_uid);
-		pthread_mutex_unlock(&m->lock);
+		state_unlock(m);
 		if (uid[0])
 			return;
 		usleep(20 * 1000);
@@ -217,17 +217,17 @@ START_TEST(test_node_reports_reach_the_brain)
 	ck_assert_int_eq(plans_oom_memory(m, &oom, &mb), 1);
 	ck_assert_int_gt(mb, 8192);
 	for (int i = 0; i < 250; i++) {
-		pthread_mutex_lock(&m->lock);
+		state_lock(m, "test");
 		int64_t want = m->desired.groups[RV_ROLE_WORKER].memory_mb;
-		pthread_mutex_unlock(&m->lock);
+		state_unlock(m);
 		if (want == mb)
 			break;
 		usleep(20 * 1000);
 	}
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "test");
 	ck_assert_int_eq(m->desired.groups[RV_ROLE_WORKER].memory_mb, mb);
 	ck_assert_str_eq(m->plan.stage, "oom");
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	master_free(m);
 }
 END_TEST
@@ -291,10 +291,10 @@ START_TEST(test_agent_usage_ranked_by_name)
 	char uid[RV_BRAIN_UID_MAX];
 	struct master *m = cluster_master(uid);
 	struct master_node node = { .name = "worker-1", .rank = 1 };
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "test");
 	m->nodes = &node;
 	m->nnodes = 1;
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	struct rv_node_usage u = { .node = "worker-1", .rank = 0, .ts_ms = 5000, .cpu = 1 };
 	ck_assert_int_eq(nodelink_agent_usage(m, &u), 0);
 	/* a node the node manager does not run keeps the rank it reported */
@@ -304,10 +304,10 @@ START_TEST(test_agent_usage_ranked_by_name)
 		usleep(20 * 1000);
 	ck_assert_int_eq(query_long("SELECT rank FROM node_usage WHERE node = 'worker-1'"), 1);
 	ck_assert_int_eq(query_long("SELECT rank FROM node_usage WHERE node = 'worker-9'"), 3);
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "test");
 	m->nodes = NULL;
 	m->nnodes = 0;
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	master_free(m);
 }
 END_TEST
@@ -389,10 +389,10 @@ static int apply_doc(struct master *m, const char *doc)
 	memset(&op, 0, sizeof(op));
 	struct master_result res;
 	int64_t seq = 0;
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "test");
 	op.now_ms = state_now(m);
 	int rc = state_apply(m, MASTER_OP_PLAN, &op, doc, strlen(doc), &res, &seq);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	if (rc == 0)
 		rc = state_sync(m, seq);
 	return rc < 0 ? rc : seq > 0;
@@ -427,10 +427,10 @@ START_TEST(test_plan_clamped_and_replayed)
 	snprintf(op.node, sizeof(op.node), "uid-42");
 	struct master_result res;
 	int64_t seq = 0;
-	pthread_mutex_lock(&m->lock);
+	state_lock(m, "test");
 	op.now_ms = state_now(m);
 	ck_assert_int_eq(state_apply(m, MASTER_OP_BRAIN_UID, &op, NULL, 0, &res, &seq), 0);
-	pthread_mutex_unlock(&m->lock);
+	state_unlock(m);
 	ck_assert_int_gt(seq, 0);
 	ck_assert_int_eq(state_sync(m, seq), 0);
 	master_free(m);

@@ -18,8 +18,8 @@
 /* A master for the job spec (JSON text) with its state in state_dir and
  * min..max nodes: one node unit, heartbeats of 5 s, 1024 ranges, a
  * snapshot every 100000 records, syncs of 10 s and ticks of 100 ms.  Not
- * opened; the caller sets the rest of m->cfg, then plans_init,
- * nodemgr_register and state_open.  The caller's (rv_job_spec_release of m->spec, free). */
+ * opened; the caller sets the rest of m->cfg, then plans_init and
+ * state_open (nodemgr_register for the node manager's wake).  The caller's (rv_job_spec_release of m->spec, free). */
 static inline struct master *unitmaster_new(const char *spec, const char *state_dir, int min,
 					    int max)
 {
