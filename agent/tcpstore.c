@@ -518,7 +518,8 @@ static int conn_serve(struct tcpstore *s, struct ts_conn *c)
 	size_t used = 0;
 	int rc = 0;
 	while (used < c->in.len) {
-		struct ts_cur cur = { .p = (const uint8_t *)c->in.data + used, .len = c->in.len - used };
+		struct ts_cur cur = { .p = (const uint8_t *)c->in.data + used,
+				      .len = c->in.len - used };
 		int q = -1;
 		rc = query_type(c, &cur, &q);
 		if (rc == 1 && q == TS_VALIDATE) {

@@ -212,8 +212,7 @@ static const struct rv_rest_counter api_counters[] = {
 	  "Groups of metrics batches stored one job and batch at a time because one "
 	  "statement failed",
 	  offsetof(struct brain, ingest_slow_groups) },
-	{ "rover_brain_db_unavailable_total",
-	  "Requests answered 503 for lack of a database",
+	{ "rover_brain_db_unavailable_total", "Requests answered 503 for lack of a database",
 	  offsetof(struct brain, db_unavailable) },
 	{ "rover_brain_pg_restarts_total",
 	  "Times the brain started its embedded PostgreSQL again after it died",
@@ -266,7 +265,9 @@ static void api_metrics_more(struct rv_buf *out, void *base)
 }
 
 static const struct rv_rest_metrics_page api_metrics_page = {
-	api_counters, RV_ARRAY_SIZE(api_counters), api_metrics_more
+	.counters = api_counters,
+	.ncounters = RV_ARRAY_SIZE(api_counters),
+	.more = api_metrics_more,
 };
 
 static int api_metrics_get(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)

@@ -1002,11 +1002,9 @@ static const struct rv_rest_counter api_counters[] = {
 	  offsetof(struct master, shards_counted) },
 	{ "rover_master_nodes_dead_total", "Nodes declared dead for silence",
 	  offsetof(struct master, nodes_dead) },
-	{ "rover_master_tasks_requeued_total",
-	  "Tasks taken back from dead or stalled workers",
+	{ "rover_master_tasks_requeued_total", "Tasks taken back from dead or stalled workers",
 	  offsetof(struct master, tasks_requeued) },
-	{ "rover_master_snapshots_total", "Snapshots taken",
-	  offsetof(struct master, snapshots) },
+	{ "rover_master_snapshots_total", "Snapshots taken", offsetof(struct master, snapshots) },
 	{ "rover_master_journal_errors_total", "Operations that could not be made durable",
 	  offsetof(struct master, sync_errors) },
 };
@@ -1047,7 +1045,9 @@ static void api_metrics_more(struct rv_buf *out, void *base)
 }
 
 static const struct rv_rest_metrics_page api_metrics_page = {
-	api_counters, RV_ARRAY_SIZE(api_counters), api_metrics_more
+	.counters = api_counters,
+	.ncounters = RV_ARRAY_SIZE(api_counters),
+	.more = api_metrics_more,
 };
 
 static int api_metrics(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)

@@ -47,8 +47,7 @@ static void gauge(struct rv_buf *out, const char *name, const char *help, const 
 }
 
 static const struct rv_rest_counter serve_counters[] = {
-	{ "rover_monitor_samples_total", "Node samples taken",
-	  offsetof(struct monitor, samples) },
+	{ "rover_monitor_samples_total", "Node samples taken", offsetof(struct monitor, samples) },
 	{ "rover_monitor_sample_errors_total", "Ticks whose sampling failed",
 	  offsetof(struct monitor, sample_errors) },
 	{ "rover_monitor_samples_dropped_total",
@@ -101,7 +100,9 @@ static void serve_gauges(struct rv_buf *out, void *base)
 }
 
 static const struct rv_rest_metrics_page serve_page = {
-	serve_counters, RV_ARRAY_SIZE(serve_counters), serve_gauges
+	.counters = serve_counters,
+	.ncounters = RV_ARRAY_SIZE(serve_counters),
+	.more = serve_gauges,
 };
 
 static int serve_metrics(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)

@@ -51,7 +51,9 @@ static void serve_gauges(struct rv_buf *out, void *base)
 }
 
 static const struct rv_rest_metrics_page serve_page = {
-	serve_counters, RV_ARRAY_SIZE(serve_counters), serve_gauges
+	.counters = serve_counters,
+	.ncounters = RV_ARRAY_SIZE(serve_counters),
+	.more = serve_gauges,
 };
 
 static int serve_metrics(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
