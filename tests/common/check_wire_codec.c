@@ -310,8 +310,8 @@ START_TEST(test_role_map)
 {
 	struct per_role r[RV_ROLE_COUNT];
 	struct rv_err err = { 0 };
-	ck_assert_int_eq(role_map_decode("{\"ps\":{\"n\":2},\"skipped\":7,\"worker\":{\"n\":3}}",
-					 r, &err),
+	ck_assert_int_eq(role_map_decode("{\"ps\":{\"n\":2},\"skipped\":7,\"worker\":{\"n\":3}}", r,
+					 &err),
 			 0);
 	ck_assert(r[RV_ROLE_WORKER].present && r[RV_ROLE_WORKER].n == 3);
 	ck_assert(r[RV_ROLE_PS].present && r[RV_ROLE_PS].n == 2);
