@@ -86,26 +86,13 @@ static void set_timeouts(int fd, int ms)
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
-static int read_full(int fd, void *buf, size_t n)
+/* All n bytes of buf sent on socket fd (out), or received into it.  0, or
+ * -EIO (the peer went, or the socket failed). */
+static int xfer_full(int fd, void *buf, size_t n, bool out)
 {
 	char *p = buf;
 	while (n > 0) {
-		ssize_t k = read(fd, p, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -EIO;
-		p += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
-static int write_full(int fd, const void *buf, size_t n)
-{
-	const char *p = buf;
-	while (n > 0) {
-		ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+		ssize_t k = out ? send(fd, p, n, MSG_NOSIGNAL) : read(fd, p, n);
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k <= 0)
@@ -124,7 +111,7 @@ static void serve_one(struct listener *l, int c)
 	if (!sink)
 		return;
 	set_timeouts(c, l->io_ms);
-	if (read_full(c, h, sizeof(h)) < 0 || memcmp(h, "RVNC", 4) != 0 || h[4] > 1)
+	if (xfer_full(c, h, sizeof(h), false) < 0 || memcmp(h, "RVNC", 4) != 0 || h[4] > 1)
 		goto out;
 	uint32_t mb = ((uint32_t)h[5] << 24) | ((uint32_t)h[6] << 16) | ((uint32_t)h[7] << 8) |
 		      h[8];
@@ -132,11 +119,12 @@ static void serve_one(struct listener *l, int c)
 		goto out;
 	for (uint64_t left = (uint64_t)mb * NP_MIB; left > 0;) {
 		size_t n = left < NP_CHUNK ? (size_t)left : NP_CHUNK;
-		if (read_full(c, sink, n) < 0)
+		if (xfer_full(c, sink, n, false) < 0)
 			goto out;
 		left -= n;
 	}
-	if (write_full(c, "k", 1) == 0)
+	char ok = 'k';
+	if (xfer_full(c, &ok, 1, true) == 0)
 		atomic_fetch_add(&l->served[h[4]], 1);
 out:
 	free(sink);
@@ -289,11 +277,11 @@ static int send_to(const char *addr, int round, int mb, int io_ms, int64_t until
 			       (unsigned char)(mb >> 16),
 			       (unsigned char)(mb >> 8),
 			       (unsigned char)mb };
-	int rc = write_full(fd, h, sizeof(h));
+	int rc = xfer_full(fd, h, sizeof(h), true);
 	for (int i = 0; rc == 0 && i < mb * (NP_MIB / NP_CHUNK); i++)
-		rc = write_full(fd, chunk, sizeof(chunk));
+		rc = xfer_full(fd, chunk, sizeof(chunk), true);
 	char k = 0;
-	if (rc == 0 && (read_full(fd, &k, 1) < 0 || k != 'k'))
+	if (rc == 0 && (xfer_full(fd, &k, 1, false) < 0 || k != 'k'))
 		rc = -EIO;
 	close(fd);
 	return rc;

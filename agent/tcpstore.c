@@ -27,6 +27,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "log.h"
 #include "parse.h"
 #include "tcpstore.h"
@@ -66,17 +67,12 @@ struct ts_kv {
 	size_t vlen;
 };
 
-struct ts_buf {
-	uint8_t *p;
-	size_t len, cap;
-};
-
 struct ts_conn {
 	int fd;
 	int proto;          /* 0 not known yet, 1 torch 1.13, 2 torch 2.x */
-	struct ts_buf in;   /* bytes read, not yet a whole query */
-	struct ts_buf out;  /* answers not yet written */
-	struct ts_buf wait; /* a WAIT's keys (each u64 length + bytes), or empty */
+	struct rv_buf in;   /* bytes read, not yet a whole query */
+	struct rv_buf out;  /* answers not yet written */
+	struct rv_buf wait; /* a WAIT's keys (each u64 length + bytes), or empty */
 	bool waiting;
 	bool want_out; /* EPOLLOUT asked for */
 };
@@ -96,27 +92,10 @@ struct tcpstore {
 
 /* ---- buffers ---- */
 
-static int buf_put(struct ts_buf *b, const void *p, size_t n)
+static int buf_put(struct rv_buf *b, const void *p, size_t n)
 {
-	if (b->len + n > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		while (cap < b->len + n)
-			cap *= 2;
-		uint8_t *q = realloc(b->p, cap);
-		if (!q)
-			return -ENOMEM;
-		b->p = q;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, p, n);
-	b->len += n;
-	return 0;
-}
-
-static void buf_release(struct ts_buf *b)
-{
-	free(b->p);
-	memset(b, 0, sizeof(*b));
+	rv_buf_append(b, p, n);
+	return rv_buf_failed(b) ? -ENOMEM : 0;
 }
 
 /* A cursor over a connection's input: each take fails (returns false) when
@@ -282,7 +261,7 @@ static int conn_flush(struct tcpstore *s, struct ts_conn *c)
 {
 	size_t done = 0;
 	while (done < c->out.len) {
-		ssize_t k = send(c->fd, c->out.p + done, c->out.len - done,
+		ssize_t k = send(c->fd, c->out.data + done, c->out.len - done,
 				 MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (k < 0 && errno == EINTR)
 			continue;
@@ -292,8 +271,7 @@ static int conn_flush(struct tcpstore *s, struct ts_conn *c)
 			return -errno;
 		done += (size_t)k;
 	}
-	memmove(c->out.p, c->out.p + done, c->out.len - done);
-	c->out.len -= done;
+	rv_buf_consume(&c->out, done);
 	bool want = c->out.len > 0;
 	if (want != c->want_out) {
 		struct epoll_event ev = { .events = EPOLLIN | (want ? EPOLLOUT : 0),
@@ -326,7 +304,7 @@ static void wake_waiters(struct tcpstore *s)
 {
 	for (int i = 0; i < s->nconns; i++) {
 		struct ts_conn *c = s->conns[i];
-		if (!c->waiting || !keys_all_set(s, c->wait.p, c->wait.len))
+		if (!c->waiting || !keys_all_set(s, (const uint8_t *)c->wait.data, c->wait.len))
 			continue;
 		c->waiting = false;
 		c->wait.len = 0;
@@ -337,7 +315,7 @@ static void wake_waiters(struct tcpstore *s)
 
 /* The keys of a CHECK/WAIT/MULTI_GET (u64 count, then each key): copied
  * to *list as they came (u64 length + bytes each).  false: not whole. */
-static bool take_key_list(struct tcpstore *s, struct ts_cur *cur, struct ts_buf *list)
+static bool take_key_list(struct tcpstore *s, struct ts_cur *cur, struct rv_buf *list)
 {
 	uint64_t n;
 	if (!take(cur, &n, sizeof(n)))
@@ -428,7 +406,7 @@ static int query_key(struct tcpstore *s, struct ts_conn *c, int q, struct ts_cur
 /* CHECK, WAIT, MULTI_GET, MULTI_SET, GETNUMKEYS, CANCEL_WAIT, PING. */
 static int query_list(struct tcpstore *s, struct ts_conn *c, int q, struct ts_cur *cur)
 {
-	struct ts_buf list = { 0 };
+	struct rv_buf list = { 0 };
 	int rc = 1;
 	uint32_t nonce;
 	uint64_t n;
@@ -470,21 +448,21 @@ static int query_list(struct tcpstore *s, struct ts_conn *c, int q, struct ts_cu
 	}
 	}
 	if (!take_key_list(s, cur, &list)) {
-		buf_release(&list);
+		rv_buf_release(&list);
 		return cur->bad ? -EPROTO : 0;
 	}
-	bool all = keys_all_set(s, list.p, list.len);
+	bool all = keys_all_set(s, (const uint8_t *)list.data, list.len);
 	if (q == TS_CHECK) {
 		rc = put_u8(c, all ? 0 : 1) < 0 ? -ENOMEM : 1; /* READY, NOT_READY */
 	} else if (q == TS_WAIT && all) {
 		rc = put_u8(c, 0) < 0 ? -ENOMEM : 1;
 	} else if (q == TS_WAIT) {
-		buf_release(&c->wait);
+		rv_buf_release(&c->wait);
 		c->wait = list; /* answered by wake_waiters */
 		c->waiting = true;
 		return 1;
 	} else { /* MULTI_GET */
-		struct ts_cur lc = { .p = list.p, .len = list.len };
+		struct ts_cur lc = { .p = (const uint8_t *)list.data, .len = list.len };
 		const uint8_t *k;
 		size_t kn;
 		while (rc > 0 && lc.at < lc.len && take_bytes(&lc, &k, &kn, TS_MAX_KEY)) {
@@ -492,7 +470,7 @@ static int query_list(struct tcpstore *s, struct ts_conn *c, int q, struct ts_cu
 			rc = !e ? -ENOENT : put_vec(c, e->val, e->vlen) < 0 ? -ENOMEM : 1;
 		}
 	}
-	buf_release(&list);
+	rv_buf_release(&list);
 	return rc;
 }
 
@@ -540,7 +518,8 @@ static int conn_serve(struct tcpstore *s, struct ts_conn *c)
 	size_t used = 0;
 	int rc = 0;
 	while (used < c->in.len) {
-		struct ts_cur cur = { .p = c->in.p + used, .len = c->in.len - used };
+		struct ts_cur cur = { .p = (const uint8_t *)c->in.data + used,
+				      .len = c->in.len - used };
 		int q = -1;
 		rc = query_type(c, &cur, &q);
 		if (rc == 1 && q == TS_VALIDATE) {
@@ -555,8 +534,7 @@ static int conn_serve(struct tcpstore *s, struct ts_conn *c)
 			break;
 		used += cur.at;
 	}
-	memmove(c->in.p, c->in.p + used, c->in.len - used);
-	c->in.len -= used;
+	rv_buf_consume(&c->in, used);
 	if (rc < 0) {
 		rv_log_debug("store client refused", "fd=%d proto=%d reason=\"%s\"", c->fd,
 			     c->proto, strerror(-rc));
@@ -572,9 +550,9 @@ static void conn_close(struct tcpstore *s, int i)
 	struct ts_conn *c = s->conns[i];
 	epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
-	buf_release(&c->in);
-	buf_release(&c->out);
-	buf_release(&c->wait);
+	rv_buf_release(&c->in);
+	rv_buf_release(&c->out);
+	rv_buf_release(&c->wait);
 	free(c);
 	s->conns[i] = s->conns[--s->nconns];
 }

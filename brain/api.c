@@ -194,45 +194,42 @@ static int api_healthz(struct rv_http_req *req, struct rv_http_resp *resp, void 
 	return rv_rest_reply(resp, rc == 0 ? 200 : 503, doc);
 }
 
-static int api_metrics_get(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+static const struct rv_rest_counter api_counters[] = {
+	{ "rover_brain_samples_ingested_total", "Samples stored through the metrics API",
+	  offsetof(struct brain, samples_ingested) },
+	{ "rover_brain_batches_ingested_total", "Metrics batches stored",
+	  offsetof(struct brain, batches_ingested) },
+	{ "rover_brain_batches_rejected_total", "Metrics batches rejected as invalid",
+	  offsetof(struct brain, batches_rejected) },
+	{ "rover_brain_events_ingested_total", "Events stored",
+	  offsetof(struct brain, events_ingested) },
+	{ "rover_brain_plans_stored_total", "Scale plans stored by this brain",
+	  offsetof(struct brain, plans_stored) },
+	{ "rover_brain_ingest_commits_total",
+	  "Transactions that stored metrics batches (several batches each under load)",
+	  offsetof(struct brain, ingest_commits) },
+	{ "rover_brain_ingest_slow_groups_total",
+	  "Groups of metrics batches stored one job and batch at a time because one "
+	  "statement failed",
+	  offsetof(struct brain, ingest_slow_groups) },
+	{ "rover_brain_db_unavailable_total", "Requests answered 503 for lack of a database",
+	  offsetof(struct brain, db_unavailable) },
+	{ "rover_brain_pg_restarts_total",
+	  "Times the brain started its embedded PostgreSQL again after it died",
+	  offsetof(struct brain, pg_restarts) },
+	{ "rover_brain_pg_restart_failures_total",
+	  "Attempts to start the embedded PostgreSQL again that failed",
+	  offsetof(struct brain, pg_restart_failures) },
+	{ "rover_brain_cluster_nodes_expired_total",
+	  "Cluster nodes deleted after cluster.node_ttl_s without a report",
+	  offsetof(struct brain, cluster_nodes_expired) },
+};
+
+/* The planner's failures and the pool's figures, after the counters. */
+static void api_metrics_more(struct rv_buf *out, void *base)
 {
-	(void)req;
-	struct brain *b = ctx;
-	struct rv_buf out;
-	rv_buf_init(&out);
-	static const struct rv_rest_counter counters[] = {
-		{ "rover_brain_samples_ingested_total", "Samples stored through the metrics API",
-		  offsetof(struct brain, samples_ingested) },
-		{ "rover_brain_batches_ingested_total", "Metrics batches stored",
-		  offsetof(struct brain, batches_ingested) },
-		{ "rover_brain_batches_rejected_total", "Metrics batches rejected as invalid",
-		  offsetof(struct brain, batches_rejected) },
-		{ "rover_brain_events_ingested_total", "Events stored",
-		  offsetof(struct brain, events_ingested) },
-		{ "rover_brain_plans_stored_total", "Scale plans stored by this brain",
-		  offsetof(struct brain, plans_stored) },
-		{ "rover_brain_ingest_commits_total",
-		  "Transactions that stored metrics batches (several batches each under load)",
-		  offsetof(struct brain, ingest_commits) },
-		{ "rover_brain_ingest_slow_groups_total",
-		  "Groups of metrics batches stored one job and batch at a time because one "
-		  "statement failed",
-		  offsetof(struct brain, ingest_slow_groups) },
-		{ "rover_brain_db_unavailable_total",
-		  "Requests answered 503 for lack of a database",
-		  offsetof(struct brain, db_unavailable) },
-		{ "rover_brain_pg_restarts_total",
-		  "Times the brain started its embedded PostgreSQL again after it died",
-		  offsetof(struct brain, pg_restarts) },
-		{ "rover_brain_pg_restart_failures_total",
-		  "Attempts to start the embedded PostgreSQL again that failed",
-		  offsetof(struct brain, pg_restart_failures) },
-		{ "rover_brain_cluster_nodes_expired_total",
-		  "Cluster nodes deleted after cluster.node_ttl_s without a report",
-		  offsetof(struct brain, cluster_nodes_expired) },
-	};
-	rv_rest_metrics_counters(&out, b->http, b, counters, RV_ARRAY_SIZE(counters));
-	rv_buf_printf(&out,
+	struct brain *b = base;
+	rv_buf_printf(out,
 		      "# HELP rover_brain_plan_passes_failed_total Planner passes that stored"
 		      " nothing, by cause: a serialization failure or deadlock (SQLSTATE"
 		      " 40001/40P01), or any other error\n"
@@ -244,7 +241,7 @@ static int api_metrics_get(struct rv_http_req *req, struct rv_http_resp *resp, v
 	struct rv_db_pool_stats st;
 	rv_db_pool_stats(b->db, &st);
 	rv_buf_printf(
-		&out,
+		out,
 		"# HELP rover_brain_db_pool_size Connections in the PostgreSQL pool\n"
 		"# TYPE rover_brain_db_pool_size gauge\nrover_brain_db_pool_size %d\n"
 		"# HELP rover_brain_db_pool_in_use Pool connections borrowed now\n"
@@ -265,7 +262,19 @@ static int api_metrics_get(struct rv_http_req *req, struct rv_http_resp *resp, v
 		st.size, st.in_use, st.connected, (unsigned long long)st.acquires,
 		(unsigned long long)st.acquire_failures, (unsigned long long)st.exec_errors,
 		(unsigned long long)st.connect_failures);
-	return rv_rest_reply_metrics(resp, &out);
+}
+
+static const struct rv_rest_metrics_page api_metrics_page = {
+	.counters = api_counters,
+	.ncounters = RV_ARRAY_SIZE(api_counters),
+	.more = api_metrics_more,
+};
+
+static int api_metrics_get(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	(void)req;
+	struct brain *b = ctx;
+	return rv_rest_metrics_reply(resp, b->http, b, &api_metrics_page);
 }
 
 /* ---- OpenAPI ---- */

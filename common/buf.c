@@ -52,6 +52,17 @@ void rv_buf_truncate(struct rv_buf *b, size_t len)
 	b->data[len] = 0;
 }
 
+void rv_buf_consume(struct rv_buf *b, size_t n)
+{
+	if (n > b->len)
+		n = b->len;
+	if (b->failed || n == 0)
+		return;
+	memmove(b->data, b->data + n, b->len - n);
+	b->len -= n;
+	b->data[b->len] = 0;
+}
+
 void rv_buf_printf(struct rv_buf *b, const char *fmt, ...)
 {
 	if (b->failed)

@@ -45,6 +45,9 @@ static inline void rv_buf_puts(struct rv_buf *b, const char *s)
 /* Cut back to len bytes (no-op when len >= b->len), e.g. to a mark taken
  * earlier from b->len. */
 void rv_buf_truncate(struct rv_buf *b, size_t len);
+/* Drop the first n bytes (all of them when n >= b->len): what a reader has
+ * taken from the front of an input or output queue. */
+void rv_buf_consume(struct rv_buf *b, size_t n);
 void rv_buf_printf(struct rv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Append s as a PostgreSQL array element: double-quoted, \ and " escaped. */
 void rv_buf_pg_array_str(struct rv_buf *b, const char *s);

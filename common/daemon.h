@@ -37,6 +37,21 @@ struct rv_daemon {
  */
 int rv_daemon_configure(const struct rv_daemon *d, void *cfg, int argc, char **argv);
 
+/* Rows every daemon's table carries alike (st: its config struct).  The
+ * log level rv_daemon_configure sets logging from, in char log_level[]: */
+#define RV_DAEMON_OPT_LOG_LEVEL(st)                                                                \
+	RV_CFG_OPT(st, "log", "level", "log-level", RV_CFG_STR, log_level, "info", 0, 0, 0,        \
+		   "debug, info, warn or error")
+/* The bearer token of the daemon's API, in char token[], and the file
+ * (char token_file[]) rv_daemon_read_token reads it from: */
+#define RV_DAEMON_OPTS_SERVER_TOKEN(st)                                                            \
+	RV_CFG_OPT(st, "server", "token", "token", RV_CFG_STR, token, "", 0, 0, RV_CFG_SECRET,     \
+		   "bearer token every write must carry (empty: no auth)"),                        \
+		RV_CFG_OPT(st, "server", "token_file", "token-file", RV_CFG_STR, token_file, "",   \
+			   0, 0, 0,                                                                \
+			   "file holding the bearer token (keeps it off the command line; wins "   \
+			   "over token)")
+
 /* The rv_daemon of the program name ("rover-brain") that logs as comp
  * ("brain"), its options the array opts; the version is ROVER_VERSION
  * (version.h, included here). */

@@ -801,6 +801,19 @@ static enum MHD_Result send_error(struct MHD_Connection *conn, struct req *r, in
 	return send_resp(conn, r, &resp, allow, challenge);
 }
 
+/* 503 with a retry-after: the body, declared or grown, would pass the
+ * memory set aside for bodies in flight (counted as such a reject). */
+static enum MHD_Result send_over_budget(struct MHD_Connection *conn, struct req *r)
+{
+	reject_count(r->srv, REJ_BODY_BUDGET);
+	struct rv_http_resp resp = { .retry_after_s = RETRY_AFTER_S };
+	rv_http_resp_error_text(&resp, 503, "unavailable",
+				"request bodies in flight use all the memory set aside for them; "
+				"retry later",
+				NULL);
+	return send_resp(conn, r, &resp, NULL, false);
+}
+
 /* What a request says about its body's framing. */
 struct framing {
 	int nlength;         /* Content-Length headers */
@@ -977,13 +990,7 @@ static enum MHD_Result begin(struct rv_http_server *srv, struct MHD_Connection *
 	}
 	if (declared > 0) {
 		if (body_reserve(srv, r, (size_t)declared + 1) < 0) {
-			reject_count(srv, REJ_BODY_BUDGET);
-			struct rv_http_resp resp = { .retry_after_s = RETRY_AFTER_S };
-			rv_http_resp_error_text(&resp, 503, "unavailable",
-						"request bodies in flight use all the memory set "
-						"aside for them; retry later",
-						NULL);
-			return send_resp(conn, r, &resp, NULL, false);
+			return send_over_budget(conn, r);
 		}
 		r->body = malloc((size_t)declared + 1);
 		if (!r->body)
@@ -1204,13 +1211,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 				  false);
 	}
 	if (r->over_budget) {
-		reject_count(srv, REJ_BODY_BUDGET);
-		struct rv_http_resp resp = { .retry_after_s = RETRY_AFTER_S };
-		rv_http_resp_error_text(&resp, 503, "unavailable",
-					"request bodies in flight use all the memory set aside for "
-					"them; retry later",
-					NULL);
-		return send_resp(conn, r, &resp, NULL, false);
+		return send_over_budget(conn, r);
 	}
 	conn_deadline(srv, r->cs, 0); /* whole request in: the handler's time */
 

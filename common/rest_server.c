@@ -71,9 +71,9 @@ struct rv_http_server *rv_rest_server_start(const char *listen, const struct rv_
 	return rv_http_server_start(&at, err);
 }
 
-struct rv_http_server *rv_rest_small_server_start(const char *listen, const char *token,
-						  const struct rv_http_route *routes, int nroutes,
-						  void *ctx, struct rv_err *err)
+int rv_rest_small_server_start(struct rv_http_server **srv, const char *listen, const char *token,
+			       const struct rv_http_route *routes, int nroutes, void *ctx,
+			       struct rv_err *err)
 {
 	struct rv_http_server_opts o = {
 		.token = token,
@@ -85,7 +85,8 @@ struct rv_http_server *rv_rest_small_server_start(const char *listen, const char
 		.nroutes = nroutes,
 		.ctx = ctx,
 	};
-	return rv_rest_server_start(listen, &o, err);
+	*srv = rv_rest_server_start(listen, &o, err);
+	return *srv ? 0 : (err && err->code ? err->code : -EIO);
 }
 
 void rv_rest_metrics_counters(struct rv_buf *out, struct rv_http_server *srv, const void *base,
@@ -108,4 +109,15 @@ int rv_rest_reply_metrics(struct rv_http_resp *resp, struct rv_buf *out)
 	resp->content_type = "text/plain; version=0.0.4";
 	resp->body = rv_buf_steal(out);
 	return resp->body ? 0 : -ENOMEM;
+}
+
+int rv_rest_metrics_reply(struct rv_http_resp *resp, struct rv_http_server *srv, void *base,
+			  const struct rv_rest_metrics_page *page)
+{
+	struct rv_buf out;
+	rv_buf_init(&out);
+	rv_rest_metrics_counters(&out, srv, base, page->counters, page->ncounters);
+	if (page->more)
+		page->more(&out, base);
+	return rv_rest_reply_metrics(resp, &out);
 }

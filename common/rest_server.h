@@ -1,8 +1,8 @@
 /*
  * rest_server.h: what the daemons' api.c files share around the HTTP
  * server (http.h): a JSON reply, a JSON body, starting on a HOST:PORT
- * listen address, and the counters of a /metrics page.  rover-brain and
- * rover-master use it; handlers run on libmicrohttpd's threads and these
+ * listen address, and a /metrics page (its counters, then the daemon's
+ * own lines).  Every daemon's HTTP face uses it; handlers run on libmicrohttpd's threads and these
  * functions keep no state.  Never logs.
  */
 #ifndef RV_REST_SERVER_H
@@ -33,11 +33,12 @@ struct rv_http_server *rv_rest_server_start(const char *listen, const struct rv_
 					    struct rv_err *err);
 
 /* rv_rest_server_start for a daemon's small server (its /healthz and
- * /metrics): bodies up to 4 KiB, 30 s a connection, 32 connections, one
- * thread; token NULL or "" for none.  NULL with err set. */
-struct rv_http_server *rv_rest_small_server_start(const char *listen, const char *token,
-						  const struct rv_http_route *routes, int nroutes,
-						  void *ctx, struct rv_err *err);
+ * /metrics) into *srv: bodies up to 4 KiB, 30 s a connection, 32
+ * connections, one thread; token NULL or "" for none.  0, or a negative
+ * errno with err set and *srv NULL. */
+int rv_rest_small_server_start(struct rv_http_server **srv, const char *listen, const char *token,
+			       const struct rv_http_route *routes, int nroutes, void *ctx,
+			       struct rv_err *err);
 
 /* One counter of a /metrics page: an atomic_uint_least64_t at off in the
  * daemon's state. */
@@ -54,5 +55,18 @@ void rv_rest_metrics_counters(struct rv_buf *out, struct rv_http_server *srv, co
 /* Reply out's text (its buffer moves to resp) as a Prometheus page.  0 or
  * -ENOMEM. */
 int rv_rest_reply_metrics(struct rv_http_resp *resp, struct rv_buf *out);
+
+/* A daemon's /metrics page: its counters, then what more appends (NULL:
+ * nothing) from the daemon's state base. */
+struct rv_rest_metrics_page {
+	const struct rv_rest_counter *counters;
+	size_t ncounters;
+	void (*more)(struct rv_buf *out, void *base);
+};
+
+/* Reply the page: srv's own metrics (srv may be NULL), page's counters read
+ * at base, then page->more's lines.  0 or -ENOMEM. */
+int rv_rest_metrics_reply(struct rv_http_resp *resp, struct rv_http_server *srv, void *base,
+			  const struct rv_rest_metrics_page *page);
 
 #endif

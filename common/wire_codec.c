@@ -400,6 +400,51 @@ int rv_wire_decode_required(const struct rv_wire_message *msg, const cJSON *o, c
 	return 0;
 }
 
+int rv_wire_decode_role_map(const struct rv_wire_message *msg, const cJSON *map, const char *path,
+			    void *base, size_t present_off, const char *what, const char *skip,
+			    struct rv_err *err)
+{
+	for (const cJSON *it = map->child; it; it = it->next) {
+		rv_wire_path p;
+		const char *key = it->string ? it->string : "";
+		rv_json_path(p, sizeof(p), path, key);
+		if (skip && !strcmp(key, skip))
+			continue;
+		int role = rv_role_parse(key);
+		if (role < 0)
+			return rv_err_set(err, -EINVAL, p,
+					  "unknown %s \"%.32s\" (expected worker, ps, chief or "
+					  "evaluator)",
+					  what, key);
+		char *one = (char *)base + (size_t)role * msg->size;
+		bool *present = (bool *)(one + present_off);
+		if (*present)
+			return rv_err_set(err, -EINVAL, p, "%s is given twice", p);
+		if (!cJSON_IsObject(it))
+			return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
+		*present = true;
+		int rc = rv_wire_decode_fields(msg, it, p, one, err);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+bool rv_wire_encode_role_map(const struct rv_wire_message *msg, cJSON *o, const char *key,
+			     const void *base, size_t present_off)
+{
+	cJSON *map = cJSON_AddObjectToObject(o, key);
+	for (int r = 0; map && r < RV_ROLE_COUNT; r++) {
+		const char *one = (const char *)base + (size_t)r * msg->size;
+		if (!*(const bool *)(one + present_off))
+			continue;
+		cJSON *e = cJSON_AddObjectToObject(map, rv_role_name((enum rv_role)r));
+		if (!e || !rv_wire_encode_fields(msg, e, one))
+			return false;
+	}
+	return map != NULL;
+}
+
 int rv_wire_decode_items(const struct rv_wire_message *msg, const cJSON *arr, const char *path,
 			 void *base, int *count, struct rv_err *err)
 {

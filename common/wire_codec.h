@@ -39,6 +39,17 @@ int rv_wire_decode_row(const cJSON *o, const char *path, const struct rv_wire_fi
  * base, each an object; *count gets how many were read. */
 int rv_wire_decode_items(const struct rv_wire_message *msg, const cJSON *arr, const char *path,
 			 void *base, int *count, struct rv_err *err);
+/* The objects of map (at path) keyed by role name into the RV_ROLE_COUNT
+ * structs of msg at base, setting each one's bool at present_off: another
+ * key is "unknown <what>", a role twice "given twice"; the key skip (NULL:
+ * none) is passed over. */
+int rv_wire_decode_role_map(const struct rv_wire_message *msg, const cJSON *map, const char *path,
+			    void *base, size_t present_off, const char *what, const char *skip,
+			    struct rv_err *err);
+/* Those of the structs whose bool at present_off is set, as the object key
+ * of o keyed by role name.  false when out of memory. */
+bool rv_wire_encode_role_map(const struct rv_wire_message *msg, cJSON *o, const char *key,
+			     const void *base, size_t present_off);
 /* A new object of m's fields, NULL when out of memory. */
 cJSON *rv_wire_encode(const struct rv_wire_message *msg, const void *m);
 bool rv_wire_encode_fields(const struct rv_wire_message *msg, cJSON *o, const void *m);

@@ -430,28 +430,13 @@ static int replicas_parse(const cJSON *o, const char *path, const struct rv_wire
 	if (!specs)
 		return rc;
 	rv_json_path(at, sizeof(at), path, f->name);
-	for (const cJSON *it = specs->child; it; it = it->next) {
-		const char *key = it->string ? it->string : "";
-		rv_json_path(p, sizeof(p), at, key);
-		/* DLRover's template for its own master pod: the master here is
-		 * started by whoever runs the job, not by this spec. */
-		if (!strcmp(key, "dlrover-master"))
-			continue;
-		int role = rv_role_parse(key);
-		if (role < 0)
-			return rv_err_set(err, -EINVAL, p,
-					  "unknown replica type \"%.32s\" (expected worker, ps, "
-					  "chief or evaluator)",
-					  key);
-		struct rv_replica_spec *r = &out->replicas[role];
-		if (r->present)
-			return rv_err_set(err, -EINVAL, p, "%s is given twice", p);
-		if (!cJSON_IsObject(it))
-			return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
-		r->present = true;
-		if ((rc = rv_wire_decode_fields(&rv_wire_replica_spec_msg, it, p, r, err)) < 0)
-			return rc;
-	}
+	/* DLRover's template for its own master pod ("dlrover-master") is
+	 * passed over: the master here is started by whoever runs the job, not
+	 * by this spec. */
+	if ((rc = rv_wire_decode_role_map(&rv_wire_replica_spec_msg, specs, at, out->replicas,
+					  offsetof(struct rv_replica_spec, present), "replica type",
+					  "dlrover-master", err)) < 0)
+		return rc;
 	if (!out->replicas[RV_ROLE_WORKER].present)
 		return rv_err_set(err, -EINVAL, rv_json_path(p, sizeof(p), at, "worker"),
 				  "%s is required", p);
@@ -468,15 +453,8 @@ static int replicas_parse(const cJSON *o, const char *path, const struct rv_wire
 static bool replicas_emit(cJSON *o, const struct rv_wire_field *f, const void *m)
 {
 	const struct rv_job_spec *spec = m;
-	cJSON *specs = cJSON_AddObjectToObject(o, f->name);
-	bool ok = specs != NULL;
-	for (int r = 0; ok && r < RV_ROLE_COUNT; r++) {
-		if (!spec->replicas[r].present)
-			continue;
-		cJSON *e = cJSON_AddObjectToObject(specs, rv_role_name((enum rv_role)r));
-		ok = e && rv_wire_encode_fields(&rv_wire_replica_spec_msg, e, &spec->replicas[r]);
-	}
-	return ok;
+	return rv_wire_encode_role_map(&rv_wire_replica_spec_msg, o, f->name, spec->replicas,
+				       offsetof(struct rv_replica_spec, present));
 }
 
 /* Label keys are identifiers (Kubernetes label keys); values are data and

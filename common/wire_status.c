@@ -37,23 +37,10 @@ static int role_map_parse(const cJSON *o, const char *path, const struct rv_wire
 	if (!map)
 		return rc;
 	rv_json_path(p0, sizeof(p0), path, f->name);
-	for (const cJSON *it = map->child; it; it = it->next) {
-		rv_wire_path p;
-		const char *k = it->string ? it->string : "";
-		rv_json_path(p, sizeof(p), p0, k);
-		int role = rv_role_parse(k);
-		if (role < 0)
-			return rv_err_set(err, -EINVAL, p,
-					  "unknown role \"%.32s\" (expected worker, ps, chief or "
-					  "evaluator)",
-					  k);
-		if (!cJSON_IsObject(it))
-			return rv_err_set(err, -EINVAL, p, "%s must be an object", p);
-		out[role].present = true;
-		if ((rc = rv_wire_decode_fields(&rv_wire_role_target_msg, it, p, &out[role], err)) <
-		    0)
-			return rc;
-	}
+	if ((rc = rv_wire_decode_role_map(&rv_wire_role_target_msg, map, p0, out,
+					  offsetof(struct rv_role_target, present), "role", NULL,
+					  err)) < 0)
+		return rc;
 	if (f->count_off)
 		*(bool *)((char *)m + f->count_off) = true;
 	return 1;
@@ -61,18 +48,11 @@ static int role_map_parse(const cJSON *o, const char *path, const struct rv_wire
 
 static bool role_map_emit(cJSON *o, const struct rv_wire_field *f, const void *m)
 {
-	const struct rv_role_target *t = (const struct rv_role_target *)((const char *)m + f->off);
 	if (f->count_off && !*(const bool *)((const char *)m + f->count_off))
 		return true;
-	cJSON *map = cJSON_AddObjectToObject(o, f->name);
-	for (int r = 0; map && r < RV_ROLE_COUNT; r++) {
-		if (!t[r].present)
-			continue;
-		cJSON *g = cJSON_AddObjectToObject(map, rv_role_name((enum rv_role)r));
-		if (!g || !rv_wire_encode_fields(&rv_wire_role_target_msg, g, &t[r]))
-			return false;
-	}
-	return map != NULL;
+	return rv_wire_encode_role_map(&rv_wire_role_target_msg, o, f->name,
+				       (const char *)m + f->off,
+				       offsetof(struct rv_role_target, present));
 }
 
 #define T struct rv_dataset_status

@@ -1032,35 +1032,32 @@ static void wait_metrics(struct master *m, const struct journal_stats *js, struc
 		(double)atomic_load(&m->stall_ms_max) / 1e3);
 }
 
-static int api_metrics(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+static const struct rv_rest_counter api_counters[] = {
+	{ "rover_master_ops_applied_total", "Operations applied and journaled",
+	  offsetof(struct master, ops_applied) },
+	{ "rover_master_ops_replayed_total", "Journal records replayed at start",
+	  offsetof(struct master, ops_replayed) },
+	{ "rover_master_shards_handed_total", "Shard tasks handed out",
+	  offsetof(struct master, shards_handed) },
+	{ "rover_master_shards_counted_total", "Shard tasks counted done",
+	  offsetof(struct master, shards_counted) },
+	{ "rover_master_nodes_dead_total", "Nodes declared dead for silence",
+	  offsetof(struct master, nodes_dead) },
+	{ "rover_master_tasks_requeued_total", "Tasks taken back from dead or stalled workers",
+	  offsetof(struct master, tasks_requeued) },
+	{ "rover_master_snapshots_total", "Snapshots taken", offsetof(struct master, snapshots) },
+	{ "rover_master_journal_errors_total", "Operations that could not be made durable",
+	  offsetof(struct master, sync_errors) },
+};
+
+/* The journal, the waits, the world, the data, the plans and the streams,
+ * after the counters. */
+static void api_metrics_more(struct rv_buf *out, void *base)
 {
-	(void)req;
-	struct master *m = ctx;
-	struct rv_buf out;
-	rv_buf_init(&out);
-	static const struct rv_rest_counter counters[] = {
-		{ "rover_master_ops_applied_total", "Operations applied and journaled",
-		  offsetof(struct master, ops_applied) },
-		{ "rover_master_ops_replayed_total", "Journal records replayed at start",
-		  offsetof(struct master, ops_replayed) },
-		{ "rover_master_shards_handed_total", "Shard tasks handed out",
-		  offsetof(struct master, shards_handed) },
-		{ "rover_master_shards_counted_total", "Shard tasks counted done",
-		  offsetof(struct master, shards_counted) },
-		{ "rover_master_nodes_dead_total", "Nodes declared dead for silence",
-		  offsetof(struct master, nodes_dead) },
-		{ "rover_master_tasks_requeued_total",
-		  "Tasks taken back from dead or stalled workers",
-		  offsetof(struct master, tasks_requeued) },
-		{ "rover_master_snapshots_total", "Snapshots taken",
-		  offsetof(struct master, snapshots) },
-		{ "rover_master_journal_errors_total", "Operations that could not be made durable",
-		  offsetof(struct master, sync_errors) },
-	};
-	rv_rest_metrics_counters(&out, m->http, m, counters, RV_ARRAY_SIZE(counters));
+	struct master *m = base;
 	struct journal_stats js;
 	journal_stats(m->journal, &js);
-	rv_buf_printf(&out,
+	rv_buf_printf(out,
 		      "# HELP rover_master_journal_fsyncs_total Journal fdatasyncs\n"
 		      "# TYPE rover_master_journal_fsyncs_total counter\n"
 		      "rover_master_journal_fsyncs_total %lld\n"
@@ -1068,12 +1065,12 @@ static int api_metrics(struct rv_http_req *req, struct rv_http_resp *resp, void 
 		      "# TYPE rover_master_journal_records_total counter\n"
 		      "rover_master_journal_records_total %lld\n",
 		      (long long)js.fsyncs, (long long)js.records);
-	wait_metrics(m, &js, &out);
+	wait_metrics(m, &js, out);
 	struct rv_job_status st;
 	state_lock(m, "metrics");
 	job_status(m, &st);
 	state_unlock(m);
-	rv_buf_printf(&out,
+	rv_buf_printf(out,
 		      "# HELP rover_master_round Current rendezvous round\n"
 		      "# TYPE rover_master_round gauge\nrover_master_round %lld\n"
 		      "# HELP rover_master_nodes Nodes in the world\n"
@@ -1082,11 +1079,23 @@ static int api_metrics(struct rv_http_req *req, struct rv_http_resp *resp, void 
 		      "# TYPE rover_master_samples_done gauge\n",
 		      (long long)st.round, st.nnodes);
 	for (int i = 0; i < st.ndatasets; i++)
-		rv_buf_printf(&out, "rover_master_samples_done{dataset=\"%s\"} %lld\n",
+		rv_buf_printf(out, "rover_master_samples_done{dataset=\"%s\"} %lld\n",
 			      st.datasets[i].name, (long long)st.datasets[i].samples_done);
-	plans_metrics(m, &out);
-	stream_metrics(m, &out);
-	return rv_rest_reply_metrics(resp, &out);
+	plans_metrics(m, out);
+	stream_metrics(m, out);
+}
+
+static const struct rv_rest_metrics_page api_metrics_page = {
+	.counters = api_counters,
+	.ncounters = RV_ARRAY_SIZE(api_counters),
+	.more = api_metrics_more,
+};
+
+static int api_metrics(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
+{
+	(void)req;
+	struct master *m = ctx;
+	return rv_rest_metrics_reply(resp, m->http, m, &api_metrics_page);
 }
 
 static int api_openapi(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx);

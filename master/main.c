@@ -45,10 +45,7 @@ static const struct rv_cfg_opt master_opts[] = {
 	    "answers this long more, then exits 0 (succeeded) or 1 (failed), seconds"),
 	OPT("server", "listen", "listen", RV_CFG_STR, listen, "127.0.0.1:7070", 0, 0, 0,
 	    "address and port of the control API (HOST:PORT; port 0 picks a free one)"),
-	OPT("server", "token", "token", RV_CFG_STR, token, "", 0, 0, RV_CFG_SECRET,
-	    "bearer token every write must carry (empty: no auth)"),
-	OPT("server", "token_file", "token-file", RV_CFG_STR, token_file, "", 0, 0, 0,
-	    "file holding the bearer token (keeps it off the command line; wins over token)"),
+	RV_DAEMON_OPTS_SERVER_TOKEN(struct master_cfg),
 	OPT("server", "max_body_kb", NULL, RV_CFG_INT, max_body_kb, "16384", 1, 1048576, 0,
 	    "largest request body accepted, KiB (413 above; a data checkpoint is the largest)"),
 	OPT("server", "conn_timeout_s", NULL, RV_CFG_INT, conn_timeout_s, "120", 1, 3600, 0,
@@ -168,8 +165,7 @@ static const struct rv_cfg_opt master_opts[] = {
 	    "how often the nodes' Slurm job states are read, ms"),
 	OPT("slurm", "timeout_ms", NULL, RV_CFG_INT, slurm_timeout_ms, "10000", 100, 600000, 0,
 	    "timeout of each request to slurmrestd, ms"),
-	OPT("log", "level", "log-level", RV_CFG_STR, log_level, "info", 0, 0, 0,
-	    "debug, info, warn or error"),
+	RV_DAEMON_OPT_LOG_LEVEL(struct master_cfg),
 	OPT("brain", "url", "brain", RV_CFG_STR, brain_url, "", 0, 0, 0,
 	    "rover-brain's url; overrides spec.brainService (cluster mode needs one of them)"),
 	OPT("brain", "token", "brain-token", RV_CFG_STR, brain_token, "", 0, 0, RV_CFG_SECRET,
@@ -305,15 +301,8 @@ static void master_addr(const struct master *m, char *out, size_t size)
  * else what run returns (0 after --help or --print-conf). */
 static int run_configure(struct master *m, int argc, char **argv)
 {
-	static const struct rv_daemon d = {
-		.name = "rover-master",
-		.comp = "master",
-		.version = ROVER_VERSION,
-		.opts = master_opts,
-		.nopts = (int)RV_ARRAY_SIZE(master_opts),
-		.usage = usage,
-		.summary = summary,
-	};
+	static const struct rv_daemon d =
+		RV_DAEMON_INIT("rover-master", "master", master_opts, usage, summary);
 	struct rv_err err = { 0 };
 	int rc = rv_daemon_configure(&d, &m->cfg, argc, argv);
 	if (rc <= 0)

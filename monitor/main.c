@@ -58,8 +58,7 @@ static const struct rv_cfg_opt monitor_opts[] = {
 	    0,
 	    "with --k8s: where the node's pod cgroups are (the cgroup v2 mount, the v1 mount, or "
 	    "a folder of v1's memory controller; in a DaemonSet the host's, mounted)"),
-	OPT("log", "level", "log-level", RV_CFG_STR, log_level, "info", 0, 0, 0,
-	    "debug, info, warn or error"),
+	RV_DAEMON_OPT_LOG_LEVEL(struct monitor_cfg),
 };
 
 static const char usage[] = "rover-monitor [--brain URL] [--token T] [--node NAME] "

@@ -46,61 +46,70 @@ static void gauge(struct rv_buf *out, const char *name, const char *help, const 
 		      name, name, node, v);
 }
 
+static const struct rv_rest_counter serve_counters[] = {
+	{ "rover_monitor_samples_total", "Node samples taken", offsetof(struct monitor, samples) },
+	{ "rover_monitor_sample_errors_total", "Ticks whose sampling failed",
+	  offsetof(struct monitor, sample_errors) },
+	{ "rover_monitor_samples_dropped_total",
+	  "Samples dropped: the buffer was full, or the brain refused their report",
+	  offsetof(struct monitor, dropped) },
+	{ "rover_monitor_reports_sent_total", "Reports the brain acknowledged",
+	  offsetof(struct monitor, reports_sent) },
+	{ "rover_monitor_reports_failed_total", "Report attempts that failed",
+	  offsetof(struct monitor, reports_failed) },
+	{ "rover_monitor_samples_sent_total", "Samples in acknowledged reports",
+	  offsetof(struct monitor, samples_sent) },
+};
+
+/* The gauges of this node's newest sample and the buffer, under m->lock. */
+static void serve_gauges(struct rv_buf *out, void *base)
+{
+	struct monitor *m = base;
+	pthread_mutex_lock(&m->lock);
+	const char *node = m->cfg.node;
+	const struct rv_cluster_node *l = &m->last;
+	gauge(out, "rover_monitor_buffered_samples", "Samples waiting for the brain", node,
+	      (double)m->count);
+	gauge(out, "rover_monitor_brain_up", "1 when the last report reached the brain", node,
+	      m->brain_ok ? 1 : 0);
+	if (l->ts_ms) {
+		gauge(out, "rover_node_cpu_cores", "CPU capacity, cores", node, l->cpu);
+		gauge(out, "rover_node_cpu_used_cores", "CPU in use, cores", node, l->cpu_used);
+		gauge(out, "rover_node_memory_mb", "Memory capacity, MiB", node,
+		      (double)l->memory_mb);
+		gauge(out, "rover_node_memory_used_mb", "Memory in use, MiB", node,
+		      (double)l->memory_used_mb);
+		gauge(out, "rover_node_gpus", "GPUs", node, l->gpu);
+		if (l->cpu_pressure >= 0)
+			gauge(out, "rover_node_cpu_pressure_pct", "PSI cpu some avg10", node,
+			      l->cpu_pressure);
+		if (l->memory_pressure >= 0)
+			gauge(out, "rover_node_memory_pressure_pct", "PSI memory some avg10", node,
+			      l->memory_pressure);
+		if (l->io_pressure >= 0)
+			gauge(out, "rover_node_io_pressure_pct", "PSI io some avg10", node,
+			      l->io_pressure);
+		if (l->gpu_util_pct >= 0)
+			gauge(out, "rover_node_gpu_util_pct",
+			      "Mean share of time a kernel ran on the GPUs (NVML)", node,
+			      l->gpu_util_pct);
+		gauge(out, "rover_node_jobs", "Rover jobs with processes on the node", node,
+		      l->njobs);
+	}
+	pthread_mutex_unlock(&m->lock);
+}
+
+static const struct rv_rest_metrics_page serve_page = {
+	.counters = serve_counters,
+	.ncounters = RV_ARRAY_SIZE(serve_counters),
+	.more = serve_gauges,
+};
+
 static int serve_metrics(struct rv_http_req *req, struct rv_http_resp *resp, void *ctx)
 {
 	(void)req;
 	struct monitor *m = ctx;
-	struct rv_buf out;
-	rv_buf_init(&out);
-	static const struct rv_rest_counter counters[] = {
-		{ "rover_monitor_samples_total", "Node samples taken",
-		  offsetof(struct monitor, samples) },
-		{ "rover_monitor_sample_errors_total", "Ticks whose sampling failed",
-		  offsetof(struct monitor, sample_errors) },
-		{ "rover_monitor_samples_dropped_total",
-		  "Samples dropped: the buffer was full, or the brain refused their report",
-		  offsetof(struct monitor, dropped) },
-		{ "rover_monitor_reports_sent_total", "Reports the brain acknowledged",
-		  offsetof(struct monitor, reports_sent) },
-		{ "rover_monitor_reports_failed_total", "Report attempts that failed",
-		  offsetof(struct monitor, reports_failed) },
-		{ "rover_monitor_samples_sent_total", "Samples in acknowledged reports",
-		  offsetof(struct monitor, samples_sent) },
-	};
-	rv_rest_metrics_counters(&out, m->http, m, counters, RV_ARRAY_SIZE(counters));
-	pthread_mutex_lock(&m->lock);
-	const char *node = m->cfg.node;
-	const struct rv_cluster_node *l = &m->last;
-	gauge(&out, "rover_monitor_buffered_samples", "Samples waiting for the brain", node,
-	      (double)m->count);
-	gauge(&out, "rover_monitor_brain_up", "1 when the last report reached the brain", node,
-	      m->brain_ok ? 1 : 0);
-	if (l->ts_ms) {
-		gauge(&out, "rover_node_cpu_cores", "CPU capacity, cores", node, l->cpu);
-		gauge(&out, "rover_node_cpu_used_cores", "CPU in use, cores", node, l->cpu_used);
-		gauge(&out, "rover_node_memory_mb", "Memory capacity, MiB", node,
-		      (double)l->memory_mb);
-		gauge(&out, "rover_node_memory_used_mb", "Memory in use, MiB", node,
-		      (double)l->memory_used_mb);
-		gauge(&out, "rover_node_gpus", "GPUs", node, l->gpu);
-		if (l->cpu_pressure >= 0)
-			gauge(&out, "rover_node_cpu_pressure_pct", "PSI cpu some avg10", node,
-			      l->cpu_pressure);
-		if (l->memory_pressure >= 0)
-			gauge(&out, "rover_node_memory_pressure_pct", "PSI memory some avg10", node,
-			      l->memory_pressure);
-		if (l->io_pressure >= 0)
-			gauge(&out, "rover_node_io_pressure_pct", "PSI io some avg10", node,
-			      l->io_pressure);
-		if (l->gpu_util_pct >= 0)
-			gauge(&out, "rover_node_gpu_util_pct",
-			      "Mean share of time a kernel ran on the GPUs (NVML)", node,
-			      l->gpu_util_pct);
-		gauge(&out, "rover_node_jobs", "Rover jobs with processes on the node", node,
-		      l->njobs);
-	}
-	pthread_mutex_unlock(&m->lock);
-	return rv_rest_reply_metrics(resp, &out);
+	return rv_rest_metrics_reply(resp, m->http, m, &serve_page);
 }
 
 static const struct rv_http_route routes[] = {
@@ -110,9 +119,8 @@ static const struct rv_http_route routes[] = {
 
 int serve_start(struct monitor *m, struct rv_err *err)
 {
-	m->http = rv_rest_small_server_start(m->cfg.listen, m->cfg.token, routes,
-					     (int)RV_ARRAY_SIZE(routes), m, err);
-	return m->http ? 0 : (err && err->code ? err->code : -EIO);
+	return rv_rest_small_server_start(&m->http, m->cfg.listen, m->cfg.token, routes,
+					  (int)RV_ARRAY_SIZE(routes), m, err);
 }
 
 void serve_stop(struct monitor *m)

@@ -87,8 +87,7 @@ static const struct rv_cfg_opt operator_opts[] = {
 	    "Event), ms; 0: never"),
 	OPT("server", "listen", "listen", RV_CFG_STR, listen, "127.0.0.1:9103", 0, 0, 0,
 	    "HOST:PORT of /healthz and /metrics (port 0: any free one, printed)"),
-	OPT("log", "level", "log-level", RV_CFG_STR, log_level, "info", 0, 0, 0,
-	    "debug, info, warn or error"),
+	RV_DAEMON_OPT_LOG_LEVEL(struct operator_cfg),
 };
 
 static const char usage[] = "rover-operator [--kubeconfig FILE] [--namespace NS] [options]";

@@ -210,7 +210,28 @@ START_TEST(test_reserve)
 }
 END_TEST
 
+START_TEST(test_consume_front)
+{
+	struct rv_buf b = { 0 };
+	rv_buf_consume(&b, 4); /* empty: fine */
+	ck_assert_ptr_null(b.data);
+	rv_buf_append(&b, "ab\0cdef", 7);
+	rv_buf_consume(&b, 3);
+	ck_assert_uint_eq(b.len, 4);
+	ck_assert_str_eq(b.data, "cdef");
+	rv_buf_consume(&b, 0);
+	ck_assert_str_eq(b.data, "cdef");
+	rv_buf_puts(&b, "gh");
+	ck_assert_str_eq(b.data, "cdefgh");
+	/* More than what is there: all of it goes. */
+	rv_buf_consume(&b, 100);
+	ck_assert_uint_eq(b.len, 0);
+	ck_assert_str_eq(b.data, "");
+	rv_buf_release(&b);
+}
+END_TEST
+
 RV_TEST_MAIN_TCASE("buf", "buf", 10, test_init_empty, test_append_growth,
 		   test_append_binary_and_empty, test_printf, test_printf_large,
 		   test_pg_array_escaping, test_steal, test_failed_buffer, test_truncate_to_mark,
-		   test_reserve)
+		   test_reserve, test_consume_front)

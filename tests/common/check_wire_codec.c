@@ -5,6 +5,7 @@
  * set, arrays (in place and allocated, their limits) and release.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -281,5 +282,67 @@ START_TEST(test_entries)
 }
 END_TEST
 
+/* One role's part of a map keyed by role. */
+struct per_role {
+	int n;
+	bool present;
+};
+
+#define T struct per_role
+static const struct rv_wire_field per_role_fields[] = {
+	WINT("n", n, RV_WIRE_REQ, 0, 9, "0..9"),
+};
+static const struct rv_wire_message per_role_msg =
+	RV_WIRE_MSG("PerRole", "one role's part", per_role_fields, NULL, NULL);
+#undef T
+
+static int role_map_decode(const char *text, struct per_role *out, struct rv_err *err)
+{
+	memset(out, 0, RV_ROLE_COUNT * sizeof(*out));
+	RV_CLEANUP_CJSON cJSON *map = cJSON_Parse(text);
+	ck_assert_ptr_nonnull(map);
+	return rv_wire_decode_role_map(&per_role_msg, map, "spec.roles", out,
+				       offsetof(struct per_role, present), "role kind", "skipped",
+				       err);
+}
+
+START_TEST(test_role_map)
+{
+	struct per_role r[RV_ROLE_COUNT];
+	struct rv_err err = { 0 };
+	ck_assert_int_eq(role_map_decode("{\"ps\":{\"n\":2},\"skipped\":7,\"worker\":{\"n\":3}}", r,
+					 &err),
+			 0);
+	ck_assert(r[RV_ROLE_WORKER].present && r[RV_ROLE_WORKER].n == 3);
+	ck_assert(r[RV_ROLE_PS].present && r[RV_ROLE_PS].n == 2);
+	ck_assert(!r[RV_ROLE_CHIEF].present && !r[RV_ROLE_EVALUATOR].present);
+	/* written back keyed by role, the absent ones left out */
+	RV_CLEANUP_CJSON cJSON *o = cJSON_CreateObject();
+	ck_assert(rv_wire_encode_role_map(&per_role_msg, o, "roles", r,
+					  offsetof(struct per_role, present)));
+	RV_CLEANUP_FREE char *text = rv_json_print(o);
+	ck_assert_str_eq(text, "{\"roles\":{\"worker\":{\"n\":3},\"ps\":{\"n\":2}}}");
+	/* refused, naming the key */
+	ck_assert_int_eq(role_map_decode("{\"boss\":{\"n\":1}}", r, &err), -EINVAL);
+	ck_assert_str_eq(err.field, "spec.roles.boss");
+	ck_assert_str_eq(err.msg,
+			 "unknown role kind \"boss\" (expected worker, ps, chief or evaluator)");
+	ck_assert_int_eq(role_map_decode("{\"chief\":1}", r, &err), -EINVAL);
+	ck_assert_str_eq(err.msg, "spec.roles.chief must be an object");
+	ck_assert_int_eq(role_map_decode("{\"worker\":{\"n\":10}}", r, &err), -EINVAL);
+	ck_assert_str_eq(err.field, "spec.roles.worker.n");
+	/* a role twice (a tree built by hand: the parser refuses a key twice) */
+	RV_CLEANUP_CJSON cJSON *twice = cJSON_CreateObject();
+	for (int i = 0; i < 2; i++)
+		cJSON_AddNumberToObject(cJSON_AddObjectToObject(twice, "ps"), "n", i);
+	memset(r, 0, sizeof(r));
+	ck_assert_int_eq(rv_wire_decode_role_map(&per_role_msg, twice, "roles", r,
+						 offsetof(struct per_role, present), "role", NULL,
+						 &err),
+			 -EINVAL);
+	ck_assert_str_eq(err.msg, "roles.ps is given twice");
+}
+END_TEST
+
 RV_TEST_MAIN_TCASE("wire_codec", "codec", 0, test_values_and_defaults, test_round_trip,
-		   test_entries, test_refused, test_variant_items)
+		   test_entries, test_refused, test_variant_items, test_role_map)
