@@ -1,6 +1,7 @@
 /*
  * courier.c: the master's calls off the training step's path.  A thread of
- * the handle (started by its first shard or report) keeps a window of
+ * the handle (started when it opens; it asks for shards from the loop's
+ * first one on) keeps a window of
  * shards fetched ahead of the loop and delivers the step reports, the
  * shard dones and the data positions of saves from one queue, in order,
  * each once (retried with the same body until the master answers it), so
@@ -13,7 +14,8 @@
  * in the order the master handed them (the order the loop consumes them,
  * which the master's data checkpoints rely on: a task taken after the one
  * a save names is TODO in that checkpoint).  A position's report is queued
- * before the done of the task it names, as the master needs.
+ * before the done of the task it names, as the master needs, and the save
+ * waits for it while the master answers (trainer_courier_ckpt).
  */
 #include "trainer.h"
 
@@ -31,6 +33,7 @@ enum {
 	COURIER_PAUSE_MS = 50, /* between tries of a call the master did not answer */
 	COURIER_WAIT_MS = 10,  /* before asking again after "wait" */
 	COURIER_DRAIN_MS = 10000,
+	COURIER_STALL_MS = 200, /* a call unanswered this long: the master stands still */
 };
 
 enum courier_kind { MSG_STEP, MSG_DONE, MSG_CKPT };
@@ -52,10 +55,16 @@ struct trainer_courier {
 	struct rv_master_client *mc;
 	struct courier_msg q[COURIER_QUEUE];
 	int qhead, qn;
-	bool sending; /* the thread holds q[qhead] in a call */
+	bool sending;     /* the thread holds q[qhead] in a call */
+	int64_t call_ms;  /* when that call began (0: none in flight) */
+	int64_t put, sent; /* messages queued, delivered (or refused) so far */
 	struct rv_shard_task win[RV_TRAINER_MAX_PREFETCH + 1];
 	int whead, wn;
-	int ahead;        /* shards kept ahead of the loop */
+	int ahead;        /* shards kept ahead of the loop; -1: by time */
+	double ahead_s;   /* by time: seconds of the loop's use kept ahead */
+	int64_t taken_ms; /* when the loop last took a shard (0: never) */
+	int64_t ntaken;   /* shards the loop took */
+	double every_ms;  /* the loop's time between shards, smoothed (0: unknown) */
 	bool fetching;    /* the loop has asked for a shard once */
 	bool demand;      /* the loop waits for a shard */
 	bool waiting;     /* the last answer was "wait": none free now */
@@ -110,6 +119,7 @@ static void courier_send(struct trainer_courier *c)
 {
 	struct courier_msg m = c->q[c->qhead];
 	c->sending = true;
+	c->call_ms = rv_mono_ms();
 	for (;;) {
 		pthread_mutex_unlock(&c->mu);
 		struct rv_err err = { 0 };
@@ -127,8 +137,10 @@ static void courier_send(struct trainer_courier *c)
 		pthread_mutex_lock(&c->mu);
 	}
 	c->sending = false;
+	c->call_ms = 0;
 	c->qhead = (c->qhead + 1) % COURIER_QUEUE;
 	c->qn--;
+	c->sent++;
 	pthread_cond_broadcast(&c->changed);
 }
 
@@ -138,6 +150,7 @@ static void courier_fetch(struct trainer_courier *c, const struct rv_shard_next 
 {
 	struct rv_shard_task task;
 	c->in_fetch = true;
+	c->call_ms = rv_mono_ms();
 	for (;;) {
 		pthread_mutex_unlock(&c->mu);
 		struct rv_err err = { 0 };
@@ -169,7 +182,24 @@ static void courier_fetch(struct trainer_courier *c, const struct rv_shard_next 
 		break;
 	}
 	c->in_fetch = false;
+	c->call_ms = 0;
 	pthread_cond_broadcast(&c->changed);
+}
+
+/* How many shards to keep ahead now (mu held): the count asked for, else
+ * as many as the loop uses in ahead_s at its pace so far (at least 2). */
+static int courier_ahead(const struct trainer_courier *c)
+{
+	if (c->ahead >= 0)
+		return c->ahead;
+	double n = c->every_ms > 0 ? c->ahead_s * 1000 / c->every_ms : 0;
+	/* grown one shard per shard taken: a group just (re)started shares
+	 * what is left of an epoch between its ranks, as without a window */
+	if (n > (double)(2 + c->ntaken))
+		n = (double)(2 + c->ntaken);
+	if (n >= RV_TRAINER_MAX_PREFETCH)
+		return RV_TRAINER_MAX_PREFETCH;
+	return n > 2 ? (int)n + 1 : 2;
 }
 
 /* Whether the thread should ask for a shard now (mu held). */
@@ -179,7 +209,7 @@ static bool courier_wants(const struct trainer_courier *c, int64_t now)
 		return false;
 	if (c->waiting && now < c->again_ms)
 		return false;
-	int ahead = c->stream ? 0 : c->ahead;
+	int ahead = c->stream ? 0 : courier_ahead(c);
 	return c->wn < ahead || (c->demand && c->wn == 0);
 }
 
@@ -217,15 +247,23 @@ static void *courier_main(void *arg)
 	return NULL;
 }
 
-/* The window's depth: $ROVER_PREFETCH_SHARDS, else RV_TRAINER_PREFETCH. */
-static int courier_depth(void)
+/* The window: $ROVER_PREFETCH_SHARDS shards (a count), else
+ * $ROVER_PREFETCH_S seconds of the loop's use (RV_TRAINER_PREFETCH_S). */
+static void courier_depth(struct trainer_courier *c)
 {
 	const char *v = getenv("ROVER_PREFETCH_SHARDS");
 	char *end;
 	long n = v && *v ? strtol(v, &end, 10) : -1;
-	if (n < 0 || (v && *end))
-		return RV_TRAINER_PREFETCH;
-	return n > RV_TRAINER_MAX_PREFETCH ? RV_TRAINER_MAX_PREFETCH : (int)n;
+	c->ahead = -1;
+	c->ahead_s = RV_TRAINER_PREFETCH_S;
+	if (n >= 0 && !*end) {
+		c->ahead = n > RV_TRAINER_MAX_PREFETCH ? RV_TRAINER_MAX_PREFETCH : (int)n;
+		return;
+	}
+	v = getenv("ROVER_PREFETCH_S");
+	double s = v && *v ? strtod(v, &end) : -1;
+	if (s >= 0 && s <= 3600 && !*end)
+		c->ahead_s = s;
 }
 
 int trainer_courier_start(struct rv_trainer *t, struct rv_err *err)
@@ -242,7 +280,7 @@ int trainer_courier_start(struct rv_trainer *t, struct rv_err *err)
 	pthread_mutex_init(&c->mu, NULL);
 	rv_cond_init_mono(&c->work);
 	rv_cond_init_mono(&c->changed);
-	c->ahead = courier_depth();
+	courier_depth(c);
 	c->pid = getpid();
 	a->c = c;
 	a->req.worker = t->rank;
@@ -276,6 +314,13 @@ int trainer_courier_next(struct rv_trainer *t, struct rv_shard_task *out, struct
 	c->fetching = true;
 	for (;;) {
 		if (c->wn > 0) {
+			int64_t now = rv_mono_ms();
+			if (c->taken_ms) {
+				double dt = (double)(now - c->taken_ms);
+				c->every_ms = c->every_ms > 0 ? 0.8 * c->every_ms + 0.2 * dt : dt;
+			}
+			c->taken_ms = now;
+			c->ntaken++;
 			*out = c->win[c->whead];
 			c->whead = (c->whead + 1) % (RV_TRAINER_MAX_PREFETCH + 1);
 			c->wn--;
@@ -319,28 +364,55 @@ static int courier_put(struct rv_trainer *t, const struct courier_msg *m, struct
 	} else {
 		c->q[(c->qhead + c->qn) % COURIER_QUEUE] = *m;
 		c->qn++;
+		rc = (int)(++c->put & 0x3fffffff);
 		pthread_cond_signal(&c->work);
 	}
 	pthread_mutex_unlock(&c->mu);
 	return rc;
 }
 
+/* Wait until the message put as seq (courier_put's answer) is delivered,
+ * while the master answers: not once a call has waited COURIER_STALL_MS
+ * (the master stands still: the loop goes on, the queue grows). */
+static void courier_wait_sent(struct trainer_courier *c, int seq)
+{
+	pthread_mutex_lock(&c->mu);
+	while ((int)(c->sent & 0x3fffffff) < seq && !c->stop &&
+	       !(c->call_ms && rv_mono_ms() - c->call_ms >= COURIER_STALL_MS)) {
+		struct timespec ts;
+		rv_mono_timespec(&ts, rv_mono_ms() + 10);
+		pthread_cond_timedwait(&c->changed, &c->mu, &ts);
+	}
+	pthread_mutex_unlock(&c->mu);
+}
+
 int trainer_courier_step(struct rv_trainer *t, const struct rv_step_report *s, struct rv_err *err)
 {
 	struct courier_msg m = { .kind = MSG_STEP, .u.step = *s };
-	return courier_put(t, &m, err);
+	int rc = courier_put(t, &m, err);
+	return rc > 0 ? 0 : rc;
 }
 
 int trainer_courier_done(struct rv_trainer *t, const struct rv_shard_done *d, struct rv_err *err)
 {
 	struct courier_msg m = { .kind = MSG_DONE, .u.done = *d };
-	return courier_put(t, &m, err);
+	int rc = courier_put(t, &m, err);
+	return rc > 0 ? 0 : rc;
 }
 
 int trainer_courier_ckpt(struct rv_trainer *t, const struct rv_ckpt_report *r, struct rv_err *err)
 {
 	struct courier_msg m = { .kind = MSG_CKPT, .u.ckpt = *r };
-	return courier_put(t, &m, err);
+	int rc = courier_put(t, &m, err);
+	if (rc <= 0)
+		return rc;
+	/* A restore finds a step whose positions every rank reported only
+	 * if they arrive with the steps: a queue that ran ahead of the
+	 * master lost its last ones with the worker, and the master keeps
+	 * the last 8 steps only.  So the save waits for its position while
+	 * the master answers, and goes on without it while it stands still. */
+	courier_wait_sent(courier_get(t), rc);
+	return 0;
 }
 
 int rv_trainer_flush(struct rv_trainer *t, int timeout_ms, struct rv_err *err)
@@ -366,6 +438,17 @@ int rv_trainer_flush(struct rv_trainer *t, int timeout_ms, struct rv_err *err)
 	}
 	pthread_mutex_unlock(&c->mu);
 	return rc;
+}
+
+int rv_trainer_ahead(struct rv_trainer *t)
+{
+	struct trainer_courier *c = courier_get(t);
+	if (!c)
+		return 0;
+	pthread_mutex_lock(&c->mu);
+	int n = c->wn;
+	pthread_mutex_unlock(&c->mu);
+	return n;
 }
 
 int trainer_courier_forget(struct rv_trainer *t)

@@ -102,13 +102,18 @@ struct rv_trainer_shard {
 };
 /* The next shard: a status >= 0 or a negative errno.  -EBUSY while the
  * current shard is not done yet.  A thread of the handle keeps a window of
- * shards fetched ahead ($ROVER_PREFETCH_SHARDS, default
- * RV_TRAINER_PREFETCH; 0: each fetched when asked for, as a stream's
- * always are), in the order the master handed them out, so the loop
- * trains on through a master that stops answering for a while; the
- * master's data checkpoints count a task fetched ahead as not begun, and
- * give it back when this worker dies. */
-enum { RV_TRAINER_PREFETCH = 16, RV_TRAINER_MAX_PREFETCH = 256, RV_TRAINER_QUEUE = 1024 };
+ * shards fetched ahead: as many as the loop uses in $ROVER_PREFETCH_S
+ * seconds at its pace so far (default RV_TRAINER_PREFETCH_S; at least 2,
+ * at most RV_TRAINER_MAX_PREFETCH), or $ROVER_PREFETCH_SHARDS (a count;
+ * 0: each fetched when asked for, as a stream's always are).  They come
+ * in the order the master handed them out, so the loop trains on through
+ * a master that stops answering for that long; the master's data
+ * checkpoints count a task fetched ahead as not begun, and give it back
+ * when this worker dies. */
+#define RV_TRAINER_PREFETCH_S 15.0
+/* How many shards the window holds now (0 without a master). */
+int rv_trainer_ahead(struct rv_trainer *t);
+enum { RV_TRAINER_MAX_PREFETCH = 256, RV_TRAINER_QUEUE = 1024 };
 int rv_trainer_next(struct rv_trainer *t, struct rv_trainer_shard *out, struct rv_err *err);
 /* How many samples of the current shard have been consumed (the position a
  * checkpoint records).  -ENOENT without a current shard, -ERANGE beyond it. */

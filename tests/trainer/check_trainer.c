@@ -143,11 +143,7 @@ START_TEST(test_open_needs_rover_run)
 }
 END_TEST
 
-/* The master stopped (SIGSTOP) for 3 s under a loop that takes a shard,
- * reports a step and a done every 20 ms: the loop goes on from the
- * window of shards fetched ahead, none of its calls waiting for the
- * master; continued, the master gets every report, in order, once, and
- * every sample is trained once. */
+/* Continue pid after ms (a thread: the test's loop may wait meanwhile). */
 struct cont_after {
 	pid_t pid;
 	int ms;
@@ -163,9 +159,14 @@ static void *cont_after_main(void *arg)
 	return NULL;
 }
 
+/* The master stopped (SIGSTOP) for 3 s under a loop that takes a shard,
+ * reports a step and a done every 20 ms: the loop goes on from the
+ * window of shards fetched ahead, none of its calls waiting for the
+ * master; continued, the master gets every report, in order, once, and
+ * every sample is trained once. */
 START_TEST(test_trains_through_master_stop)
 {
-	enum { SIZE = 640, SHARD = 8 };
+	enum { SIZE = 1600, SHARD = 8 };
 	struct rv_test_master m;
 	start_master(&m, SIZE, SHARD, 1, 1);
 	char job[64];
@@ -180,7 +181,11 @@ START_TEST(test_trains_through_master_stop)
 	pthread_t th;
 	bool stopped = false;
 	for (;;) {
-		if (step == 10 && !stopped) { /* the window filled meanwhile */
+		if (step == 30 && !stopped) {
+			/* a window of 30 shards (it grows by one per shard taken) */
+			for (int k = 0; k < 1000 && rv_trainer_ahead(t) < 30; k++)
+				usleep(10000);
+			ck_assert_int_ge(rv_trainer_ahead(t), 30);
 			ck_assert_int_eq(kill(m.pid, SIGSTOP), 0);
 			ck_assert_int_eq(pthread_create(&th, NULL, cont_after_main, &ca), 0);
 			stopped = true;
@@ -204,10 +209,10 @@ START_TEST(test_trains_through_master_stop)
 		usleep(20000);
 	}
 	pthread_join(th, NULL);
-	/* 3 s at a step per 20 ms is more than the window: the loop trained
-	 * the window's shards while the master was stopped, and waited only
-	 * once it ran dry, never for a report or a done */
-	ck_assert_msg(steps_stopped >= RV_TRAINER_PREFETCH / 2,
+	/* 3 s at a step per 20 ms (a shard each): the loop trained its
+	 * window's shards while the master was stopped, never waiting for a
+	 * report or a done */
+	ck_assert_msg(steps_stopped >= 30,
 		      "%lld steps trained while the master was stopped",
 		      (long long)steps_stopped);
 	ck_assert_msg(rv_trainer_flush(t, 10000, &err) == 0, "%s", err.msg);
