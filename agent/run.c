@@ -54,7 +54,7 @@
 #define RUN_WORLD_POLL_MS  500
 #define RUN_PEER_REPORT_MS 300
 #define RUN_STACK_WAIT_MS  2000
-#define RUN_HANG_START_MS  120000 /* the hang timeout before a group's first sign of life, at least */
+#define RUN_HANG_START_MS  120000 /* the hang limit before a group's first sign of life */
 #define RUN_STORE_WAIT_MS  500
 #define RUN_STORE_READY_MS 10000
 #define RUN_GPU_PROBE_MS   20000

@@ -55,8 +55,8 @@ struct trainer_courier {
 	struct rv_master_client *mc;
 	struct courier_msg q[COURIER_QUEUE];
 	int qhead, qn;
-	bool sending;     /* the thread holds q[qhead] in a call */
-	int64_t call_ms;  /* when that call began (0: none in flight) */
+	bool sending;      /* the thread holds q[qhead] in a call */
+	int64_t call_ms;   /* when that call began (0: none in flight) */
 	int64_t put, sent; /* messages queued, delivered (or refused) so far */
 	struct rv_shard_task win[RV_TRAINER_MAX_PREFETCH + 1];
 	int whead, wn;
@@ -99,8 +99,7 @@ static bool courier_refused(int rc)
 	}
 }
 
-static int courier_call(struct trainer_courier *c, const struct courier_msg *m,
-			struct rv_err *err)
+static int courier_call(struct trainer_courier *c, const struct courier_msg *m, struct rv_err *err)
 {
 	switch (m->kind) {
 	case MSG_STEP:
@@ -274,8 +273,7 @@ int trainer_courier_start(struct rv_trainer *t, struct rv_err *err)
 	if (!c || !a || !(c->mc = rv_master_client_new(&mo, err))) {
 		free(a);
 		free(c);
-		return err && err->code ? err->code
-					: rv_err_set(err, -ENOMEM, "", "out of memory");
+		return err && err->code ? err->code : rv_err_set(err, -ENOMEM, "", "out of memory");
 	}
 	pthread_mutex_init(&c->mu, NULL);
 	rv_cond_init_mono(&c->work);

@@ -212,8 +212,7 @@ START_TEST(test_trains_through_master_stop)
 	/* 3 s at a step per 20 ms (a shard each): the loop trained its
 	 * window's shards while the master was stopped, never waiting for a
 	 * report or a done */
-	ck_assert_msg(steps_stopped >= 30,
-		      "%lld steps trained while the master was stopped",
+	ck_assert_msg(steps_stopped >= 30, "%lld steps trained while the master was stopped",
 		      (long long)steps_stopped);
 	ck_assert_msg(rv_trainer_flush(t, 10000, &err) == 0, "%s", err.msg);
 	for (int i = 0; i < SIZE; i++)
@@ -1079,9 +1078,9 @@ static Suite *trainer_suite(void)
 				  test_shards_exactly_once, test_stream_task_names_partition,
 				  test_save_load, test_restart_checks_each_slot_once,
 				  test_save_without_master, test_trains_through_master_stop,
-				  test_kill_during_save,
-				  test_corrupted_refused, test_save_odd_sizes,
-				  test_overlap_saves_step, test_overlap_crash_keeps_previous,
+				  test_kill_during_save, test_corrupted_refused,
+				  test_save_odd_sizes, test_overlap_saves_step,
+				  test_overlap_crash_keeps_previous,
 				  test_overlap_reports_before_next_task, test_torch_kill_after_save,
 				  test_torch_overlap, test_older_slot_checked_when_loaded,
 				  test_torch_compute_time);
