@@ -251,17 +251,18 @@ static void *courier_main(void *arg)
 static void courier_depth(struct trainer_courier *c)
 {
 	const char *v = getenv("ROVER_PREFETCH_SHARDS");
-	char *end;
+	char *end = NULL;
 	long n = v && *v ? strtol(v, &end, 10) : -1;
 	c->ahead = -1;
 	c->ahead_s = RV_TRAINER_PREFETCH_S;
-	if (n >= 0 && !*end) {
+	if (n >= 0 && end && !*end) {
 		c->ahead = n > RV_TRAINER_MAX_PREFETCH ? RV_TRAINER_MAX_PREFETCH : (int)n;
 		return;
 	}
 	v = getenv("ROVER_PREFETCH_S");
+	end = NULL;
 	double s = v && *v ? strtod(v, &end) : -1;
-	if (s >= 0 && s <= 3600 && !*end)
+	if (s >= 0 && s <= 3600 && end && !*end)
 		c->ahead_s = s;
 }
 
