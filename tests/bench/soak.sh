@@ -167,7 +167,10 @@ def fault(st, name):
         if name == "worker_stop":
             os.kill(pid, signal.SIGSTOP)
             time.sleep(HELD[name])
-            os.kill(pid, signal.SIGCONT)
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass  # found hung and stopped by rover-run meanwhile
             return True
         os.kill(pid, signal.SIGKILL)
     if name in ("master_kill", "worker_master"):
