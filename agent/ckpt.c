@@ -447,6 +447,18 @@ static int mkdirs(const char *dir)
 	return mkdir(p, 0755) < 0 && errno != EEXIST ? -errno : 0;
 }
 
+int64_t ckpt_newest(const struct ckpt *c, int rank)
+{
+	if (!c->started)
+		return -1;
+	struct rank_slots rs;
+	int64_t newest = -1;
+	slots_map(c, rank, &rs);
+	slots_find(&rs, -1, &newest);
+	slots_unmap(&rs);
+	return newest;
+}
+
 int ckpt_start(struct ckpt *c, const struct ckpt_opts *o, struct rv_err *err)
 {
 	snprintf(c->job, sizeof(c->job), "%s", o->job);

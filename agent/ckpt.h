@@ -108,4 +108,10 @@ int ckpt_flush(struct ckpt *c, int timeout_ms);
  * the shared memory of every rank that ran here.  Safe when not started. */
 void ckpt_stop(struct ckpt *c, bool unlink);
 
+/* The newest step committed in the slots of rank on this node, -1 when
+ * there is none (or the checkpoint is not started): the hang check's sign
+ * that a silent worker trains.  Maps the slots for the call; the
+ * supervisor's thread. */
+int64_t ckpt_newest(const struct ckpt *c, int rank);
+
 #endif

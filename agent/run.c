@@ -54,6 +54,7 @@
 #define RUN_WORLD_POLL_MS  500
 #define RUN_PEER_REPORT_MS 300
 #define RUN_STACK_WAIT_MS  2000
+#define RUN_HANG_START_MS  120000 /* the hang limit before a group's first sign of life */
 #define RUN_STORE_WAIT_MS  500
 #define RUN_STORE_READY_MS 10000
 #define RUN_GPU_PROBE_MS   20000
@@ -621,6 +622,9 @@ static void group_stop(struct run *r, int grace_ms)
 		if (r->w[i].running) {
 			r->w[i].stopped = true;
 			rv_proc_kill(&r->w[i].proc, SIGTERM);
+			/* a stopped worker (SIGSTOP: a hang) takes its SIGTERM
+			 * only once continued; else it waited out the grace */
+			rv_proc_kill(&r->w[i].proc, SIGCONT);
 		}
 	int64_t until = rv_mono_ms() + grace_ms;
 	for (int i = 0; i < r->nproc; i++) {
@@ -772,6 +776,18 @@ static void report_usage(struct run *r, int64_t now)
 			     (long long)u.gpu_memory_mb);
 }
 
+/* A sign that w trains though it may print nothing: a new step in its
+ * flash checkpoint slots (the first look only learns the step there). */
+static void hang_sign(struct run *r, struct worker *w, int64_t now)
+{
+	int64_t step = ckpt_newest(&r->ck, w->rank);
+	if (w->ck_step != INT64_MIN && step != w->ck_step) {
+		w->last_output_ms = now;
+		w->lived = true;
+	}
+	w->ck_step = step;
+}
+
 static int on_timer(struct run *r, enum run_outcome *out)
 {
 	uint64_t ticks;
@@ -812,11 +828,21 @@ static int on_timer(struct run *r, enum run_outcome *out)
 	 * rank 0 at its next collective and node 0's report re-forms them all */
 	if (r->f->hang_timeout_s <= 0 || (r->group_world_size > 1 && r->group_rank != 0))
 		return 0;
-	int64_t newest = 0;
+	int64_t newest = 0, limit_ms = (int64_t)(r->f->hang_timeout_s * 1000);
+	bool lived = false;
 	for (int i = 0; i < r->nproc; i++)
-		if (r->w[i].running && r->w[i].last_output_ms > newest)
-			newest = r->w[i].last_output_ms;
-	if (newest && now - newest > (int64_t)(r->f->hang_timeout_s * 1000)) {
+		if (r->w[i].running) {
+			hang_sign(r, &r->w[i], now);
+			lived = lived || r->w[i].lived;
+			if (r->w[i].last_output_ms > newest)
+				newest = r->w[i].last_output_ms;
+		}
+	/* a group that showed no life yet may be importing its libraries (a
+	 * cold start: 40 s on a busy machine, silent): a short timeout, which
+	 * a job picks to find a stopped worker in seconds, waits for that */
+	if (!lived && limit_ms < RUN_HANG_START_MS)
+		limit_ms = RUN_HANG_START_MS;
+	if (newest && now - newest > limit_ms) {
 		for (int i = 0; i < r->nproc; i++)
 			if (r->w[i].running)
 				rv_log_error("worker hangs: no output", "rank=%d silent_s=%lld",

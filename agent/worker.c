@@ -304,6 +304,7 @@ int worker_launch(struct worker *w, const struct worker_group *g, int lr, struct
 	w->running = true;
 	w->warm = warm;
 	w->started_ms = w->last_output_ms = rv_mono_ms();
+	w->ck_step = INT64_MIN;
 	return 0;
 }
 
@@ -393,6 +394,7 @@ int worker_pump(struct worker *w, int i)
 			return 1;
 		}
 		w->last_output_ms = rv_mono_ms();
+		w->lived = true;
 		if (s->log_fd >= 0)
 			write_all(s->log_fd, buf, (size_t)k);
 		if (i == 1)

@@ -70,7 +70,9 @@ struct worker {
 	bool stopped;       /* we asked it to stop: its exit is no failure */
 	int status;         /* wait status once reaped */
 	int64_t started_ms; /* monotonic */
-	int64_t last_output_ms;
+	int64_t last_output_ms;      /* or its last new checkpoint step (run.c) */
+	bool lived;                  /* has written output or saved a new step */
+	int64_t ck_step;             /* the newest step in its slots; INT64_MIN: not read yet */
 	struct worker_stream out[2]; /* stdout, stderr */
 	char tail[WORKER_TAIL];      /* the last bytes of stderr */
 	size_t tail_len;

@@ -198,6 +198,7 @@ struct trainer_save {
 	struct trainer_copy copy;
 	struct rv_ckslot_hdr *h;     /* the slot's header, in its mapping */
 	struct rv_master_client *mc; /* reports the position; NULL: no master */
+	struct rv_trainer *t;        /* whose courier queues the report */
 	int slot, rank;
 	uint64_t seq, payload;
 	int64_t step, task_id, consumed;
@@ -297,6 +298,7 @@ static struct trainer_save *save_prepare(struct rv_trainer *t, int64_t step, int
 	}
 	sv->h = (struct rv_ckslot_hdr *)t->slot[s].map;
 	sv->mc = t->mc_report;
+	sv->t = t;
 	sv->slot = s;
 	sv->rank = t->rank;
 	sv->payload = (uint64_t)payload;
@@ -318,7 +320,12 @@ static void save_report(struct trainer_save *sv)
 		.task_id = sv->task_id,
 		.consumed = sv->consumed,
 	};
-	sv->reported = rv_master_ckpt_report(sv->mc, &r, &sv->rerr) == 0;
+	/* queued behind the dones before it, ahead of the done of the task it
+	 * names (which the master would otherwise find finished) */
+	int rc = trainer_courier_ckpt(sv->t, &r, &sv->rerr);
+	if (rc == -ENOSYS)
+		rc = rv_master_ckpt_report(sv->mc, &r, &sv->rerr);
+	sv->reported = rc == 0;
 }
 
 /* Copy, write the header, commit. */
@@ -788,12 +795,19 @@ int rv_trainer_restore_data(struct rv_trainer *t, int64_t step, struct rv_err *e
 	if (!t->mc)
 		return trainer_fail(t, err,
 				    rv_err_set(err, -ENOTCONN, "master", "no master to ask"));
+	/* this rank's queued reports delivered, its window of shards dropped:
+	 * the import replaces every task the master handed out */
+	int rc = trainer_courier_forget(t);
+	if (rc < 0)
+		return trainer_fail(t, err,
+				    rv_err_set(err, rc, "master",
+					       "could not deliver the reports before the restore"));
 	struct rv_data_ckpt ck = { 0 };
 	/* the master composes it while it keeps the step's reports; storage
 	 * has the copy rover-run took when it persisted the step.  A step not
 	 * every rank reported (409: one died before its report) is no
 	 * checkpoint of the data: the caller tries an older step. */
-	int rc = rv_master_ckpt_export(t->mc, step, &ck, err);
+	rc = rv_master_ckpt_export(t->mc, step, &ck, err);
 	if (rc == -ENOENT || rc == -EEXIST) {
 		struct rv_err serr = { 0 };
 		int src = data_from_storage(step, &ck, &serr);

@@ -101,17 +101,33 @@ struct rv_trainer_shard {
 	char partition[64];
 };
 /* The next shard: a status >= 0 or a negative errno.  -EBUSY while the
- * current shard is not done yet. */
+ * current shard is not done yet.  A thread of the handle keeps a window of
+ * shards fetched ahead: as many as the loop uses in $ROVER_PREFETCH_S
+ * seconds at its pace so far (default RV_TRAINER_PREFETCH_S; at least 2,
+ * at most RV_TRAINER_MAX_PREFETCH), or $ROVER_PREFETCH_SHARDS (a count;
+ * 0: each fetched when asked for, as a stream's always are).  They come
+ * in the order the master handed them out, so the loop trains on through
+ * a master that stops answering for that long; the master's data
+ * checkpoints count a task fetched ahead as not begun, and give it back
+ * when this worker dies. */
+#define RV_TRAINER_PREFETCH_S 15.0
+/* How many shards the window holds now (0 without a master). */
+int rv_trainer_ahead(struct rv_trainer *t);
+enum { RV_TRAINER_MAX_PREFETCH = 256, RV_TRAINER_QUEUE = 1024 };
 int rv_trainer_next(struct rv_trainer *t, struct rv_trainer_shard *out, struct rv_err *err);
 /* How many samples of the current shard have been consumed (the position a
  * checkpoint records).  -ENOENT without a current shard, -ERANGE beyond it. */
 int rv_trainer_consumed(struct rv_trainer *t, int64_t consumed);
 /* The current shard's samples are all consumed: tell the master (counted
- * once, even when repeated).  -ENOENT without a current shard. */
+ * once, even when repeated; queued, delivered in order with the step
+ * reports and the saves' positions, off the caller's path).  -ENOENT
+ * without a current shard. */
 int rv_trainer_done(struct rv_trainer *t, struct rv_err *err);
 
 /* Global step step was reached; samples were trained since the last report
- * (the master derives the speed from them). */
+ * (the master derives the speed from them).  Queued as a done is; with
+ * RV_TRAINER_QUEUE reports waiting for the master (gone that long) the
+ * report is dropped: -ENOBUFS. */
 int rv_trainer_report_step(struct rv_trainer *t, int64_t step, int64_t samples, struct rv_err *err);
 /* The same with compute_s: the seconds of this node's own work in the step,
  * without the wait for its peers (in DDP: from the forward's start to its
@@ -120,6 +136,12 @@ int rv_trainer_report_step(struct rv_trainer *t, int64_t step, int64_t samples, 
  * brain's straggler rule reads it).  -EINVAL when negative. */
 int rv_trainer_report_step_compute(struct rv_trainer *t, int64_t step, int64_t samples,
 				   double compute_s, struct rv_err *err);
+
+/* Wait up to timeout_ms for every queued done, step report and save's
+ * position to reach the master.  0; -ETIMEDOUT some still wait; another
+ * negative errno when the master refused one since the last flush (err
+ * says which).  rv_trainer_close flushes for 10 s. */
+int rv_trainer_flush(struct rv_trainer *t, int timeout_ms, struct rv_err *err);
 
 /* ---- flash checkpoint ---- */
 struct rv_trainer_save_stats {

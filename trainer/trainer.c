@@ -118,8 +118,10 @@ struct rv_trainer *rv_trainer_open_opts(const struct rv_trainer_opts *o, struct 
 		struct rv_master_opts ro = {
 			.url = url, .timeout_ms = 1000, .max_attempts = 2, .retry_budget_ms = 500
 		};
+		snprintf(t->url, sizeof(t->url), "%s", url);
 		if (!(t->mc = rv_master_client_new(&mo, err)) ||
-		    !(t->mc_report = rv_master_client_new(&ro, err))) {
+		    !(t->mc_report = rv_master_client_new(&ro, err)) ||
+		    trainer_courier_start(t, err) < 0) {
 			rv_trainer_close(t);
 			return NULL;
 		}
@@ -147,6 +149,7 @@ void rv_trainer_close(struct rv_trainer *t)
 	if (!t)
 		return;
 	trainer_ckpt_close(t);
+	trainer_courier_close(t);
 	rv_master_client_free(t->mc);
 	rv_master_client_free(t->mc_report);
 	free(t);
@@ -172,7 +175,9 @@ int rv_trainer_next(struct rv_trainer *t, struct rv_trainer_shard *out, struct r
 	snprintf(req.node, sizeof(req.node), "%s", t->node);
 	snprintf(req.dataset, sizeof(req.dataset), "%s", t->dataset);
 	struct rv_shard_task task;
-	if ((rc = rv_master_shard_next(t->mc, &req, &task, err)) < 0)
+	if ((rc = trainer_courier_next(t, &task, err)) == -ENOSYS)
+		rc = rv_master_shard_next(t->mc, &req, &task, err);
+	if (rc < 0)
 		return trainer_fail(t, err, rc);
 	memset(out, 0, sizeof(*out));
 	if (task.status == RV_SHARD_WAIT)
@@ -209,7 +214,9 @@ int rv_trainer_done(struct rv_trainer *t, struct rv_err *err)
 		return trainer_fail(t, err, rv_err_set(err, -ENOENT, "", "no current shard"));
 	struct rv_shard_done d = { .worker = t->rank, .id = t->cur.id };
 	snprintf(d.node, sizeof(d.node), "%s", t->node);
-	if ((rc = rv_master_shard_done(t->mc, &d, NULL, err)) < 0)
+	if ((rc = trainer_courier_done(t, &d, err)) == -ENOSYS)
+		rc = rv_master_shard_done(t->mc, &d, NULL, err);
+	if (rc < 0)
 		return trainer_fail(t, err, rc);
 	t->last_id = t->cur.id;
 	t->last_len = t->cur.end - t->cur.start;
@@ -242,8 +249,10 @@ int rv_trainer_report_step_compute(struct rv_trainer *t, int64_t step, int64_t s
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	s.ts_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-	if ((rc = rv_master_step(t->mc, &s, err)) < 0)
-		return trainer_fail(t, err, rc);
 	t->last_step_ns = now;
+	if ((rc = trainer_courier_step(t, &s, err)) == -ENOSYS)
+		rc = rv_master_step(t->mc, &s, err);
+	if (rc < 0)
+		return trainer_fail(t, err, rc);
 	return 0;
 }

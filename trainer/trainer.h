@@ -27,11 +27,16 @@ struct trainer_slot {
 	uint32_t ok_crc;
 };
 
+struct trainer_courier;
+
 struct rv_trainer {
 	struct rv_master_client *mc; /* NULL: no master */
 	/* the same master with a short retry budget: a save's report of the
 	 * data position must not hold the training loop through an outage */
 	struct rv_master_client *mc_report;
+	char url[300]; /* the master's */
+	/* courier.c: shards fetched ahead, reports queued (NULL: none) */
+	struct trainer_courier *courier;
 	char node[64];
 	char job[64];
 	char dataset[64];
@@ -89,6 +94,26 @@ int trainer_copy_init(struct trainer_copy *c, unsigned char *payload, const void
 void trainer_copy_run(struct trainer_copy *c, int threads);
 /* Free what trainer_copy_init allocated (twice is harmless). */
 void trainer_copy_release(struct trainer_copy *c);
+
+/* courier.c: the master's calls off the loop's path.  Each returns a
+ * negative errno with err set, or 0; -ENOSYS when t has no courier here
+ * (none could be started, or a forked child): the caller calls the master
+ * itself. */
+int trainer_courier_start(struct rv_trainer *t, struct rv_err *err);
+/* The next task of the window, waiting for the thread to fetch one when
+ * it is empty; a wait or finished status when that was the last answer. */
+int trainer_courier_next(struct rv_trainer *t, struct rv_shard_task *out, struct rv_err *err);
+/* Queued, delivered in order: a step report (dropped with -ENOBUFS when
+ * the queue is full), a done and a data position (which wait for room). */
+int trainer_courier_step(struct rv_trainer *t, const struct rv_step_report *s, struct rv_err *err);
+int trainer_courier_done(struct rv_trainer *t, const struct rv_shard_done *d, struct rv_err *err);
+int trainer_courier_ckpt(struct rv_trainer *t, const struct rv_ckpt_report *r, struct rv_err *err);
+/* Deliver what is queued, then drop the window: the master's shard state
+ * is about to be replaced (a data checkpoint imported).  0, or
+ * -ETIMEDOUT. */
+int trainer_courier_forget(struct rv_trainer *t);
+/* Deliver what is queued (10 s at most), stop the thread, free it. */
+void trainer_courier_close(struct rv_trainer *t);
 
 /* Monotonic clock in ns. */
 int64_t trainer_now_ns(void);

@@ -99,6 +99,7 @@ def _load():
         "rv_trainer_done": (I, [P, E]),
         "rv_trainer_report_step": (I, [P, I64, I64, E]),
         "rv_trainer_report_step_compute": (I, [P, I64, I64, ctypes.c_double, E]),
+        "rv_trainer_flush": (I, [P, I, E]),
         "rv_trainer_reserve": (I, [P, U64, E]),
         "rv_trainer_save": (I, [P, I64, ctypes.POINTER(P), ctypes.POINTER(U64), I,
                                 ctypes.POINTER(_Stats), E]),
@@ -194,9 +195,24 @@ class Trainer:
         self._check(self._lib.rv_trainer_done(self._h, ctypes.byref(err)), err)
 
     def report_step(self, step, samples, compute_time=None):
+        """Queued for the master (the step goes on); dropped, said on stderr
+        (the first, then every 100th), while the queue is full."""
         err = _Err()
-        self._check(self._lib.rv_trainer_report_step_compute(
-            self._h, step, samples, float(compute_time or 0), ctypes.byref(err)), err)
+        rc = self._lib.rv_trainer_report_step_compute(
+            self._h, step, samples, float(compute_time or 0), ctypes.byref(err))
+        if rc == -_errno.ENOBUFS:
+            self._dropped = getattr(self, "_dropped", 0) + 1
+            if self._dropped % 100 == 1:
+                print("rover: %s (%d so far)" % (err.msg.decode(errors="replace"), self._dropped),
+                      file=sys.stderr, flush=True)
+            return
+        self._check(rc, err)
+
+    def flush(self, timeout_s=10.0):
+        """Wait for the queued dones, step reports and saves' positions to reach
+        the master; raises when some still wait, or the master refused one."""
+        err = _Err()
+        self._check(self._lib.rv_trainer_flush(self._h, int(timeout_s * 1000), ctypes.byref(err)), err)
 
     def position(self):
         """The shard position a save would record now: (task_id, consumed)."""
@@ -303,7 +319,17 @@ def trainer():
     global _default
     if _default is None or _default._pid != os.getpid():
         _default = Trainer()
+        atexit.register(_close_at_exit, weakref.ref(_default))
     return _default
+
+
+def _close_at_exit(ref):
+    t = ref()
+    if t is not None and t._pid == os.getpid() and t._h:
+        try:
+            t.flush()  # what is queued for the master is delivered (10 s at most)
+        except Error as e:
+            print("rover: %s" % e, file=sys.stderr, flush=True)
 
 
 def report_step(step, samples, compute_time=None):

@@ -21,8 +21,9 @@
 # kept steps at the median step time over the wall time from the first
 # load to the end; held_s: the seconds a fault itself held every rank
 # still (the master stopped: every shard comes from it; a worker stopped:
-# its peers wait in its allreduce, --hang-timeout 0), which no recovery can
-# win back; goodput_ex_held: goodput with those seconds left out of the
+# its peers wait in its allreduce), which no recovery can win back (a
+# worker stopped is found by rover-run's --hang-timeout of 10 s, which sees
+# its checkpoint steps stop, and restarted: its 20 s still count as held); goodput_ex_held: goodput with those seconds left out of the
 # wall time, Rover's own share; rss_growth_mb, fds_growth: the most any daemon process
 # (master, rover-run) grew between its first sample, 30 s in, and its
 # last (a restarted master counts from its restart).  Before it, one line
@@ -79,7 +80,7 @@ class Stack:
             err = open("%s/node%d.log" % (d, i), "w")
             cmd = [bin_dir + "/rover-run", "--nnodes", "1:2", "--nproc-per-node", "1",
                    "--rdzv-endpoint", "127.0.0.1:%d" % self.port, "--max-restarts", "100000",
-                   "--hang-timeout", "0", "examples/digits_rover.py", "--batch-size", "8",
+                   "--hang-timeout", "10", "examples/digits_rover.py", "--batch-size", "8",
                    "--step-sleep", "0.05", "--log-every", "1000000",
                    "--shard-log", d + "/shards.log", "--time-log", d + "/time.log"]
             self.nodes.append(subprocess.Popen(cmd, env=env, stdout=err, stderr=err,
@@ -166,7 +167,10 @@ def fault(st, name):
         if name == "worker_stop":
             os.kill(pid, signal.SIGSTOP)
             time.sleep(HELD[name])
-            os.kill(pid, signal.SIGCONT)
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass  # found hung and stopped by rover-run meanwhile
             return True
         os.kill(pid, signal.SIGKILL)
     if name in ("master_kill", "worker_master"):

@@ -84,6 +84,81 @@ START_TEST(test_worker_sigstop)
 }
 END_TEST
 
+/* A worker that prints nothing while it trains (the soak's job) but saves
+ * every step, under a short --hang-timeout of 5 s: not called hung
+ * through its silent cold start (imports) nor its silent training (each
+ * new checkpoint step is a sign of life); stopped, it is found within the
+ * timeout, named with its stack, and the group trains again in seconds. */
+START_TEST(test_worker_sigstop_silent)
+{
+	struct rv_test_master m;
+	ck_assert_int_eq(rv_test_master_start_job(&m, SIZE, 16, 4, 1, 1, NULL), 0);
+	struct rv_test_run r;
+	ck_assert_int_eq(rv_test_run_init(&r), 0);
+	char log[400], job[96];
+	snprintf(log, sizeof(log), "%s/shards.log", r.dir);
+	rv_test_fault_job_env(job, sizeof(job), "wsilent");
+	const char *env[] = { job, NULL };
+	const char *a[] = { "--nnodes",
+			    "1",
+			    "--nproc-per-node",
+			    "2",
+			    "--rdzv-endpoint",
+			    m.addr,
+			    "--max-restarts",
+			    "3",
+			    "--hang-timeout",
+			    "5",
+			    RV_TEST_FAULT_EXAMPLE,
+			    "--batch-size",
+			    "8",
+			    "--step-sleep",
+			    "0.05",
+			    "--log-every",
+			    "1000000",
+			    "--target",
+			    RV_TEST_FAULT_TARGET,
+			    "--shard-log",
+			    log,
+			    NULL };
+	ck_assert_int_eq(rv_test_run_start(&r, a, env), 0);
+	if (!rv_test_wait_lines(log, 40, 120000))
+		rv_test_run_dump(&r, 1, m.log);
+	ck_assert_msg(rv_test_wait_lines(log, 40, 0), "no 40 steps trained");
+	/* two timeouts of silent training: no hang called */
+	usleep(10000 * 1000);
+	char *err = rv_test_read_file(r.err);
+	bool quiet = err && !strstr(err, "worker hangs");
+	if (!quiet)
+		rv_test_run_dump(&r, 1, m.log);
+	free(err);
+	ck_assert_msg(quiet, "a silent worker that trains was called hung");
+
+	pid_t pid[4];
+	ck_assert_int_eq(rv_test_run_workers(&r, 0, 1, pid, 4), 1);
+	int at = rv_test_count_lines(log);
+	int64_t t0 = rv_mono_ms();
+	ck_assert_int_eq(kill(pid[0], SIGSTOP), 0);
+	int64_t rec = rv_test_fault_wait_resumed(log, at, 60000);
+	if (rec < 0)
+		rv_test_run_dump(&r, 1, m.log);
+	ck_assert_msg(rec >= 0, "training never resumed after the worker was stopped");
+	rv_test_fault_report("worker_sigstop_silent", rec - t0);
+	/* the timeout, a tick, the stacks' 2 s at most and a warm restart */
+	ck_assert_msg(rec - t0 < 15000, "found and restarted %lld ms after the stop",
+		      (long long)(rec - t0));
+	err = rv_test_run_expect_exit(&r, 0, 180000);
+	bool named = strstr(err, "msg=\"hung worker's stack\" rank=1 stack=\"Fatal Python error");
+	if (!named)
+		fprintf(stderr, "%s\n", err);
+	ck_assert_msg(named, "the stopped worker was not named with its Python stack");
+	free(err);
+	rv_test_fault_expect_trained(&r, 1, log, SIZE, 4, 3);
+	rv_test_run_end(&r);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
 /* A master (heartbeat timeout 2 s) and two rover-runs r[0], r[1] of one
  * worker each, the job named after tag, trained 40 steps in a world of 2;
  * the shard log's path into log. */
@@ -247,6 +322,7 @@ static Suite *fault_process_suite(void)
 {
 	Suite *s = suite_create("fault_process");
 	rv_test_fault_add(s, "worker_sigstop", test_worker_sigstop, true);
+	rv_test_fault_add(s, "worker_sigstop_silent", test_worker_sigstop_silent, true);
 	rv_test_fault_add(s, "run_sigstop", test_run_sigstop_past_heartbeat, true);
 	rv_test_fault_add(s, "master_stall", test_master_stall_no_death, true);
 	rv_test_fault_add(s, "master_sigstop", test_master_sigstop, false);

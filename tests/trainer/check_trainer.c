@@ -12,7 +12,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "masterfix.h"
 #include "rover_trainer.h"
 #include "testutil.h"
@@ -140,6 +143,92 @@ START_TEST(test_open_needs_rover_run)
 }
 END_TEST
 
+/* Continue pid after ms (a thread: the test's loop may wait meanwhile). */
+struct cont_after {
+	pid_t pid;
+	int ms;
+	atomic_bool done;
+};
+
+static void *cont_after_main(void *arg)
+{
+	struct cont_after *c = arg;
+	usleep((useconds_t)c->ms * 1000);
+	kill(c->pid, SIGCONT);
+	atomic_store(&c->done, true);
+	return NULL;
+}
+
+/* The master stopped (SIGSTOP) for 3 s under a loop that takes a shard,
+ * reports a step and a done every 20 ms: the loop goes on from the
+ * window of shards fetched ahead, none of its calls waiting for the
+ * master; continued, the master gets every report, in order, once, and
+ * every sample is trained once. */
+START_TEST(test_trains_through_master_stop)
+{
+	enum { SIZE = 1600, SHARD = 8 };
+	struct rv_test_master m;
+	start_master(&m, SIZE, SHARD, 1, 1);
+	char job[64];
+	job_name(job, sizeof(job), "mstop");
+	struct rv_trainer_opts o = { .master = m.url, .node = "n0", .job = job, .world_size = 1 };
+	struct rv_err err = { 0 };
+	struct rv_trainer *t = rv_trainer_open_opts(&o, &err);
+	ck_assert_msg(t != NULL, "%s", err.msg);
+	int seen[SIZE] = { 0 };
+	int64_t step = 0, steps_stopped = 0;
+	struct cont_after ca = { .pid = m.pid, .ms = 3000 };
+	pthread_t th;
+	bool stopped = false;
+	for (;;) {
+		if (step == 30 && !stopped) {
+			/* a window of 30 shards (it grows by one per shard taken) */
+			for (int k = 0; k < 1000 && rv_trainer_ahead(t) < 30; k++)
+				usleep(10000);
+			ck_assert_int_ge(rv_trainer_ahead(t), 30);
+			ck_assert_int_eq(kill(m.pid, SIGSTOP), 0);
+			ck_assert_int_eq(pthread_create(&th, NULL, cont_after_main, &ca), 0);
+			stopped = true;
+		}
+		struct rv_trainer_shard s;
+		int rc = rv_trainer_next(t, &s, &err);
+		ck_assert_msg(rc >= 0, "next: %s", err.msg);
+		if (rc == RV_TRAINER_FINISHED)
+			break;
+		if (rc == RV_TRAINER_WAIT) {
+			usleep(1000);
+			continue;
+		}
+		for (int64_t i = s.start; i < s.end; i++)
+			seen[i]++;
+		ck_assert_int_eq(rv_trainer_consumed(t, s.end - s.start), 0);
+		ck_assert_int_eq(rv_trainer_report_step(t, ++step, s.end - s.start, &err), 0);
+		ck_assert_int_eq(rv_trainer_done(t, &err), 0);
+		if (stopped && !atomic_load(&ca.done))
+			steps_stopped++;
+		usleep(20000);
+	}
+	pthread_join(th, NULL);
+	/* 3 s at a step per 20 ms (a shard each): the loop trained its
+	 * window's shards while the master was stopped, never waiting for a
+	 * report or a done */
+	ck_assert_msg(steps_stopped >= 30, "%lld steps trained while the master was stopped",
+		      (long long)steps_stopped);
+	ck_assert_msg(rv_trainer_flush(t, 10000, &err) == 0, "%s", err.msg);
+	for (int i = 0; i < SIZE; i++)
+		ck_assert_msg(seen[i] == 1, "sample %d trained %d times", i, seen[i]);
+	struct rv_master_client *c = rv_test_master_client(&m);
+	struct rv_job_status js;
+	ck_assert_int_eq(rv_master_job(c, &js, &err), 0);
+	ck_assert(js.finished);
+	ck_assert_int_eq(js.step, step);
+	rv_master_client_free(c);
+	rv_trainer_close(t);
+	rv_trainer_unlink(job, 0);
+	rv_test_master_cleanup(&m);
+}
+END_TEST
+
 /* Two ranks in one plain loop take shards in turn until the master says
  * finished: each sample of each epoch is trained once; the step reports
  * reach the master; a save records the shard position. */
@@ -216,6 +305,8 @@ START_TEST(test_shards_exactly_once)
 	for (int i = 0; i < SIZE * EPOCHS; i++)
 		ck_assert_msg(seen[i] == 1, "epoch %d sample %d trained %d times", i / SIZE,
 			      i % SIZE, seen[i]);
+	for (int r = 0; r < 2; r++)
+		ck_assert_msg(rv_trainer_flush(t[r], 10000, &err) == 0, "%s", err.msg);
 	struct rv_master_client *c = rv_test_master_client(&m);
 	struct rv_job_status js;
 	ck_assert_int_eq(rv_master_job(c, &js, &err), 0);
@@ -287,7 +378,7 @@ START_TEST(test_stream_task_names_partition)
 END_TEST
 
 /* The master is gone: a save still keeps its copy, and does not wait for
- * the master's retries (about a second at most). */
+ * the master: its position is queued (a flush says it never arrived). */
 START_TEST(test_save_without_master)
 {
 	struct rv_test_master m;
@@ -304,8 +395,8 @@ START_TEST(test_save_without_master)
 	uint64_t n[] = { sizeof(w) };
 	struct rv_trainer_save_stats st;
 	ck_assert_int_eq(rv_trainer_save(t, 4, b, n, 1, &st, &err), 0);
-	ck_assert_int_eq(st.reported, 0);
 	ck_assert_msg(st.stall_s < 3, "the save waited %.1f s for the master", st.stall_s);
+	ck_assert_int_eq(rv_trainer_flush(t, 300, &err), -ETIMEDOUT);
 	expect_loaded(t, 4, w, sizeof(w));
 	rv_trainer_close(t);
 	rv_trainer_unlink(job, 0);
@@ -573,6 +664,7 @@ START_TEST(test_overlap_reports_before_next_task)
 	struct rv_trainer_save_stats st;
 	ck_assert_int_eq(rv_trainer_save_wait(t, &st), 1);
 	ck_assert_msg(st.reported && !st.report_failed, "%s", rv_trainer_last_error(t));
+	ck_assert_msg(rv_trainer_flush(t, 10000, &err) == 0, "%s", err.msg);
 	struct rv_master_client *c = rv_test_master_client(&m);
 	struct rv_data_ckpt dc = { 0 };
 	ck_assert_msg(rv_master_ckpt_export(c, 1, &dc, &err) == 0, "%s", err.msg);
@@ -985,9 +1077,10 @@ static Suite *trainer_suite(void)
 	TCase *tc = RV_TEST_TCASE("trainer", 120, test_crc32c, test_open_needs_rover_run,
 				  test_shards_exactly_once, test_stream_task_names_partition,
 				  test_save_load, test_restart_checks_each_slot_once,
-				  test_save_without_master, test_kill_during_save,
-				  test_corrupted_refused, test_save_odd_sizes,
-				  test_overlap_saves_step, test_overlap_crash_keeps_previous,
+				  test_save_without_master, test_trains_through_master_stop,
+				  test_kill_during_save, test_corrupted_refused,
+				  test_save_odd_sizes, test_overlap_saves_step,
+				  test_overlap_crash_keeps_previous,
 				  test_overlap_reports_before_next_task, test_torch_kill_after_save,
 				  test_torch_overlap, test_older_slot_checked_when_loaded,
 				  test_torch_compute_time);
