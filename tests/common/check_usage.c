@@ -493,11 +493,4 @@ static Suite *usage_suite(void)
 	return RV_TEST_SUITE("usage", tc);
 }
 
-int main(void)
-{
-	SRunner *sr = srunner_create(usage_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nf ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+RV_TEST_MAIN(usage_suite)

@@ -96,6 +96,15 @@ void rv_test_self_exe(char *out, size_t size)
 	out[k] = 0;
 }
 
+int rv_test_run_suite(Suite *s)
+{
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int nf = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
 TCase *rv_test_tcase_fixture(TCase *tc, void (*setup)(void), void (*teardown)(void))
 {
 	if (setup || teardown)
