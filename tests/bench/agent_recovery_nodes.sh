@@ -32,7 +32,7 @@ exec "$PY" - "$BIN" "${BENCH_RUNS:-3}" "$TORCHRUN" < <(cat <<'EOF'
 import glob, json, os, signal, socket, statistics, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.abspath("tests/bench"))
-from benchlib import PG, START, STEP, TS, free_port, host_pid, say, session_kill, ts_of  # noqa: E402
+from benchlib import PG, START, STEP, TS, free_port, host_pid, say, stop_run, ts_of  # noqa: E402
 
 bin_dir, runs, torchrun = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
 SCRIPT = os.path.abspath("tests/bench/recovery_ddp.py")
@@ -200,21 +200,7 @@ def node_loss(i):
             ms(ea.get("starting workers", float("nan")))))
         return first - kill_t
     finally:
-        for p in reversed(procs):
-            try:
-                os.kill(p.pid, signal.SIGTERM)
-                p.wait(timeout=15)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-            session_kill(p.pid)
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-        if os.environ.get("BENCH_KEEP"):
-            say("kept " + d)
-        else:
-            subprocess.run(["rm", "-rf", d])
+        stop_run(procs, d)
 
 
 def start_torchrun(d, env):
@@ -297,21 +283,7 @@ def one(kind, i):
             "/".join(ms(x) for x in pgs[-2:]), extra))
         return s
     finally:
-        for p in reversed(procs):
-            try:
-                os.kill(p.pid, signal.SIGTERM)
-                p.wait(timeout=15)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-            session_kill(p.pid)
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-        if os.environ.get("BENCH_KEEP"):
-            say("kept " + d)
-        else:
-            subprocess.run(["rm", "-rf", d])
+        stop_run(procs, d)
 
 
 res = {"torchrun": [], "rover": [], "spare": []}
