@@ -97,57 +97,37 @@ def wait_for(d, needle, path, procs, secs):
     raise RuntimeError("no %r within %d s:\n%s" % (needle, secs, text(d)[-3000:]))
 
 
+def start_nodes(d, env, names, wait_each):
+    """A master whose world takes two nodes and a rover-run for each of
+    names (node-a group rank 0, node-b 1, node-c a warm spare); node-a joins
+    first, every one of them before the next when wait_each."""
+    port = free_port()
+    with open(d + "/job.json", "w") as f:
+        json.dump(SPEC, f)
+    master = spawn([bin_dir + "/rover-master", "--job", d + "/job.json", "--state-dir",
+                    d + "/state", "--listen", "127.0.0.1:%d" % port, "--scheduler", "none",
+                    "--log-level", "warn"], d, "master", env)
+    until = time.time() + 30
+    while time.time() < until:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    procs = [master]
+    for name in names:
+        e = dict(env, ROVER_NODE_NAME="node-" + name)
+        procs.append(spawn([bin_dir + "/rover-run", "--nnodes", "2", "--nproc-per-node", "1",
+                            "--rdzv-endpoint", "127.0.0.1:%d" % port, "--monitor-interval",
+                            "0.1", "--max-restarts", "3", "--log-dir", d + "/logs" + name,
+                            SCRIPT], d, name, e))
+        if wait_each or name == "a":  # B joins second: group rank 1
+            wait_for(d, "joined the rendezvous", d + "/%s.err" % name, procs, 30)
+    return procs
+
+
 def start_rover(d, env):
-    port = free_port()
-    with open(d + "/job.json", "w") as f:
-        json.dump(SPEC, f)
-    master = spawn([bin_dir + "/rover-master", "--job", d + "/job.json", "--state-dir",
-                    d + "/state", "--listen", "127.0.0.1:%d" % port, "--scheduler", "none",
-                    "--log-level", "warn"], d, "master", env)
-    until = time.time() + 30
-    while time.time() < until:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    procs = [master]
-    for name in ("a", "b"):
-        e = dict(env, ROVER_NODE_NAME="node-" + name)
-        procs.append(spawn([bin_dir + "/rover-run", "--nnodes", "2", "--nproc-per-node", "1",
-                            "--rdzv-endpoint", "127.0.0.1:%d" % port, "--monitor-interval",
-                            "0.1", "--max-restarts", "3", "--log-dir", d + "/logs" + name,
-                            SCRIPT], d, name, e))
-        if name == "a":  # B joins second: group rank 1
-            wait_for(d, "joined the rendezvous", d + "/a.err", procs, 30)
-    return procs
-
-
-def start_spares(d, env):
-    """A master whose world takes two nodes and three rover-runs: node-a
-    (group rank 0), node-b (1), node-c a warm spare."""
-    port = free_port()
-    with open(d + "/job.json", "w") as f:
-        json.dump(SPEC, f)
-    master = spawn([bin_dir + "/rover-master", "--job", d + "/job.json", "--state-dir",
-                    d + "/state", "--listen", "127.0.0.1:%d" % port, "--scheduler", "none",
-                    "--log-level", "warn"], d, "master", env)
-    until = time.time() + 30
-    while time.time() < until:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    procs = [master]
-    for name in ("a", "b", "c"):
-        e = dict(env, ROVER_NODE_NAME="node-" + name)
-        procs.append(spawn([bin_dir + "/rover-run", "--nnodes", "2", "--nproc-per-node", "1",
-                            "--rdzv-endpoint", "127.0.0.1:%d" % port, "--monitor-interval",
-                            "0.1", "--max-restarts", "3", "--log-dir", d + "/logs" + name,
-                            SCRIPT], d, name, e))
-        wait_for(d, "joined the rendezvous", d + "/%s.err" % name, procs, 30)
-    return procs
+    return start_nodes(d, env, ("a", "b"), False)
 
 
 def node_loss(i):
@@ -157,7 +137,7 @@ def node_loss(i):
     env = dict(os.environ)
     procs = []
     try:
-        procs = start_spares(d, env)
+        procs = start_nodes(d, env, ("a", "b", "c"), True)
         until = time.time() + 180
         while time.time() < until:
             t = text(d)
