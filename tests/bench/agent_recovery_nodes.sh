@@ -97,6 +97,22 @@ def wait_for(d, needle, path, procs, secs):
     raise RuntimeError("no %r within %d s:\n%s" % (needle, secs, text(d)[-3000:]))
 
 
+def kill_to_step(d, pid, what):
+    """SIGKILL pid: the time of the kill and of the first step logged after
+    two new process groups (the re-formed world's), at most 120 s later."""
+    kill_t = time.time()
+    os.kill(pid, signal.SIGKILL)
+    while time.time() < kill_t + 120:
+        t = text(d)
+        pgs = [float(m.group(3)) for m in PG.finditer(t) if float(m.group(3)) > kill_t]
+        if len(pgs) >= 2:
+            after = [float(m.group(4)) for m in STEP.finditer(t) if float(m.group(4)) > max(pgs)]
+            if after:
+                return kill_t, min(after)
+        time.sleep(0.02)
+    raise RuntimeError("%s: no step within 120 s of the kill:\n%s" % (what, text(d)[-3000:]))
+
+
 def start_nodes(d, env, names, wait_each):
     """A master whose world takes two nodes and a rover-run for each of
     names (node-a group rank 0, node-b 1, node-c a warm spare); node-a joins
@@ -154,22 +170,7 @@ def node_loss(i):
             time.sleep(0.05)
         else:
             raise RuntimeError("spare: no warm-up within 180 s:\n%s" % text(d)[-3000:])
-        kill_t = time.time()
-        os.kill(procs[2].pid, signal.SIGKILL)
-        first = None
-        while time.time() < kill_t + 120:
-            t = text(d)
-            pgs = [float(m.group(3)) for m in PG.finditer(t) if float(m.group(3)) > kill_t]
-            if len(pgs) >= 2:
-                after = [float(m.group(4)) for m in STEP.finditer(t)
-                         if float(m.group(4)) > max(pgs)]
-                if after:
-                    first = min(after)
-                    break
-            time.sleep(0.02)
-        if first is None:
-            raise RuntimeError("spare: no step within 120 s of the kill:\n%s" %
-                               text(d)[-3000:])
+        kill_t, first = kill_to_step(d, procs[2].pid, "spare")
         ea, ec = events(d + "/a.err", kill_t), events(d + "/c.err", kill_t)
         ms = lambda x: "%.0fms" % ((x - kill_t) * 1000)
         say("run %d spare    node_loss_s=%.3f a_stops=%s c_starting=%s a_starting=%s" % (
@@ -226,22 +227,7 @@ def one(kind, i):
         if not victim:
             raise RuntimeError("%s: no warm-up within 180 s:\n%s" % (kind, text(d)[-3000:]))
         victim = host_pid(procs[-1].pid, victim) or victim
-        kill_t = time.time()
-        os.kill(victim, signal.SIGKILL)
-        first = None
-        while time.time() < kill_t + 120:
-            t = text(d)
-            pgs = [float(m.group(3)) for m in PG.finditer(t) if float(m.group(3)) > kill_t]
-            if len(pgs) >= 2:
-                after = [float(m.group(4)) for m in STEP.finditer(t)
-                         if float(m.group(4)) > max(pgs)]
-                if after:
-                    first = min(after)
-                    break
-            time.sleep(0.02)
-        if first is None:
-            raise RuntimeError("%s: no step within 120 s of the kill:\n%s" % (
-                kind, text(d)[-3000:]))
+        kill_t, first = kill_to_step(d, victim, kind)
         t = text(d)
         starts = sorted(float(m.group(4)) for m in START.finditer(t)
                         if float(m.group(4)) > kill_t)
