@@ -37,6 +37,20 @@ void rv_test_skip(const char *fn, bool ci_installs, const char *fmt, ...)
  * failure fails it. */
 void rv_test_write_file(const char *path, const char *text);
 
+/* Write text to dir/name, dir made first (mkdir -p).  Called from a test:
+ * a failure fails it. */
+void rv_test_put(const char *dir, const char *name, const char *text);
+
+/* A cgroup tree for the usage readers: root a new temp folder (the caller
+ * removes it, rv_test_rm_rf), parent its folder job and node job/node, both
+ * made.  Called from a test: a failure fails it. */
+struct rv_test_cgtree {
+	char root[32];
+	char parent[64];
+	char node[96];
+};
+void rv_test_cgtree_make(struct rv_test_cgtree *t);
+
 /* Remove dir and all below it, as much of it as can be (rm -rf). */
 void rv_test_rm_rf(const char *dir);
 
