@@ -54,31 +54,28 @@ START_TEST(test_cgroup_v2_quota_on_a_parent)
 {
 	struct rv_test_cgtree t;
 	rv_test_cgtree_make(&t);
-	const char *root = t.root, *parent = t.parent, *dir = t.node;
-	rv_test_put(dir, "cpu.max", "max 100000\n");
-	rv_test_put(parent, "cpu.max", "150000 100000\n");
-	rv_test_put(parent, "cpu.stat",
+	rv_test_put(t.parent, "cpu.stat",
 		    "usage_usec 5000\nuser_usec 4000\nsystem_usec 1000\nnr_periods 40\n"
 		    "nr_throttled 10\nthrottled_usec 25000\n");
 	struct node_usage_sample s = { 0 };
-	ck_assert_int_eq(node_usage_cgroup(root, "0::/job/node\n", &s), 0);
+	ck_assert_int_eq(node_usage_cgroup(t.root, "0::/job/node\n", &s), 0);
 	ck_assert(s.has_quota);
 	ck_assert(s.quota_cores > 1.49 && s.quota_cores < 1.51);
 	ck_assert_int_eq(s.nr_periods, 40);
 	ck_assert_int_eq(s.nr_throttled, 10);
 	ck_assert_int_eq(s.throttled_us, 25000);
 	/* no quota anywhere */
-	rv_test_put(parent, "cpu.max", "max 100000\n");
+	rv_test_put(t.parent, "cpu.max", "max 100000\n");
 	struct node_usage_sample n = { 0 };
-	ck_assert_int_eq(node_usage_cgroup(root, "0::/job/node\n", &n), -ENOENT);
+	ck_assert_int_eq(node_usage_cgroup(t.root, "0::/job/node\n", &n), -ENOENT);
 	ck_assert(!n.has_quota);
 	/* a container: its cgroup path is not under its mount, the mount is it */
-	rv_test_put(root, "cpu.max", "50000 100000\n");
-	rv_test_put(root, "cpu.stat", "nr_periods 7\nnr_throttled 7\nthrottled_usec 9\n");
-	ck_assert_int_eq(node_usage_cgroup(root, "0::/kubepods/pod1/abc\n", &n), 0);
+	rv_test_put(t.root, "cpu.max", "50000 100000\n");
+	rv_test_put(t.root, "cpu.stat", "nr_periods 7\nnr_throttled 7\nthrottled_usec 9\n");
+	ck_assert_int_eq(node_usage_cgroup(t.root, "0::/kubepods/pod1/abc\n", &n), 0);
 	ck_assert_int_eq(n.nr_throttled, 7);
 	char cmd[400];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", t.root);
 	ck_assert_int_eq(system(cmd), 0);
 }
 END_TEST

@@ -398,43 +398,41 @@ START_TEST(test_cgroup_folders)
 {
 	struct rv_test_cgtree t;
 	rv_test_cgtree_make(&t);
-	const char *root = t.root, *parent = t.parent, *dir = t.node;
-	rv_test_put(dir, "cpu.max", "max 100000\n");
-	rv_test_put(dir, "cpu.stat", "usage_usec 5\n");
-	rv_test_put(parent, "cpu.max", "150000 100000\n");
-	rv_test_put(parent, "cpu.stat",
+	rv_test_put(t.node, "cpu.stat", "usage_usec 5\n");
+	rv_test_put(t.parent, "cpu.stat",
 		    "usage_usec 5000\nnr_periods 40\nnr_throttled 10\n"
 		    "throttled_usec 25000\n");
 	struct rv_cgroup_cpu c;
 	char at[400];
 	/* v2: the nearest quota up from the node, the parent's */
-	ck_assert_int_eq(rv_usage_cgroup_quota(RV_CGROUP_V2, root, "/job/node", &c, at, sizeof(at)),
+	ck_assert_int_eq(rv_usage_cgroup_quota(RV_CGROUP_V2, t.root, "/job/node", &c, at,
+					       sizeof(at)),
 			 0);
-	ck_assert_str_eq(at, parent);
+	ck_assert_str_eq(at, t.parent);
 	ck_assert(c.quota_cores > 1.49 && c.quota_cores < 1.51);
 	ck_assert(c.has_periods);
 	ck_assert_int_eq(c.nr_throttled, 10);
 	ck_assert_uint_eq(c.throttled_us, 25000);
 	/* the node's own folder: no quota, no throttling counters */
-	ck_assert_int_eq(rv_usage_cgroup_cpu(RV_CGROUP_V2, dir, &c), 0);
+	ck_assert_int_eq(rv_usage_cgroup_cpu(RV_CGROUP_V2, t.node, &c), 0);
 	ck_assert(!c.has_periods);
 	ck_assert(c.quota_cores < 0);
 	ck_assert_uint_eq(c.usage_us, 5);
 	/* none anywhere; then a container's cgroup, not under its mount */
-	rv_test_put(parent, "cpu.max", "max 100000\n");
-	ck_assert_int_eq(rv_usage_cgroup_quota(RV_CGROUP_V2, root, "/job/node", &c, NULL, 0),
+	rv_test_put(t.parent, "cpu.max", "max 100000\n");
+	ck_assert_int_eq(rv_usage_cgroup_quota(RV_CGROUP_V2, t.root, "/job/node", &c, NULL, 0),
 			 -ENOENT);
-	rv_test_put(root, "cpu.max", "50000 100000\n");
-	rv_test_put(root, "cpu.stat", "nr_periods 7\nnr_throttled 7\nthrottled_usec 9\n");
-	ck_assert_int_eq(rv_usage_cgroup_quota(RV_CGROUP_V2, root, "/kubepods/pod1", &c, at,
+	rv_test_put(t.root, "cpu.max", "50000 100000\n");
+	rv_test_put(t.root, "cpu.stat", "nr_periods 7\nnr_throttled 7\nthrottled_usec 9\n");
+	ck_assert_int_eq(rv_usage_cgroup_quota(RV_CGROUP_V2, t.root, "/kubepods/pod1", &c, at,
 					       sizeof(at)),
 			 0);
-	ck_assert_str_eq(at, root);
+	ck_assert_str_eq(at, t.root);
 	ck_assert_int_eq(c.nr_throttled, 7);
 	/* v1: cpuacct mounted apart has no cpu.stat, cpu has no cpuacct.usage */
 	char acct[300], cpu[300];
-	snprintf(acct, sizeof(acct), "%s/cpuacct/n", root);
-	snprintf(cpu, sizeof(cpu), "%s/cpu/n", root);
+	snprintf(acct, sizeof(acct), "%s/cpuacct/n", t.root);
+	snprintf(cpu, sizeof(cpu), "%s/cpu/n", t.root);
 	rv_test_put(acct, "cpuacct.usage", "3000000000\n");
 	rv_test_put(cpu, "cpu.stat", "nr_periods 5\nnr_throttled 2\nthrottled_time 4000000\n");
 	ck_assert_int_eq(rv_usage_cgroup_cpu(RV_CGROUP_V1, acct, &c), 0);
@@ -443,14 +441,14 @@ START_TEST(test_cgroup_folders)
 	ck_assert_int_eq(rv_usage_cgroup_cpu(RV_CGROUP_V1, cpu, &c), 0);
 	ck_assert_int_eq(c.nr_throttled, 2);
 	ck_assert_uint_eq(c.throttled_us, 4000);
-	snprintf(cpu, sizeof(cpu), "%s/cpuacct", root); /* neither file */
+	snprintf(cpu, sizeof(cpu), "%s/cpuacct", t.root); /* neither file */
 	ck_assert_int_eq(rv_usage_cgroup_cpu(RV_CGROUP_V1, cpu, &c), -ENOENT);
 	/* memory: v2 with a peak, v1 without one */
 	struct rv_cgroup_mem m;
-	rv_test_put(dir, "memory.current", "4096\n");
-	rv_test_put(dir, "memory.max", "max\n");
-	rv_test_put(dir, "memory.peak", "8192\n");
-	ck_assert_int_eq(rv_usage_cgroup_mem(RV_CGROUP_V2, dir, &m), 0);
+	rv_test_put(t.node, "memory.current", "4096\n");
+	rv_test_put(t.node, "memory.max", "max\n");
+	rv_test_put(t.node, "memory.peak", "8192\n");
+	ck_assert_int_eq(rv_usage_cgroup_mem(RV_CGROUP_V2, t.node, &m), 0);
 	ck_assert_int_eq(m.current_bytes, 4096);
 	ck_assert_int_eq(m.limit_bytes, -1);
 	ck_assert_int_eq(m.peak_bytes, 8192);
@@ -459,7 +457,7 @@ START_TEST(test_cgroup_folders)
 	ck_assert_int_eq(rv_usage_cgroup_mem(RV_CGROUP_V1, acct, &m), 0);
 	ck_assert_int_eq(m.limit_bytes, 200);
 	ck_assert_int_eq(m.peak_bytes, -1);
-	rm_rf(root);
+	rm_rf(t.root);
 }
 END_TEST
 

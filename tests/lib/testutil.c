@@ -124,6 +124,8 @@ void rv_test_cgtree_make(struct rv_test_cgtree *t)
 	snprintf(t->node, sizeof(t->node), "%s/job/node", t->root);
 	ck_assert_int_eq(mkdir(t->parent, 0755), 0);
 	ck_assert_int_eq(mkdir(t->node, 0755), 0);
+	rv_test_put(t->parent, "cpu.max", "150000 100000\n");
+	rv_test_put(t->node, "cpu.max", "max 100000\n");
 }
 
 TCase *rv_test_tcase_fixture(TCase *tc, void (*setup)(void), void (*teardown)(void))

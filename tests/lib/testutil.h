@@ -41,9 +41,10 @@ void rv_test_write_file(const char *path, const char *text);
  * a failure fails it. */
 void rv_test_put(const char *dir, const char *name, const char *text);
 
-/* A cgroup tree for the usage readers: root a new temp folder (the caller
- * removes it, rv_test_rm_rf), parent its folder job and node job/node, both
- * made.  Called from a test: a failure fails it. */
+/* A cgroup v2 tree for the usage readers: root a new temp folder (the
+ * caller removes it, rv_test_rm_rf), parent its folder job with a quota of
+ * 1.5 cores and node job/node without one (their cpu.max).  Called from a
+ * test: a failure fails it. */
 struct rv_test_cgtree {
 	char root[32];
 	char parent[64];
