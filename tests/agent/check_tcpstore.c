@@ -61,14 +61,23 @@ static struct tcpstore *store_open(int *port)
 	return s;
 }
 
-START_TEST(test_torch113_queries)
+/* store_open's store for test, which runs torch: NULL (test skipped)
+ * when /usr/bin/python3 cannot import it. */
+static struct tcpstore *torch_store_open(const char *test, int *port)
 {
 	if (!have_torch()) {
-		RV_TEST_SKIP(true, "/usr/bin/python3 cannot import torch");
-		return;
+		rv_test_skip(test, true, "/usr/bin/python3 cannot import torch");
+		return NULL;
 	}
+	return store_open(port);
+}
+
+START_TEST(test_torch113_queries)
+{
 	int port;
-	struct tcpstore *s = store_open(&port);
+	struct tcpstore *s = torch_store_open(__func__, &port);
+	if (!s)
+		return;
 	char out[8192];
 	int rc = py("import os, datetime, torch.distributed as d\n"
 		    "t = datetime.timedelta(seconds=5)\n"
@@ -106,12 +115,10 @@ END_TEST
  * 1.13's key prefixes from different restart counts. */
 START_TEST(test_env_init_agent_store)
 {
-	if (!have_torch()) {
-		RV_TEST_SKIP(true, "/usr/bin/python3 cannot import torch");
-		return;
-	}
 	int port;
-	struct tcpstore *s = store_open(&port);
+	struct tcpstore *s = torch_store_open(__func__, &port);
+	if (!s)
+		return;
 	char out[8192];
 	/* both ranks through env://, then both through explicit client stores
 	 * handed to init_process_group */

@@ -17,20 +17,6 @@
 #include "testutil.h"
 #include "node_usage.h"
 
-static void put(const char *dir, const char *name, const char *text)
-{
-	char path[600];
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	rv_test_write_file(path, text);
-}
-
-static void mkdirs(const char *path)
-{
-	char cmd[700];
-	snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", path);
-	ck_assert_int_eq(system(cmd), 0);
-}
-
 static pid_t busy_child(void)
 {
 	pid_t p = fork();
@@ -93,35 +79,30 @@ END_TEST
 
 START_TEST(test_cgroup_v2_quota_on_a_parent)
 {
-	char root[] = "/tmp/rv-usage-XXXXXX", dir[300], parent[300];
-	ck_assert_ptr_nonnull(mkdtemp(root));
-	snprintf(parent, sizeof(parent), "%s/job", root);
-	snprintf(dir, sizeof(dir), "%s/job/node", root);
-	mkdirs(dir);
-	put(dir, "cpu.max", "max 100000\n");
-	put(parent, "cpu.max", "150000 100000\n");
-	put(parent, "cpu.stat",
-	    "usage_usec 5000\nuser_usec 4000\nsystem_usec 1000\nnr_periods 40\n"
-	    "nr_throttled 10\nthrottled_usec 25000\n");
+	struct rv_test_cgtree t;
+	rv_test_cgtree_make(&t);
+	rv_test_put(t.parent, "cpu.stat",
+		    "usage_usec 5000\nuser_usec 4000\nsystem_usec 1000\nnr_periods 40\n"
+		    "nr_throttled 10\nthrottled_usec 25000\n");
 	struct node_usage_sample s = { 0 };
-	ck_assert_int_eq(node_usage_cgroup(root, "0::/job/node\n", &s), 0);
+	ck_assert_int_eq(node_usage_cgroup(t.root, "0::/job/node\n", &s), 0);
 	ck_assert(s.has_quota);
 	ck_assert(s.quota_cores > 1.49 && s.quota_cores < 1.51);
 	ck_assert_int_eq(s.nr_periods, 40);
 	ck_assert_int_eq(s.nr_throttled, 10);
 	ck_assert_int_eq(s.throttled_us, 25000);
 	/* no quota anywhere */
-	put(parent, "cpu.max", "max 100000\n");
+	rv_test_put(t.parent, "cpu.max", "max 100000\n");
 	struct node_usage_sample n = { 0 };
-	ck_assert_int_eq(node_usage_cgroup(root, "0::/job/node\n", &n), -ENOENT);
+	ck_assert_int_eq(node_usage_cgroup(t.root, "0::/job/node\n", &n), -ENOENT);
 	ck_assert(!n.has_quota);
 	/* a container: its cgroup path is not under its mount, the mount is it */
-	put(root, "cpu.max", "50000 100000\n");
-	put(root, "cpu.stat", "nr_periods 7\nnr_throttled 7\nthrottled_usec 9\n");
-	ck_assert_int_eq(node_usage_cgroup(root, "0::/kubepods/pod1/abc\n", &n), 0);
+	rv_test_put(t.root, "cpu.max", "50000 100000\n");
+	rv_test_put(t.root, "cpu.stat", "nr_periods 7\nnr_throttled 7\nthrottled_usec 9\n");
+	ck_assert_int_eq(node_usage_cgroup(t.root, "0::/kubepods/pod1/abc\n", &n), 0);
 	ck_assert_int_eq(n.nr_throttled, 7);
 	char cmd[400];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", t.root);
 	ck_assert_int_eq(system(cmd), 0);
 }
 END_TEST
@@ -131,10 +112,9 @@ START_TEST(test_cgroup_v1_cpu_hierarchy)
 	char root[] = "/tmp/rv-usage-XXXXXX", dir[300];
 	ck_assert_ptr_nonnull(mkdtemp(root));
 	snprintf(dir, sizeof(dir), "%s/cpu,cpuacct/docker/c1", root);
-	mkdirs(dir);
-	put(dir, "cpu.cfs_quota_us", "200000\n");
-	put(dir, "cpu.cfs_period_us", "100000\n");
-	put(dir, "cpu.stat", "nr_periods 100\nnr_throttled 30\nthrottled_time 4000000\n");
+	rv_test_put(dir, "cpu.cfs_quota_us", "200000\n");
+	rv_test_put(dir, "cpu.cfs_period_us", "100000\n");
+	rv_test_put(dir, "cpu.stat", "nr_periods 100\nnr_throttled 30\nthrottled_time 4000000\n");
 	struct node_usage_sample s = { 0 };
 	const char *pc = "12:memory:/docker/c1\n3:cpu,cpuacct:/docker/c1\n0::/\n";
 	ck_assert_int_eq(node_usage_cgroup(root, pc, &s), 0);
@@ -142,7 +122,7 @@ START_TEST(test_cgroup_v1_cpu_hierarchy)
 	ck_assert_int_eq(s.nr_periods, 100);
 	ck_assert_int_eq(s.nr_throttled, 30);
 	ck_assert_int_eq(s.throttled_us, 4000); /* ns in v1 */
-	put(dir, "cpu.cfs_quota_us", "-1\n");
+	rv_test_put(dir, "cpu.cfs_quota_us", "-1\n");
 	ck_assert_int_eq(node_usage_cgroup(root, pc, &s), -ENOENT);
 	char cmd[400];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);

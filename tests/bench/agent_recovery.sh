@@ -24,7 +24,7 @@ exec "$PY" - "$BIN" "${BENCH_RUNS:-5}" "$TORCHRUN" < <(cat <<'EOF'
 import glob, os, signal, statistics, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.abspath("tests/bench"))
-from benchlib import PG, START, STEP, TS, host_pid, say, session_kill, ts_of  # noqa: E402
+from benchlib import PG, START, STEP, TS, host_pid, say, stop_launcher, ts_of  # noqa: E402
 
 bin_dir, runs, torchrun = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
 SCRIPT = os.path.abspath("tests/bench/recovery_ddp.py")
@@ -140,16 +140,7 @@ def one(kind, i):
                                               for k, v in bd.items())))
         return s, bd
     finally:
-        try:
-            os.kill(p.pid, signal.SIGTERM)
-            p.wait(timeout=15)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        session_kill(p.pid)
-        try:
-            p.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
+        stop_launcher(p)
         subprocess.run(["rm", "-rf", d])
 
 

@@ -32,7 +32,7 @@ exec "$PY" - "$BIN" "${BENCH_RUNS:-3}" "$TORCHRUN" < <(cat <<'EOF'
 import glob, json, os, signal, socket, statistics, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.abspath("tests/bench"))
-from benchlib import PG, START, STEP, TS, free_port, host_pid, say, session_kill, ts_of  # noqa: E402
+from benchlib import PG, START, STEP, TS, free_port, host_pid, say, stop_run, ts_of  # noqa: E402
 
 bin_dir, runs, torchrun = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
 SCRIPT = os.path.abspath("tests/bench/recovery_ddp.py")
@@ -97,57 +97,53 @@ def wait_for(d, needle, path, procs, secs):
     raise RuntimeError("no %r within %d s:\n%s" % (needle, secs, text(d)[-3000:]))
 
 
+def kill_to_step(d, pid, what):
+    """SIGKILL pid: the time of the kill and of the first step logged after
+    two new process groups (the re-formed world's), at most 120 s later."""
+    kill_t = time.time()
+    os.kill(pid, signal.SIGKILL)
+    while time.time() < kill_t + 120:
+        t = text(d)
+        pgs = [float(m.group(3)) for m in PG.finditer(t) if float(m.group(3)) > kill_t]
+        if len(pgs) >= 2:
+            after = [float(m.group(4)) for m in STEP.finditer(t) if float(m.group(4)) > max(pgs)]
+            if after:
+                return kill_t, min(after)
+        time.sleep(0.02)
+    raise RuntimeError("%s: no step within 120 s of the kill:\n%s" % (what, text(d)[-3000:]))
+
+
+def start_nodes(d, env, names, wait_each):
+    """A master whose world takes two nodes and a rover-run for each of
+    names (node-a group rank 0, node-b 1, node-c a warm spare); node-a joins
+    first, every one of them before the next when wait_each."""
+    port = free_port()
+    with open(d + "/job.json", "w") as f:
+        json.dump(SPEC, f)
+    master = spawn([bin_dir + "/rover-master", "--job", d + "/job.json", "--state-dir",
+                    d + "/state", "--listen", "127.0.0.1:%d" % port, "--scheduler", "none",
+                    "--log-level", "warn"], d, "master", env)
+    until = time.time() + 30
+    while time.time() < until:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    procs = [master]
+    for name in names:
+        e = dict(env, ROVER_NODE_NAME="node-" + name)
+        procs.append(spawn([bin_dir + "/rover-run", "--nnodes", "2", "--nproc-per-node", "1",
+                            "--rdzv-endpoint", "127.0.0.1:%d" % port, "--monitor-interval",
+                            "0.1", "--max-restarts", "3", "--log-dir", d + "/logs" + name,
+                            SCRIPT], d, name, e))
+        if wait_each or name == "a":  # B joins second: group rank 1
+            wait_for(d, "joined the rendezvous", d + "/%s.err" % name, procs, 30)
+    return procs
+
+
 def start_rover(d, env):
-    port = free_port()
-    with open(d + "/job.json", "w") as f:
-        json.dump(SPEC, f)
-    master = spawn([bin_dir + "/rover-master", "--job", d + "/job.json", "--state-dir",
-                    d + "/state", "--listen", "127.0.0.1:%d" % port, "--scheduler", "none",
-                    "--log-level", "warn"], d, "master", env)
-    until = time.time() + 30
-    while time.time() < until:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    procs = [master]
-    for name in ("a", "b"):
-        e = dict(env, ROVER_NODE_NAME="node-" + name)
-        procs.append(spawn([bin_dir + "/rover-run", "--nnodes", "2", "--nproc-per-node", "1",
-                            "--rdzv-endpoint", "127.0.0.1:%d" % port, "--monitor-interval",
-                            "0.1", "--max-restarts", "3", "--log-dir", d + "/logs" + name,
-                            SCRIPT], d, name, e))
-        if name == "a":  # B joins second: group rank 1
-            wait_for(d, "joined the rendezvous", d + "/a.err", procs, 30)
-    return procs
-
-
-def start_spares(d, env):
-    """A master whose world takes two nodes and three rover-runs: node-a
-    (group rank 0), node-b (1), node-c a warm spare."""
-    port = free_port()
-    with open(d + "/job.json", "w") as f:
-        json.dump(SPEC, f)
-    master = spawn([bin_dir + "/rover-master", "--job", d + "/job.json", "--state-dir",
-                    d + "/state", "--listen", "127.0.0.1:%d" % port, "--scheduler", "none",
-                    "--log-level", "warn"], d, "master", env)
-    until = time.time() + 30
-    while time.time() < until:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    procs = [master]
-    for name in ("a", "b", "c"):
-        e = dict(env, ROVER_NODE_NAME="node-" + name)
-        procs.append(spawn([bin_dir + "/rover-run", "--nnodes", "2", "--nproc-per-node", "1",
-                            "--rdzv-endpoint", "127.0.0.1:%d" % port, "--monitor-interval",
-                            "0.1", "--max-restarts", "3", "--log-dir", d + "/logs" + name,
-                            SCRIPT], d, name, e))
-        wait_for(d, "joined the rendezvous", d + "/%s.err" % name, procs, 30)
-    return procs
+    return start_nodes(d, env, ("a", "b"), False)
 
 
 def node_loss(i):
@@ -157,7 +153,7 @@ def node_loss(i):
     env = dict(os.environ)
     procs = []
     try:
-        procs = start_spares(d, env)
+        procs = start_nodes(d, env, ("a", "b", "c"), True)
         until = time.time() + 180
         while time.time() < until:
             t = text(d)
@@ -174,22 +170,7 @@ def node_loss(i):
             time.sleep(0.05)
         else:
             raise RuntimeError("spare: no warm-up within 180 s:\n%s" % text(d)[-3000:])
-        kill_t = time.time()
-        os.kill(procs[2].pid, signal.SIGKILL)
-        first = None
-        while time.time() < kill_t + 120:
-            t = text(d)
-            pgs = [float(m.group(3)) for m in PG.finditer(t) if float(m.group(3)) > kill_t]
-            if len(pgs) >= 2:
-                after = [float(m.group(4)) for m in STEP.finditer(t)
-                         if float(m.group(4)) > max(pgs)]
-                if after:
-                    first = min(after)
-                    break
-            time.sleep(0.02)
-        if first is None:
-            raise RuntimeError("spare: no step within 120 s of the kill:\n%s" %
-                               text(d)[-3000:])
+        kill_t, first = kill_to_step(d, procs[2].pid, "spare")
         ea, ec = events(d + "/a.err", kill_t), events(d + "/c.err", kill_t)
         ms = lambda x: "%.0fms" % ((x - kill_t) * 1000)
         say("run %d spare    node_loss_s=%.3f a_stops=%s c_starting=%s a_starting=%s" % (
@@ -200,21 +181,7 @@ def node_loss(i):
             ms(ea.get("starting workers", float("nan")))))
         return first - kill_t
     finally:
-        for p in reversed(procs):
-            try:
-                os.kill(p.pid, signal.SIGTERM)
-                p.wait(timeout=15)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-            session_kill(p.pid)
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-        if os.environ.get("BENCH_KEEP"):
-            say("kept " + d)
-        else:
-            subprocess.run(["rm", "-rf", d])
+        stop_run(procs, d)
 
 
 def start_torchrun(d, env):
@@ -260,22 +227,7 @@ def one(kind, i):
         if not victim:
             raise RuntimeError("%s: no warm-up within 180 s:\n%s" % (kind, text(d)[-3000:]))
         victim = host_pid(procs[-1].pid, victim) or victim
-        kill_t = time.time()
-        os.kill(victim, signal.SIGKILL)
-        first = None
-        while time.time() < kill_t + 120:
-            t = text(d)
-            pgs = [float(m.group(3)) for m in PG.finditer(t) if float(m.group(3)) > kill_t]
-            if len(pgs) >= 2:
-                after = [float(m.group(4)) for m in STEP.finditer(t)
-                         if float(m.group(4)) > max(pgs)]
-                if after:
-                    first = min(after)
-                    break
-            time.sleep(0.02)
-        if first is None:
-            raise RuntimeError("%s: no step within 120 s of the kill:\n%s" % (
-                kind, text(d)[-3000:]))
+        kill_t, first = kill_to_step(d, victim, kind)
         t = text(d)
         starts = sorted(float(m.group(4)) for m in START.finditer(t)
                         if float(m.group(4)) > kill_t)
@@ -297,21 +249,7 @@ def one(kind, i):
             "/".join(ms(x) for x in pgs[-2:]), extra))
         return s
     finally:
-        for p in reversed(procs):
-            try:
-                os.kill(p.pid, signal.SIGTERM)
-                p.wait(timeout=15)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-            session_kill(p.pid)
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-        if os.environ.get("BENCH_KEEP"):
-            say("kept " + d)
-        else:
-            subprocess.run(["rm", "-rf", d])
+        stop_run(procs, d)
 
 
 res = {"torchrun": [], "rover": [], "spare": []}

@@ -1,5 +1,5 @@
 """What the benchmarks written in Python share: finding a worker's pid from
-the one its launcher logs, stopping what a launcher left, log times, the
+the one its launcher logs, stopping a launcher and what it left, log times, the
 lines recovery_ddp.py prints, a free loopback port and a line on stderr."""
 import datetime
 import glob
@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import socket
+import subprocess
 import sys
 
 STEP = re.compile(r"step=(\d+) rank=(\d+) restart=(\d+) \S+ t=([\d.]+)")
@@ -66,6 +67,32 @@ def session_kill(sid):
                 os.kill(int(p), signal.SIGKILL)
         except (OSError, ValueError):
             pass
+
+
+def stop_launcher(p):
+    """SIGTERM launcher p (a subprocess in a session of its own) and wait up
+    to 15 s for it, then SIGKILL what is left of its session."""
+    try:
+        os.kill(p.pid, signal.SIGTERM)
+        p.wait(timeout=15)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    session_kill(p.pid)
+    try:
+        p.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def stop_run(procs, d):
+    """stop_launcher each of procs, the last started first, then remove the
+    run's folder d (kept, and named, with BENCH_KEEP set)."""
+    for p in reversed(procs):
+        stop_launcher(p)
+    if os.environ.get("BENCH_KEEP"):
+        say("kept " + d)
+    else:
+        subprocess.run(["rm", "-rf", d])
 
 
 def ts_of(s):

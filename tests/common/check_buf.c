@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "cleanup.h"
 #include "testutil.h"
 
 START_TEST(test_init_empty)
@@ -104,18 +105,15 @@ START_TEST(test_pg_array_escaping)
 {
 	struct rv_buf b;
 	rv_buf_init(&b);
+	static const char *const words[] = { "plain",       "a \"quoted\" word",
+					     "back\\slash", "",
+					     "NULL",        "{a,b}" };
 	rv_buf_puts(&b, "{");
-	rv_buf_pg_array_str(&b, "plain");
-	rv_buf_puts(&b, ",");
-	rv_buf_pg_array_str(&b, "a \"quoted\" word");
-	rv_buf_puts(&b, ",");
-	rv_buf_pg_array_str(&b, "back\\slash");
-	rv_buf_puts(&b, ",");
-	rv_buf_pg_array_str(&b, "");
-	rv_buf_puts(&b, ",");
-	rv_buf_pg_array_str(&b, "NULL");
-	rv_buf_puts(&b, ",");
-	rv_buf_pg_array_str(&b, "{a,b}");
+	for (size_t i = 0; i < RV_ARRAY_SIZE(words); i++) {
+		if (i > 0)
+			rv_buf_puts(&b, ",");
+		rv_buf_pg_array_str(&b, words[i]);
+	}
 	rv_buf_puts(&b, "}");
 	/* "NULL" and braces stay literal text because every element is quoted. */
 	ck_assert_str_eq(b.data, "{\"plain\",\"a \\\"quoted\\\" word\",\"back\\\\slash\",\"\","

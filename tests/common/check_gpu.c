@@ -124,11 +124,4 @@ static Suite *gpu_suite(void)
 	return RV_TEST_SUITE("gpu", tc);
 }
 
-int main(void)
-{
-	SRunner *sr = srunner_create(gpu_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nf ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+RV_TEST_MAIN(gpu_suite)

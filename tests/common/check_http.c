@@ -251,6 +251,15 @@ static char *json_str(const char *body, const char *key)
 	return s;
 }
 
+/* r's body has the string want under key. */
+static void assert_json_str(const struct rv_http_result *r, const char *key, const char *want)
+{
+	char *got = json_str(r->body, key);
+	ck_assert_msg(got && strcmp(got, want) == 0, "%s: want \"%s\" in %.1000s", key, want,
+		      r->body);
+	free(got);
+}
+
 static void assert_json_error(const struct rv_http_result *r, const char *error, const char *field)
 {
 	char *e = json_str(r->body, "error");
@@ -335,24 +344,16 @@ START_TEST(test_route_params)
 {
 	struct rv_http_result r;
 	ck_assert_int_eq(req(NULL, "GET", "/v1/jobs/j42", NULL, &r), 200);
-	char *uid = json_str(r.body, "uid");
-	ck_assert_str_eq(uid, "j42");
-	free(uid);
+	assert_json_str(&r, "uid", "j42");
 	rv_http_result_release(&r);
 
 	ck_assert_int_eq(req(NULL, "GET", "/v1/jobs/a%20b%2b", NULL, &r), 200);
-	uid = json_str(r.body, "uid");
-	ck_assert_str_eq(uid, "a b+");
-	free(uid);
+	assert_json_str(&r, "uid", "a b+");
 	rv_http_result_release(&r);
 
 	ck_assert_int_eq(req(NULL, "GET", "/v1/jobs/j7/nodes/3", NULL, &r), 200);
-	uid = json_str(r.body, "uid");
-	char *rank = json_str(r.body, "rank");
-	ck_assert_str_eq(uid, "j7");
-	ck_assert_str_eq(rank, "3");
-	free(uid);
-	free(rank);
+	assert_json_str(&r, "uid", "j7");
+	assert_json_str(&r, "rank", "3");
 	rv_http_result_release(&r);
 
 	/* An encoded '/' or NUL must not reshape or truncate the parameter. */
@@ -378,17 +379,13 @@ START_TEST(test_query_and_header)
 {
 	struct rv_http_result r;
 	ck_assert_int_eq(req(NULL, "GET", "/v1/query?a=x%20y&b=2", NULL, &r), 200);
-	char *a = json_str(r.body, "a");
-	ck_assert_str_eq(a, "x y");
-	free(a);
+	assert_json_str(&r, "a", "x y");
 	cJSON *o = cJSON_Parse(r.body);
 	ck_assert(cJSON_IsNull(cJSON_GetObjectItem(o, "missing")));
 	cJSON_Delete(o);
-	char *host = json_str(r.body, "host");
 	char want[64];
 	snprintf(want, sizeof(want), "127.0.0.1:%d", port);
-	ck_assert_str_eq(host, want);
-	free(host);
+	assert_json_str(&r, "host", want);
 	rv_http_result_release(&r);
 }
 END_TEST
@@ -506,9 +503,7 @@ START_TEST(test_auth)
 	ck_assert_int_eq(req(TOKEN, "POST", "/v1/jobs", "{}", &r), 201);
 	rv_http_result_release(&r);
 	ck_assert_int_eq(req(TOKEN, "PUT", "/v1/jobs/j1", "{\"a\":1}", &r), 201);
-	char *m = json_str(r.body, "method");
-	ck_assert_str_eq(m, "PUT");
-	free(m);
+	assert_json_str(&r, "method", "PUT");
 	rv_http_result_release(&r);
 	/* Reads stay open. */
 	ck_assert_int_eq(req(NULL, "GET", "/v1/jobs/j1", NULL, &r), 200);

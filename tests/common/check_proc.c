@@ -701,9 +701,5 @@ int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "orphan"))
 		return orphan_main(argv[2]);
-	SRunner *sr = srunner_create(proc_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+	return rv_test_run_suite(proc_suite());
 }

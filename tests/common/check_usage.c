@@ -320,16 +320,6 @@ START_TEST(test_scanner_finds_jobs)
 }
 END_TEST
 
-static void put(const char *dir, const char *name, const char *text)
-{
-	char cmd[1200];
-	snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", dir);
-	ck_assert_int_eq(system(cmd), 0);
-	char path[1100];
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	rv_test_write_file(path, text);
-}
-
 /* /proc/<pid>/stat of a made-up process in root. */
 static void fake_proc(const char *root, int pid, int ppid, int ticks, int cticks, int rss)
 {
@@ -338,7 +328,7 @@ static void fake_proc(const char *root, int pid, int ppid, int ticks, int cticks
 	snprintf(text, sizeof(text),
 		 "%d (p %d) S %d 1 1 0 -1 0 0 0 0 0 %d 0 %d 0 20 0 1 0 %d 0 %d\n", pid, pid, ppid,
 		 ticks, cticks, 1000 + pid, rss);
-	put(dir, "stat", text);
+	rv_test_put(dir, "stat", text);
 }
 
 static void rm_rf(const char *dir)
@@ -361,7 +351,7 @@ START_TEST(test_proc_tree)
 	fake_proc(root, 20, 10, 1000, 0, 500);
 	fake_proc(root, 21, 20, 1000, 0, 500);
 	fake_proc(root, 30, 1, 7, 0, 7);
-	put(root, "self", "not a process\n");
+	rv_test_put(root, "self", "not a process\n");
 	long pkb = sysconf(_SC_PAGESIZE) / 1024;
 	struct rv_proc_tree t;
 	ck_assert_int_eq(rv_usage_proc_tree(root, 10, 20, &t), 0);
@@ -406,71 +396,68 @@ END_TEST
 
 START_TEST(test_cgroup_folders)
 {
-	char root[] = "/tmp/rv-cg-XXXXXX", dir[300], parent[300];
-	ck_assert_ptr_nonnull(mkdtemp(root));
-	snprintf(parent, sizeof(parent), "%s/job", root);
-	snprintf(dir, sizeof(dir), "%s/job/node", root);
-	put(dir, "cpu.max", "max 100000\n");
-	put(dir, "cpu.stat", "usage_usec 5\n");
-	put(parent, "cpu.max", "150000 100000\n");
-	put(parent, "cpu.stat",
-	    "usage_usec 5000\nnr_periods 40\nnr_throttled 10\n"
-	    "throttled_usec 25000\n");
+	struct rv_test_cgtree t;
+	rv_test_cgtree_make(&t);
+	rv_test_put(t.node, "cpu.stat", "usage_usec 5\n");
+	rv_test_put(t.parent, "cpu.stat",
+		    "usage_usec 5000\nnr_periods 40\nnr_throttled 10\n"
+		    "throttled_usec 25000\n");
 	struct rv_cgroup_cpu c;
 	char at[400];
 	/* v2: the nearest quota up from the node, the parent's */
-	ck_assert_int_eq(rv_usage_cgroup_quota(RV_CGROUP_V2, root, "/job/node", &c, at, sizeof(at)),
+	ck_assert_int_eq(rv_usage_cgroup_quota(RV_CGROUP_V2, t.root, "/job/node", &c, at,
+					       sizeof(at)),
 			 0);
-	ck_assert_str_eq(at, parent);
+	ck_assert_str_eq(at, t.parent);
 	ck_assert(c.quota_cores > 1.49 && c.quota_cores < 1.51);
 	ck_assert(c.has_periods);
 	ck_assert_int_eq(c.nr_throttled, 10);
 	ck_assert_uint_eq(c.throttled_us, 25000);
 	/* the node's own folder: no quota, no throttling counters */
-	ck_assert_int_eq(rv_usage_cgroup_cpu(RV_CGROUP_V2, dir, &c), 0);
+	ck_assert_int_eq(rv_usage_cgroup_cpu(RV_CGROUP_V2, t.node, &c), 0);
 	ck_assert(!c.has_periods);
 	ck_assert(c.quota_cores < 0);
 	ck_assert_uint_eq(c.usage_us, 5);
 	/* none anywhere; then a container's cgroup, not under its mount */
-	put(parent, "cpu.max", "max 100000\n");
-	ck_assert_int_eq(rv_usage_cgroup_quota(RV_CGROUP_V2, root, "/job/node", &c, NULL, 0),
+	rv_test_put(t.parent, "cpu.max", "max 100000\n");
+	ck_assert_int_eq(rv_usage_cgroup_quota(RV_CGROUP_V2, t.root, "/job/node", &c, NULL, 0),
 			 -ENOENT);
-	put(root, "cpu.max", "50000 100000\n");
-	put(root, "cpu.stat", "nr_periods 7\nnr_throttled 7\nthrottled_usec 9\n");
-	ck_assert_int_eq(rv_usage_cgroup_quota(RV_CGROUP_V2, root, "/kubepods/pod1", &c, at,
+	rv_test_put(t.root, "cpu.max", "50000 100000\n");
+	rv_test_put(t.root, "cpu.stat", "nr_periods 7\nnr_throttled 7\nthrottled_usec 9\n");
+	ck_assert_int_eq(rv_usage_cgroup_quota(RV_CGROUP_V2, t.root, "/kubepods/pod1", &c, at,
 					       sizeof(at)),
 			 0);
-	ck_assert_str_eq(at, root);
+	ck_assert_str_eq(at, t.root);
 	ck_assert_int_eq(c.nr_throttled, 7);
 	/* v1: cpuacct mounted apart has no cpu.stat, cpu has no cpuacct.usage */
 	char acct[300], cpu[300];
-	snprintf(acct, sizeof(acct), "%s/cpuacct/n", root);
-	snprintf(cpu, sizeof(cpu), "%s/cpu/n", root);
-	put(acct, "cpuacct.usage", "3000000000\n");
-	put(cpu, "cpu.stat", "nr_periods 5\nnr_throttled 2\nthrottled_time 4000000\n");
+	snprintf(acct, sizeof(acct), "%s/cpuacct/n", t.root);
+	snprintf(cpu, sizeof(cpu), "%s/cpu/n", t.root);
+	rv_test_put(acct, "cpuacct.usage", "3000000000\n");
+	rv_test_put(cpu, "cpu.stat", "nr_periods 5\nnr_throttled 2\nthrottled_time 4000000\n");
 	ck_assert_int_eq(rv_usage_cgroup_cpu(RV_CGROUP_V1, acct, &c), 0);
 	ck_assert_uint_eq(c.usage_us, 3000000);
 	ck_assert(!c.has_periods);
 	ck_assert_int_eq(rv_usage_cgroup_cpu(RV_CGROUP_V1, cpu, &c), 0);
 	ck_assert_int_eq(c.nr_throttled, 2);
 	ck_assert_uint_eq(c.throttled_us, 4000);
-	snprintf(cpu, sizeof(cpu), "%s/cpuacct", root); /* neither file */
+	snprintf(cpu, sizeof(cpu), "%s/cpuacct", t.root); /* neither file */
 	ck_assert_int_eq(rv_usage_cgroup_cpu(RV_CGROUP_V1, cpu, &c), -ENOENT);
 	/* memory: v2 with a peak, v1 without one */
 	struct rv_cgroup_mem m;
-	put(dir, "memory.current", "4096\n");
-	put(dir, "memory.max", "max\n");
-	put(dir, "memory.peak", "8192\n");
-	ck_assert_int_eq(rv_usage_cgroup_mem(RV_CGROUP_V2, dir, &m), 0);
+	rv_test_put(t.node, "memory.current", "4096\n");
+	rv_test_put(t.node, "memory.max", "max\n");
+	rv_test_put(t.node, "memory.peak", "8192\n");
+	ck_assert_int_eq(rv_usage_cgroup_mem(RV_CGROUP_V2, t.node, &m), 0);
 	ck_assert_int_eq(m.current_bytes, 4096);
 	ck_assert_int_eq(m.limit_bytes, -1);
 	ck_assert_int_eq(m.peak_bytes, 8192);
-	put(acct, "memory.usage_in_bytes", "100\n");
-	put(acct, "memory.limit_in_bytes", "200\n");
+	rv_test_put(acct, "memory.usage_in_bytes", "100\n");
+	rv_test_put(acct, "memory.limit_in_bytes", "200\n");
 	ck_assert_int_eq(rv_usage_cgroup_mem(RV_CGROUP_V1, acct, &m), 0);
 	ck_assert_int_eq(m.limit_bytes, 200);
 	ck_assert_int_eq(m.peak_bytes, -1);
-	rm_rf(root);
+	rm_rf(t.root);
 }
 END_TEST
 
@@ -493,11 +480,4 @@ static Suite *usage_suite(void)
 	return RV_TEST_SUITE("usage", tc);
 }
 
-int main(void)
-{
-	SRunner *sr = srunner_create(usage_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nf ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+RV_TEST_MAIN(usage_suite)

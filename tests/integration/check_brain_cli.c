@@ -27,9 +27,7 @@
 
 START_TEST(test_help)
 {
-	char *out, *err;
-	const char *a[] = { "--help", NULL };
-	ck_assert_int_eq(rv_test_cli_run("brain", a, &out, &err), 0);
+	char *out = rv_test_cli_stdout("brain", "--help");
 	ck_assert_ptr_nonnull(strstr(out, "usage: rover-brain "));
 	static const char *const flags[] = { "--listen",  "--data-dir",   "--db",
 					     "--token",   "--token-file", "--config",
@@ -39,7 +37,6 @@ START_TEST(test_help)
 	/* Every key of the conf file, as a flag and as an environment variable. */
 	ck_assert_int_ge(rv_test_cli_help_has_keys("brain", out), 10);
 	free(out);
-	free(err);
 }
 END_TEST
 
@@ -83,15 +80,12 @@ END_TEST
 
 START_TEST(test_version)
 {
-	char *out, *err;
-	const char *a[] = { "--version", NULL };
-	ck_assert_int_eq(rv_test_cli_run("brain", a, &out, &err), 0);
+	char *out = rv_test_cli_stdout("brain", "--version");
 	unsigned x, y, z;
 	char nl = 0;
 	ck_assert_int_eq(sscanf(out, "rover-brain %u.%u.%u%c", &x, &y, &z, &nl), 4);
 	ck_assert_int_eq(nl, '\n');
 	free(out);
-	free(err);
 }
 END_TEST
 
@@ -99,9 +93,7 @@ END_TEST
  * the brain has, so the documentation cannot lose one. */
 START_TEST(test_readme_names_server_keys)
 {
-	char *out, *err;
-	const char *a[] = { "--print-conf", NULL };
-	ck_assert_int_eq(rv_test_cli_run("brain", a, &out, &err), 0);
+	char *out = rv_test_cli_stdout("brain", "--print-conf");
 	char *readme = rv_test_read_file("brain/README.md");
 	ck_assert_ptr_nonnull(readme);
 	char section[64] = "";
@@ -123,7 +115,6 @@ START_TEST(test_readme_names_server_keys)
 	ck_assert_int_ge(keys, 10);
 	free(readme);
 	free(out);
-	free(err);
 }
 END_TEST
 

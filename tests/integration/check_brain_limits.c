@@ -152,6 +152,27 @@ static cJSON *body_of(const char *reply)
 	return b ? cJSON_Parse(b + 4) : NULL;
 }
 
+/* reply's body is JSON whose "error" is error. */
+static void assert_error(const char *reply, const char *error)
+{
+	cJSON *doc = body_of(reply);
+	ck_assert_msg(doc != NULL, "not JSON: %s", reply);
+	const char *got = cJSON_GetStringValue(cJSON_GetObjectItem(doc, "error"));
+	ck_assert_msg(got && !strcmp(got, error), "want error %s: %s", error, reply);
+	cJSON_Delete(doc);
+}
+
+/* The head of a metrics POST for job uid (its framing, a Content-Length or
+ * Transfer-Encoding line, with the blank line and what the body begins
+ * with) into head. */
+static void metrics_head(char *head, size_t size, const char *uid, const char *framing)
+{
+	snprintf(head, size,
+		 "POST /v1/jobs/%s/metrics HTTP/1.1\r\nHost: x\r\nContent-Type: "
+		 "application/json\r\n%s",
+		 uid, framing);
+}
+
 /* A well-behaved client: a metrics batch and a plan read, each answered
  * correctly within a second. */
 static void served_quickly(const char *uid, int k)
@@ -275,11 +296,7 @@ START_TEST(test_too_many_long_polls)
 			      n > 0 ? buf : "");
 		ck_assert_ptr_nonnull(strcasestr(buf, "\r\nRetry-After: "));
 		ck_assert_ptr_nonnull(strcasestr(buf, "\r\nContent-Type: application/json"));
-		cJSON *doc = body_of(buf);
-		ck_assert_ptr_nonnull(doc);
-		ck_assert_str_eq(cJSON_GetObjectItem(doc, "error")->valuestring,
-				 "too_many_requests");
-		cJSON_Delete(doc);
+		assert_error(buf, "too_many_requests");
 		refused = i;
 	}
 	ck_assert_int_eq(waiting, MAX_WAITS_PER_IP);
@@ -337,11 +354,7 @@ START_TEST(test_body_memory_budget)
 					   "512", NULL });
 	const char *uid = register_job("bodies");
 	char head[256], buf[4096];
-	snprintf(
-		head, sizeof(head),
-		"POST /v1/jobs/%s/metrics HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-		"Content-Length: 400000\r\n\r\n{\"samples\":[",
-		uid);
+	metrics_head(head, sizeof(head), uid, "Content-Length: 400000\r\n\r\n{\"samples\":[");
 	int fds[3];
 	for (int i = 0; i < 2; i++) {
 		fds[i] = dial("127.0.0.1");
@@ -354,10 +367,7 @@ START_TEST(test_body_memory_budget)
 	ck_assert_msg(n > 0 && status_of(buf) == 503, "want 503 over the budget, got: %s",
 		      n > 0 ? buf : "");
 	ck_assert_ptr_nonnull(strcasestr(buf, "\r\nRetry-After: "));
-	cJSON *doc = body_of(buf);
-	ck_assert_ptr_nonnull(doc);
-	ck_assert_str_eq(cJSON_GetObjectItem(doc, "error")->valuestring, "unavailable");
-	cJSON_Delete(doc);
+	assert_error(buf, "unavailable");
 	for (int i = 0; i < 3; i++)
 		close(fds[i]);
 
@@ -374,11 +384,7 @@ START_TEST(test_chunked_too_large)
 	start_brain((const char *const[]){ "--server-max-body-kb", "64", NULL });
 	const char *uid = register_job("chunky");
 	char head[256], buf[4096];
-	snprintf(
-		head, sizeof(head),
-		"POST /v1/jobs/%s/metrics HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-		"Transfer-Encoding: chunked\r\n\r\n",
-		uid);
+	metrics_head(head, sizeof(head), uid, "Transfer-Encoding: chunked\r\n\r\n");
 	int fd = dial("127.0.0.1");
 	send_str(fd, head);
 	static char chunk[16384 + 16];
@@ -392,10 +398,7 @@ START_TEST(test_chunked_too_large)
 	send_str(fd, "0\r\n\r\n");
 	int n = read_reply(fd, buf, sizeof(buf), 5000);
 	ck_assert_msg(n > 0 && status_of(buf) == 413, "want 413, got: %s", n > 0 ? buf : "");
-	cJSON *doc = body_of(buf);
-	ck_assert_ptr_nonnull(doc);
-	ck_assert_str_eq(cJSON_GetObjectItem(doc, "error")->valuestring, "too_large");
-	cJSON_Delete(doc);
+	assert_error(buf, "too_large");
 	close(fd);
 }
 END_TEST

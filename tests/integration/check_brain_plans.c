@@ -199,16 +199,27 @@ START_TEST(worse_plan_is_reverted)
 }
 END_TEST
 
+/* The job's first running plan once the samples just posted are planned:
+ * an exploration (what names it when there is none); its id and worker
+ * count into *id and *w.  The caller deletes it. */
+static cJSON *first_exploration(const char *what, int64_t *id, int *w)
+{
+	wait_planned();
+	cJSON *p = running_plan(0);
+	ck_assert_msg(p != NULL, "no %s", what);
+	ck_assert_str_eq(rv_test_json_str(p, "algorithm"), "explore");
+	*id = (int64_t)rv_test_json_num(p, "id", 0);
+	*w = (int)rv_test_json_num(p, "groups.worker.count", 0);
+	return p;
+}
+
 START_TEST(slower_exploration_is_kept_as_data)
 {
 	start();
 	post_speed(2, 100, 8);
-	wait_planned();
-	cJSON *p = running_plan(0);
-	ck_assert_msg(p != NULL, "no exploration plan from one configuration");
-	ck_assert_str_eq(rv_test_json_str(p, "algorithm"), "explore");
-	int64_t id = (int64_t)rv_test_json_num(p, "id", 0);
-	int w = (int)rv_test_json_num(p, "groups.worker.count", 0);
+	int64_t id;
+	int w;
+	cJSON *p = first_exploration("exploration plan from one configuration", &id, &w);
 	ck_assert_int_gt(w, 2);
 	cJSON_Delete(p);
 	applied(id);
@@ -254,12 +265,9 @@ static cJSON *after_starvation(double before, double after)
 {
 	start();
 	post_speed_usage(2, 100, 3.0, 4.0, 8);
-	wait_planned();
-	cJSON *p = running_plan(0);
-	ck_assert_msg(p != NULL, "no plan from the first configuration");
-	ck_assert_str_eq(rv_test_json_str(p, "algorithm"), "explore");
-	int64_t id = (int64_t)rv_test_json_num(p, "id", 0);
-	int w = (int)rv_test_json_num(p, "groups.worker.count", 0);
+	int64_t id;
+	int w;
+	cJSON *p = first_exploration("plan from the first configuration", &id, &w);
 	double cpu = rv_test_json_num(p, "groups.worker.resource.cpu", 0);
 	ck_assert_int_eq(w, 3);
 	cJSON_Delete(p);

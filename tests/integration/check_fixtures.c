@@ -119,9 +119,5 @@ int main(void)
 {
 	if (getenv("ROVER_FIXTURE_CHILD"))
 		return child_main();
-	SRunner *sr = srunner_create(fixtures_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+	return rv_test_run_suite(fixtures_suite());
 }

@@ -224,9 +224,5 @@ int main(int argc, char **argv)
 	if (n <= 0)
 		return EXIT_FAILURE;
 	self_exe[n] = '\0';
-	SRunner *sr = srunner_create(master_netns_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+	return rv_test_run_suite(master_netns_suite());
 }

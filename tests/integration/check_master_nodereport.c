@@ -420,10 +420,7 @@ int main(int argc, char **argv)
 	}
 	if (rv_test_pg_global_start() < 0)
 		return EXIT_FAILURE;
-	SRunner *sr = srunner_create(master_nodereport_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
+	int rc = rv_test_run_suite(master_nodereport_suite());
 	rv_test_pg_global_stop();
-	return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+	return rc;
 }

@@ -554,9 +554,5 @@ int main(int argc, char **argv)
 		}
 		return simulated_agent_main(&o);
 	}
-	SRunner *sr = srunner_create(master_nodes_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+	return rv_test_run_suite(master_nodes_suite());
 }

@@ -384,10 +384,7 @@ int main(int argc, char **argv)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_slow_node_replaced_within_the_plan);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
+	int rc = rv_test_run_suite(s);
 	rv_test_pg_global_stop();
-	return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+	return rc;
 }

@@ -73,6 +73,16 @@ static struct run ctl(const char *stdin_text, const char *const *args)
 	return r;
 }
 
+/* roverctl with args (NULL-terminated) and nothing on stdin, which must
+ * exit code (the failure names the command and its stderr). */
+static struct run ctl_expect(int code, const char *const *args)
+{
+	struct run r = ctl(NULL, args);
+	ck_assert_msg(r.code == code, "roverctl %s %s: exit %d, want %d: %.1000s", args[0],
+		      args[1] ? args[1] : "", r.code, code, r.err);
+	return r;
+}
+
 static void run_release(struct run *r)
 {
 	free(r->out);
@@ -161,13 +171,9 @@ START_TEST(test_exit_codes_and_json)
 			      cmds[i]);
 		run_release(&r);
 	}
-	const char *bad[] = { "frobnicate", NULL };
-	r = ctl(NULL, bad);
-	ck_assert_int_eq(r.code, 2);
+	r = ctl_expect(2, (const char *const[]){ "frobnicate", NULL });
 	run_release(&r);
-	const char *badopt[] = { "jobs", "--status", "sleeping", NULL };
-	r = ctl(NULL, badopt);
-	ck_assert_int_eq(r.code, 2);
+	r = ctl_expect(2, (const char *const[]){ "jobs", "--status", "sleeping", NULL });
 	run_release(&r);
 
 	/* a write without the token is refused: 7 */
@@ -210,36 +216,26 @@ START_TEST(test_exit_codes_and_json)
 	run_release(&r);
 
 	/* jobs --json is the brain's list; a pipe gets no colour */
-	const char *jobs[] = { "--json", "jobs", NULL };
-	r = ctl(NULL, jobs);
-	ck_assert_int_eq(r.code, 0);
+	r = ctl_expect(0, (const char *const[]){ "--json", "jobs", NULL });
 	ck_assert_int_eq((int)rv_test_json_num(r.json, "total", 0), 2);
 	run_release(&r);
-	const char *jobs_t[] = { "jobs", "--status", "running", NULL };
-	r = ctl(NULL, jobs_t);
-	ck_assert_int_eq(r.code, 0);
+	r = ctl_expect(0, (const char *const[]){ "jobs", "--status", "running", NULL });
 	ck_assert_ptr_nonnull(strstr(r.out, "ctl-json"));
 	ck_assert_ptr_null(strchr(r.out, '\033'));
 	run_release(&r);
 
 	/* status by name and by uid; speed after a sample */
 	post_speed(uid, 321.5, 40);
-	const char *st[] = { "status", "ctl-json", "--json", NULL };
-	r = ctl(NULL, st);
-	ck_assert_int_eq(r.code, 0);
+	r = ctl_expect(0, (const char *const[]){ "status", "ctl-json", "--json", NULL });
 	ck_assert_str_eq(rv_test_json_str(r.json, "job.uid"), uid);
 	ck_assert_double_eq_tol(rv_test_json_num(r.json, "job.latest_speed.speed", 0), 321.5, 1e-9);
 	ck_assert_int_ge(cJSON_GetArraySize(cJSON_GetObjectItem(r.json, "plans")), 1);
 	run_release(&r);
-	const char *st_uid[] = { "status", uid, NULL };
-	r = ctl(NULL, st_uid);
-	ck_assert_int_eq(r.code, 0);
+	r = ctl_expect(0, (const char *const[]){ "status", uid, NULL });
 	ck_assert_ptr_nonnull(strstr(r.out, "321.5 samples/s at step 40"));
 	ck_assert_ptr_nonnull(strstr(r.out, "create_default"));
 	run_release(&r);
-	const char *none[] = { "status", "no-such-job", NULL };
-	r = ctl(NULL, none);
-	ck_assert_int_eq(r.code, 4);
+	r = ctl_expect(4, (const char *const[]){ "status", "no-such-job", NULL });
 	run_release(&r);
 
 	/* events and plans */
@@ -250,9 +246,7 @@ START_TEST(test_exit_codes_and_json)
 		 "\"rank\":1,\"exit_code\":1,\"reason\":\"segfault in the loader\"}",
 		 (long long)rv_now_ms());
 	post(path, body);
-	const char *ev[] = { "--json", "events", "ctl-json", NULL };
-	r = ctl(NULL, ev);
-	ck_assert_int_eq(r.code, 0);
+	r = ctl_expect(0, (const char *const[]){ "--json", "events", "ctl-json", NULL });
 	ck_assert_str_eq(rv_test_json_str(r.json, "events.0.type"), "node_failed");
 	ck_assert_str_eq(rv_test_json_str(r.json, "events.0.reason"), "segfault in the loader");
 	run_release(&r);
@@ -260,9 +254,7 @@ START_TEST(test_exit_codes_and_json)
 	r = ctl(NULL, ev_t);
 	ck_assert_ptr_nonnull(strstr(r.out, "segfault in the loader"));
 	run_release(&r);
-	const char *pl[] = { "--json", "plans", uid, "--limit", "5", NULL };
-	r = ctl(NULL, pl);
-	ck_assert_int_eq(r.code, 0);
+	r = ctl_expect(0, (const char *const[]){ "--json", "plans", uid, "--limit", "5", NULL });
 	ck_assert_str_eq(rv_test_json_str(r.json, "plans.0.stage"), "create");
 	run_release(&r);
 
@@ -270,16 +262,12 @@ START_TEST(test_exit_codes_and_json)
 	snprintf(body, sizeof(body), "{\"type\":\"job_failed\",\"ts\":%lld,\"reason\":\"x\"}",
 		 (long long)rv_now_ms());
 	post(path, body);
-	const char *w[] = { "watch", "ctl-json", "--interval", "0.2", NULL };
-	r = ctl(NULL, w);
-	ck_assert_int_eq(r.code, 8);
+	r = ctl_expect(8, (const char *const[]){ "watch", "ctl-json", "--interval", "0.2", NULL });
 	ck_assert_msg(strstr(r.out, "plan 1 create create_default"), "watch: %s", r.out);
 	ck_assert_ptr_nonnull(strstr(r.out, "speed 321.5 samples/s  step 40"));
 	ck_assert_ptr_nonnull(strstr(r.out, "failed"));
 	run_release(&r);
-	const char *wj[] = { "--json", "watch", "ctl-json", NULL };
-	r = ctl(NULL, wj);
-	ck_assert_int_eq(r.code, 8);
+	r = ctl_expect(8, (const char *const[]){ "--json", "watch", "ctl-json", NULL });
 	ck_assert_ptr_nonnull(strstr(r.out, "{\"kind\":\"speed\""));
 	ck_assert_ptr_nonnull(strstr(r.out, "{\"kind\":\"plan\""));
 	/* JSON lines: one object per line, each parses alone */
@@ -299,9 +287,7 @@ START_TEST(test_exit_codes_and_json)
 		 "\"jobs\":[{\"name\":\"ctl-json\",\"procs\":3}]}]}",
 		 (long long)rv_now_ms());
 	post("/v1/cluster/nodes", body);
-	const char *cl[] = { "cluster", NULL };
-	r = ctl(NULL, cl);
-	ck_assert_int_eq(r.code, 0);
+	r = ctl_expect(0, (const char *const[]){ "cluster", NULL });
 	ck_assert_ptr_nonnull(strstr(r.out, "gpu-7"));
 	ck_assert_ptr_nonnull(strstr(r.out, "ctl-json(3)"));
 	ck_assert_ptr_nonnull(strstr(r.out, "free      24.0 cores"));
@@ -333,13 +319,12 @@ START_TEST(test_exit_codes_and_json)
 	int fd = mkstemp(conf);
 	dprintf(fd, "[brain]\nurl = http://127.0.0.1:9\n");
 	close(fd);
-	const char *viaconf[] = { "--config", conf, "jobs", NULL };
-	r = ctl(NULL, viaconf); /* the environment's url wins over the file */
-	ck_assert_int_eq(r.code, 0);
+	/* the environment's url wins over the file */
+	r = ctl_expect(0, (const char *const[]){ "--config", conf, "jobs", NULL });
 	run_release(&r);
-	const char *viaflag[] = { "--config", conf, "--brain", "http://127.0.0.1:9", "jobs", NULL };
-	r = ctl(NULL, viaflag); /* the flag wins over the environment: nobody there */
-	ck_assert_int_eq(r.code, 3);
+	/* the flag wins over the environment: nobody there */
+	r = ctl_expect(3, (const char *const[]){ "--config", conf, "--brain", "http://127.0.0.1:9",
+						 "jobs", NULL });
 	ck_assert_ptr_nonnull(strstr(r.err, "could not reach the brain"));
 	run_release(&r);
 	unlink(conf);
@@ -479,9 +464,7 @@ START_TEST(test_ended_job_status)
 			ck_assert_str_eq(rv_test_json_str(p, "outcome"), "unjudged");
 		}
 		run_release(&r);
-		const char *st[] = { "status", name, NULL };
-		r = ctl(NULL, st);
-		ck_assert_int_eq(r.code, 0);
+		r = ctl_expect(0, (const char *const[]){ "status", name, NULL });
 		ck_assert_msg(strstr(r.out, "unjudged") && !strstr(r.out, "pending") &&
 				      !strstr(r.out, "running"),
 			      "status of an ended job:\n%s", r.out);
@@ -623,9 +606,7 @@ START_TEST(test_submit_dlrover_elasticjob)
 			 3072);
 	run_release(&r);
 	/* the brain keeps the pod template as given */
-	const char *st[] = { "status", "torch-mnist", "--json", NULL };
-	r = ctl(NULL, st);
-	ck_assert_int_eq(r.code, 0);
+	r = ctl_expect(0, (const char *const[]){ "status", "torch-mnist", "--json", NULL });
 	ck_assert_msg(strstr(r.out, "pvc-nas") && strstr(r.out, "dlrover-run"), "status: %s",
 		      r.out);
 	run_release(&r);

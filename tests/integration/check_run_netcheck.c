@@ -452,10 +452,7 @@ int main(void)
 	if (!only || !strncmp(only, "three", 5))
 		tcase_add_loop_test(tc, test_three_nodes_slow_node_found, from, to < 2 ? to : 2);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
+	int rc = rv_test_run_suite(s);
 	netns_teardown();
-	return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+	return rc;
 }

@@ -79,6 +79,18 @@ static void api_causes(cJSON *details, const char *msg)
 	cJSON_AddItemToArray(cJSON_AddArrayToObject(details, "causes"), c);
 }
 
+cJSON *api_failure(const char *reason, const char *msg)
+{
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "kind", "Status");
+	cJSON_AddStringToObject(j, "apiVersion", "v1");
+	cJSON_AddObjectToObject(j, "metadata");
+	cJSON_AddStringToObject(j, "status", "Failure");
+	cJSON_AddStringToObject(j, "message", msg);
+	cJSON_AddStringToObject(j, "reason", reason);
+	return j;
+}
+
 void api_status(struct reply *r, int code, const char *reason, const struct call *c,
 		const char *fmt, ...)
 {
@@ -87,13 +99,7 @@ void api_status(struct reply *r, int code, const char *reason, const struct call
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	cJSON *j = cJSON_CreateObject();
-	cJSON_AddStringToObject(j, "kind", "Status");
-	cJSON_AddStringToObject(j, "apiVersion", "v1");
-	cJSON_AddObjectToObject(j, "metadata");
-	cJSON_AddStringToObject(j, "status", "Failure");
-	cJSON_AddStringToObject(j, "message", msg);
-	cJSON_AddStringToObject(j, "reason", reason ? reason : api_reason_default(code));
+	cJSON *j = api_failure(reason ? reason : api_reason_default(code), msg);
 	cJSON *d = NULL;
 	if (c && c->name) {
 		d = cJSON_AddObjectToObject(j, "details");
@@ -110,16 +116,20 @@ void api_status(struct reply *r, int code, const char *reason, const struct call
 
 static cJSON *api_version_doc(void)
 {
+	static const char *const fields[][2] = {
+		{ "major", "1" },
+		{ "minor", "32" },
+		{ "gitVersion", "v1.32.0-standin" },
+		{ "gitCommit", "0000000000000000000000000000000000000000" },
+		{ "gitTreeState", "clean" },
+		{ "buildDate", "2026-01-01T00:00:00Z" },
+		{ "goVersion", "go1.23.0" },
+		{ "compiler", "gc" },
+		{ "platform", "linux/amd64" },
+	};
 	cJSON *j = cJSON_CreateObject();
-	cJSON_AddStringToObject(j, "major", "1");
-	cJSON_AddStringToObject(j, "minor", "32");
-	cJSON_AddStringToObject(j, "gitVersion", "v1.32.0-standin");
-	cJSON_AddStringToObject(j, "gitCommit", "0000000000000000000000000000000000000000");
-	cJSON_AddStringToObject(j, "gitTreeState", "clean");
-	cJSON_AddStringToObject(j, "buildDate", "2026-01-01T00:00:00Z");
-	cJSON_AddStringToObject(j, "goVersion", "go1.23.0");
-	cJSON_AddStringToObject(j, "compiler", "gc");
-	cJSON_AddStringToObject(j, "platform", "linux/amd64");
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+		cJSON_AddStringToObject(j, fields[i][0], fields[i][1]);
 	return j;
 }
 

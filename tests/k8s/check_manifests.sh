@@ -70,6 +70,19 @@ namespaces() {
 		/^metadata:/ { md = 1; next } /^[^ #]/ { md = 0 }
 		md && /^  namespace: / { n = $2 } END { out() }' "$1"
 }
+
+# ok when OUT (kubectl's output) says PATTERN (an ERE) for each of the N
+# objects of the overlay; else notok and OUT's other lines.
+accepted() { # what overlay n pattern out
+	local got
+	got=$(grep -Ec "$4" <<<"$5")
+	if [ "$got" = "$3" ]; then
+		ok "$1 accepts each of the $3 objects of overlays/$2"
+	else
+		notok "$1: $got of $3 objects of overlays/$2 accepted"
+		grep -Ev "$4" <<<"$5" | head -5 | sed 's/^/    /'
+	fi
+}
 # The kinds docker/k8s/ renders that an API server keeps outside namespaces.
 cluster_kinds='^(Namespace|CustomResourceDefinition|ClusterRole|ClusterRoleBinding|ValidatingAdmissionPolicy|ValidatingAdmissionPolicyBinding)$'
 
@@ -104,13 +117,7 @@ for k in "${kubectls[@]}"; do
 			notok "kubectl $v kustomize overlays/$o: namespaces wrong ($nc cluster-scoped): $(echo $bad)"
 		fi
 		out=$("$k" --kubeconfig "$TMP/api.kubeconfig" apply --dry-run=client -f "$y" 2>&1)
-		got=$(grep -c 'created (dry run)' <<<"$out")
-		if [ "$got" = "$n" ]; then
-			ok "kubectl $v apply --dry-run=client accepts each of the $n objects of overlays/$o"
-		else
-			notok "kubectl $v apply --dry-run=client: $got of $n objects of overlays/$o accepted"
-			grep -v 'created (dry run)' <<<"$out" | head -5 | sed 's/^/    /'
-		fi
+		accepted "kubectl $v apply --dry-run=client" "$o" "$n" 'created \(dry run\)' "$out"
 	done
 done
 
@@ -144,13 +151,7 @@ for o in "${overlays[@]}"; do
 	fi
 	n=$(grep -c '^kind:' "$y")
 	out=$("$k" "${kc[@]}" apply --dry-run=server -f "$y" 2>&1)
-	got=$(grep -Ec '(created|configured|unchanged) \(server dry run\)' <<<"$out")
-	if [ "$got" = "$n" ]; then
-		ok "apply --dry-run=server accepts each of the $n objects of overlays/$o"
-	else
-		notok "apply --dry-run=server: $got of $n objects of overlays/$o accepted"
-		grep -v 'server dry run' <<<"$out" | head -5 | sed 's/^/    /'
-	fi
+	accepted "apply --dry-run=server" "$o" "$n" '(created|configured|unchanged) \(server dry run\)' "$out"
 done
 y="$TMP/embedded-db-$vnew.yaml"
 if out=$("$k" "${kc[@]}" apply -f "$y" 2>&1); then

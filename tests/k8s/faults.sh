@@ -21,25 +21,25 @@ else
 fi
 
 # A cut ends every open watch cleanly; a cut mid-event leaves half an event.
-curl_s -N "$watch_url&resourceVersion=0" >"$d/cut.out" 2>&1 &
-cpid=$!
-sleep 0.5
-curl_s -X POST "$SERVER/standin/watches/cut" >/dev/null
-wait_for 3 sh -c "! kill -0 $cpid"
-wait "$cpid"
-rc=$?
+# cut_watch OUT QUERY: a watch into OUT cut by POST .../cut?QUERY; rc its
+# curl's exit.
+cut_watch() {
+  local cpid
+  curl_s -N "$watch_url&resourceVersion=0" >"$1" 2>&1 &
+  cpid=$!
+  sleep 0.5
+  curl_s -X POST "$SERVER/standin/watches/cut?$2" >/dev/null
+  wait_for 3 sh -c "! kill -0 $cpid"
+  wait "$cpid"
+  rc=$?
+}
+cut_watch "$d/cut.out" ""
 if [ "$rc" = 0 ] && jq -e -s 'length > 0' "$d/cut.out" >/dev/null 2>&1; then
   ok "POST /standin/watches/cut ends open watches with a whole stream"
 else
   notok "cut: curl exit $rc, $(head -c 200 "$d/cut.out")"
 fi
-curl_s -N "$watch_url&resourceVersion=0" >"$d/mid.out" 2>&1 &
-cpid=$!
-sleep 0.5
-curl_s -X POST "$SERVER/standin/watches/cut?mid=true" >/dev/null
-wait_for 3 sh -c "! kill -0 $cpid"
-wait "$cpid"
-rc=$?
+cut_watch "$d/mid.out" "mid=true"
 if [ "$rc" != 0 ] && ! jq -e -s . "$d/mid.out" >/dev/null 2>&1; then
   ok "POST /standin/watches/cut?mid=true drops watches halfway through an event"
 else

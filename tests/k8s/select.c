@@ -177,17 +177,26 @@ static bool select_check_label_fn(char *t, void *p)
 	return c->ok;
 }
 
-int select_check_labels(const char *sel, const char **why)
+/* A selector's syntax checked term by term with fn; *why is too_long or bad
+ * on failure. */
+static int select_check(const char *sel, bool fields, bool (*fn)(char *, void *),
+			const char *too_long, const char *bad, const char **why)
 {
-	struct select_ctx c = { NULL, true, false };
+	struct select_ctx c = { NULL, true, fields };
 	if (sel && strlen(sel) >= SELECT_MAX) {
-		*why = "label selector too long";
+		*why = too_long;
 		return -EINVAL;
 	}
-	select_terms(sel, select_check_label_fn, &c);
+	select_terms(sel, fn, &c);
 	if (!c.ok)
-		*why = "unable to parse requirement: found unexpected token";
+		*why = bad;
 	return c.ok ? 0 : -EINVAL;
+}
+
+int select_check_labels(const char *sel, const char **why)
+{
+	return select_check(sel, false, select_check_label_fn, "label selector too long",
+			    "unable to parse requirement: found unexpected token", why);
 }
 
 static bool select_check_field_fn(char *t, void *p)
@@ -200,13 +209,6 @@ static bool select_check_field_fn(char *t, void *p)
 
 int select_check_fields(const char *sel, const char **why)
 {
-	struct select_ctx c = { NULL, true, true };
-	if (sel && strlen(sel) >= SELECT_MAX) {
-		*why = "field selector too long";
-		return -EINVAL;
-	}
-	select_terms(sel, select_check_field_fn, &c);
-	if (!c.ok)
-		*why = "invalid selector: expected an operator";
-	return c.ok ? 0 : -EINVAL;
+	return select_check(sel, true, select_check_field_fn, "field selector too long",
+			    "invalid selector: expected an operator", why);
 }

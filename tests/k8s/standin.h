@@ -307,6 +307,9 @@ struct MHD_Daemon *api_start(struct standin *s, int *port);
 void api_stop(struct MHD_Daemon *d);
 const char *api_query(const struct call *c, const char *key); /* NULL when absent */
 /* A Status reply (kind Status, reason, code, details). */
+/* A Status "Failure" object (kind, apiVersion, metadata, status, message,
+ * reason; the caller adds details and code); the caller owns it. */
+cJSON *api_failure(const char *reason, const char *msg);
 void api_status(struct reply *r, int code, const char *reason, const struct call *c,
 		const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 void api_json(struct reply *r, int code, cJSON *j); /* takes j */

@@ -64,13 +64,7 @@ static cJSON *watch_expired(int64_t rv)
 {
 	char msg[160];
 	snprintf(msg, sizeof(msg), "too old resource version: %lld", (long long)rv);
-	cJSON *st = cJSON_CreateObject();
-	cJSON_AddStringToObject(st, "kind", "Status");
-	cJSON_AddStringToObject(st, "apiVersion", "v1");
-	cJSON_AddObjectToObject(st, "metadata");
-	cJSON_AddStringToObject(st, "status", "Failure");
-	cJSON_AddStringToObject(st, "message", msg);
-	cJSON_AddStringToObject(st, "reason", "Expired");
+	cJSON *st = api_failure("Expired", msg);
 	cJSON_AddNumberToObject(st, "code", 410);
 	return st;
 }

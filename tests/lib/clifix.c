@@ -60,11 +60,19 @@ int rv_test_cli_run(const char *daemon, const char *const *args, char **out, cha
 	return WEXITSTATUS(st);
 }
 
-void rv_test_cli_print_conf_matches(const char *daemon)
+char *rv_test_cli_stdout(const char *daemon, const char *arg)
 {
 	char *out, *err;
-	const char *a[] = { "--print-conf", NULL };
-	ck_assert_int_eq(rv_test_cli_run(daemon, a, &out, &err), 0);
+	const char *a[] = { arg, NULL };
+	int rc = rv_test_cli_run(daemon, a, &out, &err);
+	ck_assert_msg(rc == 0, "rover-%s %s exited %d: %.1000s", daemon, arg, rc, err);
+	free(err);
+	return out;
+}
+
+void rv_test_cli_print_conf_matches(const char *daemon)
+{
+	char *out = rv_test_cli_stdout(daemon, "--print-conf");
 	char path[128];
 	snprintf(path, sizeof(path), "conf/rover-%s.conf", daemon);
 	char *conf = rv_test_read_file(path);
@@ -74,7 +82,6 @@ void rv_test_cli_print_conf_matches(const char *daemon)
 		      daemon, path);
 	free(conf);
 	free(out);
-	free(err);
 }
 
 int rv_test_cli_help_has_keys(const char *daemon, const char *help)

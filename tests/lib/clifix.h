@@ -21,6 +21,10 @@ char *rv_test_read_fd(int fd);
  * *out and *err are malloc'd (the caller frees them). */
 int rv_test_cli_run(const char *daemon, const char *const *args, char **out, char **err);
 
+/* Run rover-<daemon> with the one argument arg, which must exit 0: its
+ * stdout (malloc'd; the caller frees it). */
+char *rv_test_cli_stdout(const char *daemon, const char *arg);
+
 /* rover-<daemon> --print-conf exits 0 and prints conf/rover-<daemon>.conf. */
 void rv_test_cli_print_conf_matches(const char *daemon);
 

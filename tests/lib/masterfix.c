@@ -305,6 +305,14 @@ void rv_test_count_once(const atomic_int *counts, long n, long *lost, long *twic
 	}
 }
 
+void rv_test_assert_once(const atomic_int *counts, long n, const char *what)
+{
+	long lost, twice;
+	rv_test_count_once(counts, n, &lost, &twice);
+	ck_assert_msg(lost == 0 && twice == 0, "%ld %s lost, %ld processed twice", lost, what,
+		      twice);
+}
+
 bool rv_test_cgroup_memory_usable(const char **why)
 {
 	if (geteuid() != 0) {

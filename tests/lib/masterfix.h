@@ -109,6 +109,9 @@ void *rv_test_shard_worker_main(void *arg);
 /* Of the n counts (one per sample processed), how many are 0 (lost) and
  * above 1 (processed twice). */
 void rv_test_count_once(const atomic_int *counts, long n, long *lost, long *twice);
+/* Fails the test unless each of the n counts is 1, naming how many of the
+ * what (samples, offsets) were lost and how many processed twice. */
+void rv_test_assert_once(const atomic_int *counts, long n, const char *what);
 
 /* Whether the local scheduler can put a node under a memory limit here (a
  * cgroup v1 memory hierarchy or a v2 memory controller, as root); why not

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -94,6 +95,37 @@ void rv_test_self_exe(char *out, size_t size)
 	ssize_t k = readlink("/proc/self/exe", out, size - 1);
 	ck_assert_int_gt(k, 0);
 	out[k] = 0;
+}
+
+int rv_test_run_suite(Suite *s)
+{
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int nf = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+void rv_test_put(const char *dir, const char *name, const char *text)
+{
+	char cmd[1200];
+	snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", dir);
+	ck_assert_msg(system(cmd) == 0, "could not make %s", dir);
+	char path[1100];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	rv_test_write_file(path, text);
+}
+
+void rv_test_cgtree_make(struct rv_test_cgtree *t)
+{
+	snprintf(t->root, sizeof(t->root), "/tmp/rv-cgroup-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(t->root));
+	snprintf(t->parent, sizeof(t->parent), "%s/job", t->root);
+	snprintf(t->node, sizeof(t->node), "%s/job/node", t->root);
+	ck_assert_int_eq(mkdir(t->parent, 0755), 0);
+	ck_assert_int_eq(mkdir(t->node, 0755), 0);
+	rv_test_put(t->parent, "cpu.max", "150000 100000\n");
+	rv_test_put(t->node, "cpu.max", "max 100000\n");
 }
 
 TCase *rv_test_tcase_fixture(TCase *tc, void (*setup)(void), void (*teardown)(void))

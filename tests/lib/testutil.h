@@ -37,6 +37,21 @@ void rv_test_skip(const char *fn, bool ci_installs, const char *fmt, ...)
  * failure fails it. */
 void rv_test_write_file(const char *path, const char *text);
 
+/* Write text to dir/name, dir made first (mkdir -p).  Called from a test:
+ * a failure fails it. */
+void rv_test_put(const char *dir, const char *name, const char *text);
+
+/* A cgroup v2 tree for the usage readers: root a new temp folder (the
+ * caller removes it, rv_test_rm_rf), parent its folder job with a quota of
+ * 1.5 cores and node job/node without one (their cpu.max).  Called from a
+ * test: a failure fails it. */
+struct rv_test_cgtree {
+	char root[32];
+	char parent[64];
+	char node[96];
+};
+void rv_test_cgtree_make(struct rv_test_cgtree *t);
+
 /* Remove dir and all below it, as much of it as can be (rm -rf). */
 void rv_test_rm_rf(const char *dir);
 
@@ -63,27 +78,24 @@ Suite *rv_test_suite_new(const char *name, TCase *const *tcs, size_t n);
 	rv_test_suite_new(name, (TCase *const[]){ __VA_ARGS__ },                                   \
 			  sizeof((TCase *const[]){ __VA_ARGS__ }) / sizeof(TCase *))
 
-#define RV_TEST_MAIN(suite_fn)                                   \
-	int main(void)                                           \
-	{                                                        \
-		SRunner *sr = srunner_create(suite_fn());        \
-		srunner_run_all(sr, CK_NORMAL);                  \
-		int nf = srunner_ntests_failed(sr);              \
-		srunner_free(sr);                                \
-		return nf ? EXIT_FAILURE : EXIT_SUCCESS;         \
+/* Run every test of s (srunner_create takes it): EXIT_SUCCESS when none
+ * failed, else EXIT_FAILURE (what a test binary's main returns). */
+int rv_test_run_suite(Suite *s);
+
+#define RV_TEST_MAIN(suite_fn)                                                                     \
+	int main(void)                                                                             \
+	{                                                                                          \
+		return rv_test_run_suite(suite_fn());                                              \
 	}
 
-#define RV_TEST_MAIN_PG(suite_fn)                                \
-	int main(void)                                           \
-	{                                                        \
-		if (rv_test_pg_global_start() < 0)               \
-			return EXIT_FAILURE;                     \
-		SRunner *sr = srunner_create(suite_fn());        \
-		srunner_run_all(sr, CK_NORMAL);                  \
-		int nf = srunner_ntests_failed(sr);              \
-		srunner_free(sr);                                \
-		rv_test_pg_global_stop();                        \
-		return nf ? EXIT_FAILURE : EXIT_SUCCESS;         \
+#define RV_TEST_MAIN_PG(suite_fn)                                                                  \
+	int main(void)                                                                             \
+	{                                                                                          \
+		if (rv_test_pg_global_start() < 0)                                                 \
+			return EXIT_FAILURE;                                                       \
+		int rc = rv_test_run_suite(suite_fn());                                            \
+		rv_test_pg_global_stop();                                                          \
+		return rc;                                                                         \
 	}
 
 /* tc with the checked fixture setup, teardown added (either may be NULL;

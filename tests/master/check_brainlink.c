@@ -109,6 +109,23 @@ static struct brainlink_plan take(struct brainlink *l, const char *stage, int ti
 	return p;
 }
 
+/* A link in single-job mode (its policy in process). */
+static struct brainlink *start_single_job(void)
+{
+	struct brainlink_opts so = opts(RV_OPT_SINGLE_JOB);
+	return start(&so);
+}
+
+/* link_s started in single-job mode, its create plan taken and applied at
+ * ts: that plan. */
+static struct brainlink_plan single_job_created(void)
+{
+	link_s = start_single_job();
+	struct brainlink_plan cp = take(link_s, "create", 1000);
+	ck_assert_int_eq(brainlink_plan_applied(link_s, cp.plan.id, ts), 0);
+	return cp;
+}
+
 static struct rv_brain_client *client(void)
 {
 	struct rv_brain_opts o = { .url = brain.url, .timeout_ms = 5000 };
@@ -429,8 +446,7 @@ START_TEST(single_job_plans_as_the_brain)
 	struct brainlink_opts o = opts(RV_OPT_CLUSTER);
 	o.batch_max = 1000; /* one batch per round: the brain plans on whole rounds */
 	link_c = start(&o);
-	struct brainlink_opts so = opts(RV_OPT_SINGLE_JOB);
-	link_s = start(&so);
+	link_s = start_single_job();
 	struct brainlink_plan bc = take(link_c, "create", 10000);
 	struct brainlink_plan lc = take(link_s, "create", 1000);
 	ck_assert(lc.apply);
@@ -494,10 +510,7 @@ END_TEST
 
 START_TEST(single_job_oom_and_manual)
 {
-	struct brainlink_opts so = opts(RV_OPT_SINGLE_JOB);
-	link_s = start(&so);
-	struct brainlink_plan cp = take(link_s, "create", 1000);
-	ck_assert_int_eq(brainlink_plan_applied(link_s, cp.plan.id, ts), 0);
+	single_job_created();
 	struct rv_event ev = oom_event("worker-0", 0, ts);
 	ck_assert_int_eq(brainlink_event(link_s, &ev), 0);
 	struct brainlink_plan p = take(link_s, "oom", 1000);
@@ -534,10 +547,7 @@ END_TEST
  * memory); once applied, planning goes on. */
 START_TEST(single_job_waits_for_the_oom_plan)
 {
-	struct brainlink_opts so = opts(RV_OPT_SINGLE_JOB);
-	link_s = start(&so);
-	struct brainlink_plan cp = take(link_s, "create", 1000);
-	ck_assert_int_eq(brainlink_plan_applied(link_s, cp.plan.id, ts), 0);
+	struct brainlink_plan cp = single_job_created();
 	struct rv_alg_config cur = config_of(&cp.plan);
 	int64_t oom_ts = ts + 400000;
 	struct rv_event ev = oom_event("worker-0", 0, oom_ts);
@@ -578,8 +588,7 @@ START_TEST(single_job_reads_throttling_as_the_brain)
 	struct brainlink_opts o = opts(RV_OPT_CLUSTER);
 	o.batch_max = 1000;
 	link_c = start(&o);
-	struct brainlink_opts so = opts(RV_OPT_SINGLE_JOB);
-	link_s = start(&so);
+	link_s = start_single_job();
 	struct brainlink_plan bc = take(link_c, "create", 10000);
 	struct brainlink_plan lc = take(link_s, "create", 1000);
 	ck_assert_int_eq(brainlink_plan_applied(link_c, bc.plan.id, ts), 0);

@@ -239,6 +239,15 @@ START_TEST(test_plan_recorded_once)
 }
 END_TEST
 
+/* o printed on one line (the caller frees it with cJSON_free); o deleted. */
+static char *printed(cJSON *o)
+{
+	char *s = cJSON_PrintUnformatted(o);
+	ck_assert_ptr_nonnull(s);
+	cJSON_Delete(o);
+	return s;
+}
+
 START_TEST(test_master_pod)
 {
 	struct operator_cfg cfg = { .master_port = 50001 };
@@ -277,12 +286,10 @@ START_TEST(test_master_pod)
 	/* with a state root: no claim, the folder ROOT/NS/JOB-UID (a job made
 	 * again under the name gets another) */
 	snprintf(cfg.master_state_root, sizeof(cfg.master_state_root), "/srv/rover");
-	p = operator_master_pod(&cfg, j);
-	s = cJSON_PrintUnformatted(p);
+	s = printed(operator_master_pod(&cfg, j));
 	ck_assert_ptr_null(strstr(s, "persistentVolumeClaim"));
 	ck_assert_ptr_nonnull(strstr(s, "\"value\":\"/srv/rover/ns/j-u-job\""));
 	cJSON_free(s);
-	cJSON_Delete(p);
 	cJSON_Delete(j);
 }
 END_TEST
@@ -297,45 +304,35 @@ START_TEST(test_master_own_account_and_claim)
 	snprintf(cfg.master_state_mount, sizeof(cfg.master_state_mount), "/var/lib/rover-master");
 	snprintf(cfg.master_state_size, sizeof(cfg.master_state_size), "1Gi");
 	cJSON *j = job(NULL, false, false);
-	cJSON *p = operator_master_pod(&cfg, j);
-	char *s = cJSON_PrintUnformatted(p);
+	char *s = printed(operator_master_pod(&cfg, j));
 	ck_assert_ptr_nonnull(strstr(s, "\"serviceAccountName\":\"rover-master-j\""));
 	cJSON_free(s);
-	cJSON_Delete(p);
-	cJSON *sa = operator_service_account(&cfg, j);
-	s = cJSON_PrintUnformatted(sa);
+	s = printed(operator_service_account(&cfg, j));
 	ck_assert_ptr_nonnull(strstr(s, "\"kind\":\"ServiceAccount\""));
 	ck_assert_ptr_nonnull(strstr(s, "\"name\":\"rover-master-j\",\"namespace\":\"ns\""));
 	ck_assert_ptr_nonnull(strstr(s, "\"uid\":\"u-job\",\"controller\":true"));
 	cJSON_free(s);
-	cJSON_Delete(sa);
-	cJSON *rb = operator_role_binding(&cfg, j);
-	s = cJSON_PrintUnformatted(rb);
+	s = printed(operator_role_binding(&cfg, j));
 	ck_assert_ptr_nonnull(strstr(s, "\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\","
 					"\"kind\":\"ClusterRole\",\"name\":\"rover-master\"}"));
 	ck_assert_ptr_nonnull(strstr(s, "\"subjects\":[{\"kind\":\"ServiceAccount\",\"name\":"
 					"\"rover-master-j\",\"namespace\":\"ns\"}]"));
 	ck_assert_ptr_nonnull(strstr(s, "\"uid\":\"u-job\",\"controller\":true"));
 	cJSON_free(s);
-	cJSON_Delete(rb);
-	cJSON *pvc = operator_state_claim(&cfg, j);
-	s = cJSON_PrintUnformatted(pvc);
+	s = printed(operator_state_claim(&cfg, j));
 	ck_assert_ptr_nonnull(strstr(s, "\"name\":\"j-master-state\""));
 	ck_assert_ptr_nonnull(strstr(s, "\"requests\":{\"storage\":\"1Gi\"}"));
 	ck_assert_ptr_null(strstr(s, "storageClassName")); /* the cluster's default */
 	ck_assert_ptr_nonnull(strstr(s, "\"uid\":\"u-job\",\"controller\":true"));
 	cJSON_free(s);
-	cJSON_Delete(pvc);
 	/* the spec's own size and class */
 	cJSON *ms = cJSON_AddObjectToObject(cJSON_GetObjectItem(j, "spec"), "masterState");
 	cJSON_AddStringToObject(ms, "size", "5Gi");
 	cJSON_AddStringToObject(ms, "storageClassName", "fast");
-	pvc = operator_state_claim(&cfg, j);
-	s = cJSON_PrintUnformatted(pvc);
+	s = printed(operator_state_claim(&cfg, j));
 	ck_assert_ptr_nonnull(strstr(s, "\"storageClassName\":\"fast\""));
 	ck_assert_ptr_nonnull(strstr(s, "\"requests\":{\"storage\":\"5Gi\"}"));
 	cJSON_free(s);
-	cJSON_Delete(pvc);
 	cJSON_Delete(j);
 }
 END_TEST

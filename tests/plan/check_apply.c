@@ -42,83 +42,94 @@ static void node(struct rv_plan_node *n, const char *name, enum rv_role r, doubl
 	n->resource.cpu = cpu;
 }
 
+/* What each test applies a plan to: the spec spec_init makes, its target,
+ * the plan and its effect (static: a plan and an effect are large). */
+static struct {
+	struct rv_job_spec spec;
+	struct rv_plan_target t;
+	struct rv_scale_plan p;
+	struct rv_plan_effect eff;
+} fx;
+
+/* fx anew, its PS with stateHandover when handover, its plan empty. */
+static void fix_init(bool handover)
+{
+	memset(&fx, 0, sizeof(fx));
+	spec_init(&fx.spec);
+	fx.spec.replicas[RV_ROLE_PS].state_handover = handover;
+	rv_plan_target_init(&fx.t, &fx.spec);
+}
+
+static void fix_apply(void)
+{
+	rv_plan_apply(&fx.p, &fx.spec, &fx.t, &fx.eff);
+}
+
 START_TEST(test_counts_clamped_and_named)
 {
-	struct rv_job_spec spec;
-	spec_init(&spec);
-	struct rv_plan_target t;
-	rv_plan_target_init(&t, &spec);
-	static struct rv_scale_plan p;
-	memset(&p, 0, sizeof(p));
-	group(&p, RV_ROLE_WORKER, 9, 2, 2048);
-	static struct rv_plan_effect eff;
-	rv_plan_apply(&p, &spec, &t, &eff);
-	ck_assert(eff.changed);
-	ck_assert_int_eq(t.groups[RV_ROLE_WORKER].count, 4);
-	ck_assert_int_eq(eff.asked[RV_ROLE_WORKER], 9);
-	ck_assert_int_eq(eff.asked[RV_ROLE_PS], -1);
-	ck_assert(t.groups[RV_ROLE_WORKER].resource.cpu == 2);
-	ck_assert_int_eq(t.groups[RV_ROLE_PS].count, 2); /* not in the plan: kept */
-	ck_assert_msg(strstr(eff.not_applied, "worker count 9: clamped to 4"), "%s",
-		      eff.not_applied);
-	ck_assert_int_eq(eff.nact, 0);
+	fix_init(false);
+	group(&fx.p, RV_ROLE_WORKER, 9, 2, 2048);
+	fix_apply();
+	ck_assert(fx.eff.changed);
+	ck_assert_int_eq(fx.t.groups[RV_ROLE_WORKER].count, 4);
+	ck_assert_int_eq(fx.eff.asked[RV_ROLE_WORKER], 9);
+	ck_assert_int_eq(fx.eff.asked[RV_ROLE_PS], -1);
+	ck_assert(fx.t.groups[RV_ROLE_WORKER].resource.cpu == 2);
+	ck_assert_int_eq(fx.t.groups[RV_ROLE_PS].count, 2); /* not in the plan: kept */
+	ck_assert_msg(strstr(fx.eff.not_applied, "worker count 9: clamped to 4"), "%s",
+		      fx.eff.not_applied);
+	ck_assert_int_eq(fx.eff.nact, 0);
 }
 END_TEST
 
 START_TEST(test_remove_replaces_migrate_relaunches)
 {
-	struct rv_job_spec spec;
-	spec_init(&spec);
-	struct rv_plan_target t;
-	rv_plan_target_init(&t, &spec);
-	static struct rv_scale_plan p;
-	memset(&p, 0, sizeof(p));
-	group(&p, RV_ROLE_WORKER, 3, 1, 1024);
-	group(&p, RV_ROLE_PS, 2, 1, 1024);
-	node(&p.remove[p.nremove++], "worker-2", RV_ROLE_WORKER, 0);
-	node(&p.remove[p.nremove++], "worker-7", RV_ROLE_WORKER, 0);
-	node(&p.launch[p.nlaunch++], "worker-2", RV_ROLE_WORKER, 1);
-	node(&p.migrate[p.nmigrate++], "ps-1", RV_ROLE_PS, 3);
-	static struct rv_plan_effect eff;
-	rv_plan_apply(&p, &spec, &t, &eff);
-	ck_assert_int_eq(eff.nact, 2);
-	ck_assert_int_eq(eff.act[0].kind, RV_PLAN_REPLACE);
-	ck_assert_str_eq(eff.act[0].node, "worker-2");
-	ck_assert_int_eq(eff.act[0].rank, 2);
-	ck_assert(eff.act[0].resource.cpu == 1);
-	ck_assert_int_eq(eff.act[1].kind, RV_PLAN_MIGRATE);
-	ck_assert_str_eq(eff.act[1].node, "ps-1");
-	ck_assert_int_eq(eff.act[1].rank, 1);
-	ck_assert(eff.act[1].resource.cpu == 3);
-	ck_assert_int_eq(eff.act[1].resource.memory_mb, 1024); /* the role's */
-	ck_assert_msg(strstr(eff.not_applied, "remove worker-7: the job runs no such node") &&
-			      strstr(eff.not_applied, "migrate ps-1: the PS data handover"),
-		      "%s", eff.not_applied);
-	ck_assert(rv_plan_node_resource(&t, RV_ROLE_PS, "ps-1").cpu == 3);
-	ck_assert(rv_plan_node_resource(&t, RV_ROLE_PS, "ps-0").cpu == 1);
+	fix_init(false);
+	group(&fx.p, RV_ROLE_WORKER, 3, 1, 1024);
+	group(&fx.p, RV_ROLE_PS, 2, 1, 1024);
+	node(&fx.p.remove[fx.p.nremove++], "worker-2", RV_ROLE_WORKER, 0);
+	node(&fx.p.remove[fx.p.nremove++], "worker-7", RV_ROLE_WORKER, 0);
+	node(&fx.p.launch[fx.p.nlaunch++], "worker-2", RV_ROLE_WORKER, 1);
+	node(&fx.p.migrate[fx.p.nmigrate++], "ps-1", RV_ROLE_PS, 3);
+	fix_apply();
+	ck_assert_int_eq(fx.eff.nact, 2);
+	ck_assert_int_eq(fx.eff.act[0].kind, RV_PLAN_REPLACE);
+	ck_assert_str_eq(fx.eff.act[0].node, "worker-2");
+	ck_assert_int_eq(fx.eff.act[0].rank, 2);
+	ck_assert(fx.eff.act[0].resource.cpu == 1);
+	ck_assert_int_eq(fx.eff.act[1].kind, RV_PLAN_MIGRATE);
+	ck_assert_str_eq(fx.eff.act[1].node, "ps-1");
+	ck_assert_int_eq(fx.eff.act[1].rank, 1);
+	ck_assert(fx.eff.act[1].resource.cpu == 3);
+	ck_assert_int_eq(fx.eff.act[1].resource.memory_mb, 1024); /* the role's */
+	ck_assert_msg(strstr(fx.eff.not_applied, "remove worker-7: the job runs no such node") &&
+			      strstr(fx.eff.not_applied, "migrate ps-1: the PS data handover"),
+		      "%s", fx.eff.not_applied);
+	ck_assert(rv_plan_node_resource(&fx.t, RV_ROLE_PS, "ps-1").cpu == 3);
+	ck_assert(rv_plan_node_resource(&fx.t, RV_ROLE_PS, "ps-0").cpu == 1);
 
 	/* the same role resources again: ps-1 keeps its own, nothing relaunched */
-	memset(&p, 0, sizeof(p));
-	group(&p, RV_ROLE_PS, 2, 1, 1024);
-	rv_plan_apply(&p, &spec, &t, &eff);
-	ck_assert_int_eq(eff.nact, 0);
-	ck_assert_str_eq(eff.not_applied, "");
-	ck_assert(!eff.changed);
-	ck_assert(rv_plan_node_resource(&t, RV_ROLE_PS, "ps-1").cpu == 3);
+	memset(&fx.p, 0, sizeof(fx.p));
+	group(&fx.p, RV_ROLE_PS, 2, 1, 1024);
+	fix_apply();
+	ck_assert_int_eq(fx.eff.nact, 0);
+	ck_assert_str_eq(fx.eff.not_applied, "");
+	ck_assert(!fx.eff.changed);
+	ck_assert(rv_plan_node_resource(&fx.t, RV_ROLE_PS, "ps-1").cpu == 3);
 	/* one PS fewer: ps-1 is gone, and its own resources with it */
-	group(&p, RV_ROLE_PS, 1, 1, 1024);
-	rv_plan_apply(&p, &spec, &t, &eff);
-	ck_assert_int_eq(t.nown, 0);
+	group(&fx.p, RV_ROLE_PS, 1, 1, 1024);
+	fix_apply();
+	ck_assert_int_eq(fx.t.nown, 0);
 	/* new role resources drop what a node had of its own */
-	node(&p.migrate[p.nmigrate++], "ps-0", RV_ROLE_PS, 4);
-	rv_plan_apply(&p, &spec, &t, &eff);
-	ck_assert_int_eq(t.nown, 1);
-	memset(&p, 0, sizeof(p));
-	group(&p, RV_ROLE_PS, 1, 2, 1024);
-	rv_plan_apply(&p, &spec, &t, &eff);
-	ck_assert(eff.changed);
-	ck_assert_int_eq(t.nown, 0);
-	ck_assert(rv_plan_node_resource(&t, RV_ROLE_PS, "ps-0").cpu == 2);
+	node(&fx.p.migrate[fx.p.nmigrate++], "ps-0", RV_ROLE_PS, 4);
+	fix_apply();
+	ck_assert_int_eq(fx.t.nown, 1);
+	memset(&fx.p, 0, sizeof(fx.p));
+	group(&fx.p, RV_ROLE_PS, 1, 2, 1024);
+	fix_apply();
+	ck_assert(fx.eff.changed);
+	ck_assert_int_eq(fx.t.nown, 0);
+	ck_assert(rv_plan_node_resource(&fx.t, RV_ROLE_PS, "ps-0").cpu == 2);
 }
 END_TEST
 
@@ -126,21 +137,14 @@ END_TEST
  * the migration is relaunched as before and reported applied in full. */
 START_TEST(test_migrate_with_handover_applied_in_full)
 {
-	struct rv_job_spec spec;
-	spec_init(&spec);
-	spec.replicas[RV_ROLE_PS].state_handover = true;
-	struct rv_plan_target t;
-	rv_plan_target_init(&t, &spec);
-	static struct rv_scale_plan p;
-	memset(&p, 0, sizeof(p));
-	node(&p.migrate[p.nmigrate++], "ps-0", RV_ROLE_PS, 3);
-	static struct rv_plan_effect eff;
-	rv_plan_apply(&p, &spec, &t, &eff);
-	ck_assert_int_eq(eff.nact, 1);
-	ck_assert_int_eq(eff.act[0].kind, RV_PLAN_MIGRATE);
-	ck_assert_str_eq(eff.act[0].node, "ps-0");
-	ck_assert(eff.act[0].resource.cpu == 3);
-	ck_assert_str_eq(eff.not_applied, "");
+	fix_init(true);
+	node(&fx.p.migrate[fx.p.nmigrate++], "ps-0", RV_ROLE_PS, 3);
+	fix_apply();
+	ck_assert_int_eq(fx.eff.nact, 1);
+	ck_assert_int_eq(fx.eff.act[0].kind, RV_PLAN_MIGRATE);
+	ck_assert_str_eq(fx.eff.act[0].node, "ps-0");
+	ck_assert(fx.eff.act[0].resource.cpu == 3);
+	ck_assert_str_eq(fx.eff.not_applied, "");
 }
 END_TEST
 

@@ -947,6 +947,41 @@ static bool read_line(const char *path, char *out, size_t size)
 	return ok;
 }
 
+/* A master for the PyTorch tests (1000 samples in shards of 10) and the
+ * name of job what (size bytes) into job. */
+static void torch_start(struct rv_test_master *m, char *job, size_t size, const char *what)
+{
+	start_master(m, 1000, 10, 1, 1);
+	job_name(job, size, what);
+}
+
+/* torch_ckpt.py's mode run to its end for job on m: it must exit 0 (who
+ * names it when it does not); the first line it wrote (to m's folder/mode)
+ * into got. */
+static void run_torch(const struct rv_test_master *m, const char *mode, const char *job,
+		      const char *who, char *got, size_t size)
+{
+	char out[400];
+	snprintf(out, sizeof(out), "%s/%s", m->dir, mode);
+	pid_t pid = spawn_torch(mode, out, m->url, job);
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the %s process: %d", who,
+		      status);
+	ck_assert_msg(read_line(out, got, size), "the %s process wrote no line", who);
+}
+
+/* The job's status as m's master reports it. */
+static struct rv_job_status master_job(struct rv_test_master *m)
+{
+	struct rv_master_client *c = rv_test_master_client(m);
+	struct rv_job_status js;
+	struct rv_err err = { 0 };
+	ck_assert_msg(rv_master_job(c, &js, &err) == 0, "%s", err.msg);
+	rv_master_client_free(c);
+	return js;
+}
+
 /* PyTorch: a model and its Adam state saved each step by rover.Checkpointer;
  * the process is killed with SIGKILL after the save; a new process with a
  * differently initialised model loads the same weights and optimizer state
@@ -954,11 +989,9 @@ static bool read_line(const char *path, char *out, size_t size)
 START_TEST(test_torch_kill_after_save)
 {
 	struct rv_test_master m;
-	start_master(&m, 1000, 10, 1, 1);
-	char job[64], saved[400], loaded[400];
-	job_name(job, sizeof(job), "torch");
+	char job[64], saved[400];
+	torch_start(&m, job, sizeof(job), "torch");
 	snprintf(saved, sizeof(saved), "%s/saved", m.dir);
-	snprintf(loaded, sizeof(loaded), "%s/loaded", m.dir);
 
 	pid_t pid = spawn_torch("save", saved, m.url, job);
 	char want[200] = "", got[200] = "";
@@ -975,41 +1008,21 @@ START_TEST(test_torch_kill_after_save)
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 	ck_assert(WIFSIGNALED(status));
 
-	pid = spawn_torch("load", loaded, m.url, job);
-	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the loading process: %d",
-		      status);
-	ck_assert(read_line(loaded, got, sizeof(got)));
+	run_torch(&m, "load", job, "loading", got, sizeof(got));
 	ck_assert_str_eq(got, want); /* "5 <sha256 of weights and optimizer state>" */
 	ck_assert_msg(strncmp(want, "5 ", 2) == 0, "%s", want);
 
 	/* what a load gives the model, the optimizer and an extra state stays
 	 * theirs while later saves overwrite both slots */
-	char alias[400];
-	snprintf(alias, sizeof(alias), "%s/alias", m.dir);
-	pid = spawn_torch("alias", alias, m.url, job);
-	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the aliasing process: %d",
-		      status);
-	ck_assert(read_line(alias, got, sizeof(got)));
+	run_torch(&m, "alias", job, "aliasing", got, sizeof(got));
 	ck_assert_str_eq(got, "1 True\n");
 
 	/* rover.ShardSampler in a DataLoader takes each sample once */
-	char shards[400];
-	snprintf(shards, sizeof(shards), "%s/shards", m.dir);
-	pid = spawn_torch("shards", shards, m.url, job);
-	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the sampling process: %d",
-		      status);
-	ck_assert(read_line(shards, got, sizeof(got)));
+	run_torch(&m, "shards", job, "sampling", got, sizeof(got));
 	ck_assert_str_eq(got, "1000 1000\n");
-	struct rv_master_client *c = rv_test_master_client(&m);
-	struct rv_job_status js;
-	struct rv_err err = { 0 };
-	ck_assert_int_eq(rv_master_job(c, &js, &err), 0);
+	struct rv_job_status js = master_job(&m);
 	ck_assert(js.finished);
 	ck_assert_int_eq(js.step, 125); /* 1000 samples in batches of 8 */
-	rv_master_client_free(c);
 	rv_trainer_unlink(job, 0);
 	rv_test_master_cleanup(&m);
 }
@@ -1022,15 +1035,9 @@ END_TEST
 START_TEST(test_torch_compute_time)
 {
 	struct rv_test_master m;
-	start_master(&m, 1000, 10, 1, 1);
-	char job[64], out[400], got[200] = "";
-	job_name(job, sizeof(job), "torchcompute");
-	snprintf(out, sizeof(out), "%s/compute", m.dir);
-	pid_t pid = spawn_torch("compute", out, m.url, job);
-	int status;
-	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the DDP process: %d", status);
-	ck_assert(read_line(out, got, sizeof(got)));
+	char job[64], got[200] = "";
+	torch_start(&m, job, sizeof(job), "torchcompute");
+	run_torch(&m, "compute", job, "DDP", got, sizeof(got));
 	char before[16], after[16];
 	double mean = 0;
 	int equal = 0;
@@ -1039,12 +1046,7 @@ START_TEST(test_torch_compute_time)
 	ck_assert_msg(mean >= 0.05 && mean < 0.5, "compute %.3f s", mean);
 	ck_assert_int_eq(equal, 1);
 	ck_assert_str_eq(after, "None");
-	struct rv_master_client *c = rv_test_master_client(&m);
-	struct rv_job_status js;
-	struct rv_err err = { 0 };
-	ck_assert_int_eq(rv_master_job(c, &js, &err), 0);
-	ck_assert_int_eq(js.step, 4);
-	rv_master_client_free(c);
+	ck_assert_int_eq(master_job(&m).step, 4);
 	rv_trainer_unlink(job, 0);
 	rv_test_master_cleanup(&m);
 }
@@ -1056,16 +1058,9 @@ END_TEST
 START_TEST(test_torch_overlap)
 {
 	struct rv_test_master m;
-	start_master(&m, 1000, 10, 1, 1);
-	char job[64], out[400], got[200] = "";
-	job_name(job, sizeof(job), "torchover");
-	snprintf(out, sizeof(out), "%s/overlap", m.dir);
-	pid_t pid = spawn_torch("overlap", out, m.url, job);
-	int status;
-	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the training process: %d",
-		      status);
-	ck_assert(read_line(out, got, sizeof(got)));
+	char job[64], got[200] = "";
+	torch_start(&m, job, sizeof(job), "torchover");
+	run_torch(&m, "overlap", job, "training", got, sizeof(got));
 	ck_assert_str_eq(got, "5 5\n"); /* 5 steps, 5 loaded as saved */
 	rv_trainer_unlink(job, 0);
 	rv_test_master_cleanup(&m);
