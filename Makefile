@@ -82,17 +82,17 @@ endef
 #   common/      itself and the system libraries
 #   pg/          itself, common/ and libpq: PostgreSQL (pool, migrations, a
 #                private server), for rover-brain and the tests only
-#   plan/        itself, common/, algorithms/: the glue between wire messages
+#   scaling/     itself, common/, algorithms/: the glue between wire messages
 #                and the policy, shared by the daemons that plan
-#   <daemon>/    itself, plan/, common/, algorithms/ (never another daemon,
+#   <daemon>/    itself, scaling/, common/, algorithms/ (never another daemon,
 #                never tests/)
 #   tests/       what each suite tests, plus tests/lib
 INC_ALG    := -iquote algorithms $(GSL_CFLAGS)
 INC_COMMON := -iquote common $(SYS_CFLAGS)
 $(B)/obj/algorithms/%.o: INC := $(INC_ALG)
 $(B)/obj/common/%.o: INC := $(INC_COMMON)
-INC_PLAN   := -iquote plan $(INC_COMMON) $(INC_ALG)
-$(B)/obj/plan/%.o: INC := $(INC_PLAN)
+INC_SCALING := -iquote scaling $(INC_COMMON) $(INC_ALG)
+$(B)/obj/scaling/%.o: INC := $(INC_SCALING)
 INC_PG     := -iquote pg $(INC_COMMON) $(PG_CFLAGS)
 $(B)/obj/pg/%.o: INC := $(INC_PG)
 
@@ -102,14 +102,14 @@ LIB_COMMON := $(B)/lib/librover-common.a
 LIB_ALG    := $(B)/lib/librover-alg.a
 $(LIB_COMMON): $(call obj,$(COMMON_SRC))
 $(LIB_ALG): $(call obj,$(ALG_SRC))
-PLAN_SRC   := $(wildcard plan/*.c)
-LIB_PLAN   := $(B)/lib/librover-plan.a
-$(LIB_PLAN): $(call obj,$(PLAN_SRC))
+SCALING_SRC := $(wildcard scaling/*.c)
+LIB_SCALING := $(B)/lib/librover-scaling.a
+$(LIB_SCALING): $(call obj,$(SCALING_SRC))
 PG_SRC     := $(wildcard pg/*.c)
 LIB_PG     := $(B)/lib/librover-pg.a
 $(LIB_PG): $(call obj,$(PG_SRC))
 # What a daemon links below its own library, in link order.
-LIBS_BELOW := $(LIB_PLAN) $(LIB_ALG) $(LIB_COMMON)
+LIBS_BELOW := $(LIB_SCALING) $(LIB_ALG) $(LIB_COMMON)
 TESTLIB_SRC := $(wildcard tests/lib/*.c)
 LIB_TEST   := $(B)/lib/librover-testlib.a
 $(LIB_TEST): $(call obj,$(TESTLIB_SRC))
@@ -129,7 +129,7 @@ DAEMONS += $(1)
 $(1)_SRC := $$(filter-out $(1)/main.c,$$(wildcard $(1)/*.c))
 LIB_$(1) := $$(B)/lib/librover-$(1).a
 $$(LIB_$(1)): $$(call obj,$$($(1)_SRC))
-INC_$(1) := -iquote $(1) -iquote plan -iquote common -iquote algorithms $$(SYS_CFLAGS) \
+INC_$(1) := -iquote $(1) -iquote scaling -iquote common -iquote algorithms $$(SYS_CFLAGS) \
         $$(GSL_CFLAGS) $$($(1)_INC)
 $$(B)/obj/$(1)/%.o: INC := $$(INC_$(1))
 BIN_$(1) := $$(if $$(wildcard $(1)/main.c),$$(B)/bin/$$(or $(3),rover-$$(or $(2),$(1))))
@@ -224,10 +224,10 @@ $(B)/obj/tests/lib/%.o: INC := $(INC_TESTLIB)
 $(B)/obj/tests/common/%.o: INC := $(INC_TESTLIB)
 $(B)/obj/tests/algorithms/%.o: INC := -iquote tests/lib $(INC_ALG) $(CHECK_CFLAGS)
 $(B)/obj/tests/integration/%.o: INC := $(INC_TESTLIB) $(INC_ALG)
-$(B)/obj/tests/sim/%.o: INC := -iquote tests/sim $(INC_PLAN)
+$(B)/obj/tests/sim/%.o: INC := -iquote tests/sim $(INC_SCALING)
 # Benchmarks may measure a daemon's internals (brain_plan_query times a store
 # query), so they see everything: "brain/brain.h" from the top.
-$(B)/obj/tests/bench/%.o: INC := -iquote . $(INC_TESTLIB) $(INC_ALG) -iquote plan \
+$(B)/obj/tests/bench/%.o: INC := -iquote . $(INC_TESTLIB) $(INC_ALG) -iquote scaling \
         $(foreach d,$(DAEMONS),-iquote $(d)) -iquote trainer
 
 $(B)/lib/%.a:
@@ -238,7 +238,7 @@ $(B)/lib/%.a:
 
 # Rebuild everything when the flags change.
 FLAGS_STAMP := $(B)/.flags
-FLAGS_ALL := $(ALL_CFLAGS) $(ALL_LDFLAGS) $(INC_ALG) $(INC_COMMON) $(INC_PLAN) $(INC_PG) \
+FLAGS_ALL := $(ALL_CFLAGS) $(ALL_LDFLAGS) $(INC_ALG) $(INC_COMMON) $(INC_SCALING) $(INC_PG) \
         $(INC_TESTLIB) \
         $(foreach d,$(DAEMONS),$(INC_$(d)))
 $(shell mkdir -p $(B) && echo '$(FLAGS_ALL)' | cmp -s - $(FLAGS_STAMP) || \
@@ -251,13 +251,13 @@ $(B)/obj/%.o: %.c $(FLAGS_STAMP)
 
 ifneq ($(SIM_SRC),)
 BINS += $(B)/bin/rover-sim
-$(B)/bin/rover-sim: $(call obj,$(SIM_SRC)) $(LIB_PLAN) $(LIB_ALG) $(LIB_COMMON)
+$(B)/bin/rover-sim: $(call obj,$(SIM_SRC)) $(LIB_SCALING) $(LIB_ALG) $(LIB_COMMON)
 	$(call link,$(SYS_LIBS) $(GSL_LIBS))
 endif
 
 # ---- tests: one check binary per tests/<component>/check_<module>.c ----
 TEST_SRC += $(wildcard tests/common/check_*.c tests/algorithms/check_*.c \
-        tests/integration/check_*.c tests/plan/check_*.c)
+        tests/integration/check_*.c tests/scaling/check_*.c)
 TEST_BINS := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 # Shell suites (tests/scripts/check_*.sh) print one "ok"/"not ok" line per check.
 TEST_SCRIPTS := $(wildcard tests/scripts/check_*.sh)
@@ -267,9 +267,9 @@ $(B)/tests/algorithms/%: $(B)/obj/tests/algorithms/%.o $(LIB_TEST) $(LIB_ALG)
 	$(call link,$(GSL_LIBS) $(CHECK_LIBS))
 $(B)/tests/integration/%: $(B)/obj/tests/integration/%.o $(LIB_TEST) $(LIB_PG) $(LIB_ALG) $(LIB_COMMON)
 	$(call link,$(PG_LIBS) $(SYS_LIBS) $(GSL_LIBS) $(CHECK_LIBS))
-# plan/: its suites link the layers below it only.
-$(B)/obj/tests/plan/%.o: INC := $(INC_PLAN) -iquote tests/lib $(CHECK_CFLAGS)
-$(B)/tests/plan/%: $(B)/obj/tests/plan/%.o $(LIB_TEST) $(LIB_PLAN) $(LIB_ALG) $(LIB_COMMON)
+# scaling/: its suites link the layers below it only.
+$(B)/obj/tests/scaling/%.o: INC := $(INC_SCALING) -iquote tests/lib $(CHECK_CFLAGS)
+$(B)/tests/scaling/%: $(B)/obj/tests/scaling/%.o $(LIB_TEST) $(LIB_SCALING) $(LIB_ALG) $(LIB_COMMON)
 	$(call link,$(SYS_LIBS) $(GSL_LIBS) $(CHECK_LIBS))
 # tests/k8s: the Kubernetes stand-in API server (k8s-standin) and its
 # kubectl suite.  A test program: it links only librover-common.a.
@@ -356,9 +356,9 @@ check-length:
 	@scripts/check-length.sh
 
 # Every global symbol of each library carries its prefix (rv_ for the shared
-# libraries, rv_plan_ for plan/, the file's or the daemon's name inside a
+# libraries, rv_scaling_ for scaling/, the file's or the daemon's name inside a
 # daemon) and no two libraries define the same symbol.
-check-names: $(LIB_COMMON) $(LIB_ALG) $(LIB_PLAN) $(LIB_PG) $(LIB_TEST) $(DAEMON_LIBS) \
+check-names: $(LIB_COMMON) $(LIB_ALG) $(LIB_SCALING) $(LIB_PG) $(LIB_TEST) $(DAEMON_LIBS) \
         $(LIB_TRAINER)
 	@ROVER_DAEMONS='$(DAEMONS)' scripts/check-names.sh $^
 
@@ -391,17 +391,17 @@ demo-stop:
 
 # lint: cppcheck, then clang-tidy with .clang-tidy, each folder with its own
 # include path (two processes at a time).
-LINT_DIRS := common algorithms plan pg $(DAEMONS) trainer
+LINT_DIRS := common algorithms scaling pg $(DAEMONS) trainer
 INC_algorithms := $(INC_ALG)
 INC_common := $(INC_COMMON)
-INC_plan := $(INC_PLAN)
+INC_scaling := $(INC_SCALING)
 INC_pg := $(INC_PG)
 INC_trainer := $(INC_TRAINER)
 lint: lint-deps
 	@echo "lint: cppcheck"
 	@cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 	        --inline-suppr --suppress=missingIncludeSystem --suppressions-list=.cppcheck-suppressions \
-	        -I common -I algorithms -I plan -I pg $(foreach d,$(LINT_DIRS),$(wildcard $(d)/*.c))
+	        -I common -I algorithms -I scaling -I pg $(foreach d,$(LINT_DIRS),$(wildcard $(d)/*.c))
 	@$(foreach d,$(LINT_DIRS),echo "lint: clang-tidy $(d)/" && printf '%s\n' $(wildcard $(d)/*.c) | \
 	        xargs -r -P 2 -n 4 sh -c 'clang-tidy --quiet "$$@" -- \
 	        $(filter-out -MMD -MP,$(CFLAGS_BASE)) $(INC_$(d)) 2>/dev/null' sh &&) true

@@ -21,7 +21,7 @@
 #include "brain.h"
 #include "log.h"
 #include "parse.h"
-#include "rover_plan.h"
+#include "rover_scaling.h"
 
 static void params_for(const struct brain *b, struct rv_alg_params *p)
 {
@@ -62,14 +62,14 @@ int planner_create_plan(struct brain *b, PGconn *c, const struct store_job *job,
 	struct rv_alg_params p;
 	params_for(b, &p);
 	struct rv_alg_limits lim;
-	rv_plan_limits(spec, &p, &lim);
+	rv_scaling_limits(spec, &p, &lim);
 	int rc = cluster_limits(c, spec, &lim, err);
 	if (rc < 0)
 		return rc;
 	struct rv_alg_job_features f;
-	rv_plan_features(spec, &f);
+	rv_scaling_features(spec, &f);
 	struct rv_alg_ask ask;
-	rv_plan_ask(spec, &ask);
+	rv_scaling_ask(spec, &ask);
 
 	size_t max = (size_t)p.create_history_max;
 	struct store_history_row *rows = calloc(max, sizeof(*rows));
@@ -88,7 +88,7 @@ int planner_create_plan(struct brain *b, PGconn *c, const struct store_job *job,
 		hist[i].f.dataset_size = rows[i].dataset_size;
 		hist[i].f.user = rows[i].user;
 		hist[i].f.name = rows[i].name;
-		rv_plan_config(&rows[i].plan, &hist[i].cfg);
+		rv_scaling_config(&rows[i].plan, &hist[i].cfg);
 		/* Neighbours contribute what they used, not what they were
 		 * given (the create stage adds its margin). */
 		struct rv_alg_group *g[2] = { &hist[i].cfg.worker, &hist[i].cfg.ps };
@@ -109,7 +109,7 @@ int planner_create_plan(struct brain *b, PGconn *c, const struct store_job *job,
 	free(hist);
 	if (rc < 0)
 		return rc;
-	rv_plan_from_decision(&d, spec, job->uid, "create", plan);
+	rv_scaling_from_decision(&d, spec, job->uid, "create", plan);
 	return 0;
 }
 
@@ -149,14 +149,14 @@ int planner_oom_plan(struct brain *b, PGconn *c, const struct store_job *job,
 		rc = rv_err_set(err, -ENOENT, "", "job %s has no applied plan to grow", job->uid);
 	if (rc < 0)
 		goto out;
-	rv_plan_limits(&spec, &p, &lim);
+	rv_scaling_limits(&spec, &p, &lim);
 	rc = cluster_limits(c, &spec, &lim, err);
 	if (rc == 0)
 		rc = store_node_oom_count(c, job->id, ev->node, &ooms, err);
 	if (rc < 0)
 		goto out;
 	struct rv_alg_config cfg;
-	rv_plan_config(&cur.plan, &cfg);
+	rv_scaling_config(&cur.plan, &cfg);
 	/* A running or oom plan stored after the applied one and not applied
 	 * yet (another role's OOM a moment before): the job takes only the
 	 * newest plan, so this one would drop its change.  It is folded in (the
@@ -167,9 +167,9 @@ int planner_oom_plan(struct brain *b, PGconn *c, const struct store_job *job,
 		goto out;
 	bool fold = rc == 1 && pend.applied_ts_ms == 0 && pend.plan.id > cur.plan.id;
 	if (fold)
-		rv_plan_config(&pend.plan, &cfg);
+		rv_scaling_config(&pend.plan, &cfg);
 	/* the event itself is stored before this runs: at least one OOM */
-	rc = rv_plan_oom(&cfg, ev, ooms, &spec, job->uid, &lim, &p, plan);
+	rc = rv_scaling_oom(&cfg, ev, ooms, &spec, job->uid, &lim, &p, plan);
 	if (rc < 0) {
 		rv_err_set(err, rc, "", "could not compute an oom plan for node %s", ev->node);
 		goto out;
@@ -184,7 +184,7 @@ out:
 /* A stored plan row as the policy sees it (algorithm borrowed from row). */
 static void applied_of(const struct store_plan_row *row, struct rv_alg_applied *a)
 {
-	rv_plan_applied(&row->plan, a);
+	rv_scaling_applied(&row->plan, a);
 	a->stage = row->stage;
 	a->algorithm = row->algorithm;
 	a->outcome = row->outcome;
@@ -233,7 +233,7 @@ static int planner_pass_plans(struct planner_pass *s, struct rv_err *err)
 
 	if (rc < 0 || s->spec.optimize_mode == RV_OPT_SINGLE_JOB)
 		return rc < 0 ? rc : 1;
-	s->h.strategy = rv_plan_strategy(s->spec.strategy);
+	s->h.strategy = rv_scaling_strategy(s->spec.strategy);
 	s->h.now_ms = s->job->last_sample_ms;
 	rc = store_plan_latest_row(s->c, s->job->id, "running", &s->last, err);
 	if (rc < 0)
@@ -257,7 +257,7 @@ static int planner_pass_plans(struct planner_pass *s, struct rv_err *err)
 		applied_of(&s->rows[i], &s->applied[i]);
 	s->h.applied = s->applied;
 	s->h.n_applied = (size_t)rc;
-	rv_plan_limits(&s->spec, &s->p, &s->h.lim);
+	rv_scaling_limits(&s->spec, &s->p, &s->h.lim);
 	rc = cluster_limits(s->c, &s->spec, &s->h.lim, err);
 	return rc < 0 ? rc : 0;
 }
@@ -293,7 +293,7 @@ static int planner_pass_judge(struct planner_pass *s, struct rv_scale_plan *plan
 	if (src < 0)
 		return src;
 	if (rc == 1) {
-		rv_plan_from_decision(&d, &s->spec, s->job->uid, "running", plan);
+		rv_scaling_from_decision(&d, &s->spec, s->job->uid, "running", plan);
 		plan->based_on_ts_ms = s->job->last_sample_ms;
 		*reverts = s->applied[0].id;
 		return 1;
@@ -366,7 +366,7 @@ static int planner_running_plan(struct brain *b, PGconn *c, const struct store_j
 			rv_err_set(err, rc, "", "could not compute a running plan");
 	}
 	if (rc == 0 && d.changed) {
-		rv_plan_from_decision(&d, &s.spec, job->uid, "running", plan);
+		rv_scaling_from_decision(&d, &s.spec, job->uid, "running", plan);
 		plan->based_on_ts_ms = job->last_sample_ms;
 	} else if (rc == 0) {
 		char q[600];

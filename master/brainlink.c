@@ -25,7 +25,7 @@
 #include "cleanup.h"
 #include "parse.h"
 #include "rover_alg.h"
-#include "rover_plan.h"
+#include "rover_scaling.h"
 
 #define LOCAL_PLANS 16
 #define OOM_NODES   64
@@ -230,7 +230,7 @@ static void local_remember(struct brainlink *l, const struct rv_scale_plan *p,
 	struct hist_plan *h = &l->local[p->id % LOCAL_PLANS];
 	memset(h, 0, sizeof(*h));
 	snprintf(h->alg, sizeof(h->alg), "%s", p->algorithm);
-	rv_plan_applied(p, &h->a);
+	rv_scaling_applied(p, &h->a);
 	h->a.stage = stage;
 	h->a.outcome = RV_ALG_OUTCOME_PENDING;
 }
@@ -313,7 +313,7 @@ static void local_sample_locked(struct brainlink *l, const struct rv_sample *s)
 			l->usage_head = (l->usage_head + 1) % cap;
 		else
 			l->usage_n++;
-		enum rv_alg_role role = rv_plan_role(s->role);
+		enum rv_alg_role role = rv_scaling_role(s->role);
 		r->u = (struct rv_alg_usage){ .role = role,
 					      .node = node_index_locked(l, role, s),
 					      .t_ms = s->ts_ms,
@@ -341,7 +341,7 @@ static void local_oom_locked(struct brainlink *l, const struct rv_event *ev)
 		return;
 	struct rv_scale_plan plan;
 	const struct rv_alg_config *cur = &l->applied[0].a.cfg;
-	if (rv_plan_oom(cur, ev, count, &l->spec, l->uid, &l->lim, &l->P, &plan) < 0)
+	if (rv_scaling_oom(cur, ev, count, &l->spec, l->uid, &l->lim, &l->P, &plan) < 0)
 		return;
 	plan.id = l->next_id++;
 	local_remember(l, &plan, RV_ALG_STAGE_OOM);
@@ -361,16 +361,16 @@ static void local_event_locked(struct brainlink *l, const struct rv_event *ev)
 static int local_create_plan(struct brainlink *l, struct rv_err *err)
 {
 	struct rv_alg_job_features f;
-	rv_plan_features(&l->spec, &f);
+	rv_scaling_features(&l->spec, &f);
 	struct rv_alg_ask ask;
-	rv_plan_ask(&l->spec, &ask);
+	rv_scaling_ask(&l->spec, &ask);
 	struct rv_alg_decision d;
 	/* no database: no finished jobs to compare with */
 	int rc = rv_alg_plan_create_job(&f, &ask, NULL, 0, &l->lim, &l->P, &d);
 	if (rc < 0)
 		return rv_err_set(err, rc, "", "could not compute a create-stage plan");
 	struct rv_scale_plan plan;
-	rv_plan_from_decision(&d, &l->spec, l->uid, "create", &plan);
+	rv_scaling_from_decision(&d, &l->spec, l->uid, "create", &plan);
 	plan.id = l->next_id++;
 	local_remember(l, &plan, RV_ALG_STAGE_CREATE);
 	/* the create plan counts as applied from the start */
@@ -397,7 +397,7 @@ int brainlink_plan_local(struct brainlink *l, struct brainlink_plan *out, struct
 	}
 	struct rv_alg_applied pending;
 	struct rv_alg_job_history h = {
-		.strategy = rv_plan_strategy(l->spec.strategy),
+		.strategy = rv_scaling_strategy(l->spec.strategy),
 		.lim = l->lim,
 		.now_ms = l->now_ms,
 		.applied = applied,
@@ -456,7 +456,7 @@ int brainlink_plan_local(struct brainlink *l, struct brainlink_plan *out, struct
 		l->applied[0].a.outcome = v.outcome;
 	if (rc == 1) {
 		struct rv_scale_plan plan;
-		rv_plan_from_decision(&d, &l->spec, l->uid, "running", &plan);
+		rv_scaling_from_decision(&d, &l->spec, l->uid, "running", &plan);
 		plan.based_on_ts_ms = l->now_ms;
 		plan.id = l->next_id++;
 		local_remember(l, &plan, RV_ALG_STAGE_RUNNING);
@@ -1011,7 +1011,7 @@ struct brainlink *brainlink_start(const struct brainlink_opts *opts, struct rv_e
 	l->P.min_usage_samples = l->o.min_samples;
 	l->P.min_outcome_samples = l->o.min_samples;
 	/* no monitor in single-job mode: the cluster's free capacity stays unknown */
-	rv_plan_limits(&l->spec, &l->P, &l->lim);
+	rv_scaling_limits(&l->spec, &l->P, &l->lim);
 	l->next_id = 1;
 	if (!l->remote) {
 		l->speed = calloc((size_t)l->P.speed_obs_max, sizeof(*l->speed));

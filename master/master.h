@@ -25,7 +25,7 @@
 #include "netcheck.h"
 #include "nodes.h"
 #include "rdzv.h"
-#include "rover_plan.h"
+#include "rover_scaling.h"
 #include "sched.h"
 #include "shard.h"
 #include "stream.h"
@@ -177,7 +177,7 @@ struct master_desired {
 	int nown;
 	/* the nodes plan act_plan relaunches (replaced stragglers, migrations):
 	 * a node whose table entry says an older plan is relaunched once */
-	struct rv_plan_action act[2 * RV_MAX_PLAN_NODES];
+	struct rv_scaling_action act[2 * RV_MAX_PLAN_NODES];
 	int nact;
 	int64_t act_plan;
 };

@@ -619,7 +619,7 @@ static bool plan_relaunch(struct nodemgr *nm, const struct master_desired *d,
 			  const struct master_group *g, const struct master_node *n)
 {
 	struct master *m = nm->m;
-	const struct rv_plan_action *a = NULL;
+	const struct rv_scaling_action *a = NULL;
 	for (int i = 0; i < d->nact && !a; i++)
 		if (!strcmp(d->act[i].node, n->name))
 			a = &d->act[i];
@@ -632,7 +632,7 @@ static bool plan_relaunch(struct nodemgr *nm, const struct master_desired *d,
 	p->res = node_res(d, g, n, &own);
 	if (!g->has_resources && !own)
 		p->res = n->res;
-	p->replace = a->kind == RV_PLAN_REPLACE;
+	p->replace = a->kind == RV_SCALING_REPLACE;
 	p->plan = d->act_plan;
 	/* asked once per plan, also when this view is taken again before the
 	 * node exited */

@@ -45,7 +45,7 @@
 #include "log.h"
 #include "nodemgr.h"
 #include "parse.h"
-#include "rover_plan.h"
+#include "rover_scaling.h"
 #include "wire_codec.h"
 
 #define OOM_SLOTS    16
@@ -188,7 +188,7 @@ static void plan_state_from(struct rv_plan_state *st, const struct rv_scale_plan
 }
 
 /* The desired state as the plan library's target, and back. */
-static void target_of(const struct master *m, struct rv_plan_target *t)
+static void target_of(const struct master *m, struct rv_scaling_target *t)
 {
 	memset(t, 0, sizeof(*t));
 	for (int r = 0; r < RV_ROLE_COUNT; r++) {
@@ -204,7 +204,7 @@ static void target_of(const struct master *m, struct rv_plan_target *t)
 	t->nown = m->desired.nown;
 }
 
-static void target_to(struct master *m, const struct rv_plan_target *t)
+static void target_to(struct master *m, const struct rv_scaling_target *t)
 {
 	for (int r = 0; r < RV_ROLE_COUNT; r++) {
 		struct master_group *g = &m->desired.groups[r];
@@ -249,15 +249,15 @@ int plans_apply(struct master *m, const void *doc, size_t len, struct rv_err *er
 	/* large (their node lists): not on a connection thread's stack */
 	struct work {
 		struct rv_scale_plan pl;
-		struct rv_plan_target t;
-		struct rv_plan_effect eff;
+		struct rv_scaling_target t;
+		struct rv_scaling_effect eff;
 	};
 	RV_CLEANUP_FREE struct work *w = malloc(sizeof(*w));
 	if (!w)
 		return rv_err_set(err, -ENOMEM, "", "out of memory for a plan");
 	struct rv_scale_plan *pl = &w->pl;
-	struct rv_plan_target *t = &w->t;
-	struct rv_plan_effect *eff = &w->eff;
+	struct rv_scaling_target *t = &w->t;
+	struct rv_scaling_effect *eff = &w->eff;
 	int rc = rv_scale_plan_from_json(j, pl, err);
 	if (rc < 0)
 		return rc;
@@ -267,7 +267,7 @@ int plans_apply(struct master *m, const void *doc, size_t len, struct rv_err *er
 	target_of(m, t);
 	/* what rover-sim applies too: one function, so the simulator credits a
 	 * plan with no more than the master does */
-	rv_plan_apply(pl, &m->spec, t, eff);
+	rv_scaling_apply(pl, &m->spec, t, eff);
 	target_to(m, t);
 	for (int r = 0; r < RV_ROLE_COUNT; r++) {
 		if (eff->asked[r] < 0 || !live)
@@ -360,13 +360,13 @@ static int nodes_load(const cJSON *o, struct master_desired *d, struct rv_err *e
 	}
 	cJSON_ArrayForEach(it, act)
 	{
-		struct rv_plan_action *a = &d->act[d->nact++];
+		struct rv_scaling_action *a = &d->act[d->nact++];
 		memset(a, 0, sizeof(*a));
 		const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(it, "node"));
 		snprintf(a->node, sizeof(a->node), "%s", name ? name : "");
 		a->role = (enum rv_role)num_of(it, "role");
 		a->rank = (int)num_of(it, "rank");
-		a->kind = (enum rv_plan_action_kind)num_of(it, "kind");
+		a->kind = (enum rv_scaling_action_kind)num_of(it, "kind");
 		a->resource = (struct rv_resource){ .cpu = num_of(it, "cpu"),
 						    .memory_mb = (int64_t)num_of(it, "memory_mb"),
 						    .gpu = (int)num_of(it, "gpu") };
@@ -830,9 +830,9 @@ static int oom_local(struct master *m, const struct rv_event *ev, int64_t *memor
 	struct rv_alg_limits lim;
 	struct rv_alg_config cfg;
 	rv_alg_params_default(&P);
-	rv_plan_limits(&m->spec, &P, &lim);
-	rv_plan_config(cur, &cfg);
-	int rc = rv_plan_oom(&cfg, ev, 1, &m->spec, uid, &lim, &P, out);
+	rv_scaling_limits(&m->spec, &P, &lim);
+	rv_scaling_config(cur, &cfg);
+	int rc = rv_scaling_oom(&cfg, ev, 1, &m->spec, uid, &lim, &P, out);
 	if (rc < 0)
 		return rc;
 	int64_t mb = oom_memory_of(out, ev->node);

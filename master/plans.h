@@ -64,7 +64,7 @@ void plans_job_end(struct master *m, bool succeeded, const char *reason);
  * event with node, role, memory_mb in force and peak_memory_mb; reported
  * to the planner here).  Waits up to cfg.plan_oom_wait_ms for the
  * planner's oom plan naming the node (the brain's in cluster mode); when
- * none came, the in-process policy (rv_plan_oom) over the desired state.
+ * none came, the in-process policy (rv_scaling_oom) over the desired state.
  * Returns 1 with *memory_mb from the planner's plan, 0 with it from the
  * in-process policy, or a negative errno.  Never under the state lock.
  */

@@ -4,10 +4,10 @@
 #   algorithms/   only algorithms/ (and system headers)
 #   common/       only common/
 #   pg/           itself and common/ (PostgreSQL: only rover-brain and tests)
-#   plan/         itself, common/, algorithms/ (the glue between the two)
+#   scaling/      itself, common/, algorithms/ (the glue between the two)
 #   trainer/      itself and common/ (librover-trainer, loaded by training
 #                 processes: no daemon code, no algorithms)
-#   a daemon      itself, plan/, common/, algorithms/; never another daemon;
+#   a daemon      itself, scaling/, common/, algorithms/; never another daemon;
 #                 rover-brain also pg/
 #   any of those  never tests/
 #   tests/        anything
@@ -39,10 +39,10 @@ search_path() {
 	algorithms | common) echo "$1" ;;
 	trainer) echo "trainer common" ;;
 	pg) echo "pg common" ;;
-	tests) echo ". tests/lib plan pg common algorithms trainer $daemons" ;;
-	plan) echo "plan common algorithms" ;;
-	brain) echo "brain plan pg common algorithms" ;;
-	*) echo "$1 plan common algorithms" ;;
+	tests) echo ". tests/lib scaling pg common algorithms trainer $daemons" ;;
+	scaling) echo "scaling common algorithms" ;;
+	brain) echo "brain scaling pg common algorithms" ;;
+	*) echo "$1 scaling common algorithms" ;;
 	esac
 }
 
@@ -50,11 +50,11 @@ search_path() {
 rule_of() {
 	case $1 in
 	algorithms | common) echo "$1/ may include only $1/ and system headers" ;;
-	plan) echo "plan/ may include only plan/, common/ and algorithms/" ;;
+	scaling) echo "scaling/ may include only scaling/, common/ and algorithms/" ;;
 	trainer) echo "trainer/ may include only trainer/ and common/" ;;
 	pg) echo "pg/ may include only pg/ and common/" ;;
-	brain) echo "brain/ may include only brain/, plan/, pg/, common/ and algorithms/" ;;
-	*) is_daemon "$1" && echo "$1/ is a daemon: it may include only $1/, plan/, common/ and algorithms/, never another daemon (pg/ is the brain's alone)" ||
+	brain) echo "brain/ may include only brain/, scaling/, pg/, common/ and algorithms/" ;;
+	*) is_daemon "$1" && echo "$1/ is a daemon: it may include only $1/, scaling/, common/ and algorithms/, never another daemon (pg/ is the brain's alone)" ||
 		echo "$1/ may include only $1/, common/ and algorithms/" ;;
 	esac
 }
@@ -64,10 +64,10 @@ allowed() { # from to
 	[ "$from" = tests ] || [ "$from" = "$to" ] && return 0
 	case $from in
 	algorithms | common) return 1 ;;
-	plan) [ "$to" = common ] || [ "$to" = algorithms ] ;;
+	scaling) [ "$to" = common ] || [ "$to" = algorithms ] ;;
 	trainer | pg) [ "$to" = common ] ;;
 	*) [ "$from" = brain ] && [ "$to" = pg ] && return 0
-		is_daemon "$from" && [ "$to" = plan ] && return 0
+		is_daemon "$from" && [ "$to" = scaling ] && return 0
 		[ "$to" = common ] || [ "$to" = algorithms ] ;;
 	esac
 }

@@ -3,7 +3,7 @@
 # its prefix, or when two libraries define the same symbol (make check-names;
 # make test runs it), so that any two libraries link together.
 #   librover-common.a, -alg.a, -pg.a    rv_
-#   librover-plan.a                     rv_plan_
+#   librover-scaling.a                  rv_scaling_
 #   librover-testlib.a                  rv_test_
 #   librover-trainer.a                  rv_trainer_ (its interface) or
 #                                       trainer_ (shared between its files)
@@ -34,7 +34,7 @@ for lib in "$@"; do
 	[ -f "$lib" ] || { echo "check-names: no $lib" >&2; exit 2; }
 	case $base in
 	librover-common.a | librover-alg.a | librover-pg.a) kind=shared ;;
-	librover-plan.a) kind=plan ;;
+	librover-scaling.a) kind=scaling ;;
 	librover-testlib.a) kind=test ;;
 	librover-trainer.a) kind=trainer ;;
 	librover-*.a) kind=daemon daemon=${base#librover-} daemon=${daemon%.a} ;;
@@ -54,7 +54,7 @@ for lib in "$@"; do
 		owner[$name]=$base
 		case $kind in
 		shared) ok=rv_ want="rv_" ;;
-		plan) ok=rv_plan_ want="rv_plan_" ;;
+		scaling) ok=rv_scaling_ want="rv_scaling_" ;;
 		test) ok=rv_test_ want="rv_test_" ;;
 		trainer)
 			ok=trainer_ want="rv_trainer_ or trainer_"

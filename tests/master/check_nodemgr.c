@@ -277,7 +277,7 @@ static struct view wait_instance(struct master *m, const char *name, const char 
 /* A plan with `remove` (a straggler) and `migrate` (a hot PS) is carried
  * out: the straggler relaunched with its rank, the PS relaunched with the
  * plan's resources and kept on them, nothing else touched; and what the
- * master did is what rv_plan_apply, which rover-sim applies plans with,
+ * master did is what rv_scaling_apply, which rover-sim applies plans with,
  * says it does (the same actions, the same parts not applied). */
 START_TEST(test_plan_remove_and_migrate_carried_out)
 {
@@ -313,13 +313,13 @@ START_TEST(test_plan_remove_and_migrate_carried_out)
 	cJSON *doc = rv_json_parse(plan, strlen(plan), &err);
 	ck_assert_ptr_nonnull(doc);
 	struct rv_scale_plan *pl = malloc(sizeof(*pl));
-	struct rv_plan_target *t = malloc(sizeof(*t));
-	struct rv_plan_effect *eff = malloc(sizeof(*eff));
+	struct rv_scaling_target *t = malloc(sizeof(*t));
+	struct rv_scaling_effect *eff = malloc(sizeof(*eff));
 	ck_assert(pl && t && eff);
 	ck_assert_int_eq(rv_scale_plan_from_json(doc, pl, &err), 0);
 	cJSON_Delete(doc);
-	rv_plan_target_init(t, &m->spec);
-	rv_plan_apply(pl, &m->spec, t, eff);
+	rv_scaling_target_init(t, &m->spec);
+	rv_scaling_apply(pl, &m->spec, t, eff);
 	ck_assert_int_eq(eff->nact, 2);
 
 	ck_assert_int_eq(apply_plan(m, plan), 0);

@@ -10,7 +10,7 @@ suite_init layers
 # A tree that keeps the layers: every kind of allowed edge once.
 good_tree() {
 	rm -rf "$tmp/t" && mkdir -p "$tmp/t" && cd "$tmp/t" || exit 1
-	mkdir -p algorithms common plan brain master tests/lib tests/common tests/bench
+	mkdir -p algorithms common scaling brain master tests/lib tests/common tests/bench
 	printf '#include <math.h>\n' >algorithms/rover_alg.h
 	printf '#include "alg_internal.h"\n' >algorithms/fit.c
 	printf '#include "rover_alg.h"\n' >algorithms/alg_internal.h
@@ -18,9 +18,9 @@ good_tree() {
 	printf '#include "log.h"\n#include "stdint.h"\n' >common/log.c
 	printf '#include "log.h"\n#include "rover_alg.h"\n' >brain/brain.h
 	printf '#include "brain.h"\n#include "log.h"\n' >brain/store.c
-	printf '#include "rover_alg.h"\n#include "log.h"\n' >plan/rover_plan.h
-	printf '#include "rover_plan.h"\n' >plan/plan.c
-	printf '#include "rover_plan.h"\n' >brain/planner.c
+	printf '#include "rover_alg.h"\n#include "log.h"\n' >scaling/rover_scaling.h
+	printf '#include "rover_scaling.h"\n' >scaling/scaling.c
+	printf '#include "rover_scaling.h"\n' >brain/planner.c
 	printf '#include "../common/log.h"\n#include "rover_alg.h"\n' >master/main.c
 	printf '/* #include "testutil.h" */\n// #include "brain.h"\n' >master/rdzv.c
 	printf '#include "log.h"\n' >master/rdzv.h
@@ -74,20 +74,20 @@ expect_fail "common -> daemon" common/log.c '#include "brain/brain.h"'
 expect_fail "daemon -> another daemon" master/main.c '#include "brain.h"'
 expect_fail "daemon -> another daemon by a relative path" master/main.c '#include "../brain/brain.h"'
 expect_fail "daemon -> tests/lib" brain/store.c '#include "testutil.h"'
-expect_fail "algorithms -> plan" algorithms/fit.c '#include "rover_plan.h"'
-expect_fail "common -> plan" common/log.c '#include "../plan/rover_plan.h"'
-expect_fail "plan -> daemon" plan/plan.c '#include "brain.h"'
-expect_fail "plan -> tests/lib" plan/plan.c '#include "testutil.h"'
-expect_fail "a directory that is not a daemon -> plan" examples/x.c '#include "rover_plan.h"'
+expect_fail "algorithms -> scaling" algorithms/fit.c '#include "rover_scaling.h"'
+expect_fail "common -> scaling" common/log.c '#include "../scaling/rover_scaling.h"'
+expect_fail "scaling -> daemon" scaling/scaling.c '#include "brain.h"'
+expect_fail "scaling -> tests/lib" scaling/scaling.c '#include "testutil.h"'
+expect_fail "a directory that is not a daemon -> scaling" examples/x.c '#include "rover_scaling.h"'
 expect_fail "a new daemon -> brain" monitor/main.c '#include "brain.h"'
 expect_fail "trainer -> algorithms" trainer/ckpt.c '#include "rover_alg.h"'
-expect_fail "trainer -> plan" trainer/ckpt.c '#include "rover_plan.h"'
+expect_fail "trainer -> scaling" trainer/ckpt.c '#include "rover_scaling.h"'
 expect_fail "trainer -> daemon" trainer/ckpt.c '#include "../brain/brain.h"'
 expect_fail "common -> trainer" common/log.c '#include "../trainer/rover_trainer.h"'
 expect_fail "a daemon but the brain -> pg" master/main.c '#include "db.h"'
 expect_fail "pg -> algorithms" pg/db.c '#include "rover_alg.h"'
 expect_fail "common -> pg" common/log.c '#include "../pg/db.h"'
-expect_fail "plan -> pg" plan/plan.c '#include "../pg/db.h"'
+expect_fail "scaling -> pg" scaling/scaling.c '#include "../pg/db.h"'
 expect_fail "master: a state machine -> the job state" master/rdzv.c '#include "master.h"'
 expect_fail "master: the job state -> the planner" master/state.c '#include "plans.h"'
 expect_fail "master: the job state -> the API" master/state.c '#include "api.h"'

@@ -53,14 +53,14 @@ mv_lib librover-testlib.a test
 fail "a test fixture symbol without rv_test_" "global symbol rv_pg_start does not begin with rv_test_" \
 	test/librover-testlib.a
 
-lib librover-plan.a 'plan=int rv_plan_config(void) { return 1; }'
-mv_lib librover-plan.a ok
-pass "plan/ symbols with rv_plan_ pass" ok/librover-plan.a
+lib librover-scaling.a 'scaling=int rv_scaling_config(void) { return 1; }'
+mv_lib librover-scaling.a ok
+pass "scaling/ symbols with rv_scaling_ pass" ok/librover-scaling.a
 
-lib librover-plan.a 'plan=int rv_limits(void) { return 1; }'
-mv_lib librover-plan.a plan
-fail "a plan/ symbol with rv_ but not rv_plan_" "librover-plan.a: plan.o: global symbol rv_limits does not begin with rv_plan_" \
-	plan/librover-plan.a
+lib librover-scaling.a 'scaling=int rv_limits(void) { return 1; }'
+mv_lib librover-scaling.a scaling
+fail "a scaling/ symbol with rv_ but not rv_scaling_" "librover-scaling.a: scaling.o: global symbol rv_limits does not begin with rv_scaling_" \
+	scaling/librover-scaling.a
 
 lib librover-trainer.a 'ckpt=int rv_trainer_save(void) { return 1; } int trainer_now_ns(void) { return 2; }'
 mv_lib librover-trainer.a ok

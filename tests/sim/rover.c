@@ -17,7 +17,7 @@
 
 #include "brain_client.h"
 #include "parse.h"
-#include "rover_plan.h"
+#include "rover_scaling.h"
 #include "sim.h"
 
 #define SIM_T0_MS 1700000000000LL
@@ -43,7 +43,7 @@ struct run {
 	int64_t last_plan_id;
 	struct sim_config c;
 	struct rv_job_spec spec; /* as registered: the replica bounds plans apply within */
-	struct rv_plan_target t; /* the nodes as the master would run them */
+	struct rv_scaling_target t; /* the nodes as the master would run them */
 };
 
 /* Record a failed call for the report; returns rc. */
@@ -103,7 +103,7 @@ static bool config_same(const struct sim_config *a, const struct sim_config *b)
 static void target_from_config(struct run *s)
 {
 	const struct sim_config *c = &s->c;
-	struct rv_plan_target *t = &s->t;
+	struct rv_scaling_target *t = &s->t;
 	memset(t, 0, sizeof(*t));
 	struct rv_plan_group *w = &t->groups[RV_ROLE_WORKER];
 	w->present = true;
@@ -117,7 +117,7 @@ static void target_from_config(struct run *s)
 	}
 }
 
-/* Apply a plan as rover-master applies it: through rv_plan_apply, the one
+/* Apply a plan as rover-master applies it: through rv_scaling_apply, the one
  * function the master's plans_apply calls, so the simulation credits no
  * action the master does not take.  Counts and resources become the config;
  * a migrated PS runs with its own CPU (the simulated PS share the load
@@ -126,12 +126,12 @@ static void target_from_config(struct run *s)
  * the job's warm-up (*relaunched).  eff (may be NULL) gets what was done and
  * what was not, for plan_applied. */
 static void apply_plan(struct run *s, const struct rv_scale_plan *plan, bool *relaunched,
-		       struct rv_plan_effect *eff)
+		       struct rv_scaling_effect *eff)
 {
-	struct rv_plan_effect local;
+	struct rv_scaling_effect local;
 	if (!eff)
 		eff = &local;
-	rv_plan_apply(plan, &s->spec, &s->t, eff);
+	rv_scaling_apply(plan, &s->spec, &s->t, eff);
 	const struct rv_plan_group *w = &s->t.groups[RV_ROLE_WORKER];
 	s->c.workers = w->count;
 	if (w->resource.cpu > 0)
@@ -145,7 +145,7 @@ static void apply_plan(struct run *s, const struct rv_scale_plan *plan, bool *re
 		for (int i = 0; i < ps->count; i++) {
 			char node[RV_NAME_MAX];
 			snprintf(node, sizeof(node), "ps-%d", i);
-			double cpu = rv_plan_node_resource(&s->t, RV_ROLE_PS, node).cpu;
+			double cpu = rv_scaling_node_resource(&s->t, RV_ROLE_PS, node).cpu;
 			if (cpu > 0 && cpu < lo)
 				lo = cpu;
 		}
@@ -155,8 +155,8 @@ static void apply_plan(struct run *s, const struct rv_scale_plan *plan, bool *re
 			s->c.ps_mem_mb = ps->resource.memory_mb;
 	}
 	for (int i = 0; i < eff->nact; i++) {
-		const struct rv_plan_action *a = &eff->act[i];
-		if (a->kind == RV_PLAN_REPLACE && a->role == RV_ROLE_WORKER && a->rank < 256)
+		const struct rv_scaling_action *a = &eff->act[i];
+		if (a->kind == RV_SCALING_REPLACE && a->role == RV_ROLE_WORKER && a->rank < 256)
 			s->slow[a->rank] = false;
 	}
 	if (relaunched)
@@ -205,7 +205,7 @@ static int post_simple_event(struct run *s, enum rv_event_type type, int64_t pla
 }
 
 /* plan_applied as a master sends it: with the parts it did not apply. */
-static int post_applied(struct run *s, int64_t plan_id, const struct rv_plan_effect *eff)
+static int post_applied(struct run *s, int64_t plan_id, const struct rv_scaling_effect *eff)
 {
 	struct rv_event ev = { .type = RV_EVENT_PLAN_APPLIED,
 			       .role = RV_ROLE_WORKER,
@@ -280,7 +280,7 @@ static int handle_oom(struct run *s, int role)
 	 * applied as a master applies it (an oom plan may carry a change the
 	 * brain planned before the kill). */
 	struct sim_config before = s->c;
-	struct rv_plan_effect eff;
+	struct rv_scaling_effect eff;
 	apply_plan(s, &plan, NULL, &eff);
 	/* the node manager relaunches the role's nodes with that memory */
 	*mem = next;
@@ -500,7 +500,7 @@ static int play(struct run *s)
 	/* The create plan sets everything; what it leaves out the user gave. */
 	s->c = s->j->user;
 	target_from_config(s);
-	struct rv_plan_effect eff;
+	struct rv_scaling_effect eff;
 	apply_plan(s, &plan, NULL, &eff);
 	s->last_plan_id = plan.id;
 	if (s->last_plan_id && post_applied(s, s->last_plan_id, &eff) < 0)

@@ -1,9 +1,9 @@
 /*
- * plan.c: wire messages to the policy's structs and back (rover_plan.h).
+ * plan.c: wire messages to the policy's structs and back (rover_scaling.h).
  * rover-brain's planner and rover-master's single-job planner both plan
  * through these, so one job gets the same plans from either.
  */
-#include "rover_plan.h"
+#include "rover_scaling.h"
 
 #include <limits.h>
 #include <stdarg.h>
@@ -11,18 +11,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum rv_alg_strategy rv_plan_strategy(enum rv_strategy s)
+enum rv_alg_strategy rv_scaling_strategy(enum rv_strategy s)
 {
 	return s == RV_STRATEGY_PS ? RV_ALG_PS : RV_ALG_ALLREDUCE;
 }
 
-enum rv_alg_role rv_plan_role(enum rv_role r)
+enum rv_alg_role rv_scaling_role(enum rv_role r)
 {
 	return r == RV_ROLE_PS ? RV_ALG_PS_ROLE : RV_ALG_WORKER;
 }
 
-void rv_plan_limits(const struct rv_job_spec *spec, const struct rv_alg_params *p,
-		    struct rv_alg_limits *lim)
+void rv_scaling_limits(const struct rv_job_spec *spec, const struct rv_alg_params *p,
+		       struct rv_alg_limits *lim)
 {
 	const struct rv_replica_spec *w = &spec->replicas[RV_ROLE_WORKER];
 	const struct rv_replica_spec *ps = &spec->replicas[RV_ROLE_PS];
@@ -40,10 +40,10 @@ void rv_plan_limits(const struct rv_job_spec *spec, const struct rv_alg_params *
 	lim->free_memory_mb = -1;
 }
 
-void rv_plan_features(const struct rv_job_spec *spec, struct rv_alg_job_features *f)
+void rv_scaling_features(const struct rv_job_spec *spec, struct rv_alg_job_features *f)
 {
 	memset(f, 0, sizeof(*f));
-	f->strategy = rv_plan_strategy(spec->strategy);
+	f->strategy = rv_scaling_strategy(spec->strategy);
 	f->parameters = (double)spec->model_parameters;
 	f->batch_size = spec->batch_size;
 	for (int i = 0; i < spec->ndatasets; i++)
@@ -52,7 +52,7 @@ void rv_plan_features(const struct rv_job_spec *spec, struct rv_alg_job_features
 	f->name = spec->name;
 }
 
-void rv_plan_ask(const struct rv_job_spec *spec, struct rv_alg_ask *ask)
+void rv_scaling_ask(const struct rv_job_spec *spec, struct rv_alg_ask *ask)
 {
 	const struct rv_replica_spec *w = &spec->replicas[RV_ROLE_WORKER];
 	const struct rv_replica_spec *ps = &spec->replicas[RV_ROLE_PS];
@@ -68,7 +68,7 @@ void rv_plan_ask(const struct rv_job_spec *spec, struct rv_alg_ask *ask)
 	ask->cfg.ps.res.memory_mb = ps->resource.memory_mb;
 }
 
-void rv_plan_config(const struct rv_scale_plan *plan, struct rv_alg_config *cfg)
+void rv_scaling_config(const struct rv_scale_plan *plan, struct rv_alg_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	const struct rv_plan_group *w = &plan->groups[RV_ROLE_WORKER];
@@ -85,13 +85,13 @@ void rv_plan_config(const struct rv_scale_plan *plan, struct rv_alg_config *cfg)
 	}
 }
 
-void rv_plan_applied(const struct rv_scale_plan *plan, struct rv_alg_applied *a)
+void rv_scaling_applied(const struct rv_scale_plan *plan, struct rv_alg_applied *a)
 {
 	memset(a, 0, sizeof(*a));
 	a->id = plan->id;
 	a->based_on_ts_ms = plan->based_on_ts_ms;
 	a->predicted_speed = plan->predicted_speed;
-	rv_plan_config(plan, &a->cfg);
+	rv_scaling_config(plan, &a->cfg);
 	a->n_migrate = plan->nmigrate;
 	a->n_replace = plan->nremove;
 }
@@ -134,8 +134,8 @@ __attribute__((format(printf, 2, 3))) static void reason_set(struct rv_scale_pla
 	(void)n;
 }
 
-void rv_plan_from_decision(const struct rv_alg_decision *d, const struct rv_job_spec *spec,
-			   const char *uid, const char *stage, struct rv_scale_plan *plan)
+void rv_scaling_from_decision(const struct rv_alg_decision *d, const struct rv_job_spec *spec,
+			      const char *uid, const char *stage, struct rv_scale_plan *plan)
 {
 	memset(plan, 0, sizeof(*plan));
 	snprintf(plan->job, sizeof(plan->job), "%s", uid);
@@ -162,12 +162,12 @@ void rv_plan_from_decision(const struct rv_alg_decision *d, const struct rv_job_
 	}
 }
 
-int rv_plan_oom(const struct rv_alg_config *cur, const struct rv_event *ev, int ooms,
-		const struct rv_job_spec *spec, const char *uid, const struct rv_alg_limits *lim,
-		const struct rv_alg_params *p, struct rv_scale_plan *plan)
+int rv_scaling_oom(const struct rv_alg_config *cur, const struct rv_event *ev, int ooms,
+		   const struct rv_job_spec *spec, const char *uid, const struct rv_alg_limits *lim,
+		   const struct rv_alg_params *p, struct rv_scale_plan *plan)
 {
 	struct rv_alg_config cfg = *cur;
-	enum rv_alg_role role = rv_plan_role(ev->role);
+	enum rv_alg_role role = rv_scaling_role(ev->role);
 	struct rv_alg_group *g = role == RV_ALG_PS_ROLE ? &cfg.ps : &cfg.worker;
 	/* the memory the node really had, when the event says */
 	if (ev->memory_mb > 0)
@@ -178,7 +178,7 @@ int rv_plan_oom(const struct rv_alg_config *cur, const struct rv_event *ev, int 
 	if (rc < 0)
 		return rc;
 	d.algorithm = RV_ALG_ID_OOM_MEMORY_STEP;
-	rv_plan_from_decision(&d, spec, uid, "oom", plan);
+	rv_scaling_from_decision(&d, spec, uid, "oom", plan);
 	reason_set(plan, "node %s: %s", ev->node, d.reason);
 	plan->predicted_speed = 0;
 	plan->based_on_ts_ms = ev->ts_ms;
@@ -193,7 +193,7 @@ int rv_plan_oom(const struct rv_alg_config *cur, const struct rv_event *ev, int 
 
 /* ---- applying a plan ---- */
 
-void rv_plan_target_init(struct rv_plan_target *t, const struct rv_job_spec *spec)
+void rv_scaling_target_init(struct rv_scaling_target *t, const struct rv_job_spec *spec)
 {
 	memset(t, 0, sizeof(*t));
 	for (int r = 0; r < RV_ROLE_COUNT; r++) {
@@ -219,7 +219,7 @@ static int node_rank(enum rv_role r, const char *node)
 	return *end || rank > 1 << 20 ? -1 : (int)rank;
 }
 
-static int own_find(const struct rv_plan_target *t, const char *node)
+static int own_find(const struct rv_scaling_target *t, const char *node)
 {
 	for (int i = 0; i < t->nown; i++)
 		if (!strcmp(t->own[i].node, node))
@@ -227,15 +227,15 @@ static int own_find(const struct rv_plan_target *t, const char *node)
 	return -1;
 }
 
-struct rv_resource rv_plan_node_resource(const struct rv_plan_target *t, enum rv_role role,
-					 const char *node)
+struct rv_resource rv_scaling_node_resource(const struct rv_scaling_target *t, enum rv_role role,
+					    const char *node)
 {
 	int i = own_find(t, node);
 	return i >= 0 ? t->own[i].resource : t->groups[role].resource;
 }
 
 /* Append one part not applied, "; "-separated, cut at the buffer's end. */
-__attribute__((format(printf, 2, 3))) static void not_applied(struct rv_plan_effect *eff,
+__attribute__((format(printf, 2, 3))) static void not_applied(struct rv_scaling_effect *eff,
 							      const char *fmt, ...)
 {
 	size_t len = strlen(eff->not_applied);
@@ -256,7 +256,7 @@ static bool resource_same(const struct rv_resource *a, const struct rv_resource 
 }
 
 /* Drop role r's own resources (all, or of the ranks from count on). */
-static void own_drop(struct rv_plan_target *t, enum rv_role r, int from_rank)
+static void own_drop(struct rv_scaling_target *t, enum rv_role r, int from_rank)
 {
 	for (int i = 0; i < t->nown;) {
 		int rank = node_rank(r, t->own[i].node);
@@ -269,7 +269,7 @@ static void own_drop(struct rv_plan_target *t, enum rv_role r, int from_rank)
 
 /* The plan's groups: counts within the spec's bounds, resources. */
 static void apply_groups(const struct rv_scale_plan *plan, const struct rv_job_spec *spec,
-			 struct rv_plan_target *t, struct rv_plan_effect *eff)
+			 struct rv_scaling_target *t, struct rv_scaling_effect *eff)
 {
 	for (int r = 0; r < RV_ROLE_COUNT; r++) {
 		const struct rv_plan_group *pg = &plan->groups[r];
@@ -302,8 +302,8 @@ static void apply_groups(const struct rv_scale_plan *plan, const struct rv_job_s
 
 /* A node of the plan's lists that the job runs after its groups: its role
  * and rank, or false with the part named not applied. */
-static bool node_known(const struct rv_plan_target *t, const struct rv_plan_node *n,
-		       const char *list, struct rv_plan_effect *eff, int *rank)
+static bool node_known(const struct rv_scaling_target *t, const struct rv_plan_node *n,
+		       const char *list, struct rv_scaling_effect *eff, int *rank)
 {
 	*rank = (unsigned)n->role < RV_ROLE_COUNT ? node_rank(n->role, n->node) : -1;
 	if (*rank < 0 || !t->groups[n->role].present || *rank >= t->groups[n->role].count) {
@@ -313,13 +313,13 @@ static bool node_known(const struct rv_plan_target *t, const struct rv_plan_node
 	return true;
 }
 
-static void add_action(struct rv_plan_effect *eff, enum rv_plan_action_kind kind,
+static void add_action(struct rv_scaling_effect *eff, enum rv_scaling_action_kind kind,
 		       const struct rv_plan_node *n, int rank, const struct rv_resource *res)
 {
 	for (int i = 0; i < eff->nact; i++)
 		if (!strcmp(eff->act[i].node, n->node)) {
 			/* one relaunch a node: a migration's resources win */
-			if (kind == RV_PLAN_MIGRATE) {
+			if (kind == RV_SCALING_MIGRATE) {
 				eff->act[i].kind = kind;
 				eff->act[i].resource = *res;
 			}
@@ -327,7 +327,7 @@ static void add_action(struct rv_plan_effect *eff, enum rv_plan_action_kind kind
 		}
 	if (eff->nact >= (int)(sizeof(eff->act) / sizeof(eff->act[0])))
 		return;
-	struct rv_plan_action *a = &eff->act[eff->nact++];
+	struct rv_scaling_action *a = &eff->act[eff->nact++];
 	a->kind = kind;
 	snprintf(a->node, sizeof(a->node), "%s", n->node);
 	a->role = n->role;
@@ -335,8 +335,8 @@ static void add_action(struct rv_plan_effect *eff, enum rv_plan_action_kind kind
 	a->resource = *res;
 }
 
-void rv_plan_apply(const struct rv_scale_plan *plan, const struct rv_job_spec *spec,
-		   struct rv_plan_target *t, struct rv_plan_effect *eff)
+void rv_scaling_apply(const struct rv_scale_plan *plan, const struct rv_job_spec *spec,
+		      struct rv_scaling_target *t, struct rv_scaling_effect *eff)
 {
 	memset(eff, 0, sizeof(*eff));
 	for (int r = 0; r < RV_ROLE_COUNT; r++)
@@ -347,14 +347,14 @@ void rv_plan_apply(const struct rv_scale_plan *plan, const struct rv_job_spec *s
 		const struct rv_plan_node *n = &plan->remove[i];
 		if (!node_known(t, n, "remove", eff, &rank))
 			continue;
-		struct rv_resource res = rv_plan_node_resource(t, n->role, n->node);
-		add_action(eff, RV_PLAN_REPLACE, n, rank, &res);
+		struct rv_resource res = rv_scaling_node_resource(t, n->role, n->node);
+		add_action(eff, RV_SCALING_REPLACE, n, rank, &res);
 	}
 	for (int i = 0; i < plan->nmigrate; i++) {
 		const struct rv_plan_node *n = &plan->migrate[i];
 		if (!node_known(t, n, "migrate", eff, &rank))
 			continue;
-		struct rv_resource res = rv_plan_node_resource(t, n->role, n->node);
+		struct rv_resource res = rv_scaling_node_resource(t, n->role, n->node);
 		if (n->resource.cpu > 0)
 			res.cpu = n->resource.cpu;
 		if (n->resource.memory_mb > 0)
@@ -368,7 +368,7 @@ void rv_plan_apply(const struct rv_scale_plan *plan, const struct rv_job_spec *s
 			t->own[k] = *n;
 			t->own[k].resource = res;
 		}
-		add_action(eff, RV_PLAN_MIGRATE, n, rank, &res);
+		add_action(eff, RV_SCALING_MIGRATE, n, rank, &res);
 		/* with stateHandover the relaunch reloads the partition from its
 		 * flash checkpoint: the migration is carried out in full */
 		if (n->role == RV_ROLE_PS && !spec->replicas[RV_ROLE_PS].state_handover)

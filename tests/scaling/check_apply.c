@@ -1,5 +1,5 @@
 /*
- * check_apply.c: rv_plan_apply (plan/plan.c), the one function rover-master
+ * check_apply.c: rv_scaling_apply (scaling/scaling.c), the one function rover-master
  * and rover-sim apply a ScalePlan with: counts within the replica spec,
  * resources, a straggler in `remove` replaced, a hot PS in `migrate`
  * relaunched with its own resources (kept until its role's resources
@@ -8,7 +8,7 @@
 #include <check.h>
 #include <string.h>
 
-#include "rover_plan.h"
+#include "rover_scaling.h"
 #include "testutil.h"
 
 /* A PS job: workers 1..4 (2), PS 1..2 (2), 1 core and 1 GiB each. */
@@ -46,9 +46,9 @@ static void node(struct rv_plan_node *n, const char *name, enum rv_role r, doubl
  * the plan and its effect (static: a plan and an effect are large). */
 static struct {
 	struct rv_job_spec spec;
-	struct rv_plan_target t;
+	struct rv_scaling_target t;
 	struct rv_scale_plan p;
-	struct rv_plan_effect eff;
+	struct rv_scaling_effect eff;
 } fx;
 
 /* fx anew, its PS with stateHandover when handover, its plan empty. */
@@ -57,12 +57,12 @@ static void fix_init(bool handover)
 	memset(&fx, 0, sizeof(fx));
 	spec_init(&fx.spec);
 	fx.spec.replicas[RV_ROLE_PS].state_handover = handover;
-	rv_plan_target_init(&fx.t, &fx.spec);
+	rv_scaling_target_init(&fx.t, &fx.spec);
 }
 
 static void fix_apply(void)
 {
-	rv_plan_apply(&fx.p, &fx.spec, &fx.t, &fx.eff);
+	rv_scaling_apply(&fx.p, &fx.spec, &fx.t, &fx.eff);
 }
 
 START_TEST(test_counts_clamped_and_named)
@@ -93,11 +93,11 @@ START_TEST(test_remove_replaces_migrate_relaunches)
 	node(&fx.p.migrate[fx.p.nmigrate++], "ps-1", RV_ROLE_PS, 3);
 	fix_apply();
 	ck_assert_int_eq(fx.eff.nact, 2);
-	ck_assert_int_eq(fx.eff.act[0].kind, RV_PLAN_REPLACE);
+	ck_assert_int_eq(fx.eff.act[0].kind, RV_SCALING_REPLACE);
 	ck_assert_str_eq(fx.eff.act[0].node, "worker-2");
 	ck_assert_int_eq(fx.eff.act[0].rank, 2);
 	ck_assert(fx.eff.act[0].resource.cpu == 1);
-	ck_assert_int_eq(fx.eff.act[1].kind, RV_PLAN_MIGRATE);
+	ck_assert_int_eq(fx.eff.act[1].kind, RV_SCALING_MIGRATE);
 	ck_assert_str_eq(fx.eff.act[1].node, "ps-1");
 	ck_assert_int_eq(fx.eff.act[1].rank, 1);
 	ck_assert(fx.eff.act[1].resource.cpu == 3);
@@ -105,8 +105,8 @@ START_TEST(test_remove_replaces_migrate_relaunches)
 	ck_assert_msg(strstr(fx.eff.not_applied, "remove worker-7: the job runs no such node") &&
 			      strstr(fx.eff.not_applied, "migrate ps-1: the PS data handover"),
 		      "%s", fx.eff.not_applied);
-	ck_assert(rv_plan_node_resource(&fx.t, RV_ROLE_PS, "ps-1").cpu == 3);
-	ck_assert(rv_plan_node_resource(&fx.t, RV_ROLE_PS, "ps-0").cpu == 1);
+	ck_assert(rv_scaling_node_resource(&fx.t, RV_ROLE_PS, "ps-1").cpu == 3);
+	ck_assert(rv_scaling_node_resource(&fx.t, RV_ROLE_PS, "ps-0").cpu == 1);
 
 	/* the same role resources again: ps-1 keeps its own, nothing relaunched */
 	memset(&fx.p, 0, sizeof(fx.p));
@@ -115,7 +115,7 @@ START_TEST(test_remove_replaces_migrate_relaunches)
 	ck_assert_int_eq(fx.eff.nact, 0);
 	ck_assert_str_eq(fx.eff.not_applied, "");
 	ck_assert(!fx.eff.changed);
-	ck_assert(rv_plan_node_resource(&fx.t, RV_ROLE_PS, "ps-1").cpu == 3);
+	ck_assert(rv_scaling_node_resource(&fx.t, RV_ROLE_PS, "ps-1").cpu == 3);
 	/* one PS fewer: ps-1 is gone, and its own resources with it */
 	group(&fx.p, RV_ROLE_PS, 1, 1, 1024);
 	fix_apply();
@@ -129,7 +129,7 @@ START_TEST(test_remove_replaces_migrate_relaunches)
 	fix_apply();
 	ck_assert(fx.eff.changed);
 	ck_assert_int_eq(fx.t.nown, 0);
-	ck_assert(rv_plan_node_resource(&fx.t, RV_ROLE_PS, "ps-0").cpu == 2);
+	ck_assert(rv_scaling_node_resource(&fx.t, RV_ROLE_PS, "ps-0").cpu == 2);
 }
 END_TEST
 
@@ -141,7 +141,7 @@ START_TEST(test_migrate_with_handover_applied_in_full)
 	node(&fx.p.migrate[fx.p.nmigrate++], "ps-0", RV_ROLE_PS, 3);
 	fix_apply();
 	ck_assert_int_eq(fx.eff.nact, 1);
-	ck_assert_int_eq(fx.eff.act[0].kind, RV_PLAN_MIGRATE);
+	ck_assert_int_eq(fx.eff.act[0].kind, RV_SCALING_MIGRATE);
 	ck_assert_str_eq(fx.eff.act[0].node, "ps-0");
 	ck_assert(fx.eff.act[0].resource.cpu == 3);
 	ck_assert_str_eq(fx.eff.not_applied, "");
