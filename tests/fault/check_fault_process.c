@@ -99,28 +99,11 @@ START_TEST(test_worker_sigstop_silent)
 	snprintf(log, sizeof(log), "%s/shards.log", r.dir);
 	rv_test_fault_job_env(job, sizeof(job), "wsilent");
 	const char *env[] = { job, NULL };
-	const char *a[] = { "--nnodes",
-			    "1",
-			    "--nproc-per-node",
-			    "2",
-			    "--rdzv-endpoint",
-			    m.addr,
-			    "--max-restarts",
-			    "3",
-			    "--hang-timeout",
-			    "5",
-			    RV_TEST_FAULT_EXAMPLE,
-			    "--batch-size",
-			    "8",
-			    "--step-sleep",
-			    "0.05",
-			    "--log-every",
-			    "1000000",
-			    "--target",
-			    RV_TEST_FAULT_TARGET,
-			    "--shard-log",
-			    log,
-			    NULL };
+	const char *a[24];
+	rv_test_fault_node_args(a, "1", "2", m.addr, "5", log);
+	for (int i = 0; a[i]; i++) /* silent: no step lines on its output */
+		if (!strcmp(a[i], "--log-every"))
+			a[i + 1] = "1000000";
 	ck_assert_int_eq(rv_test_run_start(&r, a, env), 0);
 	if (!rv_test_wait_lines(log, 40, 120000))
 		rv_test_run_dump(&r, 1, m.log);
