@@ -11,7 +11,8 @@
 #   master_stop     the master SIGSTOPped for 12 s
 #   master_kill     kill -9 of the master, restarted on its state folder
 #   worker_master   a worker and the master killed together
-# The job is sized to end about BENCH_SOAK_MIN minutes after its start
+# The nodes run with ROVER_COURIER=1 (trainer/README.md, "Off the step's
+# path": shards fetched ahead, reports queued).  The job is sized to end about BENCH_SOAK_MIN minutes after its start
 # (epochs of 1200 samples at the speed measured in its first 20 s); faults
 # stop when the time is up and the job then finishes.  Last line:
 #   bench=soak minutes=N faults=N lost=N duplicated=N goodput=P
@@ -75,7 +76,7 @@ class Stack:
         self.master = None
         self.start_master()
         self.nodes = []
-        env = dict(os.environ, PYTHON_EXEC="/usr/bin/python3", ROVER_JOB_NAME="soak-%d-%s" % (os.getpid(), tag))
+        env = dict(os.environ, PYTHON_EXEC="/usr/bin/python3", ROVER_COURIER="1", ROVER_JOB_NAME="soak-%d-%s" % (os.getpid(), tag))
         for i in range(2):
             err = open("%s/node%d.log" % (d, i), "w")
             cmd = [bin_dir + "/rover-run", "--nnodes", "1:2", "--nproc-per-node", "1",

@@ -37,6 +37,7 @@ static int runner_pid;
 static void record_runner(void)
 {
 	runner_pid = (int)getpid();
+	setenv("ROVER_COURIER", "1", 1); /* the thread off the step's path, opt-in */
 }
 
 static void remove_segments(void)
