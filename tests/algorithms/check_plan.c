@@ -239,11 +239,11 @@ static size_t noisy_scaling_obs(struct rv_alg_speed_obs *o)
 	static const double z[] = { 0.9, -1.1, 0.3, -0.4, 1.2, -0.9 };
 	size_t n = 0;
 	for (int i = 0; i < 4; i++)
-		for (int k = 0; k < 6; k++)
-			o[n++] = (struct rv_alg_speed_obs){ .workers = ws[i],
-							    .speed = 100 * scaling(ws[i]) *
-								     (1 + 0.3 * z[(k + i) % 6]),
-							    .t_ms = (int64_t)n * 10000 };
+		for (int k = 0; k < 6; k++, n++)
+			o[n] = (struct rv_alg_speed_obs){ .workers = ws[i],
+							  .speed = 100 * scaling(ws[i]) *
+								   (1 + 0.3 * z[(k + i) % 6]),
+							  .t_ms = (int64_t)n * 10000 };
 	return n;
 }
 
@@ -362,11 +362,11 @@ START_TEST(test_single_count_move_held)
 	struct rv_alg_speed_obs o[40]; /* 27 measured, 6 more below */
 	size_t n = 0;
 	for (size_t r = 0; r < 5; r++)
-		for (int k = 0; k < 6 && runs[r].s[k] > 0; k++)
-			o[n++] = (struct rv_alg_speed_obs){ .workers = runs[r].w,
-							    .ps = runs[r].ps,
-							    .speed = runs[r].s[k],
-							    .t_ms = (int64_t)n * 10000 };
+		for (int k = 0; k < 6 && runs[r].s[k] > 0; k++, n++)
+			o[n] = (struct rv_alg_speed_obs){ .workers = runs[r].w,
+							  .ps = runs[r].ps,
+							  .speed = runs[r].s[k],
+							  .t_ms = (int64_t)n * 10000 };
 	struct rv_alg_decision d;
 	st.lim.max_workers = 20;
 	st.speed = o;
@@ -375,11 +375,11 @@ START_TEST(test_single_count_move_held)
 	ck_assert_msg(!d.changed && strstr(d.reason, "measured at 18 workers only"), "%s",
 		      d.reason);
 	/* measured at a second worker count there, the model moves */
-	for (int k = 0; k < 6; k++)
-		o[n++] = (struct rv_alg_speed_obs){ .workers = 12,
-						    .ps = 1,
-						    .speed = 12 / (0.17308 + 0.0026 * 12),
-						    .t_ms = (int64_t)n * 10000 };
+	for (int k = 0; k < 6; k++, n++)
+		o[n] = (struct rv_alg_speed_obs){ .workers = 12,
+						  .ps = 1,
+						  .speed = 12 / (0.17308 + 0.0026 * 12),
+						  .t_ms = (int64_t)n * 10000 };
 	st.n_speed = n;
 	ck_assert_int_eq(rv_alg_plan_running(&st, &P, &d), 0);
 	ck_assert_msg(!strstr(d.reason, "measured at 18 workers only"), "%s", d.reason);
