@@ -34,6 +34,34 @@
 #define SIZE   1200
 #define EPOCHS 2
 
+/* Starts the node with args a and waits for 40 steps of its shard log. */
+static void start_trained(struct rv_test_run *r, struct rv_test_master *m, const char **a,
+			  const char **env, const char *log)
+{
+	ck_assert_int_eq(rv_test_run_start(r, a, env), 0);
+	if (!rv_test_wait_lines(log, 40, 120000))
+		rv_test_run_dump(r, 1, m->log);
+	ck_assert_msg(rv_test_wait_lines(log, 40, 0), "no 40 steps trained");
+}
+
+/* SIGSTOPs local rank 1's worker and waits up to limit_ms for the shard
+ * log to grow again; reports the time as fault name and returns it. */
+static int64_t stop_worker_until_resumed(struct rv_test_run *r, struct rv_test_master *m,
+					 const char *log, int limit_ms, const char *name)
+{
+	pid_t pid[4];
+	ck_assert_int_eq(rv_test_run_workers(r, 0, 1, pid, 4), 1);
+	int at = rv_test_count_lines(log);
+	int64_t t0 = rv_mono_ms();
+	ck_assert_int_eq(kill(pid[0], SIGSTOP), 0);
+	int64_t rec = rv_test_fault_wait_resumed(log, at, limit_ms);
+	if (rec < 0)
+		rv_test_run_dump(r, 1, m->log);
+	ck_assert_msg(rec >= 0, "training never resumed after the worker was stopped");
+	rv_test_fault_report(name, rec - t0);
+	return rec - t0;
+}
+
 /* A worker stopped mid-epoch is a hang: found within --hang-timeout,
  * named with its Python stack (rover-run continues it so that the
  * SIGABRT it sent can dump the stack), the group restarted from the last
@@ -52,21 +80,9 @@ START_TEST(test_worker_sigstop)
 	/* 60 s: longer than the workers' first start (importing torch on a
 	 * busy 2-core machine takes 40 s, with no output yet) */
 	rv_test_fault_node_args(a, "1", "2", m.addr, "60", log);
-	ck_assert_int_eq(rv_test_run_start(&r, a, env), 0);
-	if (!rv_test_wait_lines(log, 40, 120000))
-		rv_test_run_dump(&r, 1, m.log);
-	ck_assert_msg(rv_test_wait_lines(log, 40, 0), "no 40 steps trained");
+	start_trained(&r, &m, a, env, log);
 
-	pid_t pid[4];
-	ck_assert_int_eq(rv_test_run_workers(&r, 0, 1, pid, 4), 1);
-	int at = rv_test_count_lines(log);
-	int64_t t0 = rv_mono_ms();
-	ck_assert_int_eq(kill(pid[0], SIGSTOP), 0);
-	int64_t rec = rv_test_fault_wait_resumed(log, at, 90000);
-	if (rec < 0)
-		rv_test_run_dump(&r, 1, m.log);
-	ck_assert_msg(rec >= 0, "training never resumed after the worker was stopped");
-	rv_test_fault_report("worker_sigstop", rec - t0);
+	stop_worker_until_resumed(&r, &m, log, 90000, "worker_sigstop");
 
 	char *err = rv_test_run_expect_exit(&r, 0, 180000);
 	/* found and named with its stack: where the stopped worker was */
@@ -104,10 +120,7 @@ START_TEST(test_worker_sigstop_silent)
 	for (int i = 0; a[i]; i++) /* silent: no step lines on its output */
 		if (!strcmp(a[i], "--log-every"))
 			a[i + 1] = "1000000";
-	ck_assert_int_eq(rv_test_run_start(&r, a, env), 0);
-	if (!rv_test_wait_lines(log, 40, 120000))
-		rv_test_run_dump(&r, 1, m.log);
-	ck_assert_msg(rv_test_wait_lines(log, 40, 0), "no 40 steps trained");
+	start_trained(&r, &m, a, env, log);
 	/* two timeouts of silent training: no hang called */
 	usleep(10000 * 1000);
 	char *err = rv_test_read_file(r.err);
@@ -117,19 +130,9 @@ START_TEST(test_worker_sigstop_silent)
 	free(err);
 	ck_assert_msg(quiet, "a silent worker that trains was called hung");
 
-	pid_t pid[4];
-	ck_assert_int_eq(rv_test_run_workers(&r, 0, 1, pid, 4), 1);
-	int at = rv_test_count_lines(log);
-	int64_t t0 = rv_mono_ms();
-	ck_assert_int_eq(kill(pid[0], SIGSTOP), 0);
-	int64_t rec = rv_test_fault_wait_resumed(log, at, 60000);
-	if (rec < 0)
-		rv_test_run_dump(&r, 1, m.log);
-	ck_assert_msg(rec >= 0, "training never resumed after the worker was stopped");
-	rv_test_fault_report("worker_sigstop_silent", rec - t0);
+	int64_t took = stop_worker_until_resumed(&r, &m, log, 60000, "worker_sigstop_silent");
 	/* the timeout, a tick, the stacks' 2 s at most and a warm restart */
-	ck_assert_msg(rec - t0 < 15000, "found and restarted %lld ms after the stop",
-		      (long long)(rec - t0));
+	ck_assert_msg(took < 15000, "found and restarted %lld ms after the stop", (long long)took);
 	err = rv_test_run_expect_exit(&r, 0, 180000);
 	bool named = strstr(err, "msg=\"hung worker's stack\" rank=1 stack=\"Fatal Python error");
 	if (!named)
