@@ -36,6 +36,7 @@
 #include "sched_k8s.h"
 #include "sched_local.h"
 #include "sched_slurm.h"
+#include "wire_codec.h"
 
 #define ENV_MAX 10
 
@@ -68,18 +69,10 @@ struct nodemgr {
 	struct sched_resources shape; /* the backend's largest node, 0s: not known */
 };
 
-static int name_index(const char *const *names, size_t n, const char *s)
-{
-	for (size_t i = 0; s && i < n; i++)
-		if (!strcmp(names[i], s))
-			return (int)i;
-	return -1;
-}
-
 int nodemgr_wanted(const struct master_cfg *cfg, const struct rv_job_spec *spec, struct rv_err *err)
 {
 	static const char *const limits[] = { "auto", "cgroup2", "cgroup1", "rlimit", "none" };
-	if (name_index(limits, RV_ARRAY_SIZE(limits), cfg->node_limits) < 0)
+	if (rv_wire_parse_of(limits, RV_ARRAY_SIZE(limits), cfg->node_limits) < 0)
 		return rv_err_set(
 			err, -EINVAL, "node.limits",
 			"node.limits \"%s\" must be auto, cgroup2, cgroup1, rlimit or none",
@@ -1044,7 +1037,7 @@ int nodemgr_start(struct master *m, const char *master_addr, struct rv_err *err)
 				  m->cfg.node_log_dir[0] ? m->cfg.node_log_dir : "state/nodes",
 				  strerror(-e));
 	}
-	int mi = name_index(mode_names, RV_ARRAY_SIZE(mode_names), m->cfg.node_limits);
+	int mi = rv_wire_parse_of(mode_names, RV_ARRAY_SIZE(mode_names), m->cfg.node_limits);
 	struct sched_local_opts so = {
 		.job = m->spec.name,
 		.mode = modes[mi < 0 ? 0 : mi],

@@ -15,6 +15,7 @@
 
 #include "cleanup.h"
 #include "json.h"
+#include "wire_codec.h"
 
 static const char *const job_state_names[] = { "running", "succeeded", "failed" };
 static const char *const node_state_names[] = { "launched", "running", "exited", "succeeded",
@@ -28,14 +29,6 @@ const char *nodetable_job_state_name(enum master_job_state s)
 const char *nodetable_node_state_name(enum master_node_state s)
 {
 	return (unsigned)s < RV_ARRAY_SIZE(node_state_names) ? node_state_names[s] : "?";
-}
-
-static int name_index(const char *const *names, size_t n, const char *s)
-{
-	for (size_t i = 0; s && i < n; i++)
-		if (!strcmp(names[i], s))
-			return (int)i;
-	return -1;
 }
 
 struct master_node *nodetable_find(struct master *m, const char *name)
@@ -126,7 +119,7 @@ static int node_from_json(const cJSON *o, struct master_node *n, struct rv_err *
 	    (rc = rv_json_get_int(o, "start", "node", false, 0, INT64_MAX, &start, err)) < 0 ||
 	    (rc = rv_json_get_int(o, "plan", "node", false, 0, INT64_MAX, &plan, err)) < 0)
 		return rc;
-	int st = name_index(node_state_names, RV_ARRAY_SIZE(node_state_names), state);
+	int st = rv_wire_parse_of(node_state_names, RV_ARRAY_SIZE(node_state_names), state);
 	if (st < 0)
 		return rv_err_set(err, -EINVAL, "node.state", "unknown node state \"%s\"", state);
 	n->rank = (int)rank;
@@ -243,7 +236,7 @@ static int apply_job(struct master *m, const cJSON *doc, struct rv_err *err)
 	int rc = rv_json_get_string(doc, "job", "", false, job, sizeof(job), err);
 	if (rc < 0 || !job[0])
 		return rc;
-	int st = name_index(job_state_names, RV_ARRAY_SIZE(job_state_names), job);
+	int st = rv_wire_parse_of(job_state_names, RV_ARRAY_SIZE(job_state_names), job);
 	if (st < 0)
 		return rv_err_set(err, -EINVAL, "job", "unknown job state \"%s\"", job);
 	m->job_state = (enum master_job_state)st;
@@ -286,8 +279,8 @@ int nodetable_apply(struct master *m, int type, const void *data, size_t len, st
 		if (removed) {
 			*n = m->nodes[--m->nnodes];
 		} else {
-			int st = name_index(node_state_names, RV_ARRAY_SIZE(node_state_names),
-					    state);
+			int st = rv_wire_parse_of(node_state_names, RV_ARRAY_SIZE(node_state_names),
+						  state);
 			if (st < 0)
 				return rv_err_set(err, -EINVAL, "state",
 						  "unknown node state \"%s\"", state);
